@@ -1,0 +1,127 @@
+"""The plain Python API. The CLI, the interactive session and notebooks call these same functions.
+
+    from onnxprobe import api
+    model = api.load("model.onnx")
+    plan = api.plan(model, api.Selection(ops=("Conv",)))
+    result = api.run(plan, api.feeds(model, seed=0))
+    for ref, stats in result.rows():
+        print(ref.name, stats.mean)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+import onnx
+
+from onnxprobe.graph.expose import expose
+from onnxprobe.graph.io import load_model
+from onnxprobe.graph.select import Selection, select
+from onnxprobe.graph.shapes import infer_shapes
+from onnxprobe.runtime import feeds as _feeds
+from onnxprobe.runtime.session import create_session, resolve_device, run_bound
+from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.types import ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
+
+__all__ = ["Model", "Selection", "RunConfig", "load", "plan", "feeds", "run", "layers"]
+
+
+@dataclass
+class Model:
+    """A loaded model: the proto as read (never written back), and a copy annotated by shape inference."""
+
+    proto: onnx.ModelProto
+    inferred: onnx.ModelProto
+    source: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def load(path: str | os.PathLike) -> Model:
+    proto = load_model(path)
+    warnings: list[str] = []
+    inferred = infer_shapes(proto, warnings)
+    return Model(proto, inferred, str(path), warnings)
+
+
+def plan(model: Model, selection: Selection | None = None, *, stats: bool = True, raw: bool | set[str] = False) -> ProbePlan:
+    refs = select(model.inferred, selection or Selection())
+    warnings = list(model.warnings)
+    rewritten, probes = expose(model.inferred, refs, stats=stats, raw=raw, warnings=warnings)
+    return ProbePlan(rewritten, probes, model.source, warnings)
+
+
+def feeds(
+    model: Model,
+    *,
+    seed: int = 0,
+    int_range: tuple[int, int] = (0, 100),
+    shapes: dict[str, tuple[int, ...]] | None = None,
+    files: dict[str, str] | None = None,
+    arrays: dict[str, np.ndarray] | None = None,
+    notes: list[str] | None = None,
+) -> dict[str, np.ndarray]:
+    return _feeds.make_feeds(model.proto, seed=seed, int_range=int_range, shapes=shapes, files=files, arrays=arrays, notes=notes)
+
+
+@dataclass
+class LayersResult(ProbeResult):
+    notes: list[str] = field(default_factory=list)
+
+    def rows(self) -> Iterator[tuple[TensorRef, TensorStats | None]]:
+        for p in self.plan.probes:
+            yield p.ref, self.stats.get(p.ref.name)
+
+
+def run(plan: ProbePlan, feed: dict[str, np.ndarray], config: RunConfig | None = None, *, notes: list[str] | None = None) -> LayersResult:
+    config = config or RunConfig()
+    device = resolve_device(config.device)
+    session = create_session(plan.model, device=device, opt_level=config.opt_level)
+    host = []
+    for p in plan.probes:
+        host += [n for n in (p.stats_output, p.shape_output) if n]
+    own_outputs = [o.name for o in plan.model.graph.output if not _is_probe_output(o.name, plan)]
+    raw = [p.raw_output for p in plan.probes if p.raw_output and p.raw_output not in own_outputs]
+    host_names = list(dict.fromkeys(host + own_outputs))
+    out, seconds = run_bound(session, feed, host_names, [r for r in dict.fromkeys(raw) if r not in host_names])
+    stats, shapes, arrays = {}, {}, {}
+    for p in plan.probes:
+        name = p.ref.name
+        if p.stats_output:
+            stats[name] = TensorStats.from_rows(out[p.stats_output])
+        if p.shape_output:
+            shapes[name] = tuple(int(d) for d in out[p.shape_output])
+        if p.raw_output:
+            arrays[name] = out[p.raw_output]
+    info = RunInfo(device=device, providers=session.providers, opt_level=config.opt_level,
+                   session_seconds=session.seconds, run_seconds=seconds)
+    return LayersResult(plan=plan, info=info, stats=stats, shapes=shapes, arrays=arrays,
+                        outputs={n: out[n] for n in own_outputs}, notes=list(notes or []) + session.notes)
+
+
+def _is_probe_output(name: str, plan: ProbePlan) -> bool:
+    return any(name in (p.stats_output, p.shape_output) for p in plan.probes) or (
+        any(name == p.raw_output for p in plan.probes if p.ref.scope)
+    )
+
+
+def layers(
+    path: str | os.PathLike,
+    selection: Selection | None = None,
+    config: RunConfig | None = None,
+    *,
+    save: bool = False,
+    seed: int = 0,
+    int_range: tuple[int, int] = (0, 100),
+    shapes: dict[str, tuple[int, ...]] | None = None,
+    files: dict[str, str] | None = None,
+    arrays: dict[str, np.ndarray] | None = None,
+) -> LayersResult:
+    """Load, probe and run a model in one call: what ``onnxprobe layers`` does."""
+    model = load(path)
+    notes: list[str] = []
+    feed = feeds(model, seed=seed, int_range=int_range, shapes=shapes, files=files, arrays=arrays, notes=notes)
+    p = plan(model, selection, raw=save)
+    return run(p, feed, config, notes=notes)

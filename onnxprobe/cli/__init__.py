@@ -1,0 +1,1 @@
+"""The command line: one thin Typer function per command over onnxprobe.api."""

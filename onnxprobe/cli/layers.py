@@ -1,0 +1,70 @@
+"""``onnxprobe layers``: every probed tensor with its statistics."""
+
+from __future__ import annotations
+
+from onnxprobe.cli.errors import handle_errors, warn
+from onnxprobe.cli.options import (
+    AllOpt, ConstOpt, DeviceOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
+    OptLevelOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, parse_int_range,
+)
+
+
+@handle_errors
+def layers(
+    model: ModelArg,
+    op: OpOpt = None,
+    name: NameOpt = None,
+    all_: AllOpt = False,
+    range_: RangeOpt = None,
+    include_constants: ConstOpt = False,
+    seed: SeedOpt = 0,
+    int_range: IntRangeOpt = "0:100",
+    shape: ShapeOpt = None,
+    input_: InputOpt = None,
+    inputs: InputsOpt = None,
+    device: DeviceOpt = "auto",
+    opt_level: OptLevelOpt = "off",
+    json_: JsonOpt = None,
+    save: SaveOpt = None,
+) -> None:
+    """Show every probed intermediate tensor with its statistics, in topological order.
+
+    By default the outputs of Conv, ConvTranspose, Gemm, MatMul and attention ops, plus the model's
+    outputs, are probed; statistics are computed inside the graph, on the device.
+
+    Examples:
+
+        onnxprobe layers model.onnx
+
+        onnxprobe layers model.onnx --all --shape image=1x3x224x224 --json report.json
+
+        onnxprobe layers model.onnx --op Softmax --name '*attn*' --save acts.npz
+    """
+    from onnxprobe import api
+    from onnxprobe.report import io as report_io
+    from onnxprobe.report.console import stderr_console, stdout_console
+    from onnxprobe.report.layers import layers_dict, print_layers
+    from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_npz
+
+    selection = api.Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_,
+                              include_constants=include_constants)
+    config = api.RunConfig(device=device, opt_level=opt_level)
+    lo_hi = parse_int_range(int_range)
+    if save is not None:
+        report_io.check_writable(save, model)
+    if json_ is not None and str(json_) != "-":
+        report_io.check_writable(json_, model)
+    with stderr_console().status(f"probing {model.name}…", spinner="dots"):
+        result = api.layers(
+            model, selection, config, save=save is not None, seed=seed, int_range=lo_hi,
+            shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
+            arrays=read_npz(inputs) if inputs else None,
+        )
+    warn(result.notes + result.plan.warnings)
+    data = layers_dict(result)
+    if json_ is not None:
+        report_io.write_json(data, json_)
+    if json_ is None or str(json_) != "-":
+        print_layers(result, stdout_console())
+    if save is not None:
+        report_io.save_npz(result.arrays, save)

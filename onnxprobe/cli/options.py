@@ -1,0 +1,44 @@
+"""Options shared by several commands, as ``Annotated`` aliases, so a flag means the same everywhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+ModelArg = Annotated[Path, typer.Argument(help="ONNX model file (external data is read from beside it).", show_default=False)]
+
+# selection
+OpOpt = Annotated[Optional[list[str]], typer.Option("--op", help="Probe outputs of this op type (repeatable).", rich_help_panel="Selection")]
+NameOpt = Annotated[Optional[list[str]], typer.Option("--name", help="Probe tensors whose node or tensor name matches this glob (repeatable).", rich_help_panel="Selection")]
+AllOpt = Annotated[bool, typer.Option("--all", help="Probe every node output, inside If/Loop/Scan bodies too.", rich_help_panel="Selection")]
+RangeOpt = Annotated[Optional[str], typer.Option("--range", help="Only nodes with index START..END (indices or node names), e.g. 10:40.", rich_help_panel="Selection")]
+ConstOpt = Annotated[bool, typer.Option("--include-constants", help="Also probe weights computed from constants alone.", rich_help_panel="Selection")]
+
+# inputs
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the random inputs.", rich_help_panel="Inputs")]
+IntRangeOpt = Annotated[str, typer.Option("--int-range", help="LOW:HIGH range of random integer inputs (HIGH excluded).", rich_help_panel="Inputs")]
+ShapeOpt = Annotated[Optional[list[str]], typer.Option("--shape", help="Fix an input's dynamic dimensions: NAME=1x3x224x224 (repeatable).", rich_help_panel="Inputs")]
+InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="An input from a file: NAME=FILE.npy or NAME=FILE.pb (repeatable).", rich_help_panel="Inputs")]
+InputsOpt = Annotated[Optional[Path], typer.Option("--inputs", help="All inputs from one .npz file, keyed by input name.", rich_help_panel="Inputs")]
+
+# execution
+DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda. auto picks CUDA only when a session really gets it.", rich_help_panel="Execution")]
+OptLevelOpt = Annotated[str, typer.Option("--opt-level", help="onnxruntime graph optimisation: off | basic | extended | layout | all.", rich_help_panel="Execution")]
+
+# output
+JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write the report as JSON to FILE ('-' for stdout, instead of the table).", rich_help_panel="Output")]
+SaveOpt = Annotated[Optional[Path], typer.Option("--save", help="Save the probed tensors to FILE.npz, keyed by tensor name.", rich_help_panel="Output")]
+
+
+def parse_int_range(spec: str) -> tuple[int, int]:
+    from onnxprobe.errors import UsageError
+
+    lo, sep, hi = spec.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return int(lo), int(hi)
+    except ValueError:
+        raise UsageError(f"--int-range {spec!r}: expected LOW:HIGH, e.g. 0:100") from None

@@ -1,0 +1,1 @@
+"""Graph surgery on ONNX models: loading, shape inference, selection, exposing tensors. Never executes."""

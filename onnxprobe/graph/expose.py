@@ -1,0 +1,299 @@
+"""Expose chosen tensors as graph outputs: their in-graph statistics, runtime shape, or raw values.
+
+Contract: ``expose(model, refs, ...)`` returns a *new* model and one ``Probe`` per ref; the input model is
+never touched, and the nodes of the original graph are left as they are (the pass only appends nodes and
+outputs), so the model's own outputs are bitwise unchanged when optimisations are off.
+
+Statistics are computed in the graph, next to the tensor, so only a [1, 9] float64 row per tensor leaves
+the device (layout: ``onnxprobe.stats.tensor_stats.ROW``). Tensors inside If / Loop / Scan bodies are
+lifted out level by level: each enclosing body gains an output and its node a matching output; the other
+If branch returns a placeholder (the identity row for statistics, an empty tensor for raw values); the
+per-iteration rows that a Loop or Scan stacks are merged back into one row in the parent graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxprobe.errors import ModelError
+from onnxprobe.graph.shapes import value_types
+from onnxprobe.graph.walk import NodeSite, walk
+from onnxprobe.types import Probe, TensorRef
+
+STATS_PREFIX = "onnxprobe.stats:"
+SHAPE_PREFIX = "onnxprobe.shape:"
+RAW_PREFIX = "onnxprobe.raw:"
+ROW_WIDTH = 9
+# additive columns merge by sum, column 4 by min and column 5 by max (see stats.tensor_stats.ROW)
+IDENTITY_ROW = np.array([[0, 0, 0, 0, np.inf, -np.inf, 0, 0, 0]], dtype=np.float64)
+UNSUPPORTED_STATS_DTYPES = {TensorProto.STRING, TensorProto.UNDEFINED}
+MIN_OPSET = 9  # IsNaN and Where
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return o.version
+    return 1
+
+
+@dataclass
+class _Builder:
+    """Appends nodes to one graph, with fresh names and per-graph constants."""
+
+    graph: onnx.GraphProto
+    opset: int
+    names: set[str]
+    consts: dict[tuple, str] = field(default_factory=dict)
+
+    def fresh(self, base: str) -> str:
+        name, k = base, 0
+        while name in self.names:
+            k += 1
+            name = f"{base}.{k}"
+        self.names.add(name)
+        return name
+
+    def node(self, op: str, inputs: list[str], base: str, **attrs) -> str:
+        out = self.fresh(base)
+        self.graph.node.append(helper.make_node(op, inputs, [out], name=self.fresh(f"onnxprobe/{op}/{base}"), **attrs))
+        return out
+
+    def const(self, value: np.ndarray, base: str) -> str:
+        key = (value.dtype.str, value.shape, value.tobytes())
+        if key not in self.consts:
+            out = self.fresh(f"onnxprobe.const.{base}")
+            self.graph.node.append(helper.make_node(
+                "Constant", [], [out], name=self.fresh(f"onnxprobe/Constant/{base}"),
+                value=numpy_helper.from_array(value, out)))
+            self.consts[key] = out
+        return self.consts[key]
+
+    def reduce(self, op: str, x: str, base: str, axes: list[int] | None = None, keepdims: int = 1) -> str:
+        """Reduce* with ``axes`` given the way this opset wants it (attribute, or input since 13/18)."""
+        if axes is None:
+            return self.node(op, [x], base, keepdims=keepdims)
+        axes_as_input = self.opset >= (13 if op == "ReduceSum" else 18)
+        if axes_as_input:
+            return self.node(op, [x, self.const(np.array(axes, np.int64), "axes")], base, keepdims=keepdims)
+        return self.node(op, [x], base, axes=axes, keepdims=keepdims)
+
+    def stats_row(self, x: str, elem_type: int | None) -> str:
+        """[1, 9] float64: count, nan, non-finite, non-zero, min, max, sum, sum of squares, sum of |x|.
+        Sums are over finite values; NaN counts as non-zero and non-finite."""
+        b = x
+        d = x if elem_type == TensorProto.DOUBLE else self.node("Cast", [x], f"{b}.f64", to=TensorProto.DOUBLE)
+        d = self.node("Reshape", [d, self.const(np.array([-1], np.int64), "flat")], f"{b}.flat")
+        nan = self.node("IsNaN", [d], f"{b}.isnan")
+        bad = self.node("IsNaN", [self.node("Sub", [d, d], f"{b}.d_minus_d")], f"{b}.nonfinite")
+        zero = self.const(np.array(0.0), "zero")
+        clean = self.node("Where", [bad, zero, d], f"{b}.finite")
+        lo = self.reduce("ReduceMin", self.node("Where", [bad, self.const(np.array(np.inf), "inf"), d], f"{b}.for_min"), f"{b}.min")
+        hi = self.reduce("ReduceMax", self.node("Where", [bad, self.const(np.array(-np.inf), "ninf"), d], f"{b}.for_max"), f"{b}.max")
+
+        def count(mask: str, tag: str) -> str:
+            return self.reduce("ReduceSum", self.node("Cast", [mask], f"{b}.{tag}.f64", to=TensorProto.DOUBLE), f"{b}.{tag}.count")
+
+        nonzero = self.node("Cast", [d], f"{b}.nonzero", to=TensorProto.BOOL)
+        size = self.node("Cast", [self.node("Shape", [d], f"{b}.size")], f"{b}.size.f64", to=TensorProto.DOUBLE)
+        cols = [
+            size, count(nan, "nan"), count(bad, "nonfinite"), count(nonzero, "nonzero"), lo, hi,
+            self.reduce("ReduceSum", clean, f"{b}.sum"),
+            self.reduce("ReduceSumSquare", clean, f"{b}.sumsq"),
+            self.reduce("ReduceL1", clean, f"{b}.sumabs"),
+        ]
+        row = self.node("Concat", cols, f"{b}.row9", axis=0)
+        return self.node("Reshape", [row, self.const(np.array([1, ROW_WIDTH], np.int64), "row_shape")], f"{b}.row")
+
+    def merge_rows(self, stacked: str) -> str:
+        """Rows stacked by Loop/Scan, [..., 1, 9] -> one merged [1, 9] row (empty stack -> identity row)."""
+        r = self.node("Reshape", [stacked, self.const(np.array([-1, ROW_WIDTH], np.int64), "rows")], f"{stacked}.rows")
+        s = self.reduce("ReduceSum", r, f"{stacked}.sum", axes=[0], keepdims=1)
+        lo = self.reduce("ReduceMin", r, f"{stacked}.min", axes=[0], keepdims=1)
+        hi = self.reduce("ReduceMax", r, f"{stacked}.max", axes=[0], keepdims=1)
+        is_min = self.const(np.array([[False] * 4 + [True] + [False] * 4]), "mincol")
+        is_max = self.const(np.array([[False] * 5 + [True] + [False] * 3]), "maxcol")
+        return self.node("Where", [is_min, lo, self.node("Where", [is_max, hi, s], f"{stacked}.maxmerge")], f"{stacked}.merged")
+
+
+def _all_names(model: onnx.ModelProto, sites: list[NodeSite]) -> set[str]:
+    names: set[str] = set()
+
+    def visit(g: onnx.GraphProto) -> None:
+        names.update(i.name for i in g.input)
+        names.update(i.name for i in g.initializer)
+        names.update(o.name for o in g.output)
+
+    visit(model.graph)
+    for s in sites:
+        names.update(s.node.input)
+        names.update(s.node.output)
+        names.add(s.node.name)
+        for a in s.node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                visit(a.g)
+    return names
+
+
+def _graph_attr(node: onnx.NodeProto, attr: str) -> onnx.GraphProto:
+    for a in node.attribute:
+        if a.name == attr:
+            return a.g
+    raise KeyError(attr)  # pragma: no cover
+
+
+def _pad_outputs(node: onnx.NodeProto, body: onnx.GraphProto) -> None:
+    """Make the node list one output per body output (trailing optional outputs may be omitted)."""
+    want = len(body.output) - (1 if node.op_type == "Loop" else 0)
+    while len(node.output) < want:
+        node.output.append("")
+
+
+def expose(
+    model: onnx.ModelProto,
+    refs: list[TensorRef],
+    *,
+    stats: bool = True,
+    shapes: bool = True,
+    raw: bool | set[str] = False,
+    warnings: list[str] | None = None,
+) -> tuple[onnx.ModelProto, list[Probe]]:
+    warnings = warnings if warnings is not None else []
+    opset = default_opset(model)
+    if stats and opset < MIN_OPSET:
+        raise ModelError(f"model opset {opset} is older than {MIN_OPSET}; convert it with onnx.version_converter first")
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    sites = walk(out)
+    producer = {o: s for s in sites for o in s.node.output if o}
+    types = value_types(out)
+    names = _all_names(out, sites)
+    builders: dict[int, _Builder] = {}
+
+    def builder(g: onnx.GraphProto) -> _Builder:
+        if id(g) not in builders:
+            builders[id(g)] = _Builder(g, opset, names)
+        return builders[id(g)]
+
+    top_outputs = {o.name for o in out.graph.output}
+
+    def add_top_output(name: str, t: onnx.TypeProto | None) -> None:
+        if name in top_outputs:
+            return
+        vi = onnx.ValueInfoProto(name=name)
+        if t is not None:
+            vi.type.CopyFrom(t)
+        out.graph.output.append(vi)
+        top_outputs.add(name)
+
+    def lift(name: str, chain: tuple, t: onnx.TypeProto | None, kind: str) -> str:
+        """Carry ``name`` from the innermost body of ``chain`` out to the main graph."""
+        cur = name
+        for level in range(len(chain) - 1, -1, -1):
+            parent, attr = chain[level]
+            body = _graph_attr(parent, attr)
+            enclosing = out.graph if level == 0 else _graph_attr(*chain[level - 1])
+            if parent.op_type not in ("If", "Loop", "Scan"):
+                raise ModelError(f"cannot expose {name!r}: it lives in a subgraph of a {parent.op_type} node")
+            _pad_outputs(parent, body)
+            if cur in {o.name for o in body.output} or cur in {i.name for i in body.input}:
+                cur = builder(body).node("Identity", [cur], f"{cur}.out")
+            vi = onnx.ValueInfoProto(name=cur)
+            if t is not None:
+                vi.type.CopyFrom(t)
+            body.output.append(vi)
+            new = builder(enclosing).fresh(f"{name}.{parent.op_type.lower()}_out")
+            if parent.op_type == "If":
+                other_attr = "else_branch" if attr == "then_branch" else "then_branch"
+                other = _graph_attr(parent, other_attr)
+                if kind == "stats":
+                    ph_value = IDENTITY_ROW
+                else:
+                    rank = len(t.tensor_type.shape.dim) if t is not None and t.tensor_type.HasField("shape") else 1
+                    ph_value = np.zeros([0] * max(rank, 1), onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type))
+                ph = builder(other).const(ph_value, "placeholder")
+                if ph in {o.name for o in other.output}:
+                    ph = builder(other).node("Identity", [ph], "onnxprobe.placeholder")
+                if t is not None and kind == "raw":
+                    t = _loosen(t)  # the two branches now return different shapes
+                    body.output[-1].type.CopyFrom(t)
+                pvi = onnx.ValueInfoProto(name=ph)
+                if t is not None:
+                    pvi.type.CopyFrom(t)
+                other.output.append(pvi)
+                parent.output.append(new)
+            else:
+                parent.output.append(new)
+                if parent.op_type == "Scan":
+                    for a in parent.attribute:
+                        if a.name in ("scan_output_axes", "scan_output_directions"):
+                            a.ints.append(0)
+                if kind == "stats":
+                    new = builder(enclosing).merge_rows(new)
+                elif t is not None:
+                    t = _with_leading_dim(t)
+            cur = new
+        return cur
+
+    row_type = helper.make_tensor_type_proto(TensorProto.DOUBLE, [1, ROW_WIDTH])
+    want_raw = (lambda n: n in raw) if isinstance(raw, set) else (lambda n: bool(raw))
+    probes: list[Probe] = []
+    for ref in refs:
+        site = producer.get(ref.name)
+        if site is None:
+            warnings.append(f"{ref.name}: no node produces it; not probed")
+            continue
+        t = types.get(ref.name)
+        elem = t.tensor_type.elem_type if t is not None else None  # None: unknown, Cast at run time
+        probe = Probe(ref=ref)
+        g = site.graph
+        if stats and elem not in UNSUPPORTED_STATS_DTYPES:
+            row = builder(g).stats_row(ref.name, elem)
+            top = lift(row, site.chain, row_type, "stats") if site.chain else row
+            final = STATS_PREFIX + ref.name
+            if final in names:
+                final = builder(out.graph).fresh(final)
+            builder(out.graph).graph.node.append(helper.make_node("Identity", [top], [final], name=builder(out.graph).fresh(f"onnxprobe/stats/{ref.name}")))
+            names.add(final)
+            add_top_output(final, row_type)
+            probe.stats_output = final
+        if shapes and not site.chain:
+            shp = builder(g).node("Shape", [ref.name], SHAPE_PREFIX + ref.name)
+            add_top_output(shp, helper.make_tensor_type_proto(TensorProto.INT64, [None]))
+            probe.shape_output = shp
+        if want_raw(ref.name):
+            if not site.chain:
+                add_top_output(ref.name, t)
+                probe.raw_output = ref.name
+            elif t is None or not elem:
+                warnings.append(f"{ref.name}: type unknown inside a subgraph; raw values not saved")
+            else:
+                probe.raw_output = lift(ref.name, site.chain, t, "raw")
+                add_top_output(probe.raw_output, _with_leading_dims(t, _loop_depth(site.chain)))
+        probes.append(probe)
+    return out, probes
+
+
+def _loosen(t: onnx.TypeProto) -> onnx.TypeProto:
+    if not t.tensor_type.HasField("shape"):
+        return t
+    return helper.make_tensor_type_proto(t.tensor_type.elem_type, [None] * len(t.tensor_type.shape.dim))
+
+
+def _loop_depth(chain: tuple) -> int:
+    return sum(1 for n, _ in chain if n.op_type in ("Loop", "Scan"))
+
+
+def _with_leading_dim(t: onnx.TypeProto) -> onnx.TypeProto:
+    return _with_leading_dims(t, 1)
+
+
+def _with_leading_dims(t: onnx.TypeProto, k: int) -> onnx.TypeProto:
+    if k == 0 or not t.tensor_type.HasField("shape"):
+        return t
+    dims = [None] * k + [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.tensor_type.shape.dim]
+    return helper.make_tensor_type_proto(t.tensor_type.elem_type, dims)

@@ -1,0 +1,89 @@
+"""Walk every node of a model, subgraphs included, in one topological order.
+
+Each ``NodeSite`` knows the chain of control-flow nodes (If/Loop/Scan and their graph attribute) that
+encloses it, which is what exposing a subgraph tensor needs. The body of a control-flow node is visited
+before the node itself, so a body tensor always comes before the values its parent node returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import onnx
+
+CONSTANT_OPS = {"Constant", "ConstantOfShape"}
+NONDETERMINISTIC_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
+
+
+@dataclass
+class NodeSite:
+    node: onnx.NodeProto
+    graph: onnx.GraphProto  # the graph that holds the node
+    chain: tuple[tuple[onnx.NodeProto, str], ...]  # enclosing (control-flow node, graph attribute), outermost first
+    index: int  # position in the whole-model topological order
+    name: str  # display name: the node's name, or OpType_index when it has none
+
+    @property
+    def scope(self) -> tuple[str, ...]:
+        return tuple(f"{node_display_name(n)}/{attr}" for n, attr in self.chain)
+
+
+def node_display_name(node: onnx.NodeProto, index: int | None = None) -> str:
+    if node.name:
+        return node.name
+    return f"{node.op_type}_{index}" if index is not None else node.op_type
+
+
+def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            yield a.name, a.g
+        elif a.type == onnx.AttributeProto.GRAPHS:  # pragma: no cover - no standard op uses it
+            for g in a.graphs:
+                yield a.name, g
+
+
+def walk(model: onnx.ModelProto) -> list[NodeSite]:
+    sites: list[NodeSite] = []
+    _names: dict[int, str] = {}
+
+    def visit(g: onnx.GraphProto, chain: tuple) -> None:
+        for node in g.node:
+            for attr, sg in subgraphs(node):
+                # name the parent before its body so body display names can refer to it
+                visit(sg, chain + ((node, attr),))
+            i = len(sites)
+            sites.append(NodeSite(node, g, chain, i, node_display_name(node, i)))
+
+    visit(model.graph, ())
+    del _names
+    return sites
+
+
+def constant_tensors(model: onnx.ModelProto, sites: list[NodeSite] | None = None) -> set[str]:
+    """Tensors fixed before any input arrives: initializers, Constant/ConstantOfShape outputs, and the
+    outputs of deterministic nodes whose inputs are all such tensors (weights computed at load time)."""
+    sites = sites if sites is not None else walk(model)
+    const: set[str] = set()
+
+    def inits(g: onnx.GraphProto) -> None:
+        const.update(i.name for i in g.initializer)
+        const.update(i.name for i in g.sparse_initializer)
+        for n in g.node:
+            for _, sg in subgraphs(n):
+                inits(sg)
+
+    inits(model.graph)
+    # graph inputs that are also initializers (IR < 4) can be overridden at run time: keep them const anyway
+    for s in sites:
+        n = s.node
+        if n.op_type in CONSTANT_OPS and n.domain in ("", "ai.onnx"):
+            const.update(o for o in n.output if o)
+            continue
+        if n.op_type in NONDETERMINISTIC_OPS or any(True for _ in subgraphs(n)):
+            continue
+        ins = [i for i in n.input if i]
+        if ins and all(i in const for i in ins):
+            const.update(o for o in n.output if o)
+    return const

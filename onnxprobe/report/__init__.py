@@ -1,0 +1,1 @@
+"""Reports: JSON-ready dicts and Rich renderings. Pure functions of result data; no computation."""

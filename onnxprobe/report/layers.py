@@ -1,0 +1,110 @@
+"""The ``layers`` report: a JSON-ready dict and a Rich table of probed tensors."""
+
+from __future__ import annotations
+
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from onnxprobe import __version__
+from onnxprobe.report.format import num, shape, shorten
+
+SCHEMA_VERSION = 1
+
+
+def layers_dict(result) -> dict:
+    """JSON-ready. Non-finite statistics are null."""
+    tensors = []
+    for ref, st in result.rows():
+        d = {
+            "index": ref.index, "name": ref.name, "node": ref.node, "op_type": ref.op_type,
+            "scope": "/".join(ref.scope) or None,
+            "shape": list(result.shapes[ref.name]) if ref.name in result.shapes else _static(ref.shape),
+            "dtype": ref.dtype, "is_output": ref.is_output,
+        }
+        if st is not None:
+            d.update(st.to_dict())
+        tensors.append(d)
+    info = result.info
+    return {
+        "schema_version": SCHEMA_VERSION, "onnxprobe_version": __version__,
+        "model": result.plan.source, "device": info.device, "providers": info.providers,
+        "opt_level": info.opt_level,
+        "timing": {"session_s": round(info.session_seconds, 6), "run_s": round(info.run_seconds, 6)},
+        "notes": list(result.notes) + list(result.plan.warnings),
+        "tensors": tensors,
+    }
+
+
+def _static(s):
+    if s is None:
+        return None
+    return [d if isinstance(d, int) else None for d in s]
+
+
+HEADERS = [("#", "right"), ("node", "left"), ("op", "left"), ("tensor", "left"), ("shape", "left"),
+           ("dtype", "left"), ("min", "right"), ("max", "right"), ("mean", "right"), ("std", "right"),
+           ("NaN", "right"), ("Inf", "right")]
+NODE, TENSOR = 1, 3
+
+
+def _cells(r: dict) -> list[str]:
+    node = r["node"] if not r["scope"] else f"{r['scope']}/{r['node']}"
+    tensor = r["name"]
+    if r["node"] and tensor.startswith(r["node"]) and len(tensor) > len(r["node"]):
+        tensor = "…" + tensor[len(r["node"]):]  # PyTorch names: '/l/Conv' -> '/l/Conv_output_0'
+    ran = bool(r.get("count"))
+    return [
+        str(r["index"]), node, shorten(r["op_type"], 14), tensor, shorten(shape(r["shape"]), 16),
+        (r["dtype"] or "?")[:8],
+        num(r.get("min")) if ran else ("not run" if r.get("count") == 0 else "-"),
+        num(r.get("max")) if ran else "-", num(r.get("mean")), num(r.get("std")),
+        str(r.get("nan", "-")), str(r.get("inf", "-")),
+    ]
+
+
+def layers_table(result, width: int = 120) -> tuple[Table, Text]:
+    d = layers_dict(result)
+    rows = [(_cells(r), r) for r in d["tensors"]]
+    # the fixed columns take what their content needs; the two name columns share the rest (60/40)
+    need = [max([len(h)] + [len(c[i]) for c, _ in rows]) for i, (h, _) in enumerate(HEADERS)]
+    rest = width - sum(w for i, w in enumerate(need) if i not in (NODE, TENSOR)) - 2 * (len(HEADERS) - 1)  # gap: padding + separator
+    rest = max(rest, 20)
+    node_w = min(need[NODE], max(rest * 3 // 5, rest - need[TENSOR]))
+    tensor_w = min(need[TENSOR], rest - node_w)
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0), show_edge=False)
+    widths = list(need)
+    widths[NODE], widths[TENSOR] = node_w, tensor_w
+    for (h, just), w in zip(HEADERS, widths):
+        t.add_column(h, justify=just, no_wrap=True, overflow="ellipsis", min_width=w, max_width=w)
+    bad = 0
+    for cells, r in rows:
+        nonfinite = bool(r.get("nan") or r.get("inf"))
+        bad += nonfinite
+        cells[NODE] = shorten(cells[NODE], node_w)
+        cells[TENSOR] = shorten(cells[TENSOR], tensor_w)
+        style = "bold red" if nonfinite else ("bold" if r["is_output"] else None)
+        t.add_row(*cells, style=style)
+    n = len(rows)
+    timing = d["timing"]
+    footer = Text()
+    footer.append(f"{n} tensor{'s' if n != 1 else ''}")
+    footer.append(" · ")
+    footer.append(f"{bad} with NaN/Inf", style="bold red" if bad else "green")
+    footer.append(f" · device {d['device']} · opt-level {d['opt_level']}")
+    footer.append(f" · run {_ms(timing['run_s'])} (session {_ms(timing['session_s'])})")
+    return t, footer
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1000:.3g} ms" if s < 10 else f"{s:.3g} s"
+
+
+def print_layers(result, console: Console) -> None:
+    table, footer = layers_table(result, console.width)
+    console.print(table)
+    console.print(footer)
+
+

@@ -1,0 +1,1 @@
+"""Execution: input feeds, onnxruntime sessions, providers and IOBinding. Never prints."""

@@ -1,0 +1,192 @@
+"""onnxruntime sessions: device choice, optimisation level, IR compatibility, IOBinding runs.
+
+- ``resolve_device("auto")`` is "cuda" only when a session really gets the CUDA provider: onnxruntime-gpu
+  lists CUDAExecutionProvider as available even when the CUDA libraries are missing.
+- ``create_session`` lowers a model's IR version when the installed onnxruntime is older than the onnx
+  that wrote it (e.g. onnx 1.23 writes IR 14, onnxruntime-gpu 1.31 reads up to 13), and turns
+  onnxruntime's errors into one-line ``ExecutionError`` messages.
+- ``run_bound`` runs with IOBinding: inputs are copied to the device once, outputs stay there unless
+  asked for on the host.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from onnxprobe.errors import ExecutionError, UsageError
+from onnxprobe.graph.io import is_large
+
+OPT_LEVELS = ("off", "basic", "extended", "layout", "all")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def _ort():
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(3)
+    return ort
+
+
+def _level(name: str):
+    ort = _ort()
+    table = {
+        "off": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "layout": getattr(ort.GraphOptimizationLevel, "ORT_ENABLE_LAYOUT", ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED),
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }
+    if name not in table:
+        raise UsageError(f"--opt-level {name!r}: choose one of {', '.join(OPT_LEVELS)}")
+    return table[name]
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_usable() -> bool:
+    """True when a session really gets the CUDA provider (not just when it is listed)."""
+    ort = _ort()
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return False
+    g = onnx.helper.make_graph(
+        [onnx.helper.make_node("Identity", ["x"], ["y"])], "cuda_probe",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
+    )
+    m = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    try:
+        s = ort.InferenceSession(m.SerializeToString(), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    except Exception:  # noqa: BLE001
+        return False
+    return "CUDAExecutionProvider" in s.get_providers()
+
+
+def resolve_device(device: str) -> str:
+    if device not in DEVICES:
+        raise UsageError(f"--device {device!r}: choose one of {', '.join(DEVICES)}")
+    if device == "auto":
+        return "cuda" if cuda_usable() else "cpu"
+    if device == "cuda" and not cuda_usable():
+        raise ExecutionError(
+            "--device cuda: onnxruntime has no usable CUDA provider here "
+            "(install onnxruntime-gpu with matching CUDA/cuDNN libraries, or use --device cpu)"
+        )
+    return device
+
+
+def providers_for(device: str) -> list[str]:
+    return ["CUDAExecutionProvider", "CPUExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
+
+
+_IR_RE = re.compile(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)")
+
+
+@dataclass
+class Session:
+    sess: object  # onnxruntime.InferenceSession
+    device: str
+    opt_level: str
+    seconds: float
+    notes: list[str]
+
+    @property
+    def providers(self) -> list[str]:
+        return list(self.sess.get_providers())
+
+
+def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: str = "off", threads: int | None = None) -> Session:
+    """Build an InferenceSession from an in-memory model. ``device`` must be resolved already."""
+    ort = _ort()
+    so = ort.SessionOptions()
+    so.graph_optimization_level = _level(opt_level)
+    so.log_severity_level = 3
+    if threads:
+        so.intra_op_num_threads = threads
+    notes: list[str] = []
+    t0 = time.perf_counter()
+    for _attempt in range(2):
+        try:
+            sess = _make(ort, model, so, providers_for(device))
+            break
+        except Exception as e:  # noqa: BLE001
+            msg = str(e)
+            m = _IR_RE.search(msg)
+            if m and _attempt == 0:
+                model = _with_ir(model, int(m.group(2)))
+                notes.append(f"model IR version {m.group(1)} lowered to {m.group(2)}, the newest this onnxruntime reads")
+                continue
+            raise ExecutionError(explain_ort_error(msg, device)) from e
+    return Session(sess, device, opt_level, time.perf_counter() - t0, notes)
+
+
+def _make(ort, model: onnx.ModelProto, so, providers: list[str]):
+    if not is_large(model):
+        return ort.InferenceSession(model.SerializeToString(), sess_options=so, providers=providers)
+    with tempfile.TemporaryDirectory(prefix="onnxprobe-") as d:  # >2 GB: weights beside a temp file
+        path = os.path.join(d, "model.onnx")
+        onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="model.onnx.data")
+        return ort.InferenceSession(path, sess_options=so, providers=providers)
+
+
+def _with_ir(model: onnx.ModelProto, ir: int) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    out.ir_version = ir
+    return out
+
+
+_NO_KERNEL = re.compile(r"Could not find an implementation for (\S+)\((\d+)\) node with name '([^']*)'")
+
+
+def explain_ort_error(msg: str, device: str = "cpu") -> str:
+    """One line that names the problem and what to do, from an onnxruntime error message."""
+    m = _NO_KERNEL.search(msg)
+    if m:
+        op, ver, node = m.groups()
+        return (f"onnxruntime has no {device} kernel for op {op} (opset {ver}) at node {node!r}; "
+                f"try another --device, or check the op's input types")
+    if "Unsupported model IR version" in msg:
+        return f"onnxruntime cannot read this model's IR version ({_IR_RE.search(msg).group(0) if _IR_RE.search(msg) else msg.strip()})"
+    m = re.search(r"Unrecognized attribute|No Op registered for (\S+) with domain_version of (\d+)", msg)
+    if m and m.group(1):
+        return f"onnxruntime does not know op {m.group(1)} (opset {m.group(2)}): unknown or custom op; register its custom-op library or remove it"
+    lines = [ln.strip() for ln in msg.strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else "unknown error"
+    first = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", first)
+    return f"onnxruntime: {first[:400]}"
+
+
+def run_bound(session: Session, feeds: dict[str, np.ndarray], host_outputs: list[str], device_outputs: list[str] = ()) -> tuple[dict[str, np.ndarray], float]:
+    """Run with IOBinding. ``host_outputs`` are returned as numpy arrays; ``device_outputs`` stay on the
+    device until returned (copied to the host only here, at the end). Returns (outputs, seconds)."""
+    ort = _ort()
+    sess = session.sess
+    binding = sess.io_binding()
+    dev = "cuda" if session.device == "cuda" else "cpu"
+    for name, value in feeds.items():
+        if dev == "cpu":
+            binding.bind_cpu_input(name, np.ascontiguousarray(value))
+        else:
+            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(value), dev, 0))
+    for name in host_outputs:
+        binding.bind_output(name, "cpu")
+    for name in device_outputs:
+        binding.bind_output(name, dev)
+    t0 = time.perf_counter()
+    try:
+        sess.run_with_iobinding(binding)
+    except Exception as e:  # noqa: BLE001
+        raise ExecutionError(explain_ort_error(str(e), session.device)) from e
+    seconds = time.perf_counter() - t0
+    names = list(host_outputs) + list(device_outputs)
+    values = binding.get_outputs()
+    out = {n: v.numpy() for n, v in zip(names, values)}
+    return out, seconds

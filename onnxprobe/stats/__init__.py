@@ -1,0 +1,1 @@
+"""Tensor statistics and comparison metrics: pure numpy, no knowledge of graphs."""
