@@ -17,6 +17,7 @@ from typing import Iterator
 import numpy as np
 import onnx
 
+from onnxprobe.errors import ExecutionError
 from onnxprobe.graph.expose import expose
 from onnxprobe.graph.io import load_model
 from onnxprobe.graph.select import Selection, select
@@ -95,6 +96,8 @@ def run(plan: ProbePlan, feed: dict[str, np.ndarray], config: RunConfig | None =
             shapes[name] = tuple(int(d) for d in out[p.shape_output])
         if p.raw_output:
             arrays[name] = out[p.raw_output]
+            if p.stats_on_host:
+                stats[name] = TensorStats.from_array(arrays[name]) if arrays[name].dtype.kind in "biuf" else None
     info = RunInfo(device=device, providers=session.providers, opt_level=config.opt_level,
                    session_seconds=session.seconds, run_seconds=seconds)
     return LayersResult(plan=plan, info=info, stats=stats, shapes=shapes, arrays=arrays,
@@ -124,4 +127,9 @@ def layers(
     notes: list[str] = []
     feed = feeds(model, seed=seed, int_range=int_range, shapes=shapes, files=files, arrays=arrays, notes=notes)
     p = plan(model, selection, raw=save)
-    return run(p, feed, config, notes=notes)
+    try:
+        return run(p, feed, config, notes=notes)
+    except ExecutionError as e:
+        if any("set to 1" in n for n in notes):
+            raise ExecutionError(f"{e} (dynamic dimensions were set to 1: give real sizes with --shape NAME=DIMS)") from e
+        raise

@@ -40,6 +40,7 @@ class Probe:
     stats_output: str | None = None  # [1, 9] float64 row, see onnxprobe.stats.tensor_stats.ROW
     shape_output: str | None = None  # int64 [rank] runtime shape (main-graph tensors only)
     raw_output: str | None = None  # the tensor itself (or, inside Loop/Scan, stacked per iteration)
+    stats_on_host: bool = False  # statistics from raw_output with numpy (opsets without IsNaN)
 
 
 @dataclass

@@ -20,7 +20,7 @@ ConstOpt = Annotated[bool, typer.Option("--include-constants", help="Also probe 
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the random inputs.", rich_help_panel="Inputs")]
 IntRangeOpt = Annotated[str, typer.Option("--int-range", help="LOW:HIGH range of random integer inputs (HIGH excluded).", rich_help_panel="Inputs")]
 ShapeOpt = Annotated[Optional[list[str]], typer.Option("--shape", help="Fix an input's dynamic dimensions: NAME=1x3x224x224 (repeatable).", rich_help_panel="Inputs")]
-InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="An input from a file: NAME=FILE.npy or NAME=FILE.pb (repeatable).", rich_help_panel="Inputs")]
+InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="An input from a file, NAME=FILE.npy or NAME=FILE.pb, or a value, NAME=16000 or NAME=[1,2] (repeatable).", rich_help_panel="Inputs")]
 InputsOpt = Annotated[Optional[Path], typer.Option("--inputs", help="All inputs from one .npz file, keyed by input name.", rich_help_panel="Inputs")]
 
 # execution

@@ -164,8 +164,10 @@ def expose(
 ) -> tuple[onnx.ModelProto, list[Probe]]:
     warnings = warnings if warnings is not None else []
     opset = default_opset(model)
-    if stats and opset < MIN_OPSET:
-        raise ModelError(f"model opset {opset} is older than {MIN_OPSET}; convert it with onnx.version_converter first")
+    host_stats = stats and opset < MIN_OPSET
+    if host_stats:  # IsNaN/Where appear in opset 9: fetch the tensors and let the host compute
+        warnings.append(f"model opset {opset} predates IsNaN (opset {MIN_OPSET}): statistics are computed on the host")
+        stats, raw = False, True
     out = onnx.ModelProto()
     out.CopyFrom(model)
     sites = walk(out)
@@ -249,7 +251,7 @@ def expose(
             continue
         t = types.get(ref.name)
         elem = t.tensor_type.elem_type if t is not None else None  # None: unknown, Cast at run time
-        probe = Probe(ref=ref)
+        probe = Probe(ref=ref, stats_on_host=host_stats)
         g = site.graph
         if stats and elem not in UNSUPPORTED_STATS_DTYPES:
             row = builder(g).stats_row(ref.name, elem)

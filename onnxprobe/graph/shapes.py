@@ -89,7 +89,7 @@ def static_shape(t: onnx.TypeProto | None) -> tuple | None:
         return None
     dims = []
     for d in t.tensor_type.shape.dim:
-        if d.HasField("dim_value"):
+        if d.HasField("dim_value") and d.dim_value >= 0:  # some exporters write -1 for "dynamic"
             dims.append(int(d.dim_value))
         elif d.HasField("dim_param"):
             dims.append(d.dim_param)

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,9 +68,22 @@ def parse_input_files(items: list[str] | None) -> dict[str, str]:
     for item in items or []:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
-            raise UsageError(f"--input {item!r}: expected NAME=FILE (.npy or .pb)")
+            raise UsageError(f"--input {item!r}: expected NAME=FILE (.npy or .pb) or NAME=VALUE (a number or JSON list)")
         out[name] = path
     return out
+
+
+def _literal(text: str) -> np.ndarray | None:
+    """``16000``, ``0.5``, ``[1, 2, 3]``, ``true``: a value given on the command line instead of a file."""
+    if Path(text).exists():
+        return None
+    try:
+        v = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(v, (bool, int, float, list)):
+        return np.array(v)
+    return None
 
 
 def read_array(path: str | Path) -> np.ndarray:
@@ -171,11 +185,15 @@ def make_feeds(
     given: dict[str, tuple[np.ndarray, str]] = {}
     for name, value in (arrays or {}).items():
         given[name] = (value, "from --inputs")
-    for name, path in (files or {}).items():
-        given[name] = (read_array(path), path)
-    for name in list(given) + list(shapes or {}):
+    for name in list(files or {}) + list(arrays or {}) + list(shapes or {}):
         if name not in by_name:
             raise UsageError(f"unknown input name {name!r}; the model's inputs are: {expected}")
+    for name, path in (files or {}).items():
+        literal = _literal(path)
+        if literal is not None:  # NAME=VALUE: a literal takes the model's dtype
+            given[name] = (literal.astype(by_name[name].dtype), f"value {path}")
+        else:
+            given[name] = (read_array(path), path)
     if int_range[0] >= int_range[1]:
         raise UsageError(f"--int-range {int_range[0]}:{int_range[1]}: LOW must be below HIGH")
     rng = np.random.default_rng(seed)

@@ -31,7 +31,7 @@ DEVICES = ("auto", "cpu", "cuda")
 def _ort():
     import onnxruntime as ort
 
-    ort.set_default_logger_severity(3)
+    ort.set_default_logger_severity(4)  # errors reach the user through our own message
     return ort
 
 
@@ -107,7 +107,7 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
     ort = _ort()
     so = ort.SessionOptions()
     so.graph_optimization_level = _level(opt_level)
-    so.log_severity_level = 3
+    so.log_severity_level = 4
     if threads:
         so.intra_op_num_threads = threads
     notes: list[str] = []
@@ -123,6 +123,11 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
                 model = _with_ir(model, int(m.group(2)))
                 notes.append(f"model IR version {m.group(1)} lowered to {m.group(2)}, the newest this onnxruntime reads")
                 continue
+            m = _OPSET_RE.search(msg)
+            if m and _attempt == 0:
+                model = _with_opset(model, int(m.group(1)))
+                notes.append(f"model converted down to opset {m.group(1)}, the newest this onnxruntime supports")
+                continue
             raise ExecutionError(explain_ort_error(msg, device)) from e
     return Session(sess, device, opt_level, time.perf_counter() - t0, notes)
 
@@ -134,6 +139,18 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str]):
         path = os.path.join(d, "model.onnx")
         onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="model.onnx.data")
         return ort.InferenceSession(path, sess_options=so, providers=providers)
+
+
+_OPSET_RE = re.compile(r"Current official support for domain ai\.onnx is till opset (\d+)")
+
+
+def _with_opset(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(model, opset)
+    except Exception as e:  # noqa: BLE001
+        raise ExecutionError(f"this onnxruntime supports opsets up to {opset} and converting the model down failed: {str(e).splitlines()[0][:200]}") from e
 
 
 def _with_ir(model: onnx.ModelProto, ir: int) -> onnx.ModelProto:
@@ -155,12 +172,18 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
                 f"try another --device, or check the op's input types")
     if "Unsupported model IR version" in msg:
         return f"onnxruntime cannot read this model's IR version ({_IR_RE.search(msg).group(0) if _IR_RE.search(msg) else msg.strip()})"
-    m = re.search(r"Unrecognized attribute|No Op registered for (\S+) with domain_version of (\d+)", msg)
-    if m and m.group(1):
-        return f"onnxruntime does not know op {m.group(1)} (opset {m.group(2)}): unknown or custom op; register its custom-op library or remove it"
+    m = re.search(r"No Op registered for (\S+) with domain_version of (\d+)", msg) or re.search(
+        r"Fatal error: (\S+?)\((-?\d+)\) is not a registered function/op", msg)
+    if m:
+        node = re.search(r'In Node, \("([^"]*)"', msg)
+        where = f" at node {node.group(1)!r}" if node and node.group(1) else ""
+        return (f"unknown op {m.group(1)}{where}: onnxruntime has no such operator; "
+                f"load the custom-op library that defines it, or remove the node")
     lines = [ln.strip() for ln in msg.strip().splitlines() if ln.strip()]
     first = lines[0] if lines else "unknown error"
     first = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", first)
+    # drop the C++ source location and function signature that some messages start with
+    first = re.sub(r"^/\S+:\d+ (?:[\w:~<>,*&\s]+\([^()]*(?:\([^()]*\)[^()]*)*\)\s*(?:const)?\s*)?", "", first)
     return f"onnxruntime: {first[:400]}"
 
 
@@ -172,10 +195,11 @@ def run_bound(session: Session, feeds: dict[str, np.ndarray], host_outputs: list
     binding = sess.io_binding()
     dev = "cuda" if session.device == "cuda" else "cpu"
     for name, value in feeds.items():
+        value = np.require(value, requirements="C")  # not ascontiguousarray: it turns scalars into [1]
         if dev == "cpu":
-            binding.bind_cpu_input(name, np.ascontiguousarray(value))
+            binding.bind_cpu_input(name, value)
         else:
-            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(value), dev, 0))
+            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, dev, 0))
     for name in host_outputs:
         binding.bind_output(name, "cpu")
     for name in device_outputs:

@@ -1,0 +1,201 @@
+"""`onnxprobe layers` through the CLI: table, JSON, npz, and one clear line for each kind of bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from typer.testing import CliRunner
+
+from conftest import ROOT, make_model, nan_model, sample_path, sha256
+from onnxprobe.cli.main import app
+
+runner = CliRunner()
+
+
+def invoke(*args, env=None):
+    return runner.invoke(app, [str(a) for a in args], env=env)
+
+
+def test_table_lists_default_probes_in_topological_order():
+    r = invoke("layers", sample_path("cnn"), "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    rows = [ln for ln in lines[:-1] if ln.strip()[:1].isdigit()]  # the last line is the footer
+    assert [row.split()[1] for row in rows] == ["conv1", "conv2", "fc"]
+    assert "3 tensors" in lines[-1] and "device cpu" in lines[-1] and "opt-level off" in lines[-1]
+
+
+def test_json_has_the_documented_fields(tmp_path):
+    out = tmp_path / "r.json"
+    r = invoke("layers", sample_path("mlp"), "--all", "--json", out, "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    d = json.loads(out.read_text())
+    assert {"model", "device", "opt_level", "tensors"} <= d.keys()
+    assert d["device"] == "cpu" and d["opt_level"] == "off"
+    t = d["tensors"][0]
+    assert {"name", "node", "op_type", "shape", "dtype", "min", "max", "mean", "std", "abs_mean", "nan", "inf", "zero_fraction"} <= t.keys()
+    assert [x["name"] for x in d["tensors"]] == ["fc1_out", "relu1_out", "fc2_out", "tanh2_out", "fc3_matmul", "fc3_out", "y"]
+
+
+def test_json_to_stdout_is_pure_json_with_null_for_nonfinite(tmp_path):
+    p = tmp_path / "nan.onnx"
+    onnx.save(nan_model(), p)
+    x = tmp_path / "x.npy"
+    np.save(x, np.array([-1, -2, -3, 0], np.float32))  # log: nan nan nan -inf -> no finite value
+    r = invoke("layers", p, "--all", "--input", f"x={x}", "--json", "-")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    logx = next(t for t in d["tensors"] if t["name"] == "logx")
+    assert logx["nan"] == 3 and logx["inf"] == 1 and logx["min"] is None and logx["mean"] is None
+
+
+def test_save_writes_the_probed_tensors(tmp_path):
+    npz = tmp_path / "acts.npz"
+    r = invoke("layers", sample_path("cnn"), "--op", "Relu", "--save", npz)
+    assert r.exit_code == 0, r.output
+    with np.load(npz) as z:
+        assert sorted(z.files) == ["relu1_out", "relu2_out"]
+        assert z["relu1_out"].shape == (1, 8, 32, 32) and (z["relu1_out"] >= 0).all()
+
+
+def test_inputs_from_npy_pb_npz_and_values(tmp_path):
+    x = np.full((2, 4), 0.5, np.float32)
+    np.save(tmp_path / "x.npy", x)
+    (tmp_path / "x.pb").write_bytes(onnx.numpy_helper.from_array(x).SerializeToString())
+    np.savez(tmp_path / "all.npz", x=x, n=np.array(2, np.int64), cond=np.array(True))
+    outs = []
+    for extra in (["--input", f"x={tmp_path / 'x.npy'}"], ["--input", f"x={tmp_path / 'x.pb'}"], ["--inputs", tmp_path / "all.npz"]):
+        j = tmp_path / "o.json"
+        args = ["layers", sample_path("control_flow"), *extra, "--json", j]
+        if extra[0] == "--input":
+            args += ["--input", "n=2", "--input", "cond=true"]
+        r = invoke(*args)
+        assert r.exit_code == 0, r.output
+        outs.append(json.loads(j.read_text())["tensors"])
+    assert outs[0] == outs[1] == outs[2]
+
+
+def test_dynamic_dimension_defaults_to_one_and_is_reported():
+    r = invoke("layers", sample_path("dynamic_batch"), "--json", "-")
+    assert r.exit_code == 0
+    d = json.loads(r.stdout)
+    assert d["tensors"][0]["shape"][0] == 1
+    assert any("batch" in n and "set to 1" in n for n in d["notes"])
+    r = invoke("layers", sample_path("dynamic_batch"), "--shape", "x=3x3x8x8", "--json", "-")
+    assert json.loads(r.stdout)["tensors"][0]["shape"] == [3, 4, 8, 8]
+
+
+def test_seed_changes_random_inputs_and_is_reproducible():
+    def means(seed):
+        r = invoke("layers", sample_path("mlp"), "--seed", seed, "--json", "-")
+        return [t["mean"] for t in json.loads(r.stdout)["tensors"]]
+
+    assert means(1) == means(1)
+    assert means(1) != means(2)
+
+
+def test_int_range_bounds_integer_inputs(tmp_path):
+    m = make_model([helper.make_node("Cast", ["ids"], ["f"], to=TensorProto.FLOAT, name="cast")],
+                   [helper.make_tensor_value_info("ids", TensorProto.INT64, [1000])],
+                   [helper.make_tensor_value_info("f", TensorProto.FLOAT, [1000])])
+    p = tmp_path / "ids.onnx"
+    onnx.save(m, p)
+    d = json.loads(invoke("layers", p, "--int-range", "5:9", "--json", "-").stdout)
+    t = d["tensors"][0]
+    assert t["min"] == 5 and t["max"] == 8
+
+
+# --- bad input: one line on stderr, exit code, no traceback, the model untouched ---
+
+def _bad(tmp_path):
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(sample_path("cnn").read_bytes()[:1000])
+    text = tmp_path / "notes.onnx"
+    text.write_text("this is not a model\n")
+    unknown = tmp_path / "unknown_op.onnx"
+    onnx.save(make_model([helper.make_node("FooBar", ["x"], ["y"], name="mystery")],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]), unknown)
+    wrong_dtype = tmp_path / "x64.npy"
+    np.save(wrong_dtype, np.zeros((1, 3, 32, 32), np.float64))
+    wrong_shape = tmp_path / "xs.npy"
+    np.save(wrong_shape, np.zeros((1, 3, 16), np.float32))
+    cnn = sample_path("cnn")
+    return [
+        (["layers", tmp_path / "missing.onnx"], 1, "no such file"),
+        (["layers", text], 1, "not"),
+        (["layers", truncated], 1, "truncated"),
+        (["layers", tmp_path], 1, "folder"),
+        (["layers", cnn, "--input", "nope=1"], 2, "unknown input name 'nope'"),
+        (["layers", cnn, "--input", f"image={wrong_dtype}"], 2, "dtype float64"),
+        (["layers", cnn, "--input", f"image={wrong_shape}"], 2, "rank 3"),
+        (["layers", cnn, "--shape", "image=1x3x33x32"], 2, "fixed to 32"),
+        (["layers", cnn, "--shape", "image=axb"], 2, "integers"),
+        (["layers", cnn, "--device", "tpu"], 2, "--device"),
+        (["layers", cnn, "--opt-level", "max"], 2, "--opt-level"),
+        (["layers", cnn, "--int-range", "9"], 2, "LOW:HIGH"),
+        (["layers", cnn, "--op", "LSTM"], 2, "matches no tensor"),
+        (["layers", cnn, "--save", tmp_path / "nodir" / "a.npz"], 2, "does not exist"),
+        (["layers", unknown], 1, "unknown op FooBar at node 'mystery'"),
+    ]
+
+
+def test_bad_input_gets_one_line_and_exit_code(tmp_path):
+    for args, code, needle in _bad(tmp_path):
+        r = invoke(*args)
+        assert r.exit_code == code, (args, r.output)
+        err = r.stderr.strip().splitlines()
+        assert len(err) == 1, (args, r.stderr)
+        assert err[0].startswith("onnxprobe: error:") and needle in err[0], (args, err)
+        assert "Traceback" not in r.output
+
+
+def test_debug_env_shows_traceback(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "onnxprobe", "layers", str(tmp_path / "missing.onnx")],
+                       capture_output=True, text=True, env={**os.environ, "ONNXPROBE_DEBUG": "1"})
+    assert r.returncode != 0 and "Traceback" in r.stderr and "ModelError" in r.stderr
+
+
+def test_model_file_is_never_written(tmp_path):
+    import shutil
+
+    for f in ("external_data.onnx", "external_data.onnx.data"):
+        shutil.copy(ROOT / "sample_models" / f, tmp_path / f)
+    model = tmp_path / "external_data.onnx"
+    before = (sha256(model), sha256(tmp_path / "external_data.onnx.data"), model.stat().st_mtime_ns)
+    r = invoke("layers", model, "--all", "--save", tmp_path / "a.npz", "--json", tmp_path / "a.json")
+    assert r.exit_code == 0, r.output
+    assert (sha256(model), sha256(tmp_path / "external_data.onnx.data"), model.stat().st_mtime_ns) == before
+    r = invoke("layers", model, "--json", model)
+    assert r.exit_code == 2 and "refusing to overwrite" in r.stderr
+    assert sha256(model) == before[0]
+
+
+def test_version_help_and_python_dash_m():
+    r = invoke("--version")
+    assert r.exit_code == 0 and r.stdout.startswith("onnxprobe ")
+    r = invoke("layers", "--help")
+    assert r.exit_code == 0 and "Example" in r.stdout and "--device" in r.stdout
+    p = subprocess.run([sys.executable, "-m", "onnxprobe", "--version"], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.startswith("onnxprobe ")
+
+
+def test_plain_pipe_has_no_colour_codes():
+    p = subprocess.run([sys.executable, "-m", "onnxprobe", "layers", str(sample_path("cnn"))], capture_output=True, text=True,
+                       env={k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TERM")})
+    assert p.returncode == 0, p.stderr
+    assert "\x1b[" not in p.stdout and "\x1b[" not in p.stderr
+
+
+@pytest.mark.parametrize("level", ["off", "basic", "extended", "all"])
+def test_opt_level_is_applied_and_reported(level):
+    r = invoke("layers", sample_path("transformer_block"), "--opt-level", level, "--json", "-")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["opt_level"] == level

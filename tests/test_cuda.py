@@ -1,0 +1,29 @@
+"""The CUDA path: skipped unless onnxruntime really gets the CUDA provider on this machine."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import SAMPLE_NAMES, sample_feeds, sample_path
+from onnxprobe import api
+from onnxprobe.runtime.session import cuda_usable, resolve_device
+
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA execution provider (onnxruntime-gpu with CUDA libraries)")]
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_cuda_stats_agree_with_cpu(name):
+    feeds = sample_feeds(name)
+    cpu = api.layers(sample_path(name), api.Selection(all=True), api.RunConfig(device="cpu"), arrays=feeds, save=True)
+    gpu = api.layers(sample_path(name), api.Selection(all=True), api.RunConfig(device="cuda"), arrays=feeds, save=True)
+    assert gpu.info.device == "cuda" and "CUDAExecutionProvider" in gpu.info.providers
+    for t, st in cpu.stats.items():
+        g = gpu.stats[t]
+        assert g.count == st.count and g.nan == st.nan and g.inf == st.inf, t
+        assert g.mean == pytest.approx(st.mean, rel=1e-3, abs=1e-4), t
+        np.testing.assert_allclose(gpu.arrays[t], cpu.arrays[t], rtol=1e-3, atol=1e-4, err_msg=t)
+
+
+def test_auto_picks_cuda_when_usable():
+    assert resolve_device("auto") == "cuda"

@@ -1,0 +1,62 @@
+"""Device resolution without a GPU: auto falls back to CPU; asking for CUDA is a clear error."""
+
+from __future__ import annotations
+
+import pytest
+
+from onnxprobe.errors import ExecutionError, UsageError
+from onnxprobe.runtime import session
+
+
+def test_auto_is_cpu_when_cuda_is_not_usable(monkeypatch):
+    monkeypatch.setattr(session, "cuda_usable", lambda: False)
+    assert session.resolve_device("auto") == "cpu"
+    with pytest.raises(ExecutionError, match="no usable CUDA provider"):
+        session.resolve_device("cuda")
+    with pytest.raises(UsageError):
+        session.resolve_device("gpu")
+
+
+def test_listed_but_broken_cuda_provider_is_not_usable(monkeypatch):
+    """onnxruntime-gpu lists CUDA even when its libraries are missing: the session's providers decide."""
+    import onnxruntime as ort
+
+    class FakeSession:
+        def __init__(self, *a, **k):
+            pass
+
+        def get_providers(self):
+            return ["CPUExecutionProvider"]  # what ORT does when CUDA libraries fail to load
+
+    session.cuda_usable.cache_clear()
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    monkeypatch.setattr(ort, "InferenceSession", FakeSession)
+    try:
+        assert session.cuda_usable() is False
+    finally:
+        session.cuda_usable.cache_clear()
+
+
+def test_ir_version_newer_than_onnxruntime_is_lowered(monkeypatch):
+    """Simulate an onnxruntime that reads IR <= 9 (as onnxruntime-gpu 1.31 reads <= 13 while onnx 1.23 writes 14)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    real = ort.InferenceSession
+
+    def picky(model, *a, **k):
+        import onnx
+
+        ir = onnx.load_from_string(model).ir_version
+        if ir > 9:
+            raise RuntimeError(f"[ONNXRuntimeError] : 1 : FAIL : Unsupported model IR version: {ir}, max supported IR version: 9")
+        return real(model, *a, **k)
+
+    monkeypatch.setattr(ort, "InferenceSession", picky)
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 14
+    s = session.create_session(m, device="cpu")
+    assert any("lowered to 9" in n for n in s.notes)

@@ -1,0 +1,74 @@
+"""The probe pass: the rewritten model's own outputs are bitwise equal to the original's (ORT CPU,
+optimisations off); the input model is not modified; every kind of selected tensor gets a probe."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from conftest import SAMPLE_NAMES, sample_feeds, sample_path
+from onnxprobe import api
+from onnxprobe.graph.expose import expose
+from onnxprobe.graph.select import Selection, select
+
+
+def _run_plain(model: onnx.ModelProto, feeds, names):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return dict(zip(names, s.run(names, feeds)))
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+@pytest.mark.parametrize("raw", [False, True])
+def test_model_outputs_are_bitwise_equal(name, raw):
+    model = api.load(sample_path(name))
+    feeds = sample_feeds(name)
+    outputs = [o.name for o in model.proto.graph.output]
+    before = _run_plain(model.proto, feeds, outputs)
+    plan = api.plan(model, Selection(all=True), raw=raw)
+    after = _run_plain(plan.model, feeds, outputs)
+    for o in outputs:
+        assert before[o].dtype == after[o].dtype
+        assert before[o].tobytes() == after[o].tobytes(), o
+
+
+def test_input_model_is_not_modified():
+    model = api.load(sample_path("control_flow"))
+    before = model.inferred.SerializeToString()
+    api.plan(model, Selection(all=True), raw=True)
+    assert model.inferred.SerializeToString() == before
+
+
+def test_rewritten_model_passes_checker():
+    model = api.load(sample_path("control_flow"))
+    plan = api.plan(model, Selection(all=True), raw=True)
+    onnx.checker.check_model(plan.model)
+
+
+def test_every_selected_tensor_gets_stats_and_main_graph_ones_a_shape():
+    model = api.load(sample_path("control_flow"))
+    refs = select(model.inferred, Selection(all=True))
+    _, probes = expose(model.inferred, refs)
+    assert [p.ref.name for p in probes] == [r.name for r in refs]
+    for p in probes:
+        assert p.stats_output
+        assert (p.shape_output is not None) == (not p.ref.scope)
+
+
+def test_old_opset_falls_back_to_host_statistics(tmp_path):
+    from conftest import make_model
+    from onnx import TensorProto, helper
+
+    m = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])], opset=7, ir=3)
+    p = tmp_path / "old.onnx"
+    onnx.save(m, p)
+    x = np.array([-1, 2, 4], np.float32)
+    res = api.layers(p, Selection(all=True), api.RunConfig(device="cpu"), arrays={"x": x})
+    st = res.stats["y"]
+    assert st.mean == pytest.approx(2.0) and st.zeros == 1
+    assert any("host" in w for w in res.plan.warnings)

@@ -1,0 +1,62 @@
+"""Input feeds: seeded random data by dtype, symbolic dimensions shared across inputs, overrides."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from conftest import make_model
+from onnxprobe.errors import UsageError
+from onnxprobe.runtime.feeds import make_feeds, parse_shape_overrides
+
+
+def two_input_model():
+    return make_model(
+        [helper.make_node("Cast", ["ids"], ["idsf"], to=TensorProto.FLOAT, name="c"),
+         helper.make_node("Add", ["idsf", "x"], ["y"], name="a")],
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq"]),
+         helper.make_tensor_value_info("mask", TensorProto.BOOL, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])],
+    )
+
+
+def test_symbolic_dims_are_shared_and_overrides_propagate():
+    notes = []
+    f = make_feeds(two_input_model(), shapes=parse_shape_overrides(["x=2x7"]), notes=notes)
+    assert f["ids"].shape == (2, 7) and f["x"].shape == (2, 7) and f["mask"].shape == (2, 4)
+    assert notes == []
+
+
+def test_defaults_are_one_and_noted():
+    notes = []
+    f = make_feeds(two_input_model(), notes=notes)
+    assert f["ids"].shape == (1, 1)
+    assert len(notes) == 2 and all("set to 1" in n for n in notes)
+
+
+def test_dtypes_and_ranges():
+    f = make_feeds(two_input_model(), seed=5, int_range=(3, 6), shapes={"x": (64, 64)})
+    assert f["ids"].dtype == np.int64 and f["ids"].min() >= 3 and f["ids"].max() <= 5
+    assert f["x"].dtype == np.float32 and 0 <= f["x"].min() and f["x"].max() < 1
+    assert f["mask"].dtype == np.bool_
+    again = make_feeds(two_input_model(), seed=5, int_range=(3, 6), shapes={"x": (64, 64)})
+    assert all(np.array_equal(f[k], again[k]) for k in f)
+
+
+def test_given_arrays_name_the_symbolic_dims():
+    f = make_feeds(two_input_model(), arrays={"x": np.zeros((3, 5), np.float32)})
+    assert f["ids"].shape == (3, 5) and f["mask"].shape == (3, 4)
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"shapes": {"x": (2, 7, 1)}}, "expects 2"),
+    ({"shapes": {"mask": (1, 5)}}, "fixed to 4"),
+    ({"arrays": {"x": np.zeros((2, 2), np.float64)}}, "dtype float64"),
+    ({"arrays": {"nope": np.zeros(1)}}, "unknown input name"),
+    ({"int_range": (5, 5)}, "LOW must be below HIGH"),
+])
+def test_errors(kwargs, needle):
+    with pytest.raises(UsageError, match=needle):
+        make_feeds(two_input_model(), **kwargs)

@@ -1,0 +1,61 @@
+"""Selection rules: default op set, --op, --name globs, --all, --range, constants left out."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import make_model, sample_path
+from onnxprobe import api
+from onnxprobe.errors import UsageError
+from onnxprobe.graph.select import Selection, select
+
+
+def names(model_name: str, sel: Selection) -> list[str]:
+    return [r.name for r in select(api.load(sample_path(model_name)).inferred, sel)]
+
+
+def test_default_is_conv_gemm_matmul_plus_outputs():
+    assert names("cnn", Selection()) == ["conv1_out", "conv2_out", "logits"]
+
+
+def test_op_and_name_selection_are_a_union_and_reach_subgraphs():
+    got = names("control_flow", Selection(ops=("Tanh",), names=("then_*",)))
+    assert got == ["else_out", "then_matmul", "then_out", "s_next"]
+
+
+def test_default_skips_subgraph_tensors_all_includes_them():
+    assert "body_matmul" not in names("control_flow", Selection())
+    assert "body_matmul" in names("control_flow", Selection(all=True))
+
+
+def test_range_by_index_and_by_node_name():
+    assert names("cnn", Selection(range="1:2")) == ["bn1_out", "relu1_out"]
+    assert names("cnn", Selection(range="relu2:gap")) == ["relu2_out", "gap_out"]
+    assert names("cnn", Selection(ops=("Relu",), range="3:")) == ["relu2_out"]
+
+
+def test_bad_range_and_empty_selection_are_usage_errors():
+    with pytest.raises(UsageError, match="no node named"):
+        names("cnn", Selection(range="nosuch:3"))
+    with pytest.raises(UsageError, match="matches no tensor"):
+        names("cnn", Selection(ops=("LSTM",)))
+
+
+def test_weights_computed_from_constants_are_not_layers():
+    w = numpy_helper.from_array(np.ones((2, 2), np.float32), "w")
+    m = make_model(
+        [helper.make_node("Constant", [], ["c"], name="c", value=numpy_helper.from_array(np.ones((2, 2), np.float32))),
+         helper.make_node("ConstantOfShape", ["shape"], ["zeros"], name="cos"),
+         helper.make_node("Add", ["w", "c"], ["w2"], name="fold"),
+         helper.make_node("Transpose", ["w2"], ["w2t"], name="fold_t"),
+         helper.make_node("MatMul", ["x", "w2t"], ["y"], name="mm")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
+        [w, numpy_helper.from_array(np.array([2, 2], np.int64), "shape")],
+    )
+    inferred = onnx.shape_inference.infer_shapes(m)
+    assert [r.name for r in select(inferred, Selection(all=True))] == ["y"]
+    assert [r.name for r in select(inferred, Selection(all=True, include_constants=True))] == ["c", "zeros", "w2", "w2t", "y"]
