@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from onnxprobe import __version__
+from onnxprobe.cli.diff import diff
 from onnxprobe.cli.layers import layers
 
 app = typer.Typer(
@@ -37,6 +38,7 @@ def main(
 
 
 app.command("layers")(layers)
+app.command("diff")(diff)
 
 
 def run() -> None:

@@ -1,0 +1,124 @@
+"""``onnxprobe diff``: compare two models (or one model two ways) layer by layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from onnxprobe.cli.errors import handle_errors, warn
+from onnxprobe.cli.options import (
+    AllOpt, ConstOpt, DeviceOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
+    OptLevelOpt, RangeOpt, SeedOpt, ShapeOpt, parse_int_range,
+)
+
+Cmp = "Comparison"
+
+
+@handle_errors
+def diff(
+    model: ModelArg,
+    reference: Annotated[Optional[Path], typer.Argument(help="Reference model B (e.g. the fp32 original).", show_default=False)] = None,
+    vs_device: Annotated[Optional[str], typer.Option("--vs-device", help="Compare MODEL with itself on this device (cpu|cuda).", rich_help_panel=Cmp)] = None,
+    vs_opt_level: Annotated[Optional[str], typer.Option("--vs-opt-level", help="Compare with itself at this optimisation level.", rich_help_panel=Cmp)] = None,
+    vs_reference: Annotated[bool, typer.Option("--vs-reference", help="Compare onnxruntime with onnx.reference.ReferenceEvaluator.", rich_help_panel=Cmp)] = False,
+    vs_npz: Annotated[Optional[Path], typer.Option("--vs-npz", help="Compare with activations saved elsewhere (.npz keyed by tensor name).", rich_help_panel=Cmp)] = None,
+    map_: Annotated[Optional[Path], typer.Option("--map", help="JSON file {tensor of A: tensor of B}; overrides matching.", rich_help_panel=Cmp)] = None,
+    atol: Annotated[Optional[list[str]], typer.Option("--atol", help="Absolute tolerance, or NAME:VALUE for one tensor (repeatable). Default 1e-4.", rich_help_panel=Cmp)] = None,
+    rtol: Annotated[Optional[list[str]], typer.Option("--rtol", help="Relative tolerance, or NAME:VALUE (repeatable). Default 1e-3.", rich_help_panel=Cmp)] = None,
+    metric: Annotated[str, typer.Option("--metric", help="Pass/fail criterion: allclose | max_abs | mean_abs | rmse | max_rel | cosine | sqnr.", rich_help_panel=Cmp)] = "allclose",
+    min_sqnr: Annotated[float, typer.Option("--min-sqnr", help="With --metric sqnr: the least SQNR in dB that passes.", rich_help_panel=Cmp)] = 30.0,
+    sort: Annotated[str, typer.Option("--sort", help="Row order: topo | introduced | accumulated (worst first).", rich_help_panel=Cmp)] = "topo",
+    op: OpOpt = None,
+    name: NameOpt = None,
+    all_: AllOpt = False,
+    range_: RangeOpt = None,
+    include_constants: ConstOpt = False,
+    seed: SeedOpt = 0,
+    int_range: IntRangeOpt = "0:100",
+    shape: ShapeOpt = None,
+    input_: InputOpt = None,
+    inputs: InputsOpt = None,
+    device: DeviceOpt = "auto",
+    opt_level: OptLevelOpt = "off",
+    json_: JsonOpt = None,
+) -> None:
+    """Compare MODEL (A) with a reference (B) layer by layer and show where the error starts.
+
+    Tensors are paired by name, through QDQ and QOperator quantization, by node name, or by structural
+    alignment; each pair gets max/mean abs error, max rel error, RMSE, cosine, SQNR, and the error the
+    layer introduces on its own (B's node run on A's inputs). Exit code 1 when a model output fails.
+
+    Examples:
+
+        onnxprobe diff model_int8.onnx model_fp32.onnx --sort introduced
+
+        onnxprobe diff model_int8.onnx model_fp32.onnx --opt-level extended   # deployed int8 kernels
+
+        onnxprobe diff model.onnx --vs-reference --all
+
+        onnxprobe diff model.onnx --vs-npz torch_acts.npz --metric cosine
+    """
+    import json
+
+    from onnxprobe import api
+    from onnxprobe.compare.diff import sort_results
+    from onnxprobe.errors import UsageError
+    from onnxprobe.report import io as report_io
+    from onnxprobe.report.console import stderr_console, stdout_console
+    from onnxprobe.report.diff import diff_dict, print_diff
+    from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_npz
+    from onnxprobe.stats.metrics import METRICS, Tolerance
+
+    if metric not in METRICS:
+        raise UsageError(f"--metric {metric!r}: choose one of {', '.join(METRICS)}")
+    glob_atol, per_atol = _tolerances(atol, "--atol", 1e-4)
+    glob_rtol, per_rtol = _tolerances(rtol, "--rtol", 1e-3)
+    base = Tolerance(metric=metric, atol=glob_atol, rtol=glob_rtol, min_sqnr=min_sqnr)
+    per = {n: Tolerance(metric=metric, atol=per_atol.get(n, glob_atol), rtol=per_rtol.get(n, glob_rtol), min_sqnr=min_sqnr)
+           for n in set(per_atol) | set(per_rtol)}
+    user_map = None
+    if map_ is not None:
+        try:
+            user_map = json.loads(Path(map_).read_text())
+        except (OSError, ValueError) as e:
+            raise UsageError(f"--map {map_}: not a readable JSON object ({e.__class__.__name__})") from None
+        if not isinstance(user_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in user_map.items()):
+            raise UsageError(f"--map {map_}: expected a JSON object {{\"tensor in A\": \"tensor in B\"}}")
+    if json_ is not None and str(json_) != "-":
+        report_io.check_writable(json_, model)
+    selection = api.Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_, include_constants=include_constants)
+    with stderr_console().status(f"comparing {model.name}…", spinner="dots"):
+        res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
+                       vs_npz=vs_npz, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level),
+                       tolerance=base, per_tensor=per, user_map=user_map, seed=seed, int_range=parse_int_range(int_range),
+                       shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
+                       arrays=read_npz(inputs) if inputs else None)
+    warn(res.notes)
+    order = sort_results(res.results, sort)
+    if json_ is not None:
+        report_io.write_json(diff_dict(res, order), json_)
+    if json_ is None or str(json_) != "-":
+        print_diff(res, stdout_console(), order)
+    if res.outputs_failed:
+        raise typer.Exit(1)
+
+
+def _tolerances(items: list[str] | None, flag: str, default: float) -> tuple[float, dict[str, float]]:
+    from onnxprobe.errors import UsageError
+
+    glob, per = default, {}
+    for item in items or []:
+        name, sep, value = item.rpartition(":")
+        try:
+            v = float(value)
+        except ValueError:
+            raise UsageError(f"{flag} {item!r}: expected a number or NAME:NUMBER") from None
+        if v < 0:
+            raise UsageError(f"{flag} {item!r}: tolerances are non-negative")
+        if sep and name:
+            per[name] = v
+        else:
+            glob = v
+    return glob, per

@@ -1,0 +1,162 @@
+"""``diff``: run two sides on the same inputs, pair their tensors, measure, and find where error starts."""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from onnxprobe.compare.introduced import run_cones
+from onnxprobe.compare.sides import Side
+from onnxprobe.errors import UsageError
+from onnxprobe.graph.select import DEFAULT_OPS, Selection
+from onnxprobe.match.engine import Matching, Pair, match
+from onnxprobe.match.observe import Observable
+from onnxprobe.match.ops import canonical
+from onnxprobe.runtime.feeds import input_specs
+from onnxprobe.stats.metrics import PairMetrics, Tolerance, compare
+
+DEFAULT_CANONICAL = {canonical(o) for o in DEFAULT_OPS}
+
+
+@dataclass
+class PairResult:
+    pair: Pair
+    shape: tuple[int, ...] | None
+    metrics: PairMetrics | None
+    introduced: PairMetrics | None
+    passed: bool | None
+    tolerance: Tolerance
+    problem: str | None = None  # why no metrics (shapes differ at run time, value missing)
+
+
+@dataclass
+class DiffResult:
+    a: Side
+    b: Side
+    results: list[PairResult]
+    matching: Matching
+    selected_b: set[str]
+    first_failure: PairResult | None
+    outputs_failed: list[PairResult]
+    measured: str  # what the numbers are: simulated / deployed quantization, or plain
+    notes: list[str] = field(default_factory=list)
+
+
+def selected(o: Observable, sel: Selection, lo_hi: tuple[int, int] | None = None) -> bool:
+    if lo_hi and not lo_hi[0] <= o.index <= lo_hi[1]:
+        return False
+    if sel.all or (sel.range and sel.is_default):
+        return True
+    if sel.is_default:
+        return o.is_output or canonical(o.effective_op) in DEFAULT_CANONICAL
+    if o.is_output:
+        return True
+    if o.op_type in sel.ops or o.effective_op in sel.ops or canonical(o.effective_op) in sel.ops:
+        return True
+    return any(fnmatch.fnmatchcase(x, g) for g in sel.names for x in (o.name, o.key, o.node))
+
+
+def _range(sel: Selection, obs: list[Observable]) -> tuple[int, int] | None:
+    if not sel.range:
+        return None
+    a, _, b = sel.range.partition(":")
+    by_node = {o.node: o.index for o in obs}
+
+    def bound(x: str, default: int) -> int:
+        x = x.strip()
+        if not x:
+            return default
+        if x.lstrip("-").isdigit():
+            return int(x)
+        if x in by_node:
+            return by_node[x]
+        raise UsageError(f"--range: no node named {x!r} in model A")
+
+    return bound(a, 0), bound(b, 1 << 30)
+
+
+def check_inputs(a: Side, b: Side) -> None:
+    if b.kind != "ort" and b.kind != "reference":
+        return
+    sa = {s.name: s for s in input_specs(a.model.proto)}
+    sb = {s.name: s for s in input_specs(b.model.proto)}
+    if set(sa) != set(sb):
+        raise UsageError(f"the models take different inputs: A {sorted(sa)}, B {sorted(sb)}; both run on the same feeds")
+    for n in sa:
+        if sa[n].elem_type != sb[n].elem_type:
+            raise UsageError(f"input {n}: dtype {sa[n].dtype} in A but {sb[n].dtype} in B")
+
+
+def measured_label(a: Side, b: Side) -> str:
+    kinds = {o.kind for o in a.observation.observables}
+    integer_ops = bool(kinds & {"qoperator", "dynamic"})
+    if "qdq" in kinds:
+        if a.kind == "ort" and a.config.opt_level in ("extended", "layout", "all"):
+            return f"deployed: onnxruntime's int8 kernels (QDQ fused at opt-level {a.config.opt_level})"
+        if integer_ops:
+            return "deployed: integer operators as written; its QDQ pairs are simulated (opt-level off)"
+        return "simulated: the QDQ graph as written, not fused (use --opt-level extended for the deployed int8 kernels)"
+    if integer_ops:
+        return "deployed: the integer operators as written"
+    return "float"
+
+
+def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance,
+         per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
+         introduced: bool = True) -> DiffResult:
+    check_inputs(a, b)
+    obs_a, obs_b = a.observation.observables, b.observation.observables
+    lo_hi = _range(selection, obs_a)
+    matching = match(obs_a, obs_b, user_map)
+    report = [p for p in matching.pairs if selected(p.a, selection, lo_hi) or selected(p.b, selection)]
+    # every matched tensor is fetched: pairs outside the selection still bound the introduced-error cones
+    values_a = a.values([p.a for p in matching.pairs], feeds)
+    values_b = b.values([p.b for p in matching.pairs], feeds)
+    results: list[PairResult] = []
+    for p in report:
+        tol = (per_tensor or {}).get(p.a.name) or (per_tensor or {}).get(p.b.name) or (per_tensor or {}).get(p.b.key) or tolerance
+        va, vb = values_a.get(p.a.probe), values_b.get(p.b.probe)
+        if va is None or vb is None:
+            results.append(PairResult(p, None, None, None, None, tol, "value not produced"))
+            continue
+        if va.shape != vb.shape:
+            results.append(PairResult(p, None, None, None, False, tol, f"shapes differ at run time: {list(va.shape)} vs {list(vb.shape)}"))
+            continue
+        m = compare(va, vb, tol.rtol)
+        results.append(PairResult(p, tuple(va.shape), m, None, tol.passes(m), tol))
+    notes = list(a.notes) + list(b.notes)
+    if introduced and b.kind == "ort":
+        by_b_name = {p.b.probe: values_a[p.a.probe] for p in matching.pairs if p.a.probe in values_a and p.b.kind == "float"}
+        targets = [r.pair.b.probe for r in results if r.metrics is not None and r.pair.b.kind == "float"]
+        try:
+            cone_out = run_cones(b.model.inferred, targets, by_b_name, feeds, device=b.device or "cpu", opt_level=b.config.opt_level)
+        except Exception as e:  # noqa: BLE001 - the accumulated numbers still stand
+            notes.append(f"introduced error not computed: {str(e).splitlines()[0][:200]}")
+            cone_out = {}
+        for r in results:
+            ref = cone_out.get(r.pair.b.probe)
+            va = values_a.get(r.pair.a.probe)
+            if ref is not None and va is not None and ref.shape == va.shape:
+                r.introduced = compare(va, ref, r.tolerance.rtol)
+    results.sort(key=lambda r: (r.pair.a.index, r.pair.b.index))
+    first = next((r for r in results if r.passed is False), None)
+    outputs_failed = [r for r in results if r.passed is False and (r.pair.a.is_output or r.pair.b.is_output)]
+    sel_b = {o.name for o in obs_b if selected(o, selection)}
+    return DiffResult(a, b, results, matching, sel_b, first, outputs_failed, measured_label(a, b), notes)
+
+
+def sort_results(results: list[PairResult], key: str) -> list[PairResult]:
+    if key == "topo":
+        return list(results)
+
+    def sq(m: PairMetrics | None) -> float:
+        return m.sqnr_db if m is not None and math.isfinite(m.sqnr_db) else math.inf
+
+    if key == "accumulated":
+        return sorted(results, key=lambda r: sq(r.metrics))
+    if key == "introduced":
+        return sorted(results, key=lambda r: sq(r.introduced))
+    raise UsageError(f"--sort {key!r}: choose introduced, accumulated or topo")

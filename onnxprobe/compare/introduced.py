@@ -1,0 +1,103 @@
+"""The error a layer introduces: B's producing node(s) run on A's matched inputs.
+
+For each pair (a, b), take the cone of B's graph that ends at b and starts at tensors A has values for
+(matched tensors, graph inputs) or constants. Running that cone on A's values gives what B would compute
+from A's inputs; comparing a with it isolates the error of this layer from the error it inherited.
+All cones go into one model, run once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from onnxprobe.graph.walk import subgraphs
+from onnxprobe.runtime.session import create_session, run_bound
+
+MAX_CONE_NODES = 64
+
+
+def build_cones(model: onnx.ModelProto, targets: list[str], known: set[str]) -> tuple[onnx.ModelProto | None, dict[str, tuple[str, list[str]]]]:
+    """One model holding one cone per target. Returns (model, {target: (output name, [(input name, source tensor)...])})."""
+    g = model.graph
+    producer = {o: n for n in g.node for o in n.output if o}
+    inits = {i.name: i for i in g.initializer}
+    graph_inputs = {i.name for i in g.input if i.name not in inits}
+    types = {vi.name: vi.type for vi in list(g.value_info) + list(g.input) + list(g.output)}
+    nodes, inputs, outputs, used_inits = [], [], [], {}
+    index: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+    for k, t in enumerate(targets):
+        p = producer.get(t)
+        if p is None:
+            continue
+        cone: list[onnx.NodeProto] = []
+        boundary: list[str] = []
+        seen: set[str] = set()
+        stack = [t]
+        ok = True
+        while stack:
+            x = stack.pop()
+            if x in seen or not x:
+                continue
+            seen.add(x)
+            if x != t and (x in known or x in graph_inputs):
+                boundary.append(x)
+                continue
+            if x in inits:
+                used_inits[x] = inits[x]
+                continue
+            n = producer.get(x)
+            if n is None or any(True for _ in subgraphs(n)):
+                ok = False
+                break
+            if n not in cone:
+                cone.append(n)
+                if len(cone) > MAX_CONE_NODES:
+                    ok = False
+                    break
+            stack.extend(n.input)
+        if not ok or not cone:
+            continue
+        prefix = f"cone{k}/"
+        rename = {x: prefix + x for x in seen if x not in inits}
+        order = {id(n): i for i, n in enumerate(g.node)}
+        for n in sorted(cone, key=lambda n: order[id(n)]):
+            c = onnx.NodeProto()
+            c.CopyFrom(n)
+            c.name = prefix + (n.name or n.op_type)
+            c.input[:] = [rename.get(i, i) if i else i for i in n.input]
+            c.output[:] = [rename.get(o, prefix + o) if o else o for o in n.output]
+            nodes.append(c)
+        for b in boundary:
+            vi = onnx.ValueInfoProto(name=prefix + b)
+            if b in types and types[b].tensor_type.elem_type:
+                vi.type.CopyFrom(helper.make_tensor_type_proto(types[b].tensor_type.elem_type, None))
+            inputs.append(vi)
+        outputs.append(onnx.ValueInfoProto(name=prefix + t))
+        index[t] = (prefix + t, [(prefix + b, b) for b in boundary])
+    if not index:
+        return None, {}
+    graph = helper.make_graph(nodes, "onnxprobe_cones", inputs, outputs, initializer=list(used_inits.values()))
+    m = helper.make_model(graph, opset_imports=list(model.opset_import))
+    m.ir_version = model.ir_version
+    return m, index
+
+
+def run_cones(model: onnx.ModelProto, targets: list[str], values: dict[str, np.ndarray], feeds: dict[str, np.ndarray],
+              device: str = "cpu", opt_level: str = "off") -> dict[str, np.ndarray]:
+    """B's output at each target, computed from A's values (``values``: B tensor name -> A's value)."""
+    cones, index = build_cones(model, targets, set(values))
+    if cones is None:
+        return {}
+    elem = {vi.name: vi.type.tensor_type.elem_type for vi in cones.graph.input}
+    feed = {}
+    for _t, (_out, ins) in index.items():
+        for name, src in ins:
+            v = values[src] if src in values else feeds[src]
+            if elem.get(name):
+                v = np.asarray(v).astype(onnx.helper.tensor_dtype_to_np_dtype(elem[name]), copy=False)
+            feed[name] = v
+    session = create_session(cones, device=device, opt_level=opt_level)
+    out, _ = run_bound(session, feed, [o for o, _ in index.values()])
+    return {t: out[o] for t, (o, _) in index.items()}

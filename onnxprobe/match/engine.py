@@ -1,0 +1,178 @@
+"""Pair the observables of model A with those of model B.
+
+Strategies, tried in this order; each pair records which one matched it and why:
+1. ``map``: an explicit user map (A tensor -> B tensor) overrides everything;
+2. ``name`` / ``qdq`` / ``qoperator`` / ``dynamic``: A's value stands for a float tensor of the same name
+   in B (see match.observe for how quantized values are keyed);
+3. ``qoperator-stem``: A's key without a quantizer suffix (``_quantized``...) names a tensor of B;
+4. ``node-name``: the producing nodes have the same name (a ``_quant`` suffix aside) and compatible ops;
+5. ``structural``: between two pairs already made, the remaining tensors are aligned by a longest common
+   subsequence over (equivalent op type, shape): never by position alone.
+Shapes must agree wherever both are known; a rejected candidate leaves its reason on the unmatched entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from onnxprobe.match.observe import Observable, stem
+from onnxprobe.match.ops import canonical, compatible
+
+
+@dataclass
+class Pair:
+    a: Observable
+    b: Observable
+    strategy: str
+    reason: str
+
+
+@dataclass
+class Unmatched:
+    obs: Observable
+    reason: str
+
+
+@dataclass
+class Matching:
+    pairs: list[Pair]
+    unmatched_a: list[Unmatched]
+    unmatched_b: list[Unmatched]
+
+
+def shapes_agree(a: tuple | None, b: tuple | None) -> bool:
+    if a is None or b is None:
+        return True
+    if len(a) != len(b):
+        return False
+    return all(not (isinstance(x, int) and isinstance(y, int)) or x == y for x, y in zip(a, b))
+
+
+def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, str] | None = None) -> Matching:
+    pairs: list[Pair] = []
+    made: list[tuple[int, int]] = []
+    used_a: set[int] = set()
+    used_b: set[int] = set()
+    why_a: dict[int, str] = {}
+    why_b: dict[int, str] = {}
+    b_by_key: dict[str, int] = {}
+    b_by_name: dict[str, int] = {}
+    for j, o in enumerate(obs_b):
+        b_by_key.setdefault(o.key, j)
+        b_by_name.setdefault(o.name, j)
+
+    def take(i: int, j: int, strategy: str, reason: str) -> bool:
+        a, b = obs_a[i], obs_b[j]
+        if not shapes_agree(a.shape, b.shape):
+            why_a[i] = f"{strategy} candidate {b.name} in B has another shape ({_shp(a.shape)} vs {_shp(b.shape)})"
+            why_b[j] = f"{strategy} candidate {a.name} in A has another shape ({_shp(a.shape)} vs {_shp(b.shape)})"
+            return False
+        pairs.append(Pair(a, b, strategy, reason))
+        made.append((i, j))
+        used_a.add(i)
+        used_b.add(j)
+        return True
+
+    # 1. user map
+    for a_name, b_name in (user_map or {}).items():
+        ia = next((i for i, o in enumerate(obs_a) if a_name in (o.name, o.key, o.probe)), None)
+        jb = next((j for j, o in enumerate(obs_b) if b_name in (o.name, o.key, o.probe)), None)
+        if ia is None or jb is None:
+            from onnxprobe.errors import UsageError
+
+            missing = a_name if ia is None else b_name
+            raise UsageError(f"--map: tensor {missing!r} is not an observable tensor of model {'A' if ia is None else 'B'}")
+        take(ia, jb, "map", "given in --map")
+    # 2. same key (name, or the float name a quantized value stands for)
+    for i, a in enumerate(obs_a):
+        if i in used_a:
+            continue
+        j = b_by_key.get(a.key)
+        if j is None or j in used_b:
+            continue
+        b = obs_b[j]
+        strategy = "name" if a.kind == "float" else a.kind
+        ops = "" if a.effective_op == b.effective_op else f"; {a.effective_op} in A stands for {b.effective_op} in B"
+        reason = {"name": "same tensor name", "qdq": f"DequantizeLinear(QuantizeLinear({a.key}))",
+                  "qoperator": f"{a.op_type} output dequantized with its own scale", "dynamic": "float result after the integer layer's rescale"}[strategy]
+        take(i, j, strategy, reason + ops)
+    # 3. quantizer suffixes
+    for i, a in enumerate(obs_a):
+        if i in used_a:
+            continue
+        for cand in (stem(a.name), stem(a.key)):
+            j = b_by_key.get(cand, b_by_name.get(cand))
+            if j is not None and j not in used_b and compatible(a.effective_op, obs_b[j].effective_op):
+                if take(i, j, "qoperator-stem", f"{a.name} is the quantized {cand}"):
+                    break
+    # 4. node names
+    b_by_node: dict[str, list[int]] = {}
+    for j, o in enumerate(obs_b):
+        b_by_node.setdefault(_node_stem(o.node), []).append(j)
+    for i, a in enumerate(obs_a):
+        if i in used_a:
+            continue
+        for j in b_by_node.get(_node_stem(a.node), []):
+            if j not in used_b and compatible(a.effective_op, obs_b[j].effective_op):
+                if take(i, j, "node-name", f"same node name {a.node!r}"):
+                    break
+    # 5. structural alignment between anchors
+    _align(obs_a, obs_b, used_a, used_b, take, list(made))
+    pairs.sort(key=lambda p: (p.a.index, p.b.index))
+    ua = [Unmatched(o, why_a.get(i, "no counterpart in B")) for i, o in enumerate(obs_a) if i not in used_a]
+    ub = [Unmatched(o, why_b.get(j, "no counterpart in A")) for j, o in enumerate(obs_b) if j not in used_b]
+    return Matching(pairs, ua, ub)
+
+
+def _node_stem(name: str) -> str:
+    for s in ("_quant", "_QuantizeLinear", "_DequantizeLinear"):
+        if name.endswith(s):
+            return name[: -len(s)]
+    return name
+
+
+def _shp(s) -> str:
+    return "?" if s is None else "x".join(str(d) if d is not None else "?" for d in s)
+
+
+def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]]) -> None:
+    """LCS over (canonical op, static shape) of the unmatched tensors between consecutive anchors."""
+    anchors = _monotonic(made)
+    bounds = [(-1, -1)] + anchors + [(len(obs_a), len(obs_b))]
+    for (a0, b0), (a1, b1) in zip(bounds, bounds[1:]):
+        seg_a = [i for i in range(a0 + 1, a1) if i not in used_a]
+        seg_b = [j for j in range(b0 + 1, b1) if j not in used_b]
+        if not seg_a or not seg_b or len(seg_a) * len(seg_b) > 250_000:
+            continue
+
+        def same(i: int, j: int) -> bool:
+            a, b = obs_a[i], obs_b[j]
+            return (canonical(a.effective_op) == canonical(b.effective_op) and a.shape is not None and b.shape is not None
+                    and shapes_agree(a.shape, b.shape))
+
+        n, m = len(seg_a), len(seg_b)
+        L = [[0] * (m + 1) for _ in range(n + 1)]
+        for x in range(n - 1, -1, -1):
+            for y in range(m - 1, -1, -1):
+                L[x][y] = L[x + 1][y + 1] + 1 if same(seg_a[x], seg_b[y]) else max(L[x + 1][y], L[x][y + 1])
+        x = y = 0
+        while x < n and y < m:
+            if same(seg_a[x], seg_b[y]):
+                a = obs_a[seg_a[x]]
+                take(seg_a[x], seg_b[y], "structural", f"aligned by op order ({canonical(a.effective_op)}) and shape between matched neighbours")
+                x += 1
+                y += 1
+            elif L[x + 1][y] >= L[x][y + 1]:
+                x += 1
+            else:
+                y += 1
+
+
+def _monotonic(idx: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest chain of pairs increasing in both models' orders (crossing pairs are no anchors)."""
+    idx = sorted(idx)
+    best: list[list[tuple[int, int]]] = []
+    for p in idx:
+        chain = max((c for c in best if c[-1][1] < p[1]), key=len, default=[])
+        best.append(chain + [p])
+    return max(best, key=len, default=[])

@@ -1,0 +1,266 @@
+"""What can be observed in a model, and which float tensor each observation stands for.
+
+A quantized model does not hold the fp32 model's tensors as such. ``observe(model)`` lists, for the main
+graph, one ``Observable`` per value worth comparing, with ``key`` = the name of the float tensor it stands
+for in the float model:
+
+- plain float tensors: themselves (kind ``float``);
+- QDQ (QuantizeLinear X -> q -> DequantizeLinear): X is compared through DQ(Q(X)), the value that the next
+  layer consumes (kind ``qdq``); X itself is hidden. This is what keeps matching from being fooled when a
+  quantizer drops a Relu and gives the Conv output the Relu's name: the quantized value is clamped like
+  the Relu output, the raw Conv output is not;
+- QOperator (QLinearConv, QLinearMatMul, QLinearAdd, QGemm...): the integer output is dequantized with the
+  node's own scale and zero point (kind ``qoperator``), keyed by the float name the quantizer derived it from;
+- dynamic quantization (DynamicQuantizeLinear, ConvInteger/MatMulInteger, Cast, Mul, Add): the float result
+  after the rescale (kind ``dynamic``); the integer and partial tensors are hidden.
+
+Dequantizations that the model does not hold itself are listed in ``dequantize`` for a graph pass to add:
+probes then read the quantized tensor, which keeps onnxruntime's int8 fusions possible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import onnx
+
+from onnxprobe.graph.shapes import static_shape, value_types
+from onnxprobe.graph.walk import constant_tensors, walk
+from onnxprobe.match.ops import canonical
+
+FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
+QUANT_TYPES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16,
+               onnx.TensorProto.INT4, onnx.TensorProto.UINT4}
+# (scale input, zero-point input) of each QOperator op's output
+QLINEAR_OUT_PARAMS = {
+    "QLinearConv": (6, 7), "QLinearMatMul": (6, 7), "QLinearAdd": (6, 7), "QLinearMul": (6, 7),
+    "QGemm": (7, 8), "QLinearGlobalAveragePool": (3, 4), "QLinearAveragePool": (3, 4), "QLinearSigmoid": (3, 4),
+    "QLinearLeakyRelu": (3, 4), "QLinearSoftmax": (3, 4), "QLinearConcat": (0, 1), "QLinearReduceMean": (3, 4),
+    "QLinearConvTranspose": (6, 7), "QLinearWhere": (7, 8),
+}
+SCALE_PRESERVING = {"MaxPool", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Split", "Gather",
+                    "Resize", "Identity", "DepthToSpace", "SpaceToDepth", "Pad", "Expand", "Tile", "GlobalMaxPool"}
+INTEGER_LAYERS = {"ConvInteger", "MatMulInteger"}
+RESCALE_OPS = {"Cast", "Mul", "Add"}
+QUANT_SUFFIXES = ("_QuantizeLinear_Output", "_DequantizeLinear_Output", "_output_quantized", "_quantized", "quant_scaled_output")
+DEQ_PREFIX = "onnxprobe.deq:"
+
+
+@dataclass(frozen=True)
+class Observable:
+    key: str  # the float tensor this stands for (its name in a float model)
+    name: str  # the tensor's name in this model, as reported
+    probe: str  # the tensor to expose (a dequantization added by the pass, for quantized tensors)
+    node: str
+    op_type: str  # op of the producing node
+    effective_op: str  # the float op this value is the output of (QLinearConv -> Conv, ...)
+    index: int
+    shape: tuple | None
+    kind: str  # float | qdq | qoperator | dynamic
+    is_output: bool = False
+
+
+@dataclass(frozen=True)
+class Dequantize:
+    quantized: str
+    scale: str
+    zero_point: str | None
+    axis: int | None
+    output: str
+
+
+@dataclass
+class Observation:
+    observables: list[Observable]
+    dequantize: list[Dequantize] = field(default_factory=list)
+    hidden: dict[str, str] = field(default_factory=dict)  # tensor -> why it is not compared directly
+
+    @property
+    def quantized(self) -> bool:
+        return any(o.kind != "float" for o in self.observables)
+
+
+def stem(name: str) -> str:
+    for s in QUANT_SUFFIXES:
+        if name.endswith(s) and len(name) > len(s):
+            return name[: -len(s)]
+    return name
+
+
+def observe(model: onnx.ModelProto) -> Observation:
+    sites = [s for s in walk(model) if not s.chain]
+    types = value_types(model)
+    const = constant_tensors(model)
+    outputs = {o.name for o in model.graph.output}
+    producer = {o: s for s in sites for o in s.node.output if o}
+    consumers: dict[str, list] = {}
+    for s in sites:
+        for i in s.node.input:
+            consumers.setdefault(i, []).append(s)
+
+    def elem(t: str) -> int:
+        tp = types.get(t)
+        return tp.tensor_type.elem_type if tp is not None else 0
+
+    def qparams(t: str, depth: int = 0) -> tuple[str, str | None, int | None] | None:
+        s = producer.get(t)
+        if s is None or depth > 16:
+            return None
+        n = s.node
+        if n.op_type == "QuantizeLinear":
+            return n.input[1], (n.input[2] if len(n.input) > 2 and n.input[2] else None), _axis(n)
+        if n.op_type in QLINEAR_OUT_PARAMS:
+            si, zi = QLINEAR_OUT_PARAMS[n.op_type]
+            if len(n.input) > si and n.input[si]:
+                return n.input[si], (n.input[zi] if len(n.input) > zi and n.input[zi] else None), None
+            return None
+        if n.op_type in SCALE_PRESERVING and n.input:
+            return qparams(n.input[0], depth + 1)
+        return None
+
+    def float_op(t: str, depth: int = 0) -> str:
+        """The float op a (possibly quantized) tensor is the output of."""
+        s = producer.get(t)
+        if s is None:
+            return "input"
+        n = s.node
+        if depth < 16 and n.op_type in ("DequantizeLinear", "QuantizeLinear") and n.input:
+            src = producer.get(n.input[0])
+            if n.op_type == "DequantizeLinear" and src is not None:
+                return float_op(n.input[0], depth + 1)
+            if n.op_type == "QuantizeLinear":
+                return float_op(n.input[0], depth + 1)
+        if depth < 16 and n.op_type in SCALE_PRESERVING and n.input and elem(t) in QUANT_TYPES:
+            return float_op(n.input[0], depth + 1)
+        if t in chain_op:
+            return chain_op[t]
+        return canonical(n.op_type)
+
+    # dynamic quantization: IntegerLayer -> Cast -> Mul(scale) [-> Add(bias)]. The integer output and its Cast
+    # are partial results; the first float tensor after them with a name of its own stands for the layer's
+    # output, a later one (a bias Add the float model had too) for its own op.
+    chain_root: dict[str, object] = {}
+    chain_op: dict[str, str] = {}
+    for s_ in sites:
+        if s_.node.op_type not in INTEGER_LAYERS:
+            continue
+        t = s_.node.output[0]
+        chain_root[t] = s_
+        layer_op = canonical(s_.node.op_type)
+        for op in ("Cast", "Mul", "Add"):
+            cs = consumers.get(t, [])
+            if len(cs) != 1 or cs[0].node.op_type != op:
+                break
+            if op == "Add" and not all(i == t or i in const for i in cs[0].node.input):
+                break
+            t = cs[0].node.output[0]
+            chain_root[t] = s_
+            if op != "Cast" and not t.endswith("quant_scaled_output"):
+                chain_op[t] = layer_op
+                layer_op = "Add"
+    dq_scales = {s_.node.output[i] for s_ in sites if s_.node.op_type == "DynamicQuantizeLinear" for i in (1, 2) if len(s_.node.output) > i}
+
+    def origin(t: str, depth: int = 0) -> str | None:
+        """Op type of the first producer that is not a scale-preserving move."""
+        s_ = producer.get(t)
+        if s_ is None:
+            return None
+        if s_.node.op_type in SCALE_PRESERVING and s_.node.input and depth < 16:
+            return origin(s_.node.input[0], depth + 1)
+        return s_.node.op_type
+
+    def is_quant(t: str, depth: int = 0) -> bool:
+        et = elem(t)
+        if et:
+            return et in QUANT_TYPES
+        s_ = producer.get(t)
+        if s_ is None or depth > 16:
+            return False
+        op = s_.node.op_type
+        if op in QLINEAR_OUT_PARAMS or (op == "QuantizeLinear" and t == s_.node.output[0]):
+            return True
+        return op in SCALE_PRESERVING and bool(s_.node.input) and is_quant(s_.node.input[0], depth + 1)
+
+    obs: list[Observable] = []
+    deq: list[Dequantize] = []
+    hidden: dict[str, str] = {}
+    for s in sites:
+        n = s.node
+        for t in n.output:
+            if not t or (t in const and t not in outputs):
+                continue
+            et = elem(t)
+            shape = static_shape(types.get(t))
+
+            def add(key: str, probe: str, kind: str, name: str | None = None) -> None:
+                obs.append(Observable(key=key, name=name or t, probe=probe, node=s.name, op_type=n.op_type,
+                                      effective_op=float_op(t), index=s.index, shape=shape, kind=kind,
+                                      is_output=t in outputs or (name or t) in outputs))
+
+            if t in dq_scales or (n.op_type == "Mul" and all(i in dq_scales or i in const for i in n.input)):
+                hidden[t] = "a dynamic quantization scale"
+                continue
+            if t in chain_root:
+                if t not in chain_op:
+                    hidden[t] = f"partial result of {chain_root[t].name}'s rescale"
+                    continue
+                add(t, t, "dynamic")
+                continue
+            if is_quant(t) or n.op_type == "DynamicQuantizeLinear":
+                if n.op_type == "QuantizeLinear":
+                    x = n.input[0]
+                    if x not in producer:
+                        hidden[t] = f"quantized model input {x}"
+                        continue
+                    dqs = [c.node.output[0] for c in consumers.get(t, []) if c.node.op_type == "DequantizeLinear"]
+                    scale, zp, axis = n.input[1], (n.input[2] if len(n.input) > 2 and n.input[2] else None), _axis(n)
+                    out = DEQ_PREFIX + t
+                    deq.append(Dequantize(t, scale, zp, axis, out))
+                    obs.append(Observable(key=x, name=dqs[0] if dqs else t, probe=out, node=s.name, op_type=n.op_type,
+                                          effective_op=float_op(x), index=s.index, shape=static_shape(types.get(x)),
+                                          kind="qdq", is_output=t in outputs))
+                    continue
+                if any(c.node.op_type == "DequantizeLinear" for c in consumers.get(t, [])):
+                    hidden[t] = "quantized; compared through its DequantizeLinear output"
+                    continue
+                q = qparams(t)
+                if q is None:
+                    hidden[t] = "integer tensor with no known scale"
+                    continue
+                out = DEQ_PREFIX + t
+                deq.append(Dequantize(t, q[0], q[1], q[2], out))
+                add(stem(t), out, "qoperator")
+                continue
+            if et in FLOAT_TYPES or et == 0:
+                qs = [c for c in consumers.get(t, []) if c.node.op_type == "QuantizeLinear"]
+                if qs and t not in outputs:
+                    hidden[t] = f"compared after quantization, through {qs[0].node.output[0]}"
+                    continue
+                if n.op_type == "DequantizeLinear":
+                    src = producer.get(n.input[0])
+                    if src is not None and src.node.op_type == "QuantizeLinear" and t not in outputs:
+                        hidden[t] = f"the QDQ value of {src.node.input[0]}"
+                        continue
+                    if src is not None:  # DQ of a QLinear* output (QOperator), or of a moved QDQ value
+                        add(t, t, "qoperator" if origin(n.input[0]) in QLINEAR_OUT_PARAMS else "qdq")
+                        continue
+            add(t, t, "float")
+    return Observation(obs, deq, hidden)
+
+
+def _axis(node: onnx.NodeProto) -> int | None:
+    for a in node.attribute:
+        if a.name == "axis":
+            return a.i
+    return None
+
+
+def add_dequantize(model: onnx.ModelProto, specs: list[Dequantize]) -> onnx.ModelProto:
+    """A copy of ``model`` with one DequantizeLinear per spec appended to the main graph."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for d in specs:
+        ins = [d.quantized, d.scale] + ([d.zero_point] if d.zero_point else [])
+        kw = {"axis": d.axis} if d.axis is not None else {}
+        out.graph.node.append(onnx.helper.make_node("DequantizeLinear", ins, [d.output], name=d.output, **kw))
+    return out

@@ -1,0 +1,124 @@
+"""The ``diff`` report: a JSON-ready dict and a Rich table of pairs, with an SQNR sparkline."""
+
+from __future__ import annotations
+
+import math
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from onnxprobe import __version__
+from onnxprobe.report.format import num, shape, shorten
+
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def diff_dict(res, order=None) -> dict:
+    rows = order if order is not None else res.results
+    pairs = []
+    for r in rows:
+        m, i = r.metrics, r.introduced
+        d = {"index": r.pair.a.index, "a": r.pair.a.name, "b": r.pair.b.name, "key": r.pair.b.key, "node_a": r.pair.a.node, "node_b": r.pair.b.node,
+             "op_type": r.pair.a.effective_op, "op_type_b": r.pair.b.effective_op, "strategy": r.pair.strategy, "reason": r.pair.reason,
+             "shape": list(r.shape) if r.shape is not None else None, "is_output": r.pair.a.is_output or r.pair.b.is_output,
+             "passed": r.passed, "problem": r.problem}
+        d.update(m.to_dict() if m else dict.fromkeys(["max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "worst_index"]))
+        d["introduced_sqnr_db"] = _f(i.sqnr_db) if i else None
+        d["introduced_max_abs"] = _f(i.max_abs) if i else None
+        pairs.append(d)
+    return {
+        "schema_version": 1, "onnxprobe_version": __version__,
+        "a": res.a.describe(), "b": res.b.describe(), "measured": res.measured,
+        "criterion": res.results[0].tolerance.describe() if res.results else None,
+        "pairs": pairs,
+        "unmatched_a": [{"name": u.obs.name, "op_type": u.obs.effective_op, "reason": u.reason} for u in res.matching.unmatched_a],
+        "unmatched_b": [{"name": u.obs.name, "op_type": u.obs.effective_op, "reason": u.reason}
+                        for u in res.matching.unmatched_b if u.obs.name in res.selected_b],
+        "first_failure": res.first_failure.pair.a.name if res.first_failure else None,
+        "outputs_passed": not res.outputs_failed,
+        "notes": res.notes,
+    }
+
+
+def _f(v: float) -> float | None:
+    return float(v) if math.isfinite(v) else None
+
+
+def sparkline(values: list[float | None]) -> str:
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    if not vals:
+        return ""
+    lo, hi = min(vals), max(vals)
+    out = []
+    for v in values:
+        if v is None or not math.isfinite(v):
+            out.append(" ")
+        else:
+            k = 0 if hi == lo else int(round((v - lo) / (hi - lo) * (len(SPARK) - 1)))
+            out.append(SPARK[k])
+    return "".join(out)
+
+
+def print_diff(res, console: Console, order=None) -> None:
+    d = diff_dict(res, order)
+    width = console.width
+    headers = ["#", "tensor", "op", "match", "shape", "max|a-b|", "cosine", "SQNR dB", "intro dB", "pass"]
+    rows = []
+    first = d["first_failure"]
+    first_row = next((k for k, p in enumerate(d["pairs"]) if p["a"] == first and p["passed"] is False), None)
+    for k, p in enumerate(d["pairs"]):
+        same_value = p["strategy"] in ("name", "qdq", "qoperator", "dynamic")
+        name = p["b"] if same_value or p["a"] == p["b"] else f"{p['a']} ↔ {p['b']}"
+        ok = "FAIL" if p["passed"] is False else ("ok" if p["passed"] else "n/a")
+        idx = f"▶{p['index']}" if k == first_row else str(p["index"])
+        rows.append(([idx, name, shorten(p["op_type"], 12), p["strategy"], shorten(shape(p["shape"]), 14),
+                      num(p["max_abs"], 3), _cos(p["cosine"]), _db(p["sqnr_db"], p["max_abs"]),
+                      _db(p["introduced_sqnr_db"], p["introduced_max_abs"]), ok], p))
+    need = [max([len(h)] + [len(c[i]) for c, _ in rows]) for i, h in enumerate(headers)]
+    rest = max(width - sum(w for i, w in enumerate(need) if i != 1) - 2 * (len(headers) - 1), 16)
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0), show_edge=False)
+    for i, h in enumerate(headers):
+        w = min(need[i], rest) if i == 1 else need[i]
+        t.add_column(h, justify="right" if i in (0, 5, 6, 7, 8) else "left", no_wrap=True, min_width=w, max_width=w)
+    for cells, p in rows:
+        cells[1] = shorten(cells[1], rest)
+        style = "red" if p["passed"] is False else ("green" if p["passed"] else None)
+        if cells[0].startswith("▶"):
+            style = "bold red"
+        t.add_row(*cells, style=style)
+    console.print(Text(f"A: {d['a']}\nB: {d['b']}  (reference)\nmeasured: {d['measured']} · criterion: {d['criterion']}"))
+    console.print(t)
+    topo = sorted(d["pairs"], key=lambda p: p["index"])
+    sq = [p["sqnr_db"] for p in topo]
+    line = sparkline(sq)
+    if line:
+        finite = [v for v in sq if v is not None]
+        console.print(Text(f"SQNR along depth: {line}  ({num(finite[0], 3)} → {num(finite[-1], 3)} dB, min {num(min(finite), 3)})"))
+    n_fail = sum(1 for p in d["pairs"] if p["passed"] is False)
+    foot = Text()
+    foot.append(f"{len(d['pairs'])} pairs · ")
+    foot.append(f"{n_fail} failing", style="bold red" if n_fail else "green")
+    foot.append(f" · unmatched: {len(d['unmatched_a'])} in A, {len(d['unmatched_b'])} in B")
+    if first_row is not None:
+        foot.append(f" · ▶ error starts at {d['pairs'][first_row]['b']} ({d['pairs'][first_row]['op_type']})", style="bold")
+    foot.append(" · outputs " + ("pass" if d["outputs_passed"] else "FAIL"), style="green" if d["outputs_passed"] else "bold red")
+    console.print(foot)
+    for side, items in (("A", d["unmatched_a"]), ("B", d["unmatched_b"])):
+        if items:
+            shown = ", ".join(f"{u['name']} ({u['reason']})" for u in items[:3])
+            more = f" and {len(items) - 3} more (see --json)" if len(items) > 3 else ""
+            console.print(Text(f"unmatched in {side}: {shown}{more}", style="dim"))
+
+
+def _db(v: float | None, max_abs: float | None) -> str:
+    if max_abs == 0:
+        return "exact"  # the number is the eps-floored ~313 dB that qdq_loss_debug would give
+    return num(v, 3)
+
+
+def _cos(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.6f}" if v > 0.99 else f"{v:.4f}"

@@ -1,0 +1,112 @@
+"""Comparison metrics for a pair of tensors: pure numpy, float64, registered by name.
+
+``a`` is the tensor under test, ``b`` the reference. All metrics are over finite pairs.
+
+- max_abs = max |a - b|, mean_abs = mean |a - b|, rmse = sqrt(mean (a - b)^2)
+- max_rel = max |a - b| / (|b| + tiny)
+- cosine = <a, b> / (|a| |b|)
+- sqnr_db = 10 log10(sum b^2 / sum (a - b)^2), with both norms floored at float64 eps as onnxruntime's
+  qdq_loss_debug does (identical tensors give about 313 dB, not infinity)
+- worst = the multi-index of the largest |a - b|
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+EPS = float(np.finfo(float).eps)
+METRICS = ("allclose", "max_abs", "mean_abs", "rmse", "max_rel", "cosine", "sqnr")
+
+
+@dataclass(frozen=True)
+class PairMetrics:
+    max_abs: float
+    mean_abs: float
+    max_rel: float
+    rmse: float
+    cosine: float
+    sqnr_db: float
+    worst: tuple[int, ...]
+    allclose_excess: float  # max(|a-b| - rtol*|b|): allclose passes when this is <= atol
+    b_absmax: float
+    nonfinite_mismatch: int  # positions where exactly one side is NaN/Inf, or they differ
+
+    def to_dict(self) -> dict:
+        def f(v: float) -> float | None:
+            return float(v) if math.isfinite(v) else None
+
+        return {"max_abs": f(self.max_abs), "mean_abs": f(self.mean_abs), "max_rel": f(self.max_rel), "rmse": f(self.rmse),
+                "cosine": f(self.cosine), "sqnr_db": f(self.sqnr_db), "worst_index": list(self.worst),
+                "nonfinite_mismatch": self.nonfinite_mismatch}
+
+
+def sqnr_db(a: np.ndarray, b: np.ndarray) -> float:
+    a = np.asarray(a, np.float64).reshape(-1)
+    b = np.asarray(b, np.float64).reshape(-1)
+    signal = max(float(np.linalg.norm(b)), EPS)
+    noise = max(float(np.linalg.norm(a - b)), EPS)
+    return 20.0 * math.log10(signal / noise)
+
+
+def compare(a: np.ndarray, b: np.ndarray, rtol: float = 0.0) -> PairMetrics:
+    if a.shape != b.shape:
+        raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
+    a64 = np.asarray(a, np.float64)
+    b64 = np.asarray(b, np.float64)
+    fa, fb = np.isfinite(a64), np.isfinite(b64)
+    both = fa & fb
+    # non-finite values must agree exactly (nan with nan, +inf with +inf)
+    same_nonfinite = (~fa & ~fb) & ((np.isnan(a64) & np.isnan(b64)) | (a64 == b64))
+    mismatch = int((~both & ~same_nonfinite).sum())
+    d = np.where(both, np.abs(a64 - b64), 0.0)
+    n = int(both.sum())
+    if a64.size == 0 or n == 0:
+        return PairMetrics(0.0, 0.0, 0.0, 0.0, 1.0, sqnr_db(a64[both], b64[both]), (), 0.0, 0.0, mismatch)
+    af, bf = np.where(both, a64, 0.0), np.where(both, b64, 0.0)
+    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(d)), a64.shape)) if a64.ndim else ()
+    absb = np.abs(bf)
+    na, nb = float(np.linalg.norm(af)), float(np.linalg.norm(bf))
+    cosine = float(np.dot(af.reshape(-1), bf.reshape(-1)) / (na * nb)) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
+    return PairMetrics(
+        max_abs=float(d.max()), mean_abs=float(d.sum() / n), max_rel=float((d / (absb + 1e-30)).max()),
+        rmse=float(math.sqrt(float((d * d).sum()) / n)), cosine=cosine, sqnr_db=sqnr_db(af, bf), worst=worst,
+        allclose_excess=float((d - rtol * absb).max()), b_absmax=float(absb.max()), nonfinite_mismatch=mismatch,
+    )
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    metric: str = "allclose"
+    atol: float = 1e-4
+    rtol: float = 1e-3
+    min_sqnr: float = 30.0
+    min_cosine: float = 0.999
+
+    def passes(self, m: PairMetrics) -> bool:
+        if m.nonfinite_mismatch:
+            return False
+        if self.metric == "allclose":
+            return m.allclose_excess <= self.atol
+        if self.metric in ("max_abs", "mean_abs", "rmse"):
+            return getattr(m, self.metric) <= self.atol + self.rtol * m.b_absmax
+        if self.metric == "max_rel":
+            return m.max_rel <= self.rtol
+        if self.metric == "cosine":
+            return m.cosine >= self.min_cosine
+        if self.metric == "sqnr":
+            return m.sqnr_db >= self.min_sqnr
+        raise ValueError(self.metric)
+
+    def describe(self) -> str:
+        return {
+            "allclose": f"|a-b| <= {self.atol:g} + {self.rtol:g}*|b|",
+            "max_abs": f"max|a-b| <= {self.atol:g} + {self.rtol:g}*max|b|",
+            "mean_abs": f"mean|a-b| <= {self.atol:g} + {self.rtol:g}*max|b|",
+            "rmse": f"rmse <= {self.atol:g} + {self.rtol:g}*max|b|",
+            "max_rel": f"max rel <= {self.rtol:g}",
+            "cosine": f"cosine >= {self.min_cosine:g}",
+            "sqnr": f"SQNR >= {self.min_sqnr:g} dB",
+        }[self.metric]

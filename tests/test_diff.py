@@ -1,0 +1,228 @@
+"""`onnxprobe diff`: matching through quantization, metrics against numpy, SQNR against onnxruntime's
+qdq_loss_debug, the introduced-error column, the verdict and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import SAMPLE_NAMES, make_model, sample_feeds, sample_path
+from onnxprobe import api
+from onnxprobe.cli.main import app
+from quantize_fixtures import RandomReader, quantize
+
+runner = CliRunner()
+QUANT_KINDS = ["dynamic", "qdq", "qoperator"]
+QUANT_SAMPLES = ["cnn", "mlp", "transformer_block"]
+
+
+@pytest.fixture(scope="session")
+def qdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("quantized")
+
+
+def _run_with_outputs(path, names, feeds):
+    """Plain onnxruntime with the named tensors appended as outputs by hand (the oracle's own way)."""
+    m = onnx.load(str(path))
+    have = {o.name for o in m.graph.output}
+    for n in names:
+        if n not in have:
+            m.graph.output.append(onnx.ValueInfoProto(name=n))
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return dict(zip(names, s.run(names, feeds)))
+
+
+def _graph_names(path) -> set[str]:
+    m = onnx.load(str(path))
+    return {o for n in m.graph.node for o in n.output}
+
+
+@pytest.mark.parametrize("kind", QUANT_KINDS)
+@pytest.mark.parametrize("name", QUANT_SAMPLES)
+def test_every_surviving_layer_output_is_matched(name, kind, qdir):
+    q = quantize(name, kind, qdir)
+    res = api.diff(q, sample_path(name), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    fp32 = onnx.load(str(sample_path(name)))
+    layer_outputs = [n.output[0] for n in fp32.graph.node if n.op_type in ("Conv", "Gemm", "MatMul")]
+    names = _graph_names(q)  # QOperator models keep the float name with a "_quantized" suffix
+    surviving = [t for t in layer_outputs if t in names or f"{t}_quantized" in names]
+    assert surviving, "the quantizer kept no layer output name; the test would prove nothing"
+    paired_b = {r.pair.b.name for r in res.results}
+    assert [t for t in surviving if t not in paired_b] == []
+    # never a pair of different shapes, and every pair says how it was made
+    for r in res.results:
+        assert r.shape is not None and r.pair.strategy and r.pair.reason
+
+
+def test_metrics_agree_with_numpy(qdir):
+    q = quantize("cnn", "qdq", qdir)
+    feeds = sample_feeds("cnn")
+    res = api.diff(q, sample_path("cnn"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), arrays=feeds)
+    checked = 0
+    for r in res.results:
+        a_name, b_name = r.pair.a.name, r.pair.b.name
+        va = _run_with_outputs(q, [a_name], feeds)[a_name].astype(np.float64)
+        vb = _run_with_outputs(sample_path("cnn"), [b_name], feeds)[b_name].astype(np.float64)
+        d = np.abs(va - vb)
+        m = r.metrics
+        assert m.max_abs == pytest.approx(d.max(), rel=1e-9, abs=1e-12)
+        assert m.mean_abs == pytest.approx(d.mean(), rel=1e-9, abs=1e-12)
+        assert m.rmse == pytest.approx(np.sqrt((d ** 2).mean()), rel=1e-9, abs=1e-12)
+        assert m.max_rel == pytest.approx((d / (np.abs(vb) + 1e-30)).max(), rel=1e-6)
+        cos = (va * vb).sum() / np.sqrt((va ** 2).sum() * (vb ** 2).sum())
+        assert m.cosine == pytest.approx(cos, rel=1e-9)
+        assert m.sqnr_db == pytest.approx(10 * np.log10((vb ** 2).sum() / (d ** 2).sum()), rel=1e-9)
+        assert tuple(m.worst) == np.unravel_index(np.argmax(d), d.shape)
+        checked += 1
+    assert checked >= 5
+
+
+@pytest.mark.parametrize("name", ["cnn", "mlp"])
+def test_sqnr_agrees_with_qdq_loss_debug(name, qdir, tmp_path):
+    from onnxruntime.quantization.qdq_loss_debug import (
+        collect_activations, compute_activation_error, create_activation_matching, modify_model_output_intermediate_tensors,
+    )
+
+    q = quantize(name, "qdq", qdir)
+    fp = sample_path(name)
+    qa, fa = tmp_path / "q_aug.onnx", tmp_path / "f_aug.onnx"
+    modify_model_output_intermediate_tensors(str(q), str(qa))
+    modify_model_output_intermediate_tensors(str(fp), str(fa))
+    reader = RandomReader(fp, n=1, seed=11)
+    feeds = reader.batches[0]
+    qact = collect_activations(str(qa), RandomReader(fp, n=1, seed=11))
+    fact = collect_activations(str(fa), RandomReader(fp, n=1, seed=11))
+    theirs = {k: v["xmodel_err"] for k, v in compute_activation_error(create_activation_matching(qact, fact)).items() if "xmodel_err" in v}
+    res = api.diff(q, fp, selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), arrays=feeds)
+    ours = {r.pair.b.name: r.metrics.sqnr_db for r in res.results if r.pair.strategy == "qdq"}
+    common = set(theirs) & set(ours)
+    assert len(common) >= 3
+    for k in common:
+        assert ours[k] == pytest.approx(theirs[k], abs=1e-3), k
+
+
+def _perturbed_mlp(tmp_path, layer_weight="fc2.weight", scale=0.3):
+    m = onnx.load(str(sample_path("mlp")))
+    for init in m.graph.initializer:
+        if init.name == layer_weight:
+            w = numpy_helper.to_array(init)
+            w = w + scale * np.random.default_rng(0).normal(size=w.shape).astype(np.float32) * np.abs(w).mean()
+            init.CopyFrom(numpy_helper.from_array(w.astype(np.float32), init.name))
+    p = tmp_path / "mlp_bad_fc2.onnx"
+    onnx.save(m, p)
+    return p
+
+
+def test_introduced_error_points_at_the_damaged_layer(tmp_path):
+    names = {i.name for i in onnx.load(str(sample_path("mlp"))).graph.initializer}
+    weight = next(n for n in names if n.startswith("fc2") and "weight" in n)
+    bad = _perturbed_mlp(tmp_path, weight)
+    res = api.diff(bad, sample_path("mlp"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    by = {r.pair.b.name: r for r in res.results}
+    assert by["fc1_out"].metrics.max_abs == 0  # before the damage: identical
+    assert by["fc2_out"].introduced.max_abs > 1e-3  # fc2 introduces the error...
+    for later in ("tanh2_out", "fc3_matmul", "y"):  # ...later layers only carry it
+        assert by[later].metrics.max_abs > 1e-4
+        assert by[later].introduced.max_abs < 1e-6, later
+    assert res.first_failure.pair.b.name == "fc2_out"
+
+
+def test_relu_dropped_by_the_quantizer_does_not_fool_matching(tmp_path, qdir):
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array((rng.normal(size=(8, 3, 3, 3)) / 5).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array((rng.normal(size=(4, 8, 3, 3)) / 8).astype(np.float32), "w2")
+    m = make_model(
+        [helper.make_node("Conv", ["x", "w1"], ["conv1_out"], name="conv1", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["conv1_out"], ["relu1_out"], name="relu1"),
+         helper.make_node("Conv", ["relu1_out", "w2"], ["y"], name="conv2", pads=[1, 1, 1, 1])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], [w1, w2], opset=17)
+    fp = tmp_path / "conv_relu.onnx"
+    onnx.save(m, fp)
+    q = quantize(str(fp), "qdq", qdir)
+    qm = onnx.load(str(q))
+    assert "Relu" not in {n.op_type for n in qm.graph.node}, "quantizer kept the Relu; the trap is not set"
+    res = api.diff(q, fp, selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    pair = next(r for r in res.results if r.pair.b.name == "relu1_out")
+    assert pair.pair.strategy == "qdq"
+    assert pair.metrics.sqnr_db > 25  # the raw conv output (negatives kept) would give a few dB
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_vs_reference_runs_on_every_sample_model(name):
+    r = runner.invoke(app, ["diff", str(sample_path(name)), "--vs-reference", "--all", "--json", "-", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["pairs"] and d["outputs_passed"] and d["first_failure"] is None
+
+
+def test_json_schema_and_exit_code_on_failing_output(tmp_path):
+    bad = _perturbed_mlp(tmp_path, next(i.name for i in onnx.load(str(sample_path("mlp"))).graph.initializer if i.name.startswith("fc2")))
+    out = tmp_path / "d.json"
+    r = runner.invoke(app, ["diff", str(bad), str(sample_path("mlp")), "--json", str(out)])
+    assert r.exit_code == 1, r.output
+    d = json.loads(out.read_text())
+    assert {"a", "b", "pairs", "unmatched_a", "unmatched_b", "first_failure"} <= d.keys()
+    p = d["pairs"][0]
+    assert {"a", "b", "strategy", "shape", "max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "introduced_sqnr_db", "passed"} <= p.keys()
+    assert d["first_failure"] == "fc2_out"
+    # a loose enough tolerance on the output passes
+    r = runner.invoke(app, ["diff", str(bad), str(sample_path("mlp")), "--metric", "sqnr", "--min-sqnr", "-100"])
+    assert r.exit_code == 0, r.output
+
+
+def test_per_tensor_tolerance_map_and_sort(tmp_path):
+    bad = _perturbed_mlp(tmp_path, next(i.name for i in onnx.load(str(sample_path("mlp"))).graph.initializer if i.name.startswith("fc2")))
+    mp = tmp_path / "map.json"
+    mp.write_text(json.dumps({"fc3_matmul": "fc3_out"}))
+    r = runner.invoke(app, ["diff", str(bad), str(sample_path("mlp")), "--all", "--map", str(mp), "--atol", "y:10",
+                            "--sort", "introduced", "--json", "-"])
+    d = json.loads(r.stdout)
+    pair = next(p for p in d["pairs"] if p["a"] == "fc3_matmul")
+    assert pair["b"] == "fc3_out" and pair["strategy"] == "map"
+    assert d["outputs_passed"] and r.exit_code == 0  # y passes with its own atol of 10
+    intro = [p["introduced_sqnr_db"] for p in d["pairs"] if p["introduced_sqnr_db"] is not None]
+    assert intro == sorted(intro)
+
+
+def test_vs_npz_and_vs_device(tmp_path):
+    feeds = sample_feeds("cnn")
+    acts = _run_with_outputs(sample_path("cnn"), ["conv1_out", "relu1_out", "logits"], feeds)
+    acts["relu1_out"] = acts["relu1_out"] + 0.5  # as if another framework disagreed at this layer
+    npz = tmp_path / "acts.npz"
+    np.savez(npz, **acts)
+    np.savez(tmp_path / "in.npz", **feeds)
+    r = runner.invoke(app, ["diff", str(sample_path("cnn")), "--vs-npz", str(npz), "--all", "--inputs", str(tmp_path / "in.npz"), "--json", "-"])
+    d = json.loads(r.stdout)
+    by = {p["a"]: p for p in d["pairs"]}
+    assert set(by) == {"conv1_out", "relu1_out", "logits"}
+    assert by["conv1_out"]["max_abs"] == 0 and by["relu1_out"]["max_abs"] == pytest.approx(0.5)
+    assert d["first_failure"] == "relu1_out"
+    r = runner.invoke(app, ["diff", str(sample_path("cnn")), "--vs-device", "cpu", "--json", "-"])
+    assert r.exit_code == 0 and all(p["max_abs"] == 0 for p in json.loads(r.stdout)["pairs"])
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--vs-reference", "--vs-device", "cpu"], "exactly one reference"),
+    ([], "exactly one reference"),
+    (["--vs-reference", "--metric", "psnr"], "--metric"),
+    (["--vs-reference", "--atol", "x:abc"], "--atol"),
+    (["--vs-reference", "--sort", "random"], "--sort"),
+])
+def test_bad_arguments(args, needle):
+    r = runner.invoke(app, ["diff", str(sample_path("cnn")), *args])
+    assert r.exit_code == 2, r.output
+    assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_models_with_different_inputs_are_refused():
+    r = runner.invoke(app, ["diff", str(sample_path("cnn")), str(sample_path("mlp"))])
+    assert r.exit_code == 2 and "different inputs" in r.stderr
