@@ -116,23 +116,69 @@ def layers(
     config: RunConfig | None = None,
     *,
     save: bool = False,
+    save_to: str | os.PathLike | None = None,
+    max_memory: int | None = None,
+    progress=None,
     seed: int = 0,
     int_range: tuple[int, int] = (0, 100),
     shapes: dict[str, tuple[int, ...]] | None = None,
     files: dict[str, str] | None = None,
     arrays: dict[str, np.ndarray] | None = None,
 ) -> LayersResult:
-    """Load, probe and run a model in one call: what ``onnxprobe layers`` does."""
+    """Load, probe and run a model in one call: what ``onnxprobe layers`` does.
+
+    ``save=True`` keeps the raw tensors in ``result.arrays``. ``save_to=FILE.npz`` streams them to disk
+    instead, in as many runs as it takes to keep at most ``max_memory`` bytes of them alive at once
+    (default: a quarter of the available memory); ``progress(done, total)`` is called per run.
+    """
     model = load(path)
     notes: list[str] = []
     feed = feeds(model, seed=seed, int_range=int_range, shapes=shapes, files=files, arrays=arrays, notes=notes)
     p = plan(model, selection, raw=save)
     try:
-        return run(p, feed, config, notes=notes)
+        result = run(p, feed, config, notes=notes)
+        if save_to is not None:
+            save_tensors(model, result, feed, save_to, max_memory=max_memory, progress=progress)
+        return result
     except ExecutionError as e:
         if any("set to 1" in n for n in notes):
             raise ExecutionError(f"{e} (dynamic dimensions were set to 1: give real sizes with --shape NAME=DIMS)") from e
         raise
+
+
+def save_tensors(model: Model, result: LayersResult, feed: dict[str, np.ndarray], path: str | os.PathLike, *,
+                 max_memory: int | None = None, progress=None) -> int:
+    """Stream the raw values of ``result``'s probed tensors to ``path`` (.npz), chunk by chunk: each run
+    exposes at most ``max_memory`` bytes of them (sizes from the first run's shapes and counts).
+    Returns the number of runs."""
+    from onnxprobe.runtime.budget import default_budget, nbytes, plan_chunks
+    from onnxprobe.runtime.npz import NpzWriter
+
+    budget = max_memory or default_budget()
+    refs = [p.ref for p in result.plan.probes]
+    sizes = []
+    for ref in refs:
+        st = result.stats.get(ref.name)
+        count = None if ref.name in result.shapes else (st.count if st is not None else 0)
+        sizes.append((ref.name, nbytes(result.shapes.get(ref.name), ref.dtype, count)))
+    # onnxruntime's output buffers and their numpy copies both exist for a moment: half the budget each
+    chunks = plan_chunks(sizes, budget // 2)
+    by_name = {r.name: r for r in refs}
+    device = result.info.device  # already resolved by the first run
+    with NpzWriter(path) as out:
+        for k, chunk in enumerate(chunks):
+            rewritten, probes = expose(model.inferred, [by_name[n] for n in chunk], stats=False, shapes=False, raw=True)
+            session = create_session(rewritten, device=device, opt_level=result.info.opt_level)
+            names = [pr.raw_output for pr in probes if pr.raw_output]
+            values, _ = run_bound(session, feed, list(dict.fromkeys(names)))
+            for pr in probes:
+                if pr.raw_output:
+                    out.add(pr.ref.name, values[pr.raw_output])
+            del values, session
+            if progress is not None:
+                progress(k + 1, len(chunks))
+    return len(chunks)
+
 
 
 # --- diff: two sides on the same inputs ------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from onnxprobe.cli.errors import handle_errors, warn
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
-    OptLevelOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, parse_int_range,
+    MaxMemoryOpt, OptLevelOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, parse_int_range,
 )
 
 
@@ -26,6 +26,7 @@ def layers(
     opt_level: OptLevelOpt = "off",
     json_: JsonOpt = None,
     save: SaveOpt = None,
+    max_memory: MaxMemoryOpt = None,
 ) -> None:
     """Show every probed intermediate tensor with its statistics, in topological order.
 
@@ -42,7 +43,7 @@ def layers(
     """
     from onnxprobe import api
     from onnxprobe.report import io as report_io
-    from onnxprobe.report.console import stderr_console, stdout_console
+    from onnxprobe.report.console import stdout_console
     from onnxprobe.report.layers import layers_dict, print_layers
     from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_npz
 
@@ -54,10 +55,14 @@ def layers(
         report_io.check_writable(save, model)
     if json_ is not None and str(json_) != "-":
         report_io.check_writable(json_, model)
-    with stderr_console().status(f"probing {model.name}…", spinner="dots"):
+    from onnxprobe.report.progress import Progress
+    from onnxprobe.runtime.budget import parse_size
+
+    budget = parse_size(max_memory) if max_memory else None
+    with Progress(f"probing {model.name}") as progress:
         result = api.layers(
-            model, selection, config, save=save is not None, seed=seed, int_range=lo_hi,
-            shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
+            model, selection, config, save_to=save, max_memory=budget, progress=progress.update, seed=seed,
+            int_range=lo_hi, shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
             arrays=read_npz(inputs) if inputs else None,
         )
     warn(result.notes + result.plan.warnings)
@@ -66,5 +71,3 @@ def layers(
         report_io.write_json(data, json_)
     if json_ is None or str(json_) != "-":
         print_layers(result, stdout_console())
-    if save is not None:
-        report_io.save_npz(result.arrays, save)

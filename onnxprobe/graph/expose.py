@@ -49,6 +49,33 @@ class _Builder:
     opset: int
     names: set[str]
     consts: dict[tuple, str] = field(default_factory=dict)
+    original: int = -1  # how many nodes the graph had before this pass
+
+    def __post_init__(self) -> None:
+        self.original = len(self.graph.node)
+
+    def interleave(self) -> None:
+        """Move each added node right behind the last node it depends on, so that a probed tensor's
+        statistics run as soon as it exists and the tensor can be freed, as in the unprobed model."""
+        nodes = list(self.graph.node)
+        if len(nodes) == self.original:
+            return
+        anchor_of: dict[str, int] = {}
+        for i, n in enumerate(nodes[: self.original]):
+            for o in n.output:
+                anchor_of[o] = i
+        buckets: dict[int, list[onnx.NodeProto]] = {}
+        for n in nodes[self.original:]:
+            a = max((anchor_of.get(i, -1) for i in n.input if i), default=-1)
+            for o in n.output:
+                anchor_of[o] = a
+            buckets.setdefault(a, []).append(n)
+        order = list(buckets.get(-1, []))
+        for i, n in enumerate(nodes[: self.original]):
+            order.append(n)
+            order.extend(buckets.get(i, []))
+        del self.graph.node[:]
+        self.graph.node.extend(order)
 
     def fresh(self, base: str) -> str:
         name, k = base, 0
@@ -82,9 +109,19 @@ class _Builder:
             return self.node(op, [x, self.const(np.array(axes, np.int64), "axes")], base, keepdims=keepdims)
         return self.node(op, [x], base, axes=axes, keepdims=keepdims)
 
-    def stats_row(self, x: str, elem_type: int | None) -> str:
+    def stats_row(self, x: str, elem_type: int | None, shape: tuple | None = None) -> str:
         """[1, 9] float64: count, nan, non-finite, non-zero, min, max, sum, sum of squares, sum of |x|.
-        Sums are over finite values; NaN counts as non-zero and non-finite."""
+        Sums are over finite values; NaN counts as non-zero and non-finite.
+
+        Float tensors of known rank take the memory-light path: masks and sums stay in float32, sums are
+        first taken over a suffix of axes holding >= 256 elements (float32 partial sums), and those
+        partials are added in float64: a two-level summation whose relative error is about 256 float32
+        epsilons at worst (~1e-5), typically ~1e-7. Every intermediate is at most the size of the tensor
+        in float32, and the nodes sit right behind the tensor's producer, so they run and free their
+        memory before the model moves on. Other tensors (ints, bool, double, unknown rank) are cast to
+        float64 whole."""
+        if elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16) and shape:
+            return self._stats_row_blocked(x, elem_type, shape)
         b = x
         d = x if elem_type == TensorProto.DOUBLE else self.node("Cast", [x], f"{b}.f64", to=TensorProto.DOUBLE)
         d = self.node("Reshape", [d, self.const(np.array([-1], np.int64), "flat")], f"{b}.flat")
@@ -106,8 +143,50 @@ class _Builder:
             self.reduce("ReduceSumSquare", clean, f"{b}.sumsq"),
             self.reduce("ReduceL1", clean, f"{b}.sumabs"),
         ]
+        return self._row(cols, b)
+
+    def _row(self, cols: list[str], b: str) -> str:
         row = self.node("Concat", cols, f"{b}.row9", axis=0)
         return self.node("Reshape", [row, self.const(np.array([1, ROW_WIDTH], np.int64), "row_shape")], f"{b}.row")
+
+    def _stats_row_blocked(self, x: str, elem_type: int, shape: tuple) -> str:
+        b = x
+        f = x if elem_type == TensorProto.FLOAT else self.node("Cast", [x], f"{b}.f32", to=TensorProto.FLOAT)
+        rank = len(shape)
+        axes, block = [], 1
+        for ax in range(rank - 1, -1, -1):  # the shortest suffix of axes with >= 256 elements
+            axes.insert(0, ax)
+            block *= shape[ax] if isinstance(shape[ax], int) and shape[ax] > 0 else 1024
+            if block >= 256:
+                break
+        flat = self.const(np.array([-1], np.int64), "flat")
+
+        def total(t: str, op: str, tag: str) -> str:
+            part = self.reduce(op, t, f"{b}.{tag}.part", axes=axes, keepdims=0)
+            part = self.node("Cast", [self.node("Reshape", [part, flat], f"{b}.{tag}.partflat")], f"{b}.{tag}.part64", to=TensorProto.DOUBLE)
+            return self.reduce("ReduceSum", part, f"{b}.{tag}")
+
+        def count(mask: str, tag: str) -> str:
+            return total(self.node("Cast", [mask], f"{b}.{tag}.f32", to=TensorProto.FLOAT), "ReduceSum", tag)
+
+        def extreme(op: str, fill: float, tag: str) -> str:
+            masked = self.node("Where", [bad, self.const(np.array(fill, np.float32), f"fill{tag}"), f], f"{b}.for_{tag}")
+            r = self.node("Reshape", [self.reduce(op, masked, f"{b}.{tag}.r"), flat], f"{b}.{tag}.flat")
+            return self.node("Cast", [r], f"{b}.{tag}", to=TensorProto.DOUBLE)
+
+        nan = self.node("IsNaN", [f], f"{b}.isnan")
+        if self.opset >= 10:
+            bad = self.node("Or", [nan, self.node("IsInf", [f], f"{b}.isinf")], f"{b}.nonfinite")
+        else:
+            bad = self.node("IsNaN", [self.node("Sub", [f, f], f"{b}.f_minus_f")], f"{b}.nonfinite")
+        size = self.node("Cast", [self.node("Reshape", [self.node("Size", [f], f"{b}.size"), flat], f"{b}.size1")],
+                         f"{b}.size.f64", to=TensorProto.DOUBLE)
+        cols = [size, count(nan, "nan"), count(bad, "nonfinite"),
+                count(self.node("Cast", [f], f"{b}.nonzero", to=TensorProto.BOOL), "nonzero"),
+                extreme("ReduceMin", np.inf, "min"), extreme("ReduceMax", -np.inf, "max")]
+        clean = self.node("Where", [bad, self.const(np.array(0, np.float32), "zero32"), f], f"{b}.finite")
+        cols += [total(clean, "ReduceSum", "sum"), total(clean, "ReduceSumSquare", "sumsq"), total(clean, "ReduceL1", "sumabs")]
+        return self._row(cols, b)
 
     def merge_rows(self, stacked: str) -> str:
         """Rows stacked by Loop/Scan, [..., 1, 9] -> one merged [1, 9] row (empty stack -> identity row)."""
@@ -254,7 +333,7 @@ def expose(
         probe = Probe(ref=ref, stats_on_host=host_stats)
         g = site.graph
         if stats and elem not in UNSUPPORTED_STATS_DTYPES:
-            row = builder(g).stats_row(ref.name, elem)
+            row = builder(g).stats_row(ref.name, elem, ref.shape if ref.shape is not None else _rank_only(t))
             top = lift(row, site.chain, row_type, "stats") if site.chain else row
             final = STATS_PREFIX + ref.name
             if final in names:
@@ -277,7 +356,15 @@ def expose(
                 probe.raw_output = lift(ref.name, site.chain, t, "raw")
                 add_top_output(probe.raw_output, _with_leading_dims(t, _loop_depth(site.chain)))
         probes.append(probe)
+    for b in builders.values():
+        b.interleave()
     return out, probes
+
+
+def _rank_only(t: onnx.TypeProto | None) -> tuple | None:
+    if t is None or not t.tensor_type.HasField("shape"):
+        return None
+    return tuple(None for _ in t.tensor_type.shape.dim)
 
 
 def _loosen(t: onnx.TypeProto) -> onnx.TypeProto:

@@ -97,3 +97,36 @@ def static_shape(t: onnx.TypeProto | None) -> tuple | None:
             dims.append(None)
     return tuple(dims)
 
+
+
+def with_input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> onnx.ModelProto:
+    """A copy whose graph inputs have these concrete shapes, for shape inference to propagate them."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.value_info[:]
+    for vi in out.graph.input:
+        if vi.name in shapes and vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.ClearField("shape")
+            vi.type.tensor_type.shape.SetInParent()
+            for d in shapes[vi.name]:
+                vi.type.tensor_type.shape.dim.add().dim_value = int(d)
+    return out
+
+
+def concrete_sizes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
+    """Bytes of each main-graph tensor for these input shapes, where inference can tell (for budgets)."""
+    import numpy as np
+
+    warnings: list[str] = []
+    types = value_types(infer_shapes(with_input_shapes(model, shapes), warnings))
+    sizes = {}
+    for name, t in types.items():
+        s = static_shape(t)
+        if s is None or not all(isinstance(d, int) for d in s):
+            continue
+        try:
+            item = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type)).itemsize
+        except Exception:  # noqa: BLE001
+            item = 4
+        sizes[name] = int(np.prod(s)) * item
+    return sizes

@@ -51,7 +51,7 @@ NODE, TENSOR = 1, 3
 
 
 def _cells(r: dict) -> list[str]:
-    node = r["node"] if not r["scope"] else f"{r['scope']}/{r['node']}"
+    node = r["node"] if not r["scope"] else f"↳ {r['node']}"  # inside an If/Loop/Scan body (JSON has the scope)
     tensor = r["name"]
     if r["node"] and tensor.startswith(r["node"]) and len(tensor) > len(r["node"]):
         tensor = "…" + tensor[len(r["node"]):]  # PyTorch names: '/l/Conv' -> '/l/Conv_output_0'

@@ -89,6 +89,22 @@ def providers_for(device: str) -> list[str]:
 _IR_RE = re.compile(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)")
 
 
+@functools.lru_cache(maxsize=None)
+def _return_freed_memory() -> None:
+    """glibc raises its mmap threshold each time a large block is freed, after which freed activations
+    stay in the heap and the process's resident memory only grows. A fixed 128 KiB threshold keeps large
+    tensors in mmap'ed blocks that go back to the system when freed. Set ONNXPROBE_KEEP_MALLOC=1 to skip."""
+    if os.environ.get("ONNXPROBE_KEEP_MALLOC") or not os.path.exists("/proc/self"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 @dataclass
 class Session:
     sess: object  # onnxruntime.InferenceSession
@@ -108,6 +124,14 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
     so = ort.SessionOptions()
     so.graph_optimization_level = _level(opt_level)
     so.log_severity_level = 4
+    # without the arena, freed activations go back to the system at once: several sessions in a row
+    # (chunked dumps, diff) then never stack their peaks, and probing adds no arena growth of its own
+    so.enable_cpu_mem_arena = False
+    # run nodes in the order the graph lists them: probes sit right behind the tensors they read
+    # (graph.expose interleaves them), so each tensor is summarised and freed before the model moves on
+    if hasattr(ort, "ExecutionOrder"):
+        so.execution_order = ort.ExecutionOrder.PRIORITY_BASED
+    _return_freed_memory()
     if threads:
         so.intra_op_num_threads = threads
     notes: list[str] = []
