@@ -203,6 +203,8 @@ def diff(
     files: dict[str, str] | None = None,
     arrays: dict[str, np.ndarray] | None = None,
     introduced: bool = True,
+    max_memory: int | None = None,
+    progress=None,
 ):
     """Compare model A against a reference B: another model, the same model on another device or
     optimisation level, onnx.reference, or saved activations. Returns a compare.diff.DiffResult."""
@@ -231,6 +233,7 @@ def diff(
         b = Side(str(vs_npz), a_model, "npz", config, npz=_feeds.read_npz(vs_npz))
     notes: list[str] = []
     feed = feeds(a_model, seed=seed, int_range=int_range, shapes=shapes, files=files, arrays=arrays, notes=notes)
-    res = _diff(a, b, feed, selection or Selection(), tolerance or Tolerance(), per_tensor, user_map, introduced)
+    res = _diff(a, b, feed, selection or Selection(), tolerance or Tolerance(), per_tensor, user_map, introduced,
+                max_memory=max_memory, progress=progress)
     res.notes[:0] = notes + list(a_model.warnings)
     return res

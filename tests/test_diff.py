@@ -226,3 +226,17 @@ def test_bad_arguments(args, needle):
 def test_models_with_different_inputs_are_refused():
     r = runner.invoke(app, ["diff", str(sample_path("cnn")), str(sample_path("mlp"))])
     assert r.exit_code == 2 and "different inputs" in r.stderr
+
+
+def test_small_memory_budget_gives_the_same_report(tmp_path):
+    bad = _perturbed_mlp(tmp_path, next(i.name for i in onnx.load(str(sample_path("mlp"))).graph.initializer if i.name.startswith("fc2")))
+    whole = api.diff(bad, sample_path("mlp"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    calls = []
+    chunked = api.diff(bad, sample_path("mlp"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"),
+                       max_memory=1024, progress=lambda d, t: calls.append((d, t)))
+    assert len(calls) == len(whole.results) > 1  # one pair per run
+    for r1, r2 in zip(whole.results, chunked.results):
+        assert r1.pair.b.name == r2.pair.b.name and r1.metrics == r2.metrics
+        assert (r1.introduced is None) == (r2.introduced is None)
+        if r1.introduced is not None:
+            assert r1.introduced == r2.introduced

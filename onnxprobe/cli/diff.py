@@ -9,7 +9,7 @@ import typer
 
 from onnxprobe.cli.errors import handle_errors, warn
 from onnxprobe.cli.options import (
-    AllOpt, ConstOpt, DeviceOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
+    AllOpt, ConstOpt, DeviceOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, MaxMemoryOpt, ModelArg, NameOpt, OpOpt,
     OptLevelOpt, RangeOpt, SeedOpt, ShapeOpt, parse_int_range,
 )
 
@@ -43,6 +43,7 @@ def diff(
     device: DeviceOpt = "auto",
     opt_level: OptLevelOpt = "off",
     json_: JsonOpt = None,
+    max_memory: MaxMemoryOpt = None,
 ) -> None:
     """Compare MODEL (A) with a reference (B) layer by layer and show where the error starts.
 
@@ -66,7 +67,9 @@ def diff(
     from onnxprobe.compare.diff import sort_results
     from onnxprobe.errors import UsageError
     from onnxprobe.report import io as report_io
-    from onnxprobe.report.console import stderr_console, stdout_console
+    from onnxprobe.report.console import stdout_console
+    from onnxprobe.report.progress import Progress
+    from onnxprobe.runtime.budget import parse_size
     from onnxprobe.report.diff import diff_dict, print_diff
     from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_npz
     from onnxprobe.stats.metrics import METRICS, Tolerance
@@ -89,12 +92,13 @@ def diff(
     if json_ is not None and str(json_) != "-":
         report_io.check_writable(json_, model)
     selection = api.Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_, include_constants=include_constants)
-    with stderr_console().status(f"comparing {model.name}…", spinner="dots"):
+    with Progress(f"comparing {model.name}") as progress:
         res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
                        vs_npz=vs_npz, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level),
                        tolerance=base, per_tensor=per, user_map=user_map, seed=seed, int_range=parse_int_range(int_range),
                        shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
-                       arrays=read_npz(inputs) if inputs else None)
+                       arrays=read_npz(inputs) if inputs else None,
+                       max_memory=parse_size(max_memory) if max_memory else None, progress=progress.update)
     warn(res.notes)
     order = sort_results(res.results, sort)
     if json_ is not None:

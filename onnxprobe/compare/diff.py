@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxprobe.compare.introduced import run_cones
+from onnxprobe.compare.introduced import cone_inputs, run_cones
+from onnxprobe.graph.shapes import concrete_sizes
+from onnxprobe.runtime.budget import default_budget, plan_chunks
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import DEFAULT_OPS, Selection
@@ -106,46 +108,74 @@ def measured_label(a: Side, b: Side) -> str:
 
 def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance,
          per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
-         introduced: bool = True) -> DiffResult:
+         introduced: bool = True, max_memory: int | None = None, progress=None) -> DiffResult:
+    """Pairs are measured in chunks: each chunk runs both sides exposing only its own tensors (and the
+    A values that its introduced-error cones start from), so at most ``max_memory`` bytes of raw tensors
+    are alive at once (default: a quarter of the available memory)."""
     check_inputs(a, b)
     obs_a, obs_b = a.observation.observables, b.observation.observables
     lo_hi = _range(selection, obs_a)
     matching = match(obs_a, obs_b, user_map)
     report = [p for p in matching.pairs if selected(p.a, selection, lo_hi) or selected(p.b, selection)]
-    # every matched tensor is fetched: pairs outside the selection still bound the introduced-error cones
-    values_a = a.values([p.a for p in matching.pairs], feeds)
-    values_b = b.values([p.b for p in matching.pairs], feeds)
+    with_cones = introduced and b.kind == "ort"
+    by_b = {p.b.probe: p for p in matching.pairs if p.b.kind == "float"}
+    boundaries = cone_inputs(b.model.inferred, [p.b.probe for p in report if p.b.kind == "float"], set(by_b)) if with_cones else {}
+    sizes = concrete_sizes(b.model.inferred, {k: v.shape for k, v in feeds.items()})
+    cost = {id(p): 2 * sizes.get(p.b.key, sizes.get(p.b.name, 0)) for p in matching.pairs}
+    chunks = plan_chunks([(str(k), cost[id(p)] + sum(cost[id(by_b[x])] // 2 for x in boundaries.get(p.b.probe, ())))
+                          for k, p in enumerate(report)], (max_memory or default_budget()) // 2)
+    notes: list[str] = []
     results: list[PairResult] = []
-    for p in report:
-        tol = (per_tensor or {}).get(p.a.name) or (per_tensor or {}).get(p.b.name) or (per_tensor or {}).get(p.b.key) or tolerance
-        va, vb = values_a.get(p.a.probe), values_b.get(p.b.probe)
-        if va is None or vb is None:
-            results.append(PairResult(p, None, None, None, None, tol, "value not produced"))
-            continue
-        if va.shape != vb.shape:
-            results.append(PairResult(p, None, None, None, False, tol, f"shapes differ at run time: {list(va.shape)} vs {list(vb.shape)}"))
-            continue
-        m = compare(va, vb, tol.rtol)
-        results.append(PairResult(p, tuple(va.shape), m, None, tol.passes(m), tol))
-    notes = list(a.notes) + list(b.notes)
-    if introduced and b.kind == "ort":
-        by_b_name = {p.b.probe: values_a[p.a.probe] for p in matching.pairs if p.a.probe in values_a and p.b.kind == "float"}
-        targets = [r.pair.b.probe for r in results if r.metrics is not None and r.pair.b.kind == "float"]
-        try:
-            cone_out = run_cones(b.model.inferred, targets, by_b_name, feeds, device=b.device or "cpu", opt_level=b.config.opt_level)
-        except Exception as e:  # noqa: BLE001 - the accumulated numbers still stand
-            notes.append(f"introduced error not computed: {str(e).splitlines()[0][:200]}")
-            cone_out = {}
-        for r in results:
-            ref = cone_out.get(r.pair.b.probe)
-            va = values_a.get(r.pair.a.probe)
-            if ref is not None and va is not None and ref.shape == va.shape:
-                r.introduced = compare(va, ref, r.tolerance.rtol)
+    for n, chunk in enumerate(chunks):
+        pairs = [report[int(k)] for k in chunk]
+        extra = [by_b[x] for p in pairs for x in boundaries.get(p.b.probe, ())]
+        need_a = list({id(p.a): p.a for p in pairs + extra}.values())
+        values_a = a.values(need_a, feeds)
+        values_b = b.values([p.b for p in pairs], feeds)
+        part = [_measure(p, values_a, values_b, _tolerance(p, tolerance, per_tensor)) for p in pairs]
+        if with_cones:
+            _introduced(part, b, values_a, by_b, feeds, notes)
+        results += part
+        del values_a, values_b
+        if progress is not None:
+            progress(n + 1, len(chunks))
+    notes[:0] = list(a.notes) + list(b.notes)
     results.sort(key=lambda r: (r.pair.a.index, r.pair.b.index))
     first = next((r for r in results if r.passed is False), None)
     outputs_failed = [r for r in results if r.passed is False and (r.pair.a.is_output or r.pair.b.is_output)]
     sel_b = {o.name for o in obs_b if selected(o, selection)}
-    return DiffResult(a, b, results, matching, sel_b, first, outputs_failed, measured_label(a, b), notes)
+    return DiffResult(a, b, results, matching, sel_b, first, outputs_failed, measured_label(a, b), list(dict.fromkeys(notes)))
+
+
+def _tolerance(p: Pair, default: Tolerance, per_tensor: dict[str, Tolerance] | None) -> Tolerance:
+    per = per_tensor or {}
+    return per.get(p.a.name) or per.get(p.b.name) or per.get(p.b.key) or default
+
+
+def _measure(p: Pair, values_a: dict, values_b: dict, tol: Tolerance) -> PairResult:
+    va, vb = values_a.get(p.a.probe), values_b.get(p.b.probe)
+    if va is None or vb is None:
+        return PairResult(p, None, None, None, None, tol, "value not produced")
+    if va.shape != vb.shape:
+        return PairResult(p, None, None, None, False, tol, f"shapes differ at run time: {list(va.shape)} vs {list(vb.shape)}")
+    m = compare(va, vb, tol.rtol)
+    return PairResult(p, tuple(va.shape), m, None, tol.passes(m), tol)
+
+
+def _introduced(part: list[PairResult], b: Side, values_a: dict, by_b: dict, feeds, notes: list[str]) -> None:
+    known = {x: values_a[q.a.probe] for x, q in by_b.items() if q.a.probe in values_a}
+    targets = [r.pair.b.probe for r in part if r.metrics is not None and r.pair.b.kind == "float"]
+    try:
+        cone_out = run_cones(b.model.inferred, targets, known, feeds, device=b.device or "cpu",
+                             opt_level=b.config.opt_level, all_known=set(by_b))
+    except Exception as e:  # noqa: BLE001 - the accumulated numbers still stand
+        notes.append(f"introduced error not computed: {str(e).splitlines()[0][:200]}")
+        return
+    for r in part:
+        ref = cone_out.get(r.pair.b.probe)
+        va = values_a.get(r.pair.a.probe)
+        if ref is not None and va is not None and ref.shape == va.shape:
+            r.introduced = compare(va, ref, r.tolerance.rtol)
 
 
 def sort_results(results: list[PairResult], key: str) -> list[PairResult]:

@@ -84,10 +84,17 @@ def build_cones(model: onnx.ModelProto, targets: list[str], known: set[str]) -> 
     return m, index
 
 
+def cone_inputs(model: onnx.ModelProto, targets: list[str], known: set[str]) -> dict[str, list[str]]:
+    """For each target, the known tensors its cone starts from (graph inputs excluded)."""
+    _, index = build_cones(model, targets, known)
+    return {t: [src for _, src in ins if src in known] for t, (_, ins) in index.items()}
+
+
 def run_cones(model: onnx.ModelProto, targets: list[str], values: dict[str, np.ndarray], feeds: dict[str, np.ndarray],
-              device: str = "cpu", opt_level: str = "off") -> dict[str, np.ndarray]:
-    """B's output at each target, computed from A's values (``values``: B tensor name -> A's value)."""
-    cones, index = build_cones(model, targets, set(values))
+              device: str = "cpu", opt_level: str = "off", all_known: set[str] | None = None) -> dict[str, np.ndarray]:
+    """B's output at each target, computed from A's values (``values``: B tensor name -> A's value).
+    ``all_known``: every tensor A has a value for (cones stop there), when ``values`` holds only some."""
+    cones, index = build_cones(model, targets, all_known if all_known is not None else set(values))
     if cones is None:
         return {}
     elem = {vi.name: vi.type.tensor_type.elem_type for vi in cones.graph.input}

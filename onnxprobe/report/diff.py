@@ -46,8 +46,10 @@ def _f(v: float) -> float | None:
     return float(v) if math.isfinite(v) else None
 
 
-def sparkline(values: list[float | None]) -> str:
-    vals = [v for v in values if v is not None and math.isfinite(v)]
+def sparkline(values: list[float | None], cap: float = 140.0) -> str:
+    """One block per value; values above ``cap`` dB (float32 agrees to ~140 dB) draw as full blocks."""
+    values = [min(v, cap) if v is not None and math.isfinite(v) else None for v in values]
+    vals = [v for v in values if v is not None]
     if not vals:
         return ""
     lo, hi = min(vals), max(vals)
