@@ -181,6 +181,71 @@ def save_tensors(model: Model, result: LayersResult, feed: dict[str, np.ndarray]
 
 
 
+@dataclass
+class DatasetResult:
+    """Statistics of every probed tensor over a whole dataset: exactly mergeable moments and histograms."""
+
+    plan: ProbePlan
+    info: RunInfo
+    moments: dict  # tensor name -> stats.moments.Moments
+    histograms: dict  # tensor name -> stats.histogram.Histogram
+    shapes: dict[str, tuple[int, ...]]  # of the first batch
+    batches: int
+    notes: list[str] = field(default_factory=list)
+
+    def rows(self) -> Iterator[tuple[TensorRef, TensorStats | None]]:
+        for p in self.plan.probes:
+            m = self.moments.get(p.ref.name)
+            yield p.ref, m.stats() if m is not None else None
+
+
+def layers_dataset(path: str | os.PathLike, inputs: str | os.PathLike, selection: Selection | None = None,
+                   config: RunConfig | None = None, *, max_memory: int | None = None, progress=None) -> DatasetResult:
+    """``layers --inputs-dir``: one pass per batch; moments from the in-graph statistics, histograms and
+    percentiles from the tensors themselves, fetched within ``max_memory`` per run."""
+    from onnxprobe.runtime.budget import default_budget, nbytes, plan_chunks
+    from onnxprobe.stats.histogram import Histogram
+    from onnxprobe.stats.moments import Moments
+
+    model = load(path)
+    total, batches = _feeds.dataset_samples(inputs, _feeds.input_specs(model.proto))
+    p = plan(model, selection)
+    by_name = {pr.ref.name: pr.ref for pr in p.probes}
+    moments: dict = {}
+    hists: dict = {}
+    shapes: dict = {}
+    info = None
+    notes: list[str] = []
+    budget = (max_memory or default_budget()) // 2
+    for k, (label, arrays) in enumerate(batches):
+        feed = feeds(model, arrays=arrays, notes=notes)
+        try:
+            res = run(p, feed, config)
+        except ExecutionError as e:
+            raise ExecutionError(f"{label}: {e}") from e
+        info = res.info
+        shapes = shapes or dict(res.shapes)
+        for name, st in res.stats.items():
+            if st is not None:
+                m = Moments.from_stats(st)
+                moments[name] = moments[name].merge(m) if name in moments else m
+        sizes = [(n, nbytes(res.shapes.get(n), by_name[n].dtype, None if n in res.shapes else res.stats[n].count))
+                 for n in res.stats if res.stats[n] is not None]
+        for chunk in plan_chunks(sizes, budget):
+            rewritten, probes = expose(model.inferred, [by_name[n] for n in chunk], stats=False, shapes=False, raw=True)
+            session = create_session(rewritten, device=res.info.device, opt_level=res.info.opt_level)
+            values, _ = run_bound(session, feed, list(dict.fromkeys(pr.raw_output for pr in probes if pr.raw_output)))
+            for pr in probes:
+                if pr.raw_output and values[pr.raw_output].dtype.kind in "biuf":
+                    h = Histogram.from_array(values[pr.raw_output])
+                    hists[pr.ref.name] = hists[pr.ref.name].merge(h) if pr.ref.name in hists else h
+            del values, session
+        if progress is not None:
+            progress(k + 1, total)
+    return DatasetResult(p, info, moments, hists, shapes, total, list(dict.fromkeys(notes)) + list(p.warnings))
+
+
+
 # --- diff: two sides on the same inputs ------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from onnxprobe.cli.errors import handle_errors, warn
 from onnxprobe.cli.options import (
-    AllOpt, ConstOpt, DeviceOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
+    AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
     MaxMemoryOpt, OptLevelOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, parse_int_range,
 )
 
@@ -22,6 +22,7 @@ def layers(
     shape: ShapeOpt = None,
     input_: InputOpt = None,
     inputs: InputsOpt = None,
+    inputs_dir: InputsDirOpt = None,
     device: DeviceOpt = "auto",
     opt_level: OptLevelOpt = "off",
     json_: JsonOpt = None,
@@ -40,11 +41,14 @@ def layers(
         onnxprobe layers model.onnx --all --shape image=1x3x224x224 --json report.json
 
         onnxprobe layers model.onnx --op Softmax --name '*attn*' --save acts.npz
+
+        onnxprobe layers model.onnx --inputs-dir calib/ --json shard0.json   # statistics over a dataset
     """
     from onnxprobe import api
+    from onnxprobe.errors import UsageError
     from onnxprobe.report import io as report_io
     from onnxprobe.report.console import stdout_console
-    from onnxprobe.report.layers import layers_dict, print_layers
+    from onnxprobe.report.layers import dataset_dict, layers_dict, print_layers
     from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_npz
 
     selection = api.Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_,
@@ -59,6 +63,18 @@ def layers(
     from onnxprobe.runtime.budget import parse_size
 
     budget = parse_size(max_memory) if max_memory else None
+    if inputs_dir is not None:
+        if save is not None or input_ or inputs is not None:
+            raise UsageError("--inputs-dir takes all inputs from the dataset: drop --save, --input and --inputs")
+        with Progress(f"probing {model.name} over {inputs_dir.name}") as progress:
+            res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update)
+        warn(res.notes)
+        data = dataset_dict(res)
+        if json_ is not None:
+            report_io.write_json(data, json_)
+        if json_ is None or str(json_) != "-":
+            print_layers(data, stdout_console())
+        return
     with Progress(f"probing {model.name}") as progress:
         result = api.layers(
             model, selection, config, save_to=save, max_memory=budget, progress=progress.update, seed=seed,
@@ -70,4 +86,4 @@ def layers(
     if json_ is not None:
         report_io.write_json(data, json_)
     if json_ is None or str(json_) != "-":
-        print_layers(result, stdout_console())
+        print_layers(data, stdout_console())

@@ -10,6 +10,7 @@ import typer
 from onnxprobe import __version__
 from onnxprobe.cli.diff import diff
 from onnxprobe.cli.layers import layers
+from onnxprobe.cli.merge_stats import merge_stats
 
 app = typer.Typer(
     name="onnxprobe",
@@ -39,6 +40,7 @@ def main(
 
 app.command("layers")(layers)
 app.command("diff")(diff)
+app.command("merge-stats")(merge_stats)
 
 
 def run() -> None:

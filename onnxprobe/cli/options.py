@@ -22,6 +22,7 @@ IntRangeOpt = Annotated[str, typer.Option("--int-range", help="LOW:HIGH range of
 ShapeOpt = Annotated[Optional[list[str]], typer.Option("--shape", help="Fix an input's dynamic dimensions: NAME=1x3x224x224 (repeatable).", rich_help_panel="Inputs")]
 InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="An input from a file, NAME=FILE.npy or NAME=FILE.pb, or a value, NAME=16000 or NAME=[1,2] (repeatable).", rich_help_panel="Inputs")]
 InputsOpt = Annotated[Optional[Path], typer.Option("--inputs", help="All inputs from one .npz file, keyed by input name.", rich_help_panel="Inputs")]
+InputsDirOpt = Annotated[Optional[Path], typer.Option("--inputs-dir", help="Dataset mode: a folder of .npz batches, or one .npz with a leading sample axis; statistics over all of them, one run per batch.", rich_help_panel="Inputs")]
 
 # execution
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda. auto picks CUDA only when a session really gets it.", rich_help_panel="Execution")]

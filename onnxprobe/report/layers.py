@@ -50,6 +50,25 @@ HEADERS = [("#", "right"), ("node", "left"), ("op", "left"), ("tensor", "left"),
 NODE, TENSOR = 1, 3
 
 
+PERCENTILE_HEADERS = [("p0.01", "right"), ("p99.99", "right")]
+
+
+def dataset_dict(res) -> dict:
+    """``layers --inputs-dir``: the layers dict, plus per tensor its percentiles and the exactly mergeable
+    moments and histogram that ``merge-stats`` combines."""
+    d = layers_dict(res)
+    d["batches"] = res.batches
+    d.pop("timing", None)
+    for t in d["tensors"]:
+        m, h = res.moments.get(t["name"]), res.histograms.get(t["name"])
+        st = m.stats() if m is not None else None
+        t["p0.01"] = h.percentile(0.01, st.min, st.max) if h is not None and st is not None else None
+        t["p99.99"] = h.percentile(99.99, st.min, st.max) if h is not None and st is not None else None
+        t["moments"] = m.to_dict() if m is not None else None
+        t["histogram"] = h.to_dict() if h is not None else None
+    return d
+
+
 def _cells(r: dict) -> list[str]:
     node = r["node"] if not r["scope"] else f"↳ {r['node']}"  # inside an If/Loop/Scan body (JSON has the scope)
     tensor = r["name"]
@@ -62,22 +81,26 @@ def _cells(r: dict) -> list[str]:
         num(r.get("min")) if ran else ("not run" if r.get("count") == 0 else "-"),
         num(r.get("max")) if ran else "-", num(r.get("mean")), num(r.get("std")),
         str(r.get("nan", "-")), str(r.get("inf", "-")),
-    ]
+    ] + ([num(r.get("p0.01")), num(r.get("p99.99"))] if "p0.01" in r else [])
 
 
-def layers_table(result, width: int = 120) -> tuple[Table, Text]:
-    d = layers_dict(result)
+def layers_table(d, width: int = 120) -> tuple[Table, Text]:
+    """The table for a layers or dataset dict (``layers_dict``, ``dataset_dict``, or merged JSON), or for
+    a result object, which goes through ``layers_dict`` first."""
+    if not isinstance(d, dict):
+        d = layers_dict(d)
+    headers = HEADERS + (PERCENTILE_HEADERS if any("p0.01" in r for r in d["tensors"]) else [])
     rows = [(_cells(r), r) for r in d["tensors"]]
     # the fixed columns take what their content needs; the two name columns share the rest (60/40)
-    need = [max([len(h)] + [len(c[i]) for c, _ in rows]) for i, (h, _) in enumerate(HEADERS)]
-    rest = width - sum(w for i, w in enumerate(need) if i not in (NODE, TENSOR)) - 2 * (len(HEADERS) - 1)  # gap: padding + separator
+    need = [max([len(h)] + [len(c[i]) for c, _ in rows]) for i, (h, _) in enumerate(headers)]
+    rest = width - sum(w for i, w in enumerate(need) if i not in (NODE, TENSOR)) - 2 * (len(headers) - 1)  # gap: padding + separator
     rest = max(rest, 20)
     node_w = min(need[NODE], max(rest * 3 // 5, rest - need[TENSOR]))
     tensor_w = min(need[TENSOR], rest - node_w)
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0), show_edge=False)
     widths = list(need)
     widths[NODE], widths[TENSOR] = node_w, tensor_w
-    for (h, just), w in zip(HEADERS, widths):
+    for (h, just), w in zip(headers, widths):
         t.add_column(h, justify=just, no_wrap=True, overflow="ellipsis", min_width=w, max_width=w)
     bad = 0
     for cells, r in rows:
@@ -88,13 +111,16 @@ def layers_table(result, width: int = 120) -> tuple[Table, Text]:
         style = "bold red" if nonfinite else ("bold" if r["is_output"] else None)
         t.add_row(*cells, style=style)
     n = len(rows)
-    timing = d["timing"]
+    timing = d.get("timing")
     footer = Text()
     footer.append(f"{n} tensor{'s' if n != 1 else ''}")
     footer.append(" · ")
     footer.append(f"{bad} with NaN/Inf", style="bold red" if bad else "green")
+    if "batches" in d:
+        footer.append(f" · {d['batches']} batch{'es' if d['batches'] != 1 else ''}")
     footer.append(f" · device {d['device']} · opt-level {d['opt_level']}")
-    footer.append(f" · run {_ms(timing['run_s'])} (session {_ms(timing['session_s'])})")
+    if timing:
+        footer.append(f" · run {_ms(timing['run_s'])} (session {_ms(timing['session_s'])})")
     return t, footer
 
 
@@ -102,8 +128,9 @@ def _ms(s: float) -> str:
     return f"{s * 1000:.3g} ms" if s < 10 else f"{s:.3g} s"
 
 
-def print_layers(result, console: Console) -> None:
-    table, footer = layers_table(result, console.width)
+def print_layers(data: dict, console: Console) -> None:
+    """Print a layers or dataset dict as a table with its footer."""
+    table, footer = layers_table(data, console.width)
     console.print(table)
     console.print(footer)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import onnx
@@ -216,3 +217,44 @@ def make_feeds(
         shape = _resolve_shape(spec, (shapes or {}).get(spec.name), dim_values, notes)
         feeds[spec.name] = random_array(shape, spec.dtype, rng, int_range)
     return {s.name: feeds[s.name] for s in specs}
+
+
+def dataset_samples(path: str | Path, specs: list[InputSpec]) -> tuple[int, "Iterator[tuple[str, dict[str, np.ndarray]]]"]:
+    """Batches for dataset mode: a folder of .npz files (one batch each, sorted by name), or one .npz
+    whose arrays have a leading sample axis (an array of the input's own rank is split along its first
+    axis instead, one batch of 1 per row). Returns (number of batches, iterator of (label, feeds))."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.suffix == ".npz")
+        if not files:
+            raise UsageError(f"--inputs-dir {p}: no .npz files in this folder")
+
+        def from_files():
+            for f in files:
+                yield f.name, read_npz(f)
+
+        return len(files), from_files()
+    if p.suffix == ".npz" and p.is_file():
+        arrays = read_npz(p)
+        by_name = {s.name: s for s in specs}
+        n = None
+        for name, a in arrays.items():
+            if name not in by_name:
+                raise UsageError(f"--inputs-dir {p}: unknown input name {name!r}")
+            k = a.shape[0] if a.ndim else 0
+            if n is not None and k != n:
+                raise UsageError(f"--inputs-dir {p}: arrays disagree on the number of samples ({n} vs {k} for {name})")
+            n = k
+        if not n:
+            raise UsageError(f"--inputs-dir {p}: no samples (arrays need a leading sample axis)")
+
+        def rows():
+            for i in range(n):
+                feed = {}
+                for name, a in arrays.items():
+                    rank = len(by_name[name].shape) if by_name[name].shape is not None else a.ndim - 1
+                    feed[name] = a[i] if a.ndim == rank + 1 else a[i:i + 1]
+                yield f"sample {i}", feed
+
+        return n, rows()
+    raise UsageError(f"--inputs-dir {p}: expected a folder of .npz files or one .npz with a leading sample axis")

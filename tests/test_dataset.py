@@ -1,0 +1,121 @@
+"""Dataset mode (`layers --inputs-dir`) and `merge-stats`: statistics over many batches, checked
+against numpy on the reference evaluator's tensors; exact, order-independent merging of shards."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx.reference import ReferenceEvaluator
+from typer.testing import CliRunner
+
+from conftest import sample_path
+from onnxprobe.cli.main import app
+from onnxprobe.stats.histogram import SUB, Histogram
+
+runner = CliRunner()
+
+
+def _batches(n=6):
+    return [{"image": np.random.default_rng(100 + i).normal(0.5, 0.3, (1, 3, 32, 32)).astype(np.float32)} for i in range(n)]
+
+
+def _write(folder, batches):
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, b in enumerate(batches):
+        np.savez(folder / f"b{i:03d}.npz", **b)
+    return folder
+
+
+def _run(*args):
+    r = runner.invoke(app, [str(a) for a in args])
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def test_dataset_statistics_agree_with_numpy(tmp_path):
+    batches = _batches()
+    out = tmp_path / "d.json"
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "ds", batches), "--all", "--json", out)
+    d = json.loads(out.read_text())
+    assert d["batches"] == 6
+    ref = ReferenceEvaluator(onnx.load(str(sample_path("cnn"))))
+    per_batch = [ref.run(None, b, intermediate=True) for b in batches]
+    for t in d["tensors"]:
+        x = np.concatenate([np.asarray(r[t["name"]], np.float64).reshape(-1) for r in per_batch])
+        scale = np.abs(x).max()
+        assert t["count"] == x.size
+        assert t["min"] == pytest.approx(x.min(), abs=1e-5 * scale) and t["max"] == pytest.approx(x.max(), abs=1e-5 * scale)
+        assert t["mean"] == pytest.approx(x.mean(), abs=1e-5 * scale)
+        assert t["std"] == pytest.approx(x.std(), abs=1e-5 * scale)
+        for key, q in (("p0.01", 0.01), ("p99.99", 99.99)):
+            exact = np.percentile(x, q, method="inverted_cdf")
+            assert abs(t[key] - exact) <= abs(exact) / SUB + 1e-6, (t["name"], key, t[key], exact)
+
+
+def test_single_npz_with_a_leading_sample_axis(tmp_path):
+    batches = _batches(4)
+    stacked = tmp_path / "all.npz"
+    np.savez(stacked, image=np.stack([b["image"] for b in batches]))  # [4, 1, 3, 32, 32]
+    r = json.loads(_run("layers", sample_path("cnn"), "--inputs-dir", stacked, "--json", "-").stdout)
+    one = json.loads(_run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "ds", batches), "--json", "-").stdout)
+    assert r["batches"] == 4 and r["tensors"][0]["count"] == 4 * 8 * 32 * 32
+    assert [t["moments"] for t in r["tensors"]] == [t["moments"] for t in one["tensors"]]
+
+
+def test_merge_is_exact_and_order_independent(tmp_path):
+    batches = _batches(6)
+    shards = []
+    for k, part in enumerate((batches[:1], batches[1:4], batches[4:])):
+        out = tmp_path / f"shard{k}.json"
+        _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / f"s{k}", part), "--all", "--json", out)
+        shards.append(out)
+    outputs = set()
+    for perm in itertools.permutations(shards):
+        out = tmp_path / "merged.json"
+        _run("merge-stats", *perm, "--json", out)
+        outputs.add(out.read_bytes())
+    assert len(outputs) == 1
+    merged = json.loads(outputs.pop())
+    whole = tmp_path / "whole.json"
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "all", batches), "--all", "--json", whole)
+    whole = json.loads(whole.read_text())
+    assert merged["batches"] == 6
+    for a, b in zip(merged["tensors"], whole["tensors"]):
+        assert a["moments"] == b["moments"] and a["histogram"] == b["histogram"]
+        assert a["mean"] == b["mean"] and a["p99.99"] == b["p99.99"]
+
+
+def test_histogram_merge_matches_whole_data():
+    rng = np.random.default_rng(0)
+    parts = [rng.normal(size=n) for n in (10, 1000, 3)]
+    whole = Histogram.from_array(np.concatenate(parts))
+    merged = Histogram()
+    for p in reversed(parts):
+        merged = merged.merge(Histogram.from_array(p))
+    assert merged.counts == whole.counts and merged.total == 1013
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda p: p / "empty", "no .npz files"),
+    (lambda p: p / "x.txt", "expected a folder"),
+])
+def test_dataset_errors(tmp_path, make, needle):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "x.txt").write_text("hi")
+    r = runner.invoke(app, ["layers", str(sample_path("cnn")), "--inputs-dir", str(make(tmp_path))])
+    assert r.exit_code == 2 and needle in r.stderr
+
+
+def test_merge_refuses_other_models(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "x", _batches(1)), "--json", a)
+    np.savez(tmp_path / "m.npz", x=np.zeros((2, 4, 16), np.float32))
+    _run("layers", sample_path("mlp"), "--inputs-dir", tmp_path / "m.npz", "--json", b)
+    r = runner.invoke(app, ["merge-stats", str(a), str(b)])
+    assert r.exit_code == 2 and "other tensors" in r.stderr
+    r = runner.invoke(app, ["merge-stats", str(tmp_path / "nope.json")])
+    assert r.exit_code == 2 and "no such file" in r.stderr
