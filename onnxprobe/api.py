@@ -21,7 +21,7 @@ from onnxprobe.errors import ExecutionError
 from onnxprobe.graph.expose import expose
 from onnxprobe.graph.io import load_model
 from onnxprobe.graph.select import Selection, select
-from onnxprobe.graph.shapes import infer_shapes
+from onnxprobe.graph.shapes import annotate, infer_shapes
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.session import create_session, resolve_device, run_bound
 from onnxprobe.stats.tensor_stats import TensorStats
@@ -41,10 +41,12 @@ class Model:
 
 
 def load(path: str | os.PathLike) -> Model:
+    """Read a model and annotate it with inferred shapes. ``proto`` and ``inferred`` are the same object:
+    it was read for this Model alone, so annotating it in place spares a copy of every weight."""
     proto = load_model(path)
     warnings: list[str] = []
-    inferred = infer_shapes(proto, warnings)
-    return Model(proto, inferred, str(path), warnings)
+    annotate(proto, warnings)
+    return Model(proto, proto, str(path), warnings)
 
 
 def plan(model: Model, selection: Selection | None = None, *, stats: bool = True, raw: bool | set[str] = False) -> ProbePlan:

@@ -150,42 +150,71 @@ class _Builder:
         return self.node("Reshape", [row, self.const(np.array([1, ROW_WIDTH], np.int64), "row_shape")], f"{b}.row")
 
     def _stats_row_blocked(self, x: str, elem_type: int, shape: tuple) -> str:
+        """Fast path for float tensors: 7 passes over the data (min, max, sum, sum of squares, sum of |x|,
+        and the non-zero count as the L1 norm of Sign(x)). If the sum of squares comes out non-finite
+        (a NaN or Inf in the tensor, or squares past float32's range), an If node recomputes the row with
+        masks (``_masked_row``), so the common case pays for no mask at all."""
         b = x
         f = x if elem_type == TensorProto.FLOAT else self.node("Cast", [x], f"{b}.f32", to=TensorProto.FLOAT)
-        rank = len(shape)
-        axes, block = [], 1
-        for ax in range(rank - 1, -1, -1):  # the shortest suffix of axes with >= 256 elements
-            axes.insert(0, ax)
-            block *= shape[ax] if isinstance(shape[ax], int) and shape[ax] > 0 else 1024
-            if block >= 256:
-                break
+        axes = _suffix_axes(shape)
         flat = self.const(np.array([-1], np.int64), "flat")
+        size = self._size(f, b)
+        sumsq = self._total(f, "ReduceSumSquare", "sumsq", b, axes)
+        cols = [size, self.const(np.array([0.0]), "zero1"), self.const(np.array([0.0]), "zero1"),
+                self._total(self.node("Sign", [f], f"{b}.sign"), "ReduceL1", "nonzero", b, axes),
+                self._extreme(f, "ReduceMin", b, "min"), self._extreme(f, "ReduceMax", b, "max"),
+                self._total(f, "ReduceSum", "sum", b, axes), sumsq, self._total(f, "ReduceL1", "sumabs", b, axes)]
+        fast = self._row(cols, b)
+        nonfinite = self.node("IsNaN", [self.node("Sub", [sumsq, sumsq], f"{b}.sumsq_minus_sumsq")], f"{b}.has_nonfinite")
+        cond = self.node("Reshape", [nonfinite, self.const(np.array([], np.int64), "scalar")], f"{b}.has_nonfinite_s")
+        slow_graph = onnx.GraphProto(name=self.fresh(f"{b}.masked_stats"))
+        slow = _Builder(slow_graph, self.opset, self.names)
+        slow_graph.output.append(helper.make_tensor_value_info(slow._masked_row(f, b, axes, size), TensorProto.DOUBLE, [1, ROW_WIDTH]))
+        keep_graph = onnx.GraphProto(name=self.fresh(f"{b}.fast_stats"))
+        keep = _Builder(keep_graph, self.opset, self.names)
+        keep_graph.output.append(helper.make_tensor_value_info(keep.node("Identity", [fast], f"{b}.fast"), TensorProto.DOUBLE, [1, ROW_WIDTH]))
+        out = self.fresh(f"{b}.row_checked")
+        self.graph.node.append(helper.make_node("If", [cond], [out], name=self.fresh(f"onnxprobe/If/{b}"),
+                                                then_branch=slow_graph, else_branch=keep_graph))
+        return out
 
-        def total(t: str, op: str, tag: str) -> str:
-            part = self.reduce(op, t, f"{b}.{tag}.part", axes=axes, keepdims=0)
-            part = self.node("Cast", [self.node("Reshape", [part, flat], f"{b}.{tag}.partflat")], f"{b}.{tag}.part64", to=TensorProto.DOUBLE)
-            return self.reduce("ReduceSum", part, f"{b}.{tag}")
+    def _size(self, f: str, b: str) -> str:
+        flat = self.const(np.array([-1], np.int64), "flat")
+        return self.node("Cast", [self.node("Reshape", [self.node("Size", [f], f"{b}.size"), flat], f"{b}.size1")],
+                         f"{b}.size.f64", to=TensorProto.DOUBLE)
 
-        def count(mask: str, tag: str) -> str:
-            return total(self.node("Cast", [mask], f"{b}.{tag}.f32", to=TensorProto.FLOAT), "ReduceSum", tag)
+    def _total(self, t: str, op: str, tag: str, b: str, axes: list[int]) -> str:
+        """float32 partial reductions over ``axes``, added up in float64: shape [1]."""
+        flat = self.const(np.array([-1], np.int64), "flat")
+        part = self.reduce(op, t, f"{b}.{tag}.part", axes=axes, keepdims=0)
+        part = self.node("Cast", [self.node("Reshape", [part, flat], f"{b}.{tag}.partflat")], f"{b}.{tag}.part64", to=TensorProto.DOUBLE)
+        return self.reduce("ReduceSum", part, f"{b}.{tag}")
 
-        def extreme(op: str, fill: float, tag: str) -> str:
-            masked = self.node("Where", [bad, self.const(np.array(fill, np.float32), f"fill{tag}"), f], f"{b}.for_{tag}")
-            r = self.node("Reshape", [self.reduce(op, masked, f"{b}.{tag}.r"), flat], f"{b}.{tag}.flat")
-            return self.node("Cast", [r], f"{b}.{tag}", to=TensorProto.DOUBLE)
+    def _extreme(self, t: str, op: str, b: str, tag: str) -> str:
+        flat = self.const(np.array([-1], np.int64), "flat")
+        r = self.node("Reshape", [self.reduce(op, t, f"{b}.{tag}.r"), flat], f"{b}.{tag}.flat")
+        return self.node("Cast", [r], f"{b}.{tag}", to=TensorProto.DOUBLE)
 
+    def _masked_row(self, f: str, b: str, axes: list[int], size: str) -> str:
+        """The row with NaN/Inf masked out of the sums and extremes (all in this builder's graph)."""
         nan = self.node("IsNaN", [f], f"{b}.isnan")
         if self.opset >= 10:
             bad = self.node("Or", [nan, self.node("IsInf", [f], f"{b}.isinf")], f"{b}.nonfinite")
         else:
             bad = self.node("IsNaN", [self.node("Sub", [f, f], f"{b}.f_minus_f")], f"{b}.nonfinite")
-        size = self.node("Cast", [self.node("Reshape", [self.node("Size", [f], f"{b}.size"), flat], f"{b}.size1")],
-                         f"{b}.size.f64", to=TensorProto.DOUBLE)
-        cols = [size, count(nan, "nan"), count(bad, "nonfinite"),
+
+        def count(mask: str, tag: str) -> str:
+            return self._total(self.node("Cast", [mask], f"{b}.{tag}.f32", to=TensorProto.FLOAT), "ReduceSum", tag, b, axes)
+
+        def masked(fill: float, tag: str) -> str:
+            return self.node("Where", [bad, self.const(np.array(fill, np.float32), f"fill{tag}"), f], f"{b}.for_{tag}")
+
+        clean = masked(0.0, "sum")
+        cols = [self.node("Identity", [size], f"{b}.size_in"), count(nan, "nan"), count(bad, "nonfinite"),
                 count(self.node("Cast", [f], f"{b}.nonzero", to=TensorProto.BOOL), "nonzero"),
-                extreme("ReduceMin", np.inf, "min"), extreme("ReduceMax", -np.inf, "max")]
-        clean = self.node("Where", [bad, self.const(np.array(0, np.float32), "zero32"), f], f"{b}.finite")
-        cols += [total(clean, "ReduceSum", "sum"), total(clean, "ReduceSumSquare", "sumsq"), total(clean, "ReduceL1", "sumabs")]
+                self._extreme(masked(np.inf, "min"), "ReduceMin", b, "min"), self._extreme(masked(-np.inf, "max"), "ReduceMax", b, "max"),
+                self._total(clean, "ReduceSum", "sum", b, axes), self._total(clean, "ReduceSumSquare", "sumsq", b, axes),
+                self._total(clean, "ReduceL1", "sumabs", b, axes)]
         return self._row(cols, b)
 
     def merge_rows(self, stacked: str) -> str:
@@ -359,6 +388,17 @@ def expose(
     for b in builders.values():
         b.interleave()
     return out, probes
+
+
+def _suffix_axes(shape: tuple) -> list[int]:
+    """The shortest suffix of axes holding >= 256 elements (symbolic dims count as large)."""
+    axes, block = [], 1
+    for ax in range(len(shape) - 1, -1, -1):
+        axes.insert(0, ax)
+        block *= shape[ax] if isinstance(shape[ax], int) and shape[ax] > 0 else 1024
+        if block >= 256:
+            break
+    return axes
 
 
 def _rank_only(t: onnx.TypeProto | None) -> tuple | None:

@@ -65,8 +65,11 @@ def _has_external_data(model: onnx.ModelProto) -> bool:
 
 
 def model_size(model: onnx.ModelProto) -> int:
-    """Approximate serialised size in bytes (initializers dominate)."""
-    return model.ByteSize()
+    """Approximate serialised size in bytes, from the initializers' dims (ByteSize() walks every byte:
+    75 ms on a 45 MB model)."""
+    from onnxprobe.graph.skeleton import weight_bytes
+
+    return weight_bytes(model) + 1_000_000
 
 
 def is_large(model: onnx.ModelProto) -> bool:

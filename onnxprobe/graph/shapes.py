@@ -10,44 +10,45 @@ from __future__ import annotations
 import onnx
 from onnx import shape_inference
 
-from onnxprobe.graph.io import is_large
 
 
 def infer_shapes(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.ModelProto:
+    """A copy of ``model`` annotated with inferred shapes (see ``annotate`` for the in-place form)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    annotate(out, warnings)
+    return out
+
+
+def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.ModelProto:
+    """Fill ``model``'s value_info (main graph and subgraphs) in place, by onnx shape inference with data
+    propagation run on a weightless skeleton (so weight bytes are never serialised). Degrades: strict,
+    then non-strict, then no annotation with a warning. Returns ``model``."""
+    from onnxprobe.graph.skeleton import skeleton
+
     warnings = warnings if warnings is not None else []
-    if is_large(model):
-        return _infer_large(model, warnings)
+    sk = skeleton(model)
+    err = ""
     for strict in (True, False):
         try:
-            return shape_inference.infer_shapes(model, check_type=False, strict_mode=strict, data_prop=True)
+            inferred = shape_inference.infer_shapes(sk, check_type=False, strict_mode=strict, data_prop=True)
+            break
         except Exception as e:  # noqa: BLE001 - any failure degrades
             err = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    warnings.append(f"shape inference failed ({err[:200]}); shapes come from the run only")
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    return out
+    else:
+        warnings.append(f"shape inference failed ({err[:200]}); shapes come from the run only")
+        return model
+    _copy_value_info(inferred.graph, model.graph)
+    return model
 
 
-def _infer_large(model: onnx.ModelProto, warnings: list[str]) -> onnx.ModelProto:
-    """Models over 2 GB cannot be serialised in one piece: infer on a copy without weight data."""
-    skeleton = onnx.ModelProto()
-    skeleton.CopyFrom(model)
-    for init in skeleton.graph.initializer:
-        init.ClearField("raw_data")
-        for f in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
-            init.ClearField(f)
-    try:
-        inferred = shape_inference.infer_shapes(skeleton, check_type=False, strict_mode=False, data_prop=False)
-    except Exception as e:  # noqa: BLE001
-        warnings.append(f"shape inference failed on the large model ({str(e)[:200]}); shapes come from the run only")
-        out = onnx.ModelProto()
-        out.CopyFrom(model)
-        return out
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    del out.graph.value_info[:]
-    out.graph.value_info.extend(inferred.graph.value_info)
-    return out
+def _copy_value_info(src: onnx.GraphProto, dst: onnx.GraphProto) -> None:
+    del dst.value_info[:]
+    dst.value_info.extend(src.value_info)
+    for sn, dn in zip(src.node, dst.node):
+        for sa, da in zip(sn.attribute, dn.attribute):
+            if sa.type == onnx.AttributeProto.GRAPH:
+                _copy_value_info(sa.g, da.g)
 
 
 def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:

@@ -156,7 +156,22 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
     return Session(sess, device, opt_level, time.perf_counter() - t0, notes)
 
 
+SKELETON_BYTES = 8 * 2**20  # above this much weight, sessions are built from a skeleton
+
+
 def _make(ort, model: onnx.ModelProto, so, providers: list[str]):
+    from onnxprobe.graph.skeleton import large_initializers, skeleton, weight_bytes
+
+    if weight_bytes(model) >= SKELETON_BYTES:
+        # the graph goes to onnxruntime without its big weights, which follow as OrtValues over numpy
+        # views of the same bytes: no serialising and re-parsing of the weights
+        big = large_initializers(model)
+        arrays = [onnx.numpy_helper.to_array(t) for t in big]
+        values = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in arrays]
+        so.add_external_initializers([t.name for t in big], values)
+        sess = ort.InferenceSession(skeleton(model).SerializeToString(), sess_options=so, providers=providers)
+        sess._onnxprobe_keepalive = (arrays, values)  # onnxruntime reads these buffers in place
+        return sess
     if not is_large(model):
         return ort.InferenceSession(model.SerializeToString(), sess_options=so, providers=providers)
     with tempfile.TemporaryDirectory(prefix="onnxprobe-") as d:  # >2 GB: weights beside a temp file

@@ -1,0 +1,87 @@
+"""Models for the benchmark: a ResNet-18-like CNN built here (random He-initialised weights), and a
+perturbed copy of any model (every float weight x (1 + 1e-3 N(0,1))) for the diff benchmark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def resnet18(path: Path, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    counter = [0]
+
+    def name(kind: str) -> str:
+        counter[0] += 1
+        return f"{kind}{counter[0]}"
+
+    def conv_bn(x: str, cin: int, cout: int, k: int, stride: int, relu: bool) -> str:
+        n = name("conv")
+        w = (rng.normal(size=(cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, f"{n}.weight"))
+        nodes.append(helper.make_node("Conv", [x, f"{n}.weight"], [f"{n}_out"], name=n, kernel_shape=[k, k],
+                                      strides=[stride, stride], pads=[k // 2] * 4))
+        b = name("bn")
+        for p, v in (("scale", rng.uniform(0.5, 1.5, cout)), ("bias", rng.normal(0, 0.1, cout)),
+                     ("mean", rng.normal(0, 0.1, cout)), ("var", rng.uniform(0.5, 1.5, cout))):
+            inits.append(numpy_helper.from_array(v.astype(np.float32), f"{b}.{p}"))
+        nodes.append(helper.make_node("BatchNormalization", [f"{n}_out", f"{b}.scale", f"{b}.bias", f"{b}.mean", f"{b}.var"],
+                                      [f"{b}_out"], name=b))
+        out = f"{b}_out"
+        if relu:
+            r = name("relu")
+            nodes.append(helper.make_node("Relu", [out], [f"{r}_out"], name=r))
+            out = f"{r}_out"
+        return out
+
+    x = conv_bn("input", 3, 64, 7, 2, True)
+    p = name("maxpool")
+    nodes.append(helper.make_node("MaxPool", [x], [f"{p}_out"], name=p, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
+    x, cin = f"{p}_out", 64
+    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        for block in range(2):
+            s = stride if block == 0 else 1
+            y = conv_bn(x, cin, cout, 3, s, True)
+            y = conv_bn(y, cout, cout, 3, 1, False)
+            short = x if (s == 1 and cin == cout) else conv_bn(x, cin, cout, 1, s, False)
+            a = name("add")
+            nodes.append(helper.make_node("Add", [y, short], [f"{a}_out"], name=a))
+            r = name("relu")
+            nodes.append(helper.make_node("Relu", [f"{a}_out"], [f"{r}_out"], name=r))
+            x, cin = f"{r}_out", cout
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["gap_out"], name="gap"))
+    nodes.append(helper.make_node("Flatten", ["gap_out"], ["flat"], name="flatten"))
+    inits.append(numpy_helper.from_array((rng.normal(size=(1000, 512)) / np.sqrt(512)).astype(np.float32), "fc.weight"))
+    inits.append(numpy_helper.from_array(np.zeros(1000, np.float32), "fc.bias"))
+    nodes.append(helper.make_node("Gemm", ["flat", "fc.weight", "fc.bias"], ["logits"], name="fc", transB=1))
+    g = helper.make_graph(nodes, "resnet18_like", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 224, 224])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1000])], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="onnxprobe-bench")
+    m.ir_version = 8
+    onnx.save(m, path)
+    return path
+
+
+def perturbed(src: Path, dst: Path, seed: int = 1) -> Path:
+    """Every float initializer and Constant x (1 + 1e-3 N(0, 1))."""
+    rng = np.random.default_rng(seed)
+    m = onnx.load(str(src))
+
+    def jitter(t: onnx.TensorProto) -> None:
+        if t.data_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE):
+            a = numpy_helper.to_array(t)
+            t.CopyFrom(numpy_helper.from_array((a * (1 + 1e-3 * rng.normal(size=a.shape))).astype(a.dtype), t.name))
+
+    for init in m.graph.initializer:
+        jitter(init)
+    for n in m.graph.node:
+        if n.op_type == "Constant":
+            for a in n.attribute:
+                if a.name == "value":
+                    jitter(a.t)
+    onnx.save(m, dst)
+    return dst

@@ -1,0 +1,194 @@
+"""onnxprobe's speed and memory benchmark, against plain onnxruntime and Polygraphy, in one run.
+
+    python bench/run.py [--models DIR] [--repeat 5] [--json bench/results.json] [--no-polygraphy]
+
+Every figure is a whole process (start, imports, model load, session, run, report) on this machine:
+wall time is the median of --repeat runs after one warm-up, peak RSS the median of the runs'
+ru_maxrss. Ratios are printed against plain inference of the unmodified model (bench/plain.py, default
+onnxruntime options) and against Polygraphy doing the same work. Polygraphy is installed into
+bench/.cache/polygraphy-venv if it is not there. DIR is the folder that ../shared/models/fetch_models.sh
+fills (default: $ONNXPROBE_MODELS); models missing from it are skipped with a note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CACHE = HERE / ".cache"
+PY = sys.executable
+ONNXPROBE = [PY, "-m", "onnxprobe"]
+
+TARGETS = {"layers_all": (1.2, 1.1), "diff_all": (2.5, None)}  # (wall, rss) ratios to plain inference
+
+
+def models(models_dir: Path | None) -> dict[str, tuple[Path, dict[str, str]]]:
+    sys.path.insert(0, str(HERE))
+    from models import resnet18  # noqa: E402
+
+    CACHE.mkdir(exist_ok=True)
+    out = {"resnet18": (resnet18(CACHE / "resnet18.onnx") if not (CACHE / "resnet18.onnx").exists() else CACHE / "resnet18.onnx",
+                        {"input": "1x3x224x224"})}
+    if models_dir:
+        real = {
+            "bert_tiny": ("transformers/bert_tiny_random_legacy_op17.onnx", {"input_ids": "1x128", "attention_mask": "1x128"}),
+            "ppocr_rec": ("pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_rec_infer.onnx", {"x": "1x3x48x320"}),
+            "ppocr_det": ("pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_det_infer.onnx", {"x": "1x3x480x480"}),
+        }
+        for k, (rel, shapes) in real.items():
+            if (models_dir / rel).exists():
+                out[k] = (models_dir / rel, shapes)
+            else:
+                print(f"note: {rel} not in {models_dir}; {k} skipped", file=sys.stderr)
+    return out
+
+
+def polygraphy_bin() -> list[str] | None:
+    venv = CACHE / "polygraphy-venv"
+    exe = venv / "bin" / "polygraphy"
+    if not exe.exists():
+        import onnxruntime
+
+        print("installing Polygraphy into bench/.cache/polygraphy-venv ...", file=sys.stderr)
+        subprocess.run([PY, "-m", "venv", str(venv)], check=True)
+        r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "polygraphy==0.53.6", f"onnxruntime=={onnxruntime.__version__}",
+                            "onnx", "numpy", "colored"], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"note: Polygraphy could not be installed ({r.stderr.strip().splitlines()[-1:]}); its columns are skipped", file=sys.stderr)
+            return None
+    return [str(exe)]
+
+
+def measure(cmd: list[str], repeat: int) -> dict:
+    def once() -> tuple[float, int, int]:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+        p.stderr.close()
+        code = os.waitstatus_to_exitcode(status)
+        if code not in (0, 1):  # diff exits 1 when an output fails: that is a result, not an error
+            raise RuntimeError(f"{' '.join(cmd[:6])}... exited {code}: {err.strip().splitlines()[-1:] if err.strip() else ''}")
+        return wall, usage.ru_maxrss * 1024, code
+
+    once()  # warm-up: file cache, compiled bytecode
+    runs = [once() for _ in range(repeat)]
+    return {"wall_s": statistics.median(r[0] for r in runs), "rss_bytes": int(statistics.median(r[1] for r in runs)),
+            "runs": len(runs)}
+
+
+def shape_flags(shapes: dict[str, str]) -> list[str]:
+    return [a for k, v in shapes.items() for a in ("--shape", f"{k}={v}")]
+
+
+def poly_shapes(shapes: dict[str, str]) -> list[str]:
+    return ["--input-shapes", *[f"{k}:[{v.replace('x', ',')}]" for k, v in shapes.items()],
+            "--val-range", *[f"{k}:[0,100]" for k in shapes if "ids" in k or "mask" in k]] if shapes else []
+
+
+def default_probes(model: Path) -> list[str]:
+    from onnxprobe import api
+
+    m = api.load(model)
+    return [r.name for r in api.select(m.inferred, api.Selection())] if hasattr(api, "select") else \
+        [p.ref.name for p in api.plan(m).probes]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", type=Path, default=Path(os.environ["ONNXPROBE_MODELS"]) if os.environ.get("ONNXPROBE_MODELS") else None)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--json", type=Path, default=HERE / "results.json")
+    ap.add_argument("--no-polygraphy", action="store_true")
+    ap.add_argument("--only", nargs="*", help="model keys to run")
+    args = ap.parse_args()
+    sys.path.insert(0, str(HERE))
+    from models import perturbed  # noqa: E402
+
+    poly = None if args.no_polygraphy else polygraphy_bin()
+    results: dict = {"machine": os.uname().machine, "cpus": os.cpu_count(), "repeat": args.repeat, "models": {}}
+    for key, (path, shapes) in models(args.models).items():
+        if args.only and key not in args.only:
+            continue
+        pert = CACHE / f"{key}_perturbed.onnx"
+        if not pert.exists():
+            perturbed(path, pert)
+        ops = {
+            "plain": [PY, str(HERE / "plain.py"), str(path), *[f"{k}={v}" for k, v in shapes.items()]],
+            "layers": [*ONNXPROBE, "layers", str(path), *shape_flags(shapes), "--device", "cpu"],
+            "layers_all": [*ONNXPROBE, "layers", str(path), "--all", *shape_flags(shapes), "--device", "cpu"],
+            "diff_all": [*ONNXPROBE, "diff", str(path), str(pert), "--all", *shape_flags(shapes), "--device", "cpu"],
+        }
+        if poly:
+            probes = default_probes(path)
+            base = [*poly, "run", "--onnxrt", *poly_shapes(shapes)]
+            out_json = str(CACHE / f"{key}_poly_outputs.json")
+            ops["poly_layers"] = [*base[:2], str(path), *base[2:], "--onnx-outputs", *probes]
+            ops["poly_layers_all"] = [*base[:2], str(path), *base[2:], "--onnx-outputs", "mark", "all"]
+            # Polygraphy compares two models in two processes: save A's outputs, then run B against them
+            ops["poly_diff_all"] = ["bash", "-c", " ".join(
+                [f"'{a}'" for a in [*base[:2], str(path), *base[2:], "--onnx-outputs", "mark", "all", "--save-outputs", out_json]]
+                + ["&&"] + [f"'{a}'" for a in [*base[:2], str(pert), *base[2:], "--onnx-outputs", "mark", "all", "--load-outputs", out_json]]
+                + ["; true"])]
+        res = {}
+        for op, cmd in ops.items():
+            print(f"{key}: {op} ...", file=sys.stderr, flush=True)
+            try:
+                res[op] = measure(cmd, args.repeat)
+            except RuntimeError as e:
+                res[op] = {"error": str(e)}
+                print(f"  failed: {e}", file=sys.stderr)
+        plain = res.get("plain", {})
+        for op, r in res.items():
+            if "wall_s" in r and "wall_s" in plain:
+                r["wall_vs_plain"] = r["wall_s"] / plain["wall_s"]
+                r["rss_vs_plain"] = r["rss_bytes"] / plain["rss_bytes"]
+            twin = res.get("poly_" + op, {})
+            if "wall_s" in r and "wall_s" in twin:
+                r["wall_vs_polygraphy"] = r["wall_s"] / twin["wall_s"]
+                r["rss_vs_polygraphy"] = r["rss_bytes"] / twin["rss_bytes"]
+        results["models"][key] = res
+    args.json.write_text(json.dumps(results, indent=2) + "\n")
+    report(results)
+    print(f"\nwritten: {args.json}")
+
+
+def report(results: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="onnxprobe benchmark (whole processes; ratios < 1 are better than the reference)")
+    for c in ("model", "operation", "wall s", "peak MB", "wall/plain", "rss/plain", "wall/polygraphy", "rss/polygraphy", "target"):
+        t.add_column(c, justify="left" if c in ("model", "operation", "target") else "right")
+    for key, res in results["models"].items():
+        for op, r in res.items():
+            if "error" in r:
+                t.add_row(key, op, "error", "", "", "", "", "", r["error"][:40])
+                continue
+            target = ""
+            if op in TARGETS:
+                w, m = TARGETS[op]
+                ok = r["wall_vs_plain"] <= w and (m is None or r["rss_vs_plain"] <= m)
+                target = f"{'met' if ok else 'MISSED'} (≤{w}x wall" + (f", ≤{m}x rss)" if m else ")")
+            if "wall_vs_polygraphy" in r:
+                ahead = r["wall_vs_polygraphy"] < 1 and r["rss_vs_polygraphy"] <= 1
+                target += ("; " if target else "") + ("ahead of Polygraphy" if ahead else "NOT ahead of Polygraphy")
+
+            def f(k, fmt="{:.2f}"):
+                return fmt.format(r[k]) if k in r else ""
+
+            t.add_row(key, op, f("wall_s", "{:.3f}"), f"{r['rss_bytes'] / 2**20:.0f}", f("wall_vs_plain"), f("rss_vs_plain"),
+                      f("wall_vs_polygraphy"), f("rss_vs_polygraphy"), target)
+    Console(width=160).print(t)
+
+
+if __name__ == "__main__":
+    main()
