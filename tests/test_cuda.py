@@ -27,3 +27,11 @@ def test_cuda_stats_agree_with_cpu(name):
 
 def test_auto_picks_cuda_when_usable():
     assert resolve_device("auto") == "cuda"
+
+
+def test_diff_on_cuda_keeps_tensors_on_the_device_and_agrees_with_cpu():
+    cpu = api.diff(sample_path("cnn"), vs_reference=True, selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    gpu = api.diff(sample_path("cnn"), vs_device="cpu", selection=api.Selection(all=True), config=api.RunConfig(device="cuda"))
+    assert gpu.a.device == "cuda" and gpu.results
+    assert all(r.metrics is not None and r.metrics.max_abs < 1e-3 for r in gpu.results)
+    assert len(cpu.results) == len(gpu.results)

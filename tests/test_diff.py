@@ -240,3 +240,24 @@ def test_small_memory_budget_gives_the_same_report(tmp_path):
         assert (r1.introduced is None) == (r2.introduced is None)
         if r1.introduced is not None:
             assert r1.introduced == r2.introduced
+
+
+def test_device_resident_metrics_match_host_metrics(tmp_path):
+    """The metrics model that runs where the tensors are (used on CUDA) gives the host's numbers; forced
+    on here so that the CPU exercises the same path."""
+    bad = _perturbed_mlp(tmp_path, next(i.name for i in onnx.load(str(sample_path("mlp"))).graph.initializer if i.name.startswith("fc2")))
+    host = api.diff(bad, sample_path("mlp"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    from onnxprobe.compare.diff import diff as core_diff
+    from onnxprobe.compare.sides import Side
+    from onnxprobe.stats.metrics import Tolerance
+
+    a = Side(str(bad), api.load(bad), "ort", api.RunConfig(device="cpu"))
+    b = Side("mlp", api.load(sample_path("mlp")), "ort", api.RunConfig(device="cpu"))
+    dev = core_diff(a, b, api.feeds(a.model), api.Selection(all=True), Tolerance(), device_metrics=True)
+    assert [r.pair.b.name for r in dev.results] == [r.pair.b.name for r in host.results]
+    for r1, r2 in zip(host.results, dev.results):
+        for k in ("max_abs", "mean_abs", "rmse", "cosine", "sqnr_db", "max_rel"):
+            assert getattr(r2.metrics, k) == pytest.approx(getattr(r1.metrics, k), rel=1e-6, abs=1e-12), k
+        assert r1.metrics.worst == r2.metrics.worst
+        if r1.introduced is not None:
+            assert r2.introduced.max_abs == pytest.approx(r1.introduced.max_abs, rel=1e-6, abs=1e-12)

@@ -11,6 +11,7 @@ import numpy as np
 from onnxprobe.compare.introduced import cone_inputs, run_cones
 from onnxprobe.graph.shapes import concrete_sizes
 from onnxprobe.runtime.budget import default_budget, plan_chunks
+from onnxprobe.runtime.session import resolve_device
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import DEFAULT_OPS, Selection
@@ -108,11 +109,17 @@ def measured_label(a: Side, b: Side) -> str:
 
 def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance,
          per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
-         introduced: bool = True, max_memory: int | None = None, progress=None) -> DiffResult:
+         introduced: bool = True, max_memory: int | None = None, progress=None,
+         device_metrics: bool | None = None) -> DiffResult:
     """Pairs are measured in chunks: each chunk runs both sides exposing only its own tensors (and the
     A values that its introduced-error cones start from), so at most ``max_memory`` bytes of raw tensors
-    are alive at once (default: a quarter of the available memory)."""
+    are alive at once (default: a quarter of the available memory). Tensors produced on a GPU stay
+    there and their metrics are computed there (runtime.device_metrics): only scalars reach the host.
+    ``device_metrics`` forces that path on or off (default: on for CUDA sides)."""
     check_inputs(a, b)
+    for side in (a, b):
+        if side.kind == "ort":
+            side.device = resolve_device(side.config.device)
     obs_a, obs_b = a.observation.observables, b.observation.observables
     lo_hi = _range(selection, obs_a)
     matching = match(obs_a, obs_b, user_map)
@@ -130,11 +137,11 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
         pairs = [report[int(k)] for k in chunk]
         extra = [by_b[x] for p in pairs for x in boundaries.get(p.b.probe, ())]
         need_a = list({id(p.a): p.a for p in pairs + extra}.values())
-        values_a = a.values(need_a, feeds)
-        values_b = b.values([p.b for p in pairs], feeds)
+        values_a = a.values(need_a, feeds, keep_on_device=_on_device(a, device_metrics))
+        values_b = b.values([p.b for p in pairs], feeds, keep_on_device=_on_device(b, device_metrics))
         part = [_measure(p, values_a, values_b, _tolerance(p, tolerance, per_tensor)) for p in pairs]
         if with_cones:
-            _introduced(part, b, values_a, by_b, feeds, notes)
+            _introduced(part, b, values_a, by_b, feeds, notes, keep_on_device=_on_device(b, device_metrics))
         results += part
         del values_a, values_b
         if progress is not None:
@@ -152,30 +159,54 @@ def _tolerance(p: Pair, default: Tolerance, per_tensor: dict[str, Tolerance] | N
     return per.get(p.a.name) or per.get(p.b.name) or per.get(p.b.key) or default
 
 
+def _on_device(side: Side, forced: bool | None) -> bool:
+    if side.kind != "ort":
+        return False
+    return forced if forced is not None else side.device == "cuda"
+
+
+def _shape(v) -> tuple[int, ...]:
+    return tuple(v.shape()) if hasattr(v, "element_type") else tuple(v.shape)
+
+
+def pair_metrics(va, vb, rtol: float) -> PairMetrics:
+    """Metrics where the values are: on their device when both are OrtValues of one device, else numpy."""
+    on_a, on_b = hasattr(va, "element_type"), hasattr(vb, "element_type")
+    if on_a and on_b and va.device_name() == vb.device_name() and va.element_type() == vb.element_type() == "tensor(float)":
+        from onnxprobe.runtime.device_metrics import compare_on_device
+
+        m = compare_on_device(va, vb, _shape(va), "cuda" if va.device_name().lower() == "cuda" else "cpu", rtol)
+        if m is not None:
+            return m
+    return compare(va.numpy() if on_a else va, vb.numpy() if on_b else vb, rtol)
+
+
 def _measure(p: Pair, values_a: dict, values_b: dict, tol: Tolerance) -> PairResult:
     va, vb = values_a.get(p.a.probe), values_b.get(p.b.probe)
     if va is None or vb is None:
         return PairResult(p, None, None, None, None, tol, "value not produced")
-    if va.shape != vb.shape:
-        return PairResult(p, None, None, None, False, tol, f"shapes differ at run time: {list(va.shape)} vs {list(vb.shape)}")
-    m = compare(va, vb, tol.rtol)
-    return PairResult(p, tuple(va.shape), m, None, tol.passes(m), tol)
+    sa, sb = _shape(va), _shape(vb)
+    if sa != sb:
+        return PairResult(p, None, None, None, False, tol, f"shapes differ at run time: {list(sa)} vs {list(sb)}")
+    m = pair_metrics(va, vb, tol.rtol)
+    return PairResult(p, sa, m, None, tol.passes(m), tol)
 
 
-def _introduced(part: list[PairResult], b: Side, values_a: dict, by_b: dict, feeds, notes: list[str]) -> None:
+def _introduced(part: list[PairResult], b: Side, values_a: dict, by_b: dict, feeds, notes: list[str],
+                keep_on_device: bool = False) -> None:
     known = {x: values_a[q.a.probe] for x, q in by_b.items() if q.a.probe in values_a}
     targets = [r.pair.b.probe for r in part if r.metrics is not None and r.pair.b.kind == "float"]
     try:
         cone_out = run_cones(b.model.inferred, targets, known, feeds, device=b.device or "cpu",
-                             opt_level=b.config.opt_level, all_known=set(by_b))
+                             opt_level=b.config.opt_level, all_known=set(by_b), keep_on_device=keep_on_device)
     except Exception as e:  # noqa: BLE001 - the accumulated numbers still stand
         notes.append(f"introduced error not computed: {str(e).splitlines()[0][:200]}")
         return
     for r in part:
         ref = cone_out.get(r.pair.b.probe)
         va = values_a.get(r.pair.a.probe)
-        if ref is not None and va is not None and ref.shape == va.shape:
-            r.introduced = compare(va, ref, r.tolerance.rtol)
+        if ref is not None and va is not None and _shape(ref) == _shape(va):
+            r.introduced = pair_metrics(va, ref, r.tolerance.rtol)
 
 
 def sort_results(results: list[PairResult], key: str) -> list[PairResult]:

@@ -90,8 +90,9 @@ def cone_inputs(model: onnx.ModelProto, targets: list[str], known: set[str]) -> 
     return {t: [src for _, src in ins if src in known] for t, (_, ins) in index.items()}
 
 
-def run_cones(model: onnx.ModelProto, targets: list[str], values: dict[str, np.ndarray], feeds: dict[str, np.ndarray],
-              device: str = "cpu", opt_level: str = "off", all_known: set[str] | None = None) -> dict[str, np.ndarray]:
+def run_cones(model: onnx.ModelProto, targets: list[str], values: dict, feeds: dict[str, np.ndarray],
+              device: str = "cpu", opt_level: str = "off", all_known: set[str] | None = None,
+              keep_on_device: bool = False) -> dict:
     """B's output at each target, computed from A's values (``values``: B tensor name -> A's value).
     ``all_known``: every tensor A has a value for (cones stop there), when ``values`` holds only some."""
     cones, index = build_cones(model, targets, all_known if all_known is not None else set(values))
@@ -102,9 +103,15 @@ def run_cones(model: onnx.ModelProto, targets: list[str], values: dict[str, np.n
     for _t, (_out, ins) in index.items():
         for name, src in ins:
             v = values[src] if src in values else feeds[src]
-            if elem.get(name):
-                v = np.asarray(v).astype(onnx.helper.tensor_dtype_to_np_dtype(elem[name]), copy=False)
+            want = onnx.helper.tensor_dtype_to_np_dtype(elem[name]) if elem.get(name) else None
+            if hasattr(v, "element_type"):  # an OrtValue on the device: bind it as it is if the type fits
+                if want is None or v.element_type() == f"tensor({np.dtype(want).name.replace('float32', 'float').replace('float64', 'double')})":
+                    feed[name] = v
+                    continue
+                v = v.numpy()
+            if want is not None:
+                v = np.asarray(v).astype(want, copy=False)
             feed[name] = v
     session = create_session(cones, device=device, opt_level=opt_level)
-    out, _ = run_bound(session, feed, [o for o, _ in index.values()])
+    out, _ = run_bound(session, feed, [], [o for o, _ in index.values()], keep_on_device=keep_on_device)
     return {t: out[o] for t, (o, _) in index.items()}

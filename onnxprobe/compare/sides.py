@@ -40,8 +40,9 @@ class Side:
             return f"{self.label}"
         return f"{self.label} ({self.device or self.config.device}, opt-level {self.config.opt_level})"
 
-    def values(self, observables: list[Observable], feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """probe name -> value for each observable."""
+    def values(self, observables: list[Observable], feeds: dict[str, np.ndarray], keep_on_device: bool = False) -> dict:
+        """probe name -> value for each observable: numpy arrays, or with ``keep_on_device`` (onnxruntime
+        sides) the OrtValues where the session left them, so that metrics can be computed there."""
         if self.kind == "npz":
             return {o.probe: np.asarray(self.npz[o.name]) for o in observables}
         model = add_dequantize(self.model.inferred, self.observation.dequantize)
@@ -52,9 +53,9 @@ class Side:
             return {o.probe: np.asarray(res[o.probe]) for o in observables if o.probe in res}
         refs = [TensorRef(name=o.probe, node=o.node, op_type=o.op_type, index=o.index) for o in observables]
         rewritten, probes = expose(model, refs, stats=False, shapes=False, raw=True, warnings=self.notes)
-        self.device = resolve_device(self.config.device)
+        self.device = self.device or resolve_device(self.config.device)
         session = create_session(rewritten, device=self.device, opt_level=self.config.opt_level)
         self.notes += session.notes
         names = list(dict.fromkeys(p.raw_output for p in probes if p.raw_output))
-        out, _ = run_bound(session, feeds, names)
+        out, _ = run_bound(session, feeds, [], names, keep_on_device=keep_on_device)
         return {p.ref.name: out[p.raw_output] for p in probes if p.raw_output}

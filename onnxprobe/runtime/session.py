@@ -226,14 +226,20 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
     return f"onnxruntime: {first[:400]}"
 
 
-def run_bound(session: Session, feeds: dict[str, np.ndarray], host_outputs: list[str], device_outputs: list[str] = ()) -> tuple[dict[str, np.ndarray], float]:
-    """Run with IOBinding. ``host_outputs`` are returned as numpy arrays; ``device_outputs`` stay on the
-    device until returned (copied to the host only here, at the end). Returns (outputs, seconds)."""
+def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_outputs: list[str] = (),
+              keep_on_device: bool = False) -> tuple[dict, float]:
+    """Run with IOBinding. ``host_outputs`` are returned as numpy arrays; ``device_outputs`` are bound on
+    the device and returned as numpy arrays, or, with ``keep_on_device``, as the OrtValues themselves
+    (nothing crosses to the host). ``feeds`` may hold OrtValues already on the device. Returns
+    (outputs, seconds)."""
     ort = _ort()
     sess = session.sess
     binding = sess.io_binding()
     dev = "cuda" if session.device == "cuda" else "cpu"
     for name, value in feeds.items():
+        if isinstance(value, ort.OrtValue):
+            binding.bind_ortvalue_input(name, value)
+            continue
         value = np.require(value, requirements="C")  # not ascontiguousarray: it turns scalars into [1]
         if dev == "cpu":
             binding.bind_cpu_input(name, value)
@@ -251,5 +257,6 @@ def run_bound(session: Session, feeds: dict[str, np.ndarray], host_outputs: list
     seconds = time.perf_counter() - t0
     names = list(host_outputs) + list(device_outputs)
     values = binding.get_outputs()
-    out = {n: v.numpy() for n, v in zip(names, values)}
+    on_device = set(device_outputs) if keep_on_device else set()
+    out = {n: (v if n in on_device else v.numpy()) for n, v in zip(names, values)}
     return out, seconds
