@@ -151,7 +151,24 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     first = next((r for r in results if r.passed is False), None)
     outputs_failed = [r for r in results if r.passed is False and (r.pair.a.is_output or r.pair.b.is_output)]
     sel_b = {o.name for o in obs_b if selected(o, selection)}
+    _explain_folded(matching, b.model.inferred)
     return DiffResult(a, b, results, matching, sel_b, first, outputs_failed, measured_label(a, b), list(dict.fromkeys(notes)))
+
+
+def _explain_folded(matching: Matching, model_b) -> None:
+    """An unmatched B tensor whose only consumer's output is matched was fused away in A (Conv+BN folding,
+    a Relu dropped by the quantizer...): say so instead of 'no counterpart'."""
+    consumers: dict[str, list] = {}
+    for n in model_b.graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    matched_b = {p.b.name for p in matching.pairs}
+    for u in matching.unmatched_b:
+        if not u.reason.startswith("no counterpart"):
+            continue
+        cs = consumers.get(u.obs.name, [])
+        if len(cs) == 1 and cs[0].output and cs[0].output[0] in matched_b:
+            u.reason = f"folded into {cs[0].op_type} {cs[0].output[0]!r} in A (compared there)"
 
 
 def _tolerance(p: Pair, default: Tolerance, per_tensor: dict[str, Tolerance] | None) -> Tolerance:
