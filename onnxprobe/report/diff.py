@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from onnxprobe import __version__
-from onnxprobe.report.format import num, shape, shorten
+from onnxprobe.report.format import num, op, shape, shorten
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -75,7 +75,7 @@ def print_diff(res, console: Console, order=None) -> None:
         name = p["b"] if same_value or p["a"] == p["b"] else f"{p['a']} ↔ {p['b']}"
         ok = "FAIL" if p["passed"] is False else ("ok" if p["passed"] else "n/a")
         idx = f"▶{p['index']}" if k == first_row else str(p["index"])
-        rows.append(([idx, name, shorten(p["op_type"], 12), p["strategy"], shorten(shape(p["shape"]), 14),
+        rows.append(([idx, name, op(p["op_type"], 12), p["strategy"], shorten(shape(p["shape"]), 14),
                       num(p["max_abs"], 3), _cos(p["cosine"]), _db(p["sqnr_db"], p["max_abs"]),
                       _db(p["introduced_sqnr_db"], p["introduced_max_abs"]), ok], p))
     need = [max([len(h)] + [len(c[i]) for c, _ in rows]) for i, h in enumerate(headers)]

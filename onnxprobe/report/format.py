@@ -33,3 +33,25 @@ def shorten(name: str, width: int) -> str:
     head = (width - 1) // 3
     tail = width - 1 - head
     return name[:head] + "…" + name[-tail:]
+
+
+OP_ABBREVIATIONS = {
+    "BatchNormalization": "BatchNorm", "LayerNormalization": "LayerNorm", "InstanceNormalization": "InstanceNorm",
+    "GroupNormalization": "GroupNorm", "GlobalAveragePool": "GlobalAvgPool", "GlobalMaxPool": "GlobalMaxPool",
+    "DequantizeLinear": "Dequantize", "QuantizeLinear": "Quantize", "DynamicQuantizeLinear": "DynQuantize",
+    "ConvTranspose": "ConvTransp", "ReduceSumSquare": "ReduceSumSq", "SkipLayerNormalization": "SkipLayerNorm",
+    "MultiHeadAttention": "MHA", "GroupQueryAttention": "GQA", "ConstantOfShape": "ConstOfShape",
+}
+DTYPE_ABBREVIATIONS = {"float32": "f32", "float16": "f16", "float64": "f64", "bfloat16": "bf16", "int64": "i64",
+                       "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "uint16": "u16", "bool": "bool"}
+
+
+def op(name: str, width: int = 14) -> str:
+    """Short op names for tables (the JSON keeps the real ones)."""
+    return shorten(OP_ABBREVIATIONS.get(name, name), width)
+
+
+def dtype(name: str | None) -> str:
+    if not name:
+        return "?"
+    return DTYPE_ABBREVIATIONS.get(name, name[:8])

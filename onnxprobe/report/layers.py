@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from onnxprobe import __version__
-from onnxprobe.report.format import num, shape, shorten
+from onnxprobe.report.format import dtype, num, op, shape, shorten
 
 SCHEMA_VERSION = 1
 
@@ -76,8 +76,7 @@ def _cells(r: dict) -> list[str]:
         tensor = "…" + tensor[len(r["node"]):]  # PyTorch names: '/l/Conv' -> '/l/Conv_output_0'
     ran = bool(r.get("count"))
     return [
-        str(r["index"]), node, shorten(r["op_type"], 14), tensor, shorten(shape(r["shape"]), 16),
-        (r["dtype"] or "?")[:8],
+        str(r["index"]), node, op(r["op_type"]), tensor, shorten(shape(r["shape"]), 16), dtype(r["dtype"]),
         num(r.get("min")) if ran else ("not run" if r.get("count") == 0 else "-"),
         num(r.get("max")) if ran else "-", num(r.get("mean")), num(r.get("std")),
         str(r.get("nan", "-")), str(r.get("inf", "-")),
