@@ -59,3 +59,62 @@ def nan_model() -> onnx.ModelProto:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
         [w],
     )
+
+
+# --- surgery commands (inspect / mark / extract) --------------------------------------------------------
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: writes and runs a model over 2 GB (about a minute); part of the default run")
+
+
+BIG_N = 200_000_000  # float32 elements per initializer: 800 MB each, 2.4 GB in all
+
+
+def big_value(k: int, idx: np.ndarray) -> np.ndarray:
+    """Element ``idx`` of the big model's initializer ``w{k}``: (idx % 1000) * (k + 1), exact in float32."""
+    return ((np.asarray(idx) % 1000) * (k + 1)).astype(np.float32)
+
+
+@pytest.fixture(scope="session")
+def big_model():
+    """A model over 2 GB: three 800 MB float32 initializers in big.onnx.data, written in 64 MB chunks
+    (peak memory stays low). y = (Gather(w0, x) + Gather(w1, x)) * Gather(w2, x), x int64 [4].
+    Lives in its own temporary folder, removed at the end of the session (pytest's tmp_path folders
+    are kept for a few runs, which 5+ GB of weights should not be)."""
+    import os
+    import shutil
+    import tempfile
+
+    for old in Path(tempfile.gettempdir()).glob("onnxprobe-big-*"):  # left by a run that was killed
+        try:
+            os.kill(int((old / "owner.pid").read_text()), 0)
+        except ProcessLookupError:
+            shutil.rmtree(old, ignore_errors=True)
+        except (OSError, ValueError):
+            pass
+    d = Path(tempfile.mkdtemp(prefix="onnxprobe-big-"))
+    (d / "owner.pid").write_text(str(os.getpid()))
+    try:
+        src = d / "src"
+        src.mkdir()
+        chunk = 16_000_000
+        inits = []
+        with open(src / "big.onnx.data", "wb") as f:
+            for k in range(3):
+                offset = f.tell()
+                for start in range(0, BIG_N, chunk):
+                    f.write(big_value(k, np.arange(start, min(start + chunk, BIG_N), dtype=np.int64)).tobytes())
+                t = TensorProto(name=f"w{k}", data_type=TensorProto.FLOAT, dims=[BIG_N])
+                t.data_location = TensorProto.EXTERNAL
+                for key, val in (("location", "big.onnx.data"), ("offset", str(offset)), ("length", str(BIG_N * 4))):
+                    e = t.external_data.add()
+                    e.key, e.value = key, val
+                inits.append(t)
+        nodes = [helper.make_node("Gather", [f"w{k}", "x"], [f"g{k}"], name=f"gather{k}") for k in range(3)]
+        nodes += [helper.make_node("Add", ["g0", "g1"], ["s"], name="add"), helper.make_node("Mul", ["s", "g2"], ["y"], name="mul")]
+        m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.INT64, [4])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], inits)
+        onnx.save(m, str(src / "big.onnx"))
+        yield src / "big.onnx"
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

@@ -9,7 +9,10 @@ import typer
 
 from onnxprobe import __version__
 from onnxprobe.cli.diff import diff
+from onnxprobe.cli.extract import extract
+from onnxprobe.cli.inspect import inspect
 from onnxprobe.cli.layers import layers
+from onnxprobe.cli.mark import mark
 from onnxprobe.cli.merge_stats import merge_stats
 
 app = typer.Typer(
@@ -39,6 +42,9 @@ def main(
 
 
 app.command("layers")(layers)
+app.command("inspect")(inspect)
+app.command("mark")(mark)
+app.command("extract")(extract)
 app.command("diff")(diff)
 app.command("merge-stats")(merge_stats)
 

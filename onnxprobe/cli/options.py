@@ -44,3 +44,7 @@ def parse_int_range(spec: str) -> tuple[int, int]:
         return int(lo), int(hi)
     except ValueError:
         raise UsageError(f"--int-range {spec!r}: expected LOW:HIGH, e.g. 0:100") from None
+
+
+# surgery commands (mark, extract)
+OutOpt = Annotated[Path, typer.Option("--output", "-o", help="The model to write (its weights go to OUT.data beside it when the input keeps them outside or it passes 2 GB).", show_default=False, rich_help_panel="Output")]

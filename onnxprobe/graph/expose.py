@@ -323,8 +323,10 @@ def expose(
                 if kind == "stats":
                     ph_value = IDENTITY_ROW
                 else:
+                    # same rank as the real value (nested Ifs check it): empty, or a 0 for a scalar;
+                    # the branch's statistics say "not run", and dumps skip tensors that did not run
                     rank = len(t.tensor_type.shape.dim) if t is not None and t.tensor_type.HasField("shape") else 1
-                    ph_value = np.zeros([0] * max(rank, 1), onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type))
+                    ph_value = np.zeros([0] * rank, onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type))
                 ph = builder(other).const(ph_value, "placeholder")
                 if ph in {o.name for o in other.output}:
                     ph = builder(other).node("Identity", [ph], "onnxprobe.placeholder")

@@ -1,0 +1,55 @@
+"""``onnxprobe extract``: write the subgraph between given tensors as a model of its own."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from onnxprobe.cli.errors import handle_errors, warn
+from onnxprobe.cli.options import InputOpt, IntRangeOpt, ModelArg, OutOpt, SeedOpt, ShapeOpt, parse_int_range
+
+CutInputsOpt = Annotated[Optional[list[str]], typer.Option("--inputs", help="Tensors that become the inputs, comma-separated (repeatable). Default: the model's inputs.", rich_help_panel="Cut")]
+CutOutputsOpt = Annotated[Optional[list[str]], typer.Option("--outputs", help="Tensors that become the outputs, comma-separated (repeatable). Default: the model's outputs.", rich_help_panel="Cut")]
+
+
+@handle_errors
+def extract(
+    model: ModelArg,
+    output: OutOpt,
+    inputs: CutInputsOpt = None,
+    outputs: CutOutputsOpt = None,
+    seed: SeedOpt = 0,
+    int_range: IntRangeOpt = "0:100",
+    shape: ShapeOpt = None,
+    input_: InputOpt = None,
+) -> None:
+    """Write the subgraph between the given tensors as a model of its own: the nodes that compute
+    --outputs from --inputs (and from weights), unchanged and in their order.
+
+    The inputs must cut the outputs off from the rest of the graph; if they do not, the error names the tensors that reach the outputs around them.
+
+    Without --inputs the cut starts at the model's inputs; without --outputs it ends at its outputs. `inspect --nodes` lists the tensor names.
+
+    The seed, shape and input options matter only when shape inference cannot type a boundary tensor: the model then runs once to see it.
+
+    Examples:
+
+        onnxprobe extract model.onnx -o block.onnx --inputs a,mask --outputs b
+
+        onnxprobe extract model.onnx -o head.onnx --inputs features
+
+        onnxprobe extract model.onnx -o stem.onnx --outputs conv1_out
+    """
+    from onnxprobe import api
+    from onnxprobe.report.console import stderr_console, stdout_console
+    from onnxprobe.report.surgery import print_extract
+    from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides
+
+    with stderr_console().status(f"extracting from {model.name}…", spinner="dots"):
+        result = api.extract(
+            model, output, inputs, outputs, seed=seed, int_range=parse_int_range(int_range),
+            shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
+        )
+    warn(result.notes)
+    print_extract(result, stdout_console())

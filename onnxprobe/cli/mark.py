@@ -1,0 +1,63 @@
+"""``onnxprobe mark``: write a copy of a model with intermediate tensors as extra graph outputs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from onnxprobe.cli.errors import handle_errors, warn
+from onnxprobe.cli.options import (
+    AllOpt, ConstOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OutOpt, RangeOpt, SeedOpt,
+    ShapeOpt, parse_int_range,
+)
+
+StatsOpt = Annotated[bool, typer.Option("--stats", help="Expose each tensor's in-graph statistics ([1, 9] float64 row: count, nan, nonfinite, nonzero, min, max, sum, sumsq, sumabs) instead of the tensor.", rich_help_panel="Output")]
+
+
+@handle_errors
+def mark(
+    model: ModelArg,
+    output: OutOpt,
+    op: OpOpt = None,
+    name: NameOpt = None,
+    all_: AllOpt = False,
+    range_: RangeOpt = None,
+    include_constants: ConstOpt = False,
+    stats: StatsOpt = False,
+    seed: SeedOpt = 0,
+    int_range: IntRangeOpt = "0:100",
+    shape: ShapeOpt = None,
+    input_: InputOpt = None,
+    inputs: InputsOpt = None,
+) -> None:
+    """Write a copy of the model with the selected intermediate tensors as extra graph outputs, typed,
+    so that any runtime (onnxruntime in Python or C++, ...) returns them.
+
+    The selection works as in `layers`. Tensors inside If/Loop/Scan bodies are carried out: stacked per iteration in a loop, empty when their If branch did not run. The metadata key onnxprobe.exposed lists the added outputs.
+
+    The inputs options matter only when shape inference cannot type a tensor: the model then runs once to see it.
+
+    Examples:
+
+        onnxprobe mark model.onnx -o marked.onnx --op Conv --op Softmax
+
+        onnxprobe mark model.onnx -o marked.onnx --all --range 10:40
+
+        onnxprobe mark model.onnx -o stats.onnx --all --stats
+    """
+    from onnxprobe import api
+    from onnxprobe.report.console import stderr_console, stdout_console
+    from onnxprobe.report.surgery import print_mark
+    from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_npz
+
+    selection = api.Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_,
+                              include_constants=include_constants)
+    with stderr_console().status(f"marking {model.name}…", spinner="dots"):
+        result = api.mark(
+            model, output, selection, stats=stats, seed=seed, int_range=parse_int_range(int_range),
+            shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
+            arrays=read_npz(inputs) if inputs else None,
+        )
+    warn(result.notes)
+    print_mark(result, stdout_console())

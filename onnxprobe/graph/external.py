@@ -1,0 +1,302 @@
+"""External data without loading it: read a model's header, write a copy whose weights stream from disk.
+
+The surgery commands (``inspect``, ``mark``, ``extract``) never need weight values, only their dims and
+types, so they work on a *lazy* model: the ModelProto with its external tensors left on disk. A 3 GB model
+then costs a few kilobytes of memory, and nothing over 2 GB ever has to be serialised in one piece.
+
+- ``load_lazy(path)`` reads the model without its external data, except tensors of at most
+  ``SMALL_TENSOR`` bytes (shape constants, axes...), which shape inference needs to see; the result also
+  lists the external data files as the model on disk names them.
+- ``external_files(model, base_dir)`` lists the files the model's external tensors live in.
+- ``materialize(model, base_dir)`` returns a copy with every tensor loaded (to run it).
+- ``write_model(model, out, base_dir=...)`` writes atomically: tensors still on disk are copied chunk by
+  chunk from their source file into ``OUT.data`` beside OUT (bytes that several tensors share are copied
+  once); the model is checked on the temporary files before they replace OUT. Nothing is ever written
+  beside the source model unless OUT is there, and the source data file is never the destination.
+
+None of these mutate the model they are given.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import onnx
+from onnx import TensorProto
+from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, load_external_data_for_tensor
+
+from onnxprobe.errors import ModelError, UsageError
+from onnxprobe.graph.io import PROTO_LIMIT, check_output_path, load_model
+
+SMALL_TENSOR = 1 << 20  # external tensors up to this size are read by load_lazy
+INLINE_LIMIT = 1024  # tensors below this stay inside the .onnx file when OUT.data is written
+ALIGN = 4096  # big tensors start at page boundaries in OUT.data, so onnxruntime can map them
+CHUNK = 64 << 20
+
+
+def all_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
+    """Every TensorProto of the model: initializers and tensor attributes, in subgraphs too."""
+    return _get_all_tensors(model)
+
+
+def is_external(t: TensorProto) -> bool:
+    return t.data_location == TensorProto.EXTERNAL
+
+
+def _source(t: TensorProto, base_dir: str | os.PathLike) -> tuple[Path, int, int | None]:
+    info = ExternalDataInfo(t)
+    loc = Path(info.location)
+    if not info.location or loc.is_absolute() or ".." in loc.parts:
+        raise ModelError(f"tensor {t.name!r}: external data location {info.location!r} must be a relative path inside the model's folder")
+    return Path(base_dir) / loc, int(info.offset or 0), (int(info.length) if info.length is not None else None)
+
+
+def tensor_nbytes(t: TensorProto) -> int:
+    """Bytes of a tensor's data, wherever it lives (computed from dims and dtype when not stored raw)."""
+    if t.HasField("raw_data"):
+        return len(t.raw_data)
+    if is_external(t):
+        info = ExternalDataInfo(t)
+        if info.length is not None:
+            return int(info.length)
+    if t.data_type == TensorProto.STRING:
+        return sum(len(s) for s in t.string_data)
+    n = 1
+    for d in t.dims:
+        n *= d
+    bits = _BITS.get(t.data_type)
+    if bits is None:
+        try:
+            bits = 8 * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        except Exception:  # noqa: BLE001
+            bits = 8
+    return (n * bits + 7) // 8
+
+
+_BITS = {getattr(TensorProto, k): 4 for k in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(TensorProto, k)}
+_BITS.update({getattr(TensorProto, k): 2 for k in ("INT2", "UINT2") if hasattr(TensorProto, k)})
+
+
+@dataclass
+class LazyModel:
+    proto: onnx.ModelProto  # external tensors over SMALL_TENSOR bytes still on disk
+    base_dir: Path  # where their locations are relative to
+    external: list["ExternalFile"]  # the external data files, as the file on disk describes them
+
+
+def load_lazy(path: str | os.PathLike, *, require_data: bool = True) -> LazyModel:
+    """The model with big external tensors left on disk (see the module docstring). A missing external
+    data file is a ModelError, unless ``require_data`` is False (its tensors then stay unread)."""
+    model = load_model(path, load_external_data=False)
+    base = Path(path).parent
+    files = external_files(model, base)
+    for f in files:
+        if not f.exists and require_data:
+            raise ModelError(f"{path}: external data file missing: {f.path} (keep it beside the model)")
+    missing = {f.location for f in files if not f.exists}
+    for t in all_tensors(model):
+        if is_external(t) and tensor_nbytes(t) <= SMALL_TENSOR and ExternalDataInfo(t).location not in missing:
+            _source(t, base)
+            try:
+                load_external_data_for_tensor(t, str(base))
+            except Exception as e:  # noqa: BLE001
+                raise ModelError(f"{path}: cannot read the external data of tensor {t.name!r}: {_first_line(e)}") from e
+    return LazyModel(model, base, files)
+
+
+@dataclass(frozen=True)
+class ExternalFile:
+    path: Path
+    location: str  # as written in the model
+    tensors: int
+    bytes: int  # bytes the model reads from it
+    exists: bool
+
+
+def external_files(model: onnx.ModelProto, base_dir: str | os.PathLike) -> list[ExternalFile]:
+    found: dict[str, list] = {}
+    for t in all_tensors(model):
+        if is_external(t):
+            loc = ExternalDataInfo(t).location
+            entry = found.setdefault(loc, [0, 0])
+            entry[0] += 1
+            entry[1] += tensor_nbytes(t)
+    out = []
+    for loc, (n, size) in found.items():
+        p = Path(base_dir) / loc
+        out.append(ExternalFile(p, loc, n, size, p.is_file()))
+    return out
+
+
+def materialize(model: onnx.ModelProto, base_dir: str | os.PathLike) -> onnx.ModelProto:
+    """A copy with every external tensor loaded into memory."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for t in all_tensors(out):
+        if is_external(t):
+            _source(t, base_dir)  # validates the location
+            try:
+                load_external_data_for_tensor(t, str(base_dir))
+            except Exception as e:  # noqa: BLE001
+                raise ModelError(f"cannot read the external data of tensor {t.name!r}: {_first_line(e)}") from e
+    return out
+
+
+def check_model_file(path: str | os.PathLike) -> str | None:
+    """onnx.checker on a file (by path, so external data and >2 GB models work): None, or the first line
+    of the complaint."""
+    try:
+        onnx.checker.check_model(str(path))
+    except Exception as e:  # noqa: BLE001 - ValidationError and friends
+        return _first_line(e)
+    return None
+
+
+@dataclass
+class Written:
+    path: Path
+    data_path: Path | None  # OUT.data, when weights were written beside OUT
+    bytes: int  # total bytes written (model + data)
+
+
+def write_model(
+    model: onnx.ModelProto,
+    out: str | os.PathLike,
+    *,
+    base_dir: str | os.PathLike | None = None,
+    external: bool | None = None,
+    check: Callable[[Path], None] | None = None,
+    protect: list[str | os.PathLike] = (),
+) -> Written:
+    """Write ``model`` to ``out`` atomically. Tensors whose data is still on disk are read from
+    ``base_dir``. ``external`` (default: when the model has external tensors or would pass 2 GB) puts
+    every tensor of ``INLINE_LIMIT`` bytes or more into ``OUT.data``. ``check(tmp_path)`` runs on the
+    temporary files before they replace OUT; an exception from it leaves OUT untouched. Files in
+    ``protect`` (the input model's own data files) are never written: a UsageError says so."""
+    o = check_output_path(out)
+    if o.exists() and o.resolve() in {Path(p).resolve() for p in protect}:
+        raise UsageError(f"{o}: is the input model's external data; choose another output path")
+    folder = o.parent if str(o.parent) else Path(".")
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    tensors = list(all_tensors(m))
+    has_ext = any(is_external(t) for t in tensors)
+    if has_ext and base_dir is None:
+        raise ValueError("base_dir is required for a model with external tensors")
+    if external is None:
+        external = has_ext or m.ByteSize() >= PROTO_LIMIT
+    elif has_ext and not external:
+        raise ValueError("a model with tensors still on disk is written with external=True")
+    tmp_paths: list[Path] = []
+
+    def tmp(suffix: str) -> Path:
+        fd, p = tempfile.mkstemp(prefix=f".{o.name}.", suffix=suffix, dir=folder)
+        os.close(fd)
+        tmp_paths.append(Path(p))
+        os.chmod(p, 0o666 & ~_umask())  # mkstemp makes 0600 files; a model file is as readable as any other
+        return Path(p)
+
+    try:
+        data_path = None
+        if external:
+            data_name = o.name + ".data"
+            data_path = folder / data_name
+            sources = {_source(t, base_dir)[0].resolve() for t in tensors if is_external(t)}
+            sources |= {Path(p).resolve() for p in protect}
+            if data_path.resolve() in sources:
+                raise UsageError(f"{o}: its data file {data_path} is the input model's external data; choose another output name")
+            tmp_data = tmp(".data.tmp")
+            _write_data(tensors, base_dir, tmp_data)
+            _set_location(tensors, tmp_data.name)
+        tmp_model = tmp(".tmp")
+        _save_header(m, tmp_model)
+        if check is not None:
+            check(tmp_model)
+        if external:
+            _set_location(tensors, data_name)
+            _save_header(m, tmp_model)
+            os.replace(tmp_data, data_path)
+        os.replace(tmp_model, o)
+        size = o.stat().st_size + (data_path.stat().st_size if data_path else 0)
+        return Written(o, data_path, size)
+    except OSError as e:  # a read-only folder, a full disk...
+        raise UsageError(f"{o}: cannot write it ({e.strerror or e}); nothing written") from e
+    finally:
+        for p in tmp_paths:
+            if p.exists():
+                p.unlink()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _save_header(m: onnx.ModelProto, path: Path) -> None:
+    if m.ByteSize() >= PROTO_LIMIT:  # pragma: no cover - external=True moves every big tensor out
+        raise ModelError("the model is over 2 GB even without its weights; cannot write it")
+    path.write_bytes(m.SerializeToString())
+
+
+def _write_data(tensors: list[TensorProto], base_dir, dest: Path) -> None:
+    done: dict[tuple, tuple[int, int]] = {}  # (source file, offset, length) -> (new offset, length)
+    with open(dest, "wb") as f:
+        for t in tensors:
+            if is_external(t):
+                src, off, length = _source(t, base_dir)
+                if not src.is_file():
+                    raise ModelError(f"external data file missing: {src}")
+                if length is None:
+                    length = src.stat().st_size - off
+                key = (str(src), off, length)
+                if key not in done:
+                    start = _pad(f, length)
+                    with open(src, "rb") as s:
+                        s.seek(off)
+                        left = length
+                        while left:
+                            buf = s.read(min(CHUNK, left))
+                            if not buf:
+                                raise ModelError(f"{src}: too short for tensor {t.name!r} (offset {off}, length {length})")
+                            f.write(buf)
+                            left -= len(buf)
+                    done[key] = (start, length)
+                start, length = done[key]
+            elif t.HasField("raw_data") and len(t.raw_data) >= INLINE_LIMIT:
+                length = len(t.raw_data)
+                start = _pad(f, length)
+                f.write(t.raw_data)
+                t.ClearField("raw_data")
+            else:
+                continue
+            t.data_location = TensorProto.EXTERNAL
+            del t.external_data[:]
+            for k, v in (("location", ""), ("offset", str(start)), ("length", str(length))):
+                e = t.external_data.add()
+                e.key, e.value = k, v
+
+
+def _pad(f, length: int) -> int:
+    pos = f.tell()
+    if length >= ALIGN and pos % ALIGN:
+        f.write(b"\0" * (ALIGN - pos % ALIGN))
+        pos = f.tell()
+    return pos
+
+
+def _set_location(tensors: list[TensorProto], name: str) -> None:
+    for t in tensors:
+        if is_external(t):
+            for e in t.external_data:
+                if e.key == "location":
+                    e.value = name
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return s[0] if s else type(e).__name__

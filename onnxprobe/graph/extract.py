@@ -1,0 +1,227 @@
+"""Extract: the subgraph between given tensors, as a model of its own.
+
+Contract: ``extract(model, inputs, outputs, types)`` returns a new model; ``model`` is never modified.
+The new model holds exactly the main-graph nodes that compute ``outputs`` from ``inputs`` (and from
+weights: initializers, Constant nodes and what is computed from them alone), in their original order,
+with their names, attributes and subgraphs unchanged, the initializers they use (external ones stay
+external: the writer copies their bytes), the value_info of the tensors they keep, the original IR
+version, opsets, functions and metadata, plus ``onnxprobe.extracted`` in the metadata. Its inputs and
+outputs carry ``types[name]``.
+
+``cut(model, inputs, outputs)`` checks the request first and raises a one-line UsageError for unknown
+names (with close matches, or the body a name lives in), and for inputs that do not cut the outputs off
+from the rest of the graph: it names the tensors that reach the outputs around the inputs.
+
+Tensors read by an If / Loop / Scan body from the enclosing graph count as inputs of the node that owns
+the body. (onnx-graphsurgeon's ``cleanup`` is not used here: it moves outer-scope initializers into the
+bodies that read them, duplicating weights that several graphs share, and it cannot say which tensors
+leak past a cut, which is what the user needs to hear.)
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+
+import onnx
+
+from onnxprobe.errors import UsageError
+from onnxprobe.graph.walk import constant_tensors, subgraphs, walk
+
+METADATA_KEY = "onnxprobe.extracted"
+
+
+def implicit_inputs(node: onnx.NodeProto) -> list[str]:
+    """Names a node's bodies read from enclosing graphs, in first-use order."""
+    found: dict[str, None] = {}
+
+    def visit(g: onnx.GraphProto, outer_defined: set[str]) -> None:
+        defined = set(outer_defined)
+        defined.update(i.name for i in g.input)
+        defined.update(i.name for i in g.initializer)
+        defined.update(i.name for i in g.sparse_initializer)
+        for n in g.node:
+            for i in n.input:
+                if i and i not in defined:
+                    found.setdefault(i)
+            for _, sg in subgraphs(n):
+                visit(sg, defined)
+            defined.update(o for o in n.output if o)
+        for o in g.output:
+            if o.name not in defined:
+                found.setdefault(o.name)
+
+    for _, sg in subgraphs(node):
+        visit(sg, set())
+    return list(found)
+
+
+def node_inputs(node: onnx.NodeProto) -> list[str]:
+    return [i for i in node.input if i] + [i for i in implicit_inputs(node) if i not in node.input]
+
+
+@dataclass
+class Cut:
+    inputs: list[str]
+    outputs: list[str]
+    nodes: list[int]  # indices into model.graph.node, in order
+    initializers: list[str]  # main-graph initializers the nodes read
+    unused_inputs: list[str] = field(default_factory=list)
+
+
+def _split(names: list[str] | None) -> list[str]:
+    out: list[str] = []
+    for item in names or []:
+        for n in item.split(","):
+            n = n.strip()
+            if n and n not in out:
+                out.append(n)
+    return out
+
+
+def _check_names(model: onnx.ModelProto, names: list[str], flag: str, main: set[str]) -> None:
+    for n in names:
+        if n in main:
+            continue
+        for s in walk(model):
+            if s.chain and n in s.node.output:
+                raise UsageError(
+                    f"{flag}: tensor {n!r} lives inside {'/'.join(s.scope)}; extract cuts the main graph only "
+                    f"(cut at the {s.chain[0][0].op_type} node's inputs and outputs instead)")
+        close = difflib.get_close_matches(n, sorted(main), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else "; `onnxprobe inspect --nodes MODEL` lists the tensors"
+        raise UsageError(f"{flag}: no tensor named {n!r} in the main graph{hint}")
+
+
+def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | None) -> Cut:
+    """Resolve and check a cut. ``inputs`` defaults to the model's inputs (those the outputs need),
+    ``outputs`` to the model's outputs; names may also be given comma-separated."""
+    g = model.graph
+    inits = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
+    real_inputs = [vi.name for vi in g.input if vi.name not in inits]
+    producer = {o: i for i, n in enumerate(g.node) for o in n.output if o}
+    main = set(real_inputs) | inits | set(producer)
+    ins, outs = _split(inputs), _split(outputs)
+    if not ins and not outs:
+        raise UsageError("give the tensors to cut at: --inputs T1,T2 and/or --outputs T3 (`onnxprobe inspect --nodes` lists them)")
+    _check_names(model, ins, "--inputs", main)
+    _check_names(model, outs, "--outputs", main)
+    default_inputs = not ins
+    if default_inputs:
+        ins = list(real_inputs)
+    if not outs:
+        outs = [o.name for o in g.output]
+    cut_set = set(ins)
+
+    nodes: set[int] = set()
+    used_inits: dict[str, None] = {}
+    reached: dict[str, None] = {}
+    seen: set[str] = set()
+    stack = list(reversed(outs))
+    while stack:
+        t = stack.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        if t in cut_set:
+            continue
+        if t in producer:
+            i = producer[t]
+            if i not in nodes:
+                nodes.add(i)
+                stack.extend(reversed(node_inputs(g.node[i])))
+        elif t in inits:
+            used_inits.setdefault(t)
+        elif t in real_inputs:
+            reached.setdefault(t)
+    if reached:
+        raise UsageError(_leak_message(model, cut_set, outs, nodes, list(reached)))
+    if default_inputs:
+        ins = [i for i in ins if i in seen]
+    unused = [i for i in ins if i not in seen]
+    return Cut(ins, outs, sorted(nodes), list(used_inits), unused)
+
+
+def _closure(g: onnx.GraphProto, start: set[str], blocked: set[str]) -> set[str]:
+    """Tensors computed from ``start`` (not through ``blocked``), by a fixpoint over the main graph."""
+    reach = set(start)
+    ins = [node_inputs(n) for n in g.node]
+    changed = True
+    while changed:
+        changed = False
+        for n, ni in zip(g.node, ins):
+            if any(i in reach for i in ni):
+                new = {o for o in n.output if o and o not in reach and o not in blocked}
+                if new:
+                    reach |= new
+                    changed = True
+    return reach
+
+
+def _leak_message(model: onnx.ModelProto, cut_set: set[str], outs: list[str], nodes: set[int], reached: list[str]) -> str:
+    g = model.graph
+    const = constant_tensors(model)
+    downstream = _closure(g, cut_set, set())  # depends on the cut
+    around = _closure(g, set(reached), cut_set)  # depends on graph inputs without passing the cut
+    leaks: list[str] = []
+    for i in sorted(nodes):
+        n = g.node[i]
+        if any(o in downstream for o in n.output):
+            leaks += [t for t in node_inputs(n) if t in around and t not in downstream and t not in const and t not in leaks]
+    leaks += [o for o in outs if o in around and o not in downstream and o not in leaks]
+    leaks = leaks or reached
+    shown = ", ".join(repr(t) for t in leaks[:5]) + (f" and {len(leaks) - 5} more" if len(leaks) > 5 else "")
+    one = len(leaks) == 1
+    if set(leaks) <= set(reached):
+        what = f"graph input{'' if one else 's'} {shown}"
+        origin = ""
+    else:
+        what = f"{'tensor' if one else 'tensors'} {shown}"
+        origin = (f" (computed from graph input{'' if len(reached) == 1 else 's'} " + ", ".join(repr(t) for t in reached[:3])
+                  + (" ..." if len(reached) > 3 else "") + ")")
+    return (f"--inputs do not cut the outputs off from the rest of the graph: {what} {'reaches' if one else 'reach'} "
+            f"the outputs around them{origin}; add {'it' if one else 'them'} to --inputs")
+
+
+def extract(model: onnx.ModelProto, c: Cut, types: dict[str, onnx.TypeProto]) -> onnx.ModelProto:
+    g = model.graph
+    nodes = [g.node[i] for i in c.nodes]
+    kept: set[str] = set(c.inputs) | set(c.outputs)
+    for n in nodes:
+        kept.update(node_inputs(n))
+        kept.update(o for o in n.output if o)
+    boundary = set(c.inputs) | set(c.outputs)
+    cut_inputs = set(c.inputs)
+
+    out = onnx.ModelProto()
+    ng = out.graph
+    ng.name = g.name
+    ng.doc_string = g.doc_string
+    ng.node.extend(nodes)
+    ng.initializer.extend(t for t in g.initializer if t.name in c.initializers and t.name not in cut_inputs)
+    ng.sparse_initializer.extend(t for t in g.sparse_initializer if t.values.name in c.initializers and t.values.name not in cut_inputs)
+    for name in c.inputs:
+        ng.input.append(_vi(name, types[name]))
+    if model.ir_version < 4:  # IR 3: every initializer is also listed as a graph input
+        by_name = {vi.name: vi for vi in g.input}
+        for t in ng.initializer:
+            ng.input.append(by_name.get(t.name) or onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    for name in c.outputs:
+        ng.output.append(_vi(name, types[name]))
+    ng.value_info.extend(vi for vi in g.value_info if vi.name in kept and vi.name not in boundary)
+
+    for f in ("ir_version", "producer_name", "producer_version", "domain", "model_version", "doc_string"):
+        setattr(out, f, getattr(model, f))
+    out.opset_import.extend(model.opset_import)
+    out.functions.extend(model.functions)
+    out.metadata_props.extend(p for p in model.metadata_props if p.key != METADATA_KEY)
+    out.metadata_props.add(key=METADATA_KEY, value=json.dumps({"inputs": c.inputs, "outputs": c.outputs}))
+    return out
+
+
+def _vi(name: str, t: onnx.TypeProto) -> onnx.ValueInfoProto:
+    vi = onnx.ValueInfoProto(name=name)
+    vi.type.CopyFrom(t)
+    return vi
+

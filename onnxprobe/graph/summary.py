@@ -1,0 +1,260 @@
+"""What ``onnxprobe inspect`` shows, as plain data: ``summarize(model, inferred)``.
+
+Contract: reads ``model`` (as loaded, external tensors may still be on disk) and ``inferred`` (the same
+model after ``graph.shapes.infer_shapes``); modifies neither and executes nothing.
+
+- versions: IR, opset per domain, producer; model metadata;
+- graph inputs (initializers listed as inputs by IR < 4 models are weights, not inputs) and outputs, with
+  dtypes and shapes (``'batch'`` for a symbolic dimension, ``None`` for an unknown one);
+- weights: initializers (count, bytes, elements) and the tensors held by Constant nodes, separately;
+  ``parameters`` is the element count of both;
+- ``used_domains``: the opset domains that nodes use (``opsets`` lists every import);
+- the op-type histogram over every node, subgraphs included (ops of other domains as ``domain.Op``);
+- nodes with an output whose type or rank shape inference could not find;
+- subgraphs (If / Loop / Scan bodies...) with their direct and total node counts;
+- external data files, custom (non-ONNX) domains and model-local functions;
+- ``node_rows``: one row per node, numbered as ``walk`` (and so ``layers --range``) numbers them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from onnxprobe.graph.external import ExternalFile, external_files, tensor_nbytes
+from onnxprobe.graph.shapes import dtype_name, static_shape
+from onnxprobe.graph.walk import NodeSite, subgraphs, walk
+
+STANDARD_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.training", "ai.onnx.preview"}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: str | None  # numpy-style name, None when unknown
+    shape: tuple | None  # ints, symbolic names or None; None when the rank is unknown
+    kind: str = "tensor"  # tensor | sequence | map | optional | unknown
+
+
+@dataclass(frozen=True)
+class WeightInfo:
+    count: int = 0
+    bytes: int = 0
+    elements: int = 0
+
+
+@dataclass(frozen=True)
+class SubgraphInfo:
+    index: int  # index of the node that owns the body
+    node: str
+    op_type: str
+    attribute: str  # then_branch, else_branch, body...
+    scope: tuple[str, ...]  # enclosing bodies, outermost first
+    nodes: int  # nodes directly in the body
+    total_nodes: int  # nested bodies included
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    index: int
+    name: str  # display name (OpType_index when the node has none)
+    op_type: str  # ``domain.Op`` outside the ONNX domains
+    scope: tuple[str, ...]
+    inputs: tuple[TensorInfo, ...]  # "" for an omitted optional input
+    outputs: tuple[TensorInfo, ...]
+    weights: frozenset[str] = frozenset()  # which inputs are initializers or constants
+
+
+@dataclass
+class ModelSummary:
+    ir_version: int
+    opsets: dict[str, int]
+    producer: str
+    producer_version: str
+    metadata: dict[str, str]
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    initializers: WeightInfo
+    constants: WeightInfo
+    nodes: int  # every node, subgraphs included
+    main_nodes: int  # nodes of the main graph
+    op_histogram: dict[str, int]  # most frequent first
+    uninferred: list[NodeRow]  # nodes with an output of unknown type or rank
+    subgraphs: list[SubgraphInfo]
+    external: list[ExternalFile]
+    custom_domains: dict[str, dict[str, int]]  # domain -> {op type: count}, nodes of non-ONNX domains
+    functions: list[str]  # model-local functions, as domain.name
+    used_domains: list[str] = field(default_factory=list)  # opset domains the nodes use ("ai.onnx" for "")
+    graph_name: str = ""
+    doc: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def parameters(self) -> int:
+        return self.initializers.elements + self.constants.elements
+
+
+def op_label(node: onnx.NodeProto) -> str:
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+
+
+def _elements(t: onnx.TensorProto) -> int:
+    n = 1
+    for d in t.dims:
+        n *= d
+    return n
+
+
+def type_info(name: str, t: onnx.TypeProto | None) -> TensorInfo:
+    if t is None:
+        return TensorInfo(name, None, None, "unknown")
+    which = t.WhichOneof("value")
+    if which == "tensor_type" or which == "sparse_tensor_type":
+        tt = getattr(t, which)
+        return TensorInfo(name, dtype_name(tt.elem_type), static_shape(t) if which == "tensor_type" else None,
+                          "tensor" if which == "tensor_type" else "sparse")
+    if which == "sequence_type":
+        inner = type_info(name, t.sequence_type.elem_type)
+        return TensorInfo(name, inner.dtype, inner.shape, "sequence")
+    if which == "optional_type":
+        inner = type_info(name, t.optional_type.elem_type)
+        return TensorInfo(name, inner.dtype, inner.shape, "optional")
+    if which == "map_type":
+        return TensorInfo(name, dtype_name(t.map_type.key_type), None, "map")
+    return TensorInfo(name, None, None, "unknown")
+
+
+def all_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """Every known type (tensor, sequence, optional, map) keyed by value name, subgraphs included."""
+    types: dict[str, onnx.TypeProto] = {}
+
+    def visit(g: onnx.GraphProto) -> None:
+        for vi in list(g.input) + list(g.output) + list(g.value_info):
+            if vi.type.WhichOneof("value") is not None and not _empty_tensor_type(vi.type):
+                types.setdefault(vi.name, vi.type)
+        for init in g.initializer:
+            types.setdefault(init.name, onnx.helper.make_tensor_type_proto(init.data_type, list(init.dims)))
+        for n in g.node:
+            for _, sg in subgraphs(n):
+                visit(sg)
+            if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+                for a in n.attribute:
+                    if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                        types.setdefault(n.output[0], onnx.helper.make_tensor_type_proto(a.t.data_type, list(a.t.dims)))
+
+    visit(model.graph)
+    return types
+
+
+def _empty_tensor_type(t: onnx.TypeProto) -> bool:
+    return t.WhichOneof("value") == "tensor_type" and not t.tensor_type.elem_type
+
+
+def known(t: onnx.TypeProto | None) -> bool:
+    """A type that a main-graph input or output may carry: an element type and a rank."""
+    if t is None or t.WhichOneof("value") is None or _empty_tensor_type(t):
+        return False
+    if t.WhichOneof("value") == "tensor_type":
+        return t.tensor_type.HasField("shape")
+    return True
+
+
+def _weights(model: onnx.ModelProto) -> tuple[WeightInfo, WeightInfo]:
+    def inits(g: onnx.GraphProto):
+        yield from g.initializer
+        for n in g.node:
+            for _, sg in subgraphs(n):
+                yield from inits(sg)
+
+    init_list = list(inits(model.graph))
+    init = WeightInfo(len(init_list), sum(tensor_nbytes(t) for t in init_list), sum(_elements(t) for t in init_list))
+    consts = [a.t for s in walk(model) if s.node.op_type == "Constant" and s.node.domain in ("", "ai.onnx")
+              for a in s.node.attribute if a.type == onnx.AttributeProto.TENSOR]
+    const = WeightInfo(len(consts), sum(tensor_nbytes(t) for t in consts), sum(_elements(t) for t in consts))
+    return init, const
+
+
+def _subtree_nodes(g: onnx.GraphProto) -> int:
+    return sum(1 + sum(_subtree_nodes(sg) for _, sg in subgraphs(n)) for n in g.node)
+
+
+def node_rows(model: onnx.ModelProto, inferred: onnx.ModelProto, sites: list[NodeSite] | None = None) -> list[NodeRow]:
+    """One row per node of ``model``, subgraphs included, in ``walk`` order."""
+    sites = sites if sites is not None else walk(model)
+    types = all_types(inferred)
+    weights = _weight_names(model, sites)
+    rows = []
+    for s in sites:
+        n = s.node
+        rows.append(NodeRow(
+            index=s.index, name=s.name, op_type=op_label(n), scope=s.scope,
+            inputs=tuple(type_info(i, types.get(i)) if i else TensorInfo("", None, None, "omitted") for i in n.input),
+            outputs=tuple(type_info(o, types.get(o)) if o else TensorInfo("", None, None, "omitted") for o in n.output),
+            weights=frozenset(i for i in n.input if i in weights),
+        ))
+    return rows
+
+
+def _weight_names(model: onnx.ModelProto, sites: list[NodeSite]) -> set[str]:
+    names: set[str] = set()
+
+    def visit(g: onnx.GraphProto) -> None:
+        names.update(t.name for t in g.initializer)
+        for n in g.node:
+            for _, sg in subgraphs(n):
+                visit(sg)
+
+    visit(model.graph)
+    names.update(o for s in sites if s.node.op_type == "Constant" and s.node.domain in ("", "ai.onnx") for o in s.node.output)
+    return names
+
+
+def summarize(
+    model: onnx.ModelProto, inferred: onnx.ModelProto, *, base_dir: str | Path = ".",
+    external: list[ExternalFile] | None = None, rows: list[NodeRow] | None = None,
+) -> ModelSummary:
+    """``external``: the data files as the file on disk names them (``LazyModel.external``), when some
+    of its tensors were loaded since; by default they are read from ``model``."""
+    g = model.graph
+    sites = walk(model)
+    rows = rows if rows is not None else node_rows(model, inferred, sites)
+    types = all_types(inferred)
+    init_names = {t.name for t in g.initializer}
+    inputs = [type_info(vi.name, vi.type if known(vi.type) else types.get(vi.name)) for vi in g.input if vi.name not in init_names]
+    outputs = [type_info(vi.name, vi.type if known(vi.type) else types.get(vi.name)) for vi in g.output]
+    init, const = _weights(model)
+    hist = Counter(op_label(s.node) for s in sites)
+    uninferred = [r for r in rows if any(o.kind == "unknown" or (o.kind == "tensor" and o.shape is None) for o in r.outputs)]
+    site_of = {id(s.node): s for s in sites}
+    subs: list[SubgraphInfo] = []
+
+    def bodies(graph: onnx.GraphProto) -> None:  # owners before their nested bodies
+        for n in graph.node:
+            s = site_of[id(n)]
+            for attr, sg in subgraphs(n):
+                subs.append(SubgraphInfo(s.index, s.name, n.op_type, attr, s.scope, len(sg.node), _subtree_nodes(sg)))
+                bodies(sg)
+
+    bodies(g)
+    custom: dict[str, Counter] = {}
+    for s in sites:
+        if s.node.domain not in STANDARD_DOMAINS:
+            custom.setdefault(s.node.domain, Counter())[s.node.op_type] += 1
+    return ModelSummary(
+        ir_version=model.ir_version,
+        opsets={(o.domain or "ai.onnx"): o.version for o in model.opset_import},
+        producer=model.producer_name, producer_version=model.producer_version,
+        metadata={p.key: p.value for p in model.metadata_props},
+        inputs=inputs, outputs=outputs, initializers=init, constants=const,
+        nodes=len(sites), main_nodes=len(g.node),
+        op_histogram=dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))),
+        uninferred=uninferred, subgraphs=subs,
+        external=external if external is not None else external_files(model, base_dir),
+        custom_domains={d: dict(c.most_common()) for d, c in sorted(custom.items())},
+        functions=[f"{f.domain}.{f.name}" if f.domain else f.name for f in model.functions],
+        graph_name=g.name, doc=(model.doc_string or g.doc_string).strip(),
+        used_domains=sorted({s.node.domain or "ai.onnx" for s in sites}, key=lambda d: (d != "ai.onnx", d)),
+    )

@@ -1,0 +1,302 @@
+"""The ``inspect`` report: a JSON-ready dict and a Rich rendering of ``api.InspectResult``."""
+
+from __future__ import annotations
+
+import math
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from onnxprobe import __version__
+from onnxprobe.report.format import shape as fmt_shape
+from onnxprobe.report.format import shorten
+
+SCHEMA_VERSION = 1
+MAX_LISTED = 12  # uninferred nodes / subgraphs shown before "... and N more"
+
+
+# --- JSON ------------------------------------------------------------------------------------------------
+
+def _shape(s):
+    return None if s is None else list(s)
+
+
+def _tensor(t, weights=frozenset()) -> dict:
+    d = {"name": t.name, "dtype": t.dtype, "shape": _shape(t.shape)}
+    if t.kind != "tensor":
+        d["kind"] = t.kind
+    if t.name in weights:
+        d["weight"] = True
+    return d
+
+
+def _node(r) -> dict:
+    return {
+        "index": r.index, "name": r.name, "op_type": r.op_type, "scope": "/".join(r.scope) or None,
+        "inputs": [_tensor(t, r.weights) for t in r.inputs], "outputs": [_tensor(t) for t in r.outputs],
+    }
+
+
+def inspect_dict(result) -> dict:
+    s = result.summary
+    return {
+        "schema_version": SCHEMA_VERSION, "onnxprobe_version": __version__,
+        "model": result.source, "file_bytes": result.file_bytes,
+        "ir_version": s.ir_version, "opsets": s.opsets,
+        "producer": {"name": s.producer, "version": s.producer_version},
+        "graph_name": s.graph_name, "doc": s.doc or None, "metadata": s.metadata,
+        "inputs": [_tensor(t) for t in s.inputs], "outputs": [_tensor(t) for t in s.outputs],
+        "initializers": {"count": s.initializers.count, "bytes": s.initializers.bytes, "elements": s.initializers.elements},
+        "constants": {"count": s.constants.count, "bytes": s.constants.bytes, "elements": s.constants.elements},
+        "parameters": s.parameters,
+        "node_count": s.nodes, "main_graph_node_count": s.main_nodes,
+        "op_histogram": dict(s.op_histogram),
+        "uninferred_nodes": [_node(r) for r in s.uninferred],
+        "subgraphs": [{"index": g.index, "node": g.node, "op_type": g.op_type, "attribute": g.attribute,
+                       "scope": "/".join(g.scope) or None, "nodes": g.nodes, "total_nodes": g.total_nodes} for g in s.subgraphs],
+        "external_data": [{"file": f.location, "tensors": f.tensors, "bytes": f.bytes, "exists": f.exists} for f in s.external],
+        "custom_domains": s.custom_domains, "functions": s.functions,
+        "notes": list(result.warnings),
+        "nodes": [_node(r) for r in result.nodes],
+    }
+
+
+# --- text --------------------------------------------------------------------------------------------------
+
+def size(n: int) -> str:
+    """1023 B, 9.5 KiB, 12.3 MiB, 2.40 GiB."""
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024
+        if n < 1024 or unit == "TiB":
+            return f"{n:.3g} {unit}" if n < 100 else f"{n:.0f} {unit}"
+    return ""  # pragma: no cover
+
+
+def count(n: int) -> str:
+    """12,345,678 (12.3M)."""
+    if n >= 10**9:
+        return f"{n:,} ({n / 1e9:.3g}B)"
+    if n >= 10**6:
+        return f"{n:,} ({n / 1e6:.3g}M)"
+    return f"{n:,}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def dims(s) -> str:
+    """2x4, scalar, ?; with symbolic dimensions spaced out: batch x 3 x 224 x 224."""
+    if s is not None and any(isinstance(d, str) for d in s):
+        return " x ".join("?" if d is None else str(d) for d in s)
+    return fmt_shape(s)
+
+
+def _dims(t) -> str:
+    if t.kind == "unknown":
+        return "?"
+    s = dims(t.shape)
+    return s if t.kind == "tensor" else f"{t.kind}<{s}>"
+
+
+def _line(text: str, style: str | None = None) -> Text:
+    """One line, cut with an ellipsis rather than wrapped."""
+    return Text(text, style=style or "", no_wrap=True, overflow="ellipsis")
+
+
+def _section(title: str, note: str = "") -> Text:
+    t = Text("\n")
+    t.append(title, style="bold")
+    if note:
+        t.append(f"  {note}", style="dim")
+    return t
+
+
+def _io_table(inputs, outputs, width: int) -> Table:
+    t = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 0))
+    t.add_column(no_wrap=True, style="dim")
+    t.add_column(no_wrap=True, overflow="ellipsis", max_width=max(20, width // 2))
+    t.add_column(no_wrap=True)
+    t.add_column(no_wrap=True, overflow="ellipsis")
+    for label, items in (("input", inputs), ("output", outputs)):
+        for k, v in enumerate(items):
+            t.add_row(label if k == 0 else "", Text(v.name), Text(v.dtype or "?"), Text(_dims(v)))
+        if not items:
+            t.add_row(label, Text("none", style="dim"), "", "")
+    return t
+
+
+def _histogram(hist: dict[str, int], width: int) -> Text:
+    """Op types in columns, most frequent first, read top to bottom (like ``ls``)."""
+    items = [(shorten(op, 40), str(n)) for op, n in hist.items()]
+    if not items:
+        return Text("  none", style="dim")
+    gap = 3
+    for cols in range(min(len(items), 12), 0, -1):
+        rows = math.ceil(len(items) / cols)
+        grid = [items[c * rows:(c + 1) * rows] for c in range(cols)]
+        grid = [col for col in grid if col]
+        op_w = [max(len(op) for op, _ in col) for col in grid]
+        n_w = [max(len(n) for _, n in col) for col in grid]
+        total = 2 + sum(o + 1 + n for o, n in zip(op_w, n_w)) + gap * (len(grid) - 1)
+        if total <= width or cols == 1:
+            break
+    out = Text()
+    for r in range(rows):
+        line = Text("  ")
+        for c, col in enumerate(grid):
+            if r >= len(col):
+                break
+            op, n = col[r]
+            if c:
+                line.append(" " * gap)
+            line.append(op.ljust(op_w[c]) + " ")
+            line.append(n.rjust(n_w[c]), style="cyan")
+        line.rstrip()
+        out.append_text(line)
+        if r < rows - 1:
+            out.append("\n")
+    return out
+
+
+def _listed(lines: list[Text], total: int, hint: str) -> Text:
+    shown = lines[:MAX_LISTED]
+    if total > len(shown):
+        shown.append(Text(f"  … and {total - len(shown)} more ({hint})", style="dim"))
+    return Text("\n").join(shown)
+
+
+def inspect_renderables(result, width: int = 120) -> list:
+    s = result.summary
+    out: list = []
+    head = Text()
+    head.append(result.source, style="bold")
+    head.append(f"  {size(result.file_bytes)}", style="dim")
+    if s.external:
+        head.append(f" + {size(sum(f.bytes for f in s.external))} external data", style="dim")
+    out.append(head)
+    used = [d for d in s.used_domains if d in s.opsets] or list(s.opsets)
+    opsets = ", ".join(f"{d} {s.opsets[d]}" for d in used) or "none"
+    unused = len(s.opsets) - len(used)
+    if unused:
+        opsets += f" (+{unused} imported, unused)"
+    producer = " ".join(x for x in (s.producer, s.producer_version) if x) or "unknown"
+    out.append(_line(f"IR {s.ir_version} · opset {opsets} · producer {producer}"
+                     + (f" · graph {s.graph_name!r}" if s.graph_name else "")))
+    nodes = _plural(s.nodes, "node")
+    if s.nodes != s.main_nodes:
+        nodes += f": {s.main_nodes:,} in the main graph, {s.nodes - s.main_nodes:,} in {len(s.subgraphs)} If/Loop/Scan bodies"
+    out.append(_line(nodes))
+    weights = f"weights: {_plural(s.initializers.count, 'initializer')} ({size(s.initializers.bytes)})"
+    if s.constants.count:
+        weights += f", {_plural(s.constants.count, 'Constant node')} ({size(s.constants.bytes)})"
+    out.append(_line(f"{weights} · {count(s.parameters)} parameters"))
+    if s.doc:
+        out.append(_line(s.doc.splitlines()[0], style="dim"))
+
+    out.append(_section("inputs and outputs"))
+    out.append(_io_table(s.inputs, s.outputs, width))
+
+    out.append(_section("ops", f"{_plural(len(s.op_histogram), 'type')}, {_plural(s.nodes, 'node')}"))
+    out.append(_histogram(s.op_histogram, width))
+
+    if s.uninferred:
+        out.append(_section("shapes not inferred", f"{_plural(len(s.uninferred), 'node')}: outputs of unknown type or rank"))
+        lines = []
+        for r in s.uninferred:
+            bad = [o.name for o in r.outputs if o.kind == "unknown" or (o.kind == "tensor" and o.shape is None)]
+            head = f"  #{r.index} {shorten(r.name, max(20, width * 2 // 5))} ({r.op_type}) → "
+            lines.append(_line(head + shorten(", ".join(bad), max(16, width - len(head)))))
+        out.append(_listed(lines, len(s.uninferred), "--nodes or --json lists them all"))
+    else:
+        out.append(Text("\nshapes: every node output has an inferred type and rank", style="dim"))
+
+    if s.subgraphs:
+        out.append(_section("subgraphs", f"{len(s.subgraphs)} bod{'y' if len(s.subgraphs) == 1 else 'ies'}"))
+        lines = []
+        for g in s.subgraphs:
+            indent = "  " * (len(g.scope) + 1)
+            nested = f" ({g.total_nodes} with nested bodies)" if g.total_nodes != g.nodes else ""
+            lines.append(_line(f"{indent}#{g.index} {shorten(g.node, max(20, width // 2))} {g.op_type}.{g.attribute}: {_plural(g.nodes, 'node')}{nested}"))
+        out.append(_listed(lines, len(s.subgraphs), "--json lists them all"))
+
+    if s.external:
+        out.append(_section("external data"))
+        for f in s.external:
+            line = Text(f"  {f.location}  {size(f.bytes)} in {_plural(f.tensors, 'tensor')}")
+            if not f.exists:
+                line.append("  missing", style="bold red")
+            out.append(line)
+    if s.custom_domains:
+        out.append(_section("custom domains", "ops outside the ONNX standard: the runtime must provide them"))
+        for d, ops in s.custom_domains.items():
+            listed = ", ".join(f"{op} {n}" for op, n in ops.items())
+            out.append(Text(f"  {d}: {shorten(listed, max(30, width - len(d) - 4))}"))
+    if s.functions:
+        out.append(_section("model-local functions"))
+        out.append(Text("  " + shorten(", ".join(s.functions), width - 2)))
+    if s.metadata:
+        out.append(_section("metadata"))
+        for k, v in s.metadata.items():
+            v = " ".join(v.split())
+            out.append(Text(f"  {k}: {shorten(v, max(20, width - len(k) - 4))}"))
+    return out
+
+
+def _tensor_cell(ts, weights=frozenset()) -> Text:
+    t = Text()
+    first = True
+    for x in ts:
+        if not first:
+            t.append(", ")
+        first = False
+        if not x.name:
+            t.append("-", style="dim")
+            continue
+        t.append(x.name, style="dim" if x.name in weights else None)
+        t.append(f" ({_dims(x)})", style="dim" if x.name in weights else "cyan")
+    return t
+
+
+def _scoped_name(r, width: int) -> Text:
+    """The node name, after its enclosing bodies (dim, shortened first): 'loop/body: add'."""
+    name = shorten(r.name, width)
+    t = Text()
+    if r.scope and len(name) + 4 < width:
+        t.append(shorten("/".join(r.scope), width - len(name) - 2) + ": ", style="dim")
+    t.append(name)
+    return t
+
+
+def nodes_table(result, width: int = 120) -> Table:
+    rows = result.nodes
+    idx_w = len(str(len(rows) - 1)) if rows else 1
+    op_w = min(max([2] + [len(r.op_type) for r in rows]), 24)
+    rest = max(40, width - idx_w - op_w - 6)
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0), show_edge=False)
+    t.add_column("#", justify="right", no_wrap=True)
+    t.add_column("node", no_wrap=True, overflow="ellipsis", max_width=max(16, rest * 3 // 10))
+    t.add_column("op", no_wrap=True, overflow="ellipsis", max_width=op_w)
+    t.add_column("inputs → outputs", overflow="fold")
+    name_w = max(16, rest * 3 // 10)
+    for r in rows:
+        io = _tensor_cell(r.inputs, r.weights)
+        io.append(" → ", style="bold")
+        io.append_text(_tensor_cell(r.outputs))
+        t.add_row(str(r.index), _scoped_name(r, name_w), Text(r.op_type), io)
+    return t
+
+
+def print_inspect(result, console: Console, *, nodes: bool = False) -> None:
+    for r in inspect_renderables(result, console.width):
+        if isinstance(r, Text):  # one line per item: cut at the terminal's width, never wrapped
+            console.print(r, no_wrap=True, overflow="ellipsis")
+        else:
+            console.print(r)
+    if nodes:
+        console.print()
+        console.print(nodes_table(result, console.width))

@@ -1,0 +1,254 @@
+"""`onnxprobe extract`: an extracted subgraph, fed the original model's intermediate values, reproduces
+the original's values at its outputs (plain onnxruntime on the original is the oracle); cuts that leak
+are refused with the leaking tensors named; external data, IR 3 models, models over 2 GB."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import BIG_N, SAMPLES, big_value, make_model, sample_feeds, sample_path, sha256
+from onnxprobe.cli.main import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _session(model_or_path):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    src = model_or_path.SerializeToString() if isinstance(model_or_path, onnx.ModelProto) else str(model_or_path)
+    return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+
+
+def original_values(path, feeds, names) -> dict[str, np.ndarray]:
+    """The original model's tensors ``names``: added as plain (untyped) outputs by hand, run in onnxruntime."""
+    m = onnx.load(str(path))
+    have = {o.name for o in m.graph.output}
+    m.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in have and n not in feeds)
+    want = [n for n in names if n not in feeds]
+    got = dict(zip(want, _session(m).run(want, feeds)))
+    return {n: feeds[n] if n in feeds else got[n] for n in names}
+
+
+def run(path, feeds) -> dict[str, np.ndarray]:
+    s = _session(path)
+    names = [o.name for o in s.get_outputs()]
+    return dict(zip(names, s.run(names, feeds)))
+
+
+def extract(model, out, *args):
+    r = invoke("extract", model, "-o", out, *args)
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def check_reproduces(name, out, feeds=None):
+    """Feed the extracted model the original's values at its inputs; compare at its outputs."""
+    m = onnx.load(str(out))
+    ins, outs = [i.name for i in m.graph.input if i.name not in {t.name for t in m.graph.initializer}], [o.name for o in m.graph.output]
+    feeds = feeds if feeds is not None else sample_feeds(name)
+    ref = original_values(sample_path(name), feeds, ins + outs)
+    got = run(out, {n: ref[n] for n in ins})
+    for o in outs:
+        np.testing.assert_allclose(got[o], ref[o], rtol=1e-6, atol=1e-6, err_msg=o)
+    onnx.checker.check_model(str(out), full_check=True)
+    return m
+
+
+@pytest.mark.parametrize("name, inputs, outputs, nodes", [
+    ("cnn", "relu1_out", "logits", None),
+    ("cnn", "conv1_out", "pool1_out", None),
+    ("mlp", "relu1_out", "fc3_out", ["fc2", "tanh2", "fc3/matmul", "fc3/bias"]),
+    ("transformer_block", "resid1", "y", None),  # resid1 feeds both the MLP and the residual Add
+    ("transformer_block", "q_t,k_t,v_t", "context", None),
+    ("control_flow", "h,cond", "branch_out", ["branch"]),  # an If whose branches read h and a weight
+    ("control_flow", "branch_out,n", "y,trace", ["loop"]),  # a Loop reading outer-scope weights
+    ("dynamic_batch", "x", "y", None),
+])
+def test_extracted_subgraph_reproduces_the_original(name, inputs, outputs, nodes, tmp_path):
+    out = tmp_path / "sub.onnx"
+    r = extract(sample_path(name), out, "--inputs", inputs, "--outputs", outputs)
+    m = check_reproduces(name, out)
+    assert [i.name for i in m.graph.input] == inputs.split(",")
+    assert [o.name for o in m.graph.output] == outputs.split(",")
+    if nodes is not None:
+        assert [n.name for n in m.graph.node] == nodes
+    src = onnx.load(str(sample_path(name)))
+    order = [n.name for n in src.graph.node]
+    kept = [n.name for n in m.graph.node]
+    assert kept == [n for n in order if n in kept]  # original order and names
+    assert f"wrote {out}" in r.stdout
+
+
+def test_control_flow_both_branches(tmp_path):
+    out = tmp_path / "sub.onnx"
+    extract(sample_path("control_flow"), out, "--inputs", "x,cond", "--outputs", "branch_out")
+    for cond in (True, False):
+        check_reproduces("control_flow", out, {**sample_feeds("control_flow"), "cond": np.array(cond)})
+
+
+def test_defaults_are_the_model_inputs_and_outputs(tmp_path):
+    extract(sample_path("cnn"), tmp_path / "head.onnx", "--inputs", "pool1_out")
+    m = check_reproduces("cnn", tmp_path / "head.onnx")
+    assert [o.name for o in m.graph.output] == ["logits"]
+    extract(sample_path("cnn"), tmp_path / "stem.onnx", "--outputs", "relu1_out")
+    m = check_reproduces("cnn", tmp_path / "stem.onnx")
+    assert [i.name for i in m.graph.input] == ["image"]
+    # only the model inputs the outputs need
+    extract(sample_path("control_flow"), tmp_path / "h.onnx", "--outputs", "h")
+    assert [i.name for i in onnx.load(str(tmp_path / "h.onnx")).graph.input] == ["x"]
+
+
+def test_metadata_records_the_cut(tmp_path):
+    out = tmp_path / "sub.onnx"
+    extract(sample_path("mlp"), out, "--inputs", "relu1_out", "--outputs", "y")
+    meta = {p.key: p.value for p in onnx.load(str(out)).metadata_props}
+    assert json.loads(meta["onnxprobe.extracted"]) == {"inputs": ["relu1_out"], "outputs": ["y"]}
+
+
+def test_leak_names_the_graph_input_that_bypasses_the_cut(tmp_path):
+    r = invoke("extract", sample_path("transformer_block"), "-o", tmp_path / "s.onnx", "--inputs", "ln1_out", "--outputs", "y")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1
+    assert "do not cut" in r.stderr and "graph input 'x' reaches" in r.stderr
+    assert not (tmp_path / "s.onnx").exists()
+
+
+def test_leak_names_the_tensor_that_goes_around(tmp_path):
+    # a = Relu(x); b = Neg(a); c = Exp(Sin(x)); y = b + c. Cutting at a leaves c going around it.
+    m = make_model(
+        [helper.make_node("Relu", ["x"], ["a"], name="relu"), helper.make_node("Neg", ["a"], ["b"], name="neg"),
+         helper.make_node("Sin", ["x"], ["s"], name="sin"), helper.make_node("Exp", ["s"], ["c"], name="exp"),
+         helper.make_node("Add", ["b", "c"], ["y"], name="add")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    p = tmp_path / "m.onnx"
+    onnx.save(m, str(p))
+    r = invoke("extract", p, "-o", tmp_path / "s.onnx", "--inputs", "a", "--outputs", "y")
+    assert r.exit_code == 2 and "tensor 'c' reaches the outputs around them (computed from graph input 'x')" in r.stderr
+    # adding it makes a valid cut
+    extract(p, tmp_path / "s.onnx", "--inputs", "a,c", "--outputs", "y")
+    x = np.array([-1, 0.5, 2], np.float32)
+    got = run(tmp_path / "s.onnx", {"a": np.maximum(x, 0), "c": np.exp(np.sin(x))})
+    np.testing.assert_allclose(got["y"], -np.maximum(x, 0) + np.exp(np.sin(x)), rtol=1e-6)
+
+
+def test_leak_through_a_subgraph_read(tmp_path):
+    # the If branches read h from the outer graph: cutting at cond alone leaks h
+    r = invoke("extract", sample_path("control_flow"), "-o", tmp_path / "s.onnx", "--inputs", "cond", "--outputs", "branch_out")
+    assert r.exit_code == 2 and "'h'" in r.stderr and "do not cut" in r.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--inputs", "relu1", "--outputs", "logits"], "no tensor named 'relu1' in the main graph; did you mean 'relu1_out'?"),
+    (["--inputs", "conv1_out", "--outputs", "nothing_like_it"], "no tensor named 'nothing_like_it'"),
+    ([], "give the tensors to cut at"),
+])
+def test_unknown_names_are_one_line(tmp_path, args, needle):
+    r = invoke("extract", sample_path("cnn"), "-o", tmp_path / "s.onnx", *args)
+    assert r.exit_code == 2 and needle in r.stderr and r.stderr.count("\n") == 1, r.output
+
+
+def test_tensor_inside_a_body_is_explained(tmp_path):
+    r = invoke("extract", sample_path("control_flow"), "-o", tmp_path / "s.onnx", "--inputs", "s_next", "--outputs", "y")
+    assert r.exit_code == 2 and "lives inside loop/body" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_output_folder_must_exist(tmp_path):
+    r = invoke("extract", sample_path("cnn"), "-o", tmp_path / "nope" / "s.onnx", "--outputs", "logits")
+    assert r.exit_code == 2 and "does not exist" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_external_data_keeps_only_the_used_weights_beside_out(tmp_path):
+    src, data = sample_path("external_data"), SAMPLES / "external_data.onnx.data"
+    before = sha256(src), sha256(data)
+    listing = sorted(p.name for p in SAMPLES.iterdir())
+    out = tmp_path / "tail.onnx"
+    extract(src, out, "--inputs", "relu2_out")
+    check_reproduces("external_data", out)
+    assert (sha256(src), sha256(data)) == before and sorted(p.name for p in SAMPLES.iterdir()) == listing
+    m = onnx.load(str(out), load_external_data=False)
+    assert {t.name for t in m.graph.initializer} == {"fc3.weight", "fc3.bias"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tail.onnx", "tail.onnx.data"]
+    assert (tmp_path / "tail.onnx.data").stat().st_size == 64 * 10 * 4  # fc3.weight only; the bias stays inline
+
+
+def test_ir3_model_lists_its_initializers_as_inputs(tmp_path):
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4), "w")
+    m = make_model(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("MatMul", ["r", "w"], ["y"], name="mm")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]), helper.make_tensor_value_info("w", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w], opset=9, ir=3)
+    p = tmp_path / "ir3.onnx"
+    onnx.save(m, str(p))
+    extract(p, tmp_path / "s.onnx", "--inputs", "r")
+    sub = onnx.load(str(tmp_path / "s.onnx"))
+    assert [i.name for i in sub.graph.input] == ["r", "w"]
+    onnx.checker.check_model(sub)
+    r = np.ones((2, 3), np.float32)
+    np.testing.assert_allclose(run(tmp_path / "s.onnx", {"r": r})["y"], r @ numpy_helper.to_array(w))
+
+
+def test_api(tmp_path):
+    from onnxprobe import api
+
+    res = api.extract(sample_path("mlp"), tmp_path / "s.onnx", ["relu1_out"], ["tanh2_out"])
+    assert res.nodes == 2 and [t.name for t in res.inputs] == ["relu1_out"] and res.outputs[0].shape == (4, 32)
+
+
+def test_help_has_an_example():
+    r = invoke("extract", "--help")
+    assert r.exit_code == 0 and "onnxprobe extract model.onnx -o" in r.stdout
+
+
+@pytest.mark.slow
+def test_model_over_2gb_round_trips_through_mark_and_extract(big_model):
+    """3 x 800 MB of weights in external data: inspect, mark and extract it; run the copies."""
+    src_dir = big_model.parent
+    work = src_dir.parent / "out"
+    work.mkdir()
+    listing = sorted(p.name for p in src_dir.iterdir())
+    x = np.array([0, 7, 123_456_789, BIG_N - 1], np.int64)
+    g = [big_value(k, x) for k in range(3)]
+    want_s, want_y = g[0] + g[1], (g[0] + g[1]) * g[2]
+    t0 = time.perf_counter()
+
+    r = invoke("inspect", big_model, "--json", "-")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["initializers"]["bytes"] == 3 * BIG_N * 4 and d["external_data"][0]["bytes"] == 3 * BIG_N * 4
+
+    marked = work / "marked.onnx"
+    r = invoke("mark", big_model, "-o", marked, "--all")
+    assert r.exit_code == 0, r.output
+    assert (work / "marked.onnx.data").stat().st_size >= 3 * BIG_N * 4
+    onnx.checker.check_model(str(marked))
+    got = run(marked, {"x": x})
+    for k in range(3):
+        np.testing.assert_array_equal(got[f"g{k}"], g[k])
+    np.testing.assert_array_equal(got["s"], want_s)
+    np.testing.assert_array_equal(got["y"], want_y)
+    del got
+
+    sub = work / "sub.onnx"
+    r = invoke("extract", marked, "-o", sub, "--inputs", "s,x", "--outputs", "y")
+    assert r.exit_code == 0, r.output
+    m = onnx.load(str(sub), load_external_data=False)
+    assert [t.name for t in m.graph.initializer] == ["w2"]
+    assert (work / "sub.onnx.data").stat().st_size == BIG_N * 4
+    onnx.checker.check_model(str(sub))
+    np.testing.assert_array_equal(run(sub, {"x": x, "s": want_s})["y"], want_y)
+
+    assert sorted(p.name for p in src_dir.iterdir()) == listing  # nothing written beside the input
+    assert not [p for p in work.iterdir() if p.name.startswith(".")]  # no temporary files left
+    assert time.perf_counter() - t0 < 240

@@ -1,0 +1,200 @@
+"""`onnxprobe inspect`: every number checked against onnx itself (counted here, independently), the text
+report read as a user would, and one clear line for bad input."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import SAMPLE_NAMES, SAMPLES, make_model, sample_path, sha256
+from onnxprobe.cli.main import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def inspect_json(path, tmp_path) -> dict:
+    out = tmp_path / "i.json"
+    r = invoke("inspect", path, "--json", out)
+    assert r.exit_code == 0, r.output
+    return json.loads(out.read_text())
+
+
+def _all_nodes(g: onnx.GraphProto):
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(a.g)
+        yield n
+
+
+def _dims(vi):
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in vi.type.tensor_type.shape.dim]
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_json_matches_onnx(name, tmp_path):
+    path = sample_path(name)
+    d = inspect_json(path, tmp_path)
+    m = onnx.load(str(path))  # with its external data
+    assert d["ir_version"] == m.ir_version
+    assert d["opsets"] == {(o.domain or "ai.onnx"): o.version for o in m.opset_import}
+    assert d["producer"]["name"] == m.producer_name
+    inits = {t.name for t in m.graph.initializer}
+    assert [(t["name"], t["dtype"], t["shape"]) for t in d["inputs"]] == [
+        (vi.name, str(helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)), _dims(vi))
+        for vi in m.graph.input if vi.name not in inits]
+    assert [(t["name"], t["shape"]) for t in d["outputs"]] == [(vi.name, _dims(vi)) for vi in m.graph.output]
+    arrays = [numpy_helper.to_array(t) for t in m.graph.initializer]
+    for n in _all_nodes(m.graph):
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                arrays += [numpy_helper.to_array(t) for t in a.g.initializer]
+    consts = [numpy_helper.to_array(a.t) for n in _all_nodes(m.graph) if n.op_type == "Constant" for a in n.attribute if a.name == "value"]
+    assert d["initializers"] == {"count": len(arrays), "bytes": sum(a.nbytes for a in arrays), "elements": sum(a.size for a in arrays)}
+    assert d["constants"]["count"] == len(consts) and d["constants"]["bytes"] == sum(a.nbytes for a in consts)
+    assert d["parameters"] == sum(a.size for a in arrays) + sum(a.size for a in consts)
+    nodes = list(_all_nodes(m.graph))
+    assert d["op_histogram"] == dict(Counter(n.op_type for n in nodes))
+    assert d["node_count"] == len(nodes) == len(d["nodes"]) and d["main_graph_node_count"] == len(m.graph.node)
+    assert [n["index"] for n in d["nodes"]] == list(range(len(nodes)))
+    assert sorted(n["op_type"] for n in d["nodes"]) == sorted(n.op_type for n in nodes)
+    assert d["uninferred_nodes"] == [] and d["custom_domains"] == {}
+
+
+def test_op_histogram_is_an_object_most_frequent_first(tmp_path):
+    d = inspect_json(sample_path("transformer_block"), tmp_path)
+    hist = d["op_histogram"]
+    assert isinstance(hist, dict) and all(isinstance(v, int) for v in hist.values())
+    assert list(hist.values()) == sorted(hist.values(), reverse=True)
+
+
+def test_subgraphs_and_node_rows(tmp_path):
+    d = inspect_json(sample_path("control_flow"), tmp_path)
+    subs = {(s["node"], s["attribute"]): s["nodes"] for s in d["subgraphs"]}
+    m = onnx.load(str(sample_path("control_flow")))
+    want = {}
+    for n in m.graph.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                want[(n.name, a.name)] = len(a.g.node)
+    assert subs == want
+    proj = next(n for n in d["nodes"] if n["name"] == "proj")
+    assert proj["inputs"] == [{"name": "x", "dtype": "float32", "shape": [2, 4]},
+                              {"name": "proj.weight", "dtype": "float32", "shape": [4, 4], "weight": True}]
+    assert proj["outputs"] == [{"name": "h", "dtype": "float32", "shape": [2, 4]}]
+    body = [n for n in d["nodes"] if n["scope"] == "loop/body"]
+    assert len(body) == want[("loop", "body")]
+
+
+def test_external_data_is_listed_not_read(tmp_path):
+    d = inspect_json(sample_path("external_data"), tmp_path)
+    data = SAMPLES / "external_data.onnx.data"
+    assert [(f["file"], f["exists"]) for f in d["external_data"]] == [("external_data.onnx.data", True)]
+    assert d["external_data"][0]["bytes"] <= data.stat().st_size
+    # a big external tensor is never read: inspect works even when its bytes are gone
+    w = numpy_helper.from_array(np.ones((600, 1000), np.float32), "w")
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 600])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1000])], [w])
+    onnx.save(m, str(tmp_path / "m.onnx"), save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    (tmp_path / "m.onnx.data").write_bytes(b"")  # truncated
+    d = inspect_json(tmp_path / "m.onnx", tmp_path)
+    assert d["initializers"] == {"count": 1, "bytes": 600 * 1000 * 4, "elements": 600 * 1000}
+    assert d["external_data"][0]["tensors"] == 1
+
+
+def test_custom_domain_and_uninferred_nodes(tmp_path):
+    m = make_model(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("Frobnicate", ["r"], ["f"], name="frob", domain="com.example"),
+         helper.make_node("Neg", ["f"], ["y"], name="neg")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    m.opset_import.append(helper.make_opsetid("com.example", 1))
+    p = tmp_path / "custom.onnx"
+    onnx.save(m, str(p))
+    d = inspect_json(p, tmp_path)
+    assert d["custom_domains"] == {"com.example": {"Frobnicate": 1}}
+    assert d["op_histogram"]["com.example.Frobnicate"] == 1
+    assert [n["name"] for n in d["uninferred_nodes"]] == ["frob"]  # neg writes y, declared as a model output
+    r = invoke("inspect", p)
+    assert r.exit_code == 0, r.output
+    assert "custom domains" in r.stdout and "com.example: Frobnicate 1" in r.stdout
+    assert "shapes not inferred" in r.stdout and "#1 frob (com.example.Frobnicate) → f" in r.stdout
+
+
+def test_text_report_reads_well():
+    r = invoke("inspect", sample_path("cnn"))
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert out.splitlines()[0].startswith(str(sample_path("cnn")))
+    assert "IR 8 · opset ai.onnx 17 · producer onnxprobe-samples" in out
+    assert "input   image   float32  1x3x32x32" in out
+    assert "Conv" in out and "parameters" in out
+    assert all(len(line) <= 120 for line in out.splitlines())
+
+
+def test_nodes_lists_every_node_with_shapes():
+    r = invoke("inspect", sample_path("cnn"), "--nodes")
+    assert r.exit_code == 0, r.output
+    m = onnx.load(str(sample_path("cnn")))
+    rows = [ln for ln in r.stdout.splitlines() if ln.strip()[:1].isdigit() and "→" in ln]
+    assert len(rows) == len(m.graph.node)
+    assert "conv1" in rows[0] and "image (1x3x32x32)" in rows[0] and "→ conv1_out (1x8x32x32)" in rows[0]
+
+
+def test_json_to_stdout_is_pure_json():
+    r = invoke("inspect", sample_path("mlp"), "--json", "-")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["op_histogram"]["Gemm"] == 2
+
+
+def test_input_is_not_modified(tmp_path):
+    before = sha256(sample_path("external_data")), sha256(SAMPLES / "external_data.onnx.data")
+    listing = sorted(p.name for p in SAMPLES.iterdir())
+    inspect_json(sample_path("external_data"), tmp_path)
+    assert (sha256(sample_path("external_data")), sha256(SAMPLES / "external_data.onnx.data")) == before
+    assert sorted(p.name for p in SAMPLES.iterdir()) == listing
+
+
+@pytest.mark.parametrize("make, code, needle", [
+    (lambda p: None, 1, "no such file"),
+    (lambda p: p.write_bytes(b"not a model at all"), 1, "not a readable ONNX model"),
+])
+def test_bad_model_is_one_line(tmp_path, make, code, needle):
+    p = tmp_path / "bad.onnx"
+    make(p)
+    r = invoke("inspect", p)
+    assert r.exit_code == code
+    assert r.stderr.count("\n") == 1 and needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_json_into_missing_folder_is_a_usage_error(tmp_path):
+    r = invoke("inspect", sample_path("cnn"), "--json", tmp_path / "nope" / "i.json")
+    assert r.exit_code == 2 and "does not exist" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_help_has_an_example():
+    r = invoke("inspect", "--help")
+    assert r.exit_code == 0 and "onnxprobe inspect model.onnx" in r.stdout
+
+
+def test_missing_external_data_is_reported_not_fatal(tmp_path):
+    m = onnx.load(str(sample_path("external_data")))
+    onnx.save(m, str(tmp_path / "m.onnx"), save_as_external_data=True, location="gone.data", size_threshold=0)
+    (tmp_path / "gone.data").unlink()
+    r = invoke("inspect", tmp_path / "m.onnx")
+    assert r.exit_code == 0, r.output
+    assert "gone.data" in r.stdout and "missing" in r.stdout and "external data file missing" in r.stderr
+    r = invoke("mark", tmp_path / "m.onnx", "-o", tmp_path / "out.onnx")
+    assert r.exit_code == 1 and "external data file missing" in r.stderr and r.stderr.count("\n") == 1

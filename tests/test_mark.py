@@ -1,0 +1,303 @@
+"""`onnxprobe mark`: the marked copy, run in plain onnxruntime, returns the tensors that `layers --save`
+returns and that onnx.reference computes; its own outputs are unchanged; every added output is typed;
+external data, IR version, atomic writes and bad arguments."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+from typer.testing import CliRunner
+
+from conftest import SAMPLE_NAMES, SAMPLES, make_model, sample_feeds, sample_path, sha256
+from onnxprobe.cli.main import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def run_plain(path, feeds) -> dict[str, np.ndarray]:
+    """The file as any user would run it: plain onnxruntime, CPU, no graph optimisation."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in s.get_outputs()]
+    return dict(zip(names, s.run(names, feeds)))
+
+
+def exposed(path) -> dict:
+    m = onnx.load(str(path), load_external_data=False)
+    return json.loads({p.key: p.value for p in m.metadata_props}["onnxprobe.exposed"])
+
+
+def mark(model, out, *args):
+    r = invoke("mark", model, "-o", out, *args)
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def layers_save(model, feeds, tmp_path, *args) -> dict[str, np.ndarray]:
+    npz_in, npz_out = tmp_path / "feeds.npz", tmp_path / "acts.npz"
+    np.savez(npz_in, **feeds)
+    r = invoke("layers", model, "--inputs", npz_in, "--save", npz_out, "--device", "cpu", *args)
+    assert r.exit_code == 0, r.output
+    with np.load(npz_out) as z:
+        return {k: z[k] for k in z.files}
+
+
+CASES = [(name, sample_feeds(name)) for name in SAMPLE_NAMES] + [
+    ("control_flow", {**sample_feeds("control_flow"), "cond": np.array(False)}),
+]
+
+
+@pytest.mark.parametrize("name, feeds", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_marked_model_gives_what_layers_save_gives(name, feeds, tmp_path):
+    out = tmp_path / "marked.onnx"
+    mark(sample_path(name), out, "--all")
+    got = run_plain(out, feeds)
+    saved = layers_save(sample_path(name), feeds, tmp_path, "--all")
+    mapping = exposed(out)["outputs"]
+    assert mapping, "nothing exposed"
+    for output, tensor in mapping.items():
+        if tensor not in saved:  # in an If branch that did not run: layers --save skips it, mark gives an empty value
+            assert got[output].size == 0, tensor
+            continue
+        np.testing.assert_array_equal(got[output], saved[tensor], err_msg=tensor)
+    assert sum(t in saved for t in mapping.values()) >= len(mapping) - 2
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_marked_values_match_the_reference_evaluator(name, tmp_path):
+    out = tmp_path / "marked.onnx"
+    mark(sample_path(name), out, "--all")
+    feeds = sample_feeds(name)
+    got = run_plain(out, feeds)
+    ref = ReferenceEvaluator(onnx.load(str(sample_path(name)))).run(None, feeds, intermediate=True)
+    mapping = exposed(out)["outputs"]
+    main = [(o, t) for o, t in mapping.items() if o == t]  # main-graph tensors keep their names
+    assert main
+    for output, tensor in main:
+        np.testing.assert_allclose(got[output], ref[tensor], rtol=1e-4, atol=1e-5, err_msg=tensor)
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_own_outputs_bitwise_unchanged_and_every_output_typed(name, tmp_path):
+    out = tmp_path / "marked.onnx"
+    mark(sample_path(name), out, "--all")
+    feeds = sample_feeds(name)
+    before, after = run_plain(sample_path(name), feeds), run_plain(out, feeds)
+    for k, v in before.items():
+        assert after[k].tobytes() == v.tobytes(), k
+    onnx.checker.check_model(str(out), full_check=True)
+    m = onnx.load(str(out), load_external_data=False)
+    for vi in m.graph.output:
+        assert vi.type.tensor_type.elem_type and vi.type.tensor_type.HasField("shape"), vi.name
+    # the outputs really have the declared ranks and dtypes
+    for vi in m.graph.output:
+        assert after[vi.name].ndim == len(vi.type.tensor_type.shape.dim), vi.name
+        assert after[vi.name].dtype == helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+
+
+def test_subgraph_tensors_come_out_of_if_and_loop(tmp_path):
+    out = tmp_path / "marked.onnx"
+    mark(sample_path("control_flow"), out, "--name", "s_next", "--name", "then_out", "--name", "else_out")
+    mapping = {t: o for o, t in exposed(out)["outputs"].items()}
+    assert set(mapping) == {"s_next", "then_out", "else_out"}
+    feeds = sample_feeds("control_flow")  # n=3, cond=True
+    got = run_plain(out, feeds)
+    # by hand: then branch relu(h @ W), then the loop s <- tanh(s @ Wl + b), three times
+    m = onnx.load(str(sample_path("control_flow")))
+    w = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    h = feeds["x"] @ w["proj.weight"]
+    s = np.maximum(h @ w["branch.then.weight"], 0)
+    np.testing.assert_allclose(got[mapping["then_out"]], s, rtol=1e-5)
+    assert got[mapping["else_out"]].size == 0  # that branch did not run
+    states = []
+    for _ in range(3):
+        s = np.tanh(s @ w["loop.weight"] + w["loop.bias"])
+        states.append(s)
+    np.testing.assert_allclose(got[mapping["s_next"]], np.stack(states), rtol=1e-5)
+
+
+def test_stats_rows_match_numpy(tmp_path):
+    out = tmp_path / "stats.onnx"
+    mark(sample_path("cnn"), out, "--all", "--stats")
+    meta = exposed(out)
+    assert meta["kind"] == "stats" and meta["row"][:4] == ["count", "nan", "nonfinite", "nonzero"]
+    feeds = sample_feeds("cnn")
+    got = run_plain(out, feeds)
+    ref = ReferenceEvaluator(onnx.load(str(sample_path("cnn")))).run(None, feeds, intermediate=True)
+    for output, tensor in meta["outputs"].items():
+        row = got[output]
+        assert row.shape == (1, 9) and row.dtype == np.float64
+        x = ref[tensor].astype(np.float64).ravel()
+        want = [x.size, 0, 0, np.count_nonzero(x), x.min(), x.max(), x.sum(), (x * x).sum(), np.abs(x).sum()]
+        np.testing.assert_allclose(row[0], want, rtol=1e-4, atol=1e-4, err_msg=tensor)
+
+
+def test_default_selection_and_metadata(tmp_path):
+    out = tmp_path / "m.onnx"
+    r = mark(sample_path("cnn"), out)
+    assert exposed(out) == {"kind": "raw", "outputs": {"conv1_out": "conv1_out", "conv2_out": "conv2_out"}}
+    assert "2 outputs added" in r.stdout and "already a model output" in r.stdout and f"wrote {out}" in r.stdout
+    # marking the marked copy again merges the metadata
+    out2 = tmp_path / "m2.onnx"
+    mark(out, out2, "--op", "Relu")
+    assert set(exposed(out2)["outputs"]) == {"conv1_out", "conv2_out", "relu1_out", "relu2_out"}
+
+
+def test_external_data_is_kept_beside_out_and_the_source_untouched(tmp_path):
+    src, data = sample_path("external_data"), SAMPLES / "external_data.onnx.data"
+    before = sha256(src), sha256(data)
+    listing = sorted(p.name for p in SAMPLES.iterdir())
+    out = tmp_path / "sub" / "marked.onnx"
+    out.parent.mkdir()
+    mark(src, out, "--all")
+    assert (sha256(src), sha256(data)) == before
+    assert sorted(p.name for p in SAMPLES.iterdir()) == listing
+    assert sorted(p.name for p in out.parent.iterdir()) == ["marked.onnx", "marked.onnx.data"]
+    m = onnx.load(str(out), load_external_data=False)
+    locations = {e.value for t in m.graph.initializer for e in t.external_data if e.key == "location"}
+    assert locations == {"marked.onnx.data"}
+    feeds = sample_feeds("external_data")
+    np.testing.assert_array_equal(run_plain(out, feeds)["y"], run_plain(src, feeds)["y"])
+
+
+def test_ir_version_is_one_onnxruntime_reads(tmp_path, monkeypatch):
+    from onnxprobe.runtime import compat
+
+    m = onnx.load(str(sample_path("mlp")))
+    m.ir_version = onnx.IR_VERSION
+    p = tmp_path / "new_ir.onnx"
+    onnx.save(m, str(p))
+    out = tmp_path / "marked.onnx"
+    mark(p, out, "--all")
+    assert onnx.load(str(out)).ir_version <= compat.max_ir_version()
+    run_plain(out, sample_feeds("mlp"))
+    # an onnxruntime that reads less: the copy is lowered, with a note
+    monkeypatch.setattr(compat, "max_ir_version", lambda: 9)
+    r = invoke("mark", p, "-o", out, "--all")
+    assert r.exit_code == 0, r.output
+    assert onnx.load(str(out)).ir_version == 9 and "lowered to 9" in r.stderr
+
+
+def _contrib_model(dims) -> onnx.ModelProto:
+    """onnx's shape inference does not know com.microsoft ops; onnxruntime runs them."""
+    m = make_model(
+        [helper.make_node("Gelu", ["x"], ["g"], name="gelu", domain="com.microsoft"),
+         helper.make_node("Neg", ["g"], ["n"], name="neg"),
+         helper.make_node("Relu", ["n"], ["y"], name="relu")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)])
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return m
+
+
+@pytest.mark.parametrize("dims, want", [([2, 3], [2, 3]), (["batch", 3], [None, None])])
+def test_types_inference_cannot_find_come_from_a_run(tmp_path, dims, want):
+    p = tmp_path / "contrib.onnx"
+    onnx.save(_contrib_model(dims), str(p))
+    out = tmp_path / "marked.onnx"
+    r = mark(p, out, "--all")
+    assert "taken from a run" in r.stderr
+    m = onnx.load(str(out))
+    outs = {vi.name: vi for vi in m.graph.output}
+    for name in ("g", "n"):
+        tt = outs[name].type.tensor_type
+        assert tt.elem_type == TensorProto.FLOAT
+        assert [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] == want
+    x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    got = run_plain(out, {"x": x})
+    np.testing.assert_allclose(got["n"], -got["g"])
+    np.testing.assert_allclose(got["g"], 0.5 * x * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2))), rtol=1e-5, atol=1e-6)
+
+
+def test_input_is_never_the_output(tmp_path):
+    p = tmp_path / "m.onnx"
+    p.write_bytes(sample_path("mlp").read_bytes())
+    before = sha256(p)
+    r = invoke("mark", p, "-o", p, "--all")
+    assert r.exit_code == 2 and "refusing to overwrite the input model" in r.stderr
+    assert sha256(p) == before
+
+
+def test_data_file_of_the_input_is_never_overwritten(tmp_path):
+    # an input whose weights live in OUT.data: writing OUT would replace them
+    m = onnx.load(str(sample_path("external_data")))
+    onnx.save(m, str(tmp_path / "in.onnx"), save_as_external_data=True, location="out.onnx.data", size_threshold=0)
+    before = sha256(tmp_path / "out.onnx.data")
+    r = invoke("mark", tmp_path / "in.onnx", "-o", tmp_path / "out.onnx", "--all")
+    assert r.exit_code == 2 and "external data" in r.stderr
+    assert sha256(tmp_path / "out.onnx.data") == before and not (tmp_path / "out.onnx").exists()
+
+
+def test_write_is_atomic_when_the_checker_refuses(tmp_path, monkeypatch):
+    from onnxprobe.graph import external
+
+    monkeypatch.setattr(external, "check_model_file", lambda path: None if "sample_models" in str(path) else "made-up complaint")
+    out = tmp_path / "marked.onnx"
+    out.write_bytes(b"previous")
+    r = invoke("mark", sample_path("external_data"), "-o", out, "--all")
+    assert r.exit_code == 1 and "fails onnx.checker (made-up complaint)" in r.stderr
+    assert out.read_bytes() == b"previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["marked.onnx"]  # no temporary files left
+
+
+@pytest.mark.parametrize("args, code, needle", [
+    (["--op", "NoSuchOp"], 2, "matches no tensor"),
+    (["--range", "5"], 2, "expected START:END"),
+    (["--range", "nosuchnode:3"], 2, "no node named"),
+    (["--int-range", "x"], 2, "--int-range"),
+])
+def test_bad_arguments_are_one_line(tmp_path, args, code, needle):
+    r = invoke("mark", sample_path("cnn"), "-o", tmp_path / "m.onnx", *args)
+    assert r.exit_code == code, r.output
+    assert needle in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert not (tmp_path / "m.onnx").exists()
+
+
+def test_output_folder_must_exist(tmp_path):
+    r = invoke("mark", sample_path("cnn"), "-o", tmp_path / "nope" / "m.onnx")
+    assert r.exit_code == 2 and "does not exist" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_missing_output_option_is_a_usage_error():
+    r = invoke("mark", sample_path("cnn"))
+    assert r.exit_code == 2 and "--output" in r.stderr
+
+
+def test_help_has_an_example():
+    r = invoke("mark", "--help")
+    assert r.exit_code == 0 and "onnxprobe mark model.onnx -o marked.onnx" in r.stdout
+
+
+def test_api(tmp_path):
+    from onnxprobe import api
+
+    res = api.mark(sample_path("mlp"), tmp_path / "m.onnx", api.Selection(ops=("Relu",)))
+    assert [m.ref.name for m in res.marked if m.added] == ["relu1_out"]
+    assert res.types["relu1_out"].shape == (4, 32) and os.path.exists(res.path)
+
+
+def test_an_input_that_fails_the_checker_is_copied_with_a_note(tmp_path):
+    # IR 3 with an initializer that is not a graph input: onnx.checker rejects it, onnxruntime runs it
+    w = numpy_helper.from_array(np.array([1, 1], np.float32), "w")
+    m = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Add", ["r", "w"], ["y"], name="add")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], [w], opset=9, ir=3)
+    p = tmp_path / "m.onnx"
+    onnx.save(m, str(p))
+    r = invoke("mark", p, "-o", tmp_path / "out.onnx", "--all")
+    assert r.exit_code == 0, r.output
+    assert "onnx.checker rejects it, as it rejects the input model" in r.stderr
+    got = run_plain(tmp_path / "out.onnx", {"x": np.array([-1, 2], np.float32)})
+    np.testing.assert_array_equal(got["r"], [0, 2])
