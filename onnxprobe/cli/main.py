@@ -10,6 +10,7 @@ import typer
 from onnxprobe import __version__
 from onnxprobe.cli.diff import diff
 from onnxprobe.cli.extract import extract
+from onnxprobe.cli.grad import grad
 from onnxprobe.cli.inspect import inspect
 from onnxprobe.cli.layers import layers
 from onnxprobe.cli.mark import mark
@@ -42,6 +43,7 @@ def main(
 
 
 app.command("layers")(layers)
+app.command("grad")(grad)
 app.command("inspect")(inspect)
 app.command("mark")(mark)
 app.command("extract")(extract)

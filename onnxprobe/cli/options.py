@@ -48,3 +48,15 @@ def parse_int_range(spec: str) -> tuple[int, int]:
 
 # surgery commands (mark, extract)
 OutOpt = Annotated[Path, typer.Option("--output", "-o", help="The model to write (its weights go to OUT.data beside it when the input keeps them outside or it passes 2 GB).", show_default=False, rich_help_panel="Output")]
+
+
+# gradients (grad)
+GradOutputOpt = Annotated[Optional[str], typer.Option("--output", help="The model output the loss is computed from (default: the first).", rich_help_panel="Loss")]
+LossOpt = Annotated[str, typer.Option("--loss", help="sum | mean | mse (with --target) | cross-entropy (with --labels). --output-grad FILE sets dL/dy directly.", rich_help_panel="Loss")]
+TargetOpt = Annotated[Optional[Path], typer.Option("--target", help="The target of --loss mse, a .npy shaped like the output.", rich_help_panel="Loss")]
+LabelsOpt = Annotated[Optional[Path], typer.Option("--labels", help="Class indices (integer .npy, the output's shape without its class axis) or class probabilities (float, the output's shape) for --loss cross-entropy.", rich_help_panel="Loss")]
+OutputGradOpt = Annotated[Optional[Path], typer.Option("--output-grad", help="dL/d(output) given directly, a .npy shaped like the output (replaces --loss).", rich_help_panel="Loss")]
+WrtOpt = Annotated[Optional[list[str]], typer.Option("--wrt", help="Only the gradients of these tensors (names or globs: weights, inputs, activations; repeatable).", rich_help_panel="Selection")]
+SaveGradsOpt = Annotated[Optional[Path], typer.Option("--save-grads", help="Save the gradients to FILE.npz, keyed by the forward tensor's name.", rich_help_panel="Output")]
+ExportOpt = Annotated[Optional[Path], typer.Option("--export", help="Write the model with its backward graph to OUT.onnx (outputs: the loss and the gradients).", rich_help_panel="Output")]
+CheckOpt = Annotated[bool, typer.Option("--check", help="Check every gradient against central finite differences (float64 where onnxruntime allows).", rich_help_panel="Output")]

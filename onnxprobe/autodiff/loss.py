@@ -1,0 +1,163 @@
+"""Losses, appended to the forward graph as ordinary ONNX nodes (so the backward pass goes through them
+with the same rules), and the seed of the backward pass.
+
+- ``sum``: L = sum(y);  ``mean``: L = mean(y)
+- ``mse``: L = mean((y - target)^2), ``target`` a new graph input shaped like y
+- ``cross-entropy``: L = mean over samples of -log softmax(y)[label] along the class axis; ``labels`` is
+  a new integer input (class indices, y's shape without the class axis) or a float input shaped like y
+  (class probabilities). The class axis is the last one when the labels' shape is y's shape without it
+  (language models), else axis 1 (torch's convention).
+- ``output-grad``: dL/dy given directly as a new input shaped like y; the backward pass is seeded with it
+  and the reported loss is sum(y * dy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from onnxprobe.autodiff.builder import FLOAT_TYPES, TAG, GraphBuilder, np_dtype
+from onnxprobe.errors import UsageError
+from onnxprobe.graph.shapes import static_shape
+
+KINDS = ("sum", "mean", "mse", "cross-entropy", "output-grad")
+INPUT_FOR = {"mse": "target", "cross-entropy": "labels", "output-grad": "output_grad"}
+
+
+@dataclass
+class Loss:
+    kind: str
+    output: str  # the model output the loss is computed from
+    loss: str  # scalar loss tensor
+    seeds: dict[str, str]  # tensor -> its gradient, where the backward pass starts
+    input: str | None = None  # the new graph input (target, labels or output gradient)
+    class_axis: int | None = None
+
+
+def _elem_of(model: onnx.ModelProto, name: str) -> tuple[int | None, tuple | None]:
+    from onnxprobe.autodiff.engine import annotate_outputs, shaped_types
+
+    tp = shaped_types(annotate_outputs(model)).get(name)
+    if tp is None or not tp.HasField("tensor_type"):
+        return None, None
+    return tp.tensor_type.elem_type or None, static_shape(tp)
+
+
+def class_axis(y_shape: tuple | None, labels_shape: tuple[int, ...]) -> int:
+    """Where the classes are: the last axis when labels == y without it, else axis 1."""
+    if y_shape is None:
+        return 1 if len(labels_shape) <= 1 else -1
+    r = len(y_shape)
+    if len(labels_shape) != r - 1:
+        raise UsageError(f"--labels: shape {list(labels_shape)} should be the output's shape without its class axis "
+                         f"(output shape {_fmt(y_shape)}), or the output's shape for class probabilities")
+
+    def same(a, b):
+        return [x == z or not isinstance(x, int) for x, z in zip(a, b)]
+
+    if r == 2 or all(same(y_shape[:-1], labels_shape)):
+        return r - 1
+    if all(same(y_shape[:1] + y_shape[2:], labels_shape)):
+        return 1
+    raise UsageError(f"--labels: shape {list(labels_shape)} does not match the output's shape {_fmt(y_shape)} "
+                     f"without its last axis or without axis 1")
+
+
+def _fmt(s) -> str:
+    return "[" + ", ".join("?" if not isinstance(d, int) else str(d) for d in s) + "]"
+
+
+def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.ndarray | None = None,
+                opset: int, names: set[str]) -> Loss:
+    """Append the loss of ``output`` to ``model`` (modified in place). ``extra``: the target / labels /
+    output gradient value, whose dtype (and, for labels, shape) decide the new input's type."""
+    if kind not in KINDS:
+        raise UsageError(f"--loss {kind!r}: choose one of {', '.join(KINDS)}")
+    elem, yshape = _elem_of(model, output)
+    if elem is not None and elem not in FLOAT_TYPES:
+        raise UsageError(f"output {output!r} is {TensorProto.DataType.Name(elem).lower()}; gradients need a float output "
+                         f"(pick one with --output)")
+    elem = elem or TensorProto.FLOAT
+    dtype = np_dtype(elem)
+    b = GraphBuilder(names, opset, scope="onnxprobe.loss", doc=f"onnxprobe loss ({kind}) of {output}")
+    g = model.graph
+    new_input = None
+    if kind in INPUT_FOR:
+        if extra is None:
+            flag = {"mse": "--target", "cross-entropy": "--labels", "output-grad": "--output-grad"}[kind]
+            raise UsageError(f"--loss {kind} needs {flag} FILE.npy")
+        new_input = b.fresh(INPUT_FOR[kind])
+    y = output
+    axis = None
+    if kind == "sum":
+        loss = b.reduce("ReduceSum", y, None, keepdims=0)
+    elif kind == "mean":
+        loss = b.reduce("ReduceMean", y, None, keepdims=0)
+    elif kind == "mse":
+        _check_like(extra, yshape, dtype, "--target", output)
+        d = b.Sub(y, new_input)
+        loss = b.reduce("ReduceMean", b.Mul(d, d), None, keepdims=0)
+        g.input.append(helper.make_tensor_value_info(new_input, elem, _dims(yshape, extra.shape)))
+    elif kind == "output-grad":
+        _check_like(extra, yshape, dtype, "--output-grad", output)
+        loss = b.reduce("ReduceSum", b.Mul(y, new_input), None, keepdims=0)
+        g.input.append(helper.make_tensor_value_info(new_input, elem, _dims(yshape, extra.shape)))
+    else:
+        loss, axis = _cross_entropy(b, g, y, yshape, elem, dtype, extra, new_input)
+    loss = b.op("Identity", loss, out=b.fresh("loss"))
+    g.node.extend(b.nodes)
+    seed_b = GraphBuilder(names, opset, scope=TAG + "seed", doc="onnxprobe backward: dL/dL = 1")
+    if kind == "output-grad":
+        seeds = {y: new_input}
+    else:
+        seeds = {loss: seed_b.const(np.array(1.0, dtype))}
+        g.node.extend(seed_b.nodes)
+    return Loss(kind, output, loss, seeds, new_input, axis)
+
+
+def _dims(yshape, fallback):
+    return list(yshape) if yshape is not None else list(fallback)
+
+
+def _check_like(value: np.ndarray, yshape, dtype, flag: str, output: str) -> None:
+    if value.dtype != dtype:
+        raise UsageError(f"{flag}: dtype {value.dtype}, the output {output!r} is {dtype}")
+    if yshape is not None:
+        if len(yshape) != value.ndim or any(isinstance(a, int) and a != b for a, b in zip(yshape, value.shape)):
+            raise UsageError(f"{flag}: shape {list(value.shape)}, but output {output!r} has shape {_fmt(yshape)}")
+
+
+def _cross_entropy(b: GraphBuilder, g, y, yshape, elem, dtype, labels: np.ndarray, name: str):
+    soft = labels.dtype.kind == "f"
+    r = len(yshape) if yshape is not None else None
+    if soft:
+        _check_like(labels, yshape, dtype, "--labels", y)
+        axis = (r - 1) if r is not None else -1
+        if r is not None and r > 2:
+            axis = 1
+        g.input.append(helper.make_tensor_value_info(name, elem, _dims(yshape, labels.shape)))
+    else:
+        if labels.dtype.kind not in "iu":
+            raise UsageError(f"--labels: dtype {labels.dtype}; give integer class indices or float probabilities")
+        axis = class_axis(yshape, labels.shape)
+        r = r if r is not None else labels.ndim + 1
+        lshape = [d for i, d in enumerate(yshape) if i != axis] if yshape is not None else list(labels.shape)
+        g.input.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(labels.dtype), lshape))
+    r = r if r is not None else labels.ndim + (0 if soft else 1)
+    axis = axis + r if axis < 0 else axis
+    perm = None if axis == r - 1 else [i for i in range(r) if i != axis] + [axis]
+    yt = b.Transpose(y, perm=perm) if perm else y
+    lsm = b.LogSoftmax(yt, axis=-1 if b.opset >= 13 else r - 1)
+    if soft:
+        target = b.Transpose(name, perm=perm) if perm else name
+    else:
+        idx = name if labels.dtype == np.int64 else b.Cast(name, to=TensorProto.INT64)
+        depth = b.shape(yt, r - 1, r)
+        target = b.OneHot(idx, depth, b.const(np.array([0, 1], dtype)), axis=-1)
+    picked = b.reduce("ReduceSum", b.Mul(target, lsm), [r - 1], keepdims=0)
+    loss = b.Neg(b.reduce("ReduceMean", picked, None, keepdims=0))
+    return loss, axis
+

@@ -1,0 +1,114 @@
+"""The table of gradient rules: one short rule per ONNX op, registered with ``@rule``.
+
+Every op is in exactly one of three states:
+
+- **rule**: ``RULES[op]`` says which inputs are differentiable, which of them broadcast (the engine sums
+  their gradients back to the input's shape), and holds the function that emits the backward nodes;
+- **non-differentiable**: ``NON_DIFFERENTIABLE[op]`` gives the reason (integer or boolean results,
+  piecewise-constant maps, shape queries): no gradient flows through the op, and none is needed;
+- **not implemented**: anything else. The engine stops with a message that names the op and the node
+  when such an op lies between the loss and a tensor whose gradient was asked for.
+
+A rule is ``fn(g) -> [grad of input 0, grad of input 1, ...]`` (``None`` where there is none), where ``g``
+is the engine's per-node context (:class:`onnxprobe.autodiff.engine.NodeGrad`): the node's input and output
+names, ``g.dy`` (dL/d output 0) or ``g.dys``, attributes, static shapes, and builders that emit ONNX
+nodes at the model's opset (``g.Mul(a, b)``, ``g.reduce_sum(x, axes)``...). The rule's docstring states
+its maths; ``doc(op)`` returns it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+FAMILIES = ("elementwise", "matmul", "conv", "pool", "norm", "reduce", "shape", "passthrough")
+
+
+@dataclass(frozen=True)
+class Rule:
+    op: str
+    fn: Callable
+    inputs: tuple[int, ...] | None  # differentiable input slots; None: every input
+    broadcast: tuple[int, ...]  # inputs whose gradient is summed back to the input's shape by the engine
+    family: str
+
+    @property
+    def doc(self) -> str:
+        return (self.fn.__doc__ or "").strip()
+
+    def differentiable(self, i: int) -> bool:
+        return self.inputs is None or i in self.inputs
+
+
+RULES: dict[str, Rule] = {}
+
+# op -> why no gradient flows through it
+NON_DIFFERENTIABLE: dict[str, str] = {}
+
+
+def _nd(reason: str, *ops: str) -> None:
+    for op in ops:
+        NON_DIFFERENTIABLE[op] = reason
+
+
+_nd("returns a shape or a size", "Shape", "Size")
+_nd("returns booleans", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor",
+    "IsNaN", "IsInf")
+_nd("returns indices", "ArgMax", "ArgMin", "NonZero", "NonMaxSuppression", "Unique")
+_nd("piecewise constant: zero gradient almost everywhere", "Sign", "Floor", "Ceil", "Round")
+_nd("integer or bit arithmetic", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Mod")
+_nd("builds a tensor from shapes or indices alone", "ConstantOfShape", "EyeLike", "Range", "OneHot")
+_nd("random sampling", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+    "Bernoulli")
+_nd("quantization rounds to integers", "QuantizeLinear", "DynamicQuantizeLinear")
+_nd("string ops", "StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch", "TfIdfVectorizer")
+
+
+def rule(*ops: str, inputs: tuple[int, ...] | None = (0,), broadcast: tuple[int, ...] = ()):
+    """Register ``fn`` as the gradient rule of ``ops``. ``inputs``: differentiable input slots (None: all);
+    ``broadcast``: the inputs whose gradient the engine un-broadcasts to the input's own shape."""
+
+    def deco(fn: Callable) -> Callable:
+        family = fn.__module__.rsplit(".", 1)[-1]
+        for op in ops:
+            if op in RULES or op in NON_DIFFERENTIABLE:
+                raise ValueError(f"gradient rule for {op} registered twice")
+            RULES[op] = Rule(op, fn, inputs, tuple(broadcast), family)
+        return fn
+
+    return deco
+
+
+_loaded = False
+
+
+def load() -> dict[str, Rule]:
+    """Import every family of rules (registration happens on import)."""
+    global _loaded
+    if not _loaded:
+        for fam in FAMILIES:
+            importlib.import_module(f"onnxprobe.autodiff.rules.{fam}")
+        _loaded = True
+    return RULES
+
+
+def status(op: str, domain: str = "") -> str:
+    """'rule', 'non-differentiable' or 'not implemented'."""
+    load()
+    if domain not in ("", "ai.onnx"):
+        return "not implemented"
+    if op in RULES:
+        return "rule"
+    if op in NON_DIFFERENTIABLE:
+        return "non-differentiable"
+    return "not implemented"
+
+
+def supported_ops() -> list[str]:
+    return sorted(load())
+
+
+def doc(op: str) -> str:
+    load()
+    return RULES[op].doc if op in RULES else NON_DIFFERENTIABLE.get(op, "not implemented")

@@ -1,0 +1,263 @@
+"""Elementwise ops. ``dy`` is dL/dy; broadcasting inputs are summed back to their shape by the engine.
+At kinks (Relu at 0, Abs at 0, Clip at its bounds...) the rules pick the same one-sided value as torch."""
+
+from __future__ import annotations
+
+import math
+
+from onnxprobe.autodiff.registry import rule
+
+
+def _ge(g, a, b):
+    return g.GreaterOrEqual(a, b) if g.opset >= 12 else g.Not(g.Less(a, b))
+
+
+def _le(g, a, b):
+    return g.LessOrEqual(a, b) if g.opset >= 12 else g.Not(g.Greater(a, b))
+
+
+@rule("Add", inputs=(0, 1), broadcast=(0, 1))
+def add(g):
+    """y = a + b  ->  da = dy,  db = dy"""
+    return [g.dy, g.dy]
+
+
+@rule("Sub", inputs=(0, 1), broadcast=(0, 1))
+def sub(g):
+    """y = a - b  ->  da = dy,  db = -dy"""
+    return [g.dy, g.Neg(g.dy) if g.wants(1) else None]
+
+
+@rule("Mul", inputs=(0, 1), broadcast=(0, 1))
+def mul(g):
+    """y = a * b  ->  da = dy * b,  db = dy * a"""
+    a, b = g.x
+    return [g.Mul(g.dy, b) if g.wants(0) else None, g.Mul(g.dy, a) if g.wants(1) else None]
+
+
+@rule("Div", inputs=(0, 1), broadcast=(0, 1))
+def div(g):
+    """y = a / b  ->  da = dy / b,  db = -dy * a / b^2 = -(dy / b) * y"""
+    t = g.Div(g.dy, g.x[1])
+    return [t, g.Neg(g.Mul(t, g.y[0])) if g.wants(1) else None]
+
+
+@rule("Neg")
+def neg(g):
+    """y = -x  ->  dx = -dy"""
+    return [g.Neg(g.dy)]
+
+
+@rule("Pow", inputs=(0, 1), broadcast=(0, 1))
+def pow_(g):
+    """y = a ** b  ->  da = dy * b * a ** (b - 1),  db = dy * y * log(a)  (0 where a == 0, as torch)"""
+    a, b = g.x
+    da = db = None
+    if g.wants(0):
+        bf = b if g.engine.elem(b) in (None, g.elem) else g.Cast(b, to=g.elem)
+        c = g.value(b)
+        if c is not None and c.size == 1 and float(c.reshape(-1)[0]) == 2.0:
+            da = g.Mul(g.dy, g.Mul(a, g.scalar(2.0)))
+        else:
+            da = g.Mul(g.dy, g.Mul(bf, g.Pow(a, g.Sub(bf, g.scalar(1.0)))))
+    if g.wants(1):
+        db = g.Where(g.Equal(a, g.scalar(0.0)), g.scalar(0.0), g.Mul(g.Mul(g.dy, g.y[0]), g.Log(a)))
+    return [da, db]
+
+
+@rule("Sqrt")
+def sqrt(g):
+    """y = sqrt(x)  ->  dx = dy / (2 y)"""
+    return [g.Div(g.Mul(g.dy, g.scalar(0.5)), g.y[0])]
+
+
+@rule("Reciprocal")
+def reciprocal(g):
+    """y = 1 / x  ->  dx = -dy * y^2"""
+    return [g.Neg(g.Mul(g.dy, g.Mul(g.y[0], g.y[0])))]
+
+
+@rule("Exp")
+def exp(g):
+    """y = exp(x)  ->  dx = dy * y"""
+    return [g.Mul(g.dy, g.y[0])]
+
+
+@rule("Log")
+def log(g):
+    """y = log(x)  ->  dx = dy / x"""
+    return [g.Div(g.dy, g.x[0])]
+
+
+@rule("Abs")
+def abs_(g):
+    """y = |x|  ->  dx = dy * sign(x)  (0 at x = 0)"""
+    return [g.Mul(g.dy, g.Sign(g.x[0]))]
+
+
+@rule("Relu")
+def relu(g):
+    """y = max(x, 0)  ->  dx = dy where y > 0, else 0"""
+    return [g.Where(g.Greater(g.y[0], g.scalar(0.0)), g.dy, g.scalar(0.0))]
+
+
+@rule("LeakyRelu")
+def leaky_relu(g):
+    """y = x if x > 0 else alpha x  ->  dx = dy if x > 0 else alpha dy"""
+    alpha = g.attr("alpha", 0.01)
+    return [g.Where(g.Greater(g.x[0], g.scalar(0.0)), g.dy, g.Mul(g.dy, g.scalar(alpha)))]
+
+
+@rule("PRelu", inputs=(0, 1), broadcast=(1,))
+def prelu(g):
+    """y = x if x > 0 else s x  (s broadcast to x)  ->  dx = dy if x > 0 else s dy,  ds = 0 if x > 0 else x dy"""
+    x, s = g.x
+    pos = g.Greater(x, g.scalar(0.0))
+    dx = g.Where(pos, g.dy, g.Mul(g.dy, s)) if g.wants(0) else None
+    ds = g.Where(pos, g.scalar(0.0), g.Mul(g.dy, x)) if g.wants(1) else None
+    return [dx, ds]
+
+
+@rule("Elu")
+def elu(g):
+    """y = x if x > 0 else alpha (e^x - 1)  ->  dx = dy if x > 0 else dy (y + alpha)"""
+    alpha = g.attr("alpha", 1.0)
+    return [g.Where(g.Greater(g.x[0], g.scalar(0.0)), g.dy, g.Mul(g.dy, g.Add(g.y[0], g.scalar(alpha))))]
+
+
+@rule("Selu")
+def selu(g):
+    """y = gamma x if x > 0 else gamma alpha (e^x - 1)  ->  dx = gamma dy if x > 0 else dy (y + gamma alpha)"""
+    alpha = g.attr("alpha", 1.67326319217681884765625)
+    gamma = g.attr("gamma", 1.05070102214813232421875)
+    return [g.Where(g.Greater(g.x[0], g.scalar(0.0)), g.Mul(g.dy, g.scalar(gamma)),
+                    g.Mul(g.dy, g.Add(g.y[0], g.scalar(gamma * alpha))))]
+
+
+@rule("Sigmoid")
+def sigmoid(g):
+    """y = 1 / (1 + e^-x)  ->  dx = dy y (1 - y)"""
+    y = g.y[0]
+    return [g.Mul(g.dy, g.Mul(y, g.Sub(g.scalar(1.0), y)))]
+
+
+@rule("HardSigmoid")
+def hard_sigmoid(g):
+    """y = clip(alpha x + beta, 0, 1)  ->  dx = alpha dy where 0 < y < 1, else 0"""
+    alpha = g.attr("alpha", 0.2)
+    y = g.y[0]
+    inside = g.And(g.Greater(y, g.scalar(0.0)), g.Less(y, g.scalar(1.0)))
+    return [g.Where(inside, g.Mul(g.dy, g.scalar(alpha)), g.scalar(0.0))]
+
+
+@rule("HardSwish")
+def hard_swish(g):
+    """y = x clip(x / 6 + 1/2, 0, 1)  ->  dx = 0 if x < -3, dy (x / 3 + 1/2) if -3 <= x <= 3, dy if x > 3"""
+    x = g.x[0]
+    mid = g.Add(g.Mul(x, g.scalar(1.0 / 3.0)), g.scalar(0.5))
+    w = g.Where(g.Less(x, g.scalar(-3.0)), g.scalar(0.0), g.Where(g.Greater(x, g.scalar(3.0)), g.scalar(1.0), mid))
+    return [g.Mul(g.dy, w)]
+
+
+@rule("Tanh")
+def tanh(g):
+    """y = tanh(x)  ->  dx = dy (1 - y^2)"""
+    y = g.y[0]
+    return [g.Mul(g.dy, g.Sub(g.scalar(1.0), g.Mul(y, y)))]
+
+
+@rule("Erf")
+def erf(g):
+    """y = erf(x)  ->  dx = dy 2 / sqrt(pi) exp(-x^2)"""
+    x = g.x[0]
+    return [g.Mul(g.dy, g.Mul(g.scalar(2.0 / math.sqrt(math.pi)), g.Exp(g.Neg(g.Mul(x, x)))))]
+
+
+@rule("Gelu")
+def gelu(g):
+    """exact: y = x Phi(x)  ->  dx = dy (Phi(x) + x phi(x)),  Phi(x) = (1 + erf(x / sqrt 2)) / 2,
+    phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+    tanh: y = x (1 + tanh u) / 2, u = sqrt(2/pi) (x + 0.044715 x^3)
+      ->  dx = dy ((1 + tanh u) / 2 + x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2)"""
+    x = g.x[0]
+    s = g.scalar
+    if g.attr("approximate", "none") in ("tanh", b"tanh"):
+        x2 = g.Mul(x, x)
+        u = g.Mul(s(math.sqrt(2.0 / math.pi)), g.Add(x, g.Mul(s(0.044715), g.Mul(x2, x))))
+        t = g.Tanh(u)
+        du = g.Mul(s(math.sqrt(2.0 / math.pi)), g.Add(s(1.0), g.Mul(s(3 * 0.044715), x2)))
+        d = g.Add(g.Mul(s(0.5), g.Add(s(1.0), t)), g.Mul(g.Mul(s(0.5), x), g.Mul(g.Sub(s(1.0), g.Mul(t, t)), du)))
+        return [g.Mul(g.dy, d)]
+    cdf = g.Mul(s(0.5), g.Add(s(1.0), g.Erf(g.Mul(x, s(1.0 / math.sqrt(2.0))))))
+    pdf = g.Mul(s(1.0 / math.sqrt(2.0 * math.pi)), g.Exp(g.Mul(g.Mul(x, x), s(-0.5))))
+    return [g.Mul(g.dy, g.Add(cdf, g.Mul(x, pdf)))]
+
+
+@rule("Softplus")
+def softplus(g):
+    """y = log(1 + e^x)  ->  dx = dy sigmoid(x)"""
+    return [g.Mul(g.dy, g.Sigmoid(g.x[0]))]
+
+
+@rule("Clip")
+def clip(g):
+    """y = min(max(x, lo), hi)  ->  dx = dy where lo <= x <= hi, else 0 (the bounds get no gradient)"""
+    x = g.x[0]
+    if g.opset >= 11:
+        lo = g.x[1] if g.has(1) else None
+        hi = g.x[2] if g.has(2) else None
+    else:
+        lo = g.scalar(g.attr("min")) if g.attr("min") is not None else None
+        hi = g.scalar(g.attr("max")) if g.attr("max") is not None else None
+    mask = None
+    for m in ([_ge(g, x, lo)] if lo else []) + ([_le(g, x, hi)] if hi else []):
+        mask = m if mask is None else g.And(mask, m)
+    if mask is None:
+        return [g.dy]
+    return [g.Where(mask, g.dy, g.scalar(0.0))]
+
+
+def _minmax(g):
+    """dx_i = dy where x_i == y, shared evenly between tied inputs (as torch.maximum / minimum)"""
+    y = g.y[0]
+    if len(g.x) == 1:
+        return [g.dy]
+    masks = [g.Cast(g.Equal(x, y), to=g.elem) for x in g.x]
+    count = masks[0]
+    for m in masks[1:]:
+        count = g.Add(count, m)
+    share = g.Div(g.dy, count)
+    return [g.Mul(share, m) if g.wants(i) else None for i, m in enumerate(masks)]
+
+
+@rule("Max", inputs=None, broadcast=tuple(range(64)))
+def max_(g):
+    """y = max(x_1, ..., x_n)  ->  dx_i = dy where x_i == y, split evenly between ties"""
+    return _minmax(g)
+
+
+@rule("Min", inputs=None, broadcast=tuple(range(64)))
+def min_(g):
+    """y = min(x_1, ..., x_n)  ->  dx_i = dy where x_i == y, split evenly between ties"""
+    return _minmax(g)
+
+
+@rule("Sum", inputs=None, broadcast=tuple(range(64)))
+def sum_(g):
+    """y = x_1 + ... + x_n  ->  dx_i = dy"""
+    return [g.dy] * len(g.x)
+
+
+@rule("Mean", inputs=None, broadcast=tuple(range(64)))
+def mean(g):
+    """y = (x_1 + ... + x_n) / n  ->  dx_i = dy / n"""
+    d = g.Mul(g.dy, g.scalar(1.0 / len(g.x)))
+    return [d] * len(g.x)
+
+
+@rule("Where", inputs=(1, 2), broadcast=(1, 2))
+def where(g):
+    """y = a where c else b  ->  da = dy where c else 0,  db = 0 where c else dy  (c gets none)"""
+    c = g.x[0]
+    z = g.scalar(0.0)
+    return [None, g.Where(c, g.dy, z) if g.wants(1) else None, g.Where(c, z, g.dy) if g.wants(2) else None]

@@ -1,0 +1,94 @@
+"""Normalisation layers (inference form for BatchNormalization: the running statistics are inputs)."""
+
+from __future__ import annotations
+
+from onnx import TensorProto
+
+from onnxprobe.autodiff.registry import rule
+
+
+def _per_channel(g, p: str, r: int) -> str:
+    """(C,) -> (C, 1, ..., 1), which broadcasts against (N, C, *spatial)."""
+    return g.Reshape(p, g.ints([-1] + [1] * (r - 2)))
+
+
+@rule("BatchNormalization", inputs=(0, 1, 2, 3, 4))
+def batch_norm(g):
+    """y = scale (x - mean) r + B, r = 1 / sqrt(var + eps), per channel (axis 1)  ->
+    dx = dy scale r,  dscale = sum(dy xhat),  dB = sum(dy),  dmean = -scale r sum(dy),
+    dvar = -scale r^2 sum(dy xhat) / 2,  with xhat = (x - mean) r and sums over every axis but 1"""
+    training = g.attr("training_mode", 0) or (g.opset < 14 and sum(1 for o in g.y if o) > 1)
+    if training:
+        raise g.fail("training-mode BatchNormalization (batch statistics) is not supported; export in eval mode")
+    x, scale, bias, mean, var = g.x[:5]
+    r = g.rank(x)
+    axes = [0] + list(range(2, r))
+    inv = g.Reciprocal(g.Sqrt(g.Add(var, g.scalar(g.attr("epsilon", 1e-5)))))
+    need_xhat = g.wants(1) or g.wants(4)
+    dx = None
+    if g.wants(0):
+        dx = g.Mul(g.dy, _per_channel(g, g.Mul(scale, inv), r))
+    s_dy = g.reduce_sum(g.dy, axes, keepdims=0) if (g.wants(2) or g.wants(3)) else None
+    s_dy_xhat = None
+    if need_xhat:
+        xhat = g.Mul(g.Sub(x, _per_channel(g, mean, r)), _per_channel(g, inv, r))
+        s_dy_xhat = g.reduce_sum(g.Mul(g.dy, xhat), axes, keepdims=0)
+    dmean = g.Neg(g.Mul(s_dy, g.Mul(scale, inv))) if g.wants(3) else None
+    dvar = g.Mul(s_dy_xhat, g.Mul(g.Mul(scale, g.Mul(inv, inv)), g.scalar(-0.5))) if g.wants(4) else None
+    return [dx, s_dy_xhat if g.wants(1) else None, s_dy if g.wants(2) else None, dmean, dvar]
+
+
+def _norm_input_grad(g, gs: str, xhat: str, inv: str, axes) -> str:
+    """dx = r (gs - mean(gs) - xhat mean(gs xhat)), the means over the normalised axes"""
+    m1 = g.reduce("ReduceMean", gs, axes, keepdims=1)
+    m2 = g.reduce("ReduceMean", g.Mul(gs, xhat), axes, keepdims=1)
+    return g.Mul(inv, g.Sub(g.Sub(gs, m1), g.Mul(xhat, m2)))
+
+
+def _stats(g, x: str, axes, eps: float):
+    mean = g.reduce("ReduceMean", x, axes, keepdims=1)
+    xc = g.Sub(x, mean)
+    var = g.reduce("ReduceMean", g.Mul(xc, xc), axes, keepdims=1)
+    inv = g.Reciprocal(g.Sqrt(g.Add(var, g.scalar(eps))))
+    return xc, inv
+
+
+@rule("LayerNormalization", inputs=(0, 1, 2), broadcast=(1, 2))
+def layer_norm(g):
+    """y = xhat scale + B, xhat = (x - mean) r, r = 1 / sqrt(var + eps), over the axes from `axis` on  ->
+    dx = r (gs - mean(gs) - xhat mean(gs xhat)) with gs = dy scale,  dscale = dy xhat,  dB = dy
+    (both summed back to their shape). Mean and r come from the forward node's optional outputs when
+    they are in the input's precision, else they are recomputed."""
+    x, scale = g.x[0], g.x[1]
+    r = g.rank(x)
+    a = g.attr("axis", -1)
+    a = a + r if a < 0 else a
+    axes = list(range(a, r))
+    eps = g.attr("epsilon", 1e-5)
+    stash = g.attr("stash_type", 1)
+    if g.elem == TensorProto.FLOAT and stash == TensorProto.FLOAT:
+        mean = g.forward_output(1, "mean")
+        inv = g.forward_output(2, "inv_std_dev")
+        xhat = g.Mul(g.Sub(x, mean), inv)
+    else:
+        xc, inv = _stats(g, x, axes, eps)
+        xhat = g.Mul(xc, inv)
+    dx = _norm_input_grad(g, g.Mul(g.dy, scale), xhat, inv, axes) if g.wants(0) else None
+    dscale = g.Mul(g.dy, xhat) if g.wants(1) else None
+    return [dx, dscale, g.dy if g.wants(2) else None]
+
+
+@rule("InstanceNormalization", inputs=(0, 1, 2))
+def instance_norm(g):
+    """y = scale[c] xhat + B[c], xhat = (x - mean) r, statistics per (n, c) over the spatial axes  ->
+    dx = r (gs - mean(gs) - xhat mean(gs xhat)) with gs = dy scale,  dscale = sum(dy xhat),  dB = sum(dy)"""
+    x, scale = g.x[0], g.x[1]
+    r = g.rank(x)
+    sp = list(range(2, r))
+    xc, inv = _stats(g, x, sp, g.attr("epsilon", 1e-5))
+    xhat = g.Mul(xc, inv)
+    dx = _norm_input_grad(g, g.Mul(g.dy, _per_channel(g, scale, r)), xhat, inv, sp) if g.wants(0) else None
+    axes = [0] + sp
+    dscale = g.reduce_sum(g.Mul(g.dy, xhat), axes, keepdims=0) if g.wants(1) else None
+    db = g.reduce_sum(g.dy, axes, keepdims=0) if g.wants(2) else None
+    return [dx, dscale, db]

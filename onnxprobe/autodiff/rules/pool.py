@@ -1,0 +1,127 @@
+"""Pooling. Windows scatter their gradient back with a ConvTranspose whose kernel places each value at its
+window position; MaxPool (opset >= 16) uses the Indices output of the forward node and a scatter-add."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxprobe.autodiff.registry import rule
+from onnxprobe.autodiff.rules.conv import Geometry, _auto_pads, crop
+
+
+def _pool_geometry(g, x: str) -> Geometry:
+    r = g.rank(x)
+    n = r - 2
+    k = list(g.attr("kernel_shape"))
+    s = list(g.attr("strides") or [1] * n)
+    d = list(g.attr("dilations") or [1] * n)
+    pb, pe = _auto_pads(g, x, k, s, d)
+    if g.attr("ceil_mode", 0):
+        # windows that start inside the input but run past the padded end: pad the end further
+        xs, ys = g.static_dims(x), g.static_dims(g.y[0])
+        if xs is None or ys is None:
+            raise g.fail("ceil_mode=1 needs static input and output shapes; fix them with --shape")
+        pe = [max(pe[i], (ys[2 + i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - xs[2 + i] - pb[i]) for i in range(n)]
+    return Geometry(n, k, s, d, pb, pe, 1)
+
+
+def _scatter_windows(g, stacked: str, kernel: np.ndarray, x: str, geo: Geometry) -> str:
+    """``stacked``: (N, C, K, *out) values, one per window position; place value k of window p at
+    p s + k d (summing overlaps) and crop to x's shape."""
+    r = geo.n + 2
+    kk = kernel.shape[0]
+    flat = g.Reshape(stacked, g.Concat(g.ints([-1, kk]), g.shape(g.y[0], 2), axis=0))  # (N C, K, *out)
+    full = g.ConvTranspose(flat, g.const(kernel.astype(g.dtype)), strides=geo.s, dilations=geo.d,
+                           kernel_shape=geo.k)  # (N C, 1, *full)
+    full = g.Reshape(full, g.Concat(g.shape(x, 0, 2), g.shape(full, 2), axis=0))
+    return crop(g, full, x, geo)
+
+
+def _one_hot_kernel(k: list[int]) -> np.ndarray:
+    kk = int(np.prod(k))
+    return np.eye(kk).reshape([kk, 1] + list(k))
+
+
+@rule("MaxPool")
+def max_pool(g):
+    """y[p] = max_{k in window p} xpad[p s + k d]  ->  dx[i] = sum of dy[p] over the windows p whose
+    (first) maximum is at i. Opset >= 16: scatter-add dy at the forward node's Indices. Older opsets:
+    for each kernel offset k, a strided slice of x equal to y marks the first maximum; the marked dy
+    values are placed back with a one-hot ConvTranspose."""
+    x, y = g.x[0], g.y[0]
+    if g.opset >= 16 and g.attr("storage_order", 0) == 0:
+        idx = g.forward_output(1, "indices")
+        size = g.Reshape(g.Size(x), g.ints([1]))
+        zeros = g.ConstantOfShape(size, value=_zero(g))
+        dx = g.ScatterElements(zeros, g.flat(idx), g.flat(g.dy), axis=0, reduction="add")
+        return [g.Reshape(dx, g.Shape(x))]
+    geo = _pool_geometry(g, x)
+    r = geo.n + 2
+    low = np.finfo(g.dtype).min
+    xp = g.pad(x, [0, 0] + geo.pb + [0, 0] + geo.pe, value=g.scalar(low))
+    out_sp = g.shape(y, 2)
+    found = None
+    parts = []
+    zero = g.scalar(0.0)
+    for off in np.ndindex(*geo.k):
+        start = [o * d for o, d in zip(off, geo.d)]
+        # ends = start + (out - 1) * s + 1
+        ends = g.Add(g.Mul(g.Sub(out_sp, g.ints([1] * geo.n)), g.ints(geo.s)), g.ints([st + 1 for st in start]))
+        xo = g.slice(xp, start, ends, list(range(2, r)), geo.s)
+        eq = g.Equal(xo, y)
+        take = eq if found is None else g.And(eq, g.Not(found))
+        found = eq if found is None else g.Or(found, eq)
+        parts.append(g.unsqueeze(g.Where(take, g.dy, zero), [2]))
+    stacked = parts[0] if len(parts) == 1 else g.Concat(*parts, axis=2)
+    return [_scatter_windows(g, stacked, _one_hot_kernel(geo.k), x, geo)]
+
+
+def _zero(g):
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.zeros([1], g.dtype))
+
+
+@rule("AveragePool")
+def average_pool(g):
+    """y[p] = sum_{k in window p} xpad[p s + k d] / count[p]  ->  dx = ConvTranspose(dy / count, ones)
+    cropped to x; count is the kernel size, or (count_include_pad=0) the number of real inputs in the
+    window, itself computed with a Conv of ones."""
+    x = g.x[0]
+    geo = _pool_geometry(g, x)
+    r = geo.n + 2
+    ones_k = np.ones([1, 1] + geo.k)
+    if g.attr("count_include_pad", 0) or not any(geo.pb + geo.pe):
+        scaled = g.Mul(g.dy, g.scalar(1.0 / float(np.prod(geo.k))))
+    else:
+        ones_x = g.ConstantOfShape(g.Concat(g.ints([1, 1]), g.shape(x, 2), axis=0),
+                                   value=_one(g))
+        count = g.Conv(ones_x, g.const(ones_k.astype(g.dtype)), strides=geo.s, dilations=geo.d,
+                       pads=geo.pb + geo.pe, kernel_shape=geo.k)
+        scaled = g.Div(g.dy, count)
+    return [_scatter_windows(g, g.unsqueeze(scaled, [2]), ones_k.reshape([1, 1] + geo.k), x, geo)]
+
+
+def _one(g):
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.ones([1], g.dtype))
+
+
+@rule("GlobalAveragePool")
+def global_average_pool(g):
+    """y[n, c] = mean over the spatial axes of x[n, c]  ->  dx = dy / (H W ...) broadcast over them"""
+    x = g.x[0]
+    r = g.rank(x)
+    return [g.Expand(g.Mul(g.dy, g.Reciprocal(g.count(x, list(range(2, r))))), g.Shape(x))]
+
+
+@rule("GlobalMaxPool")
+def global_max_pool(g):
+    """y[n, c] = max over the spatial axes of x[n, c]  ->  dx = dy where x == y, split evenly between ties"""
+    x = g.x[0]
+    r = g.rank(x)
+    mask = g.Equal(x, g.y[0])
+    ties = g.reduce_sum(g.Cast(mask, to=g.elem), list(range(2, r)), keepdims=1)
+    return [g.Where(mask, g.Div(g.dy, ties), g.scalar(0.0))]
+

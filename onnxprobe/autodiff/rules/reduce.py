@@ -1,0 +1,103 @@
+"""Reductions. ``dy`` (and ``y``) are first given back the reduced axes (keepdims), then broadcast."""
+
+from __future__ import annotations
+
+from onnxprobe.autodiff.registry import rule
+
+
+def _axes(g):
+    """Static axes (normalised), a runtime axes tensor name, or None for 'all axes'."""
+    as_input = g.opset >= (13 if g.node.op_type == "ReduceSum" else 18)
+    if as_input:
+        if not g.has(1):
+            return None
+        v = g.ints_input(1)
+        if v is None:
+            return g.x[1]
+    else:
+        v = g.attr("axes")
+        if not v:
+            return None
+    if not v:
+        return None
+    return g.norm_axes(v, g.rank(g.x[0]))
+
+
+def _keep(g, t: str):
+    """Give ``t`` (dy or y) back the reduced axes: returns (t with keepdims, is_identity)."""
+    axes = _axes(g)
+    if axes is None and g.attr("noop_with_empty_axes", 0):
+        return None
+    if g.attr("keepdims", 1) or axes is None:
+        return t  # keepdims, or a scalar when every axis is reduced: both broadcast as they are
+    return g.unsqueeze(t, axes)
+
+
+def _runtime_or(g, fn):
+    axes = _axes(g)
+    if axes is None and g.attr("noop_with_empty_axes", 0):
+        return [g.dy]
+    return fn(axes)
+
+
+@rule("ReduceSum")
+def reduce_sum(g):
+    """y = sum(x, axes)  ->  dx = dy broadcast over the reduced axes"""
+    return _runtime_or(g, lambda axes: [g.Expand(_keep(g, g.dy), g.Shape(g.x[0]))])
+
+
+@rule("ReduceMean")
+def reduce_mean(g):
+    """y = mean(x, axes)  ->  dx = dy / n broadcast over the reduced axes (n = size(x) / size(y))"""
+    x, y = g.x[0], g.y[0]
+
+    def f(axes):
+        xs, ys = g.static_dims(x), g.static_dims(y)
+        if xs is not None and ys is not None:
+            import numpy as np
+
+            n = g.scalar(float(np.prod(ys)) / float(np.prod(xs)) if np.prod(xs) else 0.0)
+        else:
+            n = g.Div(g.Cast(g.Size(y), to=g.elem), g.Cast(g.Size(x), to=g.elem))
+        return [g.Expand(g.Mul(_keep(g, g.dy), n), g.Shape(x))]
+
+    return _runtime_or(g, f)
+
+
+def _argext(g, axes):
+    """dx = dy where x == y, split evenly between ties (as torch.amax / amin)"""
+    x = g.x[0]
+    yk = _keep(g, g.y[0])
+    mask = g.Equal(x, yk)
+    ties = g.reduce_sum(g.Cast(mask, to=g.elem), axes, keepdims=1) if not isinstance(axes, str) else \
+        g.reduce_sum_runtime(g.Cast(mask, to=g.elem), axes)
+    return [g.Where(mask, g.Div(_keep(g, g.dy), ties), g.scalar(0.0))]
+
+
+@rule("ReduceMax")
+def reduce_max(g):
+    """y = max(x, axes)  ->  dx = dy where x == y, split evenly between ties"""
+    return _runtime_or(g, lambda axes: _argext(g, axes))
+
+
+@rule("ReduceMin")
+def reduce_min(g):
+    """y = min(x, axes)  ->  dx = dy where x == y, split evenly between ties"""
+    return _runtime_or(g, lambda axes: _argext(g, axes))
+
+
+@rule("ReduceL2")
+def reduce_l2(g):
+    """y = sqrt(sum(x^2, axes))  ->  dx = x dy / y  (0 where y == 0)"""
+    def f(axes):
+        yk = _keep(g, g.y[0])
+        q = g.Where(g.Equal(yk, g.scalar(0.0)), g.scalar(0.0), g.Div(_keep(g, g.dy), yk))
+        return [g.Mul(g.x[0], q)]
+
+    return _runtime_or(g, f)
+
+
+@rule("ReduceSumSquare")
+def reduce_sum_square(g):
+    """y = sum(x^2, axes)  ->  dx = 2 x dy"""
+    return _runtime_or(g, lambda axes: [g.Mul(g.x[0], g.Mul(_keep(g, g.dy), g.scalar(2.0)))])

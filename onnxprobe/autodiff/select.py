@@ -1,0 +1,142 @@
+"""Which gradients to compute: the weights and the probed activations, with the same selection flags as
+``layers`` (``--op Conv`` picks the gradients of Conv outputs and of the weights Conv nodes read), and
+``--wrt`` to name tensors directly.
+
+Weights are the float tensors fixed before any input arrives that hold at least two values: the
+initializers and the outputs of Constant nodes. Scalar constants (the 3.0 of x ** 3, an epsilon) are not
+weights; name them with ``--wrt`` to get their gradient.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnxprobe.autodiff.builder import FLOAT_TYPES
+from onnxprobe.errors import UsageError
+from onnxprobe.graph.select import Selection, _parse_range, select
+from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
+from onnxprobe.graph.walk import walk
+from onnxprobe.types import TensorRef
+
+
+@dataclass(frozen=True)
+class Target:
+    """A forward tensor whose gradient is wanted."""
+
+    ref: TensorRef  # the forward tensor (node: its producer, or for a weight the first node that reads it)
+    kind: str  # "weight" | "activation" | "input"
+
+
+def weights(model: onnx.ModelProto) -> dict[str, np.ndarray | None]:
+    """Float weights of the main graph: name -> value (None when it cannot be read cheaply)."""
+    out: dict[str, np.ndarray | None] = {}
+    for init in model.graph.initializer:
+        if init.data_type in FLOAT_TYPES and int(np.prod(init.dims)) >= 2:
+            out[init.name] = None
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
+            for a in n.attribute:
+                if a.name == "value" and a.t.data_type in FLOAT_TYPES and int(np.prod(a.t.dims)) >= 2:
+                    out[n.output[0]] = None
+    return out
+
+
+def weight_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
+    for init in model.graph.initializer:
+        if init.name == name:
+            return numpy_helper.to_array(init)
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.output and n.output[0] == name:
+            for a in n.attribute:
+                if a.name == "value":
+                    return numpy_helper.to_array(a.t)
+    return None
+
+
+def _is_float(types: dict, name: str) -> bool:
+    tp = types.get(name)
+    if tp is None or not tp.HasField("tensor_type"):
+        return True
+    return tp.tensor_type.elem_type in FLOAT_TYPES or not tp.tensor_type.elem_type
+
+
+def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tuple[str, ...] = ()) -> list[Target]:
+    """Resolve the selection (and ``wrt`` globs) to forward tensors, in topological order. ``model``
+    should carry inferred shapes."""
+    sel = selection or Selection()
+    sites = walk(model)
+    main = [s for s in sites if not s.chain]
+    types = value_types(model)
+    w = weights(model)
+    lo, hi = _parse_range(sel.range, sites) if sel.range else (0, len(sites) - 1)
+    consumers: dict[str, list] = {}
+    for s in main:
+        for i in s.node.input:
+            consumers.setdefault(i, []).append(s)
+
+    def ref(name: str, site, kind: str) -> TensorRef:
+        tp = types.get(name)
+        return TensorRef(
+            name=name, node=site.name if site else "", op_type=site.node.op_type if site else "",
+            index=site.index if site else -1, dtype=dtype_name(tp.tensor_type.elem_type) if tp is not None else None,
+            shape=static_shape(tp), is_output=name in {o.name for o in model.graph.output},
+        )
+
+    def weight_selected(name: str) -> bool:
+        cs = [c for c in consumers.get(name, []) if lo <= c.index <= hi]
+        if not cs:
+            return False
+        if sel.is_default or sel.all:
+            return True
+        for c in cs:
+            if c.node.op_type in sel.ops:
+                return True
+            if any(fnmatch.fnmatchcase(c.name, gl) or fnmatch.fnmatchcase(name, gl) for gl in sel.names):
+                return True
+        return False
+
+    chosen: dict[str, Target] = {}
+    for name in w:
+        if name in consumers and weight_selected(name):
+            chosen[name] = Target(ref(name, consumers[name][0], "weight"), "weight")
+    explicit = not sel.is_default or bool(sel.range)
+    try:
+        acts = select(model, sel)
+    except UsageError:
+        if not chosen:
+            raise
+        acts = []
+    producer = {o: s for s in main for o in s.node.output if o}
+    for r in acts:
+        if r.scope or r.name in w or not _is_float(types, r.name):
+            continue
+        chosen.setdefault(r.name, Target(r, "activation"))
+    if wrt:
+        inputs = {i.name for i in model.graph.input} - {i.name for i in model.graph.initializer}
+        pool = list(w) + [i for i in inputs if _is_float(types, i)] + [
+            o for s in main for o in s.node.output if o and _is_float(types, o)]
+        picked: dict[str, Target] = {}
+        for pat in wrt:
+            hits = [n for n in pool if fnmatch.fnmatchcase(n, pat)]
+            if not hits:
+                raise UsageError(f"--wrt {pat!r}: no float weight, input or node output of the main graph matches it")
+            for n in hits:
+                if explicit and n not in chosen:
+                    continue
+                if n in chosen:
+                    picked[n] = chosen[n]
+                elif n in w:
+                    picked[n] = Target(ref(n, consumers.get(n, [None])[0], "weight"), "weight")
+                elif n in inputs:
+                    picked[n] = Target(ref(n, (consumers.get(n) or [None])[0], "input"), "input")
+                else:
+                    picked[n] = Target(ref(n, producer.get(n), "activation"), "activation")
+        if not picked:
+            raise UsageError("--wrt: the selection flags leave none of the tensors it names")
+        chosen = picked
+    return sorted(chosen.values(), key=lambda t: (t.ref.index, t.kind != "weight", t.ref.name))

@@ -1,0 +1,108 @@
+"""``onnxprobe grad``: attach a backward graph to a model and show every gradient with its statistics."""
+
+from __future__ import annotations
+
+import sys
+
+from onnxprobe.cli.errors import handle_errors, warn
+from onnxprobe.cli.options import (
+    AllOpt, CheckOpt, ConstOpt, DeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt,
+    LabelsOpt, LossOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, SaveGradsOpt, SeedOpt,
+    ShapeOpt, TargetOpt, WrtOpt, parse_int_range,
+)
+
+
+@handle_errors
+def grad(
+    model: ModelArg,
+    output: GradOutputOpt = None,
+    loss: LossOpt = "sum",
+    target: TargetOpt = None,
+    labels: LabelsOpt = None,
+    output_grad: OutputGradOpt = None,
+    wrt: WrtOpt = None,
+    op: OpOpt = None,
+    name: NameOpt = None,
+    all_: AllOpt = False,
+    range_: RangeOpt = None,
+    include_constants: ConstOpt = False,
+    seed: SeedOpt = 0,
+    int_range: IntRangeOpt = "0:100",
+    shape: ShapeOpt = None,
+    input_: InputOpt = None,
+    inputs: InputsOpt = None,
+    device: DeviceOpt = "auto",
+    opt_level: OptLevelOpt = "off",
+    json_: JsonOpt = None,
+    save_grads: SaveGradsOpt = None,
+    export: ExportOpt = None,
+    check: CheckOpt = False,
+) -> None:
+    """Backpropagate a loss through the model and show the gradient of every weight and probed
+    activation: norm, |grad| / |tensor|, min, max, mean, std, NaN and Inf counts.
+
+    The backward graph is built as ONNX nodes and runs with the forward pass in one onnxruntime session
+    (CPU or CUDA). The selection flags pick gradients as they pick tensors in `layers`: --op Conv shows
+    the gradients of Conv outputs and of the weights Conv nodes read.
+
+    Examples:
+
+        onnxprobe grad model.onnx
+
+        onnxprobe grad model.onnx --loss cross-entropy --labels labels.npy --op Conv --check
+
+        onnxprobe grad model.onnx --output-grad dy.npy --save-grads grads.npz --export model_bw.onnx
+    """
+    from onnxprobe import api
+    from onnxprobe.errors import UsageError
+    from onnxprobe.report import io as report_io
+    from onnxprobe.report.console import stderr_console, stdout_console
+    from onnxprobe.report.grad import grad_dict, print_export, print_grad
+    from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_array, read_npz
+
+    if output_grad is not None:
+        if loss not in ("sum", "output-grad"):
+            raise UsageError("--output-grad gives dL/dy directly: it replaces --loss")
+        loss = "output-grad"
+    for flag, value, kind in (("--target", target, "mse"), ("--labels", labels, "cross-entropy")):
+        if value is not None and loss != kind:
+            raise UsageError(f"{flag} goes with --loss {kind}")
+    spec = api.GradSpec(
+        output=output, loss=loss, wrt=tuple(wrt or ()),
+        target=read_array(target) if target is not None else None,
+        labels=read_array(labels) if labels is not None else None,
+        output_grad=read_array(output_grad) if output_grad is not None else None,
+    )
+    selection = api.Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_,
+                              include_constants=include_constants)
+    config = api.RunConfig(device=device, opt_level=opt_level)
+    for p in (save_grads, export):
+        if p is not None:
+            report_io.check_writable(p, model)
+    if json_ is not None and str(json_) != "-":
+        report_io.check_writable(json_, model)
+    if export is not None:
+        with stderr_console().status(f"attaching the backward graph to {model.name}…", spinner="dots"):
+            gp = api.export_backward(api.load(model), export, spec, selection)
+        warn(gp.warnings)
+        print_export(gp, export, stderr_console())
+    with stderr_console().status(f"forward and backward on {model.name}{' and checking' if check else ''}…", spinner="dots"):
+        result = api.grad(
+            model, selection, config, spec, save=save_grads is not None, check=check, seed=seed,
+            int_range=parse_int_range(int_range), shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
+            arrays=read_npz(inputs) if inputs else None,
+        )
+    warn(result.notes + result.plan.warnings)
+    if json_ is not None:
+        report_io.write_json(grad_dict(result), json_)
+    if json_ is None or str(json_) != "-":
+        print_grad(result, stdout_console())
+    if save_grads is not None:
+        report_io.save_npz(result.arrays, save_grads)
+    failed = [r.name for r in result.rows if r.check is not None and not r.check["ok"]]
+    if failed:
+        import typer
+
+        print(f"onnxprobe: error: {len(failed)} gradient(s) failed the finite-difference check: "
+              f"{', '.join(failed[:5])}{' …' if len(failed) > 5 else ''}", file=sys.stderr)
+        raise typer.Exit(1)

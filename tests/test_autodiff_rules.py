@@ -1,0 +1,574 @@
+"""The table of gradient cases: at least one per registered rule (``test_every_rule_has_a_case`` fails
+otherwise), with broadcasting shapes, attributes (Conv groups, strides, pads, dilations, auto_pad),
+axes, and the opset forms that change how the backward nodes are written.
+
+Each case is a small forward graph whose outputs y_k get a random cotangent dy_k; onnxprobe attaches the
+backward graph (seeded with dy_k, as ``--output-grad`` does) and onnxruntime runs it, in float64 when
+onnxruntime has double kernels for every op, else in float32. The gradients are then checked twice:
+
+1. finite differences: for each input x and two random directions v (one Gaussian, one weighted by
+   the gradient itself), <dL/dx, v> must match the float64 central difference
+   (L(x + h v) - L(x - h v)) / 2h of L = sum_k <y_k, dy_k>, evaluated with onnx.reference on the
+   float64 forward graph (with Erf, Gelu and BatchNormalization replaced by float64, inference-form
+   versions: onnx.reference computes Erf in float32 and mixes batch statistics into BatchNormalization
+   before opset 14). Relative error below 1e-6 when the backward graph ran in float64, below 2e-3 when
+   it ran in float32 (float32 rounding of the gradient itself);
+2. torch.autograd on the same graph evaluated with torch ops (tests/test_autodiff_torchref.py), where
+   torch has the op: rtol 1e-7 (float64) or 1e-4 (float32), relative to the largest gradient value.
+
+Inputs are drawn away from kinks (|x| >= 0.2 for Relu/Abs, away from Clip and HardSwish bounds),
+denominators and logarithms get positive inputs, so the float64 central difference with h = 1e-6 is
+accurate to about 1e-9.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
+
+from onnxprobe.autodiff import registry
+from onnxprobe.autodiff.engine import annotate_outputs, attach_backward, shaped_types
+from onnxprobe.graph.shapes import infer_shapes
+
+DOUBLE, FLOAT = TensorProto.DOUBLE, TensorProto.FLOAT
+
+
+# -- value generators ------------------------------------------------------------------------------------
+
+def away(lo=0.2, hi=1.0):
+    """|x| in [lo, hi], random sign: no input sits on a kink at 0."""
+    return lambda rng, s: rng.choice([-1.0, 1.0], size=s) * rng.uniform(lo, hi, size=s)
+
+
+def pos(lo=0.5, hi=1.5):
+    return lambda rng, s: rng.uniform(lo, hi, size=s)
+
+
+def normal(rng, s):
+    return rng.standard_normal(s)
+
+
+def avoiding(points, lo, hi, gap=0.15):
+    def gen(rng, s):
+        x = rng.uniform(lo, hi, size=s)
+        for p in points:
+            near = np.abs(x - p) < gap
+            x[near] = p + np.sign(x[near] - p + 1e-12) * gap * 1.5
+        return x
+    return gen
+
+
+# -- cases -----------------------------------------------------------------------------------------------
+
+@dataclass
+class Case:
+    id: str
+    op: str  # the rule this case exercises (coverage)
+    nodes: list
+    inputs: dict  # name -> shape (differentiable graph input) ; order = graph input order
+    consts: dict = field(default_factory=dict)  # name -> np.ndarray (initializers; ints, bools, fixed values)
+    opset: int = 17
+    gen: dict = field(default_factory=dict)  # input name -> generator
+    outputs: tuple = ("y",)
+    wrt: tuple | None = None  # default: every input (and every float const named in wrt_consts)
+    torch: bool = True
+    fd_h: float = 1e-6
+    force32: bool = False
+
+
+def node(op, ins, outs=("y",), **attrs):
+    return helper.make_node(op, list(ins), list(outs), name=f"{op.lower()}_node", **attrs)
+
+
+def one(op, inputs, *, consts=None, attrs=None, ins=None, outs=("y",), id=None, **kw):
+    """A single-node case; ``ins`` orders the node's inputs (default: inputs then consts)."""
+    consts = consts or {}
+    ins = ins if ins is not None else list(inputs) + list(consts)
+    return Case(id or op, op, [node(op, ins, outs, **(attrs or {}))], dict(inputs), consts, outputs=tuple(outs), **kw)
+
+
+i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+f64 = lambda *v: np.array(v, np.float64)  # noqa: E731
+
+CASES: list[Case] = [
+    # elementwise ------------------------------------------------------------------------------------
+    one("Add", {"a": (2, 3, 4), "b": (3, 1)}, id="Add-broadcast"),
+    one("Add", {"a": (2, 3), "b": (2, 3)}, id="Add-same"),
+    one("Sub", {"a": (2, 3, 4), "b": (4,)}),
+    one("Mul", {"a": (2, 1, 4), "b": (3, 1)}, id="Mul-both-broadcast"),
+    one("Div", {"a": (2, 3), "b": (3,)}, gen={"b": pos()}),
+    one("Neg", {"x": (2, 3)}),
+    one("Pow", {"a": (2, 3), "b": (3,)}, gen={"a": pos(), "b": pos(0.5, 2.0)}),
+    one("Pow", {"x": (2, 3)}, consts={"p": f64(2.0)}, id="Pow-square-const"),
+    one("Sqrt", {"x": (2, 3)}, gen={"x": pos()}),
+    one("Reciprocal", {"x": (2, 3)}, gen={"x": pos()}),
+    one("Exp", {"x": (2, 3)}),
+    one("Log", {"x": (2, 3)}, gen={"x": pos()}),
+    one("Abs", {"x": (2, 3)}, gen={"x": away()}),
+    one("Relu", {"x": (3, 4)}, gen={"x": away()}),
+    one("LeakyRelu", {"x": (3, 4)}, gen={"x": away()}, attrs=dict(alpha=0.1)),
+    one("PRelu", {"x": (2, 3, 4, 4), "s": (3, 1, 1)}, gen={"x": away()}),
+    one("Elu", {"x": (3, 4)}, gen={"x": away()}, attrs=dict(alpha=0.7)),
+    one("Selu", {"x": (3, 4)}, gen={"x": away()}),
+    one("Sigmoid", {"x": (3, 4)}),
+    one("HardSigmoid", {"x": (4, 5)}, gen={"x": avoiding([-4 / 3, 2.0], -3, 4)}, attrs=dict(alpha=0.3, beta=0.4)),
+    one("HardSwish", {"x": (4, 5)}, gen={"x": avoiding([-3.0, 3.0], -5, 5)}),
+    one("Tanh", {"x": (3, 4)}),
+    one("Erf", {"x": (3, 4)}),
+    one("Gelu", {"x": (3, 4)}, opset=20, gen={"x": normal}),
+    one("Gelu", {"x": (3, 4)}, opset=20, gen={"x": normal}, attrs=dict(approximate="tanh"), id="Gelu-tanh"),
+    one("Softplus", {"x": (3, 4)}),
+    one("Clip", {"x": (3, 4)}, consts={"lo": f64(-0.5), "hi": f64(0.6)}, gen={"x": avoiding([-0.5, 0.6], -1.5, 1.5, 0.05)}),
+    one("Clip", {"x": (3, 4)}, consts={"lo": f64(0.0), "hi": f64(6.0)}, opset=11, id="Clip-relu6-opset11",
+        gen={"x": avoiding([0.0, 6.0], -2, 8, 0.1)}),
+    one("Clip", {"x": (3, 4)}, ins=["x", "", "hi"], consts={"hi": f64(0.3)}, id="Clip-max-only",
+        gen={"x": avoiding([0.3], -1, 1, 0.05)}),
+    one("Max", {"a": (2, 3), "b": (3,), "c": (2, 1)}),
+    one("Min", {"a": (2, 3), "b": (2, 3)}),
+    one("Sum", {"a": (2, 3), "b": (3,), "c": (1, 3)}),
+    one("Mean", {"a": (2, 3), "b": (2, 1)}),
+    one("Where", {"a": (2, 3), "b": (3,)}, consts={"c": np.array([[True, False, True], [False, False, True]])},
+        ins=["c", "a", "b"]),
+    # softmax and matrix products ------------------------------------------------------------------
+    one("Softmax", {"x": (2, 3, 5)}, attrs=dict(axis=1)),
+    one("Softmax", {"x": (2, 3, 4)}, attrs=dict(axis=1), opset=11, id="Softmax-opset11-coerced"),
+    one("LogSoftmax", {"x": (2, 3, 5)}),
+    one("MatMul", {"a": (2, 3, 4, 5), "b": (5, 6)}, id="MatMul-batched-by-2d"),
+    one("MatMul", {"a": (3, 4), "b": (2, 4, 5)}, id="MatMul-2d-by-batched"),
+    one("MatMul", {"a": (1, 3, 4), "b": (2, 4, 5)}, id="MatMul-batch-broadcast"),
+    one("MatMul", {"a": (4,), "b": (2, 4, 5)}, id="MatMul-vector-left"),
+    one("MatMul", {"a": (2, 3, 4), "b": (4,)}, id="MatMul-vector-right"),
+    one("Gemm", {"a": (3, 4), "b": (5, 4), "c": (5,)}, attrs=dict(transB=1, alpha=0.5, beta=2.0)),
+    one("Gemm", {"a": (4, 3), "b": (4, 5), "c": (3, 1)}, attrs=dict(transA=1), id="Gemm-transA"),
+    one("Gemm", {"a": (4, 3), "b": (5, 4)}, attrs=dict(transA=1, transB=1), id="Gemm-both-no-C"),
+    # convolution and pooling ------------------------------------------------------------------------
+    one("Conv", {"x": (2, 3, 7, 6), "w": (4, 3, 3, 3), "b": (4,)}, attrs=dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    one("Conv", {"x": (1, 4, 8, 7), "w": (6, 2, 3, 2)}, attrs=dict(group=2, dilations=[2, 1], pads=[1, 0, 0, 1]),
+        id="Conv-group-dilation-asym-pads"),
+    one("Conv", {"x": (2, 3, 6, 6), "w": (3, 1, 3, 3), "b": (3,)}, attrs=dict(group=3, strides=[2, 2], pads=[1, 1, 1, 1]),
+        id="Conv-depthwise"),
+    one("Conv", {"x": (1, 2, 7, 5), "w": (3, 2, 3, 3)}, attrs=dict(auto_pad="SAME_UPPER", strides=[2, 2]),
+        id="Conv-same-upper"),
+    one("Conv", {"x": (1, 2, 6, 5), "w": (3, 2, 2, 3)}, attrs=dict(auto_pad="SAME_LOWER"), id="Conv-same-lower"),
+    one("Conv", {"x": (2, 3, 9), "w": (2, 3, 3), "b": (2,)}, attrs=dict(strides=[3]), id="Conv-1d"),
+    one("Conv", {"x": (1, 2, 4, 4, 4), "w": (2, 2, 2, 2, 2)}, attrs=dict(strides=[2, 1, 1]), id="Conv-3d"),
+    one("Conv", {"x": (1, 3, 8, 8), "w": (4, 3, 3, 3), "b": (4,)}, attrs=dict(strides=[2, 2], pads=[1, 1, 1, 1]),
+        opset=11, id="Conv-opset11"),
+    one("ConvTranspose", {"x": (1, 4, 4, 3), "w": (4, 3, 3, 3), "b": (6,)},
+        attrs=dict(group=2, strides=[2, 2], pads=[1, 0, 0, 1], output_padding=[1, 0])),
+    one("ConvTranspose", {"x": (2, 3, 5, 5), "w": (3, 2, 2, 2)}, attrs=dict(strides=[2, 2]), id="ConvTranspose-simple"),
+    one("MaxPool", {"x": (2, 3, 7, 7)}, attrs=dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        id="MaxPool-indices-opset17"),
+    one("MaxPool", {"x": (2, 3, 7, 7)}, attrs=dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        opset=11, id="MaxPool-mask-opset11"),
+    one("MaxPool", {"x": (1, 2, 8, 8)}, attrs=dict(kernel_shape=[2, 2], strides=[2, 2]), opset=13, id="MaxPool-2x2-opset13"),
+    one("MaxPool", {"x": (1, 2, 6, 6)}, attrs=dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1), opset=13,
+        id="MaxPool-ceil-opset13"),
+    one("AveragePool", {"x": (2, 3, 7, 7)}, attrs=dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    one("AveragePool", {"x": (1, 2, 6, 5)}, attrs=dict(kernel_shape=[3, 2], strides=[1, 2], pads=[1, 0, 1, 1],
+                                                    count_include_pad=1), id="AveragePool-include-pad"),
+    one("AveragePool", {"x": (1, 2, 6, 6)}, attrs=dict(kernel_shape=[2, 2], strides=[2, 2]), opset=11,
+        id="AveragePool-opset11"),
+    one("GlobalAveragePool", {"x": (2, 3, 4, 5)}),
+    one("GlobalMaxPool", {"x": (2, 3, 4, 5)}),
+    # normalisation -------------------------------------------------------------------------------------
+    one("BatchNormalization", {"x": (2, 3, 4, 4), "s": (3,), "b": (3,), "m": (3,), "v": (3,)}, opset=15,
+        gen={"v": pos()}, attrs=dict(epsilon=1e-3)),
+    one("BatchNormalization", {"x": (2, 3, 4)}, consts={"s": f64(1.0, 2.0, 0.5), "b": f64(0.1, 0.2, 0.3),
+                                                       "m": f64(0.0, 0.5, -0.5), "v": f64(1.0, 0.5, 2.0)},
+        opset=11, id="BatchNormalization-opset11-consts"),
+    one("LayerNormalization", {"x": (2, 3, 8), "s": (8,), "b": (8,)}),
+    one("LayerNormalization", {"x": (2, 3, 8), "s": (8,), "b": (8,)}, force32=True, id="LayerNormalization-f32-outputs"),
+    one("LayerNormalization", {"x": (2, 4, 5), "s": (4, 5)}, attrs=dict(axis=1, epsilon=1e-3), opset=18,
+        id="LayerNormalization-axis1-opset18"),
+    one("InstanceNormalization", {"x": (2, 3, 4, 5), "s": (3,), "b": (3,)}),
+    # reductions ---------------------------------------------------------------------------------------
+    one("ReduceSum", {"x": (2, 3, 4)}, consts={"axes": i64(1, -1)}, attrs=dict(keepdims=0)),
+    one("ReduceSum", {"x": (2, 3, 4)}, opset=11, attrs=dict(axes=[0], keepdims=0), id="ReduceSum-opset11"),
+    one("ReduceSum", {"x": (2, 3, 4)}, id="ReduceSum-all"),
+    one("ReduceMean", {"x": (2, 3, 4)}, attrs=dict(axes=[0, 2], keepdims=0)),
+    one("ReduceMean", {"x": (2, 3, 4)}, consts={"axes": i64(-1)}, opset=18, id="ReduceMean-opset18"),
+    one("ReduceMax", {"x": (2, 3, 4)}, attrs=dict(axes=[1])),
+    one("ReduceMin", {"x": (2, 3, 4)}, attrs=dict(axes=[2], keepdims=0)),
+    one("ReduceL2", {"x": (2, 3, 4)}, attrs=dict(axes=[1], keepdims=0)),
+    one("ReduceSumSquare", {"x": (2, 3, 4)}, attrs=dict(axes=[0, 1])),
+    # shape and data movement -----------------------------------------------------------------------
+    one("Reshape", {"x": (2, 3, 4)}, consts={"shape": i64(4, 0, -1)}),
+    one("Flatten", {"x": (2, 3, 4, 5)}, attrs=dict(axis=2)),
+    one("Squeeze", {"x": (2, 1, 4, 1)}, consts={"axes": i64(1, -1)}),
+    one("Squeeze", {"x": (2, 1, 4)}, attrs=dict(axes=[1]), opset=11, id="Squeeze-opset11"),
+    one("Unsqueeze", {"x": (2, 4)}, consts={"axes": i64(0, -1)}),
+    one("Transpose", {"x": (2, 3, 4)}, attrs=dict(perm=[2, 0, 1])),
+    one("Concat", {"a": (2, 3), "b": (2, 1), "c": (2, 2)}, attrs=dict(axis=1)),
+    one("Split", {"x": (2, 6)}, consts={"split": i64(2, 4)}, attrs=dict(axis=1), outs=("y0", "y1")),
+    one("Split", {"x": (6, 2)}, attrs=dict(axis=0, split=[1, 2, 3]), opset=11, outs=("y0", "y1", "y2"), id="Split-opset11"),
+    one("Split", {"x": (2, 7)}, attrs=dict(axis=-1, num_outputs=3), opset=18, outs=("y0", "y1", "y2"), id="Split-opset18"),
+    Case("Split-one-output-used", "Split",
+         [node("Split", ["x"], ["y0", "unused"], axis=0), node("Identity", ["y0"], ["y"])], {"x": (4, 3)}),
+    one("Slice", {"x": (4, 5, 6)}, consts={"st": i64(1, -4), "en": i64(3, 100), "ax": i64(0, 2)}),
+    one("Slice", {"x": (5, 6)}, consts={"st": i64(4, 0), "en": i64(-100, 6), "ax": i64(0, 1), "sp": i64(-2, 2)},
+        id="Slice-steps"),
+    one("Slice", {"x": (4, 5)}, attrs=dict(starts=[1], ends=[3], axes=[1]), opset=9, id="Slice-opset9"),
+    one("Gather", {"x": (5, 3)}, consts={"i": np.array([[0, 2], [2, 4], [0, 0]], np.int64)}, id="Gather-embedding-repeats"),
+    one("Gather", {"x": (2, 5, 3)}, consts={"i": np.array([-1, 1, 1], np.int64)}, attrs=dict(axis=1), id="Gather-axis1-negative"),
+    one("Gather", {"x": (5, 3)}, consts={"i": np.array([[1, 1], [4, -2]], np.int64)}, opset=13, id="Gather-opset13-onehot"),
+    one("Gather", {"x": (2, 5, 3)}, consts={"i": np.array([0, 3, 3], np.int32)}, attrs=dict(axis=1), opset=13,
+        id="Gather-opset13-axis1-int32"),
+    one("GatherElements", {"x": (3, 4)}, consts={"i": np.array([[0, 3, 3], [1, -1, 0], [2, 2, 2]], np.int64)},
+        attrs=dict(axis=1)),
+    one("Expand", {"x": (3, 1)}, consts={"shape": i64(2, 1, 4)}),
+    one("Tile", {"x": (2, 3)}, consts={"reps": i64(2, 3)}),
+    one("Pad", {"x": (2, 3, 4)}, consts={"pads": i64(0, 1, 2, 0, 2, 1), "v": f64(0.5)}),
+    one("Pad", {"x": (2, 4, 5)}, consts={"pads": i64(1, 2, 2, 1), "v": f64(0.0), "axes": i64(1, 2)}, attrs=dict(mode="reflect"),
+        opset=18, id="Pad-reflect-axes-opset18"),
+    one("Pad", {"x": (3, 4)}, consts={"pads": i64(2, 1, 1, 3)}, attrs=dict(mode="edge"), id="Pad-edge"),
+    one("Pad", {"x": (3, 4)}, consts={"pads": i64(1, -1, 0, 2)}, id="Pad-negative"),
+    one("Pad", {"x": (1, 2, 3, 3)}, attrs=dict(pads=[0, 0, 1, 1, 0, 0, 1, 0]), opset=9, id="Pad-opset9"),
+    one("Resize", {"x": (1, 2, 3, 4)}, consts={"roi": np.array([], np.float32), "sc": np.array([1, 1, 2, 1.5], np.float32)},
+        attrs=dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor"), id="Resize-nearest"),
+    one("Resize", {"x": (1, 2, 3, 4)}, consts={"roi": np.array([], np.float32), "sc": np.array([1, 1, 2, 2], np.float32)},
+        attrs=dict(mode="linear"), id="Resize-linear-half-pixel"),
+    one("Resize", {"x": (1, 2, 4, 3)}, consts={"roi": np.array([], np.float32), "sc": np.array([], np.float32),
+                                               "sz": i64(1, 2, 7, 5)},
+        attrs=dict(mode="linear", coordinate_transformation_mode="align_corners"), id="Resize-linear-sizes-align"),
+    one("Resize", {"x": (1, 2, 3, 4)}, consts={"roi": np.array([], np.float32), "sc": np.array([1, 1, 2, 2], np.float32)},
+        attrs=dict(mode="linear"), opset=11, id="Resize-linear-opset11"),
+    one("Resize", {"x": (2, 3, 4)}, consts={"roi": np.array([], np.float32), "sc": np.array([1.5, 2.0], np.float32)},
+        ins=["x", "roi", "sc"], attrs=dict(mode="nearest", axes=[0, 2]), opset=19, id="Resize-axes-opset19", torch=False),
+    # pass-through -------------------------------------------------------------------------------------
+    one("Identity", {"x": (2, 3)}),
+    one("Dropout", {"x": (2, 3)}, consts={"ratio": np.array(0.3)}),
+    Case("Cast", "Cast", [helper.make_node("Cast", ["x"], ["x32"], name="to32", to=FLOAT),
+                          helper.make_node("Cast", ["x32"], ["y"], name="back", to=DOUBLE)], {"x": (2, 3)},
+         fd_h=1.0),
+    Case("CastLike", "CastLike", [node("CastLike", ["x", "like"], ["y"])], {"x": (2, 3)}, consts={"like": f64(1.0)}),
+    Case("Constant", "Constant",
+         [helper.make_node("Constant", [], ["c"], name="c", value=numpy_helper.from_array(np.array([[1.0, -2.0, 0.5]], np.float64))),
+          node("Mul", ["x", "c"])], {"x": (2, 3)}, wrt=("x", "c")),
+    # the engine: fan-out sums, a tensor used twice by one node, a chain ---------------------------------
+    Case("fanout-chain", "Mul", [node("Mul", ["x", "x"], ["sq"]), helper.make_node("Tanh", ["sq"], ["t"], name="t"),
+                                 helper.make_node("Add", ["t", "x"], ["u"], name="u"),
+                                 helper.make_node("MatMul", ["u", "w"], ["y"], name="mm")], {"x": (3, 4), "w": (4, 2)}),
+]
+
+
+def test_every_rule_has_a_case():
+    covered = {c.op for c in CASES}
+    missing = sorted(set(registry.load()) - covered)
+    assert not missing, f"registered rules without a gradient test case: {missing}"
+
+
+def test_case_ids_are_unique():
+    ids = [c.id for c in CASES]
+    assert len(ids) == len(set(ids))
+
+
+# -- float64 oracle overrides -------------------------------------------------------------------------
+
+class Erf(OpRun):
+    op_domain = ""
+
+    def _run(self, x):
+        return (np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype),)
+
+
+class Gelu(OpRun):
+    op_domain = ""
+
+    def _run(self, x, approximate="none"):
+        if approximate == "tanh":
+            return ((0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))).astype(x.dtype),)
+        erf = np.vectorize(math.erf, otypes=[np.float64])
+        return ((0.5 * x * (1 + erf(x / math.sqrt(2)))).astype(x.dtype),)
+
+
+class BatchNormalization(OpRun):
+    op_domain = ""
+
+    def _run(self, x, scale, bias, mean, var, epsilon=1e-5, momentum=None, training_mode=None, spatial=None,
+             is_test=None, consumed_inputs=None):
+        sh = [1, -1] + [1] * (x.ndim - 2)
+        y = scale.reshape(sh) * (x - mean.reshape(sh)) / np.sqrt(var.reshape(sh) + epsilon) + bias.reshape(sh)
+        return (y.astype(x.dtype),)
+
+
+class ConvTranspose(OpRun):
+    """onnx.reference ignores ``group``; this one is a direct float64 scatter."""
+
+    op_domain = ""
+
+    def _run(self, x, w, b=None, auto_pad=None, dilations=None, group=None, kernel_shape=None, output_padding=None,
+             output_shape=None, pads=None, strides=None):
+        n = x.ndim - 2
+        G = group or 1
+        s, d = strides or [1] * n, dilations or [1] * n
+        op, p = output_padding or [0] * n, pads or [0] * 2 * n
+        k = list(w.shape[2:])
+        cg_in, cg_out = x.shape[1] // G, w.shape[1]
+        full_sp = [s[i] * (x.shape[2 + i] - 1) + op[i] + (k[i] - 1) * d[i] + 1 for i in range(n)]
+        full = np.zeros([x.shape[0], cg_out * G] + full_sp)
+        for grp in range(G):
+            xg = x[:, grp * cg_in:(grp + 1) * cg_in]
+            wg = w[grp * cg_in:(grp + 1) * cg_in]
+            for off in np.ndindex(*k):
+                contrib = np.einsum("nc...,co->no...", xg, wg[(slice(None), slice(None)) + off])
+                sl = tuple(slice(off[i] * d[i], off[i] * d[i] + s[i] * (x.shape[2 + i] - 1) + 1, s[i]) for i in range(n))
+                full[(slice(None), slice(grp * cg_out, (grp + 1) * cg_out)) + sl] += contrib
+        crop = tuple(slice(p[i], full_sp[i] - p[n + i]) for i in range(n))
+        y = full[(slice(None), slice(None)) + crop]
+        if b is not None:
+            y = y + b.reshape([1, -1] + [1] * n)
+        return (y.astype(x.dtype),)
+
+
+class Pad(OpRun):
+    """onnx.reference rejects negative pads (a crop); numpy does the rest."""
+
+    op_domain = ""
+
+    def _run(self, x, pads=None, constant_value=None, axes=None, mode=None, value=None):
+        mode = mode or "constant"
+        r = x.ndim
+        axes = list(range(r)) if axes is None else [a + r if a < 0 else a for a in axes]
+        k = len(axes)
+        pb, pe = [0] * r, [0] * r
+        for j, a in enumerate(axes):
+            pb[a], pe[a] = int(pads[j]), int(pads[k + j])
+        x = x[tuple(slice(-min(b, 0), x.shape[i] + min(e, 0)) for i, (b, e) in enumerate(zip(pb, pe)))]
+        width = [(max(b, 0), max(e, 0)) for b, e in zip(pb, pe)]
+        if mode == "constant":
+            v = value if constant_value is None else (constant_value.reshape(-1)[0] if np.size(constant_value) else 0)
+            return (np.pad(x, width, mode="constant", constant_values=v or 0),)
+        return (np.pad(x, width, mode={"edge": "edge", "reflect": "reflect", "wrap": "wrap"}[mode]),)
+
+
+class Softmax(OpRun):
+    """Before opset 13 Softmax flattens the input to 2-D at ``axis``; onnx.reference does not."""
+
+    op_domain = ""
+
+    def _run(self, x, axis=1):
+        ax = axis + x.ndim if axis < 0 else axis
+        f = x.reshape(list(x.shape[:ax]) + [-1])
+        e = np.exp(f - f.max(axis=-1, keepdims=True))
+        return ((e / e.sum(axis=-1, keepdims=True)).reshape(x.shape),)
+
+
+ORACLE_OPS = [Erf, Gelu, BatchNormalization, ConvTranspose, Pad]
+
+
+def oracle_ops(opset: int) -> list:
+    return ORACLE_OPS + ([Softmax] if opset < 13 else [])
+
+
+# -- building and running a case ------------------------------------------------------------------------
+
+def build(case: Case, elem: int) -> onnx.ModelProto:
+    np_t = np.float64 if elem == DOUBLE else np.float32
+    inits = []
+    for k, v in case.consts.items():
+        v = np.asarray(v)
+        if v.dtype == np.float64 and not (k in ("roi", "sc")):
+            v = v.astype(np_t)
+        inits.append(numpy_helper.from_array(v, k))
+    nodes = []
+    for n in case.nodes:
+        c = onnx.NodeProto()
+        c.CopyFrom(n)
+        for a in c.attribute:
+            if c.op_type == "Cast" and a.name == "to" and a.i == DOUBLE:
+                a.i = elem
+            if c.op_type == "Constant" and a.name == "value" and a.t.data_type == DOUBLE:
+                a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np_t)))
+        nodes.append(c)
+    ins = [helper.make_tensor_value_info(k, elem, list(s)) for k, s in case.inputs.items()]
+    outs = [helper.make_tensor_value_info(o, 0, None) for o in case.outputs]
+    g = helper.make_graph(nodes, case.id, ins, [], initializer=inits)
+    g.output.extend(outs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", case.opset)])
+    m.ir_version = 8 if case.opset <= 17 else 9
+    m = annotate_outputs(infer_shapes(m))
+    for o in m.graph.output:
+        if not o.type.tensor_type.elem_type:
+            o.type.tensor_type.elem_type = elem
+    return m
+
+
+def with_cotangents(m: onnx.ModelProto, case: Case, elem: int) -> tuple[onnx.ModelProto, dict[str, str]]:
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    seeds = {}
+    shapes = shaped_types(m)
+    for o in case.outputs:
+        d = f"d_{o}"
+        vi = helper.make_tensor_value_info(d, elem, None)
+        vi.type.CopyFrom(shapes[o])
+        out.graph.input.append(vi)
+        seeds[o] = d
+    return out, seeds
+
+
+def wrt_of(case: Case) -> list[str]:
+    return list(case.wrt) if case.wrt else list(case.inputs)
+
+
+def values(case: Case, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {k: case.gen.get(k, away(0.1, 1.0))(rng, s).astype(np.float64) for k, s in case.inputs.items()}
+
+
+def run_backward(case: Case, vals: dict, cot: dict):
+    """The gradients from onnxprobe's backward graph in onnxruntime: float64 when it can, else float32."""
+    for elem in ([] if case.force32 else [DOUBLE]) + [FLOAT]:
+        fwd = build(case, elem)
+        model, seeds = with_cotangents(fwd, case, elem)
+        bw = attach_backward(model, seeds, wrt_of(case), outputs=list(case.outputs))
+        onnx.checker.check_model(bw.model, full_check=True)
+        np_t = np.float64 if elem == DOUBLE else np.float32
+        try:
+            sess = ort.InferenceSession(bw.model.SerializeToString(), providers=["CPUExecutionProvider"])
+        except Exception as e:  # noqa: BLE001
+            if elem == DOUBLE and "NOT_IMPLEMENTED" in str(e):
+                continue
+            raise
+        feeds = {k: v.astype(np_t) for k, v in vals.items() if k in case.inputs}
+        feeds.update({f"d_{o}": cot[o].astype(np_t) for o in case.outputs})
+        names = list(bw.grads.values())
+        res = dict(zip(names, sess.run(names, feeds)))
+        return {t: res[g].astype(np.float64) for t, g in bw.grads.items()}, elem, bw
+    raise AssertionError("unreachable")
+
+
+def forward_f64(case: Case):
+    m = build(case, DOUBLE)
+    # constants that the case differentiates (Constant nodes) become inputs of the oracle graph
+    return m
+
+
+def loss_fd(case: Case, m: onnx.ModelProto, vals: dict, cot: dict):
+    wrt = wrt_of(case)
+    extra = [w for w in wrt if w not in case.inputs]
+    if extra:
+        m = _consts_as_inputs(m, extra)
+    ref = ReferenceEvaluator(m, new_ops=oracle_ops(case.opset))
+
+    def L(v):
+        outs = ref.run(list(case.outputs), v)
+        return float(sum(np.sum(o.astype(np.float64) * cot[k]) for k, o in zip(case.outputs, outs)))
+
+    return L
+
+
+def _consts_as_inputs(m: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    keep = [n for n in out.graph.node if not (n.op_type == "Constant" and n.output[0] in names)]
+    del out.graph.node[:]
+    out.graph.node.extend(keep)
+    for n in names:
+        out.graph.input.append(helper.make_tensor_value_info(n, DOUBLE, None))
+    return out
+
+
+def const_values(case: Case) -> dict[str, np.ndarray]:
+    out = {}
+    for n in case.nodes:
+        if n.op_type == "Constant" and n.output[0] in (case.wrt or ()):
+            out[n.output[0]] = numpy_helper.to_array(n.attribute[0].t).astype(np.float64)
+    return out
+
+
+def cotangents(case: Case, vals: dict) -> dict[str, np.ndarray]:
+    m = build(case, DOUBLE)
+    extra = [w for w in wrt_of(case) if w not in case.inputs]
+    if extra:
+        m = _consts_as_inputs(m, extra)
+    outs = ReferenceEvaluator(m, new_ops=oracle_ops(case.opset)).run(list(case.outputs), vals)
+    rng = np.random.default_rng(99)
+    return {k: rng.standard_normal(np.shape(o)) for k, o in zip(case.outputs, outs)}
+
+
+@pytest.fixture(scope="module")
+def computed():
+    return {}
+
+
+def _compute(case: Case, cache: dict):
+    if case.id not in cache:
+        vals = values(case)
+        vals.update(const_values(case))
+        cot = cotangents(case, vals)
+        grads, elem, bw = run_backward(case, vals, cot)
+        cache[case.id] = (vals, cot, grads, elem, bw)
+    return cache[case.id]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_finite_differences(case, computed):
+    vals, cot, grads, elem, _ = _compute(case, computed)
+    L = loss_fd(case, build(case, DOUBLE), vals, cot)
+    rtol = 1e-6 if elem == DOUBLE else 2e-3
+    rng = np.random.default_rng(7)
+    assert set(grads) == set(wrt_of(case)), f"no gradient for {set(wrt_of(case)) - set(grads)}"
+    for name in wrt_of(case):
+        g = grads[name]
+        assert g.shape == np.shape(vals[name]), f"{name}: gradient shape {g.shape}, tensor {np.shape(vals[name])}"
+        for v in (rng.standard_normal(g.shape), g * rng.uniform(0.5, 1.5, g.shape)):
+            h = case.fd_h
+            plus = dict(vals, **{name: vals[name] + h * v})
+            minus = dict(vals, **{name: vals[name] - h * v})
+            fd = (L(plus) - L(minus)) / (2 * h)
+            an = float(np.sum(g * v))
+            scale = max(abs(fd), abs(an), 1e-9)
+            assert abs(fd - an) <= rtol * scale + 1e-9, f"{name}: <grad, v> = {an:.10g}, finite difference {fd:.10g}"
+
+
+TORCH_CASES = [c for c in CASES if c.torch]
+
+
+@pytest.fixture(scope="module")
+def torch_answers(computed):
+    """torch.autograd's gradients for every case, computed in one worker process."""
+    from test_autodiff_torchref import in_worker
+
+    jobs = []
+    for case in TORCH_CASES:
+        vals, cot, *_ = _compute(case, computed)
+        m = build(case, DOUBLE)
+        extra = [w for w in wrt_of(case) if w not in case.inputs]
+        if extra:
+            m = _consts_as_inputs(m, extra)
+        jobs.append({"kind": "grads", "model": m.SerializeToString(), "feeds": vals,
+                     "wrt": {k: vals[k] for k in wrt_of(case)}, "outputs": [(o, cot[o]) for o in case.outputs]})
+    return dict(zip([c.id for c in TORCH_CASES], in_worker(jobs)))
+
+
+@pytest.mark.parametrize("case", TORCH_CASES, ids=[c.id for c in TORCH_CASES])
+def test_against_torch_autograd(case, computed, torch_answers):
+    vals, cot, grads, elem, _ = _compute(case, computed)
+    wrt = {k: vals[k] for k in wrt_of(case)}
+    tg = torch_answers[case.id]
+    if "__unsupported__" in tg:
+        pytest.skip(f"the torch oracle has no equivalent: {tg['__unsupported__']}")
+    rtol = 1e-7 if elem == DOUBLE else 1e-4
+    for k in wrt:
+        scale = max(float(np.abs(tg[k]).max()), 1e-12)
+        np.testing.assert_allclose(grads[k], tg[k], rtol=0, atol=rtol * scale, err_msg=k)
+
+
+def test_backward_nodes_are_tagged_and_gradients_named(computed):
+    case = next(c for c in CASES if c.id == "fanout-chain")
+    *_, bw = _compute(case, computed)
+    assert bw.grads == {"x": "x_grad", "w": "w_grad"}
+    bw_nodes = [n for n in bw.model.graph.node if n.name.startswith("onnxprobe.grad/")]
+    assert bw_nodes and all(n.doc_string.startswith("onnxprobe backward") for n in bw_nodes)
+    sums = [n for n in bw_nodes if n.op_type == "Sum"]
+    assert len(sums) == 1 and sums[0].output[0] == "x_grad"  # x feeds Mul twice and Add once: one fan-out sum

