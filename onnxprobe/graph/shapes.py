@@ -45,6 +45,14 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
 def _copy_value_info(src: onnx.GraphProto, dst: onnx.GraphProto) -> None:
     del dst.value_info[:]
     dst.value_info.extend(src.value_info)
+    # graph outputs keep what the model declares; inference only fills in what it left out
+    for so, do in zip(src.output, dst.output):
+        dt, st = do.type.tensor_type, so.type.tensor_type
+        if so.type.HasField("tensor_type") and (not dt.elem_type or not dt.HasField("shape")):
+            if not dt.elem_type:
+                dt.elem_type = st.elem_type
+            if not dt.HasField("shape") and st.HasField("shape"):
+                dt.shape.CopyFrom(st.shape)
     for sn, dn in zip(src.node, dst.node):
         for sa, da in zip(sn.attribute, dn.attribute):
             if sa.type == onnx.AttributeProto.GRAPH:
