@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from onnxprobe import __version__
+from onnxprobe.cli.debug import debug
 from onnxprobe.cli.diff import diff
 from onnxprobe.cli.extract import extract
 from onnxprobe.cli.grad import grad
@@ -47,6 +48,7 @@ app.command("grad")(grad)
 app.command("inspect")(inspect)
 app.command("mark")(mark)
 app.command("extract")(extract)
+app.command("debug")(debug)
 app.command("diff")(diff)
 app.command("merge-stats")(merge_stats)
 

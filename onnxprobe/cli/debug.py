@@ -1,0 +1,93 @@
+"""``onnxprobe debug``: an interactive debugging session over one model (or two), or a script of its commands."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from onnxprobe.cli.errors import handle_errors
+from onnxprobe.cli.options import (
+    AllOpt, ConstOpt, DeviceOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt,
+    RangeOpt, SeedOpt, ShapeOpt, parse_int_range,
+)
+
+OtherArg = Annotated[Optional[Path], typer.Argument(help="A second model to compare with (diff, match; --model b).", show_default=False)]
+ScriptOpt = Annotated[Optional[Path], typer.Option("--script", help="Run the session's commands from FILE ('-' for stdin), one per line, and exit.", rich_help_panel="Session")]
+EchoOpt = Annotated[bool, typer.Option("--echo", help="In --script mode, print each command before its output.", rich_help_panel="Session")]
+
+
+@handle_errors
+def debug(
+    model: ModelArg,
+    other: OtherArg = None,
+    script: ScriptOpt = None,
+    echo: EchoOpt = False,
+    op: OpOpt = None,
+    name: NameOpt = None,
+    all_: AllOpt = False,
+    range_: RangeOpt = None,
+    include_constants: ConstOpt = False,
+    seed: SeedOpt = 0,
+    int_range: IntRangeOpt = "0:100",
+    shape: ShapeOpt = None,
+    input_: InputOpt = None,
+    inputs: InputsOpt = None,
+    device: DeviceOpt = "auto",
+    opt_level: OptLevelOpt = "off",
+) -> None:
+    """Debug a model interactively: the model stays loaded and its results cached between commands.
+
+    Type `help` in the session for the commands (info, nodes, node, inputs, input, seed, probe, run,
+    stats, show, save, where, goto, step, back, diff, match, grad, device, quit). Tab completes
+    commands, node and tensor names; Ctrl-C cancels a command; Ctrl-D quits. The selection and input
+    options mean the same as in `layers` and set the session's starting probes and inputs.
+
+    With --script FILE the same commands run one per line, output on stdout; a failing line prints its
+    error on stderr and the script goes on; the exit code is 1 when any line failed.
+
+    Examples:
+
+        onnxprobe debug model.onnx --shape x=1x3x224x224
+
+        onnxprobe debug model.onnx --script checks.txt
+
+        onnxprobe debug fp32.onnx int8.onnx
+    """
+    from onnxprobe import api
+    from onnxprobe.cli.errors import warn
+    from onnxprobe.report.console import stdout_console
+    from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_npz
+    from onnxprobe.session import repl
+    from onnxprobe.session.state import InputSpec, State
+
+    selection = api.Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_,
+                              include_constants=include_constants)
+    spec = InputSpec(seed=seed, int_range=parse_int_range(int_range), shapes=parse_shape_overrides(shape),
+                     files=parse_input_files(input_), arrays=read_npz(inputs) if inputs else {})
+    models = [api.load(model)] + ([api.load(other)] if other is not None else [])
+    state = State(models, inputs=spec, device=device, opt_level=opt_level, selection=selection)
+    for t in state.targets.values():
+        state.feed(t)  # a bad input or shape fails here, before the session starts
+    if script is None and not sys.stdin.isatty():
+        script = Path("-")  # piped commands: run them as a script
+    if script is None:
+        repl.repl(state)
+        return
+    if str(script) == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        if not script.is_file():
+            from onnxprobe.errors import UsageError
+
+            raise UsageError(f"--script {script}: no such file")
+        lines = script.read_text().splitlines()
+    from onnxprobe.session.state import session_notes
+
+    notes = [n for t in state.targets.values() for n in session_notes(state.feed(t)[2]) + list(t.model.warnings)]
+    warn(notes)
+    failed = repl.run_script(state, lines, stdout_console(), echo=echo)
+    if failed:
+        raise typer.Exit(1)

@@ -1,0 +1,103 @@
+"""Runs that Ctrl-C stops: the interactive session's way to call onnxruntime.
+
+onnxruntime's ``run`` is one C call; Python only sees a Ctrl-C after it returns, which for a long run is
+much too late. Here the call runs in a worker thread while the calling (main) thread waits in short
+slices, so the ``KeyboardInterrupt`` arrives at once; the run is then stopped through
+``RunOptions.terminate`` (onnxruntime checks it between nodes, Loop and Scan bodies included) and the
+``KeyboardInterrupt`` is raised again once the worker has finished, so nothing keeps running behind the
+user's back.
+
+- ``call_interruptibly(fn, ...)``: any blocking call; on Ctrl-C, ``on_interrupt()`` is called and, when
+  the worker does not stop within ``grace`` seconds, it is left to finish alone (its result is dropped).
+- ``run_bound_interruptibly(session, ...)``: ``runtime.session.run_bound`` with a terminate flag.
+
+Never prints.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from onnxprobe.errors import ExecutionError
+from onnxprobe.runtime.session import Session, _ort, explain_ort_error
+
+POLL_S = 0.05
+
+
+def call_interruptibly(fn: Callable[..., Any], *args, on_interrupt: Callable[[], None] | None = None,
+                       grace: float = 10.0, **kwargs) -> Any:
+    """``fn(*args, **kwargs)`` in a worker thread; Ctrl-C in the calling thread interrupts the wait.
+
+    Only the main thread receives KeyboardInterrupt; from any other thread this simply calls ``fn``."""
+    if threading.current_thread() is not threading.main_thread():
+        return fn(*args, **kwargs)
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+        finally:
+            done.set()
+
+    t = threading.Thread(target=work, name="onnxprobe-run", daemon=True)
+    t.start()
+    try:
+        while not done.wait(POLL_S):
+            pass
+    except KeyboardInterrupt:
+        if on_interrupt is not None:
+            on_interrupt()
+        deadline = time.monotonic() + grace
+        while not done.is_set() and time.monotonic() < deadline:
+            try:
+                done.wait(POLL_S)
+            except KeyboardInterrupt:  # a second Ctrl-C while stopping: keep stopping
+                pass
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def run_bound_interruptibly(session: Session, feeds: dict[str, np.ndarray], host_outputs: list[str],
+                            device_outputs: list[str] = ()) -> tuple[dict[str, np.ndarray], float]:
+    """Like ``runtime.session.run_bound`` (IOBinding; ``host_outputs`` come back as numpy arrays), but a
+    Ctrl-C stops the run within one node and raises KeyboardInterrupt. Returns (outputs, seconds)."""
+    ort = _ort()
+    sess = session.sess
+    binding = sess.io_binding()
+    dev = "cuda" if session.device == "cuda" else "cpu"
+    for name, value in feeds.items():
+        value = np.require(value, requirements="C")
+        if dev == "cpu":
+            binding.bind_cpu_input(name, value)
+        else:
+            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, dev, 0))
+    for name in host_outputs:
+        binding.bind_output(name, "cpu")
+    for name in device_outputs:
+        binding.bind_output(name, dev)
+    options = ort.RunOptions()
+    options.log_severity_level = 4
+
+    def stop() -> None:
+        options.terminate = True
+
+    t0 = time.perf_counter()
+    try:
+        call_interruptibly(sess.run_with_iobinding, binding, options, on_interrupt=stop)
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise ExecutionError(explain_ort_error(str(e), session.device)) from e
+    seconds = time.perf_counter() - t0
+    names = list(host_outputs) + list(device_outputs)
+    values = binding.get_outputs()
+    return {n: v.numpy() for n, v in zip(names, values)}, seconds

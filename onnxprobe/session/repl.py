@@ -1,0 +1,308 @@
+"""The front ends of the debugging session: an interactive prompt (prompt_toolkit) and a script runner.
+Both run lines through ``commands.execute`` and print what it returns; neither holds any logic.
+
+Interactive: Tab completes command names, node names, tensor names, op types, options and files; the
+history is kept in ``$ONNXPROBE_HISTORY`` (default ``~/.onnxprobe_history``); Ctrl-C cancels the running
+command (an onnxruntime run stops within one node) or clears the line; Ctrl-D quits.
+
+Script (``--script FILE``): one command per line, ``#`` comments and blank lines skipped, output on
+stdout. A failing line prints ``onnxprobe: error: line N: ...`` on stderr and the script goes on; the
+return value counts the failed lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import sys
+import traceback
+from pathlib import Path
+from typing import Iterable
+
+from rich.console import Console
+from rich.text import Text
+
+from onnxprobe.errors import OnnxProbeError
+from onnxprobe.session import commands as C
+from onnxprobe.session.state import State, session_notes
+
+HISTORY_ENV = "ONNXPROBE_HISTORY"
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("ONNXPROBE_DEBUG", "") not in ("", "0")
+
+
+def history_path() -> Path:
+    return Path(os.environ.get(HISTORY_ENV) or Path.home() / ".onnxprobe_history").expanduser()
+
+
+def _error_text(e: BaseException) -> str:
+    if isinstance(e, OnnxProbeError):
+        return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    return f"internal error: {type(e).__name__}: {first} (run with ONNXPROBE_DEBUG=1 for the traceback)"
+
+
+def show(console: Console, items: list) -> None:
+    for item in items:
+        console.print(item, soft_wrap=False, highlight=False)
+
+
+def banner(state: State) -> list:
+    out = []
+    for t in state.targets.values():
+        idx = t.index
+        line = Text()
+        line.append("onnxprobe debug", style="bold")
+        if len(state.targets) > 1:
+            line.append(f" [{t.label}]")
+        line.append(f" {t.model.source}: {len(idx.sites)} nodes, {len(idx.refs)} tensors")
+        out.append(line)
+        for n in session_notes(state.feed(t)[2]) + list(t.model.warnings):
+            out.append(Text(f"note: {n}", style="dim"))
+    out.append(Text("help lists the commands · Tab completes · Ctrl-C cancels · Ctrl-D quits", style="dim"))
+    return out
+
+
+# -- script mode -----------------------------------------------------------------------------------------
+
+
+def run_script(state: State, lines: Iterable[str], out: Console, *, echo: bool = False) -> int:
+    """Run lines one by one; returns the number of lines that failed. KeyboardInterrupt propagates."""
+    env = C.Env(state, out.width)
+    failed = 0
+    for n, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        if echo:
+            out.print(Text(f"> {text}", style="bold"), soft_wrap=False)
+        env.width = out.width
+        try:
+            show(out, C.execute(env, text))
+        except C.Quit:
+            break
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure is one line, the script goes on
+            if debug_enabled():
+                traceback.print_exc()
+            failed += 1
+            sys.stdout.flush()
+            print(f"onnxprobe: error: line {n}: {_error_text(e)}", file=sys.stderr, flush=True)
+    return failed
+
+
+# -- interactive mode ------------------------------------------------------------------------------------
+
+
+def _quote(name: str) -> str:
+    return name if name and all(c not in name for c in " \t'\"\\#;") else shlex.quote(name)
+
+
+def make_completer(state: State):
+    from prompt_toolkit.completion import Completer, Completion, PathCompleter
+    from prompt_toolkit.document import Document
+
+    paths = PathCompleter(expanduser=True)
+    options = ["--op", "--name", "--all", "--range", "--include-constants"]
+
+    class SessionCompleter(Completer):
+        def get_completions(self, document, complete_event):
+            text = document.text_before_cursor
+            words = text.split()
+            if text and not text[-1].isspace():
+                current, before = words[-1], words[:-1]
+            else:
+                current, before = "", words
+            if not before:
+                yield from self._match(current, [(c, COMMANDS_META.get(c, "")) for c in C.command_names()])
+                return
+            name = C.ALIASES.get(before[0], before[0])
+            cmd = C.COMMANDS.get(name)
+            if cmd is None:
+                return
+            label = "a"
+            for i, w in enumerate(before[:-1]):
+                if w in ("--model", "-m"):
+                    label = before[i + 1]
+            t = state.targets.get(label, state.targets["a"])
+            prev = before[-1] if len(before) > 1 else None
+            if prev in ("--model", "-m"):
+                yield from self._match(current, [(k, v.name) for k, v in state.targets.items()])
+                return
+            if prev == "--op":
+                yield from self._match(current, self._ops(t))
+                return
+            if prev in ("--range",):
+                yield from self._match(current, self._nodes(t), substring=True)
+                return
+            if prev == "--name":
+                yield from self._match(current, self._tensors(t) + self._nodes(t), substring=True)
+                return
+            positional = []
+            skip = False
+            for w in before[1:]:
+                if skip:
+                    skip = False
+                    continue
+                if w in ("--model", "-m", "--op", "--name", "--range", "--bins", "--sort"):
+                    skip = True
+                    continue
+                if not w.startswith("-"):
+                    positional.append(w)
+            kind = cmd.args[min(len(positional), len(cmd.args) - 1)] if cmd.args else None
+            if current.startswith("-"):
+                flags = re.findall(r"--[a-z][a-z-]*", cmd.usage)
+                if kind == "selection":
+                    flags = options + flags
+                yield from self._match(current, [(f, "") for f in dict.fromkeys(flags)])
+                return
+            if kind is None:
+                return
+            if kind == "file" or (kind == "inputhow" and ("/" in current or current.startswith("."))):
+                sub = Document(current, len(current))
+                yield from paths.get_completions(sub, complete_event)
+                return
+            names = kind in ("node", "tensor", "savewhat", "nodepattern", "selection")
+            yield from self._match(current, self._candidates(kind, t, current, before), substring=names)
+
+        # candidates: (text, meta)
+        def _candidates(self, kind: str, t, current: str, before: list[str]):
+            if kind == "command":
+                return [(c, "") for c in C.COMMANDS]
+            if kind == "node":
+                return self._nodes(t)
+            if kind == "tensor":
+                return self._here(t) + self._tensors(t)
+            if kind == "input":
+                return [(n, "input") for n in t.index.inputs]
+            if kind == "inputhow":
+                return [("random", "seeded random data")]
+            if kind == "savewhat":
+                return [("all", "every probed tensor")] + self._here(t) + self._tensors(t)
+            if kind == "probesub":
+                return [(s, "") for s in ("add", "rm", "list", "clear")]
+            if kind == "device":
+                return [(d, "") for d in ("auto", "cpu", "cuda")]
+            if kind == "condition":
+                return [(c, "") for c in ("nan", "inf", "nonfinite", "absmax>", "std<", "mean>", "max>", "min<")]
+            if kind == "nodepattern":
+                return [(f"op:{o}", m) for o, m in self._ops(t)] + self._nodes(t)
+            if kind == "selection":
+                if current.startswith("op:"):
+                    return [(f"op:{o}", m) for o, m in self._ops(t)]
+                if current.startswith("-"):
+                    return [(o, "") for o in options + ["--model"]]
+                return self._tensors(t) + self._nodes(t) + [("all", "every tensor")]
+            return []
+
+        def _here(self, t):
+            """The tensors of the node at the cursor come first."""
+            if t.cursor is None:
+                return []
+            node = t.index.sites[t.cursor].node
+            return [(n, "at the cursor") for n in list(node.output) + list(node.input) if n in t.index.refs]
+
+        def _ops(self, t):
+            ops: dict[str, int] = {}
+            for s in t.index.sites:
+                ops[s.node.op_type] = ops.get(s.node.op_type, 0) + 1
+            return [(o, f"×{n}") for o, n in sorted(ops.items())]
+
+        def _nodes(self, t):
+            return [(s.name, s.node.op_type) for s in t.index.sites]
+
+        def _tensors(self, t):
+            from onnxprobe.report.format import shape as fmt_shape
+
+            out = []
+            for n in t.index.order:
+                r = t.index.refs[n]
+                kind = t.index.kinds[n]
+                meta = r.op_type if kind == "node" else ("input" if kind == "input" else "weight")
+                out.append((n, f"{meta} {fmt_shape(r.shape)}"))
+            return out
+
+        def _match(self, current: str, candidates, substring: bool = False):
+            """Names that start with what was typed, then (for node and tensor names) names that contain it."""
+            cur = current.strip("'\"")
+            low = cur.lower()
+            seen = set()
+            first, second = [], []
+            for text, meta in candidates:
+                if text in seen:
+                    continue
+                if text.startswith(cur):
+                    first.append((text, meta))
+                    seen.add(text)
+                elif substring and low and low in text.lower():
+                    second.append((text, meta))
+                    seen.add(text)
+            for text, meta in first + second:
+                yield Completion(_quote(text), start_position=-len(current), display=text, display_meta=meta)
+
+    return SessionCompleter()
+
+
+COMMANDS_META = {name: c.help[:40] for name, c in C.COMMANDS.items()}
+
+
+def _prompt_text(state: State) -> str:
+    from onnxprobe.report.format import shorten
+
+    t = state.targets.get(state.current, state.a)
+    where = ""
+    if t.cursor is not None:
+        where = f" @{shorten(t.index.sites[t.cursor].name, 28)}"
+    label = f"[{t.label}]" if len(state.targets) > 1 else ""
+    return f"onnxprobe {shorten(state.a.name, 32)}{(' ' + label) if label else ''}{where}> "
+
+
+def repl(state: State, *, out: Console | None = None, err: Console | None = None) -> None:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+    out = out or Console(highlight=False, soft_wrap=False)
+    err = err or Console(stderr=True, highlight=False)
+    path = history_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(exist_ok=True)
+        history = FileHistory(str(path))
+    except OSError:
+        history = InMemoryHistory()
+        err.print(Text(f"note: cannot write the history file {path}; history is kept for this session only", style="dim"))
+    session = PromptSession(history=history, completer=make_completer(state), complete_while_typing=False,
+                            auto_suggest=AutoSuggestFromHistory(), enable_history_search=False)
+
+    @contextlib.contextmanager
+    def busy(message: str):
+        with err.status(Text(message, style="dim"), spinner="dots"):
+            yield
+
+    state.busy = busy
+    env = C.Env(state, out.width)
+    show(out, banner(state))
+    while True:
+        try:
+            line = session.prompt(_prompt_text(state))
+        except KeyboardInterrupt:
+            continue  # Ctrl-C at the prompt clears the line
+        except EOFError:
+            break
+        env.width = out.width
+        try:
+            show(out, C.execute(env, line))
+        except C.Quit:
+            break
+        except KeyboardInterrupt:
+            err.print(Text("cancelled", style="yellow"))
+        except Exception as e:  # noqa: BLE001 - one line, and the session goes on
+            if debug_enabled():
+                err.print(Text(traceback.format_exc().rstrip(), style="dim"))
+            err.print(Text(f"error: {_error_text(e)}", style="red"), soft_wrap=True)

@@ -1,0 +1,520 @@
+"""The state of a debugging session, with no I/O: nothing here prints, prompts or reads the terminal.
+
+One ``Target`` per loaded model (label ``a``, and ``b`` for a second model) holds the model, its
+``GraphIndex``, its probe set (tensor names, in topological order), its cached ``Results`` and a cursor
+(a node index, for goto/step/back). The ``State`` holds the targets and what they share: the input
+specification (seed, integer range, shapes, files or values per input), the device and the
+optimisation level.
+
+Results are cached per *run key* = (digest of the input values, device, opt-level). Asking for
+statistics of tensors computes only those not cached for the current key; when the key changes the
+cache is dropped. So ``run`` re-runs only what changed: nothing when nothing changed, only the new
+probes when probes were added, everything when inputs or device changed. onnxruntime sessions are kept
+by ``api.Runner`` (per set of exposed tensors), so new inputs re-use them.
+
+Long work goes through ``busy(message)``, a context manager the front end may replace (a spinner);
+Ctrl-C raises KeyboardInterrupt out of any method, and nothing half-computed is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable, ContextManager
+
+import numpy as np
+
+from onnxprobe import api
+from onnxprobe.errors import ExecutionError, UsageError
+from onnxprobe.graph.select import Selection, select
+from onnxprobe.runtime.feeds import check_value, input_specs
+from onnxprobe.runtime.session import DEVICES, OPT_LEVELS, resolve_device
+from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.types import RunInfo, TensorRef
+
+RAW_CACHE_BYTES = 512 * 2**20  # raw tensors kept for show/save, per model
+WALK_BEHIND, WALK_AHEAD = 8, 32  # goto/step/back compute the statistics of this window of nodes at once
+
+
+@dataclass
+class InputSpec:
+    """How the inputs are made: seeded random data, except where a file or a value is given."""
+
+    seed: int = 0
+    int_range: tuple[int, int] = (0, 100)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)  # name -> .npy/.pb path or a literal value
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)  # name -> value (from an .npz, or a loss input)
+    version: int = 0  # bumped on every change
+    origins: dict[str, str] = field(default_factory=dict)  # name -> where an array came from
+
+    def source(self, name: str) -> str:
+        if name in self.arrays:
+            return self.origins.get(name, "from .npz")
+        if name in self.files:
+            return self.files[name]
+        extra = f", shape {'x'.join(map(str, self.shapes[name]))}" if name in self.shapes else ""
+        return f"random (seed {self.seed}{extra})"
+
+    def changed(self, **changes) -> "InputSpec":
+        """A copy with ``changes`` (its dicts copied too) and the next version."""
+        base = dict(shapes=dict(self.shapes), files=dict(self.files), arrays=dict(self.arrays), origins=dict(self.origins))
+        base.update(changes)
+        return dataclasses.replace(self, version=self.version + 1, **base)
+
+    def key(self) -> tuple:
+        stamps = []
+        for name, f in sorted(self.files.items()):
+            try:
+                st = os.stat(f)
+                stamps.append((name, f, st.st_mtime_ns, st.st_size))
+            except OSError:
+                stamps.append((name, f, None, None))
+        return (self.version, self.seed, self.int_range, tuple(sorted(self.shapes.items())), tuple(stamps))
+
+
+@dataclass
+class Results:
+    """What runs computed for one run key."""
+
+    key: tuple | None = None
+    stats: dict[str, TensorStats | None] = field(default_factory=dict)  # None: no statistics for this dtype
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    raw: OrderedDict = field(default_factory=OrderedDict)  # name -> array, least recently used first
+    info: RunInfo | None = None
+    notes: list[str] = field(default_factory=list)
+    runs: int = 0
+
+    def reset(self, key: tuple) -> None:
+        self.__init__(key=key)
+
+    def keep_raw(self, name: str, value: np.ndarray, limit: int = RAW_CACHE_BYTES) -> None:
+        self.raw[name] = value
+        self.raw.move_to_end(name)
+        while len(self.raw) > 1 and sum(v.nbytes for v in self.raw.values()) > limit:
+            self.raw.popitem(last=False)
+
+
+@dataclass
+class RunReport:
+    """What a request for results did."""
+
+    computed: list[str]  # tensors computed now
+    cached: int  # tensors already known
+    reason: str  # why anything ran: "first run", "inputs changed", "3 new tensors"...
+    info: RunInfo | None = None
+
+    @property
+    def ran(self) -> bool:
+        return bool(self.computed)
+
+
+@dataclass
+class Target:
+    label: str
+    model: api.Model
+    index: api.GraphIndex
+    probes: list[str] = field(default_factory=list)
+    results: Results = field(default_factory=Results)
+    runner: api.Runner = field(default_factory=api.Runner)
+    cursor: int | None = None
+    feed_cache: tuple | None = None  # (spec key, feed, digest, notes)
+    last_key: tuple | None = None
+    forward: api.Model | None = None  # the model as loaded, once `grad` replaced it with its backward graph
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.model.source)
+
+
+_DIM_NOTE = re.compile(r"^input (\S+): dimension (.+) unknown, set to 1 \(use --shape \S+\)$")
+
+
+def session_notes(notes: list[str]) -> list[str]:
+    """Feed notes in the session's words: one line per input, and the command that fixes it."""
+    dims: dict[str, list[str]] = {}
+    out: list[str] = []
+    for n in notes:
+        m = _DIM_NOTE.match(n)
+        if m:
+            dims.setdefault(m.group(1), []).append(m.group(2))
+        else:
+            out.append(n)
+    for name, ds in dims.items():
+        which = ", ".join(ds)
+        out.append(f"input {name}: unknown dimension{'s' if len(ds) > 1 else ''} {which} set to 1 "
+                   f"(input {name} random DIMS, or start with --shape {name}=DIMS)")
+    return out
+
+
+def feed_digest(feed: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha1()
+    for k in sorted(feed):
+        v = np.ascontiguousarray(feed[k])
+        h.update(f"{k}|{v.dtype.str}|{v.shape}|".encode())
+        h.update(v.tobytes())
+    return h.hexdigest()
+
+
+def _null_busy(message: str) -> ContextManager:
+    return contextlib.nullcontext()
+
+
+class State:
+    def __init__(self, models: list[api.Model], *, inputs: InputSpec | None = None, device: str = "auto",
+                 opt_level: str = "off", selection: Selection | None = None) -> None:
+        if not models:
+            raise UsageError("no model to debug")
+        if len(models) > 2:
+            raise UsageError("debug takes one model, or two to compare")
+        self.targets: dict[str, Target] = {}
+        for label, m in zip(("a", "b"), models):
+            t = Target(label, m, api.index(m))
+            self.targets[label] = t
+        self.inputs = inputs or InputSpec()
+        self.set_device(device)
+        if opt_level not in OPT_LEVELS:
+            raise UsageError(f"--opt-level {opt_level!r}: choose one of {', '.join(OPT_LEVELS)}")
+        self.opt_level = opt_level
+        self.busy: Callable[[str], ContextManager] = _null_busy
+        self.current = "a"  # the target goto/step/back walk
+        self.extras: dict[str, object] = {}  # room for features that attach later (gradients...)
+        for t in self.targets.values():
+            self.probe_add(t, selection or Selection())
+        self._check_inputs()
+
+    # -- targets -------------------------------------------------------------------------------------
+    def target(self, label: str | None = None) -> Target:
+        label = (label or "a").lower()
+        label = {"1": "a", "2": "b", "other": "b", "first": "a", "second": "b"}.get(label, label)
+        if label not in self.targets:
+            if label == "b":
+                raise UsageError("no second model: start with `onnxprobe debug MODEL OTHER`")
+            raise UsageError(f"--model {label!r}: choose {' or '.join(self.targets)}")
+        return self.targets[label]
+
+    @property
+    def a(self) -> Target:
+        return self.targets["a"]
+
+    # -- device --------------------------------------------------------------------------------------
+    def set_device(self, device: str) -> str:
+        if device not in DEVICES:
+            raise UsageError(f"device {device!r}: choose one of {', '.join(DEVICES)}")
+        self.resolved_device = resolve_device(device)  # raises when CUDA is asked for but unusable
+        self.device = device
+        return self.resolved_device
+
+    def config(self) -> api.RunConfig:
+        return api.RunConfig(device=self.resolved_device, opt_level=self.opt_level)
+
+    # -- inputs --------------------------------------------------------------------------------------
+    def specs(self, t: Target):
+        return input_specs(t.model.proto)
+
+    def specs_of(self, model: api.Model):
+        return input_specs(model.proto)
+
+    def _check_inputs(self) -> None:
+        known = {s.name for t in self.targets.values() for s in self.specs(t)}
+        for name in list(self.inputs.files) + list(self.inputs.shapes) + list(self.inputs.arrays):
+            if name not in known:
+                expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
+                raise UsageError(f"unknown input name {name!r}; the model's inputs are: {expected}")
+
+    def feed(self, t: Target) -> tuple[dict[str, np.ndarray], str, list[str]]:
+        """(feed, digest, notes) for a target, recomputed only when the input specification changed.
+        A second model takes the first model's values for inputs of the same name, dtype and shape."""
+        key = self.inputs.key()
+        if t.label != "a":
+            key = key + (self.feed(self.a)[1],)
+        if t.feed_cache is not None and t.feed_cache[0] == key:
+            return t.feed_cache[1], t.feed_cache[2], t.feed_cache[3]
+        names = {s.name for s in self.specs(t)}
+        spec = self.inputs
+        arrays = {k: v for k, v in spec.arrays.items() if k in names}
+        files = {k: v for k, v in spec.files.items() if k in names and k not in arrays}
+        shapes = {k: v for k, v in spec.shapes.items() if k in names}
+        if t.label != "a":
+            a_feed = self.feed(self.a)[0]
+            for s in self.specs(t):
+                if s.name in a_feed and s.name not in arrays:
+                    try:
+                        arrays[s.name] = check_value(s, a_feed[s.name], "from model a")
+                        files.pop(s.name, None)
+                    except UsageError:
+                        pass
+        notes: list[str] = []
+        feed = api.feeds(t.model, seed=spec.seed, int_range=spec.int_range, shapes=shapes, files=files,
+                         arrays=arrays, notes=notes)
+        digest = feed_digest(feed)
+        t.feed_cache = (key, feed, digest, notes)
+        return feed, digest, notes
+
+    def set_input(self, name: str, how: str, shape: tuple[int, ...] | None = None) -> None:
+        """``how``: 'random' (optionally with a new ``shape``), a .npy/.pb file, or a value."""
+        if not any(name in {s.name for s in self.specs(t)} for t in self.targets.values()):
+            expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
+            raise UsageError(f"unknown input name {name!r}; the model's inputs are: {expected}")
+        new = self.inputs.changed()
+        new.arrays.pop(name, None)
+        new.files.pop(name, None)
+        if how == "random":
+            if shape is not None:
+                new.shapes[name] = shape
+        else:
+            new.files[name] = how
+        self._try_inputs(new)
+
+    def set_seed(self, seed: int) -> None:
+        self._try_inputs(self.inputs.changed(seed=seed))
+
+    def set_all_inputs(self, arrays: dict[str, np.ndarray], origin: str = "from .npz") -> None:
+        new = self.inputs.changed()
+        new.arrays.update(arrays)
+        for k in arrays:
+            new.files.pop(k, None)
+            new.origins[k] = origin
+        self._try_inputs(new)
+
+    def _try_inputs(self, new: InputSpec) -> None:
+        """Adopt ``new`` only if every model can be fed from it (a bad file or shape leaves things as they were)."""
+        old = self.inputs
+        saved = {lbl: t.feed_cache for lbl, t in self.targets.items()}
+        self.inputs = new
+        try:
+            self._check_inputs()
+            for t in self.targets.values():
+                t.feed_cache = None
+                self.feed(t)
+        except BaseException:
+            self.inputs = old
+            for lbl, t in self.targets.items():
+                t.feed_cache = saved[lbl]
+            raise
+
+    def replace_model(self, t: Target, model: api.Model, *, forward: api.Model | None = None) -> int:
+        """Work on ``model`` (e.g. the same model with its backward graph; ``forward``: the model it came
+        from) from now on; caches are dropped, probes that still exist are kept. Returns the number of
+        backward tensors."""
+        t.forward = forward
+        t.model = model
+        t.index = api.index(model)
+        t.results = Results()
+        t.runner.clear()
+        t.feed_cache = None
+        t.last_key = None
+        t.probes = [n for n in t.probes if n in t.index.refs]
+        if t.cursor is not None and t.cursor >= len(t.index.sites):
+            t.cursor = None
+        for k in [k for k in self.extras if k == "diff"]:
+            del self.extras[k]
+        known = {x.name for tt in self.targets.values() for x in self.specs(tt)}
+        spec = self.inputs
+        if any(n not in known for n in list(spec.files) + list(spec.arrays) + list(spec.shapes)):
+            self.inputs = spec.changed(shapes={k: v for k, v in spec.shapes.items() if k in known},
+                                       files={k: v for k, v in spec.files.items() if k in known},
+                                       arrays={k: v for k, v in spec.arrays.items() if k in known})
+            for tt in self.targets.values():
+                tt.feed_cache = None
+        return sum(1 for r in t.index.refs.values() if r.direction == "backward")
+
+    # -- results -------------------------------------------------------------------------------------
+    def run_key(self, t: Target) -> tuple:
+        return (self.feed(t)[1], self.resolved_device, self.opt_level)
+
+    def _why(self, t: Target, key: tuple) -> str:
+        old = t.last_key
+        if old is None:
+            return "first run"
+        reasons = []
+        if old[0] != key[0]:
+            reasons.append("inputs changed")
+        if old[1] != key[1]:
+            reasons.append(f"device {old[1]} → {key[1]}")
+        if old[2] != key[2]:
+            reasons.append(f"opt-level {old[2]} → {key[2]}")
+        return ", ".join(reasons) or "first run"
+
+    def ensure_stats(self, t: Target, names, *, what: str | None = None) -> RunReport:
+        """Statistics (and runtime shapes) of ``names`` for the current inputs/device; computes only what
+        the cache lacks."""
+        names = [n for n in dict.fromkeys(names) if n in t.index.refs]
+        feed, _, notes = self.feed(t)
+        key = self.run_key(t)
+        reason = ""
+        if t.results.key != key:
+            reason = self._why(t, key)
+            t.results.reset(key)
+        missing = [n for n in names if n not in t.results.stats]
+        if not missing:
+            return RunReport([], len(names), "", t.results.info)
+        if not reason:
+            reason = f"{len(missing)} new tensor{'s' if len(missing) != 1 else ''}"
+        label = f" {t.label}" if len(self.targets) > 1 else ""
+        with self.busy(f"running{label} ({what or f'{len(missing)} tensors'})…"):
+            try:
+                res = t.runner.run(t.model, feed, missing, self.config())
+            except ExecutionError as e:
+                if any("set to 1" in n for n in notes):
+                    names = sorted({n.split(":")[0].removeprefix("input ") for n in notes if "set to 1" in n})
+                    raise ExecutionError(f"{e} (dynamic dimensions were set to 1: give real sizes with "
+                                         f"`input {names[0]} random DIMS`)") from e
+                raise
+        r = t.results
+        r.stats.update(res.stats)
+        for n in missing:
+            r.stats.setdefault(n, None)
+        r.shapes.update(res.shapes)
+        if res.outputs:
+            r.outputs = res.outputs
+        if res.info.providers:
+            r.info = res.info
+        r.notes = list(dict.fromkeys(r.notes + res.notes + res.plan.warnings))
+        r.runs += 1
+        t.last_key = key
+        return RunReport(missing, len(names) - len(missing), reason, res.info if res.info.providers else r.info)
+
+    def ensure_values(self, t: Target, names) -> dict[str, np.ndarray]:
+        """Raw values of tensors (graph inputs and weights come from the host; node outputs from a run)."""
+        names = [n for n in dict.fromkeys(names)]
+        for n in names:
+            if n not in t.index.refs:
+                raise UsageError(f"no tensor named {n!r}")
+        feed = self.feed(t)[0]
+        key = self.run_key(t)
+        if t.results.key != key:
+            t.results.reset(key)
+        missing = [n for n in names if n not in t.results.raw]
+        if missing:
+            with self.busy(f"fetching {', '.join(missing[:3])}{'…' if len(missing) > 3 else ''}"):
+                res = t.runner.run(t.model, feed, [], self.config(), raw=missing, stats=False)
+            for n in missing:
+                if n not in res.arrays:
+                    raise UsageError(f"{n}: no value (a tensor inside a subgraph whose type is unknown)")
+            for n in missing:
+                t.results.keep_raw(n, res.arrays[n])
+            for n, s in res.shapes.items():
+                t.results.shapes.setdefault(n, s)
+        out = {}
+        for n in names:
+            t.results.raw.move_to_end(n)
+            out[n] = t.results.raw[n]
+        return out
+
+    def run(self, t: Target) -> RunReport:
+        """Statistics of the probes and the model's outputs, computing only what changed."""
+        return self.ensure_stats(t, list(t.probes) + [o for o in t.index.outputs if o in t.index.refs], what="probes")
+
+    def stats_rows(self, t: Target, names) -> list[tuple[TensorRef, TensorStats | None]]:
+        return [(t.index.refs[n], t.results.stats.get(n)) for n in names if n in t.index.refs]
+
+    # -- selections and probes -----------------------------------------------------------------------
+    def select(self, t: Target, sel: Selection) -> list[str]:
+        """Tensor names a selection picks (graph inputs too, when a name glob matches them)."""
+        import fnmatch
+
+        names = [r.name for r in select(t.model.inferred, sel, sites=t.index.sites)] if not (
+            sel.names and not sel.ops and not sel.all and not sel.range and _only_inputs(t, sel)) else []
+        extra = [n for n in t.index.inputs if any(fnmatch.fnmatchcase(n, g) for g in sel.names)]
+        if sel.include_constants:
+            extra += [n for n in t.index.initializers if n in t.index.refs and any(fnmatch.fnmatchcase(n, g) for g in sel.names)]
+        out = list(dict.fromkeys(extra + names))
+        if not out and not sel.is_default:
+            raise UsageError("the selection matches no tensor in this model (Tab completes names; `nodes` lists them)")
+        return sorted(out, key=t.index.position.__getitem__)
+
+    def probe_add(self, t: Target, sel: Selection) -> list[str]:
+        new = [n for n in self.select(t, sel) if n not in set(t.probes)]
+        t.probes = sorted(set(t.probes) | set(new), key=t.index.position.__getitem__)
+        return new
+
+    def probe_rm(self, t: Target, sel: Selection) -> list[str]:
+        gone = [n for n in self.select(t, sel) if n in set(t.probes)]
+        t.probes = [n for n in t.probes if n not in set(gone)]
+        return gone
+
+    def probe_clear(self, t: Target) -> int:
+        n = len(t.probes)
+        t.probes = []
+        return n
+
+    # -- where ---------------------------------------------------------------------------------------
+    def where_domain(self, t: Target, *, weights: bool = False, after: int | None = None) -> list[str]:
+        names = t.index.order if weights else [n for n in t.index.order if n not in t.index.constants]
+        if after is not None:
+            names = [n for n in names if t.index.refs[n].index > after]
+        return names
+
+    def where(self, t: Target, condition, *, after: int | None = None, weights: bool = False):
+        """The first tensor in topological order (after node index ``after``, when given) whose statistics
+        satisfy ``condition``; None when there is none. Searches graph inputs and activations, and weights
+        (initializers, Constant outputs and what is computed from them alone) when ``weights``. Computes
+        the statistics of every tensor searched."""
+        names = self.where_domain(t, weights=weights)
+        if after is not None:
+            names = [n for n in names if t.index.refs[n].index > after]
+        self.ensure_stats(t, names, what=f"statistics of {len(names)} tensors")
+        return api.where(self.stats_rows(t, names), condition)
+
+    # -- walking -------------------------------------------------------------------------------------
+    def goto(self, t: Target, key: str | int) -> int:
+        site = t.index.node(key)
+        t.cursor = site.index
+        self.current = t.label
+        return site.index
+
+    def step(self, t: Target, n: int = 1, *, weights: bool = False) -> int:
+        """Move the cursor ``n`` nodes (back when negative) in topological order. Nodes that only compute
+        weights (Constant, and what depends on constants alone) are passed over unless ``weights``."""
+        sites = t.index.sites
+
+        def stop(i: int) -> bool:
+            outs = [o for o in sites[i].node.output if o]
+            return weights or not outs or not all(o in t.index.constants for o in outs)
+
+        i = t.cursor if t.cursor is not None else (-1 if n > 0 else len(sites))
+        d = 1 if n > 0 else -1
+        moved = 0
+        for _ in range(abs(n)):
+            j = i + d
+            while 0 <= j < len(sites) and not stop(j):
+                j += d
+            if not 0 <= j < len(sites):
+                break
+            i, moved = j, moved + 1
+        if not moved:
+            raise UsageError("already at the last node" if n > 0 else "already at the first node")
+        t.cursor = i
+        self.current = t.label
+        return i
+
+    def node_tensors(self, t: Target, lo: int, hi: int) -> list[str]:
+        out: list[str] = []
+        for s in t.index.sites[max(lo, 0):hi + 1]:
+            out += [x for x in list(s.node.input) + list(s.node.output) if x and x in t.index.refs]
+        return list(dict.fromkeys(out))
+
+    def ensure_walk_window(self, t: Target, index: int) -> RunReport:
+        """Statistics for the tensors around node ``index``, so the next steps answer at once."""
+        here = self.node_tensors(t, index, index)
+        if all(n in t.results.stats for n in here) and t.results.key == self.run_key(t):
+            return RunReport([], len(here), "")
+        window = self.node_tensors(t, index - WALK_BEHIND, index + WALK_AHEAD)
+        return self.ensure_stats(t, window, what=f"tensors around node {index}")
+
+
+def _only_inputs(t: Target, sel: Selection) -> bool:
+    """True when every name glob matches graph inputs only (select() would raise on them)."""
+    import fnmatch
+
+    nodes_hit = any(
+        fnmatch.fnmatchcase(s.name, g) or any(fnmatch.fnmatchcase(o, g) for o in s.node.output if o)
+        for g in sel.names for s in t.index.sites)
+    return not nodes_hit

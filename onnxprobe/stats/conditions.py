@@ -1,0 +1,72 @@
+"""Conditions on tensor statistics, as ``where`` takes them: ``nan``, ``inf``, ``nonfinite``,
+``absmax>1e4``, ``std<1e-6``, ``mean!=0``...
+
+Grammar: a keyword (``nan``: some NaN; ``inf``: some ±Inf; ``nonfinite``: either), or
+``STAT OP NUMBER`` with STAT one of ``STATS`` and OP one of ``< <= > >= == !=``. Statistics are over
+the finite values (see ``TensorStats``); a tensor with no finite value has NaN for them, and no
+comparison holds on NaN. Pure functions: no graphs, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from dataclasses import dataclass
+
+from onnxprobe.errors import UsageError
+from onnxprobe.stats.tensor_stats import TensorStats
+
+KEYWORDS = ("nan", "inf", "nonfinite")
+STATS = ("absmax", "min", "max", "mean", "std", "abs_mean", "zero_fraction", "nan", "inf", "count")
+OPS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt}
+_RE = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|==|!=|<|>|=)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|[-+]?inf)\s*$", re.I)
+EXAMPLES = "nan, inf, nonfinite, absmax>1e4, std<1e-6, mean!=0"
+
+
+def stat_value(s: TensorStats, stat: str) -> float:
+    if stat == "absmax":
+        return max(abs(s.min), abs(s.max)) if s.finite else math.nan
+    if stat in ("min", "max") and not s.finite:
+        return math.nan
+    if stat == "abs_mean":
+        return s.abs_mean
+    return float(getattr(s, stat))
+
+
+@dataclass(frozen=True)
+class Condition:
+    text: str
+    stat: str  # "nan" | "inf" | "nonfinite" | one of STATS
+    op: str = ">"
+    value: float = 0.0
+
+    def holds(self, s: TensorStats | None) -> bool:
+        if s is None:
+            return False
+        if self.stat == "nonfinite":
+            return s.has_nonfinite
+        v = stat_value(s, self.stat)
+        return not math.isnan(v) and OPS[self.op](v, self.value)
+
+    def describe(self, s: TensorStats) -> str:
+        """What made it hold, in words: '3 NaN, 1 Inf in 4 values', 'absmax 1.2e+04 > 1000'."""
+        if self.stat in ("nan", "inf", "nonfinite") and self.op == ">" and self.value == 0:
+            return f"{s.nan} NaN, {s.inf} Inf in {s.count} values"
+        return f"{self.stat} {stat_value(s, self.stat):.4g} {self.op} {self.value:g}"
+
+
+def parse_condition(text: str) -> Condition:
+    t = text.strip().lower().replace(" ", "")
+    if t in KEYWORDS:
+        return Condition(text.strip(), t)
+    if t in ("nan|inf", "inf|nan"):
+        return Condition(text.strip(), "nonfinite")
+    m = _RE.match(t)
+    if not m:
+        raise UsageError(f"condition {text.strip()!r}: expected nan, inf, nonfinite or STAT<NUMBER (e.g. {EXAMPLES})")
+    stat, op, value = m.group(1), m.group(2), m.group(3)
+    stat = {"absmean": "abs_mean", "zeros": "zero_fraction"}.get(stat, stat)
+    if stat not in STATS:
+        raise UsageError(f"condition {text.strip()!r}: unknown statistic {stat!r}; choose one of {', '.join(STATS)}")
+    return Condition(text.strip(), stat, "==" if op == "=" else op, float(value))
