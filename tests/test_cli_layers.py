@@ -199,3 +199,32 @@ def test_opt_level_is_applied_and_reported(level):
     r = invoke("layers", sample_path("transformer_block"), "--opt-level", level, "--json", "-")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["opt_level"] == level
+
+
+def test_reports_to_a_device_or_fifo_are_written_in_place(tmp_path):
+    """--json /dev/null must not replace the device by a file (temp + rename would)."""
+    import stat
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    import threading
+
+    got = {}
+    reader = threading.Thread(target=lambda: got.setdefault("data", fifo.read_bytes()))
+    reader.start()
+    r = invoke("layers", sample_path("mlp"), "--json", fifo)
+    reader.join(timeout=30)
+    assert r.exit_code == 0, r.output
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert json.loads(got["data"])["tensors"]
+
+
+def test_written_files_are_readable_by_others(tmp_path):
+    old = os.umask(0o022)
+    try:
+        r = invoke("layers", sample_path("mlp"), "--json", tmp_path / "r.json", "--save", tmp_path / "a.npz")
+    finally:
+        os.umask(old)
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "a.npz").stat().st_mode & 0o777 == 0o644

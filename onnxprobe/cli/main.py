@@ -43,14 +43,14 @@ def main(
     """
 
 
-app.command("layers")(layers)
-app.command("grad")(grad)
-app.command("inspect")(inspect)
-app.command("mark")(mark)
-app.command("extract")(extract)
-app.command("debug")(debug)
-app.command("diff")(diff)
-app.command("merge-stats")(merge_stats)
+app.command("layers", short_help="Every probed tensor with its statistics (in-graph, on the device).")(layers)
+app.command("diff", short_help="Compare two models layer by layer; show where the error starts.")(diff)
+app.command("grad", short_help="Attach a backward graph; gradient statistics, export, --check.")(grad)
+app.command("inspect", short_help="What a model holds: versions, inputs/outputs, weights, ops, subgraphs.")(inspect)
+app.command("mark", short_help="Write a copy with chosen tensors (or their statistics) as outputs.")(mark)
+app.command("extract", short_help="Write the subgraph between given tensors as a model of its own.")(extract)
+app.command("debug", short_help="An interactive session: the model stays loaded, results cached.")(debug)
+app.command("merge-stats", short_help="Merge dataset statistics of several shards, exactly.")(merge_stats)
 
 
 def run() -> None:

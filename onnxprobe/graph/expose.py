@@ -157,7 +157,6 @@ class _Builder:
         b = x
         f = x if elem_type == TensorProto.FLOAT else self.node("Cast", [x], f"{b}.f32", to=TensorProto.FLOAT)
         axes = _suffix_axes(shape)
-        flat = self.const(np.array([-1], np.int64), "flat")
         size = self._size(f, b)
         sumsq = self._total(f, "ReduceSumSquare", "sumsq", b, axes)
         cols = [size, self.const(np.array([0.0]), "zero1"), self.const(np.array([0.0]), "zero1"),

@@ -20,7 +20,6 @@ None of these mutate the model they are given.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -30,7 +29,8 @@ from onnx import TensorProto
 from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, load_external_data_for_tensor
 
 from onnxprobe.errors import ModelError, UsageError
-from onnxprobe.graph.io import PROTO_LIMIT, check_output_path, load_model
+from onnxprobe.fileio import temp_beside
+from onnxprobe.graph.io import PROTO_LIMIT, check_output_path, load_model, model_size
 
 SMALL_TENSOR = 1 << 20  # external tensors up to this size are read by load_lazy
 INLINE_LIMIT = 1024  # tensors below this stay inside the .onnx file when OUT.data is written
@@ -188,17 +188,15 @@ def write_model(
     if has_ext and base_dir is None:
         raise ValueError("base_dir is required for a model with external tensors")
     if external is None:
-        external = has_ext or m.ByteSize() >= PROTO_LIMIT
+        external = has_ext or model_size(m) >= PROTO_LIMIT
     elif has_ext and not external:
         raise ValueError("a model with tensors still on disk is written with external=True")
     tmp_paths: list[Path] = []
 
     def tmp(suffix: str) -> Path:
-        fd, p = tempfile.mkstemp(prefix=f".{o.name}.", suffix=suffix, dir=folder)
-        os.close(fd)
-        tmp_paths.append(Path(p))
-        os.chmod(p, 0o666 & ~_umask())  # mkstemp makes 0600 files; a model file is as readable as any other
-        return Path(p)
+        p = temp_beside(o, suffix)  # 0666 minus the umask, not mkstemp's 0600
+        tmp_paths.append(p)
+        return p
 
     try:
         data_path = None
@@ -229,12 +227,6 @@ def write_model(
         for p in tmp_paths:
             if p.exists():
                 p.unlink()
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _save_header(m: onnx.ModelProto, path: Path) -> None:

@@ -7,7 +7,6 @@ destination and renames it, so a crash never leaves half a model behind.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import onnx
@@ -89,40 +88,11 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
 
 
 def save_model(model: onnx.ModelProto, out: str | os.PathLike, *, external_data: bool | None = None) -> Path:
-    """Write ``model`` atomically. Models over 2 GB (or ``external_data=True``) get their weights in
-    ``OUT.data`` beside the output file."""
-    o = check_output_path(out)
-    if external_data is None:
-        external_data = is_large(model) or _has_external_data(model)
-    folder = o.parent if str(o.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{o.name}.", suffix=".tmp", dir=folder)
-    os.close(fd)
-    try:
-        if external_data:
-            data_name = o.name + ".data"
-            tmp_data = folder / (data_name + ".tmp")
-            m = onnx.ModelProto()
-            m.CopyFrom(model)
-            onnx.save_model(
-                m, tmp, save_as_external_data=True, all_tensors_to_one_file=True,
-                location=tmp_data.name, size_threshold=1024,
-            )
-            # point the model at the final data file name, then move both into place
-            m2 = onnx.load(tmp, load_external_data=False)
-            for t in onnx.external_data_helper._get_all_tensors(m2):
-                for kv in t.external_data:
-                    if kv.key == "location":
-                        kv.value = data_name
-            onnx.save_model(m2, tmp)
-            os.replace(tmp_data, folder / data_name)
-        else:
-            onnx.save_model(model, tmp)
-        os.replace(tmp, o)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return o
+    """Write ``model`` atomically (graph.external.write_model). Models over 2 GB (or
+    ``external_data=True``) get their weights in ``OUT.data`` beside the output file."""
+    from onnxprobe.graph.external import write_model
+
+    return write_model(model, out, external=external_data).path
 
 
 def _first_line(e: BaseException) -> str:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from onnxprobe.fileio import atomic_output
 from onnxprobe.graph.io import check_output_path
 
 
@@ -35,25 +35,10 @@ def _default(o):
 
 
 def save_npz(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp.npz", dir=p.parent if str(p.parent) else ".")
-    os.close(fd)
-    try:
+    with atomic_output(path, ".tmp.npz") as tmp:
         np.savez(tmp, **arrays)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _atomic_write(p: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent if str(p.parent) else ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_output(p) as tmp:
+        tmp.write_bytes(data)

@@ -4,19 +4,17 @@ holds more than one chunk of tensors. The file appears (atomically renamed) only
 from __future__ import annotations
 
 import os
-import tempfile
 import zipfile
-from pathlib import Path
 
 import numpy as np
+
+from onnxprobe.fileio import atomic_output
 
 
 class NpzWriter:
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        folder = self.path.parent if str(self.path.parent) else Path(".")
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
-        os.close(fd)
+        self._out = atomic_output(path, ".tmp.npz")
+        self.tmp = self._out.__enter__()
         self.zf = zipfile.ZipFile(self.tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True)
         self.names: set[str] = set()
 
@@ -29,12 +27,12 @@ class NpzWriter:
 
     def close(self) -> None:
         self.zf.close()
-        os.replace(self.tmp, self.path)
+        self._out.__exit__(None, None, None)
 
     def abort(self) -> None:
         self.zf.close()
-        if os.path.exists(self.tmp):
-            os.unlink(self.tmp)
+        err = RuntimeError("npz dump aborted")
+        self._out.__exit__(RuntimeError, err, None)  # removes the temporary file
 
     def __enter__(self) -> "NpzWriter":
         return self

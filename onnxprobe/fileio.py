@@ -1,0 +1,43 @@
+"""Writing output files safely: to a temporary file beside the target, renamed over it at the end, so a
+crash never leaves half a file. The result has the usual permissions (0666 minus the umask; mkstemp's
+0600 would hide reports from other users). A target that exists and is not a regular file (/dev/null,
+/dev/stdout, a FIFO) is written in place: renaming over it would replace the device with a file."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+
+def umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def temp_beside(target: Path, suffix: str = ".tmp") -> Path:
+    folder = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=folder)
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~umask())
+    return Path(tmp)
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
+    """Yields the path to write; on success it becomes ``path``."""
+    target = Path(path)
+    if target.exists() and not target.is_file():
+        yield target
+        return
+    tmp = temp_beside(target, suffix)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    except BaseException:
+        if tmp.exists():
+            tmp.unlink()
+        raise
