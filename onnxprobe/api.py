@@ -88,7 +88,7 @@ def run(plan: ProbePlan, feed: dict[str, np.ndarray], config: RunConfig | None =
     own_outputs = [o.name for o in plan.model.graph.output if not _is_probe_output(o.name, plan)]
     raw = [p.raw_output for p in plan.probes if p.raw_output and p.raw_output not in own_outputs]
     host_names = list(dict.fromkeys(host + own_outputs))
-    out, seconds = run_bound(session, feed, host_names, [r for r in dict.fromkeys(raw) if r not in host_names])
+    out, seconds = run_bound(session, feed, host_names, [r for r in dict.fromkeys(raw) if r not in host_names], interruptible=True)
     stats, shapes, arrays = {}, {}, {}
     for p in plan.probes:
         name = p.ref.name
@@ -246,8 +246,6 @@ def layers_dataset(path: str | os.PathLike, inputs: str | os.PathLike, selection
         if progress is not None:
             progress(k + 1, total)
     return DatasetResult(p, info, moments, hists, shapes, total, list(dict.fromkeys(notes)) + list(p.warnings))
-
-
 
 # ---------------------------------------------------------------------------------------------------
 # Single tensors and nodes, cached sessions, interruptible runs, ``where``: what the interactive session

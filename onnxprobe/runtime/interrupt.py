@@ -22,8 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from onnxprobe.errors import ExecutionError
-from onnxprobe.runtime.session import Session, _ort, explain_ort_error
+from onnxprobe.runtime.session import Session, run_bound
 
 POLL_S = 0.05
 
@@ -68,36 +67,6 @@ def call_interruptibly(fn: Callable[..., Any], *args, on_interrupt: Callable[[],
 
 def run_bound_interruptibly(session: Session, feeds: dict[str, np.ndarray], host_outputs: list[str],
                             device_outputs: list[str] = ()) -> tuple[dict[str, np.ndarray], float]:
-    """Like ``runtime.session.run_bound`` (IOBinding; ``host_outputs`` come back as numpy arrays), but a
-    Ctrl-C stops the run within one node and raises KeyboardInterrupt. Returns (outputs, seconds)."""
-    ort = _ort()
-    sess = session.sess
-    binding = sess.io_binding()
-    dev = "cuda" if session.device == "cuda" else "cpu"
-    for name, value in feeds.items():
-        value = np.require(value, requirements="C")
-        if dev == "cpu":
-            binding.bind_cpu_input(name, value)
-        else:
-            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, dev, 0))
-    for name in host_outputs:
-        binding.bind_output(name, "cpu")
-    for name in device_outputs:
-        binding.bind_output(name, dev)
-    options = ort.RunOptions()
-    options.log_severity_level = 4
-
-    def stop() -> None:
-        options.terminate = True
-
-    t0 = time.perf_counter()
-    try:
-        call_interruptibly(sess.run_with_iobinding, binding, options, on_interrupt=stop)
-    except KeyboardInterrupt:
-        raise
-    except Exception as e:  # noqa: BLE001
-        raise ExecutionError(explain_ort_error(str(e), session.device)) from e
-    seconds = time.perf_counter() - t0
-    names = list(host_outputs) + list(device_outputs)
-    values = binding.get_outputs()
-    return {n: v.numpy() for n, v in zip(names, values)}, seconds
+    """``runtime.session.run_bound`` where a Ctrl-C stops the run within one node and raises
+    KeyboardInterrupt. Returns (outputs, seconds)."""
+    return run_bound(session, feeds, host_outputs, device_outputs, interruptible=True)

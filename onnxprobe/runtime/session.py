@@ -227,11 +227,12 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
 
 
 def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_outputs: list[str] = (),
-              keep_on_device: bool = False) -> tuple[dict, float]:
+              keep_on_device: bool = False, interruptible: bool = False) -> tuple[dict, float]:
     """Run with IOBinding. ``host_outputs`` are returned as numpy arrays; ``device_outputs`` are bound on
     the device and returned as numpy arrays, or, with ``keep_on_device``, as the OrtValues themselves
-    (nothing crosses to the host). ``feeds`` may hold OrtValues already on the device. Returns
-    (outputs, seconds)."""
+    (nothing crosses to the host). ``feeds`` may hold OrtValues already on the device. With
+    ``interruptible``, a Ctrl-C stops the run between two nodes (runtime.interrupt) and raises
+    KeyboardInterrupt. Returns (outputs, seconds)."""
     ort = _ort()
     sess = session.sess
     binding = sess.io_binding()
@@ -249,9 +250,19 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
         binding.bind_output(name, "cpu")
     for name in device_outputs:
         binding.bind_output(name, dev)
+    options = ort.RunOptions()
+    options.log_severity_level = 4
     t0 = time.perf_counter()
     try:
-        sess.run_with_iobinding(binding)
+        if interruptible:
+            from onnxprobe.runtime.interrupt import call_interruptibly
+
+            call_interruptibly(sess.run_with_iobinding, binding, options,
+                               on_interrupt=lambda: setattr(options, "terminate", True))
+        else:
+            sess.run_with_iobinding(binding, options)
+    except KeyboardInterrupt:
+        raise
     except Exception as e:  # noqa: BLE001
         raise ExecutionError(explain_ort_error(str(e), session.device)) from e
     seconds = time.perf_counter() - t0
