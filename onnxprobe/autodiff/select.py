@@ -18,7 +18,7 @@ from onnx import numpy_helper
 
 from onnxprobe.autodiff.builder import FLOAT_TYPES
 from onnxprobe.errors import UsageError
-from onnxprobe.graph.select import Selection, _parse_range, select
+from onnxprobe.graph.select import Selection, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import walk
 from onnxprobe.types import TensorRef
@@ -73,7 +73,7 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
     main = [s for s in sites if not s.chain]
     types = value_types(model)
     w = weights(model)
-    lo, hi = _parse_range(sel.range, sites) if sel.range else (0, len(sites) - 1)
+    lo, hi = parse_range(sel.range, {s.name: s.index for s in sites}, len(sites) - 1) if sel.range else (0, len(sites) - 1)
     consumers: dict[str, list] = {}
     for s in main:
         for i in s.node.input:

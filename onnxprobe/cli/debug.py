@@ -11,7 +11,7 @@ import typer
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt,
-    RangeOpt, SeedOpt, ShapeOpt, parse_int_range,
+    RangeOpt, SeedOpt, ShapeOpt, feed_args, selection_of,
 )
 
 OtherArg = Annotated[Optional[Path], typer.Argument(help="A second model to compare with (diff, match; --model b).", show_default=False)]
@@ -59,14 +59,12 @@ def debug(
     from onnxprobe import api
     from onnxprobe.cli.errors import warn
     from onnxprobe.report.console import stdout_console
-    from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_npz
     from onnxprobe.session import repl
     from onnxprobe.session.state import InputSpec, State
 
-    selection = api.Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_,
-                              include_constants=include_constants)
-    spec = InputSpec(seed=seed, int_range=parse_int_range(int_range), shapes=parse_shape_overrides(shape),
-                     files=parse_input_files(input_), arrays=read_npz(inputs) if inputs else {})
+    selection = selection_of(op, name, all_, range_, include_constants)
+    feed = feed_args(seed, int_range, shape, input_, inputs)
+    spec = InputSpec(**{**feed, "arrays": feed["arrays"] or {}})
     models = [api.load(model)] + ([api.load(other)] if other is not None else [])
     state = State(models, inputs=spec, device=device, opt_level=opt_level, selection=selection)
     for t in state.targets.values():

@@ -10,8 +10,9 @@ import typer
 from onnxprobe.cli.errors import handle_errors, warn
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, MaxMemoryOpt, ModelArg, NameOpt, OpOpt,
-    OptLevelOpt, RangeOpt, SeedOpt, ShapeOpt, parse_int_range,
+    OptLevelOpt, RangeOpt, SeedOpt, ShapeOpt, feed_args, selection_of,
 )
+from onnxprobe.cli.output import check_outputs, emit
 
 Cmp = "Comparison"
 
@@ -66,12 +67,10 @@ def diff(
     from onnxprobe import api
     from onnxprobe.compare.diff import sort_results
     from onnxprobe.errors import UsageError
-    from onnxprobe.report import io as report_io
     from onnxprobe.report.console import stdout_console
+    from onnxprobe.report.diff import diff_dict, print_diff
     from onnxprobe.report.progress import Progress
     from onnxprobe.runtime.budget import parse_size
-    from onnxprobe.report.diff import diff_dict, print_diff
-    from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_npz
     from onnxprobe.stats.metrics import METRICS, Tolerance
 
     if metric not in METRICS:
@@ -89,22 +88,17 @@ def diff(
             raise UsageError(f"--map {map_}: not a readable JSON object ({e.__class__.__name__})") from None
         if not isinstance(user_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in user_map.items()):
             raise UsageError(f"--map {map_}: expected a JSON object {{\"tensor in A\": \"tensor in B\"}}")
-    if json_ is not None and str(json_) != "-":
-        report_io.check_writable(json_, model)
-    selection = api.Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_, include_constants=include_constants)
+    check_outputs(model, json_)
+    selection = selection_of(op, name, all_, range_, include_constants)
+    feed = feed_args(seed, int_range, shape, input_, inputs)
     with Progress(f"comparing {model.name}") as progress:
         res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
                        vs_npz=vs_npz, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level),
-                       tolerance=base, per_tensor=per, user_map=user_map, seed=seed, int_range=parse_int_range(int_range),
-                       shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
-                       arrays=read_npz(inputs) if inputs else None,
+                       tolerance=base, per_tensor=per, user_map=user_map, **feed,
                        max_memory=parse_size(max_memory) if max_memory else None, progress=progress.update)
     warn(res.notes)
     order = sort_results(res.results, sort)
-    if json_ is not None:
-        report_io.write_json(diff_dict(res, order), json_)
-    if json_ is None or str(json_) != "-":
-        print_diff(res, stdout_console(), order)
+    emit(diff_dict(res, order), json_, lambda _: print_diff(res, stdout_console(), order))
     if res.outputs_failed:
         raise typer.Exit(1)
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from onnxprobe.cli.errors import handle_errors, warn
-from onnxprobe.cli.options import InputOpt, IntRangeOpt, ModelArg, OutOpt, SeedOpt, ShapeOpt, parse_int_range
+from onnxprobe.cli.options import InputOpt, IntRangeOpt, ModelArg, OutOpt, SeedOpt, ShapeOpt, feed_args
 
 CutInputsOpt = Annotated[Optional[list[str]], typer.Option("--inputs", help="Tensors that become the inputs, comma-separated (repeatable). Default: the model's inputs.", rich_help_panel="Cut")]
 CutOutputsOpt = Annotated[Optional[list[str]], typer.Option("--outputs", help="Tensors that become the outputs, comma-separated (repeatable). Default: the model's outputs.", rich_help_panel="Cut")]
@@ -44,12 +44,10 @@ def extract(
     from onnxprobe import api
     from onnxprobe.report.console import stderr_console, stdout_console
     from onnxprobe.report.surgery import print_extract
-    from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides
 
+    feed = feed_args(seed, int_range, shape, input_)
+    del feed["arrays"]  # extract takes no --inputs FILE.npz: --inputs names the cut's tensors here
     with stderr_console().status(f"extracting from {model.name}…", spinner="dots"):
-        result = api.extract(
-            model, output, inputs, outputs, seed=seed, int_range=parse_int_range(int_range),
-            shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
-        )
+        result = api.extract(model, output, inputs, outputs, **feed)
     warn(result.notes)
     print_extract(result, stdout_console())

@@ -8,8 +8,9 @@ from onnxprobe.cli.errors import handle_errors, warn
 from onnxprobe.cli.options import (
     AllOpt, CheckOpt, ConstOpt, DeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt,
     LabelsOpt, LossOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, SaveGradsOpt, SeedOpt,
-    ShapeOpt, TargetOpt, WrtOpt, parse_int_range,
+    ShapeOpt, TargetOpt, WrtOpt, feed_args, selection_of,
 )
+from onnxprobe.cli.output import check_outputs, emit
 
 
 @handle_errors
@@ -58,7 +59,7 @@ def grad(
     from onnxprobe.report import io as report_io
     from onnxprobe.report.console import stderr_console, stdout_console
     from onnxprobe.report.grad import grad_dict, print_export, print_grad
-    from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_array, read_npz
+    from onnxprobe.runtime.feeds import read_array
 
     if output_grad is not None:
         if loss not in ("sum", "output-grad"):
@@ -73,30 +74,19 @@ def grad(
         labels=read_array(labels) if labels is not None else None,
         output_grad=read_array(output_grad) if output_grad is not None else None,
     )
-    selection = api.Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_,
-                              include_constants=include_constants)
+    selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level)
-    for p in (save_grads, export):
-        if p is not None:
-            report_io.check_writable(p, model)
-    if json_ is not None and str(json_) != "-":
-        report_io.check_writable(json_, model)
+    feed = feed_args(seed, int_range, shape, input_, inputs)
+    check_outputs(model, save_grads, export, json_)
     if export is not None:
         with stderr_console().status(f"attaching the backward graph to {model.name}…", spinner="dots"):
             gp = api.export_backward(api.load(model), export, spec, selection)
         warn(gp.warnings)
         print_export(gp, export, stderr_console())
     with stderr_console().status(f"forward and backward on {model.name}{' and checking' if check else ''}…", spinner="dots"):
-        result = api.grad(
-            model, selection, config, spec, save=save_grads is not None, check=check, seed=seed,
-            int_range=parse_int_range(int_range), shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
-            arrays=read_npz(inputs) if inputs else None,
-        )
+        result = api.grad(model, selection, config, spec, save=save_grads is not None, check=check, **feed)
     warn(result.notes + result.plan.warnings)
-    if json_ is not None:
-        report_io.write_json(grad_dict(result), json_)
-    if json_ is None or str(json_) != "-":
-        print_grad(result, stdout_console())
+    emit(grad_dict(result), json_, lambda _: print_grad(result, stdout_console()))
     if save_grads is not None:
         report_io.save_npz(result.arrays, save_grads)
     failed = [r.name for r in result.rows if r.check is not None and not r.check["ok"]]

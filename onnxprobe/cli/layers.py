@@ -5,8 +5,9 @@ from __future__ import annotations
 from onnxprobe.cli.errors import handle_errors, warn
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
-    MaxMemoryOpt, OptLevelOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, parse_int_range,
+    MaxMemoryOpt, OptLevelOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, feed_args, selection_of,
 )
+from onnxprobe.cli.output import check_outputs, emit
 
 
 @handle_errors
@@ -46,44 +47,29 @@ def layers(
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
-    from onnxprobe.report import io as report_io
     from onnxprobe.report.console import stdout_console
     from onnxprobe.report.layers import dataset_dict, layers_dict, print_layers
-    from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_npz
-
-    selection = api.Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_,
-                              include_constants=include_constants)
-    config = api.RunConfig(device=device, opt_level=opt_level)
-    lo_hi = parse_int_range(int_range)
-    if save is not None:
-        report_io.check_writable(save, model)
-    if json_ is not None and str(json_) != "-":
-        report_io.check_writable(json_, model)
     from onnxprobe.report.progress import Progress
     from onnxprobe.runtime.budget import parse_size
 
+    selection = selection_of(op, name, all_, range_, include_constants)
+    config = api.RunConfig(device=device, opt_level=opt_level)
+    feed = feed_args(seed, int_range, shape, input_, inputs)
+    check_outputs(model, save, json_)
     budget = parse_size(max_memory) if max_memory else None
+
+    def show(data: dict) -> None:
+        print_layers(data, stdout_console())
+
     if inputs_dir is not None:
         if save is not None or input_ or inputs is not None:
             raise UsageError("--inputs-dir takes all inputs from the dataset: drop --save, --input and --inputs")
         with Progress(f"probing {model.name} over {inputs_dir.name}") as progress:
             res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update)
         warn(res.notes)
-        data = dataset_dict(res)
-        if json_ is not None:
-            report_io.write_json(data, json_)
-        if json_ is None or str(json_) != "-":
-            print_layers(data, stdout_console())
+        emit(dataset_dict(res), json_, show)
         return
     with Progress(f"probing {model.name}") as progress:
-        result = api.layers(
-            model, selection, config, save_to=save, max_memory=budget, progress=progress.update, seed=seed,
-            int_range=lo_hi, shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
-            arrays=read_npz(inputs) if inputs else None,
-        )
+        result = api.layers(model, selection, config, save_to=save, max_memory=budget, progress=progress.update, **feed)
     warn(result.notes + result.plan.warnings)
-    data = layers_dict(result)
-    if json_ is not None:
-        report_io.write_json(data, json_)
-    if json_ is None or str(json_) != "-":
-        print_layers(data, stdout_console())
+    emit(layers_dict(result), json_, show)

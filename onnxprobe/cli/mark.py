@@ -9,7 +9,7 @@ import typer
 from onnxprobe.cli.errors import handle_errors, warn
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OutOpt, RangeOpt, SeedOpt,
-    ShapeOpt, parse_int_range,
+    ShapeOpt, feed_args, selection_of,
 )
 
 StatsOpt = Annotated[bool, typer.Option("--stats", help="Expose each tensor's in-graph statistics ([1, 9] float64 row: count, nan, nonfinite, nonzero, min, max, sum, sumsq, sumabs) instead of the tensor.", rich_help_panel="Output")]
@@ -49,15 +49,9 @@ def mark(
     from onnxprobe import api
     from onnxprobe.report.console import stderr_console, stdout_console
     from onnxprobe.report.surgery import print_mark
-    from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_npz
 
-    selection = api.Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_,
-                              include_constants=include_constants)
+    selection = selection_of(op, name, all_, range_, include_constants)
     with stderr_console().status(f"marking {model.name}…", spinner="dots"):
-        result = api.mark(
-            model, output, selection, stats=stats, seed=seed, int_range=parse_int_range(int_range),
-            shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
-            arrays=read_npz(inputs) if inputs else None,
-        )
+        result = api.mark(model, output, selection, stats=stats, **feed_args(seed, int_range, shape, input_, inputs))
     warn(result.notes)
     print_mark(result, stdout_console())

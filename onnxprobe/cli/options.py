@@ -60,3 +60,21 @@ WrtOpt = Annotated[Optional[list[str]], typer.Option("--wrt", help="Only the gra
 SaveGradsOpt = Annotated[Optional[Path], typer.Option("--save-grads", help="Save the gradients to FILE.npz, keyed by the forward tensor's name.", rich_help_panel="Output")]
 ExportOpt = Annotated[Optional[Path], typer.Option("--export", help="Write the model with its backward graph to OUT.onnx (outputs: the loss and the gradients).", rich_help_panel="Output")]
 CheckOpt = Annotated[bool, typer.Option("--check", help="Check every gradient against central finite differences (float64 where onnxruntime allows).", rich_help_panel="Output")]
+
+
+# --- turning the shared options into API arguments, once -------------------------------------------------
+
+def selection_of(op: list[str] | None, name: list[str] | None, all_: bool, range_: str | None, include_constants: bool):
+    """The Selection that --op/--name/--all/--range/--include-constants describe."""
+    from onnxprobe.graph.select import Selection
+
+    return Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_, include_constants=include_constants)
+
+
+def feed_args(seed: int, int_range: str, shape: list[str] | None, input_: list[str] | None, inputs: Path | None = None) -> dict:
+    """Keyword arguments of the API's input handling (seed, int_range, shapes, files, arrays) from the
+    --seed/--int-range/--shape/--input/--inputs options."""
+    from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_npz
+
+    return {"seed": seed, "int_range": parse_int_range(int_range), "shapes": parse_shape_overrides(shape),
+            "files": parse_input_files(input_), "arrays": read_npz(inputs) if inputs else None}

@@ -14,7 +14,7 @@ from onnxprobe.runtime.budget import default_budget, plan_chunks
 from onnxprobe.runtime.session import resolve_device
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
-from onnxprobe.graph.select import DEFAULT_OPS, Selection
+from onnxprobe.graph.select import DEFAULT_OPS, Selection, parse_range
 from onnxprobe.match.engine import Matching, Pair, match
 from onnxprobe.match.observe import Observable
 from onnxprobe.match.ops import canonical
@@ -63,22 +63,7 @@ def selected(o: Observable, sel: Selection, lo_hi: tuple[int, int] | None = None
 
 
 def _range(sel: Selection, obs: list[Observable]) -> tuple[int, int] | None:
-    if not sel.range:
-        return None
-    a, _, b = sel.range.partition(":")
-    by_node = {o.node: o.index for o in obs}
-
-    def bound(x: str, default: int) -> int:
-        x = x.strip()
-        if not x:
-            return default
-        if x.lstrip("-").isdigit():
-            return int(x)
-        if x in by_node:
-            return by_node[x]
-        raise UsageError(f"--range: no node named {x!r} in model A")
-
-    return bound(a, 0), bound(b, 1 << 30)
+    return parse_range(sel.range, {o.node: o.index for o in obs}, 1 << 30) if sel.range else None
 
 
 def check_inputs(a: Side, b: Side) -> None:

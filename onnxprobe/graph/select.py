@@ -51,11 +51,12 @@ class Selection:
         return not (self.ops or self.names or self.all)
 
 
-def _parse_range(spec: str, sites: list[NodeSite]) -> tuple[int, int]:
+def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, int]:
+    """'START:END' -> (start, end), inclusive; each end an index, a node name, or empty (the first /
+    ``last`` node)."""
     if ":" not in spec:
         raise UsageError(f"--range {spec!r}: expected START:END (node indices or node names), e.g. 10:40")
     a, b = spec.split(":", 1)
-    by_name = {s.name: s.index for s in sites}
 
     def bound(x: str, default: int) -> int:
         x = x.strip()
@@ -63,11 +64,11 @@ def _parse_range(spec: str, sites: list[NodeSite]) -> tuple[int, int]:
             return default
         if x.lstrip("-").isdigit():
             return int(x)
-        if x in by_name:
-            return by_name[x]
+        if x in node_index:
+            return node_index[x]
         raise UsageError(f"--range: no node named {x!r} (use an index or a node name from `onnxprobe inspect --nodes`)")
 
-    return bound(a, 0), bound(b, len(sites) - 1)
+    return bound(a, 0), bound(b, last)
 
 
 def _matches(site: NodeSite, tensor: str, sel: Selection) -> bool:
@@ -85,7 +86,7 @@ def select(model: onnx.ModelProto, sel: Selection, *, sites: list[NodeSite] | No
     types = value_types(model)
     const = set() if sel.include_constants else constant_tensors(model, sites)
     outputs = {o.name for o in model.graph.output}
-    lo, hi = _parse_range(sel.range, sites) if sel.range else (0, len(sites) - 1)
+    lo, hi = parse_range(sel.range, {s.name: s.index for s in sites}, len(sites) - 1) if sel.range else (0, len(sites) - 1)
 
     refs: list[TensorRef] = []
     seen: set[str] = set()
