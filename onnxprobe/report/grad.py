@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from onnxprobe import __version__
-from onnxprobe.report.format import num, shape, shorten
+from onnxprobe.report.format import num, op, shape, shorten
 
 SCHEMA_VERSION = 1
 KIND = {"weight": "w", "activation": "a", "input": "i"}
@@ -63,7 +63,7 @@ NODE, TENSOR = 1, 3
 
 def _cells(r: dict) -> list[str]:
     return [
-        str(r["index"]) if r["index"] >= 0 else "", r["node"], shorten(r["op_type"], 14), r["tensor"],
+        str(r["index"]) if r["index"] >= 0 else "", r["node"], op(r["op_type"]), r["tensor"],
         KIND.get(r["kind"], "?"), shorten(shape(r["shape"]), 16), num(r["norm"]), num(r["ratio"], 3),
         num(r.get("min")), num(r.get("max")), num(r.get("mean")), num(r.get("std")),
         str(r.get("nan", "-")), str(r.get("inf", "-")),
