@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from onnxprobe.errors import ExecutionError, UsageError
@@ -60,3 +61,32 @@ def test_ir_version_newer_than_onnxruntime_is_lowered(monkeypatch):
     m.ir_version = 14
     s = session.create_session(m, device="cpu")
     assert any("lowered to 9" in n for n in s.notes)
+
+
+def test_opset_newer_than_onnxruntime_is_converted_down(monkeypatch):
+    """Simulate an onnxruntime whose ai.onnx support stops at opset 13, given an opset-17 model."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    real = ort.InferenceSession
+
+    def picky(model, *a, **k):
+        opset = next(o.version for o in onnx.load_from_string(model).opset_import if o.domain in ("", "ai.onnx"))
+        if opset > 13:
+            raise RuntimeError(f"[ONNXRuntimeError] : 1 : FAIL : ONNX Runtime only *guarantees* support for models stamped "
+                               f"with official released onnx opset versions. Opset {opset} is under development and support for "
+                               f"this is limited. Current official support for domain ai.onnx is till opset 13.")
+        return real(model, *a, **k)
+
+    monkeypatch.setattr(ort, "InferenceSession", picky)
+    g = helper.make_graph([helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+                          initializer=[onnx.numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    s = session.create_session(m, device="cpu")
+    assert any("opset 13" in n for n in s.notes)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(s.sess.run(None, {"x": x})[0], x.sum(axis=1))
