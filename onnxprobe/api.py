@@ -52,8 +52,8 @@ def load(path: str | os.PathLike) -> Model:
 def plan(model: Model, selection: Selection | None = None, *, stats: bool = True, raw: bool | set[str] = False) -> ProbePlan:
     refs = select(model.inferred, selection or Selection())
     warnings = list(model.warnings)
-    rewritten, probes = expose(model.inferred, refs, stats=stats, raw=raw, warnings=warnings)
-    return ProbePlan(rewritten, probes, model.source, warnings)
+    rewritten, probes = expose(model.inferred, refs, stats=stats, raw=raw, warnings=warnings, nonfinite="deferred")
+    return ProbePlan(rewritten, probes, model.source, warnings, base=model.inferred)
 
 
 def feeds(
@@ -100,10 +100,28 @@ def run(plan: ProbePlan, feed: dict[str, np.ndarray], config: RunConfig | None =
             arrays[name] = out[p.raw_output]
             if p.stats_on_host:
                 stats[name] = TensorStats.from_array(arrays[name]) if arrays[name].dtype.kind in "biuf" else None
+    if plan.base is not None:
+        rerun_masked(plan.base, plan.probes, stats, feed, device, config.opt_level)
     info = RunInfo(device=device, providers=session.providers, opt_level=config.opt_level,
                    session_seconds=session.seconds, run_seconds=seconds)
     return LayersResult(plan=plan, info=info, stats=stats, shapes=shapes, arrays=arrays,
                         outputs={n: out[n] for n in own_outputs}, notes=list(notes or []) + session.notes)
+
+
+def rerun_masked(base: onnx.ModelProto, probes: list, stats: dict, feed: dict, device: str, opt_level: str) -> None:
+    """Tensors whose fast in-graph statistics came out non-finite (a NaN or Inf inside) are summarised
+    again with masks, in one more run over just them; ``stats`` is updated in place. Costs nothing when
+    every tensor is finite, the usual case."""
+    from onnxprobe.graph.expose import needs_masking
+
+    bad = [p.ref for p in probes if p.stats_output and needs_masking(stats.get(p.ref.name))]
+    if not bad:
+        return
+    rewritten, again = expose(base, bad, stats=True, shapes=False, nonfinite="masked")
+    session = create_session(rewritten, device=device, opt_level=opt_level)
+    out, _ = run_bound(session, feed, [p.stats_output for p in again], interruptible=True)
+    for p in again:
+        stats[p.ref.name] = TensorStats.from_rows(out[p.stats_output])
 
 
 def _is_probe_output(name: str, plan: ProbePlan) -> bool:
@@ -521,8 +539,9 @@ class Runner:
                 p, session = self._sessions.pop(key)
             else:
                 warnings = list(model.warnings)
-                rewritten, probes = expose(model.inferred, refs, stats=stats, raw=raw & set(in_graph), warnings=warnings)
-                p = ProbePlan(rewritten, probes, model.source, warnings)
+                rewritten, probes = expose(model.inferred, refs, stats=stats, raw=raw & set(in_graph), warnings=warnings,
+                                           nonfinite="deferred")
+                p = ProbePlan(rewritten, probes, model.source, warnings, base=model.inferred)
                 session = call_interruptibly(create_session, p.model, device=device, opt_level=config.opt_level, grace=0)
                 session_s = session.seconds
             self._sessions[key] = (p, session)
@@ -540,6 +559,7 @@ class Runner:
                     arrays[n] = out[pr.raw_output]
                     if pr.stats_on_host or not stats:
                         result_stats.setdefault(n, TensorStats.from_array(arrays[n]) if arrays[n].dtype.kind in "biuf" else None)
+            rerun_masked(model.inferred, p.probes, result_stats, feed, device, config.opt_level)
             outputs = {n: out[n] for n in idx.outputs if n in out}
             providers = session.providers
             session_notes = session.notes
@@ -872,6 +892,11 @@ def extract(
 # finite differences, export the backward model.
 
 
+# forward + backward run with every onnxruntime graph optimisation unless the caller says otherwise: the
+# gradients are the same, and layout (NCHWc) and fusions make the Conv-heavy backward graphs several times faster
+GRAD_OPT_LEVEL = "all"
+
+
 @dataclass
 class GradSpec:
     """The loss: ``output`` (default: the model's first output) and ``loss`` (sum | mean | mse |
@@ -1081,6 +1106,7 @@ def grad(
     from onnxprobe.autodiff.select import weight_value
 
     spec = spec or GradSpec()
+    config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
     model = load(path)
     notes: list[str] = []
     feed = feeds(model, seed=seed, int_range=int_range, shapes=shapes, files=files, arrays=arrays, notes=notes)
@@ -1096,8 +1122,8 @@ def grad(
     scored.CopyFrom(bw.model)
     del scored.graph.output[1:]  # gradients leave the device as statistics (or raw, when asked)
     raw = {r.name for r in refs} | ({r.name for r in acts} if check else set()) if (save or check) else False
-    exposed, probes = expose(scored, refs + acts, stats=True, raw=raw, warnings=gp.warnings)
-    result = run(ProbePlan(exposed, probes, gp.source, gp.warnings), {**feed, **gp.extra_feed}, config, notes=notes)
+    exposed, probes = expose(scored, refs + acts, stats=True, raw=raw, warnings=gp.warnings, nonfinite="deferred")
+    result = run(ProbePlan(exposed, probes, gp.source, gp.warnings, base=scored), {**feed, **gp.extra_feed}, config, notes=notes)
     loss = float(np.asarray(result.outputs[gp.loss.loss]).reshape(-1)[0])
     rows, saved = [], {}
     for t, ref in zip(gp.targets, refs):

@@ -51,6 +51,7 @@ class ProbePlan:
     probes: list[Probe]
     source: str  # path or label of the original model
     warnings: list[str] = field(default_factory=list)
+    base: Any = None  # the model before probing (for reruns over some of its tensors)
 
 
 @dataclass

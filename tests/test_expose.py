@@ -72,3 +72,31 @@ def test_old_opset_falls_back_to_host_statistics(tmp_path):
     st = res.stats["y"]
     assert st.mean == pytest.approx(2.0) and st.zeros == 1
     assert any("host" in w for w in res.plan.warnings)
+
+
+@pytest.mark.parametrize("nonfinite", ["in-graph", "masked"])
+def test_self_contained_statistics_count_nan_and_inf(nonfinite, tmp_path):
+    """The rows of a written model (mark --stats) are right on their own: NaN/Inf need no rerun."""
+    from conftest import nan_model
+    from onnxprobe.stats.tensor_stats import TensorStats
+
+    m = onnx.shape_inference.infer_shapes(nan_model())
+    refs = select(m, Selection(all=True))
+    out, probes = expose(m, refs, nonfinite=nonfinite)
+    x = np.array([-1.0, 0.0, 1.0, np.e], np.float32)  # log: nan, -inf, 0, 1
+    got = _run_plain(out, {"x": x}, [p.stats_output for p in probes])
+    st = {p.ref.name: TensorStats.from_rows(got[p.stats_output]) for p in probes}
+    assert (st["logx"].nan, st["logx"].inf, st["logx"].count) == (1, 1, 4)
+    assert st["logx"].mean == pytest.approx(0.5, rel=1e-6) and st["logx"].max == pytest.approx(1.0, rel=1e-6)
+
+
+def test_deferred_rows_flag_the_tensors_to_rerun():
+    from conftest import nan_model
+    from onnxprobe.graph.expose import needs_masking
+    from onnxprobe.stats.tensor_stats import TensorStats
+
+    m = onnx.shape_inference.infer_shapes(nan_model())
+    out, probes = expose(m, select(m, Selection(all=True)), nonfinite="deferred")
+    got = _run_plain(out, {"x": np.array([1.0, 2.0, 3.0, -1.0], np.float32)}, [p.stats_output for p in probes])
+    flagged = {p.ref.name for p in probes if needs_masking(TensorStats.from_rows(got[p.stats_output]))}
+    assert flagged == {"logx", "scaled", "y"}  # log(-1) = nan, and the NaN flows through Mul and Relu

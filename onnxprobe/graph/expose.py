@@ -109,7 +109,7 @@ class _Builder:
             return self.node(op, [x, self.const(np.array(axes, np.int64), "axes")], base, keepdims=keepdims)
         return self.node(op, [x], base, axes=axes, keepdims=keepdims)
 
-    def stats_row(self, x: str, elem_type: int | None, shape: tuple | None = None) -> str:
+    def stats_row(self, x: str, elem_type: int | None, shape: tuple | None = None, nonfinite: str = "in-graph") -> str:
         """[1, 9] float64: count, nan, non-finite, non-zero, min, max, sum, sum of squares, sum of |x|.
         Sums are over finite values; NaN counts as non-zero and non-finite.
 
@@ -121,7 +121,7 @@ class _Builder:
         memory before the model moves on. Other tensors (ints, bool, double, unknown rank) are cast to
         float64 whole."""
         if elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16) and shape:
-            return self._stats_row_blocked(x, elem_type, shape)
+            return self._stats_row_blocked(x, elem_type, shape, nonfinite)
         b = x
         d = x if elem_type == TensorProto.DOUBLE else self.node("Cast", [x], f"{b}.f64", to=TensorProto.DOUBLE)
         d = self.node("Reshape", [d, self.const(np.array([-1], np.int64), "flat")], f"{b}.flat")
@@ -149,21 +149,29 @@ class _Builder:
         row = self.node("Concat", cols, f"{b}.row9", axis=0)
         return self.node("Reshape", [row, self.const(np.array([1, ROW_WIDTH], np.int64), "row_shape")], f"{b}.row")
 
-    def _stats_row_blocked(self, x: str, elem_type: int, shape: tuple) -> str:
+    def _stats_row_blocked(self, x: str, elem_type: int, shape: tuple, nonfinite: str) -> str:
         """Fast path for float tensors: 7 passes over the data (min, max, sum, sum of squares, sum of |x|,
-        and the non-zero count as the L1 norm of Sign(x)). If the sum of squares comes out non-finite
-        (a NaN or Inf in the tensor, or squares past float32's range), an If node recomputes the row with
-        masks (``_masked_row``), so the common case pays for no mask at all."""
+        and the non-zero count as the L1 norm of Sign(x)). A NaN or Inf in the tensor (or squares past
+        float32's range) shows as a non-finite sum of squares; then the row must be recomputed with masks
+        (``_masked_row``). ``nonfinite`` says how: "in-graph", an If node that does it in the same run
+        (self-contained, for models written out by ``mark --stats``: but every If costs onnxruntime a
+        subgraph to initialise, 0.25 s for ResNet-18's 70 tensors); "deferred", the fast row alone, and
+        the caller reruns the few tensors that need it (``needs_masking``) with "masked"; "masked", the
+        masked row directly."""
         b = x
         f = x if elem_type == TensorProto.FLOAT else self.node("Cast", [x], f"{b}.f32", to=TensorProto.FLOAT)
         axes = _suffix_axes(shape)
         size = self._size(f, b)
+        if nonfinite == "masked":
+            return self._masked_row(f, b, axes, size)
         sumsq = self._total(f, "ReduceSumSquare", "sumsq", b, axes)
         cols = [size, self.const(np.array([0.0]), "zero1"), self.const(np.array([0.0]), "zero1"),
                 self._total(self.node("Sign", [f], f"{b}.sign"), "ReduceL1", "nonzero", b, axes),
                 self._extreme(f, "ReduceMin", b, "min"), self._extreme(f, "ReduceMax", b, "max"),
                 self._total(f, "ReduceSum", "sum", b, axes), sumsq, self._total(f, "ReduceL1", "sumabs", b, axes)]
         fast = self._row(cols, b)
+        if nonfinite == "deferred":
+            return fast
         nonfinite = self.node("IsNaN", [self.node("Sub", [sumsq, sumsq], f"{b}.sumsq_minus_sumsq")], f"{b}.has_nonfinite")
         cond = self.node("Reshape", [nonfinite, self.const(np.array([], np.int64), "scalar")], f"{b}.has_nonfinite_s")
         slow_graph = onnx.GraphProto(name=self.fresh(f"{b}.masked_stats"))
@@ -268,7 +276,11 @@ def expose(
     shapes: bool = True,
     raw: bool | set[str] = False,
     warnings: list[str] | None = None,
+    nonfinite: str = "in-graph",
 ) -> tuple[onnx.ModelProto, list[Probe]]:
+    """``nonfinite``: how float tensors holding NaN/Inf get correct statistics: "in-graph" (an If node per
+    tensor, self-contained), "deferred" (the caller reruns those that ``needs_masking`` says) or
+    "masked" (masks always). See _Builder._stats_row_blocked."""
     warnings = warnings if warnings is not None else []
     opset = default_opset(model)
     host_stats = stats and opset < MIN_OPSET
@@ -363,7 +375,7 @@ def expose(
         probe = Probe(ref=ref, stats_on_host=host_stats)
         g = site.graph
         if stats and elem not in UNSUPPORTED_STATS_DTYPES:
-            row = builder(g).stats_row(ref.name, elem, ref.shape if ref.shape is not None else _rank_only(t))
+            row = builder(g).stats_row(ref.name, elem, ref.shape if ref.shape is not None else _rank_only(t), nonfinite)
             top = lift(row, site.chain, row_type, "stats") if site.chain else row
             final = STATS_PREFIX + ref.name
             if final in names:
@@ -389,6 +401,14 @@ def expose(
     for b in builders.values():
         b.interleave()
     return out, probes
+
+
+def needs_masking(st) -> bool:
+    """True when a "deferred" fast row came out non-finite: the tensor holds NaN or Inf (or squares past
+    float32's range) and its statistics must be recomputed with expose(..., nonfinite="masked")."""
+    import math
+
+    return st is not None and st.nan == 0 and st.inf == 0 and not math.isfinite(st.sumsq)
 
 
 def _suffix_axes(shape: tuple) -> list[int]:

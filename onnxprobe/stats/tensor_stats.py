@@ -37,7 +37,11 @@ class TensorStats:
     @classmethod
     def from_row(cls, row: np.ndarray) -> "TensorStats":
         r = np.asarray(row, dtype=np.float64).reshape(-1)
-        count, nan, nonfinite, nonzero = (int(round(v)) for v in r[:4])
+        # a fast row over a tensor holding NaN has a NaN non-zero count: read it as all non-zero
+        # (that row is recomputed with masks anyway, see graph.expose.needs_masking)
+        count, nan, nonfinite, nonzero = (int(round(v)) if math.isfinite(v) else -1 for v in r[:4])
+        nonzero = count if nonzero < 0 else nonzero
+        nan, nonfinite = max(nan, 0), max(nonfinite, 0)
         return cls(count=count, nan=nan, inf=nonfinite - nan, zeros=count - nonzero,
                    min=float(r[4]), max=float(r[5]), sum=float(r[6]), sumsq=float(r[7]), sumabs=float(r[8]))
 
