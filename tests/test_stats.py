@@ -49,7 +49,11 @@ def test_merge_is_exact_and_order_independent():
 
 def test_row_round_trip():
     st = TensorStats.from_array(np.array([0.0, -2.0, np.nan, np.inf, 5.0]))
-    row = np.array([[st.count, st.nan, st.nan + st.inf, st.count - st.zeros, st.min, st.max, st.sum, st.sumsq, st.sumabs]])
+    from onnxprobe.stats.tensor_stats import ROW
+
+    col = {"count": st.count, "nan": st.nan, "nonfinite": st.nan + st.inf, "nonzero": st.count - st.zeros,
+           "min": st.min, "max": st.max, "sum": st.sum, "sumsq": st.sumsq, "sumabs": st.sumabs}
+    row = np.array([[col[c] for c in ROW]])
     assert TensorStats.from_row(row) == st
     assert TensorStats.from_rows(np.concatenate([row, row])) == st.merge(st)
 

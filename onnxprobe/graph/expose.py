@@ -22,14 +22,15 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxprobe.errors import ModelError
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.graph.walk import NodeSite, walk
+from onnxprobe.stats.tensor_stats import MAX_COL, MIN_COL
 from onnxprobe.types import Probe, TensorRef
 
 STATS_PREFIX = "onnxprobe.stats:"
 SHAPE_PREFIX = "onnxprobe.shape:"
 RAW_PREFIX = "onnxprobe.raw:"
 ROW_WIDTH = 9
-# additive columns merge by sum, column 4 by min and column 5 by max (see stats.tensor_stats.ROW)
-IDENTITY_ROW = np.array([[0, 0, 0, 0, np.inf, -np.inf, 0, 0, 0]], dtype=np.float64)
+# additive columns merge by sum, MIN_COL by min and MAX_COL by max (see stats.tensor_stats.ROW)
+IDENTITY_ROW = np.array([[0, 0, 0, np.inf, -np.inf, 0, 0, 0, 0]], dtype=np.float64)
 UNSUPPORTED_STATS_DTYPES = {TensorProto.STRING, TensorProto.UNDEFINED}
 MIN_OPSET = 9  # IsNaN and Where
 
@@ -138,7 +139,7 @@ class _Builder:
         nonzero = self.node("Cast", [d], f"{b}.nonzero", to=TensorProto.BOOL)
         size = self.node("Cast", [self.node("Shape", [d], f"{b}.size")], f"{b}.size.f64", to=TensorProto.DOUBLE)
         cols = [
-            size, count(nan, "nan"), count(bad, "nonfinite"), count(nonzero, "nonzero"), lo, hi,
+            size, count(nan, "nan"), count(bad, "nonfinite"), lo, hi, count(nonzero, "nonzero"),
             self.reduce("ReduceSum", clean, f"{b}.sum"),
             self.reduce("ReduceSumSquare", clean, f"{b}.sumsq"),
             self.reduce("ReduceL1", clean, f"{b}.sumabs"),
@@ -164,15 +165,24 @@ class _Builder:
         size = self._size(f, b)
         if nonfinite == "masked":
             return self._masked_row(f, b, axes, size)
-        sumsq = self._total(f, "ReduceSumSquare", "sumsq", b, axes)
-        cols = [size, self.const(np.array([0.0]), "zero1"), self.const(np.array([0.0]), "zero1"),
-                self._total(self.node("Sign", [f], f"{b}.sign"), "ReduceL1", "nonzero", b, axes),
-                self._extreme(f, "ReduceMin", b, "min"), self._extreme(f, "ReduceMax", b, "max"),
-                self._total(f, "ReduceSum", "sum", b, axes), sumsq, self._total(f, "ReduceL1", "sumabs", b, axes)]
-        fast = self._row(cols, b)
+        # the four additive columns: partial sums (keepdims, so they share a shape and concatenate on the
+        # last axis), then one Cast and one float64 reduction for all four
+        parts = [self.reduce(op, t, f"{b}.{tag}.part", axes=axes, keepdims=1) for op, t, tag in (
+            ("ReduceL1", self.node("Sign", [f], f"{b}.sign"), "nonzero"), ("ReduceSum", f, "sum"),
+            ("ReduceSumSquare", f, "sumsq"), ("ReduceL1", f, "sumabs"))]
+        parts = self.node("Cast", [self.node("Concat", parts, f"{b}.parts", axis=-1)], f"{b}.parts64", to=TensorProto.DOUBLE)
+        sums = self.reduce("ReduceSum", self.node("Reshape", [parts, self.const(np.array([-1, 4], np.int64), "by4")], f"{b}.parts2d"),
+                           f"{b}.sums", axes=[0], keepdims=0)
+        lo = self.reduce("ReduceMin", f, f"{b}.min", keepdims=1)
+        hi = self.reduce("ReduceMax", f, f"{b}.max", keepdims=1)
+        extremes = self.node("Cast", [self.node("Reshape", [self.node("Concat", [lo, hi], f"{b}.minmax", axis=0),
+                                                            self.const(np.array([2], np.int64), "two")], f"{b}.minmax2")],
+                             f"{b}.minmax64", to=TensorProto.DOUBLE)
+        fast = self._row([size, self.const(np.array([0.0, 0.0]), "zeros2"), extremes, sums], b)
         if nonfinite == "deferred":
             return fast
-        nonfinite = self.node("IsNaN", [self.node("Sub", [sumsq, sumsq], f"{b}.sumsq_minus_sumsq")], f"{b}.has_nonfinite")
+        total = self.reduce("ReduceSum", sums, f"{b}.sums_total", keepdims=0)  # NaN/Inf in any sum shows here
+        nonfinite = self.node("IsNaN", [self.node("Sub", [total, total], f"{b}.total_minus_total")], f"{b}.has_nonfinite")
         cond = self.node("Reshape", [nonfinite, self.const(np.array([], np.int64), "scalar")], f"{b}.has_nonfinite_s")
         slow_graph = onnx.GraphProto(name=self.fresh(f"{b}.masked_stats"))
         slow = _Builder(slow_graph, self.opset, self.names)
@@ -218,8 +228,8 @@ class _Builder:
 
         clean = masked(0.0, "sum")
         cols = [self.node("Identity", [size], f"{b}.size_in"), count(nan, "nan"), count(bad, "nonfinite"),
-                count(self.node("Cast", [f], f"{b}.nonzero", to=TensorProto.BOOL), "nonzero"),
                 self._extreme(masked(np.inf, "min"), "ReduceMin", b, "min"), self._extreme(masked(-np.inf, "max"), "ReduceMax", b, "max"),
+                count(self.node("Cast", [f], f"{b}.nonzero", to=TensorProto.BOOL), "nonzero"),
                 self._total(clean, "ReduceSum", "sum", b, axes), self._total(clean, "ReduceSumSquare", "sumsq", b, axes),
                 self._total(clean, "ReduceL1", "sumabs", b, axes)]
         return self._row(cols, b)
@@ -230,8 +240,8 @@ class _Builder:
         s = self.reduce("ReduceSum", r, f"{stacked}.sum", axes=[0], keepdims=1)
         lo = self.reduce("ReduceMin", r, f"{stacked}.min", axes=[0], keepdims=1)
         hi = self.reduce("ReduceMax", r, f"{stacked}.max", axes=[0], keepdims=1)
-        is_min = self.const(np.array([[False] * 4 + [True] + [False] * 4]), "mincol")
-        is_max = self.const(np.array([[False] * 5 + [True] + [False] * 3]), "maxcol")
+        is_min = self.const(np.array([[c == MIN_COL for c in range(ROW_WIDTH)]]), "mincol")
+        is_max = self.const(np.array([[c == MAX_COL for c in range(ROW_WIDTH)]]), "maxcol")
         return self.node("Where", [is_min, lo, self.node("Where", [is_max, hi, s], f"{stacked}.maxmerge")], f"{stacked}.merged")
 
 

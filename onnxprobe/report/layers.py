@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.format import dtype, num, op, shape, shorten
+from onnxprobe.report.table import FastTable
 
 SCHEMA_VERSION = 1
 
@@ -83,7 +82,7 @@ def _cells(r: dict) -> list[str]:
     ] + ([num(r.get("p0.01")), num(r.get("p99.99"))] if "p0.01" in r else [])
 
 
-def layers_table(d, width: int = 120) -> tuple[Table, Text]:
+def layers_table(d, width: int = 120) -> tuple[FastTable, Text]:
     """The table for a layers or dataset dict (``layers_dict``, ``dataset_dict``, or merged JSON), or for
     a result object, which goes through ``layers_dict`` first."""
     if not isinstance(d, dict):
@@ -96,11 +95,9 @@ def layers_table(d, width: int = 120) -> tuple[Table, Text]:
     rest = max(rest, 20)
     node_w = min(need[NODE], max(rest * 3 // 5, rest - need[TENSOR]))
     tensor_w = min(need[TENSOR], rest - node_w)
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0), show_edge=False)
     widths = list(need)
     widths[NODE], widths[TENSOR] = node_w, tensor_w
-    for (h, just), w in zip(headers, widths):
-        t.add_column(h, justify=just, no_wrap=True, overflow="ellipsis", min_width=w, max_width=w)
+    t = FastTable([h for h, _ in headers], widths, [j for _, j in headers])
     bad = 0
     for cells, r in rows:
         nonfinite = bool(r.get("nan") or r.get("inf"))
@@ -108,7 +105,7 @@ def layers_table(d, width: int = 120) -> tuple[Table, Text]:
         cells[NODE] = shorten(cells[NODE], node_w)
         cells[TENSOR] = shorten(cells[TENSOR], tensor_w)
         style = "bold red" if nonfinite else ("bold" if r["is_output"] else None)
-        t.add_row(*cells, style=style)
+        t.add_row(cells, style)
     n = len(rows)
     timing = d.get("timing")
     footer = Text()

@@ -19,7 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-ROW = ("count", "nan", "nonfinite", "nonzero", "min", "max", "sum", "sumsq", "sumabs")
+# the in-graph row: counts, then the two extremes, then the four additive sums (kept together so that
+# the graph reduces them in one pass)
+ROW = ("count", "nan", "nonfinite", "min", "max", "nonzero", "sum", "sumsq", "sumabs")
+MIN_COL, MAX_COL = ROW.index("min"), ROW.index("max")
 
 
 @dataclass(frozen=True)
@@ -39,11 +42,11 @@ class TensorStats:
         r = np.asarray(row, dtype=np.float64).reshape(-1)
         # a fast row over a tensor holding NaN has a NaN non-zero count: read it as all non-zero
         # (that row is recomputed with masks anyway, see graph.expose.needs_masking)
-        count, nan, nonfinite, nonzero = (int(round(v)) if math.isfinite(v) else -1 for v in r[:4])
+        count, nan, nonfinite, nonzero = (int(round(v)) if math.isfinite(v) else -1 for v in (r[0], r[1], r[2], r[5]))
         nonzero = count if nonzero < 0 else nonzero
         nan, nonfinite = max(nan, 0), max(nonfinite, 0)
         return cls(count=count, nan=nan, inf=nonfinite - nan, zeros=count - nonzero,
-                   min=float(r[4]), max=float(r[5]), sum=float(r[6]), sumsq=float(r[7]), sumabs=float(r[8]))
+                   min=float(r[3]), max=float(r[4]), sum=float(r[6]), sumsq=float(r[7]), sumabs=float(r[8]))
 
     @classmethod
     def from_rows(cls, rows: np.ndarray) -> "TensorStats":
