@@ -9,8 +9,9 @@ For each model: onnxruntime runs the plain model (forward) and the model with it
 ``--export`` model: loss <y, dy> and every weight gradient), both with graph optimisations on (ORT_ENABLE_ALL)
 and the same thread count; torch evaluates the same ONNX graph with torch ops (tests/test_autodiff_torchref.py,
 eager, one Python call per node) and runs torch.autograd.grad for the same weights. Times are medians of
-``--repeat`` runs after warm-up. Prints a table and writes JSON (bench/results/grad.json by default).
-torch is optional: without it, its columns are empty.
+``--repeat`` runs after warm-up, forward and forward+backward interleaved so that other load on the machine
+affects both alike (on a busy machine, also try ``--threads 1``). Prints a table and writes JSON
+(bench/results/grad.json by default). torch is optional: without it, its columns are empty.
 """
 
 from __future__ import annotations
@@ -33,15 +34,19 @@ sys.path.insert(0, str(ROOT / "tests"))
 from onnxprobe import api  # noqa: E402
 
 
-def _median_time(fn, repeat: int) -> float:
-    fn()
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
+def _median_times(fns, repeat: int) -> list[float]:
+    """Median time of each function, the calls interleaved (f, g, f, g...) so that a change of load on the
+    machine (other processes on a shared CPU) slows all of them alike and their ratio stays meaningful."""
+    for fn in fns:
         fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+        fn()
+    ts = [[] for _ in fns]
+    for _ in range(repeat):
+        for k, fn in enumerate(fns):
+            t = time.perf_counter()
+            fn()
+            ts[k].append(time.perf_counter() - t)
+    return [statistics.median(v) for v in ts]
 
 
 def _session(model, threads: int):
@@ -66,8 +71,7 @@ def bench_model(path: Path, shapes: dict, repeat: int, threads: int, label: str)
     gp = api.grad_plan(model, api.GradSpec(loss="output-grad", output_grad=dy, wrt=tuple(wrt)), feed=feed)
     bw = _session(gp.backward.model, threads)
     bfeed = {**feed, gp.loss.input: dy}
-    t_f = _median_time(lambda: fwd.run(None, feed), repeat)
-    t_fb = _median_time(lambda: bw.run(None, bfeed), repeat)
+    t_f, t_fb = _median_times([lambda: fwd.run(None, feed), lambda: bw.run(None, bfeed)], repeat)
     row = {
         "model": label, "path": str(path), "weights": len(wrt),
         "forward_nodes": len(model.proto.graph.node), "backward_nodes": gp.backward.n_backward,
@@ -96,8 +100,7 @@ def bench_model(path: Path, shapes: dict, repeat: int, threads: int, label: str)
         yv = run_torch(model.proto, tfeed, params, [out])[out]
         torch.autograd.grad((yv * tdy).sum(), list(params.values()))
 
-    tf = _median_time(t_forward, repeat)
-    tfb = _median_time(t_backward, repeat)
+    tf, tfb = _median_times([t_forward, t_backward], repeat)
     row.update(torch_forward_ms=tf * 1e3, torch_forward_backward_ms=tfb * 1e3, torch_ratio=tfb / tf)
     return row
 

@@ -997,13 +997,16 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
 
 
 def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection | None = None, *,
-              feed: dict[str, np.ndarray] | None = None) -> GradPlan:
+              feed: dict[str, np.ndarray] | None = None, names: list[str] | None = None,
+              unsupported: str = "raise") -> GradPlan:
     """Attach the loss and the backward graph. With ``feed``, shapes are re-inferred for those input
     shapes first (static shapes make a smaller backward graph); without it the backward graph keeps the
-    model's dynamic dimensions (what ``--export`` writes)."""
+    model's dynamic dimensions (what ``--export`` writes). ``names``: exact tensors to differentiate,
+    instead of ``selection`` and ``spec.wrt``; ``unsupported="skip"``: an op without a gradient rule stops
+    the gradient (the tensors behind it get none, with a warning) instead of raising."""
     from onnxprobe.autodiff.engine import _all_names, attach_backward, model_opset
     from onnxprobe.autodiff.loss import attach_loss
-    from onnxprobe.autodiff.select import targets
+    from onnxprobe.autodiff.select import named_targets, targets
 
     spec = spec or GradSpec()
     warnings = list(model.warnings)
@@ -1016,13 +1019,16 @@ def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection |
             base = _runtime_shapes(base, _feeds.make_feeds(model.proto, notes=[]), warnings, ranks_only=True)
         except OnnxProbeError:
             pass
-    tg = targets(base, selection, tuple(spec.wrt))
+    tg = named_targets(base, names) if names is not None else targets(base, selection, tuple(spec.wrt))
     fwd = onnx.ModelProto()
     fwd.CopyFrom(base)
     loss = attach_loss(fwd, output, spec.loss, extra=spec.extra, opset=model_opset(fwd), names=_all_names(fwd))
     fwd = infer_shapes(fwd, warnings)
-    bw = attach_backward(fwd, loss.seeds, [t.ref.name for t in tg], outputs=[loss.loss])
-    for name in bw.unused:
+    bw = attach_backward(fwd, loss.seeds, [t.ref.name for t in tg], outputs=[loss.loss], unsupported=unsupported)
+    if bw.stopped:
+        warnings.append(f"no gradient rule for {len(bw.stopped)} op(s) on the way, the gradient stops there: "
+                        f"{', '.join(bw.stopped[:3])}{' …' if len(bw.stopped) > 3 else ''}")
+    for name in bw.unused if names is None else ():
         warnings.append(f"{name}: the loss does not depend on it; no gradient")
     if spec.loss in ("sum", "mean"):
         prod = next((n for n in base.graph.node if output in n.output), None)
@@ -1288,3 +1294,84 @@ def _grads_float64(gp: GradPlan, feed64: dict[str, np.ndarray], device: str) -> 
     except (ExecutionError, ModelError):
         return None
     return {t: out[g] for t, g in bw.grads.items()}
+
+
+# --- diff --grad: the gradients of two models, paired and measured like their activations --------------
+
+
+def diff_grad(
+    a_path: str | os.PathLike,
+    b_path: str | os.PathLike,
+    spec: GradSpec | None = None,
+    *,
+    selection: Selection | None = None,
+    config: RunConfig | None = None,
+    tolerance=None,
+    per_tensor: dict | None = None,
+    user_map: dict[str, str] | None = None,
+    seed: int = 0,
+    int_range: tuple[int, int] = (0, 100),
+    shapes: dict[str, tuple[int, ...]] | None = None,
+    files: dict[str, str] | None = None,
+    arrays: dict[str, np.ndarray] | None = None,
+    max_memory: int | None = None,
+    progress=None,
+):
+    """Compare the gradients of model A with those of model B (``onnxprobe diff --grad``): both get the
+    loss ``spec`` and the same inputs; their weight, input and activation gradients are paired by the
+    diff matching (names, QDQ / QOperator keys, node names, structure; see compare.gradients) and measured
+    with the diff metrics. ``spec.wrt`` (names or globs of forward tensors) keeps only those gradients;
+    ``user_map`` and ``per_tensor`` take forward tensor names (or gradient names). A weight gradient that
+    fails the tolerance fails the comparison (``outputs_failed``). Returns a compare.diff.DiffResult."""
+    import fnmatch
+    from dataclasses import replace
+
+    from onnxprobe.compare.diff import check_inputs
+    from onnxprobe.compare.diff import diff as _diff
+    from onnxprobe.compare.gradients import SUFFIX, GradSide, explain_unmatched, grad_reason
+    from onnxprobe.compare.sides import Side
+    from onnxprobe.errors import UsageError
+    from onnxprobe.match.observe import Observation
+    from onnxprobe.stats.metrics import Tolerance
+
+    spec = spec or GradSpec()
+    config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
+    a_model, b_model = load(a_path), load(b_path)
+    check_inputs(Side(str(a_path), a_model), Side(str(b_path), b_model))
+    notes: list[str] = []
+    feed = feeds(a_model, seed=seed, int_range=int_range, shapes=shapes, files=files, arrays=arrays, notes=notes)
+    side_spec = replace(spec, wrt=())
+    a = GradSide(str(a_path), a_model, "grad", config, spec=side_spec)
+    b = GradSide(str(b_path), b_model, "grad", config, spec=side_spec)
+    for side in (a, b):
+        side.prepare(feed)
+    if spec.wrt:
+        def wanted(o) -> bool:
+            names = [n[: -len(SUFFIX)] for n in (o.name, o.key) if n.endswith(SUFFIX)]
+            return any(fnmatch.fnmatchcase(n, pat) for n in names for pat in spec.wrt)
+
+        for side in (a, b):
+            side._observation = Observation([o for o in side.observation.observables if wanted(o)], [], {})
+        if not a.observation.observables:
+            raise UsageError(f"--wrt {', '.join(spec.wrt)}: no gradient of model A matches")
+
+    def as_grad(name: str) -> str:
+        return name if name.endswith(SUFFIX) else name + SUFFIX
+
+    gmap = {as_grad(k): as_grad(v) for k, v in (user_map or {}).items()} or None
+    per = {as_grad(k): v for k, v in (per_tensor or {}).items()}
+    res = _diff(a, b, feed, selection or Selection(), tolerance or Tolerance(), per, gmap, introduced=False,
+                max_memory=max_memory, progress=progress)
+    for r in res.results:
+        r.pair.reason = grad_reason(r.pair)
+    explain_unmatched(res.matching, a)
+    for side in (a, b):  # the losses, also when no pair needed a value
+        if side.loss is None:
+            side.values([], feed)
+    quantized = any(o.kind != "float" for o in a.observation.observables + b.observation.observables)
+    res.measured = (f"gradients of the {spec.loss} loss" + (" (QuantizeLinear / DequantizeLinear: straight-through)"
+                                                            if quantized else ""))
+    res.grad = {"loss": spec.loss, "output_a": a.plan.loss.output, "output_b": b.plan.loss.output,
+                "loss_a": a.loss, "loss_b": b.loss}
+    res.notes[:0] = [n for n in notes + list(a_model.warnings) + list(b_model.warnings) if n not in res.notes]
+    return res

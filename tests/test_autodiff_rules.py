@@ -66,6 +66,12 @@ def avoiding(points, lo, hi, gap=0.15):
     return gen
 
 
+def quant_grid(rng, s, step, lo, hi):
+    """x = (k + u) step, k integer in [lo, hi), |u| <= 0.3: far from rounding ties, so round(x / step) = k
+    (``step`` broadcasts against the shape: one scale per channel)."""
+    return (rng.integers(lo, hi, size=s) + rng.uniform(-0.3, 0.3, size=s)) * step
+
+
 # -- cases -----------------------------------------------------------------------------------------------
 
 @dataclass
@@ -82,6 +88,7 @@ class Case:
     torch: bool = True
     fd_h: float = 1e-6
     force32: bool = False
+    ste: bool = False  # a straight-through gradient (quantization): checked against its own oracle, not FD
 
 
 def node(op, ins, outs=("y",), **attrs):
@@ -155,6 +162,10 @@ CASES: list[Case] = [
         id="Conv-group-dilation-asym-pads"),
     one("Conv", {"x": (2, 3, 6, 6), "w": (3, 1, 3, 3), "b": (3,)}, attrs=dict(group=3, strides=[2, 2], pads=[1, 1, 1, 1]),
         id="Conv-depthwise"),
+    one("Conv", {"x": (2, 4, 6, 7), "w": (4, 1, 3, 3), "b": (4,)}, attrs=dict(group=4, dilations=[1, 2], pads=[1, 0, 1, 2]),
+        id="Conv-depthwise-unit-stride"),
+    one("Conv", {"x": (1, 4, 3, 5), "w": (6, 4, 1, 1), "b": (6,)}, id="Conv-1x1-one-image"),
+    one("Conv", {"x": (1, 6, 5, 5), "w": (4, 3, 1, 3)}, attrs=dict(group=2, pads=[1, 1, 0, 3]), id="Conv-group-pads-beyond-window"),
     one("Conv", {"x": (1, 2, 7, 5), "w": (3, 2, 3, 3)}, attrs=dict(auto_pad="SAME_UPPER", strides=[2, 2]),
         id="Conv-same-upper"),
     one("Conv", {"x": (1, 2, 6, 5), "w": (3, 2, 2, 3)}, attrs=dict(auto_pad="SAME_LOWER"), id="Conv-same-lower"),
@@ -165,6 +176,9 @@ CASES: list[Case] = [
     one("ConvTranspose", {"x": (1, 4, 4, 3), "w": (4, 3, 3, 3), "b": (6,)},
         attrs=dict(group=2, strides=[2, 2], pads=[1, 0, 0, 1], output_padding=[1, 0])),
     one("ConvTranspose", {"x": (2, 3, 5, 5), "w": (3, 2, 2, 2)}, attrs=dict(strides=[2, 2]), id="ConvTranspose-simple"),
+    one("ConvTranspose", {"x": (2, 3, 4, 4), "w": (3, 1, 3, 3)}, attrs=dict(group=3, pads=[1, 1, 0, 1]),
+        id="ConvTranspose-depthwise-unit-stride"),
+    one("ConvTranspose", {"x": (1, 4, 3, 3), "w": (4, 2, 1, 1)}, id="ConvTranspose-1x1-one-image"),
     one("MaxPool", {"x": (2, 3, 7, 7)}, attrs=dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
         id="MaxPool-indices-opset17"),
     one("MaxPool", {"x": (2, 3, 7, 7)}, attrs=dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
@@ -185,6 +199,15 @@ CASES: list[Case] = [
     one("BatchNormalization", {"x": (2, 3, 4)}, consts={"s": f64(1.0, 2.0, 0.5), "b": f64(0.1, 0.2, 0.3),
                                                        "m": f64(0.0, 0.5, -0.5), "v": f64(1.0, 0.5, 2.0)},
         opset=11, id="BatchNormalization-opset11-consts"),
+    Case("Conv-BatchNormalization-folded", "BatchNormalization",
+         [node("Conv", ["x", "w", "cb"], ["c"], pads=[1, 1, 1, 1], strides=[2, 1]),
+          node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"], epsilon=1e-3)],
+         {"x": (2, 3, 5, 6), "w": (4, 3, 3, 3), "cb": (4,), "s": (4,), "b": (4,), "m": (4,), "v": (4,)},
+         gen={"v": pos()}, opset=15),
+    Case("Conv-BatchNormalization-folded-no-bias", "BatchNormalization",
+         [node("Conv", ["x", "w"], ["c"], group=2), node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"])],
+         {"x": (1, 4, 4, 4), "w": (4, 2, 1, 2), "s": (4,), "b": (4,), "m": (4,), "v": (4,)},
+         gen={"v": pos()}, opset=11),
     one("LayerNormalization", {"x": (2, 3, 8), "s": (8,), "b": (8,)}),
     one("LayerNormalization", {"x": (2, 3, 8), "s": (8,), "b": (8,)}, force32=True, id="LayerNormalization-f32-outputs"),
     one("LayerNormalization", {"x": (2, 4, 5), "s": (4, 5)}, attrs=dict(axis=1, epsilon=1e-3), opset=18,
@@ -243,6 +266,16 @@ CASES: list[Case] = [
         attrs=dict(mode="linear"), opset=11, id="Resize-linear-opset11"),
     one("Resize", {"x": (2, 3, 4)}, consts={"roi": np.array([], np.float32), "sc": np.array([1.5, 2.0], np.float32)},
         ins=["x", "roi", "sc"], attrs=dict(mode="nearest", axes=[0, 2]), opset=19, id="Resize-axes-opset19", torch=False),
+    # quantization (straight-through) ---------------------------------------------------------------
+    Case("QuantizeLinear-DequantizeLinear", "QuantizeLinear",
+         [node("QuantizeLinear", ["x", "s", "zp"], ["q"]), node("DequantizeLinear", ["q", "s", "zp"], ["y"])],
+         {"x": (4, 5)}, consts={"s": f64(0.02), "zp": np.array(-20, np.int8)}, opset=19, ste=True, force32=True,
+         gen={"x": lambda rng, s: quant_grid(rng, s, 0.02, -160, 160)}),
+    Case("QuantizeLinear-DequantizeLinear-per-axis-uint8", "DequantizeLinear",
+         [node("QuantizeLinear", ["x", "s", "zp"], ["q"], axis=1), node("DequantizeLinear", ["q", "s", "zp"], ["dq"], axis=1),
+          node("Mul", ["dq", "w"])],
+         {"x": (2, 3, 4), "w": (3, 1)}, consts={"s": f64(0.05, 0.01, 0.02), "zp": np.array([128, 20, 250], np.uint8)},
+         opset=19, ste=True, force32=True, gen={"x": lambda rng, s: quant_grid(rng, s, np.array([0.05, 0.01, 0.02]).reshape(1, 3, 1), -140, 140)}),
     # pass-through -------------------------------------------------------------------------------------
     one("Identity", {"x": (2, 3)}),
     one("Dropout", {"x": (2, 3)}, consts={"ratio": np.array(0.3)}),
@@ -513,6 +546,8 @@ def _compute(case: Case, cache: dict):
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_finite_differences(case, computed):
+    if case.ste:
+        pytest.skip("straight-through gradient: test_straight_through_quantization checks it")
     vals, cot, grads, elem, _ = _compute(case, computed)
     L = loss_fd(case, build(case, DOUBLE), vals, cot)
     rtol = 1e-6 if elem == DOUBLE else 2e-3
@@ -564,6 +599,16 @@ def test_against_torch_autograd(case, computed, torch_answers):
         np.testing.assert_allclose(grads[k], tg[k], rtol=0, atol=rtol * scale, err_msg=k)
 
 
+def test_batchnorm_after_conv_is_folded(computed):
+    """The Conv -> BatchNormalization cases run without a BatchNormalization node (autodiff.fold); their
+    gradients are checked against finite differences and torch like every other case."""
+    for cid in ("Conv-BatchNormalization-folded", "Conv-BatchNormalization-folded-no-bias"):
+        case = next(c for c in CASES if c.id == cid)
+        *_, bw = _compute(case, computed)
+        ops = [n.op_type for n in bw.model.graph.node]
+        assert "BatchNormalization" not in ops and ops.count("Conv") >= 1, cid
+
+
 def test_backward_nodes_are_tagged_and_gradients_named(computed):
     case = next(c for c in CASES if c.id == "fanout-chain")
     *_, bw = _compute(case, computed)
@@ -572,3 +617,59 @@ def test_backward_nodes_are_tagged_and_gradients_named(computed):
     assert bw_nodes and all(n.doc_string.startswith("onnxprobe backward") for n in bw_nodes)
     sums = [n for n in bw_nodes if n.op_type == "Sum"]
     assert len(sums) == 1 and sums[0].output[0] == "x_grad"  # x feeds Mul twice and Add once: one fan-out sum
+
+
+def test_depthwise_weight_gradient_with_dynamic_shapes():
+    """With symbolic dimensions the depthwise weight gradient is written with 2-D windows instead of flat
+    slices (autodiff/rules/conv.py); both are checked against a direct numpy sum over positions."""
+    x_shape, k, pads, dil = (2, 3, 6, 7), (3, 2), [1, 0, 1, 1], [1, 2]
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal((3, 1) + k).astype(np.float32)
+    for dims in (list(x_shape), ["n", 3, "h", "w"]):
+        g = helper.make_graph(
+            [helper.make_node("Conv", ["x", "w"], ["y"], group=3, pads=pads, dilations=dil, kernel_shape=list(k))],
+            "dw", [helper.make_tensor_value_info("x", FLOAT, dims)], [helper.make_tensor_value_info("y", FLOAT, None)],
+            initializer=[numpy_helper.from_array(w, "w")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        m = annotate_outputs(infer_shapes(m))
+        m.graph.input.append(helper.make_tensor_value_info("dy", FLOAT, None))
+        bw = attach_backward(m, {"y": "dy"}, ["w"], outputs=["y"])
+        sess = ort.InferenceSession(bw.model.SerializeToString(), providers=["CPUExecutionProvider"])
+        ho = x_shape[2] + pads[0] + pads[2] - (k[0] - 1) * dil[0]
+        wo = x_shape[3] + pads[1] + pads[3] - (k[1] - 1) * dil[1]
+        dy = rng.standard_normal((2, 3, ho, wo)).astype(np.float32)
+        got = sess.run([bw.grads["w"]], {"x": x, "dy": dy})[0]
+        xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])])
+        want = np.zeros(w.shape)
+        for a in range(k[0]):
+            for b in range(k[1]):
+                win = xp[:, :, a * dil[0]:a * dil[0] + ho, b * dil[1]:b * dil[1] + wo]
+                want[:, 0, a, b] = np.sum(win * dy, axis=(0, 2, 3))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(dims))
+        ops = [n.op_type for n in bw.model.graph.node]
+        assert ops.count("Slice") == k[0] * k[1]
+        assert ops.count("Pad") == (2 if isinstance(dims[2], int) else 1)  # flat: x and dy padded; windows: x
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.ste], ids=[c.id for c in CASES if c.ste])
+def test_straight_through_quantization(case, computed):
+    """QuantizeLinear -> DequantizeLinear passes dy where round(x / s) + zp is inside the integer range and
+    0 where it saturates (QAT's fake quantization). Oracle: numpy, from the integer grid the inputs were
+    drawn on (x = (k + u) s with |u| <= 0.3, so round(x / s) = k exactly)."""
+    vals, cot, grads, elem, _ = _compute(case, computed)
+    x = vals["x"]
+    consts = case.consts
+    s, zp = consts["s"].astype(np.float64), consts["zp"]
+    lo, hi = (0, 255) if zp.dtype == np.uint8 else (-128, 127)
+    shape = [1, -1] + [1] * (x.ndim - 2) if np.ndim(s) == 1 else []
+    k = np.round(x / np.reshape(s, shape))
+    inside = (k + np.reshape(zp.astype(np.float64), shape) >= lo) & (k + np.reshape(zp.astype(np.float64), shape) <= hi)
+    assert inside.any() and not inside.all(), "the case should exercise both the pass-through and the saturation"
+    dq = cot["y"] * (vals["w"] if "w" in vals else 1.0)
+    np.testing.assert_allclose(grads["x"], dq * inside, rtol=1e-5, atol=1e-6)
+    if "w" in vals:  # w multiplies the dequantized x: dL/dw = sum of dy * DQ(Q(x)) over the broadcast axes
+        q = np.clip(k + np.reshape(zp.astype(np.float64), shape), lo, hi)
+        dqx = (q - np.reshape(zp.astype(np.float64), shape)) * np.reshape(s, shape)
+        np.testing.assert_allclose(grads["w"], np.sum(cot["y"] * dqx, axis=(0, 2))[:, None], rtol=1e-4, atol=1e-5)

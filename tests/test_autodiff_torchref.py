@@ -437,7 +437,39 @@ def eval_node(node, ins, opset):  # noqa: C901 - one branch per op
         return [torch.triu(x, k) if a.get("upper", 1) else torch.tril(x, k)]
     if op == "CumSum":
         return [torch.cumsum(x, int(ins[1].item()))]
+    if op in ("QuantizeLinear", "DequantizeLinear"):
+        return [_quant(op, a, ins)]
     raise Unsupported(op)
+
+
+QRANGE = {"int8": (-128, 127), "uint8": (0, 255)}
+
+
+def _quant(op, a, ins):
+    """QuantizeLinear with torch's fake quantization, whose backward is torch's own straight-through
+    estimator (the gradient passes where round(x / s) + zp is inside [qmin, qmax]). The integer tensor is
+    kept as float values on the integer grid: fq / s + zp, with fq = fake_quantize(x); DequantizeLinear
+    is then (q - zp) s. Per-tensor or per-axis (1-D scale), int8 / uint8."""
+    x, s = ins[0], ins[1]
+    zp = ins[2] if len(ins) > 2 and ins[2] is not None else torch.zeros((), dtype=torch.uint8)
+    axis = a.get("axis", 1)
+    if op == "DequantizeLinear":
+        shape = [1] * x.dim()
+        if s.dim() == 1 and s.numel() > 1:
+            shape[axis] = -1
+        return (x.to(s.dtype) - zp.to(s.dtype).reshape(shape if zp.dim() else [])) * s.reshape(shape if s.dim() else [])
+    kind = str(zp.dtype).replace("torch.", "")
+    if kind not in QRANGE:
+        raise Unsupported(f"QuantizeLinear to {kind}")
+    lo, hi = QRANGE[kind]
+    xf = x.float()
+    if s.dim() == 1 and s.numel() > 1:
+        fq = torch.fake_quantize_per_channel_affine(xf, s.float(), zp.to(torch.int32), axis % x.dim(), lo, hi)
+        shape = [1] * x.dim()
+        shape[axis] = -1
+        return (fq / s.float().reshape(shape) + zp.float().reshape(shape)).to(x.dtype)
+    fq = torch.fake_quantize_per_tensor_affine(xf, float(s.reshape(-1)[0]), int(zp.reshape(-1)[0]), lo, hi)
+    return (fq / s.float().reshape(-1)[0] + float(zp.reshape(-1)[0])).to(x.dtype)
 
 
 def _prod(t, d, k):

@@ -85,6 +85,7 @@ class Backward:
     n_forward: int = 0  # nodes kept from the forward graph
     n_backward: int = 0  # nodes added by the backward pass
     all_grads: dict[str, str] = field(default_factory=dict)  # every forward tensor -> its gradient tensor
+    stopped: list[str] = field(default_factory=list)  # ops without a rule that stopped the gradient ("skip")
 
 
 class NodeGrad:
@@ -102,8 +103,10 @@ class NodeGrad:
         self._wants = wants
         self.opset = engine.opset
         self.b = engine.b
-        ref = node.output[0] if node.output else (node.input[0] if node.input else "")
-        self.elem = engine.elem(ref) or engine.elem(node.input[0] if node.input else "") or TensorProto.FLOAT
+        # the gradients' dtype: the first output's, or (QuantizeLinear: an integer output) the first input's
+        elems = [engine.elem(t) for t in list(node.output[:1]) + list(node.input[:1]) if t]
+        self.elem = next((e for e in elems if e in FLOAT_TYPES), None) or next((e for e in elems if e), None) \
+            or TensorProto.FLOAT
         self.dtype = np_dtype(self.elem)
 
     def __getattr__(self, name):
@@ -142,6 +145,25 @@ class NodeGrad:
             return None
         return tuple(s)
 
+    # -- shapes: constants where they are static, Shape / Size ops where they are not -----------------
+    def Shape(self, t: str, start: int | None = None, end: int | None = None) -> str:  # noqa: N802 - ONNX op name
+        d = self.static_dims(t)
+        if d is not None:
+            return self.b.ints(list(d)[start:end])  # Python slicing clamps as Shape's start / end do
+        return self.b.op("Shape", t, start=start, end=end)
+
+    def shape(self, t: str, start: int | None = None, end: int | None = None) -> str:
+        d = self.static_dims(t)
+        if d is not None:
+            return self.b.ints(list(d)[start:end])
+        return self.b.shape(t, start, end)
+
+    def Size(self, t: str) -> str:  # noqa: N802
+        d = self.static_dims(t)
+        if d is not None:
+            return self.b.const(np.array(int(np.prod(d)) if d else 1, np.int64))
+        return self.b.op("Size", t)
+
     def value(self, t: str) -> np.ndarray | None:
         return self.engine.const_value(t)
 
@@ -158,6 +180,11 @@ class NodeGrad:
     # -- small builders that know the gradient's dtype -----------------------------------------------
     def scalar(self, v: float) -> str:
         return self.b.const(np.array(v, dtype=self.dtype))
+
+    def mask(self, cond: str) -> str:
+        """A boolean tensor as 0/1 in the gradient's dtype, to multiply with: ``Mul(dy, mask(c))`` is dy
+        where c, else 0 (onnxruntime's Where is an order of magnitude slower than Cast + Mul)."""
+        return self.b.Cast(cond, to=self.elem)
 
     def zeros_like(self, t: str) -> str:
         dims = self.static_dims(t)
@@ -319,6 +346,8 @@ def attach_backward(
     outputs: list[str] | None = None,
     keep: list[str] = (),
     prune: bool = True,
+    fold: bool = True,
+    unsupported: str = "raise",
 ) -> Backward:
     """Attach the backward graph to (a copy of) ``model``.
 
@@ -326,17 +355,26 @@ def attach_backward(
     Constant 1, or a model output and a graph input). ``wrt`` lists the tensors whose gradients are
     wanted. The returned model's outputs are ``outputs`` (forward tensors, e.g. the loss), then one
     gradient per ``wrt`` tensor that the seeds depend on, then ``keep``. ``model`` should carry inferred
-    shapes (``graph.shapes.infer_shapes``): rules use static shapes where they are known.
+    shapes (``graph.shapes.infer_shapes``): rules use static shapes where they are known. ``fold``:
+    fold BatchNormalization into the Conv before it where nothing else needs the Conv's output
+    (``autodiff.fold``); the gradients are the same, the backward graph smaller. ``unsupported``: what
+    an op without a rule on the way does: "raise" (a ModelError naming it), or "skip" (no gradient flows
+    through it; the tensors that only it connects to the loss end up in ``unused``, the op in ``stopped``).
     """
+    from onnxprobe.autodiff.fold import fold_batchnorm
+
     registry.load()
     out = onnx.ModelProto()
     out.CopyFrom(model)
     eng = Engine(out)
-    g = out.graph
-    nodes = list(g.node)
     for t in list(seeds) + list(wrt):
         if t not in eng.names:
             raise UsageError(f"no tensor named {t!r} in the model")
+    protected = set(seeds) | set(wrt) | set(outputs or []) | set(keep)
+    if fold and fold_batchnorm(out, eng.types, protected, eng.opset, eng.b.fresh, set(wrt)):
+        eng = Engine(out)
+    g = out.graph
+    nodes = list(g.node)
 
     # forward: which tensors depend on a requested tensor through differentiable slots
     rg = {t for t in wrt if eng.is_float(t)}
@@ -348,7 +386,9 @@ def attach_backward(
         if not hit and any(True for _ in subgraphs(n)):
             hit = bool(_outer_refs(n) & rg) and registry.status(n.op_type) != "non-differentiable"
         if hit:
-            rg.update(o for o in n.output if o and eng.is_float(o))
+            # a straight-through rule (QuantizeLinear) carries the gradient through its integer output
+            through = registry.status(n.op_type, n.domain) == "rule" and registry.RULES[n.op_type].straight_through
+            rg.update(o for o in n.output if o and (eng.is_float(o) or through))
     # backward: which tensors the seeds depend on
     reach = set(seeds)
     active: list[onnx.NodeProto] = []
@@ -390,9 +430,13 @@ def attach_backward(
         return final[t]
 
     index = {id(n): k for k, n in enumerate(nodes)}
+    stopped: list[str] = []
     for n in active:
         display = node_display_name(n, index[id(n)])
         st = registry.status(n.op_type, n.domain)
+        if st != "rule" and unsupported == "skip":
+            stopped.append(f"{n.op_type} {display}")
+            continue
         if st != "rule":
             needed = [i for i in n.input if i in rg][:3]
             hint = "it has no gradient" if st == "non-differentiable" else "no gradient rule for it"
@@ -475,7 +519,7 @@ def attach_backward(
         _prune(out, set(want_outputs))
     n_bw = sum(1 for n in out.graph.node if n.name in bw_names)
     n_fw = len(out.graph.node) - n_bw
-    return Backward(out, grads_out, unused, n_fw, n_bw, all_grads)
+    return Backward(out, grads_out, unused, n_fw, n_bw, all_grads, stopped)
 
 
 def _prune(model: onnx.ModelProto, outputs: set[str]) -> None:

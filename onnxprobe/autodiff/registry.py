@@ -22,7 +22,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-FAMILIES = ("elementwise", "matmul", "conv", "pool", "norm", "reduce", "shape", "passthrough")
+FAMILIES = ("elementwise", "matmul", "conv", "pool", "norm", "reduce", "shape", "passthrough", "quant")
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class Rule:
     inputs: tuple[int, ...] | None  # differentiable input slots; None: every input
     broadcast: tuple[int, ...]  # inputs whose gradient is summed back to the input's shape by the engine
     family: str
+    straight_through: bool = False  # the gradient flows through the op's integer outputs (QuantizeLinear)
 
     @property
     def doc(self) -> str:
@@ -61,20 +62,22 @@ _nd("integer or bit arithmetic", "BitShift", "BitwiseAnd", "BitwiseOr", "Bitwise
 _nd("builds a tensor from shapes or indices alone", "ConstantOfShape", "EyeLike", "Range", "OneHot")
 _nd("random sampling", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
     "Bernoulli")
-_nd("quantization rounds to integers", "QuantizeLinear", "DynamicQuantizeLinear")
+_nd("quantization rounds to integers (QuantizeLinear has a straight-through rule)", "DynamicQuantizeLinear")
 _nd("string ops", "StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch", "TfIdfVectorizer")
 
 
-def rule(*ops: str, inputs: tuple[int, ...] | None = (0,), broadcast: tuple[int, ...] = ()):
+def rule(*ops: str, inputs: tuple[int, ...] | None = (0,), broadcast: tuple[int, ...] = (),
+         straight_through: bool = False):
     """Register ``fn`` as the gradient rule of ``ops``. ``inputs``: differentiable input slots (None: all);
-    ``broadcast``: the inputs whose gradient the engine un-broadcasts to the input's own shape."""
+    ``broadcast``: the inputs whose gradient the engine un-broadcasts to the input's own shape;
+    ``straight_through``: the op's integer outputs carry a gradient (a straight-through estimator)."""
 
     def deco(fn: Callable) -> Callable:
         family = fn.__module__.rsplit(".", 1)[-1]
         for op in ops:
             if op in RULES or op in NON_DIFFERENTIABLE:
                 raise ValueError(f"gradient rule for {op} registered twice")
-            RULES[op] = Rule(op, fn, inputs, tuple(broadcast), family)
+            RULES[op] = Rule(op, fn, inputs, tuple(broadcast), family, straight_through)
         return fn
 
     return deco

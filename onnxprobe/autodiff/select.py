@@ -140,3 +140,35 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
             raise UsageError("--wrt: the selection flags leave none of the tensors it names")
         chosen = picked
     return sorted(chosen.values(), key=lambda t: (t.ref.index, t.kind != "weight", t.ref.name))
+
+
+def named_targets(model: onnx.ModelProto, names: list[str]) -> list[Target]:
+    """Targets for exact tensor names of the main graph (no globs, no selection): weights, graph inputs
+    and node outputs, in topological order. Unknown names raise UsageError."""
+    main = [s for s in walk(model) if not s.chain]
+    types = value_types(model)
+    w = weights(model)
+    inputs = {i.name for i in model.graph.input} - {i.name for i in model.graph.initializer}
+    producer = {o: s for s in main for o in s.node.output if o}
+    consumer: dict[str, object] = {}
+    for s in main:
+        for i in s.node.input:
+            consumer.setdefault(i, s)
+    outputs = {o.name for o in model.graph.output}
+    out = []
+    for name in dict.fromkeys(names):
+        site = producer.get(name) or consumer.get(name)
+        if name in w or (name not in producer and name not in inputs and name in consumer):
+            kind = "weight"
+        elif name in inputs:
+            kind = "input"
+        elif name in producer:
+            kind = "activation"
+        else:
+            raise UsageError(f"no tensor named {name!r} in the main graph")
+        tp = types.get(name)
+        ref = TensorRef(name=name, node=site.name if site else "", op_type=site.node.op_type if site else "",
+                        index=site.index if site else -1, dtype=dtype_name(tp.tensor_type.elem_type) if tp is not None else None,
+                        shape=static_shape(tp), is_output=name in outputs)
+        out.append(Target(ref, kind))
+    return sorted(out, key=lambda t: (t.ref.index, t.kind != "weight", t.ref.name))

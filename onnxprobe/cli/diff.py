@@ -9,8 +9,9 @@ import typer
 
 from onnxprobe.cli.errors import handle_errors, warn
 from onnxprobe.cli.options import (
-    AllOpt, ConstOpt, DeviceOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, MaxMemoryOpt, ModelArg, NameOpt, OpOpt,
-    OptLevelOpt, RangeOpt, SeedOpt, ShapeOpt, feed_args, selection_of,
+    AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, LabelsOpt, LossOpt,
+    MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, RangeOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, feed_args,
+    grad_spec_of, selection_of,
 )
 from onnxprobe.cli.output import check_outputs, emit
 
@@ -31,6 +32,13 @@ def diff(
     metric: Annotated[str, typer.Option("--metric", help="Pass/fail criterion: allclose | max_abs | mean_abs | rmse | max_rel | cosine | sqnr.", rich_help_panel=Cmp)] = "allclose",
     min_sqnr: Annotated[float, typer.Option("--min-sqnr", help="With --metric sqnr: the least SQNR in dB that passes.", rich_help_panel=Cmp)] = 30.0,
     sort: Annotated[str, typer.Option("--sort", help="Row order: topo | introduced | accumulated (worst first).", rich_help_panel=Cmp)] = "topo",
+    grad: Annotated[bool, typer.Option("--grad", help="Compare the gradients of A and B (same loss, same inputs) instead of their activations; the --output/--loss/--target/--labels/--output-grad/--wrt flags of `grad` set the loss.", rich_help_panel=Cmp)] = False,
+    output: GradOutputOpt = None,
+    loss: LossOpt = "sum",
+    target: TargetOpt = None,
+    labels: LabelsOpt = None,
+    output_grad: OutputGradOpt = None,
+    wrt: WrtOpt = None,
     op: OpOpt = None,
     name: NameOpt = None,
     all_: AllOpt = False,
@@ -42,7 +50,7 @@ def diff(
     input_: InputOpt = None,
     inputs: InputsOpt = None,
     device: DeviceOpt = "auto",
-    opt_level: OptLevelOpt = "off",
+    opt_level: Annotated[Optional[str], typer.Option("--opt-level", help="onnxruntime graph optimisation: off | basic | extended | layout | all (default: off; all with --grad).", rich_help_panel="Execution")] = None,
     json_: JsonOpt = None,
     max_memory: MaxMemoryOpt = None,
 ) -> None:
@@ -51,6 +59,10 @@ def diff(
     Tensors are paired by name, through QDQ and QOperator quantization, by node name, or by structural
     alignment; each pair gets max/mean abs error, max rel error, RMSE, cosine, SQNR, and the error the
     layer introduces on its own (B's node run on A's inputs). Exit code 1 when a model output fails.
+
+    With --grad, both models get the same loss and inputs and their gradients are compared instead:
+    weight gradients (keyed by the weight, through quantization) and activation gradients (the tensor's
+    name with _grad appended); exit code 1 when a weight gradient fails.
 
     Examples:
 
@@ -61,6 +73,8 @@ def diff(
         onnxprobe diff model.onnx --vs-reference --all
 
         onnxprobe diff model.onnx --vs-npz torch_acts.npz --metric cosine
+
+        onnxprobe diff --grad model_int8.onnx model_fp32.onnx --loss cross-entropy --labels labels.npy
     """
     import json
 
@@ -91,11 +105,25 @@ def diff(
     check_outputs(model, json_)
     selection = selection_of(op, name, all_, range_, include_constants)
     feed = feed_args(seed, int_range, shape, input_, inputs)
+    loss_flags = [f for f, v in (("--output", output), ("--target", target), ("--labels", labels),
+                                 ("--output-grad", output_grad), ("--wrt", wrt)) if v] + (["--loss"] if loss != "sum" else [])
+    if not grad and loss_flags:
+        raise UsageError(f"{loss_flags[0]} sets the loss of diff --grad: add --grad")
+    if grad and (reference is None or vs_device or vs_opt_level or vs_reference or vs_npz):
+        raise UsageError("diff --grad compares two models: give the reference model B (and no --vs-* option)")
+    max_mem = parse_size(max_memory) if max_memory else None
     with Progress(f"comparing {model.name}") as progress:
-        res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
-                       vs_npz=vs_npz, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level),
-                       tolerance=base, per_tensor=per, user_map=user_map, **feed,
-                       max_memory=parse_size(max_memory) if max_memory else None, progress=progress.update)
+        if grad:
+            spec = grad_spec_of(output, loss, target, labels, output_grad, wrt)
+            res = api.diff_grad(model, reference, spec, selection=selection,
+                                config=api.RunConfig(device=device, opt_level=opt_level or api.GRAD_OPT_LEVEL),
+                                tolerance=base, per_tensor=per, user_map=user_map, **feed, max_memory=max_mem,
+                                progress=progress.update)
+        else:
+            res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
+                           vs_npz=vs_npz, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level or "off"),
+                           tolerance=base, per_tensor=per, user_map=user_map, **feed, max_memory=max_mem,
+                           progress=progress.update)
     warn(res.notes)
     order = sort_results(res.results, sort)
     emit(diff_dict(res, order), json_, lambda _: print_diff(res, stdout_console(), order))

@@ -8,7 +8,7 @@ from onnxprobe.cli.errors import handle_errors, warn
 from onnxprobe.cli.options import (
     AllOpt, CheckOpt, ConstOpt, DeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt,
     LabelsOpt, LossOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, SaveGradsOpt, SeedOpt,
-    ShapeOpt, TargetOpt, WrtOpt, feed_args, selection_of,
+    ShapeOpt, TargetOpt, WrtOpt, feed_args, grad_spec_of, selection_of,
 )
 from onnxprobe.cli.output import check_outputs, emit
 
@@ -33,7 +33,7 @@ def grad(
     input_: InputOpt = None,
     inputs: InputsOpt = None,
     device: DeviceOpt = "auto",
-    opt_level: OptLevelOpt = "off",
+    opt_level: OptLevelOpt = "all",
     json_: JsonOpt = None,
     save_grads: SaveGradsOpt = None,
     export: ExportOpt = None,
@@ -55,25 +55,11 @@ def grad(
         onnxprobe grad model.onnx --output-grad dy.npy --save-grads grads.npz --export model_bw.onnx
     """
     from onnxprobe import api
-    from onnxprobe.errors import UsageError
     from onnxprobe.report import io as report_io
     from onnxprobe.report.console import stderr_console, stdout_console
     from onnxprobe.report.grad import grad_dict, print_export, print_grad
-    from onnxprobe.runtime.feeds import read_array
 
-    if output_grad is not None:
-        if loss not in ("sum", "output-grad"):
-            raise UsageError("--output-grad gives dL/dy directly: it replaces --loss")
-        loss = "output-grad"
-    for flag, value, kind in (("--target", target, "mse"), ("--labels", labels, "cross-entropy")):
-        if value is not None and loss != kind:
-            raise UsageError(f"{flag} goes with --loss {kind}")
-    spec = api.GradSpec(
-        output=output, loss=loss, wrt=tuple(wrt or ()),
-        target=read_array(target) if target is not None else None,
-        labels=read_array(labels) if labels is not None else None,
-        output_grad=read_array(output_grad) if output_grad is not None else None,
-    )
+    spec = grad_spec_of(output, loss, target, labels, output_grad, wrt)
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level)
     feed = feed_args(seed, int_range, shape, input_, inputs)

@@ -78,3 +78,25 @@ def feed_args(seed: int, int_range: str, shape: list[str] | None, input_: list[s
 
     return {"seed": seed, "int_range": parse_int_range(int_range), "shapes": parse_shape_overrides(shape),
             "files": parse_input_files(input_), "arrays": read_npz(inputs) if inputs else None}
+
+
+def grad_spec_of(output: str | None, loss: str, target: Path | None, labels: Path | None, output_grad: Path | None,
+                 wrt: list[str] | None):
+    """The api.GradSpec that --output/--loss/--target/--labels/--output-grad/--wrt describe (grad, diff --grad)."""
+    from onnxprobe import api
+    from onnxprobe.errors import UsageError
+    from onnxprobe.runtime.feeds import read_array
+
+    if output_grad is not None:
+        if loss not in ("sum", "output-grad"):
+            raise UsageError("--output-grad gives dL/dy directly: it replaces --loss")
+        loss = "output-grad"
+    for flag, value, kind in (("--target", target, "mse"), ("--labels", labels, "cross-entropy")):
+        if value is not None and loss != kind:
+            raise UsageError(f"{flag} goes with --loss {kind}")
+    return api.GradSpec(
+        output=output, loss=loss, wrt=tuple(wrt or ()),
+        target=read_array(target) if target is not None else None,
+        labels=read_array(labels) if labels is not None else None,
+        output_grad=read_array(output_grad) if output_grad is not None else None,
+    )

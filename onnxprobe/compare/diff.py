@@ -46,6 +46,7 @@ class DiffResult:
     outputs_failed: list[PairResult]
     measured: str  # what the numbers are: simulated / deployed quantization, or plain
     notes: list[str] = field(default_factory=list)
+    grad: dict | None = None  # diff --grad: the loss and its value on each side (compare.gradients)
 
 
 def selected(o: Observable, sel: Selection, lo_hi: tuple[int, int] | None = None) -> bool:

@@ -39,6 +39,7 @@ def diff_dict(res, order=None) -> dict:
         "first_failure": res.first_failure.pair.a.name if res.first_failure else None,
         "outputs_passed": not res.outputs_failed,
         "notes": res.notes,
+        **({"grad": res.grad} if getattr(res, "grad", None) else {}),
     }
 
 
@@ -78,12 +79,16 @@ def print_diff(res, console: Console, order=None) -> None:
         rows.append(([idx, name, op(p["op_type"], 12), p["strategy"], shorten(shape(p["shape"]), 14),
                       num(p["max_abs"], 3), _cos(p["cosine"]), _db(p["sqnr_db"], p["max_abs"]),
                       _db(p["introduced_sqnr_db"], p["introduced_max_abs"]), ok], p))
+    if d.get("grad"):  # no introduced error for gradients: drop the column
+        headers = headers[:8] + headers[9:]
+        rows = [(c[:8] + c[9:], p) for c, p in rows]
+    right = {"#", "max|a-b|", "cosine", "SQNR dB", "intro dB"}
     need = [max([len(h)] + [len(c[i]) for c, _ in rows]) for i, h in enumerate(headers)]
     rest = max(width - sum(w for i, w in enumerate(need) if i != 1) - 2 * (len(headers) - 1), 16)
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0), show_edge=False)
     for i, h in enumerate(headers):
         w = min(need[i], rest) if i == 1 else need[i]
-        t.add_column(h, justify="right" if i in (0, 5, 6, 7, 8) else "left", no_wrap=True, min_width=w, max_width=w)
+        t.add_column(h, justify="right" if h in right else "left", no_wrap=True, min_width=w, max_width=w)
     for cells, p in rows:
         cells[1] = shorten(cells[1], rest)
         style = "red" if p["passed"] is False else ("green" if p["passed"] else None)
@@ -91,6 +96,9 @@ def print_diff(res, console: Console, order=None) -> None:
             style = "bold red"
         t.add_row(*cells, style=style)
     console.print(Text(f"A: {d['a']}\nB: {d['b']}  (reference)\nmeasured: {d['measured']} · criterion: {d['criterion']}"))
+    if d.get("grad"):
+        g = d["grad"]
+        console.print(Text(f"loss {g['loss']}: A {num(g['loss_a'], 6)}, B {num(g['loss_b'], 6)}"))
     console.print(t)
     topo = sorted(d["pairs"], key=lambda p: p["index"])
     sq = [p["sqnr_db"] for p in topo]
@@ -105,7 +113,8 @@ def print_diff(res, console: Console, order=None) -> None:
     foot.append(f" · unmatched: {len(d['unmatched_a'])} in A, {len(d['unmatched_b'])} in B")
     if first_row is not None:
         foot.append(f" · ▶ error starts at {d['pairs'][first_row]['b']} ({d['pairs'][first_row]['op_type']})", style="bold")
-    foot.append(" · outputs " + ("pass" if d["outputs_passed"] else "FAIL"), style="green" if d["outputs_passed"] else "bold red")
+    verdict_of = "weight gradients" if d.get("grad") else "outputs"
+    foot.append(f" · {verdict_of} " + ("pass" if d["outputs_passed"] else "FAIL"), style="green" if d["outputs_passed"] else "bold red")
     console.print(foot)
     for side, items in (("A", d["unmatched_a"]), ("B", d["unmatched_b"])):
         if items:

@@ -1,11 +1,25 @@
-"""Convolutions, expressed with convolutions: dX with ConvTranspose (or Conv), dW with a Conv whose batch
-and channel axes are swapped, so that they run wherever the forward pass runs. Any group, stride,
-dilation and padding; auto_pad is turned into explicit pads (which needs the spatial shape when it is
-SAME_UPPER / SAME_LOWER)."""
+"""Convolutions, expressed with convolutions and GEMMs, so that they run wherever the forward pass runs.
+Any group, stride, dilation and padding; auto_pad is turned into explicit pads (which needs the spatial
+shape when it is SAME_UPPER / SAME_LOWER).
+
+Which formulation is used is a matter of speed in onnxruntime (CPU numbers, measured per layer of
+MobileNet-like models; every formulation computes the same values):
+
+- dX, unit strides: a Conv of dy with the flipped, group-transposed kernel. The kernel transform reads
+  only W, so onnxruntime folds it into a constant and runs the Conv with its fast (NCHWc) kernels, as it
+  does the forward Conv: about 3x faster than ConvTranspose for depthwise layers;
+- dX, other strides: ConvTranspose (a Conv of a zero-dilated dy wastes stride^2 of its work);
+- dW, 1x1 kernels at unit stride: one GEMM, x is its own im2col;
+- dW, depthwise (one input and one output channel per group) at unit stride: for each kernel offset k,
+  sum(dy * x shifted by k) (a Slice, a Mul and a ReduceSum): no im2col tensor K times the size of x;
+- dW otherwise: an im2col (one Conv with one-hot kernels) and a batched GEMM with dy.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from onnxprobe.autodiff.registry import rule
 
@@ -69,14 +83,83 @@ def _perm01(r: int) -> list[int]:
 
 
 def weight_grad(g, x: str, dy: str, geo: Geometry, c_in: int | None, out_ref: str | None = None) -> str:
+    """dW[o, c, k] = sum_{n, p} dy[n, o, p] xpad[n, grp(o) Cg + c, p s + k d], by the fastest formulation
+    that applies (see the module docstring)."""
+    if c_in is None:
+        raise g.fail("the channel count of the convolution input is unknown")
+    cg = c_in // geo.group
+    c_out = _channels(g, out_ref or dy)
+    og = c_out // geo.group if c_out is not None else None
+    unit = all(v == 1 for v in geo.s)
+    if cg == 1 and og == 1 and unit:
+        return _weight_grad_depthwise(g, x, dy, geo)
+    kk = 1
+    for v in geo.k:
+        kk *= v
+    xs, ds = g.static_dims(x), g.static_dims(dy)
+    if (geo.group == 1 and kk == 1 and unit and not any(geo.pb + geo.pe) and xs is not None and ds is not None
+            and xs[0] == 1 and xs[2:] == ds[2:]):
+        # a 1x1 convolution of one image: dW (O, C) = dy (O, P) @ x (C, P)^T
+        x2 = g.Reshape(x, g.ints([xs[1], -1]))
+        d2 = g.Reshape(dy, g.ints([ds[1], -1]))
+        return g.Reshape(g.Gemm(d2, x2, transB=1), g.ints([ds[1], xs[1]] + [1] * geo.n))
+    return _weight_grad_im2col(g, x, dy, geo, c_in, out_ref)
+
+
+def _channels(g, t: str) -> int | None:
+    s = g.sshape(t)
+    return s[1] if s is not None and len(s) > 1 and isinstance(s[1], int) else None
+
+
+def _weight_grad_depthwise(g, x: str, dy: str, geo: Geometry) -> str:
+    """Depthwise, unit strides: dW[c, 0, k] = sum_{n, p} dy[n, c, p] xpad[n, c, p + k d], one Slice of the
+    padded x, one Mul and one ReduceSum per kernel offset k. With static shapes the spatial axes are
+    flattened (dy padded to x's padded row length, zeros past its own): every shift by k is then one
+    contiguous slice of the flat padded x (onnxruntime copies those far faster than 2-D windows)."""
+    r = geo.n + 2
+    xs, ds = g.static_dims(x), g.static_dims(dy)
+    if xs is None or ds is None:
+        return _weight_grad_depthwise_windows(g, x, dy, geo)
+    padded = [xs[2 + i] + geo.pb[i] + geo.pe[i] for i in range(geo.n)]
+    stride = [int(np.prod(padded[i + 1:])) for i in range(geo.n)]
+    # one extra row at the end of the first spatial axis: the last shift reads up to a row past the end
+    xp = g.pad(x, [0, 0] + geo.pb + [0, 0, geo.pe[0] + 1] + geo.pe[1:])
+    xf = g.Reshape(xp, g.ints([xs[0], xs[1], -1]))
+    dpad = [padded[i] - ds[2 + i] for i in range(1, geo.n)]
+    dyp = g.pad(dy, [0] * r + [0, 0, 0] + dpad) if any(dpad) else dy
+    length = ds[2] * stride[0]
+    dyf = g.Reshape(dyp, g.ints([ds[0], ds[1], length]))
+    sums = []
+    for off in np.ndindex(*geo.k):
+        start = sum(o * d * st for o, d, st in zip(off, geo.d, stride))
+        shifted = g.slice(xf, [start], [start + length], [2])
+        sums.append(g.reduce_sum(g.Mul(dyf, shifted), [0, 2], keepdims=1))  # (1, C, 1)
+    cat = sums[0] if len(sums) == 1 else g.Concat(*sums, axis=2)  # (1, C, K)
+    return g.Reshape(cat, g.ints([-1, 1] + list(geo.k)))
+
+
+def _weight_grad_depthwise_windows(g, x: str, dy: str, geo: Geometry) -> str:
+    """The same sums with 2-D windows of the padded x, for dynamic shapes."""
+    r = geo.n + 2
+    xp = g.pad(x, [0, 0] + geo.pb + [0, 0] + geo.pe) if any(geo.pb + geo.pe) else x
+    out_sp = g.shape(dy, 2)
+    sums = []
+    axes = [0] + list(range(2, r))
+    for off in np.ndindex(*geo.k):
+        start = [o * d for o, d in zip(off, geo.d)]
+        shifted = g.slice(xp, start, g.Add(out_sp, g.ints(start)), list(range(2, r)))
+        sums.append(g.reduce_sum(g.Mul(dy, shifted), axes, keepdims=1))  # (1, C, 1, ...)
+    cat = sums[0] if len(sums) == 1 else g.Concat(*sums, axis=0)  # (K, C, 1, ...)
+    return g.Reshape(g.Transpose(g.Reshape(cat, g.ints([len(sums), -1])), perm=[1, 0]),
+                     g.ints([-1, 1] + list(geo.k)))
+
+
+def _weight_grad_im2col(g, x: str, dy: str, geo: Geometry, c_in: int, out_ref: str | None = None) -> str:
     """dW[o, c, k] = sum_{n, p} dy[n, o, p] xpad[n, grp(o) Cg + c, p s + k d], as one batched GEMM over
     an im2col of x, (N, G, Cg K, P), times dy^T (N, G, P, Og), summed over the batch. The im2col is one
     Conv of each channel of x with K one-hot kernels (same strides, dilations and pads). ``out_ref``
     holds the output's spatial shape (dy's by default)."""
-    r = geo.n + 2
     G = geo.group
-    if c_in is None:
-        raise g.fail("the channel count of the convolution input is unknown")
     cg = c_in // G
     out_ref = out_ref or dy
     kk = 1
@@ -86,13 +169,21 @@ def weight_grad(g, x: str, dy: str, geo: Geometry, c_in: int | None, out_ref: st
         cols = x  # 1x1 convolution: x is its own im2col
     else:
         # im2col in one Conv: every channel on its own, against K one-hot kernels -> (N C, K, *out)
-        import numpy as np
-
         onehot = np.eye(kk, dtype=g.dtype).reshape([kk, 1] + list(geo.k))
         xs = g.static_dims(x)
         per_channel = g.ints([-1, 1] + list(xs[2:])) if xs is not None else g.Concat(g.ints([-1, 1]), g.shape(x, 2), axis=0)
         cols = g.Conv(g.Reshape(x, per_channel), g.const(onehot), strides=geo.s, dilations=geo.d,
                       pads=geo.pb + geo.pe, kernel_shape=geo.k)
+    xs, ys = g.static_dims(x), g.static_dims(out_ref)
+    if xs is not None and ys is not None and xs[0] == 1:
+        # one image: dW (G, Og, Cg K) = dy (G, Og, P) @ cols (G, Cg K, P)^T, no sum over the batch
+        p = int(np.prod(ys[2:]))
+        if G == 1:
+            prod = g.Gemm(g.Reshape(dy, g.ints([-1, p])), g.Reshape(cols, g.ints([cg * kk, p])), transB=1)
+        else:
+            c3 = g.Reshape(cols, g.ints([G, cg * kk, p]))
+            prod = g.MatMul(g.Reshape(dy, g.ints([G, -1, p])), g.Transpose(c3, perm=[0, 2, 1]))
+        return g.Reshape(prod, g.ints([-1, cg] + list(geo.k)))
     p_dim = _p_dim(g, out_ref)
     x4 = g.Reshape(cols, g.Concat(g.ints([-1, G, cg * kk]), p_dim, axis=0))  # (N, G, Cg K, P)
     dy4 = g.Reshape(dy, g.Concat(g.ints([0, G, -1]), p_dim, axis=0))  # (N, G, Og, P)
@@ -113,16 +204,46 @@ def _p_dim(g, t: str) -> str:
     return g.reduce("ReduceProd", g.shape(t, 2), [0], keepdims=1)
 
 
-def _offsets(k):
-    import numpy as np
+def input_grad(g, dy: str, w: str, x: str, geo: Geometry) -> str:
+    """dX: a Conv with the flipped kernel at unit strides, else ConvTranspose (see the module docstring)."""
+    if all(v == 1 for v in geo.s) and g.opset >= 10:
+        back = [(k - 1) * d for k, d in zip(geo.k, geo.d)]
+        pb = [b - p for b, p in zip(back, geo.pb)]
+        pe = [b - p for b, p in zip(back, geo.pe)]
+        wf = flipped_kernel(g, w, geo)
+        if wf is not None and min(pb + pe) >= 0:
+            return g.Conv(dy, wf, dilations=geo.d, pads=pb + pe, group=geo.group, kernel_shape=geo.k)
+    return input_grad_transposed(g, dy, w, x, geo)
 
-    return list(np.ndindex(*k))
+
+def flipped_kernel(g, w: str, geo: Geometry) -> str | None:
+    """W (G Og, Cg, *k) -> W' (G Cg, Og, *k) with every spatial axis reversed: the kernel of the Conv
+    that computes dX = sum_o W[o, c, k] dy[o, p - k d] at unit strides. None when W's shape is unknown."""
+    ws = g.static_dims(w)
+    if ws is None:
+        return None
+    G, og, cg = geo.group, ws[0] // geo.group, ws[1]
+    t = w
+    if G == 1:
+        if og > 1 or cg > 1:
+            t = g.Transpose(w, perm=_perm01(geo.n + 2))
+    elif og > 1 and cg > 1:
+        t = g.Reshape(w, g.ints([G, og, cg] + list(geo.k)))
+        t = g.Transpose(t, perm=[0, 2, 1] + list(range(3, geo.n + 3)))
+        t = g.Reshape(t, g.ints([G * cg, og] + list(geo.k)))
+    elif og > 1:  # cg == 1: (G Og, 1, k) -> (G, Og, k)
+        t = g.Reshape(w, g.ints([G, og] + list(geo.k)))
+    elif cg > 1:  # og == 1: (G, Cg, k) -> (G Cg, 1, k)
+        t = g.Reshape(w, g.ints([G * cg, 1] + list(geo.k)))
+    flip = [i for i, k in enumerate(geo.k) if k > 1]
+    if not flip:
+        return t
+    return g.slice(t, [-1] * len(flip), [-(2 ** 63)] * len(flip), [i + 2 for i in flip], [-1] * len(flip))
 
 
 def input_grad_transposed(g, dy: str, w: str, x: str, geo: Geometry) -> str:
     """dX = ConvTranspose(dy, W) cropped to x: pads at the start are cut, and the rows past the last
     window (when (H + pads - k) is not a multiple of the stride) get zeros."""
-    r = geo.n + 2
     xs = g.static_dims(x)
     ys = g.static_dims(g.y[0])
     if xs is not None and ys is not None:
@@ -149,13 +270,13 @@ def crop(g, full: str, x: str, geo: Geometry) -> str:
 @rule("Conv", inputs=(0, 1, 2))
 def conv(g):
     """y[n, o, p] = sum_{c, k} W[o, c, k] xpad[n, grp(o) Cg + c, p s + k d] + B[o]  ->
-    dX = ConvTranspose(dy, W) (same strides, dilations, group, pads),
-    dW = Conv(x^T, dy^T) with stride d and dilation s (see weight_grad),  dB = sum(dy, all axes but 1)"""
+    dX = ConvTranspose(dy, W) (same strides, dilations, group, pads; a Conv with the flipped kernel at
+    unit strides), dW = the correlation of x with dy (see weight_grad),  dB = sum(dy, all axes but 1)"""
     x, w = g.x[0], g.x[1]
     geo = geometry(g, x, w)
     dx = dw = db = None
     if g.wants(0):
-        dx = input_grad_transposed(g, g.dy, w, x, geo)
+        dx = input_grad(g, g.dy, w, x, geo)
     if g.wants(1):
         ws = g.sshape(w)
         c_in = ws[1] * geo.group if ws is not None and isinstance(ws[1], int) else None

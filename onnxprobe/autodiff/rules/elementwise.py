@@ -1,5 +1,9 @@
 """Elementwise ops. ``dy`` is dL/dy; broadcasting inputs are summed back to their shape by the engine.
-At kinks (Relu at 0, Abs at 0, Clip at its bounds...) the rules pick the same one-sided value as torch."""
+At kinks (Relu at 0, Abs at 0, Clip at its bounds...) the rules pick the same one-sided value as torch.
+
+Piecewise gradients are products with 0/1 masks (``g.mask``), not ``Where``: onnxruntime's Where is
+some fifteen times slower than a Mul on the same tensor. The one difference: a NaN or Inf in dy where the
+mask is 0 stays NaN (NaN x 0), where torch writes 0."""
 
 from __future__ import annotations
 
@@ -98,23 +102,25 @@ def abs_(g):
 @rule("Relu")
 def relu(g):
     """y = max(x, 0)  ->  dx = dy where y > 0, else 0"""
-    return [g.Where(g.Greater(g.y[0], g.scalar(0.0)), g.dy, g.scalar(0.0))]
+    return [g.Mul(g.dy, g.mask(g.Greater(g.y[0], g.scalar(0.0))))]
 
 
 @rule("LeakyRelu")
 def leaky_relu(g):
     """y = x if x > 0 else alpha x  ->  dx = dy if x > 0 else alpha dy"""
     alpha = g.attr("alpha", 0.01)
-    return [g.Where(g.Greater(g.x[0], g.scalar(0.0)), g.dy, g.Mul(g.dy, g.scalar(alpha)))]
+    slope = g.Add(g.Mul(g.mask(g.Greater(g.x[0], g.scalar(0.0))), g.scalar(1.0 - alpha)), g.scalar(alpha))
+    return [g.Mul(g.dy, slope)]
 
 
 @rule("PRelu", inputs=(0, 1), broadcast=(1,))
 def prelu(g):
     """y = x if x > 0 else s x  (s broadcast to x)  ->  dx = dy if x > 0 else s dy,  ds = 0 if x > 0 else x dy"""
     x, s = g.x
-    pos = g.Greater(x, g.scalar(0.0))
-    dx = g.Where(pos, g.dy, g.Mul(g.dy, s)) if g.wants(0) else None
-    ds = g.Where(pos, g.scalar(0.0), g.Mul(g.dy, x)) if g.wants(1) else None
+    neg = g.mask(g.Not(g.Greater(x, g.scalar(0.0))))
+    # dx = dy (1 + neg (s - 1)),  ds = dy x neg
+    dx = g.Mul(g.dy, g.Add(g.Mul(neg, g.Sub(s, g.scalar(1.0))), g.scalar(1.0))) if g.wants(0) else None
+    ds = g.Mul(g.Mul(g.dy, x), neg) if g.wants(1) else None
     return [dx, ds]
 
 
@@ -122,7 +128,13 @@ def prelu(g):
 def elu(g):
     """y = x if x > 0 else alpha (e^x - 1)  ->  dx = dy if x > 0 else dy (y + alpha)"""
     alpha = g.attr("alpha", 1.0)
-    return [g.Where(g.Greater(g.x[0], g.scalar(0.0)), g.dy, g.Mul(g.dy, g.Add(g.y[0], g.scalar(alpha))))]
+    return [g.Mul(g.dy, _pos_or(g, g.Add(g.y[0], g.scalar(alpha)), 1.0))]
+
+
+def _pos_or(g, neg_slope: str, pos_slope: float) -> str:
+    """pos_slope where x > 0, else neg_slope: neg_slope + [x > 0] (pos_slope - neg_slope)"""
+    m = g.mask(g.Greater(g.x[0], g.scalar(0.0)))
+    return g.Add(neg_slope, g.Mul(m, g.Sub(g.scalar(pos_slope), neg_slope)))
 
 
 @rule("Selu")
@@ -130,8 +142,7 @@ def selu(g):
     """y = gamma x if x > 0 else gamma alpha (e^x - 1)  ->  dx = gamma dy if x > 0 else dy (y + gamma alpha)"""
     alpha = g.attr("alpha", 1.67326319217681884765625)
     gamma = g.attr("gamma", 1.05070102214813232421875)
-    return [g.Where(g.Greater(g.x[0], g.scalar(0.0)), g.Mul(g.dy, g.scalar(gamma)),
-                    g.Mul(g.dy, g.Add(g.y[0], g.scalar(gamma * alpha))))]
+    return [g.Mul(g.dy, _pos_or(g, g.Add(g.y[0], g.scalar(gamma * alpha)), gamma))]
 
 
 @rule("Sigmoid")
@@ -147,16 +158,17 @@ def hard_sigmoid(g):
     alpha = g.attr("alpha", 0.2)
     y = g.y[0]
     inside = g.And(g.Greater(y, g.scalar(0.0)), g.Less(y, g.scalar(1.0)))
-    return [g.Where(inside, g.Mul(g.dy, g.scalar(alpha)), g.scalar(0.0))]
+    return [g.Mul(g.Mul(g.dy, g.scalar(alpha)), g.mask(inside))]
 
 
 @rule("HardSwish")
 def hard_swish(g):
-    """y = x clip(x / 6 + 1/2, 0, 1)  ->  dx = 0 if x < -3, dy (x / 3 + 1/2) if -3 <= x <= 3, dy if x > 3"""
+    """y = x h, h = clip(x / 6 + 1/2, 0, 1)  ->  dx = 0 if x < -3, dy (x / 3 + 1/2) if -3 <= x <= 3, dy if
+    x > 3; that is dx = dy (h + [|x| <= 3] (h - 1/2)), since x / 3 + 1/2 = 2 h - 1/2 inside"""
     x = g.x[0]
-    mid = g.Add(g.Mul(x, g.scalar(1.0 / 3.0)), g.scalar(0.5))
-    w = g.Where(g.Less(x, g.scalar(-3.0)), g.scalar(0.0), g.Where(g.Greater(x, g.scalar(3.0)), g.scalar(1.0), mid))
-    return [g.Mul(g.dy, w)]
+    h = g.HardSigmoid(x, alpha=1.0 / 6.0, beta=0.5)
+    inside = g.mask(_le(g, g.Abs(x), g.scalar(3.0)))
+    return [g.Mul(g.dy, g.Add(h, g.Mul(inside, g.Sub(h, g.scalar(0.5)))))]
 
 
 @rule("Tanh")
@@ -214,7 +226,7 @@ def clip(g):
         mask = m if mask is None else g.And(mask, m)
     if mask is None:
         return [g.dy]
-    return [g.Where(mask, g.dy, g.scalar(0.0))]
+    return [g.Mul(g.dy, g.mask(mask))]
 
 
 def _minmax(g):
@@ -259,5 +271,6 @@ def mean(g):
 def where(g):
     """y = a where c else b  ->  da = dy where c else 0,  db = 0 where c else dy  (c gets none)"""
     c = g.x[0]
-    z = g.scalar(0.0)
-    return [None, g.Where(c, g.dy, z) if g.wants(1) else None, g.Where(c, z, g.dy) if g.wants(2) else None]
+    da = g.Mul(g.dy, g.mask(c)) if g.wants(1) else None
+    db = g.Mul(g.dy, g.mask(g.Not(c))) if g.wants(2) else None
+    return [None, da, db]

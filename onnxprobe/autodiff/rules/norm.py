@@ -30,9 +30,8 @@ def batch_norm(g):
         dx = g.Mul(g.dy, _per_channel(g, g.Mul(scale, inv), r))
     s_dy = g.reduce_sum(g.dy, axes, keepdims=0) if (g.wants(2) or g.wants(3)) else None
     s_dy_xhat = None
-    if need_xhat:
-        xhat = g.Mul(g.Sub(x, _per_channel(g, mean, r)), _per_channel(g, inv, r))
-        s_dy_xhat = g.reduce_sum(g.Mul(g.dy, xhat), axes, keepdims=0)
+    if need_xhat:  # sum(dy xhat) = r sum(dy (x - mean)): the per-channel r after the sum
+        s_dy_xhat = g.Mul(g.reduce_sum(g.Mul(g.dy, g.Sub(x, _per_channel(g, mean, r))), axes, keepdims=0), inv)
     dmean = g.Neg(g.Mul(s_dy, g.Mul(scale, inv))) if g.wants(3) else None
     dvar = g.Mul(s_dy_xhat, g.Mul(g.Mul(scale, g.Mul(inv, inv)), g.scalar(-0.5))) if g.wants(4) else None
     return [dx, s_dy_xhat if g.wants(1) else None, s_dy if g.wants(2) else None, dmean, dvar]

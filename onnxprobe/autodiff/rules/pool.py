@@ -62,7 +62,6 @@ def max_pool(g):
     out_sp = g.shape(y, 2)
     found = None
     parts = []
-    zero = g.scalar(0.0)
     for off in np.ndindex(*geo.k):
         start = [o * d for o, d in zip(off, geo.d)]
         # ends = start + (out - 1) * s + 1
@@ -71,7 +70,7 @@ def max_pool(g):
         eq = g.Equal(xo, y)
         take = eq if found is None else g.And(eq, g.Not(found))
         found = eq if found is None else g.Or(found, eq)
-        parts.append(g.unsqueeze(g.Where(take, g.dy, zero), [2]))
+        parts.append(g.unsqueeze(g.Mul(g.dy, g.mask(take)), [2]))
     stacked = parts[0] if len(parts) == 1 else g.Concat(*parts, axis=2)
     return [_scatter_windows(g, stacked, _one_hot_kernel(geo.k), x, geo)]
 
@@ -113,7 +112,9 @@ def global_average_pool(g):
     """y[n, c] = mean over the spatial axes of x[n, c]  ->  dx = dy / (H W ...) broadcast over them"""
     x = g.x[0]
     r = g.rank(x)
-    return [g.Expand(g.Mul(g.dy, g.Reciprocal(g.count(x, list(range(2, r))))), g.Shape(x))]
+    s = g.static_dims(x)
+    inv = g.scalar(1.0 / float(np.prod(s[2:]))) if s is not None else g.Reciprocal(g.count(x, list(range(2, r))))
+    return [g.Expand(g.Mul(g.dy, inv), g.Shape(x))]
 
 
 @rule("GlobalMaxPool")
@@ -123,5 +124,5 @@ def global_max_pool(g):
     r = g.rank(x)
     mask = g.Equal(x, g.y[0])
     ties = g.reduce_sum(g.Cast(mask, to=g.elem), list(range(2, r)), keepdims=1)
-    return [g.Where(mask, g.Div(g.dy, ties), g.scalar(0.0))]
+    return [g.Mul(g.Div(g.dy, ties), g.mask(mask))]
 

@@ -71,7 +71,7 @@ def _argext(g, axes):
     mask = g.Equal(x, yk)
     ties = g.reduce_sum(g.Cast(mask, to=g.elem), axes, keepdims=1) if not isinstance(axes, str) else \
         g.reduce_sum_runtime(g.Cast(mask, to=g.elem), axes)
-    return [g.Where(mask, g.Div(_keep(g, g.dy), ties), g.scalar(0.0))]
+    return [g.Mul(g.Div(_keep(g, g.dy), ties), g.mask(mask))]
 
 
 @rule("ReduceMax")
