@@ -1,0 +1,251 @@
+"""Graph surgery: ``inspect``, ``mark``, ``extract``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from onnxprobe.graph.select import Selection, select
+from onnxprobe.graph.shapes import infer_shapes
+from onnxprobe.runtime import feeds as _feeds
+from onnxprobe.runtime.session import create_session, run_bound
+
+
+
+# --- graph surgery: inspect, mark, extract ---------------------------------------------------------------
+# These work on a lazy model (external weights stay on disk until written), so models over 2 GB cost
+# little memory. Each writes atomically beside OUT, at an IR version the installed onnxruntime reads, and
+# only after onnx.checker accepted the temporary file.
+
+
+@dataclass
+class InspectResult:
+    source: str
+    file_bytes: int
+    summary: object  # graph.summary.ModelSummary
+    nodes: list  # graph.summary.NodeRow, in walk order
+    warnings: list[str] = field(default_factory=list)
+
+
+def inspect(path: str | os.PathLike) -> InspectResult:
+    """What ``onnxprobe inspect`` shows: versions, inputs/outputs, weights, op histogram, nodes whose
+    shapes inference could not find, subgraphs, external data, custom domains; and every node."""
+    from pathlib import Path
+
+    from onnxprobe.graph.external import load_lazy
+    from onnxprobe.graph.summary import node_rows, summarize
+
+    lazy = load_lazy(path, require_data=False)
+    warnings: list[str] = [f"external data file missing: {f.path}" for f in lazy.external if not f.exists]
+    inferred = infer_shapes(lazy.proto, warnings)
+    rows = node_rows(lazy.proto, inferred)
+    summary = summarize(lazy.proto, inferred, base_dir=lazy.base_dir, external=lazy.external, rows=rows)
+    return InspectResult(str(path), Path(path).stat().st_size, summary, rows, warnings)
+
+
+@dataclass
+class SurgeryResult:
+    """What ``mark`` or ``extract`` wrote."""
+
+    source: str
+    path: str  # the model written
+    data_path: str | None  # its external data file (OUT.data), if any
+    bytes: int  # model + data
+    ir_version: int
+    inputs: list  # graph.summary.TensorInfo of the written model's inputs
+    outputs: list  # ... and outputs
+    nodes: int  # nodes of the written main graph
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class MarkResult(SurgeryResult):
+    marked: list = field(default_factory=list)  # graph.mark.Marked, one per exposed tensor
+    types: dict = field(default_factory=dict)  # output name -> graph.summary.TensorInfo as written
+
+
+@dataclass
+class ExtractResult(SurgeryResult):
+    unused_inputs: list[str] = field(default_factory=list)
+
+
+def _observe_types(model: onnx.ModelProto, lazy, names: list[str], feed_kwargs: dict, notes: list[str],
+                   skip_empty: set[str] = frozenset()) -> dict[str, onnx.TypeProto]:
+    """Types of ``names`` (graph inputs or outputs of ``model``) seen in one run on seeded random (or
+    given) inputs. Dimensions are written only when every model input has a fixed shape; otherwise only
+    the rank. An empty value of a name in ``skip_empty`` (carried out of an If branch that did not run)
+    says nothing. Returns what it could type; a failed run is a note, not an error."""
+    from onnxprobe.errors import OnnxProbeError, UsageError
+    from onnxprobe.graph.external import materialize
+
+    run_notes: list[str] = []
+    feed = _feeds.make_feeds(lazy.proto, notes=run_notes, **feed_kwargs)
+    static = all(s.shape is not None and all(isinstance(d, int) and d > 0 for d in s.shape)
+                 for s in _feeds.input_specs(lazy.proto))
+    values = {n: feed[n] for n in names if n in feed}
+    want = [n for n in names if n not in values]
+    if want:
+        try:
+            session = create_session(materialize(model, lazy.base_dir), device="cpu", opt_level="off")
+            got, _ = run_bound(session, feed, want)
+            values.update(got)
+        except UsageError:
+            raise
+        except OnnxProbeError as e:
+            hint = " (dynamic dimensions were set to 1: give real sizes with --shape NAME=DIMS)" if any("set to 1" in n for n in run_notes) else ""
+            notes.append(f"could not run the model to find the types shape inference left unknown{hint}: {e}")
+    types = {}
+    for n, v in values.items():
+        if n in skip_empty and np.size(v) == 0:
+            continue
+        try:
+            elem = onnx.helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype)
+        except Exception:  # noqa: BLE001
+            continue
+        dims = list(np.shape(v)) if static else [None] * np.ndim(v)
+        types[n] = onnx.helper.make_tensor_type_proto(elem, dims)
+    if types:
+        how = "" if static else " (their dimensions are left unknown: the model's inputs are dynamic)"
+        notes.append(f"{len(types)} type(s) shape inference could not find were taken from a run on "
+                     f"{'the given' if feed_kwargs.get('files') or feed_kwargs.get('arrays') else 'seeded random'} inputs{how}: "
+                     + ", ".join(list(types)[:5]) + (" ..." if len(types) > 5 else ""))
+    return types
+
+
+def _write_checked(model: onnx.ModelProto, lazy, out, source, notes: list[str]):
+    """Lower the IR version for the installed onnxruntime, write atomically (weights in OUT.data when the
+    input kept them outside too, or past 2 GB), and let onnx.checker see the temporary file before it
+    replaces OUT."""
+    from onnxprobe.errors import ModelError
+    from onnxprobe.graph.external import check_model_file, write_model
+    from onnxprobe.runtime.compat import max_ir_version
+
+    top = max_ir_version()
+    if model.ir_version > top:
+        notes.append(f"IR version {model.ir_version} lowered to {top}, the newest the installed onnxruntime reads")
+        model.ir_version = top  # our own copy, made by the pass that produced it
+
+    def check(tmp):
+        err = check_model_file(tmp)
+        if err is None:
+            return
+        src_err = check_model_file(source)
+        if src_err is None:
+            raise ModelError(f"the model to write fails onnx.checker ({err}); nothing written. "
+                             "This is a bug in onnxprobe: please report it")
+        notes.append(f"written although onnx.checker rejects it, as it rejects the input model: {src_err}")
+
+    return write_model(model, out, base_dir=lazy.base_dir, external=True if lazy.external else None, check=check,
+                       protect=[f.path for f in lazy.external])
+
+
+def _result(cls, model: onnx.ModelProto, written, source, notes, **extra):
+    from onnxprobe.graph.summary import all_types, type_info
+
+    types = all_types(model)
+    inits = {t.name for t in model.graph.initializer}
+    return cls(
+        source=str(source), path=str(written.path), data_path=str(written.data_path) if written.data_path else None,
+        bytes=written.bytes, ir_version=model.ir_version,
+        inputs=[type_info(vi.name, types.get(vi.name)) for vi in model.graph.input if vi.name not in inits],
+        outputs=[type_info(vi.name, types.get(vi.name)) for vi in model.graph.output],
+        nodes=len(model.graph.node), notes=notes, **extra,
+    )
+
+
+def mark(
+    path: str | os.PathLike,
+    out: str | os.PathLike,
+    selection: Selection | None = None,
+    *,
+    stats: bool = False,
+    seed: int = 0,
+    int_range: tuple[int, int] = (0, 100),
+    shapes: dict[str, tuple[int, ...]] | None = None,
+    files: dict[str, str] | None = None,
+    arrays: dict[str, np.ndarray] | None = None,
+) -> MarkResult:
+    """Write a copy of the model at ``path`` to ``out`` with the selected tensors (or, with ``stats``,
+    their in-graph statistics rows) as extra, typed graph outputs. Where shape inference cannot type an
+    output, the model runs once on seeded random inputs (or the given ones) to find it."""
+    from onnxprobe.graph.external import load_lazy
+    from onnxprobe.graph.io import check_output_path
+    from onnxprobe.graph.mark import in_if_branch, mark as mark_pass, record, untyped, with_output_types, without_outputs
+    from onnxprobe.graph.summary import all_types, type_info
+
+    check_output_path(out, source=path)
+    lazy = load_lazy(path)
+    notes: list[str] = []
+    inferred = infer_shapes(lazy.proto, notes)
+    refs = select(inferred, selection or Selection())
+    model, marked = mark_pass(inferred, refs, stats=stats, warnings=notes)
+    del inferred
+    missing = untyped(model, [m.output for m in marked if m.added])
+    if missing:
+        in_if = in_if_branch(lazy.proto)
+        found = _observe_types(model, lazy, missing, dict(seed=seed, int_range=int_range, shapes=shapes, files=files, arrays=arrays), notes,
+                               skip_empty={m.output for m in marked if m.ref.name in in_if})
+        model = with_output_types(model, found)
+        failed = [n for n in missing if n not in found]
+        if failed:
+            model = without_outputs(model, set(failed))
+            marked = [m for m in marked if m.output not in set(failed)]
+            notes.append(f"{len(failed)} tensor(s) left out: neither shape inference nor the run (an If branch that did "
+                         "not run, or a failed run) tells their type: " + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else ""))
+    model = record(model, marked)
+    written = _write_checked(model, lazy, out, path, notes)
+    types = all_types(model)
+    return _result(MarkResult, model, written, path, notes, marked=marked,
+                   types={m.output: type_info(m.output, types.get(m.output)) for m in marked})
+
+
+def extract(
+    path: str | os.PathLike,
+    out: str | os.PathLike,
+    inputs: list[str] | None,
+    outputs: list[str] | None,
+    *,
+    seed: int = 0,
+    int_range: tuple[int, int] = (0, 100),
+    shapes: dict[str, tuple[int, ...]] | None = None,
+    files: dict[str, str] | None = None,
+    arrays: dict[str, np.ndarray] | None = None,
+) -> ExtractResult:
+    """Write the subgraph of the model at ``path`` between the tensors ``inputs`` and ``outputs`` to
+    ``out`` (names may be comma-separated; ``inputs`` defaults to the model's inputs, ``outputs`` to its
+    outputs). Raises UsageError when the inputs do not cut the outputs off from the rest of the graph."""
+    from onnxprobe.errors import ModelError
+    from onnxprobe.graph.external import load_lazy
+    from onnxprobe.graph.extract import cut, extract as extract_pass
+    from onnxprobe.graph.io import check_output_path
+    from onnxprobe.graph.mark import mark as mark_pass
+    from onnxprobe.graph.summary import all_types, known
+
+    check_output_path(out, source=path)
+    lazy = load_lazy(path)
+    notes: list[str] = []
+    inferred = infer_shapes(lazy.proto, notes)
+    c = cut(lazy.proto, inputs, outputs)
+    types = all_types(inferred)
+    boundary = list(dict.fromkeys(c.inputs + c.outputs))
+    need = [n for n in boundary if not known(types.get(n))]
+    if need:
+        refs = [r for r in select(inferred, Selection(all=True, include_constants=True)) if r.name in need]
+        probe_model, _ = mark_pass(inferred, refs)
+        found = _observe_types(probe_model, lazy, need, dict(seed=seed, int_range=int_range, shapes=shapes, files=files, arrays=arrays), notes)
+        left = [n for n in need if n not in found]
+        if left:
+            raise ModelError(f"cannot find the type of {', '.join(repr(n) for n in left[:5])}: shape inference does not "
+                             "know it and the model could not be run to see it (give inputs with --input/--shape)")
+        types.update(found)
+    del inferred
+    sub = extract_pass(lazy.proto, c, types)
+    if c.unused_inputs:
+        notes.append(f"--inputs {', '.join(c.unused_inputs)}: not needed to compute the outputs (kept as unused inputs)")
+    written = _write_checked(sub, lazy, out, path, notes)
+    return _result(ExtractResult, sub, written, path, notes, unused_inputs=c.unused_inputs)
+
+
