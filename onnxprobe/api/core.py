@@ -80,8 +80,21 @@ def run(plan: ProbePlan, feed: dict[str, np.ndarray], config: RunConfig | None =
     raw = [p.raw_output for p in plan.probes if p.raw_output and p.raw_output not in own_outputs]
     host_names = list(dict.fromkeys(host + own_outputs))
     out, seconds = run_bound(session, feed, host_names, [r for r in dict.fromkeys(raw) if r not in host_names], interruptible=True)
+    stats, shapes, arrays = read_probes(plan.probes, out)
+    if plan.base is not None:
+        rerun_masked(plan.base, plan.probes, stats, feed, device, config.opt_level)
+    info = RunInfo(device=device, providers=session.providers, opt_level=config.opt_level,
+                   session_seconds=session.seconds, run_seconds=seconds)
+    return LayersResult(plan=plan, info=info, stats=stats, shapes=shapes, arrays=arrays,
+                        outputs={n: out[n] for n in own_outputs}, notes=list(notes or []) + session.notes)
+
+
+def read_probes(probes: list, out: dict, host_stats: bool = False) -> tuple[dict, dict, dict]:
+    """A run's outputs, read back per probed tensor: (statistics, runtime shapes, raw values).
+    Statistics come from the in-graph rows, or from the raw values for probes marked stats_on_host (and
+    for every raw probe with ``host_stats``)."""
     stats, shapes, arrays = {}, {}, {}
-    for p in plan.probes:
+    for p in probes:
         name = p.ref.name
         if p.stats_output:
             stats[name] = TensorStats.from_rows(out[p.stats_output])
@@ -89,14 +102,9 @@ def run(plan: ProbePlan, feed: dict[str, np.ndarray], config: RunConfig | None =
             shapes[name] = tuple(int(d) for d in out[p.shape_output])
         if p.raw_output:
             arrays[name] = out[p.raw_output]
-            if p.stats_on_host:
+            if p.stats_on_host or (host_stats and name not in stats):
                 stats[name] = TensorStats.from_array(arrays[name]) if arrays[name].dtype.kind in "biuf" else None
-    if plan.base is not None:
-        rerun_masked(plan.base, plan.probes, stats, feed, device, config.opt_level)
-    info = RunInfo(device=device, providers=session.providers, opt_level=config.opt_level,
-                   session_seconds=session.seconds, run_seconds=seconds)
-    return LayersResult(plan=plan, info=info, stats=stats, shapes=shapes, arrays=arrays,
-                        outputs={n: out[n] for n in own_outputs}, notes=list(notes or []) + session.notes)
+    return stats, shapes, arrays
 
 
 def rerun_masked(base: onnx.ModelProto, probes: list, stats: dict, feed: dict, device: str, opt_level: str) -> None:

@@ -13,7 +13,7 @@ from onnxprobe.runtime.session import create_session, resolve_device
 from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.types import ProbePlan, RunConfig, RunInfo, TensorRef
 
-from onnxprobe.api.core import Model, LayersResult, rerun_masked
+from onnxprobe.api.core import read_probes, Model, LayersResult, rerun_masked
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -300,16 +300,7 @@ class Runner:
                 self._sessions.popitem(last=False)
             out_names = [o.name for o in p.model.graph.output]
             out, run_s = run_bound_interruptibly(session, feed, out_names)
-            for pr in p.probes:
-                n = pr.ref.name
-                if pr.stats_output:
-                    result_stats[n] = TensorStats.from_rows(out[pr.stats_output])
-                if pr.shape_output:
-                    shapes[n] = tuple(int(d) for d in out[pr.shape_output])
-                if pr.raw_output:
-                    arrays[n] = out[pr.raw_output]
-                    if pr.stats_on_host or not stats:
-                        result_stats.setdefault(n, TensorStats.from_array(arrays[n]) if arrays[n].dtype.kind in "biuf" else None)
+            result_stats, shapes, arrays = read_probes(p.probes, out, host_stats=not stats)
             rerun_masked(model.inferred, p.probes, result_stats, feed, device, config.opt_level)
             outputs = {n: out[n] for n in idx.outputs if n in out}
             providers = session.providers
