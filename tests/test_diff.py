@@ -261,3 +261,51 @@ def test_device_resident_metrics_match_host_metrics(tmp_path):
         assert r1.metrics.worst == r2.metrics.worst
         if r1.introduced is not None:
             assert r2.introduced.max_abs == pytest.approx(r1.introduced.max_abs, rel=1e-6, abs=1e-12)
+
+
+def test_keeping_one_layer_in_fp32_matches_a_hand_made_model(qdir):
+    """keep_in_fp32 splices B's float nodes into the QDQ model; here the same model is built by hand (the
+    Conv reads the fp32 weights, the dropped Relu comes back, the output's Q/DQ pair goes) and both must
+    give the same outputs."""
+    from onnxprobe.compare.sensitivity import keep_in_fp32
+
+    q = quantize("cnn", "qdq", qdir)
+    feeds = sample_feeds("cnn")
+    res = api.diff(q, sample_path("cnn"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"),
+                   arrays=feeds, fp32_sensitivity=20)  # every QDQ layer of this small CNN
+    b_to_a = {p.b.name: p.a.name for p in res.matching.pairs if p.b.kind == "float"}
+    ours = keep_in_fp32(res.a.model.proto, res.b.model.proto, "relu2_out", b_to_a)
+
+    # by hand
+    qm, fm = onnx.load(str(q)), onnx.load(str(sample_path("cnn")))
+    fw = {i.name: i for i in fm.graph.initializer}
+    g = qm.graph
+    conv = next(n for n in g.node if n.op_type == "Conv" and n.output[0] == "relu2_out")
+    for k, name in ((1, "conv2.weight"), (2, "conv2.bias")):
+        t = onnx.TensorProto()
+        t.CopyFrom(fw[name])
+        t.name = f"hand.{name}"
+        g.initializer.append(t)
+        conv.input[k] = t.name
+    conv.output[0] = "hand.conv2_out"
+    qn = next(n for n in g.node if n.op_type == "QuantizeLinear" and n.input[0] == "relu2_out")
+    dq = next(n for n in g.node if n.op_type == "DequantizeLinear" and n.input[0] == qn.output[0])
+    for n in g.node:
+        n.input[:] = ["relu2_out" if i == dq.output[0] else i for i in n.input]
+    g.node.remove(qn)
+    g.node.remove(dq)
+    idx = list(g.node).index(conv)
+    g.node.insert(idx + 1, helper.make_node("Relu", ["hand.conv2_out"], ["relu2_out"], name="hand.relu2"))
+
+    def run(m):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(["logits"], feeds)[0]
+
+    np.testing.assert_allclose(run(ours), run(qm), rtol=1e-5, atol=1e-6)
+    # and the report's numbers are what these outputs give
+    ref = run(fm)
+    s = next(x for x in res.sensitivity if x.layer == "relu2_out")
+    d = run(qm).astype(np.float64) - ref
+    assert s.output_sqnr_db_fp32 == pytest.approx(10 * np.log10((ref.astype(np.float64) ** 2).sum() / (d ** 2).sum()), abs=1e-3)
+    assert res.sensitivity and all(np.isfinite(x.output_sqnr_db_fp32) for x in res.sensitivity)

@@ -37,6 +37,7 @@ def diff(
     introduced: bool = True,
     max_memory: int | None = None,
     progress=None,
+    fp32_sensitivity: int = 0,
 ):
     """Compare model A against a reference B: another model, the same model on another device or
     optimisation level, onnx.reference, or saved activations. Returns a compare.diff.DiffResult."""
@@ -68,6 +69,12 @@ def diff(
     res = _diff(a, b, feed, selection or Selection(), tolerance or Tolerance(), per_tensor, user_map, introduced,
                 max_memory=max_memory, progress=progress)
     res.notes[:0] = notes + list(a_model.warnings)
+    if fp32_sensitivity:
+        from onnxprobe.compare.sensitivity import fp32_sensitivity as sensitivity
+
+        res.sensitivity = sensitivity(res, feed, fp32_sensitivity)
+        if not res.sensitivity:
+            res.notes.append("--fp32-sensitivity: no QDQ layer of A could be kept in fp32 (it needs a QDQ model A and a model B)")
     return res
 
 

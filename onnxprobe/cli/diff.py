@@ -31,6 +31,7 @@ def diff(
     rtol: Annotated[Optional[list[str]], typer.Option("--rtol", help="Relative tolerance, or NAME:VALUE (repeatable). Default 1e-3.", rich_help_panel=Cmp)] = None,
     metric: Annotated[str, typer.Option("--metric", help="Pass/fail criterion: allclose | max_abs | mean_abs | rmse | max_rel | cosine | sqnr.", rich_help_panel=Cmp)] = "allclose",
     min_sqnr: Annotated[float, typer.Option("--min-sqnr", help="With --metric sqnr: the least SQNR in dB that passes.", rich_help_panel=Cmp)] = 30.0,
+    fp32_sensitivity: Annotated[int, typer.Option("--fp32-sensitivity", help="For the N QDQ layers with the lowest intro SQNR, rerun A with that one layer in fp32 and report the output SQNR it gives.", rich_help_panel=Cmp)] = 0,
     sort: Annotated[str, typer.Option("--sort", help="Row order: topo | introduced | accumulated (worst first).", rich_help_panel=Cmp)] = "topo",
     grad: Annotated[bool, typer.Option("--grad", help="Compare the gradients of A and B (same loss, same inputs) instead of their activations; the --output/--loss/--target/--labels/--output-grad/--wrt flags of `grad` set the loss.", rich_help_panel=Cmp)] = False,
     output: GradOutputOpt = None,
@@ -123,7 +124,7 @@ def diff(
             res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
                            vs_npz=vs_npz, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level or "off"),
                            tolerance=base, per_tensor=per, user_map=user_map, **feed, max_memory=max_mem,
-                           progress=progress.update)
+                           progress=progress.update, fp32_sensitivity=fp32_sensitivity)
     warn(res.notes)
     order = sort_results(res.results, sort)
     emit(diff_dict(res, order), json_, lambda _: print_diff(res, stdout_console(), order))

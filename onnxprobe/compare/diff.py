@@ -47,6 +47,7 @@ class DiffResult:
     measured: str  # what the numbers are: simulated / deployed quantization, or plain
     notes: list[str] = field(default_factory=list)
     grad: dict | None = None  # diff --grad: the loss and its value on each side (compare.gradients)
+    sensitivity: list = field(default_factory=list)  # compare.sensitivity.Sensitivity, with --fp32-sensitivity
 
 
 def selected(o: Observable, sel: Selection, lo_hi: tuple[int, int] | None = None) -> bool:

@@ -39,6 +39,7 @@ def diff_dict(res, order=None) -> dict:
         "first_failure": res.first_failure.pair.a.name if res.first_failure else None,
         "outputs_passed": not res.outputs_failed,
         "notes": res.notes,
+        "fp32_sensitivity": [x.to_dict() for x in res.sensitivity],
         **({"grad": res.grad} if getattr(res, "grad", None) else {}),
     }
 
@@ -121,6 +122,14 @@ def print_diff(res, console: Console, order=None) -> None:
             shown = ", ".join(f"{u['name']} ({u['reason']})" for u in items[:3])
             more = f" and {len(items) - 3} more (see --json)" if len(items) > 3 else ""
             console.print(Text(f"unmatched in {side}: {shown}{more}", style="dim"))
+    if d["fp32_sensitivity"]:
+        s0 = d["fp32_sensitivity"][0]
+        console.print(Text(f"keeping one layer in fp32 (the {len(d['fp32_sensitivity'])} with the lowest intro SQNR): "
+                           f"output {s0['output']} SQNR {num(s0['output_sqnr_db'], 3)} dB as quantized", style="bold"))
+        for x in sorted(d["fp32_sensitivity"], key=lambda x: -x["gain_db"]):
+            console.print(Text(f"  {shorten(x['layer'], 48):48}  {op(x['op_type'], 10):10}  intro {num(x['introduced_sqnr_db'], 3):>5} dB"
+                               f"  →  output {num(x['output_sqnr_db_fp32_layer'], 3):>5} dB ({x['gain_db']:+.2f})",
+                               style="green" if x["gain_db"] > 0.5 else None))
 
 
 def _db(v: float | None, max_abs: float | None) -> str:
