@@ -144,11 +144,10 @@ def test_ctrl_c_cancels_a_long_run_and_the_session_goes_on(tmp_path):
     c.sendline("run")
     c.expect("running")  # the spinner: the run has started
     time.sleep(1.0)
-    t0 = time.monotonic()
     c.sendintr()
+    # onnxruntime stops within one node; the 10^9 iterations would outlast these expects by far
     c.expect("cancelled", timeout=20)
     c.expect(PROMPT, timeout=20)
-    assert time.monotonic() - t0 < 15  # onnxruntime stopped within one node, not after 10^9 iterations
     c.sendline("input trips 3")
     c.expect(r"input trips ← 3")
     c.expect(PROMPT)

@@ -5,7 +5,6 @@ are refused with the leaking tensors named; external data, IR 3 models, models o
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import onnx
@@ -221,7 +220,6 @@ def test_model_over_2gb_round_trips_through_mark_and_extract(big_model):
     x = np.array([0, 7, 123_456_789, BIG_N - 1], np.int64)
     g = [big_value(k, x) for k in range(3)]
     want_s, want_y = g[0] + g[1], (g[0] + g[1]) * g[2]
-    t0 = time.perf_counter()
 
     r = invoke("inspect", big_model, "--json", "-")
     assert r.exit_code == 0, r.output
@@ -251,4 +249,3 @@ def test_model_over_2gb_round_trips_through_mark_and_extract(big_model):
 
     assert sorted(p.name for p in src_dir.iterdir()) == listing  # nothing written beside the input
     assert not [p for p in work.iterdir() if p.name.startswith(".")]  # no temporary files left
-    assert time.perf_counter() - t0 < 240
