@@ -19,3 +19,15 @@ class ModelError(OnnxProbeError):
 
 class ExecutionError(OnnxProbeError):
     """onnxruntime could not build a session for, or run, the model. Exit code 1."""
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message, or its type's name when it has none: for one-line errors."""
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__
+
+
+def internal_error_text(e: BaseException) -> str:
+    """The one line shown for an unexpected exception (the traceback needs ONNXPROBE_DEBUG=1)."""
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    return f"internal error: {type(e).__name__}: {first} (run with ONNXPROBE_DEBUG=1 for the traceback)"

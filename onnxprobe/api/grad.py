@@ -138,7 +138,8 @@ def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection |
     model's dynamic dimensions (what ``--export`` writes). ``names``: exact tensors to differentiate,
     instead of ``selection`` and ``spec.wrt``; ``unsupported="skip"``: an op without a gradient rule stops
     the gradient (the tensors behind it get none, with a warning) instead of raising."""
-    from onnxprobe.autodiff.engine import _all_names, attach_backward, model_opset
+    from onnxprobe.autodiff.engine import _all_names, attach_backward
+    from onnxprobe.graph.builder import default_opset
     from onnxprobe.autodiff.loss import attach_loss
     from onnxprobe.autodiff.select import named_targets, targets
 
@@ -156,7 +157,7 @@ def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection |
     tg = named_targets(base, names) if names is not None else targets(base, selection, tuple(spec.wrt))
     fwd = onnx.ModelProto()
     fwd.CopyFrom(base)
-    loss = attach_loss(fwd, output, spec.loss, extra=spec.extra, opset=model_opset(fwd), names=_all_names(fwd))
+    loss = attach_loss(fwd, output, spec.loss, extra=spec.extra, opset=default_opset(fwd), names=_all_names(fwd))
     fwd = infer_shapes(fwd, warnings)
     bw = attach_backward(fwd, loss.seeds, [t.ref.name for t in tg], outputs=[loss.loss], unsupported=unsupported)
     if bw.stopped:

@@ -15,6 +15,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxprobe.errors import ModelError
+from onnxprobe.graph.builder import fresh_name
 
 TAG = "onnxprobe.grad/"
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
@@ -41,12 +42,7 @@ class GraphBuilder:
 
     # -- names -----------------------------------------------------------------------------------------
     def fresh(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.names:
-            k += 1
-            name = f"{base}.{k}"
-        self.names.add(name)
-        return name
+        return fresh_name(self.names, base)
 
     # -- raw emission ----------------------------------------------------------------------------------
     def op(self, op_type: str, *inputs: str | None, n_out: int = 1, out: str | None = None, **attrs):

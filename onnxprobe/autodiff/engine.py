@@ -28,6 +28,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.builder import FLOAT_TYPES, TAG, GraphBuilder, np_dtype
 from onnxprobe.errors import ModelError, UsageError
+from onnxprobe.graph.builder import default_opset
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import node_display_name, subgraphs
 
@@ -65,13 +66,6 @@ def annotate_outputs(model: onnx.ModelProto) -> onnx.ModelProto:
         if o.name in missing and o.type.HasField("tensor_type") and o.type.tensor_type.HasField("shape"):
             model.graph.value_info.append(o)
     return model
-
-
-def model_opset(model: onnx.ModelProto) -> int:
-    for o in model.opset_import:
-        if o.domain in ("", "ai.onnx"):
-            return o.version
-    return 1
 
 
 @dataclass
@@ -222,7 +216,7 @@ class Engine:
     def __init__(self, model: onnx.ModelProto):
         self.model = model
         self.graph = model.graph
-        self.opset = model_opset(model)
+        self.opset = default_opset(model)
         self.types = shaped_types(annotate_outputs(model))
         self.names = _all_names(model)
         self.b = GraphBuilder(self.names, self.opset)

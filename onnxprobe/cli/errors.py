@@ -25,7 +25,7 @@ def _say(msg: str) -> None:
 def handle_errors(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from onnxprobe.errors import OnnxProbeError
+        from onnxprobe.errors import OnnxProbeError, internal_error_text
 
         try:
             return fn(*args, **kwargs)
@@ -42,8 +42,7 @@ def handle_errors(fn: Callable) -> Callable:
         except Exception as e:  # noqa: BLE001
             if debug_enabled():
                 raise
-            first = (str(e).strip().splitlines() or [""])[0][:300]
-            _say(f"internal error: {type(e).__name__}: {first} (run with ONNXPROBE_DEBUG=1 for the traceback)")
+            _say(internal_error_text(e))
             raise typer.Exit(1) from None
 
     return wrapper

@@ -13,7 +13,7 @@ from onnxprobe.graph.shapes import concrete_sizes
 from onnxprobe.runtime.budget import default_budget, plan_chunks
 from onnxprobe.runtime.session import resolve_device
 from onnxprobe.compare.sides import Side
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, first_line
 from onnxprobe.graph.select import DEFAULT_OPS, Selection, parse_range
 from onnxprobe.match.engine import Matching, Pair, match
 from onnxprobe.match.observe import Observable
@@ -204,7 +204,7 @@ def _introduced(part: list[PairResult], b: Side, values_a: dict, by_b: dict, fee
         cone_out = run_cones(b.model.inferred, targets, known, feeds, device=b.device or "cpu",
                              opt_level=b.config.opt_level, all_known=set(by_b), keep_on_device=keep_on_device)
     except Exception as e:  # noqa: BLE001 - the accumulated numbers still stand
-        notes.append(f"introduced error not computed: {str(e).splitlines()[0][:200]}")
+        notes.append(f"introduced error not computed: {first_line(e)[:200]}")
         return
     for r in part:
         ref = cone_out.get(r.pair.b.probe)

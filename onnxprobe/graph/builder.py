@@ -10,6 +10,16 @@ import onnx
 from onnx import helper, numpy_helper
 
 
+def fresh_name(names: set[str], base: str) -> str:
+    """``base``, or ``base.1``, ``base.2``... : the first not in ``names``, which it joins."""
+    name, k = base, 0
+    while name in names:
+        k += 1
+        name = f"{base}.{k}"
+    names.add(name)
+    return name
+
+
 def default_opset(model: onnx.ModelProto) -> int:
     for o in model.opset_import:
         if o.domain in ("", "ai.onnx"):
@@ -54,12 +64,7 @@ class GraphBuilder:
         self.graph.node.extend(order)
 
     def fresh(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.names:
-            k += 1
-            name = f"{base}.{k}"
-        self.names.add(name)
-        return name
+        return fresh_name(self.names, base)
 
     def node(self, op: str, inputs: list[str], base: str, **attrs) -> str:
         out = self.fresh(base)

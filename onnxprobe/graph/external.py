@@ -28,7 +28,7 @@ import onnx
 from onnx import TensorProto
 from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, load_external_data_for_tensor
 
-from onnxprobe.errors import ModelError, UsageError
+from onnxprobe.errors import ModelError, UsageError, first_line
 from onnxprobe.fileio import temp_beside
 from onnxprobe.graph.io import PROTO_LIMIT, check_output_path, load_model, model_size
 
@@ -104,7 +104,7 @@ def load_lazy(path: str | os.PathLike, *, require_data: bool = True) -> LazyMode
             try:
                 load_external_data_for_tensor(t, str(base))
             except Exception as e:  # noqa: BLE001
-                raise ModelError(f"{path}: cannot read the external data of tensor {t.name!r}: {_first_line(e)}") from e
+                raise ModelError(f"{path}: cannot read the external data of tensor {t.name!r}: {first_line(e)}") from e
     return LazyModel(model, base, files)
 
 
@@ -142,7 +142,7 @@ def materialize(model: onnx.ModelProto, base_dir: str | os.PathLike) -> onnx.Mod
             try:
                 load_external_data_for_tensor(t, str(base_dir))
             except Exception as e:  # noqa: BLE001
-                raise ModelError(f"cannot read the external data of tensor {t.name!r}: {_first_line(e)}") from e
+                raise ModelError(f"cannot read the external data of tensor {t.name!r}: {first_line(e)}") from e
     return out
 
 
@@ -152,7 +152,7 @@ def check_model_file(path: str | os.PathLike) -> str | None:
     try:
         onnx.checker.check_model(str(path))
     except Exception as e:  # noqa: BLE001 - ValidationError and friends
-        return _first_line(e)
+        return first_line(e)
     return None
 
 
@@ -287,8 +287,3 @@ def _set_location(tensors: list[TensorProto], name: str) -> None:
             for e in t.external_data:
                 if e.key == "location":
                     e.value = name
-
-
-def _first_line(e: BaseException) -> str:
-    s = str(e).strip().splitlines()
-    return s[0] if s else type(e).__name__

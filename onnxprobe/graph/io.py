@@ -11,7 +11,7 @@ from pathlib import Path
 
 import onnx
 
-from onnxprobe.errors import ModelError, UsageError
+from onnxprobe.errors import ModelError, UsageError, first_line
 
 # protobuf cannot serialise a single message over 2 GiB; stay well below it.
 PROTO_LIMIT = 2**31 - 2**26
@@ -46,7 +46,7 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
                 f"{p}: external data file missing: {e.filename or e} (keep it beside the model)"
             ) from e
         except Exception as e:
-            raise ModelError(f"{p}: cannot load its external data: {_first_line(e)}") from e
+            raise ModelError(f"{p}: cannot load its external data: {first_line(e)}") from e
     return model
 
 
@@ -93,8 +93,3 @@ def save_model(model: onnx.ModelProto, out: str | os.PathLike, *, external_data:
     from onnxprobe.graph.external import write_model
 
     return write_model(model, out, external=external_data).path
-
-
-def _first_line(e: BaseException) -> str:
-    s = str(e).strip().splitlines()
-    return s[0] if s else type(e).__name__

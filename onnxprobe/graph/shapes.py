@@ -10,6 +10,8 @@ from __future__ import annotations
 import onnx
 from onnx import shape_inference
 
+from onnxprobe.errors import first_line
+
 
 
 def infer_shapes(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.ModelProto:
@@ -34,7 +36,7 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
             inferred = shape_inference.infer_shapes(sk, check_type=False, strict_mode=strict, data_prop=True)
             break
         except Exception as e:  # noqa: BLE001 - any failure degrades
-            err = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            err = first_line(e)
     else:
         warnings.append(f"shape inference failed ({err[:200]}); shapes come from the run only")
         return model

@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, first_line
 from onnxprobe.graph.shapes import static_shape
 
 
@@ -99,7 +99,7 @@ def read_array(path: str | Path) -> np.ndarray:
             t.ParseFromString(p.read_bytes())
             return numpy_helper.to_array(t)
     except Exception as e:  # noqa: BLE001
-        raise UsageError(f"{p}: cannot read as {p.suffix} tensor ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from e
+        raise UsageError(f"{p}: cannot read as {p.suffix} tensor ({first_line(e)})") from e
     raise UsageError(f"{p}: unsupported input file type {p.suffix!r} (use .npy, .pb or --inputs FILE.npz)")
 
 

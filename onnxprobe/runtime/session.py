@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from onnxprobe.errors import ExecutionError, UsageError
+from onnxprobe.errors import ExecutionError, UsageError, first_line
 from onnxprobe.graph.io import is_large
 
 OPT_LEVELS = ("off", "basic", "extended", "layout", "all")
@@ -189,7 +189,7 @@ def _with_opset(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     try:
         return version_converter.convert_version(model, opset)
     except Exception as e:  # noqa: BLE001
-        raise ExecutionError(f"this onnxruntime supports opsets up to {opset} and converting the model down failed: {str(e).splitlines()[0][:200]}") from e
+        raise ExecutionError(f"this onnxruntime supports opsets up to {opset} and converting the model down failed: {first_line(e)[:200]}") from e
 
 
 def _with_ir(model: onnx.ModelProto, ir: int) -> onnx.ModelProto:

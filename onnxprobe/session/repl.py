@@ -24,7 +24,7 @@ from typing import Iterable
 from rich.console import Console
 from rich.text import Text
 
-from onnxprobe.errors import OnnxProbeError
+from onnxprobe.errors import OnnxProbeError, first_line, internal_error_text
 from onnxprobe.session import commands as C
 from onnxprobe.session.state import State, session_notes
 
@@ -41,9 +41,8 @@ def history_path() -> Path:
 
 def _error_text(e: BaseException) -> str:
     if isinstance(e, OnnxProbeError):
-        return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    first = (str(e).strip().splitlines() or [""])[0][:300]
-    return f"internal error: {type(e).__name__}: {first} (run with ONNXPROBE_DEBUG=1 for the traceback)"
+        return first_line(e)
+    return internal_error_text(e)
 
 
 def show(console: Console, items: list) -> None:
