@@ -165,40 +165,58 @@ def layers(
         raise
 
 
+def raw_chunks(model: Model, result, feed: dict[str, np.ndarray], names: list[str], *,
+               max_memory: int | None = None) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
+    """The raw values of the probed tensors ``names`` of ``result``, a run's worth at a time: each run
+    exposes at most ``max_memory`` bytes of them (default: a quarter of the available memory; sizes from
+    ``result``'s shapes and counts). Yields (run index, number of runs, {tensor: value}); the caller
+    drops the values before asking for the next run, or two runs' tensors are alive at once."""
+    from onnxprobe.runtime.budget import default_budget, nbytes, plan_chunks
+
+    by_name = {p.ref.name: p.ref for p in result.plan.probes}
+    sizes = []
+    for n in names:
+        st = result.stats.get(n)
+        count = None if n in result.shapes else (st.count if st is not None else 0)
+        sizes.append((n, nbytes(result.shapes.get(n), by_name[n].dtype, count)))
+    # onnxruntime's output buffers and their numpy copies both exist for a moment: half the budget each
+    chunks = plan_chunks(sizes, (max_memory or default_budget()) // 2)
+    for k, chunk in enumerate(chunks):
+        rewritten, probes = expose(model.inferred, [by_name[n] for n in chunk], stats=False, shapes=False, raw=True)
+        session = create_session(rewritten, device=result.info.device, opt_level=result.info.opt_level)
+        values, _ = run_bound(session, feed, list(dict.fromkeys(pr.raw_output for pr in probes if pr.raw_output)))
+        yield k, len(chunks), {pr.ref.name: values[pr.raw_output] for pr in probes if pr.raw_output}
+        del values, session
+
+
 def save_tensors(model: Model, result: LayersResult, feed: dict[str, np.ndarray], path: str | os.PathLike, *,
                  max_memory: int | None = None, progress=None) -> int:
-    """Stream the raw values of ``result``'s probed tensors to ``path`` (.npz), chunk by chunk: each run
-    exposes at most ``max_memory`` bytes of them (sizes from the first run's shapes and counts).
-    Returns the number of runs."""
-    from onnxprobe.runtime.budget import default_budget, nbytes, plan_chunks
+    """Stream the raw values of ``result``'s probed tensors to ``path`` (.npz), within ``max_memory``
+    per run (``raw_chunks``). Tensors that did not run (an If branch not taken) are left out. Returns
+    the number of runs."""
     from onnxprobe.runtime.npz import NpzWriter
 
-    budget = max_memory or default_budget()
-    refs = [p.ref for p in result.plan.probes]
-    sizes = []
-    for ref in refs:
-        st = result.stats.get(ref.name)
-        count = None if ref.name in result.shapes else (st.count if st is not None else 0)
-        sizes.append((ref.name, nbytes(result.shapes.get(ref.name), ref.dtype, count)))
-    # onnxruntime's output buffers and their numpy copies both exist for a moment: half the budget each
-    chunks = plan_chunks(sizes, budget // 2)
-    by_name = {r.name: r for r in refs}
     not_run = {n for n, st in result.stats.items() if st is not None and st.count == 0}
-    device = result.info.device  # already resolved by the first run
+    runs = 0
     with NpzWriter(path) as out:
-        for k, chunk in enumerate(chunks):
-            rewritten, probes = expose(model.inferred, [by_name[n] for n in chunk], stats=False, shapes=False, raw=True)
-            session = create_session(rewritten, device=device, opt_level=result.info.opt_level)
-            names = [pr.raw_output for pr in probes if pr.raw_output]
-            values, _ = run_bound(session, feed, list(dict.fromkeys(names)))
-            for pr in probes:
-                if pr.raw_output and pr.ref.name not in not_run:  # an If branch that did not run
-                    out.add(pr.ref.name, values[pr.raw_output])
-            del values, session
+        # the values are consumed in a function of their own and dropped before the next run: two runs'
+        # tensors must never be alive at once (a loop variable would keep the last one)
+        for k, total, values in raw_chunks(model, result, feed, [p.ref.name for p in result.plan.probes], max_memory=max_memory):
+            out.add_all({n: v for n, v in values.items() if n not in not_run})
+            runs = total
+            del values
             if progress is not None:
-                progress(k + 1, len(chunks))
-    return len(chunks)
+                progress(k + 1, total)
+    return runs
 
+
+def _add_histograms(hists: dict, values: dict[str, np.ndarray]) -> None:
+    from onnxprobe.stats.histogram import Histogram
+
+    for name, value in values.items():
+        if value.dtype.kind in "biuf":
+            h = Histogram.from_array(value)
+            hists[name] = hists[name].merge(h) if name in hists else h
 
 
 @dataclass
@@ -223,20 +241,16 @@ def layers_dataset(path: str | os.PathLike, inputs: str | os.PathLike, selection
                    config: RunConfig | None = None, *, max_memory: int | None = None, progress=None) -> DatasetResult:
     """``layers --inputs-dir``: one pass per batch; moments from the in-graph statistics, histograms and
     percentiles from the tensors themselves, fetched within ``max_memory`` per run."""
-    from onnxprobe.runtime.budget import default_budget, nbytes, plan_chunks
-    from onnxprobe.stats.histogram import Histogram
     from onnxprobe.stats.moments import Moments
 
     model = load(path)
     total, batches = _feeds.dataset_samples(inputs, _feeds.input_specs(model.proto))
     p = plan(model, selection)
-    by_name = {pr.ref.name: pr.ref for pr in p.probes}
     moments: dict = {}
     hists: dict = {}
     shapes: dict = {}
     info = None
     notes: list[str] = []
-    budget = (max_memory or default_budget()) // 2
     for k, (label, arrays) in enumerate(batches):
         feed = feeds(model, arrays=arrays, notes=notes)
         try:
@@ -249,17 +263,10 @@ def layers_dataset(path: str | os.PathLike, inputs: str | os.PathLike, selection
             if st is not None:
                 m = Moments.from_stats(st)
                 moments[name] = moments[name].merge(m) if name in moments else m
-        sizes = [(n, nbytes(res.shapes.get(n), by_name[n].dtype, None if n in res.shapes else res.stats[n].count))
-                 for n in res.stats if res.stats[n] is not None]
-        for chunk in plan_chunks(sizes, budget):
-            rewritten, probes = expose(model.inferred, [by_name[n] for n in chunk], stats=False, shapes=False, raw=True)
-            session = create_session(rewritten, device=res.info.device, opt_level=res.info.opt_level)
-            values, _ = run_bound(session, feed, list(dict.fromkeys(pr.raw_output for pr in probes if pr.raw_output)))
-            for pr in probes:
-                if pr.raw_output and values[pr.raw_output].dtype.kind in "biuf":
-                    h = Histogram.from_array(values[pr.raw_output])
-                    hists[pr.ref.name] = hists[pr.ref.name].merge(h) if pr.ref.name in hists else h
-            del values, session
+        measured = [n for n in res.stats if res.stats[n] is not None]
+        for _, _, values in raw_chunks(model, res, feed, measured, max_memory=max_memory):
+            _add_histograms(hists, values)
+            del values  # before the next run (see raw_chunks)
         if progress is not None:
             progress(k + 1, total)
     return DatasetResult(p, info, moments, hists, shapes, total, list(dict.fromkeys(notes)) + list(p.warnings))

@@ -25,6 +25,10 @@ class NpzWriter:
         with self.zf.open(name + ".npy", "w", force_zip64=True) as f:
             np.lib.format.write_array(f, np.asanyarray(array), allow_pickle=False)
 
+    def add_all(self, arrays: dict[str, np.ndarray]) -> None:
+        for name, array in arrays.items():
+            self.add(name, array)
+
     def close(self) -> None:
         self.zf.close()
         self._out.__exit__(None, None, None)
