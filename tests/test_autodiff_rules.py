@@ -35,6 +35,7 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
 from onnxprobe.autodiff import registry
+from onnxprobe.autodiff.rules import conv as conv_rules
 from onnxprobe.autodiff.engine import annotate_outputs, attach_backward, shaped_types
 from onnxprobe.graph.shapes import infer_shapes
 
@@ -89,6 +90,7 @@ class Case:
     fd_h: float = 1e-6
     force32: bool = False
     ste: bool = False  # a straight-through gradient (quantization): checked against its own oracle, not FD
+    small: dict = field(default_factory=dict)  # size thresholds of autodiff.rules.conv set for this case
 
 
 def node(op, ins, outs=("y",), **attrs):
@@ -103,6 +105,7 @@ def one(op, inputs, *, consts=None, attrs=None, ins=None, outs=("y",), id=None, 
 
 
 i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+PER_OFFSET = {"PER_OFFSET_MIN_COLUMNS": 0}  # dense dW by one GEMM per kernel offset at any size
 f64 = lambda *v: np.array(v, np.float64)  # noqa: E731
 
 CASES: list[Case] = [
@@ -169,6 +172,11 @@ CASES: list[Case] = [
     one("Conv", {"x": (1, 2, 7, 5), "w": (3, 2, 3, 3)}, attrs=dict(auto_pad="SAME_UPPER", strides=[2, 2]),
         id="Conv-same-upper"),
     one("Conv", {"x": (1, 2, 6, 5), "w": (3, 2, 2, 3)}, attrs=dict(auto_pad="SAME_LOWER"), id="Conv-same-lower"),
+    one("Conv", {"x": (2, 3, 6, 7), "w": (4, 3, 3, 2), "b": (4,)}, attrs=dict(dilations=[2, 1], pads=[1, 0, 2, 1]),
+        id="Conv-unit-stride-per-offset-batch", small=PER_OFFSET),
+    one("Conv", {"x": (1, 3, 5, 4), "w": (5, 3, 2, 3)}, attrs=dict(pads=[0, 1, 1, 1]), id="Conv-unit-stride-per-offset-one-image",
+        small=PER_OFFSET),
+    one("Conv", {"x": (1, 2, 3, 3), "w": (12, 2, 2, 2)}, id="Conv-unit-stride-more-channels-than-positions", small=PER_OFFSET),
     one("Conv", {"x": (2, 3, 9), "w": (2, 3, 3), "b": (2,)}, attrs=dict(strides=[3]), id="Conv-1d"),
     one("Conv", {"x": (1, 2, 4, 4, 4), "w": (2, 2, 2, 2, 2)}, attrs=dict(strides=[2, 1, 1]), id="Conv-3d"),
     one("Conv", {"x": (1, 3, 8, 8), "w": (4, 3, 3, 3), "b": (4,)}, attrs=dict(strides=[2, 2], pads=[1, 1, 1, 1]),
@@ -208,6 +216,10 @@ CASES: list[Case] = [
          [node("Conv", ["x", "w"], ["c"], group=2), node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"])],
          {"x": (1, 4, 4, 4), "w": (4, 2, 1, 2), "s": (4,), "b": (4,), "m": (4,), "v": (4,)},
          gen={"v": pos()}, opset=11),
+    Case("Conv-BatchNormalization-weights-dominate", "BatchNormalization",
+         [node("Conv", ["x", "w", "cb"], ["c"]), node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"])],
+         {"x": (1, 4, 3, 3), "w": (6, 4, 3, 3), "cb": (6,), "s": (6,), "b": (6,), "m": (6,), "v": (6,)},
+         gen={"v": pos()}, opset=15),
     one("LayerNormalization", {"x": (2, 3, 8), "s": (8,), "b": (8,)}),
     one("LayerNormalization", {"x": (2, 3, 8), "s": (8,), "b": (8,)}, force32=True, id="LayerNormalization-f32-outputs"),
     one("LayerNormalization", {"x": (2, 4, 5), "s": (4, 5)}, attrs=dict(axis=1, epsilon=1e-3), opset=18,
@@ -539,7 +551,14 @@ def _compute(case: Case, cache: dict):
         vals = values(case)
         vals.update(const_values(case))
         cot = cotangents(case, vals)
-        grads, elem, bw = run_backward(case, vals, cot)
+        saved = {k: getattr(conv_rules, k) for k in case.small}
+        try:
+            for k, v in case.small.items():
+                setattr(conv_rules, k, v)  # a formulation chosen for big tensors, exercised on a small case
+            grads, elem, bw = run_backward(case, vals, cot)
+        finally:
+            for k, v in saved.items():
+                setattr(conv_rules, k, v)
         cache[case.id] = (vals, cot, grads, elem, bw)
     return cache[case.id]
 
@@ -607,6 +626,31 @@ def test_batchnorm_after_conv_is_folded(computed):
         *_, bw = _compute(case, computed)
         ops = [n.op_type for n in bw.model.graph.node]
         assert "BatchNormalization" not in ops and ops.count("Conv") >= 1, cid
+
+
+def test_batchnorm_stays_when_weights_outnumber_outputs(computed):
+    """A Conv with more weights than twice its outputs keeps its BatchNormalization (folding would make the
+    BatchNormalization's gradients weight-sized work); the gradients are checked like every case's."""
+    case = next(c for c in CASES if c.id == "Conv-BatchNormalization-weights-dominate")
+    *_, bw = _compute(case, computed)
+    assert "BatchNormalization" in [n.op_type for n in bw.model.graph.node]
+
+
+@pytest.mark.parametrize("cid, gemms", [("Conv-unit-stride-per-offset-batch", 0), ("Conv-unit-stride-per-offset-one-image", 6),
+                                        ("Conv-unit-stride-more-channels-than-positions", 1)])
+def test_dense_weight_gradient_formulation(cid, gemms, computed):
+    """Unit-stride dense Convs with at least as many output positions as channels get one product per kernel
+    offset (six offsets: six windows of the padded x; Gemm for one image, MatMul for a batch) once the im2col
+    would be big (set to always here); with more channels than positions, one im2col Conv and one GEMM.
+    Their values are checked with every case's; the sample CNN's small Convs take the im2col path."""
+    case = next(c for c in CASES if c.id == cid)
+    *_, bw = _compute(case, computed)
+    ops = [n.op_type for n in bw.model.graph.node if n.name.startswith("onnxprobe.grad/")]
+    if gemms == 1:
+        assert ops.count("Gemm") == 1 and ops.count("Conv") >= 1, ops
+    else:
+        assert ops.count("Slice") >= 6 and ops.count("Gemm") == gemms and ops.count("MatMul") == 6 - gemms, ops
+        assert ops.count("Conv") <= 1, ops  # dX's Conv; no im2col Conv
 
 
 def test_backward_nodes_are_tagged_and_gradients_named(computed):

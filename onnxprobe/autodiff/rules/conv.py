@@ -10,6 +10,8 @@ MobileNet-like models; every formulation computes the same values):
   does the forward Conv: about 3x faster than ConvTranspose for depthwise layers;
 - dX, other strides: ConvTranspose (a Conv of a zero-dilated dy wastes stride^2 of its work);
 - dW, 1x1 kernels at unit stride: one GEMM, x is its own im2col;
+- dW, dense kernels at unit stride with more output positions than output channels (early layers): one
+  GEMM per kernel offset over a window of the padded x (no im2col tensor; ~1.5x faster there);
 - dW, depthwise (one input and one output channel per group) at unit stride: for each kernel offset k,
   sum(dy * x shifted by k) (a Slice, a Mul and a ReduceSum): no im2col tensor K times the size of x;
 - dW otherwise: an im2col (one Conv with one-hot kernels) and a batched GEMM with dy.
@@ -22,6 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from onnxprobe.autodiff.registry import rule
+
+
+# The per-offset dW formulation (K GEMMs, K windows) pays off over one im2col GEMM once the im2col tensor
+# is large; below this many elements (1 MiB of float32) the K extra nodes cost more than they save.
+PER_OFFSET_MIN_COLUMNS = 1 << 18
 
 
 @dataclass
@@ -103,7 +110,40 @@ def weight_grad(g, x: str, dy: str, geo: Geometry, c_in: int | None, out_ref: st
         x2 = g.Reshape(x, g.ints([xs[1], -1]))
         d2 = g.Reshape(dy, g.ints([ds[1], -1]))
         return g.Reshape(g.Gemm(d2, x2, transB=1), g.ints([ds[1], xs[1]] + [1] * geo.n))
+    ys = g.static_dims(out_ref or dy)
+    if (geo.group == 1 and kk > 1 and unit and xs is not None and ys is not None
+            and ys[1] <= int(np.prod(ys[2:])) and kk * int(np.prod(xs)) >= PER_OFFSET_MIN_COLUMNS):
+        return _weight_grad_per_offset(g, x, dy, geo, xs, ys)
     return _weight_grad_im2col(g, x, dy, geo, c_in, out_ref)
+
+
+def _weight_grad_per_offset(g, x: str, dy: str, geo: Geometry, xs, ys) -> str:
+    """Dense, unit strides: dW[:, :, k] = dy (O, P) @ xpad[:, p + k d]^T (P, C), one GEMM per kernel offset
+    k over a window of the padded x, then (K, O, C) -> (O, C, K). No im2col tensor (K times x, which
+    onnxruntime also writes in its blocked layout and converts back); the last transpose is weight-sized,
+    so this is used where the outputs outnumber the output channels (O <= P: the early layers) and the im2col
+    would be large (PER_OFFSET_MIN_COLUMNS)."""
+    n, c, o = xs[0], xs[1], ys[1]
+    p = int(np.prod(ys[2:]))
+    xp = g.pad(x, [0, 0] + geo.pb + [0, 0] + geo.pe) if any(geo.pb + geo.pe) else x
+    axes = list(range(2, geo.n + 2))
+    if n == 1:
+        d2 = g.Reshape(dy, g.ints([o, p]))
+    else:
+        d3t = g.Transpose(g.Reshape(dy, g.ints([n, o, p])), perm=[0, 2, 1])  # (N, P, O)
+    parts = []
+    for off in np.ndindex(*geo.k):
+        start = [k * d for k, d in zip(off, geo.d)]
+        win = g.slice(xp, start, [b + e for b, e in zip(start, ys[2:])], axes)  # (N, C, *out)
+        if n == 1:
+            parts.append(g.Gemm(d2, g.Reshape(win, g.ints([c, p])), transB=1))  # (O, C)
+        else:
+            prod = g.MatMul(g.Reshape(win, g.ints([n, c, p])), d3t)  # (N, C, O)
+            parts.append(g.Transpose(g.reduce_sum(prod, [0], keepdims=0), perm=[1, 0]))
+    # (k..., O, C) -> (O, C, k...) by the Transpose itself: a Reshape after it would copy the weight-sized
+    # result once more when it is a graph output
+    cat = g.Reshape(g.Concat(*parts, axis=0), g.ints(list(geo.k) + [o, c]))
+    return g.Transpose(cat, perm=[geo.n, geo.n + 1] + list(range(geo.n)))
 
 
 def _channels(g, t: str) -> int | None:
