@@ -7,7 +7,8 @@ wrote. For each model:
   (float64 for GPT-2, whose ops all have double kernels; float32 with tolerance 5e-2 for the others);
 - the weight gradients agree with torch.autograd on the same computation (the ONNX graph evaluated with
   torch ops, tests/test_autodiff_torchref.py) to 1e-3 of the largest gradient value (float32 both sides);
-- the exported backward model passes onnx.checker and reproduces the gradients in plain onnxruntime.
+- the exported backward model passes onnx.checker and reproduces the gradients in plain onnxruntime, from
+  Python and from C++ (tests/cpp/run_model.cc through onnxruntime's C API; needs g++).
 
 The loss is <y, dy> with a fixed random dy (``--output-grad``): the sum of a Softmax or LayerNorm output
 is constant, which would make every gradient zero. attention_mask is all ones: a fully masked attention
@@ -103,3 +104,26 @@ def test_export_runs_in_plain_onnxruntime(rel, tmp_path):
     for name, g in r.arrays.items():
         want = res[gp.grads[name]]
         np.testing.assert_allclose(want, g, rtol=1e-4, atol=1e-5 * max(float(np.abs(g).max()), 1e-12), err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def cpp_built(tmp_path_factory):
+    import cpp_runner
+
+    return cpp_runner.runner(tmp_path_factory.mktemp("cpp"))
+
+
+@pytest.mark.parametrize("rel", sorted(CASES))
+def test_export_runs_from_cpp(rel, cpp_built, tmp_path):
+    import cpp_runner
+
+    p, model, feed, dy = _setup(rel)
+    out = tmp_path / "bw.onnx"
+    gp = api.export_backward(model, out, api.GradSpec(loss="output-grad", output_grad=dy))
+    got = cpp_runner.run(cpp_built, out, {**feed, gp.loss.input: dy}, tmp_path / "cpp")
+    r = api.grad(p, None, api.RunConfig(device="cpu"), api.GradSpec(loss="output-grad", output_grad=dy),
+                 save=True, arrays=feed)
+    assert len(r.arrays) > 2
+    for name, g in r.arrays.items():
+        np.testing.assert_allclose(got[gp.grads[name]], g, rtol=1e-4, atol=1e-5 * max(float(np.abs(g).max()), 1e-12),
+                                   err_msg=name)
