@@ -113,7 +113,6 @@ def _conv(x, w, b, attrs):
 
 def _conv_transpose(x, w, b, attrs):
     n = x.dim() - 2
-    k = list(attrs.get("kernel_shape", w.shape[2:]))
     s = list(attrs.get("strides", [1] * n))
     d = list(attrs.get("dilations", [1] * n))
     op = list(attrs.get("output_padding", [0] * n))

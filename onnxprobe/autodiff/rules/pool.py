@@ -28,7 +28,6 @@ def _pool_geometry(g, x: str) -> Geometry:
 def _scatter_windows(g, stacked: str, kernel: np.ndarray, x: str, geo: Geometry) -> str:
     """``stacked``: (N, C, K, *out) values, one per window position; place value k of window p at
     p s + k d (summing overlaps) and crop to x's shape."""
-    r = geo.n + 2
     kk = kernel.shape[0]
     flat = g.Reshape(stacked, g.Concat(g.ints([-1, kk]), g.shape(g.y[0], 2), axis=0))  # (N C, K, *out)
     full = g.ConvTranspose(flat, g.const(kernel.astype(g.dtype)), strides=geo.s, dilations=geo.d,
@@ -88,7 +87,6 @@ def average_pool(g):
     window, itself computed with a Conv of ones."""
     x = g.x[0]
     geo = _pool_geometry(g, x)
-    r = geo.n + 2
     ones_k = np.ones([1, 1] + geo.k)
     if g.attr("count_include_pad", 0) or not any(geo.pb + geo.pe):
         scaled = g.Mul(g.dy, g.scalar(1.0 / float(np.prod(geo.k))))

@@ -269,7 +269,7 @@ def resize(g):
     """y = resize(x): separable along each resized axis a, y = M_a x there, with M_a (out_a x in_a) the
     interpolation matrix (nearest or linear, any coordinate transformation)  ->  dx = M_a^T dy along each
     axis. M_a is built by resizing an identity matrix with the node's own attributes."""
-    x, y = g.x[0], g.y[0]
+    x = g.x[0]
     r = g.rank(x)
     mode = g.attr("mode", "nearest")
     mode = mode.decode() if isinstance(mode, bytes) else mode
@@ -284,7 +284,7 @@ def resize(g):
     node_axes = g.attr("axes")
     node_axes = [a + r if a < 0 else a for a in node_axes] if node_axes else list(range(r))
     scales, sizes = _resize_inputs(g)
-    xs, ys = g.sshape(x), g.sshape(y)
+    xs = g.sshape(x)
     resized = []
     for j, a in enumerate(node_axes):
         if scales is not None:
