@@ -29,6 +29,10 @@ from onnxprobe.autodiff.registry import rule
 # The per-offset dW formulation (K GEMMs, K windows) pays off over one im2col GEMM once the im2col tensor
 # is large; below this many elements (1 MiB of float32) the K extra nodes cost more than they save.
 PER_OFFSET_MIN_COLUMNS = 1 << 18
+# ... and while its weight-sized last transpose stays small next to the GEMMs: output channels O at most this
+# many times the output positions P (ResNet-18: 64 and 128 channels on 56x56 and 28x28 outputs qualify,
+# 256 and 512 channels on 14x14 and 7x7 do not)
+PER_OFFSET_MAX_CHANNELS_PER_POSITION = 1.0
 
 
 @dataclass
@@ -112,7 +116,8 @@ def weight_grad(g, x: str, dy: str, geo: Geometry, c_in: int | None, out_ref: st
         return g.Reshape(g.Gemm(d2, x2, transB=1), g.ints([ds[1], xs[1]] + [1] * geo.n))
     ys = g.static_dims(out_ref or dy)
     if (geo.group == 1 and kk > 1 and unit and xs is not None and ys is not None
-            and ys[1] <= int(np.prod(ys[2:])) and kk * int(np.prod(xs)) >= PER_OFFSET_MIN_COLUMNS):
+            and ys[1] <= PER_OFFSET_MAX_CHANNELS_PER_POSITION * int(np.prod(ys[2:]))
+            and kk * int(np.prod(xs)) >= PER_OFFSET_MIN_COLUMNS):
         return _weight_grad_per_offset(g, x, dy, geo, xs, ys)
     return _weight_grad_im2col(g, x, dy, geo, c_in, out_ref)
 
