@@ -34,6 +34,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
+from onnxprobe import api
 from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.rules import conv as conv_rules
 from onnxprobe.autodiff.engine import annotate_outputs, attach_backward, shaped_types
@@ -661,6 +662,37 @@ def test_backward_nodes_are_tagged_and_gradients_named(computed):
     assert bw_nodes and all(n.doc_string.startswith("onnxprobe backward") for n in bw_nodes)
     sums = [n for n in bw_nodes if n.op_type == "Sum"]
     assert len(sums) == 1 and sums[0].output[0] == "x_grad"  # x feeds Mul twice and Add once: one fan-out sum
+
+
+@pytest.mark.parametrize("opset", [11, 17])
+def test_maxpool_on_an_input_smaller_than_its_kernel(opset, tmp_path):
+    """onnxruntime (and ONNX shape inference) still make one window when the input is shorter than the kernel
+    (H = 1, kernel 2: the window is clipped); onnx.reference makes none, and torch refuses, so the oracle
+    here is numpy: dy goes to the first maximum of the clipped window. Both MaxPool formulations: the
+    Indices scatter (opset >= 16) and the per-offset equality masks (older opsets)."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 2, 1, 5)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])], "mp",
+                          [helper.make_tensor_value_info("x", FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("y", FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    path = tmp_path / "mp.onnx"
+    onnx.save(m, path)
+    dy = rng.standard_normal((1, 2, 1, 2)).astype(np.float32)
+    # through the API, as `grad` does it: the backward graph carries the inferred shapes, which onnxruntime
+    # checks against its own when it loads the model
+    gp = api.grad_plan(api.load(path), api.GradSpec(loss="output-grad", output_grad=dy, wrt=("x",)), feed={"x": x})
+    sess = ort.InferenceSession(gp.backward.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    dx = sess.run([gp.backward.grads["x"]], {"x": x, gp.loss.input: dy})[0]
+    y = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    want = np.zeros_like(x)
+    for c in range(2):
+        for j in range(2):
+            cols = x[0, c, 0, 2 * j:2 * j + 2]
+            assert y[0, c, 0, j] == cols.max()
+            want[0, c, 0, 2 * j + int(np.argmax(cols))] += dy[0, c, 0, j]
+    np.testing.assert_array_equal(dx, want)
 
 
 def test_depthwise_weight_gradient_with_dynamic_shapes():

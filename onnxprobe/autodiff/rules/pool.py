@@ -16,12 +16,13 @@ def _pool_geometry(g, x: str) -> Geometry:
     s = list(g.attr("strides") or [1] * n)
     d = list(g.attr("dilations") or [1] * n)
     pb, pe = _auto_pads(g, x, k, s, d)
-    if g.attr("ceil_mode", 0):
-        # windows that start inside the input but run past the padded end: pad the end further
-        xs, ys = g.static_dims(x), g.static_dims(g.y[0])
-        if xs is None or ys is None:
-            raise g.fail("ceil_mode=1 needs static input and output shapes; fix them with --shape")
+    # windows that start inside the input but run past the padded end (ceil_mode=1, or an input smaller than
+    # the kernel, where onnxruntime still makes one window): pad the end further
+    xs, ys = g.static_dims(x), g.static_dims(g.y[0])
+    if xs is not None and ys is not None:
         pe = [max(pe[i], (ys[2 + i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - xs[2 + i] - pb[i]) for i in range(n)]
+    elif g.attr("ceil_mode", 0):
+        raise g.fail("ceil_mode=1 needs static input and output shapes; fix them with --shape")
     return Geometry(n, k, s, d, pb, pe, 1)
 
 
