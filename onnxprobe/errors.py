@@ -17,6 +17,15 @@ class ModelError(OnnxProbeError):
     """The model file cannot be read or is not valid ONNX. Exit code 1."""
 
 
+class OpsetTooOld(ModelError):
+    """A gradient needs an op version newer than the model's opset (``needed``): the caller may convert the
+    model to a newer opset and try again."""
+
+    def __init__(self, message: str, needed: int):
+        super().__init__(message)
+        self.needed = needed
+
+
 class ExecutionError(OnnxProbeError):
     """onnxruntime could not build a session for, or run, the model. Exit code 1."""
 

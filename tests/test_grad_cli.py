@@ -222,3 +222,51 @@ def test_readme_python_example(tmp_path):
     gp = api.export_backward(model, tmp_path / "model_bw.onnx", spec)
     s = ort.InferenceSession(str(tmp_path / "model_bw.onnx"), providers=["CPUExecutionProvider"])
     assert [i.name for i in s.get_inputs()] == ["x", gp.loss.input]
+
+
+def test_check_on_an_infinite_gradient_fails_in_one_line_without_numpy_warnings(tmp_path):
+    """sqrt at 0 has an infinite derivative: the finite differences along it are inf / NaN, the row fails,
+    the command says so in one line, and numpy's RuntimeWarnings stay out of stderr."""
+    import subprocess
+    import sys
+
+    m = make_model([helper.make_node("Sqrt", ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    onnx.save(m, tmp_path / "sqrt.onnx")
+    np.save(tmp_path / "x.npy", np.array([[0, 1, 4], [9, 16, 25]], np.float32))
+    p = subprocess.run([sys.executable, "-m", "onnxprobe", "grad", str(tmp_path / "sqrt.onnx"), "--device", "cpu",
+                        "--input", f"x={tmp_path / 'x.npy'}", "--wrt", "x", "--check"], capture_output=True, text=True)
+    assert "Warning" not in p.stderr, p.stderr
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("onnxprobe: error")]
+    assert p.returncode != 0 and len(errors) == 1, (p.returncode, p.stderr)
+
+
+def test_opset9_model_is_converted_for_its_gradients(tmp_path):
+    """A zoo-era opset-9 CNN: the unit-stride Conv's input gradient needs Slice with steps (opset 10) and the
+    overlapping MaxPool's windows strided Slices, so the gradients are computed on a copy converted to opset
+    17, with a note; the file is untouched, the export is opset 17, and --check (central finite
+    differences) passes on every gradient."""
+    from conftest import sha256
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32), "w")
+    b = numpy_helper.from_array((rng.standard_normal(4) * 0.1).astype(np.float32), "b")
+    m = make_model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+                    helper.make_node("Relu", ["c"], ["r"]),
+                    helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+                    helper.make_node("AveragePool", ["p"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 2, 2])], [w, b], opset=9, ir=4)
+    path = tmp_path / "old.onnx"
+    onnx.save(m, path)
+    before = sha256(path)
+    out = tmp_path / "bw.onnx"
+    r = invoke("grad", path, "--device", "cpu", "--check", "--export", out)
+    assert r.exit_code == 0, r.output
+    assert "converted to opset 17" in r.output
+    assert sha256(path) == before
+    exported = onnx.load(out)
+    assert [o.version for o in exported.opset_import if o.domain in ("", "ai.onnx")] == [17]
+    d = grad_json(path, "--check")
+    assert d["gradients"] and all(row["check"]["ok"] for row in d["gradients"]), d["gradients"]
+    assert {"w", "b", "c", "y"} <= {row["tensor"] for row in d["gradients"]}

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from onnxprobe.errors import ExecutionError
+from onnxprobe.errors import ExecutionError, ModelError, OpsetTooOld, first_line
 from onnxprobe.graph.expose import expose
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.shapes import infer_shapes
@@ -130,6 +130,12 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
     return m
 
 
+# Gradients of models older than this opset that need newer op versions (Slice with steps, ScatterElements
+# with reduction...) are written on a copy converted to it (onnx.version_converter); the user's file is
+# not touched, and the exported backward model has this opset.
+GRAD_OPSET = 17
+
+
 def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection | None = None, *,
               feed: dict[str, np.ndarray] | None = None, names: list[str] | None = None,
               unsupported: str = "raise") -> GradPlan:
@@ -137,7 +143,40 @@ def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection |
     shapes first (static shapes make a smaller backward graph); without it the backward graph keeps the
     model's dynamic dimensions (what ``--export`` writes). ``names``: exact tensors to differentiate,
     instead of ``selection`` and ``spec.wrt``; ``unsupported="skip"``: an op without a gradient rule stops
-    the gradient (the tensors behind it get none, with a warning) instead of raising."""
+    the gradient (the tensors behind it get none, with a warning) instead of raising. When a gradient
+    needs a newer opset than the model's, the plan is made on a copy converted to GRAD_OPSET."""
+    try:
+        return _grad_plan(model, spec, selection, feed=feed, names=names, unsupported=unsupported)
+    except OpsetTooOld as e:
+        from onnxprobe.graph.builder import default_opset
+
+        old = default_opset(model.proto)
+        if old >= GRAD_OPSET or e.needed > GRAD_OPSET:
+            raise
+        upgraded, needed = _upgraded(model, old, e), e.needed
+    gp = _grad_plan(upgraded, spec, selection, feed=feed, names=names, unsupported=unsupported)
+    gp.warnings.insert(0, f"model opset {old}: the gradients need opset {needed} ops, so they are computed on a "
+                          f"copy converted to opset {GRAD_OPSET} (onnx.version_converter), which --export writes")
+    return gp
+
+
+def _upgraded(model: Model, old: int, cause: OpsetTooOld) -> Model:
+    from onnx import version_converter
+
+    from onnxprobe.graph.shapes import annotate
+
+    try:
+        proto = version_converter.convert_version(model.proto, GRAD_OPSET)
+    except Exception as e:  # noqa: BLE001 - the converter raises many kinds
+        raise ModelError(f"{first_line(cause)}; converting the model from opset {old} to {GRAD_OPSET} failed: "
+                         f"{first_line(e)[:200]}") from e
+    warnings = list(model.warnings)
+    annotate(proto, warnings)
+    return Model(proto, proto, model.source, warnings)
+
+
+def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None, *,
+               feed: dict[str, np.ndarray] | None, names: list[str] | None, unsupported: str) -> GradPlan:
     from onnxprobe.autodiff.engine import _all_names, attach_backward
     from onnxprobe.graph.builder import default_opset
     from onnxprobe.autodiff.loss import attach_loss
@@ -304,6 +343,12 @@ def grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: 
     the best agreement kept; and where the one-sided differences disagree (a kink), a gradient between
     them passes.
     """
+    with np.errstate(all="ignore"):  # inf / NaN in a degenerate model's losses make failed rows, not warnings
+        return _grad_check(model, gp, feed, result, device=device, seed=seed, values=values)
+
+
+def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: GradResult, *,
+                device: str, seed: int, values: dict[str, np.ndarray] | None) -> str:
     from onnxprobe.autodiff.check import DELTA, perturbable, to_float64
     from onnxprobe.autodiff.select import weight_value
     from onnxprobe.errors import ExecutionError

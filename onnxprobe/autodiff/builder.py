@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxprobe.errors import ModelError
+from onnxprobe.errors import OpsetTooOld
 from onnxprobe.graph.builder import fresh_name
 
 TAG = "onnxprobe.grad/"
@@ -95,7 +95,8 @@ class GraphBuilder:
         if as_input:
             return self.op(op, x, self._axes_input(axes), keepdims=keepdims)
         if isinstance(axes, str):
-            raise ModelError(f"{op} with runtime axes needs opset {13 if op == 'ReduceSum' else 18} (model opset {self.opset})")
+            need = 13 if op == "ReduceSum" else 18
+            raise OpsetTooOld(f"{op} with runtime axes needs opset {need} (model opset {self.opset})", need)
         return self.op(op, x, axes=list(axes), keepdims=keepdims)
 
     def reduce_sum(self, x: str, axes: Axes = None, keepdims: int = 1) -> str:
@@ -111,7 +112,7 @@ class GraphBuilder:
         if self.opset >= 13:
             return self.op("Unsqueeze", x, self._axes_input(axes))
         if isinstance(axes, str):
-            raise ModelError(f"Unsqueeze with runtime axes needs opset 13 (model opset {self.opset})")
+            raise OpsetTooOld(f"Unsqueeze with runtime axes needs opset 13 (model opset {self.opset})", 13)
         return self.op("Unsqueeze", x, axes=list(axes))
 
     def squeeze(self, x: str, axes) -> str:
@@ -125,7 +126,7 @@ class GraphBuilder:
         if self.opset >= 13:
             return self.op("Split", x, self._axes_input(sizes), n_out=n, axis=axis)
         if isinstance(sizes, str):
-            raise ModelError(f"Split with runtime sizes needs opset 13 (model opset {self.opset})")
+            raise OpsetTooOld(f"Split with runtime sizes needs opset 13 (model opset {self.opset})", 13)
         return self.op("Split", x, n_out=n, axis=axis, split=list(sizes))
 
     def slice(self, x: str, starts, ends, axes, steps=None) -> str:
@@ -135,14 +136,14 @@ class GraphBuilder:
                 ins.append(self._axes_input(steps))
             return self.op("Slice", *ins)
         if any(isinstance(v, str) for v in (starts, ends, axes)) or steps is not None:
-            raise ModelError(f"Slice with runtime arguments needs opset 10 (model opset {self.opset})")
+            raise OpsetTooOld(f"Slice with runtime arguments needs opset 10 (model opset {self.opset})", 10)
         return self.op("Slice", x, starts=list(starts), ends=list(ends), axes=list(axes))
 
     def pad(self, x: str, pads, value: str | None = None, mode: str = "constant") -> str:
         if self.opset >= 11:
             return self.op("Pad", x, self._axes_input(pads), value, mode=mode)
         if isinstance(pads, str):
-            raise ModelError(f"Pad with runtime pads needs opset 11 (model opset {self.opset})")
+            raise OpsetTooOld(f"Pad with runtime pads needs opset 11 (model opset {self.opset})", 11)
         return self.op("Pad", x, pads=list(pads), mode=mode)
 
     def shape(self, x: str, start: int | None = None, end: int | None = None) -> str:

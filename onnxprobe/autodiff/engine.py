@@ -27,7 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.builder import FLOAT_TYPES, TAG, GraphBuilder, np_dtype
-from onnxprobe.errors import ModelError, UsageError
+from onnxprobe.errors import ModelError, OpsetTooOld, UsageError
 from onnxprobe.graph.builder import default_opset
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import node_display_name, subgraphs
@@ -121,6 +121,12 @@ class NodeGrad:
 
     def fail(self, why: str) -> ModelError:
         return ModelError(f"cannot differentiate {self.node.op_type} node {self.name!r}: {why}")
+
+    def needs_opset(self, needed: int, what: str) -> OpsetTooOld:
+        """The error for a gradient that needs op versions of opset ``needed`` (grad_plan then converts
+        the model and tries again)."""
+        return OpsetTooOld(f"cannot differentiate {self.node.op_type} node {self.name!r}: {what} needs opset "
+                           f"{needed} or later (model opset {self.opset})", needed)
 
     # -- static facts --------------------------------------------------------------------------------
     def sshape(self, t: str) -> tuple | None:

@@ -132,7 +132,7 @@ def slice_(g):
                 pads = g.Concat(b, g.Sub(g.Sub(g.Shape(x), b), g.Shape(y)), axis=0)
                 return [g.pad(g.dy, pads)]
     if g.opset < 11:
-        raise g.fail("this Slice needs opset 11 or later to be differentiated")
+        raise g.needs_opset(11, "this Slice")
     ins = [g.x[i] if g.has(i) else None for i in range(1, 5)]
     picked = g.Slice(_flat_index(g), *ins)
     return [_index_scatter(g, picked, g.dy)]
@@ -183,7 +183,7 @@ def gather_elements(g):
     at the gathered positions (ScatterElements with reduction='add', opset >= 16)"""
     x, idx = g.x[0], g.x[1]
     if g.opset < 16:
-        raise g.fail("GatherElements needs opset 16 or later to be differentiated (scatter-add)")
+        raise g.needs_opset(16, "GatherElements (a scatter-add)")
     a = g.attr("axis", 0)
     r = g.rank(x)
     a = a + r if a < 0 else a
@@ -243,7 +243,7 @@ def pad(g):
         ends = g.Add(starts, g.Shape(x) if axes == list(range(r)) else g.Gather(g.Shape(x), g.ints(axes), axis=0))
         return [g.slice(g.dy, starts, ends, axes)]
     if g.opset < 16:
-        raise g.fail(f"Pad mode={mode} (or negative pads) needs opset 16 or later to be differentiated")
+        raise g.needs_opset(16, f"Pad mode={mode} (or negative pads)")
     ins = [g.x[i] if g.has(i) else None for i in range(1, 4)]
     ins[1] = g.const(np.array(-1, np.int64)) if mode == "constant" else None
     picked = g.Pad(_flat_index(g), *ins, mode=mode)
