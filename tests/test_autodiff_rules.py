@@ -9,9 +9,9 @@ onnxruntime has double kernels for every op, else in float32. The gradients are 
 1. finite differences: for each input x and two random directions v (one Gaussian, one weighted by
    the gradient itself), <dL/dx, v> must match the float64 central difference
    (L(x + h v) - L(x - h v)) / 2h of L = sum_k <y_k, dy_k>, evaluated with onnx.reference on the
-   float64 forward graph (with Erf, Gelu and BatchNormalization replaced by float64, inference-form
-   versions: onnx.reference computes Erf in float32 and mixes batch statistics into BatchNormalization
-   before opset 14). Relative error below 1e-6 when the backward graph ran in float64, below 2e-3 when
+   float64 forward graph (with Erf, Gelu, BatchNormalization and LRN replaced by float64, inference-form
+   versions: onnx.reference computes Erf in float32, mixes batch statistics into BatchNormalization
+   before opset 14, and sums another channel window in LRN). Relative error below 1e-6 when the backward graph ran in float64, below 2e-3 when
    it ran in float32 (float32 rounding of the gradient itself);
 2. torch.autograd on the same graph evaluated with torch ops (tests/test_autodiff_torchref.py), where
    torch has the op: rtol 1e-7 (float64) or 1e-4 (float32), relative to the largest gradient value.
@@ -221,6 +221,8 @@ CASES: list[Case] = [
          [node("Conv", ["x", "w", "cb"], ["c"]), node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"])],
          {"x": (1, 4, 3, 3), "w": (6, 4, 3, 3), "cb": (6,), "s": (6,), "b": (6,), "m": (6,), "v": (6,)},
          gen={"v": pos()}, opset=15),
+    one("LRN", {"x": (2, 5, 3, 2)}, attrs=dict(size=3, alpha=0.6, beta=0.75, bias=1.5)),
+    one("LRN", {"x": (1, 6, 4, 3)}, attrs=dict(size=5, alpha=0.9, beta=0.6, bias=2.0), id="LRN-size5-channels-edge"),
     one("LayerNormalization", {"x": (2, 3, 8), "s": (8,), "b": (8,)}),
     one("LayerNormalization", {"x": (2, 3, 8), "s": (8,), "b": (8,)}, force32=True, id="LayerNormalization-f32-outputs"),
     one("LayerNormalization", {"x": (2, 4, 5), "s": (4, 5)}, attrs=dict(axis=1, epsilon=1e-3), opset=18,
@@ -346,6 +348,21 @@ class BatchNormalization(OpRun):
         return (y.astype(x.dtype),)
 
 
+class LRN(OpRun):
+    """The operator's definition: the channel window is [c - floor((size-1)/2), c + ceil((size-1)/2)];
+    onnx.reference's LRN sums another window (off by up to 0.7 on a random 6-channel input)."""
+
+    op_domain = ""
+
+    def _run(self, x, alpha=1e-4, beta=0.75, bias=1.0, size=None):
+        lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+        c = x.shape[1]
+        s = np.zeros_like(x)
+        for ch in range(c):
+            s[:, ch] = np.sum(x[:, max(0, ch - lo):min(c, ch + hi + 1)] ** 2, axis=1)
+        return ((x / (bias + alpha / size * s) ** beta).astype(x.dtype),)
+
+
 class ConvTranspose(OpRun):
     """onnx.reference ignores ``group``; this one is a direct float64 scatter."""
 
@@ -408,7 +425,7 @@ class Softmax(OpRun):
         return ((e / e.sum(axis=-1, keepdims=True)).reshape(x.shape),)
 
 
-ORACLE_OPS = [Erf, Gelu, BatchNormalization, ConvTranspose, Pad]
+ORACLE_OPS = [Erf, Gelu, BatchNormalization, LRN, ConvTranspose, Pad]
 
 
 def oracle_ops(opset: int) -> list:

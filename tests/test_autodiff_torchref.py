@@ -275,6 +275,12 @@ def eval_node(node, ins, opset):  # noqa: C901 - one branch per op
         sh = [1, -1] + [1] * (x.dim() - 2)
         sc, b, m, v = (t.reshape(sh) for t in ins[1:5])
         return [sc * (x - m) / torch.sqrt(v + a.get("epsilon", 1e-5)) + b]
+    if op == "LRN":  # ONNX's window: [c - floor((size-1)/2), c + ceil((size-1)/2)] (torch's differs for even sizes)
+        size = a["size"]
+        lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+        sq = F.pad(x * x, [0, 0] * (x.dim() - 2) + [lo, hi])  # pads the channel axis
+        s = sum(sq[:, k:k + x.shape[1]] for k in range(size))
+        return [x / (a.get("bias", 1.0) + a.get("alpha", 1e-4) / size * s) ** a.get("beta", 0.75)]
     if op in ("LayerNormalization", "InstanceNormalization"):
         if op == "LayerNormalization":
             ax = a.get("axis", -1)

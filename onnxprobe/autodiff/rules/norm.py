@@ -1,7 +1,9 @@
-"""Normalisation layers (inference form for BatchNormalization: the running statistics are inputs)."""
+"""Normalisation layers (inference form for BatchNormalization: the running statistics are inputs), and
+LRN (local response normalisation across channels, of AlexNet-era CNNs)."""
 
 from __future__ import annotations
 
+import numpy as np
 from onnx import TensorProto
 
 from onnxprobe.autodiff.registry import rule
@@ -91,3 +93,32 @@ def instance_norm(g):
     dscale = g.reduce_sum(g.Mul(g.dy, xhat), axes, keepdims=0) if g.wants(1) else None
     db = g.reduce_sum(g.dy, axes, keepdims=0) if g.wants(2) else None
     return [dx, dscale, db]
+
+
+def _channel_window_sum(g, t: str, before: int, after: int) -> str:
+    """s[n, c, ...] = sum of t[n, k, ...] for k in [c - before, c + after] (inside [0, C)): one Conv of ones
+    along the channel axis, read as a spatial axis of a one-channel image (N, 1, C, P)."""
+    dims = g.static_dims(t)
+    if dims is not None:
+        flat = g.Reshape(t, g.ints([dims[0], 1, dims[1], -1]))
+    else:
+        flat = g.Reshape(t, g.Concat(g.shape(t, 0, 1), g.ints([1]), g.shape(t, 1, 2), g.ints([-1]), axis=0))
+    size = before + after + 1
+    s = g.Conv(flat, g.const(np.ones((1, 1, size, 1), g.dtype)), pads=[before, 0, after, 0], kernel_shape=[size, 1])
+    return g.Reshape(s, g.ints(list(dims)) if dims is not None else g.Shape(t))
+
+
+@rule("LRN")
+def lrn(g):
+    """y = x d^-b, d = bias + alpha / size * S, S[c] = sum of x[k]^2 over k in [c - lo, c + hi] with
+    lo = floor((size - 1) / 2), hi = ceil((size - 1) / 2)  ->
+    dx[k] = dy[k] d[k]^-b - 2 alpha b / size x[k] sum over c in [k - hi, k + lo] of dy[c] x[c] d[c]^(-b - 1)"""
+    x = g.x[0]
+    size = int(g.attr("size"))
+    alpha, beta, bias = float(g.attr("alpha", 1e-4)), float(g.attr("beta", 0.75)), float(g.attr("bias", 1.0))
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    d = g.Add(g.Mul(_channel_window_sum(g, g.Mul(x, x), lo, hi), g.scalar(alpha / size)), g.scalar(bias))
+    d_pow = g.Pow(d, g.scalar(-beta))
+    t = g.Div(g.Mul(g.Mul(g.dy, x), d_pow), d)
+    back = _channel_window_sum(g, t, hi, lo)
+    return [g.Sub(g.Mul(g.dy, d_pow), g.Mul(g.Mul(x, back), g.scalar(2.0 * alpha * beta / size)))]
