@@ -85,3 +85,55 @@ def perturbed(src: Path, dst: Path, seed: int = 1) -> Path:
                     jitter(a.t)
     onnx.save(m, dst)
     return dst
+
+
+def materialized(src: Path, dst: Path, seed: int = 0) -> Path:
+    """An onnx-zoo "light" model (fetch_models.sh's onnx-light/: the real architecture, every weight made at
+    load time by ConstantOfShape(0.02), so its activations blow up to 1e19) with each such weight replaced
+    by a random initializer of the same name and shape, drawn for its role so that activations keep their
+    scale: He-normal Conv and Gemm weights, BatchNormalization scales of 0.4-0.8 and variances near 1, small
+    biases and means. The graph is otherwise unchanged (same opset; IR 4 at least, for initializers that are not
+    graph inputs)."""
+    rng = np.random.default_rng(seed)
+    m = onnx.load(str(src))
+    g = m.graph
+    inits = {t.name: t for t in g.initializer}
+    uses: dict[str, tuple[onnx.NodeProto, int]] = {}
+    for n in g.node:
+        for k, i in enumerate(n.input):
+            uses.setdefault(i, (n, k))
+    keep, new_inits = [], []
+    for n in g.node:
+        if n.op_type != "ConstantOfShape" or n.input[0] not in inits:
+            keep.append(n)
+            continue
+        shape = [int(v) for v in numpy_helper.to_array(inits[n.input[0]])]
+        user, slot = uses.get(n.output[0], (None, -1))
+        op = user.op_type if user is not None else ""
+        if op == "Conv" and slot == 1:
+            a = rng.normal(0.0, np.sqrt(2.0 / max(int(np.prod(shape[1:])), 1)), shape)
+        elif op == "Gemm" and slot == 1:
+            trans_b = any(at.name == "transB" and at.i for at in user.attribute)
+            fan_in = shape[1] if trans_b else shape[0]
+            a = rng.normal(0.0, np.sqrt(1.0 / max(fan_in, 1)), shape)
+        elif op == "BatchNormalization" and slot == 1:  # scale below 1: residual sums stay O(1)
+            a = rng.uniform(0.4, 0.8, shape)
+        elif op == "BatchNormalization" and slot == 4:  # variance
+            a = rng.uniform(0.8, 1.2, shape)
+        else:
+            a = rng.normal(0.0, 0.05, shape)
+        new_inits.append(numpy_helper.from_array(a.astype(np.float32), n.output[0]))
+    used = {i for n in keep for i in n.input}
+    kept_inits = [t for t in g.initializer if t.name in used]
+    del g.node[:]
+    g.node.extend(keep)
+    del g.initializer[:]
+    g.initializer.extend(kept_inits + new_inits)
+    # the zoo files are IR 3, where every initializer is also a graph input: keep the real inputs only
+    # (IR 4 and later allow that)
+    real = [v for v in g.input if v.name not in inits and v.name not in {t.name for t in new_inits}]
+    del g.input[:]
+    g.input.extend(real)
+    m.ir_version = max(m.ir_version, 4)
+    onnx.save(m, dst)
+    return dst
