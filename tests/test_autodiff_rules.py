@@ -115,6 +115,7 @@ CASES: list[Case] = [
     one("Add", {"a": (2, 3), "b": (2, 3)}, id="Add-same"),
     one("Sub", {"a": (2, 3, 4), "b": (4,)}),
     one("Mul", {"a": (2, 1, 4), "b": (3, 1)}, id="Mul-both-broadcast"),
+    one("Mul", {"a": (1, 4, 5, 6), "b": (4, 1, 1)}, id="Mul-per-channel-one-image"),
     one("Div", {"a": (2, 3), "b": (3,)}, gen={"b": pos()}),
     one("Neg", {"x": (2, 3)}),
     one("Pow", {"a": (2, 3), "b": (3,)}, gen={"a": pos(), "b": pos(0.5, 2.0)}),
@@ -669,6 +670,16 @@ def test_dense_weight_gradient_formulation(cid, gemms, computed):
     else:
         assert ops.count("Slice") >= 6 and ops.count("Gemm") == gemms and ops.count("MatMul") == 6 - gemms, ops
         assert ops.count("Conv") <= 1, ops  # dX's Conv; no im2col Conv
+
+
+def test_unbroadcast_is_one_reduction_and_skips_size_one_axes(computed):
+    """b (4, 1, 1) times a (1, 4, 5, 6): db is one ReduceSum over the two spatial axes and a Squeeze of the
+    leading axis; summing the leading axis of size 1 would only copy the tensor (DenseNet-121 spent a
+    fifth of its backward pass so)."""
+    case = next(c for c in CASES if c.id == "Mul-per-channel-one-image")
+    *_, bw = _compute(case, computed)
+    reduces = [n for n in bw.model.graph.node if n.op_type == "ReduceSum"]
+    assert len(reduces) == 1, [n.name for n in reduces]
 
 
 def test_backward_nodes_are_tagged_and_gradients_named(computed):
