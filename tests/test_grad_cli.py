@@ -270,3 +270,27 @@ def test_opset9_model_is_converted_for_its_gradients(tmp_path):
     d = grad_json(path, "--check")
     assert d["gradients"] and all(row["check"]["ok"] for row in d["gradients"]), d["gradients"]
     assert {"w", "b", "c", "y"} <= {row["tensor"] for row in d["gradients"]}
+
+
+def test_export_with_unnamed_dims_at_opset_11(tmp_path):
+    """Opset 11 (Squeeze and ReduceSum take attributes) with an unnamed batch dimension: the activation
+    gradient dL/dr and r both have shape (?, 4), so no reduction is needed (the PP-OCR classifier's export
+    once failed on an empty Squeeze here); the export runs, and dW = relu(x)^T dy, dr = dy W^T (numpy)."""
+    rng = np.random.default_rng(2)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "b")
+    m = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MatMul", ["r", "w"], ["xw"]),
+                    helper.make_node("Add", ["xw", "b"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 3])], [w, b], opset=11)
+    onnx.save(m, tmp_path / "mm.onnx")
+    out = tmp_path / "bw.onnx"
+    r = invoke("grad", tmp_path / "mm.onnx", "--device", "cpu", "--all", "--export", out)
+    assert r.exit_code == 0, r.output
+    s = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    res = dict(zip([o.name for o in s.get_outputs()], s.run(None, {"x": x})))
+    relu = np.maximum(x, 0)
+    np.testing.assert_allclose(res["w_grad"], relu.T @ np.ones((5, 3), np.float32), rtol=1e-5)
+    np.testing.assert_allclose(res["r_grad"], np.ones((5, 3), np.float32) @ numpy_helper.to_array(w).T, rtol=1e-5)
+    np.testing.assert_allclose(res["b_grad"], np.full(3, 5.0, np.float32), rtol=1e-6)

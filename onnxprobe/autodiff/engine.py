@@ -289,7 +289,7 @@ class Engine:
             # sum would only copy the tensor (4 ms a tensor on DenseNet's 1x256x56x56): a Squeeze instead
             ones = [k + i for i, (a, c) in enumerate(tail) if a == 1 and c != 1]
             if not ones and all(grad_shape[i] == 1 for i in lead):
-                return b.squeeze(grad, lead)
+                return b.squeeze(grad, lead) if lead else grad  # nothing to sum (or dims unknown before opset 13)
             r = b.reduce_sum(grad, lead + ones, keepdims=0 if not ones else 1)
             return b.squeeze(r, lead) if ones and lead else r
         # dynamic: sum over the axes where the target has size 1 and the gradient has not
