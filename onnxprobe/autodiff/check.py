@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxprobe.graph.walk import subgraphs
+from onnxprobe.graph.walk import implicit_inputs
 
 DELTA = "onnxprobe.delta:"
 FLOAT32_SLOTS = {("Resize", 2), ("Resize", 1), ("Upsample", 1)}  # (Resize opset 10: scales is input 1)
@@ -60,8 +60,7 @@ def _toposort(nodes: list, available: set[str]) -> list:
     while pending:
         rest = []
         for n in pending:
-            outer = _outer(n)
-            if all(i in avail for i in n.input) and outer <= avail | _produced_inside(n):
+            if all(i in avail for i in n.input) and all(i in avail for i in implicit_inputs(n)):
                 out.append(n)
                 avail.update(n.output)
             else:
@@ -71,26 +70,6 @@ def _toposort(nodes: list, available: set[str]) -> list:
             break
         pending = rest
     return out
-
-
-def _outer(n) -> set[str]:
-    refs: set[str] = set()
-    for _, sg in subgraphs(n):
-        for m in sg.node:
-            refs.update(m.input)
-            refs |= _outer(m)
-    return refs
-
-
-def _produced_inside(n) -> set[str]:
-    made: set[str] = set()
-    for _, sg in subgraphs(n):
-        made.update(i.name for i in sg.input)
-        made.update(i.name for i in sg.initializer)
-        for m in sg.node:
-            made.update(m.output)
-            made |= _produced_inside(m)
-    return made
 
 
 def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:

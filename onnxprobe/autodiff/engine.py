@@ -30,7 +30,7 @@ from onnxprobe.autodiff.builder import FLOAT_TYPES, TAG, GraphBuilder, np_dtype
 from onnxprobe.errors import ModelError, OpsetTooOld, UsageError
 from onnxprobe.graph.builder import default_opset
 from onnxprobe.graph.shapes import static_shape, value_types
-from onnxprobe.graph.walk import node_display_name, subgraphs
+from onnxprobe.graph.walk import implicit_inputs, node_display_name, subgraphs
 
 
 def shaped_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
@@ -329,15 +329,6 @@ def _differentiable_slots(node: onnx.NodeProto) -> list[int]:
     return list(range(len(node.input)))  # unknown: assume every input matters, so the engine can say so
 
 
-def _outer_refs(node: onnx.NodeProto) -> set[str]:
-    refs: set[str] = set()
-    for _, sg in subgraphs(node):
-        for n in sg.node:
-            refs.update(n.input)
-            refs |= _outer_refs(n)
-    return refs
-
-
 def attach_backward(
     model: onnx.ModelProto,
     seeds: dict[str, str],
@@ -384,7 +375,7 @@ def attach_backward(
         slots[id(n)] = sl
         hit = any(i < len(n.input) and n.input[i] in rg for i in sl)
         if not hit and any(True for _ in subgraphs(n)):
-            hit = bool(_outer_refs(n) & rg) and registry.status(n.op_type) != "non-differentiable"
+            hit = bool(set(implicit_inputs(n)) & rg) and registry.status(n.op_type) != "non-differentiable"
         if hit:
             # a straight-through rule (QuantizeLinear) carries the gradient through its integer output
             through = registry.status(n.op_type, n.domain) == "rule" and registry.RULES[n.op_type].straight_through
@@ -533,7 +524,7 @@ def _prune(model: onnx.ModelProto, outputs: set[str]) -> None:
             c.CopyFrom(n)
             keep.append(c)
             need.update(i for i in n.input if i)
-            need |= _outer_refs(n)
+            need.update(implicit_inputs(n))
     keep.reverse()
     del g.node[:]
     g.node.extend(keep)

@@ -44,6 +44,31 @@ def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
                 yield a.name, g
 
 
+def implicit_inputs(node: onnx.NodeProto) -> list[str]:
+    """Names a node's bodies read from enclosing graphs, in first-use order."""
+    found: dict[str, None] = {}
+
+    def visit(g: onnx.GraphProto, outer_defined: set[str]) -> None:
+        defined = set(outer_defined)
+        defined.update(i.name for i in g.input)
+        defined.update(i.name for i in g.initializer)
+        defined.update(i.name for i in g.sparse_initializer)
+        for n in g.node:
+            for i in n.input:
+                if i and i not in defined:
+                    found.setdefault(i)
+            for _, sg in subgraphs(n):
+                visit(sg, defined)
+            defined.update(o for o in n.output if o)
+        for o in g.output:
+            if o.name not in defined:
+                found.setdefault(o.name)
+
+    for _, sg in subgraphs(node):
+        visit(sg, set())
+    return list(found)
+
+
 def walk(model: onnx.ModelProto) -> list[NodeSite]:
     sites: list[NodeSite] = []
     _names: dict[int, str] = {}
