@@ -131,7 +131,8 @@ def materialized(src: Path, dst: Path, seed: int = 0) -> Path:
     g.initializer.extend(kept_inits + new_inits)
     # the zoo files are IR 3, where every initializer is also a graph input: keep the real inputs only
     # (IR 4 and later allow that)
-    real = [v for v in g.input if v.name not in inits and v.name not in {t.name for t in new_inits}]
+    made = {t.name for t in new_inits}
+    real = [v for v in g.input if v.name not in inits and v.name not in made]
     del g.input[:]
     g.input.extend(real)
     m.ir_version = max(m.ir_version, 4)

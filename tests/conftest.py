@@ -15,6 +15,17 @@ SAMPLES = ROOT / "sample_models"
 SAMPLE_NAMES = ["cnn", "transformer_block", "mlp", "control_flow", "dynamic_batch", "external_data"]
 
 
+def bench_models():
+    """bench/models.py (the benchmark's model builders: resnet18, materialized, perturbed), imported from its
+    folder, which is not a package."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("onnxprobe_bench_models", ROOT / "bench" / "models.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture(params=SAMPLE_NAMES)
 def sample(request) -> Path:
     return SAMPLES / f"{request.param}.onnx"

@@ -6,27 +6,18 @@ unfolded where the weights outnumber the outputs."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import onnxruntime as ort
 
+from conftest import bench_models
 from onnxprobe import api
 from onnxprobe.autodiff.select import weight_value
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_resnet18_weight_gradients_match_torch(tmp_path):
     from test_autodiff_torchref import in_worker
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        from models import resnet18
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    path = resnet18(tmp_path / "resnet18.onnx")
+    path = bench_models().resnet18(tmp_path / "resnet18.onnx")
     model = api.load(path)
     feed = api.feeds(model, shapes={}, int_range=(0, 100))
     out = model.proto.graph.output[0].name

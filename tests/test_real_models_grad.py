@@ -141,8 +141,7 @@ def test_zoo_architecture_weight_gradients_match_torch(name, tmp_path):
     computed on a copy converted to opset 17, and every weight gradient agrees with torch autograd (float64)
     on the original opset-9 graph. LRN, Concat, Sum, Dropout, grouped Convs and Transposes (ShuffleNet) on
     the way."""
-    import sys
-
+    from conftest import bench_models
     from test_autodiff_torchref import in_worker
 
     from onnxprobe.autodiff.select import weight_value
@@ -150,12 +149,7 @@ def test_zoo_architecture_weight_gradients_match_torch(name, tmp_path):
     src = MODELS / "onnx-light" / f"light_{name}.onnx"
     if not src.exists():
         pytest.skip(f"{src} not fetched")
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-    try:
-        from models import materialized
-    finally:
-        sys.path.pop(0)
-    p = materialized(src, tmp_path / f"{name}.onnx")
+    p = bench_models().materialized(src, tmp_path / f"{name}.onnx")
     model = api.load(p)
     feed = api.feeds(model, shapes={}, seed=0)
     out = model.proto.graph.output[0].name
