@@ -64,7 +64,7 @@ def _session(model, threads: int):
 
 def bench_model(path: Path, shapes: dict, repeat: int, threads: int, label: str) -> dict:
     model = api.load(path)
-    feed = api.feeds(model, shapes=shapes, int_range=(0, 100))
+    feed = api.feeds(model, api.InputSpec(shapes=shapes, int_range=(0, 100))).values
     if "attention_mask" in feed:
         feed["attention_mask"] = np.ones_like(feed["attention_mask"])
     fwd = _session(model.proto, threads)

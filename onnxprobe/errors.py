@@ -1,5 +1,9 @@
 """The errors onnxprobe raises on purpose. The CLI turns each into one line and an exit code."""
 
+from __future__ import annotations
+
+import os
+
 
 class OnnxProbeError(Exception):
     """Base class: a problem we can explain to the user in one line."""
@@ -27,7 +31,20 @@ class OpsetTooOld(ModelError):
 
 
 class ExecutionError(OnnxProbeError):
-    """onnxruntime could not build a session for, or run, the model. Exit code 1."""
+    """onnxruntime (or another runtime) could not build a session for, or run, the model. Exit code 1."""
+
+
+class MissingExtra(UsageError):
+    """An optional dependency is not installed: the message names the extra to install."""
+
+    def __init__(self, what: str, extra: str, module: str):
+        super().__init__(f"{what} needs {module}, which is not installed: pip install 'onnxprobe[{extra}]'")
+        self.extra = extra
+
+
+def debug_enabled() -> bool:
+    """ONNXPROBE_DEBUG=1: show tracebacks instead of one-line errors."""
+    return os.environ.get("ONNXPROBE_DEBUG", "") not in ("", "0")
 
 
 def first_line(e: BaseException) -> str:

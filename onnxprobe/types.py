@@ -7,6 +7,21 @@ from typing import Any
 
 import numpy as np
 
+# names that several layers agree on: backward nodes are named BACKWARD_TAG + "<forward node>/<Op>", and
+# the gradient of forward tensor t is the tensor t + GRAD_SUFFIX
+BACKWARD_TAG = "onnxprobe.grad/"
+GRAD_SUFFIX = "_grad"
+
+
+def grad_name(tensor: str) -> str:
+    """The name the gradient of ``tensor`` gets (and that reports and matching use for it)."""
+    return tensor + GRAD_SUFFIX
+
+
+def forward_name(name: str) -> str | None:
+    """The forward tensor a gradient name stands for, or None when ``name`` is not a gradient name."""
+    return name[: -len(GRAD_SUFFIX)] if name.endswith(GRAD_SUFFIX) and len(name) > len(GRAD_SUFFIX) else None
+
 
 @dataclass(frozen=True)
 class TensorRef:
@@ -26,6 +41,7 @@ class TensorRef:
     is_output: bool = False  # one of the model's own outputs
     direction: str = "forward"  # "forward" or "backward"
     grad_of: str | None = None
+    kind: str = "node"  # "node" (a node output), "input" (a graph input) or "initializer"
 
     @property
     def in_subgraph(self) -> bool:
@@ -54,6 +70,26 @@ class ProbePlan:
     base: Any = None  # the model before probing (for reruns over some of its tensors)
 
 
+@dataclass(frozen=True)
+class InputSpec:
+    """How a model's inputs are made: seeded random data from the model's own input types, except where
+    a file, a value or an array is given. Every command and API function that runs a model takes one.
+
+    ``shapes``: input name -> dimensions (fixes dynamic dimensions of random inputs); ``files``: input
+    name -> a ``.npy`` / ``.pb`` path or a literal value (``16000``, ``[1, 2]``); ``arrays``: input name
+    -> a numpy array (from an ``.npz``, or computed)."""
+
+    seed: int = 0
+    int_range: tuple[int, int] = (0, 100)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def names(self) -> list[str]:
+        """Every input name the spec mentions."""
+        return list(dict.fromkeys(list(self.arrays) + list(self.files) + list(self.shapes)))
+
+
 @dataclass
 class RunConfig:
     device: str = "auto"  # auto | cpu | cuda
@@ -72,9 +108,18 @@ class RunInfo:
 
 @dataclass
 class ProbeResult:
+    """What one probed run computed: statistics (``stats.TensorStats``, None for a dtype that has none),
+    runtime shapes, raw values (only those asked for) and the model's own outputs."""
+
     plan: ProbePlan
     info: RunInfo
     stats: dict[str, Any]  # tensor name -> TensorStats
     shapes: dict[str, tuple[int, ...]]  # tensor name -> runtime shape (when known)
     arrays: dict[str, np.ndarray] = field(default_factory=dict)  # only when raw tensors were asked for
     outputs: dict[str, np.ndarray] = field(default_factory=dict)  # the model's own outputs
+    notes: list[str] = field(default_factory=list)
+
+    def rows(self):
+        """(TensorRef, TensorStats | None) per probed tensor, in the plan's (topological) order."""
+        for p in self.plan.probes:
+            yield p.ref, self.stats.get(p.ref.name)

@@ -19,12 +19,12 @@ def test_resnet18_weight_gradients_match_torch(tmp_path):
 
     path = bench_models().resnet18(tmp_path / "resnet18.onnx")
     model = api.load(path)
-    feed = api.feeds(model, shapes={}, int_range=(0, 100))
+    feed = api.feeds(model, api.InputSpec(shapes={}, int_range=(0, 100))).values
     out = model.proto.graph.output[0].name
     y = ort.InferenceSession(model.proto.SerializeToString(), providers=["CPUExecutionProvider"]).run([out], feed)[0]
     dy = np.random.default_rng(0).standard_normal(y.shape).astype(np.float32)
     r = api.grad(path, None, api.RunConfig(device="cpu"), api.GradSpec(loss="output-grad", output_grad=dy),
-                 save=True, arrays=feed)
+                 save=True, inputs=api.InputSpec(arrays=feed))
     w = {row.name: weight_value(model.proto, row.name) for row in r.rows if row.target.kind == "weight"}
     assert len(w) > 60  # conv, BatchNormalization and Gemm parameters
 

@@ -141,7 +141,7 @@ def _bad(tmp_path):
         (["layers", cnn, "--device", "tpu"], 2, "--device"),
         (["layers", cnn, "--opt-level", "max"], 2, "--opt-level"),
         (["layers", cnn, "--int-range", "9"], 2, "LOW:HIGH"),
-        (["layers", cnn, "--op", "LSTM"], 2, "matches no tensor"),
+        (["layers", cnn, "--op", "LSTM"], 2, "no node of the model has this op type"),
         (["layers", cnn, "--save", tmp_path / "nodir" / "a.npz"], 2, "does not exist"),
         (["layers", unknown], 1, "unknown op FooBar at node 'mystery'"),
     ]

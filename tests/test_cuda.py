@@ -7,7 +7,7 @@ import pytest
 
 from conftest import SAMPLE_NAMES, sample_feeds, sample_path
 from onnxprobe import api
-from onnxprobe.runtime.session import cuda_usable, resolve_device
+from onnxprobe.runtime.ort import cuda_usable, resolve_device
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA execution provider (onnxruntime-gpu with CUDA libraries)")]
 
@@ -15,8 +15,8 @@ pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not cuda_usable(), reason="no
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
 def test_cuda_stats_agree_with_cpu(name):
     feeds = sample_feeds(name)
-    cpu = api.layers(sample_path(name), api.Selection(all=True), api.RunConfig(device="cpu"), arrays=feeds, save=True)
-    gpu = api.layers(sample_path(name), api.Selection(all=True), api.RunConfig(device="cuda"), arrays=feeds, save=True)
+    cpu = api.layers(sample_path(name), api.Selection(all=True), api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays=feeds), save=True)
+    gpu = api.layers(sample_path(name), api.Selection(all=True), api.RunConfig(device="cuda"), inputs=api.InputSpec(arrays=feeds), save=True)
     assert gpu.info.device == "cuda" and "CUDAExecutionProvider" in gpu.info.providers
     for t, st in cpu.stats.items():
         g = gpu.stats[t]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from onnxprobe.errors import ExecutionError, UsageError
-from onnxprobe.runtime import session
+from onnxprobe.runtime import ort as session
 
 
 def test_auto_is_cpu_when_cuda_is_not_usable(monkeypatch):

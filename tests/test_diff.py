@@ -65,7 +65,7 @@ def test_every_surviving_layer_output_is_matched(name, kind, qdir):
 def test_metrics_agree_with_numpy(qdir):
     q = quantize("cnn", "qdq", qdir)
     feeds = sample_feeds("cnn")
-    res = api.diff(q, sample_path("cnn"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), arrays=feeds)
+    res = api.diff(q, sample_path("cnn"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays=feeds))
     checked = 0
     for r in res.results:
         a_name, b_name = r.pair.a.name, r.pair.b.name
@@ -101,7 +101,7 @@ def test_sqnr_agrees_with_qdq_loss_debug(name, qdir, tmp_path):
     qact = collect_activations(str(qa), RandomReader(fp, n=1, seed=11))
     fact = collect_activations(str(fa), RandomReader(fp, n=1, seed=11))
     theirs = {k: v["xmodel_err"] for k, v in compute_activation_error(create_activation_matching(qact, fact)).items() if "xmodel_err" in v}
-    res = api.diff(q, fp, selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), arrays=feeds)
+    res = api.diff(q, fp, selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays=feeds))
     ours = {r.pair.b.name: r.metrics.sqnr_db for r in res.results if r.pair.strategy == "qdq"}
     common = set(theirs) & set(ours)
     assert len(common) >= 3
@@ -248,12 +248,13 @@ def test_device_resident_metrics_match_host_metrics(tmp_path):
     bad = _perturbed_mlp(tmp_path, next(i.name for i in onnx.load(str(sample_path("mlp"))).graph.initializer if i.name.startswith("fc2")))
     host = api.diff(bad, sample_path("mlp"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
     from onnxprobe.compare.diff import diff as core_diff
-    from onnxprobe.compare.sides import Side
-    from onnxprobe.stats.metrics import Tolerance
+    from onnxprobe.compare.sides import model_side
+    from onnxprobe.runtime.runners.ort import OrtRunner
 
-    a = Side(str(bad), api.load(bad), "ort", api.RunConfig(device="cpu"))
-    b = Side("mlp", api.load(sample_path("mlp")), "ort", api.RunConfig(device="cpu"))
-    dev = core_diff(a, b, api.feeds(a.model), api.Selection(all=True), Tolerance(), device_metrics=True)
+    cfg = api.RunConfig(device="cpu")
+    a = model_side(str(bad), api.load(bad), lambda proto: OrtRunner(proto, cfg))
+    b = model_side("mlp", api.load(sample_path("mlp")), lambda proto: OrtRunner(proto, cfg))
+    dev = core_diff(a, b, api.feeds(a.model).values, api.Selection(all=True), api.Tolerance(), device_metrics=True)
     assert [r.pair.b.name for r in dev.results] == [r.pair.b.name for r in host.results]
     for r1, r2 in zip(host.results, dev.results):
         for k in ("max_abs", "mean_abs", "rmse", "cosine", "sqnr_db", "max_rel"):
@@ -272,7 +273,7 @@ def test_keeping_one_layer_in_fp32_matches_a_hand_made_model(qdir):
     q = quantize("cnn", "qdq", qdir)
     feeds = sample_feeds("cnn")
     res = api.diff(q, sample_path("cnn"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"),
-                   arrays=feeds, fp32_sensitivity=20)  # every QDQ layer of this small CNN
+                   inputs=api.InputSpec(arrays=feeds), fp32_sensitivity=20)  # every QDQ layer of this small CNN
     b_to_a = {p.b.name: p.a.name for p in res.matching.pairs if p.b.kind == "float"}
     ours = keep_in_fp32(res.a.model.proto, res.b.model.proto, "relu2_out", b_to_a)
 

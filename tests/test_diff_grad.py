@@ -90,7 +90,7 @@ def test_perturbed_weight_changes_gradients_by_what_numpy_says(tmp_path):
     a_path = _perturbed(tmp_path)
     x, dy = _inputs()
     spec = api.GradSpec(loss="output-grad", output_grad=dy)
-    res = api.diff_grad(a_path, sample_path("mlp"), spec, selection=api.Selection(all=True), arrays={"x": x})
+    res = api.diff_grad(a_path, sample_path("mlp"), spec, selection=api.Selection(all=True), inputs=api.InputSpec(arrays={"x": x}))
     ga, gb = mlp_grads(_weights(a_path), x, dy), mlp_grads(_weights(sample_path("mlp")), x, dy)
     pairs = _by_b(res)
     assert set(f"{k}_grad" for k in ga) <= set(pairs), sorted(set(f"{k}_grad" for k in ga) - set(pairs))
@@ -116,7 +116,7 @@ def test_quantized_qdq_model_pairs_every_weight_gradient_and_matches_torch_fake_
     spec = api.GradSpec(loss="output-grad", output_grad=dy)
     # opt-level off: the QDQ graph as written (simulated quantization), which is what torch's fake quantization computes
     res = api.diff_grad(a_path, sample_path("mlp"), spec, selection=api.Selection(all=True),
-                        config=api.RunConfig(device="cpu", opt_level="off"), arrays={"x": x})
+                        config=api.RunConfig(device="cpu", opt_level="off"), inputs=api.InputSpec(arrays={"x": x}))
     pairs = _by_b(res)
     for k in WEIGHTS:
         r = pairs[f"{k}_grad"]

@@ -68,7 +68,7 @@ def test_old_opset_falls_back_to_host_statistics(tmp_path):
     p = tmp_path / "old.onnx"
     onnx.save(m, p)
     x = np.array([-1, 2, 4], np.float32)
-    res = api.layers(p, Selection(all=True), api.RunConfig(device="cpu"), arrays={"x": x})
+    res = api.layers(p, Selection(all=True), api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
     st = res.stats["y"]
     assert st.mean == pytest.approx(2.0) and st.zeros == 1
     assert any("host" in w for w in res.plan.warnings)

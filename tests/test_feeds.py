@@ -8,7 +8,15 @@ from onnx import TensorProto, helper
 
 from conftest import make_model
 from onnxprobe.errors import UsageError
-from onnxprobe.runtime.feeds import make_feeds, parse_shape_overrides
+from onnxprobe.runtime.feeds import make_feeds as _make, parse_shape_overrides
+from onnxprobe.types import InputSpec
+
+
+def make_feeds(model, notes=None, **kw):
+    fs = _make(model, InputSpec(**kw))
+    if notes is not None:
+        notes.extend(fs.notes)
+    return fs.values
 
 
 def two_input_model():

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import sample_feeds, sample_path
 from onnxprobe import api
-from onnxprobe.runtime.session import cuda_usable
+from onnxprobe.runtime.ort import cuda_usable
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA execution provider (onnxruntime-gpu with CUDA libraries)")]
 
@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not cuda_usable(), reason="no
 @pytest.mark.parametrize("name", ["cnn", "transformer_block", "mlp", "dynamic_batch"])
 def test_cuda_gradients_agree_with_cpu(name):
     feeds = sample_feeds(name)
-    cpu = api.grad(sample_path(name), api.Selection(all=True), api.RunConfig(device="cpu"), arrays=feeds, save=True)
-    gpu = api.grad(sample_path(name), api.Selection(all=True), api.RunConfig(device="cuda"), arrays=feeds, save=True)
+    cpu = api.grad(sample_path(name), api.Selection(all=True), api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays=feeds), save=True)
+    gpu = api.grad(sample_path(name), api.Selection(all=True), api.RunConfig(device="cuda"), inputs=api.InputSpec(arrays=feeds), save=True)
     assert gpu.info.device == "cuda" and "CUDAExecutionProvider" in gpu.info.providers
     assert gpu.loss == pytest.approx(cpu.loss, rel=1e-4, abs=1e-5)
     for k, g in cpu.arrays.items():

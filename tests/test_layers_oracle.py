@@ -31,7 +31,7 @@ def _assert_stats_match(st: TensorStats, ref: np.ndarray, name: str) -> None:
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
 def test_main_graph_tensors_agree_with_reference_evaluator(name):
     feeds = sample_feeds(name)
-    result = api.layers(sample_path(name), api.Selection(all=True), api.RunConfig(device="cpu"), save=True, arrays=feeds)
+    result = api.layers(sample_path(name), api.Selection(all=True), api.RunConfig(device="cpu"), save=True, inputs=api.InputSpec(arrays=feeds))
     ref = ReferenceEvaluator(onnx.load(str(sample_path(name))))
     expected = ref.run(None, feeds, intermediate=True)
     checked = 0
@@ -76,7 +76,7 @@ def test_subgraph_tensors_agree_with_numpy(cond):
         nexts.append(s)
     expected = {"then_matmul": then_mm, "then_out": then_out, "else_mul": else_mul, "else_out": else_out,
                 "body_matmul": np.stack(mms), "body_add": np.stack(adds), "s_next": np.stack(nexts), "y": s}
-    result = api.layers(sample_path("control_flow"), api.Selection(all=True), api.RunConfig(device="cpu"), save=True, arrays=feeds)
+    result = api.layers(sample_path("control_flow"), api.Selection(all=True), api.RunConfig(device="cpu"), save=True, inputs=api.InputSpec(arrays=feeds))
     taken = {"then_matmul", "then_out"} if cond else {"else_mul", "else_out"}
     for t, v in expected.items():
         st = result.stats[t]
@@ -90,7 +90,7 @@ def test_subgraph_tensors_agree_with_numpy(cond):
 def test_loop_with_zero_iterations_reports_not_run():
     feeds = sample_feeds("control_flow")
     feeds["n"] = np.array(0, np.int64)
-    result = api.layers(sample_path("control_flow"), api.Selection(names=("s_next", "body_*")), api.RunConfig(device="cpu"), arrays=feeds)
+    result = api.layers(sample_path("control_flow"), api.Selection(names=("s_next", "body_*")), api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays=feeds))
     assert {t: st.count for t, st in result.stats.items()} == {"body_matmul": 0, "body_add": 0, "s_next": 0}
 
 
@@ -98,7 +98,7 @@ def test_nan_and_inf_are_counted_in_graph(tmp_path):
     path = tmp_path / "nan.onnx"
     onnx.save(nan_model(), path)
     x = np.array([-1.0, 0.0, 1.0, np.e], np.float32)  # log: nan, -inf, 0, 1
-    result = api.layers(path, api.Selection(all=True), api.RunConfig(device="cpu"), arrays={"x": x})
+    result = api.layers(path, api.Selection(all=True), api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
     log = result.stats["logx"]
     assert (log.nan, log.inf, log.count) == (1, 1, 4)
     assert log.min == pytest.approx(0.0) and log.max == pytest.approx(1.0, rel=1e-6)
@@ -121,5 +121,5 @@ def test_scalar_inputs_stay_scalars(tmp_path):
                    [helper.make_tensor_value_info("rank", TensorProto.INT64, [])])
     p = tmp_path / "scalar.onnx"
     onnx.save(m, p)
-    res = api.layers(p, api.Selection(all=True), api.RunConfig(device="cpu"), arrays={"s": np.array(2.0, np.float32)})
+    res = api.layers(p, api.Selection(all=True), api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"s": np.array(2.0, np.float32)}))
     assert res.stats["rank"].max == 0 and res.shapes["rank_dims"] == (0,)

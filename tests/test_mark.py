@@ -256,7 +256,7 @@ def test_write_is_atomic_when_the_checker_refuses(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("args, code, needle", [
-    (["--op", "NoSuchOp"], 2, "matches no tensor"),
+    (["--op", "NoSuchOp"], 2, "no node of the model has this op type"),
     (["--range", "5"], 2, "expected START:END"),
     (["--range", "nosuchnode:3"], 2, "no node named"),
     (["--int-range", "x"], 2, "--int-range"),

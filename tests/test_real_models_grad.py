@@ -52,7 +52,7 @@ def _setup(rel: str):
     if not p.exists():
         pytest.skip(f"{rel} not in {MODELS} (fetched with --no-torch?)")
     model = api.load(p)
-    feed = api.feeds(model, shapes=CASES[rel], int_range=(0, 100))
+    feed = api.feeds(model, api.InputSpec(shapes=CASES[rel], int_range=(0, 100))).values
     if "attention_mask" in feed:
         feed["attention_mask"] = np.ones_like(feed["attention_mask"])
     s = ort.InferenceSession(model.proto.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -65,7 +65,7 @@ def _setup(rel: str):
 def test_check_passes(rel):
     p, _, feed, dy = _setup(rel)
     r = api.grad(p, None, api.RunConfig(device="cpu"), api.GradSpec(loss="output-grad", output_grad=dy),
-                 check=True, arrays=feed)
+                 check=True, inputs=api.InputSpec(arrays=feed))
     checked = [row for row in r.rows if row.check is not None]
     assert len(checked) == len(r.rows) > 0
     bad = [(row.name, row.check) for row in checked if not row.check["ok"]]
@@ -82,7 +82,7 @@ def test_weight_gradients_match_torch_autograd(rel):
 
     p, model, feed, dy = _setup(rel)
     r = api.grad(p, None, api.RunConfig(device="cpu"), api.GradSpec(loss="output-grad", output_grad=dy),
-                 save=True, arrays=feed)
+                 save=True, inputs=api.InputSpec(arrays=feed))
     w = {row.name: weight_value(model.proto, row.name) for row in r.rows if row.target.kind == "weight"}
     assert w
     tg = in_worker([{"kind": "grads", "model": model.proto.SerializeToString(), "feeds": feed, "wrt": w,
@@ -101,7 +101,7 @@ def test_export_runs_in_plain_onnxruntime(rel, tmp_path):
     s = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     res = dict(zip([o.name for o in s.get_outputs()], s.run(None, {**feed, gp.loss.input: dy})))
     r = api.grad(p, None, api.RunConfig(device="cpu"), api.GradSpec(loss="output-grad", output_grad=dy),
-                 save=True, arrays=feed)
+                 save=True, inputs=api.InputSpec(arrays=feed))
     for name, g in r.arrays.items():
         want = res[gp.grads[name]]
         np.testing.assert_allclose(want, g, rtol=1e-4, atol=1e-5 * max(float(np.abs(g).max()), 1e-12), err_msg=name)
@@ -123,7 +123,7 @@ def test_export_runs_from_cpp(rel, cpp_built, tmp_path):
     gp = api.export_backward(model, out, api.GradSpec(loss="output-grad", output_grad=dy))
     got = cpp_runner.run(cpp_built, out, {**feed, gp.loss.input: dy}, tmp_path / "cpp")
     r = api.grad(p, None, api.RunConfig(device="cpu"), api.GradSpec(loss="output-grad", output_grad=dy),
-                 save=True, arrays=feed)
+                 save=True, inputs=api.InputSpec(arrays=feed))
     assert len(r.arrays) > 2
     for name, g in r.arrays.items():
         np.testing.assert_allclose(got[gp.grads[name]], g, rtol=1e-4, atol=1e-5 * max(float(np.abs(g).max()), 1e-12),
@@ -151,12 +151,12 @@ def test_zoo_architecture_weight_gradients_match_torch(name, tmp_path):
         pytest.skip(f"{src} not fetched")
     p = bench_models().materialized(src, tmp_path / f"{name}.onnx")
     model = api.load(p)
-    feed = api.feeds(model, shapes={}, seed=0)
+    feed = api.feeds(model, api.InputSpec(shapes={}, seed=0)).values
     out = model.proto.graph.output[0].name
     y = ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run([out], feed)[0]
     dy = np.random.default_rng(1).standard_normal(y.shape).astype(y.dtype)
     r = api.grad(p, None, api.RunConfig(device="cpu"), api.GradSpec(loss="output-grad", output_grad=dy),
-                 save=True, arrays=feed)
+                 save=True, inputs=api.InputSpec(arrays=feed))
     assert any("converted to opset 17" in w for w in r.plan.warnings), r.plan.warnings
     w = {row.name: weight_value(model.proto, row.name) for row in r.rows if row.target.kind == "weight"}
     assert len(w) >= 8

@@ -21,9 +21,14 @@ def test_default_is_conv_gemm_matmul_plus_outputs():
     assert names("cnn", Selection()) == ["conv1_out", "conv2_out", "logits"]
 
 
-def test_op_and_name_selection_are_a_union_and_reach_subgraphs():
-    got = names("control_flow", Selection(ops=("Tanh",), names=("then_*",)))
-    assert got == ["else_out", "then_matmul", "then_out", "s_next"]
+def test_values_of_one_flag_are_alternatives_and_flags_narrow_and_reach_subgraphs():
+    assert names("control_flow", Selection(ops=("Tanh",))) == ["else_out", "s_next"]
+    assert names("control_flow", Selection(ops=("Tanh", "Relu"))) == ["else_out", "then_out", "s_next"]
+    assert names("control_flow", Selection(names=("then_*", "else_*"))) == ["else_mul", "else_out", "then_matmul", "then_out"]
+    # --op Tanh --name '*else*': the Tanh outputs whose name matches, not every Tanh and every match
+    assert names("control_flow", Selection(ops=("Tanh",), names=("*else*",))) == ["else_out"]
+    with pytest.raises(UsageError, match="matches no tensor"):
+        names("control_flow", Selection(ops=("Tanh",), names=("then_*",)))
 
 
 def test_default_skips_subgraph_tensors_all_includes_them():
@@ -40,8 +45,16 @@ def test_range_by_index_and_by_node_name():
 def test_bad_range_and_empty_selection_are_usage_errors():
     with pytest.raises(UsageError, match="no node named"):
         names("cnn", Selection(range="nosuch:3"))
-    with pytest.raises(UsageError, match="matches no tensor"):
+    with pytest.raises(UsageError, match="no node of the model has this op type"):
         names("cnn", Selection(ops=("LSTM",)))
+    with pytest.raises(UsageError, match="did you mean 'Conv'"):
+        names("cnn", Selection(ops=("conv",)))
+    with pytest.raises(UsageError, match="reversed"):
+        names("cnn", Selection(range="5:2"))
+    with pytest.raises(UsageError, match="outside the model"):
+        names("cnn", Selection(range="2:500"))
+    with pytest.raises(UsageError, match="matches no node, tensor or input"):
+        names("cnn", Selection(names=("nothing_like_this*",)))
 
 
 def test_weights_computed_from_constants_are_not_layers():

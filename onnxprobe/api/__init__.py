@@ -1,66 +1,69 @@
-"""The plain Python API. The CLI, the interactive session and notebooks call these same functions.
+"""The plain Python API: every capability of onnxprobe is a function here first. The command line, the
+interactive debugger and notebooks call these same functions, and nothing else of the package.
 
     from onnxprobe import api
-    model = api.load("model.onnx")
-    plan = api.plan(model, api.Selection(ops=("Conv",)))
-    result = api.run(plan, api.feeds(model, seed=0))
-    for ref, stats in result.rows():
-        print(ref.name, stats.mean)
+    model = api.load("model.onnx")                              # a Model: the proto with inferred shapes
+    res = api.layers(model, api.Selection(ops=("Conv",)), api.RunConfig(device="cpu"),
+                     api.InputSpec(seed=0, shapes={"x": (1, 3, 224, 224)}))
+    for ref, stats in res.rows():
+        print(ref.name, stats.mean, stats.std)
+    d = api.diff("model_int8.onnx", "model_fp32.onnx")          # Models or paths
+    print(d.verdict())                                          # ("pass" | "fail" | "error", why)
 
-One module per workflow: ``core`` (load, plan, run, layers, dataset statistics), ``diff``, ``grad`` (and
-``diff --grad``), ``surgery`` (inspect, mark, extract), ``session`` (what ``onnxprobe debug`` needs).
+Workflows, one module each:
+
+- ``core``: ``load``, ``plan``, ``feeds``, ``run``, ``layers``, ``save_tensors``, ``layers_dataset``,
+  ``merge_stats`` (statistics of probed tensors, of one input or a dataset);
+- ``diff``: ``diff`` (against another model, device, opt level, onnx.reference or saved activations) and
+  ``diff_grad`` (the gradients of two models); ``sort_results``, ``Tolerance``;
+- ``grad_plan`` / ``grad``: ``GradSpec``, ``grad_spec``, ``grad_plan``, ``export_backward``, ``grad``,
+  ``grad_check``;
+- ``surgery``: ``inspect``, ``mark``, ``extract``;
+- ``explore``: what the debugger needs: ``index`` (GraphIndex), ``model_info``, ``where``, ``Prober``;
+- ``inputs``: ``input_spec`` and the parsers of the input flags.
+
+Every function that runs a model takes an ``InputSpec`` (seed, integer range, shapes, files or values,
+arrays) and a ``RunConfig`` (device, opt level).
 """
 
+from onnxprobe.api.core import (
+    DatasetResult, LayersResult, Model, feeds, layers, layers_dataset, load, merge_stats, plan, raw_chunks, run, runner,
+    save_tensors,
+)
+from onnxprobe.api.diff import diff, diff_grad
+from onnxprobe.api.explore import Prober, interruptibly, model_info, where
+from onnxprobe.api.grad import GradResult, GradRow, grad, grad_check
+from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, export_backward, grad_plan, grad_spec
+from onnxprobe.api.inputs import (
+    Feeds, ModelInput, check_value, input_spec, model_inputs, parse_input_files, parse_int_range, parse_shape_overrides, parse_size,
+    read_array, read_npz, save_npz,
+)
+from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult, SurgeryResult, extract, inspect, mark
+from onnxprobe.compare.diff import SORTS, DiffResult, PairResult, sort_results
+from onnxprobe.graph.index import GraphIndex, NodeInfo, TensorInfo, attribute_text, index
+from onnxprobe.graph.model import as_model
 from onnxprobe.graph.select import Selection, select
-from onnxprobe.types import ProbePlan, RunConfig, TensorRef
-from onnxprobe.api.core import Model, load, plan, feeds, LayersResult, run, rerun_masked, layers, save_tensors, DatasetResult, layers_dataset
-from onnxprobe.api.session import TensorInfo, NodeInfo, BACKWARD_NODE_PREFIX, GraphIndex, index, attribute_text, model_info, Runner, where
-from onnxprobe.api.diff import diff
-from onnxprobe.api.surgery import InspectResult, inspect, SurgeryResult, MarkResult, ExtractResult, mark, extract
-from onnxprobe.api.grad import GRAD_OPT_LEVEL, GradSpec, GradPlan, grad_plan, export_backward, GradRow, GradResult, grad, grad_check, diff_grad
+from onnxprobe.runtime.ort import DEVICES, OPT_LEVELS, resolve_device
+from onnxprobe.stats.conditions import EXAMPLES as CONDITION_EXAMPLES
+from onnxprobe.stats.conditions import Condition, parse_condition
+from onnxprobe.stats.metrics import METRICS, PairMetrics, Tolerance
+from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.types import BACKWARD_TAG, GRAD_SUFFIX, InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
 __all__ = [
-    "Selection",
-    "select",
-    "ProbePlan",
-    "RunConfig",
-    "TensorRef",
-    "Model",
-    "load",
-    "plan",
-    "feeds",
-    "LayersResult",
-    "run",
-    "rerun_masked",
-    "layers",
-    "save_tensors",
-    "DatasetResult",
-    "layers_dataset",
-    "TensorInfo",
-    "NodeInfo",
-    "BACKWARD_NODE_PREFIX",
-    "GraphIndex",
-    "index",
-    "attribute_text",
-    "model_info",
-    "Runner",
-    "where",
-    "diff",
-    "InspectResult",
-    "inspect",
-    "SurgeryResult",
-    "MarkResult",
-    "ExtractResult",
-    "mark",
-    "extract",
-    "GRAD_OPT_LEVEL",
-    "GradSpec",
-    "GradPlan",
-    "grad_plan",
-    "export_backward",
-    "GradRow",
-    "GradResult",
-    "grad",
-    "grad_check",
-    "diff_grad",
+    # data
+    "Model", "Selection", "RunConfig", "InputSpec", "TensorRef", "ProbePlan", "ProbeResult", "LayersResult", "RunInfo",
+    "TensorStats", "Feeds", "ModelInput", "DatasetResult", "Tolerance", "PairMetrics", "DiffResult", "PairResult",
+    "GradSpec", "GradPlan", "GradResult", "GradRow", "InspectResult", "SurgeryResult", "MarkResult", "ExtractResult",
+    "GraphIndex", "TensorInfo", "NodeInfo", "Condition", "Prober",
+    # constants
+    "DEVICES", "OPT_LEVELS", "METRICS", "SORTS", "GRAD_OPT_LEVEL", "BACKWARD_TAG", "GRAD_SUFFIX", "CONDITION_EXAMPLES",
+    # workflows
+    "load", "as_model", "select", "plan", "feeds", "runner", "run", "layers", "raw_chunks", "save_tensors",
+    "layers_dataset", "merge_stats", "diff", "diff_grad", "sort_results", "grad_spec", "grad_plan", "export_backward",
+    "grad", "grad_check", "inspect", "mark", "extract", "index", "attribute_text", "model_info", "where",
+    "parse_condition", "interruptibly",
+    # inputs
+    "input_spec", "parse_int_range", "parse_size", "parse_shape_overrides", "parse_input_files", "read_array", "read_npz",
+    "save_npz", "model_inputs", "check_value", "resolve_device",
 ]

@@ -1,80 +1,146 @@
-"""``diff``: compare a model with a reference, layer by layer."""
+"""``diff``: compare a model with a reference, layer by layer; ``diff_grad``: compare their gradients."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
+from dataclasses import replace
 
-import numpy as np
-
+from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
+from onnxprobe.compare.diff import DiffResult, check_same_inputs
+from onnxprobe.compare.diff import diff as _diff
+from onnxprobe.compare.gradients import candidates, grad_reason, grad_side, loss_value
+from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
+from onnxprobe.compare.sides import Side, model_side, npz_side
+from onnxprobe.errors import ExecutionError, UsageError
+from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection
+from onnxprobe.match.observe import Observation, observe
 from onnxprobe.runtime import feeds as _feeds
-from onnxprobe.types import RunConfig
+from onnxprobe.runtime.arrays import read_npz
+from onnxprobe.runtime.runners import make_runner
+from onnxprobe.runtime.runners.ort import OrtRunner
+from onnxprobe.stats.metrics import Tolerance
+from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
 
-from onnxprobe.api.core import load, feeds
 
-
-# --- diff: two sides on the same inputs ------------------------------------------------------------
+def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort") -> Side:
+    return model_side(label, model, lambda proto: make_runner(runtime, proto, config, label))
 
 
 def diff(
-    a_path: str | os.PathLike,
-    b_path: str | os.PathLike | None = None,
+    a: Model | str | os.PathLike,
+    b: Model | str | os.PathLike | None = None,
     *,
     vs_device: str | None = None,
     vs_opt_level: str | None = None,
     vs_reference: bool = False,
-    vs_npz: str | os.PathLike | None = None,
+    vs_npz: str | os.PathLike | dict | None = None,
     selection: Selection | None = None,
     config: RunConfig | None = None,
-    tolerance=None,
+    inputs: InputSpec | None = None,
+    tolerance: Tolerance | None = None,
     per_tensor: dict | None = None,
     user_map: dict[str, str] | None = None,
-    seed: int = 0,
-    int_range: tuple[int, int] = (0, 100),
-    shapes: dict[str, tuple[int, ...]] | None = None,
-    files: dict[str, str] | None = None,
-    arrays: dict[str, np.ndarray] | None = None,
     introduced: bool = True,
     max_memory: int | None = None,
     progress=None,
     fp32_sensitivity: int = 0,
-):
+) -> DiffResult:
     """Compare model A against a reference B: another model, the same model on another device or
-    optimisation level, onnx.reference, or saved activations. Returns a compare.diff.DiffResult."""
-    from dataclasses import replace
-
-    from onnxprobe.compare.diff import diff as _diff
-    from onnxprobe.compare.sides import Side
-    from onnxprobe.errors import UsageError
-    from onnxprobe.stats.metrics import Tolerance
-
-    modes = [b_path is not None, vs_device is not None, vs_opt_level is not None, vs_reference, vs_npz is not None]
+    optimisation level, onnx.reference, or saved activations (an ``.npz`` path or a dict of arrays keyed
+    by tensor name). ``a`` and ``b`` are loaded Models or paths. ``result.verdict()`` says whether it
+    passed, and why not."""
+    modes = [b is not None, vs_device is not None, vs_opt_level is not None, vs_reference, vs_npz is not None]
     if sum(modes) != 1:
         raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-reference or --vs-npz")
     config = config or RunConfig()
-    a_model = load(a_path)
-    a = Side(str(a_path), a_model, "ort", config)
-    if b_path is not None:
-        b = Side(str(b_path), load(b_path), "ort", config)
+    a_model = as_model(a)
+    label = a_model.source
+    side_a = _side(label, a_model, config)
+    if b is not None:
+        b_model = as_model(b)
+        side_b = _side(b_model.source, b_model, config)
     elif vs_device is not None:
-        b = Side(str(a_path), a_model, "ort", replace(config, device=vs_device))
+        side_b = _side(label, a_model, replace(config, device=vs_device))
     elif vs_opt_level is not None:
-        b = Side(str(a_path), a_model, "ort", replace(config, opt_level=vs_opt_level))
+        side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level))
     elif vs_reference:
-        b = Side(str(a_path), a_model, "reference", config)
+        side_b = _side(label, a_model, config, runtime="reference")
     else:
-        b = Side(str(vs_npz), a_model, "npz", config, npz=_feeds.read_npz(vs_npz))
-    notes: list[str] = []
-    feed = feeds(a_model, seed=seed, int_range=int_range, shapes=shapes, files=files, arrays=arrays, notes=notes)
-    res = _diff(a, b, feed, selection or Selection(), tolerance or Tolerance(), per_tensor, user_map, introduced,
-                max_memory=max_memory, progress=progress)
-    res.notes[:0] = notes + list(a_model.warnings)
+        arrays = vs_npz if isinstance(vs_npz, dict) else read_npz(vs_npz)
+        side_b = npz_side(str(vs_npz) if not isinstance(vs_npz, dict) else "activations", arrays, a_model)
+    fs = _feeds.make_feeds(a_model.proto, inputs)
+    try:
+        res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance or Tolerance(), per_tensor, user_map,
+                    introduced, max_memory=max_memory, progress=progress)
+    except ExecutionError as e:
+        raise ExecutionError(f"{e}{fs.hint()}") from e
+    res.notes[:0] = fs.notes + list(a_model.warnings)
     if fp32_sensitivity:
-        from onnxprobe.compare.sensitivity import fp32_sensitivity as sensitivity
-
-        res.sensitivity = sensitivity(res, feed, fp32_sensitivity)
+        res.sensitivity = _sensitivity(res, fs.values, fp32_sensitivity)
         if not res.sensitivity:
             res.notes.append("--fp32-sensitivity: no QDQ layer of A could be kept in fp32 (it needs a QDQ model A and a model B)")
     return res
 
 
+def diff_grad(
+    a: Model | str | os.PathLike,
+    b: Model | str | os.PathLike,
+    spec: GradSpec | None = None,
+    *,
+    selection: Selection | None = None,
+    config: RunConfig | None = None,
+    inputs: InputSpec | None = None,
+    tolerance: Tolerance | None = None,
+    per_tensor: dict | None = None,
+    user_map: dict[str, str] | None = None,
+    max_memory: int | None = None,
+    progress=None,
+) -> DiffResult:
+    """Compare the gradients of model A with those of model B (``onnxprobe diff --grad``): both get the
+    loss ``spec`` and the same inputs; their weight, input and activation gradients are paired by the
+    diff matching (names, QDQ / QOperator keys, node names, structure; see compare.gradients) and measured
+    with the diff metrics. ``spec.wrt`` (names or globs of forward tensors) keeps only those gradients;
+    ``user_map`` and ``per_tensor`` take forward tensor names (or gradient names). A weight gradient that
+    fails the tolerance fails the comparison (``outputs_failed``)."""
+    spec = spec or GradSpec()
+    config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
+    a_model, b_model = as_model(a), as_model(b)
+    check_same_inputs(a_model.proto, b_model.proto)
+    fs = _feeds.make_feeds(a_model.proto, inputs)
+    side_spec = replace(spec, wrt=())
+    sides, plans = [], []
+    for role, m in (("A", a_model), ("B", b_model)):
+        cands = candidates(m.proto, observe(m.proto))
+        plan = grad_plan(m, side_spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip")
+        plans.append(plan)
+        sides.append(grad_side(m.source, m, plan, OrtRunner(plan.backward.model, config, m.source), cands, role))
+    side_a, side_b = sides
+    if spec.wrt:
+        def wanted(o) -> bool:
+            names = [f for f in (forward_name(o.name), forward_name(o.key)) if f]
+            return any(fnmatch.fnmatchcase(n, pat) for n in names for pat in spec.wrt)
+
+        for side in sides:
+            side.observation = Observation([o for o in side.observation.observables if wanted(o)], [], side.observation.hidden)
+        if not side_a.observation.observables:
+            raise UsageError(f"--wrt {', '.join(spec.wrt)}: no gradient of model A matches")
+
+    def as_grad(name: str) -> str:
+        return name if forward_name(name) else grad_name(name)
+
+    gmap = {as_grad(k): as_grad(v) for k, v in (user_map or {}).items()} or None
+    per = {as_grad(k): v for k, v in (per_tensor or {}).items()}
+    res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance or Tolerance(), per, gmap,
+                introduced=False, max_memory=max_memory, progress=progress)
+    for r in res.results:
+        r.pair.reason = grad_reason(r.pair)
+    quantized = any(o.kind != "float" for o in side_a.observation.observables + side_b.observation.observables)
+    res.measured = (f"gradients of the {spec.loss} loss" + (" (QuantizeLinear / DequantizeLinear: straight-through)"
+                                                            if quantized else ""))
+    res.grad = {"loss": spec.loss, "output_a": plans[0].loss.output, "output_b": plans[1].loss.output,
+                "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values)}
+    res.notes[:0] = [n for n in fs.notes + list(a_model.warnings) + list(b_model.warnings)
+                     if n not in res.notes]
+    return res

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import onnx
 
+from onnxprobe.errors import ModelError, OnnxProbeError, UsageError
+from onnxprobe.graph import external
+from onnxprobe.graph.external import load_lazy, materialize, write_model
+from onnxprobe.graph.extract import cut, extract as extract_pass
+from onnxprobe.graph.io import check_output_path
+from onnxprobe.graph.mark import in_if_branch, mark as mark_pass, record, untyped, with_output_types, without_outputs
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.shapes import infer_shapes
+from onnxprobe.graph.summary import all_types, known, node_rows, summarize, type_info
+from onnxprobe.runtime import compat
 from onnxprobe.runtime import feeds as _feeds
-from onnxprobe.runtime.session import create_session, run_bound
+from onnxprobe.runtime.runners.ort import OrtRunner
+from onnxprobe.types import InputSpec
 
 
 
@@ -33,11 +43,6 @@ class InspectResult:
 def inspect(path: str | os.PathLike) -> InspectResult:
     """What ``onnxprobe inspect`` shows: versions, inputs/outputs, weights, op histogram, nodes whose
     shapes inference could not find, subgraphs, external data, custom domains; and every node."""
-    from pathlib import Path
-
-    from onnxprobe.graph.external import load_lazy
-    from onnxprobe.graph.summary import node_rows, summarize
-
     lazy = load_lazy(path, require_data=False)
     warnings: list[str] = [f"external data file missing: {f.path}" for f in lazy.external if not f.exists]
     inferred = infer_shapes(lazy.proto, warnings)
@@ -55,7 +60,7 @@ class SurgeryResult:
     data_path: str | None  # its external data file (OUT.data), if any
     bytes: int  # model + data
     ir_version: int
-    inputs: list  # graph.summary.TensorInfo of the written model's inputs
+    inputs: list  # graph.summary.TypeInfo of the written model's inputs
     outputs: list  # ... and outputs
     nodes: int  # nodes of the written main graph
     notes: list[str] = field(default_factory=list)
@@ -64,7 +69,7 @@ class SurgeryResult:
 @dataclass
 class MarkResult(SurgeryResult):
     marked: list = field(default_factory=list)  # graph.mark.Marked, one per exposed tensor
-    types: dict = field(default_factory=dict)  # output name -> graph.summary.TensorInfo as written
+    types: dict = field(default_factory=dict)  # output name -> graph.summary.TypeInfo as written
 
 
 @dataclass
@@ -72,31 +77,27 @@ class ExtractResult(SurgeryResult):
     unused_inputs: list[str] = field(default_factory=list)
 
 
-def _observe_types(model: onnx.ModelProto, lazy, names: list[str], feed_kwargs: dict, notes: list[str],
+def _observe_types(model: onnx.ModelProto, lazy, names: list[str], spec: InputSpec | None, notes: list[str],
                    skip_empty: set[str] = frozenset()) -> dict[str, onnx.TypeProto]:
     """Types of ``names`` (graph inputs or outputs of ``model``) seen in one run on seeded random (or
     given) inputs. Dimensions are written only when every model input has a fixed shape; otherwise only
     the rank. An empty value of a name in ``skip_empty`` (carried out of an If branch that did not run)
     says nothing. Returns what it could type; a failed run is a note, not an error."""
-    from onnxprobe.errors import OnnxProbeError, UsageError
-    from onnxprobe.graph.external import materialize
-
-    run_notes: list[str] = []
-    feed = _feeds.make_feeds(lazy.proto, notes=run_notes, **feed_kwargs)
+    fs = _feeds.make_feeds(lazy.proto, spec)
+    feed = fs.values
     static = all(s.shape is not None and all(isinstance(d, int) and d > 0 for d in s.shape)
-                 for s in _feeds.input_specs(lazy.proto))
+                 for s in _feeds.model_inputs(lazy.proto))
     values = {n: feed[n] for n in names if n in feed}
     want = [n for n in names if n not in values]
     if want:
         try:
-            session = create_session(materialize(model, lazy.base_dir), device="cpu", opt_level="off")
-            got, _ = run_bound(session, feed, want)
+            m = materialize(model, lazy.base_dir)
+            got, _ = OrtRunner(m).execute(m, feed, want)
             values.update(got)
         except UsageError:
             raise
         except OnnxProbeError as e:
-            hint = " (dynamic dimensions were set to 1: give real sizes with --shape NAME=DIMS)" if any("set to 1" in n for n in run_notes) else ""
-            notes.append(f"could not run the model to find the types shape inference left unknown{hint}: {e}")
+            notes.append(f"could not run the model to find the types shape inference left unknown{fs.hint()}: {e}")
     types = {}
     for n, v in values.items():
         if n in skip_empty and np.size(v) == 0:
@@ -110,7 +111,7 @@ def _observe_types(model: onnx.ModelProto, lazy, names: list[str], feed_kwargs: 
     if types:
         how = "" if static else " (their dimensions are left unknown: the model's inputs are dynamic)"
         notes.append(f"{len(types)} type(s) shape inference could not find were taken from a run on "
-                     f"{'the given' if feed_kwargs.get('files') or feed_kwargs.get('arrays') else 'seeded random'} inputs{how}: "
+                     f"{'the given' if spec is not None and (spec.files or spec.arrays) else 'seeded random'} inputs{how}: "
                      + ", ".join(list(types)[:5]) + (" ..." if len(types) > 5 else ""))
     return types
 
@@ -119,20 +120,16 @@ def _write_checked(model: onnx.ModelProto, lazy, out, source, notes: list[str]):
     """Lower the IR version for the installed onnxruntime, write atomically (weights in OUT.data when the
     input kept them outside too, or past 2 GB), and let onnx.checker see the temporary file before it
     replaces OUT."""
-    from onnxprobe.errors import ModelError
-    from onnxprobe.graph.external import check_model_file, write_model
-    from onnxprobe.runtime.compat import max_ir_version
-
-    top = max_ir_version()
+    top = compat.max_ir_version()
     if model.ir_version > top:
         notes.append(f"IR version {model.ir_version} lowered to {top}, the newest the installed onnxruntime reads")
         model.ir_version = top  # our own copy, made by the pass that produced it
 
     def check(tmp):
-        err = check_model_file(tmp)
+        err = external.check_model_file(tmp)
         if err is None:
             return
-        src_err = check_model_file(source)
+        src_err = external.check_model_file(source)
         if src_err is None:
             raise ModelError(f"the model to write fails onnx.checker ({err}); nothing written. "
                              "This is a bug in onnxprobe: please report it")
@@ -143,8 +140,6 @@ def _write_checked(model: onnx.ModelProto, lazy, out, source, notes: list[str]):
 
 
 def _result(cls, model: onnx.ModelProto, written, source, notes, **extra):
-    from onnxprobe.graph.summary import all_types, type_info
-
     types = all_types(model)
     inits = {t.name for t in model.graph.initializer}
     return cls(
@@ -162,31 +157,22 @@ def mark(
     selection: Selection | None = None,
     *,
     stats: bool = False,
-    seed: int = 0,
-    int_range: tuple[int, int] = (0, 100),
-    shapes: dict[str, tuple[int, ...]] | None = None,
-    files: dict[str, str] | None = None,
-    arrays: dict[str, np.ndarray] | None = None,
+    inputs: InputSpec | None = None,
 ) -> MarkResult:
     """Write a copy of the model at ``path`` to ``out`` with the selected tensors (or, with ``stats``,
     their in-graph statistics rows) as extra, typed graph outputs. Where shape inference cannot type an
     output, the model runs once on seeded random inputs (or the given ones) to find it."""
-    from onnxprobe.graph.external import load_lazy
-    from onnxprobe.graph.io import check_output_path
-    from onnxprobe.graph.mark import in_if_branch, mark as mark_pass, record, untyped, with_output_types, without_outputs
-    from onnxprobe.graph.summary import all_types, type_info
-
     check_output_path(out, source=path)
     lazy = load_lazy(path)
     notes: list[str] = []
     inferred = infer_shapes(lazy.proto, notes)
-    refs = select(inferred, selection or Selection())
+    refs = [r for r in select(inferred, selection or Selection()) if r.kind == "node"]
     model, marked = mark_pass(inferred, refs, stats=stats, warnings=notes)
     del inferred
     missing = untyped(model, [m.output for m in marked if m.added])
     if missing:
         in_if = in_if_branch(lazy.proto)
-        found = _observe_types(model, lazy, missing, dict(seed=seed, int_range=int_range, shapes=shapes, files=files, arrays=arrays), notes,
+        found = _observe_types(model, lazy, missing, inputs, notes,
                                skip_empty={m.output for m in marked if m.ref.name in in_if})
         model = with_output_types(model, found)
         failed = [n for n in missing if n not in found]
@@ -205,37 +191,26 @@ def mark(
 def extract(
     path: str | os.PathLike,
     out: str | os.PathLike,
-    inputs: list[str] | None,
-    outputs: list[str] | None,
+    cut_inputs: list[str] | None = None,
+    cut_outputs: list[str] | None = None,
     *,
-    seed: int = 0,
-    int_range: tuple[int, int] = (0, 100),
-    shapes: dict[str, tuple[int, ...]] | None = None,
-    files: dict[str, str] | None = None,
-    arrays: dict[str, np.ndarray] | None = None,
+    inputs: InputSpec | None = None,
 ) -> ExtractResult:
     """Write the subgraph of the model at ``path`` between the tensors ``inputs`` and ``outputs`` to
-    ``out`` (names may be comma-separated; ``inputs`` defaults to the model's inputs, ``outputs`` to its
-    outputs). Raises UsageError when the inputs do not cut the outputs off from the rest of the graph."""
-    from onnxprobe.errors import ModelError
-    from onnxprobe.graph.external import load_lazy
-    from onnxprobe.graph.extract import cut, extract as extract_pass
-    from onnxprobe.graph.io import check_output_path
-    from onnxprobe.graph.mark import mark as mark_pass
-    from onnxprobe.graph.summary import all_types, known
-
+    ``out`` (names may be comma-separated; ``cut_inputs`` defaults to the model's inputs, ``cut_outputs``
+    to its outputs). ``inputs`` makes the feeds of the run that types what shape inference cannot. Raises UsageError when the inputs do not cut the outputs off from the rest of the graph."""
     check_output_path(out, source=path)
     lazy = load_lazy(path)
     notes: list[str] = []
     inferred = infer_shapes(lazy.proto, notes)
-    c = cut(lazy.proto, inputs, outputs)
+    c = cut(lazy.proto, cut_inputs, cut_outputs)
     types = all_types(inferred)
     boundary = list(dict.fromkeys(c.inputs + c.outputs))
     need = [n for n in boundary if not known(types.get(n))]
     if need:
-        refs = [r for r in select(inferred, Selection(all=True, include_constants=True)) if r.name in need]
+        refs = [r for r in select(inferred, Selection(all=True, include_constants=True), strict=False) if r.name in need]
         probe_model, _ = mark_pass(inferred, refs)
-        found = _observe_types(probe_model, lazy, need, dict(seed=seed, int_range=int_range, shapes=shapes, files=files, arrays=arrays), notes)
+        found = _observe_types(probe_model, lazy, need, inputs, notes)
         left = [n for n in need if n not in found]
         if left:
             raise ModelError(f"cannot find the type of {', '.join(repr(n) for n in left[:5])}: shape inference does not "

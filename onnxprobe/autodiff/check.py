@@ -1,8 +1,11 @@
-"""Graph rewrites for the finite-difference gradient check (the check itself runs in ``api.grad_check``).
+"""The finite-difference gradient check: the graph rewrites it needs, and its numerics.
 
 ``perturbable(model, loss, tensors)`` returns the forward + loss graph with one new input per checked
 tensor t, ``onnxprobe.delta:<t>``, added to t before anything reads it (t' = t + delta), and the loss as
 its only output: L(t + h v) is one run with delta = h v.
+
+``check_gradients(items, loss, precision)`` is the check itself, a pure function over a callable loss
+(``api.grad_check`` runs the perturbable model for it).
 
 ``to_float64(model)`` turns every float32 tensor of the graph into float64 (initializers, Constant
 values, Cast targets, inputs and outputs), leaving alone the few slots that must stay float32 (Resize
@@ -11,6 +14,9 @@ float32 when the session cannot be built.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import onnx
@@ -164,3 +170,94 @@ def _expand_layer_norms(model: onnx.ModelProto) -> None:
             mk("Add", [y, n.input[2]], n.output[0])
     del g.node[:]
     g.node.extend(nodes)
+
+
+# --- the finite-difference check itself: pure numerics over a loss function ------------------------------
+
+TOLERANCE = {"float64": 1e-6, "float64 (float32 gradients)": 1e-3, "float32": 5e-2}
+
+
+@dataclass
+class CheckItem:
+    """One gradient to check: the analytic gradient ``grad`` (float64), the tensor's own value where it is
+    known (weights, inputs, activations: directions then leave its exact zeros alone and scale with its
+    magnitude), and its RMS (the step is relative to it)."""
+
+    name: str
+    grad: np.ndarray
+    value: np.ndarray | None
+    rms: float
+
+
+def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], float], precision: str, *,
+                    seed: int = 0) -> dict[str, dict]:
+    """Compare each gradient g with central finite differences of ``loss(name, delta)`` (the loss with
+    ``delta`` added to tensor ``name``) along random directions: one weighted by the gradient (v = g u
+    |t| / rms(t), u uniform in [0.5, 1.5]) and, in float64, a Gaussian one. Returns name -> {error,
+    tolerance, ok, fd, grad_dot, step, kink, precision}.
+
+    float64: step h = 1e-6 RMS(tensor); tolerance 1e-6 (1e-3 when the gradients are float32).
+    float32: Richardson-extrapolated central differences with h = 1e-3 RMS(tensor); tolerance 5e-2, the
+    level of float32 rounding in the loss over such a step. Differences below the noise floor of the
+    loss (machine epsilon x |L| / h) count as 0. At a kink (Relu at 0, MaxPool ties) the one-sided
+    differences disagree and a gradient between them passes; several step sizes are tried and the best
+    agreement kept."""
+    dt = np.float64 if precision.startswith("float64") else np.float32
+    eps = np.finfo(dt).eps
+    tol = TOLERANCE[precision]
+    rng = np.random.default_rng(seed + 12345)
+    L0 = loss(items[0].name, np.zeros(items[0].grad.shape)) if items else 0.0
+    out: dict[str, dict] = {}
+    for it in items:
+        g = it.grad
+        h0 = (1e-6 if dt == np.float64 else 1e-3) * max(it.rms, 0.1)
+        support = g != 0
+        rel = 1.0
+        if it.value is not None and np.shape(it.value) == g.shape and np.any(it.value != 0):
+            support = support & (np.asarray(it.value) != 0)
+            # relative perturbations where the values are known: a variance stays positive, zeros stay put
+            rel = np.abs(np.asarray(it.value, np.float64)) / max(it.rms, 1e-30)
+        directions = [g * rng.uniform(0.5, 1.5, g.shape) * support * rel]
+        if dt == np.float64:  # in float32 a Gaussian direction's signal drowns in rounding noise
+            directions.append(rng.standard_normal(g.shape) * support * rel)
+        worst, detail = 0.0, None
+        for v in directions:
+            v = v / max(float(np.sqrt(np.mean(v * v))), 1e-300)
+            best = _best_step(it.name, g, v, h0, loss, L0, dt, eps, tol)
+            if detail is None or best[0] >= worst:
+                worst, detail = best[0], best[1:]
+        out[it.name] = {"error": float(worst), "tolerance": tol, "ok": bool(worst <= tol), "fd": detail[0],
+                        "grad_dot": detail[1], "step": detail[2], "kink": detail[3], "precision": precision}
+    return out
+
+
+def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: float, dt, eps: float, tol: float):
+    """(error, fd, <g, v>, step, kink) for the step size that agrees best. Kinks favour small steps,
+    float32 rounding large ones: several are tried."""
+    an = float(np.sum(g * v))
+    best = None
+    for h in (h0, h0 / 10, h0 * 10, h0 / 100, h0 / 1000):
+        lp, lm = loss(name, h * v), loss(name, -h * v)
+        d1 = (lp - lm) / (2 * h)
+        if dt == np.float64:
+            fd = d1
+        else:
+            d2 = (loss(name, 0.5 * h * v) - loss(name, -0.5 * h * v)) / h
+            fd = (4 * d2 - d1) / 3
+        floor = 50 * eps * max(abs(L0), 1e-30) / h
+        big = max(abs(fd), abs(an))
+        err = 0.0 if big <= floor else abs(fd - an) / big
+        if not np.isfinite(err):
+            err = float("inf")
+        kink = False
+        if err > tol:
+            # at a kink the one-sided derivatives differ, and a valid (sub)gradient lies between them
+            dp, dm = (lp - L0) / h, (L0 - lm) / h
+            lo, hi = min(dp, dm), max(dp, dm)
+            if hi - lo > tol * big and lo - tol * big <= an <= hi + tol * big:
+                err, kink = 0.0, True
+        if best is None or err < best[0]:
+            best = (err, float(fd), an, float(h), kink)
+        if err <= tol:
+            break
+    return best

@@ -23,14 +23,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import numpy_helper
 
 from onnxprobe.autodiff import registry
-from onnxprobe.autodiff.builder import FLOAT_TYPES, TAG, GraphBuilder, np_dtype
-from onnxprobe.errors import ModelError, OpsetTooOld, UsageError
-from onnxprobe.graph.builder import default_opset
+from onnxprobe.autodiff.context import NodeGrad
+from onnxprobe.errors import ModelError, UsageError
+from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, all_names, default_opset
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import implicit_inputs, node_display_name, subgraphs
+from onnxprobe.types import BACKWARD_TAG as TAG
+from onnxprobe.types import grad_name
 
 
 def shaped_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
@@ -82,150 +84,14 @@ class Backward:
     stopped: list[str] = field(default_factory=list)  # ops without a rule that stopped the gradient ("skip")
 
 
-class NodeGrad:
-    """What a rule sees: one forward node, its output gradients, and builders (delegated to the engine's
-    GraphBuilder, so ``g.Mul(a, b)``, ``g.reduce_sum(x, [1])``, ``g.const(...)`` all work)."""
-
-    def __init__(self, engine: "Engine", node: onnx.NodeProto, name: str, dys: list[str | None], wants: list[bool]):
-        self.engine = engine
-        self.node = node
-        self.name = name
-        self.x = list(node.input)
-        self.y = list(node.output)
-        self.dys = dys
-        self.dy = dys[0] if dys else None
-        self._wants = wants
-        self.opset = engine.opset
-        self.b = engine.b
-        # the gradients' dtype: the first output's, or (QuantizeLinear: an integer output) the first input's
-        elems = [engine.elem(t) for t in list(node.output[:1]) + list(node.input[:1]) if t]
-        self.elem = next((e for e in elems if e in FLOAT_TYPES), None) or next((e for e in elems if e), None) \
-            or TensorProto.FLOAT
-        self.dtype = np_dtype(self.elem)
-
-    def __getattr__(self, name):
-        return getattr(self.b, name)
-
-    # -- the node ------------------------------------------------------------------------------------
-    def attr(self, name: str, default=None):
-        for a in self.node.attribute:
-            if a.name == name:
-                return helper.get_attribute_value(a)
-        return default
-
-    def has(self, i: int) -> bool:
-        return i < len(self.x) and bool(self.x[i])
-
-    def wants(self, i: int) -> bool:
-        return i < len(self._wants) and self._wants[i]
-
-    def fail(self, why: str) -> ModelError:
-        return ModelError(f"cannot differentiate {self.node.op_type} node {self.name!r}: {why}")
-
-    def needs_opset(self, needed: int, what: str) -> OpsetTooOld:
-        """The error for a gradient that needs op versions of opset ``needed`` (grad_plan then converts
-        the model and tries again)."""
-        return OpsetTooOld(f"cannot differentiate {self.node.op_type} node {self.name!r}: {what} needs opset "
-                           f"{needed} or later (model opset {self.opset})", needed)
-
-    # -- static facts --------------------------------------------------------------------------------
-    def sshape(self, t: str) -> tuple | None:
-        return self.engine.sshape(t)
-
-    def rank(self, t: str) -> int:
-        s = self.engine.sshape(t)
-        if s is None:
-            raise self.fail(f"the rank of {t!r} is unknown (shape inference could not tell)")
-        return len(s)
-
-    def static_dims(self, t: str) -> tuple[int, ...] | None:
-        """The shape when every dimension is a known integer, else None."""
-        s = self.engine.sshape(t)
-        if s is None or not all(isinstance(d, int) for d in s):
-            return None
-        return tuple(s)
-
-    # -- shapes: constants where they are static, Shape / Size ops where they are not -----------------
-    def Shape(self, t: str, start: int | None = None, end: int | None = None) -> str:  # noqa: N802 - ONNX op name
-        d = self.static_dims(t)
-        if d is not None:
-            return self.b.ints(list(d)[start:end])  # Python slicing clamps as Shape's start / end do
-        return self.b.op("Shape", t, start=start, end=end)
-
-    def shape(self, t: str, start: int | None = None, end: int | None = None) -> str:
-        d = self.static_dims(t)
-        if d is not None:
-            return self.b.ints(list(d)[start:end])
-        return self.b.shape(t, start, end)
-
-    def Size(self, t: str) -> str:  # noqa: N802
-        d = self.static_dims(t)
-        if d is not None:
-            return self.b.const(np.array(int(np.prod(d)) if d else 1, np.int64))
-        return self.b.op("Size", t)
-
-    def value(self, t: str) -> np.ndarray | None:
-        return self.engine.const_value(t)
-
-    def ints_input(self, i: int) -> list[int] | None:
-        """A constant integer input (axes, pads, perm...) as a list, or None when it is not constant."""
-        if not self.has(i):
-            return None
-        v = self.value(self.x[i])
-        return None if v is None else [int(a) for a in np.asarray(v).reshape(-1)]
-
-    def norm_axes(self, axes, rank: int) -> list[int]:
-        return sorted(int(a) + rank if int(a) < 0 else int(a) for a in axes)
-
-    # -- small builders that know the gradient's dtype -----------------------------------------------
-    def scalar(self, v: float) -> str:
-        return self.b.const(np.array(v, dtype=self.dtype))
-
-    def mask(self, cond: str) -> str:
-        """A boolean tensor as 0/1 in the gradient's dtype, to multiply with: ``Mul(dy, mask(c))`` is dy
-        where c, else 0 (onnxruntime's Where is an order of magnitude slower than Cast + Mul)."""
-        return self.b.Cast(cond, to=self.elem)
-
-    def zeros_like(self, t: str) -> str:
-        dims = self.static_dims(t)
-        shape = self.b.ints(dims) if dims is not None else self.b.Shape(t)
-        return self.b.op("ConstantOfShape", shape, value=numpy_helper.from_array(np.zeros([1], self.dtype)))
-
-    def count(self, t: str, axes: list[int] | None = None) -> str:
-        """Number of elements of ``t`` over ``axes`` (all when None), as a scalar of the gradient's dtype."""
-        s = self.sshape(t)
-        if s is not None:
-            ax = range(len(s)) if axes is None else axes
-            dims = [s[a] for a in ax]
-            if all(isinstance(d, int) for d in dims):
-                return self.scalar(float(np.prod(dims)) if dims else 1.0)
-        shp = self.b.Shape(t)
-        if axes is not None:
-            shp = self.b.Gather(shp, self.b.ints(axes), axis=0)
-        n = self.b.reduce("ReduceProd", shp, None, keepdims=0)
-        return self.b.Cast(n, to=self.elem)
-
-    def sum_to(self, grad: str, target: str, grad_shape: tuple | None) -> str:
-        return self.engine.sum_to(grad, target, grad_shape)
-
-    def forward_output(self, k: int, base: str) -> str:
-        """Output ``k`` of the forward node, added when the model left it out (e.g. MaxPool's Indices)."""
-        while len(self.node.output) <= k:
-            self.node.output.append("")
-        if not self.node.output[k]:
-            self.node.output[k] = self.b.fresh(f"{self.node.output[0]}.{base}")
-        self.y = list(self.node.output)
-        return self.node.output[k]
-
-
 class Engine:
     def __init__(self, model: onnx.ModelProto):
         self.model = model
         self.graph = model.graph
         self.opset = default_opset(model)
         self.types = shaped_types(annotate_outputs(model))
-        self.names = _all_names(model)
-        self.b = GraphBuilder(self.names, self.opset)
+        self.names = all_names(model)
+        self.b = GraphBuilder(self.names, self.opset, scope="onnxprobe.grad")
         self.consts: dict[str, np.ndarray] = {}
         for init in self.graph.initializer:
             self.consts[init.name] = init
@@ -301,24 +167,6 @@ class Engine:
         return b.reduce_sum_runtime(r, axes)
 
 
-def _all_names(model: onnx.ModelProto) -> set[str]:
-    names: set[str] = set()
-
-    def visit(g: onnx.GraphProto) -> None:
-        names.update(i.name for i in g.input)
-        names.update(i.name for i in g.initializer)
-        names.update(o.name for o in g.output)
-        for n in g.node:
-            names.update(n.input)
-            names.update(n.output)
-            names.add(n.name)
-            for _, sg in subgraphs(n):
-                visit(sg)
-
-    visit(model.graph)
-    return names
-
-
 def _differentiable_slots(node: onnx.NodeProto) -> list[int]:
     st = registry.status(node.op_type, node.domain)
     if st == "non-differentiable":
@@ -364,10 +212,27 @@ def attach_backward(
     protected = set(seeds) | set(wrt) | set(outputs or []) | set(keep)
     if fold and fold_batchnorm(out, eng.types, protected, eng.opset, eng.b.fresh, set(wrt)):
         eng = Engine(out)
-    g = out.graph
-    nodes = list(g.node)
+    nodes = list(out.graph.node)
+    rg, slots = _requires_grad(eng, nodes, wrt)
+    reach, active = _on_the_way(nodes, seeds, rg, slots)
+    acc = _Gradients(eng, seeds)
+    stopped = _differentiate(eng, nodes, active, rg, reach, acc, unsupported)
+    grads_out: dict[str, str] = {}
+    unused: list[str] = []
+    for t in wrt:
+        f = acc.final(t) if t in reach or t in acc.contributions else None
+        if f is None:
+            unused.append(t)
+        else:
+            grads_out[t] = f
+    grads_out, all_grads = acc.apply_renames(grads_out)
+    grads_out = _own_tensors(eng, grads_out, acc.seed_values)
+    return _assemble(out, eng, grads_out, unused, all_grads, stopped, list(outputs or []), list(keep), prune)
 
-    # forward: which tensors depend on a requested tensor through differentiable slots
+
+def _requires_grad(eng: Engine, nodes: list[onnx.NodeProto], wrt: list[str]) -> tuple[set[str], dict[int, list[int]]]:
+    """Forward: the tensors that depend on a requested tensor through differentiable slots, and each
+    node's differentiable slots."""
     rg = {t for t in wrt if eng.is_float(t)}
     slots: dict[int, list[int]] = {}
     for n in nodes:
@@ -380,7 +245,13 @@ def attach_backward(
             # a straight-through rule (QuantizeLinear) carries the gradient through its integer output
             through = registry.status(n.op_type, n.domain) == "rule" and registry.RULES[n.op_type].straight_through
             rg.update(o for o in n.output if o and (eng.is_float(o) or through))
-    # backward: which tensors the seeds depend on
+    return rg, slots
+
+
+def _on_the_way(nodes: list[onnx.NodeProto], seeds: dict[str, str], rg: set[str],
+                slots: dict[int, list[int]]) -> tuple[set[str], list[onnx.NodeProto]]:
+    """Backward: the tensors the seeds depend on, and the nodes to differentiate (those between a
+    requested tensor and a seed), in reverse topological order."""
     reach = set(seeds)
     active: list[onnx.NodeProto] = []
     for n in reversed(nodes):
@@ -392,34 +263,61 @@ def attach_backward(
             active.append(n)
         elif any(True for _ in subgraphs(n)) and any(o in rg for o in n.output):
             active.append(n)
-    # active is in reverse topological order already
+    return reach, active
 
-    contributions: dict[str, list[str]] = {}
-    for t, s in seeds.items():
-        contributions.setdefault(t, []).append(s)
-    final: dict[str, str | None] = {}
-    bw_made: set[str] = set()  # tensors produced by backward nodes
-    claimed: set[str] = set()  # backward tensors already renamed after a forward tensor
-    rename: dict[str, str] = {}
-    seed_values = set(seeds.values())
 
-    def finalize(t: str) -> str | None:
-        if t in final:
-            return final[t]
-        cs = contributions.get(t, [])
+class _Gradients:
+    """The gradient contributions to each forward tensor, summed once (fan-out) when a node asks for its
+    output gradient; a single contribution is renamed ``<tensor>_grad`` at the end."""
+
+    def __init__(self, eng: Engine, seeds: dict[str, str]):
+        self.eng = eng
+        self.contributions: dict[str, list[str]] = {}
+        for t, s in seeds.items():
+            self.contributions.setdefault(t, []).append(s)
+        self.done: dict[str, str | None] = {}
+        self.made: set[str] = set()  # tensors produced by backward nodes
+        self.claimed: set[str] = set()  # backward tensors already renamed after a forward tensor
+        self.rename: dict[str, str] = {}
+        self.seed_values = set(seeds.values())
+
+    def add(self, t: str, grad: str) -> None:
+        self.contributions.setdefault(t, []).append(grad)
+
+    def final(self, t: str) -> str | None:
+        if t in self.done:
+            return self.done[t]
+        cs = self.contributions.get(t, [])
+        b = self.eng.b
         if not cs:
-            final[t] = None
+            self.done[t] = None
         elif len(cs) == 1:
             c = cs[0]
-            if c in bw_made and c not in claimed and c not in seed_values:
-                claimed.add(c)
-                rename[c] = eng.b.fresh(f"{t}_grad")
-            final[t] = c
+            if c in self.made and c not in self.claimed and c not in self.seed_values:
+                self.claimed.add(c)
+                self.rename[c] = b.fresh(grad_name(t))
+            self.done[t] = c
         else:
-            eng.b.scope, eng.b.doc = f"{TAG}{t}", f"onnxprobe backward: fan-out sum for {t}"
-            final[t] = eng.b.op("Sum", *cs, out=eng.b.fresh(f"{t}_grad"))
-        return final[t]
+            b.scope, b.doc = f"{TAG}{t}", f"onnxprobe backward: fan-out sum for {t}"
+            self.done[t] = b.op("Sum", *cs, out=b.fresh(grad_name(t)))
+        return self.done[t]
 
+    def apply_renames(self, grads_out: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+        """Rename single contributions after their forward tensor in the emitted nodes; returns the
+        requested gradients and every forward tensor's gradient, under their final names."""
+        if self.rename:
+            for bn in self.eng.b.nodes:
+                bn.input[:] = [self.rename.get(v, v) for v in bn.input]
+                bn.output[:] = [self.rename.get(v, v) for v in bn.output]
+        grads = {t: self.rename.get(v, v) for t, v in grads_out.items()}
+        every = {t: self.rename.get(v, v) for t, v in self.done.items() if v is not None}
+        return grads, every
+
+
+def _differentiate(eng: Engine, nodes: list[onnx.NodeProto], active: list[onnx.NodeProto], rg: set[str],
+                   reach: set[str], acc: _Gradients, unsupported: str) -> list[str]:
+    """Run each active node's rule (reverse topological order), adding the gradients it emits to ``acc``.
+    Returns the ops without a rule that stopped the gradient ("skip"), or raises for the first one."""
     index = {id(n): k for k, n in enumerate(nodes)}
     stopped: list[str] = []
     for n in active:
@@ -436,7 +334,7 @@ def attach_backward(
                 f"{', '.join(repr(x) for x in needed)}. Supported ops: {', '.join(registry.supported_ops())}. "
                 f"Use --wrt to ask only for gradients that do not pass through it")
         rule = registry.RULES[n.op_type]
-        dys = [finalize(o) if (o and o in rg and o in reach) else None for o in n.output]
+        dys = [acc.final(o) if (o and o in rg and o in reach) else None for o in n.output]
         if not any(dys):
             continue
         for o, d in zip(n.output, dys):  # a gradient has its tensor's shape
@@ -447,61 +345,46 @@ def attach_backward(
         eng.b.scope = f"{TAG}{display}"
         eng.b.doc = f"onnxprobe backward of {n.op_type} node {display}"
         before = len(eng.b.nodes)
-        ctx = NodeGrad(eng, n, display, dys, wants)
-        grads = rule.fn(ctx)
+        grads = rule.fn(NodeGrad(eng, n, display, dys, wants))
         if isinstance(grads, dict):
             grads = [grads.get(i) for i in range(len(n.input))]
-        grads = list(grads or [])
-        for i, gi in enumerate(grads):
+        for i, gi in enumerate(list(grads or [])):
             if gi is None or not wants[i]:
                 continue
             if i in rule.broadcast:
                 gi = eng.sum_to(gi, n.input[i], eng.sshape(n.output[0]))
-            contributions.setdefault(n.input[i], []).append(gi)
+            acc.add(n.input[i], gi)
         for bn in eng.b.nodes[before:]:
-            bw_made.update(bn.output)
+            acc.made.update(bn.output)
+    return stopped
 
-    grads_out: dict[str, str] = {}
-    unused: list[str] = []
-    for t in wrt:
-        f = finalize(t) if t in reach or t in contributions else None
-        if f is None:
-            unused.append(t)
-        else:
-            grads_out[t] = f
-    all_grads = {t: f for t, f in final.items() if f is not None}
 
-    # rename single contributions after their forward tensor
-    bw_nodes = eng.b.nodes
-    if rename:
-        for bn in bw_nodes:
-            for k, v in enumerate(bn.input):
-                if v in rename:
-                    bn.input[k] = rename[v]
-            for k, v in enumerate(bn.output):
-                if v in rename:
-                    bn.output[k] = rename[v]
-    resolve = lambda v: rename.get(v, v)  # noqa: E731
-    grads_out = {t: resolve(v) for t, v in grads_out.items()}
-    all_grads = {t: resolve(v) for t, v in all_grads.items()}
-    # every requested gradient gets a tensor of its own, named after it
+def _own_tensors(eng: Engine, grads_out: dict[str, str], seed_values: set[str]) -> dict[str, str]:
+    """Every requested gradient gets a tensor of its own, named after it (an Identity where the gradient
+    is shared, is a seed, or could not take the name)."""
     eng.b.scope, eng.b.doc = TAG.rstrip("/"), "onnxprobe backward: gradient output"
-    outs_seen: set[str] = set()
+    seen: set[str] = set()
+    out = dict(grads_out)
     for t, v in grads_out.items():
-        if not v.startswith(f"{t}_grad") or v in outs_seen or v in seed_values:
-            v = eng.b.op("Identity", v, out=eng.b.fresh(f"{t}_grad"))
-            grads_out[t] = v
-        outs_seen.add(v)
-    bw_nodes = eng.b.nodes
+        if not v.startswith(grad_name(t)) or v in seen or v in seed_values:
+            v = eng.b.op("Identity", v, out=eng.b.fresh(grad_name(t)))
+            out[t] = v
+        seen.add(v)
+    return out
 
+
+def _assemble(out: onnx.ModelProto, eng: Engine, grads_out: dict[str, str], unused: list[str], all_grads: dict[str, str],
+              stopped: list[str], outputs: list[str], keep: list[str], prune: bool) -> Backward:
+    """Append the backward nodes, set the graph outputs (typed), drop what no output needs."""
+    g = out.graph
+    bw_nodes = eng.b.nodes
     g.node.extend(bw_nodes)
-    want_outputs = list(dict.fromkeys(list(outputs or []) + list(grads_out.values()) + list(keep)))
-    types = eng.types
+    want_outputs = list(dict.fromkeys(outputs + list(grads_out.values()) + keep))
+    source = {v: t for t, v in grads_out.items()}
     del g.output[:]
     for name in want_outputs:
         vi = onnx.ValueInfoProto(name=name)
-        src = next((t for t, v in grads_out.items() if v == name), name)
-        tp = types.get(src)
+        tp = eng.types.get(source.get(name, name))
         if tp is not None:
             vi.type.CopyFrom(tp)
         g.output.append(vi)
@@ -509,8 +392,7 @@ def attach_backward(
     if prune:
         _prune(out, set(want_outputs))
     n_bw = sum(1 for n in out.graph.node if n.name in bw_names)
-    n_fw = len(out.graph.node) - n_bw
-    return Backward(out, grads_out, unused, n_fw, n_bw, all_grads, stopped)
+    return Backward(out, grads_out, unused, len(out.graph.node) - n_bw, n_bw, all_grads, stopped)
 
 
 def _prune(model: onnx.ModelProto, outputs: set[str]) -> None:

@@ -19,9 +19,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from onnxprobe.autodiff.builder import FLOAT_TYPES, TAG, GraphBuilder, np_dtype
+from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, np_dtype
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.shapes import static_shape
+from onnxprobe.types import BACKWARD_TAG
 
 KINDS = ("sum", "mean", "mse", "cross-entropy", "output-grad")
 INPUT_FOR = {"mse": "target", "cross-entropy": "labels", "output-grad": "output_grad"}
@@ -109,7 +110,7 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
         loss, axis = _cross_entropy(b, g, y, yshape, elem, dtype, extra, new_input)
     loss = b.op("Identity", loss, out=b.fresh("loss"))
     g.node.extend(b.nodes)
-    seed_b = GraphBuilder(names, opset, scope=TAG + "seed", doc="onnxprobe backward: dL/dL = 1")
+    seed_b = GraphBuilder(names, opset, scope=BACKWARD_TAG + "seed", doc="onnxprobe backward: dL/dL = 1")
     if kind == "output-grad":
         seeds = {y: new_input}
     else:

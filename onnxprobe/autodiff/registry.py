@@ -10,7 +10,7 @@ Every op is in exactly one of three states:
   when such an op lies between the loss and a tensor whose gradient was asked for.
 
 A rule is ``fn(g) -> [grad of input 0, grad of input 1, ...]`` (``None`` where there is none), where ``g``
-is the engine's per-node context (:class:`onnxprobe.autodiff.engine.NodeGrad`): the node's input and output
+is the engine's per-node context (:class:`onnxprobe.autodiff.context.NodeGrad`): the node's input and output
 names, ``g.dy`` (dL/d output 0) or ``g.dys``, attributes, static shapes, and builders that emit ONNX
 nodes at the model's opset (``g.Mul(a, b)``, ``g.reduce_sum(x, axes)``...). The rule's docstring states
 its maths; ``doc(op)`` returns it.
@@ -44,26 +44,32 @@ class Rule:
 
 RULES: dict[str, Rule] = {}
 
-# op -> why no gradient flows through it
+# op -> why no gradient flows through it (for people), and its category (for code)
 NON_DIFFERENTIABLE: dict[str, str] = {}
+CATEGORY: dict[str, str] = {}
+# categories of ops that read float tensors without any gradient being expected through them (shape
+# queries, comparisons, indices): unlike quantization or rounding, they do not "stop" a gradient
+STRUCTURAL = {"shape", "boolean", "index", "builder", "string"}
 
 
-def _nd(reason: str, *ops: str) -> None:
+def _nd(category: str, reason: str, *ops: str) -> None:
     for op in ops:
         NON_DIFFERENTIABLE[op] = reason
+        CATEGORY[op] = category
 
 
-_nd("returns a shape or a size", "Shape", "Size")
-_nd("returns booleans", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor",
-    "IsNaN", "IsInf")
-_nd("returns indices", "ArgMax", "ArgMin", "NonZero", "NonMaxSuppression", "Unique")
-_nd("piecewise constant: zero gradient almost everywhere", "Sign", "Floor", "Ceil", "Round")
-_nd("integer or bit arithmetic", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Mod")
-_nd("builds a tensor from shapes or indices alone", "ConstantOfShape", "EyeLike", "Range", "OneHot")
-_nd("random sampling", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-    "Bernoulli")
-_nd("quantization rounds to integers (QuantizeLinear has a straight-through rule)", "DynamicQuantizeLinear")
-_nd("string ops", "StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch", "TfIdfVectorizer")
+_nd("shape", "returns a shape or a size", "Shape", "Size")
+_nd("boolean", "returns booleans", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or",
+    "Xor", "IsNaN", "IsInf")
+_nd("index", "returns indices", "ArgMax", "ArgMin", "NonZero", "NonMaxSuppression", "Unique")
+_nd("piecewise", "piecewise constant: zero gradient almost everywhere", "Sign", "Floor", "Ceil", "Round")
+_nd("integer", "integer or bit arithmetic", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Mod")
+_nd("builder", "builds a tensor from shapes or indices alone", "ConstantOfShape", "EyeLike", "Range", "OneHot")
+_nd("random", "random sampling", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+    "Multinomial", "Bernoulli")
+_nd("quantization", "quantization rounds to integers (QuantizeLinear has a straight-through rule)",
+    "DynamicQuantizeLinear")
+_nd("string", "string ops", "StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch", "TfIdfVectorizer")
 
 
 def rule(*ops: str, inputs: tuple[int, ...] | None = (0,), broadcast: tuple[int, ...] = (),
@@ -106,6 +112,12 @@ def status(op: str, domain: str = "") -> str:
     if op in NON_DIFFERENTIABLE:
         return "non-differentiable"
     return "not implemented"
+
+
+def structural(op: str) -> bool:
+    """True for non-differentiable ops through which no gradient is expected (shape queries,
+    comparisons, indices), as opposed to those that cut one (quantization, rounding)."""
+    return CATEGORY.get(op) in STRUCTURAL
 
 
 def supported_ops() -> list[str]:

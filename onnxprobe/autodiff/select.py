@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxprobe.autodiff.builder import FLOAT_TYPES
+from onnxprobe.graph.builder import FLOAT_TYPES
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import Selection, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types

@@ -9,9 +9,10 @@ from typing import Annotated, Optional
 import typer
 
 from onnxprobe.cli.errors import handle_errors
+from onnxprobe.cli.output import notes
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt,
-    RangeOpt, SeedOpt, ShapeOpt, feed_args, selection_of,
+    RangeOpt, SeedOpt, ShapeOpt, inputs_of, selection_of,
 )
 
 OtherArg = Annotated[Optional[Path], typer.Argument(help="A second model to compare with (diff, match; --model b).", show_default=False)]
@@ -57,14 +58,13 @@ def debug(
         onnxprobe debug fp32.onnx int8.onnx
     """
     from onnxprobe import api
-    from onnxprobe.cli.errors import warn
     from onnxprobe.report.console import stdout_console
     from onnxprobe.session import repl
-    from onnxprobe.session.state import InputSpec, State
+    from onnxprobe.session.inputs import session_notes
+    from onnxprobe.session.state import State
 
     selection = selection_of(op, name, all_, range_, include_constants)
-    feed = feed_args(seed, int_range, shape, input_, inputs)
-    spec = InputSpec(**{**feed, "arrays": feed["arrays"] or {}})
+    spec = inputs_of(seed, int_range, shape, input_, inputs)
     models = [api.load(model)] + ([api.load(other)] if other is not None else [])
     state = State(models, inputs=spec, device=device, opt_level=opt_level, selection=selection)
     for t in state.targets.values():
@@ -74,18 +74,8 @@ def debug(
     if script is None:
         repl.repl(state)
         return
-    if str(script) == "-":
-        lines = sys.stdin.read().splitlines()
-    else:
-        if not script.is_file():
-            from onnxprobe.errors import UsageError
-
-            raise UsageError(f"--script {script}: no such file")
-        lines = script.read_text().splitlines()
-    from onnxprobe.session.state import session_notes
-
-    notes = [n for t in state.targets.values() for n in session_notes(state.feed(t)[2]) + list(t.model.warnings)]
-    warn(notes)
+    lines = repl.read_script(script)
+    notes([n for t in state.targets.values() for n in session_notes(state.feed(t)[2]) + list(t.model.warnings)])
     failed = repl.run_script(state, lines, stdout_console(), echo=echo)
     if failed:
         raise typer.Exit(1)

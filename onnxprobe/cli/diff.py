@@ -7,13 +7,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from onnxprobe.cli.errors import handle_errors, warn
+from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, LabelsOpt, LossOpt,
-    MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, RangeOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, feed_args,
-    grad_spec_of, selection_of,
+    MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, RangeOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of,
+    inputs_of, selection_of,
 )
-from onnxprobe.cli.output import check_outputs, emit
+from onnxprobe.cli.output import check_outputs, emit, error, notes
 
 Cmp = "Comparison"
 
@@ -27,10 +27,11 @@ def diff(
     vs_reference: Annotated[bool, typer.Option("--vs-reference", help="Compare onnxruntime with onnx.reference.ReferenceEvaluator.", rich_help_panel=Cmp)] = False,
     vs_npz: Annotated[Optional[Path], typer.Option("--vs-npz", help="Compare with activations saved elsewhere (.npz keyed by tensor name).", rich_help_panel=Cmp)] = None,
     map_: Annotated[Optional[Path], typer.Option("--map", help="JSON file {tensor of A: tensor of B}; overrides matching.", rich_help_panel=Cmp)] = None,
-    atol: Annotated[Optional[list[str]], typer.Option("--atol", help="Absolute tolerance, or NAME:VALUE for one tensor (repeatable). Default 1e-4.", rich_help_panel=Cmp)] = None,
+    atol: Annotated[Optional[list[str]], typer.Option("--atol", help="Absolute tolerance (allclose, max_abs, mean_abs, rmse), or NAME:VALUE for one tensor (repeatable). Default 1e-4.", rich_help_panel=Cmp)] = None,
     rtol: Annotated[Optional[list[str]], typer.Option("--rtol", help="Relative tolerance, or NAME:VALUE (repeatable). Default 1e-3.", rich_help_panel=Cmp)] = None,
-    metric: Annotated[str, typer.Option("--metric", help="Pass/fail criterion: allclose | max_abs | mean_abs | rmse | max_rel | cosine | sqnr.", rich_help_panel=Cmp)] = "allclose",
-    min_sqnr: Annotated[float, typer.Option("--min-sqnr", help="With --metric sqnr: the least SQNR in dB that passes.", rich_help_panel=Cmp)] = 30.0,
+    metric: Annotated[Optional[str], typer.Option("--metric", help="Pass/fail criterion: allclose | max_abs | mean_abs | rmse | max_rel | cosine | sqnr. Default: chosen by what is compared (and printed).", rich_help_panel=Cmp)] = None,
+    min_sqnr: Annotated[Optional[float], typer.Option("--min-sqnr", help="The least SQNR in dB that passes (implies --metric sqnr). Default 30.", rich_help_panel=Cmp)] = None,
+    min_cosine: Annotated[Optional[float], typer.Option("--min-cosine", help="The least cosine similarity that passes (implies --metric cosine). Default 0.999.", rich_help_panel=Cmp)] = None,
     fp32_sensitivity: Annotated[int, typer.Option("--fp32-sensitivity", help="For the N QDQ layers with the lowest intro SQNR, rerun A with that one layer in fp32 and report the output SQNR it gives.", rich_help_panel=Cmp)] = 0,
     sort: Annotated[str, typer.Option("--sort", help="Row order: topo | introduced | accumulated (worst first).", rich_help_panel=Cmp)] = "topo",
     grad: Annotated[bool, typer.Option("--grad", help="Compare the gradients of A and B (same loss, same inputs) instead of their activations; the --output/--loss/--target/--labels/--output-grad/--wrt flags of `grad` set the loss.", rich_help_panel=Cmp)] = False,
@@ -80,21 +81,20 @@ def diff(
     import json
 
     from onnxprobe import api
-    from onnxprobe.compare.diff import sort_results
     from onnxprobe.errors import UsageError
-    from onnxprobe.report.console import stdout_console
-    from onnxprobe.report.diff import diff_dict, print_diff
+    from onnxprobe.report.diff import diff_dict, diff_renderables
     from onnxprobe.report.progress import Progress
-    from onnxprobe.runtime.budget import parse_size
-    from onnxprobe.stats.metrics import METRICS, Tolerance
 
-    if metric not in METRICS:
-        raise UsageError(f"--metric {metric!r}: choose one of {', '.join(METRICS)}")
-    glob_atol, per_atol = _tolerances(atol, "--atol", 1e-4)
-    glob_rtol, per_rtol = _tolerances(rtol, "--rtol", 1e-3)
-    base = Tolerance(metric=metric, atol=glob_atol, rtol=glob_rtol, min_sqnr=min_sqnr)
-    per = {n: Tolerance(metric=metric, atol=per_atol.get(n, glob_atol), rtol=per_rtol.get(n, glob_rtol), min_sqnr=min_sqnr)
-           for n in set(per_atol) | set(per_rtol)}
+    if sort not in api.SORTS:
+        raise UsageError(f"--sort {sort!r}: choose {', '.join(api.SORTS)}")
+    glob_atol, per_atol = _tolerances(atol, "--atol")
+    glob_rtol, per_rtol = _tolerances(rtol, "--rtol")
+    base = api.Tolerance.from_flags(metric, atol=glob_atol, rtol=glob_rtol, min_sqnr=min_sqnr, min_cosine=min_cosine)
+    per = {}
+    for n in set(per_atol) | set(per_rtol):
+        t = api.Tolerance.from_flags(metric or (base.metric if base else None), atol=per_atol.get(n, glob_atol),
+                                     rtol=per_rtol.get(n, glob_rtol), min_sqnr=min_sqnr, min_cosine=min_cosine)
+        per[n] = t
     user_map = None
     if map_ is not None:
         try:
@@ -105,37 +105,41 @@ def diff(
             raise UsageError(f"--map {map_}: expected a JSON object {{\"tensor in A\": \"tensor in B\"}}")
     check_outputs(model, json_)
     selection = selection_of(op, name, all_, range_, include_constants)
-    feed = feed_args(seed, int_range, shape, input_, inputs)
+    spec_in = inputs_of(seed, int_range, shape, input_, inputs)
     loss_flags = [f for f, v in (("--output", output), ("--target", target), ("--labels", labels),
                                  ("--output-grad", output_grad), ("--wrt", wrt)) if v] + (["--loss"] if loss != "sum" else [])
     if not grad and loss_flags:
         raise UsageError(f"{loss_flags[0]} sets the loss of diff --grad: add --grad")
     if grad and (reference is None or vs_device or vs_opt_level or vs_reference or vs_npz):
         raise UsageError("diff --grad compares two models: give the reference model B (and no --vs-* option)")
-    max_mem = parse_size(max_memory) if max_memory else None
+    max_mem = api.parse_size(max_memory) if max_memory else None
     with Progress(f"comparing {model.name}") as progress:
         if grad:
             spec = grad_spec_of(output, loss, target, labels, output_grad, wrt)
             res = api.diff_grad(model, reference, spec, selection=selection,
                                 config=api.RunConfig(device=device, opt_level=opt_level or api.GRAD_OPT_LEVEL),
-                                tolerance=base, per_tensor=per, user_map=user_map, **feed, max_memory=max_mem,
+                                inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                                 progress=progress.update)
         else:
             res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
                            vs_npz=vs_npz, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level or "off"),
-                           tolerance=base, per_tensor=per, user_map=user_map, **feed, max_memory=max_mem,
+                           inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                            progress=progress.update, fp32_sensitivity=fp32_sensitivity)
-    warn(res.notes)
-    order = sort_results(res.results, sort)
-    emit(diff_dict(res, order), json_, lambda _: print_diff(res, stdout_console(), order))
-    if res.outputs_failed:
+    notes(res.notes)
+    order = api.sort_results(res.results, sort)
+    emit(diff_dict(res, order), json_, lambda width: diff_renderables(res, width, order))
+    verdict, why = res.verdict()
+    if verdict == "error":
+        error(why)
+        raise typer.Exit(1)
+    if verdict == "fail":
         raise typer.Exit(1)
 
 
-def _tolerances(items: list[str] | None, flag: str, default: float) -> tuple[float, dict[str, float]]:
+def _tolerances(items: list[str] | None, flag: str) -> tuple[float | None, dict[str, float]]:
     from onnxprobe.errors import UsageError
 
-    glob, per = default, {}
+    glob, per = None, {}
     for item in items or []:
         name, sep, value = item.rpartition(":")
         try:

@@ -7,26 +7,17 @@ internal error, reported in one line too. ``ONNXPROBE_DEBUG=1`` re-raises, with 
 from __future__ import annotations
 
 import functools
-import os
-import sys
 from typing import Callable
 
 import typer
 
-
-def debug_enabled() -> bool:
-    return os.environ.get("ONNXPROBE_DEBUG", "") not in ("", "0")
-
-
-def _say(msg: str) -> None:
-    print(f"onnxprobe: error: {msg}", file=sys.stderr)
+from onnxprobe.cli.output import error
+from onnxprobe.errors import OnnxProbeError, debug_enabled, internal_error_text
 
 
 def handle_errors(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from onnxprobe.errors import OnnxProbeError, internal_error_text
-
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
@@ -34,20 +25,20 @@ def handle_errors(fn: Callable) -> Callable:
         except OnnxProbeError as e:
             if debug_enabled():
                 raise
-            _say(str(e))
+            error(str(e))
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt:
-            _say("interrupted")
+            error("interrupted")
             raise typer.Exit(130) from None
+        except MemoryError:
+            if debug_enabled():
+                raise
+            error("out of memory: the model or its tensors do not fit (try smaller --shape dimensions or --max-memory)")
+            raise typer.Exit(1) from None
         except Exception as e:  # noqa: BLE001
             if debug_enabled():
                 raise
-            _say(internal_error_text(e))
+            error(internal_error_text(e))
             raise typer.Exit(1) from None
 
     return wrapper
-
-
-def warn(messages: list[str]) -> None:
-    for m in dict.fromkeys(messages):
-        print(f"onnxprobe: note: {m}", file=sys.stderr)

@@ -6,8 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from onnxprobe.cli.errors import handle_errors, warn
-from onnxprobe.cli.options import InputOpt, IntRangeOpt, ModelArg, OutOpt, SeedOpt, ShapeOpt, feed_args
+from onnxprobe.cli.errors import handle_errors
+from onnxprobe.cli.output import notes, show, stdout_width
+from onnxprobe.cli.options import InputOpt, IntRangeOpt, ModelArg, OutOpt, SeedOpt, ShapeOpt, inputs_of
 
 CutInputsOpt = Annotated[Optional[list[str]], typer.Option("--inputs", help="Tensors that become the inputs, comma-separated (repeatable). Default: the model's inputs.", rich_help_panel="Cut")]
 CutOutputsOpt = Annotated[Optional[list[str]], typer.Option("--outputs", help="Tensors that become the outputs, comma-separated (repeatable). Default: the model's outputs.", rich_help_panel="Cut")]
@@ -42,12 +43,11 @@ def extract(
         onnxprobe extract model.onnx -o stem.onnx --outputs conv1_out
     """
     from onnxprobe import api
-    from onnxprobe.report.console import stderr_console, stdout_console
-    from onnxprobe.report.surgery import print_extract
+    from onnxprobe.report.progress import Progress
+    from onnxprobe.report.surgery import extract_renderables
 
-    feed = feed_args(seed, int_range, shape, input_)
-    del feed["arrays"]  # extract takes no --inputs FILE.npz: --inputs names the cut's tensors here
-    with stderr_console().status(f"extracting from {model.name}…", spinner="dots"):
-        result = api.extract(model, output, inputs, outputs, **feed)
-    warn(result.notes)
-    print_extract(result, stdout_console())
+    spec = inputs_of(seed, int_range, shape, input_)  # no --inputs FILE.npz here: --inputs names the cut's tensors
+    with Progress(f"extracting from {model.name}"):
+        result = api.extract(model, output, inputs, outputs, inputs=spec)
+    notes(result.notes)
+    show(extract_renderables(result, stdout_width()))

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-
-from onnxprobe.cli.errors import handle_errors, warn
+from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, CheckOpt, ConstOpt, DeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt,
     LabelsOpt, LossOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, SaveGradsOpt, SeedOpt,
-    ShapeOpt, TargetOpt, WrtOpt, feed_args, grad_spec_of, selection_of,
+    ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, selection_of,
 )
-from onnxprobe.cli.output import check_outputs, emit
+from onnxprobe.cli.output import check_outputs, emit, error, notes, show_err
 
 
 @handle_errors
@@ -54,31 +52,30 @@ def grad(
 
         onnxprobe grad model.onnx --output-grad dy.npy --save-grads grads.npz --export model_bw.onnx
     """
+    import typer
+
     from onnxprobe import api
-    from onnxprobe.report import io as report_io
-    from onnxprobe.report.console import stderr_console, stdout_console
-    from onnxprobe.report.grad import grad_dict, print_export, print_grad
+    from onnxprobe.report.grad import export_renderables, grad_dict, grad_renderables
+    from onnxprobe.report.progress import Progress
 
     spec = grad_spec_of(output, loss, target, labels, output_grad, wrt)
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level)
-    feed = feed_args(seed, int_range, shape, input_, inputs)
+    spec_in = inputs_of(seed, int_range, shape, input_, inputs)
     check_outputs(model, save_grads, export, json_)
+    loaded = api.load(model)
     if export is not None:
-        with stderr_console().status(f"attaching the backward graph to {model.name}…", spinner="dots"):
-            gp = api.export_backward(api.load(model), export, spec, selection)
-        warn(gp.warnings)
-        print_export(gp, export, stderr_console())
-    with stderr_console().status(f"forward and backward on {model.name}{' and checking' if check else ''}…", spinner="dots"):
-        result = api.grad(model, selection, config, spec, save=save_grads is not None, check=check, **feed)
-    warn(result.notes + result.plan.warnings)
-    emit(grad_dict(result), json_, lambda _: print_grad(result, stdout_console()))
+        with Progress(f"attaching the backward graph to {model.name}"):
+            gp = api.export_backward(loaded, export, spec, selection)
+        notes(gp.warnings)
+        show_err(export_renderables(gp, export))
+    with Progress(f"forward and backward on {model.name}{' and checking' if check else ''}"):
+        result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None, check=check)
+    notes(result.notes + result.plan.warnings)
+    emit(grad_dict(result), json_, lambda width: grad_renderables(result, width))
     if save_grads is not None:
-        report_io.save_npz(result.arrays, save_grads)
+        api.save_npz(result.arrays, save_grads)
     failed = [r.name for r in result.rows if r.check is not None and not r.check["ok"]]
     if failed:
-        import typer
-
-        print(f"onnxprobe: error: {len(failed)} gradient(s) failed the finite-difference check: "
-              f"{', '.join(failed[:5])}{' …' if len(failed) > 5 else ''}", file=sys.stderr)
+        error(f"{len(failed)} gradient(s) failed the finite-difference check: {', '.join(failed[:5])}{' …' if len(failed) > 5 else ''}")
         raise typer.Exit(1)

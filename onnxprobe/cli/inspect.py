@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from onnxprobe.cli.errors import handle_errors, warn
+from onnxprobe.cli.errors import handle_errors
+from onnxprobe.cli.output import check_outputs, emit, notes
 from onnxprobe.cli.options import JsonOpt, ModelArg
 
 NodesOpt = Annotated[bool, typer.Option("--nodes", help="Also list every node: index, name, op, inputs → outputs with shapes.", rich_help_panel="Output")]
@@ -29,15 +30,9 @@ def inspect(model: ModelArg, nodes: NodesOpt = False, json_: JsonOpt = None) -> 
         onnxprobe inspect model.onnx --json - | jq .op_histogram
     """
     from onnxprobe import api
-    from onnxprobe.report import io as report_io
-    from onnxprobe.report.console import stdout_console
-    from onnxprobe.report.inspect import inspect_dict, print_inspect
+    from onnxprobe.report.inspect import inspect_dict, inspect_report
 
-    if json_ is not None and str(json_) != "-":
-        report_io.check_writable(json_, model)
+    check_outputs(model, json_)
     result = api.inspect(model)
-    warn(result.warnings)
-    if json_ is not None:
-        report_io.write_json(inspect_dict(result), json_)
-    if json_ is None or str(json_) != "-":
-        print_inspect(result, stdout_console(), nodes=nodes)
+    notes(result.warnings)
+    emit(inspect_dict(result), json_, lambda width: inspect_report(result, width, nodes=nodes))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from onnxprobe.cli.errors import handle_errors, warn
+from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
-    MaxMemoryOpt, OptLevelOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, feed_args, selection_of,
+    MaxMemoryOpt, OptLevelOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, selection_of,
 )
-from onnxprobe.cli.output import check_outputs, emit
+from onnxprobe.cli.output import check_outputs, emit, notes
 
 
 @handle_errors
@@ -47,29 +47,24 @@ def layers(
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
-    from onnxprobe.report.console import stdout_console
-    from onnxprobe.report.layers import dataset_dict, layers_dict, print_layers
+    from onnxprobe.report.layers import dataset_dict, layers_dict, layers_renderables
     from onnxprobe.report.progress import Progress
-    from onnxprobe.runtime.budget import parse_size
 
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level)
-    feed = feed_args(seed, int_range, shape, input_, inputs)
+    spec = inputs_of(seed, int_range, shape, input_, inputs)
     check_outputs(model, save, json_)
-    budget = parse_size(max_memory) if max_memory else None
-
-    def show(data: dict) -> None:
-        print_layers(data, stdout_console())
-
+    budget = api.parse_size(max_memory) if max_memory else None
     if inputs_dir is not None:
-        if save is not None or input_ or inputs is not None:
-            raise UsageError("--inputs-dir takes all inputs from the dataset: drop --save, --input and --inputs")
+        if save is not None or input_ or inputs is not None or shape:
+            raise UsageError("--inputs-dir takes all inputs from the dataset: drop --save, --input, --inputs and --shape")
         with Progress(f"probing {model.name} over {inputs_dir.name}") as progress:
             res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update)
-        warn(res.notes)
-        emit(dataset_dict(res), json_, show)
-        return
-    with Progress(f"probing {model.name}") as progress:
-        result = api.layers(model, selection, config, save_to=save, max_memory=budget, progress=progress.update, **feed)
-    warn(result.notes + result.plan.warnings)
-    emit(layers_dict(result), json_, show)
+        notes(res.notes)
+        data = dataset_dict(res)
+    else:
+        with Progress(f"probing {model.name}") as progress:
+            res = api.layers(model, selection, config, spec, save_to=save, max_memory=budget, progress=progress.update)
+        notes(res.notes + res.plan.warnings)
+        data = layers_dict(res)
+    emit(data, json_, lambda width: layers_renderables(data, width))

@@ -6,10 +6,11 @@ from typing import Annotated
 
 import typer
 
-from onnxprobe.cli.errors import handle_errors, warn
+from onnxprobe.cli.errors import handle_errors
+from onnxprobe.cli.output import notes, show, stdout_width
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OutOpt, RangeOpt, SeedOpt,
-    ShapeOpt, feed_args, selection_of,
+    ShapeOpt, inputs_of, selection_of,
 )
 
 StatsOpt = Annotated[bool, typer.Option("--stats", help="Expose each tensor's in-graph statistics ([1, 9] float64 row: count, nan, nonfinite, nonzero, min, max, sum, sumsq, sumabs) instead of the tensor.", rich_help_panel="Output")]
@@ -47,11 +48,12 @@ def mark(
         onnxprobe mark model.onnx -o stats.onnx --all --stats
     """
     from onnxprobe import api
-    from onnxprobe.report.console import stderr_console, stdout_console
-    from onnxprobe.report.surgery import print_mark
+    from onnxprobe.report.progress import Progress
+    from onnxprobe.report.surgery import mark_renderables
 
     selection = selection_of(op, name, all_, range_, include_constants)
-    with stderr_console().status(f"marking {model.name}…", spinner="dots"):
-        result = api.mark(model, output, selection, stats=stats, **feed_args(seed, int_range, shape, input_, inputs))
-    warn(result.notes)
-    print_mark(result, stdout_console())
+    spec = inputs_of(seed, int_range, shape, input_, inputs)
+    with Progress(f"marking {model.name}"):
+        result = api.mark(model, output, selection, stats=stats, inputs=spec)
+    notes(result.notes)
+    show(mark_renderables(result, stdout_width()))

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from onnxprobe.cli.errors import handle_errors
+from onnxprobe.cli.output import check_outputs, emit
 from onnxprobe.cli.options import JsonOpt
 
 
@@ -26,13 +27,9 @@ def merge_stats(
 
         onnxprobe merge-stats shard0.json shard1.json shard2.json --json all.json
     """
-    from onnxprobe.report import io as report_io
-    from onnxprobe.report.console import stdout_console
-    from onnxprobe.report.layers import print_layers
-    from onnxprobe.stats.merge import merge_reports, read_report
+    from onnxprobe import api
+    from onnxprobe.report.layers import layers_renderables
 
-    merged = merge_reports([read_report(f) for f in files])
-    if json_ is not None:
-        report_io.write_json(merged, json_)
-    if json_ is None or str(json_) != "-":
-        print_layers(merged, stdout_console())
+    check_outputs(files[0] if files else None, json_)
+    merged = api.merge_stats(files)
+    emit(merged, json_, lambda width: layers_renderables(merged, width))

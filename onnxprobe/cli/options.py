@@ -34,18 +34,6 @@ MaxMemoryOpt = Annotated[Optional[str], typer.Option("--max-memory", help="Most 
 SaveOpt = Annotated[Optional[Path], typer.Option("--save", help="Save the probed tensors to FILE.npz, keyed by tensor name.", rich_help_panel="Output")]
 
 
-def parse_int_range(spec: str) -> tuple[int, int]:
-    from onnxprobe.errors import UsageError
-
-    lo, sep, hi = spec.partition(":")
-    try:
-        if not sep:
-            raise ValueError
-        return int(lo), int(hi)
-    except ValueError:
-        raise UsageError(f"--int-range {spec!r}: expected LOW:HIGH, e.g. 0:100") from None
-
-
 # surgery commands (mark, extract)
 OutOpt = Annotated[Path, typer.Option("--output", "-o", help="The model to write (its weights go to OUT.data beside it when the input keeps them outside or it passes 2 GB).", show_default=False, rich_help_panel="Output")]
 
@@ -66,37 +54,21 @@ CheckOpt = Annotated[bool, typer.Option("--check", help="Check every gradient ag
 
 def selection_of(op: list[str] | None, name: list[str] | None, all_: bool, range_: str | None, include_constants: bool):
     """The Selection that --op/--name/--all/--range/--include-constants describe."""
-    from onnxprobe.graph.select import Selection
+    from onnxprobe import api
 
-    return Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_, include_constants=include_constants)
+    return api.Selection(ops=tuple(op or ()), names=tuple(name or ()), all=all_, range=range_, include_constants=include_constants)
 
 
-def feed_args(seed: int, int_range: str, shape: list[str] | None, input_: list[str] | None, inputs: Path | None = None) -> dict:
-    """Keyword arguments of the API's input handling (seed, int_range, shapes, files, arrays) from the
-    --seed/--int-range/--shape/--input/--inputs options."""
-    from onnxprobe.runtime.feeds import parse_input_files, parse_shape_overrides, read_npz
+def inputs_of(seed: int, int_range: str, shape: list[str] | None, input_: list[str] | None, inputs: Path | None = None):
+    """The api.InputSpec of --seed/--int-range/--shape/--input/--inputs."""
+    from onnxprobe import api
 
-    return {"seed": seed, "int_range": parse_int_range(int_range), "shapes": parse_shape_overrides(shape),
-            "files": parse_input_files(input_), "arrays": read_npz(inputs) if inputs else None}
+    return api.input_spec(seed, int_range, shape, input_, inputs)
 
 
 def grad_spec_of(output: str | None, loss: str, target: Path | None, labels: Path | None, output_grad: Path | None,
                  wrt: list[str] | None):
     """The api.GradSpec that --output/--loss/--target/--labels/--output-grad/--wrt describe (grad, diff --grad)."""
     from onnxprobe import api
-    from onnxprobe.errors import UsageError
-    from onnxprobe.runtime.feeds import read_array
 
-    if output_grad is not None:
-        if loss not in ("sum", "output-grad"):
-            raise UsageError("--output-grad gives dL/dy directly: it replaces --loss")
-        loss = "output-grad"
-    for flag, value, kind in (("--target", target, "mse"), ("--labels", labels, "cross-entropy")):
-        if value is not None and loss != kind:
-            raise UsageError(f"{flag} goes with --loss {kind}")
-    return api.GradSpec(
-        output=output, loss=loss, wrt=tuple(wrt or ()),
-        target=read_array(target) if target is not None else None,
-        labels=read_array(labels) if labels is not None else None,
-        output_grad=read_array(output_grad) if output_grad is not None else None,
-    )
+    return api.grad_spec(output, loss, target, labels, output_grad, wrt)

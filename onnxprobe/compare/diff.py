@@ -1,27 +1,31 @@
-"""``diff``: run two sides on the same inputs, pair their tensors, measure, and find where error starts."""
+"""``diff``: run two sides on the same inputs, pair their tensors, measure, and find where error starts.
+
+A verdict is earned: pairs are measured only between tensors that stand for the same value; a diff that
+compared nothing, or in which a model output has no counterpart, does not pass (``DiffResult.verdict``).
+"""
 
 from __future__ import annotations
 
-import fnmatch
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import onnx
 
 from onnxprobe.compare.introduced import cone_inputs, run_cones
-from onnxprobe.graph.shapes import concrete_sizes
-from onnxprobe.runtime.budget import default_budget, plan_chunks
-from onnxprobe.runtime.session import resolve_device
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError, first_line
-from onnxprobe.graph.select import DEFAULT_OPS, Selection, parse_range
-from onnxprobe.match.engine import Matching, Pair, match
+from onnxprobe.graph.select import Selection, check_criteria, select
+from onnxprobe.graph.shapes import concrete_sizes
+from onnxprobe.match.engine import FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched, match
 from onnxprobe.match.observe import Observable
-from onnxprobe.match.ops import canonical
-from onnxprobe.runtime.feeds import input_specs
+from onnxprobe.runtime.budget import default_budget, plan_chunks
+from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.stats.metrics import PairMetrics, Tolerance, compare
+from onnxprobe.types import forward_name
 
-DEFAULT_CANONICAL = {canonical(o) for o in DEFAULT_OPS}
+# an output left unpaired for one of these causes makes the verdict fail: nothing stood for it
+UNPAIRED = (NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE)
 
 
 @dataclass
@@ -48,50 +52,85 @@ class DiffResult:
     notes: list[str] = field(default_factory=list)
     grad: dict | None = None  # diff --grad: the loss and its value on each side (compare.gradients)
     sensitivity: list = field(default_factory=list)  # compare.sensitivity.Sensitivity, with --fp32-sensitivity
+    criterion: str = ""  # the pass/fail rule, in words (and why it is the default, when it is)
+
+    @property
+    def compared(self) -> int:
+        """Pairs that were really measured."""
+        return sum(1 for r in self.results if r.metrics is not None)
+
+    @property
+    def unpaired_outputs(self) -> list[Unmatched]:
+        """Model outputs (for gradients: weight gradients) that nothing on the other side stood for."""
+        return [u for u in self.matching.unmatched_a + self.matching.unmatched_b
+                if u.obs.is_output and u.cause in UNPAIRED]
+
+    def verdict(self) -> tuple[str, str]:
+        """("pass" | "fail" | "error", one line): error when nothing was compared or an output had no
+        counterpart, fail when an output (a weight gradient) failed the criterion."""
+        what = "weight gradients" if self.grad else "outputs"
+        if not self.compared:
+            ua, ub = len(self.matching.unmatched_a), len(self.matching.unmatched_b)
+            return "error", (f"nothing was compared: no tensor of A could be paired with one of B "
+                             f"({ua} unmatched in A, {ub} in B; --json lists them with reasons)")
+        missing = self.unpaired_outputs
+        if missing:
+            names = ", ".join(f"{u.obs.name!r} ({u.reason})" for u in missing[:3])
+            more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            return "error", f"{len(missing)} of the {what} could not be compared: {names}{more}"
+        if self.outputs_failed:
+            return "fail", f"{len(self.outputs_failed)} of the {what} fail the criterion ({self.criterion})"
+        return "pass", f"{what} pass ({self.criterion})"
 
 
-def selected(o: Observable, sel: Selection, lo_hi: tuple[int, int] | None = None) -> bool:
-    if lo_hi and not lo_hi[0] <= o.index <= lo_hi[1]:
-        return False
-    if sel.all or (sel.range and sel.is_default):
-        return True
-    if sel.is_default:
-        return o.is_output or canonical(o.effective_op) in DEFAULT_CANONICAL
-    if o.is_output:
-        return True
-    if o.op_type in sel.ops or o.effective_op in sel.ops or canonical(o.effective_op) in sel.ops:
-        return True
-    return any(fnmatch.fnmatchcase(x, g) for g in sel.names for x in (o.name, o.key, o.node))
-
-
-def _range(sel: Selection, obs: list[Observable]) -> tuple[int, int] | None:
-    return parse_range(sel.range, {o.node: o.index for o in obs}, 1 << 30) if sel.range else None
-
-
-def check_inputs(a: Side, b: Side) -> None:
-    if b.kind != "ort" and b.kind != "reference":
-        return
-    sa = {s.name: s for s in input_specs(a.model.proto)}
-    sb = {s.name: s for s in input_specs(b.model.proto)}
+def check_same_inputs(a: onnx.ModelProto, b: onnx.ModelProto) -> None:
+    """Two models that run on the same feeds take the same input names, dtypes and static dimensions."""
+    sa = {s.name: s for s in model_inputs(a)}
+    sb = {s.name: s for s in model_inputs(b)}
     if set(sa) != set(sb):
         raise UsageError(f"the models take different inputs: A {sorted(sa)}, B {sorted(sb)}; both run on the same feeds")
     for n in sa:
         if sa[n].elem_type != sb[n].elem_type:
             raise UsageError(f"input {n}: dtype {sa[n].dtype} in A but {sb[n].dtype} in B")
+        x, y = sa[n].shape, sb[n].shape
+        if x is not None and y is not None and (len(x) != len(y) or any(
+                isinstance(p, int) and isinstance(q, int) and p > 0 and q > 0 and p != q for p, q in zip(x, y))):
+            raise UsageError(f"input {n}: shape {list(x)} in A but {list(y)} in B; both run on the same feeds")
 
 
 def measured_label(a: Side, b: Side) -> str:
     kinds = {o.kind for o in a.observation.observables}
     integer_ops = bool(kinds & {"qoperator", "dynamic"})
     if "qdq" in kinds:
-        if a.kind == "ort" and a.config.opt_level in ("extended", "layout", "all"):
-            return f"deployed: onnxruntime's int8 kernels (QDQ fused at opt-level {a.config.opt_level})"
+        if a.runner.kind == "onnxruntime" and a.runner.config.opt_level in ("extended", "layout", "all"):
+            return f"deployed: onnxruntime's int8 kernels (QDQ fused at opt-level {a.runner.config.opt_level})"
         if integer_ops:
             return "deployed: integer operators as written; its QDQ pairs are simulated (opt-level off)"
         return "simulated: the QDQ graph as written, not fused (use --opt-level extended for the deployed int8 kernels)"
     if integer_ops:
         return "deployed: the integer operators as written"
     return "float"
+
+
+def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tuple[list[Pair], set[str]]:
+    """The pairs a selection reports, resolved by ``graph.select`` on each model: a pair is in when its
+    A tensor (or the value it stands for) is selected in A, or (without --range, which counts A's nodes)
+    its B tensor in B; model outputs always are. Returns (pairs, the selected names of B)."""
+    models = [a.model.proto] + ([b.model.proto] if b.model is not a.model else [])
+    check_criteria(models, sel)
+    in_a = {r.name for r in select(a.model.proto, sel, strict=False)}
+    sel_b = Selection(sel.ops, sel.names, sel.all, None, sel.include_constants) if sel.range else sel
+    in_b = {r.name for r in select(b.model.proto, sel_b, strict=False)} if b.model is not a.model else set(in_a)
+
+    def names(o: Observable) -> list[str]:
+        base = [o.name, o.key, o.probe]
+        return base + [f for f in (forward_name(n) for n in base) if f]  # a gradient stands for its tensor
+
+    if sel.all and not (sel.ops or sel.names or sel.range):  # everything, graph inputs and their gradients too
+        return list(matching.pairs), {o.name for o in b.observation.observables}
+    pairs = [p for p in matching.pairs if p.a.is_output or p.b.is_output or any(n in in_a for n in names(p.a))
+             or (not sel.range and any(n in in_b for n in names(p.b)))]
+    return pairs, in_b | {o.name for o in b.observation.observables if o.is_output}
 
 
 def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance,
@@ -103,18 +142,14 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     are alive at once (default: a quarter of the available memory). Tensors produced on a GPU stay
     there and their metrics are computed there (runtime.device_metrics): only scalars reach the host.
     ``device_metrics`` forces that path on or off (default: on for CUDA sides)."""
-    check_inputs(a, b)
-    for side in (a, b):
-        if side.kind == "ort":
-            side.device = resolve_device(side.config.device)
-    obs_a, obs_b = a.observation.observables, b.observation.observables
-    lo_hi = _range(selection, obs_a)
-    matching = match(obs_a, obs_b, user_map)
-    report = [p for p in matching.pairs if selected(p.a, selection, lo_hi) or selected(p.b, selection)]
-    with_cones = introduced and b.kind == "ort"
+    if a.runner.takes_feeds and b.runner.takes_feeds:
+        check_same_inputs(a.model.proto, b.model.proto)
+    matching = match(a.observation.observables, b.observation.observables, user_map)
+    report, sel_b = selected_pairs(a, b, matching, selection)
+    with_cones = introduced and b.runs_graphs
     by_b = {p.b.probe: p for p in matching.pairs if p.b.kind == "float"}
-    boundaries = cone_inputs(b.model.inferred, [p.b.probe for p in report if p.b.kind == "float"], set(by_b)) if with_cones else {}
-    sizes = concrete_sizes(b.model.inferred, {k: v.shape for k, v in feeds.items()})
+    boundaries = cone_inputs(b.runner.model, [p.b.probe for p in report if p.b.kind == "float"], set(by_b)) if with_cones else {}
+    sizes = concrete_sizes(b.model.proto, {k: v.shape for k, v in feeds.items()})
     cost = {id(p): 2 * sizes.get(p.b.key, sizes.get(p.b.name, 0)) for p in matching.pairs}
     chunks = plan_chunks([(str(k), cost[id(p)] + sum(cost[id(by_b[x])] // 2 for x in boundaries.get(p.b.probe, ())))
                           for k, p in enumerate(report)], (max_memory or default_budget()) // 2)
@@ -122,8 +157,8 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     results: list[PairResult] = []
     for n, chunk in enumerate(chunks):
         pairs = [report[int(k)] for k in chunk]
-        extra = [by_b[x] for p in pairs for x in boundaries.get(p.b.probe, ())]
-        need_a = list({id(p.a): p.a for p in pairs + extra}.values())
+        extra = [by_b[x].a for p in pairs for x in boundaries.get(p.b.probe, ())]
+        need_a = list({id(o): o for o in [p.a for p in pairs] + extra}.values())
         values_a = a.values(need_a, feeds, keep_on_device=_on_device(a, device_metrics))
         values_b = b.values([p.b for p in pairs], feeds, keep_on_device=_on_device(b, device_metrics))
         part = [_measure(p, values_a, values_b, _tolerance(p, tolerance, per_tensor)) for p in pairs]
@@ -133,29 +168,43 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
         del values_a, values_b
         if progress is not None:
             progress(n + 1, len(chunks))
-    notes[:0] = list(a.notes) + list(b.notes)
+    notes[:0] = list(a.notes) + list(a.runner.notes) + list(b.notes) + list(b.runner.notes)
     results.sort(key=lambda r: (r.pair.a.index, r.pair.b.index))
     first = next((r for r in results if r.passed is False), None)
     outputs_failed = [r for r in results if r.passed is False and (r.pair.a.is_output or r.pair.b.is_output)]
-    sel_b = {o.name for o in obs_b if selected(o, selection)}
-    _explain_folded(matching, b.model.inferred)
-    return DiffResult(a, b, results, matching, sel_b, first, outputs_failed, measured_label(a, b), list(dict.fromkeys(notes)))
+    explain_unmatched(matching, a, b)
+    return DiffResult(a, b, results, matching, sel_b, first, outputs_failed, measured_label(a, b),
+                      list(dict.fromkeys(notes)), criterion=tolerance.describe())
 
 
-def _explain_folded(matching: Matching, model_b) -> None:
-    """An unmatched B tensor whose only consumer's output is matched was fused away in A (Conv+BN folding,
-    a Relu dropped by the quantizer...): say so instead of 'no counterpart'."""
+def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
+    """Say why, where more is known than 'no counterpart': a tensor the other side's runner cannot observe
+    (fused away, not in the .npz), or a B tensor folded into its consumer in A (Conv+BN folding, a Relu
+    dropped by the quantizer: compared there)."""
+    for side, other, items in ((a, b, matching.unmatched_a), (b, a, matching.unmatched_b)):
+        todo = [u for u in items if u.cause == NO_COUNTERPART]
+        hidden = other.runner.unobservable([u.obs.key for u in todo]) if todo else {}
+        for u in todo:
+            if u.obs.key in hidden:
+                u.reason, u.cause = f"not observable in {'B' if side is a else 'A'}: {hidden[u.obs.key]}", NOT_OBSERVABLE
+            elif u.obs.key in other.observation.hidden:
+                why = other.observation.hidden[u.obs.key]
+                where = "B" if side is a else "A"
+                u.reason = f"not observable in {where}: {why}" if other.hidden_cause == NOT_OBSERVABLE else why
+                u.cause = other.hidden_cause
+    if not b.runner.takes_feeds:
+        return
     consumers: dict[str, list] = {}
-    for n in model_b.graph.node:
+    for n in b.model.proto.graph.node:
         for i in n.input:
             consumers.setdefault(i, []).append(n)
     matched_b = {p.b.name for p in matching.pairs}
     for u in matching.unmatched_b:
-        if not u.reason.startswith("no counterpart"):
+        if u.cause != NO_COUNTERPART:
             continue
         cs = consumers.get(u.obs.name, [])
         if len(cs) == 1 and cs[0].output and cs[0].output[0] in matched_b:
-            u.reason = f"folded into {cs[0].op_type} {cs[0].output[0]!r} in A (compared there)"
+            u.reason, u.cause = f"folded into {cs[0].op_type} {cs[0].output[0]!r} in A (compared there)", FOLDED
 
 
 def _tolerance(p: Pair, default: Tolerance, per_tensor: dict[str, Tolerance] | None) -> Tolerance:
@@ -164,9 +213,9 @@ def _tolerance(p: Pair, default: Tolerance, per_tensor: dict[str, Tolerance] | N
 
 
 def _on_device(side: Side, forced: bool | None) -> bool:
-    if side.kind != "ort":
+    if side.runner.kind != "onnxruntime":
         return False
-    return forced if forced is not None else side.device == "cuda"
+    return forced if forced is not None else side.runner.device == "cuda"
 
 
 def _shape(v) -> tuple[int, ...]:
@@ -201,8 +250,7 @@ def _introduced(part: list[PairResult], b: Side, values_a: dict, by_b: dict, fee
     known = {x: values_a[q.a.probe] for x, q in by_b.items() if q.a.probe in values_a}
     targets = [r.pair.b.probe for r in part if r.metrics is not None and r.pair.b.kind == "float"]
     try:
-        cone_out = run_cones(b.model.inferred, targets, known, feeds, device=b.device or "cpu",
-                             opt_level=b.config.opt_level, all_known=set(by_b), keep_on_device=keep_on_device)
+        cone_out = run_cones(b.runner, targets, known, feeds, all_known=set(by_b), keep_on_device=keep_on_device)
     except Exception as e:  # noqa: BLE001 - the accumulated numbers still stand
         notes.append(f"introduced error not computed: {first_line(e)[:200]}")
         return
@@ -213,15 +261,19 @@ def _introduced(part: list[PairResult], b: Side, values_a: dict, by_b: dict, fee
             r.introduced = pair_metrics(va, ref, r.tolerance.rtol)
 
 
+SORTS = ("topo", "introduced", "accumulated")
+
+
 def sort_results(results: list[PairResult], key: str) -> list[PairResult]:
+    """Rows in topological order, or worst first by accumulated or introduced SQNR (exact pairs last)."""
     if key == "topo":
         return list(results)
 
     def sq(m: PairMetrics | None) -> float:
-        return m.sqnr_db if m is not None and math.isfinite(m.sqnr_db) else math.inf
+        return m.sqnr_db if m is not None and not math.isnan(m.sqnr_db) else math.inf
 
     if key == "accumulated":
         return sorted(results, key=lambda r: sq(r.metrics))
     if key == "introduced":
         return sorted(results, key=lambda r: sq(r.introduced))
-    raise UsageError(f"--sort {key!r}: choose introduced, accumulated or topo")
+    raise UsageError(f"--sort {key!r}: choose {', '.join(SORTS)}")

@@ -1,7 +1,7 @@
 """``diff --grad``: a model's gradients as the observables of a comparison.
 
-A ``GradSide`` is a ``Side`` whose values are the backward tensors of the model with its loss and
-backward graph (``api.grad_plan``, one onnxruntime run for all of them). Its observables stand for the
+``grad_side`` builds a ``Side`` whose values are the backward tensors of the model with its loss and
+backward graph (an ``api.GradPlan``, one onnxruntime run for all of them). Its observables stand for the
 forward tensors they are the gradients of, with ``_grad`` appended to the names and keys:
 
 - weights: ``<weight>_grad``; in a quantized model the float weight is a DequantizeLinear of a constant,
@@ -18,89 +18,66 @@ stays unmatched. Weight gradients are the results of a backward pass, as outputs
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import onnx
 
+from onnxprobe.autodiff import registry
+from onnxprobe.autodiff.select import weights
 from onnxprobe.compare.sides import Side
-from onnxprobe.match.observe import FLOAT_TYPES, Observable, Observation, observe, stem
+from onnxprobe.graph.model import Model
+from onnxprobe.graph.shapes import static_shape, value_types
+from onnxprobe.graph.walk import walk
+from onnxprobe.match.engine import NO_GRADIENT
+from onnxprobe.match.observe import FLOAT_TYPES, Observable, Observation, stem
 from onnxprobe.match.ops import canonical
-
-SUFFIX = "_grad"
-
-
-@dataclass
-class GradSide(Side):
-    kind: str = "grad"
-    spec: object = None  # api.GradSpec, the same for both sides
-    plan: object = None  # api.GradPlan, made by prepare()
-    extra_feed: dict = field(default_factory=dict)
-    loss: float | None = None
-    no_gradient: dict = field(default_factory=dict)  # key of a weight that got no gradient -> its tensor
-    _values: dict | None = None
-
-    def prepare(self, feeds: dict[str, np.ndarray]) -> None:
-        """Attach the loss and the backward graph for these inputs, and list the gradient observables."""
-        from onnxprobe import api
-
-        obs = observe(self.model.inferred)
-        candidates = _candidates(self.model.inferred, obs)
-        self.plan = api.grad_plan(self.model, self.spec, feed=feeds, names=[t for t, _ in candidates],
-                                  unsupported="skip")
-        self.notes += [f"{self.label}: {w}" for w in self.plan.warnings if w not in self.model.warnings]
-        self.extra_feed = dict(self.plan.extra_feed)
-        grads = self.plan.grads
-        seen: set[str] = set()
-        observables = []
-        for t, o in candidates:
-            if t in grads and o.key not in seen:
-                seen.add(o.key)
-                observables.append(Observable(
-                    key=o.key + SUFFIX, name=o.name + SUFFIX, probe=grads[t], node=o.node, op_type=o.op_type,
-                    effective_op=o.effective_op, index=o.index, shape=o.shape, kind=o.kind, is_output=o.is_output))
-        observables.sort(key=lambda o: (o.index, not o.is_output, o.name))
-        self._observation = Observation(observables, [], {})
-        self.no_gradient = {o.key: t for t, o in candidates if o.is_output and t not in grads and o.key not in seen}
-        if self.no_gradient:
-            stops = _stops(self.model.inferred)
-            names = list(self.no_gradient.values())
-            self.notes.append(f"{self.label}: no gradient for {len(names)} weight(s) ({', '.join(names[:3])}"
-                              f"{' …' if len(names) > 3 else ''})" + (f": the gradient stops at {stops}" if stops else ""))
-
-    @property
-    def observation(self) -> Observation:
-        if self._observation is None:
-            raise RuntimeError("GradSide.prepare(feeds) first")
-        return self._observation
-
-    def describe(self) -> str:
-        return f"{self.label} (gradients, {self.device or self.config.device}, opt-level {self.config.opt_level})"
-
-    def values(self, observables: list[Observable], feeds: dict[str, np.ndarray], keep_on_device: bool = False) -> dict:
-        """One forward + backward run gives every gradient; later calls reuse it."""
-        if self._values is None:
-            from onnxprobe.runtime.session import create_session, resolve_device, run_bound
-
-            self.device = self.device or resolve_device(self.config.device)
-            session = create_session(self.plan.backward.model, device=self.device, opt_level=self.config.opt_level)
-            self.notes += session.notes
-            names = [self.plan.loss.loss] + [o.probe for o in self.observation.observables]
-            out, _ = run_bound(session, {**feeds, **self.extra_feed}, list(dict.fromkeys(names)))
-            self.loss = float(np.asarray(out[self.plan.loss.loss], np.float64).reshape(-1)[0])
-            self._values = out
-        return {o.probe: self._values[o.probe] for o in observables if o.probe in self._values}
+from onnxprobe.runtime.runners.base import OnceRunner, Runner
+from onnxprobe.types import forward_name, grad_name
 
 
-def _candidates(model: onnx.ModelProto, obs: Observation) -> list[tuple[str, Observable]]:
+def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[tuple[str, Observable]],
+              role: str = "A") -> Side:
+    """The side whose values are ``plan``'s gradients (an ``api.GradPlan`` of ``model`` made for
+    ``candidates``), computed by ``runner`` over the backward model in one run with the loss. Its hidden
+    entries say which weights got no gradient (so the other model's gradient of them is explained);
+    ``role`` ("A" or "B") is how those reasons name this side."""
+    grads = plan.grads
+    seen: set[str] = set()
+    observables = []
+    for t, o in candidates:
+        if t in grads and o.key not in seen:
+            seen.add(o.key)
+            observables.append(Observable(
+                key=grad_name(o.key), name=grad_name(o.name), probe=grads[t], node=o.node, op_type=o.op_type,
+                effective_op=o.effective_op, index=o.index, shape=o.shape, kind=o.kind, is_output=o.is_output))
+    observables.sort(key=lambda o: (o.index, not o.is_output, o.name))
+    no_gradient = {o.key: t for t, o in candidates if o.is_output and t not in grads and o.key not in seen}
+    hidden = {grad_name(k): f"no gradient for {t} in {role}" for k, t in no_gradient.items()}
+    for i in model.proto.graph.initializer:
+        if i.data_type not in FLOAT_TYPES:
+            hidden.setdefault(grad_name(stem(i.name)), f"an integer (quantized) weight in {role}: it has no gradient")
+    notes = [f"{label}: {w}" for w in plan.warnings if w not in model.warnings]
+    if no_gradient:
+        stops = _stops(model.proto)
+        names = list(no_gradient.values())
+        notes.append(f"{label}: no gradient for {len(names)} weight(s) ({', '.join(names[:3])}"
+                     f"{' …' if len(names) > 3 else ''})" + (f": the gradient stops at {stops}" if stops else ""))
+    once = OnceRunner(runner, [plan.loss.loss] + [o.probe for o in observables], plan.extra_feed)
+    return Side(label, model, once, Observation(observables, [], hidden), notes, hidden_cause=NO_GRADIENT)
+
+
+def loss_value(side: Side, feeds: dict) -> float:
+    """The loss of a gradient side on ``feeds`` (from its one forward+backward run)."""
+    runner = side.runner
+    name = runner.names[0]
+    value = runner.values([name], feeds)[name]
+    return float(np.asarray(value, np.float64).reshape(-1)[0])
+
+
+def candidates(model: onnx.ModelProto, obs: Observation) -> list[tuple[str, Observable]]:
     """(tensor to differentiate, the forward observable it stands for): weights (float initializers and
     Constants, and DequantizeLinear outputs of constants, keyed by the float weight), float graph inputs,
     and the activations ``observe`` lists (through the model's own tensor: the DequantizeLinear output of
     a QDQ pair, the rescaled result of a dynamic-quantization chain)."""
-    from onnxprobe.autodiff.select import weights
-    from onnxprobe.graph.shapes import static_shape, value_types
-    from onnxprobe.graph.walk import walk
-
     types = value_types(model)
     sites = [s for s in walk(model) if not s.chain]
     first_use: dict[str, object] = {}
@@ -161,17 +138,13 @@ def _stops(model: onnx.ModelProto) -> str:
     layers, ops without a rule), e.g. 'DynamicQuantizeLinear x3, MatMulInteger x3'."""
     from collections import Counter
 
-    from onnxprobe.autodiff import registry
-    from onnxprobe.graph.shapes import value_types
-
     types = value_types(model)
-    harmless = ("returns", "builds a tensor", "string")  # shape queries, comparisons, indices: no gradient expected
     c: Counter = Counter()
     for n in model.graph.node:
         st = registry.status(n.op_type, n.domain)
         if st == "rule" or n.op_type == "Constant":
             continue
-        if st == "non-differentiable" and registry.NON_DIFFERENTIABLE[n.op_type].startswith(harmless):
+        if st == "non-differentiable" and registry.structural(n.op_type):
             continue
         tps = [types.get(i) for i in n.input if i]
         if any(tp is not None and tp.HasField("tensor_type") and tp.tensor_type.elem_type in FLOAT_TYPES for tp in tps):
@@ -179,22 +152,9 @@ def _stops(model: onnx.ModelProto) -> str:
     return ", ".join(f"{op} x{k}" for op, k in c.most_common())
 
 
-def explain_unmatched(matching, a: "GradSide") -> None:
-    """An unmatched B gradient whose weight has no gradient in A says so, instead of 'no counterpart'."""
-    integer = {i.name for i in a.model.inferred.graph.initializer if i.data_type not in FLOAT_TYPES}
-    for u in matching.unmatched_b:
-        if not u.reason.startswith("no counterpart"):
-            continue
-        base = u.obs.key[: -len(SUFFIX)] if u.obs.key.endswith(SUFFIX) else u.obs.key
-        if base in a.no_gradient:
-            u.reason = f"no gradient for {a.no_gradient[base]} in A"
-        elif any(stem(i) == base for i in integer):
-            u.reason = "an integer (quantized) weight in A: it has no gradient"
-
-
 def grad_reason(pair) -> str:
     """The pairing reason, said of gradients."""
-    base = pair.b.key[: -len(SUFFIX)] if pair.b.key.endswith(SUFFIX) else pair.b.key
+    base = forward_name(pair.b.key) or pair.b.key
     if pair.strategy == "qdq":
         return f"gradient of the dequantized {base}"
     if pair.strategy == "name":

@@ -13,7 +13,6 @@ import onnx
 from onnx import helper
 
 from onnxprobe.graph.walk import subgraphs
-from onnxprobe.runtime.session import create_session, run_bound
 
 MAX_CONE_NODES = 64
 
@@ -90,12 +89,12 @@ def cone_inputs(model: onnx.ModelProto, targets: list[str], known: set[str]) -> 
     return {t: [src for _, src in ins if src in known] for t, (_, ins) in index.items()}
 
 
-def run_cones(model: onnx.ModelProto, targets: list[str], values: dict, feeds: dict[str, np.ndarray],
-              device: str = "cpu", opt_level: str = "off", all_known: set[str] | None = None,
-              keep_on_device: bool = False) -> dict:
-    """B's output at each target, computed from A's values (``values``: B tensor name -> A's value).
-    ``all_known``: every tensor A has a value for (cones stop there), when ``values`` holds only some."""
-    cones, index = build_cones(model, targets, all_known if all_known is not None else set(values))
+def run_cones(runner, targets: list[str], values: dict, feeds: dict[str, np.ndarray],
+              all_known: set[str] | None = None, keep_on_device: bool = False) -> dict:
+    """B's output at each target, computed from A's values (``values``: B tensor name -> A's value) by
+    B's runner (a ``runtime.runners.base.GraphRunner``). ``all_known``: every tensor A has a value for
+    (cones stop there), when ``values`` holds only some."""
+    cones, index = build_cones(runner.model, targets, all_known if all_known is not None else set(values))
     if cones is None:
         return {}
     elem = {vi.name: vi.type.tensor_type.elem_type for vi in cones.graph.input}
@@ -112,6 +111,5 @@ def run_cones(model: onnx.ModelProto, targets: list[str], values: dict, feeds: d
             if want is not None:
                 v = np.asarray(v).astype(want, copy=False)
             feed[name] = v
-    session = create_session(cones, device=device, opt_level=opt_level)
-    out, _ = run_bound(session, feed, [], [o for o, _ in index.values()], keep_on_device=keep_on_device)
+    out, _ = runner.execute(cones, feed, [], device_outputs=[o for o, _ in index.values()], keep_on_device=keep_on_device)
     return {t: out[o] for t, (o, _) in index.items()}

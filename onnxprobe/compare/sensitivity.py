@@ -17,7 +17,6 @@ import numpy as np
 import onnx
 
 from onnxprobe.compare.introduced import build_cones
-from onnxprobe.runtime.session import create_session, run_bound
 from onnxprobe.stats.metrics import sqnr_db
 
 PREFIX = "onnxprobe.fp32/"
@@ -96,7 +95,7 @@ def fp32_sensitivity(res, feeds: dict[str, np.ndarray], top: int = 5) -> list[Se
     """For the ``top`` QDQ layers of a diff with the lowest intro SQNR: the model output's SQNR against B
     with that layer kept in fp32, next to the quantized one."""
     a, b = res.a, res.b
-    if top <= 0 or a.kind != "ort" or b.kind != "ort":
+    if top <= 0 or not (a.runs_graphs and b.runs_graphs and b.runner.takes_feeds):
         return []
     cands = [r for r in res.results if r.pair.a.kind == "qdq" and r.introduced is not None
              and not (r.pair.a.is_output or r.pair.b.is_output)]
@@ -109,12 +108,11 @@ def fp32_sensitivity(res, feeds: dict[str, np.ndarray], top: int = 5) -> list[Se
         return []
     output = outputs[0]
 
-    def run(model: onnx.ModelProto, config) -> np.ndarray:
-        s = create_session(model, device=a.device or "cpu", opt_level=config.opt_level)
-        return run_bound(s, feeds, [output])[0][output]
+    def run(side, model: onnx.ModelProto) -> np.ndarray:
+        return side.runner.execute(model, feeds, [output])[0][output]
 
-    ref = run(b_model, b.config)
-    base = sqnr_db(run(a_model, a.config), ref)
+    ref = run(b, b_model)
+    base = sqnr_db(run(a, a_model), ref)
     b_to_a = {p.b.name: p.a.name for p in res.matching.pairs if p.b.kind == "float"}
     found = []
     for r in cands:
@@ -122,5 +120,5 @@ def fp32_sensitivity(res, feeds: dict[str, np.ndarray], top: int = 5) -> list[Se
         if m is None:
             continue
         found.append(Sensitivity(r.pair.b.name, r.pair.a.effective_op, r.introduced.sqnr_db, output, base,
-                                 sqnr_db(run(m, a.config), ref)))
+                                 sqnr_db(run(a, m), ref)))
     return found

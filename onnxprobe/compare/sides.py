@@ -1,61 +1,71 @@
-"""A side of a comparison produces values for observables: onnxruntime (any device / opt level),
-onnx.reference.ReferenceEvaluator, or an .npz of activations saved elsewhere (e.g. PyTorch hooks)."""
+"""The two sides of a comparison: what each can observe (``match.observe``) and the runner that produces
+the values (``runtime.runners``: onnxruntime on any device or opt level, onnx.reference, saved
+activations, a backward graph...). Nothing here switches on a backend: a side is its runner."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
-from onnxprobe.graph.expose import expose
+from onnxprobe.graph.model import Model
+from onnxprobe.match.engine import NOT_OBSERVABLE
 from onnxprobe.match.observe import Observable, Observation, add_dequantize, observe
-from onnxprobe.runtime.session import create_session, resolve_device, run_bound
-from onnxprobe.types import RunConfig, TensorRef
+from onnxprobe.runtime.runners.base import Runner
+from onnxprobe.runtime.runners.npz import NpzRunner
 
 
 @dataclass
 class Side:
     label: str
-    model: object  # api.Model
-    kind: str = "ort"  # ort | reference | npz
-    config: RunConfig = field(default_factory=RunConfig)
-    npz: dict[str, np.ndarray] | None = None
-    device: str | None = None  # resolved
+    model: Model  # the model the values stand for (for saved activations: model A, whose names they use)
+    runner: Runner
+    observation: Observation
     notes: list[str] = field(default_factory=list)
-    _observation: Observation | None = None
-
-    @property
-    def observation(self) -> Observation:
-        if self._observation is None:
-            self._observation = observe(self.model.inferred)
-            if self.kind == "npz":
-                keep = [o for o in self._observation.observables if o.name in self.npz]
-                self._observation = Observation(keep, [], self._observation.hidden)
-        return self._observation
+    hidden_cause: str = NOT_OBSERVABLE  # what the observation's hidden entries mean for the other side's tensors
 
     def describe(self) -> str:
-        if self.kind == "reference":
-            return f"{self.label} (onnx.reference)"
-        if self.kind == "npz":
-            return f"{self.label}"
-        return f"{self.label} ({self.device or self.config.device}, opt-level {self.config.opt_level})"
+        return self.runner.describe()
+
+    @property
+    def runs_graphs(self) -> bool:
+        return self.runner.runs_graphs
 
     def values(self, observables: list[Observable], feeds: dict[str, np.ndarray], keep_on_device: bool = False) -> dict:
-        """probe name -> value for each observable: numpy arrays, or with ``keep_on_device`` (onnxruntime
-        sides) the OrtValues where the session left them, so that metrics can be computed there."""
-        if self.kind == "npz":
-            return {o.probe: np.asarray(self.npz[o.name]) for o in observables}
-        model = add_dequantize(self.model.inferred, self.observation.dequantize)
-        if self.kind == "reference":
-            from onnx.reference import ReferenceEvaluator
+        """probe name -> value for each observable the runner returns (numpy arrays, or with
+        ``keep_on_device`` the runtime's own device values, so that metrics can be computed there)."""
+        return self.runner.values([o.probe for o in observables], feeds, keep_on_device=keep_on_device)
 
-            res = ReferenceEvaluator(model).run(None, feeds, intermediate=True)
-            return {o.probe: np.asarray(res[o.probe]) for o in observables if o.probe in res}
-        refs = [TensorRef(name=o.probe, node=o.node, op_type=o.op_type, index=o.index) for o in observables]
-        rewritten, probes = expose(model, refs, stats=False, shapes=False, raw=True, warnings=self.notes)
-        self.device = self.device or resolve_device(self.config.device)
-        session = create_session(rewritten, device=self.device, opt_level=self.config.opt_level)
-        self.notes += session.notes
-        names = list(dict.fromkeys(p.raw_output for p in probes if p.raw_output))
-        out, _ = run_bound(session, feeds, [], names, keep_on_device=keep_on_device)
-        return {p.ref.name: out[p.raw_output] for p in probes if p.raw_output}
+
+def model_side(label: str, model: Model, make_runner: Callable) -> Side:
+    """A side that runs ``model``: its observables, and a runner (``make_runner(proto)``) over the model
+    with the dequantizations those observables read (QOperator and quantized tensors) added. Tensors the
+    runner cannot observe leave the observation, with the runner's reason."""
+    obs = observe(model.proto)
+    proto = add_dequantize(model.proto, obs.dequantize) if obs.dequantize else model.proto
+    runner = make_runner(proto)
+    hidden = runner.unobservable([o.probe for o in obs.observables])
+    if hidden:
+        obs = Observation([o for o in obs.observables if o.probe not in hidden], obs.dequantize,
+                          {**obs.hidden, **{o.name: hidden[o.probe] for o in obs.observables if o.probe in hidden}})
+    return Side(label, model, runner, obs)
+
+
+def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model) -> Side:
+    """Saved activations as side B: one observable per array, described by the tensor of the same name
+    in ``like`` (model A) where there is one, so that matching and reports know its op."""
+    known = {o.name: o for o in observe(like.proto).observables}
+    obs = []
+    for k, (name, value) in enumerate(arrays.items()):
+        o = known.get(name)
+        shape = tuple(np.shape(value))
+        if o is not None:
+            obs.append(Observable(key=name, name=name, probe=name, node=o.node, op_type=o.op_type,
+                                  effective_op=o.effective_op, index=o.index, shape=shape, kind="float",
+                                  is_output=o.is_output))
+        else:
+            obs.append(Observable(key=name, name=name, probe=name, node="", op_type="?", effective_op="?",
+                                  index=1 << 30 | k, shape=shape, kind="float"))
+    obs.sort(key=lambda o: o.index)
+    return Side(label, like, NpzRunner(arrays, label), Observation(obs))

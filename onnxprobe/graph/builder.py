@@ -1,13 +1,25 @@
-"""A small helper that appends nodes to one ONNX graph: fresh names, per-graph constants, Reduce* in the
-form each opset wants, and ``interleave`` to place the added nodes right behind what they read."""
+"""The one node builder every graph pass uses (statistics probes, losses, backward graphs): fresh
+deterministic names, deduplicated constants, and the ops whose signature changed across opsets (Reduce*,
+Squeeze / Unsqueeze / Split axes, Slice and Pad arguments, Shape start/end) emitted the way the model's
+opset wants them. ``interleave`` places nodes appended to a graph right behind what they read.
+
+``GraphBuilder(names, opset, nodes=...)`` appends to ``nodes``: a graph's own node list (``graph.node``)
+or a plain list the caller adds to a graph later. Every node's name starts with ``scope``; ``doc`` (when
+set) becomes its doc_string. ``g.Mul(a, b)`` is ``g.op("Mul", a, b)``, so rules read like the maths.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxprobe.errors import OpsetTooOld
+
+FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
+Axes = "Sequence[int] | str | None"
 
 
 def fresh_name(names: set[str], base: str) -> str:
@@ -27,65 +39,188 @@ def default_opset(model: onnx.ModelProto) -> int:
     return 1
 
 
-@dataclass
+def np_dtype(elem: int) -> np.dtype:
+    return np.dtype(helper.tensor_dtype_to_np_dtype(elem))
+
+
+def all_names(model: onnx.ModelProto) -> set[str]:
+    """Every name used in the model (tensors, nodes, graph inputs and outputs), subgraphs included: a
+    pass that adds names takes fresh ones from this set."""
+    names: set[str] = set()
+
+    def visit(g: onnx.GraphProto) -> None:
+        names.update(i.name for i in g.input)
+        names.update(i.name for i in g.initializer)
+        names.update(o.name for o in g.output)
+        for n in g.node:
+            names.update(n.input)
+            names.update(n.output)
+            names.add(n.name)
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    visit(a.g)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    for sg in a.graphs:
+                        visit(sg)
+
+    visit(model.graph)
+    return names
+
+
 class GraphBuilder:
-    """Appends nodes to one graph, with fresh names and per-graph constants."""
+    def __init__(self, names: set[str], opset: int, *, nodes=None, scope: str = "onnxprobe", doc: str = ""):
+        self.names = names
+        self.opset = opset
+        self.nodes = nodes if nodes is not None else []
+        self.scope = scope
+        self.doc = doc
+        self.consts: dict[tuple, str] = {}
+        self.static: dict[str, tuple] = {}  # static shapes of emitted tensors, when a helper knows them
 
-    graph: onnx.GraphProto
-    opset: int
-    names: set[str]
-    consts: dict[tuple, str] = field(default_factory=dict)
-    original: int = -1  # how many nodes the graph had before this pass
-
-    def __post_init__(self) -> None:
-        self.original = len(self.graph.node)
-
-    def interleave(self) -> None:
-        """Move each added node right behind the last node it depends on, so that a probed tensor's
-        statistics run as soon as it exists and the tensor can be freed, as in the unprobed model."""
-        nodes = list(self.graph.node)
-        if len(nodes) == self.original:
-            return
-        anchor_of: dict[str, int] = {}
-        for i, n in enumerate(nodes[: self.original]):
-            for o in n.output:
-                anchor_of[o] = i
-        buckets: dict[int, list[onnx.NodeProto]] = {}
-        for n in nodes[self.original:]:
-            a = max((anchor_of.get(i, -1) for i in n.input if i), default=-1)
-            for o in n.output:
-                anchor_of[o] = a
-            buckets.setdefault(a, []).append(n)
-        order = list(buckets.get(-1, []))
-        for i, n in enumerate(nodes[: self.original]):
-            order.append(n)
-            order.extend(buckets.get(i, []))
-        del self.graph.node[:]
-        self.graph.node.extend(order)
-
+    # -- names -----------------------------------------------------------------------------------------
     def fresh(self, base: str) -> str:
         return fresh_name(self.names, base)
 
-    def node(self, op: str, inputs: list[str], base: str, **attrs) -> str:
-        out = self.fresh(base)
-        self.graph.node.append(helper.make_node(op, inputs, [out], name=self.fresh(f"onnxprobe/{op}/{base}"), **attrs))
-        return out
+    # -- raw emission ----------------------------------------------------------------------------------
+    def op(self, op_type: str, *inputs: str | None, n_out: int = 1, out: str | None = None, base: str | None = None,
+           domain: str = "", **attrs):
+        """Emit one node; returns its output name (or the list of names when ``n_out > 1``). ``out``: the
+        exact output name (already fresh); ``base``: a readable stem for a fresh one."""
+        ins = ["" if i is None else i for i in inputs]
+        while ins and ins[-1] == "":
+            ins.pop()
+        stem = base or f"{self.scope}/{op_type.lower()}"
+        outs = [out or self.fresh(stem)] if n_out == 1 else [self.fresh(f"{stem}_{k}") for k in range(n_out)]
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        name = self.fresh(f"{self.scope}/{op_type}" + (f"/{base}" if base else ""))
+        node = helper.make_node(op_type, ins, outs, name=name, domain=domain or None, **attrs)
+        if self.doc:
+            node.doc_string = self.doc
+        self.nodes.append(node)
+        return outs[0] if n_out == 1 else outs
 
-    def const(self, value: np.ndarray, base: str) -> str:
-        key = (value.dtype.str, value.shape, value.tobytes())
+    def node(self, op_type: str, inputs: list[str], base: str, **attrs) -> str:
+        """``op`` with a list of inputs and a readable output stem: ``b.node("Cast", [x], "x.f64", to=11)``."""
+        return self.op(op_type, *inputs, base=base, **attrs)
+
+    def __getattr__(self, name: str):
+        if name[:1].isupper():
+            return lambda *inputs, **attrs: self.op(name, *inputs, **attrs)
+        raise AttributeError(name)
+
+    # -- constants -------------------------------------------------------------------------------------
+    def const(self, value, dtype=None) -> str:
+        a = np.asarray(value, dtype=dtype)
+        key = (a.dtype.str, a.shape, a.tobytes())
         if key not in self.consts:
-            out = self.fresh(f"onnxprobe.const.{base}")
-            self.graph.node.append(helper.make_node(
-                "Constant", [], [out], name=self.fresh(f"onnxprobe/Constant/{base}"),
-                value=numpy_helper.from_array(value, out)))
+            out = self.fresh(f"{self.scope}/const")
+            node = helper.make_node("Constant", [], [out], name=self.fresh(f"{self.scope}/Constant"),
+                                    value=numpy_helper.from_array(a, out))
+            if self.doc:
+                node.doc_string = self.doc
+            self.nodes.append(node)
             self.consts[key] = out
+            self.static[out] = a.shape
         return self.consts[key]
 
-    def reduce(self, op: str, x: str, base: str, axes: list[int] | None = None, keepdims: int = 1) -> str:
-        """Reduce* with ``axes`` given the way this opset wants it (attribute, or input since 13/18)."""
+    def ints(self, values: Sequence[int]) -> str:
+        return self.const(np.array(list(values), np.int64))
+
+    # -- opset-dependent helpers -----------------------------------------------------------------------
+    def _axes_input(self, axes) -> str:
+        return axes if isinstance(axes, str) else self.ints(axes)
+
+    def reduce(self, op: str, x: str, axes: Axes = None, keepdims: int = 1, base: str | None = None) -> str:
+        """Reduce* over ``axes`` (None: all axes; a tensor name: runtime axes, opset >= 13/18 only)."""
         if axes is None:
-            return self.node(op, [x], base, keepdims=keepdims)
-        axes_as_input = self.opset >= (13 if op == "ReduceSum" else 18)
-        if axes_as_input:
-            return self.node(op, [x, self.const(np.array(axes, np.int64), "axes")], base, keepdims=keepdims)
-        return self.node(op, [x], base, axes=axes, keepdims=keepdims)
+            return self.op(op, x, keepdims=keepdims, base=base)
+        as_input = self.opset >= (13 if op == "ReduceSum" else 18)
+        if as_input:
+            return self.op(op, x, self._axes_input(axes), keepdims=keepdims, base=base)
+        if isinstance(axes, str):
+            need = 13 if op == "ReduceSum" else 18
+            raise OpsetTooOld(f"{op} with runtime axes needs opset {need} (model opset {self.opset})", need)
+        return self.op(op, x, axes=list(axes), keepdims=keepdims, base=base)
+
+    def reduce_sum(self, x: str, axes: Axes = None, keepdims: int = 1) -> str:
+        if axes is not None and not isinstance(axes, str) and len(axes) == 0:
+            return x
+        return self.reduce("ReduceSum", x, axes, keepdims)
+
+    def reduce_sum_runtime(self, x: str, axes: str) -> str:
+        """ReduceSum(keepdims=1) over a runtime (possibly empty) list of axes: opset >= 13."""
+        return self.op("ReduceSum", x, axes, keepdims=1, noop_with_empty_axes=1)
+
+    def unsqueeze(self, x: str, axes) -> str:
+        if self.opset >= 13:
+            return self.op("Unsqueeze", x, self._axes_input(axes))
+        if isinstance(axes, str):
+            raise OpsetTooOld(f"Unsqueeze with runtime axes needs opset 13 (model opset {self.opset})", 13)
+        return self.op("Unsqueeze", x, axes=list(axes))
+
+    def squeeze(self, x: str, axes) -> str:
+        if self.opset >= 13:
+            return self.op("Squeeze", x, self._axes_input(axes))
+        return self.op("Squeeze", x, axes=list(axes))
+
+    def split(self, x: str, axis: int, sizes, n: int) -> list[str]:
+        if n == 1:
+            return [self.op("Identity", x)]
+        if self.opset >= 13:
+            return self.op("Split", x, self._axes_input(sizes), n_out=n, axis=axis)
+        if isinstance(sizes, str):
+            raise OpsetTooOld(f"Split with runtime sizes needs opset 13 (model opset {self.opset})", 13)
+        return self.op("Split", x, n_out=n, axis=axis, split=list(sizes))
+
+    def slice(self, x: str, starts, ends, axes, steps=None) -> str:
+        if self.opset >= 10:
+            ins = [x, self._axes_input(starts), self._axes_input(ends), self._axes_input(axes)]
+            if steps is not None:
+                ins.append(self._axes_input(steps))
+            return self.op("Slice", *ins)
+        if any(isinstance(v, str) for v in (starts, ends, axes)) or steps is not None:
+            raise OpsetTooOld(f"Slice with runtime arguments needs opset 10 (model opset {self.opset})", 10)
+        return self.op("Slice", x, starts=list(starts), ends=list(ends), axes=list(axes))
+
+    def pad(self, x: str, pads, value: str | None = None, mode: str = "constant") -> str:
+        if self.opset >= 11:
+            return self.op("Pad", x, self._axes_input(pads), value, mode=mode)
+        if isinstance(pads, str):
+            raise OpsetTooOld(f"Pad with runtime pads needs opset 11 (model opset {self.opset})", 11)
+        return self.op("Pad", x, pads=list(pads), mode=mode)
+
+    def shape(self, x: str, start: int | None = None, end: int | None = None) -> str:
+        if start is None and end is None:
+            return self.op("Shape", x)
+        if self.opset >= 15:
+            return self.op("Shape", x, start=start, end=end)
+        s = self.op("Shape", x)
+        return self.slice(s, [start or 0], [end if end is not None else 2**62], [0])
+
+    def flat(self, x: str) -> str:
+        return self.op("Reshape", x, self.ints([-1]))
+
+
+def interleave(graph: onnx.GraphProto, original: int) -> None:
+    """Move each node appended after the first ``original`` nodes right behind the last node it depends
+    on, so that a probed tensor's statistics run as soon as it exists and the tensor can be freed, as in
+    the unprobed model."""
+    nodes = list(graph.node)
+    if len(nodes) == original:
+        return
+    anchor_of: dict[str, int] = {}
+    for i, n in enumerate(nodes[:original]):
+        for o in n.output:
+            anchor_of[o] = i
+    buckets: dict[int, list[onnx.NodeProto]] = {}
+    for n in nodes[original:]:
+        a = max((anchor_of.get(i, -1) for i in n.input if i), default=-1)
+        for o in n.output:
+            anchor_of[o] = a
+        buckets.setdefault(a, []).append(n)
+    order = list(buckets.get(-1, []))
+    for i, n in enumerate(nodes[:original]):
+        order.append(n)
+        order.extend(buckets.get(i, []))
+    del graph.node[:]
+    graph.node.extend(order)

@@ -18,12 +18,12 @@ import onnx
 from onnx import TensorProto, helper
 
 from onnxprobe.errors import ModelError
-from onnxprobe.graph.builder import default_opset
+from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.graph.stats_nodes import (
     IDENTITY_ROW, MIN_OPSET, ROW_WIDTH, UNSUPPORTED_STATS_DTYPES, StatsBuilder, needs_masking,
 )
-from onnxprobe.graph.walk import NodeSite, walk
+from onnxprobe.graph.walk import walk
 from onnxprobe.types import Probe, TensorRef
 
 __all__ = ["expose", "needs_masking", "default_opset", "STATS_PREFIX", "SHAPE_PREFIX", "RAW_PREFIX"]
@@ -31,25 +31,6 @@ __all__ = ["expose", "needs_masking", "default_opset", "STATS_PREFIX", "SHAPE_PR
 STATS_PREFIX = "onnxprobe.stats:"
 SHAPE_PREFIX = "onnxprobe.shape:"
 RAW_PREFIX = "onnxprobe.raw:"
-
-
-def _all_names(model: onnx.ModelProto, sites: list[NodeSite]) -> set[str]:
-    names: set[str] = set()
-
-    def visit(g: onnx.GraphProto) -> None:
-        names.update(i.name for i in g.input)
-        names.update(i.name for i in g.initializer)
-        names.update(o.name for o in g.output)
-
-    visit(model.graph)
-    for s in sites:
-        names.update(s.node.input)
-        names.update(s.node.output)
-        names.add(s.node.name)
-        for a in s.node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                visit(a.g)
-    return names
 
 
 def _graph_attr(node: onnx.NodeProto, attr: str) -> onnx.GraphProto:
@@ -90,7 +71,7 @@ def expose(
     sites = walk(out)
     producer = {o: s for s in sites for o in s.node.output if o}
     types = value_types(out)
-    names = _all_names(out, sites)
+    names = all_names(out)
     builders: dict[int, StatsBuilder] = {}
 
     def builder(g: onnx.GraphProto) -> StatsBuilder:
@@ -136,7 +117,7 @@ def expose(
                     # the branch's statistics say "not run", and dumps skip tensors that did not run
                     rank = len(t.tensor_type.shape.dim) if t is not None and t.tensor_type.HasField("shape") else 1
                     ph_value = np.zeros([0] * rank, onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type))
-                ph = builder(other).const(ph_value, "placeholder")
+                ph = builder(other).const(ph_value)
                 if ph in {o.name for o in other.output}:
                     ph = builder(other).node("Identity", [ph], "onnxprobe.placeholder")
                 if t is not None and kind == "raw":
@@ -178,7 +159,7 @@ def expose(
             final = STATS_PREFIX + ref.name
             if final in names:
                 final = builder(out.graph).fresh(final)
-            builder(out.graph).graph.node.append(helper.make_node("Identity", [top], [final], name=builder(out.graph).fresh(f"onnxprobe/stats/{ref.name}")))
+            builder(out.graph).op("Identity", top, out=final, base=f"stats/{ref.name}")
             names.add(final)
             add_top_output(final, row_type)
             probe.stats_output = final

@@ -287,3 +287,9 @@ def _set_location(tensors: list[TensorProto], name: str) -> None:
             for e in t.external_data:
                 if e.key == "location":
                     e.value = name
+
+
+def save_model(model: onnx.ModelProto, out: str | os.PathLike, *, external_data: bool | None = None) -> Path:
+    """Write an in-memory ``model`` atomically (``write_model``). Models over 2 GB (or
+    ``external_data=True``) get their weights in ``OUT.data`` beside the output file."""
+    return write_model(model, out, external=external_data).path

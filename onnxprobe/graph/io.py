@@ -1,7 +1,7 @@
 """Loading and saving models: external data, clear errors, atomic writes, >2 GB models.
 
-``load_model`` never writes to the file it reads. ``save_model`` writes to a temporary file beside the
-destination and renames it, so a crash never leaves half a model behind.
+``load_model`` never writes to the file it reads; writing models is ``graph.external.write_model``'s job
+(atomic, external data in chunks).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 import onnx
 
 from onnxprobe.errors import ModelError, UsageError, first_line
+from onnxprobe.text import human_bytes
 
 # protobuf cannot serialise a single message over 2 GiB; stay well below it.
 PROTO_LIMIT = 2**31 - 2**26
@@ -30,8 +31,11 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
         raise ModelError(f"{p}: cannot read ({e.strerror})") from e
     if size == 0:
         raise ModelError(f"{p}: file is empty, not an ONNX model")
+    check_wire_format(p, size)
     try:
         model = onnx.load(str(p), load_external_data=False)
+    except MemoryError:
+        raise ModelError(f"{p}: a {human_bytes(size)} model does not fit in the memory available") from None
     except Exception as e:  # DecodeError and friends
         raise ModelError(
             f"{p}: not a readable ONNX model (protobuf decoding failed: truncated or not ONNX)"
@@ -48,6 +52,56 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
         except Exception as e:
             raise ModelError(f"{p}: cannot load its external data: {first_line(e)}") from e
     return model
+
+
+# ModelProto's fields (onnx.proto): number -> protobuf wire type (0 varint, 2 length-delimited)
+_MODEL_FIELDS = {1: 0, 2: 2, 3: 2, 4: 2, 5: 0, 6: 2, 7: 2, 8: 2, 14: 2, 20: 2, 25: 2, 26: 2}
+
+
+def _varint(f) -> int | None:
+    shift = result = 0
+    for _ in range(10):
+        b = f.read(1)
+        if not b:
+            return None
+        result |= (b[0] & 0x7F) << shift
+        if not b[0] & 0x80:
+            return result
+        shift += 7
+    return None
+
+
+def check_wire_format(p: Path, size: int) -> None:
+    """Walk the file's top-level protobuf fields without reading their contents (seeking over each
+    length-delimited field), so that a file which is not a ModelProto, or is cut short, is refused
+    before it is read into memory: a 3 GB file of zeros fails at its first byte. Fields of other
+    wire types than ModelProto's, and a graph that is missing, are refused too."""
+    seen_graph = False
+    with open(p, "rb") as f:
+        while f.tell() < size:
+            tag = _varint(f)
+            if tag is None:
+                raise ModelError(f"{p}: not a readable ONNX model (truncated in a field header)")
+            number, wire = tag >> 3, tag & 7
+            want = _MODEL_FIELDS.get(number)
+            if number == 0 or wire not in (0, 1, 2, 5) or (want is not None and want != wire):
+                raise ModelError(f"{p}: not a readable ONNX model (byte {f.tell() - 1} is not a field of an ONNX ModelProto)")
+            if wire == 0:
+                if _varint(f) is None:
+                    raise ModelError(f"{p}: not a readable ONNX model (truncated)")
+            elif wire == 2:
+                n = _varint(f)
+                if n is None or f.tell() + n > size:
+                    raise ModelError(f"{p}: not a readable ONNX model (truncated: a field runs past the end of the "
+                                     f"{size}-byte file)")
+                seen_graph = seen_graph or number == 7
+                f.seek(n, 1)
+            else:
+                f.seek(8 if wire == 1 else 4, 1)
+        if f.tell() > size:
+            raise ModelError(f"{p}: not a readable ONNX model (truncated)")
+    if not seen_graph:
+        raise ModelError(f"{p}: not an ONNX model (no graph in the file)")
 
 
 def _looks_like_model(model: onnx.ModelProto) -> bool:
@@ -85,11 +139,3 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
     if source is not None and o.exists() and Path(source).exists() and o.resolve() == Path(source).resolve():
         raise UsageError(f"{o}: refusing to overwrite the input model; choose another output path")
     return o
-
-
-def save_model(model: onnx.ModelProto, out: str | os.PathLike, *, external_data: bool | None = None) -> Path:
-    """Write ``model`` atomically (graph.external.write_model). Models over 2 GB (or
-    ``external_data=True``) get their weights in ``OUT.data`` beside the output file."""
-    from onnxprobe.graph.external import write_model
-
-    return write_model(model, out, external=external_data).path

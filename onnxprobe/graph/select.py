@@ -1,28 +1,39 @@
-"""Which tensors to probe: a ``Selection`` (op types, name globs, an index range, all) resolved
-against a model into ``TensorRef`` objects in topological order.
+"""Which tensors to probe: a ``Selection`` (op types, name globs, an index range, all) resolved against a
+model into ``TensorRef`` objects in topological order. The one implementation: ``layers``, ``diff``,
+``grad``, ``mark`` and the interactive debugger all select through ``select``.
 
-Rules:
+Rules, as people read the flags:
 - default (no criteria): outputs of Conv, ConvTranspose, Gemm, MatMul, the attention ops and their
   quantized/fused forms, in the main graph, plus the model's own outputs;
-- ``ops`` / ``names``: every node output, subgraphs included, whose producer's op type is listed or whose
-  node or tensor name matches a glob (union of the two);
+- repeated values of one flag are alternatives (``--op Conv --op Gemm``: either), different flags narrow
+  (``--op Softmax --name '*layer.1*'``: Softmax outputs whose node or tensor name matches);
+- ``ops``: every node output, subgraphs included, whose producer's op type is listed, or stands for one
+  (``Conv`` picks QLinearConv, ConvInteger, FusedConv: ``graph.ops.canonical``);
+- ``names``: node outputs whose node or tensor name matches a glob, and graph inputs (and, with
+  ``include_constants``, weights) whose name matches;
 - ``all``: every node output, subgraphs included;
-- ``range``: keeps only (alone: selects all) nodes whose index (as ``inspect --nodes`` and the ``layers`` table number them)
-  lies in ``[start, end]``; either end may be a node name;
+- ``range``: keeps only (alone: selects all) nodes whose index (as ``inspect --nodes`` and the ``layers``
+  table number them) lies in ``[start, end]``; either end may be a node name;
 - weights (initializers, Constant/ConstantOfShape outputs and what is computed from them alone) are left
   out unless ``include_constants``.
+
+A criterion that matches nothing (an op type the model does not have, a glob that matches no name, a
+range outside the model) is a UsageError, with a suggestion where one is close.
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 from dataclasses import dataclass
 
 import onnx
 
 from onnxprobe.errors import UsageError
+from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, constant_tensors, walk
+from onnxprobe.text import clean
 from onnxprobe.types import TensorRef
 
 ATTENTION_OPS = {
@@ -50,12 +61,18 @@ class Selection:
     def is_default(self) -> bool:
         return not (self.ops or self.names or self.all)
 
+    def describe(self) -> str:
+        parts = [f"--op {o}" for o in self.ops] + [f"--name {n}" for n in self.names]
+        parts += ["--all"] if self.all else []
+        parts += [f"--range {self.range}"] if self.range else []
+        return " ".join(parts) or "the default selection"
+
 
 def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, int]:
     """'START:END' -> (start, end), inclusive; each end an index, a node name, or empty (the first /
-    ``last`` node)."""
+    ``last`` node). A reversed range, or one past the end of the model, is a UsageError."""
     if ":" not in spec:
-        raise UsageError(f"--range {spec!r}: expected START:END (node indices or node names), e.g. 10:40")
+        raise UsageError(f"--range {clean(spec)!r}: expected START:END (node indices or node names), e.g. 10:40")
     a, b = spec.split(":", 1)
 
     def bound(x: str, default: int) -> int:
@@ -63,30 +80,82 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
         if not x:
             return default
         if x.lstrip("-").isdigit():
-            return int(x)
+            i = int(x)
+            if not 0 <= i <= last:
+                raise UsageError(f"--range {clean(spec)}: node index {i} is outside the model (its nodes are 0..{last})")
+            return i
         if x in node_index:
             return node_index[x]
-        raise UsageError(f"--range: no node named {x!r} (use an index or a node name from `onnxprobe inspect --nodes`)")
+        close = difflib.get_close_matches(x, list(node_index), n=1)
+        hint = f"; did you mean {clean(close[0])!r}?" if close else " (use an index or a node name from `onnxprobe inspect --nodes`)"
+        raise UsageError(f"--range: no node named {clean(x)!r}{hint}")
 
-    return bound(a, 0), bound(b, last)
-
-
-def _matches(site: NodeSite, tensor: str, sel: Selection) -> bool:
-    if sel.all:
-        return True
-    if site.node.op_type in sel.ops:
-        return True
-    return any(fnmatch.fnmatchcase(site.name, g) or fnmatch.fnmatchcase(tensor, g) for g in sel.names)
+    lo, hi = bound(a, 0), bound(b, last)
+    if lo > hi:
+        raise UsageError(f"--range {clean(spec)}: reversed (node {lo} comes after node {hi}); give START:END with START first")
+    return lo, hi
 
 
-def select(model: onnx.ModelProto, sel: Selection, *, sites: list[NodeSite] | None = None) -> list[TensorRef]:
-    """Resolve ``sel`` against ``model`` (ideally one with inferred shapes). Raises UsageError when an
-    explicit criterion matches nothing."""
+def _op_matches(op_type: str, ops: tuple[str, ...]) -> bool:
+    return op_type in ops or canonical(op_type) in ops
+
+
+def _name_matches(globs: tuple[str, ...], *names: str) -> bool:
+    return any(fnmatch.fnmatchcase(n, g) for g in globs for n in names if n)
+
+
+def _ref(name: str, site: NodeSite | None, types: dict, outputs: set[str], kind: str, index: int = -1) -> TensorRef:
+    tp = types.get(name)
+    return TensorRef(
+        name=name, node=site.name if site is not None and kind == "node" else "",
+        op_type=site.node.op_type if site is not None and kind == "node" else "",
+        index=site.index if site is not None else index, scope=site.scope if site is not None and kind == "node" else (),
+        dtype=dtype_name(tp.tensor_type.elem_type) if tp is not None else None,
+        shape=static_shape(tp), is_output=name in outputs, kind=kind,
+    )
+
+
+def check_criteria(models: list[onnx.ModelProto], sel: Selection) -> None:
+    """Each ``--op`` must be an op type of one of ``models`` (or stand for one), and each ``--name`` glob
+    must match a node, tensor or input name of one of them; else a UsageError with a suggestion."""
+    sites = [walk(m) for m in models]
+    ops_present = {s.node.op_type for ss in sites for s in ss}
+    for op in sel.ops:
+        if not any(_op_matches(t, (op,)) for t in ops_present):
+            lower = {t.lower(): t for t in ops_present}
+            close = [lower[op.lower()]] if op.lower() in lower else difflib.get_close_matches(op, sorted(ops_present), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else " (`onnxprobe inspect MODEL` lists its op types)"
+            raise UsageError(f"--op {clean(op)}: no node of the model has this op type{hint}")
+    for glob in sel.names:
+        names = {n for m, ss in zip(models, sites) for n in _all_names(m, ss)}
+        if not any(fnmatch.fnmatchcase(n, glob) for n in names):
+            close = difflib.get_close_matches(glob, sorted(names), n=1)
+            hint = f"; did you mean {clean(close[0])!r}?" if close else " (names are case-sensitive; quote globs such as '*attn*')"
+            raise UsageError(f"--name {clean(glob)!r}: matches no node, tensor or input name of the model{hint}")
+
+
+def _all_names(model: onnx.ModelProto, sites: list[NodeSite]) -> set[str]:
+    names = {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
+    for s in sites:
+        names.add(s.name)
+        names.update(o for o in s.node.output if o)
+    return names
+
+
+def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[NodeSite] | None = None,
+           strict: bool = True) -> list[TensorRef]:
+    """Resolve ``sel`` against ``model`` (ideally one with inferred shapes). ``strict``: a criterion that
+    matches nothing in this model, or a selection that leaves nothing, is a UsageError (``diff`` checks
+    its two models together instead, with ``check_criteria``)."""
+    sel = sel or Selection()
     sites = sites if sites is not None else walk(model)
+    if strict:
+        check_criteria([model], sel)
     types = value_types(model)
     const = set() if sel.include_constants else constant_tensors(model, sites)
     outputs = {o.name for o in model.graph.output}
-    lo, hi = parse_range(sel.range, {s.name: s.index for s in sites}, len(sites) - 1) if sel.range else (0, len(sites) - 1)
+    last = len(sites) - 1
+    lo, hi = parse_range(sel.range, {s.name: s.index for s in sites}, last) if sel.range else (0, last)
 
     refs: list[TensorRef] = []
     seen: set[str] = set()
@@ -94,27 +163,40 @@ def select(model: onnx.ModelProto, sel: Selection, *, sites: list[NodeSite] | No
         if not lo <= site.index <= hi:
             continue
         for t in site.node.output:
-            if not t or t in seen:
+            if not t or t in seen or (t in const and t not in outputs):
                 continue
-            if t in const and t not in outputs:
-                continue
-            if sel.is_default and sel.range:
-                take = True  # a range alone selects everything inside it
-            elif sel.is_default:
-                take = (not site.chain and site.node.op_type in DEFAULT_OPS) or t in outputs
+            if sel.is_default:
+                take = bool(sel.range) or (not site.chain and site.node.op_type in DEFAULT_OPS) or t in outputs
             else:
-                take = _matches(site, t, sel)
-            if not take:
-                continue
-            seen.add(t)
-            tp = types.get(t)
-            refs.append(TensorRef(
-                name=t, node=site.name, op_type=site.node.op_type, index=site.index, scope=site.scope,
-                dtype=dtype_name(tp.tensor_type.elem_type) if tp is not None else None,
-                shape=static_shape(tp), is_output=t in outputs,
-            ))
-    # model outputs that no node produces (a graph input passed straight through) are not layers
-    if not sel.is_default and not refs:
-        crit = ", ".join([f"--op {o}" for o in sel.ops] + [f"--name {n}" for n in sel.names])
-        raise UsageError(f"the selection ({crit}) matches no tensor in this model")
+                take = (not sel.ops or _op_matches(site.node.op_type, sel.ops)) and (
+                    not sel.names or _name_matches(sel.names, site.name, t))
+            if take:
+                seen.add(t)
+                refs.append(_ref(t, site, types, outputs, "node"))
+    if sel.names and not sel.ops:
+        refs += _named_values(model, sel, sites, types, outputs, lo, hi)
+    refs.sort(key=lambda r: (r.index, r.kind == "node"))
+    if strict and not sel.is_default and not refs:
+        raise UsageError(f"the selection ({sel.describe()}) matches no tensor in this model"
+                         + ("" if sel.include_constants else " (weights are left out unless --include-constants)"))
     return refs
+
+
+def _named_values(model, sel: Selection, sites, types, outputs, lo: int, hi: int) -> list[TensorRef]:
+    """Graph inputs (and, with include_constants, main-graph initializers) whose name matches a glob,
+    placed at their first consumer (as the debugger's graph index orders them)."""
+    first_use: dict[str, NodeSite] = {}
+    for s in sites:
+        for i in s.node.input:
+            first_use.setdefault(i, s)
+    inits = {i.name for i in model.graph.initializer}
+    out = []
+    candidates = [(i.name, "input") for i in model.graph.input if i.name not in inits]
+    if sel.include_constants:
+        candidates += [(i.name, "initializer") for i in model.graph.initializer]
+    for name, kind in candidates:
+        site = first_use.get(name)
+        index = site.index if site is not None else 0
+        if lo <= index <= hi and _name_matches(sel.names, name):
+            out.append(_ref(name, site, types, outputs, kind, index))
+    return out

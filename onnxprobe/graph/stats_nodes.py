@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from onnxprobe.graph.builder import GraphBuilder
+from onnxprobe.graph.builder import GraphBuilder, interleave
 from onnxprobe.stats.tensor_stats import MAX_COL, MIN_COL
 
 ROW_WIDTH = 9
@@ -18,7 +18,19 @@ MIN_OPSET = 9  # IsNaN and Where
 
 
 class StatsBuilder(GraphBuilder):
-    """A GraphBuilder that also emits statistics rows."""
+    """A GraphBuilder that appends to one graph and emits statistics rows there."""
+
+    def __init__(self, graph: onnx.GraphProto, opset: int, names: set[str]):
+        super().__init__(names, opset, nodes=graph.node)
+        self.graph = graph
+        self.original = len(graph.node)  # nodes before this pass: interleave() places the rest among them
+
+    def interleave(self) -> None:
+        interleave(self.graph, self.original)
+
+    def red(self, op: str, x: str, base: str, axes: list[int] | None = None, keepdims: int = 1) -> str:
+        """A Reduce* with a readable output stem."""
+        return self.reduce(op, x, axes, keepdims, base=base)
 
     def stats_row(self, x: str, elem_type: int | None, shape: tuple | None = None, nonfinite: str = "in-graph") -> str:
         """[1, 9] float64: count, nan, non-finite, non-zero, min, max, sum, sum of squares, sum of |x|.
@@ -35,30 +47,30 @@ class StatsBuilder(GraphBuilder):
             return self._stats_row_blocked(x, elem_type, shape, nonfinite)
         b = x
         d = x if elem_type == TensorProto.DOUBLE else self.node("Cast", [x], f"{b}.f64", to=TensorProto.DOUBLE)
-        d = self.node("Reshape", [d, self.const(np.array([-1], np.int64), "flat")], f"{b}.flat")
+        d = self.node("Reshape", [d, self.const(np.array([-1], np.int64))], f"{b}.flat")
         nan = self.node("IsNaN", [d], f"{b}.isnan")
         bad = self.node("IsNaN", [self.node("Sub", [d, d], f"{b}.d_minus_d")], f"{b}.nonfinite")
-        zero = self.const(np.array(0.0), "zero")
+        zero = self.const(np.array(0.0))
         clean = self.node("Where", [bad, zero, d], f"{b}.finite")
-        lo = self.reduce("ReduceMin", self.node("Where", [bad, self.const(np.array(np.inf), "inf"), d], f"{b}.for_min"), f"{b}.min")
-        hi = self.reduce("ReduceMax", self.node("Where", [bad, self.const(np.array(-np.inf), "ninf"), d], f"{b}.for_max"), f"{b}.max")
+        lo = self.red("ReduceMin", self.node("Where", [bad, self.const(np.array(np.inf)), d], f"{b}.for_min"), f"{b}.min")
+        hi = self.red("ReduceMax", self.node("Where", [bad, self.const(np.array(-np.inf)), d], f"{b}.for_max"), f"{b}.max")
 
         def count(mask: str, tag: str) -> str:
-            return self.reduce("ReduceSum", self.node("Cast", [mask], f"{b}.{tag}.f64", to=TensorProto.DOUBLE), f"{b}.{tag}.count")
+            return self.red("ReduceSum", self.node("Cast", [mask], f"{b}.{tag}.f64", to=TensorProto.DOUBLE), f"{b}.{tag}.count")
 
         nonzero = self.node("Cast", [d], f"{b}.nonzero", to=TensorProto.BOOL)
         size = self.node("Cast", [self.node("Shape", [d], f"{b}.size")], f"{b}.size.f64", to=TensorProto.DOUBLE)
         cols = [
             size, count(nan, "nan"), count(bad, "nonfinite"), lo, hi, count(nonzero, "nonzero"),
-            self.reduce("ReduceSum", clean, f"{b}.sum"),
-            self.reduce("ReduceSumSquare", clean, f"{b}.sumsq"),
-            self.reduce("ReduceL1", clean, f"{b}.sumabs"),
+            self.red("ReduceSum", clean, f"{b}.sum"),
+            self.red("ReduceSumSquare", clean, f"{b}.sumsq"),
+            self.red("ReduceL1", clean, f"{b}.sumabs"),
         ]
         return self._row(cols, b)
 
     def _row(self, cols: list[str], b: str) -> str:
         row = self.node("Concat", cols, f"{b}.row9", axis=0)
-        return self.node("Reshape", [row, self.const(np.array([1, ROW_WIDTH], np.int64), "row_shape")], f"{b}.row")
+        return self.node("Reshape", [row, self.const(np.array([1, ROW_WIDTH], np.int64))], f"{b}.row")
 
     def _stats_row_blocked(self, x: str, elem_type: int, shape: tuple, nonfinite: str) -> str:
         """Fast path for float tensors: 7 passes over the data (min, max, sum, sum of squares, sum of |x|,
@@ -77,23 +89,23 @@ class StatsBuilder(GraphBuilder):
             return self._masked_row(f, b, axes, size)
         # the four additive columns: partial sums (keepdims, so they share a shape and concatenate on the
         # last axis), then one Cast and one float64 reduction for all four
-        parts = [self.reduce(op, t, f"{b}.{tag}.part", axes=axes, keepdims=1) for op, t, tag in (
+        parts = [self.red(op, t, f"{b}.{tag}.part", axes=axes, keepdims=1) for op, t, tag in (
             ("ReduceL1", self.node("Sign", [f], f"{b}.sign"), "nonzero"), ("ReduceSum", f, "sum"),
             ("ReduceSumSquare", f, "sumsq"), ("ReduceL1", f, "sumabs"))]
         parts = self.node("Cast", [self.node("Concat", parts, f"{b}.parts", axis=-1)], f"{b}.parts64", to=TensorProto.DOUBLE)
-        sums = self.reduce("ReduceSum", self.node("Reshape", [parts, self.const(np.array([-1, 4], np.int64), "by4")], f"{b}.parts2d"),
+        sums = self.red("ReduceSum", self.node("Reshape", [parts, self.const(np.array([-1, 4], np.int64))], f"{b}.parts2d"),
                            f"{b}.sums", axes=[0], keepdims=0)
-        lo = self.reduce("ReduceMin", f, f"{b}.min", keepdims=1)
-        hi = self.reduce("ReduceMax", f, f"{b}.max", keepdims=1)
+        lo = self.red("ReduceMin", f, f"{b}.min", keepdims=1)
+        hi = self.red("ReduceMax", f, f"{b}.max", keepdims=1)
         extremes = self.node("Cast", [self.node("Reshape", [self.node("Concat", [lo, hi], f"{b}.minmax", axis=0),
-                                                            self.const(np.array([2], np.int64), "two")], f"{b}.minmax2")],
+                                                            self.const(np.array([2], np.int64))], f"{b}.minmax2")],
                              f"{b}.minmax64", to=TensorProto.DOUBLE)
-        fast = self._row([size, self.const(np.array([0.0, 0.0]), "zeros2"), extremes, sums], b)
+        fast = self._row([size, self.const(np.array([0.0, 0.0])), extremes, sums], b)
         if nonfinite == "deferred":
             return fast
-        total = self.reduce("ReduceSum", sums, f"{b}.sums_total", keepdims=0)  # NaN/Inf in any sum shows here
+        total = self.red("ReduceSum", sums, f"{b}.sums_total", keepdims=0)  # NaN/Inf in any sum shows here
         nonfinite = self.node("IsNaN", [self.node("Sub", [total, total], f"{b}.total_minus_total")], f"{b}.has_nonfinite")
-        cond = self.node("Reshape", [nonfinite, self.const(np.array([], np.int64), "scalar")], f"{b}.has_nonfinite_s")
+        cond = self.node("Reshape", [nonfinite, self.const(np.array([], np.int64))], f"{b}.has_nonfinite_s")
         slow_graph = onnx.GraphProto(name=self.fresh(f"{b}.masked_stats"))
         slow = StatsBuilder(slow_graph, self.opset, self.names)
         slow_graph.output.append(helper.make_tensor_value_info(slow._masked_row(f, b, axes, size), TensorProto.DOUBLE, [1, ROW_WIDTH]))
@@ -101,25 +113,25 @@ class StatsBuilder(GraphBuilder):
         keep = StatsBuilder(keep_graph, self.opset, self.names)
         keep_graph.output.append(helper.make_tensor_value_info(keep.node("Identity", [fast], f"{b}.fast"), TensorProto.DOUBLE, [1, ROW_WIDTH]))
         out = self.fresh(f"{b}.row_checked")
-        self.graph.node.append(helper.make_node("If", [cond], [out], name=self.fresh(f"onnxprobe/If/{b}"),
-                                                then_branch=slow_graph, else_branch=keep_graph))
+        self.nodes.append(helper.make_node("If", [cond], [out], name=self.fresh(f"onnxprobe/If/{b}"),
+                                           then_branch=slow_graph, else_branch=keep_graph))
         return out
 
     def _size(self, f: str, b: str) -> str:
-        flat = self.const(np.array([-1], np.int64), "flat")
+        flat = self.const(np.array([-1], np.int64))
         return self.node("Cast", [self.node("Reshape", [self.node("Size", [f], f"{b}.size"), flat], f"{b}.size1")],
                          f"{b}.size.f64", to=TensorProto.DOUBLE)
 
     def _total(self, t: str, op: str, tag: str, b: str, axes: list[int]) -> str:
         """float32 partial reductions over ``axes``, added up in float64: shape [1]."""
-        flat = self.const(np.array([-1], np.int64), "flat")
-        part = self.reduce(op, t, f"{b}.{tag}.part", axes=axes, keepdims=0)
+        flat = self.const(np.array([-1], np.int64))
+        part = self.red(op, t, f"{b}.{tag}.part", axes=axes, keepdims=0)
         part = self.node("Cast", [self.node("Reshape", [part, flat], f"{b}.{tag}.partflat")], f"{b}.{tag}.part64", to=TensorProto.DOUBLE)
-        return self.reduce("ReduceSum", part, f"{b}.{tag}")
+        return self.red("ReduceSum", part, f"{b}.{tag}")
 
     def _extreme(self, t: str, op: str, b: str, tag: str) -> str:
-        flat = self.const(np.array([-1], np.int64), "flat")
-        r = self.node("Reshape", [self.reduce(op, t, f"{b}.{tag}.r"), flat], f"{b}.{tag}.flat")
+        flat = self.const(np.array([-1], np.int64))
+        r = self.node("Reshape", [self.red(op, t, f"{b}.{tag}.r"), flat], f"{b}.{tag}.flat")
         return self.node("Cast", [r], f"{b}.{tag}", to=TensorProto.DOUBLE)
 
     def _masked_row(self, f: str, b: str, axes: list[int], size: str) -> str:
@@ -134,7 +146,7 @@ class StatsBuilder(GraphBuilder):
             return self._total(self.node("Cast", [mask], f"{b}.{tag}.f32", to=TensorProto.FLOAT), "ReduceSum", tag, b, axes)
 
         def masked(fill: float, tag: str) -> str:
-            return self.node("Where", [bad, self.const(np.array(fill, np.float32), f"fill{tag}"), f], f"{b}.for_{tag}")
+            return self.node("Where", [bad, self.const(np.array(fill, np.float32)), f], f"{b}.for_{tag}")
 
         clean = masked(0.0, "sum")
         cols = [self.node("Identity", [size], f"{b}.size_in"), count(nan, "nan"), count(bad, "nonfinite"),
@@ -146,12 +158,12 @@ class StatsBuilder(GraphBuilder):
 
     def merge_rows(self, stacked: str) -> str:
         """Rows stacked by Loop/Scan, [..., 1, 9] -> one merged [1, 9] row (empty stack -> identity row)."""
-        r = self.node("Reshape", [stacked, self.const(np.array([-1, ROW_WIDTH], np.int64), "rows")], f"{stacked}.rows")
-        s = self.reduce("ReduceSum", r, f"{stacked}.sum", axes=[0], keepdims=1)
-        lo = self.reduce("ReduceMin", r, f"{stacked}.min", axes=[0], keepdims=1)
-        hi = self.reduce("ReduceMax", r, f"{stacked}.max", axes=[0], keepdims=1)
-        is_min = self.const(np.array([[c == MIN_COL for c in range(ROW_WIDTH)]]), "mincol")
-        is_max = self.const(np.array([[c == MAX_COL for c in range(ROW_WIDTH)]]), "maxcol")
+        r = self.node("Reshape", [stacked, self.const(np.array([-1, ROW_WIDTH], np.int64))], f"{stacked}.rows")
+        s = self.red("ReduceSum", r, f"{stacked}.sum", axes=[0], keepdims=1)
+        lo = self.red("ReduceMin", r, f"{stacked}.min", axes=[0], keepdims=1)
+        hi = self.red("ReduceMax", r, f"{stacked}.max", axes=[0], keepdims=1)
+        is_min = self.const(np.array([[c == MIN_COL for c in range(ROW_WIDTH)]]))
+        is_max = self.const(np.array([[c == MAX_COL for c in range(ROW_WIDTH)]]))
         return self.node("Where", [is_min, lo, self.node("Where", [is_max, hi, s], f"{stacked}.maxmerge")], f"{stacked}.merged")
 
 

@@ -32,7 +32,7 @@ STANDARD_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training", "ai
 
 
 @dataclass(frozen=True)
-class TensorInfo:
+class TypeInfo:
     name: str
     dtype: str | None  # numpy-style name, None when unknown
     shape: tuple | None  # ints, symbolic names or None; None when the rank is unknown
@@ -63,8 +63,8 @@ class NodeRow:
     name: str  # display name (OpType_index when the node has none)
     op_type: str  # ``domain.Op`` outside the ONNX domains
     scope: tuple[str, ...]
-    inputs: tuple[TensorInfo, ...]  # "" for an omitted optional input
-    outputs: tuple[TensorInfo, ...]
+    inputs: tuple[TypeInfo, ...]  # "" for an omitted optional input
+    outputs: tuple[TypeInfo, ...]
     weights: frozenset[str] = frozenset()  # which inputs are initializers or constants
 
 
@@ -75,8 +75,8 @@ class ModelSummary:
     producer: str
     producer_version: str
     metadata: dict[str, str]
-    inputs: list[TensorInfo]
-    outputs: list[TensorInfo]
+    inputs: list[TypeInfo]
+    outputs: list[TypeInfo]
     initializers: WeightInfo
     constants: WeightInfo
     nodes: int  # every node, subgraphs included
@@ -108,23 +108,23 @@ def _elements(t: onnx.TensorProto) -> int:
     return n
 
 
-def type_info(name: str, t: onnx.TypeProto | None) -> TensorInfo:
+def type_info(name: str, t: onnx.TypeProto | None) -> TypeInfo:
     if t is None:
-        return TensorInfo(name, None, None, "unknown")
+        return TypeInfo(name, None, None, "unknown")
     which = t.WhichOneof("value")
     if which == "tensor_type" or which == "sparse_tensor_type":
         tt = getattr(t, which)
-        return TensorInfo(name, dtype_name(tt.elem_type), static_shape(t) if which == "tensor_type" else None,
+        return TypeInfo(name, dtype_name(tt.elem_type), static_shape(t) if which == "tensor_type" else None,
                           "tensor" if which == "tensor_type" else "sparse")
     if which == "sequence_type":
         inner = type_info(name, t.sequence_type.elem_type)
-        return TensorInfo(name, inner.dtype, inner.shape, "sequence")
+        return TypeInfo(name, inner.dtype, inner.shape, "sequence")
     if which == "optional_type":
         inner = type_info(name, t.optional_type.elem_type)
-        return TensorInfo(name, inner.dtype, inner.shape, "optional")
+        return TypeInfo(name, inner.dtype, inner.shape, "optional")
     if which == "map_type":
-        return TensorInfo(name, dtype_name(t.map_type.key_type), None, "map")
-    return TensorInfo(name, None, None, "unknown")
+        return TypeInfo(name, dtype_name(t.map_type.key_type), None, "map")
+    return TypeInfo(name, None, None, "unknown")
 
 
 def all_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
@@ -191,8 +191,8 @@ def node_rows(model: onnx.ModelProto, inferred: onnx.ModelProto, sites: list[Nod
         n = s.node
         rows.append(NodeRow(
             index=s.index, name=s.name, op_type=op_label(n), scope=s.scope,
-            inputs=tuple(type_info(i, types.get(i)) if i else TensorInfo("", None, None, "omitted") for i in n.input),
-            outputs=tuple(type_info(o, types.get(o)) if o else TensorInfo("", None, None, "omitted") for o in n.output),
+            inputs=tuple(type_info(i, types.get(i)) if i else TypeInfo("", None, None, "omitted") for i in n.input),
+            outputs=tuple(type_info(o, types.get(o)) if o else TypeInfo("", None, None, "omitted") for o in n.output),
             weights=frozenset(i for i in n.input if i in weights),
         ))
     return rows

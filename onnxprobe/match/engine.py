@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onnxprobe.errors import UsageError
 from onnxprobe.match.observe import Observable, stem
 from onnxprobe.match.ops import canonical, compatible
 
@@ -27,10 +28,20 @@ class Pair:
     reason: str
 
 
+# why a tensor stayed unmatched, as a fact (the reason says it in words)
+NO_COUNTERPART = "no-counterpart"  # nothing in the other model stands for the same value
+OTHER_SHAPE = "shape"  # a candidate had another shape
+FOLDED = "folded"  # fused into a neighbour in the other model, and compared there
+NOT_OBSERVABLE = "not-observable"  # the runner cannot return it (fused away, not saved)
+NO_GRADIENT = "no-gradient"  # diff --grad: the other model has no gradient for it
+DIFFERENT_FUNCTION = "different-function"  # a candidate computes another function of the data
+
+
 @dataclass
 class Unmatched:
     obs: Observable
     reason: str
+    cause: str = NO_COUNTERPART
 
 
 @dataclass
@@ -55,6 +66,8 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     used_b: set[int] = set()
     why_a: dict[int, str] = {}
     why_b: dict[int, str] = {}
+    shape_a: set[int] = set()
+    shape_b: set[int] = set()
     b_by_key: dict[str, int] = {}
     b_by_name: dict[str, int] = {}
     for j, o in enumerate(obs_b):
@@ -66,6 +79,8 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
         if not shapes_agree(a.shape, b.shape):
             why_a[i] = f"{strategy} candidate {b.name} in B has another shape ({_shp(a.shape)} vs {_shp(b.shape)})"
             why_b[j] = f"{strategy} candidate {a.name} in A has another shape ({_shp(a.shape)} vs {_shp(b.shape)})"
+            shape_a.add(i)
+            shape_b.add(j)
             return False
         pairs.append(Pair(a, b, strategy, reason))
         made.append((i, j))
@@ -78,8 +93,6 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
         ia = next((i for i, o in enumerate(obs_a) if a_name in (o.name, o.key, o.probe)), None)
         jb = next((j for j, o in enumerate(obs_b) if b_name in (o.name, o.key, o.probe)), None)
         if ia is None or jb is None:
-            from onnxprobe.errors import UsageError
-
             missing = a_name if ia is None else b_name
             raise UsageError(f"--map: tensor {missing!r} is not an observable tensor of model {'A' if ia is None else 'B'}")
         take(ia, jb, "map", "given in --map")
@@ -119,8 +132,10 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     # 5. structural alignment between anchors
     _align(obs_a, obs_b, used_a, used_b, take, list(made))
     pairs.sort(key=lambda p: (p.a.index, p.b.index))
-    ua = [Unmatched(o, why_a.get(i, "no counterpart in B")) for i, o in enumerate(obs_a) if i not in used_a]
-    ub = [Unmatched(o, why_b.get(j, "no counterpart in A")) for j, o in enumerate(obs_b) if j not in used_b]
+    ua = [Unmatched(o, why_a.get(i, "no counterpart in B"), OTHER_SHAPE if i in shape_a else NO_COUNTERPART)
+          for i, o in enumerate(obs_a) if i not in used_a]
+    ub = [Unmatched(o, why_b.get(j, "no counterpart in A"), OTHER_SHAPE if j in shape_b else NO_COUNTERPART)
+          for j, o in enumerate(obs_b) if j not in used_b]
     return Matching(pairs, ua, ub)
 
 

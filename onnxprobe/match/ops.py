@@ -7,24 +7,11 @@ layer and give the layer's output the tail's name).
 
 from __future__ import annotations
 
-CANONICAL = {
-    "QLinearConv": "Conv", "ConvInteger": "Conv", "FusedConv": "Conv", "NhwcConv": "Conv", "QLinearConvTranspose": "ConvTranspose",
-    "QLinearMatMul": "MatMul", "MatMulInteger": "MatMul", "FusedMatMul": "MatMul", "MatMulIntegerToFloat": "MatMul",
-    "DynamicQuantizeMatMul": "MatMul", "MatMulNBits": "MatMul",
-    "QGemm": "Gemm", "FusedGemm": "Gemm",
-    "QLinearAdd": "Add", "QLinearMul": "Mul", "QLinearSigmoid": "Sigmoid", "QLinearLeakyRelu": "LeakyRelu",
-    "QLinearGlobalAveragePool": "GlobalAveragePool", "QLinearAveragePool": "AveragePool", "QLinearConcat": "Concat",
-    "QLinearSoftmax": "Softmax", "QLinearReduceMean": "ReduceMean", "QLinearWhere": "Where", "QAttention": "Attention",
-    "QuickGelu": "Gelu", "BiasGelu": "Gelu", "FastGelu": "Gelu", "SkipLayerNormalization": "LayerNormalization",
-    "SimplifiedLayerNormalization": "LayerNormalization",
-}
+from onnxprobe.graph.ops import canonical
+
 LAYERS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "Attention"}
 # ops that quantizers and optimisers fold into the preceding layer, keeping their output name
 FOLDABLE_TAILS = {"BatchNormalization", "Relu", "Clip", "LeakyRelu", "Add", "Sigmoid", "HardSigmoid", "Tanh", "Mul", "Div", "Sub"}
-
-
-def canonical(op: str) -> str:
-    return CANONICAL.get(op, op)
 
 
 def compatible(a: str, b: str) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -24,20 +23,27 @@ def diff_dict(res, order=None) -> dict:
              "op_type": r.pair.a.effective_op, "op_type_b": r.pair.b.effective_op, "strategy": r.pair.strategy, "reason": r.pair.reason,
              "shape": list(r.shape) if r.shape is not None else None, "is_output": r.pair.a.is_output or r.pair.b.is_output,
              "passed": r.passed, "problem": r.problem}
-        d.update(m.to_dict() if m else dict.fromkeys(["max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "worst_index"]))
+        d.update(m.to_dict() if m else dict.fromkeys(["max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "exact", "worst_index"]))
         d["introduced_sqnr_db"] = _f(i.sqnr_db) if i else None
         d["introduced_max_abs"] = _f(i.max_abs) if i else None
+        d["introduced_exact"] = i.exact if i else None
         pairs.append(d)
+    verdict, why = res.verdict()
+
+    def unmatched(u, selected: bool) -> dict:
+        return {"name": u.obs.name, "op_type": u.obs.effective_op, "reason": u.reason, "cause": u.cause,
+                "is_output": u.obs.is_output, "selected": selected}
+
     return {
-        "schema_version": 1, "onnxprobe_version": __version__,
+        "schema_version": 2, "onnxprobe_version": __version__,
         "a": res.a.describe(), "b": res.b.describe(), "measured": res.measured,
-        "criterion": res.results[0].tolerance.describe() if res.results else None,
+        "criterion": res.criterion,
+        "verdict": verdict, "verdict_reason": why, "compared": res.compared,
         "pairs": pairs,
-        "unmatched_a": [{"name": u.obs.name, "op_type": u.obs.effective_op, "reason": u.reason} for u in res.matching.unmatched_a],
-        "unmatched_b": [{"name": u.obs.name, "op_type": u.obs.effective_op, "reason": u.reason}
-                        for u in res.matching.unmatched_b if u.obs.name in res.selected_b],
+        "unmatched_a": [unmatched(u, True) for u in res.matching.unmatched_a],
+        "unmatched_b": [unmatched(u, u.obs.name in res.selected_b) for u in res.matching.unmatched_b],
         "first_failure": res.first_failure.pair.a.name if res.first_failure else None,
-        "outputs_passed": not res.outputs_failed,
+        "outputs_passed": verdict == "pass",
         "notes": res.notes,
         "fp32_sensitivity": [x.to_dict() for x in res.sensitivity],
         **({"grad": res.grad} if getattr(res, "grad", None) else {}),
@@ -65,9 +71,10 @@ def sparkline(values: list[float | None], cap: float = 140.0) -> str:
     return "".join(out)
 
 
-def print_diff(res, console: Console, order=None) -> None:
+def diff_renderables(res, width: int = 120, order=None) -> list:
+    """What the ``diff`` report shows, as Rich renderables (nothing is printed here)."""
+    out: list = []
     d = diff_dict(res, order)
-    width = console.width
     headers = ["#", "tensor", "op", "match", "shape", "max|a-b|", "cosine", "SQNR dB", "intro dB", "pass"]
     rows = []
     first = d["first_failure"]
@@ -78,8 +85,8 @@ def print_diff(res, console: Console, order=None) -> None:
         ok = "FAIL" if p["passed"] is False else ("ok" if p["passed"] else "n/a")
         idx = f"▶{p['index']}" if k == first_row else str(p["index"])
         rows.append(([idx, name, op(p["op_type"], 12), p["strategy"], shorten(shape(p["shape"]), 14),
-                      num(p["max_abs"], 3), _cos(p["cosine"]), _db(p["sqnr_db"], p["max_abs"]),
-                      _db(p["introduced_sqnr_db"], p["introduced_max_abs"]), ok], p))
+                      num(p["max_abs"], 3), _cos(p["cosine"]), _db(p["sqnr_db"], p["exact"]),
+                      _db(p["introduced_sqnr_db"], p["introduced_exact"]), ok], p))
     if d.get("grad"):  # no introduced error for gradients: drop the column
         headers = headers[:8] + headers[9:]
         rows = [(c[:8] + c[9:], p) for c, p in rows]
@@ -96,17 +103,17 @@ def print_diff(res, console: Console, order=None) -> None:
         if cells[0].startswith("▶"):
             style = "bold red"
         t.add_row(*cells, style=style)
-    console.print(Text(f"A: {d['a']}\nB: {d['b']}  (reference)\nmeasured: {d['measured']} · criterion: {d['criterion']}"))
+    out.append(Text(f"A: {d['a']}\nB: {d['b']}  (reference)\nmeasured: {d['measured']} · criterion: {d['criterion']}"))
     if d.get("grad"):
         g = d["grad"]
-        console.print(Text(f"loss {g['loss']}: A {num(g['loss_a'], 6)}, B {num(g['loss_b'], 6)}"))
-    console.print(t)
+        out.append(Text(f"loss {g['loss']}: A {num(g['loss_a'], 6)}, B {num(g['loss_b'], 6)}"))
+    out.append(t)
     topo = sorted(d["pairs"], key=lambda p: p["index"])
-    sq = [p["sqnr_db"] for p in topo]
+    sq = [140.0 if p["exact"] else p["sqnr_db"] for p in topo]  # exact pairs draw as full blocks
     line = sparkline(sq)
     if line:
         finite = [v for v in sq if v is not None]
-        console.print(Text(f"SQNR along depth: {line}  ({num(finite[0], 3)} → {num(finite[-1], 3)} dB, min {num(min(finite), 3)})"))
+        out.append(Text(f"SQNR along depth: {line}  ({num(finite[0], 3)} → {num(finite[-1], 3)} dB, min {num(min(finite), 3)})"))
     n_fail = sum(1 for p in d["pairs"] if p["passed"] is False)
     foot = Text()
     foot.append(f"{len(d['pairs'])} pairs · ")
@@ -115,26 +122,29 @@ def print_diff(res, console: Console, order=None) -> None:
     if first_row is not None:
         foot.append(f" · ▶ error starts at {d['pairs'][first_row]['b']} ({d['pairs'][first_row]['op_type']})", style="bold")
     verdict_of = "weight gradients" if d.get("grad") else "outputs"
-    foot.append(f" · {verdict_of} " + ("pass" if d["outputs_passed"] else "FAIL"), style="green" if d["outputs_passed"] else "bold red")
-    console.print(foot)
-    for side, items in (("A", d["unmatched_a"]), ("B", d["unmatched_b"])):
+    word = {"pass": "pass", "fail": "FAIL", "error": "not compared"}[d["verdict"]]
+    foot.append(f" · {verdict_of} {word}", style="green" if d["verdict"] == "pass" else "bold red")
+    out.append(foot)
+    shown_b = [u for u in d["unmatched_b"] if u["selected"]]
+    for side, items in (("A", d["unmatched_a"]), ("B", shown_b)):
         if items:
             shown = ", ".join(f"{u['name']} ({u['reason']})" for u in items[:3])
             more = f" and {len(items) - 3} more (see --json)" if len(items) > 3 else ""
-            console.print(Text(f"unmatched in {side}: {shown}{more}", style="dim"))
+            out.append(Text(f"unmatched in {side}: {shown}{more}", style="dim"))
     if d["fp32_sensitivity"]:
         s0 = d["fp32_sensitivity"][0]
-        console.print(Text(f"keeping one layer in fp32 (the {len(d['fp32_sensitivity'])} with the lowest intro SQNR): "
+        out.append(Text(f"keeping one layer in fp32 (the {len(d['fp32_sensitivity'])} with the lowest intro SQNR): "
                            f"output {s0['output']} SQNR {num(s0['output_sqnr_db'], 3)} dB as quantized", style="bold"))
         for x in sorted(d["fp32_sensitivity"], key=lambda x: -x["gain_db"]):
-            console.print(Text(f"  {shorten(x['layer'], 48):48}  {op(x['op_type'], 10):10}  intro {num(x['introduced_sqnr_db'], 3):>5} dB"
+            out.append(Text(f"  {shorten(x['layer'], 48):48}  {op(x['op_type'], 10):10}  intro {num(x['introduced_sqnr_db'], 3):>5} dB"
                                f"  →  output {num(x['output_sqnr_db_fp32_layer'], 3):>5} dB ({x['gain_db']:+.2f})",
                                style="green" if x["gain_db"] > 0.5 else None))
+    return out
 
 
-def _db(v: float | None, max_abs: float | None) -> str:
-    if max_abs == 0:
-        return "exact"  # the number is the eps-floored ~313 dB that qdq_loss_debug would give
+def _db(v: float | None, exact: bool | None) -> str:
+    if exact:
+        return "exact"
     return num(v, 3)
 
 

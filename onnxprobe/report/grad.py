@@ -5,12 +5,12 @@ activation gradient), in the layout of the ``layers`` table plus the norm, |grad
 from __future__ import annotations
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.format import num, op, shape, shorten
+from onnxprobe.text import duration
 
 SCHEMA_VERSION = 1
 KIND = {"weight": "w", "activation": "a", "input": "i"}
@@ -110,27 +110,23 @@ def grad_table(result, width: int = 120) -> tuple[Table, Text]:
         footer.append(f"check ({d['check']}): {n - failed} ok, {failed} failed", style="bold red" if failed else "green")
     loss = d["loss"]
     footer.append(f" · loss {loss['kind']}({loss['output']}) = {num(loss['value'])}")
-    footer.append(f" · device {d['device']} · forward+backward {_ms(d['timing']['forward_backward_s'])}")
+    footer.append(f" · device {d['device']} · forward+backward {duration(d['timing']['forward_backward_s'])}")
     footer.append(f" · {d['graph']['backward_nodes']} backward nodes")
     footer.append("\nkinds: w weight, i input, a activation; |g|/|t|: gradient norm over the tensor's norm", style="dim")
     return t, footer
 
 
-def _ms(s: float) -> str:
-    return f"{s * 1000:.3g} ms" if s < 10 else f"{s:.3g} s"
+def grad_renderables(result, width: int = 120) -> list:
+    table, footer = grad_table(result, width)
+    return [table, footer]
 
 
-def print_grad(result, console: Console) -> None:
-    table, footer = grad_table(result, console.width)
-    console.print(table)
-    console.print(footer)
-
-
-def print_export(gp, path, console: Console) -> None:
+def export_renderables(gp, path) -> list:
+    """What ``grad --export`` wrote, in three lines."""
     bw = gp.backward
-    console.print(f"wrote {path}: loss {gp.loss.kind}({gp.loss.output}) and {len(bw.grads)} gradients, "
-                  f"{bw.n_forward} forward + {bw.n_backward} backward nodes")
     inputs = [i.name for i in bw.model.graph.input if i.name not in {x.name for x in bw.model.graph.initializer}]
-    console.print(f"inputs: {', '.join(inputs)}")
     outs = [o.name for o in bw.model.graph.output]
-    console.print(f"outputs: {', '.join(outs[:8])}{' …' if len(outs) > 8 else ''}")
+    return [Text(f"wrote {path}: loss {gp.loss.kind}({gp.loss.output}) and {len(bw.grads)} gradients, "
+                 f"{bw.n_forward} forward + {bw.n_backward} backward nodes"),
+            Text(f"inputs: {', '.join(inputs)}"),
+            Text(f"outputs: {', '.join(outs[:8])}{' …' if len(outs) > 8 else ''}")]

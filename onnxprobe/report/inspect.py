@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -85,7 +84,7 @@ def count(n: int) -> str:
     return f"{n:,}"
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
@@ -116,7 +115,7 @@ def _section(title: str, note: str = "") -> Text:
     return t
 
 
-def _io_table(inputs, outputs, width: int) -> Table:
+def io_table(inputs, outputs, width: int) -> Table:
     t = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 0))
     t.add_column(no_wrap=True, style="dim")
     t.add_column(no_wrap=True, overflow="ellipsis", max_width=max(20, width // 2))
@@ -187,25 +186,25 @@ def inspect_renderables(result, width: int = 120) -> list:
     producer = " ".join(x for x in (s.producer, s.producer_version) if x) or "unknown"
     out.append(_line(f"IR {s.ir_version} · opset {opsets} · producer {producer}"
                      + (f" · graph {s.graph_name!r}" if s.graph_name else "")))
-    nodes = _plural(s.nodes, "node")
+    nodes = plural(s.nodes, "node")
     if s.nodes != s.main_nodes:
         nodes += f": {s.main_nodes:,} in the main graph, {s.nodes - s.main_nodes:,} in {len(s.subgraphs)} If/Loop/Scan bodies"
     out.append(_line(nodes))
-    weights = f"weights: {_plural(s.initializers.count, 'initializer')} ({size(s.initializers.bytes)})"
+    weights = f"weights: {plural(s.initializers.count, 'initializer')} ({size(s.initializers.bytes)})"
     if s.constants.count:
-        weights += f", {_plural(s.constants.count, 'Constant node')} ({size(s.constants.bytes)})"
+        weights += f", {plural(s.constants.count, 'Constant node')} ({size(s.constants.bytes)})"
     out.append(_line(f"{weights} · {count(s.parameters)} parameters"))
     if s.doc:
         out.append(_line(s.doc.splitlines()[0], style="dim"))
 
     out.append(_section("inputs and outputs"))
-    out.append(_io_table(s.inputs, s.outputs, width))
+    out.append(io_table(s.inputs, s.outputs, width))
 
-    out.append(_section("ops", f"{_plural(len(s.op_histogram), 'type')}, {_plural(s.nodes, 'node')}"))
+    out.append(_section("ops", f"{plural(len(s.op_histogram), 'type')}, {plural(s.nodes, 'node')}"))
     out.append(_histogram(s.op_histogram, width))
 
     if s.uninferred:
-        out.append(_section("shapes not inferred", f"{_plural(len(s.uninferred), 'node')}: outputs of unknown type or rank"))
+        out.append(_section("shapes not inferred", f"{plural(len(s.uninferred), 'node')}: outputs of unknown type or rank"))
         lines = []
         for r in s.uninferred:
             bad = [o.name for o in r.outputs if o.kind == "unknown" or (o.kind == "tensor" and o.shape is None)]
@@ -221,13 +220,13 @@ def inspect_renderables(result, width: int = 120) -> list:
         for g in s.subgraphs:
             indent = "  " * (len(g.scope) + 1)
             nested = f" ({g.total_nodes} with nested bodies)" if g.total_nodes != g.nodes else ""
-            lines.append(_line(f"{indent}#{g.index} {shorten(g.node, max(20, width // 2))} {g.op_type}.{g.attribute}: {_plural(g.nodes, 'node')}{nested}"))
+            lines.append(_line(f"{indent}#{g.index} {shorten(g.node, max(20, width // 2))} {g.op_type}.{g.attribute}: {plural(g.nodes, 'node')}{nested}"))
         out.append(_listed(lines, len(s.subgraphs), "--json lists them all"))
 
     if s.external:
         out.append(_section("external data"))
         for f in s.external:
-            line = Text(f"  {f.location}  {size(f.bytes)} in {_plural(f.tensors, 'tensor')}")
+            line = Text(f"  {f.location}  {size(f.bytes)} in {plural(f.tensors, 'tensor')}")
             if not f.exists:
                 line.append("  missing", style="bold red")
             out.append(line)
@@ -291,12 +290,9 @@ def nodes_table(result, width: int = 120) -> Table:
     return t
 
 
-def print_inspect(result, console: Console, *, nodes: bool = False) -> None:
-    for r in inspect_renderables(result, console.width):
-        if isinstance(r, Text):  # one line per item: cut at the terminal's width, never wrapped
-            console.print(r, no_wrap=True, overflow="ellipsis")
-        else:
-            console.print(r)
+def inspect_report(result, width: int = 120, *, nodes: bool = False) -> list:
+    """What ``inspect`` shows (with ``nodes``: and every node), as renderables."""
+    out = inspect_renderables(result, width)
     if nodes:
-        console.print()
-        console.print(nodes_table(result, console.width))
+        out += [Text(""), nodes_table(result, width)]
+    return out

@@ -3,29 +3,35 @@
 from __future__ import annotations
 
 
-from rich.console import Console
 from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.format import dtype, num, op, shape, shorten
 from onnxprobe.report.table import FastTable
+from onnxprobe.text import duration
 
 SCHEMA_VERSION = 1
 
 
-def layers_dict(result) -> dict:
-    """JSON-ready. Non-finite statistics are null."""
+def tensor_rows(rows, shapes: dict) -> list[dict]:
+    """One JSON-ready dict per (TensorRef, TensorStats | None); non-finite statistics are null."""
     tensors = []
-    for ref, st in result.rows():
+    for ref, st in rows:
         d = {
             "index": ref.index, "name": ref.name, "node": ref.node, "op_type": ref.op_type,
             "scope": "/".join(ref.scope) or None,
-            "shape": list(result.shapes[ref.name]) if ref.name in result.shapes else _static(ref.shape),
+            "shape": list(shapes[ref.name]) if ref.name in shapes else _static(ref.shape),
             "dtype": ref.dtype, "is_output": ref.is_output,
         }
         if st is not None:
             d.update(st.to_dict())
         tensors.append(d)
+    return tensors
+
+
+def layers_dict(result) -> dict:
+    """JSON-ready. Non-finite statistics are null."""
+    tensors = tensor_rows(result.rows(), result.shapes)
     info = result.info
     return {
         "schema_version": SCHEMA_VERSION, "onnxprobe_version": __version__,
@@ -116,18 +122,13 @@ def layers_table(d, width: int = 120) -> tuple[FastTable, Text]:
         footer.append(f" · {d['batches']} batch{'es' if d['batches'] != 1 else ''}")
     footer.append(f" · device {d['device']} · opt-level {d['opt_level']}")
     if timing:
-        footer.append(f" · run {_ms(timing['run_s'])} (session {_ms(timing['session_s'])})")
+        footer.append(f" · run {duration(timing['run_s'])} (session {duration(timing['session_s'])})")
     return t, footer
 
 
-def _ms(s: float) -> str:
-    return f"{s * 1000:.3g} ms" if s < 10 else f"{s:.3g} s"
-
-
-def print_layers(data: dict, console: Console) -> None:
-    """Print a layers or dataset dict as a table with its footer."""
-    table, footer = layers_table(data, console.width)
-    console.print(table)
-    console.print(footer)
+def layers_renderables(data: dict, width: int = 120) -> list:
+    """A layers or dataset dict as a table with its footer."""
+    table, footer = layers_table(data, width)
+    return [table, footer]
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from onnxprobe.report.format import shorten
-from onnxprobe.report.inspect import _io_table, _plural, dims, size
+from onnxprobe.report.inspect import dims, io_table, plural, size
 
 
 def _written(result) -> Text:
@@ -52,17 +51,18 @@ def mark_table(result, width: int = 120) -> Table:
     return t
 
 
-def print_mark(result, console: Console) -> None:
+def mark_renderables(result, width: int = 120) -> list:
+    out: list = []
     added = [m for m in result.marked if m.added]
     if added:
-        console.print(mark_table(result, console.width))
+        out.append(mark_table(result, width))
     kind = "statistics rows" if any(m.kind == "stats" for m in added) else "tensors"
-    t = Text(f"{_plural(len(added), 'output')} added ({kind}; listed in metadata onnxprobe.exposed)")
+    t = Text(f"{plural(len(added), 'output')} added ({kind}; listed in metadata onnxprobe.exposed)")
     already = sum(1 for m in result.marked if not m.added)
     if already:
         t.append(f" · {already} selected tensor{'s were' if already != 1 else ' was'} already a model output")
-    console.print(t)
-    console.print(_written(result))
+    out += [t, _written(result)]
+    return out
 
 
 def extract_dict(result) -> dict:
@@ -75,8 +75,9 @@ def extract_dict(result) -> dict:
     }
 
 
-def print_extract(result, console: Console) -> None:
-    console.print(_io_table(result.inputs, result.outputs, console.width))
+def extract_renderables(result, width: int = 120) -> list:
+    out: list = [io_table(result.inputs, result.outputs, width)]
     t = _written(result)
-    t.append(f" · {_plural(result.nodes, 'node')}")
-    console.print(t)
+    t.append(f" · {plural(result.nodes, 'node')}")
+    out.append(t)
+    return out

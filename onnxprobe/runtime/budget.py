@@ -7,6 +7,7 @@ import re
 import numpy as np
 
 from onnxprobe.errors import UsageError
+from onnxprobe.runtime.arrays import available_memory
 
 DEFAULT_FRACTION = 0.25  # of the memory available when the command starts
 _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "KIB": 2**10, "M": 2**20, "MB": 2**20, "MIB": 2**20,
@@ -22,17 +23,6 @@ def parse_size(text: str) -> int:
     if n <= 0:
         raise UsageError(f"--max-memory {text!r}: must be positive")
     return n
-
-
-def available_memory() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:  # pragma: no cover - not Linux
-        pass
-    return 8 * 2**30
 
 
 def default_budget() -> int:

@@ -11,7 +11,7 @@ import functools
 
 import onnx
 
-from onnxprobe.runtime.session import _IR_RE, _ort
+from onnxprobe.runtime.ort import IR_VERSION_RE, ort_module
 
 
 def _tiny(ir: int) -> bytes:
@@ -27,13 +27,13 @@ def _tiny(ir: int) -> bytes:
 
 @functools.lru_cache(maxsize=None)
 def max_ir_version() -> int:
-    ort = _ort()
+    ort = ort_module()
     ir = onnx.IR_VERSION
     while ir > 7:
         try:
             ort.InferenceSession(_tiny(ir), providers=["CPUExecutionProvider"])
             return ir
         except Exception as e:  # noqa: BLE001
-            m = _IR_RE.search(str(e))
+            m = IR_VERSION_RE.search(str(e))
             ir = min(ir - 1, int(m.group(2))) if m else ir - 1
     return ir

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from onnxprobe.stats.metrics import EPS, PairMetrics
+from onnxprobe.stats.metrics import PairMetrics, sqnr_from_norms
 
 OUTPUTS = ("max_abs", "argmax", "sum_abs", "dd", "aa", "bb", "ab", "b_absmax", "excess", "max_rel", "check")
 
@@ -62,7 +62,7 @@ def metrics_model_bytes() -> bytes:
 
 @functools.lru_cache(maxsize=4)
 def _session(device: str):
-    from onnxprobe.runtime.session import create_session
+    from onnxprobe.runtime.ort import create_session
 
     return create_session(onnx.load_from_string(metrics_model_bytes()), device=device)
 
@@ -70,7 +70,7 @@ def _session(device: str):
 def compare_on_device(a, b, shape: tuple[int, ...], device: str, rtol: float = 0.0) -> PairMetrics | None:
     """Metrics of two OrtValues (or arrays) on ``device``; None when a value is not finite (the caller
     then falls back to the host's masked path)."""
-    from onnxprobe.runtime.session import run_bound
+    from onnxprobe.runtime.ort import run_bound
 
     session = _session(device)
     out, _ = run_bound(session, {"a": a, "b": b, "rtol": np.array(rtol, np.float32)}, list(OUTPUTS))
@@ -83,6 +83,6 @@ def compare_on_device(a, b, shape: tuple[int, ...], device: str, rtol: float = 0
     worst = tuple(int(i) for i in np.unravel_index(v["argmax"], shape)) if shape else ()
     return PairMetrics(
         max_abs=v["max_abs"], mean_abs=v["sum_abs"] / size, max_rel=v["max_rel"], rmse=math.sqrt(v["dd"] / size),
-        cosine=cosine, sqnr_db=20.0 * math.log10(max(nb, EPS) / max(math.sqrt(v["dd"]), EPS)), worst=worst,
+        cosine=cosine, sqnr_db=sqnr_from_norms(nb, math.sqrt(v["dd"])), worst=worst,
         allclose_excess=v["excess"] if rtol else v["max_abs"], b_absmax=v["b_absmax"], nonfinite_mismatch=0,
     )

@@ -1,51 +1,79 @@
-"""Model inputs: seeded random data from the model's own input types, or files.
+"""Model inputs: seeded random data from the model's own input types, or what the user gives.
 
-- ``input_specs(model)`` lists the real inputs (initializers listed as inputs by IR < 4 models are not).
-- ``parse_shape_overrides(["x=1x3x224x224"])`` fixes dynamic dimensions.
-- ``make_feeds(...)`` builds one feed dict: files first (``.npy``, ONNX TensorProto ``.pb``, ``.npz``),
-  seeded random data for the rest; every value is checked against the model's dtype and shape.
-  Unknown dimensions default to 1, and each default is reported in ``notes``.
+- ``model_inputs(model)`` lists the real inputs (initializers listed as inputs by IR < 4 models are not).
+- ``parse_shape_overrides(["x=1x3x224x224"])`` and ``parse_input_files(["x=x.npy"])`` read the flags.
+- ``make_feeds(model, spec)`` builds one feed dict from an ``InputSpec``: given values first (files,
+  literals, arrays), seeded random data for the rest; every value is checked against the model's dtype
+  and shape, and sizes against the memory available. Unknown dimensions default to 1; ``Feeds.defaulted``
+  says which (a fact, for hints), ``Feeds.notes`` says it in words (for people).
+- ``dataset_samples(path, inputs)`` iterates the batches of a dataset folder or a stacked ``.npz``.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
-from onnxprobe.errors import UsageError, first_line
+from onnxprobe.errors import UsageError
 from onnxprobe.graph.shapes import static_shape
+from onnxprobe.runtime.arrays import check_fits, literal, read_array, read_npz
+from onnxprobe.text import clean
+from onnxprobe.types import InputSpec
+
+SHAPE_HINT = "dynamic dimensions were set to 1: give real sizes with --shape NAME=DIMS"
 
 
 @dataclass(frozen=True)
-class InputSpec:
+class ModelInput:
+    """One graph input as the model declares it."""
+
     name: str
     elem_type: int
     shape: tuple | None  # ints, symbolic names or None; None: unknown rank
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(self.elem_type))
+        try:
+            return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(self.elem_type))
+        except Exception:  # noqa: BLE001 - UNDEFINED, strings, float8 without ml_dtypes...
+            raise UsageError(f"input {clean(self.name)!r}: element type {self.elem_type} "
+                             f"({onnx.TensorProto.DataType.Name(self.elem_type) if self.elem_type in onnx.TensorProto.DataType.values() else 'unknown'}) "
+                             "has no numpy type; onnxprobe cannot make or check data for it") from None
 
     def describe(self) -> str:
         dims = "?" if self.shape is None else "x".join(str(d) if d is not None else "?" for d in self.shape) or "scalar"
-        return f"{self.name} {self.dtype} [{dims}]"
+        try:
+            dt = str(self.dtype)
+        except UsageError:
+            dt = "?"
+        return f"{clean(self.name)} {dt} [{clean(dims)}]"
 
 
-def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
+@dataclass
+class Feeds:
+    """One feed dict and what was decided to make it."""
+
+    values: dict[str, np.ndarray]
+    defaulted: dict[str, list[str]] = field(default_factory=dict)  # input -> its dimensions that were set to 1
+    notes: list[str] = field(default_factory=list)
+
+    def hint(self) -> str:
+        """A suffix for errors a run raises when dimensions were guessed: they may be the cause."""
+        return f" ({SHAPE_HINT})" if self.defaulted else ""
+
+
+def model_inputs(model: onnx.ModelProto) -> list[ModelInput]:
     inits = {i.name for i in model.graph.initializer}
-    specs = []
+    out = []
     for vi in model.graph.input:
         if vi.name in inits:
             continue
-        tt = vi.type.tensor_type
-        specs.append(InputSpec(vi.name, tt.elem_type, static_shape(vi.type)))
-    return specs
+        out.append(ModelInput(vi.name, vi.type.tensor_type.elem_type, static_shape(vi.type)))
+    return out
 
 
 def parse_shape_overrides(items: list[str] | None) -> dict[str, tuple[int, ...]]:
@@ -53,13 +81,15 @@ def parse_shape_overrides(items: list[str] | None) -> dict[str, tuple[int, ...]]
     for item in items or []:
         name, sep, dims = item.rpartition("=")
         if not sep or not name:
-            raise UsageError(f"--shape {item!r}: expected NAME=DIMS, e.g. image=1x3x224x224")
+            raise UsageError(f"--shape {clean(item)!r}: expected NAME=DIMS, e.g. image=1x3x224x224")
         try:
             shape = tuple(int(d) for d in dims.replace(",", "x").split("x")) if dims.strip() else ()
         except ValueError:
-            raise UsageError(f"--shape {item!r}: dimensions must be integers separated by 'x', e.g. 1x3x224x224") from None
+            raise UsageError(f"--shape {clean(item)!r}: dimensions must be integers separated by 'x', e.g. 1x3x224x224") from None
         if any(d < 0 for d in shape):
-            raise UsageError(f"--shape {item!r}: dimensions must be non-negative")
+            raise UsageError(f"--shape {clean(item)!r}: dimensions must be non-negative")
+        if name in out and out[name] != shape:
+            raise UsageError(f"--shape {clean(name)}: given twice with different dimensions")
         out[name] = shape
     return out
 
@@ -69,77 +99,9 @@ def parse_input_files(items: list[str] | None) -> dict[str, str]:
     for item in items or []:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
-            raise UsageError(f"--input {item!r}: expected NAME=FILE (.npy or .pb) or NAME=VALUE (a number or JSON list)")
+            raise UsageError(f"--input {clean(item)!r}: expected NAME=FILE (.npy or .pb) or NAME=VALUE (a number or JSON list)")
         out[name] = path
     return out
-
-
-def _literal(text: str) -> np.ndarray | None:
-    """``16000``, ``0.5``, ``[1, 2, 3]``, ``true``: a value given on the command line instead of a file."""
-    if Path(text).exists():
-        return None
-    try:
-        v = json.loads(text)
-    except ValueError:
-        return None
-    if isinstance(v, (bool, int, float, list)):
-        return np.array(v)
-    return None
-
-
-def read_array(path: str | Path) -> np.ndarray:
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"{p}: no such input file")
-    try:
-        if p.suffix == ".npy":
-            return np.load(p, allow_pickle=False)
-        if p.suffix == ".pb":
-            t = onnx.TensorProto()
-            t.ParseFromString(p.read_bytes())
-            return numpy_helper.to_array(t)
-    except Exception as e:  # noqa: BLE001
-        raise UsageError(f"{p}: cannot read as {p.suffix} tensor ({first_line(e)})") from e
-    raise UsageError(f"{p}: unsupported input file type {p.suffix!r} (use .npy, .pb or --inputs FILE.npz)")
-
-
-def read_npz(path: str | Path) -> dict[str, np.ndarray]:
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"{p}: no such inputs file")
-    try:
-        with np.load(p, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except Exception as e:  # noqa: BLE001
-        raise UsageError(f"{p}: not a readable .npz file") from e
-
-
-def _resolve_shape(spec: InputSpec, override: tuple[int, ...] | None, dim_values: dict[str, int], notes: list[str]) -> tuple[int, ...]:
-    if override is not None:
-        if spec.shape is not None and len(override) != len(spec.shape):
-            raise UsageError(f"--shape {spec.name}: {len(override)} dimensions given, the model expects {len(spec.shape)} ({spec.describe()})")
-        for i, (want, got) in enumerate(zip(spec.shape or (), override)):
-            if isinstance(want, int) and want != got:
-                raise UsageError(f"--shape {spec.name}: dimension {i} is fixed to {want} in the model, got {got}")
-            if isinstance(want, str):
-                dim_values.setdefault(want, got)
-        return override
-    if spec.shape is None:
-        notes.append(f"input {spec.name}: rank unknown, using a scalar (use --shape {spec.name}=...)")
-        return ()
-    dims = []
-    for i, d in enumerate(spec.shape):
-        if isinstance(d, int) and d > 0:
-            dims.append(d)
-        elif isinstance(d, str) and d in dim_values:
-            dims.append(dim_values[d])
-        else:
-            label = f"'{d}'" if isinstance(d, str) else f"{i}"
-            notes.append(f"input {spec.name}: dimension {label} unknown, set to 1 (use --shape {spec.name}=...)")
-            if isinstance(d, str):
-                dim_values[d] = 1
-            dims.append(1)
-    return tuple(dims)
 
 
 def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator, int_range: tuple[int, int]) -> np.ndarray:
@@ -148,7 +110,10 @@ def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generat
     if dtype.kind in "iu":
         lo, hi = int_range
         info = np.iinfo(dtype)
-        return rng.integers(max(lo, info.min), min(hi, int(info.max) + 1), size=shape).astype(dtype)
+        lo, hi = max(lo, int(info.min)), min(hi, int(info.max) + 1)
+        if lo >= hi:
+            raise UsageError(f"--int-range {int_range[0]}:{int_range[1]}: no value of dtype {dtype} lies in it")
+        return rng.integers(lo, hi, size=shape).astype(dtype)
     if dtype.kind == "b":
         return rng.random(shape) < 0.5
     if dtype.kind == "c":
@@ -156,78 +121,143 @@ def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generat
     raise UsageError(f"cannot make random data of dtype {dtype}; give this input with --input NAME=FILE")
 
 
-def check_value(spec: InputSpec, value: np.ndarray, origin: str) -> np.ndarray:
+def check_value(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:
     value = np.asarray(value)
     if value.dtype != spec.dtype:
-        raise UsageError(f"input {spec.name} ({origin}): dtype {value.dtype}, the model expects {spec.dtype}")
+        raise UsageError(f"input {clean(spec.name)} ({clean(origin)}): dtype {value.dtype}, the model expects {spec.dtype}")
     if spec.shape is not None:
         if value.ndim != len(spec.shape):
-            raise UsageError(f"input {spec.name} ({origin}): shape {list(value.shape)} has rank {value.ndim}, the model expects {spec.describe()}")
+            raise UsageError(f"input {clean(spec.name)} ({clean(origin)}): shape {list(value.shape)} has rank {value.ndim}, "
+                             f"the model expects {spec.describe()}")
         for i, (want, got) in enumerate(zip(spec.shape, value.shape)):
             if isinstance(want, int) and want > 0 and want != got:
-                raise UsageError(f"input {spec.name} ({origin}): shape {list(value.shape)}, but dimension {i} must be {want} ({spec.describe()})")
+                raise UsageError(f"input {clean(spec.name)} ({clean(origin)}): shape {list(value.shape)}, but dimension {i} "
+                                 f"must be {want} ({spec.describe()})")
     return value
 
 
-def make_feeds(
-    model: onnx.ModelProto,
-    *,
-    seed: int = 0,
-    int_range: tuple[int, int] = (0, 100),
-    shapes: dict[str, tuple[int, ...]] | None = None,
-    files: dict[str, str] | None = None,
-    arrays: dict[str, np.ndarray] | None = None,
-    notes: list[str] | None = None,
-) -> dict[str, np.ndarray]:
-    notes = notes if notes is not None else []
-    specs = input_specs(model)
+class _Dims:
+    """Sizes of the model's symbolic dimensions, as the given values and --shape fix them: one named
+    dimension (``batch``) must have one size across all inputs."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, tuple[int, str]] = {}  # dim name -> (size, who fixed it)
+
+    def fix(self, spec: ModelInput, shape: tuple[int, ...], origin: str) -> None:
+        for d, got in zip(spec.shape or (), shape):
+            if not isinstance(d, str):
+                continue
+            if d in self.values and self.values[d][0] != got:
+                size, who = self.values[d]
+                raise UsageError(f"dimension {clean(d)!r} is {size} for {clean(who)} but {got} for input "
+                                 f"{clean(spec.name)} ({clean(origin)}); one named dimension has one size")
+            self.values.setdefault(d, (got, f"input {spec.name} ({origin})"))
+
+
+def _resolve_shape(spec: ModelInput, override: tuple[int, ...] | None, dims: _Dims, defaulted: dict[str, list[str]]) -> tuple[int, ...]:
+    if override is not None:
+        if spec.shape is not None and len(override) != len(spec.shape):
+            raise UsageError(f"--shape {clean(spec.name)}: {len(override)} dimensions given, the model expects "
+                             f"{len(spec.shape)} ({spec.describe()})")
+        for i, (want, got) in enumerate(zip(spec.shape or (), override)):
+            if isinstance(want, int) and want > 0 and want != got:
+                raise UsageError(f"--shape {clean(spec.name)}: dimension {i} is fixed to {want} in the model, got {got}")
+        return override
+    if spec.shape is None:
+        defaulted[spec.name] = ["rank"]
+        return ()
+    out = []
+    for i, d in enumerate(spec.shape):
+        if isinstance(d, int) and d > 0:
+            out.append(d)
+        elif isinstance(d, str) and d in dims.values:
+            out.append(dims.values[d][0])
+        else:
+            defaulted.setdefault(spec.name, []).append(f"'{d}'" if isinstance(d, str) else str(i))
+            if isinstance(d, str):
+                dims.values[d] = (1, "the default of 1")
+            out.append(1)
+    return tuple(out)
+
+
+def _notes(defaulted: dict[str, list[str]]) -> list[str]:
+    out = []
+    for name, labels in defaulted.items():
+        if labels == ["rank"]:
+            out.append(f"input {clean(name)}: rank unknown, using a scalar (use --shape {clean(name)}=...)")
+            continue
+        for label in labels:
+            out.append(f"input {clean(name)}: dimension {clean(label)} unknown, set to 1 (use --shape {clean(name)}=...)")
+    return out
+
+
+def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np.ndarray, str]]:
+    """The values ``spec`` gives (arrays, files, literals), read and cast, keyed by input name."""
     by_name = {s.name: s for s in specs}
     expected = ", ".join(s.describe() for s in specs) or "none"
-    given: dict[str, tuple[np.ndarray, str]] = {}
-    for name, value in (arrays or {}).items():
-        given[name] = (value, "from --inputs")
-    for name in list(files or {}) + list(arrays or {}) + list(shapes or {}):
+    for name in spec.names():
         if name not in by_name:
-            raise UsageError(f"unknown input name {name!r}; the model's inputs are: {expected}")
-    for name, path in (files or {}).items():
-        literal = _literal(path)
-        if literal is not None:  # NAME=VALUE: a literal takes the model's dtype
-            given[name] = (literal.astype(by_name[name].dtype), f"value {path}")
+            raise UsageError(f"unknown input name {clean(name)!r}; the model's inputs are: {expected}")
+    given: dict[str, tuple[np.ndarray, str]] = {}
+    for name, value in spec.arrays.items():
+        given[name] = (np.asarray(value), "from --inputs")
+    for name, path in spec.files.items():
+        if name in given:
+            raise UsageError(f"input {clean(name)}: given both by --inputs and by --input; give it once")
+        value = literal(path)
+        if value is not None:  # NAME=VALUE: a literal takes the model's dtype
+            try:
+                given[name] = (value.astype(by_name[name].dtype), f"value {path}")
+            except (TypeError, ValueError, OverflowError) as e:
+                raise UsageError(f"--input {clean(name)}={clean(path)}: not a value of dtype {by_name[name].dtype} ({e})") from None
         else:
             given[name] = (read_array(path), path)
-    if int_range[0] >= int_range[1]:
-        raise UsageError(f"--int-range {int_range[0]}:{int_range[1]}: LOW must be below HIGH")
-    rng = np.random.default_rng(seed)
-    dim_values: dict[str, int] = {}
+    return given
+
+
+def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
+    spec = spec or InputSpec()
+    if spec.seed < 0:
+        raise UsageError(f"--seed {spec.seed}: seeds are non-negative integers")
+    lo, hi = spec.int_range
+    if lo >= hi:
+        raise UsageError(f"--int-range {lo}:{hi}: LOW must be below HIGH")
+    specs = model_inputs(model)
+    given = given_values(specs, spec)
+    dims = _Dims()
     feeds: dict[str, np.ndarray] = {}
-    for spec in specs:  # given values first, so their sizes name the symbolic dims
-        if spec.name in given:
-            value, origin = given[spec.name]
-            feeds[spec.name] = check_value(spec, value, origin)
-            for d, got in zip(spec.shape or (), feeds[spec.name].shape):
-                if isinstance(d, str):
-                    dim_values.setdefault(d, got)
-        elif spec.name in (shapes or {}):
-            for d, got in zip(spec.shape or (), shapes[spec.name]):
-                if isinstance(d, str):
-                    dim_values.setdefault(d, got)
-    for spec in specs:
-        if spec.name in feeds:
+    for s in specs:  # given values first, so their sizes name the symbolic dims
+        if s.name in given:
+            value, origin = given[s.name]
+            feeds[s.name] = check_value(s, value, origin)
+            if s.name in spec.shapes and tuple(spec.shapes[s.name]) != tuple(value.shape):
+                raise UsageError(f"input {clean(s.name)}: --shape {'x'.join(map(str, spec.shapes[s.name]))} disagrees with "
+                                 f"the value given ({clean(origin)}, shape {'x'.join(map(str, value.shape)) or 'scalar'})")
+            dims.fix(s, feeds[s.name].shape, origin)
+    for s in specs:
+        if s.name in spec.shapes and s.name not in feeds:
+            dims.fix(s, tuple(spec.shapes[s.name]), "--shape")
+    rng = np.random.default_rng(spec.seed)
+    defaulted: dict[str, list[str]] = {}
+    for s in specs:
+        if s.name in feeds:
             continue
-        shape = _resolve_shape(spec, (shapes or {}).get(spec.name), dim_values, notes)
-        feeds[spec.name] = random_array(shape, spec.dtype, rng, int_range)
-    return {s.name: feeds[s.name] for s in specs}
+        shape = _resolve_shape(s, spec.shapes.get(s.name), dims, defaulted)
+        dtype = s.dtype
+        check_fits(int(np.prod(shape, dtype=object)) * dtype.itemsize, f"input {clean(s.name)} of shape {list(shape)}")
+        feeds[s.name] = random_array(shape, dtype, rng, spec.int_range)
+    return Feeds({s.name: feeds[s.name] for s in specs}, defaulted, _notes(defaulted))
 
 
-def dataset_samples(path: str | Path, specs: list[InputSpec]) -> tuple[int, "Iterator[tuple[str, dict[str, np.ndarray]]]"]:
+def dataset_samples(path: str | Path, specs: list[ModelInput]) -> tuple[int, "Iterator[tuple[str, dict[str, np.ndarray]]]"]:
     """Batches for dataset mode: a folder of .npz files (one batch each, sorted by name), or one .npz
     whose arrays have a leading sample axis (an array of the input's own rank is split along its first
-    axis instead, one batch of 1 per row). Returns (number of batches, iterator of (label, feeds))."""
+    axis instead, one batch of 1 per row). Returns (number of batches, iterator of (label, arrays))."""
     p = Path(path)
     if p.is_dir():
         files = sorted(f for f in p.iterdir() if f.suffix == ".npz")
         if not files:
-            raise UsageError(f"--inputs-dir {p}: no .npz files in this folder")
+            raise UsageError(f"--inputs-dir {clean(p)}: no .npz files in this folder")
 
         def from_files():
             for f in files:
@@ -240,13 +270,13 @@ def dataset_samples(path: str | Path, specs: list[InputSpec]) -> tuple[int, "Ite
         n = None
         for name, a in arrays.items():
             if name not in by_name:
-                raise UsageError(f"--inputs-dir {p}: unknown input name {name!r}")
+                raise UsageError(f"--inputs-dir {clean(p)}: unknown input name {clean(name)!r}")
             k = a.shape[0] if a.ndim else 0
             if n is not None and k != n:
-                raise UsageError(f"--inputs-dir {p}: arrays disagree on the number of samples ({n} vs {k} for {name})")
+                raise UsageError(f"--inputs-dir {clean(p)}: arrays disagree on the number of samples ({n} vs {k} for {clean(name)})")
             n = k
         if not n:
-            raise UsageError(f"--inputs-dir {p}: no samples (arrays need a leading sample axis)")
+            raise UsageError(f"--inputs-dir {clean(p)}: no samples (arrays need a leading sample axis)")
 
         def rows():
             for i in range(n):
@@ -257,4 +287,4 @@ def dataset_samples(path: str | Path, specs: list[InputSpec]) -> tuple[int, "Ite
                 yield f"sample {i}", feed
 
         return n, rows()
-    raise UsageError(f"--inputs-dir {p}: expected a folder of .npz files or one .npz with a leading sample axis")
+    raise UsageError(f"--inputs-dir {clean(p)}: expected a folder of .npz files or one .npz with a leading sample axis")

@@ -9,7 +9,7 @@ user's back.
 
 - ``call_interruptibly(fn, ...)``: any blocking call; on Ctrl-C, ``on_interrupt()`` is called and, when
   the worker does not stop within ``grace`` seconds, it is left to finish alone (its result is dropped).
-- ``run_bound_interruptibly(session, ...)``: ``runtime.session.run_bound`` with a terminate flag.
+``runtime.ort.run_bound(..., interruptible=True)`` runs onnxruntime this way, with a terminate flag.
 
 Never prints.
 """
@@ -20,9 +20,6 @@ import threading
 import time
 from typing import Any, Callable
 
-import numpy as np
-
-from onnxprobe.runtime.session import Session, run_bound
 
 POLL_S = 0.05
 
@@ -63,10 +60,3 @@ def call_interruptibly(fn: Callable[..., Any], *args, on_interrupt: Callable[[],
     if "error" in box:
         raise box["error"]
     return box.get("value")
-
-
-def run_bound_interruptibly(session: Session, feeds: dict[str, np.ndarray], host_outputs: list[str],
-                            device_outputs: list[str] = ()) -> tuple[dict[str, np.ndarray], float]:
-    """``runtime.session.run_bound`` where a Ctrl-C stops the run within one node and raises
-    KeyboardInterrupt. Returns (outputs, seconds)."""
-    return run_bound(session, feeds, host_outputs, device_outputs, interruptible=True)

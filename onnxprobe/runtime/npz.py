@@ -1,40 +1,90 @@
 """An .npz writer that streams: each array goes into the zip as soon as it is added, so a dump never
-holds more than one chunk of tensors. The file appears (atomically renamed) only when closed cleanly."""
+holds more than one chunk of tensors. The file appears (atomically renamed) only when closed cleanly.
+
+Entry names are safe: a tensor name is used as it is when it is a plain relative path (``conv1_out``,
+``features/0/Conv_output_0``); anything else (``/abs``, ``../../x``, backslashes, control characters,
+very long names) gets a safe entry name, and the true names of every entry are stored in the entry
+``NAMES_ENTRY`` (a string array, loadable without pickle) when any entry differs from its tensor name. ``np.load`` reads the archive as usual;
+``runtime.arrays.read_npz`` maps the entries back to tensor names.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import zipfile
 
 import numpy as np
 
+from onnxprobe.errors import UsageError
 from onnxprobe.fileio import atomic_output
+
+NAMES_ENTRY = "onnxprobe.names"
+_PLAIN = re.compile(r"^[A-Za-z0-9_.\-:][A-Za-z0-9_.\-:/]{0,199}$")
+
+
+def safe_entry(name: str, k: int) -> str:
+    """The archive entry (without ``.npy``) for tensor ``name``, the ``k``-th of the archive."""
+    parts = name.split("/")
+    if _PLAIN.match(name) and all(p not in ("", ".", "..") for p in parts) and name != NAMES_ENTRY:
+        return name
+    return f"t{k}_" + re.sub(r"[^A-Za-z0-9_.\-]", "_", name.strip("/"))[:100]
+
+
+def true_names(z) -> dict[str, str]:
+    """entry -> tensor name, from an open ``np.load`` archive that has a NAMES_ENTRY."""
+    try:
+        return dict(json.loads(str(z[NAMES_ENTRY])))
+    except (ValueError, TypeError):
+        return {}
 
 
 class NpzWriter:
     def __init__(self, path: str | os.PathLike):
+        self.path = path
         self._out = atomic_output(path, ".tmp.npz")
-        self.tmp = self._out.__enter__()
-        self.zf = zipfile.ZipFile(self.tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True)
-        self.names: set[str] = set()
+        try:
+            self.tmp = self._out.__enter__()
+            self.zf = zipfile.ZipFile(self.tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True)
+        except OSError as e:
+            raise UsageError(f"{path}: cannot write it ({e.strerror or e}); nothing written") from None
+        self.names: dict[str, str] = {}  # tensor name -> entry
 
     def add(self, name: str, array: np.ndarray) -> None:
         if name in self.names:
             return
-        self.names.add(name)
-        with self.zf.open(name + ".npy", "w", force_zip64=True) as f:
-            np.lib.format.write_array(f, np.asanyarray(array), allow_pickle=False)
+        entry = safe_entry(name, len(self.names))
+        while entry in self.names.values():
+            entry = f"t{len(self.names)}_{entry}"
+        self.names[name] = entry
+        try:
+            with self.zf.open(entry + ".npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(array), allow_pickle=False)
+        except OSError as e:
+            raise UsageError(f"{self.path}: cannot write it ({e.strerror or e}); nothing written") from None
 
     def add_all(self, arrays: dict[str, np.ndarray]) -> None:
         for name, array in arrays.items():
             self.add(name, array)
 
     def close(self) -> None:
-        self.zf.close()
-        self._out.__exit__(None, None, None)
+        try:
+            if any(e != n for n, e in self.names.items()):  # only when some entry is not its tensor's name
+                mapping = json.dumps({e: n for n, e in self.names.items()})
+                with self.zf.open(NAMES_ENTRY + ".npy", "w") as f:
+                    np.lib.format.write_array(f, np.array(mapping), allow_pickle=False)
+            self.zf.close()
+            self._out.__exit__(None, None, None)
+        except OSError as e:
+            self.abort()
+            raise UsageError(f"{self.path}: cannot write it ({e.strerror or e}); nothing written") from None
 
     def abort(self) -> None:
-        self.zf.close()
+        try:
+            self.zf.close()
+        except OSError:
+            pass
         err = RuntimeError("npz dump aborted")
         self._out.__exit__(RuntimeError, err, None)  # removes the temporary file
 
@@ -46,3 +96,9 @@ class NpzWriter:
             self.close()
         else:
             self.abort()
+
+
+def save_npz(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:
+    """All of ``arrays`` into one .npz, atomically, with safe entry names."""
+    with NpzWriter(path) as w:
+        w.add_all(arrays)

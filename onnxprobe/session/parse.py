@@ -15,7 +15,7 @@ import re
 import shlex
 
 from onnxprobe.errors import UsageError
-from onnxprobe.graph.select import Selection
+from onnxprobe.api import Selection
 
 
 def split(line: str) -> list[str]:

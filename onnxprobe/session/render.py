@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from onnxprobe.report.format import num, shape as fmt_shape, shorten
-from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.api import TensorStats
 
 BLOCKS = " ▏▎▍▌▋▊▉█"
 

@@ -24,15 +24,14 @@ from typing import Iterable
 from rich.console import Console
 from rich.text import Text
 
-from onnxprobe.errors import OnnxProbeError, first_line, internal_error_text
+from onnxprobe.errors import OnnxProbeError, UsageError, debug_enabled, first_line, internal_error_text
 from onnxprobe.session import commands as C
-from onnxprobe.session.state import State, session_notes
+from onnxprobe.session.inputs import session_notes
+from onnxprobe.session.state import State
+from onnxprobe.text import one_line
 
 HISTORY_ENV = "ONNXPROBE_HISTORY"
-
-
-def debug_enabled() -> bool:
-    return os.environ.get("ONNXPROBE_DEBUG", "") not in ("", "0")
+MAX_SCRIPT_BYTES = 16 * 2**20
 
 
 def history_path() -> Path:
@@ -41,8 +40,25 @@ def history_path() -> Path:
 
 def _error_text(e: BaseException) -> str:
     if isinstance(e, OnnxProbeError):
-        return first_line(e)
-    return internal_error_text(e)
+        return one_line(first_line(e))
+    return one_line(internal_error_text(e))
+
+
+def read_script(path: Path) -> list[str]:
+    """The lines of a ``--script`` file (``-``: stdin). A file that is not text is refused in one line."""
+    if str(path) == "-":
+        return sys.stdin.read().splitlines()
+    if not path.is_file():
+        raise UsageError(f"--script {path}: no such file")
+    data = path.read_bytes()[:MAX_SCRIPT_BYTES + 1]
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise UsageError(f"--script {path}: over {MAX_SCRIPT_BYTES >> 20} MiB; not a script of debugger commands")
+    if b"\0" in data:
+        raise UsageError(f"--script {path}: a binary file, not a text file of debugger commands")
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise UsageError(f"--script {path}: not UTF-8 text; a script is a text file of debugger commands") from None
 
 
 def show(console: Console, items: list) -> None:

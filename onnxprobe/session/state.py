@@ -19,10 +19,7 @@ Ctrl-C raises KeyboardInterrupt out of any method, and nothing half-computed is 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import hashlib
 import os
-import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, ContextManager
@@ -31,10 +28,7 @@ import numpy as np
 
 from onnxprobe import api
 from onnxprobe.errors import ExecutionError, UsageError
-from onnxprobe.graph.select import Selection, select
-from onnxprobe.runtime.feeds import check_value, input_specs
-from onnxprobe.runtime.session import DEVICES, OPT_LEVELS, resolve_device
-from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.session.inputs import SessionInputs, feed_digest
 from onnxprobe.types import RunInfo, TensorRef
 
 RAW_CACHE_BYTES = 512 * 2**20  # raw tensors kept for show/save, per model
@@ -42,48 +36,11 @@ WALK_BEHIND, WALK_AHEAD = 8, 32  # goto/step/back compute the statistics of this
 
 
 @dataclass
-class InputSpec:
-    """How the inputs are made: seeded random data, except where a file or a value is given."""
-
-    seed: int = 0
-    int_range: tuple[int, int] = (0, 100)
-    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    files: dict[str, str] = field(default_factory=dict)  # name -> .npy/.pb path or a literal value
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)  # name -> value (from an .npz, or a loss input)
-    version: int = 0  # bumped on every change
-    origins: dict[str, str] = field(default_factory=dict)  # name -> where an array came from
-
-    def source(self, name: str) -> str:
-        if name in self.arrays:
-            return self.origins.get(name, "from .npz")
-        if name in self.files:
-            return self.files[name]
-        extra = f", shape {'x'.join(map(str, self.shapes[name]))}" if name in self.shapes else ""
-        return f"random (seed {self.seed}{extra})"
-
-    def changed(self, **changes) -> "InputSpec":
-        """A copy with ``changes`` (its dicts copied too) and the next version."""
-        base = dict(shapes=dict(self.shapes), files=dict(self.files), arrays=dict(self.arrays), origins=dict(self.origins))
-        base.update(changes)
-        return dataclasses.replace(self, version=self.version + 1, **base)
-
-    def key(self) -> tuple:
-        stamps = []
-        for name, f in sorted(self.files.items()):
-            try:
-                st = os.stat(f)
-                stamps.append((name, f, st.st_mtime_ns, st.st_size))
-            except OSError:
-                stamps.append((name, f, None, None))
-        return (self.version, self.seed, self.int_range, tuple(sorted(self.shapes.items())), tuple(stamps))
-
-
-@dataclass
 class Results:
     """What runs computed for one run key."""
 
     key: tuple | None = None
-    stats: dict[str, TensorStats | None] = field(default_factory=dict)  # None: no statistics for this dtype
+    stats: dict[str, api.TensorStats | None] = field(default_factory=dict)  # None: no statistics for this dtype
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     raw: OrderedDict = field(default_factory=OrderedDict)  # name -> array, least recently used first
@@ -122,9 +79,9 @@ class Target:
     index: api.GraphIndex
     probes: list[str] = field(default_factory=list)
     results: Results = field(default_factory=Results)
-    runner: api.Runner = field(default_factory=api.Runner)
+    prober: api.Prober | None = None  # runs on the session's device, keeps its last sessions
     cursor: int | None = None
-    feed_cache: tuple | None = None  # (spec key, feed, digest, notes)
+    feed_cache: tuple | None = None  # (spec key, feed, digest, Feeds)
     last_key: tuple | None = None
     forward: api.Model | None = None  # the model as loaded, once `grad` replaced it with its backward graph
 
@@ -133,42 +90,13 @@ class Target:
         return os.path.basename(self.model.source)
 
 
-_DIM_NOTE = re.compile(r"^input (\S+): dimension (.+) unknown, set to 1 \(use --shape \S+\)$")
-
-
-def session_notes(notes: list[str]) -> list[str]:
-    """Feed notes in the session's words: one line per input, and the command that fixes it."""
-    dims: dict[str, list[str]] = {}
-    out: list[str] = []
-    for n in notes:
-        m = _DIM_NOTE.match(n)
-        if m:
-            dims.setdefault(m.group(1), []).append(m.group(2))
-        else:
-            out.append(n)
-    for name, ds in dims.items():
-        which = ", ".join(ds)
-        out.append(f"input {name}: unknown dimension{'s' if len(ds) > 1 else ''} {which} set to 1 "
-                   f"(input {name} random DIMS, or start with --shape {name}=DIMS)")
-    return out
-
-
-def feed_digest(feed: dict[str, np.ndarray]) -> str:
-    h = hashlib.sha1()
-    for k in sorted(feed):
-        v = np.ascontiguousarray(feed[k])
-        h.update(f"{k}|{v.dtype.str}|{v.shape}|".encode())
-        h.update(v.tobytes())
-    return h.hexdigest()
-
-
 def _null_busy(message: str) -> ContextManager:
     return contextlib.nullcontext()
 
 
 class State:
-    def __init__(self, models: list[api.Model], *, inputs: InputSpec | None = None, device: str = "auto",
-                 opt_level: str = "off", selection: Selection | None = None) -> None:
+    def __init__(self, models: list[api.Model], *, inputs: api.InputSpec | None = None, device: str = "auto",
+                 opt_level: str = "off", selection: api.Selection | None = None) -> None:
         if not models:
             raise UsageError("no model to debug")
         if len(models) > 2:
@@ -177,16 +105,16 @@ class State:
         for label, m in zip(("a", "b"), models):
             t = Target(label, m, api.index(m))
             self.targets[label] = t
-        self.inputs = inputs or InputSpec()
+        self.inputs = SessionInputs(inputs or api.InputSpec())
         self.set_device(device)
-        if opt_level not in OPT_LEVELS:
-            raise UsageError(f"--opt-level {opt_level!r}: choose one of {', '.join(OPT_LEVELS)}")
+        if opt_level not in api.OPT_LEVELS:
+            raise UsageError(f"--opt-level {opt_level!r}: choose one of {', '.join(api.OPT_LEVELS)}")
         self.opt_level = opt_level
         self.busy: Callable[[str], ContextManager] = _null_busy
         self.current = "a"  # the target goto/step/back walk
         self.extras: dict[str, object] = {}  # room for features that attach later (gradients...)
         for t in self.targets.values():
-            self.probe_add(t, selection or Selection())
+            self.probe_add(t, selection or api.Selection())
         self._check_inputs()
 
     # -- targets -------------------------------------------------------------------------------------
@@ -205,9 +133,9 @@ class State:
 
     # -- device --------------------------------------------------------------------------------------
     def set_device(self, device: str) -> str:
-        if device not in DEVICES:
-            raise UsageError(f"device {device!r}: choose one of {', '.join(DEVICES)}")
-        self.resolved_device = resolve_device(device)  # raises when CUDA is asked for but unusable
+        if device not in api.DEVICES:
+            raise UsageError(f"device {device!r}: choose one of {', '.join(api.DEVICES)}")
+        self.resolved_device = api.resolve_device(device)  # raises when CUDA is asked for but unusable
         self.device = device
         return self.resolved_device
 
@@ -216,10 +144,10 @@ class State:
 
     # -- inputs --------------------------------------------------------------------------------------
     def specs(self, t: Target):
-        return input_specs(t.model.proto)
+        return api.model_inputs(t.model.proto)
 
     def specs_of(self, model: api.Model):
-        return input_specs(model.proto)
+        return api.model_inputs(model.proto)
 
     def _check_inputs(self) -> None:
         known = {s.name for t in self.targets.values() for s in self.specs(t)}
@@ -228,8 +156,8 @@ class State:
                 expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
                 raise UsageError(f"unknown input name {name!r}; the model's inputs are: {expected}")
 
-    def feed(self, t: Target) -> tuple[dict[str, np.ndarray], str, list[str]]:
-        """(feed, digest, notes) for a target, recomputed only when the input specification changed.
+    def feed(self, t: Target) -> tuple[dict[str, np.ndarray], str, api.Feeds]:
+        """(feed, digest, Feeds) for a target, recomputed only when the input specification changed.
         A second model takes the first model's values for inputs of the same name, dtype and shape."""
         key = self.inputs.key()
         if t.label != "a":
@@ -246,44 +174,41 @@ class State:
             for s in self.specs(t):
                 if s.name in a_feed and s.name not in arrays:
                     try:
-                        arrays[s.name] = check_value(s, a_feed[s.name], "from model a")
+                        arrays[s.name] = api.check_value(s, a_feed[s.name], "from model a")
                         files.pop(s.name, None)
                     except UsageError:
                         pass
-        notes: list[str] = []
-        feed = api.feeds(t.model, seed=spec.seed, int_range=spec.int_range, shapes=shapes, files=files,
-                         arrays=arrays, notes=notes)
-        digest = feed_digest(feed)
-        t.feed_cache = (key, feed, digest, notes)
-        return feed, digest, notes
+        fs = api.feeds(t.model, api.InputSpec(seed=spec.seed, int_range=spec.int_range, shapes=shapes, files=files,
+                                              arrays=arrays))
+        digest = feed_digest(fs.values)
+        t.feed_cache = (key, fs.values, digest, fs)
+        return fs.values, digest, fs
 
     def set_input(self, name: str, how: str, shape: tuple[int, ...] | None = None) -> None:
         """``how``: 'random' (optionally with a new ``shape``), a .npy/.pb file, or a value."""
         if not any(name in {s.name for s in self.specs(t)} for t in self.targets.values()):
             expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
             raise UsageError(f"unknown input name {name!r}; the model's inputs are: {expected}")
-        new = self.inputs.changed()
-        new.arrays.pop(name, None)
-        new.files.pop(name, None)
+        arrays = {k: v for k, v in self.inputs.arrays.items() if k != name}
+        files = {k: v for k, v in self.inputs.files.items() if k != name}
+        shapes = dict(self.inputs.shapes)
         if how == "random":
             if shape is not None:
-                new.shapes[name] = shape
+                shapes[name] = shape
         else:
-            new.files[name] = how
-        self._try_inputs(new)
+            files[name] = how
+        self._try_inputs(self.inputs.changed(arrays=arrays, files=files, shapes=shapes))
 
     def set_seed(self, seed: int) -> None:
         self._try_inputs(self.inputs.changed(seed=seed))
 
     def set_all_inputs(self, arrays: dict[str, np.ndarray], origin: str = "from .npz") -> None:
-        new = self.inputs.changed()
-        new.arrays.update(arrays)
-        for k in arrays:
-            new.files.pop(k, None)
-            new.origins[k] = origin
-        self._try_inputs(new)
+        new_arrays = {**self.inputs.arrays, **arrays}
+        files = {k: v for k, v in self.inputs.files.items() if k not in arrays}
+        origins = {**self.inputs.origins, **{k: origin for k in arrays}}
+        self._try_inputs(self.inputs.changed(arrays=new_arrays, files=files, origins=origins))
 
-    def _try_inputs(self, new: InputSpec) -> None:
+    def _try_inputs(self, new: SessionInputs) -> None:
         """Adopt ``new`` only if every model can be fed from it (a bad file or shape leaves things as they were)."""
         old = self.inputs
         saved = {lbl: t.feed_cache for lbl, t in self.targets.items()}
@@ -307,7 +232,7 @@ class State:
         t.model = model
         t.index = api.index(model)
         t.results = Results()
-        t.runner.clear()
+        t.prober = None
         t.feed_cache = None
         t.last_key = None
         t.probes = [n for n in t.probes if n in t.index.refs]
@@ -317,7 +242,7 @@ class State:
             del self.extras[k]
         known = {x.name for tt in self.targets.values() for x in self.specs(tt)}
         spec = self.inputs
-        if any(n not in known for n in list(spec.files) + list(spec.arrays) + list(spec.shapes)):
+        if any(n not in known for n in spec.spec.names()):
             self.inputs = spec.changed(shapes={k: v for k, v in spec.shapes.items() if k in known},
                                        files={k: v for k, v in spec.files.items() if k in known},
                                        arrays={k: v for k, v in spec.arrays.items() if k in known})
@@ -346,7 +271,7 @@ class State:
         """Statistics (and runtime shapes) of ``names`` for the current inputs/device; computes only what
         the cache lacks."""
         names = [n for n in dict.fromkeys(names) if n in t.index.refs]
-        feed, _, notes = self.feed(t)
+        feed, _, fs = self.feed(t)
         key = self.run_key(t)
         reason = ""
         if t.results.key != key:
@@ -360,12 +285,11 @@ class State:
         label = f" {t.label}" if len(self.targets) > 1 else ""
         with self.busy(f"running{label} ({what or f'{len(missing)} tensors'})…"):
             try:
-                res = t.runner.run(t.model, feed, missing, self.config())
+                res = self.prober(t).run(feed, missing)
             except ExecutionError as e:
-                if any("set to 1" in n for n in notes):
-                    names = sorted({n.split(":")[0].removeprefix("input ") for n in notes if "set to 1" in n})
+                if fs.defaulted:
                     raise ExecutionError(f"{e} (dynamic dimensions were set to 1: give real sizes with "
-                                         f"`input {names[0]} random DIMS`)") from e
+                                         f"`input {sorted(fs.defaulted)[0]} random DIMS`)") from e
                 raise
         r = t.results
         r.stats.update(res.stats)
@@ -394,7 +318,7 @@ class State:
         missing = [n for n in names if n not in t.results.raw]
         if missing:
             with self.busy(f"fetching {', '.join(missing[:3])}{'…' if len(missing) > 3 else ''}"):
-                res = t.runner.run(t.model, feed, [], self.config(), raw=missing, stats=False)
+                res = self.prober(t).run(feed, [], raw=missing, stats=False)
             for n in missing:
                 if n not in res.arrays:
                     raise UsageError(f"{n}: no value (a tensor inside a subgraph whose type is unknown)")
@@ -408,34 +332,32 @@ class State:
             out[n] = t.results.raw[n]
         return out
 
+    def prober(self, t: Target) -> api.Prober:
+        """The target's Prober for the session's device and opt level (a new one when they changed)."""
+        cfg = self.config()
+        if t.prober is None or t.prober.config != cfg:
+            t.prober = api.Prober(t.model, cfg)
+        return t.prober
+
     def run(self, t: Target) -> RunReport:
         """Statistics of the probes and the model's outputs, computing only what changed."""
         return self.ensure_stats(t, list(t.probes) + [o for o in t.index.outputs if o in t.index.refs], what="probes")
 
-    def stats_rows(self, t: Target, names) -> list[tuple[TensorRef, TensorStats | None]]:
+    def stats_rows(self, t: Target, names) -> list[tuple[TensorRef, api.TensorStats | None]]:
         return [(t.index.refs[n], t.results.stats.get(n)) for n in names if n in t.index.refs]
 
     # -- selections and probes -----------------------------------------------------------------------
-    def select(self, t: Target, sel: Selection) -> list[str]:
-        """Tensor names a selection picks (graph inputs too, when a name glob matches them)."""
-        import fnmatch
+    def select(self, t: Target, sel: api.Selection) -> list[str]:
+        """Tensor names a selection picks (``api.select``: the same words as on the command line, graph
+        inputs included where a name glob matches them)."""
+        return [r.name for r in api.select(t.model.proto, sel, sites=t.index.sites) if r.name in t.index.refs]
 
-        names = [r.name for r in select(t.model.inferred, sel, sites=t.index.sites)] if not (
-            sel.names and not sel.ops and not sel.all and not sel.range and _only_inputs(t, sel)) else []
-        extra = [n for n in t.index.inputs if any(fnmatch.fnmatchcase(n, g) for g in sel.names)]
-        if sel.include_constants:
-            extra += [n for n in t.index.initializers if n in t.index.refs and any(fnmatch.fnmatchcase(n, g) for g in sel.names)]
-        out = list(dict.fromkeys(extra + names))
-        if not out and not sel.is_default:
-            raise UsageError("the selection matches no tensor in this model (Tab completes names; `nodes` lists them)")
-        return sorted(out, key=t.index.position.__getitem__)
-
-    def probe_add(self, t: Target, sel: Selection) -> list[str]:
+    def probe_add(self, t: Target, sel: api.Selection) -> list[str]:
         new = [n for n in self.select(t, sel) if n not in set(t.probes)]
         t.probes = sorted(set(t.probes) | set(new), key=t.index.position.__getitem__)
         return new
 
-    def probe_rm(self, t: Target, sel: Selection) -> list[str]:
+    def probe_rm(self, t: Target, sel: api.Selection) -> list[str]:
         gone = [n for n in self.select(t, sel) if n in set(t.probes)]
         t.probes = [n for n in t.probes if n not in set(gone)]
         return gone
@@ -508,13 +430,3 @@ class State:
             return RunReport([], len(here), "")
         window = self.node_tensors(t, index - WALK_BEHIND, index + WALK_AHEAD)
         return self.ensure_stats(t, window, what=f"tensors around node {index}")
-
-
-def _only_inputs(t: Target, sel: Selection) -> bool:
-    """True when every name glob matches graph inputs only (select() would raise on them)."""
-    import fnmatch
-
-    nodes_hit = any(
-        fnmatch.fnmatchcase(s.name, g) or any(fnmatch.fnmatchcase(o, g) for o in s.node.output if o)
-        for g in sel.names for s in t.index.sites)
-    return not nodes_hit

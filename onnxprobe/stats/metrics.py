@@ -5,8 +5,9 @@
 - max_abs = max |a - b|, mean_abs = mean |a - b|, rmse = sqrt(mean (a - b)^2)
 - max_rel = max |a - b| / (|b| + tiny)
 - cosine = <a, b> / (|a| |b|)
-- sqnr_db = 10 log10(sum b^2 / sum (a - b)^2), with both norms floored at float64 eps as onnxruntime's
-  qdq_loss_debug does (identical tensors give about 313 dB, not infinity)
+- sqnr_db = 10 log10(sum b^2 / sum (a - b)^2), the reference's norm floored at float64 eps as onnxruntime's
+  qdq_loss_debug does; identical tensors (no error at all, zeros included) are +inf, "exact", never a
+  ratio of two floors
 - worst = the multi-index of the largest |a - b|
 """
 
@@ -16,6 +17,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from onnxprobe.errors import UsageError
 
 EPS = float(np.finfo(float).eps)
 METRICS = ("allclose", "max_abs", "mean_abs", "rmse", "max_rel", "cosine", "sqnr")
@@ -39,16 +42,26 @@ class PairMetrics:
             return float(v) if math.isfinite(v) else None
 
         return {"max_abs": f(self.max_abs), "mean_abs": f(self.mean_abs), "max_rel": f(self.max_rel), "rmse": f(self.rmse),
-                "cosine": f(self.cosine), "sqnr_db": f(self.sqnr_db), "worst_index": list(self.worst),
+                "cosine": f(self.cosine), "sqnr_db": f(self.sqnr_db), "exact": self.exact, "worst_index": list(self.worst),
                 "nonfinite_mismatch": self.nonfinite_mismatch}
+
+    @property
+    def exact(self) -> bool:
+        """No error at all: every finite pair equal and the non-finite values agree."""
+        return self.max_abs == 0 and self.nonfinite_mismatch == 0
+
+
+def sqnr_from_norms(signal: float, noise: float) -> float:
+    """20 log10(|b| / |a - b|): +inf when there is no error at all (also for zeros against zeros)."""
+    if noise == 0:
+        return math.inf
+    return 20.0 * math.log10(max(signal, EPS) / max(noise, EPS))
 
 
 def sqnr_db(a: np.ndarray, b: np.ndarray) -> float:
     a = np.asarray(a, np.float64).reshape(-1)
     b = np.asarray(b, np.float64).reshape(-1)
-    signal = max(float(np.linalg.norm(b)), EPS)
-    noise = max(float(np.linalg.norm(a - b)), EPS)
-    return 20.0 * math.log10(signal / noise)
+    return sqnr_from_norms(float(np.linalg.norm(b)), float(np.linalg.norm(a - b)))
 
 
 def compare(a: np.ndarray, b: np.ndarray, rtol: float = 0.0) -> PairMetrics:
@@ -81,7 +94,7 @@ def compare(a: np.ndarray, b: np.ndarray, rtol: float = 0.0) -> PairMetrics:
     max_rel = float(np.max(np.divide(d, absb, out=absb)))
     na, nb = math.sqrt(aa), math.sqrt(bb)
     cosine = ab / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
-    sqnr = 20.0 * math.log10(max(nb, EPS) / max(math.sqrt(dd), EPS))
+    sqnr = sqnr_from_norms(nb, math.sqrt(dd))
     worst = tuple(int(i) for i in np.unravel_index(k, a.shape)) if a.ndim else ()
     return PairMetrics(max_abs=max_abs, mean_abs=sum_abs / n, max_rel=max_rel, rmse=math.sqrt(dd / n), cosine=cosine,
                        sqnr_db=sqnr, worst=worst, allclose_excess=excess, b_absmax=b_absmax, nonfinite_mismatch=0)
@@ -98,7 +111,7 @@ def _compare_masked(a: np.ndarray, b: np.ndarray, rtol: float) -> PairMetrics:
     d = np.where(both, np.abs(a64 - b64), 0.0)
     n = int(both.sum())
     if a64.size == 0 or n == 0:
-        return PairMetrics(0.0, 0.0, 0.0, 0.0, 1.0, sqnr_db(a64[both], b64[both]), (), 0.0, 0.0, mismatch)
+        return PairMetrics(0.0, 0.0, 0.0, 0.0, 1.0, math.inf, (), 0.0, 0.0, mismatch)
     af, bf = np.where(both, a64, 0.0), np.where(both, b64, 0.0)
     worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(d)), a64.shape)) if a64.ndim else ()
     absb = np.abs(bf)
@@ -111,17 +124,61 @@ def _compare_masked(a: np.ndarray, b: np.ndarray, rtol: float) -> PairMetrics:
     )
 
 
+THRESHOLDS = {"min_sqnr": "sqnr", "min_cosine": "cosine"}  # threshold flag -> the metric it sets
+DEFAULTS = {"atol": 1e-4, "rtol": 1e-3, "min_sqnr": 30.0, "min_cosine": 0.999}
+
+
 @dataclass(frozen=True)
 class Tolerance:
+    """A pass/fail criterion: ``metric`` and its thresholds. An exact match (no error at all) passes
+    under every metric; a non-finite value on one side only fails under every metric."""
+
     metric: str = "allclose"
     atol: float = 1e-4
     rtol: float = 1e-3
     min_sqnr: float = 30.0
     min_cosine: float = 0.999
+    why: str = ""  # why this criterion, when it is a default chosen for what is compared
+
+    @classmethod
+    def from_flags(cls, metric: str | None = None, *, atol: float | None = None, rtol: float | None = None,
+                   min_sqnr: float | None = None, min_cosine: float | None = None) -> "Tolerance | None":
+        """The criterion the flags describe, or None when they say nothing (the caller picks a default).
+        A threshold implies its metric (``--min-sqnr 25`` means ``--metric sqnr``); a threshold of
+        another metric than ``--metric`` is refused."""
+        if metric is not None and metric not in METRICS:
+            raise UsageError(f"--metric {metric!r}: choose one of {', '.join(METRICS)}")
+        given = {k: v for k, v in (("min_sqnr", min_sqnr), ("min_cosine", min_cosine)) if v is not None}
+        implied = {THRESHOLDS[k] for k in given}
+        if len(implied) > 1:
+            raise UsageError("--min-sqnr and --min-cosine set different criteria; give one (or --metric)")
+        if metric is None and implied:
+            metric = implied.pop()
+        flag = {"min_sqnr": "--min-sqnr", "min_cosine": "--min-cosine"}
+        for k in given:
+            if THRESHOLDS[k] != metric:
+                raise UsageError(f"{flag[k]} is a threshold of --metric {THRESHOLDS[k]}, not of --metric {metric}")
+        if metric in ("sqnr", "cosine") and (atol is not None or rtol is not None):
+            raise UsageError(f"--atol / --rtol are thresholds of allclose, max_abs, mean_abs, rmse and max_rel, "
+                             f"not of --metric {metric}")
+        if metric == "max_rel" and atol is not None:
+            raise UsageError("--atol is not a threshold of --metric max_rel (give --rtol)")
+        if metric is None and atol is None and rtol is None:
+            return None
+        for k, v in (("--atol", atol), ("--rtol", rtol), ("--min-cosine", min_cosine)):
+            if v is not None and (v < 0 or not math.isfinite(v)):
+                raise UsageError(f"{k} {v}: thresholds are finite and non-negative")
+        if min_sqnr is not None and not math.isfinite(min_sqnr):
+            raise UsageError(f"--min-sqnr {min_sqnr}: give a finite number of dB")
+        return cls(metric or "allclose", DEFAULTS["atol"] if atol is None else atol, DEFAULTS["rtol"] if rtol is None else rtol,
+                   DEFAULTS["min_sqnr"] if min_sqnr is None else min_sqnr,
+                   DEFAULTS["min_cosine"] if min_cosine is None else min_cosine)
 
     def passes(self, m: PairMetrics) -> bool:
         if m.nonfinite_mismatch:
             return False
+        if m.exact:
+            return True
         if self.metric == "allclose":
             return m.allclose_excess <= self.atol
         if self.metric in ("max_abs", "mean_abs", "rmse"):
@@ -135,7 +192,7 @@ class Tolerance:
         raise ValueError(self.metric)
 
     def describe(self) -> str:
-        return {
+        rule = {
             "allclose": f"|a-b| <= {self.atol:g} + {self.rtol:g}*|b|",
             "max_abs": f"max|a-b| <= {self.atol:g} + {self.rtol:g}*max|b|",
             "mean_abs": f"mean|a-b| <= {self.atol:g} + {self.rtol:g}*max|b|",
@@ -144,3 +201,4 @@ class Tolerance:
             "cosine": f"cosine >= {self.min_cosine:g}",
             "sqnr": f"SQNR >= {self.min_sqnr:g} dB",
         }[self.metric]
+        return f"{rule} ({self.why})" if self.why else rule

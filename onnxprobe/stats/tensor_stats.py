@@ -95,6 +95,11 @@ class TensorStats:
         return math.sqrt(max(self.sumsq / self.finite - m * m, 0.0))
 
     @property
+    def norm(self) -> float:
+        """The L2 norm of the finite values."""
+        return math.sqrt(self.sumsq)
+
+    @property
     def abs_mean(self) -> float:
         return self.sumabs / self.finite if self.finite else math.nan
 

@@ -46,7 +46,7 @@ class Geometry:
     group: int
 
 
-def _auto_pads(g, x: str, k, s, d, transposed: bool = False):
+def auto_pads(g, x: str, k, s, d, transposed: bool = False):
     """Explicit (begin, end) pads for the node's auto_pad / pads attributes."""
     n = len(k)
     auto = g.attr("auto_pad", "NOTSET")
@@ -85,7 +85,7 @@ def geometry(g, x: str, w: str, transposed: bool = False) -> Geometry:
     k = list(k)
     s = list(g.attr("strides") or [1] * n)
     d = list(g.attr("dilations") or [1] * n)
-    pb, pe = _auto_pads(g, x, k, s, d, transposed)
+    pb, pe = auto_pads(g, x, k, s, d, transposed)
     return Geometry(n, k, s, d, pb, pe, int(g.attr("group", 1)))
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from onnxprobe.autodiff.builder import FLOAT_TYPES
+from onnxprobe.graph.builder import FLOAT_TYPES
 from onnxprobe.autodiff.registry import rule
 
 

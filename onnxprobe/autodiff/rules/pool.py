@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxprobe.autodiff.registry import rule
-from onnxprobe.autodiff.rules.conv import Geometry, _auto_pads, crop
+from onnxprobe.autodiff.rules.conv import Geometry, auto_pads, crop
 
 
 def _pool_geometry(g, x: str) -> Geometry:
@@ -15,7 +15,7 @@ def _pool_geometry(g, x: str) -> Geometry:
     k = list(g.attr("kernel_shape"))
     s = list(g.attr("strides") or [1] * n)
     d = list(g.attr("dilations") or [1] * n)
-    pb, pe = _auto_pads(g, x, k, s, d)
+    pb, pe = auto_pads(g, x, k, s, d)
     # windows that start inside the input but run past the padded end (ceil_mode=1, or an input smaller than
     # the kernel, where onnxruntime still makes one window): pad the end further
     xs, ys = g.static_dims(x), g.static_dims(g.y[0])

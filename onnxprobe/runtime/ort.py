@@ -23,12 +23,13 @@ import onnx
 
 from onnxprobe.errors import ExecutionError, UsageError, first_line
 from onnxprobe.graph.io import is_large
+from onnxprobe.runtime.interrupt import call_interruptibly
 
 OPT_LEVELS = ("off", "basic", "extended", "layout", "all")
 DEVICES = ("auto", "cpu", "cuda")
 
 
-def _ort():
+def ort_module():
     import onnxruntime as ort
 
     ort.set_default_logger_severity(4)  # errors reach the user through our own message
@@ -36,7 +37,7 @@ def _ort():
 
 
 def _level(name: str):
-    ort = _ort()
+    ort = ort_module()
     table = {
         "off": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
         "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -52,7 +53,7 @@ def _level(name: str):
 @functools.lru_cache(maxsize=None)
 def cuda_usable() -> bool:
     """True when a session really gets the CUDA provider (not just when it is listed)."""
-    ort = _ort()
+    ort = ort_module()
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         return False
     g = onnx.helper.make_graph(
@@ -86,7 +87,7 @@ def providers_for(device: str) -> list[str]:
     return ["CUDAExecutionProvider", "CPUExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
 
 
-_IR_RE = re.compile(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)")
+IR_VERSION_RE = re.compile(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)")
 
 
 @functools.lru_cache(maxsize=None)
@@ -120,7 +121,7 @@ class Session:
 
 def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: str = "off", threads: int | None = None) -> Session:
     """Build an InferenceSession from an in-memory model. ``device`` must be resolved already."""
-    ort = _ort()
+    ort = ort_module()
     so = ort.SessionOptions()
     so.graph_optimization_level = _level(opt_level)
     so.log_severity_level = 4
@@ -142,7 +143,7 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
             break
         except Exception as e:  # noqa: BLE001
             msg = str(e)
-            m = _IR_RE.search(msg)
+            m = IR_VERSION_RE.search(msg)
             if m and _attempt == 0:
                 model = _with_ir(model, int(m.group(2)))
                 notes.append(f"model IR version {m.group(1)} lowered to {m.group(2)}, the newest this onnxruntime reads")
@@ -210,7 +211,7 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
         return (f"onnxruntime has no {device} kernel for op {op} (opset {ver}) at node {node!r}; "
                 f"try another --device, or check the op's input types")
     if "Unsupported model IR version" in msg:
-        return f"onnxruntime cannot read this model's IR version ({_IR_RE.search(msg).group(0) if _IR_RE.search(msg) else msg.strip()})"
+        return f"onnxruntime cannot read this model's IR version ({IR_VERSION_RE.search(msg).group(0) if IR_VERSION_RE.search(msg) else msg.strip()})"
     m = re.search(r"No Op registered for (\S+) with domain_version of (\d+)", msg) or re.search(
         r"Fatal error: (\S+?)\((-?\d+)\) is not a registered function/op", msg)
     if m:
@@ -233,7 +234,7 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
     (nothing crosses to the host). ``feeds`` may hold OrtValues already on the device. With
     ``interruptible``, a Ctrl-C stops the run between two nodes (runtime.interrupt) and raises
     KeyboardInterrupt. Returns (outputs, seconds)."""
-    ort = _ort()
+    ort = ort_module()
     sess = session.sess
     binding = sess.io_binding()
     dev = "cuda" if session.device == "cuda" else "cpu"
@@ -255,8 +256,6 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
     t0 = time.perf_counter()
     try:
         if interruptible:
-            from onnxprobe.runtime.interrupt import call_interruptibly
-
             call_interruptibly(sess.run_with_iobinding, binding, options,
                                on_interrupt=lambda: setattr(options, "terminate", True))
         else:

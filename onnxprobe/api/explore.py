@@ -1,0 +1,92 @@
+"""What the interactive debugger (``onnxprobe debug``) needs, as plain functions a notebook can call too:
+the model in brief, the first tensor where a condition holds, and ``Prober``, which runs any tensors of
+one model on demand and keeps the probed copies (and their sessions) of its last few requests."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import onnx
+
+from onnxprobe.graph.external import tensor_nbytes
+from onnxprobe.graph.index import index
+from onnxprobe.graph.model import Model
+from onnxprobe.runtime.feeds import model_inputs
+from onnxprobe.runtime.interrupt import call_interruptibly
+from onnxprobe.runtime.runners.ort import OrtRunner
+from onnxprobe.stats.conditions import Condition, parse_condition
+from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.types import ProbeResult, RunConfig, TensorRef
+
+
+def model_info(model: Model) -> dict:
+    """What ``debug``'s ``info`` prints: producer, IR, opsets, node and op counts, inputs, outputs, weights."""
+    idx = index(model)
+    p = model.proto
+    ops = Counter(s.node.op_type for s in idx.sites)
+    weights = list(idx.initializers.values())
+    for s in idx.sites:  # exporters such as paddle2onnx keep weights in Constant nodes
+        if s.node.op_type == "Constant":
+            weights += [a.t for a in s.node.attribute if a.name == "value" and a.type == onnx.AttributeProto.TENSOR]
+    init_bytes = sum(tensor_nbytes(t) for t in weights)
+    outs = []
+    for o in p.graph.output:
+        r = idx.refs.get(o.name)
+        outs.append({"name": o.name, "dtype": r.dtype if r else None, "shape": r.shape if r else None})
+    return {
+        "path": model.source, "producer": " ".join(x for x in (p.producer_name, p.producer_version) if x),
+        "ir_version": p.ir_version,
+        "opsets": {(o.domain or "ai.onnx"): o.version for o in p.opset_import},
+        "nodes": len(idx.sites), "nodes_in_subgraphs": sum(1 for s in idx.sites if s.chain),
+        "ops": dict(ops.most_common()),
+        "inputs": [{"name": s.name, "dtype": str(s.dtype), "shape": s.shape} for s in model_inputs(p)],
+        "outputs": outs, "initializers": len(weights), "initializer_bytes": init_bytes,
+        "warnings": list(model.warnings),
+    }
+
+
+class Prober:
+    """Statistics and raw values of any tensors of one model (node outputs from a run; graph inputs and
+    weights from the feed and the initializers), on one device. The probed copies and onnxruntime
+    sessions of the last few requests are kept, so a run with new inputs reuses its session; Ctrl-C
+    stops a run within one node and raises KeyboardInterrupt (``runtime.interrupt``)."""
+
+    def __init__(self, model: Model, config: RunConfig | None = None) -> None:
+        self.model = model
+        self.config = config or RunConfig()
+        self.runner = OrtRunner(model.proto, self.config, model.source, interruptible=True)
+
+    def run(self, feed: dict[str, np.ndarray], names, *, raw=(), stats: bool = True) -> ProbeResult:
+        """``stats`` covers every name of ``names`` that could be computed; ``arrays`` holds the raw values
+        of the ``raw`` names."""
+        idx = index(self.model)
+        names = [n for n in dict.fromkeys(names) if n in idx.refs]
+        raw = {n for n in raw if n in idx.refs}
+        wanted = sorted(set(names) | raw, key=idx.position.__getitem__)
+        refs = [idx.refs[n] for n in wanted]
+        key = (tuple(wanted), tuple(sorted(raw)), stats)
+        res = self.runner.probe(refs, feed, stats=stats, raw=raw, key=key, outputs=True)
+        if not stats:  # raw values were asked for: keep statistics out of the result
+            res.stats = {}
+        res.plan.probes = [p for p in res.plan.probes if p.ref.name in set(names)] if names else []
+        res.outputs = {n: v for n, v in res.outputs.items() if n in set(idx.outputs)}
+        return res
+
+
+def where(rows, condition) -> tuple[TensorRef, TensorStats] | None:
+    """The first (ref, stats) in ``rows`` (topological order) whose statistics satisfy ``condition`` (a
+    string such as ``nan``, ``inf``, ``absmax>1e4``, ``std<1e-6``, or a parsed Condition)."""
+    cond = condition if isinstance(condition, Condition) else parse_condition(condition)
+    for ref, st in rows:
+        if cond.holds(st):
+            return ref, st
+    return None
+
+
+
+
+def interruptibly(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` such that Ctrl-C interrupts the wait at once (the debugger's long calls:
+    ``diff``, ``grad_plan``), raising KeyboardInterrupt; nothing half-done is kept."""
+    return call_interruptibly(fn, *args, grace=0, **kwargs)

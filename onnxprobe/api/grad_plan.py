@@ -1,0 +1,229 @@
+"""The loss and the backward graph: ``GradSpec`` (what to differentiate), ``grad_plan`` (the model with its
+loss and backward graph attached) and ``export_backward`` (that model, written for any onnxruntime)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from onnxprobe.autodiff.engine import attach_backward
+from onnxprobe.autodiff.loss import KINDS, attach_loss
+from onnxprobe.autodiff.select import named_targets, targets
+from onnxprobe.errors import ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UsageError, first_line
+from onnxprobe.graph.builder import all_names, default_opset
+from onnxprobe.graph.model import Model
+from onnxprobe.graph.select import Selection, select
+from onnxprobe.graph.shapes import annotate, infer_shapes, static_shape, value_types, with_input_shapes
+from onnxprobe.runtime import feeds as _feeds
+from onnxprobe.runtime.arrays import read_array
+from onnxprobe.runtime.runners.ort import OrtRunner
+
+# forward + backward run with every onnxruntime graph optimisation unless the caller says otherwise: the
+# gradients are the same, and layout (NCHWc) and fusions make the Conv-heavy backward graphs several times faster
+GRAD_OPT_LEVEL = "all"
+# Gradients of models older than this opset that need newer op versions (Slice with steps, ScatterElements
+# with reduction...) are written on a copy converted to it (onnx.version_converter); the user's file is
+# not touched, and the exported backward model has this opset.
+GRAD_OPSET = 17
+EXTRA_FLAG = {"mse": "--target", "cross-entropy": "--labels", "output-grad": "--output-grad"}
+
+
+@dataclass
+class GradSpec:
+    """The loss: ``output`` (default: the model's first output) and ``loss`` (sum | mean | mse |
+    cross-entropy | output-grad) with its ``target`` / ``labels`` / ``output_grad`` array; ``wrt``:
+    names or globs of the tensors to differentiate (default: weights and probed activations).
+
+    Checked when made, the same for every caller: ``output_grad`` replaces the loss (``loss`` becomes
+    "output-grad"); ``target`` goes with mse only, ``labels`` with cross-entropy only."""
+
+    output: str | None = None
+    loss: str = "sum"
+    target: np.ndarray | None = None
+    labels: np.ndarray | None = None
+    output_grad: np.ndarray | None = None
+    wrt: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.loss = _check_loss_flags(self.loss, self.target, self.labels, self.output_grad)
+        if self.loss in EXTRA_FLAG and self.extra is None:
+            raise UsageError(f"--loss {self.loss} needs {EXTRA_FLAG[self.loss]} FILE.npy")
+        self.wrt = tuple(self.wrt or ())
+
+    @property
+    def extra(self) -> np.ndarray | None:
+        return {"mse": self.target, "cross-entropy": self.labels, "output-grad": self.output_grad}.get(self.loss)
+
+
+def _check_loss_flags(loss: str, target, labels, output_grad) -> str:
+    """The loss the flags mean (``output_grad`` replaces it), or a UsageError for flags that do not go
+    together. Checked before any file is read."""
+    if output_grad is not None:
+        if loss not in ("sum", "output-grad"):
+            raise UsageError("--output-grad gives dL/dy directly: it replaces --loss")
+        loss = "output-grad"
+    if loss not in KINDS:
+        raise UsageError(f"--loss {loss!r}: choose one of {', '.join(k for k in KINDS if k != 'output-grad')}")
+    for flag, value, kind in (("--target", target, "mse"), ("--labels", labels, "cross-entropy")):
+        if value is not None and loss != kind:
+            raise UsageError(f"{flag} goes with --loss {kind}")
+    return loss
+
+
+def grad_spec(output: str | None = None, loss: str = "sum", target=None, labels=None, output_grad=None,
+              wrt=()) -> GradSpec:
+    """A GradSpec from what a command line gives: ``target`` / ``labels`` / ``output_grad`` as arrays or
+    as paths of ``.npy`` / ``.pb`` files."""
+    _check_loss_flags(loss, target, labels, output_grad)
+
+    def arr(v):
+        return read_array(v) if isinstance(v, (str, os.PathLike, Path)) else v
+
+    return GradSpec(output=output, loss=loss, target=arr(target), labels=arr(labels), output_grad=arr(output_grad),
+                    wrt=tuple(wrt or ()))
+
+
+@dataclass
+class GradPlan:
+    """The model with its loss and backward graph (``backward.model``: outputs = loss, then gradients)."""
+
+    backward: object  # onnxprobe.autodiff.engine.Backward
+    loss: object  # onnxprobe.autodiff.loss.Loss
+    targets: list  # [onnxprobe.autodiff.select.Target], topological order
+    forward: onnx.ModelProto  # forward graph + loss (no backward), shapes inferred
+    extra_feed: dict[str, np.ndarray]
+    source: str
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def grads(self) -> dict[str, str]:
+        return self.backward.grads
+
+
+def _pick_output(model: onnx.ModelProto, name: str | None) -> str:
+    outs = [o.name for o in model.graph.output]
+    if name is None:
+        if not outs:
+            raise UsageError("the model has no outputs")
+        return outs[0]
+    if name not in outs:
+        raise UsageError(f"--output {name!r}: not an output of the model; its outputs are: {', '.join(outs)}")
+    return name
+
+
+def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warnings: list[str], *,
+                    ranks_only: bool = False) -> onnx.ModelProto:
+    """Fill in the types of main-graph tensors that shape inference left unknown (e.g. a Reshape whose
+    shape is computed) from one forward run."""
+    types = value_types(model)
+    missing = {o for n in model.graph.node for o in n.output
+               if o and static_shape(types.get(o)) is None and n.op_type not in ("If", "Loop", "Scan")}
+    if not missing:
+        return model
+    refs = [r for r in select(model, Selection(all=True, include_constants=True), strict=False) if r.name in missing]
+    try:
+        got = OrtRunner(model).probe(refs, feed, stats=False, shapes=False, raw=True, outputs=False).arrays
+    except ExecutionError as e:
+        warnings.append(f"could not run the model to learn the shapes inference missed ({e})")
+        return model
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    known = {vi.name: vi for vi in m.graph.value_info}
+    for name, a in got.items():
+        dims = [None] * a.ndim if ranks_only else list(a.shape)
+        vi = onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), dims)
+        if name in known:
+            known[name].CopyFrom(vi)
+        else:
+            m.graph.value_info.append(vi)
+    return m
+
+
+def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection | None = None, *,
+              feed: dict[str, np.ndarray] | None = None, names: list[str] | None = None,
+              unsupported: str = "raise") -> GradPlan:
+    """Attach the loss and the backward graph. With ``feed``, shapes are re-inferred for those input
+    shapes first (static shapes make a smaller backward graph); without it the backward graph keeps the
+    model's dynamic dimensions (what ``--export`` writes). ``names``: exact tensors to differentiate,
+    instead of ``selection`` and ``spec.wrt``; ``unsupported="skip"``: an op without a gradient rule stops
+    the gradient (the tensors behind it get none, with a warning) instead of raising. When a gradient
+    needs a newer opset than the model's, the plan is made on a copy converted to GRAD_OPSET."""
+    try:
+        return _grad_plan(model, spec, selection, feed=feed, names=names, unsupported=unsupported)
+    except OpsetTooOld as e:
+        old = default_opset(model.proto)
+        if old >= GRAD_OPSET or e.needed > GRAD_OPSET:
+            raise
+        upgraded, needed = _upgraded(model, old, e), e.needed
+    gp = _grad_plan(upgraded, spec, selection, feed=feed, names=names, unsupported=unsupported)
+    gp.warnings.insert(0, f"model opset {old}: the gradients need opset {needed} ops, so they are computed on a "
+                          f"copy converted to opset {GRAD_OPSET} (onnx.version_converter), which --export writes")
+    return gp
+
+
+def _upgraded(model: Model, old: int, cause: OpsetTooOld) -> Model:
+    from onnx import version_converter
+
+    try:
+        proto = version_converter.convert_version(model.proto, GRAD_OPSET)
+    except Exception as e:  # noqa: BLE001 - the converter raises many kinds
+        raise ModelError(f"{first_line(cause)}; converting the model from opset {old} to {GRAD_OPSET} failed: "
+                         f"{first_line(e)[:200]}") from e
+    warnings = list(model.warnings)
+    annotate(proto, warnings)
+    return Model(proto, model.source, warnings)
+
+
+def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None, *,
+               feed: dict[str, np.ndarray] | None, names: list[str] | None, unsupported: str) -> GradPlan:
+    spec = spec or GradSpec()
+    warnings = list(model.warnings)
+    output = _pick_output(model.proto, spec.output)
+    if feed is not None:
+        base = infer_shapes(with_input_shapes(model.proto, {k: np.shape(v) for k, v in feed.items()}), warnings)
+        base = _runtime_shapes(base, feed, warnings)
+    else:  # keep the dynamic dimensions, learn only the missing ranks (from a run on default inputs)
+        base = model.proto
+        try:
+            base = _runtime_shapes(base, _feeds.make_feeds(model.proto).values, warnings, ranks_only=True)
+        except OnnxProbeError:
+            pass
+    tg = named_targets(base, names) if names is not None else targets(base, selection, tuple(spec.wrt))
+    fwd = onnx.ModelProto()
+    fwd.CopyFrom(base)
+    loss = attach_loss(fwd, output, spec.loss, extra=spec.extra, opset=default_opset(fwd), names=all_names(fwd))
+    fwd = infer_shapes(fwd, warnings)
+    bw = attach_backward(fwd, loss.seeds, [t.ref.name for t in tg], outputs=[loss.loss], unsupported=unsupported)
+    if bw.stopped:
+        warnings.append(f"no gradient rule for {len(bw.stopped)} op(s) on the way, the gradient stops there: "
+                        f"{', '.join(bw.stopped[:3])}{' …' if len(bw.stopped) > 3 else ''}")
+    if bw.unused and names is None:
+        shown = ", ".join(bw.unused[:3]) + (" …" if len(bw.unused) > 3 else "")
+        warnings.append(f"the loss does not depend on {len(bw.unused)} of the requested tensor(s), which get no "
+                        f"gradient: {shown}")
+    if spec.loss in ("sum", "mean"):
+        prod = next((n for n in base.graph.node if output in n.output), None)
+        if prod is not None and prod.op_type == "Softmax":
+            warnings.append(f"output {output!r} is a Softmax: its {spec.loss} is constant, so every gradient is ~0; "
+                            "use --loss cross-entropy --labels, --loss mse --target or --output-grad")
+    extra = {loss.input: spec.extra} if loss.input else {}
+    return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings)
+
+
+def export_backward(model: Model, out: str | os.PathLike, spec: GradSpec | None = None,
+                    selection: Selection | None = None) -> GradPlan:
+    """Write the model with its backward graph: inputs = the model's inputs (+ target / labels / output
+    gradient), outputs = the loss and the gradients (``<tensor>_grad``); weights stay initializers."""
+    from onnxprobe.graph.external import save_model
+
+    gp = grad_plan(model, spec, selection)
+    m = gp.backward.model
+    m.producer_name = m.producer_name or "onnxprobe"
+    doc = f"onnxprobe backward graph: loss {gp.loss.kind} of {gp.loss.output}"
+    m.doc_string = (m.doc_string + "\n" + doc) if m.doc_string else doc
+    save_model(m, out)
+    return gp

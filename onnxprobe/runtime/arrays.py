@@ -1,0 +1,127 @@
+"""Reading arrays that users give: ``.npy``, ONNX TensorProto ``.pb``, ``.npz`` and literal values.
+
+Sizes are checked from the headers before anything is allocated or decompressed: an array that would
+need more memory than is available (or that a small file merely declares) is refused with one line that
+names the size. numpy's own readers then read what passed.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnxprobe.errors import UsageError, first_line
+from onnxprobe.text import clean, human_bytes
+
+
+def available_memory() -> int:
+    """Bytes of memory available now (MemAvailable on Linux; 8 GiB where that cannot be read)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return 8 * 2**30
+
+
+def check_fits(nbytes: int, what: str) -> None:
+    """Refuse ``nbytes`` when it exceeds the memory available now."""
+    avail = available_memory()
+    if nbytes > avail:
+        raise UsageError(f"{what} needs {human_bytes(nbytes)}, more than the {human_bytes(avail)} of memory available")
+
+
+def _npy_header(f) -> tuple[tuple[int, ...], np.dtype]:
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+    else:
+        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+    return tuple(shape), np.dtype(dtype)
+
+
+def _check_header(shape: tuple[int, ...], dtype: np.dtype, what: str) -> None:
+    if dtype.hasobject:
+        raise UsageError(f"{what}: holds Python objects (pickled data is never loaded)")
+    check_fits(int(np.prod(shape, dtype=object)) * dtype.itemsize, f"{what} ({dtype} {list(shape)})")
+
+
+def read_array(path: str | Path) -> np.ndarray:
+    """A tensor from a ``.npy`` or ``.pb`` file."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{clean(p)}: no such input file")
+    try:
+        if p.suffix == ".npy":
+            with open(p, "rb") as f:
+                shape, dtype = _npy_header(f)
+            _check_header(shape, dtype, clean(p))
+            return np.load(p, allow_pickle=False)
+        if p.suffix == ".pb":
+            check_fits(2 * p.stat().st_size, f"{clean(p)}")
+            t = onnx.TensorProto()
+            t.ParseFromString(p.read_bytes())
+            return numpy_helper.to_array(t)
+    except UsageError:
+        raise
+    except Exception as e:  # noqa: BLE001 - numpy and protobuf raise many kinds
+        raise UsageError(f"{clean(p)}: cannot read as {p.suffix} tensor ({clean(first_line(e))})") from e
+    raise UsageError(f"{clean(p)}: unsupported input file type {clean(p.suffix)!r} (use .npy, .pb or --inputs FILE.npz)")
+
+
+def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """Every array of an ``.npz``, keyed as stored (onnxprobe's own archives map safe entry names back to
+    tensor names: see ``runtime.npz``)."""
+    from onnxprobe.runtime.npz import NAMES_ENTRY, true_names
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{clean(p)}: no such file")
+    try:
+        with zipfile.ZipFile(p) as z:
+            total = 0
+            for info in z.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                with z.open(info) as f:
+                    shape, dtype = _npy_header(f)
+                _check_header(shape, dtype, f"{clean(p)}: array {clean(info.filename[:-4])!r}")
+                total += int(np.prod(shape, dtype=object)) * dtype.itemsize
+            check_fits(total, f"{clean(p)} (all its arrays)")
+        with np.load(p, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files if k != NAMES_ENTRY}
+            names = true_names(z) if NAMES_ENTRY in z.files else None
+    except UsageError:
+        raise
+    except Exception as e:  # noqa: BLE001 - zipfile and numpy raise many kinds
+        raise UsageError(f"{clean(p)}: not a readable .npz file ({clean(first_line(e))})") from e
+    if names:
+        arrays = {names.get(k, k): v for k, v in arrays.items()}
+    return arrays
+
+
+def literal(text: str) -> np.ndarray | None:
+    """``16000``, ``0.5``, ``[1, 2, 3]``, ``true``: a value given on the command line instead of a file;
+    None when ``text`` is not one (it is then a file name)."""
+    if Path(text).exists():
+        return None
+    try:
+        v = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(v, (bool, int, float, list)):
+        try:
+            a = np.array(v)
+        except ValueError:
+            a = None  # ragged nested lists
+        if a is None or a.dtype == object:
+            raise UsageError(f"value {clean(text)!r}: nested lists must be rectangular (all rows of the same length)")
+        return a
+    return None

@@ -1,0 +1,224 @@
+"""The runner interface: one small class per backend that executes a model (onnxruntime, onnx.reference,
+saved activations; OpenVINO, TensorRT and PyTorch add a file each), as Polygraphy's runners are.
+
+A ``Runner`` says what it can observe and returns values of tensors on given inputs:
+
+- ``values(names, feeds)``: tensor name -> value (numpy, or an OrtValue left on the device);
+- ``unobservable(names)``: the names it cannot return, each with the reason ("fused away", "not in
+  the .npz"...), so that callers list them instead of leaving silent gaps;
+- ``describe()``: one line for reports; ``kind``: the backend's name, for JSON.
+
+A ``GraphRunner`` executes ONNX graphs, so it can also run graphs derived from the model (probed copies,
+the introduced-error cones of ``diff``, fp32 reruns) through ``execute``; ``probe`` is the one run
+sequence of onnxprobe: expose the tensors (graph.expose) -> run -> read the outputs back as statistics,
+shapes and values, with the masked rerun for tensors that hold NaN or Inf. Graph inputs and weights are
+never run: their values and statistics come from the feeds and the initializers.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from typing import ClassVar
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnxprobe.graph.expose import expose, needs_masking
+from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
+
+
+class Runner(ABC):
+    kind: ClassVar[str] = "runner"
+    runs_graphs: ClassVar[bool] = False  # can run other ONNX graphs built from the model (GraphRunner)
+    takes_feeds: ClassVar[bool] = True  # runs on the model's inputs (saved activations do not)
+
+    def __init__(self, model: onnx.ModelProto, config: RunConfig | None = None, label: str = ""):
+        self.model = model
+        self.config = config or RunConfig()
+        self.label = label
+        self.device = "cpu"  # the device that really runs (resolved)
+        self.notes: list[str] = []
+
+    def describe(self) -> str:
+        return f"{self.label} ({self.kind})"
+
+    def unobservable(self, names: list[str]) -> dict[str, str]:
+        """The names among ``names`` this runner cannot return, with the reason."""
+        return {}
+
+    @abstractmethod
+    def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
+        """Tensor name -> value for each name the runner can observe."""
+
+
+def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tuple[dict, dict, dict]:
+    """A run's outputs, read back per probed tensor: (statistics, runtime shapes, raw values).
+    Statistics come from the in-graph rows, or from the raw values for probes marked stats_on_host (and
+    for every raw probe with ``host_stats``)."""
+    stats, shapes, arrays = {}, {}, {}
+    for p in probes:
+        name = p.ref.name
+        if p.stats_output:
+            stats[name] = TensorStats.from_rows(out[p.stats_output])
+        if p.shape_output:
+            shapes[name] = tuple(int(d) for d in out[p.shape_output])
+        if p.raw_output:
+            arrays[name] = out[p.raw_output]
+            if p.stats_on_host or (host_stats and name not in stats):
+                stats[name] = host_statistics(arrays[name])
+    return stats, shapes, arrays
+
+
+def host_statistics(value) -> TensorStats | None:
+    a = np.asarray(value)
+    return TensorStats.from_array(a) if a.dtype.kind in "biuf" else None
+
+
+def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
+    for t in model.graph.initializer:
+        if t.name == name:
+            return numpy_helper.to_array(t)
+    return None
+
+
+class GraphRunner(Runner):
+    runs_graphs = True
+    max_plans: ClassVar[int] = 4  # probed copies (and their sessions) kept for reuse, by cache key
+
+    def __init__(self, model: onnx.ModelProto, config: RunConfig | None = None, label: str = ""):
+        super().__init__(model, config, label)
+        self._plans: OrderedDict = OrderedDict()
+
+    @abstractmethod
+    def execute(self, model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device_outputs: list[str] = (),
+                keep_on_device: bool = False, key=None) -> tuple[dict, float]:
+        """Run ``model`` (the runner's own model or one derived from it) and return (outputs, seconds).
+        ``outputs`` come back as numpy arrays; ``device_outputs`` stay where the runtime produced them
+        when ``keep_on_device`` (else numpy too). ``key``: the caller's name for ``model``, under which a
+        runner may keep its compiled form for the next call."""
+
+    def providers(self) -> list[str]:
+        return [self.kind]
+
+    def session_seconds(self) -> float:
+        return 0.0
+
+    def _plan(self, model: onnx.ModelProto, refs: list[TensorRef], key, **kw) -> ProbePlan:
+        if key is not None and key in self._plans:
+            self._plans.move_to_end(key)
+            return self._plans[key]
+        warnings: list[str] = []
+        rewritten, probes = expose(model, refs, warnings=warnings, **kw)
+        plan = ProbePlan(rewritten, probes, self.label, warnings, base=model)
+        if key is not None:
+            self._plans[key] = plan
+            while len(self._plans) > self.max_plans:
+                self._plans.popitem(last=False)
+        return plan
+
+    def probe(self, refs: list[TensorRef], feeds: dict[str, np.ndarray], *, stats: bool = True, shapes: bool = True,
+              raw: bool | set[str] = False, nonfinite: str = "deferred", model: onnx.ModelProto | None = None,
+              key=None, outputs: bool = True) -> ProbeResult:
+        """The one run sequence: expose ``refs`` in (a copy of) ``model`` (default: the runner's), run
+        once, read the statistics, shapes and raw values back (``run_plan``). ``raw``: all refs, or a set
+        of names. ``outputs``: also return the model's own outputs. ``key``: reuse the probed copy and its
+        compiled form made under the same key (the debugger's repeated runs, a dataset's batches)."""
+        base = model if model is not None else self.model
+        in_graph = [r for r in refs if r.kind == "node"]
+        plan = self._plan(base, in_graph, key, stats=stats, shapes=shapes, raw=raw, nonfinite=nonfinite)
+        return self.run_plan(plan, feeds, host_refs=[r for r in refs if r.kind != "node"], stats=stats, shapes=shapes,
+                             raw=raw, key=key, outputs=outputs, order=[r.name for r in refs])
+
+    def run_plan(self, plan: ProbePlan, feeds: dict[str, np.ndarray], *, host_refs: list[TensorRef] = (),
+                 stats: bool = True, shapes: bool = True, raw: bool | set[str] = False, key=None, outputs: bool = True,
+                 order: list[str] | None = None) -> ProbeResult:
+        """Run a probed copy (``plan.model``, made by ``graph.expose``) and read its outputs back; then
+        summarise again, with masks, the tensors whose fast statistics came out non-finite (a NaN or Inf
+        inside: one more run over just them, none in the usual case). ``host_refs``: graph inputs and
+        weights, whose statistics come from ``feeds`` and the initializers."""
+        base = plan.base if plan.base is not None else self.model
+        probe_outputs = {n for p in plan.probes for n in (p.stats_output, p.shape_output) if n}
+        lifted_raw = {p.raw_output for p in plan.probes if p.raw_output and p.ref.scope}
+        own = [o.name for o in plan.model.graph.output if o.name not in probe_outputs and o.name not in lifted_raw]
+        raw_names = list(dict.fromkeys(p.raw_output for p in plan.probes if p.raw_output))
+        host = [o.name for o in plan.model.graph.output if o.name in probe_outputs] + (own if outputs else [])
+        out, seconds = self.execute(plan.model, feeds, host, device_outputs=[r for r in raw_names if r not in host], key=key)
+        st, shp, arrays = read_probes(plan.probes, out)
+        if stats:
+            bad = [p.ref for p in plan.probes if p.stats_output and needs_masking(st.get(p.ref.name))]
+            if bad:
+                again = self.probe(bad, feeds, shapes=False, nonfinite="masked", model=base, outputs=False)
+                st.update(again.stats)
+        want_raw = (lambda n: n in raw) if isinstance(raw, set) else (lambda n: bool(raw))
+        for r in host_refs:
+            v = feeds.get(r.name) if r.kind == "input" else constant_value(base, r.name)
+            if v is None:
+                continue
+            if stats:
+                st[r.name] = host_statistics(v)
+            if shapes:
+                shp[r.name] = tuple(np.shape(v))
+            if want_raw(r.name):
+                arrays[r.name] = np.asarray(v)
+        probes = list(plan.probes) + [Probe(ref=r) for r in host_refs]
+        if order is not None:
+            rank = {n: k for k, n in enumerate(order)}
+            probes.sort(key=lambda p: rank.get(p.ref.name, len(rank)))
+        view = ProbePlan(plan.model, probes, plan.source, list(plan.warnings), base=base)
+        info = RunInfo(device=self.device, providers=self.providers(), opt_level=self.config.opt_level,
+                       session_seconds=self.session_seconds(), run_seconds=seconds)
+        return ProbeResult(view, info, st, shp, arrays, {n: out[n] for n in own if n in out and outputs},
+                           notes=list(self.notes))
+
+    def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
+        """Raw values: node outputs from one run of a probed copy (lifted out of If/Loop/Scan bodies),
+        graph inputs from ``feeds``, weights from the initializers."""
+        inits = {t.name for t in self.model.graph.initializer}
+        inputs = {i.name for i in self.model.graph.input} - inits
+        found: dict = {}
+        run = []
+        for n in dict.fromkeys(names):
+            if n in inputs and n in feeds:
+                found[n] = feeds[n]
+            elif n in inits:
+                found[n] = constant_value(self.model, n)
+            else:
+                run.append(TensorRef(name=n, node="", op_type="", index=-1))
+        if run:
+            warnings: list[str] = []
+            rewritten, probes = expose(self.model, run, stats=False, shapes=False, raw=True, warnings=warnings)
+            self.notes += [w for w in warnings if w not in self.notes]
+            raw = list(dict.fromkeys(p.raw_output for p in probes if p.raw_output))
+            out, _ = self.execute(rewritten, feeds, [], device_outputs=raw, keep_on_device=keep_on_device)
+            found.update({p.ref.name: out[p.raw_output] for p in probes if p.raw_output})
+        return found
+
+
+class OnceRunner(Runner):
+    """A runner whose model gives every wanted value in one run (a backward graph: the loss and all the
+    gradients): the first ``values`` call on a feed computes all of ``names`` (with ``extra`` inputs
+    added to the feeds), later calls on the same feed are answered from that run."""
+
+    def __init__(self, inner: Runner, names: list[str], extra: dict | None = None):
+        super().__init__(inner.model, inner.config, inner.label)
+        self.inner = inner
+        self.kind = inner.kind
+        self.runs_graphs = False  # the cached run is what it serves; derived graphs are not run through it
+        self.names = list(dict.fromkeys(names))
+        self.extra = dict(extra or {})
+        self.device = inner.device
+        self.notes = inner.notes
+        self._feed_id = None
+        self.cached: dict = {}
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
+        if self._feed_id != id(feeds):
+            self.cached = self.inner.values(self.names, {**feeds, **self.extra})
+            self._feed_id = id(feeds)
+        return {n: self.cached[n] for n in names if n in self.cached}

@@ -1,0 +1,63 @@
+"""The onnxruntime runner (CPU, or the CUDA provider): sessions built by ``runtime.ort.create_session``,
+runs through IOBinding (``runtime.ort.run_bound``), tensors left on the device when asked."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import onnx
+
+from onnxprobe.runtime.interrupt import call_interruptibly
+from onnxprobe.runtime.ort import Session, create_session, resolve_device, run_bound
+from onnxprobe.runtime.runners.base import GraphRunner
+from onnxprobe.types import RunConfig
+
+
+class OrtRunner(GraphRunner):
+    """``interruptible``: Ctrl-C stops a session build or a run within one node (the debugger);
+    ``threads``: onnxruntime's intra-op threads (default: its own choice)."""
+
+    kind = "onnxruntime"
+
+    def __init__(self, model: onnx.ModelProto, config: RunConfig | None = None, label: str = "", *,
+                 interruptible: bool = False, threads: int | None = None):
+        super().__init__(model, config, label)
+        self.device = resolve_device(self.config.device)
+        self.interruptible = interruptible
+        self.threads = threads
+        self._sessions: OrderedDict = OrderedDict()
+        self._last: tuple[list[str], float] = ([], 0.0)  # providers and build time of the last session (not the
+        # session itself: an unkept session must be freed before the next one is built)
+
+    def describe(self) -> str:
+        return f"{self.label} ({self.device}, opt-level {self.config.opt_level})"
+
+    def providers(self) -> list[str]:
+        return self._last[0]
+
+    def session_seconds(self) -> float:
+        return self._last[1]
+
+    def session(self, model: onnx.ModelProto, key=None) -> Session:
+        """A session for ``model``: the one kept under ``key`` when there is one."""
+        if key is not None and key in self._sessions:
+            self._sessions.move_to_end(key)
+            s = self._sessions[key]
+            self._last = (s.providers, 0.0)
+            return s
+        make = lambda: create_session(model, device=self.device, opt_level=self.config.opt_level,  # noqa: E731
+                                      threads=self.threads)
+        s = call_interruptibly(make, grace=0) if self.interruptible else make()
+        self.notes += [n for n in s.notes if n not in self.notes]
+        if key is not None:
+            self._sessions[key] = s
+            while len(self._sessions) > self.max_plans:
+                self._sessions.popitem(last=False)
+        self._last = (s.providers, s.seconds)
+        return s
+
+    def execute(self, model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device_outputs: list[str] = (),
+                keep_on_device: bool = False, key=None) -> tuple[dict, float]:
+        session = self.session(model, key)
+        return run_bound(session, feeds, list(outputs), list(device_outputs), keep_on_device=keep_on_device,
+                         interruptible=self.interruptible)

@@ -1,0 +1,117 @@
+"""The debugger's commands about two models and gradients: ``diff`` and ``match`` (``api.diff`` on the two
+loaded Models, on the session's inputs) and ``grad`` (``api.grad_plan``). Results are cached in
+``state.extras`` per run key, like the statistics: a second ``diff`` or a ``match`` after a ``diff`` costs
+nothing until inputs, device or models change."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from onnxprobe import api
+from onnxprobe.errors import UsageError
+from onnxprobe.report.diff import diff_renderables
+from onnxprobe.report.format import num, shape as fmt_shape
+from onnxprobe.session.commands.table import Env, command, tag
+from onnxprobe.session.parse import parse_selection, pop_all, pop_option
+
+
+def _two(env: Env, what: str) -> None:
+    if "b" not in env.state.targets:
+        raise UsageError(f"{what} needs a second model: start with `onnxprobe debug MODEL OTHER`")
+
+
+def _diff_result(env: Env, selection: api.Selection, *, introduced: bool = True) -> api.DiffResult:
+    st = env.state
+    a, b = st.target("a"), st.target("b")
+    feed = st.feed(a)[0]
+    key = (st.run_key(a), st.run_key(b), selection, introduced)
+    cached = st.extras.get("diff")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    with st.busy("comparing a with b…"):
+        res = api.interruptibly(api.diff, a.model, b.model, selection=selection, config=st.config(),
+                                inputs=api.InputSpec(arrays=dict(feed)), introduced=introduced)
+    st.extras["diff"] = (key, res)
+    return res
+
+
+@command("diff", "diff [SELECTION] [--sort topo|introduced|accumulated]", "compare the two models tensor by tensor, as `onnxprobe diff` does",
+         "two models and gradients", args=("selection",))
+def cmd_diff(env: Env, args: list[str]):
+    """Needs `onnxprobe debug MODEL OTHER`: model a is compared with model b (the reference) on the
+    session's inputs and device. The result is cached until inputs or device change."""
+    _two(env, "diff")
+    sort = pop_option(args, "--sort") or "topo"
+    res = _diff_result(env, parse_selection(args))
+    order = api.sort_results(res.results, sort)
+    out: list = diff_renderables(res, env.width, order)
+    out += [Text(f"note: {n}", style="dim") for n in dict.fromkeys(res.notes)]
+    return out
+
+
+@command("match", "match TENSOR", "which tensor of the other model matches TENSOR, by which strategy and why", "two models and gradients",
+         args=("tensor",))
+def cmd_match(env: Env, args: list[str]):
+    """TENSOR may be a name in either model. Uses the pairing `diff` makes (computed if needed): the
+    tensor of the other model paired with TENSOR, the strategy and the reason; or why it stayed
+    unmatched."""
+    _two(env, "match")
+    if len(args) != 1:
+        raise UsageError("match: give one tensor name (usage: match TENSOR)")
+    name = args[0]
+    res = _diff_result(env, api.Selection())
+    m = res.matching
+    for p in m.pairs:
+        if name in (p.a.name, p.a.key, p.a.probe, p.b.name, p.b.probe):
+            out = Text()
+            out.append(p.a.name, style="bold")
+            out.append(f" (a: node {p.a.node}, {p.a.effective_op})  ↔  ")
+            out.append(p.b.name, style="bold")
+            out.append(f" (b: node {p.b.node}, {p.b.effective_op})\n")
+            out.append(f"matched by {p.strategy}: {p.reason}")
+            r = next((r for r in res.results if r.pair is p), None)
+            if r is not None and r.metrics is not None:
+                mt = r.metrics
+                out.append(f"\nshape [{fmt_shape(r.shape)}] · max|a-b| {num(mt.max_abs, 3)} · cosine {num(mt.cosine, 6)}"
+                           f" · SQNR {'exact' if mt.exact else num(mt.sqnr_db, 3) + ' dB'} · " + ("pass" if r.passed else "FAIL"))
+            return [out]
+    for side, items in (("a", m.unmatched_a), ("b", m.unmatched_b)):
+        for u in items:
+            if name in (u.obs.name, u.obs.key):
+                return [Text(f"{name} (model {side}, node {u.obs.node}) is not matched: {u.reason}")]
+    raise UsageError(f"match: {name!r} is not a compared tensor of either model (diff --all lists them)")
+
+
+@command("grad", "grad [SELECTION] [--loss sum|mean|mse|cross-entropy] [--output NAME] [--target F|--labels F|--output-grad F] [--wrt GLOB]",
+         "attach a loss and the backward graph; gradients then work in show, stats, where and the walk",
+         "two models and gradients", args=("selection",))
+def cmd_grad(env: Env, args: list[str]):
+    """As `onnxprobe grad` does: the loss of --output (default: the first output), gradients of the weights
+    and of the selected activations (default: the probes of `layers`); --wrt GLOB names the tensors
+    to differentiate directly (graph inputs too). The loss flags are checked as on the command line
+    (``api.grad_spec``). The gradients are named TENSOR_grad and join the probes. Run `grad` again after
+    changing the inputs' shapes."""
+    st = env.state
+    t = st.target(pop_option(args, "--model", "-m"))
+    loss = pop_option(args, "--loss") or "sum"
+    output = pop_option(args, "--output")
+    target, labels, og = (pop_option(args, f) for f in ("--target", "--labels", "--output-grad"))
+    wrt = pop_all(args, "--wrt")
+    sel = parse_selection(args) if args else None
+    spec = api.grad_spec(output, loss, target, labels, og, wrt)
+    forward = t.forward or t.model
+    feed = st.feed(t)[0]
+    feed = {s.name: feed[s.name] for s in st.specs_of(forward) if s.name in feed}
+    with st.busy("attaching the loss and the backward graph…"):
+        gp = api.grad_plan(forward, spec, sel, feed=feed)
+    model = api.Model.of(gp.backward.model, forward.source, list(gp.warnings))
+    st.replace_model(t, model, forward=forward)
+    if gp.extra_feed:
+        what = "target" if target else "labels" if labels else "output gradient"
+        st.set_all_inputs(dict(gp.extra_feed), origin=f"the loss's {what} ({target or labels or og})")
+    grads = [g for g in gp.grads.values() if g in t.index.refs]
+    t.probes = sorted(set(t.probes) | set(grads) | {gp.loss.loss}, key=t.index.position.__getitem__)
+    out = [Text(f"{tag(env, t)}loss {gp.loss.kind} of {gp.loss.output} ({gp.loss.loss}); backward graph attached: "
+                f"{len(grads)} gradient{'s' if len(grads) != 1 else ''}, now probed (stats, show NAME_grad, where nan)")]
+    out += [Text(f"note: {w}", style="dim") for w in dict.fromkeys(model.warnings)]
+    return out

@@ -1,0 +1,137 @@
+"""The debugger's commands about inputs and probes: inputs, input, seed, probe."""
+
+from __future__ import annotations
+
+
+from rich.table import Table
+from rich.text import Text
+
+from onnxprobe import api
+from onnxprobe.errors import UsageError
+from onnxprobe.report.format import shape as fmt_shape, shorten
+from onnxprobe.session import render
+from onnxprobe.session.inputs import session_notes
+from onnxprobe.session.parse import describe_selection, parse_selection
+from onnxprobe.session.state import Target
+from onnxprobe.session.commands.table import Env, bad, command, display_ref, no_more, parse_int, tag, target_of
+
+
+# -- inputs and probes -----------------------------------------------------------------------------------
+
+
+def _inputs_table(env: Env, t: Target) -> list:
+    feed, _, notes = env.state.feed(t)
+    rows = []
+    for s in env.state.specs(t):
+        v = feed[s.name]
+        st = api.TensorStats.from_array(v) if v.dtype.kind in "biuf" else None
+        rows.append({"role": "", "name": s.name, "shape": tuple(v.shape), "known": True, "dtype": str(v.dtype),
+                     "stats": st, "link": env.state.inputs.source(s.name)})
+    table = render.tensor_table(rows, env.width)
+    table.columns[0].header = ""
+    table.columns[-1].header = "source"
+    out: list = [table]
+    out += [Text(f"note: {n}", style="dim") for n in session_notes(notes)]
+    return out
+
+
+@command("inputs", "inputs [FILE.npz] [--model a|b]", "list the inputs and where they come from; or load them all from an .npz", "inputs and probes",
+         args=("file",))
+def cmd_inputs(env: Env, args: list[str]):
+    """`inputs batch.npz` sets every input found in the file (keyed by input name)."""
+    t = target_of(env, args)
+    if len(args) > 1:
+        raise bad("inputs", "give at most one .npz file")
+    out: list = []
+    if args:
+        arrays = api.read_npz(args[0])
+        env.state.set_all_inputs(arrays)
+        out.append(f"inputs from {args[0]}: {', '.join(arrays)}")
+    return out + _inputs_table(env, t)
+
+
+@command("input", "input NAME random [DIMS]|FILE|VALUE", "set one input: seeded random data (optionally of shape DIMS), a .npy/.pb file, or a value",
+         "inputs and probes", args=("input", "inputhow"))
+def cmd_input(env: Env, args: list[str]):
+    """Examples: `input x random`, `input x random 1x3x48x320`, `input x x.npy`, `input sr 16000`,
+    `input ids [[1, 2, 3]]`. Without a value: shows the input."""
+    st = env.state
+    if not args:
+        raise bad("input", "which input? (`inputs` lists them)")
+    name, rest = args[0], args[1:]
+    shape = None
+    if rest:
+        if rest[0] == "random":
+            if len(rest) > 2:
+                raise bad("input", "random takes at most one DIMS, e.g. 1x3x224x224")
+            if len(rest) == 2:
+                shape = api.parse_shape_overrides([f"{name}={rest[1]}"])[name]
+            st.set_input(name, "random", shape)
+        else:
+            st.set_input(name, " ".join(rest))
+    feed, _, _ = st.feed(st.a if name in st.feed(st.a)[0] else st.target("b"))
+    if name not in feed:
+        raise UsageError(f"unknown input name {name!r}")
+    v = feed[name]
+    line = Text()
+    line.append(f"input {name}", style="bold")
+    line.append(f" ← {st.inputs.source(name)}: {v.dtype} [{fmt_shape(v.shape)}]  ")
+    line.append_text(render.stats_line(api.TensorStats.from_array(v) if v.dtype.kind in "biuf" else None, compact=True))
+    notes = [n for t in st.targets.values() for n in session_notes(st.feed(t)[2]) if n.startswith(f"input {name}:")]
+    return [line] + [Text(f"note: {n}", style="dim") for n in dict.fromkeys(notes)]
+
+
+@command("seed", "seed [N]", "the seed of the random inputs (without N: show it)", "inputs and probes")
+def cmd_seed(env: Env, args: list[str]):
+    st = env.state
+    if len(args) > 1:
+        raise bad("seed", "give one integer")
+    if args:
+        st.set_seed(parse_int("seed", args[0]))
+    rnd = [s.name for s in st.specs(st.a) if s.name not in st.inputs.files and s.name not in st.inputs.arrays]
+    return f"seed {st.inputs.seed}" + (f" (random inputs: {', '.join(rnd)})" if rnd else " (no random inputs)")
+
+
+@command("probe", "probe add|rm|list|clear [SELECTION] [--model a|b]",
+         "choose the tensors run/stats/save look at, with the selection language of `layers`", "inputs and probes",
+         args=("probesub", "selection"))
+def cmd_probe(env: Env, args: list[str]):
+    """SELECTION: --op TYPE (or op:TYPE), --name GLOB (or just GLOB), --all (or all), --range A:B
+    (or range:A:B), --include-constants. The session starts with the default probes of `layers`
+    (Conv/Gemm/MatMul/attention outputs and the model outputs), or what --op/--name/--all chose."""
+    t = target_of(env, args)
+    sub = args[0] if args else "list"
+    rest = args[1:]
+    st = env.state
+    if sub == "add":
+        if not rest:
+            raise bad("probe", "probe add needs a selection, e.g. `probe add op:Relu` or `probe add 'conv*'`")
+        sel = parse_selection(rest)
+        new = st.probe_add(t, sel)
+        return f"{tag(env, t)}added {len(new)} probe{'s' if len(new) != 1 else ''} for {describe_selection(sel)} ({len(t.probes)} in all)"
+    if sub in ("rm", "remove", "del"):
+        if not rest:
+            raise bad("probe", "probe rm needs a selection")
+        gone = st.probe_rm(t, parse_selection(rest))
+        return f"{tag(env, t)}removed {len(gone)} probe{'s' if len(gone) != 1 else ''} ({len(t.probes)} left)"
+    if sub == "clear":
+        no_more("probe", rest)
+        n = st.probe_clear(t)
+        return f"{tag(env, t)}removed all {n} probes (run and stats now cover the model outputs only)"
+    if sub == "list":
+        if rest:
+            names = [n for n in st.select(t, parse_selection(rest)) if n in set(t.probes)]
+        else:
+            names = list(t.probes)
+        if not names:
+            return f"{tag(env, t)}no probes (probe add SELECTION)"
+        table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
+        for h in ("#", "node", "op", "tensor", "shape", "dtype"):
+            table.add_column(h, justify="right" if h == "#" else "left", no_wrap=True, overflow="ellipsis")
+        w = max(env.width // 3, 20)
+        for n in names:
+            r = display_ref(t, n)
+            table.add_row(str(r.index), shorten(r.node, w), r.op_type, shorten(n, w), fmt_shape(r.shape), r.dtype or "?")
+        return [table, Text(f"{tag(env, t)}{len(names)} probes", style="dim")]
+    raise bad("probe", f"unknown subcommand {sub!r}; use add, rm, list or clear")
+

@@ -1,0 +1,199 @@
+"""The debugger's commands about running and looking: run, stats, show, save."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+from rich.text import Text
+
+from onnxprobe import api
+from onnxprobe.errors import UsageError
+from onnxprobe.report.format import shape as fmt_shape
+from onnxprobe.session import render
+from onnxprobe.session.parse import format_slice, parse_selection, parse_slice, pop_option
+from onnxprobe.session.commands.table import Env, bad, command, layers_view, no_more, parse_int, resolve_tensor, tag, target_of
+from onnxprobe.text import duration, human_bytes
+
+MAX_OUTPUT_LINES = 8
+
+
+# -- running and looking ---------------------------------------------------------------------------------
+
+
+@command("run", "run [--model a|b]", "run the model(s) with the probes; re-runs only what changed (inputs, probes, device)",
+         "running and looking")
+def cmd_run(env: Env, args: list[str]):
+    """Prints what ran and why, and the model outputs. `stats` shows the probes' table."""
+    label = pop_option(args, "--model", "-m")
+    no_more("run", args)
+    st = env.state
+    out: list = []
+    for t in ([st.target(label)] if label else list(st.targets.values())):
+        rep = st.run(t)
+        label = tag(env, t)
+        if not rep.ran:
+            out.append(Text(f"{label}up to date: the results for these inputs and this device are cached ({rep.cached} tensors)"))
+        else:
+            i = rep.info
+            timing = f" in {duration(i.run_seconds)}" + (f" (session {duration(i.session_seconds)})" if i and i.session_seconds else "") if i else ""
+            cached = f", {rep.cached} cached" if rep.cached else ""
+            n = len(rep.computed)
+            out.append(Text(f"{label}ran {n} tensor{'s' if n != 1 else ''}{cached} ({rep.reason}){timing} on {st.resolved_device}"))
+        names = list(t.probes) + [o for o in t.index.outputs if o not in set(t.probes)]
+        bad = [n for n in names if (s := t.results.stats.get(n)) is not None and s.has_nonfinite]
+        if bad:
+            out.append(Text(f"{label}{len(bad)} probed tensor{'s' if len(bad) != 1 else ''} with NaN/Inf, first {bad[0]} "
+                            f"(node {t.index.refs[bad[0]].node}); `where nan` finds the first of all tensors", style="bold red"))
+        outs = [o for o in t.index.outputs if o in t.index.refs]
+        for o in outs[:MAX_OUTPUT_LINES]:
+            line = Text(f"{label}output ")
+            line.append(o, style="bold")
+            line.append(f" [{fmt_shape(t.results.shapes.get(o))}]  ")
+            line.append_text(render.stats_line(t.results.stats.get(o), compact=True))
+            out.append(line)
+        if len(outs) > MAX_OUTPUT_LINES:
+            out.append(Text(f"{label}… and {len(outs) - MAX_OUTPUT_LINES} more outputs (stats lists them)", style="dim"))
+        for n in t.results.notes:
+            out.append(Text(f"note: {n}", style="dim"))
+    return out
+
+
+@command("stats", "stats [SELECTION] [--model a|b]", "the `layers` table of the probes, or of a selection (computed if needed)",
+         "running and looking", args=("selection",))
+def cmd_stats(env: Env, args: list[str]):
+    """Examples: `stats`, `stats op:Softmax`, `stats --all`, `stats 'conv*' --model b`."""
+    from onnxprobe.report.layers import layers_table
+
+    t = target_of(env, args)
+    st = env.state
+    if args:
+        names = st.select(t, parse_selection(args))
+    else:
+        names = list(t.probes) + [o for o in t.index.outputs if o in t.index.refs and o not in set(t.probes)]
+        names = sorted(names, key=t.index.position.__getitem__)
+    if not names:
+        return "no probes (probe add SELECTION, or stats SELECTION)"
+    st.ensure_stats(t, names)
+    table, footer = layers_table(layers_view(env, t, names), env.width)
+    if len(st.targets) > 1:
+        footer = Text.assemble(Text(f"[{t.label}] {t.name} · "), footer)
+    return [table, footer]
+
+
+@command("show", "show TENSOR [SLICE] [--bins N] [--log] [--full] [--model a|b]",
+         "a tensor's statistics, a numpy-style slice of its values and a histogram", "running and looking",
+         args=("tensor", "slice"))
+def cmd_show(env: Env, args: list[str]):
+    """SLICE is numpy-style: `[0]`, `[0, :3, 5:10:2]`, `[..., -1]`. TENSOR may also be a node name
+    (its first output); without TENSOR, the output of the node at the cursor. Long values are
+    summarised with '...' as numpy does; --full prints every value. --log draws the histogram's bars on
+    a log scale (for skewed values such as a softmax)."""
+    t = target_of(env, args, env.state.current)
+    full = pop_option(args, "--full", flag=True)
+    log = bool(pop_option(args, "--log", flag=True))
+    bins = pop_option(args, "--bins")
+    nbins = parse_int("show", bins, "--bins") if bins else 16
+    if not 1 <= nbins <= 200:
+        raise bad("show", "--bins must be between 1 and 200")
+    if not args:
+        if t.cursor is None:
+            raise bad("show", "which tensor? (Tab completes names)")
+        outs = [o for o in t.index.sites[t.cursor].node.output if o]
+        if not outs:
+            raise bad("show", "the node at the cursor has no output")
+        args = [outs[0]]
+    name, note = resolve_tensor(t, args[0])
+    index = parse_slice(" ".join(args[1:])) if len(args) > 1 else None
+    value = env.state.ensure_values(t, [name])[name]
+    if index is not None:
+        try:
+            part = value[index]
+        except (IndexError, TypeError, ValueError) as e:
+            raise UsageError(f"slice {format_slice(index)} of a tensor of shape [{fmt_shape(value.shape)}]: {e}") from None
+    else:
+        part = value
+    ref = t.index.refs[name]
+    kind = t.index.kinds[name]
+    head = Text(tag(env, t))
+    head.append(name, style="bold")
+    origin = {"input": "graph input", "initializer": "weight"}.get(kind, f"from node {ref.node} ({ref.op_type})")
+    head.append(f"  {origin} · {value.dtype} [{fmt_shape(value.shape)}]", style="dim")
+    out: list = [head]
+    if note:
+        out.append(Text(note, style="dim"))
+    numeric = value.dtype.kind in "biuf"
+    out.append(render.stats_line(api.TensorStats.from_array(value) if numeric else None))
+    label = "values" + (f"{format_slice(index)} → [{fmt_shape(np.shape(part))}]" if index is not None else "")
+    out.append(Text(label + ":", style="bold"))
+    threshold = sys.maxsize if full else (256 if index is not None else 64)
+    with np.printoptions(threshold=threshold, edgeitems=3, linewidth=max(env.width - 2, 40), precision=5):
+        out.append(Text(np.array2string(np.asarray(part), separator=" ") if np.ndim(part) else repr(np.asarray(part).item())))
+    if numeric and value.size:
+        out.append(Text("histogram" + (" (whole tensor)" if index is not None else "") + ":", style="bold"))
+        out.append(render.histogram(value, bins=nbins, width=max(min(env.width - 40, 50), 10), log=log))
+    return out
+
+
+@command("save", "save TENSOR|all FILE [--model a|b]", "write a tensor (.npy, .npz or .pb), or every probed tensor (all: .npz)",
+         "running and looking", args=("savewhat", "file"))
+def cmd_save(env: Env, args: list[str]):
+    """`save all acts.npz` writes the probes and model outputs, keyed by tensor name (like `layers --save`)."""
+    from onnxprobe.report import io as report_io
+
+    t = target_of(env, args)
+    if len(args) != 2:
+        raise bad("save", "give what to save and a file")
+    what, path = args
+    for m in env.state.targets.values():
+        report_io.check_writable(path, m.model.source)
+    suffix = Path(path).suffix.lower()
+    if what == "all":
+        if suffix != ".npz":
+            raise bad("save", "save all writes an .npz file")
+        names = list(t.probes) + [o for o in t.index.outputs if o in t.index.refs and o not in set(t.probes)]
+        arrays = env.state.ensure_values(t, names)
+        _atomic(path, lambda f: np.savez(f, **arrays))
+        total = sum(a.nbytes for a in arrays.values())
+        return f"saved {len(arrays)} tensors ({human_bytes(total)}) to {path}"
+    name, _ = resolve_tensor(t, what)
+    value = env.state.ensure_values(t, [name])[name]
+    if suffix == ".npz":
+        _atomic(path, lambda f: np.savez(f, **{name: value}))
+    elif suffix in (".npy", ""):
+        path = path if suffix or (Path(path).exists() and not Path(path).is_file()) else path + ".npy"
+        _atomic(path, lambda f: np.save(f, value, allow_pickle=False))
+    elif suffix == ".pb":
+        from onnx import numpy_helper
+
+        data = numpy_helper.from_array(value, name).SerializeToString()
+        _atomic(path, lambda f: f.write(data))
+    else:
+        raise bad("save", f"unknown file type {suffix!r}; use .npy, .npz or .pb")
+    return f"saved {name} [{fmt_shape(value.shape)}] {value.dtype} to {path}"
+
+
+def _atomic(path: str, write) -> None:
+    """Write through a temporary file and a rename, so a failure never leaves half a file; an existing
+    non-regular file (/dev/null, a pipe) is written in place, never replaced."""
+    import tempfile
+
+    p = Path(path)
+    if p.exists() and not p.is_file():
+        with open(p, "wb") as f:
+            write(f)
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent if str(p.parent) else ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; a saved tensor is an ordinary file
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

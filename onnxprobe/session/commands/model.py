@@ -1,0 +1,114 @@
+"""The debugger's commands about the model: info, nodes, node."""
+
+from __future__ import annotations
+
+
+from rich.table import Table
+from rich.text import Text
+
+from onnxprobe import api
+from onnxprobe.errors import UsageError
+from onnxprobe.report.format import shape as fmt_shape, shorten
+from onnxprobe.session import render
+from onnxprobe.session.parse import pop_option
+from onnxprobe.session.commands.table import Env, bad, command, fresh, no_more, node_index, node_view, tag, target_of
+from onnxprobe.text import human_bytes
+
+
+# -- the model -------------------------------------------------------------------------------------------
+
+
+@command("info", "info [--model a|b]", "the model: format, opsets, ops, inputs, outputs, weights; the session's settings", "model")
+def cmd_info(env: Env, args: list[str]):
+    """Without --model, every loaded model is described."""
+    label = pop_option(args, "--model", "-m")
+    no_more("info", args)
+    st = env.state
+    targets = [st.target(label)] if label else list(st.targets.values())
+    out: list = []
+    for t in targets:
+        d = api.model_info(t.model)
+        ops = ", ".join(f"{k} ×{v}" for k, v in list(d["ops"].items())[:12]) + (" …" if len(d["ops"]) > 12 else "")
+
+        feed = st.feed(t)[0]
+        runtime = t.results.shapes if fresh(env, t) else {}
+
+        def io(items, inputs: bool) -> Text:
+            x = Text()
+            for i, it in enumerate(items):
+                if i:
+                    x.append("\n")
+                x.append(it["name"], style="bold")
+                declared = fmt_shape(it["shape"])
+                actual = fmt_shape(feed[it["name"]].shape) if inputs and it["name"] in feed else (
+                    fmt_shape(runtime[it["name"]]) if it["name"] in runtime else None)
+                x.append(f" {it['dtype'] or '?'} [{actual or declared}]")
+                if actual and actual != declared:
+                    x.append(f" (declared [{declared}])", style="dim")
+                if inputs:
+                    x.append(f"  ← {st.inputs.source(it['name'])}", style="dim")
+            return x
+
+        pairs = [
+            ("model", f"{d['path']}" + (f"   (--model {t.label})" if len(st.targets) > 1 else "")),
+            ("producer", d["producer"] or "-"),
+            ("format", f"IR {d['ir_version']} · " + ", ".join(f"{k} {v}" for k, v in d["opsets"].items())),
+            ("graph", f"{d['nodes']} nodes" + (f" ({d['nodes_in_subgraphs']} in subgraphs)" if d["nodes_in_subgraphs"] else "")
+             + f" · {d['initializers']} weight{'s' if d['initializers'] != 1 else ''} ({human_bytes(d['initializer_bytes'])})"),
+            ("ops", ops or "-"),
+            ("inputs", io(d["inputs"], True)),
+            ("outputs", io(d["outputs"], False)),
+            ("session", f"device {st.device}" + (f" ({st.resolved_device})" if st.device == "auto" else "")
+             + f" · opt-level {st.opt_level} · seed {st.inputs.seed} · {len(t.probes)} probes · "
+             + f"{len(t.results.stats)} tensors cached"),
+        ]
+        for w in d["warnings"]:
+            pairs.append(("note", w))
+        out.append(render.kv_table(pairs))
+    return out
+
+
+@command("nodes", "nodes [GLOB|op:TYPE] [--model a|b]", "list nodes in topological order, by name glob or op type", "model",
+         args=("nodepattern",))
+def cmd_nodes(env: Env, args: list[str]):
+    """Examples: `nodes`, `nodes 'conv*'`, `nodes op:Softmax`, `nodes op:Q*`."""
+    t = target_of(env, args)
+    if len(args) > 1:
+        raise bad("nodes", "give one GLOB or op:TYPE")
+    sites = t.index.find_nodes(args[0] if args else None)
+    if not sites:
+        raise UsageError(f"nodes: nothing matches {args[0]!r} (a name glob such as 'conv*', or op:TYPE)")
+    rows = []
+    for s in sites:
+        ins = ", ".join(i for i in s.node.input if i)
+        outs = ", ".join(o for o in s.node.output if o)
+        rows.append([str(s.index), ("/".join(s.scope) + "/" if s.scope else "") + s.name, s.node.op_type, ins, outs])
+    need = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(["#", "node", "op", "inputs", "outputs"])]
+    rest = max(env.width - need[0] - need[2] - 8, 30)
+    node_w = min(need[1], rest * 2 // 5)
+    in_w = min(need[3], max((rest - node_w) // 2, rest - node_w - need[4]))
+    out_w = max(min(need[4], rest - node_w - in_w), 6)
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), show_edge=False, header_style="bold")
+    for h, w, j in (("#", need[0], "right"), ("node", node_w, "left"), ("op", need[2], "left"), ("inputs", in_w, "left"), ("outputs", out_w, "left")):
+        table.add_column(h, justify=j, no_wrap=True, overflow="ellipsis", min_width=w, max_width=w)
+    for r in rows:
+        table.add_row(r[0], shorten(r[1], node_w), r[2], shorten(r[3], in_w), shorten(r[4], out_w))
+    foot = Text(f"{tag(env, t)}{len(sites)} of {len(t.index.sites)} nodes", style="dim")
+    return [table, foot]
+
+
+@command("node", "node [NAME|#INDEX] [--model a|b]", "one node: inputs, outputs, attributes, shapes, producers and consumers", "model",
+         args=("node",))
+def cmd_node(env: Env, args: list[str]):
+    """Without a name: the node at the cursor (see goto/step/back). Statistics appear once computed
+    (run, stats, goto)."""
+    t = target_of(env, args, env.state.current)
+    if len(args) > 1:
+        raise bad("node", "give one node name")
+    if args:
+        i = node_index(t, args[0])
+    elif t.cursor is not None:
+        i = t.cursor
+    else:
+        raise bad("node", "which node? give a name (Tab completes) or move the cursor with goto")
+    return node_view(env, t, i)

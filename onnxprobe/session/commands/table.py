@@ -1,0 +1,248 @@
+"""The command table (``COMMANDS``), how one line runs (``execute``), and the helpers every command uses."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass
+from typing import Callable
+
+from rich.text import Text
+
+from onnxprobe.errors import UsageError
+from onnxprobe.session import render
+from onnxprobe.session.parse import pop_option, split
+from onnxprobe.session.state import State, Target
+
+
+class Quit(Exception):
+    """Raised by ``quit``: the front end ends the session."""
+
+
+@dataclass
+class Env:
+    state: State
+    width: int = 120
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    fn: Callable[[Env, list[str]], object]
+    usage: str
+    help: str
+    group: str
+    args: tuple[str, ...] = ()  # argument kinds for completion, by position; the last one repeats
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def short_usage(self) -> str:
+        """The usage without its options: ``show TENSOR [SLICE] …``."""
+        cut = self.usage.find(" [--")
+        return self.usage if cut < 0 else self.usage[:cut] + " …"
+
+    @property
+    def details(self) -> str:
+        import inspect
+
+        return inspect.cleandoc(self.fn.__doc__ or "")
+
+
+COMMANDS: dict[str, Command] = {}
+ALIASES: dict[str, str] = {}
+GROUPS = ("model", "inputs and probes", "running and looking", "finding and walking", "two models and gradients", "session")
+
+
+def command(name: str, usage: str, help: str, group: str, args: tuple[str, ...] = (), aliases: tuple[str, ...] = ()):
+    def register(fn):
+        COMMANDS[name] = Command(name, fn, usage, help, group, args, aliases)
+        for a in aliases:
+            ALIASES[a] = name
+        return fn
+
+    return register
+
+
+def lookup(name: str) -> Command:
+    key = ALIASES.get(name, name)
+    if key not in COMMANDS:
+        close = difflib.get_close_matches(name, list(COMMANDS) + list(ALIASES), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UsageError(f"unknown command {name!r} (try help){hint}")
+    return COMMANDS[key]
+
+
+def execute(env: Env, line: str) -> list:
+    """Run one command line; returns the renderables to show. Blank lines and ``# comments`` do nothing."""
+    text = line.strip()
+    if not text or text.startswith("#"):
+        return []
+    words = split(text)
+    if not words:
+        return []
+    cmd = lookup(words[0])
+    out = cmd.fn(env, words[1:])
+    if out is None:
+        return []
+    if isinstance(out, (list, tuple)):
+        return [Text(o) if isinstance(o, str) else o for o in out if o is not None]
+    return [Text(out) if isinstance(out, str) else out]
+
+
+# -- helpers ---------------------------------------------------------------------------------------------
+
+
+def bad(cmd: str, msg: str) -> UsageError:
+    return UsageError(f"{cmd}: {msg} (usage: {COMMANDS[cmd].usage})")
+
+
+def no_more(cmd: str, args: list[str]) -> None:
+    if args:
+        raise bad(cmd, f"unexpected argument {args[0]!r}")
+
+
+def target_of(env: Env, args: list[str], default: str | None = None) -> Target:
+    return env.state.target(pop_option(args, "--model", "-m") or default)
+
+
+def tag(env: Env, t: Target) -> str:
+    return f"[{t.label}] " if len(env.state.targets) > 1 else ""
+
+
+def fresh(env: Env, t: Target) -> bool:
+    """Whether the cached results belong to the current inputs and device."""
+    return t.results.key == env.state.run_key(t)
+
+
+def resolve_tensor(t: Target, text: str) -> tuple[str, str | None]:
+    """A tensor name; a node name or #index stands for the node's first output. Returns (name, note)."""
+    idx = t.index
+    if text in idx.refs:
+        return text, None
+    site = None
+    if text in idx.by_name:
+        site = idx.by_name[text]
+    elif text.startswith("#") and text[1:].isdigit():
+        site = idx.node(text)
+    if site is not None:
+        outs = [o for o in site.node.output if o in idx.refs]
+        if outs:
+            return outs[0], f"node {site.name}: showing its output {outs[0]}" if len(outs) > 1 else None
+    close = difflib.get_close_matches(text, list(idx.refs), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else " (Tab completes names)"
+    raise UsageError(f"no tensor named {text!r}{hint}")
+
+
+def _link(t: Target, name: str, role: str) -> str:
+    idx = t.index
+    kind = idx.kinds.get(name, "outer")
+    if role == "in":
+        if kind == "input":
+            return "graph input"
+        if kind == "initializer":
+            return "weight"
+        if kind == "outer":
+            return "outer scope"
+        r = idx.refs[name]
+        return f"← {r.node}"
+    cons = [s.name for s in idx.consumers.get(name, ())]
+    out = "model output" if name in idx.outputs else ""
+    if cons:
+        more = f" +{len(cons) - 2}" if len(cons) > 2 else ""
+        out = (out + " · " if out else "") + "→ " + ", ".join(cons[:2]) + more
+    return out or "(unused)"
+
+
+def _row(env: Env, t: Target, role: str, name: str, direction: str) -> dict:
+    current = fresh(env, t)
+    ref = t.index.refs.get(name)
+    shp = t.results.shapes.get(name) if current else None
+    return {
+        "role": role, "name": name,
+        "shape": shp if shp is not None else (ref.shape if ref else None), "known": shp is not None,
+        "dtype": ref.dtype if ref else None,
+        "stats": t.results.stats.get(name) if current else None,
+        "link": _link(t, name, direction),
+    }
+
+
+def node_view(env: Env, t: Target, index: int, title: str | None = None) -> list:
+    info = t.index.node_info(index)
+    head = Text()
+    head.append(tag(env, t))
+    head.append(f"#{info.index}/{len(t.index.sites) - 1} ", style="dim")
+    head.append(info.name, style="bold")
+    head.append(f"  {info.op_type}", style="cyan")
+    if info.domain not in ("", "ai.onnx"):
+        head.append(f" ({info.domain})", style="dim")
+    if info.scope:
+        head.append(f"  in {'/'.join(info.scope)}", style="dim")
+    if title:
+        head = Text.assemble(Text(title + "\n"), head)
+    rows = []
+    for i, ti in enumerate(info.inputs):
+        if ti is None:
+            rows.append({"role": f"in {i}", "name": "(omitted)", "shape": None, "dtype": "", "stats": None, "link": ""})
+        else:
+            rows.append(_row(env, t, f"in {i}", ti.ref.name, "in"))
+    for i, ti in enumerate(info.outputs):
+        if ti is not None:
+            rows.append(_row(env, t, f"out {i}", ti.ref.name, "out"))
+    out: list = [head, render.tensor_table(rows, env.width)]
+    if info.attributes:
+        attrs = Text("attributes: ", style="dim")
+        for i, (k, v) in enumerate(info.attributes):
+            if i:
+                attrs.append(", ")
+            attrs.append(f"{k}=", style="dim")
+            attrs.append(v)
+        out.append(attrs)
+    return out
+
+
+def display_ref(t: Target, name: str):
+    ref = t.index.refs[name]
+    kind = t.index.kinds.get(name)
+    if kind == "input":
+        return dataclasses.replace(ref, node="(input)")
+    if kind == "initializer":
+        return dataclasses.replace(ref, node="(weight)")
+    return ref
+
+
+def layers_view(env: Env, t: Target, names: list[str]) -> dict:
+    """The `layers` report of these tensors from the cached results (``report.layers.layers_table`` draws it)."""
+    from onnxprobe.report.layers import tensor_rows
+
+    r = t.results
+    shapes = {n: r.shapes[n] for n in names if n in r.shapes}
+    rows = [(display_ref(t, n), r.stats.get(n)) for n in names]
+    return {"tensors": tensor_rows(rows, shapes), "device": r.info.device if r.info else env.state.resolved_device,
+            "opt_level": env.state.opt_level, "timing": None}
+
+
+def parse_int(cmd: str, text: str, what: str = "N") -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise bad(cmd, f"{what} must be an integer, got {text!r}") from None
+
+
+def node_index(t: Target, key: str) -> int:
+    """A node by name or #index; a tensor name stands for the node that produced it (for a graph input
+    or a weight: the first node that reads it)."""
+    try:
+        return t.index.node(key).index
+    except UsageError:
+        if key in t.index.refs:
+            kind = t.index.kinds[key]
+            if kind == "node":
+                return t.index.refs[key].index
+            cons = t.index.consumers.get(key)
+            if cons:
+                return cons[0].index
+        if key.lstrip("#-").isdigit():
+            raise
+        close = difflib.get_close_matches(key, list(t.index.by_name) + list(t.index.refs), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else " (Tab completes names; `nodes` lists them)"
+        raise UsageError(f"no node or tensor named {key!r}{hint}") from None

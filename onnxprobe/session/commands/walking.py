@@ -1,0 +1,101 @@
+"""The debugger's commands about finding and walking: where, goto, step, back."""
+
+from __future__ import annotations
+
+
+from rich.text import Text
+
+from onnxprobe import api
+from onnxprobe.session.parse import pop_option
+from onnxprobe.session.state import Target
+from onnxprobe.session.commands.table import Env, bad, command, no_more, node_index, node_view, parse_int, tag, target_of
+
+
+# -- finding and walking ---------------------------------------------------------------------------------
+
+
+@command("where", "where nan|inf|nonfinite|STAT<X|STAT>X [--next] [--weights] [--model a|b]",
+         "the first tensor, in topological order, where a condition holds, and the node that produced it",
+         "finding and walking", args=("condition",))
+def cmd_where(env: Env, args: list[str]):
+    """STAT: absmax, min, max, mean, std, abs_mean, zero_fraction, nan, inf, count; OP: < <= > >= == !=.
+    Examples: `where nan`, `where absmax>1e4`, `where std<1e-6`. The cursor moves to the producing node
+    (then `back` walks upstream); `where COND --next` searches after the cursor. The search covers the
+    graph inputs and every activation; --weights adds initializers, Constant outputs and what is
+    computed from them alone. Statistics of every tensor are computed once per inputs/device."""
+    t = target_of(env, args, env.state.current)
+    nxt = pop_option(args, "--next", flag=True)
+    weights = bool(pop_option(args, "--weights", flag=True))
+    if not args:
+        raise bad("where", f"give a condition, e.g. {api.CONDITION_EXAMPLES}")
+    text = " ".join(args)
+    cond = api.parse_condition(text)
+    after = t.cursor if nxt and t.cursor is not None else None
+    hit = env.state.where(t, cond, after=after, weights=weights)
+    label = tag(env, t)
+    scope = f" after node #{after}" if after is not None else ""
+    if hit is None:
+        n = len(env.state.where_domain(t, weights=weights, after=after))
+        extra = "" if weights else "; --weights searches the weights too"
+        return f"{label}no tensor{scope} where {cond.text} ({n} tensors searched{extra})"
+    ref, stats = hit
+    kind = t.index.kinds[ref.name]
+    pos = t.index.position[ref.name]
+    msg = Text(f"{label}first tensor{scope} where {cond.text}: ")
+    msg.append(ref.name, style="bold")
+    msg.append(f" (tensor {pos} in topological order), ")
+    if kind == "node":
+        msg.append("produced by node ")
+        msg.append(ref.node, style="bold")
+        msg.append(f" ({ref.op_type}, #{ref.index})")
+        site = ref.index
+    else:
+        cons = t.index.consumers.get(ref.name, [])
+        msg.append("a graph input" if kind == "input" else "a weight")
+        if cons:
+            msg.append(f", read first by node {cons[0].name} ({cons[0].node.op_type}, #{cons[0].index})")
+        site = cons[0].index if cons else None
+    msg.append(f": {cond.describe(stats)}")
+    out: list = [msg]
+    if site is not None:
+        env.state.goto(t, site)
+        env.state.ensure_walk_window(t, site)
+        out += node_view(env, t, site)
+    return out
+
+
+def _walk(env: Env, t: Target, i: int) -> list:
+    env.state.ensure_walk_window(t, i)
+    return node_view(env, t, i)
+
+
+@command("goto", "goto NODE|#INDEX|TENSOR [--model a|b]", "move the cursor to a node and show its inputs and outputs", "finding and walking",
+         args=("node",))
+def cmd_goto(env: Env, args: list[str]):
+    """A tensor name goes to the node that produced it (for a graph input or a weight, the first node
+    that reads it)."""
+    t = target_of(env, args, env.state.current)
+    if len(args) != 1:
+        raise bad("goto", "give one node name or #index (Tab completes names)")
+    return _walk(env, t, env.state.goto(t, node_index(t, args[0])))
+
+
+@command("step", "step [N] [--weights] [--model a|b]", "move the cursor N nodes forward in topological order (default 1)", "finding and walking")
+def cmd_step(env: Env, args: list[str]):
+    """Nodes that only compute weights (Constant nodes, and nodes fed by constants alone) are passed
+    over; --weights stops at them too. `goto` reaches any node."""
+    t = target_of(env, args, env.state.current)
+    weights = bool(pop_option(args, "--weights", flag=True))
+    n = parse_int("step", args.pop(0)) if args else 1
+    no_more("step", args)
+    return _walk(env, t, env.state.step(t, n, weights=weights))
+
+
+@command("back", "back [N] [--weights] [--model a|b]", "move the cursor N nodes back in topological order (default 1)", "finding and walking")
+def cmd_back(env: Env, args: list[str]):
+    """Like step, backwards: weight-only nodes are passed over unless --weights."""
+    t = target_of(env, args, env.state.current)
+    weights = bool(pop_option(args, "--weights", flag=True))
+    n = parse_int("back", args.pop(0)) if args else 1
+    no_more("back", args)
+    return _walk(env, t, env.state.step(t, -n, weights=weights))

@@ -1,0 +1,90 @@
+"""The debugger's inputs: an ``api.InputSpec`` that changes as the user types (``input``, ``seed``,
+``inputs FILE.npz``), with a version that moves on each change and where each given array came from.
+No I/O beyond reading the files the user names (through the API)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from onnxprobe import api
+
+
+@dataclass
+class SessionInputs:
+    spec: api.InputSpec = field(default_factory=api.InputSpec)
+    version: int = 0  # bumped on every change
+    origins: dict[str, str] = field(default_factory=dict)  # name -> where an array came from
+
+    # the spec's fields, read-only here
+    @property
+    def seed(self) -> int:
+        return self.spec.seed
+
+    @property
+    def int_range(self) -> tuple[int, int]:
+        return self.spec.int_range
+
+    @property
+    def shapes(self) -> dict:
+        return self.spec.shapes
+
+    @property
+    def files(self) -> dict:
+        return self.spec.files
+
+    @property
+    def arrays(self) -> dict:
+        return self.spec.arrays
+
+    def source(self, name: str) -> str:
+        if name in self.arrays:
+            return self.origins.get(name, "from .npz")
+        if name in self.files:
+            return self.files[name]
+        extra = f", shape {'x'.join(map(str, self.shapes[name]))}" if name in self.shapes else ""
+        return f"random (seed {self.seed}{extra})"
+
+    def changed(self, *, origins: dict[str, str] | None = None, **changes) -> "SessionInputs":
+        """A copy with the spec's fields in ``changes`` replaced (dicts copied) and the next version."""
+        base = dict(shapes=dict(self.shapes), files=dict(self.files), arrays=dict(self.arrays))
+        base.update(changes)
+        return SessionInputs(dataclasses.replace(self.spec, **base), self.version + 1,
+                             dict(self.origins) if origins is None else origins)
+
+    def key(self) -> tuple:
+        stamps = []
+        for name, f in sorted(self.files.items()):
+            try:
+                st = os.stat(f)
+                stamps.append((name, f, st.st_mtime_ns, st.st_size))
+            except OSError:
+                stamps.append((name, f, None, None))
+        return (self.version, self.seed, self.int_range, tuple(sorted(self.shapes.items())), tuple(stamps))
+
+
+def session_notes(fs: api.Feeds) -> list[str]:
+    """Feed notes in the session's words: one line per input with guessed dimensions, and the command
+    that fixes it."""
+    out = [n for n in fs.notes if not any(n.startswith(f"input {name}:") for name in fs.defaulted)]
+    for name, labels in fs.defaulted.items():
+        if labels == ["rank"]:
+            out.append(f"input {name}: rank unknown, using a scalar (input {name} random DIMS)")
+            continue
+        which = ", ".join(labels)
+        out.append(f"input {name}: unknown dimension{'s' if len(labels) > 1 else ''} {which} set to 1 "
+                   f"(input {name} random DIMS, or start with --shape {name}=DIMS)")
+    return out
+
+
+def feed_digest(feed: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha1()
+    for k in sorted(feed):
+        v = np.ascontiguousarray(feed[k])
+        h.update(f"{k}|{v.dtype.str}|{v.shape}|".encode())
+        h.update(v.tobytes())
+    return h.hexdigest()

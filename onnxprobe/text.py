@@ -1,0 +1,81 @@
+"""Text that reaches a terminal: strings from models and paths made safe to show, long values shortened,
+sizes and durations in words. Pure functions; JSON reports keep the exact strings.
+
+Names, doc strings, metadata and file names come from files anyone can write: an ESC sequence in a node
+name would reach the terminal as a command, and a newline would forge a line of output. ``clean`` escapes
+every control character (and the Unicode controls that reorder text), the way Python's ``repr`` does, so
+what is shown is what the file holds and nothing more.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 and C1 controls, DEL, and the bidirectional / zero-width format characters that change how the
+# rest of a line reads
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+_LONG_WORD = re.compile(r"\S{121,}")
+MAX_LINE = 1000
+
+
+def _escape(m: re.Match) -> str:
+    ch = m.group(0)
+    if ch == "\n":
+        return "\\n"
+    if ch == "\t":
+        return "\\t"
+    if ch == "\r":
+        return "\\r"
+    o = ord(ch)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def clean(s: object) -> str:
+    """``s`` as text with every control character escaped (``\\x1b``, ``\\n``...): safe on a terminal."""
+    text = s if isinstance(s, str) else str(s)
+    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+
+
+def clip(s: str, width: int = 120) -> str:
+    """Keep both ends of a long value: ``'abcdef…uvwxyz (10000 chars)'``."""
+    if len(s) <= width:
+        return s
+    keep = max(width - 20, 8)
+    head, tail = keep * 2 // 3, keep - keep * 2 // 3
+    return f"{s[:head]}…{s[-tail:]} ({len(s)} chars)"
+
+
+def one_line(message: str, limit: int = MAX_LINE) -> str:
+    """A message as one safe line: control characters escaped, very long words (a 10,000-character
+    tensor name) shortened, and the whole line at most ``limit`` characters."""
+    text = clean(message)
+    if len(text) > limit // 2:
+        text = _LONG_WORD.sub(lambda m: clip(m.group(0)), text)
+    return clip(text, limit) if len(text) > limit else text
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{int(n)} B" if unit == "B" else f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds in the unit that fits: '840 µs', '12.3 ms', '4.56 s', '5 min 16 s', '1 h 02 min'."""
+    if seconds is None:
+        return "-"
+    s = float(seconds)
+    if s < 1e-3:
+        return f"{s * 1e6:.3g} µs"
+    if s < 1:
+        return f"{s * 1e3:.3g} ms"
+    if s < 60:
+        return f"{s:.3g} s"
+    if s < 3600:
+        m, r = divmod(int(round(s)), 60)
+        return f"{m} min {r:02d} s"
+    h, r = divmod(int(round(s)) // 60, 60)
+    return f"{h} h {r:02d} min"

@@ -1,0 +1,148 @@
+"""The layering rules, read from the source's own imports (imports inside functions count):
+
+- imports only go down: base (types, errors, fileio, text) < stats < graph < runtime | match | autodiff |
+  report < compare < api < session < cli; the packages of one level do not import each other;
+- cli/ and session/ reach the rest of onnxprobe only through onnxprobe.api, onnxprobe.report and the base
+  modules;
+- no import cycles between modules;
+- no module imports another module's private (``_name``) name;
+- no module is over 500 lines.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "onnxprobe"
+BASE = {"onnxprobe", "onnxprobe.types", "onnxprobe.errors", "onnxprobe.fileio", "onnxprobe.text"}
+RANK = {"base": 0, "stats": 1, "graph": 2, "runtime": 3, "match": 3, "autodiff": 3, "report": 3, "compare": 4,
+        "api": 5, "session": 6, "cli": 7, "__main__": 8}
+FRONT_ENDS = {"cli", "session"}
+FRONT_END_MAY_USE = {"api", "report", "base"}  # and themselves; `debug` (cli) starts the REPL (session)
+MAX_LINES = 500
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(PKG.rglob("*.py")):
+        parts = list(p.relative_to(PKG.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+MODULES = modules()
+
+
+def layer(mod: str) -> str:
+    if mod in BASE:
+        return "base"
+    return mod.split(".")[1]
+
+
+def imports(mod: str) -> list[tuple[str, str | None, int]]:
+    """(imported module, imported name or None, line) for every onnxprobe import of ``mod``."""
+    path = MODULES[mod]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(a.name, None, node.lineno) for a in node.names if a.name.startswith("onnxprobe")]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+                pkg = pkg[: len(pkg) - node.level + 1]
+                base = ".".join(pkg + ([base] if base else []))
+            if not base.startswith("onnxprobe"):
+                continue
+            for a in node.names:
+                full = f"{base}.{a.name}"
+                out.append((full, None, node.lineno) if full in MODULES else (base, a.name, node.lineno))
+    return out
+
+
+def edges() -> dict[str, set[str]]:
+    return {m: {t for t, _, _ in imports(m) if t in MODULES and t != m} for m in MODULES}
+
+
+def test_imports_only_go_down():
+    bad = []
+    for m in MODULES:
+        for t, _, line in imports(m):
+            if t not in MODULES:
+                continue
+            a, b = layer(m), layer(t)
+            if a == b:
+                continue
+            if RANK[b] > RANK[a] or (RANK[b] == RANK[a] and a != b):
+                bad.append(f"{MODULES[m].relative_to(PKG.parent)}:{line} ({a}) imports {t} ({b})")
+    assert not bad, "imports that go up or sideways:\n" + "\n".join(bad)
+
+
+def test_front_ends_use_only_the_api_and_reports():
+    bad = []
+    for m in MODULES:
+        if layer(m) not in FRONT_ENDS:
+            continue
+        for t, _, line in imports(m):
+            if t in MODULES and layer(t) not in FRONT_END_MAY_USE | FRONT_ENDS:
+                bad.append(f"{MODULES[m].relative_to(PKG.parent)}:{line} imports {t}")
+    assert not bad, "cli/ and session/ reach around onnxprobe.api:\n" + "\n".join(bad)
+
+
+def test_no_import_cycles():
+    graph = edges()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = [0]
+
+    def strongconnect(v: str) -> None:  # Tarjan's algorithm, iteratively safe for this size
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                strongconnect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            strongconnect(v)
+    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_no_private_names_across_modules():
+    bad = [f"{MODULES[m].relative_to(PKG.parent)}:{line} imports {t}.{name}"
+           for m in MODULES for t, name, line in imports(m)
+           if name and name.startswith("_") and not name.startswith("__") and t != m]
+    assert not bad, "\n".join(bad)
+
+
+def test_modules_are_small():
+    big = {str(p.relative_to(PKG.parent)): n for p in MODULES.values() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not big, f"modules over {MAX_LINES} lines: {big}"
+
+
+@pytest.mark.parametrize("name", ["api", "report", "types", "errors", "fileio", "text"])
+def test_what_front_ends_may_use_exists(name):
+    assert f"onnxprobe.{name}" in MODULES
