@@ -9,7 +9,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Callable, Iterator
 
 
 def umask() -> int:
@@ -41,3 +41,16 @@ def atomic_output(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Pat
         if tmp.exists():
             tmp.unlink()
         raise
+
+
+def write_file(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
+    """``write(f)`` into ``path`` through ``atomic_output``: a failure (read-only folder, full disk,
+    /dev/full) leaves nothing behind and is one UsageError naming the file and the cause."""
+    from onnxprobe.errors import UsageError
+
+    try:
+        with atomic_output(path) as tmp:
+            with open(tmp, "wb") as f:
+                write(f)
+    except OSError as e:
+        raise UsageError(f"{path}: cannot write it ({e.strerror or e}); nothing written") from None

@@ -116,6 +116,53 @@ def test_merge_refuses_other_models(tmp_path):
     np.savez(tmp_path / "m.npz", x=np.zeros((2, 4, 16), np.float32))
     _run("layers", sample_path("mlp"), "--inputs-dir", tmp_path / "m.npz", "--json", b)
     r = runner.invoke(app, ["merge-stats", str(a), str(b)])
-    assert r.exit_code == 2 and "other tensors" in r.stderr
+    assert r.exit_code == 2 and "describes a different model" in r.stderr
     r = runner.invoke(app, ["merge-stats", str(tmp_path / "nope.json")])
     assert r.exit_code == 2 and "no such file" in r.stderr
+
+
+def _same_names_other_ops(tmp_path) -> tuple:
+    """Two models with the same tensor names whose ops differ: Relu against Sigmoid."""
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+
+    paths = []
+    for op in ("Relu", "Sigmoid"):
+        m = make_model([helper.make_node(op, ["x"], ["y"], name="n")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 4])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 4])])
+        p = tmp_path / f"{op}.onnx"
+        onnx.save(m, p)
+        paths.append(p)
+    np.savez(tmp_path / "d.npz", x=np.random.default_rng(0).normal(size=(3, 2, 4)).astype(np.float32))
+    return paths
+
+
+@pytest.mark.parametrize("spoil, needle", [
+    (None, "describes a different model"),
+    (lambda d: d["tensors"][0]["histogram"]["counts"].append(1), "codes and counts differ in length"),
+    (lambda d: d["tensors"][0]["moments"].__setitem__("count", "many"), "malformed moments"),
+    (lambda d: d["tensors"][0]["moments"].__setitem__("sum", [{"a": 1}]), "malformed moments"),
+    (lambda d: d.__setitem__("selection", "--op Conv"), "another selection"),
+    (lambda d: d.__setitem__("schema_version", 1), "schema"),
+    (lambda d: d.__setitem__("tensors", [[[[[[[[1]]]]]]]]), "not a tensor entry"),
+])
+def test_merge_refuses_reports_of_different_things_and_malformed_ones(tmp_path, spoil, needle):
+    relu, sigmoid = _same_names_other_ops(tmp_path)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _run("layers", relu, "--all", "--inputs-dir", tmp_path / "d.npz", "--json", a)
+    _run("layers", sigmoid if spoil is None else relu, "--all", "--inputs-dir", tmp_path / "d.npz", "--json", b)
+    if spoil is not None:
+        d = json.loads(b.read_text())
+        spoil(d)
+        b.write_text(json.dumps(d))
+    r = runner.invoke(app, ["merge-stats", str(a), str(b)])
+    assert r.exit_code == 2 and needle in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.output
+
+
+def test_merge_refuses_deeply_nested_json(tmp_path):
+    p = tmp_path / "deep.json"
+    p.write_text("[" * 100_000 + "]" * 100_000)
+    r = runner.invoke(app, ["merge-stats", str(p)])
+    assert r.exit_code == 2 and ("nested too deeply" in r.stderr or "not a dataset report" in r.stderr), r.stderr

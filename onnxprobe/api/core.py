@@ -12,6 +12,7 @@ from onnxprobe.errors import ExecutionError
 from onnxprobe.graph.expose import expose
 from onnxprobe.graph.model import Model, as_model, load
 from onnxprobe.graph.select import Selection, select
+from onnxprobe.graph.skeleton import model_digest
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.feeds import Feeds
 from onnxprobe.runtime.runners import make_runner
@@ -144,6 +145,8 @@ class DatasetResult:
     shapes: dict[str, tuple[int, ...]]  # of the first batch
     batches: int
     notes: list[str] = field(default_factory=list)
+    model_id: str = ""  # graph.skeleton.model_digest of the model: which model the statistics describe
+    selection: str = ""  # the selection, in words
 
     def rows(self) -> Iterator[tuple[TensorRef, TensorStats | None]]:
         for p in self.plan.probes:
@@ -183,7 +186,9 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike, 
         if progress is not None:
             progress(k + 1, total)
     plan_ = res.plan if res is not None else ProbePlan(model.proto, [], model.source, [])
-    return DatasetResult(plan_, res.info, moments, hists, shapes, total, list(dict.fromkeys(notes + list(model.warnings) + plan_.warnings)))
+    return DatasetResult(plan_, res.info, moments, hists, shapes, total,
+                         list(dict.fromkeys(notes + list(model.warnings) + plan_.warnings)),
+                         model_digest(model.proto), (selection or Selection()).describe())
 
 
 def _add_histograms(hists: dict, values: dict[str, np.ndarray]) -> None:

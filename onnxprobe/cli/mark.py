@@ -13,7 +13,7 @@ from onnxprobe.cli.options import (
     ShapeOpt, inputs_of, selection_of,
 )
 
-StatsOpt = Annotated[bool, typer.Option("--stats", help="Expose each tensor's in-graph statistics ([1, 9] float64 row: count, nan, nonfinite, nonzero, min, max, sum, sumsq, sumabs) instead of the tensor.", rich_help_panel="Output")]
+StatsOpt = Annotated[bool, typer.Option("--stats", help="Expose each tensor's in-graph statistics ([1, 10] float64 row: count, nan, nonfinite, min, max, shift c, sum of x-c, sum of (x-c)^2, sum of |x|, non-zero count) instead of the tensor.", rich_help_panel="Output")]
 
 
 @handle_errors

@@ -66,3 +66,15 @@ def skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
     for t in src.initializer:
         g.initializer.append(stub(t) if _is_large(t) else t)
     return out
+
+
+def model_digest(model: onnx.ModelProto) -> str:
+    """A hash of the model's graph and weights (sha256, hex): what a report says it describes. The weights
+    are hashed tensor by tensor, so no serialised copy of the whole model is made."""
+    import hashlib
+
+    h = hashlib.sha256(skeleton(model).SerializeToString())
+    for t in large_initializers(model):
+        h.update(t.name.encode())
+        h.update(t.raw_data if t.HasField("raw_data") else t.SerializeToString())
+    return h.hexdigest()

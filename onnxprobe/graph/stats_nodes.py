@@ -1,5 +1,24 @@
-"""In-graph statistics: the nodes that reduce a tensor to one [1, 9] float64 row (layout
-``stats.tensor_stats.ROW``), and the nodes that merge the rows a Loop or Scan stacks."""
+"""In-graph statistics: the nodes that reduce a tensor to one [1, 10] float64 row (layout
+``stats.tensor_stats.ROW``: count, nan, nonfinite, min, max, shift, Σ(x-c), Σ(x-c)², Σ|x|, non-zero),
+and the nodes that merge the rows a Loop or Scan stacks.
+
+Moments are taken about a shift c = (min + max) / 2, so they never cancel (``stats.tensor_stats``).
+Two forms:
+
+- the **fast row** (float tensors of known rank): 8 passes over the data (min, max, x - c, Σ(x-c),
+  Σ(x-c)², Σ|x|, and the non-zero count as the L1 norm of Sign(x)); every intermediate is at most the
+  size of the tensor in float32; sums are float32 partials over the shortest suffix of axes holding >= 16
+  elements, added in float64 (a two-level summation, relative error about 1e-7); a suffix of more than
+  16384 elements (a flat 1-D tensor) sums in float64 from the start;
+- the **careful row**: NaN and Inf masked out, and x - c divided by the half-range before it is summed
+  and squared (so nothing overflows or underflows, from subnormals to 3.4e38), the sums scaled back in
+  float64. A fast row that cannot be trusted (``stats.tensor_stats.needs_rerun``: a NaN or Inf inside, a
+  half-range outside 1e-18..1e17) is recomputed in this form: in the same run through an If node
+  ("in-graph": self-contained, for ``mark --stats``), or by the caller in one more run over just those
+  tensors ("deferred": If nodes cost onnxruntime a subgraph each to initialise).
+
+Other tensors (ints, bool, double, unknown rank) are cast to float64 whole and take the careful form.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +27,22 @@ import onnx
 from onnx import TensorProto, helper
 
 from onnxprobe.graph.builder import GraphBuilder, interleave
-from onnxprobe.stats.tensor_stats import MAX_COL, MIN_COL
+from onnxprobe.stats.tensor_stats import COL, MAX_COL, MIN_COL, ROW, SAFE_HALF_RANGE, needs_rerun
 
-ROW_WIDTH = 9
-# additive columns merge by sum, MIN_COL by min and MAX_COL by max (see stats.tensor_stats.ROW)
-IDENTITY_ROW = np.array([[0, 0, 0, np.inf, -np.inf, 0, 0, 0, 0]], dtype=np.float64)
+ROW_WIDTH = len(ROW)
+# additive columns merge by sum, MIN_COL by min and MAX_COL by max; the shifted sums need a common shift
+IDENTITY_ROW = np.array([[0, 0, 0, np.inf, -np.inf, 0, 0, 0, 0, 0]], dtype=np.float64)
 UNSUPPORTED_STATS_DTYPES = {TensorProto.STRING, TensorProto.UNDEFINED}
 MIN_OPSET = 9  # IsNaN and Where
+TINY32 = np.float32(1.4e-45)  # the smallest float32 subnormal: a half-range that is 0 divides by this
+
+__all__ = ["StatsBuilder", "needs_masking", "IDENTITY_ROW", "ROW_WIDTH", "UNSUPPORTED_STATS_DTYPES", "MIN_OPSET"]
+
+
+def needs_masking(st) -> bool:
+    """True when a "deferred" fast row came out untrustworthy and the tensor must be summarised again
+    with expose(..., nonfinite="masked") (see ``stats.tensor_stats.needs_rerun``)."""
+    return needs_rerun(st)
 
 
 class StatsBuilder(GraphBuilder):
@@ -32,83 +60,131 @@ class StatsBuilder(GraphBuilder):
         """A Reduce* with a readable output stem."""
         return self.reduce(op, x, axes, keepdims, base=base)
 
+    def f32(self, v) -> str:
+        return self.const(np.array(v, np.float32))
+
+    def f64(self, v) -> str:
+        return self.const(np.array(v, np.float64))
+
+    # -- the row ----------------------------------------------------------------------------------------
     def stats_row(self, x: str, elem_type: int | None, shape: tuple | None = None, nonfinite: str = "in-graph") -> str:
-        """[1, 9] float64: count, nan, non-finite, non-zero, min, max, sum, sum of squares, sum of |x|.
-        Sums are over finite values; NaN counts as non-zero and non-finite.
-
-        Float tensors of known rank take the memory-light path: masks and sums stay in float32, sums are
-        first taken over a suffix of axes holding >= 256 elements (float32 partial sums), and those
-        partials are added in float64: a two-level summation whose relative error is about 256 float32
-        epsilons at worst (~1e-5), typically ~1e-7. Every intermediate is at most the size of the tensor
-        in float32, and the nodes sit right behind the tensor's producer, so they run and free their
-        memory before the model moves on. Other tensors (ints, bool, double, unknown rank) are cast to
-        float64 whole."""
-        if elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16) and shape:
-            return self._stats_row_blocked(x, elem_type, shape, nonfinite)
+        """The [1, 10] float64 row of tensor ``x``. ``nonfinite``: how a fast row that cannot be trusted is
+        fixed: "in-graph" (an If), "deferred" (the caller reruns it), or "masked" (the careful row at once)."""
         b = x
-        d = x if elem_type == TensorProto.DOUBLE else self.node("Cast", [x], f"{b}.f64", to=TensorProto.DOUBLE)
-        d = self.node("Reshape", [d, self.const(np.array([-1], np.int64))], f"{b}.flat")
-        nan = self.node("IsNaN", [d], f"{b}.isnan")
-        bad = self.node("IsNaN", [self.node("Sub", [d, d], f"{b}.d_minus_d")], f"{b}.nonfinite")
-        zero = self.const(np.array(0.0))
-        clean = self.node("Where", [bad, zero, d], f"{b}.finite")
-        lo = self.red("ReduceMin", self.node("Where", [bad, self.const(np.array(np.inf)), d], f"{b}.for_min"), f"{b}.min")
-        hi = self.red("ReduceMax", self.node("Where", [bad, self.const(np.array(-np.inf)), d], f"{b}.for_max"), f"{b}.max")
-
-        def count(mask: str, tag: str) -> str:
-            return self.red("ReduceSum", self.node("Cast", [mask], f"{b}.{tag}.f64", to=TensorProto.DOUBLE), f"{b}.{tag}.count")
-
-        nonzero = self.node("Cast", [d], f"{b}.nonzero", to=TensorProto.BOOL)
-        size = self.node("Cast", [self.node("Shape", [d], f"{b}.size")], f"{b}.size.f64", to=TensorProto.DOUBLE)
-        cols = [
-            size, count(nan, "nan"), count(bad, "nonfinite"), lo, hi, count(nonzero, "nonzero"),
-            self.red("ReduceSum", clean, f"{b}.sum"),
-            self.red("ReduceSumSquare", clean, f"{b}.sumsq"),
-            self.red("ReduceL1", clean, f"{b}.sumabs"),
-        ]
-        return self._row(cols, b)
-
-    def _row(self, cols: list[str], b: str) -> str:
-        row = self.node("Concat", cols, f"{b}.row9", axis=0)
-        return self.node("Reshape", [row, self.const(np.array([1, ROW_WIDTH], np.int64))], f"{b}.row")
-
-    def _stats_row_blocked(self, x: str, elem_type: int, shape: tuple, nonfinite: str) -> str:
-        """Fast path for float tensors: 7 passes over the data (min, max, sum, sum of squares, sum of |x|,
-        and the non-zero count as the L1 norm of Sign(x)). A NaN or Inf in the tensor (or squares past
-        float32's range) shows as a non-finite sum of squares; then the row must be recomputed with masks
-        (``_masked_row``). ``nonfinite`` says how: "in-graph", an If node that does it in the same run
-        (self-contained, for models written out by ``mark --stats``: but every If costs onnxruntime a
-        subgraph to initialise, 0.25 s for ResNet-18's 70 tensors); "deferred", the fast row alone, and
-        the caller reruns the few tensors that need it (``needs_masking``) with "masked"; "masked", the
-        masked row directly."""
-        b = x
+        if not (elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16) and shape):
+            d = x if elem_type == TensorProto.DOUBLE else self.node("Cast", [x], f"{b}.f64", to=TensorProto.DOUBLE)
+            d = self.node("Reshape", [d, self.const(np.array([-1], np.int64))], f"{b}.flat")
+            return self._careful_row(d, b, [0], self._size(d, b), TensorProto.DOUBLE)
         f = x if elem_type == TensorProto.FLOAT else self.node("Cast", [x], f"{b}.f32", to=TensorProto.FLOAT)
-        axes = _suffix_axes(shape)
+        axes, wide = _suffix_axes(shape)
         size = self._size(f, b)
         if nonfinite == "masked":
-            return self._masked_row(f, b, axes, size)
-        # the four additive columns: partial sums (keepdims, so they share a shape and concatenate on the
-        # last axis), then one Cast and one float64 reduction for all four
-        parts = [self.red(op, t, f"{b}.{tag}.part", axes=axes, keepdims=1) for op, t, tag in (
-            ("ReduceL1", self.node("Sign", [f], f"{b}.sign"), "nonzero"), ("ReduceSum", f, "sum"),
-            ("ReduceSumSquare", f, "sumsq"), ("ReduceL1", f, "sumabs"))]
-        parts = self.node("Cast", [self.node("Concat", parts, f"{b}.parts", axis=-1)], f"{b}.parts64", to=TensorProto.DOUBLE)
-        sums = self.red("ReduceSum", self.node("Reshape", [parts, self.const(np.array([-1, 4], np.int64))], f"{b}.parts2d"),
-                           f"{b}.sums", axes=[0], keepdims=0)
-        lo = self.red("ReduceMin", f, f"{b}.min", keepdims=1)
-        hi = self.red("ReduceMax", f, f"{b}.max", keepdims=1)
-        extremes = self.node("Cast", [self.node("Reshape", [self.node("Concat", [lo, hi], f"{b}.minmax", axis=0),
-                                                            self.const(np.array([2], np.int64))], f"{b}.minmax2")],
-                             f"{b}.minmax64", to=TensorProto.DOUBLE)
-        fast = self._row([size, self.const(np.array([0.0, 0.0])), extremes, sums], b)
+            return self._careful_row(f, b, axes, size, TensorProto.FLOAT, wide)
+        fast = self._fast_row(f, b, axes, size, wide)
         if nonfinite == "deferred":
             return fast
-        total = self.red("ReduceSum", sums, f"{b}.sums_total", keepdims=0)  # NaN/Inf in any sum shows here
-        nonfinite = self.node("IsNaN", [self.node("Sub", [total, total], f"{b}.total_minus_total")], f"{b}.has_nonfinite")
-        cond = self.node("Reshape", [nonfinite, self.const(np.array([], np.int64))], f"{b}.has_nonfinite_s")
-        slow_graph = onnx.GraphProto(name=self.fresh(f"{b}.masked_stats"))
+        return self._checked(fast, f, b, axes, size, wide)
+
+    def _row(self, cols: list[str], b: str) -> str:
+        row = self.node("Concat", cols, f"{b}.row10", axis=0)
+        return self.node("Reshape", [row, self.const(np.array([1, ROW_WIDTH], np.int64))], f"{b}.row")
+
+    def _size(self, f: str, b: str) -> str:
+        flat = self.const(np.array([-1], np.int64))
+        return self.node("Cast", [self.node("Reshape", [self.node("Size", [f], f"{b}.size"), flat], f"{b}.size1")],
+                         f"{b}.size.f64", to=TensorProto.DOUBLE)
+
+    def _as64(self, t: str, b: str, tag: str) -> str:
+        """A [1]-shaped float64 copy of a reduced scalar (any shape of one element)."""
+        r = self.node("Reshape", [t, self.const(np.array([-1], np.int64))], f"{b}.{tag}.flat")
+        return self.node("Cast", [r], f"{b}.{tag}.f64", to=TensorProto.DOUBLE)
+
+    def _sums(self, terms: list[tuple[str, str, str]], b: str, axes: list[int], wide: bool = False) -> str:
+        """Two-level sums of several tensors of one shape: partial reductions over ``axes`` (keepdims, so
+        they concatenate on the last axis; in float64 when ``wide``: blocks too long for float32), then
+        one Cast and one float64 ReduceSum for all of them: shape [len(terms)]."""
+        if wide:
+            terms = [(op, self.node("Cast", [t], f"{b}.{tag}.wide", to=TensorProto.DOUBLE), tag) for op, t, tag in terms]
+        parts = [self.red(op, t, f"{b}.{tag}.part", axes=axes, keepdims=1) for op, t, tag in terms]
+        cat = self.node("Concat", parts, f"{b}.parts", axis=-1) if len(parts) > 1 else parts[0]
+        cat = self.node("Cast", [cat], f"{b}.parts64", to=TensorProto.DOUBLE)
+        flat = self.node("Reshape", [cat, self.const(np.array([-1, len(terms)], np.int64))], f"{b}.parts2d")
+        return self.red("ReduceSum", flat, f"{b}.sums", axes=[0], keepdims=0)
+
+    def _fast_row(self, f: str, b: str, axes: list[int], size: str, wide: bool = False) -> str:
+        lo = self.red("ReduceMin", f, f"{b}.min", keepdims=1)
+        hi = self.red("ReduceMax", f, f"{b}.max", keepdims=1)
+        half = self.f32(0.5)
+        c = self.node("Add", [self.node("Mul", [lo, half], f"{b}.lo2"), self.node("Mul", [hi, half], f"{b}.hi2")], f"{b}.shift")
+        d = self.node("Sub", [f, c], f"{b}.d")
+        sums = self._sums([("ReduceSum", d, "s1"), ("ReduceSumSquare", d, "s2"), ("ReduceL1", f, "sumabs"),
+                           ("ReduceL1", self.node("Sign", [f], f"{b}.sign"), "nonzero")], b, axes, wide)
+        extremes = self._as64(self.node("Concat", [self.node("Reshape", [t, self.const(np.array([1], np.int64))], f"{b}.{k}1")
+                                                   for t, k in ((lo, "min"), (hi, "max"), (c, "c"))], f"{b}.mmc", axis=0),
+                              b, "mmc")
+        return self._row([size, self.f64([0.0, 0.0]), extremes, sums], b)
+
+    def _careful_row(self, f: str, b: str, axes: list[int], size: str, elem: int, wide: bool = False) -> str:
+        """NaN / Inf masked out (counted), x - c divided by the half-range, sums scaled back in float64.
+        ``f`` is float32 (or, for the cast-to-double path, float64)."""
+        dt = np.float64 if elem == TensorProto.DOUBLE else np.float32
+        const = (lambda v: self.const(np.array(v, dt)))
+        nan = self.node("IsNaN", [f], f"{b}.isnan")
+        if self.opset >= 10:
+            bad = self.node("Or", [nan, self.node("IsInf", [f], f"{b}.isinf")], f"{b}.nonfinite")
+        else:
+            bad = self.node("IsNaN", [self.node("Sub", [f, f], f"{b}.f_minus_f")], f"{b}.nonfinite")
+        lo = self.red("ReduceMin", self.node("Where", [bad, const(np.inf), f], f"{b}.for_min"), f"{b}.min", keepdims=1)
+        hi = self.red("ReduceMax", self.node("Where", [bad, const(-np.inf), f], f"{b}.for_max"), f"{b}.max", keepdims=1)
+        lo2 = self.node("Mul", [lo, const(0.5)], f"{b}.lo2")
+        hi2 = self.node("Mul", [hi, const(0.5)], f"{b}.hi2")
+        c = self.node("Add", [lo2, hi2], f"{b}.c_raw")
+        h = self.node("Sub", [hi2, lo2], f"{b}.h_raw")
+        am = self.node("Max", [self.node("Abs", [lo], f"{b}.abslo"), self.node("Abs", [hi], f"{b}.abshi")], f"{b}.am_raw")
+        # no finite value at all: c, h and the abs-max are not finite; use 0, 1 and 1 (every term is masked)
+        c = self.node("Where", [self.node("IsNaN", [c], f"{b}.c_nan"), const(0.0), c], f"{b}.c")
+        tiny = const(TINY32 if dt == np.float32 else 5e-324)
+        ok_h = self.node("IsNaN", [self.node("Sub", [h, h], f"{b}.h_minus_h")], f"{b}.h_nonfinite")
+        h = self.node("Where", [ok_h, const(1.0), self.node("Max", [h, tiny], f"{b}.h_tiny")], f"{b}.h")
+        ok_am = self.node("IsNaN", [self.node("Sub", [am, am], f"{b}.am_minus_am")], f"{b}.am_nonfinite")
+        am = self.node("Where", [ok_am, const(1.0), self.node("Max", [am, tiny], f"{b}.am_tiny")], f"{b}.am")
+        d = self.node("Div", [self.node("Sub", [self.node("Where", [bad, c, f], f"{b}.clean"), c], f"{b}.centered"), h], f"{b}.d")
+        a = self.node("Div", [self.node("Where", [bad, const(0.0), f], f"{b}.clean0"), am], f"{b}.scaled")
+        count = (lambda m, tag: (self.node("Cast", [m], f"{b}.{tag}.f", to=elem), tag))
+        nanc, nanc_tag = count(nan, "nan")
+        badc, badc_tag = count(bad, "nonfinite")
+        nzc, nzc_tag = count(self.node("Cast", [f], f"{b}.nonzero.b", to=TensorProto.BOOL), "nonzero")
+        sums = self._sums([("ReduceSum", d, "s1"), ("ReduceSumSquare", d, "s2"), ("ReduceL1", a, "sumabs"),
+                           ("ReduceSum", nanc, nanc_tag), ("ReduceSum", badc, badc_tag), ("ReduceSum", nzc, nzc_tag)], b, axes, wide)
+        h64, am64 = self._as64(h, b, "h"), self._as64(am, b, "am")
+        scale = self.node("Concat", [h64, self.node("Mul", [h64, h64], f"{b}.h2"), am64, self.f64([1.0, 1.0, 1.0])],
+                          f"{b}.scale", axis=0)
+        sums = self.node("Mul", [sums, scale], f"{b}.sums_scaled")  # s1 * h, s2 * h², sumabs * am, counts
+        pick = (lambda cols, tag: self.node("Gather", [sums, self.const(np.array(cols, np.int64))], f"{b}.{tag}", axis=0))
+        extremes = self._as64(self.node("Concat", [self.node("Reshape", [t, self.const(np.array([1], np.int64))], f"{b}.{k}1")
+                                                   for t, k in ((lo, "min"), (hi, "max"), (c, "c"))], f"{b}.mmc", axis=0),
+                              b, "mmc")
+        return self._row([size, pick([3, 4], "counts"), extremes, pick([0, 1, 2, 5], "moments")], b)
+
+    def _checked(self, fast: str, f: str, b: str, axes: list[int], size: str, wide: bool) -> str:
+        """An If that returns the careful row when the fast one cannot be trusted (the condition of
+        ``needs_rerun``, computed in the graph)."""
+        take = (lambda cols, tag: self.node("Gather", [self.node("Reshape", [fast, self.const(np.array([-1], np.int64))], f"{b}.fastflat"),
+                                                        self.const(np.array(cols, np.int64))], f"{b}.{tag}", axis=0))
+        vals = take([COL["min"], COL["max"], COL["shift"], COL["sum_d"], COL["sumsq_d"], COL["sumabs"]], "checked")
+        total = self.red("ReduceSum", vals, f"{b}.checked_total", keepdims=0)  # NaN/Inf anywhere shows here
+        bad = self.node("IsNaN", [self.node("Sub", [total, total], f"{b}.total_minus_total")], f"{b}.has_nonfinite")
+        ext = take([COL["min"], COL["max"]], "extremes")
+        half = self.red("ReduceSum", self.node("Mul", [ext, self.f64([-0.5, 0.5])], f"{b}.halves"), f"{b}.half", keepdims=0)
+        small = self.node("And", [self.node("Greater", [half, self.f64(0.0)], f"{b}.half_pos"),
+                                  self.node("Less", [half, self.f64(SAFE_HALF_RANGE[0])], f"{b}.half_small")], f"{b}.tiny_range")
+        big = self.node("Greater", [half, self.f64(SAFE_HALF_RANGE[1])], f"{b}.huge_range")
+        cond = self.node("Or", [bad, self.node("Or", [small, big], f"{b}.range_unsafe")], f"{b}.needs_care")
+        cond = self.node("Reshape", [cond, self.const(np.array([], np.int64))], f"{b}.needs_care_s")
+        slow_graph = onnx.GraphProto(name=self.fresh(f"{b}.careful_stats"))
         slow = StatsBuilder(slow_graph, self.opset, self.names)
-        slow_graph.output.append(helper.make_tensor_value_info(slow._masked_row(f, b, axes, size), TensorProto.DOUBLE, [1, ROW_WIDTH]))
+        slow_graph.output.append(helper.make_tensor_value_info(slow._careful_row(f, b, axes, size, TensorProto.FLOAT, wide),
+                                                               TensorProto.DOUBLE, [1, ROW_WIDTH]))
         keep_graph = onnx.GraphProto(name=self.fresh(f"{b}.fast_stats"))
         keep = StatsBuilder(keep_graph, self.opset, self.names)
         keep_graph.output.append(helper.make_tensor_value_info(keep.node("Identity", [fast], f"{b}.fast"), TensorProto.DOUBLE, [1, ROW_WIDTH]))
@@ -117,70 +193,47 @@ class StatsBuilder(GraphBuilder):
                                            then_branch=slow_graph, else_branch=keep_graph))
         return out
 
-    def _size(self, f: str, b: str) -> str:
-        flat = self.const(np.array([-1], np.int64))
-        return self.node("Cast", [self.node("Reshape", [self.node("Size", [f], f"{b}.size"), flat], f"{b}.size1")],
-                         f"{b}.size.f64", to=TensorProto.DOUBLE)
-
-    def _total(self, t: str, op: str, tag: str, b: str, axes: list[int]) -> str:
-        """float32 partial reductions over ``axes``, added up in float64: shape [1]."""
-        flat = self.const(np.array([-1], np.int64))
-        part = self.red(op, t, f"{b}.{tag}.part", axes=axes, keepdims=0)
-        part = self.node("Cast", [self.node("Reshape", [part, flat], f"{b}.{tag}.partflat")], f"{b}.{tag}.part64", to=TensorProto.DOUBLE)
-        return self.red("ReduceSum", part, f"{b}.{tag}")
-
-    def _extreme(self, t: str, op: str, b: str, tag: str) -> str:
-        flat = self.const(np.array([-1], np.int64))
-        r = self.node("Reshape", [self.red(op, t, f"{b}.{tag}.r"), flat], f"{b}.{tag}.flat")
-        return self.node("Cast", [r], f"{b}.{tag}", to=TensorProto.DOUBLE)
-
-    def _masked_row(self, f: str, b: str, axes: list[int], size: str) -> str:
-        """The row with NaN/Inf masked out of the sums and extremes (all in this builder's graph)."""
-        nan = self.node("IsNaN", [f], f"{b}.isnan")
-        if self.opset >= 10:
-            bad = self.node("Or", [nan, self.node("IsInf", [f], f"{b}.isinf")], f"{b}.nonfinite")
-        else:
-            bad = self.node("IsNaN", [self.node("Sub", [f, f], f"{b}.f_minus_f")], f"{b}.nonfinite")
-
-        def count(mask: str, tag: str) -> str:
-            return self._total(self.node("Cast", [mask], f"{b}.{tag}.f32", to=TensorProto.FLOAT), "ReduceSum", tag, b, axes)
-
-        def masked(fill: float, tag: str) -> str:
-            return self.node("Where", [bad, self.const(np.array(fill, np.float32)), f], f"{b}.for_{tag}")
-
-        clean = masked(0.0, "sum")
-        cols = [self.node("Identity", [size], f"{b}.size_in"), count(nan, "nan"), count(bad, "nonfinite"),
-                self._extreme(masked(np.inf, "min"), "ReduceMin", b, "min"), self._extreme(masked(-np.inf, "max"), "ReduceMax", b, "max"),
-                count(self.node("Cast", [f], f"{b}.nonzero", to=TensorProto.BOOL), "nonzero"),
-                self._total(clean, "ReduceSum", "sum", b, axes), self._total(clean, "ReduceSumSquare", "sumsq", b, axes),
-                self._total(clean, "ReduceL1", "sumabs", b, axes)]
-        return self._row(cols, b)
-
     def merge_rows(self, stacked: str) -> str:
-        """Rows stacked by Loop/Scan, [..., 1, 9] -> one merged [1, 9] row (empty stack -> identity row)."""
-        r = self.node("Reshape", [stacked, self.const(np.array([-1, ROW_WIDTH], np.int64))], f"{stacked}.rows")
-        s = self.red("ReduceSum", r, f"{stacked}.sum", axes=[0], keepdims=1)
-        lo = self.red("ReduceMin", r, f"{stacked}.min", axes=[0], keepdims=1)
-        hi = self.red("ReduceMax", r, f"{stacked}.max", axes=[0], keepdims=1)
-        is_min = self.const(np.array([[c == MIN_COL for c in range(ROW_WIDTH)]]))
-        is_max = self.const(np.array([[c == MAX_COL for c in range(ROW_WIDTH)]]))
-        return self.node("Where", [is_min, lo, self.node("Where", [is_max, hi, s], f"{stacked}.maxmerge")], f"{stacked}.merged")
+        """Rows stacked by Loop/Scan, [..., 1, 10] -> one merged [1, 10] row (empty stack -> identity row):
+        counts and Σ|x| add, extremes combine, and the shifted sums move to the merged range's shift c:
+        Σ(x-c) = Σ_i s1_i + n_i (c_i - c), Σ(x-c)² = Σ_i s2_i + 2 (c_i - c) s1_i + n_i (c_i - c)²."""
+        s = stacked
+        r = self.node("Reshape", [stacked, self.const(np.array([-1, ROW_WIDTH], np.int64))], f"{s}.rows")
+        col = (lambda k: self.node("Gather", [r, self.const(np.array(k, np.int64))], f"{s}.col{k}", axis=1))
+        sums = self.red("ReduceSum", r, f"{s}.sum", axes=[0], keepdims=1)
+        lo = self.red("ReduceMin", col(MIN_COL), f"{s}.min", keepdims=0)
+        hi = self.red("ReduceMax", col(MAX_COL), f"{s}.max", keepdims=0)
+        c = self.node("Add", [self.node("Mul", [lo, self.f64(0.5)], f"{s}.lo2"), self.node("Mul", [hi, self.f64(0.5)], f"{s}.hi2")], f"{s}.c_raw")
+        c = self.node("Where", [self.node("IsNaN", [self.node("Sub", [c, c], f"{s}.c_minus_c")], f"{s}.c_bad"), self.f64(0.0), c], f"{s}.c")
+        n = self.node("Sub", [col(COL["count"]), col(COL["nonfinite"])], f"{s}.n")
+        delta = self.node("Sub", [col(COL["shift"]), c], f"{s}.delta")
+        s1i, s2i = col(COL["sum_d"]), col(COL["sumsq_d"])
+        nd = self.node("Mul", [n, delta], f"{s}.nd")
+        s1 = self.red("ReduceSum", self.node("Add", [s1i, nd], f"{s}.s1i"), f"{s}.s1", keepdims=0)
+        s2_terms = self.node("Add", [self.node("Add", [s2i, self.node("Mul", [self.node("Mul", [delta, s1i], f"{s}.ds1"), self.f64(2.0)],
+                                                                                f"{s}.2ds1")], f"{s}.s2a"),
+                                     self.node("Mul", [nd, delta], f"{s}.ndd")], f"{s}.s2i")
+        s2 = self.red("ReduceSum", s2_terms, f"{s}.s2", keepdims=0)
+        moments = self.node("Reshape", [self.node("Concat", [self.node("Reshape", [t, self.const(np.array([1], np.int64))], f"{s}.{k}1")
+                                                             for t, k in ((lo, "lo"), (hi, "hi"), (c, "cc"), (s1, "s1"), (s2, "s2"))],
+                                                  f"{s}.lhcs", axis=0), self.const(np.array([1, 5], np.int64))], f"{s}.lhcs2")
+        counts = self.node("Gather", [sums, self.const(np.array([COL["count"], COL["nan"], COL["nonfinite"]], np.int64))], f"{s}.counts", axis=1)
+        tail = self.node("Gather", [sums, self.const(np.array([COL["sumabs"], COL["nonzero"]], np.int64))], f"{s}.tail", axis=1)
+        merged = self.node("Concat", [counts, moments, tail], f"{s}.merged_raw", axis=1)
+        return merged
 
 
-def needs_masking(st) -> bool:
-    """True when a "deferred" fast row came out non-finite: the tensor holds NaN or Inf (or squares past
-    float32's range) and its statistics must be recomputed with expose(..., nonfinite="masked")."""
-    import math
-
-    return st is not None and st.nan == 0 and st.inf == 0 and not math.isfinite(st.sumsq)
+BLOCK_MIN = 16  # partial sums over at least this many elements (at most 1/16 of the tensor goes to float64)
+BLOCK_MAX = 16384  # over more than this many, float32 partial sums drift: those tensors sum in float64
 
 
-def _suffix_axes(shape: tuple) -> list[int]:
-    """The shortest suffix of axes holding >= 256 elements (symbolic dims count as large)."""
+def _suffix_axes(shape: tuple) -> tuple[list[int], bool]:
+    """The shortest suffix of axes holding >= BLOCK_MIN elements (symbolic dims count as large), and whether
+    that block is too long for float32 partial sums (then they are taken in float64)."""
     axes, block = [], 1
     for ax in range(len(shape) - 1, -1, -1):
         axes.insert(0, ax)
         block *= shape[ax] if isinstance(shape[ax], int) and shape[ax] > 0 else 1024
-        if block >= 256:
+        if block >= BLOCK_MIN:
             break
-    return axes
+    return axes, block > BLOCK_MAX

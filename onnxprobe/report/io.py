@@ -1,4 +1,4 @@
-"""Writing report files: JSON (stdout with '-'), npz archives. Atomic, never over the user's model."""
+"""Writing report files: JSON (stdout with '-'). Atomic, never over the user's model."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from onnxprobe.fileio import atomic_output
+from onnxprobe.fileio import write_file
 from onnxprobe.graph.io import check_output_path
 
 
@@ -23,7 +23,7 @@ def write_json(data: dict, path: str | os.PathLike) -> None:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
         return
-    _atomic_write(Path(path), text.encode() + b"\n")
+    write_file(path, lambda f: f.write(text.encode() + b"\n"))
 
 
 def _default(o):
@@ -32,13 +32,3 @@ def _default(o):
     if isinstance(o, np.ndarray):
         return o.tolist()
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def save_npz(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:
-    with atomic_output(path, ".tmp.npz") as tmp:
-        np.savez(tmp, **arrays)
-
-
-def _atomic_write(p: Path, data: bytes) -> None:
-    with atomic_output(p) as tmp:
-        tmp.write_bytes(data)

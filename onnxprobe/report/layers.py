@@ -61,7 +61,11 @@ PERCENTILE_HEADERS = [("p0.01", "right"), ("p99.99", "right")]
 def dataset_dict(res) -> dict:
     """``layers --inputs-dir``: the layers dict, plus per tensor its percentiles and the exactly mergeable
     moments and histogram that ``merge-stats`` combines."""
+    from onnxprobe.stats.merge import DATASET_SCHEMA
+
     d = layers_dict(res)
+    d["schema_version"] = DATASET_SCHEMA
+    d["model_id"], d["selection"] = res.model_id, res.selection
     d["batches"] = res.batches
     d.pop("timing", None)
     for t in d["tensors"]:

@@ -136,22 +136,27 @@ def check_value(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:
     return value
 
 
+def _named(d) -> bool:
+    """A dimension with a real name (``batch``, ``seq_len``): exporters write "?" or "-1" for "unknown"."""
+    return isinstance(d, str) and any(ch.isalnum() for ch in d) and d.lstrip("-").isdigit() is False
+
+
 class _Dims:
-    """Sizes of the model's symbolic dimensions, as the given values and --shape fix them: one named
+    """Sizes of the model's named dimensions, as the given values and --shape fix them: one named
     dimension (``batch``) must have one size across all inputs."""
 
     def __init__(self) -> None:
-        self.values: dict[str, tuple[int, str]] = {}  # dim name -> (size, who fixed it)
+        self.values: dict[str, tuple[int, str, str]] = {}  # dim name -> (size, input, where it came from)
 
     def fix(self, spec: ModelInput, shape: tuple[int, ...], origin: str) -> None:
         for d, got in zip(spec.shape or (), shape):
-            if not isinstance(d, str):
+            if not _named(d):
                 continue
-            if d in self.values and self.values[d][0] != got:
-                size, who = self.values[d]
-                raise UsageError(f"dimension {clean(d)!r} is {size} for {clean(who)} but {got} for input "
-                                 f"{clean(spec.name)} ({clean(origin)}); one named dimension has one size")
-            self.values.setdefault(d, (got, f"input {spec.name} ({origin})"))
+            if d in self.values and self.values[d][0] != got and self.values[d][1] != spec.name:
+                size, other, how = self.values[d]
+                raise UsageError(f"dimension {clean(d)!r} is {size} for input {clean(other)} ({clean(how)}) but {got} for "
+                                 f"input {clean(spec.name)} ({clean(origin)}); one named dimension has one size")
+            self.values.setdefault(d, (got, spec.name, origin))
 
 
 def _resolve_shape(spec: ModelInput, override: tuple[int, ...] | None, dims: _Dims, defaulted: dict[str, list[str]]) -> tuple[int, ...]:
@@ -170,12 +175,12 @@ def _resolve_shape(spec: ModelInput, override: tuple[int, ...] | None, dims: _Di
     for i, d in enumerate(spec.shape):
         if isinstance(d, int) and d > 0:
             out.append(d)
-        elif isinstance(d, str) and d in dims.values:
+        elif _named(d) and d in dims.values:
             out.append(dims.values[d][0])
         else:
             defaulted.setdefault(spec.name, []).append(f"'{d}'" if isinstance(d, str) else str(i))
-            if isinstance(d, str):
-                dims.values[d] = (1, "the default of 1")
+            if _named(d):
+                dims.values[d] = (1, spec.name, "the default of 1")
             out.append(1)
     return tuple(out)
 

@@ -1,9 +1,9 @@
 """An .npz writer that streams: each array goes into the zip as soon as it is added, so a dump never
 holds more than one chunk of tensors. The file appears (atomically renamed) only when closed cleanly.
 
-Entry names are safe: a tensor name is used as it is when it is a plain relative path (``conv1_out``,
-``features/0/Conv_output_0``); anything else (``/abs``, ``../../x``, backslashes, control characters,
-very long names) gets a safe entry name, and the true names of every entry are stored in the entry
+Entry names are safe: a tensor name is used as it is when it is a plain path of names (``conv1_out``,
+``/features/0/Conv_output_0`` as the PyTorch exporter writes them, ``onnx::Conv_27``); anything else
+(``../../x``, backslashes, control characters, a drive letter, very long names) gets a safe entry name, and the true names of every entry are stored in the entry
 ``NAMES_ENTRY`` (a string array, loadable without pickle) when any entry differs from its tensor name. ``np.load`` reads the archive as usual;
 ``runtime.arrays.read_npz`` maps the entries back to tensor names.
 """
@@ -21,13 +21,15 @@ from onnxprobe.errors import UsageError
 from onnxprobe.fileio import atomic_output
 
 NAMES_ENTRY = "onnxprobe.names"
-_PLAIN = re.compile(r"^[A-Za-z0-9_.\-:][A-Za-z0-9_.\-:/]{0,199}$")
+_PLAIN = re.compile(r"^/?[A-Za-z0-9_.\-:][A-Za-z0-9_.\-:/]{0,199}$")
+_DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 def safe_entry(name: str, k: int) -> str:
     """The archive entry (without ``.npy``) for tensor ``name``, the ``k``-th of the archive."""
-    parts = name.split("/")
-    if _PLAIN.match(name) and all(p not in ("", ".", "..") for p in parts) and name != NAMES_ENTRY:
+    parts = name[1:].split("/") if name.startswith("/") else name.split("/")
+    if _PLAIN.match(name) and not _DRIVE.match(name) and all(p not in ("", ".", "..") for p in parts) \
+            and name != NAMES_ENTRY:
         return name
     return f"t{k}_" + re.sub(r"[^A-Za-z0-9_.\-]", "_", name.strip("/"))[:100]
 

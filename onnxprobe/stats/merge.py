@@ -1,4 +1,11 @@
-"""Merging dataset reports (the JSON of ``layers --inputs-dir``) shard by shard, exactly."""
+"""Merging dataset reports (the JSON of ``layers --inputs-dir``) shard by shard, exactly.
+
+Reports carry what they describe: the model's identity (a hash of its graph and weights), the selection,
+the onnxprobe version and the report schema. Merging refuses reports of different things, and reports
+that are malformed (a field of the wrong type, histograms whose codes and counts differ in length, deep
+nesting), each with one line naming the file and the field. Merged bytes do not depend on the order of
+the shards.
+"""
 
 from __future__ import annotations
 
@@ -9,31 +16,98 @@ from onnxprobe.errors import UsageError
 from onnxprobe.stats.histogram import Histogram
 from onnxprobe.stats.moments import Moments
 
+DATASET_SCHEMA = 3
+MAX_REPORT_BYTES = 512 * 2**20
+IDENTITY = ("schema_version", "onnxprobe_version", "model_id", "selection")
+TEXT_FIELDS = ("onnxprobe_version", "model_id", "selection")
+
 
 def read_report(path: str | Path) -> dict:
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"{p}: no such file")
+    if p.stat().st_size > MAX_REPORT_BYTES:
+        raise UsageError(f"{p}: over {MAX_REPORT_BYTES >> 20} MiB; not a dataset report")
     try:
-        d = json.loads(p.read_text())
+        d = json.loads(p.read_bytes())
+    except RecursionError:
+        raise UsageError(f"{p}: nested too deeply to be a dataset report") from None
     except (OSError, ValueError):
         raise UsageError(f"{p}: not a JSON report") from None
-    if not isinstance(d, dict) or "tensors" not in d or "batches" not in d:
-        raise UsageError(f"{p}: not a dataset report (write one with `onnxprobe layers MODEL --inputs-dir DIR --json FILE`)")
-    if any(t.get("moments") is None for t in d["tensors"] if t.get("count")):
-        raise UsageError(f"{p}: a tensor has no moments to merge")
+    check_report(d, str(p))
     d["_path"] = str(p)
     return d
+
+
+def check_report(d, label: str) -> None:
+    """A UsageError naming the first thing that makes ``d`` not a mergeable dataset report."""
+    hint = "write one with `onnxprobe layers MODEL --inputs-dir DIR --json FILE`"
+    if not isinstance(d, dict) or not isinstance(d.get("tensors"), list) or "batches" not in d:
+        raise UsageError(f"{label}: not a dataset report ({hint})")
+    if d.get("schema_version") != DATASET_SCHEMA:
+        raise UsageError(f"{label}: dataset report schema {d.get('schema_version')!r}, this onnxprobe merges schema "
+                         f"{DATASET_SCHEMA} ({hint} with this version)")
+    if not isinstance(d["batches"], int) or isinstance(d["batches"], bool) or d["batches"] < 0:
+        raise UsageError(f"{label}: 'batches' is not a count")
+    for k in TEXT_FIELDS:
+        if not isinstance(d.get(k), str):
+            raise UsageError(f"{label}: '{k}' missing or not a string ({hint})")
+    for i, t in enumerate(d["tensors"]):
+        where = f"{label}: tensors[{i}]"
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+            raise UsageError(f"{where}: not a tensor entry with a name")
+        if t.get("moments") is None:
+            if t.get("count"):
+                raise UsageError(f"{where} ({t['name']!r}): no moments to merge")
+            continue
+        try:
+            Moments.from_dict(t["moments"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise UsageError(f"{where} ({t['name']!r}): malformed moments ({e})") from None
+        h = t.get("histogram")
+        if h is not None:
+            if not isinstance(h, dict) or not isinstance(h.get("codes"), list) or not isinstance(h.get("counts"), list):
+                raise UsageError(f"{where} ({t['name']!r}): malformed histogram")
+            if len(h["codes"]) != len(h["counts"]):
+                raise UsageError(f"{where} ({t['name']!r}): histogram codes and counts differ in length "
+                                 f"({len(h['codes'])} vs {len(h['counts'])})")
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in h["codes"] + h["counts"]) or any(
+                    v < 0 for v in h["counts"]):
+                raise UsageError(f"{where} ({t['name']!r}): histogram codes and counts must be integers")
+            try:
+                Histogram.from_dict(h)
+            except ValueError as e:
+                raise UsageError(f"{where} ({t['name']!r}): {e}") from None
+
+
+def _merged_shape(shapes: list) -> list | None:
+    """One dimension where every shard agrees, None where they differ (batches of other sizes)."""
+    shapes = [s for s in shapes if isinstance(s, list)]
+    if not shapes or len({len(s) for s in shapes}) != 1:
+        return None
+    return [dims[0] if len(set(map(str, dims))) == 1 else None for dims in zip(*shapes)]
 
 
 def merge_reports(reports: list[dict]) -> dict:
     if not reports:
         raise UsageError("merge-stats: give at least one report")
     first = reports[0]
+    for k in IDENTITY:
+        for r in reports[1:]:
+            if r[k] != first[k]:
+                what = {"model_id": "a different model (or other weights)", "selection": "another selection of tensors",
+                        "onnxprobe_version": "another onnxprobe version", "schema_version": "another report schema"}[k]
+                short = (lambda v: str(v)[:12] + "…" if k == "model_id" else str(v))
+                raise UsageError(f"{r['_path']}: describes {what} than {first['_path']} ({k} {short(r[k])!r} vs "
+                                 f"{short(first[k])!r}); shards to merge come from the same model, selection and onnxprobe")
     names = [t["name"] for t in first["tensors"]]
     for r in reports[1:]:
         if [t["name"] for t in r["tensors"]] != names:
             raise UsageError(f"{r['_path']}: probes other tensors than {first['_path']} (same model and selection needed)")
+        for a, b in zip(first["tensors"], r["tensors"]):
+            if (a.get("op_type"), a.get("dtype")) != (b.get("op_type"), b.get("dtype")):
+                raise UsageError(f"{r['_path']}: tensor {a['name']!r} is {b.get('op_type')} {b.get('dtype')} there but "
+                                 f"{a.get('op_type')} {a.get('dtype')} in {first['_path']}: not the same model")
     merged_tensors = []
     for i, base in enumerate(first["tensors"]):
         m, h = Moments(), Histogram()
@@ -45,16 +119,22 @@ def merge_reports(reports: list[dict]) -> dict:
                 h = h.merge(Histogram.from_dict(t["histogram"]))
         st = m.stats()
         out = {k: v for k, v in base.items() if k not in ("moments", "histogram")}
+        out["shape"] = _merged_shape([r["tensors"][i].get("shape") for r in reports])
         out.update(st.to_dict())
         out["p0.01"] = h.percentile(0.01, st.min, st.max) if h.total else None
         out["p99.99"] = h.percentile(99.99, st.min, st.max) if h.total else None
         out["moments"] = m.to_dict()
         out["histogram"] = h.to_dict()
         merged_tensors.append(out)
-    result = {k: v for k, v in first.items() if k not in ("tensors", "_path", "notes")}
+    result = {}
+    for k, v in first.items():
+        if k in ("tensors", "_path", "notes"):
+            continue
+        values = {json.dumps(r.get(k), sort_keys=True) for r in reports}
+        result[k] = v if len(values) == 1 else [json.loads(x) for x in sorted(values)]  # shards that ran differently
     result["batches"] = sum(int(r["batches"]) for r in reports)
     # sources sorted so that the merged bytes do not depend on the order of the arguments
     result["merged_from"] = sorted(Path(r["_path"]).name for r in reports)
-    result["notes"] = sorted({n for r in reports for n in r.get("notes", [])})
+    result["notes"] = sorted({n for r in reports for n in r.get("notes", []) if isinstance(n, str)})
     result["tensors"] = merged_tensors
     return result

@@ -1,15 +1,19 @@
 """Exactly mergeable moments for dataset statistics.
 
-Sums are kept as lists of non-overlapping float64 partials (Shewchuk's algorithm, the one behind
-``math.fsum``): the partials represent the exact real sum of everything merged so far, so merging
-shards in any order and any grouping gives bit-identical results; ``value`` rounds once, at the end.
-Counts are integers and min/max are exact by nature.
+Each batch's statistics (``TensorStats``: counts, extremes, moments about a shift) become the exact sums
+Σx, Σx² and Σ|x| of its finite values, each kept as a list of non-overlapping float64 partials (Shewchuk's
+representation, the one behind ``math.fsum``): Σx = n·c + s1 and Σx² = s2 + 2·c·s1 + n·c² are formed in
+exact rational arithmetic, so the partials represent those sums exactly, whatever the magnitudes (values
+near 1e20, fills of -3.4e38). Merging shards adds partials, exactly, in any order and grouping; ``stats``
+rounds once, at the end, computing the mean and the variance exactly from the totals (no cancellation:
+var = Σx²/n - (Σx/n)² is evaluated in rationals). Counts are integers and min/max exact by nature.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from onnxprobe.stats.tensor_stats import TensorStats
 
@@ -36,6 +40,10 @@ def exact_sum(parts: list[float]) -> list[float]:
     for p in parts:
         if math.isfinite(p):
             acc = _add(acc, p)
+    return _canonical(acc)
+
+
+def _canonical(acc: list[float]) -> list[float]:
     out: list[float] = []
     while acc and len(out) < 64:
         v = math.fsum(acc)
@@ -49,6 +57,28 @@ def exact_sum(parts: list[float]) -> list[float]:
     return out
 
 
+def partials_of(q: Fraction) -> list[float]:
+    """A dyadic rational as canonical non-overlapping float64 partials (exact while within float64's
+    exponent range)."""
+    out: list[float] = []
+    while q and len(out) < 64:
+        try:
+            v = float(q)
+        except OverflowError:
+            v = math.copysign(math.inf, q)
+        if v == 0 or not math.isfinite(v):
+            if not math.isfinite(v):
+                out.append(v)
+            break
+        out.append(v)
+        q -= Fraction(v)
+    return out
+
+
+def value_of(partials: list[float]) -> Fraction:
+    return sum((Fraction(p) for p in partials if math.isfinite(p)), Fraction(0))
+
+
 @dataclass
 class Moments:
     count: int = 0
@@ -57,13 +87,21 @@ class Moments:
     zeros: int = 0
     min: float = math.inf
     max: float = -math.inf
-    sum: list[float] = field(default_factory=list)
-    sumsq: list[float] = field(default_factory=list)
-    sumabs: list[float] = field(default_factory=list)
+    sum: list[float] = field(default_factory=list)  # Σx, exact partials
+    sumsq: list[float] = field(default_factory=list)  # Σx², exact partials
+    sumabs: list[float] = field(default_factory=list)  # Σ|x|, exact partials
 
     @classmethod
     def from_stats(cls, st: TensorStats) -> "Moments":
-        return cls(st.count, st.nan, st.inf, st.zeros, st.min, st.max, exact_sum([st.sum]), exact_sum([st.sumsq]), exact_sum([st.sumabs]))
+        n = st.finite
+        c, s1, s2 = Fraction(st.shift), Fraction(st.s1), Fraction(st.s2)
+        if not n or not all(math.isfinite(v) for v in (st.shift, st.s1, st.s2)):
+            sx = sx2 = Fraction(0)
+        else:
+            sx = n * c + s1
+            sx2 = s2 + 2 * c * s1 + n * c * c
+        return cls(st.count, st.nan, st.inf, st.zeros, st.min, st.max, partials_of(sx), partials_of(sx2),
+                   exact_sum([st.sumabs]))
 
     def merge(self, o: "Moments") -> "Moments":
         return Moments(self.count + o.count, self.nan + o.nan, self.inf + o.inf, self.zeros + o.zeros,
@@ -71,8 +109,18 @@ class Moments:
                        exact_sum(self.sumsq + o.sumsq), exact_sum(self.sumabs + o.sumabs))
 
     def stats(self) -> TensorStats:
-        return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min, self.max,
-                           math.fsum(self.sum), math.fsum(self.sumsq), math.fsum(self.sumabs))
+        """The merged statistics, each rounded once: about the exact mean, s1 is 0 and s2 = n·var."""
+        n = self.count - self.nan - self.inf
+        if n <= 0:
+            return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min, self.max)
+        sx, sx2 = value_of(self.sum), value_of(self.sumsq)
+        mean = sx / n
+        m2 = max(sx2 - sx * mean, Fraction(0))  # Σ(x - mean)², exactly
+        c = float(mean)
+        s1 = float(sx - n * Fraction(c))  # Σ(x - c) for the rounded c
+        s2 = float(m2 + (mean - Fraction(c)) ** 2 * n)
+        return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min, self.max, c, s1, s2,
+                           math.fsum(self.sumabs))
 
     def to_dict(self) -> dict:
         def f(v: float) -> float | None:
@@ -83,6 +131,23 @@ class Moments:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Moments":
-        return cls(int(d["count"]), int(d["nan"]), int(d["inf"]), int(d["zeros"]),
-                   math.inf if d["min"] is None else float(d["min"]), -math.inf if d["max"] is None else float(d["max"]),
-                   exact_sum(d["sum"]), exact_sum(d["sumsq"]), exact_sum(d["sumabs"]))
+        def partial_list(v) -> list[float]:
+            if not isinstance(v, list) or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in v):
+                raise ValueError("sums must be lists of numbers")
+            return exact_sum([float(p) for p in v])
+
+        def bound(v, default: float) -> float:
+            if v is None:
+                return default
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise ValueError("min/max must be numbers")
+            return float(v)
+
+        counts = []
+        for k in ("count", "nan", "inf", "zeros"):
+            v = d[k]
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"{k} must be a non-negative integer")
+            counts.append(v)
+        return cls(*counts, bound(d["min"], math.inf), bound(d["max"], -math.inf),
+                   partial_list(d["sum"]), partial_list(d["sumsq"]), partial_list(d["sumabs"]))

@@ -1,15 +1,17 @@
-"""Mergeable tensor statistics.
+"""Mergeable tensor statistics that are right on any distribution.
 
-A ``TensorStats`` holds additive moments (count, NaN / non-finite / non-zero counts, sum, sum of squares,
-sum of |x|, all over finite values, accumulated in float64) plus min and max. Two of them merge exactly
-and in any order, so statistics of a dataset can be computed shard by shard.
+A ``TensorStats`` holds counts (all values, NaN, ±Inf, zeros), the extremes of the finite values, and
+their first two moments about a shift ``c`` inside their range: ``s1 = Σ(x - c)`` and ``s2 = Σ(x - c)²``,
+plus ``sumabs = Σ|x|``. Moments about a shift near the middle of the data do not cancel: the variance is
+``s2/n - (s1/n)²`` with ``s1/n`` small, so a mean of 1000 with a spread of 0.001 keeps its digits, as do
+values near 1e20, near 1e-30, float16 tensors and attention-mask fills of -3.4e38 (the graph scales
+``x - c`` by the half-range before squaring where squares could overflow or underflow). A single value,
+or a constant tensor, has a std of exactly 0.
 
-The graph computes the same nine numbers in-graph (``graph.expose``) as one float64 row, laid out as
-``ROW``; ``from_row`` reads it. ``from_array`` computes them with numpy on the host.
-
-Derived values: ``mean = sum / n_finite``, ``std = sqrt(max(sumsq / n_finite - mean**2, 0))`` (the
-population standard deviation; float64 accumulation keeps the cancellation error below 1e-12 relative
-for |mean| / std < 1e2), ``abs_mean = sumabs / n_finite``, ``zero_fraction = zeros / count``.
+The graph computes the row in float64 (``graph.stats_nodes``, layout ``ROW``); ``from_row`` reads it,
+``from_array`` computes the same with numpy on the host. Two TensorStats merge by moving both to a
+common shift (Chan et al.'s pairwise update), so statistics of a dataset are computed shard by shard;
+``stats.moments`` merges them exactly, in any order.
 """
 
 from __future__ import annotations
@@ -19,10 +21,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# the in-graph row: counts, then the two extremes, then the four additive sums (kept together so that
-# the graph reduces them in one pass)
-ROW = ("count", "nan", "nonfinite", "min", "max", "nonzero", "sum", "sumsq", "sumabs")
-MIN_COL, MAX_COL = ROW.index("min"), ROW.index("max")
+# the in-graph row: counts, the extremes, the shift, the three sums, the non-zero count
+ROW = ("count", "nan", "nonfinite", "min", "max", "shift", "sum_d", "sumsq_d", "sumabs", "nonzero")
+COL = {name: i for i, name in enumerate(ROW)}
+MIN_COL, MAX_COL = COL["min"], COL["max"]
+# a half-range outside these bounds may overflow or underflow float32 squares: the statistics are then
+# recomputed with x - c scaled by the half-range (graph.stats_nodes, "careful" rows)
+SAFE_HALF_RANGE = (1e-18, 1e17)
+
+
+def _shift(lo: float, hi: float) -> float:
+    return lo / 2 + hi / 2 if math.isfinite(lo) and math.isfinite(hi) else 0.0
 
 
 @dataclass(frozen=True)
@@ -33,20 +42,23 @@ class TensorStats:
     zeros: int = 0
     min: float = math.inf
     max: float = -math.inf
-    sum: float = 0.0
-    sumsq: float = 0.0
-    sumabs: float = 0.0
+    shift: float = 0.0  # c: the moments are about this value
+    s1: float = 0.0  # Σ (x - c) over the finite values
+    s2: float = 0.0  # Σ (x - c)² over the finite values
+    sumabs: float = 0.0  # Σ |x| over the finite values
 
     @classmethod
     def from_row(cls, row: np.ndarray) -> "TensorStats":
         r = np.asarray(row, dtype=np.float64).reshape(-1)
+        count, nan, nonfinite, nonzero = (int(round(v)) if math.isfinite(v) else -1 for v in
+                                          (r[COL["count"]], r[COL["nan"]], r[COL["nonfinite"]], r[COL["nonzero"]]))
         # a fast row over a tensor holding NaN has a NaN non-zero count: read it as all non-zero
-        # (that row is recomputed with masks anyway, see graph.expose.needs_masking)
-        count, nan, nonfinite, nonzero = (int(round(v)) if math.isfinite(v) else -1 for v in (r[0], r[1], r[2], r[5]))
+        # (that row is recomputed with masks anyway, see needs_rerun)
         nonzero = count if nonzero < 0 else nonzero
         nan, nonfinite = max(nan, 0), max(nonfinite, 0)
         return cls(count=count, nan=nan, inf=nonfinite - nan, zeros=count - nonzero,
-                   min=float(r[3]), max=float(r[4]), sum=float(r[6]), sumsq=float(r[7]), sumabs=float(r[8]))
+                   min=float(r[COL["min"]]), max=float(r[COL["max"]]), shift=float(r[COL["shift"]]),
+                   s1=float(r[COL["sum_d"]]), s2=float(r[COL["sumsq_d"]]), sumabs=float(r[COL["sumabs"]]))
 
     @classmethod
     def from_rows(cls, rows: np.ndarray) -> "TensorStats":
@@ -62,21 +74,32 @@ class TensorStats:
         if a.dtype.kind not in "biufc":
             raise TypeError(f"no statistics for dtype {a.dtype}")
         x = a.astype(np.float64, copy=False).reshape(-1)
-        nan = int(np.isnan(x).sum())
         finite = np.isfinite(x)
-        f = x[finite]
-        return cls(
-            count=int(x.size), nan=nan, inf=int(x.size - finite.sum() - nan), zeros=int((x == 0).sum()),
-            min=float(f.min()) if f.size else math.inf, max=float(f.max()) if f.size else -math.inf,
-            sum=float(f.sum()), sumsq=float(np.dot(f, f)), sumabs=float(np.abs(f).sum()),
-        )
+        nan = int(np.isnan(x).sum())
+        f = x[finite] if not finite.all() else x
+        if not f.size:
+            return cls(count=int(x.size), nan=nan, inf=int(x.size - nan), zeros=0)
+        lo, hi = float(f.min()), float(f.max())
+        c = _shift(lo, hi)
+        h = max(hi / 2 - lo / 2, 5e-324)
+        d = (f - c) / h  # |d| <= 1: no overflow or underflow in the sums, whatever the magnitude
+        am = max(abs(lo), abs(hi), 5e-324)
+        return cls(count=int(x.size), nan=nan, inf=int(x.size - finite.sum() - nan), zeros=int((x == 0).sum()),
+                   min=lo, max=hi, shift=c, s1=float(d.sum()) * h, s2=float(np.dot(d, d)) * h * h,
+                   sumabs=float(np.abs(f / am).sum()) * am)
 
     def merge(self, other: "TensorStats") -> "TensorStats":
-        return TensorStats(
-            count=self.count + other.count, nan=self.nan + other.nan, inf=self.inf + other.inf,
-            zeros=self.zeros + other.zeros, min=min(self.min, other.min), max=max(self.max, other.max),
-            sum=self.sum + other.sum, sumsq=self.sumsq + other.sumsq, sumabs=self.sumabs + other.sumabs,
-        )
+        """Both moved to the shift of the merged range, then added (Chan et al.)."""
+        lo, hi = min(self.min, other.min), max(self.max, other.max)
+        c = _shift(lo, hi)
+        s1 = s2 = 0.0
+        for t in (self, other):
+            n, d = t.finite, t.shift - c
+            if n:
+                s1 += t.s1 + n * d
+                s2 += t.s2 + 2 * d * t.s1 + n * d * d
+        return TensorStats(self.count + other.count, self.nan + other.nan, self.inf + other.inf, self.zeros + other.zeros,
+                           lo, hi, c, s1, max(s2, 0.0), self.sumabs + other.sumabs)
 
     # -- derived -------------------------------------------------------------------------------------
     @property
@@ -85,14 +108,34 @@ class TensorStats:
 
     @property
     def mean(self) -> float:
-        return self.sum / self.finite if self.finite else math.nan
+        if not self.finite:
+            return math.nan
+        m = self.shift + self.s1 / self.finite
+        return min(max(m, self.min), self.max)  # rounding never puts the mean outside the data
+
+    @property
+    def var(self) -> float:
+        if not self.finite:
+            return math.nan
+        if self.min == self.max:
+            return 0.0
+        n = self.finite
+        return max(self.s2 / n - (self.s1 / n) ** 2, 0.0)
 
     @property
     def std(self) -> float:
-        if not self.finite:
-            return math.nan
-        m = self.mean
-        return math.sqrt(max(self.sumsq / self.finite - m * m, 0.0))
+        return math.sqrt(self.var) if self.finite else math.nan
+
+    @property
+    def sum(self) -> float:
+        """Σ x over the finite values."""
+        return self.finite * self.shift + self.s1
+
+    @property
+    def sumsq(self) -> float:
+        """Σ x² over the finite values (from the shifted moments: no cancellation, as every term adds)."""
+        n, c = self.finite, self.shift
+        return max(self.s2 + 2 * c * self.s1 + n * c * c, 0.0)
 
     @property
     def norm(self) -> float:
@@ -122,3 +165,16 @@ class TensorStats:
             "std": num(self.std), "abs_mean": num(self.abs_mean), "nan": self.nan, "inf": self.inf,
             "zero_fraction": num(self.zero_fraction),
         }
+
+
+def needs_rerun(st: TensorStats | None) -> bool:
+    """True when a fast in-graph row (no masks, no scaling) cannot be trusted: the tensor holds NaN or Inf
+    (a non-finite extreme or sum), or its half-range is so small or so large that float32 squares of
+    ``x - c`` underflow or overflow. Such tensors are summarised again with a careful row."""
+    if st is None or st.count == 0:
+        return False
+    vals = (st.min, st.max, st.shift, st.s1, st.s2, st.sumabs)
+    if not all(math.isfinite(v) for v in vals):
+        return True
+    half = st.max / 2 - st.min / 2
+    return half > 0 and not (SAFE_HALF_RANGE[0] <= half <= SAFE_HALF_RANGE[1])

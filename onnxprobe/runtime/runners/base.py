@@ -130,15 +130,16 @@ class GraphRunner(Runner):
         in_graph = [r for r in refs if r.kind == "node"]
         plan = self._plan(base, in_graph, key, stats=stats, shapes=shapes, raw=raw, nonfinite=nonfinite)
         return self.run_plan(plan, feeds, host_refs=[r for r in refs if r.kind != "node"], stats=stats, shapes=shapes,
-                             raw=raw, key=key, outputs=outputs, order=[r.name for r in refs])
+                             raw=raw, key=key, outputs=outputs, order=[r.name for r in refs], rerun=nonfinite == "deferred")
 
     def run_plan(self, plan: ProbePlan, feeds: dict[str, np.ndarray], *, host_refs: list[TensorRef] = (),
                  stats: bool = True, shapes: bool = True, raw: bool | set[str] = False, key=None, outputs: bool = True,
-                 order: list[str] | None = None) -> ProbeResult:
+                 order: list[str] | None = None, rerun: bool = True) -> ProbeResult:
         """Run a probed copy (``plan.model``, made by ``graph.expose``) and read its outputs back; then
         summarise again, with masks, the tensors whose fast statistics came out non-finite (a NaN or Inf
-        inside: one more run over just them, none in the usual case). ``host_refs``: graph inputs and
-        weights, whose statistics come from ``feeds`` and the initializers."""
+        inside: one more run over just them, none in the usual case; not when ``rerun`` is False, for a
+        plan already made with masks). ``host_refs``: graph inputs and weights, whose statistics come from
+        ``feeds`` and the initializers."""
         base = plan.base if plan.base is not None else self.model
         probe_outputs = {n for p in plan.probes for n in (p.stats_output, p.shape_output) if n}
         lifted_raw = {p.raw_output for p in plan.probes if p.raw_output and p.ref.scope}
@@ -147,7 +148,7 @@ class GraphRunner(Runner):
         host = [o.name for o in plan.model.graph.output if o.name in probe_outputs] + (own if outputs else [])
         out, seconds = self.execute(plan.model, feeds, host, device_outputs=[r for r in raw_names if r not in host], key=key)
         st, shp, arrays = read_probes(plan.probes, out)
-        if stats:
+        if stats and rerun:
             bad = [p.ref for p in plan.probes if p.stats_output and needs_masking(st.get(p.ref.name))]
             if bad:
                 again = self.probe(bad, feeds, shapes=False, nonfinite="masked", model=base, outputs=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from rich.text import Text
 
 from onnxprobe import api
 from onnxprobe.errors import UsageError
+from onnxprobe.fileio import write_file
 from onnxprobe.report.format import shape as fmt_shape
 from onnxprobe.session import render
 from onnxprobe.session.parse import format_slice, parse_selection, parse_slice, pop_option
@@ -155,45 +155,21 @@ def cmd_save(env: Env, args: list[str]):
             raise bad("save", "save all writes an .npz file")
         names = list(t.probes) + [o for o in t.index.outputs if o in t.index.refs and o not in set(t.probes)]
         arrays = env.state.ensure_values(t, names)
-        _atomic(path, lambda f: np.savez(f, **arrays))
+        api.save_npz(arrays, path)
         total = sum(a.nbytes for a in arrays.values())
         return f"saved {len(arrays)} tensors ({human_bytes(total)}) to {path}"
     name, _ = resolve_tensor(t, what)
     value = env.state.ensure_values(t, [name])[name]
     if suffix == ".npz":
-        _atomic(path, lambda f: np.savez(f, **{name: value}))
+        api.save_npz({name: value}, path)
     elif suffix in (".npy", ""):
         path = path if suffix or (Path(path).exists() and not Path(path).is_file()) else path + ".npy"
-        _atomic(path, lambda f: np.save(f, value, allow_pickle=False))
+        write_file(path, lambda f: np.save(f, value, allow_pickle=False))
     elif suffix == ".pb":
         from onnx import numpy_helper
 
         data = numpy_helper.from_array(value, name).SerializeToString()
-        _atomic(path, lambda f: f.write(data))
+        write_file(path, lambda f: f.write(data))
     else:
         raise bad("save", f"unknown file type {suffix!r}; use .npy, .npz or .pb")
     return f"saved {name} [{fmt_shape(value.shape)}] {value.dtype} to {path}"
-
-
-def _atomic(path: str, write) -> None:
-    """Write through a temporary file and a rename, so a failure never leaves half a file; an existing
-    non-regular file (/dev/null, a pipe) is written in place, never replaced."""
-    import tempfile
-
-    p = Path(path)
-    if p.exists() and not p.is_file():
-        with open(p, "wb") as f:
-            write(f)
-        return
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent if str(p.parent) else ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; a saved tensor is an ordinary file
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

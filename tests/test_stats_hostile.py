@@ -1,0 +1,184 @@
+"""Statistics that are right on any distribution: the in-graph rows (layers, and mark --stats with its
+self-contained If), the host's from_array, and dataset merging, each against numpy float64 over the same
+float32 (or float16) values. Hostile on purpose: large offsets, values near 1e20 and 1e-30, attention-mask
+fills of -3.4e38, float16, single elements, constants, subnormals, NaN and Inf mixed in."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe import api
+from onnxprobe.cli.main import app
+from onnxprobe.stats.tensor_stats import ROW, TensorStats
+
+runner = CliRunner()
+rng = np.random.default_rng(0)
+U = rng.random(10_000)
+
+
+def _fills() -> np.ndarray:
+    x = rng.normal(size=(8, 1250)).astype(np.float32)
+    x[:, ::3] = np.float32(-3.4e38)  # an attention mask: a third of the scores filled with the lowest float
+    return x
+
+
+DISTRIBUTIONS = {
+    "large_offset": (1000 + 0.001 * U).astype(np.float32),
+    "near_1e20": (1e20 * (1 + U)).astype(np.float32),
+    "signed_1e20": (1e20 * (U - 0.5)).astype(np.float32),
+    "near_1e-30": (1e-30 * (1 + U)).astype(np.float32),
+    "mask_fills": _fills(),
+    "float16": rng.normal(3.0, 2.0, size=(40, 250)).astype(np.float16),
+    "float16_offset": (np.float16(200) + rng.random(5000).astype(np.float16)),
+    "single": np.array([3.25], np.float32),
+    "single_large": np.array([1e30], np.float32),
+    "constant": np.full((64, 64), 7.1, np.float32),
+    "subnormal": (np.float32(1e-40) * (1 + U[:2000])).astype(np.float32),
+    "near_max": np.array([3.4e38, -3.4e38, 3.3e38, 1.0], np.float32),
+    "nan_inf_mixed": np.concatenate([rng.normal(5, 1, 1000), [np.nan] * 7, [np.inf] * 3, [-np.inf] * 2]).astype(np.float32),
+    "all_nan": np.full((10,), np.nan, np.float32),
+    "zeros_and_ones": (U > 0.5).astype(np.float32),
+}
+
+
+def oracle(x: np.ndarray) -> dict:
+    v = x.astype(np.float64).ravel()
+    f = v[np.isfinite(v)]
+    return {"count": v.size, "nan": int(np.isnan(v).sum()), "inf": int(np.isinf(v).sum()),
+            "zeros": int((v == 0).sum()),
+            "min": f.min() if f.size else None, "max": f.max() if f.size else None,
+            "mean": f.mean() if f.size else None, "std": f.std() if f.size else None,
+            "abs_mean": np.abs(f).mean() if f.size else None}
+
+
+def check(st: TensorStats, want: dict, label: str, rel: float = 2e-6) -> None:
+    assert (st.count, st.nan, st.inf, st.zeros) == (want["count"], want["nan"], want["inf"], want["zeros"]), label
+    d = st.to_dict()
+    for k in ("min", "max"):
+        assert d[k] == want[k], (label, k)
+    for k in ("mean", "abs_mean"):
+        if want[k] is None:
+            assert d[k] is None, (label, k)
+        else:
+            scale = max(abs(want[k]), want["std"] or 0.0, 1e-300)
+            assert d[k] is not None and abs(d[k] - want[k]) <= rel * scale, (label, k, d[k], want[k])
+    if want["std"] is None:
+        assert d["std"] is None, label
+    elif want["std"] == 0:
+        assert d["std"] == 0, (label, d["std"])
+    else:
+        assert d["std"] is not None and d["std"] == pytest.approx(want["std"], rel=max(rel * 10, 2e-5)), (label, d["std"], want["std"])
+
+
+def identity_model(x: np.ndarray) -> onnx.ModelProto:
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    return make_model([helper.make_node("Identity", ["x"], ["y"], name="id")],
+                      [helper.make_tensor_value_info("x", elem, list(x.shape))],
+                      [helper.make_tensor_value_info("y", elem, list(x.shape))])
+
+
+@pytest.mark.parametrize("name", list(DISTRIBUTIONS))
+def test_host_statistics_match_numpy(name):
+    x = DISTRIBUTIONS[name]
+    check(TensorStats.from_array(x), oracle(x), name, rel=1e-9)
+
+
+@pytest.mark.parametrize("name", list(DISTRIBUTIONS))
+def test_in_graph_statistics_match_numpy(name, tmp_path):
+    x = DISTRIBUTIONS[name]
+    p = tmp_path / f"{name}.onnx"
+    onnx.save(identity_model(x), p)
+    res = api.layers(p, api.Selection(names=("y",)), api.RunConfig(device="cpu"), api.InputSpec(arrays={"x": x}))
+    check(res.stats["y"], oracle(x), name)
+
+
+@pytest.mark.parametrize("name", list(DISTRIBUTIONS))
+def test_self_contained_rows_of_mark_stats_match_numpy(name, tmp_path):
+    """mark --stats: the fast row and its If (the careful row when the fast one cannot be trusted), run
+    by plain onnxruntime."""
+    x = DISTRIBUTIONS[name]
+    p, out = tmp_path / "m.onnx", tmp_path / "stats.onnx"
+    onnx.save(identity_model(x), p)
+    r = runner.invoke(app, ["mark", str(p), "-o", str(out), "--name", "y", "--stats"])
+    assert r.exit_code == 0, r.output
+    meta = json.loads({q.key: q.value for q in onnx.load(str(out)).metadata_props}["onnxprobe.exposed"])
+    assert meta["row"] == list(ROW)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"])
+    (row,) = s.run([next(iter(meta["outputs"]))], {"x": x})
+    check(TensorStats.from_row(row), oracle(x), name)
+
+
+def test_merged_dataset_moments_match_numpy_in_any_order(tmp_path):
+    """Shards of hostile data (different shifts and magnitudes per shard): the merged report equals numpy
+    over the concatenation, and the bytes do not depend on the order of the shards."""
+    data = [DISTRIBUTIONS["mask_fills"][:2], DISTRIBUTIONS["mask_fills"][2:5] * np.float32(0.5),
+            (rng.normal(size=(3, 1250)) * 1e-3 + 1000).astype(np.float32)]
+    p = tmp_path / "m.onnx"
+    onnx.save(make_model([helper.make_node("Identity", ["x"], ["y"], name="id")],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1250])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1250])]), p)
+    reports = []
+    for k, part in enumerate(data):
+        d = tmp_path / f"shard{k}"
+        d.mkdir()
+        np.savez(d / "b.npz", x=part)
+        out = tmp_path / f"shard{k}.json"
+        r = runner.invoke(app, ["layers", str(p), "--name", "y", "--inputs-dir", str(d), "--json", str(out)])
+        assert r.exit_code == 0, r.output
+        reports.append(out)
+    merged = []
+    for order in (reports, reports[::-1], [reports[1], reports[2], reports[0]]):
+        out = tmp_path / "merged.json"
+        r = runner.invoke(app, ["merge-stats", *map(str, order), "--json", str(out)])
+        assert r.exit_code == 0, r.output
+        merged.append(out.read_bytes())
+    assert merged[0] == merged[1] == merged[2]
+    t = next(t for t in json.loads(merged[0])["tensors"] if t["name"] == "y")
+    want = oracle(np.concatenate([x.ravel() for x in data]))
+    assert t["count"] == want["count"] and t["min"] == want["min"] and t["max"] == want["max"]
+    assert t["mean"] == pytest.approx(want["mean"], rel=1e-6)
+    assert t["std"] == pytest.approx(want["std"], rel=1e-5)
+
+
+def test_loop_rows_merge_with_their_shifts(tmp_path):
+    """A tensor inside a Loop body is summarised over all iterations: per-iteration rows with different
+    shifts merge in the graph (Chan et al.) to numpy's numbers over the stacked values."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="c"),
+         helper.make_node("Mul", ["s", "k"], ["s_next"], name="mul"),
+         helper.make_node("Add", ["s_next", "off"], ["t"], name="add")],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("s", TensorProto.FLOAT, [100])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_next", TensorProto.FLOAT, [100]),
+         helper.make_tensor_value_info("t", TensorProto.FLOAT, [100])],
+        [onnx.numpy_helper.from_array(np.array(7.0, np.float32), "k"), onnx.numpy_helper.from_array(np.array(1000.0, np.float32), "off")])
+    m = make_model([helper.make_node("Loop", ["n", "cond", "x"], ["y", "ts"], name="loop", body=body)],
+                   [helper.make_tensor_value_info("n", TensorProto.INT64, []), helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+                    helper.make_tensor_value_info("x", TensorProto.FLOAT, [100])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [100]), helper.make_tensor_value_info("ts", TensorProto.FLOAT, None)])
+    p = tmp_path / "loop.onnx"
+    onnx.save(m, p)
+    x = rng.random(100).astype(np.float32)
+    res = api.layers(p, api.Selection(names=("t",)), api.RunConfig(device="cpu"),
+                     api.InputSpec(arrays={"x": x, "n": np.array(4, np.int64), "cond": np.array(True)}))
+    states, s = [], x
+    for _ in range(4):
+        s = (s * np.float32(7)).astype(np.float32)
+        states.append(s + np.float32(1000))
+    check(res.stats["t"], oracle(np.stack(states)), "loop t")
+    empty = api.layers(p, api.Selection(names=("t",)), api.RunConfig(device="cpu"),
+                       api.InputSpec(arrays={"x": x, "n": np.array(0, np.int64), "cond": np.array(True)}))
+    assert empty.stats["t"].count == 0 and math.isnan(empty.stats["t"].mean)
