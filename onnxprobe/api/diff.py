@@ -72,7 +72,7 @@ def diff(
         side_b = npz_side(str(vs_npz) if not isinstance(vs_npz, dict) else "activations", arrays, a_model)
     fs = _feeds.make_feeds(a_model.proto, inputs)
     try:
-        res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance or Tolerance(), per_tensor, user_map,
+        res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,
                     introduced, max_memory=max_memory, progress=progress)
     except ExecutionError as e:
         raise ExecutionError(f"{e}{fs.hint()}") from e
@@ -132,7 +132,7 @@ def diff_grad(
 
     gmap = {as_grad(k): as_grad(v) for k, v in (user_map or {}).items()} or None
     per = {as_grad(k): v for k, v in (per_tensor or {}).items()}
-    res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance or Tolerance(), per, gmap,
+    res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per, gmap,
                 introduced=False, max_memory=max_memory, progress=progress)
     for r in res.results:
         r.pair.reason = grad_reason(r.pair)

@@ -83,6 +83,19 @@ class DiffResult:
         return "pass", f"{what} pass ({self.criterion})"
 
 
+QUANTIZED_MIN_SQNR = 10.0
+
+
+def default_tolerance(a: Side, b: Side) -> Tolerance:
+    """The criterion when none is given, chosen by what is compared: a quantized model against a float one
+    is judged by SQNR (int8 rounding is never within 1e-4: |a-b| <= atol + rtol|b| fails every layer of a
+    healthy int8 model), anything else by allclose."""
+    if a.observation.quantized and not b.observation.quantized:
+        return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
+                         why="the default for a quantized model against a float one; --metric/--min-sqnr change it")
+    return Tolerance(why="the default for float models; --metric, --atol, --rtol change it")
+
+
 def check_same_inputs(a: onnx.ModelProto, b: onnx.ModelProto) -> None:
     """Two models that run on the same feeds take the same input names, dtypes and static dimensions."""
     sa = {s.name: s for s in model_inputs(a)}
@@ -133,7 +146,7 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
     return pairs, in_b | {o.name for o in b.observation.observables if o.is_output}
 
 
-def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance,
+def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance | None,
          per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
          introduced: bool = True, max_memory: int | None = None, progress=None,
          device_metrics: bool | None = None) -> DiffResult:
@@ -141,7 +154,9 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     A values that its introduced-error cones start from), so at most ``max_memory`` bytes of raw tensors
     are alive at once (default: a quarter of the available memory). Tensors produced on a GPU stay
     there and their metrics are computed there (runtime.device_metrics): only scalars reach the host.
-    ``device_metrics`` forces that path on or off (default: on for CUDA sides)."""
+    ``device_metrics`` forces that path on or off (default: on for CUDA sides). ``tolerance`` None: the
+    default for what is compared (``default_tolerance``)."""
+    tolerance = tolerance or default_tolerance(a, b)
     if a.runner.takes_feeds and b.runner.takes_feeds:
         check_same_inputs(a.model.proto, b.model.proto)
     matching = match(a.observation.observables, b.observation.observables, user_map)

@@ -98,7 +98,7 @@ def fp32_sensitivity(res, feeds: dict[str, np.ndarray], top: int = 5) -> list[Se
     if top <= 0 or not (a.runs_graphs and b.runs_graphs and b.runner.takes_feeds):
         return []
     cands = [r for r in res.results if r.pair.a.kind == "qdq" and r.introduced is not None
-             and not (r.pair.a.is_output or r.pair.b.is_output)]
+             and not r.introduced.exact and not (r.pair.a.is_output or r.pair.b.is_output)]
     cands = sorted(cands, key=lambda r: r.introduced.sqnr_db)[:top]
     if not cands:
         return []

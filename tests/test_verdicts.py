@@ -1,0 +1,128 @@
+"""Verdicts that are earned: comparing nothing is not a pass, an exact match passes under every metric,
+thresholds say what they mean, and the default criterion fits what is compared."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import make_model, sample_path
+from onnxprobe import api
+from onnxprobe.cli.main import app
+from quantize_fixtures import quantize
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def zeros_model() -> onnx.ModelProto:
+    """y = relu(-(x*x)) * 0: every intermediate after the Neg is exactly 0 in any runtime."""
+    return make_model(
+        [helper.make_node("Mul", ["x", "x"], ["sq"], name="sq"), helper.make_node("Neg", ["sq"], ["neg"], name="neg"),
+         helper.make_node("Relu", ["neg"], ["zero"], name="relu"), helper.make_node("MatMul", ["zero", "w"], ["y"], name="mm")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [numpy_helper.from_array(np.ones((4, 3), np.float32), "w")])
+
+
+def test_comparing_nothing_is_an_error_and_lists_every_key(tmp_path):
+    npz = tmp_path / "acts.npz"
+    np.savez(npz, unrelated_a=np.zeros(3, np.float32), unrelated_b=np.ones(2, np.float32))
+    out = tmp_path / "d.json"
+    r = invoke("diff", sample_path("mlp"), "--vs-npz", npz, "--json", out)
+    assert r.exit_code == 1 and "nothing was compared" in r.stderr, r.output
+    d = json.loads(out.read_text())
+    assert d["verdict"] == "error" and d["compared"] == 0 and not d["outputs_passed"]
+    assert {u["name"] for u in d["unmatched_b"]} == {"unrelated_a", "unrelated_b"}
+    assert all("no counterpart" in u["reason"] for u in d["unmatched_b"])
+    assert {u["name"] for u in d["unmatched_a"]} >= {"y"} and all("not in the .npz" in u["reason"] for u in d["unmatched_a"])
+
+
+def test_an_output_with_no_counterpart_fails_the_verdict(tmp_path):
+    feeds = {"x": np.random.default_rng(0).random((4, 16), dtype=np.float32)}
+    np.save(tmp_path / "x.npy", feeds["x"])
+    res = api.layers(sample_path("mlp"), api.Selection(all=True), api.RunConfig(device="cpu"), api.InputSpec(arrays=feeds), save=True)
+    acts = {k: v for k, v in res.arrays.items() if k != "y"}  # everything but the model output
+    npz = tmp_path / "acts.npz"
+    np.savez(npz, **acts)
+    r = invoke("diff", sample_path("mlp"), "--vs-npz", npz, "--input", f"x={tmp_path / 'x.npy'}", "--all")
+    assert r.exit_code == 1 and "could not be compared" in r.stderr and "'y'" in r.stderr, r.output
+    # with the output there, the same comparison passes, and --map pairs a renamed key
+    acts["renamed_y"] = res.arrays["y"]
+    np.savez(npz, **acts)
+    (tmp_path / "map.json").write_text(json.dumps({"y": "renamed_y"}))
+    r = invoke("diff", sample_path("mlp"), "--vs-npz", npz, "--input", f"x={tmp_path / 'x.npy'}", "--all",
+               "--map", tmp_path / "map.json", "--json", "-")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["verdict"] == "pass" and any(p["a"] == "y" and p["b"] == "renamed_y" and p["strategy"] == "map" for p in d["pairs"])
+
+
+@pytest.mark.parametrize("metric", ["allclose", "max_abs", "mean_abs", "rmse", "max_rel", "cosine", "sqnr"])
+def test_an_exact_match_passes_under_every_metric(tmp_path, metric):
+    p = tmp_path / "zeros.onnx"
+    onnx.save(zeros_model(), p)
+    r = invoke("diff", p, "--vs-reference", "--all", "--metric", metric, "--json", "-")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    zero = next(x for x in d["pairs"] if x["b"] == "zero")
+    assert zero["exact"] and zero["passed"] and zero["max_abs"] == 0
+    assert zero["sqnr_db"] is None  # +inf: JSON says exact instead of a number
+    r = invoke("diff", p, "--vs-reference", "--all", "--metric", metric, "--sort", "introduced")
+    lines = [ln for ln in r.stdout.splitlines() if ln.split() and ln.split()[0].lstrip("▶").isdigit()]
+    assert "exact" in next(ln for ln in lines if " zero " in ln) and "FAIL" not in r.stdout
+
+
+def test_sort_introduced_puts_exact_pairs_last(tmp_path):
+    p = tmp_path / "zeros.onnx"
+    onnx.save(zeros_model(), p)
+    res = api.diff(p, vs_reference=True, selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    order = [r.pair.b.name for r in api.sort_results(res.results, "introduced")]
+    exact = [r.pair.b.name for r in res.results if r.introduced is not None and r.introduced.exact]
+    assert exact and order[-len(exact):] == [n for n in order if n in exact]
+
+
+@pytest.mark.parametrize("flags, metric, text", [
+    (["--min-sqnr", "25"], "sqnr", "SQNR >= 25 dB"),
+    (["--min-cosine", "0.9999"], "cosine", "cosine >= 0.9999"),
+    (["--metric", "cosine", "--min-cosine", "0.5"], "cosine", "cosine >= 0.5"),
+    (["--atol", "0.01"], "allclose", "|a-b| <= 0.01"),
+    (["--metric", "max_rel", "--rtol", "0.2"], "max_rel", "max rel <= 0.2"),
+])
+def test_a_threshold_implies_its_metric(flags, metric, text):
+    r = invoke("diff", sample_path("mlp"), "--vs-reference", *flags, "--json", "-")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["criterion"].startswith(text)
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--metric", "cosine", "--min-sqnr", "20"], "--min-sqnr is a threshold of --metric sqnr"),
+    (["--min-sqnr", "20", "--min-cosine", "0.9"], "different criteria"),
+    (["--metric", "sqnr", "--atol", "0.1"], "not of --metric sqnr"),
+    (["--metric", "nope"], "choose one of"),
+    (["--min-cosine", "-1"], "non-negative"),
+])
+def test_conflicting_criteria_are_refused(flags, needle):
+    r = invoke("diff", sample_path("mlp"), "--vs-reference", *flags)
+    assert r.exit_code == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_quantized_against_float_defaults_to_sqnr_and_says_so(tmp_path):
+    q = quantize("cnn", "qdq", tmp_path)
+    r = invoke("diff", q, sample_path("cnn"), "--json", "-")
+    d = json.loads(r.stdout)
+    assert d["criterion"].startswith("SQNR >= 10 dB") and "quantized model against a float one" in d["criterion"]
+    assert r.exit_code == 0 and d["verdict"] == "pass", (d["verdict_reason"], r.stderr)
+    # allclose, the float default, would have failed the healthy int8 model's layers
+    r = invoke("diff", q, sample_path("cnn"), "--metric", "allclose", "--json", "-")
+    assert sum(not p["passed"] for p in json.loads(r.stdout)["pairs"]) > 0
+    float_d = json.loads(invoke("diff", sample_path("cnn"), "--vs-reference", "--json", "-").stdout)
+    assert float_d["criterion"].startswith("|a-b| <= 0.0001 + 0.001*|b|")
