@@ -206,3 +206,43 @@ def test_bad_arguments(args, needle):
     r = runner.invoke(app, ["diff", str(sample_path("mlp")), *args])
     assert r.exit_code == 2, r.output
     assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def _bn_folded_cnn(tmp_path):
+    """The sample CNN with bn1 folded into conv1 (as exporters and optimizers do), the folded weights under
+    new names, the node names kept: a node-name match would pair conv1's weights across the two."""
+    m = onnx.load(str(sample_path("cnn")))
+    w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    eps = 1e-5
+    k = w["bn1.scale"] / np.sqrt(w["bn1.var"] + eps)
+    folded = {"conv1.folded_w": (w["conv1.weight"] * k[:, None, None, None]).astype(np.float32),
+              "conv1.folded_b": ((w["conv1.bias"] - w["bn1.mean"]) * k + w["bn1.bias"]).astype(np.float32)}
+    nodes = [n for n in m.graph.node if n.name != "bn1"]
+    for n in nodes:
+        if n.name == "conv1":
+            n.input[1:] = ["conv1.folded_w", "conv1.folded_b"]
+            n.output[0] = "bn1_out"
+    keep = [i for i in m.graph.initializer if not i.name.startswith(("bn1.", "conv1."))]
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(keep + [numpy_helper.from_array(v, k_) for k_, v in folded.items()])
+    del m.graph.value_info[:]
+    p = tmp_path / "cnn_folded.onnx"
+    onnx.save(m, p)
+    return p
+
+
+def test_a_bn_folded_weight_is_not_paired_with_the_raw_weight(tmp_path):
+    a = _bn_folded_cnn(tmp_path)
+    fwd = api.diff(a, sample_path("cnn"), config=api.RunConfig(device="cpu"))  # the forward models agree
+    assert fwd.verdict()[0] == "pass", fwd.verdict()
+    res = api.diff_grad(a, sample_path("cnn"), config=api.RunConfig(device="cpu", opt_level="off"))
+    paired = {(r.pair.a.name, r.pair.b.name) for r in res.results}
+    assert not any("conv1" in x and "conv1" in y for x, y in paired), paired
+    refused = [u for u in res.matching.unmatched_a if u.obs.name == "conv1.folded_w_grad"]
+    assert refused and refused[0].cause == "different-function" and "different functions" in refused[0].reason
+    assert "conv2.weight_grad" in {r.pair.b.name for r in res.results}  # the other layers still pair
+    # and the refusal is reported, not silently dropped
+    d = json.loads(runner.invoke(app, ["diff", "--grad", str(a), str(sample_path("cnn")), "--json", "-"]).stdout)
+    assert any(u["cause"] == "different-function" for u in d["unmatched_b"])

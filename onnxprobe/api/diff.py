@@ -9,7 +9,7 @@ from dataclasses import replace
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
 from onnxprobe.compare.diff import DiffResult, check_same_inputs
 from onnxprobe.compare.diff import diff as _diff
-from onnxprobe.compare.gradients import candidates, grad_reason, grad_side, loss_value
+from onnxprobe.compare.gradients import candidates, folded_weights, grad_reason, grad_side, loss_value
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
 from onnxprobe.compare.sides import Side, model_side, npz_side
 from onnxprobe.errors import ExecutionError, UsageError
@@ -132,8 +132,8 @@ def diff_grad(
 
     gmap = {as_grad(k): as_grad(v) for k, v in (user_map or {}).items()} or None
     per = {as_grad(k): v for k, v in (per_tensor or {}).items()}
-    res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per, gmap,
-                introduced=False, max_memory=max_memory, progress=progress)
+    res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per, gmap, introduced=False,
+                max_memory=max_memory, progress=progress, reject=folded_weights(a_model.proto, b_model.proto))
     for r in res.results:
         r.pair.reason = grad_reason(r.pair)
     quantized = any(o.kind != "float" for o in side_a.observation.observables + side_b.observation.observables)

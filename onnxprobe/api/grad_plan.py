@@ -206,12 +206,35 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
         warnings.append(f"the loss does not depend on {len(bw.unused)} of the requested tensor(s), which get no "
                         f"gradient: {shown}")
     if spec.loss in ("sum", "mean"):
-        prod = next((n for n in base.graph.node if output in n.output), None)
-        if prod is not None and prod.op_type == "Softmax":
-            warnings.append(f"output {output!r} is a Softmax: its {spec.loss} is constant, so every gradient is ~0; "
-                            "use --loss cross-entropy --labels, --loss mse --target or --output-grad")
+        softmax = _softmax_behind(base, output)
+        if softmax is not None:
+            via = f" (through {softmax[1]})" if softmax[1] else ""
+            warnings.append(f"output {output!r} is a Softmax{via}: its {spec.loss} is constant, so every gradient is "
+                            "~0 (noise); use --loss cross-entropy --labels, --loss mse --target or --output-grad")
     extra = {loss.input: spec.extra} if loss.input else {}
     return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings)
+
+
+# ops that move or retype values without changing their sum: a Softmax behind them still sums to a constant
+SUM_PRESERVING = {"Reshape", "Flatten", "Identity", "Cast", "Squeeze", "Unsqueeze", "Transpose", "Dropout"}
+
+
+def _softmax_behind(model: onnx.ModelProto, output: str) -> tuple[str, str] | None:
+    """(Softmax node, the ops between it and ``output``) when ``output`` is a Softmax's output, possibly
+    reshaped, flattened, transposed or cast: the sum of such a tensor is the number of its rows."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    t, via = output, []
+    for _ in range(32):
+        n = producer.get(t)
+        if n is None:
+            return None
+        if n.op_type == "Softmax":
+            return n.name or t, ", ".join(reversed(via))
+        if n.op_type not in SUM_PRESERVING or not n.input:
+            return None
+        via.append(n.op_type)
+        t = n.input[0]
+    return None
 
 
 def export_backward(model: Model, out: str | os.PathLike, spec: GradSpec | None = None,

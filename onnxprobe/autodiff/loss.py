@@ -145,6 +145,17 @@ def _cross_entropy(b: GraphBuilder, g, y, yshape, elem, dtype, labels: np.ndarra
             raise UsageError(f"--labels: dtype {labels.dtype}; give integer class indices or float probabilities")
         axis = class_axis(yshape, labels.shape)
         r = r if r is not None else labels.ndim + 1
+        if yshape is not None:
+            rest = [d for i, d in enumerate(yshape) if i != axis]
+            if any(isinstance(d, int) and d != got for d, got in zip(rest, labels.shape)):
+                raise UsageError(f"--labels: shape {list(labels.shape)}, but output {y!r} of shape {_fmt(yshape)} has "
+                                 f"{_fmt(rest)} without its class axis {axis}")
+        classes = yshape[axis] if yshape is not None else None
+        if labels.size and (int(labels.min()) < 0 or (isinstance(classes, int) and int(labels.max()) >= classes)):
+            bad = int(labels.min()) if int(labels.min()) < 0 else int(labels.max())
+            of = f" of the {classes} classes (0..{classes - 1})" if isinstance(classes, int) else ""
+            raise UsageError(f"--labels: class index {bad} is not one{of} of output {y!r}; give class indices "
+                             "0..C-1 along the class axis, or class probabilities")
         lshape = [d for i, d in enumerate(yshape) if i != axis] if yshape is not None else list(labels.shape)
         g.input.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(labels.dtype), lshape))
     r = r if r is not None else labels.ndim + (0 if soft else 1)

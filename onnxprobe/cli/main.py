@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
+import sys
+
 import typer
+from typer.core import TyperGroup
 
 from onnxprobe import __version__
+from onnxprobe.cli.output import error
 from onnxprobe.cli.debug import debug
 from onnxprobe.cli.diff import diff
 from onnxprobe.cli.extract import extract
@@ -17,8 +21,38 @@ from onnxprobe.cli.layers import layers
 from onnxprobe.cli.mark import mark
 from onnxprobe.cli.merge_stats import merge_stats
 
+class _Group(TyperGroup):
+    """The app's command group: errors that Typer and click raise themselves (a bad option value, a
+    missing argument, an unknown option or command) get the one-line format of every other error; help
+    that a bare command asks for is shown as usual."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        try:  # typer >= 0.16 vendors click; older ones use it
+            from typer._click.exceptions import ClickException, NoArgsIsHelpError
+        except ImportError:  # pragma: no cover
+            from click.exceptions import ClickException, NoArgsIsHelpError
+
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except NoArgsIsHelpError as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except ClickException as e:
+            ctx = getattr(e, "ctx", None)
+            where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+            error(f"{e.format_message()}{where}")
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            error("aborted")
+            sys.exit(1)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
 app = typer.Typer(
     name="onnxprobe",
+    cls=_Group,
     help="See inside ONNX models: probe intermediate tensors, find where the numbers go wrong.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

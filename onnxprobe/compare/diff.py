@@ -17,7 +17,9 @@ from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError, first_line
 from onnxprobe.graph.select import Selection, check_criteria, select
 from onnxprobe.graph.shapes import concrete_sizes
-from onnxprobe.match.engine import FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched, match
+from onnxprobe.match.engine import (
+    DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched, match,
+)
 from onnxprobe.match.observe import Observable
 from onnxprobe.runtime.budget import default_budget, plan_chunks
 from onnxprobe.runtime.feeds import model_inputs
@@ -149,17 +151,21 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
 def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance | None,
          per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
          introduced: bool = True, max_memory: int | None = None, progress=None,
-         device_metrics: bool | None = None) -> DiffResult:
+         device_metrics: bool | None = None, reject=None) -> DiffResult:
     """Pairs are measured in chunks: each chunk runs both sides exposing only its own tensors (and the
     A values that its introduced-error cones start from), so at most ``max_memory`` bytes of raw tensors
     are alive at once (default: a quarter of the available memory). Tensors produced on a GPU stay
     there and their metrics are computed there (runtime.device_metrics): only scalars reach the host.
     ``device_metrics`` forces that path on or off (default: on for CUDA sides). ``tolerance`` None: the
-    default for what is compared (``default_tolerance``)."""
+    default for what is compared (``default_tolerance``). ``reject(pair)``: a reason when a pair the
+    matching made must not be measured (two tensors that are different functions of the data); both
+    tensors then stay unmatched with it."""
     tolerance = tolerance or default_tolerance(a, b)
     if a.runner.takes_feeds and b.runner.takes_feeds:
         check_same_inputs(a.model.proto, b.model.proto)
     matching = match(a.observation.observables, b.observation.observables, user_map)
+    if reject is not None:
+        _reject(matching, reject)
     report, sel_b = selected_pairs(a, b, matching, selection)
     with_cones = introduced and b.runs_graphs
     by_b = {p.b.probe: p for p in matching.pairs if p.b.kind == "float"}
@@ -190,6 +196,18 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     explain_unmatched(matching, a, b)
     return DiffResult(a, b, results, matching, sel_b, first, outputs_failed, measured_label(a, b),
                       list(dict.fromkeys(notes)), criterion=tolerance.describe())
+
+
+def _reject(matching: Matching, reject) -> None:
+    kept = []
+    for p in matching.pairs:
+        why = reject(p) if p.strategy != "map" else None  # a pair the user gave is never second-guessed
+        if why is None:
+            kept.append(p)
+        else:
+            matching.unmatched_a.append(Unmatched(p.a, f"{why} (the {p.strategy} match to {p.b.name!r} is refused)", DIFFERENT_FUNCTION))
+            matching.unmatched_b.append(Unmatched(p.b, f"{why} (the {p.strategy} match to {p.a.name!r} is refused)", DIFFERENT_FUNCTION))
+    matching.pairs[:] = kept
 
 
 def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:

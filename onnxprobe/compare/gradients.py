@@ -160,3 +160,34 @@ def grad_reason(pair) -> str:
     if pair.strategy == "name":
         return f"gradient of {base} in both"
     return f"gradients: {pair.reason}"
+
+
+def folded_weights(a: onnx.ModelProto, b: onnx.ModelProto):
+    """A pair filter for weight gradients: a weight whose layer feeds a BatchNormalization in one model but
+    not in the other (the BatchNormalization folded into it) is another function of the data there, and
+    its gradient too: such pairs are refused, whatever matched them (node names, structure)."""
+    def feeds_bn(model: onnx.ModelProto) -> dict[str, bool]:
+        consumers: dict[str, list] = {}
+        for n in model.graph.node:
+            for i in n.input:
+                consumers.setdefault(i, []).append(n)
+        out = {}
+        for n in model.graph.node:
+            for w in n.input[1:]:
+                out.setdefault(w, any(c.op_type == "BatchNormalization" and c.input and c.input[0] == n.output[0]
+                                      for c in consumers.get(n.output[0], [])) if n.output else False)
+        return out
+
+    bn_a, bn_b = feeds_bn(a), feeds_bn(b)
+
+    def reject(pair) -> str | None:
+        if not (pair.a.effective_op.endswith(" weight") and pair.b.effective_op.endswith(" weight")):
+            return None
+        fa, fb = bn_a.get(forward_name(pair.a.name) or ""), bn_b.get(forward_name(pair.b.name) or "")
+        if fa is None or fb is None or fa == fb:
+            return None
+        folded, plain = ("A", "B") if fb else ("B", "A")
+        return (f"a BatchNormalization is folded into this layer's weight in {folded} but follows it in {plain}: "
+                "the two weights are different functions of the data, and so are their gradients")
+
+    return reject

@@ -153,8 +153,15 @@ def expose(
         elem = t.tensor_type.elem_type if t is not None else None  # None: unknown, Cast at run time
         probe = Probe(ref=ref, stats_on_host=host_stats)
         g = site.graph
+        src = ref.name  # what the probes read: the tensor, or its float32 copy for the narrow types
+        if elem in NARROW_TYPES:
+            src = builder(g).node("Cast", [ref.name], f"{ref.name}.as_f32", to=TensorProto.FLOAT)
+            t = _retyped(t, TensorProto.FLOAT)
+            warnings.append(f"{ref.name}: {TensorProto.DataType.Name(elem).lower()} has no numpy type and few kernels; "
+                            "its values are probed cast to float32")
+            elem = TensorProto.FLOAT
         if stats and elem not in UNSUPPORTED_STATS_DTYPES:
-            row = builder(g).stats_row(ref.name, elem, ref.shape if ref.shape is not None else _rank_only(t), nonfinite)
+            row = builder(g).stats_row(src, elem, ref.shape if ref.shape is not None else _rank_only(t), nonfinite)
             top = lift(row, site.chain, row_type, "stats") if site.chain else row
             final = STATS_PREFIX + ref.name
             if final in names:
@@ -164,22 +171,38 @@ def expose(
             add_top_output(final, row_type)
             probe.stats_output = final
         if shapes and not site.chain:
-            shp = builder(g).node("Shape", [ref.name], SHAPE_PREFIX + ref.name)
+            shp = builder(g).node("Shape", [src], SHAPE_PREFIX + ref.name)
             add_top_output(shp, helper.make_tensor_type_proto(TensorProto.INT64, [None]))
             probe.shape_output = shp
         if want_raw(ref.name):
             if not site.chain:
-                add_top_output(ref.name, t)
-                probe.raw_output = ref.name
+                add_top_output(src, t)
+                probe.raw_output = src
             elif t is None or not elem:
                 warnings.append(f"{ref.name}: type unknown inside a subgraph; raw values not saved")
             else:
-                probe.raw_output = lift(ref.name, site.chain, t, "raw")
+                probe.raw_output = lift(src, site.chain, t, "raw")
                 add_top_output(probe.raw_output, _with_leading_dims(t, _loop_depth(site.chain)))
         probes.append(probe)
     for b in builders.values():
         b.interleave()
     return out, probes
+
+
+# element types with no numpy dtype (without ml_dtypes) and few onnxruntime kernels (no Shape for int4 at
+# opset 21, no Reduce* for float8): probed through a Cast to float32
+NARROW_TYPES = {getattr(TensorProto, k) for k in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
+                                                   "FLOAT8E8M0", "INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+                if hasattr(TensorProto, k)}
+
+
+def _retyped(t: onnx.TypeProto | None, elem: int) -> onnx.TypeProto | None:
+    if t is None:
+        return None
+    out = onnx.TypeProto()
+    out.CopyFrom(t)
+    out.tensor_type.elem_type = elem
+    return out
 
 
 def _rank_only(t: onnx.TypeProto | None) -> tuple | None:

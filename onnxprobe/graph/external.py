@@ -48,11 +48,33 @@ def is_external(t: TensorProto) -> bool:
 
 
 def _source(t: TensorProto, base_dir: str | os.PathLike) -> tuple[Path, int, int | None]:
-    info = ExternalDataInfo(t)
+    """Where a tensor's external data lies: a file inside the model's folder (symbolic links resolved
+    first, so a link that leads outside is refused as onnx and onnxruntime refuse it), an offset and a
+    length (non-negative integers)."""
+    try:
+        info = ExternalDataInfo(t)
+    except (ValueError, TypeError) as e:
+        raise ModelError(f"tensor {t.name!r}: malformed external data entry ({first_line(e)})") from None
     loc = Path(info.location)
     if not info.location or loc.is_absolute() or ".." in loc.parts:
         raise ModelError(f"tensor {t.name!r}: external data location {info.location!r} must be a relative path inside the model's folder")
-    return Path(base_dir) / loc, int(info.offset or 0), (int(info.length) if info.length is not None else None)
+    base = Path(base_dir).resolve()
+    path = (base / loc).resolve()
+    if path != base and base not in path.parents:
+        raise ModelError(f"tensor {t.name!r}: external data location {info.location!r} leads outside the model's folder "
+                         f"(a symbolic link to {path}); refusing to read it")
+    try:
+        offset = int(info.offset or 0)
+        length = int(info.length) if info.length is not None else None
+    except (TypeError, ValueError):
+        raise ModelError(f"tensor {t.name!r}: external data offset/length {info.offset!r}/{info.length!r} are not numbers") from None
+    if offset < 0 or (length is not None and length < 0):
+        raise ModelError(f"tensor {t.name!r}: external data offset/length {offset}/{length} are negative")
+    return Path(base_dir) / loc, offset, length
+
+
+def _location(t: TensorProto) -> str:
+    return next((e.value for e in t.external_data if e.key == "location"), "")
 
 
 def tensor_nbytes(t: TensorProto) -> int:
@@ -60,9 +82,12 @@ def tensor_nbytes(t: TensorProto) -> int:
     if t.HasField("raw_data"):
         return len(t.raw_data)
     if is_external(t):
-        info = ExternalDataInfo(t)
-        if info.length is not None:
-            return int(info.length)
+        length = next((e.value for e in t.external_data if e.key == "length"), None)
+        if length is not None:
+            try:
+                return int(length)
+            except ValueError:
+                raise ModelError(f"tensor {t.name!r}: external data length {length!r} is not a number") from None
     if t.data_type == TensorProto.STRING:
         return sum(len(s) for s in t.string_data)
     n = 1
@@ -99,7 +124,7 @@ def load_lazy(path: str | os.PathLike, *, require_data: bool = True) -> LazyMode
             raise ModelError(f"{path}: external data file missing: {f.path} (keep it beside the model)")
     missing = {f.location for f in files if not f.exists}
     for t in all_tensors(model):
-        if is_external(t) and tensor_nbytes(t) <= SMALL_TENSOR and ExternalDataInfo(t).location not in missing:
+        if is_external(t) and tensor_nbytes(t) <= SMALL_TENSOR and _location(t) not in missing:
             _source(t, base)
             try:
                 load_external_data_for_tensor(t, str(base))
@@ -121,7 +146,7 @@ def external_files(model: onnx.ModelProto, base_dir: str | os.PathLike) -> list[
     found: dict[str, list] = {}
     for t in all_tensors(model):
         if is_external(t):
-            loc = ExternalDataInfo(t).location
+            loc = _location(t)
             entry = found.setdefault(loc, [0, 0])
             entry[0] += 1
             entry[1] += tensor_nbytes(t)
@@ -178,6 +203,8 @@ def write_model(
     temporary files before they replace OUT; an exception from it leaves OUT untouched. Files in
     ``protect`` (the input model's own data files) are never written: a UsageError says so."""
     o = check_output_path(out)
+    if o.exists() and not o.is_file():  # /dev/null, /dev/full, a FIFO: written in place, never replaced
+        return _write_in_place(model, o, external)
     if o.exists() and o.resolve() in {Path(p).resolve() for p in protect}:
         raise UsageError(f"{o}: is the input model's external data; choose another output path")
     folder = o.parent if str(o.parent) else Path(".")
@@ -227,6 +254,21 @@ def write_model(
         for p in tmp_paths:
             if p.exists():
                 p.unlink()
+
+
+def _write_in_place(model: onnx.ModelProto, o: Path, external: bool | None) -> Written:
+    """A model written into a special file (a device, a FIFO): renaming a temporary file over it would
+    replace the device, so the bytes go straight in; weights cannot go beside it."""
+    if external or any(is_external(t) for t in all_tensors(model)) or model_size(model) >= PROTO_LIMIT:
+        raise UsageError(f"{o}: is not a regular file, and this model's weights need a data file beside it; "
+                         "choose a file name")
+    try:
+        data = model.SerializeToString()
+        with open(o, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        raise UsageError(f"{o}: cannot write it ({e.strerror or e}); nothing written") from e
+    return Written(o, None, len(data))
 
 
 def _save_header(m: onnx.ModelProto, path: Path) -> None:

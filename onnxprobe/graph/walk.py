@@ -52,7 +52,7 @@ def implicit_inputs(node: onnx.NodeProto) -> list[str]:
         defined = set(outer_defined)
         defined.update(i.name for i in g.input)
         defined.update(i.name for i in g.initializer)
-        defined.update(i.name for i in g.sparse_initializer)
+        defined.update(i.values.name for i in g.sparse_initializer)
         for n in g.node:
             for i in n.input:
                 if i and i not in defined:
@@ -94,7 +94,7 @@ def constant_tensors(model: onnx.ModelProto, sites: list[NodeSite] | None = None
 
     def inits(g: onnx.GraphProto) -> None:
         const.update(i.name for i in g.initializer)
-        const.update(i.name for i in g.sparse_initializer)
+        const.update(i.values.name for i in g.sparse_initializer)
         for n in g.node:
             for _, sg in subgraphs(n):
                 inits(sg)

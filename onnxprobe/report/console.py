@@ -1,23 +1,54 @@
-"""The two output sinks: data to stdout, diagnostics (warnings, progress, errors) to stderr.
+"""The output sinks: data to stdout, diagnostics (warnings, progress, errors) to stderr.
 
 Colour follows the terminal: on a plain pipe, or with NO_COLOR set, Rich prints plain text. When stdout
 is not a terminal the table width is $COLUMNS or 120, so piped tables keep their layout.
+
+Every console here is a ``SafeConsole``: what it writes has every control character of the text escaped
+(``\\x1b`` shows as the four characters ``\\x1b``), except the line breaks the layout itself makes, and no
+string is read as Rich markup; so a name, doc string or path from a model cannot move the cursor, recolour
+the terminal or pass for a line of onnxprobe's own output. Rich's own control sequences (progress bars,
+colours) are kept.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
+from typing import Iterable
 
 from rich.console import Console
+from rich.segment import Segment
+
+from onnxprobe.text import clean
+
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+class SafeConsole(Console):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("markup", False)
+        kwargs.setdefault("highlight", False)
+        kwargs.setdefault("emoji", False)
+        super().__init__(*args, **kwargs)
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        safe = (Segment(clean(text) if _CONTROL.search(text) else text, style, control) if not control
+                else Segment(text, style, control) for text, style, control in buffer)
+        return super()._render_buffer(safe)
 
 
 def stdout_console() -> Console:
     width = None
     if not sys.stdout.isatty():
         width = int(os.environ.get("COLUMNS", "120") or 120)
-    return Console(width=width, soft_wrap=False, highlight=False)
+    return SafeConsole(width=width, soft_wrap=False)
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return SafeConsole(stderr=True)
+
+
+def console(**kwargs) -> Console:
+    """A SafeConsole with these options (the debugger's prompt front end)."""
+    return SafeConsole(**kwargs)

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from onnxprobe import __version__
-from onnxprobe.report.format import num, op, shape, shorten
+from onnxprobe.report.format import num, op, safe, shape, shorten
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -103,7 +103,8 @@ def diff_renderables(res, width: int = 120, order=None) -> list:
         if cells[0].startswith("▶"):
             style = "bold red"
         t.add_row(*cells, style=style)
-    out.append(Text(f"A: {d['a']}\nB: {d['b']}  (reference)\nmeasured: {d['measured']} · criterion: {d['criterion']}"))
+    out += [Text(f"A: {safe(d['a'])}"), Text(f"B: {safe(d['b'])}  (reference)"),
+            Text(f"measured: {d['measured']} · criterion: {d['criterion']}")]
     if d.get("grad"):
         g = d["grad"]
         out.append(Text(f"loss {g['loss']}: A {num(g['loss_a'], 6)}, B {num(g['loss_b'], 6)}"))
@@ -128,7 +129,7 @@ def diff_renderables(res, width: int = 120, order=None) -> list:
     shown_b = [u for u in d["unmatched_b"] if u["selected"]]
     for side, items in (("A", d["unmatched_a"]), ("B", shown_b)):
         if items:
-            shown = ", ".join(f"{u['name']} ({u['reason']})" for u in items[:3])
+            shown = ", ".join(f"{safe(u['name'])} ({safe(u['reason'])})" for u in items[:3])
             more = f" and {len(items) - 3} more (see --json)" if len(items) > 3 else ""
             out.append(Text(f"unmatched in {side}: {shown}{more}", style="dim"))
     if d["fp32_sensitivity"]:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import math
 
+from onnxprobe.text import clean
+
+safe = clean  # text from a model, for a Text or a table cell
+
 
 def num(v: float | None, digits: int = 4) -> str:
     """Significant digits, compact: 0.0001641, 1.234e+05, nan, inf."""
@@ -25,7 +29,9 @@ def shape(s: tuple | list | None) -> str:
 
 
 def shorten(name: str, width: int) -> str:
-    """Keep both ends of a long name: '/model/encoder/layer.0/…/MatMul_output_0'."""
+    """Keep both ends of a long name: '/model/encoder/layer.0/…/MatMul_output_0'. Control characters are
+    escaped first (``text.clean``): names come from model files."""
+    name = clean(name)
     if width <= 0 or len(name) <= width:
         return name
     if width <= 3:
@@ -54,4 +60,4 @@ def op(name: str, width: int = 14) -> str:
 def dtype(name: str | None) -> str:
     if not name:
         return "?"
-    return DTYPE_ABBREVIATIONS.get(name, name[:8])
+    return DTYPE_ABBREVIATIONS.get(name, clean(name)[:8])

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from onnxprobe import __version__
-from onnxprobe.report.format import num, op, shape, shorten
+from onnxprobe.report.format import num, op, safe, shape, shorten
 from onnxprobe.text import duration
 
 SCHEMA_VERSION = 1
@@ -126,7 +126,7 @@ def export_renderables(gp, path) -> list:
     bw = gp.backward
     inputs = [i.name for i in bw.model.graph.input if i.name not in {x.name for x in bw.model.graph.initializer}]
     outs = [o.name for o in bw.model.graph.output]
-    return [Text(f"wrote {path}: loss {gp.loss.kind}({gp.loss.output}) and {len(bw.grads)} gradients, "
-                 f"{bw.n_forward} forward + {bw.n_backward} backward nodes"),
-            Text(f"inputs: {', '.join(inputs)}"),
-            Text(f"outputs: {', '.join(outs[:8])}{' …' if len(outs) > 8 else ''}")]
+    return [Text(safe(f"wrote {path}: loss {gp.loss.kind}({gp.loss.output}) and {len(bw.grads)} gradients, "
+                      f"{bw.n_forward} forward + {bw.n_backward} backward nodes")),
+            Text(safe(f"inputs: {', '.join(inputs)}")),
+            Text(safe(f"outputs: {', '.join(outs[:8])}{' …' if len(outs) > 8 else ''}"))]

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.format import shape as fmt_shape
-from onnxprobe.report.format import shorten
+from onnxprobe.report.format import safe, shorten
 
 SCHEMA_VERSION = 1
 MAX_LISTED = 12  # uninferred nodes / subgraphs shown before "... and N more"
@@ -104,7 +104,7 @@ def _dims(t) -> str:
 
 def _line(text: str, style: str | None = None) -> Text:
     """One line, cut with an ellipsis rather than wrapped."""
-    return Text(text, style=style or "", no_wrap=True, overflow="ellipsis")
+    return Text(safe(text), style=style or "", no_wrap=True, overflow="ellipsis")
 
 
 def _section(title: str, note: str = "") -> Text:
@@ -123,7 +123,7 @@ def io_table(inputs, outputs, width: int) -> Table:
     t.add_column(no_wrap=True, overflow="ellipsis")
     for label, items in (("input", inputs), ("output", outputs)):
         for k, v in enumerate(items):
-            t.add_row(label if k == 0 else "", Text(v.name), Text(v.dtype or "?"), Text(_dims(v)))
+            t.add_row(label if k == 0 else "", Text(safe(v.name)), Text(safe(v.dtype or "?")), Text(safe(_dims(v))))
         if not items:
             t.add_row(label, Text("none", style="dim"), "", "")
     return t
@@ -153,7 +153,7 @@ def _histogram(hist: dict[str, int], width: int) -> Text:
             op, n = col[r]
             if c:
                 line.append(" " * gap)
-            line.append(op.ljust(op_w[c]) + " ")
+            line.append(safe(op).ljust(op_w[c]) + " ")
             line.append(n.rjust(n_w[c]), style="cyan")
         line.rstrip()
         out.append_text(line)
@@ -173,7 +173,7 @@ def inspect_renderables(result, width: int = 120) -> list:
     s = result.summary
     out: list = []
     head = Text()
-    head.append(result.source, style="bold")
+    head.append(safe(result.source), style="bold")
     head.append(f"  {size(result.file_bytes)}", style="dim")
     if s.external:
         head.append(f" + {size(sum(f.bytes for f in s.external))} external data", style="dim")
@@ -226,7 +226,7 @@ def inspect_renderables(result, width: int = 120) -> list:
     if s.external:
         out.append(_section("external data"))
         for f in s.external:
-            line = Text(f"  {f.location}  {size(f.bytes)} in {plural(f.tensors, 'tensor')}")
+            line = Text(f"  {safe(f.location)}  {size(f.bytes)} in {plural(f.tensors, 'tensor')}")
             if not f.exists:
                 line.append("  missing", style="bold red")
             out.append(line)
@@ -234,7 +234,7 @@ def inspect_renderables(result, width: int = 120) -> list:
         out.append(_section("custom domains", "ops outside the ONNX standard: the runtime must provide them"))
         for d, ops in s.custom_domains.items():
             listed = ", ".join(f"{op} {n}" for op, n in ops.items())
-            out.append(Text(f"  {d}: {shorten(listed, max(30, width - len(d) - 4))}"))
+            out.append(Text(f"  {safe(d)}: {shorten(listed, max(30, width - len(d) - 4))}"))
     if s.functions:
         out.append(_section("model-local functions"))
         out.append(Text("  " + shorten(", ".join(s.functions), width - 2)))
@@ -242,7 +242,7 @@ def inspect_renderables(result, width: int = 120) -> list:
         out.append(_section("metadata"))
         for k, v in s.metadata.items():
             v = " ".join(v.split())
-            out.append(Text(f"  {k}: {shorten(v, max(20, width - len(k) - 4))}"))
+            out.append(Text(f"  {safe(k)}: {shorten(v, max(20, width - len(k) - 4))}"))
     return out
 
 
@@ -256,8 +256,8 @@ def _tensor_cell(ts, weights=frozenset()) -> Text:
         if not x.name:
             t.append("-", style="dim")
             continue
-        t.append(x.name, style="dim" if x.name in weights else None)
-        t.append(f" ({_dims(x)})", style="dim" if x.name in weights else "cyan")
+        t.append(safe(x.name), style="dim" if x.name in weights else None)
+        t.append(f" ({safe(_dims(x))})", style="dim" if x.name in weights else "cyan")
     return t
 
 
@@ -267,7 +267,7 @@ def _scoped_name(r, width: int) -> Text:
     t = Text()
     if r.scope and len(name) + 4 < width:
         t.append(shorten("/".join(r.scope), width - len(name) - 2) + ": ", style="dim")
-    t.append(name)
+    t.append(safe(name))
     return t
 
 
@@ -286,7 +286,7 @@ def nodes_table(result, width: int = 120) -> Table:
         io = _tensor_cell(r.inputs, r.weights)
         io.append(" → ", style="bold")
         io.append_text(_tensor_cell(r.outputs))
-        t.add_row(str(r.index), _scoped_name(r, name_w), Text(r.op_type), io)
+        t.add_row(str(r.index), _scoped_name(r, name_w), Text(safe(r.op_type)), io)
     return t
 
 

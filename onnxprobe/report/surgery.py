@@ -6,15 +6,15 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from onnxprobe.report.format import shorten
+from onnxprobe.report.format import safe, shorten
 from onnxprobe.report.inspect import dims, io_table, plural, size
 
 
 def _written(result) -> Text:
     t = Text("wrote ")
-    t.append(result.path, style="bold")
+    t.append(safe(result.path), style="bold")
     if result.data_path:
-        t.append(f" (weights in {result.data_path})")
+        t.append(f" (weights in {safe(result.data_path)})")
     t.append(f" · {size(result.bytes)} · IR {result.ir_version}")
     return t
 
@@ -46,8 +46,8 @@ def mark_table(result, width: int = 120) -> Table:
     for m in added:
         ti = result.types[m.output]
         node = "/".join(m.ref.scope + (m.ref.node,))
-        t.add_row(str(m.ref.index), Text(shorten(node, name_w)), Text(m.ref.op_type), Text(shorten(m.output, name_w)),
-                  Text(ti.dtype or "?"), Text(dims(ti.shape) if ti.kind == "tensor" else ti.kind))
+        t.add_row(str(m.ref.index), Text(shorten(node, name_w)), Text(safe(m.ref.op_type)), Text(shorten(m.output, name_w)),
+                  Text(safe(ti.dtype or "?")), Text(safe(dims(ti.shape)) if ti.kind == "tensor" else ti.kind))
     return t
 
 

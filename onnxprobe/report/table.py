@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
+from onnxprobe.text import clean
+
 
 @dataclass
 class FastTable:
@@ -27,6 +29,7 @@ class FastTable:
     def _line(self, cells: list[str]) -> str:
         parts = []
         for c, w, j in zip(cells, self.widths, self.justify):
+            c = clean(c)
             c = c if len(c) <= w else c[: max(w - 1, 0)] + "…"
             parts.append(c.rjust(w) if j == "right" else c.ljust(w))
         return (" " * self.gap).join(parts).rstrip()

@@ -62,7 +62,12 @@ def read_array(path: str | Path) -> np.ndarray:
         if p.suffix == ".npy":
             with open(p, "rb") as f:
                 shape, dtype = _npy_header(f)
+                header = f.tell()
             _check_header(shape, dtype, clean(p))
+            declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if declared > p.stat().st_size - header:
+                raise UsageError(f"{clean(p)}: declares {human_bytes(declared)} ({dtype} {list(shape)}) but holds "
+                                 f"{human_bytes(max(p.stat().st_size - header, 0))}: truncated or not what it claims")
             return np.load(p, allow_pickle=False)
         if p.suffix == ".pb":
             check_fits(2 * p.stat().st_size, f"{clean(p)}")
@@ -92,8 +97,14 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
                     continue
                 with z.open(info) as f:
                     shape, dtype = _npy_header(f)
-                _check_header(shape, dtype, f"{clean(p)}: array {clean(info.filename[:-4])!r}")
-                total += int(np.prod(shape, dtype=object)) * dtype.itemsize
+                    header = f.tell()
+                what = f"{clean(p)}: array {clean(info.filename[:-4])!r}"
+                _check_header(shape, dtype, what)
+                declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                if declared > info.file_size - header:
+                    raise UsageError(f"{what} declares {human_bytes(declared)} ({dtype} {list(shape)}) but holds "
+                                     f"{human_bytes(max(info.file_size - header, 0))}: truncated or not what it claims")
+                total += declared
             check_fits(total, f"{clean(p)} (all its arrays)")
         with np.load(p, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files if k != NAMES_ENTRY}

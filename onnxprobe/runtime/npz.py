@@ -2,8 +2,9 @@
 holds more than one chunk of tensors. The file appears (atomically renamed) only when closed cleanly.
 
 Entry names are safe: a tensor name is used as it is when it is a plain path of names (``conv1_out``,
-``/features/0/Conv_output_0`` as the PyTorch exporter writes them, ``onnx::Conv_27``); anything else
-(``../../x``, backslashes, control characters, a drive letter, very long names) gets a safe entry name, and the true names of every entry are stored in the entry
+``/features/0/Conv_output_0`` as the PyTorch exporter writes them, ``onnx::Conv_27``, ``Add@0``);
+anything else (``../../x``, empty or dot components, backslashes, control characters, a drive letter,
+names over 200 characters) gets a safe entry name, and the true names of every entry are stored in the entry
 ``NAMES_ENTRY`` (a string array, loadable without pickle) when any entry differs from its tensor name. ``np.load`` reads the archive as usual;
 ``runtime.arrays.read_npz`` maps the entries back to tensor names.
 """
@@ -21,15 +22,15 @@ from onnxprobe.errors import UsageError
 from onnxprobe.fileio import atomic_output
 
 NAMES_ENTRY = "onnxprobe.names"
-_PLAIN = re.compile(r"^/?[A-Za-z0-9_.\-:][A-Za-z0-9_.\-:/]{0,199}$")
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f\\]")  # control characters and backslashes
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 def safe_entry(name: str, k: int) -> str:
     """The archive entry (without ``.npy``) for tensor ``name``, the ``k``-th of the archive."""
     parts = name[1:].split("/") if name.startswith("/") else name.split("/")
-    if _PLAIN.match(name) and not _DRIVE.match(name) and all(p not in ("", ".", "..") for p in parts) \
-            and name != NAMES_ENTRY:
+    if 0 < len(name) <= 200 and not _UNSAFE.search(name) and not _DRIVE.match(name) and name != NAMES_ENTRY \
+            and all(p.strip() not in ("", ".", "..") for p in parts):
         return name
     return f"t{k}_" + re.sub(r"[^A-Za-z0-9_.\-]", "_", name.strip("/"))[:100]
 

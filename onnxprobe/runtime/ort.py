@@ -224,7 +224,8 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
     first = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", first)
     # drop the C++ source location and function signature that some messages start with
     first = re.sub(r"^/\S+:\d+ (?:[\w:~<>,*&\s]+\([^()]*(?:\([^()]*\)[^()]*)*\)\s*(?:const)?\s*)?", "", first)
-    return f"onnxruntime: {first[:400]}"
+    whole = " ".join([first] + lines[1:])  # the whole message, on one line: its second half often says which index
+    return f"onnxruntime: {whole[:800]}"
 
 
 def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_outputs: list[str] = (),

@@ -15,7 +15,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from onnxprobe.report.format import num, shape as fmt_shape, shorten
+from onnxprobe.report.format import num, safe, shape as fmt_shape, shorten
 from onnxprobe.api import TensorStats
 
 BLOCKS = " ▏▎▍▌▋▊▉█"
@@ -105,7 +105,7 @@ def kv_table(pairs: list[tuple[str, object]]) -> Text:
         if i:
             out.append("\n")
         out.append(f"{k:<{w}}  ", style="bold")
-        value = v if isinstance(v, Text) else Text(str(v))
+        value = v if isinstance(v, Text) else Text(safe(str(v)))
         for j, line in enumerate(value.split("\n")):
             if j:
                 out.append("\n" + " " * (w + 2))
@@ -127,7 +127,7 @@ def tensor_table(rows: list[dict], width: int = 120) -> Table:
         fin = ran and s.finite > 0
         cells.append([
             r.get("role", ""), r["name"], fmt_shape(r.get("shape")) if r.get("shape") is not None or r.get("known") else "?",
-            (r.get("dtype") or "?")[:8],
+            safe(r.get("dtype") or "?")[:8],
             num(s.min) if fin else ("not run" if s is not None and s.count == 0 else "-"),
             num(s.max) if fin else "-", num(s.mean) if fin else "-", num(s.std) if fin else "-",
             str(s.nan) if s is not None else "-", str(s.inf) if s is not None else "-", r.get("link", ""),

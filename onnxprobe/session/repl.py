@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.text import Text
 
 from onnxprobe.errors import OnnxProbeError, UsageError, debug_enabled, first_line, internal_error_text
+from onnxprobe.report.console import console
 from onnxprobe.session import commands as C
 from onnxprobe.session.inputs import session_notes
 from onnxprobe.session.state import State
@@ -282,8 +283,8 @@ def repl(state: State, *, out: Console | None = None, err: Console | None = None
     from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
     from prompt_toolkit.history import FileHistory, InMemoryHistory
 
-    out = out or Console(highlight=False, soft_wrap=False)
-    err = err or Console(stderr=True, highlight=False)
+    out = out or console(soft_wrap=False)
+    err = err or console(stderr=True)
     path = history_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

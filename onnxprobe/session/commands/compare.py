@@ -10,7 +10,7 @@ from rich.text import Text
 from onnxprobe import api
 from onnxprobe.errors import UsageError
 from onnxprobe.report.diff import diff_renderables
-from onnxprobe.report.format import num, shape as fmt_shape
+from onnxprobe.report.format import safe, num, shape as fmt_shape
 from onnxprobe.session.commands.table import Env, command, tag
 from onnxprobe.session.parse import parse_selection, pop_all, pop_option
 
@@ -64,11 +64,11 @@ def cmd_match(env: Env, args: list[str]):
     for p in m.pairs:
         if name in (p.a.name, p.a.key, p.a.probe, p.b.name, p.b.probe):
             out = Text()
-            out.append(p.a.name, style="bold")
-            out.append(f" (a: node {p.a.node}, {p.a.effective_op})  ↔  ")
-            out.append(p.b.name, style="bold")
-            out.append(f" (b: node {p.b.node}, {p.b.effective_op})\n")
-            out.append(f"matched by {p.strategy}: {p.reason}")
+            out.append(safe(p.a.name), style="bold")
+            out.append(safe(f" (a: node {p.a.node}, {p.a.effective_op})  ↔  "))
+            out.append(safe(p.b.name), style="bold")
+            out.append(safe(f" (b: node {p.b.node}, {p.b.effective_op})") + "\n")
+            out.append(safe(f"matched by {p.strategy}: {p.reason}"))
             r = next((r for r in res.results if r.pair is p), None)
             if r is not None and r.metrics is not None:
                 mt = r.metrics
@@ -78,7 +78,7 @@ def cmd_match(env: Env, args: list[str]):
     for side, items in (("a", m.unmatched_a), ("b", m.unmatched_b)):
         for u in items:
             if name in (u.obs.name, u.obs.key):
-                return [Text(f"{name} (model {side}, node {u.obs.node}) is not matched: {u.reason}")]
+                return [Text(safe(f"{name} (model {side}, node {u.obs.node}) is not matched: {u.reason}"))]
     raise UsageError(f"match: {name!r} is not a compared tensor of either model (diff --all lists them)")
 
 
@@ -111,7 +111,7 @@ def cmd_grad(env: Env, args: list[str]):
         st.set_all_inputs(dict(gp.extra_feed), origin=f"the loss's {what} ({target or labels or og})")
     grads = [g for g in gp.grads.values() if g in t.index.refs]
     t.probes = sorted(set(t.probes) | set(grads) | {gp.loss.loss}, key=t.index.position.__getitem__)
-    out = [Text(f"{tag(env, t)}loss {gp.loss.kind} of {gp.loss.output} ({gp.loss.loss}); backward graph attached: "
-                f"{len(grads)} gradient{'s' if len(grads) != 1 else ''}, now probed (stats, show NAME_grad, where nan)")]
+    out = [Text(safe(f"{tag(env, t)}loss {gp.loss.kind} of {gp.loss.output} ({gp.loss.loss}); backward graph attached: "
+                f"{len(grads)} gradient{'s' if len(grads) != 1 else ''}, now probed (stats, show NAME_grad, where nan)"))]
     out += [Text(f"note: {w}", style="dim") for w in dict.fromkeys(model.warnings)]
     return out

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from onnxprobe import api
 from onnxprobe.errors import UsageError
-from onnxprobe.report.format import shape as fmt_shape, shorten
+from onnxprobe.report.format import safe, shape as fmt_shape, shorten
 from onnxprobe.session import render
 from onnxprobe.session.inputs import session_notes
 from onnxprobe.session.parse import describe_selection, parse_selection
@@ -46,7 +46,7 @@ def cmd_inputs(env: Env, args: list[str]):
     if args:
         arrays = api.read_npz(args[0])
         env.state.set_all_inputs(arrays)
-        out.append(f"inputs from {args[0]}: {', '.join(arrays)}")
+        out.append(safe(f"inputs from {args[0]}: {', '.join(arrays)}"))
     return out + _inputs_table(env, t)
 
 
@@ -74,8 +74,8 @@ def cmd_input(env: Env, args: list[str]):
         raise UsageError(f"unknown input name {name!r}")
     v = feed[name]
     line = Text()
-    line.append(f"input {name}", style="bold")
-    line.append(f" ← {st.inputs.source(name)}: {v.dtype} [{fmt_shape(v.shape)}]  ")
+    line.append(safe(f"input {name}"), style="bold")
+    line.append(safe(f" ← {st.inputs.source(name)}: {v.dtype} [{fmt_shape(v.shape)}]  "))
     line.append_text(render.stats_line(api.TensorStats.from_array(v) if v.dtype.kind in "biuf" else None, compact=True))
     notes = [n for t in st.targets.values() for n in session_notes(st.feed(t)[2]) if n.startswith(f"input {name}:")]
     return [line] + [Text(f"note: {n}", style="dim") for n in dict.fromkeys(notes)]
@@ -131,7 +131,7 @@ def cmd_probe(env: Env, args: list[str]):
         w = max(env.width // 3, 20)
         for n in names:
             r = display_ref(t, n)
-            table.add_row(str(r.index), shorten(r.node, w), r.op_type, shorten(n, w), fmt_shape(r.shape), r.dtype or "?")
+            table.add_row(str(r.index), shorten(r.node, w), safe(r.op_type), shorten(n, w), safe(fmt_shape(r.shape)), safe(r.dtype or "?"))
         return [table, Text(f"{tag(env, t)}{len(names)} probes", style="dim")]
     raise bad("probe", f"unknown subcommand {sub!r}; use add, rm, list or clear")
 

@@ -11,7 +11,7 @@ from rich.text import Text
 from onnxprobe import api
 from onnxprobe.errors import UsageError
 from onnxprobe.fileio import write_file
-from onnxprobe.report.format import shape as fmt_shape
+from onnxprobe.report.format import safe, shape as fmt_shape
 from onnxprobe.session import render
 from onnxprobe.session.parse import format_slice, parse_selection, parse_slice, pop_option
 from onnxprobe.session.commands.table import Env, bad, command, layers_view, no_more, parse_int, resolve_tensor, tag, target_of
@@ -45,12 +45,12 @@ def cmd_run(env: Env, args: list[str]):
         names = list(t.probes) + [o for o in t.index.outputs if o not in set(t.probes)]
         bad = [n for n in names if (s := t.results.stats.get(n)) is not None and s.has_nonfinite]
         if bad:
-            out.append(Text(f"{label}{len(bad)} probed tensor{'s' if len(bad) != 1 else ''} with NaN/Inf, first {bad[0]} "
-                            f"(node {t.index.refs[bad[0]].node}); `where nan` finds the first of all tensors", style="bold red"))
+            out.append(Text(safe(f"{label}{len(bad)} probed tensor{'s' if len(bad) != 1 else ''} with NaN/Inf, first {bad[0]} "
+                                 f"(node {t.index.refs[bad[0]].node}); `where nan` finds the first of all tensors"), style="bold red"))
         outs = [o for o in t.index.outputs if o in t.index.refs]
         for o in outs[:MAX_OUTPUT_LINES]:
             line = Text(f"{label}output ")
-            line.append(o, style="bold")
+            line.append(safe(o), style="bold")
             line.append(f" [{fmt_shape(t.results.shapes.get(o))}]  ")
             line.append_text(render.stats_line(t.results.stats.get(o), compact=True))
             out.append(line)
@@ -79,7 +79,7 @@ def cmd_stats(env: Env, args: list[str]):
     st.ensure_stats(t, names)
     table, footer = layers_table(layers_view(env, t, names), env.width)
     if len(st.targets) > 1:
-        footer = Text.assemble(Text(f"[{t.label}] {t.name} · "), footer)
+        footer = Text.assemble(Text(safe(f"[{t.label}] {t.name} · ")), footer)
     return [table, footer]
 
 
@@ -118,12 +118,12 @@ def cmd_show(env: Env, args: list[str]):
     ref = t.index.refs[name]
     kind = t.index.kinds[name]
     head = Text(tag(env, t))
-    head.append(name, style="bold")
+    head.append(safe(name), style="bold")
     origin = {"input": "graph input", "initializer": "weight"}.get(kind, f"from node {ref.node} ({ref.op_type})")
-    head.append(f"  {origin} · {value.dtype} [{fmt_shape(value.shape)}]", style="dim")
+    head.append(safe(f"  {origin} · {value.dtype} [{fmt_shape(value.shape)}]"), style="dim")
     out: list = [head]
     if note:
-        out.append(Text(note, style="dim"))
+        out.append(Text(safe(note), style="dim"))
     numeric = value.dtype.kind in "biuf"
     out.append(render.stats_line(api.TensorStats.from_array(value) if numeric else None))
     label = "values" + (f"{format_slice(index)} → [{fmt_shape(np.shape(part))}]" if index is not None else "")

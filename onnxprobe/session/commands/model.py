@@ -8,7 +8,7 @@ from rich.text import Text
 
 from onnxprobe import api
 from onnxprobe.errors import UsageError
-from onnxprobe.report.format import shape as fmt_shape, shorten
+from onnxprobe.report.format import safe, shape as fmt_shape, shorten
 from onnxprobe.session import render
 from onnxprobe.session.parse import pop_option
 from onnxprobe.session.commands.table import Env, bad, command, fresh, no_more, node_index, node_view, tag, target_of
@@ -38,15 +38,15 @@ def cmd_info(env: Env, args: list[str]):
             for i, it in enumerate(items):
                 if i:
                     x.append("\n")
-                x.append(it["name"], style="bold")
+                x.append(safe(it["name"]), style="bold")
                 declared = fmt_shape(it["shape"])
                 actual = fmt_shape(feed[it["name"]].shape) if inputs and it["name"] in feed else (
                     fmt_shape(runtime[it["name"]]) if it["name"] in runtime else None)
-                x.append(f" {it['dtype'] or '?'} [{actual or declared}]")
+                x.append(safe(f" {it['dtype'] or '?'} [{actual or declared}]"))
                 if actual and actual != declared:
                     x.append(f" (declared [{declared}])", style="dim")
                 if inputs:
-                    x.append(f"  ← {st.inputs.source(it['name'])}", style="dim")
+                    x.append(safe(f"  ← {st.inputs.source(it['name'])}"), style="dim")
             return x
 
         pairs = [
@@ -92,7 +92,7 @@ def cmd_nodes(env: Env, args: list[str]):
     for h, w, j in (("#", need[0], "right"), ("node", node_w, "left"), ("op", need[2], "left"), ("inputs", in_w, "left"), ("outputs", out_w, "left")):
         table.add_column(h, justify=j, no_wrap=True, overflow="ellipsis", min_width=w, max_width=w)
     for r in rows:
-        table.add_row(r[0], shorten(r[1], node_w), r[2], shorten(r[3], in_w), shorten(r[4], out_w))
+        table.add_row(r[0], shorten(r[1], node_w), safe(r[2]), shorten(r[3], in_w), shorten(r[4], out_w))
     foot = Text(f"{tag(env, t)}{len(sites)} of {len(t.index.sites)} nodes", style="dim")
     return [table, foot]
 

@@ -10,6 +10,7 @@ from typing import Callable
 from rich.text import Text
 
 from onnxprobe.errors import UsageError
+from onnxprobe.report.format import safe
 from onnxprobe.session import render
 from onnxprobe.session.parse import pop_option, split
 from onnxprobe.session.state import State, Target
@@ -171,12 +172,12 @@ def node_view(env: Env, t: Target, index: int, title: str | None = None) -> list
     head = Text()
     head.append(tag(env, t))
     head.append(f"#{info.index}/{len(t.index.sites) - 1} ", style="dim")
-    head.append(info.name, style="bold")
-    head.append(f"  {info.op_type}", style="cyan")
+    head.append(safe(info.name), style="bold")
+    head.append(safe(f"  {info.op_type}"), style="cyan")
     if info.domain not in ("", "ai.onnx"):
-        head.append(f" ({info.domain})", style="dim")
+        head.append(safe(f" ({info.domain})"), style="dim")
     if info.scope:
-        head.append(f"  in {'/'.join(info.scope)}", style="dim")
+        head.append(safe(f"  in {'/'.join(info.scope)}"), style="dim")
     if title:
         head = Text.assemble(Text(title + "\n"), head)
     rows = []
@@ -194,8 +195,8 @@ def node_view(env: Env, t: Target, index: int, title: str | None = None) -> list
         for i, (k, v) in enumerate(info.attributes):
             if i:
                 attrs.append(", ")
-            attrs.append(f"{k}=", style="dim")
-            attrs.append(v)
+            attrs.append(safe(f"{k}="), style="dim")
+            attrs.append(safe(v))
         out.append(attrs)
     return out
 

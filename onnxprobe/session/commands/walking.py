@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from onnxprobe import api
+from onnxprobe.report.format import safe
 from onnxprobe.session.parse import pop_option
 from onnxprobe.session.state import Target
 from onnxprobe.session.commands.table import Env, bad, command, no_more, node_index, node_view, parse_int, tag, target_of
@@ -42,18 +43,18 @@ def cmd_where(env: Env, args: list[str]):
     kind = t.index.kinds[ref.name]
     pos = t.index.position[ref.name]
     msg = Text(f"{label}first tensor{scope} where {cond.text}: ")
-    msg.append(ref.name, style="bold")
+    msg.append(safe(ref.name), style="bold")
     msg.append(f" (tensor {pos} in topological order), ")
     if kind == "node":
         msg.append("produced by node ")
-        msg.append(ref.node, style="bold")
-        msg.append(f" ({ref.op_type}, #{ref.index})")
+        msg.append(safe(ref.node), style="bold")
+        msg.append(safe(f" ({ref.op_type}, #{ref.index})"))
         site = ref.index
     else:
         cons = t.index.consumers.get(ref.name, [])
         msg.append("a graph input" if kind == "input" else "a weight")
         if cons:
-            msg.append(f", read first by node {cons[0].name} ({cons[0].node.op_type}, #{cons[0].index})")
+            msg.append(safe(f", read first by node {cons[0].name} ({cons[0].node.op_type}, #{cons[0].index})"))
         site = cons[0].index if cons else None
     msg.append(f": {cond.describe(stats)}")
     out: list = [msg]

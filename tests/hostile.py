@@ -1,0 +1,365 @@
+"""A corpus of hostile inputs for every command: broken graphs, hostile files and paths, hostile names,
+impossible sizes, conflicting flags, unwritable outputs. Each case builds its files in a folder of its own
+and says which command line to run and what a correct answer looks like (an exit code, or 0 with a note
+for inputs that are legitimately fine, and a fragment the one-line message must contain)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import struct
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
+ESC = "\x1b[31m"
+FORGED = "x\nonnxprobe: error: FORGED"
+LONG = "n" * 10_000
+
+
+@dataclass
+class Case:
+    name: str
+    build: Callable[[Path], list[str]]  # folder -> argv (without the program name)
+    codes: tuple[int, ...] = (1, 2)  # acceptable exit codes
+    needle: str | None = None  # a fragment the error or note must contain
+    outputs: tuple[str, ...] = ()  # files the command may write (relative to the folder)
+    subprocess: bool = False  # run in a fresh process (bounded memory is measured there)
+    max_peak_mb: int | None = None
+    stdin: str | None = None
+    as_root: bool = True  # root writes into read-only folders: such a case says nothing when run as root
+    verdict: bool = False  # exit 1 may be a comparison that failed (no error line), not bad input
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17, ir=8, **kw) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, kw.pop("graph_name", "g"), inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="hostile")
+    m.ir_version = ir
+    for k, v in kw.items():
+        setattr(m, k, v)
+    return m
+
+
+def _vi(name, elem=TensorProto.FLOAT, shape=(2, 3)):
+    return helper.make_tensor_value_info(name, elem, list(shape) if shape is not None else None)
+
+
+def _relu(names=("x", "y"), node_name="relu", **kw) -> onnx.ModelProto:
+    x, y = names
+    return _model([helper.make_node("Relu", [x], [y], name=node_name)], [_vi(x)], [_vi(y)], **kw)
+
+
+def _save(folder: Path, model: onnx.ModelProto, name: str = "m.onnx") -> str:
+    p = folder / name
+    onnx.save(model, str(p))
+    return str(p)
+
+
+def _write(folder: Path, name: str, data: bytes) -> str:
+    p = folder / name
+    p.write_bytes(data)
+    return str(p)
+
+
+def _npy_header_only(shape, dtype="<f4") -> bytes:
+    header = repr({"descr": dtype, "fortran_order": False, "shape": tuple(shape)}).encode()
+    header += b" " * (64 - (len(header) + 11) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + b"\0" * 64
+
+
+def _readonly(folder: Path) -> str:
+    d = folder / "ro"
+    d.mkdir()
+    d.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    return str(d)
+
+
+def _external(folder: Path, **entries) -> str:
+    m = _model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [_vi("x")], [_vi("y")])
+    t = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2, 3])
+    t.data_location = TensorProto.EXTERNAL
+    base = {"location": "w.bin", "offset": "0", "length": "24"}
+    base.update(entries)
+    for k, v in base.items():
+        if v is not None:
+            e = t.external_data.add()
+            e.key, e.value = k, v
+    m.graph.initializer.append(t)
+    (folder / "w.bin").write_bytes(np.arange(6, dtype=np.float32).tobytes())
+    return _save(folder, m)
+
+
+def _symlink_outside(folder: Path) -> str:
+    secret = folder.parent / f"{folder.name}_secret.bin"
+    secret.write_bytes(np.full(6, 7, np.float32).tobytes())
+    (folder / "link.bin").symlink_to(secret)
+    return _external(folder, location="link.bin")
+
+
+def _sparse(folder: Path) -> str:
+    values = numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "w")
+    idx = numpy_helper.from_array(np.array([0, 4], np.int64), "w_idx")
+    sp = helper.make_sparse_tensor(values, idx, [2, 3])
+    m = _model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [_vi("x")], [_vi("y")])
+    m.graph.sparse_initializer.append(sp)
+    return _save(folder, m)
+
+
+def _typed_model(elem, opset=21, ir=10) -> onnx.ModelProto:
+    """x (float) -> Cast to a narrow type -> Cast back: tensors of that type in the middle."""
+    return _model([helper.make_node("Cast", ["x"], ["q"], name="to", to=elem),
+                   helper.make_node("Cast", ["q"], ["y"], name="back", to=TensorProto.FLOAT)],
+                  [_vi("x")], [_vi("y")], opset=opset, ir=ir)
+
+
+def _two_inputs(shape_b=("batch", 3)) -> onnx.ModelProto:
+    return _model([helper.make_node("Add", ["a", "b"], ["y"], name="add")],
+                  [_vi("a", shape=("batch", 3)), _vi("b", shape=shape_b)], [_vi("y", shape=("batch", 3))])
+
+
+def _cycle() -> onnx.ModelProto:
+    return _model([helper.make_node("Add", ["x", "z"], ["y"], name="a"), helper.make_node("Relu", ["y"], ["z"], name="b")],
+                  [_vi("x")], [_vi("y")])
+
+
+def _classifier(folder: Path, labels) -> list[str]:
+    m = _model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [_vi("x", shape=(2, 3))], [_vi("y", shape=(2, 4))],
+               [numpy_helper.from_array(np.ones((3, 4), np.float32), "w")])
+    np.save(folder / "labels.npy", np.asarray(labels))
+    return ["grad", _save(folder, m), "--loss", "cross-entropy", "--labels", str(folder / "labels.npy")]
+
+
+def sample(name: str) -> str:
+    return str(SAMPLES / f"{name}.onnx")
+
+
+MODEL_COMMANDS = {
+    "layers": lambda p, d: ["layers", p],
+    "layers_all": lambda p, d: ["layers", p, "--all"],
+    "diff_a": lambda p, d: ["diff", p, sample("mlp")],
+    "diff_b": lambda p, d: ["diff", sample("mlp"), p],
+    "vs_reference": lambda p, d: ["diff", p, "--vs-reference"],
+    "grad": lambda p, d: ["grad", p],
+    "inspect": lambda p, d: ["inspect", p],
+    "mark": lambda p, d: ["mark", p, "-o", str(d / "out.onnx")],
+    "extract": lambda p, d: ["extract", p, "-o", str(d / "out.onnx")],
+    "debug": lambda p, d: ["debug", p, "--script", str(_script(d, ["info", "run"]))],
+}
+
+
+def _script(folder: Path, lines: list[str]) -> Path:
+    p = folder / "s.txt"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+BROKEN_FILES: dict[str, Callable[[Path], str]] = {
+    "missing": lambda d: str(d / "nope.onnx"),
+    "folder": lambda d: str(d),
+    "empty": lambda d: _write(d, "m.onnx", b""),
+    "random_bytes": lambda d: _write(d, "m.onnx", np.random.default_rng(0).bytes(4096)),
+    "text": lambda d: _write(d, "m.onnx", b'{"not": "onnx"}\n'),
+    "truncated_half": lambda d: _write(d, "m.onnx", Path(sample("cnn")).read_bytes()[: Path(sample("cnn")).stat().st_size // 2]),
+    "truncated_10": lambda d: _write(d, "m.onnx", Path(sample("cnn")).read_bytes()[:10]),
+    "tensor_proto": lambda d: _write(d, "m.onnx", numpy_helper.from_array(np.ones(4, np.float32), "t").SerializeToString()),
+    "no_graph": lambda d: _write(d, "m.onnx", onnx.ModelProto(ir_version=8).SerializeToString()),
+}
+
+BROKEN_GRAPHS: dict[str, Callable[[Path], str]] = {
+    "undefined_input_type": lambda d: _save(d, _model([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                                                     [_vi("x", TensorProto.UNDEFINED)], [_vi("y")])),
+    "unknown_op": lambda d: _save(d, _model([helper.make_node("Frobnicate", ["x"], ["y"], name="f")], [_vi("x")], [_vi("y")])),
+    "custom_domain_op": lambda d: _save(d, _model([helper.make_node("Frob", ["x"], ["y"], name="f", domain="acme")], [_vi("x")], [_vi("y")])),
+    "missing_input": lambda d: _save(d, _model([helper.make_node("Add", ["x", "ghost"], ["y"], name="a")], [_vi("x")], [_vi("y")])),
+    "cycle": lambda d: _save(d, _cycle()),
+    "future_opset": lambda d: _save(d, _relu(opset=1000)),
+    "ir_zero": lambda d: _save(d, _relu(ir=0)),
+    "duplicate_outputs": lambda d: _save(d, _model([helper.make_node("Relu", ["x"], ["y"], name="a"),
+                                                   helper.make_node("Neg", ["x"], ["y"], name="b")], [_vi("x")], [_vi("y")])),
+    "external_missing_file": lambda d: (os.remove(_external(d) and d / "w.bin"), str(d / "m.onnx"))[1],
+    "external_length_nan": lambda d: _external(d, length="many"),
+    "external_offset_negative": lambda d: _external(d, offset="-8"),
+    "external_absolute": lambda d: _external(d, location="/etc/passwd"),
+    "external_parent": lambda d: _external(d, location="../w.bin"),
+    "external_symlink_outside": _symlink_outside,
+    "external_short": lambda d: _external(d, length="4000"),
+}
+
+# legitimately fine: onnxruntime runs them, so onnxprobe probes them (exit 0, maybe with a note)
+FINE_MODELS: dict[str, Callable[[Path], str]] = {
+    "sparse_initializer": _sparse,
+    "float8": lambda d: _save(d, _typed_model(TensorProto.FLOAT8E4M3FN)),
+    "int4": lambda d: _save(d, _typed_model(TensorProto.INT4)),
+    "escape_names": lambda d: _save(d, _relu((f"x{ESC}", f"y{ESC}"), node_name=f"relu{ESC}\x07")),
+    "newline_names": lambda d: _save(d, _relu(("x", FORGED), node_name=FORGED)),
+    "long_names": lambda d: _save(d, _relu(("x", LONG), node_name=LONG)),
+    "bidi_names": lambda d: _save(d, _relu(("x", "y\u202egnp.exe"), node_name="\u202erelu")),
+    "escape_doc_metadata": lambda d: _save(d, _with_metadata(_relu())),
+    "escape_file_name": lambda d: _save(d, _relu(), name=f"m{ESC}.onnx"),
+    "traversal_tensor_name": lambda d: _save(d, _relu(("x", "../../../tmp/onnxprobe_escape"))),
+}
+
+
+def _with_metadata(m: onnx.ModelProto) -> onnx.ModelProto:
+    m.doc_string = f"doc{ESC}\nonnxprobe: error: FORGED"
+    m.graph.doc_string = f"graph{ESC}"
+    p = m.metadata_props.add()
+    p.key, p.value = f"k{ESC}", f"v{ESC}\n"
+    return m
+
+
+def _cases() -> list[Case]:
+    out: list[Case] = []
+    for fname, make in BROKEN_FILES.items():
+        for cname, cmd in MODEL_COMMANDS.items():
+            out.append(Case(f"{fname}-{cname}", (lambda d, make=make, cmd=cmd: cmd(make(d), d)), outputs=("out.onnx",)))
+    for gname, make in BROKEN_GRAPHS.items():
+        for cname in ("layers", "diff_a", "grad", "inspect", "mark", "debug"):
+            cmd = MODEL_COMMANDS[cname]
+            # inspect and mark do not run the model: a graph that onnx.checker or onnxruntime refuses is
+            # described or copied with a note (a broken external-data entry is still an error)
+            codes = (0, 1, 2) if cname in ("inspect", "mark") else (1, 2)
+            out.append(Case(f"{gname}-{cname}", (lambda d, make=make, cmd=cmd: cmd(make(d), d)), codes, outputs=("out.onnx",)))
+    for fname, make in FINE_MODELS.items():
+        for cname in ("layers_all", "inspect", "mark", "debug", "vs_reference"):
+            cmd = MODEL_COMMANDS[cname]
+            # onnx.reference may disagree with onnxruntime (int4 rounding): a failed comparison, not an error
+            out.append(Case(f"{fname}-{cname}", (lambda d, make=make, cmd=cmd: cmd(make(d), d)),
+                            (0, 1) if cname == "vs_reference" else (0,), outputs=("out.onnx",), verdict=cname == "vs_reference"))
+    out += [
+        Case("save_traversal_names", lambda d: ["layers", FINE_MODELS["traversal_tensor_name"](d), "--all", "--save", str(d / "a.npz")],
+             (0,), outputs=("a.npz",)),
+        Case("sparse_3gb_zeros", lambda d: ["layers", _sparse_file(d)], subprocess=True, max_peak_mb=600),
+        Case("shape_impossible", lambda d: ["layers", sample("dynamic_batch"), "--shape", "x=100000000000x3x8x8"], (2,), "more than"),
+        Case("npz_declares_2gb", lambda d: ["layers", sample("mlp"), "--inputs", _zip_npy(d, "x", _npy_header_only((2**29,)))],
+             (2,), "declares 2 GiB", subprocess=True, max_peak_mb=600),
+        Case("npz_declares_huge", lambda d: ["layers", sample("mlp"), "--inputs", _zip_npy(d, "x", _npy_header_only((10**12,)))],
+             (2,), "more than"),
+        Case("npy_declares_huge", lambda d: ["layers", sample("mlp"), "--input", f"x={_write(d, 'x.npy', _npy_header_only((10**12,)))}"],
+             (2,), "more than"),
+        Case("npy_declares_more_than_it_holds", lambda d: ["layers", sample("mlp"), "--input",
+                                                            f"x={_write(d, 'x.npy', _npy_header_only((4, 16)))}"], (2,), "holds"),
+        Case("npy_object_array", lambda d: ["layers", sample("mlp"), "--input", f"x={_pickled_npy(d)}"], (2,), None),
+        Case("max_memory_zero", lambda d: ["layers", sample("mlp"), "--max-memory", "0"], (2,), "--max-memory"),
+        Case("max_memory_garbage", lambda d: ["layers", sample("mlp"), "--max-memory", "lots"], (2,), "--max-memory"),
+        Case("input_and_shape_disagree", lambda d: ["layers", sample("mlp"), "--input", f"x={_npy(d, 'x', (4, 16))}", "--shape", "x=2x16"],
+             (2,), "disagrees"),
+        Case("named_dim_two_sizes", lambda d: ["layers", _save(d, _two_inputs()), "--shape", "a=2x3", "--shape", "b=5x3"], (2,), "one named dimension"),
+        Case("diff_input_shapes_differ", lambda d: ["diff", _save(d, _two_inputs(), "a.onnx"), _save(d, _two_inputs(("batch", 4)), "b.onnx")],
+             (2,), "shape"),
+        Case("ragged_literal", lambda d: ["layers", sample("mlp"), "--input", "x=[[1,2],[3]]"], (2,), "rectangular"),
+        Case("seed_negative", lambda d: ["layers", sample("mlp"), "--seed", "-1"], (2,), "--seed"),
+        Case("int_range_empty", lambda d: ["layers", sample("mlp"), "--int-range", "5:5"], (2,), "LOW must be below HIGH"),
+        Case("int_range_garbage", lambda d: ["layers", sample("mlp"), "--int-range", "a:b"], (2,), "--int-range"),
+        Case("unknown_input", lambda d: ["layers", sample("mlp"), "--input", "nope=1"], (2,), "unknown input name"),
+        Case("wrong_dtype_file", lambda d: ["layers", sample("mlp"), "--input", f"x={_npy(d, 'x', (4, 16), np.int32)}"], (2,), "dtype"),
+        Case("wrong_rank_file", lambda d: ["layers", sample("mlp"), "--input", f"x={_npy(d, 'x', (16,))}"], (2,), "rank"),
+        Case("range_reversed", lambda d: ["layers", sample("cnn"), "--range", "5:2"], (2,), "reversed"),
+        Case("range_past_end", lambda d: ["layers", sample("cnn"), "--range", "0:9999"], (2,), "outside the model"),
+        Case("op_wrong_case", lambda d: ["layers", sample("cnn"), "--op", "conv"], (2,), "did you mean 'Conv'"),
+        Case("name_matches_nothing", lambda d: ["layers", sample("cnn"), "--name", "zzz*"], (2,), "matches no"),
+        Case("sort_bogus", lambda d: ["diff", sample("mlp"), "--vs-reference", "--sort", "bogus"], (2,), "--sort"),
+        Case("metric_bogus", lambda d: ["diff", sample("mlp"), "--vs-reference", "--metric", "bogus"], (2,), "--metric"),
+        Case("device_bogus", lambda d: ["layers", sample("mlp"), "--device", "tpu"], (2,), "--device"),
+        Case("opt_level_bogus", lambda d: ["layers", sample("mlp"), "--opt-level", "max"], (2,), "--opt-level"),
+        Case("sqnr_with_cosine", lambda d: ["diff", sample("mlp"), "--vs-reference", "--metric", "cosine", "--min-sqnr", "20"], (2,), "--min-sqnr"),
+        Case("two_references", lambda d: ["diff", sample("mlp"), sample("mlp"), "--vs-reference"], (2,), "exactly one reference"),
+        Case("no_reference", lambda d: ["diff", sample("mlp")], (2,), "exactly one reference"),
+        Case("grad_with_vs", lambda d: ["diff", sample("mlp"), "--grad", "--vs-reference"], (2,), "two models"),
+        Case("inputs_dir_with_input", lambda d: ["layers", sample("mlp"), "--inputs-dir", str(d), "--input", "x=1"], (2,), "--inputs-dir"),
+        Case("inputs_dir_empty", lambda d: ["layers", sample("mlp"), "--inputs-dir", str(d)], (2,), "no .npz"),
+        Case("target_without_mse", lambda d: ["grad", sample("mlp"), "--target", _npy(d, "t", (4, 8))], (2,), "--target goes with --loss mse"),
+        Case("mse_without_target", lambda d: ["grad", sample("mlp"), "--loss", "mse"], (2,), "--target"),
+        Case("loss_bogus", lambda d: ["grad", sample("mlp"), "--loss", "hinge"], (2,), "--loss"),
+        Case("labels_out_of_range", lambda d: _classifier(d, np.array([7, 1], np.int64)), (2,), "class"),
+        Case("labels_negative", lambda d: _classifier(d, np.array([-1, 1], np.int64)), (2,), "class"),
+        Case("labels_wrong_shape", lambda d: _classifier(d, np.array([1, 2, 3], np.int64)), (2,), "--labels"),
+        Case("wrt_matches_nothing", lambda d: ["grad", sample("mlp"), "--wrt", "zzz*"], (2,), "--wrt"),
+        Case("output_not_an_output", lambda d: ["grad", sample("mlp"), "--output", "nope"], (2,), "--output"),
+        Case("json_dev_full", lambda d: ["layers", sample("mlp"), "--json", "/dev/full"], (2,), "No space left", outputs=("/dev/full",)),
+        Case("json_readonly_folder", lambda d: ["layers", sample("mlp"), "--json", os.path.join(_readonly(d), "r.json")], (2,), "cannot write",
+             as_root=False),
+        Case("json_under_a_file", lambda d: ["layers", sample("mlp"), "--json", os.path.join(_write(d, "f.txt", b"x"), "r.json")], (2,), None),
+        Case("json_missing_folder", lambda d: ["layers", sample("mlp"), "--json", str(d / "no" / "r.json")], (2,), "does not exist"),
+        Case("save_readonly_folder", lambda d: ["layers", sample("mlp"), "--save", os.path.join(_readonly(d), "a.npz")], (2,), "cannot write",
+             as_root=False),
+        Case("save_under_a_file", lambda d: ["layers", sample("mlp"), "--save", os.path.join(_write(d, "f.txt", b"x"), "a.npz")], (2,), None),
+        Case("save_dev_full", lambda d: ["layers", sample("mlp"), "--all", "--save", "/dev/full"], (2,), "No space left"),
+        Case("save_grads_readonly", lambda d: ["grad", sample("mlp"), "--save-grads", os.path.join(_readonly(d), "g.npz")], (2,), "cannot write",
+             as_root=False),
+        Case("save_grads_under_a_file", lambda d: ["grad", sample("mlp"), "--save-grads", os.path.join(_write(d, "f.txt", b"x"), "g.npz")],
+             (2,), None),
+        Case("save_grads_dev_full", lambda d: ["grad", sample("mlp"), "--save-grads", "/dev/full"], (2,), "No space left"),
+        Case("export_dev_full", lambda d: ["grad", sample("mlp"), "--export", "/dev/full"], (2,), "No space left"),
+        Case("mark_dev_full", lambda d: ["mark", sample("mlp"), "-o", "/dev/full"], (2,), "No space left"),
+        Case("mark_external_dev_full", lambda d: ["mark", sample("external_data"), "-o", "/dev/full"], (2,), "regular file"),
+        Case("export_onto_model", lambda d: ["grad", _copy(d, "mlp"), "--export", str(d / "mlp.onnx")], (2,), "input model"),
+        Case("mark_onto_model", lambda d: ["mark", _copy(d, "mlp"), "-o", str(d / "mlp.onnx")], (2,), "input model"),
+        Case("mark_missing_folder", lambda d: ["mark", sample("mlp"), "-o", str(d / "no" / "o.onnx")], (2,), "does not exist"),
+        Case("mark_readonly", lambda d: ["mark", sample("mlp"), "-o", os.path.join(_readonly(d), "o.onnx")], (2,), "cannot write",
+             as_root=False),
+        Case("mark_under_a_file", lambda d: ["mark", sample("mlp"), "-o", os.path.join(_write(d, "f.txt", b"x"), "o.onnx")], (2,), None),
+        Case("extract_unknown_tensor", lambda d: ["extract", sample("mlp"), "-o", str(d / "o.onnx"), "--outputs", "ghost"], (2,), "ghost"),
+        Case("debug_script_binary", lambda d: ["debug", sample("mlp"), "--script", _write(d, "s.bin", b"\x00\x01\xff" * 100)], (2,), "binary"),
+        Case("debug_script_missing", lambda d: ["debug", sample("mlp"), "--script", str(d / "nope.txt")], (2,), "no such file"),
+        Case("debug_script_bad_lines", lambda d: ["debug", sample("mlp"), "--script",
+                                                  str(_script(d, ["frob", "show nope", "save x /dev/full", f"node {ESC}"]))], (1,), None),
+        Case("debug_save_readonly", lambda d: ["debug", sample("mlp"), "--script",
+                                               str(_script(d, [f"save y {_readonly(d)}/y.npy"]))], (1,), "cannot write", as_root=False),
+        Case("debug_save_dev_full", lambda d: ["debug", sample("mlp"), "--script", str(_script(d, ["save y /dev/full"]))], (1,), "No space left"),
+        Case("merge_not_json", lambda d: ["merge-stats", _write(d, "r.json", b"\xff\xfe")], (2,), "not a JSON"),
+        Case("merge_nested", lambda d: ["merge-stats", _write(d, "r.json", b"[" * 50_000 + b"]" * 50_000)], (2,), None),
+        Case("merge_wrong_types", lambda d: ["merge-stats", _write(d, "r.json", json.dumps(
+            {"schema_version": 3, "onnxprobe_version": "x", "model_id": "m", "selection": "s", "batches": "two", "tensors": []}).encode())],
+            (2,), "batches"),
+        Case("typer_missing_argument", lambda d: ["layers"], (2,), "Missing argument"),
+        Case("typer_bad_int", lambda d: ["layers", sample("mlp"), "--seed", "abc"], (2,), "--seed"),
+        Case("typer_unknown_option", lambda d: ["layers", sample("mlp"), "--frobnicate"], (2,), "--frobnicate"),
+        Case("typer_unknown_command", lambda d: ["frobnicate"], (2,), "frobnicate"),
+        Case("long_value_in_error", lambda d: ["layers", sample("mlp"), "--name", LONG], (2,), "chars)"),
+        Case("escape_in_flag_value", lambda d: ["layers", sample("mlp"), "--op", f"Relu{ESC}"], (2,), "--op"),
+        Case("newline_in_flag_value", lambda d: ["layers", sample("mlp"), "--input", f"x{FORGED}=1"], (2,), "unknown input"),
+    ]
+    return out
+
+
+def _npy(folder: Path, name: str, shape, dtype=np.float32) -> str:
+    p = folder / f"{name}.npy"
+    np.save(p, np.zeros(shape, dtype))
+    return str(p)
+
+
+def _pickled_npy(folder: Path) -> str:
+    p = folder / "obj.npy"
+    np.save(p, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    return str(p)
+
+
+def _zip_npy(folder: Path, key: str, data: bytes) -> str:
+    p = folder / "inputs.npz"
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr(f"{key}.npy", data)
+    return str(p)
+
+
+def _sparse_file(folder: Path) -> str:
+    p = folder / "zeros.onnx"
+    with open(p, "wb") as f:
+        f.truncate(3 * 2**30)
+    return str(p)
+
+
+def _copy(folder: Path, name: str) -> str:
+    p = folder / f"{name}.onnx"
+    p.write_bytes(Path(sample(name)).read_bytes())
+    return str(p)
+
+
+CASES = _cases()
