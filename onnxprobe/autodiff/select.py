@@ -32,14 +32,29 @@ class Target:
     kind: str  # "weight" | "activation" | "input"
 
 
+QUANT_OPS = ("QuantizeLinear", "DequantizeLinear")
+
+
+def quantization_params(model: onnx.ModelProto) -> set[str]:
+    """Tensors read only as the scale or zero point of QuantizeLinear / DequantizeLinear: they get no
+    gradient by design (the straight-through estimator passes none to them)."""
+    only: dict[str, bool] = {}
+    for n in model.graph.node:
+        for k, i in enumerate(n.input):
+            only[i] = only.get(i, True) and n.op_type in QUANT_OPS and k >= 1
+    return {t for t, q in only.items() if q}
+
+
 def weights(model: onnx.ModelProto) -> dict[str, np.ndarray | None]:
-    """Float weights of the main graph: name -> value (None when it cannot be read cheaply)."""
+    """Float weights of the main graph: name -> value (None when it cannot be read cheaply). Scales and
+    zero points of quantization are not weights here (``quantization_params``)."""
     out: dict[str, np.ndarray | None] = {}
+    qparams = quantization_params(model)
     for init in model.graph.initializer:
-        if init.data_type in FLOAT_TYPES and int(np.prod(init.dims)) >= 2:
+        if init.data_type in FLOAT_TYPES and int(np.prod(init.dims)) >= 2 and init.name not in qparams:
             out[init.name] = None
     for n in model.graph.node:
-        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output and n.output[0] not in qparams:
             for a in n.attribute:
                 if a.name == "value" and a.t.data_type in FLOAT_TYPES and int(np.prod(a.t.dims)) >= 2:
                     out[n.output[0]] = None

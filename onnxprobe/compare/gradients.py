@@ -101,15 +101,8 @@ def candidates(model: onnx.ModelProto, obs: Observation) -> list[tuple[str, Obse
         return Observable(key=key, name=t, probe=t, node=s.name, op_type=op, effective_op=f"{canonical(op)} weight",
                           index=s.index, shape=static_shape(types.get(t)), kind=kind, is_output=True)
 
-    qparam: dict[str, bool] = {}  # scales and zero points of QuantizeLinear / DequantizeLinear: no gradient by design
-    for s in sites:
-        for k, i in enumerate(s.node.input):
-            quant = s.node.op_type in ("QuantizeLinear", "DequantizeLinear") and k >= 1
-            qparam[i] = qparam.get(i, True) and quant
     out: list[tuple[str, Observable]] = []
-    for w in weights(model):
-        if qparam.get(w):
-            continue
+    for w in weights(model):  # scales and zero points of quantization are left out there
         o = weight_obs(w, w, "float")
         if o is not None:
             out.append((w, o))
