@@ -84,6 +84,7 @@ class InputSpec:
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    arrays_from: str = "--inputs"  # where ``arrays`` came from, as messages say it
 
     def names(self) -> list[str]:
         """Every input name the spec mentions."""

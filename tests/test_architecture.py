@@ -1,7 +1,8 @@
 """The layering rules, read from the source's own imports (imports inside functions count):
 
 - imports only go down: base (types, errors, fileio, text) < stats < graph < runtime | match | autodiff |
-  report < compare < api < session < cli; the packages of one level do not import each other;
+  report < compare < torch < api < session < cli; the packages of one level do not import each other;
+- only onnxprobe/torch/ imports torch (the optional extra), and only inside functions;
 - cli/ and session/ reach the rest of onnxprobe only through onnxprobe.api, onnxprobe.report and the base
   modules;
 - no import cycles between modules;
@@ -19,7 +20,9 @@ import pytest
 PKG = Path(__file__).resolve().parent.parent / "onnxprobe"
 BASE = {"onnxprobe", "onnxprobe.types", "onnxprobe.errors", "onnxprobe.fileio", "onnxprobe.text"}
 RANK = {"base": 0, "stats": 1, "graph": 2, "runtime": 3, "match": 3, "autodiff": 3, "report": 3, "compare": 4,
-        "api": 5, "session": 6, "cli": 7, "__main__": 8}
+        "torch": 4.5, "api": 5, "torch_facade": 5.5, "session": 6, "cli": 7, "__main__": 8}
+# ``import onnxprobe.torch as opt``: the package's own __init__ is a door onto api.torch, above it
+FACADES = {"onnxprobe.torch": "torch_facade"}
 FRONT_ENDS = {"cli", "session"}
 FRONT_END_MAY_USE = {"api", "report", "base"}  # and themselves; `debug` (cli) starts the REPL (session)
 MAX_LINES = 500
@@ -41,6 +44,8 @@ MODULES = modules()
 def layer(mod: str) -> str:
     if mod in BASE:
         return "base"
+    if mod in FACADES:
+        return FACADES[mod]
     return mod.split(".")[1]
 
 
@@ -146,3 +151,20 @@ def test_modules_are_small():
 @pytest.mark.parametrize("name", ["api", "report", "types", "errors", "fileio", "text"])
 def test_what_front_ends_may_use_exists(name):
     assert f"onnxprobe.{name}" in MODULES
+
+
+def test_only_the_torch_package_imports_torch():
+    """torch is an optional extra: the rest of onnxprobe never imports it, and onnxprobe/torch/ only
+    inside functions (through ``require_torch``), so that every command starts without it."""
+    bad = []
+    for m, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        top = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if not any(n == "torch" or n.startswith("torch.") for n in names):
+                continue
+            if layer(m) not in ("torch", "torch_facade") or id(node) in top:
+                bad.append(f"{m}:{node.lineno}")
+    assert not bad, f"torch imported outside onnxprobe/torch/ functions: {bad}"

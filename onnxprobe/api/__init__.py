@@ -14,8 +14,11 @@ Workflows, one module each:
 
 - ``core``: ``load``, ``plan``, ``feeds``, ``run``, ``layers``, ``save_tensors``, ``layers_dataset``,
   ``merge_stats`` (statistics of probed tensors, of one input or a dataset);
-- ``diff``: ``diff`` (against another model, device, opt level, onnx.reference or saved activations) and
-  ``diff_grad`` (the gradients of two models); ``sort_results``, ``Tolerance``;
+- ``diff``: ``diff`` (against another model, device, opt level, onnx.reference, saved activations or the
+  PyTorch module) and ``diff_grad`` (the gradients of two models, or of a model and torch autograd);
+  ``sort_results``, ``Tolerance``;
+- ``torch``: ``diff_torch``, ``diff_grad_torch`` (an export against its nn.Module, module by module),
+  ``torch_module``;
 - ``grad_plan`` / ``grad``: ``GradSpec``, ``grad_spec``, ``grad_plan``, ``export_backward``, ``grad``,
   ``grad_check``;
 - ``surgery``: ``inspect``, ``mark``, ``extract``;
@@ -38,6 +41,7 @@ from onnxprobe.api.inputs import (
     Feeds, ModelInput, check_value, input_spec, model_inputs, parse_input_files, parse_int_range, parse_shape_overrides, parse_size,
     read_array, read_npz, save_npz,
 )
+from onnxprobe.api.torch import diff_grad_torch, diff_torch, torch_module
 from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult, SurgeryResult, extract, inspect, mark
 from onnxprobe.compare.diff import SORTS, DiffResult, PairResult, sort_results
 from onnxprobe.graph.index import GraphIndex, NodeInfo, TensorInfo, attribute_text, index
@@ -60,7 +64,7 @@ __all__ = [
     "DEVICES", "OPT_LEVELS", "METRICS", "SORTS", "GRAD_OPT_LEVEL", "BACKWARD_TAG", "GRAD_SUFFIX", "CONDITION_EXAMPLES",
     # workflows
     "load", "as_model", "select", "plan", "feeds", "runner", "run", "layers", "raw_chunks", "save_tensors",
-    "layers_dataset", "merge_stats", "diff", "diff_grad", "sort_results", "grad_spec", "grad_plan", "export_backward",
+    "layers_dataset", "merge_stats", "diff", "diff_grad", "diff_torch", "diff_grad_torch", "torch_module", "sort_results", "grad_spec", "grad_plan", "export_backward",
     "grad", "grad_check", "inspect", "mark", "extract", "index", "attribute_text", "model_info", "where",
     "parse_condition", "interruptibly",
     # inputs

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from dataclasses import replace
 
+from onnxprobe.api.torch import diff_grad_torch, diff_torch
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
 from onnxprobe.compare.diff import DiffResult, check_same_inputs
 from onnxprobe.compare.diff import diff as _diff
-from onnxprobe.compare.gradients import candidates, folded_weights, grad_reason, grad_side, loss_value
+from onnxprobe.compare.gradients import candidates, folded_weights, grad_reason, grad_side, keep_wrt, loss_value
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
 from onnxprobe.compare.sides import Side, model_side, npz_side
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection
-from onnxprobe.match.observe import Observation, observe
+from onnxprobe.match.observe import observe
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_npz
 from onnxprobe.runtime.runners import make_runner
@@ -36,6 +36,7 @@ def diff(
     vs_opt_level: str | None = None,
     vs_reference: bool = False,
     vs_npz: str | os.PathLike | dict | None = None,
+    vs_torch=None,
     selection: Selection | None = None,
     config: RunConfig | None = None,
     inputs: InputSpec | None = None,
@@ -49,11 +50,19 @@ def diff(
 ) -> DiffResult:
     """Compare model A against a reference B: another model, the same model on another device or
     optimisation level, onnx.reference, or saved activations (an ``.npz`` path or a dict of arrays keyed
-    by tensor name). ``a`` and ``b`` are loaded Models or paths. ``result.verdict()`` says whether it
-    passed, and why not."""
-    modes = [b is not None, vs_device is not None, vs_opt_level is not None, vs_reference, vs_npz is not None]
+    by tensor name), or the PyTorch module it was exported from (``vs_torch``: see ``api.diff_torch``).
+    ``a`` and ``b`` are loaded Models or paths. ``result.verdict()`` says whether it passed, and why not."""
+    modes = [b is not None, vs_device is not None, vs_opt_level is not None, vs_reference, vs_npz is not None,
+             vs_torch is not None]
     if sum(modes) != 1:
-        raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-reference or --vs-npz")
+        raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-reference, "
+                         "--vs-npz or --vs-torch")
+    if vs_torch is not None:
+        if fp32_sensitivity:
+            raise UsageError("--fp32-sensitivity reruns a QDQ model A against a float model B: not with --vs-torch")
+        return diff_torch(a, vs_torch, selection=selection, config=config, inputs=inputs, tolerance=tolerance,
+                          per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory,
+                          progress=progress)
     config = config or RunConfig()
     a_model = as_model(a)
     label = a_model.source
@@ -86,9 +95,10 @@ def diff(
 
 def diff_grad(
     a: Model | str | os.PathLike,
-    b: Model | str | os.PathLike,
+    b: Model | str | os.PathLike | None = None,
     spec: GradSpec | None = None,
     *,
+    vs_torch=None,
     selection: Selection | None = None,
     config: RunConfig | None = None,
     inputs: InputSpec | None = None,
@@ -103,7 +113,15 @@ def diff_grad(
     diff matching (names, QDQ / QOperator keys, node names, structure; see compare.gradients) and measured
     with the diff metrics. ``spec.wrt`` (names or globs of forward tensors) keeps only those gradients;
     ``user_map`` and ``per_tensor`` take forward tensor names (or gradient names). A weight gradient that
-    fails the tolerance fails the comparison (``outputs_failed``)."""
+    fails the tolerance fails the comparison (``outputs_failed``). ``vs_torch`` instead of B: torch
+    autograd on the module A was exported from (``api.diff_grad_torch``)."""
+    if (b is None) == (vs_torch is None):
+        raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (one of them)")
+    if vs_torch is not None:
+        if user_map:
+            raise UsageError("--map is not used by diff --grad --vs-torch: parameters pair by value, modules by scope")
+        return diff_grad_torch(a, vs_torch, spec, selection=selection, config=config, inputs=inputs,
+                               tolerance=tolerance, per_tensor=per_tensor, max_memory=max_memory, progress=progress)
     spec = spec or GradSpec()
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
     a_model, b_model = as_model(a), as_model(b)
@@ -118,14 +136,7 @@ def diff_grad(
         sides.append(grad_side(m.source, m, plan, OrtRunner(plan.backward.model, config, m.source), cands, role))
     side_a, side_b = sides
     if spec.wrt:
-        def wanted(o) -> bool:
-            names = [f for f in (forward_name(o.name), forward_name(o.key)) if f]
-            return any(fnmatch.fnmatchcase(n, pat) for n in names for pat in spec.wrt)
-
-        for side in sides:
-            side.observation = Observation([o for o in side.observation.observables if wanted(o)], [], side.observation.hidden)
-        if not side_a.observation.observables:
-            raise UsageError(f"--wrt {', '.join(spec.wrt)}: no gradient of model A matches")
+        keep_wrt(sides, spec.wrt)
 
     def as_grad(name: str) -> str:
         return name if forward_name(name) else grad_name(name)
@@ -144,3 +155,4 @@ def diff_grad(
     res.notes[:0] = [n for n in fs.notes + list(a_model.warnings) + list(b_model.warnings)
                      if n not in res.notes]
     return res
+

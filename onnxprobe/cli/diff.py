@@ -26,6 +26,7 @@ def diff(
     vs_opt_level: Annotated[Optional[str], typer.Option("--vs-opt-level", help="Compare with itself at this optimisation level.", rich_help_panel=Cmp)] = None,
     vs_reference: Annotated[bool, typer.Option("--vs-reference", help="Compare onnxruntime with onnx.reference.ReferenceEvaluator.", rich_help_panel=Cmp)] = False,
     vs_npz: Annotated[Optional[Path], typer.Option("--vs-npz", help="Compare with activations saved elsewhere (.npz keyed by tensor name).", rich_help_panel=Cmp)] = None,
+    vs_torch: Annotated[Optional[str], typer.Option("--vs-torch", metavar="FILE.py:FUNC", help="Compare MODEL with the PyTorch module it was exported from: FUNC() returns the nn.Module or (module, example_args). Modules pair with their ONNX tensors by the exporter's scopes; with --grad, gradients against torch autograd. Needs the torch extra.", rich_help_panel=Cmp)] = None,
     map_: Annotated[Optional[Path], typer.Option("--map", help="JSON file {tensor of A: tensor of B}; overrides matching.", rich_help_panel=Cmp)] = None,
     atol: Annotated[Optional[list[str]], typer.Option("--atol", help="Absolute tolerance (allclose, max_abs, mean_abs, rmse), or NAME:VALUE for one tensor (repeatable). Default 1e-4.", rich_help_panel=Cmp)] = None,
     rtol: Annotated[Optional[list[str]], typer.Option("--rtol", help="Relative tolerance, or NAME:VALUE (repeatable). Default 1e-3.", rich_help_panel=Cmp)] = None,
@@ -76,6 +77,8 @@ def diff(
 
         onnxprobe diff model.onnx --vs-npz torch_acts.npz --metric cosine
 
+        onnxprobe diff model.onnx --vs-torch make_model.py:build    # the export against its nn.Module
+
         onnxprobe diff --grad model_int8.onnx model_fp32.onnx --loss cross-entropy --labels labels.npy
     """
     import json
@@ -110,19 +113,19 @@ def diff(
                                  ("--output-grad", output_grad), ("--wrt", wrt)) if v] + (["--loss"] if loss != "sum" else [])
     if not grad and loss_flags:
         raise UsageError(f"{loss_flags[0]} sets the loss of diff --grad: add --grad")
-    if grad and (reference is None or vs_device or vs_opt_level or vs_reference or vs_npz):
-        raise UsageError("diff --grad compares two models: give the reference model B (and no --vs-* option)")
+    if grad and (vs_device or vs_opt_level or vs_reference or vs_npz or (reference is None) == (vs_torch is None)):
+        raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (and no other --vs-* option)")
     max_mem = api.parse_size(max_memory) if max_memory else None
     with Progress(f"comparing {model.name}") as progress:
         if grad:
             spec = grad_spec_of(output, loss, target, labels, output_grad, wrt)
-            res = api.diff_grad(model, reference, spec, selection=selection,
+            res = api.diff_grad(model, reference, spec, vs_torch=vs_torch, selection=selection,
                                 config=api.RunConfig(device=device, opt_level=opt_level or api.GRAD_OPT_LEVEL),
                                 inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                                 progress=progress.update)
         else:
             res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
-                           vs_npz=vs_npz, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level or "off"),
+                           vs_npz=vs_npz, vs_torch=vs_torch, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level or "off"),
                            inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                            progress=progress.update, fp32_sensitivity=fp32_sensitivity)
     notes(res.notes)

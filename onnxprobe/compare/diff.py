@@ -151,7 +151,7 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
 def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance | None,
          per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
          introduced: bool = True, max_memory: int | None = None, progress=None,
-         device_metrics: bool | None = None, reject=None) -> DiffResult:
+         device_metrics: bool | None = None, reject=None, pair=None) -> DiffResult:
     """Pairs are measured in chunks: each chunk runs both sides exposing only its own tensors (and the
     A values that its introduced-error cones start from), so at most ``max_memory`` bytes of raw tensors
     are alive at once (default: a quarter of the available memory). Tensors produced on a GPU stay
@@ -159,11 +159,12 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     ``device_metrics`` forces that path on or off (default: on for CUDA sides). ``tolerance`` None: the
     default for what is compared (``default_tolerance``). ``reject(pair)``: a reason when a pair the
     matching made must not be measured (two tensors that are different functions of the data); both
-    tensors then stay unmatched with it."""
+    tensors then stay unmatched with it. ``pair(obs_a, obs_b, user_map)``: the Matching to use instead of
+    ``match.engine.match`` (a side that is not an ONNX model, such as a PyTorch module, pairs its own way)."""
     tolerance = tolerance or default_tolerance(a, b)
     if a.runner.takes_feeds and b.runner.takes_feeds:
         check_same_inputs(a.model.proto, b.model.proto)
-    matching = match(a.observation.observables, b.observation.observables, user_map)
+    matching = (pair or match)(a.observation.observables, b.observation.observables, user_map)
     if reject is not None:
         _reject(matching, reject)
     report, sel_b = selected_pairs(a, b, matching, selection)
@@ -185,6 +186,8 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
         part = [_measure(p, values_a, values_b, _tolerance(p, tolerance, per_tensor)) for p in pairs]
         if with_cones:
             _introduced(part, b, values_a, by_b, feeds, notes, keep_on_device=_on_device(b, device_metrics))
+        elif introduced and b.runner.replays:
+            _replayed(part, b, values_a, feeds, notes)
         results += part
         del values_a, values_b
         if progress is not None:
@@ -290,6 +293,22 @@ def _introduced(part: list[PairResult], b: Side, values_a: dict, by_b: dict, fee
     for r in part:
         ref = cone_out.get(r.pair.b.probe)
         va = values_a.get(r.pair.a.probe)
+        if ref is not None and va is not None and _shape(ref) == _shape(va):
+            r.introduced = pair_metrics(va, ref, r.tolerance.rtol)
+
+
+def _replayed(part: list[PairResult], b: Side, values_a: dict, feeds, notes: list[str]) -> None:
+    """Introduced error where B recomputes itself with A's values in place (``Runner.replay``): each
+    B value computed from A's values of the pairs measured with it."""
+    measured = [r for r in part if r.metrics is not None]
+    known = {r.pair.b.probe: values_a[r.pair.a.probe] for r in measured if r.pair.a.probe in values_a}
+    try:
+        got = b.runner.replay([r.pair.b.probe for r in measured], known, feeds)
+    except Exception as e:  # noqa: BLE001 - the accumulated numbers still stand
+        notes.append(f"introduced error not computed: {first_line(e)[:200]}")
+        return
+    for r in measured:
+        ref, va = got.get(r.pair.b.probe), values_a.get(r.pair.a.probe)
         if ref is not None and va is not None and _shape(ref) == _shape(va):
             r.introduced = pair_metrics(va, ref, r.tolerance.rtol)
 

@@ -18,12 +18,15 @@ stays unmatched. Weight gradients are the results of a backward pass, as outputs
 
 from __future__ import annotations
 
+import fnmatch
+
 import numpy as np
 import onnx
 
 from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.select import weights
 from onnxprobe.compare.sides import Side
+from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import walk
@@ -184,3 +187,16 @@ def folded_weights(a: onnx.ModelProto, b: onnx.ModelProto):
                 "the two weights are different functions of the data, and so are their gradients")
 
     return reject
+
+
+def keep_wrt(sides: list[Side], wrt: tuple[str, ...]) -> None:
+    """Keep the gradients of the forward tensors that ``wrt`` (names or globs) names, on each side; the
+    first side is model A, of which at least one must match."""
+    def wanted(o) -> bool:
+        names = [f for f in (forward_name(o.name), forward_name(o.key)) if f]
+        return any(fnmatch.fnmatchcase(n, pat) for n in names for pat in wrt)
+
+    for side in sides:
+        side.observation = Observation([o for o in side.observation.observables if wanted(o)], [], side.observation.hidden)
+    if not sides[0].observation.observables:
+        raise UsageError(f"--wrt {', '.join(wrt)}: no gradient of model A matches")

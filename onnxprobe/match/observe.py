@@ -58,6 +58,7 @@ class Observable:
     shape: tuple | None
     kind: str  # float | qdq | qoperator | dynamic
     is_output: bool = False
+    module: str | None = None  # the PyTorch module whose output this is (a --vs-torch side)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ def diff_dict(res, order=None) -> dict:
         d = {"index": r.pair.a.index, "a": r.pair.a.name, "b": r.pair.b.name, "key": r.pair.b.key, "node_a": r.pair.a.node, "node_b": r.pair.b.node,
              "op_type": r.pair.a.effective_op, "op_type_b": r.pair.b.effective_op, "strategy": r.pair.strategy, "reason": r.pair.reason,
              "shape": list(r.shape) if r.shape is not None else None, "is_output": r.pair.a.is_output or r.pair.b.is_output,
-             "passed": r.passed, "problem": r.problem}
+             "module": r.pair.b.module or r.pair.a.module, "passed": r.passed, "problem": r.problem}
         d.update(m.to_dict() if m else dict.fromkeys(["max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "exact", "worst_index"]))
         d["introduced_sqnr_db"] = _f(i.sqnr_db) if i else None
         d["introduced_max_abs"] = _f(i.max_abs) if i else None
@@ -43,6 +43,8 @@ def diff_dict(res, order=None) -> dict:
         "unmatched_a": [unmatched(u, True) for u in res.matching.unmatched_a],
         "unmatched_b": [unmatched(u, u.obs.name in res.selected_b) for u in res.matching.unmatched_b],
         "first_failure": res.first_failure.pair.a.name if res.first_failure else None,
+        "first_failure_module": (res.first_failure.pair.b.module or res.first_failure.pair.a.module)
+                                if res.first_failure else None,
         "outputs_passed": verdict == "pass",
         "notes": res.notes,
         "fp32_sensitivity": [x.to_dict() for x in res.sensitivity],

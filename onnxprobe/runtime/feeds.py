@@ -205,7 +205,7 @@ def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np
             raise UsageError(f"unknown input name {clean(name)!r}; the model's inputs are: {expected}")
     given: dict[str, tuple[np.ndarray, str]] = {}
     for name, value in spec.arrays.items():
-        given[name] = (np.asarray(value), "from --inputs")
+        given[name] = (np.asarray(value), f"from {spec.arrays_from}")
     for name, path in spec.files.items():
         if name in given:
             raise UsageError(f"input {clean(name)}: given both by --inputs and by --input; give it once")

@@ -49,6 +49,15 @@ class Runner(ABC):
         """The names among ``names`` this runner cannot return, with the reason."""
         return {}
 
+    # a runner that can compute its values again with some of them replaced (``replay``): the error each
+    # layer introduces on its own is then measured without running ONNX cones (a PyTorch module)
+    replays: ClassVar[bool] = False
+
+    def replay(self, names: list[str], known: dict, feeds: dict[str, np.ndarray]) -> dict:
+        """The values of ``names``, each computed from the values in ``known`` (name -> value of the
+        other side) where it reads them, instead of this runner's own."""
+        raise NotImplementedError
+
     @abstractmethod
     def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
         """Tensor name -> value for each name the runner can observe."""

@@ -1,0 +1,313 @@
+"""PyTorch as the reference: ``diff_torch`` compares an ONNX export with the ``nn.Module`` it was exported
+from, module by module; ``diff_grad_torch`` compares their gradients with torch autograd's.
+
+No names are given by hand: which ONNX tensor is which module's output is read from what the exporter
+wrote (dynamo's ``name_scopes`` metadata, legacy's ``/scope/`` node names; ``match.modules``), checked
+against one forward pass (``torch.pairing``). Modules that left no tensor of their own (folded, fused,
+elided, called twice, another layout) are listed with the reason, never silently dropped.
+
+    from onnxprobe import api
+    res = api.diff_torch("model.onnx", "make_model.py:build")   # or an nn.Module
+    print(res.verdict(), res.first_failure.pair.b.name)          # the first module that disagrees
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+
+import numpy as np
+import onnx
+
+from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
+from onnxprobe.compare.diff import DiffResult
+from onnxprobe.compare.diff import diff as _diff
+from onnxprobe.compare.gradients import candidates, grad_side, keep_wrt, loss_value
+from onnxprobe.compare.sides import Side, model_side
+from onnxprobe.errors import ExecutionError, UsageError
+from onnxprobe.graph.model import Model, as_model
+from onnxprobe.graph.select import Selection, select
+from onnxprobe.match.engine import DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, Matching, Pair, Unmatched
+from onnxprobe.match.modules import initializer_users
+from onnxprobe.match.observe import Observable, Observation, observe
+from onnxprobe.runtime import feeds as _feeds
+from onnxprobe.runtime.runners import make_runner
+from onnxprobe.runtime.runners.ort import OrtRunner
+from onnxprobe.stats.metrics import Tolerance
+from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe
+from onnxprobe.torch.load import load_module, require_torch
+from onnxprobe.torch.pairing import TorchPairing, pair_with_module
+from onnxprobe.torch.params import map_parameters
+from onnxprobe.torch.runner import OUTPUT, TorchRunner
+from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
+
+# float32 kernels of two runtimes differ by up to ~2.5e-6 on a 2-layer GPT-2 (measured); a wrong pairing
+# or a broken layer is >= 0.5 off: allclose with these leaves a 4x margin, and an atol is needed near zero
+EXPORT_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-4, why="the default for an export against its module; "
+                                                        "--metric, --atol, --rtol change it")
+HALF_TOLERANCE = Tolerance(atol=1e-2, rtol=1e-2, why="the default for a float16 export against its module")
+# gradients sum over the batch and the positions: their float32 rounding grows with those sizes
+GRAD_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-3, why="the default for gradients against torch autograd; "
+                                                      "--metric, --atol, --rtol change it")
+
+
+def torch_module(module) -> tuple[object, tuple | None]:
+    """(nn.Module, example args or None) from an nn.Module, a ``(module, args)`` tuple, or ``FILE.py:FUNC``."""
+    torch = require_torch()
+    if isinstance(module, (str, os.PathLike)):
+        return load_module(str(module))
+    if isinstance(module, tuple) and len(module) == 2 and isinstance(module[0], torch.nn.Module):
+        args = module[1] if isinstance(module[1], (tuple, list)) else (module[1],)
+        return module[0], tuple(args)
+    if isinstance(module, torch.nn.Module):
+        return module, None
+    raise UsageError(f"--vs-torch: expected an nn.Module or FILE.py:FUNC, got {type(module).__name__}")
+
+
+def _inputs(model: Model, inputs: InputSpec | None, example_args: tuple | None) -> InputSpec | None:
+    """The example arguments as the inputs, in the ONNX inputs' order, when none are given otherwise."""
+    if example_args is None or (inputs is not None and inputs.names()):
+        return inputs
+    torch = require_torch()
+    names = [i.name for i in _feeds.model_inputs(model.proto)]
+    tensors = [a for a in example_args if isinstance(a, torch.Tensor)]
+    if len(tensors) != len(names):
+        raise UsageError(f"--vs-torch: the example arguments hold {len(tensors)} tensor(s), the ONNX model takes "
+                         f"{len(names)} input(s) ({', '.join(names)}); give the inputs with --input")
+    arrays = {n: t.detach().cpu().numpy() for n, t in zip(names, tensors)}
+    base = inputs or InputSpec()
+    return InputSpec(seed=base.seed, int_range=base.int_range, arrays=arrays, arrays_from="the example arguments")
+
+
+def _default_tolerance(model: Model) -> Tolerance:
+    half = {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+    outs = [o.type.tensor_type.elem_type for o in model.proto.graph.output if o.type.HasField("tensor_type")]
+    return HALF_TOLERANCE if outs and all(t in half for t in outs) else EXPORT_TOLERANCE
+
+
+def _keep(model: Model, selection: Selection | None):
+    """A predicate over (ONNX tensor, module path) for a selection: everything by default; otherwise a
+    pair is kept when its tensor is selected in the ONNX model or its module path matches a --name glob."""
+    sel = selection or Selection()
+    if sel.all or not (sel.ops or sel.names or sel.range):
+        return None
+    in_a = {r.name for r in select(model.proto, sel, strict=False)}
+
+    def keep(tensor: str, path: str) -> bool:
+        return tensor in in_a or any(fnmatch.fnmatchcase(path, pat) for pat in sel.names)
+
+    return keep
+
+
+def _filtered(matcher, keep, what: str):
+    if keep is None:
+        return matcher
+
+    def pair(obs_a, obs_b, user_map=None) -> Matching:
+        m = matcher(obs_a, obs_b, user_map)
+        pairs = [p for p in m.pairs if p.a.is_output or p.b.is_output or p.strategy == "map" or keep(p.a.name, p.b.name)]
+        if not any(not (p.a.is_output or p.b.is_output) for p in pairs):
+            raise UsageError(f"the selection matches no {what} of the torch model (nor its ONNX tensor)")
+        return Matching(pairs, m.unmatched_a, m.unmatched_b)
+
+    return pair
+
+
+def _prepare(a, module, example_args, inputs, config):
+    a_model = as_model(a)
+    mod, args = torch_module(module)
+    args = example_args if example_args is not None else args
+    fs = _feeds.make_feeds(a_model.proto, _inputs(a_model, inputs, args))
+    return a_model, mod, fs, config or RunConfig()
+
+
+def _torch_pairing(a_model: Model, side_a: Side, mod, fs, max_memory: int | None = None) -> TorchPairing:
+    names = [i.name for i in _feeds.model_inputs(a_model.proto)]
+    runner = TorchRunner(mod, names, "torch")
+    return pair_with_module(a_model, side_a.observation, runner, fs.values,
+                            budget=max_memory // 8 if max_memory else None)
+
+
+def diff_torch(
+    a: Model | str | os.PathLike,
+    module,
+    *,
+    example_args: tuple | None = None,
+    selection: Selection | None = None,
+    config: RunConfig | None = None,
+    inputs: InputSpec | None = None,
+    tolerance: Tolerance | None = None,
+    per_tensor: dict | None = None,
+    user_map: dict[str, str] | None = None,
+    introduced: bool = True,
+    max_memory: int | None = None,
+    progress=None,
+) -> DiffResult:
+    """Compare ONNX model A (onnxruntime) with the PyTorch module it was exported from (``module``: an
+    nn.Module, ``(module, example_args)`` or ``"FILE.py:FUNC"``), module by module. The inputs are the
+    example arguments when the function gives them (and ``inputs`` gives none), else made from the ONNX
+    model's inputs as for every command. ``user_map``: ``{ONNX tensor: module path}`` overrides the
+    pairing; ``per_tensor`` takes ONNX tensor names or module paths. Each pair's ``b.name`` is the module
+    path; ``result.first_failure`` the first module that disagrees. ``introduced``: also run the module
+    once more with each paired module's output replaced by the ONNX value (teacher forcing), so that each
+    pair also says the error its module introduces on its own."""
+    a_model, mod, fs, config = _prepare(a, module, example_args, inputs, config)
+    side_a = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, config, a_model.source))
+    try:
+        tp = _torch_pairing(a_model, side_a, mod, fs, max_memory)
+        matcher = _filtered(tp.matcher({p for p, _ in mod.named_modules()}), _keep(a_model, selection), "module")
+        res = _diff(side_a, tp.side, fs.values, Selection(all=True), tolerance or _default_tolerance(a_model),
+                    per_tensor, user_map, introduced=introduced, max_memory=max_memory, progress=progress, pair=matcher)
+    except ExecutionError as e:
+        raise ExecutionError(f"{e}{fs.hint()}") from e
+    res.measured = f"a PyTorch export ({tp.exporter or 'unknown'} exporter) against its module, in float"
+    res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter)
+    return res
+
+
+def _exporter_note(kind: str | None) -> list[str]:
+    if kind is None:
+        return ["the ONNX file carries no module scopes (neither dynamo's name_scopes nor legacy /scope/ node names): "
+                "only the model outputs can be paired with the module"]
+    return []
+
+
+def diff_grad_torch(
+    a: Model | str | os.PathLike,
+    module,
+    spec: GradSpec | None = None,
+    *,
+    example_args: tuple | None = None,
+    selection: Selection | None = None,
+    config: RunConfig | None = None,
+    inputs: InputSpec | None = None,
+    tolerance: Tolerance | None = None,
+    per_tensor: dict | None = None,
+    max_memory: int | None = None,
+    progress=None,
+) -> DiffResult:
+    """Compare the gradients of ONNX model A (onnxprobe's backward graph) with torch autograd's on the
+    module it was exported from: the same loss (``spec``) on the same inputs. Weight gradients pair an
+    initializer with the parameters whose values it holds (as they are, transposed, or merged: the sum of
+    their gradients; ``torch.params``), input gradients by position, activation gradients through the
+    module pairing of ``diff_torch``. Initializers the exporter derived (folded BatchNormalization,
+    reordered RNN gates) have no parameter and are listed with the reason."""
+    spec = spec or GradSpec()
+    a_model, mod, fs, config = _prepare(a, module, example_args, inputs, config or RunConfig(opt_level=GRAD_OPT_LEVEL))
+    fwd_side = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu"), a_model.source))
+    try:
+        tp = _torch_pairing(a_model, fwd_side, mod, fs)
+    except ExecutionError as e:
+        raise ExecutionError(f"{e}{fs.hint()}") from e
+    cands = candidates(a_model.proto, observe(a_model.proto))
+    plan = grad_plan(a_model, GradSpec(spec.output, spec.loss, spec.target, spec.labels, spec.output_grad),
+                     feed=fs.values, names=[t for t, _ in cands], unsupported="skip")
+    side_a = grad_side(a_model.source, a_model, plan, OrtRunner(plan.backward.model, config, a_model.source), cands, "A")
+    if spec.wrt:
+        keep_wrt([side_a], spec.wrt)
+    outputs = [o.name for o in a_model.proto.graph.output]
+    modules = {p.a.name: p.b for p in tp.pairs if p.b.module}
+    runner = TorchGradRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], outputs.index(plan.loss.output),
+                             plan.loss.kind, spec.extra, plan.loss.class_axis, {b.module for b in modules.values()})
+    params = {n: p.detach().cpu().numpy() for n, p in mod.named_parameters()}  # one name per tensor
+    matching = _grad_matching(a_model, side_a.observation.observables, params, modules,
+                              {p for p, _ in mod.named_modules()})
+    side_b = Side("torch", a_model, runner, Observation([p.b for p in matching.pairs] + [u.obs for u in matching.unmatched_b]))
+    matcher = _filtered(lambda *_: matching, _keep(a_model, selection), "module or parameter")
+    try:
+        res = _diff(side_a, side_b, fs.values, Selection(all=True), tolerance or GRAD_TOLERANCE, per_tensor, None,
+                    introduced=False, max_memory=max_memory, progress=progress, pair=matcher)
+    except ExecutionError as e:
+        raise ExecutionError(f"{e}{fs.hint()}") from e
+    res.measured = f"gradients of the {spec.loss} loss: onnxprobe's backward graph against torch autograd"
+    res.grad = {"loss": spec.loss, "output_a": plan.loss.output, "output_b": f"output[{outputs.index(plan.loss.output)}]",
+                "loss_a": loss_value(side_a, fs.values), "loss_b": runner.loss_value}
+    res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter)
+    return res
+
+
+def _grad_obs(a: Observable, name: str, probe: str, op: str, module: str | None = None) -> Observable:
+    return Observable(key=a.key, name=name, probe=probe, node=op, op_type=op, effective_op=a.effective_op,
+                      index=a.index, shape=a.shape, kind="float", is_output=a.is_output, module=module)
+
+
+def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.ndarray],
+                   modules: dict[str, Observable], known: set[str]) -> Matching:
+    """A's gradient observables paired with torch's: weights through ``map_parameters`` (B is named by the
+    parameter: ``fc.weight``; parameters merged into one initializer ``ln1.weight+ln2.weight``), inputs
+    by position (``input[0]``), activations through the module pairing (``modules``: ONNX tensor -> the
+    module's observable of the forward pairing; B is named by the module path)."""
+    inputs = [i.name for i in _feeds.model_inputs(model.proto)]
+    weights = {o.name: forward_name(o.key) or forward_name(o.name) for o in obs_a if o.effective_op.endswith(" weight")}
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
+    inits = [i.name for i in model.proto.graph.initializer if i.data_type in floats]
+    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known))
+    with_grad = {forward_name(o.name) for o in obs_a if o.name in weights} | set(weights.values())
+    pairs, un_a = [], []
+    for o in obs_a:
+        t = forward_name(o.name) or o.name
+        if o.name in weights:
+            w = weights[o.name]
+            link = pm.links.get(t) or pm.links.get(w)
+            if link is None and o.kind != "float" and w in params and tuple(params[w].shape) == tuple(o.shape or ()):
+                pairs.append(Pair(o, _grad_obs(o, w, param_probe([w]), "parameter"), "torch-param",
+                                  f"gradient of the parameter {w} (the weight quantized from it)"))
+            elif link is None:
+                why = pm.refused.get(t) or pm.refused.get(w) or "no torch parameter holds its values"
+                un_a.append(Unmatched(o, why, DIFFERENT_FUNCTION if w in params else FOLDED))
+            else:
+                pairs.append(Pair(o, _grad_obs(o, "+".join(link.params), param_probe(link.params, link.transposed), "parameter"),
+                                  "torch-param", f"gradient of the parameter{'s' if len(link.params) > 1 else ''} "
+                                                 f"{', '.join(link.params)}: {link.how}"))
+        elif o.effective_op == "input" and t in inputs:
+            pairs.append(Pair(o, _grad_obs(o, f"input[{inputs.index(t)}]", f"{INPUT}{inputs.index(t)}", "input"),
+                              "torch-input", f"gradient of the forward() argument {inputs.index(t)}"))
+        elif t in modules:
+            b = modules[t]
+            probe = MODULE + (b.module if b.probe.startswith(OUTPUT) else b.probe)
+            pairs.append(Pair(o, _grad_obs(o, b.module, probe, "module", b.module), "torch-module",
+                              f"gradient of the output of module {b.module}"))
+        else:
+            un_a.append(Unmatched(o, "not a parameter, an input or a module output of the torch model", NO_COUNTERPART))
+    unused = {p: (why, FOLDED) for p, why in pm.unused.items()}
+    for i, link in pm.links.items():
+        if i not in with_grad:
+            for p in link.params:
+                unused[p] = (f"held by {i}, which has no gradient in A (the loss does not depend on it)", NO_GRADIENT)
+    un_b = []
+    for p, (why, cause) in unused.items():
+        b = Observable(key=grad_name(p), name=p, probe=param_probe([p]), node="parameter", op_type="parameter",
+                       effective_op="weight", index=1 << 30, shape=tuple(params[p].shape), kind="float", is_output=True)
+        un_b.append(Unmatched(b, why, cause))
+    return Matching(sorted(pairs, key=lambda p: p.a.index), un_a, un_b)
+
+
+def capture_torch(a: Model | str | os.PathLike, module, *, example_args: tuple | None = None,
+                  inputs: InputSpec | None = None) -> dict[str, np.ndarray]:
+    """torch's values keyed by the ONNX tensor names they stand for (``{onnx tensor: ndarray}``, the
+    model outputs included), from one forward pass: what ``diff --vs-npz`` reads, with the right keys."""
+    a_model, mod, fs, _ = _prepare(a, module, example_args, inputs, None)
+    runner = TorchRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], "torch")
+    tp = pair_with_module(a_model, observe(a_model.proto), runner, fs.values)
+    got = runner.values([p.b.probe for p in tp.pairs], fs.values)
+    return {p.a.name: got[p.b.probe] for p in tp.pairs if p.b.probe in got}
+
+
+def export_and_diff(module, example_args: tuple, *, dynamo: bool = True, path: str | os.PathLike | None = None,
+                    opset: int | None = None, **kwargs) -> DiffResult:
+    """Export ``module`` on ``example_args`` (``torch.onnx.export``, the dynamo or the legacy exporter) and
+    compare the export with the module at once (``diff_torch``; ``kwargs`` go there). ``path``: where to
+    write the .onnx file (default: a temporary folder, removed afterwards)."""
+    import tempfile
+    from pathlib import Path
+
+    from onnxprobe.torch.export import export
+
+    mod, _ = torch_module(module)
+    args = tuple(example_args) if isinstance(example_args, (tuple, list)) else (example_args,)
+    if path is not None:
+        written = export(mod, args, Path(path), dynamo=dynamo, opset=opset)
+        return diff_torch(written, mod, example_args=args, **kwargs)
+    with tempfile.TemporaryDirectory(prefix="onnxprobe-export-") as tmp:
+        written = export(mod, args, Path(tmp) / "model.onnx", dynamo=dynamo, opset=opset)
+        return diff_torch(as_model(written), mod, example_args=args, **kwargs)

@@ -1,0 +1,201 @@
+"""Which ONNX tensors stand for the outputs of which ``nn.Module``: read from the ONNX file alone.
+
+PyTorch's two exporters record module paths differently (measured with torch 2.13):
+
+- the **dynamo** exporter gives every node the metadata ``pkg.torch.onnx.name_scopes``, a Python-repr
+  list ``['', 'features', 'features.0', 'features.0.bn', '<fx node>']``: the full paths of the modules
+  whose forward the node ran in, outermost first;
+- the **legacy** (TorchScript) exporter names nodes ``/features/features.0/conv/Conv``: one component per
+  module whose forward ran, each component the module path from its last non-numeric atom (``body.0``
+  under ``features.1`` is ``features.1.body.0``), ModuleLists adding none; a second call of one module
+  gets ``_1`` (``/lin_1/Gemm``).
+
+A module's nodes are those that ran inside it (its descendants' included); its outputs are the float
+tensors those nodes make that leave the group (read by another node, or graph outputs), in node order,
+and the last one is the module's output. Modules with no node (a Dropout in eval mode, a Conv whose
+BatchNormalization the exporter folded into it) have no output here; ``torch.pairing`` explains them.
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+import onnx
+
+from onnxprobe.graph.shapes import value_types
+
+FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
+SCOPES_KEY = "pkg.torch.onnx.name_scopes"
+RULE_KEY = "pkg.onnxscript.rewriter.rule_name"
+_CALL = re.compile(r"^(.*?)_(\d+)$")
+
+
+@dataclass
+class ModuleScope:
+    path: str  # the module's dotted path ("" for the root module)
+    nodes: list[int] = field(default_factory=list)  # main-graph node indices that ran inside it
+    outputs: list[str] = field(default_factory=list)  # float tensors that leave it, in node order
+    calls: int = 1  # how many separate calls the exporter recorded (legacy "_1" scopes)
+    rewrites: list[str] = field(default_factory=list)  # the dynamo optimizer's rule names on its nodes
+
+    @property
+    def output(self) -> str | None:
+        return self.outputs[-1] if self.outputs else None
+
+
+def exporter(model: onnx.ModelProto) -> str | None:
+    """"dynamo", "legacy" or None, from what the nodes carry."""
+    nodes = list(model.graph.node)
+    if any(p.key == SCOPES_KEY for n in nodes for p in n.metadata_props):
+        return "dynamo"
+    if any(n.name.startswith("/") for n in nodes):
+        return "legacy"
+    return None
+
+
+def _meta(node: onnx.NodeProto, key: str) -> str | None:
+    return next((p.value for p in node.metadata_props if p.key == key), None)
+
+
+def dynamo_paths(node: onnx.NodeProto) -> list[str]:
+    """The module paths a dynamo-exported node ran in, outermost first ('' is the root)."""
+    raw = _meta(node, SCOPES_KEY)
+    if raw is None:
+        return []
+    try:
+        scopes = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return []
+    if not isinstance(scopes, (list, tuple)) or not scopes:
+        return []
+    return [str(s) for s in scopes[:-1]]  # the last entry is the FX node, not a module
+
+
+def _numeric_tail(full: list[str], comp: list[str]) -> list[str] | None:
+    """``full`` with a component like ``body.0`` folded into it when ``body`` is its last name atom."""
+    j = max((k for k, a in enumerate(full) if not a.isnumeric()), default=None)
+    if j is None or len(comp) < 2 or not all(a.isnumeric() for a in comp[1:]):
+        return None
+    if full[j:] == comp[: len(full) - j]:
+        return full[:j] + comp
+    return None
+
+
+def legacy_path(node_name: str, known: set[str] | None = None) -> tuple[str, int] | None:
+    """(module path, call index) of a legacy-exported node name such as ``/features/features.1/body/
+    body.0/conv/Conv``; None for a node outside every scope (``Constant_35``). ``known``: the model's
+    module paths, which settle the ambiguous cases (``lin_1``: a module of that name, or call 1 of lin)."""
+    if not node_name.startswith("/"):
+        return None
+    comps = node_name.split("/")[1:-1]
+    full: list[str] = []
+    call = 0
+    for c in comps:
+        atoms = c.split(".")
+        folded = _numeric_tail(full, atoms)
+        options = [o for o in (folded, full + atoms) if o is not None]
+        chosen = options[0]
+        if known is not None:
+            hit = next((o for o in options if ".".join(o) in known), None)
+            if hit is None:
+                m = _CALL.match(atoms[-1])
+                if m:  # a second call of a module: its component carries _k
+                    base = atoms[:-1] + [m.group(1)]
+                    for o in (_numeric_tail(full, base), full + base):
+                        if o is not None and ".".join(o) in known:
+                            hit, call = o, int(m.group(2))
+                            break
+            chosen = hit if hit is not None else chosen
+        full = chosen
+    return ".".join(full), call
+
+
+def module_scopes(model: onnx.ModelProto, known: set[str] | None = None) -> dict[str, ModuleScope]:
+    """Every module path the exporter recorded, with its nodes and the tensors that leave it."""
+    kind = exporter(model)
+    nodes = list(model.graph.node)
+    scopes: dict[str, ModuleScope] = {}
+
+    def add(path: str, i: int, call: int = 0) -> None:
+        s = scopes.setdefault(path, ModuleScope(path))
+        s.nodes.append(i)
+        s.calls = max(s.calls, call + 1)
+        rule = _meta(nodes[i], RULE_KEY)
+        if rule and rule not in s.rewrites:
+            s.rewrites.append(rule)
+
+    for i, n in enumerate(nodes):
+        if kind == "dynamo":
+            for p in dynamo_paths(n):
+                add(p, i)
+        elif kind == "legacy":
+            got = legacy_path(n.name, known)
+            if got is None:
+                continue
+            path, call = got
+            atoms = path.split(".") if path else []
+            add("", i)
+            for k in range(1, len(atoms) + 1):  # a node runs in every enclosing module too
+                prefix = ".".join(atoms[:k])
+                if known is None or prefix in known:
+                    add(prefix, i, call if k == len(atoms) else 0)
+    _escaping(model, scopes)
+    return scopes
+
+
+def _escaping(model: onnx.ModelProto, scopes: dict[str, ModuleScope]) -> None:
+    g = model.graph
+    nodes = list(g.node)
+    types = value_types(model)
+    graph_outputs = {o.name for o in g.output}
+    readers: dict[str, set[int]] = {}
+    for i, n in enumerate(nodes):
+        for x in n.input:
+            readers.setdefault(x, set()).add(i)
+
+    def is_float(t: str) -> bool:
+        tp = types.get(t)
+        return tp is None or not tp.HasField("tensor_type") or tp.tensor_type.elem_type in FLOAT_TYPES
+
+    for s in scopes.values():
+        members = set(s.nodes)
+        outs = []
+        for i in sorted(members):
+            n = nodes[i]
+            if n.op_type == "Constant":
+                continue
+            for o in n.output:
+                if o and is_float(o) and (o in graph_outputs or readers.get(o, set()) - members):
+                    outs.append(o)
+        s.outputs = outs
+
+
+def initializer_users(model: onnx.ModelProto, known: set[str] | None = None) -> dict[str, set[str]]:
+    """initializer -> the module paths of the nodes that read it (through Identity nodes: legacy keeps a
+    merged parameter's name as an Identity of the one it was merged into). Tells which of several
+    equal-valued parameters an exporter really merged into one initializer, and which it removed."""
+    kind = exporter(model)
+    nodes = list(model.graph.node)
+    source = {i.name: i.name for i in model.graph.initializer}
+    for n in nodes:  # Identity chains of initializers, in node order
+        if n.op_type == "Identity" and n.input and n.input[0] in source and n.output:
+            source[n.output[0]] = source[n.input[0]]
+    users: dict[str, set[str]] = {}
+    for n in nodes:
+        if kind == "dynamo":
+            paths = dynamo_paths(n)
+        elif kind == "legacy":
+            got = legacy_path(n.name, known)
+            atoms = got[0].split(".") if got and got[0] else []
+            paths = [".".join(atoms[:k]) for k in range(len(atoms) + 1)]
+        else:
+            paths = []
+        for x in n.input:
+            if x in source:
+                users.setdefault(source[x], set()).update(paths)
+                if n.op_type == "Identity" and n.output:  # the name legacy kept: the module it was
+                    users[source[x]].add(n.output[0].rpartition(".")[0])
+    return users

@@ -1,0 +1,159 @@
+"""PyTorch autograd as the reference for gradients: the module runs in eval mode (as it was exported) on
+the ONNX model's inputs, gets the same loss as ``autodiff.loss`` builds in ONNX, and one backward pass
+gives the gradients of its parameters, of its float inputs and of the outputs of the modules asked for.
+
+Probe names: ``param:NAME`` (a parameter, under any of its names when tied), ``input:K`` (the K-th
+input), ``module:PATH`` (the first tensor a module returns, at its first call; ``module:PATH@1,0,2``
+permuted as ``torch.runner`` probes are). A module output that a
+later op modifies in place (``ReLU(inplace=True)``) is cloned by the hook so that its own gradient is
+kept, not that of what overwrote it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxprobe.errors import ExecutionError, UsageError, first_line
+from onnxprobe.runtime.runners.base import Runner
+from onnxprobe.torch.load import require_torch
+from onnxprobe.torch.runner import parse_probe, permuted, tensors_of, to_numpy
+
+PARAM, INPUT, MODULE = "param:", "input:", "module:"
+MERGED, TRANSPOSED = "|", "^T"
+
+
+def param_probe(params: list[str], transposed: bool = False) -> str:
+    return PARAM + MERGED.join(params) + (TRANSPOSED if transposed else "")
+
+
+def torch_loss(y, kind: str, extra: np.ndarray | None, class_axis: int | None):
+    """The loss of ``autodiff.loss`` in torch, term for term."""
+    torch = require_torch()
+    if kind == "sum":
+        return y.sum()
+    if kind == "mean":
+        return y.mean()
+    e = torch.from_numpy(np.ascontiguousarray(extra))
+    if kind == "mse":
+        return ((y - e) ** 2).mean()
+    if kind == "output-grad":
+        return (y * e).sum()
+    if kind == "cross-entropy":
+        axis = class_axis if class_axis is not None else 1
+        r = y.ndim
+        axis = axis + r if axis < 0 else axis
+        lsm = torch.log_softmax(y.movedim(axis, -1), dim=-1)
+        if e.dtype.is_floating_point:
+            target = e.movedim(axis, -1)
+        else:
+            target = torch.nn.functional.one_hot(e.long(), lsm.shape[-1]).to(lsm.dtype)
+        return -(target * lsm).sum(-1).mean()
+    raise UsageError(f"--loss {kind!r}: no torch counterpart")
+
+
+class TorchGradRunner(Runner):
+    kind = "torch"
+
+    def __init__(self, module, input_names: list[str], output_index: int, loss: str, extra: np.ndarray | None,
+                 class_axis: int | None, modules: set[str], label: str = "torch"):
+        super().__init__(None, None, label)
+        self.module = module
+        self.input_names = list(input_names)
+        self.output_index = output_index
+        self.loss, self.extra, self.class_axis = loss, extra, class_axis
+        self.modules = set(modules)
+        self.loss_value: float | None = None
+        self._last: tuple[int, dict] | None = None
+
+    def describe(self) -> str:
+        return f"{self.label} (PyTorch {type(self.module).__name__} autograd, eval mode)"
+
+    def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
+        """Also ``param:A|B`` (the sum of the gradients of parameters merged into one initializer) and a
+        ``^T`` suffix (the gradient transposed, for a weight stored transposed)."""
+        if self._last is None or self._last[0] != id(feeds):
+            self._last = (id(feeds), self.backward(feeds))
+        got = self._last[1]
+        out = {}
+        for n in names:
+            if n in got:
+                out[n] = got[n]
+            elif n.startswith(MODULE):
+                path, perm = parse_probe(n[len(MODULE):])
+                if MODULE + path in got:
+                    out[n] = permuted(got[MODULE + path], perm)
+            elif n.startswith(PARAM):
+                body, transposed = (n[:-2], True) if n.endswith(TRANSPOSED) else (n, False)
+                parts = [got.get(PARAM + p) for p in body[len(PARAM):].split(MERGED)]
+                if parts and all(x is not None for x in parts):
+                    total = np.sum(np.stack(parts), axis=0) if len(parts) > 1 else parts[0]
+                    out[n] = total.T.copy() if transposed else total
+        return out
+
+    def backward(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        torch = require_torch()
+        args = []
+        for n in self.input_names:
+            if n not in feeds:
+                raise UsageError(f"--vs-torch: no value for input {n!r}")
+            t = torch.from_numpy(np.array(feeds[n], copy=True))
+            if t.dtype.is_floating_point:
+                t.requires_grad_(True)
+            args.append(t)
+        paths = {m: p for p, m in self.module.named_modules() if p in self.modules}
+        kept: dict[str, object] = {}
+
+        def post(mod, _args, out):
+            path = paths.get(mod)
+            if path is None or path in kept:
+                return None
+            if isinstance(out, torch.Tensor) and out.requires_grad:
+                out.retain_grad()
+                kept[path] = out
+                return out.clone()  # what runs next may modify it in place; this tensor keeps its gradient
+            ts = [t for t in tensors_of(out) if t.requires_grad]
+            if ts:
+                ts[0].retain_grad()
+                kept[path] = ts[0]
+            return None
+
+        params = list(self.module.named_parameters(remove_duplicate=False))
+        flags = {id(p): p.requires_grad for _, p in params}
+        hooks = [m.register_forward_hook(post) for m in paths]
+        was_training = self.module.training
+        try:
+            self.module.eval()
+            for _, p in params:
+                p.requires_grad_(True)
+                p.grad = None
+            with torch.enable_grad():
+                out = tensors_of(self.module(*args))
+                if self.output_index >= len(out):
+                    raise UsageError(f"--vs-torch: the module returns {len(out)} tensor(s); the loss is of output "
+                                     f"{self.output_index}")
+                loss = torch_loss(out[self.output_index], self.loss, self.extra, self.class_axis)
+                loss.backward()
+        except UsageError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's forward may raise anything
+            raise ExecutionError(f"the torch module's forward or backward raised {type(e).__name__}: "
+                                 f"{first_line(e)[:300]}") from None
+        finally:
+            for h in hooks:
+                h.remove()
+            self.module.train(was_training)
+        self.loss_value = float(loss.detach())
+        got: dict[str, np.ndarray] = {}
+        for name, p in params:  # tied parameters: the same gradient under each name
+            got[PARAM + name] = to_numpy(p.grad) if p.grad is not None else np.zeros(tuple(p.shape), to_numpy(p).dtype)
+        for _, p in params:
+            p.grad = None
+            p.requires_grad_(flags[id(p)])
+        for k, t in enumerate(args):
+            if t.grad is not None:
+                got[f"{INPUT}{k}"] = to_numpy(t.grad)
+        for path, t in kept.items():
+            if t.grad is not None:
+                got[MODULE + path] = to_numpy(t.grad)
+        return got
+

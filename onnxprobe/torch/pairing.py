@@ -1,0 +1,219 @@
+"""Pairing an export's ONNX tensors with its PyTorch module's outputs, from the ONNX file alone
+(``match.modules``) and one forward pass (which modules ran, how often, with which output shapes).
+
+Each module whose scope holds nodes pairs with the tensor that leaves that scope; where a parent and its
+last child leave through the same tensor, the child (the innermost module) takes it. The exporters fuse:
+
+- legacy folds a BatchNormalization into the Conv before it and keeps the Conv's names, so that tensor
+  holds the BatchNormalization's output: it pairs with the BatchNormalization module, the Conv is
+  unmatched ("folded");
+- dynamo's optimizer fuses the same pair into the BatchNormalization's node (FuseBatchNormIntoConv): the
+  Conv has no node, and is unmatched ("fused");
+- modules that leave no node (Dropout and Identity in eval mode; a module whose parent uses its weights
+  directly, so its forward never runs) are unmatched with that reason, never silently absent;
+- a module called more than once, and one whose output's shape differs from its tensor (an LSTM output
+  kept sequence-major), stay unmatched with the reason.
+
+The model's outputs pair with what the module returns, by position. Every pair says how it was made.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from onnxprobe.compare.sides import Side
+from onnxprobe.errors import UsageError
+from onnxprobe.graph.model import Model
+from onnxprobe.graph.shapes import concrete_sizes
+from onnxprobe.match.engine import FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched
+from onnxprobe.match.modules import exporter, module_scopes
+from onnxprobe.match.observe import Observable, Observation
+from onnxprobe.runtime.budget import default_budget
+from onnxprobe.torch.runner import OUTPUT, PERM, Forward, TorchRunner
+
+BATCHNORMS = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm")
+ELIDED = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity")
+
+
+@dataclass
+class TorchPairing:
+    side: Side  # B: the torch module, one observable per module output (and per returned tensor)
+    pairs: list[Pair]
+    unmatched_b: list[Unmatched]
+    exporter: str | None
+
+    def matcher(self, modules: set[str]):
+        """The pairing as the diff's ``pair`` hook: A's observables -> a Matching. A user map
+        ``{ONNX tensor: module path}`` overrides it (``output[K]`` names what forward() returns)."""
+
+        def pair(obs_a: list[Observable], obs_b: list[Observable], user_map=None) -> Matching:
+            by_name = {o.name: o for o in obs_a}
+            pairs = [Pair(by_name.get(p.a.name, p.a), p.b, p.strategy, p.reason) for p in self.pairs]
+            unmatched_b = list(self.unmatched_b)
+            b_by_name = {o.name: o for o in obs_b}
+            for ta, path in (user_map or {}).items():
+                a = by_name.get(ta)
+                if a is None:
+                    raise UsageError(f"--map: {ta!r} is not an observable tensor of the ONNX model")
+                b = b_by_name.get(path)
+                if b is None and path not in modules:
+                    raise UsageError(f"--map: {path!r} is not a module of the torch model (nor output[K])")
+                b = b or _observable(path, "module", None, a.index, a)
+                b = replace(b, key=a.key, index=a.index)
+                pairs = [p for p in pairs if p.a.name != ta and p.b.name != path]
+                unmatched_b = [u for u in unmatched_b if u.obs.name != path]
+                pairs.append(Pair(a, b, "map", "given by --map"))
+            taken = {p.a.name for p in pairs}
+            unmatched_a = [Unmatched(o, "not the output of any module of the torch model (an intermediate tensor)")
+                           for o in obs_a if o.name not in taken]
+            return Matching(sorted(pairs, key=lambda p: p.a.index), unmatched_a, unmatched_b)
+
+        return pair
+
+
+def _observable(path: str, cls: str, shape, index: int, a: Observable | None = None, *, output: bool = False,
+                probe: str | None = None) -> Observable:
+    return Observable(key=a.key if a is not None else path, name=path, probe=probe or path, node=cls, op_type=cls,
+                      effective_op=a.effective_op if a is not None else cls, index=a.index if a is not None else index,
+                      shape=tuple(shape) if shape is not None else None, kind="float", is_output=output,
+                      module=None if path.startswith("output[") else path)
+
+
+def pair_with_module(model: Model, observation: Observation, runner: TorchRunner, feeds: dict[str, np.ndarray],
+                     budget: int | None = None) -> TorchPairing:
+    """Map, run once, pair. The candidate modules' outputs of that pass are kept for the diff's first
+    request when their ONNX sizes add up to at most ``budget`` bytes (default: an eighth of the diff's
+    memory budget); else the diff runs the module again per chunk."""
+    modules = dict(runner.module.named_modules())
+    classes = {p: type(m).__name__ for p, m in modules.items()}
+    scopes = module_scopes(model.proto, set(modules))
+    obs_by_name = {o.name: o for o in observation.observables}
+    candidates = {p: s.output for p, s in scopes.items() if p and s.output in obs_by_name}
+    sizes = concrete_sizes(model.proto, {k: v.shape for k, v in feeds.items()})
+    need = sum(sizes.get(t, 0) for t in candidates.values())
+    keep = set(candidates) if need <= (budget if budget is not None else default_budget() // 8) else set()
+    fw: Forward = runner.forward(feeds, keep)
+    if keep:
+        runner.remember(feeds, fw)
+    kind = exporter(model.proto)
+    how = {"dynamo": "torch-metadata", "legacy": "torch-scope"}.get(kind, "torch-scope")
+    pairs: list[Pair] = []
+    unmatched: list[Unmatched] = []
+    owner: dict[str, str] = {}  # tensor -> the innermost module leaving through it
+    for p, t in candidates.items():
+        if t not in owner or len(p) > len(owner[t]):
+            owner[t] = p
+    folded_into: dict[str, str] = {}
+    order = fw.order
+    for k, p in enumerate(order):  # legacy: a BatchNormalization right after a layer, with no node of its own
+        nxt = order[k + 1] if k + 1 < len(order) else None
+        if nxt and classes.get(nxt) in BATCHNORMS and nxt not in scopes and p in candidates and owner.get(candidates[p]) == p:
+            folded_into[p] = nxt
+
+    def note(path: str, reason: str, cause: str) -> None:
+        unmatched.append(Unmatched(_observable(path, classes.get(path, "?"), fw.shapes.get(path), 1 << 30), reason, cause))
+
+    for p in order:
+        if not p:
+            continue
+        cls = classes.get(p, "?")
+        calls = fw.calls.get(p, 0)
+        t = candidates.get(p)
+        if calls > 1:
+            note(p, f"called {calls} times in one forward pass: each call is another tensor", NO_COUNTERPART)
+            continue
+        if p in folded_into:
+            bn = folded_into[p]
+            a = obs_by_name[t]
+            pairs.append(Pair(a, _observable(bn, classes[bn], fw.shapes.get(bn), a.index, a, probe=bn), how,
+                              f"legacy scope of {p}: the exporter folded the BatchNormalization {bn} into this "
+                              f"{a.op_type}, whose output is {bn}'s"))
+            note(p, f"folded with the BatchNormalization {bn} into one {a.op_type}: its output exists only "
+                    f"after {bn} (compared there)", FOLDED)
+            continue
+        if any(folded_into.get(q) == p for q in folded_into):
+            continue  # the BatchNormalization that took its layer's tensor: paired above
+        if t is None:
+            s = scopes.get(p)
+            if s is not None and s.outputs:
+                note(p, f"its scope's tensors are not observable here ({s.output!r})", NOT_OBSERVABLE)
+            elif cls in ELIDED:
+                note(p, f"no ONNX node: the exporter elides {cls} in eval mode (it is the identity)", NOT_OBSERVABLE)
+            elif (fused := _fused_into(p, scopes, classes)) is not None:
+                note(p, f"no ONNX node of its own: the exporter's optimizer fused it into {fused} "
+                        f"({', '.join(scopes[fused].rewrites)}); compared there", FOLDED)
+            else:
+                note(p, "no ONNX node carries its scope: fused away or removed by the exporter", NOT_OBSERVABLE)
+            continue
+        if owner.get(t) != p:
+            child = folded_into.get(owner[t], owner[t])
+            note(p, f"leaves through the same tensor as its last child {child} (compared there)", FOLDED)
+            continue
+        a = obs_by_name[t]
+        torch_shape = fw.shapes.get(p)
+        if a.shape is not None and torch_shape is not None and not _same_shape(a.shape, torch_shape):
+            perm = _permutation(torch_shape, a.shape)
+            if perm is None:
+                note(p, f"{t!r} has shape {list(a.shape)} in ONNX but {list(torch_shape)} in torch (another shape, "
+                        "and no single transposition of torch's gives it)", OTHER_SHAPE)
+                continue
+            pairs.append(Pair(a, _observable(p, cls, tuple(torch_shape[i] for i in perm), a.index, a,
+                                             probe=f"{p}{PERM}{','.join(map(str, perm))}"), how,
+                              f"{kind or 'the'} scope of {p}: the {cls}'s output in another layout "
+                              f"({list(torch_shape)} in torch, compared transposed to {list(a.shape)})"))
+            continue
+        scope = f"name_scopes {p!r}" if kind == "dynamo" else f"legacy scope of {p}"
+        pairs.append(Pair(a, _observable(p, cls, torch_shape, a.index, a), how, f"{scope}: the tensor that leaves the {cls}"))
+    for p, m in modules.items():
+        if p and p not in fw.calls and p in candidates:
+            note(p, "its forward never ran", NOT_OBSERVABLE)
+    outputs = [o.name for o in model.proto.graph.output]
+    if len(fw.outputs) != len(outputs):
+        raise UsageError(f"--vs-torch: the module returns {len(fw.outputs)} tensor(s), the ONNX model has {len(outputs)} "
+                         f"output(s) ({', '.join(outputs)}): not the model that was exported")
+    for k, (name, value) in enumerate(zip(outputs, fw.outputs)):
+        a = obs_by_name.get(name)
+        if a is None:
+            continue
+        if a.shape is not None and not _same_shape(a.shape, value.shape):
+            raise UsageError(f"--vs-torch: output {k} of the module has shape {list(value.shape)}, ONNX output {name!r} "
+                             f"is {list(a.shape)}: not the model that was exported (or other inputs)")
+        maker = next((p.b.name for p in pairs if p.a.name == name), None)
+        pairs = [p for p in pairs if p.a.name != name]  # the model output pairs by position, whatever module made it
+        made = f", made by module {maker}" if maker else ""
+        pairs.append(Pair(a, _observable(maker or f"output[{k}]", classes.get(maker, "output"), value.shape, a.index, a,
+                                         output=True, probe=f"{OUTPUT}{k}"),
+                          "torch-output", f"the model's output {k}, what forward() returns{made}"))
+    b_obs = [p.b for p in pairs] + [u.obs for u in unmatched]
+    side = Side(runner.label, model, runner, Observation(b_obs))
+    return TorchPairing(side, sorted(pairs, key=lambda p: p.a.index), unmatched, kind)
+
+
+def _permutation(torch_shape: tuple[int, ...], onnx_shape) -> tuple[int, ...] | None:
+    """The one axis permutation that turns torch's shape into the ONNX one (an LSTM's output kept
+    sequence-major), or None when there is none or more than one (equal dimensions: which is which is
+    unknown)."""
+    if len(torch_shape) != len(onnx_shape) or len(torch_shape) > 6 or not all(isinstance(d, int) for d in onnx_shape):
+        return None
+    perms = [perm for perm in itertools.permutations(range(len(torch_shape)))
+             if tuple(torch_shape[i] for i in perm) == tuple(onnx_shape)]
+    return perms[0] if len(perms) == 1 else None
+
+
+def _same_shape(onnx_shape, torch_shape) -> bool:
+    if len(onnx_shape) != len(torch_shape):
+        return False
+    return all(not isinstance(d, int) or d == t for d, t in zip(onnx_shape, torch_shape))
+
+
+def _fused_into(path: str, scopes: dict, classes: dict) -> str | None:
+    """The sibling whose nodes the exporter's optimizer rewrote (dynamo FuseBatchNormIntoConv): a module
+    with no node of its own whose next sibling carries such a rewrite."""
+    parent = path.rpartition(".")[0]
+    for p, s in scopes.items():
+        if p != path and p.rpartition(".")[0] == parent and s.rewrites and classes.get(p) in BATCHNORMS:
+            return p
+    return None

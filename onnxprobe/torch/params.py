@@ -1,0 +1,117 @@
+"""Which torch parameters each ONNX initializer holds, by value, never by name alone.
+
+Exporters rename, transpose, fold and merge parameters (measured with torch 2.13):
+
+- unchanged parameters keep their state_dict name (``fc.weight``);
+- a 3-D Linear's weight is stored transposed under a new name (``onnx::MatMul_205``, ``val_2``);
+- equal-valued parameters are merged into one initializer (a freshly initialised LayerNorm's ones and
+  zeros): dynamo leaves no trace of the others, legacy keeps their names as Identity outputs. The
+  initializer's gradient is then the sum of theirs;
+- dynamo folds a BatchNormalization into the Conv's weight **under the Conv weight's own name**: same
+  name, other values, another function of the data;
+- folded or gate-reordered tensors (legacy BN folding, LSTM/GRU weights) match no parameter.
+
+So an initializer links to the parameters whose values it holds exactly (as they are, or transposed),
+and one with a parameter's name but other values is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+
+@dataclass
+class ParamLink:
+    init: str  # the ONNX initializer
+    params: list[str]  # the torch parameters it holds (more than one: merged equal-valued parameters)
+    transposed: bool = False
+    how: str = ""
+
+
+@dataclass
+class ParamMap:
+    links: dict[str, ParamLink] = field(default_factory=dict)  # initializer -> link
+    refused: dict[str, str] = field(default_factory=dict)  # initializer -> why it holds no parameter
+    unused: dict[str, str] = field(default_factory=dict)  # torch parameter -> why no initializer holds it
+
+
+def _digest(a: np.ndarray) -> tuple:
+    a = np.ascontiguousarray(a)
+    return a.shape, a.dtype.str, hashlib.blake2b(a.tobytes(), digest_size=16).digest()
+
+
+def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits: list[str],
+                   users: dict[str, set[str]] | None = None) -> ParamMap:
+    """``params``: torch parameter name -> value, one name per tensor (tied parameters under their first
+    name); ``inits``: the model's float initializers; ``users``: initializer -> the module paths that
+    read it (``match.modules.initializer_users``), which tell the equal-valued parameters an exporter
+    merged into an initializer from those it removed (an all-zero bias dropped by the optimizer)."""
+    wanted = set(inits)
+    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in wanted}
+    for n in model.graph.node:  # weights held by Constant nodes
+        if n.op_type == "Constant" and n.output and n.output[0] in wanted:
+            a = next((x for x in n.attribute if x.name == "value"), None)
+            if a is not None:
+                values[n.output[0]] = numpy_helper.to_array(a.t)
+    by_value: dict[tuple, list[str]] = {}
+    by_transpose: dict[tuple, list[str]] = {}
+    for name, v in params.items():
+        by_value.setdefault(_digest(v), []).append(name)
+        if v.ndim == 2:
+            by_transpose.setdefault(_digest(v.T), []).append(name)
+    out = ParamMap()
+    init_value = {i: values[i] for i in inits if i in values}
+    same_class: dict[tuple, list[str]] = {}
+    for i, v in init_value.items():
+        same_class.setdefault(_digest(v), []).append(i)
+    claimed: set[str] = set()
+    for i, v in init_value.items():
+        d = _digest(v)
+        equal = by_value.get(d, [])
+        if i in params and i not in equal:
+            out.refused[i] = (f"holds other values than the torch parameter {i!r} of the same name (the exporter "
+                              "folded another layer into it, e.g. a BatchNormalization into this Conv)")
+            continue
+        if equal and users and users.get(i) and len(equal) > 1:
+            mine = [p for p in equal if p.rpartition(".")[0] in users[i]]
+            equal = mine or equal
+        if equal:
+            rivals = same_class[d]
+            if len(rivals) == 1:
+                out.links[i] = ParamLink(i, list(equal), how="the same values" if len(equal) == 1 else
+                                         f"the same values as {len(equal)} parameters, merged by the exporter")
+            elif i in equal:
+                out.links[i] = ParamLink(i, [i], how="the same name and values")
+            else:
+                out.refused[i] = f"{len(rivals)} initializers hold these values: which parameter each stands for is unknown"
+            continue
+        t = by_transpose.get(d, [])
+        if len(t) >= 1 and len(same_class[d]) == 1:
+            out.links[i] = ParamLink(i, list(t), transposed=True, how="the parameter transposed (a MatMul weight)")
+            continue
+        out.refused[i] = ("derived from the parameters by the exporter (folded, reordered or reshaped): "
+                          "no torch parameter holds these values")
+    holders: dict[str, list[str]] = {}
+    for link in out.links.values():
+        for p in link.params:
+            holders.setdefault(p, []).append(link.init)
+    for p, inits_of in holders.items():  # tied weights (an embedding reused transposed by the LM head)
+        if len(inits_of) > 1:
+            for i in inits_of:
+                out.links.pop(i, None)
+                out.refused[i] = (f"holds the parameter {p}, which {len(inits_of)} initializers hold ({', '.join(inits_of)}): "
+                                  "torch's gradient of it is the sum of theirs, not comparable one by one")
+            out.unused[p] = (f"held by {len(inits_of)} initializers ({', '.join(inits_of)}), a tied weight: its "
+                             "gradient is the sum of theirs")
+    for link in out.links.values():
+        claimed.update(link.params)
+    for p in params:
+        if p not in claimed and p not in out.unused:
+            out.unused[p] = ("no initializer holds its values: the exporter folded, reordered or removed it "
+                             "(an all-zero bias), or the graph does not use it")
+    return out

@@ -1,0 +1,305 @@
+"""`diff --vs-torch`: an ONNX export against the nn.Module it came from, module by module, for both of
+torch's exporters, and its gradients against torch autograd. torch is the oracle: every pair is an ONNX
+tensor (onnxruntime) against the module output torch computes, so a wrong pairing (a Conv against the
+BatchNorm folded into it) fails, and an altered weight must fail first at its own module."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+from typer.testing import CliRunner
+
+torch = pytest.importorskip("torch")
+
+import torch_models as tm  # noqa: E402  (needs torch)
+from onnxprobe import api  # noqa: E402
+from onnxprobe.cli.main import app  # noqa: E402
+from onnxprobe.errors import UsageError  # noqa: E402
+from onnxprobe.match.engine import FOLDED, NO_COUNTERPART, NOT_OBSERVABLE  # noqa: E402
+from onnxprobe.match.modules import module_scopes  # noqa: E402
+
+runner = CliRunner()
+FILE = Path(__file__).with_name("torch_models.py")
+NAMES = ["cnn", "block", "recurrent", "shared"]
+KINDS = ["legacy", "dynamo"]
+LAYERS = ("Conv2d", "Linear", "BatchNorm2d", "LayerNorm", "LSTM", "GRU")
+
+
+def spec(func: str) -> str:
+    return f"{FILE}:{func}"
+
+
+def _export(name: str, kind: str, path: Path) -> Path:
+    if kind == "dynamo":
+        pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript")
+    m, args = tm.build(name)
+    kwargs = {"opset_version": 17} if kind == "legacy" else {}
+    torch.onnx.export(m, args, str(path), dynamo=kind == "dynamo", input_names=["x"], output_names=["y"],
+                      verbose=False, **kwargs)
+    return path
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    d = tmp_path_factory.mktemp("exports")
+    cache: dict = {}
+
+    def get(name: str, kind: str) -> Path:
+        if (name, kind) not in cache:
+            cache[name, kind] = _export(name, kind, d / f"{name}_{kind}.onnx")
+        return cache[name, kind]
+
+    return get
+
+
+def _paired(res) -> dict[str, object]:
+    return {r.pair.b.module: r for r in res.results if r.pair.b.module}
+
+
+def _unmatched(res) -> dict[str, object]:
+    return {u.obs.name: u for u in res.matching.unmatched_b}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", NAMES)
+def test_clean_export_passes_and_every_layer_is_accounted_for(exports, name, kind):
+    path = exports(name, kind)
+    res = api.diff_torch(path, spec(name))
+    assert res.verdict()[0] == "pass", res.verdict()
+    assert res.compared >= 1 and all(r.metrics is not None for r in res.results)
+    assert max(r.metrics.max_abs for r in res.results) < 1e-5
+    module, _ = tm.build(name)
+    paired, unmatched = _paired(res), _unmatched(res)
+    for path_, m in module.named_modules():
+        if type(m).__name__ in LAYERS:
+            assert path_ in paired or path_ in unmatched, f"{path_} is neither paired nor unmatched"
+    expected = {
+        "cnn": ({"features.0.bn", "features.1.body.0.bn", "features.1.body.2", "pool", "fc"},
+                {"features.0.conv": FOLDED, "features.1.body.0.conv": FOLDED, "features.1.body.1": FOLDED,
+                 "drop": NOT_OBSERVABLE}),
+        "block": ({"ln1", "attn.q", "attn.k", "attn.v", "attn.softmax", "attn.o", "ln2", "mlp.0", "mlp.1", "mlp.2"},
+                  {"attn.drop": NOT_OBSERVABLE}),
+        "recurrent": ({"lstm", "gru", "head"}, {}),
+        "shared": ({"out"}, {"lin": NO_COUNTERPART, "act": NO_COUNTERPART}),
+    }[name]
+    assert expected[0] <= set(paired), set(paired)
+    for p, cause in expected[1].items():
+        assert unmatched[p].cause == cause, (p, unmatched[p].reason)
+    if name == "cnn":  # the BatchNorm folded into the Conv is compared through the Conv's tensor
+        assert "BatchNormalization" in unmatched["features.0.conv"].reason or "fused" in unmatched["features.0.conv"].reason
+    if name == "shared":
+        assert "called 2 times" in unmatched["lin"].reason
+    for r in res.results:
+        assert r.pair.strategy.startswith("torch-") and r.pair.reason
+
+
+def _weight_of(path: Path, module: str, known: set[str]) -> str:
+    """The weight initializer of the first Conv/Gemm/MatMul node that ran inside ``module``."""
+    m = onnx.load(str(path))
+    scopes = module_scopes(m, known)
+    inits = {i.name for i in m.graph.initializer}
+    for i in scopes[module].nodes:
+        n = m.graph.node[i]
+        if n.op_type in ("Conv", "Gemm", "MatMul") and len(n.input) > 1 and n.input[1] in inits:
+            return n.input[1]
+    raise AssertionError(f"no weight in {module}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name, modules, blamed", [
+    # the Conv folded with its BatchNormalization: its weight is in the Conv's scope (legacy) or the BN's
+    # (dynamo), and the error is blamed on the BN, whose output the fused Conv computes
+    ("cnn", ("features.1.body.1", "features.1.body.2"), "features.1.body.2"),
+    ("cnn", ("features.0.conv", "features.0.bn"), "features.0.bn"),
+    ("block", ("mlp.0",), "mlp.0"),
+    ("block", ("attn.v",), "attn.v"),
+    ("recurrent", ("head",), "head"),
+])
+def test_altered_weight_fails_first_at_its_module(exports, tmp_path, name, modules, blamed, kind):
+    path = exports(name, kind)
+    known = {p for p, _ in tm.build(name)[0].named_modules()}
+    scopes = module_scopes(onnx.load(str(path)), known)
+    module = next(mod for mod in modules if mod in scopes and scopes[mod].nodes)
+    w = _weight_of(path, module, known)
+    m = onnx.load(str(path))
+    for t in m.graph.initializer:
+        if t.name == w:
+            a = numpy_helper.to_array(t).copy()
+            a.flat[: max(1, a.size // 3)] *= 1.5
+            t.CopyFrom(numpy_helper.from_array(a, t.name))
+    broken = tmp_path / "broken.onnx"
+    onnx.save(m, str(broken))
+    res = api.diff_torch(broken, spec(name))
+    assert res.verdict()[0] == "fail"
+    first = res.first_failure
+    assert first is not None and first.pair.b.module == blamed
+    before = [r for r in res.results if r.pair.a.index < first.pair.a.index]
+    assert all(r.passed for r in before), "a pair before the altered module failed"
+    # teacher forcing: the altered module introduces the error; the next one, fed the ONNX values, does not
+    assert first.introduced is not None and first.introduced.sqnr_db < 60
+    after = [r for r in res.results if r.pair.a.index > first.pair.a.index and r.introduced is not None
+             and not r.pair.a.is_output]
+    if after:
+        assert after[0].introduced.sqnr_db > 100 or after[0].introduced.exact
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", NAMES)
+def test_gradients_agree_with_torch_autograd(exports, name, kind):
+    path = exports(name, kind)
+    res = api.diff_grad_torch(path, spec(name))
+    assert res.verdict()[0] == "pass", res.verdict()
+    module, _ = tm.build(name)
+    params = {n: p.detach().numpy() for n, p in module.named_parameters()}
+    m = onnx.load(str(path))
+    paired_a = {r.pair.a.name for r in res.results if r.metrics is not None}
+    # every parameter that is an initializer of the export (same name, same values) is paired and agrees
+    as_is = [i.name for i in m.graph.initializer
+             if i.name in params and np.array_equal(numpy_helper.to_array(i), params[i.name])]
+    assert as_is
+    for n in as_is:
+        assert f"{n}_grad" in paired_a, f"{n} is an initializer but its gradient was not compared"
+    rows = {r.pair.a.name: r for r in res.results}
+    for n in as_is:
+        assert rows[f"{n}_grad"].passed
+    assert abs(res.grad["loss_a"] - res.grad["loss_b"]) <= 1e-4 * max(1.0, abs(res.grad["loss_b"]))
+    assert all(not r.pair.b.name.endswith("_grad") for r in res.results)  # B: torch parameter names
+    if name == "block":  # fresh LayerNorms are merged into one initializer: the sum of their gradients
+        merged = [r for r in res.results if "+" in r.pair.b.name]
+        assert merged and all(r.passed for r in merged)
+
+
+def test_gradients_of_a_changed_module_fail(exports):
+    path = exports("block", "legacy")
+    module, args = tm.build("block")
+    with torch.no_grad():
+        module.mlp[2].weight.mul_(1.5)
+    res = api.diff_grad_torch(path, (module, args))
+    assert res.verdict()[0] == "fail"
+    refused = {u.obs.name: u for u in res.matching.unmatched_a}
+    assert "mlp.2.weight_grad" not in refused or "other values" in refused["mlp.2.weight_grad"].reason
+
+
+@pytest.mark.parametrize("loss", ["mean", "mse", "cross-entropy"])
+def test_gradient_losses_match_torch(exports, loss):
+    path = exports("cnn", "legacy")
+    rng = np.random.default_rng(0)
+    extra = {"mse": {"target": rng.standard_normal((2, 5)).astype(np.float32)},
+             "cross-entropy": {"labels": np.array([1, 4], dtype=np.int64)}}.get(loss, {})
+    res = api.diff_grad_torch(path, spec("cnn"), api.GradSpec(loss=loss, **extra))
+    assert res.verdict()[0] == "pass", res.verdict()
+    assert abs(res.grad["loss_a"] - res.grad["loss_b"]) <= 1e-4 * max(1.0, abs(res.grad["loss_b"]))
+
+
+def test_cli_json_has_modules_and_first_failure_module(exports, tmp_path):
+    path = exports("block", "dynamo")
+    r = runner.invoke(app, ["diff", str(path), "--vs-torch", spec("block"), "--json", "-"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["verdict"] == "pass" and d["first_failure_module"] is None
+    assert {"ln1", "mlp.0", "attn.q"} <= {p["module"] for p in d["pairs"]}
+    assert all(p["introduced_sqnr_db"] is not None or p["introduced_exact"] for p in d["pairs"])
+    m = onnx.load(str(path))
+    names = [t.name for t in m.graph.initializer]
+    assert "mlp.2.bias" in names  # a random bias keeps its parameter's name in both exporters
+    for t in m.graph.initializer:
+        if t.name == "mlp.2.bias":
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) + 0.5, t.name))
+    onnx.save(m, str(tmp_path / "b.onnx"))
+    r = runner.invoke(app, ["diff", str(tmp_path / "b.onnx"), "--vs-torch", spec("block"), "--json", "-"])
+    d = json.loads(r.stdout)
+    assert r.exit_code == 1 and d["verdict"] == "fail" and d["first_failure_module"] == "mlp.2"
+
+
+def test_cli_grad_table(exports):
+    path = exports("cnn", "dynamo")
+    r = runner.invoke(app, ["diff", "--grad", str(path), "--vs-torch", spec("cnn"), "--loss", "mean"])
+    assert r.exit_code == 0, r.output
+    assert "fc.weight" in r.output and "torch autograd" in r.output
+
+
+def test_selection_by_module_path(exports):
+    res = api.diff_torch(exports("block", "legacy"), spec("block"), selection=api.Selection(names=("attn.*",)))
+    mods = {r.pair.b.module for r in res.results if not r.pair.a.is_output}
+    assert mods and all(m.startswith("attn.") for m in mods)
+    with pytest.raises(UsageError, match="matches no module"):
+        api.diff_torch(exports("block", "legacy"), spec("block"), selection=api.Selection(names=("nothing*",)))
+
+
+def test_capture_keys_are_onnx_names_and_vs_npz_passes(exports, tmp_path):
+    path = exports("cnn", "legacy")
+    module, args = tm.build("cnn")
+    import onnxprobe.torch as opt
+
+    acts = opt.capture(module, args, path)
+    names = {o.name for o in onnx.load(str(path)).graph.output} | {n for node in onnx.load(str(path)).graph.node for n in node.output}
+    assert acts and set(acts) <= names and "y" in acts
+    np.savez(tmp_path / "acts.npz", **{k: v for k, v in acts.items()})
+    x = args[0].numpy()
+    res = api.diff(path, vs_npz=tmp_path / "acts.npz", inputs=api.InputSpec(arrays={"x": x}), selection=api.Selection(all=True),
+                   tolerance=api.Tolerance(atol=1e-5, rtol=1e-4))
+    assert res.verdict()[0] == "pass" and res.compared == len(acts)
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_export_and_diff(dynamo):
+    if dynamo:
+        pytest.importorskip("onnxscript")
+    import onnxprobe.torch as opt
+
+    module, args = tm.build("block")
+    res = opt.export_and_diff(module, args, dynamo=dynamo)
+    assert res.verdict()[0] == "pass" and res.compared >= 10
+    res = opt.diff(module, args, res.a.model)
+    assert res.verdict()[0] == "pass"
+
+
+def _line(r) -> str:
+    out = r.output.strip()
+    assert r.exit_code != 0
+    assert "Traceback" not in out and len(out.splitlines()) == 1, out
+    return out
+
+
+@pytest.mark.parametrize("func, words", [
+    ("nope.py:build", "no such file"),
+    ("FILE:nothing", "has no function 'nothing'"),
+    ("FILE:raises", "raises() raised RuntimeError: cannot build the model"),
+    ("FILE:not_a_module", "returned int, not an nn.Module"),
+    ("FILE", "expected FILE.py:FUNC"),
+    ("FILE:two_outputs", "returns 2 tensor(s), the ONNX model has 1 output(s)"),
+    ("FILE:wrong_width", "has shape [3, 5]"),
+    ("FILE:too_many_args", "example arguments hold 2 tensor(s)"),
+    ("FILE:block", "input x (from the example arguments): shape [2, 5, 16]"),
+    ("FILE:block_module_only", "the torch module's forward raised RuntimeError"),
+])
+def test_bad_modules_get_one_line(exports, func, words):
+    path = exports("shared", "legacy")
+    func = func.replace("FILE", str(FILE)) if func != "FILE" else str(FILE)
+    out = _line(runner.invoke(app, ["diff", str(path), "--vs-torch", func]))
+    assert words in out, out
+
+
+def test_not_a_python_file(exports, tmp_path):
+    (tmp_path / "m.txt").write_text("x")
+    out = _line(runner.invoke(app, ["diff", str(exports("shared", "legacy")), "--vs-torch", f"{tmp_path / 'm.txt'}:f"]))
+    assert "not a Python file" in out
+
+
+def test_conflicting_references(exports):
+    p = str(exports("shared", "legacy"))
+    assert "exactly one reference" in _line(runner.invoke(app, ["diff", p, p, "--vs-torch", spec("shared")]))
+    assert "--vs-torch" in _line(runner.invoke(app, ["diff", "--grad", p, p, "--vs-torch", spec("shared")]))
+
+
+def test_torch_missing_names_the_extra(exports, monkeypatch):
+    p = str(exports("shared", "legacy"))
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
+    out = _line(runner.invoke(app, ["diff", p, "--vs-torch", spec("shared")]))
+    assert "pip install 'onnxprobe[torch]'" in out

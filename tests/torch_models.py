@@ -1,0 +1,175 @@
+"""Small PyTorch models for the --vs-torch tests, one per thing exporters do to module outputs: Conv+BN
+folding and a residual (CNN), 3-D Linear, LayerNorm, GELU, attention and Dropout (Block), an LSTM kept
+sequence-major (Recurrent), and one module called twice (Shared). Imported only when torch is there."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+
+class ConvBNReLU(nn.Module):
+    def __init__(self, i: int, o: int):
+        super().__init__()
+        self.conv = nn.Conv2d(i, o, 3, padding=1)
+        self.bn = nn.BatchNorm2d(o)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        return self.relu(self.bn(self.conv(x)))
+
+
+class Residual(nn.Module):
+    def __init__(self, c: int):
+        super().__init__()
+        self.body = nn.Sequential(ConvBNReLU(c, c), nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c))
+
+    def forward(self, x):
+        return torch.relu(x + self.body(x))
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(ConvBNReLU(3, 8), Residual(8))
+        self.drop = nn.Dropout(0.1)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.pool(self.drop(self.features(x))), 1))
+
+
+class Attention(nn.Module):
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.softmax = nn.Softmax(dim=-1)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.heads
+
+        def split(y):
+            return y.reshape(b, t, h, d // h).transpose(1, 2)
+
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        a = self.drop(self.softmax(q @ k.transpose(-1, -2) / (d // h) ** 0.5))
+        return self.o((a @ v).transpose(1, 2).reshape(b, t, d))
+
+
+class Block(nn.Module):
+    def __init__(self, d: int = 16, heads: int = 2):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.attn = Attention(d, heads)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(6, 12, batch_first=True)
+        self.gru = nn.GRU(12, 10, batch_first=True)
+        self.head = nn.Linear(10, 3)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        z, _ = self.gru(y)
+        return self.head(z)
+
+
+class Shared(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.act = nn.Tanh()
+        self.out = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.out(self.act(self.lin(self.act(self.lin(x)))))
+
+
+def randomize_batchnorm(m: nn.Module) -> nn.Module:
+    """Running statistics and affine parameters away from 0/1, so that folding them changes values."""
+    g = torch.Generator().manual_seed(1)
+    for mod in m.modules():
+        if isinstance(mod, nn.BatchNorm2d):
+            with torch.no_grad():
+                mod.running_mean.copy_(torch.rand(mod.num_features, generator=g) - 0.5)
+                mod.running_var.copy_(torch.rand(mod.num_features, generator=g) + 0.5)
+                mod.weight.copy_(torch.rand(mod.num_features, generator=g) + 0.5)
+                mod.bias.copy_(torch.rand(mod.num_features, generator=g) - 0.5)
+    return m
+
+
+def build(name: str):
+    """(module in eval mode, example args), seeded."""
+    torch.manual_seed(0)
+    if name == "cnn":
+        return randomize_batchnorm(CNN()).eval(), (torch.randn(2, 3, 12, 12),)
+    if name == "block":
+        return Block().eval(), (torch.randn(2, 5, 16),)
+    if name == "recurrent":
+        return Recurrent().eval(), (torch.randn(2, 7, 6),)
+    if name == "shared":
+        return Shared().eval(), (torch.randn(3, 8),)
+    raise KeyError(name)
+
+
+# FILE.py:FUNC entry points, as a user writes them
+def cnn():
+    return build("cnn")
+
+
+def block():
+    return build("block")
+
+
+def block_module_only():
+    return build("block")[0]
+
+
+def recurrent():
+    return build("recurrent")
+
+
+def shared():
+    return build("shared")
+
+
+def raises():
+    raise RuntimeError("cannot build the model")
+
+
+def not_a_module():
+    return 42
+
+
+def two_outputs():
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 5)
+
+        def forward(self, x):
+            return self.fc(x), self.fc(x) * 2
+
+    torch.manual_seed(0)
+    return Two().eval(), (torch.randn(3, 8),)
+
+
+def wrong_width():
+    torch.manual_seed(0)
+    return nn.Linear(8, 5).eval(), (torch.randn(3, 8),)
+
+
+def too_many_args():
+    return build("shared")[0], (torch.randn(3, 8), torch.randn(3, 8))
