@@ -303,3 +303,19 @@ def test_torch_missing_names_the_extra(exports, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
     out = _line(runner.invoke(app, ["diff", p, "--vs-torch", spec("shared")]))
     assert "pip install 'onnxprobe[torch]'" in out
+
+
+def test_map_and_per_module_tolerance(exports, tmp_path):
+    path = exports("block", "legacy")
+    res = api.diff_torch(path, spec("block"), user_map={"/attn/o/Add_output_0": "attn"},
+                         per_tensor={"mlp.0": api.Tolerance(atol=0.0, rtol=0.0, metric="max_abs")})
+    by_module = _paired(res)
+    assert by_module["attn"].pair.strategy == "map" and by_module["attn"].passed
+    assert "attn.o" not in by_module  # the tensor now stands for the parent
+    assert by_module["mlp.0"].tolerance.metric == "max_abs"
+    with pytest.raises(UsageError, match="not a module"):
+        api.diff_torch(path, spec("block"), user_map={"/attn/o/Add_output_0": "nope"})
+    (tmp_path / "m.json").write_text(json.dumps({"/attn/o/Add_output_0": "attn"}))
+    r = runner.invoke(app, ["diff", str(path), "--vs-torch", spec("block"), "--map", str(tmp_path / "m.json"), "--json", "-"])
+    assert r.exit_code == 0, r.output
+    assert any(p["module"] == "attn" and p["strategy"] == "map" for p in json.loads(r.stdout)["pairs"])
