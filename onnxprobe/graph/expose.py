@@ -166,7 +166,8 @@ def expose(
             final = STATS_PREFIX + ref.name
             if final in names:
                 final = builder(out.graph).fresh(final)
-            builder(out.graph).op("Identity", top, out=final, base=f"stats/{ref.name}")
+            if site.chain or not _rename_output(g, top, final):  # else the row's own node writes the output
+                builder(out.graph).op("Identity", top, out=final, base=f"stats/{ref.name}")
             names.add(final)
             add_top_output(final, row_type)
             probe.stats_output = final
@@ -187,6 +188,17 @@ def expose(
     for b in builders.values():
         b.interleave()
     return out, probes
+
+
+def _rename_output(g: onnx.GraphProto, old: str, new: str) -> bool:
+    """Give the node this pass just added that writes ``old`` the output name ``new`` (one Identity fewer
+    per probe); False when no recent node writes it."""
+    for k in range(len(g.node) - 1, max(-1, len(g.node) - 64), -1):
+        outs = g.node[k].output
+        if old in outs:
+            outs[list(outs).index(old)] = new
+            return True
+    return False
 
 
 # element types with no numpy dtype (without ml_dtypes) and few onnxruntime kernels (no Shape for int4 at
