@@ -1,5 +1,6 @@
 """Models for the benchmark: a ResNet-18-like CNN built here (random He-initialised weights), and a
-perturbed copy of any model (every float weight x (1 + 1e-3 N(0,1))) for the diff benchmark."""
+perturbed copy of any model (its weights x (1 + 1e-3 N(0,1)), checked to run and to differ) for the
+diff benchmark."""
 
 from __future__ import annotations
 
@@ -66,25 +67,78 @@ def resnet18(path: Path, seed: int = 0) -> Path:
     return path
 
 
+# (op, input index) where a float tensor is a weight: perturbing it changes values, never shapes. A tensor
+# is perturbed only when every reader takes it in such a slot (Resize scales, Pad values, Clip bounds,
+# Range/ConstantOfShape arguments and the like are left alone: touching them breaks the model or
+# measures something else)
+WEIGHT_SLOTS = {
+    "Conv": {1, 2}, "ConvTranspose": {1, 2}, "Gemm": {0, 1, 2}, "MatMul": {0, 1}, "BatchNormalization": {1, 2, 3, 4},
+    "InstanceNormalization": {1, 2}, "LayerNormalization": {1, 2}, "GroupNormalization": {1, 2}, "PRelu": {1},
+    "Add": {0, 1}, "Sub": {0, 1}, "Mul": {0, 1}, "Div": {0, 1}, "LSTM": {1, 2, 3}, "GRU": {1, 2, 3}, "RNN": {1, 2, 3},
+    "Einsum": {0, 1, 2}, "Gather": {0}, "SkipLayerNormalization": {2, 3, 4}, "Attention": {1, 2},
+}
+
+
 def perturbed(src: Path, dst: Path, seed: int = 1) -> Path:
-    """Every float initializer and Constant x (1 + 1e-3 N(0, 1))."""
+    """A copy whose weights (float initializers and Constants read only in a weight slot of
+    WEIGHT_SLOTS; at least 8 elements) are x (1 + 1e-3 N(0, 1)). Raises when nothing was perturbed."""
     rng = np.random.default_rng(seed)
     m = onnx.load(str(src))
+    readers: dict[str, list[tuple[str, int]]] = {}
+    for n in m.graph.node:
+        for k, i in enumerate(n.input):
+            readers.setdefault(i, []).append((n.op_type, k))
 
-    def jitter(t: onnx.TensorProto) -> None:
-        if t.data_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE):
+    def is_weight(name: str, t: onnx.TensorProto) -> bool:
+        uses = readers.get(name, [])
+        return (t.data_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE) and int(np.prod(t.dims)) >= 8
+                and bool(uses) and all(k in WEIGHT_SLOTS.get(op, ()) for op, k in uses))
+
+    count = 0
+
+    def jitter(name: str, t: onnx.TensorProto) -> None:
+        nonlocal count
+        if is_weight(name, t):
             a = numpy_helper.to_array(t)
             t.CopyFrom(numpy_helper.from_array((a * (1 + 1e-3 * rng.normal(size=a.shape))).astype(a.dtype), t.name))
+            count += 1
 
     for init in m.graph.initializer:
-        jitter(init)
+        jitter(init.name, init)
     for n in m.graph.node:
-        if n.op_type == "Constant":
+        if n.op_type == "Constant" and n.output:
             for a in n.attribute:
                 if a.name == "value":
-                    jitter(a.t)
+                    jitter(n.output[0], a.t)
+    if not count:
+        raise ValueError(f"{src}: no weight to perturb")
     onnx.save(m, dst)
     return dst
+
+
+def check_perturbed(src: Path, dst: Path, shapes: dict[str, tuple[int, ...]]) -> str:
+    """Run both models on the same random inputs: the outputs must keep their shapes and differ. Returns
+    one line saying by how much (raises otherwise: a benchmark input that is not what it claims)."""
+    import onnxruntime as ort
+
+    sa = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    sb = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for i in sa.get_inputs():
+        dims = shapes.get(i.name) or [d if isinstance(d, int) else 1 for d in i.shape]
+        feeds[i.name] = (rng.integers(0, 100, size=dims).astype(np.int64) if "int" in i.type
+                         else rng.random(dims, dtype=np.float32))
+    oa, ob = sa.run(None, feeds), sb.run(None, feeds)
+    worst = 0.0
+    for x, y, o in zip(oa, ob, sa.get_outputs()):
+        if x.shape != y.shape:
+            raise ValueError(f"{dst}: output {o.name} has shape {y.shape}, the original {x.shape}: the copy is broken")
+        if x.dtype.kind == "f":
+            worst = max(worst, float(np.max(np.abs(x.astype(np.float64) - y))) if x.size else 0.0)
+    if worst == 0.0:
+        raise ValueError(f"{dst}: the perturbed copy gives the same outputs as the original: it measures nothing")
+    return f"perturbed copy differs from the original by max|a-b| = {worst:.3g} on the outputs, same shapes"
 
 
 def materialized(src: Path, dst: Path, seed: int = 0) -> Path:

@@ -112,7 +112,7 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", help="model keys to run")
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
-    from models import perturbed  # noqa: E402
+    from models import check_perturbed, perturbed  # noqa: E402
 
     poly = None if args.no_polygraphy else polygraphy_bin()
     results: dict = {"machine": os.uname().machine, "cpus": os.cpu_count(), "repeat": args.repeat, "models": {}}
@@ -122,6 +122,8 @@ def main() -> None:
         pert = CACHE / f"{key}_perturbed.onnx"
         if not pert.exists():
             perturbed(path, pert)
+        print(f"{key}: {check_perturbed(path, pert, {k: tuple(int(d) for d in v.split('x')) for k, v in shapes.items()})}",
+              file=sys.stderr)
         ops = {
             "plain": [PY, str(HERE / "plain.py"), str(path), *[f"{k}={v}" for k, v in shapes.items()]],
             "layers": [*ONNXPROBE, "layers", str(path), *shape_flags(shapes), "--device", "cpu"],

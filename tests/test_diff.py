@@ -4,6 +4,7 @@ qdq_loss_debug, the introduced-error column, the verdict and the CLI."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import onnx
@@ -12,9 +13,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
-from conftest import SAMPLE_NAMES, make_model, sample_feeds, sample_path
+from conftest import SAMPLE_NAMES, bench_models, make_model, sample_feeds, sample_path
 from onnxprobe import api
 from onnxprobe.cli.main import app
+from onnxprobe.errors import OnnxProbeError
 from quantize_fixtures import RandomReader, quantize
 
 runner = CliRunner()
@@ -62,10 +64,16 @@ def test_every_surviving_layer_output_is_matched(name, kind, qdir):
         assert r.shape is not None and r.pair.strategy and r.pair.reason
 
 
-def test_metrics_agree_with_numpy(qdir):
+@pytest.mark.parametrize("fuse", [False, True])
+def test_metrics_agree_with_numpy(qdir, fuse):
+    """Host metrics (separate runs) are float64 sums: 1e-9. In-graph metrics (one run of both models)
+    are float32 partial sums added in float64: within float32 rounding, 1e-6."""
     q = quantize("cnn", "qdq", qdir)
     feeds = sample_feeds("cnn")
-    res = api.diff(q, sample_path("cnn"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays=feeds))
+    res = api.diff(q, sample_path("cnn"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"),
+                   inputs=api.InputSpec(arrays=feeds), fuse=fuse)
+    assert not any("one-run diff failed" in n for n in res.notes)
+    rel = 1e-6 if fuse else 1e-9
     checked = 0
     for r in res.results:
         a_name, b_name = r.pair.a.name, r.pair.b.name
@@ -75,11 +83,11 @@ def test_metrics_agree_with_numpy(qdir):
         m = r.metrics
         assert m.max_abs == pytest.approx(d.max(), rel=1e-9, abs=1e-12)
         assert m.mean_abs == pytest.approx(d.mean(), rel=1e-9, abs=1e-12)
-        assert m.rmse == pytest.approx(np.sqrt((d ** 2).mean()), rel=1e-9, abs=1e-12)
+        assert m.rmse == pytest.approx(np.sqrt((d ** 2).mean()), rel=rel, abs=1e-12)
         assert m.max_rel == pytest.approx((d / (np.abs(vb) + 1e-30)).max(), rel=1e-6)
         cos = (va * vb).sum() / np.sqrt((va ** 2).sum() * (vb ** 2).sum())
-        assert m.cosine == pytest.approx(cos, rel=1e-9)
-        assert m.sqnr_db == pytest.approx(10 * np.log10((vb ** 2).sum() / (d ** 2).sum()), rel=1e-9)
+        assert m.cosine == pytest.approx(cos, rel=rel)
+        assert m.sqnr_db == pytest.approx(10 * np.log10((vb ** 2).sum() / (d ** 2).sum()), rel=rel)
         assert tuple(m.worst) == np.unravel_index(np.argmax(d), d.shape)
         checked += 1
     assert checked >= 5
@@ -230,10 +238,10 @@ def test_models_with_different_inputs_are_refused():
 
 def test_small_memory_budget_gives_the_same_report(tmp_path):
     bad = _perturbed_mlp(tmp_path, next(i.name for i in onnx.load(str(sample_path("mlp"))).graph.initializer if i.name.startswith("fc2")))
-    whole = api.diff(bad, sample_path("mlp"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    whole = api.diff(bad, sample_path("mlp"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), fuse=False)
     calls = []
     chunked = api.diff(bad, sample_path("mlp"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"),
-                       max_memory=1024, progress=lambda d, t: calls.append((d, t)))
+                       max_memory=1024, progress=lambda d, t: calls.append((d, t)), fuse=False)
     assert len(calls) == len(whole.results) > 1  # one pair per run
     for r1, r2 in zip(whole.results, chunked.results):
         assert r1.pair.b.name == r2.pair.b.name and r1.metrics == r2.metrics
@@ -246,7 +254,7 @@ def test_device_resident_metrics_match_host_metrics(tmp_path):
     """The metrics model that runs where the tensors are (used on CUDA) gives the host's numbers; forced
     on here so that the CPU exercises the same path."""
     bad = _perturbed_mlp(tmp_path, next(i.name for i in onnx.load(str(sample_path("mlp"))).graph.initializer if i.name.startswith("fc2")))
-    host = api.diff(bad, sample_path("mlp"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    host = api.diff(bad, sample_path("mlp"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), fuse=False)
     from onnxprobe.compare.diff import diff as core_diff
     from onnxprobe.compare.sides import model_side
     from onnxprobe.runtime.runners.ort import OrtRunner
@@ -254,7 +262,7 @@ def test_device_resident_metrics_match_host_metrics(tmp_path):
     cfg = api.RunConfig(device="cpu")
     a = model_side(str(bad), api.load(bad), lambda proto: OrtRunner(proto, cfg))
     b = model_side("mlp", api.load(sample_path("mlp")), lambda proto: OrtRunner(proto, cfg))
-    dev = core_diff(a, b, api.feeds(a.model).values, api.Selection(all=True), api.Tolerance(), device_metrics=True)
+    dev = core_diff(a, b, api.feeds(a.model).values, api.Selection(all=True), api.Tolerance(), device_metrics=True, fuse=False)
     assert [r.pair.b.name for r in dev.results] == [r.pair.b.name for r in host.results]
     for r1, r2 in zip(host.results, dev.results):
         for k in ("max_abs", "mean_abs", "rmse", "cosine", "sqnr_db", "max_rel"):
@@ -262,6 +270,63 @@ def test_device_resident_metrics_match_host_metrics(tmp_path):
         assert r1.metrics.worst == r2.metrics.worst
         if r1.introduced is not None:
             assert r2.introduced.max_abs == pytest.approx(r1.introduced.max_abs, rel=1e-6, abs=1e-12)
+
+
+FUSED_METRICS = ("max_abs", "mean_abs", "rmse", "cosine", "sqnr_db", "max_rel", "allclose_excess", "b_absmax")
+
+
+def assert_same_metrics(host, fused, rel: float = 1e-6) -> None:
+    """In-graph metrics against the host's float64 ones: the same pairs, numbers within float32 rounding
+    of the sums, the same worst element, the same verdicts; introduced error likewise."""
+    assert [r.pair.b.name for r in fused.results] == [r.pair.b.name for r in host.results]
+    assert [r.passed for r in fused.results] == [r.passed for r in host.results]
+    for r1, r2 in zip(host.results, fused.results):
+        for m1, m2 in ((r1.metrics, r2.metrics), (r1.introduced, r2.introduced)):
+            assert (m1 is None) == (m2 is None), r1.pair.b.name
+            if m1 is None:
+                continue
+            for k in FUSED_METRICS:
+                if k == "allclose_excess" and r1.tolerance.metric != "allclose":
+                    continue  # only allclose reads it; the in-graph row leaves it out otherwise
+                v1, v2 = getattr(m1, k), getattr(m2, k)
+                if k == "sqnr_db" and math.isinf(v1):
+                    assert v2 == v1
+                elif k == "sqnr_db":  # in dB: float32 rounding of the sums is ~1e-6 dB
+                    assert v2 == pytest.approx(v1, abs=1e-4), (r1.pair.b.name, k)
+                else:
+                    assert v2 == pytest.approx(v1, rel=rel, abs=1e-9 if k == "cosine" else 1e-12), (r1.pair.b.name, k)
+            assert m1.exact == m2.exact
+            if not m1.exact:
+                assert m1.worst == m2.worst or m1.max_abs == pytest.approx(m2.max_abs, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_in_graph_metrics_equal_host_metrics_on_every_sample(name, tmp_path):
+    """One run of both models (metrics and introduced error in the graph) against separate runs measured
+    on the host in float64, on each sample model against a copy with perturbed weights."""
+    src = sample_path(name)
+    try:
+        pert = bench_models().perturbed(src, tmp_path / "p.onnx")
+    except ValueError:
+        pytest.skip(f"{name} has no weight to perturb")
+    kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    try:
+        host = api.diff(pert, src, fuse=False, **kw)
+    except OnnxProbeError as e:
+        pytest.skip(f"{name}: not a diffable pair ({e})")
+    fused = api.diff(pert, src, fuse=True, **kw)
+    assert not any("one-run diff failed" in n for n in fused.notes), fused.notes
+    assert_same_metrics(host, fused)
+
+
+@pytest.mark.parametrize("kind", QUANT_KINDS)
+def test_in_graph_metrics_equal_host_metrics_on_quantized_pairs(kind, qdir):
+    q = quantize("cnn", kind, qdir)
+    kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays=sample_feeds("cnn")))
+    host = api.diff(q, sample_path("cnn"), fuse=False, **kw)
+    fused = api.diff(q, sample_path("cnn"), fuse=True, **kw)
+    assert not any("one-run diff failed" in n for n in fused.notes), fused.notes
+    assert_same_metrics(host, fused)
 
 
 def test_keeping_one_layer_in_fp32_matches_a_hand_made_model(qdir):

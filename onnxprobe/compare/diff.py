@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from onnxprobe.compare.fused import NotMergeable, fusable, fused_diff
 from onnxprobe.compare.introduced import cone_inputs, run_cones
 from onnxprobe.compare.sides import Side
-from onnxprobe.errors import UsageError, first_line
+from onnxprobe.errors import ExecutionError, UsageError, first_line
 from onnxprobe.graph.select import Selection, check_criteria, select
 from onnxprobe.graph.shapes import concrete_sizes
 from onnxprobe.match.engine import (
@@ -151,7 +152,7 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
 def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance | None,
          per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
          introduced: bool = True, max_memory: int | None = None, progress=None,
-         device_metrics: bool | None = None, reject=None, pair=None) -> DiffResult:
+         device_metrics: bool | None = None, reject=None, pair=None, fuse: bool = True) -> DiffResult:
     """Pairs are measured in chunks: each chunk runs both sides exposing only its own tensors (and the
     A values that its introduced-error cones start from), so at most ``max_memory`` bytes of raw tensors
     are alive at once (default: a quarter of the available memory). Tensors produced on a GPU stay
@@ -160,7 +161,10 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     default for what is compared (``default_tolerance``). ``reject(pair)``: a reason when a pair the
     matching made must not be measured (two tensors that are different functions of the data); both
     tensors then stay unmatched with it. ``pair(obs_a, obs_b, user_map)``: the Matching to use instead of
-    ``match.engine.match`` (a side that is not an ONNX model, such as a PyTorch module, pairs its own way)."""
+    ``match.engine.match`` (a side that is not an ONNX model, such as a PyTorch module, pairs its own way).
+    ``fuse``: when both sides are onnxruntime with the same settings, measure everything in one run of
+    both models in one graph, metrics and introduced error computed there (``compare.fused``); only the
+    pairs it hands back go through the chunked runs."""
     tolerance = tolerance or default_tolerance(a, b)
     if a.runner.takes_feeds and b.runner.takes_feeds:
         check_same_inputs(a.model.proto, b.model.proto)
@@ -177,6 +181,17 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
                           for k, p in enumerate(report)], (max_memory or default_budget()) // 2)
     notes: list[str] = []
     results: list[PairResult] = []
+    done_in_one = 0  # 1 when the one-run diff measured pairs (a step of the progress)
+    if fuse and fusable(a, b) is None:
+        done, report = _fused(a, b, feeds, report, by_b, tolerance, per_tensor, with_cones, notes)
+        results += done
+        done_in_one = int(bool(done))
+        if report and with_cones:
+            boundaries = cone_inputs(b.runner.model, [p.b.probe for p in report if p.b.kind == "float"], set(by_b))
+        chunks = plan_chunks([(str(k), cost[id(p)] + sum(cost[id(by_b[x])] // 2 for x in boundaries.get(p.b.probe, ())))
+                              for k, p in enumerate(report)], (max_memory or default_budget()) // 2) if report else []
+        if progress is not None and done_in_one:
+            progress(1, 1 + len(chunks))
     for n, chunk in enumerate(chunks):
         pairs = [report[int(k)] for k in chunk]
         extra = [by_b[x].a for p in pairs for x in boundaries.get(p.b.probe, ())]
@@ -191,7 +206,7 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
         results += part
         del values_a, values_b
         if progress is not None:
-            progress(n + 1, len(chunks))
+            progress(n + 1 + done_in_one, len(chunks) + done_in_one)
     notes[:0] = list(a.notes) + list(a.runner.notes) + list(b.notes) + list(b.runner.notes)
     results.sort(key=lambda r: (r.pair.a.index, r.pair.b.index))
     first = next((r for r in results if r.passed is False), None)
@@ -199,6 +214,32 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     explain_unmatched(matching, a, b)
     return DiffResult(a, b, results, matching, sel_b, first, outputs_failed, measured_label(a, b),
                       list(dict.fromkeys(notes)), criterion=tolerance.describe())
+
+
+def _fused(a: Side, b: Side, feeds, report: list[Pair], by_b: dict, tolerance: Tolerance, per_tensor, with_cones: bool,
+           notes: list[str]) -> tuple[list[PairResult], list[Pair]]:
+    """(the results of the one-run diff, the pairs left for the chunked runs)."""
+    try:
+        def rtol(p: Pair) -> float:  # the allclose excess is needed by allclose only
+            t = _tolerance(p, tolerance, per_tensor)
+            return t.rtol if t.metric == "allclose" else 0.0
+
+        got = fused_diff(a, b, feeds, report, by_b, rtol, with_cones)
+    except NotMergeable:
+        return [], report
+    except ExecutionError as e:
+        notes.append(f"the one-run diff failed ({first_line(e)[:160]}); measured in separate runs")
+        return [], report
+    done = []
+    for k, p in enumerate(report):
+        tol = _tolerance(p, tolerance, per_tensor)
+        if k in got.problems:
+            done.append(PairResult(p, None, None, None, False, tol, got.problems[k]))
+        elif k in got.metrics:
+            m = got.metrics[k]
+            done.append(PairResult(p, got.shapes[k], m, got.introduced.get(k), tol.passes(m), tol))
+    measured = {id(r.pair) for r in done}
+    return done, [p for p in report if id(p) not in measured]
 
 
 def _reject(matching: Matching, reject) -> None:

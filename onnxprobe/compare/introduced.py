@@ -17,57 +17,79 @@ from onnxprobe.graph.walk import subgraphs
 MAX_CONE_NODES = 64
 
 
+def cone(g: onnx.GraphProto, target: str, known: set[str], producer: dict | None = None,
+         inits: set[str] | None = None, order: dict[int, int] | None = None) -> tuple[list[onnx.NodeProto], list[str], set[str]] | None:
+    """The nodes of ``g`` that compute ``target`` from tensors in ``known`` (or graph inputs) and
+    constants, in graph order: (nodes, boundary tensors it reads, initializers it reads); None when it
+    would pass through a control-flow node, exceed MAX_CONE_NODES or has no node. ``producer``,
+    ``inits`` and ``order`` (id(node) -> index) may be given when many cones of one graph are taken."""
+    producer = producer if producer is not None else {o: n for n in g.node for o in n.output if o}
+    inits = inits if inits is not None else {i.name for i in g.initializer}
+    graph_inputs = {i.name for i in g.input if i.name not in inits}
+    if target not in producer:
+        return None
+    nodes: list[onnx.NodeProto] = []
+    boundary: list[str] = []
+    used: set[str] = set()
+    seen: set[str] = set()
+    stack = [target]
+    while stack:
+        x = stack.pop()
+        if x in seen or not x:
+            continue
+        seen.add(x)
+        if x != target and (x in known or x in graph_inputs):
+            boundary.append(x)
+            continue
+        if x in inits:
+            used.add(x)
+            continue
+        n = producer.get(x)
+        if n is None or any(True for _ in subgraphs(n)):
+            return None
+        if all(n is not c for c in nodes):
+            nodes.append(n)
+            if len(nodes) > MAX_CONE_NODES:
+                return None
+        stack.extend(n.input)
+    order = order if order is not None else {id(n): i for i, n in enumerate(g.node)}
+    return sorted(nodes, key=lambda n: order[id(n)]), boundary, used
+
+
+def copy_cone(nodes: list[onnx.NodeProto], prefix: str, rename: dict[str, str]) -> list[onnx.NodeProto]:
+    """Copies of a cone's nodes: inputs renamed by ``rename`` (boundary and inner tensors), outputs
+    prefixed."""
+    out = []
+    for n in nodes:
+        c = onnx.NodeProto()
+        c.CopyFrom(n)
+        c.name = prefix + (n.name or n.op_type)
+        c.input[:] = [rename.get(i, i) if i else i for i in n.input]
+        c.output[:] = [prefix + o if o else o for o in n.output]
+        out.append(c)
+    return out
+
+
 def build_cones(model: onnx.ModelProto, targets: list[str], known: set[str]) -> tuple[onnx.ModelProto | None, dict[str, tuple[str, list[str]]]]:
     """One model holding one cone per target. Returns (model, {target: (output name, [(input name, source tensor)...])})."""
     g = model.graph
     producer = {o: n for n in g.node for o in n.output if o}
     inits = {i.name: i for i in g.initializer}
-    graph_inputs = {i.name for i in g.input if i.name not in inits}
     types = {vi.name: vi.type for vi in list(g.value_info) + list(g.input) + list(g.output)}
     nodes, inputs, outputs, used_inits = [], [], [], {}
-    index: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+    index: dict[str, tuple[str, list[str]]] = {}
+    order = {id(n): i for i, n in enumerate(g.node)}
+    names = set(inits)
     for k, t in enumerate(targets):
-        p = producer.get(t)
-        if p is None:
+        got = cone(g, t, known, producer, names, order)
+        if got is None:
             continue
-        cone: list[onnx.NodeProto] = []
-        boundary: list[str] = []
-        seen: set[str] = set()
-        stack = [t]
-        ok = True
-        while stack:
-            x = stack.pop()
-            if x in seen or not x:
-                continue
-            seen.add(x)
-            if x != t and (x in known or x in graph_inputs):
-                boundary.append(x)
-                continue
-            if x in inits:
-                used_inits[x] = inits[x]
-                continue
-            n = producer.get(x)
-            if n is None or any(True for _ in subgraphs(n)):
-                ok = False
-                break
-            if n not in cone:
-                cone.append(n)
-                if len(cone) > MAX_CONE_NODES:
-                    ok = False
-                    break
-            stack.extend(n.input)
-        if not ok or not cone:
-            continue
+        members, boundary, used = got
+        used_inits.update({u: inits[u] for u in used})
         prefix = f"cone{k}/"
-        rename = {x: prefix + x for x in seen if x not in inits}
-        order = {id(n): i for i, n in enumerate(g.node)}
-        for n in sorted(cone, key=lambda n: order[id(n)]):
-            c = onnx.NodeProto()
-            c.CopyFrom(n)
-            c.name = prefix + (n.name or n.op_type)
-            c.input[:] = [rename.get(i, i) if i else i for i in n.input]
-            c.output[:] = [rename.get(o, prefix + o) if o else o for o in n.output]
-            nodes.append(c)
+        inner = {o for n in members for o in n.output if o}
+        rename = {x: prefix + x for x in inner | set(boundary)}
+        nodes += copy_cone(members, prefix, rename)
         for b in boundary:
             vi = onnx.ValueInfoProto(name=prefix + b)
             if b in types and types[b].tensor_type.elem_type:

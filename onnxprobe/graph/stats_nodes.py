@@ -76,7 +76,7 @@ class StatsBuilder(GraphBuilder):
             d = self.node("Reshape", [d, self.const(np.array([-1], np.int64))], f"{b}.flat")
             return self._careful_row(d, b, [0], self._size(d, b), TensorProto.DOUBLE)
         f = x if elem_type == TensorProto.FLOAT else self.node("Cast", [x], f"{b}.f32", to=TensorProto.FLOAT)
-        axes, wide = _suffix_axes(shape)
+        axes, wide = suffix_axes(shape)
         size = self._size(f, b)
         if nonfinite == "masked":
             return self._careful_row(f, b, axes, size, TensorProto.FLOAT, wide)
@@ -233,7 +233,7 @@ BLOCK_MIN = 16  # partial sums over at least this many elements (at most 1/16 of
 BLOCK_MAX = 16384  # over more than this many, float32 partial sums drift: those tensors sum in float64
 
 
-def _suffix_axes(shape: tuple) -> tuple[list[int], bool]:
+def suffix_axes(shape: tuple) -> tuple[list[int], bool]:
     """The shortest suffix of axes holding >= BLOCK_MIN elements (symbolic dims count as large), and whether
     that block is too long for float32 partial sums (then they are taken in float64)."""
     axes, block = [], 1

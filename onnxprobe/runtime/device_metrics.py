@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from onnxprobe.stats.metrics import PairMetrics, sqnr_from_norms
+from onnxprobe.stats.metrics import PairMetrics, from_sums
 
 OUTPUTS = ("max_abs", "argmax", "sum_abs", "dd", "aa", "bb", "ab", "b_absmax", "excess", "max_rel", "check")
 
@@ -77,12 +77,5 @@ def compare_on_device(a, b, shape: tuple[int, ...], device: str, rtol: float = 0
     v = {k: float(out[k]) if k != "argmax" else int(out[k]) for k in OUTPUTS}
     if not math.isfinite(v["check"]) or not math.isfinite(v["dd"]):
         return None
-    size = int(np.prod(shape)) if shape else 1
-    na, nb = math.sqrt(v["aa"]), math.sqrt(v["bb"])
-    cosine = v["ab"] / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
-    worst = tuple(int(i) for i in np.unravel_index(v["argmax"], shape)) if shape else ()
-    return PairMetrics(
-        max_abs=v["max_abs"], mean_abs=v["sum_abs"] / size, max_rel=v["max_rel"], rmse=math.sqrt(v["dd"] / size),
-        cosine=cosine, sqnr_db=sqnr_from_norms(nb, math.sqrt(v["dd"])), worst=worst,
-        allclose_excess=v["excess"] if rtol else v["max_abs"], b_absmax=v["b_absmax"], nonfinite_mismatch=0,
-    )
+    return from_sums(max_abs=v["max_abs"], argmax=v["argmax"], sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"], bb=v["bb"],
+                     ab=v["ab"], b_absmax=v["b_absmax"], excess=v["excess"], max_rel=v["max_rel"], shape=shape, rtol=rtol)

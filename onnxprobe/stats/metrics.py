@@ -64,6 +64,20 @@ def sqnr_db(a: np.ndarray, b: np.ndarray) -> float:
     return sqnr_from_norms(float(np.linalg.norm(b)), float(np.linalg.norm(a - b)))
 
 
+def from_sums(*, max_abs: float, argmax: int, sum_abs: float, dd: float, aa: float, bb: float, ab: float,
+              b_absmax: float, excess: float, max_rel: float, shape: tuple[int, ...], rtol: float = 0.0) -> PairMetrics:
+    """PairMetrics from the reductions of a finite pair computed elsewhere (in the graph, on a device):
+    ``argmax`` is the flat index of the largest |a - b|, ``excess`` max(|a-b| - rtol |b|)."""
+    size = int(np.prod(shape)) if shape else 1
+    na, nb = math.sqrt(max(aa, 0.0)), math.sqrt(max(bb, 0.0))
+    cosine = ab / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
+    worst = tuple(int(i) for i in np.unravel_index(int(argmax), shape)) if shape else ()
+    return PairMetrics(max_abs=max_abs, mean_abs=sum_abs / size if size else 0.0, max_rel=max_rel,
+                       rmse=math.sqrt(max(dd, 0.0) / size) if size else 0.0, cosine=cosine,
+                       sqnr_db=sqnr_from_norms(nb, math.sqrt(max(dd, 0.0))), worst=worst,
+                       allclose_excess=excess if rtol else max_abs, b_absmax=b_absmax, nonfinite_mismatch=0)
+
+
 def compare(a: np.ndarray, b: np.ndarray, rtol: float = 0.0) -> PairMetrics:
     """All metrics of a pair. Finite float32 pairs (the common case) take a fast path: the difference in
     float32 (exact when a and b are within a factor of two of each other, else rounded to 2^-24

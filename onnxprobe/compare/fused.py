@@ -1,0 +1,179 @@
+"""``diff`` in one run: both models in one graph (``graph.merge``), each pair's metrics computed in the
+graph right behind its two producers (``graph.pair_nodes``), and each layer's introduced error there
+too: B's node(s) fed with A's matched inputs (``compare.introduced.cone``), compared with A's tensor.
+Only [1, 10] rows and shapes leave the run, so no activation is held on the host, whatever the model
+sizes: memory is that of the two models running side by side.
+
+Used when both sides are onnxruntime with the same settings (one session can hold both); anything it
+cannot measure in the graph (a non-float32 pair, a NaN or Inf on either side: the host's masked
+float64 path; shapes that differ at run time) is handed back for the host path, which the caller runs
+on just those pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from onnxprobe.compare.introduced import cone, copy_cone
+from onnxprobe.compare.sides import Side
+from onnxprobe.graph.builder import all_names, default_opset, interleave
+from onnxprobe.graph.merge import NotMergeable, side_by_side
+from onnxprobe.graph.pair_nodes import PAIR_ROW, PairBuilder
+from onnxprobe.graph.shapes import static_shape, value_types
+from onnxprobe.match.engine import Pair
+from onnxprobe.stats.metrics import PairMetrics, from_sums
+
+ROW_PREFIX, SHAPE_PREFIX = "onnxprobe.pair:", "onnxprobe.pairshape:"
+MIN_OPSET = 9  # the statistics' builder, whose Reduce* forms it shares
+
+
+@dataclass
+class Fused:
+    """What the one run measured: metrics per pair (by its position in the report), introduced error
+    where a cone was built, runtime shapes, and the pairs left for the host."""
+
+    metrics: dict[int, PairMetrics] = field(default_factory=dict)
+    introduced: dict[int, PairMetrics] = field(default_factory=dict)
+    shapes: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    problems: dict[int, str] = field(default_factory=dict)
+    host: list[int] = field(default_factory=list)  # pairs to measure on the host
+
+
+def fusable(a: Side, b: Side) -> str | None:
+    """None when the two sides can run as one graph; else why not."""
+    ra, rb = a.runner, b.runner
+    if ra.kind != "onnxruntime" or rb.kind != "onnxruntime" or not (ra.runs_graphs and rb.runs_graphs):
+        return "not two onnxruntime sides that run graphs"
+    if ra.config != rb.config or ra.device != rb.device:
+        return "the sides run with different settings"
+    if default_opset(ra.model) < MIN_OPSET or default_opset(rb.model) < MIN_OPSET:
+        return f"opset below {MIN_OPSET}"
+    return None
+
+
+def _float32(t: onnx.TypeProto | None) -> bool:
+    return t is not None and t.HasField("tensor_type") and t.tensor_type.elem_type == TensorProto.FLOAT
+
+
+def fused_diff(a: Side, b: Side, feeds: dict, report: list[Pair], by_b: dict[str, Pair], rtol_of,
+               introduced: bool) -> Fused:
+    """Measure ``report`` in one run. ``by_b``: B probe -> its pair, for every float pair of the matching
+    (cones stop at those tensors); ``rtol_of(pair)``: the rtol of the pair's criterion. Raises
+    NotMergeable when the models cannot share a graph."""
+    merged, aname, bname = side_by_side(a.runner.model, b.runner.model, [(p.a.probe, p.b.probe) for p in report])
+    g = merged.graph
+    types = value_types(merged)
+    names = all_names(merged)
+    original = len(g.node)
+    pb = PairBuilder(g, default_opset(merged), names)
+    out = Fused()
+    outputs: list[str] = []
+    producer = {o: n for n in g.node for o in n.output if o}
+    inits = {i.name for i in g.initializer}
+    order = {id(n): i for i, n in enumerate(g.node)}
+    known = {bname.get(x, x): aname.get(q.a.probe, q.a.probe) for x, q in by_b.items()}
+
+    def row(x: str, y: str, shape, rtol: float, base: str) -> str | None:
+        if not (_float32(types.get(x)) and _float32(types.get(y))) or shape is None:
+            return None
+        return pb.pair_row(x, y, tuple(shape), rtol, base)
+
+    for k, p in enumerate(report):
+        x, y = aname.get(p.a.probe, p.a.probe), bname.get(p.b.probe, p.b.probe)
+        shape = static_shape(types.get(x))
+        r = row(x, y, shape, rtol_of(p), f"onnxprobe.pair{k}")
+        if r is None:
+            out.host.append(k)
+            continue
+        outputs += [_named(g, r, f"{ROW_PREFIX}{k}"), _named(g, pb.node("Shape", [x], f"onnxprobe.pair{k}.shape_a"), f"{SHAPE_PREFIX}{k}a"),
+                    _named(g, pb.node("Shape", [y], f"onnxprobe.pair{k}.shape_b"), f"{SHAPE_PREFIX}{k}b")]
+        if introduced and p.b.kind == "float":
+            c = _cone_output(g, pb, y, k, known, producer, inits, order, types)
+            if c is not None:
+                types[c] = types.get(y)  # B's node recomputed: the type of B's tensor
+                ri = row(x, c, shape, rtol_of(p), f"onnxprobe.intro{k}")
+                if ri is not None:
+                    outputs += [_named(g, ri, f"{ROW_PREFIX}{k}i"),
+                                _named(g, pb.node("Shape", [c], f"onnxprobe.intro{k}.shape"), f"{SHAPE_PREFIX}{k}i")]
+    if not outputs:
+        return out
+    interleave(g, original)
+    del g.output[:]
+    g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
+    got, _ = a.runner.execute(merged, feeds, outputs)
+    _read(got, report, rtol_of, out)
+    return out
+
+
+def _named(g: onnx.GraphProto, t: str, name: str) -> str:
+    """Rename the output ``t`` of the node that writes it (the last ones added) to ``name``."""
+    for n in reversed(g.node):
+        if t in n.output:
+            n.output[list(n.output).index(t)] = name
+            return name
+    raise AssertionError(t)  # pragma: no cover
+
+
+def _cone_output(g, pb: PairBuilder, target: str, k: int, known: dict[str, str], producer: dict, inits: set[str],
+                 order: dict, types: dict) -> str | None:
+    """B's cone that ends at ``target`` (a merged-graph name), copied with its boundary tensors replaced
+    by A's values for them (cast to B's type where they differ); its output name, or None."""
+    got = cone(g, target, known.keys(), producer, inits, order)
+    if got is None:
+        return None
+    nodes, boundary, _ = got
+    if not all(x in known for x in boundary):  # a graph input: the same feed on both sides
+        boundary = [x for x in boundary if x in known]
+    prefix = f"onnxprobe.cone{k}/"
+    rename = {o: prefix + o for n in nodes for o in n.output if o}
+    for x in boundary:
+        src = known[x]
+        want, have = types.get(x), types.get(src)
+        if (want is not None and have is not None and want.HasField("tensor_type") and have.HasField("tensor_type")
+                and want.tensor_type.elem_type != have.tensor_type.elem_type):
+            src = pb.node("Cast", [src], f"{prefix}{x}.cast", to=want.tensor_type.elem_type)
+        rename[x] = src
+    g.node.extend(copy_cone(nodes, prefix, rename))
+    return prefix + target
+
+
+def _read(got: dict, report: list[Pair], rtol_of, out: Fused) -> None:
+    for k, p in enumerate(report):
+        r = got.get(f"{ROW_PREFIX}{k}")
+        if r is None:
+            continue
+        sa, sb = (tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}{s}"]) for s in "ab")
+        if sa != sb:
+            out.problems[k] = f"shapes differ at run time: {list(sa)} vs {list(sb)}"
+            continue
+        out.shapes[k] = sa
+        m = _metrics(r, sa, rtol_of(p))
+        if m is None:
+            out.host.append(k)  # a NaN or Inf on a side: the masked float64 path
+            continue
+        out.metrics[k] = m
+        ri = got.get(f"{ROW_PREFIX}{k}i")
+        if ri is not None and tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}i"]) == sa:
+            mi = _metrics(ri, sa, rtol_of(p))
+            if mi is not None:
+                out.introduced[k] = mi
+
+
+def _metrics(row: np.ndarray, shape: tuple[int, ...], rtol: float) -> PairMetrics | None:
+    v = dict(zip(PAIR_ROW, np.asarray(row, np.float64).reshape(-1).tolist()))
+    if not all(math.isfinite(v[c]) for c in ("dd", "aa", "bb", "max_abs")):
+        return None
+    if int(np.prod(shape)) == 0:
+        return None
+    ab = (v["aa"] + v["bb"] - v["dd"]) / 2  # Σab from Σa², Σb² and Σ(a-b)²
+    return from_sums(max_abs=v["max_abs"], argmax=int(v["argmax"]), sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"],
+                     bb=v["bb"], ab=ab, b_absmax=v["b_absmax"], excess=v["excess"], max_rel=v["max_rel"],
+                     shape=shape, rtol=rtol)
+
+
+__all__ = ["Fused", "fusable", "fused_diff", "NotMergeable"]
