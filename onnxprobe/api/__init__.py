@@ -41,6 +41,7 @@ from onnxprobe.api.inputs import (
     Feeds, ModelInput, check_value, input_spec, model_inputs, parse_input_files, parse_int_range, parse_shape_overrides, parse_size,
     read_array, read_npz, save_npz,
 )
+from onnxprobe.api.profile import LayersProfile, RowTime, profile_layers
 from onnxprobe.api.torch import diff_grad_torch, diff_torch, torch_module
 from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult, SurgeryResult, extract, inspect, mark
 from onnxprobe.compare.diff import SORTS, DiffResult, PairResult, sort_results
@@ -59,12 +60,12 @@ __all__ = [
     "Model", "Selection", "RunConfig", "InputSpec", "TensorRef", "ProbePlan", "ProbeResult", "LayersResult", "RunInfo",
     "TensorStats", "Feeds", "ModelInput", "DatasetResult", "Tolerance", "PairMetrics", "DiffResult", "PairResult",
     "GradSpec", "GradPlan", "GradResult", "GradRow", "InspectResult", "SurgeryResult", "MarkResult", "ExtractResult",
-    "GraphIndex", "TensorInfo", "NodeInfo", "Condition", "Prober",
+    "GraphIndex", "TensorInfo", "NodeInfo", "Condition", "Prober", "LayersProfile", "RowTime",
     # constants
     "DEVICES", "OPT_LEVELS", "METRICS", "SORTS", "GRAD_OPT_LEVEL", "BACKWARD_TAG", "GRAD_SUFFIX", "CONDITION_EXAMPLES",
     # workflows
     "load", "as_model", "select", "plan", "feeds", "runner", "run", "layers", "raw_chunks", "save_tensors",
-    "layers_dataset", "merge_stats", "diff", "diff_grad", "diff_torch", "diff_grad_torch", "torch_module", "sort_results", "grad_spec", "grad_plan", "export_backward",
+    "layers_dataset", "merge_stats", "diff", "diff_grad", "diff_torch", "diff_grad_torch", "torch_module", "profile_layers", "sort_results", "grad_spec", "grad_plan", "export_backward",
     "grad", "grad_check", "inspect", "mark", "extract", "index", "attribute_text", "model_info", "where",
     "parse_condition", "interruptibly",
     # inputs

@@ -48,6 +48,7 @@ def diff(
     progress=None,
     fp32_sensitivity: int = 0,
     fuse: bool = True,
+    profile: bool = False,
 ) -> DiffResult:
     """Compare model A against a reference B: another model, the same model on another device or
     optimisation level, onnx.reference, or saved activations (an ``.npz`` path or a dict of arrays keyed
@@ -55,13 +56,16 @@ def diff(
     ``a`` and ``b`` are loaded Models or paths. ``result.verdict()`` says whether it passed, and why not.
     ``fuse`` (two models on onnxruntime with the same settings): both in one graph and one run, the
     metrics and introduced error computed in the graph (float32 partial sums added in float64); False:
-    separate runs, the tensors measured on the host in float64."""
+    separate runs, the tensors measured on the host in float64. ``profile``: time the one run with
+    onnxruntime's profiler (``result.profile``, each result's ``kernel_ms``)."""
     modes = [b is not None, vs_device is not None, vs_opt_level is not None, vs_reference, vs_npz is not None,
              vs_torch is not None]
     if sum(modes) != 1:
         raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-reference, "
                          "--vs-npz or --vs-torch")
     if vs_torch is not None:
+        if profile:
+            raise UsageError("--profile times onnxruntime's kernels of a diff of two models: not with --vs-torch")
         if fp32_sensitivity:
             raise UsageError("--fp32-sensitivity reruns a QDQ model A against a float model B: not with --vs-torch")
         return diff_torch(a, vs_torch, selection=selection, config=config, inputs=inputs, tolerance=tolerance,
@@ -86,7 +90,7 @@ def diff(
     fs = _feeds.make_feeds(a_model.proto, inputs)
     try:
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,
-                    introduced, max_memory=max_memory, progress=progress, fuse=fuse)
+                    introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile)
     except ExecutionError as e:
         raise ExecutionError(f"{e}{fs.hint()}") from e
     res.notes[:0] = fs.notes + list(a_model.warnings)

@@ -10,7 +10,7 @@ import typer
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, LabelsOpt, LossOpt,
-    MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, RangeOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of,
+    MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, ProfileOpt, RangeOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of,
     inputs_of, selection_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, error, notes
@@ -54,6 +54,7 @@ def diff(
     inputs: InputsOpt = None,
     device: DeviceOpt = "auto",
     opt_level: Annotated[Optional[str], typer.Option("--opt-level", help="onnxruntime graph optimisation: off | basic | extended | layout | all (default: off; all with --grad).", rich_help_panel="Execution")] = None,
+    profile: ProfileOpt = False,
     separate_runs: Annotated[bool, typer.Option("--separate-runs", help="Run A and B in separate sessions and measure the tensors on the host in float64, instead of both models in one graph with the metrics computed there (the default for two models on onnxruntime with the same settings).", rich_help_panel="Execution")] = False,
     json_: JsonOpt = None,
     max_memory: MaxMemoryOpt = None,
@@ -114,6 +115,8 @@ def diff(
                                  ("--output-grad", output_grad), ("--wrt", wrt)) if v] + (["--loss"] if loss != "sum" else [])
     if not grad and loss_flags:
         raise UsageError(f"{loss_flags[0]} sets the loss of diff --grad: add --grad")
+    if grad and profile:
+        raise UsageError("--profile times a forward diff: not with --grad (grad --check and bench/grad.py time gradients)")
     if grad and (vs_device or vs_opt_level or vs_reference or vs_npz or (reference is None) == (vs_torch is None)):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (and no other --vs-* option)")
     max_mem = api.parse_size(max_memory) if max_memory else None
@@ -128,10 +131,18 @@ def diff(
             res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
                            vs_npz=vs_npz, vs_torch=vs_torch, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level or "off"),
                            inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
-                           progress=progress.update, fp32_sensitivity=fp32_sensitivity, fuse=not separate_runs)
+                           progress=progress.update, fp32_sensitivity=fp32_sensitivity, fuse=not separate_runs,
+                           **({"profile": True} if profile else {}))
     notes(res.notes)
     order = api.sort_results(res.results, sort)
-    emit(diff_dict(res, order), json_, lambda width: diff_renderables(res, width, order))
+    data = diff_dict(res, order)
+    if res.profile:
+        from onnxprobe.report.profile import diff_profile_renderables, with_diff_profile
+
+        data = with_diff_profile(data, res)
+        emit(data, json_, lambda width: diff_renderables(res, width, order) + diff_profile_renderables(data, width))
+    else:
+        emit(data, json_, lambda width: diff_renderables(res, width, order))
     verdict, why = res.verdict()
     if verdict == "error":
         error(why)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
-    MaxMemoryOpt, OptLevelOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, selection_of,
+    MaxMemoryOpt, OptLevelOpt, ProfileOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, selection_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, notes
 
@@ -29,6 +29,7 @@ def layers(
     json_: JsonOpt = None,
     save: SaveOpt = None,
     max_memory: MaxMemoryOpt = None,
+    profile: ProfileOpt = False,
 ) -> None:
     """Show every probed intermediate tensor with its statistics, in topological order.
 
@@ -44,6 +45,8 @@ def layers(
         onnxprobe layers model.onnx --op Softmax --name '*attn*' --save acts.npz
 
         onnxprobe layers model.onnx --inputs-dir calib/ --json shard0.json   # statistics over a dataset
+
+        onnxprobe layers model.onnx --all --profile --opt-level all   # per-node time, what probing costs
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
@@ -58,6 +61,8 @@ def layers(
     if inputs_dir is not None:
         if save is not None or input_ or inputs is not None or shape:
             raise UsageError("--inputs-dir takes all inputs from the dataset: drop --save, --input, --inputs and --shape")
+        if profile:
+            raise UsageError("--profile times one input: drop --inputs-dir (or --profile)")
         with Progress(f"probing {model.name} over {inputs_dir.name}") as progress:
             res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update)
         notes(res.notes)
@@ -67,4 +72,13 @@ def layers(
             res = api.layers(model, selection, config, spec, save_to=save, max_memory=budget, progress=progress.update)
         notes(res.notes + res.plan.warnings)
         data = layers_dict(res)
+        if profile:
+            from onnxprobe.report.profile import profile_renderables, with_profile
+
+            with Progress(f"profiling {model.name}"):
+                m = api.load(model)
+                prof = api.profile_layers(m, res, api.feeds(m, spec).values, config)
+            data = with_profile(data, prof)
+            emit(data, json_, lambda width: layers_renderables(data, width) + profile_renderables(data, width))
+            return
     emit(data, json_, lambda width: layers_renderables(data, width))

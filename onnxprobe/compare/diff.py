@@ -40,6 +40,7 @@ class PairResult:
     passed: bool | None
     tolerance: Tolerance
     problem: str | None = None  # why no metrics (shapes differ at run time, value missing)
+    kernel_ms: tuple[float | None, float | None] | None = None  # --profile: A's and B's producer kernel times
 
 
 @dataclass
@@ -56,6 +57,8 @@ class DiffResult:
     grad: dict | None = None  # diff --grad: the loss and its value on each side (compare.gradients)
     sensitivity: list = field(default_factory=list)  # compare.sensitivity.Sensitivity, with --fp32-sensitivity
     criterion: str = ""  # the pass/fail rule, in words (and why it is the default, when it is)
+    profile: dict | None = None  # --profile: where the one run's time went
+    in_graph: int = 0  # pairs measured in the one run of both models (compare.fused)
 
     @property
     def compared(self) -> int:
@@ -152,7 +155,8 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
 def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance | None,
          per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
          introduced: bool = True, max_memory: int | None = None, progress=None,
-         device_metrics: bool | None = None, reject=None, pair=None, fuse: bool = True) -> DiffResult:
+         device_metrics: bool | None = None, reject=None, pair=None, fuse: bool = True,
+         profile: bool = False) -> DiffResult:
     """Pairs are measured in chunks: each chunk runs both sides exposing only its own tensors (and the
     A values that its introduced-error cones start from), so at most ``max_memory`` bytes of raw tensors
     are alive at once (default: a quarter of the available memory). Tensors produced on a GPU stay
@@ -164,7 +168,8 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     ``match.engine.match`` (a side that is not an ONNX model, such as a PyTorch module, pairs its own way).
     ``fuse``: when both sides are onnxruntime with the same settings, measure everything in one run of
     both models in one graph, metrics and introduced error computed there (``compare.fused``); only the
-    pairs it hands back go through the chunked runs."""
+    pairs it hands back go through the chunked runs. ``profile``: time that run under onnxruntime's
+    profiler too (each pair gets its producers' kernel times; needs the one-run diff)."""
     tolerance = tolerance or default_tolerance(a, b)
     if a.runner.takes_feeds and b.runner.takes_feeds:
         check_same_inputs(a.model.proto, b.model.proto)
@@ -182,8 +187,12 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     notes: list[str] = []
     results: list[PairResult] = []
     done_in_one = 0  # 1 when the one-run diff measured pairs (a step of the progress)
-    if fuse and fusable(a, b) is None:
-        done, report = _fused(a, b, feeds, report, by_b, tolerance, per_tensor, with_cones, notes)
+    timing: dict = {}
+    why_not = fusable(a, b) if fuse else "--separate-runs"
+    if profile and why_not is not None:
+        notes.append(f"--profile times the one-run diff, which is not used here ({why_not})")
+    if why_not is None:
+        done, report = _fused(a, b, feeds, report, by_b, tolerance, per_tensor, with_cones, notes, profile, timing)
         results += done
         done_in_one = int(bool(done))
         if report and with_cones:
@@ -213,18 +222,21 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     outputs_failed = [r for r in results if r.passed is False and (r.pair.a.is_output or r.pair.b.is_output)]
     explain_unmatched(matching, a, b)
     return DiffResult(a, b, results, matching, sel_b, first, outputs_failed, measured_label(a, b),
-                      list(dict.fromkeys(notes)), criterion=tolerance.describe())
+                      list(dict.fromkeys(notes)), criterion=tolerance.describe(),
+                      profile={k: v for k, v in timing.items() if k != "in_graph"} or None,
+                      in_graph=timing.get("in_graph", 0))
 
 
 def _fused(a: Side, b: Side, feeds, report: list[Pair], by_b: dict, tolerance: Tolerance, per_tensor, with_cones: bool,
-           notes: list[str]) -> tuple[list[PairResult], list[Pair]]:
-    """(the results of the one-run diff, the pairs left for the chunked runs)."""
+           notes: list[str], profile: bool = False, timing: dict | None = None) -> tuple[list[PairResult], list[Pair]]:
+    """(the results of the one-run diff, the pairs left for the chunked runs); ``timing`` gets the
+    profile summary."""
     try:
         def rtol(p: Pair) -> float:  # the allclose excess is needed by allclose only
             t = _tolerance(p, tolerance, per_tensor)
             return t.rtol if t.metric == "allclose" else 0.0
 
-        got = fused_diff(a, b, feeds, report, by_b, rtol, with_cones)
+        got = fused_diff(a, b, feeds, report, by_b, rtol, with_cones, profile)
     except NotMergeable:
         return [], report
     except ExecutionError as e:
@@ -237,7 +249,10 @@ def _fused(a: Side, b: Side, feeds, report: list[Pair], by_b: dict, tolerance: T
             done.append(PairResult(p, None, None, None, False, tol, got.problems[k]))
         elif k in got.metrics:
             m = got.metrics[k]
-            done.append(PairResult(p, got.shapes[k], m, got.introduced.get(k), tol.passes(m), tol))
+            done.append(PairResult(p, got.shapes[k], m, got.introduced.get(k), tol.passes(m), tol, kernel_ms=got.profile.get(k)))
+    if timing is not None:
+        timing.update(got.profile_summary)
+        timing["in_graph"] = len(done)
     measured = {id(r.pair) for r in done}
     return done, [p for p in report if id(p) not in measured]
 

@@ -24,7 +24,7 @@ from onnxprobe.compare.sides import Side
 from onnxprobe.graph.builder import all_names, default_opset, interleave
 from onnxprobe.graph.merge import NotMergeable, side_by_side
 from onnxprobe.graph.pair_nodes import PAIR_ROW, PairBuilder
-from onnxprobe.graph.shapes import static_shape, value_types
+from onnxprobe.graph.shapes import infer_shapes, static_shape, value_types
 from onnxprobe.match.engine import Pair
 from onnxprobe.stats.metrics import PairMetrics, from_sums
 
@@ -42,6 +42,8 @@ class Fused:
     shapes: dict[int, tuple[int, ...]] = field(default_factory=dict)
     problems: dict[int, str] = field(default_factory=dict)
     host: list[int] = field(default_factory=list)  # pairs to measure on the host
+    profile: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)  # pair -> (A's, B's kernel ms)
+    profile_summary: dict = field(default_factory=dict)
 
 
 def fusable(a: Side, b: Side) -> str | None:
@@ -61,13 +63,14 @@ def _float32(t: onnx.TypeProto | None) -> bool:
 
 
 def fused_diff(a: Side, b: Side, feeds: dict, report: list[Pair], by_b: dict[str, Pair], rtol_of,
-               introduced: bool) -> Fused:
+               introduced: bool, profile: bool = False) -> Fused:
     """Measure ``report`` in one run. ``by_b``: B probe -> its pair, for every float pair of the matching
     (cones stop at those tensors); ``rtol_of(pair)``: the rtol of the pair's criterion. Raises
-    NotMergeable when the models cannot share a graph."""
+    NotMergeable when the models cannot share a graph. ``profile``: also run the graph under
+    onnxruntime's profiler and give each pair its two producers' kernel times."""
     merged, aname, bname = side_by_side(a.runner.model, b.runner.model, [(p.a.probe, p.b.probe) for p in report])
     g = merged.graph
-    types = value_types(merged)
+    types = value_types(infer_shapes(merged))  # the tensors onnxprobe added (dequantizations) have no value_info
     names = all_names(merged)
     original = len(g.node)
     pb = PairBuilder(g, default_opset(merged), names)
@@ -78,6 +81,12 @@ def fused_diff(a: Side, b: Side, feeds: dict, report: list[Pair], by_b: dict[str
     order = {id(n): i for i, n in enumerate(g.node)}
     known = {bname.get(x, x): aname.get(q.a.probe, q.a.probe) for x, q in by_b.items()}
 
+    scales = {i.name: i.data_type for i in g.initializer}
+    for n in g.node:  # a dequantization outside what shape inference knows (after a contrib op): its scale's type
+        if n.op_type == "DequantizeLinear" and len(n.input) > 1 and n.output and n.output[0] not in types:
+            if scales.get(n.input[1]) == TensorProto.FLOAT:
+                types[n.output[0]] = onnx.helper.make_tensor_type_proto(TensorProto.FLOAT, None)
+
     def row(x: str, y: str, shape, rtol: float, base: str) -> str | None:
         if not (_float32(types.get(x)) and _float32(types.get(y))) or shape is None:
             return None
@@ -85,7 +94,7 @@ def fused_diff(a: Side, b: Side, feeds: dict, report: list[Pair], by_b: dict[str
 
     for k, p in enumerate(report):
         x, y = aname.get(p.a.probe, p.a.probe), bname.get(p.b.probe, p.b.probe)
-        shape = static_shape(types.get(x))
+        shape = static_shape(types.get(x)) or static_shape(types.get(y))  # of one rank: either tells the axes
         r = row(x, y, shape, rtol_of(p), f"onnxprobe.pair{k}")
         if r is None:
             out.host.append(k)
@@ -107,7 +116,26 @@ def fused_diff(a: Side, b: Side, feeds: dict, report: list[Pair], by_b: dict[str
     g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
     got, _ = a.runner.execute(merged, feeds, outputs)
     _read(got, report, rtol_of, out)
+    if profile:
+        _profile(merged, feeds, outputs, a.runner, report, aname, bname, out)
     return out
+
+
+def _profile(merged, feeds, outputs, runner, report: list[Pair], aname: dict, bname: dict, out: Fused) -> None:
+    from onnxprobe.runtime.profile import profile
+
+    p = profile(merged, feeds, outputs, device=runner.device, opt_level=runner.config.opt_level)
+    times = p.of_tensor()
+    def ms(names: dict, *tensors: str) -> float | None:  # the layer's own tensor first (not an added dequantization)
+        return next((times[names[t]][0] for t in tensors if t in names and names[t] in times
+                     and times[names[t]][0] is not None), None)
+
+    for k, q in enumerate(report):
+        out.profile[k] = (ms(aname, q.a.name, q.a.probe), ms(bname, q.b.name, q.b.probe))
+    a_ms = sum(v for n, v in p.node_ms.items() if n.startswith("onnxprobe.a/"))
+    b_ms = sum(v for n, v in p.node_ms.items() if n.startswith("onnxprobe.b/"))
+    out.profile_summary = {"run_ms": round(p.total_ms, 4), "a_kernels_ms": round(a_ms, 4), "b_kernels_ms": round(b_ms, 4),
+                           "metrics_and_introduced_ms": round(p.probe_ms, 4), "layout_and_other_ms": round(p.other_ms, 4)}
 
 
 def _named(g: onnx.GraphProto, t: str, name: str) -> str:
