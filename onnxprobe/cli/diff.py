@@ -11,9 +11,9 @@ from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, LabelsOpt, LossOpt,
     MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, RangeOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of,
-    inputs_of, selection_of,
+    inputs_of, selection_of, ColumnsOpt, FormatOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
 )
-from onnxprobe.cli.output import check_outputs, emit, error, notes
+from onnxprobe.cli.output import check_outputs, emit, error, notes, write_pictures
 
 Cmp = "Comparison"
 
@@ -56,6 +56,11 @@ def diff(
     opt_level: Annotated[Optional[str], typer.Option("--opt-level", help="onnxruntime graph optimisation: off | basic | extended | layout | all (default: off; all with --grad).", rich_help_panel="Execution")] = None,
     json_: JsonOpt = None,
     max_memory: MaxMemoryOpt = None,
+    wide: WideOpt = False,
+    columns: ColumnsOpt = None,
+    fmt: FormatOpt = "table",
+    overlay: OverlayOpt = None,
+    netron: NetronOpt = None,
 ) -> None:
     """Compare MODEL (A) with a reference (B) layer by layer and show where the error starts.
 
@@ -85,9 +90,10 @@ def diff(
 
     from onnxprobe import api
     from onnxprobe.errors import UsageError
-    from onnxprobe.report.diff import diff_dict, diff_renderables
+    from onnxprobe.report.diff import COLUMNS, diff_dict, diff_renderables
     from onnxprobe.report.progress import Progress
 
+    view = view_of(wide, columns, fmt, COLUMNS, json_)
     if sort not in api.SORTS:
         raise UsageError(f"--sort {sort!r}: choose {', '.join(api.SORTS)}")
     glob_atol, per_atol = _tolerances(atol, "--atol")
@@ -106,7 +112,7 @@ def diff(
             raise UsageError(f"--map {map_}: not a readable JSON object ({e.__class__.__name__})") from None
         if not isinstance(user_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in user_map.items()):
             raise UsageError(f"--map {map_}: expected a JSON object {{\"tensor in A\": \"tensor in B\"}}")
-    check_outputs(model, json_)
+    check_outputs(model, json_, files={"--overlay": overlay, "--netron": netron})
     selection = selection_of(op, name, all_, range_, include_constants)
     spec_in = inputs_of(seed, int_range, shape, input_, inputs)
     loss_flags = [f for f, v in (("--output", output), ("--target", target), ("--labels", labels),
@@ -130,7 +136,9 @@ def diff(
                            progress=progress.update, fp32_sensitivity=fp32_sensitivity)
     notes(res.notes)
     order = api.sort_results(res.results, sort)
-    emit(diff_dict(res, order), json_, lambda width: diff_renderables(res, width, order))
+    data = diff_dict(res, order)
+    write_pictures("diff", data, res.a.model.proto, overlay=overlay, netron=netron)
+    emit(data, json_, lambda width: diff_renderables(data, width), view)
     verdict, why = res.verdict()
     if verdict == "error":
         error(why)

@@ -6,8 +6,9 @@ from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
     MaxMemoryOpt, OptLevelOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, selection_of,
+    ColumnsOpt, FormatOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
 )
-from onnxprobe.cli.output import check_outputs, emit, notes
+from onnxprobe.cli.output import check_outputs, emit, notes, write_pictures
 
 
 @handle_errors
@@ -29,6 +30,11 @@ def layers(
     json_: JsonOpt = None,
     save: SaveOpt = None,
     max_memory: MaxMemoryOpt = None,
+    wide: WideOpt = False,
+    columns: ColumnsOpt = None,
+    fmt: FormatOpt = "table",
+    overlay: OverlayOpt = None,
+    netron: NetronOpt = None,
 ) -> None:
     """Show every probed intermediate tensor with its statistics, in topological order.
 
@@ -44,21 +50,25 @@ def layers(
         onnxprobe layers model.onnx --op Softmax --name '*attn*' --save acts.npz
 
         onnxprobe layers model.onnx --inputs-dir calib/ --json shard0.json   # statistics over a dataset
+
+        onnxprobe layers model.onnx --overlay nd.json   # then: model-explorer --extensions=model_explorer_onnx model.onnx --node_data_paths=nd.json
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
+    from onnxprobe.report import layers as report
     from onnxprobe.report.layers import dataset_dict, layers_dict, layers_renderables
     from onnxprobe.report.progress import Progress
 
+    view = view_of(wide, columns, fmt, report.COLUMNS + report.PERCENTILE_COLUMNS, json_)
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level)
     spec = inputs_of(seed, int_range, shape, input_, inputs)
-    check_outputs(model, save, json_)
+    check_outputs(model, save, json_, files={"--overlay": overlay, "--netron": netron})
     budget = api.parse_size(max_memory) if max_memory else None
     if inputs_dir is not None:
         if save is not None or input_ or inputs is not None or shape:
             raise UsageError("--inputs-dir takes all inputs from the dataset: drop --save, --input, --inputs and --shape")
-        with Progress(f"probing {model.name} over {inputs_dir.name}") as progress:
+        with Progress(f"probing {model.name} over {inputs_dir.name}", "batches") as progress:
             res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update)
         notes(res.notes)
         data = dataset_dict(res)
@@ -67,4 +77,5 @@ def layers(
             res = api.layers(model, selection, config, spec, save_to=save, max_memory=budget, progress=progress.update)
         notes(res.notes + res.plan.warnings)
         data = layers_dict(res)
-    emit(data, json_, lambda width: layers_renderables(data, width))
+    write_pictures("layers", data, res.plan.base, overlay=overlay, netron=netron)
+    emit(data, json_, lambda width: layers_renderables(data, width), view)

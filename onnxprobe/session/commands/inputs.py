@@ -27,9 +27,7 @@ def _inputs_table(env: Env, t: Target) -> list:
         st = api.TensorStats.from_array(v) if v.dtype.kind in "biuf" else None
         rows.append({"role": "", "name": s.name, "shape": tuple(v.shape), "known": True, "dtype": str(v.dtype),
                      "stats": st, "link": env.state.inputs.source(s.name)})
-    table = render.tensor_table(rows, env.width)
-    table.columns[0].header = ""
-    table.columns[-1].header = "source"
+    table = render.tensor_table(rows, env.width, link="source")
     out: list = [table]
     out += [Text(f"note: {n}", style="dim") for n in session_notes(notes)]
     return out
