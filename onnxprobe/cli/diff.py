@@ -11,9 +11,9 @@ from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, LabelsOpt, LossOpt,
     MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, RangeOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of,
-    inputs_of, selection_of, ColumnsOpt, FormatOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
+    inputs_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
 )
-from onnxprobe.cli.output import check_outputs, emit, error, notes, write_pictures
+from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, write_html, write_pictures
 
 Cmp = "Comparison"
 
@@ -59,6 +59,7 @@ def diff(
     wide: WideOpt = False,
     columns: ColumnsOpt = None,
     fmt: FormatOpt = "table",
+    html: HtmlOpt = None,
     overlay: OverlayOpt = None,
     netron: NetronOpt = None,
 ) -> None:
@@ -112,7 +113,8 @@ def diff(
             raise UsageError(f"--map {map_}: not a readable JSON object ({e.__class__.__name__})") from None
         if not isinstance(user_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in user_map.items()):
             raise UsageError(f"--map {map_}: expected a JSON object {{\"tensor in A\": \"tensor in B\"}}")
-    check_outputs(model, json_, files={"--overlay": overlay, "--netron": netron})
+    check_outputs(model, json_, files={"--html": html, "--overlay": overlay, "--netron": netron})
+    require_html(html)
     selection = selection_of(op, name, all_, range_, include_constants)
     spec_in = inputs_of(seed, int_range, shape, input_, inputs)
     loss_flags = [f for f, v in (("--output", output), ("--target", target), ("--labels", labels),
@@ -138,6 +140,13 @@ def diff(
     order = api.sort_results(res.results, sort)
     data = diff_dict(res, order)
     write_pictures("diff", data, res.a.model.proto, overlay=overlay, netron=netron)
+    if html is not None:
+        from onnxprobe.report.diff import diff_table
+        from onnxprobe.report.html import worst_rows
+
+        with Progress("histograms of the worst rows for the HTML report"):
+            hists = api.diff_histograms(res, worst_rows("diff", data), spec_in, max_memory=max_mem)
+        write_html(html, "diff", data, diff_table(data), histograms=hists, inputs=api.describe_inputs(res.a.model, spec_in))
     emit(data, json_, lambda width: diff_renderables(data, width), view)
     verdict, why = res.verdict()
     if verdict == "error":

@@ -6,10 +6,10 @@ from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, CheckOpt, ConstOpt, DeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt,
     LabelsOpt, LossOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, SaveGradsOpt, SeedOpt,
-    ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, selection_of, ColumnsOpt, FormatOpt, NetronOpt, OverlayOpt, WideOpt,
-    view_of,
+    ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt,
+    WideOpt, view_of,
 )
-from onnxprobe.cli.output import check_outputs, emit, error, notes, show_err, write_pictures
+from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, show_err, write_html, write_pictures
 
 
 @handle_errors
@@ -40,6 +40,7 @@ def grad(
     wide: WideOpt = False,
     columns: ColumnsOpt = None,
     fmt: FormatOpt = "table",
+    html: HtmlOpt = None,
     overlay: OverlayOpt = None,
     netron: NetronOpt = None,
 ) -> None:
@@ -69,7 +70,8 @@ def grad(
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level)
     spec_in = inputs_of(seed, int_range, shape, input_, inputs)
-    check_outputs(model, save_grads, export, json_, files={"--overlay": overlay, "--netron": netron})
+    check_outputs(model, save_grads, export, json_, files={"--html": html, "--overlay": overlay, "--netron": netron})
+    require_html(html)
     loaded = api.load(model)
     if export is not None:
         with Progress(f"attaching the backward graph to {model.name}"):
@@ -82,11 +84,17 @@ def grad(
                 progress.phase(f"checking the gradients of {model.name}", "gradients checked")
             progress.update(done, total)
 
-        result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None, check=check,
+        result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None or html is not None, check=check,
                           progress=checking)
     notes(result.notes + result.plan.warnings)
     data = grad_dict(result)
     write_pictures("grad", data, loaded.proto, overlay=overlay, netron=netron)
+    if html is not None:
+        from onnxprobe.report.grad import grad_table
+        from onnxprobe.report.html import worst_rows
+
+        hists = api.grad_histograms(result, worst_rows("grad", data))
+        write_html(html, "grad", data, grad_table(data)[0], histograms=hists, inputs=api.describe_inputs(loaded, spec_in))
     emit(data, json_, lambda width: grad_renderables(data, width), view)
     if save_grads is not None:
         api.save_npz(result.arrays, save_grads)

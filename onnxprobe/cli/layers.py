@@ -6,9 +6,9 @@ from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
     MaxMemoryOpt, OptLevelOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, selection_of,
-    ColumnsOpt, FormatOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
+    ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
 )
-from onnxprobe.cli.output import check_outputs, emit, notes, write_pictures
+from onnxprobe.cli.output import check_outputs, emit, notes, require_html, write_html, write_pictures
 
 
 @handle_errors
@@ -33,6 +33,7 @@ def layers(
     wide: WideOpt = False,
     columns: ColumnsOpt = None,
     fmt: FormatOpt = "table",
+    html: HtmlOpt = None,
     overlay: OverlayOpt = None,
     netron: NetronOpt = None,
 ) -> None:
@@ -51,7 +52,7 @@ def layers(
 
         onnxprobe layers model.onnx --inputs-dir calib/ --json shard0.json   # statistics over a dataset
 
-        onnxprobe layers model.onnx --overlay nd.json   # then: model-explorer --extensions=model_explorer_onnx model.onnx --node_data_paths=nd.json
+        onnxprobe layers model.onnx --html report.html --overlay nd.json   # nd.json: for Model Explorer
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
@@ -63,7 +64,8 @@ def layers(
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level)
     spec = inputs_of(seed, int_range, shape, input_, inputs)
-    check_outputs(model, save, json_, files={"--overlay": overlay, "--netron": netron})
+    check_outputs(model, save, json_, files={"--html": html, "--overlay": overlay, "--netron": netron})
+    require_html(html)
     budget = api.parse_size(max_memory) if max_memory else None
     if inputs_dir is not None:
         if save is not None or input_ or inputs is not None or shape:
@@ -78,4 +80,11 @@ def layers(
         notes(res.notes + res.plan.warnings)
         data = layers_dict(res)
     write_pictures("layers", data, res.plan.base, overlay=overlay, netron=netron)
+    if html is not None:
+        from onnxprobe.report.html import worst_rows
+
+        with Progress("histograms of the worst rows for the HTML report"):
+            hists = api.layers_histograms(res, worst_rows("layers", data), spec, config=config, max_memory=budget)
+        shown = [f"dataset {inputs_dir}"] if inputs_dir is not None else api.describe_inputs(res.plan.base, spec)
+        write_html(html, "layers", data, report.layers_table(data)[0], histograms=hists, inputs=shown)
     emit(data, json_, lambda width: layers_renderables(data, width), view)

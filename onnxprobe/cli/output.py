@@ -27,6 +27,24 @@ def check_outputs(model: Path, *paths: Path | None, files: dict[str, Path | None
             report_io.check_writable(p, model)
 
 
+def write_html(path: Path | None, kind: str, data: dict, table, *, histograms: dict | None = None,
+               inputs: list[str] | None = None) -> None:
+    """--html: the self-contained HTML report of a ``layers``, ``diff`` or ``grad`` dict."""
+    if path is None:
+        return
+    from onnxprobe.report.html import html_report
+
+    report_io.write_text(html_report(kind, data, table, histograms, inputs), path)
+
+
+def require_html(path: Path | None) -> None:
+    """With --html, plotly must be installed: MissingExtra before any work."""
+    if path is not None:
+        from onnxprobe.report.html import require_plotly
+
+        require_plotly()
+
+
 def write_pictures(kind: str, data: dict, model, *, overlay: Path | None = None, netron: Path | None = None) -> None:
     """--overlay (Model Explorer node data, on ``model``: the ModelProto the report is about) and
     --netron (a Netron attachment) of a ``layers``, ``diff`` or ``grad`` report dict."""

@@ -26,6 +26,11 @@ def write_json(data: dict, path: str | os.PathLike) -> None:
     write_file(path, lambda f: f.write(text.encode() + b"\n"))
 
 
+def write_text(text: str, path: str | os.PathLike) -> None:
+    """A text file (an HTML report), atomically."""
+    write_file(path, lambda f: f.write(text.encode("utf-8")))
+
+
 def _default(o):
     if isinstance(o, np.generic):
         return o.item()

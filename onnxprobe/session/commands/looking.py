@@ -144,12 +144,16 @@ def cmd_show(env: Env, args: list[str]):
     return out
 
 
-@command("save", "save TENSOR|all FILE [--model a|b]", "write a tensor (.npy, .npz or .pb), or every probed tensor (all: .npz)",
+@command("save", "save TENSOR|all|html FILE [--model a|b]",
+         "write a tensor (.npy, .npz or .pb), every probed tensor (all: .npz), or the HTML report (html)",
          "running and looking", args=("savewhat", "file"))
 def cmd_save(env: Env, args: list[str]):
-    """`save all acts.npz` writes the probes and model outputs, keyed by tensor name (like `layers --save`)."""
+    """`save all acts.npz` writes the probes and model outputs, keyed by tensor name (like `layers --save`).
+    `save html report.html` writes the self-contained HTML report (as `--html` does): of the last `diff`
+    when there are two models and one was run, else of the probes' statistics (`stats`) of the model."""
     from onnxprobe.report import io as report_io
 
+    chosen = "--model" in args or "-m" in args
     t = target_of(env, args)
     if len(args) != 2:
         raise bad("save", "give what to save and a file")
@@ -157,6 +161,10 @@ def cmd_save(env: Env, args: list[str]):
     for m in env.state.targets.values():
         report_io.check_writable(path, m.model.source)
     suffix = Path(path).suffix.lower()
+    if what == "html" and (suffix in (".html", ".htm") or "html" not in t.index.refs):
+        from onnxprobe.session.commands.pictures import save_html
+
+        return save_html(env, t, path, diff=not chosen)
     if what == "all":
         if suffix != ".npz":
             raise bad("save", "save all writes an .npz file")
