@@ -62,9 +62,18 @@ def shorten_path(name: str, width: int, must: frozenset[int] = frozenset()) -> s
     return short if len(short) <= width else middle(name, width)
 
 
+def _common(lists: list[list[str]]) -> int:
+    """How many leading items all the lists share."""
+    n = 0
+    while all(len(x) > n for x in lists) and len({x[n] for x in lists}) == 1:
+        n += 1
+    return n
+
+
 def shorten_names(names: list[str], width: int) -> list[str]:
-    """Each name in at most ``width`` characters (``shorten_path``); where two different names would
-    read the same, the parts they differ in are kept first, then the middle of the string is cut."""
+    """Each name in at most ``width`` characters (``shorten_path``); where different names would read
+    the same, the first and last of the parts where each differs from the others (past what they all
+    start and end with) are kept first; where they still read the same, the middle of the string is cut."""
     short = [shorten_path(n, width) for n in names]
     for _ in range(2):
         groups: dict[str, list[int]] = {}
@@ -75,10 +84,12 @@ def shorten_names(names: list[str], width: int) -> list[str]:
             break
         for ix in clashes:
             split = [clean(names[i]).split("/") for i in ix]
-            n = max(len(p) for p in split)
-            differ = frozenset(k for k in range(n) if len({p[k] if k < len(p) else None for p in split}) > 1)
+            head = _common([p for p in split])  # the parts all of them start with, and end with
+            tail = _common([p[::-1] for p in split])
             for i, parts in zip(ix, split):
-                short[i] = shorten_path(names[i], width, frozenset(k for k in differ if k < len(parts)))
+                inner = [k for k in range(head, len(parts) - tail)]  # where this one differs from the others
+                must = frozenset(inner[:1] + inner[-1:]) if inner else frozenset()
+                short[i] = shorten_path(names[i], width, must)
     seen: dict[str, str] = {}
     for i, s in enumerate(short):  # still the same: fall back to both ends of the string
         if seen.setdefault(s, names[i]) != names[i]:

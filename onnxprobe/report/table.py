@@ -6,9 +6,12 @@ At a given width the layout is the first of these that fits:
 
 1. one line per row, every cell whole;
 2. one line per row, the name columns (tensor and node names) shortened by whole path parts, keeping
-   the layer index and the op (``report.names``), no narrower than ``NAME_MIN``;
-3. two lines per row: the index, names and other ``head`` columns, then the numbers, indented;
-4. one record per row: the head line, then ``header value`` pairs wrapped to the width.
+   the layer index and the op (``report.names``), no narrower than ``NAME_MIN``, as long as no two
+   names of a column read the same;
+3. two lines per row: the index, names and other ``head`` columns, then the numbers, indented (names
+   shortened on the same terms; head columns move to the second line while the names need the room);
+4. one record per row: the head line, each name whole (folded at its ``/``), then ``header value``
+   pairs wrapped to the width.
 
 ``wide`` shows every cell whole on one line whatever the width. ``csv()``, ``markdown()`` and
 ``records()`` give the rows with full names (and, in CSV and JSON, the raw numbers).
@@ -23,6 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 import textwrap
 from dataclasses import dataclass
 
@@ -158,13 +162,28 @@ class Table:
         fixed = [i for i in range(len(cols)) if i not in names]
         widths = _share(need, names, width - _span([need[i] for i in fixed]) - GAP * len(names), NAME_MIN)
         if widths is not None:
-            return self._one_line(self._shortened(full, widths, names), widths)
+            rows = self._shortened(full, widths, names)
+            if _distinct(full, rows, names):
+                return self._one_line(rows, widths)
         first = [i for i, c in enumerate(cols) if c.head or c.name]
         second = [i for i in range(len(cols)) if i not in first]
-        first_fixed = [i for i in first if i not in names]
-        w1 = _share(need, names, width - _span([need[i] for i in first_fixed]) - GAP * len(names), 12)
-        if second and w1 is not None and INDENT + _span([need[i] for i in second]) <= width:
-            return self._two_lines(self._shortened(full, w1, names), w1, first, second)
+        movable = [i for i in reversed(first) if i not in names and i != 0]  # to the second line, when names need room
+        while True:
+            first_fixed = [i for i in first if i not in names]
+            w1 = _share(need, names, width - _span([need[i] for i in first_fixed]) - GAP * len(names), 12)
+            if not second or INDENT + _span([need[i] for i in second]) > width:
+                break
+            if w1 is not None:
+                rows = self._shortened(full, w1, names)
+                if _distinct(full, rows, names):
+                    return self._two_lines(rows, w1, first, second)
+            if not movable:
+                break
+            i = movable.pop(0)
+            first.remove(i)
+            second = sorted(second + [i])
+        first = [i for i, c in enumerate(cols) if c.head or c.name]
+        second = [i for i in range(len(cols)) if i not in first]
         return self._records(full, first, second, names, width)
 
     def _shortened(self, full: list[list[str]], widths: list[int], names: list[int]) -> list[list[str]]:
@@ -206,25 +225,48 @@ class Table:
         return out
 
     def _records(self, full, first, second, names, width) -> list[tuple[str, str | None]]:
-        """One record per row: the head cells, each name on a line of its own, then the other cells, as
-        'header value' items wrapped to the width."""
+        """One record per row: the head cells, each name whole on lines of its own (folded at its '/'),
+        then the other cells, as 'header value' items wrapped to the width."""
         cols = self.columns
 
         def label(i: int) -> str:
             return cols[i].header or cols[i].key
 
-        short = {i: shorten_names([r[i] for r in full], max(8, width - GAP - len(label(i)) - 1)) for i in names}
         out: list[tuple[str, str | None]] = []
-        for k, (cells, r) in enumerate(zip(full, self.rows)):
+        for cells, r in zip(full, self.rows):
             head = [f"#{cells[i]}" if cols[i].key == "index" else f"{label(i)} {cells[i]}" for i in first if i not in names]
             out += [(line, r.style or "bold") for line in _flow(head, width, "")]
-            out += [(f"{' ' * GAP}{label(i)} {short[i][k]}", r.style) for i in names]
+            for i in names:
+                out += [(line, r.style) for line in _fold(f"{label(i)} {cells[i]}", width, " " * GAP)]
             out += [(line, r.style) for line in _flow([f"{label(i)} {cells[i]}" for i in second], width, " " * GAP)]
         return out
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         for line, style in self.lines(options.max_width):
             yield Text(line, style=style or "", no_wrap=True, overflow="ignore")
+
+
+def _fold(text: str, width: int, indent: str) -> list[str]:
+    """``text`` on lines of at most ``width`` (the first indented by ``indent``, the others twice as
+    much), broken after a '/' where it can be, anywhere where it cannot."""
+    lines, line = [], indent
+    for part in re.split(r"(?<=/)", text):
+        while part:
+            room = width - len(line)
+            if len(part) <= room:
+                line, part = line + part, ""
+            elif line.strip() and len(part) <= width - len(indent) * 2:
+                lines.append(line)
+                line = indent * 2
+            else:
+                take = max(room, 1)
+                line, part = line + part[:take], part[take:]
+                if part:
+                    lines.append(line)
+                    line = indent * 2
+    if line.strip():
+        lines.append(line)
+    return lines
 
 
 def _flow(items: list[str], width: int, indent: str) -> list[str]:
@@ -239,6 +281,11 @@ def _flow(items: list[str], width: int, indent: str) -> list[str]:
     if line:
         lines.append(indent + line)
     return lines
+
+
+def _distinct(full: list[list[str]], short: list[list[str]], names: list[int]) -> bool:
+    """Shortening left the names of each column as many as they were (rows stay apart)."""
+    return all(len({r[i] for r in short}) == len({r[i] for r in full}) for i in names)
 
 
 def _span(widths: list[int]) -> int:
@@ -270,13 +317,20 @@ def _share(need: list[int], names: list[int], room: int, floor: int) -> list[int
     return widths
 
 
+def _scalar(v):
+    """A numpy scalar as the Python number it holds."""
+    return v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v
+
+
 def _raw(v):
+    v = _scalar(v)
     if isinstance(v, float) and not math.isfinite(v):
         return None
     return v
 
 
 def _csv_value(v) -> str:
+    v = _scalar(v)
     if isinstance(v, (list, tuple)):
         return "x".join("?" if d is None else clean(d) for d in v)
     if isinstance(v, bool):
