@@ -16,7 +16,7 @@ from onnxprobe.report.console import stderr_console
 ETA_AFTER = 2.0  # seconds of work before the time left is shown
 
 
-class _Eta(TimeRemainingColumn):
+class EtaColumn(TimeRemainingColumn):
     """The time left, shown once the task has run for ETA_AFTER seconds (an estimate from the first
     second of a long job is noise)."""
 
@@ -63,7 +63,7 @@ class Progress:
                 self.status.__exit__(None, None, None)
                 self.status = None
             self.bar = _Progress(SpinnerColumn(), TextColumn(self.label), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn(self.unit), TimeElapsedColumn(), _Eta(), console=self.console, transient=True)
+                                 TextColumn(self.unit), TimeElapsedColumn(), EtaColumn(), console=self.console, transient=True)
             self.bar.__enter__()
             self.task = self.bar.add_task(self.label, total=total)
         self.bar.update(self.task, completed=done, total=total)
