@@ -273,3 +273,24 @@ def test_real_model_diff_at_every_width(width):
     t = diff_table(d)
     r = runner.invoke(app, ["diff", str(a), str(b)], env={"COLUMNS": str(width), "NO_COLOR": "1"})
     check_table(r.stdout, width, [c.header for c in t.columns], cells_of(t))
+
+
+def test_html_without_plotly_is_one_clear_line(tmp_path, monkeypatch):
+    """The html extra missing: MissingExtra names it, before any work, and nothing is written."""
+    import sys
+
+    for mod in [m for m in sys.modules if m == "plotly" or m.startswith("plotly.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setitem(sys.modules, "plotly", None)  # import plotly now raises ImportError
+    page = tmp_path / "r.html"
+    r = runner.invoke(app, ["layers", str(sample_path("mlp")), "--html", str(page)])
+    assert r.exit_code == 2 and "pip install 'onnxprobe[html]'" in r.stderr and not page.exists()
+    assert r.stderr.count("\n") == 1 and r.stdout == ""
+
+
+def test_columns_env_that_is_not_a_number(monkeypatch):
+    from onnxprobe.report.console import env_width
+
+    for value, want in (("abc", 120), ("", 120), ("5", 20), ("90", 90), ("99999999999", 120)):
+        monkeypatch.setenv("COLUMNS", value)
+        assert env_width() == want, value
