@@ -20,6 +20,7 @@ import math
 
 from onnxprobe import __version__
 from onnxprobe.report import charts
+from onnxprobe.report.io import json_default
 from onnxprobe.report.table import Table
 from onnxprobe.text import duration
 
@@ -81,18 +82,8 @@ SCRIPT = r"""
 
 def _json(data) -> str:
     """JSON safe inside a <script> element: no '<', '>' or '&' survives as such."""
-    text = json.dumps(data, allow_nan=False, default=_plain, separators=(",", ":"))
+    text = json.dumps(data, allow_nan=False, default=json_default, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def _plain(o):
-    import numpy as np
-
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
 def _clean_json(o):

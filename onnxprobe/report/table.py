@@ -6,10 +6,11 @@ At a given width the layout is the first of these that fits:
 
 1. one line per row, every cell whole;
 2. one line per row, the name columns (tensor and node names) shortened by whole path parts, keeping
-   the layer index and the op (``report.names``), no narrower than ``NAME_MIN``, as long as no two
-   names of a column read the same;
-3. two lines per row: the index, names and other ``head`` columns, then the numbers, indented (names
-   shortened on the same terms; head columns move to the second line while the names need the room);
+   the layer index and the op (``report.names``), no narrower than ``NAME_MIN`` nor than the width at
+   which the names of the column stay readable: all different, paths with their last part whole;
+3. stacked: the index, names and other ``head`` columns on a first line, the other columns indented on
+   as many lines below as the width needs (names on the same terms; head columns move down while the
+   names need the room);
 4. one record per row: the head line, each name whole (folded at its ``/``), then ``header value``
    pairs wrapped to the width.
 
@@ -39,6 +40,7 @@ from onnxprobe.text import clean
 
 GAP = 2  # spaces between columns
 NAME_MIN = 20
+NAME_FLOOR = 12  # no name column is ever narrower (unless its names are shorter)
 WRAP_MIN = 30  # a name column is not shortened below this in the one-line layout
 INDENT = 4  # of the second line of a two-line row
 FORMATS = ("table", "csv", "markdown", "json")
@@ -159,32 +161,26 @@ class Table:
         if self.wide or _span(need) <= width:
             return self._one_line(full, need)
         names = [i for i, c in enumerate(cols) if c.name]
+        readable = {i: max(_readable_width([r[i] for r in full], need[i]), min(need[i], NAME_FLOOR)) for i in names}
         fixed = [i for i in range(len(cols)) if i not in names]
-        widths = _share(need, names, width - _span([need[i] for i in fixed]) - GAP * len(names), NAME_MIN)
+        floors = {i: max(readable[i], min(need[i], NAME_MIN)) for i in names}
+        widths = _share(need, names, width - _span([need[i] for i in fixed]) - GAP * len(names), floors)
         if widths is not None:
-            rows = self._shortened(full, widths, names)
-            if _distinct(full, rows, names):
-                return self._one_line(rows, widths)
+            return self._one_line(self._shortened(full, widths, names), widths)
         first = [i for i, c in enumerate(cols) if c.head or c.name]
-        second = [i for i in range(len(cols)) if i not in first]
-        movable = [i for i in reversed(first) if i not in names and i != 0]  # to the second line, when names need room
-        while True:
-            first_fixed = [i for i in first if i not in names]
-            w1 = _share(need, names, width - _span([need[i] for i in first_fixed]) - GAP * len(names), 12)
-            if not second or INDENT + _span([need[i] for i in second]) > width:
-                break
-            if w1 is not None:
-                rows = self._shortened(full, w1, names)
-                if _distinct(full, rows, names):
-                    return self._two_lines(rows, w1, first, second)
+        rest = [i for i in range(len(cols)) if i not in first]
+        movable = [i for i in reversed(first) if i not in names and i != 0]  # to the lines below, when names need room
+        while all(INDENT + need[i] <= width for i in rest):
+            w1 = _share(need, names, width - _span([need[i] for i in first if i not in names]) - GAP * len(names), readable)
+            if w1 is not None and rest:
+                return self._stacked(self._shortened(full, w1, names), w1, [first] + _groups(rest, need, width - INDENT))
             if not movable:
                 break
             i = movable.pop(0)
             first.remove(i)
-            second = sorted(second + [i])
+            rest = sorted(rest + [i])
         first = [i for i, c in enumerate(cols) if c.head or c.name]
-        second = [i for i in range(len(cols)) if i not in first]
-        return self._records(full, first, second, names, width)
+        return self._records(full, first, [i for i in range(len(cols)) if i not in first], names, width)
 
     def _shortened(self, full: list[list[str]], widths: list[int], names: list[int]) -> list[list[str]]:
         rows = [list(r) for r in full]
@@ -214,14 +210,14 @@ class Table:
     def _head(self, lines: list[tuple[str, str | None]], span: int) -> list[tuple[str, str | None]]:
         return lines + [("─" * span, "dim")] if self.header else []
 
-    def _two_lines(self, rows, widths, first, second) -> list[tuple[str, str | None]]:
+    def _stacked(self, rows, widths, groups: list[list[int]]) -> list[tuple[str, str | None]]:
+        """Each row on one line per group of columns: the first group as it is, the others indented."""
         heads = [c.header for c in self.columns]
-        pad = " " * INDENT
-        span = max(_span([widths[i] for i in first]), INDENT + _span([widths[i] for i in second]))
-        out = self._head([(self._fmt(heads, widths, first), "bold"), (pad + self._fmt(heads, widths, second), "bold")], span)
+        pad = [""] + [" " * INDENT] * (len(groups) - 1)
+        span = max(len(p) + _span([widths[i] for i in g]) for p, g in zip(pad, groups))
+        out = self._head([(p + self._fmt(heads, widths, g), "bold") for p, g in zip(pad, groups)], span)
         for cells, r in zip(rows, self.rows):
-            out.append((self._fmt(cells, widths, first), r.style))
-            out.append((pad + self._fmt(cells, widths, second), r.style))
+            out += [(p + self._fmt(cells, widths, g), r.style) for p, g in zip(pad, groups)]
         return out
 
     def _records(self, full, first, second, names, width) -> list[tuple[str, str | None]]:
@@ -283,21 +279,51 @@ def _flow(items: list[str], width: int, indent: str) -> list[str]:
     return lines
 
 
-def _distinct(full: list[list[str]], short: list[list[str]], names: list[int]) -> bool:
-    """Shortening left the names of each column as many as they were (rows stay apart)."""
-    return all(len({r[i] for r in short}) == len({r[i] for r in full}) for i in names)
+def _readable(names: list[str], short: list[str]) -> bool:
+    """Shortened names that still tell the rows apart, and paths that kept their last part whole."""
+    if len(set(short)) != len(set(names)):
+        return False
+    for n, sh in zip(names, short):
+        parts = clean(n).split("/")
+        if len(parts) > 2 and sh != clean(n) and not sh.endswith("/" + parts[-1]):
+            return False
+    return True
+
+
+def _readable_width(names: list[str], need: int) -> int:
+    """The narrowest width at which a name column stays ``_readable`` (its need when none is)."""
+    lo, hi = 1, need
+    if not names or _readable(names, shorten_names(names, 1)):
+        return min(need, 1)
+    while lo < hi:  # readable once wide enough: the narrowest such width
+        mid = (lo + hi) // 2
+        if _readable(names, shorten_names(names, mid)):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+def _groups(columns: list[int], need: list[int], width: int) -> list[list[int]]:
+    """The columns in order, cut into lines of at most ``width``."""
+    groups: list[list[int]] = [[]]
+    for i in columns:
+        if groups[-1] and _span([need[j] for j in groups[-1] + [i]]) > width:
+            groups.append([])
+        groups[-1].append(i)
+    return groups
 
 
 def _span(widths: list[int]) -> int:
     return sum(widths) + GAP * max(len(widths) - 1, 0)
 
 
-def _share(need: list[int], names: list[int], room: int, floor: int) -> list[int] | None:
-    """Widths where the name columns share ``room`` (each at least min(need, floor)), or None."""
+def _share(need: list[int], names: list[int], room: int, floors: dict[int, int]) -> list[int] | None:
+    """Widths where the name columns share ``room``, each at least its floor, or None."""
     widths = list(need)
     if not names:
         return None
-    mins = {i: min(need[i], floor) for i in names}
+    mins = {i: min(need[i], floors[i]) for i in names}
     if room < sum(mins.values()):
         return None
     for i in names:
