@@ -162,9 +162,11 @@ def test_diff_overlay_marks_the_first_failure(tmp_path):
     assert assert_keys_are_node_ids(out, qdq) > 0
     first = json.loads(js.read_text())["first_failure"]
     graph = next(iter(json.loads(out.read_text()).values()))
-    red = [nid for nid, v in graph["results"].items() if v.get("bgColor") == "#7f0000"]
-    producer = next(n.name for n in onnx.load(str(qdq)).graph.node if first in n.output)
-    assert red == [producer]
+    red = {nid for nid, v in graph["results"].items() if v.get("bgColor") == "#7f0000"}
+    nodes = {o: n for n in onnx.load(str(qdq)).graph.node for o in n.output}
+    dq = nodes[first]  # the pair's tensor is a DequantizeLinear output: it and the op before its QuantizeLinear
+    assert dq.op_type == "DequantizeLinear" and nodes[dq.input[0]].op_type == "QuantizeLinear"
+    assert red == {dq.name, nodes[nodes[dq.input[0]].input[0]].name}
 
 
 def test_grad_overlay_and_netron(tmp_path):

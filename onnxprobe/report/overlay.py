@@ -9,7 +9,9 @@ silently colour nothing). One number per node:
 - ``layers``: the largest magnitude the node's output reaches, max(|min|, |max|), coloured by quartile;
   a node whose output holds NaN or Inf is red whatever its value;
 - ``diff``: the SQNR the layer introduces on its own, in dB (the accumulated SQNR where there is none),
-  red at 10 dB and below, then orange, yellow, green; the first failing layer is dark red;
+  red at 10 dB and below, then orange, yellow, green; the first failing layer is dark red. In a QDQ
+  model the value is the DequantizeLinear output: that node and the op before its QuantizeLinear (the
+  Conv, the MatMul) both carry it;
 - ``grad``: the gradient norm (of the node's output, or of the weights it reads), coloured by quartile;
   NaN or Inf red.
 
@@ -24,6 +26,7 @@ import math
 import onnx
 
 from onnxprobe.graph.explorer_ids import ExplorerIds, explorer_ids
+from onnxprobe.graph.walk import walk
 
 RED, DARK_RED, ORANGE, YELLOW, GREEN = "#e53935", "#7f0000", "#fb8c00", "#fdd835", "#43a047"
 QUARTILE_COLOURS = ("#e3f2fd", "#90caf9", "#42a5f5", "#1565c0")
@@ -90,9 +93,30 @@ def layers_overlay(model: onnx.ModelProto, d: dict) -> dict:
     return res.data("onnxprobe layers: max |x| (red: NaN/Inf)", _quartiles)
 
 
+def _quantized_op(model: onnx.ModelProto, ids: ExplorerIds):
+    """tensor -> the node of the op a QDQ pair stands for: the output of DequantizeLinear(QuantizeLinear(
+    op(...))) is the op's value, so the op (a Conv, a MatMul) gets the pair's colour too."""
+    sites = walk(model)
+    producer = {o: s for s in sites for o in s.node.output if o}
+
+    def op_of(tensor: str):
+        s = producer.get(tensor)
+        if s is None or s.node.op_type != "DequantizeLinear" or not s.node.input:
+            return None
+        q = producer.get(s.node.input[0])
+        if q is None or q.node.op_type != "QuantizeLinear" or not q.node.input:
+            return None
+        op = producer.get(q.node.input[0])
+        return ids.nodes.get(op.index) if op is not None else None
+
+    return op_of
+
+
 def diff_overlay(model: onnx.ModelProto, d: dict) -> dict:
     """Model Explorer node data of a ``diff`` dict, on model A (``report.diff.diff_dict``)."""
-    res = _Results(explorer_ids(model))
+    ids = explorer_ids(model)
+    res = _Results(ids)
+    op_of = _quantized_op(model, ids)
     first = d.get("first_failure")
     grad = bool(d.get("grad"))
     for p in d["pairs"]:
@@ -102,8 +126,10 @@ def diff_overlay(model: onnx.ModelProto, d: dict) -> dict:
         else:
             value = _finite(intro) if _finite(intro) is not None else _finite(acc)
         name = p["a"][: -len("_grad")] if grad and p["a"].endswith("_grad") else p["a"]
-        where = res.tensor(name) or res.tensor(p["a"])
-        res.put(where, value, DARK_RED if p["a"] == first and p.get("passed") is False else None)
+        colour = DARK_RED if p["a"] == first and p.get("passed") is False else None
+        res.put(res.tensor(name) or res.tensor(p["a"]), value, colour)
+        if not grad:
+            res.put(op_of(p["a"]), value, colour)
     what = "gradient SQNR dB" if grad else "introduced SQNR dB (dark red: where the error starts)"
     return res.data(f"onnxprobe diff: {what}", [{"value": v, "bgColor": c} for v, c in SQNR_STEPS])
 
