@@ -200,7 +200,7 @@ class Table:
         fold = self.columns[-1].wrap and not self.wide
         for cells, r in zip(rows, self.rows):
             if fold and len(cells[-1]) > widths[-1]:
-                chunks = textwrap.wrap(cells[-1], widths[-1], break_on_hyphens=False) or [""]
+                chunks = _wrap(cells[-1], widths[-1])
                 out.append((self._fmt(cells[:-1] + [chunks[0]], widths, idx), r.style))
                 out += [(" " * (_span(widths[:-1]) + GAP) + c, r.style) for c in chunks[1:]]
             else:
@@ -240,6 +240,26 @@ class Table:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         for line, style in self.lines(options.max_width):
             yield Text(line, style=style or "", no_wrap=True, overflow="ignore")
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` on lines of at most ``width``, broken at spaces, and inside a word too long for a line
+    after its '/' (a tensor path), anywhere only where a part is longer than the line."""
+    lines, line = [], ""
+    for word in text.split(" "):
+        pieces = [word] if len(word) <= width else [p for part in re.split(r"(?<=/)", word)
+                                                    for p in textwrap.wrap(part, width, break_on_hyphens=False) or [part]]
+        for k, piece in enumerate(pieces):
+            sep = "" if k or not line else " "
+            if len(line) + len(sep) + len(piece) <= width:
+                line += sep + piece
+            else:
+                if line:
+                    lines.append(line)
+                line = piece
+    if line or not lines:
+        lines.append(line)
+    return lines
 
 
 def _fold(text: str, width: int, indent: str) -> list[str]:
