@@ -128,5 +128,5 @@ def histogram_figure(title: str, bins: dict, colour: str = "#1f77b4") -> dict:
     fig = go.Figure(go.Bar(x=centres, y=counts, width=widths, marker={"color": colour},
                            hovertemplate="%{x:.4g}: %{y}<extra></extra>"))
     fig.update_layout(title={"text": title + (f" ({', '.join(extra)} not drawn)" if extra else ""), "font": {"size": 11}},
-                      width=300, height=190, margin={"l": 40, "r": 10, "t": 30, "b": 25}, bargap=0, showlegend=False)
+                      width=288, height=190, margin={"l": 40, "r": 10, "t": 30, "b": 25}, bargap=0, showlegend=False)
     return fig.to_plotly_json()

@@ -35,7 +35,7 @@ dt{font-weight:600;color:#555} dd{margin:0;word-break:break-all}
 #depth-chart{width:100%;min-height:420px}
 #histograms{display:flex;flex-wrap:wrap;gap:6px}
 .hist{border:1px solid #ddd;border-radius:4px;display:flex;flex-wrap:wrap;padding:4px}
-.hist.one{width:306px} .hist.two{width:608px}
+.hist{box-sizing:border-box} .hist.one{width:300px} .hist.two{width:590px}
 .hist .name{width:100%;font:11px ui-monospace,monospace;word-break:break-all;padding:0 4px}
 table{border-collapse:collapse;font:12px ui-monospace,monospace}
 th{position:sticky;top:0;background:#f3f3f3;cursor:pointer;text-align:left;padding:3px 6px;border-bottom:1px solid #bbb}
