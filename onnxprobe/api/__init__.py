@@ -22,6 +22,9 @@ Workflows, one module each:
 - ``grad_plan`` / ``grad``: ``GradSpec``, ``grad_spec``, ``grad_plan``, ``export_backward``, ``grad``,
   ``grad_check``;
 - ``surgery``: ``inspect``, ``mark``, ``extract``;
+- ``pictures``: what the HTML report and the overlays need: histograms of a few tensors
+  (``layers_histograms``, ``diff_histograms``, ``grad_histograms``), ``describe_inputs``,
+  ``explorer_ids`` (Model Explorer's node ids);
 - ``explore``: what the debugger needs: ``index`` (GraphIndex), ``model_info``, ``where``, ``Prober``;
 - ``inputs``: ``input_spec`` and the parsers of the input flags.
 
@@ -40,6 +43,9 @@ from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, export_b
 from onnxprobe.api.inputs import (
     Feeds, ModelInput, check_value, input_spec, model_inputs, parse_input_files, parse_int_range, parse_shape_overrides, parse_size,
     read_array, read_npz, save_npz,
+)
+from onnxprobe.api.pictures import (
+    ExplorerIds, describe_inputs, diff_histograms, explorer_ids, grad_histograms, histogram_of, layers_histograms,
 )
 from onnxprobe.api.profile import LayersProfile, RowTime, profile_layers
 from onnxprobe.api.torch import diff_grad_torch, diff_torch, torch_module
@@ -60,14 +66,15 @@ __all__ = [
     "Model", "Selection", "RunConfig", "InputSpec", "TensorRef", "ProbePlan", "ProbeResult", "LayersResult", "RunInfo",
     "TensorStats", "Feeds", "ModelInput", "DatasetResult", "Tolerance", "PairMetrics", "DiffResult", "PairResult",
     "GradSpec", "GradPlan", "GradResult", "GradRow", "InspectResult", "SurgeryResult", "MarkResult", "ExtractResult",
-    "GraphIndex", "TensorInfo", "NodeInfo", "Condition", "Prober", "LayersProfile", "RowTime",
+    "GraphIndex", "TensorInfo", "NodeInfo", "Condition", "Prober", "ExplorerIds", "LayersProfile", "RowTime",
     # constants
     "DEVICES", "OPT_LEVELS", "METRICS", "SORTS", "GRAD_OPT_LEVEL", "BACKWARD_TAG", "GRAD_SUFFIX", "CONDITION_EXAMPLES",
     # workflows
     "load", "as_model", "select", "plan", "feeds", "runner", "run", "layers", "raw_chunks", "save_tensors",
     "layers_dataset", "merge_stats", "diff", "diff_grad", "diff_torch", "diff_grad_torch", "torch_module", "profile_layers", "sort_results", "grad_spec", "grad_plan", "export_backward",
     "grad", "grad_check", "inspect", "mark", "extract", "index", "attribute_text", "model_info", "where",
-    "parse_condition", "interruptibly",
+    "parse_condition", "interruptibly", "layers_histograms", "diff_histograms", "grad_histograms", "describe_inputs",
+    "histogram_of", "explorer_ids",
     # inputs
     "input_spec", "parse_int_range", "parse_size", "parse_shape_overrides", "parse_input_files", "read_array", "read_npz",
     "save_npz", "model_inputs", "check_value", "resolve_device",

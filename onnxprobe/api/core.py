@@ -167,6 +167,8 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike, 
     shapes: dict = {}
     res = None
     notes: list[str] = []
+    if progress is not None:
+        progress(0, total)
     for k, (label, arrays) in enumerate(batches):
         fs = feeds(model, InputSpec(arrays=arrays))
         notes += fs.notes

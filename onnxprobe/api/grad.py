@@ -65,10 +65,10 @@ def _norm(a) -> float:
 
 def grad(model: Model | str | os.PathLike, selection: Selection | None = None, config: RunConfig | None = None,
          spec: GradSpec | None = None, inputs: InputSpec | None = None, *, save: bool = False,
-         check: bool = False) -> GradResult:
+         check: bool = False, progress=None) -> GradResult:
     """What ``onnxprobe grad`` does: attach a loss and its backward graph, run forward and backward in
     one session and return the statistics of every gradient (and, with ``check``, their finite-
-    difference check)."""
+    difference check; ``progress(done, total)`` is called per gradient checked)."""
     spec = spec or GradSpec()
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
     model = as_model(model)
@@ -108,21 +108,22 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
     if check:
         values = {a.name: result.arrays[a.name] for a in acts if a.name in result.arrays}
         res.check_mode = grad_check(model, gp, feed, res, device=result.info.device, seed=(inputs or InputSpec()).seed,
-                                    values=values)
+                                    values=values, progress=progress)
     return res
 
 
 def grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: GradResult, *,
-               device: str = "cpu", seed: int = 0, values: dict[str, np.ndarray] | None = None) -> str:
+               device: str = "cpu", seed: int = 0, values: dict[str, np.ndarray] | None = None, progress=None) -> str:
     """Check each gradient in ``result`` against central finite differences of the loss (see
     ``autodiff.check.check_gradients``): float64 where onnxruntime has double kernels for every op of the
-    forward graph, float32 otherwise. Fills ``row.check`` and returns the precision used."""
+    forward graph, float32 otherwise. Fills ``row.check`` and returns the precision used;
+    ``progress(done, total)`` is called per gradient checked."""
     with np.errstate(all="ignore"):  # inf / NaN in a degenerate model's losses make failed rows, not warnings
-        return _grad_check(model, gp, feed, result, device=device, seed=seed, values=values)
+        return _grad_check(model, gp, feed, result, device=device, seed=seed, values=values, progress=progress)
 
 
 def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: GradResult, *,
-                device: str, seed: int, values: dict[str, np.ndarray] | None) -> str:
+                device: str, seed: int, values: dict[str, np.ndarray] | None, progress=None) -> str:
     types = shaped_types(gp.forward)
     tensors = {}
     for row in result.rows:
@@ -168,7 +169,7 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         else:
             rms = (row.value_norm / np.sqrt(max(g.size, 1))) if row.value_norm else 1.0
         items.append(CheckItem(row.name, g, val, rms))
-    checked = check_gradients(items, loss, mode, seed=seed)
+    checked = check_gradients(items, loss, mode, seed=seed, progress=progress)
     for row in result.rows:
         if row.name in checked:
             row.check = checked[row.name]

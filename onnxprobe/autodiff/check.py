@@ -190,7 +190,7 @@ class CheckItem:
 
 
 def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], float], precision: str, *,
-                    seed: int = 0) -> dict[str, dict]:
+                    seed: int = 0, progress: Callable[[int, int], None] | None = None) -> dict[str, dict]:
     """Compare each gradient g with central finite differences of ``loss(name, delta)`` (the loss with
     ``delta`` added to tensor ``name``) along random directions: one weighted by the gradient (v = g u
     |t| / rms(t), u uniform in [0.5, 1.5]) and, in float64, a Gaussian one. Returns name -> {error,
@@ -201,13 +201,15 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
     level of float32 rounding in the loss over such a step. Differences below the noise floor of the
     loss (machine epsilon x |L| / h) count as 0. At a kink (Relu at 0, MaxPool ties) the one-sided
     differences disagree and a gradient between them passes; several step sizes are tried and the best
-    agreement kept."""
+    agreement kept. ``progress(done, total)`` is called after each gradient."""
     dt = np.float64 if precision.startswith("float64") else np.float32
     eps = np.finfo(dt).eps
     tol = TOLERANCE[precision]
     rng = np.random.default_rng(seed + 12345)
     L0 = loss(items[0].name, np.zeros(items[0].grad.shape)) if items else 0.0
     out: dict[str, dict] = {}
+    if progress is not None:
+        progress(0, len(items))
     for it in items:
         g = it.grad
         h0 = (1e-6 if dt == np.float64 else 1e-3) * max(it.rms, 0.1)
@@ -228,6 +230,8 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
                 worst, detail = best[0], best[1:]
         out[it.name] = {"error": float(worst), "tolerance": tol, "ok": bool(worst <= tol), "fd": detail[0],
                         "grad_dot": detail[1], "step": detail[2], "kink": detail[3], "precision": precision}
+        if progress is not None:
+            progress(len(out), len(items))
     return out
 
 

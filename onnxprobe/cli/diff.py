@@ -10,10 +10,10 @@ import typer
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, LabelsOpt, LossOpt,
-    MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, ProfileOpt, RangeOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of,
-    inputs_of, selection_of,
+    MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, ProfileOpt, RangeOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt,
+    grad_spec_of, inputs_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
 )
-from onnxprobe.cli.output import check_outputs, emit, error, notes
+from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, write_html, write_pictures
 
 Cmp = "Comparison"
 
@@ -58,6 +58,12 @@ def diff(
     separate_runs: Annotated[bool, typer.Option("--separate-runs", help="Run A and B in separate sessions and measure the tensors on the host in float64, instead of both models in one graph with the metrics computed there (the default for two models on onnxruntime with the same settings).", rich_help_panel="Execution")] = False,
     json_: JsonOpt = None,
     max_memory: MaxMemoryOpt = None,
+    wide: WideOpt = False,
+    columns: ColumnsOpt = None,
+    fmt: FormatOpt = "table",
+    html: HtmlOpt = None,
+    overlay: OverlayOpt = None,
+    netron: NetronOpt = None,
 ) -> None:
     """Compare MODEL (A) with a reference (B) layer by layer and show where the error starts.
 
@@ -87,9 +93,10 @@ def diff(
 
     from onnxprobe import api
     from onnxprobe.errors import UsageError
-    from onnxprobe.report.diff import diff_dict, diff_renderables
+    from onnxprobe.report.diff import COLUMNS, diff_dict, diff_renderables
     from onnxprobe.report.progress import Progress
 
+    view = view_of(wide, columns, fmt, COLUMNS, json_)
     if sort not in api.SORTS:
         raise UsageError(f"--sort {sort!r}: choose {', '.join(api.SORTS)}")
     glob_atol, per_atol = _tolerances(atol, "--atol")
@@ -108,7 +115,8 @@ def diff(
             raise UsageError(f"--map {map_}: not a readable JSON object ({e.__class__.__name__})") from None
         if not isinstance(user_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in user_map.items()):
             raise UsageError(f"--map {map_}: expected a JSON object {{\"tensor in A\": \"tensor in B\"}}")
-    check_outputs(model, json_)
+    check_outputs(model, json_, files={"--html": html, "--overlay": overlay, "--netron": netron})
+    require_html(html)
     selection = selection_of(op, name, all_, range_, include_constants)
     spec_in = inputs_of(seed, int_range, shape, input_, inputs)
     loss_flags = [f for f, v in (("--output", output), ("--target", target), ("--labels", labels),
@@ -136,13 +144,21 @@ def diff(
     notes(res.notes)
     order = api.sort_results(res.results, sort)
     data = diff_dict(res, order)
+    extra = (lambda width: [])
     if res.profile:
         from onnxprobe.report.profile import diff_profile_renderables, with_diff_profile
 
         data = with_diff_profile(data, res)
-        emit(data, json_, lambda width: diff_renderables(res, width, order) + diff_profile_renderables(data, width))
-    else:
-        emit(data, json_, lambda width: diff_renderables(res, width, order))
+        extra = (lambda width: diff_profile_renderables(data, width))
+    write_pictures("diff", data, res.a.model.proto, overlay=overlay, netron=netron)
+    if html is not None:
+        from onnxprobe.report.diff import diff_table
+        from onnxprobe.report.html import worst_rows
+
+        with Progress("histograms of the worst rows for the HTML report"):
+            hists = api.diff_histograms(res, worst_rows("diff", data), spec_in, max_memory=max_mem)
+        write_html(html, "diff", data, diff_table(data), histograms=hists, inputs=api.describe_inputs(res.a.model, spec_in))
+    emit(data, json_, lambda width: diff_renderables(data, width) + extra(width), view)
     verdict, why = res.verdict()
     if verdict == "error":
         error(why)

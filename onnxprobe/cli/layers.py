@@ -6,8 +6,9 @@ from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
     MaxMemoryOpt, OptLevelOpt, ProfileOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, selection_of,
+    ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
 )
-from onnxprobe.cli.output import check_outputs, emit, notes
+from onnxprobe.cli.output import check_outputs, emit, notes, require_html, write_html, write_pictures
 
 
 @handle_errors
@@ -29,6 +30,12 @@ def layers(
     json_: JsonOpt = None,
     save: SaveOpt = None,
     max_memory: MaxMemoryOpt = None,
+    wide: WideOpt = False,
+    columns: ColumnsOpt = None,
+    fmt: FormatOpt = "table",
+    html: HtmlOpt = None,
+    overlay: OverlayOpt = None,
+    netron: NetronOpt = None,
     profile: ProfileOpt = False,
 ) -> None:
     """Show every probed intermediate tensor with its statistics, in topological order.
@@ -46,24 +53,29 @@ def layers(
 
         onnxprobe layers model.onnx --inputs-dir calib/ --json shard0.json   # statistics over a dataset
 
+        onnxprobe layers model.onnx --html report.html --overlay nd.json   # nd.json: for Model Explorer
+
         onnxprobe layers model.onnx --all --profile --opt-level all   # per-node time, what probing costs
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
+    from onnxprobe.report import layers as report
     from onnxprobe.report.layers import dataset_dict, layers_dict, layers_renderables
     from onnxprobe.report.progress import Progress
 
+    view = view_of(wide, columns, fmt, report.COLUMNS + report.PERCENTILE_COLUMNS, json_)
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level)
     spec = inputs_of(seed, int_range, shape, input_, inputs)
-    check_outputs(model, save, json_)
+    check_outputs(model, save, json_, files={"--html": html, "--overlay": overlay, "--netron": netron})
+    require_html(html)
     budget = api.parse_size(max_memory) if max_memory else None
     if inputs_dir is not None:
         if save is not None or input_ or inputs is not None or shape:
             raise UsageError("--inputs-dir takes all inputs from the dataset: drop --save, --input, --inputs and --shape")
         if profile:
             raise UsageError("--profile times one input: drop --inputs-dir (or --profile)")
-        with Progress(f"probing {model.name} over {inputs_dir.name}") as progress:
+        with Progress(f"probing {model.name} over {inputs_dir.name}", "batches") as progress:
             res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update)
         notes(res.notes)
         data = dataset_dict(res)
@@ -79,6 +91,15 @@ def layers(
                 m = api.load(model)
                 prof = api.profile_layers(m, res, api.feeds(m, spec).values, config)
             data = with_profile(data, prof)
-            emit(data, json_, lambda width: layers_renderables(data, width) + profile_renderables(data, width))
-            return
-    emit(data, json_, lambda width: layers_renderables(data, width))
+    write_pictures("layers", data, res.plan.base, overlay=overlay, netron=netron)
+    if html is not None:
+        from onnxprobe.report.html import worst_rows
+
+        with Progress("histograms of the worst rows for the HTML report"):
+            hists = api.layers_histograms(res, worst_rows("layers", data), spec, config=config, max_memory=budget)
+        shown = [f"dataset {inputs_dir}"] if inputs_dir is not None else api.describe_inputs(res.plan.base, spec)
+        write_html(html, "layers", data, report.layers_table(data)[0], histograms=hists, inputs=shown)
+    if profile and inputs_dir is None:
+        emit(data, json_, lambda width: layers_renderables(data, width) + profile_renderables(data, width), view)
+    else:
+        emit(data, json_, lambda width: layers_renderables(data, width), view)

@@ -9,13 +9,16 @@ import typer
 
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.output import check_outputs, emit
-from onnxprobe.cli.options import JsonOpt
+from onnxprobe.cli.options import ColumnsOpt, FormatOpt, JsonOpt, WideOpt, view_of
 
 
 @handle_errors
 def merge_stats(
     files: Annotated[list[Path], typer.Argument(help="JSON reports written by `layers --inputs-dir ... --json`.", show_default=False)],
     json_: JsonOpt = None,
+    wide: WideOpt = False,
+    columns: ColumnsOpt = None,
+    fmt: FormatOpt = "table",
 ) -> None:
     """Merge dataset statistics from several shards into one report, exactly and in any order.
 
@@ -28,8 +31,9 @@ def merge_stats(
         onnxprobe merge-stats shard0.json shard1.json shard2.json --json all.json
     """
     from onnxprobe import api
-    from onnxprobe.report.layers import layers_renderables
+    from onnxprobe.report.layers import COLUMNS, PERCENTILE_COLUMNS, layers_renderables
 
+    view = view_of(wide, columns, fmt, COLUMNS + PERCENTILE_COLUMNS, json_)
     check_outputs(files[0] if files else None, json_)
     merged = api.merge_stats(files)
-    emit(merged, json_, lambda width: layers_renderables(merged, width))
+    emit(merged, json_, lambda width: layers_renderables(merged, width), view)

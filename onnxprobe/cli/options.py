@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -32,6 +33,12 @@ ProfileOpt = Annotated[bool, typer.Option("--profile", help="Per-node time from 
 # output
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write the report as JSON to FILE ('-' for stdout, instead of the table).", rich_help_panel="Output")]
 MaxMemoryOpt = Annotated[Optional[str], typer.Option("--max-memory", help="Most memory raw tensors may take at once (e.g. 512M, 2G); more runs when needed. Default: a quarter of the available memory.", rich_help_panel="Output")]
+WideOpt = Annotated[bool, typer.Option("--wide", help="Tables with every cell whole: full names, one line per row, whatever the width.", rich_help_panel="Output")]
+ColumnsOpt = Annotated[Optional[str], typer.Option("--columns", help="The table's columns, in this order: comma-separated keys, e.g. index,tensor,min,max (a wrong one lists them all).", rich_help_panel="Output")]
+FormatOpt = Annotated[str, typer.Option("--format", help="table | csv | markdown | json: how the table goes to stdout (csv and json: full names, raw numbers; the whole report is --json).", rich_help_panel="Output")]
+HtmlOpt = Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report to FILE: header, a chart along depth, the sortable table, histograms of the worst rows (needs the html extra).", rich_help_panel="Output")]
+OverlayOpt = Annotated[Optional[Path], typer.Option("--overlay", help="Write node data for Google's Model Explorer to FILE.json (model-explorer --extensions=model_explorer_onnx MODEL --node_data_paths=FILE.json).", rich_help_panel="Output")]
+NetronOpt = Annotated[Optional[Path], typer.Option("--netron", help="Write a Netron attachment to FILE.json (open the model in Netron, then this file): the statistics of every value.", rich_help_panel="Output")]
 SaveOpt = Annotated[Optional[Path], typer.Option("--save", help="Save the probed tensors to FILE.npz, keyed by tensor name.", rich_help_panel="Output")]
 
 
@@ -52,6 +59,30 @@ CheckOpt = Annotated[bool, typer.Option("--check", help="Check every gradient ag
 
 
 # --- turning the shared options into API arguments, once -------------------------------------------------
+
+@dataclass(frozen=True)
+class View:
+    """How a table goes to stdout: --wide, --columns, --format."""
+
+    wide: bool = False
+    columns: tuple[str, ...] = ()
+    format: str = "table"
+
+
+def view_of(wide: bool, columns: str | None, fmt: str, known=None, json_: Path | None = None) -> View:
+    """The View of --wide/--columns/--format, checked before any work (``known``: the columns the
+    command's table can have; ``json_``: --json, which must not write to stdout beside --format)."""
+    from onnxprobe.errors import UsageError
+    from onnxprobe.report.table import check_view
+
+    if json_ is not None and str(json_) == "-" and fmt != "table":
+        raise UsageError(f"--json - and --format {fmt} both write to stdout: give --json a file")
+    keys = tuple(k.strip() for k in (columns or "").split(",") if k.strip())
+    if columns is not None and not keys:
+        raise UsageError("--columns: give comma-separated column keys, e.g. index,tensor,min,max")
+    check_view(fmt, list(keys), known)
+    return View(wide, keys, fmt)
+
 
 def selection_of(op: list[str] | None, name: list[str] | None, all_: bool, range_: str | None, include_constants: bool):
     """The Selection that --op/--name/--all/--range/--include-constants describe."""
