@@ -3,10 +3,15 @@ slowest nodes as Rich renderables (nothing here prints)."""
 
 from __future__ import annotations
 
-from rich.table import Table
 from rich.text import Text
 
 from onnxprobe.report.format import num, safe
+from onnxprobe.report.table import Column, Table
+
+COLUMNS = [Column("tensor", "tensor", name=True, head=True), Column("op", "op", head=True),
+           Column("ms", "ms", "right"), Column("plain_ms", "plain ms", "right", wrap=True)]
+DIFF_COLUMNS = [Column("tensor", "tensor", name=True, head=True), Column("op", "op", head=True),
+                Column("a_ms", "A ms", "right"), Column("b_ms", "B ms", "right")]
 
 
 def with_profile(data: dict, prof, rows_key: str = "tensors", name_key: str = "name") -> dict:
@@ -29,15 +34,14 @@ def profile_renderables(data: dict, width: int = 120, rows_key: str = "tensors",
                 f"{s['kernels_probed']} probed: {s['fusions_broken']} fusion(s) broken by probing")
     rows = [r for r in data.get(rows_key, []) if r.get("kernel_ms") is not None]
     rows.sort(key=lambda r: -r["kernel_ms"])
-    t = Table(title=f"slowest {min(top, len(rows))} nodes (kernel time of each probed tensor's producer)",
-              width=min(width, 100), title_justify="left")
-    for c, j in (("tensor", "left"), ("op", "left"), ("ms", "right"), ("plain ms", "right")):
-        t.add_column(c, justify=j, overflow="fold")
+    title = Text(f"slowest {min(top, len(rows))} nodes (kernel time of each probed tensor's producer)")
+    t = Table(COLUMNS, main=False)
     for r in rows[:top]:
         plain = num(r["plain_kernel_ms"]) if r.get("plain_kernel_ms") is not None else (
             f"fused into {safe(r['plain_fused_into'])}" if r.get("plain_fused_into") else "-")
-        t.add_row(safe(r.get("name", "")), safe(r.get("op_type", "")), num(r["kernel_ms"]), plain)
-    return [line, t] if rows else [line]
+        t.add_row([safe(r.get("name", "")), safe(r.get("op_type", "")), num(r["kernel_ms"]), plain],
+                  [r.get("name"), r.get("op_type"), r["kernel_ms"], r.get("plain_kernel_ms")])
+    return [line, title, t] if rows else [line]
 
 
 def with_diff_profile(data: dict, res) -> dict:
@@ -60,10 +64,10 @@ def diff_profile_renderables(data: dict, width: int = 120, top: int = 10) -> lis
                 f"layout and other {num(s['layout_and_other_ms'])} ms)")
     rows = [p for p in data.get("pairs", []) if p.get("kernel_ms_a") is not None]
     rows.sort(key=lambda p: -(p["kernel_ms_a"] or 0))
-    t = Table(title=f"slowest {min(top, len(rows))} layers of A", width=min(width, 100), title_justify="left")
-    for c, j in (("tensor", "left"), ("op", "left"), ("A ms", "right"), ("B ms", "right")):
-        t.add_column(c, justify=j, overflow="fold")
+    title = Text(f"slowest {min(top, len(rows))} layers of A")
+    t = Table(DIFF_COLUMNS, main=False)
     for p in rows[:top]:
-        t.add_row(safe(p["a"]), safe(p.get("op_type") or ""), num(p["kernel_ms_a"]),
-                  num(p["kernel_ms_b"]) if p.get("kernel_ms_b") is not None else "-")
-    return [line, t] if rows else [line]
+        t.add_row([safe(p["a"]), safe(p.get("op_type") or ""), num(p["kernel_ms_a"]),
+                   num(p["kernel_ms_b"]) if p.get("kernel_ms_b") is not None else "-"],
+                  [p["a"], p.get("op_type"), p["kernel_ms_a"], p.get("kernel_ms_b")])
+    return [line, title, t] if rows else [line]
