@@ -96,6 +96,7 @@ class RunConfig:
     device: str = "auto"  # auto | cpu | cuda
     opt_level: str = "off"  # off | basic | extended | layout | all
     io_binding: bool = True
+    cache: bool = True  # reuse probed copies across runs (runtime.plan_cache; --no-cache)
 
 
 @dataclass

@@ -10,7 +10,7 @@ import typer
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, LabelsOpt, LossOpt,
-    MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, ProfileOpt, RangeOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt,
+    MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, NoCacheOpt, ProfileOpt, RangeOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt,
     grad_spec_of, inputs_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, write_html, write_pictures
@@ -55,6 +55,7 @@ def diff(
     device: DeviceOpt = "auto",
     opt_level: Annotated[Optional[str], typer.Option("--opt-level", help="onnxruntime graph optimisation: off | basic | extended | layout | all (default: off; all with --grad).", rich_help_panel="Execution")] = None,
     profile: ProfileOpt = False,
+    no_cache: NoCacheOpt = False,
     separate_runs: Annotated[bool, typer.Option("--separate-runs", help="Run A and B in separate sessions and measure the tensors on the host in float64, instead of both models in one graph with the metrics computed there (the default for two models on onnxruntime with the same settings).", rich_help_panel="Execution")] = False,
     json_: JsonOpt = None,
     max_memory: MaxMemoryOpt = None,
@@ -132,12 +133,12 @@ def diff(
         if grad:
             spec = grad_spec_of(output, loss, target, labels, output_grad, wrt)
             res = api.diff_grad(model, reference, spec, vs_torch=vs_torch, selection=selection,
-                                config=api.RunConfig(device=device, opt_level=opt_level or api.GRAD_OPT_LEVEL),
+                                config=api.RunConfig(device=device, opt_level=opt_level or api.GRAD_OPT_LEVEL, cache=not no_cache),
                                 inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                                 progress=progress.update)
         else:
             res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
-                           vs_npz=vs_npz, vs_torch=vs_torch, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level or "off"),
+                           vs_npz=vs_npz, vs_torch=vs_torch, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level or "off", cache=not no_cache),
                            inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                            progress=progress.update, fp32_sensitivity=fp32_sensitivity, fuse=not separate_runs,
                            **({"profile": True} if profile else {}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
-    MaxMemoryOpt, OptLevelOpt, ProfileOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, selection_of,
+    MaxMemoryOpt, OptLevelOpt, NoCacheOpt, ProfileOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, selection_of,
     ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, notes, require_html, write_html, write_pictures
@@ -37,6 +37,7 @@ def layers(
     overlay: OverlayOpt = None,
     netron: NetronOpt = None,
     profile: ProfileOpt = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Show every probed intermediate tensor with its statistics, in topological order.
 
@@ -65,7 +66,7 @@ def layers(
 
     view = view_of(wide, columns, fmt, report.COLUMNS + report.PERCENTILE_COLUMNS, json_)
     selection = selection_of(op, name, all_, range_, include_constants)
-    config = api.RunConfig(device=device, opt_level=opt_level)
+    config = api.RunConfig(device=device, opt_level=opt_level, cache=not no_cache)
     spec = inputs_of(seed, int_range, shape, input_, inputs)
     check_outputs(model, save, json_, files={"--html": html, "--overlay": overlay, "--netron": netron})
     require_html(html)

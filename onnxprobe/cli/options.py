@@ -26,6 +26,7 @@ InputsOpt = Annotated[Optional[Path], typer.Option("--inputs", help="All inputs 
 InputsDirOpt = Annotated[Optional[Path], typer.Option("--inputs-dir", help="Dataset mode: a folder of .npz batches, or one .npz with a leading sample axis; statistics over all of them, one run per batch.", rich_help_panel="Inputs")]
 
 # execution
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not reuse (or keep) the probed copy of the model from an earlier run (cached under ~/.cache/onnxprobe, $ONNXPROBE_CACHE_DIR; safe to delete).", rich_help_panel="Execution")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda. auto picks CUDA only when a session really gets it.", rich_help_panel="Execution")]
 OptLevelOpt = Annotated[str, typer.Option("--opt-level", help="onnxruntime graph optimisation: off | basic | extended | layout | all.", rich_help_panel="Execution")]
 ProfileOpt = Annotated[bool, typer.Option("--profile", help="Per-node time from onnxruntime's profiler: each row gets its producer's kernel time (probed and plain runs, or the node it was fused into), and a summary of what the probes cost (their kernels, the layout reorders and fusions they forced). Two extra profiled runs of each model.", rich_help_panel="Execution")]

@@ -26,6 +26,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.graph.expose import expose, needs_masking
+from onnxprobe.runtime import plan_cache
 from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
@@ -115,12 +116,19 @@ class GraphRunner(Runner):
     def session_seconds(self) -> float:
         return 0.0
 
-    def _plan(self, model: onnx.ModelProto, refs: list[TensorRef], key, **kw) -> ProbePlan:
+    def _plan(self, model: onnx.ModelProto, refs: list[TensorRef], key, input_shapes: dict | None = None, **kw) -> ProbePlan:
         if key is not None and key in self._plans:
             self._plans.move_to_end(key)
             return self._plans[key]
         warnings: list[str] = []
-        rewritten, probes = expose(model, refs, warnings=warnings, **kw)
+        disk = plan_cache.key(model, refs, kw, input_shapes) if plan_cache.enabled(self.config.cache) else None
+        hit = plan_cache.load(disk, model) if disk else None
+        if hit is not None:
+            rewritten, probes, warnings = hit
+        else:
+            rewritten, probes = expose(model, refs, warnings=warnings, **kw)
+            if disk:
+                plan_cache.store(disk, rewritten, probes, warnings)
         plan = ProbePlan(rewritten, probes, self.label, warnings, base=model)
         if key is not None:
             self._plans[key] = plan
@@ -137,7 +145,8 @@ class GraphRunner(Runner):
         compiled form made under the same key (the debugger's repeated runs, a dataset's batches)."""
         base = model if model is not None else self.model
         in_graph = [r for r in refs if r.kind == "node"]
-        plan = self._plan(base, in_graph, key, stats=stats, shapes=shapes, raw=raw, nonfinite=nonfinite)
+        plan = self._plan(base, in_graph, key, {k: tuple(np.shape(v)) for k, v in feeds.items()},
+                          stats=stats, shapes=shapes, raw=raw, nonfinite=nonfinite)
         return self.run_plan(plan, feeds, host_refs=[r for r in refs if r.kind != "node"], stats=stats, shapes=shapes,
                              raw=raw, key=key, outputs=outputs, order=[r.name for r in refs], rerun=nonfinite == "deferred")
 
