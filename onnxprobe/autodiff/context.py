@@ -16,8 +16,10 @@ class NodeGrad:
     """What a rule sees: one forward node, its output gradients, and builders (delegated to the engine's
     GraphBuilder, so ``g.Mul(a, b)``, ``g.reduce_sum(x, [1])``, ``g.const(...)`` all work)."""
 
-    def __init__(self, engine, node: onnx.NodeProto, name: str, dys: list[str | None], wants: list[bool]):
+    def __init__(self, engine, node: onnx.NodeProto, name: str, dys: list[str | None], wants: list[bool],
+                 implicit: list[str] = ()):
         self.engine = engine
+        self.implicit = list(implicit)  # outer tensors the node's bodies read that need a gradient
         self.node = node
         self.name = name
         self.x = list(node.input)

@@ -46,6 +46,11 @@ def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
 
 def implicit_inputs(node: onnx.NodeProto) -> list[str]:
     """Names a node's bodies read from enclosing graphs, in first-use order."""
+    return outer_reads(*(sg for _, sg in subgraphs(node)))
+
+
+def outer_reads(*graphs: onnx.GraphProto) -> list[str]:
+    """Names these graphs (and the bodies inside them) read from enclosing graphs, in first-use order."""
     found: dict[str, None] = {}
 
     def visit(g: onnx.GraphProto, outer_defined: set[str]) -> None:
@@ -64,7 +69,7 @@ def implicit_inputs(node: onnx.NodeProto) -> list[str]:
             if o.name not in defined:
                 found.setdefault(o.name)
 
-    for _, sg in subgraphs(node):
+    for sg in graphs:
         visit(sg, set())
     return list(found)
 
