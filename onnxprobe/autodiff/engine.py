@@ -27,6 +27,7 @@ from onnx import numpy_helper
 
 from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.context import NodeGrad
+from onnxprobe.autodiff.nested import rename
 from onnxprobe.errors import ModelError, UsageError
 from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, all_names, default_opset
 from onnxprobe.graph.shapes import static_shape, value_types
@@ -326,8 +327,8 @@ class _Gradients:
         """Rename single contributions after their forward tensor in the emitted nodes; returns the
         requested gradients and every forward tensor's gradient, under their final names."""
         if self.rename:
+            rename(self.eng.b.nodes, self.rename)  # the bodies of backward If / Scan nodes read them too
             for bn in self.eng.b.nodes:
-                bn.input[:] = [self.rename.get(v, v) for v in bn.input]
                 bn.output[:] = [self.rename.get(v, v) for v in bn.output]
         grads = {t: self.rename.get(v, v) for t, v in grads_out.items()}
         every = {t: self.rename.get(v, v) for t, v in self.done.items() if v is not None}

@@ -66,8 +66,10 @@ def differentiate_body(eng, attach, body: onnx.GraphProto, seeds: dict[str, str]
     out_types = {o.name: o.type for o in body.output if o.type.HasField("tensor_type")}
     for o, s in seeds.items():
         g.input.append(_typed(s, out_types.get(o) or eng.types.get(o)))
-    # the enclosing model's shape inference annotated the body: its shapes serve the body's rules
-    have = {vi.name for vi in g.value_info} | declared
+    # the enclosing model's shape inference annotated the body: its shapes serve the body's rules (not for
+    # a name the enclosing graph defines too, which the body shadows)
+    outer = {o for n in eng.graph.node for o in n.output} | {i.name for i in eng.graph.input}
+    have = {vi.name for vi in g.value_info} | declared | outer
     for n in body.node:
         for o in n.output:
             if o and o not in have and o in eng.types:
@@ -97,7 +99,7 @@ def differentiate_body(eng, attach, body: onnx.GraphProto, seeds: dict[str, str]
             copies.append(c)
     rename(backward, renames)
     needed = [t for t in reads if t in produced and t not in consts]
-    types = dict(eng.types)
+    types = {k: v for k, v in eng.types.items() if k not in outer}
     types.update(value_types(bw.model))
     grads = {t: bw.grads.get(t) for t in wrt}
     return BodyGrad(forward, copies + backward, grads, needed, types)
