@@ -265,6 +265,7 @@ CASES: list[Case] = [
     one("Gather", {"x": (5, 3)}, consts={"i": np.array([[0, 2], [2, 4], [0, 0]], np.int64)}, id="Gather-embedding-repeats"),
     one("Gather", {"x": (2, 5, 3)}, consts={"i": np.array([-1, 1, 1], np.int64)}, attrs=dict(axis=1), id="Gather-axis1-negative"),
     one("Gather", {"x": (5, 3)}, consts={"i": np.array([[1, 1], [4, -2]], np.int64)}, opset=13, id="Gather-opset13-onehot"),
+    one("Gather", {"x": (1, 4, 3)}, consts={"i": np.array(-1, np.int64)}, attrs=dict(axis=2), id="Gather-scalar-index-last-axis"),
     one("Gather", {"x": (2, 5, 3)}, consts={"i": np.array([0, 3, 3], np.int32)}, attrs=dict(axis=1), opset=13,
         id="Gather-opset13-axis1-int32"),
     one("GatherElements", {"x": (3, 4)}, consts={"i": np.array([[0, 3, 3], [1, -1, 0], [2, 2, 2]], np.int64)},

@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.autodiff.engine import attach_backward
+from onnxprobe.autodiff.hoist import hoist_constants
 from onnxprobe.autodiff.loss import KINDS, attach_loss
 from onnxprobe.autodiff.select import named_targets, targets
 from onnxprobe.errors import ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UsageError, first_line
@@ -18,6 +19,7 @@ from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.shapes import annotate, infer_shapes, static_shape, value_types, with_input_shapes
+from onnxprobe.graph.walk import walk
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_array
 from onnxprobe.runtime.runners.ort import OrtRunner
@@ -118,12 +120,18 @@ def _pick_output(model: onnx.ModelProto, name: str | None) -> str:
 def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warnings: list[str], *,
                     ranks_only: bool = False) -> onnx.ModelProto:
     """Fill in the types of main-graph tensors that shape inference left unknown (e.g. a Reshape whose
-    shape is computed) from one forward run."""
+    shape is computed) from one forward run, and those of every tensor inside If branches (nested Ifs
+    that test shapes, as silero-vad's, leave inference with wrong ranks there): the branch the feed takes
+    gets its real shapes."""
     types = value_types(model)
-    missing = {o for n in model.graph.node for o in n.output
-               if o and static_shape(types.get(o)) is None and n.op_type not in ("If", "Loop", "Scan")}
+    missing = {o for n in model.graph.node for o in n.output if o and static_shape(types.get(o)) is None}
+    in_ifs = [st for st in walk(model) if st.chain and all(n.op_type == "If" for n, _ in st.chain)]
+    missing |= {o for st in in_ifs for o in st.node.output if o}
+    conds = {st.node.input[0] for st in walk(model) if st.node.op_type == "If"}
     if not missing:
         return model
+    wanted = set(missing)
+    missing |= conds
     refs = [r for r in select(model, Selection(all=True, include_constants=True), strict=False) if r.name in missing]
     try:
         got = OrtRunner(model).probe(refs, feed, stats=False, shapes=False, raw=True, outputs=False).arrays
@@ -132,14 +140,24 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
         return model
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    known = {vi.name: vi for vi in m.graph.value_info}
+    # a tensor of a branch the feed does not take comes back empty: keep only the taken branches' (each
+    # enclosing If's condition says which)
+    def taken(st) -> bool:
+        return all(n.input[0] in got and bool(np.asarray(got[n.input[0]]).reshape(-1)[0]) == (attr == "then_branch")
+                   for n, attr in st.chain)
+
+    skip = {o for st in walk(m) if st.chain and not taken(st) for o in st.node.output if o}
+    got = {k: v for k, v in got.items() if k in wanted and k not in skip}
+    home = {o: st.graph for st in walk(m) for o in st.node.output if o}  # the graph that holds each tensor
+    known = {vi.name: vi for st in walk(m) for vi in st.graph.value_info}
+    known.update({vi.name: vi for vi in m.graph.value_info})
     for name, a in got.items():
         dims = [None] * a.ndim if ranks_only else list(a.shape)
         vi = onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), dims)
         if name in known:
             known[name].CopyFrom(vi)
         else:
-            m.graph.value_info.append(vi)
+            home.get(name, m.graph).value_info.append(vi)
     return m
 
 
@@ -192,12 +210,14 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
             base = _runtime_shapes(base, _feeds.make_feeds(model.proto).values, warnings, ranks_only=True)
         except OnnxProbeError:
             pass
+    base = hoist_constants(base)
     tg = named_targets(base, names) if names is not None else targets(base, selection, tuple(spec.wrt))
     fwd = onnx.ModelProto()
     fwd.CopyFrom(base)
     loss = attach_loss(fwd, output, spec.loss, extra=spec.extra, opset=default_opset(fwd), names=all_names(fwd))
     fwd = infer_shapes(fwd, warnings)
     bw = attach_backward(fwd, loss.seeds, [t.ref.name for t in tg], outputs=[loss.loss], unsupported=unsupported)
+    warnings.extend(bw.warnings)
     if bw.stopped:
         warnings.append(f"no gradient rule for {len(bw.stopped)} op(s) on the way, the gradient stops there: "
                         f"{', '.join(bw.stopped[:3])}{' …' if len(bw.stopped) > 3 else ''}")
@@ -211,8 +231,26 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
             via = f" (through {softmax[1]})" if softmax[1] else ""
             warnings.append(f"output {output!r} is a Softmax{via}: its {spec.loss} is constant, so every gradient is "
                             "~0 (noise); use --loss cross-entropy --labels, --loss mse --target or --output-grad")
+    if feed is not None and _has_if(model.proto):
+        _declared_inputs(model.proto, fwd, bw.model)
     extra = {loss.input: spec.extra} if loss.input else {}
     return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings)
+
+
+def _has_if(model: onnx.ModelProto) -> bool:
+    return any(s.node.op_type == "If" for s in walk(model))
+
+
+def _declared_inputs(source: onnx.ModelProto, *models: onnx.ModelProto) -> None:
+    """Give the graph inputs back the types the model declares (dynamic dimensions): with the inputs' static
+    shapes, onnxruntime's constant folding resolves If nodes that test a shape, and on silero-vad it then
+    rejects the LSTM inside (``First input tensor must have rank 3``); the shapes inferred for the feed stay
+    in value_info, where the backward graph's rules used them."""
+    declared = {i.name: i for i in source.graph.input}
+    for m in models:
+        for vi in m.graph.input:
+            if vi.name in declared:
+                vi.type.CopyFrom(declared[vi.name].type)
 
 
 # ops that move or retype values without changing their sum: a Softmax behind them still sums to a constant

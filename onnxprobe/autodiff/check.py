@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from onnxprobe.autodiff.nested import rename
 from onnxprobe.graph.walk import implicit_inputs
 
 DELTA = "onnxprobe.delta:"
@@ -34,10 +35,7 @@ def perturbable(model: onnx.ModelProto, loss: str, tensors: dict[str, tuple[int,
     out.CopyFrom(model)
     g = out.graph
     renamed = {t: f"{t}{'.perturbed'}" for t in tensors}
-    for n in g.node:
-        for k, i in enumerate(n.input):
-            if i in renamed:
-                n.input[k] = renamed[i]
+    rename(list(g.node), renamed)  # If / Loop / Scan bodies read weights of the main graph too
     new_nodes = []
     for t, (elem, shape) in tensors.items():
         d = DELTA + t

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxprobe.errors import ModelError, OpsetTooOld
+from onnxprobe.errors import ModelError, OpsetTooOld, UnknownShape
 from onnxprobe.graph.builder import FLOAT_TYPES, np_dtype
 
 
@@ -67,7 +67,8 @@ class NodeGrad:
     def rank(self, t: str) -> int:
         s = self.engine.sshape(t)
         if s is None:
-            raise self.fail(f"the rank of {t!r} is unknown (shape inference could not tell)")
+            raise UnknownShape(f"cannot differentiate {self.node.op_type} node {self.name!r}: the rank of {t!r} is "
+                               "unknown (shape inference could not tell)")
         return len(s)
 
     def static_dims(self, t: str) -> tuple[int, ...] | None:

@@ -28,7 +28,7 @@ from onnx import numpy_helper
 from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.context import NodeGrad
 from onnxprobe.autodiff.nested import rename
-from onnxprobe.errors import ModelError, UsageError
+from onnxprobe.errors import ModelError, UnknownShape, UsageError
 from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, all_names, default_opset
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import implicit_inputs, node_display_name, subgraphs
@@ -84,6 +84,7 @@ class Backward:
     all_grads: dict[str, str] = field(default_factory=dict)  # every forward tensor -> its gradient tensor
     stopped: list[str] = field(default_factory=list)  # ops without a rule that stopped the gradient ("skip")
     backward_names: set[str] = field(default_factory=set)  # names of the nodes the backward pass added
+    warnings: list[str] = field(default_factory=list)
 
 
 class Engine:
@@ -98,6 +99,7 @@ class Engine:
             names.update(self.names)
             self.names = names
         self.unsupported = unsupported
+        self.warnings: list[str] = []
         self.b = GraphBuilder(self.names, self.opset, scope="onnxprobe.grad")
         self.consts: dict[str, np.ndarray] = {}
         for init in self.graph.initializer:
@@ -158,7 +160,7 @@ class Engine:
                 a == c and a is not None for a, c in zip(ts, grad_shape)):
             return grad
         if ts is None or grad_shape is None:
-            raise ModelError(f"cannot sum the gradient back to the shape of {target!r}: rank unknown")
+            raise UnknownShape(f"cannot sum the gradient back to the shape of {target!r}: rank unknown")
         k = len(grad_shape) - len(ts)
         if k < 0:
             raise ModelError(f"gradient of {target!r} has a lower rank than the tensor")
@@ -418,7 +420,8 @@ def _assemble(out: onnx.ModelProto, eng: Engine, grads_out: dict[str, str], unus
     if prune:
         _prune(out, set(want_outputs))
     n_bw = sum(1 for n in out.graph.node if n.name in bw_names)
-    return Backward(out, grads_out, unused, len(out.graph.node) - n_bw, n_bw, all_grads, stopped, bw_names)
+    return Backward(out, grads_out, unused, len(out.graph.node) - n_bw, n_bw, all_grads, stopped, bw_names,
+                    eng.warnings)
 
 
 def _prune(model: onnx.ModelProto, outputs: set[str]) -> None:

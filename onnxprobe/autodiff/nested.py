@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import helper
 
-from onnxprobe.graph.shapes import value_types
+from onnxprobe.graph.shapes import infer_shapes, value_types
 from onnxprobe.graph.walk import implicit_inputs, outer_reads, subgraphs
 
 
@@ -77,6 +77,7 @@ def differentiate_body(eng, attach, body: onnx.GraphProto, seeds: dict[str, str]
                 have.add(o)
     bw = attach(synth, seeds, list(wrt), outputs=[], prune=False, fold=False, names=eng.names,
                 unsupported=eng.unsupported)
+    eng.warnings.extend(w for w in bw.warnings if w not in eng.warnings)
     nodes = list(bw.model.graph.node)
     forward = [n for n in nodes if n.name not in bw.backward_names]
     backward = prune(nodes=[n for n in nodes if n.name in bw.backward_names], outputs=set(bw.grads.values()))
@@ -101,8 +102,16 @@ def differentiate_body(eng, attach, body: onnx.GraphProto, seeds: dict[str, str]
     needed = [t for t in reads if t in produced and t not in consts]
     types = {k: v for k, v in eng.types.items() if k not in outer}
     types.update(value_types(bw.model))
+    if any(not _elem(types, t) for t in needed):  # exposed values need a type (a mask's bool, a shape's int64)
+        for k, v in value_types(infer_shapes(bw.model)).items():
+            types.setdefault(k, v)
     grads = {t: bw.grads.get(t) for t in wrt}
     return BodyGrad(forward, copies + backward, grads, needed, types)
+
+
+def _elem(types: dict, t: str) -> int:
+    tp = types.get(t)
+    return tp.tensor_type.elem_type if tp is not None and tp.HasField("tensor_type") else 0
 
 
 def prune(nodes: list[onnx.NodeProto], outputs: set[str]) -> list[onnx.NodeProto]:

@@ -10,8 +10,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxprobe.autodiff.nested import rename
+from onnxprobe.autodiff.nested import BodyGrad, rename
 from onnxprobe.autodiff.registry import rule
+from onnxprobe.errors import UnknownShape, first_line
 from onnxprobe.graph.builder import GraphBuilder, np_dtype
 
 
@@ -39,8 +40,8 @@ def _rank_of(types: dict, t: str, drop: int = 0) -> list | None:
     return [None] * max(len(tp.tensor_type.shape.dim) - drop, 0)
 
 
-def _zeros(b: GraphBuilder, like: str, elem: int) -> str:
-    return b.op("ConstantOfShape", b.op("Shape", like), value=numpy_helper.from_array(np.zeros([1], np_dtype(elem))))
+def _zeros(b: GraphBuilder, like: str, elem: int, fill: float = 0.0) -> str:
+    return b.op("ConstantOfShape", b.op("Shape", like), value=numpy_helper.from_array(np.full([1], fill, np_dtype(elem))))
 
 
 def _body_builder(g, nodes: list) -> GraphBuilder:
@@ -79,7 +80,7 @@ def if_(g):
     extra outputs of the forward If (the other branch returns empty tensors there)."""
     node, types = g.node, g.engine.types
     wrt = list(g.implicit)
-    res, bodies = {}, {}
+    res, bodies, failed = {}, {}, {}
     for name in ("then_branch", "else_branch"):
         body = _graph_attr(node, name).g
         bodies[name] = body
@@ -89,7 +90,16 @@ def if_(g):
                 if body.output[k].name in seeds:
                     raise g.fail(f"its {name} returns one tensor as two outputs")
                 seeds[body.output[k].name] = d
-        res[name] = g.engine.differentiate_body(body, seeds, wrt)
+        try:
+            res[name] = g.engine.differentiate_body(body, seeds, wrt)
+        except UnknownShape as e:
+            failed[name] = e
+    if len(failed) == 2:
+        raise failed["then_branch"]
+    for name, e in failed.items():  # e.g. a branch the feed does not take: no run tells its shapes
+        g.engine.warnings.append(f"the {name.split('_')[0]} branch of If {g.name!r} has no backward pass ({first_line(e)}): "
+                                 "a run that takes it gets NaN gradients")
+        res[name] = BodyGrad(list(bodies[name].node), [], {}, [])
     wrt = [w for w in wrt if any(r.grads.get(w) for r in res.values())]
     if not wrt:
         return {}
@@ -123,7 +133,7 @@ def if_(g):
         for w in wrt:
             e = _elem(types, w, g.elem)
             v = r.grads.get(w)
-            v = b.op("Identity", v) if v else _zeros(b, w, e)
+            v = b.op("Identity", v) if v else _zeros(b, w, e, np.nan if name in failed else 0.0)
             gouts.append(_vi(v, e))
         graphs[name] = helper.make_graph(nodes, f"{node.name or 'If'}.grad.{name}", [], gouts)
     bn = helper.make_node("If", [g.x[0]], list(outs.values()), name=g.b.fresh(f"{g.b.scope}/If"),
