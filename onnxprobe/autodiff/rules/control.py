@@ -202,10 +202,10 @@ class _Reverse:
         self.renames: dict[str, str] = {}
 
     def state(self, inner: str, init: str, value: str | None, elem: int, like: str) -> None:
-        self.states.append((inner, init, value, elem, _rank_of(self.r.types, like)))
+        self.states.append((inner, init, value, elem, _rank_of(self.g.engine.types, like)))
 
     def accumulate(self, w: str, contribution: str, elem: int) -> None:
-        self.acc.append((w, contribution, elem, _rank_of(self.r.types, w)))
+        self.acc.append((w, contribution, elem, _rank_of(self.g.engine.types, w)))
 
     def scan(self, inner: str, outer: str, direction: int, axis: int, elem: int, rank: list | None) -> None:
         self.scans.append((inner, outer, direction, axis, elem, rank))
@@ -276,13 +276,13 @@ def loop(g):
     saved = _expose_steps(g, body, r, needed, scan=False)
     rev = _Reverse(g, r)
     for k in states:
-        e = _elem(r.types, g.x[2 + k], g.elem)
+        e = _elem(g.engine.types, g.x[2 + k], g.elem)
         rev.state(dv[k], g.dys[k] or g.zeros_like(g.x[2 + k]), r.grads.get(v_in[k]), e, g.x[2 + k])
     acc = [w for w in g.implicit if r.grads.get(w)]
     for w in acc:
-        rev.accumulate(w, r.grads[w], _elem(r.types, w, g.elem))
+        rev.accumulate(w, r.grads[w], _elem(g.engine.types, w, g.elem))
     for k, s in ds.items():
-        rev.scan(s, g.dys[k], 1, 0, _elem(r.types, node.output[k], g.elem), _rank_of(r.types, node.output[k], 1))
+        rev.scan(s, g.dys[k], 1, 0, _elem(g.engine.types, node.output[k], g.elem), _rank_of(g.engine.types, node.output[k], 1))
     for t, outer in saved.items():
         rev.step_value(t, outer, 1, 0, _elem(r.types, t, TensorProto.INT64 if t == body.input[0].name else g.elem),
                        _rank_of(r.types, t))
@@ -328,24 +328,24 @@ def scan(g):
     saved = _expose_steps(g, body, r, [t for t in r.needed if t not in x_in], scan=True)
     rev = _Reverse(g, r)
     for k in states:
-        e = _elem(r.types, g.x[k], g.elem)
+        e = _elem(g.engine.types, g.x[k], g.elem)
         rev.state(ds[k], g.dys[k] or g.zeros_like(g.x[k]), r.grads.get(s_in[k]), e, g.x[k])
     acc = [w for w in g.implicit if r.grads.get(w)]
     for w in acc:
-        rev.accumulate(w, r.grads[w], _elem(r.types, w, g.elem))
+        rev.accumulate(w, r.grads[w], _elem(g.engine.types, w, g.elem))
     for k, s in dy.items():
         j = k - n
-        rev.scan(s, g.dys[k], 1 - out_dirs[j], out_axes[j], _elem(r.types, node.output[k], g.elem),
-                 _rank_of(r.types, node.output[k], 1))
+        rev.scan(s, g.dys[k], 1 - out_dirs[j], out_axes[j], _elem(g.engine.types, node.output[k], g.elem),
+                 _rank_of(g.engine.types, node.output[k], 1))
     for t, outer in saved.items():
         rev.step_value(t, outer, 1, 0, _elem(r.types, t, g.elem), _rank_of(r.types, t))
     for i, t in enumerate(x_in):
         if t in r.needed:
-            rev.step_value(t, g.x[n + i], 1 - in_dirs[i], in_axes[i], _elem(r.types, g.x[n + i], g.elem),
-                           _rank_of(r.types, g.x[n + i], 1))
+            rev.step_value(t, g.x[n + i], 1 - in_dirs[i], in_axes[i], _elem(g.engine.types, g.x[n + i], g.elem),
+                           _rank_of(g.engine.types, g.x[n + i], 1))
     dx_slots = [i for i in xw if r.grads.get(x_in[i])]
     for i in dx_slots:
-        rev.scan_out(r.grads[x_in[i]], 1 - in_dirs[i], in_axes[i], _elem(r.types, g.x[n + i], g.elem))
+        rev.scan_out(r.grads[x_in[i]], 1 - in_dirs[i], in_axes[i], _elem(g.engine.types, g.x[n + i], g.elem))
     res = rev.emit()
     grads: dict = {k: res[j] for j, k in enumerate(states) if g.wants(k)}
     grads.update({w: res[len(states) + j] for j, w in enumerate(acc)})

@@ -75,6 +75,12 @@ class _Recurrence:
             x = self.x
         return {"x": x, "y": y, "dy": dy}
 
+    def masked_dy(self, dy: str | None) -> str | None:
+        """dY with the steps past each sequence's length zeroed (Y is 0 there whatever the weights)."""
+        if dy is None or self.mask is None:
+            return dy
+        return self.g.Mul(dy, self.mask)
+
     def end_state(self, k: int, d: int) -> str | None:
         s = self.dstate[k]
         return direction_slice(self.g, s, d) if s else None
@@ -110,12 +116,13 @@ def _held(b, new: str, old: str, m: str | None) -> str:
 
 
 def _masked_grad(b, d: str, m: str | None, dy: str | None = None) -> tuple[str, str | None]:
-    """(m (d + dy), (1 - m) d): the gradient of the step's new value (the state's, plus Y_t's), and the
-    part of the state's that passes to the previous step where the sequence has ended."""
+    """(m d + dy, (1 - m) d): the gradient of the step's new value (the state's, plus Y_t's, which
+    ``masked_dy`` has zeroed where the sequence has ended), and the part of the state's that passes to
+    the previous step there."""
     if m is None:
         return _add(b, d, dy), None
     md = b.op("Mul", d, m)
-    return (md if dy is None else b.op("Mul", b.op("Add", d, dy), m)), b.op("Sub", d, md)
+    return _add(b, md, dy), b.op("Sub", d, md)
 
 
 def _add(b, a: str, c: str | None) -> str:
@@ -202,29 +209,29 @@ def lstm(g):
             (_,), (cs,) = rec.loop(cell, [c0], [f, g.Mul(i, z)], 1, reverse=False)
         cprev = previous(g, cs, g.unsqueeze(c0, [0]))
         hc = act(g, ha, cs)
-        has_dy = v["dy"] is not None
-        seqs = ([v["dy"]] if has_dy else []) + [i, f, z, o, hc, cprev]
+        # every step's coefficients at once (the loop then does 7 ops a step): dcn = dc + dhn A,
+        # da = [dcn, dhn, dcn, dcn] K, dc_{t-1} = dcn F
+        coef_o = g.Mul(hc, dact(g.b, fa, o, g.dtype))
+        coef_i, coef_f = g.Mul(z, dact(g.b, fa, i, g.dtype)), g.Mul(cprev, dact(g.b, fa, f, g.dtype))
+        ca = g.Mul(o, dact(g.b, ha, hc, g.dtype))
+        cf = f
+        if peep:
+            ca = g.Add(ca, g.Mul(coef_o, po))
+            cf = g.Add(f, g.Add(g.Mul(coef_i, pi), g.Mul(coef_f, pf)))
+        ck = g.Concat(coef_i, coef_o, coef_f, g.Mul(i, dact(g.b, ga, z, g.dtype)), axis=2)
+        dy = rec.masked_dy(v["dy"])
+        seqs = ([dy] if dy else []) + [ca, ck, cf]
 
         def back(b, st, xs):
             dh, dc = st
-            k = 1 if has_dy else 0
-            it, ft, zt, ot, hct, cpt = xs[k:k + 6]
-            m = xs[k + 6] if len(xs) > k + 6 else None
-            dhn, dh_pass = _masked_grad(b, dh, m, xs[0] if has_dy else None)
+            k = 1 if dy else 0
+            at, kt, ft = xs[k:k + 3]
+            m = xs[k + 3] if len(xs) > k + 3 else None
+            dhn, dh_pass = _masked_grad(b, dh, m, xs[0] if dy else None)
             dcn, dc_pass = _masked_grad(b, dc, m)
-            dao = b.op("Mul", b.op("Mul", dhn, hct), dact(b, fa, ot, g.dtype))
-            dcn = b.op("Add", dcn, b.op("Mul", b.op("Mul", dhn, ot), dact(b, ha, hct, g.dtype)))
-            if peep:
-                dcn = b.op("Add", dcn, b.op("Mul", dao, po))
-            dai = b.op("Mul", b.op("Mul", dcn, zt), dact(b, fa, it, g.dtype))
-            daf = b.op("Mul", b.op("Mul", dcn, cpt), dact(b, fa, ft, g.dtype))
-            dac = b.op("Mul", b.op("Mul", dcn, it), dact(b, ga, zt, g.dtype))
-            da = b.op("Concat", dai, dao, daf, dac, axis=1)
-            dhp = _add(b, b.op("MatMul", da, r), dh_pass)
-            dcp = b.op("Mul", dcn, ft)
-            if peep:
-                dcp = b.op("Add", dcp, b.op("Add", b.op("Mul", dai, pi), b.op("Mul", daf, pf)))
-            return [dhp, _add(b, dcp, dc_pass)], [da]
+            dcn = b.op("Add", dcn, b.op("Mul", dhn, at))
+            da = b.op("Mul", b.op("Concat", dcn, dhn, dcn, dcn, axis=1), kt)
+            return [_add(b, b.op("MatMul", da, r), dh_pass), _add(b, b.op("Mul", dcn, ft), dc_pass)], [da]
 
         dh_end = rec.end_state(0, d) or rec.zeros_state()
         dc_end = rec.end_state(1, d) or rec.zeros_state()
@@ -289,35 +296,41 @@ def gru(g):
             rh = g.Mul(rr, hprev)
             pre = g.Add(gxh, g.MatMul(rh, g.Transpose(r_h, perm=[1, 0])))
             n = act(g, ga, g.Add(pre, rb_h) if rb else pre)
-        has_dy = v["dy"] is not None
-        seqs = ([v["dy"]] if has_dy else []) + [z, rr, n, hprev] + ([ghh] if lbr else [])
+        # every step's coefficients at once: da_n = dhn p1, da_z = dhn p2, da_r = (lbr=0: q, lbr=1: da_n) p3
+        one = g.scalar(1.0)
+        p1 = g.Mul(g.Sub(one, z), dact(g.b, ga, n, g.dtype))
+        p2 = g.Mul(g.Sub(hprev, n), dact(g.b, fa, z, g.dtype))
+        p3 = g.Mul(ghh if lbr else hprev, dact(g.b, fa, rr, g.dtype))
+        dy = rec.masked_dy(v["dy"])
+        if lbr:  # [da_z, da_r, da_n r] = [dhn, dhn, dhn] K
+            ck = g.Concat(p2, g.Mul(p1, p3), g.Mul(p1, rr), axis=2)
+            seqs = ([dy] if dy else []) + [z, ck]
+        else:
+            seqs = ([dy] if dy else []) + [z, p1, p2, p3, rr]
 
         def back(b, st, xs):
             dh = st[0]
-            k = 1 if has_dy else 0
-            zt, rt, nt, hp = xs[k:k + 4]
-            ght = xs[k + 4] if lbr else None
-            m = xs[k + 4 + (1 if lbr else 0)] if len(xs) > k + 4 + (1 if lbr else 0) else None
-            dhn, dh_pass = _masked_grad(b, dh, m, xs[0] if has_dy else None)
-            one = b.const(np.array(1.0, g.dtype))
-            dan = b.op("Mul", b.op("Mul", dhn, b.op("Sub", one, zt)), dact(b, ga, nt, g.dtype))
-            daz = b.op("Mul", b.op("Mul", dhn, b.op("Sub", hp, nt)), dact(b, fa, zt, g.dtype))
+            k = 1 if dy else 0
+            zt = xs[k]
+            m = xs[-1] if rec.mask is not None else None
+            dhn, dh_pass = _masked_grad(b, dh, m, xs[0] if dy else None)
             dhp = b.op("Mul", dhn, zt)
             if lbr:
-                dar = b.op("Mul", b.op("Mul", dan, ght), dact(b, fa, rt, g.dtype))
-                dgh = b.op("Concat", daz, dar, b.op("Mul", dan, rt), axis=1)
-                dhp = b.op("Add", dhp, b.op("MatMul", dgh, r))
-                outs = [b.op("Concat", daz, dar, dan, axis=1), dgh]
-            else:
-                q = b.op("MatMul", dan, r_h)
-                dar = b.op("Mul", b.op("Mul", q, hp), dact(b, fa, rt, g.dtype))
-                dhp = b.op("Add", dhp, b.op("Add", b.op("Mul", q, rt), b.op("MatMul", b.op("Concat", daz, dar, axis=1), r_zr)))
-                outs = [b.op("Concat", daz, dar, dan, axis=1)]
-            return [_add(b, dhp, dh_pass)], outs
+                dgh = b.op("Mul", b.op("Concat", dhn, dhn, dhn, axis=1), xs[k + 1])
+                return [_add(b, b.op("Add", dhp, b.op("MatMul", dgh, r)), dh_pass)], [dhn]
+            p1t, p2t, p3t, rt = xs[k + 1:k + 5]
+            q = b.op("MatMul", b.op("Mul", dhn, p1t), r_h)
+            dzr = b.op("Concat", b.op("Mul", dhn, p2t), b.op("Mul", q, p3t), axis=1)
+            dhp = b.op("Add", b.op("Add", dhp, b.op("Mul", q, rt)), b.op("MatMul", dzr, r_zr))
+            return [_add(b, dhp, dh_pass)], [dhn, q]
 
         dh_end = rec.end_state(0, d) or rec.zeros_state()
-        (dh0,), douts = rec.loop(back, [dh_end], seqs, 2 if lbr else 1, reverse=True)
-        dgx = douts[0]
+        (dh0,), douts = rec.loop(back, [dh_end], seqs, 1 if lbr else 2, reverse=True)
+        dhn_all = douts[0]
+        dan = g.Mul(dhn_all, p1)
+        dar = g.Mul(dan if lbr else douts[1], p3)
+        daz = g.Mul(dhn_all, p2)
+        dgx = g.Concat(daz, dar, dan, axis=2)
         out = {}
         if g.wants(0):
             out["x"] = rec.time_back(g.MatMul(dgx, w), rev)
@@ -325,7 +338,7 @@ def gru(g):
             out["W"] = flat_gemm(g, dgx, v["x"])
         if g.wants(2) or g.wants(3):
             if lbr:
-                dgh = douts[1]
+                dgh = g.Concat(daz, dar, g.Mul(dan, rr), axis=2)
                 dR, dRb = (flat_gemm(g, dgh, hprev) if g.wants(2) else None), g.reduce_sum(dgh, [0, 1], keepdims=0)
             else:
                 daz_r, dan = g.split(dgx, 2, [2 * hh, hh], 2)
@@ -357,14 +370,14 @@ def rnn(g):
         w, r = direction_slice(g, g.x[1], d), direction_slice(g, g.x[2], d)
         h0 = rec.initial(5, d)
         hprev = previous(g, v["y"], g.unsqueeze(h0, [0]))
-        has_dy = v["dy"] is not None
-        seqs = ([v["dy"]] if has_dy else []) + [v["y"]]
+        dy = rec.masked_dy(v["dy"])
+        seqs = ([dy] if dy else []) + [dact(g.b, fa, v["y"], g.dtype)]
 
         def back(b, st, xs):
-            k = 1 if has_dy else 0
+            k = 1 if dy else 0
             m = xs[k + 1] if len(xs) > k + 1 else None
-            dhn, dh_pass = _masked_grad(b, st[0], m, xs[0] if has_dy else None)
-            da = b.op("Mul", dhn, dact(b, fa, xs[k], g.dtype))
+            dhn, dh_pass = _masked_grad(b, st[0], m, xs[0] if dy else None)
+            da = b.op("Mul", dhn, xs[k])
             return [_add(b, b.op("MatMul", da, r), dh_pass)], [da]
 
         dh_end = rec.end_state(0, d) or rec.zeros_state()
