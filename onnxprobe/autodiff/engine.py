@@ -31,7 +31,7 @@ from onnxprobe.autodiff.nested import rename
 from onnxprobe.errors import ModelError, UnknownShape, UsageError
 from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, all_names, default_opset
 from onnxprobe.graph.shapes import static_shape, value_types
-from onnxprobe.graph.walk import implicit_inputs, node_display_name, subgraphs
+from onnxprobe.graph.walk import implicit_inputs, node_display_name, subgraphs, toposort
 from onnxprobe.types import BACKWARD_TAG as TAG
 from onnxprobe.types import grad_name
 
@@ -100,6 +100,7 @@ class Engine:
             self.names = names
         self.unsupported = unsupported
         self.warnings: list[str] = []
+        self.reorder = False  # a rule replaced forward nodes (LSTM "expose"): sort the graph when assembling
         self.b = GraphBuilder(self.names, self.opset, scope="onnxprobe.grad")
         self.consts: dict[str, np.ndarray] = {}
         for init in self.graph.initializer:
@@ -407,6 +408,10 @@ def _assemble(out: onnx.ModelProto, eng: Engine, grads_out: dict[str, str], unus
     g = out.graph
     bw_nodes = eng.b.nodes
     g.node.extend(bw_nodes)
+    if eng.reorder:
+        nodes = list(g.node)
+        del g.node[:]
+        g.node.extend(toposort(nodes, {i.name for i in g.input} | {i.name for i in g.initializer}))
     want_outputs = list(dict.fromkeys(outputs + list(grads_out.values()) + keep))
     source = {v: t for t, v in grads_out.items()}
     del g.output[:]

@@ -79,8 +79,13 @@ def differentiate_body(eng, attach, body: onnx.GraphProto, seeds: dict[str, str]
                 unsupported=eng.unsupported)
     eng.warnings.extend(w for w in bw.warnings if w not in eng.warnings)
     nodes = list(bw.model.graph.node)
-    forward = [n for n in nodes if n.name not in bw.backward_names]
-    backward = prune(nodes=[n for n in nodes if n.name in bw.backward_names], outputs=set(bw.grads.values()))
+    # backward nodes whose values the forward nodes read belong to the forward body (an LSTM rewritten with
+    # standard ops: rules/lstm.py)
+    fwd_reads = {i for n in nodes if n.name not in bw.backward_names for i in list(n.input) + implicit_inputs(n)}
+    moved = {n.name for n in prune([n for n in nodes if n.name in bw.backward_names], fwd_reads)}
+    forward = [n for n in nodes if n.name not in bw.backward_names or n.name in moved]
+    backward = prune(nodes=[n for n in nodes if n.name in bw.backward_names and n.name not in moved],
+                     outputs=set(bw.grads.values()))
     consts = {o: n for n in forward if n.op_type == "Constant" and not n.input for o in n.output}
     produced = {o for n in forward for o in n.output if o} | {i.name for i in body.input} | \
         {i.name for i in body.initializer}

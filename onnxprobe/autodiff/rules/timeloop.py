@@ -1,4 +1,5 @@
-"""Shared pieces of the recurrent rules (rules/recurrent.py): a loop over the time axis written as a Scan
+"""Shared pieces of the recurrent rules (rules/recurrent.py, rules/lstm.py): ``Recurrence`` (layout, the
+step mask, Y and its gradients, initial states), a loop over the time axis written as a Scan
 (or unrolled when the sequence is short and its length static), time reversal within each sequence's
 length, the sequence_lens mask, per-direction slices, and the activations with their derivatives
 written from their outputs."""
@@ -39,7 +40,12 @@ def time_loop(g, step, states: list[str], seqs: list[str], n_out: int, *, revers
     x_in = [g.b.fresh(f"{g.b.scope}/slice") for _ in seqs]
     s_out, outs = step(b, list(s_in), list(x_in))
     vis = lambda names: [helper.make_tensor_value_info(n, elem, [None, None]) for n in names]  # noqa: E731
-    outs_id = [b.op("Identity", o) for o in list(s_out) + list(outs)]
+    # a body output must be a tensor of the body, and each one its own: an Identity only where not
+    made = {o for n in nodes for o in n.output}
+    outs_id, seen = [], set()
+    for o in list(s_out) + list(outs):
+        outs_id.append(o if o in made and o not in seen else b.op("Identity", o))
+        seen.add(outs_id[-1])
     body = helper.make_graph(nodes, f"{g.b.scope}/time_loop", vis(s_in) + vis(x_in), vis(outs_id))
     res = [g.b.fresh(f"{g.b.scope}/loop") for _ in outs_id]
     d = 1 if reverse else 0
@@ -140,3 +146,137 @@ def dact(b, name: str, y: str, dtype) -> str:
     if name == "Tanh":
         return b.op("Sub", one, b.op("Mul", y, y))
     return b.op("Cast", b.op("Greater", y, b.const(np.array(0.0, dtype))), to=helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+
+
+class Recurrence:
+    """What the three rules share: layout, the step mask, Y and its gradients, the initial states."""
+
+    def __init__(self, g, n_gates: int, y_from_node: bool = True):
+        self.g = g
+        self.layout = g.attr("layout", 0)
+        x = g.x[0]
+        self.x = g.Transpose(x, perm=[1, 0, 2]) if self.layout else x
+        rs = g.static_dims(g.x[2])
+        self.hidden = int(g.attr("hidden_size") or (rs[2] if rs else 0)) or None
+        if self.hidden is None:
+            raise g.fail("hidden_size is unknown")
+        self.n_gates = n_gates
+        xs = g.static_dims(x)
+        self.steps = (xs[1] if self.layout else xs[0]) if xs else None
+        self.lens = lengths(g, 4)
+        self.mask = step_mask(g, self.x, self.lens)
+        self.y = None  # [T, D, B, H]: the forward node's Y, or (y_from_node=False) what the rule computes
+        if y_from_node:
+            y = g.forward_output(0, "Y")
+            self.y = g.Transpose(y, perm=[1, 2, 0, 3]) if self.layout else y
+        d = g.dys[0]
+        self.dy = (g.Transpose(d, perm=[1, 2, 0, 3]) if self.layout else d) if d else None
+        self.dstate = [self._state(g.dys[k]) if k < len(g.dys) and g.dys[k] else None for k in (1, 2)]
+
+    def _state(self, t: str | None) -> str | None:
+        """A [D, B, H] state ([B, D, H] with layout=1) in the [D, B, H] layout."""
+        if t is None:
+            return None
+        return self.g.Transpose(t, perm=[1, 0, 2]) if self.layout else t
+
+    def zeros_state(self) -> str:
+        g = self.g
+        return g.ConstantOfShape(g.Concat(g.shape(self.x, 1, 2), g.ints([self.hidden]), axis=0),
+                                 value=zero_value(g))
+
+    def initial(self, slot: int, d: int) -> str:
+        """Direction d's initial state [B, H] from input ``slot`` (zeros when absent)."""
+        g = self.g
+        if not g.has(slot):
+            return self.zeros_state()
+        return direction_slice(g, self._state(g.x[slot]), d)
+
+    def direction(self, d: int, rev: bool) -> dict:
+        g = self.g
+        y = direction_slice(g, self.y, d, axis=1) if self.y else None
+        dy = direction_slice(g, self.dy, d, axis=1) if self.dy else None
+        if rev:
+            x, dy = flip(g, self.x, self.lens), flip(g, dy, self.lens) if dy else None
+            y = flip(g, y, self.lens) if y else None
+        else:
+            x = self.x
+        return {"x": x, "y": y, "dy": dy}
+
+    def masked_dy(self, dy: str | None) -> str | None:
+        """dY with the steps past each sequence's length zeroed (Y is 0 there whatever the weights)."""
+        if dy is None or self.mask is None:
+            return dy
+        return self.g.Mul(dy, self.mask)
+
+    def end_state(self, k: int, d: int) -> str | None:
+        s = self.dstate[k]
+        return direction_slice(self.g, s, d) if s else None
+
+    def time_back(self, t: str, rev: bool) -> str:
+        return flip(self.g, t, self.lens) if rev else t
+
+    def x_grad(self, parts: list[str]) -> str:
+        g = self.g
+        dx = parts[0] if len(parts) == 1 else g.Add(parts[0], parts[1])
+        return g.Transpose(dx, perm=[1, 0, 2]) if self.layout else dx
+
+    def state_grad(self, parts: list[str]) -> str | None:
+        s = stack_directions(self.g, parts)
+        return self.g.Transpose(s, perm=[1, 0, 2]) if (s is not None and self.layout) else s
+
+    def loop(self, step, states, seqs, n_out, reverse):
+        g = self.g
+        if self.mask is not None:
+            seqs = seqs + [self.mask]
+        return time_loop(g, step, states, seqs, n_out, reverse=reverse, steps=self.steps, elem=g.elem)
+
+
+def zero_value(g):
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.zeros([1], g.dtype))
+
+
+def held(b, new: str, old: str, m: str | None) -> str:
+    """m new + (1 - m) old: the state held where the sequence has ended."""
+    return new if m is None else b.op("Add", old, b.op("Mul", m, b.op("Sub", new, old)))
+
+
+def masked_grad(b, d: str, m: str | None, dy: str | None = None) -> tuple[str, str | None]:
+    """(m d + dy, (1 - m) d): the gradient of the step's new value (the state's, plus Y_t's, which
+    ``masked_dy`` has zeroed where the sequence has ended), and the part of the state's that passes to
+    the previous step there."""
+    if m is None:
+        return add(b, d, dy), None
+    md = b.op("Mul", d, m)
+    return add(b, md, dy), b.op("Sub", d, md)
+
+
+def add(b, a: str, c: str | None) -> str:
+    return a if c is None else b.op("Add", a, c)
+
+
+def param_grads(g, wants, da: str, x: str, hprev: str) -> dict:
+    """dW = sum da^T x, dR = sum da^T h_{t-1}, d(Wb) = sum da, over every step and batch row."""
+    out = {}
+    if wants(1):
+        out["W"] = flat_gemm(g, da, x)
+    if wants(2):
+        out["R"] = flat_gemm(g, da, hprev)
+    if wants(3):
+        out["Wb"] = g.reduce_sum(da, [0, 1], keepdims=0)
+    return out
+
+
+def collect(g, rec, per_dir: list[dict], states: tuple[int, ...]) -> dict:
+    """The rule's gradients from each direction's: X summed, W / R / B / initial states / P stacked."""
+    grads: dict = {}
+    if g.wants(0):
+        grads[0] = rec.x_grad([p["x"] for p in per_dir])
+    for slot, key in ((1, "W"), (2, "R"), (3, "B"), (7, "P")):
+        if g.wants(slot) and all(key in p for p in per_dir):
+            grads[slot] = stack_directions(g, [p[key] for p in per_dir])
+    for k, slot in enumerate(states):
+        if g.wants(slot):
+            grads[slot] = rec.state_grad([p["h0" if k == 0 else "c0"] for p in per_dir])
+    return grads
