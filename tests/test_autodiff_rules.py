@@ -35,6 +35,7 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_loop import Loop as ReferenceLoop
 
+from more_oracle import ORACLE_OPS as MORE_OPS
 from recurrent_oracle import ORACLE_OPS as RECURRENT_OPS
 from recurrent_oracle import run as run_recurrent
 
@@ -337,6 +338,84 @@ CASES += [
 ]
 
 
+# tensor algebra, scans, indexed reads and writes ---------------------------------------------------------
+def with_zero(rng, s):
+    x = away(0.3, 1.0)(rng, s)
+    x.reshape(-1)[1] = 0.0  # one zero in the first reduced group: ReduceProd's gradient there is the others' product
+    return x
+
+
+MS = "com.microsoft"
+
+
+def ms(op, ins, outs=("y",), **attrs):
+    return helper.make_node(op, list(ins), list(outs), name=f"{op.lower()}_node", domain=MS, **attrs)
+
+
+CASES += [
+    one("Einsum", {"a": (3, 4), "b": (4, 5)}, attrs=dict(equation="ij,jk->ik"), id="Einsum-matmul"),
+    one("Einsum", {"q": (2, 2, 3, 4), "k": (2, 2, 5, 4)}, attrs=dict(equation="bhqd,bhkd->bhqk"), id="Einsum-attention-scores"),
+    one("Einsum", {"a": (4,), "b": (4,)}, attrs=dict(equation="i,i->"), id="Einsum-dot"),
+    one("Einsum", {"a": (3, 4)}, attrs=dict(equation="ij->ji"), id="Einsum-transpose"),
+    one("Einsum", {"a": (3, 4)}, attrs=dict(equation="ij->"), id="Einsum-sum"),
+    one("Einsum", {"a": (2, 3, 4), "b": (1, 4, 5)}, attrs=dict(equation="...ij,...jk->...ik"), id="Einsum-ellipsis-broadcast"),
+    one("Einsum", {"a": (3, 4), "b": (5,)}, attrs=dict(equation="ij,k->i"), id="Einsum-index-of-one-operand-only"),
+    one("Einsum", {"a": (3, 4), "b": (4, 2)}, attrs=dict(equation="ij,jk"), id="Einsum-implicit-output"),
+    one("CumSum", {"x": (3, 4)}, consts={"axis": np.array(1, np.int64)}),
+    one("CumSum", {"x": (3, 4)}, consts={"axis": np.array(-2, np.int64)}, attrs=dict(exclusive=1, reverse=1),
+        id="CumSum-exclusive-reverse"),
+    one("Trilu", {"x": (4, 5)}, consts={"k": np.array(1, np.int64)}, opset=14),
+    one("Trilu", {"x": (2, 4, 4)}, consts={"k": np.array(-1, np.int64)}, attrs=dict(upper=0), opset=14, id="Trilu-lower"),
+    one("DepthToSpace", {"x": (1, 8, 2, 3)}, attrs=dict(blocksize=2), id="DepthToSpace-DCR"),
+    one("DepthToSpace", {"x": (2, 8, 2, 3)}, attrs=dict(blocksize=2, mode="CRD"), id="DepthToSpace-CRD"),
+    one("SpaceToDepth", {"x": (2, 2, 4, 6)}, attrs=dict(blocksize=2)),
+    one("ReduceProd", {"x": (2, 3, 4)}, attrs=dict(axes=[1], keepdims=0), gen={"x": with_zero}),
+    one("ReduceProd", {"x": (2, 3)}, gen={"x": away(0.5, 1.2)}, id="ReduceProd-all"),
+    one("ReduceLogSumExp", {"x": (2, 3, 4)}, attrs=dict(axes=[2])),
+    one("ReduceLogSum", {"x": (2, 3, 4)}, attrs=dict(axes=[0, 2], keepdims=0), gen={"x": pos()}),
+    one("ReduceL1", {"x": (2, 3, 4)}, attrs=dict(axes=[1]), gen={"x": away()}),
+    one("ReduceL1", {"x": (2, 3, 4)}, consts={"axes": i64(-1)}, opset=18, gen={"x": away()}, id="ReduceL1-opset18"),
+    Case("TopK", "TopK", [node("TopK", ["x", "k"], ["y", "i"], axis=1)], {"x": (3, 6)}, {"k": i64(2)}),
+    Case("TopK-smallest-values-only", "TopK", [node("TopK", ["x", "k"], ["y", "idx"], axis=0, largest=0)], {"x": (5, 3)},
+         {"k": i64(3)}),
+    one("GatherND", {"x": (3, 4, 2)}, consts={"i": np.array([[0, 1], [2, -1], [0, 1]], np.int64)}),
+    one("ScatterND", {"data": (4, 3), "upd": (2, 3)}, consts={"i": np.array([[1], [3]], np.int64)}, ins=["data", "i", "upd"]),
+    one("ScatterND", {"data": (4, 3), "upd": (3, 3)}, consts={"i": np.array([[1], [3], [1]], np.int64)},
+        ins=["data", "i", "upd"], attrs=dict(reduction="add"), opset=16, id="ScatterND-add-repeats"),
+    one("ScatterElements", {"data": (3, 4), "upd": (2, 4)}, consts={"i": np.array([[0, 2, 1, 2], [1, 0, 2, 0]], np.int64)},
+        ins=["data", "i", "upd"]),
+    one("ScatterElements", {"data": (3, 4), "upd": (3, 2)}, consts={"i": np.array([[0, 0], [3, 3], [1, 2]], np.int64)},
+        ins=["data", "i", "upd"], attrs=dict(axis=1, reduction="add"), opset=16, id="ScatterElements-add-repeats"),
+    one("ReverseSequence", {"x": (4, 2, 3)}, consts={"lens": i64(4, 2)}),
+    # normalisation (opset 21 and 23 forms) and attention ---------------------------------------------------
+    one("GroupNormalization", {"x": (2, 4, 3, 2), "s": (4,), "b": (4,)}, attrs=dict(num_groups=2, epsilon=1e-3), opset=21),
+    one("RMSNormalization", {"x": (2, 3, 8), "s": (8,)}, opset=23),
+    one("RMSNormalization", {"x": (2, 4, 5), "s": (4, 5)}, attrs=dict(axis=1, epsilon=1e-3), opset=23, id="RMSNormalization-axis1"),
+    one("Attention", {"q": (1, 2, 3, 4), "k": (1, 2, 5, 4), "v": (1, 2, 5, 3)}, opset=23),
+    one("Attention", {"q": (1, 2, 3, 4), "k": (1, 2, 5, 4), "v": (1, 2, 5, 4), "m": (3, 5)}, opset=23,
+        id="Attention-float-mask-scale", attrs=dict(scale=0.3)),
+    one("Attention", {"q": (2, 4, 4, 4), "k": (2, 2, 4, 4), "v": (2, 2, 4, 4)}, opset=23, attrs=dict(is_causal=1),
+        id="Attention-causal-grouped-kv"),
+    one("Attention", {"q": (2, 3, 8), "k": (2, 5, 4), "v": (2, 5, 4)}, opset=23, attrs=dict(q_num_heads=2, kv_num_heads=1),
+        id="Attention-3d-heads"),
+    # the com.microsoft ops of onnxruntime's transformer optimizer ------------------------------------------
+    Case("FusedMatMul", "com.microsoft:FusedMatMul", [ms("FusedMatMul", ["a", "b"], alpha=0.5, transB=1)],
+         {"a": (2, 3, 4), "b": (5, 4)}, force32=True),
+    Case("FusedMatMul-transA-batched", "com.microsoft:FusedMatMul", [ms("FusedMatMul", ["a", "b"], transA=1)],
+         {"a": (2, 4, 3), "b": (2, 4, 5)}, force32=True),
+    Case("SkipLayerNormalization", "com.microsoft:SkipLayerNormalization",
+         [ms("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"], ["y", "", "", "sum"], epsilon=1e-5)],
+         {"x": (2, 3, 8), "skip": (2, 3, 8), "gamma": (8,), "beta": (8,), "bias": (8,)}, outputs=("y", "sum"), force32=True),
+    Case("BiasGelu", "com.microsoft:BiasGelu", [ms("BiasGelu", ["x", "b"])], {"x": (2, 3, 4), "b": (4,)},
+         gen={"x": normal}, force32=True),
+    Case("FastGelu", "com.microsoft:FastGelu", [ms("FastGelu", ["x", "b"])], {"x": (2, 3, 4), "b": (4,)},
+         gen={"x": normal}, force32=True),
+    Case("QuickGelu", "com.microsoft:QuickGelu", [ms("QuickGelu", ["x"], alpha=1.5)], {"x": (3, 4)}, gen={"x": normal},
+         force32=True),
+    Case("Gelu-com.microsoft", "com.microsoft:Gelu", [ms("Gelu", ["x"])], {"x": (3, 4)}, gen={"x": normal}, force32=True),
+]
+
+
 # recurrent layers: onnxruntime runs them in float32 only, so each case is also checked in float64 with the
 # backward graph run by onnx.reference (test_backward_in_float64); T = 3 is unrolled, T = 6 a Scan
 
@@ -625,7 +704,7 @@ class Scan(OpRun):
         return tuple(states + ys)
 
 
-ORACLE_OPS = [Erf, Gelu, BatchNormalization, LRN, ConvTranspose, Pad, Loop, Scan] + RECURRENT_OPS
+ORACLE_OPS = [Erf, Gelu, BatchNormalization, LRN, ConvTranspose, Pad, Loop, Scan] + RECURRENT_OPS + MORE_OPS
 
 
 def oracle_ops(opset: int) -> list:
@@ -667,8 +746,10 @@ def build(case: Case, elem: int) -> onnx.ModelProto:
     outs = [helper.make_tensor_value_info(o, 0, None) for o in case.outputs]
     g = helper.make_graph(nodes, case.id, ins, [], initializer=inits)
     g.output.extend(outs)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", case.opset)])
-    m.ir_version = 8 if case.opset <= 17 else 9
+    domains = [helper.make_opsetid("", case.opset)] + (
+        [helper.make_opsetid(MS, 1)] if any(n.domain == MS for n in case.nodes) else [])
+    m = helper.make_model(g, opset_imports=domains)
+    m.ir_version = 8 if case.opset <= 17 else (9 if case.opset <= 20 else 10)
     m = annotate_outputs(infer_shapes(m))
     for o in m.graph.output:
         if not o.type.tensor_type.elem_type:

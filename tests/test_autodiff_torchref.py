@@ -199,6 +199,11 @@ def _expand(x, shape):
     return x.reshape(xs).expand([max(a, b) for a, b in zip(xs, ss)])
 
 
+MORE_OPS = {"Einsum", "TopK", "ScatterND", "ScatterElements", "DepthToSpace", "SpaceToDepth", "ReverseSequence",
+            "GroupNormalization", "RMSNormalization", "Attention", "FusedMatMul", "SkipLayerNormalization", "BiasGelu",
+            "FastGelu", "QuickGelu"}
+
+
 def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op
     op, a = node.op_type, _attrs(node)
     x = ins[0] if ins else None
@@ -317,7 +322,10 @@ def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op
                "ReduceMin": lambda t, d, k: t.amin(dim=d, keepdim=k),
                "ReduceL2": lambda t, d, k: torch.sqrt((t * t).sum(dim=d, keepdim=k)),
                "ReduceSumSquare": lambda t, d, k: (t * t).sum(dim=d, keepdim=k),
-               "ReduceProd": lambda t, d, k: _prod(t, d, k)}
+               "ReduceProd": lambda t, d, k: _prod(t, d, k),
+               "ReduceL1": lambda t, d, k: t.abs().sum(dim=d, keepdim=k),
+               "ReduceLogSum": lambda t, d, k: torch.log(t.sum(dim=d, keepdim=k)),
+               "ReduceLogSumExp": lambda t, d, k: torch.logsumexp(t, dim=d, keepdim=k)}
         return [_reduce(fns[op], x, axes, keep, noop)]
     if op == "Reshape":
         shape = _ints(ins[1])
@@ -454,7 +462,16 @@ def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op
         k = int(ins[1].item()) if len(ins) > 1 and ins[1] is not None else 0
         return [torch.triu(x, k) if a.get("upper", 1) else torch.tril(x, k)]
     if op == "CumSum":
-        return [torch.cumsum(x, int(ins[1].item()))]
+        ax = int(ins[1].item())
+        t = torch.flip(x, [ax]) if a.get("reverse", 0) else x
+        c = torch.cumsum(t, ax)
+        if a.get("exclusive", 0):
+            c = c - t
+        return [torch.flip(c, [ax]) if a.get("reverse", 0) else c]
+    if op in MORE_OPS:  # tests/torchref_more.py: algebra, scatters, norms, attention, com.microsoft ops
+        from torchref_more import eval_more
+
+        return eval_more(node, ins, a, opset)
     if op in ("QuantizeLinear", "DequantizeLinear"):
         return [_quant(op, a, ins)]
     raise Unsupported(op)
