@@ -145,12 +145,12 @@ class Engine:
         return None
 
     def differentiate_body(self, body: onnx.GraphProto, seeds: dict[str, str], wrt: list[str],
-                           input_types: dict[str, onnx.TypeProto] | None = None):
+                           input_types: dict[str, onnx.TypeProto] | None = None, where: str = ""):
         """The backward pass of an If / Loop / Scan body (``autodiff.nested``): seeds map body outputs to
         the tensors that hold their gradients, ``wrt`` names body inputs and outer tensors the body reads."""
         from onnxprobe.autodiff.nested import differentiate_body
 
-        return differentiate_body(self, attach_backward, body, seeds, wrt, input_types or {})
+        return differentiate_body(self, attach_backward, body, seeds, wrt, input_types or {}, where)
 
     # -- un-broadcasting -----------------------------------------------------------------------------
     def sum_to(self, grad: str, target: str, grad_shape: tuple | None) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import helper
 
+from onnxprobe.errors import ModelError
 from onnxprobe.graph.shapes import infer_shapes, value_types
 from onnxprobe.graph.walk import implicit_inputs, outer_reads, subgraphs
 
@@ -44,10 +45,21 @@ def _typed(name: str, tp: onnx.TypeProto | None) -> onnx.ValueInfoProto:
 
 
 def differentiate_body(eng, attach, body: onnx.GraphProto, seeds: dict[str, str], wrt: list[str],
-                       input_types: dict[str, onnx.TypeProto]) -> BodyGrad:
+                       input_types: dict[str, onnx.TypeProto], where: str = "") -> BodyGrad:
     """``seeds``: body output -> the (new) tensor that holds its gradient; ``wrt``: body inputs and outer
     tensors; ``input_types``: types for body inputs whose declared type lacks a shape (a Loop state takes
-    its initial value's)."""
+    its initial value's); ``where``: the body, for messages (an op without a rule says where it lies)."""
+    try:
+        return _differentiate_body(eng, attach, body, seeds, wrt, input_types)
+    except ModelError as e:
+        if where and "cannot differentiate op" in str(e) and " (in " not in str(e).split(";")[0]:
+            head, _, rest = str(e).partition(";")
+            raise type(e)(f"{head} (in {where});{rest}") from e
+        raise
+
+
+def _differentiate_body(eng, attach, body: onnx.GraphProto, seeds: dict[str, str], wrt: list[str],
+                        input_types: dict[str, onnx.TypeProto]) -> BodyGrad:
     synth = onnx.ModelProto()
     synth.ir_version = eng.model.ir_version
     synth.opset_import.extend(eng.model.opset_import)

@@ -64,9 +64,10 @@ _nd("shape", "returns a shape or a size", "Shape", "Size")
 _nd("boolean", "returns booleans", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or",
     "Xor", "IsNaN", "IsInf")
 _nd("index", "returns indices", "ArgMax", "ArgMin", "NonZero", "NonMaxSuppression", "Unique")
-_nd("piecewise", "piecewise constant: zero gradient almost everywhere", "Sign", "Floor", "Ceil", "Round")
+_nd("piecewise", "piecewise constant: zero gradient almost everywhere", "Sign", "Floor", "Ceil", "Round", "Hardmax")
 _nd("integer", "integer or bit arithmetic", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Mod")
-_nd("builder", "builds a tensor from shapes or indices alone", "ConstantOfShape", "EyeLike", "Range", "OneHot")
+_nd("builder", "builds a tensor from shapes or indices alone", "ConstantOfShape", "EyeLike", "Range", "OneHot",
+    "BlackmanWindow", "HannWindow", "HammingWindow", "MelWeightMatrix")
 _nd("random", "random sampling", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
     "Multinomial", "Bernoulli")
 _nd("quantization", "quantization rounds to integers (QuantizeLinear has a straight-through rule)",

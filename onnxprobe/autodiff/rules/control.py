@@ -91,7 +91,7 @@ def if_(g):
                     raise g.fail(f"its {name} returns one tensor as two outputs")
                 seeds[body.output[k].name] = d
         try:
-            res[name] = g.engine.differentiate_body(body, seeds, wrt)
+            res[name] = g.engine.differentiate_body(body, seeds, wrt, where=f"the {name.split('_')[0]} branch of If {g.name!r}")
         except UnknownShape as e:
             failed[name] = e
     if len(failed) == 2:
@@ -271,7 +271,7 @@ def loop(g):
     ds = _seeds(g, {n + j: outs[n + j] for j in range(len(outs) - n) if g.dys[n + j]}, "grad.step")
     wrt = [v_in[k] for k in states] + list(g.implicit)
     in_types = {v_in[k]: g.engine.types[g.x[2 + k]] for k in range(n) if g.x[2 + k] in g.engine.types}
-    r = g.engine.differentiate_body(body, _seed_map(g, outs, {**dv, **ds}), wrt, in_types)
+    r = g.engine.differentiate_body(body, _seed_map(g, outs, {**dv, **ds}), wrt, in_types, f"the body of Loop {g.name!r}")
     needed = list(dict.fromkeys([body.input[0].name] + r.needed))  # the iteration number gives the count
     saved = _expose_steps(g, body, r, needed, scan=False)
     rev = _Reverse(g, r)
@@ -324,7 +324,7 @@ def scan(g):
     xw = [i for i in range(m) if g.wants(n + i)]
     wrt = [s_in[k] for k in states] + [x_in[i] for i in xw] + list(g.implicit)
     in_types = {s_in[k]: g.engine.types[g.x[k]] for k in range(n) if g.x[k] in g.engine.types}
-    r = g.engine.differentiate_body(body, _seed_map(g, outs, {**ds, **dy}), wrt, in_types)
+    r = g.engine.differentiate_body(body, _seed_map(g, outs, {**ds, **dy}), wrt, in_types, f"the body of Scan {g.name!r}")
     saved = _expose_steps(g, body, r, [t for t in r.needed if t not in x_in], scan=True)
     rev = _Reverse(g, r)
     for k in states:
