@@ -210,7 +210,7 @@ def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op
     if op in ("LSTM", "GRU", "RNN", "If", "Loop", "Scan"):  # tests/torchref_flow.py: recurrent layers, bodies
         from torchref_flow import eval_flow
 
-        return eval_flow(node, ins, opset, env or {}, eval_node)
+        return eval_flow(node, ins, a, opset, env or {}, eval_node)
     if op in ("Add", "Sub", "Mul", "Div"):
         return [getattr(torch, op.lower())(ins[0], ins[1])]
     if op == "Pow":

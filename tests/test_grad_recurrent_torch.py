@@ -49,12 +49,16 @@ def _model(exported: Path, name: str):
     return p, ref
 
 
+def _grad(p: Path, ref: dict, **kw):
+    """`grad` with torch's input and output gradient."""
+    return api.grad(p, None, api.RunConfig(device="cpu"), api.GradSpec(loss="output-grad", output_grad=ref["dy"].astype(np.float32)),
+                    inputs=api.InputSpec(arrays={"x": ref["x"].astype(np.float32)}), **kw)
+
+
 @pytest.mark.parametrize("name", EXPORTS)
 def test_check_passes(exported, name):
     p, ref = _model(exported, name)
-    dy = ref["dy"].astype(np.float32)
-    r = api.grad(p, None, api.RunConfig(device="cpu"), api.GradSpec(loss="output-grad", output_grad=dy), check=True,
-                 inputs=api.InputSpec(arrays={"x": ref["x"].astype(np.float32)}))
+    r = _grad(p, ref, check=True)
     kinds = {row.target.kind for row in r.rows}
     assert "weight" in kinds and len(r.rows) >= 5
     bad = [(row.name, row.check) for row in r.rows if not row.check["ok"]]
@@ -64,9 +68,7 @@ def test_check_passes(exported, name):
 @pytest.mark.parametrize("name", EXPORTS)
 def test_weight_gradients_match_the_torch_module(exported, name):
     p, ref = _model(exported, name)
-    dy = ref["dy"].astype(np.float32)
-    r = api.grad(p, None, api.RunConfig(device="cpu"), api.GradSpec(loss="output-grad", output_grad=dy), save=True,
-                 inputs=api.InputSpec(arrays={"x": ref["x"].astype(np.float32)}))
+    r = _grad(p, ref, save=True)
     proto = api.load(p).proto
     w = {row.name: weight_value(proto, row.name) for row in r.rows if row.target.kind == "weight"}
     want = onnx_grads_from_module(w, ref)

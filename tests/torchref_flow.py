@@ -7,20 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 FLOW_OPS = {"LSTM", "GRU", "RNN", "If", "Loop", "Scan"}
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 DEFAULT_ACTS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
 ACT = {"Sigmoid": torch.sigmoid, "Tanh": torch.tanh, "Relu": torch.relu}
-
-
-def _attrs(node) -> dict:
-    d = {}
-    for a in node.attribute:
-        v = helper.get_attribute_value(a)
-        d[a.name] = v.decode() if isinstance(v, bytes) else v
-    return d
 
 
 def recurrent(op: str, ins: list, a: dict) -> list:
@@ -95,8 +87,8 @@ def run_body(graph, env: dict, feeds: dict, eval_node, opset: int) -> list:
     return [scope[o.name] for o in graph.output]
 
 
-def eval_flow(node, ins: list, opset: int, env: dict, eval_node) -> list:
-    op, a = node.op_type, _attrs(node)
+def eval_flow(node, ins: list, a: dict, opset: int, env: dict, eval_node) -> list:
+    op = node.op_type
     if op in GATES:
         return recurrent(op, ins, a)
     if op == "If":

@@ -163,21 +163,25 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
 
 def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection | None = None, *,
               feed: dict[str, np.ndarray] | None = None, names: list[str] | None = None,
-              unsupported: str = "raise") -> GradPlan:
+              unsupported: str = "raise", probe_inputs=None) -> GradPlan:
     """Attach the loss and the backward graph. With ``feed``, shapes are re-inferred for those input
     shapes first (static shapes make a smaller backward graph); without it the backward graph keeps the
     model's dynamic dimensions (what ``--export`` writes). ``names``: exact tensors to differentiate,
     instead of ``selection`` and ``spec.wrt``; ``unsupported="skip"``: an op without a gradient rule stops
-    the gradient (the tensors behind it get none, with a warning) instead of raising. When a gradient
-    needs a newer opset than the model's, the plan is made on a copy converted to GRAD_OPSET."""
+    the gradient (the tensors behind it get none, with a warning) instead of raising. ``probe_inputs``
+    (an InputSpec): without ``feed``, the inputs of the one run that tells the ranks shape inference
+    missed (default: onnxprobe's default inputs). When a gradient needs a newer opset than the model's, the
+    plan is made on a copy converted to GRAD_OPSET."""
     try:
-        return _grad_plan(model, spec, selection, feed=feed, names=names, unsupported=unsupported)
+        return _grad_plan(model, spec, selection, feed=feed, names=names, unsupported=unsupported,
+                          probe_inputs=probe_inputs)
     except OpsetTooOld as e:
         old = default_opset(model.proto)
         if old >= GRAD_OPSET or e.needed > GRAD_OPSET:
             raise
         upgraded, needed = _upgraded(model, old, e), e.needed
-    gp = _grad_plan(upgraded, spec, selection, feed=feed, names=names, unsupported=unsupported)
+    gp = _grad_plan(upgraded, spec, selection, feed=feed, names=names, unsupported=unsupported,
+                    probe_inputs=probe_inputs)
     gp.warnings.insert(0, f"model opset {old}: the gradients need opset {needed} ops, so they are computed on a "
                           f"copy converted to opset {GRAD_OPSET} (onnx.version_converter), which --export writes")
     return gp
@@ -197,7 +201,8 @@ def _upgraded(model: Model, old: int, cause: OpsetTooOld) -> Model:
 
 
 def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None, *,
-               feed: dict[str, np.ndarray] | None, names: list[str] | None, unsupported: str) -> GradPlan:
+               feed: dict[str, np.ndarray] | None, names: list[str] | None, unsupported: str,
+               probe_inputs=None) -> GradPlan:
     spec = spec or GradSpec()
     warnings = list(model.warnings)
     output = _pick_output(model.proto, spec.output)
@@ -207,7 +212,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     else:  # keep the dynamic dimensions, learn only the missing ranks (from a run on default inputs)
         base = model.proto
         try:
-            base = _runtime_shapes(base, _feeds.make_feeds(model.proto).values, warnings, ranks_only=True)
+            base = _runtime_shapes(base, _feeds.make_feeds(model.proto, probe_inputs).values, warnings, ranks_only=True)
         except OnnxProbeError:
             pass
     base = hoist_constants(base)
@@ -276,12 +281,14 @@ def _softmax_behind(model: onnx.ModelProto, output: str) -> tuple[str, str] | No
 
 
 def export_backward(model: Model, out: str | os.PathLike, spec: GradSpec | None = None,
-                    selection: Selection | None = None) -> GradPlan:
+                    selection: Selection | None = None, inputs=None) -> GradPlan:
     """Write the model with its backward graph: inputs = the model's inputs (+ target / labels / output
-    gradient), outputs = the loss and the gradients (``<tensor>_grad``); weights stay initializers."""
+    gradient), outputs = the loss and the gradients (``<tensor>_grad``); weights stay initializers, dynamic
+    dimensions dynamic. ``inputs`` (an InputSpec): the inputs of the run that tells the ranks inference
+    missed (inside silero-vad's If branches, which its default 1-sample input cannot run)."""
     from onnxprobe.graph.external import save_model
 
-    gp = grad_plan(model, spec, selection)
+    gp = grad_plan(model, spec, selection, probe_inputs=inputs)
     m = gp.backward.model
     m.producer_name = m.producer_name or "onnxprobe"
     doc = f"onnxprobe backward graph: loss {gp.loss.kind} of {gp.loss.output}"
