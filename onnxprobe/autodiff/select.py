@@ -10,6 +10,7 @@ weights; name them with ``--wrt`` to get their gradient.
 from __future__ import annotations
 
 import fnmatch
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +21,7 @@ from onnxprobe.graph.builder import FLOAT_TYPES
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import Selection, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
-from onnxprobe.graph.walk import implicit_inputs, walk
+from onnxprobe.graph.walk import implicit_inputs, subgraphs, walk
 from onnxprobe.types import TensorRef
 
 
@@ -67,8 +68,9 @@ def weight_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
     for init in model.graph.initializer:
         if init.name == name:
             return numpy_helper.to_array(init)
-    for s in walk(model):
-        n = s.node
+    main = list(model.graph.node)
+    in_bodies = (s.node for s in walk(model) if s.chain) if any(True for n in main for _ in subgraphs(n)) else ()
+    for n in itertools.chain(main, in_bodies):
         if n.op_type == "Constant" and n.output and n.output[0] == name:
             for a in n.attribute:
                 if a.name == "value":
