@@ -1139,3 +1139,29 @@ def test_recurrent_oracle_matches_onnxruntime(op, direction, lens):
                          direction=direction, linear_before_reset=attrs.get("linear_before_reset", 0))
     for o, a, b in zip(outs, got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=o)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.op == "LSTM"], ids=[c.id for c in CASES if c.op == "LSTM"])
+def test_lstm_states_recomputed(case, computed, monkeypatch):
+    """The LSTM's other way to its per-step states (rules/lstm.py, STATES = "recompute": the LSTM node stays,
+    the gates come back from its Y): float64 through onnx.reference against finite differences, as
+    test_backward_in_float64 checks the default; onnxruntime's float32 run of it against those."""
+    from onnxprobe.autodiff.rules import lstm as lstm_rule
+
+    vals, cot, _, _, bw_default = _compute(case, computed)
+    assert "LSTM" not in [n.op_type for n in bw_default.model.graph.node]  # the default replaced the node
+    monkeypatch.setattr(lstm_rule, "STATES", "recompute")
+    grads, _, bw = reference_backward(case, vals, cot)
+    assert "LSTM" in [n.op_type for n in bw.model.graph.node]
+    L = loss_fd(case, build(case, DOUBLE), vals, cot)
+    rng = np.random.default_rng(9)
+    for name in wrt_of(case):
+        v = rng.standard_normal(np.shape(vals[name]))
+        h = 1e-6
+        fd = (L(dict(vals, **{name: vals[name] + h * v})) - L(dict(vals, **{name: vals[name] - h * v}))) / (2 * h)
+        an = float(np.sum(grads[name] * v))
+        assert abs(fd - an) <= 1e-6 * max(abs(fd), abs(an), 1e-9) + 1e-9, f"{name}: <grad, v> = {an:.10g}, fd {fd:.10g}"
+    if case.ort:
+        g32, _, _ = run_backward(case, vals, cot)
+        for name in wrt_of(case):
+            np.testing.assert_allclose(g32[name], grads[name], rtol=0, atol=2e-4 * max(float(np.abs(grads[name]).max()), 1e-9))
