@@ -332,6 +332,7 @@ CASES += [
     one("Atanh", {"x": (3, 4)}, gen={"x": lambda rng, s: rng.uniform(-0.8, 0.8, s)}),
     one("Softsign", {"x": (3, 4)}, gen={"x": away()}),
     one("Mish", {"x": (3, 4)}, gen={"x": normal}, opset=18),
+    one("Swish", {"x": (3, 4)}, gen={"x": normal}, opset=24, attrs=dict(alpha=0.8)),
     one("Celu", {"x": (3, 4)}, gen={"x": away()}, attrs=dict(alpha=0.7), force32=True),
     one("ThresholdedRelu", {"x": (3, 4)}, gen={"x": avoiding([0.4], -1.5, 1.5)}, attrs=dict(alpha=0.4)),
     one("Shrink", {"x": (3, 4)}, gen={"x": avoiding([-0.3, 0.3], -1.5, 1.5)}, attrs=dict(lambd=0.3, bias=0.2)),

@@ -96,6 +96,6 @@ def eval_more(node, ins, a: dict, opset: int) -> list:  # noqa: C901 - one branc
         return [F.gelu(x + ins[1])]
     if op == "FastGelu":
         return [F.gelu(x + (ins[1] if len(ins) > 1 and ins[1] is not None else 0), approximate="tanh")]
-    if op == "QuickGelu":
-        return [x * torch.sigmoid(a.get("alpha", 1.702) * x)]
+    if op in ("QuickGelu", "Swish"):
+        return [x * torch.sigmoid(a.get("alpha", 1.702 if op == "QuickGelu" else 1.0) * x)]
     raise ValueError(op)

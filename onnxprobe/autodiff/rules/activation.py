@@ -1,5 +1,5 @@
 """Trigonometric and hyperbolic functions (rotary embeddings use Sin and Cos) and the less common
-activations: Softsign, Mish, Celu, ThresholdedRelu, Shrink. Piecewise gradients take the same one-sided
+activations: Softsign, Mish, Swish, Celu, ThresholdedRelu, Shrink. Piecewise gradients take the same one-sided
 value as torch at their kinks (rules/elementwise.py explains the 0/1 masks)."""
 
 from __future__ import annotations
@@ -97,6 +97,18 @@ def mish(g):
     x = g.x[0]
     t = g.Tanh(g.Softplus(x))
     return [g.Mul(g.dy, g.Add(t, g.Mul(g.Mul(x, g.Sigmoid(x)), g.Sub(g.scalar(1.0), g.Mul(t, t)))))]
+
+
+def swish_slope(g, x: str, alpha: float) -> str:
+    """d (x sigmoid(alpha x)) / dx = s (1 + alpha x (1 - s)),  s = sigmoid(alpha x)"""
+    s = g.Sigmoid(g.Mul(x, g.scalar(alpha)))
+    return g.Mul(s, g.Add(g.scalar(1.0), g.Mul(g.Mul(x, g.scalar(alpha)), g.Sub(g.scalar(1.0), s))))
+
+
+@rule("Swish")
+def swish(g):
+    """y = x sigmoid(alpha x)  (opset 24; SiLU when alpha = 1)  ->  dx = dy s (1 + alpha x (1 - s))"""
+    return [g.Mul(g.dy, swish_slope(g, g.x[0], float(g.attr("alpha", 1.0))))]
 
 
 @rule("Celu")

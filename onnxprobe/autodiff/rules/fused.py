@@ -5,6 +5,7 @@ composition of standard ops its name says, and so is its gradient."""
 from __future__ import annotations
 
 from onnxprobe.autodiff.registry import rule
+from onnxprobe.autodiff.rules.activation import swish_slope
 from onnxprobe.autodiff.rules.elementwise import gelu_slope
 from onnxprobe.autodiff.rules.norm import norm_input_grad, stats
 
@@ -36,10 +37,7 @@ def fast_gelu(g):
 @rule("QuickGelu", domain=MS)
 def quick_gelu(g):
     """y = x sigmoid(alpha x)  ->  dx = dy s (1 + alpha x (1 - s)),  s = sigmoid(alpha x)"""
-    x = g.x[0]
-    alpha = float(g.attr("alpha", 1.702))
-    s = g.Sigmoid(g.Mul(x, g.scalar(alpha)))
-    return [g.Mul(g.dy, g.Mul(s, g.Add(g.scalar(1.0), g.Mul(g.Mul(x, g.scalar(alpha)), g.Sub(g.scalar(1.0), s)))))]
+    return [g.Mul(g.dy, swish_slope(g, g.x[0], float(g.attr("alpha", 1.702))))]
 
 
 def _t(g, x: str, r: int) -> str:
