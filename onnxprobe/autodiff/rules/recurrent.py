@@ -17,7 +17,6 @@ h_t = m hn_t + (1 - m) h_{t-1}, Y_t = m hn_t.
 
 from __future__ import annotations
 
-import numpy as np
 
 from onnxprobe.autodiff.registry import rule
 from onnxprobe.autodiff.rules.timeloop import (Recurrence, act, activations, add, collect, dact, direction_slice,
@@ -136,7 +135,6 @@ def rnn(g):
     states come from the forward node's Y: nothing is recomputed."""
     acts = activations(g, ["Tanh"])
     rec = Recurrence(g, 1)
-    hh = rec.hidden
     per_dir = []
     for d, rev in enumerate(directions(g)):
         fa = acts[d]
