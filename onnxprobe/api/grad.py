@@ -134,13 +134,17 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
     pm = perturbable(gp.forward, gp.loss.loss, tensors)
     mode, grads64 = "float32", None
     config = RunConfig(device=device)
+    base = {**feed, **gp.extra_feed}
     try:
         runner = OrtRunner(to_float64(pm), config)
         runner.session(runner.model, key="check")
+        # some kernels are registered for double and refuse it at run time (LSTM, GRU): one run tells
+        f64 = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in base.items()}
+        f64.update({DELTA + n: np.zeros(s, np.float64) for n, (_, s) in tensors.items()})
+        runner.execute(runner.model, f64, [gp.loss.loss], key="check")
         mode = "float64"
     except ExecutionError:
         runner = OrtRunner(pm, config)
-    base = {**feed, **gp.extra_feed}
     if mode == "float64":
         base = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in base.items()}
         grads64 = _grads_float64(gp, base, device)

@@ -22,7 +22,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxprobe.graph.walk import implicit_inputs
+from onnxprobe.autodiff.nested import rename
+from onnxprobe.graph.walk import toposort
 
 DELTA = "onnxprobe.delta:"
 FLOAT32_SLOTS = {("Resize", 2), ("Resize", 1), ("Upsample", 1)}  # (Resize opset 10: scales is input 1)
@@ -34,10 +35,7 @@ def perturbable(model: onnx.ModelProto, loss: str, tensors: dict[str, tuple[int,
     out.CopyFrom(model)
     g = out.graph
     renamed = {t: f"{t}{'.perturbed'}" for t in tensors}
-    for n in g.node:
-        for k, i in enumerate(n.input):
-            if i in renamed:
-                n.input[k] = renamed[i]
+    rename(list(g.node), renamed)  # If / Loop / Scan bodies read weights of the main graph too
     new_nodes = []
     for t, (elem, shape) in tensors.items():
         d = DELTA + t
@@ -46,7 +44,7 @@ def perturbable(model: onnx.ModelProto, loss: str, tensors: dict[str, tuple[int,
     # the Adds go right after the producers: put them first and let a topological sort place them
     nodes = list(g.node) + new_nodes
     del g.node[:]
-    g.node.extend(_toposort(nodes, {i.name for i in g.input} | {i.name for i in g.initializer}))
+    g.node.extend(toposort(nodes, {i.name for i in g.input} | {i.name for i in g.initializer}))
     del g.output[:]
     g.output.append(helper.make_tensor_value_info(loss, 0, None))
     g.output[0].type.tensor_type.elem_type = _elem(model, loss) or TensorProto.FLOAT
@@ -58,24 +56,6 @@ def _elem(model: onnx.ModelProto, name: str) -> int | None:
         if vi.name == name:
             return vi.type.tensor_type.elem_type
     return None
-
-
-def _toposort(nodes: list, available: set[str]) -> list:
-    avail = set(available) | {""}
-    out, pending = [], list(nodes)
-    while pending:
-        rest = []
-        for n in pending:
-            if all(i in avail for i in n.input) and all(i in avail for i in implicit_inputs(n)):
-                out.append(n)
-                avail.update(n.output)
-            else:
-                rest.append(n)
-        if len(rest) == len(pending):  # unresolved outer-scope names: keep the original order
-            out.extend(rest)
-            break
-        pending = rest
-    return out
 
 
 def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:

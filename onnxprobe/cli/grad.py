@@ -75,7 +75,7 @@ def grad(
     loaded = api.load(model)
     if export is not None:
         with Progress(f"attaching the backward graph to {model.name}"):
-            gp = api.export_backward(loaded, export, spec, selection)
+            gp = api.export_backward(loaded, export, spec, selection, spec_in)
         notes(gp.warnings)
         show_err(export_renderables(gp, export))
     with Progress(f"forward and backward on {model.name}") as progress:
