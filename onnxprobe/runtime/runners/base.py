@@ -188,7 +188,7 @@ class GraphRunner(Runner):
             probes.sort(key=lambda p: rank.get(p.ref.name, len(rank)))
         view = ProbePlan(plan.model, probes, plan.source, list(plan.warnings), base=base)
         info = RunInfo(device=self.device, providers=self.providers(), opt_level=self.config.opt_level,
-                       session_seconds=self.session_seconds(), run_seconds=seconds)
+                       session_seconds=self.session_seconds(), run_seconds=seconds, runtime=self.kind)
         return ProbeResult(view, info, st, shp, arrays, {n: out[n] for n in own if n in out and outputs},
                            notes=list(self.notes))
 
