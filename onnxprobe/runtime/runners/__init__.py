@@ -5,10 +5,14 @@ the commands never switch on a backend themselves."""
 
 from __future__ import annotations
 
-import onnx
+from typing import TYPE_CHECKING
 
 from onnxprobe.errors import UsageError
-from onnxprobe.types import RunConfig
+
+if TYPE_CHECKING:  # onnx costs a second to import: the OpenVINO worker, a package module, never needs it
+    import onnx
+
+    from onnxprobe.types import RunConfig
 
 RUNTIMES = ("ort", "openvino", "tensorrt", "reference")
 TAKES_OPTIONS = ("openvino", "tensorrt")  # runtimes with settings of their own (--runtime-option)

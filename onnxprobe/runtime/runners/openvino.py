@@ -77,9 +77,13 @@ class WorkerProcess:
         self.generation += 1
         self._reply()
 
-    def request(self, **req) -> dict:
+    def ensure(self) -> None:
+        """A live worker (a fresh one after a crash: the models it held are gone, see ``generation``)."""
         if self.proc is None or self.proc.poll() is not None:
             self.start()
+
+    def request(self, **req) -> dict:
+        self.ensure()
         try:
             pickle.dump(req, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self.proc.stdin.flush()
@@ -177,6 +181,7 @@ class OpenVinoRunner(HostStatsRunner):
 
     # -- models in the worker --------------------------------------------------------------------------
     def _load(self, key, model: onnx.ModelProto) -> list[str]:
+        self.worker.ensure()
         have = self._loaded.get(key)
         if have is not None and have[0] == self.worker.generation:
             return have[1]

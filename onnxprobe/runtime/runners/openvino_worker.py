@@ -59,8 +59,18 @@ def tensor_names(model) -> list[str]:
     return sorted({n for op in model.get_ops() for o in op.outputs() for n in o.get_names()})
 
 
+def without_telemetry() -> None:
+    """``import openvino`` sends a usage event to Google Analytics (openvino_telemetry) from a process it
+    forks. onnxprobe sends nothing anywhere, and that fork would also inherit this worker's pipes: it
+    keeps the reply pipe open after a crash (the parent would wait forever) and deadlocks closing stdin.
+    Without the openvino_telemetry module OpenVINO uses its own no-op stub (tools/ovc/telemetry_stub)."""
+    if "openvino" not in sys.modules:
+        sys.modules["openvino_telemetry"] = None  # import openvino_telemetry now raises ImportError
+
+
 class Worker:
     def __init__(self):
+        without_telemetry()
         import openvino as ov
 
         self.ov = ov
