@@ -19,7 +19,21 @@ def openvino_values(path, names: list[str], feeds: dict, config: dict | None = N
     import openvino as ov
 
     core = ov.Core()
-    m = core.read_model(str(path))
+    proto = onnx.load(str(path))
+    try:
+        m = core.read_model(str(path))
+    except RuntimeError:  # dynamic dimensions OpenVINO cannot read (silero's If branches): as the feeds say
+        for vi in proto.graph.input:
+            if vi.name in feeds:
+                vi.type.tensor_type.ClearField("shape")
+                for d in np.shape(feeds[vi.name]):
+                    vi.type.tensor_type.shape.dim.add().dim_value = int(d)
+        m = core.read_model(proto.SerializeToString())
+    known = {n for op in m.get_ops() for o in op.outputs() for n in o.get_names()}
+    unused = [n for n in names if n not in known]
+    if unused:  # outputs nothing reads: OpenVINO drops their nodes unless they are graph outputs
+        proto.graph.output.extend(onnx.ValueInfoProto(name=n) for n in unused)
+        m = core.read_model(proto.SerializeToString())
     have = {n for o in m.outputs for n in o.get_names()}
     todo = [n for n in names if n not in have]
     if todo:
