@@ -97,7 +97,7 @@ QUANTIZED_MIN_SQNR = 10.0
 # rounding noise that the absolute floor lets through
 CROSS_RUNTIME_MIN_SQNR = 60.0
 CROSS_RUNTIME_ABS_FLOOR = 1e-6
-REDUCED_PRECISION_MIN_SQNR = 20.0  # a runtime computing in float16 / bfloat16 (not measured: no such CPU here)
+REDUCED_PRECISION_MIN_SQNR = 20.0  # a runtime computing in float16 / bfloat16 / TF32 (not measured: no such hardware here)
 
 
 def default_tolerance(a: Side, b: Side) -> Tolerance:
@@ -114,7 +114,7 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
             return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
                              why=f"the default for a quantized model on two runtimes ({a.runner.kind}, {b.runner.kind}): "
                                  "one may run int8 kernels where the other simulates them; --metric/--min-sqnr change it")
-        low = [p for p in (_precision(a), _precision(b)) if p in ("f16", "bf16")]
+        low = [p for p in (_precision(a), _precision(b)) if p in ("f16", "bf16", "tf32")]
         if low:
             return Tolerance(metric="sqnr", min_sqnr=REDUCED_PRECISION_MIN_SQNR,
                              why=f"the default when a runtime computes in {low[0]}; --metric/--min-sqnr change it")

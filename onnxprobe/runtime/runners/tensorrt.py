@@ -4,8 +4,10 @@ the model by TensorRT's ONNX parser, tensors read as debug tensors (TensorRT >= 
 (``tensorrt_engine``). UNTESTED ON HARDWARE (see tensorrt_engine).
 
 Options (``--runtime-option KEY=VALUE``): ``mode=debug|output``, ``workspace=SIZE`` (the builder's
-workspace pool, default 1G). Precision comes from the model's own types (TensorRT 11 networks are
-strongly typed; there are no precision flags to set).
+workspace pool, default 1G), ``tf32=0|1`` (TensorRT's default is on: float32 matrix products in TF32,
+a 10-bit mantissa, on Ampere and newer GPUs; the default criterion of diff then is the one for reduced
+precision). Other precisions come from the model's own types (TensorRT 11 networks are strongly typed;
+there are no precision flags to set).
 
 Observable: the tensors the parser names after the ONNX values, minus those TensorRT computes at build
 time (constants, shapes) and those inside If/Loop bodies, which cannot be marked.
@@ -29,7 +31,7 @@ from onnxprobe.runtime.runners.observability import body_tensors, reasons
 from onnxprobe.types import RunConfig
 
 MODES = ("debug", "output")
-OPTIONS = ("mode", "workspace")
+OPTIONS = ("mode", "workspace", "tf32")
 MAX_ENGINES = 2
 
 
@@ -72,6 +74,10 @@ class TensorRtRunner(HostStatsRunner):
         if self.mode is not None and self.mode not in MODES:
             raise UsageError(f"--runtime-option mode={self.mode}: choose {' or '.join(MODES)}")
         self.workspace = parse_size(opts.get("workspace", "1G"))
+        tf32 = opts.get("tf32")
+        if tf32 is not None and tf32 not in ("0", "1"):
+            raise UsageError(f"--runtime-option tf32={tf32}: give 0 or 1")
+        self.tf32 = None if tf32 is None else tf32 == "1"
         from onnxprobe.runtime.runners.tensorrt_engine import Cuda, Logger, modules
 
         self.trt, cudart = modules()
@@ -82,7 +88,18 @@ class TensorRtRunner(HostStatsRunner):
         self._files: list = []
 
     def describe(self) -> str:
-        return f"{self.label} (TensorRT {self.trt.__version__}, {self.device}, {self.mode or 'debug'} tensors)"
+        return f"{self.label} (TensorRT {self.trt.__version__}, {self.device}, {self.mode or 'debug'} tensors, {self.inference_precision()})"
+
+    def inference_precision(self) -> str:
+        """'tf32' when the builder lets float32 matrix products run in TF32 (its default), else 'f32'."""
+        from onnxprobe.runtime.runners.tensorrt_engine import tf32_flag
+
+        flag = tf32_flag(self.trt)
+        if flag is None:
+            return "f32"
+        if self.tf32 is None:
+            self.tf32 = bool(self.trt.Builder(self.logger).create_builder_config().get_flag(flag))
+        return "tf32" if self.tf32 else "f32"
 
     def providers(self) -> list[str]:
         return [f"TensorRT {self.trt.__version__}"]
@@ -137,7 +154,7 @@ class TensorRtRunner(HostStatsRunner):
             self._engines.move_to_end(ek)
             engine = self._engines[ek][1]
         else:
-            engine, build_s = build(self.trt, self.logger, self._source(model), names, shapes, mode, self.workspace)
+            engine, build_s = build(self.trt, self.logger, self._source(model), names, shapes, mode, self.workspace, self.tf32)
             self._engines[ek] = (model, engine)
             while len(self._engines) > MAX_ENGINES:
                 self._engines.popitem(last=False)
@@ -148,7 +165,7 @@ class TensorRtRunner(HostStatsRunner):
                     "they were read again as marked outputs, which changes the engine's fusions")
             if note not in self.notes:
                 self.notes.append(note)
-            engine2, b2 = build(self.trt, self.logger, self._source(model), lost, shapes, "output", self.workspace)
+            engine2, b2 = build(self.trt, self.logger, self._source(model), lost, shapes, "output", self.workspace, self.tf32)
             again = run(self.trt, self.cuda, engine2, feeds, lost, set(stats), set(raw), "output")
             for k in ("stats", "shapes", "values"):
                 got[k].update(again[k])

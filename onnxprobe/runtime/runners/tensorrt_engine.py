@@ -125,7 +125,12 @@ def build_time_tensors(trt, network) -> set[str]:
     return out
 
 
-def build(trt, logger, source, names: list[str], shapes: dict, mode: str, workspace: int):
+def tf32_flag(trt):
+    """TensorRT's TF32 builder flag (on by default: FP32 matrix products in TF32 on Ampere and newer)."""
+    return getattr(trt.BuilderFlag, "TF32", None)
+
+
+def build(trt, logger, source, names: list[str], shapes: dict, mode: str, workspace: int, tf32: bool | None = None):
     """A deserialized engine of the model with ``names`` readable (``mode``: debug | output)."""
     builder, network, _parser = parse(trt, logger, source)
     tensors = all_tensors(network)
@@ -138,6 +143,11 @@ def build(trt, logger, source, names: list[str], shapes: dict, mode: str, worksp
             raise ExecutionError(f"TensorRT refused to mark {n!r} as a debug tensor")
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace)
+    flag = tf32_flag(trt)
+    if flag is not None and tf32 is True:
+        config.set_flag(flag)
+    elif flag is not None and tf32 is False:
+        config.clear_flag(flag)
     dynamic = [network.get_input(i) for i in range(network.num_inputs) if any(d < 0 for d in network.get_input(i).shape)]
     if dynamic:  # one profile: exactly the shapes of these feeds
         profile = builder.create_optimization_profile()
