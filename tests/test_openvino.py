@@ -275,3 +275,28 @@ def test_devices_are_openvinos_own():
         api.layers(sample_path("mlp"), config=api.RunConfig(device="NOSUCHDEV"), runtime="openvino")
     res = api.diff(sample_path("mlp"), vs_runtime="openvino", vs_device="CPU")
     assert res.b.runner.device == "CPU"
+
+
+def test_a_tensor_openvino_merged_answers_to_each_of_its_names(tmp_path):
+    """x @ w and x @ Identity(w) are one computation to OpenVINO: after compiling, one output carries both
+    names. Each name still finds its value, through OpenVINO's own alias information."""
+    import openvino as ov
+
+    w = numpy_helper.from_array(np.random.default_rng(0).random((4, 3)).astype(np.float32), "w")
+    shp = numpy_helper.from_array(np.array([2], np.int64), "shp")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"], name="mm"), helper.make_node("Identity", ["w"], ["w_alias"], name="idw"),
+             helper.make_node("MatMul", ["x", "w_alias"], ["mm2"], name="mm2"),
+             helper.make_node("ReduceMean", ["mm"], ["red"], name="red", axes=[1], keepdims=1),
+             helper.make_node("Reshape", ["red", "shp"], ["y"], name="reshape")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]), helper.make_tensor_value_info("mm2", TensorProto.FLOAT, [2, 3])],
+                          initializer=[w, shp])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    p = tmp_path / "alias.onnx"
+    onnx.save(m, p)
+    core = ov.Core()
+    assert {"mm", "mm2"} in [set(o.get_names()) for o in core.compile_model(core.read_model(str(p)), "CPU").outputs]
+    res = api.diff(p, vs_runtime="openvino", selection=api.Selection(all=True))
+    assert {r.pair.a.name for r in res.results} == {"mm", "mm2", "red", "y"} and not res.matching.unmatched_a
+    assert all(r.metrics.max_abs < 1e-6 for r in res.results)

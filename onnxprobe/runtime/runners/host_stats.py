@@ -47,6 +47,8 @@ class HostStatsRunner(GraphRunner):
         super().__init__(model, config, label)
         self.max_memory = max_memory
         self._build_seconds = 0.0
+        if self.config.opt_level != "off":
+            self.notes.append(f"--opt-level {self.config.opt_level} is onnxruntime's: {self.title} applies its own graph optimisations")
 
     @abstractmethod
     def collect(self, model: onnx.ModelProto, names: list[str], feeds: dict, *, stats: list[str], raw: list[str],
