@@ -22,7 +22,7 @@ import onnx
 
 from onnxprobe.graph.shapes import concrete_sizes
 from onnxprobe.runtime.budget import default_budget, plan_chunks
-from onnxprobe.runtime.runners.base import GraphRunner, constant_value, host_statistics
+from onnxprobe.runtime.runners.base import GraphRunner, read_host_refs
 from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunInfo, TensorRef
 
 
@@ -70,18 +70,9 @@ class HostStatsRunner(GraphRunner):
         return got.values, got.seconds
 
     def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
-        inits = {t.name for t in self.model.graph.initializer}
-        inputs = {i.name for i in self.model.graph.input} - inits
-        hidden = self.unobservable([n for n in names if n not in inputs and n not in inits])
-        found: dict = {}
-        run = []
-        for n in dict.fromkeys(names):
-            if n in inputs and n in feeds:
-                found[n] = feeds[n]
-            elif n in inits:
-                found[n] = constant_value(self.model, n)
-            elif n not in hidden:
-                run.append(n)
+        found, rest = self.known_values(names, feeds)
+        hidden = self.unobservable(rest)
+        run = [n for n in rest if n not in hidden]
         if run:
             found.update(self.collect(self.model, run, feeds, stats=[], raw=run).values)
         return found
@@ -118,18 +109,7 @@ class HostStatsRunner(GraphRunner):
             own_values.update({n: got.values[n] for n in own if n in got.values})
             del got
         self._build_seconds = build
-        for r in refs:
-            if r.kind == "node":
-                continue
-            v = feeds.get(r.name) if r.kind == "input" else constant_value(base, r.name)
-            if v is None:
-                continue
-            if stats:
-                st[r.name] = host_statistics(v)
-            if shapes:
-                shp[r.name] = tuple(np.shape(v))
-            if want_raw(r.name):
-                arrays[r.name] = np.asarray(v)
+        read_host_refs(refs, feeds, base, st, shp, arrays, stats=stats, shapes=shapes, raw=raw)
         probes = [Probe(ref=r, raw_output=r.name if r.name in arrays else None) for r in refs]
         notes = list(self.notes)
         if hidden:

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from onnxprobe.errors import ExecutionError
-from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.runtime.runners.base import host_statistics
 
 
 def modules():
@@ -165,6 +165,15 @@ def build(trt, logger, source, names: list[str], shapes: dict, mode: str, worksp
     return engine, time.perf_counter() - t0
 
 
+def _take(got: dict, name: str, a: np.ndarray, stats: set[str], raw: set[str]) -> None:
+    """Record one tensor read back: its shape, its statistics if asked, the array itself only if asked."""
+    got["shapes"][name] = a.shape
+    if name in stats:
+        got["stats"][name] = host_statistics(a)
+    if name in raw:
+        got["values"][name] = a
+
+
 def _listener(trt, cuda: Cuda, stats: set[str], raw: set[str], got: dict):
     class _Listener(trt.IDebugListener):
         def __init__(self):
@@ -179,11 +188,7 @@ def _listener(trt, cuda: Cuda, stats: set[str], raw: set[str], got: dict):
                 else:
                     cuda.to_host(a, addr, stream)
                     cuda.sync(stream)
-                got["shapes"][name] = a.shape
-                if name in stats:
-                    got["stats"][name] = TensorStats.from_array(a) if a.dtype.kind in "biuf" else None
-                if name in raw:
-                    got["values"][name] = a
+                _take(got, name, a, stats, raw)
             except Exception as e:  # noqa: BLE001 - TensorRT swallows exceptions raised here
                 self.errors.append(f"{name}: {type(e).__name__}: {e}")
 
@@ -239,11 +244,7 @@ def run(trt, cuda: Cuda, engine, feeds: dict, names: list[str], stats: set[str],
             a = np.empty(shape, dtype)
             cuda.to_host(a, ptr, stream)
             cuda.sync(stream)
-            got["shapes"][n] = a.shape
-            if n in stats:
-                got["stats"][n] = TensorStats.from_array(a) if a.dtype.kind in "biuf" else None
-            if n in raw:
-                got["values"][n] = a
+            _take(got, n, a, stats, raw)
         return got
     finally:
         for ptr in buffers:
