@@ -109,15 +109,15 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
     if a.observation.quantized and not b.observation.quantized:
         return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
                          why="the default for a quantized model against a float one; --metric/--min-sqnr change it")
+    low = [p for p in (_precision(a), _precision(b)) if p in ("f16", "bf16", "tf32")]
+    if low and not a.observation.quantized:  # also one runtime on two devices (OpenVINO's GPU computes in f16)
+        return Tolerance(metric="sqnr", min_sqnr=REDUCED_PRECISION_MIN_SQNR,
+                         why=f"the default when a runtime computes in {low[0]}; --metric/--min-sqnr change it")
     if a.runner.kind != b.runner.kind and a.runner.takes_feeds and b.runner.takes_feeds:
         if a.observation.quantized:
             return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
                              why=f"the default for a quantized model on two runtimes ({a.runner.kind}, {b.runner.kind}): "
                                  "one may run int8 kernels where the other simulates them; --metric/--min-sqnr change it")
-        low = [p for p in (_precision(a), _precision(b)) if p in ("f16", "bf16", "tf32")]
-        if low:
-            return Tolerance(metric="sqnr", min_sqnr=REDUCED_PRECISION_MIN_SQNR,
-                             why=f"the default when a runtime computes in {low[0]}; --metric/--min-sqnr change it")
         return Tolerance(metric="sqnr", min_sqnr=CROSS_RUNTIME_MIN_SQNR, abs_floor=CROSS_RUNTIME_ABS_FLOOR,
                          why=f"the default for one float model on two runtimes ({a.runner.kind}, {b.runner.kind}); "
                              "--metric/--min-sqnr change it")
