@@ -107,6 +107,7 @@ class RunInfo:
     session_seconds: float
     run_seconds: float
     runtime: str = "onnxruntime"  # the runner's kind: onnxruntime, onnx.reference, openvino, tensorrt
+    runtime_options: dict[str, str] = field(default_factory=dict)  # the runtime's own settings (--runtime-option)
 
 
 @dataclass

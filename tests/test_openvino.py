@@ -300,3 +300,20 @@ def test_a_tensor_openvino_merged_answers_to_each_of_its_names(tmp_path):
     res = api.diff(p, vs_runtime="openvino", selection=api.Selection(all=True))
     assert {r.pair.a.name for r in res.results} == {"mm", "mm2", "red", "y"} and not res.matching.unmatched_a
     assert all(r.metrics.max_abs < 1e-6 for r in res.results)
+
+
+def test_a_rerun_of_an_openvino_result_runs_on_openvino():
+    """What --html's histograms and --save's chunks fetch again comes from the runtime that made the result."""
+    feeds = sample_feeds("cnn")
+    model = api.load(sample_path("cnn"))
+    res = api.layers(model, api.Selection(all=True), inputs=api.InputSpec(arrays=feeds), runtime="openvino",
+                     runtime_options={"INFERENCE_PRECISION_HINT": "f32"})
+    assert res.info.runtime_options == {"INFERENCE_PRECISION_HINT": "f32"}
+    names = [p.ref.name for p in res.plan.probes if p.ref.kind == "node"]
+    direct = openvino_values(sample_path("cnn"), names, feeds)
+    got = {}
+    for _, _, values in api.raw_chunks(model, res, feeds, names):
+        got.update(values)
+    assert set(got) == set(names)
+    for n in names:  # the same tensors exposed in one run: OpenVINO's very bits, not onnxruntime's
+        np.testing.assert_array_equal(got[n], direct[n], err_msg=n)

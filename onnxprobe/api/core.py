@@ -80,6 +80,19 @@ def _runner_for(model: Model, config: RunConfig | None, runtime: str, options: d
     return runner(model, config, runtime=runtime, options=options, max_memory=max_memory, shapes=shapes)
 
 
+RUNTIME_OF_KIND = {"onnxruntime": "ort", "onnx.reference": "reference", "openvino": "openvino", "tensorrt": "tensorrt"}
+
+
+def _runner_of(model: Model, result: ProbeResult, config: RunConfig | None) -> GraphRunner:
+    """A runner like the one that made ``result``: the same runtime, device and runtime options."""
+    info = result.info
+    runtime = RUNTIME_OF_KIND.get(info.runtime, "ort")
+    config = config or RunConfig(device=info.device, opt_level=info.opt_level)
+    if runtime == "ort":
+        return runner(model, config)
+    return runner(model, config, runtime=runtime, options=dict(info.runtime_options) or None)
+
+
 def _with_hint(e: ExecutionError, fs: Feeds) -> ExecutionError:
     return ExecutionError(f"{e}{fs.hint()}") if fs.defaulted else e
 
@@ -128,7 +141,7 @@ def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], n
         sizes.append((n, nbytes(result.shapes.get(n), by_name[n].dtype, count)))
     # onnxruntime's output buffers and their numpy copies both exist for a moment: half the budget each
     chunks = plan_chunks(sizes, (max_memory or default_budget()) // 2)
-    r = using or runner(model, config or RunConfig(device=result.info.device, opt_level=result.info.opt_level))
+    r = using or _runner_of(model, result, config)
     for k, chunk in enumerate(chunks):
         res = r.probe([by_name[n] for n in chunk], feed, stats=False, shapes=False, raw=True, outputs=False)
         yield k, len(chunks), res.arrays

@@ -120,6 +120,7 @@ class HostStatsRunner(GraphRunner):
             notes.append(f"{self.title} cannot observe {len(hidden)} of the probed tensors ({names}); the first: "
                          f"{next(iter(hidden.values()))} (--json gives each one's reason)")
         info = RunInfo(device=self.device, providers=self.providers(), opt_level=self.config.opt_level,
-                       session_seconds=build, run_seconds=seconds, runtime=self.kind)
+                       session_seconds=build, run_seconds=seconds, runtime=self.kind,
+                       runtime_options=dict(getattr(self, "options", None) or {}))
         return ProbeResult(ProbePlan(base, probes, self.label, [], base=base), info, st, shp, arrays, own_values,
                            notes=notes, unobserved=hidden)

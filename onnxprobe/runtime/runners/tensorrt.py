@@ -67,6 +67,7 @@ class TensorRtRunner(HostStatsRunner):
         self.gpu = resolve_device(self.config.device)
         self.device = f"cuda:{self.gpu}"
         opts = dict(options or {})
+        self.options = opts
         unknown = [k for k in opts if k not in OPTIONS]
         if unknown:
             raise UsageError(f"--runtime-option {unknown[0]}: TensorRT takes {', '.join(OPTIONS)}")
