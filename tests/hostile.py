@@ -5,6 +5,7 @@ for inputs that are legitimately fine, and a fragment the one-line message must 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import stat
@@ -151,7 +152,15 @@ MODEL_COMMANDS = {
     "mark": lambda p, d: ["mark", p, "-o", str(d / "out.onnx")],
     "extract": lambda p, d: ["extract", p, "-o", str(d / "out.onnx")],
     "debug": lambda p, d: ["debug", p, "--script", str(_script(d, ["info", "run"]))],
+    "vs_openvino": lambda p, d: ["diff", p, "--vs-runtime", "openvino"],
 }
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+OPENVINO = _installed("openvino")
 
 
 def _script(folder: Path, lines: list[str]) -> Path:
@@ -219,20 +228,25 @@ def _cases() -> list[Case]:
     out: list[Case] = []
     for fname, make in BROKEN_FILES.items():
         for cname, cmd in MODEL_COMMANDS.items():
+            if cname == "vs_openvino" and not OPENVINO:
+                continue
             out.append(Case(f"{fname}-{cname}", (lambda d, make=make, cmd=cmd: cmd(make(d), d)), outputs=("out.onnx",)))
     for gname, make in BROKEN_GRAPHS.items():
-        for cname in ("layers", "diff_a", "grad", "inspect", "mark", "debug"):
+        for cname in ("layers", "diff_a", "grad", "inspect", "mark", "debug") + (("vs_openvino",) if OPENVINO else ()):
             cmd = MODEL_COMMANDS[cname]
             # inspect and mark do not run the model: a graph that onnx.checker or onnxruntime refuses is
             # described or copied with a note (a broken external-data entry is still an error)
             codes = (0, 1, 2) if cname in ("inspect", "mark") else (1, 2)
             out.append(Case(f"{gname}-{cname}", (lambda d, make=make, cmd=cmd: cmd(make(d), d)), codes, outputs=("out.onnx",)))
     for fname, make in FINE_MODELS.items():
-        for cname in ("layers_all", "inspect", "mark", "debug", "vs_reference"):
+        for cname in ("layers_all", "inspect", "mark", "debug", "vs_reference") + (("vs_openvino",) if OPENVINO else ()):
             cmd = MODEL_COMMANDS[cname]
-            # onnx.reference may disagree with onnxruntime (int4 rounding): a failed comparison, not an error
+            # onnx.reference may disagree with onnxruntime (int4 rounding): a failed comparison, not an error;
+            # OpenVINO may not read a model onnxruntime runs (float8, int4): an error line, exit 1
+            other = cname in ("vs_reference", "vs_openvino")
             out.append(Case(f"{fname}-{cname}", (lambda d, make=make, cmd=cmd: cmd(make(d), d)),
-                            (0, 1) if cname == "vs_reference" else (0,), outputs=("out.onnx",), verdict=cname == "vs_reference"))
+                            (0, 1) if other else (0,), outputs=("out.onnx",), verdict=other))
+    out += _runtime_cases()
     out += [
         Case("save_traversal_names", lambda d: ["layers", FINE_MODELS["traversal_tensor_name"](d), "--all", "--save", str(d / "a.npz")],
              (0,), outputs=("a.npz",)),
@@ -358,6 +372,58 @@ def _cases() -> list[Case]:
         Case("newline_in_flag_value", lambda d: ["layers", sample("mlp"), "--input", f"x{FORGED}=1"], (2,), "unknown input"),
     ]
     return out
+
+
+def _runtime_cases() -> list[Case]:
+    """--runtime, --vs-runtime, --runtime-option; OpenVINO's own failures where it is installed."""
+    mlp = sample("mlp")
+    out = [
+        Case("runtime_bogus", lambda d: ["layers", mlp, "--runtime", "bogus"], (2,), "--runtime 'bogus'"),
+        Case("vs_runtime_bogus", lambda d: ["diff", mlp, "--vs-runtime", "tpu"], (2,), "--vs-runtime 'tpu'"),
+        Case("runtime_option_no_equals", lambda d: ["layers", mlp, "--runtime-option", "FOO"], (2,), "KEY=VALUE"),
+        Case("runtime_option_for_onnxruntime", lambda d: ["layers", mlp, "--runtime-option", "FOO=1"], (2,), "--runtime-option"),
+        Case("runtime_option_for_absent_runtime", lambda d: ["diff", mlp, "--vs-reference", "--runtime-option", "tensorrt:mode=debug"],
+             (2,), "tensorrt does not run here"),
+        Case("grad_on_another_runtime", lambda d: ["diff", mlp, mlp, "--grad", "--runtime", "openvino"], (2,), "--runtime"),
+        Case("vs_reference_and_vs_runtime", lambda d: ["diff", mlp, "--vs-reference", "--vs-runtime", "openvino"], (2,), "--vs-reference"),
+        Case("vs_reference_with_vs_device", lambda d: ["diff", mlp, "--vs-runtime", "reference", "--vs-device", "cuda"], (2,), "exactly one"),
+    ]
+    if not _installed("tensorrt"):
+        out.append(Case("tensorrt_not_installed", lambda d: ["layers", mlp, "--runtime", "tensorrt"], (2,), "pip install 'onnxprobe[tensorrt]'"))
+    if not OPENVINO:
+        return out + [Case("openvino_not_installed", lambda d: ["layers", mlp, "--runtime", "openvino"], (2,), "onnxprobe[openvino]")]
+    return out + [
+        Case("openvino_cannot_read", lambda d: ["layers", BROKEN_GRAPHS["custom_domain_op"](d), "--runtime", "openvino"], (1,),
+             "OpenVINO cannot read the model"),
+        Case("openvino_crashes", lambda d: ["layers", _save(d, loop11_model()), "--runtime", "openvino", "--input", "trip_count=85",
+                                            "--input", "cond=1", "--input", "y=[0.5]"], (1,), "OpenVINO crashed"),
+        Case("openvino_bad_property_value", lambda d: ["layers", mlp, "--runtime", "openvino", "--runtime-option",
+                                                       "INFERENCE_PRECISION_HINT=i8"], (1,), "INFERENCE_PRECISION_HINT"),
+        Case("openvino_unknown_property", lambda d: ["layers", mlp, "--runtime", "openvino", "--runtime-option", f"FROB{ESC}=1"], (1,), None),
+        Case("openvino_device_of_onnxruntime", lambda d: ["layers", mlp, "--runtime", "openvino", "--device", "cuda"], (2,), "--device"),
+        Case("openvino_device_absent", lambda d: ["diff", mlp, "--vs-runtime", "openvino", "--vs-device", "NPU"], (1,), "no such device"),
+        Case("openvino_device_garbage", lambda d: ["layers", mlp, "--runtime", "openvino", "--device", f"GPU{FORGED}"], (1, 2), None),
+    ]
+
+
+def loop11_model() -> onnx.ModelProto:
+    """onnx's test_loop11: a Loop whose body slices x[i:i+1] from a 5-element constant. With a trip count
+    past 5 onnxruntime raises an error and OpenVINO 2026.4 dies of SIGSEGV."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Constant", [], ["x"], value=numpy_helper.from_array(np.arange(1, 6, dtype=np.float32))),
+         helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array(1, np.int64))),
+         helper.make_node("Add", ["iter_count", "one"], ["end"]),
+         helper.make_node("Unsqueeze", ["iter_count"], ["slice_start"], axes=[0]),
+         helper.make_node("Unsqueeze", ["end"], ["slice_end"], axes=[0]),
+         helper.make_node("Slice", ["x", "slice_start", "slice_end"], ["slice_out"]),
+         helper.make_node("Add", ["y_in", "slice_out"], ["y_out"]),
+         helper.make_node("Identity", ["y_out"], ["scan_out"])], "loop_body",
+        [_vi("iter_count", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []), _vi("y_in", shape=[1])],
+        [_vi("cond_out", TensorProto.BOOL, []), _vi("y_out", shape=[1]), _vi("scan_out", shape=[1])])
+    return _model([helper.make_node("Loop", ["trip_count", "cond", "y"], ["res_y", "res_scan"], name="loop", body=body)],
+                  [_vi("trip_count", TensorProto.INT64, []), _vi("cond", TensorProto.BOOL, []), _vi("y", shape=[1])],
+                  [_vi("res_y", shape=[1]), _vi("res_scan", shape=[None, 1])], opset=11, ir=6)
 
 
 def _npy(folder: Path, name: str, shape, dtype=np.float32) -> str:

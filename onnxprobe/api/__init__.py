@@ -29,7 +29,8 @@ Workflows, one module each:
 - ``inputs``: ``input_spec`` and the parsers of the input flags.
 
 Every function that runs a model takes an ``InputSpec`` (seed, integer range, shapes, files or values,
-arrays) and a ``RunConfig`` (device, opt level).
+arrays) and a ``RunConfig`` (device, opt level); ``layers``, ``run`` and ``diff`` also take a ``runtime``
+(``ort``, ``openvino``, ``tensorrt``, ``reference``; ``RUNTIMES``) and its ``runtime_options``.
 """
 
 from onnxprobe.api.core import (
@@ -55,6 +56,7 @@ from onnxprobe.graph.index import GraphIndex, NodeInfo, TensorInfo, attribute_te
 from onnxprobe.graph.model import as_model
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.runtime.ort import DEVICES, OPT_LEVELS, resolve_device
+from onnxprobe.runtime.runners import RUNTIMES, parse_runtime_options
 from onnxprobe.stats.conditions import EXAMPLES as CONDITION_EXAMPLES
 from onnxprobe.stats.conditions import Condition, parse_condition
 from onnxprobe.stats.metrics import METRICS, PairMetrics, Tolerance
@@ -68,7 +70,7 @@ __all__ = [
     "GradSpec", "GradPlan", "GradResult", "GradRow", "InspectResult", "SurgeryResult", "MarkResult", "ExtractResult",
     "GraphIndex", "TensorInfo", "NodeInfo", "Condition", "Prober", "ExplorerIds", "LayersProfile", "RowTime",
     # constants
-    "DEVICES", "OPT_LEVELS", "METRICS", "SORTS", "GRAD_OPT_LEVEL", "BACKWARD_TAG", "GRAD_SUFFIX", "CONDITION_EXAMPLES",
+    "DEVICES", "OPT_LEVELS", "RUNTIMES", "METRICS", "SORTS", "GRAD_OPT_LEVEL", "BACKWARD_TAG", "GRAD_SUFFIX", "CONDITION_EXAMPLES",
     # workflows
     "load", "as_model", "select", "plan", "feeds", "runner", "run", "layers", "raw_chunks", "save_tensors",
     "layers_dataset", "merge_stats", "diff", "diff_grad", "diff_torch", "diff_grad_torch", "torch_module", "profile_layers", "sort_results", "grad_spec", "grad_plan", "export_backward",
@@ -77,5 +79,5 @@ __all__ = [
     "histogram_of", "explorer_ids",
     # inputs
     "input_spec", "parse_int_range", "parse_size", "parse_shape_overrides", "parse_input_files", "read_array", "read_npz",
-    "save_npz", "model_inputs", "check_value", "resolve_device",
+    "save_npz", "model_inputs", "check_value", "resolve_device", "parse_runtime_options",
 ]

@@ -18,14 +18,14 @@ from onnxprobe.graph.select import Selection
 from onnxprobe.match.observe import observe
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_npz
-from onnxprobe.runtime.runners import make_runner
+from onnxprobe.runtime.runners import check_options_used, check_runtime, make_runner, options_for
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
 
 
-def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort") -> Side:
-    return model_side(label, model, lambda proto: make_runner(runtime, proto, config, label))
+def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", options: dict | None = None, **kw) -> Side:
+    return model_side(label, model, lambda proto: make_runner(runtime, proto, config, label, options=options_for(runtime, options), **kw))
 
 
 def diff(
@@ -37,6 +37,9 @@ def diff(
     vs_reference: bool = False,
     vs_npz: str | os.PathLike | dict | None = None,
     vs_torch=None,
+    runtime: str = "ort",
+    vs_runtime: str | None = None,
+    runtime_options: dict[str, str] | None = None,
     selection: Selection | None = None,
     config: RunConfig | None = None,
     inputs: InputSpec | None = None,
@@ -57,12 +60,28 @@ def diff(
     ``fuse`` (two models on onnxruntime with the same settings): both in one graph and one run, the
     metrics and introduced error computed in the graph (float32 partial sums added in float64); False:
     separate runs, the tensors measured on the host in float64. ``profile``: time the one run with
-    onnxruntime's profiler (``result.profile``, each result's ``kernel_ms``)."""
-    modes = [b is not None, vs_device is not None, vs_opt_level is not None, vs_reference, vs_npz is not None,
-             vs_torch is not None]
+    onnxruntime's profiler (``result.profile``, each result's ``kernel_ms``).
+
+    ``runtime`` runs A (and a model B): ``ort`` (default), ``openvino``, ``tensorrt`` or ``reference``;
+    ``vs_runtime`` compares the model with itself on another runtime (on ``vs_device``, that runtime's
+    device, when given; ``vs_reference`` is ``vs_runtime="reference"``). ``runtime_options``: settings of
+    the runtimes that take them (``{"INFERENCE_PRECISION_HINT": "f16"}``; ``"openvino:KEY"`` for one)."""
+    check_runtime(runtime)
+    if vs_reference:
+        if vs_runtime not in (None, "reference"):
+            raise UsageError(f"--vs-reference is --vs-runtime reference: give one of them, not --vs-runtime {vs_runtime}")
+        vs_runtime = "reference"
+    if vs_runtime is not None:
+        check_runtime(vs_runtime, "--vs-runtime")
+        if vs_runtime == "reference" and vs_device is not None:
+            raise UsageError("give exactly one reference: --vs-device or --vs-reference (onnx.reference has no devices)")
+    modes = [b is not None, vs_device is not None and vs_runtime is None, vs_opt_level is not None, vs_runtime is not None,
+             vs_npz is not None, vs_torch is not None]
     if sum(modes) != 1:
-        raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-reference, "
-                         "--vs-npz or --vs-torch")
+        raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-runtime "
+                         "(--vs-reference), --vs-npz or --vs-torch")
+    if vs_torch is not None and (runtime != "ort" or runtime_options):
+        raise UsageError("--vs-torch runs the export on onnxruntime: drop --runtime / --runtime-option")
     if vs_torch is not None:
         if profile:
             raise UsageError("--profile times onnxruntime's kernels of a diff of two models: not with --vs-torch")
@@ -71,23 +90,26 @@ def diff(
         return diff_torch(a, vs_torch, selection=selection, config=config, inputs=inputs, tolerance=tolerance,
                           per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory,
                           progress=progress)
+    b_runtime = vs_runtime or runtime
+    check_options_used([runtime] + ([b_runtime] if vs_npz is None else []), runtime_options)
     config = config or RunConfig()
     a_model = as_model(a)
     label = a_model.source
-    side_a = _side(label, a_model, config)
+    fs = _feeds.make_feeds(a_model.proto, inputs)
+    opts = dict(options=runtime_options, max_memory=max_memory, shapes={k: tuple(getattr(v, "shape", ())) for k, v in fs.values.items()})
+    side_a = _side(label, a_model, config, runtime, **opts)
     if b is not None:
         b_model = as_model(b)
-        side_b = _side(b_model.source, b_model, config)
+        side_b = _side(b_model.source, b_model, config, runtime, **opts)
+    elif vs_runtime is not None:
+        side_b = _side(label, a_model, replace(config, device=vs_device or "auto"), vs_runtime, **opts)
     elif vs_device is not None:
-        side_b = _side(label, a_model, replace(config, device=vs_device))
+        side_b = _side(label, a_model, replace(config, device=vs_device), runtime, **opts)
     elif vs_opt_level is not None:
-        side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level))
-    elif vs_reference:
-        side_b = _side(label, a_model, config, runtime="reference")
+        side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), runtime, **opts)
     else:
         arrays = vs_npz if isinstance(vs_npz, dict) else read_npz(vs_npz)
         side_b = npz_side(str(vs_npz) if not isinstance(vs_npz, dict) else "activations", arrays, a_model)
-    fs = _feeds.make_feeds(a_model.proto, inputs)
     try:
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,
                     introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile)

@@ -10,8 +10,9 @@ import typer
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, LabelsOpt, LossOpt,
-    MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, NoCacheOpt, ProfileOpt, RangeOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt,
-    grad_spec_of, inputs_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
+    MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, NoCacheOpt, ProfileOpt, RangeOpt, RuntimeOpt, RuntimeOptionOpt, SeedOpt,
+    ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt,
+    WideOpt, view_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, write_html, write_pictures
 
@@ -22,9 +23,10 @@ Cmp = "Comparison"
 def diff(
     model: ModelArg,
     reference: Annotated[Optional[Path], typer.Argument(help="Reference model B (e.g. the fp32 original).", show_default=False)] = None,
-    vs_device: Annotated[Optional[str], typer.Option("--vs-device", help="Compare MODEL with itself on this device (cpu|cuda).", rich_help_panel=Cmp)] = None,
+    vs_device: Annotated[Optional[str], typer.Option("--vs-device", help="Compare MODEL with itself on this device (cpu|cuda; with --vs-runtime: that runtime's device).", rich_help_panel=Cmp)] = None,
     vs_opt_level: Annotated[Optional[str], typer.Option("--vs-opt-level", help="Compare with itself at this optimisation level.", rich_help_panel=Cmp)] = None,
-    vs_reference: Annotated[bool, typer.Option("--vs-reference", help="Compare onnxruntime with onnx.reference.ReferenceEvaluator.", rich_help_panel=Cmp)] = False,
+    vs_reference: Annotated[bool, typer.Option("--vs-reference", help="Compare with onnx.reference.ReferenceEvaluator (--vs-runtime reference).", rich_help_panel=Cmp)] = False,
+    vs_runtime: Annotated[Optional[str], typer.Option("--vs-runtime", help="Compare MODEL with itself on another runtime (B): ort | openvino | tensorrt | reference; A runs on --runtime.", rich_help_panel=Cmp)] = None,
     vs_npz: Annotated[Optional[Path], typer.Option("--vs-npz", help="Compare with activations saved elsewhere (.npz keyed by tensor name).", rich_help_panel=Cmp)] = None,
     vs_torch: Annotated[Optional[str], typer.Option("--vs-torch", metavar="FILE.py:FUNC", help="Compare MODEL with the PyTorch module it was exported from: FUNC() returns the nn.Module or (module, example_args). Modules pair with their ONNX tensors by the exporter's scopes; with --grad, gradients against torch autograd. Needs the torch extra.", rich_help_panel=Cmp)] = None,
     map_: Annotated[Optional[Path], typer.Option("--map", help="JSON file {tensor of A: tensor of B}; overrides matching.", rich_help_panel=Cmp)] = None,
@@ -53,6 +55,8 @@ def diff(
     input_: InputOpt = None,
     inputs: InputsOpt = None,
     device: DeviceOpt = "auto",
+    runtime: RuntimeOpt = "ort",
+    runtime_option: RuntimeOptionOpt = None,
     opt_level: Annotated[Optional[str], typer.Option("--opt-level", help="onnxruntime graph optimisation: off | basic | extended | layout | all (default: off; all with --grad).", rich_help_panel="Execution")] = None,
     profile: ProfileOpt = False,
     no_cache: NoCacheOpt = False,
@@ -83,6 +87,8 @@ def diff(
         onnxprobe diff model_int8.onnx model_fp32.onnx --opt-level extended   # deployed int8 kernels
 
         onnxprobe diff model.onnx --vs-reference --all
+
+        onnxprobe diff model.onnx --vs-runtime openvino --all   # onnxruntime (A) against OpenVINO (B)
 
         onnxprobe diff model.onnx --vs-npz torch_acts.npz --metric cosine
 
@@ -126,8 +132,10 @@ def diff(
         raise UsageError(f"{loss_flags[0]} sets the loss of diff --grad: add --grad")
     if grad and profile:
         raise UsageError("--profile times a forward diff: not with --grad (grad --check and bench/grad.py time gradients)")
-    if grad and (vs_device or vs_opt_level or vs_reference or vs_npz or (reference is None) == (vs_torch is None)):
+    if grad and (vs_device or vs_opt_level or vs_reference or vs_npz or vs_runtime or (reference is None) == (vs_torch is None)):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (and no other --vs-* option)")
+    if grad and (runtime != "ort" or runtime_option):
+        raise UsageError("diff --grad runs backward graphs on onnxruntime: drop --runtime / --runtime-option")
     max_mem = api.parse_size(max_memory) if max_memory else None
     with Progress(f"comparing {model.name}") as progress:
         if grad:
@@ -138,7 +146,9 @@ def diff(
                                 progress=progress.update)
         else:
             res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
-                           vs_npz=vs_npz, vs_torch=vs_torch, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level or "off", cache=not no_cache),
+                           vs_npz=vs_npz, vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime,
+                           runtime_options=api.parse_runtime_options(runtime_option), selection=selection,
+                           config=api.RunConfig(device=device, opt_level=opt_level or "off", cache=not no_cache),
                            inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                            progress=progress.update, fp32_sensitivity=fp32_sensitivity, fuse=not separate_runs,
                            **({"profile": True} if profile else {}))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
-    MaxMemoryOpt, OptLevelOpt, NoCacheOpt, ProfileOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, selection_of,
-    ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
+    MaxMemoryOpt, OptLevelOpt, NoCacheOpt, ProfileOpt, RangeOpt, RuntimeOpt, RuntimeOptionOpt, SaveOpt, SeedOpt, ShapeOpt,
+    inputs_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, notes, require_html, write_html, write_pictures
 
@@ -26,6 +26,8 @@ def layers(
     inputs: InputsOpt = None,
     inputs_dir: InputsDirOpt = None,
     device: DeviceOpt = "auto",
+    runtime: RuntimeOpt = "ort",
+    runtime_option: RuntimeOptionOpt = None,
     opt_level: OptLevelOpt = "off",
     json_: JsonOpt = None,
     save: SaveOpt = None,
@@ -57,6 +59,8 @@ def layers(
         onnxprobe layers model.onnx --html report.html --overlay nd.json   # nd.json: for Model Explorer
 
         onnxprobe layers model.onnx --all --profile --opt-level all   # per-node time, what probing costs
+
+        onnxprobe layers model.onnx --runtime openvino   # as OpenVINO computes them (and what it cannot observe)
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
@@ -71,18 +75,21 @@ def layers(
     check_outputs(model, save, json_, files={"--html": html, "--overlay": overlay, "--netron": netron})
     require_html(html)
     budget = api.parse_size(max_memory) if max_memory else None
+    rt = dict(runtime=runtime, runtime_options=api.parse_runtime_options(runtime_option))
+    if profile and runtime != "ort":
+        raise UsageError(f"--profile times onnxruntime's kernels: not with --runtime {runtime}")
     if inputs_dir is not None:
         if save is not None or input_ or inputs is not None or shape:
             raise UsageError("--inputs-dir takes all inputs from the dataset: drop --save, --input, --inputs and --shape")
         if profile:
             raise UsageError("--profile times one input: drop --inputs-dir (or --profile)")
         with Progress(f"probing {model.name} over {inputs_dir.name}", "batches") as progress:
-            res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update)
+            res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update, **rt)
         notes(res.notes)
         data = dataset_dict(res)
     else:
         with Progress(f"probing {model.name}") as progress:
-            res = api.layers(model, selection, config, spec, save_to=save, max_memory=budget, progress=progress.update)
+            res = api.layers(model, selection, config, spec, save_to=save, max_memory=budget, progress=progress.update, **rt)
         notes(res.notes + res.plan.warnings)
         data = layers_dict(res)
         if profile:

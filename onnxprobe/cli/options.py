@@ -27,7 +27,9 @@ InputsDirOpt = Annotated[Optional[Path], typer.Option("--inputs-dir", help="Data
 
 # execution
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not reuse (or keep) the probed copy of the model from an earlier run (cached under ~/.cache/onnxprobe, $ONNXPROBE_CACHE_DIR; safe to delete).", rich_help_panel="Execution")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda. auto picks CUDA only when a session really gets it.", rich_help_panel="Execution")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="The device within the runtime: onnxruntime auto | cpu | cuda (auto picks CUDA only when a session really gets it); OpenVINO CPU, GPU, NPU... (auto: CPU); TensorRT cuda[:N].", rich_help_panel="Execution")]
+RuntimeOpt = Annotated[str, typer.Option("--runtime", help="ort | openvino | tensorrt | reference: the runtime that runs the model (openvino and tensorrt need their extras: pip install 'onnxprobe[openvino]').", rich_help_panel="Execution")]
+RuntimeOptionOpt = Annotated[Optional[list[str]], typer.Option("--runtime-option", help="A setting of the runtime, KEY=VALUE (repeatable): OpenVINO properties such as INFERENCE_PRECISION_HINT=f16, TensorRT mode=debug|output, workspace=2G; RUNTIME:KEY=VALUE for one runtime of a diff.", rich_help_panel="Execution")]
 OptLevelOpt = Annotated[str, typer.Option("--opt-level", help="onnxruntime graph optimisation: off | basic | extended | layout | all.", rich_help_panel="Execution")]
 ProfileOpt = Annotated[bool, typer.Option("--profile", help="Per-node time from onnxruntime's profiler: each row gets its producer's kernel time (probed and plain runs, or the node it was fused into), and a summary of what the probes cost (their kernels, the layout reorders and fusions they forced). Two extra profiled runs of each model.", rich_help_panel="Execution")]
 

@@ -31,10 +31,15 @@ def tensor_rows(rows, shapes: dict) -> list[dict]:
 def layers_dict(result) -> dict:
     """JSON-ready. Non-finite statistics are null."""
     tensors = tensor_rows(result.rows(), result.shapes)
+    unobserved = getattr(result, "unobserved", None) or {}
+    for t in tensors:
+        if t["name"] in unobserved:
+            t["not_observed"] = unobserved[t["name"]]  # the runtime cannot return it: why (fused, in a body...)
     info = result.info
     return {
         "schema_version": SCHEMA_VERSION, "onnxprobe_version": __version__,
-        "model": result.plan.source, "device": info.device, "providers": info.providers,
+        "model": result.plan.source, "runtime": getattr(info, "runtime", "onnxruntime"), "device": info.device,
+        "providers": info.providers,
         "opt_level": info.opt_level,
         "timing": {"session_s": round(info.session_seconds, 6), "run_s": round(info.run_seconds, 6)},
         "notes": list(result.notes) + list(result.plan.warnings),
@@ -85,7 +90,7 @@ def _cells(r: dict) -> tuple[list[str], list]:
     ran = bool(r.get("count"))
     cells = [
         str(r["index"]), node, op(r["op_type"]), tensor, shape(r["shape"]), dtype(r["dtype"]),
-        num(r.get("min")) if ran else ("not run" if r.get("count") == 0 else "-"),
+        num(r.get("min")) if ran else ("not run" if r.get("count") == 0 else "not observed" if r.get("not_observed") else "-"),
         num(r.get("max")) if ran else "-", num(r.get("mean")), num(r.get("std")),
         str(r.get("nan", "-")), str(r.get("inf", "-")),
     ]
@@ -120,7 +125,9 @@ def layers_table(d, width: int = 120) -> tuple[Table, Text]:
     footer.append(f"{bad} with NaN/Inf", style="bold red" if bad else "green")
     if "batches" in d:
         footer.append(f" · {d['batches']} batch{'es' if d['batches'] != 1 else ''}")
-    footer.append(f" · device {d['device']} · opt-level {d['opt_level']}")
+    runtime = d.get("runtime", "onnxruntime")
+    footer.append(f" · device {d['device']} · opt-level {d['opt_level']}" if runtime == "onnxruntime"
+                  else f" · runtime {runtime} · device {d['device']}")
     if timing:
         footer.append(f" · run {duration(timing['run_s'])} (session {duration(timing['session_s'])})")
     return t, footer

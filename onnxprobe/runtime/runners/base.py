@@ -87,6 +87,24 @@ def host_statistics(value) -> TensorStats | None:
     return TensorStats.from_array(a) if a.dtype.kind in "biuf" else None
 
 
+def read_host_refs(refs: list[TensorRef], feeds: dict, model: onnx.ModelProto, st: dict, shp: dict, arrays: dict, *,
+                   stats: bool, shapes: bool, raw: bool | set[str]) -> None:
+    """Graph inputs and weights among ``refs``: values from ``feeds`` and the initializers of ``model``,
+    statistics and shapes on the host, added to ``st``, ``shp`` and (when ``raw`` names them) ``arrays``."""
+    for r in refs:
+        if r.kind == "node":
+            continue
+        v = feeds.get(r.name) if r.kind == "input" else constant_value(model, r.name)
+        if v is None:
+            continue
+        if stats:
+            st[r.name] = host_statistics(v)
+        if shapes:
+            shp[r.name] = tuple(np.shape(v))
+        if (r.name in raw) if isinstance(raw, set) else raw:
+            arrays[r.name] = np.asarray(v)
+
+
 def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
     for t in model.graph.initializer:
         if t.name == name:
@@ -171,41 +189,38 @@ class GraphRunner(Runner):
             if bad:
                 again = self.probe(bad, feeds, shapes=False, nonfinite="masked", model=base, outputs=False)
                 st.update(again.stats)
-        want_raw = (lambda n: n in raw) if isinstance(raw, set) else (lambda n: bool(raw))
-        for r in host_refs:
-            v = feeds.get(r.name) if r.kind == "input" else constant_value(base, r.name)
-            if v is None:
-                continue
-            if stats:
-                st[r.name] = host_statistics(v)
-            if shapes:
-                shp[r.name] = tuple(np.shape(v))
-            if want_raw(r.name):
-                arrays[r.name] = np.asarray(v)
+        read_host_refs(host_refs, feeds, base, st, shp, arrays, stats=stats, shapes=shapes, raw=raw)
         probes = list(plan.probes) + [Probe(ref=r) for r in host_refs]
         if order is not None:
             rank = {n: k for k, n in enumerate(order)}
             probes.sort(key=lambda p: rank.get(p.ref.name, len(rank)))
         view = ProbePlan(plan.model, probes, plan.source, list(plan.warnings), base=base)
         info = RunInfo(device=self.device, providers=self.providers(), opt_level=self.config.opt_level,
-                       session_seconds=self.session_seconds(), run_seconds=seconds)
+                       session_seconds=self.session_seconds(), run_seconds=seconds, runtime=self.kind)
         return ProbeResult(view, info, st, shp, arrays, {n: out[n] for n in own if n in out and outputs},
                            notes=list(self.notes))
 
-    def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
-        """Raw values: node outputs from one run of a probed copy (lifted out of If/Loop/Scan bodies),
-        graph inputs from ``feeds``, weights from the initializers."""
+    def known_values(self, names: list[str], feeds: dict) -> tuple[dict, list[str]]:
+        """({name: value} for the graph inputs (from ``feeds``) and weights among ``names``, the names left
+        to run)."""
         inits = {t.name for t in self.model.graph.initializer}
         inputs = {i.name for i in self.model.graph.input} - inits
         found: dict = {}
-        run = []
+        rest = []
         for n in dict.fromkeys(names):
             if n in inputs and n in feeds:
                 found[n] = feeds[n]
             elif n in inits:
                 found[n] = constant_value(self.model, n)
             else:
-                run.append(TensorRef(name=n, node="", op_type="", index=-1))
+                rest.append(n)
+        return found, rest
+
+    def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
+        """Raw values: node outputs from one run of a probed copy (lifted out of If/Loop/Scan bodies),
+        graph inputs from ``feeds``, weights from the initializers."""
+        found, rest = self.known_values(names, feeds)
+        run = [TensorRef(name=n, node="", op_type="", index=-1) for n in rest]
         if run:
             warnings: list[str] = []
             rewritten, probes = expose(self.model, run, stats=False, shapes=False, raw=True, warnings=warnings)
