@@ -7,10 +7,12 @@
 #    CPU wheel, the tensorrt extra: TensorRT with its CUDA libraries and cuda-python; pytest; no torch);
 # 2. the GPU tests: the CUDA provider (tests/test_cuda.py, tests/test_grad_cuda.py) and TensorRT
 #    (tests/test_tensorrt.py); they skip, with the reason, where the GPU stack is not usable;
-# 3. timings of layers/diff on CUDA and TensorRT against onnxruntime on the CPU (bench/runtimes.py).
+# 3. timings of layers/diff on CUDA and TensorRT against onnxruntime on the CPU (bench/runtimes.py);
+# 4. the gradient timings on CUDA (bench/grad.py --device cuda: forward+backward over forward; the torch
+#    columns stay empty unless torch with CUDA is in the environment).
 #
-# Each step has a time limit (install 270 s, tests 170 s, timings 150 s) so that the whole script ends
-# within 10 minutes. Exit code: that of the tests (2 when the install fails).
+# Each step has a time limit (install 270 s, tests 170 s, timings 100 s, gradients 50 s) so that the whole
+# script ends within 10 minutes. Exit code: that of the tests (2 when the install fails).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-bench/.cache/gpu-venv}
@@ -43,8 +45,10 @@ timeout 170 "$PY" -m pytest -q -p no:cacheprovider -rs tests/test_cuda.py tests/
 status=$?
 
 echo "== timings ($SECONDS s)"
-timeout 150 "$PY" bench/runtimes.py --repeat 1 --deadline 110 --runtimes cuda,tensorrt
-# (the gradient benchmark on CUDA goes here: bench/grad.py --device cuda, with its own timeout)
+timeout 100 "$PY" bench/runtimes.py --repeat 1 --deadline 75 --runtimes cuda,tensorrt
+
+echo "== gradient timings on CUDA ($SECONDS s)"
+timeout 50 "$PY" bench/grad.py --device cuda --repeat 3
 
 echo "== done in $SECONDS s; tests exit code $status"
 exit $status
