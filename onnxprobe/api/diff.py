@@ -24,8 +24,33 @@ from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
 
 
-def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort") -> Side:
-    return model_side(label, model, lambda proto: make_runner(runtime, proto, config, label))
+def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", threads: int | None = None) -> Side:
+    kw = {"threads": threads} if threads and runtime == "ort" else {}
+    return model_side(label, model, lambda proto: make_runner(runtime, proto, config, label, **kw))
+
+
+def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None = None, *, vs_device: str | None = None,
+               vs_opt_level: str | None = None, vs_reference: bool = False, vs_npz=None, config: RunConfig | None = None,
+               threads: int | None = None) -> tuple[Model, Side, Side]:
+    """(model A, side A, side B) of a diff against one reference (``diff`` explains them); ``threads``:
+    onnxruntime's intra-op threads per side (a worker among others)."""
+    config = config or RunConfig()
+    a_model = as_model(a)
+    label = a_model.source
+    side_a = _side(label, a_model, config, threads=threads)
+    if b is not None:
+        b_model = as_model(b)
+        side_b = _side(b_model.source, b_model, config, threads=threads)
+    elif vs_device is not None:
+        side_b = _side(label, a_model, replace(config, device=vs_device), threads=threads)
+    elif vs_opt_level is not None:
+        side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), threads=threads)
+    elif vs_reference:
+        side_b = _side(label, a_model, config, runtime="reference")
+    else:
+        arrays = vs_npz if isinstance(vs_npz, dict) else read_npz(vs_npz)
+        side_b = npz_side(str(vs_npz) if not isinstance(vs_npz, dict) else "activations", arrays, a_model)
+    return a_model, side_a, side_b
 
 
 def diff(
@@ -67,22 +92,8 @@ def diff(
         return diff_torch(a, vs_torch, selection=selection, config=config, inputs=inputs, tolerance=tolerance,
                           per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory,
                           progress=progress)
-    config = config or RunConfig()
-    a_model = as_model(a)
-    label = a_model.source
-    side_a = _side(label, a_model, config)
-    if b is not None:
-        b_model = as_model(b)
-        side_b = _side(b_model.source, b_model, config)
-    elif vs_device is not None:
-        side_b = _side(label, a_model, replace(config, device=vs_device))
-    elif vs_opt_level is not None:
-        side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level))
-    elif vs_reference:
-        side_b = _side(label, a_model, config, runtime="reference")
-    else:
-        arrays = vs_npz if isinstance(vs_npz, dict) else read_npz(vs_npz)
-        side_b = npz_side(str(vs_npz) if not isinstance(vs_npz, dict) else "activations", arrays, a_model)
+    a_model, side_a, side_b = make_sides(a, b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
+                                         vs_npz=vs_npz, config=config)
     fs = _feeds.make_feeds(a_model.proto, inputs)
     try:
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,

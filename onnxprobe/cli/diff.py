@@ -9,9 +9,9 @@ import typer
 
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
-    AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, LabelsOpt, LossOpt,
-    MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, RangeOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of,
-    inputs_of, selection_of,
+    AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsFromOpt, InputsOpt, IntRangeOpt, JsonOpt,
+    LabelsOpt, LossOpt, MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, RangeOpt, RayAddressOpt, RayOpt,
+    RayWorkersOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, ray_of, selection_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, error, notes
 
@@ -52,6 +52,11 @@ def diff(
     shape: ShapeOpt = None,
     input_: InputOpt = None,
     inputs: InputsOpt = None,
+    inputs_dir: InputsDirOpt = None,
+    inputs_from: InputsFromOpt = None,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
+    ray_workers: RayWorkersOpt = None,
     device: DeviceOpt = "auto",
     opt_level: Annotated[Optional[str], typer.Option("--opt-level", help="onnxruntime graph optimisation: off | basic | extended | layout | all (default: off; all with --grad).", rich_help_panel="Execution")] = None,
     separate_runs: Annotated[bool, typer.Option("--separate-runs", help="Run A and B in separate sessions and measure the tensors on the host in float64, instead of both models in one graph with the metrics computed there (the default for two models on onnxruntime with the same settings).", rich_help_panel="Execution")] = False,
@@ -81,12 +86,13 @@ def diff(
         onnxprobe diff model.onnx --vs-torch make_model.py:build    # the export against its nn.Module
 
         onnxprobe diff --grad model_int8.onnx model_fp32.onnx --loss cross-entropy --labels labels.npy
+
+        onnxprobe diff model_int8.onnx model_fp32.onnx --inputs-dir calib/   # metrics pooled over a dataset
     """
     import json
 
     from onnxprobe import api
     from onnxprobe.errors import UsageError
-    from onnxprobe.report.diff import diff_dict, diff_renderables
     from onnxprobe.report.progress import Progress
 
     if sort not in api.SORTS:
@@ -117,6 +123,17 @@ def diff(
     if grad and (vs_device or vs_opt_level or vs_reference or vs_npz or (reference is None) == (vs_torch is None)):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (and no other --vs-* option)")
     max_mem = api.parse_size(max_memory) if max_memory else None
+    ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
+    if inputs_dir is not None or inputs_from is not None:
+        _check_dataset_flags(inputs_dir, inputs_from, grad, vs_npz, vs_torch, fp32_sensitivity, input_, inputs, shape)
+        with Progress(f"comparing {model.name} over {inputs_dir.name if inputs_dir is not None else inputs_from}") as progress:
+            res = api.diff_dataset(model, reference, inputs_dir, inputs_from=inputs_from, vs_device=vs_device,
+                                   vs_opt_level=vs_opt_level, vs_reference=vs_reference, selection=selection,
+                                   config=api.RunConfig(device=device, opt_level=opt_level or "off"), tolerance=base,
+                                   per_tensor=per, user_map=user_map, max_memory=max_mem, progress=progress.update,
+                                   fuse=not separate_runs, ray=ray_options)
+        _report(res, sort, json_, dataset=True)
+        return
     with Progress(f"comparing {model.name}") as progress:
         if grad:
             spec = grad_spec_of(output, loss, target, labels, output_grad, wrt)
@@ -129,15 +146,43 @@ def diff(
                            vs_npz=vs_npz, vs_torch=vs_torch, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level or "off"),
                            inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                            progress=progress.update, fp32_sensitivity=fp32_sensitivity, fuse=not separate_runs)
+    _report(res, sort, json_)
+
+
+def _report(res, sort: str, json_: Path | None, dataset: bool = False) -> None:
+    """Notes, the report (table or JSON), and the exit code of the verdict (1 unless it passed)."""
+    from onnxprobe import api
+    from onnxprobe.report.diff import diff_dict, diff_renderables
+    from onnxprobe.report.diff_dataset import diff_dataset_dict, diff_dataset_renderables
+
     notes(res.notes)
     order = api.sort_results(res.results, sort)
-    emit(diff_dict(res, order), json_, lambda width: diff_renderables(res, width, order))
+    if dataset:
+        d = diff_dataset_dict(res, order)
+        emit(d, json_, lambda width: diff_dataset_renderables(d, width))
+    else:
+        emit(diff_dict(res, order), json_, lambda width: diff_renderables(res, width, order))
     verdict, why = res.verdict()
     if verdict == "error":
         error(why)
         raise typer.Exit(1)
     if verdict == "fail":
         raise typer.Exit(1)
+
+
+def _check_dataset_flags(inputs_dir, inputs_from, grad, vs_npz, vs_torch, fp32_sensitivity, input_, inputs, shape) -> None:
+    from onnxprobe.errors import UsageError
+
+    flag = "--inputs-dir" if inputs_dir is not None else "--inputs-from"
+    if inputs_dir is not None and inputs_from is not None:
+        raise UsageError("--inputs-dir and --inputs-from are two datasets: give one")
+    for bad, what in ((grad, "--grad"), (vs_npz, "--vs-npz"), (vs_torch, "--vs-torch"),
+                      (fp32_sensitivity, "--fp32-sensitivity")):
+        if bad:
+            raise UsageError(f"{what} compares on one input: not with {flag} (a dataset diff compares with a model B, "
+                             "--vs-device, --vs-opt-level or --vs-reference)")
+    if input_ or inputs is not None or shape:
+        raise UsageError(f"{flag} takes all inputs from the dataset: drop --input, --inputs and --shape")
 
 
 def _tolerances(items: list[str] | None, flag: str) -> tuple[float | None, dict[str, float]]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
-    AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
-    MaxMemoryOpt, OptLevelOpt, RangeOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, selection_of,
+    AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputsFromOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt,
+    OpOpt, MaxMemoryOpt, OptLevelOpt, RangeOpt, RayAddressOpt, RayOpt, RayWorkersOpt, SaveOpt, SeedOpt, ShapeOpt,
+    inputs_of, ray_of, selection_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, notes
 
@@ -24,6 +25,10 @@ def layers(
     input_: InputOpt = None,
     inputs: InputsOpt = None,
     inputs_dir: InputsDirOpt = None,
+    inputs_from: InputsFromOpt = None,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
+    ray_workers: RayWorkersOpt = None,
     device: DeviceOpt = "auto",
     opt_level: OptLevelOpt = "off",
     json_: JsonOpt = None,
@@ -44,6 +49,10 @@ def layers(
         onnxprobe layers model.onnx --op Softmax --name '*attn*' --save acts.npz
 
         onnxprobe layers model.onnx --inputs-dir calib/ --json shard0.json   # statistics over a dataset
+
+        onnxprobe layers model.onnx --inputs-from prep.py:images             # your own pipeline's inputs
+
+        onnxprobe layers model.onnx --inputs-dir calib/ --ray --ray-workers 4
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
@@ -55,11 +64,17 @@ def layers(
     spec = inputs_of(seed, int_range, shape, input_, inputs)
     check_outputs(model, save, json_)
     budget = api.parse_size(max_memory) if max_memory else None
-    if inputs_dir is not None:
+    ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
+    if inputs_dir is not None or inputs_from is not None:
+        flag = "--inputs-dir" if inputs_dir is not None else "--inputs-from"
+        if inputs_dir is not None and inputs_from is not None:
+            raise UsageError("--inputs-dir and --inputs-from are two datasets: give one")
         if save is not None or input_ or inputs is not None or shape:
-            raise UsageError("--inputs-dir takes all inputs from the dataset: drop --save, --input, --inputs and --shape")
-        with Progress(f"probing {model.name} over {inputs_dir.name}") as progress:
-            res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update)
+            raise UsageError(f"{flag} takes all inputs from the dataset: drop --save, --input, --inputs and --shape")
+        where = inputs_dir.name if inputs_dir is not None else inputs_from
+        with Progress(f"probing {model.name} over {where}") as progress:
+            res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update,
+                                     inputs_from=inputs_from, ray=ray_options)
         notes(res.notes)
         data = dataset_dict(res)
     else:

@@ -56,7 +56,9 @@ class DiffResult:
     criterion: str = ""  # the pass/fail rule, in words (and why it is the default, when it is)
     samples: int | None = None  # a dataset's number of samples (None: one input)
     labels: list[str] = field(default_factory=list)  # the samples' names (file names, "sample 3"...)
-    executor: dict = field(default_factory=lambda: {"engine": "local"})  # what ran the samples
+    executor: object = None  # a dataset's runtime.ray_pool.Executor: what ran the samples
+    model_id: str = ""  # a dataset's models (graph.skeleton.model_digest of A and of B): what its sums describe
+    selection: str = ""  # a dataset's selection, in words
 
     @property
     def compared(self) -> int:

@@ -50,9 +50,7 @@ class DiffPlan:
         return per.get(p.a.name) or per.get(p.b.name) or per.get(p.b.key) or self.tolerance
 
     def rtol_of(self, p: Pair) -> float:
-        """The rtol a pair is measured with: its criterion's, for allclose (the excess), else 0."""
-        t = self.tolerance_of(p)
-        return t.rtol if t.metric == "allclose" else 0.0
+        return self.tolerance_of(p).measured_rtol
 
 
 @dataclass

@@ -75,8 +75,12 @@ def sparkline(values: list[float | None], cap: float = 140.0) -> str:
 
 def diff_renderables(res, width: int = 120, order=None) -> list:
     """What the ``diff`` report shows, as Rich renderables (nothing is printed here)."""
+    return diff_dict_renderables(diff_dict(res, order), width)
+
+
+def diff_dict_renderables(d: dict, width: int = 120) -> list:
+    """The renderables of a ``diff`` report's dict (also of one merged by ``merge-stats``)."""
     out: list = []
-    d = diff_dict(res, order)
     headers = ["#", "tensor", "op", "match", "shape", "max|a-b|", "cosine", "SQNR dB", "intro dB", "pass"]
     rows = []
     first = d["first_failure"]

@@ -134,6 +134,25 @@ class Tolerance:
                    DEFAULTS["min_sqnr"] if min_sqnr is None else min_sqnr,
                    DEFAULTS["min_cosine"] if min_cosine is None else min_cosine)
 
+    def to_dict(self) -> dict:
+        return {"metric": self.metric, "atol": self.atol, "rtol": self.rtol, "min_sqnr": self.min_sqnr,
+                "min_cosine": self.min_cosine}
+
+    @classmethod
+    def from_dict(cls, d) -> "Tolerance":
+        """The inverse of ``to_dict``; ValueError when malformed."""
+        if not isinstance(d, dict) or d.get("metric") not in METRICS:
+            raise ValueError("not a criterion (metric, atol, rtol, min_sqnr, min_cosine)")
+        vals = [d.get(k) for k in ("atol", "rtol", "min_sqnr", "min_cosine")]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vals):
+            raise ValueError("a threshold of the criterion is not a finite number")
+        return cls(d["metric"], *(float(v) for v in vals))
+
+    @property
+    def measured_rtol(self) -> float:
+        """The rtol a pair is measured with: the criterion's for allclose (its excess), else 0."""
+        return self.rtol if self.metric == "allclose" else 0.0
+
     def passes(self, m: PairMetrics) -> bool:
         if m.nonfinite_mismatch:
             return False

@@ -142,6 +142,19 @@ class PairSums:
                    **sums, shape=None if shape is None else tuple(shape), per_sample=dict(sorted(per_sample.items())))
 
 
+def dataset_fields(sums: PairSums, intro: PairSums | None, labels: list[str]) -> dict:
+    """What a dataset report adds to a pair's metrics: the samples of the worst errors, the per-sample
+    SQNR spread, and the sums themselves (what ``merge-stats`` pools)."""
+    sp = sums.spread()
+
+    def name(i: int | None) -> str | None:
+        return labels[i] if i is not None and 0 <= i < len(labels) else None
+
+    return {"worst_sample": name(sums.worst[0]), "max_rel_sample": name(sums.max_rel_sample),
+            "sqnr_per_sample": {**sp, "min_sample": name(sp["min_sample"])},
+            "sums": sums.to_dict(), "introduced_sums": intro.to_dict() if intro is not None else None}
+
+
 def pool(parts) -> PairSums:
     """The merge of any number of PairSums."""
     out = PairSums()
