@@ -79,7 +79,8 @@ class Measured:
 def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, progress=None,
             key=None) -> dict[int, Measured]:
     """One sample's measurements of every pair of ``plan.report`` on ``feeds``. ``key``: keep the
-    one-run diff's session for the next call under it (a dataset's samples)."""
+    sessions (the one-run diff's, the chunks' and the cones') for the next call under it (a dataset's
+    samples)."""
     out: dict[int, Measured] = {}
     done_in_one = 0
     if plan.fuse:
@@ -102,16 +103,17 @@ def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, pr
                           for k, p in enumerate(report)], (plan.max_memory or default_budget()) // 2)
     if progress is not None and done_in_one:
         progress(1, 1 + len(chunks))
+    key = key if len(chunks) == 1 else None  # sessions kept for one chunk only: several would hold the model each
     for n, chunk in enumerate(chunks):
         ks = [todo[int(k)] for k in chunk]
         pairs = [plan.report[k] for k in ks]
         extra = [by_b[x].a for p in pairs for x in boundaries.get(p.b.probe, ())]
         need_a = list({id(o): o for o in [p.a for p in pairs] + extra}.values())
-        values_a = a.values(need_a, feeds, keep_on_device=_on_device(a, plan.device_metrics))
-        values_b = b.values([p.b for p in pairs], feeds, keep_on_device=_on_device(b, plan.device_metrics))
+        values_a = a.values(need_a, feeds, keep_on_device=_on_device(a, plan.device_metrics), key=key)
+        values_b = b.values([p.b for p in pairs], feeds, keep_on_device=_on_device(b, plan.device_metrics), key=key)
         part = {k: _measure(plan, plan.report[k], values_a, values_b, sample) for k in ks}
         if plan.with_cones:
-            _introduced(plan, part, values_a, feeds, sample)
+            _introduced(plan, part, values_a, feeds, sample, key)
         elif plan.replays:
             _replayed(plan, part, values_a, feeds, sample)
         out.update(part)
@@ -173,14 +175,14 @@ def _measure(plan: DiffPlan, p: Pair, values_a: dict, values_b: dict, sample: in
     return Measured(sums_of(va, vb, plan.rtol_of(p), sample))
 
 
-def _introduced(plan: DiffPlan, part: dict[int, Measured], values_a: dict, feeds, sample: int) -> None:
+def _introduced(plan: DiffPlan, part: dict[int, Measured], values_a: dict, feeds, sample: int, key=None) -> None:
     b, by_b = plan.b, plan.by_b
     known = {x: values_a[q.a.probe] for x, q in by_b.items() if q.a.probe in values_a}
     measured = {k: m for k, m in part.items() if m.sums is not None}
     targets = [plan.report[k].b.probe for k in measured if plan.report[k].b.kind == "float"]
     try:
         cone_out = run_cones(b.runner, targets, known, feeds, all_known=set(by_b),
-                             keep_on_device=_on_device(b, plan.device_metrics))
+                             keep_on_device=_on_device(b, plan.device_metrics), key=key)
     except Exception as e:  # noqa: BLE001 - the accumulated numbers still stand
         plan.notes.append(f"introduced error not computed: {first_line(e)[:200]}")
         return
