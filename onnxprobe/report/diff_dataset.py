@@ -40,8 +40,9 @@ def diff_dataset_renderables(d: dict, width: int = 120) -> list:
         if not p.get("is_output") or not sp:
             continue
         low = "exact" if sp["min"] is None else f"{num(sp['min'], 3)} dB ({safe(sp['min_sample'] or '')})"
+        worst = "" if p.get("exact") else f"; worst |a-b| in {safe(p.get('worst_sample') or '-')}"
         out.append(Text(f"  output {safe(p['b'])}: SQNR per sample min {low}, p5 {_db(sp['p5'])}, "
-                        f"median {_db(sp['median'])}; worst |a-b| in {safe(p.get('worst_sample') or '-')}",
+                        f"median {_db(sp['median'])}{worst}",
                         style="bold red" if p.get("passed") is False else None))
     return out
 
