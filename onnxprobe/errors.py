@@ -30,6 +30,11 @@ class OpsetTooOld(ModelError):
         self.needed = needed
 
 
+class UnknownShape(ModelError):
+    """A gradient rule needs a rank or shape that shape inference could not tell (an If branch the feed
+    does not take, where no run can tell either)."""
+
+
 class ExecutionError(OnnxProbeError):
     """onnxruntime (or another runtime) could not build a session for, or run, the model. Exit code 1."""
 

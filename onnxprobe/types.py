@@ -96,6 +96,7 @@ class RunConfig:
     device: str = "auto"  # auto | cpu | cuda
     opt_level: str = "off"  # off | basic | extended | layout | all
     io_binding: bool = True
+    cache: bool = True  # reuse probed copies across runs (runtime.plan_cache; --no-cache)
 
 
 @dataclass
@@ -105,6 +106,8 @@ class RunInfo:
     opt_level: str
     session_seconds: float
     run_seconds: float
+    runtime: str = "onnxruntime"  # the runner's kind: onnxruntime, onnx.reference, openvino, tensorrt
+    runtime_options: dict[str, str] = field(default_factory=dict)  # the runtime's own settings (--runtime-option)
 
 
 @dataclass
@@ -119,6 +122,7 @@ class ProbeResult:
     arrays: dict[str, np.ndarray] = field(default_factory=dict)  # only when raw tensors were asked for
     outputs: dict[str, np.ndarray] = field(default_factory=dict)  # the model's own outputs
     notes: list[str] = field(default_factory=list)
+    unobserved: dict[str, str] = field(default_factory=dict)  # probed tensors the runtime cannot return -> why
 
     def rows(self):
         """(TensorRef, TensorStats | None) per probed tensor, in the plan's (topological) order."""

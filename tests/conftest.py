@@ -76,6 +76,12 @@ def nan_model() -> onnx.ModelProto:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: writes and runs a model over 2 GB (about a minute); part of the default run")
+    # the probed-copy cache (runtime.plan_cache) writes into a folder of this run, never the user's ~/.cache
+    import os
+    import tempfile
+
+    if not os.environ.get("ONNXPROBE_CACHE_DIR"):
+        os.environ["ONNXPROBE_CACHE_DIR"] = tempfile.mkdtemp(prefix="onnxprobe-test-cache-")
 
 
 BIG_N = 200_000_000  # float32 elements per initializer: 800 MB each, 2.4 GB in all

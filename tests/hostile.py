@@ -5,6 +5,7 @@ for inputs that are legitimately fine, and a fragment the one-line message must 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import stat
@@ -151,7 +152,15 @@ MODEL_COMMANDS = {
     "mark": lambda p, d: ["mark", p, "-o", str(d / "out.onnx")],
     "extract": lambda p, d: ["extract", p, "-o", str(d / "out.onnx")],
     "debug": lambda p, d: ["debug", p, "--script", str(_script(d, ["info", "run"]))],
+    "vs_openvino": lambda p, d: ["diff", p, "--vs-runtime", "openvino"],
 }
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+OPENVINO = _installed("openvino")
 
 
 def _script(folder: Path, lines: list[str]) -> Path:
@@ -219,20 +228,25 @@ def _cases() -> list[Case]:
     out: list[Case] = []
     for fname, make in BROKEN_FILES.items():
         for cname, cmd in MODEL_COMMANDS.items():
+            if cname == "vs_openvino" and not OPENVINO:
+                continue
             out.append(Case(f"{fname}-{cname}", (lambda d, make=make, cmd=cmd: cmd(make(d), d)), outputs=("out.onnx",)))
     for gname, make in BROKEN_GRAPHS.items():
-        for cname in ("layers", "diff_a", "grad", "inspect", "mark", "debug"):
+        for cname in ("layers", "diff_a", "grad", "inspect", "mark", "debug") + (("vs_openvino",) if OPENVINO else ()):
             cmd = MODEL_COMMANDS[cname]
             # inspect and mark do not run the model: a graph that onnx.checker or onnxruntime refuses is
             # described or copied with a note (a broken external-data entry is still an error)
             codes = (0, 1, 2) if cname in ("inspect", "mark") else (1, 2)
             out.append(Case(f"{gname}-{cname}", (lambda d, make=make, cmd=cmd: cmd(make(d), d)), codes, outputs=("out.onnx",)))
     for fname, make in FINE_MODELS.items():
-        for cname in ("layers_all", "inspect", "mark", "debug", "vs_reference"):
+        for cname in ("layers_all", "inspect", "mark", "debug", "vs_reference") + (("vs_openvino",) if OPENVINO else ()):
             cmd = MODEL_COMMANDS[cname]
-            # onnx.reference may disagree with onnxruntime (int4 rounding): a failed comparison, not an error
+            # onnx.reference may disagree with onnxruntime (int4 rounding): a failed comparison, not an error;
+            # OpenVINO may not read a model onnxruntime runs (float8, int4): an error line, exit 1
+            other = cname in ("vs_reference", "vs_openvino")
             out.append(Case(f"{fname}-{cname}", (lambda d, make=make, cmd=cmd: cmd(make(d), d)),
-                            (0, 1) if cname == "vs_reference" else (0,), outputs=("out.onnx",), verdict=cname == "vs_reference"))
+                            (0, 1) if other else (0,), outputs=("out.onnx",), verdict=other))
+    out += _runtime_cases()
     out += [
         Case("save_traversal_names", lambda d: ["layers", FINE_MODELS["traversal_tensor_name"](d), "--all", "--save", str(d / "a.npz")],
              (0,), outputs=("a.npz",)),
@@ -320,6 +334,36 @@ def _cases() -> list[Case]:
             {"schema_version": 3, "onnxprobe_version": "x", "model_id": "m", "selection": "s", "batches": "two", "tensors": []}).encode())],
             (2,), "batches"),
         *_dataset_cases(),
+        # report outputs: --html, --overlay, --netron, and the table options --columns, --format
+        Case("html_dev_full", lambda d: ["layers", sample("mlp"), "--html", "/dev/full"], (2,), "No space left", outputs=("/dev/full",)),
+        Case("html_readonly_folder", lambda d: ["layers", sample("mlp"), "--html", os.path.join(_readonly(d), "r.html")], (2,), "cannot write",
+             as_root=False),
+        Case("html_under_a_file", lambda d: ["diff", sample("mlp"), "--vs-reference", "--html", os.path.join(_write(d, "f.txt", b"x"), "r.html")],
+             (2,), None),
+        Case("html_missing_folder", lambda d: ["grad", sample("mlp"), "--html", str(d / "no" / "r.html")], (2,), "does not exist"),
+        Case("html_stdout", lambda d: ["layers", sample("mlp"), "--html", "-"], (2,), "file name"),
+        Case("html_onto_model", lambda d: ["layers", _copy(d, "mlp"), "--html", str(d / "mlp.onnx")], (2,), "input model"),
+        Case("html_is_a_folder", lambda d: ["layers", sample("mlp"), "--html", str(d)], (2,), "folder"),
+        Case("overlay_dev_full", lambda d: ["layers", sample("mlp"), "--overlay", "/dev/full"], (2,), "No space left", outputs=("/dev/full",)),
+        Case("overlay_stdout", lambda d: ["diff", sample("mlp"), "--vs-reference", "--overlay", "-"], (2,), "file name"),
+        Case("overlay_missing_folder", lambda d: ["grad", sample("mlp"), "--overlay", str(d / "no" / "o.json")], (2,), "does not exist"),
+        Case("netron_dev_full", lambda d: ["grad", sample("mlp"), "--netron", "/dev/full"], (2,), "No space left", outputs=("/dev/full",)),
+        Case("netron_under_a_file", lambda d: ["layers", sample("mlp"), "--netron", os.path.join(_write(d, "f.txt", b"x"), "n.json")], (2,), None),
+        Case("reports_of_a_hostile_model", lambda d: ["layers", _save(d, _relu((f"x{ESC}", FORGED), node_name=f"</script>{LONG}")), "--all",
+                                                      "--html", str(d / "r.html"), "--overlay", str(d / "o.json"), "--netron", str(d / "n.json"),
+                                                      "--input", f"x{ESC}=[[1,2,3],[4,5,6]]"],
+             (0,), None, outputs=("r.html", "o.json", "n.json")),
+        Case("columns_unknown", lambda d: ["layers", sample("mlp"), "--columns", "index,frob"], (2,), "--columns"),
+        Case("columns_empty", lambda d: ["diff", sample("mlp"), "--vs-reference", "--columns", " , "], (2,), "--columns"),
+        Case("columns_escape", lambda d: ["grad", sample("mlp"), "--columns", f"norm,{ESC}"], (2,), "--columns"),
+        Case("format_bogus", lambda d: ["inspect", sample("mlp"), "--format", "xml"], (2,), "--format"),
+        Case("format_with_json_stdout", lambda d: ["layers", sample("mlp"), "--json", "-", "--format", "csv"], (2,), "both write to stdout"),
+        Case("format_csv_mark", lambda d: ["mark", sample("mlp"), "-o", str(d / "o.onnx"), "--all", "--format", "csv", "--wide"], (0,), None,
+             outputs=("o.onnx",)),
+        Case("debug_save_html_dev_full", lambda d: ["debug", sample("mlp"), "--script", str(_script(d, ["save html /dev/full"]))], (1,),
+             "No space left"),
+        Case("debug_stats_bad_view", lambda d: ["debug", sample("mlp"), "--script", str(_script(d, ["stats --columns frob", "stats --format xml"]))],
+             (1,), "--columns"),
         Case("typer_missing_argument", lambda d: ["layers"], (2,), "Missing argument"),
         Case("typer_bad_int", lambda d: ["layers", sample("mlp"), "--seed", "abc"], (2,), "--seed"),
         Case("typer_unknown_option", lambda d: ["layers", sample("mlp"), "--frobnicate"], (2,), "--frobnicate"),
@@ -396,6 +440,17 @@ def _dataset_cases() -> list[Case]:
         Case("diff_dataset_grad", lambda d: ["diff", mlp, mlp, "--grad", "--inputs-dir", _ds(d)], (2,), "one input"),
         Case("diff_dataset_with_input", lambda d: ["diff", mlp, mlp, "--inputs-dir", _ds(d), "--input", "x=1"], (2,), "--input"),
         Case("diff_dataset_bad_batch", lambda d: ["diff", mlp, mlp, "--inputs-dir", _ds(d, (2, 2))], (2,), "b0.npz"),
+        Case("diff_dataset_profile", lambda d: ["diff", mlp, mlp, "--inputs-dir", _ds(d), "--profile"], (2,), "--profile"),
+        Case("diff_dataset_html", lambda d: ["diff", mlp, mlp, "--inputs-dir", _ds(d), "--html", str(d / "r.html")], (2,), "--html"),
+        Case("layers_inputs_from_profile", lambda d: ["layers", mlp, f, _pipe(d, "def f():\n    yield {}\n"), "--profile"], (2,),
+             "--profile"),
+        Case("diff_dataset_runtime_option_for_ort", lambda d: ["diff", mlp, mlp, "--inputs-dir", _ds(d), "--runtime-option", "FOO=1"],
+             (2,), "--runtime-option"),
+        Case("diff_dataset_vs_runtime_bogus", lambda d: ["diff", mlp, "--vs-runtime", "tpu", "--inputs-dir", _ds(d)], (2,),
+             "--vs-runtime 'tpu'"),
+        Case("diff_dataset_no_reference", lambda d: ["diff", mlp, "--inputs-dir", _ds(d)], (2,), "one reference"),
+        Case("layers_dataset_runtime_bogus", lambda d: ["layers", mlp, "--inputs-dir", _ds(d), "--runtime", "bogus"], (2,),
+             "--runtime 'bogus'"),
         Case("grad_reduce_bogus", lambda d: ["grad", mlp, "--inputs-dir", _ds(d), "--reduce", "max"], (2,), "--reduce"),
         Case("grad_reduce_without_dataset", lambda d: ["grad", mlp, "--reduce", "mean"], (2,), "--inputs-dir"),
         Case("grad_dataset_check", lambda d: ["grad", mlp, "--inputs-dir", _ds(d), "--check"], (2,), "--check"),
@@ -409,6 +464,58 @@ def _dataset_cases() -> list[Case]:
             {"schema_version": 3, "onnxprobe_version": "x", "model_id": "m", "selection": "s", "batches": 1, "tensors": []}).encode())],
             (2,), "different commands"),
     ]
+
+
+def _runtime_cases() -> list[Case]:
+    """--runtime, --vs-runtime, --runtime-option; OpenVINO's own failures where it is installed."""
+    mlp = sample("mlp")
+    out = [
+        Case("runtime_bogus", lambda d: ["layers", mlp, "--runtime", "bogus"], (2,), "--runtime 'bogus'"),
+        Case("vs_runtime_bogus", lambda d: ["diff", mlp, "--vs-runtime", "tpu"], (2,), "--vs-runtime 'tpu'"),
+        Case("runtime_option_no_equals", lambda d: ["layers", mlp, "--runtime-option", "FOO"], (2,), "KEY=VALUE"),
+        Case("runtime_option_for_onnxruntime", lambda d: ["layers", mlp, "--runtime-option", "FOO=1"], (2,), "--runtime-option"),
+        Case("runtime_option_for_absent_runtime", lambda d: ["diff", mlp, "--vs-reference", "--runtime-option", "tensorrt:mode=debug"],
+             (2,), "tensorrt does not run here"),
+        Case("grad_on_another_runtime", lambda d: ["diff", mlp, mlp, "--grad", "--runtime", "openvino"], (2,), "--runtime"),
+        Case("vs_reference_and_vs_runtime", lambda d: ["diff", mlp, "--vs-reference", "--vs-runtime", "openvino"], (2,), "--vs-reference"),
+        Case("vs_reference_with_vs_device", lambda d: ["diff", mlp, "--vs-runtime", "reference", "--vs-device", "cuda"], (2,), "exactly one"),
+    ]
+    if not _installed("tensorrt"):
+        out.append(Case("tensorrt_not_installed", lambda d: ["layers", mlp, "--runtime", "tensorrt"], (2,), "pip install 'onnxprobe[tensorrt]'"))
+    if not OPENVINO:
+        return out + [Case("openvino_not_installed", lambda d: ["layers", mlp, "--runtime", "openvino"], (2,), "onnxprobe[openvino]")]
+    return out + [
+        Case("openvino_cannot_read", lambda d: ["layers", BROKEN_GRAPHS["custom_domain_op"](d), "--runtime", "openvino"], (1,),
+             "OpenVINO cannot read the model"),
+        Case("openvino_crashes", lambda d: ["layers", _save(d, loop11_model()), "--runtime", "openvino", "--input", "trip_count=85",
+                                            "--input", "cond=1", "--input", "y=[0.5]"], (1,), "OpenVINO crashed"),
+        Case("openvino_bad_property_value", lambda d: ["layers", mlp, "--runtime", "openvino", "--runtime-option",
+                                                       "INFERENCE_PRECISION_HINT=i8"], (1,), "INFERENCE_PRECISION_HINT"),
+        Case("openvino_unknown_property", lambda d: ["layers", mlp, "--runtime", "openvino", "--runtime-option", f"FROB{ESC}=1"], (1,), None),
+        Case("openvino_device_of_onnxruntime", lambda d: ["layers", mlp, "--runtime", "openvino", "--device", "cuda"], (2,), "--device"),
+        Case("openvino_device_absent", lambda d: ["diff", mlp, "--vs-runtime", "openvino", "--vs-device", "NPU"], (1,), "no such device"),
+        Case("openvino_device_garbage", lambda d: ["layers", mlp, "--runtime", "openvino", "--device", f"GPU{FORGED}"], (1, 2), None),
+    ]
+
+
+def loop11_model() -> onnx.ModelProto:
+    """onnx's test_loop11: a Loop whose body slices x[i:i+1] from a 5-element constant. With a trip count
+    past 5 onnxruntime raises an error and OpenVINO 2026.4 dies of SIGSEGV."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Constant", [], ["x"], value=numpy_helper.from_array(np.arange(1, 6, dtype=np.float32))),
+         helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array(1, np.int64))),
+         helper.make_node("Add", ["iter_count", "one"], ["end"]),
+         helper.make_node("Unsqueeze", ["iter_count"], ["slice_start"], axes=[0]),
+         helper.make_node("Unsqueeze", ["end"], ["slice_end"], axes=[0]),
+         helper.make_node("Slice", ["x", "slice_start", "slice_end"], ["slice_out"]),
+         helper.make_node("Add", ["y_in", "slice_out"], ["y_out"]),
+         helper.make_node("Identity", ["y_out"], ["scan_out"])], "loop_body",
+        [_vi("iter_count", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []), _vi("y_in", shape=[1])],
+        [_vi("cond_out", TensorProto.BOOL, []), _vi("y_out", shape=[1]), _vi("scan_out", shape=[1])])
+    return _model([helper.make_node("Loop", ["trip_count", "cond", "y"], ["res_y", "res_scan"], name="loop", body=body)],
+                  [_vi("trip_count", TensorProto.INT64, []), _vi("cond", TensorProto.BOOL, []), _vi("y", shape=[1])],
+                  [_vi("res_y", shape=[1]), _vi("res_scan", shape=[None, 1])], opset=11, ir=6)
 
 
 def _npy(folder: Path, name: str, shape, dtype=np.float32) -> str:

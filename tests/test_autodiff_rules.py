@@ -33,6 +33,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops.op_loop import Loop as ReferenceLoop
+
+from more_oracle import ORACLE_OPS as MORE_OPS
+from recurrent_oracle import ORACLE_OPS as RECURRENT_OPS
+from recurrent_oracle import run as run_recurrent
 
 from onnxprobe import api
 from onnxprobe.autodiff import registry
@@ -92,6 +97,8 @@ class Case:
     force32: bool = False
     ste: bool = False  # a straight-through gradient (quantization): checked against its own oracle, not FD
     small: dict = field(default_factory=dict)  # size thresholds of autodiff.rules.conv set for this case
+    ort: bool = True  # False: onnxruntime has no kernel for the forward node (LSTM layout=1): onnx.reference runs it
+    ref64: bool = False  # onnxruntime runs it in float32 only: also check the backward graph in float64 (onnx.reference)
 
 
 def node(op, ins, outs=("y",), **attrs):
@@ -259,6 +266,7 @@ CASES: list[Case] = [
     one("Gather", {"x": (5, 3)}, consts={"i": np.array([[0, 2], [2, 4], [0, 0]], np.int64)}, id="Gather-embedding-repeats"),
     one("Gather", {"x": (2, 5, 3)}, consts={"i": np.array([-1, 1, 1], np.int64)}, attrs=dict(axis=1), id="Gather-axis1-negative"),
     one("Gather", {"x": (5, 3)}, consts={"i": np.array([[1, 1], [4, -2]], np.int64)}, opset=13, id="Gather-opset13-onehot"),
+    one("Gather", {"x": (1, 4, 3)}, consts={"i": np.array(-1, np.int64)}, attrs=dict(axis=2), id="Gather-scalar-index-last-axis"),
     one("Gather", {"x": (2, 5, 3)}, consts={"i": np.array([0, 3, 3], np.int32)}, attrs=dict(axis=1), opset=13,
         id="Gather-opset13-axis1-int32"),
     one("GatherElements", {"x": (3, 4)}, consts={"i": np.array([[0, 3, 3], [1, -1, 0], [2, 2, 2]], np.int64)},
@@ -306,6 +314,213 @@ CASES: list[Case] = [
     Case("fanout-chain", "Mul", [node("Mul", ["x", "x"], ["sq"]), helper.make_node("Tanh", ["sq"], ["t"], name="t"),
                                  helper.make_node("Add", ["t", "x"], ["u"], name="u"),
                                  helper.make_node("MatMul", ["u", "w"], ["y"], name="mm")], {"x": (3, 4), "w": (4, 2)}),
+]
+
+
+# trigonometric and less common activations ------------------------------------------------------------
+CASES += [
+    one("Sin", {"x": (3, 4)}, gen={"x": normal}),
+    one("Cos", {"x": (3, 4)}, gen={"x": normal}),
+    one("Tan", {"x": (3, 4)}, gen={"x": lambda rng, s: rng.uniform(-1.2, 1.2, s)}),
+    one("Asin", {"x": (3, 4)}, gen={"x": lambda rng, s: rng.uniform(-0.8, 0.8, s)}),
+    one("Acos", {"x": (3, 4)}, gen={"x": lambda rng, s: rng.uniform(-0.8, 0.8, s)}),
+    one("Atan", {"x": (3, 4)}, gen={"x": normal}),
+    one("Sinh", {"x": (3, 4)}, gen={"x": normal}),
+    one("Cosh", {"x": (3, 4)}, gen={"x": normal}),
+    one("Asinh", {"x": (3, 4)}, gen={"x": normal}),
+    one("Acosh", {"x": (3, 4)}, gen={"x": pos(1.2, 3.0)}),
+    one("Atanh", {"x": (3, 4)}, gen={"x": lambda rng, s: rng.uniform(-0.8, 0.8, s)}),
+    one("Softsign", {"x": (3, 4)}, gen={"x": away()}),
+    one("Mish", {"x": (3, 4)}, gen={"x": normal}, opset=18),
+    one("Swish", {"x": (3, 4)}, gen={"x": normal}, opset=24, attrs=dict(alpha=0.8)),
+    one("Celu", {"x": (3, 4)}, gen={"x": away()}, attrs=dict(alpha=0.7), force32=True),
+    one("ThresholdedRelu", {"x": (3, 4)}, gen={"x": avoiding([0.4], -1.5, 1.5)}, attrs=dict(alpha=0.4)),
+    one("Shrink", {"x": (3, 4)}, gen={"x": avoiding([-0.3, 0.3], -1.5, 1.5)}, attrs=dict(lambd=0.3, bias=0.2)),
+]
+
+
+# tensor algebra, scans, indexed reads and writes ---------------------------------------------------------
+def with_zero(rng, s):
+    x = away(0.3, 1.0)(rng, s)
+    x.reshape(-1)[1] = 0.0  # one zero in the first reduced group: ReduceProd's gradient there is the others' product
+    return x
+
+
+MS = "com.microsoft"
+
+
+def ms(op, ins, outs=("y",), **attrs):
+    return helper.make_node(op, list(ins), list(outs), name=f"{op.lower()}_node", domain=MS, **attrs)
+
+
+CASES += [
+    one("Einsum", {"a": (3, 4), "b": (4, 5)}, attrs=dict(equation="ij,jk->ik"), id="Einsum-matmul"),
+    one("Einsum", {"q": (2, 2, 3, 4), "k": (2, 2, 5, 4)}, attrs=dict(equation="bhqd,bhkd->bhqk"), id="Einsum-attention-scores"),
+    one("Einsum", {"a": (4,), "b": (4,)}, attrs=dict(equation="i,i->"), id="Einsum-dot"),
+    one("Einsum", {"a": (3, 4)}, attrs=dict(equation="ij->ji"), id="Einsum-transpose"),
+    one("Einsum", {"a": (3, 4)}, attrs=dict(equation="ij->"), id="Einsum-sum"),
+    one("Einsum", {"a": (2, 3, 4), "b": (1, 4, 5)}, attrs=dict(equation="...ij,...jk->...ik"), id="Einsum-ellipsis-broadcast"),
+    one("Einsum", {"a": (3, 4), "b": (5,)}, attrs=dict(equation="ij,k->i"), id="Einsum-index-of-one-operand-only"),
+    one("Einsum", {"a": (3, 4), "b": (4, 2)}, attrs=dict(equation="ij,jk"), id="Einsum-implicit-output"),
+    one("CumSum", {"x": (3, 4)}, consts={"axis": np.array(1, np.int64)}),
+    one("CumSum", {"x": (3, 4)}, consts={"axis": np.array(-2, np.int64)}, attrs=dict(exclusive=1, reverse=1),
+        id="CumSum-exclusive-reverse"),
+    one("Trilu", {"x": (4, 5)}, consts={"k": np.array(1, np.int64)}, opset=14),
+    one("Trilu", {"x": (2, 4, 4)}, consts={"k": np.array(-1, np.int64)}, attrs=dict(upper=0), opset=14, id="Trilu-lower"),
+    one("DepthToSpace", {"x": (1, 8, 2, 3)}, attrs=dict(blocksize=2), id="DepthToSpace-DCR"),
+    one("DepthToSpace", {"x": (2, 8, 2, 3)}, attrs=dict(blocksize=2, mode="CRD"), id="DepthToSpace-CRD"),
+    one("SpaceToDepth", {"x": (2, 2, 4, 6)}, attrs=dict(blocksize=2)),
+    one("ReduceProd", {"x": (2, 3, 4)}, attrs=dict(axes=[1], keepdims=0), gen={"x": with_zero}),
+    one("ReduceProd", {"x": (2, 3)}, gen={"x": away(0.5, 1.2)}, id="ReduceProd-all"),
+    one("ReduceLogSumExp", {"x": (2, 3, 4)}, attrs=dict(axes=[2])),
+    one("ReduceLogSum", {"x": (2, 3, 4)}, attrs=dict(axes=[0, 2], keepdims=0), gen={"x": pos()}),
+    one("ReduceL1", {"x": (2, 3, 4)}, attrs=dict(axes=[1]), gen={"x": away()}),
+    one("ReduceL1", {"x": (2, 3, 4)}, consts={"axes": i64(-1)}, opset=18, gen={"x": away()}, id="ReduceL1-opset18"),
+    Case("TopK", "TopK", [node("TopK", ["x", "k"], ["y", "i"], axis=1)], {"x": (3, 6)}, {"k": i64(2)}),
+    Case("TopK-smallest-values-only", "TopK", [node("TopK", ["x", "k"], ["y", "idx"], axis=0, largest=0)], {"x": (5, 3)},
+         {"k": i64(3)}),
+    one("GatherND", {"x": (3, 4, 2)}, consts={"i": np.array([[0, 1], [2, -1], [0, 1]], np.int64)}),
+    one("ScatterND", {"data": (4, 3), "upd": (2, 3)}, consts={"i": np.array([[1], [3]], np.int64)}, ins=["data", "i", "upd"]),
+    one("ScatterND", {"data": (4, 3), "upd": (3, 3)}, consts={"i": np.array([[1], [3], [1]], np.int64)},
+        ins=["data", "i", "upd"], attrs=dict(reduction="add"), opset=16, id="ScatterND-add-repeats"),
+    one("ScatterElements", {"data": (3, 4), "upd": (2, 4)}, consts={"i": np.array([[0, 2, 1, 2], [1, 0, 2, 0]], np.int64)},
+        ins=["data", "i", "upd"]),
+    one("ScatterElements", {"data": (3, 4), "upd": (3, 2)}, consts={"i": np.array([[0, 0], [3, 3], [1, 2]], np.int64)},
+        ins=["data", "i", "upd"], attrs=dict(axis=1, reduction="add"), opset=16, id="ScatterElements-add-repeats"),
+    one("ReverseSequence", {"x": (4, 2, 3)}, consts={"lens": i64(4, 2)}),
+    # normalisation (opset 21 and 23 forms) and attention ---------------------------------------------------
+    one("GroupNormalization", {"x": (2, 4, 3, 2), "s": (4,), "b": (4,)}, attrs=dict(num_groups=2, epsilon=1e-3), opset=21),
+    one("RMSNormalization", {"x": (2, 3, 8), "s": (8,)}, opset=23),
+    one("RMSNormalization", {"x": (2, 4, 5), "s": (4, 5)}, attrs=dict(axis=1, epsilon=1e-3), opset=23, id="RMSNormalization-axis1"),
+    one("Attention", {"q": (1, 2, 3, 4), "k": (1, 2, 5, 4), "v": (1, 2, 5, 3)}, opset=23),
+    one("Attention", {"q": (1, 2, 3, 4), "k": (1, 2, 5, 4), "v": (1, 2, 5, 4), "m": (3, 5)}, opset=23,
+        id="Attention-float-mask-scale", attrs=dict(scale=0.3)),
+    one("Attention", {"q": (2, 4, 4, 4), "k": (2, 2, 4, 4), "v": (2, 2, 4, 4)}, opset=23, attrs=dict(is_causal=1),
+        id="Attention-causal-grouped-kv"),
+    one("Attention", {"q": (2, 3, 8), "k": (2, 5, 4), "v": (2, 5, 4)}, opset=23, attrs=dict(q_num_heads=2, kv_num_heads=1),
+        id="Attention-3d-heads"),
+    # the com.microsoft ops of onnxruntime's transformer optimizer ------------------------------------------
+    Case("FusedMatMul", "com.microsoft:FusedMatMul", [ms("FusedMatMul", ["a", "b"], alpha=0.5, transB=1)],
+         {"a": (2, 3, 4), "b": (5, 4)}, force32=True),
+    Case("FusedMatMul-transA-batched", "com.microsoft:FusedMatMul", [ms("FusedMatMul", ["a", "b"], transA=1)],
+         {"a": (2, 4, 3), "b": (2, 4, 5)}, force32=True),
+    Case("SkipLayerNormalization", "com.microsoft:SkipLayerNormalization",
+         [ms("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"], ["y", "", "", "sum"], epsilon=1e-5)],
+         {"x": (2, 3, 8), "skip": (2, 3, 8), "gamma": (8,), "beta": (8,), "bias": (8,)}, outputs=("y", "sum"), force32=True),
+    Case("BiasGelu", "com.microsoft:BiasGelu", [ms("BiasGelu", ["x", "b"])], {"x": (2, 3, 4), "b": (4,)},
+         gen={"x": normal}, force32=True),
+    Case("FastGelu", "com.microsoft:FastGelu", [ms("FastGelu", ["x", "b"])], {"x": (2, 3, 4), "b": (4,)},
+         gen={"x": normal}, force32=True),
+    Case("QuickGelu", "com.microsoft:QuickGelu", [ms("QuickGelu", ["x"], alpha=1.5)], {"x": (3, 4)}, gen={"x": normal},
+         force32=True),
+    Case("Gelu-com.microsoft", "com.microsoft:Gelu", [ms("Gelu", ["x"])], {"x": (3, 4)}, gen={"x": normal}, force32=True),
+]
+
+
+# recurrent layers: onnxruntime runs them in float32 only, so each case is also checked in float64 with the
+# backward graph run by onnx.reference (test_backward_in_float64); T = 3 is unrolled, T = 6 a Scan
+
+def rnn_case(cid, op, *, T=3, direction="forward", lens=None, h0=True, c0=False, peep=False, bias=True,
+             outs=("Y", "Yh"), attrs=None, layout=0, **kw):
+    H, nb, I = 2, 2, 3
+    nd = 2 if direction == "bidirectional" else 1
+    k = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    inputs = {"X": (nb, T, I) if layout else (T, nb, I), "W": (nd, k * H, I), "R": (nd, k * H, H)}
+    ins = ["X", "W", "R", "B" if bias else "", "sl" if lens else "", "h0" if h0 else ""]
+    if bias:
+        inputs["B"] = (nd, 2 * k * H)
+    state = (nb, nd, H) if layout else (nd, nb, H)
+    if h0:
+        inputs["h0"] = state
+    if op == "LSTM":
+        ins += ["c0" if c0 else "", "P" if peep else ""]
+        if c0:
+            inputs["c0"] = state
+        if peep:
+            inputs["P"] = (nd, 3 * H)
+    while ins and not ins[-1]:
+        ins.pop()
+    names = ["Y", "Yh", "Yc"]
+    node_outs = [n if n in outs else "" for n in names[:max(names.index(o) for o in outs) + 1]]
+    a = dict(hidden_size=H, direction=direction, **(attrs or {}))
+    if layout:
+        a["layout"] = 1
+    consts = {"sl": np.array(lens, np.int32)} if lens else {}
+    return Case(cid, op, [node(op, ins, node_outs, **a)], inputs, consts, opset=14, outputs=tuple(outs), force32=True,
+                ref64=True, **kw)
+
+
+CASES += [
+    rnn_case("RNN-forward", "RNN"),
+    rnn_case("RNN-reverse-seqlens-scan", "RNN", T=6, direction="reverse", lens=[6, 3]),
+    rnn_case("RNN-bidirectional-relu", "RNN", direction="bidirectional", attrs=dict(activations=["Relu", "Tanh"])),
+    rnn_case("GRU-forward", "GRU", attrs=dict(linear_before_reset=0)),
+    rnn_case("GRU-forward-linear-before-reset-scan", "GRU", T=6, attrs=dict(linear_before_reset=1)),
+    rnn_case("GRU-reverse-seqlens-scan", "GRU", T=6, direction="reverse", lens=[6, 2]),
+    rnn_case("GRU-bidirectional-linear-before-reset-seqlens", "GRU", direction="bidirectional", lens=[3, 1],
+             attrs=dict(linear_before_reset=1)),
+    rnn_case("GRU-no-bias-no-initial-state-Yh-only", "GRU", bias=False, h0=False, outs=("Yh",)),
+    rnn_case("LSTM-forward", "LSTM", c0=True, outs=("Y", "Yh", "Yc")),
+    rnn_case("LSTM-Yh-only", "LSTM", outs=("Yh",)),
+    rnn_case("LSTM-reverse-peephole-scan", "LSTM", T=6, direction="reverse", c0=True, peep=True, outs=("Y", "Yc")),
+    rnn_case("LSTM-bidirectional-seqlens-peephole", "LSTM", direction="bidirectional", lens=[3, 1], c0=True, peep=True,
+             outs=("Y", "Yh", "Yc")),
+    rnn_case("LSTM-bidirectional-seqlens-scan", "LSTM", T=6, direction="bidirectional", lens=[4, 6], c0=True),
+    rnn_case("LSTM-batch-first-layout", "LSTM", layout=1, c0=True, outs=("Y", "Yh", "Yc"), ort=False),
+]
+
+
+# control flow: bodies read outer tensors (weights of the outer scope); their value_info carries shapes
+
+def body(nodes, ins, outs, name="body"):
+    return helper.make_graph(nodes, name, [helper.make_tensor_value_info(n, t, s) for n, t, s in ins],
+                             [helper.make_tensor_value_info(n, t, s) for n, t, s in outs])
+
+
+BOOL, I64 = TensorProto.BOOL, TensorProto.INT64
+THEN = body([node("MatMul", ["x", "w"], ["t1"]), node("Tanh", ["t1"], ["t2"]), node("Mul", ["t2", "x"], ["t3"])], [],
+            [("t3", DOUBLE, [3, 3])], "then")
+ELSE = body([node("Mul", ["x", "x"], ["e1"]), node("Sigmoid", ["e1"], ["e2"])], [], [("e2", DOUBLE, [3, 3])], "else")
+INNER = body([node("If", ["c2"], ["n1"], then_branch=THEN, else_branch=ELSE), node("Relu", ["n1"], ["n2"]),
+              node("Add", ["n2", "w"], ["n3"])], [], [("n3", DOUBLE, [3, 3])], "outer_then")
+LOOP_BODY = body([node("MatMul", ["h_in", "w"], ["m"]), node("Add", ["m", "x"], ["a"]), node("Tanh", ["a"], ["h_out"]),
+                  node("Identity", ["cond_in"], ["cond_out"]), node("Mul", ["h_out", "h_in"], ["so"])],
+                 [("i", I64, []), ("cond_in", BOOL, []), ("h_in", DOUBLE, [2, 3])],
+                 [("cond_out", BOOL, []), ("h_out", DOUBLE, [2, 3]), ("so", DOUBLE, [2, 3])])
+LOOP_IF_BODY = body([node("If", ["c"], ["m"], then_branch=body([node("MatMul", ["h_in", "w"], ["mt"])], [], [("mt", DOUBLE, [2, 3])]),
+                          else_branch=body([node("Mul", ["h_in", "x"], ["me"])], [], [("me", DOUBLE, [2, 3])])),
+                     node("Sin", ["m"], ["h_out"]), node("Identity", ["cond_in"], ["cond_out"])],
+                    [("i", I64, []), ("cond_in", BOOL, []), ("h_in", DOUBLE, [2, 3])],
+                    [("cond_out", BOOL, []), ("h_out", DOUBLE, [2, 3])])
+SCAN_BODY = body([node("Mul", ["s_in", "xt"], ["p"]), node("MatMul", ["p", "w"], ["q"]), node("Tanh", ["q"], ["s_out"]),
+                  node("Add", ["s_out", "xt"], ["yt"])],
+                 [("s_in", DOUBLE, [2, 3]), ("xt", DOUBLE, [2, 3])], [("s_out", DOUBLE, [2, 3]), ("yt", DOUBLE, [2, 3])])
+SCAN2_BODY = body([node("Mul", ["s_in", "at"], ["p"]), node("Add", ["p", "bt"], ["s_out"]), node("Exp", ["s_in"], ["y1"]),
+                   helper.make_node("Mul", ["at", "bt"], ["y2"], name="mul_2")],
+                  [("s_in", DOUBLE, [3]), ("at", DOUBLE, [3]), ("bt", DOUBLE, [3])],
+                  [("s_out", DOUBLE, [3]), ("y1", DOUBLE, [3]), ("y2", DOUBLE, [3])])
+TRUE, FALSE = np.array(True), np.array(False)
+
+CASES += [
+    Case("If-then", "If", [node("If", ["c"], ["y"], then_branch=THEN, else_branch=ELSE)], {"x": (3, 3), "w": (3, 3)},
+         {"c": TRUE}),
+    Case("If-else", "If", [node("If", ["c"], ["y"], then_branch=THEN, else_branch=ELSE)], {"x": (3, 3), "w": (3, 3)},
+         {"c": FALSE}),
+    Case("If-nested", "If", [node("If", ["c"], ["y"], then_branch=INNER, else_branch=ELSE)], {"x": (3, 3), "w": (3, 3)},
+         {"c": TRUE, "c2": TRUE}, gen={"x": away(0.3, 1.0)}),
+    Case("Loop-trip-count-state-scan-output", "Loop", [node("Loop", ["M", "", "h0"], ["hN", "ss"], body=LOOP_BODY)],
+         {"x": (2, 3), "h0": (2, 3), "w": (3, 3)}, {"M": np.array(3, np.int64)}, outputs=("hN", "ss")),
+    Case("Loop-if-in-body", "Loop", [node("Loop", ["M", "", "h0"], ["hN"], body=LOOP_IF_BODY)],
+         {"x": (2, 3), "h0": (2, 3), "w": (3, 3)}, {"M": np.array(4, np.int64), "c": TRUE}, outputs=("hN",)),
+    Case("Scan-forward", "Scan", [node("Scan", ["s0", "xs"], ["sN", "ys"], body=SCAN_BODY, num_scan_inputs=1)],
+         {"s0": (2, 3), "xs": (4, 2, 3), "w": (3, 3)}, outputs=("sN", "ys")),
+    Case("Scan-reverse-axis1", "Scan", [node("Scan", ["s0", "xs"], ["sN", "ys"], body=SCAN_BODY, num_scan_inputs=1,
+                                             scan_input_directions=[1], scan_input_axes=[1], scan_output_directions=[1],
+                                             scan_output_axes=[2])],
+         {"s0": (2, 3), "xs": (2, 4, 3), "w": (3, 3)}, outputs=("sN", "ys")),
+    Case("Scan-two-inputs-two-outputs", "Scan", [node("Scan", ["s0", "a", "b"], ["sN", "y1", "y2"], body=SCAN2_BODY,
+                                                      num_scan_inputs=2, scan_input_directions=[0, 1])],
+         {"s0": (3,), "a": (5, 3), "b": (5, 3)}, outputs=("y1", "y2"), gen={"a": away(0.3, 0.9)}),
 ]
 
 
@@ -426,7 +641,71 @@ class Softmax(OpRun):
         return ((e / e.sum(axis=-1, keepdims=True)).reshape(x.shape),)
 
 
-ORACLE_OPS = [Erf, Gelu, BatchNormalization, LRN, ConvTranspose, Pad]
+class Loop(ReferenceLoop):
+    """onnx.reference's Loop runs no iteration when the cond input is absent, and concatenates the scan
+    outputs instead of stacking them (2-D slices come out 2-D)."""
+
+    op_domain = ""
+
+    def _run(self, M, cond, *args, context=None, body=None, attributes=None, bindings=None):
+        inputs = dict.fromkeys(self.body.input_names)
+        names = self.body.input_names
+        for name, val in zip(names[2:], args):
+            inputs[name] = val
+        if context is not None:
+            inputs.update(context)
+        scans = [[] for _ in range(self.K)]
+        it, go = 0, True if cond is None else bool(cond)
+        outputs = None
+        while go and (M is None or it < M):
+            inputs[names[0]] = np.array(it, np.int64)
+            inputs[names[1]] = np.array(go)
+            outputs = self._run_body(inputs, attributes=attributes, bindings=bindings)
+            for k in range(self.K):
+                scans[k].append(outputs[-self.K + k])
+            go = bool(outputs[0])
+            for i, o in zip(names[2:], outputs[1:1 + self.N]):
+                inputs[i] = o
+            it += 1
+        final = [inputs[i] for i in names[2:]]
+        return tuple(final + [np.stack(x) for x in scans])
+
+
+class Scan(OpRun):
+    """onnx.reference's Scan reads its inputs and writes its outputs in the forward direction along axis 0
+    only; this one takes any direction and axis."""
+
+    op_domain = ""
+
+    def need_context(self) -> bool:
+        return True
+
+    def _run(self, *args, context=None, body=None, num_scan_inputs=None, scan_input_axes=None, scan_input_directions=None,
+             scan_output_axes=None, scan_output_axes_=None, scan_output_directions=None, attributes=None, bindings=None):
+        m = num_scan_inputs
+        n = len(args) - m
+        ins, outs = self.body.input_names, self.body.output_names
+        k = len(outs) - n
+        di, ai = list(scan_input_directions or [0] * m), list(scan_input_axes or [0] * m)
+        do, ao = list(scan_output_directions or [0] * k), list(scan_output_axes or [0] * k)
+        xs = [np.moveaxis(x, a % x.ndim, 0)[::-1 if d else 1] for x, a, d in zip(args[n:], ai, di)]
+        states, per = list(args[:n]), [[] for _ in range(k)]
+        for t in range(xs[0].shape[0]):
+            feed = dict(context or {})
+            feed.update(zip(ins[:n], states))
+            feed.update({name: x[t] for name, x in zip(ins[n:], xs)})
+            res = self._run_body(feed, bindings=bindings)
+            states = list(res[:n])
+            for j in range(k):
+                per[j].append(res[n + j])
+        ys = []
+        for j in range(k):
+            y = np.stack(per[j][::-1] if do[j] else per[j])
+            ys.append(np.moveaxis(y, 0, ao[j] % y.ndim))
+        return tuple(states + ys)
+
+
+ORACLE_OPS = [Erf, Gelu, BatchNormalization, LRN, ConvTranspose, Pad, Loop, Scan] + RECURRENT_OPS + MORE_OPS
 
 
 def oracle_ops(opset: int) -> list:
@@ -434,6 +713,21 @@ def oracle_ops(opset: int) -> list:
 
 
 # -- building and running a case ------------------------------------------------------------------------
+
+def _retype(c: onnx.NodeProto, elem: int, np_t) -> None:
+    """DOUBLE -> elem in a node's Cast target and Constant value, and in the bodies inside it."""
+    for a in c.attribute:
+        if c.op_type == "Cast" and a.name == "to" and a.i == DOUBLE:
+            a.i = elem
+        if c.op_type == "Constant" and a.name == "value" and a.t.data_type == DOUBLE:
+            a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np_t)))
+        if a.type == onnx.AttributeProto.GRAPH:
+            for vi in list(a.g.input) + list(a.g.output) + list(a.g.value_info):
+                if vi.type.tensor_type.elem_type == DOUBLE:
+                    vi.type.tensor_type.elem_type = elem
+            for n in a.g.node:
+                _retype(n, elem, np_t)
+
 
 def build(case: Case, elem: int) -> onnx.ModelProto:
     np_t = np.float64 if elem == DOUBLE else np.float32
@@ -447,22 +741,28 @@ def build(case: Case, elem: int) -> onnx.ModelProto:
     for n in case.nodes:
         c = onnx.NodeProto()
         c.CopyFrom(n)
-        for a in c.attribute:
-            if c.op_type == "Cast" and a.name == "to" and a.i == DOUBLE:
-                a.i = elem
-            if c.op_type == "Constant" and a.name == "value" and a.t.data_type == DOUBLE:
-                a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np_t)))
+        _retype(c, elem, np_t)
         nodes.append(c)
     ins = [helper.make_tensor_value_info(k, elem, list(s)) for k, s in case.inputs.items()]
     outs = [helper.make_tensor_value_info(o, 0, None) for o in case.outputs]
     g = helper.make_graph(nodes, case.id, ins, [], initializer=inits)
     g.output.extend(outs)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", case.opset)])
-    m.ir_version = 8 if case.opset <= 17 else 9
+    domains = [helper.make_opsetid("", case.opset)] + (
+        [helper.make_opsetid(MS, 1)] if any(n.domain == MS for n in case.nodes) else [])
+    m = helper.make_model(g, opset_imports=domains)
+    m.ir_version = 8 if case.opset <= 17 else (9 if case.opset <= 20 else 10)
     m = annotate_outputs(infer_shapes(m))
     for o in m.graph.output:
         if not o.type.tensor_type.elem_type:
             o.type.tensor_type.elem_type = elem
+    if any(not o.type.tensor_type.HasField("shape") for o in m.graph.output):  # Loop outputs: shapes from a run
+        outs = ReferenceEvaluator(m, new_ops=oracle_ops(case.opset)).run(
+            None, {k: v.astype(np_t) for k, v in values(case).items()})
+        for o, y in zip(m.graph.output, outs):
+            o.type.tensor_type.shape.SetInParent()
+            del o.type.tensor_type.shape.dim[:]
+            for d in np.shape(y):
+                o.type.tensor_type.shape.dim.add().dim_value = int(d)
     return m
 
 
@@ -489,8 +789,24 @@ def values(case: Case, seed: int = 0) -> dict[str, np.ndarray]:
     return {k: case.gen.get(k, away(0.1, 1.0))(rng, s).astype(np.float64) for k, s in case.inputs.items()}
 
 
+def reference_backward(case: Case, vals: dict, cot: dict):
+    """The gradients from onnxprobe's backward graph run by onnx.reference in float64 (with the oracle's
+    forward ops), for nodes onnxruntime runs only in float32 or not at all."""
+    fwd = build(case, DOUBLE)
+    model, seeds = with_cotangents(fwd, case, DOUBLE)
+    bw = attach_backward(model, seeds, wrt_of(case), outputs=list(case.outputs))
+    onnx.checker.check_model(bw.model, full_check=True)
+    feeds = {k: v for k, v in vals.items() if k in case.inputs}
+    feeds.update({f"d_{o}": cot[o] for o in case.outputs})
+    names = list(bw.grads.values())
+    res = dict(zip(names, ReferenceEvaluator(bw.model, new_ops=oracle_ops(case.opset)).run(names, feeds)))
+    return {t: np.asarray(res[g], np.float64) for t, g in bw.grads.items()}, DOUBLE, bw
+
+
 def run_backward(case: Case, vals: dict, cot: dict):
     """The gradients from onnxprobe's backward graph in onnxruntime: float64 when it can, else float32."""
+    if not case.ort:
+        return reference_backward(case, vals, cot)
     for elem in ([] if case.force32 else [DOUBLE]) + [FLOAT]:
         fwd = build(case, elem)
         model, seeds = with_cotangents(fwd, case, elem)
@@ -777,3 +1093,76 @@ def test_straight_through_quantization(case, computed):
         q = np.clip(k + np.reshape(zp.astype(np.float64), shape), lo, hi)
         dqx = (q - np.reshape(zp.astype(np.float64), shape)) * np.reshape(s, shape)
         np.testing.assert_allclose(grads["w"], np.sum(cot["y"] * dqx, axis=(0, 2))[:, None], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.ref64], ids=[c.id for c in CASES if c.ref64])
+def test_backward_in_float64(case, computed):
+    """Cases whose forward node onnxruntime runs in float32 only (LSTM, GRU, RNN): the same backward graph,
+    run by onnx.reference in float64 (the recurrent forward by tests/recurrent_oracle.py), against float64
+    finite differences at 1e-6; test_finite_differences checks onnxruntime's float32 run of it."""
+    vals, cot, *_ = _compute(case, computed)
+    grads, _, _ = reference_backward(case, vals, cot)
+    L = loss_fd(case, build(case, DOUBLE), vals, cot)
+    rng = np.random.default_rng(8)
+    for name in wrt_of(case):
+        v = rng.standard_normal(np.shape(vals[name]))
+        h = 1e-6
+        fd = (L(dict(vals, **{name: vals[name] + h * v})) - L(dict(vals, **{name: vals[name] - h * v}))) / (2 * h)
+        an = float(np.sum(grads[name] * v))
+        assert abs(fd - an) <= 1e-6 * max(abs(fd), abs(an), 1e-9) + 1e-9, f"{name}: <grad, v> = {an:.10g}, fd {fd:.10g}"
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("lens", [None, [4, 2, 3]])
+def test_recurrent_oracle_matches_onnxruntime(op, direction, lens):
+    """The float64 oracle of the recurrent tests (tests/recurrent_oracle.py) computes what onnxruntime's
+    kernels compute (float32), sequence_lens, initial states, peepholes and linear_before_reset included."""
+    rng = np.random.default_rng(5)
+    nd, k, H = 2 if direction == "bidirectional" else 1, {"LSTM": 4, "GRU": 3, "RNN": 1}[op], 3
+    vals = {"X": rng.standard_normal((4, 3, 5)), "W": rng.standard_normal((nd, k * H, 5)), "R": rng.standard_normal((nd, k * H, H)),
+            "B": rng.standard_normal((nd, 2 * k * H)), "h0": rng.standard_normal((nd, 3, H))}
+    ins = ["X", "W", "R", "B", "sl" if lens else "", "h0"]
+    if op == "LSTM":
+        vals.update(c0=rng.standard_normal((nd, 3, H)), P=rng.standard_normal((nd, 3 * H)))
+        ins += ["c0", "P"]
+    outs = ["Y", "Yh"] + (["Yc"] if op == "LSTM" else [])
+    attrs = dict(hidden_size=H, direction=direction, **({"linear_before_reset": 1} if op == "GRU" else {}))
+    inits = [numpy_helper.from_array(np.array(lens, np.int32), "sl")] if lens else []
+    g = helper.make_graph([helper.make_node(op, ins, outs, **attrs)], "rnn",
+                          [helper.make_tensor_value_info(n, FLOAT, list(v.shape)) for n, v in vals.items()],
+                          [helper.make_tensor_value_info(o, FLOAT, None) for o in outs], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 8
+    got = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {n: v.astype(np.float32) for n, v in vals.items()})
+    want = run_recurrent(op, vals["X"], vals["W"], vals["R"], vals["B"], lens, vals["h0"], vals.get("c0"), vals.get("P"),
+                         direction=direction, linear_before_reset=attrs.get("linear_before_reset", 0))
+    for o, a, b in zip(outs, got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=o)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.op == "LSTM"], ids=[c.id for c in CASES if c.op == "LSTM"])
+def test_lstm_states_recomputed(case, computed, monkeypatch):
+    """The LSTM's other way to its per-step states (rules/lstm.py, STATES = "recompute": the LSTM node stays,
+    the gates come back from its Y): float64 through onnx.reference against finite differences, as
+    test_backward_in_float64 checks the default; onnxruntime's float32 run of it against those."""
+    from onnxprobe.autodiff.rules import lstm as lstm_rule
+
+    vals, cot, _, _, bw_default = _compute(case, computed)
+    assert "LSTM" not in [n.op_type for n in bw_default.model.graph.node]  # the default replaced the node
+    monkeypatch.setattr(lstm_rule, "STATES", "recompute")
+    grads, _, bw = reference_backward(case, vals, cot)
+    assert "LSTM" in [n.op_type for n in bw.model.graph.node]
+    L = loss_fd(case, build(case, DOUBLE), vals, cot)
+    rng = np.random.default_rng(9)
+    for name in wrt_of(case):
+        v = rng.standard_normal(np.shape(vals[name]))
+        h = 1e-6
+        fd = (L(dict(vals, **{name: vals[name] + h * v})) - L(dict(vals, **{name: vals[name] - h * v}))) / (2 * h)
+        an = float(np.sum(grads[name] * v))
+        assert abs(fd - an) <= 1e-6 * max(abs(fd), abs(an), 1e-9) + 1e-9, f"{name}: <grad, v> = {an:.10g}, fd {fd:.10g}"
+    if case.ort:
+        g32, _, _ = run_backward(case, vals, cot)
+        for name in wrt_of(case):
+            np.testing.assert_allclose(g32[name], grads[name], rtol=0, atol=2e-4 * max(float(np.abs(grads[name]).max()), 1e-9))

@@ -199,9 +199,18 @@ def _expand(x, shape):
     return x.reshape(xs).expand([max(a, b) for a, b in zip(xs, ss)])
 
 
-def eval_node(node, ins, opset):  # noqa: C901 - one branch per op
+MORE_OPS = {"Einsum", "TopK", "ScatterND", "ScatterElements", "DepthToSpace", "SpaceToDepth", "ReverseSequence",
+            "GroupNormalization", "RMSNormalization", "Attention", "FusedMatMul", "SkipLayerNormalization", "BiasGelu",
+            "FastGelu", "QuickGelu", "Swish"}
+
+
+def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op
     op, a = node.op_type, _attrs(node)
     x = ins[0] if ins else None
+    if op in ("LSTM", "GRU", "RNN", "If", "Loop", "Scan"):  # tests/torchref_flow.py: recurrent layers, bodies
+        from torchref_flow import eval_flow
+
+        return eval_flow(node, ins, a, opset, env or {}, eval_node)
     if op in ("Add", "Sub", "Mul", "Div"):
         return [getattr(torch, op.lower())(ins[0], ins[1])]
     if op == "Pow":
@@ -210,9 +219,18 @@ def eval_node(node, ins, opset):  # noqa: C901 - one branch per op
               "Abs": torch.abs, "Relu": torch.relu, "Sigmoid": torch.sigmoid, "Tanh": torch.tanh, "Erf": torch.erf,
               "HardSwish": F.hardswish, "Softplus": F.softplus, "Sign": torch.sign, "Floor": torch.floor,
               "Ceil": torch.ceil, "Not": torch.logical_not, "Identity": lambda t: t, "IsNaN": torch.isnan,
-              "Round": torch.round, "Sin": torch.sin, "Cos": torch.cos}
+              "Round": torch.round, "Sin": torch.sin, "Cos": torch.cos, "Tan": torch.tan, "Asin": torch.asin,
+              "Acos": torch.acos, "Atan": torch.atan, "Sinh": torch.sinh, "Cosh": torch.cosh, "Asinh": torch.asinh,
+              "Acosh": torch.acosh, "Atanh": torch.atanh, "Softsign": F.softsign, "Mish": F.mish}
     if op in simple:
         return [simple[op](x)]
+    if op == "Celu":
+        return [F.celu(x, a.get("alpha", 1.0))]
+    if op == "ThresholdedRelu":
+        return [torch.where(x > a.get("alpha", 1.0), x, torch.zeros_like(x))]
+    if op == "Shrink":
+        lam, bias = a.get("lambd", 0.5), a.get("bias", 0.0)
+        return [torch.where(x > lam, x - bias, torch.where(x < -lam, x + bias, torch.zeros_like(x)))]
     if op == "LeakyRelu":
         return [F.leaky_relu(x, a.get("alpha", 0.01))]
     if op == "PRelu":
@@ -304,7 +322,10 @@ def eval_node(node, ins, opset):  # noqa: C901 - one branch per op
                "ReduceMin": lambda t, d, k: t.amin(dim=d, keepdim=k),
                "ReduceL2": lambda t, d, k: torch.sqrt((t * t).sum(dim=d, keepdim=k)),
                "ReduceSumSquare": lambda t, d, k: (t * t).sum(dim=d, keepdim=k),
-               "ReduceProd": lambda t, d, k: _prod(t, d, k)}
+               "ReduceProd": lambda t, d, k: _prod(t, d, k),
+               "ReduceL1": lambda t, d, k: t.abs().sum(dim=d, keepdim=k),
+               "ReduceLogSum": lambda t, d, k: torch.log(t.sum(dim=d, keepdim=k)),
+               "ReduceLogSumExp": lambda t, d, k: torch.logsumexp(t, dim=d, keepdim=k)}
         return [_reduce(fns[op], x, axes, keep, noop)]
     if op == "Reshape":
         shape = _ints(ins[1])
@@ -441,7 +462,16 @@ def eval_node(node, ins, opset):  # noqa: C901 - one branch per op
         k = int(ins[1].item()) if len(ins) > 1 and ins[1] is not None else 0
         return [torch.triu(x, k) if a.get("upper", 1) else torch.tril(x, k)]
     if op == "CumSum":
-        return [torch.cumsum(x, int(ins[1].item()))]
+        ax = int(ins[1].item())
+        t = torch.flip(x, [ax]) if a.get("reverse", 0) else x
+        c = torch.cumsum(t, ax)
+        if a.get("exclusive", 0):
+            c = c - t
+        return [torch.flip(c, [ax]) if a.get("reverse", 0) else c]
+    if op in MORE_OPS:  # tests/torchref_more.py: algebra, scatters, norms, attention, com.microsoft ops
+        from torchref_more import eval_more
+
+        return eval_more(node, ins, a, opset)
     if op in ("QuantizeLinear", "DequantizeLinear"):
         return [_quant(op, a, ins)]
     raise Unsupported(op)
@@ -502,7 +532,7 @@ def run_torch(model: onnx.ModelProto, feeds: dict, params: dict | None = None, o
         if node.op_type == "Constant" and node.output[0] in params:
             continue
         ins = [env[i] if i else None for i in node.input]
-        outs = eval_node(node, ins, opset)
+        outs = eval_node(node, ins, opset, env)
         for name, v in zip(node.output, outs):
             if name:
                 env[name] = params.get(name, v) if name in params and node.op_type != "Constant" else v

@@ -35,3 +35,19 @@ def test_diff_on_cuda_keeps_tensors_on_the_device_and_agrees_with_cpu():
     assert gpu.a.device == "cuda" and gpu.results
     assert all(r.metrics is not None and r.metrics.max_abs < 1e-3 for r in gpu.results)
     assert len(cpu.results) == len(gpu.results)
+
+
+def test_one_run_diff_on_cuda_agrees_with_the_host_metrics(tmp_path):
+    """Both models in one graph on CUDA (IOBinding; only rows come back) against separate CPU runs
+    measured on the host in float64."""
+    from conftest import bench_models
+
+    pert = bench_models().perturbed(sample_path("cnn"), tmp_path / "p.onnx")
+    kw = dict(selection=api.Selection(all=True), inputs=api.InputSpec(arrays=sample_feeds("cnn")))
+    host = api.diff(pert, sample_path("cnn"), config=api.RunConfig(device="cpu"), fuse=False, **kw)
+    gpu = api.diff(pert, sample_path("cnn"), config=api.RunConfig(device="cuda"), **kw)
+    assert gpu.in_graph == len(gpu.results) == len(host.results)
+    for r1, r2 in zip(host.results, gpu.results):
+        assert r2.metrics.sqnr_db == pytest.approx(r1.metrics.sqnr_db, abs=0.05), r1.pair.b.name  # CUDA kernels differ a little
+        assert r2.metrics.max_abs == pytest.approx(r1.metrics.max_abs, rel=0.05, abs=1e-5)
+        assert (r1.introduced is None) == (r2.introduced is None)

@@ -230,3 +230,24 @@ def test_nonfinite_pairs_pool_on_the_host(tmp_path):
     assert y["exact"] and y["sums"]["count"] == 7 and y["nonfinite_mismatch"] == 0 and d["verdict"] == "pass"
     assert math.isclose(y["sums"]["bb"][0], float(np.sum(np.log(np.array([1, 2, 3, 4, 2, 0.5, 4], np.float64)) ** 2)),
                         rel_tol=1e-6)
+
+
+def test_a_dataset_diff_measures_in_the_one_run_graph_and_says_so(tmp_path):
+    """The dataset path goes through the same one-run diff as a single input (compare.fused): every float
+    pair measured in the graph on every sample, none with --separate-runs; the pooled numbers agree."""
+    a_path = quantize("cnn", "qdq", tmp_path)
+    inp = onnx.load(str(sample_path("cnn"))).graph.input[0]
+    shape = tuple(d.dim_value or 1 for d in inp.type.tensor_type.shape.dim)
+    ds = _folder(tmp_path / "ds", inp.name, n=3, shape=shape)
+    got = {}
+    for mode in ("fused", "host"):
+        out = tmp_path / f"{mode}.json"
+        _run("diff", a_path, sample_path("cnn"), "--inputs-dir", ds, "--all", "--json", out,
+             *(["--separate-runs"] if mode == "host" else []), code=(0, 1))
+        got[mode] = json.loads(out.read_text())
+    measured = [p for p in got["fused"]["pairs"] if p["sqnr_db"] is not None or p["exact"]]
+    assert got["fused"]["in_graph"] == len(measured) > 0 and got["host"]["in_graph"] == 0
+    for f, h in zip(got["fused"]["pairs"], got["host"]["pairs"]):
+        assert (f["a"], f["b"]) == (h["a"], h["b"])
+        if f["sqnr_db"] is not None and h["sqnr_db"] is not None:
+            assert f["sqnr_db"] == pytest.approx(h["sqnr_db"], abs=1e-3), f["a"]

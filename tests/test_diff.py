@@ -272,6 +272,19 @@ def test_device_resident_metrics_match_host_metrics(tmp_path):
             assert r2.introduced.max_abs == pytest.approx(r1.introduced.max_abs, rel=1e-6, abs=1e-12)
 
 
+def float_pairs(res) -> int:
+    """Pairs whose A tensor is not known to be other than float32 (the ones the one-run diff measures)."""
+    from onnxprobe.graph.shapes import value_types
+
+    types = value_types(res.a.model.proto)
+
+    def other(name: str) -> bool:
+        t = types.get(name)
+        return t is not None and t.HasField("tensor_type") and t.tensor_type.elem_type not in (0, onnx.TensorProto.FLOAT)
+
+    return sum(1 for r in res.results if not other(r.pair.a.probe))
+
+
 FUSED_METRICS = ("max_abs", "mean_abs", "rmse", "cosine", "sqnr_db", "max_rel", "allclose_excess", "b_absmax")
 
 
@@ -316,6 +329,7 @@ def test_in_graph_metrics_equal_host_metrics_on_every_sample(name, tmp_path):
         pytest.skip(f"{name}: not a diffable pair ({e})")
     fused = api.diff(pert, src, fuse=True, **kw)
     assert not any("one-run diff failed" in n for n in fused.notes), fused.notes
+    assert fused.in_graph == float_pairs(fused) and host.in_graph == 0  # really measured in the graph
     assert_same_metrics(host, fused)
 
 
@@ -326,6 +340,7 @@ def test_in_graph_metrics_equal_host_metrics_on_quantized_pairs(kind, qdir):
     host = api.diff(q, sample_path("cnn"), fuse=False, **kw)
     fused = api.diff(q, sample_path("cnn"), fuse=True, **kw)
     assert not any("one-run diff failed" in n for n in fused.notes), fused.notes
+    assert fused.in_graph == float_pairs(fused) and host.in_graph == 0  # really measured in the graph
     assert_same_metrics(host, fused)
 
 

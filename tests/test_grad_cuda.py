@@ -1,6 +1,7 @@
-"""`grad` on CUDA: forward and backward in one CUDA session give the CPU gradients, and the exported
-backward model runs under the CUDA provider of stock onnxruntime-gpu. Skipped without a usable CUDA
-execution provider."""
+"""`grad` on CUDA: forward and backward in one CUDA session give the CPU gradients (the sample models, every
+rule-table case of the recurrent, control-flow, algebra, attention and com.microsoft rules, the torch-exported
+LSTM and GRU), and the exported backward model runs under the CUDA provider of stock onnxruntime-gpu.
+Skipped without a usable CUDA execution provider."""
 
 from __future__ import annotations
 
@@ -35,3 +36,63 @@ def test_export_runs_under_the_cuda_provider(tmp_path):
     res = dict(zip([o.name for o in s.get_outputs()], s.run(None, sample_feeds("cnn"))))
     assert set(res) == {gp.loss.loss, *gp.grads.values()}
     assert all(np.isfinite(v).all() for v in res.values())
+
+
+# the rules of recurrent layers, control flow, tensor algebra and the com.microsoft ops, on CUDA: each case of
+# the rule table (tests/test_autodiff_rules.py) gives the CPU gradients in one CUDA session
+NEW_FAMILIES = {"recurrent", "lstm", "control", "algebra", "scatter", "attention", "fused", "activation"}
+
+
+def _new_cases():
+    from test_autodiff_rules import CASES
+
+    from onnxprobe.autodiff import registry
+
+    registry.load()
+    extra = {"GroupNormalization", "RMSNormalization", "ReduceProd", "ReduceLogSumExp", "ReduceLogSum", "ReduceL1"}
+    return [c for c in CASES if c.ort and (registry.RULES[c.op].family in NEW_FAMILIES or c.op in extra)]
+
+
+@pytest.mark.parametrize("case", _new_cases(), ids=lambda c: c.id)
+def test_new_rules_on_cuda_match_cpu(case):
+    from test_autodiff_rules import FLOAT, build, cotangents, values, with_cotangents, wrt_of
+
+    from onnxprobe.autodiff.engine import attach_backward
+
+    vals = values(case)
+    cot = cotangents(case, vals)
+    model, seeds = with_cotangents(build(case, FLOAT), case, FLOAT)
+    bw = attach_backward(model, seeds, wrt_of(case), outputs=list(case.outputs))
+    feeds = {k: v.astype(np.float32) for k, v in vals.items() if k in case.inputs}
+    feeds.update({f"d_{o}": cot[o].astype(np.float32) for o in case.outputs})
+    names = list(bw.grads.values())
+    got = {}
+    for provider in ("CPUExecutionProvider", "CUDAExecutionProvider"):
+        s = ort.InferenceSession(bw.model.SerializeToString(), providers=[provider, "CPUExecutionProvider"])
+        got[provider] = dict(zip(names, s.run(names, feeds)))
+    for n in names:
+        c, g = got["CPUExecutionProvider"][n], got["CUDAExecutionProvider"][n]
+        np.testing.assert_allclose(g, c, rtol=0, atol=1e-3 * max(float(np.abs(c).max()), 1e-6), err_msg=n)
+
+
+@pytest.mark.parametrize("name", ["lstm", "gru"])
+def test_torch_rnn_exports_on_cuda_match_cpu(name, tmp_path):
+    """The torch-exported LSTM and GRU (tests/torch_rnn_models.py): the CUDA gradients are the CPU ones."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    r = subprocess.run([sys.executable, str(here / "torch_rnn_models.py"), str(tmp_path), name], capture_output=True,
+                       text=True, timeout=900)
+    if r.returncode != 0:
+        pytest.skip(f"torch export failed: {r.stderr[-300:]}")
+    ref = dict(np.load(tmp_path / f"{name}.npz"))
+    spec = api.GradSpec(loss="output-grad", output_grad=ref["dy"].astype(np.float32))
+    inputs = api.InputSpec(arrays={"x": ref["x"].astype(np.float32)})
+    p = tmp_path / f"{name}_legacy.onnx"
+    cpu = api.grad(p, None, api.RunConfig(device="cpu"), spec, inputs=inputs, save=True)
+    gpu = api.grad(p, None, api.RunConfig(device="cuda"), spec, inputs=inputs, save=True)
+    assert gpu.info.device == "cuda"
+    for k, g in cpu.arrays.items():
+        np.testing.assert_allclose(gpu.arrays[k], g, rtol=0, atol=1e-3 * max(float(np.abs(g).max()), 1e-6), err_msg=k)

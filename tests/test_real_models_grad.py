@@ -172,3 +172,76 @@ def test_zoo_architecture_weight_gradients_match_torch(name, tmp_path):
         # Inception v2) are held to 1e-7 of that largest one instead
         scale = max(float(np.abs(tg[k]).max()), 1e-12)
         np.testing.assert_allclose(r.arrays[k], tg[k], rtol=0, atol=1e-3 * scale + 1e-7 * top, err_msg=k)
+
+
+# silero-vad (speech activity): an LSTM, and in most variants the whole model inside If nodes nested four deep
+# (16 kHz / 8 kHz, shape tests), its weights in Constants of the branches. A 512-sample chunk at 16 kHz (the
+# default 1-sample input breaks its reflect Pad); the checks run on both outputs, the speech probability and
+# the LSTM state, each with a random output gradient.
+SILERO = "pip/silero-vad-6.2.3"
+SILERO_FEEDS = {
+    "silero_vad.onnx": {"input": (1, 512), "state": (2, 1, 128), "sr": 16000},
+    "silero_vad_16k_op15.onnx": {"input": (1, 512), "state": (2, 1, 128), "sr": 16000},
+    "silero_vad_op18_ifless.onnx": {"input": (1, 512), "state": (2, 1, 128), "sr": 16000},
+    "silero_vad_half.onnx": {"input": (1, 512), "state": (2, 1, 128)},
+    "silero_vad_openvino_16k.onnx": {"input": (1, 576), "state": (2, 1, 128)},
+    "silero_vad_16k_sequence.onnx": {"input": (3, 576), "h": (1, 1, 128), "c": (1, 1, 128)},
+}
+
+
+def _silero(name: str):
+    p = MODELS / SILERO / name
+    if not p.exists():
+        pytest.skip(f"{p} not fetched")
+    rng = np.random.default_rng(3)
+    feed = {k: (np.array(v, np.int64) if isinstance(v, int) else (0.3 * rng.standard_normal(v)).astype(np.float32))
+            for k, v in SILERO_FEEDS[name].items()}
+    model = api.load(p)
+    outs = dict(zip([o.name for o in model.proto.graph.output],
+                    ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feed)))
+    return p, model, feed, outs
+
+
+@pytest.mark.parametrize("name", sorted(SILERO_FEEDS))
+@pytest.mark.parametrize("which", [0, 1])
+def test_silero_check_passes(name, which):
+    p, model, feed, outs = _silero(name)
+    out = list(outs)[which]
+    dy = np.random.default_rng(which).standard_normal(outs[out].shape).astype(np.float32)
+    r = api.grad(p, None, api.RunConfig(device="cpu"), api.GradSpec(output=out, loss="output-grad", output_grad=dy),
+                 check=True, inputs=api.InputSpec(arrays=feed))
+    weights = [row for row in r.rows if row.target.kind == "weight"]
+    assert len(weights) >= 10, [row.name for row in r.rows]
+    bad = [(row.name, row.check) for row in r.rows if not row.check["ok"]]
+    assert not bad, bad[:3]
+
+
+@pytest.mark.parametrize("name", sorted(SILERO_FEEDS))
+def test_silero_weight_gradients_match_torch_autograd(name):
+    """torch.autograd through the same graph (If bodies and the LSTM evaluated with torch ops by
+    tests/torchref_flow.py), float32 both sides, on the weights, for a loss on both outputs."""
+    from test_autodiff_torchref import in_worker
+
+    from onnxprobe.autodiff.hoist import hoist_constants
+
+    p, model, feed, outs = _silero(name)
+    rng = np.random.default_rng(7)
+    dys = {o: rng.standard_normal(v.shape).astype(np.float32) for o, v in outs.items()}
+    graph = hoist_constants(model.proto)  # the body Constants become the initializers they are to onnxprobe
+    grads: dict[str, np.ndarray] = {}
+    for o, dy in dys.items():
+        r = api.grad(p, None, api.RunConfig(device="cpu"), api.GradSpec(output=o, loss="output-grad", output_grad=dy),
+                     save=True, inputs=api.InputSpec(arrays=feed))
+        for row in r.rows:
+            if row.target.kind == "weight":
+                grads[row.name] = grads.get(row.name, 0) + r.arrays[row.name].astype(np.float64)
+    from onnxprobe.autodiff.select import weight_value
+
+    w = {k: weight_value(graph, k) for k in grads}
+    tg = in_worker([{"kind": "grads", "model": graph.SerializeToString(), "feeds": feed, "wrt": w,
+                     "outputs": list(dys.items())}])[0]
+    assert "__unsupported__" not in tg, tg.get("__unsupported__")
+    top = max(float(np.abs(v).max()) for v in tg.values())
+    for k in w:
+        scale = max(float(np.abs(tg[k]).max()), 1e-12)
+        np.testing.assert_allclose(grads[k], tg[k], rtol=0, atol=1e-3 * scale + 1e-7 * top, err_msg=k)

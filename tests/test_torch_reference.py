@@ -319,3 +319,23 @@ def test_map_and_per_module_tolerance(exports, tmp_path):
     r = runner.invoke(app, ["diff", str(path), "--vs-torch", spec("block"), "--map", str(tmp_path / "m.json"), "--json", "-"])
     assert r.exit_code == 0, r.output
     assert any(p["module"] == "attn" and p["strategy"] == "map" for p in json.loads(r.stdout)["pairs"])
+
+
+def test_html_report_and_overlay_of_a_torch_diff(exports, tmp_path):
+    """--html and --overlay are those of diff: the module path is in the page's rows, the overlay keys
+    are nodes of the ONNX model."""
+    pytest.importorskip("plotly", reason="the HTML report needs the html extra (plotly)")
+    from browser import CHROMIUM, dump_dom, element
+
+    path = exports("block", "legacy")
+    page, overlay, js = tmp_path / "r.html", tmp_path / "o.json", tmp_path / "r.json"
+    r = runner.invoke(app, ["diff", str(path), "--vs-torch", spec("block"), "--html", str(page), "--overlay", str(overlay),
+                            "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    report = json.loads(js.read_text())
+    text = page.read_text(encoding="utf-8")
+    assert all(p["module"] in text for p in report["pairs"] if p["module"])
+    assert overlay.is_file() and json.loads(overlay.read_text())
+    if CHROMIUM is not None:
+        rows = element(dump_dom(page), "tbody", "rows")
+        assert rows.count("<tr") == len(report["pairs"])

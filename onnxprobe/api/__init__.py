@@ -25,11 +25,15 @@ Workflows, one module each:
 - ``grad_plan`` / ``grad``: ``GradSpec``, ``grad_spec``, ``grad_plan``, ``export_backward``, ``grad``,
   ``grad_check``;
 - ``surgery``: ``inspect``, ``mark``, ``extract``;
+- ``pictures``: what the HTML report and the overlays need: histograms of a few tensors
+  (``layers_histograms``, ``diff_histograms``, ``grad_histograms``), ``describe_inputs``,
+  ``explorer_ids`` (Model Explorer's node ids);
 - ``explore``: what the debugger needs: ``index`` (GraphIndex), ``model_info``, ``where``, ``Prober``;
 - ``inputs``: ``input_spec`` and the parsers of the input flags.
 
 Every function that runs a model takes an ``InputSpec`` (seed, integer range, shapes, files or values,
-arrays) and a ``RunConfig`` (device, opt level).
+arrays) and a ``RunConfig`` (device, opt level); ``layers``, ``run`` and ``diff`` also take a ``runtime``
+(``ort``, ``openvino``, ``tensorrt``, ``reference``; ``RUNTIMES``) and its ``runtime_options``.
 """
 
 from onnxprobe.api.core import (
@@ -46,6 +50,10 @@ from onnxprobe.api.inputs import (
     Feeds, ModelInput, check_value, input_spec, model_inputs, parse_input_files, parse_int_range, parse_shape_overrides, parse_size,
     read_array, read_npz, save_npz,
 )
+from onnxprobe.api.pictures import (
+    ExplorerIds, describe_inputs, diff_histograms, explorer_ids, grad_histograms, histogram_of, layers_histograms,
+)
+from onnxprobe.api.profile import LayersProfile, RowTime, profile_layers
 from onnxprobe.api.torch import diff_grad_torch, diff_torch, torch_module
 from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult, SurgeryResult, extract, inspect, mark
 from onnxprobe.compare.diff import SORTS, DiffResult, PairResult, sort_results
@@ -54,6 +62,7 @@ from onnxprobe.graph.model import as_model
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.runtime.ort import DEVICES, OPT_LEVELS, resolve_device
 from onnxprobe.runtime.ray_pool import Executor, RayOptions
+from onnxprobe.runtime.runners import RUNTIMES, parse_runtime_options
 from onnxprobe.stats.conditions import EXAMPLES as CONDITION_EXAMPLES
 from onnxprobe.stats.conditions import Condition, parse_condition
 from onnxprobe.stats.metrics import METRICS, PairMetrics, Tolerance
@@ -65,15 +74,19 @@ __all__ = [
     "Model", "Selection", "RunConfig", "InputSpec", "TensorRef", "ProbePlan", "ProbeResult", "LayersResult", "RunInfo",
     "TensorStats", "Feeds", "ModelInput", "DatasetResult", "Tolerance", "PairMetrics", "DiffResult", "PairResult",
     "GradSpec", "GradPlan", "GradResult", "GradRow", "InspectResult", "SurgeryResult", "MarkResult", "ExtractResult",
-    "GraphIndex", "TensorInfo", "NodeInfo", "Condition", "Prober", "RayOptions", "Executor",
+    "GraphIndex", "TensorInfo", "NodeInfo", "Condition", "Prober", "ExplorerIds", "LayersProfile", "RowTime",
+    "RayOptions", "Executor",
     # constants
-    "DEVICES", "OPT_LEVELS", "METRICS", "SORTS", "GRAD_OPT_LEVEL", "REDUCE", "BACKWARD_TAG", "GRAD_SUFFIX", "CONDITION_EXAMPLES",
+    "DEVICES", "OPT_LEVELS", "RUNTIMES", "METRICS", "SORTS", "GRAD_OPT_LEVEL", "REDUCE", "BACKWARD_TAG", "GRAD_SUFFIX",
+    "CONDITION_EXAMPLES",
     # workflows
     "load", "as_model", "select", "plan", "feeds", "runner", "run", "layers", "raw_chunks", "save_tensors",
-    "layers_dataset", "merge_stats", "diff", "diff_grad", "diff_dataset", "grad_dataset", "diff_torch", "diff_grad_torch", "torch_module", "sort_results", "grad_spec", "grad_plan", "export_backward",
+    "layers_dataset", "merge_stats", "diff", "diff_grad", "diff_dataset", "grad_dataset", "diff_torch", "diff_grad_torch",
+    "torch_module", "profile_layers", "sort_results", "grad_spec", "grad_plan", "export_backward",
     "grad", "grad_check", "inspect", "mark", "extract", "index", "attribute_text", "model_info", "where",
-    "parse_condition", "interruptibly",
+    "parse_condition", "interruptibly", "layers_histograms", "diff_histograms", "grad_histograms", "describe_inputs",
+    "histogram_of", "explorer_ids",
     # inputs
     "input_spec", "parse_int_range", "parse_size", "parse_shape_overrides", "parse_input_files", "read_array", "read_npz",
-    "save_npz", "model_inputs", "check_value", "resolve_device",
+    "save_npz", "model_inputs", "check_value", "resolve_device", "parse_runtime_options",
 ]

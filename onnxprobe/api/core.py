@@ -9,7 +9,7 @@ from typing import Iterator
 import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, model_path, run_batches, source
-from onnxprobe.errors import ExecutionError
+from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.expose import expose
 from onnxprobe.graph.model import Model, as_model, load
 from onnxprobe.graph.select import Selection, select
@@ -47,25 +47,52 @@ def feeds(model: Model, inputs: InputSpec | None = None) -> Feeds:
 
 
 def runner(model: Model, config: RunConfig | None = None, *, runtime: str = "ort", **kw) -> GraphRunner:
-    """The runner of ``runtime`` (``ort`` | ``reference``) over ``model``, on ``config``'s device."""
+    """The runner of ``runtime`` (``ort`` | ``openvino`` | ``tensorrt`` | ``reference``) over ``model``, on
+    ``config``'s device (the device within that runtime); ``options=`` the runtime's own settings."""
     return make_runner(runtime, model.proto, config, model.source, **kw)
 
 
 def run(plan: ProbePlan | Model, feed: dict[str, np.ndarray] | Feeds, config: RunConfig | None = None,
-        selection: Selection | None = None, *, raw: bool | set[str] = False) -> ProbeResult:
+        selection: Selection | None = None, *, raw: bool | set[str] = False, runtime: str = "ort",
+        runtime_options: dict[str, str] | None = None, max_memory: int | None = None) -> ProbeResult:
     """Run once and read back the statistics of every probed tensor: of a plan (``plan(...)``), or of a
-    model and a selection (graph inputs and weights a selection names get their statistics on the host)."""
+    model and a selection (graph inputs and weights a selection names get their statistics on the host).
+    ``runtime``: ``ort`` (default), ``openvino``, ``tensorrt`` or ``reference``, with ``runtime_options``;
+    OpenVINO and TensorRT compute statistics on their output buffers, within ``max_memory`` per run."""
     values = feed.values if isinstance(feed, Feeds) else feed
     if isinstance(plan, Model):
         refs = select(plan.proto, selection or Selection())
-        res = runner(plan, config, interruptible=True).probe(refs, values, raw=raw)
+        res = _runner_for(plan, config, runtime, runtime_options, max_memory, feed=values).probe(refs, values, raw=raw)
         res.plan.warnings[:0] = list(plan.warnings)
     else:
+        if runtime != "ort":
+            raise UsageError("a probed plan is ONNX rewritten for onnxruntime: pass the Model to run it on another runtime")
         r = make_runner("ort", plan.base if plan.base is not None else plan.model, config, plan.source, interruptible=True)
         res = r.run_plan(plan, values, raw=raw or {p.ref.name for p in plan.probes if p.raw_output})
     if isinstance(feed, Feeds):
         res.notes[:0] = feed.notes
     return res
+
+
+def _runner_for(model: Model, config: RunConfig | None, runtime: str, options: dict[str, str] | None,
+                max_memory: int | None, interruptible: bool = True, feed: dict | None = None) -> GraphRunner:
+    if runtime == "ort":
+        return runner(model, config, interruptible=interruptible, options=options)
+    shapes = {k: tuple(np.shape(v)) for k, v in feed.items()} if feed else None
+    return runner(model, config, runtime=runtime, options=options, max_memory=max_memory, shapes=shapes)
+
+
+RUNTIME_OF_KIND = {"onnxruntime": "ort", "onnx.reference": "reference", "openvino": "openvino", "tensorrt": "tensorrt"}
+
+
+def _runner_of(model: Model, result: ProbeResult, config: RunConfig | None) -> GraphRunner:
+    """A runner like the one that made ``result``: the same runtime, device and runtime options."""
+    info = result.info
+    runtime = RUNTIME_OF_KIND.get(info.runtime, "ort")
+    config = config or RunConfig(device=info.device, opt_level=info.opt_level)
+    if runtime == "ort":
+        return runner(model, config)
+    return runner(model, config, runtime=runtime, options=dict(info.runtime_options) or None)
 
 
 def _with_hint(e: ExecutionError, fs: Feeds) -> ExecutionError:
@@ -74,30 +101,38 @@ def _with_hint(e: ExecutionError, fs: Feeds) -> ExecutionError:
 
 def layers(model: Model | str | os.PathLike, selection: Selection | None = None, config: RunConfig | None = None,
            inputs: InputSpec | None = None, *, save: bool = False, save_to: str | os.PathLike | None = None,
-           max_memory: int | None = None, progress=None) -> ProbeResult:
+           max_memory: int | None = None, progress=None, runtime: str = "ort",
+           runtime_options: dict[str, str] | None = None) -> ProbeResult:
     """What ``onnxprobe layers`` does: the statistics of every selected tensor, computed in the graph.
 
     ``save=True`` keeps the raw tensors in ``result.arrays``. ``save_to=FILE.npz`` streams them to disk
     instead, in as many runs as it takes to keep at most ``max_memory`` bytes of them alive at once
     (default: a quarter of the available memory); ``progress(done, total)`` is called per run.
+    ``runtime`` / ``runtime_options``: the runtime that runs the model (see ``run``); the tensors it
+    cannot observe are in ``result.unobserved`` with the reason.
     """
     model = as_model(model)
     fs = feeds(model, inputs)
     try:
-        result = run(model, fs, config, selection, raw=save)
+        r = _runner_for(model, config, runtime, runtime_options, max_memory, feed=fs.values)
+        result = r.probe(select(model.proto, selection or Selection()), fs.values, raw=save)
+        result.plan.warnings[:0] = list(model.warnings)
+        result.notes[:0] = fs.notes
         if save_to is not None:
-            save_tensors(model, result, fs.values, save_to, max_memory=max_memory, progress=progress)
+            save_tensors(model, result, fs.values, save_to, max_memory=max_memory, progress=progress, using=r)
         return result
     except ExecutionError as e:
         raise _with_hint(e, fs) from e
 
 
 def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], names: list[str], *,
-               max_memory: int | None = None, config: RunConfig | None = None) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
+               max_memory: int | None = None, config: RunConfig | None = None,
+               using: GraphRunner | None = None) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
     """The raw values of the probed tensors ``names`` of ``result``, a run's worth at a time: each run
     exposes at most ``max_memory`` bytes of them (default: a quarter of the available memory; sizes from
     ``result``'s shapes and counts). Yields (run index, number of runs, {tensor: value}); the caller
-    drops the values before asking for the next run, or two runs' tensors are alive at once."""
+    drops the values before asking for the next run, or two runs' tensors are alive at once. ``using``:
+    the runner that made ``result`` (default: onnxruntime on ``config``)."""
     from onnxprobe.runtime.budget import default_budget, nbytes, plan_chunks
 
     by_name = {p.ref.name: p.ref for p in result.plan.probes}
@@ -108,7 +143,7 @@ def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], n
         sizes.append((n, nbytes(result.shapes.get(n), by_name[n].dtype, count)))
     # onnxruntime's output buffers and their numpy copies both exist for a moment: half the budget each
     chunks = plan_chunks(sizes, (max_memory or default_budget()) // 2)
-    r = runner(model, config or RunConfig(device=result.info.device, opt_level=result.info.opt_level))
+    r = using or _runner_of(model, result, config)
     for k, chunk in enumerate(chunks):
         res = r.probe([by_name[n] for n in chunk], feed, stats=False, shapes=False, raw=True, outputs=False)
         yield k, len(chunks), res.arrays
@@ -116,7 +151,7 @@ def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], n
 
 
 def save_tensors(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], path: str | os.PathLike, *,
-                 max_memory: int | None = None, progress=None) -> int:
+                 max_memory: int | None = None, progress=None, using: GraphRunner | None = None) -> int:
     """Stream the raw values of ``result``'s probed tensors to ``path`` (.npz, safe entry names with the
     true names stored alongside), within ``max_memory`` per run (``raw_chunks``). Tensors that did not
     run (an If branch not taken) are left out. Returns the number of runs."""
@@ -127,7 +162,8 @@ def save_tensors(model: Model, result: ProbeResult, feed: dict[str, np.ndarray],
     with NpzWriter(path) as out:
         # the values are consumed in a function of their own and dropped before the next run: two runs'
         # tensors must never be alive at once (a loop variable would keep the last one)
-        for k, total, values in raw_chunks(model, result, feed, [p.ref.name for p in result.plan.probes], max_memory=max_memory):
+        for k, total, values in raw_chunks(model, result, feed, [p.ref.name for p in result.plan.probes if p.ref.name not in result.unobserved],
+                                             max_memory=max_memory, using=using):
             out.add_all({n: v for n, v in values.items() if n not in not_run})
             runs = total
             del values
@@ -180,9 +216,12 @@ class LayersWorkerFactory:
     config: RunConfig | None
     max_memory: int | None = None
     threads: int | None = None
+    runtime: str = "ort"
+    runtime_options: dict[str, str] | None = None
 
     def __call__(self) -> "LayersWorker":
-        return LayersWorker(as_model(self.model), self.selection, self.config, self.max_memory, self.threads)
+        return LayersWorker(as_model(self.model), self.selection, self.config, self.max_memory, self.threads,
+                            self.runtime, self.runtime_options)
 
 
 class LayersWorker(BatchWorker):
@@ -190,19 +229,30 @@ class LayersWorker(BatchWorker):
     fetched within ``max_memory`` per run); one runner, its probed copy kept for every batch."""
 
     def __init__(self, model: Model, selection: Selection | None, config: RunConfig | None, max_memory: int | None = None,
-                 threads: int | None = None):
-        self.model, self.max_memory = model, max_memory
+                 threads: int | None = None, runtime: str = "ort", runtime_options: dict[str, str] | None = None):
+        self.model, self.config, self.max_memory, self.threads = model, config, max_memory, threads
+        self.runtime, self.runtime_options = runtime, runtime_options
         self.specs = _feeds.model_inputs(model.proto)
         self.refs = select(model.proto, selection or Selection())
-        self.runner = runner(model, config, **({"threads": threads} if threads else {}))
+        self.runner: GraphRunner | None = None  # made on the first batch (OpenVINO wants its input shapes)
+
+    def _runner(self, feed: dict) -> GraphRunner:
+        if self.runner is None:
+            if self.runtime == "ort":
+                self.runner = runner(self.model, self.config, interruptible=False, options=self.runtime_options,
+                                     **({"threads": self.threads} if self.threads else {}))
+            else:
+                self.runner = _runner_for(self.model, self.config, self.runtime, self.runtime_options, self.max_memory,
+                                          interruptible=False, feed=feed)
+        return self.runner
 
     def process(self, index: int, label: str, arrays: dict[str, np.ndarray]) -> LayersPartial:
         fs = self.feeds(self.model, arrays)
-        res = self.runner.probe(self.refs, fs.values, key="dataset")
+        r = self._runner(fs.values)
+        res = r.probe(self.refs, fs.values, key="dataset")
         moments = {n: Moments.from_stats(st) for n, st in res.stats.items() if st is not None}
         hists: dict = {}
-        for _, _, values in raw_chunks(self.model, res, fs.values, list(moments), max_memory=self.max_memory,
-                                       config=self.runner.config):
+        for _, _, values in raw_chunks(self.model, res, fs.values, list(moments), max_memory=self.max_memory, using=r):
             _add_histograms(hists, values)
             del values  # before the next run (see raw_chunks)
         return LayersPartial(index, moments, hists, dict(res.shapes), res.plan.probes, res.plan.warnings, res.info,
@@ -211,15 +261,16 @@ class LayersWorker(BatchWorker):
 
 def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | None = None,
                    selection: Selection | None = None, config: RunConfig | None = None, *, max_memory: int | None = None,
-                   progress=None, inputs_from: str | None = None, ray: RayOptions | None = None) -> DatasetResult:
+                   progress=None, inputs_from: str | None = None, ray: RayOptions | None = None,
+                   runtime: str = "ort", runtime_options: dict[str, str] | None = None) -> DatasetResult:
     """``layers --inputs-dir`` (or ``--inputs-from FILE.py:FUNC``): one pass per batch; moments from the
     in-graph statistics, histograms and percentiles from the tensors themselves, fetched within
     ``max_memory`` per run. ``ray``: the batches shared out to Ray actors (``api.datasets``); the
-    statistics are the same, exactly."""
+    statistics are the same, exactly. ``runtime`` / ``runtime_options``: as in ``layers``, for every batch."""
     model = as_model(model)
     src = source(model, inputs, inputs_from)
     factory = LayersWorkerFactory(model_path(model) if ray else model, selection, config, max_memory,
-                                  threads=1 if ray else None)
+                                  threads=1 if ray else None, runtime=runtime, runtime_options=runtime_options)
     acc: dict = {"moments": {}, "hists": {}, "notes": [], "first": None, "count": 0}
 
     def merge(index: int, label: str, part: LayersPartial) -> None:
@@ -253,7 +304,6 @@ def merge_stats(reports: list) -> dict:
     ``layers --inputs-dir`` (counts and extremes combine, sums are exact (Shewchuk partials),
     histograms add) or those of ``diff --inputs-dir`` (every pair's sums pooled, the metrics and the
     verdict recomputed). Reports of different models, selections or kinds are refused."""
-    from onnxprobe.errors import UsageError
     from onnxprobe.stats.merge import check_report, merge_reports, read_json_report
     from onnxprobe.stats.merge_diff import check_diff_report, is_diff_report, merge_diff_reports
 

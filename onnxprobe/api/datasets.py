@@ -108,6 +108,8 @@ def run_batches(factory: Callable[[], BatchWorker], src: Source, merge: Callable
         if progress is not None:
             progress(count[0], src.total or count[0])
 
+    if progress is not None and src.total:
+        progress(0, src.total)  # the bar starts at 0/N
     if ray is not None:
         if src.batches is None:
             raise UsageError("--ray shards the batches of --inputs-dir; --inputs-from runs in this process")

@@ -18,35 +18,66 @@ from onnxprobe.graph.select import Selection
 from onnxprobe.match.observe import observe
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_npz
-from onnxprobe.runtime.runners import make_runner
+from onnxprobe.runtime.runners import check_options_used, check_runtime, make_runner, options_for
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
 
 
-def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", threads: int | None = None) -> Side:
-    kw = {"threads": threads} if threads and runtime == "ort" else {}
-    return model_side(label, model, lambda proto: make_runner(runtime, proto, config, label, **kw))
+def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", options: dict | None = None,
+          threads: int | None = None, **kw) -> Side:
+    if threads and runtime == "ort":
+        kw["threads"] = threads
+    return model_side(label, model, lambda proto: make_runner(runtime, proto, config, label, options=options_for(runtime, options), **kw))
+
+
+def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str | None = None, vs_reference: bool = False,
+                    vs_npz=None, vs_torch=None, runtime: str = "ort", vs_runtime: str | None = None,
+                    runtime_options: dict[str, str] | None = None) -> str | None:
+    """Check that exactly one reference is given and that the runtimes and their options make sense;
+    returns ``vs_runtime`` (``reference`` for ``vs_reference``)."""
+    check_runtime(runtime)
+    if vs_reference:
+        if vs_runtime not in (None, "reference"):
+            raise UsageError(f"--vs-reference is --vs-runtime reference: give one of them, not --vs-runtime {vs_runtime}")
+        vs_runtime = "reference"
+    if vs_runtime is not None:
+        check_runtime(vs_runtime, "--vs-runtime")
+        if vs_runtime == "reference" and vs_device is not None:
+            raise UsageError("give exactly one reference: --vs-device or --vs-reference (onnx.reference has no devices)")
+    modes = [b is not None, vs_device is not None and vs_runtime is None, vs_opt_level is not None, vs_runtime is not None,
+             vs_npz is not None, vs_torch is not None]
+    if sum(modes) != 1:
+        raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-runtime "
+                         "(--vs-reference), --vs-npz or --vs-torch")
+    if vs_torch is not None and (runtime != "ort" or runtime_options):
+        raise UsageError("--vs-torch runs the export on onnxruntime: drop --runtime / --runtime-option")
+    if vs_torch is None:
+        check_options_used([runtime] + ([vs_runtime or runtime] if vs_npz is None else []), runtime_options)
+    return vs_runtime
 
 
 def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None = None, *, vs_device: str | None = None,
-               vs_opt_level: str | None = None, vs_reference: bool = False, vs_npz=None, config: RunConfig | None = None,
-               threads: int | None = None) -> tuple[Model, Side, Side]:
-    """(model A, side A, side B) of a diff against one reference (``diff`` explains them); ``threads``:
-    onnxruntime's intra-op threads per side (a worker among others)."""
+               vs_opt_level: str | None = None, vs_runtime: str | None = None, vs_npz=None, config: RunConfig | None = None,
+               runtime: str = "ort", runtime_options: dict[str, str] | None = None, max_memory: int | None = None,
+               shapes: dict | None = None, threads: int | None = None) -> tuple[Model, Side, Side]:
+    """(model A, side A, side B) of a diff against one reference (``diff`` explains them; checked by
+    ``check_reference``); ``shapes``: the feeds' input shapes (OpenVINO reads some models only with static
+    inputs); ``threads``: onnxruntime's intra-op threads per side (a worker among others)."""
     config = config or RunConfig()
     a_model = as_model(a)
     label = a_model.source
-    side_a = _side(label, a_model, config, threads=threads)
+    opts = dict(options=runtime_options, max_memory=max_memory, shapes=shapes, threads=threads)
+    side_a = _side(label, a_model, config, runtime, **opts)
     if b is not None:
         b_model = as_model(b)
-        side_b = _side(b_model.source, b_model, config, threads=threads)
+        side_b = _side(b_model.source, b_model, config, runtime, **opts)
+    elif vs_runtime is not None:
+        side_b = _side(label, a_model, replace(config, device=vs_device or "auto"), vs_runtime, **opts)
     elif vs_device is not None:
-        side_b = _side(label, a_model, replace(config, device=vs_device), threads=threads)
+        side_b = _side(label, a_model, replace(config, device=vs_device), runtime, **opts)
     elif vs_opt_level is not None:
-        side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), threads=threads)
-    elif vs_reference:
-        side_b = _side(label, a_model, config, runtime="reference")
+        side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), runtime, **opts)
     else:
         arrays = vs_npz if isinstance(vs_npz, dict) else read_npz(vs_npz)
         side_b = npz_side(str(vs_npz) if not isinstance(vs_npz, dict) else "activations", arrays, a_model)
@@ -62,6 +93,9 @@ def diff(
     vs_reference: bool = False,
     vs_npz: str | os.PathLike | dict | None = None,
     vs_torch=None,
+    runtime: str = "ort",
+    vs_runtime: str | None = None,
+    runtime_options: dict[str, str] | None = None,
     selection: Selection | None = None,
     config: RunConfig | None = None,
     inputs: InputSpec | None = None,
@@ -73,6 +107,7 @@ def diff(
     progress=None,
     fp32_sensitivity: int = 0,
     fuse: bool = True,
+    profile: bool = False,
 ) -> DiffResult:
     """Compare model A against a reference B: another model, the same model on another device or
     optimisation level, onnx.reference, or saved activations (an ``.npz`` path or a dict of arrays keyed
@@ -80,24 +115,33 @@ def diff(
     ``a`` and ``b`` are loaded Models or paths. ``result.verdict()`` says whether it passed, and why not.
     ``fuse`` (two models on onnxruntime with the same settings): both in one graph and one run, the
     metrics and introduced error computed in the graph (float32 partial sums added in float64); False:
-    separate runs, the tensors measured on the host in float64."""
-    modes = [b is not None, vs_device is not None, vs_opt_level is not None, vs_reference, vs_npz is not None,
-             vs_torch is not None]
-    if sum(modes) != 1:
-        raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-reference, "
-                         "--vs-npz or --vs-torch")
+    separate runs, the tensors measured on the host in float64. ``profile``: time the one run with
+    onnxruntime's profiler (``result.profile``, each result's ``kernel_ms``).
+
+    ``runtime`` runs A (and a model B): ``ort`` (default), ``openvino``, ``tensorrt`` or ``reference``;
+    ``vs_runtime`` compares the model with itself on another runtime (on ``vs_device``, that runtime's
+    device, when given; ``vs_reference`` is ``vs_runtime="reference"``). ``runtime_options``: settings of
+    the runtimes that take them (``{"INFERENCE_PRECISION_HINT": "f16"}``; ``"openvino:KEY"`` for one)."""
+    vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
+                                 vs_npz=vs_npz, vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime,
+                                 runtime_options=runtime_options)
     if vs_torch is not None:
+        if profile:
+            raise UsageError("--profile times onnxruntime's kernels of a diff of two models: not with --vs-torch")
         if fp32_sensitivity:
             raise UsageError("--fp32-sensitivity reruns a QDQ model A against a float model B: not with --vs-torch")
         return diff_torch(a, vs_torch, selection=selection, config=config, inputs=inputs, tolerance=tolerance,
                           per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory,
                           progress=progress)
-    a_model, side_a, side_b = make_sides(a, b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
-                                         vs_npz=vs_npz, config=config)
+    a_model = as_model(a)
     fs = _feeds.make_feeds(a_model.proto, inputs)
+    a_model, side_a, side_b = make_sides(a_model, b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_runtime=vs_runtime,
+                                         vs_npz=vs_npz, config=config, runtime=runtime, runtime_options=runtime_options,
+                                         max_memory=max_memory,
+                                         shapes={k: tuple(getattr(v, "shape", ())) for k, v in fs.values.items()})
     try:
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,
-                    introduced, max_memory=max_memory, progress=progress, fuse=fuse)
+                    introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile)
     except ExecutionError as e:
         raise ExecutionError(f"{e}{fs.hint()}") from e
     res.notes[:0] = fs.notes + list(a_model.warnings)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, model_path, run_batches, source
-from onnxprobe.api.diff import make_sides
+from onnxprobe.api.diff import check_reference, make_sides
 from onnxprobe.compare.dataset import DiffPartial, Pool, measure_sample
 from onnxprobe.compare.diff import DiffResult, prepare
 from onnxprobe.compare.measure import DiffPlan
@@ -32,7 +32,7 @@ class DiffWorkerFactory:
     b: Model | str | None
     vs_device: str | None
     vs_opt_level: str | None
-    vs_reference: bool
+    vs_runtime: str | None  # "reference" for --vs-reference
     config: RunConfig | None
     selection: Selection | None
     tolerance: Tolerance
@@ -42,10 +42,14 @@ class DiffWorkerFactory:
     max_memory: int | None
     fuse: bool
     threads: int | None = None
+    runtime: str = "ort"
+    runtime_options: dict[str, str] | None = None
 
     def plan(self) -> tuple[Model, DiffPlan]:
         a_model, side_a, side_b = make_sides(self.a, self.b, vs_device=self.vs_device, vs_opt_level=self.vs_opt_level,
-                                             vs_reference=self.vs_reference, config=self.config, threads=self.threads)
+                                             vs_runtime=self.vs_runtime, config=self.config, runtime=self.runtime,
+                                             runtime_options=self.runtime_options, max_memory=self.max_memory,
+                                             threads=self.threads)
         plan = prepare(side_a, side_b, self.selection or Selection(), self.tolerance, self.per_tensor, self.user_map,
                        self.introduced, self.max_memory, fuse=self.fuse)
         return a_model, plan
@@ -85,6 +89,9 @@ def diff_dataset(
     vs_device: str | None = None,
     vs_opt_level: str | None = None,
     vs_reference: bool = False,
+    runtime: str = "ort",
+    vs_runtime: str | None = None,
+    runtime_options: dict[str, str] | None = None,
     selection: Selection | None = None,
     config: RunConfig | None = None,
     tolerance: Tolerance | None = None,
@@ -96,26 +103,30 @@ def diff_dataset(
     fuse: bool = True,
     ray: RayOptions | None = None,
 ) -> DiffResult:
-    """Compare model A with a reference (a model B, or A on another device or opt level, or
+    """Compare model A with a reference (a model B, or A on another device, opt level or runtime, or
     onnx.reference) over a dataset: ``inputs`` (a folder of .npz batches, or one .npz with a leading
     sample axis) or ``inputs_from`` (``FILE.py:FUNC``, a generator of feed dicts). Every metric is pooled
     over all samples (SQNR = 10 log10(Σb² / Σ(a-b)²) over the whole dataset, cosine from the pooled sums,
     maxima with the sample they came from), with each pair's per-sample SQNR spread; the verdict is the
     pooled metrics'. ``result.samples``, ``result.labels``; each result's ``pooled`` holds its mergeable
     sums. ``ray``: the samples shared out to Ray actors; the numbers are the same (the pooled sums are
-    exact)."""
-    if sum([b is not None, vs_device is not None, vs_opt_level is not None, vs_reference]) != 1:
-        raise UsageError("a dataset diff compares with one reference: a second model B, --vs-device, --vs-opt-level "
-                         "or --vs-reference (saved activations and --vs-torch are of one input)")
+    exact). ``runtime`` / ``vs_runtime`` / ``runtime_options``: as in ``diff``, for every sample."""
+    if sum([b is not None, vs_device is not None and vs_runtime is None, vs_opt_level is not None, vs_reference,
+            vs_runtime is not None]) < 1:
+        raise UsageError("a dataset diff compares with one reference: a second model B, --vs-device, --vs-opt-level, "
+                         "--vs-runtime or --vs-reference (saved activations and --vs-torch are of one input)")
+    vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
+                                 runtime=runtime, vs_runtime=vs_runtime, runtime_options=runtime_options)
     config = config or RunConfig()
-    here = DiffWorkerFactory(as_model(a), as_model(b) if b is not None else None, vs_device, vs_opt_level, vs_reference,
-                             config, selection, tolerance, per_tensor, user_map, introduced, max_memory, fuse)
+    settings = dict(runtime=runtime, runtime_options=runtime_options)
+    here = DiffWorkerFactory(as_model(a), as_model(b) if b is not None else None, vs_device, vs_opt_level, vs_runtime,
+                             config, selection, tolerance, per_tensor, user_map, introduced, max_memory, fuse, **settings)
     a_model, plan = here.plan()
     src = source(a_model, inputs, inputs_from)
     if ray is not None:
         factory = DiffWorkerFactory(model_path(a_model), model_path(b) if b is not None else None, vs_device,
-                                    vs_opt_level, vs_reference, config, selection, plan.tolerance, per_tensor, user_map,
-                                    introduced, max_memory, fuse, threads=1)
+                                    vs_opt_level, vs_runtime, config, selection, plan.tolerance, per_tensor, user_map,
+                                    introduced, max_memory, fuse, threads=1, **settings)
     else:
         factory = _Here(DiffWorker(a_model, plan))
     pool = Pool(plan)

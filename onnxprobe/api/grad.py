@@ -81,10 +81,10 @@ def grad_probes(gp: GradPlan) -> tuple[list[TensorRef], list[TensorRef], onnx.Mo
 
 def grad(model: Model | str | os.PathLike, selection: Selection | None = None, config: RunConfig | None = None,
          spec: GradSpec | None = None, inputs: InputSpec | None = None, *, save: bool = False,
-         check: bool = False) -> GradResult:
+         check: bool = False, progress=None) -> GradResult:
     """What ``onnxprobe grad`` does: attach a loss and its backward graph, run forward and backward in
     one session and return the statistics of every gradient (and, with ``check``, their finite-
-    difference check)."""
+    difference check; ``progress(done, total)`` is called per gradient checked)."""
     spec = spec or GradSpec()
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
     model = as_model(model)
@@ -118,21 +118,22 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
     if check:
         values = {a.name: result.arrays[a.name] for a in acts if a.name in result.arrays}
         res.check_mode = grad_check(model, gp, feed, res, device=result.info.device, seed=(inputs or InputSpec()).seed,
-                                    values=values)
+                                    values=values, progress=progress)
     return res
 
 
 def grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: GradResult, *,
-               device: str = "cpu", seed: int = 0, values: dict[str, np.ndarray] | None = None) -> str:
+               device: str = "cpu", seed: int = 0, values: dict[str, np.ndarray] | None = None, progress=None) -> str:
     """Check each gradient in ``result`` against central finite differences of the loss (see
     ``autodiff.check.check_gradients``): float64 where onnxruntime has double kernels for every op of the
-    forward graph, float32 otherwise. Fills ``row.check`` and returns the precision used."""
+    forward graph, float32 otherwise. Fills ``row.check`` and returns the precision used;
+    ``progress(done, total)`` is called per gradient checked."""
     with np.errstate(all="ignore"):  # inf / NaN in a degenerate model's losses make failed rows, not warnings
-        return _grad_check(model, gp, feed, result, device=device, seed=seed, values=values)
+        return _grad_check(model, gp, feed, result, device=device, seed=seed, values=values, progress=progress)
 
 
 def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: GradResult, *,
-                device: str, seed: int, values: dict[str, np.ndarray] | None) -> str:
+                device: str, seed: int, values: dict[str, np.ndarray] | None, progress=None) -> str:
     types = shaped_types(gp.forward)
     tensors = {}
     for row in result.rows:
@@ -143,13 +144,17 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
     pm = perturbable(gp.forward, gp.loss.loss, tensors)
     mode, grads64 = "float32", None
     config = RunConfig(device=device)
+    base = {**feed, **gp.extra_feed}
     try:
         runner = OrtRunner(to_float64(pm), config)
         runner.session(runner.model, key="check")
+        # some kernels are registered for double and refuse it at run time (LSTM, GRU): one run tells
+        f64 = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in base.items()}
+        f64.update({DELTA + n: np.zeros(s, np.float64) for n, (_, s) in tensors.items()})
+        runner.execute(runner.model, f64, [gp.loss.loss], key="check")
         mode = "float64"
     except ExecutionError:
         runner = OrtRunner(pm, config)
-    base = {**feed, **gp.extra_feed}
     if mode == "float64":
         base = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in base.items()}
         grads64 = _grads_float64(gp, base, device)
@@ -178,7 +183,7 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         else:
             rms = (row.value_norm / np.sqrt(max(g.size, 1))) if row.value_norm else 1.0
         items.append(CheckItem(row.name, g, val, rms))
-    checked = check_gradients(items, loss, mode, seed=seed)
+    checked = check_gradients(items, loss, mode, seed=seed, progress=progress)
     for row in result.rows:
         if row.name in checked:
             row.check = checked[row.name]

@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.autodiff.engine import attach_backward
+from onnxprobe.autodiff.hoist import hoist_constants
 from onnxprobe.autodiff.loss import KINDS, attach_loss
 from onnxprobe.autodiff.select import named_targets, targets
 from onnxprobe.errors import ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UsageError, first_line
@@ -18,6 +19,7 @@ from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.shapes import annotate, infer_shapes, static_shape, value_types, with_input_shapes
+from onnxprobe.graph.walk import walk
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_array
 from onnxprobe.runtime.runners.ort import OrtRunner
@@ -118,12 +120,18 @@ def _pick_output(model: onnx.ModelProto, name: str | None) -> str:
 def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warnings: list[str], *,
                     ranks_only: bool = False) -> onnx.ModelProto:
     """Fill in the types of main-graph tensors that shape inference left unknown (e.g. a Reshape whose
-    shape is computed) from one forward run."""
+    shape is computed) from one forward run, and those of every tensor inside If branches (nested Ifs
+    that test shapes, as silero-vad's, leave inference with wrong ranks there): the branch the feed takes
+    gets its real shapes."""
     types = value_types(model)
-    missing = {o for n in model.graph.node for o in n.output
-               if o and static_shape(types.get(o)) is None and n.op_type not in ("If", "Loop", "Scan")}
+    missing = {o for n in model.graph.node for o in n.output if o and static_shape(types.get(o)) is None}
+    in_ifs = [st for st in walk(model) if st.chain and all(n.op_type == "If" for n, _ in st.chain)]
+    missing |= {o for st in in_ifs for o in st.node.output if o}
+    conds = {st.node.input[0] for st in walk(model) if st.node.op_type == "If"}
     if not missing:
         return model
+    wanted = set(missing)
+    missing |= conds
     refs = [r for r in select(model, Selection(all=True, include_constants=True), strict=False) if r.name in missing]
     try:
         got = OrtRunner(model).probe(refs, feed, stats=False, shapes=False, raw=True, outputs=False).arrays
@@ -132,34 +140,48 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
         return model
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    known = {vi.name: vi for vi in m.graph.value_info}
+    # a tensor of a branch the feed does not take comes back empty: keep only the taken branches' (each
+    # enclosing If's condition says which)
+    def taken(st) -> bool:
+        return all(n.input[0] in got and bool(np.asarray(got[n.input[0]]).reshape(-1)[0]) == (attr == "then_branch")
+                   for n, attr in st.chain)
+
+    skip = {o for st in walk(m) if st.chain and not taken(st) for o in st.node.output if o}
+    got = {k: v for k, v in got.items() if k in wanted and k not in skip}
+    home = {o: st.graph for st in walk(m) for o in st.node.output if o}  # the graph that holds each tensor
+    known = {vi.name: vi for st in walk(m) for vi in st.graph.value_info}
+    known.update({vi.name: vi for vi in m.graph.value_info})
     for name, a in got.items():
         dims = [None] * a.ndim if ranks_only else list(a.shape)
         vi = onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), dims)
         if name in known:
             known[name].CopyFrom(vi)
         else:
-            m.graph.value_info.append(vi)
+            home.get(name, m.graph).value_info.append(vi)
     return m
 
 
 def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection | None = None, *,
               feed: dict[str, np.ndarray] | None = None, names: list[str] | None = None,
-              unsupported: str = "raise") -> GradPlan:
+              unsupported: str = "raise", probe_inputs=None) -> GradPlan:
     """Attach the loss and the backward graph. With ``feed``, shapes are re-inferred for those input
     shapes first (static shapes make a smaller backward graph); without it the backward graph keeps the
     model's dynamic dimensions (what ``--export`` writes). ``names``: exact tensors to differentiate,
     instead of ``selection`` and ``spec.wrt``; ``unsupported="skip"``: an op without a gradient rule stops
-    the gradient (the tensors behind it get none, with a warning) instead of raising. When a gradient
-    needs a newer opset than the model's, the plan is made on a copy converted to GRAD_OPSET."""
+    the gradient (the tensors behind it get none, with a warning) instead of raising. ``probe_inputs``
+    (an InputSpec): without ``feed``, the inputs of the one run that tells the ranks shape inference
+    missed (default: onnxprobe's default inputs). When a gradient needs a newer opset than the model's, the
+    plan is made on a copy converted to GRAD_OPSET."""
     try:
-        return _grad_plan(model, spec, selection, feed=feed, names=names, unsupported=unsupported)
+        return _grad_plan(model, spec, selection, feed=feed, names=names, unsupported=unsupported,
+                          probe_inputs=probe_inputs)
     except OpsetTooOld as e:
         old = default_opset(model.proto)
         if old >= GRAD_OPSET or e.needed > GRAD_OPSET:
             raise
         upgraded, needed = _upgraded(model, old, e), e.needed
-    gp = _grad_plan(upgraded, spec, selection, feed=feed, names=names, unsupported=unsupported)
+    gp = _grad_plan(upgraded, spec, selection, feed=feed, names=names, unsupported=unsupported,
+                    probe_inputs=probe_inputs)
     gp.warnings.insert(0, f"model opset {old}: the gradients need opset {needed} ops, so they are computed on a "
                           f"copy converted to opset {GRAD_OPSET} (onnx.version_converter), which --export writes")
     return gp
@@ -179,7 +201,8 @@ def _upgraded(model: Model, old: int, cause: OpsetTooOld) -> Model:
 
 
 def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None, *,
-               feed: dict[str, np.ndarray] | None, names: list[str] | None, unsupported: str) -> GradPlan:
+               feed: dict[str, np.ndarray] | None, names: list[str] | None, unsupported: str,
+               probe_inputs=None) -> GradPlan:
     spec = spec or GradSpec()
     warnings = list(model.warnings)
     output = _pick_output(model.proto, spec.output)
@@ -189,15 +212,17 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     else:  # keep the dynamic dimensions, learn only the missing ranks (from a run on default inputs)
         base = model.proto
         try:
-            base = _runtime_shapes(base, _feeds.make_feeds(model.proto).values, warnings, ranks_only=True)
+            base = _runtime_shapes(base, _feeds.make_feeds(model.proto, probe_inputs).values, warnings, ranks_only=True)
         except OnnxProbeError:
             pass
+    base = hoist_constants(base)
     tg = named_targets(base, names) if names is not None else targets(base, selection, tuple(spec.wrt))
     fwd = onnx.ModelProto()
     fwd.CopyFrom(base)
     loss = attach_loss(fwd, output, spec.loss, extra=spec.extra, opset=default_opset(fwd), names=all_names(fwd))
     fwd = infer_shapes(fwd, warnings)
     bw = attach_backward(fwd, loss.seeds, [t.ref.name for t in tg], outputs=[loss.loss], unsupported=unsupported)
+    warnings.extend(bw.warnings)
     if bw.stopped:
         warnings.append(f"no gradient rule for {len(bw.stopped)} op(s) on the way, the gradient stops there: "
                         f"{', '.join(bw.stopped[:3])}{' …' if len(bw.stopped) > 3 else ''}")
@@ -211,8 +236,26 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
             via = f" (through {softmax[1]})" if softmax[1] else ""
             warnings.append(f"output {output!r} is a Softmax{via}: its {spec.loss} is constant, so every gradient is "
                             "~0 (noise); use --loss cross-entropy --labels, --loss mse --target or --output-grad")
+    if feed is not None and _has_if(model.proto):
+        _declared_inputs(model.proto, fwd, bw.model)
     extra = {loss.input: spec.extra} if loss.input else {}
     return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings)
+
+
+def _has_if(model: onnx.ModelProto) -> bool:
+    return any(s.node.op_type == "If" for s in walk(model))
+
+
+def _declared_inputs(source: onnx.ModelProto, *models: onnx.ModelProto) -> None:
+    """Give the graph inputs back the types the model declares (dynamic dimensions): with the inputs' static
+    shapes, onnxruntime's constant folding resolves If nodes that test a shape, and on silero-vad it then
+    rejects the LSTM inside (``First input tensor must have rank 3``); the shapes inferred for the feed stay
+    in value_info, where the backward graph's rules used them."""
+    declared = {i.name: i for i in source.graph.input}
+    for m in models:
+        for vi in m.graph.input:
+            if vi.name in declared:
+                vi.type.CopyFrom(declared[vi.name].type)
 
 
 # ops that move or retype values without changing their sum: a Softmax behind them still sums to a constant
@@ -238,12 +281,14 @@ def _softmax_behind(model: onnx.ModelProto, output: str) -> tuple[str, str] | No
 
 
 def export_backward(model: Model, out: str | os.PathLike, spec: GradSpec | None = None,
-                    selection: Selection | None = None) -> GradPlan:
+                    selection: Selection | None = None, inputs=None) -> GradPlan:
     """Write the model with its backward graph: inputs = the model's inputs (+ target / labels / output
-    gradient), outputs = the loss and the gradients (``<tensor>_grad``); weights stay initializers."""
+    gradient), outputs = the loss and the gradients (``<tensor>_grad``); weights stay initializers, dynamic
+    dimensions dynamic. ``inputs`` (an InputSpec): the inputs of the run that tells the ranks inference
+    missed (inside silero-vad's If branches, which its default 1-sample input cannot run)."""
     from onnxprobe.graph.external import save_model
 
-    gp = grad_plan(model, spec, selection)
+    gp = grad_plan(model, spec, selection, probe_inputs=inputs)
     m = gp.backward.model
     m.producer_name = m.producer_name or "onnxprobe"
     doc = f"onnxprobe backward graph: loss {gp.loss.kind} of {gp.loss.output}"

@@ -22,7 +22,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxprobe.graph.walk import implicit_inputs
+from onnxprobe.autodiff.nested import rename
+from onnxprobe.graph.walk import toposort
 
 DELTA = "onnxprobe.delta:"
 FLOAT32_SLOTS = {("Resize", 2), ("Resize", 1), ("Upsample", 1)}  # (Resize opset 10: scales is input 1)
@@ -34,10 +35,7 @@ def perturbable(model: onnx.ModelProto, loss: str, tensors: dict[str, tuple[int,
     out.CopyFrom(model)
     g = out.graph
     renamed = {t: f"{t}{'.perturbed'}" for t in tensors}
-    for n in g.node:
-        for k, i in enumerate(n.input):
-            if i in renamed:
-                n.input[k] = renamed[i]
+    rename(list(g.node), renamed)  # If / Loop / Scan bodies read weights of the main graph too
     new_nodes = []
     for t, (elem, shape) in tensors.items():
         d = DELTA + t
@@ -46,7 +44,7 @@ def perturbable(model: onnx.ModelProto, loss: str, tensors: dict[str, tuple[int,
     # the Adds go right after the producers: put them first and let a topological sort place them
     nodes = list(g.node) + new_nodes
     del g.node[:]
-    g.node.extend(_toposort(nodes, {i.name for i in g.input} | {i.name for i in g.initializer}))
+    g.node.extend(toposort(nodes, {i.name for i in g.input} | {i.name for i in g.initializer}))
     del g.output[:]
     g.output.append(helper.make_tensor_value_info(loss, 0, None))
     g.output[0].type.tensor_type.elem_type = _elem(model, loss) or TensorProto.FLOAT
@@ -58,24 +56,6 @@ def _elem(model: onnx.ModelProto, name: str) -> int | None:
         if vi.name == name:
             return vi.type.tensor_type.elem_type
     return None
-
-
-def _toposort(nodes: list, available: set[str]) -> list:
-    avail = set(available) | {""}
-    out, pending = [], list(nodes)
-    while pending:
-        rest = []
-        for n in pending:
-            if all(i in avail for i in n.input) and all(i in avail for i in implicit_inputs(n)):
-                out.append(n)
-                avail.update(n.output)
-            else:
-                rest.append(n)
-        if len(rest) == len(pending):  # unresolved outer-scope names: keep the original order
-            out.extend(rest)
-            break
-        pending = rest
-    return out
 
 
 def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -190,7 +170,7 @@ class CheckItem:
 
 
 def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], float], precision: str, *,
-                    seed: int = 0) -> dict[str, dict]:
+                    seed: int = 0, progress: Callable[[int, int], None] | None = None) -> dict[str, dict]:
     """Compare each gradient g with central finite differences of ``loss(name, delta)`` (the loss with
     ``delta`` added to tensor ``name``) along random directions: one weighted by the gradient (v = g u
     |t| / rms(t), u uniform in [0.5, 1.5]) and, in float64, a Gaussian one. Returns name -> {error,
@@ -201,13 +181,15 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
     level of float32 rounding in the loss over such a step. Differences below the noise floor of the
     loss (machine epsilon x |L| / h) count as 0. At a kink (Relu at 0, MaxPool ties) the one-sided
     differences disagree and a gradient between them passes; several step sizes are tried and the best
-    agreement kept."""
+    agreement kept. ``progress(done, total)`` is called after each gradient."""
     dt = np.float64 if precision.startswith("float64") else np.float32
     eps = np.finfo(dt).eps
     tol = TOLERANCE[precision]
     rng = np.random.default_rng(seed + 12345)
     L0 = loss(items[0].name, np.zeros(items[0].grad.shape)) if items else 0.0
     out: dict[str, dict] = {}
+    if progress is not None:
+        progress(0, len(items))
     for it in items:
         g = it.grad
         h0 = (1e-6 if dt == np.float64 else 1e-3) * max(it.rms, 0.1)
@@ -228,6 +210,8 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
                 worst, detail = best[0], best[1:]
         out[it.name] = {"error": float(worst), "tolerance": tol, "ok": bool(worst <= tol), "fd": detail[0],
                         "grad_dot": detail[1], "step": detail[2], "kink": detail[3], "precision": precision}
+        if progress is not None:
+            progress(len(out), len(items))
     return out
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxprobe.errors import ModelError, OpsetTooOld
+from onnxprobe.errors import ModelError, OpsetTooOld, UnknownShape
 from onnxprobe.graph.builder import FLOAT_TYPES, np_dtype
 
 
@@ -16,8 +16,10 @@ class NodeGrad:
     """What a rule sees: one forward node, its output gradients, and builders (delegated to the engine's
     GraphBuilder, so ``g.Mul(a, b)``, ``g.reduce_sum(x, [1])``, ``g.const(...)`` all work)."""
 
-    def __init__(self, engine, node: onnx.NodeProto, name: str, dys: list[str | None], wants: list[bool]):
+    def __init__(self, engine, node: onnx.NodeProto, name: str, dys: list[str | None], wants: list[bool],
+                 implicit: list[str] = ()):
         self.engine = engine
+        self.implicit = list(implicit)  # outer tensors the node's bodies read that need a gradient
         self.node = node
         self.name = name
         self.x = list(node.input)
@@ -65,7 +67,8 @@ class NodeGrad:
     def rank(self, t: str) -> int:
         s = self.engine.sshape(t)
         if s is None:
-            raise self.fail(f"the rank of {t!r} is unknown (shape inference could not tell)")
+            raise UnknownShape(f"cannot differentiate {self.node.op_type} node {self.name!r}: the rank of {t!r} is "
+                               "unknown (shape inference could not tell)")
         return len(s)
 
     def static_dims(self, t: str) -> tuple[int, ...] | None:

@@ -27,10 +27,11 @@ from onnx import numpy_helper
 
 from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.context import NodeGrad
-from onnxprobe.errors import ModelError, UsageError
+from onnxprobe.autodiff.nested import rename
+from onnxprobe.errors import ModelError, UnknownShape, UsageError
 from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, all_names, default_opset
 from onnxprobe.graph.shapes import static_shape, value_types
-from onnxprobe.graph.walk import implicit_inputs, node_display_name, subgraphs
+from onnxprobe.graph.walk import implicit_inputs, node_display_name, subgraphs, toposort
 from onnxprobe.types import BACKWARD_TAG as TAG
 from onnxprobe.types import grad_name
 
@@ -82,15 +83,24 @@ class Backward:
     n_backward: int = 0  # nodes added by the backward pass
     all_grads: dict[str, str] = field(default_factory=dict)  # every forward tensor -> its gradient tensor
     stopped: list[str] = field(default_factory=list)  # ops without a rule that stopped the gradient ("skip")
+    backward_names: set[str] = field(default_factory=set)  # names of the nodes the backward pass added
+    warnings: list[str] = field(default_factory=list)
 
 
 class Engine:
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, names: set[str] | None = None, unsupported: str = "raise"):
         self.model = model
         self.graph = model.graph
         self.opset = default_opset(model)
         self.types = shaped_types(annotate_outputs(model))
+        # a body's engine (If / Loop / Scan) takes its fresh names from the enclosing model's set
         self.names = all_names(model)
+        if names is not None:
+            names.update(self.names)
+            self.names = names
+        self.unsupported = unsupported
+        self.warnings: list[str] = []
+        self.reorder = False  # a rule replaced forward nodes (LSTM "expose"): sort the graph when assembling
         self.b = GraphBuilder(self.names, self.opset, scope="onnxprobe.grad")
         self.consts: dict[str, np.ndarray] = {}
         for init in self.graph.initializer:
@@ -134,6 +144,14 @@ class Engine:
                 return np.array(list(a.floats), np.float32)
         return None
 
+    def differentiate_body(self, body: onnx.GraphProto, seeds: dict[str, str], wrt: list[str],
+                           input_types: dict[str, onnx.TypeProto] | None = None, where: str = ""):
+        """The backward pass of an If / Loop / Scan body (``autodiff.nested``): seeds map body outputs to
+        the tensors that hold their gradients, ``wrt`` names body inputs and outer tensors the body reads."""
+        from onnxprobe.autodiff.nested import differentiate_body
+
+        return differentiate_body(self, attach_backward, body, seeds, wrt, input_types or {}, where)
+
     # -- un-broadcasting -----------------------------------------------------------------------------
     def sum_to(self, grad: str, target: str, grad_shape: tuple | None) -> str:
         """Sum ``grad`` (of static shape ``grad_shape`` when known) down to the shape of ``target``."""
@@ -143,7 +161,7 @@ class Engine:
                 a == c and a is not None for a, c in zip(ts, grad_shape)):
             return grad
         if ts is None or grad_shape is None:
-            raise ModelError(f"cannot sum the gradient back to the shape of {target!r}: rank unknown")
+            raise UnknownShape(f"cannot sum the gradient back to the shape of {target!r}: rank unknown")
         k = len(grad_shape) - len(ts)
         if k < 0:
             raise ModelError(f"gradient of {target!r} has a lower rank than the tensor")
@@ -172,7 +190,7 @@ def _differentiable_slots(node: onnx.NodeProto) -> list[int]:
     if st == "non-differentiable":
         return []
     if st == "rule":
-        r = registry.RULES[node.op_type]
+        r = registry.rule_of(node)
         return [i for i in range(len(node.input)) if r.differentiable(i)]
     return list(range(len(node.input)))  # unknown: assume every input matters, so the engine can say so
 
@@ -187,6 +205,7 @@ def attach_backward(
     prune: bool = True,
     fold: bool = True,
     unsupported: str = "raise",
+    names: set[str] | None = None,
 ) -> Backward:
     """Attach the backward graph to (a copy of) ``model``.
 
@@ -199,19 +218,20 @@ def attach_backward(
     (``autodiff.fold``); the gradients are the same, the backward graph smaller. ``unsupported``: what
     an op without a rule on the way does: "raise" (a ModelError naming it), or "skip" (no gradient flows
     through it; the tensors that only it connects to the loss end up in ``unused``, the op in ``stopped``).
+    ``names``: the enclosing model's names, when ``model`` is a control-flow body (fresh names avoid them).
     """
     from onnxprobe.autodiff.fold import fold_batchnorm
 
     registry.load()
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    eng = Engine(out)
+    eng = Engine(out, names, unsupported)
     for t in list(seeds) + list(wrt):
         if t not in eng.names:
             raise UsageError(f"no tensor named {t!r} in the model")
     protected = set(seeds) | set(wrt) | set(outputs or []) | set(keep)
     if fold and fold_batchnorm(out, eng.types, protected, eng.opset, eng.b.fresh, set(wrt)):
-        eng = Engine(out)
+        eng = Engine(out, names, unsupported)
     nodes = list(out.graph.node)
     rg, slots = _requires_grad(eng, nodes, wrt)
     reach, active = _on_the_way(nodes, seeds, rg, slots)
@@ -240,10 +260,11 @@ def _requires_grad(eng: Engine, nodes: list[onnx.NodeProto], wrt: list[str]) -> 
         slots[id(n)] = sl
         hit = any(i < len(n.input) and n.input[i] in rg for i in sl)
         if not hit and any(True for _ in subgraphs(n)):
-            hit = bool(set(implicit_inputs(n)) & rg) and registry.status(n.op_type) != "non-differentiable"
+            hit = bool(set(implicit_inputs(n)) & rg) and registry.status(n.op_type, n.domain) != "non-differentiable"
         if hit:
             # a straight-through rule (QuantizeLinear) carries the gradient through its integer output
-            through = registry.status(n.op_type, n.domain) == "rule" and registry.RULES[n.op_type].straight_through
+            r = registry.rule_of(n)
+            through = r is not None and r.straight_through
             rg.update(o for o in n.output if o and (eng.is_float(o) or through))
     return rg, slots
 
@@ -258,10 +279,13 @@ def _on_the_way(nodes: list[onnx.NodeProto], seeds: dict[str, str], rg: set[str]
         if not any(o in reach for o in n.output if o):
             continue
         reach.update(i for i in n.input if i)
+        has_body = any(True for _ in subgraphs(n))
+        if has_body:
+            reach.update(implicit_inputs(n))
         if any(o in rg and o in reach for o in n.output if o) and any(
                 i < len(n.input) and n.input[i] in rg for i in slots[id(n)]):
             active.append(n)
-        elif any(True for _ in subgraphs(n)) and any(o in rg for o in n.output):
+        elif has_body and any(o in rg for o in n.output):
             active.append(n)
     return reach, active
 
@@ -306,8 +330,8 @@ class _Gradients:
         """Rename single contributions after their forward tensor in the emitted nodes; returns the
         requested gradients and every forward tensor's gradient, under their final names."""
         if self.rename:
+            rename(self.eng.b.nodes, self.rename)  # the bodies of backward If / Scan nodes read them too
             for bn in self.eng.b.nodes:
-                bn.input[:] = [self.rename.get(v, v) for v in bn.input]
                 bn.output[:] = [self.rename.get(v, v) for v in bn.output]
         grads = {t: self.rename.get(v, v) for t, v in grads_out.items()}
         every = {t: self.rename.get(v, v) for t, v in self.done.items() if v is not None}
@@ -327,13 +351,13 @@ def _differentiate(eng: Engine, nodes: list[onnx.NodeProto], active: list[onnx.N
             stopped.append(f"{n.op_type} {display}")
             continue
         if st != "rule":
-            needed = [i for i in n.input if i in rg][:3]
+            needed = [i for i in list(n.input) + implicit_inputs(n) if i in rg][:3]
             hint = "it has no gradient" if st == "non-differentiable" else "no gradient rule for it"
             raise ModelError(
                 f"cannot differentiate op {n.op_type} at node {display!r} ({hint}); it lies between the loss and "
                 f"{', '.join(repr(x) for x in needed)}. Supported ops: {', '.join(registry.supported_ops())}. "
                 f"Use --wrt to ask only for gradients that do not pass through it")
-        rule = registry.RULES[n.op_type]
+        rule = registry.rule_of(n)
         dys = [acc.final(o) if (o and o in rg and o in reach) else None for o in n.output]
         if not any(dys):
             continue
@@ -345,9 +369,14 @@ def _differentiate(eng: Engine, nodes: list[onnx.NodeProto], active: list[onnx.N
         eng.b.scope = f"{TAG}{display}"
         eng.b.doc = f"onnxprobe backward of {n.op_type} node {display}"
         before = len(eng.b.nodes)
-        grads = rule.fn(NodeGrad(eng, n, display, dys, wants))
-        if isinstance(grads, dict):
+        implicit = [t for t in implicit_inputs(n) if t in rg] if any(True for _ in subgraphs(n)) else []
+        grads = rule.fn(NodeGrad(eng, n, display, dys, wants, implicit))
+        named = {}
+        if isinstance(grads, dict):  # int keys: input slots; str keys: outer tensors a body reads
+            named = {k: v for k, v in grads.items() if isinstance(k, str) and v is not None and k in implicit}
             grads = [grads.get(i) for i in range(len(n.input))]
+        for t, gi in named.items():
+            acc.add(t, gi)
         for i, gi in enumerate(list(grads or [])):
             if gi is None or not wants[i]:
                 continue
@@ -379,6 +408,10 @@ def _assemble(out: onnx.ModelProto, eng: Engine, grads_out: dict[str, str], unus
     g = out.graph
     bw_nodes = eng.b.nodes
     g.node.extend(bw_nodes)
+    if eng.reorder:
+        nodes = list(g.node)
+        del g.node[:]
+        g.node.extend(toposort(nodes, {i.name for i in g.input} | {i.name for i in g.initializer}))
     want_outputs = list(dict.fromkeys(outputs + list(grads_out.values()) + keep))
     source = {v: t for t, v in grads_out.items()}
     del g.output[:]
@@ -392,7 +425,8 @@ def _assemble(out: onnx.ModelProto, eng: Engine, grads_out: dict[str, str], unus
     if prune:
         _prune(out, set(want_outputs))
     n_bw = sum(1 for n in out.graph.node if n.name in bw_names)
-    return Backward(out, grads_out, unused, len(out.graph.node) - n_bw, n_bw, all_grads, stopped)
+    return Backward(out, grads_out, unused, len(out.graph.node) - n_bw, n_bw, all_grads, stopped, bw_names,
+                    eng.warnings)
 
 
 def _prune(model: onnx.ModelProto, outputs: set[str]) -> None:

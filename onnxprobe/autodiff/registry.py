@@ -22,7 +22,9 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-FAMILIES = ("elementwise", "matmul", "conv", "pool", "norm", "reduce", "shape", "passthrough", "quant")
+FAMILIES = ("elementwise", "activation", "matmul", "algebra", "conv", "pool", "norm", "reduce", "shape", "scatter",
+            "passthrough", "quant", "recurrent", "lstm", "control", "attention", "fused")
+DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,10 @@ _nd("shape", "returns a shape or a size", "Shape", "Size")
 _nd("boolean", "returns booleans", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or",
     "Xor", "IsNaN", "IsInf")
 _nd("index", "returns indices", "ArgMax", "ArgMin", "NonZero", "NonMaxSuppression", "Unique")
-_nd("piecewise", "piecewise constant: zero gradient almost everywhere", "Sign", "Floor", "Ceil", "Round")
+_nd("piecewise", "piecewise constant: zero gradient almost everywhere", "Sign", "Floor", "Ceil", "Round", "Hardmax")
 _nd("integer", "integer or bit arithmetic", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Mod")
-_nd("builder", "builds a tensor from shapes or indices alone", "ConstantOfShape", "EyeLike", "Range", "OneHot")
+_nd("builder", "builds a tensor from shapes or indices alone", "ConstantOfShape", "EyeLike", "Range", "OneHot",
+    "BlackmanWindow", "HannWindow", "HammingWindow", "MelWeightMatrix")
 _nd("random", "random sampling", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
     "Multinomial", "Bernoulli")
 _nd("quantization", "quantization rounds to integers (QuantizeLinear has a straight-through rule)",
@@ -72,18 +75,24 @@ _nd("quantization", "quantization rounds to integers (QuantizeLinear has a strai
 _nd("string", "string ops", "StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch", "TfIdfVectorizer")
 
 
+def key(op: str, domain: str = "") -> str:
+    """The table's key of an op: its name in the default domain, ``domain:op`` in another (com.microsoft)."""
+    return op if domain in DEFAULT_DOMAINS else f"{domain}:{op}"
+
+
 def rule(*ops: str, inputs: tuple[int, ...] | None = (0,), broadcast: tuple[int, ...] = (),
-         straight_through: bool = False):
-    """Register ``fn`` as the gradient rule of ``ops``. ``inputs``: differentiable input slots (None: all);
-    ``broadcast``: the inputs whose gradient the engine un-broadcasts to the input's own shape;
-    ``straight_through``: the op's integer outputs carry a gradient (a straight-through estimator)."""
+         straight_through: bool = False, domain: str = ""):
+    """Register ``fn`` as the gradient rule of ``ops`` (of ``domain``). ``inputs``: differentiable input
+    slots (None: all); ``broadcast``: the inputs whose gradient the engine un-broadcasts to the input's own
+    shape; ``straight_through``: the op's integer outputs carry a gradient (a straight-through estimator)."""
 
     def deco(fn: Callable) -> Callable:
         family = fn.__module__.rsplit(".", 1)[-1]
         for op in ops:
-            if op in RULES or op in NON_DIFFERENTIABLE:
-                raise ValueError(f"gradient rule for {op} registered twice")
-            RULES[op] = Rule(op, fn, inputs, tuple(broadcast), family, straight_through)
+            k = key(op, domain)
+            if k in RULES or k in NON_DIFFERENTIABLE:
+                raise ValueError(f"gradient rule for {k} registered twice")
+            RULES[k] = Rule(k, fn, inputs, tuple(broadcast), family, straight_through)
         return fn
 
     return deco
@@ -105,13 +114,18 @@ def load() -> dict[str, Rule]:
 def status(op: str, domain: str = "") -> str:
     """'rule', 'non-differentiable' or 'not implemented'."""
     load()
-    if domain not in ("", "ai.onnx"):
-        return "not implemented"
-    if op in RULES:
+    k = key(op, domain)
+    if k in RULES:
         return "rule"
-    if op in NON_DIFFERENTIABLE:
+    if k in NON_DIFFERENTIABLE:
         return "non-differentiable"
     return "not implemented"
+
+
+def rule_of(node) -> Rule | None:
+    """The rule of an ONNX node (its op type in its domain), or None."""
+    load()
+    return RULES.get(key(node.op_type, node.domain))
 
 
 def structural(op: str) -> bool:

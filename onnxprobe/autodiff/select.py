@@ -10,6 +10,7 @@ weights; name them with ``--wrt`` to get their gradient.
 from __future__ import annotations
 
 import fnmatch
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +21,7 @@ from onnxprobe.graph.builder import FLOAT_TYPES
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import Selection, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
-from onnxprobe.graph.walk import walk
+from onnxprobe.graph.walk import implicit_inputs, subgraphs, walk
 from onnxprobe.types import TensorRef
 
 
@@ -62,10 +63,14 @@ def weights(model: onnx.ModelProto) -> dict[str, np.ndarray | None]:
 
 
 def weight_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
+    """The value of an initializer or Constant, in the main graph or in a body (autodiff.hoist moves a
+    body's Constants to the main graph: they are weights of the model the user gave all the same)."""
     for init in model.graph.initializer:
         if init.name == name:
             return numpy_helper.to_array(init)
-    for n in model.graph.node:
+    main = list(model.graph.node)
+    in_bodies = (s.node for s in walk(model) if s.chain) if any(True for n in main for _ in subgraphs(n)) else ()
+    for n in itertools.chain(main, in_bodies):
         if n.op_type == "Constant" and n.output and n.output[0] == name:
             for a in n.attribute:
                 if a.name == "value":
@@ -91,7 +96,7 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
     lo, hi = parse_range(sel.range, {s.name: s.index for s in sites}, len(sites) - 1) if sel.range else (0, len(sites) - 1)
     consumers: dict[str, list] = {}
     for s in main:
-        for i in s.node.input:
+        for i in list(s.node.input) + implicit_inputs(s.node):  # a body reads weights of the main graph too
             consumers.setdefault(i, []).append(s)
 
     def ref(name: str, site, kind: str) -> TensorRef:

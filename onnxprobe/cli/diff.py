@@ -10,10 +10,11 @@ import typer
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsFromOpt, InputsOpt, IntRangeOpt, JsonOpt,
-    LabelsOpt, LossOpt, MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, RangeOpt, RayAddressOpt, RayOpt,
-    RayWorkersOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, ray_of, selection_of,
+    LabelsOpt, LossOpt, MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, NoCacheOpt, ProfileOpt, RangeOpt,
+    RayAddressOpt, RayOpt, RayWorkersOpt, RuntimeOpt, RuntimeOptionOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of,
+    inputs_of, ray_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
 )
-from onnxprobe.cli.output import check_outputs, emit, error, notes
+from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, write_html, write_pictures
 
 Cmp = "Comparison"
 
@@ -22,9 +23,10 @@ Cmp = "Comparison"
 def diff(
     model: ModelArg,
     reference: Annotated[Optional[Path], typer.Argument(help="Reference model B (e.g. the fp32 original).", show_default=False)] = None,
-    vs_device: Annotated[Optional[str], typer.Option("--vs-device", help="Compare MODEL with itself on this device (cpu|cuda).", rich_help_panel=Cmp)] = None,
+    vs_device: Annotated[Optional[str], typer.Option("--vs-device", help="Compare MODEL with itself on this device (cpu|cuda; with --vs-runtime: that runtime's device).", rich_help_panel=Cmp)] = None,
     vs_opt_level: Annotated[Optional[str], typer.Option("--vs-opt-level", help="Compare with itself at this optimisation level.", rich_help_panel=Cmp)] = None,
-    vs_reference: Annotated[bool, typer.Option("--vs-reference", help="Compare onnxruntime with onnx.reference.ReferenceEvaluator.", rich_help_panel=Cmp)] = False,
+    vs_reference: Annotated[bool, typer.Option("--vs-reference", help="Compare with onnx.reference.ReferenceEvaluator (--vs-runtime reference).", rich_help_panel=Cmp)] = False,
+    vs_runtime: Annotated[Optional[str], typer.Option("--vs-runtime", help="Compare MODEL with itself on another runtime (B): ort | openvino | tensorrt | reference; A runs on --runtime.", rich_help_panel=Cmp)] = None,
     vs_npz: Annotated[Optional[Path], typer.Option("--vs-npz", help="Compare with activations saved elsewhere (.npz keyed by tensor name).", rich_help_panel=Cmp)] = None,
     vs_torch: Annotated[Optional[str], typer.Option("--vs-torch", metavar="FILE.py:FUNC", help="Compare MODEL with the PyTorch module it was exported from: FUNC() returns the nn.Module or (module, example_args). Modules pair with their ONNX tensors by the exporter's scopes; with --grad, gradients against torch autograd. Needs the torch extra.", rich_help_panel=Cmp)] = None,
     map_: Annotated[Optional[Path], typer.Option("--map", help="JSON file {tensor of A: tensor of B}; overrides matching.", rich_help_panel=Cmp)] = None,
@@ -58,10 +60,20 @@ def diff(
     ray_address: RayAddressOpt = None,
     ray_workers: RayWorkersOpt = None,
     device: DeviceOpt = "auto",
+    runtime: RuntimeOpt = "ort",
+    runtime_option: RuntimeOptionOpt = None,
     opt_level: Annotated[Optional[str], typer.Option("--opt-level", help="onnxruntime graph optimisation: off | basic | extended | layout | all (default: off; all with --grad).", rich_help_panel="Execution")] = None,
+    profile: ProfileOpt = False,
+    no_cache: NoCacheOpt = False,
     separate_runs: Annotated[bool, typer.Option("--separate-runs", help="Run A and B in separate sessions and measure the tensors on the host in float64, instead of both models in one graph with the metrics computed there (the default for two models on onnxruntime with the same settings).", rich_help_panel="Execution")] = False,
     json_: JsonOpt = None,
     max_memory: MaxMemoryOpt = None,
+    wide: WideOpt = False,
+    columns: ColumnsOpt = None,
+    fmt: FormatOpt = "table",
+    html: HtmlOpt = None,
+    overlay: OverlayOpt = None,
+    netron: NetronOpt = None,
 ) -> None:
     """Compare MODEL (A) with a reference (B) layer by layer and show where the error starts.
 
@@ -81,6 +93,8 @@ def diff(
 
         onnxprobe diff model.onnx --vs-reference --all
 
+        onnxprobe diff model.onnx --vs-runtime openvino --all   # onnxruntime (A) against OpenVINO (B)
+
         onnxprobe diff model.onnx --vs-npz torch_acts.npz --metric cosine
 
         onnxprobe diff model.onnx --vs-torch make_model.py:build    # the export against its nn.Module
@@ -88,13 +102,17 @@ def diff(
         onnxprobe diff --grad model_int8.onnx model_fp32.onnx --loss cross-entropy --labels labels.npy
 
         onnxprobe diff model_int8.onnx model_fp32.onnx --inputs-dir calib/   # metrics pooled over a dataset
+
+        onnxprobe diff model_int8.onnx model_fp32.onnx --inputs-dir calib/ --ray --ray-workers 4
     """
     import json
 
     from onnxprobe import api
     from onnxprobe.errors import UsageError
+    from onnxprobe.report.diff import COLUMNS, diff_dict, diff_renderables
     from onnxprobe.report.progress import Progress
 
+    view = view_of(wide, columns, fmt, COLUMNS, json_)
     if sort not in api.SORTS:
         raise UsageError(f"--sort {sort!r}: choose {', '.join(api.SORTS)}")
     glob_atol, per_atol = _tolerances(atol, "--atol")
@@ -113,55 +131,69 @@ def diff(
             raise UsageError(f"--map {map_}: not a readable JSON object ({e.__class__.__name__})") from None
         if not isinstance(user_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in user_map.items()):
             raise UsageError(f"--map {map_}: expected a JSON object {{\"tensor in A\": \"tensor in B\"}}")
-    check_outputs(model, json_)
+    check_outputs(model, json_, files={"--html": html, "--overlay": overlay, "--netron": netron})
+    require_html(html)
     selection = selection_of(op, name, all_, range_, include_constants)
     spec_in = inputs_of(seed, int_range, shape, input_, inputs)
     loss_flags = [f for f, v in (("--output", output), ("--target", target), ("--labels", labels),
                                  ("--output-grad", output_grad), ("--wrt", wrt)) if v] + (["--loss"] if loss != "sum" else [])
     if not grad and loss_flags:
         raise UsageError(f"{loss_flags[0]} sets the loss of diff --grad: add --grad")
-    if grad and (vs_device or vs_opt_level or vs_reference or vs_npz or (reference is None) == (vs_torch is None)):
+    if grad and profile:
+        raise UsageError("--profile times a forward diff: not with --grad (grad --check and bench/grad.py time gradients)")
+    if grad and (vs_device or vs_opt_level or vs_reference or vs_npz or vs_runtime or (reference is None) == (vs_torch is None)):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (and no other --vs-* option)")
+    if grad and (runtime != "ort" or runtime_option):
+        raise UsageError("diff --grad runs backward graphs on onnxruntime: drop --runtime / --runtime-option")
     max_mem = api.parse_size(max_memory) if max_memory else None
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
     if inputs_dir is not None or inputs_from is not None:
-        _check_dataset_flags(inputs_dir, inputs_from, grad, vs_npz, vs_torch, fp32_sensitivity, input_, inputs, shape)
-        with Progress(f"comparing {model.name} over {inputs_dir.name if inputs_dir is not None else inputs_from}") as progress:
+        _check_dataset_flags(inputs_dir, inputs_from, grad, vs_npz, vs_torch, fp32_sensitivity, profile, html, input_,
+                             inputs, shape)
+        where = inputs_dir.name if inputs_dir is not None else inputs_from
+        with Progress(f"comparing {model.name} over {where}", "batches") as progress:
             res = api.diff_dataset(model, reference, inputs_dir, inputs_from=inputs_from, vs_device=vs_device,
-                                   vs_opt_level=vs_opt_level, vs_reference=vs_reference, selection=selection,
-                                   config=api.RunConfig(device=device, opt_level=opt_level or "off"), tolerance=base,
-                                   per_tensor=per, user_map=user_map, max_memory=max_mem, progress=progress.update,
-                                   fuse=not separate_runs, ray=ray_options)
-        _report(res, sort, json_, dataset=True)
+                                   vs_opt_level=vs_opt_level, vs_reference=vs_reference, runtime=runtime,
+                                   vs_runtime=vs_runtime, runtime_options=api.parse_runtime_options(runtime_option),
+                                   selection=selection,
+                                   config=api.RunConfig(device=device, opt_level=opt_level or "off", cache=not no_cache),
+                                   tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
+                                   progress=progress.update, fuse=not separate_runs, ray=ray_options)
+        _report_dataset(res, sort, json_, view, res.a.model.proto, overlay, netron)
         return
     with Progress(f"comparing {model.name}") as progress:
         if grad:
             spec = grad_spec_of(output, loss, target, labels, output_grad, wrt)
             res = api.diff_grad(model, reference, spec, vs_torch=vs_torch, selection=selection,
-                                config=api.RunConfig(device=device, opt_level=opt_level or api.GRAD_OPT_LEVEL),
+                                config=api.RunConfig(device=device, opt_level=opt_level or api.GRAD_OPT_LEVEL, cache=not no_cache),
                                 inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                                 progress=progress.update)
         else:
             res = api.diff(model, reference, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
-                           vs_npz=vs_npz, vs_torch=vs_torch, selection=selection, config=api.RunConfig(device=device, opt_level=opt_level or "off"),
+                           vs_npz=vs_npz, vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime,
+                           runtime_options=api.parse_runtime_options(runtime_option), selection=selection,
+                           config=api.RunConfig(device=device, opt_level=opt_level or "off", cache=not no_cache),
                            inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
-                           progress=progress.update, fp32_sensitivity=fp32_sensitivity, fuse=not separate_runs)
-    _report(res, sort, json_)
-
-
-def _report(res, sort: str, json_: Path | None, dataset: bool = False) -> None:
-    """Notes, the report (table or JSON), and the exit code of the verdict (1 unless it passed)."""
-    from onnxprobe import api
-    from onnxprobe.report.diff import diff_dict, diff_renderables
-    from onnxprobe.report.diff_dataset import diff_dataset_dict, diff_dataset_renderables
-
+                           progress=progress.update, fp32_sensitivity=fp32_sensitivity, fuse=not separate_runs,
+                           **({"profile": True} if profile else {}))
     notes(res.notes)
     order = api.sort_results(res.results, sort)
-    if dataset:
-        d = diff_dataset_dict(res, order)
-        emit(d, json_, lambda width: diff_dataset_renderables(d, width))
-    else:
-        emit(diff_dict(res, order), json_, lambda width: diff_renderables(res, width, order))
+    data = diff_dict(res, order)
+    extra = (lambda width: [])
+    if res.profile:
+        from onnxprobe.report.profile import diff_profile_renderables, with_diff_profile
+
+        data = with_diff_profile(data, res)
+        extra = (lambda width: diff_profile_renderables(data, width))
+    write_pictures("diff", data, res.a.model.proto, overlay=overlay, netron=netron)
+    if html is not None:
+        from onnxprobe.report.diff import diff_table
+        from onnxprobe.report.html import worst_rows
+
+        with Progress("histograms of the worst rows for the HTML report"):
+            hists = api.diff_histograms(res, worst_rows("diff", data), spec_in, max_memory=max_mem)
+        write_html(html, "diff", data, diff_table(data), histograms=hists, inputs=api.describe_inputs(res.a.model, spec_in))
+    emit(data, json_, lambda width: diff_renderables(data, width) + extra(width), view)
     verdict, why = res.verdict()
     if verdict == "error":
         error(why)
@@ -170,7 +202,24 @@ def _report(res, sort: str, json_: Path | None, dataset: bool = False) -> None:
         raise typer.Exit(1)
 
 
-def _check_dataset_flags(inputs_dir, inputs_from, grad, vs_npz, vs_torch, fp32_sensitivity, input_, inputs, shape) -> None:
+def _report_dataset(res, sort: str, json_: Path | None, view, model_proto, overlay, netron) -> None:
+    """A dataset diff's notes, report (table or JSON, overlays), and the exit code of its verdict."""
+    from onnxprobe import api
+    from onnxprobe.report.diff_dataset import diff_dataset_dict, diff_dataset_renderables
+
+    notes(res.notes)
+    data = diff_dataset_dict(res, api.sort_results(res.results, sort))
+    write_pictures("diff", data, model_proto, overlay=overlay, netron=netron)
+    emit(data, json_, lambda width: diff_dataset_renderables(data, width), view)
+    verdict, why = res.verdict()
+    if verdict == "error":
+        error(why)
+    if verdict != "pass":
+        raise typer.Exit(1)
+
+
+def _check_dataset_flags(inputs_dir, inputs_from, grad, vs_npz, vs_torch, fp32_sensitivity, profile, html, input_, inputs,
+                         shape) -> None:
     from onnxprobe.errors import UsageError
 
     flag = "--inputs-dir" if inputs_dir is not None else "--inputs-from"
@@ -180,7 +229,11 @@ def _check_dataset_flags(inputs_dir, inputs_from, grad, vs_npz, vs_torch, fp32_s
                       (fp32_sensitivity, "--fp32-sensitivity")):
         if bad:
             raise UsageError(f"{what} compares on one input: not with {flag} (a dataset diff compares with a model B, "
-                             "--vs-device, --vs-opt-level or --vs-reference)")
+                             "--vs-device, --vs-opt-level, --vs-runtime or --vs-reference)")
+    if profile:
+        raise UsageError(f"--profile times one input: drop {flag} (or --profile)")
+    if html is not None:
+        raise UsageError(f"--html draws the histograms of one input's tensors: not with {flag} (--json keeps the pooled report)")
     if input_ or inputs is not None or shape:
         raise UsageError(f"{flag} takes all inputs from the dataset: drop --input, --inputs and --shape")
 

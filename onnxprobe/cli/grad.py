@@ -11,8 +11,9 @@ from onnxprobe.cli.options import (
     AllOpt, CheckOpt, ConstOpt, DeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsOpt, IntRangeOpt,
     JsonOpt, LabelsOpt, LossOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, RayAddressOpt, RayOpt,
     RayWorkersOpt, SaveGradsOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, ray_of, selection_of,
+    ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
 )
-from onnxprobe.cli.output import check_outputs, emit, error, notes, show_err
+from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, show_err, write_html, write_pictures
 
 ReduceOpt = Annotated[str, typer.Option("--reduce", help="With --inputs-dir: the dataset's loss is the sum or the mean of the samples' losses.", rich_help_panel="Loss")]
 
@@ -47,6 +48,12 @@ def grad(
     save_grads: SaveGradsOpt = None,
     export: ExportOpt = None,
     check: CheckOpt = False,
+    wide: WideOpt = False,
+    columns: ColumnsOpt = None,
+    fmt: FormatOpt = "table",
+    html: HtmlOpt = None,
+    overlay: OverlayOpt = None,
+    netron: NetronOpt = None,
 ) -> None:
     """Backpropagate a loss through the model and show the gradient of every weight and probed
     activation: norm, |grad| / |tensor|, min, max, mean, std, NaN and Inf counts.
@@ -67,18 +74,20 @@ def grad(
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
-    from onnxprobe.report.grad import export_renderables, grad_dict, grad_renderables
+    from onnxprobe.report.grad import CHECK, COLUMNS, export_renderables, grad_dict, grad_renderables
     from onnxprobe.report.progress import Progress
 
+    view = view_of(wide, columns, fmt, COLUMNS + [CHECK], json_)
     spec = grad_spec_of(output, loss, target, labels, output_grad, wrt)
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level)
     spec_in = inputs_of(seed, int_range, shape, input_, inputs)
-    check_outputs(model, save_grads, export, json_)
+    check_outputs(model, save_grads, export, json_, files={"--html": html, "--overlay": overlay, "--netron": netron})
+    require_html(html)
     loaded = api.load(model)
     if export is not None:
         with Progress(f"attaching the backward graph to {model.name}"):
-            gp = api.export_backward(loaded, export, spec, selection)
+            gp = api.export_backward(loaded, export, spec, selection, spec_in)
         notes(gp.warnings)
         show_err(export_renderables(gp, export))
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
@@ -86,16 +95,31 @@ def grad(
         if check or input_ or inputs is not None or shape:
             raise UsageError("--inputs-dir takes all inputs from the dataset, and --check is of one input: drop --check, "
                              "--input, --inputs and --shape")
-        with Progress(f"forward and backward on {model.name} over {inputs_dir.name}") as progress:
+        with Progress(f"forward and backward on {model.name} over {inputs_dir.name}", "batches") as progress:
             result = api.grad_dataset(loaded, inputs_dir, selection, config, spec, reduce=reduce,
                                       progress=progress.update, ray=ray_options)
     else:
         if reduce != "sum":
             raise UsageError("--reduce sets how a dataset's losses add up: give --inputs-dir")
-        with Progress(f"forward and backward on {model.name}{' and checking' if check else ''}"):
-            result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None, check=check)
+        with Progress(f"forward and backward on {model.name}") as progress:
+            def checking(done: int, total: int) -> None:
+                if done == 0:
+                    progress.phase(f"checking the gradients of {model.name}", "gradients checked")
+                progress.update(done, total)
+
+            result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None or html is not None,
+                              check=check, progress=checking)
     notes(result.notes + result.plan.warnings)
-    emit(grad_dict(result), json_, lambda width: grad_renderables(result, width))
+    data = grad_dict(result)
+    write_pictures("grad", data, loaded.proto, overlay=overlay, netron=netron)
+    if html is not None:
+        from onnxprobe.report.grad import grad_table
+        from onnxprobe.report.html import worst_rows
+
+        hists = api.grad_histograms(result, worst_rows("grad", data))
+        shown = [f"dataset {inputs_dir}"] if inputs_dir is not None else api.describe_inputs(loaded, spec_in)
+        write_html(html, "grad", data, grad_table(data)[0], histograms=hists, inputs=shown)
+    emit(data, json_, lambda width: grad_renderables(data, width), view)
     if save_grads is not None:
         api.save_npz(result.arrays, save_grads)
     failed = [r.name for r in result.rows if r.check is not None and not r.check["ok"]]

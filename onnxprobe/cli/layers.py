@@ -5,10 +5,11 @@ from __future__ import annotations
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputsFromOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt,
-    OpOpt, MaxMemoryOpt, OptLevelOpt, RangeOpt, RayAddressOpt, RayOpt, RayWorkersOpt, SaveOpt, SeedOpt, ShapeOpt,
-    inputs_of, ray_of, selection_of,
+    OpOpt, MaxMemoryOpt, OptLevelOpt, NoCacheOpt, ProfileOpt, RangeOpt, RayAddressOpt, RayOpt, RayWorkersOpt, RuntimeOpt,
+    RuntimeOptionOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, ray_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt,
+    OverlayOpt, WideOpt, view_of,
 )
-from onnxprobe.cli.output import check_outputs, emit, notes
+from onnxprobe.cli.output import check_outputs, emit, notes, require_html, write_html, write_pictures
 
 
 @handle_errors
@@ -30,10 +31,20 @@ def layers(
     ray_address: RayAddressOpt = None,
     ray_workers: RayWorkersOpt = None,
     device: DeviceOpt = "auto",
+    runtime: RuntimeOpt = "ort",
+    runtime_option: RuntimeOptionOpt = None,
     opt_level: OptLevelOpt = "off",
     json_: JsonOpt = None,
     save: SaveOpt = None,
     max_memory: MaxMemoryOpt = None,
+    wide: WideOpt = False,
+    columns: ColumnsOpt = None,
+    fmt: FormatOpt = "table",
+    html: HtmlOpt = None,
+    overlay: OverlayOpt = None,
+    netron: NetronOpt = None,
+    profile: ProfileOpt = False,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Show every probed intermediate tensor with its statistics, in topological order.
 
@@ -53,33 +64,66 @@ def layers(
         onnxprobe layers model.onnx --inputs-from prep.py:images             # your own pipeline's inputs
 
         onnxprobe layers model.onnx --inputs-dir calib/ --ray --ray-workers 4
+
+        onnxprobe layers model.onnx --html report.html --overlay nd.json   # nd.json: for Model Explorer
+
+        onnxprobe layers model.onnx --all --profile --opt-level all   # per-node time, what probing costs
+
+        onnxprobe layers model.onnx --runtime openvino   # as OpenVINO computes them (and what it cannot observe)
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
+    from onnxprobe.report import layers as report
     from onnxprobe.report.layers import dataset_dict, layers_dict, layers_renderables
     from onnxprobe.report.progress import Progress
 
+    view = view_of(wide, columns, fmt, report.COLUMNS + report.PERCENTILE_COLUMNS, json_)
     selection = selection_of(op, name, all_, range_, include_constants)
-    config = api.RunConfig(device=device, opt_level=opt_level)
+    config = api.RunConfig(device=device, opt_level=opt_level, cache=not no_cache)
     spec = inputs_of(seed, int_range, shape, input_, inputs)
-    check_outputs(model, save, json_)
+    check_outputs(model, save, json_, files={"--html": html, "--overlay": overlay, "--netron": netron})
+    require_html(html)
     budget = api.parse_size(max_memory) if max_memory else None
+    rt = dict(runtime=runtime, runtime_options=api.parse_runtime_options(runtime_option))
+    if profile and runtime != "ort":
+        raise UsageError(f"--profile times onnxruntime's kernels: not with --runtime {runtime}")
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
-    if inputs_dir is not None or inputs_from is not None:
+    dataset = inputs_dir is not None or inputs_from is not None
+    if dataset:
         flag = "--inputs-dir" if inputs_dir is not None else "--inputs-from"
         if inputs_dir is not None and inputs_from is not None:
             raise UsageError("--inputs-dir and --inputs-from are two datasets: give one")
         if save is not None or input_ or inputs is not None or shape:
             raise UsageError(f"{flag} takes all inputs from the dataset: drop --save, --input, --inputs and --shape")
+        if profile:
+            raise UsageError(f"--profile times one input: drop {flag} (or --profile)")
         where = inputs_dir.name if inputs_dir is not None else inputs_from
-        with Progress(f"probing {model.name} over {where}") as progress:
+        with Progress(f"probing {model.name} over {where}", "batches") as progress:
             res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update,
-                                     inputs_from=inputs_from, ray=ray_options)
+                                     inputs_from=inputs_from, ray=ray_options, **rt)
         notes(res.notes)
         data = dataset_dict(res)
     else:
         with Progress(f"probing {model.name}") as progress:
-            res = api.layers(model, selection, config, spec, save_to=save, max_memory=budget, progress=progress.update)
+            res = api.layers(model, selection, config, spec, save_to=save, max_memory=budget, progress=progress.update, **rt)
         notes(res.notes + res.plan.warnings)
         data = layers_dict(res)
-    emit(data, json_, lambda width: layers_renderables(data, width))
+        if profile:
+            from onnxprobe.report.profile import profile_renderables, with_profile
+
+            with Progress(f"profiling {model.name}"):
+                m = api.load(model)
+                prof = api.profile_layers(m, res, api.feeds(m, spec).values, config)
+            data = with_profile(data, prof)
+    write_pictures("layers", data, res.plan.base, overlay=overlay, netron=netron)
+    if html is not None:
+        from onnxprobe.report.html import worst_rows
+
+        with Progress("histograms of the worst rows for the HTML report"):
+            hists = api.layers_histograms(res, worst_rows("layers", data), spec, config=config, max_memory=budget)
+        shown = [f"dataset {inputs_dir or inputs_from}"] if dataset else api.describe_inputs(res.plan.base, spec)
+        write_html(html, "layers", data, report.layers_table(data)[0], histograms=hists, inputs=shown)
+    if profile and not dataset:
+        emit(data, json_, lambda width: layers_renderables(data, width) + profile_renderables(data, width), view)
+    else:
+        emit(data, json_, lambda width: layers_renderables(data, width), view)

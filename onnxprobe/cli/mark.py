@@ -10,7 +10,7 @@ from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.output import notes, show, stdout_width
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OutOpt, RangeOpt, SeedOpt,
-    ShapeOpt, inputs_of, selection_of,
+    ShapeOpt, inputs_of, selection_of, ColumnsOpt, FormatOpt, WideOpt, view_of,
 )
 
 StatsOpt = Annotated[bool, typer.Option("--stats", help="Expose each tensor's in-graph statistics ([1, 10] float64 row: count, nan, nonfinite, min, max, shift c, sum of x-c, sum of (x-c)^2, sum of |x|, non-zero count) instead of the tensor.", rich_help_panel="Output")]
@@ -31,6 +31,9 @@ def mark(
     shape: ShapeOpt = None,
     input_: InputOpt = None,
     inputs: InputsOpt = None,
+    wide: WideOpt = False,
+    columns: ColumnsOpt = None,
+    fmt: FormatOpt = "table",
 ) -> None:
     """Write a copy of the model with the selected intermediate tensors as extra graph outputs, typed,
     so that any runtime (onnxruntime in Python or C++, ...) returns them.
@@ -49,11 +52,12 @@ def mark(
     """
     from onnxprobe import api
     from onnxprobe.report.progress import Progress
-    from onnxprobe.report.surgery import mark_renderables
+    from onnxprobe.report.surgery import MARK_COLUMNS, mark_renderables
 
+    view = view_of(wide, columns, fmt, MARK_COLUMNS)
     selection = selection_of(op, name, all_, range_, include_constants)
     spec = inputs_of(seed, int_range, shape, input_, inputs)
     with Progress(f"marking {model.name}"):
         result = api.mark(model, output, selection, stats=stats, inputs=spec)
     notes(result.notes)
-    show(mark_renderables(result, stdout_width()))
+    show(mark_renderables(result, stdout_width()), view)

@@ -9,22 +9,22 @@ import typer
 
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.output import check_outputs, emit, error
-from onnxprobe.cli.options import JsonOpt
+from onnxprobe.cli.options import ColumnsOpt, FormatOpt, JsonOpt, WideOpt, view_of
 
 
 @handle_errors
 def merge_stats(
     files: Annotated[list[Path], typer.Argument(help="JSON reports written by `layers --inputs-dir ... --json` or `diff ... --inputs-dir ... --json`.", show_default=False)],
     json_: JsonOpt = None,
+    wide: WideOpt = False,
+    columns: ColumnsOpt = None,
+    fmt: FormatOpt = "table",
 ) -> None:
     """Merge dataset statistics from several shards into one report, exactly and in any order.
 
     Each shard is a `layers --inputs-dir DIR --json FILE` report of the same model and selection,
     computed on part of the data (by separate workers, say). Counts, min/max, mean/std, NaN/Inf and the
     histograms (hence the percentiles) combine exactly: the same shards in any order give the same bytes.
-
-    Reports of `diff A B --inputs-dir DIR --json FILE` merge the same way: every pair's sums are pooled
-    over all the shards' samples, the metrics and the verdict recomputed (exit code 1 unless it passes).
 
     Examples:
 
@@ -33,16 +33,19 @@ def merge_stats(
         onnxprobe merge-stats diff0.json diff1.json --json diff_all.json
     """
     from onnxprobe import api
+    from onnxprobe.report import diff as diff_report
     from onnxprobe.report.diff_dataset import diff_dataset_renderables
-    from onnxprobe.report.layers import layers_renderables
+    from onnxprobe.report.layers import COLUMNS, PERCENTILE_COLUMNS, layers_renderables
 
     check_outputs(files[0] if files else None, json_)
     merged = api.merge_stats(files)
     if "pairs" in merged:  # diff reports: the pooled comparison, judged again
-        emit(merged, json_, lambda width: diff_dataset_renderables(merged, width))
+        view = view_of(wide, columns, fmt, diff_report.COLUMNS, json_)
+        emit(merged, json_, lambda width: diff_dataset_renderables(merged, width), view)
         if merged["verdict"] == "error":
             error(merged["verdict_reason"])
         if merged["verdict"] != "pass":
             raise typer.Exit(1)
         return
-    emit(merged, json_, lambda width: layers_renderables(merged, width))
+    view = view_of(wide, columns, fmt, COLUMNS + PERCENTILE_COLUMNS, json_)
+    emit(merged, json_, lambda width: layers_renderables(merged, width), view)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -31,12 +32,22 @@ RayAddressOpt = Annotated[Optional[str], typer.Option("--ray-address", help="An 
 RayWorkersOpt = Annotated[Optional[int], typer.Option("--ray-workers", help="Ray actors (default: the cluster's CPUs; implies --ray).", rich_help_panel="Ray")]
 
 # execution
-DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda. auto picks CUDA only when a session really gets it.", rich_help_panel="Execution")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not reuse (or keep) the probed copy of the model from an earlier run (cached under ~/.cache/onnxprobe, $ONNXPROBE_CACHE_DIR; safe to delete).", rich_help_panel="Execution")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="The device within the runtime: onnxruntime auto | cpu | cuda (auto picks CUDA only when a session really gets it); OpenVINO CPU, GPU, NPU... (auto: CPU); TensorRT cuda[:N].", rich_help_panel="Execution")]
+RuntimeOpt = Annotated[str, typer.Option("--runtime", help="ort | openvino | tensorrt | reference: the runtime that runs the model (openvino and tensorrt need their extras: pip install 'onnxprobe[openvino]').", rich_help_panel="Execution")]
+RuntimeOptionOpt = Annotated[Optional[list[str]], typer.Option("--runtime-option", help="A setting of the runtime, KEY=VALUE (repeatable): OpenVINO properties such as INFERENCE_PRECISION_HINT=f16, TensorRT mode=debug|output, workspace=2G; RUNTIME:KEY=VALUE for one runtime of a diff.", rich_help_panel="Execution")]
 OptLevelOpt = Annotated[str, typer.Option("--opt-level", help="onnxruntime graph optimisation: off | basic | extended | layout | all.", rich_help_panel="Execution")]
+ProfileOpt = Annotated[bool, typer.Option("--profile", help="Per-node time from onnxruntime's profiler: each row gets its producer's kernel time (probed and plain runs, or the node it was fused into), and a summary of what the probes cost (their kernels, the layout reorders and fusions they forced). Two extra profiled runs of each model.", rich_help_panel="Execution")]
 
 # output
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write the report as JSON to FILE ('-' for stdout, instead of the table).", rich_help_panel="Output")]
 MaxMemoryOpt = Annotated[Optional[str], typer.Option("--max-memory", help="Most memory raw tensors may take at once (e.g. 512M, 2G); more runs when needed. Default: a quarter of the available memory.", rich_help_panel="Output")]
+WideOpt = Annotated[bool, typer.Option("--wide", help="Tables with every cell whole: full names, one line per row, whatever the width.", rich_help_panel="Output")]
+ColumnsOpt = Annotated[Optional[str], typer.Option("--columns", help="The table's columns, in this order: comma-separated keys, e.g. index,tensor,min,max (a wrong one lists them all).", rich_help_panel="Output")]
+FormatOpt = Annotated[str, typer.Option("--format", help="table | csv | markdown | json: how the table goes to stdout (csv and json: full names, raw numbers; the whole report is --json).", rich_help_panel="Output")]
+HtmlOpt = Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report to FILE: header, a chart along depth, the sortable table, histograms of the worst rows (needs the html extra).", rich_help_panel="Output")]
+OverlayOpt = Annotated[Optional[Path], typer.Option("--overlay", help="Write node data for Google's Model Explorer to FILE.json (model-explorer --extensions=model_explorer_onnx MODEL --node_data_paths=FILE.json).", rich_help_panel="Output")]
+NetronOpt = Annotated[Optional[Path], typer.Option("--netron", help="Write a Netron attachment to FILE.json (open the model in Netron, then this file): the statistics of every value.", rich_help_panel="Output")]
 SaveOpt = Annotated[Optional[Path], typer.Option("--save", help="Save the probed tensors to FILE.npz, keyed by tensor name.", rich_help_panel="Output")]
 
 
@@ -57,6 +68,30 @@ CheckOpt = Annotated[bool, typer.Option("--check", help="Check every gradient ag
 
 
 # --- turning the shared options into API arguments, once -------------------------------------------------
+
+@dataclass(frozen=True)
+class View:
+    """How a table goes to stdout: --wide, --columns, --format."""
+
+    wide: bool = False
+    columns: tuple[str, ...] = ()
+    format: str = "table"
+
+
+def view_of(wide: bool, columns: str | None, fmt: str, known=None, json_: Path | None = None) -> View:
+    """The View of --wide/--columns/--format, checked before any work (``known``: the columns the
+    command's table can have; ``json_``: --json, which must not write to stdout beside --format)."""
+    from onnxprobe.errors import UsageError
+    from onnxprobe.report.table import check_view
+
+    if json_ is not None and str(json_) == "-" and fmt != "table":
+        raise UsageError(f"--json - and --format {fmt} both write to stdout: give --json a file")
+    keys = tuple(k.strip() for k in (columns or "").split(",") if k.strip())
+    if columns is not None and not keys:
+        raise UsageError("--columns: give comma-separated column keys, e.g. index,tensor,min,max")
+    check_view(fmt, list(keys), known)
+    return View(wide, keys, fmt)
+
 
 def selection_of(op: list[str] | None, name: list[str] | None, all_: bool, range_: str | None, include_constants: bool):
     """The Selection that --op/--name/--all/--range/--include-constants describe."""

@@ -10,28 +10,80 @@ from typing import Callable, Iterable
 
 from onnxprobe.report import io as report_io
 from onnxprobe.report.console import stdout_console
+from onnxprobe.report.table import present
 from onnxprobe.text import one_line
 
 
-def check_outputs(model: Path, *paths: Path | None) -> None:
-    """Fail before any work when an output path is unusable (missing folder, the model itself)."""
-    for p in paths:
+def check_outputs(model: Path, *paths: Path | None, files: dict[str, Path | None] | None = None) -> None:
+    """Fail before any work when an output path is unusable (missing folder, the model itself);
+    ``files``: flag -> path of outputs that must be real files (no '-' for stdout)."""
+    from onnxprobe.errors import UsageError
+
+    for flag, p in (files or {}).items():
+        if p is not None and str(p) == "-":
+            raise UsageError(f"{flag} writes a file of its own: give a file name, not '-'")
+    for p in [*paths, *(files or {}).values()]:
         if p is not None and str(p) != "-":
             report_io.check_writable(p, model)
 
 
-def show(renderables: Iterable) -> None:
-    console = stdout_console()
-    for r in renderables:
-        console.print(r)
+def write_html(path: Path | None, kind: str, data: dict, table, *, histograms: dict | None = None,
+               inputs: list[str] | None = None) -> None:
+    """--html: the self-contained HTML report of a ``layers``, ``diff`` or ``grad`` dict."""
+    if path is None:
+        return
+    from onnxprobe.report.html import html_report
+
+    report_io.write_text(html_report(kind, data, table, histograms, inputs), path)
 
 
-def emit(data: dict, json_path: Path | None, render: Callable[[int], list]) -> None:
-    """``--json FILE`` writes ``data``; the table (``render(width)``) goes to stdout unless ``--json -``."""
+def require_html(path: Path | None) -> None:
+    """With --html, plotly must be installed: MissingExtra before any work."""
+    if path is not None:
+        from onnxprobe.report.html import require_plotly
+
+        require_plotly()
+
+
+def write_pictures(kind: str, data: dict, model, *, overlay: Path | None = None, netron: Path | None = None) -> None:
+    """--overlay (Model Explorer node data, on ``model``: the ModelProto the report is about) and
+    --netron (a Netron attachment) of a ``layers``, ``diff`` or ``grad`` report dict."""
+    if overlay is None and netron is None:
+        return
+    from onnxprobe.report import overlay as pictures
+
+    if overlay is not None:
+        make = {"layers": pictures.layers_overlay, "diff": pictures.diff_overlay, "grad": pictures.grad_overlay}[kind]
+        report_io.write_json(make(model, data), overlay)
+    if netron is not None:
+        report_io.write_json(pictures.netron_attachment(kind, data), netron)
+
+
+def show(renderables: Iterable, view=None) -> None:
+    """Renderables on stdout, as ``view`` (cli.options.View: --wide, --columns, --format) asks."""
+    wide = bool(view and view.wide)
+    items = list(renderables)
+    if view is not None:
+        items = present(items, wide=view.wide, columns=list(view.columns), fmt=view.format)
+    console = stdout_console(wide)
+    for r in items:
+        if isinstance(r, str):  # csv, markdown, json: written as they are
+            sys.stdout.write(r)
+            sys.stdout.flush()
+        else:
+            console.print(r)
+
+
+def emit(data: dict, json_path: Path | None, render: Callable[[int], list], view=None) -> None:
+    """``--json FILE`` writes ``data``; the report (``render(width)``) goes to stdout unless ``--json -``."""
+    if json_path is not None and str(json_path) == "-" and view is not None and view.format != "table":
+        from onnxprobe.errors import UsageError
+
+        raise UsageError(f"--json - and --format {view.format} both write to stdout: give --json a file")
     if json_path is not None:
         report_io.write_json(data, json_path)
     if json_path is None or str(json_path) != "-":
-        show(render(stdout_console().width))
+        show(render(stdout_console(bool(view and view.wide)).width), view)
 
 
 def notes(messages: Iterable[str]) -> None:

@@ -26,7 +26,7 @@ from onnxprobe.compare.sides import Side
 from onnxprobe.graph.builder import all_names, default_opset, interleave
 from onnxprobe.graph.merge import NotMergeable, side_by_side
 from onnxprobe.graph.pair_nodes import PAIR_ROW, PairBuilder
-from onnxprobe.graph.shapes import static_shape, value_types
+from onnxprobe.graph.shapes import infer_shapes, static_shape, value_types
 from onnxprobe.match.engine import Pair
 from onnxprobe.stats.pooled import PairSums
 
@@ -44,6 +44,8 @@ class Fused:
     shapes: dict[int, tuple[int, ...]] = field(default_factory=dict)
     problems: dict[int, str] = field(default_factory=dict)
     host: list[int] = field(default_factory=list)  # pairs to measure on the host
+    profile: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)  # pair -> (A's, B's kernel ms)
+    profile_summary: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -53,6 +55,8 @@ class FusedGraph:
     model: onnx.ModelProto | None  # None: no pair could be measured in the graph
     outputs: list[str]
     host: list[int]  # pairs never measured in the graph (not float32, no static rank)
+    aname: dict = field(default_factory=dict)  # A's tensor -> its name in the merged graph
+    bname: dict = field(default_factory=dict)
 
 
 def fusable(a: Side, b: Side) -> str | None:
@@ -77,7 +81,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     criterion. Raises NotMergeable when the models cannot share a graph."""
     merged, aname, bname = side_by_side(a.runner.model, b.runner.model, [(p.a.probe, p.b.probe) for p in report])
     g = merged.graph
-    types = value_types(merged)
+    types = value_types(infer_shapes(merged))  # the tensors onnxprobe added (dequantizations) may lack value_info
     names = all_names(merged)
     original = len(g.node)
     pb = PairBuilder(g, default_opset(merged), names)
@@ -88,6 +92,12 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     order = {id(n): i for i, n in enumerate(g.node)}
     known = {bname.get(x, x): aname.get(q.a.probe, q.a.probe) for x, q in by_b.items()}
 
+    scales = {i.name: i.data_type for i in g.initializer}
+    for n in g.node:  # a dequantization outside what shape inference knows (after a contrib op): its scale's type
+        if n.op_type == "DequantizeLinear" and len(n.input) > 1 and n.output and n.output[0] not in types:
+            if scales.get(n.input[1]) == TensorProto.FLOAT:
+                types[n.output[0]] = onnx.helper.make_tensor_type_proto(TensorProto.FLOAT, None)
+
     def row(x: str, y: str, shape, rtol: float, base: str) -> str | None:
         if not (_float32(types.get(x)) and _float32(types.get(y))) or shape is None:
             return None
@@ -95,7 +105,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
 
     for k, p in enumerate(report):
         x, y = aname.get(p.a.probe, p.a.probe), bname.get(p.b.probe, p.b.probe)
-        shape = static_shape(types.get(x))
+        shape = static_shape(types.get(x)) or static_shape(types.get(y))  # of one rank: either tells the axes
         r = row(x, y, shape, rtol_of(p), f"onnxprobe.pair{k}")
         if r is None:
             host.append(k)
@@ -111,11 +121,11 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
                     outputs += [_named(g, ri, f"{ROW_PREFIX}{k}i"),
                                 _named(g, pb.node("Shape", [c], f"onnxprobe.intro{k}.shape"), f"{SHAPE_PREFIX}{k}i")]
     if not outputs:
-        return FusedGraph(None, [], host)
+        return FusedGraph(None, [], host, aname, bname)
     interleave(g, original)
     del g.output[:]
     g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
-    return FusedGraph(merged, outputs, host)
+    return FusedGraph(merged, outputs, host, aname, bname)
 
 
 def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 0, key=None) -> Fused:
@@ -126,6 +136,29 @@ def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 
         got, _ = a.runner.execute(fg.model, feeds, fg.outputs, key=key)
         _read(got, report, sample, out)
     return out
+
+
+def profile(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], out: Fused) -> None:
+    """Run the merged graph once more under onnxruntime's profiler: each pair's two producers' kernel
+    times (``out.profile``) and where the run's time went (``out.profile_summary``)."""
+    from onnxprobe.runtime.profile import profile as run_profiled
+
+    if fg.model is None:
+        return
+    runner = a.runner
+    p = run_profiled(fg.model, feeds, fg.outputs, device=runner.device, opt_level=runner.config.opt_level)
+    times = p.of_tensor()
+
+    def ms(names: dict, *tensors: str) -> float | None:  # the layer's own tensor first (not an added dequantization)
+        return next((times[names[t]][0] for t in tensors if t in names and names[t] in times
+                     and times[names[t]][0] is not None), None)
+
+    for k, q in enumerate(report):
+        out.profile[k] = (ms(fg.aname, q.a.name, q.a.probe), ms(fg.bname, q.b.name, q.b.probe))
+    a_ms = sum(v for n, v in p.node_ms.items() if n.startswith("onnxprobe.a/"))
+    b_ms = sum(v for n, v in p.node_ms.items() if n.startswith("onnxprobe.b/"))
+    out.profile_summary = {"run_ms": round(p.total_ms, 4), "a_kernels_ms": round(a_ms, 4), "b_kernels_ms": round(b_ms, 4),
+                           "metrics_and_introduced_ms": round(p.probe_ms, 4), "layout_and_other_ms": round(p.other_ms, 4)}
 
 
 def _named(g: onnx.GraphProto, t: str, name: str) -> str:
@@ -195,4 +228,4 @@ def _sums(row: np.ndarray, shape: tuple[int, ...], sample: int) -> PairSums | No
                         bb=v["bb"], ab=ab)
 
 
-__all__ = ["Fused", "FusedGraph", "fusable", "build", "run", "NotMergeable"]
+__all__ = ["Fused", "FusedGraph", "fusable", "build", "run", "profile", "NotMergeable"]

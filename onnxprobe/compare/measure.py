@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxprobe.compare.fused import FusedGraph, NotMergeable, build, fusable, run
+from onnxprobe.compare.fused import FusedGraph, NotMergeable, build, profile, run
 from onnxprobe.compare.introduced import cone_inputs, run_cones
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import ExecutionError, first_line
@@ -43,7 +43,10 @@ class DiffPlan:
     max_memory: int | None = None
     device_metrics: bool | None = None
     notes: list[str] = field(default_factory=list)
+    profile: bool = False  # time the one run under onnxruntime's profiler (one input: diff --profile)
     fused: FusedGraph | None = None  # built on the first run
+    kernel_ms: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)  # with profile: by pair
+    profile_summary: dict = field(default_factory=dict)  # with profile: where the one run's time went
 
     def tolerance_of(self, p: Pair) -> Tolerance:
         per = self.per_tensor or {}
@@ -55,18 +58,21 @@ class DiffPlan:
 
 @dataclass
 class Measured:
-    """A pair's sums over the samples where both values were produced; the first problem (sample, why)."""
+    """A pair's sums over the samples where both values were produced; the first problem (sample, why);
+    ``in_graph``: measured by the one-run diff (on every sample, once merged)."""
 
     sums: PairSums | None = None
     intro: PairSums | None = None
     problem: tuple[int, str] | None = None
+    in_graph: bool = False
 
     def merge(self, o: "Measured") -> "Measured":
         def both(x: PairSums | None, y: PairSums | None) -> PairSums | None:
             return None if x is None and y is None else (x or PairSums()).merge(y or PairSums())
 
         problems = [p for p in (self.problem, o.problem) if p is not None]
-        return Measured(both(self.sums, o.sums), both(self.intro, o.intro), min(problems) if problems else None)
+        return Measured(both(self.sums, o.sums), both(self.intro, o.intro), min(problems) if problems else None,
+                        self.in_graph and o.in_graph)
 
     @property
     def introduced(self) -> PairSums | None:
@@ -86,8 +92,8 @@ def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, pr
     if plan.fuse:
         got = _fused(plan, feeds, sample, key)
         if got is not None:
-            out.update({k: Measured(s, got.introduced.get(k)) for k, s in got.sums.items()})
-            out.update({k: Measured(problem=(sample, why)) for k, why in got.problems.items()})
+            out.update({k: Measured(s, got.introduced.get(k), in_graph=True) for k, s in got.sums.items()})
+            out.update({k: Measured(problem=(sample, why), in_graph=True) for k, why in got.problems.items()})
             done_in_one = int(bool(out))
     todo = [k for k in range(len(plan.report)) if k not in out]
     if not todo:
@@ -131,15 +137,16 @@ def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
             plan.fuse = False
             return None
     try:
-        return run(plan.a, plan.fused, feeds, plan.report, sample, key)
+        got = run(plan.a, plan.fused, feeds, plan.report, sample, key)
+        if plan.profile:
+            profile(plan.a, plan.fused, feeds, plan.report, got)
+            plan.kernel_ms.update(got.profile)
+            plan.profile_summary.update(got.profile_summary)
+        return got
     except ExecutionError as e:
         plan.notes.append(f"the one-run diff failed ({first_line(e)[:160]}); measured in separate runs")
         plan.fuse = False
         return None
-
-
-def can_fuse(a: Side, b: Side, fuse: bool) -> bool:
-    return fuse and fusable(a, b) is None
 
 
 def _on_device(side: Side, forced: bool | None) -> bool:

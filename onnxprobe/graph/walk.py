@@ -46,6 +46,11 @@ def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
 
 def implicit_inputs(node: onnx.NodeProto) -> list[str]:
     """Names a node's bodies read from enclosing graphs, in first-use order."""
+    return outer_reads(*(sg for _, sg in subgraphs(node)))
+
+
+def outer_reads(*graphs: onnx.GraphProto) -> list[str]:
+    """Names these graphs (and the bodies inside them) read from enclosing graphs, in first-use order."""
     found: dict[str, None] = {}
 
     def visit(g: onnx.GraphProto, outer_defined: set[str]) -> None:
@@ -64,7 +69,7 @@ def implicit_inputs(node: onnx.NodeProto) -> list[str]:
             if o.name not in defined:
                 found.setdefault(o.name)
 
-    for _, sg in subgraphs(node):
+    for sg in graphs:
         visit(sg, set())
     return list(found)
 
@@ -112,3 +117,23 @@ def constant_tensors(model: onnx.ModelProto, sites: list[NodeSite] | None = None
         if ins and all(i in const for i in ins):
             const.update(o for o in n.output if o)
     return const
+
+
+def toposort(nodes: list, available: set[str]) -> list:
+    """``nodes`` in an order where each comes after what it reads (``available``: graph inputs and
+    initializers); nodes whose inputs never become available keep their relative order at the end."""
+    avail = set(available) | {""}
+    out, pending = [], list(nodes)
+    while pending:
+        rest = []
+        for n in pending:
+            if all(i in avail for i in n.input) and all(i in avail for i in implicit_inputs(n)):
+                out.append(n)
+                avail.update(n.output)
+            else:
+                rest.append(n)
+        if len(rest) == len(pending):  # unresolved outer-scope names: keep the original order
+            out.extend(rest)
+            break
+        pending = rest
+    return out

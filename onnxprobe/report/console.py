@@ -38,11 +38,22 @@ class SafeConsole(Console):
         return super()._render_buffer(safe)
 
 
-def stdout_console() -> Console:
+WIDE = 100_000  # the width of --wide output: no line is cut or wrapped
+
+
+def stdout_console(wide: bool = False) -> Console:
     width = None
-    if not sys.stdout.isatty():
-        width = int(os.environ.get("COLUMNS", "120") or 120)
+    if wide:
+        width = WIDE
+    elif not sys.stdout.isatty():
+        width = env_width()
     return SafeConsole(width=width, soft_wrap=False)
+
+
+def env_width(default: int = 120) -> int:
+    """$COLUMNS when it is a sensible number (20 or more), else ``default``."""
+    text = os.environ.get("COLUMNS", "").strip()
+    return max(int(text), 20) if text.isdigit() and len(text) < 7 else default
 
 
 def stderr_console() -> Console:

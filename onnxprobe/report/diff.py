@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import math
 
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.format import num, op, safe, shape, shorten
+from onnxprobe.report.table import Column, Table
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -39,6 +38,7 @@ def diff_dict(res, order=None) -> dict:
         "a": res.a.describe(), "b": res.b.describe(), "measured": res.measured,
         "criterion": res.criterion,
         "verdict": verdict, "verdict_reason": why, "compared": res.compared,
+        "in_graph": getattr(res, "in_graph", 0),  # pairs measured in the one run of both models (a dataset: on every sample)
         "pairs": pairs,
         "unmatched_a": [unmatched(u, True) for u in res.matching.unmatched_a],
         "unmatched_b": [unmatched(u, u.obs.name in res.selected_b) for u in res.matching.unmatched_b],
@@ -73,42 +73,49 @@ def sparkline(values: list[float | None], cap: float = 140.0) -> str:
     return "".join(out)
 
 
-def diff_renderables(res, width: int = 120, order=None) -> list:
-    """What the ``diff`` report shows, as Rich renderables (nothing is printed here)."""
-    return diff_dict_renderables(diff_dict(res, order), width)
+COLUMNS = [
+    Column("index", "#", "right", head=True), Column("tensor", "tensor", name=True), Column("op", "op", head=True),
+    Column("match", "match", head=True), Column("shape", "shape", head=True), Column("max_abs", "max|a-b|", "right"),
+    Column("cosine", "cosine", "right"), Column("sqnr_db", "SQNR dB", "right"),
+    Column("introduced_sqnr_db", "intro dB", "right"), Column("pass", "pass"),
+]
 
 
-def diff_dict_renderables(d: dict, width: int = 120) -> list:
-    """The renderables of a ``diff`` report's dict (also of one merged by ``merge-stats``)."""
-    out: list = []
-    headers = ["#", "tensor", "op", "match", "shape", "max|a-b|", "cosine", "SQNR dB", "intro dB", "pass"]
-    rows = []
+def first_failing_row(d: dict) -> int | None:
+    """The row of the pair where the error starts (``first_failure``), when it failed."""
     first = d["first_failure"]
-    first_row = next((k for k, p in enumerate(d["pairs"]) if p["a"] == first and p["passed"] is False), None)
+    return next((k for k, p in enumerate(d["pairs"]) if p["a"] == first and p["passed"] is False), None)
+
+
+def diff_table(d: dict) -> Table:
+    """The pairs of a ``diff_dict`` as a table; the first failing pair is marked ``▶``. For gradients
+    (``diff --grad``) there is no introduced error, so no such column."""
+    cols = [c for c in COLUMNS if not (d.get("grad") and c.key == "introduced_sqnr_db")]
+    t = Table(cols)
+    first_row = first_failing_row(d)
     for k, p in enumerate(d["pairs"]):
         same_value = p["strategy"] in ("name", "qdq", "qoperator", "dynamic")
         name = p["b"] if same_value or p["a"] == p["b"] else f"{p['a']} ↔ {p['b']}"
         ok = "FAIL" if p["passed"] is False else ("ok" if p["passed"] else "n/a")
         idx = f"▶{p['index']}" if k == first_row else str(p["index"])
-        rows.append(([idx, name, op(p["op_type"], 12), p["strategy"], shorten(shape(p["shape"]), 14),
-                      num(p["max_abs"], 3), _cos(p["cosine"]), _db(p["sqnr_db"], p["exact"]),
-                      _db(p["introduced_sqnr_db"], p["introduced_exact"]), ok], p))
-    if d.get("grad"):  # no introduced error for gradients: drop the column
-        headers = headers[:8] + headers[9:]
-        rows = [(c[:8] + c[9:], p) for c, p in rows]
-    right = {"#", "max|a-b|", "cosine", "SQNR dB", "intro dB"}
-    need = [max([len(h)] + [len(c[i]) for c, _ in rows]) for i, h in enumerate(headers)]
-    rest = max(width - sum(w for i, w in enumerate(need) if i != 1) - 2 * (len(headers) - 1), 16)
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0), show_edge=False)
-    for i, h in enumerate(headers):
-        w = min(need[i], rest) if i == 1 else need[i]
-        t.add_column(h, justify="right" if h in right else "left", no_wrap=True, min_width=w, max_width=w)
-    for cells, p in rows:
-        cells[1] = shorten(cells[1], rest)
+        cells = {"index": idx, "tensor": name, "op": op(p["op_type"]), "match": p["strategy"], "shape": shape(p["shape"]),
+                 "max_abs": num(p["max_abs"], 3), "cosine": _cos(p["cosine"]), "sqnr_db": _db(p["sqnr_db"], p["exact"]),
+                 "introduced_sqnr_db": _db(p["introduced_sqnr_db"], p["introduced_exact"]), "pass": ok}
+        values = {"index": p["index"], "tensor": name, "op": p["op_type"], "match": p["strategy"], "shape": p["shape"],
+                  "max_abs": p["max_abs"], "cosine": p["cosine"], "sqnr_db": "exact" if p["exact"] else p["sqnr_db"],
+                  "introduced_sqnr_db": "exact" if p["introduced_exact"] else p["introduced_sqnr_db"], "pass": p["passed"]}
         style = "red" if p["passed"] is False else ("green" if p["passed"] else None)
-        if cells[0].startswith("▶"):
-            style = "bold red"
-        t.add_row(*cells, style=style)
+        t.add_row([cells[c.key] for c in cols], [values[c.key] for c in cols], "bold red" if k == first_row else style)
+    return t
+
+
+def diff_renderables(res, width: int = 120, order=None) -> list:
+    """What the ``diff`` report shows, as Rich renderables (nothing is printed here); ``res`` is a
+    DiffResult or a ``diff_dict``."""
+    out: list = []
+    d = res if isinstance(res, dict) else diff_dict(res, order)
+    first_row = first_failing_row(d)
+    t = diff_table(d)
     out += [Text(f"A: {safe(d['a'])}"), Text(f"B: {safe(d['b'])}  (reference)"),
             Text(f"measured: {d['measured']} · criterion: {d['criterion']}")]
     if d.get("grad"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from onnxprobe.report.diff import diff_dict, diff_dict_renderables
+from onnxprobe.report.diff import diff_dict, diff_renderables
 from onnxprobe.report.format import num, safe
 from onnxprobe.stats.merge_diff import DIFF_DATASET_SCHEMA
 from onnxprobe.stats.pooled import dataset_fields
@@ -30,7 +30,7 @@ def diff_dataset_dict(res, order=None) -> dict:
 
 def diff_dataset_renderables(d: dict, width: int = 120) -> list:
     """The diff table of the pooled metrics, then how the outputs did sample by sample."""
-    out = diff_dict_renderables(d, width)
+    out = diff_renderables(d, width)
     ex = d.get("executor") or {}
     engine = ex.get("engine") if isinstance(ex, dict) else None
     how = f" on {ex.get('workers')} Ray workers" if engine == "ray" else ""

@@ -52,8 +52,8 @@ DTYPE_ABBREVIATIONS = {"float32": "f32", "float16": "f16", "float64": "f64", "bf
                        "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "uint16": "u16", "bool": "bool"}
 
 
-def op(name: str, width: int = 14) -> str:
-    """Short op names for tables (the JSON keeps the real ones)."""
+def op(name: str, width: int = 0) -> str:
+    """Short op names for tables (the JSON keeps the real ones); cut to ``width`` only when one is given."""
     return shorten(OP_ABBREVIATIONS.get(name, name), width)
 
 

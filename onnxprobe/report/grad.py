@@ -4,12 +4,11 @@ activation gradient), in the layout of the ``layers`` table plus the norm, |grad
 
 from __future__ import annotations
 
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from onnxprobe import __version__
-from onnxprobe.report.format import num, op, safe, shape, shorten
+from onnxprobe.report.format import num, op, safe, shape
+from onnxprobe.report.table import Column, Table
 from onnxprobe.text import duration
 
 SCHEMA_VERSION = 1
@@ -58,52 +57,46 @@ def _static(s):
     return [d if isinstance(d, int) else None for d in s]
 
 
-HEADERS = [("#", "right"), ("node", "left"), ("op", "left"), ("tensor", "left"), ("", "left"), ("shape", "left"),
-           ("|grad|", "right"), ("|g|/|t|", "right"), ("min", "right"), ("max", "right"), ("mean", "right"),
-           ("std", "right"), ("NaN", "right"), ("Inf", "right")]
-NODE, TENSOR = 1, 3
+COLUMNS = [
+    Column("index", "#", "right", head=True), Column("node", "node", name=True), Column("op", "op", head=True),
+    Column("tensor", "tensor", name=True), Column("kind", "", head=True), Column("shape", "shape", head=True),
+    Column("norm", "|grad|", "right"), Column("ratio", "|g|/|t|", "right"), Column("min", "min", "right"),
+    Column("max", "max", "right"), Column("mean", "mean", "right"), Column("std", "std", "right"),
+    Column("nan", "NaN", "right"), Column("inf", "Inf", "right"),
+]
+CHECK = Column("check", "check", "right")
 
 
-def _cells(r: dict) -> list[str]:
-    return [
+def _cells(r: dict) -> tuple[list[str], list]:
+    cells = [
         str(r["index"]) if r["index"] >= 0 else "", r["node"], op(r["op_type"]), r["tensor"],
-        KIND.get(r["kind"], "?"), shorten(shape(r["shape"]), 16), num(r["norm"]), num(r["ratio"], 3),
+        KIND.get(r["kind"], "?"), shape(r["shape"]), num(r["norm"]), num(r["ratio"], 3),
         num(r.get("min")), num(r.get("max")), num(r.get("mean")), num(r.get("std")),
         str(r.get("nan", "-")), str(r.get("inf", "-")),
     ]
+    values = [r["index"] if r["index"] >= 0 else None, r["node"], r["op_type"], r["tensor"], r["kind"], r["shape"],
+              r["norm"], r["ratio"], r.get("min"), r.get("max"), r.get("mean"), r.get("std"), r.get("nan"), r.get("inf")]
+    return cells, values
 
 
 def grad_table(result, width: int = 120) -> tuple[Table, Text]:
-    d = grad_dict(result)
+    """The gradients of a GradResult (or of its ``grad_dict``) as a table, and the footer."""
+    d = result if isinstance(result, dict) else grad_dict(result)
     checked = d["check"] is not None
-    headers = HEADERS + ([("check", "right")] if checked else [])
-    rows = []
+    t = Table(COLUMNS + ([CHECK] if checked else []))
+    bad = failed = 0
     for r in d["gradients"]:
-        cells = _cells(r)
+        cells, values = _cells(r)
         if checked:
             c = r.get("check")
             cells.append("-" if c is None else f"{num(c['error'], 2)} {'ok' if c['ok'] else 'FAIL'}")
-        rows.append((cells, r))
-    need = [max([len(h)] + [len(c[i]) for c, _ in rows]) for i, (h, _) in enumerate(headers)]
-    rest = width - sum(w for i, w in enumerate(need) if i not in (NODE, TENSOR)) - 2 * (len(headers) - 1)
-    rest = max(rest, 20)
-    node_w = min(need[NODE], max(rest * 2 // 5, rest - need[TENSOR]))
-    tensor_w = min(need[TENSOR], rest - node_w)
-    widths = list(need)
-    widths[NODE], widths[TENSOR] = node_w, tensor_w
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0), show_edge=False)
-    for (h, just), w in zip(headers, widths):
-        t.add_column(h, justify=just, no_wrap=True, overflow="ellipsis", min_width=w, max_width=w)
-    bad = failed = 0
-    for cells, r in rows:
+            values.append(None if c is None else c["error"])
         nonfinite = bool(r.get("nan") or r.get("inf"))
         bad += nonfinite
-        cells[NODE] = shorten(cells[NODE], node_w)
-        cells[TENSOR] = shorten(cells[TENSOR], tensor_w)
         fail = checked and r.get("check") is not None and not r["check"]["ok"]
         failed += fail
-        t.add_row(*cells, style="bold red" if nonfinite or fail else None)
-    n = len(rows)
+        t.add_row(cells, values, "bold red" if nonfinite or fail else None)
+    n = len(t)
     footer = Text()
     footer.append(f"{n} gradient{'s' if n != 1 else ''}")
     footer.append(" · ")

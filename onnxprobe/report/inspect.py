@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import math
 
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.format import shape as fmt_shape
 from onnxprobe.report.format import safe, shorten
+from onnxprobe.report.table import Column, Table
 
 SCHEMA_VERSION = 1
 MAX_LISTED = 12  # uninferred nodes / subgraphs shown before "... and N more"
@@ -115,17 +114,19 @@ def _section(title: str, note: str = "") -> Text:
     return t
 
 
-def io_table(inputs, outputs, width: int) -> Table:
-    t = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 0))
-    t.add_column(no_wrap=True, style="dim")
-    t.add_column(no_wrap=True, overflow="ellipsis", max_width=max(20, width // 2))
-    t.add_column(no_wrap=True)
-    t.add_column(no_wrap=True, overflow="ellipsis")
+IO_COLUMNS = [Column("role", "", head=True), Column("name", "name", name=True), Column("dtype", "dtype"),
+              Column("shape", "shape")]
+
+
+def io_table(inputs, outputs, width: int = 120) -> Table:
+    """The model's inputs and outputs: name, dtype, shape (no header)."""
+    t = Table(IO_COLUMNS, header=False, main=False)
     for label, items in (("input", inputs), ("output", outputs)):
         for k, v in enumerate(items):
-            t.add_row(label if k == 0 else "", Text(safe(v.name)), Text(safe(v.dtype or "?")), Text(safe(_dims(v))))
+            t.add_row([label if k == 0 else "", v.name, v.dtype or "?", _dims(v)],
+                      [label, v.name, v.dtype, _dims(v)])
         if not items:
-            t.add_row(label, Text("none", style="dim"), "", "")
+            t.add_row([label, "none", "", ""], [label, None, None, None])
     return t
 
 
@@ -246,47 +247,29 @@ def inspect_renderables(result, width: int = 120) -> list:
     return out
 
 
-def _tensor_cell(ts, weights=frozenset()) -> Text:
-    t = Text()
-    first = True
+def _tensors_text(ts, weights=frozenset()) -> str:
+    """'x (1x3), W (weight 8x3)': names with their shapes; weights marked."""
+    parts = []
     for x in ts:
-        if not first:
-            t.append(", ")
-        first = False
         if not x.name:
-            t.append("-", style="dim")
-            continue
-        t.append(safe(x.name), style="dim" if x.name in weights else None)
-        t.append(f" ({safe(_dims(x))})", style="dim" if x.name in weights else "cyan")
-    return t
+            parts.append("-")
+        else:
+            parts.append(f"{x.name} ({'weight ' if x.name in weights else ''}{_dims(x)})")
+    return ", ".join(parts)
 
 
-def _scoped_name(r, width: int) -> Text:
-    """The node name, after its enclosing bodies (dim, shortened first): 'loop/body: add'."""
-    name = shorten(r.name, width)
-    t = Text()
-    if r.scope and len(name) + 4 < width:
-        t.append(shorten("/".join(r.scope), width - len(name) - 2) + ": ", style="dim")
-    t.append(safe(name))
-    return t
+NODE_COLUMNS = [Column("index", "#", "right"), Column("node", "node", name=True), Column("op", "op"),
+                Column("io", "inputs → outputs", wrap=True)]
 
 
 def nodes_table(result, width: int = 120) -> Table:
-    rows = result.nodes
-    idx_w = len(str(len(rows) - 1)) if rows else 1
-    op_w = min(max([2] + [len(r.op_type) for r in rows]), 24)
-    rest = max(40, width - idx_w - op_w - 6)
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0), show_edge=False)
-    t.add_column("#", justify="right", no_wrap=True)
-    t.add_column("node", no_wrap=True, overflow="ellipsis", max_width=max(16, rest * 3 // 10))
-    t.add_column("op", no_wrap=True, overflow="ellipsis", max_width=op_w)
-    t.add_column("inputs → outputs", overflow="fold")
-    name_w = max(16, rest * 3 // 10)
-    for r in rows:
-        io = _tensor_cell(r.inputs, r.weights)
-        io.append(" → ", style="bold")
-        io.append_text(_tensor_cell(r.outputs))
-        t.add_row(str(r.index), _scoped_name(r, name_w), Text(safe(r.op_type)), io)
+    """Every node: index, name (after its enclosing bodies: 'loop/body: add'), op, inputs → outputs."""
+    t = Table(NODE_COLUMNS)
+    for r in result.nodes:
+        name = f"{'/'.join(r.scope)}: {r.name}" if r.scope else r.name
+        ins, outs = _tensors_text(r.inputs, r.weights), _tensors_text(r.outputs)
+        # a no-break space keeps the arrow on the line of the last input when the cell wraps
+        t.add_row([str(r.index), name, r.op_type, f"{ins}\u00a0→ {outs}"], [r.index, name, r.op_type, f"{ins} → {outs}"])
     return t
 
 

@@ -18,7 +18,7 @@ def check_writable(path: str | os.PathLike, model: str | os.PathLike | None = No
 
 
 def write_json(data: dict, path: str | os.PathLike) -> None:
-    text = json.dumps(data, indent=2, allow_nan=False, default=_default)
+    text = json.dumps(data, indent=2, allow_nan=False, default=json_default)
     if str(path) == "-":
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
@@ -26,7 +26,13 @@ def write_json(data: dict, path: str | os.PathLike) -> None:
     write_file(path, lambda f: f.write(text.encode() + b"\n"))
 
 
-def _default(o):
+def write_text(text: str, path: str | os.PathLike) -> None:
+    """A text file (an HTML report), atomically."""
+    write_file(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def json_default(o):
+    """numpy scalars and arrays as the Python values json writes."""
     if isinstance(o, np.generic):
         return o.item()
     if isinstance(o, np.ndarray):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-
 from rich.text import Text
 
 from onnxprobe import __version__
-from onnxprobe.report.format import dtype, num, op, shape, shorten
-from onnxprobe.report.table import FastTable
+from onnxprobe.report.format import dtype, num, op, shape
+from onnxprobe.report.table import Column, Table
 from onnxprobe.text import duration
 
 SCHEMA_VERSION = 1
@@ -32,10 +31,15 @@ def tensor_rows(rows, shapes: dict) -> list[dict]:
 def layers_dict(result) -> dict:
     """JSON-ready. Non-finite statistics are null."""
     tensors = tensor_rows(result.rows(), result.shapes)
+    unobserved = getattr(result, "unobserved", None) or {}
+    for t in tensors:
+        if t["name"] in unobserved:
+            t["not_observed"] = unobserved[t["name"]]  # the runtime cannot return it: why (fused, in a body...)
     info = result.info
     return {
         "schema_version": SCHEMA_VERSION, "onnxprobe_version": __version__,
-        "model": result.plan.source, "device": info.device, "providers": info.providers,
+        "model": result.plan.source, "runtime": getattr(info, "runtime", "onnxruntime"), "device": info.device,
+        "providers": info.providers,
         "opt_level": info.opt_level,
         "timing": {"session_s": round(info.session_seconds, 6), "run_s": round(info.run_seconds, 6)},
         "notes": list(result.notes) + list(result.plan.warnings),
@@ -49,13 +53,13 @@ def _static(s):
     return [d if isinstance(d, int) else None for d in s]
 
 
-HEADERS = [("#", "right"), ("node", "left"), ("op", "left"), ("tensor", "left"), ("shape", "left"),
-           ("dtype", "left"), ("min", "right"), ("max", "right"), ("mean", "right"), ("std", "right"),
-           ("NaN", "right"), ("Inf", "right")]
-NODE, TENSOR = 1, 3
-
-
-PERCENTILE_HEADERS = [("p0.01", "right"), ("p99.99", "right")]
+COLUMNS = [
+    Column("index", "#", "right", head=True), Column("node", "node", name=True), Column("op", "op", head=True),
+    Column("tensor", "tensor", name=True), Column("shape", "shape", head=True), Column("dtype", "dtype", head=True),
+    Column("min", "min", "right"), Column("max", "max", "right"), Column("mean", "mean", "right"),
+    Column("std", "std", "right"), Column("nan", "NaN", "right"), Column("inf", "Inf", "right"),
+]
+PERCENTILE_COLUMNS = [Column("p0.01", "p0.01", "right"), Column("p99.99", "p99.99", "right")]
 
 
 def dataset_dict(res) -> dict:
@@ -79,45 +83,42 @@ def dataset_dict(res) -> dict:
     return d
 
 
-def _cells(r: dict) -> list[str]:
+def _cells(r: dict) -> tuple[list[str], list]:
     node = r["node"] if not r["scope"] else f"↳ {r['node']}"  # inside an If/Loop/Scan body (JSON has the scope)
     tensor = r["name"]
     if r["node"] and tensor.startswith(r["node"]) and len(tensor) > len(r["node"]):
         tensor = "…" + tensor[len(r["node"]):]  # PyTorch names: '/l/Conv' -> '/l/Conv_output_0'
     ran = bool(r.get("count"))
-    return [
-        str(r["index"]), node, op(r["op_type"]), tensor, shorten(shape(r["shape"]), 16), dtype(r["dtype"]),
-        num(r.get("min")) if ran else ("not run" if r.get("count") == 0 else "-"),
+    cells = [
+        str(r["index"]), node, op(r["op_type"]), tensor, shape(r["shape"]), dtype(r["dtype"]),
+        num(r.get("min")) if ran else ("not run" if r.get("count") == 0 else "not observed" if r.get("not_observed") else "-"),
         num(r.get("max")) if ran else "-", num(r.get("mean")), num(r.get("std")),
         str(r.get("nan", "-")), str(r.get("inf", "-")),
-    ] + ([num(r.get("p0.01")), num(r.get("p99.99"))] if "p0.01" in r else [])
+    ]
+    values = [r["index"], r["node"], r["op_type"], r["name"], r["shape"], r["dtype"], r.get("min"), r.get("max"),
+              r.get("mean"), r.get("std"), r.get("nan"), r.get("inf")]
+    if "p0.01" in r:
+        cells += [num(r.get("p0.01")), num(r.get("p99.99"))]
+        values += [r.get("p0.01"), r.get("p99.99")]
+    return cells, values
 
 
-def layers_table(d, width: int = 120) -> tuple[FastTable, Text]:
+def layers_table(d, width: int = 120) -> tuple[Table, Text]:
     """The table for a layers or dataset dict (``layers_dict``, ``dataset_dict``, or merged JSON), or for
     a result object, which goes through ``layers_dict`` first."""
     if not isinstance(d, dict):
         d = layers_dict(d)
-    headers = HEADERS + (PERCENTILE_HEADERS if any("p0.01" in r for r in d["tensors"]) else [])
-    rows = [(_cells(r), r) for r in d["tensors"]]
-    # the fixed columns take what their content needs; the two name columns share the rest (60/40)
-    need = [max([len(h)] + [len(c[i]) for c, _ in rows]) for i, (h, _) in enumerate(headers)]
-    rest = width - sum(w for i, w in enumerate(need) if i not in (NODE, TENSOR)) - 2 * (len(headers) - 1)  # gap: padding + separator
-    rest = max(rest, 20)
-    node_w = min(need[NODE], max(rest * 3 // 5, rest - need[TENSOR]))
-    tensor_w = min(need[TENSOR], rest - node_w)
-    widths = list(need)
-    widths[NODE], widths[TENSOR] = node_w, tensor_w
-    t = FastTable([h for h, _ in headers], widths, [j for _, j in headers])
+    percentiles = any("p0.01" in r for r in d["tensors"])
+    t = Table(COLUMNS + (PERCENTILE_COLUMNS if percentiles else []))
     bad = 0
-    for cells, r in rows:
+    for r in d["tensors"]:
+        cells, values = _cells(r)
+        if percentiles and "p0.01" not in r:
+            cells, values = cells + ["-", "-"], values + [None, None]
         nonfinite = bool(r.get("nan") or r.get("inf"))
         bad += nonfinite
-        cells[NODE] = shorten(cells[NODE], node_w)
-        cells[TENSOR] = shorten(cells[TENSOR], tensor_w)
-        style = "bold red" if nonfinite else ("bold" if r["is_output"] else None)
-        t.add_row(cells, style)
-    n = len(rows)
+        t.add_row(cells, values, "bold red" if nonfinite else ("bold" if r["is_output"] else None))
+    n = len(t)
     timing = d.get("timing")
     footer = Text()
     footer.append(f"{n} tensor{'s' if n != 1 else ''}")
@@ -125,7 +126,9 @@ def layers_table(d, width: int = 120) -> tuple[FastTable, Text]:
     footer.append(f"{bad} with NaN/Inf", style="bold red" if bad else "green")
     if "batches" in d:
         footer.append(f" · {d['batches']} batch{'es' if d['batches'] != 1 else ''}")
-    footer.append(f" · device {d['device']} · opt-level {d['opt_level']}")
+    runtime = d.get("runtime", "onnxruntime")
+    footer.append(f" · device {d['device']} · opt-level {d['opt_level']}" if runtime == "onnxruntime"
+                  else f" · runtime {runtime} · device {d['device']}")
     if timing:
         footer.append(f" · run {duration(timing['run_s'])} (session {duration(timing['session_s'])})")
     return t, footer

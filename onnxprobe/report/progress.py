@@ -1,42 +1,80 @@
-"""Progress on stderr: a spinner while one run is going, a bar once there are several (chunks,
-batches). Nothing is drawn when stderr is not a terminal."""
+"""Progress on stderr whenever stderr is a terminal, whatever stdout is (a pipe, a file): a spinner while
+one run is going, then a bar with counts (``3/7 runs``, ``12/40 gradients checked``), the time so far
+and, once the work has taken more than ``ETA_AFTER`` seconds, the time left. Nothing is drawn when stderr
+is not a terminal, so logs and pipes get no control sequences."""
 
 from __future__ import annotations
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress as _Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn, MofNCompleteColumn, Progress as _Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 
 from onnxprobe.report.console import stderr_console
 
+ETA_AFTER = 2.0  # seconds of work before the time left is shown
+
+
+class EtaColumn(TimeRemainingColumn):
+    """The time left, shown once the task has run for ETA_AFTER seconds (an estimate from the first
+    second of a long job is noise)."""
+
+    def render(self, task) -> Text:
+        if (task.elapsed or 0.0) < ETA_AFTER:
+            return Text("")
+        left = super().render(task)
+        return Text.assemble(("left ", "dim"), left)
+
 
 class Progress:
-    def __init__(self, label: str):
+    """``with Progress("probing model.onnx", "runs") as p: api.layers(..., progress=p.update)``.
+    ``phase(label, unit)`` starts a new count (the checking after a forward/backward run)."""
+
+    def __init__(self, label: str, unit: str = "runs"):
         self.label = label
+        self.unit = unit
         self.console = stderr_console()
         self.bar: _Progress | None = None
         self.task = None
         self.status = None
 
+    @property
+    def shown(self) -> bool:
+        return self.console.is_terminal
+
     def __enter__(self) -> "Progress":
-        if self.console.is_terminal:
+        if self.shown:
             self.status = self.console.status(f"{self.label}…", spinner="dots")
             self.status.__enter__()
         return self
 
+    def phase(self, label: str, unit: str | None = None) -> None:
+        """A new stage of the work: the spinner or bar so far is replaced."""
+        self._close(None, None, None)
+        self.label, self.unit = label, unit or self.unit
+        self.__enter__()
+
     def update(self, done: int, total: int) -> None:
-        if not self.console.is_terminal or total <= 1:
+        if not self.shown or total <= 1:
             return
         if self.bar is None:
             if self.status is not None:
                 self.status.__exit__(None, None, None)
                 self.status = None
             self.bar = _Progress(SpinnerColumn(), TextColumn(self.label), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=self.console, transient=True)
+                                 TextColumn(self.unit), TimeElapsedColumn(), EtaColumn(), console=self.console, transient=True)
             self.bar.__enter__()
             self.task = self.bar.add_task(self.label, total=total)
         self.bar.update(self.task, completed=done, total=total)
 
-    def __exit__(self, *exc) -> None:
+    def _close(self, *exc) -> None:
         if self.bar is not None:
             self.bar.__exit__(*exc)
+            self.bar = None
         if self.status is not None:
             self.status.__exit__(*exc)
+            self.status = None
+
+    def __exit__(self, *exc) -> None:
+        self._close(*exc)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
-from onnxprobe.report.format import safe, shorten
+from onnxprobe.report.format import safe
+from onnxprobe.report.table import Column, Table
 from onnxprobe.report.inspect import dims, io_table, plural, size
 
 
@@ -33,21 +32,20 @@ def mark_dict(result) -> dict:
     }
 
 
+MARK_COLUMNS = [
+    Column("index", "#", "right", head=True), Column("node", "node", name=True), Column("op", "op", head=True),
+    Column("output", "output", name=True), Column("dtype", "dtype"), Column("shape", "shape"),
+]
+
+
 def mark_table(result, width: int = 120) -> Table:
-    added = [m for m in result.marked if m.added]
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0), show_edge=False)
-    t.add_column("#", justify="right", no_wrap=True)
-    t.add_column("node", no_wrap=True, overflow="ellipsis", ratio=3)
-    t.add_column("op", no_wrap=True, max_width=16, overflow="ellipsis")
-    t.add_column("output", no_wrap=True, overflow="ellipsis", ratio=3)
-    t.add_column("dtype", no_wrap=True)
-    t.add_column("shape", no_wrap=True, max_width=48, overflow="ellipsis")
-    name_w = max(16, (width - 50) // 2)
-    for m in added:
+    t = Table(MARK_COLUMNS)
+    for m in (m for m in result.marked if m.added):
         ti = result.types[m.output]
         node = "/".join(m.ref.scope + (m.ref.node,))
-        t.add_row(str(m.ref.index), Text(shorten(node, name_w)), Text(safe(m.ref.op_type)), Text(shorten(m.output, name_w)),
-                  Text(safe(ti.dtype or "?")), Text(safe(dims(ti.shape)) if ti.kind == "tensor" else ti.kind))
+        shp = dims(ti.shape) if ti.kind == "tensor" else ti.kind
+        t.add_row([str(m.ref.index), node, m.ref.op_type, m.output, ti.dtype or "?", shp],
+                  [m.ref.index, node, m.ref.op_type, m.output, ti.dtype, list(ti.shape) if ti.shape is not None else shp])
     return t
 
 

@@ -1,41 +1,419 @@
-"""A plain, fast table for long reports: fixed column widths computed once, one styled line per row.
+"""The one table layout of every report (``layers``, ``diff``, ``grad``, ``inspect``, ``mark``,
+``merge-stats`` and the debugger's views): columns chosen by key, four output formats, and width rules
+that never drop a column.
 
-Rich's Table measures and wraps every cell, which takes 1.7 s for the 440 rows of a PP-OCR model; here
-cells are already cut to width, so a row is one f-string. ``FastTable`` is a Rich renderable (print it
-with ``console.print``): colour follows the console, so it disappears on a plain pipe.
+At a given width the layout is the first of these that fits:
+
+1. one line per row, every cell whole;
+2. one line per row, the name columns (tensor and node names) shortened by whole path parts, keeping
+   the layer index and the op (``report.names``), no narrower than ``NAME_MIN`` nor than the width at
+   which the names of the column stay readable: all different, paths with their last part whole;
+3. stacked: the index, names and other ``head`` columns on a first line, the other columns indented on
+   as many lines below as the width needs (names on the same terms; head columns move down while the
+   names need the room);
+4. one record per row: the head line, each name whole (folded at its ``/``), then ``header value``
+   pairs wrapped to the width.
+
+``wide`` shows every cell whole on one line whatever the width. ``csv()``, ``markdown()`` and
+``records()`` give the rows with full names (and, in CSV and JSON, the raw numbers).
+
+Rich's own Table measures and wraps every cell, which takes 1.7 s for the 440 rows of a PP-OCR model and
+cuts columns with an ellipsis when they do not fit; this layout computes widths once and each row is one
+f-string. A ``Table`` is a Rich renderable: colour follows the console, so it disappears on a pipe.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import csv
+import io
+import math
+import re
+import textwrap
+from dataclasses import dataclass
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
+from onnxprobe.errors import UsageError
+from onnxprobe.report.names import shorten_names
 from onnxprobe.text import clean
+
+GAP = 2  # spaces between columns
+NAME_MIN = 20
+NAME_FLOOR = 12  # no name column is ever narrower (unless its names are shorter)
+WRAP_MIN = 30  # a name column is not shortened below this in the one-line layout
+INDENT = 4  # of the second line of a two-line row
+FORMATS = ("table", "csv", "markdown", "json")
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str  # what --columns and the CSV/JSON header call it
+    header: str  # what the table shows
+    justify: str = "left"  # "left" | "right"
+    name: bool = False  # a tensor or node name: shortened to share the width the other columns leave
+    head: bool = False  # on the first line when a row takes two lines (name columns always are)
+    wrap: bool = False  # long text (the last column only): folds onto more lines instead of being cut
 
 
 @dataclass
-class FastTable:
-    headers: list[str]
-    widths: list[int]
-    justify: list[str]  # "left" | "right" per column
-    rows: list[tuple[list[str], str | None]] = field(default_factory=list)  # (cells, style)
-    gap: int = 2
+class Row:
+    cells: list[str]  # as shown
+    values: list  # raw (CSV, JSON): full names, numbers
+    style: str | None = None
 
-    def add_row(self, cells: list[str], style: str | None = None) -> None:
-        self.rows.append((cells, style))
 
-    def _line(self, cells: list[str]) -> str:
-        parts = []
-        for c, w, j in zip(cells, self.widths, self.justify):
-            c = clean(c)
-            c = c if len(c) <= w else c[: max(w - 1, 0)] + "…"
-            parts.append(c.rjust(w) if j == "right" else c.ljust(w))
-        return (" " * self.gap).join(parts).rstrip()
+class Table:
+    def __init__(self, columns: list[Column], *, main: bool = True, header: bool = True):
+        if any(c.wrap for c in columns[:-1]):
+            raise ValueError("only the last column may wrap")
+        self.columns = list(columns)
+        self.rows: list[Row] = []
+        self.wide = False
+        self.main = main  # the table --columns and --format act on, when a report has several
+        self.header = header
+
+    def add_row(self, cells: list[str], values: list | None = None, style: str | None = None) -> None:
+        if len(cells) != len(self.columns):
+            raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
+        self.rows.append(Row([clean(c) for c in cells], list(values) if values is not None else list(cells), style))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    # --- choosing columns --------------------------------------------------------------------------------
+
+    def keys(self) -> list[str]:
+        return [c.key for c in self.columns]
+
+    def choose(self, keys: list[str] | None) -> None:
+        """Keep only these columns, in this order (``--columns``); a key may also be the shown header."""
+        if not keys:
+            return
+        index = {}
+        for i, c in enumerate(self.columns):
+            index.setdefault(c.key.lower(), i)
+            index.setdefault(c.header.lower(), i)
+        picked = []
+        for k in keys:
+            i = index.get(k.strip().lower())
+            if i is None:
+                raise UsageError(f"--columns: no column {k.strip()!r}; this table has {', '.join(self.keys())}")
+            if i not in picked:
+                picked.append(i)
+        self.columns = [self.columns[i] for i in picked]
+        for r in self.rows:
+            r.cells = [r.cells[i] for i in picked]
+            r.values = [r.values[i] for i in picked]
+
+    # --- text formats ------------------------------------------------------------------------------------
+
+    def records(self) -> list[dict]:
+        return [{c.key: _raw(v) for c, v in zip(self.columns, r.values)} for r in self.rows]
+
+    def csv(self) -> str:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(self.keys())
+        for r in self.rows:
+            w.writerow(["" if v is None else _csv_value(v) for v in r.values])
+        return buf.getvalue()
+
+    def markdown(self) -> str:
+        def cell(s: str) -> str:
+            return s.replace("\\", "\\\\").replace("|", "\\|")
+
+        lines = ["| " + " | ".join(cell(c.header or c.key) for c in self.columns) + " |",
+                 "|" + "|".join("---:" if c.justify == "right" else "---" for c in self.columns) + "|"]
+        for r in self.rows:
+            cells = [clean(v) if c.name and isinstance(v, str) else s for c, s, v in zip(self.columns, r.cells, r.values)]
+            lines.append("| " + " | ".join(cell(s) for s in cells) + " |")
+        return "\n".join(lines) + "\n"
+
+    def text(self, fmt: str) -> str:
+        if fmt == "csv":
+            return self.csv()
+        if fmt == "markdown":
+            return self.markdown()
+        if fmt == "json":
+            import json
+
+            return json.dumps(self.records(), indent=1, allow_nan=False) + "\n"
+        raise UsageError(f"--format {fmt!r}: choose {', '.join(FORMATS)}")
+
+    # --- layout ------------------------------------------------------------------------------------------
+
+    def _full(self) -> list[list[str]]:
+        """Cells with the name columns whole (``--wide``)."""
+        return [[clean(v) if c.name and isinstance(v, str) else s for c, s, v in zip(self.columns, r.cells, r.values)]
+                for r in self.rows]
+
+    def lines(self, width: int) -> list[tuple[str, str | None]]:
+        """(text, style) per line at ``width``: the first layout (module doc) that fits."""
+        cols = self.columns
+        if not cols:
+            return []
+        full = self._full() if self.wide else [r.cells for r in self.rows]
+        heads = [c.header for c in cols]
+        need = [max([len(h)] + [len(row[i]) for row in full]) for i, h in enumerate(heads)]
+        if cols[-1].wrap and not self.wide:  # the folding column takes what the others leave, at least WRAP_MIN
+            need[-1] = min(need[-1], max(WRAP_MIN, width - _span(need[:-1]) - GAP))
+        if self.wide or _span(need) <= width:
+            return self._one_line(full, need)
+        names = [i for i, c in enumerate(cols) if c.name]
+        readable = {i: max(_readable_width([r[i] for r in full], need[i]), min(need[i], NAME_FLOOR)) for i in names}
+        fixed = [i for i in range(len(cols)) if i not in names]
+        floors = {i: max(readable[i], min(need[i], NAME_MIN)) for i in names}
+        widths = _share(need, names, width - _span([need[i] for i in fixed]) - GAP * len(names), floors)
+        if widths is not None:
+            return self._one_line(self._shortened(full, widths, names), widths)
+        first = [i for i, c in enumerate(cols) if c.head or c.name]
+        rest = [i for i in range(len(cols)) if i not in first]
+        movable = [i for i in reversed(first) if i not in names and i != 0]  # to the lines below, when names need room
+        while all(INDENT + need[i] <= width for i in rest):
+            w1 = _share(need, names, width - _span([need[i] for i in first if i not in names]) - GAP * len(names), readable)
+            if w1 is not None and rest:
+                return self._stacked(self._shortened(full, w1, names), w1, [first] + _groups(rest, need, width - INDENT))
+            if not movable:
+                break
+            i = movable.pop(0)
+            first.remove(i)
+            rest = sorted(rest + [i])
+        first = [i for i, c in enumerate(cols) if c.head or c.name]
+        return self._records(full, first, [i for i in range(len(cols)) if i not in first], names, width)
+
+    def _shortened(self, full: list[list[str]], widths: list[int], names: list[int]) -> list[list[str]]:
+        rows = [list(r) for r in full]
+        for i in names:
+            short = shorten_names([r[i] for r in full], widths[i])
+            for r, s in zip(rows, short):
+                r[i] = s
+        return rows
+
+    def _fmt(self, cells: list[str], widths: list[int], idx: list[int]) -> str:
+        parts = [cells[i].rjust(widths[i]) if self.columns[i].justify == "right" else cells[i].ljust(widths[i]) for i in idx]
+        return (" " * GAP).join(parts).rstrip()
+
+    def _one_line(self, rows: list[list[str]], widths: list[int]) -> list[tuple[str, str | None]]:
+        idx = list(range(len(self.columns)))
+        out = self._head([(self._fmt([c.header for c in self.columns], widths, idx), "bold")], _span(widths))
+        fold = self.columns[-1].wrap and not self.wide
+        for cells, r in zip(rows, self.rows):
+            if fold and len(cells[-1]) > widths[-1]:
+                chunks = _wrap(cells[-1], widths[-1])
+                out.append((self._fmt(cells[:-1] + [chunks[0]], widths, idx), r.style))
+                out += [(" " * (_span(widths[:-1]) + GAP) + c, r.style) for c in chunks[1:]]
+            else:
+                out.append((self._fmt(cells, widths, idx), r.style))
+        return out
+
+    def _head(self, lines: list[tuple[str, str | None]], span: int) -> list[tuple[str, str | None]]:
+        return lines + [("─" * span, "dim")] if self.header else []
+
+    def _stacked(self, rows, widths, groups: list[list[int]]) -> list[tuple[str, str | None]]:
+        """Each row on one line per group of columns: the first group as it is, the others indented."""
+        heads = [c.header for c in self.columns]
+        pad = [""] + [" " * INDENT] * (len(groups) - 1)
+        span = max(len(p) + _span([widths[i] for i in g]) for p, g in zip(pad, groups))
+        out = self._head([(p + self._fmt(heads, widths, g), "bold") for p, g in zip(pad, groups)], span)
+        for cells, r in zip(rows, self.rows):
+            out += [(p + self._fmt(cells, widths, g), r.style) for p, g in zip(pad, groups)]
+        return out
+
+    def _records(self, full, first, second, names, width) -> list[tuple[str, str | None]]:
+        """One record per row: the head cells, each name whole on lines of its own (folded at its '/'),
+        then the other cells, as 'header value' items wrapped to the width."""
+        cols = self.columns
+
+        def label(i: int) -> str:
+            return cols[i].header or cols[i].key
+
+        out: list[tuple[str, str | None]] = []
+        for cells, r in zip(full, self.rows):
+            head = [f"#{cells[i]}" if cols[i].key == "index" else f"{label(i)} {cells[i]}" for i in first if i not in names]
+            out += [(line, r.style or "bold") for line in _flow(head, width, "")]
+            for i in names:
+                out += [(line, r.style) for line in _fold(f"{label(i)} {cells[i]}", width, " " * GAP)]
+            out += [(line, r.style) for line in _flow([f"{label(i)} {cells[i]}" for i in second], width, " " * GAP)]
+        return out
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield Text(self._line(self.headers), style="bold", no_wrap=True)
-        yield Text("─" * (sum(self.widths) + self.gap * (len(self.widths) - 1)), style="dim", no_wrap=True)
-        for cells, style in self.rows:
-            yield Text(self._line(cells), style=style or "", no_wrap=True)
+        for line, style in self.lines(options.max_width):
+            yield Text(line, style=style or "", no_wrap=True, overflow="ignore")
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` on lines of at most ``width``, broken at spaces, and inside a word too long for a line
+    after its '/' (a tensor path), anywhere only where a part is longer than the line."""
+    lines, line = [], ""
+    for word in text.split(" "):
+        pieces = [word] if len(word) <= width else [p for part in re.split(r"(?<=/)", word)
+                                                    for p in textwrap.wrap(part, width, break_on_hyphens=False) or [part]]
+        for k, piece in enumerate(pieces):
+            sep = "" if k or not line else " "
+            if len(line) + len(sep) + len(piece) <= width:
+                line += sep + piece
+            else:
+                if line:
+                    lines.append(line)
+                line = piece
+    if line or not lines:
+        lines.append(line)
+    return lines
+
+
+def _fold(text: str, width: int, indent: str) -> list[str]:
+    """``text`` on lines of at most ``width`` (the first indented by ``indent``, the others twice as
+    much), broken after a '/' where it can be, anywhere where it cannot."""
+    lines, line = [], indent
+    for part in re.split(r"(?<=/)", text):
+        while part:
+            room = width - len(line)
+            if len(part) <= room:
+                line, part = line + part, ""
+            elif line.strip() and len(part) <= width - len(indent) * 2:
+                lines.append(line)
+                line = indent * 2
+            else:
+                take = max(room, 1)
+                line, part = line + part[:take], part[take:]
+                if part:
+                    lines.append(line)
+                    line = indent * 2
+    if line.strip():
+        lines.append(line)
+    return lines
+
+
+def _flow(items: list[str], width: int, indent: str) -> list[str]:
+    """Items joined by GAP spaces, on as many lines (each starting with ``indent``) as the width needs."""
+    lines: list[str] = []
+    line = ""
+    for item in items:
+        if line and len(indent) + len(line) + GAP + len(item) > width:
+            lines.append(indent + line)
+            line = ""
+        line += (" " * GAP if line else "") + item
+    if line:
+        lines.append(indent + line)
+    return lines
+
+
+def _readable(names: list[str], short: list[str]) -> bool:
+    """Shortened names that still tell the rows apart, and paths that kept their last part whole."""
+    if len(set(short)) != len(set(names)):
+        return False
+    for n, sh in zip(names, short):
+        parts = clean(n).split("/")
+        if len(parts) > 2 and sh != clean(n) and not sh.endswith("/" + parts[-1]):
+            return False
+    return True
+
+
+def _readable_width(names: list[str], need: int) -> int:
+    """The narrowest width at which a name column stays ``_readable`` (its need when none is)."""
+    lo, hi = 1, need
+    if not names or _readable(names, shorten_names(names, 1)):
+        return min(need, 1)
+    while lo < hi:  # readable once wide enough: the narrowest such width
+        mid = (lo + hi) // 2
+        if _readable(names, shorten_names(names, mid)):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+def _groups(columns: list[int], need: list[int], width: int) -> list[list[int]]:
+    """The columns in order, cut into lines of at most ``width``."""
+    groups: list[list[int]] = [[]]
+    for i in columns:
+        if groups[-1] and _span([need[j] for j in groups[-1] + [i]]) > width:
+            groups.append([])
+        groups[-1].append(i)
+    return groups
+
+
+def _span(widths: list[int]) -> int:
+    return sum(widths) + GAP * max(len(widths) - 1, 0)
+
+
+def _share(need: list[int], names: list[int], room: int, floors: dict[int, int]) -> list[int] | None:
+    """Widths where the name columns share ``room``, each at least its floor, or None."""
+    widths = list(need)
+    if not names:
+        return None
+    mins = {i: min(need[i], floors[i]) for i in names}
+    if room < sum(mins.values()):
+        return None
+    for i in names:
+        widths[i] = mins[i]
+    left = room - sum(mins.values())
+    while left > 0:  # grow the ones still short of their need, evenly
+        short = [i for i in names if widths[i] < need[i]]
+        if not short:
+            break
+        step = max(left // len(short), 1)
+        for i in short:
+            add = min(step, need[i] - widths[i], left)
+            widths[i] += add
+            left -= add
+            if left <= 0:
+                break
+    return widths
+
+
+def _scalar(v):
+    """A numpy scalar as the Python number it holds."""
+    return v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v
+
+
+def _raw(v):
+    v = _scalar(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _csv_value(v) -> str:
+    v = _scalar(v)
+    if isinstance(v, (list, tuple)):
+        return "x".join("?" if d is None else clean(d) for d in v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else ""
+    return clean(v) if isinstance(v, str) else str(v)
+
+
+class Verbatim(str):
+    """Text to write as it is (CSV, Markdown, JSON): front ends print it unwrapped and uncut."""
+
+
+def check_view(fmt: str, columns: list[str] | None, known: list[Column] | None = None) -> None:
+    """Refuse a bad --format, or a --columns key none of ``known`` has, before any work is done."""
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: choose {', '.join(FORMATS)}")
+    if columns and known is not None:
+        names = {c.key.lower() for c in known} | {c.header.lower() for c in known if c.header}
+        for k in columns:
+            if k.strip().lower() not in names:
+                keys = ", ".join(dict.fromkeys(c.key for c in known))
+                raise UsageError(f"--columns: no column {k.strip()!r}; the columns are {keys}")
+
+
+def present(items: list, *, wide: bool = False, columns: list[str] | None = None, fmt: str = "table") -> list:
+    """A report's renderables as asked: ``columns`` chosen in its main table (the first with ``main``
+    set, or the first table), every table ``wide`` or not; for ``fmt`` csv, markdown or json, only the
+    main table's rows, as one string."""
+    tables = [r for r in items if isinstance(r, Table)]
+    main = next((t for t in tables if t.main), tables[0] if tables else None)
+    if (columns or fmt != "table") and main is None:
+        raise UsageError(f"{'--columns' if columns else '--format ' + fmt}: this report has no table")
+    if columns:
+        main.choose(columns)
+    for t in tables:
+        t.wide = wide
+    if fmt != "table":
+        return [Verbatim(main.text(fmt))]
+    return items

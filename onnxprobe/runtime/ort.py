@@ -119,10 +119,20 @@ class Session:
         return list(self.sess.get_providers())
 
 
-def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: str = "off", threads: int | None = None) -> Session:
-    """Build an InferenceSession from an in-memory model. ``device`` must be resolved already."""
+def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: str = "off", threads: int | None = None,
+                   profile_prefix: str | None = None, optimized_path: str | None = None) -> Session:
+    """Build an InferenceSession from an in-memory model. ``device`` must be resolved already.
+    ``profile_prefix``: onnxruntime's profiler on, its JSON written there; ``optimized_path``: where
+    onnxruntime writes the graph it runs (weights in a file beside it) (``runtime.profile``)."""
     ort = ort_module()
     so = ort.SessionOptions()
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
+    if optimized_path:
+        so.optimized_model_filepath = optimized_path
+        so.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
+        so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
     so.graph_optimization_level = _level(opt_level)
     so.log_severity_level = 4
     # without the arena, freed activations go back to the system at once: several sessions in a row

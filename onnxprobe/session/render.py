@@ -11,11 +11,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
-from onnxprobe.report.format import num, safe, shape as fmt_shape, shorten
+from onnxprobe.report.format import num, safe, shape as fmt_shape
+from onnxprobe.report.table import Column, Table
 from onnxprobe.api import TensorStats
 
 BLOCKS = " ▏▎▍▌▋▊▉█"
@@ -113,40 +112,32 @@ def kv_table(pairs: list[tuple[str, object]]) -> Text:
     return out
 
 
-TENSOR_HEADERS = [("", "left"), ("tensor", "left"), ("shape", "left"), ("dtype", "left"), ("min", "right"),
-                  ("max", "right"), ("mean", "right"), ("std", "right"), ("NaN", "right"), ("Inf", "right"),
-                  ("from / to", "left")]
+TENSOR_COLUMNS = [
+    Column("role", "", head=True), Column("tensor", "tensor", name=True), Column("shape", "shape", head=True),
+    Column("dtype", "dtype", head=True), Column("min", "min", "right"), Column("max", "max", "right"),
+    Column("mean", "mean", "right"), Column("std", "std", "right"), Column("nan", "NaN", "right"),
+    Column("inf", "Inf", "right"), Column("link", "from / to", name=True),
+]
 
 
-def tensor_table(rows: list[dict], width: int = 120) -> Table:
-    """rows: dicts with role, name, shape, dtype, stats (TensorStats or None), link (producer/consumers)."""
-    cells = []
+def tensor_table(rows: list[dict], width: int = 120, link: str = "from / to") -> Table:
+    """rows: dicts with role, name, shape, dtype, stats (TensorStats or None), link (producer/consumers,
+    under the header ``link``)."""
+    t = Table(TENSOR_COLUMNS[:-1] + [Column("link", link, name=True)])
     for r in rows:
         s: TensorStats | None = r.get("stats")
         ran = s is not None and s.count > 0
         fin = ran and s.finite > 0
-        cells.append([
-            r.get("role", ""), r["name"], fmt_shape(r.get("shape")) if r.get("shape") is not None or r.get("known") else "?",
-            safe(r.get("dtype") or "?")[:8],
+        shp = fmt_shape(r.get("shape")) if r.get("shape") is not None or r.get("known") else "?"
+        cells = [
+            r.get("role", ""), r["name"], shp, r.get("dtype") or "?",
             num(s.min) if fin else ("not run" if s is not None and s.count == 0 else "-"),
             num(s.max) if fin else "-", num(s.mean) if fin else "-", num(s.std) if fin else "-",
             str(s.nan) if s is not None else "-", str(s.inf) if s is not None else "-", r.get("link", ""),
-        ])
-    NAME, LINK = 1, len(TENSOR_HEADERS) - 1
-    need = [max([len(h)] + [len(c[i]) for c in cells]) for i, (h, _) in enumerate(TENSOR_HEADERS)]
-    rest = width - sum(w for i, w in enumerate(need) if i not in (NAME, LINK)) - 2 * (len(TENSOR_HEADERS) - 1)
-    rest = max(rest, 24)
-    name_w = min(need[NAME], max(rest * 3 // 5, rest - need[LINK]))
-    link_w = max(min(need[LINK], rest - name_w), 4)
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0), show_edge=False)
-    widths = list(need)
-    widths[NAME], widths[LINK] = name_w, link_w
-    for (h, just), w in zip(TENSOR_HEADERS, widths):
-        t.add_column(h, justify=just, no_wrap=True, overflow="ellipsis", min_width=w, max_width=w)
-    for c, r in zip(cells, rows):
-        c[NAME] = shorten(c[NAME], name_w)
-        c[LINK] = shorten(c[LINK], link_w)
-        s = r.get("stats")
+        ]
+        values = [r.get("role", ""), r["name"], shp, r.get("dtype"), s.min if fin else None, s.max if fin else None,
+                  s.mean if fin else None, s.std if fin else None, s.nan if s is not None else None,
+                  s.inf if s is not None else None, r.get("link", "")]
         style = "bold red" if s is not None and s.has_nonfinite else (r.get("style") or None)
-        t.add_row(*c, style=style)
+        t.add_row(cells, values, style)
     return t

@@ -26,6 +26,7 @@ from rich.text import Text
 
 from onnxprobe.errors import OnnxProbeError, UsageError, debug_enabled, first_line, internal_error_text
 from onnxprobe.report.console import console
+from onnxprobe.report.table import Verbatim
 from onnxprobe.session import commands as C
 from onnxprobe.session.inputs import session_notes
 from onnxprobe.session.state import State
@@ -64,7 +65,10 @@ def read_script(path: Path) -> list[str]:
 
 def show(console: Console, items: list) -> None:
     for item in items:
-        console.print(item, soft_wrap=False, highlight=False)
+        if isinstance(item, Verbatim):  # csv, markdown, json: not wrapped, not cut
+            console.print(item.rstrip("\n"), soft_wrap=True, highlight=False)
+        else:
+            console.print(item, soft_wrap=False, highlight=False)
 
 
 def banner(state: State) -> list:

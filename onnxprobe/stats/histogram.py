@@ -82,3 +82,29 @@ class Histogram:
         if d.get("scheme", f"log2/{SUB}") != f"log2/{SUB}":
             raise ValueError(f"histogram scheme {d.get('scheme')!r} is not log2/{SUB}")
         return cls({int(c): int(n) for c, n in zip(d["codes"], d["counts"])})
+
+
+def binned(a, bins: int = 40, weights=None) -> dict:
+    """Counts of the finite values of ``a`` in ``bins`` equal bins over their range, for a chart:
+    {"edges", "counts", "count", "nan", "inf"} (``weights``: a count per value, for bucket middles)."""
+    x = np.asarray(a, dtype=np.float64).reshape(-1)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64).reshape(-1)
+    finite = np.isfinite(x)
+    nan = int(np.isnan(x).sum()) if w is None else int(w[np.isnan(x)].sum())
+    inf = int((~finite).sum()) - int(np.isnan(x).sum()) if w is None else int(w[np.isinf(x)].sum())
+    xf = x[finite]
+    wf = None if w is None else w[finite]
+    if xf.size == 0:
+        return {"edges": [], "counts": [], "count": 0, "nan": nan, "inf": inf}
+    lo, hi = float(xf.min()), float(xf.max())
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    counts, edges = np.histogram(xf, bins=bins, range=(lo, hi), weights=wf)
+    return {"edges": [float(e) for e in edges], "counts": [int(round(c)) for c in counts],
+            "count": int(xf.size if wf is None else wf.sum()), "nan": nan, "inf": inf}
+
+
+def histogram_bins(h: Histogram, bins: int = 40) -> dict:
+    """A log-bucket Histogram (dataset statistics) as ``binned`` equal bins over its bucket middles."""
+    codes = sorted(h.counts)
+    return binned([Histogram.value(c) for c in codes], bins, weights=[h.counts[c] for c in codes])

@@ -92,7 +92,7 @@ def merge_diff_reports(reports: list[dict]) -> dict:
     pairs = [_merged_pair(k, [(m[k], off, Path(r["_path"]).name) for m, off, r in zip(by_key, offsets, shards)], labels)
              for k in sorted(keys, key=rank.__getitem__)]
     result = common_fields(reports, ("pairs", "_path", "notes", "samples", "sample_labels", "verdict", "verdict_reason",
-                                     "compared", "first_failure", "first_failure_module", "outputs_passed"))
+                                     "compared", "first_failure", "first_failure_module", "outputs_passed", "in_graph"))
     result.update(_verdict(shards, pairs, first["criterion"]))
     result["samples"] = len(labels)
     result["sample_labels"] = labels

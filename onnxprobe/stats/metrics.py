@@ -99,6 +99,7 @@ class Tolerance:
     min_sqnr: float = 30.0
     min_cosine: float = 0.999
     why: str = ""  # why this criterion, when it is a default chosen for what is compared
+    abs_floor: float | None = None  # sqnr only: a pair whose max|a-b| is at most this passes too (near-silent tensors)
 
     @classmethod
     def from_flags(cls, metric: str | None = None, *, atol: float | None = None, rtol: float | None = None,
@@ -167,7 +168,7 @@ class Tolerance:
         if self.metric == "cosine":
             return m.cosine >= self.min_cosine
         if self.metric == "sqnr":
-            return m.sqnr_db >= self.min_sqnr
+            return m.sqnr_db >= self.min_sqnr or (self.abs_floor is not None and m.max_abs <= self.abs_floor)
         raise ValueError(self.metric)
 
     def describe(self) -> str:
@@ -178,6 +179,6 @@ class Tolerance:
             "rmse": f"rmse <= {self.atol:g} + {self.rtol:g}*max|b|",
             "max_rel": f"max rel <= {self.rtol:g}",
             "cosine": f"cosine >= {self.min_cosine:g}",
-            "sqnr": f"SQNR >= {self.min_sqnr:g} dB",
+            "sqnr": f"SQNR >= {self.min_sqnr:g} dB" + (f" or max|a-b| <= {self.abs_floor:g}" if self.abs_floor is not None else ""),
         }[self.metric]
         return f"{rule} ({self.why})" if self.why else rule

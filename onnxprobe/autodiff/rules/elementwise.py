@@ -191,18 +191,21 @@ def gelu(g):
     phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
     tanh: y = x (1 + tanh u) / 2, u = sqrt(2/pi) (x + 0.044715 x^3)
       ->  dx = dy ((1 + tanh u) / 2 + x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 0.044715 x^2) / 2)"""
-    x = g.x[0]
+    return [g.Mul(g.dy, gelu_slope(g, g.x[0], g.attr("approximate", "none") in ("tanh", b"tanh")))]
+
+
+def gelu_slope(g, x: str, tanh: bool) -> str:
+    """d gelu(x) / dx, exact (erf) or of the tanh approximation (also com.microsoft's Gelu, FastGelu)."""
     s = g.scalar
-    if g.attr("approximate", "none") in ("tanh", b"tanh"):
+    if tanh:
         x2 = g.Mul(x, x)
         u = g.Mul(s(math.sqrt(2.0 / math.pi)), g.Add(x, g.Mul(s(0.044715), g.Mul(x2, x))))
         t = g.Tanh(u)
         du = g.Mul(s(math.sqrt(2.0 / math.pi)), g.Add(s(1.0), g.Mul(s(3 * 0.044715), x2)))
-        d = g.Add(g.Mul(s(0.5), g.Add(s(1.0), t)), g.Mul(g.Mul(s(0.5), x), g.Mul(g.Sub(s(1.0), g.Mul(t, t)), du)))
-        return [g.Mul(g.dy, d)]
+        return g.Add(g.Mul(s(0.5), g.Add(s(1.0), t)), g.Mul(g.Mul(s(0.5), x), g.Mul(g.Sub(s(1.0), g.Mul(t, t)), du)))
     cdf = g.Mul(s(0.5), g.Add(s(1.0), g.Erf(g.Mul(x, s(1.0 / math.sqrt(2.0))))))
     pdf = g.Mul(s(1.0 / math.sqrt(2.0 * math.pi)), g.Exp(g.Mul(g.Mul(x, x), s(-0.5))))
-    return [g.Mul(g.dy, g.Add(cdf, g.Mul(x, pdf)))]
+    return g.Add(cdf, g.Mul(x, pdf))
 
 
 @rule("Softplus")

@@ -39,14 +39,14 @@ def batch_norm(g):
     return [dx, s_dy_xhat if g.wants(1) else None, s_dy if g.wants(2) else None, dmean, dvar]
 
 
-def _norm_input_grad(g, gs: str, xhat: str, inv: str, axes) -> str:
+def norm_input_grad(g, gs: str, xhat: str, inv: str, axes) -> str:
     """dx = r (gs - mean(gs) - xhat mean(gs xhat)), the means over the normalised axes"""
     m1 = g.reduce("ReduceMean", gs, axes, keepdims=1)
     m2 = g.reduce("ReduceMean", g.Mul(gs, xhat), axes, keepdims=1)
     return g.Mul(inv, g.Sub(g.Sub(gs, m1), g.Mul(xhat, m2)))
 
 
-def _stats(g, x: str, axes, eps: float):
+def stats(g, x: str, axes, eps: float):
     mean = g.reduce("ReduceMean", x, axes, keepdims=1)
     xc = g.Sub(x, mean)
     var = g.reduce("ReduceMean", g.Mul(xc, xc), axes, keepdims=1)
@@ -72,9 +72,9 @@ def layer_norm(g):
         inv = g.forward_output(2, "inv_std_dev")
         xhat = g.Mul(g.Sub(x, mean), inv)
     else:
-        xc, inv = _stats(g, x, axes, eps)
+        xc, inv = stats(g, x, axes, eps)
         xhat = g.Mul(xc, inv)
-    dx = _norm_input_grad(g, g.Mul(g.dy, scale), xhat, inv, axes) if g.wants(0) else None
+    dx = norm_input_grad(g, g.Mul(g.dy, scale), xhat, inv, axes) if g.wants(0) else None
     dscale = g.Mul(g.dy, xhat) if g.wants(1) else None
     return [dx, dscale, g.dy if g.wants(2) else None]
 
@@ -86,9 +86,9 @@ def instance_norm(g):
     x, scale = g.x[0], g.x[1]
     r = g.rank(x)
     sp = list(range(2, r))
-    xc, inv = _stats(g, x, sp, g.attr("epsilon", 1e-5))
+    xc, inv = stats(g, x, sp, g.attr("epsilon", 1e-5))
     xhat = g.Mul(xc, inv)
-    dx = _norm_input_grad(g, g.Mul(g.dy, _per_channel(g, scale, r)), xhat, inv, sp) if g.wants(0) else None
+    dx = norm_input_grad(g, g.Mul(g.dy, _per_channel(g, scale, r)), xhat, inv, sp) if g.wants(0) else None
     axes = [0] + sp
     dscale = g.reduce_sum(g.Mul(g.dy, xhat), axes, keepdims=0) if g.wants(1) else None
     db = g.reduce_sum(g.dy, axes, keepdims=0) if g.wants(2) else None
@@ -122,3 +122,55 @@ def lrn(g):
     t = g.Div(g.Mul(g.Mul(g.dy, x), d_pow), d)
     back = _channel_window_sum(g, t, hi, lo)
     return [g.Sub(g.Mul(g.dy, d_pow), g.Mul(g.Mul(x, back), g.scalar(2.0 * alpha * beta / size)))]
+
+
+@rule("GroupNormalization", inputs=(0, 1, 2))
+def group_norm(g):
+    """y = xhat scale + B, xhat = (x - mean) r, statistics per (n, group of C / G channels) over the group's
+    channels and the spatial axes; scale and B per channel (opset 21) or per group (opset 18)  ->
+    dx = r (gs - mean(gs) - xhat mean(gs xhat)) per group, gs = dy scale;  dscale = sum(dy xhat),
+    dB = sum(dy), over all but the channel (group) axis"""
+    x, scale = g.x[0], g.x[1]
+    groups = int(g.attr("num_groups"))
+    r = g.rank(x)
+    per_channel = g.opset >= 21
+    grouped = g.Concat(g.shape(x, 0, 1), g.ints([groups, -1]), axis=0)
+    xg = g.Reshape(x, grouped)
+    xc, inv = stats(g, xg, [2], g.attr("epsilon", 1e-5))
+    xhat_g = g.Mul(xc, inv)
+    dyg = g.Reshape(g.dy, grouped)
+    dx = dscale = db = None
+    if g.wants(0):
+        gs = g.Mul(g.dy, _per_channel(g, scale, r)) if per_channel else None
+        gs_g = g.Reshape(gs, grouped) if per_channel else g.Mul(dyg, g.Reshape(scale, g.ints([1, groups, 1])))
+        dx = g.Reshape(norm_input_grad(g, gs_g, xhat_g, inv, [2]), g.Shape(x))
+    if per_channel:
+        axes = [0] + list(range(2, r))
+        if g.wants(1):
+            dscale = g.reduce_sum(g.Mul(g.dy, g.Reshape(xhat_g, g.Shape(x))), axes, keepdims=0)
+        if g.wants(2):
+            db = g.reduce_sum(g.dy, axes, keepdims=0)
+    else:
+        if g.wants(1):
+            dscale = g.reduce_sum(g.Mul(dyg, xhat_g), [0, 2], keepdims=0)
+        if g.wants(2):
+            db = g.reduce_sum(dyg, [0, 2], keepdims=0)
+    return [dx, dscale, db]
+
+
+@rule("RMSNormalization", inputs=(0, 1), broadcast=(1,))
+def rms_norm(g):
+    """y = xhat scale, xhat = x r, r = 1 / sqrt(mean(x^2) + eps) over the axes from `axis` on  ->
+    dx = r (gs - xhat mean(gs xhat)) with gs = dy scale,  dscale = dy xhat (summed back to its shape)"""
+    x, scale = g.x[0], g.x[1]
+    rk = g.rank(x)
+    a = g.attr("axis", -1)
+    axes = list(range(a + rk if a < 0 else a, rk))
+    ms = g.reduce("ReduceMean", g.Mul(x, x), axes, keepdims=1)
+    inv = g.Reciprocal(g.Sqrt(g.Add(ms, g.scalar(g.attr("epsilon", 1e-5)))))
+    xhat = g.Mul(x, inv)
+    dx = None
+    if g.wants(0):
+        gs = g.Mul(g.dy, scale)
+        dx = g.Mul(inv, g.Sub(gs, g.Mul(xhat, g.reduce("ReduceMean", g.Mul(gs, xhat), axes, keepdims=1))))
+    return [dx, g.Mul(g.dy, xhat) if g.wants(1) else None]

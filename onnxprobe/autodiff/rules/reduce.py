@@ -101,3 +101,45 @@ def reduce_l2(g):
 def reduce_sum_square(g):
     """y = sum(x^2, axes)  ->  dx = 2 x dy"""
     return _runtime_or(g, lambda axes: [g.Mul(g.x[0], g.Mul(_keep(g, g.dy), g.scalar(2.0)))])
+
+
+@rule("ReduceL1")
+def reduce_l1(g):
+    """y = sum(|x|, axes)  ->  dx = dy sign(x)  (0 at x = 0)"""
+    return _runtime_or(g, lambda axes: [g.Mul(g.Sign(g.x[0]), _keep(g, g.dy))])
+
+
+@rule("ReduceLogSumExp")
+def reduce_log_sum_exp(g):
+    """y = log(sum(exp(x), axes))  ->  dx = dy exp(x - y)  (a softmax over the reduced axes)"""
+    return _runtime_or(g, lambda axes: [g.Mul(_keep(g, g.dy), g.Exp(g.Sub(g.x[0], _keep(g, g.y[0]))))])
+
+
+@rule("ReduceLogSum")
+def reduce_log_sum(g):
+    """y = log(sum(x, axes))  ->  dx = dy / sum(x) = dy exp(-y)"""
+    return _runtime_or(g, lambda axes: [g.Expand(g.Mul(_keep(g, g.dy), g.Exp(g.Neg(_keep(g, g.y[0])))), g.Shape(g.x[0]))])
+
+
+@rule("ReduceProd")
+def reduce_prod(g):
+    """y = prod(x, axes)  ->  dx_i = dy prod_{j != i} x_j: y / x_i where the group has no zero; where it has
+    one, the product of the others at the zero and 0 elsewhere; 0 where it has two or more"""
+    x = g.x[0]
+
+    def f(axes):
+        zero = g.Equal(x, g.scalar(0.0))
+        nz = g.Where(zero, g.scalar(1.0), x)
+        if axes is None:
+            p_nz, n0 = g.reduce("ReduceProd", nz, None, keepdims=1), g.reduce_sum(g.mask(zero), None, keepdims=1)
+        elif isinstance(axes, str):
+            p_nz = g.ReduceProd(nz, axes, keepdims=1)
+            n0 = g.reduce_sum_runtime(g.mask(zero), axes)
+        else:
+            p_nz, n0 = g.reduce("ReduceProd", nz, axes, keepdims=1), g.reduce_sum(g.mask(zero), axes, keepdims=1)
+        no_zero = g.mask(g.Equal(n0, g.scalar(0.0)))
+        one_zero = g.Mul(g.mask(g.Equal(n0, g.scalar(1.0))), g.mask(zero))
+        others = g.Add(g.Mul(no_zero, g.Div(p_nz, nz)), g.Mul(one_zero, p_nz))
+        return [g.Mul(_keep(g, g.dy), others)]
+
+    return _runtime_or(g, f)

@@ -161,7 +161,8 @@ def gather(g):
     ii = idx if g.engine.elem(idx) == TensorProto.INT64 else g.Cast(idx, to=TensorProto.INT64)
     dim = g.shape(x, a, a + 1)
     if g.opset >= 16:
-        ii = g.Where(g.Less(ii, g.const(np.array(0, np.int64))), g.Add(ii, dim), ii)
+        # dim as a scalar: a scalar index (Gather dropping the axis) must stay a scalar
+        ii = g.Where(g.Less(ii, g.const(np.array(0, np.int64))), g.Add(ii, g.squeeze(dim, [0])), ii)
         xshape = g.Shape(x)
         tshape = xshape if a == 0 else g.Gather(xshape, g.ints(dp), axis=0)
         zeros = g.ConstantOfShape(tshape, value=_zero_value(g))

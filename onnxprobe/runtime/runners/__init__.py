@@ -1,19 +1,39 @@
 """One runner class per backend behind one interface (``base.Runner``): ``OrtRunner`` (onnxruntime, CPU or
-CUDA), ``ReferenceRunner`` (onnx.reference), ``NpzRunner`` (saved activations). ``make_runner`` picks
-one by name, so the commands never switch on a backend themselves."""
+CUDA), ``ReferenceRunner`` (onnx.reference), ``OpenVinoRunner`` (OpenVINO, in a worker process),
+``TensorRtRunner`` (TensorRT), ``NpzRunner`` (saved activations). ``make_runner`` picks one by name, so
+the commands never switch on a backend themselves."""
 
 from __future__ import annotations
 
-import onnx
+from typing import TYPE_CHECKING
 
 from onnxprobe.errors import UsageError
-from onnxprobe.types import RunConfig
 
-RUNTIMES = ("ort", "reference")
+if TYPE_CHECKING:  # onnx costs a second to import: the OpenVINO worker, a package module, never needs it
+    import onnx
+
+    from onnxprobe.types import RunConfig
+
+RUNTIMES = ("ort", "openvino", "tensorrt", "reference")
+TAKES_OPTIONS = ("openvino", "tensorrt")  # runtimes with settings of their own (--runtime-option)
 
 
-def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None = None, label: str = "", **kw):
-    """The runner for ``runtime`` (``ort`` | ``reference``) over ``model``."""
+def check_runtime(runtime: str, flag: str = "--runtime") -> str:
+    if runtime not in RUNTIMES:
+        raise UsageError(f"{flag} {runtime!r}: choose one of {', '.join(RUNTIMES)}")
+    return runtime
+
+
+def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None = None, label: str = "", *,
+                options: dict[str, str] | None = None, max_memory: int | None = None, shapes: dict | None = None, **kw):
+    """The runner for ``runtime`` (``ort`` | ``openvino`` | ``tensorrt`` | ``reference``) over ``model``.
+    ``options``: the runtime's own settings (OpenVINO properties, TensorRT builder settings);
+    ``max_memory``: the budget of the runtimes whose statistics are computed on the host; ``shapes``: the
+    feeds' input shapes, when known (OpenVINO reads some models only with static inputs); ``kw``: the
+    onnxruntime runner's (interruptible, threads)."""
+    check_runtime(runtime)
+    if options and runtime not in TAKES_OPTIONS:
+        raise UsageError(f"--runtime-option: {runtime} takes none (its settings are --device and --opt-level)")
     if runtime == "ort":
         from onnxprobe.runtime.runners.ort import OrtRunner
 
@@ -22,4 +42,49 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
         from onnxprobe.runtime.runners.reference import ReferenceRunner
 
         return ReferenceRunner(model, config, label)
-    raise UsageError(f"--runtime {runtime!r}: choose one of {', '.join(RUNTIMES)}")
+    if runtime == "openvino":
+        from onnxprobe.runtime.runners.openvino import OpenVinoRunner
+
+        return OpenVinoRunner(model, config, label, options=options, max_memory=max_memory, shapes=shapes)
+    from onnxprobe.runtime.runners.tensorrt import TensorRtRunner
+
+    return TensorRtRunner(model, config, label, options=options, max_memory=max_memory)
+
+
+def parse_runtime_options(items: list[str] | None) -> dict[str, str]:
+    """``--runtime-option KEY=VALUE`` (repeatable) -> {KEY: VALUE}; ``RUNTIME:KEY=VALUE`` addresses one
+    runtime when both sides of a diff take options (``openvino:INFERENCE_PRECISION_HINT=f16``)."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not value.strip():
+            raise UsageError(f"--runtime-option {item!r}: expected KEY=VALUE, e.g. INFERENCE_PRECISION_HINT=f16")
+        out[key] = value.strip()
+    return out
+
+
+def options_for(runtime: str, options: dict[str, str] | None) -> dict[str, str]:
+    """The options that apply to ``runtime``: unprefixed ones (when it takes options) and its own
+    ``RUNTIME:KEY`` ones."""
+    out = {}
+    for k, v in (options or {}).items():
+        prefix, sep, rest = k.partition(":")
+        if sep and prefix in RUNTIMES:
+            if prefix == runtime:
+                out[rest] = v
+        elif runtime in TAKES_OPTIONS:
+            out[k] = v
+    return out
+
+
+def check_options_used(runtimes: list[str], options: dict[str, str] | None) -> None:
+    """Refuse options that no side would receive (a typo'd prefix, options for onnxruntime)."""
+    for k in options or {}:
+        prefix, sep, _ = k.partition(":")
+        if sep and prefix in RUNTIMES:
+            if prefix not in runtimes:
+                raise UsageError(f"--runtime-option {k}: {prefix} does not run here ({' and '.join(dict.fromkeys(runtimes))} do)")
+        elif not any(r in TAKES_OPTIONS for r in runtimes):
+            raise UsageError(f"--runtime-option {k}: {' and '.join(dict.fromkeys(runtimes))} take no runtime options "
+                             f"(they are for {', '.join(TAKES_OPTIONS)})")

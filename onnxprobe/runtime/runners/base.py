@@ -26,6 +26,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.graph.expose import expose, needs_masking
+from onnxprobe.runtime import plan_cache
 from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
@@ -86,6 +87,24 @@ def host_statistics(value) -> TensorStats | None:
     return TensorStats.from_array(a) if a.dtype.kind in "biuf" else None
 
 
+def read_host_refs(refs: list[TensorRef], feeds: dict, model: onnx.ModelProto, st: dict, shp: dict, arrays: dict, *,
+                   stats: bool, shapes: bool, raw: bool | set[str]) -> None:
+    """Graph inputs and weights among ``refs``: values from ``feeds`` and the initializers of ``model``,
+    statistics and shapes on the host, added to ``st``, ``shp`` and (when ``raw`` names them) ``arrays``."""
+    for r in refs:
+        if r.kind == "node":
+            continue
+        v = feeds.get(r.name) if r.kind == "input" else constant_value(model, r.name)
+        if v is None:
+            continue
+        if stats:
+            st[r.name] = host_statistics(v)
+        if shapes:
+            shp[r.name] = tuple(np.shape(v))
+        if (r.name in raw) if isinstance(raw, set) else raw:
+            arrays[r.name] = np.asarray(v)
+
+
 def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
     for t in model.graph.initializer:
         if t.name == name:
@@ -115,12 +134,19 @@ class GraphRunner(Runner):
     def session_seconds(self) -> float:
         return 0.0
 
-    def _plan(self, model: onnx.ModelProto, refs: list[TensorRef], key, **kw) -> ProbePlan:
+    def _plan(self, model: onnx.ModelProto, refs: list[TensorRef], key, input_shapes: dict | None = None, **kw) -> ProbePlan:
         if key is not None and key in self._plans:
             self._plans.move_to_end(key)
             return self._plans[key]
         warnings: list[str] = []
-        rewritten, probes = expose(model, refs, warnings=warnings, **kw)
+        disk = plan_cache.key(model, refs, kw, input_shapes) if plan_cache.enabled(self.config.cache) else None
+        hit = plan_cache.load(disk, model) if disk else None
+        if hit is not None:
+            rewritten, probes, warnings = hit
+        else:
+            rewritten, probes = expose(model, refs, warnings=warnings, **kw)
+            if disk:
+                plan_cache.store(disk, rewritten, probes, warnings)
         plan = ProbePlan(rewritten, probes, self.label, warnings, base=model)
         if key is not None:
             self._plans[key] = plan
@@ -137,7 +163,8 @@ class GraphRunner(Runner):
         compiled form made under the same key (the debugger's repeated runs, a dataset's batches)."""
         base = model if model is not None else self.model
         in_graph = [r for r in refs if r.kind == "node"]
-        plan = self._plan(base, in_graph, key, stats=stats, shapes=shapes, raw=raw, nonfinite=nonfinite)
+        plan = self._plan(base, in_graph, key, {k: tuple(np.shape(v)) for k, v in feeds.items()},
+                          stats=stats, shapes=shapes, raw=raw, nonfinite=nonfinite)
         return self.run_plan(plan, feeds, host_refs=[r for r in refs if r.kind != "node"], stats=stats, shapes=shapes,
                              raw=raw, key=key, outputs=outputs, order=[r.name for r in refs], rerun=nonfinite == "deferred")
 
@@ -162,42 +189,39 @@ class GraphRunner(Runner):
             if bad:
                 again = self.probe(bad, feeds, shapes=False, nonfinite="masked", model=base, outputs=False)
                 st.update(again.stats)
-        want_raw = (lambda n: n in raw) if isinstance(raw, set) else (lambda n: bool(raw))
-        for r in host_refs:
-            v = feeds.get(r.name) if r.kind == "input" else constant_value(base, r.name)
-            if v is None:
-                continue
-            if stats:
-                st[r.name] = host_statistics(v)
-            if shapes:
-                shp[r.name] = tuple(np.shape(v))
-            if want_raw(r.name):
-                arrays[r.name] = np.asarray(v)
+        read_host_refs(host_refs, feeds, base, st, shp, arrays, stats=stats, shapes=shapes, raw=raw)
         probes = list(plan.probes) + [Probe(ref=r) for r in host_refs]
         if order is not None:
             rank = {n: k for k, n in enumerate(order)}
             probes.sort(key=lambda p: rank.get(p.ref.name, len(rank)))
         view = ProbePlan(plan.model, probes, plan.source, list(plan.warnings), base=base)
         info = RunInfo(device=self.device, providers=self.providers(), opt_level=self.config.opt_level,
-                       session_seconds=self.session_seconds(), run_seconds=seconds)
+                       session_seconds=self.session_seconds(), run_seconds=seconds, runtime=self.kind)
         return ProbeResult(view, info, st, shp, arrays, {n: out[n] for n in own if n in out and outputs},
                            notes=list(self.notes))
 
-    def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False, key=None) -> dict:
-        """Raw values: node outputs from one run of a probed copy (lifted out of If/Loop/Scan bodies),
-        graph inputs from ``feeds``, weights from the initializers. ``key``: keep the probed copy and its
-        compiled form for the next call with the same names (a dataset's samples)."""
+    def known_values(self, names: list[str], feeds: dict) -> tuple[dict, list[str]]:
+        """({name: value} for the graph inputs (from ``feeds``) and weights among ``names``, the names left
+        to run)."""
         inits = {t.name for t in self.model.graph.initializer}
         inputs = {i.name for i in self.model.graph.input} - inits
         found: dict = {}
-        run = []
+        rest = []
         for n in dict.fromkeys(names):
             if n in inputs and n in feeds:
                 found[n] = feeds[n]
             elif n in inits:
                 found[n] = constant_value(self.model, n)
             else:
-                run.append(TensorRef(name=n, node="", op_type="", index=-1))
+                rest.append(n)
+        return found, rest
+
+    def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False, key=None) -> dict:
+        """Raw values: node outputs from one run of a probed copy (lifted out of If/Loop/Scan bodies),
+        graph inputs from ``feeds``, weights from the initializers. ``key``: keep the probed copy and its
+        compiled form for the next call with the same names (a dataset's samples)."""
+        found, rest = self.known_values(names, feeds)
+        run = [TensorRef(name=n, node="", op_type="", index=-1) for n in rest]
         if run:
             key = None if key is None else ("values", key, tuple(r.name for r in run))
             plan = self._plan(self.model, run, key, stats=False, shapes=False, raw=True)

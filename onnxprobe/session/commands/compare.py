@@ -9,9 +9,10 @@ from rich.text import Text
 
 from onnxprobe import api
 from onnxprobe.errors import UsageError
-from onnxprobe.report.diff import diff_renderables
+from onnxprobe.report.diff import COLUMNS, diff_renderables
+from onnxprobe.report.table import present
 from onnxprobe.report.format import safe, num, shape as fmt_shape
-from onnxprobe.session.commands.table import Env, command, tag
+from onnxprobe.session.commands.table import Env, command, pop_view, tag
 from onnxprobe.session.parse import parse_selection, pop_all, pop_option
 
 
@@ -35,18 +36,20 @@ def _diff_result(env: Env, selection: api.Selection, *, introduced: bool = True)
     return res
 
 
-@command("diff", "diff [SELECTION] [--sort topo|introduced|accumulated]", "compare the two models tensor by tensor, as `onnxprobe diff` does",
-         "two models and gradients", args=("selection",))
+@command("diff", "diff [SELECTION] [--sort topo|introduced|accumulated] [--wide] [--columns a,b] [--format table|csv|markdown|json]",
+         "compare the two models tensor by tensor, as `onnxprobe diff` does", "two models and gradients", args=("selection",))
 def cmd_diff(env: Env, args: list[str]):
     """Needs `onnxprobe debug MODEL OTHER`: model a is compared with model b (the reference) on the
-    session's inputs and device. The result is cached until inputs or device change."""
+    session's inputs and device. The result is cached until inputs or device change. --wide, --columns
+    and --format work as on the command line."""
     _two(env, "diff")
     sort = pop_option(args, "--sort") or "topo"
+    view = pop_view(args, COLUMNS)
     res = _diff_result(env, parse_selection(args))
     order = api.sort_results(res.results, sort)
     out: list = diff_renderables(res, env.width, order)
     out += [Text(f"note: {n}", style="dim") for n in dict.fromkeys(res.notes)]
-    return out
+    return present(out, **view)
 
 
 @command("match", "match TENSOR", "which tensor of the other model matches TENSOR, by which strategy and why", "two models and gradients",

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 
-from rich.table import Table
 from rich.text import Text
 
 from onnxprobe import api
 from onnxprobe.errors import UsageError
-from onnxprobe.report.format import safe, shape as fmt_shape, shorten
+from onnxprobe.report.format import safe, shape as fmt_shape
+from onnxprobe.report.table import Column, Table
 from onnxprobe.session import render
 from onnxprobe.session.inputs import session_notes
 from onnxprobe.session.parse import describe_selection, parse_selection
 from onnxprobe.session.state import Target
 from onnxprobe.session.commands.table import Env, bad, command, display_ref, no_more, parse_int, tag, target_of
+
+
+PROBE_COLUMNS = [Column("index", "#", "right", head=True), Column("node", "node", name=True), Column("op", "op", head=True),
+                 Column("tensor", "tensor", name=True), Column("shape", "shape"), Column("dtype", "dtype")]
 
 
 # -- inputs and probes -----------------------------------------------------------------------------------
@@ -27,9 +31,7 @@ def _inputs_table(env: Env, t: Target) -> list:
         st = api.TensorStats.from_array(v) if v.dtype.kind in "biuf" else None
         rows.append({"role": "", "name": s.name, "shape": tuple(v.shape), "known": True, "dtype": str(v.dtype),
                      "stats": st, "link": env.state.inputs.source(s.name)})
-    table = render.tensor_table(rows, env.width)
-    table.columns[0].header = ""
-    table.columns[-1].header = "source"
+    table = render.tensor_table(rows, env.width, link="source")
     out: list = [table]
     out += [Text(f"note: {n}", style="dim") for n in session_notes(notes)]
     return out
@@ -125,13 +127,11 @@ def cmd_probe(env: Env, args: list[str]):
             names = list(t.probes)
         if not names:
             return f"{tag(env, t)}no probes (probe add SELECTION)"
-        table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="bold")
-        for h in ("#", "node", "op", "tensor", "shape", "dtype"):
-            table.add_column(h, justify="right" if h == "#" else "left", no_wrap=True, overflow="ellipsis")
-        w = max(env.width // 3, 20)
+        table = Table(PROBE_COLUMNS)
         for n in names:
             r = display_ref(t, n)
-            table.add_row(str(r.index), shorten(r.node, w), safe(r.op_type), shorten(n, w), safe(fmt_shape(r.shape)), safe(r.dtype or "?"))
+            table.add_row([str(r.index), r.node, r.op_type, n, fmt_shape(r.shape), r.dtype or "?"],
+                          [r.index, r.node, r.op_type, n, r.shape, r.dtype])
         return [table, Text(f"{tag(env, t)}{len(names)} probes", style="dim")]
     raise bad("probe", f"unknown subcommand {sub!r}; use add, rm, list or clear")
 

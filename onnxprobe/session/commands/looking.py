@@ -14,7 +14,9 @@ from onnxprobe.fileio import write_file
 from onnxprobe.report.format import safe, shape as fmt_shape
 from onnxprobe.session import render
 from onnxprobe.session.parse import format_slice, parse_selection, parse_slice, pop_option
-from onnxprobe.session.commands.table import Env, bad, command, layers_view, no_more, parse_int, resolve_tensor, tag, target_of
+from onnxprobe.session.commands.table import (
+    Env, bad, command, layers_view, no_more, parse_int, pop_view, resolve_tensor, tag, target_of,
+)
 from onnxprobe.text import duration, human_bytes
 
 MAX_OUTPUT_LINES = 8
@@ -61,12 +63,17 @@ def cmd_run(env: Env, args: list[str]):
     return out
 
 
-@command("stats", "stats [SELECTION] [--model a|b]", "the `layers` table of the probes, or of a selection (computed if needed)",
+@command("stats", "stats [SELECTION] [--model a|b] [--wide] [--columns a,b] [--format table|csv|markdown|json]",
+         "the `layers` table of the probes, or of a selection (computed if needed)",
          "running and looking", args=("selection",))
 def cmd_stats(env: Env, args: list[str]):
-    """Examples: `stats`, `stats op:Softmax`, `stats --all`, `stats 'conv*' --model b`."""
-    from onnxprobe.report.layers import layers_table
+    """Examples: `stats`, `stats op:Softmax`, `stats --all`, `stats 'conv*' --model b`,
+    `stats --columns index,tensor,max --format csv`. --wide, --columns and --format work as on the
+    command line."""
+    from onnxprobe.report.layers import COLUMNS, layers_table
+    from onnxprobe.report.table import present
 
+    view = pop_view(args, COLUMNS)
     t = target_of(env, args)
     st = env.state
     if args:
@@ -80,7 +87,7 @@ def cmd_stats(env: Env, args: list[str]):
     table, footer = layers_table(layers_view(env, t, names), env.width)
     if len(st.targets) > 1:
         footer = Text.assemble(Text(safe(f"[{t.label}] {t.name} · ")), footer)
-    return [table, footer]
+    return present([table, footer], **view)
 
 
 @command("show", "show TENSOR [SLICE] [--bins N] [--log] [--full] [--model a|b]",
@@ -137,12 +144,16 @@ def cmd_show(env: Env, args: list[str]):
     return out
 
 
-@command("save", "save TENSOR|all FILE [--model a|b]", "write a tensor (.npy, .npz or .pb), or every probed tensor (all: .npz)",
+@command("save", "save TENSOR|all|html FILE [--model a|b]",
+         "write a tensor (.npy, .npz or .pb), every probed tensor (all: .npz), or the HTML report (html)",
          "running and looking", args=("savewhat", "file"))
 def cmd_save(env: Env, args: list[str]):
-    """`save all acts.npz` writes the probes and model outputs, keyed by tensor name (like `layers --save`)."""
+    """`save all acts.npz` writes the probes and model outputs, keyed by tensor name (like `layers --save`).
+    `save html report.html` writes the self-contained HTML report (as `--html` does): of the last `diff`
+    when there are two models and one was run, else of the probes' statistics (`stats`) of the model."""
     from onnxprobe.report import io as report_io
 
+    chosen = "--model" in args or "-m" in args
     t = target_of(env, args)
     if len(args) != 2:
         raise bad("save", "give what to save and a file")
@@ -150,6 +161,10 @@ def cmd_save(env: Env, args: list[str]):
     for m in env.state.targets.values():
         report_io.check_writable(path, m.model.source)
     suffix = Path(path).suffix.lower()
+    if what == "html" and (suffix in (".html", ".htm") or "html" not in t.index.refs):
+        from onnxprobe.session.commands.pictures import save_html
+
+        return save_html(env, t, path, diff=not chosen)
     if what == "all":
         if suffix != ".npz":
             raise bad("save", "save all writes an .npz file")

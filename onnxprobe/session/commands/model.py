@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 
-from rich.table import Table
 from rich.text import Text
 
 from onnxprobe import api
 from onnxprobe.errors import UsageError
-from onnxprobe.report.format import safe, shape as fmt_shape, shorten
+from onnxprobe.report.format import safe, shape as fmt_shape
+from onnxprobe.report.inspect import NODE_COLUMNS
+from onnxprobe.report.table import Table
 from onnxprobe.session import render
 from onnxprobe.session.parse import pop_option
 from onnxprobe.session.commands.table import Env, bad, command, fresh, no_more, node_index, node_view, tag, target_of
@@ -78,21 +79,13 @@ def cmd_nodes(env: Env, args: list[str]):
     sites = t.index.find_nodes(args[0] if args else None)
     if not sites:
         raise UsageError(f"nodes: nothing matches {args[0]!r} (a name glob such as 'conv*', or op:TYPE)")
-    rows = []
+    table = Table(NODE_COLUMNS)
     for s in sites:
         ins = ", ".join(i for i in s.node.input if i)
         outs = ", ".join(o for o in s.node.output if o)
-        rows.append([str(s.index), ("/".join(s.scope) + "/" if s.scope else "") + s.name, s.node.op_type, ins, outs])
-    need = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(["#", "node", "op", "inputs", "outputs"])]
-    rest = max(env.width - need[0] - need[2] - 8, 30)
-    node_w = min(need[1], rest * 2 // 5)
-    in_w = min(need[3], max((rest - node_w) // 2, rest - node_w - need[4]))
-    out_w = max(min(need[4], rest - node_w - in_w), 6)
-    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), show_edge=False, header_style="bold")
-    for h, w, j in (("#", need[0], "right"), ("node", node_w, "left"), ("op", need[2], "left"), ("inputs", in_w, "left"), ("outputs", out_w, "left")):
-        table.add_column(h, justify=j, no_wrap=True, overflow="ellipsis", min_width=w, max_width=w)
-    for r in rows:
-        table.add_row(r[0], shorten(r[1], node_w), safe(r[2]), shorten(r[3], in_w), shorten(r[4], out_w))
+        name = ("/".join(s.scope) + "/" if s.scope else "") + s.name
+        # a no-break space keeps the arrow on the line of the last input when the cell wraps
+        table.add_row([str(s.index), name, s.node.op_type, f"{ins}\u00a0→ {outs}"], [s.index, name, s.node.op_type, f"{ins} → {outs}"])
     foot = Text(f"{tag(env, t)}{len(sites)} of {len(t.index.sites)} nodes", style="dim")
     return [table, foot]
 

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from onnxprobe.errors import UsageError
 from onnxprobe.report.format import safe
+from onnxprobe.report.table import Verbatim
 from onnxprobe.session import render
 from onnxprobe.session.parse import pop_option, split
 from onnxprobe.session.state import State, Target
@@ -86,8 +87,26 @@ def execute(env: Env, line: str) -> list:
     if out is None:
         return []
     if isinstance(out, (list, tuple)):
-        return [Text(o) if isinstance(o, str) else o for o in out if o is not None]
-    return [Text(out) if isinstance(out, str) else out]
+        return [_renderable(o) for o in out if o is not None]
+    return [_renderable(out)]
+
+
+def _renderable(o):
+    return Text(o) if isinstance(o, str) and not isinstance(o, Verbatim) else o
+
+
+def pop_view(args: list[str], columns: list | None = None) -> dict:
+    """--wide, --columns a,b, --format F of a table command, as ``report.table.present`` takes them."""
+    from onnxprobe.report.table import check_view
+
+    wide = bool(pop_option(args, "--wide", flag=True))
+    cols = pop_option(args, "--columns")
+    fmt = pop_option(args, "--format") or "table"
+    keys = [k.strip() for k in (cols or "").split(",") if k.strip()]
+    if cols is not None and not keys:
+        raise UsageError("--columns: give comma-separated column keys, e.g. index,tensor,min,max")
+    check_view(fmt, keys, columns)
+    return {"wide": wide, "columns": keys, "fmt": fmt}
 
 
 # -- helpers ---------------------------------------------------------------------------------------------

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The GPU checks of onnxprobe, in one command, for a machine with an NVIDIA GPU (run from anywhere):
+#
+#     bash bench/gpu_check.sh            # VENV=/path/to/venv to reuse one; SKIP_INSTALL=1 if it is ready
+#
+# 1. a virtual environment with onnxprobe and its GPU extras (pip only: onnxruntime-gpu in place of the
+#    CPU wheel, the tensorrt extra: TensorRT with its CUDA libraries and cuda-python; pytest; no torch);
+# 2. the GPU tests: the CUDA provider (tests/test_cuda.py, tests/test_grad_cuda.py) and TensorRT
+#    (tests/test_tensorrt.py); they skip, with the reason, where the GPU stack is not usable;
+# 3. timings of layers/diff on CUDA and TensorRT against onnxruntime on the CPU (bench/runtimes.py).
+#
+# Each step has a time limit (install 270 s, tests 170 s, timings 150 s) so that the whole script ends
+# within 10 minutes. Exit code: that of the tests (2 when the install fails).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-bench/.cache/gpu-venv}
+PY="$VENV/bin/python"
+SECONDS=0
+
+if [ -z "${SKIP_INSTALL:-}" ]; then
+    echo "== install into $VENV"
+    [ -x "$PY" ] || python3 -m venv "$VENV"
+    # onnxruntime and onnxruntime-gpu install the same package: keep only the GPU one
+    timeout 270 bash -c "'$PY' -m pip install -q -e '.[tensorrt]' pytest &&
+                         '$PY' -m pip uninstall -q -y onnxruntime onnxruntime-gpu &&
+                         '$PY' -m pip install -q 'onnxruntime-gpu>=1.18'" || { echo "install failed or took over 270 s"; exit 2; }
+fi
+echo "== versions ($SECONDS s)"
+nvidia-smi -L 2>/dev/null || echo "nvidia-smi: not found"
+"$PY" - <<'EOF'
+import importlib.metadata as md
+for p in ("onnxruntime-gpu", "tensorrt", "cuda-python", "onnx"):
+    try:
+        print(f"{p} {md.version(p)}")
+    except md.PackageNotFoundError:
+        print(f"{p} not installed")
+import onnxruntime as ort
+print("onnxruntime providers:", ort.get_available_providers())
+EOF
+
+echo "== GPU tests ($SECONDS s)"
+timeout 170 "$PY" -m pytest -q -p no:cacheprovider -rs tests/test_cuda.py tests/test_grad_cuda.py tests/test_tensorrt.py
+status=$?
+
+echo "== timings ($SECONDS s)"
+timeout 150 "$PY" bench/runtimes.py --repeat 1 --deadline 110 --runtimes cuda,tensorrt
+# (the gradient benchmark on CUDA goes here: bench/grad.py --device cuda, with its own timeout)
+
+echo "== done in $SECONDS s; tests exit code $status"
+exit $status

@@ -1,0 +1,97 @@
+"""The values behind the pictures of a report: histograms of a few tensors (the worst rows of a
+``layers``, ``diff`` or ``grad`` report, for ``--html``), fetched within a memory budget, and the node
+ids Model Explorer gives a model (``explorer_ids``, for ``--overlay``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxprobe.api.core import DatasetResult, raw_chunks
+from onnxprobe.graph.explorer_ids import ExplorerIds, explorer_ids
+from onnxprobe.graph.model import Model
+from onnxprobe.runtime import feeds as _feeds
+from onnxprobe.runtime.budget import default_budget, plan_chunks
+from onnxprobe.stats.histogram import binned, histogram_bins
+from onnxprobe.types import InputSpec, ProbeResult, RunConfig
+
+BINS = 40
+
+__all__ = ["layers_histograms", "diff_histograms", "grad_histograms", "describe_inputs", "histogram_of", "explorer_ids",
+           "ExplorerIds", "BINS"]
+
+
+def layers_histograms(result: ProbeResult | DatasetResult, names: list[str], inputs: InputSpec | None = None, *,
+                      config: RunConfig | None = None, max_memory: int | None = None, bins: int = BINS) -> dict[str, dict]:
+    """Tensor name -> {"values": ``stats.histogram.binned`` counts of its values}, for these probed tensors of a
+    ``layers`` result: rerun on the same ``inputs`` exposing at most ``max_memory`` bytes of them per run.
+    A dataset result already holds the histograms of every tensor over the dataset: no run."""
+    if isinstance(result, DatasetResult):
+        return {n: {"values": histogram_bins(result.histograms[n], bins)} for n in names if n in result.histograms}
+    measured = [n for n in names if result.stats.get(n) is not None and result.stats[n].count]
+    if not measured:
+        return {}
+    model = Model(result.plan.base, result.plan.source)
+    feed = _feeds.make_feeds(model.proto, inputs).values
+    config = config or RunConfig(device=result.info.device, opt_level=result.info.opt_level)
+    out: dict[str, dict] = {}
+    for _, _, values in raw_chunks(model, result, feed, measured, max_memory=max_memory, config=config):
+        out.update({n: {"values": binned(v, bins)} for n, v in values.items() if v.dtype.kind in "biuf"})
+        del values
+    return out
+
+
+def diff_histograms(res, names: list[str], inputs: InputSpec | None = None, *, max_memory: int | None = None,
+                    bins: int = BINS) -> dict[str, dict]:
+    """Tensor of A -> {"values": binned A, "error": binned A - B} for these pairs of a DiffResult, both
+    sides rerun on the same ``inputs``, at most ``max_memory`` bytes of tensors per run."""
+    wanted = set(names)
+    pairs = [r for r in res.results if r.pair.a.name in wanted and r.metrics is not None and r.shape is not None]
+    if not pairs:
+        return {}
+    feed = _feeds.make_feeds(res.a.model.proto, inputs).values
+    size = {id(r): 2 * 8 * int(np.prod(r.shape, dtype=np.int64)) for r in pairs}  # both sides, as float64
+    chunks = plan_chunks([(str(k), size[id(r)]) for k, r in enumerate(pairs)], (max_memory or default_budget()) // 2)
+    out: dict[str, dict] = {}
+    for chunk in chunks:
+        part = [pairs[int(k)] for k in chunk]
+        va = res.a.values([r.pair.a for r in part], feed)
+        vb = res.b.values([r.pair.b for r in part], feed)
+        for r in part:
+            a, b = va.get(r.pair.a.probe), vb.get(r.pair.b.probe)
+            if a is None or b is None or np.shape(a) != np.shape(b):
+                continue
+            a64 = np.asarray(a, dtype=np.float64)
+            out[r.pair.a.name] = {"values": binned(a64, bins), "error": binned(a64 - np.asarray(b, dtype=np.float64), bins)}
+        del va, vb
+    return out
+
+
+def grad_histograms(result, names: list[str], *, bins: int = BINS) -> dict[str, dict]:
+    """Forward tensor -> {"values": ``binned`` counts of its gradient}, from a GradResult run with ``save=True``."""
+    return {n: {"values": binned(result.arrays[n], bins)} for n in names if n in result.arrays}
+
+
+def describe_inputs(model, inputs: InputSpec | None = None) -> list[str]:
+    """One line per input of ``model`` (a Model or ModelProto), as a report header shows it:
+    'x float32 [1x3x224x224] from x.npy', '... random (seed 0)'. The feeds are made again from the same
+    spec (they are deterministic)."""
+    spec = inputs or InputSpec()
+    fs = _feeds.make_feeds(model.proto if isinstance(model, Model) else model, spec)
+    out = []
+    for name, v in fs.values.items():
+        if name in spec.files:
+            origin = f"from {spec.files[name]}"
+        elif name in spec.arrays:
+            origin = "given"
+        elif v.dtype.kind in "iub":
+            origin = f"random integers in [{spec.int_range[0]}, {spec.int_range[1]}) (seed {spec.seed})"
+        else:
+            origin = f"random (seed {spec.seed})"
+        dims = "x".join(str(d) for d in v.shape) or "scalar"
+        out.append(f"{name} {v.dtype} [{dims}] {origin}")
+    return out
+
+
+def histogram_of(values: np.ndarray, bins: int = BINS) -> dict:
+    """{"values": ``stats.histogram.binned`` counts} of one array, as the report histograms take them."""
+    return {"values": binned(values, bins)}

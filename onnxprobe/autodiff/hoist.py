@@ -1,0 +1,70 @@
+"""Weights that live inside control-flow bodies (torch's legacy exporter puts silero-vad's every Conv and
+LSTM weight in Constant nodes of If branches) become initializers of the main graph, under the same
+name: they are then weights like any other (gradient targets, perturbed by ``--check``), and the bodies
+read them from the outer scope, through which the If / Loop / Scan rules pass their gradients. Moving a
+Constant out of a body changes no value."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from onnxprobe.graph.builder import FLOAT_TYPES
+from onnxprobe.graph.walk import subgraphs
+
+
+def _float_constant(n: onnx.NodeProto) -> onnx.TensorProto | None:
+    if n.op_type != "Constant" or n.domain not in ("", "ai.onnx") or len(n.output) != 1:
+        return None
+    for a in n.attribute:
+        if a.name == "value" and a.t.data_type in FLOAT_TYPES and int(np.prod(a.t.dims)) >= 2:
+            return a.t
+    return None
+
+
+def hoist_constants(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy with the float Constants (two values or more) of every body moved to the main graph's
+    initializers; ``model`` itself when there are none."""
+    main = model.graph
+    taken = {i.name for i in main.initializer} | {i.name for i in main.input} | {o for n in main.node for o in n.output}
+    found: list[tuple[onnx.GraphProto, onnx.NodeProto]] = []
+
+    def visit(g: onnx.GraphProto) -> None:
+        for n in g.node:
+            for _, sg in subgraphs(n):
+                for m in sg.node:
+                    if _float_constant(m) is not None and m.output[0] not in taken:
+                        found.append((sg, m))
+                        taken.add(m.output[0])
+                visit(sg)
+
+    visit(main)
+    if not found:
+        return model
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    names = {m.output[0] for _, m in found}
+    moved: list[onnx.TensorProto] = []
+
+    def strip(g: onnx.GraphProto) -> None:
+        for n in g.node:
+            for _, sg in subgraphs(n):
+                keep = []
+                for m in sg.node:
+                    if m.op_type == "Constant" and m.output and m.output[0] in names:
+                        t = onnx.TensorProto()
+                        t.CopyFrom(_float_constant(m))
+                        t.name = m.output[0]
+                        moved.append(t)
+                    else:
+                        c = onnx.NodeProto()
+                        c.CopyFrom(m)
+                        keep.append(c)
+                if len(keep) != len(sg.node):
+                    del sg.node[:]
+                    sg.node.extend(keep)
+                strip(sg)
+
+    strip(out.graph)
+    out.graph.initializer.extend(moved)
+    return out

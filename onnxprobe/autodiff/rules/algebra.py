@@ -1,0 +1,125 @@
+"""Tensor algebra and scans: Einsum (any equation), CumSum, Trilu, and the block rearrangements
+DepthToSpace / SpaceToDepth."""
+
+from __future__ import annotations
+
+import string
+
+import numpy as np
+
+from onnxprobe.autodiff.registry import rule
+
+
+def _parse_einsum(eq: str, ranks: list[int]) -> tuple[list[str], str]:
+    """The operands' and the output's subscripts with ``...`` spelled out as letters of their own
+    (right-aligned, as the broadcast dims they stand for), and the implicit output made explicit."""
+    eq = eq.replace(" ", "")
+    lhs, rhs = eq.split("->") if "->" in eq else (eq, None)
+    ins = lhs.split(",")
+    used = set(eq)
+    spare = [c for c in string.ascii_uppercase + string.ascii_lowercase if c not in used]
+    n_ell = max((r - (len(s) - 3) for s, r in zip(ins, ranks) if "..." in s), default=0)
+    ell = "".join(spare[:n_ell])
+    out_ins = []
+    for s, r in zip(ins, ranks):
+        if "..." in s:
+            k = r - (len(s) - 3)
+            s = s.replace("...", ell[n_ell - k:])
+        out_ins.append(s)
+    if rhs is None:
+        counts = {c: sum(s.count(c) for s in out_ins) for c in set("".join(out_ins)) - set(ell)}
+        rhs = ell + "".join(sorted(c for c, n in counts.items() if n == 1))
+    else:
+        rhs = rhs.replace("...", ell)
+    return out_ins, rhs
+
+
+@rule("Einsum", inputs=None)
+def einsum(g):
+    """y = einsum(eq, x_1, ..., x_n)  ->  dx_k = einsum(out, x_j (j != k) -> subscripts of x_k)(dy, x_j):
+    every index of x_k either appears in the output or in another operand, and is summed over the rest;
+    an index that only x_k has (summed away by the forward) comes back by broadcasting (Expand), and an
+    ellipsis axis x_k had as size 1 against a larger one is summed back to 1."""
+    ranks = [g.rank(x) for x in g.x]
+    ins, out = _parse_einsum(g.attr("equation").decode() if isinstance(g.attr("equation"), bytes) else g.attr("equation"),
+                             ranks)
+    sizes: dict[str, int] = {}
+    for s, x in zip(ins, g.x):
+        dims = g.sshape(x) or ()
+        for c, d in zip(s, dims):
+            if isinstance(d, int):
+                sizes[c] = max(sizes.get(c, 1), d)
+    grads = []
+    for k, (sk, xk) in enumerate(zip(ins, g.x)):
+        if not g.wants(k):
+            grads.append(None)
+            continue
+        if len(set(sk)) != len(sk):
+            raise g.fail(f"operand {k} repeats an index ({sk!r}, a diagonal): not supported")
+        others = [(s, x) for j, (s, x) in enumerate(zip(ins, g.x)) if j != k]
+        avail = set(out).union(*[set(s) for s, _ in others])
+        present = "".join(c for c in sk if c in avail)
+        eq_k = ",".join([out] + [s for s, _ in others]) + "->" + present
+        d = g.Einsum(g.dy, *[x for _, x in others], equation=eq_k)
+        missing = [i for i, c in enumerate(sk) if c not in avail]
+        if missing:
+            d = g.Expand(g.unsqueeze(d, missing), g.Shape(xk))
+        xs = g.sshape(xk) or ()
+        ones = [i for i, (c, dim) in enumerate(zip(sk, xs)) if dim == 1 and sizes.get(c, 1) > 1 and c in avail]
+        if ones:
+            d = g.reduce_sum(d, ones, keepdims=1)
+        grads.append(d)
+    return grads
+
+
+@rule("CumSum")
+def cumsum(g):
+    """y_j = sum of x_i for i <= j along axis (exclusive: i < j; reverse: i >= j, i > j)  ->
+    dx = the same cumulative sum of dy in the other direction (exclusive stays exclusive)"""
+    return [g.CumSum(g.dy, g.x[1], exclusive=g.attr("exclusive", 0), reverse=1 - g.attr("reverse", 0))]
+
+
+@rule("Trilu")
+def trilu(g):
+    """y = x with the elements off the (upper or lower) triangle k set to 0  ->  dx = Trilu(dy), same k"""
+    return [g.Trilu(g.dy, g.x[1] if g.has(1) else None, upper=g.attr("upper", 1))]
+
+
+def _block_shapes(g, x: str, b: int, to_space: bool, mode: str):
+    """(the 6-D shape of the intermediate, its permutation) of DepthToSpace (``to_space``) or
+    SpaceToDepth on a [N, C, H, W] tensor: reshape x to the first, permute."""
+    n, c, h, w = (g.shape(x, i, i + 1) for i in range(4))
+    bb = g.ints([b])
+    if to_space:
+        cb = g.Div(c, g.ints([b * b]))
+        if mode == "CRD":
+            return g.Concat(n, cb, bb, bb, h, w, axis=0), [0, 1, 4, 2, 5, 3]
+        return g.Concat(n, bb, bb, cb, h, w, axis=0), [0, 3, 4, 1, 5, 2]
+    return g.Concat(n, c, g.Div(h, bb), bb, g.Div(w, bb), bb, axis=0), [0, 3, 5, 1, 2, 4]
+
+
+def _unblock(g, to_space: bool):
+    """dx for y = reshape(transpose(reshape(x, S), P)): reshape dy to transpose(S, P), permute back,
+    reshape to x's shape."""
+    x = g.x[0]
+    b = int(g.attr("blocksize"))
+    mode = g.attr("mode", "DCR")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    s6, perm = _block_shapes(g, x, b, to_space, mode)
+    permuted = g.Gather(s6, g.ints(perm), axis=0)
+    d = g.Transpose(g.Reshape(g.dy, permuted), perm=[int(i) for i in np.argsort(perm)])
+    return [g.Reshape(d, g.Shape(x))]
+
+
+@rule("DepthToSpace")
+def depth_to_space(g):
+    """y = DepthToSpace(x): x reshaped to 6-D, permuted, reshaped (DCR: [N, b, b, C/b^2, H, W] by (0, 3, 4, 1,
+    5, 2); CRD: [N, C/b^2, b, b, H, W] by (0, 1, 4, 2, 5, 3))  ->  dx: dy through the same steps backwards"""
+    return _unblock(g, True)
+
+
+@rule("SpaceToDepth")
+def space_to_depth(g):
+    """y = SpaceToDepth(x): x reshaped to [N, C, H/b, b, W/b, b], permuted by (0, 3, 5, 1, 2, 4), reshaped
+    ->  dx: dy through the same steps backwards (DepthToSpace, DCR)"""
+    return _unblock(g, False)

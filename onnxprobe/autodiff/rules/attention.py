@@ -1,0 +1,100 @@
+"""Attention (opset 23): scaled dot-product attention over [B, H, L, E] (or [B, L, H E] with the head
+counts as attributes), with an additive or boolean mask, is_causal, and grouped key/value heads (GQA).
+The attention weights are recomputed from Q and K with standard ops (the node does not output them in
+the modes the backward pass needs); past keys and values, softcap and the optional outputs are refused."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnx import TensorProto, numpy_helper
+
+from onnxprobe.autodiff.registry import rule
+
+
+def _heads(g, t: str, heads: int | None) -> str:
+    """[B, H, L, E] from [B, L, H E] (3-D) or as it is (4-D)."""
+    if g.rank(t) == 4:
+        return t
+    if not heads:
+        raise g.fail("3-D inputs need q_num_heads and kv_num_heads")
+    b4 = g.Reshape(t, g.Concat(g.shape(t, 0, 2), g.ints([heads, -1]), axis=0))
+    return g.Transpose(b4, perm=[0, 2, 1, 3])
+
+
+def _dims4(g, t: str, heads: int | None) -> tuple | None:
+    """The static [B, H, L, E] of a _heads result."""
+    d = g.static_dims(t)
+    if d is None or len(d) == 4:
+        return d
+    return (d[0], heads, d[1], d[2] // heads) if heads else None
+
+
+def _unheads(g, t: str, like: str) -> str:
+    """The gradient of a _heads result back in ``like``'s layout."""
+    if g.rank(like) == 4:
+        return t
+    return g.Reshape(g.Transpose(t, perm=[0, 2, 1, 3]), g.Shape(like))
+
+
+def _repeat_kv(g, t: str, groups: int) -> str:
+    """[B, Hkv, L, E] -> [B, Hkv groups, L, E]: each key/value head serves ``groups`` query heads."""
+    if groups == 1:
+        return t
+    e5 = g.Concat(g.shape(t, 0, 2), g.ints([groups]), g.shape(t, 2, 4), axis=0)
+    rep = g.Expand(g.unsqueeze(t, [2]), e5)
+    return g.Reshape(rep, g.Concat(g.shape(t, 0, 1), g.Mul(g.shape(t, 1, 2), g.ints([groups])), g.shape(t, 2, 4), axis=0))
+
+
+def _sum_groups(g, t: str, like: str, groups: int) -> str:
+    if groups == 1:
+        return t
+    e5 = g.Concat(g.shape(like, 0, 2), g.ints([groups]), g.shape(t, 2, 4), axis=0)
+    return g.reduce_sum(g.Reshape(t, e5), [2], keepdims=0)
+
+
+@rule("Attention", inputs=(0, 1, 2, 3))
+def attention(g):
+    """S = scale Q K^T + M (M: the additive mask, -inf where a boolean mask or is_causal masks), P =
+    softmax(S) over the keys, Y = P V  ->  dV = P^T dY, dP = dY V^T, dS = P (dP - sum(dP P)), dQ = scale dS K,
+    dK = scale dS^T Q, dM = dS summed to the mask's shape; a key/value head shared by G query heads sums
+    the G heads' gradients (scale: the attribute, or 1 / sqrt(E))"""
+    if any(g.has(i) for i in (4, 5)) or any(o for o in g.y[1:]):
+        raise g.fail("past key/value inputs and the optional outputs are not supported")
+    if g.attr("softcap", 0.0):
+        raise g.fail("softcap is not supported")
+    q_in, k_in, v_in = g.x[0], g.x[1], g.x[2]
+    q = _heads(g, q_in, g.attr("q_num_heads"))
+    k = _heads(g, k_in, g.attr("kv_num_heads"))
+    v = _heads(g, v_in, g.attr("kv_num_heads"))
+    qs, ks = _dims4(g, q_in, g.attr("q_num_heads")), _dims4(g, k_in, g.attr("kv_num_heads"))
+    if qs is None or ks is None:
+        raise g.fail("needs static head counts and head size (give the input shapes with --shape)")
+    groups = qs[1] // ks[1]
+    scale = g.attr("scale") or 1.0 / math.sqrt(qs[3])
+    kr, vr = _repeat_kv(g, k, groups), _repeat_kv(g, v, groups)
+    s = g.Mul(g.MatMul(q, g.Transpose(kr, perm=[0, 1, 3, 2])), g.scalar(scale))
+    mask = g.x[3] if g.has(3) else None
+    neg = g.scalar(-np.inf)
+    if mask is not None:
+        s = g.Add(s, g.Where(mask, g.scalar(0.0), neg) if g.engine.elem(mask) == TensorProto.BOOL else mask)
+    if g.attr("is_causal", 0):
+        ones = g.ConstantOfShape(g.Concat(g.shape(q, 2, 3), g.shape(k, 2, 3), axis=0),
+                                 value=numpy_helper.from_array(np.ones([1], np.bool_)))
+        s = g.Add(s, g.Where(g.Trilu(ones, upper=0), g.scalar(0.0), neg))
+    p = g.Softmax(s, axis=-1)
+    dy = g.dy if g.rank(q_in) == 4 else _heads(g, g.dy, g.attr("q_num_heads"))
+    dvr = g.MatMul(g.Transpose(p, perm=[0, 1, 3, 2]), dy)
+    dp = g.MatMul(dy, g.Transpose(vr, perm=[0, 1, 3, 2]))
+    ds = g.Mul(p, g.Sub(dp, g.reduce_sum(g.Mul(dp, p), [3], keepdims=1)))
+    dq = _unheads(g, g.Mul(g.MatMul(ds, kr), g.scalar(scale)), q_in) if g.wants(0) else None
+    dk = None
+    if g.wants(1):
+        dkr = g.Mul(g.MatMul(g.Transpose(ds, perm=[0, 1, 3, 2]), q), g.scalar(scale))
+        dk = _unheads(g, _sum_groups(g, dkr, k, groups), k_in)
+    dv = _unheads(g, _sum_groups(g, dvr, v, groups), v_in) if g.wants(2) else None
+    dm = None
+    if g.wants(3) and mask is not None and g.engine.is_float(mask):
+        dm = g.sum_to(ds, mask, (qs[0], qs[1], qs[2], ks[2]))
+    return [dq, dk, dv, dm]

@@ -1,0 +1,353 @@
+"""Control flow: If, Loop and Scan. Each body is differentiated as a model of its own
+(``g.engine.differentiate_body``, autodiff/nested.py); the values its backward nodes read are exposed by
+the forward node itself (extra If outputs, extra Loop / Scan scan outputs holding each iteration's value),
+so nothing is computed twice, and the gradients of the outer tensors a body reads (weights of the outer
+scope) come back as extra outputs of the backward node."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxprobe.autodiff.nested import BodyGrad, rename
+from onnxprobe.autodiff.registry import rule
+from onnxprobe.errors import UnknownShape, first_line
+from onnxprobe.graph.builder import GraphBuilder, np_dtype
+
+
+def _elem(types: dict, t: str, default: int) -> int:
+    tp = types.get(t)
+    if tp is not None and tp.HasField("tensor_type") and tp.tensor_type.elem_type:
+        return tp.tensor_type.elem_type
+    return default
+
+
+def _vi(name: str, elem: int, shape=None) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _typed_like(name: str, types: dict, t: str, default: int, rank: bool = True) -> onnx.ValueInfoProto:
+    """A value_info for ``name`` with ``t``'s element type (and rank, with unknown dimensions)."""
+    return _vi(name, _elem(types, t, default), _rank_of(types, t) if rank else None)
+
+
+def _rank_of(types: dict, t: str, drop: int = 0) -> list | None:
+    """Unknown dimensions of ``t``'s rank (less ``drop``), for a body input's type; None when unknown."""
+    tp = types.get(t)
+    if tp is None or not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+        return None
+    return [None] * max(len(tp.tensor_type.shape.dim) - drop, 0)
+
+
+def _zeros(b: GraphBuilder, like: str, elem: int, fill: float = 0.0) -> str:
+    return b.op("ConstantOfShape", b.op("Shape", like), value=numpy_helper.from_array(np.full([1], fill, np_dtype(elem))))
+
+
+def _body_builder(g, nodes: list) -> GraphBuilder:
+    return GraphBuilder(g.engine.names, g.opset, nodes=nodes, scope=g.b.scope, doc=g.b.doc)
+
+
+def _graph_attr(node: onnx.NodeProto, name: str) -> onnx.AttributeProto:
+    return next(a for a in node.attribute if a.name == name)
+
+
+def _replace_nodes(gr: onnx.GraphProto, nodes: list) -> None:
+    copies = []
+    for n in nodes:
+        c = onnx.NodeProto()
+        c.CopyFrom(n)
+        copies.append(c)
+    del gr.node[:]
+    gr.node.extend(copies)
+
+
+def _expose(g, gr: onnx.GraphProto, t: str, nodes: list) -> str:
+    """The body output that carries forward value ``t`` out of ``gr`` (an Identity where ``t`` is not a
+    node output of the body, or is one of its outputs already)."""
+    produced = {o for n in gr.node for o in n.output}
+    if t in produced and t not in {o.name for o in gr.output}:
+        return t
+    b = _body_builder(g, nodes)
+    return b.op("Identity", t, out=g.b.fresh(f"{t}.exposed"))
+
+
+@rule("If", inputs=())
+def if_(g):
+    """y = then(...) if c else else(...), both bodies reading outer tensors w  ->  the backward If on the
+    same c: its then body is the backward pass of the then body (dw = its gradient w.r.t. w, zeros for a w
+    that body does not read), its else body that of the else body. The values each backward body reads are
+    extra outputs of the forward If (the other branch returns empty tensors there)."""
+    node, types = g.node, g.engine.types
+    wrt = list(g.implicit)
+    res, bodies, failed = {}, {}, {}
+    for name in ("then_branch", "else_branch"):
+        body = _graph_attr(node, name).g
+        bodies[name] = body
+        seeds = {}
+        for k, d in enumerate(g.dys):
+            if d and k < len(body.output):
+                if body.output[k].name in seeds:
+                    raise g.fail(f"its {name} returns one tensor as two outputs")
+                seeds[body.output[k].name] = d
+        try:
+            res[name] = g.engine.differentiate_body(body, seeds, wrt, where=f"the {name.split('_')[0]} branch of If {g.name!r}")
+        except UnknownShape as e:
+            failed[name] = e
+    if len(failed) == 2:
+        raise failed["then_branch"]
+    for name, e in failed.items():  # e.g. a branch the feed does not take: no run tells its shapes
+        g.engine.warnings.append(f"the {name.split('_')[0]} branch of If {g.name!r} has no backward pass ({first_line(e)}): "
+                                 "a run that takes it gets NaN gradients")
+        res[name] = BodyGrad(list(bodies[name].node), [], {}, [])
+    wrt = [w for w in wrt if any(r.grads.get(w) for r in res.values())]
+    if not wrt:
+        return {}
+    # expose: forward If outputs += then's needed values, else's needed values
+    saved = {name: {t: g.b.fresh(f"{t}.saved") for t in r.needed} for name, r in res.items()}
+    for o in list(saved["then_branch"].values()) + list(saved["else_branch"].values()):
+        node.output.append(o)
+    for name, body in bodies.items():
+        r = res[name]
+        extra = []
+        outs = []
+        for other in ("then_branch", "else_branch"):
+            for t in res[other].needed:
+                if other == name:
+                    outs.append(_expose(g, body, t, extra))
+                else:  # the other branch's value: an empty tensor of its type
+                    e = _elem(res[other].types, t, g.elem)
+                    b = _body_builder(g, extra)
+                    outs.append(b.op("Constant", value=numpy_helper.from_array(np.zeros([0], np_dtype(e)))))
+        _replace_nodes(body, r.forward + extra)
+        for o, (other, t) in zip(outs, [(o_, t_) for o_ in ("then_branch", "else_branch") for t_ in res[o_].needed]):
+            body.output.append(_typed_like(o, res[other].types, t, g.elem, rank=other == name))
+    # the backward If
+    outs = {w: g.b.fresh(f"{w}.grad.if") for w in wrt}
+    graphs = {}
+    for name, r in res.items():
+        nodes = list(r.backward)
+        rename(nodes, saved[name])
+        b = _body_builder(g, nodes)
+        gouts = []
+        for w in wrt:
+            e = _elem(types, w, g.elem)
+            v = r.grads.get(w)
+            v = b.op("Identity", v) if v else _zeros(b, w, e, np.nan if name in failed else 0.0)
+            gouts.append(_vi(v, e))
+        graphs[name] = helper.make_graph(nodes, f"{node.name or 'If'}.grad.{name}", [], gouts)
+    bn = helper.make_node("If", [g.x[0]], list(outs.values()), name=g.b.fresh(f"{g.b.scope}/If"),
+                          then_branch=graphs["then_branch"], else_branch=graphs["else_branch"])
+    bn.doc_string = g.b.doc
+    g.b.nodes.append(bn)
+    return dict(outs)
+
+
+def _float_states(g, first: int, count: int) -> list[int]:
+    """The float carried states (their gradient flows back through the iterations)."""
+    return [k for k in range(count) if g.engine.is_float(g.x[first + k])]
+
+
+def _seeds(g, names: dict[int, str], base: str) -> dict[int, str]:
+    return {k: g.b.fresh(f"{v}.{base}") for k, v in names.items()}
+
+
+def _seed_map(g, outs: list[str], fresh: dict[int, str]) -> dict[str, str]:
+    seeds = {}
+    for k, s in fresh.items():
+        if outs[k] in seeds:
+            raise g.fail("its body returns one tensor as two outputs")
+        seeds[outs[k]] = s
+    return seeds
+
+
+def _expose_steps(g, body: onnx.GraphProto, r, needed: list[str], scan: bool) -> dict[str, str]:
+    """Each iteration's value of ``needed`` becomes an extra scan output of the forward node (axis 0,
+    forward direction); returns forward value -> the node's new output (the stacked values)."""
+    node, extra, exposed = g.node, [], {}
+    for t in needed:
+        exposed[t] = (_expose(g, body, t, extra), g.b.fresh(f"{t}.saved"))
+    n_scan_out = len(body.output) - (len(node.input) - _num_scan_inputs(node) if scan else 0)
+    _replace_nodes(body, r.forward + extra)
+    for t, (o, outer) in exposed.items():
+        body.output.append(_typed_like(o, r.types, t, g.elem))
+        node.output.append(outer)
+    if scan and exposed:
+        for a in ("scan_output_directions", "scan_output_axes"):
+            _extend_ints(node, a, n_scan_out, [0] * len(exposed))
+    return {t: outer for t, (_, outer) in exposed.items()}
+
+
+def _num_scan_inputs(node: onnx.NodeProto) -> int:
+    return next(a.i for a in node.attribute if a.name == "num_scan_inputs")
+
+
+def _extend_ints(node: onnx.NodeProto, name: str, existing: int, extra: list[int]) -> None:
+    for a in node.attribute:
+        if a.name == name:
+            a.ints.extend(extra)
+            return
+    node.attribute.append(helper.make_attribute(name, [0] * existing + extra))
+
+
+class _Reverse:
+    """The backward Scan, iterating in reverse: carried gradient states, accumulated gradients of outer
+    tensors, scan inputs (output gradients, exposed values) and scan outputs (input-slice gradients)."""
+
+    def __init__(self, g, r):
+        self.g, self.r = g, r
+        self.nodes: list = []
+        self.b = _body_builder(g, self.nodes)
+        self.states, self.acc, self.scans, self.outs = [], [], [], []
+        self.renames: dict[str, str] = {}
+
+    def state(self, inner: str, init: str, value: str | None, elem: int, like: str) -> None:
+        self.states.append((inner, init, value, elem, _rank_of(self.g.engine.types, like)))
+
+    def accumulate(self, w: str, contribution: str, elem: int) -> None:
+        self.acc.append((w, contribution, elem, _rank_of(self.g.engine.types, w)))
+
+    def scan(self, inner: str, outer: str, direction: int, axis: int, elem: int, rank: list | None) -> None:
+        self.scans.append((inner, outer, direction, axis, elem, rank))
+
+    def step_value(self, t: str, outer: str, direction: int, axis: int, elem: int, rank: list | None) -> None:
+        """A forward value read by the backward body: each iteration's slice of ``outer``."""
+        inner = self.g.b.fresh(f"{t}.step")
+        self.renames[t] = inner
+        self.scan(inner, outer, direction, axis, elem, rank)
+
+    def scan_out(self, value: str, direction: int, axis: int, elem: int) -> None:
+        self.outs.append((value, direction, axis, elem))
+
+    def emit(self) -> list[str]:
+        g, b = self.g, self.b
+        bw = list(self.r.backward)
+        rename(bw, self.renames)
+        self.nodes[:0] = bw
+        ins = [_vi(s[0], s[3], s[4]) for s in self.states]
+        outs = []
+        for inner, _, value, elem, _ in self.states:
+            v = b.op("Identity", value) if value else _zeros(b, inner, elem)
+            outs.append(_vi(v, elem))
+        acc_in = []
+        for w, c, elem, rank in self.acc:
+            a = g.b.fresh(f"{w}.grad.acc")
+            acc_in.append(_zeros(g.b, w, elem))
+            ins.append(_vi(a, elem, rank))
+            outs.append(_vi(b.op("Add", a, c), elem))
+        ins += [_vi(s[0], s[4], s[5]) for s in self.scans]
+        outs += [_vi(b.op("Identity", v), e) for v, _, _, e in self.outs]
+        node = g.node
+        body = helper.make_graph(self.nodes, f"{node.name or node.op_type}.grad.body", ins, outs)
+        attrs = dict(body=body, num_scan_inputs=len(self.scans), scan_input_directions=[s[2] for s in self.scans])
+        if any(s[3] for s in self.scans):
+            attrs["scan_input_axes"] = [s[3] for s in self.scans]
+        if self.outs:
+            attrs["scan_output_directions"] = [o[1] for o in self.outs]
+            if any(o[2] for o in self.outs):
+                attrs["scan_output_axes"] = [o[2] for o in self.outs]
+        res = [g.b.fresh(f"{g.b.scope}/grad") for _ in outs]
+        inputs = [s[1] for s in self.states] + acc_in + [s[1] for s in self.scans]
+        bn = helper.make_node("Scan", inputs, res, name=g.b.fresh(f"{g.b.scope}/Scan"), **attrs)
+        bn.doc_string = g.b.doc
+        g.b.nodes.append(bn)
+        return res
+
+
+@rule("Loop", inputs=tuple(range(2, 4096)))
+def loop(g):
+    """v_N, s = Loop(M, cond, v_0): v_{i+1}, s_i = body(i, cond_i, v_i), reading outer tensors w  ->  a
+    Scan over the iterations in reverse: (dv_i, dw_i) = the body's backward pass at iteration i applied
+    to (dv_{i+1}, ds_i), from dv_N = the gradient of the Loop's final values; dv_0 is v_0's gradient and
+    dw = sum of dw_i. The values an iteration's backward reads are extra scan outputs of the forward Loop
+    (one slice per iteration; the iteration number is always one, so the backward Scan knows the count)."""
+    node = g.node
+    body = _graph_attr(node, "body").g
+    n = len(g.x) - 2
+    v_in = [i.name for i in body.input[2:2 + n]]
+    outs = [o.name for o in body.output[1:]]
+    states = _float_states(g, 2, n)
+    dv = _seeds(g, {k: outs[k] for k in states}, "grad.next")
+    ds = _seeds(g, {n + j: outs[n + j] for j in range(len(outs) - n) if g.dys[n + j]}, "grad.step")
+    wrt = [v_in[k] for k in states] + list(g.implicit)
+    in_types = {v_in[k]: g.engine.types[g.x[2 + k]] for k in range(n) if g.x[2 + k] in g.engine.types}
+    r = g.engine.differentiate_body(body, _seed_map(g, outs, {**dv, **ds}), wrt, in_types, f"the body of Loop {g.name!r}")
+    needed = list(dict.fromkeys([body.input[0].name] + r.needed))  # the iteration number gives the count
+    saved = _expose_steps(g, body, r, needed, scan=False)
+    rev = _Reverse(g, r)
+    for k in states:
+        e = _elem(g.engine.types, g.x[2 + k], g.elem)
+        rev.state(dv[k], g.dys[k] or g.zeros_like(g.x[2 + k]), r.grads.get(v_in[k]), e, g.x[2 + k])
+    acc = [w for w in g.implicit if r.grads.get(w)]
+    for w in acc:
+        rev.accumulate(w, r.grads[w], _elem(g.engine.types, w, g.elem))
+    for k, s in ds.items():
+        rev.scan(s, g.dys[k], 1, 0, _elem(g.engine.types, node.output[k], g.elem), _rank_of(g.engine.types, node.output[k], 1))
+    for t, outer in saved.items():
+        rev.step_value(t, outer, 1, 0, _elem(r.types, t, TensorProto.INT64 if t == body.input[0].name else g.elem),
+                       _rank_of(r.types, t))
+    res = rev.emit()
+    grads: dict = {2 + k: res[j] for j, k in enumerate(states) if g.wants(2 + k)}
+    grads.update({w: res[len(states) + j] for j, w in enumerate(acc)})
+    return grads
+
+
+def _ints_attr(node: onnx.NodeProto, name: str, n: int) -> list[int]:
+    for a in node.attribute:
+        if a.name == name:
+            return list(a.ints)
+    return [0] * n
+
+
+@rule("Scan", inputs=None)
+def scan(g):
+    """s_N, y = Scan(s_0, x): s_{t+1}, y_t = body(s_t, x_t) (each x and y in its own direction and axis),
+    reading outer tensors w  ->  a Scan in the opposite directions: (ds_t, dx_t, dw_t) = the body's backward
+    pass at step t applied to (ds_{t+1}, dy_t), from ds_N = the gradient of the final states; dx is the
+    scan output of the dx_t, ds_0 the initial states' gradient, dw = sum of dw_t. The values a step's
+    backward reads are extra scan outputs of the forward Scan; the x_t it reads are x again, reversed."""
+    node = g.node
+    if g.opset < 9:
+        raise g.needs_opset(11, "Scan (opset 8's form has sequence_lens)")
+    body = _graph_attr(node, "body").g
+    m = _num_scan_inputs(node)
+    n = len(g.x) - m
+    k_out = len(body.output) - n
+    in_dirs, in_axes = _ints_attr(node, "scan_input_directions", m), _ints_attr(node, "scan_input_axes", m)
+    out_dirs, out_axes = _ints_attr(node, "scan_output_directions", k_out), _ints_attr(node, "scan_output_axes", k_out)
+    s_in = [i.name for i in body.input[:n]]
+    x_in = [i.name for i in body.input[n:]]
+    outs = [o.name for o in body.output]
+    states = _float_states(g, 0, n)
+    ds = _seeds(g, {k: outs[k] for k in states}, "grad.next")
+    dy = _seeds(g, {n + j: outs[n + j] for j in range(k_out) if g.dys[n + j]}, "grad.step")
+    xw = [i for i in range(m) if g.wants(n + i)]
+    wrt = [s_in[k] for k in states] + [x_in[i] for i in xw] + list(g.implicit)
+    in_types = {s_in[k]: g.engine.types[g.x[k]] for k in range(n) if g.x[k] in g.engine.types}
+    r = g.engine.differentiate_body(body, _seed_map(g, outs, {**ds, **dy}), wrt, in_types, f"the body of Scan {g.name!r}")
+    saved = _expose_steps(g, body, r, [t for t in r.needed if t not in x_in], scan=True)
+    rev = _Reverse(g, r)
+    for k in states:
+        e = _elem(g.engine.types, g.x[k], g.elem)
+        rev.state(ds[k], g.dys[k] or g.zeros_like(g.x[k]), r.grads.get(s_in[k]), e, g.x[k])
+    acc = [w for w in g.implicit if r.grads.get(w)]
+    for w in acc:
+        rev.accumulate(w, r.grads[w], _elem(g.engine.types, w, g.elem))
+    for k, s in dy.items():
+        j = k - n
+        rev.scan(s, g.dys[k], 1 - out_dirs[j], out_axes[j], _elem(g.engine.types, node.output[k], g.elem),
+                 _rank_of(g.engine.types, node.output[k], 1))
+    for t, outer in saved.items():
+        rev.step_value(t, outer, 1, 0, _elem(r.types, t, g.elem), _rank_of(r.types, t))
+    for i, t in enumerate(x_in):
+        if t in r.needed:
+            rev.step_value(t, g.x[n + i], 1 - in_dirs[i], in_axes[i], _elem(g.engine.types, g.x[n + i], g.elem),
+                           _rank_of(g.engine.types, g.x[n + i], 1))
+    dx_slots = [i for i in xw if r.grads.get(x_in[i])]
+    for i in dx_slots:
+        rev.scan_out(r.grads[x_in[i]], 1 - in_dirs[i], in_axes[i], _elem(g.engine.types, g.x[n + i], g.elem))
+    res = rev.emit()
+    grads: dict = {k: res[j] for j, k in enumerate(states) if g.wants(k)}
+    grads.update({w: res[len(states) + j] for j, w in enumerate(acc)})
+    grads.update({n + i: res[len(states) + len(acc) + j] for j, i in enumerate(dx_slots)})
+    return grads

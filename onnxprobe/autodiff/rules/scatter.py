@@ -1,0 +1,88 @@
+"""Indexed reads and writes: TopK (its values; the indices carry no gradient), GatherND, ScatterND,
+ScatterElements (w.r.t. the data and the updates), ReverseSequence. A gradient read at indices is a
+gather, one written at indices a scatter (adding where indices repeat)."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, numpy_helper
+
+from onnxprobe.autodiff.registry import rule
+
+
+def _zeros(g, like: str) -> str:
+    return g.ConstantOfShape(g.Shape(like), value=numpy_helper.from_array(np.zeros([1], g.dtype)))
+
+
+def _i64(g, t: str) -> str:
+    return t if g.engine.elem(t) == TensorProto.INT64 else g.Cast(t, to=TensorProto.INT64)
+
+
+def _reduction(g) -> str:
+    r = g.attr("reduction", "none")
+    return r.decode() if isinstance(r, bytes) else r
+
+
+@rule("TopK")
+def topk(g):
+    """values, indices = TopK(x, k, axis)  ->  dx = zeros with d(values) written at the indices (distinct
+    along the axis) by ScatterElements"""
+    if g.opset < 11:
+        raise g.needs_opset(11, "TopK (a ScatterElements)")
+    idx = g.forward_output(1, "indices")
+    return [g.ScatterElements(_zeros(g, g.x[0]), idx, g.dy, axis=g.attr("axis", -1))]
+
+
+@rule("GatherND")
+def gather_nd(g):
+    """y = x[idx[..., 0], ..., idx[..., K-1]] (a slice of x per index tuple)  ->  dx = zeros with dy added
+    at the index tuples (ScatterND, reduction add: repeated tuples add up)"""
+    if g.attr("batch_dims", 0):
+        raise g.fail("batch_dims > 0 is not supported")
+    if g.opset < 16:
+        raise g.needs_opset(16, "GatherND (a scatter-add)")
+    x, idx = g.x[0], _i64(g, g.x[1])
+    k = g.shape(idx, -1) if g.static_dims(idx) is None else g.ints([g.static_dims(idx)[-1]])
+    dims = g.Slice(g.Shape(x), g.ints([0]), k)  # the sizes of the indexed axes: negative indices wrap
+    idx = g.Where(g.Less(idx, g.const(np.array(0, np.int64))), g.Add(idx, dims), idx)
+    return [g.ScatterND(_zeros(g, x), idx, g.dy, reduction="add")]
+
+
+@rule("ScatterND", inputs=(0, 2))
+def scatter_nd(g):
+    """y = data with data[idx tuple] replaced by (reduction add: increased by) updates  ->
+    d data = dy, zeroed at the written tuples (add: dy),  d updates = dy[idx tuple] (GatherND)"""
+    red = _reduction(g)
+    if red not in ("none", "add"):
+        raise g.fail(f"reduction={red} is not supported")
+    idx = g.x[1]
+    dd = du = None
+    if g.wants(0):
+        dd = g.dy if red == "add" else g.ScatterND(g.dy, idx, _zeros(g, g.x[2]))
+    if g.wants(2):
+        du = g.GatherND(g.dy, idx)
+    return [dd, None, du]
+
+
+@rule("ScatterElements", inputs=(0, 2))
+def scatter_elements(g):
+    """y = data with data[..., idx[i], ...] (along axis) replaced by (reduction add: increased by)
+    updates[i]  ->  d data = dy zeroed at the written positions (add: dy),  d updates = dy gathered at
+    them (GatherElements)"""
+    red = _reduction(g)
+    if red not in ("none", "add"):
+        raise g.fail(f"reduction={red} is not supported")
+    axis = g.attr("axis", 0)
+    idx = g.x[1]
+    dd = du = None
+    if g.wants(0):
+        dd = g.dy if red == "add" else g.ScatterElements(g.dy, idx, _zeros(g, g.x[2]), axis=axis)
+    if g.wants(2):
+        du = g.GatherElements(g.dy, idx, axis=axis)
+    return [dd, None, du]
+
+
+@rule("ReverseSequence")
+def reverse_sequence(g):
+    """y = each sequence reversed within its length  ->  dx = dy reversed the same way (its own inverse)"""
+    return [g.ReverseSequence(g.dy, g.x[1], batch_axis=g.attr("batch_axis", 1), time_axis=g.attr("time_axis", 0))]

@@ -1,0 +1,132 @@
+"""The charts of the HTML report, as plotly figures (JSON for plotly.js): the key metric along depth and
+histograms of the worst rows. Built with plotly's Python API (its figure classes validate every
+attribute); drawn in the page by the plotly.js that the plotly wheel ships (``report.html``).
+
+- ``diff``: accumulated and introduced SQNR per pair, failing pairs marked, a line where the error starts;
+- ``layers``: the largest magnitude max(|min|, |max|) and the standard deviation per tensor (log axis),
+  NaN/Inf marked;
+- ``grad``: the gradient norm and |grad| / |tensor| per gradient (log axis), NaN/Inf and failed checks
+  marked.
+
+Each point carries the row's name and the id of its table row, so a click scrolls the table to it.
+"""
+
+from __future__ import annotations
+
+import math
+
+EXACT_DB = 140.0  # float32 agrees to about 140 dB: exact pairs are drawn there
+HOVER = "%{customdata[0]}<br>#%{x}: %{y:.4g}<extra>%{fullData.name}</extra>"
+
+
+def plotly_objects():
+    """plotly.graph_objects, or MissingExtra: the HTML report needs the html extra."""
+    try:
+        from plotly import graph_objects
+    except ImportError:
+        from onnxprobe.errors import MissingExtra
+
+        raise MissingExtra("the HTML report (--html)", "html", "plotly") from None
+    return graph_objects
+
+
+def _finite(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _trace(go, name: str, points: list, colour: str | None = None, mode: str = "lines+markers", **marker):
+    """points: (x, y, name, row id); None y values are gaps."""
+    return go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], name=name, mode=mode,
+                      customdata=[[p[2], p[3]] for p in points], hovertemplate=HOVER,
+                      line={"color": colour} if colour and "lines" in mode else None,
+                      marker={"color": colour, **marker} if colour or marker else None)
+
+
+def _layout(go, fig, ytitle: str, log: bool = False) -> None:
+    fig.update_layout(margin={"t": 30, "l": 60, "r": 20, "b": 50}, hovermode="closest", height=420,
+                      xaxis={"title": {"text": "node # (depth, topological order)"}},
+                      yaxis={"title": {"text": ytitle}, "type": "log" if log else "linear"},
+                      legend={"orientation": "h", "y": 1.08})
+
+
+def diff_figure(d: dict, row_ids: dict[int, str]) -> dict:
+    go = plotly_objects()
+    rows = sorted(enumerate(d["pairs"]), key=lambda kp: kp[1]["index"])
+
+    def db(v, exact):
+        return EXACT_DB if exact else _finite(v)
+
+    acc = [(p["index"], db(p["sqnr_db"], p["exact"]), p["a"], row_ids[k]) for k, p in rows]
+    intro = [(p["index"], db(p["introduced_sqnr_db"], p["introduced_exact"]), p["a"], row_ids[k]) for k, p in rows]
+    failing = [pt for pt, (k, p) in zip(acc, rows) if p["passed"] is False and pt[1] is not None]
+    fig = go.Figure()
+    fig.add_trace(_trace(go, "SQNR dB (accumulated)", acc, "#1f77b4"))
+    if any(pt[1] is not None for pt in intro):
+        fig.add_trace(_trace(go, "introduced SQNR dB (this layer alone)", intro, "#ff7f0e"))
+    if failing:
+        fig.add_trace(_trace(go, "failing", failing, "#d62728", mode="markers", size=10, symbol="x"))
+    first = next(((p, row_ids[k]) for k, p in rows if p["a"] == d.get("first_failure") and p["passed"] is False), None)
+    if first is not None:
+        p, _ = first
+        fig.add_vline(x=p["index"], line={"color": "#d62728", "dash": "dot"},
+                      annotation={"text": f"error starts: {p['a']}"[:80], "font": {"color": "#d62728"}})
+    _layout(go, fig, "SQNR dB (exact pairs drawn at 140)")
+    return fig.to_plotly_json()
+
+
+def layers_figure(d: dict, row_ids: dict[int, str]) -> dict:
+    go = plotly_objects()
+    rows = sorted(enumerate(d["tensors"]), key=lambda kr: kr[1]["index"])
+
+    def magnitude(r):
+        lo, hi = _finite(r.get("min")), _finite(r.get("max"))
+        return max(abs(lo), abs(hi)) if lo is not None and hi is not None else None
+
+    def positive(v):  # a log axis: zeros are gaps
+        return v if v is not None and v > 0 else None
+
+    mag = [(r["index"], positive(magnitude(r)), r["name"], row_ids[k]) for k, r in rows]
+    std = [(r["index"], positive(_finite(r.get("std"))), r["name"], row_ids[k]) for k, r in rows]
+    top = max([m for _, m, _, _ in mag if m] or [1.0])
+    bad = [(r["index"], magnitude(r) or top, r["name"], row_ids[k]) for k, r in rows if r.get("nan") or r.get("inf")]
+    fig = go.Figure()
+    fig.add_trace(_trace(go, "max |x|", mag, "#1f77b4"))
+    fig.add_trace(_trace(go, "std", std, "#2ca02c"))
+    if bad:
+        fig.add_trace(_trace(go, "NaN / Inf", bad, "#d62728", mode="markers", size=12, symbol="x"))
+    _layout(go, fig, "max |x| and std (log)", log=True)
+    return fig.to_plotly_json()
+
+
+def grad_figure(d: dict, row_ids: dict[int, str]) -> dict:
+    go = plotly_objects()
+    rows = list(enumerate(d["gradients"]))
+    norm = [(g["index"], _finite(g.get("norm")), g["tensor"], row_ids[k]) for k, g in rows]
+    ratio = [(g["index"], _finite(g.get("ratio")), g["tensor"], row_ids[k]) for k, g in rows]
+    top = max([n for _, n, _, _ in norm if n] or [1.0])
+    bad = [(g["index"], _finite(g.get("norm")) or top, g["tensor"], row_ids[k]) for k, g in rows
+           if g.get("nan") or g.get("inf") or (g.get("check") and not g["check"]["ok"])]
+    fig = go.Figure()
+    fig.add_trace(_trace(go, "|grad| (norm)", norm, "#1f77b4", mode="markers", size=7))
+    fig.add_trace(_trace(go, "|grad| / |tensor|", ratio, "#9467bd", mode="markers", size=7, symbol="diamond"))
+    if bad:
+        fig.add_trace(_trace(go, "NaN / Inf or check failed", bad, "#d62728", mode="markers", size=12, symbol="x"))
+    _layout(go, fig, "gradient norm and |grad| / |tensor| (log)", log=True)
+    return fig.to_plotly_json()
+
+
+FIGURES = {"diff": diff_figure, "layers": layers_figure, "grad": grad_figure}
+
+
+def histogram_figure(title: str, bins: dict, colour: str = "#1f77b4") -> dict:
+    """A bar chart of ``stats.histogram.binned`` counts."""
+    go = plotly_objects()
+    edges, counts = bins.get("edges") or [], bins.get("counts") or []
+    centres = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
+    widths = [b - a for a, b in zip(edges, edges[1:])]
+    extra = [f"{bins[k]} {k.upper() if k == 'nan' else 'Inf'}" for k in ("nan", "inf") if bins.get(k)]
+    fig = go.Figure(go.Bar(x=centres, y=counts, width=widths, marker={"color": colour},
+                           hovertemplate="%{x:.4g}: %{y}<extra></extra>"))
+    fig.update_layout(title={"text": title + (f" ({', '.join(extra)} not drawn)" if extra else ""), "font": {"size": 11}},
+                      width=288, height=190, margin={"l": 40, "r": 10, "t": 30, "b": 25}, bargap=0, showlegend=False)
+    return fig.to_plotly_json()

@@ -1,0 +1,234 @@
+"""The HTML report (``--html FILE`` of ``layers``, ``diff``, ``grad``; the debugger's ``save html``): one
+self-contained file, built from the report's JSON dict, that opens offline and can be attached to a bug.
+
+- the header facts: models, runtime, device, opt level, inputs, criterion, verdict;
+- ``#depth-chart``: the key metric along depth (``report.charts``), drawn by plotly.js;
+- histograms of the worst rows' values (and, for ``diff``, of their error);
+- ``#rows``: the full table, one ``<tr>`` per row with every name whole, sortable by any column and
+  filterable by name or op.
+
+The page loads nothing: plotly.js (MIT, from the plotly wheel: ``plotly.offline.get_plotlyjs``) is
+inlined, the data are JSON in ``<script type="application/json">`` blocks with ``<``, ``>`` and ``&``
+escaped so no name from a model can close a tag, and every text is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+
+from onnxprobe import __version__
+from onnxprobe.report import charts
+from onnxprobe.report.io import json_default
+from onnxprobe.report.table import Table
+from onnxprobe.text import duration
+
+WORST = 10  # rows that get a histogram
+
+STYLE = """
+body{font:13px/1.4 system-ui,sans-serif;margin:16px 24px;color:#222}
+h1{font-size:18px;margin:0 0 8px} h2{font-size:15px;margin:18px 0 6px}
+dl#facts{display:grid;grid-template-columns:max-content auto;gap:2px 14px;margin:0}
+dt{font-weight:600;color:#555} dd{margin:0;word-break:break-all}
+.pass{color:#2e7d32;font-weight:600} .fail{color:#c62828;font-weight:600}
+#depth-chart{width:100%;min-height:420px}
+#histograms{display:flex;flex-wrap:wrap;gap:6px}
+.hist{border:1px solid #ddd;border-radius:4px;display:flex;flex-wrap:wrap;padding:4px}
+.hist{box-sizing:border-box} .hist.one{width:300px} .hist.two{width:590px}
+.hist .name{width:100%;font:11px ui-monospace,monospace;word-break:break-all;padding:0 4px}
+table{border-collapse:collapse;font:12px ui-monospace,monospace}
+th{position:sticky;top:0;background:#f3f3f3;cursor:pointer;text-align:left;padding:3px 6px;border-bottom:1px solid #bbb}
+th.num,td.num{text-align:right} td{padding:2px 6px;border-bottom:1px solid #eee;white-space:nowrap}
+tr.bad td{color:#c62828} tr.first td{background:#ffebee;font-weight:600} tr.hl td{background:#fff59d}
+#filter{width:28em;padding:3px;margin:4px 0}
+"""
+
+SCRIPT = r"""
+(() => {
+  const read = id => JSON.parse(document.getElementById(id).textContent);
+  const fig = read('figure'), hists = read('hists');
+  const chart = document.getElementById('depth-chart');
+  Plotly.newPlot(chart, fig.data, fig.layout, {displaylogo: false, responsive: true});
+  const show = id => { const tr = document.getElementById(id); if (!tr) return;
+    document.querySelectorAll('tr.hl').forEach(x => x.classList.remove('hl'));
+    tr.classList.add('hl'); tr.scrollIntoView({block: 'center'}); };
+  chart.on('plotly_click', e => show(e.points[0].customdata[1]));
+  const box = document.getElementById('histograms');
+  for (const h of hists) { const card = document.createElement('div');
+    card.className = 'hist ' + (h.plots.length > 1 ? 'two' : 'one');
+    const title = document.createElement('div'); title.className = 'name'; title.textContent = h.name; card.append(title);
+    box.append(card);
+    for (const f of h.plots) { const div = document.createElement('div'); card.append(div);
+      Plotly.newPlot(div, f.data, f.layout, {staticPlot: true}); } }
+  const tbody = document.getElementById('rows'), filter = document.getElementById('filter');
+  const count = document.getElementById('shown');
+  filter.addEventListener('input', () => { const q = filter.value.toLowerCase(); let n = 0;
+    for (const tr of tbody.rows) { const hit = tr.dataset.text.includes(q); tr.hidden = !hit; n += hit; }
+    count.textContent = n; });
+  let key = -1, asc = true;
+  document.querySelectorAll('#table th').forEach((th, i) => th.addEventListener('click', () => {
+    asc = key === i ? !asc : true; key = i;
+    const value = tr => { const v = tr.cells[i].dataset.v; const x = parseFloat(v);
+      return v !== '' && !isNaN(x) && isFinite(v) ? x : (v === '' ? null : v); };
+    const rows = Array.from(tbody.rows).sort((a, b) => { const x = value(a), y = value(b);
+      if (x === y) return 0; if (x === null) return 1; if (y === null) return -1;
+      const c = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
+      return asc ? c : -c; });
+    tbody.append(...rows); }));
+})();
+"""
+
+
+def _json(data) -> str:
+    """JSON safe inside a <script> element: no '<', '>' or '&' survives as such."""
+    text = json.dumps(data, allow_nan=False, default=json_default, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _clean_json(o):
+    """Non-finite floats (not JSON) as null."""
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {k: _clean_json(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean_json(v) for v in o]
+    return o
+
+
+def worst_rows(kind: str, d: dict, n: int = WORST) -> list[str]:
+    """The names of the rows that get a histogram: NaN/Inf and failures first, then the largest
+    magnitudes (``layers``), the lowest introduced SQNR (``diff``), the largest |grad| / |tensor|
+    (``grad``)."""
+    def f(v, default):
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else default
+
+    if kind == "layers":
+        rows = [r for r in d["tensors"] if r.get("count")]
+        key = lambda r: (not (r.get("nan") or r.get("inf")), not str(r.get("dtype") or "").startswith(("float", "bfloat")),  # noqa: E731
+                         -max(abs(f(r.get("min"), 0)), abs(f(r.get("max"), 0))))
+        return [r["name"] for r in sorted(rows, key=key)[:n]]
+    if kind == "diff":
+        rows = [p for p in d["pairs"] if p.get("sqnr_db") is not None or p.get("max_abs") is not None]
+        rows = [p for p in rows if not p.get("exact")]
+        key = lambda p: (p["passed"] is not False, f(p.get("introduced_sqnr_db"), f(p.get("sqnr_db"), math.inf)))  # noqa: E731
+        return [p["a"] for p in sorted(rows, key=key)[:n]]
+    rows = d["gradients"]
+    key = lambda g: (not (g.get("nan") or g.get("inf") or (g.get("check") and not g["check"]["ok"])),  # noqa: E731
+                     -f(g.get("ratio"), -math.inf), -f(g.get("norm"), -math.inf))
+    return [g["tensor"] for g in sorted(rows, key=key)[:n]]
+
+
+def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str, str | None]]:
+    """(label, text, css class) of the header."""
+    ins = "; ".join(inputs) if inputs else None
+    if kind == "diff":
+        fails = sum(1 for p in d["pairs"] if p["passed"] is False)
+        word = {"pass": "pass", "fail": "FAIL", "error": "not compared"}[d["verdict"]]
+        out = [("A", d["a"], None), ("B (reference)", d["b"], None), ("measured", d["measured"], None),
+               ("criterion", d["criterion"], None), ("verdict", f"{word}: {d['verdict_reason']}", "pass" if d["verdict"] == "pass" else "fail"),
+               ("pairs", f"{len(d['pairs'])} compared, {fails} failing; unmatched {len(d['unmatched_a'])} in A, {len(d['unmatched_b'])} in B", None)]
+        if d.get("first_failure"):
+            out.append(("error starts at", d["first_failure"], "fail"))
+        if d.get("grad"):
+            g = d["grad"]
+            out.append(("loss", f"{g['loss']}: A {g['loss_a']}, B {g['loss_b']}", None))
+    elif kind == "layers":
+        bad = sum(1 for t in d["tensors"] if t.get("nan") or t.get("inf"))
+        out = [("model", d["model"], None), ("runtime", ", ".join(d.get("providers") or []) or "-", None),
+               ("device", d["device"], None), ("opt level", d["opt_level"], None)]
+        if "batches" in d:
+            out.append(("dataset", f"{d['batches']} batches; selection {d.get('selection', '')}", None))
+        out.append(("verdict", f"{len(d['tensors'])} tensors, {bad} with NaN/Inf", "fail" if bad else "pass"))
+        if d.get("timing"):
+            out.append(("time", f"run {duration(d['timing']['run_s'])}, session {duration(d['timing']['session_s'])}", None))
+    else:
+        bad = sum(1 for g in d["gradients"] if g.get("nan") or g.get("inf"))
+        failed = sum(1 for g in d["gradients"] if g.get("check") and not g["check"]["ok"])
+        loss = d["loss"]
+        out = [("model", d["model"], None), ("runtime", ", ".join(d.get("providers") or []) or "-", None),
+               ("device", d["device"], None), ("opt level", d["opt_level"], None),
+               ("loss", f"{loss['kind']}({loss['output']}) = {loss['value']}", None),
+               ("verdict", f"{len(d['gradients'])} gradients, {bad} with NaN/Inf"
+                + (f"; check ({d['check']}): {failed} failed" if d.get("check") else ""), "fail" if bad or failed else "pass"),
+               ("graph", f"{d['graph']['forward_nodes']} forward + {d['graph']['backward_nodes']} backward nodes", None)]
+    if ins:
+        out.insert(min(4, len(out)), ("inputs", ins, None))
+    return out
+
+
+def _table_html(table: Table) -> tuple[str, dict[int, str]]:
+    """The rows as HTML (every name whole, raw values to sort by) and row index -> <tr> id."""
+    cols = table.columns
+    head = "".join(f'<th class="{"num" if c.justify == "right" else ""}" title="{html.escape(c.key)}">'
+                   f"{html.escape(c.header or c.key)}</th>" for c in cols)
+    lines, ids = [], {}
+    for k, r in enumerate(table.rows):
+        ids[k] = f"r{k}"
+        text = " ".join(str(v) for c, v in zip(cols, r.values) if (c.name or c.key == "op") and v is not None).lower()
+        style = r.style or ""
+        cls = "first" if "bold red" in style and table.columns and r.cells[0].startswith("▶") else ("bad" if "red" in style else "")
+        tds = []
+        for c, shown, raw in zip(cols, r.cells, r.values):
+            full = raw if (c.name or c.key in ("op", "dtype")) and isinstance(raw, str) else shown  # names whole
+            v = "" if raw is None or (isinstance(raw, float) and not math.isfinite(raw)) else (
+                "x".join(map(str, raw)) if isinstance(raw, (list, tuple)) else str(raw))
+            tds.append(f'<td class="{"num" if c.justify == "right" else ""}" data-v="{html.escape(v)}">{html.escape(str(full))}</td>')
+        lines.append(f'<tr id="r{k}" class="{cls}" data-text="{html.escape(text)}">{"".join(tds)}</tr>')
+    return f'<table id="table"><thead><tr>{head}</tr></thead>\n<tbody id="rows">\n' + "\n".join(lines) + "\n</tbody></table>", ids
+
+
+def require_plotly() -> None:
+    """MissingExtra unless plotly is installed: checked before any work when --html is given."""
+    charts.plotly_objects()
+
+
+def html_report(kind: str, d: dict, table: Table, histograms: dict | None = None, inputs: list[str] | None = None) -> str:
+    """The page of a ``layers``, ``diff`` or ``grad`` dict ``d``, with ``table`` (its report table),
+    ``histograms`` (tensor -> {"values": bins, "error": bins}, ``api.*_histograms``) and ``inputs``
+    (``api.describe_inputs``)."""
+    charts.plotly_objects()
+    from plotly.offline import get_plotlyjs
+
+    plotly_js = get_plotlyjs()
+    if "</script" in plotly_js.lower():  # pragma: no cover - would end our <script> early
+        raise RuntimeError("the bundled plotly.js cannot be inlined")
+    table_html, row_ids = _table_html(table)
+    figure = charts.FIGURES[kind](d, row_ids)
+    hists = []
+    histograms = histograms or {}
+    order = [n for n in worst_rows(kind, d, len(histograms)) if n in histograms]
+    for name in order + [n for n in histograms if n not in order]:
+        h = histograms[name]
+        plots = [charts.histogram_figure("gradient values" if kind == "grad" else "values", h["values"])]
+        if h.get("error"):
+            plots.append(charts.histogram_figure("error A − B", h["error"], "#d62728"))
+        hists.append({"name": name, "plots": plots})
+    facts = "".join(f'<dt>{html.escape(k)}</dt><dd class="{c or ""}">{html.escape(str(v))}</dd>' for k, v, c in _facts(kind, d, inputs))
+    notes = "".join(f"<li>{html.escape(str(n))}</li>" for n in d.get("notes") or [])
+    title = {"diff": "diff", "layers": "layers", "grad": "gradients"}[kind]
+    model = d.get("a") if kind == "diff" else d.get("model")
+    n = len(table.rows)
+    hist_note = ("values of A and the error A − B, " if kind == "diff" else "") + "for the worst rows (NaN/Inf and failures first)"
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="generator" content="onnxprobe {html.escape(__version__)}">
+<title>onnxprobe {title}: {html.escape(str(model))}</title>
+<style>{STYLE}</style>
+<script>{plotly_js}</script>
+</head><body>
+<h1>onnxprobe {title} report</h1>
+<dl id="facts">{facts}</dl>
+<h2>along depth</h2>
+<div id="depth-chart"></div>
+<h2>histograms</h2><p>{html.escape(hist_note)}</p>
+<div id="histograms"></div>
+<h2>all rows (<span id="shown">{n}</span> of {n})</h2>
+<input id="filter" placeholder="filter by name or op" aria-label="filter by name or op">
+{table_html}
+{f"<h2>notes</h2><ul>{notes}</ul>" if notes else ""}
+<script type="application/json" id="figure">{_json(_clean_json(figure))}</script>
+<script type="application/json" id="hists">{_json(_clean_json(hists))}</script>
+<script>{SCRIPT}</script>
+</body></html>
+"""

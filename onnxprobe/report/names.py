@@ -1,0 +1,97 @@
+"""Shortening tensor and node names for a table column, keeping what tells rows apart.
+
+Exporters write names as paths (``/m/encoder/layer.3/attention/self/query/MatMul_output_0``). Cutting the
+middle of the string (``/m/encoder/l…self/query/MatMul_output_0``) loses the layer number, the one thing a
+reader needs. Here a name is shortened by whole path parts: the last part (the op and output) always
+stays, then the parts with a number in them (``layer.3``, ``blocks.142``), then the parts nearest the end;
+each run of dropped parts reads ``…``. Names of one column are shortened together, so two names that
+differ only in a dropped part get that part back. The full names are in the JSON and in ``--wide``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from onnxprobe.report.format import shorten as middle
+from onnxprobe.text import clean
+
+ELLIPSIS = "…"
+_DIGIT = re.compile(r"\d")
+
+
+def _join(parts: list[str], keep: set[int]) -> str:
+    out: list[str] = []
+    gap = False
+    for i, p in enumerate(parts):
+        if i in keep:
+            if gap:
+                out.append(ELLIPSIS)
+                gap = False
+            out.append(p)
+        else:
+            gap = True
+    if gap:
+        out.append(ELLIPSIS)
+    return "/".join(out)
+
+
+def shorten_path(name: str, width: int, must: frozenset[int] = frozenset()) -> str:
+    """``name`` in at most ``width`` characters, by whole ``/`` parts where it has them (see the module
+    doc); ``must``: indices of parts to keep before any other (the ones that tell two names apart)."""
+    name = clean(name)
+    if width <= 0 or len(name) <= width:
+        return name
+    parts = name.split("/")
+    last = len(parts) - 1
+    if last < 2 or len(parts[last]) + 2 > width:  # not a path, or its last part alone does not fit
+        return middle(name, width)
+    keep = {last} | ({0} if parts[0] == "" else set())  # a leading "/" costs nothing
+    order = sorted(must - keep, reverse=True) + [i for i in range(1, last) if _DIGIT.search(parts[i]) and i not in must]
+    for i in order:
+        trial = keep | {i}
+        if len(_join(parts, trial)) <= width:
+            keep = trial
+    for i in range(last - 1, 0, -1):  # then the parts next to the end, as long as they fit
+        if i in keep:
+            continue
+        trial = keep | {i}
+        if len(_join(parts, trial)) > width:
+            break
+        keep = trial
+    short = _join(parts, keep)
+    return short if len(short) <= width else middle(name, width)
+
+
+def _common(lists: list[list[str]]) -> int:
+    """How many leading items all the lists share."""
+    n = 0
+    while all(len(x) > n for x in lists) and len({x[n] for x in lists}) == 1:
+        n += 1
+    return n
+
+
+def shorten_names(names: list[str], width: int) -> list[str]:
+    """Each name in at most ``width`` characters (``shorten_path``); where different names would read
+    the same, the first and last of the parts where each differs from the others (past what they all
+    start and end with) are kept first; where they still read the same, the middle of the string is cut."""
+    short = [shorten_path(n, width) for n in names]
+    for _ in range(2):
+        groups: dict[str, list[int]] = {}
+        for i, s in enumerate(short):
+            groups.setdefault(s, []).append(i)
+        clashes = [ix for ix in groups.values() if len({names[i] for i in ix}) > 1]
+        if not clashes:
+            break
+        for ix in clashes:
+            split = [clean(names[i]).split("/") for i in ix]
+            head = _common([p for p in split])  # the parts all of them start with, and end with
+            tail = _common([p[::-1] for p in split])
+            for i, parts in zip(ix, split):
+                inner = [k for k in range(head, len(parts) - tail)]  # where this one differs from the others
+                must = frozenset(inner[:1] + inner[-1:]) if inner else frozenset()
+                short[i] = shorten_path(names[i], width, must)
+    seen: dict[str, str] = {}
+    for i, s in enumerate(short):  # still the same: fall back to both ends of the string
+        if seen.setdefault(s, names[i]) != names[i]:
+            short[i] = middle(names[i], width)
+    return short

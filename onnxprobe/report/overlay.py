@@ -1,0 +1,185 @@
+"""Pictures of a report on the model's graph: node data for Google's Model Explorer (``--overlay``) and an
+attachment for Netron (``--netron``), built from the JSON dicts of ``layers``, ``diff`` and ``grad``.
+
+Model Explorer (``model-explorer --extensions=model_explorer_onnx MODEL --node_data_paths=FILE``) colours
+each node by a number: ``{graph id: {"results": {node id: {"value": v}}, "thresholds": [...]}}``, where a
+node id must be exactly what its ONNX adapter names the node (``graph.explorer_ids``; a tensor name would
+silently colour nothing). One number per node:
+
+- ``layers``: the largest magnitude the node's output reaches, max(|min|, |max|), coloured by quartile;
+  a node whose output holds NaN or Inf is red whatever its value;
+- ``diff``: the SQNR the layer introduces on its own, in dB (the accumulated SQNR where there is none),
+  red at 10 dB and below, then orange, yellow, green; the first failing layer is dark red. In a QDQ
+  model the value is the DequantizeLinear output: that node and the op before its QuantizeLinear (the
+  Conv, the MatMul) both carry it;
+- ``grad``: the gradient norm (of the node's output, or of the weights it reads), coloured by quartile;
+  NaN or Inf red.
+
+Netron has no colouring; its attachment (``"signature": "netron:attachment"``) lists metrics per value
+name, which is how Netron finds them (its nodes may be unnamed), shown in the sidebar of each tensor.
+"""
+
+from __future__ import annotations
+
+import math
+
+import onnx
+
+from onnxprobe.graph.explorer_ids import ExplorerIds, explorer_ids
+from onnxprobe.graph.walk import walk
+
+RED, DARK_RED, ORANGE, YELLOW, GREEN = "#e53935", "#7f0000", "#fb8c00", "#fdd835", "#43a047"
+QUARTILE_COLOURS = ("#e3f2fd", "#90caf9", "#42a5f5", "#1565c0")
+EXACT_DB = 200.0  # an exact pair has infinite SQNR; JSON has no inf
+SQNR_STEPS = ((10.0, RED), (20.0, ORANGE), (30.0, YELLOW), (1e9, GREEN))
+
+
+def _finite(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+class _Results:
+    """Node data per graph: the largest value given for a node wins, an explicit colour sticks."""
+
+    def __init__(self, ids: ExplorerIds):
+        self.ids = ids
+        self.graphs: dict[str, dict[str, dict]] = {}
+
+    def put(self, where: tuple[str, str] | None, value: float | None, colour: str | None = None) -> None:
+        if where is None or value is None:
+            return
+        gid, nid = where
+        results = self.graphs.setdefault(gid, {})
+        old = results.get(nid)
+        entry = {"value": value} if old is None or value > old["value"] else dict(old)
+        colour = colour or (old or {}).get("bgColor")
+        if colour:
+            entry["bgColor"] = colour
+            entry["textColor"] = "#ffffff" if colour in (RED, DARK_RED) else "#000000"
+        results[nid] = entry
+
+    def tensor(self, name: str) -> tuple[str, str] | None:
+        """The node Model Explorer shows for a tensor: its producer, or the [value] node of a graph input
+        or weight."""
+        return self.ids.tensors.get(name) or self.ids.values.get(name)
+
+    def data(self, label: str, thresholds) -> dict:
+        out = {}
+        for gid, results in self.graphs.items():
+            th = thresholds(sorted(r["value"] for r in results.values())) if callable(thresholds) else thresholds
+            out[gid] = {"name": label, "results": results, "thresholds": th}
+        return out
+
+
+def _quartiles(values: list[float]) -> list[dict]:
+    if not values:
+        return []
+    cuts = [values[min(len(values) - 1, int(len(values) * q))] for q in (0.25, 0.5, 0.75)] + [values[-1]]
+    out = []
+    for cut, colour in zip(cuts, QUARTILE_COLOURS):
+        if not out or cut > out[-1]["value"]:
+            out.append({"value": cut, "bgColor": colour, "textColor": "#ffffff" if colour == QUARTILE_COLOURS[-1] else "#000000"})
+    return out
+
+
+def layers_overlay(model: onnx.ModelProto, d: dict) -> dict:
+    """Model Explorer node data of a ``layers`` dict (``report.layers.layers_dict`` or a dataset one)."""
+    res = _Results(explorer_ids(model))
+    for t in d["tensors"]:
+        lo, hi = _finite(t.get("min")), _finite(t.get("max"))
+        bad = bool(t.get("nan") or t.get("inf"))
+        value = max(abs(lo), abs(hi)) if lo is not None and hi is not None else (0.0 if bad else None)
+        res.put(res.tensor(t["name"]), value, RED if bad else None)
+    return res.data("onnxprobe layers: max |x| (red: NaN/Inf)", _quartiles)
+
+
+def _quantized_op(model: onnx.ModelProto, ids: ExplorerIds):
+    """tensor -> the node of the op a QDQ pair stands for: the output of DequantizeLinear(QuantizeLinear(
+    op(...))) is the op's value, so the op (a Conv, a MatMul) gets the pair's colour too."""
+    sites = walk(model)
+    producer = {o: s for s in sites for o in s.node.output if o}
+
+    def op_of(tensor: str):
+        s = producer.get(tensor)
+        if s is None or s.node.op_type != "DequantizeLinear" or not s.node.input:
+            return None
+        q = producer.get(s.node.input[0])
+        if q is None or q.node.op_type != "QuantizeLinear" or not q.node.input:
+            return None
+        op = producer.get(q.node.input[0])
+        return ids.nodes.get(op.index) if op is not None else None
+
+    return op_of
+
+
+def diff_overlay(model: onnx.ModelProto, d: dict) -> dict:
+    """Model Explorer node data of a ``diff`` dict, on model A (``report.diff.diff_dict``)."""
+    ids = explorer_ids(model)
+    res = _Results(ids)
+    op_of = _quantized_op(model, ids)
+    first = d.get("first_failure")
+    grad = bool(d.get("grad"))
+    for p in d["pairs"]:
+        intro, acc = p.get("introduced_sqnr_db"), p.get("sqnr_db")
+        if p.get("introduced_exact") or (p.get("introduced_exact") is None and p.get("exact")):
+            value = EXACT_DB
+        else:
+            value = _finite(intro) if _finite(intro) is not None else _finite(acc)
+        name = p["a"][: -len("_grad")] if grad and p["a"].endswith("_grad") else p["a"]
+        colour = DARK_RED if p["a"] == first and p.get("passed") is False else None
+        res.put(res.tensor(name) or res.tensor(p["a"]), value, colour)
+        if not grad:
+            res.put(op_of(p["a"]), value, colour)
+    what = "gradient SQNR dB" if grad else "introduced SQNR dB (dark red: where the error starts)"
+    return res.data(f"onnxprobe diff: {what}", [{"value": v, "bgColor": c} for v, c in SQNR_STEPS])
+
+
+def grad_overlay(model: onnx.ModelProto, d: dict) -> dict:
+    """Model Explorer node data of a ``grad`` dict: each node by its output's gradient norm, or the
+    largest norm of the weights it reads; the weights' own [value] nodes too."""
+    ids = explorer_ids(model)
+    res = _Results(ids)
+    for g in d["gradients"]:
+        norm = _finite(g.get("norm"))
+        bad = bool(g.get("nan") or g.get("inf"))
+        colour = RED if bad else None
+        if bad and norm is None:
+            norm = 0.0
+        if g["kind"] == "weight":
+            res.put(ids.values.get(g["tensor"]), norm, colour)
+            if g["index"] is not None and g["index"] >= 0:
+                res.put(ids.nodes.get(g["index"]), norm, colour)
+        else:
+            res.put(res.tensor(g["tensor"]), norm, colour)
+    return res.data("onnxprobe grad: gradient norm (red: NaN/Inf)", _quartiles)
+
+
+# --- Netron -------------------------------------------------------------------------------------------------
+
+NETRON_METRICS = {
+    "layers": ("min", "max", "mean", "std", "nan", "inf", "p0.01", "p99.99"),
+    "diff": ("max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "introduced_sqnr_db", "introduced_max_abs"),
+    "grad": ("norm", "ratio", "min", "max", "mean", "std", "nan", "inf"),
+}
+
+
+def netron_attachment(kind: str, d: dict) -> dict:
+    """A Netron attachment of a ``layers``, ``diff`` or ``grad`` dict: the row's numbers as metrics of
+    the tensor (kind ``value``, keyed by its name; weights also as kind ``tensor``)."""
+    rows = {"layers": d.get("tensors"), "diff": d.get("pairs"), "grad": d.get("gradients")}[kind] or []
+    metrics = []
+    for r in rows:
+        name = r.get("name") or r.get("a") or r.get("tensor")
+        kinds = ("value", "tensor") if r.get("kind") == "weight" else ("value",)
+        for key in NETRON_METRICS[kind]:
+            v = r.get(key)
+            if isinstance(v, bool) or _finite(v) is None:
+                continue
+            for k in kinds:
+                metrics.append({"kind": k, "target": name, "name": f"onnxprobe {key}", "value": v})
+        if kind == "diff" and r.get("passed") is not None:
+            metrics.append({"kind": "value", "target": name, "name": "onnxprobe pass", "value": bool(r["passed"])})
+    notes = {"layers": "statistics of each probed tensor", "diff": f"verdict {d.get('verdict')}: {d.get('verdict_reason')}",
+             "grad": "gradient statistics"}[kind]
+    return {"signature": "netron:attachment", "metrics": metrics,
+            "metadata": [{"kind": "model", "target": "", "name": "onnxprobe", "value": f"{kind}: {notes}"}]}

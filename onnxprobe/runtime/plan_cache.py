@@ -1,0 +1,120 @@
+"""A disk cache of probed copies: the second ``layers`` (or ``diff``, debugger run...) of the same model
+with the same selection skips the rewrite (``graph.expose``).
+
+An entry is keyed by onnxprobe's version, the model's skeleton (graph, small constants, names, types and
+the shapes it carries; not the big weights' values, which a probed copy does not depend on), the probed
+tensors, how they are probed and the input shapes. It holds the probed copy as a skeleton (its big
+weights stubbed: they are the model's own, put back from the model on load, so an entry costs the
+graph, not the weights) and the probes as JSON.
+
+Where: ``$ONNXPROBE_CACHE_DIR``, else ``$XDG_CACHE_HOME/onnxprobe``, else ``~/.cache/onnxprobe``;
+bounded by ``$ONNXPROBE_CACHE_SIZE`` bytes (default 512 MiB; the oldest entries go first); safe to
+delete at any time. ``ONNXPROBE_NO_CACHE=1`` or ``--no-cache`` (``RunConfig.cache``) turns it off. A
+cache that cannot be read or written is skipped silently: it only ever saves time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+import onnx
+
+from onnxprobe import __version__
+from onnxprobe.fileio import atomic_output
+from onnxprobe.graph.skeleton import STUB_LOCATION, skeleton
+from onnxprobe.types import Probe, TensorRef
+
+DEFAULT_SIZE = 512 * 2**20
+
+
+def cache_dir() -> Path:
+    if os.environ.get("ONNXPROBE_CACHE_DIR"):
+        return Path(os.environ["ONNXPROBE_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "onnxprobe"
+
+
+def enabled(config_cache: bool = True) -> bool:
+    return config_cache and os.environ.get("ONNXPROBE_NO_CACHE", "") in ("", "0")
+
+
+def key(model: onnx.ModelProto, refs: list[TensorRef], options: dict, input_shapes: dict | None) -> str:
+    structure = hashlib.sha256(skeleton(model).SerializeToString()).hexdigest()
+    parts = {"version": __version__, "model": structure, "refs": [[r.name, r.kind, list(r.scope)] for r in refs],
+             "options": {k: (sorted(v) if isinstance(v, (set, frozenset)) else v) for k, v in sorted(options.items())},
+             "inputs": {k: list(v) for k, v in sorted((input_shapes or {}).items())}}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _ref(d: dict) -> TensorRef:
+    d = dict(d)
+    d["scope"] = tuple(d.get("scope") or ())
+    if d.get("shape") is not None:
+        d["shape"] = tuple(d["shape"])
+    return TensorRef(**d)
+
+
+def load(k: str, base: onnx.ModelProto) -> tuple[onnx.ModelProto, list[Probe], list[str]] | None:
+    """(probed copy, probes, warnings) of entry ``k``, its stubbed weights taken from ``base``; None on a
+    miss or an entry that does not fit ``base``."""
+    d = cache_dir()
+    try:
+        meta = json.loads((d / f"{k}.json").read_text())
+        model = onnx.load_model_from_string((d / f"{k}.onnx").read_bytes())
+    except Exception:  # noqa: BLE001 - a missing or damaged entry is a miss
+        return None
+    weights = {t.name: t for t in base.graph.initializer}
+    for t in model.graph.initializer:
+        if t.data_location == onnx.TensorProto.EXTERNAL and any(e.value == STUB_LOCATION for e in t.external_data):
+            w = weights.get(t.name)
+            if w is None:
+                return None
+            t.CopyFrom(w)
+    try:
+        os.utime(d / f"{k}.json")  # recently used: kept longest
+    except OSError:
+        pass
+    probes = [Probe(ref=_ref(p["ref"]), stats_output=p["stats_output"], shape_output=p["shape_output"],
+                    raw_output=p["raw_output"], stats_on_host=p["stats_on_host"]) for p in meta["probes"]]
+    return model, probes, list(meta.get("warnings", []))
+
+
+def store(k: str, model: onnx.ModelProto, probes: list[Probe], warnings: list[str]) -> None:
+    d = cache_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        data = skeleton(model).SerializeToString()
+        limit = int(os.environ.get("ONNXPROBE_CACHE_SIZE", DEFAULT_SIZE))
+        if len(data) > limit // 4:
+            return
+        with atomic_output(d / f"{k}.onnx") as tmp:
+            tmp.write_bytes(data)
+        with atomic_output(d / f"{k}.json") as tmp:
+            tmp.write_text(json.dumps({"probes": [asdict(p) for p in probes], "warnings": warnings}, default=list))
+        _trim(d, limit)
+    except (OSError, ValueError):
+        return
+
+
+def _trim(d: Path, limit: int) -> None:
+    entries = []
+    for meta in d.glob("*.json"):
+        body = meta.with_suffix(".onnx")
+        try:
+            entries.append((meta.stat().st_mtime, meta, body, meta.stat().st_size + (body.stat().st_size if body.exists() else 0)))
+        except OSError:
+            continue
+    total = sum(e[3] for e in entries)
+    for _, meta, body, size in sorted(entries, key=lambda e: e[0]):
+        if total <= limit:
+            break
+        for f in (meta, body):
+            try:
+                f.unlink()
+            except OSError:
+                pass
+        total -= size

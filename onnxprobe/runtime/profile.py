@@ -1,0 +1,188 @@
+"""Per-node time from onnxruntime's own profiler, attributed back to the model's nodes.
+
+``profile(model, feeds, outputs, config)`` runs a copy of ``model`` (every node named: onnxruntime's
+profile names kernels after nodes) with profiling on, twice, and reads the second run's kernel events.
+Kernels map to the model's nodes by name; a fused kernel keeps the name of one node of the chain it
+replaced (Conv + BatchNormalization fused is named after one of them, with ``_nchwc`` and the like
+appended by layout passes), and the other nodes of the chain, which have no kernel of their own, are
+reported as fused into it. Kernels of nodes onnxprobe added (``is_probe``) are the probes' own cost. Layout kernels (ReorderInput/Output) and function bodies onnxruntime inlines are
+counted as "other".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+
+import onnx
+
+from onnxprobe.runtime.ort import create_session, run_bound
+
+SUFFIXES = ("_nchwc", "_fused", "_token")
+LAYOUT_OPS = ("ReorderInput", "ReorderOutput")  # NCHWc layout changes: "other", not a model node's work
+PROBE_NODES = ("onnxprobe/", "onnxprobe.cone")
+
+
+@dataclass
+class Profile:
+    """Kernel times of one run, in milliseconds."""
+
+    node_ms: dict[str, float] = field(default_factory=dict)  # model node -> its kernel's time
+    fused_into: dict[str, str] = field(default_factory=dict)  # model node without a kernel -> the node whose kernel ran it
+    probe_ms: float = 0.0  # kernels of onnxprobe's own nodes
+    other_ms: float = 0.0  # layout reorders, inlined function bodies: no model node of that name
+    kernels: int = 0  # kernels that ran model nodes
+    total_ms: float = 0.0  # the run, as the profiler timed it
+    outputs: dict[str, list[str]] = field(default_factory=dict)  # model node -> the tensors it writes
+
+    @property
+    def model_ms(self) -> float:
+        return sum(self.node_ms.values())
+
+    def of_tensor(self) -> dict[str, tuple[float | None, str | None]]:
+        """tensor -> (its producer's kernel time, or None; the node it was fused into, or None)."""
+        return {t: (self.node_ms.get(n), self.fused_into.get(n)) for n, ts in self.outputs.items() for t in ts}
+
+
+def is_probe(name: str) -> bool:
+    """A node onnxprobe added (statistics, pair metrics, introduced-error cones)."""
+    return name.startswith(PROBE_NODES)
+
+
+def named(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
+    """A copy whose main-graph nodes all have unique names, and {name in the copy: the node as people
+    know it} (its name, or for an unnamed node its first output)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    seen: set[str] = set()
+    back: dict[str, str] = {}
+    for i, n in enumerate(out.graph.node):
+        shown = n.name if n.name and n.name not in seen else (n.output[0] if n.output else n.op_type)
+        if not n.name or n.name in seen:
+            k, base = 0, f"{n.op_type}#{i}"
+            n.name = base
+            while n.name in seen:
+                k += 1
+                n.name = f"{base}.{k}"
+        seen.add(n.name)
+        back[n.name] = shown
+    return out, back
+
+
+def profile(model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device: str = "cpu",
+            opt_level: str = "off", runs: int = 2) -> Profile:
+    """Run ``model`` ``runs`` times with onnxruntime's profiler and attribute the last run's kernels
+    (onnxruntime also writes the graph it ran, which tells what each kernel computed)."""
+    copy, back = named(model)
+    with tempfile.TemporaryDirectory(prefix="onnxprobe-profile-") as tmp:
+        ran = os.path.join(tmp, "optimized.onnx")
+        session = create_session(copy, device=device, opt_level=opt_level, profile_prefix=os.path.join(tmp, "run"),
+                                 optimized_path=ran)
+        for _ in range(max(1, runs)):
+            run_bound(session, feeds, outputs)
+        path = session.sess.end_profiling()
+        with open(path) as f:
+            events = json.load(f)
+        graph = onnx.load(ran, load_external_data=False) if os.path.exists(ran) else None
+    return attribute(events, copy, back, graph)
+
+
+def _owner(name: str, nodes: set[str], producer: dict[str, str]) -> str | None:
+    """The model node a kernel name stands for: the node itself, or the producer of the tensor a fused
+    kernel is named after, possibly with a layout suffix."""
+    for cand in [name] + [name[: name.find(s)] for s in SUFFIXES if name.find(s) > 0]:
+        if cand in nodes:
+            return cand
+        if cand in producer:
+            return producer[cand]
+    return None
+
+
+def _ran_owners(graph: onnx.ModelProto | None, nodes: set[str], producer: dict[str, str]) -> dict[str, str]:
+    """For each node of the graph onnxruntime ran: the model node whose tensor it computes, following
+    its outputs forward to the first tensor of the model (inlined function bodies, layout reorders)."""
+    if graph is None:
+        return {}
+    ran = list(graph.graph.node)
+    readers: dict[str, list[int]] = {}
+    for i, n in enumerate(ran):
+        for x in n.input:
+            readers.setdefault(x, []).append(i)
+    owners: dict[str, str] = {}
+    for i, n in enumerate(ran):
+        frontier, seen = [i], set()
+        while frontier:
+            j = frontier.pop(0)
+            if j in seen:
+                continue
+            seen.add(j)
+            hit = next((producer[o] for o in ran[j].output if o in producer), None)
+            if hit is not None:
+                owners[n.name] = hit
+                break
+            frontier += [k for o in ran[j].output for k in readers.get(o, [])]
+    return owners
+
+
+def attribute(events: list[dict], model: onnx.ModelProto, back: dict[str, str],
+              graph: onnx.ModelProto | None = None) -> Profile:
+    """The last run's kernels (``events``: onnxruntime's profile JSON) attributed to ``model``'s nodes
+    (``back``: name in ``model`` -> the node as the caller knows it; ``graph``: what onnxruntime ran)."""
+    runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
+    last = runs[-1] if runs else None
+    lo, hi = (last["ts"], last["ts"] + last["dur"]) if last else (float("-inf"), float("inf"))
+    kernels = [e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")
+               and lo <= e.get("ts", 0) <= hi]
+    nodes = set(back)
+    producer = {o: n.name for n in model.graph.node for o in n.output if o}
+    ran = _ran_owners(graph, nodes, producer)
+    p = Profile(total_ms=(last["dur"] / 1000.0) if last else 0.0,
+                outputs={back[n.name]: [o for o in n.output if o] for n in model.graph.node if not is_probe(n.name)})
+    for e in kernels:
+        ms = e.get("dur", 0) / 1000.0
+        name = e["name"][: -len("_kernel_time")]
+        op = e.get("args", {}).get("op_name", "")
+        owner = _owner(name, nodes, producer) or ran.get(name)
+        if owner is not None and is_probe(owner):
+            p.probe_ms += ms
+        elif owner is None or op in LAYOUT_OPS:
+            p.other_ms += ms
+        else:
+            who = back[owner]
+            p.node_ms[who] = p.node_ms.get(who, 0.0) + ms
+            p.kernels += 1
+    present = {o for n in graph.graph.node for o in n.output} if graph is not None else None
+    _fusions(model, back, p, present)
+    return p
+
+
+def _fusions(model: onnx.ModelProto, back: dict[str, str], p: Profile, present: set[str] | None) -> None:
+    """Model nodes with no kernel whose tensors the graph onnxruntime ran no longer has (``present``):
+    fused into the kernel of the first node after them (in the graph's order, along their outputs'
+    readers) that has one. A node whose tensor is still there ran as kernels of other names (a
+    function body onnxruntime inlined): its time is in "other"."""
+    nodes = list(model.graph.node)
+    readers: dict[str, list[int]] = {}
+    for i, n in enumerate(nodes):
+        for x in n.input:
+            readers.setdefault(x, []).append(i)
+    for i, n in enumerate(nodes):
+        who = back.get(n.name, n.name)
+        if who in p.node_ms or is_probe(n.name) or n.op_type == "Constant":
+            continue
+        if present is not None and any(o in present for o in n.output if o):
+            continue
+        seen, frontier = set(), [j for o in n.output for j in readers.get(o, [])]
+        while frontier:
+            j = min(frontier)
+            frontier.remove(j)
+            if j in seen:
+                continue
+            seen.add(j)
+            w = back.get(nodes[j].name, nodes[j].name)
+            if w in p.node_ms:
+                p.fused_into[who] = w
+                break
+            frontier += [k for o in nodes[j].output for k in readers.get(o, [])]

@@ -1,0 +1,316 @@
+"""The OpenVINO runner (``--runtime openvino``, ``pip install 'onnxprobe[openvino]'``).
+
+OpenVINO reads the ONNX model with its own frontend (``Core().read_model``), exposes the probed tensors by
+their ONNX names (``Model.add_outputs``), compiles for a device (CPU here; GPU, NPU and AUTO:/HETERO:
+names are passed through) and runs. Everything OpenVINO does happens in a worker process
+(``openvino_worker``): some models crash it, and a crash must end in one line, not in the user's shell.
+
+What is observable: the ONNX names OpenVINO keeps after conversion (measured on 33 models: 99.75 % of
+the main-graph node outputs). The others, and everything inside If/Loop bodies, which ``add_outputs``
+cannot reach, are reported by ``unobservable`` with the reason (``runners.observability``). Aliases are
+resolved by OpenVINO itself: a tensor that carries several names (an Identity folded into its input)
+answers to each of them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+from itertools import count
+
+import numpy as np
+import onnx
+
+from onnxprobe.errors import ExecutionError, MissingExtra, UsageError
+from onnxprobe.graph.io import is_large
+from onnxprobe.graph.shapes import with_input_shapes
+from onnxprobe.runtime.feeds import model_inputs
+from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
+from onnxprobe.runtime.runners.observability import reasons
+from onnxprobe.types import RunConfig
+
+LOW_PRECISIONS = ("f16", "bf16")
+INT_PRECISIONS = ("u8", "i8", "u4", "i4")
+_keys = count()
+
+
+def require_openvino() -> None:
+    """MissingExtra unless the openvino package can be imported (checked without importing it)."""
+    try:
+        found = importlib.util.find_spec("openvino") is not None
+    except (ImportError, ValueError):  # sys.modules["openvino"] = None: an import that fails
+        found = False
+    if not found:
+        raise MissingExtra("--runtime openvino", "openvino", "openvino")
+
+
+def resolve_device(device: str) -> str:
+    """onnxprobe's --device in OpenVINO's terms: auto and cpu are OpenVINO's CPU; other names (GPU,
+    GPU.1, NPU, AUTO:GPU,CPU, HETERO:...) are OpenVINO's own and passed through."""
+    d = (device or "auto").strip()
+    if d.lower() in ("auto", "cpu"):
+        return "CPU"
+    if d.lower().startswith("cuda"):
+        raise UsageError(f"--device {device}: an onnxruntime / TensorRT device; OpenVINO's devices are CPU, GPU, NPU "
+                         "(or AUTO:..., HETERO:...)")
+    return d.upper() if d.replace(".", "").isalnum() else d
+
+
+class WorkerProcess:
+    """The OpenVINO worker: requests and replies over pipes; a crash becomes an ExecutionError and the
+    next request starts a fresh process."""
+
+    def __init__(self):
+        self.proc = None
+        self.generation = 0  # incremented per start: models loaded into an older process are gone
+
+    def start(self) -> None:
+        self.log = tempfile.TemporaryFile()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [_package_root(), os.environ.get("PYTHONPATH")] if p)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "onnxprobe.runtime.runners.openvino_worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env)
+        self.generation += 1
+        self._reply()
+
+    def ensure(self) -> None:
+        """A live worker (a fresh one after a crash: the models it held are gone, see ``generation``)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+
+    def request(self, **req) -> dict:
+        self.ensure()
+        try:
+            pickle.dump(req, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self._died()
+        return self._reply()
+
+    def _reply(self) -> dict:
+        try:
+            reply = pickle.load(self.proc.stdout)
+        except (EOFError, pickle.UnpicklingError, OSError):
+            self._died()
+        except BaseException:  # Ctrl-C: the worker is mid-request, its reply would arrive out of turn
+            self.close()
+            raise
+        if "error" in reply:
+            raise ExecutionError(f"OpenVINO: {reply['error']}")
+        return reply
+
+    def _died(self):
+        rc = self.proc.wait()
+        self.log.seek(0)
+        tail = [ln for ln in self.log.read().decode(errors="replace").splitlines() if ln.strip()]
+        self.proc = None
+        how = f"signal {signal.Signals(-rc).name}" if rc < 0 and -rc in signal.Signals._value2member_map_ else f"exit code {rc}"
+        last = f": {tail[-1].strip()[:300]}" if tail else ""
+        raise ExecutionError(f"OpenVINO crashed ({how}) on this model{last}")
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+def _package_root() -> str:
+    import onnxprobe
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(onnxprobe.__file__)))
+
+
+class OpenVinoRunner(HostStatsRunner):
+    """``options``: OpenVINO properties for compile_model (``INFERENCE_PRECISION_HINT=f16``...);
+    ``shapes``: the feeds' input shapes when known (a model whose dynamic dimensions OpenVINO cannot read
+    is read with them)."""
+
+    kind = "openvino"
+    title = "OpenVINO"
+
+    def __init__(self, model: onnx.ModelProto, config: RunConfig | None = None, label: str = "", *,
+                 options: dict[str, str] | None = None, max_memory: int | None = None, shapes: dict | None = None):
+        require_openvino()
+        super().__init__(model, config, label, max_memory=max_memory)
+        self.shapes = dict(shapes or {})  # the feeds' shapes, when known before the first run
+        self._dead = _dead_ends(model)
+        self.device = resolve_device(self.config.device)
+        self.options = dict(options or {})
+        self.worker = WorkerProcess()
+        self._loaded: dict = {}  # our key -> (worker generation, its names)
+        self._read_error: str | None = None  # the model as it is cannot be read: inputs get the feeds' shapes
+        self._checked = False
+        self.precision: str | None = None  # as compiled (or as the device reports before any compile)
+        self.layer_precisions: dict[str, int] = {}
+        self._files: list = []  # temporary folders of models over 2 GB, alive as long as the runner
+
+    def __del__(self):
+        try:
+            self.worker.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def describe(self) -> str:
+        prec = f", {self.precision}" if self.precision else ""
+        return f"{self.label} (OpenVINO {self.device}{prec})"
+
+    def providers(self) -> list[str]:
+        return [f"OpenVINO {self.device}"]
+
+    # -- the device and its precision ------------------------------------------------------------------
+    def check_device(self) -> None:
+        if self._checked:
+            return
+        reply = self.worker.request(op="device", device=self.device, config=self.options)
+        base = self.device.split(":")[0].split(".")[0]
+        if base not in ("AUTO", "HETERO", "MULTI", "BATCH") and base not in reply["devices"]:
+            raise ExecutionError(f"--device {self.device}: OpenVINO has no such device here (it sees: {', '.join(reply['devices'])})")
+        self.precision = self.precision or reply.get("precision")
+        self._checked = True
+
+    def inference_precision(self) -> str | None:
+        """The floating-point precision the device computes in ('f32', 'f16', 'bf16'): the compiled
+        model's INFERENCE_PRECISION_HINT once a run happened, the device's before."""
+        self.check_device()
+        return self.precision
+
+    # -- models in the worker --------------------------------------------------------------------------
+    def _load(self, key, model: onnx.ModelProto) -> list[str]:
+        self.worker.ensure()
+        have = self._loaded.get(key)
+        if have is not None and have[0] == self.worker.generation:
+            return have[1]
+        if is_large(model):  # > 2 GB: OpenVINO reads a file with its weights beside it (kept: it may map them)
+            d = tempfile.TemporaryDirectory(prefix="onnxprobe-ov-")
+            self._files.append(d)
+            path = os.path.join(d.name, "model.onnx")
+            onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="model.onnx.data")
+            names = self.worker.request(op="load", key=key, source=path)["names"]
+        else:
+            names = self.worker.request(op="load", key=key, source=model.SerializeToString())["names"]
+        self._loaded[key] = (self.worker.generation, names)
+        return names
+
+    def _base(self, shapes: dict | None) -> tuple:
+        """(key, model) of the runner's model as OpenVINO reads it: as it is, or, when OpenVINO cannot read
+        its dynamic input dimensions, with the inputs fixed to ``shapes`` (the feeds', or the hint)."""
+        if self._read_error is None:
+            try:
+                self._load("model", self.model)
+                return "model", self.model
+            except ExecutionError as e:
+                if all(_static(s.shape) for s in model_inputs(self.model)):  # nothing to fix
+                    raise ExecutionError(f"OpenVINO cannot read the model: {_strip(e)}") from None
+                self._read_error = _strip(e)
+        fixed = {s.name: tuple(d if isinstance(d, int) and d > 0 else 1 for d in (s.shape or ())) for s in model_inputs(self.model)}
+        fixed.update(shapes or self.shapes or {})
+        key = ("static", tuple(sorted(fixed.items())))
+        model = with_input_shapes(self.model, fixed)
+        try:
+            self._load(key, model)
+        except ExecutionError:
+            raise ExecutionError(f"OpenVINO cannot read the model: {self._read_error}") from None
+        self._note(f"OpenVINO could not read the model with dynamic input dimensions ({self._read_error}); "
+                   "it was read with the inputs fixed to the shapes of the feeds")
+        return key, model
+
+    def unobservable(self, names: list[str]) -> dict[str, str]:
+        self.check_device()
+        key, _ = self._base(None)
+        present = set(self._loaded[key][1])
+        graph = self.model.graph
+        inits = {t.name for t in graph.initializer}
+        inputs = {i.name for i in graph.input}
+        missing = [n for n in dict.fromkeys(names) if n not in present and n not in inits and n not in inputs
+                   and n not in self._dead]
+        return reasons(self.model, missing, present, "OpenVINO")
+
+    # -- running ---------------------------------------------------------------------------------------
+    def collect(self, model: onnx.ModelProto, names: list[str], feeds: dict, *, stats: list[str], raw: list[str],
+                key=None) -> Collected:
+        self.check_device()
+        shapes = {k: tuple(np.shape(v)) for k, v in feeds.items()}
+        temporary = None
+        if model is self.model:
+            ov_key, base = self._base(shapes)
+            dead = sorted(n for n in names if n in self._dead)
+            if dead:  # OpenVINO drops nodes nothing reads: those asked for become outputs of a copy
+                ov_key = temporary = (ov_key, "outputs", tuple(dead))
+                self._load(ov_key, _with_outputs(base, dead))
+        else:  # a model derived from ours (introduced-error cones): its inputs get the feeds' shapes
+            ov_key = ("derived", key) if key is not None else ("temporary", next(_keys))
+            temporary = None if key is not None else ov_key
+            self._load(ov_key, _static_inputs(model, shapes))
+        try:
+            reply = self.worker.request(op="run", key=ov_key, outputs=list(names), feeds=dict(feeds), device=self.device,
+                                        config=self.options, stats=list(stats), raw=list(raw))
+        finally:
+            if temporary is not None and self.worker.proc is not None:
+                self.worker.request(op="drop", key=temporary)
+                self._loaded.pop(temporary, None)
+        self._after_run(reply)
+        return Collected(reply["stats"], reply["shapes"], reply["values"], reply["seconds"], reply["compile_seconds"])
+
+    def _after_run(self, reply: dict) -> None:
+        self.precision = reply.get("precision") or self.precision
+        self.layer_precisions = reply.get("layer_precisions") or {}
+        asked = self.options.get("INFERENCE_PRECISION_HINT")
+        if asked and self.precision and asked.lower() != self.precision.lower():
+            self._note(f"INFERENCE_PRECISION_HINT={asked} was asked for, but OpenVINO {self.device} compiled the model "
+                       f"in {self.precision} (the device has no {asked} arithmetic)")
+        if self.precision in LOW_PRECISIONS:
+            self._note(f"OpenVINO {self.device} computes in {self.precision}: expect an SQNR of tens of dB against float32")
+        ints = {p: n for p, n in self.layer_precisions.items() if p in INT_PRECISIONS}
+        if ints:
+            what = ", ".join(f"{n} in {p}" for p, n in sorted(ints.items()))
+            self._note(f"OpenVINO {self.device} ran integer kernels ({what} compute layers): a QDQ model runs deployed, not simulated")
+        if reply.get("int64") and self.device.startswith("CPU"):
+            self._note("OpenVINO's CPU plugin computes int64 tensors in int32: int64 values beyond ±2^31 differ")
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+
+def _dead_ends(model: onnx.ModelProto) -> set[str]:
+    """Node outputs nothing reads and the graph does not return (the dequantizations ``match.observe``
+    adds, unused outputs): OpenVINO removes their nodes at conversion unless they are outputs. Dropout's
+    mask is left out: OpenVINO removes Dropout whatever reads it."""
+    g = model.graph
+    read = {i for n in g.node for i in n.input} | {o.name for o in g.output}
+    return {o for n in g.node if n.op_type != "Dropout" for o in n.output if o and o not in read}
+
+
+def _with_outputs(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    types = {vi.name: vi for vi in out.graph.value_info}
+    for n in names:
+        out.graph.output.append(types[n] if n in types else onnx.ValueInfoProto(name=n))
+    return out
+
+
+def _static(shape) -> bool:
+    return shape is not None and all(isinstance(d, int) and d > 0 for d in shape)
+
+
+def _strip(e: ExecutionError) -> str:
+    s = str(e)
+    return s[len("OpenVINO: "):] if s.startswith("OpenVINO: ") else s
+
+
+def _static_inputs(model: onnx.ModelProto, shapes: dict) -> onnx.ModelProto:
+    """``model`` with its inputs' dimensions set to ``shapes`` where they are not fully known (OpenVINO
+    needs the rank of a Conv's input; a cone's inputs are declared without shapes)."""
+    def known(vi) -> bool:
+        t = vi.type.tensor_type
+        return t.HasField("shape") and all(d.HasField("dim_value") and d.dim_value > 0 for d in t.shape.dim)
+
+    if all(known(vi) or vi.name not in shapes for vi in model.graph.input):
+        return model
+    return with_input_shapes(model, {vi.name: shapes[vi.name] for vi in model.graph.input if vi.name in shapes and not known(vi)})

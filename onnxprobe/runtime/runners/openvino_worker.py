@@ -1,0 +1,214 @@
+"""The OpenVINO worker process: ``python -m onnxprobe.runtime.runners.openvino_worker``.
+
+OpenVINO runs in a process of its own because some models crash it (measured: a Loop whose body slices
+past its data kills the process with SIGSEGV, where onnxruntime raises an error). The parent
+(``runners.openvino.OpenVinoRunner``) sends pickled requests on stdin and reads pickled replies on the
+process's original stdout; whatever OpenVINO itself prints goes to stderr (a file the parent reads back
+when the worker dies).
+
+Requests (dicts, key ``op``):
+
+- ``load``: read an ONNX model (``source``: bytes or a path) under ``key``; reply: its tensor names;
+- ``run``: add ``outputs`` to model ``key`` (``Model.add_outputs`` by ONNX tensor name, before any
+  reshape: reshaping first constant-folds some names away), reshape a dynamic model to the feed shapes
+  (kept dynamic when that fails), compile for ``device`` with ``config``, infer once; reply: the
+  statistics (``stats``: computed here, on the runtime's output buffers, so that only one row per
+  tensor crosses back), shapes and the raw values asked for (``raw``), plus the compiled precision;
+- ``device``: the devices OpenVINO sees and the precision ``config`` gives on ``device``;
+- ``drop``: forget model ``key``.
+
+Errors come back as ``{"error": one line}``: the last non-empty line of OpenVINO's message, which is
+where it says what went wrong (the first is a C++ source location).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+# the executed layers whose precision says how the model computes (int8 kernels of a QDQ model; f16)
+COMPUTE_LAYERS = {"Convolution", "GroupConvolution", "Deconvolution", "FullyConnected", "MatMul", "GEMM"}
+MAX_COMPILED = 3  # compiled models kept for reuse (the same outputs on the same shapes)
+
+
+def last_line(e: BaseException) -> str:
+    """The line of an OpenVINO message that says what went wrong: the frontend's summary ("-- No
+    conversion rule found for operations: ...", "-- Conversion is failed for: ..."), else the last line
+    (the first is a C++ source location), leaving out the pointer to the extensibility docs."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    if "Summary:" in lines:
+        summary = [ln.lstrip("- ") for ln in lines[lines.index("Summary:") + 1:] if ln.startswith("--")]
+        if summary:
+            return "; ".join(summary)[:500]
+    lines = [ln for ln in lines if not ln.startswith("To facilitate the conversion")]
+    return (lines[-1] if lines else type(e).__name__)[:500]
+
+
+def type_name(t) -> str:
+    """'f32', 'f16', 'bf16' for an ov.Type (its str() is "<Type: 'float32'>")."""
+    return t.get_type_name() if hasattr(t, "get_type_name") else str(t)
+
+
+def tensor_names(model) -> list[str]:
+    """Every ONNX tensor name the converted model carries (aliases included: a tensor may hold several)."""
+    return sorted({n for op in model.get_ops() for o in op.outputs() for n in o.get_names()})
+
+
+def without_telemetry() -> None:
+    """``import openvino`` sends a usage event to Google Analytics (openvino_telemetry) from a process it
+    forks. onnxprobe sends nothing anywhere, and that fork would also inherit this worker's pipes: it
+    keeps the reply pipe open after a crash (the parent would wait forever) and deadlocks closing stdin.
+    Without the openvino_telemetry module OpenVINO uses its own no-op stub (tools/ovc/telemetry_stub)."""
+    if "openvino" not in sys.modules:
+        sys.modules["openvino_telemetry"] = None  # import openvino_telemetry now raises ImportError
+
+
+class Worker:
+    def __init__(self):
+        without_telemetry()
+        import openvino as ov
+
+        self.ov = ov
+        self.core = ov.Core()
+        self.models: dict = {}
+        self.compiled: OrderedDict = OrderedDict()
+
+    def load(self, key, source) -> dict:
+        self.models[key] = self.core.read_model(source)
+        for k in [k for k in self.compiled if k[0] == key]:
+            del self.compiled[k]
+        return {"names": tensor_names(self.models[key])}
+
+    def drop(self, key) -> dict:
+        self.models.pop(key, None)
+        for k in [k for k in self.compiled if k[0] == key]:
+            del self.compiled[k]
+        return {}
+
+    def device(self, device: str, config: dict) -> dict:
+        out = {"devices": list(self.core.available_devices)}
+        base = device.split(":")[0].split(".")[0]
+        if base in out["devices"] or device in out["devices"]:
+            try:
+                out["precision"] = type_name(self.core.get_property(device, "INFERENCE_PRECISION_HINT"))
+            except Exception:  # noqa: BLE001 - a device without the property (NPU, AUTO)
+                out["precision"] = None
+        return out
+
+    def compiled_model(self, key, outputs: list[str], shapes: dict, device: str, config: dict):
+        ck = (key, tuple(outputs), tuple(sorted(shapes.items())), device, tuple(sorted(config.items())))
+        if ck in self.compiled:
+            self.compiled.move_to_end(ck)
+            return self.compiled[ck], 0.0
+        t0 = time.perf_counter()
+        m = self.models[key].clone()
+        have = {n for o in m.outputs for n in o.get_names()}
+        todo = [n for n in outputs if n not in have]
+        if todo:
+            m.add_outputs(todo)
+        if m.is_dynamic():
+            try:
+                m.reshape({p.get_any_name(): list(shapes[p.get_any_name()]) for p in m.inputs if p.get_any_name() in shapes})
+            except Exception:  # noqa: BLE001 - the CPU plugin compiles dynamic models too
+                pass
+        cm = self.core.compile_model(m, device, config)
+        self.compiled[ck] = cm
+        while len(self.compiled) > MAX_COMPILED:
+            self.compiled.popitem(last=False)
+        return cm, time.perf_counter() - t0
+
+    def run(self, key, outputs: list[str], feeds: dict, device: str, config: dict, stats: list[str], raw: list[str]) -> dict:
+        from onnxprobe.stats.tensor_stats import TensorStats
+
+        cm, compile_s = self.compiled_model(key, outputs, {k: tuple(np.shape(v)) for k, v in feeds.items()}, device, config)
+        req = cm.create_infer_request()
+        t0 = time.perf_counter()
+        res = req.infer({k: np.array(v) for k, v in feeds.items()})  # own, writable copies (read-only arrays fail)
+        seconds = time.perf_counter() - t0
+        by_name = {}
+        for port in cm.outputs:
+            for n in port.get_names():
+                by_name[n] = port
+        out = {"stats": {}, "shapes": {}, "values": {}, "missing": [], "int64": 0, "seconds": seconds, "compile_seconds": compile_s}
+        want_stats, want_raw = set(stats), set(raw)
+        for n in outputs:
+            port = by_name.get(n)
+            if port is None:
+                out["missing"].append(n)
+                continue
+            v = res[port]
+            out["shapes"][n] = tuple(int(d) for d in np.shape(v))
+            out["int64"] += v.dtype == np.int64
+            if n in want_stats:
+                a = np.asarray(v)
+                out["stats"][n] = TensorStats.from_array(a) if a.dtype.kind in "biuf" else None
+            if n in want_raw:
+                out["values"][n] = np.asarray(v)
+        del res
+        out.update(precision_info(cm))
+        return out
+
+
+def precision_info(cm) -> dict:
+    """The precision the compiled model really runs in: the INFERENCE_PRECISION_HINT property as compiled
+    (not as asked: a CPU without f16 arithmetic compiles f32 whatever the hint), and how many executed
+    layers run in each integer type (runtimePrecision of the runtime graph: int8 kernels of a QDQ model)."""
+    info: dict = {"precision": None, "layer_precisions": {}}
+    try:
+        info["precision"] = type_name(cm.get_property("INFERENCE_PRECISION_HINT"))
+    except Exception:  # noqa: BLE001 - devices without the property
+        pass
+    try:
+        counts: dict = {}
+        for op in cm.get_runtime_model().get_ops():
+            rt = op.get_rt_info()
+            if "runtimePrecision" in rt and rt["layerType"].astype(str) in COMPUTE_LAYERS:
+                p = rt["runtimePrecision"].astype(str)
+                counts[p] = counts.get(p, 0) + 1
+        info["layer_precisions"] = counts
+    except Exception:  # noqa: BLE001 - the runtime model is informative only
+        pass
+    return info
+
+
+def serve(stdin, stdout) -> None:
+    try:
+        w = Worker()
+        pickle.dump({"ready": True}, stdout, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as e:  # noqa: BLE001 - the parent turns this into a one-line error
+        pickle.dump({"error": f"cannot start OpenVINO: {type(e).__name__}: {last_line(e)}"}, stdout)
+        stdout.flush()
+        return
+    stdout.flush()
+    while True:
+        try:
+            req = pickle.load(stdin)
+        except EOFError:
+            return
+        op = req.pop("op")
+        try:
+            reply = getattr(w, op)(**req)
+        except Exception as e:  # noqa: BLE001 - every OpenVINO error becomes a reply
+            reply = {"error": last_line(e)}
+        pickle.dump(reply, stdout, protocol=pickle.HIGHEST_PROTOCOL)
+        stdout.flush()
+        del reply
+
+
+def main() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it ends this process itself
+    channel = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything OpenVINO prints must not reach the channel
+    sys.stdout = sys.stderr
+    serve(sys.stdin.buffer, channel)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""The TensorRT runner (``--runtime tensorrt``, ``pip install 'onnxprobe[tensorrt]'``): engines built from
+the model by TensorRT's ONNX parser, tensors read as debug tensors (TensorRT >= 10) or marked outputs
+(``--runtime-option mode=output``), statistics computed on the host one tensor at a time
+(``tensorrt_engine``). UNTESTED ON HARDWARE (see tensorrt_engine).
+
+Options (``--runtime-option KEY=VALUE``): ``mode=debug|output``, ``workspace=SIZE`` (the builder's
+workspace pool, default 1G), ``tf32=0|1`` (TensorRT's default is on: float32 matrix products in TF32,
+a 10-bit mantissa, on Ampere and newer GPUs; the default criterion of diff then is the one for reduced
+precision). Other precisions come from the model's own types (TensorRT 11 networks are strongly typed;
+there are no precision flags to set).
+
+Observable: the tensors the parser names after the ONNX values, minus those TensorRT computes at build
+time (constants, shapes) and those inside If/Loop bodies, which cannot be marked.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tempfile
+from collections import OrderedDict
+
+import numpy as np
+import onnx
+
+from onnxprobe.errors import ExecutionError, MissingExtra, UsageError
+from onnxprobe.graph.io import is_large
+from onnxprobe.runtime.budget import parse_size
+from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
+from onnxprobe.runtime.runners.observability import body_tensors, reasons
+from onnxprobe.types import RunConfig
+
+MODES = ("debug", "output")
+OPTIONS = ("mode", "workspace", "tf32")
+MAX_ENGINES = 2
+
+
+def require_tensorrt() -> None:
+    for module in ("tensorrt", "cuda"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise MissingExtra("--runtime tensorrt", "tensorrt", "tensorrt and cuda-python" if module == "cuda" else module)
+
+
+def resolve_device(device: str) -> int:
+    """The CUDA device index: auto, cuda, gpu -> 0; cuda:N, gpu:N -> N."""
+    d = (device or "auto").strip().lower()
+    if d in ("auto", "cuda", "gpu"):
+        return 0
+    head, sep, idx = d.partition(":")
+    if head in ("cuda", "gpu") and sep and idx.isdigit():
+        return int(idx)
+    raise UsageError(f"--device {device}: TensorRT runs on CUDA GPUs (auto, cuda, cuda:N)")
+
+
+class TensorRtRunner(HostStatsRunner):
+    kind = "tensorrt"
+    title = "TensorRT"
+
+    def __init__(self, model: onnx.ModelProto, config: RunConfig | None = None, label: str = "", *,
+                 options: dict[str, str] | None = None, max_memory: int | None = None):
+        require_tensorrt()
+        super().__init__(model, config, label, max_memory=max_memory)
+        self.gpu = resolve_device(self.config.device)
+        self.device = f"cuda:{self.gpu}"
+        opts = dict(options or {})
+        self.options = opts
+        unknown = [k for k in opts if k not in OPTIONS]
+        if unknown:
+            raise UsageError(f"--runtime-option {unknown[0]}: TensorRT takes {', '.join(OPTIONS)}")
+        self.mode = opts.get("mode")
+        if self.mode is not None and self.mode not in MODES:
+            raise UsageError(f"--runtime-option mode={self.mode}: choose {' or '.join(MODES)}")
+        self.workspace = parse_size(opts.get("workspace", "1G"))
+        tf32 = opts.get("tf32")
+        if tf32 is not None and tf32 not in ("0", "1"):
+            raise UsageError(f"--runtime-option tf32={tf32}: give 0 or 1")
+        self.tf32 = None if tf32 is None else tf32 == "1"
+        from onnxprobe.runtime.runners.tensorrt_engine import Cuda, Logger, modules
+
+        self.trt, cudart = modules()
+        self.logger = Logger(self.trt)
+        self.cuda = Cuda(cudart, self.gpu)
+        self._engines: OrderedDict = OrderedDict()
+        self._names: dict = {}  # id(model) -> (model, readable names)
+        self._files: list = []
+
+    def describe(self) -> str:
+        return f"{self.label} (TensorRT {self.trt.__version__}, {self.device}, {self.mode or 'debug'} tensors, {self.inference_precision()})"
+
+    def inference_precision(self) -> str:
+        """'tf32' when the builder lets float32 matrix products run in TF32 (its default), else 'f32'."""
+        from onnxprobe.runtime.runners.tensorrt_engine import tf32_flag
+
+        flag = tf32_flag(self.trt)
+        if flag is None:
+            return "f32"
+        if self.tf32 is None:
+            self.tf32 = bool(self.trt.Builder(self.logger).create_builder_config().get_flag(flag))
+        return "tf32" if self.tf32 else "f32"
+
+    def providers(self) -> list[str]:
+        return [f"TensorRT {self.trt.__version__}"]
+
+    def _source(self, model: onnx.ModelProto):
+        if not is_large(model):
+            return model.SerializeToString()
+        d = tempfile.TemporaryDirectory(prefix="onnxprobe-trt-")
+        self._files.append(d)
+        path = os.path.join(d.name, "model.onnx")
+        onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="model.onnx.data")
+        return path
+
+    def _mode(self, network) -> str:
+        if self.mode is None:
+            self.mode = "debug" if hasattr(network, "mark_debug") else "output"
+        return self.mode
+
+    def _readable(self, model: onnx.ModelProto) -> set[str]:
+        have = self._names.get(id(model))
+        if have is not None and have[0] is model:
+            return have[1]
+        from onnxprobe.runtime.runners.tensorrt_engine import all_tensors, build_time_tensors, parse
+
+        _b, network, _p = parse(self.trt, self.logger, self._source(model))
+        self._mode(network)
+        names = set(all_tensors(network)) - build_time_tensors(self.trt, network) - set(body_tensors(model))
+        self._names[id(model)] = (model, names)
+        return names
+
+    def unobservable(self, names: list[str]) -> dict[str, str]:
+        return self.unobservable_in(self.model, names)
+
+    def unobservable_in(self, model: onnx.ModelProto, names: list[str]) -> dict[str, str]:
+        present = self._readable(model)
+        inits = {t.name for t in model.graph.initializer}
+        inputs = {i.name for i in model.graph.input}
+        missing = [n for n in dict.fromkeys(names) if n not in present and n not in inits and n not in inputs]
+        return reasons(model, missing, present, "TensorRT")
+
+    def collect(self, model: onnx.ModelProto, names: list[str], feeds: dict, *, stats: list[str], raw: list[str],
+                key=None) -> Collected:
+        from onnxprobe.runtime.runners.tensorrt_engine import build, run
+
+        shapes = {k: tuple(np.shape(v)) for k, v in feeds.items()}
+        readable = self._readable(model)
+        names = [n for n in names if n in readable]
+        mode = self.mode or "output"
+        ek = (id(model), tuple(names), tuple(sorted(shapes.items())), mode)
+        build_s = 0.0
+        if ek in self._engines:
+            self._engines.move_to_end(ek)
+            engine = self._engines[ek][1]
+        else:
+            engine, build_s = build(self.trt, self.logger, self._source(model), names, shapes, mode, self.workspace, self.tf32)
+            self._engines[ek] = (model, engine)
+            while len(self._engines) > MAX_ENGINES:
+                self._engines.popitem(last=False)
+        got = run(self.trt, self.cuda, engine, feeds, names, set(stats), set(raw), mode)
+        lost = [n for n in names if n not in got["shapes"]]
+        if lost and mode == "debug":  # NVIDIA/TensorRT #4456: a listener that is never called
+            note = (f"TensorRT returned no debug tensor for {len(lost)} marked tensors (NVIDIA/TensorRT #4456); "
+                    "they were read again as marked outputs, which changes the engine's fusions")
+            if note not in self.notes:
+                self.notes.append(note)
+            engine2, b2 = build(self.trt, self.logger, self._source(model), lost, shapes, "output", self.workspace, self.tf32)
+            again = run(self.trt, self.cuda, engine2, feeds, lost, set(stats), set(raw), "output")
+            for k in ("stats", "shapes", "values"):
+                got[k].update(again[k])
+            build_s += b2
+        if mode == "output":
+            note = "TensorRT: the probed tensors are marked as engine outputs, which breaks fusions (NVIDIA/TensorRT #2232)"
+            if note not in self.notes and any(n not in {o.name for o in model.graph.output} for n in names):
+                self.notes.append(note)
+        missing = [n for n in names if n not in got["shapes"]]
+        if missing:
+            raise ExecutionError(f"TensorRT returned no value for {missing[0]!r}")
+        return Collected(got["stats"], got["shapes"], got["values"], got["seconds"], build_s)

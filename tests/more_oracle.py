@@ -1,0 +1,80 @@
+"""float64 numpy versions of ops onnx.reference lacks, for the gradient tests' finite differences:
+GroupNormalization (a function in onnx.reference, whose scale is per group before opset 21, per channel
+after) and the com.microsoft ops of onnxruntime's transformer optimizer, as onnxruntime's contrib-op
+documentation defines them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnx.reference.op_run import OpRun
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _gelu(x):
+    return 0.5 * x * (1 + _erf(x / math.sqrt(2)))
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+class GroupNormalization(OpRun):
+    op_domain = ""
+
+    def _run(self, x, scale, bias, epsilon=1e-5, num_groups=None, stash_type=None):
+        n, c = x.shape[:2]
+        xg = x.reshape(n, num_groups, -1)
+        m = xg.mean(axis=2, keepdims=True)
+        v = ((xg - m) ** 2).mean(axis=2, keepdims=True)
+        xhat = ((xg - m) / np.sqrt(v + epsilon)).reshape(x.shape)
+        sh = [1, c] + [1] * (x.ndim - 2)
+        if scale.shape[0] != c:  # opset 18: per group
+            scale, bias = np.repeat(scale, c // num_groups), np.repeat(bias, c // num_groups)
+        return ((xhat * scale.reshape(sh) + bias.reshape(sh)).astype(x.dtype),)
+
+
+class _MS(OpRun):
+    op_domain = "com.microsoft"
+
+
+class Gelu(_MS):
+    def _run(self, x, **_):
+        return (_gelu(x).astype(x.dtype),)
+
+
+class BiasGelu(_MS):
+    def _run(self, a, b):
+        return (_gelu(a + b).astype(a.dtype),)
+
+
+class FastGelu(_MS):
+    def _run(self, x, bias=None):
+        return (_gelu_tanh(x + (0 if bias is None else bias)).astype(x.dtype),)
+
+
+class QuickGelu(_MS):
+    def _run(self, x, alpha=1.702):
+        return ((x / (1 + np.exp(-alpha * x))).astype(x.dtype),)
+
+
+class FusedMatMul(_MS):
+    def _run(self, a, b, alpha=1.0, transA=0, transB=0, transBatchA=0, transBatchB=0):
+        a = np.swapaxes(a, -1, -2) if transA else a
+        b = np.swapaxes(b, -1, -2) if transB else b
+        return ((alpha * np.matmul(a, b)).astype(a.dtype),)
+
+
+class SkipLayerNormalization(_MS):
+    def _run(self, x, skip, gamma, beta=None, bias=None, epsilon=1e-12):
+        s = x + skip + (0 if bias is None else bias)
+        m = s.mean(axis=-1, keepdims=True)
+        v = ((s - m) ** 2).mean(axis=-1, keepdims=True)
+        y = (s - m) / np.sqrt(v + epsilon) * gamma + (0 if beta is None else beta)
+        outs = [y.astype(x.dtype), m, 1 / np.sqrt(v + epsilon), s.astype(x.dtype)]
+        return tuple(outs[:len(self.onnx_node.output)])
+
+
+ORACLE_OPS = [GroupNormalization, Gelu, BiasGelu, FastGelu, QuickGelu, FusedMatMul, SkipLayerNormalization]

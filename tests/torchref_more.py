@@ -1,0 +1,101 @@
+"""The torch oracle (tests/test_autodiff_torchref.py) for tensor algebra, indexed writes, GroupNormalization,
+RMSNormalization, Attention and the com.microsoft ops: each written with torch ops as its definition
+reads; torch.autograd differentiates it. Imported only in the torch worker process."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def _blocks(x, b, mode, to_space):
+    n, c, h, w = x.shape
+    if not to_space:
+        t = x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
+        return t.reshape(n, c * b * b, h // b, w // b)
+    if mode == "CRD":
+        t = x.reshape(n, c // (b * b), b, b, h, w).permute(0, 1, 4, 2, 5, 3)
+    else:
+        t = x.reshape(n, b, b, c // (b * b), h, w).permute(0, 3, 4, 1, 5, 2)
+    return t.reshape(n, c // (b * b), h * b, w * b)
+
+
+def _attention(ins, a):
+    q, k, v = ins[0], ins[1], ins[2]
+    mask = ins[3] if len(ins) > 3 else None
+    three = q.dim() == 3
+    if three:
+        hq, hk = a["q_num_heads"], a["kv_num_heads"]
+        q = q.reshape(q.shape[0], q.shape[1], hq, -1).transpose(1, 2)
+        k = k.reshape(k.shape[0], k.shape[1], hk, -1).transpose(1, 2)
+        v = v.reshape(v.shape[0], v.shape[1], hk, -1).transpose(1, 2)
+    groups = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    s = q @ k.transpose(-1, -2) * a.get("scale", 1.0 / math.sqrt(q.shape[-1]))
+    if mask is not None:
+        s = s + (torch.where(mask, 0.0, -math.inf) if mask.dtype == torch.bool else mask)
+    if a.get("is_causal", 0):
+        keep = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool).tril()
+        s = s.masked_fill(~keep, -math.inf)
+    y = torch.softmax(s, -1) @ v
+    return y.transpose(1, 2).reshape(y.shape[0], y.shape[2], -1) if three else y
+
+
+def eval_more(node, ins, a: dict, opset: int) -> list:  # noqa: C901 - one branch per op
+    op = node.op_type
+    x = ins[0]
+    if op == "Einsum":
+        return [torch.einsum(a["equation"], *ins)]
+    if op == "TopK":
+        vals, idx = torch.topk(x, int(ins[1].reshape(-1)[0]), dim=a.get("axis", -1), largest=bool(a.get("largest", 1)))
+        return [vals, idx]
+    if op == "ScatterND":
+        idx, upd = ins[1].long(), ins[2]
+        k = idx.shape[-1]
+        flat_i = idx.reshape(-1, k)
+        flat_u = upd.reshape((flat_i.shape[0],) + tuple(x.shape[k:]))
+        where = tuple(flat_i[:, j] for j in range(k))
+        add = a.get("reduction", "none") == "add"
+        return [x.index_put(where, flat_u, accumulate=add)]
+    if op == "ScatterElements":
+        ax = a.get("axis", 0)
+        if a.get("reduction", "none") == "add":
+            return [x.scatter_add(ax, ins[1].long(), ins[2])]
+        return [x.scatter(ax, ins[1].long(), ins[2])]
+    if op in ("DepthToSpace", "SpaceToDepth"):
+        return [_blocks(x, a["blocksize"], a.get("mode", "DCR"), op == "DepthToSpace")]
+    if op == "ReverseSequence":
+        ta, ba = a.get("time_axis", 0), a.get("batch_axis", 1)
+        lens = [int(v) for v in ins[1].tolist()]
+        parts = []
+        for b, n in enumerate(lens):
+            s = x.select(ba, b)
+            t = ta if ta < ba else ta - 1
+            idx = torch.tensor(list(range(n - 1, -1, -1)) + list(range(n, s.shape[t])), dtype=torch.long)
+            parts.append(torch.index_select(s, t, idx))
+        return [torch.stack(parts, ba)]
+    if op == "GroupNormalization":
+        return [F.group_norm(x, a["num_groups"], ins[1], ins[2], a.get("epsilon", 1e-5))]
+    if op == "RMSNormalization":
+        ax = a.get("axis", -1)
+        dims = list(range(ax % x.dim(), x.dim()))
+        return [x * torch.rsqrt((x * x).mean(dim=dims, keepdim=True) + a.get("epsilon", 1e-5)) * ins[1]]
+    if op == "Attention":
+        return [_attention(ins, a)]
+    if op == "FusedMatMul":
+        A = ins[0].transpose(-1, -2) if a.get("transA", 0) else ins[0]
+        B = ins[1].transpose(-1, -2) if a.get("transB", 0) else ins[1]
+        return [a.get("alpha", 1.0) * (A @ B)]
+    if op == "SkipLayerNormalization":
+        s = x + ins[1] + (ins[4] if len(ins) > 4 and ins[4] is not None else 0)
+        y = F.layer_norm(s, s.shape[-1:], ins[2], ins[3] if len(ins) > 3 else None, a.get("epsilon", 1e-12))
+        return [y, None, None, s]
+    if op == "BiasGelu":
+        return [F.gelu(x + ins[1])]
+    if op == "FastGelu":
+        return [F.gelu(x + (ins[1] if len(ins) > 1 and ins[1] is not None else 0), approximate="tanh")]
+    if op in ("QuickGelu", "Swish"):
+        return [x * torch.sigmoid(a.get("alpha", 1.702 if op == "QuickGelu" else 1.0) * x)]
+    raise ValueError(op)
