@@ -333,6 +333,7 @@ def _cases() -> list[Case]:
         Case("merge_wrong_types", lambda d: ["merge-stats", _write(d, "r.json", json.dumps(
             {"schema_version": 3, "onnxprobe_version": "x", "model_id": "m", "selection": "s", "batches": "two", "tensors": []}).encode())],
             (2,), "batches"),
+        *_dataset_cases(),
         # report outputs: --html, --overlay, --netron, and the table options --columns, --format
         Case("html_dev_full", lambda d: ["layers", sample("mlp"), "--html", "/dev/full"], (2,), "No space left", outputs=("/dev/full",)),
         Case("html_readonly_folder", lambda d: ["layers", sample("mlp"), "--html", os.path.join(_readonly(d), "r.html")], (2,), "cannot write",
@@ -372,6 +373,97 @@ def _cases() -> list[Case]:
         Case("newline_in_flag_value", lambda d: ["layers", sample("mlp"), "--input", f"x{FORGED}=1"], (2,), "unknown input"),
     ]
     return out
+
+
+def _ds(folder: Path, shape=(4, 16)) -> str:
+    """A dataset folder of one good batch for the mlp sample."""
+    d = folder / "ds"
+    d.mkdir(exist_ok=True)
+    np.savez(d / "b0.npz", x=np.zeros(shape, np.float32))
+    return str(d)
+
+
+def _pipe(folder: Path, body: str, func: str = "f", name: str = "p.py") -> str:
+    (folder / name).write_text("import numpy as np\n" + body)
+    return f"{folder / name}:{func}"
+
+
+def _diff_report(**over) -> bytes:
+    """A hand-written dataset diff report, spoilt by ``over``."""
+    sums = {"samples": 1, "count": 6, "mismatch": 0, "max_abs": 0.5, "worst": [0, 1], "worst_shape": [2, 3],
+            "b_absmax": 1.0, "excess": 0.5, "max_rel": 0.5, "max_rel_sample": 0, "sum_abs": [1.0], "dd": [0.5],
+            "aa": [2.0], "bb": [2.5], "ab": [2.0], "shape": [2, 3], "per_sample": [[0, 7.0]]}
+    pair = {"index": 0, "a": "y", "b": "y", "is_output": True, "problem": None, "passed": True,
+            "tolerance": {"metric": "sqnr", "atol": 1e-4, "rtol": 1e-3, "min_sqnr": 10.0, "min_cosine": 0.999},
+            "sums": {**sums, **over.pop("sums", {})}, "introduced_sums": None}
+    d = {"schema_version": 2, "dataset_schema": 1, "onnxprobe_version": "x", "model_id": "m+m", "selection": "s",
+         "criterion": "c", "measured": "float", "sides": [], "verdict": "pass", "verdict_reason": "ok", "samples": 1,
+         "sample_labels": ["b0.npz"], "pairs": [pair], **over}
+    return json.dumps(d).encode()
+
+
+def _dataset_cases() -> list[Case]:
+    mlp = sample("mlp")
+    f = "--inputs-from"
+    return [
+        Case("inputs_from_no_colon", lambda d: ["layers", mlp, f, str(d / "p.py")], (2,), "FILE.py:FUNC"),
+        Case("inputs_from_missing_file", lambda d: ["layers", mlp, f, f"{d / 'nope.py'}:f"], (2,), "no such file"),
+        Case("inputs_from_not_python", lambda d: ["layers", mlp, f, _pipe(d, "", name="p.txt")], (2,), "not a Python file"),
+        Case("inputs_from_import_raises", lambda d: ["layers", mlp, f, _pipe(d, "raise ValueError('boom')\n")], (2,),
+             "importing it raised ValueError"),
+        Case("inputs_from_no_function", lambda d: ["layers", mlp, f, _pipe(d, "g = 1\n")], (2,), "no function"),
+        Case("inputs_from_function_raises", lambda d: ["diff", mlp, mlp, f, _pipe(d, "def f():\n    raise KeyError('k')\n")],
+             (2,), "f() raised KeyError"),
+        Case("inputs_from_not_iterable", lambda d: ["layers", mlp, f, _pipe(d, "def f():\n    return 3\n")], (2,), "returned int"),
+        Case("inputs_from_yields_nothing", lambda d: ["layers", mlp, f, _pipe(d, "def f():\n    return []\n")], (2,), "yielded nothing"),
+        Case("inputs_from_yields_a_list", lambda d: ["layers", mlp, f, _pipe(d, "def f():\n    yield [1]\n")], (2,), "not a dict"),
+        Case("inputs_from_unknown_input", lambda d: ["layers", mlp, f, _pipe(d, "def f():\n    yield {'ghost': np.zeros(3)}\n")],
+             (2,), "unknown input"),
+        Case("inputs_from_ragged_value", lambda d: ["layers", mlp, f, _pipe(d, "def f():\n    yield {'x': [[1], [1, 2]]}\n")],
+             (2,), "not an array"),
+        Case("inputs_from_wrong_shape", lambda d: ["diff", mlp, "--vs-reference", f,
+                                                   _pipe(d, "def f():\n    yield {'x': np.zeros((4, 16), np.float32)}\n"
+                                                         "    yield {'x': np.zeros((2, 2), np.float32)}\n")],
+             (2,), "item 1"),
+        Case("inputs_from_escape_in_spec", lambda d: ["layers", mlp, f, f"{d / 'p.py'}:f{ESC}"], (2,), None),
+        Case("inputs_from_and_dir", lambda d: ["layers", mlp, "--inputs-dir", _ds(d), f, _pipe(d, "")], (2,), "two datasets"),
+        Case("ray_without_dataset", lambda d: ["layers", mlp, "--ray"], (2,), "--inputs-dir"),
+        Case("ray_with_inputs_from", lambda d: ["diff", mlp, mlp, f, _pipe(d, "def f():\n    yield {}\n"), "--ray"], (2,),
+             "--inputs-dir"),
+        Case("ray_workers_zero", lambda d: ["layers", mlp, "--inputs-dir", _ds(d), "--ray-workers", "0"], (2,), "at least 1"),
+        Case("ray_address_malformed", lambda d: ["layers", mlp, "--inputs-dir", _ds(d), "--ray-address", "no-port"], (2,),
+             "expected auto"),
+        Case("ray_address_nothing_there", lambda d: ["grad", mlp, "--inputs-dir", _ds(d), "--ray-address", "127.0.0.1:1"], (1, 2),
+             None),
+        Case("diff_dataset_vs_npz", lambda d: ["diff", mlp, "--vs-npz", _write(d, "a.npz", b""), "--inputs-dir", _ds(d)], (2,),
+             "one input"),
+        Case("diff_dataset_grad", lambda d: ["diff", mlp, mlp, "--grad", "--inputs-dir", _ds(d)], (2,), "one input"),
+        Case("diff_dataset_with_input", lambda d: ["diff", mlp, mlp, "--inputs-dir", _ds(d), "--input", "x=1"], (2,), "--input"),
+        Case("diff_dataset_bad_batch", lambda d: ["diff", mlp, mlp, "--inputs-dir", _ds(d, (2, 2))], (2,), "b0.npz"),
+        Case("diff_dataset_profile", lambda d: ["diff", mlp, mlp, "--inputs-dir", _ds(d), "--profile"], (2,), "--profile"),
+        Case("diff_dataset_html", lambda d: ["diff", mlp, mlp, "--inputs-dir", _ds(d), "--html", str(d / "r.html")], (2,), "--html"),
+        Case("layers_inputs_from_profile", lambda d: ["layers", mlp, f, _pipe(d, "def f():\n    yield {}\n"), "--profile"], (2,),
+             "--profile"),
+        Case("diff_dataset_runtime_option_for_ort", lambda d: ["diff", mlp, mlp, "--inputs-dir", _ds(d), "--runtime-option", "FOO=1"],
+             (2,), "--runtime-option"),
+        Case("diff_dataset_vs_runtime_bogus", lambda d: ["diff", mlp, "--vs-runtime", "tpu", "--inputs-dir", _ds(d)], (2,),
+             "--vs-runtime 'tpu'"),
+        Case("diff_dataset_no_reference", lambda d: ["diff", mlp, "--inputs-dir", _ds(d)], (2,), "one reference"),
+        Case("layers_dataset_runtime_bogus", lambda d: ["layers", mlp, "--inputs-dir", _ds(d), "--runtime", "bogus"], (2,),
+             "--runtime 'bogus'"),
+        Case("grad_reduce_bogus", lambda d: ["grad", mlp, "--inputs-dir", _ds(d), "--reduce", "max"], (2,), "--reduce"),
+        Case("grad_reduce_without_dataset", lambda d: ["grad", mlp, "--reduce", "mean"], (2,), "--inputs-dir"),
+        Case("grad_dataset_check", lambda d: ["grad", mlp, "--inputs-dir", _ds(d), "--check"], (2,), "--check"),
+        Case("merge_diff_bad_sums", lambda d: ["merge-stats", _write(d, "r.json", _diff_report(sums={"dd": "x"}))], (2,),
+             "malformed 'sums'"),
+        Case("merge_diff_sample_out_of_range", lambda d: ["merge-stats", _write(d, "r.json", _diff_report(
+            sums={"per_sample": [[5, 1.0]], "samples": 1}))], (2,), "beyond"),
+        Case("merge_diff_labels_short", lambda d: ["merge-stats", _write(d, "r.json", _diff_report(samples=2))], (2,),
+             "sample_labels"),
+        Case("merge_diff_and_layers", lambda d: ["merge-stats", _write(d, "r.json", _diff_report()), _write(d, "l.json", json.dumps(
+            {"schema_version": 3, "onnxprobe_version": "x", "model_id": "m", "selection": "s", "batches": 1, "tensors": []}).encode())],
+            (2,), "different commands"),
+    ]
 
 
 def _runtime_cases() -> list[Case]:

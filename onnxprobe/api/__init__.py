@@ -17,6 +17,9 @@ Workflows, one module each:
 - ``diff``: ``diff`` (against another model, device, opt level, onnx.reference, saved activations or the
   PyTorch module) and ``diff_grad`` (the gradients of two models, or of a model and torch autograd);
   ``sort_results``, ``Tolerance``;
+- ``diff_dataset`` / ``grad_dataset``: ``diff`` and ``grad`` over a dataset (``--inputs-dir``,
+  ``--inputs-from``), the metrics pooled over every sample, the gradients of the dataset's loss;
+  ``datasets`` runs the batches here or on Ray actors (``RayOptions``);
 - ``torch``: ``diff_torch``, ``diff_grad_torch`` (an export against its nn.Module, module by module),
   ``torch_module``;
 - ``grad_plan`` / ``grad``: ``GradSpec``, ``grad_spec``, ``grad_plan``, ``export_backward``, ``grad``,
@@ -38,6 +41,8 @@ from onnxprobe.api.core import (
     save_tensors,
 )
 from onnxprobe.api.diff import diff, diff_grad
+from onnxprobe.api.diff_dataset import diff_dataset
+from onnxprobe.api.grad_dataset import REDUCE, grad_dataset
 from onnxprobe.api.explore import Prober, interruptibly, model_info, where
 from onnxprobe.api.grad import GradResult, GradRow, grad, grad_check
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, export_backward, grad_plan, grad_spec
@@ -56,6 +61,7 @@ from onnxprobe.graph.index import GraphIndex, NodeInfo, TensorInfo, attribute_te
 from onnxprobe.graph.model import as_model
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.runtime.ort import DEVICES, OPT_LEVELS, resolve_device
+from onnxprobe.runtime.ray_pool import Executor, RayOptions
 from onnxprobe.runtime.runners import RUNTIMES, parse_runtime_options
 from onnxprobe.stats.conditions import EXAMPLES as CONDITION_EXAMPLES
 from onnxprobe.stats.conditions import Condition, parse_condition
@@ -69,11 +75,14 @@ __all__ = [
     "TensorStats", "Feeds", "ModelInput", "DatasetResult", "Tolerance", "PairMetrics", "DiffResult", "PairResult",
     "GradSpec", "GradPlan", "GradResult", "GradRow", "InspectResult", "SurgeryResult", "MarkResult", "ExtractResult",
     "GraphIndex", "TensorInfo", "NodeInfo", "Condition", "Prober", "ExplorerIds", "LayersProfile", "RowTime",
+    "RayOptions", "Executor",
     # constants
-    "DEVICES", "OPT_LEVELS", "RUNTIMES", "METRICS", "SORTS", "GRAD_OPT_LEVEL", "BACKWARD_TAG", "GRAD_SUFFIX", "CONDITION_EXAMPLES",
+    "DEVICES", "OPT_LEVELS", "RUNTIMES", "METRICS", "SORTS", "GRAD_OPT_LEVEL", "REDUCE", "BACKWARD_TAG", "GRAD_SUFFIX",
+    "CONDITION_EXAMPLES",
     # workflows
     "load", "as_model", "select", "plan", "feeds", "runner", "run", "layers", "raw_chunks", "save_tensors",
-    "layers_dataset", "merge_stats", "diff", "diff_grad", "diff_torch", "diff_grad_torch", "torch_module", "profile_layers", "sort_results", "grad_spec", "grad_plan", "export_backward",
+    "layers_dataset", "merge_stats", "diff", "diff_grad", "diff_dataset", "grad_dataset", "diff_torch", "diff_grad_torch",
+    "torch_module", "profile_layers", "sort_results", "grad_spec", "grad_plan", "export_backward",
     "grad", "grad_check", "inspect", "mark", "extract", "index", "attribute_text", "model_info", "where",
     "parse_condition", "interruptibly", "layers_histograms", "diff_histograms", "grad_histograms", "describe_inputs",
     "histogram_of", "explorer_ids",

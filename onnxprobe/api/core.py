@@ -8,6 +8,7 @@ from typing import Iterator
 
 import numpy as np
 
+from onnxprobe.api.datasets import BatchWorker, model_path, run_batches, source
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.expose import expose
 from onnxprobe.graph.model import Model, as_model, load
@@ -16,6 +17,7 @@ from onnxprobe.graph.skeleton import model_digest
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.feeds import Feeds
 from onnxprobe.runtime.runners import make_runner
+from onnxprobe.runtime.ray_pool import Executor, RayOptions
 from onnxprobe.runtime.runners.base import GraphRunner
 from onnxprobe.stats.histogram import Histogram
 from onnxprobe.stats.moments import Moments
@@ -25,7 +27,7 @@ from onnxprobe.types import InputSpec, ProbePlan, ProbeResult, RunConfig, RunInf
 LayersResult = ProbeResult  # what ``layers`` and ``run`` return: statistics per probed tensor
 
 __all__ = ["Model", "load", "plan", "feeds", "runner", "run", "layers", "save_tensors", "raw_chunks", "merge_stats",
-           "DatasetResult", "layers_dataset", "LayersResult"]
+           "DatasetResult", "layers_dataset", "LayersResult", "LayersWorker", "LayersWorkerFactory"]
 
 
 def plan(model: Model, selection: Selection | None = None, *, stats: bool = True, raw: bool | set[str] = False) -> ProbePlan:
@@ -183,6 +185,7 @@ class DatasetResult:
     notes: list[str] = field(default_factory=list)
     model_id: str = ""  # graph.skeleton.model_digest of the model: which model the statistics describe
     selection: str = ""  # the selection, in words
+    executor: Executor = field(default_factory=Executor)  # what ran the batches (here, or Ray actors)
 
     def rows(self) -> Iterator[tuple[TensorRef, TensorStats | None]]:
         for p in self.plan.probes:
@@ -190,44 +193,103 @@ class DatasetResult:
             yield p.ref, m.stats() if m is not None else None
 
 
-def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike, selection: Selection | None = None,
-                   config: RunConfig | None = None, *, max_memory: int | None = None, progress=None,
-                   runtime: str = "ort", runtime_options: dict[str, str] | None = None) -> DatasetResult:
-    """``layers --inputs-dir``: one pass per batch; moments from the in-graph statistics, histograms and
-    percentiles from the tensors themselves, fetched within ``max_memory`` per run."""
-    model = as_model(model)
-    total, batches = _feeds.dataset_samples(inputs, _feeds.model_inputs(model.proto))
-    refs = select(model.proto, selection or Selection())
-    r = _runner_for(model, config, runtime, runtime_options, max_memory, interruptible=False)
-    moments: dict = {}
-    hists: dict = {}
-    shapes: dict = {}
-    res = None
-    notes: list[str] = []
-    if progress is not None:
-        progress(0, total)
-    for k, (label, arrays) in enumerate(batches):
-        fs = feeds(model, InputSpec(arrays=arrays))
-        notes += fs.notes
-        try:
-            res = r.probe(refs, fs.values, key="dataset")
-        except ExecutionError as e:
-            raise ExecutionError(f"{label}: {e}") from e
-        shapes = shapes or dict(res.shapes)
-        for name, st in res.stats.items():
-            if st is not None:
-                m = Moments.from_stats(st)
-                moments[name] = moments[name].merge(m) if name in moments else m
-        measured = [n for n in res.stats if res.stats[n] is not None]
-        for _, _, values in raw_chunks(model, res, fs.values, measured, max_memory=max_memory, using=r):
+@dataclass
+class LayersPartial:
+    """One batch's share of a dataset's statistics (what a worker sends back)."""
+
+    index: int
+    moments: dict
+    histograms: dict
+    shapes: dict
+    probes: list
+    warnings: list[str]
+    info: RunInfo
+    notes: list[str]
+
+
+@dataclass
+class LayersWorkerFactory:
+    """What a worker needs to build its LayersWorker (picklable: a path, not the model)."""
+
+    model: Model | str  # a path on Ray (each actor loads it)
+    selection: Selection | None
+    config: RunConfig | None
+    max_memory: int | None = None
+    threads: int | None = None
+    runtime: str = "ort"
+    runtime_options: dict[str, str] | None = None
+
+    def __call__(self) -> "LayersWorker":
+        return LayersWorker(as_model(self.model), self.selection, self.config, self.max_memory, self.threads,
+                            self.runtime, self.runtime_options)
+
+
+class LayersWorker(BatchWorker):
+    """One batch -> its moments (from the in-graph statistics) and histograms (from the tensors,
+    fetched within ``max_memory`` per run); one runner, its probed copy kept for every batch."""
+
+    def __init__(self, model: Model, selection: Selection | None, config: RunConfig | None, max_memory: int | None = None,
+                 threads: int | None = None, runtime: str = "ort", runtime_options: dict[str, str] | None = None):
+        self.model, self.config, self.max_memory, self.threads = model, config, max_memory, threads
+        self.runtime, self.runtime_options = runtime, runtime_options
+        self.specs = _feeds.model_inputs(model.proto)
+        self.refs = select(model.proto, selection or Selection())
+        self.runner: GraphRunner | None = None  # made on the first batch (OpenVINO wants its input shapes)
+
+    def _runner(self, feed: dict) -> GraphRunner:
+        if self.runner is None:
+            if self.runtime == "ort":
+                self.runner = runner(self.model, self.config, interruptible=False, options=self.runtime_options,
+                                     **({"threads": self.threads} if self.threads else {}))
+            else:
+                self.runner = _runner_for(self.model, self.config, self.runtime, self.runtime_options, self.max_memory,
+                                          interruptible=False, feed=feed)
+        return self.runner
+
+    def process(self, index: int, label: str, arrays: dict[str, np.ndarray]) -> LayersPartial:
+        fs = self.feeds(self.model, arrays)
+        r = self._runner(fs.values)
+        res = r.probe(self.refs, fs.values, key="dataset")
+        moments = {n: Moments.from_stats(st) for n, st in res.stats.items() if st is not None}
+        hists: dict = {}
+        for _, _, values in raw_chunks(self.model, res, fs.values, list(moments), max_memory=self.max_memory, using=r):
             _add_histograms(hists, values)
             del values  # before the next run (see raw_chunks)
-        if progress is not None:
-            progress(k + 1, total)
-    plan_ = res.plan if res is not None else ProbePlan(model.proto, [], model.source, [])
-    return DatasetResult(plan_, res.info, moments, hists, shapes, total,
-                         list(dict.fromkeys(notes + list(model.warnings) + plan_.warnings)),
-                         model_digest(model.proto), (selection or Selection()).describe())
+        return LayersPartial(index, moments, hists, dict(res.shapes), res.plan.probes, res.plan.warnings, res.info,
+                             list(fs.notes))
+
+
+def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | None = None,
+                   selection: Selection | None = None, config: RunConfig | None = None, *, max_memory: int | None = None,
+                   progress=None, inputs_from: str | None = None, ray: RayOptions | None = None,
+                   runtime: str = "ort", runtime_options: dict[str, str] | None = None) -> DatasetResult:
+    """``layers --inputs-dir`` (or ``--inputs-from FILE.py:FUNC``): one pass per batch; moments from the
+    in-graph statistics, histograms and percentiles from the tensors themselves, fetched within
+    ``max_memory`` per run. ``ray``: the batches shared out to Ray actors (``api.datasets``); the
+    statistics are the same, exactly. ``runtime`` / ``runtime_options``: as in ``layers``, for every batch."""
+    model = as_model(model)
+    src = source(model, inputs, inputs_from)
+    factory = LayersWorkerFactory(model_path(model) if ray else model, selection, config, max_memory,
+                                  threads=1 if ray else None, runtime=runtime, runtime_options=runtime_options)
+    acc: dict = {"moments": {}, "hists": {}, "notes": [], "first": None, "count": 0}
+
+    def merge(index: int, label: str, part: LayersPartial) -> None:
+        for name, m in part.moments.items():
+            acc["moments"][name] = acc["moments"][name].merge(m) if name in acc["moments"] else m
+        for name, h in part.histograms.items():
+            acc["hists"][name] = acc["hists"][name].merge(h) if name in acc["hists"] else h
+        acc["notes"] += [n for n in part.notes if n not in acc["notes"]]
+        if acc["first"] is None or part.index < acc["first"].index:
+            acc["first"] = part
+        acc["count"] += 1
+
+    executor = run_batches(factory, src, merge, ray=ray, progress=progress)
+    first: LayersPartial = acc["first"]
+    plan_ = ProbePlan(model.proto, list(first.probes), model.source, list(first.warnings))
+    notes = acc["notes"] + list(model.warnings) + plan_.warnings + executor.notes()
+    return DatasetResult(plan_, first.info, acc["moments"], acc["hists"], first.shapes, acc["count"],
+                         list(dict.fromkeys(notes)), model_digest(model.proto), (selection or Selection()).describe(),
+                         executor)
 
 
 def _add_histograms(hists: dict, values: dict[str, np.ndarray]) -> None:
@@ -238,9 +300,25 @@ def _add_histograms(hists: dict, values: dict[str, np.ndarray]) -> None:
 
 
 def merge_stats(reports: list) -> dict:
-    """Merge dataset reports (the JSON of ``layers --inputs-dir``: paths, or dicts already read) into one,
-    exactly and in any order: counts and extremes combine, sums are exact (Shewchuk partials),
-    histograms add. Reports of different models or selections are refused."""
-    from onnxprobe.stats.merge import merge_reports, read_report
+    """Merge dataset reports (paths, or dicts already read) into one, exactly and in any order: those of
+    ``layers --inputs-dir`` (counts and extremes combine, sums are exact (Shewchuk partials),
+    histograms add) or those of ``diff --inputs-dir`` (every pair's sums pooled, the metrics and the
+    verdict recomputed). Reports of different models, selections or kinds are refused."""
+    from onnxprobe.stats.merge import check_report, merge_reports, read_json_report
+    from onnxprobe.stats.merge_diff import check_diff_report, is_diff_report, merge_diff_reports
 
-    return merge_reports([r if isinstance(r, dict) else read_report(r) for r in reports])
+    ds = []
+    for k, r in enumerate(reports):
+        d = dict(r) if isinstance(r, dict) else read_json_report(r)
+        d.setdefault("_path", f"report {k}")
+        ds.append(d)
+    kinds = {is_diff_report(d) for d in ds}
+    if len(kinds) > 1:
+        raise UsageError("merge-stats: these are reports of different commands (layers and diff); merge each kind apart")
+    if kinds == {True}:
+        for d in ds:
+            check_diff_report(d, d["_path"])
+        return merge_diff_reports(ds)
+    for d in ds:
+        check_report(d, d["_path"])
+    return merge_reports(ds)

@@ -24,8 +24,64 @@ from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
 
 
-def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", options: dict | None = None, **kw) -> Side:
+def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", options: dict | None = None,
+          threads: int | None = None, **kw) -> Side:
+    if threads and runtime == "ort":
+        kw["threads"] = threads
     return model_side(label, model, lambda proto: make_runner(runtime, proto, config, label, options=options_for(runtime, options), **kw))
+
+
+def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str | None = None, vs_reference: bool = False,
+                    vs_npz=None, vs_torch=None, runtime: str = "ort", vs_runtime: str | None = None,
+                    runtime_options: dict[str, str] | None = None) -> str | None:
+    """Check that exactly one reference is given and that the runtimes and their options make sense;
+    returns ``vs_runtime`` (``reference`` for ``vs_reference``)."""
+    check_runtime(runtime)
+    if vs_reference:
+        if vs_runtime not in (None, "reference"):
+            raise UsageError(f"--vs-reference is --vs-runtime reference: give one of them, not --vs-runtime {vs_runtime}")
+        vs_runtime = "reference"
+    if vs_runtime is not None:
+        check_runtime(vs_runtime, "--vs-runtime")
+        if vs_runtime == "reference" and vs_device is not None:
+            raise UsageError("give exactly one reference: --vs-device or --vs-reference (onnx.reference has no devices)")
+    modes = [b is not None, vs_device is not None and vs_runtime is None, vs_opt_level is not None, vs_runtime is not None,
+             vs_npz is not None, vs_torch is not None]
+    if sum(modes) != 1:
+        raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-runtime "
+                         "(--vs-reference), --vs-npz or --vs-torch")
+    if vs_torch is not None and (runtime != "ort" or runtime_options):
+        raise UsageError("--vs-torch runs the export on onnxruntime: drop --runtime / --runtime-option")
+    if vs_torch is None:
+        check_options_used([runtime] + ([vs_runtime or runtime] if vs_npz is None else []), runtime_options)
+    return vs_runtime
+
+
+def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None = None, *, vs_device: str | None = None,
+               vs_opt_level: str | None = None, vs_runtime: str | None = None, vs_npz=None, config: RunConfig | None = None,
+               runtime: str = "ort", runtime_options: dict[str, str] | None = None, max_memory: int | None = None,
+               shapes: dict | None = None, threads: int | None = None) -> tuple[Model, Side, Side]:
+    """(model A, side A, side B) of a diff against one reference (``diff`` explains them; checked by
+    ``check_reference``); ``shapes``: the feeds' input shapes (OpenVINO reads some models only with static
+    inputs); ``threads``: onnxruntime's intra-op threads per side (a worker among others)."""
+    config = config or RunConfig()
+    a_model = as_model(a)
+    label = a_model.source
+    opts = dict(options=runtime_options, max_memory=max_memory, shapes=shapes, threads=threads)
+    side_a = _side(label, a_model, config, runtime, **opts)
+    if b is not None:
+        b_model = as_model(b)
+        side_b = _side(b_model.source, b_model, config, runtime, **opts)
+    elif vs_runtime is not None:
+        side_b = _side(label, a_model, replace(config, device=vs_device or "auto"), vs_runtime, **opts)
+    elif vs_device is not None:
+        side_b = _side(label, a_model, replace(config, device=vs_device), runtime, **opts)
+    elif vs_opt_level is not None:
+        side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), runtime, **opts)
+    else:
+        arrays = vs_npz if isinstance(vs_npz, dict) else read_npz(vs_npz)
+        side_b = npz_side(str(vs_npz) if not isinstance(vs_npz, dict) else "activations", arrays, a_model)
+    return a_model, side_a, side_b
 
 
 def diff(
@@ -66,22 +122,9 @@ def diff(
     ``vs_runtime`` compares the model with itself on another runtime (on ``vs_device``, that runtime's
     device, when given; ``vs_reference`` is ``vs_runtime="reference"``). ``runtime_options``: settings of
     the runtimes that take them (``{"INFERENCE_PRECISION_HINT": "f16"}``; ``"openvino:KEY"`` for one)."""
-    check_runtime(runtime)
-    if vs_reference:
-        if vs_runtime not in (None, "reference"):
-            raise UsageError(f"--vs-reference is --vs-runtime reference: give one of them, not --vs-runtime {vs_runtime}")
-        vs_runtime = "reference"
-    if vs_runtime is not None:
-        check_runtime(vs_runtime, "--vs-runtime")
-        if vs_runtime == "reference" and vs_device is not None:
-            raise UsageError("give exactly one reference: --vs-device or --vs-reference (onnx.reference has no devices)")
-    modes = [b is not None, vs_device is not None and vs_runtime is None, vs_opt_level is not None, vs_runtime is not None,
-             vs_npz is not None, vs_torch is not None]
-    if sum(modes) != 1:
-        raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-runtime "
-                         "(--vs-reference), --vs-npz or --vs-torch")
-    if vs_torch is not None and (runtime != "ort" or runtime_options):
-        raise UsageError("--vs-torch runs the export on onnxruntime: drop --runtime / --runtime-option")
+    vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
+                                 vs_npz=vs_npz, vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime,
+                                 runtime_options=runtime_options)
     if vs_torch is not None:
         if profile:
             raise UsageError("--profile times onnxruntime's kernels of a diff of two models: not with --vs-torch")
@@ -90,26 +133,12 @@ def diff(
         return diff_torch(a, vs_torch, selection=selection, config=config, inputs=inputs, tolerance=tolerance,
                           per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory,
                           progress=progress)
-    b_runtime = vs_runtime or runtime
-    check_options_used([runtime] + ([b_runtime] if vs_npz is None else []), runtime_options)
-    config = config or RunConfig()
     a_model = as_model(a)
-    label = a_model.source
     fs = _feeds.make_feeds(a_model.proto, inputs)
-    opts = dict(options=runtime_options, max_memory=max_memory, shapes={k: tuple(getattr(v, "shape", ())) for k, v in fs.values.items()})
-    side_a = _side(label, a_model, config, runtime, **opts)
-    if b is not None:
-        b_model = as_model(b)
-        side_b = _side(b_model.source, b_model, config, runtime, **opts)
-    elif vs_runtime is not None:
-        side_b = _side(label, a_model, replace(config, device=vs_device or "auto"), vs_runtime, **opts)
-    elif vs_device is not None:
-        side_b = _side(label, a_model, replace(config, device=vs_device), runtime, **opts)
-    elif vs_opt_level is not None:
-        side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), runtime, **opts)
-    else:
-        arrays = vs_npz if isinstance(vs_npz, dict) else read_npz(vs_npz)
-        side_b = npz_side(str(vs_npz) if not isinstance(vs_npz, dict) else "activations", arrays, a_model)
+    a_model, side_a, side_b = make_sides(a_model, b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_runtime=vs_runtime,
+                                         vs_npz=vs_npz, config=config, runtime=runtime, runtime_options=runtime_options,
+                                         max_memory=max_memory,
+                                         shapes={k: tuple(getattr(v, "shape", ())) for k, v in fs.values.items()})
     try:
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,
                     introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile)

@@ -56,11 +56,27 @@ class GradResult:
     notes: list[str] = field(default_factory=list)
     arrays: dict[str, np.ndarray] = field(default_factory=dict)  # forward tensor name -> gradient (save/check)
     check_mode: str | None = None  # "float64", "float64 (float32 gradients)" or "float32"
+    samples: int | None = None  # a dataset's number of samples (api.grad_dataset); None: one input
+    reduce: str | None = None  # a dataset's loss: "sum" or "mean" of the samples' losses
+    executor: object = None  # a dataset's runtime.ray_pool.Executor
 
 
 def _norm(a) -> float:
     a = np.asarray(a, dtype=np.float64)
     return float(np.sqrt(np.sum(a * a)))
+
+
+def grad_probes(gp: GradPlan) -> tuple[list[TensorRef], list[TensorRef], onnx.ModelProto]:
+    """(a ref per gradient, the activations whose gradients are asked, the backward model with the loss
+    as its only output: the gradients leave the device as statistics, or raw when asked)."""
+    bw = gp.backward
+    refs = [TensorRef(name=bw.grads[t.ref.name], node=t.ref.node, op_type=t.ref.op_type, index=t.ref.index,
+                      dtype=t.ref.dtype, shape=t.ref.shape, direction="backward", grad_of=t.ref.name) for t in gp.targets]
+    acts = [t.ref for t in gp.targets if t.kind == "activation"]
+    scored = onnx.ModelProto()
+    scored.CopyFrom(bw.model)
+    del scored.graph.output[1:]
+    return refs, acts, scored
 
 
 def grad(model: Model | str | os.PathLike, selection: Selection | None = None, config: RunConfig | None = None,
@@ -75,13 +91,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
     fs = _feeds.make_feeds(model.proto, inputs)
     feed = fs.values
     gp = grad_plan(model, spec, selection, feed=feed)
-    bw = gp.backward
-    refs = [TensorRef(name=bw.grads[t.ref.name], node=t.ref.node, op_type=t.ref.op_type, index=t.ref.index,
-                      dtype=t.ref.dtype, shape=t.ref.shape, direction="backward", grad_of=t.ref.name) for t in gp.targets]
-    acts = [t.ref for t in gp.targets if t.kind == "activation"]
-    scored = onnx.ModelProto()
-    scored.CopyFrom(bw.model)
-    del scored.graph.output[1:]  # gradients leave the device as statistics (or raw, when asked)
+    refs, acts, scored = grad_probes(gp)
     raw = ({r.name for r in refs} | ({r.name for r in acts} if check else set())) if (save or check) else False
     runner = OrtRunner(scored, config, model.source, interruptible=True)
     try:

@@ -9,10 +9,10 @@ import typer
 
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
-    AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, LabelsOpt, LossOpt,
-    MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, NoCacheOpt, ProfileOpt, RangeOpt, RuntimeOpt, RuntimeOptionOpt, SeedOpt,
-    ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt,
-    WideOpt, view_of,
+    AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsFromOpt, InputsOpt, IntRangeOpt, JsonOpt,
+    LabelsOpt, LossOpt, MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, NoCacheOpt, ProfileOpt, RangeOpt,
+    RayAddressOpt, RayOpt, RayWorkersOpt, RuntimeOpt, RuntimeOptionOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of,
+    inputs_of, ray_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, write_html, write_pictures
 
@@ -54,6 +54,11 @@ def diff(
     shape: ShapeOpt = None,
     input_: InputOpt = None,
     inputs: InputsOpt = None,
+    inputs_dir: InputsDirOpt = None,
+    inputs_from: InputsFromOpt = None,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
+    ray_workers: RayWorkersOpt = None,
     device: DeviceOpt = "auto",
     runtime: RuntimeOpt = "ort",
     runtime_option: RuntimeOptionOpt = None,
@@ -95,6 +100,10 @@ def diff(
         onnxprobe diff model.onnx --vs-torch make_model.py:build    # the export against its nn.Module
 
         onnxprobe diff --grad model_int8.onnx model_fp32.onnx --loss cross-entropy --labels labels.npy
+
+        onnxprobe diff model_int8.onnx model_fp32.onnx --inputs-dir calib/   # metrics pooled over a dataset
+
+        onnxprobe diff model_int8.onnx model_fp32.onnx --inputs-dir calib/ --ray --ray-workers 4
     """
     import json
 
@@ -137,6 +146,21 @@ def diff(
     if grad and (runtime != "ort" or runtime_option):
         raise UsageError("diff --grad runs backward graphs on onnxruntime: drop --runtime / --runtime-option")
     max_mem = api.parse_size(max_memory) if max_memory else None
+    ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
+    if inputs_dir is not None or inputs_from is not None:
+        _check_dataset_flags(inputs_dir, inputs_from, grad, vs_npz, vs_torch, fp32_sensitivity, profile, html, input_,
+                             inputs, shape)
+        where = inputs_dir.name if inputs_dir is not None else inputs_from
+        with Progress(f"comparing {model.name} over {where}", "batches") as progress:
+            res = api.diff_dataset(model, reference, inputs_dir, inputs_from=inputs_from, vs_device=vs_device,
+                                   vs_opt_level=vs_opt_level, vs_reference=vs_reference, runtime=runtime,
+                                   vs_runtime=vs_runtime, runtime_options=api.parse_runtime_options(runtime_option),
+                                   selection=selection,
+                                   config=api.RunConfig(device=device, opt_level=opt_level or "off", cache=not no_cache),
+                                   tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
+                                   progress=progress.update, fuse=not separate_runs, ray=ray_options)
+        _report_dataset(res, sort, json_, view, res.a.model.proto, overlay, netron)
+        return
     with Progress(f"comparing {model.name}") as progress:
         if grad:
             spec = grad_spec_of(output, loss, target, labels, output_grad, wrt)
@@ -176,6 +200,42 @@ def diff(
         raise typer.Exit(1)
     if verdict == "fail":
         raise typer.Exit(1)
+
+
+def _report_dataset(res, sort: str, json_: Path | None, view, model_proto, overlay, netron) -> None:
+    """A dataset diff's notes, report (table or JSON, overlays), and the exit code of its verdict."""
+    from onnxprobe import api
+    from onnxprobe.report.diff_dataset import diff_dataset_dict, diff_dataset_renderables
+
+    notes(res.notes)
+    data = diff_dataset_dict(res, api.sort_results(res.results, sort))
+    write_pictures("diff", data, model_proto, overlay=overlay, netron=netron)
+    emit(data, json_, lambda width: diff_dataset_renderables(data, width), view)
+    verdict, why = res.verdict()
+    if verdict == "error":
+        error(why)
+    if verdict != "pass":
+        raise typer.Exit(1)
+
+
+def _check_dataset_flags(inputs_dir, inputs_from, grad, vs_npz, vs_torch, fp32_sensitivity, profile, html, input_, inputs,
+                         shape) -> None:
+    from onnxprobe.errors import UsageError
+
+    flag = "--inputs-dir" if inputs_dir is not None else "--inputs-from"
+    if inputs_dir is not None and inputs_from is not None:
+        raise UsageError("--inputs-dir and --inputs-from are two datasets: give one")
+    for bad, what in ((grad, "--grad"), (vs_npz, "--vs-npz"), (vs_torch, "--vs-torch"),
+                      (fp32_sensitivity, "--fp32-sensitivity")):
+        if bad:
+            raise UsageError(f"{what} compares on one input: not with {flag} (a dataset diff compares with a model B, "
+                             "--vs-device, --vs-opt-level, --vs-runtime or --vs-reference)")
+    if profile:
+        raise UsageError(f"--profile times one input: drop {flag} (or --profile)")
+    if html is not None:
+        raise UsageError(f"--html draws the histograms of one input's tensors: not with {flag} (--json keeps the pooled report)")
+    if input_ or inputs is not None or shape:
+        raise UsageError(f"{flag} takes all inputs from the dataset: drop --input, --inputs and --shape")
 
 
 def _tolerances(items: list[str] | None, flag: str) -> tuple[float | None, dict[str, float]]:

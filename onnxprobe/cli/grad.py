@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+import typer
+
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
-    AllOpt, CheckOpt, ConstOpt, DeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt,
-    LabelsOpt, LossOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, SaveGradsOpt, SeedOpt,
-    ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt,
-    WideOpt, view_of,
+    AllOpt, CheckOpt, ConstOpt, DeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsOpt, IntRangeOpt,
+    JsonOpt, LabelsOpt, LossOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, RayAddressOpt, RayOpt,
+    RayWorkersOpt, SaveGradsOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, ray_of, selection_of,
+    ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, show_err, write_html, write_pictures
+
+ReduceOpt = Annotated[str, typer.Option("--reduce", help="With --inputs-dir: the dataset's loss is the sum or the mean of the samples' losses.", rich_help_panel="Loss")]
 
 
 @handle_errors
@@ -31,6 +37,11 @@ def grad(
     shape: ShapeOpt = None,
     input_: InputOpt = None,
     inputs: InputsOpt = None,
+    inputs_dir: InputsDirOpt = None,
+    reduce: ReduceOpt = "sum",
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
+    ray_workers: RayWorkersOpt = None,
     device: DeviceOpt = "auto",
     opt_level: OptLevelOpt = "all",
     json_: JsonOpt = None,
@@ -58,10 +69,11 @@ def grad(
         onnxprobe grad model.onnx --loss cross-entropy --labels labels.npy --op Conv --check
 
         onnxprobe grad model.onnx --output-grad dy.npy --save-grads grads.npz --export model_bw.onnx
-    """
-    import typer
 
+        onnxprobe grad model.onnx --inputs-dir calib/ --reduce mean   # the gradients of a dataset's loss
+    """
     from onnxprobe import api
+    from onnxprobe.errors import UsageError
     from onnxprobe.report.grad import CHECK, COLUMNS, export_renderables, grad_dict, grad_renderables
     from onnxprobe.report.progress import Progress
 
@@ -78,14 +90,25 @@ def grad(
             gp = api.export_backward(loaded, export, spec, selection, spec_in)
         notes(gp.warnings)
         show_err(export_renderables(gp, export))
-    with Progress(f"forward and backward on {model.name}") as progress:
-        def checking(done: int, total: int) -> None:
-            if done == 0:
-                progress.phase(f"checking the gradients of {model.name}", "gradients checked")
-            progress.update(done, total)
+    ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
+    if inputs_dir is not None:
+        if check or input_ or inputs is not None or shape:
+            raise UsageError("--inputs-dir takes all inputs from the dataset, and --check is of one input: drop --check, "
+                             "--input, --inputs and --shape")
+        with Progress(f"forward and backward on {model.name} over {inputs_dir.name}", "batches") as progress:
+            result = api.grad_dataset(loaded, inputs_dir, selection, config, spec, reduce=reduce,
+                                      progress=progress.update, ray=ray_options)
+    else:
+        if reduce != "sum":
+            raise UsageError("--reduce sets how a dataset's losses add up: give --inputs-dir")
+        with Progress(f"forward and backward on {model.name}") as progress:
+            def checking(done: int, total: int) -> None:
+                if done == 0:
+                    progress.phase(f"checking the gradients of {model.name}", "gradients checked")
+                progress.update(done, total)
 
-        result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None or html is not None, check=check,
-                          progress=checking)
+            result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None or html is not None,
+                              check=check, progress=checking)
     notes(result.notes + result.plan.warnings)
     data = grad_dict(result)
     write_pictures("grad", data, loaded.proto, overlay=overlay, netron=netron)
@@ -94,7 +117,8 @@ def grad(
         from onnxprobe.report.html import worst_rows
 
         hists = api.grad_histograms(result, worst_rows("grad", data))
-        write_html(html, "grad", data, grad_table(data)[0], histograms=hists, inputs=api.describe_inputs(loaded, spec_in))
+        shown = [f"dataset {inputs_dir}"] if inputs_dir is not None else api.describe_inputs(loaded, spec_in)
+        write_html(html, "grad", data, grad_table(data)[0], histograms=hists, inputs=shown)
     emit(data, json_, lambda width: grad_renderables(data, width), view)
     if save_grads is not None:
         api.save_npz(result.arrays, save_grads)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
-    AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt, OpOpt,
-    MaxMemoryOpt, OptLevelOpt, NoCacheOpt, ProfileOpt, RangeOpt, RuntimeOpt, RuntimeOptionOpt, SaveOpt, SeedOpt, ShapeOpt,
-    inputs_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
+    AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputsFromOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt,
+    OpOpt, MaxMemoryOpt, OptLevelOpt, NoCacheOpt, ProfileOpt, RangeOpt, RayAddressOpt, RayOpt, RayWorkersOpt, RuntimeOpt,
+    RuntimeOptionOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, ray_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt,
+    OverlayOpt, WideOpt, view_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, notes, require_html, write_html, write_pictures
 
@@ -25,6 +26,10 @@ def layers(
     input_: InputOpt = None,
     inputs: InputsOpt = None,
     inputs_dir: InputsDirOpt = None,
+    inputs_from: InputsFromOpt = None,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
+    ray_workers: RayWorkersOpt = None,
     device: DeviceOpt = "auto",
     runtime: RuntimeOpt = "ort",
     runtime_option: RuntimeOptionOpt = None,
@@ -56,6 +61,10 @@ def layers(
 
         onnxprobe layers model.onnx --inputs-dir calib/ --json shard0.json   # statistics over a dataset
 
+        onnxprobe layers model.onnx --inputs-from prep.py:images             # your own pipeline's inputs
+
+        onnxprobe layers model.onnx --inputs-dir calib/ --ray --ray-workers 4
+
         onnxprobe layers model.onnx --html report.html --overlay nd.json   # nd.json: for Model Explorer
 
         onnxprobe layers model.onnx --all --profile --opt-level all   # per-node time, what probing costs
@@ -78,13 +87,20 @@ def layers(
     rt = dict(runtime=runtime, runtime_options=api.parse_runtime_options(runtime_option))
     if profile and runtime != "ort":
         raise UsageError(f"--profile times onnxruntime's kernels: not with --runtime {runtime}")
-    if inputs_dir is not None:
+    ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
+    dataset = inputs_dir is not None or inputs_from is not None
+    if dataset:
+        flag = "--inputs-dir" if inputs_dir is not None else "--inputs-from"
+        if inputs_dir is not None and inputs_from is not None:
+            raise UsageError("--inputs-dir and --inputs-from are two datasets: give one")
         if save is not None or input_ or inputs is not None or shape:
-            raise UsageError("--inputs-dir takes all inputs from the dataset: drop --save, --input, --inputs and --shape")
+            raise UsageError(f"{flag} takes all inputs from the dataset: drop --save, --input, --inputs and --shape")
         if profile:
-            raise UsageError("--profile times one input: drop --inputs-dir (or --profile)")
-        with Progress(f"probing {model.name} over {inputs_dir.name}", "batches") as progress:
-            res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update, **rt)
+            raise UsageError(f"--profile times one input: drop {flag} (or --profile)")
+        where = inputs_dir.name if inputs_dir is not None else inputs_from
+        with Progress(f"probing {model.name} over {where}", "batches") as progress:
+            res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update,
+                                     inputs_from=inputs_from, ray=ray_options, **rt)
         notes(res.notes)
         data = dataset_dict(res)
     else:
@@ -105,9 +121,9 @@ def layers(
 
         with Progress("histograms of the worst rows for the HTML report"):
             hists = api.layers_histograms(res, worst_rows("layers", data), spec, config=config, max_memory=budget)
-        shown = [f"dataset {inputs_dir}"] if inputs_dir is not None else api.describe_inputs(res.plan.base, spec)
+        shown = [f"dataset {inputs_dir or inputs_from}"] if dataset else api.describe_inputs(res.plan.base, spec)
         write_html(html, "layers", data, report.layers_table(data)[0], histograms=hists, inputs=shown)
-    if profile and inputs_dir is None:
+    if profile and not dataset:
         emit(data, json_, lambda width: layers_renderables(data, width) + profile_renderables(data, width), view)
     else:
         emit(data, json_, lambda width: layers_renderables(data, width), view)

@@ -8,13 +8,13 @@ from typing import Annotated
 import typer
 
 from onnxprobe.cli.errors import handle_errors
-from onnxprobe.cli.output import check_outputs, emit
+from onnxprobe.cli.output import check_outputs, emit, error
 from onnxprobe.cli.options import ColumnsOpt, FormatOpt, JsonOpt, WideOpt, view_of
 
 
 @handle_errors
 def merge_stats(
-    files: Annotated[list[Path], typer.Argument(help="JSON reports written by `layers --inputs-dir ... --json`.", show_default=False)],
+    files: Annotated[list[Path], typer.Argument(help="JSON reports written by `layers --inputs-dir ... --json` or `diff ... --inputs-dir ... --json`.", show_default=False)],
     json_: JsonOpt = None,
     wide: WideOpt = False,
     columns: ColumnsOpt = None,
@@ -29,11 +29,23 @@ def merge_stats(
     Examples:
 
         onnxprobe merge-stats shard0.json shard1.json shard2.json --json all.json
+
+        onnxprobe merge-stats diff0.json diff1.json --json diff_all.json
     """
     from onnxprobe import api
+    from onnxprobe.report import diff as diff_report
+    from onnxprobe.report.diff_dataset import diff_dataset_renderables
     from onnxprobe.report.layers import COLUMNS, PERCENTILE_COLUMNS, layers_renderables
 
-    view = view_of(wide, columns, fmt, COLUMNS + PERCENTILE_COLUMNS, json_)
     check_outputs(files[0] if files else None, json_)
     merged = api.merge_stats(files)
+    if "pairs" in merged:  # diff reports: the pooled comparison, judged again
+        view = view_of(wide, columns, fmt, diff_report.COLUMNS, json_)
+        emit(merged, json_, lambda width: diff_dataset_renderables(merged, width), view)
+        if merged["verdict"] == "error":
+            error(merged["verdict_reason"])
+        if merged["verdict"] != "pass":
+            raise typer.Exit(1)
+        return
+    view = view_of(wide, columns, fmt, COLUMNS + PERCENTILE_COLUMNS, json_)
     emit(merged, json_, lambda width: layers_renderables(merged, width), view)

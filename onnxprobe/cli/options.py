@@ -24,6 +24,12 @@ ShapeOpt = Annotated[Optional[list[str]], typer.Option("--shape", help="Fix an i
 InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="An input from a file, NAME=FILE.npy or NAME=FILE.pb, or a value, NAME=16000 or NAME=[1,2] (repeatable).", rich_help_panel="Inputs")]
 InputsOpt = Annotated[Optional[Path], typer.Option("--inputs", help="All inputs from one .npz file, keyed by input name.", rich_help_panel="Inputs")]
 InputsDirOpt = Annotated[Optional[Path], typer.Option("--inputs-dir", help="Dataset mode: a folder of .npz batches, or one .npz with a leading sample axis; statistics over all of them, one run per batch.", rich_help_panel="Inputs")]
+InputsFromOpt = Annotated[Optional[str], typer.Option("--inputs-from", metavar="FILE.py:FUNC", help="Dataset mode from your own pipeline: FUNC() yields feed dicts {input name: array}, one run each.", rich_help_panel="Inputs")]
+
+# dataset runs on a Ray cluster
+RayOpt = Annotated[bool, typer.Option("--ray", help="Share the batches of --inputs-dir out to Ray actors (a local cluster started for the run, unless --ray-address). Needs the ray extra.", rich_help_panel="Ray")]
+RayAddressOpt = Annotated[Optional[str], typer.Option("--ray-address", help="An existing Ray cluster instead of a local one: auto, HOST:PORT or ray://HOST:PORT (implies --ray).", rich_help_panel="Ray")]
+RayWorkersOpt = Annotated[Optional[int], typer.Option("--ray-workers", help="Ray actors (default: the cluster's CPUs; implies --ray).", rich_help_panel="Ray")]
 
 # execution
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not reuse (or keep) the probed copy of the model from an earlier run (cached under ~/.cache/onnxprobe, $ONNXPROBE_CACHE_DIR; safe to delete).", rich_help_panel="Execution")]
@@ -107,3 +113,17 @@ def grad_spec_of(output: str | None, loss: str, target: Path | None, labels: Pat
     from onnxprobe import api
 
     return api.grad_spec(output, loss, target, labels, output_grad, wrt)
+
+
+def ray_of(ray: bool, address: str | None, workers: int | None, dataset: bool):
+    """The api.RayOptions that --ray/--ray-address/--ray-workers describe (None: run here); the Ray flags
+    shard a dataset, so they need ``dataset`` (--inputs-dir)."""
+    from onnxprobe import api
+    from onnxprobe.errors import UsageError
+
+    if not (ray or address is not None or workers is not None):
+        return None
+    flag = "--ray" if ray else ("--ray-address" if address is not None else "--ray-workers")
+    if not dataset:
+        raise UsageError(f"{flag} shares the batches of a dataset out to workers: give --inputs-dir DIR")
+    return api.RayOptions(address=address, workers=workers)

@@ -12,19 +12,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from onnxprobe.compare.fused import NotMergeable, fusable, fused_diff
-from onnxprobe.compare.introduced import cone_inputs, run_cones
+from onnxprobe.compare.fused import fusable
+from onnxprobe.compare.measure import DiffPlan, Measured, measure
 from onnxprobe.compare.sides import Side
-from onnxprobe.errors import ExecutionError, UsageError, first_line
+from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import Selection, check_criteria, select
-from onnxprobe.graph.shapes import concrete_sizes
 from onnxprobe.match.engine import (
     DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched, match,
 )
 from onnxprobe.match.observe import Observable
-from onnxprobe.runtime.budget import default_budget, plan_chunks
 from onnxprobe.runtime.feeds import model_inputs
-from onnxprobe.stats.metrics import PairMetrics, Tolerance, compare
+from onnxprobe.stats.metrics import PairMetrics, Tolerance
 from onnxprobe.types import forward_name
 
 # an output left unpaired for one of these causes makes the verdict fail: nothing stood for it
@@ -40,6 +38,7 @@ class PairResult:
     passed: bool | None
     tolerance: Tolerance
     problem: str | None = None  # why no metrics (shapes differ at run time, value missing)
+    pooled: Measured | None = None  # a dataset's sums behind the metrics (mergeable: compare.dataset)
     kernel_ms: tuple[float | None, float | None] | None = None  # --profile: A's and B's producer kernel times
 
 
@@ -58,7 +57,12 @@ class DiffResult:
     sensitivity: list = field(default_factory=list)  # compare.sensitivity.Sensitivity, with --fp32-sensitivity
     criterion: str = ""  # the pass/fail rule, in words (and why it is the default, when it is)
     profile: dict | None = None  # --profile: where the one run's time went
-    in_graph: int = 0  # pairs measured in the one run of both models (compare.fused)
+    in_graph: int = 0  # pairs measured in the one run of both models (compare.fused; a dataset: on every sample)
+    samples: int | None = None  # a dataset's number of samples (None: one input)
+    labels: list[str] = field(default_factory=list)  # the samples' names (file names, "sample 3"...)
+    executor: object = None  # a dataset's runtime.ray_pool.Executor: what ran the samples
+    model_id: str = ""  # a dataset's models (graph.skeleton.model_digest of A and of B): what its sums describe
+    selection: str = ""  # a dataset's selection, in words
 
     @property
     def compared(self) -> int:
@@ -179,6 +183,28 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
     return pairs, in_b | {o.name for o in b.observation.observables if o.is_output}
 
 
+def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
+            per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
+            introduced: bool = True, max_memory: int | None = None, device_metrics: bool | None = None,
+            reject=None, pair=None, fuse: bool = True, profile: bool = False) -> DiffPlan:
+    """What is compared, the same for every input: the matching, the pairs the selection reports, the
+    criterion, how the pairs are measured (``diff`` explains the arguments)."""
+    tolerance = tolerance or default_tolerance(a, b)
+    if a.runner.takes_feeds and b.runner.takes_feeds:
+        check_same_inputs(a.model.proto, b.model.proto)
+    matching = (pair or match)(a.observation.observables, b.observation.observables, user_map)
+    if reject is not None:
+        _reject(matching, reject)
+    report, sel_b = selected_pairs(a, b, matching, selection)
+    with_cones = introduced and b.runs_graphs
+    by_b = {p.b.probe: p for p in matching.pairs if p.b.kind == "float"}
+    why_not = fusable(a, b) if fuse else "--separate-runs"
+    notes = [f"--profile times the one-run diff, which is not used here ({why_not})"] if profile and why_not else []
+    return DiffPlan(a, b, tolerance, per_tensor, matching, report, sel_b, by_b, with_cones,
+                    introduced and not with_cones and b.runner.replays, why_not is None, max_memory, device_metrics,
+                    notes, profile=profile and why_not is None)
+
+
 def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance | None,
          per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
          introduced: bool = True, max_memory: int | None = None, progress=None,
@@ -195,93 +221,41 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     ``match.engine.match`` (a side that is not an ONNX model, such as a PyTorch module, pairs its own way).
     ``fuse``: when both sides are onnxruntime with the same settings, measure everything in one run of
     both models in one graph, metrics and introduced error computed there (``compare.fused``); only the
-    pairs it hands back go through the chunked runs. ``profile``: time that run under onnxruntime's
-    profiler too (each pair gets its producers' kernel times; needs the one-run diff)."""
-    tolerance = tolerance or default_tolerance(a, b)
-    if a.runner.takes_feeds and b.runner.takes_feeds:
-        check_same_inputs(a.model.proto, b.model.proto)
-    matching = (pair or match)(a.observation.observables, b.observation.observables, user_map)
-    if reject is not None:
-        _reject(matching, reject)
-    report, sel_b = selected_pairs(a, b, matching, selection)
-    with_cones = introduced and b.runs_graphs
-    by_b = {p.b.probe: p for p in matching.pairs if p.b.kind == "float"}
-    boundaries = cone_inputs(b.runner.model, [p.b.probe for p in report if p.b.kind == "float"], set(by_b)) if with_cones else {}
-    sizes = concrete_sizes(b.model.proto, {k: v.shape for k, v in feeds.items()})
-    cost = {id(p): 2 * sizes.get(p.b.key, sizes.get(p.b.name, 0)) for p in matching.pairs}
-    chunks = plan_chunks([(str(k), cost[id(p)] + sum(cost[id(by_b[x])] // 2 for x in boundaries.get(p.b.probe, ())))
-                          for k, p in enumerate(report)], (max_memory or default_budget()) // 2)
-    notes: list[str] = []
+    pairs it hands back go through the chunked runs (``compare.measure``). ``profile``: time that run under
+    onnxruntime's profiler too (each pair gets its producers' kernel times; needs the one-run diff)."""
+    plan = prepare(a, b, selection, tolerance, per_tensor, user_map, introduced, max_memory, device_metrics, reject,
+                   pair, fuse, profile)
+    return finish(plan, measure(plan, feeds, progress=progress))
+
+
+def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | None = None) -> DiffResult:
+    """The DiffResult of a plan's measurements (one sample's, or a dataset's pooled: then ``labels``
+    names the samples, and problems say in which one they showed)."""
+    a, b = plan.a, plan.b
     results: list[PairResult] = []
-    done_in_one = 0  # 1 when the one-run diff measured pairs (a step of the progress)
-    timing: dict = {}
-    why_not = fusable(a, b) if fuse else "--separate-runs"
-    if profile and why_not is not None:
-        notes.append(f"--profile times the one-run diff, which is not used here ({why_not})")
-    if why_not is None:
-        done, report = _fused(a, b, feeds, report, by_b, tolerance, per_tensor, with_cones, notes, profile, timing)
-        results += done
-        done_in_one = int(bool(done))
-        if report and with_cones:
-            boundaries = cone_inputs(b.runner.model, [p.b.probe for p in report if p.b.kind == "float"], set(by_b))
-        chunks = plan_chunks([(str(k), cost[id(p)] + sum(cost[id(by_b[x])] // 2 for x in boundaries.get(p.b.probe, ())))
-                              for k, p in enumerate(report)], (max_memory or default_budget()) // 2) if report else []
-        if progress is not None and done_in_one:
-            progress(1, 1 + len(chunks))
-    for n, chunk in enumerate(chunks):
-        pairs = [report[int(k)] for k in chunk]
-        extra = [by_b[x].a for p in pairs for x in boundaries.get(p.b.probe, ())]
-        need_a = list({id(o): o for o in [p.a for p in pairs] + extra}.values())
-        values_a = a.values(need_a, feeds, keep_on_device=_on_device(a, device_metrics))
-        values_b = b.values([p.b for p in pairs], feeds, keep_on_device=_on_device(b, device_metrics))
-        part = [_measure(p, values_a, values_b, _tolerance(p, tolerance, per_tensor)) for p in pairs]
-        if with_cones:
-            _introduced(part, b, values_a, by_b, feeds, notes, keep_on_device=_on_device(b, device_metrics))
-        elif introduced and b.runner.replays:
-            _replayed(part, b, values_a, feeds, notes)
-        results += part
-        del values_a, values_b
-        if progress is not None:
-            progress(n + 1 + done_in_one, len(chunks) + done_in_one)
-    notes[:0] = list(a.notes) + list(a.runner.notes) + list(b.notes) + list(b.runner.notes)
+    for k, p in enumerate(plan.report):
+        tol = plan.tolerance_of(p)
+        m = measured.get(k) or Measured()
+        if m.problem is not None:
+            s, why = m.problem
+            results.append(PairResult(p, None, None, None, False, tol, f"{labels[s]}: {why}" if labels else why))
+        elif m.sums is None or not m.sums.samples:
+            results.append(PairResult(p, None, None, None, None, tol, "value not produced"))
+        else:
+            got = m.sums.metrics(plan.rtol_of(p))
+            intro = m.introduced
+            results.append(PairResult(p, m.sums.shape, got, intro.metrics(plan.rtol_of(p)) if intro is not None else None,
+                                      tol.passes(got), tol, pooled=m if labels is not None else None,
+                                      kernel_ms=plan.kernel_ms.get(k)))
+    notes = list(a.notes) + list(a.runner.notes) + list(b.notes) + list(b.runner.notes) + plan.notes
     results.sort(key=lambda r: (r.pair.a.index, r.pair.b.index))
     first = next((r for r in results if r.passed is False), None)
     outputs_failed = [r for r in results if r.passed is False and (r.pair.a.is_output or r.pair.b.is_output)]
-    explain_unmatched(matching, a, b)
-    return DiffResult(a, b, results, matching, sel_b, first, outputs_failed, measured_label(a, b),
-                      list(dict.fromkeys(notes)), criterion=tolerance.describe(),
-                      profile={k: v for k, v in timing.items() if k != "in_graph"} or None,
-                      in_graph=timing.get("in_graph", 0))
-
-
-def _fused(a: Side, b: Side, feeds, report: list[Pair], by_b: dict, tolerance: Tolerance, per_tensor, with_cones: bool,
-           notes: list[str], profile: bool = False, timing: dict | None = None) -> tuple[list[PairResult], list[Pair]]:
-    """(the results of the one-run diff, the pairs left for the chunked runs); ``timing`` gets the
-    profile summary."""
-    try:
-        def rtol(p: Pair) -> float:  # the allclose excess is needed by allclose only
-            t = _tolerance(p, tolerance, per_tensor)
-            return t.rtol if t.metric == "allclose" else 0.0
-
-        got = fused_diff(a, b, feeds, report, by_b, rtol, with_cones, profile)
-    except NotMergeable:
-        return [], report
-    except ExecutionError as e:
-        notes.append(f"the one-run diff failed ({first_line(e)[:160]}); measured in separate runs")
-        return [], report
-    done = []
-    for k, p in enumerate(report):
-        tol = _tolerance(p, tolerance, per_tensor)
-        if k in got.problems:
-            done.append(PairResult(p, None, None, None, False, tol, got.problems[k]))
-        elif k in got.metrics:
-            m = got.metrics[k]
-            done.append(PairResult(p, got.shapes[k], m, got.introduced.get(k), tol.passes(m), tol, kernel_ms=got.profile.get(k)))
-    if timing is not None:
-        timing.update(got.profile_summary)
-        timing["in_graph"] = len(done)
-    measured = {id(r.pair) for r in done}
-    return done, [p for p in report if id(p) not in measured]
+    explain_unmatched(plan.matching, a, b)
+    return DiffResult(a, b, results, plan.matching, plan.selected_b, first, outputs_failed, measured_label(a, b),
+                      list(dict.fromkeys(notes)), criterion=plan.tolerance.describe(),
+                      profile=dict(plan.profile_summary) or None, in_graph=sum(1 for m in measured.values() if m.in_graph),
+                      samples=len(labels) if labels is not None else None, labels=list(labels or []))
 
 
 def _reject(matching: Matching, reject) -> None:
@@ -324,76 +298,6 @@ def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
         cs = consumers.get(u.obs.name, [])
         if len(cs) == 1 and cs[0].output and cs[0].output[0] in matched_b:
             u.reason, u.cause = f"folded into {cs[0].op_type} {cs[0].output[0]!r} in A (compared there)", FOLDED
-
-
-def _tolerance(p: Pair, default: Tolerance, per_tensor: dict[str, Tolerance] | None) -> Tolerance:
-    per = per_tensor or {}
-    return per.get(p.a.name) or per.get(p.b.name) or per.get(p.b.key) or default
-
-
-def _on_device(side: Side, forced: bool | None) -> bool:
-    if side.runner.kind != "onnxruntime":
-        return False
-    return forced if forced is not None else side.runner.device == "cuda"
-
-
-def _shape(v) -> tuple[int, ...]:
-    return tuple(v.shape()) if hasattr(v, "element_type") else tuple(v.shape)
-
-
-def pair_metrics(va, vb, rtol: float) -> PairMetrics:
-    """Metrics where the values are: on their device when both are OrtValues of one device, else numpy."""
-    on_a, on_b = hasattr(va, "element_type"), hasattr(vb, "element_type")
-    if on_a and on_b and va.device_name() == vb.device_name() and va.element_type() == vb.element_type() == "tensor(float)":
-        from onnxprobe.runtime.device_metrics import compare_on_device
-
-        m = compare_on_device(va, vb, _shape(va), "cuda" if va.device_name().lower() == "cuda" else "cpu", rtol)
-        if m is not None:
-            return m
-    return compare(va.numpy() if on_a else va, vb.numpy() if on_b else vb, rtol)
-
-
-def _measure(p: Pair, values_a: dict, values_b: dict, tol: Tolerance) -> PairResult:
-    va, vb = values_a.get(p.a.probe), values_b.get(p.b.probe)
-    if va is None or vb is None:
-        return PairResult(p, None, None, None, None, tol, "value not produced")
-    sa, sb = _shape(va), _shape(vb)
-    if sa != sb:
-        return PairResult(p, None, None, None, False, tol, f"shapes differ at run time: {list(sa)} vs {list(sb)}")
-    m = pair_metrics(va, vb, tol.rtol)
-    return PairResult(p, sa, m, None, tol.passes(m), tol)
-
-
-def _introduced(part: list[PairResult], b: Side, values_a: dict, by_b: dict, feeds, notes: list[str],
-                keep_on_device: bool = False) -> None:
-    known = {x: values_a[q.a.probe] for x, q in by_b.items() if q.a.probe in values_a}
-    targets = [r.pair.b.probe for r in part if r.metrics is not None and r.pair.b.kind == "float"]
-    try:
-        cone_out = run_cones(b.runner, targets, known, feeds, all_known=set(by_b), keep_on_device=keep_on_device)
-    except Exception as e:  # noqa: BLE001 - the accumulated numbers still stand
-        notes.append(f"introduced error not computed: {first_line(e)[:200]}")
-        return
-    for r in part:
-        ref = cone_out.get(r.pair.b.probe)
-        va = values_a.get(r.pair.a.probe)
-        if ref is not None and va is not None and _shape(ref) == _shape(va):
-            r.introduced = pair_metrics(va, ref, r.tolerance.rtol)
-
-
-def _replayed(part: list[PairResult], b: Side, values_a: dict, feeds, notes: list[str]) -> None:
-    """Introduced error where B recomputes itself with A's values in place (``Runner.replay``): each
-    B value computed from A's values of the pairs measured with it."""
-    measured = [r for r in part if r.metrics is not None]
-    known = {r.pair.b.probe: values_a[r.pair.a.probe] for r in measured if r.pair.a.probe in values_a}
-    try:
-        got = b.runner.replay([r.pair.b.probe for r in measured], known, feeds)
-    except Exception as e:  # noqa: BLE001 - the accumulated numbers still stand
-        notes.append(f"introduced error not computed: {first_line(e)[:200]}")
-        return
-    for r in measured:
-        ref, va = got.get(r.pair.b.probe), values_a.get(r.pair.a.probe)
-        if ref is not None and va is not None and _shape(ref) == _shape(va):
-            r.introduced = pair_metrics(va, ref, r.tolerance.rtol)
 
 
 SORTS = ("topo", "introduced", "accumulated")

@@ -4,7 +4,9 @@ too: B's node(s) fed with A's matched inputs (``compare.introduced.cone``), comp
 Only [1, 10] rows and shapes leave the run, so no activation is held on the host, whatever the model
 sizes: memory is that of the two models running side by side.
 
-Used when both sides are onnxruntime with the same settings (one session can hold both); anything it
+The graph is built once (``build``) and run on any number of feeds (``run``: a dataset's samples go
+through one session, kept under a cache key); each run gives one sample's ``stats.pooled.PairSums`` per
+pair. Used when both sides are onnxruntime with the same settings (one session can hold both); anything it
 cannot measure in the graph (a non-float32 pair, a NaN or Inf on either side: the host's masked
 float64 path; shapes that differ at run time) is handed back for the host path, which the caller runs
 on just those pairs.
@@ -26,7 +28,7 @@ from onnxprobe.graph.merge import NotMergeable, side_by_side
 from onnxprobe.graph.pair_nodes import PAIR_ROW, PairBuilder
 from onnxprobe.graph.shapes import infer_shapes, static_shape, value_types
 from onnxprobe.match.engine import Pair
-from onnxprobe.stats.metrics import PairMetrics, from_sums
+from onnxprobe.stats.pooled import PairSums
 
 ROW_PREFIX, SHAPE_PREFIX = "onnxprobe.pair:", "onnxprobe.pairshape:"
 MIN_OPSET = 9  # the statistics' builder, whose Reduce* forms it shares
@@ -34,16 +36,27 @@ MIN_OPSET = 9  # the statistics' builder, whose Reduce* forms it shares
 
 @dataclass
 class Fused:
-    """What the one run measured: metrics per pair (by its position in the report), introduced error
-    where a cone was built, runtime shapes, and the pairs left for the host."""
+    """What one run measured: one sample's sums per pair (by its position in the report), introduced
+    error where a cone was built, runtime shapes, and the pairs left for the host."""
 
-    metrics: dict[int, PairMetrics] = field(default_factory=dict)
-    introduced: dict[int, PairMetrics] = field(default_factory=dict)
+    sums: dict[int, PairSums] = field(default_factory=dict)
+    introduced: dict[int, PairSums] = field(default_factory=dict)
     shapes: dict[int, tuple[int, ...]] = field(default_factory=dict)
     problems: dict[int, str] = field(default_factory=dict)
     host: list[int] = field(default_factory=list)  # pairs to measure on the host
     profile: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)  # pair -> (A's, B's kernel ms)
     profile_summary: dict = field(default_factory=dict)
+
+
+@dataclass
+class FusedGraph:
+    """Both models in one graph with every pair's row as an output (``build``): run it with ``run``."""
+
+    model: onnx.ModelProto | None  # None: no pair could be measured in the graph
+    outputs: list[str]
+    host: list[int]  # pairs never measured in the graph (not float32, no static rank)
+    aname: dict = field(default_factory=dict)  # A's tensor -> its name in the merged graph
+    bname: dict = field(default_factory=dict)
 
 
 def fusable(a: Side, b: Side) -> str | None:
@@ -62,19 +75,17 @@ def _float32(t: onnx.TypeProto | None) -> bool:
     return t is not None and t.HasField("tensor_type") and t.tensor_type.elem_type == TensorProto.FLOAT
 
 
-def fused_diff(a: Side, b: Side, feeds: dict, report: list[Pair], by_b: dict[str, Pair], rtol_of,
-               introduced: bool, profile: bool = False) -> Fused:
-    """Measure ``report`` in one run. ``by_b``: B probe -> its pair, for every float pair of the matching
-    (cones stop at those tensors); ``rtol_of(pair)``: the rtol of the pair's criterion. Raises
-    NotMergeable when the models cannot share a graph. ``profile``: also run the graph under
-    onnxruntime's profiler and give each pair its two producers' kernel times."""
+def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool) -> FusedGraph:
+    """The merged graph that measures ``report`` in one run. ``by_b``: B probe -> its pair, for every
+    float pair of the matching (cones stop at those tensors); ``rtol_of(pair)``: the rtol of the pair's
+    criterion. Raises NotMergeable when the models cannot share a graph."""
     merged, aname, bname = side_by_side(a.runner.model, b.runner.model, [(p.a.probe, p.b.probe) for p in report])
     g = merged.graph
-    types = value_types(infer_shapes(merged))  # the tensors onnxprobe added (dequantizations) have no value_info
+    types = value_types(infer_shapes(merged))  # the tensors onnxprobe added (dequantizations) may lack value_info
     names = all_names(merged)
     original = len(g.node)
     pb = PairBuilder(g, default_opset(merged), names)
-    out = Fused()
+    host: list[int] = []
     outputs: list[str] = []
     producer = {o: n for n in g.node for o in n.output if o}
     inits = {i.name for i in g.initializer}
@@ -97,7 +108,7 @@ def fused_diff(a: Side, b: Side, feeds: dict, report: list[Pair], by_b: dict[str
         shape = static_shape(types.get(x)) or static_shape(types.get(y))  # of one rank: either tells the axes
         r = row(x, y, shape, rtol_of(p), f"onnxprobe.pair{k}")
         if r is None:
-            out.host.append(k)
+            host.append(k)
             continue
         outputs += [_named(g, r, f"{ROW_PREFIX}{k}"), _named(g, pb.node("Shape", [x], f"onnxprobe.pair{k}.shape_a"), f"{SHAPE_PREFIX}{k}a"),
                     _named(g, pb.node("Shape", [y], f"onnxprobe.pair{k}.shape_b"), f"{SHAPE_PREFIX}{k}b")]
@@ -110,28 +121,40 @@ def fused_diff(a: Side, b: Side, feeds: dict, report: list[Pair], by_b: dict[str
                     outputs += [_named(g, ri, f"{ROW_PREFIX}{k}i"),
                                 _named(g, pb.node("Shape", [c], f"onnxprobe.intro{k}.shape"), f"{SHAPE_PREFIX}{k}i")]
     if not outputs:
-        return out
+        return FusedGraph(None, [], host, aname, bname)
     interleave(g, original)
     del g.output[:]
     g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
-    got, _ = a.runner.execute(merged, feeds, outputs)
-    _read(got, report, rtol_of, out)
-    if profile:
-        _profile(merged, feeds, outputs, a.runner, report, aname, bname, out)
+    return FusedGraph(merged, outputs, host, aname, bname)
+
+
+def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 0, key=None) -> Fused:
+    """One run of the merged graph on ``feeds``: sample ``sample``'s sums of every pair it measures.
+    ``key``: keep the session under it for the next run (a dataset's samples); None frees it."""
+    out = Fused(host=list(fg.host))
+    if fg.model is not None:
+        got, _ = a.runner.execute(fg.model, feeds, fg.outputs, key=key)
+        _read(got, report, sample, out)
     return out
 
 
-def _profile(merged, feeds, outputs, runner, report: list[Pair], aname: dict, bname: dict, out: Fused) -> None:
-    from onnxprobe.runtime.profile import profile
+def profile(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], out: Fused) -> None:
+    """Run the merged graph once more under onnxruntime's profiler: each pair's two producers' kernel
+    times (``out.profile``) and where the run's time went (``out.profile_summary``)."""
+    from onnxprobe.runtime.profile import profile as run_profiled
 
-    p = profile(merged, feeds, outputs, device=runner.device, opt_level=runner.config.opt_level)
+    if fg.model is None:
+        return
+    runner = a.runner
+    p = run_profiled(fg.model, feeds, fg.outputs, device=runner.device, opt_level=runner.config.opt_level)
     times = p.of_tensor()
+
     def ms(names: dict, *tensors: str) -> float | None:  # the layer's own tensor first (not an added dequantization)
         return next((times[names[t]][0] for t in tensors if t in names and names[t] in times
                      and times[names[t]][0] is not None), None)
 
     for k, q in enumerate(report):
-        out.profile[k] = (ms(aname, q.a.name, q.a.probe), ms(bname, q.b.name, q.b.probe))
+        out.profile[k] = (ms(fg.aname, q.a.name, q.a.probe), ms(fg.bname, q.b.name, q.b.probe))
     a_ms = sum(v for n, v in p.node_ms.items() if n.startswith("onnxprobe.a/"))
     b_ms = sum(v for n, v in p.node_ms.items() if n.startswith("onnxprobe.b/"))
     out.profile_summary = {"run_ms": round(p.total_ms, 4), "a_kernels_ms": round(a_ms, 4), "b_kernels_ms": round(b_ms, 4),
@@ -170,8 +193,8 @@ def _cone_output(g, pb: PairBuilder, target: str, k: int, known: dict[str, str],
     return prefix + target
 
 
-def _read(got: dict, report: list[Pair], rtol_of, out: Fused) -> None:
-    for k, p in enumerate(report):
+def _read(got: dict, report: list[Pair], sample: int, out: Fused) -> None:
+    for k in range(len(report)):
         r = got.get(f"{ROW_PREFIX}{k}")
         if r is None:
             continue
@@ -180,28 +203,29 @@ def _read(got: dict, report: list[Pair], rtol_of, out: Fused) -> None:
             out.problems[k] = f"shapes differ at run time: {list(sa)} vs {list(sb)}"
             continue
         out.shapes[k] = sa
-        m = _metrics(r, sa, rtol_of(p))
+        m = _sums(r, sa, sample)
         if m is None:
             out.host.append(k)  # a NaN or Inf on a side: the masked float64 path
             continue
-        out.metrics[k] = m
+        out.sums[k] = m
         ri = got.get(f"{ROW_PREFIX}{k}i")
         if ri is not None and tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}i"]) == sa:
-            mi = _metrics(ri, sa, rtol_of(p))
+            mi = _sums(ri, sa, sample)
             if mi is not None:
                 out.introduced[k] = mi
 
 
-def _metrics(row: np.ndarray, shape: tuple[int, ...], rtol: float) -> PairMetrics | None:
+def _sums(row: np.ndarray, shape: tuple[int, ...], sample: int) -> PairSums | None:
     v = dict(zip(PAIR_ROW, np.asarray(row, np.float64).reshape(-1).tolist()))
     if not all(math.isfinite(v[c]) for c in ("dd", "aa", "bb", "max_abs")):
         return None
-    if int(np.prod(shape)) == 0:
+    size = int(np.prod(shape))
+    if size == 0:
         return None
     ab = (v["aa"] + v["bb"] - v["dd"]) / 2  # Σab from Σa², Σb² and Σ(a-b)²
-    return from_sums(max_abs=v["max_abs"], argmax=int(v["argmax"]), sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"],
-                     bb=v["bb"], ab=ab, b_absmax=v["b_absmax"], excess=v["excess"], max_rel=v["max_rel"],
-                     shape=shape, rtol=rtol)
+    return PairSums.one(sample, shape, count=size, max_abs=v["max_abs"], argmax=int(v["argmax"]), b_absmax=v["b_absmax"],
+                        excess=v["excess"], max_rel=v["max_rel"], sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"],
+                        bb=v["bb"], ab=ab)
 
 
-__all__ = ["Fused", "fusable", "fused_diff", "NotMergeable"]
+__all__ = ["Fused", "FusedGraph", "fusable", "build", "run", "profile", "NotMergeable"]

@@ -112,10 +112,11 @@ def cone_inputs(model: onnx.ModelProto, targets: list[str], known: set[str]) -> 
 
 
 def run_cones(runner, targets: list[str], values: dict, feeds: dict[str, np.ndarray],
-              all_known: set[str] | None = None, keep_on_device: bool = False) -> dict:
+              all_known: set[str] | None = None, keep_on_device: bool = False, key=None) -> dict:
     """B's output at each target, computed from A's values (``values``: B tensor name -> A's value) by
     B's runner (a ``runtime.runners.base.GraphRunner``). ``all_known``: every tensor A has a value for
-    (cones stop there), when ``values`` holds only some."""
+    (cones stop there), when ``values`` holds only some. ``key``: keep the cones' session for the next
+    call with the same targets (a dataset's samples)."""
     cones, index = build_cones(runner.model, targets, all_known if all_known is not None else set(values))
     if cones is None:
         return {}
@@ -133,5 +134,7 @@ def run_cones(runner, targets: list[str], values: dict, feeds: dict[str, np.ndar
             if want is not None:
                 v = np.asarray(v).astype(want, copy=False)
             feed[name] = v
-    out, _ = runner.execute(cones, feed, [], device_outputs=[o for o, _ in index.values()], keep_on_device=keep_on_device)
+    key = None if key is None else ("cones", key, tuple(targets))
+    out, _ = runner.execute(cones, feed, [], device_outputs=[o for o, _ in index.values()], keep_on_device=keep_on_device,
+                            key=key)
     return {t: out[o] for t, (o, _) in index.items()}

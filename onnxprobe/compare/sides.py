@@ -32,10 +32,13 @@ class Side:
     def runs_graphs(self) -> bool:
         return self.runner.runs_graphs
 
-    def values(self, observables: list[Observable], feeds: dict[str, np.ndarray], keep_on_device: bool = False) -> dict:
+    def values(self, observables: list[Observable], feeds: dict[str, np.ndarray], keep_on_device: bool = False,
+               key=None) -> dict:
         """probe name -> value for each observable the runner returns (numpy arrays, or with
-        ``keep_on_device`` the runtime's own device values, so that metrics can be computed there)."""
-        return self.runner.values([o.probe for o in observables], feeds, keep_on_device=keep_on_device)
+        ``keep_on_device`` the runtime's own device values, so that metrics can be computed there).
+        ``key``: a runner that runs graphs keeps what it compiled for these names under it."""
+        kw = {"key": key} if key is not None and self.runner.runs_graphs else {}
+        return self.runner.values([o.probe for o in observables], feeds, keep_on_device=keep_on_device, **kw)
 
 
 def model_side(label: str, model: Model, make_runner: Callable) -> Side:

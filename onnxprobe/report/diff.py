@@ -38,6 +38,7 @@ def diff_dict(res, order=None) -> dict:
         "a": res.a.describe(), "b": res.b.describe(), "measured": res.measured,
         "criterion": res.criterion,
         "verdict": verdict, "verdict_reason": why, "compared": res.compared,
+        "in_graph": getattr(res, "in_graph", 0),  # pairs measured in the one run of both models (a dataset: on every sample)
         "pairs": pairs,
         "unmatched_a": [unmatched(u, True) for u in res.matching.unmatched_a],
         "unmatched_b": [unmatched(u, u.obs.name in res.selected_b) for u in res.matching.unmatched_b],

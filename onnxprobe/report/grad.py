@@ -45,6 +45,9 @@ def grad_dict(result) -> dict:
         "check": result.check_mode,
         "notes": list(dict.fromkeys(list(result.notes) + list(gp.warnings))),
         "gradients": rows,
+        **({"samples": result.samples, "reduce": result.reduce,
+            "executor": result.executor.to_dict() if result.executor is not None else {"engine": "local"}}
+           if getattr(result, "samples", None) is not None else {}),
     }
 
 
@@ -103,6 +106,8 @@ def grad_table(result, width: int = 120) -> tuple[Table, Text]:
         footer.append(f"check ({d['check']}): {n - failed} ok, {failed} failed", style="bold red" if failed else "green")
     loss = d["loss"]
     footer.append(f" · loss {loss['kind']}({loss['output']}) = {num(loss['value'])}")
+    if d.get("samples") is not None:
+        footer.append(f" ({d['reduce']} over {d['samples']} samples)")
     footer.append(f" · device {d['device']} · forward+backward {duration(d['timing']['forward_backward_s'])}")
     footer.append(f" · {d['graph']['backward_nodes']} backward nodes")
     footer.append("\nkinds: w weight, i input, a activation; |g|/|t|: gradient norm over the tensor's norm", style="dim")

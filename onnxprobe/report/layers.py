@@ -71,6 +71,7 @@ def dataset_dict(res) -> dict:
     d["schema_version"] = DATASET_SCHEMA
     d["model_id"], d["selection"] = res.model_id, res.selection
     d["batches"] = res.batches
+    d["executor"] = res.executor.to_dict()
     d.pop("timing", None)
     for t in d["tensors"]:
         m, h = res.moments.get(t["name"]), res.histograms.get(t["name"])

@@ -1,10 +1,10 @@
 """Pair metrics computed where the tensors are: a small ONNX model run through IOBinding on the
 tensors' device, so that only scalars cross to the host. Used for tensors that live on a GPU; on the
-CPU the tensors already are on the host and numpy (stats.metrics.compare) does the same work.
+CPU the tensors already are on the host and numpy (stats.pooled.pair_sums) does the same work.
 
 The model flattens a and b (float32), computes |a-b| with its maximum and argmax in float32, and the
-sums (|a-b|, (a-b)^2, a^2, b^2, ab) in float64; ``compare_on_device`` turns the scalars into the same
-PairMetrics as stats.metrics.compare. A non-finite value anywhere sends the pair to the host's masked path.
+sums (|a-b|, (a-b)^2, a^2, b^2, ab) in float64; ``sums_on_device`` turns the scalars into the same
+PairSums as stats.pooled.pair_sums. A non-finite value anywhere sends the pair to the host's masked path.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from onnxprobe.stats.metrics import PairMetrics, from_sums
+from onnxprobe.stats.metrics import PairMetrics
+from onnxprobe.stats.pooled import PairSums
 
 OUTPUTS = ("max_abs", "argmax", "sum_abs", "dd", "aa", "bb", "ab", "b_absmax", "excess", "max_rel", "check")
 
@@ -67,9 +68,9 @@ def _session(device: str):
     return create_session(onnx.load_from_string(metrics_model_bytes()), device=device)
 
 
-def compare_on_device(a, b, shape: tuple[int, ...], device: str, rtol: float = 0.0) -> PairMetrics | None:
-    """Metrics of two OrtValues (or arrays) on ``device``; None when a value is not finite (the caller
-    then falls back to the host's masked path)."""
+def sums_on_device(a, b, shape: tuple[int, ...], device: str, rtol: float = 0.0, sample: int = 0) -> PairSums | None:
+    """One sample's sums of two OrtValues (or arrays) on ``device``; None when a value is not finite
+    (the caller then falls back to the host's masked path)."""
     from onnxprobe.runtime.ort import run_bound
 
     session = _session(device)
@@ -77,5 +78,12 @@ def compare_on_device(a, b, shape: tuple[int, ...], device: str, rtol: float = 0
     v = {k: float(out[k]) if k != "argmax" else int(out[k]) for k in OUTPUTS}
     if not math.isfinite(v["check"]) or not math.isfinite(v["dd"]):
         return None
-    return from_sums(max_abs=v["max_abs"], argmax=v["argmax"], sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"], bb=v["bb"],
-                     ab=v["ab"], b_absmax=v["b_absmax"], excess=v["excess"], max_rel=v["max_rel"], shape=shape, rtol=rtol)
+    return PairSums.one(sample, shape, count=int(np.prod(shape)) if shape else 1, max_abs=v["max_abs"],
+                        argmax=v["argmax"], b_absmax=v["b_absmax"], excess=v["excess"] if rtol else v["max_abs"],
+                        max_rel=v["max_rel"], sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"], bb=v["bb"], ab=v["ab"])
+
+
+def compare_on_device(a, b, shape: tuple[int, ...], device: str, rtol: float = 0.0) -> PairMetrics | None:
+    """Metrics of two OrtValues (or arrays) on ``device`` (``sums_on_device``)."""
+    s = sums_on_device(a, b, shape, device, rtol)
+    return None if s is None else s.metrics(rtol)

@@ -6,21 +6,18 @@
   literals, arrays), seeded random data for the rest; every value is checked against the model's dtype
   and shape, and sizes against the memory available. Unknown dimensions default to 1; ``Feeds.defaulted``
   says which (a fact, for hints), ``Feeds.notes`` says it in words (for people).
-- ``dataset_samples(path, inputs)`` iterates the batches of a dataset folder or a stacked ``.npz``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import onnx
 
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.shapes import static_shape
-from onnxprobe.runtime.arrays import check_fits, literal, read_array, read_npz
+from onnxprobe.runtime.arrays import check_fits, literal, read_array
 from onnxprobe.text import clean
 from onnxprobe.types import InputSpec
 
@@ -252,44 +249,3 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
         check_fits(int(np.prod(shape, dtype=object)) * dtype.itemsize, f"input {clean(s.name)} of shape {list(shape)}")
         feeds[s.name] = random_array(shape, dtype, rng, spec.int_range)
     return Feeds({s.name: feeds[s.name] for s in specs}, defaulted, _notes(defaulted))
-
-
-def dataset_samples(path: str | Path, specs: list[ModelInput]) -> tuple[int, "Iterator[tuple[str, dict[str, np.ndarray]]]"]:
-    """Batches for dataset mode: a folder of .npz files (one batch each, sorted by name), or one .npz
-    whose arrays have a leading sample axis (an array of the input's own rank is split along its first
-    axis instead, one batch of 1 per row). Returns (number of batches, iterator of (label, arrays))."""
-    p = Path(path)
-    if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.suffix == ".npz")
-        if not files:
-            raise UsageError(f"--inputs-dir {clean(p)}: no .npz files in this folder")
-
-        def from_files():
-            for f in files:
-                yield f.name, read_npz(f)
-
-        return len(files), from_files()
-    if p.suffix == ".npz" and p.is_file():
-        arrays = read_npz(p)
-        by_name = {s.name: s for s in specs}
-        n = None
-        for name, a in arrays.items():
-            if name not in by_name:
-                raise UsageError(f"--inputs-dir {clean(p)}: unknown input name {clean(name)!r}")
-            k = a.shape[0] if a.ndim else 0
-            if n is not None and k != n:
-                raise UsageError(f"--inputs-dir {clean(p)}: arrays disagree on the number of samples ({n} vs {k} for {clean(name)})")
-            n = k
-        if not n:
-            raise UsageError(f"--inputs-dir {clean(p)}: no samples (arrays need a leading sample axis)")
-
-        def rows():
-            for i in range(n):
-                feed = {}
-                for name, a in arrays.items():
-                    rank = len(by_name[name].shape) if by_name[name].shape is not None else a.ndim - 1
-                    feed[name] = a[i] if a.ndim == rank + 1 else a[i:i + 1]
-                yield f"sample {i}", feed
-
-        return n, rows()
-    raise UsageError(f"--inputs-dir {clean(p)}: expected a folder of .npz files or one .npz with a leading sample axis")

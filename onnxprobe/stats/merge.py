@@ -23,6 +23,14 @@ TEXT_FIELDS = ("onnxprobe_version", "model_id", "selection")
 
 
 def read_report(path: str | Path) -> dict:
+    """A ``layers`` dataset report, checked (``check_report``)."""
+    d = read_json_report(path)
+    check_report(d, str(path))
+    return d
+
+
+def read_json_report(path: str | Path) -> dict:
+    """The JSON object of a report file, its path kept under "_path" (not yet checked for its kind)."""
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"{p}: no such file")
@@ -34,7 +42,8 @@ def read_report(path: str | Path) -> dict:
         raise UsageError(f"{p}: nested too deeply to be a dataset report") from None
     except (OSError, ValueError):
         raise UsageError(f"{p}: not a JSON report") from None
-    check_report(d, str(p))
+    if not isinstance(d, dict):
+        raise UsageError(f"{p}: not a dataset report (a JSON object written with --json)")
     d["_path"] = str(p)
     return d
 
@@ -88,18 +97,41 @@ def _merged_shape(shapes: list) -> list | None:
     return [dims[0] if len(set(map(str, dims))) == 1 else None for dims in zip(*shapes)]
 
 
-def merge_reports(reports: list[dict]) -> dict:
+WHAT = {"model_id": "a different model (or other weights)", "selection": "another selection of tensors",
+        "onnxprobe_version": "another onnxprobe version", "schema_version": "another report schema",
+        "dataset_schema": "another report schema", "sides": "other runtimes, devices or opt levels",
+        "criterion": "another pass/fail criterion", "measured": "another kind of measurement"}
+
+
+def check_identity(reports: list[dict], keys: tuple[str, ...]) -> None:
+    """A UsageError when two reports describe different things (``keys``: what must agree)."""
     if not reports:
         raise UsageError("merge-stats: give at least one report")
     first = reports[0]
-    for k in IDENTITY:
+    for k in keys:
         for r in reports[1:]:
-            if r[k] != first[k]:
-                what = {"model_id": "a different model (or other weights)", "selection": "another selection of tensors",
-                        "onnxprobe_version": "another onnxprobe version", "schema_version": "another report schema"}[k]
+            if r.get(k) != first.get(k):
                 short = (lambda v: str(v)[:12] + "…" if k == "model_id" else str(v))
-                raise UsageError(f"{r['_path']}: describes {what} than {first['_path']} ({k} {short(r[k])!r} vs "
-                                 f"{short(first[k])!r}); shards to merge come from the same model, selection and onnxprobe")
+                raise UsageError(f"{r['_path']}: describes {WHAT[k]} than {first['_path']} ({k} {short(r.get(k))!r} vs "
+                                 f"{short(first.get(k))!r}); shards to merge come from the same models, selection and "
+                                 "onnxprobe")
+
+
+def common_fields(reports: list[dict], skip: tuple[str, ...]) -> dict:
+    """The first report's other fields: a value every shard agrees on, else the sorted distinct values
+    (shards that ran differently)."""
+    result = {}
+    for k, v in reports[0].items():
+        if k in skip:
+            continue
+        values = {json.dumps(r.get(k), sort_keys=True) for r in reports}
+        result[k] = v if len(values) == 1 else [json.loads(x) for x in sorted(values)]
+    return result
+
+
+def merge_reports(reports: list[dict]) -> dict:
+    check_identity(reports, IDENTITY)
+    first = reports[0]
     names = [t["name"] for t in first["tensors"]]
     for r in reports[1:]:
         if [t["name"] for t in r["tensors"]] != names:
@@ -126,12 +158,7 @@ def merge_reports(reports: list[dict]) -> dict:
         out["moments"] = m.to_dict()
         out["histogram"] = h.to_dict()
         merged_tensors.append(out)
-    result = {}
-    for k, v in first.items():
-        if k in ("tensors", "_path", "notes"):
-            continue
-        values = {json.dumps(r.get(k), sort_keys=True) for r in reports}
-        result[k] = v if len(values) == 1 else [json.loads(x) for x in sorted(values)]  # shards that ran differently
+    result = common_fields(reports, ("tensors", "_path", "notes"))
     result["batches"] = sum(int(r["batches"]) for r in reports)
     # sources sorted so that the merged bytes do not depend on the order of the arguments
     result["merged_from"] = sorted(Path(r["_path"]).name for r in reports)

@@ -1,4 +1,6 @@
-"""Comparison metrics for a pair of tensors: pure numpy, float64, registered by name.
+"""Comparison metrics for a pair of tensors, and the pass/fail criteria. The sums behind them are taken
+by ``stats.pooled`` (numpy, float64: ``compare``, ``pair_sums``), in the graph (``graph.pair_nodes``) or
+on a device; ``from_sums`` turns them into ``PairMetrics``.
 
 ``a`` is the tensor under test, ``b`` the reference. All metrics are over finite pairs.
 
@@ -65,77 +67,21 @@ def sqnr_db(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def from_sums(*, max_abs: float, argmax: int, sum_abs: float, dd: float, aa: float, bb: float, ab: float,
-              b_absmax: float, excess: float, max_rel: float, shape: tuple[int, ...], rtol: float = 0.0) -> PairMetrics:
-    """PairMetrics from the reductions of a finite pair computed elsewhere (in the graph, on a device):
-    ``argmax`` is the flat index of the largest |a - b|, ``excess`` max(|a-b| - rtol |b|)."""
-    size = int(np.prod(shape)) if shape else 1
+              b_absmax: float, excess: float, max_rel: float, shape: tuple[int, ...], rtol: float = 0.0,
+              count: int | None = None, nonfinite_mismatch: int = 0) -> PairMetrics:
+    """PairMetrics from the reductions of a pair computed elsewhere (in the graph, on a device, pooled over
+    samples: ``stats.pooled``): ``argmax`` is the flat index of the largest |a - b| in ``shape``,
+    ``excess`` max(|a-b| - rtol |b|), ``count`` the number of finite pairs summed (default: all of
+    ``shape``)."""
+    size = count if count is not None else (int(np.prod(shape)) if shape else 1)
     na, nb = math.sqrt(max(aa, 0.0)), math.sqrt(max(bb, 0.0))
     cosine = ab / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
     worst = tuple(int(i) for i in np.unravel_index(int(argmax), shape)) if shape else ()
     return PairMetrics(max_abs=max_abs, mean_abs=sum_abs / size if size else 0.0, max_rel=max_rel,
                        rmse=math.sqrt(max(dd, 0.0) / size) if size else 0.0, cosine=cosine,
                        sqnr_db=sqnr_from_norms(nb, math.sqrt(max(dd, 0.0))), worst=worst,
-                       allclose_excess=excess if rtol else max_abs, b_absmax=b_absmax, nonfinite_mismatch=0)
-
-
-def compare(a: np.ndarray, b: np.ndarray, rtol: float = 0.0) -> PairMetrics:
-    """All metrics of a pair. Finite float32 pairs (the common case) take a fast path: the difference in
-    float32 (exact when a and b are within a factor of two of each other, else rounded to 2^-24
-    relative), products and sums in float64 without float64 copies (einsum). Anything else goes through
-    ``_compare_masked`` in float64."""
-    if a.shape != b.shape:
-        raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
-    a, b = np.asarray(a), np.asarray(b)
-    if a.size == 0 or a.dtype != np.float32 or b.dtype != np.float32 or not (
-            np.isfinite(np.add.reduce(a, axis=None, dtype=np.float64)) and np.isfinite(np.add.reduce(b, axis=None, dtype=np.float64))):
-        return _compare_masked(a, b, rtol)
-    af, bf = a.reshape(-1), b.reshape(-1)
-    n = af.size
-    d = np.subtract(af, bf)
-    np.abs(d, out=d)
-    k = int(np.argmax(d))
-    max_abs = float(d[k])
-    sum_abs = float(np.add.reduce(d, dtype=np.float64))
-
-    def dot(x: np.ndarray, y: np.ndarray) -> float:  # products and sum in float64, no float64 copies
-        return float(np.einsum("i,i->", x, y, dtype=np.float64))
-
-    dd, aa, bb, ab = dot(d, d), dot(af, af), dot(bf, bf), dot(af, bf)
-    absb = np.abs(bf)
-    b_absmax = float(absb.max())
-    excess = float(np.max(d - np.float32(rtol) * absb)) if rtol else max_abs
-    absb += np.float32(1e-30)
-    max_rel = float(np.max(np.divide(d, absb, out=absb)))
-    na, nb = math.sqrt(aa), math.sqrt(bb)
-    cosine = ab / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
-    sqnr = sqnr_from_norms(nb, math.sqrt(dd))
-    worst = tuple(int(i) for i in np.unravel_index(k, a.shape)) if a.ndim else ()
-    return PairMetrics(max_abs=max_abs, mean_abs=sum_abs / n, max_rel=max_rel, rmse=math.sqrt(dd / n), cosine=cosine,
-                       sqnr_db=sqnr, worst=worst, allclose_excess=excess, b_absmax=b_absmax, nonfinite_mismatch=0)
-
-
-def _compare_masked(a: np.ndarray, b: np.ndarray, rtol: float) -> PairMetrics:
-    a64 = np.asarray(a, np.float64)
-    b64 = np.asarray(b, np.float64)
-    fa, fb = np.isfinite(a64), np.isfinite(b64)
-    both = fa & fb
-    # non-finite values must agree exactly (nan with nan, +inf with +inf)
-    same_nonfinite = (~fa & ~fb) & ((np.isnan(a64) & np.isnan(b64)) | (a64 == b64))
-    mismatch = int((~both & ~same_nonfinite).sum())
-    d = np.where(both, np.abs(a64 - b64), 0.0)
-    n = int(both.sum())
-    if a64.size == 0 or n == 0:
-        return PairMetrics(0.0, 0.0, 0.0, 0.0, 1.0, math.inf, (), 0.0, 0.0, mismatch)
-    af, bf = np.where(both, a64, 0.0), np.where(both, b64, 0.0)
-    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(d)), a64.shape)) if a64.ndim else ()
-    absb = np.abs(bf)
-    na, nb = float(np.linalg.norm(af)), float(np.linalg.norm(bf))
-    cosine = float(np.dot(af.reshape(-1), bf.reshape(-1)) / (na * nb)) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
-    return PairMetrics(
-        max_abs=float(d.max()), mean_abs=float(d.sum() / n), max_rel=float((d / (absb + 1e-30)).max()),
-        rmse=float(math.sqrt(float((d * d).sum()) / n)), cosine=cosine, sqnr_db=sqnr_db(af, bf), worst=worst,
-        allclose_excess=float((d - rtol * absb).max()), b_absmax=float(absb.max()), nonfinite_mismatch=mismatch,
-    )
+                       allclose_excess=excess if rtol else max_abs, b_absmax=b_absmax,
+                       nonfinite_mismatch=nonfinite_mismatch)
 
 
 THRESHOLDS = {"min_sqnr": "sqnr", "min_cosine": "cosine"}  # threshold flag -> the metric it sets
@@ -188,6 +134,25 @@ class Tolerance:
         return cls(metric or "allclose", DEFAULTS["atol"] if atol is None else atol, DEFAULTS["rtol"] if rtol is None else rtol,
                    DEFAULTS["min_sqnr"] if min_sqnr is None else min_sqnr,
                    DEFAULTS["min_cosine"] if min_cosine is None else min_cosine)
+
+    def to_dict(self) -> dict:
+        return {"metric": self.metric, "atol": self.atol, "rtol": self.rtol, "min_sqnr": self.min_sqnr,
+                "min_cosine": self.min_cosine}
+
+    @classmethod
+    def from_dict(cls, d) -> "Tolerance":
+        """The inverse of ``to_dict``; ValueError when malformed."""
+        if not isinstance(d, dict) or d.get("metric") not in METRICS:
+            raise ValueError("not a criterion (metric, atol, rtol, min_sqnr, min_cosine)")
+        vals = [d.get(k) for k in ("atol", "rtol", "min_sqnr", "min_cosine")]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vals):
+            raise ValueError("a threshold of the criterion is not a finite number")
+        return cls(d["metric"], *(float(v) for v in vals))
+
+    @property
+    def measured_rtol(self) -> float:
+        """The rtol a pair is measured with: the criterion's for allclose (its excess), else 0."""
+        return self.rtol if self.metric == "allclose" else 0.0
 
     def passes(self, m: PairMetrics) -> bool:
         if m.nonfinite_mismatch:

@@ -101,6 +101,11 @@ class TensorStats:
         return TensorStats(self.count + other.count, self.nan + other.nan, self.inf + other.inf, self.zeros + other.zeros,
                            lo, hi, c, s1, max(s2, 0.0), self.sumabs + other.sumabs)
 
+    def scaled(self, f: float) -> "TensorStats":
+        """The statistics of f·x (f > 0): a mean loss's gradients from a summed one's."""
+        return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min * f, self.max * f, self.shift * f,
+                           self.s1 * f, self.s2 * f * f, self.sumabs * f)
+
     # -- derived -------------------------------------------------------------------------------------
     @property
     def finite(self) -> int:

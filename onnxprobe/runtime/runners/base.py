@@ -216,18 +216,19 @@ class GraphRunner(Runner):
                 rest.append(n)
         return found, rest
 
-    def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
+    def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False, key=None) -> dict:
         """Raw values: node outputs from one run of a probed copy (lifted out of If/Loop/Scan bodies),
-        graph inputs from ``feeds``, weights from the initializers."""
+        graph inputs from ``feeds``, weights from the initializers. ``key``: keep the probed copy and its
+        compiled form for the next call with the same names (a dataset's samples)."""
         found, rest = self.known_values(names, feeds)
         run = [TensorRef(name=n, node="", op_type="", index=-1) for n in rest]
         if run:
-            warnings: list[str] = []
-            rewritten, probes = expose(self.model, run, stats=False, shapes=False, raw=True, warnings=warnings)
-            self.notes += [w for w in warnings if w not in self.notes]
-            raw = list(dict.fromkeys(p.raw_output for p in probes if p.raw_output))
-            out, _ = self.execute(rewritten, feeds, [], device_outputs=raw, keep_on_device=keep_on_device)
-            found.update({p.ref.name: out[p.raw_output] for p in probes if p.raw_output})
+            key = None if key is None else ("values", key, tuple(r.name for r in run))
+            plan = self._plan(self.model, run, key, stats=False, shapes=False, raw=True)
+            self.notes += [w for w in plan.warnings if w not in self.notes]
+            raw = list(dict.fromkeys(p.raw_output for p in plan.probes if p.raw_output))
+            out, _ = self.execute(plan.model, feeds, [], device_outputs=raw, keep_on_device=keep_on_device, key=key)
+            found.update({p.ref.name: out[p.raw_output] for p in plan.probes if p.raw_output})
         return found
 
 

@@ -72,12 +72,12 @@ class HostStatsRunner(GraphRunner):
         self._build_seconds = got.build_seconds
         return got.values, got.seconds
 
-    def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
+    def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False, key=None) -> dict:
         found, rest = self.known_values(names, feeds)
         hidden = self.unobservable(rest)
         run = [n for n in rest if n not in hidden]
         if run:
-            found.update(self.collect(self.model, run, feeds, stats=[], raw=run).values)
+            found.update(self.collect(self.model, run, feeds, stats=[], raw=run).values)  # key: the model is compiled once anyway
         return found
 
     def probe(self, refs: list[TensorRef], feeds: dict[str, np.ndarray], *, stats: bool = True, shapes: bool = True,

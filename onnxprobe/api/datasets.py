@@ -1,0 +1,141 @@
+"""Running a dataset's batches (``layers``, ``diff`` and ``grad`` with ``--inputs-dir`` / ``--inputs-from``):
+in this process, or on Ray actors (``--ray``), with the same worker either way.
+
+A worker (``BatchWorker``) is built once per process from a small picklable factory (model paths and
+settings, never the models themselves: a Ray actor loads them), turns one batch into a mergeable partial
+result, and names the batch in any error. The driver merges partials as they come (the merges are exact
+and order-independent, so the result does not depend on which worker did what); a batch that fails does
+not stop the others, and the run then fails with one line naming the batches that failed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+
+from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError, first_line
+from onnxprobe.graph.model import Model
+from onnxprobe.runtime.dataset import Batch, dataset_batches, generator_samples, load_batch
+from onnxprobe.runtime.feeds import Feeds, ModelInput, make_feeds, model_inputs
+from onnxprobe.runtime.ray_pool import Executor, RayOptions, ray_map
+from onnxprobe.types import InputSpec
+
+
+@dataclass
+class Source:
+    """A dataset: addressable batches (``--inputs-dir``: any process can read them) or the samples a
+    pipeline yields (``--inputs-from``: read here, in order)."""
+
+    batches: list[Batch] | None = None
+    samples: Iterator[tuple[str, dict[str, np.ndarray]]] | None = None
+
+    @property
+    def total(self) -> int:
+        return len(self.batches) if self.batches is not None else 0  # 0: not known in advance
+
+
+def source(model: Model, inputs=None, inputs_from: str | None = None) -> Source:
+    """The Source of ``inputs`` (a folder of .npz batches or one stacked .npz) or ``inputs_from``
+    (``FILE.py:FUNC``); exactly one of them."""
+    if (inputs is None) == (inputs_from is None):
+        raise UsageError("a dataset comes from --inputs-dir or from --inputs-from (one of them)")
+    if inputs_from is not None:
+        return Source(samples=generator_samples(str(inputs_from)))
+    return Source(batches=dataset_batches(inputs, model_inputs(model.proto)))
+
+
+class BatchWorker:
+    """Turns one batch into a partial result (``process``); ``__call__(batch)`` reads the batch first
+    (on a Ray actor: where it runs). Errors name the batch."""
+
+    specs: list[ModelInput] = []
+
+    def process(self, index: int, label: str, arrays: dict[str, np.ndarray]):
+        raise NotImplementedError
+
+    @staticmethod
+    def feeds(model: Model, arrays: dict[str, np.ndarray]) -> Feeds:
+        """The feed dict of a batch, checked against the model's inputs."""
+        return make_feeds(model.proto, InputSpec(arrays=arrays, arrays_from="the dataset"))
+
+    def __call__(self, batch: Batch):
+        cache = self.__dict__.setdefault("_cache", {})
+        try:
+            arrays = load_batch(batch, self.specs, cache)
+        except OnnxProbeError as e:
+            raise relabel(e, batch.label) from None
+        return self.run(batch.index, batch.label, arrays)
+
+    def run(self, index: int, label: str, arrays: dict[str, np.ndarray]):
+        try:
+            return self.process(index, label, arrays)
+        except OnnxProbeError as e:
+            raise relabel(e, label) from None
+
+
+def relabel(e: OnnxProbeError, label: str) -> OnnxProbeError:
+    """The same kind of error (usage: exit 2, else 1), its message saying which batch."""
+    return (UsageError if isinstance(e, UsageError) else ExecutionError)(f"{label}: {first_line(e)}")
+
+
+def model_path(model: Model | str | os.PathLike, flag: str = "--ray") -> str:
+    """The file a worker loads the model from: Ray actors get paths, not models."""
+    path = model.source if isinstance(model, Model) else str(model)
+    if not path or not os.path.isfile(path):
+        raise UsageError(f"{flag} loads the models in its workers from files: {path or 'a model built in memory'} is not one")
+    return os.path.abspath(path)
+
+
+def run_batches(factory: Callable[[], BatchWorker], src: Source, merge: Callable[[int, str, object], None], *,
+                ray: RayOptions | None = None, progress=None) -> Executor:
+    """``merge(index, label, partial)`` for every batch of ``src``, here or on Ray (``ray``); raises the
+    batches' failures as one error after all of them ran."""
+    executor = Executor()
+    failures: list[tuple[int, str, OnnxProbeError]] = []
+    count = [0]
+
+    def done(index: int, label: str, got) -> None:
+        if isinstance(got, OnnxProbeError):
+            failures.append((index, label, got))
+        elif isinstance(got, BaseException):
+            failures.append((index, label, ExecutionError(f"{label}: {type(got).__name__}: {first_line(got)}")))
+        else:
+            merge(index, label, got)
+        count[0] += 1
+        if progress is not None:
+            progress(count[0], src.total or count[0])
+
+    if progress is not None and src.total:
+        progress(0, src.total)  # the bar starts at 0/N
+    if ray is not None:
+        if src.batches is None:
+            raise UsageError("--ray shards the batches of --inputs-dir; --inputs-from runs in this process")
+        ray_map(factory, src.batches, ray, executor, lambda b, got: done(b.index, b.label, got))
+    else:
+        worker = factory()
+        items = ((b, None) for b in src.batches) if src.batches is not None else (
+            (None, s) for s in src.samples)
+        for k, (b, sample) in enumerate(items):
+            label = b.label if b is not None else sample[0]
+            try:
+                got = worker(b) if b is not None else worker.run(k, label, sample[1])
+            except OnnxProbeError as e:
+                got = e
+            done(b.index if b is not None else k, label, got)
+    if failures:
+        raise _failed(failures, count[0])
+    if not count[0]:
+        raise UsageError("the dataset has no samples")
+    return executor
+
+
+def _failed(failures: list[tuple[int, str, OnnxProbeError]], total: int) -> OnnxProbeError:
+    failures.sort(key=lambda f: f[0])
+    _, label, first = failures[0]
+    text = first_line(first)
+    more = f"; also {', '.join(lb for _, lb, _ in failures[1:4])}{' …' if len(failures) > 4 else ''}" if len(failures) > 1 else ""
+    cls = UsageError if isinstance(first, UsageError) else ExecutionError
+    return cls(f"{len(failures)} of {total} batches failed, no result: {text if text.startswith(label) else f'{label}: {text}'}{more}")

@@ -1,0 +1,161 @@
+"""``grad --inputs-dir``: the gradients of a loss over a whole dataset, the sum of the samples' losses
+(``reduce="sum"``) or their mean (``"mean"``), in this process or on Ray actors (``api.datasets``).
+
+The gradient of a summed loss with respect to a weight is the sum of the samples' gradients: each
+sample's weight gradients come back raw and are added in float64. An activation's (or an input's)
+gradient is a tensor per sample: its statistics over the dataset are its samples' statistics merged
+(``stats.moments``, exactly), the same as those of the whole dataset's gradient. The mean divides both
+by the number of samples. A sample is one run: a file of the folder, a row of a stacked ``.npz``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from onnxprobe.api.datasets import BatchWorker, model_path, run_batches, source
+from onnxprobe.api.grad import GradResult, GradRow, grad_probes
+from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, grad_plan
+from onnxprobe.autodiff.select import weight_value
+from onnxprobe.errors import UsageError
+from onnxprobe.graph.model import Model, as_model
+from onnxprobe.graph.select import Selection
+from onnxprobe.runtime import feeds as _feeds
+from onnxprobe.runtime.dataset import load_batch
+from onnxprobe.runtime.ray_pool import RayOptions
+from onnxprobe.runtime.runners.ort import OrtRunner
+from onnxprobe.stats.moments import Moments, exact_sum
+from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.types import RunConfig, RunInfo
+
+REDUCE = ("sum", "mean")
+
+
+@dataclass
+class GradPartial:
+    """One sample's share: its loss, its weight gradients (float64), the statistics of its activation and
+    input gradients and of those tensors themselves (for |grad| / |tensor|)."""
+
+    index: int
+    loss: float
+    weights: dict[str, np.ndarray]
+    grads: dict[str, Moments]  # forward tensor name -> its gradient's moments
+    values: dict[str, Moments]  # forward tensor name -> its own moments (activations, inputs)
+    info: RunInfo
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GradWorkerFactory:
+    model: Model | str  # a path on Ray
+    selection: Selection | None
+    config: RunConfig
+    spec: GradSpec
+    threads: int | None = None
+
+    def __call__(self) -> "GradWorker":
+        return GradWorker(as_model(self.model), self.selection, self.config, self.spec, self.threads)
+
+
+class GradWorker(BatchWorker):
+    """One sample -> a GradPartial; one backward graph (and session) per distinct input shape."""
+
+    def __init__(self, model: Model, selection: Selection | None, config: RunConfig, spec: GradSpec,
+                 threads: int | None = None):
+        self.model, self.selection, self.config, self.spec, self.threads = model, selection, config, spec, threads
+        self.specs = _feeds.model_inputs(model.proto)
+        self.plans: dict = {}
+
+    def plan(self, feed: dict[str, np.ndarray]) -> tuple[GradPlan, list, list, OrtRunner]:
+        key = tuple(sorted((k, tuple(np.shape(v))) for k, v in feed.items()))
+        if key not in self.plans:
+            gp = grad_plan(self.model, self.spec, self.selection, feed=feed)
+            refs, acts, scored = grad_probes(gp)
+            kw = {"threads": self.threads} if self.threads else {}
+            self.plans[key] = (gp, refs, acts, OrtRunner(scored, self.config, self.model.source, **kw))
+        return self.plans[key]
+
+    def process(self, index: int, label: str, arrays: dict[str, np.ndarray]) -> GradPartial:
+        fs = self.feeds(self.model, arrays)
+        gp, refs, acts, runner = self.plan(fs.values)
+        weights = {ref.name for t, ref in zip(gp.targets, refs) if t.kind == "weight"}
+        res = runner.probe(refs + acts, {**fs.values, **gp.extra_feed}, raw=weights, key="grad")
+        part = GradPartial(index, float(np.asarray(res.outputs[gp.loss.loss], np.float64).reshape(-1)[0]), {}, {}, {},
+                           res.info, list(fs.notes))
+        for t, ref in zip(gp.targets, refs):
+            name = t.ref.name
+            if t.kind == "weight":
+                if ref.name in res.arrays:
+                    part.weights[name] = np.asarray(res.arrays[ref.name], np.float64)
+                continue
+            st = res.stats.get(ref.name)
+            if st is not None:
+                part.grads[name] = Moments.from_stats(st)
+            value = res.stats.get(name) if t.kind == "activation" else (
+                TensorStats.from_array(fs.values[name]) if name in fs.values else None)
+            if value is not None:
+                part.values[name] = Moments.from_stats(value)
+        return part
+
+
+def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike, selection: Selection | None = None,
+                 config: RunConfig | None = None, spec: GradSpec | None = None, *, reduce: str = "sum",
+                 progress=None, ray: RayOptions | None = None) -> GradResult:
+    """The gradients of the dataset's loss (``reduce``: the sum or the mean of the samples' losses) and
+    their statistics (see the module's doc). ``result.arrays``: the weight gradients. ``ray``: the
+    samples shared out to Ray actors."""
+    if reduce not in REDUCE:
+        raise UsageError(f"--reduce {reduce!r}: choose sum or mean")
+    spec = spec or GradSpec()
+    if spec.extra is not None:
+        raise UsageError(f"--inputs-dir: {'--target' if spec.loss == 'mse' else '--labels' if spec.loss == 'cross-entropy' else '--output-grad'} "
+                         "holds one input's values, not a dataset's; dataset losses are sum or mean")
+    config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
+    model = as_model(model)
+    src = source(model, inputs)
+    here = GradWorker(model, selection, config, spec)
+    first = load_batch(src.batches[0], here.specs)
+    gp = here.plan(here.feeds(model, first).values)[0]
+    factory = GradWorkerFactory(model_path(model), selection, config, spec, threads=1) if ray else (lambda: here)
+    acc = {"loss": [], "weights": {}, "grads": {}, "values": {}, "notes": [], "info": None, "first": None, "count": 0}
+
+    def merge(index: int, label: str, part: GradPartial) -> None:
+        acc["loss"] = exact_sum(acc["loss"] + [part.loss])
+        for name, g in part.weights.items():
+            if name in acc["weights"]:
+                acc["weights"][name] += g
+            else:
+                acc["weights"][name] = g.copy()
+        for key in ("grads", "values"):
+            for name, m in getattr(part, key).items():
+                acc[key][name] = acc[key][name].merge(m) if name in acc[key] else m
+        acc["notes"] += [n for n in part.notes if n not in acc["notes"]]
+        if acc["first"] is None or index < acc["first"]:
+            acc["first"], acc["info"] = index, part.info
+        acc["count"] += 1
+
+    executor = run_batches(factory, src, merge, ray=ray, progress=progress)
+    n = acc["count"]
+    f = 1.0 / n if reduce == "mean" else 1.0
+    rows, arrays = [], {}
+    for t in gp.targets:
+        name = t.ref.name
+        if t.kind == "weight":
+            g = acc["weights"].get(name)
+            st = TensorStats.from_array(g * f) if g is not None else None
+            if g is not None:
+                arrays[name] = (g * f).astype(np.float32)
+            w = weight_value(model.proto, name)
+            vn = float(np.sqrt(np.sum(np.square(w, dtype=np.float64)))) if w is not None else None
+        else:
+            m = acc["grads"].get(name)
+            st = m.stats().scaled(f) if m is not None else None
+            v = acc["values"].get(name)
+            vn = v.stats().norm if v is not None else None
+        rows.append(GradRow(t, gp.grads[name], st, vn))
+    loss = math.fsum(acc["loss"]) * f
+    notes = list(dict.fromkeys(acc["notes"] + executor.notes()))
+    return GradResult(gp, rows, loss, acc["info"], notes, arrays, samples=n, reduce=reduce, executor=executor)

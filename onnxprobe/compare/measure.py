@@ -1,0 +1,218 @@
+"""Measuring a diff's pairs on one input: what ``diff`` does per feed, and a dataset per sample.
+
+``prepare`` (in ``compare.diff``) fixes what is compared; ``measure`` runs it on one feed and returns,
+per pair (by its position in the report), one sample's sums (``stats.pooled.PairSums``) of the
+accumulated and of the introduced error. Both models in one graph when they can share one
+(``compare.fused``, built once per plan and, for a dataset, run through one kept session); the pairs it
+hands back go through chunked runs of each side, at most ``max_memory`` bytes of raw tensors alive at
+once, measured on the tensors' device (runtime.device_metrics) or on the host in float64.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from onnxprobe.compare.fused import FusedGraph, NotMergeable, build, profile, run
+from onnxprobe.compare.introduced import cone_inputs, run_cones
+from onnxprobe.compare.sides import Side
+from onnxprobe.errors import ExecutionError, first_line
+from onnxprobe.graph.shapes import concrete_sizes
+from onnxprobe.match.engine import Matching, Pair
+from onnxprobe.runtime.budget import default_budget, plan_chunks
+from onnxprobe.stats.metrics import Tolerance
+from onnxprobe.stats.pooled import PairSums, pair_sums
+
+
+@dataclass
+class DiffPlan:
+    """What a diff compares and how (``compare.diff.prepare``): the same for every input it runs on."""
+
+    a: Side
+    b: Side
+    tolerance: Tolerance
+    per_tensor: dict[str, Tolerance] | None
+    matching: Matching
+    report: list[Pair]  # the pairs to measure, in the matching's order
+    selected_b: set[str]
+    by_b: dict[str, Pair]  # B probe -> its pair, for every float pair of the matching (cones stop there)
+    with_cones: bool  # introduced error through B's cones
+    replays: bool  # introduced error through B's runner replaying itself
+    fuse: bool  # both models in one graph (compare.fused)
+    max_memory: int | None = None
+    device_metrics: bool | None = None
+    notes: list[str] = field(default_factory=list)
+    profile: bool = False  # time the one run under onnxruntime's profiler (one input: diff --profile)
+    fused: FusedGraph | None = None  # built on the first run
+    kernel_ms: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)  # with profile: by pair
+    profile_summary: dict = field(default_factory=dict)  # with profile: where the one run's time went
+
+    def tolerance_of(self, p: Pair) -> Tolerance:
+        per = self.per_tensor or {}
+        return per.get(p.a.name) or per.get(p.b.name) or per.get(p.b.key) or self.tolerance
+
+    def rtol_of(self, p: Pair) -> float:
+        return self.tolerance_of(p).measured_rtol
+
+
+@dataclass
+class Measured:
+    """A pair's sums over the samples where both values were produced; the first problem (sample, why);
+    ``in_graph``: measured by the one-run diff (on every sample, once merged)."""
+
+    sums: PairSums | None = None
+    intro: PairSums | None = None
+    problem: tuple[int, str] | None = None
+    in_graph: bool = False
+
+    def merge(self, o: "Measured") -> "Measured":
+        def both(x: PairSums | None, y: PairSums | None) -> PairSums | None:
+            return None if x is None and y is None else (x or PairSums()).merge(y or PairSums())
+
+        problems = [p for p in (self.problem, o.problem) if p is not None]
+        return Measured(both(self.sums, o.sums), both(self.intro, o.intro), min(problems) if problems else None,
+                        self.in_graph and o.in_graph)
+
+    @property
+    def introduced(self) -> PairSums | None:
+        """The introduced error's sums, when they cover every sample the pair was measured on."""
+        if self.intro is None or self.sums is None or self.intro.samples != self.sums.samples:
+            return None
+        return self.intro
+
+
+def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, progress=None,
+            key=None) -> dict[int, Measured]:
+    """One sample's measurements of every pair of ``plan.report`` on ``feeds``. ``key``: keep the
+    sessions (the one-run diff's, the chunks' and the cones') for the next call under it (a dataset's
+    samples)."""
+    out: dict[int, Measured] = {}
+    done_in_one = 0
+    if plan.fuse:
+        got = _fused(plan, feeds, sample, key)
+        if got is not None:
+            out.update({k: Measured(s, got.introduced.get(k), in_graph=True) for k, s in got.sums.items()})
+            out.update({k: Measured(problem=(sample, why), in_graph=True) for k, why in got.problems.items()})
+            done_in_one = int(bool(out))
+    todo = [k for k in range(len(plan.report)) if k not in out]
+    if not todo:
+        if progress is not None and done_in_one:
+            progress(1, 1)
+        return out
+    a, b, by_b = plan.a, plan.b, plan.by_b
+    report = [plan.report[k] for k in todo]
+    boundaries = cone_inputs(b.runner.model, [p.b.probe for p in report if p.b.kind == "float"], set(by_b)) if plan.with_cones else {}
+    sizes = concrete_sizes(b.model.proto, {k: v.shape for k, v in feeds.items()})
+    cost = {id(p): 2 * sizes.get(p.b.key, sizes.get(p.b.name, 0)) for p in plan.matching.pairs}
+    chunks = plan_chunks([(str(k), cost[id(p)] + sum(cost[id(by_b[x])] // 2 for x in boundaries.get(p.b.probe, ())))
+                          for k, p in enumerate(report)], (plan.max_memory or default_budget()) // 2)
+    if progress is not None and done_in_one:
+        progress(1, 1 + len(chunks))
+    key = key if len(chunks) == 1 else None  # sessions kept for one chunk only: several would hold the model each
+    for n, chunk in enumerate(chunks):
+        ks = [todo[int(k)] for k in chunk]
+        pairs = [plan.report[k] for k in ks]
+        extra = [by_b[x].a for p in pairs for x in boundaries.get(p.b.probe, ())]
+        need_a = list({id(o): o for o in [p.a for p in pairs] + extra}.values())
+        values_a = a.values(need_a, feeds, keep_on_device=_on_device(a, plan.device_metrics), key=key)
+        values_b = b.values([p.b for p in pairs], feeds, keep_on_device=_on_device(b, plan.device_metrics), key=key)
+        part = {k: _measure(plan, plan.report[k], values_a, values_b, sample) for k in ks}
+        if plan.with_cones:
+            _introduced(plan, part, values_a, feeds, sample, key)
+        elif plan.replays:
+            _replayed(plan, part, values_a, feeds, sample)
+        out.update(part)
+        del values_a, values_b
+        if progress is not None:
+            progress(n + 1 + done_in_one, len(chunks) + done_in_one)
+    return out
+
+
+def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
+    if plan.fused is None:
+        try:
+            plan.fused = build(plan.a, plan.b, plan.report, plan.by_b, plan.rtol_of, plan.with_cones)
+        except NotMergeable:
+            plan.fuse = False
+            return None
+    try:
+        got = run(plan.a, plan.fused, feeds, plan.report, sample, key)
+        if plan.profile:
+            profile(plan.a, plan.fused, feeds, plan.report, got)
+            plan.kernel_ms.update(got.profile)
+            plan.profile_summary.update(got.profile_summary)
+        return got
+    except ExecutionError as e:
+        plan.notes.append(f"the one-run diff failed ({first_line(e)[:160]}); measured in separate runs")
+        plan.fuse = False
+        return None
+
+
+def _on_device(side: Side, forced: bool | None) -> bool:
+    if side.runner.kind != "onnxruntime":
+        return False
+    return forced if forced is not None else side.runner.device == "cuda"
+
+
+def shape_of(v) -> tuple[int, ...]:
+    return tuple(v.shape()) if hasattr(v, "element_type") else tuple(v.shape)
+
+
+def sums_of(va, vb, rtol: float, sample: int = 0) -> PairSums:
+    """One sample's sums where the values are: on their device when both are OrtValues of one device,
+    else numpy (float64)."""
+    on_a, on_b = hasattr(va, "element_type"), hasattr(vb, "element_type")
+    if on_a and on_b and va.device_name() == vb.device_name() and va.element_type() == vb.element_type() == "tensor(float)":
+        from onnxprobe.runtime.device_metrics import sums_on_device
+
+        s = sums_on_device(va, vb, shape_of(va), "cuda" if va.device_name().lower() == "cuda" else "cpu", rtol, sample)
+        if s is not None:
+            return s
+    return pair_sums(va.numpy() if on_a else va, vb.numpy() if on_b else vb, rtol, sample)
+
+
+def _measure(plan: DiffPlan, p: Pair, values_a: dict, values_b: dict, sample: int) -> Measured:
+    va, vb = values_a.get(p.a.probe), values_b.get(p.b.probe)
+    if va is None or vb is None:
+        return Measured()  # not produced (a branch not taken)
+    sa, sb = shape_of(va), shape_of(vb)
+    if sa != sb:
+        return Measured(problem=(sample, f"shapes differ at run time: {list(sa)} vs {list(sb)}"))
+    return Measured(sums_of(va, vb, plan.rtol_of(p), sample))
+
+
+def _introduced(plan: DiffPlan, part: dict[int, Measured], values_a: dict, feeds, sample: int, key=None) -> None:
+    b, by_b = plan.b, plan.by_b
+    known = {x: values_a[q.a.probe] for x, q in by_b.items() if q.a.probe in values_a}
+    measured = {k: m for k, m in part.items() if m.sums is not None}
+    targets = [plan.report[k].b.probe for k in measured if plan.report[k].b.kind == "float"]
+    try:
+        cone_out = run_cones(b.runner, targets, known, feeds, all_known=set(by_b),
+                             keep_on_device=_on_device(b, plan.device_metrics), key=key)
+    except Exception as e:  # noqa: BLE001 - the accumulated numbers still stand
+        plan.notes.append(f"introduced error not computed: {first_line(e)[:200]}")
+        return
+    _fill(plan, measured, cone_out, values_a, sample)
+
+
+def _replayed(plan: DiffPlan, part: dict[int, Measured], values_a: dict, feeds, sample: int) -> None:
+    """Introduced error where B recomputes itself with A's values in place (``Runner.replay``): each
+    B value computed from A's values of the pairs measured with it."""
+    measured = {k: m for k, m in part.items() if m.sums is not None}
+    pairs = [plan.report[k] for k in measured]
+    known = {p.b.probe: values_a[p.a.probe] for p in pairs if p.a.probe in values_a}
+    try:
+        got = plan.b.runner.replay([p.b.probe for p in pairs], known, feeds)
+    except Exception as e:  # noqa: BLE001 - the accumulated numbers still stand
+        plan.notes.append(f"introduced error not computed: {first_line(e)[:200]}")
+        return
+    _fill(plan, measured, got, values_a, sample)
+
+
+def _fill(plan: DiffPlan, measured: dict[int, Measured], refs: dict, values_a: dict, sample: int) -> None:
+    for k, m in measured.items():
+        p = plan.report[k]
+        ref, va = refs.get(p.b.probe), values_a.get(p.a.probe)
+        if ref is not None and va is not None and shape_of(ref) == shape_of(va):
+            m.intro = sums_of(va, ref, plan.rtol_of(p), sample)

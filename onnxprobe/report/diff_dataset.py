@@ -1,0 +1,51 @@
+"""The report of a dataset ``diff`` (``--inputs-dir`` / ``--inputs-from``): the ``diff`` report of the
+pooled metrics, plus per pair the samples of the worst errors, the per-sample SQNR spread, its criterion
+and the exact sums ``merge-stats`` pools; at the top the samples, what ran them and what was compared."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from onnxprobe.report.diff import diff_dict, diff_renderables
+from onnxprobe.report.format import num, safe
+from onnxprobe.stats.merge_diff import DIFF_DATASET_SCHEMA
+from onnxprobe.stats.pooled import dataset_fields
+
+EMPTY = {"worst_sample": None, "max_rel_sample": None, "sqnr_per_sample": None, "sums": None, "introduced_sums": None}
+
+
+def diff_dataset_dict(res, order=None) -> dict:
+    d = diff_dict(res, order)
+    for p, r in zip(d["pairs"], order if order is not None else res.results):
+        p["tolerance"] = r.tolerance.to_dict()
+        ok = r.pooled is not None and r.metrics is not None
+        p.update(dataset_fields(r.pooled.sums, r.pooled.introduced, res.labels) if ok else EMPTY)
+    sides = [{"runtime": s.runner.kind, "device": s.runner.device, "opt_level": s.runner.config.opt_level}
+             for s in (res.a, res.b)]
+    d.update({"dataset_schema": DIFF_DATASET_SCHEMA, "model_id": res.model_id, "selection": res.selection,
+              "sides": sides, "samples": res.samples, "sample_labels": list(res.labels),
+              "executor": res.executor.to_dict() if res.executor is not None else {"engine": "local"}})
+    return d
+
+
+def diff_dataset_renderables(d: dict, width: int = 120) -> list:
+    """The diff table of the pooled metrics, then how the outputs did sample by sample."""
+    out = diff_renderables(d, width)
+    ex = d.get("executor") or {}
+    engine = ex.get("engine") if isinstance(ex, dict) else None
+    how = f" on {ex.get('workers')} Ray workers" if engine == "ray" else ""
+    out.append(Text(f"pooled over {d['samples']} samples{how}: every metric from the sums over all of them"))
+    for p in d["pairs"]:
+        sp = p.get("sqnr_per_sample")
+        if not p.get("is_output") or not sp:
+            continue
+        low = "exact" if sp["min"] is None else f"{num(sp['min'], 3)} dB ({safe(sp['min_sample'] or '')})"
+        worst = "" if p.get("exact") else f"; worst |a-b| in {safe(p.get('worst_sample') or '-')}"
+        out.append(Text(f"  output {safe(p['b'])}: SQNR per sample min {low}, p5 {_db(sp['p5'])}, "
+                        f"median {_db(sp['median'])}{worst}",
+                        style="bold red" if p.get("passed") is False else None))
+    return out
+
+
+def _db(v: float | None) -> str:
+    return "exact" if v is None else f"{num(v, 3)} dB"

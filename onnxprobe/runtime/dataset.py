@@ -1,0 +1,137 @@
+"""The samples of a dataset run (``layers``, ``diff`` and ``grad`` with ``--inputs-dir`` or ``--inputs-from``).
+
+- ``dataset_batches(path, inputs)``: the batches of a folder of ``.npz`` files (one batch each, sorted by
+  name) or of one ``.npz`` whose arrays have a leading sample axis, as ``Batch`` addresses: a batch can
+  be read where it is processed (``load_batch``), in this process or in a worker of a cluster.
+- ``dataset_samples(path, inputs)``: (number of batches, iterator of (label, arrays)).
+- ``generator_samples("FILE.py:FUNC")``: the feed dicts the user's own pipeline yields (``--inputs-from``),
+  each checked as it comes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from onnxprobe.errors import UsageError, first_line
+from onnxprobe.runtime.arrays import read_npz
+from onnxprobe.runtime.feeds import ModelInput
+from onnxprobe.runtime.userfunc import call_function, load_function
+from onnxprobe.text import clean
+
+Samples = Iterator[tuple[str, dict[str, np.ndarray]]]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Where one batch is: a file of a dataset folder, or one row (``row``) of a stacked ``.npz``."""
+
+    index: int
+    label: str  # the file name, or "sample ROW"
+    path: str
+    row: int | None = None
+
+
+def dataset_batches(path: str | Path, specs: list[ModelInput]) -> list[Batch]:
+    """A folder of .npz files (one batch each, sorted by name), or one .npz whose arrays have a leading
+    sample axis (an array of the input's own rank is split along its first axis instead, one batch of 1
+    per row)."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.suffix == ".npz")
+        if not files:
+            raise UsageError(f"--inputs-dir {clean(p)}: no .npz files in this folder")
+        return [Batch(k, f.name, str(f)) for k, f in enumerate(files)]
+    if p.suffix == ".npz" and p.is_file():
+        n = _stacked_samples(p, read_npz(p), specs)
+        return [Batch(i, f"sample {i}", str(p), i) for i in range(n)]
+    raise UsageError(f"--inputs-dir {clean(p)}: expected a folder of .npz files or one .npz with a leading sample axis")
+
+
+def _stacked_samples(p: Path, arrays: dict[str, np.ndarray], specs: list[ModelInput]) -> int:
+    by_name = {s.name: s for s in specs}
+    n = None
+    for name, a in arrays.items():
+        if name not in by_name:
+            raise UsageError(f"--inputs-dir {clean(p)}: unknown input name {clean(name)!r}")
+        k = a.shape[0] if a.ndim else 0
+        if n is not None and k != n:
+            raise UsageError(f"--inputs-dir {clean(p)}: arrays disagree on the number of samples ({n} vs {k} for {clean(name)})")
+        n = k
+    if not n:
+        raise UsageError(f"--inputs-dir {clean(p)}: no samples (arrays need a leading sample axis)")
+    return n
+
+
+def load_batch(batch: Batch, specs: list[ModelInput], cache: dict | None = None) -> dict[str, np.ndarray]:
+    """The arrays of ``batch``. ``cache``: a dict that keeps the last stacked .npz read (its rows are
+    the next batches)."""
+    if batch.row is None:
+        return read_npz(batch.path)
+    if cache is not None and cache.get("path") == batch.path:
+        arrays = cache["arrays"]
+    else:
+        arrays = read_npz(batch.path)
+        if cache is not None:
+            cache.update(path=batch.path, arrays=arrays)
+    by_name = {s.name: s for s in specs}
+    feed = {}
+    for name, a in arrays.items():
+        rank = len(by_name[name].shape) if name in by_name and by_name[name].shape is not None else a.ndim - 1
+        feed[name] = a[batch.row] if a.ndim == rank + 1 else a[batch.row:batch.row + 1]
+    return feed
+
+
+def dataset_samples(path: str | Path, specs: list[ModelInput]) -> tuple[int, Samples]:
+    """(number of batches, iterator of (label, arrays)) of ``dataset_batches``."""
+    batches = dataset_batches(path, specs)
+    cache: dict = {}
+    return len(batches), ((b.label, load_batch(b, specs, cache)) for b in batches)
+
+
+FLAG = "--inputs-from"
+
+
+def generator_samples(spec: str) -> Samples:
+    """The feed dicts yielded by ``FUNC()`` of ``FILE.py:FUNC`` (a generator, or anything iterable),
+    labelled "item K"; the function is called when the iteration starts. A value that is not a dict of
+    input name -> array, or an exception in the pipeline, is one line naming the item."""
+    fn, func = load_function(spec, FLAG, "a function that yields feed dicts {input name: array}")
+
+    def items() -> Samples:
+        got = call_function(fn, func, spec, FLAG)
+        try:
+            it = iter(got)
+        except TypeError:
+            raise UsageError(f"{FLAG} {clean(spec)}: {clean(func)}() returned {type(got).__name__}, not a generator "
+                             "or an iterable of feed dicts") from None
+        k = 0
+        while True:
+            try:
+                item = next(it)
+            except StopIteration:
+                break
+            except Exception as e:  # noqa: BLE001 - the user's pipeline may raise anything
+                raise UsageError(f"{FLAG} {clean(spec)}: item {k}: the pipeline raised {type(e).__name__}: {first_line(e)}") from None
+            yield f"item {k}", _feed_dict(item, spec, k)
+            k += 1
+        if k == 0:
+            raise UsageError(f"{FLAG} {clean(spec)}: {clean(func)}() yielded nothing")
+
+    return items()
+
+
+def _feed_dict(item, spec: str, k: int) -> dict[str, np.ndarray]:
+    if not isinstance(item, dict) or not all(isinstance(n, str) for n in item):
+        raise UsageError(f"{FLAG} {clean(spec)}: item {k} is a {type(item).__name__}, not a dict {{input name: array}}")
+    out = {}
+    for name, v in item.items():
+        try:
+            a = np.asarray(v)
+        except Exception as e:  # noqa: BLE001 - a value of any type
+            raise UsageError(f"{FLAG} {clean(spec)}: item {k}, input {clean(name)!r}: not an array ({type(e).__name__})") from None
+        out[name] = a  # dtype and shape are checked against the model's inputs (runtime.feeds.check_value)
+    return out

@@ -1,0 +1,245 @@
+"""Batches on a Ray cluster (``--ray``): one actor per worker, each building its worker once (the models
+loaded with the same runner as in one process) and processing the batches sent to it; results come back
+as they are done, each a mergeable partial the caller merges with the exact merge of one process.
+
+Plain Ray actors and ``ray.wait``, no scheduler of our own: every batch is sent at the start, round-robin.
+A worker process that dies is restarted by Ray and its pending batches retried there (``max_restarts``,
+``max_task_retries``: tasks are pure, so at-least-once is fine); when Ray's retries are used up, the batch
+is sent to another actor, up to ``ATTEMPTS`` times. A batch whose processing raises comes back as that
+exception, for the caller to report by file name.
+
+By default a private local cluster is started (``address="local"``: never one that ``ray start`` left
+running) with ``workers`` CPUs, quiet (no dashboard, no log forwarding, Ray's own stdout lines kept
+aside), its session files in a temporary folder removed at the end, and shut down at the end, with every
+process it started waited for. ``address="auto"`` or ``"host:port"`` or ``"ray://host:port"`` joins an
+existing cluster instead (its address checked first: Ray itself retries an unreachable one for minutes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from onnxprobe.errors import ExecutionError, MissingExtra, UsageError, first_line
+
+ATTEMPTS = 3  # sends of one batch (Ray's own retry included in the first)
+WAIT_EXIT_S = 10.0  # how long the processes of a local cluster get to exit after ray.shutdown()
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """``address``: None for a local cluster started for the run, "auto", "host:port" or
+    "ray://host:port" for an existing one; ``workers``: actors (default: the cluster's CPUs)."""
+
+    address: str | None = None
+    workers: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.workers < 1:
+            raise UsageError(f"--ray-workers {self.workers}: give at least 1")
+        if self.address is not None:
+            check_address(self.address)
+
+
+@dataclass
+class Executor:
+    """What processed the batches: JSON ``{"engine": ..., "workers": N}``; the seconds Ray took to start
+    (cluster and actors) and the seconds of the batches themselves are kept for benchmarks."""
+
+    engine: str = "local"
+    workers: int = 1
+    startup_seconds: float = 0.0
+    run_seconds: float = 0.0
+    messages: list[str] = field(default_factory=list)  # what Ray printed (worker died, task retried)
+
+    def notes(self) -> list[str]:
+        """What people should know of the run (a worker that died and was replaced)."""
+        if any("worker died" in m or "actor was restarted" in m for m in self.messages):
+            return ["a Ray worker died during the run: Ray restarted it and ran its batches again (nothing is missing)"]
+        return []
+
+    def to_dict(self) -> dict:
+        return {"engine": self.engine} if self.engine == "local" else {"engine": self.engine, "workers": self.workers}
+
+
+def require_ray():
+    try:
+        import ray
+    except ImportError:
+        raise MissingExtra("--ray", "ray", "Ray") from None
+    return ray
+
+
+def check_address(address: str) -> tuple[str, int] | None:
+    """(host, port) of an address to check for reachability, None for "auto"; UsageError when malformed."""
+    if address == "auto":
+        return None
+    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--ray-address {address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def _reachable(address: str) -> None:
+    hp = check_address(address)
+    if hp is None:
+        return
+    try:
+        socket.create_connection(hp, timeout=3).close()
+    except OSError as e:
+        raise ExecutionError(f"--ray-address {address}: nothing answers there ({e.strerror or type(e).__name__}); "
+                             "start the cluster (ray start --head) or give its address") from None
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes under ``pid`` (Linux /proc; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return set()
+    for e in entries:
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(e))
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return b") Z " not in f.read()  # a zombie has exited
+    except OSError:
+        return False
+
+
+def _reap(pids: set[int]) -> None:
+    """Wait for the processes a local cluster started to exit; kill (by id) any still there after
+    WAIT_EXIT_S (Ray's agents can linger for minutes)."""
+    deadline = time.monotonic() + WAIT_EXIT_S
+    while time.monotonic() < deadline:
+        for p in list(pids):
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(p, os.WNOHANG)
+        pids = {p for p in pids if _alive(p)}
+        if not pids:
+            return
+        time.sleep(0.1)
+    for p in pids:
+        with contextlib.suppress(OSError):
+            os.kill(p, signal.SIGKILL)
+
+
+def _one_line(e: BaseException) -> BaseException:
+    """The exception a batch's failure stands for: the original one inside a RayTaskError."""
+    from ray.exceptions import RayActorError, RayTaskError
+
+    if isinstance(e, RayTaskError):
+        cause = getattr(e, "cause", None)
+        return cause if isinstance(cause, BaseException) else ExecutionError(first_line(e))
+    if isinstance(e, RayActorError):
+        return ExecutionError(f"the worker process died ({type(e).__name__})")
+    return e
+
+
+class OnnxprobeWorker:
+    """The body of an actor: ``factory()`` builds the worker once (models loaded, sessions made on
+    first use); ``run(batch)`` returns ``worker(batch)``."""
+
+    def __init__(self, factory: Callable):
+        self.worker = factory()
+
+    def run(self, batch):
+        return self.worker(batch)
+
+
+def ray_map(factory: Callable, batches: list, options: RayOptions, executor: Executor,
+            done: Callable[[object, object], None]) -> None:
+    """``done(batch, partial or the exception it raised)`` for every batch, as they are done."""
+    ray = require_ray()
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
+    from ray.exceptions import RayActorError, RayError, RayTaskError
+
+    start = time.perf_counter()
+    local = options.address is None
+    temp = tempfile.mkdtemp(prefix="onnxprobe-ray-") if local else None
+    before = _descendants(os.getpid()) if local else set()
+    said = io.StringIO()  # Ray prints "(raylet) ..." lines to sys.stdout from a thread: keep them aside
+    outer = sys.stdout
+    try:
+        with contextlib.redirect_stdout(said):
+            workers = _init(ray, options, temp)
+            actor = ray.remote(num_cpus=1, max_restarts=1, max_task_retries=1)(OnnxprobeWorker)
+            actors = [actor.remote(factory) for _ in range(workers)]
+            executor.engine, executor.workers = "ray", workers
+            try:
+                ray.get([a.__ray_ready__.remote() for a in actors])
+            except RayError as e:
+                raise ExecutionError(f"a Ray worker could not start: {first_line(_one_line(e))[:300]}") from None
+            executor.startup_seconds = time.perf_counter() - start
+            pending = {actors[k % workers].run.remote(b): (b, k % workers, 1) for k, b in enumerate(batches)}
+            while pending:
+                [ref], _ = ray.wait(list(pending), num_returns=1)
+                b, on, attempt = pending.pop(ref)
+                try:
+                    got = ray.get(ref)
+                except RayTaskError as e:
+                    got = _one_line(e)
+                except RayActorError as e:
+                    if attempt < ATTEMPTS:  # Ray's retries are used up: another actor takes it
+                        nxt = (on + 1) % workers
+                        pending[actors[nxt].run.remote(b)] = (b, nxt, attempt + 1)
+                        continue
+                    got = _one_line(e)
+                with contextlib.redirect_stdout(outer):  # the caller's own output is not Ray's
+                    done(b, got)
+            executor.run_seconds = time.perf_counter() - start - executor.startup_seconds
+    finally:
+        with contextlib.redirect_stdout(said):
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+        executor.messages = [ln for ln in said.getvalue().splitlines() if ln.strip()]
+        if local:
+            _reap(_descendants(os.getpid()) - before)
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+def _init(ray, options: RayOptions, temp: str | None) -> int:
+    quiet = dict(log_to_driver=False, logging_level=logging.ERROR)
+    try:
+        if options.address is None:
+            n = options.workers or os.cpu_count() or 1
+            ray.init(address="local", num_cpus=n, include_dashboard=False, _temp_dir=temp, **quiet)
+            return n
+        _reachable(options.address)
+        ray.init(address=options.address, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise ExecutionError(f"Ray did not start: {first_line(e)[:300]}") from None
+    if options.workers:
+        return options.workers
+    return max(int(ray.cluster_resources().get("CPU", 1)), 1)

@@ -1,0 +1,47 @@
+"""A function from where the user says it is: ``FILE.py:FUNC`` (the PyTorch module of ``--vs-torch``,
+the input pipeline of ``--inputs-from``). The file is imported as a module of its own; every way this
+can go wrong (no such file, not Python, the import raises, no such function, the call raises) is one
+line naming the flag, the file and the function."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Callable
+
+from onnxprobe.errors import UsageError, first_line
+from onnxprobe.text import clean
+
+
+def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
+    """(the function, its name) of ``FILE.py:FUNC``. ``expects`` says what FUNC should be, for the
+    message when ``spec`` is not of that form."""
+    path, sep, func = str(spec).rpartition(":")
+    if not sep or not path or not func:
+        raise UsageError(f"{flag} {clean(spec)!r}: expected FILE.py:FUNC, {expects}")
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{flag} {clean(path)}: no such file")
+    if p.suffix != ".py":
+        raise UsageError(f"{flag} {clean(path)}: not a Python file (.py)")
+    name = f"onnxprobe_user_{abs(hash(str(p.resolve())))}"
+    try:
+        mod_spec = importlib.util.spec_from_file_location(name, p)
+        code = importlib.util.module_from_spec(mod_spec)
+        sys.modules[name] = code
+        mod_spec.loader.exec_module(code)
+    except Exception as e:  # noqa: BLE001 - the user's file may raise anything
+        raise UsageError(f"{flag} {clean(path)}: importing it raised {type(e).__name__}: {first_line(e)}") from None
+    fn = getattr(code, func, None)
+    if fn is None or not callable(fn):
+        raise UsageError(f"{flag} {clean(spec)}: {clean(path)} has no function {clean(func)!r}")
+    return fn, func
+
+
+def call_function(fn: Callable, func: str, spec: str, flag: str):
+    """``fn()``, anything it raises as one line."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001
+        raise UsageError(f"{flag} {clean(spec)}: {clean(func)}() raised {type(e).__name__}: {first_line(e)}") from None

@@ -1,0 +1,152 @@
+"""Merging the reports of dataset ``diff`` runs (``diff A B --inputs-dir DIR --json FILE``) shard by shard,
+exactly and in any order.
+
+Each pair of such a report carries its exact sums (``stats.pooled.PairSums``) and its criterion, so the
+merged report is the report of one run over all the shards' samples: sums pooled (samples laid end to end
+in the order of the shards' file names, whatever the order given, so the merged bytes do not depend on
+it), metrics and pass/fail recomputed, the verdict earned again on the pooled metrics. Reports of
+different models, selections, criteria, runtimes or onnxprobe versions are refused, and malformed ones
+are named with the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from onnxprobe.errors import UsageError
+from onnxprobe.stats.merge import check_identity, common_fields
+from onnxprobe.stats.metrics import Tolerance
+from onnxprobe.stats.pooled import PairSums, dataset_fields, pool
+
+DIFF_DATASET_SCHEMA = 1
+IDENTITY = ("schema_version", "dataset_schema", "onnxprobe_version", "model_id", "selection", "sides", "criterion",
+            "measured")
+HINT = "write one with `onnxprobe diff A B --inputs-dir DIR --json FILE`"
+MEASURED = ("max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "exact", "worst_index", "nonfinite_mismatch",
+            "introduced_sqnr_db", "introduced_max_abs", "introduced_exact")
+
+
+def is_diff_report(d) -> bool:
+    return isinstance(d, dict) and "pairs" in d
+
+
+def check_diff_report(d, label: str) -> None:
+    """A UsageError naming the first thing that makes ``d`` not a mergeable dataset diff report."""
+    if not isinstance(d, dict) or not isinstance(d.get("pairs"), list) or "samples" not in d:
+        raise UsageError(f"{label}: not a dataset diff report ({HINT})")
+    if d.get("dataset_schema") != DIFF_DATASET_SCHEMA:
+        raise UsageError(f"{label}: dataset diff schema {d.get('dataset_schema')!r}, this onnxprobe merges schema "
+                         f"{DIFF_DATASET_SCHEMA} ({HINT} with this version)")
+    n = d["samples"]
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise UsageError(f"{label}: 'samples' is not a count")
+    labels = d.get("sample_labels")
+    if not isinstance(labels, list) or len(labels) != n or not all(isinstance(x, str) for x in labels):
+        raise UsageError(f"{label}: 'sample_labels' is not a list of {n} names")
+    for k in ("onnxprobe_version", "model_id", "selection", "criterion", "measured"):
+        if not isinstance(d.get(k), str):
+            raise UsageError(f"{label}: '{k}' missing or not a string ({HINT})")
+    if d.get("verdict") not in ("pass", "fail", "error") or not isinstance(d.get("verdict_reason"), str):
+        raise UsageError(f"{label}: 'verdict' is not pass, fail or error")
+    for i, p in enumerate(d["pairs"]):
+        where = f"{label}: pairs[{i}]"
+        if not isinstance(p, dict) or not isinstance(p.get("a"), str) or not isinstance(p.get("b"), str):
+            raise UsageError(f"{where}: not a pair with the names of its two tensors")
+        if not isinstance(p.get("index"), int) or not isinstance(p.get("is_output"), bool):
+            raise UsageError(f"{where} ({p['a']!r}): 'index' or 'is_output' missing")
+        if p.get("problem") is not None and not isinstance(p["problem"], str):
+            raise UsageError(f"{where} ({p['a']!r}): 'problem' is not a string")
+        what = "tolerance"
+        try:
+            Tolerance.from_dict(p.get("tolerance"))
+            for what in ("sums", "introduced_sums"):
+                if p.get(what) is not None:
+                    s = PairSums.from_dict(p[what])
+                    if max(s.per_sample, default=0) >= n or s.worst[0] >= n or s.max_rel_sample >= n:
+                        raise ValueError(f"a sample index is beyond the report's {n} samples")
+        except ValueError as e:
+            raise UsageError(f"{where} ({p['a']!r}): malformed '{what}' ({e})") from None
+
+
+def _key(p: dict) -> tuple[str, str]:
+    return p["a"], p["b"]
+
+
+def merge_diff_reports(reports: list[dict]) -> dict:
+    check_identity(reports, IDENTITY)
+    first = reports[0]
+    keys = [_key(p) for p in first["pairs"]]
+    for r in reports[1:]:
+        if sorted(_key(p) for p in r["pairs"]) != sorted(keys):
+            raise UsageError(f"{r['_path']}: compares other pairs than {first['_path']} (same models and selection needed)")
+    # the shards laid end to end in the order of their names: the merged bytes do not depend on the arguments'
+    shards = sorted(reports, key=lambda r: (Path(r["_path"]).name, json.dumps(r["sample_labels"])))
+    offsets, labels = [], []
+    for r in shards:
+        offsets.append(len(labels))
+        labels += [f"{Path(r['_path']).name}:{x}" for x in r["sample_labels"]]
+    by_key = [{_key(p): p for p in r["pairs"]} for r in shards]
+    rank = {k: (p["index"], i) for i, (k, p) in enumerate(zip(keys, first["pairs"]))}
+    pairs = [_merged_pair(k, [(m[k], off, Path(r["_path"]).name) for m, off, r in zip(by_key, offsets, shards)], labels)
+             for k in sorted(keys, key=rank.__getitem__)]
+    result = common_fields(reports, ("pairs", "_path", "notes", "samples", "sample_labels", "verdict", "verdict_reason",
+                                     "compared", "first_failure", "first_failure_module", "outputs_passed", "in_graph"))
+    result.update(_verdict(shards, pairs, first["criterion"]))
+    result["samples"] = len(labels)
+    result["sample_labels"] = labels
+    result["merged_from"] = sorted(Path(r["_path"]).name for r in reports)
+    result["notes"] = sorted({n for r in reports for n in r.get("notes", []) if isinstance(n, str)})
+    result["pairs"] = pairs
+    return result
+
+
+def _merged_pair(key, parts: list[tuple[dict, int, str]], labels: list[str]) -> dict:
+    base = parts[0][0]
+    out = {k: v for k, v in base.items() if k not in MEASURED and k not in ("sums", "introduced_sums")}
+    tol = Tolerance.from_dict(base["tolerance"])
+    problems = [f"{name}:{p['problem']}" for p, _, name in parts if p.get("problem") and p.get("sums") is None
+                and p.get("passed") is False]
+    measured = [(PairSums.from_dict(p["sums"]).shifted(off), p) for p, off, _ in parts if p.get("sums") is not None]
+    out.update(dict.fromkeys(MEASURED))
+    out.update({"worst_sample": None, "max_rel_sample": None, "sqnr_per_sample": None, "sums": None,
+                "introduced_sums": None})
+    if problems:
+        out.update(passed=False, problem=problems[0])
+        return out
+    if not measured:
+        out.update(passed=None, problem="value not produced")
+        return out
+    sums = pool(s for s, _ in measured)
+    intros = [PairSums.from_dict(p["introduced_sums"]).shifted(off) for p, off, _ in parts
+              if p.get("sums") is not None and p.get("introduced_sums") is not None]
+    intro = pool(intros) if len(intros) == len(measured) else None
+    m = sums.metrics(tol.measured_rtol)
+    i = intro.metrics(tol.measured_rtol) if intro is not None else None
+    out.update(m.to_dict())
+    out.update(introduced_sqnr_db=_f(i.sqnr_db) if i else None, introduced_max_abs=_f(i.max_abs) if i else None,
+               introduced_exact=i.exact if i else None, passed=tol.passes(m), problem=None,
+               shape=None if sums.shape is None else list(sums.shape))
+    out.update(dataset_fields(sums, intro, labels))
+    return out
+
+
+def _verdict(shards: list[dict], pairs: list[dict], criterion: str) -> dict:
+    """The verdict of the pooled metrics; a shard's "error" (nothing compared, an output without a
+    counterpart: facts of the matching, not of the data) stays."""
+    failed = next((p for p in pairs if p["passed"] is False), None)
+    err = next((r for r in shards if r["verdict"] == "error"), None)
+    if err is not None:
+        verdict, why = "error", err["verdict_reason"]
+    else:
+        n = sum(1 for p in pairs if p["passed"] is False and p["is_output"])
+        verdict, why = ("fail", f"{n} of the outputs fail the criterion ({criterion})") if n else (
+            "pass", f"outputs pass ({criterion})")
+    return {"verdict": verdict, "verdict_reason": why, "compared": sum(1 for p in pairs if p["exact"] is not None),
+            "first_failure": failed["a"] if failed else None, "first_failure_module": failed.get("module") if failed else None,
+            "outputs_passed": verdict == "pass"}
+
+
+def _f(v: float) -> float | None:
+    return float(v) if math.isfinite(v) else None

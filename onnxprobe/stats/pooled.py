@@ -1,0 +1,255 @@
+"""Pair metrics pooled over a dataset: the sums behind every metric, exactly mergeable.
+
+A ``PairSums`` holds, for a pair (a under test, b the reference) over any number of samples, the sums
+Σ|a-b|, Σ(a-b)², Σa², Σb², Σab (exact float64 partials, ``stats.moments.exact_sum``), the count of
+finite pairs, the maxima max |a-b| (with the sample and the flat index of the worst element), max |b|,
+the allclose excess and max relative error (with its sample), and each sample's own SQNR. Metrics come
+from the totals (``metrics``): SQNR = 10 log10(Σb² / Σ(a-b)²) over all samples, cosine from the pooled
+Σab, Σa², Σb², never an average of per-sample ratios. Merging adds partials exactly and takes maxima
+with ties broken by the lower (sample, index), so shards merge to the same bytes in any order; one
+sample's PairSums gives exactly the metrics ``compare`` gives for that sample (``compare`` is built on it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from onnxprobe.stats.metrics import PairMetrics, from_sums, sqnr_from_norms
+from onnxprobe.stats.moments import exact_sum
+
+SUMS = ("sum_abs", "dd", "aa", "bb", "ab")
+
+
+@dataclass
+class PairSums:
+    samples: int = 0
+    count: int = 0  # finite element pairs summed
+    mismatch: int = 0  # positions where one side is NaN/Inf and the other not (or they differ)
+    max_abs: float = 0.0
+    worst: tuple[int, int] = (0, 0)  # (sample, flat index in that sample) of the largest |a-b|
+    worst_shape: tuple[int, ...] = ()  # the shape of that sample's tensor
+    b_absmax: float = 0.0
+    excess: float = -math.inf  # max(|a-b| - rtol |b|)
+    max_rel: float = 0.0
+    max_rel_sample: int = 0
+    sum_abs: list[float] = field(default_factory=list)  # exact partials, like the four below
+    dd: list[float] = field(default_factory=list)
+    aa: list[float] = field(default_factory=list)
+    bb: list[float] = field(default_factory=list)
+    ab: list[float] = field(default_factory=list)
+    shape: tuple | None = None  # dimensions every sample agrees on, None where they differ
+    per_sample: dict[int, float] = field(default_factory=dict)  # sample -> its own SQNR (inf: exact)
+
+    @classmethod
+    def one(cls, sample: int, shape: tuple[int, ...], *, count: int, max_abs: float, argmax: int, b_absmax: float,
+            excess: float, max_rel: float, sum_abs: float, dd: float, aa: float, bb: float, ab: float,
+            mismatch: int = 0) -> "PairSums":
+        """One sample's sums (from the graph's row, a device, or numpy)."""
+        shape = tuple(int(d) for d in shape)
+        return cls(1, count, mismatch, float(max_abs), (sample, int(argmax)), shape, float(b_absmax), float(excess),
+                   float(max_rel), sample, exact_sum([sum_abs]), exact_sum([dd]), exact_sum([aa]), exact_sum([bb]),
+                   exact_sum([ab]), shape, {sample: sqnr_from_norms(math.sqrt(max(bb, 0.0)), math.sqrt(max(dd, 0.0)))})
+
+    def merge(self, o: "PairSums") -> "PairSums":
+        if not o.samples:
+            return self
+        if not self.samples:
+            return o
+        if set(self.per_sample) & set(o.per_sample):
+            raise ValueError(f"sample {min(set(self.per_sample) & set(o.per_sample))} counted twice")
+        worst = max((self, o), key=lambda s: (s.max_abs, -s.worst[0], -s.worst[1]))
+        rel = max((self, o), key=lambda s: (s.max_rel, -s.max_rel_sample))
+        return PairSums(self.samples + o.samples, self.count + o.count, self.mismatch + o.mismatch, worst.max_abs,
+                        worst.worst, worst.worst_shape, max(self.b_absmax, o.b_absmax), max(self.excess, o.excess),
+                        rel.max_rel, rel.max_rel_sample,
+                        *(exact_sum(getattr(self, k) + getattr(o, k)) for k in SUMS),
+                        merged_shape(self.shape, o.shape), dict(sorted({**self.per_sample, **o.per_sample}.items())))
+
+    def total(self, k: str) -> float:
+        return math.fsum(getattr(self, k))
+
+    def metrics(self, rtol: float = 0.0) -> PairMetrics:
+        """The metrics of the pooled sums (``stats.metrics.from_sums``)."""
+        if not self.count:
+            return PairMetrics(0.0, 0.0, 0.0, 0.0, 1.0, math.inf, (), 0.0, 0.0, self.mismatch)
+        return from_sums(max_abs=self.max_abs, argmax=self.worst[1], sum_abs=self.total("sum_abs"), dd=self.total("dd"),
+                         aa=self.total("aa"), bb=self.total("bb"), ab=self.total("ab"), b_absmax=self.b_absmax,
+                         excess=self.excess, max_rel=self.max_rel, shape=self.worst_shape, rtol=rtol, count=self.count,
+                         nonfinite_mismatch=self.mismatch)
+
+    def spread(self) -> dict:
+        """The per-sample SQNR: min (and its sample), p5 and median (sample values: the inverted CDF)."""
+        if not self.per_sample:
+            return {"min": None, "min_sample": None, "p5": None, "median": None}
+        items = sorted(self.per_sample.items(), key=lambda kv: (kv[1], kv[0]))
+        v = [x for _, x in items]
+
+        def q(p: float) -> float:
+            return v[max(math.ceil(p / 100 * len(v)) - 1, 0)]
+
+        return {"min": _num(v[0]), "min_sample": items[0][0], "p5": _num(q(5)), "median": _num(q(50))}
+
+    def shifted(self, by: int) -> "PairSums":
+        """The same sums with every sample index moved by ``by`` (shards laid end to end)."""
+        return PairSums(self.samples, self.count, self.mismatch, self.max_abs, (self.worst[0] + by, self.worst[1]),
+                        self.worst_shape, self.b_absmax, self.excess, self.max_rel, self.max_rel_sample + by,
+                        *(list(getattr(self, k)) for k in SUMS), self.shape,
+                        {s + by: x for s, x in self.per_sample.items()})
+
+    def to_dict(self) -> dict:
+        return {"samples": self.samples, "count": self.count, "mismatch": self.mismatch, "max_abs": _enc(self.max_abs),
+                "worst": list(self.worst), "worst_shape": list(self.worst_shape), "b_absmax": _enc(self.b_absmax),
+                "excess": _enc(self.excess), "max_rel": _enc(self.max_rel), "max_rel_sample": self.max_rel_sample,
+                **{k: list(getattr(self, k)) for k in SUMS},
+                "shape": None if self.shape is None else list(self.shape),
+                "per_sample": [[s, _enc(x)] for s, x in self.per_sample.items()]}
+
+    @classmethod
+    def from_dict(cls, d) -> "PairSums":
+        """The inverse of ``to_dict``; ValueError naming the field that is malformed."""
+        if not isinstance(d, dict):
+            raise ValueError("not an object")
+        ints = {k: _int(d, k) for k in ("samples", "count", "mismatch", "max_rel_sample")}
+        worst = _ints(d.get("worst"), "worst")
+        if len(worst) != 2:
+            raise ValueError("'worst' is [sample, index]")
+        sums = {}
+        for k in SUMS:
+            v = d.get(k)
+            if not isinstance(v, list) or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in v):
+                raise ValueError(f"'{k}' is not a list of numbers")
+            sums[k] = exact_sum([float(p) for p in v])
+        shape = d.get("shape")
+        if shape is not None and (not isinstance(shape, list) or not all(
+                x is None or (isinstance(x, int) and not isinstance(x, bool)) for x in shape)):
+            raise ValueError("'shape' is not a list of dimensions")
+        per = d.get("per_sample")
+        if not isinstance(per, list) or not all(isinstance(p, list) and len(p) == 2 for p in per):
+            raise ValueError("'per_sample' is not a list of [sample, SQNR]")
+        per_sample = {}
+        for s, x in per:
+            if not isinstance(s, int) or isinstance(s, bool) or s < 0 or s in per_sample:
+                raise ValueError("'per_sample' has a bad or repeated sample index")
+            per_sample[s] = _dec(x, "per_sample")
+        if len(per_sample) != ints["samples"]:
+            raise ValueError(f"'per_sample' holds {len(per_sample)} samples, 'samples' says {ints['samples']}")
+        return cls(ints["samples"], ints["count"], ints["mismatch"], _dec(d.get("max_abs"), "max_abs"), tuple(worst),
+                   tuple(_ints(d.get("worst_shape"), "worst_shape")), _dec(d.get("b_absmax"), "b_absmax"),
+                   _dec(d.get("excess"), "excess"), _dec(d.get("max_rel"), "max_rel"), ints["max_rel_sample"],
+                   **sums, shape=None if shape is None else tuple(shape), per_sample=dict(sorted(per_sample.items())))
+
+
+def dataset_fields(sums: PairSums, intro: PairSums | None, labels: list[str]) -> dict:
+    """What a dataset report adds to a pair's metrics: the samples of the worst errors, the per-sample
+    SQNR spread, and the sums themselves (what ``merge-stats`` pools)."""
+    sp = sums.spread()
+
+    def name(i: int | None) -> str | None:
+        return labels[i] if i is not None and 0 <= i < len(labels) else None
+
+    return {"worst_sample": name(sums.worst[0]), "max_rel_sample": name(sums.max_rel_sample),
+            "sqnr_per_sample": {**sp, "min_sample": name(sp["min_sample"])},
+            "sums": sums.to_dict(), "introduced_sums": intro.to_dict() if intro is not None else None}
+
+
+def pool(parts) -> PairSums:
+    """The merge of any number of PairSums."""
+    out = PairSums()
+    for p in parts:
+        out = out.merge(p)
+    return out
+
+
+def merged_shape(x: tuple | None, y: tuple | None) -> tuple | None:
+    if x is None or y is None or len(x) != len(y):
+        return None
+    return tuple(p if p == q else None for p, q in zip(x, y))
+
+
+def pair_sums(a: np.ndarray, b: np.ndarray, rtol: float = 0.0, sample: int = 0) -> PairSums:
+    """One sample's sums of a pair of numpy arrays of one shape. Finite float32 pairs (the common case)
+    take a fast path: the difference in float32 (exact when a and b are within a factor of two of each
+    other, else rounded to 2^-24 relative), products and sums in float64 without float64 copies
+    (einsum). Anything else goes through a masked float64 path, over the positions finite on both sides
+    (non-finite values must agree exactly: NaN with NaN, +Inf with +Inf, else they count as mismatches)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
+    if a.size == 0 or a.dtype != np.float32 or b.dtype != np.float32 or not (
+            np.isfinite(np.add.reduce(a, axis=None, dtype=np.float64)) and np.isfinite(np.add.reduce(b, axis=None, dtype=np.float64))):
+        return _masked(a, b, rtol, sample)
+    af, bf = a.reshape(-1), b.reshape(-1)
+    d = np.subtract(af, bf)
+    np.abs(d, out=d)
+    k = int(np.argmax(d))
+    max_abs = float(d[k])
+
+    def dot(x: np.ndarray, y: np.ndarray) -> float:  # products and sum in float64, no float64 copies
+        return float(np.einsum("i,i->", x, y, dtype=np.float64))
+
+    absb = np.abs(bf)
+    b_absmax = float(absb.max())
+    excess = float(np.max(d - np.float32(rtol) * absb)) if rtol else max_abs
+    sum_abs, dd, aa, bb, ab = float(np.add.reduce(d, dtype=np.float64)), dot(d, d), dot(af, af), dot(bf, bf), dot(af, bf)
+    absb += np.float32(1e-30)
+    max_rel = float(np.max(np.divide(d, absb, out=absb)))
+    return PairSums.one(sample, a.shape, count=af.size, max_abs=max_abs, argmax=k, b_absmax=b_absmax, excess=excess,
+                        max_rel=max_rel, sum_abs=sum_abs, dd=dd, aa=aa, bb=bb, ab=ab)
+
+
+def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int) -> PairSums:
+    a64 = np.asarray(a, np.float64)
+    b64 = np.asarray(b, np.float64)
+    fa, fb = np.isfinite(a64), np.isfinite(b64)
+    both = fa & fb
+    same_nonfinite = (~fa & ~fb) & ((np.isnan(a64) & np.isnan(b64)) | (a64 == b64))
+    mismatch = int((~both & ~same_nonfinite).sum())
+    n = int(both.sum())
+    if n == 0:
+        return PairSums.one(sample, a64.shape, count=0, max_abs=0.0, argmax=0, b_absmax=0.0, excess=0.0, max_rel=0.0,
+                            sum_abs=0.0, dd=0.0, aa=0.0, bb=0.0, ab=0.0, mismatch=mismatch)
+    d = np.where(both, np.abs(a64 - b64), 0.0).reshape(-1)
+    af, bf = np.where(both, a64, 0.0).reshape(-1), np.where(both, b64, 0.0).reshape(-1)
+    absb = np.abs(bf)
+    return PairSums.one(sample, a64.shape, count=n, max_abs=float(d.max()), argmax=int(np.argmax(d)),
+                        b_absmax=float(absb.max()), excess=float((d - rtol * absb).max()),
+                        max_rel=float((d / (absb + 1e-30)).max()), sum_abs=float(d.sum()), dd=float(np.dot(d, d)),
+                        aa=float(np.dot(af, af)), bb=float(np.dot(bf, bf)), ab=float(np.dot(af, bf)), mismatch=mismatch)
+
+
+def compare(a: np.ndarray, b: np.ndarray, rtol: float = 0.0) -> PairMetrics:
+    """All metrics of a pair of numpy arrays (``pair_sums``, then ``PairSums.metrics``)."""
+    return pair_sums(a, b, rtol).metrics(rtol)
+
+
+def _num(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+def _enc(v: float) -> float | str:
+    """A float for JSON: non-finite values as the strings 'inf', '-inf', 'nan'."""
+    return v if math.isfinite(v) else str(v)
+
+
+def _dec(v, what: str) -> float:
+    if isinstance(v, str) and v in ("inf", "-inf", "nan"):
+        return float(v)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    raise ValueError(f"'{what}' is not a number")
+
+
+def _int(d: dict, k: str) -> int:
+    v = d.get(k)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise ValueError(f"'{k}' is not a non-negative integer")
+    return v
+
+
+def _ints(v, what: str) -> list[int]:
+    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
+        raise ValueError(f"'{what}' is not a list of non-negative integers")
+    return v

@@ -1,0 +1,93 @@
+"""Dataset mode on another runtime: `diff --inputs-dir --vs-runtime openvino` and `layers --inputs-dir
+--runtime openvino` pool the same numbers as OpenVINO and onnxruntime called directly on every sample
+(tests/openvino_oracle.py), in numpy float64 over the concatenated samples. Skipped without openvino."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from conftest import sample_feeds, sample_path
+from onnxprobe.cli.main import app
+from openvino_oracle import openvino_values, ort_values
+
+pytest.importorskip("openvino")
+pytestmark = pytest.mark.openvino
+runner = CliRunner()
+
+
+def _run(*args, code=(0,)):
+    r = runner.invoke(app, [str(a) for a in args])
+    assert r.exit_code in code, r.output
+    return r
+
+
+def _folder(path, name: str, n: int = 3) -> list[dict]:
+    feeds = sample_feeds(name)
+    rng = np.random.default_rng(3)
+    path.mkdir()
+    samples = []
+    for i in range(n):
+        s = {k: (rng.standard_normal(v.shape) * (1 + i)).astype(v.dtype) for k, v in feeds.items()}
+        np.savez(path / f"b{i}.npz", **s)
+        samples.append(s)
+    return samples
+
+
+def test_diff_over_a_dataset_against_openvino_pools_what_both_runtimes_compute(tmp_path):
+    samples = _folder(tmp_path / "ds", "mlp")
+    out = tmp_path / "d.json"
+    _run("diff", sample_path("mlp"), "--vs-runtime", "openvino", "--inputs-dir", tmp_path / "ds", "--all", "--json", out,
+         code=(0, 1))
+    d = json.loads(out.read_text())
+    assert d["samples"] == 3 and [s["runtime"] for s in d["sides"]] == ["onnxruntime", "openvino"]
+    pairs = [p for p in d["pairs"] if p["sqnr_db"] is not None and p["strategy"] == "name"]
+    assert len(pairs) >= 2
+    names = [p["a"] for p in pairs]
+    va = [ort_values(sample_path("mlp"), names, s) for s in samples]
+    vb = [openvino_values(sample_path("mlp"), names, s) for s in samples]
+    for p in pairs:
+        a = np.concatenate([np.asarray(v[p["a"]], np.float64).ravel() for v in va])
+        b = np.concatenate([np.asarray(v[p["a"]], np.float64).ravel() for v in vb])
+        noise = float(np.sum((a - b) ** 2))
+        want = math.inf if noise == 0 else 10 * math.log10(float(np.sum(b * b)) / noise)
+        if p["exact"]:
+            assert noise == 0, p["a"]
+        else:
+            assert abs(p["sqnr_db"] - want) <= 0.5, (p["a"], p["sqnr_db"], want)
+
+
+def test_layers_over_a_dataset_on_openvino_has_openvinos_moments(tmp_path):
+    samples = _folder(tmp_path / "ds", "mlp")
+    out = tmp_path / "l.json"
+    _run("layers", sample_path("mlp"), "--runtime", "openvino", "--inputs-dir", tmp_path / "ds", "--all", "--json", out)
+    d = json.loads(out.read_text())
+    assert d["batches"] == 3 and d["runtime"] == "openvino" and d["device"] == "CPU"
+    rows = [t for t in d["tensors"] if t.get("count") and t["node"]]
+    assert rows
+    names = [t["name"] for t in rows]
+    direct = [openvino_values(sample_path("mlp"), names, s) for s in samples]
+    for t in rows:
+        x = np.concatenate([np.asarray(v[t["name"]], np.float64).ravel() for v in direct])
+        assert t["count"] == x.size and t["min"] == x.min() and t["max"] == x.max(), t["name"]
+        assert t["mean"] == pytest.approx(x.mean(), rel=1e-9, abs=1e-12), t["name"]
+
+
+@pytest.mark.ray
+def test_ray_workers_run_the_same_runtimes_and_give_the_same_json(tmp_path):
+    pytest.importorskip("ray", reason="ray is not installed: pip install 'onnxprobe[ray]'")
+    from test_ray import _under
+
+    _folder(tmp_path / "ds", "mlp")
+    args = ["diff", sample_path("mlp"), "--vs-runtime", "openvino", "--inputs-dir", tmp_path / "ds", "--all"]
+    _run(*args, "--json", tmp_path / "local.json", code=(0, 1))
+    _run(*args, "--ray", "--ray-workers", "1", "--json", tmp_path / "ray.json", code=(0, 1))
+    local, ray = (json.loads((tmp_path / f).read_text()) for f in ("local.json", "ray.json"))
+    assert ray["executor"] == {"engine": "ray", "workers": 1} and ray["sides"] == local["sides"]
+    assert [p["sums"] for p in ray["pairs"]] == [p["sums"] for p in local["pairs"]]
+    assert not [c for c in _under(os.getpid()).values() if "ray" in c or "openvino" in c]
