@@ -182,3 +182,22 @@ def test_loop_rows_merge_with_their_shifts(tmp_path):
     empty = api.layers(p, api.Selection(names=("t",)), api.RunConfig(device="cpu"),
                        api.InputSpec(arrays={"x": x, "n": np.array(0, np.int64), "cond": np.array(True)}))
     assert empty.stats["t"].count == 0 and math.isnan(empty.stats["t"].mean)
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e3, 1e20])
+def test_pooled_cosine_stays_within_one(offset):
+    """Cosine from pooled sums: identical samples give exactly 1 (no difference at all), a nearly equal pair
+    stays within [-1, 1] whatever the rounding of the summed partials, and agrees with numpy float64."""
+    from onnxprobe.stats.pooled import pair_sums, pool
+
+    rng = np.random.default_rng(3)
+    xs = [(offset + rng.standard_normal(1000)).astype(np.float32) for _ in range(7)]
+    same = pool([pair_sums(x, x, sample=i) for i, x in enumerate(xs)]).metrics()
+    assert same.cosine == 1.0
+    ys = [np.nextafter(x, np.float32(np.inf)) for x in xs]
+    near = pool([pair_sums(x, y, sample=i) for i, (x, y) in enumerate(zip(xs, ys))]).metrics()
+    a = np.concatenate(xs).astype(np.float64)
+    b = np.concatenate(ys).astype(np.float64)
+    oracle = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+    assert -1.0 <= near.cosine <= 1.0
+    assert near.cosine == pytest.approx(oracle, abs=1e-12)

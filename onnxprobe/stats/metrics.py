@@ -75,7 +75,12 @@ def from_sums(*, max_abs: float, argmax: int, sum_abs: float, dd: float, aa: flo
     ``shape``)."""
     size = count if count is not None else (int(np.prod(shape)) if shape else 1)
     na, nb = math.sqrt(max(aa, 0.0)), math.sqrt(max(bb, 0.0))
-    cosine = ab / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
+    if na > 0 and nb > 0:
+        # sums rounded apart (partials, pooled samples) can put ab/(na nb) a few ulps outside [-1, 1], and a
+        # pair with no difference at all is exactly aligned
+        cosine = 1.0 if dd == 0 else min(1.0, max(-1.0, ab / (na * nb)))
+    else:
+        cosine = 1.0 if na == nb else 0.0
     worst = tuple(int(i) for i in np.unravel_index(int(argmax), shape)) if shape else ()
     return PairMetrics(max_abs=max_abs, mean_abs=sum_abs / size if size else 0.0, max_rel=max_rel,
                        rmse=math.sqrt(max(dd, 0.0) / size) if size else 0.0, cosine=cosine,
