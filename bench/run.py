@@ -4,9 +4,10 @@
 
 Every figure is a whole process (start, imports, model load, session, run, report) on this machine:
 wall time is the median of --repeat runs after one warm-up, peak RSS the median of the runs'
-ru_maxrss. Ratios are printed against plain inference of the unmodified model (bench/plain.py, default
-onnxruntime options) and against Polygraphy doing the same work. Polygraphy is installed into
-bench/.cache/polygraphy-venv if it is not there. DIR is the folder that ../shared/models/fetch_models.sh
+ru_maxrss (each started from a bare interpreter, so that this script's memory is not counted). Ratios
+are printed against plain inference of the unmodified model (bench/plain.py, default onnxruntime options)
+and against Polygraphy doing the same work. Polygraphy is installed into bench/.cache/polygraphy-venv if it
+is not there. DIR is the folder that ../shared/models/fetch_models.sh
 fills (default: $ONNXPROBE_MODELS); models missing from it are skipped with a note.
 """
 
@@ -70,18 +71,41 @@ def polygraphy_bin() -> list[str] | None:
     return [str(exe)]
 
 
+# Each measured process is started by this small launcher, which reports the wall time and the child's own
+# peak RSS. Linux carries a process's peak RSS across fork and exec (exec keeps the larger of the old and
+# new memory's high-water mark), so a command forked straight from this script (which holds onnx,
+# onnxruntime and the models) would report at least this script's RSS: every row read 344 MiB. Forked from
+# a bare interpreter (-I -S: about 10 MiB), the floor is that interpreter's, the same for every row.
+LAUNCHER = """
+import os, sys, time
+t0 = time.perf_counter()
+fd = int(sys.argv[1])
+pid = os.fork()
+if pid == 0:
+    os.close(fd)
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+os.write(fd, f"{time.perf_counter() - t0} {usage.ru_maxrss * 1024} {os.waitstatus_to_exitcode(status)}".encode())
+"""
+
+
 def measure(cmd: list[str], repeat: int) -> dict:
     def once() -> tuple[float, int, int]:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t0
+        r, w = os.pipe()
+        p = subprocess.Popen([sys.executable, "-I", "-S", "-c", LAUNCHER, str(w), *cmd], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, pass_fds=(w,))
+        os.close(w)
         err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+        p.wait()
         p.stderr.close()
-        code = os.waitstatus_to_exitcode(status)
+        with os.fdopen(r, "rb") as f:
+            report = f.read().decode().split()
+        if p.returncode != 0 or len(report) != 3:
+            raise RuntimeError(f"{' '.join(cmd[:6])}...: the launcher failed ({err.strip().splitlines()[-1:]})")
+        wall, rss, code = float(report[0]), int(report[1]), int(report[2])
         if code not in (0, 1):  # diff exits 1 when an output fails: that is a result, not an error
             raise RuntimeError(f"{' '.join(cmd[:6])}... exited {code}: {err.strip().splitlines()[-1:] if err.strip() else ''}")
-        return wall, usage.ru_maxrss * 1024, code
+        return wall, rss, code
 
     once()  # warm-up: file cache, compiled bytecode
     runs = [once() for _ in range(repeat)]
