@@ -89,11 +89,16 @@ os.write(fd, f"{time.perf_counter() - t0} {usage.ru_maxrss * 1024} {os.waitstatu
 """
 
 
+# bytecode as a user's install has it: with PYTHONDONTWRITEBYTECODE set (some CI and sandbox images set it),
+# every run would compile onnxprobe's sources again (0.3 s), which the warm-up is there to exclude
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def measure(cmd: list[str], repeat: int) -> dict:
     def once() -> tuple[float, int, int]:
         r, w = os.pipe()
         p = subprocess.Popen([sys.executable, "-I", "-S", "-c", LAUNCHER, str(w), *cmd], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, pass_fds=(w,))
+                             stderr=subprocess.PIPE, pass_fds=(w,), env=CHILD_ENV)
         os.close(w)
         err = p.stderr.read().decode(errors="replace") if p.stderr else ""
         p.wait()
