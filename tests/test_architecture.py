@@ -168,3 +168,17 @@ def test_only_the_torch_package_imports_torch():
             if layer(m) not in ("torch", "torch_facade") or id(node) in top:
                 bad.append(f"{m}:{node.lineno}")
     assert not bad, f"torch imported outside onnxprobe/torch/ functions: {bad}"
+
+
+def test_help_imports_no_numerical_library():
+    """`onnxprobe --help` (the command line's import) loads no numerical or runtime library: they are
+    imported by the commands that use them, so help and usage errors come fast."""
+    import subprocess
+    import sys
+
+    heavy = ("numpy", "onnx", "onnxruntime", "torch", "ray", "openvino", "tensorrt", "plotly")
+    code = ("import sys, onnxprobe.cli.main; "
+            f"print(' '.join(m for m in {heavy!r} if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "", f"imported at start: {r.stdout.strip()}"

@@ -7,13 +7,15 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from onnxprobe.fileio import write_file
-from onnxprobe.graph.io import check_output_path
+
+# numpy and onnx (through graph.io) are imported where they are used: the command line imports this module
+# at start, and `--help` should not pay for them
 
 
 def check_writable(path: str | os.PathLike, model: str | os.PathLike | None = None) -> Path:
+    from onnxprobe.graph.io import check_output_path
+
     return check_output_path(path, source=model)
 
 
@@ -33,6 +35,8 @@ def write_text(text: str, path: str | os.PathLike) -> None:
 
 def json_default(o):
     """numpy scalars and arrays as the Python values json writes."""
+    import numpy as np
+
     if isinstance(o, np.generic):
         return o.item()
     if isinstance(o, np.ndarray):
