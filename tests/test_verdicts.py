@@ -129,3 +129,20 @@ def test_quantized_against_float_defaults_to_sqnr_and_says_so(tmp_path):
     # one float model on two runtimes: SQNR with an absolute floor (tests/test_openvino.py measures why)
     runtimes_d = json.loads(invoke("diff", sample_path("cnn"), "--vs-reference", "--json", "-").stdout)
     assert runtimes_d["criterion"].startswith("SQNR >= 60 dB or max|a-b| <= 1e-06") and "two runtimes" in runtimes_d["criterion"]
+
+
+def test_a_criterion_with_an_absolute_floor_survives_its_json_round_trip():
+    """merge-stats re-judges dataset pairs from the criterion in the report: the cross-runtime default
+    (SQNR >= 60 dB or max|a-b| <= floor) must come back with its floor, or a near-silent pair the run
+    passed would fail when merged."""
+    from onnxprobe.stats.metrics import Tolerance, from_sums
+
+    tol = Tolerance(metric="sqnr", min_sqnr=60.0, abs_floor=1e-6)
+    back = Tolerance.from_dict(json.loads(json.dumps(tol.to_dict())))
+    assert back == tol
+    quiet = from_sums(max_abs=5e-7, argmax=0, sum_abs=5e-7, dd=2.5e-13, aa=1e-12, bb=1e-12, ab=1e-12 - 1.25e-13,
+                      b_absmax=1e-6, excess=5e-7, max_rel=0.5, shape=(1,))
+    assert tol.passes(quiet) and back.passes(quiet)
+    assert Tolerance.from_dict({**tol.to_dict(), "abs_floor": None}).abs_floor is None
+    with pytest.raises(ValueError):
+        Tolerance.from_dict({**tol.to_dict(), "abs_floor": "tiny"})

@@ -141,8 +141,11 @@ class Tolerance:
                    DEFAULTS["min_cosine"] if min_cosine is None else min_cosine)
 
     def to_dict(self) -> dict:
-        return {"metric": self.metric, "atol": self.atol, "rtol": self.rtol, "min_sqnr": self.min_sqnr,
-                "min_cosine": self.min_cosine}
+        d = {"metric": self.metric, "atol": self.atol, "rtol": self.rtol, "min_sqnr": self.min_sqnr,
+             "min_cosine": self.min_cosine}
+        if self.abs_floor is not None:
+            d["abs_floor"] = self.abs_floor
+        return d
 
     @classmethod
     def from_dict(cls, d) -> "Tolerance":
@@ -152,7 +155,10 @@ class Tolerance:
         vals = [d.get(k) for k in ("atol", "rtol", "min_sqnr", "min_cosine")]
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vals):
             raise ValueError("a threshold of the criterion is not a finite number")
-        return cls(d["metric"], *(float(v) for v in vals))
+        floor = d.get("abs_floor")
+        if floor is not None and not (isinstance(floor, (int, float)) and not isinstance(floor, bool) and math.isfinite(floor)):
+            raise ValueError("the criterion's abs_floor is not a finite number")
+        return cls(d["metric"], *(float(v) for v in vals), abs_floor=None if floor is None else float(floor))
 
     @property
     def measured_rtol(self) -> float:
