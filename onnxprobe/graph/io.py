@@ -129,6 +129,14 @@ def is_large(model: onnx.ModelProto) -> bool:
     return model_size(model) >= PROTO_LIMIT
 
 
+def save_beside(model: onnx.ModelProto, folder: str | os.PathLike) -> str:
+    """Write a model too large for one protobuf (``is_large``) into ``folder`` as model.onnx with its
+    weights in one file beside it, for a runtime that reads from a path; returns the path."""
+    path = os.path.join(folder, "model.onnx")
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="model.onnx.data")
+    return path
+
+
 def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | None = None) -> Path:
     """Validate a path we are asked to write: its folder exists and it is not the user's model."""
     o = Path(out)

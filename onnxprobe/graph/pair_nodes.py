@@ -1,6 +1,6 @@
 """In-graph pair metrics: the nodes that reduce two tensors a (under test) and b (the reference) of one
 shape to one [1, 9] float64 row (layout ``PAIR_ROW``), so that only scalars leave the run; the host
-turns the row into the same ``PairMetrics`` as ``stats.metrics.compare`` (``compare.fused``).
+turns the row into the same ``PairMetrics`` as the host's ``stats.pooled.pair_sums`` (``compare.fused``).
 
 d = a - b in float32 (as the host's fast path), |d| with its maximum and flat argmax, max |b|, the
 allclose excess max(|d| - rtol |b|), max |d| / (|b| + 1e-30); the sums Σ|d|, Σd², Σa², Σb² are
@@ -18,7 +18,6 @@ from onnx import TensorProto
 from onnxprobe.graph.stats_nodes import StatsBuilder, suffix_axes
 
 PAIR_ROW = ("max_abs", "argmax", "b_absmax", "excess", "max_rel", "sum_abs", "dd", "aa", "bb")
-PAIR_COL = {k: i for i, k in enumerate(PAIR_ROW)}
 
 
 class PairBuilder(StatsBuilder):

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.errors import ExecutionError, UsageError, first_line
-from onnxprobe.graph.io import is_large
+from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.runtime.interrupt import call_interruptibly
 
 OPT_LEVELS = ("off", "basic", "extended", "layout", "all")
@@ -186,9 +186,7 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str]):
     if not is_large(model):
         return ort.InferenceSession(model.SerializeToString(), sess_options=so, providers=providers)
     with tempfile.TemporaryDirectory(prefix="onnxprobe-") as d:  # >2 GB: weights beside a temp file
-        path = os.path.join(d, "model.onnx")
-        onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="model.onnx.data")
-        return ort.InferenceSession(path, sess_options=so, providers=providers)
+        return ort.InferenceSession(save_beside(model, d), sess_options=so, providers=providers)
 
 
 _OPSET_RE = re.compile(r"Current official support for domain ai\.onnx is till opset (\d+)")

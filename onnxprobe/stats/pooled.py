@@ -220,11 +220,6 @@ def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int) -> PairSums:
                         aa=float(np.dot(af, af)), bb=float(np.dot(bf, bf)), ab=float(np.dot(af, bf)), mismatch=mismatch)
 
 
-def compare(a: np.ndarray, b: np.ndarray, rtol: float = 0.0) -> PairMetrics:
-    """All metrics of a pair of numpy arrays (``pair_sums``, then ``PairSums.metrics``)."""
-    return pair_sums(a, b, rtol).metrics(rtol)
-
-
 def _num(v: float) -> float | None:
     return v if math.isfinite(v) else None
 

@@ -28,7 +28,8 @@ from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import concrete_sizes
-from onnxprobe.match.engine import FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched
+from onnxprobe.match.engine import (FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched,
+                                    shapes_agree)
 from onnxprobe.match.modules import exporter, module_scopes
 from onnxprobe.match.observe import Observable, Observation
 from onnxprobe.runtime.budget import default_budget
@@ -154,7 +155,7 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
             continue
         a = obs_by_name[t]
         torch_shape = fw.shapes.get(p)
-        if a.shape is not None and torch_shape is not None and not _same_shape(a.shape, torch_shape):
+        if a.shape is not None and torch_shape is not None and not shapes_agree(a.shape, tuple(torch_shape)):
             perm = _permutation(torch_shape, a.shape)
             if perm is None:
                 note(p, f"{t!r} has shape {list(a.shape)} in ONNX but {list(torch_shape)} in torch (another shape, "
@@ -178,7 +179,7 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
         a = obs_by_name.get(name)
         if a is None:
             continue
-        if a.shape is not None and not _same_shape(a.shape, value.shape):
+        if a.shape is not None and not shapes_agree(a.shape, tuple(value.shape)):
             raise UsageError(f"--vs-torch: output {k} of the module has shape {list(value.shape)}, ONNX output {name!r} "
                              f"is {list(a.shape)}: not the model that was exported (or other inputs)")
         maker = next((p.b.name for p in pairs if p.a.name == name), None)
@@ -201,12 +202,6 @@ def _permutation(torch_shape: tuple[int, ...], onnx_shape) -> tuple[int, ...] | 
     perms = [perm for perm in itertools.permutations(range(len(torch_shape)))
              if tuple(torch_shape[i] for i in perm) == tuple(onnx_shape)]
     return perms[0] if len(perms) == 1 else None
-
-
-def _same_shape(onnx_shape, torch_shape) -> bool:
-    if len(onnx_shape) != len(torch_shape):
-        return False
-    return all(not isinstance(d, int) or d == t for d, t in zip(onnx_shape, torch_shape))
 
 
 def _fused_into(path: str, scopes: dict, classes: dict) -> str | None:

@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.errors import ExecutionError, MissingExtra, UsageError
-from onnxprobe.graph.io import is_large
+from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.shapes import with_input_shapes
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
@@ -188,9 +188,7 @@ class OpenVinoRunner(HostStatsRunner):
         if is_large(model):  # > 2 GB: OpenVINO reads a file with its weights beside it (kept: it may map them)
             d = tempfile.TemporaryDirectory(prefix="onnxprobe-ov-")
             self._files.append(d)
-            path = os.path.join(d.name, "model.onnx")
-            onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="model.onnx.data")
-            names = self.worker.request(op="load", key=key, source=path)["names"]
+            names = self.worker.request(op="load", key=key, source=save_beside(model, d.name))["names"]
         else:
             names = self.worker.request(op="load", key=key, source=model.SerializeToString())["names"]
         self._loaded[key] = (self.worker.generation, names)

@@ -16,7 +16,6 @@ time (constants, shapes) and those inside If/Loop bodies, which cannot be marked
 from __future__ import annotations
 
 import importlib.util
-import os
 import tempfile
 from collections import OrderedDict
 
@@ -24,7 +23,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.errors import ExecutionError, MissingExtra, UsageError
-from onnxprobe.graph.io import is_large
+from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
 from onnxprobe.runtime.runners.observability import body_tensors, reasons
@@ -110,9 +109,7 @@ class TensorRtRunner(HostStatsRunner):
             return model.SerializeToString()
         d = tempfile.TemporaryDirectory(prefix="onnxprobe-trt-")
         self._files.append(d)
-        path = os.path.join(d.name, "model.onnx")
-        onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="model.onnx.data")
-        return path
+        return save_beside(model, d.name)
 
     def _mode(self, network) -> str:
         if self.mode is None:
