@@ -13,7 +13,7 @@ Each point carries the row's name and the id of its table row, so a click scroll
 
 from __future__ import annotations
 
-import math
+from onnxprobe.report.format import finite
 
 EXACT_DB = 140.0  # float32 agrees to about 140 dB: exact pairs are drawn there
 HOVER = "%{customdata[0]}<br>#%{x}: %{y:.4g}<extra>%{fullData.name}</extra>"
@@ -28,10 +28,6 @@ def plotly_objects():
 
         raise MissingExtra("the HTML report (--html)", "html", "plotly") from None
     return graph_objects
-
-
-def _finite(v) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
 def _trace(go, name: str, points: list, colour: str | None = None, mode: str = "lines+markers", **marker):
@@ -54,7 +50,7 @@ def diff_figure(d: dict, row_ids: dict[int, str]) -> dict:
     rows = sorted(enumerate(d["pairs"]), key=lambda kp: kp[1]["index"])
 
     def db(v, exact):
-        return EXACT_DB if exact else _finite(v)
+        return EXACT_DB if exact else finite(v)
 
     acc = [(p["index"], db(p["sqnr_db"], p["exact"]), p["a"], row_ids[k]) for k, p in rows]
     intro = [(p["index"], db(p["introduced_sqnr_db"], p["introduced_exact"]), p["a"], row_ids[k]) for k, p in rows]
@@ -79,14 +75,14 @@ def layers_figure(d: dict, row_ids: dict[int, str]) -> dict:
     rows = sorted(enumerate(d["tensors"]), key=lambda kr: kr[1]["index"])
 
     def magnitude(r):
-        lo, hi = _finite(r.get("min")), _finite(r.get("max"))
+        lo, hi = finite(r.get("min")), finite(r.get("max"))
         return max(abs(lo), abs(hi)) if lo is not None and hi is not None else None
 
     def positive(v):  # a log axis: zeros are gaps
         return v if v is not None and v > 0 else None
 
     mag = [(r["index"], positive(magnitude(r)), r["name"], row_ids[k]) for k, r in rows]
-    std = [(r["index"], positive(_finite(r.get("std"))), r["name"], row_ids[k]) for k, r in rows]
+    std = [(r["index"], positive(finite(r.get("std"))), r["name"], row_ids[k]) for k, r in rows]
     top = max([m for _, m, _, _ in mag if m] or [1.0])
     bad = [(r["index"], magnitude(r) or top, r["name"], row_ids[k]) for k, r in rows if r.get("nan") or r.get("inf")]
     fig = go.Figure()
@@ -101,10 +97,10 @@ def layers_figure(d: dict, row_ids: dict[int, str]) -> dict:
 def grad_figure(d: dict, row_ids: dict[int, str]) -> dict:
     go = plotly_objects()
     rows = list(enumerate(d["gradients"]))
-    norm = [(g["index"], _finite(g.get("norm")), g["tensor"], row_ids[k]) for k, g in rows]
-    ratio = [(g["index"], _finite(g.get("ratio")), g["tensor"], row_ids[k]) for k, g in rows]
+    norm = [(g["index"], finite(g.get("norm")), g["tensor"], row_ids[k]) for k, g in rows]
+    ratio = [(g["index"], finite(g.get("ratio")), g["tensor"], row_ids[k]) for k, g in rows]
     top = max([n for _, n, _, _ in norm if n] or [1.0])
-    bad = [(g["index"], _finite(g.get("norm")) or top, g["tensor"], row_ids[k]) for k, g in rows
+    bad = [(g["index"], finite(g.get("norm")) or top, g["tensor"], row_ids[k]) for k, g in rows
            if g.get("nan") or g.get("inf") or (g.get("check") and not g["check"]["ok"])]
     fig = go.Figure()
     fig.add_trace(_trace(go, "|grad| (norm)", norm, "#1f77b4", mode="markers", size=7))

@@ -9,6 +9,11 @@ from onnxprobe.text import clean
 safe = clean  # text from a model, for a Text or a table cell
 
 
+def finite(v) -> float | None:
+    """``v`` as a float when it is a finite number (JSON values: None, bools and NaN/Inf are not)."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
 def num(v: float | None, digits: int = 4) -> str:
     """Significant digits, compact: 0.0001641, 1.234e+05, nan, inf."""
     if v is None:

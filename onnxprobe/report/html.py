@@ -20,6 +20,7 @@ import math
 
 from onnxprobe import __version__
 from onnxprobe.report import charts
+from onnxprobe.report.format import finite
 from onnxprobe.report.io import json_default
 from onnxprobe.report.table import Table
 from onnxprobe.text import duration
@@ -102,7 +103,8 @@ def worst_rows(kind: str, d: dict, n: int = WORST) -> list[str]:
     magnitudes (``layers``), the lowest introduced SQNR (``diff``), the largest |grad| / |tensor|
     (``grad``)."""
     def f(v, default):
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else default
+        x = finite(v)
+        return default if x is None else x
 
     if kind == "layers":
         rows = [r for r in d["tensors"] if r.get("count")]

@@ -21,21 +21,16 @@ name, which is how Netron finds them (its nodes may be unnamed), shown in the si
 
 from __future__ import annotations
 
-import math
-
 import onnx
 
 from onnxprobe.graph.explorer_ids import ExplorerIds, explorer_ids
 from onnxprobe.graph.walk import walk
+from onnxprobe.report.format import finite
 
 RED, DARK_RED, ORANGE, YELLOW, GREEN = "#e53935", "#7f0000", "#fb8c00", "#fdd835", "#43a047"
 QUARTILE_COLOURS = ("#e3f2fd", "#90caf9", "#42a5f5", "#1565c0")
 EXACT_DB = 200.0  # an exact pair has infinite SQNR; JSON has no inf
 SQNR_STEPS = ((10.0, RED), (20.0, ORANGE), (30.0, YELLOW), (1e9, GREEN))
-
-
-def _finite(v) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
 class _Results:
@@ -86,7 +81,7 @@ def layers_overlay(model: onnx.ModelProto, d: dict) -> dict:
     """Model Explorer node data of a ``layers`` dict (``report.layers.layers_dict`` or a dataset one)."""
     res = _Results(explorer_ids(model))
     for t in d["tensors"]:
-        lo, hi = _finite(t.get("min")), _finite(t.get("max"))
+        lo, hi = finite(t.get("min")), finite(t.get("max"))
         bad = bool(t.get("nan") or t.get("inf"))
         value = max(abs(lo), abs(hi)) if lo is not None and hi is not None else (0.0 if bad else None)
         res.put(res.tensor(t["name"]), value, RED if bad else None)
@@ -124,7 +119,7 @@ def diff_overlay(model: onnx.ModelProto, d: dict) -> dict:
         if p.get("introduced_exact") or (p.get("introduced_exact") is None and p.get("exact")):
             value = EXACT_DB
         else:
-            value = _finite(intro) if _finite(intro) is not None else _finite(acc)
+            value = finite(intro) if finite(intro) is not None else finite(acc)
         name = p["a"][: -len("_grad")] if grad and p["a"].endswith("_grad") else p["a"]
         colour = DARK_RED if p["a"] == first and p.get("passed") is False else None
         res.put(res.tensor(name) or res.tensor(p["a"]), value, colour)
@@ -140,7 +135,7 @@ def grad_overlay(model: onnx.ModelProto, d: dict) -> dict:
     ids = explorer_ids(model)
     res = _Results(ids)
     for g in d["gradients"]:
-        norm = _finite(g.get("norm"))
+        norm = finite(g.get("norm"))
         bad = bool(g.get("nan") or g.get("inf"))
         colour = RED if bad else None
         if bad and norm is None:
@@ -173,7 +168,7 @@ def netron_attachment(kind: str, d: dict) -> dict:
         kinds = ("value", "tensor") if r.get("kind") == "weight" else ("value",)
         for key in NETRON_METRICS[kind]:
             v = r.get(key)
-            if isinstance(v, bool) or _finite(v) is None:
+            if isinstance(v, bool) or finite(v) is None:
                 continue
             for k in kinds:
                 metrics.append({"kind": k, "target": name, "name": f"onnxprobe {key}", "value": v})
