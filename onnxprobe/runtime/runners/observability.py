@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import onnx
 
-from onnxprobe.graph.walk import NONDETERMINISTIC_OPS, subgraphs, walk
+from onnxprobe.graph.walk import constant_tensors, walk
 
 # ops a compiled runtime removes at inference, giving their output's name to their input's producer
 PASS_THROUGH = {"Dropout", "Identity"}
@@ -28,11 +28,7 @@ def reasons(model: onnx.ModelProto, missing: list[str], present: set[str], runti
     for n in g.node:
         for i in n.input:
             consumers.setdefault(i, []).append(n)
-    constants = {t.name for t in g.initializer}
-    for n in g.node:  # what depends on constants alone is folded at conversion
-        if n.op_type == "Constant" or (n.input and all(i in constants or not i for i in n.input)
-                                       and n.op_type not in NONDETERMINISTIC_OPS and not any(True for _ in subgraphs(n))):
-            constants.update(o for o in n.output if o)
+    constants = constant_tensors(model)  # what depends on constants alone is folded at conversion
     inner = body_tensors(model)
     out = {}
     for name in missing:
