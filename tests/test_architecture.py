@@ -1,6 +1,6 @@
 """The layering rules, read from the source's own imports (imports inside functions count):
 
-- imports only go down: base (types, errors, fileio, text) < stats < graph < runtime | match | autodiff |
+- imports only go down: base (types, errors, fileio, text, memory) < stats < graph < runtime | match | autodiff |
   report < compare < torch < api < session < cli; the packages of one level do not import each other;
 - only onnxprobe/torch/ imports torch (the optional extra), and only inside functions;
 - cli/ and session/ reach the rest of onnxprobe only through onnxprobe.api, onnxprobe.report and the base
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "onnxprobe"
-BASE = {"onnxprobe", "onnxprobe.types", "onnxprobe.errors", "onnxprobe.fileio", "onnxprobe.text"}
+BASE = {"onnxprobe", "onnxprobe.types", "onnxprobe.errors", "onnxprobe.fileio", "onnxprobe.text", "onnxprobe.memory"}
 RANK = {"base": 0, "stats": 1, "graph": 2, "runtime": 3, "match": 3, "autodiff": 3, "report": 3, "compare": 4,
         "torch": 4.5, "api": 5, "torch_facade": 5.5, "session": 6, "cli": 7, "__main__": 8}
 # ``import onnxprobe.torch as opt``: the package's own __init__ is a door onto api.torch, above it

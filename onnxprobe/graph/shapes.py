@@ -11,6 +11,7 @@ import onnx
 from onnx import shape_inference
 
 from onnxprobe.errors import first_line
+from onnxprobe.memory import return_freed_memory, trim
 
 
 
@@ -29,6 +30,7 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
     from onnxprobe.graph.skeleton import skeleton
 
     warnings = warnings if warnings is not None else []
+    return_freed_memory()  # inference's buffers are large and short-lived: let them go back when freed
     sk = skeleton(model)
     err = ""
     for strict in (True, False):
@@ -41,6 +43,8 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
         warnings.append(f"shape inference failed ({err[:200]}); shapes come from the run only")
         return model
     _copy_value_info(inferred.graph, model.graph)
+    del inferred, sk
+    trim()
     return model
 
 
@@ -124,19 +128,31 @@ def with_input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]
     return out
 
 
+def concrete_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """The shape of each main-graph tensor for these input shapes, where inference can tell.
+
+    onnx's inference only: onnxruntime's symbolic shape inference resolves more of an exported
+    transformer (Slice, Expand, Range chains) but imports sympy, 2-4 s, more than it would save."""
+    from onnxprobe.graph.skeleton import skeleton
+
+    types = value_types(infer_shapes(with_input_shapes(skeleton(model), shapes), []))
+    out = {}
+    for name, t in types.items():
+        s = static_shape(t)
+        if s is not None and all(isinstance(d, int) for d in s):
+            out[name] = tuple(s)
+    return out
+
+
 def concrete_sizes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
     """Bytes of each main-graph tensor for these input shapes, where inference can tell (for budgets)."""
     import numpy as np
 
-    warnings: list[str] = []
-    types = value_types(infer_shapes(with_input_shapes(model, shapes), warnings))
+    types = value_types(model)
     sizes = {}
-    for name, t in types.items():
-        s = static_shape(t)
-        if s is None or not all(isinstance(d, int) for d in s):
-            continue
+    for name, s in concrete_shapes(model, shapes).items():
         try:
-            item = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type)).itemsize
+            item = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(types[name].tensor_type.elem_type)).itemsize
         except Exception:  # noqa: BLE001
             item = 4
         sizes[name] = int(np.prod(s)) * item

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import re
 import tempfile
 import time
@@ -23,6 +22,7 @@ import onnx
 
 from onnxprobe.errors import ExecutionError, UsageError, first_line
 from onnxprobe.graph.io import is_large, save_beside
+from onnxprobe.memory import return_freed_memory, trim
 from onnxprobe.runtime.interrupt import call_interruptibly
 
 OPT_LEVELS = ("off", "basic", "extended", "layout", "all")
@@ -90,22 +90,6 @@ def providers_for(device: str) -> list[str]:
 IR_VERSION_RE = re.compile(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)")
 
 
-@functools.lru_cache(maxsize=None)
-def _return_freed_memory() -> None:
-    """glibc raises its mmap threshold each time a large block is freed, after which freed activations
-    stay in the heap and the process's resident memory only grows. A fixed 128 KiB threshold keeps large
-    tensors in mmap'ed blocks that go back to the system when freed. Set ONNXPROBE_KEEP_MALLOC=1 to skip."""
-    if os.environ.get("ONNXPROBE_KEEP_MALLOC") or not os.path.exists("/proc/self"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):  # not glibc
-        pass
-
-
 @dataclass
 class Session:
     sess: object  # onnxruntime.InferenceSession
@@ -142,7 +126,8 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
     # (graph.expose interleaves them), so each tensor is summarised and freed before the model moves on
     if hasattr(ort, "ExecutionOrder"):
         so.execution_order = ort.ExecutionOrder.PRIORITY_BASED
-    _return_freed_memory()
+    return_freed_memory()
+    trim()  # what loading, inference and the rewrite freed: not under the run's peak
     if threads:
         so.intra_op_num_threads = threads
     notes: list[str] = []
