@@ -33,6 +33,8 @@ ROW_WIDTH = len(ROW)
 # additive columns merge by sum, MIN_COL by min and MAX_COL by max; the shifted sums need a common shift
 IDENTITY_ROW = np.array([[0, 0, 0, np.inf, -np.inf, 0, 0, 0, 0, 0]], dtype=np.float64)
 UNSUPPORTED_STATS_DTYPES = {TensorProto.STRING, TensorProto.UNDEFINED}
+EXACT_IN_DOUBLE = {TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
+                   TensorProto.INT32, TensorProto.UINT32, TensorProto.INT64, TensorProto.UINT64}
 MIN_OPSET = 9  # IsNaN and Where
 TINY32 = np.float32(1.4e-45)  # the smallest float32 subnormal: a half-range that is 0 divides by this
 
@@ -71,10 +73,19 @@ class StatsBuilder(GraphBuilder):
         """The [1, 10] float64 row of tensor ``x``. ``nonfinite``: how a fast row that cannot be trusted is
         fixed: "in-graph" (an If), "deferred" (the caller reruns it), or "masked" (the careful row at once)."""
         b = x
+        if elem_type in EXACT_IN_DOUBLE:  # integers and bool: no NaN or Inf to mask, every sum exact enough in float64
+            d = self.node("Reshape", [self.node("Cast", [x], f"{b}.f64", to=TensorProto.DOUBLE),
+                                      self.const(np.array([-1], np.int64))], f"{b}.flat")
+            return self._fast_row(d, b, [0], self._size(d, b), elem=TensorProto.DOUBLE)
         if not (elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16) and shape):
+            # double, an unknown type or an unknown rank: a flat float64 copy (no block sums to plan)
             d = x if elem_type == TensorProto.DOUBLE else self.node("Cast", [x], f"{b}.f64", to=TensorProto.DOUBLE)
             d = self.node("Reshape", [d, self.const(np.array([-1], np.int64))], f"{b}.flat")
-            return self._careful_row(d, b, [0], self._size(d, b), TensorProto.DOUBLE)
+            size = self._size(d, b)
+            if nonfinite == "masked":
+                return self._careful_row(d, b, [0], size, TensorProto.DOUBLE)
+            fast = self._fast_row(d, b, [0], size, elem=TensorProto.DOUBLE)
+            return fast if nonfinite == "deferred" else self._checked(fast, d, b, [0], size, False, TensorProto.DOUBLE)
         f = x if elem_type == TensorProto.FLOAT else self.node("Cast", [x], f"{b}.f32", to=TensorProto.FLOAT)
         axes, wide = suffix_axes(shape)
         size = self._size(f, b)
@@ -99,10 +110,11 @@ class StatsBuilder(GraphBuilder):
         r = self.node("Reshape", [t, self.const(np.array([-1], np.int64))], f"{b}.{tag}.flat")
         return self.node("Cast", [r], f"{b}.{tag}.f64", to=TensorProto.DOUBLE)
 
-    def _sums(self, terms: list[tuple[str, str, str]], b: str, axes: list[int], wide: bool = False) -> str:
+    def _sums(self, terms: list[tuple[str, str, str]], b: str, axes: list[int], wide: bool = False, double: bool = False) -> str:
         """Two-level sums of several tensors of one shape: partial reductions over ``axes`` (keepdims, so
         they concatenate on the last axis; in float64 when ``wide``: blocks too long for float32), then
-        one Cast and one float64 ReduceSum for all of them: shape [len(terms)]."""
+        one Cast and one float64 ReduceSum for all of them: shape [len(terms)]. ``double``: the terms are
+        float64 already."""
         if wide:
             terms = [(op, self.node("Cast", [t], f"{b}.{tag}.wide", to=TensorProto.DOUBLE), tag) for op, t, tag in terms]
         # onnxruntime's ReduceSumSquare and ReduceL1 over some axes are 3-6x slower than Mul / Abs and a
@@ -112,24 +124,29 @@ class StatsBuilder(GraphBuilder):
         terms = [("ReduceSum", prep[op](t, tag), tag) if op in prep else (op, t, tag) for op, t, tag in terms]
         parts = [self.red(op, t, f"{b}.{tag}.part", axes=axes, keepdims=1) for op, t, tag in terms]
         cat = self.node("Concat", parts, f"{b}.parts", axis=-1) if len(parts) > 1 else parts[0]
-        cat = self.node("Cast", [cat], f"{b}.parts64", to=TensorProto.DOUBLE)
+        if not double:
+            cat = self.node("Cast", [cat], f"{b}.parts64", to=TensorProto.DOUBLE)
         flat = self.node("Reshape", [cat, self.const(np.array([-1, len(terms)], np.int64))], f"{b}.parts2d")
         return self.red("ReduceSum", flat, f"{b}.sums", axes=[0], keepdims=0)
 
-    def _fast_row(self, f: str, b: str, axes: list[int], size: str, wide: bool = False) -> str:
+    def _fast_row(self, f: str, b: str, axes: list[int], size: str, wide: bool = False, elem: int = TensorProto.FLOAT) -> str:
+        """``f``: float32 (or, for integers and bool, their float64 copy, ``elem``)."""
         lo = self.red("ReduceMin", f, f"{b}.min", keepdims=1)
         hi = self.red("ReduceMax", f, f"{b}.max", keepdims=1)
         # (lo + hi) / 2 overflows to inf only for |x| near float32's limit: the sums then come out
         # non-finite, which needs_rerun catches (the careful row halves before it adds)
-        c = self.node("Mul", [self.node("Add", [lo, hi], f"{b}.lohi"), self.f32(0.5)], f"{b}.shift")
+        half = self.f32(0.5) if elem == TensorProto.FLOAT else self.f64(0.5)
+        c = self.node("Mul", [self.node("Add", [lo, hi], f"{b}.lohi"), half], f"{b}.shift")
         d = self.node("Sub", [f, c], f"{b}.d")
         # the non-zero count: x != 0 as a bool, cast back and summed (4x faster than Σ|sign(x)|)
         nonzero = self.node("Cast", [self.node("Cast", [f], f"{b}.nonzero.b", to=TensorProto.BOOL)], f"{b}.nonzero.f",
-                            to=TensorProto.FLOAT)
+                            to=elem)
         sums = self._sums([("ReduceSum", d, "s1"), ("ReduceSumSquare", d, "s2"), ("ReduceL1", f, "sumabs"),
-                           ("ReduceSum", nonzero, "nonzero")], b, axes, wide)
+                           ("ReduceSum", nonzero, "nonzero")], b, axes, wide, double=elem == TensorProto.DOUBLE)
         # lo, hi and c keep their (all ones) dims: they concatenate as they are
-        extremes = self._as64(self.node("Concat", [lo, hi, c], f"{b}.mmc", axis=0), b, "mmc")
+        mmc = self.node("Concat", [lo, hi, c], f"{b}.mmc", axis=0)
+        # of rank 1 (axes [0]: the flat float64 rows), [3] already; else [3, 1, ...]
+        extremes = self.node("Cast", [mmc], f"{b}.mmc.f64", to=TensorProto.DOUBLE) if axes == [0] else self._as64(mmc, b, "mmc")
         return self._row([size, self.f64([0.0, 0.0]), extremes, sums], b)
 
     def _careful_row(self, f: str, b: str, axes: list[int], size: str, elem: int, wide: bool = False) -> str:
@@ -172,7 +189,7 @@ class StatsBuilder(GraphBuilder):
         extremes = self._as64(self.node("Concat", [lo, hi, c], f"{b}.mmc", axis=0), b, "mmc")
         return self._row([size, pick([3, 4], "counts"), extremes, pick([0, 1, 2, 5], "moments")], b)
 
-    def _checked(self, fast: str, f: str, b: str, axes: list[int], size: str, wide: bool) -> str:
+    def _checked(self, fast: str, f: str, b: str, axes: list[int], size: str, wide: bool, elem: int = TensorProto.FLOAT) -> str:
         """An If that returns the careful row when the fast one cannot be trusted (the condition of
         ``needs_rerun``, computed in the graph)."""
         take = (lambda cols, tag: self.node("Gather", [self.node("Reshape", [fast, self.const(np.array([-1], np.int64))], f"{b}.fastflat"),
@@ -189,7 +206,7 @@ class StatsBuilder(GraphBuilder):
         cond = self.node("Reshape", [cond, self.const(np.array([], np.int64))], f"{b}.needs_care_s")
         slow_graph = onnx.GraphProto(name=self.fresh(f"{b}.careful_stats"))
         slow = StatsBuilder(slow_graph, self.opset, self.names)
-        slow_graph.output.append(helper.make_tensor_value_info(slow._careful_row(f, b, axes, size, TensorProto.FLOAT, wide),
+        slow_graph.output.append(helper.make_tensor_value_info(slow._careful_row(f, b, axes, size, elem, wide),
                                                                TensorProto.DOUBLE, [1, ROW_WIDTH]))
         keep_graph = onnx.GraphProto(name=self.fresh(f"{b}.fast_stats"))
         keep = StatsBuilder(keep_graph, self.opset, self.names)
