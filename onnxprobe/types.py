@@ -56,7 +56,8 @@ class Probe:
     stats_output: str | None = None  # [1, 9] float64 row, see onnxprobe.stats.tensor_stats.ROW
     shape_output: str | None = None  # int64 [rank] runtime shape (main-graph tensors only)
     raw_output: str | None = None  # the tensor itself (or, inside Loop/Scan, stacked per iteration)
-    stats_on_host: bool = False  # statistics from raw_output with numpy (opsets without IsNaN)
+    stats_on_host: bool = False  # statistics (and shape) from raw_output with numpy (small tensors, opsets without IsNaN)
+    raw_for_stats: bool = False  # raw_output is there for stats_on_host only: its values were not asked for
 
 
 @dataclass

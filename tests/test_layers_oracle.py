@@ -11,6 +11,7 @@ from onnx.reference import ReferenceEvaluator
 
 from conftest import SAMPLE_NAMES, nan_model, sample_feeds, sample_path
 from onnxprobe import api
+from onnxprobe.runtime.runners import base as base_runner
 from onnxprobe.stats.tensor_stats import TensorStats
 
 
@@ -28,8 +29,13 @@ def _assert_stats_match(st: TensorStats, ref: np.ndarray, name: str) -> None:
     assert st.zero_fraction == pytest.approx(float((x == 0).mean()), abs=1.0 / x.size), name
 
 
+@pytest.mark.parametrize("on_host", [True, False], ids=["small-on-host", "all-in-graph"])
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
-def test_main_graph_tensors_agree_with_reference_evaluator(name):
+def test_main_graph_tensors_agree_with_reference_evaluator(name, on_host, monkeypatch):
+    """Both ways a tensor's statistics are taken: from its values on the host (the samples' tensors are
+    small) and from the statistics nodes in the graph."""
+    if not on_host:
+        monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (0, 0))
     feeds = sample_feeds(name)
     result = api.layers(sample_path(name), api.Selection(all=True), api.RunConfig(device="cpu"), save=True, inputs=api.InputSpec(arrays=feeds))
     ref = ReferenceEvaluator(onnx.load(str(sample_path(name))))
@@ -44,6 +50,7 @@ def test_main_graph_tensors_agree_with_reference_evaluator(name):
         assert result.shapes[t] == tuple(np.shape(expected[t])), t
         checked += 1
     assert checked >= 3
+    assert any(p.stats_on_host for p in result.plan.probes) == on_host
 
 
 def _weights(name: str) -> dict[str, np.ndarray]:

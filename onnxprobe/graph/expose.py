@@ -56,10 +56,17 @@ def expose(
     raw: bool | set[str] = False,
     warnings: list[str] | None = None,
     nonfinite: str = "in-graph",
+    host: set[str] | frozenset = frozenset(),
+    known: dict[str, tuple] | None = None,
 ) -> tuple[onnx.ModelProto, list[Probe]]:
     """``nonfinite``: how float tensors holding NaN/Inf get correct statistics: "in-graph" (an If node per
     tensor, self-contained), "deferred" (the caller reruns those that ``needs_masking`` says) or
-    "masked" (masks always). See StatsBuilder._stats_row_blocked."""
+    "masked" (masks always). See StatsBuilder._stats_row_blocked. ``host``: tensors (small ones) whose
+    statistics and shape the caller computes from their values: exposed as they are, with no statistics
+    nodes (``Probe.stats_on_host``; ``Probe.raw_for_stats`` when their values were not asked for).
+    ``known``: concrete shapes for the run's input shapes, where the model's own are symbolic (the rank
+    must be the model's): they choose the statistics form (the fast row needs the rank and block sizes)."""
+    known = known or {}
     warnings = warnings if warnings is not None else []
     opset = default_opset(model)
     host_stats = stats and opset < MIN_OPSET
@@ -80,6 +87,7 @@ def expose(
         return builders[id(g)]
 
     top_outputs = {o.name for o in out.graph.output}
+    own_outputs = set(top_outputs)
 
     def add_top_output(name: str, t: onnx.TypeProto | None) -> None:
         if name in top_outputs:
@@ -160,8 +168,13 @@ def expose(
             warnings.append(f"{ref.name}: {TensorProto.DataType.Name(elem).lower()} has no numpy type and few kernels; "
                             "its values are probed cast to float32")
             elem = TensorProto.FLOAT
+        if stats and ref.name in host and not site.chain and ref.name not in own_outputs and elem not in UNSUPPORTED_STATS_DTYPES:
+            add_top_output(src, t)  # a few KB: the numbers are summed on the host, in float64, instead
+            probes.append(Probe(ref=ref, raw_output=src, stats_on_host=True, raw_for_stats=not want_raw(ref.name)))
+            continue
         if stats and elem not in UNSUPPORTED_STATS_DTYPES:
-            row = builder(g).stats_row(src, elem, ref.shape if ref.shape is not None else _rank_only(t), nonfinite)
+            shape = known.get(ref.name) or (ref.shape if ref.shape is not None else _rank_only(t))
+            row = builder(g).stats_row(src, elem, shape, nonfinite)
             top = lift(row, site.chain, row_type, "stats") if site.chain else row
             final = STATS_PREFIX + ref.name
             if final in names:

@@ -43,11 +43,19 @@ def enabled(config_cache: bool = True) -> bool:
 
 
 def key(model: onnx.ModelProto, refs: list[TensorRef], options: dict, input_shapes: dict | None) -> str:
-    structure = hashlib.sha256(skeleton(model).SerializeToString()).hexdigest()
-    parts = {"version": __version__, "model": structure, "refs": [[r.name, r.kind, list(r.scope)] for r in refs],
-             "options": {k: (sorted(v) if isinstance(v, (set, frozenset)) else v) for k, v in sorted(options.items())},
-             "inputs": {k: list(v) for k, v in sorted((input_shapes or {}).items())}}
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return key_of({"model": structure(model), "refs": [[r.name, r.kind, list(r.scope)] for r in refs],
+                   "options": {k: (sorted(v) if isinstance(v, (set, frozenset)) else v) for k, v in sorted(options.items())},
+                   "inputs": {k: list(v) for k, v in sorted((input_shapes or {}).items())}})
+
+
+def structure(model: onnx.ModelProto) -> str:
+    """The hash of what a probed copy depends on: the model's skeleton (not its big weights' values)."""
+    return hashlib.sha256(skeleton(model).SerializeToString()).hexdigest()
+
+
+def key_of(parts: dict) -> str:
+    """An entry's key: the hash of ``parts`` (JSON) and onnxprobe's version."""
+    return hashlib.sha256(json.dumps({"version": __version__, **parts}, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 def _ref(d: dict) -> TensorRef:
@@ -61,29 +69,49 @@ def _ref(d: dict) -> TensorRef:
 def load(k: str, base: onnx.ModelProto) -> tuple[onnx.ModelProto, list[Probe], list[str]] | None:
     """(probed copy, probes, warnings) of entry ``k``, its stubbed weights taken from ``base``; None on a
     miss or an entry that does not fit ``base``."""
+    got = load_entry(k, {t.name: t for t in base.graph.initializer})
+    if got is None:
+        return None
+    model, meta = got
+    try:
+        probes = [Probe(ref=_ref(p["ref"]), stats_output=p["stats_output"], shape_output=p["shape_output"],
+                        raw_output=p["raw_output"], stats_on_host=p["stats_on_host"],
+                        raw_for_stats=p.get("raw_for_stats", False)) for p in meta["probes"]]
+    except (KeyError, TypeError):
+        return None
+    return model, probes, list(meta.get("warnings", []))
+
+
+def store(k: str, model: onnx.ModelProto, probes: list[Probe], warnings: list[str]) -> None:
+    store_entry(k, model, {"probes": [asdict(p) for p in probes], "warnings": warnings})
+
+
+def load_entry(k: str, weights: dict[str, onnx.TensorProto]) -> tuple[onnx.ModelProto, dict] | None:
+    """(model, metadata) of entry ``k``, its stubbed weights put back from ``weights`` (by name); None on
+    a miss, a damaged entry or one whose weights are not all there."""
     d = cache_dir()
     try:
         meta = json.loads((d / f"{k}.json").read_text())
         model = onnx.load_model_from_string((d / f"{k}.onnx").read_bytes())
     except Exception:  # noqa: BLE001 - a missing or damaged entry is a miss
         return None
-    weights = {t.name: t for t in base.graph.initializer}
     for t in model.graph.initializer:
         if t.data_location == onnx.TensorProto.EXTERNAL and any(e.value == STUB_LOCATION for e in t.external_data):
             w = weights.get(t.name)
             if w is None:
                 return None
+            name = t.name
             t.CopyFrom(w)
+            t.name = name
     try:
         os.utime(d / f"{k}.json")  # recently used: kept longest
     except OSError:
         pass
-    probes = [Probe(ref=_ref(p["ref"]), stats_output=p["stats_output"], shape_output=p["shape_output"],
-                    raw_output=p["raw_output"], stats_on_host=p["stats_on_host"]) for p in meta["probes"]]
-    return model, probes, list(meta.get("warnings", []))
+    return model, meta
 
 
-def store(k: str, model: onnx.ModelProto, probes: list[Probe], warnings: list[str]) -> None:
+def store_entry(k: str, model: onnx.ModelProto, meta: dict) -> None:
+    """Entry ``k``: ``model`` as a skeleton (its big weights stubbed) and ``meta`` as JSON."""
     d = cache_dir()
     try:
         d.mkdir(parents=True, exist_ok=True)
@@ -94,7 +122,7 @@ def store(k: str, model: onnx.ModelProto, probes: list[Probe], warnings: list[st
         with atomic_output(d / f"{k}.onnx") as tmp:
             tmp.write_bytes(data)
         with atomic_output(d / f"{k}.json") as tmp:
-            tmp.write_text(json.dumps({"probes": [asdict(p) for p in probes], "warnings": warnings}, default=list))
+            tmp.write_text(json.dumps(meta, default=list))
         _trim(d, limit)
     except (OSError, ValueError):
         return

@@ -1,0 +1,109 @@
+"""Small tensors are summarised on the host from their values (runners.base.SMALL_ON_HOST) instead of by
+statistics nodes; integer and bool tensors, and floats of unknown rank, take a float64 fast row in the
+graph. Each way against numpy float64 over the same values (the oracle of test_stats_hostile), hostile
+distributions included, and the probed copy checked to hold what was planned."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from conftest import make_model
+from onnxprobe import api
+from onnxprobe.graph.expose import expose
+from onnxprobe.runtime.runners import base as base_runner
+from test_stats_hostile import DISTRIBUTIONS, check, oracle
+
+rng = np.random.default_rng(3)
+INTS = {
+    "int64_big": rng.integers(-2**40, 2**40, size=(30, 7)).astype(np.int64),
+    "int64_offset": (10**12 + rng.integers(0, 5, size=300)).astype(np.int64),
+    "int32": rng.integers(-5, 5, size=(4, 5, 6)).astype(np.int32),
+    "uint8": rng.integers(0, 255, size=(2, 3, 16, 16)).astype(np.uint8),
+    "int8_single": np.array([-7], np.int8),
+    "bool": rng.random((9, 9)) > 0.3,
+}
+
+
+def chain(x: np.ndarray, name: str = "t") -> onnx.ModelProto:
+    """x -> Identity -> t -> Identity -> y: ``t`` is an intermediate tensor (the model's own outputs are
+    always summarised in the graph)."""
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    return make_model([helper.make_node("Identity", ["x"], [name], name="a"), helper.make_node("Identity", [name], ["y"], name="b")],
+                      [helper.make_tensor_value_info("x", elem, list(x.shape))], [helper.make_tensor_value_info("y", elem, list(x.shape))])
+
+
+def layers(model: onnx.ModelProto, x: np.ndarray, tmp_path, **kw):
+    p = tmp_path / "m.onnx"
+    onnx.save(model, p)
+    return api.layers(p, api.Selection(names=("t",)), api.RunConfig(device="cpu", cache=False), api.InputSpec(arrays={"x": x}), **kw)
+
+
+@pytest.mark.parametrize("on_host", [True, False], ids=["host", "graph"])
+@pytest.mark.parametrize("name", list(DISTRIBUTIONS) + list(INTS))
+def test_intermediate_statistics_match_numpy_either_way(name, on_host, tmp_path, monkeypatch):
+    x = DISTRIBUTIONS.get(name, INTS.get(name))
+    if not on_host:
+        monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (0, 0))
+    res = layers(chain(x), x, tmp_path)
+    (probe,) = [p for p in res.plan.probes if p.ref.name == "t"]
+    assert probe.stats_on_host == on_host and (probe.stats_output is None) == on_host
+    check(res.stats["t"], oracle(x), name, rel=1e-9 if on_host or name in INTS else 2e-6)
+    assert res.shapes["t"] == x.shape
+    assert "t" not in res.arrays  # its values left the run for the statistics only
+
+
+def test_values_asked_for_are_kept(tmp_path):
+    x = DISTRIBUTIONS["large_offset"]
+    res = layers(chain(x), x, tmp_path, save=True)
+    (probe,) = [p for p in res.plan.probes if p.ref.name == "t"]
+    assert probe.stats_on_host and not probe.raw_for_stats
+    np.testing.assert_array_equal(res.arrays["t"], x)
+
+
+def test_each_and_total_bound_what_goes_to_the_host():
+    n = [helper.make_node("Relu", ["x"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["b"], name="r2"),
+         helper.make_node("Relu", ["b"], ["c"], name="r3"), helper.make_node("Concat", ["a", "b", "c"], ["y"], name="cat", axis=0)]
+    m = make_model(n, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = api.Model.of(m, "m").proto
+    refs = [r for r in api.select(m, api.Selection(all=True)) if r.kind == "node"]
+    # 100 x 4 float32 = 1600 bytes per tensor; the output y (4800) is too big for each = 2000
+    known, host = base_runner.planned_shapes(m, refs, {"x": (100, 4)}, 2000, 10**6)
+    assert host == {"a", "b", "c"} and known["a"] == (100, 4)
+    assert "y" not in known  # its declared type has no rank: a row planned on an inferred one might not fit
+    _, host = base_runner.planned_shapes(m, refs, {"x": (100, 4)}, 2000, 3300)  # room for two of them
+    assert len(host) == 2
+    _, host = base_runner.planned_shapes(m, refs, {"x": (1000, 4)}, 2000, 10**6)  # bigger inputs: none
+    assert host == set()
+
+
+def test_fewer_nodes_for_the_same_rows():
+    x = INTS["int64_big"]
+    m = api.Model.of(chain(x), "m").proto
+    refs = [r for r in api.select(m, api.Selection(names=("t",))) if r.kind == "node"]
+    in_graph, _ = expose(m, refs, nonfinite="deferred")
+    on_host, probes = expose(m, refs, nonfinite="deferred", host={"t"})
+    assert probes[0].stats_on_host and probes[0].raw_output == "t"
+    assert len(on_host.graph.node) == len(m.graph.node) < len(in_graph.graph.node)
+
+
+def unknown_rank(x: np.ndarray) -> onnx.ModelProto:
+    """t = Reshape(x, shape fed at run time): onnx's inference cannot tell its rank."""
+    return make_model([helper.make_node("Reshape", ["x", "s"], ["t"], name="r"), helper.make_node("Identity", ["t"], ["y"], name="b")],
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [x.size]), helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+
+
+@pytest.mark.parametrize("name", ["large_offset", "nan_inf_mixed", "near_max", "signed_1e20", "single"])
+def test_float_of_unknown_rank_takes_the_float64_row(name, tmp_path, monkeypatch):
+    monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (0, 0))
+    x = DISTRIBUTIONS[name].astype(np.float32).reshape(-1)
+    p = tmp_path / "m.onnx"
+    onnx.save(unknown_rank(x), p)
+    res = api.layers(p, api.Selection(names=("t",)), api.RunConfig(device="cpu", cache=False),
+                     api.InputSpec(arrays={"x": x, "s": np.array([1, x.size], np.int64)}))
+    check(res.stats["t"], oracle(x), name)
+    assert res.shapes["t"] == (1, x.size)
