@@ -122,3 +122,79 @@ def test_no_cache_flag(cache):
     r = CliRunner().invoke(app, ["layers", str(sample_path("mlp"))])
     assert r.exit_code == 0 and list(cache.glob("*.json"))
     assert np.isfinite(1.0)
+
+
+# -- diff: the merged graph of the one-run diff (compare.fused.build_cached) ---------------------------------
+@pytest.fixture()
+def builds(monkeypatch):
+    """Counts the merged graphs diff builds."""
+    import onnxprobe.compare.fused as fused
+
+    calls = []
+    real = fused.build
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(fused, "build", counting)
+    return calls
+
+
+def _scaled_copy(src, dst, f: float):
+    m = onnx.load(str(src))
+    for t in m.graph.initializer:
+        a = numpy_helper.to_array(t)
+        if a.dtype == np.float32:
+            t.CopyFrom(numpy_helper.from_array((a * f).astype(np.float32), t.name))
+    onnx.save(m, str(dst))
+    return dst
+
+
+def _diff_numbers(res) -> list:
+    return [(r.pair.b.name, r.metrics.sqnr_db, r.metrics.max_abs, r.introduced.sqnr_db if r.introduced else None) for r in res.results]
+
+
+def test_diff_reuses_its_merged_graph_and_gives_the_same_numbers(cache, builds, tmp_path):
+    a, b = _scaled_copy(sample_path("cnn"), tmp_path / "a.onnx", 1.001), sample_path("cnn")
+    cfg = api.RunConfig(device="cpu")
+    first = api.diff(a, b, selection=api.Selection(all=True), config=cfg, fuse=True)
+    assert len(builds) == 1 and first.in_graph > 0
+    second = api.diff(a, b, selection=api.Selection(all=True), config=cfg, fuse=True)
+    assert len(builds) == 1 and second.in_graph == first.in_graph  # served from the cache, still measured in the graph
+    fresh = api.diff(a, b, selection=api.Selection(all=True), config=api.RunConfig(device="cpu", cache=False), fuse=True)
+    assert len(builds) == 2  # --no-cache builds it
+    assert _diff_numbers(first) == _diff_numbers(second) == _diff_numbers(fresh)
+
+
+def test_diff_cache_entry_takes_the_weights_of_the_models_it_is_used_for(cache, builds, tmp_path):
+    """Big weights are not in an entry: the same graphs with other big weights reuse it, with theirs."""
+    b = _big_weight_model(tmp_path / "b.onnx", 1.0)
+    a = _big_weight_model(tmp_path / "a.onnx", 1.001)
+    c = _big_weight_model(tmp_path / "c.onnx", 1.5)
+    cfg, off = api.RunConfig(device="cpu"), api.RunConfig(device="cpu", cache=False)
+    first = api.diff(a, b, selection=api.Selection(all=True), config=cfg, fuse=True)
+    other = api.diff(c, b, selection=api.Selection(all=True), config=cfg, fuse=True)
+    assert len(builds) == 1 and other.in_graph > 0
+    assert _diff_numbers(other) == _diff_numbers(api.diff(c, b, selection=api.Selection(all=True), config=off, fuse=True))
+    assert _diff_numbers(other) != _diff_numbers(first)
+
+
+def test_diff_cache_misses_on_another_graph_selection_criterion_or_version(cache, builds, tmp_path, monkeypatch):
+    a, b = _scaled_copy(sample_path("cnn"), tmp_path / "a.onnx", 1.001), sample_path("cnn")
+    cfg = api.RunConfig(device="cpu")
+    api.diff(a, b, selection=api.Selection(all=True), config=cfg, fuse=True)
+    api.diff(a, b, selection=api.Selection(ops=("Conv",)), config=cfg, fuse=True)  # another selection
+    assert len(builds) == 2
+    api.diff(a, b, selection=api.Selection(all=True), config=cfg, tolerance=api.Tolerance(rtol=0.5), fuse=True)  # another rtol: another excess node
+    assert len(builds) == 3
+    api.diff(a, b, selection=api.Selection(all=True), config=cfg, fuse=True, introduced=False)  # no introduced-error cones
+    assert len(builds) == 4
+    m = onnx.load(str(a))
+    m.graph.node[0].name = "renamed"  # another graph on side A
+    onnx.save(m, str(tmp_path / "renamed.onnx"))
+    api.diff(tmp_path / "renamed.onnx", b, selection=api.Selection(all=True), config=cfg, fuse=True)
+    assert len(builds) == 5
+    monkeypatch.setattr(plan_cache, "__version__", "0.0.0-other")
+    api.diff(a, b, selection=api.Selection(all=True), config=cfg, fuse=True)  # another onnxprobe version
+    assert len(builds) == 6

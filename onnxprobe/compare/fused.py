@@ -24,10 +24,12 @@ from onnx import TensorProto
 from onnxprobe.compare.introduced import cone, copy_cone
 from onnxprobe.compare.sides import Side
 from onnxprobe.graph.builder import all_names, default_opset, interleave
-from onnxprobe.graph.merge import NotMergeable, side_by_side
+from onnxprobe.graph.merge import PREFIX as PREFIX_B
+from onnxprobe.graph.merge import PREFIX_A, NotMergeable, side_by_side
 from onnxprobe.graph.pair_nodes import PAIR_ROW, PairBuilder
 from onnxprobe.graph.shapes import infer_shapes, static_shape, value_types
 from onnxprobe.match.engine import Pair
+from onnxprobe.runtime import plan_cache
 from onnxprobe.stats.pooled import PairSums
 
 ROW_PREFIX, SHAPE_PREFIX = "onnxprobe.pair:", "onnxprobe.pairshape:"
@@ -126,6 +128,29 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     del g.output[:]
     g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
     return FusedGraph(merged, outputs, host, aname, bname)
+
+
+def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool) -> FusedGraph:
+    """``build``, or what it built before for the same two models (their skeletons: graphs, small
+    constants, the dequantizations onnxprobe added), pairs, criteria and introduced flag, from the disk
+    cache of ``runtime.plan_cache`` (``--no-cache`` skips it): the second diff of a pair of models does not
+    build the merged graph again (on PP-OCRv4 det, 1.9 s of 9)."""
+    if not plan_cache.enabled(a.runner.config.cache and b.runner.config.cache):
+        return build(a, b, report, by_b, rtol_of, introduced)
+    ma, mb = a.runner.model, b.runner.model
+    k = plan_cache.key_of({"fused": [plan_cache.structure(ma), plan_cache.structure(mb)], "introduced": introduced,
+                           "pairs": [[p.a.probe, p.b.probe, p.b.kind, rtol_of(p)] for p in report],
+                           "known": sorted([x, q.a.probe] for x, q in by_b.items())})
+    weights = {**{PREFIX_A + t.name: t for t in ma.graph.initializer}, **{PREFIX_B + t.name: t for t in mb.graph.initializer}}
+    hit = plan_cache.load_entry(k, weights)
+    if hit is not None and hit[1].get("kind") == "fused":
+        model, meta = hit
+        return FusedGraph(model, meta["outputs"], meta["host"], meta["aname"], meta["bname"])
+    fg = build(a, b, report, by_b, rtol_of, introduced)
+    if fg.model is not None:
+        plan_cache.store_entry(k, fg.model, {"kind": "fused", "outputs": fg.outputs, "host": fg.host, "aname": fg.aname,
+                                             "bname": fg.bname})
+    return fg
 
 
 def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 0, key=None) -> Fused:
@@ -228,4 +253,4 @@ def _sums(row: np.ndarray, shape: tuple[int, ...], sample: int) -> PairSums | No
                         bb=v["bb"], ab=ab)
 
 
-__all__ = ["Fused", "FusedGraph", "fusable", "build", "run", "profile", "NotMergeable"]
+__all__ = ["Fused", "FusedGraph", "fusable", "build", "build_cached", "run", "profile", "NotMergeable"]

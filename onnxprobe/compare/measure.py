@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxprobe.compare.fused import FusedGraph, NotMergeable, build, profile, run
+from onnxprobe.compare.fused import FusedGraph, NotMergeable, build_cached, profile, run
 from onnxprobe.compare.introduced import cone_inputs, run_cones
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import ExecutionError, first_line
@@ -132,7 +132,7 @@ def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, pr
 def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
     if plan.fused is None:
         try:
-            plan.fused = build(plan.a, plan.b, plan.report, plan.by_b, plan.rtol_of, plan.with_cones)
+            plan.fused = build_cached(plan.a, plan.b, plan.report, plan.by_b, plan.rtol_of, plan.with_cones)
         except NotMergeable:
             plan.fuse = False
             return None
