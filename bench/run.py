@@ -164,6 +164,7 @@ def main() -> None:
             "layers_all": [*ONNXPROBE, "layers", str(path), "--all", *shape_flags(shapes), "--device", "cpu"],
             "layers_all_no_cache": [*ONNXPROBE, "layers", str(path), "--all", *shape_flags(shapes), "--device", "cpu", "--no-cache"],
             "diff_all": [*ONNXPROBE, "diff", str(path), str(pert), "--all", *shape_flags(shapes), "--device", "cpu"],
+            "diff_all_no_cache": [*ONNXPROBE, "diff", str(path), str(pert), "--all", *shape_flags(shapes), "--device", "cpu", "--no-cache"],
         }
         if poly:
             probes = default_probes(path)
