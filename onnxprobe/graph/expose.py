@@ -58,6 +58,7 @@ def expose(
     nonfinite: str = "in-graph",
     host: set[str] | frozenset = frozenset(),
     known: dict[str, tuple] | None = None,
+    count_from_shape: bool = False,
 ) -> tuple[onnx.ModelProto, list[Probe]]:
     """``nonfinite``: how float tensors holding NaN/Inf get correct statistics: "in-graph" (an If node per
     tensor, self-contained), "deferred" (the caller reruns those that ``needs_masking`` says) or
@@ -65,7 +66,9 @@ def expose(
     statistics and shape the caller computes from their values: exposed as they are, with no statistics
     nodes (``Probe.stats_on_host``; ``Probe.raw_for_stats`` when their values were not asked for).
     ``known``: concrete shapes for the run's input shapes, where the model's own are symbolic (the rank
-    must be the model's): they choose the statistics form (the fast row needs the rank and block sizes)."""
+    must be the model's): they choose the statistics form (the fast row needs the rank and block sizes).
+    ``count_from_shape``: rows of tensors whose shape is exposed too leave their count column NaN for the
+    reader to fill from that shape (``runners.base.read_probes``): three nodes fewer per tensor."""
     known = known or {}
     warnings = warnings if warnings is not None else []
     opset = default_opset(model)
@@ -174,7 +177,7 @@ def expose(
             continue
         if stats and elem not in UNSUPPORTED_STATS_DTYPES:
             shape = known.get(ref.name) or (ref.shape if ref.shape is not None else _rank_only(t))
-            row = builder(g).stats_row(src, elem, shape, nonfinite)
+            row = builder(g).stats_row(src, elem, shape, nonfinite, count=not (count_from_shape and shapes and not site.chain))
             top = lift(row, site.chain, row_type, "stats") if site.chain else row
             final = STATS_PREFIX + ref.name
             if final in names:

@@ -69,26 +69,29 @@ class StatsBuilder(GraphBuilder):
         return self.const(np.array(v, np.float64))
 
     # -- the row ----------------------------------------------------------------------------------------
-    def stats_row(self, x: str, elem_type: int | None, shape: tuple | None = None, nonfinite: str = "in-graph") -> str:
+    def stats_row(self, x: str, elem_type: int | None, shape: tuple | None = None, nonfinite: str = "in-graph",
+                  count: bool = True) -> str:
         """The [1, 10] float64 row of tensor ``x``. ``nonfinite``: how a fast row that cannot be trusted is
-        fixed: "in-graph" (an If), "deferred" (the caller reruns it), or "masked" (the careful row at once)."""
+        fixed: "in-graph" (an If), "deferred" (the caller reruns it), or "masked" (the careful row at once).
+        ``count`` False: the count column is NaN, for a caller that reads the tensor's shape from the same
+        run and fills it in (``COUNT_FROM_SHAPE``: three nodes fewer per tensor)."""
         b = x
         if elem_type in EXACT_IN_DOUBLE:  # integers and bool: no NaN or Inf to mask, every sum exact enough in float64
             d = self.node("Reshape", [self.node("Cast", [x], f"{b}.f64", to=TensorProto.DOUBLE),
                                       self.const(np.array([-1], np.int64))], f"{b}.flat")
-            return self._fast_row(d, b, [0], self._size(d, b), elem=TensorProto.DOUBLE)
+            return self._fast_row(d, b, [0], self._size(d, b, count), elem=TensorProto.DOUBLE)
         if not (elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16) and shape):
             # double, an unknown type or an unknown rank: a flat float64 copy (no block sums to plan)
             d = x if elem_type == TensorProto.DOUBLE else self.node("Cast", [x], f"{b}.f64", to=TensorProto.DOUBLE)
             d = self.node("Reshape", [d, self.const(np.array([-1], np.int64))], f"{b}.flat")
-            size = self._size(d, b)
+            size = self._size(d, b, count)
             if nonfinite == "masked":
                 return self._careful_row(d, b, [0], size, TensorProto.DOUBLE)
             fast = self._fast_row(d, b, [0], size, elem=TensorProto.DOUBLE)
             return fast if nonfinite == "deferred" else self._checked(fast, d, b, [0], size, False, TensorProto.DOUBLE)
         f = x if elem_type == TensorProto.FLOAT else self.node("Cast", [x], f"{b}.f32", to=TensorProto.FLOAT)
         axes, wide = suffix_axes(shape)
-        size = self._size(f, b)
+        size = self._size(f, b, count)
         if nonfinite == "masked":
             return self._careful_row(f, b, axes, size, TensorProto.FLOAT, wide)
         fast = self._fast_row(f, b, axes, size, wide)
@@ -100,7 +103,9 @@ class StatsBuilder(GraphBuilder):
         row = self.node("Concat", cols, f"{b}.row10", axis=0)
         return self.node("Reshape", [row, self.const(np.array([1, ROW_WIDTH], np.int64))], f"{b}.row")
 
-    def _size(self, f: str, b: str) -> str:
+    def _size(self, f: str, b: str, count: bool = True) -> str:
+        if not count:
+            return self.f64([np.nan])
         flat = self.const(np.array([-1], np.int64))
         return self.node("Cast", [self.node("Reshape", [self.node("Size", [f], f"{b}.size"), flat], f"{b}.size1")],
                          f"{b}.size.f64", to=TensorProto.DOUBLE)

@@ -28,7 +28,7 @@ from onnx import helper, numpy_helper
 from onnxprobe.graph.expose import expose, needs_masking
 from onnxprobe.graph.shapes import concrete_shapes, static_shape, value_types
 from onnxprobe.runtime import plan_cache
-from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.stats.tensor_stats import COL, ROW, TensorStats
 from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
 
@@ -72,10 +72,14 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
     stats, shapes, arrays = {}, {}, {}
     for p in probes:
         name = p.ref.name
-        if p.stats_output:
-            stats[name] = TensorStats.from_rows(out[p.stats_output])
         if p.shape_output:
             shapes[name] = tuple(int(d) for d in out[p.shape_output])
+        if p.stats_output:
+            row = out[p.stats_output]
+            if p.shape_output and np.size(row) == ROW_WIDTH and np.isnan(np.asarray(row).reshape(-1)[COUNT]):
+                row = np.array(row, np.float64).reshape(1, ROW_WIDTH)  # counted from the shape (expose count_from_shape)
+                row[0, COUNT] = float(np.prod(shapes[name], dtype=np.float64))
+            stats[name] = TensorStats.from_rows(row)
         if p.raw_output:
             value = out[p.raw_output]
             if p.stats_on_host or (host_stats and name not in stats):
@@ -123,6 +127,7 @@ def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
 # tensors, 53 of them this small; most of a BERT's are). The values leave the run at its end, so their
 # total is bounded too: memory grows with the largest tensors, not with how many are probed.
 SMALL_ON_HOST = (64 * 1024, 16 * 2**20)
+ROW_WIDTH, COUNT = len(ROW), COL["count"]
 
 
 def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: dict, each: int,
@@ -204,7 +209,8 @@ class GraphRunner(Runner):
         base = model if model is not None else self.model
         in_graph = [r for r in refs if r.kind == "node"]
         plan = self._plan(base, in_graph, key, {k: tuple(np.shape(v)) for k, v in feeds.items()},
-                          stats=stats, shapes=shapes, raw=raw, nonfinite=nonfinite, small=SMALL_ON_HOST)
+                          stats=stats, shapes=shapes, raw=raw, nonfinite=nonfinite, small=SMALL_ON_HOST,
+                          count_from_shape=True)
         return self.run_plan(plan, feeds, host_refs=[r for r in refs if r.kind != "node"], stats=stats, shapes=shapes,
                              raw=raw, key=key, outputs=outputs, order=[r.name for r in refs], rerun=nonfinite == "deferred")
 
