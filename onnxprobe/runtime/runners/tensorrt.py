@@ -32,6 +32,7 @@ from onnxprobe.types import RunConfig
 MODES = ("debug", "output")
 OPTIONS = ("mode", "workspace", "tf32")
 MAX_ENGINES = 2
+MAX_SOURCES = 3  # models kept serialized: the runner's own and the derived graphs (cones) of one diff step
 
 
 def require_tensorrt() -> None:
@@ -85,7 +86,8 @@ class TensorRtRunner(HostStatsRunner):
         self.cuda = Cuda(cudart, self.gpu)
         self._engines: OrderedDict = OrderedDict()
         self._names: dict = {}  # id(model) -> (model, readable names)
-        self._files: list = []
+        # id(model) -> (model, what the parser reads, its temporary folder or None), most recent last
+        self._sources: OrderedDict = OrderedDict()
 
     def describe(self) -> str:
         return f"{self.label} (TensorRT {self.trt.__version__}, {self.device}, {self.mode or 'debug'} tensors, {self.inference_precision()})"
@@ -105,11 +107,27 @@ class TensorRtRunner(HostStatsRunner):
         return [f"TensorRT {self.trt.__version__}"]
 
     def _source(self, model: onnx.ModelProto):
-        if not is_large(model):
-            return model.SerializeToString()
-        d = tempfile.TemporaryDirectory(prefix="onnxprobe-trt-")
-        self._files.append(d)
-        return save_beside(model, d.name)
+        """``model`` as TensorRT's parser reads it: its bytes, or for a model over 2 GB the path of a copy
+        written to a temporary folder. Made once per model and kept on the runner (the readable check,
+        each engine build and the debug fallback parse it again); the folder of one dropped from the
+        last ``MAX_SOURCES`` is removed (the parser reads it only while parsing), the others go with the
+        runner (TemporaryDirectory removes its folder when collected)."""
+        have = self._sources.get(id(model))
+        if have is not None and have[0] is model:
+            self._sources.move_to_end(id(model))
+            return have[1]
+        folder = None
+        if is_large(model):
+            folder = tempfile.TemporaryDirectory(prefix="onnxprobe-trt-")
+            source = save_beside(model, folder.name)
+        else:
+            source = model.SerializeToString()
+        self._sources[id(model)] = (model, source, folder)
+        while len(self._sources) > MAX_SOURCES:
+            _model, _source, old = self._sources.popitem(last=False)[1]
+            if old is not None:
+                old.cleanup()
+        return source
 
     def _mode(self, network) -> str:
         if self.mode is None:
