@@ -91,3 +91,21 @@ def test_ray_workers_run_the_same_runtimes_and_give_the_same_json(tmp_path):
     assert ray["executor"] == {"engine": "ray", "workers": 1} and ray["sides"] == local["sides"]
     assert [p["sums"] for p in ray["pairs"]] == [p["sums"] for p in local["pairs"]]
     assert not [c for c in _under(os.getpid()).values() if "ray" in c or "openvino" in c]
+
+
+def test_layers_over_a_dataset_on_openvino_infers_shapes_once_per_shape(tmp_path, monkeypatch):
+    """The chunks' sizes (shape inference on a copy of the model) are worked out once for 3 samples of one
+    shape, again for a sample of another."""
+    from onnxprobe import api
+    from onnxprobe.runtime.runners import host_stats
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "ds").mkdir()
+    for i, batch in enumerate([2, 2, 2, 1]):
+        np.savez(tmp_path / "ds" / f"b{i}.npz", x=rng.random((batch, 3, 8, 8), dtype=np.float32))
+    seen = []
+    real = host_stats.concrete_sizes
+    monkeypatch.setattr(host_stats, "concrete_sizes", lambda m, shapes: seen.append(dict(shapes)) or real(m, shapes))
+    res = api.layers_dataset(sample_path("dynamic_batch"), tmp_path / "ds", api.Selection(all=True), runtime="openvino")
+    assert res.batches == 4 and res.moments
+    assert seen == [{"x": (2, 3, 8, 8)}, {"x": (1, 3, 8, 8)}]
