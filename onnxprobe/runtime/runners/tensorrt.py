@@ -24,6 +24,7 @@ import onnx
 
 from onnxprobe.errors import ExecutionError, MissingExtra, UsageError
 from onnxprobe.graph.io import is_large, save_beside
+from onnxprobe.graph.memo import ModelMemo
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
 from onnxprobe.runtime.runners.observability import body_tensors, reasons
@@ -86,8 +87,8 @@ class TensorRtRunner(HostStatsRunner):
         self.cuda = Cuda(cudart, self.gpu)
         self._engines: OrderedDict = OrderedDict()
         self._names: dict = {}  # id(model) -> (model, readable names)
-        # id(model) -> (model, what the parser reads, its temporary folder or None), most recent last
-        self._sources: OrderedDict = OrderedDict()
+        # model -> (what the parser reads, its temporary folder or None)
+        self._sources = ModelMemo(keep=MAX_SOURCES, dropped=lambda kept: kept[1] is not None and kept[1].cleanup())
 
     def describe(self) -> str:
         return f"{self.label} (TensorRT {self.trt.__version__}, {self.device}, {self.mode or 'debug'} tensors, {self.inference_precision()})"
@@ -112,22 +113,13 @@ class TensorRtRunner(HostStatsRunner):
         each engine build and the debug fallback parse it again); the folder of one dropped from the
         last ``MAX_SOURCES`` is removed (the parser reads it only while parsing), the others go with the
         runner (TemporaryDirectory removes its folder when collected)."""
-        have = self._sources.get(id(model))
-        if have is not None and have[0] is model:
-            self._sources.move_to_end(id(model))
-            return have[1]
-        folder = None
-        if is_large(model):
+        def make():
+            if not is_large(model):
+                return model.SerializeToString(), None
             folder = tempfile.TemporaryDirectory(prefix="onnxprobe-trt-")
-            source = save_beside(model, folder.name)
-        else:
-            source = model.SerializeToString()
-        self._sources[id(model)] = (model, source, folder)
-        while len(self._sources) > MAX_SOURCES:
-            _model, _source, old = self._sources.popitem(last=False)[1]
-            if old is not None:
-                old.cleanup()
-        return source
+            return save_beside(model, folder.name), folder
+
+        return self._sources.get(model, None, make)[0]
 
     def _mode(self, network) -> str:
         if self.mode is None:
