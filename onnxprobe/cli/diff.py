@@ -15,7 +15,7 @@ from onnxprobe.cli.options import (
     inputs_of, ray_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, dataset_flag,
     inputs_in_dataset, one_input_profile, view_of,
 )
-from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, write_html, write_pictures
+from onnxprobe.cli.output import check_outputs, emit, exit_for, notes, require_html, write_html, write_pictures
 
 Cmp = "Comparison"
 
@@ -199,12 +199,7 @@ def diff(
             hists = api.diff_histograms(res, worst_rows("diff", data), spec_in, max_memory=max_mem)
         write_html(html, "diff", data, diff_table(data), histograms=hists, inputs=api.describe_inputs(res.a.model, spec_in))
     emit(data, json_, lambda width: diff_renderables(data, width) + extra(width), view)
-    verdict, why = res.verdict()
-    if verdict == "error":
-        error(why)
-        raise typer.Exit(1)
-    if verdict == "fail":
-        raise typer.Exit(1)
+    exit_for(*res.verdict())
 
 
 def _report_dataset(res, sort: str, json_: Path | None, view, model_proto, overlay, netron) -> None:
@@ -216,11 +211,7 @@ def _report_dataset(res, sort: str, json_: Path | None, view, model_proto, overl
     data = diff_dataset_dict(res, api.sort_results(res.results, sort))
     write_pictures("diff", data, model_proto, overlay=overlay, netron=netron)
     emit(data, json_, lambda width: diff_dataset_renderables(data, width), view)
-    verdict, why = res.verdict()
-    if verdict == "error":
-        error(why)
-    if verdict != "pass":
-        raise typer.Exit(1)
+    exit_for(*res.verdict())
 
 
 def _tolerances(items: list[str] | None, flag: str) -> tuple[float | None, dict[str, float]]:

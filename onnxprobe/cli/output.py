@@ -95,6 +95,16 @@ def error(message: str) -> None:
     print(f"onnxprobe: error: {one_line(message)}", file=sys.stderr)
 
 
+def exit_for(verdict: str, why: str) -> None:
+    """A comparison's verdict as the exit code: 0 for pass; 1 for fail, and 1 for error after its reason."""
+    if verdict == "error":
+        error(why)
+    if verdict != "pass":
+        import typer
+
+        raise typer.Exit(1)
+
+
 def stdout_width() -> int:
     return stdout_console().width
 
