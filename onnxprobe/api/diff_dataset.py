@@ -13,7 +13,6 @@ from onnxprobe.api.diff import check_reference, make_sides
 from onnxprobe.compare.dataset import DiffPartial, Pool, measure_sample
 from onnxprobe.compare.diff import DiffResult, prepare
 from onnxprobe.compare.measure import DiffPlan
-from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.skeleton import model_digest
@@ -111,12 +110,8 @@ def diff_dataset(
     pooled metrics'. ``result.samples``, ``result.labels``; each result's ``pooled`` holds its mergeable
     sums. ``ray``: the samples shared out to Ray actors; the numbers are the same (the pooled sums are
     exact). ``runtime`` / ``vs_runtime`` / ``runtime_options``: as in ``diff``, for every sample."""
-    if sum([b is not None, vs_device is not None and vs_runtime is None, vs_opt_level is not None, vs_reference,
-            vs_runtime is not None]) < 1:
-        raise UsageError("a dataset diff compares with one reference: a second model B, --vs-device, --vs-opt-level, "
-                         "--vs-runtime or --vs-reference (saved activations and --vs-torch are of one input)")
     vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
-                                 runtime=runtime, vs_runtime=vs_runtime, runtime_options=runtime_options)
+                                 runtime=runtime, vs_runtime=vs_runtime, runtime_options=runtime_options, dataset=True)
     config = config or RunConfig()
     settings = dict(runtime=runtime, runtime_options=runtime_options)
     here = DiffWorkerFactory(as_model(a), as_model(b) if b is not None else None, vs_device, vs_opt_level, vs_runtime,
