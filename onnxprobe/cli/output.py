@@ -75,11 +75,8 @@ def show(renderables: Iterable, view=None) -> None:
 
 
 def emit(data: dict, json_path: Path | None, render: Callable[[int], list], view=None) -> None:
-    """``--json FILE`` writes ``data``; the report (``render(width)``) goes to stdout unless ``--json -``."""
-    if json_path is not None and str(json_path) == "-" and view is not None and view.format != "table":
-        from onnxprobe.errors import UsageError
-
-        raise UsageError(f"--json - and --format {view.format} both write to stdout: give --json a file")
+    """``--json FILE`` writes ``data``; the report (``render(width)``) goes to stdout unless ``--json -``
+    (``view``: from ``cli.options.view_of`` with the same --json, which refuses --json - beside --format)."""
     if json_path is not None:
         report_io.write_json(data, json_path)
     if json_path is None or str(json_path) != "-":
