@@ -31,7 +31,7 @@ from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.shapes import with_input_shapes
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
-from onnxprobe.runtime.runners.observability import reasons
+from onnxprobe.runtime.runners.observability import compiled_unobservable
 from onnxprobe.types import RunConfig
 
 LOW_PRECISIONS = ("f16", "bf16")
@@ -220,13 +220,7 @@ class OpenVinoRunner(HostStatsRunner):
     def unobservable(self, names: list[str]) -> dict[str, str]:
         self.check_device()
         key, _ = self._base(None)
-        present = set(self._loaded[key][1])
-        graph = self.model.graph
-        inits = {t.name for t in graph.initializer}
-        inputs = {i.name for i in graph.input}
-        missing = [n for n in dict.fromkeys(names) if n not in present and n not in inits and n not in inputs
-                   and n not in self._dead]
-        return reasons(self.model, missing, present, "OpenVINO")
+        return compiled_unobservable(self.model, names, set(self._loaded[key][1]), "OpenVINO", also=self._dead)
 
     # -- running ---------------------------------------------------------------------------------------
     def collect(self, model: onnx.ModelProto, names: list[str], feeds: dict, *, stats: list[str], raw: list[str],

@@ -27,7 +27,7 @@ from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.memo import ModelMemo
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
-from onnxprobe.runtime.runners.observability import body_tensors, reasons
+from onnxprobe.runtime.runners.observability import body_tensors, compiled_unobservable
 from onnxprobe.types import RunConfig
 
 MODES = ("debug", "output")
@@ -142,11 +142,7 @@ class TensorRtRunner(HostStatsRunner):
         return self.unobservable_in(self.model, names)
 
     def unobservable_in(self, model: onnx.ModelProto, names: list[str]) -> dict[str, str]:
-        present = self._readable(model)
-        inits = {t.name for t in model.graph.initializer}
-        inputs = {i.name for i in model.graph.input}
-        missing = [n for n in dict.fromkeys(names) if n not in present and n not in inits and n not in inputs]
-        return reasons(model, missing, present, "TensorRT")
+        return compiled_unobservable(model, names, self._readable(model), "TensorRT")
 
     def collect(self, model: onnx.ModelProto, names: list[str], feeds: dict, *, stats: list[str], raw: list[str],
                 key=None) -> Collected:
