@@ -165,19 +165,16 @@ class TensorRtRunner(HostStatsRunner):
         got = run(self.trt, self.cuda, engine, feeds, names, set(stats), set(raw), mode)
         lost = [n for n in names if n not in got["shapes"]]
         if lost and mode == "debug":  # NVIDIA/TensorRT #4456: a listener that is never called
-            note = (f"TensorRT returned no debug tensor for {len(lost)} marked tensors (NVIDIA/TensorRT #4456); "
-                    "they were read again as marked outputs, which changes the engine's fusions")
-            if note not in self.notes:
-                self.notes.append(note)
+            self.note(f"TensorRT returned no debug tensor for {len(lost)} marked tensors (NVIDIA/TensorRT #4456); "
+                      "they were read again as marked outputs, which changes the engine's fusions")
             engine2, b2 = build(self.trt, self.logger, self._source(model), lost, shapes, "output", self.workspace, self.tf32)
             again = run(self.trt, self.cuda, engine2, feeds, lost, set(stats), set(raw), "output")
             for k in ("stats", "shapes", "values"):
                 got[k].update(again[k])
             build_s += b2
         if mode == "output":
-            note = "TensorRT: the probed tensors are marked as engine outputs, which breaks fusions (NVIDIA/TensorRT #2232)"
-            if note not in self.notes and any(n not in {o.name for o in model.graph.output} for n in names):
-                self.notes.append(note)
+            if any(n not in {o.name for o in model.graph.output} for n in names):
+                self.note("TensorRT: the probed tensors are marked as engine outputs, which breaks fusions (NVIDIA/TensorRT #2232)")
         missing = [n for n in names if n not in got["shapes"]]
         if missing:
             raise ExecutionError(f"TensorRT returned no value for {missing[0]!r}")
