@@ -448,7 +448,7 @@ def _dataset_cases() -> list[Case]:
              (2,), "--runtime-option"),
         Case("diff_dataset_vs_runtime_bogus", lambda d: ["diff", mlp, "--vs-runtime", "tpu", "--inputs-dir", _ds(d)], (2,),
              "--vs-runtime 'tpu'"),
-        Case("diff_dataset_no_reference", lambda d: ["diff", mlp, "--inputs-dir", _ds(d)], (2,), "one reference"),
+        Case("diff_dataset_no_reference", lambda d: ["diff", mlp, "--inputs-dir", _ds(d)], (2,), "a dataset diff compares with one reference"),
         Case("layers_dataset_runtime_bogus", lambda d: ["layers", mlp, "--inputs-dir", _ds(d), "--runtime", "bogus"], (2,),
              "--runtime 'bogus'"),
         Case("grad_reduce_bogus", lambda d: ["grad", mlp, "--inputs-dir", _ds(d), "--reduce", "max"], (2,), "--reduce"),

@@ -251,3 +251,30 @@ def test_a_dataset_diff_measures_in_the_one_run_graph_and_says_so(tmp_path):
         assert (f["a"], f["b"]) == (h["a"], h["b"])
         if f["sqnr_db"] is not None and h["sqnr_db"] is not None:
             assert f["sqnr_db"] == pytest.approx(h["sqnr_db"], abs=1e-3), f["a"]
+
+
+def test_samples_of_one_shape_infer_shapes_and_build_cones_once(tmp_path, monkeypatch):
+    """The separate-runs path over 3 samples of one shape and one of another: shape inference once per
+    shape, each set of cones built once (it was twice per sample)."""
+    from onnxprobe import api
+    from onnxprobe.compare import introduced, measure
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "ds").mkdir()
+    for i, batch in enumerate([2, 2, 2, 1]):
+        np.savez(tmp_path / "ds" / f"b{i}.npz", x=rng.random((batch, 3, 8, 8), dtype=np.float32))
+    sizes, cones = [], []
+    real_sizes, real_cones = measure.concrete_sizes, introduced.build_cones
+    monkeypatch.setattr(measure, "concrete_sizes", lambda m, shapes: sizes.append(dict(shapes)) or real_sizes(m, shapes))
+
+    def counted(m, targets, known):
+        cones.append(tuple(targets))
+        return real_cones(m, targets, known)
+
+    for module in (introduced, measure):
+        monkeypatch.setattr(module, "build_cones", counted, raising=False)
+    res = api.diff_dataset(sample_path("dynamic_batch"), sample_path("dynamic_batch"), tmp_path / "ds", fuse=False,
+                           selection=api.Selection(all=True))
+    assert res.samples == 4 and res.verdict()[0] == "pass"
+    assert sizes == [{"x": (2, 3, 8, 8)}, {"x": (1, 3, 8, 8)}]
+    assert cones and len(cones) == len(set(cones)), cones

@@ -91,3 +91,81 @@ def test_ray_workers_run_the_same_runtimes_and_give_the_same_json(tmp_path):
     assert ray["executor"] == {"engine": "ray", "workers": 1} and ray["sides"] == local["sides"]
     assert [p["sums"] for p in ray["pairs"]] == [p["sums"] for p in local["pairs"]]
     assert not [c for c in _under(os.getpid()).values() if "ray" in c or "openvino" in c]
+
+
+def test_layers_over_a_dataset_on_openvino_infers_shapes_once_per_shape(tmp_path, monkeypatch):
+    """The chunks' sizes (shape inference on a copy of the model) are worked out once for 3 samples of one
+    shape, again for a sample of another."""
+    from onnxprobe import api
+    from onnxprobe.runtime.runners import host_stats
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "ds").mkdir()
+    for i, batch in enumerate([2, 2, 2, 1]):
+        np.savez(tmp_path / "ds" / f"b{i}.npz", x=rng.random((batch, 3, 8, 8), dtype=np.float32))
+    seen = []
+    real = host_stats.concrete_sizes
+    monkeypatch.setattr(host_stats, "concrete_sizes", lambda m, shapes: seen.append(dict(shapes)) or real(m, shapes))
+    res = api.layers_dataset(sample_path("dynamic_batch"), tmp_path / "ds", api.Selection(all=True), runtime="openvino")
+    assert res.batches == 4 and res.moments
+    assert seen == [{"x": (2, 3, 8, 8)}, {"x": (1, 3, 8, 8)}]
+
+
+def _rank_unknown_conv(path):
+    """A Conv whose input has no declared rank: OpenVINO reads it only with the inputs' shapes fixed."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from conftest import make_model
+
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    x = onnx.ValueInfoProto(name="x")
+    x.type.tensor_type.elem_type = TensorProto.FLOAT
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    onnx.save(make_model(nodes, [x], [y], [w]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("sides", [["--runtime", "openvino", "--vs-runtime", "ort"], ["--vs-runtime", "openvino"]])
+def test_diff_over_a_dataset_on_openvino_reads_a_dynamic_model_with_the_samples_shapes(tmp_path, sides):
+    """OpenVINO cannot read this model as it is: in dataset mode it was made with no input shapes and
+    failed ("OpenVINO cannot read the model"); it gets the first sample's, as the one-input diff gets its
+    feeds', and every sample (of two shapes) is compared, as both runtimes compute it called directly."""
+    model = _rank_unknown_conv(tmp_path / "m.onnx")
+    rng = np.random.default_rng(7)
+    (tmp_path / "ds").mkdir()
+    samples = [{"x": rng.standard_normal(s).astype(np.float32)} for s in [(1, 3, 8, 8), (1, 3, 8, 8), (2, 3, 6, 6)]]
+    for i, s in enumerate(samples):
+        np.savez(tmp_path / "ds" / f"b{i}.npz", **s)
+    out = tmp_path / "d.json"
+    _run("diff", model, *sides, "--inputs-dir", tmp_path / "ds", "--all", "--json", out, code=(0, 1))
+    d = json.loads(out.read_text())
+    assert d["samples"] == 3 and "openvino" in [s["runtime"] for s in d["sides"]]
+    pairs = {p["a"]: p for p in d["pairs"] if p["sqnr_db"] is not None}
+    assert set(pairs) == {"c", "y"}
+    ov = [openvino_values(model, ["c", "y"], s) for s in samples]
+    ort = [ort_values(model, ["c", "y"], s) for s in samples]
+    a_side, b_side = (ov, ort) if sides[0] == "--runtime" else (ort, ov)
+    for name, p in pairs.items():
+        a = np.concatenate([np.asarray(v[name], np.float64).ravel() for v in a_side])
+        b = np.concatenate([np.asarray(v[name], np.float64).ravel() for v in b_side])
+        noise = float(np.sum((a - b) ** 2))
+        want = math.inf if noise == 0 else 10 * math.log10(float(np.sum(b * b)) / noise)
+        if math.isfinite(want):
+            assert abs(p["sqnr_db"] - want) <= 0.5, (name, p["sqnr_db"], want)
+        else:
+            assert p["exact"], name
+
+
+def test_a_pipelines_first_sample_read_for_openvinos_shapes_is_still_compared(tmp_path):
+    model = _rank_unknown_conv(tmp_path / "m.onnx")
+    pipe = tmp_path / "pipe.py"
+    pipe.write_text("import numpy as np\n\ndef samples():\n    rng = np.random.default_rng(2)\n"
+                    "    for shape in [(1, 3, 8, 8), (2, 3, 6, 6), (1, 3, 7, 7)]:\n"
+                    "        yield {'x': rng.standard_normal(shape).astype(np.float32)}\n")
+    out = tmp_path / "d.json"
+    _run("diff", model, "--vs-runtime", "openvino", "--inputs-from", f"{pipe}:samples", "--json", out, code=(0, 1))
+    d = json.loads(out.read_text())
+    assert d["samples"] == 3 and d["sample_labels"] == ["item 0", "item 1", "item 2"]

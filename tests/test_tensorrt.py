@@ -95,3 +95,81 @@ def test_the_memory_budget_splits_tensorrt_runs():
     assert set(many.stats) == set(one.stats)
     for n, st in one.stats.items():
         assert many.stats[n].count == st.count and many.stats[n].mean == pytest.approx(st.mean, rel=1e-3, abs=1e-5), n
+
+
+def _fake_tensorrt(monkeypatch, *, lose_debug: bool = False) -> list:
+    """TensorRtRunner over a stand-in for TensorRT and CUDA (none installed here): parse, build and run
+    record what they are given; the returned list collects each model written for the parser (``save_beside``,
+    every model taken as over 2 GB)."""
+    from onnxprobe.runtime.runners import tensorrt, tensorrt_engine
+
+    class Version:
+        __version__ = "fake"
+
+    written: list = []
+
+    def save_beside(model, folder):
+        written.append(folder)
+        return f"{folder}/model.onnx"
+
+    def run(trt, cuda, engine, feeds, names, stats, raw, mode):
+        got = [] if lose_debug and mode == "debug" else names
+        return {"stats": {}, "shapes": {n: (1,) for n in got}, "values": {n: np.zeros(1) for n in got if n in raw}, "seconds": 0.0}
+
+    monkeypatch.setattr(tensorrt, "require_tensorrt", lambda: None)
+    monkeypatch.setattr(tensorrt, "is_large", lambda model: True)
+    monkeypatch.setattr(tensorrt, "save_beside", save_beside)
+    monkeypatch.setattr(tensorrt_engine, "modules", lambda: (Version, None))
+    monkeypatch.setattr(tensorrt_engine, "Logger", lambda trt: None)
+    monkeypatch.setattr(tensorrt_engine, "Cuda", lambda rt, gpu: None)
+    monkeypatch.setattr(tensorrt_engine, "parse", lambda trt, logger, source: (None, source, None))
+    monkeypatch.setattr(tensorrt_engine, "all_tensors", lambda network: dict.fromkeys(["h", "y"]))
+    monkeypatch.setattr(tensorrt_engine, "build_time_tensors", lambda trt, network: set())
+    monkeypatch.setattr(tensorrt_engine, "build", lambda trt, logger, source, names, *a: (object(), 0.0))
+    monkeypatch.setattr(tensorrt_engine, "run", run)
+    return written
+
+
+def _two_relus():
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("x", "y")]
+    return make_model([helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Relu", ["h"], ["y"])], io[:1], io[1:])
+
+
+@pytest.mark.parametrize("mode", ["debug", "output"])
+def test_tensorrt_writes_a_model_for_its_parser_once(monkeypatch, mode):
+    from onnxprobe.runtime.runners.tensorrt import TensorRtRunner
+    from onnxprobe.types import TensorRef
+
+    written = _fake_tensorrt(monkeypatch, lose_debug=mode == "debug")
+    model = _two_relus()
+    runner = TensorRtRunner(model, options={"mode": mode})
+    feeds = {"x": np.ones(1, np.float32)}
+    h, y = (TensorRef(name=n, node=n, op_type="Relu", index=0) for n in ("h", "y"))
+    for refs in ([h], [h, y], [h]):  # the readable check, two engines, an engine reused; the debug fallback's rebuilds
+        runner.probe(refs, feeds)
+    assert runner.unobservable(["h", "y", "x"]) == {}
+    assert len(written) == 1, written
+    other = _two_relus()  # a derived model (a cone of diff) is written once too
+    runner.collect(other, ["h"], feeds, stats=[], raw=["h"])
+    runner.collect(other, ["y"], feeds, stats=[], raw=["y"])
+    assert len(written) == 2
+
+
+def test_tensorrt_removes_the_folders_of_models_it_no_longer_keeps(monkeypatch):
+    from pathlib import Path
+
+    from onnxprobe.runtime.runners import tensorrt
+
+    written = _fake_tensorrt(monkeypatch)
+    runner = tensorrt.TensorRtRunner(_two_relus())
+    models = [_two_relus() for _ in range(tensorrt.MAX_SOURCES + 1)]
+    for m in models:
+        runner._source(m)
+    assert len(written) == len(models) and not Path(written[0]).exists()
+    assert all(Path(w).is_dir() for w in written[1:])
+    runner._source(models[-1])
+    assert len(written) == len(models)

@@ -75,9 +75,12 @@ def run(plan: ProbePlan | Model, feed: dict[str, np.ndarray] | Feeds, config: Ru
 
 
 def _runner_for(model: Model, config: RunConfig | None, runtime: str, options: dict[str, str] | None,
-                max_memory: int | None, interruptible: bool = True, feed: dict | None = None) -> GraphRunner:
+                max_memory: int | None, interruptible: bool = True, feed: dict | None = None,
+                threads: int | None = None) -> GraphRunner:
+    """The runner of ``runtime``; ``feed``: a run's feeds, whose shapes OpenVINO reads some models with;
+    ``threads``: onnxruntime's intra-op threads (a Ray actor's one), default its own."""
     if runtime == "ort":
-        return runner(model, config, interruptible=interruptible, options=options)
+        return runner(model, config, interruptible=interruptible, options=options, **({"threads": threads} if threads else {}))
     shapes = {k: tuple(np.shape(v)) for k, v in feed.items()} if feed else None
     return runner(model, config, runtime=runtime, options=options, max_memory=max_memory, shapes=shapes)
 
@@ -238,12 +241,8 @@ class LayersWorker(BatchWorker):
 
     def _runner(self, feed: dict) -> GraphRunner:
         if self.runner is None:
-            if self.runtime == "ort":
-                self.runner = runner(self.model, self.config, interruptible=False, options=self.runtime_options,
-                                     **({"threads": self.threads} if self.threads else {}))
-            else:
-                self.runner = _runner_for(self.model, self.config, self.runtime, self.runtime_options, self.max_memory,
-                                          interruptible=False, feed=feed)
+            self.runner = _runner_for(self.model, self.config, self.runtime, self.runtime_options, self.max_memory,
+                                      interruptible=False, feed=feed, threads=self.threads)
         return self.runner
 
     def process(self, index: int, label: str, arrays: dict[str, np.ndarray]) -> LayersPartial:

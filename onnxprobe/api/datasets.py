@@ -10,6 +10,7 @@ not stop the others, and the run then fails with one line naming the batches tha
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -45,6 +46,31 @@ def source(model: Model, inputs=None, inputs_from: str | None = None) -> Source:
     if inputs_from is not None:
         return Source(samples=generator_samples(str(inputs_from)))
     return Source(batches=dataset_batches(inputs, model_inputs(model.proto)))
+
+
+def first_shapes(model: Model, src: Source) -> dict[str, tuple[int, ...]] | None:
+    """The feed shapes of the dataset's first sample, for a runtime that reads some models only with
+    static inputs (OpenVINO) and is made before any sample runs; None when that sample does not make
+    feeds here (the run then reports it, naming the sample). A pipeline's first sample is put back in
+    front of the others."""
+    if src.batches is not None:
+        if not src.batches:
+            return None
+        try:
+            arrays = load_batch(src.batches[0], model_inputs(model.proto))
+        except OnnxProbeError:
+            return None
+    else:
+        first = next(src.samples, None)
+        if first is None:
+            return None
+        src.samples = itertools.chain([first], src.samples)
+        arrays = first[1]
+    try:
+        values = BatchWorker.feeds(model, arrays).values
+    except OnnxProbeError:
+        return None
+    return {k: tuple(getattr(v, "shape", ())) for k, v in values.items()}
 
 
 class BatchWorker:

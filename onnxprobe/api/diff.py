@@ -33,9 +33,10 @@ def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", opt
 
 def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str | None = None, vs_reference: bool = False,
                     vs_npz=None, vs_torch=None, runtime: str = "ort", vs_runtime: str | None = None,
-                    runtime_options: dict[str, str] | None = None) -> str | None:
+                    runtime_options: dict[str, str] | None = None, dataset: bool = False) -> str | None:
     """Check that exactly one reference is given and that the runtimes and their options make sense;
-    returns ``vs_runtime`` (``reference`` for ``vs_reference``)."""
+    returns ``vs_runtime`` (``reference`` for ``vs_reference``). ``dataset``: for a dataset diff, whose
+    references are fewer (no saved activations, no PyTorch module)."""
     check_runtime(runtime)
     if vs_reference:
         if vs_runtime not in (None, "reference"):
@@ -47,6 +48,9 @@ def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str |
             raise UsageError("give exactly one reference: --vs-device or --vs-reference (onnx.reference has no devices)")
     modes = [b is not None, vs_device is not None and vs_runtime is None, vs_opt_level is not None, vs_runtime is not None,
              vs_npz is not None, vs_torch is not None]
+    if dataset and not any(modes):
+        raise UsageError("a dataset diff compares with one reference: a second model B, --vs-device, --vs-opt-level, "
+                         "--vs-runtime or --vs-reference (saved activations and --vs-torch are of one input)")
     if sum(modes) != 1:
         raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-runtime "
                          "(--vs-reference), --vs-npz or --vs-torch")

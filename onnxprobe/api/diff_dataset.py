@@ -8,12 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onnxprobe.api.datasets import BatchWorker, model_path, run_batches, source
+from onnxprobe.api.datasets import BatchWorker, first_shapes, model_path, run_batches, source
 from onnxprobe.api.diff import check_reference, make_sides
 from onnxprobe.compare.dataset import DiffPartial, Pool, measure_sample
 from onnxprobe.compare.diff import DiffResult, prepare
 from onnxprobe.compare.measure import DiffPlan
-from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.skeleton import model_digest
@@ -44,12 +43,13 @@ class DiffWorkerFactory:
     threads: int | None = None
     runtime: str = "ort"
     runtime_options: dict[str, str] | None = None
+    shapes: dict | None = None  # the first sample's feed shapes, for OpenVINO (it reads some models only with them)
 
     def plan(self) -> tuple[Model, DiffPlan]:
         a_model, side_a, side_b = make_sides(self.a, self.b, vs_device=self.vs_device, vs_opt_level=self.vs_opt_level,
                                              vs_runtime=self.vs_runtime, config=self.config, runtime=self.runtime,
                                              runtime_options=self.runtime_options, max_memory=self.max_memory,
-                                             threads=self.threads)
+                                             threads=self.threads, shapes=self.shapes)
         plan = prepare(side_a, side_b, self.selection or Selection(), self.tolerance, self.per_tensor, self.user_map,
                        self.introduced, self.max_memory, fuse=self.fuse)
         return a_model, plan
@@ -111,18 +111,20 @@ def diff_dataset(
     pooled metrics'. ``result.samples``, ``result.labels``; each result's ``pooled`` holds its mergeable
     sums. ``ray``: the samples shared out to Ray actors; the numbers are the same (the pooled sums are
     exact). ``runtime`` / ``vs_runtime`` / ``runtime_options``: as in ``diff``, for every sample."""
-    if sum([b is not None, vs_device is not None and vs_runtime is None, vs_opt_level is not None, vs_reference,
-            vs_runtime is not None]) < 1:
-        raise UsageError("a dataset diff compares with one reference: a second model B, --vs-device, --vs-opt-level, "
-                         "--vs-runtime or --vs-reference (saved activations and --vs-torch are of one input)")
     vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
-                                 runtime=runtime, vs_runtime=vs_runtime, runtime_options=runtime_options)
+                                 runtime=runtime, vs_runtime=vs_runtime, runtime_options=runtime_options, dataset=True)
     config = config or RunConfig()
-    settings = dict(runtime=runtime, runtime_options=runtime_options)
-    here = DiffWorkerFactory(as_model(a), as_model(b) if b is not None else None, vs_device, vs_opt_level, vs_runtime,
+    a_model = as_model(a)
+    src = shapes = None
+    if "openvino" in (runtime, vs_runtime):  # made with the first sample's input shapes, as diff makes it with its feeds'
+        src = source(a_model, inputs, inputs_from)
+        shapes = first_shapes(a_model, src)
+    settings = dict(runtime=runtime, runtime_options=runtime_options, shapes=shapes)
+    here = DiffWorkerFactory(a_model, as_model(b) if b is not None else None, vs_device, vs_opt_level, vs_runtime,
                              config, selection, tolerance, per_tensor, user_map, introduced, max_memory, fuse, **settings)
     a_model, plan = here.plan()
-    src = source(a_model, inputs, inputs_from)
+    if src is None:
+        src = source(a_model, inputs, inputs_from)
     if ray is not None:
         factory = DiffWorkerFactory(model_path(a_model), model_path(b) if b is not None else None, vs_device,
                                     vs_opt_level, vs_runtime, config, selection, plan.tolerance, per_tensor, user_map,

@@ -12,9 +12,10 @@ from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsFromOpt, InputsOpt, IntRangeOpt, JsonOpt,
     LabelsOpt, LossOpt, MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, NoCacheOpt, ProfileOpt, RangeOpt,
     RayAddressOpt, RayOpt, RayWorkersOpt, RuntimeOpt, RuntimeOptionOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of,
-    inputs_of, ray_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
+    inputs_of, ray_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, dataset_flag,
+    inputs_in_dataset, one_input_profile, view_of,
 )
-from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, write_html, write_pictures
+from onnxprobe.cli.output import check_outputs, emit, exit_for, notes, require_html, write_html, write_pictures
 
 Cmp = "Comparison"
 
@@ -147,9 +148,13 @@ def diff(
         raise UsageError("diff --grad runs backward graphs on onnxruntime: drop --runtime / --runtime-option")
     max_mem = api.parse_size(max_memory) if max_memory else None
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
-    if inputs_dir is not None or inputs_from is not None:
-        _check_dataset_flags(inputs_dir, inputs_from, grad, vs_npz, vs_torch, fp32_sensitivity, profile, html, input_,
-                             inputs, shape)
+    one_input = [(bool(given), f"{what} compares on one input: not with {{flag}} (a dataset diff compares with a model B, "
+                               "--vs-device, --vs-opt-level, --vs-runtime or --vs-reference)")
+                 for given, what in ((grad, "--grad"), (vs_npz, "--vs-npz"), (vs_torch, "--vs-torch"),
+                                     (fp32_sensitivity, "--fp32-sensitivity"))]
+    no_html = (html is not None, "--html draws the histograms of one input's tensors: not with {flag} (--json keeps the pooled report)")
+    if dataset_flag(inputs_dir, inputs_from, *one_input, one_input_profile(profile), no_html,
+                    inputs_in_dataset(input_=bool(input_), inputs=inputs is not None, shape=bool(shape))):
         where = inputs_dir.name if inputs_dir is not None else inputs_from
         with Progress(f"comparing {model.name} over {where}", "batches") as progress:
             res = api.diff_dataset(model, reference, inputs_dir, inputs_from=inputs_from, vs_device=vs_device,
@@ -194,12 +199,7 @@ def diff(
             hists = api.diff_histograms(res, worst_rows("diff", data), spec_in, max_memory=max_mem)
         write_html(html, "diff", data, diff_table(data), histograms=hists, inputs=api.describe_inputs(res.a.model, spec_in))
     emit(data, json_, lambda width: diff_renderables(data, width) + extra(width), view)
-    verdict, why = res.verdict()
-    if verdict == "error":
-        error(why)
-        raise typer.Exit(1)
-    if verdict == "fail":
-        raise typer.Exit(1)
+    exit_for(*res.verdict())
 
 
 def _report_dataset(res, sort: str, json_: Path | None, view, model_proto, overlay, netron) -> None:
@@ -211,31 +211,7 @@ def _report_dataset(res, sort: str, json_: Path | None, view, model_proto, overl
     data = diff_dataset_dict(res, api.sort_results(res.results, sort))
     write_pictures("diff", data, model_proto, overlay=overlay, netron=netron)
     emit(data, json_, lambda width: diff_dataset_renderables(data, width), view)
-    verdict, why = res.verdict()
-    if verdict == "error":
-        error(why)
-    if verdict != "pass":
-        raise typer.Exit(1)
-
-
-def _check_dataset_flags(inputs_dir, inputs_from, grad, vs_npz, vs_torch, fp32_sensitivity, profile, html, input_, inputs,
-                         shape) -> None:
-    from onnxprobe.errors import UsageError
-
-    flag = "--inputs-dir" if inputs_dir is not None else "--inputs-from"
-    if inputs_dir is not None and inputs_from is not None:
-        raise UsageError("--inputs-dir and --inputs-from are two datasets: give one")
-    for bad, what in ((grad, "--grad"), (vs_npz, "--vs-npz"), (vs_torch, "--vs-torch"),
-                      (fp32_sensitivity, "--fp32-sensitivity")):
-        if bad:
-            raise UsageError(f"{what} compares on one input: not with {flag} (a dataset diff compares with a model B, "
-                             "--vs-device, --vs-opt-level, --vs-runtime or --vs-reference)")
-    if profile:
-        raise UsageError(f"--profile times one input: drop {flag} (or --profile)")
-    if html is not None:
-        raise UsageError(f"--html draws the histograms of one input's tensors: not with {flag} (--json keeps the pooled report)")
-    if input_ or inputs is not None or shape:
-        raise UsageError(f"{flag} takes all inputs from the dataset: drop --input, --inputs and --shape")
+    exit_for(*res.verdict())
 
 
 def _tolerances(items: list[str] | None, flag: str) -> tuple[float | None, dict[str, float]]:

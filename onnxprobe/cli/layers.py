@@ -7,7 +7,7 @@ from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputsFromOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt,
     OpOpt, MaxMemoryOpt, OptLevelOpt, NoCacheOpt, ProfileOpt, RangeOpt, RayAddressOpt, RayOpt, RayWorkersOpt, RuntimeOpt,
     RuntimeOptionOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, ray_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt,
-    OverlayOpt, WideOpt, view_of,
+    OverlayOpt, WideOpt, dataset_flag, inputs_in_dataset, one_input_profile, view_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, notes, require_html, write_html, write_pictures
 
@@ -88,15 +88,10 @@ def layers(
     if profile and runtime != "ort":
         raise UsageError(f"--profile times onnxruntime's kernels: not with --runtime {runtime}")
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
-    dataset = inputs_dir is not None or inputs_from is not None
+    dataset = dataset_flag(inputs_dir, inputs_from,
+                           inputs_in_dataset(save=save is not None, input_=bool(input_), inputs=inputs is not None, shape=bool(shape)),
+                           one_input_profile(profile)) is not None
     if dataset:
-        flag = "--inputs-dir" if inputs_dir is not None else "--inputs-from"
-        if inputs_dir is not None and inputs_from is not None:
-            raise UsageError("--inputs-dir and --inputs-from are two datasets: give one")
-        if save is not None or input_ or inputs is not None or shape:
-            raise UsageError(f"{flag} takes all inputs from the dataset: drop --save, --input, --inputs and --shape")
-        if profile:
-            raise UsageError(f"--profile times one input: drop {flag} (or --profile)")
         where = inputs_dir.name if inputs_dir is not None else inputs_from
         with Progress(f"probing {model.name} over {where}", "batches") as progress:
             res = api.layers_dataset(model, inputs_dir, selection, config, max_memory=budget, progress=progress.update,

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from onnxprobe.cli.errors import handle_errors
-from onnxprobe.cli.output import check_outputs, emit, error
+from onnxprobe.cli.output import check_outputs, emit, exit_for
 from onnxprobe.cli.options import ColumnsOpt, FormatOpt, JsonOpt, WideOpt, view_of
 
 
@@ -42,10 +42,7 @@ def merge_stats(
     if "pairs" in merged:  # diff reports: the pooled comparison, judged again
         view = view_of(wide, columns, fmt, diff_report.COLUMNS, json_)
         emit(merged, json_, lambda width: diff_dataset_renderables(merged, width), view)
-        if merged["verdict"] == "error":
-            error(merged["verdict_reason"])
-        if merged["verdict"] != "pass":
-            raise typer.Exit(1)
+        exit_for(merged["verdict"], merged["verdict_reason"])
         return
     view = view_of(wide, columns, fmt, COLUMNS + PERCENTILE_COLUMNS, json_)
     emit(merged, json_, lambda width: layers_renderables(merged, width), view)

@@ -127,3 +127,33 @@ def ray_of(ray: bool, address: str | None, workers: int | None, dataset: bool):
     if not dataset:
         raise UsageError(f"{flag} shares the batches of a dataset out to workers: give --inputs-dir DIR")
     return api.RayOptions(address=address, workers=workers)
+
+
+def dataset_flag(inputs_dir: Path | None, inputs_from: str | None, *refusals: tuple[bool, str]) -> str | None:
+    """Dataset mode: '--inputs-dir' or '--inputs-from', whichever was given (None: one input), after
+    refusing both at once and then, in order, each ``refusal``: (given, the message, where ``{flag}``
+    stands for the dataset's flag), as ``one_input_profile`` and ``inputs_in_dataset`` make them."""
+    from onnxprobe.errors import UsageError
+
+    if inputs_dir is None and inputs_from is None:
+        return None
+    if inputs_dir is not None and inputs_from is not None:
+        raise UsageError("--inputs-dir and --inputs-from are two datasets: give one")
+    flag = "--inputs-dir" if inputs_dir is not None else "--inputs-from"
+    for given, message in refusals:
+        if given:
+            raise UsageError(message.format(flag=flag))
+    return flag
+
+
+def one_input_profile(profile: bool) -> tuple[bool, str]:
+    """The refusal of --profile in dataset mode (``dataset_flag``)."""
+    return profile, "--profile times one input: drop {flag} (or --profile)"
+
+
+def inputs_in_dataset(**flags: bool) -> tuple[bool, str]:
+    """The refusal, in dataset mode (``dataset_flag``), of the flags that give inputs (by name:
+    save=True for --save)."""
+    names = [f"--{k.rstrip('_')}" for k in flags]
+    listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+    return any(flags.values()), "{flag} takes all inputs from the dataset: drop " + listed

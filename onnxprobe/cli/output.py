@@ -75,11 +75,8 @@ def show(renderables: Iterable, view=None) -> None:
 
 
 def emit(data: dict, json_path: Path | None, render: Callable[[int], list], view=None) -> None:
-    """``--json FILE`` writes ``data``; the report (``render(width)``) goes to stdout unless ``--json -``."""
-    if json_path is not None and str(json_path) == "-" and view is not None and view.format != "table":
-        from onnxprobe.errors import UsageError
-
-        raise UsageError(f"--json - and --format {view.format} both write to stdout: give --json a file")
+    """``--json FILE`` writes ``data``; the report (``render(width)``) goes to stdout unless ``--json -``
+    (``view``: from ``cli.options.view_of`` with the same --json, which refuses --json - beside --format)."""
     if json_path is not None:
         report_io.write_json(data, json_path)
     if json_path is None or str(json_path) != "-":
@@ -93,6 +90,16 @@ def notes(messages: Iterable[str]) -> None:
 
 def error(message: str) -> None:
     print(f"onnxprobe: error: {one_line(message)}", file=sys.stderr)
+
+
+def exit_for(verdict: str, why: str) -> None:
+    """A comparison's verdict as the exit code: 0 for pass; 1 for fail, and 1 for error after its reason."""
+    if verdict == "error":
+        error(why)
+    if verdict != "pass":
+        import typer
+
+        raise typer.Exit(1)
 
 
 def stdout_width() -> int:

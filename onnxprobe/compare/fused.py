@@ -39,13 +39,12 @@ MIN_OPSET = 9  # the statistics' builder, whose Reduce* forms it shares
 @dataclass
 class Fused:
     """What one run measured: one sample's sums per pair (by its position in the report), introduced
-    error where a cone was built, runtime shapes, and the pairs left for the host."""
+    error where a cone was built, and the pairs whose shapes differed at run time; the pairs absent from
+    ``sums`` and ``problems`` are left for the host."""
 
     sums: dict[int, PairSums] = field(default_factory=dict)
     introduced: dict[int, PairSums] = field(default_factory=dict)
-    shapes: dict[int, tuple[int, ...]] = field(default_factory=dict)
     problems: dict[int, str] = field(default_factory=dict)
-    host: list[int] = field(default_factory=list)  # pairs to measure on the host
     profile: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)  # pair -> (A's, B's kernel ms)
     profile_summary: dict = field(default_factory=dict)
 
@@ -56,7 +55,6 @@ class FusedGraph:
 
     model: onnx.ModelProto | None  # None: no pair could be measured in the graph
     outputs: list[str]
-    host: list[int]  # pairs never measured in the graph (not float32, no static rank)
     aname: dict = field(default_factory=dict)  # A's tensor -> its name in the merged graph
     bname: dict = field(default_factory=dict)
 
@@ -87,7 +85,6 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     names = all_names(merged)
     original = len(g.node)
     pb = PairBuilder(g, default_opset(merged), names)
-    host: list[int] = []
     outputs: list[str] = []
     producer = {o: n for n in g.node for o in n.output if o}
     inits = {i.name for i in g.initializer}
@@ -109,8 +106,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
         x, y = aname.get(p.a.probe, p.a.probe), bname.get(p.b.probe, p.b.probe)
         shape = static_shape(types.get(x)) or static_shape(types.get(y))  # of one rank: either tells the axes
         r = row(x, y, shape, rtol_of(p), f"onnxprobe.pair{k}")
-        if r is None:
-            host.append(k)
+        if r is None:  # not float32, no static rank: measured on the host
             continue
         outputs += [_named(g, r, f"{ROW_PREFIX}{k}"), _named(g, pb.node("Shape", [x], f"onnxprobe.pair{k}.shape_a"), f"{SHAPE_PREFIX}{k}a"),
                     _named(g, pb.node("Shape", [y], f"onnxprobe.pair{k}.shape_b"), f"{SHAPE_PREFIX}{k}b")]
@@ -123,11 +119,11 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
                     outputs += [_named(g, ri, f"{ROW_PREFIX}{k}i"),
                                 _named(g, pb.node("Shape", [c], f"onnxprobe.intro{k}.shape"), f"{SHAPE_PREFIX}{k}i")]
     if not outputs:
-        return FusedGraph(None, [], host, aname, bname)
+        return FusedGraph(None, [], aname, bname)
     interleave(g, original)
     del g.output[:]
     g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
-    return FusedGraph(merged, outputs, host, aname, bname)
+    return FusedGraph(merged, outputs, aname, bname)
 
 
 def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool) -> FusedGraph:
@@ -145,10 +141,10 @@ def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rt
     hit = plan_cache.load_entry(k, weights)
     if hit is not None and hit[1].get("kind") == "fused":
         model, meta = hit
-        return FusedGraph(model, meta["outputs"], meta["host"], meta["aname"], meta["bname"])
+        return FusedGraph(model, meta["outputs"], meta["aname"], meta["bname"])
     fg = build(a, b, report, by_b, rtol_of, introduced)
     if fg.model is not None:
-        plan_cache.store_entry(k, fg.model, {"kind": "fused", "outputs": fg.outputs, "host": fg.host, "aname": fg.aname,
+        plan_cache.store_entry(k, fg.model, {"kind": "fused", "outputs": fg.outputs, "aname": fg.aname,
                                              "bname": fg.bname})
     return fg
 
@@ -156,7 +152,7 @@ def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rt
 def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 0, key=None) -> Fused:
     """One run of the merged graph on ``feeds``: sample ``sample``'s sums of every pair it measures.
     ``key``: keep the session under it for the next run (a dataset's samples); None frees it."""
-    out = Fused(host=list(fg.host))
+    out = Fused()
     if fg.model is not None:
         got, _ = a.runner.execute(fg.model, feeds, fg.outputs, key=key)
         _read(got, report, sample, out)
@@ -227,10 +223,8 @@ def _read(got: dict, report: list[Pair], sample: int, out: Fused) -> None:
         if sa != sb:
             out.problems[k] = f"shapes differ at run time: {list(sa)} vs {list(sb)}"
             continue
-        out.shapes[k] = sa
         m = _sums(r, sa, sample)
-        if m is None:
-            out.host.append(k)  # a NaN or Inf on a side: the masked float64 path
+        if m is None:  # a NaN or Inf on a side: the masked float64 path, on the host
             continue
         out.sums[k] = m
         ri = got.get(f"{ROW_PREFIX}{k}i")

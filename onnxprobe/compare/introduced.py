@@ -105,19 +105,21 @@ def build_cones(model: onnx.ModelProto, targets: list[str], known: set[str]) -> 
     return m, index
 
 
-def cone_inputs(model: onnx.ModelProto, targets: list[str], known: set[str]) -> dict[str, list[str]]:
-    """For each target, the known tensors its cone starts from (graph inputs excluded)."""
-    _, index = build_cones(model, targets, known)
+def cone_inputs(model: onnx.ModelProto, targets: list[str], known: set[str], built: tuple | None = None) -> dict[str, list[str]]:
+    """For each target, the known tensors its cone starts from (graph inputs excluded). ``built``: what
+    ``build_cones`` returned for these arguments, when the caller keeps it."""
+    _, index = built if built is not None else build_cones(model, targets, known)
     return {t: [src for _, src in ins if src in known] for t, (_, ins) in index.items()}
 
 
 def run_cones(runner, targets: list[str], values: dict, feeds: dict[str, np.ndarray],
-              all_known: set[str] | None = None, keep_on_device: bool = False, key=None) -> dict:
+              all_known: set[str] | None = None, keep_on_device: bool = False, key=None, built: tuple | None = None) -> dict:
     """B's output at each target, computed from A's values (``values``: B tensor name -> A's value) by
     B's runner (a ``runtime.runners.base.GraphRunner``). ``all_known``: every tensor A has a value for
     (cones stop there), when ``values`` holds only some. ``key``: keep the cones' session for the next
-    call with the same targets (a dataset's samples)."""
-    cones, index = build_cones(runner.model, targets, all_known if all_known is not None else set(values))
+    call with the same targets (a dataset's samples). ``built``: ``build_cones`` of these arguments, when
+    the caller keeps it."""
+    cones, index = built if built is not None else build_cones(runner.model, targets, all_known if all_known is not None else set(values))
     if cones is None:
         return {}
     elem = {vi.name: vi.type.tensor_type.elem_type for vi in cones.graph.input}

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from onnxprobe.compare.fused import FusedGraph, NotMergeable, build_cached, profile, run
-from onnxprobe.compare.introduced import cone_inputs, run_cones
+from onnxprobe.compare.introduced import build_cones, cone_inputs, run_cones
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import ExecutionError, first_line
+from onnxprobe.graph.memo import ModelMemo, feed_key
 from onnxprobe.graph.shapes import concrete_sizes
 from onnxprobe.match.engine import Matching, Pair
 from onnxprobe.runtime.budget import default_budget, plan_chunks
@@ -47,6 +48,7 @@ class DiffPlan:
     fused: FusedGraph | None = None  # built on the first run
     kernel_ms: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)  # with profile: by pair
     profile_summary: dict = field(default_factory=dict)  # with profile: where the one run's time went
+    memo: ModelMemo = field(default_factory=ModelMemo, repr=False)  # B's sizes by feed shapes, its cones by targets
 
     def tolerance_of(self, p: Pair) -> Tolerance:
         per = self.per_tensor or {}
@@ -102,8 +104,10 @@ def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, pr
         return out
     a, b, by_b = plan.a, plan.b, plan.by_b
     report = [plan.report[k] for k in todo]
-    boundaries = cone_inputs(b.runner.model, [p.b.probe for p in report if p.b.kind == "float"], set(by_b)) if plan.with_cones else {}
-    sizes = concrete_sizes(b.model.proto, {k: v.shape for k, v in feeds.items()})
+    targets = [p.b.probe for p in report if p.b.kind == "float"]
+    boundaries = cone_inputs(b.runner.model, targets, set(by_b), built=_cones(plan, targets)) if plan.with_cones else {}
+    sizes = plan.memo.get(b.model.proto, ("sizes", feed_key(feeds)),
+                          lambda: concrete_sizes(b.model.proto, {k: v.shape for k, v in feeds.items()}))
     cost = {id(p): 2 * sizes.get(p.b.key, sizes.get(p.b.name, 0)) for p in plan.matching.pairs}
     chunks = plan_chunks([(str(k), cost[id(p)] + sum(cost[id(by_b[x])] // 2 for x in boundaries.get(p.b.probe, ())))
                           for k, p in enumerate(report)], (plan.max_memory or default_budget()) // 2)
@@ -189,11 +193,17 @@ def _introduced(plan: DiffPlan, part: dict[int, Measured], values_a: dict, feeds
     targets = [plan.report[k].b.probe for k in measured if plan.report[k].b.kind == "float"]
     try:
         cone_out = run_cones(b.runner, targets, known, feeds, all_known=set(by_b),
-                             keep_on_device=_on_device(b, plan.device_metrics), key=key)
+                             keep_on_device=_on_device(b, plan.device_metrics), key=key, built=_cones(plan, targets))
     except Exception as e:  # noqa: BLE001 - the accumulated numbers still stand
         plan.notes.append(f"introduced error not computed: {first_line(e)[:200]}")
         return
     _fill(plan, measured, cone_out, values_a, sample)
+
+
+def _cones(plan: DiffPlan, targets: list[str]) -> tuple:
+    """``introduced.build_cones`` of B's cones to ``targets``, made once per plan and target list."""
+    model = plan.b.runner.model
+    return plan.memo.get(model, ("cones", tuple(targets)), lambda: build_cones(model, targets, set(plan.by_b)))
 
 
 def _replayed(plan: DiffPlan, part: dict[int, Measured], values_a: dict, feeds, sample: int) -> None:

@@ -79,7 +79,7 @@ def _cells(r: dict) -> tuple[list[str], list]:
     return cells, values
 
 
-def grad_table(result, width: int = 120) -> tuple[Table, Text]:
+def grad_table(result) -> tuple[Table, Text]:
     """The gradients of a GradResult (or of its ``grad_dict``) as a table, and the footer."""
     d = result if isinstance(result, dict) else grad_dict(result)
     checked = d["check"] is not None
@@ -115,7 +115,7 @@ def grad_table(result, width: int = 120) -> tuple[Table, Text]:
 
 
 def grad_renderables(result, width: int = 120) -> list:
-    table, footer = grad_table(result, width)
+    table, footer = grad_table(result)
     return [table, footer]
 
 

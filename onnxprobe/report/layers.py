@@ -103,7 +103,7 @@ def _cells(r: dict) -> tuple[list[str], list]:
     return cells, values
 
 
-def layers_table(d, width: int = 120) -> tuple[Table, Text]:
+def layers_table(d) -> tuple[Table, Text]:
     """The table for a layers or dataset dict (``layers_dict``, ``dataset_dict``, or merged JSON), or for
     a result object, which goes through ``layers_dict`` first."""
     if not isinstance(d, dict):
@@ -136,7 +136,7 @@ def layers_table(d, width: int = 120) -> tuple[Table, Text]:
 
 def layers_renderables(data: dict, width: int = 120) -> list:
     """A layers or dataset dict as a table with its footer."""
-    table, footer = layers_table(data, width)
+    table, footer = layers_table(data)
     return [table, footer]
 
 

@@ -38,7 +38,7 @@ MARK_COLUMNS = [
 ]
 
 
-def mark_table(result, width: int = 120) -> Table:
+def mark_table(result) -> Table:
     t = Table(MARK_COLUMNS)
     for m in (m for m in result.marked if m.added):
         ti = result.types[m.output]
@@ -53,7 +53,7 @@ def mark_renderables(result, width: int = 120) -> list:
     out: list = []
     added = [m for m in result.marked if m.added]
     if added:
-        out.append(mark_table(result, width))
+        out.append(mark_table(result))
     kind = "statistics rows" if any(m.kind == "stats" for m in added) else "tensors"
     t = Text(f"{plural(len(added), 'output')} added ({kind}; listed in metadata onnxprobe.exposed)")
     already = sum(1 for m in result.marked if not m.added)

@@ -125,9 +125,7 @@ class Table:
 
         lines = ["| " + " | ".join(cell(c.header or c.key) for c in self.columns) + " |",
                  "|" + "|".join("---:" if c.justify == "right" else "---" for c in self.columns) + "|"]
-        for r in self.rows:
-            cells = [clean(v) if c.name and isinstance(v, str) else s for c, s, v in zip(self.columns, r.cells, r.values)]
-            lines.append("| " + " | ".join(cell(s) for s in cells) + " |")
+        lines += ["| " + " | ".join(cell(s) for s in cells) + " |" for cells in self._full()]
         return "\n".join(lines) + "\n"
 
     def text(self, fmt: str) -> str:

@@ -47,6 +47,11 @@ class Runner(ABC):
     def describe(self) -> str:
         return f"{self.label} ({self.kind})"
 
+    def note(self, text: str) -> None:
+        """Add ``text`` to the runner's notes, once (a runner's later runs find the same things)."""
+        if text not in self.notes:
+            self.notes.append(text)
+
     def unobservable(self, names: list[str]) -> dict[str, str]:
         """The names among ``names`` this runner cannot return, with the reason."""
         return {}

@@ -23,6 +23,7 @@ from typing import ClassVar
 import numpy as np
 import onnx
 
+from onnxprobe.graph.memo import ModelMemo, feed_key
 from onnxprobe.graph.shapes import concrete_sizes
 from onnxprobe.runtime.budget import default_budget, plan_chunks
 from onnxprobe.runtime.runners.base import GraphRunner, read_host_refs
@@ -50,6 +51,7 @@ class HostStatsRunner(GraphRunner):
         super().__init__(model, config, label)
         self.max_memory = max_memory
         self._build_seconds = 0.0
+        self._sizes = ModelMemo(keep=4)  # concrete_sizes by model and feed shapes: once for a dataset's samples
         if self.config.opt_level != "off":
             self.notes.append(f"--opt-level {self.config.opt_level} is onnxruntime's: {self.title} applies its own graph optimisations")
 
@@ -92,7 +94,7 @@ class HostStatsRunner(GraphRunner):
         hidden = self.unobservable_in(base, [r.name for r in node_refs])
         todo = [r.name for r in node_refs if r.name not in hidden]
         own = [o.name for o in base.graph.output] if outputs else []
-        sizes = concrete_sizes(base, {k: tuple(np.shape(v)) for k, v in feeds.items()})
+        sizes = self._sizes.get(base, feed_key(feeds), lambda: concrete_sizes(base, {k: tuple(np.shape(v)) for k, v in feeds.items()}))
         chunks = plan_chunks([(n, sizes.get(n, 0)) for n in todo], (self.max_memory or default_budget()) // 2) or [[]]
         st: dict = {}
         shp: dict = {}

@@ -17,6 +17,17 @@ from onnxprobe.graph.walk import constant_tensors, walk
 PASS_THROUGH = {"Dropout", "Identity"}
 
 
+def compiled_unobservable(model: onnx.ModelProto, names: list[str], present: set[str], runtime: str,
+                          also: set[str] = frozenset()) -> dict[str, str]:
+    """A compiled runtime's ``Runner.unobservable``: {name: reason} for each of ``names`` that is not in
+    ``present`` (the names its compiled graph has) nor ``also`` (names it reads another way), and not a
+    graph input or weight (those come from the feeds and the initializers)."""
+    g = model.graph
+    known = {t.name for t in g.initializer} | {i.name for i in g.input}
+    missing = [n for n in dict.fromkeys(names) if n not in present and n not in known and n not in also]
+    return reasons(model, missing, present, runtime)
+
+
 def reasons(model: onnx.ModelProto, missing: list[str], present: set[str], runtime: str) -> dict[str, str]:
     """{name: reason} for each of ``missing`` (names the runtime's converted model lacks); ``present``:
     the names it has."""
@@ -57,7 +68,6 @@ def reasons(model: onnx.ModelProto, missing: list[str], present: set[str], runti
             out[name] = (f"not observable: fused or folded by {runtime} at conversion "
                          f"(its converted model has no tensor {name!r})")
     return out
-
 
 
 def body_tensors(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:

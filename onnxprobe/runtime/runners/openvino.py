@@ -31,7 +31,7 @@ from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.shapes import with_input_shapes
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
-from onnxprobe.runtime.runners.observability import reasons
+from onnxprobe.runtime.runners.observability import compiled_unobservable
 from onnxprobe.types import RunConfig
 
 LOW_PRECISIONS = ("f16", "bf16")
@@ -213,20 +213,14 @@ class OpenVinoRunner(HostStatsRunner):
             self._load(key, model)
         except ExecutionError:
             raise ExecutionError(f"OpenVINO cannot read the model: {self._read_error}") from None
-        self._note(f"OpenVINO could not read the model with dynamic input dimensions ({self._read_error}); "
+        self.note(f"OpenVINO could not read the model with dynamic input dimensions ({self._read_error}); "
                    "it was read with the inputs fixed to the shapes of the feeds")
         return key, model
 
     def unobservable(self, names: list[str]) -> dict[str, str]:
         self.check_device()
         key, _ = self._base(None)
-        present = set(self._loaded[key][1])
-        graph = self.model.graph
-        inits = {t.name for t in graph.initializer}
-        inputs = {i.name for i in graph.input}
-        missing = [n for n in dict.fromkeys(names) if n not in present and n not in inits and n not in inputs
-                   and n not in self._dead]
-        return reasons(self.model, missing, present, "OpenVINO")
+        return compiled_unobservable(self.model, names, set(self._loaded[key][1]), "OpenVINO", also=self._dead)
 
     # -- running ---------------------------------------------------------------------------------------
     def collect(self, model: onnx.ModelProto, names: list[str], feeds: dict, *, stats: list[str], raw: list[str],
@@ -259,20 +253,16 @@ class OpenVinoRunner(HostStatsRunner):
         self.layer_precisions = reply.get("layer_precisions") or {}
         asked = self.options.get("INFERENCE_PRECISION_HINT")
         if asked and self.precision and asked.lower() != self.precision.lower():
-            self._note(f"INFERENCE_PRECISION_HINT={asked} was asked for, but OpenVINO {self.device} compiled the model "
+            self.note(f"INFERENCE_PRECISION_HINT={asked} was asked for, but OpenVINO {self.device} compiled the model "
                        f"in {self.precision} (the device has no {asked} arithmetic)")
         if self.precision in LOW_PRECISIONS:
-            self._note(f"OpenVINO {self.device} computes in {self.precision}: expect an SQNR of tens of dB against float32")
+            self.note(f"OpenVINO {self.device} computes in {self.precision}: expect an SQNR of tens of dB against float32")
         ints = {p: n for p, n in self.layer_precisions.items() if p in INT_PRECISIONS}
         if ints:
             what = ", ".join(f"{n} in {p}" for p, n in sorted(ints.items()))
-            self._note(f"OpenVINO {self.device} ran integer kernels ({what} compute layers): a QDQ model runs deployed, not simulated")
+            self.note(f"OpenVINO {self.device} ran integer kernels ({what} compute layers): a QDQ model runs deployed, not simulated")
         if reply.get("int64") and self.device.startswith("CPU"):
-            self._note("OpenVINO's CPU plugin computes int64 tensors in int32: int64 values beyond ±2^31 differ")
-
-    def _note(self, text: str) -> None:
-        if text not in self.notes:
-            self.notes.append(text)
+            self.note("OpenVINO's CPU plugin computes int64 tensors in int32: int64 values beyond ±2^31 differ")
 
 
 def _dead_ends(model: onnx.ModelProto) -> set[str]:

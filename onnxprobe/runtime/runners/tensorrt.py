@@ -24,14 +24,16 @@ import onnx
 
 from onnxprobe.errors import ExecutionError, MissingExtra, UsageError
 from onnxprobe.graph.io import is_large, save_beside
+from onnxprobe.graph.memo import ModelMemo
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
-from onnxprobe.runtime.runners.observability import body_tensors, reasons
+from onnxprobe.runtime.runners.observability import body_tensors, compiled_unobservable
 from onnxprobe.types import RunConfig
 
 MODES = ("debug", "output")
 OPTIONS = ("mode", "workspace", "tf32")
 MAX_ENGINES = 2
+MAX_SOURCES = 3  # models kept serialized: the runner's own and the derived graphs (cones) of one diff step
 
 
 def require_tensorrt() -> None:
@@ -85,7 +87,8 @@ class TensorRtRunner(HostStatsRunner):
         self.cuda = Cuda(cudart, self.gpu)
         self._engines: OrderedDict = OrderedDict()
         self._names: dict = {}  # id(model) -> (model, readable names)
-        self._files: list = []
+        # model -> (what the parser reads, its temporary folder or None)
+        self._sources = ModelMemo(keep=MAX_SOURCES, dropped=lambda kept: kept[1] is not None and kept[1].cleanup())
 
     def describe(self) -> str:
         return f"{self.label} (TensorRT {self.trt.__version__}, {self.device}, {self.mode or 'debug'} tensors, {self.inference_precision()})"
@@ -105,11 +108,18 @@ class TensorRtRunner(HostStatsRunner):
         return [f"TensorRT {self.trt.__version__}"]
 
     def _source(self, model: onnx.ModelProto):
-        if not is_large(model):
-            return model.SerializeToString()
-        d = tempfile.TemporaryDirectory(prefix="onnxprobe-trt-")
-        self._files.append(d)
-        return save_beside(model, d.name)
+        """``model`` as TensorRT's parser reads it: its bytes, or for a model over 2 GB the path of a copy
+        written to a temporary folder. Made once per model and kept on the runner (the readable check,
+        each engine build and the debug fallback parse it again); the folder of one dropped from the
+        last ``MAX_SOURCES`` is removed (the parser reads it only while parsing), the others go with the
+        runner (TemporaryDirectory removes its folder when collected)."""
+        def make():
+            if not is_large(model):
+                return model.SerializeToString(), None
+            folder = tempfile.TemporaryDirectory(prefix="onnxprobe-trt-")
+            return save_beside(model, folder.name), folder
+
+        return self._sources.get(model, None, make)[0]
 
     def _mode(self, network) -> str:
         if self.mode is None:
@@ -132,11 +142,7 @@ class TensorRtRunner(HostStatsRunner):
         return self.unobservable_in(self.model, names)
 
     def unobservable_in(self, model: onnx.ModelProto, names: list[str]) -> dict[str, str]:
-        present = self._readable(model)
-        inits = {t.name for t in model.graph.initializer}
-        inputs = {i.name for i in model.graph.input}
-        missing = [n for n in dict.fromkeys(names) if n not in present and n not in inits and n not in inputs]
-        return reasons(model, missing, present, "TensorRT")
+        return compiled_unobservable(model, names, self._readable(model), "TensorRT")
 
     def collect(self, model: onnx.ModelProto, names: list[str], feeds: dict, *, stats: list[str], raw: list[str],
                 key=None) -> Collected:
@@ -159,19 +165,16 @@ class TensorRtRunner(HostStatsRunner):
         got = run(self.trt, self.cuda, engine, feeds, names, set(stats), set(raw), mode)
         lost = [n for n in names if n not in got["shapes"]]
         if lost and mode == "debug":  # NVIDIA/TensorRT #4456: a listener that is never called
-            note = (f"TensorRT returned no debug tensor for {len(lost)} marked tensors (NVIDIA/TensorRT #4456); "
-                    "they were read again as marked outputs, which changes the engine's fusions")
-            if note not in self.notes:
-                self.notes.append(note)
+            self.note(f"TensorRT returned no debug tensor for {len(lost)} marked tensors (NVIDIA/TensorRT #4456); "
+                      "they were read again as marked outputs, which changes the engine's fusions")
             engine2, b2 = build(self.trt, self.logger, self._source(model), lost, shapes, "output", self.workspace, self.tf32)
             again = run(self.trt, self.cuda, engine2, feeds, lost, set(stats), set(raw), "output")
             for k in ("stats", "shapes", "values"):
                 got[k].update(again[k])
             build_s += b2
         if mode == "output":
-            note = "TensorRT: the probed tensors are marked as engine outputs, which breaks fusions (NVIDIA/TensorRT #2232)"
-            if note not in self.notes and any(n not in {o.name for o in model.graph.output} for n in names):
-                self.notes.append(note)
+            if any(n not in {o.name for o in model.graph.output} for n in names):
+                self.note("TensorRT: the probed tensors are marked as engine outputs, which breaks fusions (NVIDIA/TensorRT #2232)")
         missing = [n for n in names if n not in got["shapes"]]
         if missing:
             raise ExecutionError(f"TensorRT returned no value for {missing[0]!r}")

@@ -84,7 +84,7 @@ def cmd_stats(env: Env, args: list[str]):
     if not names:
         return "no probes (probe add SELECTION, or stats SELECTION)"
     st.ensure_stats(t, names)
-    table, footer = layers_table(layers_view(env, t, names), env.width)
+    table, footer = layers_table(layers_view(env, t, names))
     if len(st.targets) > 1:
         footer = Text.assemble(Text(safe(f"[{t.label}] {t.name} · ")), footer)
     return present([table, footer], **view)
