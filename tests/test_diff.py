@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from conftest import SAMPLE_NAMES, bench_models, make_model, sample_feeds, sample_path
 from onnxprobe import api
+from onnxprobe.runtime.runners import base as base_runner
 from onnxprobe.cli.main import app
 from onnxprobe.errors import OnnxProbeError
 from quantize_fixtures import RandomReader, quantize
@@ -314,9 +315,13 @@ def assert_same_metrics(host, fused, rel: float = 1e-6) -> None:
 
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
-def test_in_graph_metrics_equal_host_metrics_on_every_sample(name, tmp_path):
+@pytest.mark.parametrize("on_host", [True, False], ids=["small-on-host", "all-in-graph"])
+def test_in_graph_metrics_equal_host_metrics_on_every_sample(name, tmp_path, on_host, monkeypatch):
     """One run of both models (metrics and introduced error in the graph) against separate runs measured
     on the host in float64, on each sample model against a copy with perturbed weights."""
+    if not on_host:
+        monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (0, 0))
+    summed = _count_host_sums(monkeypatch)
     src = sample_path(name)
     try:
         pert = bench_models().perturbed(src, tmp_path / "p.onnx")
@@ -327,14 +332,28 @@ def test_in_graph_metrics_equal_host_metrics_on_every_sample(name, tmp_path):
         host = api.diff(pert, src, fuse=False, **kw)
     except OnnxProbeError as e:
         pytest.skip(f"{name}: not a diffable pair ({e})")
+    summed.clear()
     fused = api.diff(pert, src, fuse=True, **kw)
     assert not any("one-run diff failed" in n for n in fused.notes), fused.notes
     assert fused.in_graph == float_pairs(fused) and host.in_graph == 0  # really measured in the graph
+    assert bool(summed) == on_host  # the small pairs' values left the one run and were summed on the host
     assert_same_metrics(host, fused)
 
 
+def _count_host_sums(monkeypatch) -> list:
+    """Counts the pairs the one-run diff sums on the host (its small pairs)."""
+    import onnxprobe.compare.fused as fused
+
+    calls, real = [], fused.pair_sums
+    monkeypatch.setattr(fused, "pair_sums", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+@pytest.mark.parametrize("on_host", [True, False], ids=["small-on-host", "all-in-graph"])
 @pytest.mark.parametrize("kind", QUANT_KINDS)
-def test_in_graph_metrics_equal_host_metrics_on_quantized_pairs(kind, qdir):
+def test_in_graph_metrics_equal_host_metrics_on_quantized_pairs(kind, qdir, on_host, monkeypatch):
+    if not on_host:
+        monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (0, 0))
     q = quantize("cnn", kind, qdir)
     kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays=sample_feeds("cnn")))
     host = api.diff(q, sample_path("cnn"), fuse=False, **kw)

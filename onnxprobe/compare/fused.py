@@ -27,10 +27,11 @@ from onnxprobe.graph.builder import all_names, default_opset, interleave
 from onnxprobe.graph.merge import PREFIX as PREFIX_B
 from onnxprobe.graph.merge import PREFIX_A, NotMergeable, side_by_side
 from onnxprobe.graph.pair_nodes import PAIR_ROW, PairBuilder
-from onnxprobe.graph.shapes import infer_shapes, static_shape, value_types
+from onnxprobe.graph.shapes import concrete_sizes, infer_shapes, static_shape, value_types
 from onnxprobe.match.engine import Pair
 from onnxprobe.runtime import plan_cache
-from onnxprobe.stats.pooled import PairSums
+from onnxprobe.runtime.runners import base as base_runner
+from onnxprobe.stats.pooled import PairSums, pair_sums
 
 ROW_PREFIX, SHAPE_PREFIX = "onnxprobe.pair:", "onnxprobe.pairshape:"
 MIN_OPSET = 9  # the statistics' builder, whose Reduce* forms it shares
@@ -57,6 +58,7 @@ class FusedGraph:
     outputs: list[str]
     aname: dict = field(default_factory=dict)  # A's tensor -> its name in the merged graph
     bname: dict = field(default_factory=dict)
+    raw: dict = field(default_factory=dict)  # pair -> [A's, B's(, B's recomputed)] merged names: small, summed on the host
 
 
 def fusable(a: Side, b: Side) -> str | None:
@@ -75,13 +77,20 @@ def _float32(t: onnx.TypeProto | None) -> bool:
     return t is not None and t.HasField("tensor_type") and t.tensor_type.elem_type == TensorProto.FLOAT
 
 
-def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool) -> FusedGraph:
+def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool,
+          input_shapes: dict | None = None) -> FusedGraph:
     """The merged graph that measures ``report`` in one run. ``by_b``: B probe -> its pair, for every
     float pair of the matching (cones stop at those tensors); ``rtol_of(pair)``: the rtol of the pair's
-    criterion. Raises NotMergeable when the models cannot share a graph."""
+    criterion. Pairs of small tensors for ``input_shapes`` (``runners.base.SMALL_ON_HOST``) leave the run
+    as they are and are summed on the host (float64, any dtype), instead of ~35 metric nodes per pair.
+    Raises NotMergeable when the models cannot share a graph."""
     merged, aname, bname = side_by_side(a.runner.model, b.runner.model, [(p.a.probe, p.b.probe) for p in report])
     g = merged.graph
     types = value_types(infer_shapes(merged))  # the tensors onnxprobe added (dequantizations) may lack value_info
+    each, total = base_runner.SMALL_ON_HOST
+    sizes = concrete_sizes(merged, input_shapes) if input_shapes is not None and total else {}
+    used = 0
+    raw: dict[int, list[str]] = {}
     names = all_names(merged)
     original = len(g.node)
     pb = PairBuilder(g, default_opset(merged), names)
@@ -105,6 +114,20 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     for k, p in enumerate(report):
         x, y = aname.get(p.a.probe, p.a.probe), bname.get(p.b.probe, p.b.probe)
         shape = static_shape(types.get(x)) or static_shape(types.get(y))  # of one rank: either tells the axes
+        rowable = _float32(types.get(x)) and _float32(types.get(y)) and shape is not None
+        sx, sy = sizes.get(x), sizes.get(y)
+        # small, or of a size nobody can tell and no row for it (integers, masks): the host path would
+        # fetch it whole anyway, in runs of its own; here it comes out of the one run
+        n = (sx + sy) if sx is not None and sy is not None else (None if rowable or sx or sy else 2 * each)
+        if n is not None and n <= 2 * each and used + 2 * n <= total and total:  # room for B's recomputed one too
+            used += n
+            raw[k] = [x, y]
+            c = _cone_output(g, pb, y, k, known, producer, inits, order, types) if introduced and p.b.kind == "float" else None
+            if c is not None:
+                raw[k].append(c)
+                used += sy if sy is not None else each
+            outputs += [t for t in raw[k] if t not in outputs]
+            continue
         r = row(x, y, shape, rtol_of(p), f"onnxprobe.pair{k}")
         if r is None:  # not float32, no static rank: measured on the host
             continue
@@ -123,40 +146,60 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     interleave(g, original)
     del g.output[:]
     g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
-    return FusedGraph(merged, outputs, aname, bname)
+    return FusedGraph(merged, outputs, aname, bname, raw)
 
 
-def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool) -> FusedGraph:
+def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool,
+                 input_shapes: dict | None = None) -> FusedGraph:
     """``build``, or what it built before for the same two models (their skeletons: graphs, small
     constants, the dequantizations onnxprobe added), pairs, criteria and introduced flag, from the disk
     cache of ``runtime.plan_cache`` (``--no-cache`` skips it): the second diff of a pair of models does not
     build the merged graph again (on PP-OCRv4 det, 1.9 s of 9)."""
     if not plan_cache.enabled(a.runner.config.cache and b.runner.config.cache):
-        return build(a, b, report, by_b, rtol_of, introduced)
+        return build(a, b, report, by_b, rtol_of, introduced, input_shapes)
     ma, mb = a.runner.model, b.runner.model
     k = plan_cache.key_of({"fused": [plan_cache.structure(ma), plan_cache.structure(mb)], "introduced": introduced,
                            "pairs": [[p.a.probe, p.b.probe, p.b.kind, rtol_of(p)] for p in report],
-                           "known": sorted([x, q.a.probe] for x, q in by_b.items())})
+                           "known": sorted([x, q.a.probe] for x, q in by_b.items()), "small": list(base_runner.SMALL_ON_HOST),
+                           "inputs": {n: list(v) for n, v in sorted((input_shapes or {}).items())}})
     weights = {**{PREFIX_A + t.name: t for t in ma.graph.initializer}, **{PREFIX_B + t.name: t for t in mb.graph.initializer}}
     hit = plan_cache.load_entry(k, weights)
     if hit is not None and hit[1].get("kind") == "fused":
         model, meta = hit
-        return FusedGraph(model, meta["outputs"], meta["aname"], meta["bname"])
-    fg = build(a, b, report, by_b, rtol_of, introduced)
+        return FusedGraph(model, meta["outputs"], meta["aname"], meta["bname"], {int(q): v for q, v in meta["raw"].items()})
+    fg = build(a, b, report, by_b, rtol_of, introduced, input_shapes)
     if fg.model is not None:
         plan_cache.store_entry(k, fg.model, {"kind": "fused", "outputs": fg.outputs, "aname": fg.aname,
-                                             "bname": fg.bname})
+                                             "bname": fg.bname, "raw": fg.raw})
     return fg
 
 
-def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 0, key=None) -> Fused:
+def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 0, key=None, rtol_of=None) -> Fused:
     """One run of the merged graph on ``feeds``: sample ``sample``'s sums of every pair it measures.
-    ``key``: keep the session under it for the next run (a dataset's samples); None frees it."""
+    ``key``: keep the session under it for the next run (a dataset's samples); None frees it.
+    ``rtol_of(pair)``: the criterion's rtol, for the pairs summed on the host."""
     out = Fused()
     if fg.model is not None:
         got, _ = a.runner.execute(fg.model, feeds, fg.outputs, key=key)
         _read(got, report, sample, out)
+        _read_raw(got, fg.raw, report, sample, out, rtol_of or (lambda p: 0.0))
     return out
+
+
+def _read_raw(got: dict, raw: dict[int, list[str]], report: list[Pair], sample: int, out: Fused, rtol_of) -> None:
+    """The small pairs: their values, summed on the host (``stats.pooled.pair_sums``, as the host path)."""
+    for k, names in raw.items():
+        va, vb = (got.get(t) for t in names[:2])
+        if va is None or vb is None:
+            continue
+        if np.shape(va) != np.shape(vb):
+            out.problems[k] = f"shapes differ at run time: {list(np.shape(va))} vs {list(np.shape(vb))}"
+            continue
+        rtol = rtol_of(report[k])
+        out.sums[k] = pair_sums(va, vb, rtol, sample)
+        vc = got.get(names[2]) if len(names) > 2 else None
+        if vc is not None and np.shape(vc) == np.shape(va):
+            out.introduced[k] = pair_sums(va, vc, rtol, sample)
 
 
 def profile(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], out: Fused) -> None:

@@ -136,12 +136,13 @@ def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, pr
 def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
     if plan.fused is None:
         try:
-            plan.fused = build_cached(plan.a, plan.b, plan.report, plan.by_b, plan.rtol_of, plan.with_cones)
+            plan.fused = build_cached(plan.a, plan.b, plan.report, plan.by_b, plan.rtol_of, plan.with_cones,
+                                      {n: tuple(np.shape(v)) for n, v in feeds.items()})
         except NotMergeable:
             plan.fuse = False
             return None
     try:
-        got = run(plan.a, plan.fused, feeds, plan.report, sample, key)
+        got = run(plan.a, plan.fused, feeds, plan.report, sample, key, plan.rtol_of)
         if plan.profile:
             profile(plan.a, plan.fused, feeds, plan.report, got)
             plan.kernel_ms.update(got.profile)
