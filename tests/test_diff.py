@@ -274,7 +274,8 @@ def test_device_resident_metrics_match_host_metrics(tmp_path):
 
 
 def float_pairs(res) -> int:
-    """Pairs whose A tensor is not known to be other than float32 (the ones the one-run diff measures)."""
+    """Pairs whose A tensor is not known to be other than float32: the one-run diff measures them all (and
+    small pairs of other types too, summed on the host)."""
     from onnxprobe.graph.shapes import value_types
 
     types = value_types(res.a.model.proto)
@@ -335,7 +336,7 @@ def test_in_graph_metrics_equal_host_metrics_on_every_sample(name, tmp_path, on_
     summed.clear()
     fused = api.diff(pert, src, fuse=True, **kw)
     assert not any("one-run diff failed" in n for n in fused.notes), fused.notes
-    assert fused.in_graph == float_pairs(fused) and host.in_graph == 0  # really measured in the graph
+    assert fused.in_graph >= float_pairs(fused) and host.in_graph == 0  # really measured in the graph
     assert bool(summed) == on_host  # the small pairs' values left the one run and were summed on the host
     assert_same_metrics(host, fused)
 
@@ -359,7 +360,7 @@ def test_in_graph_metrics_equal_host_metrics_on_quantized_pairs(kind, qdir, on_h
     host = api.diff(q, sample_path("cnn"), fuse=False, **kw)
     fused = api.diff(q, sample_path("cnn"), fuse=True, **kw)
     assert not any("one-run diff failed" in n for n in fused.notes), fused.notes
-    assert fused.in_graph == float_pairs(fused) and host.in_graph == 0  # really measured in the graph
+    assert fused.in_graph >= float_pairs(fused) and host.in_graph == 0  # really measured in the graph
     assert_same_metrics(host, fused)
 
 

@@ -47,7 +47,7 @@ def test_in_graph_metrics_equal_host_metrics_on_the_int8_variants(variant):
     host = api.diff(q, MODELS / FP32, fuse=False, **kw)
     fused = api.diff(q, MODELS / FP32, fuse=True, **kw)
     assert not any("one-run diff failed" in n for n in fused.notes), fused.notes
-    assert fused.in_graph == float_pairs(fused)
+    assert fused.in_graph >= float_pairs(fused)
     assert_same_metrics(host, fused)
 
 
@@ -66,7 +66,7 @@ def test_in_graph_metrics_on_a_detector_with_constant_node_weights(tmp_path):
               inputs=api.InputSpec(shapes={"x": (1, 3, 160, 160)}))
     host = api.diff(pert, src, fuse=False, **kw)
     fused = api.diff(pert, src, fuse=True, **kw)
-    assert len(fused.results) > 300 and fused.in_graph == float_pairs(fused)
+    assert len(fused.results) > 300 and fused.in_graph >= float_pairs(fused)
     assert all(r.introduced is not None for r in fused.results if r.pair.a.op_type == "Conv")
     assert_same_metrics(host, fused)
 
