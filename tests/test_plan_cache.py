@@ -22,18 +22,22 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-@pytest.fixture()
-def rewrites(monkeypatch):
-    """Counts the rewrites (graph.expose calls) the runner makes."""
-    calls = []
-    real = runner_base.expose
+def counted(monkeypatch, module, name: str) -> list:
+    """Replace ``module.name`` by a wrapper that counts its calls; the list of calls."""
+    calls, real = [], getattr(module, name)
 
     def counting(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(runner_base, "expose", counting)
+    monkeypatch.setattr(module, name, counting)
     return calls
+
+
+@pytest.fixture()
+def rewrites(monkeypatch):
+    """Counts the rewrites (graph.expose calls) the runner makes."""
+    return counted(monkeypatch, runner_base, "expose")
 
 
 def _stats(res) -> dict:
@@ -130,15 +134,7 @@ def builds(monkeypatch):
     """Counts the merged graphs diff builds."""
     import onnxprobe.compare.fused as fused
 
-    calls = []
-    real = fused.build
-
-    def counting(*a, **k):
-        calls.append(1)
-        return real(*a, **k)
-
-    monkeypatch.setattr(fused, "build", counting)
-    return calls
+    return counted(monkeypatch, fused, "build")
 
 
 def _scaled_copy(src, dst, f: float):
