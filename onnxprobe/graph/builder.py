@@ -93,10 +93,20 @@ class GraphBuilder:
         outs = [out or self.fresh(stem)] if n_out == 1 else [self.fresh(f"{stem}_{k}") for k in range(n_out)]
         attrs = {k: v for k, v in attrs.items() if v is not None}
         name = self.fresh(f"{self.scope}/{op_type}" + (f"/{base}" if base else ""))
-        node = helper.make_node(op_type, ins, outs, name=name, domain=domain or None, **attrs)
+        # built in place when the nodes are a graph's own list (appending a NodeProto copies it: ~10 us a
+        # node, a tenth of a rewrite's time); the fields are helper.make_node's
+        node = self.nodes.add() if hasattr(self.nodes, "add") else onnx.NodeProto()
+        node.op_type, node.name = op_type, name
+        node.input.extend(ins)
+        node.output.extend(outs)
+        if domain:
+            node.domain = domain
+        if attrs:
+            node.attribute.extend(helper.make_attribute(k, v) for k, v in sorted(attrs.items()))
         if self.doc:
             node.doc_string = self.doc
-        self.nodes.append(node)
+        if not hasattr(self.nodes, "add"):
+            self.nodes.append(node)
         return outs[0] if n_out == 1 else outs
 
     def node(self, op_type: str, inputs: list[str], base: str, **attrs) -> str:
