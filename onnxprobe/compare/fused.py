@@ -26,7 +26,7 @@ from onnxprobe.compare.sides import Side
 from onnxprobe.graph.builder import all_names, default_opset, interleave
 from onnxprobe.graph.merge import PREFIX as PREFIX_B
 from onnxprobe.graph.merge import PREFIX_A, NotMergeable, side_by_side
-from onnxprobe.graph.pair_nodes import PAIR_ROW, PairBuilder
+from onnxprobe.graph.pair_nodes import MAXIMA, PAIR_ROW, SUMS, PairBuilder
 from onnxprobe.graph.shapes import concrete_sizes, infer_shapes, static_shape, value_types
 from onnxprobe.match.engine import Pair
 from onnxprobe.runtime import plan_cache
@@ -106,10 +106,11 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
             if scales.get(n.input[1]) == TensorProto.FLOAT:
                 types[n.output[0]] = onnx.helper.make_tensor_type_proto(TensorProto.FLOAT, None)
 
-    def row(x: str, y: str, shape, rtol: float, base: str) -> str | None:
+    def row(x: str, y: str, shape, rtol: float, base: str, name: str) -> list[str]:
+        """The pair's three outputs (``PairBuilder.pair_row``), named ``name``.max / .arg / .sum."""
         if not (_float32(types.get(x)) and _float32(types.get(y))) or shape is None:
-            return None
-        return pb.pair_row(x, y, tuple(shape), rtol, base)
+            return []
+        return [_named(g, t, f"{name}.{tag}") for t, tag in zip(pb.pair_row(x, y, tuple(shape), rtol, base), ("max", "arg", "sum"))]
 
     for k, p in enumerate(report):
         x, y = aname.get(p.a.probe, p.a.probe), bname.get(p.b.probe, p.b.probe)
@@ -128,19 +129,18 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
                 used += sy if sy is not None else each
             outputs += [t for t in raw[k] if t not in outputs]
             continue
-        r = row(x, y, shape, rtol_of(p), f"onnxprobe.pair{k}")
-        if r is None:  # not float32, no static rank: measured on the host
+        r = row(x, y, shape, rtol_of(p), f"onnxprobe.pair{k}", f"{ROW_PREFIX}{k}")
+        if not r:  # not float32, no static rank: measured on the host
             continue
-        outputs += [_named(g, r, f"{ROW_PREFIX}{k}"), _named(g, pb.node("Shape", [x], f"onnxprobe.pair{k}.shape_a"), f"{SHAPE_PREFIX}{k}a"),
-                    _named(g, pb.node("Shape", [y], f"onnxprobe.pair{k}.shape_b"), f"{SHAPE_PREFIX}{k}b")]
+        outputs += r + [_named(g, pb.node("Shape", [x], f"onnxprobe.pair{k}.shape_a"), f"{SHAPE_PREFIX}{k}a"),
+                        _named(g, pb.node("Shape", [y], f"onnxprobe.pair{k}.shape_b"), f"{SHAPE_PREFIX}{k}b")]
         if introduced and p.b.kind == "float":
             c = _cone_output(g, pb, y, k, known, producer, inits, order, types)
             if c is not None:
                 types[c] = types.get(y)  # B's node recomputed: the type of B's tensor
-                ri = row(x, c, shape, rtol_of(p), f"onnxprobe.intro{k}")
-                if ri is not None:
-                    outputs += [_named(g, ri, f"{ROW_PREFIX}{k}i"),
-                                _named(g, pb.node("Shape", [c], f"onnxprobe.intro{k}.shape"), f"{SHAPE_PREFIX}{k}i")]
+                ri = row(x, c, shape, rtol_of(p), f"onnxprobe.intro{k}", f"{ROW_PREFIX}{k}i")
+                if ri:
+                    outputs += ri + [_named(g, pb.node("Shape", [c], f"onnxprobe.intro{k}.shape"), f"{SHAPE_PREFIX}{k}i")]
     if not outputs:
         return FusedGraph(None, [], aname, bname)
     interleave(g, original)
@@ -259,7 +259,7 @@ def _cone_output(g, pb: PairBuilder, target: str, k: int, known: dict[str, str],
 
 def _read(got: dict, report: list[Pair], sample: int, out: Fused) -> None:
     for k in range(len(report)):
-        r = got.get(f"{ROW_PREFIX}{k}")
+        r = _row(got, f"{ROW_PREFIX}{k}")
         if r is None:
             continue
         sa, sb = (tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}{s}"]) for s in "ab")
@@ -270,22 +270,33 @@ def _read(got: dict, report: list[Pair], sample: int, out: Fused) -> None:
         if m is None:  # a NaN or Inf on a side: the masked float64 path, on the host
             continue
         out.sums[k] = m
-        ri = got.get(f"{ROW_PREFIX}{k}i")
+        ri = _row(got, f"{ROW_PREFIX}{k}i", aa=r["aa"])  # the layer's tensor's Σa²: summed by the pair's row
         if ri is not None and tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}i"]) == sa:
             mi = _sums(ri, sa, sample)
             if mi is not None:
                 out.introduced[k] = mi
 
 
-def _sums(row: np.ndarray, shape: tuple[int, ...], sample: int) -> PairSums | None:
-    v = dict(zip(PAIR_ROW, np.asarray(row, np.float64).reshape(-1).tolist()))
-    if not all(math.isfinite(v[c]) for c in ("dd", "aa", "bb", "max_abs")):
+def _row(got: dict, name: str, aa: float | None = None) -> dict | None:
+    """A pair's three outputs (``PairBuilder.pair_row``) as {PAIR_ROW name: value}; ``aa``: Σa² when
+    the row left it to an earlier one."""
+    if f"{name}.max" not in got:
+        return None
+    sums = np.asarray(got[f"{name}.sum"], np.float64).reshape(-1).tolist()
+    v = dict(zip(MAXIMA, np.asarray(got[f"{name}.max"], np.float64).reshape(-1).tolist()))
+    v.update(zip(SUMS, sums + ([aa] if len(sums) < len(SUMS) else [])))
+    v["argmax"] = int(np.asarray(got[f"{name}.arg"]).reshape(-1)[0])
+    return v if len(v) == len(PAIR_ROW) else None
+
+
+def _sums(v: dict, shape: tuple[int, ...], sample: int) -> PairSums | None:
+    if not all(v[c] is not None and math.isfinite(v[c]) for c in ("dd", "aa", "bb", "max_abs")):
         return None
     size = int(np.prod(shape))
     if size == 0:
         return None
     ab = (v["aa"] + v["bb"] - v["dd"]) / 2  # Σab from Σa², Σb² and Σ(a-b)²
-    return PairSums.one(sample, shape, count=size, max_abs=v["max_abs"], argmax=int(v["argmax"]), b_absmax=v["b_absmax"],
+    return PairSums.one(sample, shape, count=size, max_abs=v["max_abs"], argmax=v["argmax"], b_absmax=v["b_absmax"],
                         excess=v["excess"], max_rel=v["max_rel"], sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"],
                         bb=v["bb"], ab=ab)
 

@@ -1,6 +1,7 @@
 """In-graph pair metrics: the nodes that reduce two tensors a (under test) and b (the reference) of one
-shape to one [1, 9] float64 row (layout ``PAIR_ROW``), so that only scalars leave the run; the host
-turns the row into the same ``PairMetrics`` as the host's ``stats.pooled.pair_sums`` (``compare.fused``).
+shape to three small outputs (the maxima, the argmax and the float64 sums; their fields ``PAIR_ROW``),
+so that only scalars leave the run; the host turns them into the same ``PairMetrics`` as the host's
+``stats.pooled.pair_sums`` (``compare.fused``).
 
 d = a - b in float32 (as the host's fast path), |d| with its maximum and flat argmax, max |b|, the
 allclose excess max(|d| - rtol |b|), max |d| / (|b| + 1e-30); the sums Σ|d|, Σd², Σa², Σb² are
@@ -13,26 +14,28 @@ non-finite Σd², Σa² or Σb²: the caller measures that pair on the host inst
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
 
 from onnxprobe.graph.stats_nodes import StatsBuilder, suffix_axes
 
 PAIR_ROW = ("max_abs", "b_absmax", "excess", "max_rel", "argmax", "sum_abs", "dd", "bb", "aa")
+MAXIMA, SUMS = PAIR_ROW[:4], PAIR_ROW[5:]  # the float32 [4, 1...] and float64 [3 or 4] outputs; argmax is int64 [1]
 
 
 class PairBuilder(StatsBuilder):
     def __init__(self, graph, opset: int, names: set[str]):
         super().__init__(graph, opset, names)
-        self._aa: dict[str, str] = {}  # tensor -> the float64 [4] sums of the row that summed its Σa² (last)
+        self._summed: set[str] = set()  # tensors whose Σa² an earlier row summed
 
-    def pair_row(self, a: str, b: str, shape: tuple, rtol: float, base: str) -> str:
-        """The [1, 9] float64 row of the pair (a, b): float32 tensors of the static rank of ``shape``.
-        ``rtol`` 0: no allclose excess (it is max |d|). Σa² of an ``a`` that an earlier row summed (the
-        layer's tensor, compared with B's and then with B's node recomputed on A's inputs) is taken from
-        that row, not summed again."""
+    def pair_row(self, a: str, b: str, shape: tuple, rtol: float, base: str) -> tuple[str, str, str]:
+        """The pair (a, b), float32 tensors of the static rank of ``shape``, reduced to three outputs:
+        the maxima (``MAXIMA``, float32, all-ones dims), the flat argmax of |a - b| (int64 [1]) and the
+        float64 sums (``SUMS``; without Σa² when an earlier row of the same ``a`` summed it: the layer's
+        tensor, compared with B's and then with B's node recomputed on A's inputs; the reader takes it
+        from that row). Three outputs instead of one row: no Reshape and Cast nodes to assemble it.
+        ``rtol`` 0: no allclose excess (it is max |d|)."""
         flat = self.const(np.array([-1], np.int64))
         key = a
-        if not shape:  # scalars: as [1] (the maxima below keep their dims to concatenate)
+        if not shape:  # scalars: as [1] (the maxima keep their dims to concatenate)
             a, b, shape = (self.node("Reshape", [a, flat], f"{base}.a1"), self.node("Reshape", [b, flat], f"{base}.b1"), (1,))
         axes, wide = suffix_axes(shape)
         d = self.node("Sub", [a, b], f"{base}.d")
@@ -46,18 +49,9 @@ class PairBuilder(StatsBuilder):
         rel = self.node("Div", [ad, self.node("Add", [absb, self.f32(1e-30)], f"{base}.absb_tiny")], f"{base}.rel")
         max_rel = self.red("ReduceMax", rel, f"{base}.max_rel", keepdims=1)
         terms = [("ReduceSum", ad, "sum_abs"), ("ReduceSumSquare", d, "dd"), ("ReduceSumSquare", b, "bb")]
-        earlier = self._aa.get(key)
-        if earlier is None:
+        if key not in self._summed:
             terms.append(("ReduceSumSquare", a, "aa"))
+            self._summed.add(key)
         sums = self._sums(terms, base, axes, wide)
-        if earlier is None:
-            self._aa[key] = sums
-        else:
-            sums = self.node("Concat", [sums, self.node("Gather", [earlier, self.const(np.array([3], np.int64))], f"{base}.aa",
-                                                        axis=0)], f"{base}.sums4", axis=0)
-        # the four maxima (keepdims: all-ones shapes of one rank) concatenate and cast together
-        maxima = self.node("Cast", [self.node("Reshape", [self.node("Concat", [max_abs, b_absmax, excess, max_rel], f"{base}.maxima",
-                                                                    axis=0), flat], f"{base}.maxima1")], f"{base}.maxima64", to=TensorProto.DOUBLE)
-        arg64 = self.node("Cast", [argmax], f"{base}.argmax64", to=TensorProto.DOUBLE)
-        row = self.node("Concat", [maxima, arg64, sums], f"{base}.row9", axis=0)
-        return self.node("Reshape", [row, self.const(np.array([1, len(PAIR_ROW)], np.int64))], f"{base}.row")
+        maxima = self.node("Concat", [max_abs, b_absmax, excess, max_rel], f"{base}.maxima", axis=0)
+        return maxima, argmax, sums
