@@ -68,7 +68,9 @@ def expose(
     ``known``: concrete shapes for the run's input shapes, where the model's own are symbolic (the rank
     must be the model's): they choose the statistics form (the fast row needs the rank and block sizes).
     ``count_from_shape``: rows of tensors whose shape is exposed too leave their count column NaN for the
-    reader to fill from that shape (``runners.base.read_probes``): three nodes fewer per tensor."""
+    reader to fill from that shape (``runners.base.read_probes``): three nodes fewer per tensor; with
+    ``nonfinite="deferred"`` (main-graph tensors) the reader assembles the whole row from its two computed
+    pieces (``Probe.stats_sums``; ``StatsBuilder.stats_parts``): five fewer again."""
     known = known or {}
     warnings = warnings if warnings is not None else []
     opset = default_opset(model)
@@ -175,7 +177,15 @@ def expose(
             add_top_output(src, t)  # a few KB: the numbers are summed on the host, in float64, instead
             probes.append(Probe(ref=ref, raw_output=src, stats_on_host=True, raw_for_stats=not want_raw(ref.name)))
             continue
-        if stats and elem not in UNSUPPORTED_STATS_DTYPES:
+        split = count_from_shape and shapes and not site.chain and nonfinite == "deferred"
+        if stats and split and elem not in UNSUPPORTED_STATS_DTYPES:
+            shape = known.get(ref.name) or (ref.shape if ref.shape is not None else _rank_only(t))
+            parts = builder(g).stats_parts(src, elem, shape)
+            probe.stats_output, probe.stats_sums = (_output_of(g, builder(g), part, STATS_PREFIX + ref.name + tag, names)
+                                                    for part, tag in zip(parts, ("", ".sums")))
+            for o in (probe.stats_output, probe.stats_sums):
+                add_top_output(o, None)
+        elif stats and elem not in UNSUPPORTED_STATS_DTYPES:
             shape = known.get(ref.name) or (ref.shape if ref.shape is not None else _rank_only(t))
             row = builder(g).stats_row(src, elem, shape, nonfinite, count=not (count_from_shape and shapes and not site.chain))
             top = lift(row, site.chain, row_type, "stats") if site.chain else row
@@ -204,6 +214,15 @@ def expose(
     for b in builders.values():
         b.interleave()
     return out, probes
+
+
+def _output_of(g: onnx.GraphProto, b: StatsBuilder, t: str, want: str, names: set[str]) -> str:
+    """``t`` (written by a node this pass just added) under a fresh name near ``want``: the output name."""
+    final = want if want not in names else b.fresh(want)
+    if not _rename_output(g, t, final):
+        b.op("Identity", t, out=final, base=f"stats/{want}")
+    names.add(final)
+    return final
 
 
 def _rename_output(g: onnx.GraphProto, old: str, new: str) -> bool:

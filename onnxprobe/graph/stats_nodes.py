@@ -76,28 +76,35 @@ class StatsBuilder(GraphBuilder):
         ``count`` False: the count column is NaN, for a caller that reads the tensor's shape from the same
         run and fills it in (``COUNT_FROM_SHAPE``: three nodes fewer per tensor)."""
         b = x
-        if elem_type in EXACT_IN_DOUBLE:  # integers and bool: no NaN or Inf to mask, every sum exact enough in float64
-            d = self.node("Reshape", [self.node("Cast", [x], f"{b}.f64", to=TensorProto.DOUBLE),
-                                      self.const(np.array([-1], np.int64))], f"{b}.flat")
-            return self._fast_row(d, b, [0], self._size(d, b, count), elem=TensorProto.DOUBLE)
-        if not (elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16) and shape):
-            # double, an unknown type or an unknown rank: a flat float64 copy (no block sums to plan)
-            d = x if elem_type == TensorProto.DOUBLE else self.node("Cast", [x], f"{b}.f64", to=TensorProto.DOUBLE)
-            d = self.node("Reshape", [d, self.const(np.array([-1], np.int64))], f"{b}.flat")
-            size = self._size(d, b, count)
-            if nonfinite == "masked":
-                return self._careful_row(d, b, [0], size, TensorProto.DOUBLE)
-            fast = self._fast_row(d, b, [0], size, elem=TensorProto.DOUBLE)
-            return fast if nonfinite == "deferred" else self._checked(fast, d, b, [0], size, False, TensorProto.DOUBLE)
-        f = x if elem_type == TensorProto.FLOAT else self.node("Cast", [x], f"{b}.f32", to=TensorProto.FLOAT)
-        axes, wide = suffix_axes(shape)
+        f, axes, wide, elem = self._prepared(x, elem_type, shape)
         size = self._size(f, b, count)
+        if elem_type in EXACT_IN_DOUBLE:  # integers and bool: no NaN or Inf to mask, every sum exact enough in float64
+            return self._fast_row(f, b, axes, size, wide, elem)
         if nonfinite == "masked":
-            return self._careful_row(f, b, axes, size, TensorProto.FLOAT, wide)
-        fast = self._fast_row(f, b, axes, size, wide)
+            return self._careful_row(f, b, axes, size, elem, wide)
+        fast = self._fast_row(f, b, axes, size, wide, elem)
         if nonfinite == "deferred":
             return fast
-        return self._checked(fast, f, b, axes, size, wide)
+        return self._checked(fast, f, b, axes, size, wide, elem)
+
+    def stats_parts(self, x: str, elem_type: int | None, shape: tuple | None = None) -> tuple[str, str]:
+        """The fast row's two computed pieces, for a reader that assembles the row itself (the count from
+        the tensor's shape, no NaN or Inf: a row that cannot be trusted is rerun, as "deferred"): the
+        extremes (min, max, shift; float32, or float64 for the flat forms; 3 elements, all-ones dims) and
+        the float64 sums (Σ(x-c), Σ(x-c)², Σ|x|, non-zero count). Five nodes fewer than a row."""
+        f, axes, wide, elem = self._prepared(x, elem_type, shape)
+        return self._fast_parts(f, x, axes, wide, elem)
+
+    def _prepared(self, x: str, elem_type: int | None, shape: tuple | None) -> tuple[str, list[int], bool, int]:
+        """(tensor, axes, wide, element type) that the rows reduce: float32 (a copy of float16/bfloat16)
+        with block sums over ``suffix_axes`` when the rank is known; else (integers, bool, double, an unknown
+        type or rank) a flat float64 copy, summed whole."""
+        if elem_type in EXACT_IN_DOUBLE or not (elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16) and shape):
+            d = x if elem_type == TensorProto.DOUBLE else self.node("Cast", [x], f"{x}.f64", to=TensorProto.DOUBLE)
+            return self.node("Reshape", [d, self.const(np.array([-1], np.int64))], f"{x}.flat"), [0], False, TensorProto.DOUBLE
+        f = x if elem_type == TensorProto.FLOAT else self.node("Cast", [x], f"{x}.f32", to=TensorProto.FLOAT)
+        axes, wide = suffix_axes(shape)
+        return f, axes, wide, TensorProto.FLOAT
 
     def _row(self, cols: list[str], b: str) -> str:
         row = self.node("Concat", cols, f"{b}.row10", axis=0)
@@ -134,8 +141,9 @@ class StatsBuilder(GraphBuilder):
         flat = self.node("Reshape", [cat, self.const(np.array([-1, len(terms)], np.int64))], f"{b}.parts2d")
         return self.red("ReduceSum", flat, f"{b}.sums", axes=[0], keepdims=0)
 
-    def _fast_row(self, f: str, b: str, axes: list[int], size: str, wide: bool = False, elem: int = TensorProto.FLOAT) -> str:
-        """``f``: float32 (or, for integers and bool, their float64 copy, ``elem``)."""
+    def _fast_parts(self, f: str, b: str, axes: list[int], wide: bool, elem: int) -> tuple[str, str]:
+        """(extremes [lo, hi, c] concatenated on axis 0, the float64 sums [4]) of ``f``: float32 (or, for
+        the flat forms, float64, ``elem``)."""
         lo = self.red("ReduceMin", f, f"{b}.min", keepdims=1)
         hi = self.red("ReduceMax", f, f"{b}.max", keepdims=1)
         # (lo + hi) / 2 overflows to inf only for |x| near float32's limit: the sums then come out
@@ -148,8 +156,10 @@ class StatsBuilder(GraphBuilder):
                             to=elem)
         sums = self._sums([("ReduceSum", d, "s1"), ("ReduceSumSquare", d, "s2"), ("ReduceL1", f, "sumabs"),
                            ("ReduceSum", nonzero, "nonzero")], b, axes, wide, double=elem == TensorProto.DOUBLE)
-        # lo, hi and c keep their (all ones) dims: they concatenate as they are
-        mmc = self.node("Concat", [lo, hi, c], f"{b}.mmc", axis=0)
+        return self.node("Concat", [lo, hi, c], f"{b}.mmc", axis=0), sums  # lo, hi and c keep their (all ones) dims
+
+    def _fast_row(self, f: str, b: str, axes: list[int], size: str, wide: bool = False, elem: int = TensorProto.FLOAT) -> str:
+        mmc, sums = self._fast_parts(f, b, axes, wide, elem)
         # of rank 1 (axes [0]: the flat float64 rows), [3] already; else [3, 1, ...]
         extremes = self.node("Cast", [mmc], f"{b}.mmc.f64", to=TensorProto.DOUBLE) if axes == [0] else self._as64(mmc, b, "mmc")
         return self._row([size, self.f64([0.0, 0.0]), extremes, sums], b)

@@ -76,7 +76,7 @@ def load(k: str, base: onnx.ModelProto) -> tuple[onnx.ModelProto, list[Probe], l
     try:
         probes = [Probe(ref=_ref(p["ref"]), stats_output=p["stats_output"], shape_output=p["shape_output"],
                         raw_output=p["raw_output"], stats_on_host=p["stats_on_host"],
-                        raw_for_stats=p.get("raw_for_stats", False)) for p in meta["probes"]]
+                        raw_for_stats=p.get("raw_for_stats", False), stats_sums=p.get("stats_sums")) for p in meta["probes"]]
     except (KeyError, TypeError):
         return None
     return model, probes, list(meta.get("warnings", []))

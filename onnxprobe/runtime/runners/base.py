@@ -79,7 +79,12 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
         name = p.ref.name
         if p.shape_output:
             shapes[name] = tuple(int(d) for d in out[p.shape_output])
-        if p.stats_output:
+        if p.stats_output and p.stats_sums:  # the row's two computed pieces: count from the shape, no NaN/Inf
+            row = np.concatenate([[float(np.prod(shapes[name], dtype=np.float64)), 0.0, 0.0],
+                                  np.asarray(out[p.stats_output], np.float64).reshape(-1),
+                                  np.asarray(out[p.stats_sums], np.float64).reshape(-1)])
+            stats[name] = TensorStats.from_rows(row)
+        elif p.stats_output:
             row = out[p.stats_output]
             if p.shape_output and np.size(row) == ROW_WIDTH and np.isnan(np.asarray(row).reshape(-1)[COUNT]):
                 row = np.array(row, np.float64).reshape(1, ROW_WIDTH)  # counted from the shape (expose count_from_shape)
@@ -228,7 +233,7 @@ class GraphRunner(Runner):
         plan already made with masks). ``host_refs``: graph inputs and weights, whose statistics come from
         ``feeds`` and the initializers."""
         base = plan.base if plan.base is not None else self.model
-        probe_outputs = {n for p in plan.probes for n in (p.stats_output, p.shape_output) if n}
+        probe_outputs = {n for p in plan.probes for n in (p.stats_output, p.stats_sums, p.shape_output) if n}
         probe_outputs |= {p.raw_output for p in plan.probes if p.raw_for_stats}  # small: to the host with the rows
         lifted_raw = {p.raw_output for p in plan.probes if p.raw_output and p.ref.scope}
         own = [o.name for o in plan.model.graph.output if o.name not in probe_outputs and o.name not in lifted_raw]
