@@ -68,3 +68,38 @@ def test_parse_size_and_chunk_plan():
     with pytest.raises(UsageError):
         parse_size("lots")
     assert plan_chunks([("a", 10), ("b", 10), ("c", 25), ("d", 1)], 20) == [["a", "b"], ["c"], ["d"]]
+
+
+def test_the_one_run_diff_reads_both_models_weights_in_place(tmp_path):
+    """diff's merged graph holds stubs for the big weights (onnxruntime gets A's and B's own tensors), and
+    measures what separate runs measure on the host."""
+    import onnxprobe.compare.fused as fused
+    from onnx import numpy_helper
+
+    from onnxprobe import api
+    from onnxprobe.graph.skeleton import is_stub
+    from test_diff import assert_same_metrics
+
+    def model(path, scale):
+        w = numpy_helper.from_array((np.random.default_rng(0).standard_normal((256, 256)) * scale).astype(np.float32), "w")
+        g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Relu", ["h"], ["r"], name="relu"),
+                               helper.make_node("MatMul", ["r", "w"], ["y"], name="mm2")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 256])], [w])
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        return path
+
+    a, b = model(tmp_path / "a.onnx", 1.001), model(tmp_path / "b.onnx", 1.0)
+    built = []
+    real = fused.build
+    try:
+        fused.build = lambda *x, **k: built.append(real(*x, **k)) or built[-1]
+        kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu", cache=False))
+        one = api.diff(a, b, fuse=True, **kw)
+    finally:
+        fused.build = real
+    (fg,) = built
+    big = [t for t in fg.model.graph.initializer if t.dims and int(np.prod(t.dims)) > 4096]
+    assert big and all(is_stub(t) for t in big) and set(t.name for t in big) <= set(fg.weights)
+    assert one.in_graph == len(one.results) == 3
+    assert_same_metrics(api.diff(a, b, fuse=False, **kw), one)

@@ -28,6 +28,7 @@ from onnxprobe.graph.merge import PREFIX as PREFIX_B
 from onnxprobe.graph.merge import PREFIX_A, NotMergeable, side_by_side
 from onnxprobe.graph.pair_nodes import MAXIMA, PAIR_ROW, SUMS, PairBuilder
 from onnxprobe.graph.shapes import concrete_sizes, infer_shapes, static_shape, value_types
+from onnxprobe.graph.skeleton import large_initializers, skeleton
 from onnxprobe.match.engine import Pair
 from onnxprobe.runtime import plan_cache
 from onnxprobe.runtime.runners import base as base_runner
@@ -59,6 +60,7 @@ class FusedGraph:
     aname: dict = field(default_factory=dict)  # A's tensor -> its name in the merged graph
     bname: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict)  # pair -> [A's, B's(, B's recomputed)] merged names: small, summed on the host
+    weights: dict = field(default_factory=dict)  # the merged graph's stubs -> A's and B's own weights (not copied)
 
 
 def fusable(a: Side, b: Side) -> str | None:
@@ -84,7 +86,10 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     criterion. Pairs of small tensors for ``input_shapes`` (``runners.base.SMALL_ON_HOST``) leave the run
     as they are and are summed on the host (float64, any dtype), instead of ~35 metric nodes per pair.
     Raises NotMergeable when the models cannot share a graph."""
-    merged, aname, bname = side_by_side(a.runner.model, b.runner.model, [(p.a.probe, p.b.probe) for p in report])
+    # both graphs without their big weights: the merged graph's stubs read A's and B's own (``weights``),
+    # so two 1 GB models are not copied into a 2 GB third one (nor serialised) to be compared
+    merged, aname, bname = side_by_side(skeleton(a.runner.model), skeleton(b.runner.model), [(p.a.probe, p.b.probe) for p in report])
+    weights = merged_weights(a, b)
     g = merged.graph
     types = value_types(infer_shapes(merged))  # the tensors onnxprobe added (dequantizations) may lack value_info
     each, total = base_runner.SMALL_ON_HOST
@@ -146,7 +151,13 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     interleave(g, original)
     del g.output[:]
     g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
-    return FusedGraph(merged, outputs, aname, bname, raw)
+    return FusedGraph(merged, outputs, aname, bname, raw, weights)
+
+
+def merged_weights(a: Side, b: Side) -> dict:
+    """The merged graph's stub names -> the tensors of A's and B's models they stand for."""
+    return {**{PREFIX_A + t.name: t for t in large_initializers(a.runner.model)},
+            **{PREFIX_B + t.name: t for t in large_initializers(b.runner.model)}}
 
 
 def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool,
@@ -162,11 +173,11 @@ def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rt
                            "pairs": [[p.a.probe, p.b.probe, p.b.kind, rtol_of(p)] for p in report],
                            "known": sorted([x, q.a.probe] for x, q in by_b.items()), "small": list(base_runner.SMALL_ON_HOST),
                            "inputs": {n: list(v) for n, v in sorted((input_shapes or {}).items())}})
-    weights = {**{PREFIX_A + t.name: t for t in ma.graph.initializer}, **{PREFIX_B + t.name: t for t in mb.graph.initializer}}
-    hit = plan_cache.load_entry(k, weights)
+    weights = merged_weights(a, b)
+    hit = plan_cache.load_entry(k, weights, restore=False)
     if hit is not None and hit[1].get("kind") == "fused":
         model, meta = hit
-        return FusedGraph(model, meta["outputs"], meta["aname"], meta["bname"], {int(q): v for q, v in meta["raw"].items()})
+        return FusedGraph(model, meta["outputs"], meta["aname"], meta["bname"], {int(q): v for q, v in meta["raw"].items()}, weights)
     fg = build(a, b, report, by_b, rtol_of, introduced, input_shapes)
     if fg.model is not None:
         plan_cache.store_entry(k, fg.model, {"kind": "fused", "outputs": fg.outputs, "aname": fg.aname,
@@ -180,7 +191,7 @@ def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 
     ``rtol_of(pair)``: the criterion's rtol, for the pairs summed on the host."""
     out = Fused()
     if fg.model is not None:
-        got, _ = a.runner.execute(fg.model, feeds, fg.outputs, key=key)
+        got, _ = a.runner.execute(fg.model, feeds, fg.outputs, key=key, weights=fg.weights)
         _read(got, report, sample, out)
         _read_raw(got, fg.raw, report, sample, out, rtol_of or (lambda p: 0.0))
     return out
@@ -210,7 +221,7 @@ def profile(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], out: Fused
     if fg.model is None:
         return
     runner = a.runner
-    p = run_profiled(fg.model, feeds, fg.outputs, device=runner.device, opt_level=runner.config.opt_level)
+    p = run_profiled(fg.model, feeds, fg.outputs, device=runner.device, opt_level=runner.config.opt_level, weights=fg.weights)
     times = p.of_tensor()
 
     def ms(names: dict, *tensors: str) -> float | None:  # the layer's own tensor first (not an added dequantization)

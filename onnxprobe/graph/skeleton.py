@@ -41,6 +41,11 @@ def large_initializers(model: onnx.ModelProto) -> list[TensorProto]:
     return [t for t in model.graph.initializer if _is_large(t)]
 
 
+def is_stub(t: TensorProto) -> bool:
+    """A stub that ``skeleton`` left for a large initializer (its data elsewhere, by name)."""
+    return t.data_location == TensorProto.EXTERNAL and any(e.value == STUB_LOCATION for e in t.external_data)
+
+
 def stub(t: TensorProto) -> TensorProto:
     s = TensorProto(name=t.name, data_type=t.data_type, dims=list(t.dims))
     s.data_location = TensorProto.EXTERNAL

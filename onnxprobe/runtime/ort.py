@@ -104,10 +104,13 @@ class Session:
 
 
 def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: str = "off", threads: int | None = None,
-                   profile_prefix: str | None = None, optimized_path: str | None = None) -> Session:
+                   profile_prefix: str | None = None, optimized_path: str | None = None,
+                   weights: dict[str, onnx.TensorProto] | None = None) -> Session:
     """Build an InferenceSession from an in-memory model. ``device`` must be resolved already.
     ``profile_prefix``: onnxruntime's profiler on, its JSON written there; ``optimized_path``: where
-    onnxruntime writes the graph it runs (weights in a file beside it) (``runtime.profile``)."""
+    onnxruntime writes the graph it runs (weights in a file beside it) (``runtime.profile``).
+    ``weights``: the tensors of the model's stubs (``graph.skeleton``), by name: a graph built over other
+    models' weights (``diff``'s merged graph) never holds a copy of them."""
     ort = ort_module()
     so = ort.SessionOptions()
     if profile_prefix:
@@ -134,7 +137,7 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
     t0 = time.perf_counter()
     for _attempt in range(2):
         try:
-            sess = _make(ort, model, so, providers_for(device))
+            sess = _make(ort, model, so, providers_for(device), weights or {})
             break
         except Exception as e:  # noqa: BLE001
             msg = str(e)
@@ -155,16 +158,20 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
 SKELETON_BYTES = 8 * 2**20  # above this much weight, sessions are built from a skeleton
 
 
-def _make(ort, model: onnx.ModelProto, so, providers: list[str]):
-    from onnxprobe.graph.skeleton import large_initializers, skeleton, weight_bytes
+def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[str, onnx.TensorProto]):
+    from onnxprobe.graph.skeleton import is_stub, large_initializers, skeleton, weight_bytes
 
-    if weight_bytes(model) >= SKELETON_BYTES:
+    stubs = [t.name for t in model.graph.initializer if is_stub(t)]
+    if stubs or weight_bytes(model) >= SKELETON_BYTES:
         # the graph goes to onnxruntime without its big weights, which follow as OrtValues over numpy
         # views of the same bytes: no serialising and re-parsing of the weights
-        big = large_initializers(model)
-        arrays = [onnx.numpy_helper.to_array(t) for t in big]
+        missing = [n for n in stubs if n not in weights]
+        if missing:
+            raise ExecutionError(f"no weights for {len(missing)} of the graph's stubbed initializers ({missing[0]!r}, ...)")
+        big = [(t.name, t) for t in large_initializers(model)] + [(n, weights[n]) for n in stubs]
+        arrays = [onnx.numpy_helper.to_array(t) for _, t in big]
         values = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in arrays]
-        so.add_external_initializers([t.name for t in big], values)
+        so.add_external_initializers([n for n, _ in big], values)
         sess = ort.InferenceSession(skeleton(model).SerializeToString(), sess_options=so, providers=providers)
         sess._onnxprobe_keepalive = (arrays, values)  # onnxruntime reads these buffers in place
         return sess

@@ -25,7 +25,7 @@ import onnx
 
 from onnxprobe import __version__
 from onnxprobe.fileio import atomic_output
-from onnxprobe.graph.skeleton import STUB_LOCATION, skeleton
+from onnxprobe.graph.skeleton import is_stub, skeleton
 from onnxprobe.types import Probe, TensorRef
 
 DEFAULT_SIZE = 512 * 2**20
@@ -86,9 +86,10 @@ def store(k: str, model: onnx.ModelProto, probes: list[Probe], warnings: list[st
     store_entry(k, model, {"probes": [asdict(p) for p in probes], "warnings": warnings})
 
 
-def load_entry(k: str, weights: dict[str, onnx.TensorProto]) -> tuple[onnx.ModelProto, dict] | None:
-    """(model, metadata) of entry ``k``, its stubbed weights put back from ``weights`` (by name); None on
-    a miss, a damaged entry or one whose weights are not all there."""
+def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = True) -> tuple[onnx.ModelProto, dict] | None:
+    """(model, metadata) of entry ``k``, its stubbed weights put back from ``weights`` (by name; with
+    ``restore`` False left as stubs, for a caller that gives onnxruntime the weights apart); None on a
+    miss, a damaged entry or one whose weights are not all there."""
     d = cache_dir()
     try:
         meta = json.loads((d / f"{k}.json").read_text())
@@ -96,10 +97,12 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto]) -> tuple[onnx.Model
     except Exception:  # noqa: BLE001 - a missing or damaged entry is a miss
         return None
     for t in model.graph.initializer:
-        if t.data_location == onnx.TensorProto.EXTERNAL and any(e.value == STUB_LOCATION for e in t.external_data):
+        if is_stub(t):
             w = weights.get(t.name)
             if w is None:
                 return None
+            if not restore:
+                continue
             name = t.name
             t.CopyFrom(w)
             t.name = name

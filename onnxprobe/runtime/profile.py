@@ -72,14 +72,14 @@ def named(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
 
 
 def profile(model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device: str = "cpu",
-            opt_level: str = "off", runs: int = 2) -> Profile:
+            opt_level: str = "off", runs: int = 2, weights: dict | None = None) -> Profile:
     """Run ``model`` ``runs`` times with onnxruntime's profiler and attribute the last run's kernels
     (onnxruntime also writes the graph it ran, which tells what each kernel computed)."""
     copy, back = named(model)
     with tempfile.TemporaryDirectory(prefix="onnxprobe-profile-") as tmp:
         ran = os.path.join(tmp, "optimized.onnx")
         session = create_session(copy, device=device, opt_level=opt_level, profile_prefix=os.path.join(tmp, "run"),
-                                 optimized_path=ran)
+                                 optimized_path=ran, weights=weights)
         for _ in range(max(1, runs)):
             run_bound(session, feeds, outputs)
         path = session.sess.end_profiling()

@@ -38,15 +38,16 @@ class OrtRunner(GraphRunner):
     def session_seconds(self) -> float:
         return self._last[1]
 
-    def session(self, model: onnx.ModelProto, key=None) -> Session:
-        """A session for ``model``: the one kept under ``key`` when there is one."""
+    def session(self, model: onnx.ModelProto, key=None, weights: dict | None = None) -> Session:
+        """A session for ``model``: the one kept under ``key`` when there is one. ``weights``: the tensors
+        of the model's stubs (``create_session``)."""
         if key is not None and key in self._sessions:
             self._sessions.move_to_end(key)
             s = self._sessions[key]
             self._last = (s.providers, 0.0)
             return s
         make = lambda: create_session(model, device=self.device, opt_level=self.config.opt_level,  # noqa: E731
-                                      threads=self.threads)
+                                      threads=self.threads, weights=weights)
         s = call_interruptibly(make, grace=0) if self.interruptible else make()
         self.notes += [n for n in s.notes if n not in self.notes]
         if key is not None:
@@ -57,7 +58,8 @@ class OrtRunner(GraphRunner):
         return s
 
     def execute(self, model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device_outputs: list[str] = (),
-                keep_on_device: bool = False, key=None) -> tuple[dict, float]:
-        session = self.session(model, key)
+                keep_on_device: bool = False, key=None, weights: dict | None = None) -> tuple[dict, float]:
+        """``weights``: the tensors of ``model``'s stubs, by name (``diff``'s merged graph of two models)."""
+        session = self.session(model, key, weights)
         return run_bound(session, feeds, list(outputs), list(device_outputs), keep_on_device=keep_on_device,
                          interruptible=self.interruptible)
