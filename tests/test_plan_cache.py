@@ -95,6 +95,9 @@ def test_changes_miss(cache, rewrites, tmp_path, monkeypatch):
     monkeypatch.setattr(plan_cache, "__version__", "0.0.0-other")
     _layers(sample_path("cnn"))  # another onnxprobe version
     assert len(rewrites) == 6
+    monkeypatch.setattr(plan_cache, "FORMAT", plan_cache.FORMAT + 1)
+    _layers(sample_path("cnn"))  # another entry format, same version
+    assert len(rewrites) == 7
 
 
 def test_bounded_damaged_and_off(cache, rewrites, monkeypatch):

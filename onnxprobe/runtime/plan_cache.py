@@ -53,9 +53,15 @@ def structure(model: onnx.ModelProto) -> str:
     return hashlib.sha256(skeleton(model).SerializeToString()).hexdigest()
 
 
+# what an entry holds and how probes read it (rows, pair outputs): a change to either bumps it, so that a
+# development build never reads an entry an older build of the same version wrote
+FORMAT = 3
+
+
 def key_of(parts: dict) -> str:
-    """An entry's key: the hash of ``parts`` (JSON) and onnxprobe's version."""
-    return hashlib.sha256(json.dumps({"version": __version__, **parts}, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    """An entry's key: the hash of ``parts`` (JSON), onnxprobe's version and the entries' FORMAT."""
+    return hashlib.sha256(json.dumps({"version": __version__, "format": FORMAT, **parts}, sort_keys=True,
+                                     default=str).encode()).hexdigest()[:32]
 
 
 def _ref(d: dict) -> TensorRef:
