@@ -38,16 +38,16 @@ class OrtRunner(GraphRunner):
     def session_seconds(self) -> float:
         return self._last[1]
 
-    def session(self, model: onnx.ModelProto, key=None, weights: dict | None = None) -> Session:
+    def session(self, model: onnx.ModelProto, key=None, weights: dict | None = None, arena: bool = False) -> Session:
         """A session for ``model``: the one kept under ``key`` when there is one. ``weights``: the tensors
-        of the model's stubs (``create_session``)."""
+        of the model's stubs; ``arena``: onnxruntime's memory arena (``create_session``)."""
         if key is not None and key in self._sessions:
             self._sessions.move_to_end(key)
             s = self._sessions[key]
             self._last = (s.providers, 0.0)
             return s
         make = lambda: create_session(model, device=self.device, opt_level=self.config.opt_level,  # noqa: E731
-                                      threads=self.threads, weights=weights)
+                                      threads=self.threads, weights=weights, arena=arena)
         s = call_interruptibly(make, grace=0) if self.interruptible else make()
         self.notes += [n for n in s.notes if n not in self.notes]
         if key is not None:
@@ -59,7 +59,9 @@ class OrtRunner(GraphRunner):
 
     def execute(self, model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device_outputs: list[str] = (),
                 keep_on_device: bool = False, key=None, weights: dict | None = None) -> tuple[dict, float]:
-        """``weights``: the tensors of ``model``'s stubs, by name (``diff``'s merged graph of two models)."""
-        session = self.session(model, key, weights)
+        """``weights``: the tensors of ``model``'s stubs, by name (``diff``'s merged graph of two models).
+        A run with no ``device_outputs`` (no raw tensors asked for: statistics, pair sums, small values)
+        takes onnxruntime's memory arena."""
+        session = self.session(model, key, weights, arena=not device_outputs)
         return run_bound(session, feeds, list(outputs), list(device_outputs), keep_on_device=keep_on_device,
                          interruptible=self.interruptible)
