@@ -67,10 +67,9 @@ def expose(
     nodes (``Probe.stats_on_host``; ``Probe.raw_for_stats`` when their values were not asked for).
     ``known``: concrete shapes for the run's input shapes, where the model's own are symbolic (the rank
     must be the model's): they choose the statistics form (the fast row needs the rank and block sizes).
-    ``count_from_shape``: rows of tensors whose shape is exposed too leave their count column NaN for the
-    reader to fill from that shape (``runners.base.read_probes``): three nodes fewer per tensor; with
-    ``nonfinite="deferred"`` (main-graph tensors) the reader assembles the whole row from its two computed
-    pieces (``Probe.stats_sums``; ``StatsBuilder.stats_parts``): five fewer again."""
+    ``count_from_shape``: with ``nonfinite="deferred"``, a main-graph tensor whose shape is exposed too
+    gets only its row's two computed pieces (``Probe.stats_sums``; ``StatsBuilder.stats_parts``) and the
+    reader assembles the row, the count from that shape (``runners.base.read_probes``): eight nodes fewer."""
     known = known or {}
     warnings = warnings if warnings is not None else []
     opset = default_opset(model)
@@ -187,7 +186,7 @@ def expose(
                 add_top_output(o, None)
         elif stats and elem not in UNSUPPORTED_STATS_DTYPES:
             shape = known.get(ref.name) or (ref.shape if ref.shape is not None else _rank_only(t))
-            row = builder(g).stats_row(src, elem, shape, nonfinite, count=not (count_from_shape and shapes and not site.chain))
+            row = builder(g).stats_row(src, elem, shape, nonfinite)
             top = lift(row, site.chain, row_type, "stats") if site.chain else row
             final = STATS_PREFIX + ref.name
             if final in names:

@@ -144,16 +144,22 @@ def concrete_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) 
     return out
 
 
+def shape_bytes(t: onnx.TypeProto | None, shape: tuple[int, ...]) -> int | None:
+    """Bytes of a tensor of type ``t`` and this concrete shape; None for an element type numpy lacks."""
+    import numpy as np
+
+    try:
+        item = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type)).itemsize
+    except Exception:  # noqa: BLE001 - no type, strings, float8...
+        return None
+    return int(np.prod(shape, dtype=np.int64)) * item
+
+
 def concrete_sizes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
-    """Bytes of each main-graph tensor for these input shapes, where inference can tell (for budgets)."""
+    """Bytes of each main-graph tensor for these input shapes, where inference can tell (for budgets; an
+    element type numpy lacks counts 4 bytes an element)."""
     import numpy as np
 
     types = value_types(model)
-    sizes = {}
-    for name, s in concrete_shapes(model, shapes).items():
-        try:
-            item = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(types[name].tensor_type.elem_type)).itemsize
-        except Exception:  # noqa: BLE001
-            item = 4
-        sizes[name] = int(np.prod(s)) * item
-    return sizes
+    return {name: n if (n := shape_bytes(types.get(name), s)) is not None else int(np.prod(s)) * 4
+            for name, s in concrete_shapes(model, shapes).items()}

@@ -69,15 +69,12 @@ class StatsBuilder(GraphBuilder):
         return self.const(np.array(v, np.float64))
 
     # -- the row ----------------------------------------------------------------------------------------
-    def stats_row(self, x: str, elem_type: int | None, shape: tuple | None = None, nonfinite: str = "in-graph",
-                  count: bool = True) -> str:
+    def stats_row(self, x: str, elem_type: int | None, shape: tuple | None = None, nonfinite: str = "in-graph") -> str:
         """The [1, 10] float64 row of tensor ``x``. ``nonfinite``: how a fast row that cannot be trusted is
-        fixed: "in-graph" (an If), "deferred" (the caller reruns it), or "masked" (the careful row at once).
-        ``count`` False: the count column is NaN, for a caller that reads the tensor's shape from the same
-        run and fills it in (``COUNT_FROM_SHAPE``: three nodes fewer per tensor)."""
+        fixed: "in-graph" (an If), "deferred" (the caller reruns it), or "masked" (the careful row at once)."""
         b = x
         f, axes, wide, elem = self._prepared(x, elem_type, shape)
-        size = self._size(f, b, count)
+        size = self._size(f, b)
         if elem_type in EXACT_IN_DOUBLE:  # integers and bool: no NaN or Inf to mask, every sum exact enough in float64
             return self._fast_row(f, b, axes, size, wide, elem)
         if nonfinite == "masked":
@@ -110,9 +107,7 @@ class StatsBuilder(GraphBuilder):
         row = self.node("Concat", cols, f"{b}.row10", axis=0)
         return self.node("Reshape", [row, self.const(np.array([1, ROW_WIDTH], np.int64))], f"{b}.row")
 
-    def _size(self, f: str, b: str, count: bool = True) -> str:
-        if not count:
-            return self.f64([np.nan])
+    def _size(self, f: str, b: str) -> str:
         flat = self.const(np.array([-1], np.int64))
         return self.node("Cast", [self.node("Reshape", [self.node("Size", [f], f"{b}.size"), flat], f"{b}.size1")],
                          f"{b}.size.f64", to=TensorProto.DOUBLE)

@@ -23,12 +23,12 @@ from typing import ClassVar
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 from onnxprobe.graph.expose import expose, needs_masking
-from onnxprobe.graph.shapes import concrete_shapes, static_shape, value_types
+from onnxprobe.graph.shapes import concrete_shapes, shape_bytes, static_shape, value_types
 from onnxprobe.runtime import plan_cache
-from onnxprobe.stats.tensor_stats import COL, ROW, TensorStats
+from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
 
@@ -85,11 +85,7 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
                                   np.asarray(out[p.stats_sums], np.float64).reshape(-1)])
             stats[name] = TensorStats.from_rows(row)
         elif p.stats_output:
-            row = out[p.stats_output]
-            if p.shape_output and np.size(row) == ROW_WIDTH and np.isnan(np.asarray(row).reshape(-1)[COUNT]):
-                row = np.array(row, np.float64).reshape(1, ROW_WIDTH)  # counted from the shape (expose count_from_shape)
-                row[0, COUNT] = float(np.prod(shapes[name], dtype=np.float64))
-            stats[name] = TensorStats.from_rows(row)
+            stats[name] = TensorStats.from_rows(out[p.stats_output])
         if p.raw_output:
             value = out[p.raw_output]
             if p.stats_on_host or (host_stats and name not in stats):
@@ -137,7 +133,6 @@ def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
 # tensors, 53 of them this small; most of a BERT's are). The values leave the run at its end, so their
 # total is bounded too: memory grows with the largest tensors, not with how many are probed.
 SMALL_ON_HOST = (64 * 1024, 16 * 2**20)
-ROW_WIDTH, COUNT = len(ROW), COL["count"]
 
 
 def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: dict, each: int,
@@ -155,9 +150,8 @@ def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: 
         own = static_shape(t)
         if own is not None and len(own) == len(s) and all(not isinstance(a, int) or a == b for a, b in zip(own, s)):
             fitting[r.name] = s
-        try:
-            n = int(np.prod(s, dtype=np.int64)) * np.dtype(helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type)).itemsize
-        except (KeyError, TypeError, ValueError):  # an element type numpy lacks: summarised in the graph
+        n = shape_bytes(t, s)
+        if n is None:  # an element type numpy lacks: summarised in the graph
             continue
         if n <= each and used + n <= total:
             host.add(r.name)
