@@ -53,9 +53,9 @@ def structure(model: onnx.ModelProto) -> str:
     return hashlib.sha256(skeleton(model).SerializeToString()).hexdigest()
 
 
-# what an entry holds and how probes read it (rows, pair outputs): a change to either bumps it, so that a
+# what an entry holds, how probes read it (rows, pair outputs) and how its graph is laid out: a change bumps it, so that a
 # development build never reads an entry an older build of the same version wrote
-FORMAT = 3
+FORMAT = 4
 
 
 def key_of(parts: dict) -> str:
