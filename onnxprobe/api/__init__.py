@@ -65,14 +65,14 @@ from onnxprobe.runtime.ray_pool import Executor, RayOptions
 from onnxprobe.runtime.runners import RUNTIMES, parse_runtime_options
 from onnxprobe.stats.conditions import EXAMPLES as CONDITION_EXAMPLES
 from onnxprobe.stats.conditions import Condition, parse_condition
-from onnxprobe.stats.metrics import METRICS, PairMetrics, Tolerance
+from onnxprobe.stats.metrics import METRICS, IntroducedError, PairMetrics, Tolerance
 from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.types import BACKWARD_TAG, GRAD_SUFFIX, InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
 __all__ = [
     # data
     "Model", "Selection", "RunConfig", "InputSpec", "TensorRef", "ProbePlan", "ProbeResult", "LayersResult", "RunInfo",
-    "TensorStats", "Feeds", "ModelInput", "DatasetResult", "Tolerance", "PairMetrics", "DiffResult", "PairResult",
+    "TensorStats", "Feeds", "ModelInput", "DatasetResult", "Tolerance", "PairMetrics", "IntroducedError", "DiffResult", "PairResult",
     "GradSpec", "GradPlan", "GradResult", "GradRow", "InspectResult", "SurgeryResult", "MarkResult", "ExtractResult",
     "GraphIndex", "TensorInfo", "NodeInfo", "Condition", "Prober", "ExplorerIds", "LayersProfile", "RowTime",
     "RayOptions", "Executor",

@@ -22,7 +22,7 @@ from onnxprobe.match.engine import (
 )
 from onnxprobe.match.observe import Observable
 from onnxprobe.runtime.feeds import model_inputs
-from onnxprobe.stats.metrics import PairMetrics, Tolerance
+from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance
 from onnxprobe.types import forward_name
 
 # an output left unpaired for one of these causes makes the verdict fail: nothing stood for it
@@ -34,7 +34,7 @@ class PairResult:
     pair: Pair
     shape: tuple[int, ...] | None
     metrics: PairMetrics | None
-    introduced: PairMetrics | None
+    introduced: IntroducedError | None  # the error this layer adds by itself (B's node on A's inputs)
     passed: bool | None
     tolerance: Tolerance
     problem: str | None = None  # why no metrics (shapes differ at run time, value missing)
@@ -244,7 +244,7 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
         else:
             got = m.sums.metrics(plan.rtol_of(p))
             intro = m.introduced
-            results.append(PairResult(p, m.sums.shape, got, intro.metrics(plan.rtol_of(p)) if intro is not None else None,
+            results.append(PairResult(p, m.sums.shape, got, intro.introduced() if intro is not None else None,
                                       tol.passes(got), tol, pooled=m if labels is not None else None,
                                       kernel_ms=plan.kernel_ms.get(k)))
     notes = list(a.notes) + list(a.runner.notes) + list(b.notes) + list(b.runner.notes) + plan.notes
@@ -308,7 +308,7 @@ def sort_results(results: list[PairResult], key: str) -> list[PairResult]:
     if key == "topo":
         return list(results)
 
-    def sq(m: PairMetrics | None) -> float:
+    def sq(m: PairMetrics | IntroducedError | None) -> float:
         return m.sqnr_db if m is not None and not math.isnan(m.sqnr_db) else math.inf
 
     if key == "accumulated":

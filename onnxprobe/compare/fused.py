@@ -111,11 +111,12 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
             if scales.get(n.input[1]) == TensorProto.FLOAT:
                 types[n.output[0]] = onnx.helper.make_tensor_type_proto(TensorProto.FLOAT, None)
 
-    def row(x: str, y: str, shape, rtol: float, base: str, name: str) -> list[str]:
+    def row(x: str, y: str, shape, rtol: float, base: str, name: str, light: bool = False) -> list[str]:
         """The pair's three outputs (``PairBuilder.pair_row``), named ``name``.max / .arg / .sum."""
         if not (_float32(types.get(x)) and _float32(types.get(y))) or shape is None:
             return []
-        return [_named(g, t, f"{name}.{tag}") for t, tag in zip(pb.pair_row(x, y, tuple(shape), rtol, base), ("max", "arg", "sum"))]
+        return [_named(g, t, f"{name}.{tag}")
+                for t, tag in zip(pb.pair_row(x, y, tuple(shape), rtol, base, light), ("max", "arg", "sum"))]
 
     for k, p in enumerate(report):
         x, y = aname.get(p.a.probe, p.a.probe), bname.get(p.b.probe, p.b.probe)
@@ -143,7 +144,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
             c = _cone_output(g, pb, y, k, known, producer, inits, order, types)
             if c is not None:
                 types[c] = types.get(y)  # B's node recomputed: the type of B's tensor
-                ri = row(x, c, shape, rtol_of(p), f"onnxprobe.intro{k}", f"{ROW_PREFIX}{k}i")
+                ri = row(x, c, shape, rtol_of(p), f"onnxprobe.intro{k}", f"{ROW_PREFIX}{k}i", light=True)
                 if ri:
                     outputs += ri + [_named(g, pb.node("Shape", [c], f"onnxprobe.intro{k}.shape"), f"{SHAPE_PREFIX}{k}i")]
     if not outputs:
@@ -210,7 +211,7 @@ def _read_raw(got: dict, raw: dict[int, list[str]], report: list[Pair], sample: 
         out.sums[k] = pair_sums(va, vb, rtol, sample)
         vc = got.get(names[2]) if len(names) > 2 else None
         if vc is not None and np.shape(vc) == np.shape(va):
-            out.introduced[k] = pair_sums(va, vc, rtol, sample)
+            out.introduced[k] = pair_sums(va, vc, rtol, sample, light=True)
 
 
 def profile(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], out: Fused) -> None:
@@ -281,26 +282,28 @@ def _read(got: dict, report: list[Pair], sample: int, out: Fused) -> None:
         if m is None:  # a NaN or Inf on a side: the masked float64 path, on the host
             continue
         out.sums[k] = m
-        ri = _row(got, f"{ROW_PREFIX}{k}i", aa=r["aa"])  # the layer's tensor's Σa²: summed by the pair's row
+        ri = _row(got, f"{ROW_PREFIX}{k}i", aa=r["aa"], light=True)  # Σa²: summed by the pair's row
         if ri is not None and tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}i"]) == sa:
-            mi = _sums(ri, sa, sample)
+            mi = _sums(ri, sa, sample, light=True)
             if mi is not None:
                 out.introduced[k] = mi
 
 
-def _row(got: dict, name: str, aa: float | None = None) -> dict | None:
+def _row(got: dict, name: str, aa: float | None = None, light: bool = False) -> dict | None:
     """A pair's three outputs (``PairBuilder.pair_row``) as {PAIR_ROW name: value}; ``aa``: Σa² when
-    the row left it to an earlier one."""
+    the row left it to an earlier one; ``light``: an introduced error's row (max |d| its only maximum,
+    the others left at 0: ``PairSums.one`` ignores them)."""
     if f"{name}.max" not in got:
         return None
     sums = np.asarray(got[f"{name}.sum"], np.float64).reshape(-1).tolist()
-    v = dict(zip(MAXIMA, np.asarray(got[f"{name}.max"], np.float64).reshape(-1).tolist()))
+    maxima = np.asarray(got[f"{name}.max"], np.float64).reshape(-1).tolist()
+    v = dict(zip(MAXIMA, maxima + [0.0] * (len(MAXIMA) - 1) if light else maxima))
     v.update(zip(SUMS, sums + ([aa] if len(sums) < len(SUMS) else [])))
     v["argmax"] = int(np.asarray(got[f"{name}.arg"]).reshape(-1)[0])
     return v if len(v) == len(PAIR_ROW) else None
 
 
-def _sums(v: dict, shape: tuple[int, ...], sample: int) -> PairSums | None:
+def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> PairSums | None:
     if not all(v[c] is not None and math.isfinite(v[c]) for c in ("dd", "aa", "bb", "max_abs")):
         return None
     size = int(np.prod(shape))
@@ -309,7 +312,7 @@ def _sums(v: dict, shape: tuple[int, ...], sample: int) -> PairSums | None:
     ab = (v["aa"] + v["bb"] - v["dd"]) / 2  # Σab from Σa², Σb² and Σ(a-b)²
     return PairSums.one(sample, shape, count=size, max_abs=v["max_abs"], argmax=v["argmax"], b_absmax=v["b_absmax"],
                         excess=v["excess"], max_rel=v["max_rel"], sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"],
-                        bb=v["bb"], ab=ab)
+                        bb=v["bb"], ab=ab, light=light)
 
 
 __all__ = ["Fused", "FusedGraph", "fusable", "build", "build_cached", "run", "profile", "NotMergeable"]

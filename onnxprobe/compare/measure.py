@@ -164,17 +164,17 @@ def shape_of(v) -> tuple[int, ...]:
     return tuple(v.shape()) if hasattr(v, "element_type") else tuple(v.shape)
 
 
-def sums_of(va, vb, rtol: float, sample: int = 0) -> PairSums:
+def sums_of(va, vb, rtol: float, sample: int = 0, light: bool = False) -> PairSums:
     """One sample's sums where the values are: on their device when both are OrtValues of one device,
-    else numpy (float64)."""
+    else numpy (float64). ``light``: an introduced error's (``stats.pooled``)."""
     on_a, on_b = hasattr(va, "element_type"), hasattr(vb, "element_type")
     if on_a and on_b and va.device_name() == vb.device_name() and va.element_type() == vb.element_type() == "tensor(float)":
         from onnxprobe.runtime.device_metrics import sums_on_device
 
         s = sums_on_device(va, vb, shape_of(va), "cuda" if va.device_name().lower() == "cuda" else "cpu", rtol, sample)
         if s is not None:
-            return s
-    return pair_sums(va.numpy() if on_a else va, vb.numpy() if on_b else vb, rtol, sample)
+            return s.as_introduced() if light else s
+    return pair_sums(va.numpy() if on_a else va, vb.numpy() if on_b else vb, rtol, sample, light)
 
 
 def _measure(plan: DiffPlan, p: Pair, values_a: dict, values_b: dict, sample: int) -> Measured:
@@ -226,4 +226,4 @@ def _fill(plan: DiffPlan, measured: dict[int, Measured], refs: dict, values_a: d
         p = plan.report[k]
         ref, va = refs.get(p.b.probe), values_a.get(p.a.probe)
         if ref is not None and va is not None and shape_of(ref) == shape_of(va):
-            m.intro = sums_of(va, ref, plan.rtol_of(p), sample)
+            m.intro = sums_of(va, ref, plan.rtol_of(p), sample, light=True)

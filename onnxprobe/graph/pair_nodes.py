@@ -9,6 +9,9 @@ float32 partials over the shortest suffix of axes holding >= 16 elements, added 
 statistics' two-level summation: relative error about 1e-7); Σab is (Σa² + Σb² - Σd²) / 2, taken on the
 host in float64 (one product and one sum fewer per pair). A NaN or Inf on either side shows as a
 non-finite Σd², Σa² or Σb²: the caller measures that pair on the host instead (masked, float64).
+
+An introduced error's row (``light``) leaves out |b| and the three maxima that need it (max |b|, the
+allclose excess, max relative error: ``stats.metrics.IntroducedError``): its maxima output is max |d| alone.
 """
 
 from __future__ import annotations
@@ -26,13 +29,14 @@ class PairBuilder(StatsBuilder):
         super().__init__(graph, opset, names)
         self._summed: set[str] = set()  # tensors whose Σa² an earlier row summed
 
-    def pair_row(self, a: str, b: str, shape: tuple, rtol: float, base: str) -> tuple[str, str, str]:
+    def pair_row(self, a: str, b: str, shape: tuple, rtol: float, base: str, light: bool = False) -> tuple[str, str, str]:
         """The pair (a, b), float32 tensors of the static rank of ``shape``, reduced to three outputs:
         the maxima (``MAXIMA``, float32, all-ones dims), the flat argmax of |a - b| (int64 [1]) and the
         float64 sums (``SUMS``; without Σa² when an earlier row of the same ``a`` summed it: the layer's
         tensor, compared with B's and then with B's node recomputed on A's inputs; the reader takes it
         from that row). Three outputs instead of one row: no Reshape and Cast nodes to assemble it.
-        ``rtol`` 0: no allclose excess (it is max |d|)."""
+        ``rtol`` 0: no allclose excess (it is max |d|). ``light``: an introduced error's row, whose maxima
+        output is max |d| alone (the module doc): eight passes over the tensor fewer."""
         flat = self.const(np.array([-1], np.int64))
         key = a
         if not shape:  # scalars: as [1] (the maxima keep their dims to concatenate)
@@ -40,18 +44,20 @@ class PairBuilder(StatsBuilder):
         axes, wide = suffix_axes(shape)
         d = self.node("Sub", [a, b], f"{base}.d")
         ad = self.node("Abs", [d], f"{base}.ad")
-        absb = self.node("Abs", [b], f"{base}.absb")
         max_abs = self.red("ReduceMax", ad, f"{base}.max_abs", keepdims=1)
         argmax = self.node("ArgMax", [self.node("Reshape", [ad, flat], f"{base}.ad_flat")], f"{base}.argmax", axis=0, keepdims=1)
-        b_absmax = self.red("ReduceMax", absb, f"{base}.b_absmax", keepdims=1)
-        excess = (self.red("ReduceMax", self.node("Sub", [ad, self.node("Mul", [absb, self.f32(rtol)], f"{base}.rtol_b")],
-                                                  f"{base}.excess_el"), f"{base}.excess", keepdims=1) if rtol else max_abs)
-        rel = self.node("Div", [ad, self.node("Add", [absb, self.f32(1e-30)], f"{base}.absb_tiny")], f"{base}.rel")
-        max_rel = self.red("ReduceMax", rel, f"{base}.max_rel", keepdims=1)
         terms = [("ReduceSum", ad, "sum_abs"), ("ReduceSumSquare", d, "dd"), ("ReduceSumSquare", b, "bb")]
         if key not in self._summed:
             terms.append(("ReduceSumSquare", a, "aa"))
             self._summed.add(key)
         sums = self._sums(terms, base, axes, wide)
+        if light:
+            return max_abs, argmax, sums
+        absb = self.node("Abs", [b], f"{base}.absb")
+        b_absmax = self.red("ReduceMax", absb, f"{base}.b_absmax", keepdims=1)
+        excess = (self.red("ReduceMax", self.node("Sub", [ad, self.node("Mul", [absb, self.f32(rtol)], f"{base}.rtol_b")],
+                                                  f"{base}.excess_el"), f"{base}.excess", keepdims=1) if rtol else max_abs)
+        rel = self.node("Div", [ad, self.node("Add", [absb, self.f32(1e-30)], f"{base}.absb_tiny")], f"{base}.rel")
+        max_rel = self.red("ReduceMax", rel, f"{base}.max_rel", keepdims=1)
         maxima = self.node("Concat", [max_abs, b_absmax, excess, max_rel], f"{base}.maxima", axis=0)
         return maxima, argmax, sums

@@ -55,7 +55,7 @@ def structure(model: onnx.ModelProto) -> str:
 
 # what an entry holds, how probes read it (rows, pair outputs) and how its graph is laid out: a change bumps it, so that a
 # development build never reads an entry an older build of the same version wrote
-FORMAT = 4
+FORMAT = 5
 
 
 def key_of(parts: dict) -> str:

@@ -123,7 +123,7 @@ def _merged_pair(key, parts: list[tuple[dict, int, str]], labels: list[str]) -> 
               if p.get("sums") is not None and p.get("introduced_sums") is not None]
     intro = pool(intros) if len(intros) == len(measured) else None
     m = sums.metrics(tol.measured_rtol)
-    i = intro.metrics(tol.measured_rtol) if intro is not None else None
+    i = intro.introduced() if intro is not None else None
     out.update(m.to_dict())
     out.update(introduced_sqnr_db=_f(i.sqnr_db) if i else None, introduced_max_abs=_f(i.max_abs) if i else None,
                introduced_exact=i.exact if i else None, passed=tol.passes(m), problem=None,

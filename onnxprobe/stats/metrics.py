@@ -53,6 +53,37 @@ class PairMetrics:
         return self.max_abs == 0 and self.nonfinite_mismatch == 0
 
 
+@dataclass(frozen=True)
+class IntroducedError:
+    """The error a layer adds by itself: B's node fed with A's matched inputs, against A's tensor (the
+    ``introduced`` of a diff's pair). Only the magnitudes the reports show are taken for it: no max |b|,
+    allclose excess or max relative error (they would cost the one-run diff eight more passes over every
+    tensor, for numbers no verdict reads)."""
+    max_abs: float
+    mean_abs: float
+    rmse: float
+    cosine: float
+    sqnr_db: float
+    worst: tuple[int, ...]
+    nonfinite_mismatch: int
+
+    @classmethod
+    def of(cls, m: PairMetrics) -> "IntroducedError":
+        return cls(m.max_abs, m.mean_abs, m.rmse, m.cosine, m.sqnr_db, m.worst, m.nonfinite_mismatch)
+
+    @property
+    def exact(self) -> bool:
+        return self.max_abs == 0 and self.nonfinite_mismatch == 0
+
+    def to_dict(self) -> dict:
+        def f(v: float) -> float | None:
+            return float(v) if math.isfinite(v) else None
+
+        return {"max_abs": f(self.max_abs), "mean_abs": f(self.mean_abs), "rmse": f(self.rmse), "cosine": f(self.cosine),
+                "sqnr_db": f(self.sqnr_db), "exact": self.exact, "worst_index": list(self.worst),
+                "nonfinite_mismatch": self.nonfinite_mismatch}
+
+
 def sqnr_from_norms(signal: float, noise: float) -> float:
     """20 log10(|b| / |a - b|): +inf when there is no error at all (also for zeros against zeros)."""
     if noise == 0:

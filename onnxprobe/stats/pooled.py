@@ -8,6 +8,10 @@ from the totals (``metrics``): SQNR = 10 log10(Σb² / Σ(a-b)²) over all sampl
 Σab, Σa², Σb², never an average of per-sample ratios. Merging adds partials exactly and takes maxima
 with ties broken by the lower (sample, index), so shards merge to the same bytes in any order; one
 sample's PairSums gives exactly the metrics ``compare`` gives for that sample (``compare`` is built on it).
+
+The sums of an introduced error (``light``) take no max |b|, allclose excess or max relative error: their
+fields hold the merge identities (0, -inf, 0), ``introduced`` turns them into an ``IntroducedError`` and
+``metrics`` refuses them. A light sum merged with a full one is light.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxprobe.stats.metrics import PairMetrics, from_sums, sqnr_from_norms
+from onnxprobe.stats.metrics import IntroducedError, PairMetrics, from_sums, sqnr_from_norms
 from onnxprobe.stats.moments import exact_sum
 
 SUMS = ("sum_abs", "dd", "aa", "bb", "ab")
+LIGHT_OMITS = ("b_absmax", "excess", "max_rel", "max_rel_sample")  # what light sums do not take (module doc)
 
 
 @dataclass
@@ -42,16 +47,28 @@ class PairSums:
     ab: list[float] = field(default_factory=list)
     shape: tuple | None = None  # dimensions every sample agrees on, None where they differ
     per_sample: dict[int, float] = field(default_factory=dict)  # sample -> its own SQNR (inf: exact)
+    light: bool = False  # an introduced error's sums: no max |b|, allclose excess or max relative error
 
     @classmethod
     def one(cls, sample: int, shape: tuple[int, ...], *, count: int, max_abs: float, argmax: int, b_absmax: float,
             excess: float, max_rel: float, sum_abs: float, dd: float, aa: float, bb: float, ab: float,
-            mismatch: int = 0) -> "PairSums":
-        """One sample's sums (from the graph's row, a device, or numpy)."""
+            mismatch: int = 0, light: bool = False) -> "PairSums":
+        """One sample's sums (from the graph's row, a device, or numpy); ``light``: an introduced error's,
+        whose ``b_absmax``, ``excess`` and ``max_rel`` are ignored."""
         shape = tuple(int(d) for d in shape)
+        if light:
+            b_absmax, excess, max_rel = 0.0, -math.inf, 0.0
         return cls(1, count, mismatch, float(max_abs), (sample, int(argmax)), shape, float(b_absmax), float(excess),
-                   float(max_rel), sample, exact_sum([sum_abs]), exact_sum([dd]), exact_sum([aa]), exact_sum([bb]),
-                   exact_sum([ab]), shape, {sample: sqnr_from_norms(math.sqrt(max(bb, 0.0)), math.sqrt(max(dd, 0.0)))})
+                   float(max_rel), 0 if light else sample, exact_sum([sum_abs]), exact_sum([dd]), exact_sum([aa]), exact_sum([bb]),
+                   exact_sum([ab]), shape, {sample: sqnr_from_norms(math.sqrt(max(bb, 0.0)), math.sqrt(max(dd, 0.0)))},
+                   light)
+
+    def as_introduced(self) -> "PairSums":
+        """These sums as an introduced error's (``light``: see the module doc)."""
+        if self.light:
+            return self
+        return PairSums(self.samples, self.count, self.mismatch, self.max_abs, self.worst, self.worst_shape, 0.0, -math.inf,
+                        0.0, 0, *(list(getattr(self, k)) for k in SUMS), self.shape, dict(self.per_sample), True)
 
     def merge(self, o: "PairSums") -> "PairSums":
         if not o.samples:
@@ -60,19 +77,31 @@ class PairSums:
             return o
         if set(self.per_sample) & set(o.per_sample):
             raise ValueError(f"sample {min(set(self.per_sample) & set(o.per_sample))} counted twice")
+        if self.light != o.light:
+            return self.as_introduced().merge(o.as_introduced())
         worst = max((self, o), key=lambda s: (s.max_abs, -s.worst[0], -s.worst[1]))
         rel = max((self, o), key=lambda s: (s.max_rel, -s.max_rel_sample))
         return PairSums(self.samples + o.samples, self.count + o.count, self.mismatch + o.mismatch, worst.max_abs,
                         worst.worst, worst.worst_shape, max(self.b_absmax, o.b_absmax), max(self.excess, o.excess),
-                        rel.max_rel, rel.max_rel_sample,
+                        rel.max_rel, 0 if self.light else rel.max_rel_sample,
                         *(exact_sum(getattr(self, k) + getattr(o, k)) for k in SUMS),
-                        merged_shape(self.shape, o.shape), dict(sorted({**self.per_sample, **o.per_sample}.items())))
+                        merged_shape(self.shape, o.shape), dict(sorted({**self.per_sample, **o.per_sample}.items())),
+                        self.light)
 
     def total(self, k: str) -> float:
         return math.fsum(getattr(self, k))
 
     def metrics(self, rtol: float = 0.0) -> PairMetrics:
-        """The metrics of the pooled sums (``stats.metrics.from_sums``)."""
+        """The metrics of the pooled sums (``stats.metrics.from_sums``); not of light sums (``introduced``)."""
+        if self.light:
+            raise ValueError("an introduced error's sums hold no max |b|, allclose excess or relative error: use introduced()")
+        return self._metrics(rtol)
+
+    def introduced(self) -> IntroducedError:
+        """The introduced error these sums measure (light or not: what ``IntroducedError`` holds)."""
+        return IntroducedError.of(self._metrics(0.0))
+
+    def _metrics(self, rtol: float) -> PairMetrics:
         if not self.count:
             return PairMetrics(0.0, 0.0, 0.0, 0.0, 1.0, math.inf, (), 0.0, 0.0, self.mismatch)
         return from_sums(max_abs=self.max_abs, argmax=self.worst[1], sum_abs=self.total("sum_abs"), dd=self.total("dd"),
@@ -97,21 +126,30 @@ class PairSums:
         return PairSums(self.samples, self.count, self.mismatch, self.max_abs, (self.worst[0] + by, self.worst[1]),
                         self.worst_shape, self.b_absmax, self.excess, self.max_rel, self.max_rel_sample + by,
                         *(list(getattr(self, k)) for k in SUMS), self.shape,
-                        {s + by: x for s, x in self.per_sample.items()})
+                        {s + by: x for s, x in self.per_sample.items()}, self.light)
 
     def to_dict(self) -> dict:
-        return {"samples": self.samples, "count": self.count, "mismatch": self.mismatch, "max_abs": _enc(self.max_abs),
-                "worst": list(self.worst), "worst_shape": list(self.worst_shape), "b_absmax": _enc(self.b_absmax),
-                "excess": _enc(self.excess), "max_rel": _enc(self.max_rel), "max_rel_sample": self.max_rel_sample,
-                **{k: list(getattr(self, k)) for k in SUMS},
-                "shape": None if self.shape is None else list(self.shape),
-                "per_sample": [[s, _enc(x)] for s, x in self.per_sample.items()]}
+        """JSON-ready; light sums say ``"light": true`` and leave out what they do not take (``LIGHT_OMITS``)."""
+        d = {"samples": self.samples, "count": self.count, "mismatch": self.mismatch, "max_abs": _enc(self.max_abs),
+             "worst": list(self.worst), "worst_shape": list(self.worst_shape), "b_absmax": _enc(self.b_absmax),
+             "excess": _enc(self.excess), "max_rel": _enc(self.max_rel), "max_rel_sample": self.max_rel_sample,
+             **{k: list(getattr(self, k)) for k in SUMS},
+             "shape": None if self.shape is None else list(self.shape),
+             "per_sample": [[s, _enc(x)] for s, x in self.per_sample.items()]}
+        if self.light:
+            return {"light": True, **{k: v for k, v in d.items() if k not in LIGHT_OMITS}}
+        return d
 
     @classmethod
     def from_dict(cls, d) -> "PairSums":
         """The inverse of ``to_dict``; ValueError naming the field that is malformed."""
         if not isinstance(d, dict):
             raise ValueError("not an object")
+        light = d.get("light", False)
+        if not isinstance(light, bool):
+            raise ValueError("'light' is not true or false")
+        if light:  # the fields light sums leave out: their merge identities
+            d = {**d, "b_absmax": 0.0, "excess": "-inf", "max_rel": 0.0, "max_rel_sample": 0}
         ints = {k: _int(d, k) for k in ("samples", "count", "mismatch", "max_rel_sample")}
         worst = _ints(d.get("worst"), "worst")
         if len(worst) != 2:
@@ -139,7 +177,8 @@ class PairSums:
         return cls(ints["samples"], ints["count"], ints["mismatch"], _dec(d.get("max_abs"), "max_abs"), tuple(worst),
                    tuple(_ints(d.get("worst_shape"), "worst_shape")), _dec(d.get("b_absmax"), "b_absmax"),
                    _dec(d.get("excess"), "excess"), _dec(d.get("max_rel"), "max_rel"), ints["max_rel_sample"],
-                   **sums, shape=None if shape is None else tuple(shape), per_sample=dict(sorted(per_sample.items())))
+                   **sums, shape=None if shape is None else tuple(shape), per_sample=dict(sorted(per_sample.items())),
+                   light=light)
 
 
 def dataset_fields(sums: PairSums, intro: PairSums | None, labels: list[str]) -> dict:
@@ -169,18 +208,19 @@ def merged_shape(x: tuple | None, y: tuple | None) -> tuple | None:
     return tuple(p if p == q else None for p, q in zip(x, y))
 
 
-def pair_sums(a: np.ndarray, b: np.ndarray, rtol: float = 0.0, sample: int = 0) -> PairSums:
+def pair_sums(a: np.ndarray, b: np.ndarray, rtol: float = 0.0, sample: int = 0, light: bool = False) -> PairSums:
     """One sample's sums of a pair of numpy arrays of one shape. Finite float32 pairs (the common case)
     take a fast path: the difference in float32 (exact when a and b are within a factor of two of each
     other, else rounded to 2^-24 relative), products and sums in float64 without float64 copies
     (einsum). Anything else goes through a masked float64 path, over the positions finite on both sides
-    (non-finite values must agree exactly: NaN with NaN, +Inf with +Inf, else they count as mismatches)."""
+    (non-finite values must agree exactly: NaN with NaN, +Inf with +Inf, else they count as mismatches).
+    ``light``: an introduced error's sums (the module doc), without the passes over |b|."""
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
     if a.size == 0 or a.dtype != np.float32 or b.dtype != np.float32 or not (
             np.isfinite(np.add.reduce(a, axis=None, dtype=np.float64)) and np.isfinite(np.add.reduce(b, axis=None, dtype=np.float64))):
-        return _masked(a, b, rtol, sample)
+        return _masked(a, b, rtol, sample, light)
     af, bf = a.reshape(-1), b.reshape(-1)
     d = np.subtract(af, bf)
     np.abs(d, out=d)
@@ -190,17 +230,20 @@ def pair_sums(a: np.ndarray, b: np.ndarray, rtol: float = 0.0, sample: int = 0) 
     def dot(x: np.ndarray, y: np.ndarray) -> float:  # products and sum in float64, no float64 copies
         return float(np.einsum("i,i->", x, y, dtype=np.float64))
 
+    sum_abs, dd, aa, bb, ab = float(np.add.reduce(d, dtype=np.float64)), dot(d, d), dot(af, af), dot(bf, bf), dot(af, bf)
+    if light:
+        return PairSums.one(sample, a.shape, count=af.size, max_abs=max_abs, argmax=k, b_absmax=0.0, excess=0.0,
+                            max_rel=0.0, sum_abs=sum_abs, dd=dd, aa=aa, bb=bb, ab=ab, light=True)
     absb = np.abs(bf)
     b_absmax = float(absb.max())
     excess = float(np.max(d - np.float32(rtol) * absb)) if rtol else max_abs
-    sum_abs, dd, aa, bb, ab = float(np.add.reduce(d, dtype=np.float64)), dot(d, d), dot(af, af), dot(bf, bf), dot(af, bf)
     absb += np.float32(1e-30)
     max_rel = float(np.max(np.divide(d, absb, out=absb)))
     return PairSums.one(sample, a.shape, count=af.size, max_abs=max_abs, argmax=k, b_absmax=b_absmax, excess=excess,
                         max_rel=max_rel, sum_abs=sum_abs, dd=dd, aa=aa, bb=bb, ab=ab)
 
 
-def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int) -> PairSums:
+def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int, light: bool = False) -> PairSums:
     a64 = np.asarray(a, np.float64)
     b64 = np.asarray(b, np.float64)
     fa, fb = np.isfinite(a64), np.isfinite(b64)
@@ -210,14 +253,15 @@ def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int) -> PairSums:
     n = int(both.sum())
     if n == 0:
         return PairSums.one(sample, a64.shape, count=0, max_abs=0.0, argmax=0, b_absmax=0.0, excess=0.0, max_rel=0.0,
-                            sum_abs=0.0, dd=0.0, aa=0.0, bb=0.0, ab=0.0, mismatch=mismatch)
+                            sum_abs=0.0, dd=0.0, aa=0.0, bb=0.0, ab=0.0, mismatch=mismatch, light=light)
     d = np.where(both, np.abs(a64 - b64), 0.0).reshape(-1)
     af, bf = np.where(both, a64, 0.0).reshape(-1), np.where(both, b64, 0.0).reshape(-1)
     absb = np.abs(bf)
     return PairSums.one(sample, a64.shape, count=n, max_abs=float(d.max()), argmax=int(np.argmax(d)),
                         b_absmax=float(absb.max()), excess=float((d - rtol * absb).max()),
                         max_rel=float((d / (absb + 1e-30)).max()), sum_abs=float(d.sum()), dd=float(np.dot(d, d)),
-                        aa=float(np.dot(af, af)), bb=float(np.dot(bf, bf)), ab=float(np.dot(af, bf)), mismatch=mismatch)
+                        aa=float(np.dot(af, af)), bb=float(np.dot(bf, bf)), ab=float(np.dot(af, bf)), mismatch=mismatch,
+                        light=light)
 
 
 def _num(v: float) -> float | None:

@@ -1,0 +1,158 @@
+"""The introduced error (B's node fed with A's matched inputs, against A's tensor) as an IntroducedError:
+the magnitudes the reports show, checked against numpy float64, on the one-run diff and on the host path;
+its light in-graph row; and the light PairSums behind it (merging, JSON, what it refuses)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxprobe import api
+from onnxprobe.graph.pair_nodes import PairBuilder
+from onnxprobe.runtime.runners import base as base_runner
+from onnxprobe.stats.pooled import LIGHT_OMITS, PairSums, pair_sums
+
+
+def _two_layers(path, w1: np.ndarray, w2: np.ndarray) -> str:
+    """x -> MatMul(w1) -> Relu -> MatMul(w2) -> y."""
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"), helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["y"], name="mm2")]
+    g = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, w1.shape[0]])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, w2.shape[1]])],
+                          initializer=[numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def _oracle(a: np.ndarray, c: np.ndarray) -> dict:
+    """The introduced error's magnitudes in numpy float64 (``stats.metrics``' definitions)."""
+    a, c = a.astype(np.float64).reshape(-1), c.astype(np.float64).reshape(-1)
+    d = a - c
+    return {"max_abs": np.abs(d).max(), "mean_abs": np.abs(d).mean(), "rmse": math.sqrt((d * d).mean()),
+            "cosine": float(a @ c / (np.linalg.norm(a) * np.linalg.norm(c))),
+            "sqnr_db": 20 * math.log10(np.linalg.norm(c) / np.linalg.norm(d)), "worst": int(np.abs(d).argmax())}
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e3], ids=["centred", "offset-1e3"])
+@pytest.mark.parametrize("mode", ["fused-small-on-host", "fused-in-graph", "host"])
+def test_introduced_error_equals_numpy_float64(tmp_path, monkeypatch, mode, offset):
+    """B differs from A only in the second layer: there the introduced error is that layer's alone
+    (B's MatMul on A's Relu output, against A's), the first layer's is exact."""
+    if mode == "fused-in-graph":
+        monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (0, 0))
+    rng = np.random.default_rng(3)
+    w1 = rng.standard_normal((16, 32)).astype(np.float32)
+    w2 = rng.standard_normal((32, 24)).astype(np.float32)
+    w2b = (w2 * (1 + 0.05 * rng.standard_normal(w2.shape))).astype(np.float32)
+    a = _two_layers(tmp_path / "a.onnx", w1, w2)
+    b = _two_layers(tmp_path / "b.onnx", w1, w2b)
+    x = (rng.standard_normal((4, 16)) + offset).astype(np.float32)
+    res = api.diff(a, b, selection=api.Selection(all=True), config=api.RunConfig(device="cpu"),
+                   inputs=api.InputSpec(arrays={"x": x}), fuse=mode != "host")
+    assert (res.in_graph > 0) == (mode != "host")
+    by = {r.pair.a.name: r for r in res.results}
+    # the oracle: numpy float64 from A's Relu output (onnxruntime's, as both sides see it)
+    r_a = ort.InferenceSession(_expose(a, "r"), providers=["CPUExecutionProvider"]).run(["r"], {"x": x})[0]
+    want = _oracle(r_a.astype(np.float64) @ w2.astype(np.float64), r_a.astype(np.float64) @ w2b.astype(np.float64))
+    got = by["y"].introduced
+    assert isinstance(got, api.IntroducedError) and not hasattr(got, "max_rel")
+    for k in ("max_abs", "mean_abs", "rmse"):
+        assert getattr(got, k) == pytest.approx(want[k], rel=1e-4), k
+    assert got.cosine == pytest.approx(want["cosine"], abs=1e-6)
+    assert got.sqnr_db == pytest.approx(want["sqnr_db"], abs=1e-3)
+    assert np.ravel_multi_index(got.worst, (4, 24)) == want["worst"]
+    assert not got.exact
+    assert by["h"].introduced.exact and by["r"].introduced.exact  # the first layer is the same on both sides
+    assert by["y"].metrics.max_rel > 0  # the accumulated metrics keep every field
+
+
+def _expose(path: str, name: str) -> bytes:
+    m = onnx.load(path)
+    m.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+    return m.SerializeToString()
+
+
+def test_one_run_and_host_introduced_errors_agree(tmp_path):
+    rng = np.random.default_rng(5)
+    w1, w2 = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal((32, 24)).astype(np.float32)
+    a = _two_layers(tmp_path / "a.onnx", (w1 * 1.01).astype(np.float32), w2)
+    b = _two_layers(tmp_path / "b.onnx", w1, (w2 * 0.98).astype(np.float32))
+    kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), inputs=api.InputSpec(seed=1))
+    host, fused = api.diff(a, b, fuse=False, **kw), api.diff(a, b, fuse=True, **kw)
+    for r1, r2 in zip(host.results, fused.results):
+        assert r1.pair.a.name == r2.pair.a.name and (r1.introduced is None) == (r2.introduced is None)
+        if r1.introduced is not None:
+            assert r2.introduced.sqnr_db == pytest.approx(r1.introduced.sqnr_db, abs=1e-4)
+            assert r2.introduced.max_abs == pytest.approx(r1.introduced.max_abs, rel=1e-6)
+            assert r2.introduced.worst == r1.introduced.worst
+
+
+HOSTILE = {
+    "offset-1e4": lambda r, s: (r.standard_normal(s) + 1e4, r.standard_normal(s) * 1e-2),
+    "small": lambda r, s: (r.standard_normal(s) * 1e-15, r.standard_normal(s) * 1e-16),  # squares ~1e-30: normal
+    "one-element": lambda r, s: (np.full((1,), 3.0), np.full((1,), -0.5)),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_light_row_equals_numpy_float64(case):
+    """The introduced error's in-graph row (``pair_row(light=True)``): max |d|, its argmax and the float64
+    sums, against numpy float64; it reads b only for b - a and Σb² (no |b|, no division)."""
+    rng = np.random.default_rng(7)
+    shape = (3, 5, 40) if case != "one-element" else (1,)
+    base, delta = HOSTILE[case](rng, shape)
+    a = np.asarray(base, np.float32)
+    b = np.asarray(base + delta, np.float32)
+    g = helper.make_graph([], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(shape)) for n in "ab"], [])
+    pb = PairBuilder(g, 17, {"a", "b"})
+    outs = pb.pair_row("a", "b", shape, 1e-3, "p", light=True)
+    g.output.extend(onnx.ValueInfoProto(name=o) for o in outs)
+    ops = [n.op_type for n in g.node]
+    assert "Div" not in ops and sum(1 for n in g.node if n.op_type == "Abs") == 1  # |a - b| only
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    mx, arg, sums = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(outs, {"a": a, "b": b})
+    d = a.astype(np.float64) - b.astype(np.float64)
+    assert np.asarray(mx).size == 1 and float(np.ravel(mx)[0]) == pytest.approx(np.abs(d).max(), rel=1e-6)
+    assert int(np.ravel(arg)[0]) == int(np.abs(d).reshape(-1).argmax())
+    want = [np.abs(d).sum(), (d * d).sum(), (b.astype(np.float64) ** 2).sum(), (a.astype(np.float64) ** 2).sum()]
+    np.testing.assert_allclose(np.ravel(sums), want, rtol=1e-5)
+
+
+def _full(sample: int, rng) -> PairSums:
+    a = rng.standard_normal((6, 7)).astype(np.float32)
+    return pair_sums(a, (a + 0.1 * rng.standard_normal(a.shape)).astype(np.float32), 1e-3, sample)
+
+
+def test_light_sums_merge_serialise_and_refuse_what_they_lack():
+    rng = np.random.default_rng(11)
+    full0, full1 = _full(0, rng), _full(1, rng)
+    light0, light1 = full0.as_introduced(), full1.as_introduced()
+    assert light0.light and not full0.light and light0.as_introduced() is light0
+    # the same numbers as the full sums where they overlap
+    assert light0.introduced() == full0.introduced()
+    assert light0.introduced().sqnr_db == full0.metrics().sqnr_db
+    # light merged with full is light, in either order, and equals light merged with light
+    assert full0.merge(light1) == light0.merge(light1) == light1.merge(full0).merge(PairSums())
+    assert light0.merge(light1).introduced() == full0.merge(full1).introduced()
+    with pytest.raises(ValueError, match="introduced"):
+        light0.metrics()
+    d = light0.merge(light1).to_dict()
+    assert d["light"] is True and not set(LIGHT_OMITS) & set(d)
+    assert PairSums.from_dict(d) == light0.merge(light1)
+    assert "light" not in full0.to_dict() and PairSums.from_dict(full0.to_dict()) == full0
+    with pytest.raises(ValueError, match="light"):
+        PairSums.from_dict({**d, "light": "yes"})
+    # pair_sums(light=True) gives the light sums of pair_sums
+    a = rng.standard_normal((9,)).astype(np.float32)
+    b = (a * 1.1).astype(np.float32)
+    assert pair_sums(a, b, 1e-3, 2, light=True) == pair_sums(a, b, 1e-3, 2).as_introduced()
+    bad = a.copy()
+    bad[3] = np.nan  # the masked path
+    assert pair_sums(bad, b, 1e-3, 2, light=True) == pair_sums(bad, b, 1e-3, 2).as_introduced()
+
