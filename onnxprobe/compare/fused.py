@@ -309,6 +309,11 @@ def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> 
     size = int(np.prod(shape))
     if size == 0:
         return None
+    # float32 squares underflow below ~1e-19 (to nothing below ~1e-23): sums that lost their largest term's
+    # square are not trusted (a Σ(a-b)² of 0 beside a non-zero max |a-b| would be an SQNR of +inf, and pass
+    # --metric sqnr); the host measures that pair in float64 (an introduced error: not reported)
+    if v["dd"] < v["max_abs"] ** 2 * (1 - 1e-3) or (not light and v["bb"] < v["b_absmax"] ** 2 * (1 - 1e-3)):
+        return None
     ab = (v["aa"] + v["bb"] - v["dd"]) / 2  # Σab from Σa², Σb² and Σ(a-b)²
     return PairSums.one(sample, shape, count=size, max_abs=v["max_abs"], argmax=v["argmax"], b_absmax=v["b_absmax"],
                         excess=v["excess"], max_rel=v["max_rel"], sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"],
