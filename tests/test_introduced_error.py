@@ -142,6 +142,8 @@ def test_light_sums_merge_serialise_and_refuse_what_they_lack():
     assert light0.merge(light1).introduced() == full0.merge(full1).introduced()
     with pytest.raises(ValueError, match="introduced"):
         light0.metrics()
+    moved = light0.shifted(5)  # shards laid end to end stay light, their left-out fields at the identities
+    assert moved.light and moved.max_rel_sample == 0 and moved.worst[0] == 5 and list(moved.per_sample) == [5]
     d = light0.merge(light1).to_dict()
     assert d["light"] is True and not set(LIGHT_OMITS) & set(d)
     assert PairSums.from_dict(d) == light0.merge(light1)

@@ -75,14 +75,6 @@ class IntroducedError:
     def exact(self) -> bool:
         return self.max_abs == 0 and self.nonfinite_mismatch == 0
 
-    def to_dict(self) -> dict:
-        def f(v: float) -> float | None:
-            return float(v) if math.isfinite(v) else None
-
-        return {"max_abs": f(self.max_abs), "mean_abs": f(self.mean_abs), "rmse": f(self.rmse), "cosine": f(self.cosine),
-                "sqnr_db": f(self.sqnr_db), "exact": self.exact, "worst_index": list(self.worst),
-                "nonfinite_mismatch": self.nonfinite_mismatch}
-
 
 def sqnr_from_norms(signal: float, noise: float) -> float:
     """20 log10(|b| / |a - b|): +inf when there is no error at all (also for zeros against zeros)."""

@@ -17,7 +17,7 @@ fields hold the merge identities (0, -inf, 0), ``introduced`` turns them into an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -25,7 +25,9 @@ from onnxprobe.stats.metrics import IntroducedError, PairMetrics, from_sums, sqn
 from onnxprobe.stats.moments import exact_sum
 
 SUMS = ("sum_abs", "dd", "aa", "bb", "ab")
-LIGHT_OMITS = ("b_absmax", "excess", "max_rel", "max_rel_sample")  # what light sums do not take (module doc)
+# what light sums hold for the fields they do not take (module doc): the merge identities
+LIGHT_FIELDS = {"b_absmax": 0.0, "excess": -math.inf, "max_rel": 0.0, "max_rel_sample": 0}
+LIGHT_OMITS = tuple(LIGHT_FIELDS)
 
 
 @dataclass
@@ -56,19 +58,14 @@ class PairSums:
         """One sample's sums (from the graph's row, a device, or numpy); ``light``: an introduced error's,
         whose ``b_absmax``, ``excess`` and ``max_rel`` are ignored."""
         shape = tuple(int(d) for d in shape)
-        if light:
-            b_absmax, excess, max_rel = 0.0, -math.inf, 0.0
-        return cls(1, count, mismatch, float(max_abs), (sample, int(argmax)), shape, float(b_absmax), float(excess),
-                   float(max_rel), 0 if light else sample, exact_sum([sum_abs]), exact_sum([dd]), exact_sum([aa]), exact_sum([bb]),
-                   exact_sum([ab]), shape, {sample: sqnr_from_norms(math.sqrt(max(bb, 0.0)), math.sqrt(max(dd, 0.0)))},
-                   light)
+        out = cls(1, count, mismatch, float(max_abs), (sample, int(argmax)), shape, float(b_absmax), float(excess),
+                  float(max_rel), sample, exact_sum([sum_abs]), exact_sum([dd]), exact_sum([aa]), exact_sum([bb]),
+                  exact_sum([ab]), shape, {sample: sqnr_from_norms(math.sqrt(max(bb, 0.0)), math.sqrt(max(dd, 0.0)))})
+        return out.as_introduced() if light else out
 
     def as_introduced(self) -> "PairSums":
         """These sums as an introduced error's (``light``: see the module doc)."""
-        if self.light:
-            return self
-        return PairSums(self.samples, self.count, self.mismatch, self.max_abs, self.worst, self.worst_shape, 0.0, -math.inf,
-                        0.0, 0, *(list(getattr(self, k)) for k in SUMS), self.shape, dict(self.per_sample), True)
+        return self if self.light else replace(self, light=True, **LIGHT_FIELDS)
 
     def merge(self, o: "PairSums") -> "PairSums":
         if not o.samples:
@@ -83,7 +80,7 @@ class PairSums:
         rel = max((self, o), key=lambda s: (s.max_rel, -s.max_rel_sample))
         return PairSums(self.samples + o.samples, self.count + o.count, self.mismatch + o.mismatch, worst.max_abs,
                         worst.worst, worst.worst_shape, max(self.b_absmax, o.b_absmax), max(self.excess, o.excess),
-                        rel.max_rel, 0 if self.light else rel.max_rel_sample,
+                        rel.max_rel, rel.max_rel_sample,
                         *(exact_sum(getattr(self, k) + getattr(o, k)) for k in SUMS),
                         merged_shape(self.shape, o.shape), dict(sorted({**self.per_sample, **o.per_sample}.items())),
                         self.light)
@@ -123,10 +120,10 @@ class PairSums:
 
     def shifted(self, by: int) -> "PairSums":
         """The same sums with every sample index moved by ``by`` (shards laid end to end)."""
-        return PairSums(self.samples, self.count, self.mismatch, self.max_abs, (self.worst[0] + by, self.worst[1]),
-                        self.worst_shape, self.b_absmax, self.excess, self.max_rel, self.max_rel_sample + by,
-                        *(list(getattr(self, k)) for k in SUMS), self.shape,
-                        {s + by: x for s, x in self.per_sample.items()}, self.light)
+        out = PairSums(self.samples, self.count, self.mismatch, self.max_abs, (self.worst[0] + by, self.worst[1]),
+                       self.worst_shape, self.b_absmax, self.excess, self.max_rel, self.max_rel_sample + by,
+                       *(list(getattr(self, k)) for k in SUMS), self.shape, {s + by: x for s, x in self.per_sample.items()})
+        return out.as_introduced() if self.light else out
 
     def to_dict(self) -> dict:
         """JSON-ready; light sums say ``"light": true`` and leave out what they do not take (``LIGHT_OMITS``)."""
@@ -149,7 +146,7 @@ class PairSums:
         if not isinstance(light, bool):
             raise ValueError("'light' is not true or false")
         if light:  # the fields light sums leave out: their merge identities
-            d = {**d, "b_absmax": 0.0, "excess": "-inf", "max_rel": 0.0, "max_rel_sample": 0}
+            d = {**d, **{k: _enc(v) for k, v in LIGHT_FIELDS.items()}}
         ints = {k: _int(d, k) for k in ("samples", "count", "mismatch", "max_rel_sample")}
         worst = _ints(d.get("worst"), "worst")
         if len(worst) != 2:
