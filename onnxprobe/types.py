@@ -71,6 +71,9 @@ class ProbePlan:
     source: str  # path or label of the original model
     warnings: list[str] = field(default_factory=list)
     base: Any = None  # the model before probing (for reruns over some of its tensors)
+    # when set, ``model`` is a skeleton (graph.skeleton): its stubbed weights are this ModelProto's
+    # initializers of the same names, handed to the runtime apart (graph.skeleton.stub_weights)
+    weights_from: Any = None
 
 
 @dataclass(frozen=True)

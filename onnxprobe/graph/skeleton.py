@@ -4,8 +4,8 @@
 name, type and dims, no data (marked as external data, so that checkers and onnxruntime accept them).
 Building it never copies the weight bytes, which is what makes shape inference and session creation
 cheap on big models (serialising a 45 MB ResNet-18 costs 80 ms, a skeleton under 1 ms).
-``large_initializers(model)`` lists what was left out, for onnxruntime's
-``add_external_initializers``.
+``large_initializers(model)`` lists what was left out; ``raw_bytes`` and ``point_stubs_at`` hand it to
+onnxruntime as in-memory external data (``runtime.ort``).
 """
 
 from __future__ import annotations
@@ -71,6 +71,42 @@ def skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
     for t in src.initializer:
         g.initializer.append(stub(t) if _is_large(t) else t)
     return out
+
+
+def stub_weights(model: onnx.ModelProto, base: onnx.ModelProto) -> dict[str, TensorProto]:
+    """The initializers of ``base`` that ``model``'s stubs stand for, by name (no copies)."""
+    names = {t.name for t in model.graph.initializer if is_stub(t)}
+    return {t.name: t for t in base.graph.initializer if t.name in names}
+
+
+def restored(model: onnx.ModelProto, base: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` with its stubs' data put back from ``base``'s initializers: a standalone model."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    weights = stub_weights(model, base)
+    for t in out.graph.initializer:
+        if t.name in weights:
+            t.CopyFrom(weights[t.name])
+    return out
+
+
+def raw_bytes(t: TensorProto) -> np.ndarray:
+    """A tensor's data as ONNX lays it out in raw_data (packed int4 included), as a read-only uint8 array."""
+    if not t.HasField("raw_data"):  # typed fields (float_data...): convert once
+        t = onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(t), t.name)
+    return np.frombuffer(t.raw_data, np.uint8)
+
+
+def point_stubs_at(model: onnx.ModelProto, files: dict[str, tuple[str, int]]) -> None:
+    """Point the main graph's stubs at external-data files, by tensor name: ``{name: (file, length)}``,
+    each tensor at offset 0 of its file. Mutates ``model``, which must be a skeleton built for this."""
+    for t in model.graph.initializer:
+        if t.name in files and is_stub(t):
+            location, length = files[t.name]
+            del t.external_data[:]
+            for k, v in (("location", location), ("offset", "0"), ("length", str(length))):
+                e = t.external_data.add()
+                e.key, e.value = k, v
 
 
 def model_digest(model: onnx.ModelProto) -> str:

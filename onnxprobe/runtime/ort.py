@@ -169,22 +169,42 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[s
 
     stubs = [t.name for t in model.graph.initializer if is_stub(t)]
     if stubs or weight_bytes(model) >= SKELETON_BYTES:
-        # the graph goes to onnxruntime without its big weights, which follow as OrtValues over numpy
-        # views of the same bytes: no serialising and re-parsing of the weights
+        # the graph goes to onnxruntime without its big weights, which follow by name: no serialising
+        # and re-parsing of the weights
         missing = [n for n in stubs if n not in weights]
         if missing:
             raise ExecutionError(f"no weights for {len(missing)} of the graph's stubbed initializers ({missing[0]!r}, ...)")
         big = [(t.name, t) for t in large_initializers(model)] + [(n, weights[n]) for n in stubs]
-        arrays = [onnx.numpy_helper.to_array(t) for _, t in big]
-        values = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in arrays]
-        so.add_external_initializers([n for n, _ in big], values)
-        sess = ort.InferenceSession(skeleton(model).SerializeToString(), sess_options=so, providers=providers)
-        sess._onnxprobe_keepalive = (arrays, values)  # onnxruntime reads these buffers in place
+        sk = skeleton(model)
+        if hasattr(so, "add_external_initializers_from_files_in_memory"):
+            keep = _weights_in_place(so, sk, big, providers)
+        else:  # an onnxruntime without in-memory external data: OrtValues, which it copies
+            keep = [onnx.numpy_helper.to_array(t) for _, t in big]
+            so.add_external_initializers([n for n, _ in big], [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in keep])
+        sess = ort.InferenceSession(sk.SerializeToString(), sess_options=so, providers=providers)
+        sess._onnxprobe_keepalive = keep  # onnxruntime may read these buffers for as long as the session lives
         return sess
     if not is_large(model):
         return ort.InferenceSession(model.SerializeToString(), sess_options=so, providers=providers)
     with tempfile.TemporaryDirectory(prefix="onnxprobe-") as d:  # >2 GB: weights beside a temp file
         return ort.InferenceSession(save_beside(model, d), sess_options=so, providers=providers)
+
+
+def _weights_in_place(so, sk: onnx.ModelProto, big: list[tuple[str, onnx.TensorProto]], providers: list[str]) -> list:
+    """Hand ``big``'s bytes to onnxruntime as in-memory external-data files, one per tensor, and point
+    ``sk``'s stubs at them. On CPU, onnxruntime then runs on these buffers in place
+    (``use_external_initializer_file_buffers_directly``); ``add_external_initializers`` copies every
+    weight once more (measured, onnxruntime 1.32, a 44 MB ResNet-18: +45 MB at session creation against
+    +7 MB). Returns the buffers, which must outlive the session."""
+    from onnxprobe.graph.skeleton import point_stubs_at, raw_bytes
+
+    buffers = [raw_bytes(t) for _, t in big]
+    files = {name: (f"onnxprobe-weight-{i}", b.nbytes) for i, ((name, _), b) in enumerate(zip(big, buffers))}
+    point_stubs_at(sk, files)
+    if providers == ["CPUExecutionProvider"]:  # other providers copy their weights to their device anyway
+        so.add_session_config_entry("session.use_external_initializer_file_buffers_directly", "1")
+    so.add_external_initializers_from_files_in_memory([f for f, _ in files.values()], buffers, [n for _, n in files.values()])
+    return buffers
 
 
 _OPSET_RE = re.compile(r"Current official support for domain ai\.onnx is till opset (\d+)")

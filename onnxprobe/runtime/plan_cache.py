@@ -72,10 +72,11 @@ def _ref(d: dict) -> TensorRef:
     return TensorRef(**d)
 
 
-def load(k: str, base: onnx.ModelProto) -> tuple[onnx.ModelProto, list[Probe], list[str]] | None:
-    """(probed copy, probes, warnings) of entry ``k``, its stubbed weights taken from ``base``; None on a
-    miss or an entry that does not fit ``base``."""
-    got = load_entry(k, {t.name: t for t in base.graph.initializer})
+def load(k: str, base: onnx.ModelProto, restore: bool = True) -> tuple[onnx.ModelProto, list[Probe], list[str]] | None:
+    """(probed copy, probes, warnings) of entry ``k``, its stubbed weights taken from ``base`` (``restore``
+    False: left as stubs, for a runner that takes them apart); None on a miss or an entry that does not
+    fit ``base``."""
+    got = load_entry(k, {t.name: t for t in base.graph.initializer}, restore)
     if got is None:
         return None
     model, meta = got

@@ -26,6 +26,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.graph.expose import expose, needs_masking
+from onnxprobe.graph.skeleton import is_stub, large_initializers, skeleton, stub_weights
 from onnxprobe.graph.shapes import concrete_shapes, shape_bytes, static_shape, value_types
 from onnxprobe.runtime import plan_cache
 from onnxprobe.stats.tensor_stats import TensorStats
@@ -162,6 +163,9 @@ def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: 
 class GraphRunner(Runner):
     runs_graphs = True
     max_plans: ClassVar[int] = 4  # probed copies (and their sessions) kept for reuse, by cache key
+    # the runtime takes a skeleton's weights apart (``execute(weights=)``): probed copies are then made
+    # over a skeleton and never hold a copy of the model's weights
+    takes_weights: ClassVar[bool] = False
 
     def __init__(self, model: onnx.ModelProto, config: RunConfig | None = None, label: str = ""):
         super().__init__(model, config, label)
@@ -186,22 +190,29 @@ class GraphRunner(Runner):
             self._plans.move_to_end(key)
             return self._plans[key]
         warnings: list[str] = []
+        lean = self.takes_weights and bool(large_initializers(model)) and not any(is_stub(t) for t in model.graph.initializer)
         disk = plan_cache.key(model, refs, kw, input_shapes) if plan_cache.enabled(self.config.cache) else None
-        hit = plan_cache.load(disk, model) if disk else None
+        hit = plan_cache.load(disk, model, restore=not lean) if disk else None
         if hit is not None:
             rewritten, probes, warnings = hit
         else:
             small = kw.pop("small", None)
             known, host = planned_shapes(model, refs, input_shapes or {}, *small) if small and kw.get("stats", True) else ({}, set())
-            rewritten, probes = expose(model, refs, warnings=warnings, host=host, known=known, **kw)
+            rewritten, probes = expose(skeleton(model) if lean else model, refs, warnings=warnings, host=host, known=known, **kw)
             if disk:
                 plan_cache.store(disk, rewritten, probes, warnings)
-        plan = ProbePlan(rewritten, probes, self.label, warnings, base=model)
+        plan = ProbePlan(rewritten, probes, self.label, warnings, base=model, weights_from=model if lean else None)
         if key is not None:
             self._plans[key] = plan
             while len(self._plans) > self.max_plans:
                 self._plans.popitem(last=False)
         return plan
+
+    def _execute_plan(self, plan: ProbePlan, feeds: dict, outputs: list[str], **kw) -> tuple[dict, float]:
+        """``execute`` on a plan's model, with its weights apart when the plan is a skeleton."""
+        if plan.weights_from is not None:
+            kw["weights"] = stub_weights(plan.model, plan.weights_from)
+        return self.execute(plan.model, feeds, outputs, **kw)
 
     def probe(self, refs: list[TensorRef], feeds: dict[str, np.ndarray], *, stats: bool = True, shapes: bool = True,
               raw: bool | set[str] = False, nonfinite: str = "deferred", model: onnx.ModelProto | None = None,
@@ -233,7 +244,7 @@ class GraphRunner(Runner):
         own = [o.name for o in plan.model.graph.output if o.name not in probe_outputs and o.name not in lifted_raw]
         raw_names = list(dict.fromkeys(p.raw_output for p in plan.probes if p.raw_output and not p.raw_for_stats))
         host = [o.name for o in plan.model.graph.output if o.name in probe_outputs] + (own if outputs else [])
-        out, seconds = self.execute(plan.model, feeds, host, device_outputs=[r for r in raw_names if r not in host], key=key)
+        out, seconds = self._execute_plan(plan, feeds, host, device_outputs=[r for r in raw_names if r not in host], key=key)
         st, shp, arrays = read_probes(plan.probes, out)
         if stats and rerun:
             bad = [p.ref for p in plan.probes if p.stats_output and needs_masking(st.get(p.ref.name))]
@@ -245,7 +256,7 @@ class GraphRunner(Runner):
         if order is not None:
             rank = {n: k for k, n in enumerate(order)}
             probes.sort(key=lambda p: rank.get(p.ref.name, len(rank)))
-        view = ProbePlan(plan.model, probes, plan.source, list(plan.warnings), base=base)
+        view = ProbePlan(plan.model, probes, plan.source, list(plan.warnings), base=base, weights_from=plan.weights_from)
         info = RunInfo(device=self.device, providers=self.providers(), opt_level=self.config.opt_level,
                        session_seconds=self.session_seconds(), run_seconds=seconds, runtime=self.kind)
         return ProbeResult(view, info, st, shp, arrays, {n: out[n] for n in own if n in out and outputs},
@@ -278,7 +289,7 @@ class GraphRunner(Runner):
             plan = self._plan(self.model, run, key, stats=False, shapes=False, raw=True)
             self.notes += [w for w in plan.warnings if w not in self.notes]
             raw = list(dict.fromkeys(p.raw_output for p in plan.probes if p.raw_output))
-            out, _ = self.execute(plan.model, feeds, [], device_outputs=raw, keep_on_device=keep_on_device, key=key)
+            out, _ = self._execute_plan(plan, feeds, [], device_outputs=raw, keep_on_device=keep_on_device, key=key)
             found.update({p.ref.name: out[p.raw_output] for p in plan.probes if p.raw_output})
         return found
 

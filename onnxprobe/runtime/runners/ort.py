@@ -18,6 +18,7 @@ class OrtRunner(GraphRunner):
     ``threads``: onnxruntime's intra-op threads (default: its own choice)."""
 
     kind = "onnxruntime"
+    takes_weights = True
 
     def __init__(self, model: onnx.ModelProto, config: RunConfig | None = None, label: str = "", *,
                  interruptible: bool = False, threads: int | None = None):

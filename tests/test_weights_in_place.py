@@ -1,0 +1,129 @@
+"""Big weights reach onnxruntime once: a probed copy of a big model is a skeleton whose stubs take the
+model's own initializers by name, and onnxruntime reads their bytes in place (in-memory external data)
+instead of a copy. Checked against onnx.reference and numpy float64, and by peak RSS in fresh processes."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from onnxprobe import api
+from onnxprobe.graph.skeleton import is_stub, skeleton
+from onnxprobe.runtime.ort import SKELETON_BYTES, create_session, run_bound
+from test_memory import MB, peak_bytes
+
+N = 1024
+
+
+def _mlp(path, layers: int, width: int = N, *, typed: bool = False, seed: int = 0, op: str = "MatMul", rows: int = 8):
+    """x @ w0 -> Relu -> @ w1 ... : ``layers`` width x width float32 weights (4 MB each at 1024).
+    ``op="Mul"``: x * w0 -> Relu -> ..., whose weights onnxruntime does not repack (MatMul's it does)."""
+    rng = np.random.default_rng(seed)
+    inits, nodes, prev = [], [], "x"
+    for i in range(layers):
+        w = (rng.standard_normal((width, width)) / np.sqrt(width) if op == "MatMul"
+             else 1 + 0.01 * rng.standard_normal((width, width))).astype(np.float32)  # values stay near 1
+        if typed:  # float_data, not raw_data: the bytes are laid out once, from the values
+            inits.append(helper.make_tensor(f"w{i}", TensorProto.FLOAT, w.shape, w.ravel().tolist()))
+        else:
+            inits.append(numpy_helper.from_array(w, f"w{i}"))
+        nodes += [helper.make_node(op, [prev, f"w{i}"], [f"h{i}"], name=f"mm{i}"),
+                  helper.make_node("Relu", [f"h{i}"], [f"r{i}"], name=f"relu{i}")]
+        prev = f"r{i}"
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, width])],
+                          [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [rows, width])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return path
+
+
+def _oracle(path, x):
+    m = onnx.load(str(path))
+    names = [o for n in m.graph.node for o in n.output]
+    ref = ReferenceEvaluator(m)
+    return dict(zip(names, ref.run(names, {"x": x})))
+
+
+@pytest.mark.parametrize("typed", [False, True], ids=["raw_data", "float_data"])
+def test_layers_of_a_big_model_runs_a_skeleton_over_the_model_s_own_weights(tmp_path, typed):
+    path = _mlp(tmp_path / "mlp.onnx", 3, typed=typed)  # 12 MB: above SKELETON_BYTES
+    assert 3 * N * N * 4 >= SKELETON_BYTES
+    x = np.random.default_rng(1).random((8, N), dtype=np.float32)
+    res = api.layers(path, api.Selection(all=True), api.RunConfig(device="cpu", cache=False),
+                     api.InputSpec(arrays={"x": x}))
+    big = [t for t in res.plan.model.graph.initializer if int(np.prod(t.dims)) > 4096]
+    assert len(big) == 3 and all(is_stub(t) for t in big)
+    assert res.plan.model.ByteSize() < MB and res.plan.weights_from is not None
+    want = _oracle(path, x)
+    for name, v in want.items():
+        st = res.stats[name]
+        v64 = v.astype(np.float64)
+        assert st.count == v.size
+        np.testing.assert_allclose([st.min, st.max], [v64.min(), v64.max()], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(st.mean, v64.mean(), rtol=1e-4, atol=1e-6)
+
+
+def test_the_cached_probed_copy_stays_a_skeleton(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    path = _mlp(tmp_path / "mlp.onnx", 3)
+    x = np.random.default_rng(2).random((8, N), dtype=np.float32)
+    kw = dict(config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
+    first = api.layers(path, api.Selection(all=True), **kw)
+    second = api.layers(path, api.Selection(all=True), **kw)  # from the plan cache
+    assert all(is_stub(t) for t in second.plan.model.graph.initializer if int(np.prod(t.dims)) > 4096)
+    for name, st in first.stats.items():
+        assert (st.min, st.max, st.count) == (second.stats[name].min, second.stats[name].max, second.stats[name].count)
+
+
+def test_in_place_weights_outlive_the_caller_s_references(tmp_path):
+    """onnxruntime reads the handed bytes for as long as the session lives: the session keeps them."""
+    path = _mlp(tmp_path / "mlp.onnx", 3)
+    m = onnx.load(str(path))
+    x = np.random.default_rng(3).random((8, N), dtype=np.float32)
+    s = create_session(m, device="cpu")  # 12 MB: built from a skeleton, the weights handed apart
+    del m
+    gc.collect()
+    np.random.default_rng(6).random(3 * N * N)  # reuse whatever was freed
+    want = _oracle(path, x)
+    out, _ = run_bound(s, {"x": x}, ["r2"])
+    np.testing.assert_allclose(out["r2"], want["r2"], rtol=1e-4, atol=1e-5)
+
+
+def test_int4_weights_are_handed_over_packed(tmp_path):
+    """DequantizeLinear of an int4 initializer above the stub size: the bytes onnxruntime reads are ONNX's
+    packed layout (two values per byte), not numpy's one value per int8."""
+    vals = (np.arange(N * 16) % 16 - 8).astype(np.int8).reshape(16, N)
+    w = helper.make_tensor("w", TensorProto.INT4, vals.shape, vals.ravel().tolist())
+    big = numpy_helper.from_array(np.random.default_rng(4).standard_normal((N, N)).astype(np.float32), "pad")
+    g = helper.make_graph([helper.make_node("DequantizeLinear", ["w", "s"], ["d"], name="dq"),
+                           helper.make_node("MatMul", ["x", "d"], ["y"], name="mm"),
+                           helper.make_node("MatMul", ["y2", "pad"], ["z"], name="mm2"),
+                           helper.make_node("Identity", ["y"], ["y2"], name="id")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, N])],
+                          [w, big, numpy_helper.from_array(np.array(0.5, np.float32), "s")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    x = np.random.default_rng(5).random((4, 16), dtype=np.float32)
+    s = create_session(skeleton(m), device="cpu", weights={t.name: t for t in m.graph.initializer})
+    got = run_bound(s, {"x": x}, ["z"])[0]["z"]
+    want = (x.astype(np.float64) @ (vals.astype(np.float64) * 0.5)) @ numpy_helper.to_array(big).astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_layers_holds_a_big_model_s_weights_at_most_twice(tmp_path):
+    """Peak RSS of `layers --all` on 64 MB of weights, above the same command on a 4 MB model: the model
+    as read plus the bytes handed to onnxruntime, not also a probed copy and onnxruntime's own copy
+    (four copies before). Elementwise weights: onnxruntime repacks MatMul's into a copy of its own."""
+    small = _mlp(tmp_path / "small.onnx", 1, op="Mul", rows=N)
+    big = _mlp(tmp_path / "big.onnx", 16, op="Mul", rows=N)  # 16 x 4 MB
+    args = ["layers", "--all", "--device", "cpu", "--no-cache"]
+    grown = peak_bytes(*args[:1], big, *args[1:]) - peak_bytes(*args[:1], small, *args[1:])
+    weights = 15 * N * N * 4
+    assert grown < 2.5 * weights, f"{grown / MB:.0f} MB for {weights / MB:.0f} MB of weights"
