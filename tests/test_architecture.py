@@ -182,3 +182,54 @@ def test_help_imports_no_numerical_library():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "", f"imported at start: {r.stdout.strip()}"
+
+
+def test_the_api_names_one_table_and_resolves_every_name():
+    """onnxprobe.api imports its workflows on first use: its table (``_WHERE``), its TYPE_CHECKING imports
+    and ``__all__`` name the same objects, each name resolves to the object its module defines, and the
+    functions named like their modules (diff, grad...) stay functions once those modules are imported."""
+    import importlib
+    import sys
+
+    from onnxprobe import api
+
+    tree = ast.parse(MODULES["onnxprobe.api"].read_text())
+    checked = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            for imp in node.body:
+                for a in imp.names:
+                    checked[a.asname or a.name] = (imp.module, a.name)
+    assert checked == api._NAMES and sorted(checked) == api.__all__
+    for name, (mod, src) in checked.items():
+        assert getattr(api, name) is getattr(importlib.import_module(mod), src), name
+    for mod in ("diff", "grad", "grad_plan", "diff_dataset", "grad_dataset"):
+        importlib.import_module(f"onnxprobe.api.{mod}")
+        assert getattr(api, mod) is getattr(sys.modules[f"onnxprobe.api.{mod}"], mod)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        api.nope  # noqa: B018
+
+
+def test_layers_imports_only_what_it_runs(tmp_path):
+    """A `layers` run never imports the diff, gradient, surgery, torch or Ray modules."""
+    import subprocess
+    import sys
+
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    path = tmp_path / "m.onnx"
+    import onnx
+
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    code = ("import sys\nfrom onnxprobe.cli.main import app\n"
+            f"try:\n    app(['layers', {str(path)!r}, '--device', 'cpu'], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('onnxprobe.'))))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    loaded = r.stdout.split()[-1000:]
+    unwanted = ("onnxprobe.api.diff", "onnxprobe.api.grad", "onnxprobe.api.surgery", "onnxprobe.api.torch", "onnxprobe.compare",
+                "onnxprobe.autodiff", "onnxprobe.torch", "onnxprobe.match", "onnxprobe.graph.mark")
+    assert "onnxprobe.api.core" in loaded
+    assert not [m for m in loaded if m.startswith(unwanted)], loaded

@@ -36,57 +36,117 @@ arrays) and a ``RunConfig`` (device, opt level); ``layers``, ``run`` and ``diff`
 (``ort``, ``openvino``, ``tensorrt``, ``reference``; ``RUNTIMES``) and its ``runtime_options``.
 """
 
-from onnxprobe.api.core import (
-    DatasetResult, LayersResult, Model, feeds, layers, layers_dataset, load, merge_stats, plan, raw_chunks, run, runner,
-    save_tensors,
-)
-from onnxprobe.api.diff import diff, diff_grad
-from onnxprobe.api.diff_dataset import diff_dataset
-from onnxprobe.api.grad_dataset import REDUCE, grad_dataset
-from onnxprobe.api.explore import Prober, interruptibly, model_info, where
-from onnxprobe.api.grad import GradResult, GradRow, grad, grad_check
-from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, export_backward, grad_plan, grad_spec
-from onnxprobe.api.inputs import (
-    Feeds, ModelInput, check_value, input_spec, model_inputs, parse_input_files, parse_int_range, parse_shape_overrides, parse_size,
-    read_array, read_npz, save_npz,
-)
-from onnxprobe.api.pictures import (
-    ExplorerIds, describe_inputs, diff_histograms, explorer_ids, grad_histograms, histogram_of, layers_histograms,
-)
-from onnxprobe.api.profile import LayersProfile, RowTime, profile_layers
-from onnxprobe.api.torch import diff_grad_torch, diff_torch, torch_module
-from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult, SurgeryResult, extract, inspect, mark
-from onnxprobe.compare.diff import SORTS, DiffResult, PairResult, sort_results
-from onnxprobe.graph.index import GraphIndex, NodeInfo, TensorInfo, attribute_text, index
-from onnxprobe.graph.model import as_model
-from onnxprobe.graph.select import Selection, select
-from onnxprobe.runtime.ort import DEVICES, OPT_LEVELS, resolve_device
-from onnxprobe.runtime.ray_pool import Executor, RayOptions
-from onnxprobe.runtime.runners import RUNTIMES, parse_runtime_options
-from onnxprobe.stats.conditions import EXAMPLES as CONDITION_EXAMPLES
-from onnxprobe.stats.conditions import Condition, parse_condition
-from onnxprobe.stats.metrics import METRICS, IntroducedError, PairMetrics, Tolerance
-from onnxprobe.stats.tensor_stats import TensorStats
-from onnxprobe.types import BACKWARD_TAG, GRAD_SUFFIX, InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
+from __future__ import annotations
 
-__all__ = [
-    # data
-    "Model", "Selection", "RunConfig", "InputSpec", "TensorRef", "ProbePlan", "ProbeResult", "LayersResult", "RunInfo",
-    "TensorStats", "Feeds", "ModelInput", "DatasetResult", "Tolerance", "PairMetrics", "IntroducedError", "DiffResult", "PairResult",
-    "GradSpec", "GradPlan", "GradResult", "GradRow", "InspectResult", "SurgeryResult", "MarkResult", "ExtractResult",
-    "GraphIndex", "TensorInfo", "NodeInfo", "Condition", "Prober", "ExplorerIds", "LayersProfile", "RowTime",
-    "RayOptions", "Executor",
-    # constants
-    "DEVICES", "OPT_LEVELS", "RUNTIMES", "METRICS", "SORTS", "GRAD_OPT_LEVEL", "REDUCE", "BACKWARD_TAG", "GRAD_SUFFIX",
-    "CONDITION_EXAMPLES",
-    # workflows
-    "load", "as_model", "select", "plan", "feeds", "runner", "run", "layers", "raw_chunks", "save_tensors",
-    "layers_dataset", "merge_stats", "diff", "diff_grad", "diff_dataset", "grad_dataset", "diff_torch", "diff_grad_torch",
-    "torch_module", "profile_layers", "sort_results", "grad_spec", "grad_plan", "export_backward",
-    "grad", "grad_check", "inspect", "mark", "extract", "index", "attribute_text", "model_info", "where",
-    "parse_condition", "interruptibly", "layers_histograms", "diff_histograms", "grad_histograms", "describe_inputs",
-    "histogram_of", "explorer_ids",
-    # inputs
-    "input_spec", "parse_int_range", "parse_size", "parse_shape_overrides", "parse_input_files", "read_array", "read_npz",
-    "save_npz", "model_inputs", "check_value", "resolve_device", "parse_runtime_options",
-]
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from onnxprobe.api.core import (
+        DatasetResult, LayersResult, Model, feeds, layers, layers_dataset, load, merge_stats, plan, raw_chunks, run, runner,
+        save_tensors,
+    )
+    from onnxprobe.api.diff import diff, diff_grad
+    from onnxprobe.api.diff_dataset import diff_dataset
+    from onnxprobe.api.grad_dataset import REDUCE, grad_dataset
+    from onnxprobe.api.explore import Prober, interruptibly, model_info, where
+    from onnxprobe.api.grad import GradResult, GradRow, grad, grad_check
+    from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, export_backward, grad_plan, grad_spec
+    from onnxprobe.api.inputs import (
+        Feeds, ModelInput, check_value, input_spec, model_inputs, parse_input_files, parse_int_range, parse_shape_overrides, parse_size,
+        read_array, read_npz, save_npz,
+    )
+    from onnxprobe.api.pictures import (
+        ExplorerIds, describe_inputs, diff_histograms, explorer_ids, grad_histograms, histogram_of, layers_histograms,
+    )
+    from onnxprobe.api.profile import LayersProfile, RowTime, profile_layers
+    from onnxprobe.api.torch import diff_grad_torch, diff_torch, torch_module
+    from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult, SurgeryResult, extract, inspect, mark
+    from onnxprobe.compare.diff import SORTS, DiffResult, PairResult, sort_results
+    from onnxprobe.graph.index import GraphIndex, NodeInfo, TensorInfo, attribute_text, index
+    from onnxprobe.graph.model import as_model
+    from onnxprobe.graph.select import Selection, select
+    from onnxprobe.runtime.ort import DEVICES, OPT_LEVELS, resolve_device
+    from onnxprobe.runtime.ray_pool import Executor, RayOptions
+    from onnxprobe.runtime.runners import RUNTIMES, parse_runtime_options
+    from onnxprobe.stats.conditions import EXAMPLES as CONDITION_EXAMPLES
+    from onnxprobe.stats.conditions import Condition, parse_condition
+    from onnxprobe.stats.metrics import METRICS, IntroducedError, PairMetrics, Tolerance
+    from onnxprobe.stats.tensor_stats import TensorStats
+    from onnxprobe.types import BACKWARD_TAG, GRAD_SUFFIX, InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
+
+
+# each public name and the module it lives in, imported on first use (PEP 562): a command pays only
+# for the workflows it runs (`layers` never imports diff, grad, surgery or torch). "NAME=SOURCE"
+# renames. The TYPE_CHECKING imports above say the same for type checkers (tests/test_architecture.py).
+_WHERE = {
+    "onnxprobe.api.core": (
+        "DatasetResult LayersResult Model feeds layers layers_dataset load "
+        "merge_stats plan raw_chunks run runner save_tensors"
+    ),
+    "onnxprobe.api.diff": "diff diff_grad",
+    "onnxprobe.api.diff_dataset": "diff_dataset",
+    "onnxprobe.api.grad_dataset": "REDUCE grad_dataset",
+    "onnxprobe.api.explore": "Prober interruptibly model_info where",
+    "onnxprobe.api.grad": "GradResult GradRow grad grad_check",
+    "onnxprobe.api.grad_plan": "GRAD_OPT_LEVEL GradPlan GradSpec export_backward grad_plan grad_spec",
+    "onnxprobe.api.inputs": (
+        "Feeds ModelInput check_value input_spec model_inputs parse_input_files "
+        "parse_int_range parse_shape_overrides parse_size read_array read_npz "
+        "save_npz"
+    ),
+    "onnxprobe.api.pictures": (
+        "ExplorerIds describe_inputs diff_histograms explorer_ids "
+        "grad_histograms histogram_of layers_histograms"
+    ),
+    "onnxprobe.api.profile": "LayersProfile RowTime profile_layers",
+    "onnxprobe.api.torch": "diff_grad_torch diff_torch torch_module",
+    "onnxprobe.api.surgery": (
+        "ExtractResult InspectResult MarkResult SurgeryResult extract inspect "
+        "mark"
+    ),
+    "onnxprobe.compare.diff": "SORTS DiffResult PairResult sort_results",
+    "onnxprobe.graph.index": "GraphIndex NodeInfo TensorInfo attribute_text index",
+    "onnxprobe.graph.model": "as_model",
+    "onnxprobe.graph.select": "Selection select",
+    "onnxprobe.runtime.ort": "DEVICES OPT_LEVELS resolve_device",
+    "onnxprobe.runtime.ray_pool": "Executor RayOptions",
+    "onnxprobe.runtime.runners": "RUNTIMES parse_runtime_options",
+    "onnxprobe.stats.conditions": "CONDITION_EXAMPLES=EXAMPLES Condition parse_condition",
+    "onnxprobe.stats.metrics": "METRICS IntroducedError PairMetrics Tolerance",
+    "onnxprobe.stats.tensor_stats": "TensorStats",
+    "onnxprobe.types": (
+        "BACKWARD_TAG GRAD_SUFFIX InputSpec ProbePlan ProbeResult RunConfig RunInfo "
+        "TensorRef"
+    ),
+}
+_NAMES = {w.partition("=")[0]: (mod, w.partition("=")[2] or w.partition("=")[0]) for mod, names in _WHERE.items() for w in names.split()}
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str):
+    try:
+        mod, src = _NAMES[name]
+    except KeyError:
+        raise AttributeError(f"module 'onnxprobe.api' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(mod), src)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Api(types.ModuleType):
+    def __setattr__(self, name: str, value) -> None:
+        # importing a submodule binds it on the package: ``api.diff``, ``api.grad``, ``api.grad_plan``,
+        # ``api.diff_dataset`` and ``api.grad_dataset`` stay the functions of those names
+        if name in _NAMES and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Api
