@@ -127,3 +127,81 @@ def test_layers_holds_a_big_model_s_weights_at_most_twice(tmp_path):
     grown = peak_bytes(*args[:1], big, *args[1:]) - peak_bytes(*args[:1], small, *args[1:])
     weights = 15 * N * N * 4
     assert grown < 2.5 * weights, f"{grown / MB:.0f} MB for {weights / MB:.0f} MB of weights"
+
+
+def _const_mlp(path, layers: int, *, scale: float = 1.0, width: int = 256, seed: int = 0):
+    """The weights in Constant nodes (as PaddlePaddle's exports keep them), plus a big int64 Constant of
+    Gather indices that must stay inline (shape inference's data propagation reads integer constants)."""
+    rng = np.random.default_rng(seed)
+    nodes, prev = [], "x"
+    idx = np.arange(width * 20, dtype=np.int64) % width  # 5120 > KEEP_ELEMENTS
+    nodes.append(helper.make_node("Constant", [], ["idx"], name="idx", value=numpy_helper.from_array(idx)))
+    for i in range(layers):
+        w = (rng.standard_normal((width, width)) * scale / np.sqrt(width)).astype(np.float32)
+        nodes += [helper.make_node("Constant", [], [f"w{i}"], name=f"c{i}", value=numpy_helper.from_array(w)),
+                  helper.make_node("MatMul", [prev, f"w{i}"], [f"h{i}"], name=f"mm{i}"),
+                  helper.make_node("Relu", [f"h{i}"], [f"r{i}"], name=f"relu{i}")]
+        prev = f"r{i}"
+    nodes.append(helper.make_node("Gather", [prev, "idx"], ["y"], name="gather", axis=1))
+    g = helper.make_graph(nodes, "const_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, width])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, width * 20])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return path
+
+
+def _const_values(model) -> dict:
+    return {n.output[0]: n.attribute[0].t for n in model.graph.node if n.op_type == "Constant"}
+
+
+def test_constant_node_weights_are_stubs_of_the_probed_copy(tmp_path):
+    path = _const_mlp(tmp_path / "c.onnx", 3)
+    x = np.random.default_rng(7).random((8, 256), dtype=np.float32)
+    res = api.layers(path, api.Selection(all=True), api.RunConfig(device="cpu", cache=False), api.InputSpec(arrays={"x": x}))
+    values = _const_values(res.plan.model)
+    assert all(is_stub(values[f"w{i}"]) for i in range(3)) and not is_stub(values["idx"])
+    assert res.plan.model.ByteSize() < 100_000 and res.plan.weights_from is not None
+    want = _oracle(path, x)
+    for name in ["h0", "r1", "h2", "y"]:
+        st, v64 = res.stats[name], want[name].astype(np.float64)
+        np.testing.assert_allclose([st.min, st.max, st.mean], [v64.min(), v64.max(), v64.mean()], rtol=1e-4, atol=1e-6)
+
+
+def test_a_cached_constant_stub_plan_serves_a_runtime_that_needs_whole_models(tmp_path, monkeypatch):
+    """onnxruntime stores the probed copy with its Constant values stubbed; onnx.reference, which takes
+    whole models, gets them put back from the model when it reads the same entry."""
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    path = _const_mlp(tmp_path / "c.onnx", 2)
+    x = np.random.default_rng(8).random((8, 256), dtype=np.float32)
+    kw = dict(config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
+    ort_res = api.layers(path, api.Selection(all=True), **kw)
+    ref_res = api.layers(path, api.Selection(all=True), runtime="reference", **kw)
+    assert ref_res.plan.weights_from is None
+    assert not any(is_stub(t) for t in _const_values(ref_res.plan.model).values())
+    for name, st in ort_res.stats.items():
+        np.testing.assert_allclose([ref_res.stats[name].min, ref_res.stats[name].max], [st.min, st.max], rtol=1e-5, atol=1e-6)
+
+
+def test_one_run_diff_of_constant_weight_models_hands_their_constants_over(tmp_path):
+    """diff's merged graph stubs both models' Constant values; the introduced-error cones read B's
+    Constants where they are (not copies of stubs no weight stands for); the one run equals separate runs."""
+    import onnxprobe.compare.fused as fused
+    from onnxprobe.graph.skeleton import stubs
+    from test_diff import assert_same_metrics
+
+    a = _const_mlp(tmp_path / "a.onnx", 3, scale=1.001)
+    b = _const_mlp(tmp_path / "b.onnx", 3)
+    built = []
+    real = fused.build
+    try:
+        fused.build = lambda *x, **k: built.append(real(*x, **k)) or built[-1]
+        kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu", cache=False))
+        one = api.diff(a, b, fuse=True, **kw)
+    finally:
+        fused.build = real
+    (fg,) = built
+    st = stubs(fg.model)
+    assert len(st) == 6 and set(st) <= set(fg.weights)
+    assert one.in_graph == len(one.results) and all(r.introduced is not None for r in one.results if r.pair.a.op_type == "MatMul")
+    assert_same_metrics(api.diff(a, b, fuse=False, **kw), one)

@@ -28,7 +28,7 @@ from onnxprobe.graph.merge import PREFIX as PREFIX_B
 from onnxprobe.graph.merge import PREFIX_A, NotMergeable, side_by_side
 from onnxprobe.graph.pair_nodes import MAXIMA, PAIR_ROW, SUMS, PairBuilder
 from onnxprobe.graph.shapes import concrete_sizes, infer_shapes, static_shape, value_types
-from onnxprobe.graph.skeleton import large_initializers, skeleton
+from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stubs
 from onnxprobe.match.engine import Pair
 from onnxprobe.runtime import plan_cache
 from onnxprobe.runtime.runners import base as base_runner
@@ -88,7 +88,8 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     Raises NotMergeable when the models cannot share a graph."""
     # both graphs without their big weights: the merged graph's stubs read A's and B's own (``weights``),
     # so two 1 GB models are not copied into a 2 GB third one (nor serialised) to be compared
-    merged, aname, bname = side_by_side(skeleton(a.runner.model), skeleton(b.runner.model), [(p.a.probe, p.b.probe) for p in report])
+    merged, aname, bname = side_by_side(skeleton(a.runner.model, constants=True), skeleton(b.runner.model, constants=True),
+                                        [(p.a.probe, p.b.probe) for p in report])
     weights = merged_weights(a, b)
     g = merged.graph
     types = value_types(infer_shapes(merged))  # the tensors onnxprobe added (dequantizations) may lack value_info
@@ -101,7 +102,9 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     pb = PairBuilder(g, default_opset(merged), names)
     outputs: list[str] = []
     producer = {o: n for n in g.node for o in n.output if o}
-    inits = {i.name for i in g.initializer}
+    # cones read the weights where they are: initializers, and the Constants whose values are stubs
+    # (a copy of such a Constant would be a stub of a name no weight has)
+    inits = {i.name for i in g.initializer} | set(stubs(merged))
     order = {id(n): i for i, n in enumerate(g.node)}
     known = {bname.get(x, x): aname.get(q.a.probe, q.a.probe) for x, q in by_b.items()}
 
@@ -157,8 +160,8 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
 
 def merged_weights(a: Side, b: Side) -> dict:
     """The merged graph's stub names -> the tensors of A's and B's models they stand for."""
-    return {**{PREFIX_A + t.name: t for t in large_initializers(a.runner.model)},
-            **{PREFIX_B + t.name: t for t in large_initializers(b.runner.model)}}
+    return {prefix + name: t for prefix, m in ((PREFIX_A, a.runner.model), (PREFIX_B, b.runner.model))
+            for name, t in [*((t.name, t) for t in large_initializers(m)), *large_constants(m).items()]}
 
 
 def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool,

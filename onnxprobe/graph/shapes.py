@@ -31,7 +31,7 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
 
     warnings = warnings if warnings is not None else []
     return_freed_memory()  # inference's buffers are large and short-lived: let them go back when freed
-    sk = skeleton(model)
+    sk = skeleton(model, constants=True)
     err = ""
     for strict in (True, False):
         try:
@@ -135,7 +135,7 @@ def concrete_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) 
     transformer (Slice, Expand, Range chains) but imports sympy, 2-4 s, more than it would save."""
     from onnxprobe.graph.skeleton import skeleton
 
-    types = value_types(infer_shapes(with_input_shapes(skeleton(model), shapes), []))
+    types = value_types(infer_shapes(with_input_shapes(skeleton(model, constants=True), shapes), []))
     out = {}
     for name, t in types.items():
         s = static_shape(t)

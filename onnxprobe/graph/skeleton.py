@@ -4,8 +4,10 @@
 name, type and dims, no data (marked as external data, so that checkers and onnxruntime accept them).
 Building it never copies the weight bytes, which is what makes shape inference and session creation
 cheap on big models (serialising a 45 MB ResNet-18 costs 80 ms, a skeleton under 1 ms).
-``large_initializers(model)`` lists what was left out; ``raw_bytes`` and ``point_stubs_at`` hand it to
-onnxruntime as in-memory external data (``runtime.ort``).
+``large_initializers(model)`` lists what was left out; ``skeleton(model, constants=True)`` also stubs the
+big values of Constant nodes (models that keep their weights there). ``stubs``, ``stub_weights``,
+``raw_bytes`` and ``point_stubs_at`` hand what was left out to onnxruntime as in-memory external data
+(``runtime.ort``).
 """
 
 from __future__ import annotations
@@ -46,15 +48,45 @@ def is_stub(t: TensorProto) -> bool:
     return t.data_location == TensorProto.EXTERNAL and any(e.value == STUB_LOCATION for e in t.external_data)
 
 
-def stub(t: TensorProto) -> TensorProto:
-    s = TensorProto(name=t.name, data_type=t.data_type, dims=list(t.dims))
+def stub(t: TensorProto, name: str | None = None) -> TensorProto:
+    s = TensorProto(name=t.name if name is None else name, data_type=t.data_type, dims=list(t.dims))
     s.data_location = TensorProto.EXTERNAL
     e = s.external_data.add()
     e.key, e.value = "location", STUB_LOCATION
     return s
 
 
-def skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+# Constant values that stay in a skeleton whatever their size: shape inference's data propagation reads
+# integer constants (and cannot read a stub's)
+_CONSTANT_KEEP = (TensorProto.INT64, TensorProto.INT32, TensorProto.STRING)
+
+
+def _big_constant(n: onnx.NodeProto) -> TensorProto | None:
+    """The value of a Constant node that a skeleton with ``constants`` stubs (a big float or quantized
+    weight), else None."""
+    if n.op_type != "Constant" or n.domain not in ("", "ai.onnx") or len(n.attribute) != 1 or len(n.output) != 1:
+        return None
+    a = n.attribute[0]
+    if a.name != "value" or a.type != onnx.AttributeProto.TENSOR or a.t.data_type in _CONSTANT_KEEP or not _is_large(a.t):
+        return None
+    return a.t
+
+
+def large_constants(model: onnx.ModelProto) -> dict[str, TensorProto]:
+    """The main graph's Constant values that ``skeleton(constants=True)`` stubs, by output name."""
+    return {n.output[0]: t for n in model.graph.node if (t := _big_constant(n)) is not None}
+
+
+def _constant_stubs(model: onnx.ModelProto) -> dict[str, TensorProto]:
+    return {n.output[0]: n.attribute[0].t for n in model.graph.node
+            if n.op_type == "Constant" and len(n.attribute) == 1 and len(n.output) == 1
+            and n.attribute[0].type == onnx.AttributeProto.TENSOR and is_stub(n.attribute[0].t)}
+
+
+def skeleton(model: onnx.ModelProto, constants: bool = False) -> onnx.ModelProto:
+    """``constants``: the main graph's big Constant values (``large_constants``) are stubs too, named by
+    the node's output (onnxruntime turns Constants into initializers of that name; the node stays, so
+    the skeleton's nodes are the model's, one for one)."""
     out = onnx.ModelProto()
     for f in ("ir_version", "producer_name", "producer_version", "domain", "model_version", "doc_string"):
         setattr(out, f, getattr(model, f))
@@ -63,7 +95,17 @@ def skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
     out.functions.extend(model.functions)
     g, src = out.graph, model.graph
     g.name, g.doc_string = src.name, src.doc_string
-    g.node.extend(src.node)
+    if constants:
+        for n in src.node:
+            t = _big_constant(n)
+            if t is None:
+                g.node.append(n)
+                continue
+            c = g.node.add(op_type=n.op_type, domain=n.domain, name=n.name, doc_string=n.doc_string)
+            c.output.extend(n.output)
+            c.attribute.add(name="value", type=onnx.AttributeProto.TENSOR).t.CopyFrom(stub(t, n.output[0]))
+    else:
+        g.node.extend(src.node)
     g.input.extend(src.input)
     g.output.extend(src.output)
     g.value_info.extend(src.value_info)
@@ -73,21 +115,20 @@ def skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
+def stubs(model: onnx.ModelProto) -> dict[str, TensorProto]:
+    """The stubs of ``model`` (a skeleton), initializers' and Constants', by the name they stand for."""
+    return {**{t.name: t for t in model.graph.initializer if is_stub(t)}, **_constant_stubs(model)}
+
+
+def weights_of(model: onnx.ModelProto) -> dict[str, TensorProto]:
+    """What a skeleton of ``model`` may stub, by name: the initializers and the big Constant values."""
+    return {**{t.name: t for t in model.graph.initializer}, **large_constants(model)}
+
+
 def stub_weights(model: onnx.ModelProto, base: onnx.ModelProto) -> dict[str, TensorProto]:
-    """The initializers of ``base`` that ``model``'s stubs stand for, by name (no copies)."""
-    names = {t.name for t in model.graph.initializer if is_stub(t)}
-    return {t.name: t for t in base.graph.initializer if t.name in names}
-
-
-def restored(model: onnx.ModelProto, base: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` with its stubs' data put back from ``base``'s initializers: a standalone model."""
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    weights = stub_weights(model, base)
-    for t in out.graph.initializer:
-        if t.name in weights:
-            t.CopyFrom(weights[t.name])
-    return out
+    """The tensors of ``base`` that ``model``'s stubs stand for, by name (no copies)."""
+    names = stubs(model)
+    return {k: t for k, t in weights_of(base).items() if k in names}
 
 
 def raw_bytes(t: TensorProto) -> np.ndarray:
@@ -98,11 +139,11 @@ def raw_bytes(t: TensorProto) -> np.ndarray:
 
 
 def point_stubs_at(model: onnx.ModelProto, files: dict[str, tuple[str, int]]) -> None:
-    """Point the main graph's stubs at external-data files, by tensor name: ``{name: (file, length)}``,
+    """Point the main graph's stubs (``stubs``) at external-data files, by name: ``{name: (file, length)}``,
     each tensor at offset 0 of its file. Mutates ``model``, which must be a skeleton built for this."""
-    for t in model.graph.initializer:
-        if t.name in files and is_stub(t):
-            location, length = files[t.name]
+    for name, t in stubs(model).items():
+        if name in files:
+            location, length = files[name]
             del t.external_data[:]
             for k, v in (("location", location), ("offset", "0"), ("length", str(length))):
                 e = t.external_data.add()

@@ -165,9 +165,9 @@ SKELETON_BYTES = 8 * 2**20  # above this much weight, sessions are built from a 
 
 
 def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[str, onnx.TensorProto]):
-    from onnxprobe.graph.skeleton import is_stub, large_initializers, skeleton, weight_bytes
+    from onnxprobe.graph.skeleton import large_initializers, skeleton, stubs as stubs_of, weight_bytes
 
-    stubs = [t.name for t in model.graph.initializer if is_stub(t)]
+    stubs = list(stubs_of(model))
     if stubs or weight_bytes(model) >= SKELETON_BYTES:
         # the graph goes to onnxruntime without its big weights, which follow by name: no serialising
         # and re-parsing of the weights

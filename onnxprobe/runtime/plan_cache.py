@@ -25,7 +25,7 @@ import onnx
 
 from onnxprobe import __version__
 from onnxprobe.fileio import atomic_output
-from onnxprobe.graph.skeleton import is_stub, skeleton
+from onnxprobe.graph.skeleton import skeleton, stubs, weights_of
 from onnxprobe.types import Probe, TensorRef
 
 DEFAULT_SIZE = 512 * 2**20
@@ -55,7 +55,7 @@ def structure(model: onnx.ModelProto) -> str:
 
 # what an entry holds, how probes read it (rows, pair outputs) and how its graph is laid out: a change bumps it, so that a
 # development build never reads an entry an older build of the same version wrote
-FORMAT = 5
+FORMAT = 6
 
 
 def key_of(parts: dict) -> str:
@@ -76,7 +76,7 @@ def load(k: str, base: onnx.ModelProto, restore: bool = True) -> tuple[onnx.Mode
     """(probed copy, probes, warnings) of entry ``k``, its stubbed weights taken from ``base`` (``restore``
     False: left as stubs, for a runner that takes them apart); None on a miss or an entry that does not
     fit ``base``."""
-    got = load_entry(k, {t.name: t for t in base.graph.initializer}, restore)
+    got = load_entry(k, weights_of(base), restore)
     if got is None:
         return None
     model, meta = got
@@ -103,16 +103,14 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
         model = onnx.load_model_from_string((d / f"{k}.onnx").read_bytes())
     except Exception:  # noqa: BLE001 - a missing or damaged entry is a miss
         return None
-    for t in model.graph.initializer:
-        if is_stub(t):
-            w = weights.get(t.name)
-            if w is None:
-                return None
-            if not restore:
-                continue
-            name = t.name
+    for name, t in stubs(model).items():  # initializers', and Constants' by their output
+        w = weights.get(name)
+        if w is None:
+            return None
+        if restore:
+            keep = t.name
             t.CopyFrom(w)
-            t.name = name
+            t.name = keep
     try:
         os.utime(d / f"{k}.json")  # recently used: kept longest
     except OSError:

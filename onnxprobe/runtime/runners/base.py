@@ -26,7 +26,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.graph.expose import expose, needs_masking
-from onnxprobe.graph.skeleton import is_stub, large_initializers, skeleton, stub_weights
+from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stub_weights, stubs
 from onnxprobe.graph.shapes import concrete_shapes, shape_bytes, static_shape, value_types
 from onnxprobe.runtime import plan_cache
 from onnxprobe.stats.tensor_stats import TensorStats
@@ -190,7 +190,7 @@ class GraphRunner(Runner):
             self._plans.move_to_end(key)
             return self._plans[key]
         warnings: list[str] = []
-        lean = self.takes_weights and bool(large_initializers(model)) and not any(is_stub(t) for t in model.graph.initializer)
+        lean = self.takes_weights and bool(large_initializers(model) or large_constants(model)) and not stubs(model)
         disk = plan_cache.key(model, refs, kw, input_shapes) if plan_cache.enabled(self.config.cache) else None
         hit = plan_cache.load(disk, model, restore=not lean) if disk else None
         if hit is not None:
@@ -198,7 +198,8 @@ class GraphRunner(Runner):
         else:
             small = kw.pop("small", None)
             known, host = planned_shapes(model, refs, input_shapes or {}, *small) if small and kw.get("stats", True) else ({}, set())
-            rewritten, probes = expose(skeleton(model) if lean else model, refs, warnings=warnings, host=host, known=known, **kw)
+            rewritten, probes = expose(skeleton(model, constants=True) if lean else model, refs, warnings=warnings, host=host,
+                                       known=known, **kw)
             if disk:
                 plan_cache.store(disk, rewritten, probes, warnings)
         plan = ProbePlan(rewritten, probes, self.label, warnings, base=model, weights_from=model if lean else None)
