@@ -70,10 +70,26 @@ def test_parse_size_and_chunk_plan():
     assert plan_chunks([("a", 10), ("b", 10), ("c", 25), ("d", 1)], 20) == [["a", "b"], ["c"], ["d"]]
 
 
+def one_run_diff(a, b):
+    """``api.diff(a, b)`` of every tensor in one run, the merged graph it built, and the diff's arguments."""
+    import onnxprobe.compare.fused as fused
+    from onnxprobe import api
+
+    built = []
+    real = fused.build
+    try:
+        fused.build = lambda *x, **k: built.append(real(*x, **k)) or built[-1]
+        kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu", cache=False))
+        one = api.diff(a, b, fuse=True, **kw)
+    finally:
+        fused.build = real
+    (fg,) = built
+    return fg, one, kw
+
+
 def test_the_one_run_diff_reads_both_models_weights_in_place(tmp_path):
     """diff's merged graph holds stubs for the big weights (onnxruntime gets A's and B's own tensors), and
     measures what separate runs measure on the host."""
-    import onnxprobe.compare.fused as fused
     from onnx import numpy_helper
 
     from onnxprobe import api
@@ -90,15 +106,7 @@ def test_the_one_run_diff_reads_both_models_weights_in_place(tmp_path):
         return path
 
     a, b = model(tmp_path / "a.onnx", 1.001), model(tmp_path / "b.onnx", 1.0)
-    built = []
-    real = fused.build
-    try:
-        fused.build = lambda *x, **k: built.append(real(*x, **k)) or built[-1]
-        kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu", cache=False))
-        one = api.diff(a, b, fuse=True, **kw)
-    finally:
-        fused.build = real
-    (fg,) = built
+    fg, one, kw = one_run_diff(a, b)
     big = [t for t in fg.model.graph.initializer if t.dims and int(np.prod(t.dims)) > 4096]
     assert big and all(is_stub(t) for t in big) and set(t.name for t in big) <= set(fg.weights)
     assert one.in_graph == len(one.results) == 3

@@ -186,22 +186,12 @@ def test_a_cached_constant_stub_plan_serves_a_runtime_that_needs_whole_models(tm
 def test_one_run_diff_of_constant_weight_models_hands_their_constants_over(tmp_path):
     """diff's merged graph stubs both models' Constant values; the introduced-error cones read B's
     Constants where they are (not copies of stubs no weight stands for); the one run equals separate runs."""
-    import onnxprobe.compare.fused as fused
     from onnxprobe.graph.skeleton import stubs
     from test_diff import assert_same_metrics
+    from test_memory import one_run_diff
 
-    a = _const_mlp(tmp_path / "a.onnx", 3, scale=1.001)
-    b = _const_mlp(tmp_path / "b.onnx", 3)
-    built = []
-    real = fused.build
-    try:
-        fused.build = lambda *x, **k: built.append(real(*x, **k)) or built[-1]
-        kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu", cache=False))
-        one = api.diff(a, b, fuse=True, **kw)
-    finally:
-        fused.build = real
-    (fg,) = built
+    fg, one, kw = one_run_diff(_const_mlp(tmp_path / "a.onnx", 3, scale=1.001), _const_mlp(tmp_path / "b.onnx", 3))
     st = stubs(fg.model)
     assert len(st) == 6 and set(st) <= set(fg.weights)
     assert one.in_graph == len(one.results) and all(r.introduced is not None for r in one.results if r.pair.a.op_type == "MatMul")
-    assert_same_metrics(api.diff(a, b, fuse=False, **kw), one)
+    assert_same_metrics(api.diff(tmp_path / "a.onnx", tmp_path / "b.onnx", fuse=False, **kw), one)
