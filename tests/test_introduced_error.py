@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxprobe import api
 from onnxprobe.graph.pair_nodes import PairBuilder
 from onnxprobe.runtime.runners import base as base_runner
-from onnxprobe.stats.pooled import LIGHT_OMITS, PairSums, pair_sums
+from onnxprobe.stats.pooled import LIGHT_FIELDS, PairSums, pair_sums
 
 
 def _two_layers(path, w1: np.ndarray, w2: np.ndarray) -> str:
@@ -145,7 +145,7 @@ def test_light_sums_merge_serialise_and_refuse_what_they_lack():
     moved = light0.shifted(5)  # shards laid end to end stay light, their left-out fields at the identities
     assert moved.light and moved.max_rel_sample == 0 and moved.worst[0] == 5 and list(moved.per_sample) == [5]
     d = light0.merge(light1).to_dict()
-    assert d["light"] is True and not set(LIGHT_OMITS) & set(d)
+    assert d["light"] is True and not set(LIGHT_FIELDS) & set(d)
     assert PairSums.from_dict(d) == light0.merge(light1)
     assert "light" not in full0.to_dict() and PairSums.from_dict(full0.to_dict()) == full0
     with pytest.raises(ValueError, match="light"):

@@ -61,15 +61,19 @@ def stub(t: TensorProto, name: str | None = None) -> TensorProto:
 _CONSTANT_KEEP = (TensorProto.INT64, TensorProto.INT32, TensorProto.STRING)
 
 
-def _big_constant(n: onnx.NodeProto) -> TensorProto | None:
-    """The value of a Constant node that a skeleton with ``constants`` stubs (a big float or quantized
-    weight), else None."""
+def _constant_value(n: onnx.NodeProto) -> TensorProto | None:
+    """The tensor a Constant node outputs when it holds one in ``value``, else None."""
     if n.op_type != "Constant" or n.domain not in ("", "ai.onnx") or len(n.attribute) != 1 or len(n.output) != 1:
         return None
     a = n.attribute[0]
-    if a.name != "value" or a.type != onnx.AttributeProto.TENSOR or a.t.data_type in _CONSTANT_KEEP or not _is_large(a.t):
-        return None
-    return a.t
+    return a.t if a.name == "value" and a.type == onnx.AttributeProto.TENSOR else None
+
+
+def _big_constant(n: onnx.NodeProto) -> TensorProto | None:
+    """The value of a Constant node that a skeleton with ``constants`` stubs (a big float or quantized
+    weight), else None."""
+    t = _constant_value(n)
+    return t if t is not None and t.data_type not in _CONSTANT_KEEP and _is_large(t) else None
 
 
 def large_constants(model: onnx.ModelProto) -> dict[str, TensorProto]:
@@ -78,9 +82,7 @@ def large_constants(model: onnx.ModelProto) -> dict[str, TensorProto]:
 
 
 def _constant_stubs(model: onnx.ModelProto) -> dict[str, TensorProto]:
-    return {n.output[0]: n.attribute[0].t for n in model.graph.node
-            if n.op_type == "Constant" and len(n.attribute) == 1 and len(n.output) == 1
-            and n.attribute[0].type == onnx.AttributeProto.TENSOR and is_stub(n.attribute[0].t)}
+    return {n.output[0]: t for n in model.graph.node if (t := _constant_value(n)) is not None and is_stub(t)}
 
 
 def skeleton(model: onnx.ModelProto, constants: bool = False) -> onnx.ModelProto:

@@ -27,7 +27,6 @@ from onnxprobe.stats.moments import exact_sum
 SUMS = ("sum_abs", "dd", "aa", "bb", "ab")
 # what light sums hold for the fields they do not take (module doc): the merge identities
 LIGHT_FIELDS = {"b_absmax": 0.0, "excess": -math.inf, "max_rel": 0.0, "max_rel_sample": 0}
-LIGHT_OMITS = tuple(LIGHT_FIELDS)
 
 
 @dataclass
@@ -126,7 +125,7 @@ class PairSums:
         return out.as_introduced() if self.light else out
 
     def to_dict(self) -> dict:
-        """JSON-ready; light sums say ``"light": true`` and leave out what they do not take (``LIGHT_OMITS``)."""
+        """JSON-ready; light sums say ``"light": true`` and leave out what they do not take (``LIGHT_FIELDS``)."""
         d = {"samples": self.samples, "count": self.count, "mismatch": self.mismatch, "max_abs": _enc(self.max_abs),
              "worst": list(self.worst), "worst_shape": list(self.worst_shape), "b_absmax": _enc(self.b_absmax),
              "excess": _enc(self.excess), "max_rel": _enc(self.max_rel), "max_rel_sample": self.max_rel_sample,
@@ -134,7 +133,7 @@ class PairSums:
              "shape": None if self.shape is None else list(self.shape),
              "per_sample": [[s, _enc(x)] for s, x in self.per_sample.items()]}
         if self.light:
-            return {"light": True, **{k: v for k, v in d.items() if k not in LIGHT_OMITS}}
+            return {"light": True, **{k: v for k, v in d.items() if k not in LIGHT_FIELDS}}
         return d
 
     @classmethod
