@@ -88,4 +88,42 @@ app.command("merge-stats", short_help="Merge dataset statistics of several shard
 
 
 def run() -> None:
-    app()
+    """The console entry point (``onnxprobe``, ``python -m onnxprobe``): the app, then ``finish``."""
+    try:
+        app()
+    except SystemExit as e:
+        finish(e.code)
+    finish(0)
+
+
+def finish(code) -> None:
+    """End the process with ``code`` (what ``sys.exit`` takes), without tearing the interpreter down.
+
+    The teardown frees every module, object and onnxruntime session one by one: 0.15-0.3 s of a 1-2 s
+    command (measured: ``layers --all`` on PP-OCRv4 rec, whose probed session has 8,546 kernels), work
+    the operating system does at once. Nothing of onnxprobe's waits for it: files are closed where they
+    are written. What others registered to run at exit still runs (``atexit``: temporary folders kept
+    by the OpenVINO and TensorRT runners, Ray's shutdown), then stdout and stderr are flushed. With
+    ``ONNXPROBE_DEBUG=1``, or while a thread that is not a daemon still runs, the exit is the usual one.
+    """
+    import os
+    import threading
+
+    from onnxprobe.errors import debug_enabled
+
+    if isinstance(code, str):  # what sys.exit does with a message: print it, exit 1
+        print(code, file=sys.stderr)
+        code = 1
+    code = 0 if code is None else code
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if debug_enabled() or others or not isinstance(code, int):
+        sys.exit(code)
+    import atexit
+
+    atexit._run_exitfuncs()  # CPython's own exit runs these the same way (undocumented, present since 3.0)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`| head`) or stream: what is left cannot be written
+            code = code or 1
+    os._exit(code)

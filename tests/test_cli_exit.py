@@ -1,0 +1,100 @@
+"""How the ``onnxprobe`` process ends (``cli.main.finish``): at once, without the interpreter's teardown,
+yet with every byte of stdout and every file written, the exit codes of a normal exit, and what others
+registered with ``atexit`` (temporary folders, Ray's shutdown) run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CNN = REPO / "sample_models" / "cnn.onnx"
+
+
+def onnxprobe(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "onnxprobe", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})}, **kw)
+
+
+def script(tmp_path: Path, body: str, *argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``body`` and then the console entry point with ``argv``, in a process of its own."""
+    code = f"import sys\n{body}\nsys.argv = ['onnxprobe', *{list(argv)!r}]\nfrom onnxprobe.cli.main import run\nrun()\n"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, **(env or {})})
+
+
+def test_everything_written_arrives(tmp_path):
+    out = tmp_path / "r.json"
+    r = onnxprobe("layers", str(CNN), "--all", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "tensors" in r.stdout.strip().splitlines()[-1]  # the table's summary line, the last thing printed
+    assert len(json.loads(out.read_text())["tensors"]) == 9
+    r = onnxprobe("layers", str(CNN), "--all", "--json", "-")
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["tensors"]) == 9  # stdout in full, through a pipe
+
+
+def test_exit_codes_and_messages(tmp_path):
+    r = onnxprobe("layers", str(tmp_path / "missing.onnx"))
+    assert r.returncode == 1 and r.stderr.strip().count("\n") == 0 and "no such file" in r.stderr
+    r = onnxprobe("layers", "--bogus")
+    assert r.returncode == 2 and "--bogus" in r.stderr
+    r = onnxprobe("--version")
+    assert r.returncode == 0 and r.stdout.startswith("onnxprobe ")
+    assert onnxprobe().returncode == 2  # no command: the help, with click's usage code
+
+
+def test_teardown_is_skipped_but_atexit_runs(tmp_path):
+    """An object that lives to the end is not finalised (the quick exit: a normal exit would call its
+    __del__), while atexit handlers and a TemporaryDirectory kept alive (as the OpenVINO and TensorRT
+    runners keep theirs) still run and are removed."""
+    body = (
+        "import atexit, tempfile, pathlib\n"
+        "class Late:\n"
+        "    def __del__(self): pathlib.Path('teardown-ran').write_text('x')\n"
+        "late = Late()\n"
+        "atexit.register(lambda: pathlib.Path('atexit-ran').write_text('x'))\n"
+        "kept = tempfile.TemporaryDirectory(dir='.', prefix='kept-')\n"
+        "pathlib.Path('kept-name').write_text(kept.name)\n"
+    )
+    r = script(tmp_path, body, "layers", str(CNN))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "atexit-ran").exists()
+    assert not Path((tmp_path / "kept-name").read_text()).exists()
+    assert not (tmp_path / "teardown-ran").exists()
+    # ONNXPROBE_DEBUG=1 keeps the usual exit, teardown included
+    r = script(tmp_path, body, "layers", str(CNN), env={"ONNXPROBE_DEBUG": "1"})
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "teardown-ran").exists()
+
+
+def test_a_running_thread_is_waited_for(tmp_path):
+    body = ("import threading, time, pathlib\n"
+            "def late():\n    time.sleep(0.5); pathlib.Path('thread-done').write_text('x')\n"
+            "threading.Thread(target=late).start()\n")
+    r = script(tmp_path, body, "--version")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "thread-done").exists()
+
+
+@pytest.mark.parametrize("code, rc, err", [(None, 0, ""), (3, 3, ""), ("a message", 1, "a message")])
+def test_finish_takes_what_sys_exit_takes(tmp_path, code, rc, err):
+    r = subprocess.run([sys.executable, "-c", f"from onnxprobe.cli.main import finish\nprint('out')\nfinish({code!r})"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == rc and r.stdout == "out\n" and r.stderr.strip() == err
+
+
+def test_a_closed_pipe_is_a_quiet_failure():
+    """`onnxprobe layers ... | head -1`: what head does not read cannot be written; exit 1, no traceback."""
+    p = subprocess.Popen([sys.executable, "-m", "onnxprobe", "layers", str(CNN), "--all"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=300) in (0, 1)  # 0 when the whole table fitted the pipe before head closed it
+    assert "Traceback" not in err and "Exception ignored" not in err
