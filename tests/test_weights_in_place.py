@@ -195,3 +195,30 @@ def test_one_run_diff_of_constant_weight_models_hands_their_constants_over(tmp_p
     assert len(st) == 6 and set(st) <= set(fg.weights)
     assert one.in_graph == len(one.results) and all(r.introduced is not None for r in one.results if r.pair.a.op_type == "MatMul")
     assert_same_metrics(api.diff(tmp_path / "a.onnx", tmp_path / "b.onnx", fuse=False, **kw), one)
+
+
+@pytest.mark.parametrize("runtime", ["ort", "reference"])
+def test_one_cache_entry_serves_constant_weight_models_of_one_graph_each_with_its_own_values(tmp_path, monkeypatch, runtime):
+    """The cache key hashes a model's skeleton without its big Constant values (as without its big
+    initializers'), and entries keep them as stubs: a second model of the same graph with other
+    Constant weights reads the first one's entry (one rewrite for both), and its statistics are its own
+    (onnx.reference on that model is the oracle), for onnxruntime and for a runtime that takes whole models."""
+    import onnxprobe.runtime.runners.base as runner_base
+
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    calls, real = [], runner_base.expose
+    monkeypatch.setattr(runner_base, "expose", lambda *a, **k: calls.append(1) or real(*a, **k))
+    a, b = _const_mlp(tmp_path / "a.onnx", 2), _const_mlp(tmp_path / "b.onnx", 2, scale=3.0, seed=5)
+    x = np.random.default_rng(9).random((8, 256), dtype=np.float32)
+    kw = dict(config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}), runtime=runtime)
+    first = api.layers(a, api.Selection(all=True), **kw)
+    second = api.layers(b, api.Selection(all=True), **kw)
+    assert len(calls) == 1  # the second model's plan came from the first one's entry
+    for path, res in ((a, first), (b, second)):
+        want = _oracle(path, x)
+        for name in ["h0", "r0", "h1", "y"]:
+            st, v64 = res.stats[name], want[name].astype(np.float64)
+            np.testing.assert_allclose([st.min, st.max, st.mean, st.std], [v64.min(), v64.max(), v64.mean(), v64.std()],
+                                       rtol=1e-4, atol=1e-6)
+    assert abs(second.stats["h1"].std / first.stats["h1"].std - 9.0) < 0.5  # b's weights, 3x a's, in both layers
