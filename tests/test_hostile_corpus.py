@@ -23,14 +23,16 @@ from onnxprobe.cli.main import app
 runner = CliRunner()
 RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
 PEAK = """
-import sys
+import atexit, sys
 from onnxprobe.cli.main import run
-try:
-    sys.argv = ["onnxprobe"] + sys.argv[1:]
-    run()
-finally:
+
+def peak():  # at exit: the console entry point ends the process once atexit handlers ran (cli.main.finish)
     hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1]
     print("PEAK_KB", hwm, file=sys.stderr)
+
+atexit.register(peak)
+sys.argv = ["onnxprobe"] + sys.argv[1:]
+run()
 """
 
 
