@@ -294,3 +294,30 @@ def test_columns_env_that_is_not_a_number(monkeypatch):
     for value, want in (("abc", 120), ("", 120), ("5", 20), ("90", 90), ("99999999999", 120)):
         monkeypatch.setenv("COLUMNS", value)
         assert env_width() == want, value
+
+
+@pytest.mark.parametrize("color", [None, "truecolor"])
+def test_laid_out_lines_print_as_rich_would(color):
+    """SafeConsole.print_lines (every table's way out) writes plain lines itself: byte for byte what Rich
+    prints for the same lines, including lines over the width (cropped), wide characters, and control
+    characters (escaped); in colour, Rich prints them all."""
+    from onnxprobe.report.console import Lines, SafeConsole
+
+    lines = [("#  name      op", "bold"), ("0  conv_out  Conv", None), ("1  " + "x" * 60, None),
+             ("2  名前名前名前名前名前名前名前名前名前名前", "red"), ("3  esc\x1b[31m here", None), ("", None)]
+
+    def out(how) -> str:
+        buf = io.StringIO()
+        c = SafeConsole(file=buf, width=40, soft_wrap=False, color_system=color, force_terminal=color is not None)
+        how(c)
+        return buf.getvalue()
+
+    want = out(lambda c: c.print(Lines(lines)))
+    got = out(lambda c: c.print_lines(lines))
+    assert got == want
+    assert "\\x1b[31m here" in got  # the model's ESC shows as text, in colour too
+    if color is None:
+        assert "\x1b" not in got
+        assert got.splitlines()[2] == "1  " + "x" * 37  # cropped at the width, as Rich does
+    # the old way, a line at a time through Rich, agrees too
+    assert out(lambda c: [c.print(Lines([ln])) for ln in lines]) == want

@@ -10,7 +10,7 @@ from typing import Callable, Iterable
 
 from onnxprobe.report import io as report_io
 from onnxprobe.report.console import stdout_console
-from onnxprobe.report.table import present
+from onnxprobe.report.table import Table, present
 from onnxprobe.text import one_line
 
 
@@ -70,6 +70,8 @@ def show(renderables: Iterable, view=None) -> None:
         if isinstance(r, str):  # csv, markdown, json: written as they are
             sys.stdout.write(r)
             sys.stdout.flush()
+        elif isinstance(r, Table):
+            console.print_lines(r.lines(console.width))
         else:
             console.print(r)
 

@@ -35,6 +35,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from onnxprobe.errors import UsageError
+from onnxprobe.report.console import Lines
 from onnxprobe.report.names import shorten_names
 from onnxprobe.text import clean
 
@@ -236,8 +237,7 @@ class Table:
         return out
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        for line, style in self.lines(options.max_width):
-            yield Text(line, style=style or "", no_wrap=True, overflow="ignore")
+        yield Lines(self.lines(options.max_width))
 
 
 def _wrap(text: str, width: int) -> list[str]:
