@@ -84,6 +84,21 @@ def test_every_cell_is_shown_at_every_width(width):
         assert f"blocks.{r.values[0]}/" in text  # the layer index of every row is shown
 
 
+@pytest.mark.parametrize("width", [24, 30, 40, 50])
+def test_a_value_longer_than_the_line_is_wrapped_not_cut(width):
+    """A record's value too long for a line of its own (inspect's symbolic shapes at 50 columns) is
+    wrapped at its spaces: every word shows, no line is over the width."""
+    shape = "p2o.DynamicDimension.0 x 3 x ? x p2o.DynamicDimension.1"
+    t = Table([Column("role", "role", head=True), Column("name", "name", name=True), Column("shape", "shape")])
+    t.add_row(["input", "x", shape])
+    lines = [ln for ln, _ in t.lines(width)]
+    assert all(len(ln) <= width for ln in lines), lines
+    assert shape.replace(" ", "") in "".join(ln.replace(" ", "") for ln in lines)  # no character lost
+    if width >= 30:  # room for its longest word: broken at spaces only
+        assert all(w in ln.split() for w in ("p2o.DynamicDimension.0", "p2o.DynamicDimension.1")
+                   for ln in lines if w in ln)
+
+
 def test_a_layout_whose_names_would_clash_is_not_used():
     """At a width where the names of a column would read alike, the rows take more lines instead."""
     cols = [Column("index", "#", "right"), Column("name", "name", name=True)] + [Column(f"v{k}", f"v{k}", "right") for k in range(6)]

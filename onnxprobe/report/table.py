@@ -288,6 +288,13 @@ def _flow(items: list[str], width: int, indent: str) -> list[str]:
     lines: list[str] = []
     line = ""
     for item in items:
+        if len(indent) + len(item) > width:  # too long for a line of its own: wrapped, then indented once more
+            if line:
+                lines.append(indent + line)
+                line = ""
+            chunks = _wrap(item, max(width - 2 * len(indent), 1))
+            lines += [indent + chunks[0]] + [indent * 2 + c for c in chunks[1:]]
+            continue
         if line and len(indent) + len(line) + GAP + len(item) > width:
             lines.append(indent + line)
             line = ""
