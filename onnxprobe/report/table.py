@@ -32,7 +32,6 @@ import textwrap
 from dataclasses import dataclass
 
 from rich.console import Console, ConsoleOptions, RenderResult
-from rich.text import Text
 
 from onnxprobe.errors import UsageError
 from onnxprobe.report.console import Lines
