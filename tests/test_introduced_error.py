@@ -179,3 +179,47 @@ def test_pairs_whose_squares_underflow_in_float32_are_measured_on_the_host(tmp_p
         assert m1.max_abs > 0 and math.isfinite(m1.sqnr_db), r1.pair.a.name
         assert m2.sqnr_db == pytest.approx(m1.sqnr_db, abs=1e-6) and m2.rmse == pytest.approx(m1.rmse, rel=1e-6)
         assert m2.cosine == pytest.approx(m1.cosine, abs=1e-9) and r2.passed == r1.passed is False
+
+
+def _runtime_reshapes(path, pairs: int, scale: float = 1.0) -> str:
+    """``pairs`` chains x -> Reshape(x, shape) -> Mul, where ``shape`` is a graph input of unknown length:
+    no shape inference can tell the rank or size of a Reshape's output (as a dynamic export's attention
+    reshapes to sizes computed at run time)."""
+    nodes, prev = [], "x"
+    w = numpy_helper.from_array(np.array(scale, np.float32), "w")
+    for i in range(pairs):
+        nodes += [helper.make_node("Reshape", [prev, "shape"], [f"r{i}"], name=f"reshape{i}"),
+                  helper.make_node("Mul", [f"r{i}", "w"], [f"m{i}"], name=f"mul{i}"),
+                  helper.make_node("Reshape", [f"m{i}", "back"], [f"y{i}"], name=f"back{i}")]
+        prev = f"y{i}"
+    g = helper.make_graph(nodes, "runtime_reshapes",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64]),
+                           helper.make_tensor_value_info("shape", TensorProto.INT64, ["n"]),
+                           helper.make_tensor_value_info("back", TensorProto.INT64, [2])],
+                          [helper.make_tensor_value_info(prev, TensorProto.FLOAT, None)], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def test_many_pairs_of_unknown_shape_are_measured_in_the_one_run(tmp_path, monkeypatch):
+    """Pairs that no row can measure (no known rank) come out of diff's one run raw, within the budget for
+    them (runners.base.SMALL_ON_HOST, counted at its per-tensor size); 120 such pairs (360 tensors with B's
+    recomputed ones) fit, so no second run of either whole model is made, and every pair has its metrics
+    and its introduced error, as separate runs measure them."""
+    import onnxprobe.runtime.runners.ort as ort_runner
+    from test_diff import assert_same_metrics
+
+    a, b = _runtime_reshapes(tmp_path / "a.onnx", 60, 1.001), _runtime_reshapes(tmp_path / "b.onnx", 60)
+    x = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32)
+    inputs = api.InputSpec(arrays={"x": x, "shape": np.array([16, 16, 16], np.int64), "back": np.array([64, 64], np.int64)})
+    kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu", cache=False), inputs=inputs)
+    sessions, real = [], ort_runner.create_session
+    monkeypatch.setattr(ort_runner, "create_session", lambda *s, **k: sessions.append(1) or real(*s, **k))
+    one = api.diff(a, b, fuse=True, **kw)
+    assert len(sessions) == 1, f"{len(sessions)} sessions: pairs of unknown shape were measured in runs of their own"
+    assert one.in_graph == len(one.results)
+    muls = [r for r in one.results if r.pair.a.op_type == "Mul"]
+    assert len(muls) == 60 and all(r.introduced is not None and r.metrics is not None for r in muls)
+    assert_same_metrics(api.diff(a, b, fuse=False, **kw), one)
