@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from onnxprobe.graph.model import Model
-from onnxprobe.graph.skeleton import stub_weights
 from onnxprobe.runtime.profile import Profile, profile
 from onnxprobe.types import ProbeResult, RunConfig
 
@@ -55,8 +54,8 @@ def profile_layers(model: Model, result: ProbeResult, feed: dict[str, np.ndarray
     own = [o.name for o in model.proto.graph.output]
     plain = profile(model.proto, feed, own, device=device, opt_level=level, runs=runs)
     probe_outputs = [o.name for o in result.plan.model.graph.output]
-    weights = stub_weights(result.plan.model, result.plan.weights_from) if result.plan.weights_from is not None else None
-    probed = profile(result.plan.model, feed, probe_outputs, device=device, opt_level=level, runs=runs, weights=weights)
+    probed = profile(result.plan.model, feed, probe_outputs, device=device, opt_level=level, runs=runs,
+                     weights=result.plan.weights)
     out = LayersProfile(plain, probed)
     mine, theirs = probed.of_tensor(), plain.of_tensor()
     for ref, _ in result.rows():

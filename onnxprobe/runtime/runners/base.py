@@ -206,7 +206,8 @@ class GraphRunner(Runner):
                                        known=known, **kw)
             if disk:
                 plan_cache.store(disk, rewritten, probes, warnings)
-        plan = ProbePlan(rewritten, probes, self.label, warnings, base=model, weights_from=model if lean else None)
+        plan = ProbePlan(rewritten, probes, self.label, warnings, base=model, weights_from=model if lean else None,
+                         weights=stub_weights(rewritten, model) if lean else None)
         if key is not None:
             self._plans[key] = plan
             while len(self._plans) > self.max_plans:
@@ -215,8 +216,8 @@ class GraphRunner(Runner):
 
     def _execute_plan(self, plan: ProbePlan, feeds: dict, outputs: list[str], **kw) -> tuple[dict, float]:
         """``execute`` on a plan's model, with its weights apart when the plan is a skeleton."""
-        if plan.weights_from is not None:
-            kw["weights"] = stub_weights(plan.model, plan.weights_from)
+        if plan.weights is not None:
+            kw["weights"] = plan.weights
         return self.execute(plan.model, feeds, outputs, **kw)
 
     def probe(self, refs: list[TensorRef], feeds: dict[str, np.ndarray], *, stats: bool = True, shapes: bool = True,
@@ -261,7 +262,8 @@ class GraphRunner(Runner):
         if order is not None:
             rank = {n: k for k, n in enumerate(order)}
             probes.sort(key=lambda p: rank.get(p.ref.name, len(rank)))
-        view = ProbePlan(plan.model, probes, plan.source, list(plan.warnings), base=base, weights_from=plan.weights_from)
+        view = ProbePlan(plan.model, probes, plan.source, list(plan.warnings), base=base, weights_from=plan.weights_from,
+                         weights=plan.weights)
         info = RunInfo(device=self.device, providers=self.providers(), opt_level=self.config.opt_level,
                        session_seconds=self.session_seconds(), run_seconds=seconds, runtime=self.kind)
         return ProbeResult(view, info, st, shp, arrays, {n: out[n] for n in own if n in out and outputs},
