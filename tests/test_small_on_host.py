@@ -107,3 +107,62 @@ def test_float_of_unknown_rank_takes_the_float64_row(name, tmp_path, monkeypatch
                      api.InputSpec(arrays={"x": x, "s": np.array([1, x.size], np.int64)}))
     check(res.stats["t"], oracle(x), name)
     assert res.shapes["t"] == (1, x.size)
+
+
+def shape_chain(opset: int, extra: list | None = None) -> onnx.ModelProto:
+    """t = Reshape(a, Concat(Slice(Shape(a), 0, 2), [-1])): [n, 6, 1, 8] -> [n, 6, 8], the shape computation
+    an exporter writes (PaddlePaddle's flatten). Before opset 14 onnx's inference propagates no values
+    through Slice-11 and Concat-11, so it cannot tell t's shape."""
+    c = (lambda name, v: helper.make_node("Constant", [], [name], name=f"c_{name}", value=onnx.numpy_helper.from_array(np.array(v, np.int64), name)))
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"), helper.make_node("Shape", ["a"], ["sh"], name="shape"),
+             c("zero", [0]), c("two", [2]), c("minus1", [-1]),
+             helper.make_node("Slice", ["sh", "zero", "two"], ["lead"], name="slice"),
+             helper.make_node("Concat", ["lead", "minus1"], ["target"], name="concat", axis=0),
+             helper.make_node("Reshape", ["a", "target"], ["t"], name="flatten"),
+             helper.make_node("Identity", ["t"], ["y"], name="out"), *(extra or [])]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 6, 1, 8])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=opset, ir=7)
+
+
+@pytest.mark.parametrize("opset", [11, 12, 13])
+def test_old_opset_shape_chains_are_read_through_the_version_converter(opset, tmp_path):
+    from onnx import shape_inference
+
+    from onnxprobe.graph.shapes import concrete_shapes, static_shape, value_types, with_input_shapes
+
+    m = shape_chain(opset)
+    own = value_types(shape_inference.infer_shapes(with_input_shapes(m, {"x": (3, 6, 1, 8)}), data_prop=True))
+    assert static_shape(own.get("t")) in (None, (None, None, None))  # what the model's own opset tells: nothing
+    assert concrete_shapes(m, {"x": (3, 6, 1, 8)})["t"] == (3, 6, 8)
+    refs = [r for r in api.select(api.Model.of(m, "m").proto, api.Selection(names=("t",))) if r.kind == "node"]
+    _, host = base_runner.planned_shapes(api.Model.of(m, "m").proto, refs, {"x": (3, 6, 1, 8)}, *base_runner.SMALL_ON_HOST)
+    assert host == {"t"}
+    x = DISTRIBUTIONS["large_offset"].astype(np.float32)[:144].reshape(3, 6, 1, 8)
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p)
+    res = api.layers(p, api.Selection(names=("t",)), api.RunConfig(device="cpu", cache=False), api.InputSpec(arrays={"x": x}))
+    (probe,) = [q for q in res.plan.probes if q.ref.name == "t"]
+    assert probe.stats_on_host
+    check(res.stats["t"], oracle(np.maximum(x, 0).reshape(3, 6, 8)), "large_offset", rel=1e-9)
+    assert res.shapes["t"] == (3, 6, 8)
+
+
+def test_a_model_the_version_converter_cannot_read_keeps_what_inference_told(monkeypatch):
+    from onnx import version_converter
+
+    from onnxprobe.graph.shapes import concrete_shapes
+
+    def refuse(model, opset):
+        raise RuntimeError("no adapter")  # what the converter raises for an op it has no adapter for
+
+    monkeypatch.setattr(version_converter, "convert_version", refuse)
+    shapes = concrete_shapes(shape_chain(12), {"x": (3, 6, 1, 8)})
+    assert shapes["a"] == (3, 6, 1, 8) and "t" not in shapes
+
+
+def test_a_custom_domain_op_does_not_stop_the_converter():
+    from onnxprobe.graph.shapes import concrete_shapes
+
+    m = shape_chain(12, [helper.make_node("Frobnicate", ["y"], ["z"], name="custom", domain="com.example")])
+    m.opset_import.append(helper.make_opsetid("com.example", 1))
+    assert concrete_shapes(m, {"x": (3, 6, 1, 8)})["t"] == (3, 6, 8)

@@ -132,12 +132,35 @@ def concrete_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) 
     """The shape of each main-graph tensor for these input shapes, where inference can tell.
 
     onnx's inference only: onnxruntime's symbolic shape inference resolves more of an exported
-    transformer (Slice, Expand, Range chains) but imports sympy, 2-4 s, more than it would save."""
+    transformer (Slice, Expand, Range chains) but imports sympy, 2-4 s, more than it would save. onnx
+    propagates the values of shape computations (Shape -> Slice -> Concat -> Reshape) only through the
+    op versions of opset 14 and later (Slice-13, Concat-13, Unsqueeze-13, Add-14...; older versions have
+    no data-propagation function): a model of an older opset whose shapes stop at such a chain is read
+    again converted to opset 14 by onnx's version converter, which fills the gaps (measured on PP-OCRv4
+    rec, opset 12: 720 -> 875 of 875 tensors, +12 ms); what the model's own opset inferred is kept."""
+    from onnxprobe.graph.builder import default_opset
     from onnxprobe.graph.skeleton import skeleton
 
-    types = value_types(infer_shapes(with_input_shapes(skeleton(model, constants=True), shapes), []))
+    sk = with_input_shapes(skeleton(model, constants=True), shapes)
+    out = _concrete(infer_shapes(sk, []))
+    if default_opset(model) < DATA_PROP_OPSET and any(o not in out for n in model.graph.node for o in n.output if o):
+        from onnx import version_converter
+
+        try:
+            newer = version_converter.convert_version(sk, DATA_PROP_OPSET)
+        except Exception:  # noqa: BLE001 - an op without an adapter, a custom domain...: the gaps stay
+            return out
+        for name, s in _concrete(infer_shapes(newer, [])).items():
+            out.setdefault(name, s)
+    return out
+
+
+DATA_PROP_OPSET = 14  # the first opset whose shape-computation ops all propagate values in onnx's inference
+
+
+def _concrete(inferred: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     out = {}
-    for name, t in types.items():
+    for name, t in value_types(inferred).items():
         s = static_shape(t)
         if s is not None and all(isinstance(d, int) for d in s):
             out[name] = tuple(s)
