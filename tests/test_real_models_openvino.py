@@ -86,4 +86,7 @@ def test_diff_vs_openvino_on_a_real_model(rel):
     res.results[:] = floats  # the QDQ probes are dequantizations onnxprobe adds: the oracle reads the file as it is
     feeds = api.feeds(api.load(path), spec).values
     assert check_sqnr_agrees(res, path, feeds) == len(floats)
-    assert res.verdict()[0] == "pass", (res.verdict(), res.criterion)
+    if res.verdict()[0] != "pass":  # only where OpenVINO computes in bf16 (its default on a CPU with AVX512-BF16
+        # or AMX) may a deep model's output fall below the criterion, which then says so
+        assert res.b.runner.precision != "f32" and f"computes in {res.b.runner.precision}" in res.criterion, \
+            (res.verdict(), res.criterion)
