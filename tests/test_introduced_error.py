@@ -223,3 +223,71 @@ def test_many_pairs_of_unknown_shape_are_measured_in_the_one_run(tmp_path, monke
     muls = [r for r in one.results if r.pair.a.op_type == "Mul"]
     assert len(muls) == 60 and all(r.introduced is not None and r.metrics is not None for r in muls)
     assert_same_metrics(api.diff(a, b, fuse=False, **kw), one)
+
+
+def _old_opset_flatten(path, scale: float) -> str:
+    """x [4, 64, 1, 512] -> Mul -> a -> Reshape(a, Concat(Slice(Shape(a), 0, 2), [-1])) -> t [4, 64, 512] -> Mul -> y,
+    at opset 12: onnx's inference propagates no values through Slice-11 and Concat-11, so only the version
+    converter's reading (graph.shapes.concrete_shapes) tells t's rank; t (512 KiB) is too big to leave the
+    run raw."""
+    c = (lambda name, v: helper.make_node("Constant", [], [name], name=f"c_{name}", value=numpy_helper.from_array(np.array(v, np.int64), name)))
+    nodes = [helper.make_node("Mul", ["x", "w"], ["a"], name="scale"), helper.make_node("Shape", ["a"], ["sh"], name="shape"),
+             c("zero", [0]), c("two", [2]), c("minus1", [-1]),
+             helper.make_node("Slice", ["sh", "zero", "two"], ["lead"], name="slice"),
+             helper.make_node("Concat", ["lead", "minus1"], ["target"], name="concat", axis=0),
+             helper.make_node("Reshape", ["a", "target"], ["t"], name="flatten"),
+             helper.make_node("Mul", ["t", "w"], ["y"], name="out")]
+    g = helper.make_graph(nodes, "flatten", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64, 1, 512])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(np.array(scale, np.float32), "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 12)])
+    m.ir_version = 7
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def test_pairs_whose_rank_only_the_version_converter_tells_get_rows_in_the_one_run(tmp_path, monkeypatch):
+    import onnxprobe.runtime.runners.ort as ort_runner
+    from test_diff import assert_same_metrics
+
+    a, b = _old_opset_flatten(tmp_path / "a.onnx", 1.001), _old_opset_flatten(tmp_path / "b.onnx", 1.0)
+    x = np.random.default_rng(5).standard_normal((4, 64, 1, 512)).astype(np.float32)
+    kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu", cache=False), inputs=api.InputSpec(arrays={"x": x}))
+    sessions, real = [], ort_runner.create_session
+    monkeypatch.setattr(ort_runner, "create_session", lambda *s, **k: sessions.append(1) or real(*s, **k))
+    one = api.diff(a, b, fuse=True, **kw)
+    assert len(sessions) == 1, f"{len(sessions)} sessions: a pair the one run could measure took runs of its own"
+    assert one.in_graph == len(one.results) and {"t", "y"} <= {r.pair.a.name for r in one.results}
+    assert_same_metrics(api.diff(a, b, fuse=False, **kw), one)
+
+
+def test_the_raw_budget_goes_first_to_pairs_no_row_can_measure(tmp_path, monkeypatch):
+    """Small pairs of known shape come first in the report, pairs of unknown rank after them: the budget for
+    pairs taken raw out of the one run goes to the latter first (a row can measure the former), so a budget
+    with room for both unknown pairs and one small one keeps everything in one run."""
+    import onnxprobe.runtime.runners.ort as ort_runner
+
+    def model(path, scale):
+        nodes = [helper.make_node("Relu", ["x"], ["p0"], name="relu0"), helper.make_node("Relu", ["p0"], ["p1"], name="relu1"),
+                 helper.make_node("Mul", ["p1", "w"], ["p2"], name="mul0"),
+                 helper.make_node("Reshape", ["p2", "shape"], ["r0"], name="reshape"),
+                 helper.make_node("Mul", ["r0", "w"], ["m0"], name="mul1"), helper.make_node("Reshape", ["m0", "back"], ["y"], name="back")]
+        g = helper.make_graph(nodes, "mixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64]),
+                                               helper.make_tensor_value_info("shape", TensorProto.INT64, ["n"]),
+                                               helper.make_tensor_value_info("back", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [numpy_helper.from_array(np.array(scale, np.float32), "w")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.save(m, str(path))
+        return str(path)
+
+    each = 64 * 1024  # unknown pairs count 2 x each, and each more for B's recomputed tensor
+    monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (each, 7 * each))
+    a, b = model(tmp_path / "a.onnx", 1.001), model(tmp_path / "b.onnx", 1.0)
+    inputs = api.InputSpec(arrays={"x": np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32),
+                                   "shape": np.array([16, 256], np.int64), "back": np.array([64, 64], np.int64)})
+    sessions, real = [], ort_runner.create_session
+    monkeypatch.setattr(ort_runner, "create_session", lambda *s, **k: sessions.append(1) or real(*s, **k))
+    one = api.diff(a, b, fuse=True, selection=api.Selection(all=True), config=api.RunConfig(device="cpu", cache=False), inputs=inputs)
+    assert {"r0", "m0"} <= {r.pair.a.name for r in one.results}
+    assert len(sessions) == 1 and one.in_graph == len(one.results), (len(sessions), one.in_graph, len(one.results))

@@ -27,7 +27,7 @@ from onnxprobe.graph.builder import all_names, default_opset, interleave
 from onnxprobe.graph.merge import PREFIX as PREFIX_B
 from onnxprobe.graph.merge import PREFIX_A, NotMergeable, side_by_side
 from onnxprobe.graph.pair_nodes import MAXIMA, PAIR_ROW, SUMS, PairBuilder
-from onnxprobe.graph.shapes import concrete_sizes, infer_shapes, static_shape, value_types
+from onnxprobe.graph.shapes import concrete_shapes, concrete_sizes, infer_shapes, static_shape, value_types
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stubs
 from onnxprobe.match.engine import Pair
 from onnxprobe.runtime import plan_cache
@@ -94,7 +94,9 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     g = merged.graph
     types = value_types(infer_shapes(merged))  # the tensors onnxprobe added (dequantizations) may lack value_info
     each, total = base_runner.SMALL_ON_HOST
-    sizes = concrete_sizes(merged, input_shapes) if input_shapes is not None and total else {}
+    # for these input shapes: what no value_info tells (an old opset's shape computations, ``concrete_shapes``)
+    concrete = concrete_shapes(merged, input_shapes) if input_shapes is not None else {}
+    sizes = concrete_sizes(merged, input_shapes, concrete) if total else {}
     used = 0
     raw: dict[int, list[str]] = {}
     names = all_names(merged)
@@ -121,10 +123,17 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
         return [_named(g, t, f"{name}.{tag}")
                 for t, tag in zip(pb.pair_row(x, y, tuple(shape), rtol, base, light), ("max", "arg", "sum"))]
 
-    for k, p in enumerate(report):
+    def planned(k: int) -> tuple:
+        p = report[k]
         x, y = aname.get(p.a.probe, p.a.probe), bname.get(p.b.probe, p.b.probe)
-        shape = static_shape(types.get(x)) or static_shape(types.get(y))  # of one rank: either tells the axes
-        rowable = _float32(types.get(x)) and _float32(types.get(y)) and shape is not None
+        # of one rank: either tells the axes; else the rank they have for these input shapes (the graph is
+        # built for them: a run of another rank fails it, and the pairs are measured in separate runs)
+        shape = static_shape(types.get(x)) or static_shape(types.get(y)) or concrete.get(x) or concrete.get(y)
+        return p, x, y, shape, _float32(types.get(x)) and _float32(types.get(y)) and shape is not None
+
+    # the pairs no row can take have the raw budget first: it is their only way through the one run, where
+    # a small pair a row could measure only saves its row's nodes
+    for k, (p, x, y, shape, rowable) in sorted(((k, planned(k)) for k in range(len(report))), key=lambda e: e[1][4]):
         sx, sy = sizes.get(x), sizes.get(y)
         # small, or of a size nobody can tell and no row for it (integers, masks): the host path would
         # fetch it whole anyway, in runs of its own; here it comes out of the one run

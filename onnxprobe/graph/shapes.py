@@ -178,11 +178,13 @@ def shape_bytes(t: onnx.TypeProto | None, shape: tuple[int, ...]) -> int | None:
     return int(np.prod(shape, dtype=np.int64)) * item
 
 
-def concrete_sizes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
+def concrete_sizes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]],
+                   concrete: dict[str, tuple[int, ...]] | None = None) -> dict[str, int]:
     """Bytes of each main-graph tensor for these input shapes, where inference can tell (for budgets; an
-    element type numpy lacks counts 4 bytes an element)."""
+    element type numpy lacks counts 4 bytes an element). ``concrete``: ``concrete_shapes``'s answer, when
+    the caller has it already."""
     import numpy as np
 
     types = value_types(model)
     return {name: n if (n := shape_bytes(types.get(name), s)) is not None else int(np.prod(s)) * 4
-            for name, s in concrete_shapes(model, shapes).items()}
+            for name, s in (concrete if concrete is not None else concrete_shapes(model, shapes)).items()}
