@@ -68,3 +68,44 @@ def test_given_arrays_name_the_symbolic_dims():
 def test_errors(kwargs, needle):
     with pytest.raises(UsageError, match=needle):
         make_feeds(two_input_model(), **kwargs)
+
+
+def typed_inputs_model():
+    """One scalar input of each kind a literal can be given for: int64, uint8, float16, bool, float32."""
+    kinds = {"i64": TensorProto.INT64, "u8": TensorProto.UINT8, "f16": TensorProto.FLOAT16, "flag": TensorProto.BOOL,
+             "f32": TensorProto.FLOAT}
+    nodes = [helper.make_node("Identity", [n], [f"{n}_out"], name=f"id_{n}") for n in kinds]
+    return make_model(nodes, [helper.make_tensor_value_info(n, t, ["k"]) for n, t in kinds.items()],
+                      [helper.make_tensor_value_info(f"{n}_out", t, ["k"]) for n, t in kinds.items()])
+
+
+@pytest.mark.parametrize("name, text, want", [
+    ("i64", "[-2, 2.0, 9007199254740993]", np.array([-2, 2, 9007199254740993], np.int64)),  # exact beyond 2**53
+    ("u8", "[0, 255]", np.array([0, 255], np.uint8)),
+    ("f16", "[0.1, 65504]", np.array([0.1, 65504], np.float16)),
+    ("flag", "[true, false, 1, 0]", np.array([True, False, True, False])),
+    ("f32", "[1, -0.5]", np.array([1, -0.5], np.float32)),
+])
+def test_literals_take_the_inputs_dtype_where_that_keeps_their_value(name, text, want):
+    got = make_feeds(typed_inputs_model(), files={name: text})[name]
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("name, text, needle", [
+    ("i64", "2.9", "2.9 is not an integer"),
+    ("i64", "[1, -2.5]", "-2.5 is not an integer"),
+    ("i64", "true", "true is not a number"),
+    ("i64", "1e30", "out of range"),
+    ("i64", "99999999999999999999999", "out of range"),  # beyond int64: not a 'ragged list'
+    ("u8", "[300, 1]", "300 is out of range \\(0..255\\)"),
+    ("u8", "-1", "-1 is out of range"),
+    ("f16", "70000", "beyond its largest value"),
+    ("flag", "2", "2 is not true, false, 0 or 1"),
+    ("flag", "0.5", "not true, false, 0 or 1"),
+    ("f32", "[[1, 2], [3]]", "rectangular"),
+    ("f32", '["a"]', "only numbers"),
+])
+def test_literals_the_cast_would_change_are_refused(name, text, needle):
+    with pytest.raises(UsageError, match=needle) as e:
+        make_feeds(typed_inputs_model(), files={name: text})
+    assert "\n" not in str(e.value)

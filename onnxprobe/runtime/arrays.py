@@ -119,20 +119,71 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
 
 
 def literal(text: str) -> np.ndarray | None:
-    """``16000``, ``0.5``, ``[1, 2, 3]``, ``true``: a value given on the command line instead of a file;
-    None when ``text`` is not one (it is then a file name)."""
+    """``16000``, ``0.5``, ``[1, 2, 3]``, ``true``: a value given on the command line instead of a file, as
+    an object array of the very numbers typed (Python bools, ints of any size, floats: ``literal_as`` casts
+    them, refusing what the cast would change); None when ``text`` is not one (it is then a file name)."""
     if Path(text).exists():
         return None
     try:
         v = json.loads(text)
     except ValueError:
         return None
-    if isinstance(v, (bool, int, float, list)):
-        try:
-            a = np.array(v)
-        except ValueError:
-            a = None  # ragged nested lists
-        if a is None or a.dtype == object:
-            raise UsageError(f"value {clean(text)!r}: nested lists must be rectangular (all rows of the same length)")
-        return a
-    return None
+    if not isinstance(v, (bool, int, float, list)):
+        return None
+    shape = _rectangular(v)
+    if shape is None:
+        raise UsageError(f"value {clean(text)!r}: nested lists must be rectangular (all rows of the same length)")
+    flat = list(_leaves(v))
+    if not all(isinstance(x, (bool, int, float)) for x in flat):
+        raise UsageError(f"value {clean(text)!r}: only numbers, true and false can be given")
+    out = np.empty(len(flat), dtype=object)
+    out[:] = flat
+    return out.reshape(shape)
+
+
+def _rectangular(v) -> tuple[int, ...] | None:
+    """The shape of nested lists whose rows at each depth all have one length; None when ragged."""
+    if not isinstance(v, list):
+        return ()
+    subs = [_rectangular(x) for x in v]
+    if any(s is None for s in subs) or len(set(subs)) > 1:
+        return None
+    return (len(v), *(subs[0] if subs else ()))
+
+
+def _leaves(v):
+    if isinstance(v, list):
+        for x in v:
+            yield from _leaves(x)
+    else:
+        yield v
+
+
+def literal_as(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """A literal (``literal``) in ``dtype``, the model input's, refused with one line where the cast would
+    change what was typed: a fraction, or a number out of range, for an integer input; a number beyond a
+    float type's range; anything but true, false, 0 or 1 for a bool input; true or false for a number."""
+    dtype = np.dtype(dtype)
+    kind = dtype.kind
+
+    def refuse(why: str):
+        return UsageError(f"{why} (the input's dtype is {dtype})")
+
+    for x in value.flat:
+        if kind == "b":
+            if x not in (0, 1) or isinstance(x, float):
+                raise refuse(f"{x!r} is not true, false, 0 or 1")
+        elif isinstance(x, bool):
+            raise refuse(f"{str(x).lower()} is not a number")
+        elif kind in "iu":
+            if isinstance(x, float) and not x.is_integer():
+                raise refuse(f"{x!r} is not an integer")
+            info = np.iinfo(dtype)
+            if not (info.min <= int(x) <= info.max):
+                raise refuse(f"{x!r} is out of range ({info.min}..{info.max})")
+        elif kind in "fc":
+            if abs(x) > float(np.finfo(dtype).max):
+                raise refuse(f"{x!r} is beyond its largest value ({float(np.finfo(dtype).max):.4g})")
+    if kind in "iu":
+        return np.array([int(x) for x in value.flat], dtype=dtype).reshape(value.shape)
+    return np.array([x for x in value.flat], dtype=dtype).reshape(value.shape)

@@ -17,7 +17,7 @@ import onnx
 
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.shapes import static_shape
-from onnxprobe.runtime.arrays import check_fits, literal, read_array
+from onnxprobe.runtime.arrays import check_fits, literal, literal_as, read_array
 from onnxprobe.text import clean
 from onnxprobe.types import InputSpec
 
@@ -207,11 +207,11 @@ def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np
         if name in given:
             raise UsageError(f"input {clean(name)}: given both by --inputs and by --input; give it once")
         value = literal(path)
-        if value is not None:  # NAME=VALUE: a literal takes the model's dtype
+        if value is not None:  # NAME=VALUE: a literal takes the model's dtype, where that keeps its value
             try:
-                given[name] = (value.astype(by_name[name].dtype), f"value {path}")
-            except (TypeError, ValueError, OverflowError) as e:
-                raise UsageError(f"--input {clean(name)}={clean(path)}: not a value of dtype {by_name[name].dtype} ({e})") from None
+                given[name] = (literal_as(value, by_name[name].dtype), f"value {path}")
+            except UsageError as e:
+                raise UsageError(f"--input {clean(name)}={clean(path)}: {e}") from None
         else:
             given[name] = (read_array(path), path)
     return given
