@@ -173,6 +173,41 @@ def test_vs_reference_runs_on_every_sample_model(name):
     assert d["pairs"] and d["outputs_passed"] and d["first_failure"] is None
 
 
+def _conv_bn(opset: int) -> onnx.ModelProto:
+    """Conv -> BatchNormalization (momentum set, as exporters write it) -> Relu, with running statistics far
+    from the batch's own: inference and training mode differ by orders of magnitude."""
+    rng = np.random.default_rng(7)
+    init = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+            numpy_helper.from_array(rng.random(4).astype(np.float32) + 0.5, "scale"),
+            numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "bias"),
+            numpy_helper.from_array(rng.standard_normal(4).astype(np.float32) * 3, "mean"),
+            numpy_helper.from_array(rng.random(4).astype(np.float32) * 4 + 0.1, "var")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["bn"], name="bn", epsilon=1e-3, momentum=0.9),
+             helper.make_node("Relu", ["bn"], ["y"], name="relu")]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 8, 8])], init, opset=opset, ir=7)
+
+
+@pytest.mark.parametrize("opset", [7, 9, 13, 14, 15])
+def test_vs_reference_takes_batchnormalization_in_inference_mode_at_every_opset(opset, tmp_path):
+    """onnx.reference runs BatchNormalization-7..13 in training mode (the batch's own statistics): the
+    reference runner corrects it, so that onnxruntime is not blamed for onnx.reference's mistake. The
+    oracle: the inference formula in numpy float64 on onnxruntime's own Conv output."""
+    m = _conv_bn(opset)
+    p = tmp_path / "bn.onnx"
+    onnx.save(m, p)
+    x = np.random.default_rng(8).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    res = api.diff(p, vs_reference=True, selection=api.Selection(all=True), inputs=api.InputSpec(arrays={"x": x}))
+    assert res.verdict()[0] == "pass" and {r.pair.a.name for r in res.results} >= {"c", "bn", "y"}, res.verdict()
+    conv = _run_with_outputs(p, ["c"], {"x": x})["c"].astype(np.float64)
+    t = {i.name: numpy_helper.to_array(i).astype(np.float64).reshape(-1, 1, 1) for i in m.graph.initializer if i.name != "w"}
+    want = t["scale"] * (conv - t["mean"]) / np.sqrt(t["var"] + 1e-3) + t["bias"]
+    obs = next(r.pair.b for r in res.results if r.pair.b.name == "bn")
+    got = res.b.values([obs], {"x": x})[obs.probe]  # what onnx.reference computes for B
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_json_schema_and_exit_code_on_failing_output(tmp_path):
     bad = _perturbed_mlp(tmp_path, next(i.name for i in onnx.load(str(sample_path("mlp"))).graph.initializer if i.name.startswith("fc2")))
     out = tmp_path / "d.json"
