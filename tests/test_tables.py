@@ -336,3 +336,18 @@ def test_laid_out_lines_print_as_rich_would(color):
         assert got.splitlines()[2] == "1  " + "x" * 37  # cropped at the width, as Rich does
     # the old way, a line at a time through Rich, agrees too
     assert out(lambda c: [c.print(Lines([ln])) for ln in lines]) == want
+
+
+@pytest.mark.parametrize("node, tensor, shown", [
+    ("/l/Conv", "/l/Conv_output_0", "…_output_0"),  # the node's name, a whole part of the tensor's
+    ("conv1", "conv1/out", "…/out"),
+    ("log", "logx", "logx"),  # a prefix that is not a whole part: the name stays
+    ("div", "divz", "divz"),
+    ("relu", "relu", "relu"),
+])
+def test_the_tensor_column_leaves_out_the_node_name_only_as_a_whole_part(node, tensor, shown):
+    from onnxprobe.report.layers import _cells
+
+    r = {"index": 0, "node": node, "scope": None, "name": tensor, "op_type": "Relu", "shape": [2], "dtype": "float32",
+         "count": 2, "min": 0.0, "max": 1.0, "mean": 0.5, "std": 0.5, "nan": 0, "inf": 0}
+    assert _cells(r)[0][3] == shown

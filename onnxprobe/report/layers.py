@@ -83,11 +83,16 @@ def dataset_dict(res) -> dict:
     return d
 
 
+SEPARATORS = tuple("_/.:-")
+
+
 def _cells(r: dict) -> tuple[list[str], list]:
     node = r["node"] if not r["scope"] else f"↳ {r['node']}"  # inside an If/Loop/Scan body (JSON has the scope)
     tensor = r["name"]
-    if r["node"] and tensor.startswith(r["node"]) and len(tensor) > len(r["node"]):
-        tensor = "…" + tensor[len(r["node"]):]  # PyTorch names: '/l/Conv' -> '/l/Conv_output_0'
+    if r["node"] and tensor.startswith(r["node"]) and tensor[len(r["node"]):][:1] in SEPARATORS:
+        # the node's name as a whole part of the tensor's: PyTorch's '/l/Conv' -> '/l/Conv_output_0' reads
+        # '…_output_0' next to it; 'logx' of node 'log' stays 'logx'
+        tensor = "…" + tensor[len(r["node"]):]
     ran = bool(r.get("count"))
     cells = [
         str(r["index"]), node, op(r["op_type"]), tensor, shape(r["shape"]), dtype(r["dtype"]),
