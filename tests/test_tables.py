@@ -351,3 +351,25 @@ def test_the_tensor_column_leaves_out_the_node_name_only_as_a_whole_part(node, t
     r = {"index": 0, "node": node, "scope": None, "name": tensor, "op_type": "Relu", "shape": [2], "dtype": "float32",
          "count": 2, "min": 0.0, "max": 1.0, "mean": 0.5, "std": 0.5, "nan": 0, "inf": 0}
     assert _cells(r)[0][3] == shown
+
+
+@pytest.mark.parametrize("width", [50, 80, 100])
+def test_a_folding_column_keeps_all_its_text_in_the_stacked_layout(width):
+    """inspect --nodes: long node names push the table into the stacked layout, where the inputs -> outputs
+    cell used to be cut at the width; it now goes on below itself, every word kept."""
+    from onnxprobe.report.inspect import NODE_COLUMNS
+    from onnxprobe.report.table import Table
+
+    t = Table(NODE_COLUMNS)
+    cells = []
+    for i in range(3):
+        name = f"ConvAddFusion_Add_B_p2o.pd_op.reshape.{i}.0_DequantizeLinear_with_a_very_long_tail"
+        io = (f"ConvAddFusion_Add_B_p2o.pd_op.reshape.{i}.0_quantized (weight 64), scale_{i} (weight 1), "
+              f"zero_point_{i} (weight 1)\u00a0→ ConvAddFusion_Add_B_p2o.pd_op.reshape.{i}.0 (64)")
+        t.add_row([str(i), name, "DequantizeLinear", io], [i, name, "DequantizeLinear", io])
+        cells.append(io)
+    lines = [text for text, _ in t.lines(width)]
+    assert all(len(line) <= width for line in lines), max(lines, key=len)
+    flat = re.sub(r"\s+", "", "".join(lines))
+    for io in cells:  # every character of every cell, in order (wrapping only adds line breaks and indents)
+        assert re.sub(r"\s+", "", io) in flat

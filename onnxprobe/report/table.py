@@ -171,7 +171,7 @@ class Table:
         while all(INDENT + need[i] <= width for i in rest):
             w1 = _share(need, names, width - _span([need[i] for i in first if i not in names]) - GAP * len(names), readable)
             if w1 is not None and rest:
-                return self._stacked(self._shortened(full, w1, names), w1, [first] + _groups(rest, need, width - INDENT))
+                return self._stacked(self._shortened(full, w1, names), w1, [first] + _groups(rest, need, width - INDENT), width)
             if not movable:
                 break
             i = movable.pop(0)
@@ -195,27 +195,36 @@ class Table:
     def _one_line(self, rows: list[list[str]], widths: list[int]) -> list[tuple[str, str | None]]:
         idx = list(range(len(self.columns)))
         out = self._head([(self._fmt([c.header for c in self.columns], widths, idx), "bold")], _span(widths))
-        fold = self.columns[-1].wrap and not self.wide
         for cells, r in zip(rows, self.rows):
-            if fold and len(cells[-1]) > widths[-1]:
-                chunks = _wrap(cells[-1], widths[-1])
-                out.append((self._fmt(cells[:-1] + [chunks[0]], widths, idx), r.style))
-                out += [(" " * (_span(widths[:-1]) + GAP) + c, r.style) for c in chunks[1:]]
-            else:
-                out.append((self._fmt(cells, widths, idx), r.style))
+            out += self._folded(cells, widths, idx, "", widths[-1], r.style)
         return out
+
+    def _folded(self, cells: list[str], widths: list[int], idx: list[int], pad: str, room: int,
+                style: str | None) -> list[tuple[str, str | None]]:
+        """The line of columns ``idx`` after ``pad``; where they end with a folding column (``Column.wrap``)
+        whose cell is longer than ``room``, that cell goes on as many lines as it needs, under itself."""
+        last = len(self.columns) - 1
+        if not (self.columns[last].wrap and not self.wide and idx[-1] == last and len(cells[last]) > room):
+            return [(pad + self._fmt(cells, widths, idx), style)]
+        chunks = _wrap(cells[last], room)
+        lead = len(pad) + (_span([widths[i] for i in idx[:-1]]) + GAP if len(idx) > 1 else 0)
+        return [(pad + self._fmt(cells[:last] + [chunks[0]], widths, idx), style)] + [(" " * lead + c, style) for c in chunks[1:]]
 
     def _head(self, lines: list[tuple[str, str | None]], span: int) -> list[tuple[str, str | None]]:
         return lines + [("─" * span, "dim")] if self.header else []
 
-    def _stacked(self, rows, widths, groups: list[list[int]]) -> list[tuple[str, str | None]]:
-        """Each row on one line per group of columns: the first group as it is, the others indented."""
+    def _stacked(self, rows, widths, groups: list[list[int]], width: int) -> list[tuple[str, str | None]]:
+        """Each row on one line per group of columns: the first group as it is, the others indented; a
+        folding last column takes the rest of its line's ``width`` and goes on below itself."""
         heads = [c.header for c in self.columns]
         pad = [""] + [" " * INDENT] * (len(groups) - 1)
         span = max(len(p) + _span([widths[i] for i in g]) for p, g in zip(pad, groups))
         out = self._head([(p + self._fmt(heads, widths, g), "bold") for p, g in zip(pad, groups)], span)
+        rooms = [max(widths[-1], width - len(p) - (_span([widths[i] for i in g[:-1]]) + GAP if len(g) > 1 else 0))
+                 for p, g in zip(pad, groups)]
         for cells, r in zip(rows, self.rows):
-            out += [(p + self._fmt(cells, widths, g), r.style) for p, g in zip(pad, groups)]
+            for p, g, room in zip(pad, groups, rooms):
+                out += self._folded(cells, widths, g, p, room, r.style)
         return out
 
     def _records(self, full, first, second, names, width) -> list[tuple[str, str | None]]:
