@@ -128,6 +128,22 @@ def test_subgraph_tensors_come_out_of_if_and_loop(tmp_path):
     np.testing.assert_allclose(got[mapping["s_next"]], np.stack(states), rtol=1e-5)
 
 
+def test_stats_of_a_model_older_than_opset_9_is_an_error_not_raw_tensors(tmp_path):
+    """Before opset 9 (no IsNaN, no Where) statistics rows cannot be built in the graph: layers computes
+    them on the host, but a written model has no host, so mark --stats refuses instead of writing the raw
+    tensors under a stats label."""
+    m = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Neg", ["r"], ["y"], name="neg")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], opset=8, ir=4)
+    src, out = tmp_path / "op8.onnx", tmp_path / "stats.onnx"
+    onnx.save(m, src)
+    r = invoke("mark", src, "--all", "--stats", "-o", out)
+    assert r.exit_code == 1 and "--stats needs opset 9" in r.output and "Traceback" not in r.output
+    assert not out.exists()
+    r = invoke("mark", src, "--all", "-o", out)  # the raw tensors can be marked
+    assert r.exit_code == 0 and exposed(out)["kind"] == "raw"
+
+
 def test_stats_rows_match_numpy(tmp_path):
     out = tmp_path / "stats.onnx"
     mark(sample_path("cnn"), out, "--all", "--stats")

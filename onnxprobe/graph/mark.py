@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 import onnx
 
+from onnxprobe.errors import OpsetTooOld
 from onnxprobe.graph.expose import default_opset, expose
+from onnxprobe.graph.stats_nodes import MIN_OPSET
 from onnxprobe.graph.summary import all_types, known
 from onnxprobe.graph.walk import subgraphs, walk
 from onnxprobe.stats.tensor_stats import ROW
@@ -47,6 +49,9 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
 def mark(model: onnx.ModelProto, refs: list[TensorRef], *, stats: bool = False,
          warnings: list[str] | None = None) -> tuple[onnx.ModelProto, list[Marked]]:
     warnings = warnings if warnings is not None else []
+    if stats and default_opset(model) < MIN_OPSET:  # expose would hand the raw tensors to a host that a written model lacks
+        raise OpsetTooOld(f"--stats needs opset {MIN_OPSET} or later (IsNaN, Where; the model's is {default_opset(model)}): "
+                          "mark the raw tensors (without --stats), or convert the model to a newer opset first", MIN_OPSET)
     before = {o.name for o in model.graph.output}
     out, probes = expose(model, refs, stats=stats, shapes=False, raw=not stats, warnings=warnings)
     marked = []
