@@ -23,6 +23,7 @@ from onnxprobe.match.engine import (
 from onnxprobe.match.observe import Observable
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance
+from onnxprobe.text import clean
 from onnxprobe.types import forward_name
 
 # an output left unpaired for one of these causes makes the verdict fail: nothing stood for it
@@ -183,6 +184,16 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
     return pairs, in_b | {o.name for o in b.observation.observables if o.is_output}
 
 
+def _check_named(per_tensor: dict | None, a: Side, b: Side) -> None:
+    """Every tensor a per-tensor tolerance names is one that either side observes (a misspelt name would
+    change nothing, silently)."""
+    known = {n for side in (a, b) for o in side.observation.observables for n in (o.name, o.key, o.probe)}
+    unknown = sorted(n for n in (per_tensor or {}) if n not in known)
+    if unknown:
+        raise UsageError(f"a per-tensor tolerance (--atol/--rtol NAME:VALUE) names {clean(unknown[0])!r}, which neither "
+                         f"model observes{f' (and {len(unknown) - 1} more)' if len(unknown) > 1 else ''}")
+
+
 def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
             per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
             introduced: bool = True, max_memory: int | None = None, device_metrics: bool | None = None,
@@ -193,6 +204,7 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     if a.runner.takes_feeds and b.runner.takes_feeds:
         check_same_inputs(a.model.proto, b.model.proto)
     matching = (pair or match)(a.observation.observables, b.observation.observables, user_map)
+    _check_named(per_tensor, a, b)
     if reject is not None:
         _reject(matching, reject)
     report, sel_b = selected_pairs(a, b, matching, selection)
