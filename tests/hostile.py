@@ -269,6 +269,8 @@ def _cases() -> list[Case]:
         Case("diff_input_shapes_differ", lambda d: ["diff", _save(d, _two_inputs(), "a.onnx"), _save(d, _two_inputs(("batch", 4)), "b.onnx")],
              (2,), "shape"),
         Case("ragged_literal", lambda d: ["layers", sample("mlp"), "--input", "x=[[1,2],[3]]"], (2,), "rectangular"),
+        Case("fp32_sensitivity_negative", lambda d: ["diff", sample("mlp"), sample("mlp"), "--fp32-sensitivity", "-1"], (2,),
+             "--fp32-sensitivity -1"),
         Case("per_tensor_tolerance_of_no_tensor", lambda d: ["diff", sample("mlp"), sample("mlp"), "--atol", "fc1_ot:1e-3"], (2,),
              "neither model observes"),
         Case("fraction_for_an_int_input", lambda d: ["layers", sample("control_flow"), "--input", "n=2.9"], (2,), "not an integer"),
