@@ -82,7 +82,8 @@ def grad(
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level)
     spec_in = inputs_of(seed, int_range, shape, input_, inputs)
-    check_outputs(model, save_grads, export, json_, files={"--html": html, "--overlay": overlay, "--netron": netron})
+    check_outputs(model, json_, files={"--save-grads": save_grads, "--export": export, "--html": html, "--overlay": overlay,
+                                       "--netron": netron})
     require_html(html)
     loaded = api.load(model)
     if export is not None:

@@ -81,7 +81,7 @@ def layers(
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level, cache=not no_cache)
     spec = inputs_of(seed, int_range, shape, input_, inputs)
-    check_outputs(model, save, json_, files={"--html": html, "--overlay": overlay, "--netron": netron})
+    check_outputs(model, json_, files={"--save": save, "--html": html, "--overlay": overlay, "--netron": netron})
     require_html(html)
     budget = api.parse_size(max_memory) if max_memory else None
     rt = dict(runtime=runtime, runtime_options=api.parse_runtime_options(runtime_option))

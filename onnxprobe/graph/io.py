@@ -140,6 +140,8 @@ def save_beside(model: onnx.ModelProto, folder: str | os.PathLike) -> str:
 def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | None = None) -> Path:
     """Validate a path we are asked to write: its folder exists and it is not the user's model."""
     o = Path(out)
+    if str(out) == "-":  # stdout, for --json; a model is a file of its own
+        raise UsageError("the model is written to a file: give a file name, not '-'")
     if not o.parent.exists() if str(o.parent) else False:
         raise UsageError(f"{o}: folder {o.parent} does not exist")
     if o.is_dir():
