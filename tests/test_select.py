@@ -72,3 +72,19 @@ def test_weights_computed_from_constants_are_not_layers():
     inferred = onnx.shape_inference.infer_shapes(m)
     assert [r.name for r in select(inferred, Selection(all=True))] == ["y"]
     assert [r.name for r in select(inferred, Selection(all=True, include_constants=True))] == ["c", "zeros", "w2", "w2t", "y"]
+
+
+def test_a_range_that_holds_only_weights_is_an_error_as_with_other_criteria():
+    """--range alone takes every node output in the range but weights: a range of Constant nodes leaves
+    nothing, which is an error (as --all --range is), not an empty report or a model with nothing added."""
+    from onnx import numpy_helper
+
+    consts = [helper.make_node("Constant", [], [f"k{i}"], name=f"const{i}", value=numpy_helper.from_array(np.full(3, i, np.float32)))
+              for i in range(3)]
+    m = make_model(consts + [helper.make_node("Add", ["x", "k0"], ["a"], name="add"), helper.make_node("Relu", ["a"], ["y"], name="relu")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    for sel in (Selection(range="0:2"), Selection(all=True, range="0:2")):
+        with pytest.raises(UsageError, match="matches no tensor.*--include-constants"):
+            select(m, sel)
+    assert [r.name for r in select(m, Selection(range="0:2", include_constants=True))] == ["k0", "k1", "k2"]
+    assert [r.name for r in select(m, Selection(range="3:4"))] == ["a", "y"]

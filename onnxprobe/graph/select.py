@@ -176,7 +176,7 @@ def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[
     if sel.names and not sel.ops:
         refs += _named_values(model, sel, sites, types, outputs, lo, hi)
     refs.sort(key=lambda r: (r.index, r.kind == "node"))
-    if strict and not sel.is_default and not refs:
+    if strict and (not sel.is_default or sel.range) and not refs:  # asked for, and nothing: not an empty report
         raise UsageError(f"the selection ({sel.describe()}) matches no tensor in this model"
                          + ("" if sel.include_constants else " (weights are left out unless --include-constants)"))
     return refs
