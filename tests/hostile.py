@@ -269,6 +269,7 @@ def _cases() -> list[Case]:
         Case("diff_input_shapes_differ", lambda d: ["diff", _save(d, _two_inputs(), "a.onnx"), _save(d, _two_inputs(("batch", 4)), "b.onnx")],
              (2,), "shape"),
         Case("ragged_literal", lambda d: ["layers", sample("mlp"), "--input", "x=[[1,2],[3]]"], (2,), "rectangular"),
+        Case("script_is_a_folder", lambda d: ["debug", sample("mlp"), "--script", str(d)], (2,), "is a folder"),
         Case("mark_to_stdout", lambda d: ["mark", sample("mlp"), "--all", "-o", "-"], (2,), "not '-'"),
         Case("extract_to_stdout", lambda d: ["extract", sample("mlp"), "--outputs", "fc1_out", "-o", "-"], (2,), "not '-'"),
         Case("save_to_stdout", lambda d: ["layers", sample("mlp"), "--save", "-"], (2,), "not '-'"),

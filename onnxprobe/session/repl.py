@@ -30,7 +30,7 @@ from onnxprobe.report.table import Verbatim
 from onnxprobe.session import commands as C
 from onnxprobe.session.inputs import session_notes
 from onnxprobe.session.state import State
-from onnxprobe.text import one_line
+from onnxprobe.text import clean, one_line
 
 HISTORY_ENV = "ONNXPROBE_HISTORY"
 MAX_SCRIPT_BYTES = 16 * 2**20
@@ -50,8 +50,10 @@ def read_script(path: Path) -> list[str]:
     """The lines of a ``--script`` file (``-``: stdin). A file that is not text is refused in one line."""
     if str(path) == "-":
         return sys.stdin.read().splitlines()
+    if path.is_dir():
+        raise UsageError(f"--script {clean(str(path))}: is a folder, not a script file")
     if not path.is_file():
-        raise UsageError(f"--script {path}: no such file")
+        raise UsageError(f"--script {clean(str(path))}: no such file")
     data = path.read_bytes()[:MAX_SCRIPT_BYTES + 1]
     if len(data) > MAX_SCRIPT_BYTES:
         raise UsageError(f"--script {path}: over {MAX_SCRIPT_BYTES >> 20} MiB; not a script of debugger commands")
