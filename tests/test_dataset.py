@@ -89,6 +89,22 @@ def test_merge_is_exact_and_order_independent(tmp_path):
         assert a["mean"] == b["mean"] and a["p99.99"] == b["p99.99"]
 
 
+def test_merge_refuses_a_shard_given_twice(tmp_path):
+    """Overlapping globs give a shard twice: its samples would count twice. The same file, a copy of it, or
+    a second run over the same samples; shards of other samples merge."""
+    a, again, b = tmp_path / "a.json", tmp_path / "again.json", tmp_path / "b.json"
+    batches = _batches(4)
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "s", batches[:2]), "--json", a)
+    _run("layers", sample_path("cnn"), "--inputs-dir", tmp_path / "s", "--json", again)
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(a.read_bytes())
+    for args in ([a, a], [a, copy], [a, again]):
+        r = runner.invoke(app, ["merge-stats", *map(str, args)])
+        assert r.exit_code == 2 and "holds the same statistics as" in r.stderr and "\n" not in r.stderr.strip(), r.output
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "t", batches[2:]), "--json", b)
+    assert json.loads(_run("merge-stats", a, b, "--json", "-").stdout)["batches"] == 4
+
+
 def test_histogram_merge_matches_whole_data():
     rng = np.random.default_rng(0)
     parts = [rng.normal(size=n) for n in (10, 1000, 3)]

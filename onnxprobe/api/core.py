@@ -306,10 +306,17 @@ def merge_stats(reports: list) -> dict:
     from onnxprobe.stats.merge import check_report, merge_reports, read_json_report
     from onnxprobe.stats.merge_diff import check_diff_report, is_diff_report, merge_diff_reports
 
-    ds = []
+    import json
+
+    ds, seen = [], {}
     for k, r in enumerate(reports):
         d = dict(r) if isinstance(r, dict) else read_json_report(r)
         d.setdefault("_path", f"report {k}")
+        same = json.dumps({x: v for x, v in d.items() if x != "_path"}, sort_keys=True, default=str)
+        if same in seen:  # a shard given twice (overlapping globs, a copy, a rerun) would count its samples twice
+            raise UsageError(f"merge-stats: {d['_path']} holds the same statistics as {seen[same]}: "
+                             "the same samples twice would count twice; give each shard once")
+        seen[same] = d["_path"]
         ds.append(d)
     kinds = {is_diff_report(d) for d in ds}
     if len(kinds) > 1:
