@@ -228,3 +228,41 @@ def test_written_files_are_readable_by_others(tmp_path):
     assert r.exit_code == 0, r.output
     assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "a.npz").stat().st_mode & 0o777 == 0o644
+
+
+COMMANDS = ["layers", "diff", "grad", "inspect", "mark", "extract", "debug", "merge-stats"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_at_80_columns_keeps_each_example_on_one_line(command):
+    """Every example of a command's help (and each comment line between them) is one line of the help at
+    80 columns, so that it can be copied whole; prose is wrapped at the width, not at the docstring's own
+    line breaks, and no line is longer than the width."""
+    import inspect as inspect_module
+
+    from onnxprobe.cli import main
+
+    doc = inspect_module.cleandoc(getattr(main, command.replace("-", "_")).__doc__)
+    examples = [line.strip() for line in doc.splitlines() if line.strip().startswith(("onnxprobe ", "# "))]
+    p = subprocess.run([sys.executable, "-m", "onnxprobe", command, "--help"], capture_output=True, text=True,
+                       env={**os.environ, "COLUMNS": "80"})
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert examples and all(e in [line.strip() for line in lines] for e in examples), \
+        [e for e in examples if e not in [line.strip() for line in lines]]
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+
+
+def test_help_prose_is_one_line_a_paragraph_for_the_help_to_wrap():
+    from onnxprobe.cli.main import reflowed
+
+    doc = """Title line.
+
+    A paragraph written over
+    two lines.
+
+        onnxprobe layers model.onnx
+        onnxprobe layers model.onnx --all
+    """
+    assert reflowed(doc).split("\n\n") == ["Title line.", "A paragraph written over two lines.",
+                                             "    onnxprobe layers model.onnx\n    onnxprobe layers model.onnx --all"]

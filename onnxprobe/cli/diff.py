@@ -90,21 +90,29 @@ def diff(
 
         onnxprobe diff model_int8.onnx model_fp32.onnx --sort introduced
 
-        onnxprobe diff model_int8.onnx model_fp32.onnx --opt-level extended   # deployed int8 kernels
+        # the int8 kernels as deployed
+
+        onnxprobe diff model_int8.onnx model_fp32.onnx --opt-level extended
 
         onnxprobe diff model.onnx --vs-reference --all
 
-        onnxprobe diff model.onnx --vs-runtime openvino --all   # onnxruntime (A) against OpenVINO (B)
+        # onnxruntime (A) against OpenVINO (B)
+
+        onnxprobe diff model.onnx --vs-runtime openvino --all
 
         onnxprobe diff model.onnx --vs-npz torch_acts.npz --metric cosine
 
-        onnxprobe diff model.onnx --vs-torch make_model.py:build    # the export against its nn.Module
+        # the export against the nn.Module it came from
 
-        onnxprobe diff --grad model_int8.onnx model_fp32.onnx --loss cross-entropy --labels labels.npy
+        onnxprobe diff model.onnx --vs-torch make_model.py:build
 
-        onnxprobe diff model_int8.onnx model_fp32.onnx --inputs-dir calib/   # metrics pooled over a dataset
+        onnxprobe diff --grad a.onnx b.onnx --loss cross-entropy --labels y.npy
 
-        onnxprobe diff model_int8.onnx model_fp32.onnx --inputs-dir calib/ --ray --ray-workers 4
+        # metrics pooled over a dataset, in one process or on Ray
+
+        onnxprobe diff model_int8.onnx model_fp32.onnx --inputs-dir calib/
+
+        onnxprobe diff a.onnx b.onnx --inputs-dir calib/ --ray --ray-workers 4
     """
     import json
 

@@ -66,11 +66,15 @@ def grad(
 
         onnxprobe grad model.onnx
 
-        onnxprobe grad model.onnx --loss cross-entropy --labels labels.npy --op Conv --check
+        onnxprobe grad model.onnx --loss cross-entropy --labels y.npy --check
 
-        onnxprobe grad model.onnx --output-grad dy.npy --save-grads grads.npz --export model_bw.onnx
+        onnxprobe grad model.onnx --output-grad dy.npy --save-grads grads.npz
 
-        onnxprobe grad model.onnx --inputs-dir calib/ --reduce mean   # the gradients of a dataset's loss
+        onnxprobe grad model.onnx --export model_bw.onnx
+
+        # the gradients of a dataset's loss
+
+        onnxprobe grad model.onnx --inputs-dir calib/ --reduce mean
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError

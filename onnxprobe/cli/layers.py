@@ -55,21 +55,29 @@ def layers(
 
         onnxprobe layers model.onnx
 
-        onnxprobe layers model.onnx --all --shape image=1x3x224x224 --json report.json
+        onnxprobe layers model.onnx --all --shape image=1x3x224x224
 
         onnxprobe layers model.onnx --op Softmax --name '*attn*' --save acts.npz
 
-        onnxprobe layers model.onnx --inputs-dir calib/ --json shard0.json   # statistics over a dataset
+        # statistics over a dataset; over your own pipeline's inputs; on Ray
 
-        onnxprobe layers model.onnx --inputs-from prep.py:images             # your own pipeline's inputs
+        onnxprobe layers model.onnx --inputs-dir calib/ --json shard0.json
+
+        onnxprobe layers model.onnx --inputs-from prep.py:images
 
         onnxprobe layers model.onnx --inputs-dir calib/ --ray --ray-workers 4
 
-        onnxprobe layers model.onnx --html report.html --overlay nd.json   # nd.json: for Model Explorer
+        # the HTML report, and node data for Model Explorer
 
-        onnxprobe layers model.onnx --all --profile --opt-level all   # per-node time, what probing costs
+        onnxprobe layers model.onnx --html report.html --overlay nd.json
 
-        onnxprobe layers model.onnx --runtime openvino   # as OpenVINO computes them (and what it cannot observe)
+        # per-node time, and what probing costs
+
+        onnxprobe layers model.onnx --all --profile --opt-level all
+
+        # as OpenVINO computes them (and what it cannot observe)
+
+        onnxprobe layers model.onnx --runtime openvino
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
-
+import inspect as inspect_module
 import sys
+from typing import Annotated, Optional
 
 import typer
 from typer.core import TyperGroup
@@ -77,14 +77,25 @@ def main(
     """
 
 
-app.command("layers", short_help="Every probed tensor with its statistics (in-graph, on the device).")(layers)
-app.command("diff", short_help="Compare two models layer by layer; show where the error starts.")(diff)
-app.command("grad", short_help="Attach a backward graph; gradient statistics, export, --check.")(grad)
-app.command("inspect", short_help="What a model holds: versions, inputs/outputs, weights, ops, subgraphs.")(inspect)
-app.command("mark", short_help="Write a copy with chosen tensors (or their statistics) as outputs.")(mark)
-app.command("extract", short_help="Write the subgraph between given tensors as a model of its own.")(extract)
-app.command("debug", short_help="An interactive session: the model stays loaded, results cached.")(debug)
-app.command("merge-stats", short_help="Merge dataset statistics of several shards, exactly.")(merge_stats)
+def reflowed(doc: str) -> str:
+    """A command's docstring for its help: each prose paragraph on one line, which the help then wraps at
+    the terminal's width (Typer's rich mode keeps the docstring's own line breaks, which broke lines
+    mid-sentence at 80 columns); indented blocks (the examples) stay as written."""
+    paragraphs = inspect_module.cleandoc(doc or "").split("\n\n")
+    return "\n\n".join(p if p.startswith(" ") else " ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+for name, fn, short in [
+    ("layers", layers, "Every probed tensor with its statistics (in-graph, on the device)."),
+    ("diff", diff, "Compare two models layer by layer; show where the error starts."),
+    ("grad", grad, "Attach a backward graph; gradient statistics, export, --check."),
+    ("inspect", inspect, "What a model holds: versions, inputs/outputs, weights, ops, subgraphs."),
+    ("mark", mark, "Write a copy with chosen tensors (or their statistics) as outputs."),
+    ("extract", extract, "Write the subgraph between given tensors as a model of its own."),
+    ("debug", debug, "An interactive session: the model stays loaded, results cached."),
+    ("merge-stats", merge_stats, "Merge dataset statistics of several shards, exactly."),
+]:
+    app.command(name, short_help=short, help=reflowed(fn.__doc__))(fn)
 
 
 def run() -> None:
