@@ -215,13 +215,14 @@ def test_diff_grad_inspect_mark_at_every_width(tmp_path, width):
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_merge_stats_and_debugger_at_every_width(tmp_path, width):
-    data = tmp_path / "d"
-    data.mkdir()
-    for i in range(2):
+    shards = []
+    for i in range(2):  # two shards of other samples (one given twice is refused)
+        data = tmp_path / f"d{i}"
+        data.mkdir()
         np.savez(data / f"b{i}.npz", image=np.random.default_rng(i).random((1, 3, 32, 32), dtype=np.float32))
-    shard = tmp_path / "s.json"
-    run(["layers", sample_path("cnn"), "--inputs-dir", data, "--json", shard])
-    text = run(["merge-stats", shard, shard], width)
+        shards.append(tmp_path / f"s{i}.json")
+        run(["layers", sample_path("cnn"), "--inputs-dir", data, "--json", shards[-1]])
+    text = run(["merge-stats", *shards], width)
     check_table(text, width, ["p0.01", "p99.99", "NaN", "Inf"], [])
     script = tmp_path / "s.txt"
     script.write_text("stats --all\ndiff --all\nstats --all --format csv --columns tensor,max\n")
