@@ -139,6 +139,29 @@ def test_layers_overlay_values_and_colours(tmp_path):
         assert "bgColor" not in res[n.name]  # no NaN/Inf: coloured by the thresholds
 
 
+def test_layers_overlay_of_a_dataset(tmp_path):
+    """--overlay with --inputs-dir: every probed node carries max |x| over all the batches (onnx.reference on
+    each batch as the oracle), and the --json report is written too (the overlay crashed before it)."""
+    m = onnx.load(str(sample_path("cnn")))
+    data = tmp_path / "ds"
+    data.mkdir()
+    batches = [np.random.default_rng(k).standard_normal((1, 3, 32, 32)).astype(np.float32) * (k + 1) for k in range(3)]
+    for k, b in enumerate(batches):
+        np.savez(data / f"b{k}.npz", image=b)
+    out, js = tmp_path / "nd.json", tmp_path / "r.json"
+    r = runner.invoke(app, ["layers", str(sample_path("cnn")), "--all", "--inputs-dir", str(data), "--overlay", str(out),
+                            "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    assert assert_keys_are_node_ids(out, sample_path("cnn")) == 9 and json.loads(js.read_text())["batches"] == 3
+    res = json.loads(out.read_text())["cnn"]["results"]
+    outs = [n.output[0] for n in m.graph.node]
+    ref = ReferenceEvaluator(m)
+    per_batch = [dict(zip(outs, ref.run(outs, {"image": b}))) for b in batches]
+    for n in m.graph.node:
+        want = max(float(np.abs(v[n.output[0]]).max()) for v in per_batch)
+        assert res[n.name]["value"] == pytest.approx(want, rel=1e-5)
+
+
 def test_nan_nodes_are_red(tmp_path):
     from conftest import nan_model
 
