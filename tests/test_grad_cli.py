@@ -140,6 +140,32 @@ def test_losses_mse_and_cross_entropy(tmp_path):
     assert d["gradients"][0]["mean"] == pytest.approx(1 / y.size)
 
 
+def test_labels_target_and_output_grad_must_fit_the_outputs_shape_for_this_run(tmp_path):
+    """The output is declared [n, 4]; for one input row it is [1, 4]. Two labels (or a [2, 4] target or output
+    gradient) used to broadcast into a loss nobody asked for (or fail inside onnxruntime): they are a usage
+    error naming the flag and both shapes; one label gives numpy's cross-entropy."""
+    w = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])], [numpy_helper.from_array(w, "w")])
+    path, x = tmp_path / "m.onnx", tmp_path / "x.npy"
+    onnx.save(m, path)
+    xv = np.random.default_rng(3).standard_normal((1, 3)).astype(np.float32)
+    np.save(x, xv)
+    files = {name: tmp_path / f"{name}.npy" for name in ("two_labels", "one_label", "two_rows")}
+    np.save(files["two_labels"], np.array([1, 2], np.int64))
+    np.save(files["one_label"], np.array([2], np.int64))
+    np.save(files["two_rows"], np.zeros((2, 4), np.float32))
+    for flags, needle in [(["--loss", "cross-entropy", "--labels", files["two_labels"]], "--labels: shape [2]"),
+                          (["--loss", "mse", "--target", files["two_rows"]], "--target: shape [2, 4], but output 'y' has shape [1, 4]"),
+                          (["--output-grad", files["two_rows"]], "--output-grad: shape [2, 4], but output 'y' has shape [1, 4]")]:
+        r = invoke("grad", path, "--input", f"x={x}", *flags)
+        assert r.exit_code == 2 and needle in r.stderr and "Traceback" not in r.output, r.output
+    d = grad_json(path, "--input", f"x={x}", "--loss", "cross-entropy", "--labels", files["one_label"])
+    y = xv.astype(np.float64) @ w.astype(np.float64)
+    assert d["loss"]["value"] == pytest.approx(float(np.log(np.exp(y).sum()) - y[0, 2]), rel=1e-5)
+
+
 def test_softmax_output_with_sum_loss_gets_a_note():
     m = make_model([helper.make_node("Softmax", ["x"], ["y"], name="sm")],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],

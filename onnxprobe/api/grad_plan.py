@@ -18,7 +18,7 @@ from onnxprobe.errors import ExecutionError, ModelError, OnnxProbeError, OpsetTo
 from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection, select
-from onnxprobe.graph.shapes import annotate, infer_shapes, static_shape, value_types, with_input_shapes
+from onnxprobe.graph.shapes import annotate, concrete_shapes, infer_shapes, static_shape, value_types, with_input_shapes
 from onnxprobe.graph.walk import walk
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_array
@@ -219,7 +219,11 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     tg = named_targets(base, names) if names is not None else targets(base, selection, tuple(spec.wrt))
     fwd = onnx.ModelProto()
     fwd.CopyFrom(base)
-    loss = attach_loss(fwd, output, spec.loss, extra=spec.extra, opset=default_opset(fwd), names=all_names(fwd))
+    # the extra input (labels, target, output gradient) is checked against the output's shape for this feed,
+    # not its declared one: a batch of 2 labels for an output [?, 4] of batch 1 broadcast into another loss
+    run_shape = _output_shape(model.proto, output, feed) if feed is not None and spec.extra is not None else None
+    loss = attach_loss(fwd, output, spec.loss, extra=spec.extra, opset=default_opset(fwd), names=all_names(fwd),
+                       shape=run_shape)
     fwd = infer_shapes(fwd, warnings)
     bw = attach_backward(fwd, loss.seeds, [t.ref.name for t in tg], outputs=[loss.loss], unsupported=unsupported)
     warnings.extend(bw.warnings)
@@ -240,6 +244,18 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
         _declared_inputs(model.proto, fwd, bw.model)
     extra = {loss.input: spec.extra} if loss.input else {}
     return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings)
+
+
+def _output_shape(model: onnx.ModelProto, output: str, feed: dict[str, np.ndarray]) -> tuple[int, ...] | None:
+    """The shape ``output`` has for ``feed``: shape inference's for those input shapes, else one run's."""
+    shape = concrete_shapes(model, {k: tuple(np.shape(v)) for k, v in feed.items()}).get(output)
+    if shape is None:
+        refs = [r for r in select(model, Selection(all=True), strict=False) if r.name == output]
+        try:
+            shape = OrtRunner(model).probe(refs, feed, stats=False, outputs=False).shapes.get(output) if refs else None
+        except ExecutionError:
+            return None
+    return tuple(shape) if shape is not None else None
 
 
 def _has_if(model: onnx.ModelProto) -> bool:

@@ -72,12 +72,15 @@ def _fmt(s) -> str:
 
 
 def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.ndarray | None = None,
-                opset: int, names: set[str]) -> Loss:
+                opset: int, names: set[str], shape: tuple[int, ...] | None = None) -> Loss:
     """Append the loss of ``output`` to ``model`` (modified in place). ``extra``: the target / labels /
-    output gradient value, whose dtype (and, for labels, shape) decide the new input's type."""
+    output gradient value, whose dtype (and, for labels, shape) decide the new input's type. ``shape``: the
+    output's shape for the run's inputs, which ``extra`` must fit (else its declared, maybe dynamic, one)."""
     if kind not in KINDS:
         raise UsageError(f"--loss {kind!r}: choose one of {', '.join(KINDS)}")
     elem, yshape = _elem_of(model, output)
+    if shape is not None:
+        yshape = tuple(shape)
     if elem is not None and elem not in FLOAT_TYPES:
         raise UsageError(f"output {output!r} is {TensorProto.DataType.Name(elem).lower()}; gradients need a float output "
                          f"(pick one with --output)")
