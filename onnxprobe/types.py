@@ -94,6 +94,9 @@ class InputSpec:
     files: dict[str, str] = field(default_factory=dict)
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     arrays_from: str = "--inputs"  # where ``arrays`` came from, as messages say it
+    # ``arrays`` must hold every input (a dataset's batches); else an input they lack gets seeded random data,
+    # with a note
+    arrays_complete: bool = False
 
     def names(self) -> list[str]:
         """Every input name the spec mentions."""

@@ -126,6 +126,25 @@ def test_dataset_errors(tmp_path, make, needle):
     assert r.exit_code == 2 and needle in r.stderr
 
 
+def test_a_batch_without_every_input_is_an_error_naming_it(tmp_path):
+    """Statistics over a dataset whose batch lacks an input would be over seeded random data for it."""
+    from conftest import make_model
+    from onnx import TensorProto, helper
+
+    m = make_model([helper.make_node("Add", ["x", "z"], ["y"], name="add")],
+                   [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in ("x", "z")],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    path = tmp_path / "two.onnx"
+    onnx.save(m, path)
+    data = tmp_path / "d"
+    data.mkdir()
+    np.savez(data / "a.npz", x=np.ones((1, 4), np.float32), z=np.ones((1, 4), np.float32))
+    np.savez(data / "b.npz", x=np.ones((1, 4), np.float32))
+    r = runner.invoke(app, ["layers", str(path), "--inputs-dir", str(data)])
+    assert r.exit_code != 0 and "b.npz" in r.stderr and "input z: not in the dataset" in r.stderr, r.output
+    assert "Traceback" not in r.output
+
+
 def test_merge_refuses_other_models(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "x", _batches(1)), "--json", a)

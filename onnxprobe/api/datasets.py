@@ -85,7 +85,7 @@ class BatchWorker:
     @staticmethod
     def feeds(model: Model, arrays: dict[str, np.ndarray]) -> Feeds:
         """The feed dict of a batch, checked against the model's inputs."""
-        return make_feeds(model.proto, InputSpec(arrays=arrays, arrays_from="the dataset"))
+        return make_feeds(model.proto, InputSpec(arrays=arrays, arrays_from="the dataset", arrays_complete=True))
 
     def __call__(self, batch: Batch):
         cache = self.__dict__.setdefault("_cache", {})

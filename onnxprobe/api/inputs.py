@@ -5,6 +5,7 @@ they name. The command line and the debugger build their InputSpec here, so a fl
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
@@ -39,4 +40,4 @@ def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape
     given.update(arrays or {})
     rng = parse_int_range(int_range) if isinstance(int_range, str) else tuple(int_range)
     return InputSpec(seed=seed, int_range=rng, shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
-                     arrays=given)
+                     arrays=given, arrays_from=f"--inputs {Path(inputs).name}" if inputs is not None else "--inputs")

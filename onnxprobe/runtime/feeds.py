@@ -241,6 +241,12 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
             dims.fix(s, tuple(spec.shapes[s.name]), "--shape")
     rng = np.random.default_rng(spec.seed)
     defaulted: dict[str, list[str]] = {}
+    lacking = [s.name for s in specs if s.name not in feeds]
+    if spec.arrays and lacking and spec.arrays_complete:  # a dataset's statistics over random data: a mistake
+        raise UsageError(f"input {clean(lacking[0])}: not in {spec.arrays_from}, which holds "
+                         f"{', '.join(clean(n) for n in spec.arrays)}; every input the model takes must be there")
+    notes = [f"input {clean(n)}: not in {clean(spec.arrays_from)}, so seeded random data (--seed {spec.seed})"
+             for n in lacking if spec.arrays and n not in spec.files]
     for s in specs:
         if s.name in feeds:
             continue
@@ -248,4 +254,4 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
         dtype = s.dtype
         check_fits(int(np.prod(shape, dtype=object)) * dtype.itemsize, f"input {clean(s.name)} of shape {list(shape)}")
         feeds[s.name] = random_array(shape, dtype, rng, spec.int_range)
-    return Feeds({s.name: feeds[s.name] for s in specs}, defaulted, _notes(defaulted))
+    return Feeds({s.name: feeds[s.name] for s in specs}, defaulted, notes + _notes(defaulted))
