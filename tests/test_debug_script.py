@@ -426,6 +426,28 @@ def test_grad_gradients_work_in_show_stats_and_where(tmp_path):
     assert "1 NaN" not in out.split("where inf")[1].split("\n")[0]
 
 
+def test_inputs_of_other_shapes_after_grad_drop_the_backward_graph(tmp_path):
+    """The backward graph is made for the input shapes grad ran with; inputs of another shape that the
+    model as loaded (x: [n, 3]) takes replace it with that model, with a note, and grad then runs again on
+    them: its W gradient is sqrt(x)^T @ ones for the new x (numpy float64)."""
+    m = sqrt_matmul_model()
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "n"
+    m.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "n"
+    p = tmp_path / "dyn.onnx"
+    onnx.save(m, p)
+    x3 = np.arange(9, dtype=np.float32).reshape(3, 3) + 1
+    np.save(tmp_path / "x3.npy", x3)
+    r = script(tmp_path, [p], ["grad --wrt W", f"input x {tmp_path / 'x3.npy'}", "info", "grad --wrt W", "show W_grad"], code=0)
+    out = r.stdout
+    before, after = out.split("input x ", 1)[1].split("loss sum", 1)
+    assert "the backward graph was made for the old input shapes and is dropped; run `grad` again" in before
+    assert "graph     2 nodes" in before  # the model as loaded again
+    w = numpy_helper.to_array(m.graph.initializer[0]).astype(np.float64)
+    assert w.shape == (3, 4)
+    expected = np.sqrt(x3.astype(np.float64)).T @ np.ones((3, 4))
+    np.testing.assert_allclose(numbers(after.split("values:\n")[1].split("histogram")[0]), expected.ravel(), rtol=1e-4)
+
+
 # -- session commands, the error policy ---------------------------------------------------------------------
 
 

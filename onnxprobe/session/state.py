@@ -27,7 +27,7 @@ from typing import Callable, ContextManager
 import numpy as np
 
 from onnxprobe import api
-from onnxprobe.errors import ExecutionError, UsageError
+from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError
 from onnxprobe.session.inputs import SessionInputs, feed_digest
 from onnxprobe.types import RunInfo, TensorRef
 
@@ -150,7 +150,7 @@ class State:
         return api.model_inputs(model.proto)
 
     def _check_inputs(self) -> None:
-        known = {s.name for t in self.targets.values() for s in self.specs(t)}
+        known = {s.name for t in self.targets.values() for m in (t.model, t.forward) if m is not None for s in self.specs_of(m)}
         for name in list(self.inputs.files) + list(self.inputs.shapes) + list(self.inputs.arrays):
             if name not in known:
                 expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
@@ -184,9 +184,11 @@ class State:
         t.feed_cache = (key, fs.values, digest, fs)
         return fs.values, digest, fs
 
-    def set_input(self, name: str, how: str, shape: tuple[int, ...] | None = None) -> None:
-        """``how``: 'random' (optionally with a new ``shape``), a .npy/.pb file, or a value."""
-        if not any(name in {s.name for s in self.specs(t)} for t in self.targets.values()):
+    def set_input(self, name: str, how: str, shape: tuple[int, ...] | None = None) -> list[str]:
+        """``how``: 'random' (optionally with a new ``shape``), a .npy/.pb file, or a value. Returns notes
+        (``_try_inputs``)."""
+        if not any(name in {s.name for m in (t.model, t.forward) if m is not None for s in self.specs_of(m)}
+                   for t in self.targets.values()):
             expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
             raise UsageError(f"unknown input name {name!r}; the model's inputs are: {expected}")
         arrays = {k: v for k, v in self.inputs.arrays.items() if k != name}
@@ -197,33 +199,47 @@ class State:
                 shapes[name] = shape
         else:
             files[name] = how
-        self._try_inputs(self.inputs.changed(arrays=arrays, files=files, shapes=shapes))
+        return self._try_inputs(self.inputs.changed(arrays=arrays, files=files, shapes=shapes))
 
-    def set_seed(self, seed: int) -> None:
-        self._try_inputs(self.inputs.changed(seed=seed))
+    def set_seed(self, seed: int) -> list[str]:
+        return self._try_inputs(self.inputs.changed(seed=seed))
 
-    def set_all_inputs(self, arrays: dict[str, np.ndarray], origin: str = "from .npz") -> None:
+    def set_all_inputs(self, arrays: dict[str, np.ndarray], origin: str = "from .npz") -> list[str]:
         new_arrays = {**self.inputs.arrays, **arrays}
         files = {k: v for k, v in self.inputs.files.items() if k not in arrays}
         origins = {**self.inputs.origins, **{k: origin for k in arrays}}
-        self._try_inputs(self.inputs.changed(arrays=new_arrays, files=files, origins=origins))
+        return self._try_inputs(self.inputs.changed(arrays=new_arrays, files=files, origins=origins))
 
-    def _try_inputs(self, new: SessionInputs) -> None:
-        """Adopt ``new`` only if every model can be fed from it (a bad file or shape leaves things as they were)."""
+    def _try_inputs(self, new: SessionInputs) -> list[str]:
+        """Adopt ``new`` only if every model can be fed from it (a bad file or shape leaves things as they
+        were). A backward graph (``grad``) is made for the input shapes it was attached at: inputs of other
+        shapes that the model as loaded takes drop it (the notes returned say so: run ``grad`` again)."""
         old = self.inputs
-        saved = {lbl: t.feed_cache for lbl, t in self.targets.items()}
+        saved = {lbl: (t.feed_cache, t.model) for lbl, t in self.targets.items()}
         self.inputs = new
+        stale = []
         try:
             self._check_inputs()
             for t in self.targets.values():
                 t.feed_cache = None
-                self.feed(t)
+                try:
+                    self.feed(t)
+                except OnnxProbeError:
+                    if t.forward is None:
+                        raise
+                    t.model, t.feed_cache = t.forward, None  # can the model as loaded take them?
+                    self.feed(t)
+                    stale.append(t)
         except BaseException:
             self.inputs = old
             for lbl, t in self.targets.items():
-                t.feed_cache = saved[lbl]
+                t.feed_cache, t.model = saved[lbl]
             raise
-
+        for t in stale:
+            t.model = saved[t.label][1]
+            self.replace_model(t, t.forward)
+        return [f"{'model ' + t.label + ': ' if len(self.targets) > 1 else ''}the backward graph was made for the old "
+                "input shapes and is dropped; run `grad` again for these" for t in stale]
     def replace_model(self, t: Target, model: api.Model, *, forward: api.Model | None = None) -> int:
         """Work on ``model`` (e.g. the same model with its backward graph; ``forward``: the model it came
         from) from now on; caches are dropped, probes that still exist are kept. Returns the number of

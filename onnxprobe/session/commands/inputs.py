@@ -47,8 +47,9 @@ def cmd_inputs(env: Env, args: list[str]):
     out: list = []
     if args:
         arrays = api.read_npz(args[0])
-        env.state.set_all_inputs(arrays)
+        notes = env.state.set_all_inputs(arrays)
         out.append(safe(f"inputs from {args[0]}: {', '.join(arrays)}"))
+        out += [Text(safe(f"note: {n}"), style="dim") for n in notes]
     return out + _inputs_table(env, t)
 
 
@@ -62,15 +63,16 @@ def cmd_input(env: Env, args: list[str]):
         raise bad("input", "which input? (`inputs` lists them)")
     name, rest = args[0], args[1:]
     shape = None
+    dropped: list[str] = []  # backward graphs made for the old input shapes
     if rest:
         if rest[0] == "random":
             if len(rest) > 2:
                 raise bad("input", "random takes at most one DIMS, e.g. 1x3x224x224")
             if len(rest) == 2:
                 shape = api.parse_shape_overrides([f"{name}={rest[1]}"])[name]
-            st.set_input(name, "random", shape)
+            dropped = st.set_input(name, "random", shape)
         else:
-            st.set_input(name, " ".join(rest))
+            dropped = st.set_input(name, " ".join(rest))
     feed, _, _ = st.feed(st.a if name in st.feed(st.a)[0] else st.target("b"))
     if name not in feed:
         raise UsageError(f"unknown input name {name!r}")
@@ -80,7 +82,7 @@ def cmd_input(env: Env, args: list[str]):
     line.append(safe(f" ← {st.inputs.source(name)}: {v.dtype} [{fmt_shape(v.shape)}]  "))
     line.append_text(render.stats_line(api.TensorStats.from_array(v) if v.dtype.kind in "biuf" else None, compact=True))
     notes = [n for t in st.targets.values() for n in session_notes(st.feed(t)[2]) if n.startswith(f"input {name}:")]
-    return [line] + [Text(f"note: {n}", style="dim") for n in dict.fromkeys(notes)]
+    return [line] + [Text(safe(f"note: {n}"), style="dim") for n in dict.fromkeys(notes + dropped)]
 
 
 @command("seed", "seed [N]", "the seed of the random inputs (without N: show it)", "inputs and probes")
@@ -88,10 +90,10 @@ def cmd_seed(env: Env, args: list[str]):
     st = env.state
     if len(args) > 1:
         raise bad("seed", "give one integer")
-    if args:
-        st.set_seed(parse_int("seed", args[0]))
+    dropped = st.set_seed(parse_int("seed", args[0])) if args else []
     rnd = [s.name for s in st.specs(st.a) if s.name not in st.inputs.files and s.name not in st.inputs.arrays]
-    return f"seed {st.inputs.seed}" + (f" (random inputs: {', '.join(rnd)})" if rnd else " (no random inputs)")
+    return [f"seed {st.inputs.seed}" + (f" (random inputs: {', '.join(rnd)})" if rnd else " (no random inputs)")] + \
+        [Text(safe(f"note: {n}"), style="dim") for n in dropped]
 
 
 @command("probe", "probe add|rm|list|clear [SELECTION] [--model a|b]",
