@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from conftest import sample_path
 from onnxprobe.cli.main import app
+from onnxprobe.graph.merge import PREFIX_A
 from onnxprobe.runtime.profile import attribute, named
 
 runner = CliRunner()
@@ -100,3 +101,31 @@ def test_profile_conflicts_get_one_line(args, words, tmp_path):
     args = [m if a == "M" else (str(tmp_path) if a == "." else a) for a in args]
     r = runner.invoke(app, args)
     assert r.exit_code == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_diff_profile_times_a_qdq_layers_own_kernel(tmp_path, monkeypatch):
+    """In a QDQ model A the compared tensor is a DequantizeLinear's output; the layer's time is the kernel
+    that writes the float tensor it stands for (the Conv before QuantizeLinear), as the profiler itself
+    attributes it in the same run, not the DequantizeLinear's."""
+    import onnxprobe.runtime.profile as prof
+    from onnxprobe import api
+    from quantize_fixtures import quantize
+
+    q = quantize("cnn", "qdq", tmp_path)
+    seen = {}
+    real = prof.profile
+
+    def spy(*a, **k):
+        seen["p"] = real(*a, **k)
+        return seen["p"]
+
+    monkeypatch.setattr(prof, "profile", spy)
+    res = api.diff(q, sample_path("cnn"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), profile=True)
+    times = seen["p"].of_tensor()
+    qdq = [r for r in res.results if r.pair.a.kind == "qdq" and r.pair.a.key != r.pair.a.name]
+    differ = 0
+    for r in qdq:
+        own, dq = times.get(PREFIX_A + r.pair.a.key), times.get(PREFIX_A + r.pair.a.name)
+        assert own is not None and own[0] is not None and r.kernel_ms[0] == own[0], (r.pair.a.name, r.kernel_ms, own)
+        differ += dq is not None and dq[0] != own[0]
+    assert len(qdq) >= 2 and differ  # the DequantizeLinear's time is another number: the test can fail

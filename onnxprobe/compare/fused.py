@@ -242,7 +242,9 @@ def profile(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], out: Fused
                      and times[names[t]][0] is not None), None)
 
     for k, q in enumerate(report):
-        out.profile[k] = (ms(fg.aname, q.a.name, q.a.probe), ms(fg.bname, q.b.name, q.b.probe))
+        # A's key first: in a QDQ model the float tensor the pair stands for is the layer's own output (a Conv's),
+        # ahead of the QuantizeLinear -> DequantizeLinear whose output is compared
+        out.profile[k] = (ms(fg.aname, q.a.key, q.a.name, q.a.probe), ms(fg.bname, q.b.name, q.b.probe))
     a_ms = sum(v for n, v in p.node_ms.items() if n.startswith("onnxprobe.a/"))
     b_ms = sum(v for n, v in p.node_ms.items() if n.startswith("onnxprobe.b/"))
     out.profile_summary = {"run_ms": round(p.total_ms, 4), "a_kernels_ms": round(a_ms, 4), "b_kernels_ms": round(b_ms, 4),
