@@ -505,7 +505,7 @@ def _runtime_cases() -> list[Case]:
                                                        "INFERENCE_PRECISION_HINT=i8"], (1,), "INFERENCE_PRECISION_HINT"),
         Case("openvino_unknown_property", lambda d: ["layers", mlp, "--runtime", "openvino", "--runtime-option", f"FROB{ESC}=1"], (1,), None),
         Case("openvino_device_of_onnxruntime", lambda d: ["layers", mlp, "--runtime", "openvino", "--device", "cuda"], (2,), "--device"),
-        Case("openvino_device_absent", lambda d: ["diff", mlp, "--vs-runtime", "openvino", "--vs-device", "NPU"], (1,), "no such device"),
+        Case("openvino_device_absent", lambda d: ["diff", mlp, "--vs-runtime", "openvino", "--vs-device", "NPU"], (2,), "no such device"),
         Case("openvino_device_garbage", lambda d: ["layers", mlp, "--runtime", "openvino", "--device", f"GPU{FORGED}"], (1, 2), None),
     ]
 

@@ -169,7 +169,7 @@ class OpenVinoRunner(HostStatsRunner):
         reply = self.worker.request(op="device", device=self.device, config=self.options)
         base = self.device.split(":")[0].split(".")[0]
         if base not in ("AUTO", "HETERO", "MULTI", "BATCH") and base not in reply["devices"]:
-            raise ExecutionError(f"--device {self.device}: OpenVINO has no such device here (it sees: {', '.join(reply['devices'])})")
+            raise UsageError(f"--device {self.device}: OpenVINO has no such device here (it sees: {', '.join(reply['devices'])})")
         self.precision = self.precision or reply.get("precision")
         self._checked = True
 
