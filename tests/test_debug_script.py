@@ -380,6 +380,14 @@ def test_walking_past_either_end_is_a_one_line_error(tmp_path):
     assert "no node or tensor named 'nope'" in errs[2] and "N must be an integer" in errs[3]
 
 
+def test_step_and_back_take_one_or_more_nodes(tmp_path):
+    """`step 0` in the middle of the graph said 'already at the first node'."""
+    r = script(tmp_path, [sample_path("cnn")], ["goto #4", "step 0", "back 0", "back -2", "step 2"], code=1)
+    errs = r.stderr.strip().splitlines()
+    assert len(errs) == 3 and all("1 or more" in e for e in errs) and "already at" not in r.stderr
+    assert re.findall(r"^#(\d+)/8 (\S+)", r.stdout, flags=re.M)[-1] == ("6", "gap")
+
+
 # -- two models, gradients ----------------------------------------------------------------------------------
 
 

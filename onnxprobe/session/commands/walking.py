@@ -89,6 +89,8 @@ def cmd_step(env: Env, args: list[str]):
     weights = bool(pop_option(args, "--weights", flag=True))
     n = parse_int("step", args.pop(0)) if args else 1
     no_more("step", args)
+    if n < 1:
+        raise bad("step", f"N is how many nodes to move: 1 or more, not {n}")
     return _walk(env, t, env.state.step(t, n, weights=weights))
 
 
@@ -99,4 +101,6 @@ def cmd_back(env: Env, args: list[str]):
     weights = bool(pop_option(args, "--weights", flag=True))
     n = parse_int("back", args.pop(0)) if args else 1
     no_more("back", args)
+    if n < 1:
+        raise bad("back", f"N is how many nodes to move: 1 or more, not {n}")
     return _walk(env, t, env.state.step(t, -n, weights=weights))
