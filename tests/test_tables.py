@@ -374,3 +374,23 @@ def test_a_folding_column_keeps_all_its_text_in_the_stacked_layout(width):
     flat = re.sub(r"\s+", "", "".join(lines))
     for io in cells:  # every character of every cell, in order (wrapping only adds line breaks and indents)
         assert re.sub(r"\s+", "", io) in flat
+
+
+def test_names_that_are_no_path_stay_whole():
+    """A name without '/' parts (BERT's 'last_hidden_state', 'pooler_output') is its own last part: the
+    table keeps it whole (other columns move down) instead of cutting its middle ('las…en_state')."""
+    from onnxprobe.report.layers import layers_table
+
+    rows = [(f"/m/encoder/layer.{i}/attention/self/{w}/MatMul", f"/m/encoder/layer.{i}/attention/self/{w}/MatMul_output_0", "MatMul")
+            for i in range(2) for w in ("query", "key", "value")]
+    rows += [("/m/encoder/layer.1/output/LayerNorm/LayerNormalization", "last_hidden_state", "LayerNormalization"),
+             ("/m/pooler/dense/Gemm", "/m/pooler/dense/Gemm_output_0", "Gemm"), ("/m/pooler/activation/Tanh", "pooler_output", "Tanh")]
+    d = {"tensors": [{"index": 150 + k, "node": node, "scope": None, "name": tensor, "op_type": op, "shape": [1, 1, 128],
+                      "dtype": "float32", "count": 128, "min": -0.537, "max": 0.5715, "mean": 0.003968, "std": 0.2052,
+                      "nan": 0, "inf": 0, "is_output": False} for k, (node, tensor, op) in enumerate(rows)],
+         "device": "cpu", "opt_level": "off"}
+    t, _ = layers_table(d)
+    for width in (60, 80, 100):
+        text = "\n".join(line for line, _ in t.lines(width))
+        assert "last_hidden_state" in text and "pooler_output" in text, (width, text)
+        assert all(len(line) <= width for line in text.splitlines())

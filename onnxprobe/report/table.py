@@ -313,12 +313,13 @@ def _flow(items: list[str], width: int, indent: str) -> list[str]:
 
 
 def _readable(names: list[str], short: list[str]) -> bool:
-    """Shortened names that still tell the rows apart, and paths that kept their last part whole."""
+    """Shortened names that still tell the rows apart, paths that kept their last part whole, and names
+    that are no path (``last_hidden_state``: a last part of their own) whole."""
     if len(set(short)) != len(set(names)):
         return False
     for n, sh in zip(names, short):
         parts = clean(n).split("/")
-        if len(parts) > 2 and sh != clean(n) and not sh.endswith("/" + parts[-1]):
+        if sh != clean(n) and (len(parts) <= 2 or not sh.endswith("/" + parts[-1])):
             return False
     return True
 
