@@ -62,3 +62,10 @@ def internal_error_text(e: BaseException) -> str:
     """The one line shown for an unexpected exception (the traceback needs ONNXPROBE_DEBUG=1)."""
     first = (str(e).strip().splitlines() or [""])[0][:300]
     return f"internal error: {type(e).__name__}: {first} (run with ONNXPROBE_DEBUG=1 for the traceback)"
+
+
+def path_error_text(e: OSError) -> str:
+    """The one line shown for a path the system refuses (a name too long, no permission, a read-only
+    folder): the path (its start, when it is long) and the system's reason."""
+    name = "".join(c if c.isprintable() else "?" for c in str(e.filename))
+    return f"{name[:120]}{'…' if len(name) > 120 else ''}: {e.strerror or 'cannot be used'}"

@@ -593,3 +593,11 @@ def test_piped_commands_run_as_a_script_and_echo(tmp_path):
     assert r.exit_code == 1 and "seed 4" in r.stdout and "line 2: unknown command 'foo'" in r.stderr
     r = runner.invoke(app, ["debug", str(sample_path("mlp")), "--script", "-", "--echo"], input="seed 4\n", env=ENV)
     assert r.stdout.splitlines()[:2] == ["> seed 4", "seed 4 (random inputs: x)"]
+
+
+def test_a_path_the_system_refuses_is_one_line_naming_it(tmp_path):
+    long = tmp_path / ("a" * 300 + ".npz")
+    r = script(tmp_path, [sample_path("cnn")], [f"save all {long}", "info"], code=1)
+    errs = r.stderr.strip().splitlines()
+    assert len(errs) == 1 and "File name too long" in errs[0] and "internal error" not in errs[0], errs
+    assert "graph" in r.stdout  # the script went on

@@ -12,7 +12,7 @@ from typing import Callable
 import typer
 
 from onnxprobe.cli.output import error
-from onnxprobe.errors import OnnxProbeError, debug_enabled, internal_error_text
+from onnxprobe.errors import OnnxProbeError, debug_enabled, internal_error_text, path_error_text
 
 
 def handle_errors(fn: Callable) -> Callable:
@@ -30,6 +30,14 @@ def handle_errors(fn: Callable) -> Callable:
         except KeyboardInterrupt:
             error("interrupted")
             raise typer.Exit(130) from None
+        except OSError as e:
+            if debug_enabled():
+                raise
+            if e.filename is None:  # not about a path of the user's
+                error(internal_error_text(e))
+                raise typer.Exit(1) from None
+            error(path_error_text(e))  # a path the system refuses (a name too long, a permission...)
+            raise typer.Exit(2) from None
         except MemoryError:
             if debug_enabled():
                 raise

@@ -122,14 +122,19 @@ def literal(text: str) -> np.ndarray | None:
     """``16000``, ``0.5``, ``[1, 2, 3]``, ``true``: a value given on the command line instead of a file, as
     an object array of the very numbers typed (Python bools, ints of any size, floats: ``literal_as`` casts
     them, refusing what the cast would change); None when ``text`` is not one (it is then a file name)."""
-    if Path(text).exists():
-        return None
+    try:
+        if Path(text).exists():
+            return None
+    except OSError:  # a name too long for a file: a value, or nothing
+        pass
     try:
         v = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than any input's rank
         return None
     if not isinstance(v, (bool, int, float, list)):
         return None
+    if _depth(v) > MAX_LITERAL_RANK:
+        raise UsageError(f"value {clean(text[:40])!r}…: lists nested deeper than {MAX_LITERAL_RANK}, more than any tensor's rank")
     shape = _rectangular(v)
     if shape is None:
         raise UsageError(f"value {clean(text)!r}: nested lists must be rectangular (all rows of the same length)")
@@ -139,6 +144,20 @@ def literal(text: str) -> np.ndarray | None:
     out = np.empty(len(flat), dtype=object)
     out[:] = flat
     return out.reshape(shape)
+
+
+MAX_LITERAL_RANK = 32
+
+
+def _depth(v) -> int:
+    """How deep lists nest in ``v``, without recursion (a hostile value nests thousands deep)."""
+    depth, level = 0, [v]
+    while level:
+        level = [x for item in level if isinstance(item, list) for x in item]
+        depth += 1
+        if depth > MAX_LITERAL_RANK + 1:
+            break
+    return depth - 1
 
 
 def _rectangular(v) -> tuple[int, ...] | None:

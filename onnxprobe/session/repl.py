@@ -24,7 +24,7 @@ from typing import Iterable
 from rich.console import Console
 from rich.text import Text
 
-from onnxprobe.errors import OnnxProbeError, UsageError, debug_enabled, first_line, internal_error_text
+from onnxprobe.errors import OnnxProbeError, UsageError, debug_enabled, first_line, internal_error_text, path_error_text
 from onnxprobe.report.console import console
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import commands as C
@@ -43,6 +43,8 @@ def history_path() -> Path:
 def _error_text(e: BaseException) -> str:
     if isinstance(e, OnnxProbeError):
         return one_line(first_line(e))
+    if isinstance(e, OSError) and e.filename is not None:  # a path the system refuses
+        return one_line(path_error_text(e))
     return one_line(internal_error_text(e))
 
 
