@@ -149,8 +149,12 @@ class State:
     def specs_of(self, model: api.Model):
         return api.model_inputs(model.proto)
 
+    def input_names(self) -> set[str]:
+        """The inputs of every model of the session, as loaded or with its backward graph (its loss's labels)."""
+        return {s.name for t in self.targets.values() for m in (t.model, t.forward) if m is not None for s in self.specs_of(m)}
+
     def _check_inputs(self) -> None:
-        known = {s.name for t in self.targets.values() for m in (t.model, t.forward) if m is not None for s in self.specs_of(m)}
+        known = self.input_names()
         for name in list(self.inputs.files) + list(self.inputs.shapes) + list(self.inputs.arrays):
             if name not in known:
                 expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
@@ -187,8 +191,7 @@ class State:
     def set_input(self, name: str, how: str, shape: tuple[int, ...] | None = None) -> list[str]:
         """``how``: 'random' (optionally with a new ``shape``), a .npy/.pb file, or a value. Returns notes
         (``_try_inputs``)."""
-        if not any(name in {s.name for m in (t.model, t.forward) if m is not None for s in self.specs_of(m)}
-                   for t in self.targets.values()):
+        if name not in self.input_names():
             expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
             raise UsageError(f"unknown input name {name!r}; the model's inputs are: {expected}")
         arrays = {k: v for k, v in self.inputs.arrays.items() if k != name}
