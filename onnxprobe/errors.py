@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from onnxprobe.text import clean, clip
+
 
 class OnnxProbeError(Exception):
     """Base class: a problem we can explain to the user in one line."""
@@ -67,5 +69,4 @@ def internal_error_text(e: BaseException) -> str:
 def path_error_text(e: OSError) -> str:
     """The one line shown for a path the system refuses (a name too long, no permission, a read-only
     folder): the path (its start, when it is long) and the system's reason."""
-    name = "".join(c if c.isprintable() else "?" for c in str(e.filename))
-    return f"{name[:120]}{'…' if len(name) > 120 else ''}: {e.strerror or 'cannot be used'}"
+    return f"{clip(clean(e.filename), 120)}: {e.strerror or 'cannot be used'}"

@@ -239,7 +239,6 @@ class State:
                 t.feed_cache, t.model = saved[lbl]
             raise
         for t in stale:
-            t.model = saved[t.label][1]
             self.replace_model(t, t.forward)
         return [f"{'model ' + t.label + ': ' if len(self.targets) > 1 else ''}the backward graph was made for the old "
                 "input shapes and is dropped; run `grad` again for these" for t in stale]
