@@ -47,6 +47,8 @@ DISTRIBUTIONS = {
     "nan_inf_mixed": np.concatenate([rng.normal(5, 1, 1000), [np.nan] * 7, [np.inf] * 3, [-np.inf] * 2]).astype(np.float32),
     "all_nan": np.full((10,), np.nan, np.float32),
     "zeros_and_ones": (U > 0.5).astype(np.float32),
+    "many_large_offset": (1e4 + rng.normal(size=300_000)).astype(np.float32),  # past numpy's pairwise blocks
+    "float16_near_max": np.array([65504, -65504, 60000, 0.5, -0.0], np.float16),
 }
 
 
