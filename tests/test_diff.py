@@ -357,7 +357,7 @@ def test_in_graph_metrics_equal_host_metrics_on_every_sample(name, tmp_path, on_
     """One run of both models (metrics and introduced error in the graph) against separate runs measured
     on the host in float64, on each sample model against a copy with perturbed weights."""
     if not on_host:
-        monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (0, 0))
+        monkeypatch.setattr(base_runner, "SMALL_PAIRS_ON_HOST", (0, 0))
     summed = _count_host_sums(monkeypatch)
     src = sample_path(name)
     try:
@@ -390,7 +390,7 @@ def _count_host_sums(monkeypatch) -> list:
 @pytest.mark.parametrize("kind", QUANT_KINDS)
 def test_in_graph_metrics_equal_host_metrics_on_quantized_pairs(kind, qdir, on_host, monkeypatch):
     if not on_host:
-        monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (0, 0))
+        monkeypatch.setattr(base_runner, "SMALL_PAIRS_ON_HOST", (0, 0))
     q = quantize("cnn", kind, qdir)
     kw = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays=sample_feeds("cnn")))
     host = api.diff(q, sample_path("cnn"), fuse=False, **kw)

@@ -45,7 +45,7 @@ def test_introduced_error_equals_numpy_float64(tmp_path, monkeypatch, mode, offs
     """B differs from A only in the second layer: there the introduced error is that layer's alone
     (B's MatMul on A's Relu output, against A's), the first layer's is exact."""
     if mode == "fused-in-graph":
-        monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (0, 0))
+        monkeypatch.setattr(base_runner, "SMALL_PAIRS_ON_HOST", (0, 0))
     rng = np.random.default_rng(3)
     w1 = rng.standard_normal((16, 32)).astype(np.float32)
     w2 = rng.standard_normal((32, 24)).astype(np.float32)
@@ -163,7 +163,7 @@ def test_pairs_whose_squares_underflow_in_float32_are_measured_on_the_host(tmp_p
     """Activations near 1e-25: their float32 squares are nothing, so the in-graph sums cannot be trusted
     (Σ(a-b)² would read 0 beside a non-zero max |a-b|: an SQNR of +inf that passes --metric sqnr, where
     float64 says 0 dB); the one-run diff leaves such pairs to the host's float64 and reports what it does."""
-    monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (0, 0))  # every pair in the graph's rows, none on the host
+    monkeypatch.setattr(base_runner, "SMALL_PAIRS_ON_HOST", (0, 0))  # every pair in the graph's rows, none on the host
     rng = np.random.default_rng(13)
     w1 = (rng.standard_normal((16, 32)) * 1e-13).astype(np.float32)
     w2 = rng.standard_normal((32, 24)).astype(np.float32)
@@ -205,7 +205,7 @@ def _runtime_reshapes(path, pairs: int, scale: float = 1.0) -> str:
 
 def test_many_pairs_of_unknown_shape_are_measured_in_the_one_run(tmp_path, monkeypatch):
     """Pairs that no row can measure (no known rank) come out of diff's one run raw, within the budget for
-    them (runners.base.SMALL_ON_HOST, counted at its per-tensor size); 120 such pairs (360 tensors with B's
+    them (runners.base.SMALL_PAIRS_ON_HOST, counted at its per-tensor size); 120 such pairs (360 tensors with B's
     recomputed ones) fit, so no second run of either whole model is made, and every pair has its metrics
     and its introduced error, as separate runs measure them."""
     import onnxprobe.runtime.runners.ort as ort_runner
@@ -282,7 +282,7 @@ def test_the_raw_budget_goes_first_to_pairs_no_row_can_measure(tmp_path, monkeyp
         return str(path)
 
     each = 64 * 1024  # unknown pairs count 2 x each, and each more for B's recomputed tensor
-    monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (each, 7 * each))
+    monkeypatch.setattr(base_runner, "SMALL_PAIRS_ON_HOST", (each, 7 * each))
     a, b = model(tmp_path / "a.onnx", 1.001), model(tmp_path / "b.onnx", 1.0)
     inputs = api.InputSpec(arrays={"x": np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32),
                                    "shape": np.array([16, 256], np.int64), "back": np.array([64, 64], np.int64)})

@@ -45,8 +45,7 @@ def layers(model: onnx.ModelProto, x: np.ndarray, tmp_path, **kw):
 @pytest.mark.parametrize("name", list(DISTRIBUTIONS) + list(INTS))
 def test_intermediate_statistics_match_numpy_either_way(name, on_host, tmp_path, monkeypatch):
     x = DISTRIBUTIONS.get(name, INTS.get(name))
-    if not on_host:
-        monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (0, 0))
+    monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (2**24, 2**26) if on_host else (0, 0))
     res = layers(chain(x), x, tmp_path)
     (probe,) = [p for p in res.plan.probes if p.ref.name == "t"]
     assert probe.stats_on_host == on_host and (probe.stats_output is None) == on_host
@@ -78,6 +77,20 @@ def test_each_and_total_bound_what_goes_to_the_host():
     assert len(host) == 2
     _, host = base_runner.planned_shapes(m, refs, {"x": (1000, 4)}, 2000, 10**6)  # bigger inputs: none
     assert host == set()
+
+
+def test_the_total_goes_to_the_smallest_tensors_first():
+    """A big tensor early in the graph must not take the room of several small ones after it."""
+    n = [helper.make_node("Tile", ["x", "reps"], ["big"], name="tile"),  # 100 x 4 -> 400 x 4 (6400 bytes)
+         helper.make_node("ReduceSum", ["big"], ["s1"], name="s1", keepdims=1),  # 1 x 4 each (16 bytes)
+         helper.make_node("Relu", ["s1"], ["s2"], name="s2"), helper.make_node("Relu", ["s2"], ["y"], name="s3")]
+    m = make_model(n, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                   initializers=[onnx.numpy_helper.from_array(np.array([4, 1], np.int64), "reps")])
+    m = api.Model.of(m, "m").proto
+    refs = [r for r in api.select(m, api.Selection(all=True)) if r.kind == "node"]
+    _, host = base_runner.planned_shapes(m, refs, {"x": (100, 4)}, 10**4, 6400)
+    assert host == {"s1", "s2", "y"}  # in graph order, "big" alone would have filled the total
 
 
 def test_fewer_nodes_for_the_same_rows():

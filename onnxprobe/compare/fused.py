@@ -93,7 +93,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     weights = merged_weights(a, b)
     g = merged.graph
     types = value_types(infer_shapes(merged))  # the tensors onnxprobe added (dequantizations) may lack value_info
-    each, total = base_runner.SMALL_ON_HOST
+    each, total = base_runner.SMALL_PAIRS_ON_HOST
     # for these input shapes: what no value_info tells (an old opset's shape computations, ``concrete_shapes``)
     concrete = concrete_shapes(merged, input_shapes) if input_shapes is not None else {}
     sizes = concrete_sizes(merged, input_shapes, concrete) if total else {}
@@ -184,7 +184,7 @@ def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rt
     ma, mb = a.runner.model, b.runner.model
     k = plan_cache.key_of({"fused": [plan_cache.structure(ma), plan_cache.structure(mb)], "introduced": introduced,
                            "pairs": [[p.a.probe, p.b.probe, p.b.kind, rtol_of(p)] for p in report],
-                           "known": sorted([x, q.a.probe] for x, q in by_b.items()), "small": list(base_runner.SMALL_ON_HOST),
+                           "known": sorted([x, q.a.probe] for x, q in by_b.items()), "small": list(base_runner.SMALL_PAIRS_ON_HOST),
                            "inputs": {n: list(v) for n, v in sorted((input_shapes or {}).items())}})
     weights = merged_weights(a, b)
     hit = plan_cache.load_entry(k, weights, restore=False)

@@ -129,15 +129,21 @@ def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
 
 
 # A tensor of at most this many bytes (for the feeds' shapes) gets its statistics from its values on the
-# host, in float64, instead of from ~20 statistics nodes: each node costs onnxruntime ~30 us to create and
-# the rewrite ~30 us to emit, where numpy summarises 64 KiB in ~0.1 ms (measured on PP-OCRv4 det, 330
-# tensors, 53 of them this small; most of a BERT's are). The values leave the run at its end, so their
-# total is bounded too: memory grows with the largest tensors, not with how many are probed. diff's one
-# run (compare.fused) takes pairs whose size nobody can tell and that no row can measure (no known rank or
-# type: reshapes to sizes computed at run time) raw as well, counted at this size; past the total they
-# cost two more runs of both whole models, which fetch them whole too. 32 MB, not 16: PP-OCRv4 rec's 57
-# such pairs (0-50 KiB each) then fit, and diff --all went 2.64 -> 2.40 s for 232 -> 241 MB (interleaved).
-SMALL_ON_HOST = (64 * 1024, 32 * 2**20)
+# host, in float64, instead of from ~20 statistics nodes: each node costs onnxruntime ~30-50 us to create
+# and the rewrite ~30 us to emit, where numpy summarises 256 KiB of float32 in ~0.2 ms
+# (``TensorStats.from_array``'s float32 form). The values leave the run at its end, so their total is
+# bounded too, and the smallest go first (``planned_shapes``): memory grows with the largest tensors, not
+# with how many are probed. Measured, interleaved, PP-OCRv4 rec ``layers --all`` (425 tensors): 64 KiB
+# each -> 159 on the host, 5,926 nodes, 0.87 s, 166 MB; 256 KiB -> 177, 5,578 nodes, 0.83 s, 168 MB;
+# 1 MiB -> 236, 4,457 nodes, 0.80 s, 189 MB (the total then bounds it).
+SMALL_ON_HOST = (256 * 1024, 32 * 2**20)
+# The same for diff's one run (compare.fused), per pair. It also takes pairs whose size nobody can tell and
+# that no row can measure (no known rank or type: reshapes to sizes computed at run time) raw, counted at
+# the per-tensor size; past the total they cost two more runs of both whole models, which fetch them whole
+# too. 64 KiB, not 256: 256 made no difference to diff on PP-OCRv4 (interleaved) and would count each
+# pair of unknown size 4x larger. 32 MB, not 16: PP-OCRv4 rec's 57 such pairs (0-50 KiB each) then fit,
+# and diff --all went 2.64 -> 2.40 s for 232 -> 241 MB (interleaved).
+SMALL_PAIRS_ON_HOST = (64 * 1024, 32 * 2**20)
 
 
 def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: dict, each: int,
@@ -147,7 +153,7 @@ def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: 
     on the host (see SMALL_ON_HOST)."""
     shapes = concrete_shapes(model, input_shapes)
     types = value_types(model)
-    host, used, fitting = set(), 0, {}
+    host, used, fitting, sizes = set(), 0, {}, []
     for r in refs:
         s, t = shapes.get(r.name), types.get(r.name)
         if s is None or t is None:
@@ -158,9 +164,13 @@ def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: 
         n = shape_bytes(t, s)
         if n is None:  # an element type numpy lacks: summarised in the graph
             continue
-        if n <= each and used + n <= total:
-            host.add(r.name)
-            used += n
+        if n <= each:
+            sizes.append((n, r.name))
+    for n, name in sorted(sizes):  # the smallest first: the most tensors (and their nodes) the total allows
+        if used + n > total:
+            break
+        host.add(name)
+        used += n
     return fitting, host
 
 
