@@ -508,12 +508,21 @@ def _runtime_cases() -> list[Case]:
         Case("openvino_crashes", lambda d: ["layers", _save(d, loop11_model()), "--runtime", "openvino", "--input", "trip_count=85",
                                             "--input", "cond=1", "--input", "y=[0.5]"], (1,), "OpenVINO crashed"),
         Case("openvino_bad_property_value", lambda d: ["layers", mlp, "--runtime", "openvino", "--runtime-option",
-                                                       "INFERENCE_PRECISION_HINT=i8"], (1,), "INFERENCE_PRECISION_HINT"),
-        Case("openvino_unknown_property", lambda d: ["layers", mlp, "--runtime", "openvino", "--runtime-option", f"FROB{ESC}=1"], (1,), None),
+                                                       "INFERENCE_PRECISION_HINT=i8"], (2,), "--runtime-option INFERENCE_PRECISION_HINT=i8"),
+        Case("openvino_unknown_property", lambda d: ["layers", mlp, "--runtime", "openvino", "--runtime-option", f"FROB{ESC}=1"], (2,),
+             "--runtime-option FROB"),
+        # the model's dimensions were guessed, but the options are what OpenVINO refuses: no hint about dimensions
+        Case("openvino_unknown_property_dynamic_model", lambda d: ["layers", _save(d, _dynamic_relu()), "--runtime", "openvino",
+                                                                   "--runtime-option", "FROB=1"], (2,), "refuses it"),
         Case("openvino_device_of_onnxruntime", lambda d: ["layers", mlp, "--runtime", "openvino", "--device", "cuda"], (2,), "--device"),
         Case("openvino_device_absent", lambda d: ["diff", mlp, "--vs-runtime", "openvino", "--vs-device", "NPU"], (2,), "no such device"),
         Case("openvino_device_garbage", lambda d: ["layers", mlp, "--runtime", "openvino", "--device", f"GPU{FORGED}"], (1, 2), None),
     ]
+
+
+def _dynamic_relu() -> onnx.ModelProto:
+    return _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])])
 
 
 def loop11_model() -> onnx.ModelProto:

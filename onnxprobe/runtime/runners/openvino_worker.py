@@ -98,7 +98,22 @@ class Worker:
                 out["precision"] = type_name(self.core.get_property(device, "INFERENCE_PRECISION_HINT"))
             except Exception:  # noqa: BLE001 - a device without the property (NPU, AUTO)
                 out["precision"] = None
+            if config:
+                out["option_error"] = self._refused(device, config)
         return out
+
+    def _refused(self, device: str, config: dict) -> str | None:
+        """Why ``device`` refuses ``config`` (an unknown property, a wrong value), or None: one tiny model
+        compiled with it (milliseconds). Known before the user's model is read, so the error names the
+        options, not the model (which is only compiled later, where any error could be the model's)."""
+        import openvino.opset13 as ops
+
+        p = ops.parameter([1], self.ov.Type.f32, name="x")
+        try:
+            self.core.compile_model(self.ov.Model([ops.relu(p)], [p], "onnxprobe-options"), device, config)
+        except Exception as e:  # noqa: BLE001 - OpenVINO raises RuntimeError for every refusal
+            return last_line(e)
+        return None
 
     def compiled_model(self, key, outputs: list[str], shapes: dict, device: str, config: dict):
         ck = (key, tuple(outputs), tuple(sorted(shapes.items())), device, tuple(sorted(config.items())))
