@@ -4,6 +4,7 @@ the renderers, so nothing from a model reaches the terminal raw; JSON keeps the 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Callable, Iterable
@@ -86,8 +87,28 @@ def emit(data: dict, json_path: Path | None, render: Callable[[int], list], view
 
 
 def notes(messages: Iterable[str]) -> None:
+    """One line per note; on a terminal, folded at its width between words (continuation lines
+    indented), where the terminal itself would cut words in two. A pipe or file keeps one line per note,
+    for grep."""
+    width = _terminal_width(sys.stderr)
     for m in dict.fromkeys(messages):
-        print(f"onnxprobe: note: {one_line(m)}", file=sys.stderr)
+        line = f"onnxprobe: note: {one_line(m)}"
+        if width and len(line) > width:
+            import textwrap
+
+            line = "\n".join(textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False))
+        print(line, file=sys.stderr)
+
+
+def _terminal_width(stream) -> int | None:
+    """The width of the terminal ``stream`` writes to (COLUMNS first, as for the tables), or None."""
+    try:
+        if not stream.isatty():
+            return None
+        cols = os.environ.get("COLUMNS", "")
+        return int(cols) if cols.isdigit() and int(cols) >= 20 else os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (tests' capture)
+        return None
 
 
 def error(message: str) -> None:
