@@ -6,10 +6,11 @@ Moments are taken about a shift c = (min + max) / 2, so they never cancel (``sta
 Two forms:
 
 - the **fast row** (float tensors of known rank): min, max, x - c, Σ(x-c), Σ(x-c)² (as Σ of (x-c)·(x-c)),
-  Σ|x| (as Σ of Abs) and the non-zero count (x cast to bool and back, summed); every intermediate is at most the
-  size of the tensor in float32; sums are float32 partials over the shortest suffix of axes holding >= 16
-  elements, added in float64 (a two-level summation, relative error about 1e-7); a suffix of more than
-  16384 elements (a flat 1-D tensor) sums in float64 from the start;
+  Σ|x| (as Σ of Abs) and the non-zero count (x cast to bool and back, summed); Σ|x| and the count are
+  float32 partials over the shortest suffix of axes holding >= 16 elements, added in float64 (a two-level
+  summation, relative error about 1e-7; a suffix of more than 16384 elements, a flat 1-D tensor, sums in
+  float64 from the start); the shifted moments Σ(x-c) and Σ(x-c)² are summed in float64 from the start
+  (x - c is cast: the variance takes their difference, which cancels on skewed tensors);
 - the **careful row**: NaN and Inf masked out, and x - c divided by the half-range before it is summed
   and squared (so nothing overflows or underflows, from subnormals to 3.4e38), the sums scaled back in
   float64. A fast row that cannot be trusted (``stats.tensor_stats.needs_rerun``: a NaN or Inf inside, a
@@ -117,24 +118,35 @@ class StatsBuilder(GraphBuilder):
         r = self.node("Reshape", [t, self.const(np.array([-1], np.int64))], f"{b}.{tag}.flat")
         return self.node("Cast", [r], f"{b}.{tag}.f64", to=TensorProto.DOUBLE)
 
-    def _sums(self, terms: list[tuple[str, str, str]], b: str, axes: list[int], wide: bool = False, double: bool = False) -> str:
+    def _sums(self, terms: list[tuple[str, str, str]], b: str, axes: list[int], wide: bool = False, double: bool = False,
+              exact: tuple[str, ...] = ()) -> str:
         """Two-level sums of several tensors of one shape: partial reductions over ``axes`` (keepdims, so
         they stack on axis 0; in float64 when ``wide``: blocks too long for float32), then one Cast and one
         float64 ReduceSum along the rows for all of them: shape [len(terms)]. ``double``: the terms are
-        float64 already."""
+        float64 already. ``exact``: the tags of terms summed in float64 from the start (see _fast_parts)."""
         if wide:
             terms = [(op, self.node("Cast", [t], f"{b}.{tag}.wide", to=TensorProto.DOUBLE), tag) for op, t, tag in terms]
+        exact = () if wide or double else exact
+        if exact:
+            cast: dict[str, str] = {}  # one float64 copy per tensor, however many terms read it
+            for op, t, tag in terms:
+                if tag in exact and t not in cast:
+                    cast[t] = self.node("Cast", [t], f"{b}.{tag}.f64", to=TensorProto.DOUBLE)
+            terms = [(op, cast[t] if tag in exact else t, tag) for op, t, tag in terms]
         # onnxruntime's ReduceSumSquare and ReduceL1 over some axes are 3-6x slower than Mul / Abs and a
         # ReduceSum over the same axes (measured on CPU, a [1, 24, 200, 152] tensor): take that form
         prep = {"ReduceSumSquare": lambda t, tag: self.node("Mul", [t, t], f"{b}.{tag}.sq"),
                 "ReduceL1": lambda t, tag: self.node("Abs", [t], f"{b}.{tag}.abs")}
         terms = [("ReduceSum", prep[op](t, tag), tag) if op in prep else (op, t, tag) for op, t, tag in terms]
         parts = [self.red(op, t, f"{b}.{tag}.part", axes=axes, keepdims=1) for op, t, tag in terms]
+        if exact:  # the float32 parts join the float64 ones (block sums: a 1/16 or less of the tensor)
+            parts = [p if tag in exact else self.node("Cast", [p], f"{b}.{tag}.part64", to=TensorProto.DOUBLE)
+                     for p, (_, _, tag) in zip(parts, terms)]
         # one row per term (parts stacked on axis 0, where each part's leading dims are whole): the outer sum
         # runs along contiguous rows; a [blocks, terms] layout summed down its columns made onnxruntime's
         # strided ReduceSum cost more than the four partial sums together (measured on PP-OCRv4 det)
         cat = self.node("Concat", parts, f"{b}.parts", axis=0) if len(parts) > 1 else parts[0]
-        if not double:
+        if not double and not exact:
             cat = self.node("Cast", [cat], f"{b}.parts64", to=TensorProto.DOUBLE)
         rows = self.node("Reshape", [cat, self.const(np.array([len(terms), -1], np.int64))], f"{b}.parts2d")
         return self.red("ReduceSum", rows, f"{b}.sums", axes=[1], keepdims=0)
@@ -152,8 +164,12 @@ class StatsBuilder(GraphBuilder):
         # the non-zero count: x != 0 as a bool, cast back and summed (4x faster than Σ|sign(x)|)
         nonzero = self.node("Cast", [self.node("Cast", [f], f"{b}.nonzero.b", to=TensorProto.BOOL)], f"{b}.nonzero.f",
                             to=elem)
+        # Σ(x-c) and Σ(x-c)² in float64 from the first addition: the variance s2/n - (s1/n)² cancels by
+        # ((c - mean) / std)², which a skewed tensor makes large (a sigmoid map of ~1e-7 with rare 1s:
+        # 137², where float32 block sums left its std 1.7% off; QA against numpy float64 on PP-OCRv4 det)
         sums = self._sums([("ReduceSum", d, "s1"), ("ReduceSumSquare", d, "s2"), ("ReduceL1", f, "sumabs"),
-                           ("ReduceSum", nonzero, "nonzero")], b, axes, wide, double=elem == TensorProto.DOUBLE)
+                           ("ReduceSum", nonzero, "nonzero")], b, axes, wide, double=elem == TensorProto.DOUBLE,
+                          exact=("s1", "s2"))
         return self.node("Concat", [lo, hi, c], f"{b}.mmc", axis=0), sums  # lo, hi and c keep their (all ones) dims
 
     def _fast_row(self, f: str, b: str, axes: list[int], size: str, wide: bool = False, elem: int = TensorProto.FLOAT) -> str:
@@ -193,7 +209,8 @@ class StatsBuilder(GraphBuilder):
         badc, badc_tag = count(bad, "nonfinite")
         nzc, nzc_tag = count(self.node("Cast", [f], f"{b}.nonzero.b", to=TensorProto.BOOL), "nonzero")
         sums = self._sums([("ReduceSum", d, "s1"), ("ReduceSumSquare", d, "s2"), ("ReduceL1", a, "sumabs"),
-                           ("ReduceSum", nanc, nanc_tag), ("ReduceSum", badc, badc_tag), ("ReduceSum", nzc, nzc_tag)], b, axes, wide)
+                           ("ReduceSum", nanc, nanc_tag), ("ReduceSum", badc, badc_tag), ("ReduceSum", nzc, nzc_tag)], b, axes, wide,
+                          double=elem == TensorProto.DOUBLE, exact=("s1", "s2"))  # see _fast_parts
         h64, am64 = self._as64(h, b, "h"), self._as64(am, b, "am")
         scale = self.node("Concat", [h64, self.node("Mul", [h64, h64], f"{b}.h2"), am64, self.f64([1.0, 1.0, 1.0])],
                           f"{b}.scale", axis=0)
