@@ -26,9 +26,33 @@ def temp_beside(target: Path, suffix: str = ".tmp") -> Path:
     return Path(tmp)
 
 
+# Every file onnxprobe has read as input in this process (models, their external data, input arrays), by
+# real path: no output may replace one, whichever command or API call writes it and whichever flag named
+# it (--json, --save, --html, --export on a model, model B of a diff, or a model's .data file). One
+# registry here, consulted by every writer (``atomic_output``, ``graph.io.check_output_path``), instead
+# of each command passing "the source" to each of its writers: a writer that forgot was how B and the
+# .data files got overwritten.
+_INPUTS: dict[str, str] = {}
+
+
+def protect(path: str | os.PathLike, what: str) -> None:
+    """Record ``path`` (a file this process read; ``what`` says what it is) as never to be written."""
+    _INPUTS[os.path.realpath(path)] = what
+
+
+def refuse_inputs(path: str | os.PathLike) -> None:
+    """A UsageError when ``path`` is a file ``protect`` recorded."""
+    what = _INPUTS.get(os.path.realpath(path))
+    if what is not None:
+        from onnxprobe.errors import UsageError
+
+        raise UsageError(f"{path}: is {what}; refusing to overwrite it, choose another output path")
+
+
 @contextmanager
 def atomic_output(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
-    """Yields the path to write; on success it becomes ``path``."""
+    """Yields the path to write; on success it becomes ``path`` (never an input: ``refuse_inputs``)."""
+    refuse_inputs(path)
     target = Path(path)
     if target.exists() and not target.is_file():
         yield target

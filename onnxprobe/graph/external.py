@@ -29,7 +29,7 @@ from onnx import TensorProto
 from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, load_external_data_for_tensor
 
 from onnxprobe.errors import ModelError, UsageError, first_line
-from onnxprobe.fileio import temp_beside
+from onnxprobe.fileio import refuse_inputs, temp_beside
 from onnxprobe.graph.io import PROTO_LIMIT, check_output_path, load_model, model_size
 
 SMALL_TENSOR = 1 << 20  # external tensors up to this size are read by load_lazy
@@ -234,6 +234,7 @@ def write_model(
             sources |= {Path(p).resolve() for p in protect}
             if data_path.resolve() in sources:
                 raise UsageError(f"{o}: its data file {data_path} is the input model's external data; choose another output name")
+            refuse_inputs(data_path)
             tmp_data = tmp(".data.tmp")
             _write_data(tensors, base_dir, tmp_data)
             _set_location(tensors, tmp_data.name)

@@ -12,6 +12,7 @@ from pathlib import Path
 import onnx
 
 from onnxprobe.errors import ModelError, UsageError, first_line
+from onnxprobe.fileio import protect, refuse_inputs
 from onnxprobe.text import human_bytes
 
 # protobuf cannot serialise a single message over 2 GiB; stay well below it.
@@ -42,6 +43,7 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
         ) from e
     if not _looks_like_model(model):
         raise ModelError(f"{p}: not an ONNX model (no graph or IR version in the file)")
+    _protect(p, model)  # before the external data is loaded: that clears the tensors' locations
     if load_external_data and _has_external_data(model):
         try:
             onnx.external_data_helper.load_external_data_for_model(model, str(p.parent))
@@ -52,6 +54,16 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
         except Exception as e:
             raise ModelError(f"{p}: cannot load its external data: {first_line(e)}") from e
     return model
+
+
+def _protect(p: Path, model: onnx.ModelProto) -> None:
+    """The model file and its external data files: never written by this process (``fileio.protect``)."""
+    protect(p, "an input model")
+    for t in onnx.external_data_helper._get_all_tensors(model):
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            location = next((e.value for e in t.external_data if e.key == "location"), None)
+            if location:
+                protect(p.parent / location, "an input model's external data")
 
 
 # ModelProto's fields (onnx.proto): number -> protobuf wire type (0 varint, 2 length-delimited)
@@ -148,4 +160,5 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
         raise UsageError(f"{o}: is a folder; give a file name")
     if source is not None and o.exists() and Path(source).exists() and o.resolve() == Path(source).resolve():
         raise UsageError(f"{o}: refusing to overwrite the input model; choose another output path")
+    refuse_inputs(o)
     return o

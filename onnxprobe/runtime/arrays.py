@@ -16,6 +16,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.errors import UsageError, first_line
+from onnxprobe.fileio import protect
 from onnxprobe.text import clean, human_bytes
 
 
@@ -113,6 +114,7 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
         raise
     except Exception as e:  # noqa: BLE001 - zipfile and numpy raise many kinds
         raise UsageError(f"{clean(p)}: not a readable .npz file ({clean(first_line(e))})") from e
+    protect(p, "an input file")
     if names:
         arrays = {names.get(k, k): v for k, v in arrays.items()}
     return arrays

@@ -1,0 +1,68 @@
+"""No output of any command or API call replaces a file onnxprobe read as input: the model, model B of a
+diff, a model's external-data file, an input .npz (``fileio.protect``), whichever flag named it."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import sample_path
+from onnxprobe import api
+from onnxprobe.cli.main import app
+from onnxprobe.errors import UsageError
+
+runner = CliRunner()
+
+
+def digest(p) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def copies(tmp_path):
+    for f in ("external_data.onnx", "external_data.onnx.data", "cnn.onnx", "mlp.onnx"):
+        shutil.copy(sample_path("external_data").parent / f, tmp_path / f)
+    shutil.copy(tmp_path / "cnn.onnx", tmp_path / "cnn_b.onnx")
+    return tmp_path
+
+
+@pytest.mark.parametrize("argv,target", [
+    (["layers", "external_data.onnx", "--save", "external_data.onnx.data"], "external_data.onnx.data"),
+    (["layers", "external_data.onnx", "--json", "external_data.onnx.data"], "external_data.onnx.data"),
+    (["layers", "external_data.onnx", "--html", "external_data.onnx.data"], "external_data.onnx.data"),
+    (["inspect", "external_data.onnx", "--json", "external_data.onnx.data"], "external_data.onnx.data"),
+    (["diff", "cnn.onnx", "cnn_b.onnx", "--json", "cnn_b.onnx"], "cnn_b.onnx"),
+    (["diff", "cnn.onnx", "cnn_b.onnx", "--html", "cnn_b.onnx"], "cnn_b.onnx"),
+    (["grad", "mlp.onnx", "--export", "mlp.onnx"], "mlp.onnx"),
+], ids=["save-data", "json-data", "html-data", "inspect-data", "diff-json-b", "diff-html-b", "grad-export-model"])
+def test_the_command_line_refuses_to_write_over_an_input(copies, monkeypatch, argv, target):
+    monkeypatch.chdir(copies)
+    before = digest(copies / target)
+    r = runner.invoke(app, argv)
+    assert r.exit_code == 2 and target in r.output and "refusing to overwrite" in r.output, r.output
+    assert digest(copies / target) == before
+    assert runner.invoke(app, ["layers", argv[1]]).exit_code == 0  # the model still loads
+
+
+def test_an_input_npz_is_not_written_over(copies, monkeypatch):
+    monkeypatch.chdir(copies)
+    assert runner.invoke(app, ["layers", "cnn.onnx", "--save", "acts.npz"]).exit_code == 0
+    before = digest(copies / "acts.npz")
+    r = runner.invoke(app, ["diff", "cnn.onnx", "--vs-npz", "acts.npz", "--json", "acts.npz"])
+    assert r.exit_code == 2 and "refusing to overwrite" in r.output
+    assert digest(copies / "acts.npz") == before
+
+
+def test_the_api_refuses_to_write_over_its_model(copies):
+    before = digest(copies / "mlp.onnx")
+    m = api.load(copies / "mlp.onnx")
+    with pytest.raises(UsageError, match="refusing to overwrite"):
+        api.export_backward(m, copies / "mlp.onnx")
+    with pytest.raises(UsageError, match="refusing to overwrite"):
+        api.layers(copies / "mlp.onnx", save_to=copies / "mlp.onnx")
+    assert digest(copies / "mlp.onnx") == before
+    api.layers(copies / "mlp.onnx", save_to=copies / "acts.npz")  # elsewhere: written
+    assert (copies / "acts.npz").stat().st_size > 0
