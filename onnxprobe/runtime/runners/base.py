@@ -268,6 +268,8 @@ class GraphRunner(Runner):
                 again = self.probe(bad, feeds, shapes=False, nonfinite="masked", model=base, outputs=False)
                 st.update(again.stats)
         read_host_refs(host_refs, feeds, base, st, shp, arrays, stats=stats, shapes=shapes, raw=raw)
+        if stats:
+            self.check_statistics(plan.probes, st)
         probes = list(plan.probes) + [Probe(ref=r) for r in host_refs]
         if order is not None:
             rank = {n: k for k, n in enumerate(order)}
@@ -278,6 +280,9 @@ class GraphRunner(Runner):
                        session_seconds=self.session_seconds(), run_seconds=seconds, runtime=self.kind)
         return ProbeResult(view, info, st, shp, arrays, {n: out[n] for n in own if n in out and outputs},
                            notes=list(self.notes))
+
+    def check_statistics(self, probes: list[Probe], stats: dict) -> None:
+        """What this runtime's statistics of these tensors may not tell: notes (``note``); none by default."""
 
     def known_values(self, names: list[str], feeds: dict) -> tuple[dict, list[str]]:
         """({name: value} for the graph inputs (from ``feeds``) and weights among ``names``, the names left

@@ -30,6 +30,24 @@ class OrtRunner(GraphRunner):
         self._last: tuple[list[str], float] = ([], 0.0)  # providers and build time of the last session (not the
         # session itself: an unkept session must be freed before the next one is built)
 
+    def check_statistics(self, probes, stats: dict) -> None:
+        """On the CPU, onnxruntime runs float16 ops it has no float16 kernel for in float32, between Casts
+        it inserts, and removes the Cast pairs that meet: the float16 rounding (and overflow to Inf past
+        ±65504) between two such ops never happens, so a float16 tensor's statistics are of values float16
+        cannot hold (QA: a Mul by 60000 read max 570,937 where float16 gives Inf). The model's outputs are
+        what onnxruntime computes, so the probes read the tensors as it does; the note says so."""
+        if self.device != "cpu":
+            return
+        half = [p.ref.name for p in probes if p.ref.dtype == "float16" and p.stats_output or p.stats_on_host and p.ref.dtype == "float16"]
+        if not half:
+            return
+        over = [n for n in half if stats.get(n) is not None and (stats[n].min < -65504 or stats[n].max > 65504)]
+        text = (f"onnxruntime's CPU provider computes float16 ops without a float16 kernel in float32 and may skip the float16 "
+                f"rounding between them: the statistics of {len(half)} float16 tensor(s) can hold values float16 cannot")
+        if over:
+            text += f"; {len(over)} exceed float16's ±65504 (Inf in float16): {', '.join(over[:3])}{' …' if len(over) > 3 else ''}"
+        self.note(text)
+
     def describe(self) -> str:
         return f"{self.label} ({self.device}, opt-level {self.config.opt_level})"
 

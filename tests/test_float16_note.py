@@ -1,0 +1,40 @@
+"""onnxruntime's CPU provider skips float16 rounding between ops it runs in float32 (its Cast-pair removal):
+the statistics of float16 tensors are then of values float16 cannot hold, and ``layers`` says so."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import make_model, sample_path
+from onnxprobe import api
+
+
+def fp16_overflow(path) -> str:
+    n = [helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16, name="to16"),
+         helper.make_node("Mul", ["h", "big"], ["ovf"], name="mul"),
+         helper.make_node("Cast", ["ovf"], ["y"], to=TensorProto.FLOAT, name="to32")]
+    m = make_model(n, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1024, 512])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1024, 512])],
+                   [numpy_helper.from_array(np.array(60000, np.float16), "big")])
+    onnx.save(m, path)
+    return str(path)
+
+
+def test_float16_tensors_past_its_range_are_named(tmp_path):
+    x = np.linspace(-4, 4, 1024 * 512, dtype=np.float32).reshape(1024, 512)
+    r = api.layers(fp16_overflow(tmp_path / "m.onnx"), api.Selection(all=True), api.RunConfig(device="cpu", cache=False),
+                   api.InputSpec(arrays={"x": x}))
+    (note,) = [n for n in r.notes if "float16" in n]
+    st = r.stats["ovf"]
+    assert st.max > 65504 or st.inf > 0
+    if st.max > 65504:  # onnxruntime skipped the rounding: the note names the tensor
+        assert "ovf" in note and "65504" in note
+    else:  # a runtime that rounds: float16's Inf is counted
+        assert st.inf > 0
+
+
+def test_no_such_note_without_float16(tmp_path):
+    r = api.layers(sample_path("cnn"), api.Selection(all=True), api.RunConfig(device="cpu", cache=False))
+    assert not [n for n in r.notes if "float16" in n]
