@@ -77,7 +77,7 @@ def check_reproduces(name, out, feeds=None):
 ])
 def test_extracted_subgraph_reproduces_the_original(name, inputs, outputs, nodes, tmp_path):
     out = tmp_path / "sub.onnx"
-    r = extract(sample_path(name), out, "--inputs", inputs, "--outputs", outputs)
+    r = extract(sample_path(name), out, "--from", inputs, "--to", outputs)
     m = check_reproduces(name, out)
     assert [i.name for i in m.graph.input] == inputs.split(",")
     assert [o.name for o in m.graph.output] == outputs.split(",")
@@ -92,34 +92,34 @@ def test_extracted_subgraph_reproduces_the_original(name, inputs, outputs, nodes
 
 def test_control_flow_both_branches(tmp_path):
     out = tmp_path / "sub.onnx"
-    extract(sample_path("control_flow"), out, "--inputs", "x,cond", "--outputs", "branch_out")
+    extract(sample_path("control_flow"), out, "--from", "x,cond", "--to", "branch_out")
     for cond in (True, False):
         check_reproduces("control_flow", out, {**sample_feeds("control_flow"), "cond": np.array(cond)})
 
 
 def test_defaults_are_the_model_inputs_and_outputs(tmp_path):
-    extract(sample_path("cnn"), tmp_path / "head.onnx", "--inputs", "pool1_out")
+    extract(sample_path("cnn"), tmp_path / "head.onnx", "--from", "pool1_out")
     m = check_reproduces("cnn", tmp_path / "head.onnx")
     assert [o.name for o in m.graph.output] == ["logits"]
-    extract(sample_path("cnn"), tmp_path / "stem.onnx", "--outputs", "relu1_out")
+    extract(sample_path("cnn"), tmp_path / "stem.onnx", "--to", "relu1_out")
     m = check_reproduces("cnn", tmp_path / "stem.onnx")
     assert [i.name for i in m.graph.input] == ["image"]
     # only the model inputs the outputs need
-    extract(sample_path("control_flow"), tmp_path / "h.onnx", "--outputs", "h")
+    extract(sample_path("control_flow"), tmp_path / "h.onnx", "--to", "h")
     assert [i.name for i in onnx.load(str(tmp_path / "h.onnx")).graph.input] == ["x"]
 
 
 def test_metadata_records_the_cut(tmp_path):
     out = tmp_path / "sub.onnx"
-    extract(sample_path("mlp"), out, "--inputs", "relu1_out", "--outputs", "y")
+    extract(sample_path("mlp"), out, "--from", "relu1_out", "--to", "y")
     meta = {p.key: p.value for p in onnx.load(str(out)).metadata_props}
     assert json.loads(meta["onnxprobe.extracted"]) == {"inputs": ["relu1_out"], "outputs": ["y"]}
 
 
 def test_leak_names_the_graph_input_that_bypasses_the_cut(tmp_path):
-    r = invoke("extract", sample_path("transformer_block"), "-o", tmp_path / "s.onnx", "--inputs", "ln1_out", "--outputs", "y")
+    r = invoke("extract", sample_path("transformer_block"), "-o", tmp_path / "s.onnx", "--from", "ln1_out", "--to", "y")
     assert r.exit_code == 2 and r.stderr.count("\n") == 1
-    assert "do not cut" in r.stderr and "graph input 'x' reaches" in r.stderr
+    assert "does not cut" in r.stderr and "graph input 'x' reaches" in r.stderr
     assert not (tmp_path / "s.onnx").exists()
 
 
@@ -133,10 +133,10 @@ def test_leak_names_the_tensor_that_goes_around(tmp_path):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
     p = tmp_path / "m.onnx"
     onnx.save(m, str(p))
-    r = invoke("extract", p, "-o", tmp_path / "s.onnx", "--inputs", "a", "--outputs", "y")
+    r = invoke("extract", p, "-o", tmp_path / "s.onnx", "--from", "a", "--to", "y")
     assert r.exit_code == 2 and "tensor 'c' reaches the outputs around them (computed from graph input 'x')" in r.stderr
     # adding it makes a valid cut
-    extract(p, tmp_path / "s.onnx", "--inputs", "a,c", "--outputs", "y")
+    extract(p, tmp_path / "s.onnx", "--from", "a,c", "--to", "y")
     x = np.array([-1, 0.5, 2], np.float32)
     got = run(tmp_path / "s.onnx", {"a": np.maximum(x, 0), "c": np.exp(np.sin(x))})
     np.testing.assert_allclose(got["y"], -np.maximum(x, 0) + np.exp(np.sin(x)), rtol=1e-6)
@@ -144,13 +144,13 @@ def test_leak_names_the_tensor_that_goes_around(tmp_path):
 
 def test_leak_through_a_subgraph_read(tmp_path):
     # the If branches read h from the outer graph: cutting at cond alone leaks h
-    r = invoke("extract", sample_path("control_flow"), "-o", tmp_path / "s.onnx", "--inputs", "cond", "--outputs", "branch_out")
-    assert r.exit_code == 2 and "'h'" in r.stderr and "do not cut" in r.stderr
+    r = invoke("extract", sample_path("control_flow"), "-o", tmp_path / "s.onnx", "--from", "cond", "--to", "branch_out")
+    assert r.exit_code == 2 and "'h'" in r.stderr and "does not cut" in r.stderr
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--inputs", "relu1", "--outputs", "logits"], "no tensor named 'relu1' in the main graph; did you mean 'relu1_out'?"),
-    (["--inputs", "conv1_out", "--outputs", "nothing_like_it"], "no tensor named 'nothing_like_it'"),
+    (["--from", "relu1", "--to", "logits"], "no tensor named 'relu1' in the main graph; did you mean 'relu1_out'?"),
+    (["--from", "conv1_out", "--to", "nothing_like_it"], "no tensor named 'nothing_like_it'"),
     ([], "give the tensors to cut at"),
 ])
 def test_unknown_names_are_one_line(tmp_path, args, needle):
@@ -159,12 +159,12 @@ def test_unknown_names_are_one_line(tmp_path, args, needle):
 
 
 def test_tensor_inside_a_body_is_explained(tmp_path):
-    r = invoke("extract", sample_path("control_flow"), "-o", tmp_path / "s.onnx", "--inputs", "s_next", "--outputs", "y")
+    r = invoke("extract", sample_path("control_flow"), "-o", tmp_path / "s.onnx", "--from", "s_next", "--to", "y")
     assert r.exit_code == 2 and "lives inside loop/body" in r.stderr and r.stderr.count("\n") == 1
 
 
 def test_output_folder_must_exist(tmp_path):
-    r = invoke("extract", sample_path("cnn"), "-o", tmp_path / "nope" / "s.onnx", "--outputs", "logits")
+    r = invoke("extract", sample_path("cnn"), "-o", tmp_path / "nope" / "s.onnx", "--to", "logits")
     assert r.exit_code == 2 and "does not exist" in r.stderr and r.stderr.count("\n") == 1
 
 
@@ -173,7 +173,7 @@ def test_external_data_keeps_only_the_used_weights_beside_out(tmp_path):
     before = sha256(src), sha256(data)
     listing = sorted(p.name for p in SAMPLES.iterdir())
     out = tmp_path / "tail.onnx"
-    extract(src, out, "--inputs", "relu2_out")
+    extract(src, out, "--from", "relu2_out")
     check_reproduces("external_data", out)
     assert (sha256(src), sha256(data)) == before and sorted(p.name for p in SAMPLES.iterdir()) == listing
     m = onnx.load(str(out), load_external_data=False)
@@ -190,7 +190,7 @@ def test_ir3_model_lists_its_initializers_as_inputs(tmp_path):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w], opset=9, ir=3)
     p = tmp_path / "ir3.onnx"
     onnx.save(m, str(p))
-    extract(p, tmp_path / "s.onnx", "--inputs", "r")
+    extract(p, tmp_path / "s.onnx", "--from", "r")
     sub = onnx.load(str(tmp_path / "s.onnx"))
     assert [i.name for i in sub.graph.input] == ["r", "w"]
     onnx.checker.check_model(sub)
@@ -239,7 +239,7 @@ def test_model_over_2gb_round_trips_through_mark_and_extract(big_model):
     del got
 
     sub = work / "sub.onnx"
-    r = invoke("extract", marked, "-o", sub, "--inputs", "s,x", "--outputs", "y")
+    r = invoke("extract", marked, "-o", sub, "--from", "s,x", "--to", "y")
     assert r.exit_code == 0, r.output
     m = onnx.load(str(sub), load_external_data=False)
     assert [t.name for t in m.graph.initializer] == ["w2"]

@@ -10,8 +10,8 @@ from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.output import notes, show, stdout_width
 from onnxprobe.cli.options import InputOpt, IntRangeOpt, ModelArg, OutOpt, SeedOpt, ShapeOpt, inputs_of
 
-CutInputsOpt = Annotated[Optional[list[str]], typer.Option("--inputs", help="Tensors that become the inputs, comma-separated (repeatable). Default: the model's inputs.", rich_help_panel="Cut")]
-CutOutputsOpt = Annotated[Optional[list[str]], typer.Option("--outputs", help="Tensors that become the outputs, comma-separated (repeatable). Default: the model's outputs.", rich_help_panel="Cut")]
+CutInputsOpt = Annotated[Optional[list[str]], typer.Option("--from", help="Tensors that become the inputs, comma-separated (repeatable). Default: the model's inputs.", rich_help_panel="Cut")]
+CutOutputsOpt = Annotated[Optional[list[str]], typer.Option("--to", help="Tensors that become the outputs, comma-separated (repeatable). Default: the model's outputs.", rich_help_panel="Cut")]
 
 
 @handle_errors
@@ -26,27 +26,27 @@ def extract(
     input_: InputOpt = None,
 ) -> None:
     """Write the subgraph between the given tensors as a model of its own: the nodes that compute
-    --outputs from --inputs (and from weights), unchanged and in their order.
+    --to from --from (and from weights), unchanged and in their order.
 
     The inputs must cut the outputs off from the rest of the graph; if they do not, the error names the tensors that reach the outputs around them.
 
-    Without --inputs the cut starts at the model's inputs; without --outputs it ends at its outputs. `inspect --nodes` lists the tensor names.
+    Without --from the cut starts at the model's inputs; without --to it ends at its outputs. (--from and --to, not --inputs and --outputs: those name input files in the other commands.) `inspect --nodes` lists the tensor names.
 
     The seed, shape and input options matter only when shape inference cannot type a boundary tensor: the model then runs once to see it.
 
     Examples:
 
-        onnxprobe extract model.onnx -o block.onnx --inputs a,mask --outputs b
+        onnxprobe extract model.onnx -o block.onnx --from a,mask --to b
 
-        onnxprobe extract model.onnx -o head.onnx --inputs features
+        onnxprobe extract model.onnx -o head.onnx --from features
 
-        onnxprobe extract model.onnx -o stem.onnx --outputs conv1_out
+        onnxprobe extract model.onnx -o stem.onnx --to conv1_out
     """
     from onnxprobe import api
     from onnxprobe.report.progress import Progress
     from onnxprobe.report.surgery import extract_renderables
 
-    spec = inputs_of(seed, int_range, shape, input_)  # no --inputs FILE.npz here: --inputs names the cut's tensors
+    spec = inputs_of(seed, int_range, shape, input_)  # no --inputs FILE.npz here: the cut's tensors are what it reads from
     with Progress(f"extracting from {model.name}"):
         result = api.extract(model, output, inputs, outputs, inputs=spec)
     notes(result.notes)

@@ -79,9 +79,9 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
     main = set(real_inputs) | inits | set(producer)
     ins, outs = _split(inputs), _split(outputs)
     if not ins and not outs:
-        raise UsageError("give the tensors to cut at: --inputs T1,T2 and/or --outputs T3 (`onnxprobe inspect --nodes` lists them)")
-    _check_names(model, ins, "--inputs", main)
-    _check_names(model, outs, "--outputs", main)
+        raise UsageError("give the tensors to cut at: --from T1,T2 and/or --to T3 (`onnxprobe inspect --nodes` lists them)")
+    _check_names(model, ins, "--from", main)
+    _check_names(model, outs, "--to", main)
     default_inputs = not ins
     if default_inputs:
         ins = list(real_inputs)
@@ -155,8 +155,8 @@ def _leak_message(model: onnx.ModelProto, cut_set: set[str], outs: list[str], no
         what = f"{'tensor' if one else 'tensors'} {shown}"
         origin = (f" (computed from graph input{'' if len(reached) == 1 else 's'} " + ", ".join(repr(t) for t in reached[:3])
                   + (" ..." if len(reached) > 3 else "") + ")")
-    return (f"--inputs do not cut the outputs off from the rest of the graph: {what} {'reaches' if one else 'reach'} "
-            f"the outputs around them{origin}; add {'it' if one else 'them'} to --inputs")
+    return (f"--from does not cut the outputs off from the rest of the graph: {what} {'reaches' if one else 'reach'} "
+            f"the outputs around them{origin}; add {'it' if one else 'them'} to --from")
 
 
 def extract(model: onnx.ModelProto, c: Cut, types: dict[str, onnx.TypeProto]) -> onnx.ModelProto:
