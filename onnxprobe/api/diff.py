@@ -15,7 +15,7 @@ from onnxprobe.compare.sides import Side, model_side, npz_side
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection
-from onnxprobe.match.observe import observe
+from onnxprobe.match.observe import body_note, body_tensors, observe
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_npz
 from onnxprobe.runtime.runners import check_options_used, check_runtime, make_runner, options_for
@@ -200,6 +200,8 @@ def diff_grad(
         plans.append(plan)
         sides.append(grad_side(m.source, m, plan, OrtRunner(plan.backward.model, config, m.source), cands, role))
     side_a, side_b = sides
+    # weight gradients either side has before --wrt: the verdict, which judges them, says why it has none
+    weights = sum(o.is_output for side in sides for o in side.observation.observables)
     if spec.wrt:
         keep_wrt(sides, spec.wrt)
 
@@ -216,8 +218,16 @@ def diff_grad(
     res.measured = (f"gradients of the {spec.loss} loss" + (" (QuantizeLinear / DequantizeLinear: straight-through)"
                                                             if quantized else ""))
     res.grad = {"loss": spec.loss, "output_a": plans[0].loss.output, "output_b": plans[1].loss.output,
-                "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values)}
+                "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values), "weights": weights}
     res.notes[:0] = [n for n in fs.notes + list(a_model.warnings) + list(b_model.warnings)
                      if n not in res.notes]
     return res
 
+
+
+def body_tensors_left_out(model: Model | str | os.PathLike, selection: Selection | None, shown, what: str) -> str | None:
+    """A note naming the tensors inside If/Loop/Scan bodies that ``selection`` picks and that are not among
+    ``shown`` (names), or None: ``diff`` and ``grad`` report main-graph tensors only, and say so."""
+    inside = body_tensors(as_model(model).proto, selection or Selection())
+    shown = set(shown)
+    return body_note({t: w for t, w in inside.items() if t not in shown}, what)

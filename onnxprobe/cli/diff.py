@@ -9,7 +9,7 @@ import typer
 
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
-    AllOpt, ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsFromOpt, InputsOpt, IntRangeOpt, JsonOpt,
+    ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsFromOpt, InputsOpt, IntRangeOpt, JsonOpt,
     LabelsOpt, LossOpt, MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, NoCacheOpt, ProfileOpt, RangeOpt,
     RayAddressOpt, RayOpt, RayWorkersOpt, RuntimeOpt, RuntimeOptionOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of,
     inputs_of, ray_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, dataset_flag,
@@ -18,6 +18,11 @@ from onnxprobe.cli.options import (
 from onnxprobe.cli.output import check_outputs, emit, exit_for, notes, require_html, write_html, write_pictures
 
 Cmp = "Comparison"
+# layers' --all reaches inside If/Loop/Scan bodies; diff pairs main-graph tensors only (a body tensor has a
+# value per iteration or branch), so its help says so, and a note lists the body tensors left out
+DiffAllOpt = Annotated[bool, typer.Option("--all", help="Compare every node output of the main graph (tensors inside "
+                                          "If/Loop/Scan bodies are not compared; a note lists them).",
+                                          rich_help_panel="Selection")]
 
 
 @handle_errors
@@ -47,7 +52,7 @@ def diff(
     wrt: WrtOpt = None,
     op: OpOpt = None,
     name: NameOpt = None,
-    all_: AllOpt = False,
+    all_: DiffAllOpt = False,
     range_: RangeOpt = None,
     include_constants: ConstOpt = False,
     seed: SeedOpt = 0,

@@ -8,7 +8,7 @@ import typer
 
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
-    AllOpt, CheckOpt, ConstOpt, DeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsOpt, IntRangeOpt,
+    CheckOpt, ConstOpt, DeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsOpt, IntRangeOpt,
     JsonOpt, LabelsOpt, LossOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, RayAddressOpt, RayOpt,
     RayWorkersOpt, SaveGradsOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, ray_of, selection_of,
     ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
@@ -16,6 +16,13 @@ from onnxprobe.cli.options import (
 from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, show_err, write_html, write_pictures
 
 ReduceOpt = Annotated[str, typer.Option("--reduce", help="With --inputs-dir: the dataset's loss is the sum or the mean of the samples' losses.", rich_help_panel="Loss")]
+
+
+# layers' --all reaches inside If/Loop/Scan bodies; grad's rows are main-graph tensors and weights (the
+# bodies are differentiated, their weights included, but a body tensor gets no row: a note lists them)
+GradAllOpt = Annotated[bool, typer.Option("--all", help="Every node output of the main graph and every weight (tensors "
+                                          "inside If/Loop/Scan bodies get no row; a note lists them).",
+                                          rich_help_panel="Selection")]
 
 
 @handle_errors
@@ -29,7 +36,7 @@ def grad(
     wrt: WrtOpt = None,
     op: OpOpt = None,
     name: NameOpt = None,
-    all_: AllOpt = False,
+    all_: GradAllOpt = False,
     range_: RangeOpt = None,
     include_constants: ConstOpt = False,
     seed: SeedOpt = 0,
@@ -78,6 +85,7 @@ def grad(
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
+    from onnxprobe.api.diff import body_tensors_left_out
     from onnxprobe.report.grad import CHECK, COLUMNS, export_renderables, grad_dict, grad_renderables
     from onnxprobe.report.progress import Progress
 
@@ -114,6 +122,8 @@ def grad(
 
             result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None or html is not None,
                               check=check, progress=checking)
+    left_out = body_tensors_left_out(loaded, selection, [r.name for r in result.rows], "given a gradient row by grad")
+    result.notes = list(result.notes) + ([left_out] if left_out else [])
     notes(result.notes + result.plan.warnings)
     data = grad_dict(result)
     write_pictures("grad", data, loaded.proto, overlay=overlay, netron=netron)

@@ -7,7 +7,7 @@ compared nothing, or in which a model output has no counterpart, does not pass (
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx
@@ -20,7 +20,7 @@ from onnxprobe.graph.select import Selection, check_criteria, select
 from onnxprobe.match.engine import (
     DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched, match,
 )
-from onnxprobe.match.observe import Observable
+from onnxprobe.match.observe import Observable, body_note, body_tensors
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance
 from onnxprobe.text import clean
@@ -67,8 +67,16 @@ class DiffResult:
 
     @property
     def compared(self) -> int:
-        """Pairs that were really measured."""
-        return sum(1 for r in self.results if r.metrics is not None)
+        """Pairs that were really measured: some finite values compared, or NaN/Inf found on one side only
+        (an empty tensor, or NaN/Inf alike on both sides and nothing else, compares nothing)."""
+        return sum(1 for r in self.results if r.metrics is not None
+                   and (not r.metrics.empty or r.metrics.nonfinite_mismatch))
+
+    @property
+    def uncompared_outputs(self) -> list[PairResult]:
+        """Model outputs (weight gradients) that were paired but not judged: nothing finite to compare,
+        or no value."""
+        return [r for r in self.results if r.passed is None and (r.pair.a.is_output or r.pair.b.is_output)]
 
     @property
     def unpaired_outputs(self) -> list[Unmatched]:
@@ -82,16 +90,43 @@ class DiffResult:
         what = "weight gradients" if self.grad else "outputs"
         if not self.compared:
             ua, ub = len(self.matching.unmatched_a), len(self.matching.unmatched_b)
+            empty = [r for r in self.results if r.problem]
+            if empty:
+                return "error", (f"nothing was compared: none of the {len(empty)} pair(s) could be measured "
+                                 f"({empty[0].pair.b.name!r}: {empty[0].problem})")
             return "error", (f"nothing was compared: no tensor of A could be paired with one of B "
                              f"({ua} unmatched in A, {ub} in B; --json lists them with reasons)")
-        missing = self.unpaired_outputs
+        missing = [(u.obs.name, u.reason) for u in self.unpaired_outputs]
+        missing += [(r.pair.b.name, r.problem or "value not produced") for r in self.uncompared_outputs]
         if missing:
-            names = ", ".join(f"{u.obs.name!r} ({u.reason})" for u in missing[:3])
+            names = ", ".join(f"{n!r} ({why})" for n, why in missing[:3])
             more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
             return "error", f"{len(missing)} of the {what} could not be compared: {names}{more}"
+        if self.grad is not None:
+            wrong = self._grad_verdict()
+            if wrong is not None:
+                return wrong
         if self.outputs_failed:
             return "fail", f"{len(self.outputs_failed)} of the {what} fail the criterion ({self.criterion})"
         return "pass", f"{what} pass ({self.criterion})"
+
+    def _grad_verdict(self) -> tuple[str, str] | None:
+        """diff --grad judges weight gradients of a finite loss: none to judge, or a NaN/Inf loss, earns
+        no pass (an error when neither side has anything to judge, a fail when one side's loss alone is
+        not finite)."""
+        if not any(r.pair.a.is_output or r.pair.b.is_output for r in self.results):
+            others = len(self.results)
+            why = ("the model has no weights" if not self.grad.get("weights") else
+                   "no weight gradient is among the gradients selected (--wrt)")
+            return "error", (f"nothing to compare: {why}, and the verdict is about weight gradients "
+                             f"({others} other gradient(s) shown, not judged)")
+        la, lb = self.grad.get("loss_a"), self.grad.get("loss_b")
+        bad = [s for s, v in (("A", la), ("B", lb)) if not (isinstance(v, float) and math.isfinite(v))]
+        if len(bad) == 2:
+            return "error", f"the loss is {la} in A and {lb} in B: the gradients of a non-finite loss are not judged"
+        if bad:
+            return "fail", f"the loss is not finite in {bad[0]} only (A {la}, B {lb})"
+        return None
 
 
 QUANTIZED_MIN_SQNR = 10.0
@@ -212,6 +247,8 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     by_b = {p.b.probe: p for p in matching.pairs if p.b.kind == "float"}
     why_not = fusable(a, b) if fuse else "--separate-runs"
     notes = [f"--profile times the one-run diff, which is not used here ({why_not})"] if profile and why_not else []
+    inside = {**body_tensors(b.model.proto, selection), **body_tensors(a.model.proto, selection)}
+    notes += [n for n in [body_note(inside, "compared by diff")] if n]
     return DiffPlan(a, b, tolerance, per_tensor, matching, report, sel_b, by_b, with_cones,
                     introduced and not with_cones and b.runner.replays, why_not is None, max_memory, device_metrics,
                     notes, profile=profile and why_not is None)
@@ -254,10 +291,13 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
         elif m.sums is None or not m.sums.samples:
             results.append(PairResult(p, None, None, None, None, tol, "value not produced"))
         else:
-            got = m.sums.metrics(plan.rtol_of(p))
+            got = replace(m.sums.metrics(plan.rtol_of(p)), nonfinite_same=nonfinite_same(m.sums))
             intro = m.introduced
-            results.append(PairResult(p, m.sums.shape, got, intro.introduced() if intro is not None else None,
-                                      tol.passes(got), tol, pooled=m if labels is not None else None,
+            # nothing finite measured: not a pass (no value to compare), or a fail (NaN/Inf on one side only)
+            why = nothing_measured(m.sums, got) if got.empty else None
+            passed = (False if got.nonfinite_mismatch else None) if got.empty else tol.passes(got)
+            results.append(PairResult(p, m.sums.shape, got, intro.introduced() if intro is not None and not got.empty else None,
+                                      passed, tol, why, pooled=m if labels is not None else None,
                                       kernel_ms=plan.kernel_ms.get(k)))
     notes = list(a.notes) + list(a.runner.notes) + list(b.notes) + list(b.runner.notes) + plan.notes
     results.sort(key=lambda r: (r.pair.a.index, r.pair.b.index))
@@ -268,6 +308,24 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
                       list(dict.fromkeys(notes)), criterion=plan.tolerance.describe(),
                       profile=dict(plan.profile_summary) or None, in_graph=sum(1 for m in measured.values() if m.in_graph),
                       samples=len(labels) if labels is not None else None, labels=list(labels or []))
+
+
+def nonfinite_same(sums) -> int | None:
+    """Positions NaN/Inf alike on both sides, left out of the sums: every position less the finite pairs
+    and the mismatches; None when the samples' shapes differ (their sizes are not kept)."""
+    if sums.shape is None or any(d is None for d in sums.shape):
+        return None
+    return max(sums.samples * math.prod(sums.shape) - sums.count - sums.mismatch, 0)
+
+
+def nothing_measured(sums, m: PairMetrics) -> str:
+    """Why a pair with no finite value pair has no metrics, in words."""
+    if sums.shape is not None and 0 in sums.shape:
+        return f"empty tensor (shape {'x'.join(str(d) for d in sums.shape)}, 0 elements): nothing to compare"
+    if m.nonfinite_mismatch:
+        return f"NaN/Inf mismatch at {m.nonfinite_mismatch} position(s), and no finite pair to measure"
+    n = f"all {m.nonfinite_same} values are" if m.nonfinite_same else "every value is"
+    return f"no finite value: {n} NaN/Inf on both sides, at the same positions"
 
 
 def _reject(matching: Matching, reject) -> None:
@@ -297,6 +355,12 @@ def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
                 where = "B" if side is a else "A"
                 u.reason = f"not observable in {where}: {why}" if other.hidden_cause == NOT_OBSERVABLE else why
                 u.cause = other.hidden_cause
+    _mapped_away(matching)
+    inside = body_tensors(a.model.proto)
+    for u in matching.unmatched_b:  # saved activations of A's body tensors (layers --all --save)
+        if u.cause == NO_COUNTERPART and u.obs.name in inside:
+            u.reason = f"inside {inside[u.obs.name]} in A: diff compares main-graph tensors only"
+            u.cause = NOT_OBSERVABLE
     if not b.runner.takes_feeds:
         return
     consumers: dict[str, list] = {}
@@ -304,12 +368,31 @@ def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
         for i in n.input:
             consumers.setdefault(i, []).append(n)
     matched_b = {p.b.name for p in matching.pairs}
+    keys_a = {o.key for o in a.observation.observables}
     for u in matching.unmatched_b:
         if u.cause != NO_COUNTERPART:
             continue
         cs = consumers.get(u.obs.name, [])
-        if len(cs) == 1 and cs[0].output and cs[0].output[0] in matched_b:
+        # folded only when A has no tensor of its own for it (one it has was paired elsewhere, or not at all)
+        if len(cs) == 1 and cs[0].output and cs[0].output[0] in matched_b and u.obs.key not in keys_a:
             u.reason, u.cause = f"folded into {cs[0].op_type} {cs[0].output[0]!r} in A (compared there)", FOLDED
+
+
+def _mapped_away(matching: Matching) -> None:
+    """A tensor left alone because its namesake on the other side was paired with another tensor by
+    --map says so (rather than 'no counterpart', or a folding that did not happen)."""
+    by_key = {}
+    for p in matching.pairs:
+        if p.strategy == "map":
+            by_key[("a", p.a.key)] = p
+            by_key[("b", p.b.key)] = p
+    for items, other in ((matching.unmatched_a, "b"), (matching.unmatched_b, "a")):
+        for u in items:
+            p = by_key.get((other, u.obs.key))
+            if p is not None and u.cause == NO_COUNTERPART:
+                mine, theirs = (p.b, p.a) if other == "b" else (p.a, p.b)
+                where = "B" if other == "b" else "A"
+                u.reason = f"its namesake in {where}, {mine.name!r}, is paired with {theirs.name!r} by --map"
 
 
 SORTS = ("topo", "introduced", "accumulated")

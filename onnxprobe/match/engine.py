@@ -95,7 +95,14 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
         if ia is None or jb is None:
             missing = a_name if ia is None else b_name
             raise UsageError(f"--map: tensor {missing!r} is not an observable tensor of model {'A' if ia is None else 'B'}")
-        take(ia, jb, "map", "given in --map")
+        # the user's pair is made as given or refused out loud: silently falling back to the other
+        # strategies would report a comparison the user did not ask for as if it were theirs
+        if ia in used_a or jb in used_b:
+            twice = a_name if ia in used_a else b_name
+            raise UsageError(f"--map {a_name} -> {b_name}: {twice!r} is already in another --map entry")
+        if not take(ia, jb, "map", "given in --map"):
+            raise UsageError(f"--map {a_name} -> {b_name}: shapes {_shp(obs_a[ia].shape)} and {_shp(obs_b[jb].shape)} "
+                             "differ, so they cannot be compared")
     # 2. same key (name, or the float name a quantized value stands for)
     for i, a in enumerate(obs_a):
         if i in used_a:

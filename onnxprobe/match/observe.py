@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from onnxprobe.graph.select import select
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import constant_tensors, walk
 from onnxprobe.match.ops import canonical
@@ -274,3 +275,25 @@ def add_dequantize(model: onnx.ModelProto, specs: list[Dequantize]) -> onnx.Mode
             vi.type.tensor_type.elem_type = scale.tensor_type.elem_type
             out.graph.value_info.append(vi)
     return out
+
+
+def body_tensors(model: onnx.ModelProto, selection=None) -> dict[str, str]:
+    """Tensors computed inside If/Loop/Scan bodies -> the body that holds them ('loop/body'); with a
+    ``graph.select.Selection``, only those it picks. ``observe`` lists main-graph tensors only (a body
+    tensor has one value per iteration or branch, none of which is the value a diff pairs), so these are
+    what ``diff`` and ``grad`` leave out, and must say they do."""
+    if not any(a.type == onnx.AttributeProto.GRAPH for n in model.graph.node for a in n.attribute):
+        return {}
+    if selection is None:
+        return {t: "/".join(s.scope) for s in walk(model) if s.chain for t in s.node.output if t}
+    return {r.name: "/".join(r.scope) for r in select(model, selection, strict=False) if r.scope}
+
+
+def body_note(inside: dict[str, str], what: str) -> str | None:
+    """One line saying which selected body tensors ``what`` leaves out, or None."""
+    if not inside:
+        return None
+    names = ", ".join(f"{t} ({where})" for t, where in list(inside.items())[:4])
+    more = f" and {len(inside) - 4} more" if len(inside) > 4 else ""
+    return (f"{len(inside)} selected tensor(s) inside If/Loop/Scan bodies are not {what}: {names}{more}; "
+            "only main-graph tensors are (`layers --all` shows the body tensors' statistics)")

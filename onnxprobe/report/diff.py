@@ -7,7 +7,7 @@ import math
 from rich.text import Text
 
 from onnxprobe import __version__
-from onnxprobe.report.format import num, op, safe, shape, shorten
+from onnxprobe.report.format import finite as finite_number, num, op, safe, shape, shorten
 from onnxprobe.report.table import Column, Table
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -22,7 +22,8 @@ def diff_dict(res, order=None) -> dict:
              "op_type": r.pair.a.effective_op, "op_type_b": r.pair.b.effective_op, "strategy": r.pair.strategy, "reason": r.pair.reason,
              "shape": list(r.shape) if r.shape is not None else None, "is_output": r.pair.a.is_output or r.pair.b.is_output,
              "module": r.pair.b.module or r.pair.a.module, "passed": r.passed, "problem": r.problem}
-        d.update(m.to_dict() if m else dict.fromkeys(["max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "exact", "worst_index"]))
+        d.update(m.to_dict() if m else dict.fromkeys(["max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "exact", "worst_index",
+                                                  "nonfinite_mismatch", "count", "nonfinite_same"]))
         d["introduced_sqnr_db"] = _f(i.sqnr_db) if i else None
         d["introduced_max_abs"] = _f(i.max_abs) if i else None
         d["introduced_exact"] = i.exact if i else None
@@ -48,8 +49,39 @@ def diff_dict(res, order=None) -> dict:
         "outputs_passed": verdict == "pass",
         "notes": res.notes,
         "fp32_sensitivity": [x.to_dict() for x in res.sensitivity],
-        **({"grad": res.grad} if getattr(res, "grad", None) else {}),
+        **({"grad": _grad_json(res.grad)} if getattr(res, "grad", None) else {}),
     }
+
+
+def _grad_json(g: dict) -> dict:
+    """diff --grad's losses for JSON, which has no NaN or Inf: a non-finite loss as the string "nan",
+    "inf" or "-inf" (the convention of the dataset sums), so a NaN loss is said, not dropped."""
+    return {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v) for k, v in g.items()}
+
+
+def _loss(v) -> str:
+    return v if isinstance(v, str) else num(v, 6)
+
+
+def why_lines(d: dict, limit: int = 5) -> list[tuple[str, str]]:
+    """One line per row whose numbers need a word: not compared (empty, NaN/Inf everywhere, shapes that
+    differ at run time), NaN/Inf on one side only, or NaN/Inf alike on both sides left out of a pass;
+    (line, style)."""
+    out = []
+    for p in d["pairs"]:
+        mis, same, count = p.get("nonfinite_mismatch") or 0, p.get("nonfinite_same"), p.get("count")
+        if p.get("problem"):
+            why = p["problem"] if p["passed"] is not None else f"not compared: {p['problem']}"
+        elif mis:
+            why = f"NaN/Inf mismatch at {mis} position(s) (NaN/Inf on one side only); the metrics are over the {count} finite pair(s)"
+        elif same:
+            why = f"{same} value(s) NaN/Inf on both sides alike, left out; the metrics are over the other {count}"
+        else:
+            continue
+        out.append((f"{safe(p['b'])}: {safe(why)}", "yellow" if p["passed"] else "red"))
+    if len(out) > limit:
+        out = out[:limit] + [(f"and {len(out) - limit} more (see --json)", "red")]
+    return out
 
 
 def _f(v: float) -> float | None:
@@ -97,9 +129,11 @@ def diff_table(d: dict) -> Table:
         same_value = p["strategy"] in ("name", "qdq", "qoperator", "dynamic")
         name = p["b"] if same_value or p["a"] == p["b"] else f"{p['a']} ↔ {p['b']}"
         ok = "FAIL" if p["passed"] is False else ("ok" if p["passed"] else "n/a")
+        if p["passed"] is False and p.get("nonfinite_mismatch"):
+            ok = "FAIL NaN/Inf"  # the numbers beside it may show no error: they are over the finite pairs only
         idx = f"▶{p['index']}" if k == first_row else str(p["index"])
         cells = {"index": idx, "tensor": name, "op": op(p["op_type"]), "match": p["strategy"], "shape": shape(p["shape"]),
-                 "max_abs": num(p["max_abs"], 3), "cosine": _cos(p["cosine"]), "sqnr_db": _db(p["sqnr_db"], p["exact"]),
+                 "max_abs": num(p["max_abs"], 3), "cosine": _cos(p["cosine"]), "sqnr_db": _db(p["sqnr_db"], p["exact"], p.get("count")),
                  "introduced_sqnr_db": _db(p["introduced_sqnr_db"], p["introduced_exact"]), "pass": ok}
         values = {"index": p["index"], "tensor": name, "op": p["op_type"], "match": p["strategy"], "shape": p["shape"],
                   "max_abs": p["max_abs"], "cosine": p["cosine"], "sqnr_db": "exact" if p["exact"] else p["sqnr_db"],
@@ -120,8 +154,10 @@ def diff_renderables(res, width: int = 120, order=None) -> list:
             Text(f"measured: {d['measured']} · criterion: {d['criterion']}")]
     if d.get("grad"):
         g = d["grad"]
-        out.append(Text(f"loss {g['loss']}: A {num(g['loss_a'], 6)}, B {num(g['loss_b'], 6)}"))
+        out.append(Text(f"loss {g['loss']}: A {_loss(g['loss_a'])}, B {_loss(g['loss_b'])}",
+                        style=None if all(finite_number(g[k]) is not None for k in ("loss_a", "loss_b")) else "bold red"))
     out.append(t)
+    out += [Text(line, style=style) for line, style in why_lines(d)]
     topo = sorted(d["pairs"], key=lambda p: p["index"])
     sq = [140.0 if p["exact"] else p["sqnr_db"] for p in topo]  # exact pairs draw as full blocks
     line = sparkline(sq)
@@ -132,6 +168,9 @@ def diff_renderables(res, width: int = 120, order=None) -> list:
     foot = Text()
     foot.append(f"{len(d['pairs'])} pairs · ")
     foot.append(f"{n_fail} failing", style="bold red" if n_fail else "green")
+    n_none = sum(1 for p in d["pairs"] if p["passed"] is None)
+    if n_none:
+        foot.append(f" · {n_none} not compared")
     foot.append(f" · unmatched: {len(d['unmatched_a'])} in A, {len(d['unmatched_b'])} in B")
     if first_row is not None:
         foot.append(f" · ▶ error starts at {d['pairs'][first_row]['b']} ({d['pairs'][first_row]['op_type']})", style="bold")
@@ -156,9 +195,11 @@ def diff_renderables(res, width: int = 120, order=None) -> list:
     return out
 
 
-def _db(v: float | None, exact: bool | None) -> str:
+def _db(v: float | None, exact: bool | None, count: int | None = None) -> str:
     if exact:
         return "exact"
+    if v is None and count:  # JSON's None for +inf: no error over the finite pairs (a NaN/Inf mismatch elsewhere)
+        return "inf"
     return num(v, 3)
 
 

@@ -39,6 +39,10 @@ def diff_dataset_renderables(d: dict, width: int = 120) -> list:
         sp = p.get("sqnr_per_sample")
         if not p.get("is_output") or not sp:
             continue
+        if not p.get("count"):  # no finite pair in any sample: its per-sample SQNR (no noise) is no "exact"
+            out.append(Text(f"  output {safe(p['b'])}: not compared ({safe(p.get('problem') or 'no finite values')})",
+                            style="bold red"))
+            continue
         low = "exact" if sp["min"] is None else f"{num(sp['min'], 3)} dB ({safe(sp['min_sample'] or '')})"
         worst = "" if p.get("exact") else f"; worst |a-b| in {safe(p.get('worst_sample') or '-')}"
         out.append(Text(f"  output {safe(p['b'])}: SQNR per sample min {low}, p5 {_db(sp['p5'])}, "

@@ -4,6 +4,8 @@ activation gradient), in the layout of the ``layers`` table plus the norm, |grad
 
 from __future__ import annotations
 
+import math
+
 from rich.text import Text
 
 from onnxprobe import __version__
@@ -16,9 +18,13 @@ KIND = {"weight": "w", "activation": "a", "input": "i"}
 
 
 def _num(v):
-    import math
-
     return v if v is not None and math.isfinite(v) else None
+
+
+def _enc(v):
+    """A float for JSON, which has no NaN or Inf: non-finite as the string "nan", "inf" or "-inf" (the
+    dataset sums' convention), so a NaN loss is said, not shown as a missing one."""
+    return str(v) if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def grad_dict(result) -> dict:
@@ -32,13 +38,17 @@ def grad_dict(result) -> dict:
         }
         if r.stats is not None:
             d.update(r.stats.to_dict())
+            if r.stats.nan or r.stats.inf:
+                # the statistics' norm is over the finite values (0 when there is none): the norm of a
+                # gradient holding NaN is NaN, with +-Inf (no NaN) Inf; so is |g|/|t|
+                d["norm"] = d["ratio"] = "nan" if r.stats.nan else "inf"
         if r.check is not None:
             d["check"] = {k: (_num(v) if isinstance(v, float) else v) for k, v in r.check.items()}
         rows.append(d)
     info, gp = result.info, result.plan
     return {
         "schema_version": SCHEMA_VERSION, "onnxprobe_version": __version__, "model": gp.source,
-        "loss": {"kind": gp.loss.kind, "output": gp.loss.output, "value": _num(result.loss)},
+        "loss": {"kind": gp.loss.kind, "output": gp.loss.output, "value": _enc(result.loss)},
         "device": info.device, "providers": info.providers, "opt_level": info.opt_level,
         "timing": {"session_s": round(info.session_seconds, 6), "forward_backward_s": round(info.run_seconds, 6)},
         "graph": {"forward_nodes": gp.backward.n_forward, "backward_nodes": gp.backward.n_backward},
@@ -70,13 +80,21 @@ CHECK = Column("check", "check", "right")
 def _cells(r: dict) -> tuple[list[str], list]:
     cells = [
         str(r["index"]) if r["index"] >= 0 else "", r["node"], op(r["op_type"]), r["tensor"],
-        KIND.get(r["kind"], "?"), shape(r["shape"]), num(r["norm"]), num(r["ratio"], 3),
+        KIND.get(r["kind"], "?"), shape(r["shape"]), _cell(r["norm"]), _cell(r["ratio"], 3),
         num(r.get("min")), num(r.get("max")), num(r.get("mean")), num(r.get("std")),
         str(r.get("nan", "-")), str(r.get("inf", "-")),
     ]
     values = [r["index"] if r["index"] >= 0 else None, r["node"], r["op_type"], r["tensor"], r["kind"], r["shape"],
-              r["norm"], r["ratio"], r.get("min"), r.get("max"), r.get("mean"), r.get("std"), r.get("nan"), r.get("inf")]
+              _value(r["norm"]), _value(r["ratio"]), r.get("min"), r.get("max"), r.get("mean"), r.get("std"), r.get("nan"), r.get("inf")]
     return cells, values
+
+
+def _cell(v, digits: int = 4) -> str:
+    return v if isinstance(v, str) else num(v, digits)  # "nan" / "inf" as encoded for JSON
+
+
+def _value(v):
+    return float(v) if isinstance(v, str) else v  # the table's raw values keep NaN / Inf as floats
 
 
 def grad_table(result) -> tuple[Table, Text]:
@@ -105,7 +123,7 @@ def grad_table(result) -> tuple[Table, Text]:
         footer.append(" · ")
         footer.append(f"check ({d['check']}): {n - failed} ok, {failed} failed", style="bold red" if failed else "green")
     loss = d["loss"]
-    footer.append(f" · loss {loss['kind']}({loss['output']}) = {num(loss['value'])}")
+    footer.append(f" · loss {loss['kind']}({loss['output']}) = {_cell(loss['value'])}")
     if d.get("samples") is not None:
         footer.append(f" ({d['reduce']} over {d['samples']} samples)")
     footer.append(f" · device {d['device']} · forward+backward {duration(d['timing']['forward_backward_s'])}")

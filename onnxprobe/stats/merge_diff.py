@@ -125,8 +125,13 @@ def _merged_pair(key, parts: list[tuple[dict, int, str]], labels: list[str]) -> 
     m = sums.metrics(tol.measured_rtol)
     i = intro.introduced() if intro is not None else None
     out.update(m.to_dict())
+    # nothing finite over every shard: not compared (as one diff says it, compare.diff.nothing_measured), or
+    # a fail when NaN/Inf sits on one side only
+    passed = (False if m.nonfinite_mismatch else None) if m.empty else tol.passes(m)
+    problem = None if not m.empty else (f"NaN/Inf mismatch at {m.nonfinite_mismatch} position(s), and no finite pair to "
+                                        "measure" if m.nonfinite_mismatch else "no finite value to compare in any shard")
     out.update(introduced_sqnr_db=_f(i.sqnr_db) if i else None, introduced_max_abs=_f(i.max_abs) if i else None,
-               introduced_exact=i.exact if i else None, passed=tol.passes(m), problem=None,
+               introduced_exact=i.exact if i else None, passed=passed, problem=problem,
                shape=None if sums.shape is None else list(sums.shape))
     out.update(dataset_fields(sums, intro, labels))
     return out
@@ -143,7 +148,7 @@ def _verdict(shards: list[dict], pairs: list[dict], criterion: str) -> dict:
         n = sum(1 for p in pairs if p["passed"] is False and p["is_output"])
         verdict, why = ("fail", f"{n} of the outputs fail the criterion ({criterion})") if n else (
             "pass", f"outputs pass ({criterion})")
-    return {"verdict": verdict, "verdict_reason": why, "compared": sum(1 for p in pairs if p["exact"] is not None),
+    return {"verdict": verdict, "verdict_reason": why, "compared": sum(1 for p in pairs if p["exact"] is not None and (p.get("count", 1) or p.get("nonfinite_mismatch"))),
             "first_failure": failed["a"] if failed else None, "first_failure_module": failed.get("module") if failed else None,
             "outputs_passed": verdict == "pass"}
 

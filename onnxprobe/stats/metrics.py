@@ -11,6 +11,10 @@ on a device; ``from_sums`` turns them into ``PairMetrics``.
   qdq_loss_debug does; identical tensors (no error at all, zeros included) are +inf, "exact", never a
   ratio of two floors
 - worst = the multi-index of the largest |a - b|
+
+``count`` is the number of finite pairs the metrics are over. With none (an empty tensor, or NaN/Inf at
+every position) there is nothing to measure: the metrics are not available (None in JSON), the pair is
+never exact and never passes a criterion (``compare.diff.finish`` says why it was not compared).
 """
 
 from __future__ import annotations
@@ -38,19 +42,29 @@ class PairMetrics:
     allclose_excess: float  # max(|a-b| - rtol*|b|): allclose passes when this is <= atol
     b_absmax: float
     nonfinite_mismatch: int  # positions where exactly one side is NaN/Inf, or they differ
+    # finite pairs measured. 0 by default on purpose: metrics built without a count (stats.pooled's for
+    # sums over no finite pair: zeros, cosine 1) stand for nothing measured, so they can never read "exact"
+    count: int = 0
+    nonfinite_same: int | None = None  # positions NaN/Inf on both sides alike (left out); None: not known
 
     def to_dict(self) -> dict:
         def f(v: float) -> float | None:
-            return float(v) if math.isfinite(v) else None
+            return float(v) if math.isfinite(v) and self.count else None
 
         return {"max_abs": f(self.max_abs), "mean_abs": f(self.mean_abs), "max_rel": f(self.max_rel), "rmse": f(self.rmse),
-                "cosine": f(self.cosine), "sqnr_db": f(self.sqnr_db), "exact": self.exact, "worst_index": list(self.worst),
-                "nonfinite_mismatch": self.nonfinite_mismatch}
+                "cosine": f(self.cosine), "sqnr_db": f(self.sqnr_db), "exact": self.exact,
+                "worst_index": list(self.worst) if self.count else None, "nonfinite_mismatch": self.nonfinite_mismatch,
+                "count": self.count, "nonfinite_same": self.nonfinite_same}
 
     @property
     def exact(self) -> bool:
-        """No error at all: every finite pair equal and the non-finite values agree."""
-        return self.max_abs == 0 and self.nonfinite_mismatch == 0
+        """No error at all: some finite pairs compared, every one equal, and the non-finite values agree."""
+        return self.count > 0 and self.max_abs == 0 and self.nonfinite_mismatch == 0
+
+    @property
+    def empty(self) -> bool:
+        """No finite pair to measure: the numbers are not metrics of anything."""
+        return self.count == 0
 
 
 @dataclass(frozen=True)
@@ -66,14 +80,15 @@ class IntroducedError:
     sqnr_db: float
     worst: tuple[int, ...]
     nonfinite_mismatch: int
+    count: int = 0  # finite pairs measured (PairMetrics.count: 0, nothing, is never exact)
 
     @classmethod
     def of(cls, m: PairMetrics) -> "IntroducedError":
-        return cls(m.max_abs, m.mean_abs, m.rmse, m.cosine, m.sqnr_db, m.worst, m.nonfinite_mismatch)
+        return cls(m.max_abs, m.mean_abs, m.rmse, m.cosine, m.sqnr_db, m.worst, m.nonfinite_mismatch, m.count)
 
     @property
     def exact(self) -> bool:
-        return self.max_abs == 0 and self.nonfinite_mismatch == 0
+        return self.count > 0 and self.max_abs == 0 and self.nonfinite_mismatch == 0
 
 
 def sqnr_from_norms(signal: float, noise: float) -> float:
@@ -109,7 +124,7 @@ def from_sums(*, max_abs: float, argmax: int, sum_abs: float, dd: float, aa: flo
                        rmse=math.sqrt(max(dd, 0.0) / size) if size else 0.0, cosine=cosine,
                        sqnr_db=sqnr_from_norms(nb, math.sqrt(max(dd, 0.0))), worst=worst,
                        allclose_excess=excess if rtol else max_abs, b_absmax=b_absmax,
-                       nonfinite_mismatch=nonfinite_mismatch)
+                       nonfinite_mismatch=nonfinite_mismatch, count=size)
 
 
 THRESHOLDS = {"min_sqnr": "sqnr", "min_cosine": "cosine"}  # threshold flag -> the metric it sets
@@ -119,7 +134,8 @@ DEFAULTS = {"atol": 1e-4, "rtol": 1e-3, "min_sqnr": 30.0, "min_cosine": 0.999}
 @dataclass(frozen=True)
 class Tolerance:
     """A pass/fail criterion: ``metric`` and its thresholds. An exact match (no error at all) passes
-    under every metric; a non-finite value on one side only fails under every metric."""
+    under every metric; a non-finite value on one side only fails under every metric, and so does a pair
+    with no finite value to measure (nothing compared earns no pass)."""
 
     metric: str = "allclose"
     atol: float = 1e-4
@@ -128,6 +144,18 @@ class Tolerance:
     min_cosine: float = 0.999
     why: str = ""  # why this criterion, when it is a default chosen for what is compared
     abs_floor: float | None = None  # sqnr only: a pair whose max|a-b| is at most this passes too (near-silent tensors)
+
+    def __post_init__(self) -> None:
+        # checked when made: an unknown metric or a negative threshold would otherwise surface at the first
+        # pair measured (a KeyError there), or pass everything silently
+        if self.metric not in METRICS:
+            raise UsageError(f"Tolerance metric {self.metric!r}: choose one of {', '.join(METRICS)}")
+        for k in ("atol", "rtol", "min_sqnr", "min_cosine"):
+            v = getattr(self, k)
+            if not isinstance(v, (int, float, np.floating, np.integer)) or isinstance(v, bool) or not math.isfinite(v):
+                raise UsageError(f"Tolerance {k}={v!r}: thresholds are finite numbers")
+            if k != "min_sqnr" and v < 0:  # an SQNR in dB may be negative; the others are sizes of an error
+                raise UsageError(f"Tolerance {k}={v!r}: thresholds are finite and non-negative")
 
     @classmethod
     def from_flags(cls, metric: str | None = None, *, atol: float | None = None, rtol: float | None = None,
@@ -181,7 +209,10 @@ class Tolerance:
         floor = d.get("abs_floor")
         if floor is not None and not (isinstance(floor, (int, float)) and not isinstance(floor, bool) and math.isfinite(floor)):
             raise ValueError("the criterion's abs_floor is not a finite number")
-        return cls(d["metric"], *(float(v) for v in vals), abs_floor=None if floor is None else float(floor))
+        try:
+            return cls(d["metric"], *(float(v) for v in vals), abs_floor=None if floor is None else float(floor))
+        except UsageError as e:  # a negative threshold: malformed, as this method's callers expect it said
+            raise ValueError(str(e)) from None
 
     @property
     def measured_rtol(self) -> float:
@@ -189,7 +220,7 @@ class Tolerance:
         return self.rtol if self.metric == "allclose" else 0.0
 
     def passes(self, m: PairMetrics) -> bool:
-        if m.nonfinite_mismatch:
+        if m.nonfinite_mismatch or m.empty:
             return False
         if m.exact:
             return True

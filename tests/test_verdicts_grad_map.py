@@ -1,0 +1,173 @@
+"""Earned verdicts for ``diff --grad`` (a NaN loss, no weights), ``grad``'s report of a NaN gradient,
+``--map`` entries that cannot be used, and If/Loop/Scan body tensors that ``diff --all`` leaves out."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import make_model, sample_path
+from onnxprobe import api
+from onnxprobe.cli.main import app
+from onnxprobe.errors import UsageError
+
+runner = CliRunner()
+X = np.array([[0.2, 0.9, 0.4, 0.7], [0.6, 0.1, 0.8, 0.3]], np.float32)
+
+
+def invoke(*args, env=None):
+    return runner.invoke(app, [str(a) for a in args], env=env)
+
+
+def nan_grad_model() -> onnx.ModelProto:
+    """y = Sqrt(-(|x w| + 1)): NaN everywhere, so the sum loss and every gradient are NaN."""
+    return make_model(
+        [helper.make_node("Mul", ["x", "w"], ["xw"], name="mul"), helper.make_node("Abs", ["xw"], ["a"], name="abs"),
+         helper.make_node("Add", ["a", "one"], ["b"], name="add"), helper.make_node("Neg", ["b"], ["c"], name="neg"),
+         helper.make_node("Sqrt", ["c"], ["y"], name="sqrt")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [numpy_helper.from_array(np.full((4,), 0.5, np.float32), "w"), numpy_helper.from_array(np.ones((4,), np.float32), "one")])
+
+
+def identity_model() -> onnx.ModelProto:
+    return make_model([helper.make_node("Identity", ["x"], ["y"], name="id")],
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+
+
+def save(tmp_path, name, m) -> str:
+    p = tmp_path / f"{name}.onnx"
+    onnx.save(m, str(p))
+    return str(p)
+
+
+def test_diff_grad_of_a_nan_loss_is_not_a_pass(tmp_path):
+    m = save(tmp_path, "nan", nan_grad_model())
+    np.save(tmp_path / "x.npy", X)
+    r = invoke("diff", "--grad", m, m, "--input", f"x={tmp_path / 'x.npy'}", "--json", "-")
+    assert r.exit_code == 1, r.output
+    d = json.loads(r.stdout)  # a NaN loss is written (not an internal error on JSON's lack of NaN)
+    assert d["verdict"] == "error" and d["grad"]["loss_a"] == "nan" and d["grad"]["loss_b"] == "nan"
+    weights = [p for p in d["pairs"] if p["is_output"]]
+    assert {p["a"] for p in weights} == {"w_grad", "one_grad"}
+    assert all(p["passed"] is None and p["exact"] is False and p["cosine"] is None for p in weights)
+    text = invoke("diff", "--grad", m, m, "--input", f"x={tmp_path / 'x.npy'}").stdout
+    assert "loss sum: A nan, B nan" in text and "weight gradients pass" not in text
+
+
+def test_diff_grad_with_no_weights_has_nothing_to_compare(tmp_path):
+    m = save(tmp_path, "id", identity_model())
+    r = invoke("diff", "--grad", m, m, "--json", "-")
+    assert r.exit_code == 1, r.output
+    d = json.loads(r.stdout)
+    assert d["verdict"] == "error" and "nothing to compare" in d["verdict_reason"] and "no weights" in d["verdict_reason"]
+
+
+def test_diff_grad_nan_loss_on_one_side_only_fails(tmp_path):
+    """A: the NaN model; B: the same with Abs after the Neg (finite). The weight gradients differ in
+    finiteness, so they fail; the verdict is not a pass whatever the metric."""
+    a = save(tmp_path, "a", nan_grad_model())
+    fixed = nan_grad_model()
+    fixed.graph.node[-1].input[0] = "c2"
+    fixed.graph.node.insert(4, helper.make_node("Abs", ["c"], ["c2"], name="abs2"))
+    b = save(tmp_path, "b", fixed)
+    np.save(tmp_path / "x.npy", X)
+    r = invoke("diff", "--grad", a, b, "--input", f"x={tmp_path / 'x.npy'}", "--metric", "cosine", "--json", "-")
+    assert r.exit_code == 1, r.output
+    d = json.loads(r.stdout)
+    assert d["verdict"] == "fail" and d["grad"]["loss_a"] == "nan" and isinstance(d["grad"]["loss_b"], float)
+
+
+def test_grad_report_of_an_all_nan_gradient_says_nan_not_zero(tmp_path):
+    m = save(tmp_path, "nan", nan_grad_model())
+    np.save(tmp_path / "x.npy", X)
+    r = invoke("grad", m, "--input", f"x={tmp_path / 'x.npy'}", "--json", "-")
+    d = json.loads(r.stdout)
+    w = next(g for g in d["gradients"] if g["tensor"] == "w")
+    assert w["nan"] == 4 and w["norm"] == "nan" and w["ratio"] == "nan" and d["loss"]["value"] == "nan"
+    text = invoke("grad", m, "--input", f"x={tmp_path / 'x.npy'}").stdout
+    row = next(line for line in text.splitlines() if " w " in line and "Mul" in line)
+    assert row.split()[6:8] == ["nan", "nan"], row  # |grad| and |g|/|t|, after the shape 4
+    assert "= nan" in text
+
+
+def test_a_map_entry_of_another_shape_is_refused_out_loud(tmp_path):
+    (tmp_path / "map.json").write_text(json.dumps({"logits": "conv1_out"}))
+    r = invoke("diff", sample_path("cnn"), sample_path("cnn"), "--map", tmp_path / "map.json")
+    assert r.exit_code != 0 and "--map logits -> conv1_out" in r.stderr and "differ" in r.stderr, r.output
+    try:
+        api.diff(sample_path("cnn"), sample_path("cnn"), user_map={"logits": "conv1_out"})
+    except UsageError as e:
+        assert "1x10" in str(e)
+    else:
+        raise AssertionError("user_map with shapes that differ was dropped silently")
+
+
+def test_a_map_entry_used_twice_is_refused(tmp_path):
+    try:
+        api.diff(sample_path("cnn"), sample_path("cnn"), user_map={"conv1_out": "bn1_out", "relu1_out": "bn1_out"})
+    except UsageError as e:
+        assert "bn1_out" in str(e)
+    else:
+        raise AssertionError("two --map entries onto one tensor were accepted")
+
+
+def test_a_tensor_whose_namesake_was_mapped_away_says_so(tmp_path):
+    res = api.diff(sample_path("cnn"), sample_path("cnn"), selection=api.Selection(all=True),
+                   user_map={"conv1_out": "bn1_out"})
+    assert any(r.pair.strategy == "map" and r.pair.a.name == "conv1_out" and r.pair.b.name == "bn1_out" for r in res.results)
+    ub = {u.obs.name: u.reason for u in res.matching.unmatched_b}
+    assert "folded" not in ub["conv1_out"] and "--map" in ub["conv1_out"]
+
+
+def test_diff_all_says_which_body_tensors_it_leaves_out(tmp_path):
+    cf = sample_path("control_flow")
+    r = invoke("diff", cf, cf, "--all", "--input", "n=3", "--input", "cond=false", "--json", "-")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    note = next(n for n in d["notes"] if "If/Loop/Scan bodies" in n)
+    # the body tensors the model holds, counted here from the graph itself
+    m = onnx.load(str(cf))
+
+    def body(g, inside):
+        n = 0
+        for node in g.node:
+            n += inside * len([o for o in node.output if o])
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    n += body(a.g, True)
+        return n
+
+    assert note.startswith(f"{body(m.graph, False)} selected tensor(s)")
+    # the help no longer promises body tensors (rich wraps it in a box: words only)
+    words = " ".join(invoke("diff", "--help", env={"COLUMNS": "200"}).stdout.replace("│", " ").split())
+    assert "(tensors inside If/Loop/Scan bodies are not compared; a note lists them)" in words
+
+
+def test_vs_npz_body_tensors_are_not_called_missing_from_a(tmp_path):
+    cf = sample_path("control_flow")
+    feeds = api.InputSpec(files={"n": "3", "cond": "false"})
+    res = api.layers(cf, api.Selection(all=True), api.RunConfig(device="cpu"), feeds, save=True)
+    np.savez(tmp_path / "acts.npz", **res.arrays)
+    r = invoke("diff", cf, "--vs-npz", tmp_path / "acts.npz", "--all", "--input", "n=3", "--input", "cond=false",
+               "--json", "-")
+    d = json.loads(r.stdout)
+    inside = [u for u in d["unmatched_b"] if u["name"] in ("else_mul", "body_matmul")]
+    assert inside and all("no counterpart" not in u["reason"] and "main-graph" in u["reason"] for u in inside)
+
+
+def test_grad_all_says_which_body_tensors_get_no_row(tmp_path):
+    cf = sample_path("control_flow")
+    r = invoke("grad", cf, "--all", "--input", "n=3", "--input", "cond=false", "--json", "-")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    rows = {g["tensor"] for g in d["gradients"]}
+    note = next(n for n in d["notes"] if "If/Loop/Scan bodies" in n)
+    assert "else_mul" in note and "else_mul" not in rows and "not given a gradient row by grad" in note
+    words = " ".join(invoke("grad", "--help", env={"COLUMNS": "200"}).stdout.replace("│", " ").split())
+    assert "(tensors inside If/Loop/Scan bodies get no row; a note lists them)" in words
