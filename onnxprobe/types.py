@@ -1,11 +1,18 @@
-"""Plain data that crosses layers. No behaviour beyond small derived properties."""
+"""Plain data that crosses layers. No behaviour beyond small derived properties, checks of what a
+caller may put in (``InputSpec``) and short reprs (a notebook shows a result, not its megabytes)."""
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from onnxprobe.errors import UsageError
+from onnxprobe.text import clean, clip
 
 # names that several layers agree on: backward nodes are named BACKWARD_TAG + "<forward node>/<Op>", and
 # the gradient of forward tensor t is the tensor t + GRAD_SUFFIX
@@ -78,6 +85,9 @@ class ProbePlan:
     # run of the plan hands them over, and finding them scans both graphs (10 ms on PP-OCRv4 rec)
     weights: Any = None
 
+    def __repr__(self) -> str:
+        return f"ProbePlan({os.path.basename(str(self.source))}: {len(self.probes)} probes, {len(self.warnings)} warnings)"
+
 
 @dataclass(frozen=True)
 class InputSpec:
@@ -98,9 +108,48 @@ class InputSpec:
     # with a note
     arrays_complete: bool = False
 
+    def __post_init__(self) -> None:
+        # checked when made, so a wrong value is one line naming the field, not a numpy error at the run;
+        # frozen, hence object.__setattr__ for the normalised copies
+        def refuse(what: str, value, why: str) -> UsageError:
+            return UsageError(f"InputSpec {what}={clip(clean(repr(value)), 60)}: {why}")
+
+        # only the kinds of values: their ranges are checked where the feeds are made, in the words of the
+        # flags (--seed, --int-range) that the command line gives them with
+        if not _is_int(self.seed):
+            raise refuse("seed", self.seed, "seeds are non-negative integers")
+        rng = self.int_range
+        if isinstance(rng, (str, bytes)) or not hasattr(rng, "__len__") or len(rng) != 2 or not all(map(_is_int, rng)):
+            raise refuse("int_range", rng, "expected (LOW, HIGH), two integers")
+        object.__setattr__(self, "int_range", (int(rng[0]), int(rng[1])))
+        for what in ("shapes", "files", "arrays"):
+            d = getattr(self, what)
+            if not isinstance(d, Mapping) or not all(isinstance(k, str) for k in d):
+                raise refuse(what, d, "expected a dict keyed by input name")
+            object.__setattr__(self, what, dict(d))
+        for name, dims in self.shapes.items():
+            if isinstance(dims, (str, bytes)) or not hasattr(dims, "__iter__") or not all(_is_int(d) for d in dims):
+                raise refuse(f"shapes[{name!r}]", dims, "expected a tuple of integers, e.g. (1, 3, 224, 224)")
+            if any(d < 0 for d in dims):
+                raise refuse(f"shapes[{name!r}]", dims, "dimensions must be non-negative")
+            self.shapes[name] = tuple(int(d) for d in dims)
+        for name, value in self.files.items():
+            if isinstance(value, (bool, int, float, list, np.generic)):
+                # a literal value (``{"sr": 16000}``), written as --input sr=16000 gives it
+                self.files[name] = json.dumps(np.asarray(value).tolist() if isinstance(value, np.generic) else value)
+            elif isinstance(value, os.PathLike):
+                self.files[name] = os.fspath(value)
+            elif not isinstance(value, str):
+                raise refuse(f"files[{name!r}]", value, "expected a .npy / .pb path or a literal value such as 16000 "
+                             "(arrays go in arrays=)")
+
     def names(self) -> list[str]:
         """Every input name the spec mentions."""
         return list(dict.fromkeys(list(self.arrays) + list(self.files) + list(self.shapes)))
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 @dataclass
@@ -135,6 +184,17 @@ class ProbeResult:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)  # the model's own outputs
     notes: list[str] = field(default_factory=list)
     unobserved: dict[str, str] = field(default_factory=dict)  # probed tensors the runtime cannot return -> why
+    # the inputs of the run (what histograms and reruns of this result must use again); {} when unknown
+    feed: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        stats = sum(1 for v in self.stats.values() if v is not None)
+        parts = [f"{len(self.plan.probes)} tensors probed", f"{stats} with statistics"]
+        parts += [f"{len(self.arrays)} values kept"] if self.arrays else []
+        parts += [f"{len(self.unobserved)} unobserved"] if self.unobserved else []
+        parts += [f"{len(self.notes)} notes"] if self.notes else []
+        return (f"ProbeResult({os.path.basename(str(self.plan.source))} on {self.info.runtime} {self.info.device}: "
+                + ", ".join(parts) + ")")
 
     def rows(self):
         """(TensorRef, TensorStats | None) per probed tensor, in the plan's (topological) order."""

@@ -29,7 +29,8 @@ Workflows, one module each:
   (``layers_histograms``, ``diff_histograms``, ``grad_histograms``), ``describe_inputs``,
   ``explorer_ids`` (Model Explorer's node ids);
 - ``explore``: what the debugger needs: ``index`` (GraphIndex), ``model_info``, ``where``, ``Prober``;
-- ``inputs``: ``input_spec`` and the parsers of the input flags.
+- ``inputs``: ``input_spec`` and the parsers of the input flags; ``as_model``, what every function that takes
+  a model accepts (a Model, a path or an onnx.ModelProto).
 
 Every function that runs a model takes an ``InputSpec`` (seed, integer range, shapes, files or values,
 arrays) and a ``RunConfig`` (device, opt level); ``layers``, ``run`` and ``diff`` also take a ``runtime``
@@ -46,17 +47,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.core import (
         DatasetResult, LayersResult, Model, feeds, layers, layers_dataset, load, merge_stats, plan, raw_chunks, run, runner,
-        save_tensors,
+        save_tensors, select,
     )
     from onnxprobe.api.diff import diff, diff_grad
     from onnxprobe.api.diff_dataset import diff_dataset
     from onnxprobe.api.grad_dataset import REDUCE, grad_dataset
-    from onnxprobe.api.explore import Prober, interruptibly, model_info, where
+    from onnxprobe.api.explore import Prober, index, interruptibly, model_info, where
     from onnxprobe.api.grad import GradResult, GradRow, grad, grad_check
     from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, export_backward, grad_plan, grad_spec
     from onnxprobe.api.inputs import (
-        Feeds, ModelInput, check_value, input_spec, model_inputs, parse_input_files, parse_int_range, parse_shape_overrides, parse_size,
-        read_array, read_npz, save_npz,
+        Feeds, ModelInput, as_model, check_value, input_spec, model_inputs, parse_input_files, parse_int_range,
+        parse_shape_overrides, parse_size, read_array, read_npz, save_npz,
     )
     from onnxprobe.api.pictures import (
         ExplorerIds, describe_inputs, diff_histograms, explorer_ids, grad_histograms, histogram_of, layers_histograms,
@@ -65,9 +66,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.torch import diff_grad_torch, diff_torch, torch_module
     from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult, SurgeryResult, extract, inspect, mark
     from onnxprobe.compare.diff import SORTS, DiffResult, PairResult, sort_results
-    from onnxprobe.graph.index import GraphIndex, NodeInfo, TensorInfo, attribute_text, index
-    from onnxprobe.graph.model import as_model
-    from onnxprobe.graph.select import Selection, select
+    from onnxprobe.graph.index import GraphIndex, NodeInfo, TensorInfo, attribute_text
+    from onnxprobe.graph.select import Selection
     from onnxprobe.runtime.ort import DEVICES, OPT_LEVELS, resolve_device
     from onnxprobe.runtime.ray_pool import Executor, RayOptions
     from onnxprobe.runtime.runners import RUNTIMES, parse_runtime_options
@@ -84,16 +84,16 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
 _WHERE = {
     "onnxprobe.api.core": (
         "DatasetResult LayersResult Model feeds layers layers_dataset load "
-        "merge_stats plan raw_chunks run runner save_tensors"
+        "merge_stats plan raw_chunks run runner save_tensors select"
     ),
     "onnxprobe.api.diff": "diff diff_grad",
     "onnxprobe.api.diff_dataset": "diff_dataset",
     "onnxprobe.api.grad_dataset": "REDUCE grad_dataset",
-    "onnxprobe.api.explore": "Prober interruptibly model_info where",
+    "onnxprobe.api.explore": "Prober index interruptibly model_info where",
     "onnxprobe.api.grad": "GradResult GradRow grad grad_check",
     "onnxprobe.api.grad_plan": "GRAD_OPT_LEVEL GradPlan GradSpec export_backward grad_plan grad_spec",
     "onnxprobe.api.inputs": (
-        "Feeds ModelInput check_value input_spec model_inputs parse_input_files "
+        "Feeds ModelInput as_model check_value input_spec model_inputs parse_input_files "
         "parse_int_range parse_shape_overrides parse_size read_array read_npz "
         "save_npz"
     ),
@@ -108,9 +108,8 @@ _WHERE = {
         "mark"
     ),
     "onnxprobe.compare.diff": "SORTS DiffResult PairResult sort_results",
-    "onnxprobe.graph.index": "GraphIndex NodeInfo TensorInfo attribute_text index",
-    "onnxprobe.graph.model": "as_model",
-    "onnxprobe.graph.select": "Selection select",
+    "onnxprobe.graph.index": "GraphIndex NodeInfo TensorInfo attribute_text",
+    "onnxprobe.graph.select": "Selection",
     "onnxprobe.runtime.ort": "DEVICES OPT_LEVELS resolve_device",
     "onnxprobe.runtime.ray_pool": "Executor RayOptions",
     "onnxprobe.runtime.runners": "RUNTIMES parse_runtime_options",

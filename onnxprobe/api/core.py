@@ -9,10 +9,12 @@ from typing import Iterator
 import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, model_path, run_batches, source
+from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_selection, checked_feed, load, proto_of
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.expose import expose
-from onnxprobe.graph.model import Model, as_model, load
-from onnxprobe.graph.select import Selection, select
+from onnxprobe.graph.model import Model
+from onnxprobe.graph.select import Selection
+from onnxprobe.graph.select import select as select_refs
 from onnxprobe.graph.skeleton import model_digest
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.feeds import Feeds
@@ -26,14 +28,21 @@ from onnxprobe.types import InputSpec, ProbePlan, ProbeResult, RunConfig, RunInf
 
 LayersResult = ProbeResult  # what ``layers`` and ``run`` return: statistics per probed tensor
 
-__all__ = ["Model", "load", "plan", "feeds", "runner", "run", "layers", "save_tensors", "raw_chunks", "merge_stats",
+__all__ = ["Model", "load", "select", "plan", "feeds", "runner", "run", "layers", "save_tensors", "raw_chunks", "merge_stats",
            "DatasetResult", "layers_dataset", "LayersResult", "LayersWorker", "LayersWorkerFactory"]
+
+
+def select(model, selection: Selection | None = None, **kw) -> list[TensorRef]:
+    """The tensors ``selection`` picks in ``model`` (a Model, a path or a ModelProto), in topological
+    order (``graph.select.select``, whose keywords ``kw`` are: ``strict``, ``sites``)."""
+    return select_refs(proto_of(model), as_selection(selection) or Selection(), **kw)
 
 
 def plan(model: Model, selection: Selection | None = None, *, stats: bool = True, raw: bool | set[str] = False) -> ProbePlan:
     """A rewritten copy of the model that exposes the selected tensors (their in-graph statistics, shapes
-    and, with ``raw``, values) as outputs; ``model`` is untouched."""
-    refs = select(model.proto, selection or Selection())
+    and, with ``raw``, values) as outputs; ``model`` (a Model, a path or a ModelProto) is untouched."""
+    model = as_model(model)
+    refs = select_refs(model.proto, as_selection(selection) or Selection())
     warnings = list(model.warnings)
     rewritten, probes = expose(model.proto, [r for r in refs if r.kind == "node"], stats=stats, raw=raw,
                                warnings=warnings, nonfinite="deferred")
@@ -42,14 +51,15 @@ def plan(model: Model, selection: Selection | None = None, *, stats: bool = True
 
 def feeds(model: Model, inputs: InputSpec | None = None) -> Feeds:
     """The feed dict ``inputs`` describes for ``model`` (``.values``), with the dimensions it had to guess
-    (``.defaulted``) and notes for people (``.notes``)."""
-    return _feeds.make_feeds(model.proto, inputs)
+    (``.defaulted``) and notes for people (``.notes``). ``inputs``: an InputSpec or a dict of arrays."""
+    return _feeds.make_feeds(proto_of(model), as_inputs(inputs))
 
 
 def runner(model: Model, config: RunConfig | None = None, *, runtime: str = "ort", **kw) -> GraphRunner:
     """The runner of ``runtime`` (``ort`` | ``openvino`` | ``tensorrt`` | ``reference``) over ``model``, on
     ``config``'s device (the device within that runtime); ``options=`` the runtime's own settings."""
-    return make_runner(runtime, model.proto, config, model.source, **kw)
+    model = as_model(model)
+    return make_runner(runtime, model.proto, as_config(config), model.source, **kw)
 
 
 def run(plan: ProbePlan | Model, feed: dict[str, np.ndarray] | Feeds, config: RunConfig | None = None,
@@ -58,17 +68,23 @@ def run(plan: ProbePlan | Model, feed: dict[str, np.ndarray] | Feeds, config: Ru
     """Run once and read back the statistics of every probed tensor: of a plan (``plan(...)``), or of a
     model and a selection (graph inputs and weights a selection names get their statistics on the host).
     ``runtime``: ``ort`` (default), ``openvino``, ``tensorrt`` or ``reference``, with ``runtime_options``;
-    OpenVINO and TensorRT compute statistics on their output buffers, within ``max_memory`` per run."""
-    values = feed.values if isinstance(feed, Feeds) else feed
-    if isinstance(plan, Model):
-        refs = select(plan.proto, selection or Selection())
-        res = _runner_for(plan, config, runtime, runtime_options, max_memory, feed=values).probe(refs, values, raw=raw)
-        res.plan.warnings[:0] = list(plan.warnings)
-    else:
+    OpenVINO and TensorRT compute statistics on their output buffers, within ``max_memory`` per run.
+    ``feed`` must give every input of the model, with its dtype and fixed dimensions."""
+    config = as_config(config)
+    if isinstance(plan, ProbePlan):
         if runtime != "ort":
             raise UsageError("a probed plan is ONNX rewritten for onnxruntime: pass the Model to run it on another runtime")
-        r = make_runner("ort", plan.base if plan.base is not None else plan.model, config, plan.source, interruptible=True)
+        base = plan.base if plan.base is not None else plan.model
+        values = checked_feed(base, feed)
+        r = make_runner("ort", base, config, plan.source, interruptible=True)
         res = r.run_plan(plan, values, raw=raw or {p.ref.name for p in plan.probes if p.raw_output})
+    else:
+        model = as_model(plan, "plan")
+        values = checked_feed(model.proto, feed)
+        refs = select_refs(model.proto, as_selection(selection) or Selection())
+        res = _runner_for(model, config, runtime, runtime_options, max_memory, feed=values).probe(refs, values, raw=raw)
+        res.plan.warnings[:0] = list(model.warnings)
+    res.feed = values
     if isinstance(feed, Feeds):
         res.notes[:0] = feed.notes
     return res
@@ -112,13 +128,15 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
     instead, in as many runs as it takes to keep at most ``max_memory`` bytes of them alive at once
     (default: a quarter of the available memory); ``progress(done, total)`` is called per run.
     ``runtime`` / ``runtime_options``: the runtime that runs the model (see ``run``); the tensors it
-    cannot observe are in ``result.unobserved`` with the reason.
+    cannot observe are in ``result.unobserved`` with the reason. ``model``: a Model, a path or a
+    ModelProto; ``inputs``: an InputSpec or a dict of arrays by input name.
     """
-    model = as_model(model)
+    model, selection, config = as_model(model), as_selection(selection), as_config(config)
     fs = feeds(model, inputs)
     try:
         r = _runner_for(model, config, runtime, runtime_options, max_memory, feed=fs.values)
-        result = r.probe(select(model.proto, selection or Selection()), fs.values, raw=save)
+        result = r.probe(select_refs(model.proto, selection or Selection()), fs.values, raw=save)
+        result.feed = fs.values
         result.plan.warnings[:0] = list(model.warnings)
         result.notes[:0] = fs.notes
         if save_to is not None:
@@ -138,6 +156,7 @@ def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], n
     the runner that made ``result`` (default: onnxruntime on ``config``)."""
     from onnxprobe.runtime.budget import default_budget, nbytes, plan_chunks
 
+    model = as_model(model)
     by_name = {p.ref.name: p.ref for p in result.plan.probes}
     sizes = []
     for n in names:
@@ -160,6 +179,7 @@ def save_tensors(model: Model, result: ProbeResult, feed: dict[str, np.ndarray],
     run (an If branch not taken) are left out. Returns the number of runs."""
     from onnxprobe.runtime.npz import NpzWriter
 
+    model = as_model(model)
     not_run = {n for n, st in result.stats.items() if st is not None and st.count == 0}
     runs = 0
     with NpzWriter(path) as out:
@@ -189,6 +209,10 @@ class DatasetResult:
     model_id: str = ""  # graph.skeleton.model_digest of the model: which model the statistics describe
     selection: str = ""  # the selection, in words
     executor: Executor = field(default_factory=Executor)  # what ran the batches (here, or Ray actors)
+
+    def __repr__(self) -> str:
+        return (f"DatasetResult({os.path.basename(str(self.plan.source))} on {self.info.runtime} {self.info.device}: "
+                f"{len(self.moments)} tensors over {self.batches} batches)")
 
     def rows(self) -> Iterator[tuple[TensorRef, TensorStats | None]]:
         for p in self.plan.probes:
@@ -236,7 +260,7 @@ class LayersWorker(BatchWorker):
         self.model, self.config, self.max_memory, self.threads = model, config, max_memory, threads
         self.runtime, self.runtime_options = runtime, runtime_options
         self.specs = _feeds.model_inputs(model.proto)
-        self.refs = select(model.proto, selection or Selection())
+        self.refs = select_refs(model.proto, selection or Selection())
         self.runner: GraphRunner | None = None  # made on the first batch (OpenVINO wants its input shapes)
 
     def _runner(self, feed: dict) -> GraphRunner:
@@ -266,7 +290,7 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike |
     in-graph statistics, histograms and percentiles from the tensors themselves, fetched within
     ``max_memory`` per run. ``ray``: the batches shared out to Ray actors (``api.datasets``); the
     statistics are the same, exactly. ``runtime`` / ``runtime_options``: as in ``layers``, for every batch."""
-    model = as_model(model)
+    model, selection, config = as_model(model), as_selection(selection), as_config(config)
     src = source(model, inputs, inputs_from)
     factory = LayersWorkerFactory(model_path(model) if ray else model, selection, config, max_memory,
                                   threads=1 if ray else None, runtime=runtime, runtime_options=runtime_options)
@@ -308,6 +332,8 @@ def merge_stats(reports: list) -> dict:
 
     import json
 
+    if isinstance(reports, (str, os.PathLike, dict)):  # one report, not a list of its characters or keys
+        reports = [reports]
     ds, seen = [], {}
     for k, r in enumerate(reports):
         d = dict(r) if isinstance(r, dict) else read_json_report(r)

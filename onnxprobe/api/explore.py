@@ -9,8 +9,11 @@ from collections import Counter
 import numpy as np
 import onnx
 
+from onnxprobe.api.inputs import as_config, as_model, as_names, checked_feed
+from onnxprobe.errors import UsageError
 from onnxprobe.graph.external import tensor_nbytes
-from onnxprobe.graph.index import index
+from onnxprobe.graph.index import GraphIndex
+from onnxprobe.graph.index import index as graph_index
 from onnxprobe.graph.model import Model
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.runtime.interrupt import call_interruptibly
@@ -20,8 +23,14 @@ from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.types import ProbeResult, RunConfig, TensorRef
 
 
+def index(model) -> GraphIndex:
+    """The (cached, on a Model) GraphIndex of a Model, a path or a ModelProto: every tensor and node."""
+    return graph_index(as_model(model))
+
+
 def model_info(model: Model) -> dict:
     """What ``debug``'s ``info`` prints: producer, IR, opsets, node and op counts, inputs, outputs, weights."""
+    model = as_model(model)
     idx = index(model)
     p = model.proto
     ops = Counter(s.node.op_type for s in idx.sites)
@@ -53,16 +62,20 @@ class Prober:
     stops a run within one node and raises KeyboardInterrupt (``runtime.interrupt``)."""
 
     def __init__(self, model: Model, config: RunConfig | None = None) -> None:
-        self.model = model
-        self.config = config or RunConfig()
+        model = self.model = as_model(model)
+        self.config = as_config(config) or RunConfig()
         self.runner = OrtRunner(model.proto, self.config, model.source, interruptible=True)
 
     def run(self, feed: dict[str, np.ndarray], names, *, raw=(), stats: bool = True) -> ProbeResult:
         """``stats`` covers every name of ``names`` that could be computed; ``arrays`` holds the raw values
-        of the ``raw`` names."""
+        of the ``raw`` names. A name (one, or a list) the model lacks, or a feed that does not give the
+        model's inputs as it takes them, is a UsageError."""
         idx = index(self.model)
-        names = [n for n in dict.fromkeys(names) if n in idx.refs]
-        raw = {n for n in raw if n in idx.refs}
+        names, raw = list(dict.fromkeys(as_names(names, "names"))), set(as_names(raw, "raw"))
+        unknown = [n for n in [*names, *sorted(raw)] if n not in idx.refs]
+        if unknown:
+            raise UsageError(f"no tensor named {unknown[0]!r} in {self.model.name}")
+        feed = checked_feed(self.model.proto, feed)
         wanted = sorted(set(names) | raw, key=idx.position.__getitem__)
         refs = [idx.refs[n] for n in wanted]
         key = (tuple(wanted), tuple(sorted(raw)), stats)
@@ -71,13 +84,20 @@ class Prober:
             res.stats = {}
         res.plan.probes = [p for p in res.plan.probes if p.ref.name in set(names)] if names else []
         res.outputs = {n: v for n, v in res.outputs.items() if n in set(idx.outputs)}
+        res.feed = feed
         return res
 
 
 def where(rows, condition) -> tuple[TensorRef, TensorStats] | None:
-    """The first (ref, stats) in ``rows`` (topological order) whose statistics satisfy ``condition`` (a
-    string such as ``nan``, ``inf``, ``absmax>1e4``, ``std<1e-6``, or a parsed Condition)."""
+    """The first (ref, stats) in ``rows`` (topological order; or a result, whose ``rows()`` are taken)
+    whose statistics satisfy ``condition`` (a string such as ``nan``, ``inf``, ``absmax>1e4``,
+    ``std<1e-6``, or a parsed Condition)."""
+    if not isinstance(condition, (Condition, str)):
+        raise UsageError(f"condition: expected a string such as 'nan' or 'absmax>1e4', or a Condition, got "
+                         f"{type(condition).__name__}")
     cond = condition if isinstance(condition, Condition) else parse_condition(condition)
+    if callable(getattr(rows, "rows", None)):  # a result (ProbeResult, DatasetResult): its rows
+        rows = rows.rows()
     for ref, st in rows:
         if cond.holds(st):
             return ref, st

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, grad_plan
+from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
+from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_selection
 from onnxprobe.autodiff.check import DELTA, CheckItem, check_gradients, perturbable, to_float64
 from onnxprobe.autodiff.engine import attach_backward, shaped_types
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.errors import ExecutionError, ModelError
-from onnxprobe.graph.model import Model, as_model
+from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.shapes import infer_shapes
 from onnxprobe.runtime import feeds as _feeds
@@ -60,6 +61,15 @@ class GradResult:
     reduce: str | None = None  # a dataset's loss: "sum" or "mean" of the samples' losses
     executor: object = None  # a dataset's runtime.ray_pool.Executor
 
+    def __repr__(self) -> str:
+        checked = [r.check for r in self.rows if r.check is not None]
+        check = (f", checked in {self.check_mode}: {sum(1 for c in checked if c.get('ok'))} of {len(checked)} ok"
+                 if checked else "")
+        over = f" over {self.samples} samples ({self.reduce})" if self.samples is not None else ""
+        return (f"GradResult({os.path.basename(str(self.plan.source))}: {self.plan.loss.kind} loss of "
+                f"{self.plan.loss.output!r} = {self.loss:.6g}{over}, {len(self.rows)} gradients{check}"
+                f"{f', {len(self.arrays)} saved' if self.arrays else ''})")
+
 
 def _norm(a) -> float:
     a = np.asarray(a, dtype=np.float64)
@@ -84,9 +94,10 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
          check: bool = False, progress=None) -> GradResult:
     """What ``onnxprobe grad`` does: attach a loss and its backward graph, run forward and backward in
     one session and return the statistics of every gradient (and, with ``check``, their finite-
-    difference check; ``progress(done, total)`` is called per gradient checked)."""
-    spec = spec or GradSpec()
-    config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
+    difference check; ``progress(done, total)`` is called per gradient checked). ``model``: a Model, a path
+    or a ModelProto; ``inputs``: an InputSpec or a dict of arrays by input name."""
+    spec, selection, inputs = as_spec(spec) or GradSpec(), as_selection(selection), as_inputs(inputs)
+    config = as_config(config) or RunConfig(opt_level=GRAD_OPT_LEVEL)
     model = as_model(model)
     fs = _feeds.make_feeds(model.proto, inputs)
     feed = fs.values

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import onnx
 
+from onnxprobe.api.inputs import as_inputs, as_model, as_names, as_selection, expect
 from onnxprobe.autodiff.engine import attach_backward
 from onnxprobe.autodiff.hoist import hoist_constants
 from onnxprobe.autodiff.loss import KINDS, attach_loss
@@ -51,14 +51,31 @@ class GradSpec:
     wrt: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if not isinstance(self.loss, str):
+            raise UsageError(f"GradSpec loss: expected one of {', '.join(k for k in KINDS if k != 'output-grad')}, "
+                             f"got {type(self.loss).__name__}")
         self.loss = _check_loss_flags(self.loss, self.target, self.labels, self.output_grad)
+        # the arrays as a notebook has them: a path is read (as grad_spec reads it), a nested list made an array
+        self.target, self.labels, self.output_grad = (_array(v) for v in (self.target, self.labels, self.output_grad))
         if self.loss in EXTRA_FLAG and self.extra is None:
             raise UsageError(f"--loss {self.loss} needs {EXTRA_FLAG[self.loss]} FILE.npy")
-        self.wrt = tuple(self.wrt or ())
+        if self.output is not None and not isinstance(self.output, str):
+            raise UsageError(f"GradSpec output: expected an output name, got {type(self.output).__name__}")
+        self.wrt = tuple(as_names(self.wrt, "GradSpec wrt"))
+
+    def __repr__(self) -> str:
+        extra = "" if self.extra is None else f", {EXTRA_FLAG[self.loss].lstrip('-').replace('-', '_')} {list(self.extra.shape)}"
+        return f"GradSpec(loss={self.loss!r}, output={self.output!r}{extra}, wrt={self.wrt!r})"
 
     @property
     def extra(self) -> np.ndarray | None:
         return {"mse": self.target, "cross-entropy": self.labels, "output-grad": self.output_grad}.get(self.loss)
+
+
+def _array(value) -> np.ndarray | None:
+    if value is None or isinstance(value, np.ndarray):
+        return value
+    return read_array(value) if isinstance(value, (str, os.PathLike)) else np.asarray(value)
 
 
 def _check_loss_flags(loss: str, target, labels, output_grad) -> str:
@@ -82,11 +99,11 @@ def grad_spec(output: str | None = None, loss: str = "sum", target=None, labels=
     as paths of ``.npy`` / ``.pb`` files."""
     _check_loss_flags(loss, target, labels, output_grad)
 
-    def arr(v):
-        return read_array(v) if isinstance(v, (str, os.PathLike, Path)) else v
+    return GradSpec(output=output, loss=loss, target=target, labels=labels, output_grad=output_grad, wrt=wrt)
 
-    return GradSpec(output=output, loss=loss, target=arr(target), labels=arr(labels), output_grad=arr(output_grad),
-                    wrt=tuple(wrt or ()))
+
+def as_spec(spec) -> GradSpec | None:
+    return expect(spec, GradSpec, "spec", "an api.GradSpec, e.g. api.GradSpec(loss='sum'),")
 
 
 @dataclass
@@ -104,6 +121,10 @@ class GradPlan:
     @property
     def grads(self) -> dict[str, str]:
         return self.backward.grads
+
+    def __repr__(self) -> str:
+        return (f"GradPlan({os.path.basename(str(self.source))}: {self.loss.kind} loss of {self.loss.output!r}, "
+                f"{len(self.targets)} gradients, {len(self.warnings)} warnings)")
 
 
 def _pick_output(model: onnx.ModelProto, name: str | None) -> str:
@@ -171,7 +192,8 @@ def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection |
     the gradient (the tensors behind it get none, with a warning) instead of raising. ``probe_inputs``
     (an InputSpec): without ``feed``, the inputs of the one run that tells the ranks shape inference
     missed (default: onnxprobe's default inputs). When a gradient needs a newer opset than the model's, the
-    plan is made on a copy converted to GRAD_OPSET."""
+    plan is made on a copy converted to GRAD_OPSET. ``model``: a Model, a path or a ModelProto."""
+    model, spec, selection = as_model(model), as_spec(spec), as_selection(selection)
     try:
         return _grad_plan(model, spec, selection, feed=feed, names=names, unsupported=unsupported,
                           probe_inputs=probe_inputs)
@@ -304,7 +326,7 @@ def export_backward(model: Model, out: str | os.PathLike, spec: GradSpec | None 
     missed (inside silero-vad's If branches, which its default 1-sample input cannot run)."""
     from onnxprobe.graph.external import save_model
 
-    gp = grad_plan(model, spec, selection, probe_inputs=inputs)
+    gp = grad_plan(model, spec, selection, probe_inputs=as_inputs(inputs))
     m = gp.backward.model
     m.producer_name = m.producer_name or "onnxprobe"
     doc = f"onnxprobe backward graph: loss {gp.loss.kind} of {gp.loss.output}"

@@ -1,23 +1,150 @@
 """Inputs and sizes from what people type: ``--seed``, ``--int-range 0:100``, ``--shape x=1x3x224x224``,
 ``--input x=x.npy`` / ``--input sr=16000``, ``--inputs batch.npz``, ``--max-memory 2G``; and the arrays
-they name. The command line and the debugger build their InputSpec here, so a flag means the same in both."""
+they name. The command line and the debugger build their InputSpec here, so a flag means the same in both.
+
+Also the door of every API function: what it accepts as a model (``as_model``, ``proto_of``,
+``model_file``), as inputs (``as_inputs``), as a feed (``checked_feed``), as names (``as_names``) and as
+a settings object (``expect``). A notebook passes whatever is at hand; a wrong kind of value is one
+UsageError here, never an AttributeError from deep inside."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from onnxprobe.errors import UsageError
+from onnxprobe.graph.model import Model
+from onnxprobe.graph.model import load as _load
+from onnxprobe.runtime import npz as _npz
 from onnxprobe.runtime.arrays import read_array, read_npz
 from onnxprobe.runtime.budget import parse_size
-from onnxprobe.runtime.feeds import Feeds, ModelInput, check_value, model_inputs, parse_input_files, parse_shape_overrides
-from onnxprobe.runtime.npz import save_npz
-from onnxprobe.types import InputSpec
+from onnxprobe.runtime.feeds import Feeds, ModelInput, check_value, make_feeds, parse_input_files, parse_shape_overrides
+from onnxprobe.runtime.feeds import model_inputs as _model_inputs
+from onnxprobe.text import clean, clip
+from onnxprobe.graph.select import Selection
+from onnxprobe.types import InputSpec, RunConfig
 
 __all__ = ["input_spec", "parse_int_range", "parse_size", "parse_shape_overrides", "parse_input_files", "read_array",
-           "read_npz", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value"]
+           "read_npz", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
+           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config"]
+
+PATH = (str, os.PathLike)
+
+
+def _got(value) -> str:
+    """What came instead, for messages: its type and the start of its repr."""
+    return f"{type(value).__name__} {clip(clean(repr(value)), 40)}"
+
+
+def expect(value, cls: type, what: str, example: str):
+    """``value`` when it is a ``cls`` or None; else a UsageError naming what came and the call meant."""
+    if value is None or isinstance(value, cls):
+        return value
+    raise UsageError(f"{what}: expected {example} or None, got {_got(value)}")
+
+
+def as_selection(selection) -> Selection | None:
+    return expect(selection, Selection, "selection", "an api.Selection, e.g. api.Selection(ops=('Conv',)),")
+
+
+def as_config(config) -> RunConfig | None:
+    return expect(config, RunConfig, "config", "an api.RunConfig, e.g. api.RunConfig(device='cpu'),")
+
+
+def load(path: str | os.PathLike) -> Model:
+    """Read a model and annotate it with inferred shapes (``graph.model.load``); ``path`` is a path."""
+    if not isinstance(path, PATH):
+        raise UsageError(f"load: expected the path of an .onnx file, got {_got(path)}")
+    return _load(path)
+
+
+def as_model(model, what: str = "model") -> Model:
+    """What every API function that takes a model accepts: a loaded Model (as it is), a path (loaded), or
+    an onnx.ModelProto (copied and annotated: ``Model.of``)."""
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, onnx.ModelProto):
+        return Model.of(model, model.graph.name or "<in-memory model>")
+    if isinstance(model, PATH):
+        return _load(model)
+    raise UsageError(f"{what}: expected a path, an api.Model or an onnx.ModelProto, got {_got(model)}")
+
+
+def proto_of(model, what: str = "model") -> onnx.ModelProto:
+    """The ModelProto of a Model, a path or a ModelProto, not copied: for functions that only read it."""
+    return model if isinstance(model, onnx.ModelProto) else as_model(model, what).proto
+
+
+def model_file(model, what: str = "model") -> str | os.PathLike:
+    """The file of a path or of a Model loaded from one: surgery reads the file itself (lazily, external
+    weights left on disk), so an in-memory model must be saved first."""
+    if isinstance(model, PATH):
+        return model
+    if isinstance(model, Model) and os.path.isfile(model.source):
+        return model.source
+    if isinstance(model, (Model, onnx.ModelProto)):
+        raise UsageError(f"{what}: this works on a model file; save the in-memory model first (onnx.save)")
+    raise UsageError(f"{what}: expected the path of an .onnx file or an api.Model loaded from one, got {_got(model)}")
+
+
+def as_names(names, what: str) -> list[str]:
+    """Tensor names as a list: one ``str`` is one name (never its characters), None is none."""
+    if names is None:
+        return []
+    if isinstance(names, str):
+        return [names]
+    if isinstance(names, Iterable) and not isinstance(names, (bytes, Mapping)):
+        names = list(names)
+        if all(isinstance(n, str) for n in names):
+            return names
+        bad = next(n for n in names if not isinstance(n, str))
+        raise UsageError(f"{what}: tensor names are strings, got {_got(bad)}")
+    raise UsageError(f"{what}: expected a tensor name or a list of them, got {_got(names)}")
+
+
+def as_inputs(inputs) -> InputSpec | None:
+    """An InputSpec as it is; a dict of arrays by input name (or the ``Feeds`` of ``api.feeds``) as the
+    InputSpec that gives exactly those arrays."""
+    if inputs is None or isinstance(inputs, InputSpec):
+        return inputs
+    if isinstance(inputs, Feeds):
+        inputs = inputs.values
+    if isinstance(inputs, Mapping):
+        return InputSpec(arrays=dict(inputs), arrays_from="the arrays given")
+    raise UsageError(f"inputs: expected an api.InputSpec or a dict of arrays by input name, got {_got(inputs)}")
+
+
+def checked_feed(model: onnx.ModelProto, feed) -> dict[str, np.ndarray]:
+    """A feed given for a run, checked as ``layers`` checks given arrays (``runtime.feeds.make_feeds``:
+    names, dtypes, fixed dimensions) and for completeness, which make_feeds does not check (it fills
+    what is missing with random data): onnxruntime would say either in its own terms."""
+    if isinstance(feed, Feeds):
+        feed = feed.values
+    if not isinstance(feed, Mapping):
+        raise UsageError(f"feed: expected a dict of arrays by input name, got {_got(feed)}")
+    values = make_feeds(model, InputSpec(arrays=dict(feed), arrays_from="the feed")).values  # unknown names first
+    specs = _model_inputs(model)
+    missing = [s.name for s in specs if s.name not in feed]
+    if missing:
+        raise UsageError(f"missing input {clean(missing[0])!r}: the feed gives every input of the model, "
+                         f"which are: {', '.join(s.describe() for s in specs)}")
+    return values
+
+
+def model_inputs(model) -> list[ModelInput]:
+    """The inputs the model's user gives (initializers left out) of a Model, a path or a ModelProto."""
+    return _model_inputs(proto_of(model))
+
+
+def save_npz(arrays: Mapping[str, np.ndarray], path: str | os.PathLike) -> None:
+    """Write ``arrays`` (tensor name -> array) to ``path`` (``runtime.npz.save_npz``: any names)."""
+    if not isinstance(arrays, Mapping):
+        raise UsageError(f"save_npz: expected a dict of arrays by tensor name, got {_got(arrays)}")
+    return _npz.save_npz(arrays, path)
 
 
 def parse_int_range(spec: str) -> tuple[int, int]:
@@ -36,6 +163,8 @@ def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape
                arrays: dict[str, np.ndarray] | None = None) -> InputSpec:
     """The InputSpec of the input flags: ``shape`` and ``input_`` are lists of ``NAME=...`` strings,
     ``inputs`` an ``.npz`` path."""
+    # one "NAME=..." string is one flag value, not a list of its characters
+    shape, input_ = ([v] if isinstance(v, str) else v for v in (shape, input_))
     given = dict(read_npz(inputs)) if inputs is not None else {}
     given.update(arrays or {})
     rng = parse_int_range(int_range) if isinstance(int_range, str) else tuple(int_range)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from onnxprobe.api.core import DatasetResult, raw_chunks
-from onnxprobe.graph.explorer_ids import ExplorerIds, explorer_ids
+from onnxprobe.api.inputs import as_config, as_inputs, as_names, proto_of
+from onnxprobe.graph.explorer_ids import ExplorerIds
+from onnxprobe.graph.explorer_ids import explorer_ids as graph_explorer_ids
 from onnxprobe.graph.model import Model
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.budget import default_budget, plan_chunks
@@ -23,15 +25,18 @@ __all__ = ["layers_histograms", "diff_histograms", "grad_histograms", "describe_
 def layers_histograms(result: ProbeResult | DatasetResult, names: list[str], inputs: InputSpec | None = None, *,
                       config: RunConfig | None = None, max_memory: int | None = None, bins: int = BINS) -> dict[str, dict]:
     """Tensor name -> {"values": ``stats.histogram.binned`` counts of its values}, for these probed tensors of a
-    ``layers`` result: rerun on the same ``inputs`` exposing at most ``max_memory`` bytes of them per run.
-    A dataset result already holds the histograms of every tensor over the dataset: no run."""
+    ``layers`` result: rerun on the inputs the result was computed with (``result.feed``; ``inputs``, when
+    given, instead) exposing at most ``max_memory`` bytes of them per run. A dataset result already holds
+    the histograms of every tensor over the dataset: no run."""
+    names, inputs, config = as_names(names, "names"), as_inputs(inputs), as_config(config)
     if isinstance(result, DatasetResult):
         return {n: {"values": histogram_bins(result.histograms[n], bins)} for n in names if n in result.histograms}
     measured = [n for n in names if result.stats.get(n) is not None and result.stats[n].count]
     if not measured:
         return {}
     model = Model(result.plan.base, result.plan.source)
-    feed = _feeds.make_feeds(model.proto, inputs).values
+    # the result's own feed: made again from default inputs, the histograms would be of another run
+    feed = result.feed if inputs is None and result.feed else _feeds.make_feeds(model.proto, inputs).values
     config = config or RunConfig(device=result.info.device, opt_level=result.info.opt_level)
     out: dict[str, dict] = {}
     for _, _, values in raw_chunks(model, result, feed, measured, max_memory=max_memory, config=config):
@@ -44,7 +49,8 @@ def diff_histograms(res, names: list[str], inputs: InputSpec | None = None, *, m
                     bins: int = BINS) -> dict[str, dict]:
     """Tensor of A -> {"values": binned A, "error": binned A - B} for these pairs of a DiffResult, both
     sides rerun on the same ``inputs``, at most ``max_memory`` bytes of tensors per run."""
-    wanted = set(names)
+    wanted = set(as_names(names, "names"))
+    inputs = as_inputs(inputs)
     pairs = [r for r in res.results if r.pair.a.name in wanted and r.metrics is not None and r.shape is not None]
     if not pairs:
         return {}
@@ -68,15 +74,16 @@ def diff_histograms(res, names: list[str], inputs: InputSpec | None = None, *, m
 
 def grad_histograms(result, names: list[str], *, bins: int = BINS) -> dict[str, dict]:
     """Forward tensor -> {"values": ``binned`` counts of its gradient}, from a GradResult run with ``save=True``."""
+    names = as_names(names, "names")
     return {n: {"values": binned(result.arrays[n], bins)} for n in names if n in result.arrays}
 
 
 def describe_inputs(model, inputs: InputSpec | None = None) -> list[str]:
-    """One line per input of ``model`` (a Model or ModelProto), as a report header shows it:
+    """One line per input of ``model`` (a Model, a path or a ModelProto), as a report header shows it:
     'x float32 [1x3x224x224] from x.npy', '... random (seed 0)'. The feeds are made again from the same
     spec (they are deterministic)."""
-    spec = inputs or InputSpec()
-    fs = _feeds.make_feeds(model.proto if isinstance(model, Model) else model, spec)
+    spec = as_inputs(inputs) or InputSpec()
+    fs = _feeds.make_feeds(proto_of(model), spec)
     out = []
     for name, v in fs.values.items():
         if name in spec.files:
@@ -90,6 +97,11 @@ def describe_inputs(model, inputs: InputSpec | None = None) -> list[str]:
         dims = "x".join(str(d) for d in v.shape) or "scalar"
         out.append(f"{name} {v.dtype} [{dims}] {origin}")
     return out
+
+
+def explorer_ids(model) -> ExplorerIds:
+    """The node ids Model Explorer gives ``model`` (a Model, a path or a ModelProto)."""
+    return graph_explorer_ids(proto_of(model))
 
 
 def histogram_of(values: np.ndarray, bins: int = BINS) -> dict:

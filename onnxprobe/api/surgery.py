@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from onnxprobe.api.inputs import as_inputs, as_names, as_selection, model_file
 from onnxprobe.errors import ModelError, OnnxProbeError, UsageError
 from onnxprobe.graph import external
 from onnxprobe.graph.external import load_lazy, materialize, write_model
@@ -42,7 +43,9 @@ class InspectResult:
 
 def inspect(path: str | os.PathLike) -> InspectResult:
     """What ``onnxprobe inspect`` shows: versions, inputs/outputs, weights, op histogram, nodes whose
-    shapes inference could not find, subgraphs, external data, custom domains; and every node."""
+    shapes inference could not find, subgraphs, external data, custom domains; and every node. ``path``:
+    a model file, or a Model loaded from one."""
+    path = model_file(path)
     lazy = load_lazy(path, require_data=False)
     warnings: list[str] = [f"external data file missing: {f.path}" for f in lazy.external if not f.exists]
     inferred = infer_shapes(lazy.proto, warnings)
@@ -161,7 +164,9 @@ def mark(
 ) -> MarkResult:
     """Write a copy of the model at ``path`` to ``out`` with the selected tensors (or, with ``stats``,
     their in-graph statistics rows) as extra, typed graph outputs. Where shape inference cannot type an
-    output, the model runs once on seeded random inputs (or the given ones) to find it."""
+    output, the model runs once on seeded random inputs (or the given ones) to find it. ``path``: a model
+    file, or a Model loaded from one; ``inputs``: an InputSpec or a dict of arrays by input name."""
+    path, selection, inputs = model_file(path), as_selection(selection), as_inputs(inputs)
     check_output_path(out, source=path)
     lazy = load_lazy(path)
     notes: list[str] = []
@@ -196,9 +201,14 @@ def extract(
     *,
     inputs: InputSpec | None = None,
 ) -> ExtractResult:
-    """Write the subgraph of the model at ``path`` between the tensors ``inputs`` and ``outputs`` to
-    ``out`` (names may be comma-separated; ``cut_inputs`` defaults to the model's inputs, ``cut_outputs``
-    to its outputs). ``inputs`` makes the feeds of the run that types what shape inference cannot. Raises UsageError when the inputs do not cut the outputs off from the rest of the graph."""
+    """Write the subgraph of the model at ``path`` (a file, or a Model loaded from one) between the tensors
+    ``cut_inputs`` and ``cut_outputs`` to ``out``. Each is a name, a list of names, or names separated by
+    commas (``"a,b"``); give at least one of them: ``cut_inputs`` left out means the model's inputs (those
+    the outputs need), ``cut_outputs`` left out its outputs. ``inputs`` (an InputSpec or a dict of arrays)
+    makes the feeds of the run that types what shape inference cannot. Raises UsageError when the cut
+    inputs do not cut the outputs off from the rest of the graph."""
+    path, inputs = model_file(path), as_inputs(inputs)
+    cut_inputs, cut_outputs = as_names(cut_inputs, "cut_inputs") or None, as_names(cut_outputs, "cut_outputs") or None
     check_output_path(out, source=path)
     lazy = load_lazy(path)
     notes: list[str] = []
@@ -219,7 +229,7 @@ def extract(
     del inferred
     sub = extract_pass(lazy.proto, c, types)
     if c.unused_inputs:
-        notes.append(f"--inputs {', '.join(c.unused_inputs)}: not needed to compute the outputs (kept as unused inputs)")
+        notes.append(f"--from {', '.join(c.unused_inputs)}: not needed to compute the outputs (kept as unused inputs)")
     written = _write_checked(sub, lazy, out, path, notes)
     return _result(ExtractResult, sub, written, path, notes, unused_inputs=c.unused_inputs)
 

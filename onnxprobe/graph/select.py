@@ -57,6 +57,17 @@ class Selection:
     range: str | None = None  # "START:END", each an index, a node name, or empty
     include_constants: bool = False
 
+    def __post_init__(self) -> None:
+        # one string is one op type or glob, not its characters (frozen: object.__setattr__ for the tuples)
+        for what in ("ops", "names"):
+            v = getattr(self, what)
+            items = (v,) if isinstance(v, str) else tuple(v) if isinstance(v, (list, tuple, set, frozenset)) else None
+            if items is None or not all(isinstance(x, str) for x in items):
+                raise UsageError(f"Selection {what}={clean(repr(v))[:60]}: expected a string or a tuple of strings")
+            object.__setattr__(self, what, items)
+        if self.range is not None and not isinstance(self.range, str):
+            raise UsageError(f"Selection range={clean(repr(self.range))[:60]}: expected 'START:END', e.g. '10:40'")
+
     @property
     def is_default(self) -> bool:
         return not (self.ops or self.names or self.all)

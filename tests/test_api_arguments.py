@@ -1,0 +1,212 @@
+"""What the Python API accepts: a wrong kind of argument is one UsageError naming it (never an
+AttributeError or TypeError from deep inside), one string is one name (never its characters), and every
+function that takes a model takes a path, a loaded Model or an onnx.ModelProto."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from conftest import sample_path
+from onnxprobe import api
+from onnxprobe.errors import UsageError
+
+CNN, MLP, DYN = str(sample_path("cnn")), str(sample_path("mlp")), str(sample_path("dynamic_batch"))
+
+
+@pytest.fixture(scope="module")
+def cnn():
+    return api.load(CNN)
+
+
+@pytest.fixture(scope="module")
+def feed(cnn):
+    return api.feeds(cnn).values
+
+
+# --- one string is one item --------------------------------------------------------------------------------
+
+def test_selection_takes_one_string_as_one_op_or_name():
+    assert api.Selection(ops="Conv").ops == ("Conv",)
+    assert api.Selection(names=["relu*"]).names == ("relu*",)
+    res = api.layers(CNN, api.Selection(ops="Conv"))
+    assert [r.op_type for r, _ in res.rows()] == ["Conv", "Conv"]
+
+
+@pytest.mark.parametrize("bad", [dict(ops=5), dict(names=("a", 3)), dict(range=5)])
+def test_selection_refuses_what_is_not_strings(bad):
+    with pytest.raises(UsageError, match="Selection"):
+        api.Selection(**bad)
+
+
+def test_gradspec_wrt_takes_one_string_as_one_name():
+    spec = api.GradSpec(wrt="fc1.weight")
+    assert spec.wrt == ("fc1.weight",)
+    res = api.grad(MLP, spec=spec)
+    assert [r.name for r in res.rows] == ["fc1.weight"]
+
+
+def test_extract_takes_one_name_or_comma_separated_names(tmp_path):
+    one = api.extract(CNN, tmp_path / "a.onnx", "relu1_out", "logits")
+    assert [i.name for i in one.inputs] == ["relu1_out"]
+    assert [o.name for o in one.outputs] == ["logits"]
+    two = api.extract(CNN, tmp_path / "b.onnx", None, "relu1_out,conv2_out")
+    assert [o.name for o in two.outputs] == ["relu1_out", "conv2_out"]
+    with pytest.raises(UsageError, match="cut_outputs"):
+        api.extract(CNN, tmp_path / "c.onnx", None, [5])
+
+
+def test_merge_stats_takes_one_report(tmp_path):
+    from onnxprobe.report.layers import dataset_dict
+
+    arrays = {"image": np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)}
+    api.save_npz(arrays, tmp_path / "a.npz")
+    data = dataset_dict(api.layers_dataset(CNN, tmp_path / "a.npz"))
+    path = tmp_path / "a.json"
+    import json
+
+    path.write_text(json.dumps(data))
+    assert api.merge_stats(str(path)) == api.merge_stats([str(path)])
+
+
+def test_prober_takes_one_name(cnn, feed):
+    res = api.Prober(cnn).run(feed, "conv1_out")
+    assert list(res.stats) == ["conv1_out"]
+
+
+# --- wrong kinds of arguments: one UsageError -----------------------------------------------------------------
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: api.layers(CNN, "Conv"), "selection: expected an api.Selection"),
+    (lambda: api.layers(CNN, None, "cpu"), "config: expected an api.RunConfig"),
+    (lambda: api.layers(CNN, None, None, [1, 2]), "inputs: expected an api.InputSpec"),
+    (lambda: api.grad(MLP, None, None, "sum"), "spec: expected an api.GradSpec"),
+    (lambda: api.grad_plan(MLP, "sum"), "spec: expected an api.GradSpec"),
+    (lambda: api.load(42), "load: expected the path"),
+    (lambda: api.load(None), "load: expected the path"),
+    (lambda: api.layers(42), "model: expected a path, an api.Model or an onnx.ModelProto"),
+    (lambda: api.save_npz([1, 2], "x.npz"), "save_npz: expected a dict"),
+    (lambda: api.where([], 5), "condition: expected a string"),
+    (lambda: api.InputSpec(seed="a"), "seed"),
+    (lambda: api.InputSpec(seed=True), "seed"),
+    (lambda: api.InputSpec(int_range=(0, 1, 2)), "int_range"),
+    (lambda: api.InputSpec(shapes={"x": (-1, 3, 8, 8)}), "non-negative"),
+    (lambda: api.InputSpec(shapes={"x": "2x3x8x8"}), "tuple of integers"),
+    (lambda: api.InputSpec(shapes=[1, 2]), "dict keyed by input name"),
+    (lambda: api.InputSpec(files={"x": object()}), "files"),
+    (lambda: api.GradSpec(loss=3), "GradSpec loss"),
+    (lambda: api.Tolerance(metric="foo"), "metric 'foo'"),
+    (lambda: api.Tolerance(atol=-1), "non-negative"),
+    (lambda: api.Tolerance(rtol=float("nan")), "finite"),
+    (lambda: api.Tolerance(min_sqnr="30"), "finite numbers"),
+])
+def test_wrong_kind_of_argument_is_one_usage_error(call, match, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match=match) as e:
+        call()
+    assert "\n" not in str(e.value)
+
+
+def test_tolerance_checks_leave_the_flags_and_files_as_they_were():
+    assert api.Tolerance(metric="sqnr", min_sqnr=-5.0).min_sqnr == -5.0  # an SQNR in dB may be negative
+    with pytest.raises(UsageError, match="--atol"):
+        api.Tolerance.from_flags(atol=-1.0)
+    with pytest.raises(ValueError):  # from_dict's callers expect ValueError for a malformed criterion
+        api.Tolerance.from_dict({"metric": "allclose", "atol": -1, "rtol": 0, "min_sqnr": 1, "min_cosine": 0})
+
+
+def test_a_dict_of_arrays_is_the_inputs_it_gives(feed):
+    arr = np.full((1, 3, 32, 32), 0.25, np.float32)
+    res = api.layers(CNN, api.Selection(ops="Conv"), None, {"image": arr})
+    ref = api.layers(CNN, api.Selection(ops="Conv"), None, api.InputSpec(arrays={"image": arr}))
+    assert res.stats["conv1_out"].mean == ref.stats["conv1_out"].mean
+    assert api.describe_inputs(CNN, {"image": arr}) == ["image float32 [1x3x32x32] given"]
+    g = api.grad(MLP, None, None, None, {"x": np.zeros((4, 16), np.float32)})
+    assert np.isfinite(g.loss)
+
+
+def test_input_files_take_literal_values():
+    spec = api.InputSpec(files={"sr": 16000, "flags": [1, 2], "on": True})
+    assert spec.files == {"sr": "16000", "flags": "[1, 2]", "on": "true"}
+    spec = api.InputSpec(shapes={"x": [2, 3, 8, 8]})
+    assert spec.shapes == {"x": (2, 3, 8, 8)}
+    assert api.feeds(DYN, spec).values["x"].shape == (2, 3, 8, 8)
+
+
+def test_gradspec_takes_a_nested_list_as_an_array():
+    target = [[0.0] * 8] * 4
+    spec = api.GradSpec(loss="mse", target=target)
+    assert isinstance(spec.target, np.ndarray) and spec.target.shape == (4, 8)
+    # python floats are float64; the output is float32: a clear line, not an AttributeError
+    with pytest.raises(UsageError, match="dtype float64"):
+        api.grad(MLP, spec=spec)
+    res = api.grad(MLP, spec=api.GradSpec(loss="mse", target=np.asarray(target, np.float32)))
+    assert res.plan.loss.kind == "mse"
+
+
+def test_input_spec_takes_one_flag_string():
+    assert api.input_spec(shape="x=2x3x8x8").shapes == {"x": (2, 3, 8, 8)}
+
+
+# --- a path, a Model or a ModelProto, everywhere -----------------------------------------------------------
+
+def test_every_function_that_takes_a_model_takes_a_path_a_model_and_a_proto(cnn, tmp_path):
+    proto = onnx.load(CNN)
+    for m in (CNN, cnn, proto):
+        assert len(api.plan(m).probes) == 3
+        assert api.feeds(m).values["image"].shape == (1, 3, 32, 32)
+        assert api.runner(m) is not None
+        assert api.model_info(m)["nodes"] == 9
+        assert "conv1_out" in api.index(m).refs
+        assert len(api.select(m, api.Selection(all=True))) == 9
+        assert [i.name for i in api.model_inputs(m)] == ["image"]
+        assert api.describe_inputs(m) == ["image float32 [1x3x32x32] random (seed 0)"]
+        assert api.explorer_ids(m) is not None
+        assert list(api.run(m, api.feeds(cnn)).stats) == ["conv1_out", "conv2_out", "logits"]
+    for m in (MLP, api.load(MLP)):
+        assert len(api.grad_plan(m).targets) == 10
+        api.export_backward(m, tmp_path / "bw.onnx")
+        assert (tmp_path / "bw.onnx").exists()
+    for m in (CNN, cnn):  # surgery reads the file itself: a Model loaded from one
+        assert api.inspect(m).summary is not None
+        assert api.mark(m, tmp_path / "m.onnx", api.Selection(ops="Conv")).marked
+    with pytest.raises(UsageError, match="save the in-memory model first"):
+        api.inspect(proto)
+
+
+# --- feeds given for a run are checked as layers checks them ---------------------------------------------------
+
+def test_prober_refuses_an_unknown_tensor_name(cnn, feed):
+    with pytest.raises(UsageError, match="no tensor named 'nosuch'"):
+        api.Prober(cnn).run(feed, ["nosuch"])
+    with pytest.raises(UsageError, match="no tensor named 'nosuch'"):
+        api.Prober(cnn).run(feed, [], raw=["nosuch"], stats=False)
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"img": np.zeros((1, 3, 32, 32), np.float32)}, "unknown input name 'img'"),
+    ({}, "missing input 'image'"),
+    ({"image": np.zeros((1, 3, 8, 8), np.float32)}, "dimension 2 must be 32"),
+    ({"image": np.zeros((1, 3, 32, 32), np.float64)}, "dtype float64"),
+    ("image", "feed: expected a dict"),
+])
+def test_a_wrong_feed_is_onnxprobes_own_message(cnn, feed, bad, match):
+    p = api.plan(cnn)
+    extra = {**feed, "extra": np.zeros(1, np.float32)}
+    for call in (lambda f: api.Prober(cnn).run(f, ["conv1_out"]), lambda f: api.run(p, f), lambda f: api.run(cnn, f)):
+        with pytest.raises(UsageError, match=match):
+            call(bad)
+        with pytest.raises(UsageError, match="unknown input name 'extra'"):
+            call(extra)
+
+
+def test_where_takes_a_result(cnn):
+    res = api.layers(cnn, api.Selection(all=True))
+    assert api.where(res, "absmax>0")[0].name == api.where(res.rows(), "absmax>0")[0].name
+    assert api.where(res, "nan") is None
+
+
+def test_extract_docstring_names_its_parameters():
+    doc = api.extract.__doc__
+    assert "``cut_inputs``" in doc and "``cut_outputs``" in doc and "``outputs``" not in doc.replace("``cut_outputs``", "")

@@ -1,0 +1,67 @@
+"""What a notebook shows of the API's results: a line saying what ran and what came out, not the
+model's bytes; and histograms of a result are of the inputs it was computed with."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import sample_path
+from onnxprobe import api
+from onnxprobe.stats.histogram import binned
+
+CNN, MLP, TRANSFORMER = str(sample_path("cnn")), str(sample_path("mlp")), str(sample_path("transformer_block"))
+
+
+def short(obj) -> str:
+    text = repr(obj)
+    assert len(text) < 300 and "\n" not in text, text[:500]
+    return text
+
+
+def test_probe_result_and_plan_reprs_are_one_line():
+    res = api.layers(TRANSFORMER, api.Selection(all=True), save=True)
+    text = short(res)
+    assert text.startswith("ProbeResult(transformer_block.onnx on onnxruntime cpu:")
+    assert f"{len(res.plan.probes)} tensors probed" in text and f"{len(res.arrays)} values kept" in text
+    assert short(res.plan) == f"ProbePlan(transformer_block.onnx: {len(res.plan.probes)} probes, {len(res.plan.warnings)} warnings)"
+    assert short(api.plan(CNN)).startswith("ProbePlan(cnn.onnx: 3 probes")
+
+
+def test_grad_reprs_are_one_line():
+    res = api.grad(MLP, check=True)
+    text = short(res)
+    assert text.startswith("GradResult(mlp.onnx: sum loss of 'y' = ")
+    assert "10 gradients" in text and "checked in float64: 10 of 10 ok" in text
+    assert short(res.plan).startswith("GradPlan(mlp.onnx: sum loss of 'y', 10 gradients")
+    spec = api.GradSpec(loss="mse", target=np.zeros((400, 80), np.float32))
+    assert short(spec) == "GradSpec(loss='mse', output=None, target [400, 80], wrt=())"
+
+
+def test_dataset_result_repr_is_one_line(tmp_path):
+    rng = np.random.default_rng(0)
+    api.save_npz({"image": rng.random((1, 3, 32, 32), dtype=np.float32)}, tmp_path / "a.npz")
+    api.save_npz({"image": rng.random((1, 3, 32, 32), dtype=np.float32)}, tmp_path / "b.npz")
+    res = api.layers_dataset(CNN, tmp_path)
+    assert short(res) == "DatasetResult(cnn.onnx on onnxruntime cpu: 3 tensors over 2 batches)"
+
+
+@pytest.mark.parametrize("runner", ["layers", "run", "prober"])
+def test_layers_histograms_are_of_the_inputs_the_result_was_computed_with(runner):
+    m = api.load(CNN)
+    arr = np.random.default_rng(7).normal(3.0, 2.0, (1, 3, 32, 32)).astype(np.float32)
+    spec = api.InputSpec(arrays={"image": arr})
+    if runner == "layers":
+        res = api.layers(m, api.Selection(ops="Conv"), None, spec)
+    elif runner == "run":
+        res = api.run(m, {"image": arr}, None, api.Selection(ops="Conv"))
+    else:
+        res = api.Prober(m).run({"image": arr}, ["conv1_out", "conv2_out"])
+    assert res.feed["image"] is not None and np.array_equal(res.feed["image"], arr)
+    saved = api.layers(m, api.Selection(ops="Conv"), None, spec, save=True).arrays
+    hists = api.layers_histograms(res, ["conv1_out", "conv2_out"])
+    for name in ("conv1_out", "conv2_out"):
+        assert hists[name]["values"] == binned(saved[name], 40)
+    # inputs given say which inputs to use instead
+    other = api.layers_histograms(res, ["conv1_out"], api.InputSpec(seed=1))
+    assert other["conv1_out"]["values"] != hists["conv1_out"]["values"]
