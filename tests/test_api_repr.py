@@ -8,6 +8,7 @@ import pytest
 
 from conftest import sample_path
 from onnxprobe import api
+from onnxprobe.errors import UsageError
 from onnxprobe.stats.histogram import binned
 
 CNN, MLP, TRANSFORMER = str(sample_path("cnn")), str(sample_path("mlp")), str(sample_path("transformer_block"))
@@ -65,3 +66,27 @@ def test_layers_histograms_are_of_the_inputs_the_result_was_computed_with(runner
     # inputs given say which inputs to use instead
     other = api.layers_histograms(res, ["conv1_out"], api.InputSpec(seed=1))
     assert other["conv1_out"]["values"] != hists["conv1_out"]["values"]
+
+
+def test_diff_result_is_one_line_and_its_histograms_use_its_inputs():
+    arr = np.random.default_rng(9).normal(1.0, 3.0, (1, 3, 32, 32)).astype(np.float32)
+    res = api.diff(CNN, CNN, selection=api.Selection(all=True), inputs={"image": arr})  # a dict of arrays is the inputs
+    text = repr(res)
+    assert "\n" not in text and len(text) < 400 and "pass" in text and "cnn.onnx" in text
+    saved = api.layers(CNN, api.Selection(names=("conv1_out",)), None, api.InputSpec(arrays={"image": arr}), save=True).arrays
+    h = api.diff_histograms(res, ["conv1_out"])
+    assert h["conv1_out"]["values"] == binned(saved["conv1_out"], 40)
+    assert h["conv1_out"]["error"] == binned(np.zeros_like(saved["conv1_out"], np.float64), 40)
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda: api.diff(CNN, 5), "b: expected a path"),
+    (lambda: api.diff(CNN, CNN, config="cpu"), "config: expected an api.RunConfig"),
+    (lambda: api.diff(CNN, CNN, tolerance="sqnr"), "tolerance: expected an api.Tolerance"),
+    (lambda: api.diff(CNN, CNN, per_tensor={"logits": 0.5}), "per_tensor['logits']"),
+    (lambda: api.diff_grad(MLP, MLP, "sum"), "spec: expected an api.GradSpec"),
+], ids=["b", "config", "tolerance", "per_tensor", "grad_spec"])
+def test_diff_arguments_of_the_wrong_kind_are_one_usage_error(call, needle):
+    with pytest.raises(UsageError) as e:
+        call()
+    assert needle in str(e.value) and "\n" not in str(e.value)

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import replace
 
+import onnx
+
 from onnxprobe.api.torch import diff_grad_torch, diff_torch
-from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
+from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec, grad_plan
+from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_selection, expect
 from onnxprobe.compare.diff import DiffResult, check_same_inputs
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.gradients import candidates, folded_weights, grad_reason, grad_side, keep_wrt, loss_value
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
 from onnxprobe.compare.sides import Side, model_side, npz_side
 from onnxprobe.errors import ExecutionError, UsageError
-from onnxprobe.graph.model import Model, as_model
+from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.match.observe import body_note, body_tensors, observe
 from onnxprobe.runtime import feeds as _feeds
@@ -128,6 +132,7 @@ def diff(
     the runtimes that take them (``{"INFERENCE_PRECISION_HINT": "f16"}``; ``"openvino:KEY"`` for one)."""
     if fp32_sensitivity < 0:
         raise UsageError(f"--fp32-sensitivity {fp32_sensitivity}: the number of layers to rerun in fp32 (0: none)")
+    selection, config, inputs, tolerance, per_tensor = _checked(b, selection, config, inputs, tolerance, per_tensor)
     vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
                                  vs_npz=vs_npz, vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime,
                                  runtime_options=runtime_options)
@@ -151,11 +156,26 @@ def diff(
     except ExecutionError as e:
         raise ExecutionError(f"{e}{fs.hint()}") from e
     res.notes[:0] = fs.notes + list(a_model.warnings)
+    res.feed = fs.values
     if fp32_sensitivity:
         res.sensitivity = _sensitivity(res, fs.values, fp32_sensitivity)
         if not res.sensitivity:
             res.notes.append("--fp32-sensitivity: no QDQ layer of A could be kept in fp32 (it needs a QDQ model A and a model B)")
     return res
+
+
+def _checked(b, selection, config, inputs, tolerance, per_tensor) -> tuple:
+    """The arguments a notebook passes, checked at the door (``api.inputs``): a model B of a kind no model
+    is, a criterion that is not a Tolerance, is one UsageError naming it; a dict of arrays is the inputs."""
+    if b is not None and not isinstance(b, (Model, onnx.ModelProto, str, os.PathLike)):
+        raise UsageError(f"b: expected a path, an api.Model or an onnx.ModelProto, got {type(b).__name__}")
+    tolerance = expect(tolerance, Tolerance, "tolerance", "an api.Tolerance, e.g. api.Tolerance('sqnr', min_sqnr=30),")
+    if per_tensor is not None:
+        if not isinstance(per_tensor, Mapping):
+            raise UsageError(f"per_tensor: expected a dict of tensor name -> api.Tolerance, got {type(per_tensor).__name__}")
+        for name, t in per_tensor.items():
+            expect(t, Tolerance, f"per_tensor[{name!r}]", "an api.Tolerance, e.g. api.Tolerance('max_abs', atol=0.5),")
+    return as_selection(selection), as_config(config), as_inputs(inputs), tolerance, per_tensor
 
 
 def diff_grad(
@@ -182,6 +202,8 @@ def diff_grad(
     autograd on the module A was exported from (``api.diff_grad_torch``)."""
     if (b is None) == (vs_torch is None):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (one of them)")
+    spec = as_spec(spec)
+    selection, config, inputs, tolerance, per_tensor = _checked(b, selection, config, inputs, tolerance, per_tensor)
     if vs_torch is not None:
         if user_map:
             raise UsageError("--map is not used by diff --grad --vs-torch: parameters pair by value, modules by scope")

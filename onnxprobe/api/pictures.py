@@ -48,13 +48,14 @@ def layers_histograms(result: ProbeResult | DatasetResult, names: list[str], inp
 def diff_histograms(res, names: list[str], inputs: InputSpec | None = None, *, max_memory: int | None = None,
                     bins: int = BINS) -> dict[str, dict]:
     """Tensor of A -> {"values": binned A, "error": binned A - B} for these pairs of a DiffResult, both
-    sides rerun on the same ``inputs``, at most ``max_memory`` bytes of tensors per run."""
+    sides rerun on the same inputs (the result's own, or ``inputs``), at most ``max_memory`` bytes of tensors per run."""
     wanted = set(as_names(names, "names"))
     inputs = as_inputs(inputs)
     pairs = [r for r in res.results if r.pair.a.name in wanted and r.metrics is not None and r.shape is not None]
     if not pairs:
         return {}
-    feed = _feeds.make_feeds(res.a.model.proto, inputs).values
+    # the result's own inputs unless others are given: the histograms are of the tensors it measured
+    feed = _feeds.make_feeds(res.a.model.proto, inputs).values if inputs is not None or not res.feed else res.feed
     size = {id(r): 2 * 8 * int(np.prod(r.shape, dtype=np.int64)) for r in pairs}  # both sides, as float64
     chunks = plan_chunks([(str(k), size[id(r)]) for k, r in enumerate(pairs)], (max_memory or default_budget()) // 2)
     out: dict[str, dict] = {}

@@ -7,6 +7,7 @@ compared nothing, or in which a model output has no counterpart, does not pass (
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -64,6 +65,13 @@ class DiffResult:
     executor: object = None  # a dataset's runtime.ray_pool.Executor: what ran the samples
     model_id: str = ""  # a dataset's models (graph.skeleton.model_digest of A and of B): what its sums describe
     selection: str = ""  # a dataset's selection, in words
+    feed: dict = field(default_factory=dict)  # the inputs of a one-input diff (histograms use them again)
+
+    def __repr__(self) -> str:
+        verdict, why = self.verdict()
+        label = lambda s: os.path.basename(str(s.label))  # noqa: E731
+        return (f"DiffResult({label(self.a)} vs {label(self.b)}: {len(self.results)} pairs, {self.compared} compared, "
+                f"{verdict}: {why})")
 
     @property
     def compared(self) -> int:
