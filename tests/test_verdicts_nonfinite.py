@@ -176,3 +176,13 @@ def test_api_verdict_over_all_nan_is_an_error(tmp_path):
     verdict, why = res.verdict()
     assert verdict == "error" and res.compared == 0
     assert res.results[0].passed is None and res.results[0].metrics.empty
+
+
+def test_the_debugger_says_a_pair_was_not_compared(tmp_path):
+    m = save(tmp_path, "nan", log_model(2.0))
+    np.save(tmp_path / "x.npy", X)
+    script = tmp_path / "s.txt"
+    script.write_text("match y\n")
+    r = invoke("debug", m, m, "--input", f"x={tmp_path / 'x.npy'}", "--script", script)
+    assert r.exit_code == 0, r.output
+    assert "not compared: no finite value" in r.stdout and "SQNR" not in r.stdout and "pass" not in r.stdout.split("not compared")[1]

@@ -73,7 +73,10 @@ def cmd_match(env: Env, args: list[str]):
             out.append(safe(f" (b: node {p.b.node}, {p.b.effective_op})") + "\n")
             out.append(safe(f"matched by {p.strategy}: {p.reason}"))
             r = next((r for r in res.results if r.pair is p), None)
-            if r is not None and r.metrics is not None:
+            if r is not None and r.metrics is not None and r.metrics.empty:  # nothing finite: no numbers to show
+                out.append("\n" + safe(f"shape [{fmt_shape(r.shape)}] · not compared: {r.problem}"
+                                        + (" · FAIL" if r.passed is False else "")))
+            elif r is not None and r.metrics is not None:
                 mt = r.metrics
                 out.append(f"\nshape [{fmt_shape(r.shape)}] · max|a-b| {num(mt.max_abs, 3)} · cosine {num(mt.cosine, 6)}"
                            f" · SQNR {'exact' if mt.exact else num(mt.sqnr_db, 3) + ' dB'} · " + ("pass" if r.passed else "FAIL"))
