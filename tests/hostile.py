@@ -314,7 +314,7 @@ def _cases() -> list[Case]:
         Case("labels_negative", lambda d: _classifier(d, np.array([-1, 1], np.int64)), (2,), "class"),
         Case("labels_wrong_shape", lambda d: _classifier(d, np.array([1, 2, 3], np.int64)), (2,), "--labels"),
         Case("wrt_matches_nothing", lambda d: ["grad", sample("mlp"), "--wrt", "zzz*"], (2,), "--wrt"),
-        Case("output_not_an_output", lambda d: ["grad", sample("mlp"), "--output", "nope"], (2,), "--output"),
+        Case("output_not_an_output", lambda d: ["grad", sample("mlp"), "--loss-output", "nope"], (2,), "--loss-output"),
         Case("json_dev_full", lambda d: ["layers", sample("mlp"), "--json", "/dev/full"], (2,), "No space left", outputs=("/dev/full",)),
         Case("json_readonly_folder", lambda d: ["layers", sample("mlp"), "--json", os.path.join(_readonly(d), "r.json")], (2,), "cannot write",
              as_root=False),

@@ -186,7 +186,7 @@ def _one_line_error(r, code):
 
 
 def test_unknown_output_is_a_usage_error():
-    msg = _one_line_error(invoke("grad", sample_path("mlp"), "--output", "nope", "--device", "cpu"), 2)
+    msg = _one_line_error(invoke("grad", sample_path("mlp"), "--loss-output", "nope", "--device", "cpu"), 2)
     assert "'nope'" in msg and "y" in msg
 
 

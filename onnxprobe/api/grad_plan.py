@@ -134,7 +134,7 @@ def _pick_output(model: onnx.ModelProto, name: str | None) -> str:
             raise UsageError("the model has no outputs")
         return outs[0]
     if name not in outs:
-        raise UsageError(f"--output {name!r}: not an output of the model; its outputs are: {', '.join(outs)}")
+        raise UsageError(f"--loss-output {name!r}: not an output of the model; its outputs are: {', '.join(outs)}")
     return name
 
 

@@ -149,7 +149,7 @@ def diff(
     require_html(html)
     selection = selection_of(op, name, all_, range_, include_constants)
     spec_in = inputs_of(seed, int_range, shape, input_, inputs)
-    loss_flags = [f for f, v in (("--output", output), ("--target", target), ("--labels", labels),
+    loss_flags = [f for f, v in (("--loss-output", output), ("--target", target), ("--labels", labels),
                                  ("--output-grad", output_grad), ("--wrt", wrt)) if v] + (["--loss"] if loss != "sum" else [])
     if not grad and loss_flags:
         raise UsageError(f"{loss_flags[0]} sets the loss of diff --grad: add --grad")

@@ -56,7 +56,7 @@ OutOpt = Annotated[Path, typer.Option("--output", "-o", help="The model to write
 
 
 # gradients (grad)
-GradOutputOpt = Annotated[Optional[str], typer.Option("--output", help="The model output the loss is computed from (default: the first).", rich_help_panel="Loss")]
+GradOutputOpt = Annotated[Optional[str], typer.Option("--loss-output", help="The model output the loss is computed from (default: the first). Not --output, which names the file a command writes.", rich_help_panel="Loss")]
 LossOpt = Annotated[str, typer.Option("--loss", help="sum | mean | mse (with --target) | cross-entropy (with --labels). --output-grad FILE sets dL/dy directly.", rich_help_panel="Loss")]
 TargetOpt = Annotated[Optional[Path], typer.Option("--target", help="The target of --loss mse, a .npy shaped like the output.", rich_help_panel="Loss")]
 LabelsOpt = Annotated[Optional[Path], typer.Option("--labels", help="Class indices (integer .npy, the output's shape without its class axis) or class probabilities (float, the output's shape) for --loss cross-entropy.", rich_help_panel="Loss")]

@@ -88,11 +88,11 @@ def cmd_match(env: Env, args: list[str]):
     raise UsageError(f"match: {name!r} is not a compared tensor of either model (diff --all lists them)")
 
 
-@command("grad", "grad [SELECTION] [--loss sum|mean|mse|cross-entropy] [--output NAME] [--target F|--labels F|--output-grad F] [--wrt GLOB]",
+@command("grad", "grad [SELECTION] [--loss sum|mean|mse|cross-entropy] [--loss-output NAME] [--target F|--labels F|--output-grad F] [--wrt GLOB]",
          "attach a loss and the backward graph; gradients then work in show, stats, where and the walk",
          "two models and gradients", args=("selection",))
 def cmd_grad(env: Env, args: list[str]):
-    """As `onnxprobe grad` does: the loss of --output (default: the first output), gradients of the weights
+    """As `onnxprobe grad` does: the loss of --loss-output (default: the first output), gradients of the weights
     and of the selected activations (default: the probes of `layers`); --wrt GLOB names the tensors
     to differentiate directly (graph inputs too). The loss flags are checked as on the command line
     (``api.grad_spec``). The gradients are named TENSOR_grad and join the probes. Run `grad` again after
@@ -100,7 +100,7 @@ def cmd_grad(env: Env, args: list[str]):
     st = env.state
     t = st.target(pop_option(args, "--model", "-m"))
     loss = pop_option(args, "--loss") or "sum"
-    output = pop_option(args, "--output")
+    output = pop_option(args, "--loss-output")
     target, labels, og = (pop_option(args, f) for f in ("--target", "--labels", "--output-grad"))
     wrt = pop_all(args, "--wrt")
     sel = parse_selection(args) if args else None
