@@ -90,3 +90,10 @@ def test_diff_arguments_of_the_wrong_kind_are_one_usage_error(call, needle):
     with pytest.raises(UsageError) as e:
         call()
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_surgery_results_are_one_line(tmp_path):
+    for r in (api.inspect(TRANSFORMER), api.mark(CNN, tmp_path / "m.onnx", api.Selection(all=True)),
+              api.extract(MLP, tmp_path / "e.onnx", "relu1_out")):
+        text = repr(r)
+        assert "\n" not in text and len(text) < 300, text

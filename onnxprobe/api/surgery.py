@@ -40,6 +40,10 @@ class InspectResult:
     nodes: list  # graph.summary.NodeRow, in walk order
     warnings: list[str] = field(default_factory=list)
 
+    def __repr__(self) -> str:  # a notebook shows this, not every node row (114 KB for a tiny BERT)
+        return (f"InspectResult({os.path.basename(self.source)}: {len(self.nodes)} nodes, {self.file_bytes} bytes, "
+                f"{len(self.warnings)} warnings)")
+
 
 def inspect(path: str | os.PathLike) -> InspectResult:
     """What ``onnxprobe inspect`` shows: versions, inputs/outputs, weights, op histogram, nodes whose
@@ -68,14 +72,18 @@ class SurgeryResult:
     nodes: int  # nodes of the written main graph
     notes: list[str] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({os.path.basename(self.source)} -> {self.path}: {self.nodes} nodes, "
+                f"{len(self.inputs)} inputs, {len(self.outputs)} outputs, {self.bytes} bytes)")
 
-@dataclass
+
+@dataclass(repr=False)  # SurgeryResult's one line
 class MarkResult(SurgeryResult):
     marked: list = field(default_factory=list)  # graph.mark.Marked, one per exposed tensor
     types: dict = field(default_factory=dict)  # output name -> graph.summary.TypeInfo as written
 
 
-@dataclass
+@dataclass(repr=False)
 class ExtractResult(SurgeryResult):
     unused_inputs: list[str] = field(default_factory=list)
 
