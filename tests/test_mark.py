@@ -247,7 +247,7 @@ def test_input_is_never_the_output(tmp_path):
     p.write_bytes(sample_path("mlp").read_bytes())
     before = sha256(p)
     r = invoke("mark", p, "-o", p, "--all")
-    assert r.exit_code == 2 and "refusing to overwrite the input model" in r.stderr
+    assert r.exit_code == 2 and "is an input model; refusing to overwrite it" in r.stderr
     assert sha256(p) == before
 
 

@@ -66,3 +66,30 @@ def test_the_api_refuses_to_write_over_its_model(copies):
     assert digest(copies / "mlp.onnx") == before
     api.layers(copies / "mlp.onnx", save_to=copies / "acts.npz")  # elsewhere: written
     assert (copies / "acts.npz").stat().st_size > 0
+
+
+def test_every_kind_of_input_file_is_refused_as_an_output(copies, monkeypatch):
+    """.npy/.pb inputs, grad's loss files, the --map file, FILE.py:FUNC sources, merge-stats reports."""
+    import numpy as np
+
+    monkeypatch.chdir(copies)
+    np.save(copies / "x.npy", np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32))
+    np.save(copies / "dy.npy", np.ones((1, 10), np.float32))
+    (copies / "map.json").write_text('{"logits": "logits"}')
+    (copies / "gen.py").write_text("import numpy as np\n\ndef gen():\n    return [{'image': np.zeros((1, 3, 32, 32), np.float32)}]\n\n"
+                                   "def gen1():\n    return [{'image': np.ones((1, 3, 32, 32), np.float32)}]\n")
+    cases = [(["layers", "cnn.onnx", "--input", "image=x.npy", "--json", "x.npy"], "x.npy"),
+             (["grad", "cnn.onnx", "--output-grad", "dy.npy", "--json", "dy.npy"], "dy.npy"),
+             (["diff", "cnn.onnx", "cnn_b.onnx", "--map", "map.json", "--json", "map.json"], "map.json"),
+             (["layers", "cnn.onnx", "--inputs-from", "gen.py:gen", "--json", "gen.py"], "gen.py")]
+    for argv, target in cases:
+        before = digest(copies / target)
+        r = runner.invoke(app, argv)
+        assert r.exit_code == 2 and "refusing to overwrite" in r.output, (argv, r.output)
+        assert digest(copies / target) == before, argv
+    for k in range(2):
+        assert runner.invoke(app, ["diff", "cnn.onnx", "cnn_b.onnx", "--inputs-from", f"gen.py:{['gen', 'gen1'][k]}", "--json", f"s{k}.json"]).exit_code == 0
+    before = digest(copies / "s1.json")
+    r = runner.invoke(app, ["merge-stats", "s0.json", "s1.json", "--json", "s1.json"])  # the second report too
+    assert r.exit_code == 2 and "is an input report" in r.output, r.output
+    assert digest(copies / "s1.json") == before

@@ -242,7 +242,7 @@ def test_extracted_middle_reproduces_the_original(rel, tmp_path):
     produced = {o for node in m.graph.node[k:j] for o in node.output}
     outs = [t for t in _cut(m, j) if t in produced] or [o.name for o in m.graph.output]
     out = tmp_path / "mid.onnx"
-    r = invoke("extract", path, "-o", out, "--inputs", ",".join(ins), "--outputs", ",".join(outs))
+    r = invoke("extract", path, "-o", out, "--from", ",".join(ins), "--to", ",".join(outs))
     assert r.exit_code == 0, r.output
     onnx.checker.check_model(str(out))
     sub = onnx.load(str(out), load_external_data=False)
@@ -260,7 +260,7 @@ def test_extracted_tail_reproduces_the_original(rel, tmp_path):
     m = onnx.load(str(path), load_external_data=False)
     ins = _cut(m, max(1, len(m.graph.node) // 2))
     out = tmp_path / "tail.onnx"
-    r = invoke("extract", path, "-o", out, "--inputs", ",".join(ins))
+    r = invoke("extract", path, "-o", out, "--from", ",".join(ins))
     assert r.exit_code == 0, r.output
     outs = [o.name for o in m.graph.output]
     sub = onnx.load(str(out), load_external_data=False)

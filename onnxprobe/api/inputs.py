@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.errors import UsageError
+from onnxprobe.fileio import protect
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.model import load as _load
 from onnxprobe.runtime import npz as _npz
@@ -29,7 +30,7 @@ from onnxprobe.graph.select import Selection
 from onnxprobe.types import InputSpec, RunConfig
 
 __all__ = ["input_spec", "parse_int_range", "parse_size", "parse_shape_overrides", "parse_input_files", "read_array",
-           "read_npz", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
+           "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
            "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config"]
 
 PATH = (str, os.PathLike)
@@ -138,6 +139,20 @@ def checked_feed(model: onnx.ModelProto, feed) -> dict[str, np.ndarray]:
 def model_inputs(model) -> list[ModelInput]:
     """The inputs the model's user gives (initializers left out) of a Model, a path or a ModelProto."""
     return _model_inputs(proto_of(model))
+
+
+def read_map(path: str | os.PathLike) -> dict[str, str]:
+    """A ``--map`` file: a JSON object {"tensor in A": "tensor in B"} (recorded as an input: never written)."""
+    import json
+
+    try:
+        user_map = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--map {path}: not a readable JSON object ({e.__class__.__name__})") from None
+    if not isinstance(user_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in user_map.items()):
+        raise UsageError(f"--map {path}: expected a JSON object {{\"tensor in A\": \"tensor in B\"}}")
+    protect(path, "the --map file")
+    return user_map
 
 
 def save_npz(arrays: Mapping[str, np.ndarray], path: str | os.PathLike) -> None:

@@ -119,8 +119,6 @@ def diff(
 
         onnxprobe diff a.onnx b.onnx --inputs-dir calib/ --ray --ray-workers 4
     """
-    import json
-
     from onnxprobe import api
     from onnxprobe.errors import UsageError
     from onnxprobe.report.diff import COLUMNS, diff_dict, diff_renderables
@@ -139,12 +137,7 @@ def diff(
         per[n] = t
     user_map = None
     if map_ is not None:
-        try:
-            user_map = json.loads(Path(map_).read_text())
-        except (OSError, ValueError) as e:
-            raise UsageError(f"--map {map_}: not a readable JSON object ({e.__class__.__name__})") from None
-        if not isinstance(user_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in user_map.items()):
-            raise UsageError(f"--map {map_}: expected a JSON object {{\"tensor in A\": \"tensor in B\"}}")
+        user_map = api.read_map(map_)
     check_outputs(model, json_, files={"--html": html, "--overlay": overlay, "--netron": netron})
     require_html(html)
     selection = selection_of(op, name, all_, range_, include_constants)

@@ -158,7 +158,7 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
         raise UsageError(f"{o}: folder {o.parent} does not exist")
     if o.is_dir():
         raise UsageError(f"{o}: is a folder; give a file name")
+    refuse_inputs(o)  # what the process read, by what it is
     if source is not None and o.exists() and Path(source).exists() and o.resolve() == Path(source).resolve():
-        raise UsageError(f"{o}: refusing to overwrite the input model; choose another output path")
-    refuse_inputs(o)
+        raise UsageError(f"{o}: is an input file; refusing to overwrite it, choose another output path")
     return o

@@ -59,6 +59,7 @@ def read_array(path: str | Path) -> np.ndarray:
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"{clean(p)}: no such input file")
+    protect(p, "an input file")
     try:
         if p.suffix == ".npy":
             with open(p, "rb") as f:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from onnxprobe.errors import UsageError, first_line
+from onnxprobe.fileio import protect
 from onnxprobe.text import clean
 
 
@@ -25,6 +26,7 @@ def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
         raise UsageError(f"{flag} {clean(path)}: no such file")
     if p.suffix != ".py":
         raise UsageError(f"{flag} {clean(path)}: not a Python file (.py)")
+    protect(p, "the Python file of " + flag)
     name = f"onnxprobe_user_{abs(hash(str(p.resolve())))}"
     try:
         mod_spec = importlib.util.spec_from_file_location(name, p)

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from onnxprobe.errors import UsageError
+from onnxprobe.fileio import protect
 from onnxprobe.stats.histogram import Histogram
 from onnxprobe.stats.moments import Moments
 
@@ -45,6 +46,7 @@ def read_json_report(path: str | Path) -> dict:
     if not isinstance(d, dict):
         raise UsageError(f"{p}: not a dataset report (a JSON object written with --json)")
     d["_path"] = str(p)
+    protect(p, "an input report")
     return d
 
 
