@@ -186,3 +186,25 @@ def test_the_debugger_says_a_pair_was_not_compared(tmp_path):
     r = invoke("debug", m, m, "--input", f"x={tmp_path / 'x.npy'}", "--script", script)
     assert r.exit_code == 0, r.output
     assert "not compared: no finite value" in r.stdout and "SQNR" not in r.stdout and "pass" not in r.stdout.split("not compared")[1]
+
+
+def test_merged_shards_judge_an_output_on_the_shard_that_has_values(tmp_path):
+    """y = Log(x - 10): all NaN for one shard's inputs (x < 10), finite for the other's. One diff over
+    both shards passes; their merge must too (a shard's 'not compared' is a fact of its data, not of the
+    matching), and a merge of two all-NaN shards stays an error."""
+    m = save(tmp_path, "log10", log_model(10.0))
+    reports = []
+    for k, base in enumerate((0.0, 20.0, 0.0)):  # NaN, finite, NaN
+        ds = tmp_path / f"ds{k}"
+        ds.mkdir()
+        for i in range(2 + k // 2):  # the third shard has 3 samples: not the first one's statistics again
+            np.savez(ds / f"s{i}.npz", x=X + base + i * 0.5 + k * 0.01)
+        out = tmp_path / f"d{k}.json"
+        invoke("diff", m, m, "--inputs-dir", ds, "--json", out)
+        reports.append(out)
+    assert json.loads(reports[0].read_text())["verdict"] == "error"
+    merged = invoke("merge-stats", reports[0], reports[1], "--json", "-")
+    d = json.loads(merged.stdout)
+    assert merged.exit_code == 0 and d["verdict"] == "pass", d["verdict_reason"]
+    both_nan = invoke("merge-stats", reports[0], reports[2], "--json", "-")
+    assert both_nan.exit_code == 1 and json.loads(both_nan.stdout)["verdict"] == "error"

@@ -137,20 +137,42 @@ def _merged_pair(key, parts: list[tuple[dict, int, str]], labels: list[str]) -> 
     return out
 
 
+# the causes of an unmatched output that make a diff's verdict an error (compare.diff.UNPAIRED, as the
+# JSON report writes them: match.engine's NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE)
+UNPAIRED = ("no-counterpart", "not-observable", "shape")
+
+
 def _verdict(shards: list[dict], pairs: list[dict], criterion: str) -> dict:
-    """The verdict of the pooled metrics; a shard's "error" (nothing compared, an output without a
-    counterpart: facts of the matching, not of the data) stays."""
+    """The verdict of the pooled metrics, as one diff over every sample would give it: an error when
+    nothing was compared, when an output has no counterpart (a fact of the matching, the same in every
+    shard) or when an output has nothing finite in any shard; a shard's other errors (diff --grad's) stay.
+    An output that had nothing finite in one shard but values in another is judged on those values."""
     failed = next((p for p in pairs if p["passed"] is False), None)
-    err = next((r for r in shards if r["verdict"] == "error"), None)
-    if err is not None:
+    first = shards[0]
+    unpaired = [u for u in first.get("unmatched_a", []) + first.get("unmatched_b", [])
+                if u.get("is_output") and u.get("cause") in UNPAIRED]
+    uncompared = [p for p in pairs if p["is_output"] and p["passed"] is None]
+    err = next((r for r in shards if r["verdict"] == "error"), None) if first.get("grad") else None
+    if not any(_compared(p) for p in pairs):
+        verdict, why = "error", "nothing was compared in any shard"
+    elif unpaired or uncompared:
+        names = [(u["name"], u["reason"]) for u in unpaired] + [(p["b"], p["problem"] or "value not produced") for p in uncompared]
+        shown = ", ".join(f"{n!r} ({why})" for n, why in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        verdict, why = "error", f"{len(names)} of the outputs could not be compared: {shown}"
+    elif err is not None:
         verdict, why = "error", err["verdict_reason"]
     else:
         n = sum(1 for p in pairs if p["passed"] is False and p["is_output"])
         verdict, why = ("fail", f"{n} of the outputs fail the criterion ({criterion})") if n else (
             "pass", f"outputs pass ({criterion})")
-    return {"verdict": verdict, "verdict_reason": why, "compared": sum(1 for p in pairs if p["exact"] is not None and (p.get("count", 1) or p.get("nonfinite_mismatch"))),
+    return {"verdict": verdict, "verdict_reason": why, "compared": sum(1 for p in pairs if _compared(p)),
             "first_failure": failed["a"] if failed else None, "first_failure_module": failed.get("module") if failed else None,
             "outputs_passed": verdict == "pass"}
+
+
+def _compared(p: dict) -> bool:
+    """Measured: finite pairs, or NaN/Inf on one side (reports before "count" existed: measured)."""
+    return p["exact"] is not None and bool(p.get("count", 1) or p.get("nonfinite_mismatch"))
 
 
 def _f(v: float) -> float | None:
