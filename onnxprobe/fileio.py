@@ -40,9 +40,19 @@ def protect(path: str | os.PathLike, what: str) -> None:
     _INPUTS[os.path.realpath(path)] = what
 
 
+def checked_path(path, what: str = "output path") -> str | os.PathLike:
+    """``path`` when it is one (a str or os.PathLike); else a UsageError saying what came (an API caller's
+    ``save_to=123`` or ``out=None``), not a TypeError from os.path."""
+    if isinstance(path, (str, os.PathLike)):
+        return path
+    from onnxprobe.errors import UsageError
+
+    raise UsageError(f"{what}: expected a file path, got {type(path).__name__} {str(path)[:40]!r}")
+
+
 def refuse_inputs(path: str | os.PathLike) -> None:
-    """A UsageError when ``path`` is a file ``protect`` recorded."""
-    what = _INPUTS.get(os.path.realpath(path))
+    """A UsageError when ``path`` is a file ``protect`` recorded (or no path at all)."""
+    what = _INPUTS.get(os.path.realpath(checked_path(path)))
     if what is not None:
         from onnxprobe.errors import UsageError
 

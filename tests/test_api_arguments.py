@@ -210,3 +210,24 @@ def test_where_takes_a_result(cnn):
 def test_extract_docstring_names_its_parameters():
     doc = api.extract.__doc__
     assert "``cut_inputs``" in doc and "``cut_outputs``" in doc and "``outputs``" not in doc.replace("``cut_outputs``", "")
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda: api.layers(CNN, save_to=123), "output path: expected a file path"),
+    (lambda: api.mark(CNN, None), "output path: expected a file path"),
+    (lambda: api.extract(CNN, None, cut_outputs=["logits"]), "output path: expected a file path"),
+    (lambda: api.save_npz({"a": np.zeros(2)}, 5), "output path: expected a file path"),
+    (lambda: api.save_npz({1: np.zeros(2)}, "x.npz"), "save_npz: expected a dict of arrays by tensor name"),
+    (lambda: api.diff(CNN, vs_npz=123), ".npz file: expected a file path"),
+    (lambda: api.merge_stats(5), "merge_stats: expected report paths"),
+    (lambda: api.merge_stats([5]), "expected a file path"),
+    (lambda: api.diff(CNN, CNN, user_map=[("a", "b")]), "user_map: expected a dict"),
+    (lambda: api.diff(CNN, CNN, fp32_sensitivity="2"), "fp32_sensitivity: expected"),
+    (lambda: api.layers(CNN, runtime="reference", runtime_options=["A=B"]), "runtime_options: expected a dict of strings"),
+], ids=["save_to", "mark_out", "extract_out", "save_npz_path", "save_npz_keys", "vs_npz", "merge_int", "merge_list_int",
+        "user_map", "fp32_sensitivity", "runtime_options"])
+def test_paths_and_settings_of_the_wrong_kind_are_one_usage_error(call, needle, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError) as e:
+        call()
+    assert needle in str(e.value) and "\n" not in str(e.value)

@@ -18,7 +18,7 @@ from onnxprobe.graph.select import select as select_refs
 from onnxprobe.graph.skeleton import model_digest
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.feeds import Feeds
-from onnxprobe.runtime.runners import make_runner
+from onnxprobe.runtime.runners import check_options_type, make_runner
 from onnxprobe.runtime.ray_pool import Executor, RayOptions
 from onnxprobe.runtime.runners.base import GraphRunner
 from onnxprobe.stats.histogram import Histogram
@@ -95,6 +95,7 @@ def _runner_for(model: Model, config: RunConfig | None, runtime: str, options: d
                 threads: int | None = None) -> GraphRunner:
     """The runner of ``runtime``; ``feed``: a run's feeds, whose shapes OpenVINO reads some models with;
     ``threads``: onnxruntime's intra-op threads (a Ray actor's one), default its own."""
+    check_options_type(options)
     if runtime == "ort":
         return runner(model, config, interruptible=interruptible, options=options, **({"threads": threads} if threads else {}))
     shapes = {k: tuple(np.shape(v)) for k, v in feed.items()} if feed else None
@@ -334,6 +335,8 @@ def merge_stats(reports: list) -> dict:
 
     if isinstance(reports, (str, os.PathLike, dict)):  # one report, not a list of its characters or keys
         reports = [reports]
+    if not isinstance(reports, (list, tuple)):
+        raise UsageError(f"merge_stats: expected report paths (or dicts), got {type(reports).__name__}")
     ds, seen = [], {}
     for k, r in enumerate(reports):
         d = dict(r) if isinstance(r, dict) else read_json_report(r)

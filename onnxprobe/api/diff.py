@@ -130,6 +130,9 @@ def diff(
     ``vs_runtime`` compares the model with itself on another runtime (on ``vs_device``, that runtime's
     device, when given; ``vs_reference`` is ``vs_runtime="reference"``). ``runtime_options``: settings of
     the runtimes that take them (``{"INFERENCE_PRECISION_HINT": "f16"}``; ``"openvino:KEY"`` for one)."""
+    _checked_map(user_map)
+    if not isinstance(fp32_sensitivity, int) or isinstance(fp32_sensitivity, bool):
+        raise UsageError(f"fp32_sensitivity: expected a number of layers (an int), got {type(fp32_sensitivity).__name__}")
     if fp32_sensitivity < 0:
         raise UsageError(f"--fp32-sensitivity {fp32_sensitivity}: the number of layers to rerun in fp32 (0: none)")
     selection, config, inputs, tolerance, per_tensor = _checked(b, selection, config, inputs, tolerance, per_tensor)
@@ -178,6 +181,12 @@ def _checked(b, selection, config, inputs, tolerance, per_tensor) -> tuple:
     return as_selection(selection), as_config(config), as_inputs(inputs), tolerance, per_tensor
 
 
+def _checked_map(user_map) -> None:
+    if user_map is not None and not (isinstance(user_map, Mapping)
+                                     and all(isinstance(k, str) and isinstance(v, str) for k, v in user_map.items())):
+        raise UsageError(f"user_map: expected a dict {{tensor of A: tensor of B}} of names, got {type(user_map).__name__}")
+
+
 def diff_grad(
     a: Model | str | os.PathLike,
     b: Model | str | os.PathLike | None = None,
@@ -203,6 +212,7 @@ def diff_grad(
     if (b is None) == (vs_torch is None):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (one of them)")
     spec = as_spec(spec)
+    _checked_map(user_map)
     selection, config, inputs, tolerance, per_tensor = _checked(b, selection, config, inputs, tolerance, per_tensor)
     if vs_torch is not None:
         if user_map:

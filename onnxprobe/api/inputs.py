@@ -157,7 +157,7 @@ def read_map(path: str | os.PathLike) -> dict[str, str]:
 
 def save_npz(arrays: Mapping[str, np.ndarray], path: str | os.PathLike) -> None:
     """Write ``arrays`` (tensor name -> array) to ``path`` (``runtime.npz.save_npz``: any names)."""
-    if not isinstance(arrays, Mapping):
+    if not isinstance(arrays, Mapping) or not all(isinstance(k, str) for k in arrays):
         raise UsageError(f"save_npz: expected a dict of arrays by tensor name, got {_got(arrays)}")
     return _npz.save_npz(arrays, path)
 

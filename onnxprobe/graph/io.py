@@ -12,7 +12,7 @@ from pathlib import Path
 import onnx
 
 from onnxprobe.errors import ModelError, UsageError, first_line
-from onnxprobe.fileio import protect, refuse_inputs
+from onnxprobe.fileio import checked_path, protect, refuse_inputs
 from onnxprobe.text import human_bytes
 
 # protobuf cannot serialise a single message over 2 GiB; stay well below it.
@@ -151,7 +151,7 @@ def save_beside(model: onnx.ModelProto, folder: str | os.PathLike) -> str:
 
 def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | None = None) -> Path:
     """Validate a path we are asked to write: its folder exists and it is not the user's model."""
-    o = Path(out)
+    o = Path(checked_path(out))
     if str(out) == "-":  # stdout, for --json; a model is a file of its own
         raise UsageError("the model is written to a file: give a file name, not '-'")
     if not o.parent.exists() if str(o.parent) else False:

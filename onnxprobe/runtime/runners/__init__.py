@@ -78,8 +78,19 @@ def options_for(runtime: str, options: dict[str, str] | None) -> dict[str, str]:
     return out
 
 
+def check_options_type(options) -> None:
+    """Options are KEY -> VALUE strings: an API caller's list of "KEY=VALUE" (which parse_runtime_options
+    reads) or numbers are one UsageError, not a ValueError from dict() or a garbled runtime message."""
+    if options is not None and not (isinstance(options, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                                     for k, v in options.items())):
+        raise UsageError(f"runtime_options: expected a dict of strings {{KEY: VALUE}} (api.parse_runtime_options "
+                         f"reads ['KEY=VALUE', ...]), got {type(options).__name__} {str(options)[:40]!r}")
+
+
 def check_options_used(runtimes: list[str], options: dict[str, str] | None) -> None:
-    """Refuse options that no side would receive (a typo'd prefix, options for onnxruntime)."""
+    """Refuse options that no side would receive (a typo'd prefix, options for onnxruntime), and options
+    of the wrong kind (``check_options_type``)."""
+    check_options_type(options)
     for k in options or {}:
         prefix, sep, _ = k.partition(":")
         if sep and prefix in RUNTIMES:
