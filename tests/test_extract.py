@@ -249,3 +249,10 @@ def test_model_over_2gb_round_trips_through_mark_and_extract(big_model):
 
     assert sorted(p.name for p in src_dir.iterdir()) == listing  # nothing written beside the input
     assert not [p for p in work.iterdir() if p.name.startswith(".")]  # no temporary files left
+
+
+def test_the_old_flag_names_point_to_from_and_to(tmp_path):
+    for old in ("--inputs", "--outputs"):
+        r = invoke("extract", sample_path("mlp"), "-o", tmp_path / "s.onnx", old, "relu1_out")
+        assert r.exit_code == 2 and "--from and --to" in r.stderr and old in r.stderr
+        assert not (tmp_path / "s.onnx").exists()

@@ -108,6 +108,12 @@ def test_a_map_entry_of_another_shape_is_refused_out_loud(tmp_path):
         raise AssertionError("user_map with shapes that differ was dropped silently")
 
 
+def test_a_scalar_in_a_refused_map_entry_is_named():
+    from onnxprobe.match.engine import _shp
+
+    assert _shp(()) == "scalar" and _shp((2, 4)) == "2x4" and _shp((None, 4)) == "?x4" and _shp(None) == "?"
+
+
 def test_a_map_entry_used_twice_is_refused(tmp_path):
     try:
         api.diff(sample_path("cnn"), sample_path("cnn"), user_map={"conv1_out": "bn1_out", "relu1_out": "bn1_out"})

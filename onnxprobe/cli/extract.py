@@ -14,12 +14,20 @@ CutInputsOpt = Annotated[Optional[list[str]], typer.Option("--from", help="Tenso
 CutOutputsOpt = Annotated[Optional[list[str]], typer.Option("--to", help="Tensors that become the outputs, comma-separated (repeatable). Default: the model's outputs.", rich_help_panel="Cut")]
 
 
+# the old names of --from / --to, hidden: the error points to the new ones, where the parser would suggest
+# --input and --output, which mean something else here
+OldInputsOpt = Annotated[Optional[list[str]], typer.Option("--inputs", hidden=True)]
+OldOutputsOpt = Annotated[Optional[list[str]], typer.Option("--outputs", hidden=True)]
+
+
 @handle_errors
 def extract(
     model: ModelArg,
     output: OutOpt,
     inputs: CutInputsOpt = None,
     outputs: CutOutputsOpt = None,
+    old_inputs: OldInputsOpt = None,
+    old_outputs: OldOutputsOpt = None,
     seed: SeedOpt = 0,
     int_range: IntRangeOpt = "0:100",
     shape: ShapeOpt = None,
@@ -43,7 +51,12 @@ def extract(
         onnxprobe extract model.onnx -o stem.onnx --to conv1_out
     """
     from onnxprobe import api
+    from onnxprobe.errors import UsageError
     from onnxprobe.report.progress import Progress
+
+    if old_inputs or old_outputs:
+        raise UsageError(f"extract names the cut with --from and --to (not {'--inputs' if old_inputs else '--outputs'}, "
+                         "which names an input .npz file in the other commands)")
     from onnxprobe.report.surgery import extract_renderables
 
     spec = inputs_of(seed, int_range, shape, input_)  # no --inputs FILE.npz here: the cut's tensors are what it reads from

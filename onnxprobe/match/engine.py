@@ -154,6 +154,8 @@ def _node_stem(name: str) -> str:
 
 
 def _shp(s) -> str:
+    if s is not None and len(s) == 0:
+        return "scalar"  # as the table says it (an empty join read "shapes 2x4 and  differ")
     return "?" if s is None else "x".join(str(d) if d is not None else "?" for d in s)
 
 
