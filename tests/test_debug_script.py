@@ -601,3 +601,8 @@ def test_a_path_the_system_refuses_is_one_line_naming_it(tmp_path):
     errs = r.stderr.strip().splitlines()
     assert len(errs) == 1 and "File name too long" in errs[0] and "internal error" not in errs[0], errs
     assert "graph" in r.stdout  # the script went on
+
+
+def test_grad_points_from_output_to_loss_output(tmp_path):
+    r = script(tmp_path, [sample_path("mlp")], ["grad --output y"], code=1)
+    assert "--loss-output" in r.stderr

@@ -101,6 +101,8 @@ def cmd_grad(env: Env, args: list[str]):
     t = st.target(pop_option(args, "--model", "-m"))
     loss = pop_option(args, "--loss") or "sum"
     output = pop_option(args, "--loss-output")
+    if "--output" in args:  # its old name: say the new one, not "unknown selection option"
+        raise UsageError("grad: the output the loss is computed from is --loss-output NAME (--output names a file elsewhere)")
     target, labels, og = (pop_option(args, f) for f in ("--target", "--labels", "--output-grad"))
     wrt = pop_all(args, "--wrt")
     sel = parse_selection(args) if args else None
