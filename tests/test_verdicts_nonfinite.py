@@ -208,4 +208,3 @@ def test_merged_shards_judge_an_output_on_the_shard_that_has_values(tmp_path):
     assert merged.exit_code == 0 and d["verdict"] == "pass", d["verdict_reason"]
     both_nan = invoke("merge-stats", reports[0], reports[2], "--json", "-")
     assert both_nan.exit_code == 1 and json.loads(both_nan.stdout)["verdict"] == "error"
-
