@@ -7,7 +7,7 @@ import math
 from rich.text import Text
 
 from onnxprobe import __version__
-from onnxprobe.report.format import finite as finite_number, num, op, safe, shape, shorten
+from onnxprobe.report.format import finite as finite_number, json_word, num, num_or_word, op, safe, shape, shorten
 from onnxprobe.report.table import Column, Table
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -49,18 +49,8 @@ def diff_dict(res, order=None) -> dict:
         "outputs_passed": verdict == "pass",
         "notes": res.notes,
         "fp32_sensitivity": [x.to_dict() for x in res.sensitivity],
-        **({"grad": _grad_json(res.grad)} if getattr(res, "grad", None) else {}),
+        **({"grad": {k: json_word(v) for k, v in res.grad.items()}} if getattr(res, "grad", None) else {}),
     }
-
-
-def _grad_json(g: dict) -> dict:
-    """diff --grad's losses for JSON, which has no NaN or Inf: a non-finite loss as the string "nan",
-    "inf" or "-inf" (the convention of the dataset sums), so a NaN loss is said, not dropped."""
-    return {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v) for k, v in g.items()}
-
-
-def _loss(v) -> str:
-    return v if isinstance(v, str) else num(v, 6)
 
 
 def why_lines(d: dict, limit: int = 5) -> list[tuple[str, str]]:
@@ -154,7 +144,7 @@ def diff_renderables(res, width: int = 120, order=None) -> list:
             Text(f"measured: {d['measured']} · criterion: {d['criterion']}")]
     if d.get("grad"):
         g = d["grad"]
-        out.append(Text(f"loss {g['loss']}: A {_loss(g['loss_a'])}, B {_loss(g['loss_b'])}",
+        out.append(Text(f"loss {g['loss']}: A {num_or_word(g['loss_a'], 6)}, B {num_or_word(g['loss_b'], 6)}",
                         style=None if all(finite_number(g[k]) is not None for k in ("loss_a", "loss_b")) else "bold red"))
     out.append(t)
     out += [Text(line, style=style) for line, style in why_lines(d)]

@@ -14,6 +14,17 @@ def finite(v) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
+def json_word(v):
+    """A float for JSON, which has no NaN or Inf, where a non-finite value must be said, not dropped
+    (a loss, a gradient norm): the string "nan", "inf" or "-inf" (the dataset sums' convention)."""
+    return str(v) if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def num_or_word(v, digits: int = 4) -> str:
+    """``num`` of a value, or the word ``json_word`` made of it as it is."""
+    return v if isinstance(v, str) else num(v, digits)
+
+
 def num(v: float | None, digits: int = 4) -> str:
     """Significant digits, compact: 0.0001641, 1.234e+05, nan, inf."""
     if v is None:

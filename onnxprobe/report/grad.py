@@ -9,7 +9,7 @@ import math
 from rich.text import Text
 
 from onnxprobe import __version__
-from onnxprobe.report.format import num, op, safe, shape
+from onnxprobe.report.format import json_word, num, num_or_word, op, safe, shape
 from onnxprobe.report.table import Column, Table
 from onnxprobe.text import duration
 
@@ -19,12 +19,6 @@ KIND = {"weight": "w", "activation": "a", "input": "i"}
 
 def _num(v):
     return v if v is not None and math.isfinite(v) else None
-
-
-def _enc(v):
-    """A float for JSON, which has no NaN or Inf: non-finite as the string "nan", "inf" or "-inf" (the
-    dataset sums' convention), so a NaN loss is said, not shown as a missing one."""
-    return str(v) if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def grad_dict(result) -> dict:
@@ -48,7 +42,7 @@ def grad_dict(result) -> dict:
     info, gp = result.info, result.plan
     return {
         "schema_version": SCHEMA_VERSION, "onnxprobe_version": __version__, "model": gp.source,
-        "loss": {"kind": gp.loss.kind, "output": gp.loss.output, "value": _enc(result.loss)},
+        "loss": {"kind": gp.loss.kind, "output": gp.loss.output, "value": json_word(result.loss)},
         "device": info.device, "providers": info.providers, "opt_level": info.opt_level,
         "timing": {"session_s": round(info.session_seconds, 6), "forward_backward_s": round(info.run_seconds, 6)},
         "graph": {"forward_nodes": gp.backward.n_forward, "backward_nodes": gp.backward.n_backward},
@@ -80,17 +74,13 @@ CHECK = Column("check", "check", "right")
 def _cells(r: dict) -> tuple[list[str], list]:
     cells = [
         str(r["index"]) if r["index"] >= 0 else "", r["node"], op(r["op_type"]), r["tensor"],
-        KIND.get(r["kind"], "?"), shape(r["shape"]), _cell(r["norm"]), _cell(r["ratio"], 3),
+        KIND.get(r["kind"], "?"), shape(r["shape"]), num_or_word(r["norm"]), num_or_word(r["ratio"], 3),
         num(r.get("min")), num(r.get("max")), num(r.get("mean")), num(r.get("std")),
         str(r.get("nan", "-")), str(r.get("inf", "-")),
     ]
     values = [r["index"] if r["index"] >= 0 else None, r["node"], r["op_type"], r["tensor"], r["kind"], r["shape"],
               _value(r["norm"]), _value(r["ratio"]), r.get("min"), r.get("max"), r.get("mean"), r.get("std"), r.get("nan"), r.get("inf")]
     return cells, values
-
-
-def _cell(v, digits: int = 4) -> str:
-    return v if isinstance(v, str) else num(v, digits)  # "nan" / "inf" as encoded for JSON
 
 
 def _value(v):
@@ -123,7 +113,7 @@ def grad_table(result) -> tuple[Table, Text]:
         footer.append(" · ")
         footer.append(f"check ({d['check']}): {n - failed} ok, {failed} failed", style="bold red" if failed else "green")
     loss = d["loss"]
-    footer.append(f" · loss {loss['kind']}({loss['output']}) = {_cell(loss['value'])}")
+    footer.append(f" · loss {loss['kind']}({loss['output']}) = {num_or_word(loss['value'])}")
     if d.get("samples") is not None:
         footer.append(f" ({d['reduce']} over {d['samples']} samples)")
     footer.append(f" · device {d['device']} · forward+backward {duration(d['timing']['forward_backward_s'])}")
