@@ -37,7 +37,7 @@ def merge_stats(
     from onnxprobe.report.diff_dataset import diff_dataset_renderables
     from onnxprobe.report.layers import COLUMNS, PERCENTILE_COLUMNS, layers_renderables
 
-    check_outputs(files[0] if files else None, json_)
+    check_outputs(files[0] if files else None, json_, model_is="an input report")
     merged = api.merge_stats(files)
     if "pairs" in merged:  # diff reports: the pooled comparison, judged again
         view = view_of(wide, columns, fmt, diff_report.COLUMNS, json_)

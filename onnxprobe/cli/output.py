@@ -15,7 +15,8 @@ from onnxprobe.report.table import Table, present
 from onnxprobe.text import one_line
 
 
-def check_outputs(model: Path, *paths: Path | None, files: dict[str, Path | None] | None = None) -> None:
+def check_outputs(model: Path, *paths: Path | None, files: dict[str, Path | None] | None = None,
+                  model_is: str = "an input model") -> None:
     """Fail before any work when an output path is unusable (missing folder, the model itself);
     ``files``: flag -> path of outputs that must be real files (no '-' for stdout)."""
     from onnxprobe.errors import UsageError
@@ -25,7 +26,7 @@ def check_outputs(model: Path, *paths: Path | None, files: dict[str, Path | None
             raise UsageError(f"{flag} writes a file of its own: give a file name, not '-'")
     for p in [*paths, *(files or {}).values()]:
         if p is not None and str(p) != "-":
-            report_io.check_writable(p, model)
+            report_io.check_writable(p, model, model_is)
 
 
 def write_html(path: Path | None, kind: str, data: dict, table, *, histograms: dict | None = None,

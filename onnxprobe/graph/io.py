@@ -149,8 +149,10 @@ def save_beside(model: onnx.ModelProto, folder: str | os.PathLike) -> str:
     return path
 
 
-def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | None = None) -> Path:
-    """Validate a path we are asked to write: its folder exists and it is not the user's model."""
+def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | None = None,
+                      source_is: str = "an input model") -> Path:
+    """Validate a path we are asked to write: its folder exists and it is not the user's model (``source``,
+    which ``source_is``; checked before it is read, when ``fileio.protect`` does not know it yet)."""
     o = Path(checked_path(out))
     if str(out) == "-":  # stdout, for --json; a model is a file of its own
         raise UsageError("the model is written to a file: give a file name, not '-'")
@@ -160,5 +162,5 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
         raise UsageError(f"{o}: is a folder; give a file name")
     refuse_inputs(o)  # what the process read, by what it is
     if source is not None and o.exists() and Path(source).exists() and o.resolve() == Path(source).resolve():
-        raise UsageError(f"{o}: is an input file; refusing to overwrite it, choose another output path")
+        raise UsageError(f"{o}: is {source_is}; refusing to overwrite it, choose another output path")
     return o

@@ -13,10 +13,10 @@ from onnxprobe.fileio import write_file
 # at start, and `--help` should not pay for them
 
 
-def check_writable(path: str | os.PathLike, model: str | os.PathLike | None = None) -> Path:
+def check_writable(path: str | os.PathLike, model: str | os.PathLike | None = None, model_is: str = "an input model") -> Path:
     from onnxprobe.graph.io import check_output_path
 
-    return check_output_path(path, source=model)
+    return check_output_path(path, source=model, source_is=model_is)
 
 
 def write_json(data: dict, path: str | os.PathLike) -> None:
