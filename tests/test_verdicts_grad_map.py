@@ -177,3 +177,10 @@ def test_grad_all_says_which_body_tensors_get_no_row(tmp_path):
     assert "else_mul" in note and "else_mul" not in rows and "not given a gradient row by grad" in note
     words = " ".join(invoke("grad", "--help", env={"COLUMNS": "200"}).stdout.replace("│", " ").split())
     assert "(tensors inside If/Loop/Scan bodies get no row; a note lists them)" in words
+
+
+def test_a_map_file_that_is_not_an_object_of_names_is_one_usage_error(tmp_path):
+    for text in ('["logits", "logits"]', '{"logits": 3}', "{not json"):
+        (tmp_path / "map.json").write_text(text)
+        r = invoke("diff", sample_path("cnn"), sample_path("cnn"), "--map", tmp_path / "map.json")
+        assert r.exit_code == 2 and "--map" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output

@@ -6,11 +6,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import replace
 
-import onnx
 
 from onnxprobe.api.torch import diff_grad_torch, diff_torch
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec, grad_plan
-from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_selection, expect
+from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_selection, check_map, expect
 from onnxprobe.compare.diff import DiffResult, check_same_inputs
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.gradients import candidates, folded_weights, grad_reason, grad_side, keep_wrt, loss_value
@@ -78,7 +77,7 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
     opts = dict(options=runtime_options, max_memory=max_memory, shapes=shapes, threads=threads)
     side_a = _side(label, a_model, config, runtime, **opts)
     if b is not None:
-        b_model = as_model(b)
+        b_model = as_model(b, "b")
         side_b = _side(b_model.source, b_model, config, runtime, **opts)
     elif vs_runtime is not None:
         side_b = _side(label, a_model, replace(config, device=vs_device or "auto"), vs_runtime, **opts)
@@ -130,12 +129,12 @@ def diff(
     ``vs_runtime`` compares the model with itself on another runtime (on ``vs_device``, that runtime's
     device, when given; ``vs_reference`` is ``vs_runtime="reference"``). ``runtime_options``: settings of
     the runtimes that take them (``{"INFERENCE_PRECISION_HINT": "f16"}``; ``"openvino:KEY"`` for one)."""
-    _checked_map(user_map)
+    check_map(user_map)
     if not isinstance(fp32_sensitivity, int) or isinstance(fp32_sensitivity, bool):
         raise UsageError(f"fp32_sensitivity: expected a number of layers (an int), got {type(fp32_sensitivity).__name__}")
     if fp32_sensitivity < 0:
         raise UsageError(f"--fp32-sensitivity {fp32_sensitivity}: the number of layers to rerun in fp32 (0: none)")
-    selection, config, inputs, tolerance, per_tensor = _checked(b, selection, config, inputs, tolerance, per_tensor)
+    selection, config, inputs, tolerance, per_tensor = _checked(selection, config, inputs, tolerance, per_tensor)
     vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
                                  vs_npz=vs_npz, vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime,
                                  runtime_options=runtime_options)
@@ -167,11 +166,10 @@ def diff(
     return res
 
 
-def _checked(b, selection, config, inputs, tolerance, per_tensor) -> tuple:
-    """The arguments a notebook passes, checked at the door (``api.inputs``): a model B of a kind no model
-    is, a criterion that is not a Tolerance, is one UsageError naming it; a dict of arrays is the inputs."""
-    if b is not None and not isinstance(b, (Model, onnx.ModelProto, str, os.PathLike)):
-        raise UsageError(f"b: expected a path, an api.Model or an onnx.ModelProto, got {type(b).__name__}")
+def _checked(selection, config, inputs, tolerance, per_tensor) -> tuple:
+    """The arguments a notebook passes, checked at the door (``api.inputs``; model B where it is loaded,
+    ``as_model(b, "b")``): a criterion that is not a Tolerance is one UsageError naming it; a dict of
+    arrays is the inputs."""
     tolerance = expect(tolerance, Tolerance, "tolerance", "an api.Tolerance, e.g. api.Tolerance('sqnr', min_sqnr=30),")
     if per_tensor is not None:
         if not isinstance(per_tensor, Mapping):
@@ -179,12 +177,6 @@ def _checked(b, selection, config, inputs, tolerance, per_tensor) -> tuple:
         for name, t in per_tensor.items():
             expect(t, Tolerance, f"per_tensor[{name!r}]", "an api.Tolerance, e.g. api.Tolerance('max_abs', atol=0.5),")
     return as_selection(selection), as_config(config), as_inputs(inputs), tolerance, per_tensor
-
-
-def _checked_map(user_map) -> None:
-    if user_map is not None and not (isinstance(user_map, Mapping)
-                                     and all(isinstance(k, str) and isinstance(v, str) for k, v in user_map.items())):
-        raise UsageError(f"user_map: expected a dict {{tensor of A: tensor of B}} of names, got {type(user_map).__name__}")
 
 
 def diff_grad(
@@ -212,8 +204,8 @@ def diff_grad(
     if (b is None) == (vs_torch is None):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (one of them)")
     spec = as_spec(spec)
-    _checked_map(user_map)
-    selection, config, inputs, tolerance, per_tensor = _checked(b, selection, config, inputs, tolerance, per_tensor)
+    check_map(user_map)
+    selection, config, inputs, tolerance, per_tensor = _checked(selection, config, inputs, tolerance, per_tensor)
     if vs_torch is not None:
         if user_map:
             raise UsageError("--map is not used by diff --grad --vs-torch: parameters pair by value, modules by scope")
@@ -221,7 +213,7 @@ def diff_grad(
                                tolerance=tolerance, per_tensor=per_tensor, max_memory=max_memory, progress=progress)
     spec = spec or GradSpec()
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
-    a_model, b_model = as_model(a), as_model(b)
+    a_model, b_model = as_model(a), as_model(b, "b")
     check_same_inputs(a_model.proto, b_model.proto)
     fs = _feeds.make_feeds(a_model.proto, inputs)
     side_spec = replace(spec, wrt=())

@@ -18,7 +18,7 @@ import onnx
 
 from onnxprobe.errors import UsageError
 from onnxprobe.fileio import protect
-from onnxprobe.graph.model import Model
+from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.model import load as _load
 from onnxprobe.runtime import npz as _npz
 from onnxprobe.runtime.arrays import read_array, read_npz
@@ -61,18 +61,6 @@ def load(path: str | os.PathLike) -> Model:
     if not isinstance(path, PATH):
         raise UsageError(f"load: expected the path of an .onnx file, got {_got(path)}")
     return _load(path)
-
-
-def as_model(model, what: str = "model") -> Model:
-    """What every API function that takes a model accepts: a loaded Model (as it is), a path (loaded), or
-    an onnx.ModelProto (copied and annotated: ``Model.of``)."""
-    if isinstance(model, Model):
-        return model
-    if isinstance(model, onnx.ModelProto):
-        return Model.of(model, model.graph.name or "<in-memory model>")
-    if isinstance(model, PATH):
-        return _load(model)
-    raise UsageError(f"{what}: expected a path, an api.Model or an onnx.ModelProto, got {_got(model)}")
 
 
 def proto_of(model, what: str = "model") -> onnx.ModelProto:
@@ -149,10 +137,16 @@ def read_map(path: str | os.PathLike) -> dict[str, str]:
         user_map = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise UsageError(f"--map {path}: not a readable JSON object ({e.__class__.__name__})") from None
-    if not isinstance(user_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in user_map.items()):
-        raise UsageError(f"--map {path}: expected a JSON object {{\"tensor in A\": \"tensor in B\"}}")
+    check_map(user_map, f"--map {path}")
     protect(path, "the --map file")
     return user_map
+
+
+def check_map(user_map, what: str = "user_map") -> None:
+    """A tensor map (``--map``, ``user_map=``) is a dict of names {tensor of A: tensor of B}, or None."""
+    if user_map is not None and not (isinstance(user_map, Mapping)
+                                     and all(isinstance(k, str) and isinstance(v, str) for k, v in user_map.items())):
+        raise UsageError(f"{what}: expected a dict {{tensor of A: tensor of B}} of names, got {type(user_map).__name__}")
 
 
 def save_npz(arrays: Mapping[str, np.ndarray], path: str | os.PathLike) -> None:

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from onnxprobe.errors import UsageError
 from onnxprobe.graph.io import load_model
 from onnxprobe.graph.shapes import annotate
+from onnxprobe.text import clean, clip
 
 
 @dataclass
@@ -52,6 +54,15 @@ def load(path: str | os.PathLike) -> Model:
     return Model(proto, str(path), warnings)
 
 
-def as_model(model: "Model | str | os.PathLike") -> Model:
-    """A Model as it is, or loaded from a path: API functions take either."""
-    return model if isinstance(model, Model) else load(model)
+def as_model(model: "Model | str | os.PathLike | onnx.ModelProto", what: str = "model") -> Model:
+    """What every API function that takes a model accepts: a loaded Model (as it is), a path (loaded), or
+    an onnx.ModelProto (copied and annotated: ``Model.of``); anything else is one UsageError naming
+    ``what`` (the argument) and what came."""
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, onnx.ModelProto):
+        return Model.of(model, model.graph.name or "<in-memory model>")
+    if isinstance(model, (str, os.PathLike)):
+        return load(model)
+    raise UsageError(f"{what}: expected a path, an api.Model or an onnx.ModelProto, "
+                     f"got {type(model).__name__} {clip(clean(repr(model)), 40)}")
