@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+import numpy as np
 import onnx
 
 from onnxprobe.runtime.interrupt import call_interruptibly
@@ -38,10 +39,11 @@ class OrtRunner(GraphRunner):
         what onnxruntime computes, so the probes read the tensors as it does; the note says so."""
         if self.device != "cpu":
             return
-        half = [p.ref.name for p in probes if p.ref.dtype == "float16" and p.stats_output or p.stats_on_host and p.ref.dtype == "float16"]
+        half = [p.ref.name for p in probes if p.ref.dtype == "float16" and (p.stats_output or p.stats_on_host)]
         if not half:
             return
-        over = [n for n in half if stats.get(n) is not None and (stats[n].min < -65504 or stats[n].max > 65504)]
+        top = float(np.finfo(np.float16).max)  # 65504
+        over = [n for n in half if stats.get(n) is not None and max(-stats[n].min, stats[n].max) > top]
         text = (f"onnxruntime's CPU provider computes float16 ops without a float16 kernel in float32 and may skip the float16 "
                 f"rounding between them: the statistics of {len(half)} float16 tensor(s) can hold values float16 cannot")
         if over:
