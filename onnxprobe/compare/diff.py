@@ -23,7 +23,7 @@ from onnxprobe.match.engine import (
 )
 from onnxprobe.match.observe import Observable, body_note, body_tensors
 from onnxprobe.runtime.feeds import model_inputs
-from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance
+from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, nothing_measured
 from onnxprobe.text import clean
 from onnxprobe.types import forward_name
 
@@ -302,8 +302,8 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
             got = replace(m.sums.metrics(plan.rtol_of(p)), nonfinite_same=nonfinite_same(m.sums))
             intro = m.introduced
             # nothing finite measured: not a pass (no value to compare), or a fail (NaN/Inf on one side only)
-            why = nothing_measured(m.sums, got) if got.empty else None
-            passed = (False if got.nonfinite_mismatch else None) if got.empty else tol.passes(got)
+            why = nothing_measured(m.sums.shape, got) if got.empty else None
+            passed = tol.judge(got)
             results.append(PairResult(p, m.sums.shape, got, intro.introduced() if intro is not None and not got.empty else None,
                                       passed, tol, why, pooled=m if labels is not None else None,
                                       kernel_ms=plan.kernel_ms.get(k)))
@@ -324,16 +324,6 @@ def nonfinite_same(sums) -> int | None:
     if sums.shape is None or any(d is None for d in sums.shape):
         return None
     return max(sums.samples * math.prod(sums.shape) - sums.count - sums.mismatch, 0)
-
-
-def nothing_measured(sums, m: PairMetrics) -> str:
-    """Why a pair with no finite value pair has no metrics, in words."""
-    if sums.shape is not None and 0 in sums.shape:
-        return f"empty tensor (shape {'x'.join(str(d) for d in sums.shape)}, 0 elements): nothing to compare"
-    if m.nonfinite_mismatch:
-        return f"NaN/Inf mismatch at {m.nonfinite_mismatch} position(s), and no finite pair to measure"
-    n = f"all {m.nonfinite_same} values are" if m.nonfinite_same else "every value is"
-    return f"no finite value: {n} NaN/Inf on both sides, at the same positions"
 
 
 def _reject(matching: Matching, reject) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from onnxprobe.errors import UsageError
 from onnxprobe.stats.merge import check_identity, common_fields
-from onnxprobe.stats.metrics import Tolerance
+from onnxprobe.stats.metrics import Tolerance, nothing_measured
 from onnxprobe.stats.pooled import PairSums, dataset_fields, pool
 
 DIFF_DATASET_SCHEMA = 1
@@ -125,11 +125,10 @@ def _merged_pair(key, parts: list[tuple[dict, int, str]], labels: list[str]) -> 
     m = sums.metrics(tol.measured_rtol)
     i = intro.introduced() if intro is not None else None
     out.update(m.to_dict())
-    # nothing finite over every shard: not compared (as one diff says it, compare.diff.nothing_measured), or
-    # a fail when NaN/Inf sits on one side only
-    passed = (False if m.nonfinite_mismatch else None) if m.empty else tol.passes(m)
-    problem = None if not m.empty else (f"NaN/Inf mismatch at {m.nonfinite_mismatch} position(s), and no finite pair to "
-                                        "measure" if m.nonfinite_mismatch else "no finite value to compare in any shard")
+    # nothing finite over every shard: not compared, or a fail when NaN/Inf sits on one side only, in the
+    # words of one diff
+    passed = tol.judge(m)
+    problem = nothing_measured(sums.shape, m) if m.empty else None
     out.update(introduced_sqnr_db=_f(i.sqnr_db) if i else None, introduced_max_abs=_f(i.max_abs) if i else None,
                introduced_exact=i.exact if i else None, passed=passed, problem=problem,
                shape=None if sums.shape is None else list(sums.shape))

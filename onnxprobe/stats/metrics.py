@@ -219,6 +219,11 @@ class Tolerance:
         """The rtol a pair is measured with: the criterion's for allclose (its excess), else 0."""
         return self.rtol if self.metric == "allclose" else 0.0
 
+    def judge(self, m: PairMetrics) -> bool | None:
+        """``passes``, or None for a pair with nothing finite to measure and nothing against it (not
+        compared: neither a pass nor a fail; NaN/Inf on one side only still fails)."""
+        return None if m.empty and not m.nonfinite_mismatch else self.passes(m)
+
     def passes(self, m: PairMetrics) -> bool:
         if m.nonfinite_mismatch or m.empty:
             return False
@@ -247,3 +252,13 @@ class Tolerance:
             "sqnr": f"SQNR >= {self.min_sqnr:g} dB" + (f" or max|a-b| <= {self.abs_floor:g}" if self.abs_floor is not None else ""),
         }[self.metric]
         return f"{rule} ({self.why})" if self.why else rule
+
+
+def nothing_measured(shape, m: PairMetrics) -> str:
+    """Why a pair (of this shape) with no finite value pair has no metrics, in words."""
+    if shape is not None and 0 in shape:
+        return f"empty tensor (shape {'x'.join(str(d) for d in shape)}, 0 elements): nothing to compare"
+    if m.nonfinite_mismatch:
+        return f"NaN/Inf mismatch at {m.nonfinite_mismatch} position(s), and no finite pair to measure"
+    n = f"all {m.nonfinite_same} values are" if m.nonfinite_same else "every value is"
+    return f"no finite value: {n} NaN/Inf on both sides, at the same positions"
