@@ -63,6 +63,8 @@ class Probe:
     stats_output: str | None = None  # [1, 10] float64 row, see onnxprobe.stats.tensor_stats.ROW (or, with
     # stats_sums, the extremes [min, max, shift] of the row's two computed pieces: graph.stats_nodes.stats_parts)
     stats_sums: str | None = None  # the float64 [Σ(x-c), Σ(x-c)², Σ|x|, non-zero] of those pieces
+    stats_block: int = 0  # > 0: stats_output holds per-block summaries of this many elements each
+    # (graph.stats_nodes.block_parts, read by TensorStats.from_blocks)
     shape_output: str | None = None  # int64 [rank] runtime shape (main-graph tensors only)
     raw_output: str | None = None  # the tensor itself (or, inside Loop/Scan, stacked per iteration)
     stats_on_host: bool = False  # statistics (and shape) from raw_output with numpy (small tensors, opsets without IsNaN)

@@ -201,3 +201,32 @@ def test_merge_refuses_deeply_nested_json(tmp_path):
     p.write_text("[" * 100_000 + "]" * 100_000)
     r = runner.invoke(app, ["merge-stats", str(p)])
     assert r.exit_code == 2 and ("nested too deeply" in r.stderr or "not a dataset report" in r.stderr), r.stderr
+
+
+def test_batches_of_varying_shapes_each_get_statistics_that_fit_them(tmp_path):
+    """A plan made for the first batch's shapes (its statistics' block rows are sized from them) is not
+    reused for a batch of other shapes: that batch gets a plan made for any shape."""
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+    from onnxprobe.graph.stats_nodes import block_size
+
+    per_sample = (3, 97, 239)  # 272 KB a sample: statistics in the graph, not on the host
+    dims = ["N", *per_sample]
+    m = make_model([helper.make_node("Relu", ["x"], ["y"], name="relu"), helper.make_node("Neg", ["y"], ["z"], name="neg")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                   [helper.make_tensor_value_info("z", TensorProto.FLOAT, dims)])
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p)
+    first = block_size((4, *per_sample))
+    assert first and int(np.prod((1, *per_sample))) % first != 0  # the first plan's rows cannot fit batch 2
+    rng = np.random.default_rng(5)
+    batches = [{"x": rng.normal(size=(n, *per_sample)).astype(np.float32)} for n in (4, 1, 3)]
+    out = tmp_path / "d.json"
+    _run("layers", p, "--inputs-dir", _write(tmp_path / "ds", batches), "--all", "--json", out)
+    got = {t["name"]: t for t in json.loads(out.read_text())["tensors"]}
+    x = np.concatenate([b["x"].reshape(-1) for b in batches]).astype(np.float64)
+    for name, v in (("y", np.maximum(x, 0)), ("z", -np.maximum(x, 0))):
+        assert got[name]["count"] == v.size
+        assert got[name]["mean"] == pytest.approx(v.mean(), rel=1e-6)
+        assert got[name]["std"] == pytest.approx(v.std(), rel=1e-5)

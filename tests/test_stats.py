@@ -62,3 +62,45 @@ def test_large_offset_keeps_std_accurate():
     # float64 accumulation: a mean of 1e4 with a std of 1 still gives 6+ correct digits
     x = 1e4 + np.random.default_rng(2).normal(size=100_000)
     assert TensorStats.from_array(x).std == pytest.approx(x.std(), rel=1e-6)
+
+
+def _block_parts(x: np.ndarray, block: int) -> np.ndarray:
+    """What graph.stats_nodes.block_parts computes, in numpy: float32 rows of ``block`` elements."""
+    rows = x.astype(np.float32).reshape(-1, block)
+    m = rows.mean(axis=1, dtype=np.float32)
+    d = rows - m[:, None]
+    return np.stack([rows.min(axis=1), rows.max(axis=1), m, d.sum(axis=1, dtype=np.float32),
+                     (d * d).sum(axis=1, dtype=np.float32), np.abs(rows).sum(axis=1, dtype=np.float32),
+                     (rows != 0).sum(axis=1).astype(np.float32)])
+
+
+@pytest.mark.parametrize("name", ["large_offset", "skewed_sparse", "signed", "zeros"])
+def test_from_blocks_merges_block_moments_exactly(name):
+    """Blocks summarised about their own means, merged in float64 (Chan et al.), against numpy float64;
+    a midpoint shift with float32 sums left a skewed tensor's std 1.7% off."""
+    rng = np.random.default_rng(3)
+    x = {"large_offset": (1000 + 0.001 * rng.random(8192)),
+         "skewed_sparse": np.where(rng.random(8192) < 1e-3, 1.0, 1e-7 * (1 + rng.random(8192))),
+         "signed": rng.normal(-5.0, 1e3, 8192),
+         "zeros": np.where(rng.random(8192) < 0.5, 0.0, rng.normal(size=8192))}[name].astype(np.float32)
+    st = TensorStats.from_blocks(_block_parts(x, 1024), 1024)
+    x64 = x.astype(np.float64)
+    assert (st.count, st.zeros, st.min, st.max) == (x.size, int((x == 0).sum()), float(x64.min()), float(x64.max()))
+    assert st.mean == pytest.approx(x64.mean(), rel=1e-6, abs=1e-7 * x64.std())
+    assert st.std == pytest.approx(x64.std(), rel=1e-5)
+    assert st.abs_mean == pytest.approx(np.abs(x64).mean(), rel=1e-6)
+
+
+def test_from_blocks_of_a_nonfinite_tensor_asks_for_a_rerun():
+    from onnxprobe.stats.tensor_stats import needs_rerun
+
+    for bad in (np.nan, np.inf, -np.inf):
+        x = np.ones(2048, np.float32)
+        x[5] = bad
+        with np.errstate(all="ignore"):
+            assert needs_rerun(TensorStats.from_blocks(_block_parts(x, 1024), 1024)), bad
+    # squares past float32's range (values near 1e20) overflow the block sums: also rerun, with scaling
+    with np.errstate(all="ignore"):
+        huge = TensorStats.from_blocks(_block_parts(np.random.default_rng(4).normal(0, 1e20, 2048), 1024), 1024)
+    assert needs_rerun(huge)
+    assert not needs_rerun(TensorStats.from_blocks(_block_parts(np.ones(2048, np.float32), 1024), 1024))

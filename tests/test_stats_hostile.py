@@ -103,12 +103,21 @@ def test_host_statistics_match_numpy(name):
     check(TensorStats.from_array(x), oracle(x), name, rel=1e-9)
 
 
+@pytest.mark.parametrize("form", ["blocks", "row"])
 @pytest.mark.parametrize("name", list(DISTRIBUTIONS))
-def test_in_graph_statistics_match_numpy(name, tmp_path):
+def test_in_graph_statistics_match_numpy(name, form, tmp_path, monkeypatch):
+    """Both in-graph forms: per-block summaries merged on the host (a tensor whose size a row length of
+    graph.stats_nodes.BLOCK_ROW divides) and the fast row's pieces (any other), each with its rerun."""
+    from onnxprobe.graph import stats_nodes
+
+    if form == "row":
+        monkeypatch.setattr(stats_nodes, "BLOCK_ROW", (10**9, 10**9))
     x = DISTRIBUTIONS[name]
     p = tmp_path / f"{name}.onnx"
     onnx.save(identity_model(x), p)
-    res = api.layers(p, api.Selection(names=("y",)), api.RunConfig(device="cpu"), api.InputSpec(arrays={"x": x}))
+    res = api.layers(p, api.Selection(names=("y",)), api.RunConfig(device="cpu", cache=False), api.InputSpec(arrays={"x": x}))
+    (probe,) = [q for q in res.plan.probes if q.ref.name == "y"]
+    assert probe.stats_block == (stats_nodes.block_size(x.shape) or 0), name
     check(res.stats["y"], oracle(x), name)
 
 

@@ -68,8 +68,10 @@ def expose(
     ``known``: concrete shapes for the run's input shapes, where the model's own are symbolic (the rank
     must be the model's): they choose the statistics form (the fast row needs the rank and block sizes).
     ``count_from_shape``: with ``nonfinite="deferred"``, a main-graph tensor whose shape is exposed too
-    gets only its row's two computed pieces (``Probe.stats_sums``; ``StatsBuilder.stats_parts``) and the
-    reader assembles the row, the count from that shape (``runners.base.read_probes``): eight nodes fewer."""
+    gets only what ``StatsBuilder.stats_parts`` computes, and the reader assembles its statistics
+    (``runners.base.read_probes``): per-block summaries (``Probe.stats_block``: a float tensor whose size
+    ``known`` or its own static shape gives; the plan then fits only feeds of that size), else the row's
+    two computed pieces (``Probe.stats_sums``), the count from that shape."""
     known = known or {}
     warnings = warnings if warnings is not None else []
     opset = default_opset(model)
@@ -179,11 +181,12 @@ def expose(
         split = count_from_shape and shapes and not site.chain and nonfinite == "deferred"
         if stats and split and elem not in UNSUPPORTED_STATS_DTYPES:
             shape = known.get(ref.name) or (ref.shape if ref.shape is not None else _rank_only(t))
-            parts = builder(g).stats_parts(src, elem, shape)
+            first, second, probe.stats_block = builder(g).stats_parts(src, elem, shape)
             probe.stats_output, probe.stats_sums = (_output_of(g, builder(g), part, STATS_PREFIX + ref.name + tag, names)
-                                                    for part, tag in zip(parts, ("", ".sums")))
+                                                    if part else None for part, tag in ((first, ""), (second, ".sums")))
             for o in (probe.stats_output, probe.stats_sums):
-                add_top_output(o, None)
+                if o:
+                    add_top_output(o, None)
         elif stats and elem not in UNSUPPORTED_STATS_DTYPES:
             shape = known.get(ref.name) or (ref.shape if ref.shape is not None else _rank_only(t))
             row = builder(g).stats_row(src, elem, shape, nonfinite)

@@ -19,6 +19,12 @@ Two forms:
   tensors ("deferred": If nodes cost onnxruntime a subgraph each to initialise).
 
 Other tensors (ints, bool, double, unknown rank) are cast to float64 whole and take the careful form.
+
+A reader that assembles the statistics itself (``stats_parts``: layers, whose plans are made for the run's
+input shapes) gets, for a float tensor of known size, the **block form** instead: the tensor as rows of
+256-1024 elements, each reduced in float32 about its own mean, merged on the host in float64
+(``block_parts``, ``TensorStats.from_blocks``); a NaN, an Inf or squares past float32's range show as
+non-finite sums, and such a tensor is rerun in the careful form ("deferred").
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from onnxprobe.graph.builder import GraphBuilder, interleave
-from onnxprobe.stats.tensor_stats import COL, MAX_COL, MIN_COL, ROW, SAFE_HALF_RANGE, needs_rerun
+from onnxprobe.stats.tensor_stats import BLOCK_PARTS, COL, MAX_COL, MIN_COL, ROW, SAFE_HALF_RANGE, needs_rerun
 
 ROW_WIDTH = len(ROW)
 # additive columns merge by sum, MIN_COL by min and MAX_COL by max; the shifted sums need a common shift
@@ -39,7 +45,7 @@ EXACT_IN_DOUBLE = {TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8, Tensor
 MIN_OPSET = 9  # IsNaN and Where
 TINY32 = np.float32(1.4e-45)  # the smallest float32 subnormal: a half-range that is 0 divides by this
 
-__all__ = ["StatsBuilder", "needs_masking", "IDENTITY_ROW", "ROW_WIDTH", "UNSUPPORTED_STATS_DTYPES", "MIN_OPSET"]
+__all__ = ["StatsBuilder", "block_size", "needs_masking", "IDENTITY_ROW", "ROW_WIDTH", "UNSUPPORTED_STATS_DTYPES", "MIN_OPSET"]
 
 
 def needs_masking(st) -> bool:
@@ -85,13 +91,41 @@ class StatsBuilder(GraphBuilder):
             return fast
         return self._checked(fast, f, b, axes, size, wide, elem)
 
-    def stats_parts(self, x: str, elem_type: int | None, shape: tuple | None = None) -> tuple[str, str]:
-        """The fast row's two computed pieces, for a reader that assembles the row itself (the count from
-        the tensor's shape, no NaN or Inf: a row that cannot be trusted is rerun, as "deferred"): the
-        extremes (min, max, shift; float32, or float64 for the flat forms; 3 elements, all-ones dims) and
-        the float64 sums (Σ(x-c), Σ(x-c)², Σ|x|, non-zero count). Five nodes fewer than a row."""
+    def stats_parts(self, x: str, elem_type: int | None, shape: tuple | None = None) -> tuple[str, str | None, int]:
+        """For a reader that assembles the statistics itself (no NaN or Inf: statistics that cannot be
+        trusted are rerun, as "deferred"): (first, second, block). A float tensor of a known static shape
+        whose size some ``block_size`` divides: its per-block summaries (``block_parts``; second None),
+        else the fast row's two computed pieces (block 0; the count from the tensor's shape): the extremes
+        (min, max, shift; float32, or float64 for the flat forms; 3 elements, all-ones dims) and the float64
+        sums (Σ(x-c), Σ(x-c)², Σ|x|, non-zero count), five nodes fewer than a row."""
         f, axes, wide, elem = self._prepared(x, elem_type, shape)
-        return self._fast_parts(f, x, axes, wide, elem)
+        block = block_size(shape) if elem == TensorProto.FLOAT else None
+        if block:
+            return self.block_parts(f, x, block), None, block
+        return (*self._fast_parts(f, x, axes, wide, elem), 0)
+
+    def block_parts(self, f: str, b: str, block: int) -> str:
+        """The float32 tensor ``f`` as rows of ``block`` elements, each reduced to ``BLOCK_PARTS`` (its
+        extremes, its mean m_b, Σ(x - m_b), Σ(x - m_b)², Σ|x|, its non-zero count): one [7 k, 1] output,
+        merged on the host in float64 (``TensorStats.from_blocks``). About each block's own mean, the
+        float32 sums do not cancel (k ~ 1, where the midpoint shift of ``_fast_parts`` left k = 137 on a
+        sigmoid map and needed float64 sums from the first addition); no full-size float64 copy, no
+        float64 reductions, no outer sums in the graph (PP-OCRv4 det 800x608, layers --all: 6,094 -> 4,741
+        nodes; measured on a prototype, interleaved: session 0.24 -> 0.16 s, first run 0.46 -> 0.27 s)."""
+        x = self.node("Reshape", [f, self.const(np.array([-1, block], np.int64))], f"{b}.blocks")
+        lo = self.red("ReduceMin", x, f"{b}.bmin", axes=[1])
+        hi = self.red("ReduceMax", x, f"{b}.bmax", axes=[1])
+        m = self.red("ReduceMean", x, f"{b}.bmean", axes=[1])
+        d = self.node("Sub", [x, m], f"{b}.bd")
+        r = self.red("ReduceSum", d, f"{b}.bs1", axes=[1])
+        # Mul and ReduceSum, not ReduceSumSquare: onnxruntime's float32 ReduceSumSquare is slower (_sums)
+        q = self.red("ReduceSum", self.node("Mul", [d, d], f"{b}.bdd"), f"{b}.bs2", axes=[1])
+        a = self.red("ReduceSum", self.node("Abs", [x], f"{b}.babs"), f"{b}.bsumabs", axes=[1])
+        nonzero = self.node("Cast", [self.node("Cast", [x], f"{b}.bnz.b", to=TensorProto.BOOL)], f"{b}.bnz.f",
+                            to=TensorProto.FLOAT)  # as in _fast_parts
+        nz = self.red("ReduceSum", nonzero, f"{b}.bnonzero", axes=[1])
+        parts = {"min": lo, "max": hi, "mean": m, "sum_d": r, "sumsq_d": q, "sumabs": a, "nonzero": nz}
+        return self.node("Concat", [parts[k] for k in BLOCK_PARTS], f"{b}.blockparts", axis=0)
 
     def _prepared(self, x: str, elem_type: int | None, shape: tuple | None) -> tuple[str, list[int], bool, int]:
         """(tensor, axes, wide, element type) that the rows reduce: float32 (a copy of float16/bfloat16)
@@ -276,6 +310,21 @@ class StatsBuilder(GraphBuilder):
         tail = self.node("Gather", [sums, self.const(np.array([COL["sumabs"], COL["nonzero"]], np.int64))], f"{s}.tail", axis=1)
         merged = self.node("Concat", [counts, moments, tail], f"{s}.merged_raw", axis=1)
         return merged
+
+
+# block_parts' rows: at least BLOCK_ROW[0] elements (its [7 k, 1] output is at most 7/256 of the tensor), at
+# most BLOCK_ROW[1]: onnxruntime's float32 row sums drift with their length (std against numpy float64 on
+# PP-OCRv4 rec, worst tensor: rows of up to 4096 elements 1.5e-6, 2048 3.3e-7, 1024 7.5e-8; the same time)
+BLOCK_ROW = (256, 1024)
+
+
+def block_size(shape: tuple | None) -> int | None:
+    """The largest divisor of the size of a tensor of static ``shape`` within BLOCK_ROW (None: a shape not
+    known here, or no such divisor)."""
+    if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
+        return None
+    n = int(np.prod(shape, dtype=np.int64))
+    return next((b for b in range(min(n, BLOCK_ROW[1]), BLOCK_ROW[0] - 1, -1) if n % b == 0), None)
 
 
 BLOCK_MIN = 16  # partial sums over at least this many elements (at most 1/16 of the tensor goes to float64)

@@ -58,7 +58,7 @@ def structure(model: onnx.ModelProto) -> str:
 # what an entry holds, how probes read it (rows, pair outputs) and how its graph is laid out: a change bumps it, so that a
 # development build never reads an entry an older build of the same version wrote (8: tensors of old-opset models
 # whose shapes only the version-converted inference tells are planned onto the host when small)
-FORMAT = 11
+FORMAT = 12
 
 
 def key_of(parts: dict) -> str:
@@ -86,7 +86,8 @@ def load(k: str, base: onnx.ModelProto, restore: bool = True) -> tuple[onnx.Mode
     try:
         probes = [Probe(ref=_ref(p["ref"]), stats_output=p["stats_output"], shape_output=p["shape_output"],
                         raw_output=p["raw_output"], stats_on_host=p["stats_on_host"],
-                        raw_for_stats=p.get("raw_for_stats", False), stats_sums=p.get("stats_sums")) for p in meta["probes"]]
+                        raw_for_stats=p.get("raw_for_stats", False), stats_sums=p.get("stats_sums"),
+                        stats_block=p.get("stats_block", 0)) for p in meta["probes"]]
     except (KeyError, TypeError):
         return None
     return model, probes, list(meta.get("warnings", []))

@@ -24,6 +24,9 @@ import numpy as np
 # the in-graph row: counts, the extremes, the shift, the three sums, the non-zero count
 ROW = ("count", "nan", "nonfinite", "min", "max", "shift", "sum_d", "sumsq_d", "sumabs", "nonzero")
 COL = {name: i for i, name in enumerate(ROW)}
+# a tensor summarised block by block in the graph (graph.stats_nodes.block_parts): per block of B elements,
+# float32, its extremes, its mean m_b, Σ(x - m_b), Σ(x - m_b)², Σ|x| and its non-zero count (from_blocks)
+BLOCK_PARTS = ("min", "max", "mean", "sum_d", "sumsq_d", "sumabs", "nonzero")
 MIN_COL, MAX_COL = COL["min"], COL["max"]
 # a half-range outside these bounds may overflow or underflow float32 squares: the statistics are then
 # recomputed with x - c scaled by the half-range (graph.stats_nodes, "careful" rows)
@@ -67,6 +70,26 @@ class TensorStats:
         for r in np.asarray(rows, dtype=np.float64).reshape(-1, len(ROW)):
             out = out.merge(cls.from_row(r))
         return out
+
+    @classmethod
+    def from_blocks(cls, parts: np.ndarray, block: int) -> "TensorStats":
+        """The statistics of a tensor of finite values from its per-block summaries (``BLOCK_PARTS``, each a
+        row of k blocks of ``block`` elements). Each block's moments are about its own mean, so its
+        float32 sums do not cancel however skewed or offset the tensor is; the blocks are merged here in
+        float64 about the tensor's mean c (Chan et al.): Σ(x-c) = Σ_b r_b + B (m_b - c) and
+        Σ(x-c)² = Σ_b q_b + 2 (m_b - c) r_b + B (m_b - c)². A NaN or Inf in the tensor shows as a
+        non-finite sum, which ``needs_rerun`` catches."""
+        lo, hi, m, r, q, a, nz = np.asarray(parts, np.float64).reshape(len(BLOCK_PARTS), -1)
+        n = m.size * block
+        with np.errstate(all="ignore"):
+            c = float(np.mean(m + r / block))
+            e = m - c
+            s1 = float(r.sum() + block * e.sum())
+            s2 = float(q.sum() + 2 * np.dot(e, r) + block * np.dot(e, e))
+            nonzero = nz.sum()
+        return cls(count=n, zeros=n - int(nonzero) if math.isfinite(nonzero) else 0, min=float(lo.min()),
+                   max=float(hi.max()), shift=c, s1=s1, s2=max(s2, 0.0) if math.isfinite(s2) else s2,
+                   sumabs=float(a.sum()))
 
     @classmethod
     def from_array(cls, a: np.ndarray) -> "TensorStats":

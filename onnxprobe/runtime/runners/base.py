@@ -80,7 +80,9 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
         name = p.ref.name
         if p.shape_output:
             shapes[name] = tuple(int(d) for d in out[p.shape_output])
-        if p.stats_output and p.stats_sums:  # the row's two computed pieces: count from the shape, no NaN/Inf
+        if p.stats_output and p.stats_block:  # per-block summaries (the shape's size, checked by the graph's Reshape)
+            stats[name] = TensorStats.from_blocks(out[p.stats_output], p.stats_block)
+        elif p.stats_output and p.stats_sums:  # the row's two computed pieces: count from the shape, no NaN/Inf
             row = np.concatenate([[float(np.prod(shapes[name], dtype=np.float64)), 0.0, 0.0],
                                   np.asarray(out[p.stats_output], np.float64).reshape(-1),
                                   np.asarray(out[p.stats_sums], np.float64).reshape(-1)])
@@ -184,6 +186,7 @@ class GraphRunner(Runner):
     def __init__(self, model: onnx.ModelProto, config: RunConfig | None = None, label: str = ""):
         super().__init__(model, config, label)
         self._plans: OrderedDict = OrderedDict()
+        self._key_shapes: dict = {}  # a caller's key -> the input shapes its first plan was made for (probe)
 
     @abstractmethod
     def execute(self, model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device_outputs: list[str] = (),
@@ -239,7 +242,13 @@ class GraphRunner(Runner):
         compiled form made under the same key (the debugger's repeated runs, a dataset's batches)."""
         base = model if model is not None else self.model
         in_graph = [r for r in refs if r.kind == "node"]
-        plan = self._plan(base, in_graph, key, {k: tuple(np.shape(v)) for k, v in feeds.items()},
+        shapes_now: dict | None = {k: tuple(np.shape(v)) for k, v in feeds.items()}
+        if key is not None and self._key_shapes.setdefault(key, shapes_now) != shapes_now:
+            # a plan made for one set of input shapes (concrete sizes choose its statistics' block rows,
+            # graph.stats_nodes.block_size) may not fit another: feeds of varying shapes under one key (a
+            # dataset's batches) get one plan made for any shape, kept under a key of its own
+            key, shapes_now = (key, "any shape"), None
+        plan = self._plan(base, in_graph, key, shapes_now,
                           stats=stats, shapes=shapes, raw=raw, nonfinite=nonfinite, small=SMALL_ON_HOST,
                           count_from_shape=True)
         return self.run_plan(plan, feeds, host_refs=[r for r in refs if r.kind != "node"], stats=stats, shapes=shapes,
