@@ -136,6 +136,17 @@ def default_probes(model: Path) -> list[str]:
         [p.ref.name for p in api.plan(m).probes]
 
 
+def compile_bytecode() -> None:
+    """Write onnxprobe's bytecode, as every installed copy has it: pip compiles a package when it installs
+    it, and Python caches each module on its first import, but not under PYTHONDONTWRITEBYTECODE=1 (set on
+    some machines, this one included), where each command would compile onnxprobe's modules from source
+    again (measured: +0.11 s a command, tiny BERT layers --all). numpy, onnxruntime and Polygraphy come
+    from pip with theirs."""
+    where = subprocess.run([PY, "-c", "import os, onnxprobe; print(os.path.dirname(onnxprobe.__file__))"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([PY, "-m", "compileall", "-q", where], check=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", type=Path, default=Path(os.environ["ONNXPROBE_MODELS"]) if os.environ.get("ONNXPROBE_MODELS") else None)
@@ -148,6 +159,7 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     from models import check_perturbed, perturbed  # noqa: E402
 
+    compile_bytecode()
     poly = None if args.no_polygraphy else polygraphy_bin()
     results: dict = {"machine": os.uname().machine, "cpus": os.cpu_count(), "repeat": args.repeat, "models": {}}
     for key, (path, shapes) in models(args.models).items():
