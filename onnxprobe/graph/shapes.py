@@ -11,6 +11,7 @@ import onnx
 from onnx import shape_inference
 
 from onnxprobe.errors import first_line
+from onnxprobe.graph.contrib_types import typed_outputs
 from onnxprobe.memory import return_freed_memory, trim
 
 
@@ -32,6 +33,7 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
     warnings = warnings if warnings is not None else []
     return_freed_memory()  # inference's buffers are large and short-lived: let them go back when freed
     sk = skeleton(model, constants=True)
+    sk.graph.value_info.extend(typed_outputs(sk.graph))  # com.microsoft's quantized ops: inference goes on past them
     err = ""
     for strict in (True, False):
         try:

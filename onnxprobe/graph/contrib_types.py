@@ -1,0 +1,41 @@
+"""The element types of com.microsoft's quantized ops' outputs, which onnx's shape inference does not know.
+
+onnx infers nothing for an op outside its own domains, and so nothing downstream of it either: after one
+QLinearMul (onnxruntime's QOperator quantization writes them between standard QLinearConvs), every
+tensor's dtype was unknown ("?" in the tables). Each of these ops writes the type of its output zero
+point, an initializer whose type is known before inference (onnxruntime's contrib op schemas:
+QLinearAdd/QLinearMul take it as input 7, the unary ones as input 4, QLinearConcat as input 1).
+``typed_outputs`` gives a value_info (type only) for each such output, for inference to start from.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+MS_DOMAIN = "com.microsoft"
+# op -> the input whose type the output has (the output's zero point)
+ZERO_POINT_INPUT = {
+    "QLinearAdd": 7, "QLinearMul": 7, "QLinearSigmoid": 4, "QLinearLeakyRelu": 4, "QLinearSoftmax": 4,
+    "QLinearGlobalAveragePool": 4, "QLinearAveragePool": 4, "QLinearConcat": 1, "QLinearWhere": 8, "QGemm": 8,
+}
+
+
+def typed_outputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
+    """Type-only value_info for the outputs of ``graph``'s com.microsoft quantized ops whose output zero
+    point is an initializer or a Constant of this graph (others are left unknown)."""
+    known = {t.name: t.data_type for t in graph.initializer}
+    for n in graph.node:
+        if n.op_type == "Constant" and n.output:
+            for a in n.attribute:
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                    known[n.output[0]] = a.t.data_type
+    have = {v.name for v in (*graph.value_info, *graph.output)}
+    out = []
+    for n in graph.node:
+        k = ZERO_POINT_INPUT.get(n.op_type) if n.domain == MS_DOMAIN else None
+        if k is None or len(n.input) <= k or not n.output or not n.output[0] or n.output[0] in have:
+            continue
+        elem = known.get(n.input[k])
+        if elem:
+            out.append(onnx.helper.make_tensor_value_info(n.output[0], elem, None))
+    return out
