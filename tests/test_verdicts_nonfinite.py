@@ -208,3 +208,26 @@ def test_merged_shards_judge_an_output_on_the_shard_that_has_values(tmp_path):
     assert merged.exit_code == 0 and d["verdict"] == "pass", d["verdict_reason"]
     both_nan = invoke("merge-stats", reports[0], reports[2], "--json", "-")
     assert both_nan.exit_code == 1 and json.loads(both_nan.stdout)["verdict"] == "error"
+
+
+def test_nan_alike_counts_over_samples_of_different_shapes(tmp_path):
+    """A dataset whose samples differ in shape: the NaN positions alike on both sides are still counted
+    (each sample's sums keep their positions), in the diff and after merge-stats."""
+    m = log_model(0.5)
+    for t in (*m.graph.input, *m.graph.output):
+        t.type.tensor_type.shape.dim[0].dim_param = "n"
+    p = save(tmp_path, "dyn", m)
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    samples = [X, np.concatenate([X, X[:1] + 0.05])]  # 2x4 and 3x4
+    for i, s in enumerate(samples):
+        np.savez(ds / f"s{i}.npz", x=s)
+    out = tmp_path / "d.json"
+    r = invoke("diff", p, p, "--inputs-dir", ds, "--json", out)
+    assert r.exit_code == 0, r.output
+    y = next(q for q in json.loads(out.read_text())["pairs"] if q["a"] == "y")
+    want_nan = sum(int((s < 0.5).sum()) for s in samples)
+    assert y["count"] == sum(s.size for s in samples) - want_nan and y["nonfinite_same"] == want_nan
+    merged = invoke("merge-stats", out, "--json", "-")
+    assert merged.exit_code == 0, merged.output
+    assert next(q for q in json.loads(merged.stdout)["pairs"] if q["a"] == "y")["nonfinite_same"] == want_nan

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
@@ -299,7 +299,7 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
         elif m.sums is None or not m.sums.samples:
             results.append(PairResult(p, None, None, None, None, tol, "value not produced"))
         else:
-            got = replace(m.sums.metrics(plan.rtol_of(p)), nonfinite_same=nonfinite_same(m.sums))
+            got = m.sums.metrics(plan.rtol_of(p))
             intro = m.introduced
             # nothing finite measured: not a pass (no value to compare), or a fail (NaN/Inf on one side only)
             why = nothing_measured(m.sums.shape, got) if got.empty else None
@@ -316,14 +316,6 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
                       list(dict.fromkeys(notes)), criterion=plan.tolerance.describe(),
                       profile=dict(plan.profile_summary) or None, in_graph=sum(1 for m in measured.values() if m.in_graph),
                       samples=len(labels) if labels is not None else None, labels=list(labels or []))
-
-
-def nonfinite_same(sums) -> int | None:
-    """Positions NaN/Inf alike on both sides, left out of the sums: every position less the finite pairs
-    and the mismatches; None when the samples' shapes differ (their sizes are not kept)."""
-    if sums.shape is None or any(d is None for d in sums.shape):
-        return None
-    return max(sums.samples * math.prod(sums.shape) - sums.count - sums.mismatch, 0)
 
 
 def _reject(matching: Matching, reject) -> None:

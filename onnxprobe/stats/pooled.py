@@ -49,6 +49,7 @@ class PairSums:
     shape: tuple | None = None  # dimensions every sample agrees on, None where they differ
     per_sample: dict[int, float] = field(default_factory=dict)  # sample -> its own SQNR (inf: exact)
     light: bool = False  # an introduced error's sums: no max |b|, allclose excess or max relative error
+    positions: int | None = None  # element positions over every sample, NaN/Inf ones too (None: an older report)
 
     @classmethod
     def one(cls, sample: int, shape: tuple[int, ...], *, count: int, max_abs: float, argmax: int, b_absmax: float,
@@ -59,7 +60,8 @@ class PairSums:
         shape = tuple(int(d) for d in shape)
         out = cls(1, count, mismatch, float(max_abs), (sample, int(argmax)), shape, float(b_absmax), float(excess),
                   float(max_rel), sample, exact_sum([sum_abs]), exact_sum([dd]), exact_sum([aa]), exact_sum([bb]),
-                  exact_sum([ab]), shape, {sample: sqnr_from_norms(math.sqrt(max(bb, 0.0)), math.sqrt(max(dd, 0.0)))})
+                  exact_sum([ab]), shape, {sample: sqnr_from_norms(math.sqrt(max(bb, 0.0)), math.sqrt(max(dd, 0.0)))},
+                  positions=math.prod(shape))
         return out.as_introduced() if light else out
 
     def as_introduced(self) -> "PairSums":
@@ -82,7 +84,7 @@ class PairSums:
                         rel.max_rel, rel.max_rel_sample,
                         *(exact_sum(getattr(self, k) + getattr(o, k)) for k in SUMS),
                         merged_shape(self.shape, o.shape), dict(sorted({**self.per_sample, **o.per_sample}.items())),
-                        self.light)
+                        self.light, None if self.positions is None or o.positions is None else self.positions + o.positions)
 
     def total(self, k: str) -> float:
         return math.fsum(getattr(self, k))
@@ -99,11 +101,23 @@ class PairSums:
 
     def _metrics(self, rtol: float) -> PairMetrics:
         if not self.count:
-            return PairMetrics(0.0, 0.0, 0.0, 0.0, 1.0, math.inf, (), 0.0, 0.0, self.mismatch)
-        return from_sums(max_abs=self.max_abs, argmax=self.worst[1], sum_abs=self.total("sum_abs"), dd=self.total("dd"),
-                         aa=self.total("aa"), bb=self.total("bb"), ab=self.total("ab"), b_absmax=self.b_absmax,
-                         excess=self.excess, max_rel=self.max_rel, shape=self.worst_shape, rtol=rtol, count=self.count,
-                         nonfinite_mismatch=self.mismatch)
+            m = PairMetrics(0.0, 0.0, 0.0, 0.0, 1.0, math.inf, (), 0.0, 0.0, self.mismatch)
+        else:
+            m = from_sums(max_abs=self.max_abs, argmax=self.worst[1], sum_abs=self.total("sum_abs"), dd=self.total("dd"),
+                          aa=self.total("aa"), bb=self.total("bb"), ab=self.total("ab"), b_absmax=self.b_absmax,
+                          excess=self.excess, max_rel=self.max_rel, shape=self.worst_shape, rtol=rtol, count=self.count,
+                          nonfinite_mismatch=self.mismatch)
+        return replace(m, nonfinite_same=self.nonfinite_same())
+
+    def nonfinite_same(self) -> int | None:
+        """Positions NaN/Inf alike on both sides, left out of the sums: every position less the finite pairs
+        and the mismatches; None when that is not known (a report written before sums kept their
+        positions, whose samples' shapes differ)."""
+        if self.positions is not None:
+            return max(self.positions - self.count - self.mismatch, 0)
+        if self.shape is None or any(d is None for d in self.shape):
+            return None
+        return max(self.samples * math.prod(self.shape) - self.count - self.mismatch, 0)
 
     def spread(self) -> dict:
         """The per-sample SQNR: min (and its sample), p5 and median (sample values: the inverted CDF)."""
@@ -121,7 +135,8 @@ class PairSums:
         """The same sums with every sample index moved by ``by`` (shards laid end to end)."""
         out = PairSums(self.samples, self.count, self.mismatch, self.max_abs, (self.worst[0] + by, self.worst[1]),
                        self.worst_shape, self.b_absmax, self.excess, self.max_rel, self.max_rel_sample + by,
-                       *(list(getattr(self, k)) for k in SUMS), self.shape, {s + by: x for s, x in self.per_sample.items()})
+                       *(list(getattr(self, k)) for k in SUMS), self.shape, {s + by: x for s, x in self.per_sample.items()},
+                       positions=self.positions)
         return out.as_introduced() if self.light else out
 
     def to_dict(self) -> dict:
@@ -131,7 +146,7 @@ class PairSums:
              "excess": _enc(self.excess), "max_rel": _enc(self.max_rel), "max_rel_sample": self.max_rel_sample,
              **{k: list(getattr(self, k)) for k in SUMS},
              "shape": None if self.shape is None else list(self.shape),
-             "per_sample": [[s, _enc(x)] for s, x in self.per_sample.items()]}
+             "per_sample": [[s, _enc(x)] for s, x in self.per_sample.items()], "positions": self.positions}
         if self.light:
             return {"light": True, **{k: v for k, v in d.items() if k not in LIGHT_FIELDS}}
         return d
@@ -174,7 +189,7 @@ class PairSums:
                    tuple(_ints(d.get("worst_shape"), "worst_shape")), _dec(d.get("b_absmax"), "b_absmax"),
                    _dec(d.get("excess"), "excess"), _dec(d.get("max_rel"), "max_rel"), ints["max_rel_sample"],
                    **sums, shape=None if shape is None else tuple(shape), per_sample=dict(sorted(per_sample.items())),
-                   light=light)
+                   light=light, positions=_int(d, "positions") if d.get("positions") is not None else None)
 
 
 def dataset_fields(sums: PairSums, intro: PairSums | None, labels: list[str]) -> dict:
