@@ -72,6 +72,18 @@ def nan_model() -> onnx.ModelProto:
     )
 
 
+def transposing_model() -> onnx.ModelProto:
+    """x [N, M] -> r = Relu(x) [N, M], t = Transpose(x) [M, N], s = Sigmoid(t): a --map r -> t agrees with the
+    static shapes (both ?x?) and differs at run time unless N == M."""
+    return make_model(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Transpose", ["x"], ["t"], name="tr", perm=[1, 0]),
+         helper.make_node("Sigmoid", ["t"], ["s"], name="sig"),
+         helper.make_node("ReduceSum", ["r"], ["y1"], name="sum1", keepdims=0),
+         helper.make_node("ReduceSum", ["s"], ["y2"], name="sum2", keepdims=0)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "M"])],
+        [helper.make_tensor_value_info("y1", TensorProto.FLOAT, []), helper.make_tensor_value_info("y2", TensorProto.FLOAT, [])])
+
+
 # --- surgery commands (inspect / mark / extract) --------------------------------------------------------
 
 def pytest_configure(config):

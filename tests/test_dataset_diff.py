@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 from typer.testing import CliRunner
 
-from conftest import sample_path
+from conftest import sample_path, transposing_model
 from onnxprobe.cli.main import app
 from quantize_fixtures import quantize
 
@@ -278,3 +278,29 @@ def test_samples_of_one_shape_infer_shapes_and_build_cones_once(tmp_path, monkey
     assert res.samples == 4 and res.verdict()[0] == "pass"
     assert sizes == [{"x": (2, 3, 8, 8)}, {"x": (1, 3, 8, 8)}]
     assert cones and len(cones) == len(set(cones)), cones
+
+
+def test_a_map_pair_whose_shapes_differ_in_one_shard_is_not_compared_once_merged(tmp_path):
+    m = tmp_path / "m.onnx"
+    onnx.save(transposing_model(), str(m))
+    (tmp_path / "map.json").write_text(json.dumps({"r": "t"}))
+    rng = np.random.default_rng(0)
+    for shard, shapes in (("s1", [(512, 256)]), ("s2", [(256, 256), (128, 128)])):
+        (tmp_path / shard).mkdir()
+        for i, shape in enumerate(shapes):
+            np.savez(tmp_path / shard / f"x{i}.npz", x=rng.random(shape, dtype=np.float32))
+    # the first shard's sample has shapes that differ: not compared there, so not compared in the merge,
+    # whose verdict is an error as that of one run over every sample is (the outputs pass everywhere)
+    one = json.loads(_run("diff", m, m, "--map", tmp_path / "map.json", "--inputs-dir", tmp_path / "s1", "--json", "-",
+                          code=(1,)).stdout)
+    two = json.loads(_run("diff", m, m, "--map", tmp_path / "map.json", "--inputs-dir", tmp_path / "s2", "--json", "-",
+                          code=(0,)).stdout)
+    assert one["verdict"] == "error" and two["verdict"] == "pass"
+    for d, path in ((one, "s1.json"), (two, "s2.json")):
+        (tmp_path / path).write_text(json.dumps(d))
+    merged = json.loads(_run("merge-stats", tmp_path / "s1.json", tmp_path / "s2.json", "--json", "-", code=(1,)).stdout)
+    pair = next(p for p in merged["pairs"] if p["strategy"] == "map")
+    assert pair["passed"] is None and pair["runtime_shapes"] == [[512, 256], [256, 512]], pair
+    assert pair["problem"] == "s1.json:x0.npz: shapes differ at run time: [512, 256] vs [256, 512]"
+    assert merged["verdict"] == "error" and "given in --map could not be compared" in merged["verdict_reason"]
+    assert all(p["passed"] is True for p in merged["pairs"] if p["is_output"])

@@ -446,3 +446,22 @@ def test_keeping_one_layer_in_fp32_matches_a_hand_made_model(qdir):
     d = run(qm).astype(np.float64) - ref
     assert s.output_sqnr_db_fp32 == pytest.approx(10 * np.log10((ref.astype(np.float64) ** 2).sum() / (d ** 2).sum()), abs=1e-3)
     assert res.sensitivity and all(np.isfinite(x.output_sqnr_db_fp32) for x in res.sensitivity)
+
+
+def test_a_one_run_diff_that_fails_says_why_in_full_and_the_rest_is_measured(monkeypatch):
+    # QA: the note kept 160 characters of onnxruntime's first line, which ends in the reason after a long
+    # source path; the reason was cut off
+    from onnxprobe.compare import measure
+    from onnxprobe.errors import ExecutionError
+
+    why = "onnxruntime: Non-zero status code returned while running Foo node. Status Message: /" + "x" * 200 + " the reason"
+
+    def failing(*args, **kwargs):
+        raise ExecutionError(why + "\nsecond line")
+
+    monkeypatch.setattr(measure, "run", failing)
+    res = api.diff(sample_path("mlp"), sample_path("mlp"), config=api.RunConfig(device="cpu"),
+                   inputs=api.InputSpec(arrays=sample_feeds("mlp")))
+    note = next(n for n in res.notes if "one-run diff failed" in n)
+    assert note == f"the one-run diff failed ({why}); measured in separate runs"
+    assert res.verdict()[0] == "pass" and res.in_graph == 0 and res.compared == len(res.results)

@@ -10,7 +10,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
-from conftest import make_model, sample_path
+from conftest import make_model, sample_path, transposing_model
 from onnxprobe import api
 from onnxprobe.cli.main import app
 from onnxprobe.errors import UsageError
@@ -184,3 +184,30 @@ def test_a_map_file_that_is_not_an_object_of_names_is_one_usage_error(tmp_path):
         (tmp_path / "map.json").write_text(text)
         r = invoke("diff", sample_path("cnn"), sample_path("cnn"), "--map", tmp_path / "map.json")
         assert r.exit_code == 2 and "--map" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
+
+
+def test_a_map_pair_whose_shapes_differ_at_run_time_is_not_compared_and_no_pass(tmp_path):
+    # QA: big enough for the one-run diff's rows (not summed on the host), whose Sub of [512, 256] and
+    # [256, 512] failed the whole run; its note was cut off mid-path, and the pair a FAIL that no verdict read
+    m = save(tmp_path, "m", transposing_model())
+    (tmp_path / "map.json").write_text(json.dumps({"r": "t"}))
+    for extra in ([], ["--separate-runs"]):
+        r = invoke("diff", m, m, "--map", tmp_path / "map.json", "--shape", "x=512,256", "--json", "-", *extra)
+        assert r.exit_code == 1, r.output
+        d = json.loads(r.stdout)
+        mapped = next(p for p in d["pairs"] if p["strategy"] == "map")  # reported, though no default op selects a Relu
+        assert (mapped["a"], mapped["b"], mapped["passed"]) == ("r", "t", None), mapped
+        assert mapped["problem"] == "shapes differ at run time: [512, 256] vs [256, 512]"
+        assert mapped["runtime_shapes"] == [[512, 256], [256, 512]] and d["first_failure"] is None
+        assert d["verdict"] == "error" and "given in --map could not be compared: 'r' -> 't'" in d["verdict_reason"]
+        assert all(p["passed"] is True for p in d["pairs"] if p["is_output"]), d["pairs"]  # the rest still ran
+        assert not any("one-run diff failed" in n for n in d["notes"]), d["notes"]
+        if not extra:  # every pair measured in the one run (the mapped one left out of its graph, and said why)
+            assert d["in_graph"] == len(d["pairs"]), d["in_graph"]
+    text = invoke("diff", m, m, "--map", tmp_path / "map.json", "--shape", "x=512,256", env={"COLUMNS": "200"})
+    assert "t: not compared: shapes differ at run time: [512, 256] vs [256, 512]" in text.stdout
+    assert "outputs pass, but 1 pair(s) given in --map not compared" in text.stdout and "error starts" not in text.stdout
+    # where the shapes agree at run time, the pair is compared (N == M: Relu(x) against x's transpose)
+    ok = json.loads(invoke("diff", m, m, "--map", tmp_path / "map.json", "--shape", "x=256,256", "--json", "-").stdout)
+    compared = next(p for p in ok["pairs"] if p["strategy"] == "map")
+    assert compared["count"] == 256 * 256 and compared["passed"] is False and compared["runtime_shapes"] is None

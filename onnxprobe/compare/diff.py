@@ -23,7 +23,7 @@ from onnxprobe.match.engine import (
 )
 from onnxprobe.match.observe import Observable, body_note, body_tensors
 from onnxprobe.runtime.feeds import model_inputs
-from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, nothing_measured
+from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
 from onnxprobe.text import clean
 from onnxprobe.types import forward_name
 
@@ -42,6 +42,7 @@ class PairResult:
     problem: str | None = None  # why no metrics (shapes differ at run time, value missing)
     pooled: Measured | None = None  # a dataset's sums behind the metrics (mergeable: compare.dataset)
     kernel_ms: tuple[float | None, float | None] | None = None  # --profile: A's and B's producer kernel times
+    runtime_shapes: tuple[list[int], list[int]] | None = None  # A's and B's shapes, where they differed at run time
 
 
 @dataclass
@@ -87,6 +88,13 @@ class DiffResult:
         return [r for r in self.results if r.passed is None and (r.pair.a.is_output or r.pair.b.is_output)]
 
     @property
+    def uncompared_mapped(self) -> list[PairResult]:
+        """Pairs given in --map (``user_map=``) that were not compared: the user asked for each of them, so
+        the verdict is an error, not a pass earned by the other pairs (as a --map entry whose static
+        shapes differ is refused before anything runs)."""
+        return [r for r in self.results if r.passed is None and r.pair.strategy == "map"]
+
+    @property
     def unpaired_outputs(self) -> list[Unmatched]:
         """Model outputs (for gradients: weight gradients) that nothing on the other side stood for."""
         return [u for u in self.matching.unmatched_a + self.matching.unmatched_b
@@ -110,6 +118,9 @@ class DiffResult:
             names = ", ".join(f"{n!r} ({why})" for n, why in missing[:3])
             more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
             return "error", f"{len(missing)} of the {what} could not be compared: {names}{more}"
+        mapped = [(r.pair.a.name, r.pair.b.name, r.problem or "value not produced") for r in self.uncompared_mapped]
+        if mapped:
+            return "error", mapped_not_compared(mapped)
         if self.grad is not None:
             wrong = self._grad_verdict()
             if wrong is not None:
@@ -209,7 +220,8 @@ def measured_label(a: Side, b: Side) -> str:
 def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tuple[list[Pair], set[str]]:
     """The pairs a selection reports, resolved by ``graph.select`` on each model: a pair is in when its
     A tensor (or the value it stands for) is selected in A, or (without --range, which counts A's nodes)
-    its B tensor in B; model outputs always are. Returns (pairs, the selected names of B)."""
+    its B tensor in B; model outputs and the pairs given in --map always are (the user asked for them).
+    Returns (pairs, the selected names of B)."""
     models = [a.model.proto] + ([b.model.proto] if b.model is not a.model else [])
     check_criteria(models, sel)
     in_a = {r.name for r in select(a.model.proto, sel, strict=False)}
@@ -222,7 +234,8 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
 
     if sel.all and not (sel.ops or sel.names or sel.range):  # everything, graph inputs and their gradients too
         return list(matching.pairs), {o.name for o in b.observation.observables}
-    pairs = [p for p in matching.pairs if p.a.is_output or p.b.is_output or any(n in in_a for n in names(p.a))
+    pairs = [p for p in matching.pairs if p.a.is_output or p.b.is_output or p.strategy == "map"
+             or any(n in in_a for n in names(p.a))
              or (not sel.range and any(n in in_b for n in names(p.b)))]
     return pairs, in_b | {o.name for o in b.observation.observables if o.is_output}
 
@@ -293,9 +306,11 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
     for k, p in enumerate(plan.report):
         tol = plan.tolerance_of(p)
         m = measured.get(k) or Measured()
-        if m.problem is not None:
-            s, why = m.problem
-            results.append(PairResult(p, None, None, None, False, tol, f"{labels[s]}: {why}" if labels else why))
+        if m.problem is not None:  # two tensors of other shapes: different functions of the data, not compared
+            s, sa, sb = m.problem
+            why = f"shapes differ at run time: {sa} vs {sb}"
+            results.append(PairResult(p, None, None, None, None, tol, f"{labels[s]}: {why}" if labels else why,
+                                      runtime_shapes=(sa, sb)))
         elif m.sums is None or not m.sums.samples:
             results.append(PairResult(p, None, None, None, None, tol, "value not produced"))
         else:

@@ -9,7 +9,9 @@ through one session, kept under a cache key); each run gives one sample's ``stat
 pair. Used when both sides are onnxruntime with the same settings (one session can hold both); anything it
 cannot measure in the graph (a non-float32 pair, a NaN or Inf on either side: the host's masked
 float64 path; shapes that differ at run time) is handed back for the host path, which the caller runs
-on just those pairs.
+on just those pairs. A pair whose two tensors' shapes differ at run time in a way the graph's rows cannot
+take (their difference broadcasts nowhere) fails the whole run: ``runtime_shapes`` then finds those pairs
+in a run that computes only the pairs' shapes, and ``build(skip=...)`` leaves them out.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from onnxprobe.graph.merge import PREFIX_A, NotMergeable, side_by_side
 from onnxprobe.graph.pair_nodes import MAXIMA, PAIR_ROW, SUMS, PairBuilder
 from onnxprobe.graph.shapes import concrete_shapes, concrete_sizes, infer_shapes, static_shape, value_types
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stubs
+from onnxprobe.graph.walk import implicit_inputs
 from onnxprobe.match.engine import Pair
 from onnxprobe.runtime import plan_cache
 from onnxprobe.runtime.runners import base as base_runner
@@ -41,12 +44,12 @@ MIN_OPSET = 9  # the statistics' builder, whose Reduce* forms it shares
 @dataclass
 class Fused:
     """What one run measured: one sample's sums per pair (by its position in the report), introduced
-    error where a cone was built, and the pairs whose shapes differed at run time; the pairs absent from
-    ``sums`` and ``problems`` are left for the host."""
+    error where a cone was built, and the pairs whose shapes differed at run time (A's shape, B's); the
+    pairs absent from ``sums`` and ``problems`` are left for the host."""
 
     sums: dict[int, PairSums] = field(default_factory=dict)
     introduced: dict[int, PairSums] = field(default_factory=dict)
-    problems: dict[int, str] = field(default_factory=dict)
+    problems: dict[int, tuple[list[int], list[int]]] = field(default_factory=dict)
     profile: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)  # pair -> (A's, B's kernel ms)
     profile_summary: dict = field(default_factory=dict)
 
@@ -80,12 +83,13 @@ def _float32(t: onnx.TypeProto | None) -> bool:
 
 
 def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool,
-          input_shapes: dict | None = None) -> FusedGraph:
+          input_shapes: dict | None = None, skip: frozenset[int] = frozenset()) -> FusedGraph:
     """The merged graph that measures ``report`` in one run. ``by_b``: B probe -> its pair, for every
     float pair of the matching (cones stop at those tensors); ``rtol_of(pair)``: the rtol of the pair's
     criterion. Pairs of small tensors for ``input_shapes`` (``runners.base.SMALL_ON_HOST``) leave the run
     as they are and are summed on the host (float64, any dtype), instead of ~35 metric nodes per pair.
-    Raises NotMergeable when the models cannot share a graph."""
+    ``skip``: pairs (positions in ``report``) whose shapes differ at run time: left out of the graph, and
+    no cone reads A's value of them in place of B's. Raises NotMergeable when the models cannot share a graph."""
     # both graphs without their big weights: the merged graph's stubs read A's and B's own (``weights``),
     # so two 1 GB models are not copied into a 2 GB third one (nor serialised) to be compared
     merged, aname, bname = side_by_side(skeleton(a.runner.model, constants=True), skeleton(b.runner.model, constants=True),
@@ -108,7 +112,8 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     # (a copy of such a Constant would be a stub of a name no weight has)
     inits = {i.name for i in g.initializer} | set(stubs(merged))
     order = {id(n): i for i, n in enumerate(g.node)}
-    known = {bname.get(x, x): aname.get(q.a.probe, q.a.probe) for x, q in by_b.items()}
+    left_out = {id(report[k]) for k in skip}
+    known = {bname.get(x, x): aname.get(q.a.probe, q.a.probe) for x, q in by_b.items() if id(q) not in left_out}
 
     scales = {i.name: i.data_type for i in g.initializer}
     for n in g.node:  # a dequantization outside what shape inference knows (after a contrib op): its scale's type
@@ -133,7 +138,8 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
 
     # the pairs no row can take have the raw budget first: it is their only way through the one run, where
     # a small pair a row could measure only saves its row's nodes
-    for k, (p, x, y, shape, rowable) in sorted(((k, planned(k)) for k in range(len(report))), key=lambda e: e[1][4]):
+    for k, (p, x, y, shape, rowable) in sorted(((k, planned(k)) for k in range(len(report)) if k not in skip),
+                                               key=lambda e: e[1][4]):
         sx, sy = sizes.get(x), sizes.get(y)
         # small, or of a size nobody can tell and no row for it (integers, masks): the host path would
         # fetch it whole anyway, in runs of its own; here it comes out of the one run
@@ -174,24 +180,24 @@ def merged_weights(a: Side, b: Side) -> dict:
 
 
 def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, introduced: bool,
-                 input_shapes: dict | None = None) -> FusedGraph:
+                 input_shapes: dict | None = None, skip: frozenset[int] = frozenset()) -> FusedGraph:
     """``build``, or what it built before for the same two models (their skeletons: graphs, small
     constants, the dequantizations onnxprobe added), pairs, criteria and introduced flag, from the disk
     cache of ``runtime.plan_cache`` (``--no-cache`` skips it): the second diff of a pair of models does not
     build the merged graph again (on PP-OCRv4 det, 1.9 s of 9)."""
     if not plan_cache.enabled(a.runner.config.cache and b.runner.config.cache):
-        return build(a, b, report, by_b, rtol_of, introduced, input_shapes)
+        return build(a, b, report, by_b, rtol_of, introduced, input_shapes, skip)
     ma, mb = a.runner.model, b.runner.model
     k = plan_cache.key_of({"fused": [plan_cache.structure(ma), plan_cache.structure(mb)], "introduced": introduced,
                            "pairs": [[p.a.probe, p.b.probe, p.b.kind, rtol_of(p)] for p in report],
                            "known": sorted([x, q.a.probe] for x, q in by_b.items()), "small": list(base_runner.SMALL_PAIRS_ON_HOST),
-                           "inputs": {n: list(v) for n, v in sorted((input_shapes or {}).items())}})
+                           "inputs": {n: list(v) for n, v in sorted((input_shapes or {}).items())}, "skip": sorted(skip)})
     weights = merged_weights(a, b)
     hit = plan_cache.load_entry(k, weights, restore=False)
     if hit is not None and hit[1].get("kind") == "fused":
         model, meta = hit
         return FusedGraph(model, meta["outputs"], meta["aname"], meta["bname"], {int(q): v for q, v in meta["raw"].items()}, weights)
-    fg = build(a, b, report, by_b, rtol_of, introduced, input_shapes)
+    fg = build(a, b, report, by_b, rtol_of, introduced, input_shapes, skip)
     if fg.model is not None:
         plan_cache.store_entry(k, fg.model, {"kind": "fused", "outputs": fg.outputs, "aname": fg.aname,
                                              "bname": fg.bname, "raw": fg.raw})
@@ -210,6 +216,51 @@ def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 
     return out
 
 
+def runtime_shapes(a: Side, fg: FusedGraph, feeds: dict) -> dict[int, tuple[list[int], list[int]]]:
+    """The pairs of ``fg`` whose two tensors' shapes differ on ``feeds`` -> (A's shape, B's), from one run
+    of a copy of the merged graph that computes those shapes and nothing after them (not the rows, which
+    fail the whole run when a pair's difference cannot broadcast)."""
+    if fg.model is None:
+        return {}
+    shapes = [o for o in fg.outputs if o.startswith(SHAPE_PREFIX) and o[-1] in "ab"]
+    small = [t for names in fg.raw.values() for t in names[:2]]
+    wanted = list(dict.fromkeys(shapes + small))
+    model = onnx.ModelProto()
+    model.CopyFrom(fg.model)
+    _prune(model.graph, wanted)
+    got, _ = a.runner.execute(model, feeds, wanted, weights=fg.weights)
+    out = {}
+    for o in shapes:
+        if o.endswith("a"):
+            k = int(o[len(SHAPE_PREFIX):-1])
+            sa, sb = (np.asarray(got[f"{SHAPE_PREFIX}{k}{s}"]).reshape(-1).tolist() for s in "ab")
+            if sa != sb:
+                out[k] = ([int(d) for d in sa], [int(d) for d in sb])
+    for k, names in fg.raw.items():
+        sa, sb = (list(np.shape(got[t])) for t in names[:2])
+        if sa != sb:
+            out[k] = (sa, sb)
+    return out
+
+
+def _prune(g: onnx.GraphProto, outputs: list[str]) -> None:
+    """Keep only the nodes ``outputs`` need (a body's reads from outside included), and make them the
+    graph's outputs."""
+    need, keep = set(outputs), []
+    for n in reversed(g.node):
+        if any(o in need for o in n.output if o):
+            keep.append(n)
+            need.update(i for i in n.input if i)
+            need.update(implicit_inputs(n))
+    nodes = [onnx.NodeProto() for _ in keep]
+    for c, n in zip(nodes, reversed(keep)):
+        c.CopyFrom(n)
+    del g.node[:]
+    g.node.extend(nodes)
+    del g.output[:]
+    g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
+
+
 def _read_raw(got: dict, raw: dict[int, list[str]], report: list[Pair], sample: int, out: Fused, rtol_of) -> None:
     """The small pairs: their values, summed on the host (``stats.pooled.pair_sums``, as the host path)."""
     for k, names in raw.items():
@@ -217,7 +268,7 @@ def _read_raw(got: dict, raw: dict[int, list[str]], report: list[Pair], sample: 
         if va is None or vb is None:
             continue
         if np.shape(va) != np.shape(vb):
-            out.problems[k] = f"shapes differ at run time: {list(np.shape(va))} vs {list(np.shape(vb))}"
+            out.problems[k] = (list(np.shape(va)), list(np.shape(vb)))
             continue
         rtol = rtol_of(report[k])
         out.sums[k] = pair_sums(va, vb, rtol, sample)
@@ -290,7 +341,7 @@ def _read(got: dict, report: list[Pair], sample: int, out: Fused) -> None:
             continue
         sa, sb = (tuple(int(d) for d in got[f"{SHAPE_PREFIX}{k}{s}"]) for s in "ab")
         if sa != sb:
-            out.problems[k] = f"shapes differ at run time: {list(sa)} vs {list(sb)}"
+            out.problems[k] = (list(sa), list(sb))
             continue
         m = _sums(r, sa, sample)
         if m is None:  # a NaN or Inf on a side: the masked float64 path, on the host
@@ -334,4 +385,4 @@ def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> 
                         bb=v["bb"], ab=ab, light=light)
 
 
-__all__ = ["Fused", "FusedGraph", "fusable", "build", "build_cached", "run", "profile", "NotMergeable"]
+__all__ = ["Fused", "FusedGraph", "fusable", "build", "build_cached", "run", "runtime_shapes", "profile", "NotMergeable"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxprobe.compare.fused import FusedGraph, NotMergeable, build_cached, profile, run
+from onnxprobe.compare.fused import FusedGraph, NotMergeable, build_cached, profile, run, runtime_shapes
 from onnxprobe.compare.introduced import build_cones, cone_inputs, run_cones
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import ExecutionError, first_line
@@ -46,6 +46,7 @@ class DiffPlan:
     notes: list[str] = field(default_factory=list)
     profile: bool = False  # time the one run under onnxruntime's profiler (one input: diff --profile)
     fused: FusedGraph | None = None  # built on the first run
+    skip: set[int] = field(default_factory=set)  # pairs left out of it: their shapes differed at run time
     kernel_ms: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)  # with profile: by pair
     profile_summary: dict = field(default_factory=dict)  # with profile: where the one run's time went
     memo: ModelMemo = field(default_factory=ModelMemo, repr=False)  # B's sizes by feed shapes, its cones by targets
@@ -60,12 +61,13 @@ class DiffPlan:
 
 @dataclass
 class Measured:
-    """A pair's sums over the samples where both values were produced; the first problem (sample, why);
-    ``in_graph``: measured by the one-run diff (on every sample, once merged)."""
+    """A pair's sums over the samples where both values were produced; the first sample where the two
+    tensors' shapes differed (sample, A's shape, B's): then nothing is compared; ``in_graph``: measured
+    by the one-run diff (on every sample, once merged)."""
 
     sums: PairSums | None = None
     intro: PairSums | None = None
-    problem: tuple[int, str] | None = None
+    problem: tuple[int, list[int], list[int]] | None = None
     in_graph: bool = False
 
     def merge(self, o: "Measured") -> "Measured":
@@ -97,7 +99,7 @@ def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, pr
         got = _fused(plan, feeds, sample, key)
         if got is not None:
             out.update({k: Measured(s, got.introduced.get(k), in_graph=True) for k, s in got.sums.items()})
-            out.update({k: Measured(problem=(sample, why), in_graph=True) for k, why in got.problems.items()})
+            out.update({k: Measured(problem=(sample, sa, sb), in_graph=True) for k, (sa, sb) in got.problems.items()})
             done_in_one = int(bool(out))
     todo = [k for k in range(len(plan.report)) if k not in out]
     if not todo:
@@ -136,24 +138,44 @@ def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, pr
 
 
 def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
-    if plan.fused is None:
+    """The one run of both models (``compare.fused``). A pair whose shapes differ at run time in a way
+    the graph's rows cannot take fails that run: the pairs whose shapes differ are then found in a run of
+    their shapes alone, left out of the graph (their rows and the cones that would read A's value in place
+    of B's), and the graph built again; those pairs are not compared on this input, and on the next ones
+    (a dataset's) they go through the separate runs, which measure them where their shapes agree."""
+    differ: dict[int, tuple[list[int], list[int]]] = {}
+    while True:
+        if plan.fused is None:
+            try:
+                plan.fused = build_cached(plan.a, plan.b, plan.report, plan.by_b, plan.rtol_of, plan.with_cones,
+                                          {n: tuple(np.shape(v)) for n, v in feeds.items()}, frozenset(plan.skip))
+            except NotMergeable:
+                plan.fuse = False
+                return None
+        # a graph built again is another session than the one kept under ``key``
+        run_key = key if key is None or not plan.skip else (key, tuple(sorted(plan.skip)))
         try:
-            plan.fused = build_cached(plan.a, plan.b, plan.report, plan.by_b, plan.rtol_of, plan.with_cones,
-                                      {n: tuple(np.shape(v)) for n, v in feeds.items()})
-        except NotMergeable:
-            plan.fuse = False
-            return None
-    try:
-        got = run(plan.a, plan.fused, feeds, plan.report, sample, key, plan.rtol_of)
-        if plan.profile:
-            profile(plan.a, plan.fused, feeds, plan.report, got)
-            plan.kernel_ms.update(got.profile)
-            plan.profile_summary.update(got.profile_summary)
-        return got
-    except ExecutionError as e:
-        plan.notes.append(f"the one-run diff failed ({first_line(e)[:160]}); measured in separate runs")
-        plan.fuse = False
-        return None
+            got = run(plan.a, plan.fused, feeds, plan.report, sample, run_key, plan.rtol_of)
+            if plan.profile:
+                profile(plan.a, plan.fused, feeds, plan.report, got)
+                plan.kernel_ms.update(got.profile)
+                plan.profile_summary.update(got.profile_summary)
+            got.problems.update(differ)
+            return got
+        except ExecutionError as e:
+            failed = e
+        try:
+            found = runtime_shapes(plan.a, plan.fused, feeds)
+        except ExecutionError:
+            found = {}
+        if not found:
+            break
+        differ.update(found)
+        plan.skip |= set(found)
+        plan.fused = None
+    plan.notes.append(f"the one-run diff failed ({first_line(failed)}); measured in separate runs")
+    plan.fuse = False
+    return None
 
 
 def _on_device(side: Side, forced: bool | None) -> bool:
@@ -185,7 +207,7 @@ def _measure(plan: DiffPlan, p: Pair, values_a: dict, values_b: dict, sample: in
         return Measured()  # not produced (a branch not taken)
     sa, sb = shape_of(va), shape_of(vb)
     if sa != sb:
-        return Measured(problem=(sample, f"shapes differ at run time: {list(sa)} vs {list(sb)}"))
+        return Measured(problem=(sample, list(sa), list(sb)))
     return Measured(sums_of(va, vb, plan.rtol_of(p), sample))
 
 

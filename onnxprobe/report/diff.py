@@ -9,6 +9,7 @@ from rich.text import Text
 from onnxprobe import __version__
 from onnxprobe.report.format import finite as finite_number, json_word, num, num_or_word, op, safe, shape, shorten
 from onnxprobe.report.table import Column, Table
+from onnxprobe.stats.merge_diff import UNPAIRED
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -21,7 +22,8 @@ def diff_dict(res, order=None) -> dict:
         d = {"index": r.pair.a.index, "a": r.pair.a.name, "b": r.pair.b.name, "key": r.pair.b.key, "node_a": r.pair.a.node, "node_b": r.pair.b.node,
              "op_type": r.pair.a.effective_op, "op_type_b": r.pair.b.effective_op, "strategy": r.pair.strategy, "reason": r.pair.reason,
              "shape": list(r.shape) if r.shape is not None else None, "is_output": r.pair.a.is_output or r.pair.b.is_output,
-             "module": r.pair.b.module or r.pair.a.module, "passed": r.passed, "problem": r.problem}
+             "module": r.pair.b.module or r.pair.a.module, "passed": r.passed, "problem": r.problem,
+             "runtime_shapes": [list(x) for x in r.runtime_shapes] if r.runtime_shapes is not None else None}
         d.update(m.to_dict() if m else dict.fromkeys(["max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "exact", "worst_index",
                                                   "nonfinite_mismatch", "count", "nonfinite_same"]))
         d["introduced_sqnr_db"] = _f(i.sqnr_db) if i else None
@@ -51,6 +53,18 @@ def diff_dict(res, order=None) -> dict:
         "fp32_sensitivity": [x.to_dict() for x in res.sensitivity],
         **({"grad": {k: json_word(v) for k, v in res.grad.items()}} if getattr(res, "grad", None) else {}),
     }
+
+
+def _verdict_words(d: dict) -> str:
+    """The footer's verdict: "outputs pass", "outputs FAIL", "outputs not compared"; when the outputs
+    pass but a pair given in --map was not compared (the verdict an error), it says so."""
+    verdict_of = "weight gradients" if d.get("grad") else "outputs"
+    mapped = sum(1 for p in d["pairs"] if p.get("strategy") == "map" and p["passed"] is None)
+    outputs = [p for p in d["pairs"] if p["is_output"]]
+    unpaired = any(u["is_output"] and u["cause"] in UNPAIRED for u in d["unmatched_a"] + d["unmatched_b"])
+    if d["verdict"] == "error" and mapped and outputs and all(p["passed"] for p in outputs) and not unpaired:
+        return f"{verdict_of} pass, but {mapped} pair(s) given in --map not compared"
+    return f"{verdict_of} {({'pass': 'pass', 'fail': 'FAIL', 'error': 'not compared'})[d['verdict']]}"
 
 
 def why_lines(d: dict, limit: int = 5) -> list[tuple[str, str]]:
@@ -164,9 +178,7 @@ def diff_renderables(res, width: int = 120, order=None) -> list:
     foot.append(f" · unmatched: {len(d['unmatched_a'])} in A, {len(d['unmatched_b'])} in B")
     if first_row is not None:
         foot.append(f" · ▶ error starts at {d['pairs'][first_row]['b']} ({d['pairs'][first_row]['op_type']})", style="bold")
-    verdict_of = "weight gradients" if d.get("grad") else "outputs"
-    word = {"pass": "pass", "fail": "FAIL", "error": "not compared"}[d["verdict"]]
-    foot.append(f" · {verdict_of} {word}", style="green" if d["verdict"] == "pass" else "bold red")
+    foot.append(f" · {_verdict_words(d)}", style="green" if d["verdict"] == "pass" else "bold red")
     out.append(foot)
     shown_b = [u for u in d["unmatched_b"] if u["selected"]]
     for side, items in (("A", d["unmatched_a"]), ("B", shown_b)):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from onnxprobe.errors import UsageError
 from onnxprobe.stats.merge import check_identity, common_fields
-from onnxprobe.stats.metrics import Tolerance, nothing_measured
+from onnxprobe.stats.metrics import Tolerance, mapped_not_compared, nothing_measured
 from onnxprobe.stats.pooled import PairSums, dataset_fields, pool
 
 DIFF_DATASET_SCHEMA = 1
@@ -106,14 +106,14 @@ def _merged_pair(key, parts: list[tuple[dict, int, str]], labels: list[str]) -> 
     base = parts[0][0]
     out = {k: v for k, v in base.items() if k not in MEASURED and k not in ("sums", "introduced_sums")}
     tol = Tolerance.from_dict(base["tolerance"])
-    problems = [f"{name}:{p['problem']}" for p, _, name in parts if p.get("problem") and p.get("sums") is None
-                and p.get("passed") is False]
+    # shapes that differed at run time in a shard: not compared, as in one diff over every sample
+    problems = [(f"{name}:{p['problem']}", p["runtime_shapes"]) for p, _, name in parts if p.get("runtime_shapes")]
     measured = [(PairSums.from_dict(p["sums"]).shifted(off), p) for p, off, _ in parts if p.get("sums") is not None]
     out.update(dict.fromkeys(MEASURED))
     out.update({"worst_sample": None, "max_rel_sample": None, "sqnr_per_sample": None, "sums": None,
-                "introduced_sums": None})
+                "introduced_sums": None, "runtime_shapes": None})
     if problems:
-        out.update(passed=False, problem=problems[0])
+        out.update(passed=None, problem=problems[0][0], runtime_shapes=problems[0][1])
         return out
     if not measured:
         out.update(passed=None, problem="value not produced")
@@ -151,6 +151,8 @@ def _verdict(shards: list[dict], pairs: list[dict], criterion: str) -> dict:
     unpaired = [u for u in first.get("unmatched_a", []) + first.get("unmatched_b", [])
                 if u.get("is_output") and u.get("cause") in UNPAIRED]
     uncompared = [p for p in pairs if p["is_output"] and p["passed"] is None]
+    mapped = [(p["a"], p["b"], p["problem"] or "value not produced") for p in pairs
+              if p.get("strategy") == "map" and p["passed"] is None]
     err = next((r for r in shards if r["verdict"] == "error"), None) if first.get("grad") else None
     if not any(_compared(p) for p in pairs):
         verdict, why = "error", "nothing was compared in any shard"
@@ -158,6 +160,8 @@ def _verdict(shards: list[dict], pairs: list[dict], criterion: str) -> dict:
         names = [(u["name"], u["reason"]) for u in unpaired] + [(p["b"], p["problem"] or "value not produced") for p in uncompared]
         shown = ", ".join(f"{n!r} ({why})" for n, why in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         verdict, why = "error", f"{len(names)} of the outputs could not be compared: {shown}"
+    elif mapped:
+        verdict, why = "error", mapped_not_compared(mapped)
     elif err is not None:
         verdict, why = "error", err["verdict_reason"]
     else:

@@ -262,3 +262,11 @@ def nothing_measured(shape, m: PairMetrics) -> str:
         return f"NaN/Inf mismatch at {m.nonfinite_mismatch} position(s), and no finite pair to measure"
     n = f"all {m.nonfinite_same} values are" if m.nonfinite_same else "every value is"
     return f"no finite value: {n} NaN/Inf on both sides, at the same positions"
+
+
+def mapped_not_compared(mapped: list[tuple[str, str, str]]) -> str:
+    """The verdict's line for pairs given in --map (A's tensor, B's, why) that were not compared: the
+    user asked for each, so no pass is earned by the other pairs (``compare.diff``, ``stats.merge_diff``)."""
+    names = ", ".join(f"{a!r} -> {b!r} ({why})" for a, b, why in mapped[:3])
+    more = f" and {len(mapped) - 3} more" if len(mapped) > 3 else ""
+    return f"{len(mapped)} of the pairs given in --map could not be compared: {names}{more}"
