@@ -399,6 +399,22 @@ def test_second_model_info_stats_and_diff(tmp_path):
     assert "matched by name" in out
 
 
+def test_save_html_writes_the_last_diff_not_a_match(tmp_path):
+    # QA: `match` ran a diff of its own (the default selection) in the slot of the last `diff`, so `save
+    # html` after `diff --all` and `match` wrote the match's 4 pairs, not the 7 of the diff the user ran
+    mlp = sample_path("mlp")
+    page = tmp_path / "r.html"
+    out = ok(tmp_path, [mlp, mlp], ["diff --all", "match fc1_out", f"save html {page}"])
+    n = len(api.diff(mlp, mlp, selection=api.Selection(all=True), config=api.RunConfig(device="cpu")).results)
+    assert n > 4 and f"wrote the report of the last diff (--all: {n} pairs) to {page}" in out
+    assert "relu1_out" in page.read_text()  # a Relu: no default selection has it
+    # a match alone is no diff: the report is the probes' statistics, and it says why
+    out = ok(tmp_path, [mlp, mlp], ["match fc1_out", f"save html {page}"])
+    assert "matched by name" in out and "no diff of the current models and inputs to report: run `diff` first" in out
+    out = ok(tmp_path, [mlp, mlp], ["match fc1_out", "diff", f"save html {page}"])
+    assert "wrote the report of the last diff (the default selection: 4 pairs)" in out
+
+
 def test_diff_without_a_second_model_is_an_error(tmp_path):
     r = script(tmp_path, [sample_path("mlp")], ["diff", "match y", "stats --model b"], code=1)
     errs = r.stderr.strip().splitlines()

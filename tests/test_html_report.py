@@ -134,7 +134,7 @@ def test_debugger_save_html(tmp_path):
     script.write_text(f"probe add --all\nrun\nsave html {layers_page}\ndiff --all\nsave html {diff_page}\n")
     r = runner.invoke(app, ["debug", str(cnn), str(cnn), "--script", str(script)], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
-    assert "wrote the report of" in r.output and "wrote the diff report" in r.output
+    assert "wrote the report of" in r.output and "wrote the report of the last diff (--all: " in r.output
     js = tmp_path / "l.json"
     assert runner.invoke(app, ["layers", str(cnn), "--all", "--json", str(js)]).exit_code == 0
     n = len(json.loads(js.read_text())["tensors"])

@@ -256,7 +256,7 @@ class State:
         t.probes = [n for n in t.probes if n in t.index.refs]
         if t.cursor is not None and t.cursor >= len(t.index.sites):
             t.cursor = None
-        for k in [k for k in self.extras if k == "diff"]:
+        for k in [k for k in self.extras if k in ("diff", "match")]:
             del self.extras[k]
         known = {x.name for tt in self.targets.values() for x in self.specs(tt)}
         spec = self.inputs

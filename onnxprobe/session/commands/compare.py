@@ -1,7 +1,8 @@
 """The debugger's commands about two models and gradients: ``diff`` and ``match`` (``api.diff`` on the two
 loaded Models, on the session's inputs) and ``grad`` (``api.grad_plan``). Results are cached in
 ``state.extras`` per run key, like the statistics: a second ``diff`` or a ``match`` after a ``diff`` costs
-nothing until inputs, device or models change."""
+nothing until inputs, device or models change. ``extras["diff"]`` is the last ``diff`` the user ran (what
+``save html`` writes); a ``match`` with no such ``diff`` to read keeps its own under ``extras["match"]``."""
 
 from __future__ import annotations
 
@@ -21,19 +22,33 @@ def _two(env: Env, what: str) -> None:
         raise UsageError(f"{what} needs a second model: start with `onnxprobe debug MODEL OTHER`")
 
 
-def _diff_result(env: Env, selection: api.Selection, *, introduced: bool = True) -> api.DiffResult:
+def _diff_result(env: Env, selection: api.Selection, *, introduced: bool = True, slot: str = "diff") -> api.DiffResult:
+    """``api.diff`` of the two models on the session's inputs, cached in ``extras[slot]`` (a ``diff`` of
+    what a ``match`` already compared takes its result)."""
     st = env.state
     a, b = st.target("a"), st.target("b")
     feed = st.feed(a)[0]
     key = (st.run_key(a), st.run_key(b), selection, introduced)
-    cached = st.extras.get("diff")
-    if cached is not None and cached[0] == key:
-        return cached[1]
+    for cached in (st.extras.get(slot), st.extras.get("match")):
+        if cached is not None and cached[0] == key:
+            st.extras[slot] = cached
+            return cached[1]
     with st.busy("comparing a with b…"):
         res = api.interruptibly(api.diff, a.model, b.model, selection=selection, config=st.config(),
                                 inputs=api.InputSpec(arrays=dict(feed)), introduced=introduced)
-    st.extras["diff"] = (key, res)
+    st.extras[slot] = (key, res)
     return res
+
+
+def _matching_result(env: Env) -> api.DiffResult:
+    """What ``match`` reads: the last ``diff`` when it is of the current models, inputs and device (the
+    pairing does not depend on the selection), else a diff of its own, which is not the last ``diff``:
+    ``save html`` goes on writing the one the user ran."""
+    st = env.state
+    cached = st.extras.get("diff")
+    if cached is not None and cached[0][:2] == (st.run_key(st.target("a")), st.run_key(st.target("b"))):
+        return cached[1]
+    return _diff_result(env, api.Selection(), slot="match")
 
 
 @command("diff", "diff [SELECTION] [--sort topo|introduced|accumulated] [--wide] [--columns a,b] [--format table|csv|markdown|json]",
@@ -62,7 +77,7 @@ def cmd_match(env: Env, args: list[str]):
     if len(args) != 1:
         raise UsageError("match: give one tensor name (usage: match TENSOR)")
     name = args[0]
-    res = _diff_result(env, api.Selection())
+    res = _matching_result(env)
     m = res.matching
     for p in m.pairs:
         if name in (p.a.name, p.a.key, p.a.probe, p.b.name, p.b.probe):

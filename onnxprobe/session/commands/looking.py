@@ -150,7 +150,8 @@ def cmd_show(env: Env, args: list[str]):
 def cmd_save(env: Env, args: list[str]):
     """`save all acts.npz` writes the probes and model outputs, keyed by tensor name (like `layers --save`).
     `save html report.html` writes the self-contained HTML report (as `--html` does): of the last `diff`
-    when there are two models and one was run, else of the probes' statistics (`stats`) of the model."""
+    when there are two models and one was run on the current inputs (a `match` does not replace it), else
+    of the probes' statistics (`stats`) of the model; its line says which."""
     from onnxprobe.report import io as report_io
 
     chosen = "--model" in args or "-m" in args

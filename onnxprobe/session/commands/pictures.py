@@ -30,7 +30,7 @@ def save_html(env: Env, t: Target, path: str, *, diff: bool = True) -> str:
         with st.busy("histograms of the worst pairs…"):
             hists = api.diff_histograms(res, worst_rows("diff", data), api.InputSpec(arrays=feed))
         write_text(html_report("diff", data, diff_table(data), hists, _inputs(env, st.target("a"))), path)
-        return f"wrote the diff report ({len(data['pairs'])} pairs) to {path}"
+        return f"wrote the report of the last diff ({cached[0][2].describe()}: {len(data['pairs'])} pairs) to {path}"
     from onnxprobe.report.layers import layers_table
 
     names = list(t.probes) + [o for o in t.index.outputs if o in t.index.refs and o not in set(t.probes)]
@@ -44,4 +44,5 @@ def save_html(env: Env, t: Target, path: str, *, diff: bool = True) -> str:
     values = st.ensure_values(t, worst) if worst else {}
     hists = {n: api.histogram_of(v) for n, v in values.items() if v.dtype.kind in "biuf"}
     write_text(html_report("layers", data, layers_table(data)[0], hists, _inputs(env, t)), path)
-    return f"wrote the report of {len(names)} tensors to {path}"
+    why = " (no diff of the current models and inputs to report: run `diff` first)" if diff and "b" in st.targets else ""
+    return f"wrote the report of {len(names)} tensors{why} to {path}"
