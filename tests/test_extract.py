@@ -142,6 +142,22 @@ def test_leak_names_the_tensor_that_goes_around(tmp_path):
     np.testing.assert_allclose(got["y"], -np.maximum(x, 0) + np.exp(np.sin(x)), rtol=1e-6)
 
 
+def test_from_and_to_the_wrong_way_round_say_so_and_suggest_swapping(tmp_path):
+    # QA: conv1_out is computed before relu1_out; the leak message advised adding conv1_out to --from,
+    # which makes no cut of anything
+    cnn = sample_path("cnn")
+    r = invoke("extract", cnn, "-o", tmp_path / "s.onnx", "--from", "relu1_out", "--to", "conv1_out")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert ("--to 'conv1_out' does not depend on --from 'relu1_out': it is computed before it (upstream of it)"
+            in r.stderr and "swap them: --from conv1_out --to relu1_out" in r.stderr and "add it" not in r.stderr)
+    assert not (tmp_path / "s.onnx").exists()
+    # the swap it suggests is a cut
+    extract(cnn, tmp_path / "s.onnx", "--from", "conv1_out", "--to", "relu1_out")
+    # an output that goes around the cut without being upstream of it keeps the leak's advice
+    r = invoke("extract", sample_path("transformer_block"), "-o", tmp_path / "t.onnx", "--from", "ln1_out", "--to", "y")
+    assert "does not cut" in r.stderr and "swap" not in r.stderr
+
+
 def test_leak_through_a_subgraph_read(tmp_path):
     # the If branches read h from the outer graph: cutting at cond alone leaks h
     r = invoke("extract", sample_path("control_flow"), "-o", tmp_path / "s.onnx", "--from", "cond", "--to", "branch_out")

@@ -9,8 +9,9 @@ version, opsets, functions and metadata, plus ``onnxprobe.extracted`` in the met
 outputs carry ``types[name]``.
 
 ``cut(model, inputs, outputs)`` checks the request first and raises a one-line UsageError for unknown
-names (with close matches, or the body a name lives in), and for inputs that do not cut the outputs off
-from the rest of the graph: it names the tensors that reach the outputs around the inputs.
+names (with close matches, or the body a name lives in), for an output computed before an input (the two
+given the wrong way round: it says so and suggests swapping them), and for inputs that do not cut the
+outputs off from the rest of the graph: it names the tensors that reach the outputs around the inputs.
 
 Tensors read by an If / Loop / Scan body from the enclosing graph count as inputs of the node that owns
 the body. (onnx-graphsurgeon's ``cleanup`` is not used here: it moves outer-scope initializers into the
@@ -111,7 +112,7 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
         elif t in real_inputs:
             reached.setdefault(t)
     if reached:
-        raise UsageError(_leak_message(model, cut_set, outs, nodes, list(reached)))
+        raise UsageError(_upstream_message(g, ins, outs) or _leak_message(model, cut_set, outs, nodes, list(reached)))
     if default_inputs:
         ins = [i for i in ins if i in seen]
     unused = [i for i in ins if i not in seen]
@@ -132,6 +133,23 @@ def _closure(g: onnx.GraphProto, start: set[str], blocked: set[str]) -> set[str]
                     reach |= new
                     changed = True
     return reach
+
+
+def _upstream_message(g: onnx.GraphProto, ins: list[str], outs: list[str]) -> str | None:
+    """The error for a --to tensor that depends on no --from tensor because it is computed before one of
+    them (--from and --to given the wrong way round): no tensor added to --from would make that a cut."""
+    downstream = _closure(g, set(ins), set())
+    for y in outs:
+        if y in downstream:
+            continue
+        after = [x for x in ins if x != y and x in _closure(g, {y}, set())]
+        if after:
+            one = len(after) == 1
+            xs = ", ".join(repr(x) for x in after)
+            return (f"--to {y!r} does not depend on --from {xs}: it is computed before {'it' if one else 'them'} "
+                    f"(upstream of {'it' if one else 'them'}), so nothing lies between them; swap them: "
+                    f"--from {y} --to {','.join(after)}")
+    return None
 
 
 def _leak_message(model: onnx.ModelProto, cut_set: set[str], outs: list[str], nodes: set[int], reached: list[str]) -> str:
