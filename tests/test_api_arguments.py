@@ -231,3 +231,39 @@ def test_paths_and_settings_of_the_wrong_kind_are_one_usage_error(call, needle, 
     with pytest.raises(UsageError) as e:
         call()
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+# --- a memory budget is a positive number of bytes --------------------------------------------------------------
+
+def _budget_calls(cnn, feed, tmp_path):
+    res = api.layers(cnn, api.Selection(ops="Conv"))
+    npz = tmp_path / "a.npz"
+    api.save_npz(feed, npz)
+    return {
+        "layers": lambda m: api.layers(cnn, save_to=tmp_path / "t.npz", max_memory=m),
+        "run": lambda m: api.run(cnn, feed, max_memory=m),
+        "raw_chunks": lambda m: list(api.raw_chunks(cnn, res, feed, ["conv1_out"], max_memory=m)),
+        "save_tensors": lambda m: api.save_tensors(cnn, res, feed, tmp_path / "s.npz", max_memory=m),
+        "layers_dataset": lambda m: api.layers_dataset(cnn, npz, max_memory=m),
+        "layers_histograms": lambda m: api.layers_histograms(res, ["conv1_out"], max_memory=m),
+        "diff": lambda m: api.diff(cnn, CNN, max_memory=m),
+        "diff_histograms": lambda m: api.diff_histograms(api.diff(cnn, CNN), ["conv1_out"], max_memory=m),
+        "diff_grad": lambda m: api.diff_grad(MLP, MLP, max_memory=m),
+        "diff_dataset": lambda m: api.diff_dataset(cnn, CNN, npz, max_memory=m),
+        "diff_torch": lambda m: api.diff_torch(cnn, None, max_memory=m),
+    }
+
+
+@pytest.mark.parametrize("bad", ["2G", 0, -5, 1.5, True, [1]])
+def test_max_memory_is_a_positive_int_of_bytes(bad, cnn, feed, tmp_path):
+    for name, call in _budget_calls(cnn, feed, tmp_path).items():
+        with pytest.raises(UsageError, match="max_memory: expected a positive number of bytes") as e:
+            call(bad)
+        assert "\n" not in str(e.value), name
+
+
+def test_max_memory_takes_bytes_as_an_int(cnn, feed, tmp_path):
+    res = api.layers(cnn, save_to=tmp_path / "t.npz", max_memory=np.int64(1))  # one tensor per run
+    assert res.stats
+    assert len(list(api.raw_chunks(cnn, res, feed, ["conv1_out", "conv2_out"], max_memory=1))) == 2
+    assert api.diff_histograms(api.diff(cnn, CNN), ["conv1_out"], max_memory=2**20)

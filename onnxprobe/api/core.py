@@ -9,7 +9,7 @@ from typing import Iterator
 import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, model_path, run_batches, source
-from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_selection, checked_feed, load, proto_of
+from onnxprobe.api.inputs import as_config, as_inputs, as_max_memory, as_model, as_selection, checked_feed, load, proto_of
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.expose import expose
 from onnxprobe.graph.model import Model
@@ -70,7 +70,7 @@ def run(plan: ProbePlan | Model, feed: dict[str, np.ndarray] | Feeds, config: Ru
     ``runtime``: ``ort`` (default), ``openvino``, ``tensorrt`` or ``reference``, with ``runtime_options``;
     OpenVINO and TensorRT compute statistics on their output buffers, within ``max_memory`` per run.
     ``feed`` must give every input of the model, with its dtype and fixed dimensions."""
-    config = as_config(config)
+    config, max_memory = as_config(config), as_max_memory(max_memory)
     if isinstance(plan, ProbePlan):
         if runtime != "ort":
             raise UsageError("a probed plan is ONNX rewritten for onnxruntime: pass the Model to run it on another runtime")
@@ -133,6 +133,7 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
     ModelProto; ``inputs``: an InputSpec or a dict of arrays by input name.
     """
     model, selection, config = as_model(model), as_selection(selection), as_config(config)
+    max_memory = as_max_memory(max_memory)
     fs = feeds(model, inputs)
     try:
         r = _runner_for(model, config, runtime, runtime_options, max_memory, feed=fs.values)
@@ -157,7 +158,7 @@ def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], n
     the runner that made ``result`` (default: onnxruntime on ``config``)."""
     from onnxprobe.runtime.budget import default_budget, nbytes, plan_chunks
 
-    model = as_model(model)
+    model, max_memory = as_model(model), as_max_memory(max_memory)
     by_name = {p.ref.name: p.ref for p in result.plan.probes}
     sizes = []
     for n in names:
@@ -180,7 +181,7 @@ def save_tensors(model: Model, result: ProbeResult, feed: dict[str, np.ndarray],
     run (an If branch not taken) are left out. Returns the number of runs."""
     from onnxprobe.runtime.npz import NpzWriter
 
-    model = as_model(model)
+    model, max_memory = as_model(model), as_max_memory(max_memory)
     not_run = {n for n, st in result.stats.items() if st is not None and st.count == 0}
     runs = 0
     with NpzWriter(path) as out:
@@ -292,6 +293,7 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike |
     ``max_memory`` per run. ``ray``: the batches shared out to Ray actors (``api.datasets``); the
     statistics are the same, exactly. ``runtime`` / ``runtime_options``: as in ``layers``, for every batch."""
     model, selection, config = as_model(model), as_selection(selection), as_config(config)
+    max_memory = as_max_memory(max_memory)
     src = source(model, inputs, inputs_from)
     factory = LayersWorkerFactory(model_path(model) if ray else model, selection, config, max_memory,
                                   threads=1 if ray else None, runtime=runtime, runtime_options=runtime_options)

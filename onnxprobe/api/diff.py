@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from onnxprobe.api.torch import diff_grad_torch, diff_torch
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec, grad_plan
-from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_selection, check_map, expect
+from onnxprobe.api.inputs import as_config, as_inputs, as_max_memory, as_model, as_selection, check_map, expect
 from onnxprobe.compare.diff import DiffResult, check_same_inputs
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.gradients import candidates, folded_weights, grad_reason, grad_side, keep_wrt, loss_value
@@ -135,6 +135,7 @@ def diff(
     if fp32_sensitivity < 0:
         raise UsageError(f"--fp32-sensitivity {fp32_sensitivity}: the number of layers to rerun in fp32 (0: none)")
     selection, config, inputs, tolerance, per_tensor = _checked(selection, config, inputs, tolerance, per_tensor)
+    max_memory = as_max_memory(max_memory)
     vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
                                  vs_npz=vs_npz, vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime,
                                  runtime_options=runtime_options)
@@ -206,6 +207,7 @@ def diff_grad(
     spec = as_spec(spec)
     check_map(user_map)
     selection, config, inputs, tolerance, per_tensor = _checked(selection, config, inputs, tolerance, per_tensor)
+    max_memory = as_max_memory(max_memory)
     if vs_torch is not None:
         if user_map:
             raise UsageError("--map is not used by diff --grad --vs-torch: parameters pair by value, modules by scope")

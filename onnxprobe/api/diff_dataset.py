@@ -10,6 +10,7 @@ import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, first_shapes, model_path, run_batches, source
 from onnxprobe.api.diff import check_reference, make_sides
+from onnxprobe.api.inputs import as_max_memory
 from onnxprobe.compare.dataset import DiffPartial, Pool, measure_sample
 from onnxprobe.compare.diff import DiffResult, prepare
 from onnxprobe.compare.measure import DiffPlan
@@ -113,7 +114,7 @@ def diff_dataset(
     exact). ``runtime`` / ``vs_runtime`` / ``runtime_options``: as in ``diff``, for every sample."""
     vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
                                  runtime=runtime, vs_runtime=vs_runtime, runtime_options=runtime_options, dataset=True)
-    config = config or RunConfig()
+    config, max_memory = config or RunConfig(), as_max_memory(max_memory)
     a_model = as_model(a)
     src = shapes = None
     if "openvino" in (runtime, vs_runtime):  # made with the first sample's input shapes, as diff makes it with its feeds'

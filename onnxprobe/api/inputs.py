@@ -3,9 +3,9 @@
 they name. The command line and the debugger build their InputSpec here, so a flag means the same in both.
 
 Also the door of every API function: what it accepts as a model (``as_model``, ``proto_of``,
-``model_file``), as inputs (``as_inputs``), as a feed (``checked_feed``), as names (``as_names``) and as
-a settings object (``expect``). A notebook passes whatever is at hand; a wrong kind of value is one
-UsageError here, never an AttributeError from deep inside."""
+``model_file``), as inputs (``as_inputs``), as a feed (``checked_feed``), as names (``as_names``), as a
+memory budget (``as_max_memory``) and as a settings object (``expect``). A notebook passes whatever is at
+hand; a wrong kind of value is one UsageError here, never an AttributeError from deep inside."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from onnxprobe.types import InputSpec, RunConfig
 
 __all__ = ["input_spec", "parse_int_range", "parse_size", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
-           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config"]
+           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory"]
 
 PATH = (str, os.PathLike)
 
@@ -54,6 +54,18 @@ def as_selection(selection) -> Selection | None:
 
 def as_config(config) -> RunConfig | None:
     return expect(config, RunConfig, "config", "an api.RunConfig, e.g. api.RunConfig(device='cpu'),")
+
+
+def as_max_memory(max_memory) -> int | None:
+    """A memory budget: a positive number of bytes (an int) or None (the default budget). A size as typed
+    ('2G') is ``parse_size``'s; 0, a negative number, a float or a bool would fail deep in the run, or
+    plan runs of nothing."""
+    if max_memory is None:
+        return None
+    if isinstance(max_memory, (int, np.integer)) and not isinstance(max_memory, (bool, np.bool_)) and max_memory > 0:
+        return int(max_memory)
+    raise UsageError(f"max_memory: expected a positive number of bytes (an int, e.g. 2**30; api.parse_size('2G') "
+                     f"reads a size) or None, got {_got(max_memory)}")
 
 
 def load(path: str | os.PathLike) -> Model:

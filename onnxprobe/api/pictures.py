@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxprobe.api.core import DatasetResult, raw_chunks
-from onnxprobe.api.inputs import as_config, as_inputs, as_names, proto_of
+from onnxprobe.api.inputs import as_config, as_inputs, as_max_memory, as_names, proto_of
 from onnxprobe.graph.explorer_ids import ExplorerIds
 from onnxprobe.graph.explorer_ids import explorer_ids as graph_explorer_ids
 from onnxprobe.graph.model import Model
@@ -29,6 +29,7 @@ def layers_histograms(result: ProbeResult | DatasetResult, names: list[str], inp
     given, instead) exposing at most ``max_memory`` bytes of them per run. A dataset result already holds
     the histograms of every tensor over the dataset: no run."""
     names, inputs, config = as_names(names, "names"), as_inputs(inputs), as_config(config)
+    max_memory = as_max_memory(max_memory)
     if isinstance(result, DatasetResult):
         return {n: {"values": histogram_bins(result.histograms[n], bins)} for n in names if n in result.histograms}
     measured = [n for n in names if result.stats.get(n) is not None and result.stats[n].count]
@@ -50,7 +51,7 @@ def diff_histograms(res, names: list[str], inputs: InputSpec | None = None, *, m
     """Tensor of A -> {"values": binned A, "error": binned A - B} for these pairs of a DiffResult, both
     sides rerun on the same inputs (the result's own, or ``inputs``), at most ``max_memory`` bytes of tensors per run."""
     wanted = set(as_names(names, "names"))
-    inputs = as_inputs(inputs)
+    inputs, max_memory = as_inputs(inputs), as_max_memory(max_memory)
     pairs = [r for r in res.results if r.pair.a.name in wanted and r.metrics is not None and r.shape is not None]
     if not pairs:
         return {}

@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
+from onnxprobe.api.inputs import as_max_memory
 from onnxprobe.compare.diff import DiffResult
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.gradients import candidates, grad_side, keep_wrt, loss_value
@@ -151,6 +152,7 @@ def diff_torch(
     path; ``result.first_failure`` the first module that disagrees. ``introduced``: also run the module
     once more with each paired module's output replaced by the ONNX value (teacher forcing), so that each
     pair also says the error its module introduces on its own."""
+    max_memory = as_max_memory(max_memory)
     a_model, mod, fs, config = _prepare(a, module, example_args, inputs, config)
     side_a = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, config, a_model.source))
     try:
@@ -192,7 +194,7 @@ def diff_grad_torch(
     their gradients; ``torch.params``), input gradients by position, activation gradients through the
     module pairing of ``diff_torch``. Initializers the exporter derived (folded BatchNormalization,
     reordered RNN gates) have no parameter and are listed with the reason."""
-    spec = spec or GradSpec()
+    spec, max_memory = spec or GradSpec(), as_max_memory(max_memory)
     a_model, mod, fs, config = _prepare(a, module, example_args, inputs, config or RunConfig(opt_level=GRAD_OPT_LEVEL))
     fwd_side = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu"), a_model.source))
     try:
