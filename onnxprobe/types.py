@@ -116,6 +116,8 @@ class InputSpec:
         def refuse(what: str, value, why: str) -> UsageError:
             return UsageError(f"InputSpec {what}={clip(clean(repr(value)), 60)}: {why}")
 
+        object.__setattr__(self, "arrays_complete", check_bool(self.arrays_complete, "InputSpec arrays_complete"))
+
         # only the kinds of values: their ranges are checked where the feeds are made, in the words of the
         # flags (--seed, --int-range) that the command line gives them with
         if not _is_int(self.seed):
@@ -154,12 +156,25 @@ def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
+def check_bool(value, what: str) -> bool:
+    """``value`` when it is True or False (numpy's too, as a bool); else a UsageError naming ``what``: a
+    switch given "no", 0 or None would be taken by its truth, not by what it says."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise UsageError(f"{what}={clip(clean(repr(value)), 60)}: expected True or False")
+
+
 @dataclass
 class RunConfig:
     device: str = "auto"  # auto | cpu | cuda
     opt_level: str = "off"  # off | basic | extended | layout | all
     io_binding: bool = True
     cache: bool = True  # reuse probed copies across runs (runtime.plan_cache; --no-cache)
+
+    def __post_init__(self) -> None:
+        # device and opt_level are checked where a runtime reads them (runtime.ort), in its words
+        self.io_binding = check_bool(self.io_binding, "RunConfig io_binding")
+        self.cache = check_bool(self.cache, "RunConfig cache")
 
 
 @dataclass

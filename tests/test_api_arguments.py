@@ -40,6 +40,26 @@ def test_selection_refuses_what_is_not_strings(bad):
         api.Selection(**bad)
 
 
+@pytest.mark.parametrize("make, field", [
+    (lambda v: api.Selection(all=v), "Selection all"),
+    (lambda v: api.Selection(include_constants=v), "Selection include_constants"),
+    (lambda v: api.RunConfig(cache=v), "RunConfig cache"),
+    (lambda v: api.RunConfig(io_binding=v), "RunConfig io_binding"),
+    (lambda v: api.InputSpec(arrays_complete=v), "InputSpec arrays_complete"),
+], ids=["all", "include_constants", "cache", "io_binding", "arrays_complete"])
+def test_switches_of_settings_are_true_or_false(make, field):
+    for bad in ("no", 0, 1, None):  # "no" is truthy: it would select everything
+        with pytest.raises(UsageError, match=f"{field}=.*expected True or False"):
+            make(bad)
+    assert getattr(make(np.bool_(True)), field.split()[1]) is True
+
+
+def test_mark_stats_is_true_or_false(tmp_path):
+    with pytest.raises(UsageError, match="mark stats='no': expected True or False"):
+        api.mark(CNN, tmp_path / "m.onnx", api.Selection(ops="Conv"), stats="no")
+    assert not (tmp_path / "m.onnx").exists()
+
+
 def test_gradspec_wrt_takes_one_string_as_one_name():
     spec = api.GradSpec(wrt="fc1.weight")
     assert spec.wrt == ("fc1.weight",)

@@ -22,7 +22,7 @@ from onnxprobe.graph.summary import all_types, known, node_rows, summarize, type
 from onnxprobe.runtime import compat
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.runners.ort import OrtRunner
-from onnxprobe.types import InputSpec
+from onnxprobe.types import InputSpec, check_bool
 
 
 
@@ -175,6 +175,7 @@ def mark(
     output, the model runs once on seeded random inputs (or the given ones) to find it. ``path``: a model
     file, or a Model loaded from one; ``inputs``: an InputSpec or a dict of arrays by input name."""
     path, selection, inputs = model_file(path), as_selection(selection), as_inputs(inputs)
+    stats = check_bool(stats, "mark stats")
     check_output_path(out, source=path)
     lazy = load_lazy(path)
     notes: list[str] = []

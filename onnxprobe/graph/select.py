@@ -34,7 +34,7 @@ from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, constant_tensors, walk
 from onnxprobe.text import clean
-from onnxprobe.types import TensorRef
+from onnxprobe.types import TensorRef, check_bool
 
 ATTENTION_OPS = {
     "Attention", "MultiHeadAttention", "GroupQueryAttention", "PackedAttention",
@@ -67,6 +67,8 @@ class Selection:
             object.__setattr__(self, what, items)
         if self.range is not None and not isinstance(self.range, str):
             raise UsageError(f"Selection range={clean(repr(self.range))[:60]}: expected 'START:END', e.g. '10:40'")
+        for what in ("all", "include_constants"):  # "no" would select everything by its truth
+            object.__setattr__(self, what, check_bool(getattr(self, what), f"Selection {what}"))
 
     @property
     def is_default(self) -> bool:
