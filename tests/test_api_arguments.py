@@ -120,6 +120,11 @@ def test_prober_takes_one_name(cnn, feed):
     (lambda: api.Tolerance(atol=-1), "non-negative"),
     (lambda: api.Tolerance(rtol=float("nan")), "finite"),
     (lambda: api.Tolerance(min_sqnr="30"), "finite numbers"),
+    (lambda: api.Tolerance(min_cosine=2), "min_cosine=2: a cosine similarity is at most 1"),
+    (lambda: api.Tolerance("cosine", min_cosine=1.5), "min_cosine=1.5: a cosine similarity is at most 1"),
+    (lambda: api.Tolerance("sqnr", abs_floor=-1.0), "abs_floor=-1.0: thresholds are finite and non-negative"),
+    (lambda: api.Tolerance("sqnr", abs_floor=float("inf")), "abs_floor=inf: thresholds are finite numbers"),
+    (lambda: api.Tolerance("sqnr", abs_floor="0.1"), "abs_floor='0.1': thresholds are finite numbers"),
 ])
 def test_wrong_kind_of_argument_is_one_usage_error(call, match, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -134,6 +139,11 @@ def test_tolerance_checks_leave_the_flags_and_files_as_they_were():
         api.Tolerance.from_flags(atol=-1.0)
     with pytest.raises(ValueError):  # from_dict's callers expect ValueError for a malformed criterion
         api.Tolerance.from_dict({"metric": "allclose", "atol": -1, "rtol": 0, "min_sqnr": 1, "min_cosine": 0})
+    with pytest.raises(UsageError, match="--min-cosine 2.0: a cosine similarity is at most 1"):
+        api.Tolerance.from_flags(min_cosine=2.0)
+    assert api.Tolerance.from_flags(min_cosine=1.0).min_cosine == 1.0
+    with pytest.raises(ValueError):
+        api.Tolerance.from_dict({"metric": "cosine", "atol": 0, "rtol": 0, "min_sqnr": 1, "min_cosine": 2})
 
 
 def test_a_dict_of_arrays_is_the_inputs_it_gives(feed):

@@ -109,6 +109,7 @@ def test_a_threshold_implies_its_metric(flags, metric, text):
     (["--metric", "sqnr", "--atol", "0.1"], "not of --metric sqnr"),
     (["--metric", "nope"], "choose one of"),
     (["--min-cosine", "-1"], "non-negative"),
+    (["--min-cosine", "2"], "--min-cosine 2.0: a cosine similarity is at most 1"),
 ])
 def test_conflicting_criteria_are_refused(flags, needle):
     r = invoke("diff", sample_path("mlp"), "--vs-reference", *flags)

@@ -150,12 +150,17 @@ class Tolerance:
         # pair measured (a KeyError there), or pass everything silently
         if self.metric not in METRICS:
             raise UsageError(f"Tolerance metric {self.metric!r}: choose one of {', '.join(METRICS)}")
-        for k in ("atol", "rtol", "min_sqnr", "min_cosine"):
+        for k in ("atol", "rtol", "min_sqnr", "min_cosine", "abs_floor"):
             v = getattr(self, k)
+            if v is None and k == "abs_floor":
+                continue
             if not isinstance(v, (int, float, np.floating, np.integer)) or isinstance(v, bool) or not math.isfinite(v):
                 raise UsageError(f"Tolerance {k}={v!r}: thresholds are finite numbers")
             if k != "min_sqnr" and v < 0:  # an SQNR in dB may be negative; the others are sizes of an error
                 raise UsageError(f"Tolerance {k}={v!r}: thresholds are finite and non-negative")
+        if self.min_cosine > 1:  # no cosine similarity is above 1: nothing but an exact match would pass
+            raise UsageError(f"Tolerance min_cosine={self.min_cosine!r}: a cosine similarity is at most 1; "
+                             "give a threshold in [0, 1], e.g. 0.999")
 
     @classmethod
     def from_flags(cls, metric: str | None = None, *, atol: float | None = None, rtol: float | None = None,
@@ -185,6 +190,8 @@ class Tolerance:
         for k, v in (("--atol", atol), ("--rtol", rtol), ("--min-cosine", min_cosine)):
             if v is not None and (v < 0 or not math.isfinite(v)):
                 raise UsageError(f"{k} {v}: thresholds are finite and non-negative")
+        if min_cosine is not None and min_cosine > 1:
+            raise UsageError(f"--min-cosine {min_cosine}: a cosine similarity is at most 1; give a threshold in [0, 1], e.g. 0.999")
         if min_sqnr is not None and not math.isfinite(min_sqnr):
             raise UsageError(f"--min-sqnr {min_sqnr}: give a finite number of dB")
         return cls(metric or "allclose", DEFAULTS["atol"] if atol is None else atol, DEFAULTS["rtol"] if rtol is None else rtol,
