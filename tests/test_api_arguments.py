@@ -90,6 +90,30 @@ def test_merge_stats_takes_one_report(tmp_path):
     assert api.merge_stats(str(path)) == api.merge_stats([str(path)])
 
 
+def test_raw_takes_one_string_as_one_name(cnn, feed):
+    assert list(api.run(cnn, feed, raw="logits").arrays) == ["logits"]
+    assert list(api.run(cnn, feed, raw=["logits"]).arrays) == ["logits"]
+    assert sorted(api.run(cnn, feed, raw=True).arrays) == ["conv1_out", "conv2_out", "logits"]
+    assert api.run(cnn, feed, raw=np.bool_(False)).arrays == {}
+    p = api.plan(cnn, raw="logits")
+    assert [q.ref.name for q in p.probes if q.raw_output and not q.raw_for_stats] == ["logits"]
+    assert list(api.run(p, feed).arrays) == ["logits"]
+    assert list(api.run(api.plan(cnn, raw=True), feed, raw="logits").arrays) == ["logits"]
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda m, f: api.run(m, f, raw=5), "raw: expected a tensor name or a list of them"),
+    (lambda m, f: api.run(m, f, raw="nosuch"), "raw: 'nosuch' is not among the selected tensors"),
+    (lambda m, f: api.run(m, f, selection=api.Selection(ops="Conv"), raw="logits"), "raw: 'logits' is not among the selected"),
+    (lambda m, f: api.run(api.plan(m), f, raw="logits"), "raw: 'logits' is not among the tensors whose values the plan"),
+    (lambda m, f: api.plan(m, raw=["logits", "nosuch"]), "raw: 'nosuch' is not among the selected node outputs"),
+], ids=["kind", "unknown", "unselected", "plan_keeps_none", "plan_unknown"])
+def test_raw_names_what_is_probed(cnn, feed, call, needle):
+    with pytest.raises(UsageError) as e:
+        call(cnn, feed)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
 def test_prober_takes_one_name(cnn, feed):
     res = api.Prober(cnn).run(feed, "conv1_out")
     assert list(res.stats) == ["conv1_out"]

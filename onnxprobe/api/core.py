@@ -9,7 +9,9 @@ from typing import Iterator
 import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, model_path, run_batches, source
-from onnxprobe.api.inputs import as_config, as_inputs, as_max_memory, as_model, as_selection, checked_feed, load, proto_of
+from onnxprobe.api.inputs import (
+    as_config, as_inputs, as_max_memory, as_model, as_raw, as_selection, checked_feed, load, proto_of,
+)
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.expose import expose
 from onnxprobe.graph.model import Model
@@ -24,6 +26,7 @@ from onnxprobe.runtime.runners.base import GraphRunner
 from onnxprobe.stats.histogram import Histogram
 from onnxprobe.stats.moments import Moments
 from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.text import clean, clip
 from onnxprobe.types import InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
 LayersResult = ProbeResult  # what ``layers`` and ``run`` return: statistics per probed tensor
@@ -40,11 +43,13 @@ def select(model, selection: Selection | None = None, **kw) -> list[TensorRef]:
 
 def plan(model: Model, selection: Selection | None = None, *, stats: bool = True, raw: bool | set[str] = False) -> ProbePlan:
     """A rewritten copy of the model that exposes the selected tensors (their in-graph statistics, shapes
-    and, with ``raw``, values) as outputs; ``model`` (a Model, a path or a ModelProto) is untouched."""
+    and, with ``raw``, values) as outputs; ``model`` (a Model, a path or a ModelProto) is untouched.
+    ``raw``: True (every selected tensor's values) or tensor names (one string is one name)."""
     model = as_model(model)
-    refs = select_refs(model.proto, as_selection(selection) or Selection())
+    refs = [r for r in select_refs(model.proto, as_selection(selection) or Selection()) if r.kind == "node"]
+    raw = _raw_of(raw, [r.name for r in refs], "the selected node outputs")
     warnings = list(model.warnings)
-    rewritten, probes = expose(model.proto, [r for r in refs if r.kind == "node"], stats=stats, raw=raw,
+    rewritten, probes = expose(model.proto, refs, stats=stats, raw=raw,
                                warnings=warnings, nonfinite="deferred")
     return ProbePlan(rewritten, probes, model.source, warnings, base=model.proto)
 
@@ -69,25 +74,41 @@ def run(plan: ProbePlan | Model, feed: dict[str, np.ndarray] | Feeds, config: Ru
     model and a selection (graph inputs and weights a selection names get their statistics on the host).
     ``runtime``: ``ort`` (default), ``openvino``, ``tensorrt`` or ``reference``, with ``runtime_options``;
     OpenVINO and TensorRT compute statistics on their output buffers, within ``max_memory`` per run.
-    ``feed`` must give every input of the model, with its dtype and fixed dimensions."""
+    ``feed`` must give every input of the model, with its dtype and fixed dimensions. ``raw``: the values
+    to keep in ``result.arrays``: True (all) or tensor names (one string is one name) among those probed."""
     config, max_memory = as_config(config), as_max_memory(max_memory)
     if isinstance(plan, ProbePlan):
         if runtime != "ort":
             raise UsageError("a probed plan is ONNX rewritten for onnxruntime: pass the Model to run it on another runtime")
         base = plan.base if plan.base is not None else plan.model
+        kept = [p.ref.name for p in plan.probes if p.raw_output]
+        raw = _raw_of(raw, kept, "the tensors whose values the plan keeps (api.plan(..., raw=...))")
         values = checked_feed(base, feed)
         r = make_runner("ort", base, config, plan.source, interruptible=True)
-        res = r.run_plan(plan, values, raw=raw or {p.ref.name for p in plan.probes if p.raw_output})
+        res = r.run_plan(plan, values, raw=raw or set(kept))
+        if raw:  # the plan's outputs are fixed: every value it keeps came back, and the result holds those asked for
+            res.arrays = {n: v for n, v in res.arrays.items() if raw is True or n in raw}
     else:
         model = as_model(plan, "plan")
-        values = checked_feed(model.proto, feed)
         refs = select_refs(model.proto, as_selection(selection) or Selection())
+        raw = _raw_of(raw, [r.name for r in refs], "the selected tensors")
+        values = checked_feed(model.proto, feed)
         res = _runner_for(model, config, runtime, runtime_options, max_memory, feed=values).probe(refs, values, raw=raw)
         res.plan.warnings[:0] = list(model.warnings)
     res.feed = values
     if isinstance(feed, Feeds):
         res.notes[:0] = feed.notes
     return res
+
+
+def _raw_of(raw, names: list[str], among: str) -> bool | set[str]:
+    """``raw`` (``as_raw``), whose names must be among ``names``: a value not probed would be missing
+    from the result without a word."""
+    raw = as_raw(raw)
+    missing = sorted(raw - set(names)) if isinstance(raw, set) else []
+    if missing:
+        raise UsageError(f"raw: {clip(clean(repr(missing[0])), 60)} is not among {among}")
+    return raw
 
 
 def _runner_for(model: Model, config: RunConfig | None, runtime: str, options: dict[str, str] | None,

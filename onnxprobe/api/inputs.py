@@ -3,7 +3,7 @@
 they name. The command line and the debugger build their InputSpec here, so a flag means the same in both.
 
 Also the door of every API function: what it accepts as a model (``as_model``, ``proto_of``,
-``model_file``), as inputs (``as_inputs``), as a feed (``checked_feed``), as names (``as_names``), as a
+``model_file``), as inputs (``as_inputs``), as a feed (``checked_feed``), as names (``as_names``, ``as_raw``), as a
 memory budget (``as_max_memory``) and as a settings object (``expect``). A notebook passes whatever is at
 hand; a wrong kind of value is one UsageError here, never an AttributeError from deep inside."""
 
@@ -31,7 +31,7 @@ from onnxprobe.types import InputSpec, RunConfig
 
 __all__ = ["input_spec", "parse_int_range", "parse_size", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
-           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory"]
+           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_raw"]
 
 PATH = (str, os.PathLike)
 
@@ -66,6 +66,14 @@ def as_max_memory(max_memory) -> int | None:
         return int(max_memory)
     raise UsageError(f"max_memory: expected a positive number of bytes (an int, e.g. 2**30; api.parse_size('2G') "
                      f"reads a size) or None, got {_got(max_memory)}")
+
+
+def as_raw(raw) -> bool | set[str]:
+    """Which raw values to keep: True (every probed tensor's), False (none), or tensor names, where one
+    ``str`` is one name (``as_names``): "logits" is not a true value that keeps them all."""
+    if isinstance(raw, (bool, np.bool_)):
+        return bool(raw)
+    return set(as_names(raw, "raw"))
 
 
 def load(path: str | os.PathLike) -> Model:
