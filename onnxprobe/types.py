@@ -118,8 +118,8 @@ class InputSpec:
 
         object.__setattr__(self, "arrays_complete", check_bool(self.arrays_complete, "InputSpec arrays_complete"))
 
-        # only the kinds of values: their ranges are checked where the feeds are made, in the words of the
-        # flags (--seed, --int-range) that the command line gives them with
+        # only the kinds of values: their ranges are checked where the feeds are made (runtime.feeds), in
+        # messages that name both the field and the flag (seed, --seed) that the command line sets it with
         if not _is_int(self.seed):
             raise refuse("seed", self.seed, "seeds are non-negative integers")
         rng = self.int_range

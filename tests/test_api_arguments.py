@@ -157,6 +157,27 @@ def test_wrong_kind_of_argument_is_one_usage_error(call, match, tmp_path, monkey
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("call, needle", [
+    (lambda: api.layers(CNN, inputs=api.InputSpec(seed=-1)), "seed (--seed) -1: seeds are non-negative"),
+    (lambda: api.layers(CNN, inputs=api.InputSpec(int_range=(5, 5))), "int_range (--int-range) 5:5: LOW must be below"),
+    (lambda: api.layers(CNN, config=api.RunConfig(device="gpu")), "device (--device) 'gpu': choose one of"),
+    (lambda: api.layers(CNN, config=api.RunConfig(opt_level="max")), "opt_level (--opt-level) 'max': choose one of"),
+    (lambda: api.layers(CNN, runtime_options={"A": "B"}), "runtime_options (--runtime-option): ort takes none"),
+    (lambda: api.layers(CNN, config=api.RunConfig(device="cuda"), runtime="openvino"), "device (--device) cuda: an onnxruntime"),
+    (lambda: api.GradSpec(loss="foo"), "loss (--loss) 'foo': choose one of"),
+    (lambda: api.GradSpec(loss="mse"), "loss (--loss) mse needs target (--target FILE.npy)"),
+    (lambda: api.GradSpec(labels=np.zeros(3)), "labels (--labels) goes with loss (--loss) cross-entropy"),
+    (lambda: api.GradSpec(loss="mean", output_grad=np.zeros(3)), "output_grad (--output-grad) gives dL/dy directly"),
+    (lambda: api.grad(MLP, spec=api.GradSpec(output="nope")), "output (--loss-output) 'nope': not an output"),
+    (lambda: api.diff(CNN, CNN, fp32_sensitivity=-1), "fp32_sensitivity (--fp32-sensitivity) -1"),
+], ids=["seed", "int_range", "device", "opt_level", "runtime_options", "openvino_device", "loss", "loss_needs", "goes_with",
+        "output_grad", "loss_output", "fp32_sensitivity"])
+def test_api_messages_name_the_argument_as_well_as_the_flag(call, needle):
+    with pytest.raises(UsageError) as e:
+        call()
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
 def test_tolerance_checks_leave_the_flags_and_files_as_they_were():
     assert api.Tolerance(metric="sqnr", min_sqnr=-5.0).min_sqnr == -5.0  # an SQNR in dB may be negative
     with pytest.raises(UsageError, match="--atol"):

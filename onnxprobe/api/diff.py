@@ -133,7 +133,7 @@ def diff(
     if not isinstance(fp32_sensitivity, int) or isinstance(fp32_sensitivity, bool):
         raise UsageError(f"fp32_sensitivity: expected a number of layers (an int), got {type(fp32_sensitivity).__name__}")
     if fp32_sensitivity < 0:
-        raise UsageError(f"--fp32-sensitivity {fp32_sensitivity}: the number of layers to rerun in fp32 (0: none)")
+        raise UsageError(f"fp32_sensitivity (--fp32-sensitivity) {fp32_sensitivity}: the number of layers to rerun in fp32 (0: none)")
     selection, config, inputs, tolerance, per_tensor = _checked(selection, config, inputs, tolerance, per_tensor)
     max_memory = as_max_memory(max_memory)
     vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,

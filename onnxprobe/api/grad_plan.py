@@ -58,18 +58,23 @@ class GradSpec:
         # the arrays as a notebook has them: a path is read (as grad_spec reads it), a nested list made an array
         self.target, self.labels, self.output_grad = (_array(v) for v in (self.target, self.labels, self.output_grad))
         if self.loss in EXTRA_FLAG and self.extra is None:
-            raise UsageError(f"--loss {self.loss} needs {EXTRA_FLAG[self.loss]} FILE.npy")
+            raise UsageError(f"loss (--loss) {self.loss} needs {_arg(EXTRA_FLAG[self.loss])} ({EXTRA_FLAG[self.loss]} FILE.npy)")
         if self.output is not None and not isinstance(self.output, str):
             raise UsageError(f"GradSpec output: expected an output name, got {type(self.output).__name__}")
         self.wrt = tuple(as_names(self.wrt, "GradSpec wrt"))
 
     def __repr__(self) -> str:
-        extra = "" if self.extra is None else f", {EXTRA_FLAG[self.loss].lstrip('-').replace('-', '_')} {list(self.extra.shape)}"
+        extra = "" if self.extra is None else f", {_arg(EXTRA_FLAG[self.loss])} {list(self.extra.shape)}"
         return f"GradSpec(loss={self.loss!r}, output={self.output!r}{extra}, wrt={self.wrt!r})"
 
     @property
     def extra(self) -> np.ndarray | None:
         return {"mse": self.target, "cross-entropy": self.labels, "output-grad": self.output_grad}.get(self.loss)
+
+
+def _arg(flag: str) -> str:
+    """The GradSpec field a flag sets: --output-grad -> output_grad."""
+    return flag.lstrip("-").replace("-", "_")
 
 
 def _array(value) -> np.ndarray | None:
@@ -83,13 +88,13 @@ def _check_loss_flags(loss: str, target, labels, output_grad) -> str:
     together. Checked before any file is read."""
     if output_grad is not None:
         if loss not in ("sum", "output-grad"):
-            raise UsageError("--output-grad gives dL/dy directly: it replaces --loss")
+            raise UsageError("output_grad (--output-grad) gives dL/dy directly: it replaces loss (--loss)")
         loss = "output-grad"
     if loss not in KINDS:
-        raise UsageError(f"--loss {loss!r}: choose one of {', '.join(k for k in KINDS if k != 'output-grad')}")
+        raise UsageError(f"loss (--loss) {loss!r}: choose one of {', '.join(k for k in KINDS if k != 'output-grad')}")
     for flag, value, kind in (("--target", target, "mse"), ("--labels", labels, "cross-entropy")):
         if value is not None and loss != kind:
-            raise UsageError(f"{flag} goes with --loss {kind}")
+            raise UsageError(f"{_arg(flag)} ({flag}) goes with loss (--loss) {kind}")
     return loss
 
 
@@ -134,7 +139,7 @@ def _pick_output(model: onnx.ModelProto, name: str | None) -> str:
             raise UsageError("the model has no outputs")
         return outs[0]
     if name not in outs:
-        raise UsageError(f"--loss-output {name!r}: not an output of the model; its outputs are: {', '.join(outs)}")
+        raise UsageError(f"output (--loss-output) {name!r}: not an output of the model; its outputs are: {', '.join(outs)}")
     return name
 
 

@@ -83,7 +83,7 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
         yshape = tuple(shape)
     if elem is not None and elem not in FLOAT_TYPES:
         raise UsageError(f"output {output!r} is {TensorProto.DataType.Name(elem).lower()}; gradients need a float output "
-                         f"(pick one with --loss-output)")
+                         f"(pick one: GradSpec output, --loss-output)")
     elem = elem or TensorProto.FLOAT
     dtype = np_dtype(elem)
     b = GraphBuilder(names, opset, scope="onnxprobe.loss", doc=f"onnxprobe loss ({kind}) of {output}")

@@ -109,7 +109,7 @@ def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generat
         info = np.iinfo(dtype)
         lo, hi = max(lo, int(info.min)), min(hi, int(info.max) + 1)
         if lo >= hi:
-            raise UsageError(f"--int-range {int_range[0]}:{int_range[1]}: no value of dtype {dtype} lies in it")
+            raise UsageError(f"int_range (--int-range) {int_range[0]}:{int_range[1]}: no value of dtype {dtype} lies in it")
         return rng.integers(lo, hi, size=shape).astype(dtype)
     if dtype.kind == "b":
         return rng.random(shape) < 0.5
@@ -220,10 +220,10 @@ def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np
 def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
     spec = spec or InputSpec()
     if spec.seed < 0:
-        raise UsageError(f"--seed {spec.seed}: seeds are non-negative integers")
+        raise UsageError(f"seed (--seed) {spec.seed}: seeds are non-negative integers")
     lo, hi = spec.int_range
     if lo >= hi:
-        raise UsageError(f"--int-range {lo}:{hi}: LOW must be below HIGH")
+        raise UsageError(f"int_range (--int-range) {lo}:{hi}: LOW must be below HIGH")
     specs = model_inputs(model)
     given = given_values(specs, spec)
     dims = _Dims()

@@ -46,7 +46,7 @@ def _level(name: str):
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     }
     if name not in table:
-        raise UsageError(f"--opt-level {name!r}: choose one of {', '.join(OPT_LEVELS)}")
+        raise UsageError(f"opt_level (--opt-level) {name!r}: choose one of {', '.join(OPT_LEVELS)}")
     return table[name]
 
 
@@ -72,13 +72,13 @@ def cuda_usable() -> bool:
 
 def resolve_device(device: str) -> str:
     if device not in DEVICES:
-        raise UsageError(f"--device {device!r}: choose one of {', '.join(DEVICES)}")
+        raise UsageError(f"device (--device) {device!r}: choose one of {', '.join(DEVICES)}")
     if device == "auto":
         return "cuda" if cuda_usable() else "cpu"
     if device == "cuda" and not cuda_usable():
         raise ExecutionError(
-            "--device cuda: onnxruntime has no usable CUDA provider here "
-            "(install onnxruntime-gpu with matching CUDA/cuDNN libraries, or use --device cpu)"
+            "device (--device) cuda: onnxruntime has no usable CUDA provider here "
+            "(install onnxruntime-gpu with matching CUDA/cuDNN libraries, or run on the cpu device)"
         )
     return device
 
@@ -235,7 +235,7 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
     if m:
         op, ver, node = m.groups()
         return (f"onnxruntime has no {device} kernel for op {op} (opset {ver}) at node {node!r}; "
-                f"try another --device, or check the op's input types")
+                f"try another device, or check the op's input types")
     if "Unsupported model IR version" in msg:
         return f"onnxruntime cannot read this model's IR version ({IR_VERSION_RE.search(msg).group(0) if IR_VERSION_RE.search(msg) else msg.strip()})"
     m = re.search(r"No Op registered for (\S+) with domain_version of (\d+)", msg) or re.search(

@@ -33,7 +33,8 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
     onnxruntime runner's (interruptible, threads)."""
     check_runtime(runtime)
     if options and runtime not in TAKES_OPTIONS:
-        raise UsageError(f"--runtime-option: {runtime} takes none (its settings are --device and --opt-level)")
+        raise UsageError(f"runtime_options (--runtime-option): {runtime} takes none (its settings are the RunConfig's "
+                         "device and opt_level: --device, --opt-level)")
     if runtime == "ort":
         from onnxprobe.runtime.runners.ort import OrtRunner
 

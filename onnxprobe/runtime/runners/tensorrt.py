@@ -54,7 +54,7 @@ def resolve_device(device: str) -> int:
     head, sep, idx = d.partition(":")
     if head in ("cuda", "gpu") and sep and idx.isdigit():
         return int(idx)
-    raise UsageError(f"--device {device}: TensorRT runs on CUDA GPUs (auto, cuda, cuda:N)")
+    raise UsageError(f"device (--device) {device}: TensorRT runs on CUDA GPUs (auto, cuda, cuda:N)")
 
 
 class TensorRtRunner(HostStatsRunner):
