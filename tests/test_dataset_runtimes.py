@@ -169,3 +169,37 @@ def test_a_pipelines_first_sample_read_for_openvinos_shapes_is_still_compared(tm
     _run("diff", model, "--vs-runtime", "openvino", "--inputs-from", f"{pipe}:samples", "--json", out, code=(0, 1))
     d = json.loads(out.read_text())
     assert d["samples"] == 3 and d["sample_labels"] == ["item 0", "item 1", "item 2"]
+
+
+def test_a_runtime_option_openvino_refuses_is_one_error_before_any_batch(tmp_path, monkeypatch):
+    """`layers --runtime openvino --runtime-option BAD=1 --inputs-dir DIR`: the options are checked once,
+    before the first batch: one line and exit 2, not one failure per batch."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from onnxprobe import api
+    from onnxprobe.api import core
+    from onnxprobe.errors import UsageError
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "tiny",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = tmp_path / "tiny.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    (tmp_path / "ds").mkdir()
+    for i in range(3):
+        np.savez(tmp_path / "ds" / f"b{i}.npz", x=np.full((2, 3), i - 1.0, np.float32))
+    r = _run("layers", model, "--runtime", "openvino", "--runtime-option", "BAD=1", "--inputs-dir", tmp_path / "ds",
+             code=(2,))
+    assert r.stderr.count("\n") == 1 and "--runtime-option BAD=1: OpenVINO CPU refuses it" in r.stderr, r.stderr
+    assert "b0.npz" not in r.stderr and "batches" not in r.stderr, r.stderr
+
+    def no_batches(*a, **kw):
+        raise AssertionError("a batch ran")
+
+    monkeypatch.setattr(core, "run_batches", no_batches)
+    with pytest.raises(UsageError, match="BAD=1"):
+        api.layers_dataset(model, tmp_path / "ds", runtime="openvino", runtime_options={"BAD": "1"})
+    monkeypatch.undo()
+    res = api.layers_dataset(model, tmp_path / "ds", api.Selection(all=True), runtime="openvino")
+    assert res.batches == 3 and res.info.runtime == "openvino" and res.moments["y"].stats().max == 1.0

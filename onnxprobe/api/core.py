@@ -8,7 +8,7 @@ from typing import Iterator
 
 import numpy as np
 
-from onnxprobe.api.datasets import BatchWorker, model_path, run_batches, source
+from onnxprobe.api.datasets import BatchWorker, Source, first_shapes, model_path, run_batches, source
 from onnxprobe.api.inputs import (
     as_config, as_inputs, as_max_memory, as_model, as_raw, as_selection, checked_feed, load, proto_of,
 )
@@ -113,13 +113,14 @@ def _raw_of(raw, names: list[str], among: str) -> bool | set[str]:
 
 def _runner_for(model: Model, config: RunConfig | None, runtime: str, options: dict[str, str] | None,
                 max_memory: int | None, interruptible: bool = True, feed: dict | None = None,
-                threads: int | None = None) -> GraphRunner:
-    """The runner of ``runtime``; ``feed``: a run's feeds, whose shapes OpenVINO reads some models with;
-    ``threads``: onnxruntime's intra-op threads (a Ray actor's one), default its own."""
+                threads: int | None = None, shapes: dict | None = None) -> GraphRunner:
+    """The runner of ``runtime``; ``feed``: a run's feeds, whose shapes (or ``shapes``) OpenVINO reads some
+    models with; ``threads``: onnxruntime's intra-op threads (a Ray actor's one), default its own."""
     check_options_type(options)
     if runtime == "ort":
         return runner(model, config, interruptible=interruptible, options=options, **({"threads": threads} if threads else {}))
-    shapes = {k: tuple(np.shape(v)) for k, v in feed.items()} if feed else None
+    if feed:
+        shapes = {k: tuple(np.shape(v)) for k, v in feed.items()}
     return runner(model, config, runtime=runtime, options=options, max_memory=max_memory, shapes=shapes)
 
 
@@ -268,10 +269,11 @@ class LayersWorkerFactory:
     threads: int | None = None
     runtime: str = "ort"
     runtime_options: dict[str, str] | None = None
+    runner: GraphRunner | None = None  # in this process: the runner made (and checked) before the first batch
 
     def __call__(self) -> "LayersWorker":
         return LayersWorker(as_model(self.model), self.selection, self.config, self.max_memory, self.threads,
-                            self.runtime, self.runtime_options)
+                            self.runtime, self.runtime_options, self.runner)
 
 
 class LayersWorker(BatchWorker):
@@ -279,12 +281,13 @@ class LayersWorker(BatchWorker):
     fetched within ``max_memory`` per run); one runner, its probed copy kept for every batch."""
 
     def __init__(self, model: Model, selection: Selection | None, config: RunConfig | None, max_memory: int | None = None,
-                 threads: int | None = None, runtime: str = "ort", runtime_options: dict[str, str] | None = None):
+                 threads: int | None = None, runtime: str = "ort", runtime_options: dict[str, str] | None = None,
+                 runner: GraphRunner | None = None):
         self.model, self.config, self.max_memory, self.threads = model, config, max_memory, threads
         self.runtime, self.runtime_options = runtime, runtime_options
         self.specs = _feeds.model_inputs(model.proto)
         self.refs = select_refs(model.proto, selection or Selection())
-        self.runner: GraphRunner | None = None  # made on the first batch (OpenVINO wants its input shapes)
+        self.runner = runner  # else made on the first batch (OpenVINO wants its input shapes)
 
     def _runner(self, feed: dict) -> GraphRunner:
         if self.runner is None:
@@ -316,8 +319,11 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike |
     model, selection, config = as_model(model), as_selection(selection), as_config(config)
     max_memory = as_max_memory(max_memory)
     src = source(model, inputs, inputs_from)
-    factory = LayersWorkerFactory(model_path(model) if ray else model, selection, config, max_memory,
-                                  threads=1 if ray else None, runtime=runtime, runtime_options=runtime_options)
+    path = model_path(model) if ray else None
+    first = _checked_runner(model, config, runtime, runtime_options, max_memory, src)
+    factory = LayersWorkerFactory(path or model, selection, config, max_memory, threads=1 if ray else None,
+                                  runtime=runtime, runtime_options=runtime_options, runner=None if ray else first)
+    del first  # on Ray, each actor makes its own
     acc: dict = {"moments": {}, "hists": {}, "notes": [], "first": None, "count": 0}
 
     def merge(index: int, label: str, part: LayersPartial) -> None:
@@ -337,6 +343,19 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike |
     return DatasetResult(plan_, first.info, acc["moments"], acc["hists"], first.shapes, acc["count"],
                          list(dict.fromkeys(notes)), model_digest(model.proto), (selection or Selection()).describe(),
                          executor)
+
+
+def _checked_runner(model: Model, config: RunConfig | None, runtime: str, options: dict[str, str] | None,
+                    max_memory: int | None, src: Source) -> GraphRunner:
+    """The runner of a dataset's batches, made before the first one (with its input shapes, which OpenVINO
+    reads some models with) and asked its precision, as ``diff`` asks it for its default tolerance: a
+    device or runtime option the runtime refuses is one error before any batch, not one per batch."""
+    shapes = first_shapes(model, src) if runtime == "openvino" else None
+    r = _runner_for(model, config, runtime, options, max_memory, interruptible=False, shapes=shapes)
+    ask = getattr(r, "inference_precision", None)
+    if ask is not None:
+        ask()
+    return r
 
 
 def _add_histograms(hists: dict, values: dict[str, np.ndarray]) -> None:
