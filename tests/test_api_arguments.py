@@ -145,6 +145,10 @@ def test_prober_takes_one_name(cnn, feed):
     (lambda: api.Tolerance(rtol=float("nan")), "finite"),
     (lambda: api.Tolerance(min_sqnr="30"), "finite numbers"),
     (lambda: api.Tolerance(min_cosine=2), "min_cosine=2: a cosine similarity is at most 1"),
+    (lambda: api.RayOptions(workers="2"), r"workers \(--ray-workers\) '2': give a whole number"),
+    (lambda: api.RayOptions(workers=1.5), r"workers \(--ray-workers\) 1.5: give a whole number"),
+    (lambda: api.RayOptions(workers=True), r"workers \(--ray-workers\) True: give a whole number"),
+    (lambda: api.RayOptions(address=5), r"address \(--ray-address\) 5: expected auto"),
     (lambda: api.Tolerance("cosine", min_cosine=1.5), "min_cosine=1.5: a cosine similarity is at most 1"),
     (lambda: api.Tolerance("sqnr", abs_floor=-1.0), "abs_floor=-1.0: thresholds are finite and non-negative"),
     (lambda: api.Tolerance("sqnr", abs_floor=float("inf")), "abs_floor=inf: thresholds are finite numbers"),
@@ -199,6 +203,10 @@ def test_a_dict_of_arrays_is_the_inputs_it_gives(feed):
     assert api.describe_inputs(CNN, {"image": arr}) == ["image float32 [1x3x32x32] given"]
     g = api.grad(MLP, None, None, None, {"x": np.zeros((4, 16), np.float32)})
     assert np.isfinite(g.loss)
+
+
+def test_ray_options_take_a_numpy_integer():
+    assert api.RayOptions(workers=np.int64(2)).workers == 2 and type(api.RayOptions(workers=np.int64(2)).workers) is int
 
 
 def test_input_files_take_literal_values():

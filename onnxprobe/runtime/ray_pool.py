@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import numbers
 import os
 import shutil
 import signal
@@ -45,9 +46,14 @@ class RayOptions:
     workers: int | None = None
 
     def __post_init__(self) -> None:
-        if self.workers is not None and self.workers < 1:
-            raise UsageError(f"--ray-workers {self.workers}: give at least 1")
+        w = self.workers
+        if w is not None:
+            if not isinstance(w, numbers.Integral) or isinstance(w, bool) or w < 1:
+                raise UsageError(f"workers (--ray-workers) {w!r}: give a whole number of actors, at least 1")
+            object.__setattr__(self, "workers", int(w))  # frozen
         if self.address is not None:
+            if not isinstance(self.address, str):
+                raise UsageError(f"address (--ray-address) {self.address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
             check_address(self.address)
 
 
