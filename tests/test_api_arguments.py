@@ -149,6 +149,13 @@ def test_prober_takes_one_name(cnn, feed):
     (lambda: api.RayOptions(workers=1.5), r"workers \(--ray-workers\) 1.5: give a whole number"),
     (lambda: api.RayOptions(workers=True), r"workers \(--ray-workers\) True: give a whole number"),
     (lambda: api.RayOptions(address=5), r"address \(--ray-address\) 5: expected auto"),
+    (lambda: api.diff_dataset(CNN, CNN, "ds.npz", selection="Conv"), "selection: expected an api.Selection"),
+    (lambda: api.diff_dataset(CNN, CNN, "ds.npz", config="cpu"), "config: expected an api.RunConfig"),
+    (lambda: api.diff_dataset(CNN, CNN, "ds.npz", tolerance=3), "tolerance: expected an api.Tolerance"),
+    (lambda: api.diff_dataset(CNN, CNN, "ds.npz", user_map=[("a", "b")]), "user_map: expected a dict"),
+    (lambda: api.grad_dataset(MLP, "ds.npz", spec="sum"), "spec: expected an api.GradSpec"),
+    (lambda: api.grad_dataset(MLP, "ds.npz", "fc1*"), "selection: expected an api.Selection"),
+    (lambda: api.grad_dataset(MLP, "ds.npz", config="cpu"), "config: expected an api.RunConfig"),
     (lambda: api.Tolerance("cosine", min_cosine=1.5), "min_cosine=1.5: a cosine similarity is at most 1"),
     (lambda: api.Tolerance("sqnr", abs_floor=-1.0), "abs_floor=-1.0: thresholds are finite and non-negative"),
     (lambda: api.Tolerance("sqnr", abs_floor=float("inf")), "abs_floor=inf: thresholds are finite numbers"),
@@ -174,8 +181,9 @@ def test_wrong_kind_of_argument_is_one_usage_error(call, match, tmp_path, monkey
     (lambda: api.GradSpec(loss="mean", output_grad=np.zeros(3)), "output_grad (--output-grad) gives dL/dy directly"),
     (lambda: api.grad(MLP, spec=api.GradSpec(output="nope")), "output (--loss-output) 'nope': not an output"),
     (lambda: api.diff(CNN, CNN, fp32_sensitivity=-1), "fp32_sensitivity (--fp32-sensitivity) -1"),
+    (lambda: api.grad_dataset(MLP, "ds.npz", reduce="max"), "reduce (--reduce) 'max': choose sum or mean"),
 ], ids=["seed", "int_range", "device", "opt_level", "runtime_options", "openvino_device", "loss", "loss_needs", "goes_with",
-        "output_grad", "loss_output", "fp32_sensitivity"])
+        "output_grad", "loss_output", "fp32_sensitivity", "reduce"])
 def test_api_messages_name_the_argument_as_well_as_the_flag(call, needle):
     with pytest.raises(UsageError) as e:
         call()

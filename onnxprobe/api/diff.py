@@ -134,7 +134,7 @@ def diff(
         raise UsageError(f"fp32_sensitivity: expected a number of layers (an int), got {type(fp32_sensitivity).__name__}")
     if fp32_sensitivity < 0:
         raise UsageError(f"fp32_sensitivity (--fp32-sensitivity) {fp32_sensitivity}: the number of layers to rerun in fp32 (0: none)")
-    selection, config, inputs, tolerance, per_tensor = _checked(selection, config, inputs, tolerance, per_tensor)
+    selection, config, inputs, tolerance, per_tensor = checked_arguments(selection, config, inputs, tolerance, per_tensor)
     max_memory = as_max_memory(max_memory)
     vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
                                  vs_npz=vs_npz, vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime,
@@ -167,7 +167,7 @@ def diff(
     return res
 
 
-def _checked(selection, config, inputs, tolerance, per_tensor) -> tuple:
+def checked_arguments(selection, config, inputs, tolerance, per_tensor) -> tuple:
     """The arguments a notebook passes, checked at the door (``api.inputs``; model B where it is loaded,
     ``as_model(b, "b")``): a criterion that is not a Tolerance is one UsageError naming it; a dict of
     arrays is the inputs."""
@@ -206,7 +206,7 @@ def diff_grad(
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (one of them)")
     spec = as_spec(spec)
     check_map(user_map)
-    selection, config, inputs, tolerance, per_tensor = _checked(selection, config, inputs, tolerance, per_tensor)
+    selection, config, inputs, tolerance, per_tensor = checked_arguments(selection, config, inputs, tolerance, per_tensor)
     max_memory = as_max_memory(max_memory)
     if vs_torch is not None:
         if user_map:

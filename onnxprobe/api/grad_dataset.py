@@ -18,7 +18,8 @@ import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, model_path, run_batches, source
 from onnxprobe.api.grad import GradResult, GradRow, grad_probes
-from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, grad_plan
+from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
+from onnxprobe.api.inputs import as_config, as_selection
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model, as_model
@@ -108,8 +109,8 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike, se
     their statistics (see the module's doc). ``result.arrays``: the weight gradients. ``ray``: the
     samples shared out to Ray actors."""
     if reduce not in REDUCE:
-        raise UsageError(f"--reduce {reduce!r}: choose sum or mean")
-    spec = spec or GradSpec()
+        raise UsageError(f"reduce (--reduce) {reduce!r}: choose sum or mean")
+    spec, selection, config = as_spec(spec) or GradSpec(), as_selection(selection), as_config(config)
     if spec.extra is not None:
         raise UsageError(f"--inputs-dir: {'--target' if spec.loss == 'mse' else '--labels' if spec.loss == 'cross-entropy' else '--output-grad'} "
                          "holds one input's values, not a dataset's; dataset losses are sum or mean")
