@@ -37,6 +37,23 @@ class UnknownShape(ModelError):
     does not take, where no run can tell either)."""
 
 
+class NoGradientRule(ModelError):
+    """An op between the loss and a wanted tensor that has no gradient (rule). Its message is made from its
+    parts, so that the If/Loop/Scan body it lies in can be named (``within``) without reading the text."""
+
+    def __init__(self, op: str, node: str, hint: str, needed: list[str], supported: list[str], where: str | None = None):
+        self.op, self.node, self.hint, self.needed, self.supported, self.where = op, node, hint, needed, supported, where
+        inside = f" (in {where})" if where else ""
+        super().__init__(
+            f"cannot differentiate op {op} at node {node!r} ({hint}){inside}; it lies between the loss and "
+            f"{', '.join(repr(x) for x in needed)}. Supported ops: {', '.join(supported)}. "
+            f"Use --wrt to ask only for gradients that do not pass through it")
+
+    def within(self, where: str) -> "NoGradientRule":
+        """The same error, saying which body the node lies in."""
+        return NoGradientRule(self.op, self.node, self.hint, self.needed, self.supported, where)
+
+
 class ExecutionError(OnnxProbeError):
     """onnxruntime (or another runtime) could not build a session for, or run, the model. Exit code 1."""
 

@@ -28,7 +28,7 @@ from onnx import numpy_helper
 from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.context import NodeGrad
 from onnxprobe.autodiff.nested import rename
-from onnxprobe.errors import ModelError, UnknownShape, UsageError
+from onnxprobe.errors import ModelError, NoGradientRule, UnknownShape, UsageError
 from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, all_names, default_opset
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import implicit_inputs, node_display_name, subgraphs, toposort
@@ -353,10 +353,7 @@ def _differentiate(eng: Engine, nodes: list[onnx.NodeProto], active: list[onnx.N
         if st != "rule":
             needed = [i for i in list(n.input) + implicit_inputs(n) if i in rg][:3]
             hint = "it has no gradient" if st == "non-differentiable" else "no gradient rule for it"
-            raise ModelError(
-                f"cannot differentiate op {n.op_type} at node {display!r} ({hint}); it lies between the loss and "
-                f"{', '.join(repr(x) for x in needed)}. Supported ops: {', '.join(registry.supported_ops())}. "
-                f"Use --wrt to ask only for gradients that do not pass through it")
+            raise NoGradientRule(n.op_type, display, hint, needed, registry.supported_ops())
         rule = registry.rule_of(n)
         dys = [acc.final(o) if (o and o in rg and o in reach) else None for o in n.output]
         if not any(dys):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import helper
 
-from onnxprobe.errors import ModelError
+from onnxprobe.errors import NoGradientRule
 from onnxprobe.graph.shapes import infer_shapes, value_types
 from onnxprobe.graph.walk import implicit_inputs, outer_reads, subgraphs
 
@@ -51,10 +51,9 @@ def differentiate_body(eng, attach, body: onnx.GraphProto, seeds: dict[str, str]
     its initial value's); ``where``: the body, for messages (an op without a rule says where it lies)."""
     try:
         return _differentiate_body(eng, attach, body, seeds, wrt, input_types)
-    except ModelError as e:
-        if where and "cannot differentiate op" in str(e) and " (in " not in str(e).split(";")[0]:
-            head, _, rest = str(e).partition(";")
-            raise type(e)(f"{head} (in {where});{rest}") from e
+    except NoGradientRule as e:
+        if where and e.where is None:  # the innermost body names where the node lies
+            raise e.within(where) from e
         raise
 
 
