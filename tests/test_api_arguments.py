@@ -226,14 +226,17 @@ def test_input_files_take_literal_values():
 
 
 def test_gradspec_takes_a_nested_list_as_an_array():
-    target = [[0.0] * 8] * 4
+    """A list has no dtype of its own: its floats take the output's (float32), and the gradients are those
+    of the same target given as a float32 array; an array of another dtype is still one clear line."""
+    target = [[0.25 * (i - j) for j in range(8)] for i in range(4)]
     spec = api.GradSpec(loss="mse", target=target)
     assert isinstance(spec.target, np.ndarray) and spec.target.shape == (4, 8)
-    # python floats are float64; the output is float32: a clear line, not an AttributeError
+    res = api.grad(MLP, spec=spec)
+    want = api.grad(MLP, spec=api.GradSpec(loss="mse", target=np.asarray(target, np.float32)))
+    assert res.plan.loss.kind == "mse" and res.loss == want.loss and res.loss > 0
+    assert [(r.name, r.stats) for r in res.rows] == [(r.name, r.stats) for r in want.rows] and res.rows
     with pytest.raises(UsageError, match="dtype float64"):
-        api.grad(MLP, spec=spec)
-    res = api.grad(MLP, spec=api.GradSpec(loss="mse", target=np.asarray(target, np.float32)))
-    assert res.plan.loss.kind == "mse"
+        api.grad(MLP, spec=api.GradSpec(loss="mse", target=np.asarray(target, np.float64)))
 
 
 def test_input_spec_takes_one_flag_string():

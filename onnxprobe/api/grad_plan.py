@@ -55,7 +55,11 @@ class GradSpec:
             raise UsageError(f"GradSpec loss: expected one of {', '.join(k for k in KINDS if k != 'output-grad')}, "
                              f"got {type(self.loss).__name__}")
         self.loss = _check_loss_flags(self.loss, self.target, self.labels, self.output_grad)
-        # the arrays as a notebook has them: a path is read (as grad_spec reads it), a nested list made an array
+        # the arrays as a notebook has them: a path is read (as grad_spec reads it), a nested list made an array;
+        # a list has no dtype of its own, so its floats take the output's (``extra_for``), where an array's
+        # or a file's dtype must be the output's
+        self._from_list = frozenset(k for k in ("target", "labels", "output_grad")
+                                    if getattr(self, k) is not None and not isinstance(getattr(self, k), (np.ndarray, str, os.PathLike)))
         self.target, self.labels, self.output_grad = (_array(v) for v in (self.target, self.labels, self.output_grad))
         if self.loss in EXTRA_FLAG and self.extra is None:
             raise UsageError(f"loss (--loss) {self.loss} needs {_arg(EXTRA_FLAG[self.loss])} ({EXTRA_FLAG[self.loss]} FILE.npy)")
@@ -70,6 +74,14 @@ class GradSpec:
     @property
     def extra(self) -> np.ndarray | None:
         return {"mse": self.target, "cross-entropy": self.labels, "output-grad": self.output_grad}.get(self.loss)
+
+    def extra_for(self, dtype) -> np.ndarray | None:
+        """``extra`` for an output of numpy ``dtype``: floats given as a Python list take that dtype."""
+        x = self.extra
+        key = {"mse": "target", "cross-entropy": "labels", "output-grad": "output_grad"}.get(self.loss)
+        if x is not None and key in self._from_list and x.dtype.kind == "f" and np.dtype(dtype).kind == "f":
+            return x.astype(dtype)
+        return x
 
 
 def _arg(flag: str) -> str:
@@ -249,7 +261,10 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     # the extra input (labels, target, output gradient) is checked against the output's shape for this feed,
     # not its declared one: a batch of 2 labels for an output [?, 4] of batch 1 broadcast into another loss
     run_shape = _output_shape(model.proto, output, feed) if feed is not None and spec.extra is not None else None
-    loss = attach_loss(fwd, output, spec.loss, extra=spec.extra, opset=default_opset(fwd), names=all_names(fwd),
+    out_type = value_types(base).get(output)
+    elem = out_type.tensor_type.elem_type if out_type is not None else 0
+    given = spec.extra_for(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else spec.extra
+    loss = attach_loss(fwd, output, spec.loss, extra=given, opset=default_opset(fwd), names=all_names(fwd),
                        shape=run_shape)
     fwd = infer_shapes(fwd, warnings)
     bw = attach_backward(fwd, loss.seeds, [t.ref.name for t in tg], outputs=[loss.loss], unsupported=unsupported)
@@ -269,7 +284,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
                             "~0 (noise); use --loss cross-entropy --labels, --loss mse --target or --output-grad")
     if feed is not None and _has_if(model.proto):
         _declared_inputs(model.proto, fwd, bw.model)
-    extra = {loss.input: spec.extra} if loss.input else {}
+    extra = {loss.input: given} if loss.input else {}
     return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings)
 
 

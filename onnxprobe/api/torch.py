@@ -202,15 +202,16 @@ def diff_grad_torch(
     except ExecutionError as e:
         raise ExecutionError(f"{e}{fs.hint()}") from e
     cands = candidates(a_model.proto, observe(a_model.proto))
-    plan = grad_plan(a_model, GradSpec(spec.output, spec.loss, spec.target, spec.labels, spec.output_grad),
-                     feed=fs.values, names=[t for t, _ in cands], unsupported="skip")
+    # names= chooses the tensors (the spec's wrt filters the pairs below)
+    plan = grad_plan(a_model, spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip")
     side_a = grad_side(a_model.source, a_model, plan, OrtRunner(plan.backward.model, config, a_model.source), cands, "A")
     if spec.wrt:
         keep_wrt([side_a], spec.wrt)
     outputs = [o.name for o in a_model.proto.graph.output]
     modules = {p.a.name: p.b for p in tp.pairs if p.b.module}
     runner = TorchGradRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], outputs.index(plan.loss.output),
-                             plan.loss.kind, spec.extra, plan.loss.class_axis, {b.module for b in modules.values()})
+                             plan.loss.kind, plan.extra_feed.get(plan.loss.input, spec.extra) if plan.loss.input else spec.extra,
+                             plan.loss.class_axis, {b.module for b in modules.values()})
     params = {n: p.detach().cpu().numpy() for n, p in mod.named_parameters()}  # one name per tensor
     matching = _grad_matching(a_model, side_a.observation.observables, params, modules,
                               {p for p, _ in mod.named_modules()})
