@@ -31,7 +31,8 @@ GRAD_OPT_LEVEL = "all"
 # with reduction...) are written on a copy converted to it (onnx.version_converter); the user's file is
 # not touched, and the exported backward model has this opset.
 GRAD_OPSET = 17
-EXTRA_FLAG = {"mse": "--target", "cross-entropy": "--labels", "output-grad": "--output-grad"}
+EXTRA_FIELD = {"mse": "target", "cross-entropy": "labels", "output-grad": "output_grad"}  # the loss's array
+EXTRA_FLAG = {k: "--" + v.replace("_", "-") for k, v in EXTRA_FIELD.items()}
 
 
 @dataclass
@@ -58,35 +59,29 @@ class GradSpec:
         # the arrays as a notebook has them: a path is read (as grad_spec reads it), a nested list made an array;
         # a list has no dtype of its own, so its floats take the output's (``extra_for``), where an array's
         # or a file's dtype must be the output's
-        self._from_list = frozenset(k for k in ("target", "labels", "output_grad")
+        self._from_list = frozenset(k for k in EXTRA_FIELD.values()
                                     if getattr(self, k) is not None and not isinstance(getattr(self, k), (np.ndarray, str, os.PathLike)))
         self.target, self.labels, self.output_grad = (_array(v) for v in (self.target, self.labels, self.output_grad))
         if self.loss in EXTRA_FLAG and self.extra is None:
-            raise UsageError(f"loss (--loss) {self.loss} needs {_arg(EXTRA_FLAG[self.loss])} ({EXTRA_FLAG[self.loss]} FILE.npy)")
+            raise UsageError(f"loss (--loss) {self.loss} needs {EXTRA_FIELD[self.loss]} ({EXTRA_FLAG[self.loss]} FILE.npy)")
         if self.output is not None and not isinstance(self.output, str):
             raise UsageError(f"GradSpec output: expected an output name, got {type(self.output).__name__}")
         self.wrt = tuple(as_names(self.wrt, "GradSpec wrt"))
 
     def __repr__(self) -> str:
-        extra = "" if self.extra is None else f", {_arg(EXTRA_FLAG[self.loss])} {list(self.extra.shape)}"
+        extra = "" if self.extra is None else f", {EXTRA_FIELD[self.loss]} {list(self.extra.shape)}"
         return f"GradSpec(loss={self.loss!r}, output={self.output!r}{extra}, wrt={self.wrt!r})"
 
     @property
     def extra(self) -> np.ndarray | None:
-        return {"mse": self.target, "cross-entropy": self.labels, "output-grad": self.output_grad}.get(self.loss)
+        return getattr(self, EXTRA_FIELD[self.loss]) if self.loss in EXTRA_FIELD else None
 
     def extra_for(self, dtype) -> np.ndarray | None:
         """``extra`` for an output of numpy ``dtype``: floats given as a Python list take that dtype."""
         x = self.extra
-        key = {"mse": "target", "cross-entropy": "labels", "output-grad": "output_grad"}.get(self.loss)
-        if x is not None and key in self._from_list and x.dtype.kind == "f" and np.dtype(dtype).kind == "f":
+        if x is not None and EXTRA_FIELD[self.loss] in self._from_list and x.dtype.kind == "f" and np.dtype(dtype).kind == "f":
             return x.astype(dtype)
         return x
-
-
-def _arg(flag: str) -> str:
-    """The GradSpec field a flag sets: --output-grad -> output_grad."""
-    return flag.lstrip("-").replace("-", "_")
 
 
 def _array(value) -> np.ndarray | None:
@@ -104,9 +99,9 @@ def _check_loss_flags(loss: str, target, labels, output_grad) -> str:
         loss = "output-grad"
     if loss not in KINDS:
         raise UsageError(f"loss (--loss) {loss!r}: choose one of {', '.join(k for k in KINDS if k != 'output-grad')}")
-    for flag, value, kind in (("--target", target, "mse"), ("--labels", labels, "cross-entropy")):
+    for kind, value in (("mse", target), ("cross-entropy", labels)):
         if value is not None and loss != kind:
-            raise UsageError(f"{_arg(flag)} ({flag}) goes with loss (--loss) {kind}")
+            raise UsageError(f"{EXTRA_FIELD[kind]} ({EXTRA_FLAG[kind]}) goes with loss (--loss) {kind}")
     return loss
 
 
