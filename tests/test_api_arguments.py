@@ -60,6 +60,24 @@ def test_mark_stats_is_true_or_false(tmp_path):
     assert not (tmp_path / "m.onnx").exists()
 
 
+@pytest.mark.parametrize("call, field", [
+    (lambda v: api.layers(CNN, save=v), "layers save"),
+    (lambda v: api.plan(CNN, stats=v), "plan stats"),
+    (lambda v: api.grad(MLP, save=v), "grad save"),
+    (lambda v: api.grad(MLP, check=v), "grad check"),
+    (lambda v: api.diff(CNN, CNN, introduced=v), "diff introduced"),
+    (lambda v: api.diff(CNN, CNN, fuse=v), "diff fuse"),
+    (lambda v: api.diff(CNN, CNN, profile=v), "diff profile"),
+    (lambda v: api.diff(CNN, vs_reference=v), "diff vs_reference"),
+    (lambda v: api.diff_dataset(CNN, CNN, inputs="nowhere", fuse=v), "diff_dataset fuse"),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_switches_of_functions_are_true_or_false(call, field):
+    """A switch given "no" is truthy: it would do what it says not to; 0 or None read as False."""
+    for bad in ("no", 0, None):
+        with pytest.raises(UsageError, match=f"{field}=.*expected True or False"):
+            call(bad)
+
+
 def test_gradspec_wrt_takes_one_string_as_one_name():
     spec = api.GradSpec(wrt="fc1.weight")
     assert spec.wrt == ("fc1.weight",)

@@ -10,7 +10,7 @@ import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, Source, first_shapes, model_path, run_batches, source
 from onnxprobe.api.inputs import (
-    as_config, as_inputs, as_max_memory, as_model, as_raw, as_selection, checked_feed, load, proto_of,
+    as_config, as_inputs, as_max_memory, as_model, as_raw, as_selection, check_switches, checked_feed, load, proto_of,
 )
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.expose import expose
@@ -45,6 +45,7 @@ def plan(model: Model, selection: Selection | None = None, *, stats: bool = True
     """A rewritten copy of the model that exposes the selected tensors (their in-graph statistics, shapes
     and, with ``raw``, values) as outputs; ``model`` (a Model, a path or a ModelProto) is untouched.
     ``raw``: True (every selected tensor's values) or tensor names (one string is one name)."""
+    check_switches("plan", stats=stats)
     model = as_model(model)
     refs = [r for r in select_refs(model.proto, as_selection(selection) or Selection()) if r.kind == "node"]
     raw = _raw_of(raw, [r.name for r in refs], "the selected node outputs")
@@ -154,6 +155,7 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
     cannot observe are in ``result.unobserved`` with the reason. ``model``: a Model, a path or a
     ModelProto; ``inputs``: an InputSpec or a dict of arrays by input name.
     """
+    check_switches("layers", save=save)
     model, selection, config = as_model(model), as_selection(selection), as_config(config)
     max_memory = as_max_memory(max_memory)
     fs = feeds(model, inputs)

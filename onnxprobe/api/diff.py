@@ -9,7 +9,9 @@ from dataclasses import replace
 
 from onnxprobe.api.torch import diff_grad_torch, diff_torch
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec, grad_plan
-from onnxprobe.api.inputs import as_config, as_inputs, as_max_memory, as_model, as_selection, check_map, expect
+from onnxprobe.api.inputs import (
+    as_config, as_inputs, as_max_memory, as_model, as_selection, check_map, check_switches, expect,
+)
 from onnxprobe.compare.diff import DiffResult, check_same_inputs
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.gradients import candidates, folded_weights, grad_reason, grad_side, keep_wrt, loss_value
@@ -130,6 +132,7 @@ def diff(
     device, when given; ``vs_reference`` is ``vs_runtime="reference"``). ``runtime_options``: settings of
     the runtimes that take them (``{"INFERENCE_PRECISION_HINT": "f16"}``; ``"openvino:KEY"`` for one)."""
     check_map(user_map)
+    check_switches("diff", vs_reference=vs_reference, introduced=introduced, fuse=fuse, profile=profile)
     if not isinstance(fp32_sensitivity, int) or isinstance(fp32_sensitivity, bool):
         raise UsageError(f"fp32_sensitivity: expected a number of layers (an int), got {type(fp32_sensitivity).__name__}")
     if fp32_sensitivity < 0:

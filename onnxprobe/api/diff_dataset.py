@@ -10,7 +10,7 @@ import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, first_shapes, model_path, run_batches, source
 from onnxprobe.api.diff import check_reference, checked_arguments, make_sides
-from onnxprobe.api.inputs import as_max_memory, check_map
+from onnxprobe.api.inputs import as_max_memory, check_map, check_switches
 from onnxprobe.compare.dataset import DiffPartial, Pool, measure_sample
 from onnxprobe.compare.diff import DiffResult, prepare
 from onnxprobe.compare.measure import DiffPlan
@@ -115,6 +115,7 @@ def diff_dataset(
     vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
                                  runtime=runtime, vs_runtime=vs_runtime, runtime_options=runtime_options, dataset=True)
     check_map(user_map)
+    check_switches("diff_dataset", vs_reference=vs_reference, introduced=introduced, fuse=fuse)
     selection, config, _, tolerance, per_tensor = checked_arguments(selection, config, None, tolerance, per_tensor)
     config, max_memory = config or RunConfig(), as_max_memory(max_memory)
     a_model = as_model(a)

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
-from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_selection
+from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_selection, check_switches
 from onnxprobe.autodiff.check import DELTA, CheckItem, check_gradients, perturbable, to_float64
 from onnxprobe.autodiff.engine import attach_backward, shaped_types
 from onnxprobe.autodiff.select import weight_value
@@ -96,6 +96,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
     one session and return the statistics of every gradient (and, with ``check``, their finite-
     difference check; ``progress(done, total)`` is called per gradient checked). ``model``: a Model, a path
     or a ModelProto; ``inputs``: an InputSpec or a dict of arrays by input name."""
+    check_switches("grad", save=save, check=check)
     spec, selection, inputs = as_spec(spec) or GradSpec(), as_selection(selection), as_inputs(inputs)
     config = as_config(config) or RunConfig(opt_level=GRAD_OPT_LEVEL)
     model = as_model(model)

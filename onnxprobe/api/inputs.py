@@ -27,7 +27,7 @@ from onnxprobe.runtime.feeds import Feeds, ModelInput, check_value, make_feeds, 
 from onnxprobe.runtime.feeds import model_inputs as _model_inputs
 from onnxprobe.text import clean, clip
 from onnxprobe.graph.select import Selection
-from onnxprobe.types import InputSpec, RunConfig
+from onnxprobe.types import InputSpec, RunConfig, check_bool
 
 __all__ = ["input_spec", "parse_int_range", "parse_size", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
@@ -54,6 +54,13 @@ def as_selection(selection) -> Selection | None:
 
 def as_config(config) -> RunConfig | None:
     return expect(config, RunConfig, "config", "an api.RunConfig, e.g. api.RunConfig(device='cpu'),")
+
+
+def check_switches(where: str, **switches) -> None:
+    """Each of ``switches`` (argument name -> value) is True or False (``types.check_bool``): a switch
+    given "no", 0 or None would be read by its truth, not by what it says."""
+    for name, value in switches.items():
+        check_bool(value, f"{where} {name}")
 
 
 def as_max_memory(max_memory) -> int | None:

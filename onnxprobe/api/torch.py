@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
-from onnxprobe.api.inputs import as_max_memory
+from onnxprobe.api.inputs import as_max_memory, check_switches
 from onnxprobe.compare.diff import DiffResult
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.gradients import candidates, grad_side, keep_wrt, loss_value
@@ -152,6 +152,7 @@ def diff_torch(
     path; ``result.first_failure`` the first module that disagrees. ``introduced``: also run the module
     once more with each paired module's output replaced by the ONNX value (teacher forcing), so that each
     pair also says the error its module introduces on its own."""
+    check_switches("diff_torch", introduced=introduced)
     max_memory = as_max_memory(max_memory)
     a_model, mod, fs, config = _prepare(a, module, example_args, inputs, config)
     side_a = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, config, a_model.source))
@@ -306,6 +307,7 @@ def export_and_diff(module, example_args: tuple, *, dynamo: bool = True, path: s
 
     from onnxprobe.torch.export import export
 
+    check_switches("export_and_diff", dynamo=dynamo)
     mod, _ = torch_module(module)
     args = tuple(example_args) if isinstance(example_args, (tuple, list)) else (example_args,)
     if path is not None:
