@@ -58,7 +58,7 @@ def structure(model: onnx.ModelProto) -> str:
 # what an entry holds, how probes read it (rows, pair outputs) and how its graph is laid out: a change bumps it, so that a
 # development build never reads an entry an older build of the same version wrote (8: tensors of old-opset models
 # whose shapes only the version-converted inference tells are planned onto the host when small)
-FORMAT = 12
+FORMAT = 13
 
 
 def key_of(parts: dict) -> str:

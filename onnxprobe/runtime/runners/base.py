@@ -27,7 +27,7 @@ from onnx import numpy_helper
 
 from onnxprobe.graph.expose import expose, needs_masking
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stub_weights, stubs
-from onnxprobe.graph.shapes import concrete_shapes, shape_bytes, static_shape, value_types
+from onnxprobe.graph.shapes import shape_bytes, shapes_with_folded, static_shape, value_types
 from onnxprobe.runtime import plan_cache
 from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
@@ -152,16 +152,19 @@ def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: 
                    total: int) -> tuple[dict[str, tuple], set[str]]:
     """For these input shapes: the concrete shapes of ``refs`` that agree in rank with the model's own
     (so that a statistics row planned on them fits the run), and the refs small enough to be summarised
-    on the host (see SMALL_ON_HOST)."""
-    shapes = concrete_shapes(model, input_shapes)
+    on the host (see SMALL_ON_HOST). The shapes that only folding the model's shape computations tells
+    (``graph.shape_values``: a transformer export's position ids) count for the host's share alone: a tensor
+    summarised on the host takes any shape it has at run time, a row planned on a shape does not."""
+    inferred, folded = shapes_with_folded(model, input_shapes, fold=True)
     types = value_types(model)
     host, used, fitting, sizes = set(), 0, {}, []
     for r in refs:
-        s, t = shapes.get(r.name), types.get(r.name)
+        s, t = inferred.get(r.name, folded.get(r.name)), types.get(r.name)
         if s is None or t is None:
             continue
         own = static_shape(t)
-        if own is not None and len(own) == len(s) and all(not isinstance(a, int) or a == b for a, b in zip(own, s)):
+        if (r.name in inferred and own is not None and len(own) == len(s)
+                and all(not isinstance(a, int) or a == b for a, b in zip(own, s))):
             fitting[r.name] = s
         n = shape_bytes(t, s)
         if n is None:  # an element type numpy lacks: summarised in the graph
