@@ -29,7 +29,7 @@ from onnxprobe.graph.builder import all_names, default_opset, interleave
 from onnxprobe.graph.merge import PREFIX as PREFIX_B
 from onnxprobe.graph.merge import PREFIX_A, NotMergeable, side_by_side
 from onnxprobe.graph.pair_nodes import MAXIMA, PAIR_ROW, SUMS, PairBuilder
-from onnxprobe.graph.shapes import concrete_shapes, concrete_sizes, infer_shapes, static_shape, value_types
+from onnxprobe.graph.shapes import concrete_sizes, infer_shapes, shapes_with_folded, static_shape, value_types
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stubs
 from onnxprobe.graph.walk import implicit_inputs
 from onnxprobe.match.engine import Pair
@@ -99,8 +99,10 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     types = value_types(infer_shapes(merged))  # the tensors onnxprobe added (dequantizations) may lack value_info
     each, total = base_runner.SMALL_PAIRS_ON_HOST
     # for these input shapes: what no value_info tells (an old opset's shape computations, ``concrete_shapes``)
-    concrete = concrete_shapes(merged, input_shapes) if input_shapes is not None else {}
-    sizes = concrete_sizes(merged, input_shapes, concrete) if total else {}
+    # (what only folding the shape computations tells sizes the pairs taken raw, which take any run-time
+    # shape, and never a row's axes: graph.shape_values)
+    concrete, folded = shapes_with_folded(merged, input_shapes, fold=True) if input_shapes is not None else ({}, {})
+    sizes = concrete_sizes(merged, input_shapes, {**folded, **concrete}) if total else {}
     used = 0
     raw: dict[int, list[str]] = {}
     names = all_names(merged)
