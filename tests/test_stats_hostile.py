@@ -58,6 +58,9 @@ DISTRIBUTIONS = {
     # a sigmoid map: ~1e-7 almost everywhere, a few 1s; the midpoint shift is ~100 std from the mean, so
     # the moments about it cancel by 1e4 (float32 block sums of them left the std 1.7% off)
     "skewed_sparse": _skewed(),
+    # one value repeated along rows of a prime length (no block row fits the size): float32 partial sums
+    # of |x| over 16381 elements drift by 3e-5 on a constant (each addition rounds the same way)
+    "constant_long_rows": np.full((61, 16381), 0.9979855, np.float32),
 }
 
 
@@ -221,3 +224,26 @@ def test_pooled_cosine_stays_within_one(offset):
     oracle = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
     assert -1.0 <= near.cosine <= 1.0
     assert near.cosine == pytest.approx(oracle, abs=1e-12)
+
+
+def test_rows_of_a_length_not_known_in_the_graph_match_numpy(tmp_path):
+    """A tensor whose last dim is symbolic when its statistics nodes are made (mark --stats; layers
+    --inputs-dir with batches of two shapes, whose plan is made for any shape): its rows may be 1M long,
+    where float32 partial sums of |x| over 1e4 + noise drift by 1e-4."""
+    p, out = tmp_path / "m.onnx", tmp_path / "stats.onnx"
+    onnx.save(make_model([helper.make_node("Identity", ["x"], ["y"], name="id")],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "n"])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "n"])]), p)
+    xs = [(1e4 + rng.normal(size=(1, 1_000_003))).astype(np.float32), (1e4 + rng.normal(size=(2, 99_991))).astype(np.float32)]
+    r = runner.invoke(app, ["mark", str(p), "-o", str(out), "--name", "y", "--stats"])
+    assert r.exit_code == 0, r.output
+    meta = json.loads({q.key: q.value for q in onnx.load(str(out)).metadata_props}["onnxprobe.exposed"])
+    s = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    (row,) = s.run([next(iter(meta["outputs"]))], {"x": xs[0]})
+    check(TensorStats.from_row(row), oracle(xs[0]), "mark --stats")
+    d = tmp_path / "ds"
+    d.mkdir()
+    for k, x in enumerate(xs):
+        np.savez(d / f"b{k}.npz", x=x)
+    ds = api.layers_dataset(p, d, api.Selection(names=("y",)), api.RunConfig(device="cpu", cache=False))
+    check(ds.moments["y"].stats(), oracle(np.concatenate([x.ravel() for x in xs])), "layers --inputs-dir")

@@ -8,9 +8,11 @@ Two forms:
 - the **fast row** (float tensors of known rank): min, max, x - c, Σ(x-c), Σ(x-c)² (as Σ of (x-c)·(x-c)),
   Σ|x| (as Σ of Abs) and the non-zero count (x cast to bool and back, summed); Σ|x| and the count are
   float32 partials over the shortest suffix of axes holding >= 16 elements, added in float64 (a two-level
-  summation, relative error about 1e-7; a suffix of more than 16384 elements, a flat 1-D tensor, sums in
-  float64 from the start); the shifted moments Σ(x-c) and Σ(x-c)² are summed in float64 from the start
-  (x - c is cast: the variance takes their difference, which cancels on skewed tensors);
+  summation, relative error about 1e-7; a suffix of more than 16384 elements sums in float64 from the
+  start; Σ|x| over a suffix of more than 1024 elements, or of a length not known here, too: a float32
+  sum of one value repeated drifts by 3e-5 over 16381 elements, of 1e4 + noise by 1e-4 over 1M); the
+  shifted moments Σ(x-c) and Σ(x-c)² are summed in float64 from the start (x - c is cast: the variance
+  takes their difference, which cancels on skewed tensors);
 - the **careful row**: NaN and Inf masked out, and x - c divided by the half-range before it is summed
   and squared (so nothing overflows or underflows, from subnormals to 3.4e38), the sums scaled back in
   float64. A fast row that cannot be trusted (``stats.tensor_stats.needs_rerun``: a NaN or Inf inside, a
@@ -80,16 +82,16 @@ class StatsBuilder(GraphBuilder):
         """The [1, 10] float64 row of tensor ``x``. ``nonfinite``: how a fast row that cannot be trusted is
         fixed: "in-graph" (an If), "deferred" (the caller reruns it), or "masked" (the careful row at once)."""
         b = x
-        f, axes, wide, elem = self._prepared(x, elem_type, shape)
+        f, axes, row, elem = self._prepared(x, elem_type, shape)
         size = self._size(f, b)
         if elem_type in EXACT_IN_DOUBLE:  # integers and bool: no NaN or Inf to mask, every sum exact enough in float64
-            return self._fast_row(f, b, axes, size, wide, elem)
+            return self._fast_row(f, b, axes, size, row, elem)
         if nonfinite == "masked":
-            return self._careful_row(f, b, axes, size, elem, wide)
-        fast = self._fast_row(f, b, axes, size, wide, elem)
+            return self._careful_row(f, b, axes, size, elem, row)
+        fast = self._fast_row(f, b, axes, size, row, elem)
         if nonfinite == "deferred":
             return fast
-        return self._checked(fast, f, b, axes, size, wide, elem)
+        return self._checked(fast, f, b, axes, size, row, elem)
 
     def stats_parts(self, x: str, elem_type: int | None, shape: tuple | None = None) -> tuple[str, str | None, int]:
         """For a reader that assembles the statistics itself (no NaN or Inf: statistics that cannot be
@@ -98,11 +100,11 @@ class StatsBuilder(GraphBuilder):
         else the fast row's two computed pieces (block 0; the count from the tensor's shape): the extremes
         (min, max, shift; float32, or float64 for the flat forms; 3 elements, all-ones dims) and the float64
         sums (Σ(x-c), Σ(x-c)², Σ|x|, non-zero count), five nodes fewer than a row."""
-        f, axes, wide, elem = self._prepared(x, elem_type, shape)
+        f, axes, row, elem = self._prepared(x, elem_type, shape)
         block = block_size(shape) if elem == TensorProto.FLOAT else None
         if block:
             return self.block_parts(f, x, block), None, block
-        return (*self._fast_parts(f, x, axes, wide, elem), 0)
+        return (*self._fast_parts(f, x, axes, row, elem), 0)
 
     def block_parts(self, f: str, b: str, block: int) -> str:
         """The float32 tensor ``f`` as rows of ``block`` elements, each reduced to ``BLOCK_PARTS`` (its
@@ -127,16 +129,16 @@ class StatsBuilder(GraphBuilder):
         parts = {"min": lo, "max": hi, "mean": m, "sum_d": r, "sumsq_d": q, "sumabs": a, "nonzero": nz}
         return self.node("Concat", [parts[k] for k in BLOCK_PARTS], f"{b}.blockparts", axis=0)
 
-    def _prepared(self, x: str, elem_type: int | None, shape: tuple | None) -> tuple[str, list[int], bool, int]:
-        """(tensor, axes, wide, element type) that the rows reduce: float32 (a copy of float16/bfloat16)
-        with block sums over ``suffix_axes`` when the rank is known; else (integers, bool, double, an unknown
-        type or rank) a flat float64 copy, summed whole."""
+    def _prepared(self, x: str, elem_type: int | None, shape: tuple | None) -> tuple[str, list[int], int | None, int]:
+        """(tensor, axes, row, element type) that the rows reduce: float32 (a copy of float16/bfloat16)
+        with block sums over ``suffix_axes`` (``row``: their length) when the rank is known; else (integers,
+        bool, double, an unknown type or rank) a flat float64 copy, summed whole (row 0)."""
         if elem_type in EXACT_IN_DOUBLE or not (elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16) and shape):
             d = x if elem_type == TensorProto.DOUBLE else self.node("Cast", [x], f"{x}.f64", to=TensorProto.DOUBLE)
-            return self.node("Reshape", [d, self.const(np.array([-1], np.int64))], f"{x}.flat"), [0], False, TensorProto.DOUBLE
+            return self.node("Reshape", [d, self.const(np.array([-1], np.int64))], f"{x}.flat"), [0], 0, TensorProto.DOUBLE
         f = x if elem_type == TensorProto.FLOAT else self.node("Cast", [x], f"{x}.f32", to=TensorProto.FLOAT)
-        axes, wide = suffix_axes(shape)
-        return f, axes, wide, TensorProto.FLOAT
+        axes, row = suffix_axes(shape)
+        return f, axes, row, TensorProto.FLOAT
 
     def _row(self, cols: list[str], b: str) -> str:
         row = self.node("Concat", cols, f"{b}.row10", axis=0)
@@ -152,15 +154,20 @@ class StatsBuilder(GraphBuilder):
         r = self.node("Reshape", [t, self.const(np.array([-1], np.int64))], f"{b}.{tag}.flat")
         return self.node("Cast", [r], f"{b}.{tag}.f64", to=TensorProto.DOUBLE)
 
-    def _sums(self, terms: list[tuple[str, str, str]], b: str, axes: list[int], wide: bool = False, double: bool = False,
+    def _sums(self, terms: list[tuple[str, str, str]], b: str, axes: list[int], row: int | None = 0, double: bool = False,
               exact: tuple[str, ...] = ()) -> str:
         """Two-level sums of several tensors of one shape: partial reductions over ``axes`` (keepdims, so
-        they stack on axis 0; in float64 when ``wide``: blocks too long for float32), then one Cast and one
-        float64 ReduceSum along the rows for all of them: shape [len(terms)]. ``double``: the terms are
-        float64 already. ``exact``: the tags of terms summed in float64 from the start (see _fast_parts)."""
+        they stack on axis 0; all in float64 when ``row``, their length, is past BLOCK_MAX; Σ|x| when it is
+        past ABS_ROW_MAX or not known here, None), then one Cast and one float64 ReduceSum along the rows for
+        all of them: shape [len(terms)]. ``double``: the terms are float64 already. ``exact``: the tags of
+        terms summed in float64 from the start (see _fast_parts)."""
+        wide = row is not None and row > BLOCK_MAX
         if wide:
             terms = [(op, self.node("Cast", [t], f"{b}.{tag}.wide", to=TensorProto.DOUBLE), tag) for op, t, tag in terms]
-        exact = () if wide or double else exact
+        exact = () if wide or double else (*exact, "sumabs") if row is None or row > ABS_ROW_MAX else exact
+        # |x| taken in float32 (exact) and then cast: one float64 copy, and no float64 ReduceL1 kernel needed
+        terms = [("ReduceSum", self.node("Abs", [t], f"{b}.{tag}.abs"), tag) if op == "ReduceL1" and tag in exact else (op, t, tag)
+                 for op, t, tag in terms]
         if exact:
             cast: dict[str, str] = {}  # one float64 copy per tensor, however many terms read it
             for op, t, tag in terms:
@@ -187,7 +194,7 @@ class StatsBuilder(GraphBuilder):
         rows = self.node("Reshape", [cat, self.const(np.array([len(terms), -1], np.int64))], f"{b}.parts2d")
         return self.red("ReduceSum", rows, f"{b}.sums", axes=[1], keepdims=0)
 
-    def _fast_parts(self, f: str, b: str, axes: list[int], wide: bool, elem: int) -> tuple[str, str]:
+    def _fast_parts(self, f: str, b: str, axes: list[int], row: int | None, elem: int) -> tuple[str, str]:
         """(extremes [lo, hi, c] concatenated on axis 0, the float64 sums [4]) of ``f``: float32 (or, for
         the flat forms, float64, ``elem``)."""
         lo = self.red("ReduceMin", f, f"{b}.min", keepdims=1)
@@ -204,17 +211,17 @@ class StatsBuilder(GraphBuilder):
         # ((c - mean) / std)², which a skewed tensor makes large (a sigmoid map of ~1e-7 with rare 1s:
         # 137², where float32 block sums left its std 1.7% off; QA against numpy float64 on PP-OCRv4 det)
         sums = self._sums([("ReduceSum", d, "s1"), ("ReduceSumSquare", d, "s2"), ("ReduceL1", f, "sumabs"),
-                           ("ReduceSum", nonzero, "nonzero")], b, axes, wide, double=elem == TensorProto.DOUBLE,
+                           ("ReduceSum", nonzero, "nonzero")], b, axes, row, double=elem == TensorProto.DOUBLE,
                           exact=("s1", "s2"))
         return self.node("Concat", [lo, hi, c], f"{b}.mmc", axis=0), sums  # lo, hi and c keep their (all ones) dims
 
-    def _fast_row(self, f: str, b: str, axes: list[int], size: str, wide: bool = False, elem: int = TensorProto.FLOAT) -> str:
-        mmc, sums = self._fast_parts(f, b, axes, wide, elem)
+    def _fast_row(self, f: str, b: str, axes: list[int], size: str, row: int | None = 0, elem: int = TensorProto.FLOAT) -> str:
+        mmc, sums = self._fast_parts(f, b, axes, row, elem)
         # of rank 1 (axes [0]: the flat float64 rows), [3] already; else [3, 1, ...]
         extremes = self.node("Cast", [mmc], f"{b}.mmc.f64", to=TensorProto.DOUBLE) if axes == [0] else self._as64(mmc, b, "mmc")
         return self._row([size, self.f64([0.0, 0.0]), extremes, sums], b)
 
-    def _careful_row(self, f: str, b: str, axes: list[int], size: str, elem: int, wide: bool = False) -> str:
+    def _careful_row(self, f: str, b: str, axes: list[int], size: str, elem: int, row: int | None = 0) -> str:
         """NaN / Inf masked out (counted), x - c divided by the half-range, sums scaled back in float64.
         ``f`` is float32 (or, for the cast-to-double path, float64)."""
         dt = np.float64 if elem == TensorProto.DOUBLE else np.float32
@@ -245,7 +252,7 @@ class StatsBuilder(GraphBuilder):
         badc, badc_tag = count(bad, "nonfinite")
         nzc, nzc_tag = count(self.node("Cast", [f], f"{b}.nonzero.b", to=TensorProto.BOOL), "nonzero")
         sums = self._sums([("ReduceSum", d, "s1"), ("ReduceSumSquare", d, "s2"), ("ReduceL1", a, "sumabs"),
-                           ("ReduceSum", nanc, nanc_tag), ("ReduceSum", badc, badc_tag), ("ReduceSum", nzc, nzc_tag)], b, axes, wide,
+                           ("ReduceSum", nanc, nanc_tag), ("ReduceSum", badc, badc_tag), ("ReduceSum", nzc, nzc_tag)], b, axes, row,
                           double=elem == TensorProto.DOUBLE, exact=("s1", "s2"))  # see _fast_parts
         h64, am64 = self._as64(h, b, "h"), self._as64(am, b, "am")
         scale = self.node("Concat", [h64, self.node("Mul", [h64, h64], f"{b}.h2"), am64, self.f64([1.0, 1.0, 1.0])],
@@ -255,7 +262,7 @@ class StatsBuilder(GraphBuilder):
         extremes = self._as64(self.node("Concat", [lo, hi, c], f"{b}.mmc", axis=0), b, "mmc")
         return self._row([size, pick([3, 4], "counts"), extremes, pick([0, 1, 2, 5], "moments")], b)
 
-    def _checked(self, fast: str, f: str, b: str, axes: list[int], size: str, wide: bool, elem: int = TensorProto.FLOAT) -> str:
+    def _checked(self, fast: str, f: str, b: str, axes: list[int], size: str, row: int | None, elem: int = TensorProto.FLOAT) -> str:
         """An If that returns the careful row when the fast one cannot be trusted (the condition of
         ``needs_rerun``, computed in the graph)."""
         take = (lambda cols, tag: self.node("Gather", [self.node("Reshape", [fast, self.const(np.array([-1], np.int64))], f"{b}.fastflat"),
@@ -272,7 +279,7 @@ class StatsBuilder(GraphBuilder):
         cond = self.node("Reshape", [cond, self.const(np.array([], np.int64))], f"{b}.needs_care_s")
         slow_graph = onnx.GraphProto(name=self.fresh(f"{b}.careful_stats"))
         slow = StatsBuilder(slow_graph, self.opset, self.names)
-        slow_graph.output.append(helper.make_tensor_value_info(slow._careful_row(f, b, axes, size, elem, wide),
+        slow_graph.output.append(helper.make_tensor_value_info(slow._careful_row(f, b, axes, size, elem, row),
                                                                TensorProto.DOUBLE, [1, ROW_WIDTH]))
         keep_graph = onnx.GraphProto(name=self.fresh(f"{b}.fast_stats"))
         keep = StatsBuilder(keep_graph, self.opset, self.names)
@@ -329,15 +336,22 @@ def block_size(shape: tuple | None) -> int | None:
 
 BLOCK_MIN = 16  # partial sums over at least this many elements (at most 1/16 of the tensor goes to float64)
 BLOCK_MAX = 16384  # over more than this many, float32 partial sums drift: those tensors sum in float64
+# Σ|x| adds terms of one sign, so its float32 rounding errors need not cancel: over rows of more than this
+# many (or of a length not known when the graph is made) it is summed in float64 from the start. Measured
+# against numpy float64 (abs_mean): a constant over rows of 1024 1.9e-6, 4093 4e-6, 16381 3e-5; 1e4 + N(0, 1)
+# over a row of 1M (a symbolic length: layers --inputs-dir with batches of several shapes, mark --stats) 1e-4
+ABS_ROW_MAX = BLOCK_ROW[1]
 
 
-def suffix_axes(shape: tuple) -> tuple[list[int], bool]:
-    """The shortest suffix of axes holding >= BLOCK_MIN elements (symbolic dims count as large), and whether
-    that block is too long for float32 partial sums (then they are taken in float64)."""
-    axes, block = [], 1
+def suffix_axes(shape: tuple) -> tuple[list[int], int | None]:
+    """The shortest suffix of axes holding >= BLOCK_MIN elements (symbolic dims count as large), and its
+    number of elements (None when a symbolic dim is among them): the length of the partial sums (_sums)."""
+    axes, block, known = [], 1, True
     for ax in range(len(shape) - 1, -1, -1):
         axes.insert(0, ax)
-        block *= shape[ax] if isinstance(shape[ax], int) and shape[ax] > 0 else 1024
+        fixed = isinstance(shape[ax], int) and shape[ax] > 0
+        known = known and fixed
+        block *= shape[ax] if fixed else 1024
         if block >= BLOCK_MIN:
             break
-    return axes, block > BLOCK_MAX
+    return axes, block if known else None

@@ -57,8 +57,10 @@ def structure(model: onnx.ModelProto) -> str:
 
 # what an entry holds, how probes read it (rows, pair outputs) and how its graph is laid out: a change bumps it, so that a
 # development build never reads an entry an older build of the same version wrote (8: tensors of old-opset models
-# whose shapes only the version-converted inference tells are planned onto the host when small)
-FORMAT = 13
+# whose shapes only the version-converted inference tells are planned onto the host when small; 13: tensors whose
+# shapes only folding the shape computations tells, graph.shape_values; 14: Σ|x| over rows longer than 1024 elements
+# or of a length not known in float64, graph.stats_nodes.ABS_ROW_MAX)
+FORMAT = 14
 
 
 def key_of(parts: dict) -> str:
