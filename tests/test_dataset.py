@@ -230,3 +230,30 @@ def test_batches_of_varying_shapes_each_get_statistics_that_fit_them(tmp_path):
         assert got[name]["count"] == v.size
         assert got[name]["mean"] == pytest.approx(v.mean(), rel=1e-6)
         assert got[name]["std"] == pytest.approx(v.std(), rel=1e-5)
+
+
+def test_histograms_leave_out_the_batches_where_a_tensor_did_not_run(tmp_path):
+    """A scalar inside an If branch comes out of a batch whose branch did not run as a placeholder 0 (a
+    scalar cannot be empty): its histogram holds the values of the batches where it ran, as its count does."""
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+    from onnxprobe import api
+
+    then = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+                              helper.make_node("Mul", ["s", "two"], ["t"], name="dbl")], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [])],
+                             [onnx.numpy_helper.from_array(np.array(2, np.float32), "two")])
+    other = helper.make_graph([helper.make_node("ReduceMax", ["x"], ["e"], name="max", keepdims=0)], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [])])
+    m = make_model([helper.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)],
+                   [helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+    p = tmp_path / "if.onnx"
+    onnx.save(m, p)
+    batches = [{"c": np.array(c), "x": np.arange(4, dtype=np.float32) + 1 + k} for k, c in enumerate([True, False, False])]
+    res = api.layers_dataset(p, _write(tmp_path / "ds", batches), api.Selection(all=True), api.RunConfig(device="cpu", cache=False))
+    counts = {n: m.stats().count for n, m in res.moments.items()}
+    assert counts == {"s": 1, "t": 1, "e": 2, "y": 3}
+    assert {n: h.total for n, h in res.histograms.items()} == counts
+    assert res.histograms["t"].percentile(0, 0, 100) == pytest.approx(20, rel=1 / SUB)  # 2 * (1 + 2 + 3 + 4), no 0
