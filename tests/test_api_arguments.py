@@ -70,6 +70,7 @@ def test_mark_stats_is_true_or_false(tmp_path):
     (lambda v: api.diff(CNN, CNN, profile=v), "diff profile"),
     (lambda v: api.diff(CNN, vs_reference=v), "diff vs_reference"),
     (lambda v: api.diff_dataset(CNN, CNN, inputs="nowhere", fuse=v), "diff_dataset fuse"),
+    (lambda v: api.Prober(CNN).run(api.feeds(CNN).values, "conv1_out", stats=v), "Prober.run stats"),
 ], ids=lambda x: x if isinstance(x, str) else "")
 def test_switches_of_functions_are_true_or_false(call, field):
     """A switch given "no" is truthy: it would do what it says not to; 0 or None read as False."""
@@ -290,10 +291,13 @@ def test_every_function_that_takes_a_model_takes_a_path_a_model_and_a_proto(cnn,
 # --- feeds given for a run are checked as layers checks them ---------------------------------------------------
 
 def test_prober_refuses_an_unknown_tensor_name(cnn, feed):
-    with pytest.raises(UsageError, match="no tensor named 'nosuch'"):
+    """The message names the argument that holds the name (a notebook passes names and raw)."""
+    with pytest.raises(UsageError, match="^names: no tensor named 'nosuch'"):
         api.Prober(cnn).run(feed, ["nosuch"])
-    with pytest.raises(UsageError, match="no tensor named 'nosuch'"):
+    with pytest.raises(UsageError, match="^raw: no tensor named 'nosuch'"):
         api.Prober(cnn).run(feed, [], raw=["nosuch"], stats=False)
+    with pytest.raises(UsageError, match="^raw: no tensor named ''"):
+        api.Prober(cnn).run(feed, ["conv1_out"], raw="")
 
 
 @pytest.mark.parametrize("bad, match", [

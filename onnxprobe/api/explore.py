@@ -20,7 +20,7 @@ from onnxprobe.runtime.interrupt import call_interruptibly
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.conditions import Condition, parse_condition
 from onnxprobe.stats.tensor_stats import TensorStats
-from onnxprobe.types import ProbeResult, RunConfig, TensorRef
+from onnxprobe.types import ProbeResult, RunConfig, TensorRef, check_bool
 
 
 def index(model) -> GraphIndex:
@@ -70,11 +70,13 @@ class Prober:
         """``stats`` covers every name of ``names`` that could be computed; ``arrays`` holds the raw values
         of the ``raw`` names. A name (one, or a list) the model lacks, or a feed that does not give the
         model's inputs as it takes them, is a UsageError."""
+        stats = check_bool(stats, "Prober.run stats")  # "no" is truthy: it would compute what it says not to
         idx = index(self.model)
         names, raw = list(dict.fromkeys(as_names(names, "names"))), set(as_names(raw, "raw"))
-        unknown = [n for n in [*names, *sorted(raw)] if n not in idx.refs]
-        if unknown:
-            raise UsageError(f"no tensor named {unknown[0]!r} in {self.model.name}")
+        for what, given in (("names", names), ("raw", sorted(raw))):
+            unknown = [n for n in given if n not in idx.refs]
+            if unknown:
+                raise UsageError(f"{what}: no tensor named {unknown[0]!r} in {self.model.name}")
         feed = checked_feed(self.model.proto, feed)
         wanted = sorted(set(names) | raw, key=idx.position.__getitem__)
         refs = [idx.refs[n] for n in wanted]
