@@ -71,6 +71,7 @@ def test_mark_stats_is_true_or_false(tmp_path):
     (lambda v: api.diff(CNN, vs_reference=v), "diff vs_reference"),
     (lambda v: api.diff_dataset(CNN, CNN, inputs="nowhere", fuse=v), "diff_dataset fuse"),
     (lambda v: api.Prober(CNN).run(api.feeds(CNN).values, "conv1_out", stats=v), "Prober.run stats"),
+    (lambda v: api.select(CNN, api.Selection(names=("nosuch",)), strict=v), "select strict"),
 ], ids=lambda x: x if isinstance(x, str) else "")
 def test_switches_of_functions_are_true_or_false(call, field):
     """A switch given "no" is truthy: it would do what it says not to; 0 or None read as False."""

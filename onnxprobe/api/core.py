@@ -38,6 +38,8 @@ __all__ = ["Model", "load", "select", "plan", "feeds", "runner", "run", "layers"
 def select(model, selection: Selection | None = None, **kw) -> list[TensorRef]:
     """The tensors ``selection`` picks in ``model`` (a Model, a path or a ModelProto), in topological
     order (``graph.select.select``, whose keywords ``kw`` are: ``strict``, ``sites``)."""
+    if "strict" in kw:  # strict="no" is truthy: it would refuse what matches nothing
+        check_switches("select", strict=kw["strict"])
     return select_refs(proto_of(model), as_selection(selection) or Selection(), **kw)
 
 
