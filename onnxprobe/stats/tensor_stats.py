@@ -77,8 +77,11 @@ class TensorStats:
         row of k blocks of ``block`` elements). Each block's moments are about its own mean, so its
         float32 sums do not cancel however skewed or offset the tensor is; the blocks are merged here in
         float64 about the tensor's mean c (Chan et al.): Σ(x-c) = Σ_b r_b + B (m_b - c) and
-        Σ(x-c)² = Σ_b q_b + 2 (m_b - c) r_b + B (m_b - c)². A NaN or Inf in the tensor shows as a
-        non-finite sum, which ``needs_rerun`` catches."""
+        Σ(x-c)² = Σ_b q_b + 2 (m_b - c) r_b + B (m_b - c)². A block of one sign has Σ|x| = |B m_b + r_b|,
+        as exact as its mean: its float32 Σ|x| adds terms that all round the same way on a near-constant
+        block (1.9e-6 off over 1024 elements of one value, 1.4e-6 on a DenseNet Conv output, against numpy
+        float64); blocks of both signs keep it. A NaN or Inf in the tensor shows as a non-finite sum, which
+        ``needs_rerun`` catches."""
         lo, hi, m, r, q, a, nz = np.asarray(parts, np.float64).reshape(len(BLOCK_PARTS), -1)
         n = m.size * block
         with np.errstate(all="ignore"):
@@ -86,6 +89,7 @@ class TensorStats:
             e = m - c
             s1 = float(r.sum() + block * e.sum())
             s2 = float(q.sum() + 2 * np.dot(e, r) + block * np.dot(e, e))
+            a = np.where((lo >= 0) | (hi <= 0), np.abs(block * m + r), a)
             nonzero = nz.sum()
         return cls(count=n, zeros=n - int(nonzero) if math.isfinite(nonzero) else 0, min=float(lo.min()),
                    max=float(hi.max()), shift=c, s1=s1, s2=max(s2, 0.0) if math.isfinite(s2) else s2,
