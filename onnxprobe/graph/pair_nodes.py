@@ -41,7 +41,7 @@ class PairBuilder(StatsBuilder):
         key = a
         if not shape:  # scalars: as [1] (the maxima keep their dims to concatenate)
             a, b, shape = (self.node("Reshape", [a, flat], f"{base}.a1"), self.node("Reshape", [b, flat], f"{base}.b1"), (1,))
-        axes, wide = suffix_axes(shape)
+        axes, row = suffix_axes(shape)
         d = self.node("Sub", [a, b], f"{base}.d")
         ad = self.node("Abs", [d], f"{base}.ad")
         max_abs = self.red("ReduceMax", ad, f"{base}.max_abs", keepdims=1)
@@ -50,7 +50,7 @@ class PairBuilder(StatsBuilder):
         if key not in self._summed:
             terms.append(("ReduceSumSquare", a, "aa"))
             self._summed.add(key)
-        sums = self._sums(terms, base, axes, wide)
+        sums = self._sums(terms, base, axes, row)
         if light:
             return max_abs, argmax, sums
         absb = self.node("Abs", [b], f"{base}.absb")
