@@ -112,3 +112,22 @@ def test_tensors_after_the_position_ids_are_summarised_on_the_host():
     known, host = planned_shapes(m, refs, {"x": (1, 12)}, *SMALL_ON_HOST)
     assert {"pos", "pe", "h", "hflat"} <= host
     assert "h" not in known  # a row's form is planned only on shapes onnx's own inference gives
+
+
+def test_a_huge_shape_is_never_allocated():
+    """A ConstantOfShape, an Expand or a Range of a computed size past MAX_ELEMENTS is left to inference,
+    checked before numpy would allocate it (here 10^10 elements)."""
+    nodes = [helper.make_node("Constant", [], ["big"], value=I64("v", [100000, 100000])),
+             helper.make_node("ConstantOfShape", ["big"], ["c"]),
+             helper.make_node("Constant", [], ["one"], value=I64("w", [1])),
+             helper.make_node("Expand", ["one", "big"], ["e"]),
+             helper.make_node("Constant", [], ["lim"], value=I64("u", 10**10)),
+             helper.make_node("Constant", [], ["z"], value=I64("t", 0)),
+             helper.make_node("Constant", [], ["st"], value=I64("s", 1)),
+             helper.make_node("Range", ["z", "lim", "st"], ["r"]),
+             helper.make_node("Shape", ["x"], ["sx"]), helper.make_node("Reshape", ["x", "sx"], ["y"])]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    folded = fold_shape_values(m, {"x": (2, 3)})
+    names = {t.name for t in folded.graph.initializer}
+    assert "sx" in names and not names & {"c", "e", "r"}

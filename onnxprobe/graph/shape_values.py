@@ -7,7 +7,8 @@ BERT's 208) had no concrete shape, however concrete the inputs. ``fold_shape_val
 integer tensors with numpy (Shape of a tensor whose shape is known, small constants, and a short table of
 cheap ops) and returns a copy of the model in which they are initializers, for inference to run on again.
 
-The contract: the model is not modified; only tensors of at most MAX_ELEMENTS elements are computed, from
+The contract: the model is not modified; only tensors of at most MAX_ELEMENTS elements are computed (an op
+whose output size its inputs give is checked before numpy allocates it), from
 constants and shapes alone (never from an input's values); an op outside the table, or anything numpy
 refuses, stops the folding there. onnxruntime's symbolic shape inference would resolve the same chains, but
 it imports sympy (2-4 s) on every command.
@@ -116,6 +117,23 @@ OPS = {
 }
 
 
+def _too_big(op: str, v: list) -> bool:
+    """Whether an op that makes a tensor of a size its inputs give (not of their own sizes) would make more
+    than MAX_ELEMENTS elements: checked before numpy allocates it (a ConstantOfShape of [100000, 100000])."""
+    try:
+        if op == "ConstantOfShape":
+            return int(np.prod(np.asarray(v[0], np.float64))) > MAX_ELEMENTS
+        if op == "Expand":
+            shape = np.broadcast_shapes(v[0].shape, tuple(int(d) for d in np.asarray(v[1]).reshape(-1)))
+            return int(np.prod(shape, dtype=np.float64)) > MAX_ELEMENTS
+        if op == "Range":
+            start, limit, delta = (float(np.asarray(x).reshape(-1)[0]) for x in v[:3])
+            return delta == 0 or (limit - start) / delta > MAX_ELEMENTS
+    except (ValueError, TypeError, IndexError, OverflowError):
+        return True
+    return False
+
+
 def _small_constants(g: onnx.GraphProto) -> dict[str, np.ndarray]:
     vals = {}
     for t in g.initializer:
@@ -146,11 +164,14 @@ def fold_shape_values(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]
                 out = (np.array(s[_attr(n, "start", 0):_attr(n, "end", len(s))], np.int64) if n.op_type == "Shape"
                        else np.array(int(np.prod(s, dtype=np.int64)), np.int64))
             elif n.op_type in OPS and all(not i or i in vals for i in n.input) and len(n.output) == 1:
+                v = [vals[i] if i else None for i in n.input]
+                if _too_big(n.op_type, v):
+                    continue
                 with np.errstate(all="ignore"):
-                    out = np.asarray(OPS[n.op_type](n, [vals[i] if i else None for i in n.input]))
+                    out = np.asarray(OPS[n.op_type](n, v))
             else:
                 continue
-        except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError, KeyError):
+        except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError, KeyError, MemoryError):
             continue  # numpy refuses what the op would: leave it to inference
         if out.size <= MAX_ELEMENTS:
             vals[n.output[0]] = folded[n.output[0]] = out
