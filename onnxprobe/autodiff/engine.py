@@ -31,7 +31,7 @@ from onnxprobe.autodiff.nested import rename
 from onnxprobe.errors import ModelError, NoGradientRule, UnknownShape, UsageError
 from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, all_names, default_opset
 from onnxprobe.graph.shapes import static_shape, value_types
-from onnxprobe.graph.walk import implicit_inputs, node_display_name, subgraphs, toposort
+from onnxprobe.graph.walk import implicit_inputs, needed_nodes, node_display_name, subgraphs, toposort
 from onnxprobe.types import BACKWARD_TAG as TAG
 from onnxprobe.types import grad_name
 
@@ -429,16 +429,12 @@ def _assemble(out: onnx.ModelProto, eng: Engine, grads_out: dict[str, str], unus
 def _prune(model: onnx.ModelProto, outputs: set[str]) -> None:
     """Remove the nodes (forward or backward) that no output needs, and the initializers they used."""
     g = model.graph
-    need = set(outputs)
     keep = []
-    for n in reversed(list(g.node)):
-        if any(o in need for o in n.output if o) or n.op_type in ("If", "Loop", "Scan") and any(o in need for o in n.output):
-            c = onnx.NodeProto()
-            c.CopyFrom(n)
-            keep.append(c)
-            need.update(i for i in n.input if i)
-            need.update(implicit_inputs(n))
-    keep.reverse()
+    for n in needed_nodes(g.node, outputs):
+        c = onnx.NodeProto()
+        c.CopyFrom(n)
+        keep.append(c)
+    need = set(outputs) | {i for n in keep for i in (*n.input, *implicit_inputs(n)) if i}
     del g.node[:]
     g.node.extend(keep)
     need.update(i.name for i in g.input)  # IR < 4: an initializer listed as an input stays

@@ -25,7 +25,7 @@ from onnx import helper
 
 from onnxprobe.errors import NoGradientRule
 from onnxprobe.graph.shapes import infer_shapes, value_types
-from onnxprobe.graph.walk import implicit_inputs, outer_reads, subgraphs
+from onnxprobe.graph.walk import implicit_inputs, needed_nodes, outer_reads, subgraphs
 
 
 @dataclass
@@ -93,9 +93,9 @@ def _differentiate_body(eng, attach, body: onnx.GraphProto, seeds: dict[str, str
     # backward nodes whose values the forward nodes read belong to the forward body (an LSTM rewritten with
     # standard ops: rules/lstm.py)
     fwd_reads = {i for n in nodes if n.name not in bw.backward_names for i in list(n.input) + implicit_inputs(n)}
-    moved = {n.name for n in prune([n for n in nodes if n.name in bw.backward_names], fwd_reads)}
+    moved = {n.name for n in needed_nodes([n for n in nodes if n.name in bw.backward_names], fwd_reads)}
     forward = [n for n in nodes if n.name not in bw.backward_names or n.name in moved]
-    backward = prune(nodes=[n for n in nodes if n.name in bw.backward_names and n.name not in moved],
+    backward = needed_nodes(nodes=[n for n in nodes if n.name in bw.backward_names and n.name not in moved],
                      outputs=set(bw.grads.values()))
     consts = {o: n for n in forward if n.op_type == "Constant" and not n.input for o in n.output}
     produced = {o for n in forward for o in n.output if o} | {i.name for i in body.input} | \
@@ -128,19 +128,6 @@ def _differentiate_body(eng, attach, body: onnx.GraphProto, seeds: dict[str, str
 def _elem(types: dict, t: str) -> int:
     tp = types.get(t)
     return tp.tensor_type.elem_type if tp is not None and tp.HasField("tensor_type") else 0
-
-
-def prune(nodes: list[onnx.NodeProto], outputs: set[str]) -> list[onnx.NodeProto]:
-    """The nodes (in order) that ``outputs`` depend on."""
-    need = set(outputs)
-    keep = []
-    for n in reversed(nodes):
-        if any(o in need for o in n.output if o):
-            keep.append(n)
-            need.update(i for i in n.input if i)
-            need.update(implicit_inputs(n))
-    keep.reverse()
-    return keep
 
 
 def rename(nodes: list[onnx.NodeProto], mapping: dict[str, str]) -> None:

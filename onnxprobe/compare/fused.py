@@ -31,7 +31,7 @@ from onnxprobe.graph.merge import PREFIX_A, NotMergeable, side_by_side
 from onnxprobe.graph.pair_nodes import MAXIMA, PAIR_ROW, SUMS, PairBuilder
 from onnxprobe.graph.shapes import concrete_sizes, infer_shapes, shapes_with_folded, static_shape, value_types
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stubs
-from onnxprobe.graph.walk import implicit_inputs
+from onnxprobe.graph.walk import needed_nodes
 from onnxprobe.match.engine import Pair
 from onnxprobe.runtime import plan_cache
 from onnxprobe.runtime.runners import base as base_runner
@@ -248,14 +248,9 @@ def runtime_shapes(a: Side, fg: FusedGraph, feeds: dict) -> dict[int, tuple[list
 def _prune(g: onnx.GraphProto, outputs: list[str]) -> None:
     """Keep only the nodes ``outputs`` need (a body's reads from outside included), and make them the
     graph's outputs."""
-    need, keep = set(outputs), []
-    for n in reversed(g.node):
-        if any(o in need for o in n.output if o):
-            keep.append(n)
-            need.update(i for i in n.input if i)
-            need.update(implicit_inputs(n))
+    keep = needed_nodes(g.node, outputs)
     nodes = [onnx.NodeProto() for _ in keep]
-    for c, n in zip(nodes, reversed(keep)):
+    for c, n in zip(nodes, keep):
         c.CopyFrom(n)
     del g.node[:]
     g.node.extend(nodes)

@@ -49,6 +49,19 @@ def implicit_inputs(node: onnx.NodeProto) -> list[str]:
     return outer_reads(*(sg for _, sg in subgraphs(node)))
 
 
+def needed_nodes(nodes, outputs) -> list[onnx.NodeProto]:
+    """The nodes (in order) that ``outputs`` depend on, through the names their bodies read from outside."""
+    need = set(outputs)
+    keep = []
+    for n in reversed(list(nodes)):
+        if any(o in need for o in n.output if o):
+            keep.append(n)
+            need.update(i for i in n.input if i)
+            need.update(implicit_inputs(n))
+    keep.reverse()
+    return keep
+
+
 def outer_reads(*graphs: onnx.GraphProto) -> list[str]:
     """Names these graphs (and the bodies inside them) read from enclosing graphs, in first-use order."""
     found: dict[str, None] = {}
