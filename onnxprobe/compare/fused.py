@@ -25,7 +25,7 @@ from onnx import TensorProto
 
 from onnxprobe.compare.introduced import cone, copy_cone
 from onnxprobe.compare.sides import Side
-from onnxprobe.graph.builder import all_names, default_opset, interleave
+from onnxprobe.graph.builder import all_names, default_opset, interleave, rename_output
 from onnxprobe.graph.merge import PREFIX as PREFIX_B
 from onnxprobe.graph.merge import PREFIX_A, NotMergeable, side_by_side
 from onnxprobe.graph.pair_nodes import MAXIMA, PAIR_ROW, SUMS, PairBuilder
@@ -127,8 +127,10 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
         """The pair's three outputs (``PairBuilder.pair_row``), named ``name``.max / .arg / .sum."""
         if not (_float32(types.get(x)) and _float32(types.get(y))) or shape is None:
             return []
-        return [_named(g, t, f"{name}.{tag}")
-                for t, tag in zip(pb.pair_row(x, y, tuple(shape), rtol, base, light), ("max", "arg", "sum"))]
+        # for these input shapes (folded ones too: a wrong one costs precision, never the run): the sums' length
+        sizes = concrete.get(x) or concrete.get(y) or folded.get(x) or folded.get(y)
+        return [_named(g, t, f"{name}.{tag}") for t, tag in
+                zip(pb.pair_row(x, y, tuple(shape), rtol, base, light, tuple(sizes) if sizes else None), ("max", "arg", "sum"))]
 
     def planned(k: int) -> tuple:
         p = report[k]
@@ -300,12 +302,10 @@ def profile(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], out: Fused
 
 
 def _named(g: onnx.GraphProto, t: str, name: str) -> str:
-    """Rename the output ``t`` of the node that writes it (the last ones added) to ``name``."""
-    for n in reversed(g.node):
-        if t in n.output:
-            n.output[list(n.output).index(t)] = name
-            return name
-    raise AssertionError(t)  # pragma: no cover
+    """Rename the output ``t`` of the node that writes it (the last ones added), and its readers, to ``name``."""
+    if not rename_output(g, t, name):
+        raise AssertionError(t)  # pragma: no cover
+    return name
 
 
 def _cone_output(g, pb: PairBuilder, target: str, k: int, known: dict[str, str], producer: dict, inits: set[str],

@@ -67,6 +67,24 @@ def all_names(model: onnx.ModelProto) -> set[str]:
     return names
 
 
+def rename_output(graph: onnx.GraphProto, old: str, new: str, window: int | None = None) -> bool:
+    """Give the node that writes ``old`` (among the last ``window`` nodes, all when None) the output name
+    ``new``, and the nodes after it that read ``old`` that input name (a pass naming what it just added:
+    one Identity fewer per output). False when no such node writes ``old``."""
+    nodes = graph.node
+    stop = -1 if window is None else max(-1, len(nodes) - 1 - window)
+    for k in range(len(nodes) - 1, stop, -1):
+        outs = nodes[k].output
+        if old in outs:
+            outs[list(outs).index(old)] = new
+            for later in nodes[k + 1:]:
+                for i, x in enumerate(later.input):
+                    if x == old:
+                        later.input[i] = new
+            return True
+    return False
+
+
 class GraphBuilder:
     def __init__(self, names: set[str], opset: int, *, nodes=None, scope: str = "onnxprobe", doc: str = ""):
         self.names = names

@@ -18,7 +18,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from onnxprobe.errors import ModelError
-from onnxprobe.graph.builder import all_names, default_opset
+from onnxprobe.graph.builder import all_names, default_opset, rename_output
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.graph.stats_nodes import (
     IDENTITY_ROW, MIN_OPSET, ROW_WIDTH, UNSUPPORTED_STATS_DTYPES, StatsBuilder, needs_masking,
@@ -194,7 +194,7 @@ def expose(
             final = STATS_PREFIX + ref.name
             if final in names:
                 final = builder(out.graph).fresh(final)
-            if site.chain or not _rename_output(g, top, final):  # else the row's own node writes the output
+            if site.chain or not rename_output(g, top, final, window=64):  # else the row's own node writes the output
                 builder(out.graph).op("Identity", top, out=final, base=f"stats/{ref.name}")
             names.add(final)
             add_top_output(final, row_type)
@@ -221,21 +221,10 @@ def expose(
 def _output_of(g: onnx.GraphProto, b: StatsBuilder, t: str, want: str, names: set[str]) -> str:
     """``t`` (written by a node this pass just added) under a fresh name near ``want``: the output name."""
     final = want if want not in names else b.fresh(want)
-    if not _rename_output(g, t, final):
+    if not rename_output(g, t, final, window=64):
         b.op("Identity", t, out=final, base=f"stats/{want}")
     names.add(final)
     return final
-
-
-def _rename_output(g: onnx.GraphProto, old: str, new: str) -> bool:
-    """Give the node this pass just added that writes ``old`` the output name ``new`` (one Identity fewer
-    per probe); False when no recent node writes it."""
-    for k in range(len(g.node) - 1, max(-1, len(g.node) - 64), -1):
-        outs = g.node[k].output
-        if old in outs:
-            outs[list(outs).index(old)] = new
-            return True
-    return False
 
 
 # element types with no numpy dtype (without ml_dtypes) and few onnxruntime kernels (no Shape for int4 at

@@ -3,10 +3,11 @@ shape to three small outputs (the maxima, the argmax and the float64 sums; their
 so that only scalars leave the run; the host turns them into the same ``PairMetrics`` as the host's
 ``stats.pooled.pair_sums`` (``compare.fused``).
 
-d = a - b in float32 (as the host's fast path), |d| with its maximum and flat argmax, max |b|, the
-allclose excess max(|d| - rtol |b|), max |d| / (|b| + 1e-30); the sums Σ|d|, Σd², Σa², Σb² are
+d = a - b in float32 (as the host's fast path), the flat argmax of |d| and |d| there (its maximum), max
+|b|, the allclose excess max(|d| - rtol |b|), max |d| / (|b| + 1e-30); the sums Σ|d|, Σd², Σa², Σb² are
 float32 partials over the shortest suffix of axes holding >= 16 elements, added in float64 (the
-statistics' two-level summation: relative error about 1e-7); Σab is (Σa² + Σb² - Σd²) / 2, taken on the
+statistics' two-level summation: relative error about 1e-7 on rows of ~100 elements, at worst (a
+constant) 1e-6 at 1024 and 2e-5 at BLOCK_MAX; longer rows are summed in float64 from the start); Σab is (Σa² + Σb² - Σd²) / 2, taken on the
 host in float64 (one product and one sum fewer per pair). A NaN or Inf on either side shows as a
 non-finite Σd², Σa² or Σb²: the caller measures that pair on the host instead (masked, float64).
 
@@ -29,23 +30,31 @@ class PairBuilder(StatsBuilder):
         super().__init__(graph, opset, names)
         self._summed: set[str] = set()  # tensors whose Σa² an earlier row summed
 
-    def pair_row(self, a: str, b: str, shape: tuple, rtol: float, base: str, light: bool = False) -> tuple[str, str, str]:
+    def pair_row(self, a: str, b: str, shape: tuple, rtol: float, base: str, light: bool = False,
+                 sizes: tuple | None = None) -> tuple[str, str, str]:
         """The pair (a, b), float32 tensors of the static rank of ``shape``, reduced to three outputs:
-        the maxima (``MAXIMA``, float32, all-ones dims), the flat argmax of |a - b| (int64 [1]) and the
-        float64 sums (``SUMS``; without Σa² when an earlier row of the same ``a`` summed it: the layer's
-        tensor, compared with B's and then with B's node recomputed on A's inputs; the reader takes it
-        from that row). Three outputs instead of one row: no Reshape and Cast nodes to assemble it.
-        ``rtol`` 0: no allclose excess (it is max |d|). ``light``: an introduced error's row, whose maxima
-        output is max |d| alone (the module doc): eight passes over the tensor fewer."""
+        the maxima (``MAXIMA``, float32 [4]), the flat argmax of |a - b| (int64 [1]) and the float64
+        sums (``SUMS``; without Σa² when an earlier row of the same ``a`` summed it: the layer's tensor,
+        compared with B's and then with B's node recomputed on A's inputs; the reader takes it from that
+        row). Three outputs instead of one row: no Reshape and Cast nodes to assemble it. ``rtol`` 0: no
+        allclose excess (it is max |d|). ``light``: an introduced error's row, whose maxima output is
+        max |d| alone (the module doc): eight passes over the tensor fewer. ``sizes``: the concrete shape
+        for the input shapes the graph is built for, where ``shape`` has symbolic dims: it tells the
+        partial sums' length (float32 up to BLOCK_MAX elements, else float64), never their axes."""
         flat = self.const(np.array([-1], np.int64))
         key = a
-        if not shape:  # scalars: as [1] (the maxima keep their dims to concatenate)
-            a, b, shape = (self.node("Reshape", [a, flat], f"{base}.a1"), self.node("Reshape", [b, flat], f"{base}.b1"), (1,))
+        if not shape:  # scalars: as [1]
+            a, b, shape, sizes = (self.node("Reshape", [a, flat], f"{base}.a1"), self.node("Reshape", [b, flat], f"{base}.b1"),
+                                  (1,), (1,))
         axes, row = suffix_axes(shape)
+        if row is None and sizes is not None and len(sizes) == len(shape) and all(isinstance(s, int) and s >= 0 for s in sizes):
+            row = int(np.prod([sizes[ax] for ax in axes], dtype=np.int64))
         d = self.node("Sub", [a, b], f"{base}.d")
         ad = self.node("Abs", [d], f"{base}.ad")
-        max_abs = self.red("ReduceMax", ad, f"{base}.max_abs", keepdims=1)
-        argmax = self.node("ArgMax", [self.node("Reshape", [ad, flat], f"{base}.ad_flat")], f"{base}.argmax", axis=0, keepdims=1)
+        ad_flat = self.node("Reshape", [ad, flat], f"{base}.ad_flat")  # an alias of ad in onnxruntime: no copy
+        argmax = self.node("ArgMax", [ad_flat], f"{base}.argmax", axis=0, keepdims=1)
+        # max |d| read at its argmax: one element, where a ReduceMax is one more pass over the tensor
+        max_abs = self.node("Gather", [ad_flat, argmax], f"{base}.max_abs", axis=0)
         terms = [("ReduceSum", ad, "sum_abs"), ("ReduceSumSquare", d, "dd"), ("ReduceSumSquare", b, "bb")]
         if key not in self._summed:
             terms.append(("ReduceSumSquare", a, "aa"))
@@ -53,11 +62,12 @@ class PairBuilder(StatsBuilder):
         sums = self._sums(terms, base, axes, row)
         if light:
             return max_abs, argmax, sums
-        absb = self.node("Abs", [b], f"{base}.absb")
+        # the maxima over flat views (aliases), so that they stack with max |d| as [4]
+        absb = self.node("Abs", [self.node("Reshape", [b, flat], f"{base}.b_flat")], f"{base}.absb")
         b_absmax = self.red("ReduceMax", absb, f"{base}.b_absmax", keepdims=1)
-        excess = (self.red("ReduceMax", self.node("Sub", [ad, self.node("Mul", [absb, self.f32(rtol)], f"{base}.rtol_b")],
+        excess = (self.red("ReduceMax", self.node("Sub", [ad_flat, self.node("Mul", [absb, self.f32(rtol)], f"{base}.rtol_b")],
                                                   f"{base}.excess_el"), f"{base}.excess", keepdims=1) if rtol else max_abs)
-        rel = self.node("Div", [ad, self.node("Add", [absb, self.f32(1e-30)], f"{base}.absb_tiny")], f"{base}.rel")
+        rel = self.node("Div", [ad_flat, self.node("Add", [absb, self.f32(1e-30)], f"{base}.absb_tiny")], f"{base}.rel")
         max_rel = self.red("ReduceMax", rel, f"{base}.max_rel", keepdims=1)
         maxima = self.node("Concat", [max_abs, b_absmax, excess, max_rel], f"{base}.maxima", axis=0)
         return maxima, argmax, sums

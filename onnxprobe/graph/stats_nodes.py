@@ -164,7 +164,8 @@ class StatsBuilder(GraphBuilder):
         wide = row is not None and row > BLOCK_MAX
         if wide:
             terms = [(op, self.node("Cast", [t], f"{b}.{tag}.wide", to=TensorProto.DOUBLE), tag) for op, t, tag in terms]
-        exact = () if wide or double else (*exact, "sumabs") if row is None or row > ABS_ROW_MAX else exact
+        long_abs = (row is None or row > ABS_ROW_MAX) and any(tag == "sumabs" for _, _, tag in terms)
+        exact = () if wide or double else (*exact, "sumabs") if long_abs else exact
         # |x| taken in float32 (exact) and then cast: one float64 copy, and no float64 ReduceL1 kernel needed
         terms = [("ReduceSum", self.node("Abs", [t], f"{b}.{tag}.abs"), tag) if op == "ReduceL1" and tag in exact else (op, t, tag)
                  for op, t, tag in terms]

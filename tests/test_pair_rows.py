@@ -1,0 +1,81 @@
+"""The one-run diff's in-graph pair rows (``graph.pair_nodes``) against numpy float64 on the same float32
+values, on hostile distributions (near-constant differences, whose float32 sums drift the most; a large
+offset; one element; a scalar) and on rows whose length only the input shapes tell (a symbolic last dim:
+the graph is built for the given shapes, and rows past BLOCK_MAX elements are summed in float64)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxprobe import api
+from onnxprobe.graph.stats_nodes import BLOCK_MAX
+from onnxprobe.runtime.runners import base as base_runner
+
+
+def _model(path, w: float, c: float) -> str:
+    """y = x * w + c; z = Relu(y); s = ReduceSum(y) (a scalar): x is [1, n] with n symbolic."""
+    inits = [numpy_helper.from_array(np.array(w, np.float32), "w"), numpy_helper.from_array(np.array(c, np.float32), "c")]
+    nodes = [helper.make_node("Mul", ["x", "w"], ["xw"], name="mul"), helper.make_node("Add", ["xw", "c"], ["y"], name="add"),
+             helper.make_node("Relu", ["y"], ["z"], name="relu"),
+             helper.make_node("ReduceSum", ["y"], ["s"], name="sum", keepdims=0)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n"])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("s", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def _values(path: str, x: np.ndarray) -> dict[str, np.ndarray]:
+    m = onnx.load(path)
+    m.graph.output.extend(onnx.ValueInfoProto(name=n) for n in ("xw", "y"))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, {"x": x})))
+
+
+def _oracle(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    d = a - b
+    return {"max_abs": np.abs(d).max(), "mean_abs": np.abs(d).mean(), "rmse": np.sqrt((d * d).mean()),
+            "cosine": (a @ b) / np.sqrt((a @ a) * (b @ b)), "b_absmax": np.abs(b).max(),
+            "max_rel": (np.abs(d) / (np.abs(b) + 1e-30)).max()}
+
+
+CASES = {  # name -> (n, x)
+    "near-constant 3000": (3000, lambda r, n: (0.1 + 1e-4 * r.standard_normal((1, n)))),
+    "near-constant past BLOCK_MAX": (BLOCK_MAX * 3 // 2, lambda r, n: (0.1 + 1e-4 * r.standard_normal((1, n)))),
+    "large offset": (5000, lambda r, n: 1e4 + r.standard_normal((1, n))),
+    "one element": (1, lambda r, n: r.standard_normal((1, n))),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_in_graph_pair_rows_equal_numpy_float64(case, tmp_path, monkeypatch):
+    monkeypatch.setattr(base_runner, "SMALL_PAIRS_ON_HOST", (0, 0))  # every float pair through a row
+    n, make = CASES[case]
+    x = make(np.random.default_rng(0), n).astype(np.float32)
+    a, b = _model(tmp_path / "a.onnx", 1.001, 0.5002), _model(tmp_path / "b.onnx", 1.0, 0.5)
+    res = api.diff(a, b, selection=api.Selection(all=True), config=api.RunConfig(device="cpu", cache=False),
+                   inputs=api.InputSpec(arrays={"x": x}))
+    assert not any("one-run diff failed" in note for note in res.notes), res.notes
+    va, vb = _values(a, x), _values(b, x)
+    by_name = {r.pair.b.name: r for r in res.results}
+    assert {"xw", "y", "z", "s"} <= set(by_name)
+    assert res.in_graph >= 4  # measured by the rows, not on the host
+    # float32 partial sums: within their drift (a near-constant row of 3000: ~4e-6); past BLOCK_MAX the
+    # rows are float64 (float32 would drift ~3e-5 there, past this bound)
+    rel = 1e-6 if n > BLOCK_MAX else 2e-5
+    for t in ("xw", "y", "z", "s"):
+        m, want = by_name[t].metrics, _oracle(va[t], vb[t])
+        for k, v in want.items():
+            tol = 1e-12 if k in ("max_abs", "b_absmax", "max_rel") else rel  # maxima: exact in float32
+            assert getattr(m, k) == pytest.approx(v, rel=max(tol, 1e-7), abs=1e-30), (case, t, k)
+        intro = by_name[t].introduced
+        if t in ("y", "z", "s"):  # B's node on A's inputs: its own error, measured in the graph too
+            assert intro is not None, t
