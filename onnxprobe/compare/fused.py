@@ -31,6 +31,7 @@ from onnxprobe.graph.merge import PREFIX_A, NotMergeable, side_by_side
 from onnxprobe.graph.pair_nodes import MAXIMA, PAIR_ROW, SUMS, PairBuilder
 from onnxprobe.graph.shapes import concrete_sizes, infer_shapes, shapes_with_folded, static_shape, value_types
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stubs
+from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
 from onnxprobe.graph.walk import needed_nodes
 from onnxprobe.match.engine import Pair
 from onnxprobe.runtime import plan_cache
@@ -64,6 +65,7 @@ class FusedGraph:
     bname: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict)  # pair -> [A's, B's(, B's recomputed)] merged names: small, summed on the host
     weights: dict = field(default_factory=dict)  # the merged graph's stubs -> A's and B's own weights (not copied)
+    notes: list = field(default_factory=list)  # what the report should say about the build
 
 
 def fusable(a: Side, b: Side) -> str | None:
@@ -95,13 +97,18 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     merged, aname, bname = side_by_side(skeleton(a.runner.model, constants=True), skeleton(b.runner.model, constants=True),
                                         [(p.a.probe, p.b.probe) for p in report])
     weights = merged_weights(a, b)
-    g = merged.graph
-    types = value_types(infer_shapes(merged))  # the tensors onnxprobe added (dequantizations) may lack value_info
-    each, total = base_runner.SMALL_PAIRS_ON_HOST
     # for these input shapes: what no value_info tells (an old opset's shape computations, ``concrete_shapes``)
     # (what only folding the shape computations tells sizes the pairs taken raw, which take any run-time
     # shape, and never a row's axes: graph.shape_values)
     concrete, folded = shapes_with_folded(merged, input_shapes, fold=True) if input_shapes is not None else ({}, {})
+    notes = []
+    stale = stale_shapes(merged, concrete)
+    if stale:  # declared for other input shapes: onnxruntime would plan buffers on them (graph.stale_shapes)
+        merged = without_shapes(merged, stale)
+        notes.append(stale_note({k.split("/", 1)[-1]: v for k, v in stale.items()}))
+    g = merged.graph
+    types = value_types(infer_shapes(merged))  # the tensors onnxprobe added (dequantizations) may lack value_info
+    each, total = base_runner.SMALL_PAIRS_ON_HOST
     sizes = concrete_sizes(merged, input_shapes, {**folded, **concrete}) if total else {}
     used = 0
     raw: dict[int, list[str]] = {}
@@ -170,11 +177,11 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
                 if ri:
                     outputs += ri + [_named(g, pb.node("Shape", [c], f"onnxprobe.intro{k}.shape"), f"{SHAPE_PREFIX}{k}i")]
     if not outputs:
-        return FusedGraph(None, [], aname, bname)
+        return FusedGraph(None, [], aname, bname, notes=notes)
     interleave(g, original)
     del g.output[:]
     g.output.extend(onnx.ValueInfoProto(name=o) for o in outputs)
-    return FusedGraph(merged, outputs, aname, bname, raw, weights)
+    return FusedGraph(merged, outputs, aname, bname, raw, weights, notes)
 
 
 def merged_weights(a: Side, b: Side) -> dict:
@@ -200,11 +207,12 @@ def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rt
     hit = plan_cache.load_entry(k, weights, restore=False)
     if hit is not None and hit[1].get("kind") == "fused":
         model, meta = hit
-        return FusedGraph(model, meta["outputs"], meta["aname"], meta["bname"], {int(q): v for q, v in meta["raw"].items()}, weights)
+        return FusedGraph(model, meta["outputs"], meta["aname"], meta["bname"], {int(q): v for q, v in meta["raw"].items()},
+                          weights, meta.get("notes", []))
     fg = build(a, b, report, by_b, rtol_of, introduced, input_shapes, skip)
     if fg.model is not None:
         plan_cache.store_entry(k, fg.model, {"kind": "fused", "outputs": fg.outputs, "aname": fg.aname,
-                                             "bname": fg.bname, "raw": fg.raw})
+                                             "bname": fg.bname, "raw": fg.raw, "notes": fg.notes})
     return fg
 
 

@@ -63,7 +63,9 @@ def copy_cone(nodes: list[onnx.NodeProto], prefix: str, rename: dict[str, str]) 
     for n in nodes:
         c = onnx.NodeProto()
         c.CopyFrom(n)
-        c.name = prefix + (n.name or n.op_type)
+        # an unnamed node is named by its op and first output (unique): two unnamed nodes of one op in a
+        # cone would otherwise share a name, which onnxruntime refuses
+        c.name = prefix + (n.name or f"{n.op_type}({next((o for o in n.output if o), '')})")
         c.input[:] = [rename.get(i, i) if i else i for i in n.input]
         c.output[:] = [prefix + o if o else o for o in n.output]
         out.append(c)

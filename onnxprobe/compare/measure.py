@@ -152,6 +152,7 @@ def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
             except NotMergeable:
                 plan.fuse = False
                 return None
+            plan.notes.extend(n for n in plan.fused.notes if n not in plan.notes)
         # a graph built again is another session than the one kept under ``key``
         run_key = key if key is None or not plan.skip else (key, tuple(sorted(plan.skip)))
         try:

@@ -109,7 +109,9 @@ def side_by_side(a: onnx.ModelProto, b: onnx.ModelProto, pairs: list[tuple[str, 
     for d, v in ob.items():
         if d not in oa:
             out.opset_import.append(onnx.helper.make_opsetid(d, v))
-    out.ir_version = max(a.ir_version, b.ir_version)
+    # IR 4 at least: the initializers are no longer listed as inputs (``_prefixed``), which before IR 4
+    # onnxruntime accepts only for initializers some node reads (an unused one fails the graph's creation)
+    out.ir_version = max(a.ir_version, b.ir_version, 4)
     return out, a_name, b_name
 
 

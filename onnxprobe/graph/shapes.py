@@ -117,10 +117,15 @@ def static_shape(t: onnx.TypeProto | None) -> tuple | None:
 
 
 def with_input_shapes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> onnx.ModelProto:
-    """A copy whose graph inputs have these concrete shapes, for shape inference to propagate them."""
+    """A copy whose graph inputs have these concrete shapes, for shape inference to propagate them from
+    the inputs alone: the declared shapes of other tensors (value_info, the outputs' dims) go, as they
+    may hold for other input shapes only (``graph.stale_shapes``)."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     del out.graph.value_info[:]
+    for vi in out.graph.output:
+        if vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.ClearField("shape")
     for vi in out.graph.input:
         if vi.name in shapes and vi.type.HasField("tensor_type"):
             vi.type.tensor_type.ClearField("shape")

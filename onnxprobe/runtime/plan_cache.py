@@ -60,7 +60,7 @@ def structure(model: onnx.ModelProto) -> str:
 # whose shapes only the version-converted inference tells are planned onto the host when small; 13: tensors whose
 # shapes only folding the shape computations tells, graph.shape_values; 14: Σ|x| over rows longer than 1024 elements
 # or of a length not known in float64, graph.stats_nodes.ABS_ROW_MAX)
-FORMAT = 15
+FORMAT = 17
 
 
 def key_of(parts: dict) -> str:

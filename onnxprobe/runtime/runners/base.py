@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import OrderedDict
+from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
@@ -26,6 +27,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.graph.expose import expose, needs_masking
+from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stub_weights, stubs
 from onnxprobe.graph.shapes import shape_bytes, shapes_with_folded, static_shape, value_types
 from onnxprobe.runtime import plan_cache
@@ -149,13 +151,14 @@ SMALL_PAIRS_ON_HOST = (64 * 1024, 32 * 2**20)
 
 
 def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: dict, each: int,
-                   total: int) -> tuple[dict[str, tuple], set[str]]:
+                   total: int, shapes: tuple | None = None) -> tuple[dict[str, tuple], set[str]]:
     """For these input shapes: the concrete shapes of ``refs`` that agree in rank with the model's own
     (so that a statistics row planned on them fits the run), and the refs small enough to be summarised
     on the host (see SMALL_ON_HOST). The shapes that only folding the model's shape computations tells
     (``graph.shape_values``: a transformer export's position ids) count for the host's share alone: a tensor
-    summarised on the host takes any shape it has at run time, a row planned on a shape does not."""
-    inferred, folded = shapes_with_folded(model, input_shapes, fold=True)
+    summarised on the host takes any shape it has at run time, a row planned on a shape does not.
+    ``shapes``: ``shapes_with_folded``'s answer, when the caller has it."""
+    inferred, folded = shapes or shapes_with_folded(model, input_shapes, fold=True)
     types = value_types(model)
     host, used, fitting, sizes = set(), 0, {}, []
     for r in refs:
@@ -217,7 +220,10 @@ class GraphRunner(Runner):
             rewritten, probes, warnings = hit
         else:
             small = kw.pop("small", None)
-            known, host = planned_shapes(model, refs, input_shapes or {}, *small) if small and kw.get("stats", True) else ({}, set())
+            shapes = shapes_with_folded(model, input_shapes, fold=True) if input_shapes else None
+            model, refs = self._unstale(model, refs, shapes[0] if shapes else {}, warnings)
+            known, host = (planned_shapes(model, refs, input_shapes or {}, *small, shapes=shapes)
+                           if small and kw.get("stats", True) else ({}, set()))
             rewritten, probes = expose(skeleton(model, constants=True) if lean else model, refs, warnings=warnings, host=host,
                                        known=known, **kw)
             if disk:
@@ -229,6 +235,19 @@ class GraphRunner(Runner):
             while len(self._plans) > self.max_plans:
                 self._plans.popitem(last=False)
         return plan
+
+    @staticmethod
+    def _unstale(model: onnx.ModelProto, refs: list[TensorRef], concrete: dict,
+                 warnings: list[str]) -> tuple[onnx.ModelProto, list[TensorRef]]:
+        """``model`` and ``refs`` without the declared shapes that the run's input shapes contradict
+        (``graph.stale_shapes``; a note says so), else as they are."""
+        stale = stale_shapes(model, concrete)
+        if not stale:
+            return model, refs
+        warnings.append(stale_note(stale))
+        model = without_shapes(model, stale)
+        types = value_types(model)
+        return model, [replace(r, shape=static_shape(types.get(r.name))) if r.name in stale else r for r in refs]
 
     def _execute_plan(self, plan: ProbePlan, feeds: dict, outputs: list[str], **kw) -> tuple[dict, float]:
         """``execute`` on a plan's model, with its weights apart when the plan is a skeleton."""

@@ -1,0 +1,62 @@
+"""Declared shapes that the run's input shapes contradict, and a copy of the model without them.
+
+An exporter writes value_info (and output shapes) for the input it traced with; a model whose inputs
+are dynamic and is run at another size then declares, say, 1x64x111x111 for a tensor that is 1x64x79x79
+in the run. onnxruntime plans buffers from declared shapes (a contradicted one can fail the run) and
+onnxprobe sizes statistics rows from them. ``stale_shapes`` compares every declared main-graph shape with
+the one onnx's inference gives for the run's input shapes (``graph.shapes.concrete_shapes``, inferred
+from the inputs alone); ``without_shapes`` returns a copy whose contradicted entries keep their element
+type and rank but no dims (the rank too where it is what disagrees). The input model is never changed.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from onnxprobe.graph.shapes import static_shape
+
+
+def stale_shapes(model: onnx.ModelProto, concrete: dict[str, tuple[int, ...]]) -> dict[str, tuple[tuple, tuple]]:
+    """Main-graph tensors whose declared shape (value_info, graph outputs) has a dim, or a rank, that
+    ``concrete`` (the shapes for the run's inputs) contradicts: name -> (declared, concrete)."""
+    out: dict[str, tuple[tuple, tuple]] = {}
+    for vi in (*model.graph.value_info, *model.graph.output):
+        have, want = static_shape(vi.type), concrete.get(vi.name)
+        if have is None or want is None:
+            continue
+        if len(have) != len(want) or any(isinstance(a, int) and a != b for a, b in zip(have, want)):
+            out[vi.name] = (have, tuple(want))
+    return out
+
+
+def without_shapes(model: onnx.ModelProto, names) -> onnx.ModelProto:
+    """A copy of ``model`` whose value_info and outputs named in ``names`` have unknown dims: the rank kept
+    where ``names`` maps a name to (declared, concrete) of one rank, the whole shape dropped otherwise."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for vi in (*out.graph.value_info, *out.graph.output):
+        if vi.name not in names or not vi.type.HasField("tensor_type"):
+            continue
+        t = vi.type.tensor_type
+        pair = names[vi.name] if isinstance(names, dict) else None
+        rank = len(pair[0]) if pair is not None and len(pair[0]) == len(pair[1]) else None
+        t.ClearField("shape")
+        if rank is not None:
+            for _ in range(rank):
+                t.shape.dim.add()
+    return out
+
+
+def stale_note(stale: dict[str, tuple[tuple, tuple]]) -> str:
+    """One line for the report: how many declared shapes the inputs contradict, with the first one."""
+    name, (have, want) = next(iter(stale.items()))
+
+    def fmt(s: tuple) -> str:
+        return "x".join("?" if d is None else str(d) for d in s) or "scalar"
+
+    more = f" and {len(stale) - 1} more" if len(stale) > 1 else ""
+    return (f"the model declares shapes these inputs contradict ({name!r}: {fmt(have)} declared, {fmt(want)} "
+            f"for these inputs{more}): those declarations are ignored")
+
+
+__all__ = ["stale_shapes", "without_shapes", "stale_note"]
