@@ -141,7 +141,7 @@ def _runner_of(model: Model, result: ProbeResult, config: RunConfig | None) -> G
 
 
 def _with_hint(e: ExecutionError, fs: Feeds) -> ExecutionError:
-    return ExecutionError(f"{e}{fs.hint()}") if fs.defaulted else e
+    return ExecutionError(f"{e}{fs.hint()}") if fs.hint() else e
 
 
 def layers(model: Model | str | os.PathLike, selection: Selection | None = None, config: RunConfig | None = None,

@@ -22,7 +22,7 @@ from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.match.observe import body_note, body_tensors, observe
 from onnxprobe.runtime import feeds as _feeds
-from onnxprobe.runtime.arrays import read_npz
+from onnxprobe.runtime.arrays import read_arrays
 from onnxprobe.runtime.runners import check_options_used, check_runtime, make_runner, options_for
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
@@ -88,7 +88,8 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
     elif vs_opt_level is not None:
         side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), runtime, **opts)
     else:
-        arrays = vs_npz if isinstance(vs_npz, dict) else read_npz(vs_npz)
+        # an ONNX test data set folder: its expected outputs (output_N.pb) are the reference
+        arrays = vs_npz if isinstance(vs_npz, dict) else read_arrays(vs_npz, "output")
         side_b = npz_side(str(vs_npz) if not isinstance(vs_npz, dict) else "activations", arrays, a_model)
     return a_model, side_a, side_b
 

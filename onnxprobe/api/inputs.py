@@ -21,7 +21,7 @@ from onnxprobe.fileio import protect
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.model import load as _load
 from onnxprobe.runtime import npz as _npz
-from onnxprobe.runtime.arrays import read_array, read_npz
+from onnxprobe.runtime.arrays import read_array, read_arrays, read_npz
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.feeds import Feeds, ModelInput, check_value, make_feeds, parse_input_files, parse_shape_overrides
 from onnxprobe.runtime.feeds import model_inputs as _model_inputs
@@ -198,10 +198,10 @@ def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape
                input_: list[str] | None = None, inputs: str | os.PathLike | None = None,
                arrays: dict[str, np.ndarray] | None = None) -> InputSpec:
     """The InputSpec of the input flags: ``shape`` and ``input_`` are lists of ``NAME=...`` strings,
-    ``inputs`` an ``.npz`` path."""
+    ``inputs`` an ``.npz`` path or an ONNX test data set folder (its input_N.pb: ``runtime.arrays.read_arrays``)."""
     # one "NAME=..." string is one flag value, not a list of its characters
     shape, input_ = ([v] if isinstance(v, str) else v for v in (shape, input_))
-    given = dict(read_npz(inputs)) if inputs is not None else {}
+    given = dict(read_arrays(inputs)) if inputs is not None else {}
     given.update(arrays or {})
     rng = parse_int_range(int_range) if isinstance(int_range, str) else tuple(int_range)
     return InputSpec(seed=seed, int_range=rng, shapes=parse_shape_overrides(shape), files=parse_input_files(input_),

@@ -33,7 +33,7 @@ def diff(
     vs_opt_level: Annotated[Optional[str], typer.Option("--vs-opt-level", help="Compare with itself at this optimisation level.", rich_help_panel=Cmp)] = None,
     vs_reference: Annotated[bool, typer.Option("--vs-reference", help="Compare with onnx.reference.ReferenceEvaluator (--vs-runtime reference).", rich_help_panel=Cmp)] = False,
     vs_runtime: Annotated[Optional[str], typer.Option("--vs-runtime", help="Compare MODEL with itself on another runtime (B): ort | openvino | tensorrt | reference; A runs on --runtime.", rich_help_panel=Cmp)] = None,
-    vs_npz: Annotated[Optional[Path], typer.Option("--vs-npz", help="Compare with activations saved elsewhere (.npz keyed by tensor name).", rich_help_panel=Cmp)] = None,
+    vs_npz: Annotated[Optional[Path], typer.Option("--vs-npz", help="Compare with activations saved elsewhere (.npz keyed by tensor name), or with the expected outputs of an ONNX test data set folder (output_N.pb).", rich_help_panel=Cmp)] = None,
     vs_torch: Annotated[Optional[str], typer.Option("--vs-torch", metavar="FILE.py:FUNC", help="Compare MODEL with the PyTorch module it was exported from: FUNC() returns the nn.Module or (module, example_args). Modules pair with their ONNX tensors by the exporter's scopes; with --grad, gradients against torch autograd. Needs the torch extra.", rich_help_panel=Cmp)] = None,
     map_: Annotated[Optional[Path], typer.Option("--map", help="JSON file {tensor of A: tensor of B}; overrides matching.", rich_help_panel=Cmp)] = None,
     atol: Annotated[Optional[list[str]], typer.Option("--atol", help="Absolute tolerance (allclose, max_abs, mean_abs, rmse), or NAME:VALUE for one tensor (repeatable). Default 1e-4.", rich_help_panel=Cmp)] = None,

@@ -22,7 +22,7 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the random inputs.
 IntRangeOpt = Annotated[str, typer.Option("--int-range", help="LOW:HIGH range of random integer inputs (HIGH excluded).", rich_help_panel="Inputs")]
 ShapeOpt = Annotated[Optional[list[str]], typer.Option("--shape", help="Fix an input's dynamic dimensions: NAME=1x3x224x224 (repeatable).", rich_help_panel="Inputs")]
 InputOpt = Annotated[Optional[list[str]], typer.Option("--input", help="An input from a file, NAME=FILE.npy or NAME=FILE.pb, or a value, NAME=16000 or NAME=[1,2] (repeatable).", rich_help_panel="Inputs")]
-InputsOpt = Annotated[Optional[Path], typer.Option("--inputs", help="All inputs from one .npz file, keyed by input name.", rich_help_panel="Inputs")]
+InputsOpt = Annotated[Optional[Path], typer.Option("--inputs", help="All inputs from one .npz file keyed by input name, or from an ONNX test data set folder (its input_0.pb, input_1.pb...).", rich_help_panel="Inputs")]
 InputsDirOpt = Annotated[Optional[Path], typer.Option("--inputs-dir", help="Dataset mode: a folder of .npz batches, or one .npz with a leading sample axis; statistics over all of them, one run per batch.", rich_help_panel="Inputs")]
 InputsFromOpt = Annotated[Optional[str], typer.Option("--inputs-from", metavar="FILE.py:FUNC", help="Dataset mode from your own pipeline: FUNC() yields feed dicts {input name: array}, one run each.", rich_help_panel="Inputs")]
 

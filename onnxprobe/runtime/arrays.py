@@ -72,15 +72,53 @@ def read_array(path: str | Path) -> np.ndarray:
                                  f"{human_bytes(max(p.stat().st_size - header, 0))}: truncated or not what it claims")
             return np.load(p, allow_pickle=False)
         if p.suffix == ".pb":
-            check_fits(2 * p.stat().st_size, f"{clean(p)}")
-            t = onnx.TensorProto()
-            t.ParseFromString(p.read_bytes())
-            return numpy_helper.to_array(t)
+            return numpy_helper.to_array(_tensor_proto(p))
     except UsageError:
         raise
     except Exception as e:  # noqa: BLE001 - numpy and protobuf raise many kinds
         raise UsageError(f"{clean(p)}: cannot read as {p.suffix} tensor ({clean(first_line(e))})") from e
     raise UsageError(f"{clean(p)}: unsupported input file type {clean(p.suffix)!r} (use .npy, .pb or --inputs FILE.npz)")
+
+
+def _tensor_proto(p: Path) -> onnx.TensorProto:
+    check_fits(2 * p.stat().st_size, f"{clean(p)}")
+    t = onnx.TensorProto()
+    t.ParseFromString(p.read_bytes())
+    return t
+
+
+def read_arrays(path: str | Path, kind: str = "input") -> dict[str, np.ndarray]:
+    """Named arrays from an ``.npz`` (``read_npz``) or from an ONNX test data set folder (the
+    ``test_data_set_N`` of onnx's node tests and of model zoo archives): its ``{kind}_0.pb``,
+    ``{kind}_1.pb``... TensorProtos, keyed by the names they carry (``kind``: "input" or "output")."""
+    p = Path(checked_path(path, ".npz file or test data set folder"))
+    return read_test_data_set(p, kind) if p.is_dir() else read_npz(p)
+
+
+def read_test_data_set(folder: Path, kind: str) -> dict[str, np.ndarray]:
+    """The ``{kind}_N.pb`` tensors of an ONNX test data set folder, by their names (see ``read_arrays``)."""
+    files = sorted((f for f in folder.glob(f"{kind}_*.pb") if f.stem[len(kind) + 1:].isdigit()),
+                   key=lambda f: int(f.stem[len(kind) + 1:]))
+    if not files:
+        raise UsageError(f"{clean(folder)}: a folder without {kind}_0.pb, {kind}_1.pb...: not an ONNX test data set "
+                         f"(a folder of .npz batches is --inputs-dir's)")
+    out: dict[str, np.ndarray] = {}
+    for f in files:
+        protect(f, "an input file")
+        try:
+            t = _tensor_proto(f)
+            value = numpy_helper.to_array(t)
+        except UsageError:
+            raise
+        except Exception as e:  # noqa: BLE001 - protobuf and numpy raise many kinds
+            raise UsageError(f"{clean(f)}: cannot read as a .pb tensor ({clean(first_line(e))})") from e
+        if not t.name:
+            raise UsageError(f"{clean(f)}: a tensor without a name, so no input or tensor to give it to: "
+                             f"give it by name (--input NAME={clean(f)})")
+        if t.name in out:
+            raise UsageError(f"{clean(f)}: a second tensor named {clean(t.name)!r} in {clean(folder)}")
+        out[t.name] = value
+    return out
 
 
 def read_npz(path: str | Path) -> dict[str, np.ndarray]:

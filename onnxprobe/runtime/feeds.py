@@ -57,10 +57,18 @@ class Feeds:
     values: dict[str, np.ndarray]
     defaulted: dict[str, list[str]] = field(default_factory=dict)  # input -> its dimensions that were set to 1
     notes: list[str] = field(default_factory=list)
+    random_ints: list[str] = field(default_factory=list)  # integer and bool inputs made of seeded random data
 
     def hint(self) -> str:
-        """A suffix for errors a run raises when dimensions were guessed: they may be the cause."""
-        return f" ({SHAPE_HINT})" if self.defaulted else ""
+        """A suffix for errors a run raises when dimensions were guessed, or when integer or bool inputs
+        (counts, indices, conditions) were random: they may be the cause."""
+        if self.defaulted:
+            return f" ({SHAPE_HINT})"
+        if self.random_ints:
+            names = ", ".join(clean(n) for n in self.random_ints[:3]) + (", ..." if len(self.random_ints) > 3 else "")
+            return (f" (integer or bool input{'s' if len(self.random_ints) > 1 else ''} {names}: seeded random data, "
+                    f"which a model may not take: give real values with --input NAME=VALUE or --inputs)")
+        return ""
 
 
 def model_inputs(model: onnx.ModelProto) -> list[ModelInput]:
@@ -247,6 +255,7 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
                          f"{', '.join(clean(n) for n in spec.arrays)}; every input the model takes must be there")
     notes = [f"input {clean(n)}: not in {clean(spec.arrays_from)}, so seeded random data (--seed {spec.seed})"
              for n in lacking if spec.arrays and n not in spec.files]
+    random_ints: list[str] = []
     for s in specs:
         if s.name in feeds:
             continue
@@ -254,4 +263,6 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
         dtype = s.dtype
         check_fits(int(np.prod(shape, dtype=object)) * dtype.itemsize, f"input {clean(s.name)} of shape {list(shape)}")
         feeds[s.name] = random_array(shape, dtype, rng, spec.int_range)
-    return Feeds({s.name: feeds[s.name] for s in specs}, defaulted, notes + _notes(defaulted))
+        if dtype.kind in "biu":
+            random_ints.append(s.name)
+    return Feeds({s.name: feeds[s.name] for s in specs}, defaulted, notes + _notes(defaulted), random_ints)

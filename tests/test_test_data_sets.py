@@ -1,0 +1,118 @@
+"""ONNX test data set folders (``test_data_set_N/`` of onnx's node tests and of model zoo archives:
+input_0.pb, ..., output_0.pb, ... TensorProtos named after the model's inputs and outputs): ``--inputs
+DIR`` feeds their inputs, ``diff --vs-npz DIR`` compares the model with their expected outputs; bad
+folders get one line. And the hint a failed run gets when integer inputs were random."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe import api
+from onnxprobe.cli.main import app
+from onnxprobe.errors import OnnxProbeError
+from onnxprobe.runtime.arrays import read_arrays
+
+runner = CliRunner()
+
+
+def _model(path) -> str:
+    """y = x * 2 + b; k = Gather(table, idx): a float path and an index input."""
+    table = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "table")
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    m = make_model([helper.make_node("Mul", ["x", "two"], ["x2"], name="mul"), helper.make_node("Add", ["x2", "b"], ["y"], name="add"),
+                    helper.make_node("Gather", ["table", "idx"], ["k"], name="gather", axis=0)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]), helper.make_tensor_value_info("b", TensorProto.FLOAT, [3]),
+                    helper.make_tensor_value_info("idx", TensorProto.INT64, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]), helper.make_tensor_value_info("k", TensorProto.FLOAT, [2, 3])],
+                   [table, two])
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def _data_set(folder, inputs: dict, outputs: dict) -> str:
+    folder.mkdir()
+    for kind, arrays in (("input", inputs), ("output", outputs)):
+        for k, (name, v) in enumerate(arrays.items()):
+            (folder / f"{kind}_{k}.pb").write_bytes(numpy_helper.from_array(v, name).SerializeToString())
+    return str(folder)
+
+
+X = np.array([[1.0, -2.0, 3.5], [0.25, 0.0, -1.0]], np.float32)
+B = np.array([0.5, 1.5, -0.5], np.float32)
+IDX = np.array([3, 1], np.int64)
+
+
+def _expected() -> dict:
+    return {"y": X * 2 + B, "k": np.arange(12, dtype=np.float32).reshape(4, 3)[IDX]}
+
+
+def test_read_arrays_reads_a_test_data_set_by_name_in_numeric_order(tmp_path):
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    for k in range(12):  # input_10 and input_11 come after input_9 (a string sort would put them after input_1)
+        (folder / f"input_{k}.pb").write_bytes(numpy_helper.from_array(np.full((2,), k, np.int32), f"t{k}").SerializeToString())
+    got = read_arrays(folder)
+    assert list(got) == [f"t{k}" for k in range(12)]
+    assert all(np.array_equal(v, np.full((2,), k, np.int32)) for k, v in enumerate(got.values()))
+    with pytest.raises(OnnxProbeError, match="output_0.pb"):
+        read_arrays(folder, "output")  # no output_N.pb in it
+
+
+@pytest.mark.parametrize("case", ["unnamed", "duplicate", "truncated", "empty folder"])
+def test_bad_test_data_sets_get_one_line(case, tmp_path):
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    t = numpy_helper.from_array(np.arange(6, dtype=np.float32), "x").SerializeToString()
+    if case == "unnamed":
+        (folder / "input_0.pb").write_bytes(numpy_helper.from_array(np.arange(3, dtype=np.float32)).SerializeToString())
+    elif case == "duplicate":
+        (folder / "input_0.pb").write_bytes(t)
+        (folder / "input_1.pb").write_bytes(t)
+    elif case == "truncated":
+        (folder / "input_0.pb").write_bytes(t[: len(t) // 2])
+    want = {"unnamed": "without a name", "duplicate": "second tensor named 'x'", "truncated": "cannot read",
+            "empty folder": "not an ONNX test data set"}[case]
+    with pytest.raises(OnnxProbeError, match=want):
+        read_arrays(folder)
+    r = runner.invoke(app, ["layers", _model(tmp_path / "m.onnx"), "--inputs", str(folder)])
+    assert r.exit_code != 0 and want.split("'")[0] in r.output and "Traceback" not in r.output
+
+
+def test_inputs_from_a_test_data_set_feed_the_run(tmp_path):
+    m = _model(tmp_path / "m.onnx")
+    ds = _data_set(tmp_path / "test_data_set_0", {"x": X, "b": B, "idx": IDX}, _expected())
+    res = api.layers(m, api.Selection(all=True), api.RunConfig(device="cpu"), api.input_spec(inputs=ds), save=True)
+    for name, want in _expected().items():
+        np.testing.assert_array_equal(res.arrays[name], want)  # the oracle: numpy on the same inputs
+    r = runner.invoke(app, ["layers", m, "--inputs", ds, "--all", "--json", "-"])
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("agree", [True, False])
+def test_diff_against_the_expected_outputs_of_a_test_data_set(agree, tmp_path):
+    m = _model(tmp_path / "m.onnx")
+    expected = _expected()
+    if not agree:
+        expected["y"] = expected["y"] + np.float32(0.25)  # an expected output the model does not give
+    ds = _data_set(tmp_path / "test_data_set_0", {"x": X, "b": B, "idx": IDX}, expected)
+    res = api.diff(m, vs_npz=ds, inputs=api.input_spec(inputs=ds), config=api.RunConfig(device="cpu"))
+    by = {r.pair.a.name: r for r in res.results}
+    assert set(by) == {"y", "k"}  # the outputs the data set holds, compared
+    assert by["k"].metrics.max_abs == 0
+    assert by["y"].metrics.max_abs == pytest.approx(0 if agree else 0.25)
+    assert res.verdict()[0] == ("pass" if agree else "fail")
+    r = runner.invoke(app, ["diff", m, "--vs-npz", ds, "--inputs", ds])
+    assert (r.exit_code == 0) == agree, r.output
+
+
+def test_a_run_failing_on_random_integer_inputs_says_they_were_random(tmp_path):
+    m = _model(tmp_path / "m.onnx")
+    # indices drawn from 0:100 into a table of 4 rows: onnxruntime refuses them
+    r = runner.invoke(app, ["layers", m, "--all", "--int-range", "50:100"])
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert "idx: seeded random data" in r.output and "--input NAME=VALUE" in r.output
