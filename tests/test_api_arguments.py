@@ -335,7 +335,7 @@ def test_extract_docstring_names_its_parameters():
     (lambda: api.extract(CNN, None, cut_outputs=["logits"]), "output path: expected a file path"),
     (lambda: api.save_npz({"a": np.zeros(2)}, 5), "output path: expected a file path"),
     (lambda: api.save_npz({1: np.zeros(2)}, "x.npz"), "save_npz: expected a dict of arrays by tensor name"),
-    (lambda: api.diff(CNN, vs_npz=123), ".npz file: expected a file path"),
+    (lambda: api.diff(CNN, vs_npz=123), ".npz file or test data set folder: expected a file path"),
     (lambda: api.merge_stats(5), "merge_stats: expected report paths"),
     (lambda: api.merge_stats([5]), "expected a file path"),
     (lambda: api.diff(CNN, CNN, user_map=[("a", "b")]), "user_map: expected a dict"),

@@ -207,7 +207,9 @@ def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np
     expected = ", ".join(s.describe() for s in specs) or "none"
     for name in spec.names():
         if name not in by_name:
-            raise UsageError(f"unknown input name {clean(name)!r}; the model's inputs are: {expected}")
+            where = (f" (from {clean(spec.arrays_from)})" if name in spec.arrays else " (--input)" if name in spec.files
+                     else " (--shape)")
+            raise UsageError(f"unknown input name {clean(name)!r}{where}; the model's inputs are: {expected}")
     given: dict[str, tuple[np.ndarray, str]] = {}
     for name, value in spec.arrays.items():
         given[name] = (np.asarray(value), f"from {spec.arrays_from}")
