@@ -136,8 +136,9 @@ def test_diff_all_says_which_body_tensors_it_leaves_out(tmp_path):
     r = invoke("diff", cf, cf, "--all", "--input", "n=3", "--input", "cond=false", "--json", "-")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    note = next(n for n in d["notes"] if "If/Loop/Scan bodies" in n)
-    # the body tensors the model holds, counted here from the graph itself
+    note = next(n for n in d["notes"] if "Loop/Scan bodies" in n)
+    # the Loop/Scan body tensors the model holds, counted here from the graph itself (If branches' are
+    # compared: a branch runs once or not at all)
     m = onnx.load(str(cf))
 
     def body(g, inside):
@@ -146,13 +147,15 @@ def test_diff_all_says_which_body_tensors_it_leaves_out(tmp_path):
             n += inside * len([o for o in node.output if o])
             for a in node.attribute:
                 if a.type == onnx.AttributeProto.GRAPH:
-                    n += body(a.g, True)
+                    n += body(a.g, inside or node.op_type != "If")
         return n
 
     assert note.startswith(f"{body(m.graph, False)} selected tensor(s)")
-    # the help no longer promises body tensors (rich wraps it in a box: words only)
+    branch = {p["a"]: p for p in d["pairs"] if p["scope"]}
+    assert "else_mul" in branch and branch["else_mul"]["exact"]  # cond=false: the else branch ran, both sides alike
+    # the help says what is compared (rich wraps it in a box: words only)
     words = " ".join(invoke("diff", "--help", env={"COLUMNS": "200"}).stdout.replace("│", " ").split())
-    assert "(tensors inside If/Loop/Scan bodies are not compared; a note lists them)" in words
+    assert "(tensors inside Loop/Scan bodies are not compared; a note lists them)" in words
 
 
 def test_vs_npz_body_tensors_are_not_called_missing_from_a(tmp_path):
@@ -163,8 +166,10 @@ def test_vs_npz_body_tensors_are_not_called_missing_from_a(tmp_path):
     r = invoke("diff", cf, "--vs-npz", tmp_path / "acts.npz", "--all", "--input", "n=3", "--input", "cond=false",
                "--json", "-")
     d = json.loads(r.stdout)
-    inside = [u for u in d["unmatched_b"] if u["name"] in ("else_mul", "body_matmul")]
+    inside = [u for u in d["unmatched_b"] if u["name"] == "body_matmul"]
     assert inside and all("no counterpart" not in u["reason"] and "main-graph" in u["reason"] for u in inside)
+    # an If branch's saved tensor is compared with A's (the branch ran: cond=false)
+    assert any(p["a"] == "else_mul" and p["exact"] for p in d["pairs"])
 
 
 def test_grad_all_says_which_body_tensors_get_no_row(tmp_path):

@@ -15,7 +15,8 @@ from onnxprobe.graph import external
 from onnxprobe.graph.external import load_lazy, materialize, write_model
 from onnxprobe.graph.extract import cut, extract as extract_pass
 from onnxprobe.graph.io import check_output_path
-from onnxprobe.graph.mark import in_if_branch, mark as mark_pass, record, untyped, with_output_types, without_outputs
+from onnxprobe.graph.walk import in_if_branch
+from onnxprobe.graph.mark import mark as mark_pass, record, untyped, with_output_types, without_outputs
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.shapes import infer_shapes
 from onnxprobe.graph.summary import all_types, known, node_rows, summarize, type_info

@@ -18,10 +18,10 @@ from onnxprobe.cli.options import (
 from onnxprobe.cli.output import check_outputs, emit, exit_for, notes, require_html, write_html, write_pictures
 
 Cmp = "Comparison"
-# layers' --all reaches inside If/Loop/Scan bodies; diff pairs main-graph tensors only (a body tensor has a
-# value per iteration or branch), so its help says so, and a note lists the body tensors left out
-DiffAllOpt = Annotated[bool, typer.Option("--all", help="Compare every node output of the main graph (tensors inside "
-                                          "If/Loop/Scan bodies are not compared; a note lists them).",
+# layers' --all reaches inside If/Loop/Scan bodies; diff pairs main-graph and If-branch tensors (a Loop or Scan
+# body tensor has a value per iteration), so its help says so, and a note lists the body tensors left out
+DiffAllOpt = Annotated[bool, typer.Option("--all", help="Compare every node output of the main graph and of If branches "
+                                          "(tensors inside Loop/Scan bodies are not compared; a note lists them).",
                                           rich_help_panel="Selection")]
 
 

@@ -268,8 +268,8 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     by_b = {p.b.probe: p for p in matching.pairs if p.b.kind == "float"}
     why_not = fusable(a, b) if fuse else "--separate-runs"
     notes = [f"--profile times the one-run diff, which is not used here ({why_not})"] if profile and why_not else []
-    inside = {**body_tensors(b.model.proto, selection), **body_tensors(a.model.proto, selection)}
-    notes += [n for n in [body_note(inside, "compared by diff")] if n]
+    inside = {**body_tensors(b.model.proto, selection, loops_only=True), **body_tensors(a.model.proto, selection, loops_only=True)}
+    notes += [n for n in [body_note(inside, "compared by diff", loops_only=True)] if n]
     return DiffPlan(a, b, tolerance, per_tensor, matching, report, sel_b, by_b, with_cones,
                     introduced and not with_cones and b.runner.replays, why_not is None, max_memory, device_metrics,
                     notes, profile=profile and why_not is None)
@@ -312,7 +312,9 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
             results.append(PairResult(p, None, None, None, None, tol, f"{labels[s]}: {why}" if labels else why,
                                       runtime_shapes=(sa, sb)))
         elif m.sums is None or not m.sums.samples:
-            results.append(PairResult(p, None, None, None, None, tol, "value not produced"))
+            branch = p.a.scope or p.b.scope
+            why = f"not run: its If branch ({branch}) did not run" if branch else "value not produced"
+            results.append(PairResult(p, None, None, None, None, tol, why))
         else:
             got = m.sums.metrics(plan.rtol_of(p))
             intro = m.introduced
@@ -361,10 +363,10 @@ def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
                 u.reason = f"not observable in {where}: {why}" if other.hidden_cause == NOT_OBSERVABLE else why
                 u.cause = other.hidden_cause
     _mapped_away(matching)
-    inside = body_tensors(a.model.proto)
+    inside = body_tensors(a.model.proto, loops_only=True)
     for u in matching.unmatched_b:  # saved activations of A's body tensors (layers --all --save)
         if u.cause == NO_COUNTERPART and u.obs.name in inside:
-            u.reason = f"inside {inside[u.obs.name]} in A: diff compares main-graph tensors only"
+            u.reason = f"inside {inside[u.obs.name]} in A: diff compares main-graph and If-branch tensors only"
             u.cause = NOT_OBSERVABLE
     if not b.runner.takes_feeds:
         return

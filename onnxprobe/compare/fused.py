@@ -149,8 +149,10 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
 
     # the pairs no row can take have the raw budget first: it is their only way through the one run, where
     # a small pair a row could measure only saves its row's nodes
-    for k, (p, x, y, shape, rowable) in sorted(((k, planned(k)) for k in range(len(report)) if k not in skip),
-                                               key=lambda e: e[1][4]):
+    # pairs of If-branch tensors (``match.observe``) are left to the separate runs, which read a branch that
+    # did not run as no value: the merged graph exposes main-graph tensors only
+    in_main = [k for k in range(len(report)) if k not in skip and report[k].a.probe in aname and report[k].b.probe in bname]
+    for k, (p, x, y, shape, rowable) in sorted(((k, planned(k)) for k in in_main), key=lambda e: e[1][4]):
         sx, sy = sizes.get(x), sizes.get(y)
         # small, or of a size nobody can tell and no row for it (integers, masks): the host path would
         # fetch it whole anyway, in runs of its own; here it comes out of the one run

@@ -25,7 +25,7 @@ from onnxprobe.errors import OpsetTooOld
 from onnxprobe.graph.expose import default_opset, expose
 from onnxprobe.graph.stats_nodes import MIN_OPSET
 from onnxprobe.graph.summary import all_types, known
-from onnxprobe.graph.walk import subgraphs, walk
+from onnxprobe.graph.walk import in_if_branch, subgraphs, walk
 from onnxprobe.stats.tensor_stats import ROW
 from onnxprobe.types import TensorRef
 
@@ -82,11 +82,6 @@ def _scan8_batch_axis(original: onnx.ModelProto, out: onnx.ModelProto, marked: l
         if k and vi.type.HasField("tensor_type") and tt.HasField("shape"):
             dims = [None] * k + [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
             vi.type.CopyFrom(onnx.helper.make_tensor_type_proto(tt.elem_type, dims))
-
-
-def in_if_branch(model: onnx.ModelProto) -> set[str]:
-    """Tensors computed inside an If branch (at any depth): lifted out, they are empty when it did not run."""
-    return {o for s in walk(model) if any(n.op_type == "If" for n, _ in s.chain) for o in s.node.output if o}
 
 
 def _loosen_if_outputs(original: onnx.ModelProto, out: onnx.ModelProto, marked: list[Marked]) -> None:

@@ -49,6 +49,11 @@ def implicit_inputs(node: onnx.NodeProto) -> list[str]:
     return outer_reads(*(sg for _, sg in subgraphs(node)))
 
 
+def in_if_branch(model: onnx.ModelProto) -> set[str]:
+    """Tensors computed inside an If branch (at any depth): lifted out, they are empty when it did not run."""
+    return {o for s in walk(model) if any(n.op_type == "If" for n, _ in s.chain) for o in s.node.output if o}
+
+
 def needed_nodes(nodes, outputs) -> list[onnx.NodeProto]:
     """The nodes (in order) that ``outputs`` depend on, through the names their bodies read from outside."""
     need = set(outputs)

@@ -60,6 +60,7 @@ class Observable:
     kind: str  # float | qdq | qoperator | dynamic
     is_output: bool = False
     module: str | None = None  # the PyTorch module whose output this is (a --vs-torch side)
+    scope: str = ""  # the If branch that computes it ("If_0/then_branch"); "" in the main graph
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,28 @@ def observe(model: onnx.ModelProto) -> Observation:
                         add(t, t, "qoperator" if origin(n.input[0]) in QLINEAR_OUT_PARAMS else "qdq")
                         continue
             add(t, t, "float")
+    obs += _branch_observables(model, types, const)
+    obs.sort(key=lambda o: o.index)
     return Observation(obs, deq, hidden)
+
+
+def _branch_observables(model: onnx.ModelProto, types: dict, const: set[str]) -> list[Observable]:
+    """The float tensors of If branches (at any depth): a branch runs once or not at all, so each holds
+    one value or none, which a diff can pair (by name; ``GraphRunner.values`` leaves out the ones whose
+    branch did not run). Plain tensors only: no quantized form is worked out inside a branch. Loop and
+    Scan bodies are left out: their tensors hold one value per iteration (``body_tensors``)."""
+    out = []
+    for s in walk(model):
+        if not s.chain or any(n.op_type != "If" for n, _ in s.chain):
+            continue
+        for t in s.node.output:
+            tp = types.get(t)
+            if not t or t in const or tp is None or tp.tensor_type.elem_type not in FLOAT_TYPES:
+                continue
+            out.append(Observable(key=t, name=t, probe=t, node=s.name, op_type=s.node.op_type,
+                                  effective_op=canonical(s.node.op_type), index=s.index, shape=static_shape(tp),
+                                  kind="float", scope="/".join(s.scope)))
+    return out
 
 
 def _axis(node: onnx.NodeProto) -> int | None:
@@ -277,23 +299,28 @@ def add_dequantize(model: onnx.ModelProto, specs: list[Dequantize]) -> onnx.Mode
     return out
 
 
-def body_tensors(model: onnx.ModelProto, selection=None) -> dict[str, str]:
+def body_tensors(model: onnx.ModelProto, selection=None, loops_only: bool = False) -> dict[str, str]:
     """Tensors computed inside If/Loop/Scan bodies -> the body that holds them ('loop/body'); with a
-    ``graph.select.Selection``, only those it picks. ``observe`` lists main-graph tensors only (a body
-    tensor has one value per iteration or branch, none of which is the value a diff pairs), so these are
-    what ``diff`` and ``grad`` leave out, and must say they do."""
+    ``graph.select.Selection``, only those it picks. ``loops_only``: those of Loop/Scan bodies (If
+    branches within them included), which ``observe`` leaves out (a body tensor has one value per
+    iteration, none of which is the value a diff pairs): what ``diff`` leaves out, and must say it does;
+    ``grad`` gives no row to any body tensor."""
     if not any(a.type == onnx.AttributeProto.GRAPH for n in model.graph.node for a in n.attribute):
         return {}
+    inside = {t: "/".join(s.scope) for s in walk(model) if s.chain and (not loops_only or any(n.op_type != "If" for n, _ in s.chain))
+              for t in s.node.output if t}
     if selection is None:
-        return {t: "/".join(s.scope) for s in walk(model) if s.chain for t in s.node.output if t}
-    return {r.name: "/".join(r.scope) for r in select(model, selection, strict=False) if r.scope}
+        return inside
+    return {r.name: inside[r.name] for r in select(model, selection, strict=False) if r.name in inside}
 
 
-def body_note(inside: dict[str, str], what: str) -> str | None:
-    """One line saying which selected body tensors ``what`` leaves out, or None."""
+def body_note(inside: dict[str, str], what: str, loops_only: bool = False) -> str | None:
+    """One line saying which selected body tensors ``what`` leaves out, or None (``loops_only``: as
+    ``body_tensors``'s)."""
     if not inside:
         return None
     names = ", ".join(f"{t} ({where})" for t, where in list(inside.items())[:4])
     more = f" and {len(inside) - 4} more" if len(inside) > 4 else ""
-    return (f"{len(inside)} selected tensor(s) inside If/Loop/Scan bodies are not {what}: {names}{more}; "
-            "only main-graph tensors are (`layers --all` shows the body tensors' statistics)")
+    bodies, kept = ("Loop/Scan bodies", "main-graph and If-branch tensors") if loops_only else ("If/Loop/Scan bodies", "main-graph tensors")
+    return (f"{len(inside)} selected tensor(s) inside {bodies} are not {what}: {names}{more}; "
+            f"only {kept} are (`layers --all` shows the body tensors' statistics)")

@@ -22,7 +22,8 @@ def diff_dict(res, order=None) -> dict:
         d = {"index": r.pair.a.index, "a": r.pair.a.name, "b": r.pair.b.name, "key": r.pair.b.key, "node_a": r.pair.a.node, "node_b": r.pair.b.node,
              "op_type": r.pair.a.effective_op, "op_type_b": r.pair.b.effective_op, "strategy": r.pair.strategy, "reason": r.pair.reason,
              "shape": list(r.shape) if r.shape is not None else None, "is_output": r.pair.a.is_output or r.pair.b.is_output,
-             "module": r.pair.b.module or r.pair.a.module, "passed": r.passed, "problem": r.problem,
+             "module": r.pair.b.module or r.pair.a.module, "scope": r.pair.a.scope or r.pair.b.scope or None,
+             "passed": r.passed, "problem": r.problem,
              "runtime_shapes": [list(x) for x in r.runtime_shapes] if r.runtime_shapes is not None else None}
         d.update(m.to_dict() if m else dict.fromkeys(["max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "exact", "worst_index",
                                                   "nonfinite_mismatch", "count", "nonfinite_same"]))

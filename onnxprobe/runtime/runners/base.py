@@ -28,6 +28,7 @@ from onnx import numpy_helper
 
 from onnxprobe.graph.expose import expose, needs_masking
 from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
+from onnxprobe.graph.walk import in_if_branch
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stub_weights, stubs
 from onnxprobe.graph.shapes import shape_bytes, shapes_with_folded, static_shape, value_types
 from onnxprobe.runtime import plan_cache
@@ -100,6 +101,11 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
             if not p.raw_for_stats:
                 arrays[name] = value
     return stats, shapes, arrays
+
+
+def _size(value) -> int:
+    """Elements of a numpy array or an OrtValue."""
+    return int(np.prod(value.shape(), dtype=np.int64)) if hasattr(value, "element_type") else int(np.size(value))
 
 
 def host_statistics(value) -> TensorStats | None:
@@ -293,6 +299,9 @@ class GraphRunner(Runner):
         host = [o.name for o in plan.model.graph.output if o.name in probe_outputs] + (own if outputs else [])
         out, seconds = self._execute_plan(plan, feeds, host, device_outputs=[r for r in raw_names if r not in host], key=key)
         st, shp, arrays = read_probes(plan.probes, out)
+        if any(_size(v) == 0 for v in arrays.values()):  # a tensor of an If branch that did not run: no value
+            branch = in_if_branch(base)
+            arrays = {n: v for n, v in arrays.items() if not (n in branch and _size(v) == 0)}
         if stats and rerun:
             bad = [p.ref for p in plan.probes if p.stats_output and needs_masking(st.get(p.ref.name))]
             if bad:
@@ -339,11 +348,16 @@ class GraphRunner(Runner):
         run = [TensorRef(name=n, node="", op_type="", index=-1) for n in rest]
         if run:
             key = None if key is None else ("values", key, tuple(r.name for r in run))
-            plan = self._plan(self.model, run, key, stats=False, shapes=False, raw=True)
+            # the input shapes: declared shapes that they contradict are left out of the probed copy
+            plan = self._plan(self.model, run, key, {k: tuple(np.shape(v)) for k, v in feeds.items()},
+                              stats=False, shapes=False, raw=True)
             self.notes += [w for w in plan.warnings if w not in self.notes]
             raw = list(dict.fromkeys(p.raw_output for p in plan.probes if p.raw_output))
             out, _ = self._execute_plan(plan, feeds, [], device_outputs=raw, keep_on_device=keep_on_device, key=key)
-            found.update({p.ref.name: out[p.raw_output] for p in plan.probes if p.raw_output})
+            # a tensor of an If branch that did not run comes back empty (graph.expose): not produced
+            branch = in_if_branch(self.model) if any(p.raw_output and _size(out[p.raw_output]) == 0 for p in plan.probes) else set()
+            found.update({p.ref.name: out[p.raw_output] for p in plan.probes
+                          if p.raw_output and not (p.ref.name in branch and _size(out[p.raw_output]) == 0)})
         return found
 
 
