@@ -21,14 +21,15 @@ from onnxprobe.runtime.runners import base as base_runner
 from test_stats_hostile import check, oracle
 
 
-def _stale_model(seed: int = 0) -> onnx.ModelProto:
-    """x [1, 3, h, w] -> Conv 3x3 -> c -> Relu -> y, with value_info of c and y for a 32x32 input."""
-    w = np.random.default_rng(seed).standard_normal((4, 3, 3, 3)).astype(np.float32)
+def _stale_model(seed: int = 0, channels: int = 4) -> onnx.ModelProto:
+    """x [1, 3, h, w] -> Conv 3x3 -> c -> Relu -> y, with value_info of c and y for a 32x32 input.
+    ``channels`` 200: a weight big enough that the probed copy is made over a skeleton (graph.skeleton)."""
+    w = np.random.default_rng(seed).standard_normal((channels, 3, 3, 3)).astype(np.float32)
     m = make_model([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["y"], name="relu")],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "h", "w"])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 30, 30])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 30, 30])],
                    [numpy_helper.from_array(w, "w")])
-    m.graph.value_info.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 4, 30, 30]))
+    m.graph.value_info.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, channels, 30, 30]))
     return m
 
 
@@ -60,14 +61,15 @@ def test_stale_shapes_found_and_dropped_without_touching_the_model():
     assert stale_shapes(m, concrete_shapes(m, {"x": (1, 3, 32, 32)})) == {}  # the size it was exported for
 
 
+@pytest.mark.parametrize("channels", [4, 200], ids=["small-weights", "skeleton"])
 @pytest.mark.parametrize("on_host", [True, False], ids=["host", "graph"])
-def test_layers_ignores_declared_shapes_the_inputs_contradict(tmp_path, monkeypatch, on_host):
+def test_layers_ignores_declared_shapes_the_inputs_contradict(tmp_path, monkeypatch, on_host, channels):
     monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (2**24, 2**26) if on_host else (0, 0))
     p = tmp_path / "m.onnx"
-    onnx.save(_stale_model(), p)
+    onnx.save(_stale_model(channels=channels), p)
     res = api.layers(p, api.Selection(all=True), api.RunConfig(device="cpu", cache=False), api.InputSpec(arrays={"x": X}))
     assert any("contradict" in n and "'c'" in n for n in res.notes + res.plan.warnings), (res.notes, res.plan.warnings)
-    want = _plain(_stale_model(), X)
+    want = _plain(_stale_model(channels=channels), X)
     for t in ("c", "y"):
         assert res.shapes[t] == want[t].shape
         # on the host: float64 over the values; the model's own output y is always summarised in the graph

@@ -227,11 +227,11 @@ class GraphRunner(Runner):
         else:
             small = kw.pop("small", None)
             shapes = shapes_with_folded(model, input_shapes, fold=True) if input_shapes else None
-            model, refs = self._unstale(model, refs, shapes[0] if shapes else {}, warnings)
-            known, host = (planned_shapes(model, refs, input_shapes or {}, *small, shapes=shapes)
+            src = skeleton(model, constants=True) if lean else model  # what the probed copy is made from
+            src, refs = self._unstale(src, refs, shapes[0] if shapes else {}, warnings)
+            known, host = (planned_shapes(src, refs, input_shapes or {}, *small, shapes=shapes)
                            if small and kw.get("stats", True) else ({}, set()))
-            rewritten, probes = expose(skeleton(model, constants=True) if lean else model, refs, warnings=warnings, host=host,
-                                       known=known, **kw)
+            rewritten, probes = expose(src, refs, warnings=warnings, host=host, known=known, **kw)
             if disk:
                 plan_cache.store(disk, rewritten, probes, warnings)
         plan = ProbePlan(rewritten, probes, self.label, warnings, base=model, weights_from=model if lean else None,
@@ -246,7 +246,8 @@ class GraphRunner(Runner):
     def _unstale(model: onnx.ModelProto, refs: list[TensorRef], concrete: dict,
                  warnings: list[str]) -> tuple[onnx.ModelProto, list[TensorRef]]:
         """``model`` and ``refs`` without the declared shapes that the run's input shapes contradict
-        (``graph.stale_shapes``; a note says so), else as they are."""
+        (``graph.stale_shapes``; a note says so), else as they are. ``model`` is copied (a skeleton, for
+        a runner that takes its weights apart: never a second copy of big weights)."""
         stale = stale_shapes(model, concrete)
         if not stale:
             return model, refs
