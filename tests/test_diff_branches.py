@@ -102,3 +102,17 @@ def test_diff_still_leaves_loop_bodies_out_with_a_note(tmp_path):
                    inputs=api.InputSpec(arrays={"n": np.array(3), "x": np.zeros(2, np.float32)}))
     assert "acc_out" not in {r.pair.a.name for r in res.results}
     assert any("Loop/Scan bodies" in n and "acc_out" in n for n in res.notes), res.notes
+
+
+def test_the_table_marks_branch_tensors_and_says_which_did_not_run(tmp_path):
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    a, b = _model(tmp_path / "a.onnx", 1.01), _model(tmp_path / "b.onnx", 1.0)
+    r = CliRunner().invoke(app, ["diff", a, b, "--all", "--input", "c=true", "--input", "x0=[1,2,3,4]"])
+    assert r.exit_code == 1, r.output  # the output differs: a failing verdict
+    rows = {line.split()[1] if line.split()[1] != "↳" else line.split()[2]: line for line in r.stdout.splitlines()
+            if line.strip() and line.split()[0].lstrip("▶").isdigit()}
+    assert "↳ xw" in rows["xw"] and "↳" not in rows["y"] and rows["xw"].lstrip().startswith("▶")
+    assert "n: not compared: not run: its If branch (if/else_branch) did not run" in r.output

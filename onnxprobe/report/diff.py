@@ -137,7 +137,8 @@ def diff_table(d: dict) -> Table:
         if p["passed"] is False and p.get("nonfinite_mismatch"):
             ok = "FAIL NaN/Inf"  # the numbers beside it may show no error: they are over the finite pairs only
         idx = f"▶{p['index']}" if k == first_row else str(p["index"])
-        cells = {"index": idx, "tensor": name, "op": op(p["op_type"]), "match": p["strategy"], "shape": shape(p["shape"]),
+        # inside an If branch (JSON has the scope), as layers marks body tensors
+        cells = {"index": idx, "tensor": f"↳ {name}" if p.get("scope") else name, "op": op(p["op_type"]), "match": p["strategy"], "shape": shape(p["shape"]),
                  "max_abs": num(p["max_abs"], 3), "cosine": _cos(p["cosine"]), "sqnr_db": _db(p["sqnr_db"], p["exact"], p.get("count")),
                  "introduced_sqnr_db": _db(p["introduced_sqnr_db"], p["introduced_exact"]), "pass": ok}
         values = {"index": p["index"], "tensor": name, "op": p["op_type"], "match": p["strategy"], "shape": p["shape"],
