@@ -69,6 +69,7 @@ class Probe:
     raw_output: str | None = None  # the tensor itself (or, inside Loop/Scan, stacked per iteration)
     stats_on_host: bool = False  # statistics (and shape) from raw_output with numpy (small tensors, opsets without IsNaN)
     raw_for_stats: bool = False  # raw_output is there for stats_on_host only: its values were not asked for
+    raw_scalar: bool = False  # raw_output carries a scalar of an If branch as [1] ([0]: the branch did not run)
 
 
 @dataclass

@@ -116,3 +116,28 @@ def test_the_table_marks_branch_tensors_and_says_which_did_not_run(tmp_path):
             if line.strip() and line.split()[0].lstrip("▶").isdigit()}
     assert "↳ xw" in rows["xw"] and "↳" not in rows["y"] and rows["xw"].lstrip().startswith("▶")
     assert "n: not compared: not run: its If branch (if/else_branch) did not run" in r.output
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_a_marked_branch_scalar_is_empty_when_its_branch_did_not_run(cond, tmp_path):
+    """``mark`` writes a scalar of an If branch as [1] (its value) when its branch ran and [0] when it did
+    not, typed as rank 1 of no fixed size: no declared shape the run contradicts (onnxruntime would warn
+    at every run), and no 0 that would pass for a value."""
+    import onnxruntime as ort
+
+    m, out = _model(tmp_path / "m.onnx", 1.0), tmp_path / "marked.onnx"
+    api.mark(m, out, api.Selection(names=("s", "e_s")))
+    written = onnx.load(str(out))
+    lifted = [vi for vi in written.graph.output if vi.name not in ("y",)]
+    dims = [[d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim] for vi in lifted]
+    assert len(lifted) == 2 and dims == [[False], [False]]
+    so = ort.SessionOptions()
+    so.log_severity_level = 1  # warnings on: a declared shape the run contradicts would be logged
+    sess = ort.InferenceSession(written.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"c": np.array(cond), "x0": X})))
+    ran, idle = ("s", "e_s") if cond else ("e_s", "s")
+    want = _expected(1.0, cond)[ran]
+    (ran_out,) = [v for k, v in got.items() if k.startswith(ran)]
+    (idle_out,) = [v for k, v in got.items() if k.startswith(idle)]
+    np.testing.assert_array_equal(ran_out, want.reshape(1))
+    assert idle_out.shape == (0,)

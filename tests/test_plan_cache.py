@@ -197,3 +197,21 @@ def test_diff_cache_misses_on_another_graph_selection_criterion_or_version(cache
     monkeypatch.setattr(plan_cache, "__version__", "0.0.0-other")
     api.diff(a, b, selection=api.Selection(all=True), config=cfg, fuse=True)  # another onnxprobe version
     assert len(builds) == 6
+
+
+def test_a_cached_plan_keeps_every_probe_field(cache, rewrites, tmp_path):
+    """Every field of every Probe comes back from the cache as the rewrite made it (a field the cache
+    dropped would change what the readers do: an If branch's scalar read as [1], say), and the values
+    read through it are the same."""
+    from dataclasses import asdict
+
+    from test_diff_branches import X, _model
+
+    m = _model(tmp_path / "if.onnx", 1.0)
+    feeds = api.InputSpec(arrays={"c": np.array(True), "x0": X})
+    first = api.layers(m, api.Selection(all=True), api.RunConfig(device="cpu"), feeds, save=True)
+    second = api.layers(m, api.Selection(all=True), api.RunConfig(device="cpu"), feeds, save=True)
+    assert len(rewrites) == 1  # the second plan came from the cache
+    assert [asdict(p) for p in first.plan.probes] == [asdict(p) for p in second.plan.probes]
+    assert any(p.raw_scalar for p in second.plan.probes)
+    assert second.arrays["s"].shape == () and float(second.arrays["s"]) == float(first.arrays["s"])

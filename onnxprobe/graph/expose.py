@@ -127,16 +127,15 @@ def expose(
                 if kind == "stats":
                     ph_value = IDENTITY_ROW
                 else:
-                    # empty, of the real value's rank (nested Ifs check it); a scalar's is [0], rank 1, and
-                    # its type then says no shape: an empty value is what "did not run" reads as
-                    # (``runners.base.GraphRunner.values``), which no scalar can be
+                    # empty, of the real value's rank (nested Ifs check it): what "did not run" reads as
+                    # (a scalar is carried as [1], see below, so that its placeholder can be empty too)
                     rank = len(t.tensor_type.shape.dim) if t is not None and t.tensor_type.HasField("shape") else 1
-                    ph_value = np.zeros([0] * max(rank, 1), onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type))
+                    ph_value = np.zeros([0] * rank, onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type))
                 ph = builder(other).const(ph_value)
                 if ph in {o.name for o in other.output}:
                     ph = builder(other).node("Identity", [ph], "onnxprobe.placeholder")
                 if t is not None and kind == "raw":
-                    t = _lifted(t)  # the two branches now return different shapes
+                    t = _loosen(t)  # the two branches now return different shapes
                     body.output[-1].type.CopyFrom(t)
                 pvi = onnx.ValueInfoProto(name=ph)
                 if t is not None:
@@ -211,9 +210,16 @@ def expose(
             elif t is None or not elem:
                 warnings.append(f"{ref.name}: type unknown inside a subgraph; raw values not saved")
             else:
-                probe.raw_output = lift(src, site.chain, t, "raw")
                 if any(n.op_type == "If" for n, _ in site.chain):
-                    t = _lifted(t)
+                    if t.tensor_type.HasField("shape") and not t.tensor_type.shape.dim:
+                        # a scalar of an If branch leaves it as [1], so that the branch that did not run can
+                        # return it empty ([0]) instead of a 0 that would pass for a value; readers make it a
+                        # scalar again (``Probe.raw_scalar``)
+                        src = builder(g).node("Reshape", [src, builder(g).const(np.array([1], np.int64))], f"{ref.name}.as1")
+                        t = helper.make_tensor_type_proto(elem, [1])
+                        probe.raw_scalar = True
+                    t = _loosen(t)
+                probe.raw_output = lift(src, site.chain, t, "raw")
                 add_top_output(probe.raw_output, _with_leading_dims(t, _loop_depth(site.chain)))
         probes.append(probe)
     for b in builders.values():
@@ -252,13 +258,12 @@ def _rank_only(t: onnx.TypeProto | None) -> tuple | None:
     return tuple(None for _ in t.tensor_type.shape.dim)
 
 
-def _lifted(t: onnx.TypeProto) -> onnx.TypeProto:
-    """The type of a value carried out of an If branch: its rank without dims, since the branch that did
-    not run returns it empty; no shape for a scalar, whose placeholder is [0]."""
+def _loosen(t: onnx.TypeProto) -> onnx.TypeProto:
+    """The type of a value carried out of an If branch: its rank without dims (the branch that did not run
+    returns it empty)."""
     if not t.tensor_type.HasField("shape"):
         return t
-    rank = len(t.tensor_type.shape.dim)
-    return helper.make_tensor_type_proto(t.tensor_type.elem_type, [None] * rank if rank else None)
+    return helper.make_tensor_type_proto(t.tensor_type.elem_type, [None] * len(t.tensor_type.shape.dim))
 
 
 def _loop_depth(chain: tuple) -> int:

@@ -25,7 +25,7 @@ from onnxprobe.errors import OpsetTooOld
 from onnxprobe.graph.expose import default_opset, expose
 from onnxprobe.graph.stats_nodes import MIN_OPSET
 from onnxprobe.graph.summary import all_types, known
-from onnxprobe.graph.walk import in_if_branch, subgraphs, walk
+from onnxprobe.graph.walk import in_if_branch, walk
 from onnxprobe.stats.tensor_stats import ROW
 from onnxprobe.types import TensorRef
 
@@ -85,27 +85,16 @@ def _scan8_batch_axis(original: onnx.ModelProto, out: onnx.ModelProto, marked: l
 
 
 def _loosen_if_outputs(original: onnx.ModelProto, out: onnx.ModelProto, marked: list[Marked]) -> None:
-    """A tensor carried out of an If branch is empty ([0] * rank) when its branch does not run, so its
-    declared dimensions hold only half the time: keep the rank, drop the dimensions (else onnxruntime
-    warns at every run). A scalar's placeholder is [0], rank 1: inside the bodies its type is left
-    without a shape, or onnxruntime refuses the nested If outright."""
+    """A tensor carried out of an If branch is empty when its branch does not run ([0] * rank; a scalar is
+    carried as [1], [0] then), so its declared dimensions hold only half the time: ``graph.expose`` types
+    it by its rank alone, and the outputs whose types were filled in above from the model's own get the
+    same (else onnxruntime warns at every run)."""
     lifted = in_if_branch(original)
     top = {m.output for m in marked if m.ref.name in lifted}
     for vi in out.graph.output:
-        if vi.name in top and vi.type.tensor_type.HasField("shape"):
-            rank = len(vi.type.tensor_type.shape.dim)
-            vi.type.CopyFrom(onnx.helper.make_tensor_type_proto(vi.type.tensor_type.elem_type, [None] * rank))
-    orig_if = {s.node.output[0]: s.node for s in walk(original) if s.node.op_type == "If" and s.node.output}
-    for s in walk(out):
-        node = orig_if.get(s.node.output[0]) if s.node.op_type == "If" and s.node.output else None
-        if node is None:
-            continue
-        for attr, body in subgraphs(s.node):
-            n_orig = len(next(g for a, g in subgraphs(node) if a == attr).output)
-            for vi in body.output[n_orig:]:
-                tt = vi.type.tensor_type
-                if vi.type.HasField("tensor_type") and tt.HasField("shape") and len(tt.shape.dim) == 0:
-                    tt.ClearField("shape")
+        tt = vi.type.tensor_type
+        if vi.name in top and vi.type.HasField("tensor_type") and tt.HasField("shape"):
+            vi.type.CopyFrom(onnx.helper.make_tensor_type_proto(tt.elem_type, [None] * max(len(tt.shape.dim), 1)))
 
 
 def untyped(model: onnx.ModelProto, names: list[str] | set[str]) -> list[str]:

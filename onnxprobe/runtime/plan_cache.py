@@ -60,7 +60,7 @@ def structure(model: onnx.ModelProto) -> str:
 # whose shapes only the version-converted inference tells are planned onto the host when small; 13: tensors whose
 # shapes only folding the shape computations tells, graph.shape_values; 14: Σ|x| over rows longer than 1024 elements
 # or of a length not known in float64, graph.stats_nodes.ABS_ROW_MAX)
-FORMAT = 17
+FORMAT = 18
 
 
 def key_of(parts: dict) -> str:
@@ -89,7 +89,7 @@ def load(k: str, base: onnx.ModelProto, restore: bool = True) -> tuple[onnx.Mode
         probes = [Probe(ref=_ref(p["ref"]), stats_output=p["stats_output"], shape_output=p["shape_output"],
                         raw_output=p["raw_output"], stats_on_host=p["stats_on_host"],
                         raw_for_stats=p.get("raw_for_stats", False), stats_sums=p.get("stats_sums"),
-                        stats_block=p.get("stats_block", 0)) for p in meta["probes"]]
+                        stats_block=p.get("stats_block", 0), raw_scalar=p.get("raw_scalar", False)) for p in meta["probes"]]
     except (KeyError, TypeError):
         return None
     return model, probes, list(meta.get("warnings", []))

@@ -94,6 +94,8 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
             stats[name] = TensorStats.from_rows(out[p.stats_output])
         if p.raw_output:
             value = out[p.raw_output]
+            if p.raw_scalar:  # an If branch's scalar, carried as [1] (graph.expose)
+                value = _as_scalar(value)
             if p.stats_on_host or (host_stats and name not in stats):
                 stats[name] = host_statistics(value)
                 if not p.shape_output:
@@ -106,6 +108,15 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
 def _size(value) -> int:
     """Elements of a numpy array or an OrtValue."""
     return int(np.prod(value.shape(), dtype=np.int64)) if hasattr(value, "element_type") else int(np.size(value))
+
+
+def _as_scalar(value):
+    """An If branch's scalar from the [1] it is carried as (graph.expose; [iterations, 1] in a loop);
+    empty ([0]: its branch did not run) as it is."""
+    shape = tuple(value.shape()) if hasattr(value, "element_type") else np.shape(value)
+    if not shape or shape[-1] != 1:
+        return value
+    return np.asarray(value.numpy() if hasattr(value, "element_type") else value).reshape(shape[:-1])
 
 
 def host_statistics(value) -> TensorStats | None:
@@ -357,7 +368,7 @@ class GraphRunner(Runner):
             out, _ = self._execute_plan(plan, feeds, [], device_outputs=raw, keep_on_device=keep_on_device, key=key)
             # a tensor of an If branch that did not run comes back empty (graph.expose): not produced
             branch = in_if_branch(self.model) if any(p.raw_output and _size(out[p.raw_output]) == 0 for p in plan.probes) else set()
-            found.update({p.ref.name: out[p.raw_output] for p in plan.probes
+            found.update({p.ref.name: _as_scalar(out[p.raw_output]) if p.raw_scalar else out[p.raw_output] for p in plan.probes
                           if p.raw_output and not (p.ref.name in branch and _size(out[p.raw_output]) == 0)})
         return found
 
