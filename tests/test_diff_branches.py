@@ -141,3 +141,28 @@ def test_a_marked_branch_scalar_is_empty_when_its_branch_did_not_run(cond, tmp_p
     (idle_out,) = [v for k, v in got.items() if k.startswith(idle)]
     np.testing.assert_array_equal(ran_out, want.reshape(1))
     assert idle_out.shape == (0,)
+
+
+@pytest.mark.parametrize("if_name", ["if", "another_if"])
+def test_structural_alignment_pairs_branch_tensors_of_the_same_if_only(if_name, tmp_path):
+    """Branch tensors renamed in B: aligned by op order and shape inside the same If's branch, but not
+    across two different If nodes (a branch runs only sometimes: no evidence of one function)."""
+    a = _model(tmp_path / "a.onnx", 1.0)
+    m = onnx.load(a)
+    rename = {t: f"{t}_renamed" for t in ("xw", "s", "n", "e_s")}
+    iff = next(n for n in m.graph.node if n.op_type == "If")
+    iff.name = if_name
+    for attr in iff.attribute:
+        for n in attr.g.node:  # tensors and nodes renamed: neither name nor node-name matching pairs them
+            n.name = f"{n.name}_renamed"
+            n.input[:] = [rename.get(x, x) for x in n.input]
+            n.output[:] = [rename.get(x, x) for x in n.output]
+    onnx.save(m, str(tmp_path / "b.onnx"))
+    res = api.diff(a, str(tmp_path / "b.onnx"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"),
+                   inputs=api.InputSpec(arrays={"c": np.array(True), "x0": X}))
+    structural = {r.pair.a.name: r.pair.b.name for r in res.results if r.pair.strategy == "structural"}
+    if if_name == "if":
+        assert structural.get("xw") == "xw_renamed" and res.verdict()[0] == "pass"
+        assert next(r for r in res.results if r.pair.a.name == "xw").metrics.exact
+    else:
+        assert not structural and "xw" in {u.obs.name for u in res.matching.unmatched_a}

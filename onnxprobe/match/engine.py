@@ -13,7 +13,6 @@ Shapes must agree wherever both are known; a rejected candidate leaves its reaso
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from onnxprobe.errors import UsageError
@@ -161,7 +160,9 @@ def _shp(s) -> str:
 
 
 def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]]) -> None:
-    """LCS over (canonical op, static shape) of the unmatched tensors between consecutive anchors."""
+    """LCS over (canonical op, static shape) of the unmatched tensors between consecutive anchors, each
+    with its like: main-graph tensors, or tensors of the same If branch (``Observable.scope``; a branch
+    runs only sometimes, and the branches of two different If nodes are no evidence of one function)."""
     anchors = _monotonic(made)
     bounds = [(-1, -1)] + anchors + [(len(obs_a), len(obs_b))]
     for (a0, b0), (a1, b1) in zip(bounds, bounds[1:]):
@@ -173,7 +174,7 @@ def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]]) -> N
         def same(i: int, j: int) -> bool:
             a, b = obs_a[i], obs_b[j]
             return (canonical(a.effective_op) == canonical(b.effective_op) and a.shape is not None and b.shape is not None
-                    and shapes_agree(a.shape, b.shape) and _branches(a.scope) == _branches(b.scope))
+                    and shapes_agree(a.shape, b.shape) and a.scope == b.scope)
 
         n, m = len(seg_a), len(seg_b)
         L = [[0] * (m + 1) for _ in range(n + 1)]
@@ -191,12 +192,6 @@ def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]]) -> N
                 x += 1
             else:
                 y += 1
-
-
-def _branches(scope: str) -> tuple[str, ...]:
-    """The If branches (then/else, outermost first) a tensor is computed in: structural alignment pairs
-    only tensors of the same kind of place (a branch runs only sometimes, the main graph always)."""
-    return tuple(re.findall(r"(?:^|/)(then_branch|else_branch)(?=/|$)", scope))
 
 
 def _monotonic(idx: list[tuple[int, int]]) -> list[tuple[int, int]]:
