@@ -258,7 +258,9 @@ def _branch_observables(model: onnx.ModelProto, types: dict, const: set[str]) ->
     one value or none, which a diff can pair (by name; ``GraphRunner.values`` leaves out the ones whose
     branch did not run). Plain tensors only: no quantized form is worked out inside a branch. Loop and
     Scan bodies are left out: their tensors hold one value per iteration (``body_tensors``)."""
-    out = []
+    out: list[Observable] = []
+    if not any(n.op_type == "If" for n in model.graph.node):  # a chain of Ifs starts in the main graph
+        return out
     for s in walk(model):
         if not s.chain or any(n.op_type != "If" for n, _ in s.chain):
             continue
