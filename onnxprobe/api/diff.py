@@ -7,14 +7,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 
-from onnxprobe.api.torch import diff_grad_torch, diff_torch
-from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec, grad_plan
 from onnxprobe.api.inputs import (
     as_config, as_inputs, as_max_memory, as_model, as_selection, check_map, check_switches, expect,
 )
 from onnxprobe.compare.diff import DiffResult, check_same_inputs
 from onnxprobe.compare.diff import diff as _diff
-from onnxprobe.compare.gradients import candidates, folded_weights, grad_reason, grad_side, keep_wrt, loss_value
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
 from onnxprobe.compare.sides import Side, model_side, npz_side
 from onnxprobe.errors import ExecutionError, UsageError
@@ -148,6 +145,8 @@ def diff(
             raise UsageError("--profile times onnxruntime's kernels of a diff of two models: not with --vs-torch")
         if fp32_sensitivity:
             raise UsageError("--fp32-sensitivity reruns a QDQ model A against a float model B: not with --vs-torch")
+        from onnxprobe.api.torch import diff_torch  # its grad planning and autodiff only for --vs-torch
+
         return diff_torch(a, vs_torch, selection=selection, config=config, inputs=inputs, tolerance=tolerance,
                           per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory,
                           progress=progress)
@@ -206,6 +205,10 @@ def diff_grad(
     ``user_map`` and ``per_tensor`` take forward tensor names (or gradient names). A weight gradient that
     fails the tolerance fails the comparison (``outputs_failed``). ``vs_torch`` instead of B: torch
     autograd on the module A was exported from (``api.diff_grad_torch``)."""
+    # backward graphs only here: a plain diff does not import the autodiff engine
+    from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec, grad_plan
+    from onnxprobe.compare.gradients import candidates, folded_weights, grad_reason, grad_side, keep_wrt, loss_value
+
     if (b is None) == (vs_torch is None):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (one of them)")
     spec = as_spec(spec)
@@ -215,6 +218,8 @@ def diff_grad(
     if vs_torch is not None:
         if user_map:
             raise UsageError("--map is not used by diff --grad --vs-torch: parameters pair by value, modules by scope")
+        from onnxprobe.api.torch import diff_grad_torch
+
         return diff_grad_torch(a, vs_torch, spec, selection=selection, config=config, inputs=inputs,
                                tolerance=tolerance, per_tensor=per_tensor, max_memory=max_memory, progress=progress)
     spec = spec or GradSpec()
