@@ -5,10 +5,8 @@ is not a terminal, so logs and pipes get no control sequences."""
 
 from __future__ import annotations
 
-from rich.progress import (
-    BarColumn, MofNCompleteColumn, Progress as _Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from functools import cache
+
 from rich.text import Text
 
 from onnxprobe.report.console import stderr_console
@@ -16,15 +14,29 @@ from onnxprobe.report.console import stderr_console
 ETA_AFTER = 2.0  # seconds of work before the time left is shown
 
 
-class EtaColumn(TimeRemainingColumn):
-    """The time left, shown once the task has run for ETA_AFTER seconds (an estimate from the first
-    second of a long job is noise)."""
+@cache
+def _eta_class():
+    """``EtaColumn``, made when a bar is first drawn: rich.progress is imported only then (~10 ms that
+    a command whose stderr is not a terminal never needs)."""
+    from rich.progress import TimeRemainingColumn
 
-    def render(self, task) -> Text:
-        if (task.elapsed or 0.0) < ETA_AFTER:
-            return Text("")
-        left = super().render(task)
-        return Text.assemble(("left ", "dim"), left)
+    class EtaColumn(TimeRemainingColumn):
+        """The time left, shown once the task has run for ETA_AFTER seconds (an estimate from the first
+        second of a long job is noise)."""
+
+        def render(self, task) -> Text:
+            if (task.elapsed or 0.0) < ETA_AFTER:
+                return Text("")
+            left = super().render(task)
+            return Text.assemble(("left ", "dim"), left)
+
+    return EtaColumn
+
+
+def __getattr__(name: str):
+    if name == "EtaColumn":
+        return _eta_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Progress:
@@ -35,7 +47,7 @@ class Progress:
         self.label = label
         self.unit = unit
         self.console = stderr_console()
-        self.bar: _Progress | None = None
+        self.bar = None  # a rich.progress.Progress, once there is a count to show
         self.task = None
         self.status = None
 
@@ -62,8 +74,10 @@ class Progress:
             if self.status is not None:
                 self.status.__exit__(None, None, None)
                 self.status = None
-            self.bar = _Progress(SpinnerColumn(), TextColumn(self.label), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn(self.unit), TimeElapsedColumn(), EtaColumn(), console=self.console, transient=True)
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self.bar = Bar(SpinnerColumn(), TextColumn(self.label), BarColumn(), MofNCompleteColumn(),
+                           TextColumn(self.unit), TimeElapsedColumn(), _eta_class()(), console=self.console, transient=True)
             self.bar.__enter__()
             self.task = self.bar.add_task(self.label, total=total)
         self.bar.update(self.task, completed=done, total=total)
