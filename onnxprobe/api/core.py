@@ -304,8 +304,8 @@ class LayersWorker(BatchWorker):
         r = self._runner(fs.values)
         res = r.probe(self.refs, fs.values, key="dataset")
         moments = {n: Moments.from_stats(st) for n, st in res.stats.items() if st is not None}
-        # only tensors that ran hold values: one in an If branch not taken comes back as a placeholder (a 0,
-        # for a scalar, which cannot be empty), as in layers_histograms
+        # only tensors that ran hold values: one in an If branch not taken has statistics of no element, as
+        # in layers_histograms
         ran = [n for n, st in res.stats.items() if st is not None and st.count]
         hists: dict = {}
         for _, _, values in raw_chunks(self.model, res, fs.values, ran, max_memory=self.max_memory, using=r):

@@ -7,8 +7,8 @@ d = a - b in float32 (as the host's fast path), the flat argmax of |d| and |d| t
 |b|, the allclose excess max(|d| - rtol |b|), max |d| / (|b| + 1e-30); the sums Σ|d|, Σd², Σa², Σb² are
 float32 partials over the shortest suffix of axes holding >= 16 elements, added in float64 (the
 statistics' two-level summation: relative error about 1e-7 on rows of ~100 elements, at worst (a
-constant) 1e-6 at 1024 and 2e-5 at BLOCK_MAX; longer rows are summed in float64 from the start); Σab is (Σa² + Σb² - Σd²) / 2, taken on the
-host in float64 (one product and one sum fewer per pair). A NaN or Inf on either side shows as a
+constant) 1e-6 at 1024 and 2e-5 at BLOCK_MAX; longer rows are summed in float64 from the start); Σab
+is (Σa² + Σb² - Σd²) / 2, taken on the host in float64 (one product and one sum fewer per pair). A NaN or Inf on either side shows as a
 non-finite Σd², Σa² or Σb²: the caller measures that pair on the host instead (masked, float64).
 
 An introduced error's row (``light``) leaves out |b| and the three maxima that need it (max |b|, the

@@ -119,6 +119,15 @@ def _as_scalar(value):
     return np.asarray(value.numpy() if hasattr(value, "element_type") else value).reshape(shape[:-1])
 
 
+def _without_idle_branches(values: dict, model: onnx.ModelProto) -> dict:
+    """``values`` without the tensors of If branches that did not run: those come back empty
+    (``graph.expose``), which is no value of theirs."""
+    if not any(_size(v) == 0 for v in values.values()):
+        return values
+    branch = in_if_branch(model)
+    return {n: v for n, v in values.items() if not (n in branch and _size(v) == 0)}
+
+
 def host_statistics(value) -> TensorStats | None:
     a = np.asarray(value)
     return TensorStats.from_array(a) if a.dtype.kind in "biuf" else None
@@ -311,9 +320,7 @@ class GraphRunner(Runner):
         host = [o.name for o in plan.model.graph.output if o.name in probe_outputs] + (own if outputs else [])
         out, seconds = self._execute_plan(plan, feeds, host, device_outputs=[r for r in raw_names if r not in host], key=key)
         st, shp, arrays = read_probes(plan.probes, out)
-        if any(_size(v) == 0 for v in arrays.values()):  # a tensor of an If branch that did not run: no value
-            branch = in_if_branch(base)
-            arrays = {n: v for n, v in arrays.items() if not (n in branch and _size(v) == 0)}
+        arrays = _without_idle_branches(arrays, base)
         if stats and rerun:
             bad = [p.ref for p in plan.probes if p.stats_output and needs_masking(st.get(p.ref.name))]
             if bad:
@@ -366,10 +373,8 @@ class GraphRunner(Runner):
             self.notes += [w for w in plan.warnings if w not in self.notes]
             raw = list(dict.fromkeys(p.raw_output for p in plan.probes if p.raw_output))
             out, _ = self._execute_plan(plan, feeds, [], device_outputs=raw, keep_on_device=keep_on_device, key=key)
-            # a tensor of an If branch that did not run comes back empty (graph.expose): not produced
-            branch = in_if_branch(self.model) if any(p.raw_output and _size(out[p.raw_output]) == 0 for p in plan.probes) else set()
-            found.update({p.ref.name: _as_scalar(out[p.raw_output]) if p.raw_scalar else out[p.raw_output] for p in plan.probes
-                          if p.raw_output and not (p.ref.name in branch and _size(out[p.raw_output]) == 0)})
+            _, _, arrays = read_probes(plan.probes, out)
+            found.update(_without_idle_branches(arrays, self.model))
         return found
 
 
