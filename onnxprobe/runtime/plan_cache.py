@@ -59,7 +59,9 @@ def structure(model: onnx.ModelProto) -> str:
 # development build never reads an entry an older build of the same version wrote (8: tensors of old-opset models
 # whose shapes only the version-converted inference tells are planned onto the host when small; 13: tensors whose
 # shapes only folding the shape computations tells, graph.shape_values; 14: Σ|x| over rows longer than 1024 elements
-# or of a length not known in float64, graph.stats_nodes.ABS_ROW_MAX)
+# or of a length not known in float64, graph.stats_nodes.ABS_ROW_MAX; 15: pair rows with one Cast and max |d| at
+# its argmax; 16-17: declared shapes the inputs contradict left out, graph.stale_shapes, and the merged graph's IR
+# and cone names; 18: an If branch's scalar carried as [1], Probe.raw_scalar)
 FORMAT = 18
 
 
@@ -86,10 +88,8 @@ def load(k: str, base: onnx.ModelProto, restore: bool = True) -> tuple[onnx.Mode
         return None
     model, meta = got
     try:
-        probes = [Probe(ref=_ref(p["ref"]), stats_output=p["stats_output"], shape_output=p["shape_output"],
-                        raw_output=p["raw_output"], stats_on_host=p["stats_on_host"],
-                        raw_for_stats=p.get("raw_for_stats", False), stats_sums=p.get("stats_sums"),
-                        stats_block=p.get("stats_block", 0), raw_scalar=p.get("raw_scalar", False)) for p in meta["probes"]]
+        # every field as ``store`` wrote it (asdict): a field added to Probe comes back without a line here
+        probes = [Probe(**{**p, "ref": _ref(p["ref"])}) for p in meta["probes"]]
     except (KeyError, TypeError):
         return None
     return model, probes, list(meta.get("warnings", []))
