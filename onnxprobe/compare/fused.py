@@ -135,9 +135,9 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
         if not (_float32(types.get(x)) and _float32(types.get(y))) or shape is None:
             return []
         # for these input shapes (folded ones too: a wrong one costs precision, never the run): the sums' length
-        sizes = concrete.get(x) or concrete.get(y) or folded.get(x) or folded.get(y)
+        dims = concrete.get(x) or concrete.get(y) or folded.get(x) or folded.get(y)
         return [_named(g, t, f"{name}.{tag}") for t, tag in
-                zip(pb.pair_row(x, y, tuple(shape), rtol, base, light, tuple(sizes) if sizes else None), ("max", "arg", "sum"))]
+                zip(pb.pair_row(x, y, tuple(shape), rtol, base, light, tuple(dims) if dims else None), ("max", "arg", "sum"))]
 
     def planned(k: int) -> tuple:
         p = report[k]

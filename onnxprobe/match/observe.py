@@ -91,9 +91,10 @@ def stem(name: str) -> str:
 
 
 def observe(model: onnx.ModelProto) -> Observation:
-    sites = [s for s in walk(model) if not s.chain]
+    every = walk(model)  # one walk: the main graph's sites, the constants, the If branches' tensors
+    sites = [s for s in every if not s.chain]
     types = value_types(model)
-    const = constant_tensors(model)
+    const = constant_tensors(model, every)
     outputs = {o.name for o in model.graph.output}
     producer = {o: s for s in sites for o in s.node.output if o}
     consumers: dict[str, list] = {}
@@ -248,20 +249,18 @@ def observe(model: onnx.ModelProto) -> Observation:
                         add(t, t, "qoperator" if origin(n.input[0]) in QLINEAR_OUT_PARAMS else "qdq")
                         continue
             add(t, t, "float")
-    obs += _branch_observables(model, types, const)
+    obs += _branch_observables(every, types, const)
     obs.sort(key=lambda o: o.index)
     return Observation(obs, deq, hidden)
 
 
-def _branch_observables(model: onnx.ModelProto, types: dict, const: set[str]) -> list[Observable]:
+def _branch_observables(sites: list, types: dict, const: set[str]) -> list[Observable]:
     """The float tensors of If branches (at any depth): a branch runs once or not at all, so each holds
     one value or none, which a diff can pair (by name; ``GraphRunner.values`` leaves out the ones whose
     branch did not run). Plain tensors only: no quantized form is worked out inside a branch. Loop and
     Scan bodies are left out: their tensors hold one value per iteration (``body_tensors``)."""
     out: list[Observable] = []
-    if not any(n.op_type == "If" for n in model.graph.node):  # a chain of Ifs starts in the main graph
-        return out
-    for s in walk(model):
+    for s in sites:  # every site of the model (graph.walk)
         if not s.chain or any(n.op_type != "If" for n, _ in s.chain):
             continue
         for t in s.node.output:
