@@ -24,7 +24,6 @@ f-string. A ``Table`` is a Rich renderable: colour follows the console, so it di
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 import re
@@ -112,6 +111,8 @@ class Table:
         return [{c.key: _raw(v) for c, v in zip(self.columns, r.values)} for r in self.rows]
 
     def csv(self) -> str:
+        import csv  # here: only --format csv needs it
+
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(self.keys())

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import logging
 import numbers
 import os
 import shutil
@@ -236,6 +235,8 @@ def ray_map(factory: Callable, batches: list, options: RayOptions, executor: Exe
 
 
 def _init(ray, options: RayOptions, temp: str | None) -> int:
+    import logging  # here: only a Ray run needs it
+
     quiet = dict(log_to_driver=False, logging_level=logging.ERROR)
     try:
         if options.address is None:
