@@ -111,3 +111,70 @@ def test_the_one_run_diff_reads_both_models_weights_in_place(tmp_path):
     assert big and all(is_stub(t) for t in big) and set(t.name for t in big) <= set(fg.weights)
     assert one.in_graph == len(one.results) == 3
     assert_same_metrics(api.diff(a, b, fuse=False, **kw), one)
+
+
+def test_a_parked_session_is_freed_before_the_next_is_built():
+    """memory.park_when_done (the command line): a session done with stays until another is built, never
+    alongside it; off (the API, the debugger), it is freed at once."""
+    import gc
+    import weakref
+
+    from onnxprobe import memory
+    from onnxprobe.runtime.ort import create_session
+
+    class Session:  # stands for an onnxruntime session: only its lifetime matters here
+        pass
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    tiny = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    tiny.ir_version = 8
+    try:
+        memory.park_when_done()
+        s = Session()
+        ref = weakref.ref(s)
+        memory.done_with(s)
+        del s
+        gc.collect()
+        assert ref() is not None  # parked
+        create_session(tiny)  # the next session: the parked one goes first
+        assert ref() is None
+        s2, s3 = Session(), Session()
+        ref2 = weakref.ref(s2)
+        memory.done_with(s2)
+        memory.done_with(s3)  # at most one parked: s2 goes now
+        del s2
+        assert ref2() is None
+    finally:
+        memory.park_when_done(False)
+    s4 = Session()
+    ref4 = weakref.ref(s4)
+    memory.done_with(s4)  # parking off: nothing keeps it
+    del s4
+    assert ref4() is None
+    assert not memory._parked
+
+
+def test_the_runner_parks_what_it_does_not_keep(tmp_path):
+    """OrtRunner.execute without a key hands its session to memory.done_with (parked on the command line)."""
+    import weakref
+
+    from onnxprobe import memory
+    from onnxprobe.runtime.runners.ort import OrtRunner
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    r = OrtRunner(m)
+    try:
+        memory.park_when_done()
+        got, _ = r.execute(m, {"x": np.array([-1.0, 2.0], np.float32)}, ["y"])
+        assert got["y"].tolist() == [0.0, 2.0]
+        assert len(memory._parked) == 1
+        ref = weakref.ref(memory._parked[0])
+        r.execute(m, {"x": np.array([1.0, 2.0], np.float32)}, ["y"])  # the next session frees the first
+        assert ref() is None and len(memory._parked) == 1
+    finally:
+        memory.park_when_done(False)
+    assert not memory._parked

@@ -72,6 +72,9 @@ def debug(
     if script is None and not sys.stdin.isatty():
         script = Path("-")  # piped commands: run them as a script
     if script is None:
+        from onnxprobe.memory import park_when_done
+
+        park_when_done(False)  # a long-lived session: what it is done with is freed at once (memory.py)
         repl.repl(state)
         return
     lines = repl.read_script(script)

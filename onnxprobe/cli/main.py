@@ -100,6 +100,9 @@ for name, fn, short in [
 
 def run() -> None:
     """The console entry point (``onnxprobe``, ``python -m onnxprobe``): the app, then ``finish``."""
+    from onnxprobe.memory import park_when_done
+
+    park_when_done()  # the process ends with finish's os._exit: no session need be freed before (memory.py)
     try:
         app()
     except SystemExit as e:

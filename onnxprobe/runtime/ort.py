@@ -22,7 +22,7 @@ import onnx
 
 from onnxprobe.errors import ExecutionError, UsageError, first_line
 from onnxprobe.graph.io import is_large, save_beside
-from onnxprobe.memory import return_freed_memory, trim
+from onnxprobe.memory import return_freed_memory, trim, unpark
 from onnxprobe.runtime.interrupt import call_interruptibly
 
 OPT_LEVELS = ("off", "basic", "extended", "layout", "all")
@@ -135,6 +135,7 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
     # (graph.expose interleaves them), so each tensor is summarised and freed before the model moves on
     if hasattr(ort, "ExecutionOrder"):
         so.execution_order = ort.ExecutionOrder.PRIORITY_BASED
+    unpark()  # a session done with goes before this one is built: their memory never stacks
     return_freed_memory()
     trim()  # what loading, inference and the rewrite freed: not under the run's peak
     if threads:

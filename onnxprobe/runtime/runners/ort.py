@@ -8,6 +8,7 @@ from collections import OrderedDict
 import numpy as np
 import onnx
 
+from onnxprobe.memory import done_with
 from onnxprobe.runtime.interrupt import call_interruptibly
 from onnxprobe.runtime.ort import Session, create_session, resolve_device, run_bound
 from onnxprobe.runtime.runners.base import GraphRunner
@@ -84,5 +85,9 @@ class OrtRunner(GraphRunner):
         A run with no ``device_outputs`` (no raw tensors asked for: statistics, pair sums, small values)
         takes onnxruntime's memory arena."""
         session = self.session(model, key, weights, arena=not device_outputs)
-        return run_bound(session, feeds, list(outputs), list(device_outputs), keep_on_device=keep_on_device,
-                         interruptible=self.interruptible)
+        try:
+            return run_bound(session, feeds, list(outputs), list(device_outputs), keep_on_device=keep_on_device,
+                             interruptible=self.interruptible)
+        finally:
+            if key is None:  # not kept for another run: parked, or freed on return (memory.done_with)
+                done_with(session)
