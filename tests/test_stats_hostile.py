@@ -64,6 +64,16 @@ DISTRIBUTIONS = {
 }
 
 
+def _relu_large() -> np.ndarray:
+    x = np.maximum(rng.normal(size=(4, 256, 300)), 0).astype(np.float32)  # ReLU's zeros, in many blocks
+    x.flat[rng.choice(x.size, 500, replace=False)] = np.float32(-0.0)  # zeros too
+    x.flat[rng.choice(x.size, 500, replace=False)] = np.float32(1e-42)  # subnormals: not zeros
+    return x
+
+
+DISTRIBUTIONS["relu_large"] = _relu_large()
+
+
 def oracle(x: np.ndarray) -> dict:
     v = x.astype(np.float64).ravel()
     f = v[np.isfinite(v)]
