@@ -1,5 +1,6 @@
 """Text that reaches a terminal: strings from models and paths made safe to show, long values shortened,
-sizes and durations in words. Pure functions; JSON reports keep the exact strings.
+sizes and durations in words; and how a user's name pattern meets a model's names (``matches``). Pure
+functions; JSON reports keep the exact strings.
 
 Names, doc strings, metadata and file names come from files anyone can write: an ESC sequence in a node
 name would reach the terminal as a command, and a newline would forge a line of output. ``clean`` escapes
@@ -9,6 +10,7 @@ what is shown is what the file holds and nothing more.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 
 # C0 and C1 controls, DEL, and the bidirectional / zero-width format characters that change how the
@@ -79,3 +81,9 @@ def duration(seconds: float | None) -> str:
         return f"{m} min {r:02d} s"
     h, r = divmod(int(round(s)) // 60, 60)
     return f"{h} h {r:02d} min"
+
+
+def matches(name: str, pattern: str) -> bool:
+    """A model's ``name`` against a user's ``pattern`` (a glob, case-sensitive): the name itself always
+    matches, so that a tensor called ``x[0]`` or ``a*b`` is reached by its own name, glob characters and all."""
+    return name == pattern or fnmatch.fnmatchcase(name, pattern)

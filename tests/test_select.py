@@ -88,3 +88,52 @@ def test_a_range_that_holds_only_weights_is_an_error_as_with_other_criteria():
             select(m, sel)
     assert [r.name for r in select(m, Selection(range="0:2", include_constants=True))] == ["k0", "k1", "k2"]
     assert [r.name for r in select(m, Selection(range="3:4"))] == ["a", "y"]
+
+
+def _odd_names_model(tmp_path):
+    """Tensor names holding glob characters and a comma: a, b -> 'a,b' -> 'x[0]' -> 'y*z'."""
+    f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [2])  # noqa: E731
+    m = make_model([helper.make_node("Add", ["a", "b"], ["a,b"], name="sum"),
+                    helper.make_node("Relu", ["a,b"], ["x[0]"], name="relu[0]"),
+                    helper.make_node("Neg", ["x[0]"], ["y*z"], name="neg")],
+                   [f("a"), f("b")], [f("y*z")])
+    p = tmp_path / "odd names.onnx"
+    onnx.save(m, p)
+    return p
+
+
+def test_a_name_with_glob_characters_is_reached_by_itself(tmp_path):
+    """--name 'x[0]' is the tensor x[0] (as a glob it would match only 'x0'), and a glob still globs."""
+    model = api.load(_odd_names_model(tmp_path)).inferred
+    assert [r.name for r in select(model, Selection(names=("x[0]",)))] == ["x[0]"]
+    assert [r.name for r in select(model, Selection(names=("relu[0]",)))] == ["x[0]"]  # the node's name
+    assert [r.name for r in select(model, Selection(names=("y*z",)))] == ["y*z"]
+    assert [r.name for r in select(model, Selection(names=("*,*",)))] == ["a,b"]
+    assert [r.name for r in select(model, Selection(names=("x[[]0]",)))] == ["x[0]"]  # the glob escape too
+
+
+def test_odd_names_on_the_command_line(tmp_path):
+    """layers --name and extract --from/--to take such names as they are (a comma-separated value that is
+    itself a tensor name stays whole); the extracted model computes what the original does."""
+    import onnxruntime as ort
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    p = _odd_names_model(tmp_path)
+    r = CliRunner().invoke(app, ["layers", str(p), "--name", "x[0]", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    import json
+
+    assert [row["tensor"] for row in json.loads(r.stdout)] == ["x[0]"]
+    out = tmp_path / "cut.onnx"
+    r = CliRunner().invoke(app, ["extract", str(p), "-o", str(out), "--from", "a,b", "--to", "x[0]"])
+    assert r.exit_code == 0, r.output
+    cut = onnx.load(out)
+    assert [i.name for i in cut.graph.input] == ["a,b"] and [o.name for o in cut.graph.output] == ["x[0]"]
+    v = np.array([-1.5, 2.0], np.float32)
+    (y,) = ort.InferenceSession(out.read_bytes(), providers=["CPUExecutionProvider"]).run(None, {"a,b": v})
+    assert y.tolist() == np.maximum(v, 0).tolist()
+    # names that are not tensors are still split: --from a,b,c would be three
+    r = CliRunner().invoke(app, ["extract", str(p), "-o", str(tmp_path / "c2.onnx"), "--from", "a,nope", "--to", "x[0]"])
+    assert r.exit_code == 2 and "no tensor named 'nope'" in r.output

@@ -13,7 +13,6 @@ elided, called twice, another layout) are listed with the reason, never silently
 
 from __future__ import annotations
 
-import fnmatch
 import os
 
 import numpy as np
@@ -40,6 +39,7 @@ from onnxprobe.torch.load import load_module, require_torch
 from onnxprobe.torch.pairing import TorchPairing, pair_with_module
 from onnxprobe.torch.params import map_parameters
 from onnxprobe.torch.runner import OUTPUT, TorchRunner
+from onnxprobe.text import matches
 from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
 
 # float32 kernels of two runtimes differ by up to ~2.5e-6 on a 2-layer GPT-2 (measured); a wrong pairing
@@ -95,7 +95,7 @@ def _keep(model: Model, selection: Selection | None):
     in_a = {r.name for r in select(model.proto, sel, strict=False)}
 
     def keep(tensor: str, path: str) -> bool:
-        return tensor in in_a or any(fnmatch.fnmatchcase(path, pat) for pat in sel.names)
+        return tensor in in_a or any(matches(path, pat) for pat in sel.names)
 
     return keep
 

@@ -9,7 +9,6 @@ weights; name them with ``--wrt`` to get their gradient.
 
 from __future__ import annotations
 
-import fnmatch
 import itertools
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import Selection, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import implicit_inputs, subgraphs, walk
+from onnxprobe.text import matches
 from onnxprobe.types import TensorRef
 
 
@@ -116,7 +116,7 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
         for c in cs:
             if c.node.op_type in sel.ops:
                 return True
-            if any(fnmatch.fnmatchcase(c.name, gl) or fnmatch.fnmatchcase(name, gl) for gl in sel.names):
+            if any(matches(c.name, gl) or matches(name, gl) for gl in sel.names):
                 return True
         return False
 
@@ -142,7 +142,7 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
             o for s in main for o in s.node.output if o and _is_float(types, o)]
         picked: dict[str, Target] = {}
         for pat in wrt:
-            hits = [n for n in pool if fnmatch.fnmatchcase(n, pat)]
+            hits = [n for n in pool if matches(n, pat)]
             if not hits:
                 raise UsageError(f"--wrt {pat!r}: no float weight, input or node output of the main graph matches it")
             for n in hits:

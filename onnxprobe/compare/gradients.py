@@ -18,7 +18,6 @@ stays unmatched. Weight gradients are the results of a backward pass, as outputs
 
 from __future__ import annotations
 
-import fnmatch
 
 import numpy as np
 import onnx
@@ -34,6 +33,7 @@ from onnxprobe.match.engine import NO_GRADIENT
 from onnxprobe.match.observe import FLOAT_TYPES, Observable, Observation, stem
 from onnxprobe.match.ops import canonical
 from onnxprobe.runtime.runners.base import OnceRunner, Runner
+from onnxprobe.text import matches
 from onnxprobe.types import forward_name, grad_name
 
 
@@ -194,7 +194,7 @@ def keep_wrt(sides: list[Side], wrt: tuple[str, ...]) -> None:
     first side is model A, of which at least one must match."""
     def wanted(o) -> bool:
         names = [f for f in (forward_name(o.name), forward_name(o.key)) if f]
-        return any(fnmatch.fnmatchcase(n, pat) for n in names for pat in wrt)
+        return any(matches(n, pat) for n in names for pat in wrt)
 
     for side in sides:
         side.observation = Observation([o for o in side.observation.observables if wanted(o)], [], side.observation.hidden)

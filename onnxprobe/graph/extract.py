@@ -46,10 +46,12 @@ class Cut:
     unused_inputs: list[str] = field(default_factory=list)
 
 
-def _split(names: list[str] | None) -> list[str]:
+def _split(names: list[str] | None, known: set[str]) -> list[str]:
+    """The names of repeated, comma-separated flag values; a value that is itself a tensor name of the
+    model (``a,b`` is one) stays whole."""
     out: list[str] = []
     for item in names or []:
-        for n in item.split(","):
+        for n in ([item] if item in known else item.split(",")):
             n = n.strip()
             if n and n not in out:
                 out.append(n)
@@ -78,7 +80,7 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
     real_inputs = [vi.name for vi in g.input if vi.name not in inits]
     producer = {o: i for i, n in enumerate(g.node) for o in n.output if o}
     main = set(real_inputs) | inits | set(producer)
-    ins, outs = _split(inputs), _split(outputs)
+    ins, outs = _split(inputs, main), _split(outputs, main)
     if not ins and not outs:
         raise UsageError("give the tensors to cut at: --from T1,T2 and/or --to T3 (`onnxprobe inspect --nodes` lists them)")
     _check_names(model, ins, "--from", main)

@@ -4,7 +4,6 @@ in topological order, each with where it comes from and where it goes. What the 
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +14,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import constant_tensors, walk
+from onnxprobe.text import matches
 from onnxprobe.types import BACKWARD_TAG, TensorRef, forward_name
 
 
@@ -146,8 +146,8 @@ class GraphIndex:
             return list(self.sites)
         if pattern.startswith("op:"):
             p = pattern[3:]
-            return [s for s in self.sites if fnmatch.fnmatchcase(s.node.op_type, p)]
-        return [s for s in self.sites if fnmatch.fnmatchcase(s.name, pattern)]
+            return [s for s in self.sites if matches(s.node.op_type, p)]
+        return [s for s in self.sites if matches(s.name, pattern)]
 
     def value(self, name: str, feed: dict[str, np.ndarray] | None = None) -> np.ndarray | None:
         """A graph input's value (from ``feed``) or an initializer's; None for node outputs."""

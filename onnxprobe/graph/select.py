@@ -24,7 +24,6 @@ range outside the model) is a UsageError, with a suggestion where one is close.
 from __future__ import annotations
 
 import difflib
-import fnmatch
 from dataclasses import dataclass
 
 import onnx
@@ -33,7 +32,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, constant_tensors, walk
-from onnxprobe.text import clean
+from onnxprobe.text import clean, matches
 from onnxprobe.types import TensorRef, check_bool
 
 ATTENTION_OPS = {
@@ -114,7 +113,7 @@ def _op_matches(op_type: str, ops: tuple[str, ...]) -> bool:
 
 
 def _name_matches(globs: tuple[str, ...], *names: str) -> bool:
-    return any(fnmatch.fnmatchcase(n, g) for g in globs for n in names if n)
+    return any(matches(n, g) for g in globs for n in names if n)
 
 
 def _ref(name: str, site: NodeSite | None, types: dict, outputs: set[str], kind: str, index: int = -1) -> TensorRef:
@@ -141,7 +140,7 @@ def check_criteria(models: list[onnx.ModelProto], sel: Selection) -> None:
             raise UsageError(f"--op {clean(op)}: no node of the model has this op type{hint}")
     for glob in sel.names:
         names = {n for m, ss in zip(models, sites) for n in _all_names(m, ss)}
-        if not any(fnmatch.fnmatchcase(n, glob) for n in names):
+        if not any(matches(n, glob) for n in names):
             close = difflib.get_close_matches(glob, sorted(names), n=1)
             hint = f"; did you mean {clean(close[0])!r}?" if close else " (names are case-sensitive; quote globs such as '*attn*')"
             raise UsageError(f"--name {clean(glob)!r}: matches no node, tensor or input name of the model{hint}")
