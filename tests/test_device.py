@@ -90,3 +90,32 @@ def test_opset_newer_than_onnxruntime_is_converted_down(monkeypatch):
     assert any("opset 13" in n for n in s.notes)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_allclose(s.sess.run(None, {"x": x})[0], x.sum(axis=1))
+
+
+def test_an_unusable_device_is_one_line_without_the_inputs_hint(monkeypatch, tmp_path):
+    """--device cuda where no CUDA provider works: the message is about the device alone, not followed by
+    the hint about guessed dimensions that a failed run of the model gets (the model here has a dynamic
+    batch dimension, so the hint would apply to a run)."""
+    import onnx
+    from onnx import TensorProto, helper
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+    from onnxprobe.errors import DeviceUnavailable
+    from onnxprobe.runtime.feeds import Feeds
+
+    monkeypatch.setattr(session, "cuda_usable", lambda: False)
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    p = tmp_path / "dyn.onnx"
+    onnx.save(m, p)
+    r = CliRunner().invoke(app, ["layers", str(p), "--device", "cuda"])
+    assert r.exit_code == 1
+    assert "no usable CUDA provider" in r.output and "--shape" not in r.output, r.output
+    fs = Feeds(values={}, defaulted={"x": ["N"]})
+    assert fs.hint()  # a run's error gets it
+    assert "--shape" in str(fs.explained(ExecutionError("onnxruntime: Reshape failed")))
+    e = DeviceUnavailable("no usable CUDA provider")
+    assert fs.explained(e) is e

@@ -140,10 +140,6 @@ def _runner_of(model: Model, result: ProbeResult, config: RunConfig | None) -> G
     return runner(model, config, runtime=runtime, options=dict(info.runtime_options) or None)
 
 
-def _with_hint(e: ExecutionError, fs: Feeds) -> ExecutionError:
-    return ExecutionError(f"{e}{fs.hint()}") if fs.hint() else e
-
-
 def layers(model: Model | str | os.PathLike, selection: Selection | None = None, config: RunConfig | None = None,
            inputs: InputSpec | None = None, *, save: bool = False, save_to: str | os.PathLike | None = None,
            max_memory: int | None = None, progress=None, runtime: str = "ort",
@@ -171,7 +167,7 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
             save_tensors(model, result, fs.values, save_to, max_memory=max_memory, progress=progress, using=r)
         return result
     except ExecutionError as e:
-        raise _with_hint(e, fs) from e
+        raise fs.explained(e) from e
 
 
 def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], names: list[str], *,

@@ -160,7 +160,7 @@ def diff(
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,
                     introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile)
     except ExecutionError as e:
-        raise ExecutionError(f"{e}{fs.hint()}") from e
+        raise fs.explained(e) from e
     res.notes[:0] = fs.notes + list(a_model.warnings)
     res.feed = fs.values
     if fp32_sensitivity:

@@ -109,7 +109,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
     try:
         result = runner.probe(refs + acts, {**feed, **gp.extra_feed}, raw=raw)
     except ExecutionError as e:
-        raise ExecutionError(f"{e}{fs.hint()}") from e
+        raise fs.explained(e) from e
     loss = float(np.asarray(result.outputs[gp.loss.loss]).reshape(-1)[0])
     rows, saved = [], {}
     for t, ref in zip(gp.targets, refs):

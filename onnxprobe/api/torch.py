@@ -162,7 +162,7 @@ def diff_torch(
         res = _diff(side_a, tp.side, fs.values, Selection(all=True), tolerance or _default_tolerance(a_model),
                     per_tensor, user_map, introduced=introduced, max_memory=max_memory, progress=progress, pair=matcher)
     except ExecutionError as e:
-        raise ExecutionError(f"{e}{fs.hint()}") from e
+        raise fs.explained(e) from e
     res.measured = f"a PyTorch export ({tp.exporter or 'unknown'} exporter) against its module, in float"
     res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter)
     return res
@@ -201,7 +201,7 @@ def diff_grad_torch(
     try:
         tp = _torch_pairing(a_model, fwd_side, mod, fs)
     except ExecutionError as e:
-        raise ExecutionError(f"{e}{fs.hint()}") from e
+        raise fs.explained(e) from e
     cands = candidates(a_model.proto, observe(a_model.proto))
     # names= chooses the tensors (the spec's wrt filters the pairs below)
     plan = grad_plan(a_model, spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip")
@@ -222,7 +222,7 @@ def diff_grad_torch(
         res = _diff(side_a, side_b, fs.values, Selection(all=True), tolerance or GRAD_TOLERANCE, per_tensor, None,
                     introduced=False, max_memory=max_memory, progress=progress, pair=matcher)
     except ExecutionError as e:
-        raise ExecutionError(f"{e}{fs.hint()}") from e
+        raise fs.explained(e) from e
     res.measured = f"gradients of the {spec.loss} loss: onnxprobe's backward graph against torch autograd"
     res.grad = {"loss": spec.loss, "output_a": plan.loss.output, "output_b": f"output[{outputs.index(plan.loss.output)}]",
                 "loss_a": loss_value(side_a, fs.values), "loss_b": runner.loss_value}

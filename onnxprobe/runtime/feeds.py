@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import DeviceUnavailable, ExecutionError, UsageError
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.runtime.arrays import check_fits, literal, literal_as, read_array
 from onnxprobe.text import clean
@@ -58,6 +58,13 @@ class Feeds:
     defaulted: dict[str, list[str]] = field(default_factory=dict)  # input -> its dimensions that were set to 1
     notes: list[str] = field(default_factory=list)
     random_ints: list[str] = field(default_factory=list)  # integer and bool inputs made of seeded random data
+
+    def explained(self, e: ExecutionError) -> ExecutionError:
+        """``e``, a run's error, with ``hint`` after its message where there is one (not after an error that
+        is about the device rather than the model and its inputs)."""
+        if isinstance(e, DeviceUnavailable) or not self.hint():
+            return e
+        return ExecutionError(f"{e}{self.hint()}")
 
     def hint(self) -> str:
         """A suffix for errors a run raises when dimensions were guessed, or when integer or bool inputs

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from onnxprobe.errors import ExecutionError, UsageError, first_line
+from onnxprobe.errors import DeviceUnavailable, ExecutionError, UsageError, first_line
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.memory import return_freed_memory, trim, unpark
 from onnxprobe.runtime.interrupt import call_interruptibly
@@ -76,7 +76,7 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if cuda_usable() else "cpu"
     if device == "cuda" and not cuda_usable():
-        raise ExecutionError(
+        raise DeviceUnavailable(
             "device (--device) cuda: onnxruntime has no usable CUDA provider here "
             "(install onnxruntime-gpu with matching CUDA/cuDNN libraries, or run on the cpu device)"
         )
