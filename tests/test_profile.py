@@ -129,3 +129,28 @@ def test_diff_profile_times_a_qdq_layers_own_kernel(tmp_path, monkeypatch):
         assert own is not None and own[0] is not None and r.kernel_ms[0] == own[0], (r.pair.a.name, r.kernel_ms, own)
         differ += dq is not None and dq[0] != own[0]
     assert len(qdq) >= 2 and differ  # the DequantizeLinear's time is another number: the test can fail
+
+
+def test_profile_times_are_columns_of_the_tables():
+    """layers --profile: each row's producer kernel time is a column of the table (``ms``, key kernel_ms,
+    which --columns picks, and which without --profile is refused before any work); diff --profile: A's
+    and B's (``A ms`` / ``B ms``). The CSV carries the JSON's numbers."""
+    import csv
+    import io
+
+    cnn = str(sample_path("cnn"))
+    r = runner.invoke(app, ["layers", cnn, "--all", "--profile", "--json", "-"])
+    want = {t["name"]: t["kernel_ms"] for t in json.loads(r.stdout)["tensors"]}
+    r = runner.invoke(app, ["layers", cnn, "--all", "--profile", "--columns", "tensor,kernel_ms", "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert [row["tensor"] for row in rows] == list(want) and all(float(row["kernel_ms"]) >= 0 for row in rows)
+    r = runner.invoke(app, ["layers", cnn, "--all", "--profile"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0 and " ms" in r.stdout.splitlines()[1] + r.stdout.splitlines()[0]
+    r = runner.invoke(app, ["layers", cnn, "--columns", "tensor,kernel_ms"])
+    assert r.exit_code == 2 and "no column 'kernel_ms'" in r.output
+    mlp = str(sample_path("mlp"))
+    r = runner.invoke(app, ["diff", mlp, mlp, "--all", "--profile", "--columns", "tensor,A ms,kernel_ms_b", "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert rows and all(float(row["kernel_ms_a"]) >= 0 and float(row["kernel_ms_b"]) >= 0 for row in rows)

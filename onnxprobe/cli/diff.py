@@ -121,10 +121,10 @@ def diff(
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
-    from onnxprobe.report.diff import COLUMNS, diff_dict, diff_renderables
+    from onnxprobe.report.diff import COLUMNS, PROFILE_COLUMNS, diff_dict, diff_renderables
     from onnxprobe.report.progress import Progress
 
-    view = view_of(wide, columns, fmt, COLUMNS, json_)
+    view = view_of(wide, columns, fmt, COLUMNS + (PROFILE_COLUMNS if profile else []), json_)
     if sort not in api.SORTS:
         raise UsageError(f"--sort {sort!r}: choose {', '.join(api.SORTS)}")
     glob_atol, per_atol = _tolerances(atol, "--atol")

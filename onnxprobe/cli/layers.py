@@ -85,7 +85,7 @@ def layers(
     from onnxprobe.report.layers import dataset_dict, layers_dict, layers_renderables
     from onnxprobe.report.progress import Progress
 
-    view = view_of(wide, columns, fmt, report.COLUMNS + report.PERCENTILE_COLUMNS, json_)
+    view = view_of(wide, columns, fmt, report.COLUMNS + report.PERCENTILE_COLUMNS + (report.PROFILE_COLUMNS if profile else []), json_)
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level, cache=not no_cache)
     spec = inputs_of(seed, int_range, shape, input_, inputs)

@@ -10,7 +10,7 @@ from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.output import notes, show, stdout_width
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OutOpt, RangeOpt, SeedOpt,
-    ShapeOpt, inputs_of, selection_of, ColumnsOpt, FormatOpt, WideOpt, view_of,
+    ShapeOpt, inputs_of, selection_of, ColumnsOpt, TableFormatOpt, WideOpt, view_of,
 )
 
 StatsOpt = Annotated[bool, typer.Option("--stats", help="Expose each tensor's in-graph statistics ([1, 10] float64 row: count, nan, nonfinite, min, max, shift c, sum of x-c, sum of (x-c)^2, sum of |x|, non-zero count) instead of the tensor.", rich_help_panel="Output")]
@@ -33,7 +33,7 @@ def mark(
     inputs: InputsOpt = None,
     wide: WideOpt = False,
     columns: ColumnsOpt = None,
-    fmt: FormatOpt = "table",
+    fmt: TableFormatOpt = "table",
 ) -> None:
     """Write a copy of the model with the selected intermediate tensors as extra graph outputs, typed,
     so that any runtime (onnxruntime in Python or C++, ...) returns them.

@@ -45,6 +45,8 @@ MaxMemoryOpt = Annotated[Optional[str], typer.Option("--max-memory", help="Most 
 WideOpt = Annotated[bool, typer.Option("--wide", help="Tables with every cell whole: full names, one line per row, whatever the width.", rich_help_panel="Output")]
 ColumnsOpt = Annotated[Optional[str], typer.Option("--columns", help="The table's columns, in this order: comma-separated keys, e.g. index,tensor,min,max (a wrong one lists them all).", rich_help_panel="Output")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table | csv | markdown | json: how the table goes to stdout (csv and json: full names, raw numbers; the whole report is --json).", rich_help_panel="Output")]
+# the same for a command whose table is its whole report (mark: no --json)
+TableFormatOpt = Annotated[str, typer.Option("--format", help="table | csv | markdown | json: how the table goes to stdout (csv and json: full names, raw numbers).", rich_help_panel="Output")]
 HtmlOpt = Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report to FILE: header, a chart along depth, the sortable table, histograms of the worst rows (needs the html extra).", rich_help_panel="Output")]
 OverlayOpt = Annotated[Optional[Path], typer.Option("--overlay", help="Write node data for Google's Model Explorer to FILE.json (model-explorer --extensions=model_explorer_onnx MODEL --node_data_paths=FILE.json).", rich_help_panel="Output")]
 NetronOpt = Annotated[Optional[Path], typer.Option("--netron", help="Write a Netron attachment to FILE.json (open the model in Netron, then this file): the statistics of every value.", rich_help_panel="Output")]

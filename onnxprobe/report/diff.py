@@ -116,6 +116,8 @@ COLUMNS = [
     Column("cosine", "cosine", "right"), Column("sqnr_db", "SQNR dB", "right"),
     Column("introduced_sqnr_db", "intro dB", "right"), Column("pass", "pass"),
 ]
+# --profile: the kernel times of A's and of B's producer (report.profile)
+PROFILE_COLUMNS = [Column("kernel_ms_a", "A ms", "right"), Column("kernel_ms_b", "B ms", "right")]
 
 
 def first_failing_row(d: dict) -> int | None:
@@ -128,6 +130,8 @@ def diff_table(d: dict) -> Table:
     """The pairs of a ``diff_dict`` as a table; the first failing pair is marked ``▶``. For gradients
     (``diff --grad``) there is no introduced error, so no such column."""
     cols = [c for c in COLUMNS if not (d.get("grad") and c.key == "introduced_sqnr_db")]
+    if any("kernel_ms_a" in p for p in d["pairs"]):
+        cols += PROFILE_COLUMNS
     t = Table(cols)
     first_row = first_failing_row(d)
     for k, p in enumerate(d["pairs"]):
@@ -140,10 +144,12 @@ def diff_table(d: dict) -> Table:
         # inside an If branch (JSON has the scope), as layers marks body tensors
         cells = {"index": idx, "tensor": f"↳ {name}" if p.get("scope") else name, "op": op(p["op_type"]), "match": p["strategy"], "shape": shape(p["shape"]),
                  "max_abs": num(p["max_abs"], 3), "cosine": _cos(p["cosine"]), "sqnr_db": _db(p["sqnr_db"], p["exact"], p.get("count")),
-                 "introduced_sqnr_db": _db(p["introduced_sqnr_db"], p["introduced_exact"]), "pass": ok}
+                 "introduced_sqnr_db": _db(p["introduced_sqnr_db"], p["introduced_exact"]), "pass": ok,
+                 **{k: num(p[k]) if p.get(k) is not None else "-" for k in ("kernel_ms_a", "kernel_ms_b")}}
         values = {"index": p["index"], "tensor": name, "op": p["op_type"], "match": p["strategy"], "shape": p["shape"],
                   "max_abs": p["max_abs"], "cosine": p["cosine"], "sqnr_db": "exact" if p["exact"] else p["sqnr_db"],
-                  "introduced_sqnr_db": "exact" if p["introduced_exact"] else p["introduced_sqnr_db"], "pass": p["passed"]}
+                  "introduced_sqnr_db": "exact" if p["introduced_exact"] else p["introduced_sqnr_db"], "pass": p["passed"],
+                  "kernel_ms_a": p.get("kernel_ms_a"), "kernel_ms_b": p.get("kernel_ms_b")}
         style = "red" if p["passed"] is False else ("green" if p["passed"] else None)
         t.add_row([cells[c.key] for c in cols], [values[c.key] for c in cols], "bold red" if k == first_row else style)
     return t

@@ -60,6 +60,7 @@ COLUMNS = [
     Column("std", "std", "right"), Column("nan", "NaN", "right"), Column("inf", "Inf", "right"),
 ]
 PERCENTILE_COLUMNS = [Column("p0.01", "p0.01", "right"), Column("p99.99", "p99.99", "right")]
+PROFILE_COLUMNS = [Column("kernel_ms", "ms", "right")]  # --profile: the producer's kernel time (report.profile)
 
 
 def dataset_dict(res) -> dict:
@@ -114,12 +115,15 @@ def layers_table(d) -> tuple[Table, Text]:
     if not isinstance(d, dict):
         d = layers_dict(d)
     percentiles = any("p0.01" in r for r in d["tensors"])
-    t = Table(COLUMNS + (PERCENTILE_COLUMNS if percentiles else []))
+    profiled = any("kernel_ms" in r for r in d["tensors"])
+    t = Table(COLUMNS + (PERCENTILE_COLUMNS if percentiles else []) + (PROFILE_COLUMNS if profiled else []))
     bad = 0
     for r in d["tensors"]:
         cells, values = _cells(r)
         if percentiles and "p0.01" not in r:
             cells, values = cells + ["-", "-"], values + [None, None]
+        if profiled:  # no kernel of its own: fused into another node's (the summary names it), or not run
+            cells, values = cells + [num(r["kernel_ms"]) if r.get("kernel_ms") is not None else "-"], values + [r.get("kernel_ms")]
         nonfinite = bool(r.get("nan") or r.get("inf"))
         bad += nonfinite
         t.add_row(cells, values, "bold red" if nonfinite else ("bold" if r["is_output"] else None))
