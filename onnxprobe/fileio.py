@@ -1,7 +1,8 @@
 """Writing output files safely: to a temporary file beside the target, renamed over it at the end, so a
 crash never leaves half a file. The result has the usual permissions (0666 minus the umask; mkstemp's
 0600 would hide reports from other users). A target that exists and is not a regular file (/dev/null,
-/dev/stdout, a FIFO) is written in place: renaming over it would replace the device with a file."""
+/dev/stdout, a FIFO) is written in place: renaming over it would replace the device with a file.
+Reading: ``input_file`` says in one line why a path given as an input file is not one."""
 
 from __future__ import annotations
 
@@ -48,6 +49,21 @@ def checked_path(path, what: str = "output path") -> str | os.PathLike:
     from onnxprobe.errors import UsageError
 
     raise UsageError(f"{what}: expected a file path, got {type(path).__name__} {str(path)[:40]!r}")
+
+
+def input_file(path, what: str) -> Path:
+    """``path`` as a Path when it is a regular file; else a UsageError naming it and saying why it is not
+    (no such file, a folder, or a device, pipe or socket, which a read could wait on for ever), with
+    ``what`` the kind of file the flag wants ("input file", ".npz file"...)."""
+    p = Path(checked_path(path, what))
+    if p.is_file():
+        return p
+    from onnxprobe.errors import UsageError
+    from onnxprobe.text import clean
+
+    why = (f"no such {what}" if not p.exists() else f"is a folder ({what} expected)" if p.is_dir()
+           else f"is a device, pipe or socket, not a regular file ({what} expected)")
+    raise UsageError(f"{clean(str(p))}: {why}")
 
 
 def refuse_inputs(path: str | os.PathLike) -> None:

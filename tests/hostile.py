@@ -340,12 +340,18 @@ def _cases() -> list[Case]:
         Case("mark_under_a_file", lambda d: ["mark", sample("mlp"), "-o", os.path.join(_write(d, "f.txt", b"x"), "o.onnx")], (2,), None),
         Case("extract_unknown_tensor", lambda d: ["extract", sample("mlp"), "-o", str(d / "o.onnx"), "--to", "ghost"], (2,), "ghost"),
         Case("debug_script_binary", lambda d: ["debug", sample("mlp"), "--script", _write(d, "s.bin", b"\x00\x01\xff" * 100)], (2,), "binary"),
-        Case("debug_script_missing", lambda d: ["debug", sample("mlp"), "--script", str(d / "nope.txt")], (2,), "no such file"),
+        Case("debug_script_missing", lambda d: ["debug", sample("mlp"), "--script", str(d / "nope.txt")], (2,), "no such script file"),
         Case("debug_script_bad_lines", lambda d: ["debug", sample("mlp"), "--script",
                                                   str(_script(d, ["frob", "show nope", "save x /dev/full", f"node {ESC}"]))], (1,), None),
         Case("debug_save_readonly", lambda d: ["debug", sample("mlp"), "--script",
                                                str(_script(d, [f"save y {_readonly(d)}/y.npy"]))], (1,), "cannot write", as_root=False),
         Case("debug_save_dev_full", lambda d: ["debug", sample("mlp"), "--script", str(_script(d, ["save y /dev/full"]))], (1,), "No space left"),
+        # paths that exist but are not files: a folder, a device (a read of a pipe or a terminal could wait for ever)
+        Case("input_is_a_device", lambda d: ["layers", sample("mlp"), "--input", "x=/dev/null"], (2,), "/dev/null: is a device, pipe or socket"),
+        Case("input_is_a_folder", lambda d: ["layers", sample("mlp"), "--input", f"x={d}"], (2,), "is a folder (input file expected)"),
+        Case("vs_npz_is_a_device", lambda d: ["diff", sample("mlp"), "--vs-npz", "/dev/null"], (2,), "(.npz file expected)"),
+        Case("merge_folder", lambda d: ["merge-stats", str(d), str(d)], (2,), "is a folder (report file expected)"),
+        Case("script_is_a_folder", lambda d: ["debug", sample("mlp"), "--script", str(d)], (2,), "--script"),
         Case("merge_not_json", lambda d: ["merge-stats", _write(d, "r.json", b"\xff\xfe")], (2,), "not a JSON"),
         Case("merge_nested", lambda d: ["merge-stats", _write(d, "r.json", b"[" * 50_000 + b"]" * 50_000)], (2,), None),
         Case("merge_wrong_types", lambda d: ["merge-stats", _write(d, "r.json", json.dumps(
@@ -425,7 +431,7 @@ def _dataset_cases() -> list[Case]:
     f = "--inputs-from"
     return [
         Case("inputs_from_no_colon", lambda d: ["layers", mlp, f, str(d / "p.py")], (2,), "FILE.py:FUNC"),
-        Case("inputs_from_missing_file", lambda d: ["layers", mlp, f, f"{d / 'nope.py'}:f"], (2,), "no such file"),
+        Case("inputs_from_missing_file", lambda d: ["layers", mlp, f, f"{d / 'nope.py'}:f"], (2,), "no such Python file"),
         Case("inputs_from_not_python", lambda d: ["layers", mlp, f, _pipe(d, "", name="p.txt")], (2,), "not a Python file"),
         Case("inputs_from_import_raises", lambda d: ["layers", mlp, f, _pipe(d, "raise ValueError('boom')\n")], (2,),
              "importing it raised ValueError"),

@@ -153,7 +153,7 @@ def test_merge_refuses_other_models(tmp_path):
     r = runner.invoke(app, ["merge-stats", str(a), str(b)])
     assert r.exit_code == 2 and "describes a different model" in r.stderr
     r = runner.invoke(app, ["merge-stats", str(tmp_path / "nope.json")])
-    assert r.exit_code == 2 and "no such file" in r.stderr
+    assert r.exit_code == 2 and "no such report file" in r.stderr
 
 
 def _same_names_other_ops(tmp_path) -> tuple:

@@ -532,7 +532,7 @@ def test_startup_errors_exit_with_one_line(tmp_path):
     r = runner.invoke(app, ["debug", str(sample_path("mlp")), "--input", "q=1", "--script", "-"], input="", env=ENV)
     assert r.exit_code == 2 and "unknown input name 'q'" in r.stderr
     r = runner.invoke(app, ["debug", str(sample_path("mlp")), "--script", str(tmp_path / "nope.txt")], env=ENV)
-    assert r.exit_code == 2 and "no such file" in r.stderr
+    assert r.exit_code == 2 and "no such script file" in r.stderr
 
 
 # -- pure parsers ---------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.errors import UsageError, first_line
-from onnxprobe.fileio import checked_path, protect
+from onnxprobe.fileio import checked_path, input_file, protect
 from onnxprobe.text import clean, human_bytes
 
 
@@ -56,9 +56,7 @@ def _check_header(shape: tuple[int, ...], dtype: np.dtype, what: str) -> None:
 
 def read_array(path: str | Path) -> np.ndarray:
     """A tensor from a ``.npy`` or ``.pb`` file."""
-    p = Path(checked_path(path, "input file"))
-    if not p.is_file():
-        raise UsageError(f"{clean(p)}: no such input file")
+    p = input_file(path, "input file")
     protect(p, "an input file")
     try:
         if p.suffix == ".npy":
@@ -126,9 +124,7 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
     tensor names: see ``runtime.npz``)."""
     from onnxprobe.runtime.npz import NAMES_ENTRY, true_names
 
-    p = Path(checked_path(path, ".npz file"))
-    if not p.is_file():
-        raise UsageError(f"{clean(p)}: no such file")
+    p = input_file(path, ".npz file")
     try:
         with zipfile.ZipFile(p) as z:
             total = 0

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from onnxprobe.errors import UsageError, first_line
-from onnxprobe.fileio import protect
+from onnxprobe.fileio import input_file, protect
 from onnxprobe.text import clean
 
 
@@ -21,9 +21,10 @@ def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
     path, sep, func = str(spec).rpartition(":")
     if not sep or not path or not func:
         raise UsageError(f"{flag} {clean(spec)!r}: expected FILE.py:FUNC, {expects}")
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"{flag} {clean(path)}: no such file")
+    try:
+        p = input_file(path, "Python file")
+    except UsageError as e:  # no such file, a folder...: said after the flag
+        raise UsageError(f"{flag} {e}") from None
     if p.suffix != ".py":
         raise UsageError(f"{flag} {clean(path)}: not a Python file (.py)")
     protect(p, "the Python file of " + flag)

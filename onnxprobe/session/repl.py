@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.text import Text
 
 from onnxprobe.errors import OnnxProbeError, UsageError, debug_enabled, first_line, internal_error_text, path_error_text
+from onnxprobe.fileio import input_file
 from onnxprobe.report.console import console
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import commands as C
@@ -52,10 +53,10 @@ def read_script(path: Path) -> list[str]:
     """The lines of a ``--script`` file (``-``: stdin). A file that is not text is refused in one line."""
     if str(path) == "-":
         return sys.stdin.read().splitlines()
-    if path.is_dir():
-        raise UsageError(f"--script {clean(str(path))}: is a folder, not a script file")
-    if not path.is_file():
-        raise UsageError(f"--script {clean(str(path))}: no such file")
+    try:
+        input_file(path, "script file")
+    except UsageError as e:  # no such file, a folder...: said after the flag
+        raise UsageError(f"--script {e}") from None
     data = path.read_bytes()[:MAX_SCRIPT_BYTES + 1]
     if len(data) > MAX_SCRIPT_BYTES:
         raise UsageError(f"--script {path}: over {MAX_SCRIPT_BYTES >> 20} MiB; not a script of debugger commands")

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from onnxprobe.errors import UsageError
-from onnxprobe.fileio import checked_path, protect
+from onnxprobe.fileio import input_file, protect
 from onnxprobe.stats.histogram import Histogram
 from onnxprobe.stats.moments import Moments
 
@@ -32,9 +32,7 @@ def read_report(path: str | Path) -> dict:
 
 def read_json_report(path: str | Path) -> dict:
     """The JSON object of a report file, its path kept under "_path" (not yet checked for its kind)."""
-    p = Path(checked_path(path, "merge-stats: a report"))
-    if not p.is_file():
-        raise UsageError(f"{p}: no such file")
+    p = input_file(path, "report file")
     if p.stat().st_size > MAX_REPORT_BYTES:
         raise UsageError(f"{p}: over {MAX_REPORT_BYTES >> 20} MiB; not a dataset report")
     try:
