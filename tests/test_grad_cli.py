@@ -318,3 +318,21 @@ def test_export_with_unnamed_dims_at_opset_11(tmp_path):
     np.testing.assert_allclose(res["w_grad"], relu.T @ np.ones((5, 3), np.float32), rtol=1e-5)
     np.testing.assert_allclose(res["r_grad"], np.ones((5, 3), np.float32) @ numpy_helper.to_array(w).T, rtol=1e-5)
     np.testing.assert_allclose(res["b_grad"], np.full(3, 5.0, np.float32), rtol=1e-6)
+
+
+def test_rows_show_the_shapes_of_the_run(tmp_path):
+    """A gradient whose shape the graph leaves symbolic (a batch dimension, here also a Reshape to a size
+    computed at run time) is shown with the run's shape, as its count says (it was '?x4')."""
+    w = numpy_helper.from_array(np.random.default_rng(0).normal(size=(4, 4)).astype(np.float32), "w")
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                    helper.make_node("Shape", ["x"], ["s"], name="shape"),
+                    helper.make_node("Reshape", ["h", "s"], ["y"], name="reshape")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    p = tmp_path / "dyn.onnx"
+    onnx.save(m, p)
+    d = grad_json(p, "--shape", "x=3x4", "--all")
+    rows = {g["tensor"]: g for g in d["gradients"]}
+    assert rows["h"]["shape"] == [3, 4] and rows["h"]["count"] == 12
+    assert rows["w"]["shape"] == [4, 4]
+    assert all(g["shape"] is not None and None not in g["shape"] for g in d["gradients"])

@@ -137,3 +137,28 @@ def test_odd_names_on_the_command_line(tmp_path):
     # names that are not tensors are still split: --from a,b,c would be three
     r = CliRunner().invoke(app, ["extract", str(p), "-o", str(tmp_path / "c2.onnx"), "--from", "a,nope", "--to", "x[0]"])
     assert r.exit_code == 2 and "no tensor named 'nope'" in r.output
+
+
+@pytest.mark.parametrize("opset, dtype", [(9, "float32"), (12, "bool")])
+def test_a_dropout_mask_has_the_type_onnxruntime_gives_it(opset, dtype, tmp_path):
+    """Dropout before opset 10 writes its mask in its data's type (onnx's inference leaves it unknown: a '?'
+    in the tables); from 10 on, bool. The dtype layers reports is what onnxruntime returns."""
+    import onnxruntime as ort
+
+    g = helper.make_graph([helper.make_node("Dropout", ["x"], ["y", "mask"], name="drop")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 7
+    p = tmp_path / "drop.onnx"
+    onnx.save(m, p)
+    (ref,) = [r for r in select(api.load(p).inferred, Selection(all=True)) if r.name == "mask"]
+    assert ref.dtype == dtype and ref.shape == (2, 3)
+    probe = onnx.ModelProto()
+    probe.CopyFrom(m)
+    probe.graph.output.append(onnx.ValueInfoProto(name="mask"))
+    got = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": np.ones((2, 3), np.float32)})
+    assert str(got[1].dtype) == dtype  # the oracle: what onnxruntime returns
+    res = api.layers(p, Selection(names=("mask",)), api.RunConfig(device="cpu", cache=False))
+    st, want = res.stats["mask"], got[1].astype(np.float64)
+    assert (st.count, st.zeros, st.min, st.max) == (6, int((want == 0).sum()), want.min(), want.max())

@@ -32,6 +32,7 @@ class GradRow:
     stats: TensorStats | None
     value_norm: float | None  # |tensor| (weights, inputs, activations)
     check: dict | None = None  # finite-difference check: error, tolerance, ok
+    shape: tuple | None = None  # the gradient's shape in the run (where the graph's own has symbolic dims)
 
     @property
     def name(self) -> str:
@@ -122,7 +123,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
         else:
             st = result.stats.get(name)
             vn = st.norm if st is not None else None
-        rows.append(GradRow(t, ref.name, result.stats.get(ref.name), vn))
+        rows.append(GradRow(t, ref.name, result.stats.get(ref.name), vn, shape=result.shapes.get(ref.name)))
         if ref.name in result.arrays:
             saved[name] = result.arrays[ref.name]
     notes = list(fs.notes) + [n for n in result.notes if n not in fs.notes]

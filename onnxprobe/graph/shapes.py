@@ -46,8 +46,30 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
         return model
     _copy_value_info(inferred.graph, model.graph)
     del inferred, sk
+    _type_dropout_masks(model)
     trim()
     return model
+
+
+def _type_dropout_masks(model: onnx.ModelProto) -> None:
+    """Dropout before opset 10 writes its mask in its data's type and shape (the spec's T; onnxruntime
+    does so, checked), which onnx's inference leaves unknown (a "?" dtype in the tables of opset-9 zoo
+    models): the main graph's masks get their data's type."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset >= 10:
+        return
+    g = model.graph
+    known = {vi.name: vi for vi in (*g.input, *g.value_info, *g.output)}
+    for n in g.node:
+        if n.op_type != "Dropout" or n.domain not in ("", "ai.onnx") or len(n.output) < 2 or not n.output[1]:
+            continue
+        data, mask = known.get(n.input[0]), known.get(n.output[1])
+        if data is None or not data.type.tensor_type.elem_type or (mask is not None and mask.type.tensor_type.elem_type):
+            continue
+        if mask is None:
+            mask = g.value_info.add(name=n.output[1])
+            known[mask.name] = mask
+        mask.type.CopyFrom(data.type)
 
 
 def _copy_value_info(src: onnx.GraphProto, dst: onnx.GraphProto) -> None:

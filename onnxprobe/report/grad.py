@@ -27,7 +27,7 @@ def grad_dict(result) -> dict:
         ref = r.target.ref
         d = {
             "index": ref.index, "tensor": ref.name, "kind": r.target.kind, "node": ref.node, "op_type": ref.op_type,
-            "gradient": r.grad, "shape": _static(ref.shape), "dtype": ref.dtype,
+            "gradient": r.grad, "shape": list(r.shape) if r.shape is not None else _static(ref.shape), "dtype": ref.dtype,
             "norm": _num(r.norm), "value_norm": _num(r.value_norm), "ratio": _num(r.ratio),
         }
         if r.stats is not None:
