@@ -394,3 +394,13 @@ def test_names_that_are_no_path_stay_whole():
         text = "\n".join(line for line, _ in t.lines(width))
         assert "last_hidden_state" in text and "pooler_output" in text, (width, text)
         assert all(len(line) <= width for line in text.splitlines())
+
+
+def test_dims_onnx_made_up_read_as_unknown():
+    """onnx's inference names the dims it cannot tell 'unk__N': shown as '?', like None; a model's own
+    symbolic names are kept (inspect spaces them out)."""
+    from onnxprobe.report.format import shape
+    from onnxprobe.report.inspect import dims
+
+    assert shape((None, "unk__0")) == "?x?" and shape(("batch", 3)) == "batchx3" and shape(("unk__x", 2)) == "unk__xx2"
+    assert dims(("unk__3", 4)) == "?x4" and dims(("batch", "unk__1", 3)) == "batch x ? x 3"

@@ -36,12 +36,18 @@ def num(v: float | None, digits: int = 4) -> str:
     return f"{v:.{digits}g}"
 
 
+def dim(d) -> str:
+    """One dimension: its size, its symbolic name, or "?" when unknown (None, or the placeholder names
+    onnx's shape inference makes up for dims it cannot tell, "unk__0", which name nothing)."""
+    return "?" if d is None or (isinstance(d, str) and d.startswith("unk__") and d[5:].isdigit()) else str(d)
+
+
 def shape(s: tuple | list | None) -> str:
     if s is None:
         return "?"
     if len(s) == 0:
         return "scalar"
-    return "x".join("?" if d is None else str(d) for d in s)
+    return "x".join(dim(d) for d in s)
 
 
 def shorten(name: str, width: int) -> str:

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.format import shape as fmt_shape
-from onnxprobe.report.format import safe, shorten
+from onnxprobe.report.format import dim, safe, shorten
 from onnxprobe.report.table import Column, Table
 
 SCHEMA_VERSION = 1
@@ -89,8 +89,8 @@ def plural(n: int, word: str) -> str:
 
 def dims(s) -> str:
     """2x4, scalar, ?; with symbolic dimensions spaced out: batch x 3 x 224 x 224."""
-    if s is not None and any(isinstance(d, str) for d in s):
-        return " x ".join("?" if d is None else str(d) for d in s)
+    if s is not None and any(isinstance(d, str) and dim(d) != "?" for d in s):
+        return " x ".join(dim(d) for d in s)
     return fmt_shape(s)
 
 
