@@ -119,3 +119,25 @@ def test_an_unusable_device_is_one_line_without_the_inputs_hint(monkeypatch, tmp
     assert "--shape" in str(fs.explained(ExecutionError("onnxruntime: Reshape failed")))
     e = DeviceUnavailable("no usable CUDA provider")
     assert fs.explained(e) is e
+
+
+def test_a_run_failing_on_an_empty_input_says_so(tmp_path):
+    """--shape with a 0 dimension is legal ONNX; when the run fails on it, the error says the input is empty."""
+    import onnx
+    from onnx import TensorProto, helper
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    shape = helper.make_tensor("s", TensorProto.INT64, [2], [0, -1])  # -1 of an empty tensor: ambiguous, onnxruntime refuses
+    g = helper.make_graph([helper.make_node("Reshape", ["x", "s"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[shape])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    p = tmp_path / "reshape.onnx"
+    onnx.save(m, p)
+    r = CliRunner().invoke(app, ["layers", str(p), "--shape", "x=0x3"])
+    assert r.exit_code == 1 and "input x has a dimension of 0, [0, 3]: an empty tensor" in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1
+    r = CliRunner().invoke(app, ["layers", str(p), "--shape", "x=2x3", "--all"])
+    assert r.exit_code == 0, r.output
