@@ -466,3 +466,21 @@ def test_a_one_run_diff_that_fails_says_why_in_full_and_the_rest_is_measured(mon
     note = next(n for n in res.notes if "one-run diff failed" in n)
     assert note == f"the one-run diff failed ({why}); measured in separate runs"
     assert res.verdict()[0] == "pass" and res.in_graph == 0 and res.compared == len(res.results)
+
+
+def test_a_mapped_float_tensor_of_a_qdq_model_says_it_is_compared_quantized(qdir):
+    """--map naming a float tensor of a QDQ model pairs its quantized value (the Q -> DQ copy the next layer
+    reads, as the default matching does); the pair's reason says so, and the values compared are that copy's."""
+    q = quantize("cnn", "qdq", qdir)
+    res = api.diff(q, sample_path("cnn"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"),
+                   inputs=api.InputSpec(arrays=sample_feeds("cnn")), user_map={"conv1_out": "conv1_out"})
+    (r,) = [r for r in res.results if r.pair.strategy == "map"]
+    assert r.pair.a.name != "conv1_out" and r.pair.a.key == "conv1_out"
+    assert f"A's 'conv1_out' compared as {r.pair.a.name!r}" in r.pair.reason
+    feeds = sample_feeds("cnn")
+    va = _run_with_outputs(q, [r.pair.a.name], feeds)[r.pair.a.name].astype(np.float64)
+    vb = _run_with_outputs(sample_path("cnn"), ["conv1_out"], feeds)["conv1_out"].astype(np.float64)
+    assert r.metrics.max_abs == pytest.approx(np.abs(va - vb).max(), rel=1e-6)
+    plain = api.diff(sample_path("cnn"), sample_path("cnn"), config=api.RunConfig(device="cpu"), user_map={"conv1_out": "conv1_out"})
+    (p,) = [r for r in plain.results if r.pair.strategy == "map"]
+    assert p.pair.reason == "given in --map"  # a float model's own tensor: nothing to say

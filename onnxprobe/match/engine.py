@@ -100,7 +100,11 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
         if ia in used_a or jb in used_b:
             twice = a_name if ia in used_a else b_name
             raise UsageError(f"--map {a_name} -> {b_name}: {twice!r} is already in another --map entry")
-        if not take(ia, jb, "map", "given in --map"):
+        # a float tensor of a quantized model is compared as its quantized value (the observable whose key it
+        # is: the Q -> DQ copy the next layers use, a uint8 tensor), as the other strategies compare it: said
+        via = [f"{side}'s {n!r} compared as {o.name!r}, its quantized value" for side, n, o in
+               (("A", a_name, obs_a[ia]), ("B", b_name, obs_b[jb])) if n not in (o.name, o.probe)]
+        if not take(ia, jb, "map", "given in --map" + (f" ({'; '.join(via)})" if via else "")):
             raise UsageError(f"--map {a_name} -> {b_name}: shapes {_shp(obs_a[ia].shape)} and {_shp(obs_b[jb].shape)} "
                              "differ, so they cannot be compared")
     # 2. same key (name, or the float name a quantized value stands for)
