@@ -404,3 +404,23 @@ def test_dims_onnx_made_up_read_as_unknown():
 
     assert shape((None, "unk__0")) == "?x?" and shape(("batch", 3)) == "batchx3" and shape(("unk__x", 2)) == "unk__xx2"
     assert dims(("unk__3", 4)) == "?x4" and dims(("batch", "unk__1", 3)) == "batch x ? x 3"
+
+
+def test_footers_break_between_phrases():
+    """A footer's phrases (joined by ' · ') are never cut in two at a narrow width; styles stay."""
+    from rich.text import Text
+
+    from onnxprobe.report.console import phrased
+
+    t = Text("34 tensors · ")
+    t.append("0 with NaN/Inf", style="green")
+    t.append(" · device cpu · run 59.3 ms (session 106 ms)\nkinds: w weight")
+    out = phrased(t, 30)
+    assert out.plain == "34 tensors · 0 with NaN/Inf\ndevice cpu\nrun 59.3 ms (session 106 ms)\nkinds: w weight"
+    assert any(s.style == "green" for s in out.spans)
+    assert phrased(t, 200).plain == t.plain
+    for width in (60, 80):
+        lines = run(["layers", str(sample_path("cnn")), "--all"], width=width).rstrip("\n").splitlines()
+        footer = lines[lines.index(next(ln for ln in lines if "tensors · " in ln)):]
+        assert all(len(ln) <= width for ln in footer)
+        assert any(re.search(r"^run .* \(session .*\)$", ln) for ln in footer), footer

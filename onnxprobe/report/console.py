@@ -104,3 +104,24 @@ def stderr_console() -> Console:
 def console(**kwargs) -> Console:
     """A SafeConsole with these options (the debugger's prompt front end)."""
     return SafeConsole(**kwargs)
+
+
+def phrased(text: Text, width: int, sep: str = " · ") -> Text:
+    """``text`` (a footer: phrases joined by ``sep``) with its lines broken between phrases where they would
+    pass ``width``, so that no phrase is cut in two ("run 891 µs (session⏎4.86 ms)"); a phrase longer than
+    the line is left to the terminal. Styles are kept."""
+    out = Text()
+    for k, line in enumerate(text.split("\n", allow_blank=True)):
+        if k:
+            out.append("\n")
+        used = 0
+        for j, part in enumerate(line.split(sep, allow_blank=True)):
+            if j and used + len(sep) + part.cell_len > width:
+                out.append("\n")
+                used = 0
+            elif j:
+                out.append(sep)
+                used += len(sep)
+            out.append_text(part)
+            used += part.cell_len
+    return out

@@ -9,6 +9,7 @@ import math
 from rich.text import Text
 
 from onnxprobe import __version__
+from onnxprobe.report.console import phrased
 from onnxprobe.report.format import json_word, num, num_or_word, op, safe, shape
 from onnxprobe.report.table import Column, Table
 from onnxprobe.text import duration
@@ -124,7 +125,7 @@ def grad_table(result) -> tuple[Table, Text]:
 
 def grad_renderables(result, width: int = 120) -> list:
     table, footer = grad_table(result)
-    return [table, footer]
+    return [table, phrased(footer, width)]
 
 
 def export_renderables(gp, path) -> list:

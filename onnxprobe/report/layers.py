@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from onnxprobe import __version__
+from onnxprobe.report.console import phrased
 from onnxprobe.report.format import dtype, num, op, shape
 from onnxprobe.report.table import Column, Table
 from onnxprobe.text import duration
@@ -146,6 +147,6 @@ def layers_table(d) -> tuple[Table, Text]:
 def layers_renderables(data: dict, width: int = 120) -> list:
     """A layers or dataset dict as a table with its footer."""
     table, footer = layers_table(data)
-    return [table, footer]
+    return [table, phrased(footer, width)]
 
 
