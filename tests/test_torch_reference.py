@@ -268,7 +268,7 @@ def _line(r) -> str:
 
 
 @pytest.mark.parametrize("func, words", [
-    ("nope.py:build", "no such file"),
+    ("nope.py:build", "no such Python file"),
     ("FILE:nothing", "has no function 'nothing'"),
     ("FILE:raises", "raises() raised RuntimeError: cannot build the model"),
     ("FILE:not_a_module", "returned int, not an nn.Module"),
