@@ -339,3 +339,62 @@ def test_html_report_and_overlay_of_a_torch_diff(exports, tmp_path):
     if CHROMIUM is not None:
         rows = element(dump_dom(page), "tbody", "rows")
         assert rows.count("<tr") == len(report["pairs"])
+
+
+def test_a_parameter_merged_with_a_buffer_is_not_compared(exports):
+    """A fresh BatchNorm's weight equals its running variance and its bias its running mean: the legacy
+    exporter keeps one initializer for each pair (bn.running_var = Identity(bn.weight)), whose gradient
+    then also flows through the buffer's use. Those gradients are unmatched with the reason, not failed;
+    the rest passes. Dynamo folds the BatchNorm into the Linear: nothing pairs, and the error says so."""
+    res = api.diff_grad_torch(exports("freshbn", "legacy"), spec("freshbn"))
+    refused = {u.obs.name: u.reason for u in res.matching.unmatched_a}
+    assert "buffer bn.running_var" in refused["bn.weight_grad"] and "buffer bn.running_mean" in refused["bn.bias_grad"]
+    assert not any(r.passed is False for r in res.results)
+    assert res.verdict()[0] == "pass", res.verdict()
+    assert {r.pair.b.name for r in res.results} >= {"fc.weight", "fc.bias"}
+    res = api.diff_grad_torch(exports("freshbn", "dynamo"), spec("freshbn"))
+    kind, why = res.verdict()
+    assert kind == "error" and "no weight gradient of A could be paired" in why and "has no weights" not in why
+
+
+def test_a_batchnorm_fused_by_dynamo_is_named_right(exports):
+    """conv1/bn1/conv2/bn2 as siblings: dynamo fuses each BatchNorm with the Conv before it; each Conv's
+    reason names its own BatchNorm (conv2's was bn1)."""
+    res = api.diff_torch(exports("twoconvbn", "dynamo"), spec("twoconvbn"))
+    why = {u.obs.name: u.reason for u in res.matching.unmatched_b}
+    for conv, bn in (("conv1", "bn1"), ("conv2", "bn2")):
+        assert f"fused it into {bn} " in why[conv], why
+
+
+def test_a_gradient_error_starts_where_backpropagation_first_goes_wrong(exports, monkeypatch):
+    """A wrong gradient rule (Tanh's, scaled by 1.1) corrupts every gradient before the last Tanh in the
+    forward order and none after: the error starts at the last Tanh's input (fc2's output, or fc2's
+    weights), not at the model's input, which is where the first failing pair in forward order is."""
+    from dataclasses import replace as dc_replace
+
+    from onnxprobe.autodiff import registry
+
+    good = registry.RULES["Tanh"]
+    monkeypatch.setitem(registry.RULES, "Tanh", dc_replace(good, fn=lambda g: [g.Mul(d, g.scalar(1.1)) for d in good.fn(g)]))
+    res = api.diff_grad_torch(exports("tanhmlp", "legacy"), spec("tanhmlp"), api.GradSpec(loss="mean"))
+    failing = [r for r in res.results if r.passed is False]
+    assert failing and res.verdict()[0] == "fail"
+    assert res.first_failure.pair.b.name in ("fc2", "fc2.weight", "fc2.bias"), res.first_failure.pair.b.name
+    assert all(r.passed for r in res.results if r.pair.b.name in ("fc3", "fc3.weight", "fc3.bias"))
+
+
+def test_a_weight_changed_in_a_module_without_batchnorm_is_not_called_a_fold(exports, tmp_path):
+    """A same-named initializer with other values, in a module that has no BatchNorm to fold: the reason
+    says the model is not the module's export (it read 'the exporter folded another layer into it')."""
+    path = exports("tanhmlp", "dynamo")
+    m = onnx.load(str(path))
+    for t in m.graph.initializer:
+        if t.name == "fc2.weight":
+            v = numpy_helper.to_array(t).copy()
+            v[1] *= 1.2
+            t.CopyFrom(numpy_helper.from_array(v, t.name))
+    broken = tmp_path / "broken.onnx"
+    onnx.save(m, broken)
+    res = api.diff_grad_torch(broken, spec("tanhmlp"), api.GradSpec(loss="mean"))
+    refused = {u.obs.name: u.reason for u in res.matching.unmatched_a}
+    assert "not an export of the module as it is now" in refused["fc2.weight_grad"] and "folded" not in refused["fc2.weight_grad"]

@@ -97,6 +97,40 @@ class Shared(nn.Module):
         return self.out(self.act(self.lin(self.act(self.lin(x)))))
 
 
+class FreshBN(nn.Module):
+    """A Linear and a BatchNorm just initialised: its weight equals its running variance (ones) and its bias
+    its running mean (zeros), which the legacy exporter stores as one initializer each."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.bn = nn.BatchNorm1d(8)
+
+    def forward(self, x):
+        return self.bn(self.fc(x))
+
+
+class TwoConvBN(nn.Module):
+    """conv1, bn1, conv2, bn2 as siblings (a ResNet basic block's layout)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4)
+        self.conv2, self.bn2 = nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+
+
+class TanhMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(6, 8), nn.Linear(8, 8), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc3(torch.tanh(self.fc2(torch.tanh(self.fc1(x)))))
+
+
 def randomize_batchnorm(m: nn.Module) -> nn.Module:
     """Running statistics and affine parameters away from 0/1, so that folding them changes values."""
     g = torch.Generator().manual_seed(1)
@@ -121,12 +155,30 @@ def build(name: str):
         return Recurrent().eval(), (torch.randn(2, 7, 6),)
     if name == "shared":
         return Shared().eval(), (torch.randn(3, 8),)
+    if name == "freshbn":
+        return FreshBN().eval(), (torch.randn(4, 8),)
+    if name == "twoconvbn":
+        return randomize_batchnorm(TwoConvBN()).eval(), (torch.randn(2, 3, 6, 6),)
+    if name == "tanhmlp":
+        return TanhMLP().eval(), (torch.randn(4, 6),)
     raise KeyError(name)
 
 
 # FILE.py:FUNC entry points, as a user writes them
 def cnn():
     return build("cnn")
+
+
+def freshbn():
+    return build("freshbn")
+
+
+def twoconvbn():
+    return build("twoconvbn")
+
+
+def tanhmlp():
+    return build("tanhmlp")
 
 
 def block():

@@ -10,7 +10,7 @@ from dataclasses import replace
 from onnxprobe.api.inputs import (
     as_config, as_inputs, as_max_memory, as_model, as_selection, check_map, check_switches, expect,
 )
-from onnxprobe.compare.diff import DiffResult, check_same_inputs
+from onnxprobe.compare.diff import DiffResult, check_same_inputs, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
 from onnxprobe.compare.sides import Side, model_side, npz_side
@@ -252,8 +252,10 @@ def diff_grad(
     quantized = any(o.kind != "float" for o in side_a.observation.observables + side_b.observation.observables)
     res.measured = (f"gradients of the {spec.loss} loss" + (" (QuantizeLinear / DequantizeLinear: straight-through)"
                                                             if quantized else ""))
+    gradient_origin(res)
     res.grad = {"loss": spec.loss, "output_a": plans[0].loss.output, "output_b": plans[1].loss.output,
-                "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values), "weights": weights}
+                "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values), "weights": weights,
+                "wrt": bool(spec.wrt)}
     res.notes[:0] = [n for n in fs.notes + list(a_model.warnings) + list(b_model.warnings)
                      if n not in res.notes]
     return res

@@ -20,7 +20,7 @@ import onnx
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
 from onnxprobe.api.inputs import as_max_memory, check_switches
-from onnxprobe.compare.diff import DiffResult
+from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.gradients import candidates, grad_side, keep_wrt, loss_value
 from onnxprobe.compare.sides import Side, model_side
@@ -36,7 +36,7 @@ from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe
 from onnxprobe.torch.load import load_module, require_torch
-from onnxprobe.torch.pairing import TorchPairing, pair_with_module
+from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
 from onnxprobe.torch.params import map_parameters
 from onnxprobe.torch.runner import OUTPUT, TorchRunner
 from onnxprobe.text import matches
@@ -214,8 +214,10 @@ def diff_grad_torch(
                              plan.loss.kind, plan.extra_feed.get(plan.loss.input, spec.extra) if plan.loss.input else spec.extra,
                              plan.loss.class_axis, {b.module for b in modules.values()})
     params = {n: p.detach().cpu().numpy() for n, p in mod.named_parameters()}  # one name per tensor
+    buffers = {n: b.detach().cpu().numpy() for n, b in mod.named_buffers() if b.is_floating_point()}
     matching = _grad_matching(a_model, side_a.observation.observables, params, modules,
-                              {p for p, _ in mod.named_modules()})
+                              {p for p, _ in mod.named_modules()}, buffers,
+                              can_fold=any(type(m).__name__ in BATCHNORMS for m in mod.modules()))
     side_b = Side("torch", a_model, runner, Observation([p.b for p in matching.pairs] + [u.obs for u in matching.unmatched_b]))
     matcher = _filtered(lambda *_: matching, _keep(a_model, selection), "module or parameter")
     try:
@@ -224,8 +226,10 @@ def diff_grad_torch(
     except ExecutionError as e:
         raise fs.explained(e) from e
     res.measured = f"gradients of the {spec.loss} loss: onnxprobe's backward graph against torch autograd"
+    gradient_origin(res)
     res.grad = {"loss": spec.loss, "output_a": plan.loss.output, "output_b": f"output[{outputs.index(plan.loss.output)}]",
-                "loss_a": loss_value(side_a, fs.values), "loss_b": runner.loss_value}
+                "loss_a": loss_value(side_a, fs.values), "loss_b": runner.loss_value, "wrt": bool(spec.wrt),
+                "weights": sum(1 for o in side_a.observation.observables if o.effective_op.endswith(" weight"))}
     res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter)
     return res
 
@@ -236,7 +240,8 @@ def _grad_obs(a: Observable, name: str, probe: str, op: str, module: str | None 
 
 
 def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.ndarray],
-                   modules: dict[str, Observable], known: set[str]) -> Matching:
+                   modules: dict[str, Observable], known: set[str], buffers: dict[str, np.ndarray] | None = None,
+                   can_fold: bool = True) -> Matching:
     """A's gradient observables paired with torch's: weights through ``map_parameters`` (B is named by the
     parameter: ``fc.weight``; parameters merged into one initializer ``ln1.weight+ln2.weight``), inputs
     by position (``input[0]``), activations through the module pairing (``modules``: ONNX tensor -> the
@@ -245,7 +250,7 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
     weights = {o.name: forward_name(o.key) or forward_name(o.name) for o in obs_a if o.effective_op.endswith(" weight")}
     floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
     inits = [i.name for i in model.proto.graph.initializer if i.data_type in floats]
-    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known))
+    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers, can_fold)
     with_grad = {forward_name(o.name) for o in obs_a if o.name in weights} | set(weights.values())
     pairs, un_a = [], []
     for o in obs_a:

@@ -136,7 +136,8 @@ class DiffResult:
         if not any(r.pair.a.is_output or r.pair.b.is_output for r in self.results):
             others = len(self.results)
             why = ("the model has no weights" if not self.grad.get("weights") else
-                   "no weight gradient is among the gradients selected (--wrt)")
+                   "no weight gradient is among the gradients selected (--wrt)" if self.grad.get("wrt") else
+                   "no weight gradient of A could be paired with one of B (the unmatched ones say why)")
             return "error", (f"nothing to compare: {why}, and the verdict is about weight gradients "
                              f"({others} other gradient(s) shown, not judged)")
         la, lb = self.grad.get("loss_a"), self.grad.get("loss_b")
@@ -333,6 +334,14 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
                       list(dict.fromkeys(notes)), criterion=plan.tolerance.describe(),
                       profile=dict(plan.profile_summary) or None, in_graph=sum(1 for m in measured.values() if m.in_graph),
                       samples=len(labels) if labels is not None else None, labels=list(labels or []))
+
+
+def gradient_origin(res: "DiffResult") -> None:
+    """``res`` (a diff of gradients) with ``first_failure`` where a gradient error starts: backpropagation
+    computes the gradients from the loss back to the inputs, so a wrong step corrupts every gradient
+    before it in the forward order and none after; the error starts at the failing pair latest in the
+    forward order, not the first (which is the model's input for any error)."""
+    res.first_failure = next((r for r in reversed(res.results) if r.passed is False), None)
 
 
 def _reject(matching: Matching, reject) -> None:

@@ -143,7 +143,7 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
                 note(p, f"its scope's tensors are not observable here ({s.output!r})", NOT_OBSERVABLE)
             elif cls in ELIDED:
                 note(p, f"no ONNX node: the exporter elides {cls} in eval mode (it is the identity)", NOT_OBSERVABLE)
-            elif (fused := _fused_into(p, scopes, classes)) is not None:
+            elif (fused := _fused_into(p, scopes, classes, order)) is not None:
                 note(p, f"no ONNX node of its own: the exporter's optimizer fused it into {fused} "
                         f"({', '.join(scopes[fused].rewrites)}); compared there", FOLDED)
             else:
@@ -204,11 +204,11 @@ def _permutation(torch_shape: tuple[int, ...], onnx_shape) -> tuple[int, ...] | 
     return perms[0] if len(perms) == 1 else None
 
 
-def _fused_into(path: str, scopes: dict, classes: dict) -> str | None:
-    """The sibling whose nodes the exporter's optimizer rewrote (dynamo FuseBatchNormIntoConv): a module
-    with no node of its own whose next sibling carries such a rewrite."""
+def _fused_into(path: str, scopes: dict, classes: dict, order: list[str]) -> str | None:
+    """The BatchNormalization whose nodes the exporter's optimizer rewrote (dynamo FuseBatchNormIntoConv) to
+    hold ``path``'s work: the first sibling of it run after it (``order``: the forward pass's module order)
+    that is a BatchNorm carrying such a rewrite (conv2's is bn2, not the block's first BatchNorm, bn1)."""
     parent = path.rpartition(".")[0]
-    for p, s in scopes.items():
-        if p != path and p.rpartition(".")[0] == parent and s.rewrites and classes.get(p) in BATCHNORMS:
-            return p
-    return None
+    after = order[order.index(path) + 1:] if path in order else []
+    return next((p for p in after if p.rpartition(".")[0] == parent and classes.get(p) in BATCHNORMS
+                 and p in scopes and scopes[p].rewrites), None)

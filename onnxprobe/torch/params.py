@@ -9,7 +9,10 @@ Exporters rename, transpose, fold and merge parameters (measured with torch 2.13
   initializer's gradient is then the sum of theirs;
 - dynamo folds a BatchNormalization into the Conv's weight **under the Conv weight's own name**: same
   name, other values, another function of the data;
-- folded or gate-reordered tensors (legacy BN folding, LSTM/GRU weights) match no parameter.
+- folded or gate-reordered tensors (legacy BN folding, LSTM/GRU weights) match no parameter;
+- a parameter equal in value to a buffer (a fresh BatchNorm's weight and running variance, its bias and
+  running mean) is merged with it the same way (legacy: ``bn.running_var = Identity(bn.weight)``): the
+  initializer's gradient then also flows where the buffer is read, which torch's gradient leaves out.
 
 So an initializer links to the parameters whose values it holds exactly (as they are, or transposed),
 and one with a parameter's name but other values is refused with the reason.
@@ -46,11 +49,15 @@ def _digest(a: np.ndarray) -> tuple:
 
 
 def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits: list[str],
-                   users: dict[str, set[str]] | None = None) -> ParamMap:
+                   users: dict[str, set[str]] | None = None, buffers: dict[str, np.ndarray] | None = None,
+                   can_fold: bool = True) -> ParamMap:
     """``params``: torch parameter name -> value, one name per tensor (tied parameters under their first
     name); ``inits``: the model's float initializers; ``users``: initializer -> the module paths that
     read it (``match.modules.initializer_users``), which tell the equal-valued parameters an exporter
-    merged into an initializer from those it removed (an all-zero bias dropped by the optimizer)."""
+    merged into an initializer from those it removed (an all-zero bias dropped by the optimizer);
+    ``buffers``: the module's float buffers by name, which an exporter may have merged into a parameter's
+    initializer too (see the module doc); ``can_fold``: the module has a BatchNorm an exporter could fold
+    into a weight (else a parameter's name with other values is the module and the model disagreeing)."""
     wanted = set(inits)
     values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in wanted}
     for n in model.graph.node:  # weights held by Constant nodes
@@ -74,8 +81,10 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         d = _digest(v)
         equal = by_value.get(d, [])
         if i in params and i not in equal:
-            out.refused[i] = (f"holds other values than the torch parameter {i!r} of the same name (the exporter "
-                              "folded another layer into it, e.g. a BatchNormalization into this Conv)")
+            out.refused[i] = (f"holds other values than the torch parameter {i!r} of the same name " + (
+                "(the exporter folded another layer into it, e.g. a BatchNormalization into this Conv)" if can_fold else
+                "and the module has no BatchNorm an exporter folds into a weight: the model is not an export of the "
+                "module as it is now (compare the weights, or re-export)"))
             continue
         if equal and users and users.get(i) and len(equal) > 1:
             mine = [p for p in equal if p.rpartition(".")[0] in users[i]]
@@ -96,6 +105,16 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
             continue
         out.refused[i] = ("derived from the parameters by the exporter (folded, reordered or reshaped): "
                           "no torch parameter holds these values")
+    for b, bv in (buffers or {}).items():  # a buffer no initializer of its own holds, equal to a linked one
+        held = same_class.get(_digest(bv), [])
+        if b not in params and len(held) == 1 and held[0] in out.links:
+            link = out.links.pop(held[0])
+            out.refused[held[0]] = (f"holds the parameter{'s' if len(link.params) > 1 else ''} {', '.join(link.params)} and, "
+                                    f"with the same values, the buffer {b}, which no initializer of its own holds: the "
+                                    "exporter stored them as one, so its gradient also flows where the buffer is read, "
+                                    "which torch's gradient of the parameter leaves out")
+            for q in link.params:
+                out.unused[q] = f"its initializer {held[0]} also stands for the buffer {b} (merged by the exporter: equal values)"
     holders: dict[str, list[str]] = {}
     for link in out.links.values():
         for p in link.params:
