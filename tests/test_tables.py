@@ -424,3 +424,12 @@ def test_footers_break_between_phrases():
         footer = lines[lines.index(next(ln for ln in lines if "tensors · " in ln)):]
         assert all(len(ln) <= width for ln in footer)
         assert any(re.search(r"^run .* \(session .*\)$", ln) for ln in footer), footer
+
+
+def test_a_tensor_name_is_whole_when_its_node_column_is_dropped():
+    """The tensor column leaves out the node's name as prefix ('…_out' beside node 'conv1'); --columns
+    without the node column shows the whole name, which then reads alone."""
+    out = run(["layers", str(sample_path("cnn")), "--all", "--columns", "index,tensor,max"], width=120)
+    assert "conv1_out" in out and "…_out" not in out, out
+    out = run(["layers", str(sample_path("cnn")), "--all", "--columns", "index,node,tensor,max"], width=120)
+    assert "…_out" in out

@@ -56,7 +56,7 @@ def _static(s):
 
 COLUMNS = [
     Column("index", "#", "right", head=True), Column("node", "node", name=True), Column("op", "op", head=True),
-    Column("tensor", "tensor", name=True), Column("shape", "shape", head=True), Column("dtype", "dtype", head=True),
+    Column("tensor", "tensor", name=True, beside="node"), Column("shape", "shape", head=True), Column("dtype", "dtype", head=True),
     Column("min", "min", "right"), Column("max", "max", "right"), Column("mean", "mean", "right"),
     Column("std", "std", "right"), Column("nan", "NaN", "right"), Column("inf", "Inf", "right"),
 ]

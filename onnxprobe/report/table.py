@@ -53,6 +53,9 @@ class Column:
     name: bool = False  # a tensor or node name: shortened to share the width the other columns leave
     head: bool = False  # on the first line when a row takes two lines (name columns always are)
     wrap: bool = False  # long text (the last column only): folds onto more lines instead of being cut
+    # the cells leave out what the column of this key shows (a tensor name without its node's name as prefix):
+    # when --columns drops that column, the cells show the whole value instead
+    beside: str | None = None
 
 
 @dataclass
@@ -100,9 +103,11 @@ class Table:
                 raise UsageError(f"--columns: no column {k.strip()!r}; this table has {', '.join(self.keys())}")
             if i not in picked:
                 picked.append(i)
+        kept = {self.columns[i].key for i in picked}
+        whole = {i for i in picked if self.columns[i].beside and self.columns[i].beside not in kept}
         self.columns = [self.columns[i] for i in picked]
         for r in self.rows:
-            r.cells = [r.cells[i] for i in picked]
+            r.cells = [clean(str(r.values[i])) if i in whole and r.values[i] is not None else r.cells[i] for i in picked]
             r.values = [r.values[i] for i in picked]
 
     # --- text formats ------------------------------------------------------------------------------------
