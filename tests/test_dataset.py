@@ -257,3 +257,59 @@ def test_histograms_leave_out_the_batches_where_a_tensor_did_not_run(tmp_path):
     assert counts == {"s": 1, "t": 1, "e": 2, "y": 3}
     assert {n: h.total for n, h in res.histograms.items()} == counts
     assert res.histograms["t"].percentile(0, 0, 100) == pytest.approx(20, rel=1 / SUB)  # 2 * (1 + 2 + 3 + 4), no 0
+
+
+def test_a_dataset_from_python_objects(tmp_path):
+    """From Python, inputs_from= takes feed dicts in memory (a list, a generator, a function returning
+    them): the model input's statistics over the dataset are numpy's over the batches put together; a
+    wrong type for inputs= or ray= is one UsageError naming the argument (they were TypeError and
+    AttributeError from inside)."""
+    from onnxprobe import api
+    from onnxprobe.errors import UsageError
+
+    m = str(sample_path("cnn"))
+    name = api.load(m).proto.graph.input[0].name
+    rng = np.random.default_rng(3)
+    batches = [{name: (1e3 + rng.normal(size=(1, 3, 32, 32))).astype(np.float32)} for _ in range(3)]
+    allx = np.concatenate([b[name] for b in batches]).astype(np.float64)
+    sel = api.Selection(names=(name,))
+    for given in (batches, (b for b in batches), lambda: iter(batches)):
+        res = api.layers_dataset(m, inputs_from=given, selection=sel)
+        st = res.moments[name].stats()
+        assert res.batches == 3 and st.count == allx.size
+        assert st.mean == pytest.approx(allx.mean(), rel=1e-12) and st.std == pytest.approx(allx.std(), rel=1e-9)
+        assert (st.min, st.max) == (allx.min(), allx.max())
+    for bad, needle in ((allx, "inputs: expected the path"), ({name: allx}, "inputs: expected the path"), (5, "inputs: expected")):
+        with pytest.raises(UsageError, match=needle):
+            api.layers_dataset(m, bad)
+    with pytest.raises(UsageError, match="ray: expected"):
+        api.layers_dataset(m, inputs_from=batches, ray="yes")
+    with pytest.raises(UsageError, match="inputs_from: item 1 is a str"):
+        api.layers_dataset(m, inputs_from=[batches[0], "x"])
+    with pytest.raises(UsageError, match="inputs_from: expected"):
+        api.layers_dataset(m, inputs_from={name: allx})
+    with pytest.raises(UsageError, match="inputs_from <lambda>: calling it raised ZeroDivisionError"):
+        api.layers_dataset(m, inputs_from=lambda: 1 / 0)
+    with pytest.raises(UsageError, match="inputs: expected the path"):
+        api.diff_dataset(m, m, {name: None})
+
+
+def test_a_dataset_of_a_graph_input_alone(tmp_path):
+    """layers --inputs-dir --name INPUT: only the input is probed, so no run has any output to ask for
+    (onnxruntime refuses such a run: every batch failed); its statistics are numpy's over the batches."""
+    from onnxprobe import api
+
+    m = str(sample_path("cnn"))
+    name = api.load(m).proto.graph.input[0].name
+    rng = np.random.default_rng(5)
+    xs = [rng.normal(size=(1, 3, 32, 32)).astype(np.float32) for _ in range(2)]
+    d = tmp_path / "ds"
+    d.mkdir()
+    for k, x in enumerate(xs):
+        np.savez(d / f"b{k}.npz", **{name: x})
+    r = runner.invoke(app, ["layers", m, "--inputs-dir", str(d), "--name", name, "--json", "-"])
+    assert r.exit_code == 0, r.output
+    (t,) = json.loads(r.stdout)["tensors"]
+    allx = np.concatenate(xs).astype(np.float64)
+    assert t["count"] == allx.size and t["mean"] == pytest.approx(allx.mean(), rel=1e-9, abs=1e-12)
+    assert (t["min"], t["max"]) == (allx.min(), allx.max())

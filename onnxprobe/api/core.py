@@ -10,7 +10,8 @@ import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, Source, first_shapes, model_path, run_batches, source
 from onnxprobe.api.inputs import (
-    as_config, as_inputs, as_max_memory, as_model, as_raw, as_selection, check_switches, checked_feed, load, proto_of,
+    as_config, as_inputs, as_max_memory, as_model, as_raw, as_ray, as_selection, check_switches, checked_feed, load,
+    proto_of,
 )
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.expose import expose
@@ -320,7 +321,7 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike |
     ``max_memory`` per run. ``ray``: the batches shared out to Ray actors (``api.datasets``); the
     statistics are the same, exactly. ``runtime`` / ``runtime_options``: as in ``layers``, for every batch."""
     model, selection, config = as_model(model), as_selection(selection), as_config(config)
-    max_memory = as_max_memory(max_memory)
+    max_memory, ray = as_max_memory(max_memory), as_ray(ray)
     src = source(model, inputs, inputs_from)
     path = model_path(model) if ray else None
     first = _checked_runner(model, config, runtime, runtime_options, max_memory, src)

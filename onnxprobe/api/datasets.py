@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from onnxprobe.api.inputs import as_dataset
 from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError, first_line
 from onnxprobe.graph.model import Model
 from onnxprobe.runtime.dataset import Batch, dataset_batches, generator_samples, load_batch
@@ -40,11 +41,14 @@ class Source:
 
 def source(model: Model, inputs=None, inputs_from: str | None = None) -> Source:
     """The Source of ``inputs`` (a folder of .npz batches or one stacked .npz) or ``inputs_from``
-    (``FILE.py:FUNC``); exactly one of them."""
+    (``FILE.py:FUNC``; from Python also a function returning feed dicts, or an iterable of them); exactly
+    one of them."""
     if (inputs is None) == (inputs_from is None):
-        raise UsageError("a dataset comes from --inputs-dir or from --inputs-from (one of them)")
+        raise UsageError("a dataset comes from --inputs-dir or from --inputs-from (one of them; from Python: "
+                         "inputs= or inputs_from=)")
+    as_dataset(inputs, inputs_from)
     if inputs_from is not None:
-        return Source(samples=generator_samples(str(inputs_from)))
+        return Source(samples=generator_samples(inputs_from))
     return Source(batches=dataset_batches(inputs, model_inputs(model.proto)))
 
 

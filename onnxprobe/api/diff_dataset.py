@@ -10,7 +10,7 @@ import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, first_shapes, model_path, run_batches, source
 from onnxprobe.api.diff import check_reference, checked_arguments, make_sides
-from onnxprobe.api.inputs import as_max_memory, check_map, check_switches
+from onnxprobe.api.inputs import as_dataset, as_max_memory, as_ray, check_map, check_switches
 from onnxprobe.compare.dataset import DiffPartial, Pool, measure_sample
 from onnxprobe.compare.diff import DiffResult, prepare
 from onnxprobe.compare.measure import DiffPlan
@@ -118,6 +118,8 @@ def diff_dataset(
     check_switches("diff_dataset", vs_reference=vs_reference, introduced=introduced, fuse=fuse)
     selection, config, _, tolerance, per_tensor = checked_arguments(selection, config, None, tolerance, per_tensor)
     config, max_memory = config or RunConfig(), as_max_memory(max_memory)
+    ray = as_ray(ray)
+    as_dataset(inputs, inputs_from)  # before the plan is made
     a_model = as_model(a)
     src = shapes = None
     if "openvino" in (runtime, vs_runtime):  # made with the first sample's input shapes, as diff makes it with its feeds'

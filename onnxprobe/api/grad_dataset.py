@@ -19,7 +19,7 @@ import numpy as np
 from onnxprobe.api.datasets import BatchWorker, model_path, run_batches, source
 from onnxprobe.api.grad import GradResult, GradRow, grad_probes
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
-from onnxprobe.api.inputs import as_config, as_selection
+from onnxprobe.api.inputs import as_config, as_ray, as_selection
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model, as_model
@@ -115,7 +115,7 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike, se
         raise UsageError(f"--inputs-dir: {'--target' if spec.loss == 'mse' else '--labels' if spec.loss == 'cross-entropy' else '--output-grad'} "
                          "holds one input's values, not a dataset's; dataset losses are sum or mean")
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
-    model = as_model(model)
+    model, ray = as_model(model), as_ray(ray)
     src = source(model, inputs)
     here = GradWorker(model, selection, config, spec)
     first = load_batch(src.batches[0], here.specs)

@@ -75,6 +75,34 @@ def as_max_memory(max_memory) -> int | None:
                      f"reads a size) or None, got {_got(max_memory)}")
 
 
+def as_ray(ray):
+    """``ray`` as a RayOptions or None: True is a local cluster with the defaults (``RayOptions()``)."""
+    from onnxprobe.runtime.ray_pool import RayOptions
+
+    if ray is None or ray is False:
+        return None
+    if ray is True:
+        return RayOptions()
+    if isinstance(ray, RayOptions):
+        return ray
+    raise UsageError(f"ray: expected api.RayOptions(address=..., workers=...), True (a local cluster) or None, got {_got(ray)}")
+
+
+def as_dataset(inputs, inputs_from):
+    """A dataset's two sources checked for type: ``inputs`` a path (a folder of .npz batches, or one .npz of
+    stacked samples), ``inputs_from`` a ``FILE.py:FUNC`` or, from Python, a function returning an iterable
+    of feed dicts, or such an iterable itself (a list of {input name: array}, a generator)."""
+    if inputs is not None and not isinstance(inputs, (str, os.PathLike)):
+        raise UsageError(f"inputs: expected the path of a folder of .npz batches or of one .npz of stacked samples, got "
+                         f"{_got(inputs)}; arrays in memory go in inputs_from=, as a list of feed dicts "
+                         "{input name: array} or a function that returns or yields them")
+    if inputs_from is not None and (isinstance(inputs_from, (dict, Mapping, np.ndarray, bytes))
+                                    or not (isinstance(inputs_from, (str, os.PathLike)) or callable(inputs_from)
+                                            or isinstance(inputs_from, Iterable))):
+        raise UsageError(f"inputs_from: expected FILE.py:FUNC, a function that returns or yields feed dicts "
+                         f"{{input name: array}}, or a list of them, got {_got(inputs_from)}")
+
+
 def as_raw(raw) -> bool | set[str]:
     """Which raw values to keep: True (every probed tensor's), False (none), or tensor names, where one
     ``str`` is one name (``as_names``): "logits" is not a true value that keeps them all."""

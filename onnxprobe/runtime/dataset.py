@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -95,18 +96,26 @@ def dataset_samples(path: str | Path, specs: list[ModelInput]) -> tuple[int, Sam
 FLAG = "--inputs-from"
 
 
-def generator_samples(spec: str) -> Samples:
+def generator_samples(spec) -> Samples:
     """The feed dicts yielded by ``FUNC()`` of ``FILE.py:FUNC`` (a generator, or anything iterable),
-    labelled "item K"; the function is called when the iteration starts. A value that is not a dict of
-    input name -> array, or an exception in the pipeline, is one line naming the item."""
-    fn, func = load_function(spec, FLAG, "a function that yields feed dicts {input name: array}")
+    labelled "item K"; the function is called when the iteration starts. From Python, ``spec`` may also be
+    such a function itself, or the iterable of feed dicts. A value that is not a dict of input name ->
+    array, or an exception in the pipeline, is one line naming the item."""
+    if isinstance(spec, (str, os.PathLike)):
+        fn, func = load_function(str(spec), FLAG, "a function that yields feed dicts {input name: array}")
+        where, produce = f"{FLAG} {clean(str(spec))}", (lambda: call_function(fn, func, str(spec), FLAG))
+    elif callable(spec):
+        func = getattr(spec, "__name__", "the function")
+        where, produce = f"inputs_from {clean(func)}", (lambda: _called(spec, func))
+    else:  # an iterable of feed dicts (api.inputs.as_dataset checked it is one)
+        func, where, produce = None, "inputs_from", (lambda: spec)
 
     def items() -> Samples:
-        got = call_function(fn, func, spec, FLAG)
+        got = produce()
         try:
             it = iter(got)
         except TypeError:
-            raise UsageError(f"{FLAG} {clean(spec)}: {clean(func)}() returned {type(got).__name__}, not a generator "
+            raise UsageError(f"{where}: {clean(func)}() returned {type(got).__name__}, not a generator "
                              "or an iterable of feed dicts") from None
         k = 0
         while True:
@@ -115,23 +124,31 @@ def generator_samples(spec: str) -> Samples:
             except StopIteration:
                 break
             except Exception as e:  # noqa: BLE001 - the user's pipeline may raise anything
-                raise UsageError(f"{FLAG} {clean(spec)}: item {k}: the pipeline raised {type(e).__name__}: {first_line(e)}") from None
-            yield f"item {k}", _feed_dict(item, spec, k)
+                raise UsageError(f"{where}: item {k}: the pipeline raised {type(e).__name__}: {first_line(e)}") from None
+            yield f"item {k}", _feed_dict(item, where, k)
             k += 1
         if k == 0:
-            raise UsageError(f"{FLAG} {clean(spec)}: {clean(func)}() yielded nothing")
+            raise UsageError(f"{where}: {f'{clean(func)}() yielded' if func else 'holds'} nothing")
 
     return items()
 
 
-def _feed_dict(item, spec: str, k: int) -> dict[str, np.ndarray]:
+def _called(fn, name: str):
+    """``fn()`` from Python: what it raises is one line naming it."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - the user's function may raise anything
+        raise UsageError(f"inputs_from {clean(name)}: calling it raised {type(e).__name__}: {first_line(e)}") from None
+
+
+def _feed_dict(item, where: str, k: int) -> dict[str, np.ndarray]:
     if not isinstance(item, dict) or not all(isinstance(n, str) for n in item):
-        raise UsageError(f"{FLAG} {clean(spec)}: item {k} is a {type(item).__name__}, not a dict {{input name: array}}")
+        raise UsageError(f"{where}: item {k} is a {type(item).__name__}, not a dict {{input name: array}}")
     out = {}
     for name, v in item.items():
         try:
             a = np.asarray(v)
         except Exception as e:  # noqa: BLE001 - a value of any type
-            raise UsageError(f"{FLAG} {clean(spec)}: item {k}, input {clean(name)!r}: not an array ({type(e).__name__})") from None
+            raise UsageError(f"{where}: item {k}, input {clean(name)!r}: not an array ({type(e).__name__})") from None
         out[name] = a  # dtype and shape are checked against the model's inputs (runtime.feeds.check_value)
     return out

@@ -318,7 +318,10 @@ class GraphRunner(Runner):
         own = [o.name for o in plan.model.graph.output if o.name not in probe_outputs and o.name not in lifted_raw]
         raw_names = list(dict.fromkeys(p.raw_output for p in plan.probes if p.raw_output and not p.raw_for_stats))
         host = [o.name for o in plan.model.graph.output if o.name in probe_outputs] + (own if outputs else [])
-        out, seconds = self._execute_plan(plan, feeds, host, device_outputs=[r for r in raw_names if r not in host], key=key)
+        device = [r for r in raw_names if r not in host]
+        # nothing of the graph asked for (only graph inputs or weights probed, the model's outputs not wanted):
+        # no run, which onnxruntime refuses anyway ("at least one output should be requested")
+        out, seconds = self._execute_plan(plan, feeds, host, device_outputs=device, key=key) if host or device else ({}, 0.0)
         st, shp, arrays = read_probes(plan.probes, out)
         arrays = _without_idle_branches(arrays, base)
         if stats and rerun:
