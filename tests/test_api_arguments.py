@@ -384,3 +384,47 @@ def test_max_memory_takes_bytes_as_an_int(cnn, feed, tmp_path):
     assert res.stats
     assert len(list(api.raw_chunks(cnn, res, feed, ["conv1_out", "conv2_out"], max_memory=1))) == 2
     assert api.diff_histograms(api.diff(cnn, CNN), ["conv1_out"], max_memory=2**20)
+
+
+# --- the helpers around results: a wrong argument is one UsageError naming it --------------------------------
+
+@pytest.fixture(scope="module")
+def results(cnn):
+    return {"layers": api.layers(cnn, api.Selection(all=True)), "diff": api.diff(cnn, cnn), "grad": api.grad(cnn)}
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda m, r: api.diff_histograms(None, []), "result: expected the result of api.diff"),
+    (lambda m, r: api.layers_histograms(r["diff"], ["x"]), "result: expected the result of api.layers"),
+    (lambda m, r: api.layers_histograms(r["layers"], ["conv1_out"], bins=0), "bins: expected a positive"),
+    (lambda m, r: api.layers_histograms(r["layers"], ["nope"]), "'nope' is not a tensor this result probed"),
+    (lambda m, r: api.diff_histograms(r["diff"], ["nope"]), "'nope' is not the A tensor of a pair"),
+    (lambda m, r: api.grad_histograms(r["grad"], ["conv1.weight"]), r"run api.grad\(..., save=True\)"),
+    (lambda m, r: api.histogram_of(np.array(["a"])), "values: expected an array of numbers"),
+    (lambda m, r: api.where(None, "nan"), "rows: expected"),
+    (lambda m, r: api.parse_condition(5), "condition: expected a string"),
+    (lambda m, r: api.input_spec(arrays=[1]), "arrays: expected a dict"),
+    (lambda m, r: api.read_map(None), "expected the path of a JSON file"),
+    (lambda m, r: api.check_value(None, np.zeros(3), "x"), "spec: expected a ModelInput"),
+    (lambda m, r: api.attribute_text(None), "attribute: expected an onnx.AttributeProto"),
+    (lambda m, r: api.interruptibly(None), "fn: expected a function"),
+    (lambda m, r: api.save_tensors(m, None, r["layers"].feed, "never.npz"), "result: expected the result of api.layers"),
+    (lambda m, r: api.save_tensors(m, r["layers"], None, "never.npz"), "feed: expected a dict"),
+    (lambda m, r: api.profile_layers(m, r["layers"], None), "feed: expected a dict"),
+    (lambda m, r: list(api.raw_chunks(m, r["layers"], r["layers"].feed, ["nope"])), "'nope' is not a tensor this result probed"),
+    (lambda m, r: api.select(m, ops=("Conv",)), r"no argument 'ops'.*api.Selection\(ops=...\)"),
+    (lambda m, r: api.grad_check(m, None, {}, r["grad"]), "gp: expected the GradPlan"),
+])
+def test_helpers_name_the_wrong_argument(cnn, results, call, needle, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match=needle):
+        call(cnn, results)
+    assert not list(tmp_path.iterdir())  # nothing written on the way
+
+
+def test_grad_histograms_take_forward_or_gradient_names(cnn):
+    g = api.grad(cnn, save=True)
+    name = next(iter(g.arrays))
+    for n in (name, f"{name}_grad"):
+        h = api.grad_histograms(g, [n])
+        assert list(h) == [name] and sum(h[name]["values"]["counts"]) == g.arrays[name].size

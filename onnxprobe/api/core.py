@@ -10,8 +10,8 @@ import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, Source, first_shapes, model_path, run_batches, source
 from onnxprobe.api.inputs import (
-    as_config, as_inputs, as_max_memory, as_model, as_raw, as_ray, as_selection, check_switches, checked_feed, load,
-    proto_of,
+    as_config, as_inputs, as_max_memory, as_model, as_names, as_raw, as_ray, as_selection, check_switches, checked_feed,
+    load, proto_of,
 )
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.expose import expose
@@ -39,6 +39,10 @@ __all__ = ["Model", "load", "select", "plan", "feeds", "runner", "run", "layers"
 def select(model, selection: Selection | None = None, **kw) -> list[TensorRef]:
     """The tensors ``selection`` picks in ``model`` (a Model, a path or a ModelProto), in topological
     order (``graph.select.select``, whose keywords ``kw`` are: ``strict``, ``sites``)."""
+    unknown = sorted(set(kw) - {"strict", "sites"})
+    if unknown:  # ops=, names=...: the criteria are a Selection's
+        raise UsageError(f"select: no argument {unknown[0]!r}; the criteria go in a Selection: "
+                         f"api.select(model, api.Selection({unknown[0]}=...))")
     if "strict" in kw:  # strict="no" is truthy: it would refuse what matches nothing
         check_switches("select", strict=kw["strict"])
     return select_refs(proto_of(model), as_selection(selection) or Selection(), **kw)
@@ -171,6 +175,12 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
         raise fs.explained(e) from e
 
 
+def _probe_result(result) -> ProbeResult:
+    if not isinstance(result, ProbeResult):
+        raise UsageError(f"result: expected the result of api.layers (or api.run), got {type(result).__name__}")
+    return result
+
+
 def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], names: list[str], *,
                max_memory: int | None = None, config: RunConfig | None = None,
                using: GraphRunner | None = None) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
@@ -182,7 +192,12 @@ def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], n
     from onnxprobe.runtime.budget import default_budget, nbytes, plan_chunks
 
     model, max_memory = as_model(model), as_max_memory(max_memory)
+    result, feed = _probe_result(result), checked_feed(model.proto, feed)
     by_name = {p.ref.name: p.ref for p in result.plan.probes}
+    names = as_names(names, "names")
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise UsageError(f"names: {clip(clean(repr(unknown[0])), 60)} is not a tensor this result probed")
     sizes = []
     for n in names:
         st = result.stats.get(n)
@@ -205,6 +220,7 @@ def save_tensors(model: Model, result: ProbeResult, feed: dict[str, np.ndarray],
     from onnxprobe.runtime.npz import NpzWriter
 
     model, max_memory = as_model(model), as_max_memory(max_memory)
+    result, feed = _probe_result(result), checked_feed(model.proto, feed)  # before the file is started
     not_run = {n for n, st in result.stats.items() if st is not None and st.count == 0}
     runs = 0
     with NpzWriter(path) as out:

@@ -100,6 +100,9 @@ def where(rows, condition) -> tuple[TensorRef, TensorStats] | None:
     cond = condition if isinstance(condition, Condition) else parse_condition(condition)
     if callable(getattr(rows, "rows", None)):  # a result (ProbeResult, DatasetResult): its rows
         rows = rows.rows()
+    elif rows is None or isinstance(rows, (str, bytes, dict)) or not hasattr(rows, "__iter__"):
+        raise UsageError(f"rows: expected a result of api.layers or its rows() ((TensorRef, TensorStats) pairs), "
+                         f"got {type(rows).__name__}")
     for ref, st in rows:
         if cond.holds(st):
             return ref, st
@@ -111,4 +114,6 @@ def where(rows, condition) -> tuple[TensorRef, TensorStats] | None:
 def interruptibly(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` such that Ctrl-C interrupts the wait at once (the debugger's long calls:
     ``diff``, ``grad_plan``), raising KeyboardInterrupt; nothing half-done is kept."""
+    if not callable(fn):
+        raise UsageError(f"fn: expected a function to call, got {type(fn).__name__}")
     return call_interruptibly(fn, *args, grace=0, **kwargs)

@@ -188,6 +188,8 @@ def read_map(path: str | os.PathLike) -> dict[str, str]:
     """A ``--map`` file: a JSON object {"tensor in A": "tensor in B"} (recorded as an input: never written)."""
     import json
 
+    if not isinstance(path, PATH):
+        raise UsageError(f"--map: expected the path of a JSON file, got {_got(path)} (a dict of names goes in user_map=)")
     try:
         user_map = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
@@ -229,8 +231,11 @@ def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape
     ``inputs`` an ``.npz`` path or an ONNX test data set folder (its input_N.pb: ``runtime.arrays.read_arrays``)."""
     # one "NAME=..." string is one flag value, not a list of its characters
     shape, input_ = ([v] if isinstance(v, str) else v for v in (shape, input_))
+    if arrays is not None and not isinstance(arrays, Mapping):
+        raise UsageError(f"arrays: expected a dict of arrays by input name, got {_got(arrays)}")
     given = dict(read_arrays(inputs)) if inputs is not None else {}
     given.update(arrays or {})
     rng = parse_int_range(int_range) if isinstance(int_range, str) else tuple(int_range)
     return InputSpec(seed=seed, int_range=rng, shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
-                     arrays=given, arrays_from=f"--inputs {Path(inputs).name}" if inputs is not None else "--inputs")
+                     arrays=given, arrays_from=f"--inputs {Path(inputs).name}" if inputs is not None else
+                     "the arrays given" if arrays else "--inputs")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from onnxprobe.api.core import DatasetResult, raw_chunks
-from onnxprobe.api.inputs import as_config, as_inputs, as_max_memory, as_names, proto_of
+from onnxprobe.api.inputs import _got, as_config, as_inputs, as_max_memory, as_names, proto_of
+from onnxprobe.errors import UsageError
 from onnxprobe.graph.explorer_ids import ExplorerIds
 from onnxprobe.graph.explorer_ids import explorer_ids as graph_explorer_ids
 from onnxprobe.graph.model import Model
@@ -22,14 +23,36 @@ __all__ = ["layers_histograms", "diff_histograms", "grad_histograms", "describe_
            "ExplorerIds", "BINS"]
 
 
+def _bins(bins) -> int:
+    if isinstance(bins, (int, np.integer)) and not isinstance(bins, (bool, np.bool_)) and bins >= 1:
+        return int(bins)
+    raise UsageError(f"bins: expected a positive number of bins (an int), got {_got(bins)}")
+
+
+def _result(result, kind: type | tuple, what: str):
+    if not isinstance(result, kind):
+        raise UsageError(f"result: expected {what}, got {_got(result)}")
+    return result
+
+
+def _known(names: list[str], known, what: str) -> None:
+    """Each of ``names`` must be among ``known``: a name that is not would come back as no histogram, unsaid."""
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"names: {unknown[0]!r} is not {what}")
+
+
 def layers_histograms(result: ProbeResult | DatasetResult, names: list[str], inputs: InputSpec | None = None, *,
                       config: RunConfig | None = None, max_memory: int | None = None, bins: int = BINS) -> dict[str, dict]:
     """Tensor name -> {"values": ``stats.histogram.binned`` counts of its values}, for these probed tensors of a
     ``layers`` result: rerun on the inputs the result was computed with (``result.feed``; ``inputs``, when
     given, instead) exposing at most ``max_memory`` bytes of them per run. A dataset result already holds
-    the histograms of every tensor over the dataset: no run."""
+    the histograms of every tensor over the dataset: no run. A tensor that did not run (an If branch not
+    taken) has none."""
     names, inputs, config = as_names(names, "names"), as_inputs(inputs), as_config(config)
-    max_memory = as_max_memory(max_memory)
+    max_memory, bins = as_max_memory(max_memory), _bins(bins)
+    _result(result, (ProbeResult, DatasetResult), "the result of api.layers or api.layers_dataset")
+    _known(names, {p.ref.name for p in result.plan.probes}, "a tensor this result probed")
     if isinstance(result, DatasetResult):
         return {n: {"values": histogram_bins(result.histograms[n], bins)} for n in names if n in result.histograms}
     measured = [n for n in names if result.stats.get(n) is not None and result.stats[n].count]
@@ -50,8 +73,13 @@ def diff_histograms(res, names: list[str], inputs: InputSpec | None = None, *, m
                     bins: int = BINS) -> dict[str, dict]:
     """Tensor of A -> {"values": binned A, "error": binned A - B} for these pairs of a DiffResult, both
     sides rerun on the same inputs (the result's own, or ``inputs``), at most ``max_memory`` bytes of tensors per run."""
-    wanted = set(as_names(names, "names"))
-    inputs, max_memory = as_inputs(inputs), as_max_memory(max_memory)
+    from onnxprobe.compare.diff import DiffResult
+
+    names = as_names(names, "names")
+    wanted = set(names)
+    inputs, max_memory, bins = as_inputs(inputs), as_max_memory(max_memory), _bins(bins)
+    _result(res, DiffResult, "the result of api.diff")
+    _known(names, {r.pair.a.name for r in res.results}, "the A tensor of a pair of this result")
     pairs = [r for r in res.results if r.pair.a.name in wanted and r.metrics is not None and r.shape is not None]
     if not pairs:
         return {}
@@ -75,9 +103,18 @@ def diff_histograms(res, names: list[str], inputs: InputSpec | None = None, *, m
 
 
 def grad_histograms(result, names: list[str], *, bins: int = BINS) -> dict[str, dict]:
-    """Forward tensor -> {"values": ``binned`` counts of its gradient}, from a GradResult run with ``save=True``."""
-    names = as_names(names, "names")
-    return {n: {"values": binned(result.arrays[n], bins)} for n in names if n in result.arrays}
+    """Forward tensor -> {"values": ``binned`` counts of its gradient}, from a GradResult run with ``save=True``;
+    a name may be the forward tensor's (``conv1.weight``) or its gradient's (``conv1.weight_grad``)."""
+    from onnxprobe.api.grad import GradResult
+    from onnxprobe.types import forward_name
+
+    names, bins = as_names(names, "names"), _bins(bins)
+    _result(result, GradResult, "the result of api.grad")
+    if not result.arrays:
+        raise UsageError("result: holds no gradient values: run api.grad(..., save=True)")
+    names = [forward_name(n) or n for n in names]
+    _known(names, result.arrays, "a tensor whose gradient this result holds")
+    return {n: {"values": binned(result.arrays[n], bins)} for n in names}
 
 
 def describe_inputs(model, inputs: InputSpec | None = None) -> list[str]:
@@ -108,4 +145,7 @@ def explorer_ids(model) -> ExplorerIds:
 
 def histogram_of(values: np.ndarray, bins: int = BINS) -> dict:
     """{"values": ``stats.histogram.binned`` counts} of one array, as the report histograms take them."""
-    return {"values": binned(values, bins)}
+    a = np.asarray(values) if isinstance(values, (np.ndarray, list, tuple, float, int, np.generic)) else None
+    if a is None or a.dtype.kind not in "biuf":
+        raise UsageError(f"values: expected an array of numbers, got {_got(values)}")
+    return {"values": binned(a, _bins(bins))}

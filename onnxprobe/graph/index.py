@@ -168,6 +168,8 @@ def index(model: Model) -> GraphIndex:
 
 
 def attribute_text(a: onnx.AttributeProto, limit: int = 60) -> str:
+    if not isinstance(a, onnx.AttributeProto):
+        raise UsageError(f"attribute: expected an onnx.AttributeProto (a node's .attribute), got {type(a).__name__}")
     v = onnx.helper.get_attribute_value(a)
     if a.type == onnx.AttributeProto.GRAPH:
         text = f"<graph {v.name or ''}: {len(v.node)} nodes>"

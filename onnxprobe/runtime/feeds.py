@@ -137,6 +137,8 @@ def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generat
 
 
 def check_value(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:
+    if not isinstance(spec, ModelInput):
+        raise UsageError(f"spec: expected a ModelInput (api.model_inputs(model) lists them), got {type(spec).__name__}")
     value = np.asarray(value)
     if value.dtype != spec.dtype:
         raise UsageError(f"input {clean(spec.name)} ({clean(origin)}): dtype {value.dtype}, the model expects {spec.dtype}")

@@ -57,6 +57,8 @@ class Condition:
 
 
 def parse_condition(text: str) -> Condition:
+    if not isinstance(text, str):
+        raise UsageError(f"condition: expected a string such as 'nan' or 'absmax>1e4', got {type(text).__name__}")
     t = text.strip().lower().replace(" ", "")
     if t in KEYWORDS:
         return Condition(text.strip(), t)
