@@ -414,6 +414,8 @@ def results(cnn):
     (lambda m, r: list(api.raw_chunks(m, r["layers"], r["layers"].feed, ["nope"])), "'nope' is not a tensor this result probed"),
     (lambda m, r: api.select(m, ops=("Conv",)), r"no argument 'ops'.*api.Selection\(ops=...\)"),
     (lambda m, r: api.grad_check(m, None, {}, r["grad"]), "gp: expected the GradPlan"),
+    (lambda m, r: api.diff(m, vs_npz={"y": [1, 2]}), "vs_npz: expected tensor name -> numpy array, got 'y' -> list"),
+    (lambda m, r: api.grad_plan(m, unsupported="x"), "unsupported: expected 'raise' or 'skip'"),
 ])
 def test_helpers_name_the_wrong_argument(cnn, results, call, needle, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import replace
 
+import numpy as np
 
 from onnxprobe.api.inputs import (
     as_config, as_inputs, as_max_memory, as_model, as_selection, check_map, check_switches, expect,
@@ -23,6 +24,7 @@ from onnxprobe.runtime.arrays import read_arrays
 from onnxprobe.runtime.runners import check_options_used, check_runtime, make_runner, options_for
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
+from onnxprobe.text import clean
 from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
 
 
@@ -86,7 +88,15 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
         side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), runtime, **opts)
     else:
         # an ONNX test data set folder: its expected outputs (output_N.pb) are the reference
-        arrays = vs_npz if isinstance(vs_npz, dict) else read_arrays(vs_npz, "output")
+        if isinstance(vs_npz, dict):
+            arrays = {}
+            for k, v in vs_npz.items():  # numbers, not lists or objects: a wrong value is refused here, by name
+                a = np.asarray(v) if isinstance(k, str) and isinstance(v, (np.ndarray, np.generic, int, float)) else None
+                if a is None or a.dtype.kind not in "biuf":
+                    raise UsageError(f"vs_npz: expected tensor name -> numpy array, got {clean(repr(k))[:40]} -> {type(v).__name__}")
+                arrays[k] = a
+        else:
+            arrays = read_arrays(vs_npz, "output")
         side_b = npz_side(str(vs_npz) if not isinstance(vs_npz, dict) else "activations", arrays, a_model)
     return a_model, side_a, side_b
 

@@ -206,6 +206,8 @@ def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection |
     missed (default: onnxprobe's default inputs). When a gradient needs a newer opset than the model's, the
     plan is made on a copy converted to GRAD_OPSET. ``model``: a Model, a path or a ModelProto."""
     model, spec, selection = as_model(model), as_spec(spec), as_selection(selection)
+    if unsupported not in ("raise", "skip"):
+        raise UsageError(f"unsupported: expected 'raise' or 'skip', got {unsupported!r}")
     try:
         return _grad_plan(model, spec, selection, feed=feed, names=names, unsupported=unsupported,
                           probe_inputs=probe_inputs)
