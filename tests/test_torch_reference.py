@@ -398,3 +398,12 @@ def test_a_weight_changed_in_a_module_without_batchnorm_is_not_called_a_fold(exp
     res = api.diff_grad_torch(broken, spec("tanhmlp"), api.GradSpec(loss="mean"))
     refused = {u.obs.name: u.reason for u in res.matching.unmatched_a}
     assert "not an export of the module as it is now" in refused["fc2.weight_grad"] and "folded" not in refused["fc2.weight_grad"]
+
+
+def test_example_arguments_may_be_numpy_arrays(exports):
+    """A notebook's example arguments as numpy arrays: the ONNX inputs take their values, as torch tensors'."""
+    module, args = tm.build("cnn")
+    res = api.diff_torch(exports("cnn", "legacy"), module, example_args=(args[0].numpy(),))
+    assert res.verdict()[0] == "pass", res.verdict()
+    (name,) = res.feed
+    assert np.array_equal(res.feed[name], args[0].numpy())

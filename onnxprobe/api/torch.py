@@ -71,11 +71,13 @@ def _inputs(model: Model, inputs: InputSpec | None, example_args: tuple | None) 
         return inputs
     torch = require_torch()
     names = [i.name for i in _feeds.model_inputs(model.proto)]
-    tensors = [a for a in example_args if isinstance(a, torch.Tensor)]
+    # torch tensors, or numpy arrays (a notebook's): the values of the ONNX inputs, which the module is run on too
+    tensors = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a for a in example_args
+               if isinstance(a, (torch.Tensor, np.ndarray))]
     if len(tensors) != len(names):
         raise UsageError(f"--vs-torch: the example arguments hold {len(tensors)} tensor(s), the ONNX model takes "
-                         f"{len(names)} input(s) ({', '.join(names)}); give the inputs with --input")
-    arrays = {n: t.detach().cpu().numpy() for n, t in zip(names, tensors)}
+                         f"{len(names)} input(s) ({', '.join(names)}); give the inputs with --input (inputs= from Python)")
+    arrays = dict(zip(names, tensors))
     base = inputs or InputSpec()
     return InputSpec(seed=base.seed, int_range=base.int_range, arrays=arrays, arrays_from="the example arguments")
 
@@ -165,6 +167,7 @@ def diff_torch(
         raise fs.explained(e) from e
     res.measured = f"a PyTorch export ({tp.exporter or 'unknown'} exporter) against its module, in float"
     res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter)
+    res.feed = fs.values  # what the result measured (histograms run these inputs again)
     return res
 
 
@@ -231,6 +234,7 @@ def diff_grad_torch(
                 "loss_a": loss_value(side_a, fs.values), "loss_b": runner.loss_value, "wrt": bool(spec.wrt),
                 "weights": sum(1 for o in side_a.observation.observables if o.effective_op.endswith(" weight"))}
     res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter)
+    res.feed = fs.values  # what the result measured (histograms run these inputs again)
     return res
 
 
