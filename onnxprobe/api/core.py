@@ -10,8 +10,8 @@ import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, Source, first_shapes, model_path, run_batches, source
 from onnxprobe.api.inputs import (
-    as_config, as_inputs, as_max_memory, as_model, as_names, as_raw, as_ray, as_selection, check_switches, checked_feed,
-    load, proto_of,
+    as_config, as_inputs, as_max_memory, as_model, as_names, as_probe_result, as_raw, as_ray, as_selection, check_switches,
+    checked_feed, load, proto_of,
 )
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.expose import expose
@@ -175,12 +175,6 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
         raise fs.explained(e) from e
 
 
-def _probe_result(result) -> ProbeResult:
-    if not isinstance(result, ProbeResult):
-        raise UsageError(f"result: expected the result of api.layers (or api.run), got {type(result).__name__}")
-    return result
-
-
 def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], names: list[str], *,
                max_memory: int | None = None, config: RunConfig | None = None,
                using: GraphRunner | None = None) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
@@ -192,7 +186,7 @@ def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], n
     from onnxprobe.runtime.budget import default_budget, nbytes, plan_chunks
 
     model, max_memory = as_model(model), as_max_memory(max_memory)
-    result, feed = _probe_result(result), checked_feed(model.proto, feed)
+    result, feed = as_probe_result(result), checked_feed(model.proto, feed)
     by_name = {p.ref.name: p.ref for p in result.plan.probes}
     names = as_names(names, "names")
     unknown = [n for n in names if n not in by_name]
@@ -220,7 +214,7 @@ def save_tensors(model: Model, result: ProbeResult, feed: dict[str, np.ndarray],
     from onnxprobe.runtime.npz import NpzWriter
 
     model, max_memory = as_model(model), as_max_memory(max_memory)
-    result, feed = _probe_result(result), checked_feed(model.proto, feed)  # before the file is started
+    result, feed = as_probe_result(result), checked_feed(model.proto, feed)  # before the file is started
     not_run = {n for n, st in result.stats.items() if st is not None and st.count == 0}
     runs = 0
     with NpzWriter(path) as out:

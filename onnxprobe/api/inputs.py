@@ -27,25 +27,33 @@ from onnxprobe.runtime.feeds import Feeds, ModelInput, check_value, make_feeds, 
 from onnxprobe.runtime.feeds import model_inputs as _model_inputs
 from onnxprobe.text import clean, clip
 from onnxprobe.graph.select import Selection
-from onnxprobe.types import InputSpec, RunConfig, check_bool
+from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
 
 __all__ = ["input_spec", "parse_int_range", "parse_size", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
-           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_raw"]
+           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_raw",
+           "as_ray", "as_dataset", "as_probe_result", "what_came"]
 
 PATH = (str, os.PathLike)
 
 
-def _got(value) -> str:
+def what_came(value) -> str:
     """What came instead, for messages: its type and the start of its repr."""
     return f"{type(value).__name__} {clip(clean(repr(value)), 40)}"
+
+
+def as_probe_result(result):
+    """``result`` when it is a ProbeResult (of ``api.layers`` or ``api.run``); else a UsageError."""
+    if not isinstance(result, ProbeResult):
+        raise UsageError(f"result: expected the result of api.layers (or api.run), got {type(result).__name__}")
+    return result
 
 
 def expect(value, cls: type, what: str, example: str):
     """``value`` when it is a ``cls`` or None; else a UsageError naming what came and the call meant."""
     if value is None or isinstance(value, cls):
         return value
-    raise UsageError(f"{what}: expected {example} or None, got {_got(value)}")
+    raise UsageError(f"{what}: expected {example} or None, got {what_came(value)}")
 
 
 def as_selection(selection) -> Selection | None:
@@ -72,7 +80,7 @@ def as_max_memory(max_memory) -> int | None:
     if isinstance(max_memory, (int, np.integer)) and not isinstance(max_memory, (bool, np.bool_)) and max_memory > 0:
         return int(max_memory)
     raise UsageError(f"max_memory: expected a positive number of bytes (an int, e.g. 2**30; api.parse_size('2G') "
-                     f"reads a size) or None, got {_got(max_memory)}")
+                     f"reads a size) or None, got {what_came(max_memory)}")
 
 
 def as_ray(ray):
@@ -85,7 +93,7 @@ def as_ray(ray):
         return RayOptions()
     if isinstance(ray, RayOptions):
         return ray
-    raise UsageError(f"ray: expected api.RayOptions(address=..., workers=...), True (a local cluster) or None, got {_got(ray)}")
+    raise UsageError(f"ray: expected api.RayOptions(address=..., workers=...), True (a local cluster) or None, got {what_came(ray)}")
 
 
 def as_dataset(inputs, inputs_from):
@@ -94,13 +102,13 @@ def as_dataset(inputs, inputs_from):
     of feed dicts, or such an iterable itself (a list of {input name: array}, a generator)."""
     if inputs is not None and not isinstance(inputs, (str, os.PathLike)):
         raise UsageError(f"inputs: expected the path of a folder of .npz batches or of one .npz of stacked samples, got "
-                         f"{_got(inputs)}; arrays in memory go in inputs_from=, as a list of feed dicts "
+                         f"{what_came(inputs)}; arrays in memory go in inputs_from=, as a list of feed dicts "
                          "{input name: array} or a function that returns or yields them")
     if inputs_from is not None and (isinstance(inputs_from, (dict, Mapping, np.ndarray, bytes))
                                     or not (isinstance(inputs_from, (str, os.PathLike)) or callable(inputs_from)
                                             or isinstance(inputs_from, Iterable))):
         raise UsageError(f"inputs_from: expected FILE.py:FUNC, a function that returns or yields feed dicts "
-                         f"{{input name: array}}, or a list of them, got {_got(inputs_from)}")
+                         f"{{input name: array}}, or a list of them, got {what_came(inputs_from)}")
 
 
 def as_raw(raw) -> bool | set[str]:
@@ -114,7 +122,7 @@ def as_raw(raw) -> bool | set[str]:
 def load(path: str | os.PathLike) -> Model:
     """Read a model and annotate it with inferred shapes (``graph.model.load``); ``path`` is a path."""
     if not isinstance(path, PATH):
-        raise UsageError(f"load: expected the path of an .onnx file, got {_got(path)}")
+        raise UsageError(f"load: expected the path of an .onnx file, got {what_came(path)}")
     return _load(path)
 
 
@@ -132,7 +140,7 @@ def model_file(model, what: str = "model") -> str | os.PathLike:
         return model.source
     if isinstance(model, (Model, onnx.ModelProto)):
         raise UsageError(f"{what}: this works on a model file; save the in-memory model first (onnx.save)")
-    raise UsageError(f"{what}: expected the path of an .onnx file or an api.Model loaded from one, got {_got(model)}")
+    raise UsageError(f"{what}: expected the path of an .onnx file or an api.Model loaded from one, got {what_came(model)}")
 
 
 def as_names(names, what: str) -> list[str]:
@@ -146,8 +154,8 @@ def as_names(names, what: str) -> list[str]:
         if all(isinstance(n, str) for n in names):
             return names
         bad = next(n for n in names if not isinstance(n, str))
-        raise UsageError(f"{what}: tensor names are strings, got {_got(bad)}")
-    raise UsageError(f"{what}: expected a tensor name or a list of them, got {_got(names)}")
+        raise UsageError(f"{what}: tensor names are strings, got {what_came(bad)}")
+    raise UsageError(f"{what}: expected a tensor name or a list of them, got {what_came(names)}")
 
 
 def as_inputs(inputs) -> InputSpec | None:
@@ -159,7 +167,7 @@ def as_inputs(inputs) -> InputSpec | None:
         inputs = inputs.values
     if isinstance(inputs, Mapping):
         return InputSpec(arrays=dict(inputs), arrays_from="the arrays given")
-    raise UsageError(f"inputs: expected an api.InputSpec or a dict of arrays by input name, got {_got(inputs)}")
+    raise UsageError(f"inputs: expected an api.InputSpec or a dict of arrays by input name, got {what_came(inputs)}")
 
 
 def checked_feed(model: onnx.ModelProto, feed) -> dict[str, np.ndarray]:
@@ -169,7 +177,7 @@ def checked_feed(model: onnx.ModelProto, feed) -> dict[str, np.ndarray]:
     if isinstance(feed, Feeds):
         feed = feed.values
     if not isinstance(feed, Mapping):
-        raise UsageError(f"feed: expected a dict of arrays by input name, got {_got(feed)}")
+        raise UsageError(f"feed: expected a dict of arrays by input name, got {what_came(feed)}")
     values = make_feeds(model, InputSpec(arrays=dict(feed), arrays_from="the feed")).values  # unknown names first
     specs = _model_inputs(model)
     missing = [s.name for s in specs if s.name not in feed]
@@ -189,7 +197,7 @@ def read_map(path: str | os.PathLike) -> dict[str, str]:
     import json
 
     if not isinstance(path, PATH):
-        raise UsageError(f"--map: expected the path of a JSON file, got {_got(path)} (a dict of names goes in user_map=)")
+        raise UsageError(f"--map: expected the path of a JSON file, got {what_came(path)} (a dict of names goes in user_map=)")
     try:
         user_map = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
@@ -209,7 +217,7 @@ def check_map(user_map, what: str = "user_map") -> None:
 def save_npz(arrays: Mapping[str, np.ndarray], path: str | os.PathLike) -> None:
     """Write ``arrays`` (tensor name -> array) to ``path`` (``runtime.npz.save_npz``: any names)."""
     if not isinstance(arrays, Mapping) or not all(isinstance(k, str) for k in arrays):
-        raise UsageError(f"save_npz: expected a dict of arrays by tensor name, got {_got(arrays)}")
+        raise UsageError(f"save_npz: expected a dict of arrays by tensor name, got {what_came(arrays)}")
     return _npz.save_npz(arrays, path)
 
 
@@ -232,7 +240,7 @@ def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape
     # one "NAME=..." string is one flag value, not a list of its characters
     shape, input_ = ([v] if isinstance(v, str) else v for v in (shape, input_))
     if arrays is not None and not isinstance(arrays, Mapping):
-        raise UsageError(f"arrays: expected a dict of arrays by input name, got {_got(arrays)}")
+        raise UsageError(f"arrays: expected a dict of arrays by input name, got {what_came(arrays)}")
     given = dict(read_arrays(inputs)) if inputs is not None else {}
     given.update(arrays or {})
     rng = parse_int_range(int_range) if isinstance(int_range, str) else tuple(int_range)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxprobe.api.core import DatasetResult, raw_chunks
-from onnxprobe.api.inputs import _got, as_config, as_inputs, as_max_memory, as_names, proto_of
+from onnxprobe.api.inputs import as_config, as_inputs, as_max_memory, as_names, proto_of, what_came
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.explorer_ids import ExplorerIds
 from onnxprobe.graph.explorer_ids import explorer_ids as graph_explorer_ids
@@ -26,12 +26,12 @@ __all__ = ["layers_histograms", "diff_histograms", "grad_histograms", "describe_
 def _bins(bins) -> int:
     if isinstance(bins, (int, np.integer)) and not isinstance(bins, (bool, np.bool_)) and bins >= 1:
         return int(bins)
-    raise UsageError(f"bins: expected a positive number of bins (an int), got {_got(bins)}")
+    raise UsageError(f"bins: expected a positive number of bins (an int), got {what_came(bins)}")
 
 
 def _result(result, kind: type | tuple, what: str):
     if not isinstance(result, kind):
-        raise UsageError(f"result: expected {what}, got {_got(result)}")
+        raise UsageError(f"result: expected {what}, got {what_came(result)}")
     return result
 
 
@@ -147,5 +147,5 @@ def histogram_of(values: np.ndarray, bins: int = BINS) -> dict:
     """{"values": ``stats.histogram.binned`` counts} of one array, as the report histograms take them."""
     a = np.asarray(values) if isinstance(values, (np.ndarray, list, tuple, float, int, np.generic)) else None
     if a is None or a.dtype.kind not in "biuf":
-        raise UsageError(f"values: expected an array of numbers, got {_got(values)}")
+        raise UsageError(f"values: expected an array of numbers, got {what_came(values)}")
     return {"values": binned(a, _bins(bins))}

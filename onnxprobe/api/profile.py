@@ -49,10 +49,9 @@ def profile_layers(model: Model, result: ProbeResult, feed: dict[str, np.ndarray
                    runs: int = 2) -> LayersProfile:
     """Profile ``model`` and the probed copy of ``result`` on ``feed`` (``runs`` runs each; the last
     one is read), with ``result``'s device and opt level unless ``config`` says otherwise."""
-    from onnxprobe.api.core import _probe_result
-    from onnxprobe.api.inputs import as_config, as_model, checked_feed
+    from onnxprobe.api.inputs import as_config, as_model, as_probe_result, checked_feed
 
-    model, result, config = as_model(model), _probe_result(result), as_config(config)
+    model, result, config = as_model(model), as_probe_result(result), as_config(config)
     feed = checked_feed(model.proto, feed)
     device = (config.device if config and config.device != "auto" else None) or result.info.device
     level = config.opt_level if config else result.info.opt_level
