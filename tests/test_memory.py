@@ -16,6 +16,8 @@ from onnx import TensorProto, helper
 PEAK = """
 import sys
 from onnxprobe.cli.main import app
+from onnxprobe.memory import park_when_done
+park_when_done()  # as the command line's entry point does (cli.main.run): sessions done with are parked
 try:
     app(sys.argv[1:], standalone_mode=False)
 finally:
