@@ -29,8 +29,8 @@ from onnxprobe.types import Probe, TensorRef
 
 DEFAULT_SIZE = 512 * 2**20
 
-try:  # CPython's own blake2b: importing hashlib loads OpenSSL's libcrypto first (3.5 MB of resident memory in
-    # every command that reads this cache, measured on tiny BERT's layers --all), which a cache key does not need
+try:  # CPython's own blake2b: importing hashlib loads OpenSSL's libcrypto first (3.5 MB resident), which a cache
+    # key does not need (numpy.random imports hashlib anyway, through secrets, when it makes random inputs)
     from _blake2 import blake2b
 except ImportError:  # another Python: hashlib's
     from hashlib import blake2b
