@@ -11,11 +11,11 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
-from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_selection, check_switches, checked_feed
+from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_result, as_selection, check_switches, checked_feed
 from onnxprobe.autodiff.check import DELTA, CheckItem, check_gradients, perturbable, to_float64
 from onnxprobe.autodiff.engine import attach_backward, shaped_types
 from onnxprobe.autodiff.select import weight_value
-from onnxprobe.errors import ExecutionError, ModelError, UsageError
+from onnxprobe.errors import ExecutionError, ModelError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.shapes import infer_shapes
@@ -142,9 +142,8 @@ def grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: 
     forward graph, float32 otherwise. Fills ``row.check`` and returns the precision used;
     ``progress(done, total)`` is called per gradient checked."""
     model = as_model(model)
-    if not isinstance(gp, GradPlan) or not isinstance(result, GradResult):
-        bad, want = ("gp", "the GradPlan of api.grad_plan") if not isinstance(gp, GradPlan) else ("result", "the result of api.grad")
-        raise UsageError(f"{bad}: expected {want}, got {type(gp if bad == 'gp' else result).__name__}")
+    as_result(gp, GradPlan, "the GradPlan of api.grad_plan", "gp")
+    as_result(result, GradResult, "the result of api.grad")
     feed = checked_feed(model.proto, feed)
     with np.errstate(all="ignore"):  # inf / NaN in a degenerate model's losses make failed rows, not warnings
         return _grad_check(model, gp, feed, result, device=device, seed=seed, values=values, progress=progress)

@@ -32,7 +32,7 @@ from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
 __all__ = ["input_spec", "parse_int_range", "parse_size", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
            "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_raw",
-           "as_ray", "as_dataset", "as_probe_result", "what_came"]
+           "as_ray", "as_dataset", "as_result", "as_probe_result", "what_came"]
 
 PATH = (str, os.PathLike)
 
@@ -42,11 +42,16 @@ def what_came(value) -> str:
     return f"{type(value).__name__} {clip(clean(repr(value)), 40)}"
 
 
-def as_probe_result(result):
-    """``result`` when it is a ProbeResult (of ``api.layers`` or ``api.run``); else a UsageError."""
-    if not isinstance(result, ProbeResult):
-        raise UsageError(f"result: expected the result of api.layers (or api.run), got {type(result).__name__}")
-    return result
+def as_result(value, kind: type | tuple, what: str, name: str = "result"):
+    """``value`` when it is a ``kind`` (a result or plan class, or a tuple of them); else a UsageError saying
+    the argument ``name`` takes ``what``."""
+    if not isinstance(value, kind):
+        raise UsageError(f"{name}: expected {what}, got {what_came(value)}")
+    return value
+
+
+def as_probe_result(result) -> ProbeResult:
+    return as_result(result, ProbeResult, "the result of api.layers (or api.run)")
 
 
 def expect(value, cls: type, what: str, example: str):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxprobe.api.core import DatasetResult, raw_chunks
-from onnxprobe.api.inputs import as_config, as_inputs, as_max_memory, as_names, proto_of, what_came
+from onnxprobe.api.inputs import as_config, as_inputs, as_max_memory, as_names, as_result, proto_of, what_came
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.explorer_ids import ExplorerIds
 from onnxprobe.graph.explorer_ids import explorer_ids as graph_explorer_ids
@@ -29,12 +29,6 @@ def _bins(bins) -> int:
     raise UsageError(f"bins: expected a positive number of bins (an int), got {what_came(bins)}")
 
 
-def _result(result, kind: type | tuple, what: str):
-    if not isinstance(result, kind):
-        raise UsageError(f"result: expected {what}, got {what_came(result)}")
-    return result
-
-
 def _known(names: list[str], known, what: str) -> None:
     """Each of ``names`` must be among ``known``: a name that is not would come back as no histogram, unsaid."""
     unknown = [n for n in names if n not in known]
@@ -51,7 +45,7 @@ def layers_histograms(result: ProbeResult | DatasetResult, names: list[str], inp
     taken) has none."""
     names, inputs, config = as_names(names, "names"), as_inputs(inputs), as_config(config)
     max_memory, bins = as_max_memory(max_memory), _bins(bins)
-    _result(result, (ProbeResult, DatasetResult), "the result of api.layers or api.layers_dataset")
+    as_result(result, (ProbeResult, DatasetResult), "the result of api.layers or api.layers_dataset")
     _known(names, {p.ref.name for p in result.plan.probes}, "a tensor this result probed")
     if isinstance(result, DatasetResult):
         return {n: {"values": histogram_bins(result.histograms[n], bins)} for n in names if n in result.histograms}
@@ -78,7 +72,7 @@ def diff_histograms(res, names: list[str], inputs: InputSpec | None = None, *, m
     names = as_names(names, "names")
     wanted = set(names)
     inputs, max_memory, bins = as_inputs(inputs), as_max_memory(max_memory), _bins(bins)
-    _result(res, DiffResult, "the result of api.diff")
+    as_result(res, DiffResult, "the result of api.diff")
     _known(names, {r.pair.a.name for r in res.results}, "the A tensor of a pair of this result")
     pairs = [r for r in res.results if r.pair.a.name in wanted and r.metrics is not None and r.shape is not None]
     if not pairs:
@@ -109,7 +103,7 @@ def grad_histograms(result, names: list[str], *, bins: int = BINS) -> dict[str, 
     from onnxprobe.types import forward_name
 
     names, bins = as_names(names, "names"), _bins(bins)
-    _result(result, GradResult, "the result of api.grad")
+    as_result(result, GradResult, "the result of api.grad")
     if not result.arrays:
         raise UsageError("result: holds no gradient values: run api.grad(..., save=True)")
     names = [forward_name(n) or n for n in names]
