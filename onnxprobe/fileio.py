@@ -51,10 +51,10 @@ def checked_path(path, what: str = "output path") -> str | os.PathLike:
     raise UsageError(f"{what}: expected a file path, got {type(path).__name__} {str(path)[:40]!r}")
 
 
-def input_file(path, what: str) -> Path:
+def input_file(path, what: str, flag: str = "") -> Path:
     """``path`` as a Path when it is a regular file; else a UsageError naming it and saying why it is not
     (no such file, a folder, or a device, pipe or socket, which a read could wait on for ever), with
-    ``what`` the kind of file the flag wants ("input file", ".npz file"...)."""
+    ``what`` the kind of file the flag wants ("input file", ".npz file"...), ``flag`` the flag to name first."""
     p = Path(checked_path(path, what))
     if p.is_file():
         return p
@@ -63,7 +63,7 @@ def input_file(path, what: str) -> Path:
 
     why = (f"no such {what}" if not p.exists() else f"is a folder ({what} expected)" if p.is_dir()
            else f"is a device, pipe or socket, not a regular file ({what} expected)")
-    raise UsageError(f"{clean(str(p))}: {why}")
+    raise UsageError(f"{flag + ' ' if flag else ''}{clean(str(p))}: {why}")
 
 
 def refuse_inputs(path: str | os.PathLike) -> None:

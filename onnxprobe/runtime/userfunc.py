@@ -21,10 +21,7 @@ def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
     path, sep, func = str(spec).rpartition(":")
     if not sep or not path or not func:
         raise UsageError(f"{flag} {clean(spec)!r}: expected FILE.py:FUNC, {expects}")
-    try:
-        p = input_file(path, "Python file")
-    except UsageError as e:  # no such file, a folder...: said after the flag
-        raise UsageError(f"{flag} {e}") from None
+    p = input_file(path, "Python file", flag)
     if p.suffix != ".py":
         raise UsageError(f"{flag} {clean(path)}: not a Python file (.py)")
     protect(p, "the Python file of " + flag)

@@ -53,10 +53,7 @@ def read_script(path: Path) -> list[str]:
     """The lines of a ``--script`` file (``-``: stdin). A file that is not text is refused in one line."""
     if str(path) == "-":
         return sys.stdin.read().splitlines()
-    try:
-        input_file(path, "script file")
-    except UsageError as e:  # no such file, a folder...: said after the flag
-        raise UsageError(f"--script {e}") from None
+    input_file(path, "script file", "--script")
     data = path.read_bytes()[:MAX_SCRIPT_BYTES + 1]
     if len(data) > MAX_SCRIPT_BYTES:
         raise UsageError(f"--script {path}: over {MAX_SCRIPT_BYTES >> 20} MiB; not a script of debugger commands")
