@@ -433,3 +433,18 @@ def test_a_tensor_name_is_whole_when_its_node_column_is_dropped():
     assert "conv1_out" in out and "…_out" not in out, out
     out = run(["layers", str(sample_path("cnn")), "--all", "--columns", "index,node,tensor,max"], width=120)
     assert "…_out" in out
+
+
+def test_a_records_head_fields_that_take_two_lines_indent_the_second():
+    """At a narrow width a row is a record: its head fields (#, op, match, shape) on the first line and,
+    where they do not fit, the rest indented like the record's other fields, so that records stay apart."""
+    from onnxprobe.report.diff import COLUMNS as DIFF_COLUMNS
+
+    t = Table(DIFF_COLUMNS)  # #, tensor, op, match, shape, max|a-b|, cosine, SQNR dB, intro dB, pass
+    t.add_row(["69", "p2o.pd_op.batch_norm_.0.0", "Conv", "qdq", "1x16x112x112", "0.0356", "0.999989", "46.7", "46.7", "ok"])
+    t.add_row(["78", "p2o.pd_op.batch_norm_.1.0", "Conv", "qdq", "1x16x112x112", "1.09", "0.999", "20.1", "30.2", "ok"])
+    lines = [ln for ln, _ in t.lines(24)]
+    assert all(len(ln) <= 24 for ln in lines), lines
+    starts = [k for k, ln in enumerate(lines) if not ln.startswith(" ")]
+    assert [lines[k].split()[0] for k in starts] == ["#69", "#78"], lines  # only a record's first line is flush left
+    assert any(ln.strip().startswith("shape 1x16x112x112") for ln in lines)

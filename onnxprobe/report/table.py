@@ -244,7 +244,7 @@ class Table:
         out: list[tuple[str, str | None]] = []
         for cells, r in zip(full, self.rows):
             head = [f"#{cells[i]}" if cols[i].key == "index" else f"{label(i)} {cells[i]}" for i in first if i not in names]
-            out += [(line, r.style or "bold") for line in _flow(head, width, "")]
+            out += [(line, r.style or "bold") for line in _flow(head, width, "", hang=" " * GAP)]
             for i in names:
                 out += [(line, r.style) for line in _fold(f"{label(i)} {cells[i]}", width, " " * GAP)]
             out += [(line, r.style) for line in _flow([f"{label(i)} {cells[i]}" for i in second], width, " " * GAP)]
@@ -297,24 +297,30 @@ def _fold(text: str, width: int, indent: str) -> list[str]:
     return lines
 
 
-def _flow(items: list[str], width: int, indent: str) -> list[str]:
-    """Items joined by GAP spaces, on as many lines (each starting with ``indent``) as the width needs."""
+def _flow(items: list[str], width: int, indent: str, hang: str = "") -> list[str]:
+    """Items joined by GAP spaces, on as many lines (each starting with ``indent``, and the lines after the
+    first with ``hang`` too) as the width needs."""
     lines: list[str] = []
     line = ""
+
+    def lead() -> str:
+        return indent + (hang if lines else "")
+
     for item in items:
-        if len(indent) + len(item) > width:  # too long for a line of its own: wrapped, then indented once more
+        if len(lead()) + len(item) > width:  # too long for a line of its own: wrapped, then indented once more
             if line:
-                lines.append(indent + line)
+                lines.append(lead() + line)
                 line = ""
-            chunks = _wrap(item, max(width - 2 * len(indent), 1))
-            lines += [indent + chunks[0]] + [indent * 2 + c for c in chunks[1:]]
+            chunks = _wrap(item, max(width - 2 * len(lead()), 1))
+            first = lead()
+            lines += [first + chunks[0]] + [first + (indent or hang) + c for c in chunks[1:]]
             continue
-        if line and len(indent) + len(line) + GAP + len(item) > width:
-            lines.append(indent + line)
+        if line and len(lead()) + len(line) + GAP + len(item) > width:
+            lines.append(lead() + line)
             line = ""
         line += (" " * GAP if line else "") + item
     if line:
-        lines.append(indent + line)
+        lines.append(lead() + line)
     return lines
 
 
