@@ -64,7 +64,7 @@ def _static(s):
 
 COLUMNS = [
     Column("index", "#", "right", head=True), Column("node", "node", name=True), Column("op", "op", head=True),
-    Column("tensor", "tensor", name=True), Column("kind", "", head=True), Column("shape", "shape", head=True),
+    Column("tensor", "tensor", name=True), Column("kind", "kind", head=True), Column("shape", "shape", head=True),
     Column("norm", "|grad|", "right"), Column("ratio", "|g|/|t|", "right"), Column("min", "min", "right"),
     Column("max", "max", "right"), Column("mean", "mean", "right"), Column("std", "std", "right"),
     Column("nan", "NaN", "right"), Column("inf", "Inf", "right"),
