@@ -86,3 +86,31 @@ def test_dataset_losses_are_sum_or_mean(tmp_path):
     assert "--reduce" in r.stderr
     r = _run("grad", sample_path("dynamic_batch"), "--reduce", "mean", code=(2,))
     assert "--inputs-dir" in r.stderr
+
+
+def test_inputs_from_a_pipeline_is_the_same_dataset(tmp_path):
+    """grad --inputs-from FILE.py:FUNC (as layers and diff take it), and api.grad_dataset(inputs_from=) with
+    the feed dicts in memory: the same gradients as --inputs-dir over the same batches (whose gradients the
+    test above checks against one run on the samples put together); --check of one input is refused."""
+    from onnxprobe import api
+
+    rng = np.random.default_rng(7)
+    xs = [rng.normal(size=(n, 3, 8, 8)).astype(np.float32) for n in (2, 1)]
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    for i, x in enumerate(xs):
+        np.savez(ds / f"b{i}.npz", x=x)
+    pipe = tmp_path / "pipe.py"
+    pipe.write_text("import numpy as np\n"
+                    f"def batches():\n    for i in range({len(xs)}):\n"
+                    f"        yield {{'x': np.load({str(ds)!r} + f'/b{{i}}.npz')['x']}}\n")
+    model = sample_path("dynamic_batch")
+    want = json.loads(_run("grad", model, "--all", "--inputs-dir", ds, "--reduce", "mean", "--json", "-").stdout)
+    got = json.loads(_run("grad", model, "--all", "--inputs-from", f"{pipe}:batches", "--reduce", "mean", "--json", "-").stdout)
+    assert got["samples"] == want["samples"] == 2 and got["loss"]["value"] == pytest.approx(want["loss"]["value"], rel=1e-12)
+    for g, w in zip(got["gradients"], want["gradients"]):
+        assert g["tensor"] == w["tensor"] and all(g[k] == pytest.approx(w[k], rel=1e-9, abs=1e-12) for k in STATS)
+    res = api.grad_dataset(model, inputs_from=[{"x": x} for x in xs], reduce="mean")
+    assert res.samples == 2 and res.loss == pytest.approx(want["loss"]["value"], rel=1e-12)
+    r = _run("grad", model, "--inputs-from", f"{pipe}:batches", "--check", code=(2,))
+    assert "--check is of one input" in r.stderr

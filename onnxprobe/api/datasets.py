@@ -52,24 +52,28 @@ def source(model: Model, inputs=None, inputs_from: str | None = None) -> Source:
     return Source(batches=dataset_batches(inputs, model_inputs(model.proto)))
 
 
+def first_arrays(src: Source, specs: list[ModelInput]) -> dict[str, np.ndarray] | None:
+    """The arrays of the dataset's first sample (None: no sample); a pipeline's first sample is put back
+    in front of the others. A first batch that cannot be read raises, naming it."""
+    if src.batches is not None:
+        return load_batch(src.batches[0], specs) if src.batches else None
+    first = next(src.samples, None)
+    if first is None:
+        return None
+    src.samples = itertools.chain([first], src.samples)
+    return first[1]
+
+
 def first_shapes(model: Model, src: Source) -> dict[str, tuple[int, ...]] | None:
     """The feed shapes of the dataset's first sample, for a runtime that reads some models only with
     static inputs (OpenVINO) and is made before any sample runs; None when that sample does not make
-    feeds here (the run then reports it, naming the sample). A pipeline's first sample is put back in
-    front of the others."""
-    if src.batches is not None:
-        if not src.batches:
-            return None
-        try:
-            arrays = load_batch(src.batches[0], model_inputs(model.proto))
-        except OnnxProbeError:
-            return None
-    else:
-        first = next(src.samples, None)
-        if first is None:
-            return None
-        src.samples = itertools.chain([first], src.samples)
-        arrays = first[1]
+    feeds here (the run then reports it, naming the sample)."""
+    try:
+        arrays = first_arrays(src, model_inputs(model.proto))
+    except OnnxProbeError:
+        return None
+    if arrays is None:
+        return None
     try:
         values = BatchWorker.feeds(model, arrays).values
     except OnnxProbeError:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxprobe.api.datasets import BatchWorker, model_path, run_batches, source
+from onnxprobe.api.datasets import BatchWorker, first_arrays, model_path, run_batches, source
 from onnxprobe.api.grad import GradResult, GradRow, grad_probes
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
 from onnxprobe.api.inputs import as_config, as_ray, as_selection
@@ -25,7 +25,6 @@ from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection
 from onnxprobe.runtime import feeds as _feeds
-from onnxprobe.runtime.dataset import load_batch
 from onnxprobe.runtime.ray_pool import RayOptions
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.moments import Moments, exact_sum
@@ -102,23 +101,26 @@ class GradWorker(BatchWorker):
         return part
 
 
-def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike, selection: Selection | None = None,
+def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | None = None, selection: Selection | None = None,
                  config: RunConfig | None = None, spec: GradSpec | None = None, *, reduce: str = "sum",
-                 progress=None, ray: RayOptions | None = None) -> GradResult:
+                 progress=None, ray: RayOptions | None = None, inputs_from=None) -> GradResult:
     """The gradients of the dataset's loss (``reduce``: the sum or the mean of the samples' losses) and
-    their statistics (see the module's doc). ``result.arrays``: the weight gradients. ``ray``: the
-    samples shared out to Ray actors."""
+    their statistics (see the module's doc). ``inputs``: a folder of .npz batches or one stacked .npz;
+    ``inputs_from``: ``FILE.py:FUNC`` or, from Python, feed dicts in memory (as ``layers_dataset``).
+    ``result.arrays``: the weight gradients. ``ray``: the samples shared out to Ray actors."""
     if reduce not in REDUCE:
         raise UsageError(f"reduce (--reduce) {reduce!r}: choose sum or mean")
     spec, selection, config = as_spec(spec) or GradSpec(), as_selection(selection), as_config(config)
     if spec.extra is not None:
-        raise UsageError(f"--inputs-dir: {'--target' if spec.loss == 'mse' else '--labels' if spec.loss == 'cross-entropy' else '--output-grad'} "
+        raise UsageError(f"a dataset: {'--target' if spec.loss == 'mse' else '--labels' if spec.loss == 'cross-entropy' else '--output-grad'} "
                          "holds one input's values, not a dataset's; dataset losses are sum or mean")
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
     model, ray = as_model(model), as_ray(ray)
-    src = source(model, inputs)
+    src = source(model, inputs, inputs_from)
     here = GradWorker(model, selection, config, spec)
-    first = load_batch(src.batches[0], here.specs)
+    first = first_arrays(src, here.specs)  # the plan is made for its shapes
+    if first is None:
+        raise UsageError("the dataset has no samples")
     gp = here.plan(here.feeds(model, first).values)[0]
     factory = GradWorkerFactory(model_path(model), selection, config, spec, threads=1) if ray else (lambda: here)
     acc = {"loss": [], "weights": {}, "grads": {}, "values": {}, "notes": [], "info": None, "first": None, "count": 0}

@@ -8,14 +8,14 @@ import typer
 
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
-    CheckOpt, ConstOpt, DeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsOpt, IntRangeOpt,
+    CheckOpt, ConstOpt, DeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsFromOpt, InputsOpt, IntRangeOpt,
     JsonOpt, LabelsOpt, LossOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, RayAddressOpt, RayOpt,
     RayWorkersOpt, SaveGradsOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, ray_of, selection_of,
-    ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, view_of,
+    ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, dataset_flag, inputs_in_dataset, view_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, show_err, write_html, write_pictures
 
-ReduceOpt = Annotated[str, typer.Option("--reduce", help="With --inputs-dir: the dataset's loss is the sum or the mean of the samples' losses.", rich_help_panel="Loss")]
+ReduceOpt = Annotated[str, typer.Option("--reduce", help="With --inputs-dir or --inputs-from: the dataset's loss is the sum or the mean of the samples' losses.", rich_help_panel="Loss")]
 
 
 # layers' --all reaches inside If/Loop/Scan bodies; grad's rows are main-graph tensors and weights (the
@@ -45,6 +45,7 @@ def grad(
     input_: InputOpt = None,
     inputs: InputsOpt = None,
     inputs_dir: InputsDirOpt = None,
+    inputs_from: InputsFromOpt = None,
     reduce: ReduceOpt = "sum",
     ray: RayOpt = False,
     ray_address: RayAddressOpt = None,
@@ -104,16 +105,17 @@ def grad(
         notes(gp.warnings)
         show_err(export_renderables(gp, export))
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
-    if inputs_dir is not None:
-        if check or input_ or inputs is not None or shape:
-            raise UsageError("--inputs-dir takes all inputs from the dataset, and --check is of one input: drop --check, "
-                             "--input, --inputs and --shape")
-        with Progress(f"forward and backward on {model.name} over {inputs_dir.name}", "batches") as progress:
+    dataset = dataset_flag(inputs_dir, inputs_from,
+                           inputs_in_dataset(input_=bool(input_), inputs=inputs is not None, shape=bool(shape)),
+                           (check, "{flag} runs a dataset, and --check is of one input: drop --check"))
+    if dataset:
+        where = inputs_dir.name if inputs_dir is not None else inputs_from
+        with Progress(f"forward and backward on {model.name} over {where}", "batches") as progress:
             result = api.grad_dataset(loaded, inputs_dir, selection, config, spec, reduce=reduce,
-                                      progress=progress.update, ray=ray_options)
+                                      progress=progress.update, ray=ray_options, inputs_from=inputs_from)
     else:
         if reduce != "sum":
-            raise UsageError("--reduce sets how a dataset's losses add up: give --inputs-dir")
+            raise UsageError("--reduce sets how a dataset's losses add up: give --inputs-dir or --inputs-from")
         with Progress(f"forward and backward on {model.name}") as progress:
             def checking(done: int, total: int) -> None:
                 if done == 0:
@@ -132,7 +134,7 @@ def grad(
         from onnxprobe.report.html import worst_rows
 
         hists = api.grad_histograms(result, worst_rows("grad", data))
-        shown = [f"dataset {inputs_dir}"] if inputs_dir is not None else api.describe_inputs(loaded, spec_in)
+        shown = [f"dataset {inputs_dir or inputs_from}"] if dataset else api.describe_inputs(loaded, spec_in)
         write_html(html, "grad", data, grad_table(data)[0], histograms=hists, inputs=shown)
     emit(data, json_, lambda width: grad_renderables(data, width), view)
     if save_grads is not None:
