@@ -7,6 +7,7 @@ import math
 from rich.text import Text
 
 from onnxprobe import __version__
+from onnxprobe.report.console import phrased
 from onnxprobe.report.format import finite as finite_number, json_word, num, num_or_word, op, safe, shape, shorten
 from onnxprobe.report.table import Column, Table
 from onnxprobe.stats.merge_diff import UNPAIRED
@@ -187,7 +188,7 @@ def diff_renderables(res, width: int = 120, order=None) -> list:
     if first_row is not None:
         foot.append(f" · ▶ error starts at {d['pairs'][first_row]['b']} ({d['pairs'][first_row]['op_type']})", style="bold")
     foot.append(f" · {_verdict_words(d)}", style="green" if d["verdict"] == "pass" else "bold red")
-    out.append(foot)
+    out.append(phrased(foot, width))  # broken between phrases, as layers' and grad's footers
     shown_b = [u for u in d["unmatched_b"] if u["selected"]]
     for side, items in (("A", d["unmatched_a"]), ("B", shown_b)):
         if items:

@@ -106,7 +106,7 @@ def generator_samples(spec) -> Samples:
         where, produce = f"{FLAG} {clean(str(spec))}", (lambda: call_function(fn, func, str(spec), FLAG))
     elif callable(spec):
         func = getattr(spec, "__name__", "the function")
-        where, produce = f"inputs_from {clean(func)}", (lambda: _called(spec, func))
+        where, produce = f"inputs_from {clean(func)}", (lambda: call_function(spec, func, func, "inputs_from"))
     else:  # an iterable of feed dicts (api.inputs.as_dataset checked it is one)
         func, where, produce = None, "inputs_from", (lambda: spec)
 
@@ -131,14 +131,6 @@ def generator_samples(spec) -> Samples:
             raise UsageError(f"{where}: {f'{clean(func)}() yielded' if func else 'holds'} nothing")
 
     return items()
-
-
-def _called(fn, name: str):
-    """``fn()`` from Python: what it raises is one line naming it."""
-    try:
-        return fn()
-    except Exception as e:  # noqa: BLE001 - the user's function may raise anything
-        raise UsageError(f"inputs_from {clean(name)}: calling it raised {type(e).__name__}: {first_line(e)}") from None
 
 
 def _feed_dict(item, where: str, k: int) -> dict[str, np.ndarray]:
