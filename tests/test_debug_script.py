@@ -622,3 +622,14 @@ def test_a_path_the_system_refuses_is_one_line_naming_it(tmp_path):
 def test_grad_points_from_output_to_loss_output(tmp_path):
     r = script(tmp_path, [sample_path("mlp")], ["grad --output y"], code=1)
     assert "--loss-output" in r.stderr
+
+
+def test_stats_footer_breaks_between_phrases_at_a_narrow_width(tmp_path):
+    """The session's `stats` footer is broken between its phrases as the command line's is: no phrase such
+    as 'device cpu' is cut in two, and every footer line fits the width."""
+    r = script(tmp_path, [sample_path("cnn")], ["stats --all"], env={"COLUMNS": "36"}, code=0)
+    lines = r.stdout.rstrip("\n").splitlines()
+    start = lines.index(next(ln for ln in lines if "tensors · " in ln))
+    footer = lines[start:start + 4]
+    assert all(len(ln) <= 36 for ln in footer), footer
+    assert any("device cpu" in ln for ln in footer) and any(ln.endswith("opt-level off") for ln in footer), footer

@@ -70,6 +70,7 @@ def cmd_stats(env: Env, args: list[str]):
     """Examples: `stats`, `stats op:Softmax`, `stats --all`, `stats 'conv*' --model b`,
     `stats --columns index,tensor,max --format csv`. --wide, --columns and --format work as on the
     command line."""
+    from onnxprobe.report.console import phrased
     from onnxprobe.report.layers import COLUMNS, layers_table
     from onnxprobe.report.table import present
 
@@ -87,7 +88,7 @@ def cmd_stats(env: Env, args: list[str]):
     table, footer = layers_table(layers_view(env, t, names))
     if len(st.targets) > 1:
         footer = Text.assemble(Text(safe(f"[{t.label}] {t.name} · ")), footer)
-    return present([table, footer], **view)
+    return present([table, phrased(footer, env.width)], **view)  # broken between phrases, as on the command line
 
 
 @command("show", "show TENSOR [SLICE] [--bins N] [--log] [--full] [--model a|b]",
