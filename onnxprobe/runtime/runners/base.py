@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from onnxprobe.errors import DeviceUnavailable, ExecutionError
 from onnxprobe.graph.expose import expose, needs_masking
 from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
 from onnxprobe.graph.walk import in_if_branch
@@ -321,7 +322,10 @@ class GraphRunner(Runner):
         device = [r for r in raw_names if r not in host]
         # nothing of the graph asked for (only graph inputs or weights probed, the model's outputs not wanted):
         # no run, which onnxruntime refuses anyway ("at least one output should be requested")
-        out, seconds = self._execute_plan(plan, feeds, host, device_outputs=device, key=key) if host or device else ({}, 0.0)
+        try:
+            out, seconds = self._execute_plan(plan, feeds, host, device_outputs=device, key=key) if host or device else ({}, 0.0)
+        except ExecutionError as e:
+            raise self._diagnosed(e, base, feeds) from e
         st, shp, arrays = read_probes(plan.probes, out)
         arrays = _without_idle_branches(arrays, base)
         if stats and rerun:
@@ -342,6 +346,22 @@ class GraphRunner(Runner):
                        session_seconds=self.session_seconds(), run_seconds=seconds, runtime=self.kind)
         return ProbeResult(view, info, st, shp, arrays, {n: out[n] for n in own if n in out and outputs},
                            notes=list(self.notes))
+
+    def _diagnosed(self, e: ExecutionError, base: onnx.ModelProto, feeds: dict) -> ExecutionError:
+        """A probed copy's failed run, told apart: the model run as it is, on the same feeds, fails too
+        (the model and its inputs are the cause: that error, not one that names a statistics node onnxprobe
+        added), or it runs (onnxprobe's additions are the cause: said so). Not for a device that is
+        unavailable, which no rerun changes."""
+        if isinstance(e, DeviceUnavailable) or not base.graph.output:
+            return e
+        try:
+            self.execute(base, feeds, [o.name for o in base.graph.output])
+        except ExecutionError as plain:
+            return ExecutionError(f"the model fails on these inputs as it is, without onnxprobe's probes: {plain}")
+        except Exception:  # noqa: BLE001 - the rerun only tells the two apart; the first error stands
+            return e
+        return ExecutionError(f"{e} (the model itself runs on these inputs: what failed is onnxprobe's probed copy of it; "
+                              f"please report this, with ONNXPROBE_DEBUG=1's output)")
 
     def check_statistics(self, probes: list[Probe], stats: dict) -> None:
         """What this runtime's statistics of these tensors may not tell: notes (``note``); none by default."""
