@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -194,6 +195,15 @@ def test_plain_pipe_has_no_colour_codes():
     assert "\x1b[" not in p.stdout and "\x1b[" not in p.stderr
 
 
+def test_force_color_draws_no_spinner_into_a_log():
+    """FORCE_COLOR (set by many CI systems) asks for colour, not for a spinner: with stderr a file, no
+    cursor codes and no spinner frames land in it."""
+    p = subprocess.run([sys.executable, "-m", "onnxprobe", "layers", str(sample_path("cnn"))], capture_output=True, text=True,
+                       env={**os.environ, "FORCE_COLOR": "1"})
+    assert p.returncode == 0, p.stderr
+    assert "\x1b[?25l" not in p.stderr and "probing" not in p.stderr and "\r" not in p.stderr, repr(p.stderr)
+
+
 @pytest.mark.parametrize("level", ["off", "basic", "extended", "all"])
 def test_opt_level_is_applied_and_reported(level):
     r = invoke("layers", sample_path("transformer_block"), "--opt-level", level, "--json", "-")
@@ -266,3 +276,24 @@ def test_help_prose_is_one_line_a_paragraph_for_the_help_to_wrap():
     """
     assert reflowed(doc).split("\n\n") == ["Title line.", "A paragraph written over two lines.",
                                              "    onnxprobe layers model.onnx\n    onnxprobe layers model.onnx --all"]
+
+
+def test_no_help_text_loses_a_bracketed_word_to_rich_markup():
+    """Typer renders help through rich, which reads '[word]' as markup and drops it ('onnxprobe[openvino]'
+    printed as 'onnxprobe'): every such bracket in a command's or option's help is escaped."""
+    import typer
+
+    from onnxprobe.cli.main import app
+
+    def texts(c, path):
+        yield path, c.help or ""
+        for p in c.params:
+            yield f"{path} {p.name}", getattr(p, "help", "") or ""
+        for name, sub in getattr(c, "commands", {}).items():
+            yield from texts(sub, f"{path} {name}")
+
+    eaten = [(where, m.group(0)) for where, t in texts(typer.main.get_command(app), "onnxprobe")
+             for m in re.finditer(r"(?<!\\)\[[a-zA-Z/][^\]]*\]", t)]
+    assert not eaten, eaten
+    r = invoke("layers", "--help", env={"COLUMNS": "250"})
+    assert "onnxprobe[openvino]" in r.stdout

@@ -53,7 +53,13 @@ class Progress:
 
     @property
     def shown(self) -> bool:
-        return self.console.is_terminal
+        """Only on a real terminal: rich's is_terminal is also true under FORCE_COLOR (which asks for colour,
+        not for a spinner's cursor codes in a CI log)."""
+        isatty = getattr(self.console.file, "isatty", None)
+        try:
+            return bool(isatty and isatty()) and self.console.is_terminal
+        except ValueError:  # a closed file
+            return False
 
     def __enter__(self) -> "Progress":
         if self.shown:
