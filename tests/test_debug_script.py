@@ -633,3 +633,16 @@ def test_stats_footer_breaks_between_phrases_at_a_narrow_width(tmp_path):
     footer = lines[start:start + 4]
     assert all(len(ln) <= 36 for ln in footer), footer
     assert any("device cpu" in ln for ln in footer) and any(ln.endswith("opt-level off") for ln in footer), footer
+
+
+def test_a_tensor_without_finite_values_shows_dashes_not_nan(tmp_path):
+    """Log(0) = -inf everywhere: min, max, mean, std and abs mean of no finite values read '-' in show's
+    statistics line, as in the layers table (the mean and std read 'nan' beside a '-' min)."""
+    p = tmp_path / "nan.onnx"
+    onnx.save(nan_model(), p)
+    x = tmp_path / "x.npy"
+    np.save(x, np.zeros(4, np.float32))
+    out = ok(tmp_path, [p], [f"input x {x}", "run", "show logx"])
+    line = next(ln for ln in out.splitlines() if "mean" in ln and "Inf 4" in ln)
+    assert "nan" not in line.replace("NaN", ""), line
+    assert re.search(r"min - · max - · mean - · std - · abs_mean -", line), line

@@ -80,9 +80,10 @@ def stats_line(s: TensorStats | None, compact: bool = False) -> Text:
     if s.count == 0:
         t.append("not run (inside an If branch that was not taken, or empty)", style="dim")
         return t
-    parts = [("count", str(s.count)), ("min", num(s.min) if s.finite else "-"), ("max", num(s.max) if s.finite else "-"),
-             ("mean", num(s.mean)), ("std", num(s.std)), ("abs_mean", num(s.abs_mean)),
-             ("zeros", f"{num(s.zero_fraction * 100, 3)}%")]
+    # no finite value (all NaN or Inf): '-' for every statistic of the finite values, as the layers table shows
+    value = (lambda v: num(v) if s.finite and v is not None and math.isfinite(v) else "-")
+    parts = [("count", str(s.count)), ("min", value(s.min)), ("max", value(s.max)), ("mean", value(s.mean)),
+             ("std", value(s.std)), ("abs_mean", value(s.abs_mean)), ("zeros", f"{num(s.zero_fraction * 100, 3)}%")]
     if compact:
         parts = parts[1:5]
     for i, (k, v) in enumerate(parts):
