@@ -142,6 +142,20 @@ def test_leak_names_the_tensor_that_goes_around(tmp_path):
     np.testing.assert_allclose(got["y"], -np.maximum(x, 0) + np.exp(np.sin(x)), rtol=1e-6)
 
 
+def test_the_suggested_swap_is_quoted_for_the_shell(tmp_path):
+    """Names with spaces or brackets in the swap hint are shell-quoted: the suggested flags paste as they read."""
+    import shlex
+
+    m = make_model([helper.make_node("Relu", ["x"], ["a b"], name="r1"), helper.make_node("Relu", ["a b"], ["c[0]"], name="r2"),
+                    helper.make_node("Neg", ["c[0]"], ["y"], name="n")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    onnx.save(m, tmp_path / "m.onnx")
+    r = invoke("extract", tmp_path / "m.onnx", "-o", tmp_path / "s.onnx", "--from", "c[0]", "--to", "a b")
+    assert r.exit_code == 2, r.output
+    hint = r.stderr.strip().split("swap them: ", 1)[1]
+    assert shlex.split(hint) == ["--from", "a b", "--to", "c[0]"], hint
+
+
 def test_from_and_to_the_wrong_way_round_say_so_and_suggest_swapping(tmp_path):
     # QA: conv1_out is computed before relu1_out; the leak message advised adding conv1_out to --from,
     # which makes no cut of anything

@@ -21,6 +21,8 @@ leak past a cut, which is what the user needs to hear.)
 
 from __future__ import annotations
 
+import shlex
+
 import difflib
 import json
 from dataclasses import dataclass, field
@@ -150,7 +152,7 @@ def _upstream_message(g: onnx.GraphProto, ins: list[str], outs: list[str]) -> st
             xs = ", ".join(repr(x) for x in after)
             return (f"--to {y!r} does not depend on --from {xs}: it is computed before {'it' if one else 'them'} "
                     f"(upstream of {'it' if one else 'them'}), so nothing lies between them; swap them: "
-                    f"--from {y} --to {','.join(after)}")
+                    f"--from {shlex.quote(y)} --to {shlex.quote(','.join(after))}")  # quoted: a command to paste
     return None
 
 
