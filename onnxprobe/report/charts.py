@@ -13,9 +13,7 @@ Each point carries the row's name and the id of its table row, so a click scroll
 
 from __future__ import annotations
 
-from onnxprobe.report.format import finite
-
-EXACT_DB = 140.0  # float32 agrees to about 140 dB: exact pairs are drawn there
+from onnxprobe.report.format import EXACT_DB, finite
 HOVER = "%{customdata[0]}<br>#%{x}: %{y:.4g}<extra>%{fullData.name}</extra>"
 
 

@@ -25,11 +25,10 @@ import onnx
 
 from onnxprobe.graph.explorer_ids import ExplorerIds, explorer_ids
 from onnxprobe.graph.walk import walk
-from onnxprobe.report.format import finite
+from onnxprobe.report.format import EXACT_DB, finite
 
 RED, DARK_RED, ORANGE, YELLOW, GREEN = "#e53935", "#7f0000", "#fb8c00", "#fdd835", "#43a047"
 QUARTILE_COLOURS = ("#e3f2fd", "#90caf9", "#42a5f5", "#1565c0")
-EXACT_DB = 200.0  # an exact pair has infinite SQNR; JSON has no inf
 SQNR_STEPS = ((10.0, RED), (20.0, ORANGE), (30.0, YELLOW), (1e9, GREEN))
 
 
