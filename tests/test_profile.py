@@ -154,3 +154,16 @@ def test_profile_times_are_columns_of_the_tables():
     assert r.exit_code == 0, r.output
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert rows and all(float(row["kernel_ms_a"]) >= 0 and float(row["kernel_ms_b"]) >= 0 for row in rows)
+
+
+def test_the_profile_summary_reads_durations_in_the_unit_that_fits():
+    """The summary line's times read as every duration does ('378 µs', '12.3 ms'), not '0.378 ms'."""
+    from onnxprobe.report.profile import diff_profile_renderables, profile_renderables
+
+    s = {"plain_ms": 0.378, "probed_ms": 12.3, "model_kernels_ms": 0.2, "probe_overhead_ms": 1500.0, "layout_and_other_ms": 0.0,
+         "kernels_plain": 3, "kernels_probed": 5, "fusions_broken": 0}
+    line = profile_renderables({"profile": s, "tensors": []})[0].plain
+    assert "plain run 378 µs, probed run 12.3 ms (model kernels 200 µs, probes 1.5 s, layout and other 0 µs)" in line, line
+    d = {"run_ms": 2.5, "a_kernels_ms": 1.0, "b_kernels_ms": 0.5, "metrics_and_introduced_ms": 0.75, "layout_and_other_ms": 0.25}
+    line = diff_profile_renderables({"profile": d, "pairs": []})[0].plain
+    assert "one run of both models 2.5 ms (A's kernels 1 ms, B's 500 µs" in line, line

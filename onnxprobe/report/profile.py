@@ -7,11 +7,17 @@ from rich.text import Text
 
 from onnxprobe.report.format import num, safe
 from onnxprobe.report.table import Column, Table
+from onnxprobe.text import duration
 
 COLUMNS = [Column("tensor", "tensor", name=True, head=True), Column("op", "op", head=True),
            Column("ms", "ms", "right"), Column("plain_ms", "plain ms", "right", wrap=True)]
 DIFF_COLUMNS = [Column("tensor", "tensor", name=True, head=True), Column("op", "op", head=True),
                 Column("a_ms", "A ms", "right"), Column("b_ms", "B ms", "right")]
+
+
+def _ms(v) -> str:
+    """Milliseconds in the unit that fits, as every duration reads ('840 µs', '12.3 ms')."""
+    return duration(v / 1e3) if v is not None else "-"
 
 
 def with_profile(data: dict, prof, rows_key: str = "tensors", name_key: str = "name") -> dict:
@@ -28,9 +34,9 @@ def profile_renderables(data: dict, width: int = 120, rows_key: str = "tensors",
     s = data.get("profile")
     if not s:
         return []
-    line = Text(f"profile: plain run {num(s['plain_ms'])} ms, probed run {num(s['probed_ms'])} ms "
-                f"(model kernels {num(s['model_kernels_ms'])} ms, probes {num(s['probe_overhead_ms'])} ms, "
-                f"layout and other {num(s['layout_and_other_ms'])} ms); kernels {s['kernels_plain']} plain, "
+    line = Text(f"profile: plain run {_ms(s['plain_ms'])}, probed run {_ms(s['probed_ms'])} "
+                f"(model kernels {_ms(s['model_kernels_ms'])}, probes {_ms(s['probe_overhead_ms'])}, "
+                f"layout and other {_ms(s['layout_and_other_ms'])}); kernels {s['kernels_plain']} plain, "
                 f"{s['kernels_probed']} probed: {s['fusions_broken']} fusion(s) broken by probing")
     rows = [r for r in data.get(rows_key, []) if r.get("kernel_ms") is not None]
     rows.sort(key=lambda r: -r["kernel_ms"])
@@ -59,9 +65,9 @@ def diff_profile_renderables(data: dict, width: int = 120, top: int = 10) -> lis
     s = data.get("profile")
     if not s:
         return []
-    line = Text(f"profile: one run of both models {num(s['run_ms'])} ms (A's kernels {num(s['a_kernels_ms'])} ms, "
-                f"B's {num(s['b_kernels_ms'])} ms, metrics and introduced error {num(s['metrics_and_introduced_ms'])} ms, "
-                f"layout and other {num(s['layout_and_other_ms'])} ms)")
+    line = Text(f"profile: one run of both models {_ms(s['run_ms'])} (A's kernels {_ms(s['a_kernels_ms'])}, "
+                f"B's {_ms(s['b_kernels_ms'])}, metrics and introduced error {_ms(s['metrics_and_introduced_ms'])}, "
+                f"layout and other {_ms(s['layout_and_other_ms'])})")
     rows = [p for p in data.get("pairs", []) if p.get("kernel_ms_a") is not None]
     rows.sort(key=lambda p: -(p["kernel_ms_a"] or 0))
     title = Text(f"slowest {min(top, len(rows))} layers of A")
