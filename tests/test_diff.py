@@ -218,6 +218,10 @@ def test_json_schema_and_exit_code_on_failing_output(tmp_path):
     p = d["pairs"][0]
     assert {"a", "b", "strategy", "shape", "max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "introduced_sqnr_db", "passed"} <= p.keys()
     assert d["first_failure"] == "fc2_out"
+    # each side machine-readable, as layers' JSON says what ran
+    assert d["sides"]["a"] == {"model": str(bad), "runtime": "onnxruntime", "device": "cpu", "opt_level": "off",
+                               "providers": ["CPUExecutionProvider"]}
+    assert d["sides"]["b"]["model"] == str(sample_path("mlp")) and d["sides"]["b"]["runtime"] == "onnxruntime"
     # a loose enough tolerance on the output passes
     r = runner.invoke(app, ["diff", str(bad), str(sample_path("mlp")), "--metric", "sqnr", "--min-sqnr", "-100"])
     assert r.exit_code == 0, r.output
@@ -250,6 +254,7 @@ def test_vs_npz_and_vs_device(tmp_path):
     assert set(by) == {"conv1_out", "relu1_out", "logits"}
     assert by["conv1_out"]["max_abs"] == 0 and by["relu1_out"]["max_abs"] == pytest.approx(0.5)
     assert d["first_failure"] == "relu1_out"
+    assert d["sides"]["b"]["runtime"] == "npz" and d["sides"]["b"]["device"] is None
     r = runner.invoke(app, ["diff", str(sample_path("cnn")), "--vs-device", "cpu", "--json", "-"])
     assert r.exit_code == 0 and all(p["max_abs"] == 0 for p in json.loads(r.stdout)["pairs"])
 

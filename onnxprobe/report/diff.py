@@ -41,6 +41,8 @@ def diff_dict(res, order=None) -> dict:
     return {
         "schema_version": 2, "onnxprobe_version": __version__,
         "a": res.a.describe(), "b": res.b.describe(), "measured": res.measured,
+        # what each side is, machine-readable (as layers' model, runtime, device, opt_level, providers)
+        "sides": {"a": _facts(res.a), "b": _facts(res.b)},
         "criterion": res.criterion,
         "verdict": verdict, "verdict_reason": why, "compared": res.compared,
         "in_graph": getattr(res, "in_graph", 0),  # pairs measured in the one run of both models (a dataset: on every sample)
@@ -55,6 +57,11 @@ def diff_dict(res, order=None) -> dict:
         "fp32_sensitivity": [x.to_dict() for x in res.sensitivity],
         **({"grad": {k: json_word(v) for k, v in res.grad.items()}} if getattr(res, "grad", None) else {}),
     }
+
+
+def _facts(side) -> dict | None:
+    runner = getattr(side, "runner", None)
+    return runner.facts() if runner is not None else None
 
 
 def _verdict_words(d: dict) -> str:

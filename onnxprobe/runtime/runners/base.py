@@ -52,6 +52,15 @@ class Runner(ABC):
     def describe(self) -> str:
         return f"{self.label} ({self.kind})"
 
+    def facts(self) -> dict:
+        """What ``describe`` says, as JSON: model, runtime, device, opt_level (onnxruntime's; else None)
+        and providers (what really ran; None while the runner has run nothing of its own, as B in diff's
+        one run of both models, which A's session runs)."""
+        providers = getattr(self, "providers", None)
+        return {"model": self.label, "runtime": self.kind, "device": self.device,
+                "opt_level": self.config.opt_level if self.kind == "onnxruntime" else None,
+                "providers": (list(providers()) or None) if callable(providers) else None}
+
     def note(self, text: str) -> None:
         """Add ``text`` to the runner's notes, once (a runner's later runs find the same things)."""
         if text not in self.notes:
@@ -420,6 +429,9 @@ class OnceRunner(Runner):
 
     def describe(self) -> str:
         return self.inner.describe()
+
+    def facts(self) -> dict:
+        return self.inner.facts()
 
     def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
         if self._feed_id != id(feeds):

@@ -19,6 +19,9 @@ class NpzRunner(Runner):
     def describe(self) -> str:
         return f"{self.label} (saved activations)"
 
+    def facts(self) -> dict:
+        return {**super().facts(), "device": None}  # nothing runs
+
     def unobservable(self, names: list[str]) -> dict[str, str]:
         return {n: "not in the .npz" for n in names if n not in self.arrays}
 
