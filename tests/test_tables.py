@@ -448,3 +448,22 @@ def test_a_records_head_fields_that_take_two_lines_indent_the_second():
     starts = [k for k, ln in enumerate(lines) if not ln.startswith(" ")]
     assert [lines[k].split()[0] for k in starts] == ["#69", "#78"], lines  # only a record's first line is flush left
     assert any(ln.strip().startswith("shape 1x16x112x112") for ln in lines)
+
+
+def test_diff_header_folds_model_paths_after_a_slash(tmp_path):
+    """The A: and B: lines fold a long path after a '/' where it meets the width: the file name stays whole
+    ('A:' was left alone on a line, and the name cut in two at the last column)."""
+    import shutil
+
+    from onnxprobe.text import wrap_paths
+
+    deep = tmp_path / ("folder_" * 6) / "more_folders"
+    deep.mkdir(parents=True)
+    model = deep / "a_rather_long_model_file_name.onnx"
+    shutil.copy(sample_path("mlp"), model)
+    out = run(["diff", model, sample_path("mlp")], width=60)
+    lines = out.splitlines()
+    head = lines[:next(k for k, ln in enumerate(lines) if ln.startswith("B: "))]
+    assert head[0].startswith("A: ") and all(ln.endswith("/") and len(ln) <= 60 for ln in head[:-1]), head
+    assert head[-1].startswith("a_rather_long_model_file_name.onnx (cpu"), head
+    assert wrap_paths("x " + "y" * 80, 20) == "x\n" + "y" * 80  # a part longer than a line is left whole

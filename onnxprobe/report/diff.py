@@ -11,6 +11,7 @@ from onnxprobe.report.console import phrased
 from onnxprobe.report.format import finite as finite_number, json_word, num, num_or_word, op, safe, shape, shorten
 from onnxprobe.report.table import Column, Table
 from onnxprobe.stats.merge_diff import UNPAIRED
+from onnxprobe.text import wrap_paths
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -170,7 +171,8 @@ def diff_renderables(res, width: int = 120, order=None) -> list:
     d = res if isinstance(res, dict) else diff_dict(res, order)
     first_row = first_failing_row(d)
     t = diff_table(d)
-    out += [Text(f"A: {safe(d['a'])}"), Text(f"B: {safe(d['b'])}  (reference)"),
+    # paths folded after a '/' where they meet the width, never cut inside a file name
+    out += [Text(wrap_paths(f"A: {safe(d['a'])}", width)), Text(wrap_paths(f"B: {safe(d['b'])}  (reference)", width)),
             Text(f"measured: {d['measured']} · criterion: {d['criterion']}")]
     if d.get("grad"):
         g = d["grad"]
