@@ -646,3 +646,19 @@ def test_a_tensor_without_finite_values_shows_dashes_not_nan(tmp_path):
     line = next(ln for ln in out.splitlines() if "mean" in ln and "Inf 4" in ln)
     assert "nan" not in line.replace("NaN", ""), line
     assert re.search(r"min - · max - · mean - · std - · abs_mean -", line), line
+
+
+def test_help_of_a_command_fits_the_terminal_and_lists_its_examples(tmp_path):
+    """`help COMMAND` reflows its text to the terminal (it kept the source's ~100-column lines, which an
+    80-column terminal broke again) and lists its examples one a line; every command has some."""
+    from onnxprobe.session.commands import COMMANDS
+
+    lines = [f"help {name}" for name in COMMANDS]
+    r = script(tmp_path, [sample_path("cnn")], lines, env={"COLUMNS": "80"}, code=0)
+    out = r.stdout.splitlines()
+    usages = {c.usage for c in COMMANDS.values()}
+    assert all(len(ln) <= 80 for ln in out if ln not in usages and not ln.startswith(tuple(usages))), \
+        [ln for ln in out if len(ln) > 80]
+    assert r.stdout.count("  Examples:\n") == len(COMMANDS), r.stdout
+    show = r.stdout.split("show TENSOR", 1)[1]
+    assert "\n    show conv1_out [0, :3] --bins 32\n" in show

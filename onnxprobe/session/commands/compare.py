@@ -56,7 +56,8 @@ def _matching_result(env: Env) -> api.DiffResult:
 def cmd_diff(env: Env, args: list[str]):
     """Needs `onnxprobe debug MODEL OTHER`: model a is compared with model b (the reference) on the
     session's inputs and device. The result is cached until inputs or device change. --wide, --columns
-    and --format work as on the command line."""
+    and --format work as on the command line.
+    Examples: `diff`, `diff --all --sort introduced`, `diff 'conv*' --format csv`."""
     _two(env, "diff")
     sort = pop_option(args, "--sort") or "topo"
     view = pop_view(args, COLUMNS)
@@ -72,7 +73,8 @@ def cmd_diff(env: Env, args: list[str]):
 def cmd_match(env: Env, args: list[str]):
     """TENSOR may be a name in either model. Uses the pairing `diff` makes (computed if needed): the
     tensor of the other model paired with TENSOR, the strategy and the reason; or why it stayed
-    unmatched."""
+    unmatched.
+    Examples: `match conv1_out`, `match /m/layer.0/Add_output_0`."""
     _two(env, "match")
     if len(args) != 1:
         raise UsageError("match: give one tensor name (usage: match TENSOR)")
@@ -111,7 +113,8 @@ def cmd_grad(env: Env, args: list[str]):
     and of the selected activations (default: the probes of `layers`); --wrt GLOB names the tensors
     to differentiate directly (graph inputs too). The loss flags are checked as on the command line
     (``api.grad_spec``). The gradients are named TENSOR_grad and join the probes. Run `grad` again after
-    changing the inputs' shapes."""
+    changing the inputs' shapes.
+    Examples: `grad`, `grad --loss mse --target y.npy`, `grad --wrt 'conv*'`."""
     st = env.state
     t = st.target(pop_option(args, "--model", "-m"))
     loss = pop_option(args, "--loss") or "sum"

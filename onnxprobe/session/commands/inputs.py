@@ -40,7 +40,8 @@ def _inputs_table(env: Env, t: Target) -> list:
 @command("inputs", "inputs [FILE.npz] [--model a|b]", "list the inputs and where they come from; or load them all from an .npz", "inputs and probes",
          args=("file",))
 def cmd_inputs(env: Env, args: list[str]):
-    """`inputs batch.npz` sets every input found in the file (keyed by input name)."""
+    """`inputs batch.npz` sets every input found in the file (keyed by input name).
+    Examples: `inputs`, `inputs batch.npz`, `inputs batch.npz --model b`."""
     t = target_of(env, args)
     if len(args) > 1:
         raise bad("inputs", "give at most one .npz file")
@@ -87,6 +88,7 @@ def cmd_input(env: Env, args: list[str]):
 
 @command("seed", "seed [N]", "the seed of the random inputs (without N: show it)", "inputs and probes")
 def cmd_seed(env: Env, args: list[str]):
+    """Examples: `seed`, `seed 7`."""
     st = env.state
     if len(args) > 1:
         raise bad("seed", "give one integer")
@@ -102,7 +104,8 @@ def cmd_seed(env: Env, args: list[str]):
 def cmd_probe(env: Env, args: list[str]):
     """SELECTION: --op TYPE (or op:TYPE), --name GLOB (or just GLOB), --all (or all), --range A:B
     (or range:A:B), --include-constants. The session starts with the default probes of `layers`
-    (Conv/Gemm/MatMul/attention outputs and the model outputs), or what --op/--name/--all chose."""
+    (Conv/Gemm/MatMul/attention outputs and the model outputs), or what --op/--name/--all chose.
+    Examples: `probe add op:Conv`, `probe add 'layer.3*'`, `probe rm conv1_out`, `probe list`, `probe clear`."""
     t = target_of(env, args)
     sub = args[0] if args else "list"
     rest = args[1:]

@@ -28,7 +28,8 @@ MAX_OUTPUT_LINES = 8
 @command("run", "run [--model a|b]", "run the model(s) with the probes; re-runs only what changed (inputs, probes, device)",
          "running and looking")
 def cmd_run(env: Env, args: list[str]):
-    """Prints what ran and why, and the model outputs. `stats` shows the probes' table."""
+    """Prints what ran and why, and the model outputs. `stats` shows the probes' table.
+    Examples: `run`, `run --model b`."""
     label = pop_option(args, "--model", "-m")
     no_more("run", args)
     st = env.state
@@ -98,7 +99,8 @@ def cmd_show(env: Env, args: list[str]):
     """SLICE is numpy-style: `[0]`, `[0, :3, 5:10:2]`, `[..., -1]`. TENSOR may also be a node name
     (its first output); without TENSOR, the output of the node at the cursor. Long values are
     summarised with '...' as numpy does; --full prints every value. --log draws the histogram's bars on
-    a log scale (for skewed values such as a softmax)."""
+    a log scale (for skewed values such as a softmax).
+    Examples: `show conv1_out`, `show conv1_out [0, :3] --bins 32`, `show probs --log`, `show --full`."""
     t = target_of(env, args, env.state.current)
     full = pop_option(args, "--full", flag=True)
     log = bool(pop_option(args, "--log", flag=True))
@@ -152,7 +154,8 @@ def cmd_save(env: Env, args: list[str]):
     """`save all acts.npz` writes the probes and model outputs, keyed by tensor name (like `layers --save`).
     `save html report.html` writes the self-contained HTML report (as `--html` does): of the last `diff`
     when there are two models and one was run on the current inputs (a `match` does not replace it), else
-    of the probes' statistics (`stats`) of the model; its line says which."""
+    of the probes' statistics (`stats`) of the model; its line says which.
+    Examples: `save conv1_out c.npy`, `save all acts.npz`, `save html report.html`."""
     from onnxprobe.report import io as report_io
 
     chosen = "--model" in args or "-m" in args

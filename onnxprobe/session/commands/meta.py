@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Iterable
 
@@ -16,6 +17,7 @@ from onnxprobe.session.commands.table import ALIASES, COMMANDS, Env, GROUPS, Qui
 
 @command("device", "device [auto|cpu|cuda]", "the device runs use (without an argument: show it)", "session", args=("device",))
 def cmd_device(env: Env, args: list[str]):
+    """Examples: `device`, `device cpu`, `device cuda`."""
     st = env.state
     if len(args) > 1:
         raise bad("device", "give one of auto, cpu, cuda")
@@ -27,15 +29,26 @@ def cmd_device(env: Env, args: list[str]):
 
 @command("help", "help [COMMAND]", "the commands, or one command in detail", "session", args=("command",), aliases=("?",))
 def cmd_help(env: Env, args: list[str]):
+    """Examples: `help`, `help show`."""
     if len(args) > 1:
         raise bad("help", "give one command")
     if args:
         c = lookup(args[0])
         out = Text()
         out.append(c.usage, style="bold")
-        out.append(f"\n  {c.help}")
-        if c.details:
-            out.append("\n\n" + textwrap.indent(c.details, "  "))
+        fill = (lambda text, indent="  ": textwrap.fill(" ".join(text.split()), max(env.width - 2, 20), initial_indent=indent,
+                                                       subsequent_indent=indent, break_on_hyphens=False, break_long_words=False))
+        out.append("\n" + fill(c.help))
+        # the docstring reflowed to the terminal (its own line breaks are the source's), its examples one a line
+        # (the examples: the backquoted commands of the sentence that starts "Examples:", up to its full stop)
+        prose, _, rest = c.details.partition("Examples:")
+        m = re.match(r"((?:[^`.]|`[^`]*`)*)\.?", rest)
+        examples, after = (re.findall(r"`([^`]+)`", m.group(1)), rest[m.end():]) if rest else ([], "")
+        paragraphs = [p for text in (prose, after) for p in text.split("\n\n") if p.strip()]
+        if paragraphs:
+            out.append("\n\n" + "\n\n".join(fill(p) for p in paragraphs))
+        if examples:
+            out.append("\n\n  Examples:\n" + "\n".join(f"    {e}" for e in examples))
         if c.aliases:
             out.append(f"\n\n  also: {', '.join(c.aliases)}", style="dim")
         return out
@@ -55,6 +68,7 @@ def cmd_help(env: Env, args: list[str]):
 
 @command("quit", "quit", "end the session (Ctrl-D too)", "session", aliases=("exit", "q"))
 def cmd_quit(env: Env, args: list[str]):
+    """Examples: `quit`, `exit`, `q`."""
     raise Quit()
 
 

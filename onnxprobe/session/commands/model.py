@@ -21,7 +21,8 @@ from onnxprobe.text import human_bytes
 
 @command("info", "info [--model a|b]", "the model: format, opsets, ops, inputs, outputs, weights; the session's settings", "model")
 def cmd_info(env: Env, args: list[str]):
-    """Without --model, every loaded model is described."""
+    """Without --model, every loaded model is described.
+    Examples: `info`, `info --model b`."""
     label = pop_option(args, "--model", "-m")
     no_more("info", args)
     st = env.state
@@ -94,7 +95,8 @@ def cmd_nodes(env: Env, args: list[str]):
          args=("node",))
 def cmd_node(env: Env, args: list[str]):
     """Without a name: the node at the cursor (see goto/step/back). Statistics appear once computed
-    (run, stats, goto)."""
+    (run, stats, goto).
+    Examples: `node`, `node conv1`, `node #12`."""
     t = target_of(env, args, env.state.current)
     if len(args) > 1:
         raise bad("node", "give one node name")

@@ -74,7 +74,8 @@ def _walk(env: Env, t: Target, i: int) -> list:
          args=("node",))
 def cmd_goto(env: Env, args: list[str]):
     """A tensor name goes to the node that produced it (for a graph input or a weight, the first node
-    that reads it)."""
+    that reads it).
+    Examples: `goto conv1`, `goto #12`, `goto relu1_out`."""
     t = target_of(env, args, env.state.current)
     if len(args) != 1:
         raise bad("goto", "give one node name or #index (Tab completes names)")
@@ -84,7 +85,8 @@ def cmd_goto(env: Env, args: list[str]):
 @command("step", "step [N] [--weights] [--model a|b]", "move the cursor N nodes forward in topological order (default 1)", "finding and walking")
 def cmd_step(env: Env, args: list[str]):
     """Nodes that only compute weights (Constant nodes, and nodes fed by constants alone) are passed
-    over; --weights stops at them too. `goto` reaches any node."""
+    over; --weights stops at them too. `goto` reaches any node.
+    Examples: `step`, `step 5`, `step --weights`."""
     t = target_of(env, args, env.state.current)
     weights = bool(pop_option(args, "--weights", flag=True))
     n = parse_int("step", args.pop(0)) if args else 1
@@ -96,7 +98,8 @@ def cmd_step(env: Env, args: list[str]):
 
 @command("back", "back [N] [--weights] [--model a|b]", "move the cursor N nodes back in topological order (default 1)", "finding and walking")
 def cmd_back(env: Env, args: list[str]):
-    """Like step, backwards: weight-only nodes are passed over unless --weights."""
+    """Like step, backwards: weight-only nodes are passed over unless --weights.
+    Examples: `back`, `back 3`."""
     t = target_of(env, args, env.state.current)
     weights = bool(pop_option(args, "--weights", flag=True))
     n = parse_int("back", args.pop(0)) if args else 1
