@@ -297,3 +297,19 @@ def test_no_help_text_loses_a_bracketed_word_to_rich_markup():
     assert not eaten, eaten
     r = invoke("layers", "--help", env={"COLUMNS": "250"})
     assert "onnxprobe[openvino]" in r.stdout
+
+
+def test_a_tensor_that_ran_empty_reads_empty_and_is_saved(tmp_path):
+    """A main-graph tensor of 0 elements ran: the table says 'empty' (not 'not run', which is for an If
+    branch not taken) and --save keeps it, as an empty array of its shape."""
+    m = make_model([helper.make_node("Identity", ["x"], ["t"], name="a"), helper.make_node("Relu", ["t"], ["y"], name="b")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])])
+    onnx.save(m, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.zeros((0, 3), np.float32))
+    r = invoke("layers", tmp_path / "m.onnx", "--all", "--input", f"x={tmp_path / 'x.npy'}", "--save", tmp_path / "a.npz",
+               env={"COLUMNS": "120"})
+    assert r.exit_code == 0, r.output
+    rows = [ln for ln in r.stdout.splitlines() if ln.split()[:1] in (["0"], ["1"])]
+    assert len(rows) == 2 and all("empty" in ln and "not run" not in ln for ln in rows), r.stdout
+    saved = np.load(tmp_path / "a.npz")
+    assert sorted(saved.files) == ["t", "y"] and saved["t"].shape == (0, 3)

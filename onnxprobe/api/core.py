@@ -210,12 +210,14 @@ def save_tensors(model: Model, result: ProbeResult, feed: dict[str, np.ndarray],
                  max_memory: int | None = None, progress=None, using: GraphRunner | None = None) -> int:
     """Stream the raw values of ``result``'s probed tensors to ``path`` (.npz, safe entry names with the
     true names stored alongside), within ``max_memory`` per run (``raw_chunks``). Tensors that did not
-    run (an If branch not taken) are left out. Returns the number of runs."""
+    run (an If branch not taken, a Loop of no iterations) are left out; a main-graph tensor that ran empty
+    is kept (an empty array of its shape). Returns the number of runs."""
     from onnxprobe.runtime.npz import NpzWriter
 
     model, max_memory = as_model(model), as_max_memory(max_memory)
     result, feed = as_probe_result(result), checked_feed(model.proto, feed)  # before the file is started
-    not_run = {n for n, st in result.stats.items() if st is not None and st.count == 0}
+    scoped = {p.ref.name for p in result.plan.probes if p.ref.scope}  # inside a body: may not have run
+    not_run = {n for n, st in result.stats.items() if st is not None and st.count == 0 and n in scoped}
     runs = 0
     with NpzWriter(path) as out:
         # the values are consumed in a function of their own and dropped before the next run: two runs'

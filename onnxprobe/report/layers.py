@@ -96,9 +96,13 @@ def _cells(r: dict) -> tuple[list[str], list]:
         # '…_output_0' next to it; 'logx' of node 'log' stays 'logx'
         tensor = "…" + tensor[len(r["node"]):]
     ran = bool(r.get("count"))
+    # no values: a tensor that ran empty (a 0 in its run's shape), or one that did not run at all (an If
+    # branch not taken, a Loop of no iterations)
+    empty = r.get("count") == 0 and r.get("shape") is not None and 0 in r["shape"]
     cells = [
         str(r["index"]), node, op(r["op_type"]), tensor, shape(r["shape"]), dtype(r["dtype"]),
-        num(r.get("min")) if ran else ("not run" if r.get("count") == 0 else "not observed" if r.get("not_observed") else "-"),
+        num(r.get("min")) if ran else ("empty" if empty else "not run" if r.get("count") == 0 else
+                                       "not observed" if r.get("not_observed") else "-"),
         num(r.get("max")) if ran else "-", num(r.get("mean")), num(r.get("std")),
         str(r.get("nan", "-")), str(r.get("inf", "-")),
     ]

@@ -120,7 +120,7 @@ def parse_input_files(items: list[str] | None) -> dict[str, str]:
 
 
 def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator, int_range: tuple[int, int]) -> np.ndarray:
-    if dtype.kind == "f":
+    if dtype.kind == "f" or dtype.name == "bfloat16":  # bfloat16: ml_dtypes' type, which onnx maps it to
         return rng.random(shape, dtype=np.float64).astype(dtype)
     if dtype.kind in "iu":
         lo, hi = int_range

@@ -271,6 +271,10 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
             binding.bind_ortvalue_input(name, value)
             continue
         value = np.require(value, requirements="C")  # not ascontiguousarray: it turns scalars into [1]
+        if value.dtype.name == "bfloat16":  # ml_dtypes' type, which onnxruntime does not know: its bits, typed
+            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(value.view(np.uint16),
+                                                                                             onnx.TensorProto.BFLOAT16))
+            continue
         if dev == "cpu":
             binding.bind_cpu_input(name, value)
         else:
@@ -298,5 +302,23 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
     names = list(host_outputs) + list(device_outputs)
     values = binding.get_outputs()
     on_device = set(device_outputs) if keep_on_device else set()
-    out = {n: (v if n in on_device else v.numpy()) for n, v in zip(names, values)}
+    out = {n: (v if n in on_device else host_array(v)) for n, v in zip(names, values)}
     return out, seconds
+
+
+def host_array(value) -> np.ndarray:
+    """An OrtValue as a numpy array. onnxruntime's ``numpy()`` refuses bfloat16 (numpy has no such type):
+    a bfloat16 tensor in host memory comes back widened to float32, exactly (its 16 bits are float32's
+    upper half), read from the tensor's own buffer."""
+    if value.data_type() != "tensor(bfloat16)":
+        return value.numpy()
+    if value.device_name().lower() != "cpu":
+        raise ExecutionError(f"a bfloat16 tensor on {value.device_name()} cannot be read back to numpy")
+    shape = tuple(value.shape())
+    n = int(np.prod(shape, dtype=np.int64))
+    if n == 0:
+        return np.zeros(shape, np.float32)
+    import ctypes
+
+    bits = np.ctypeslib.as_array((ctypes.c_uint16 * n).from_address(value.data_ptr()))
+    return (bits.astype(np.uint32) << 16).view(np.float32).reshape(shape)  # a copy: the buffer goes with the OrtValue

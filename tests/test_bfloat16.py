@@ -1,0 +1,73 @@
+"""bfloat16 tensors, which numpy lacks: onnxruntime's ``numpy()`` refuses them and OpenVINO hands them back
+typed float16 over their bits. Small ones (summarised on the host), model outputs, ``--save``, inputs, and
+OpenVINO's values are all checked against numpy float64 of the bfloat16-rounded values (ml_dtypes)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import ml_dtypes
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from conftest import make_model
+from onnxprobe import api
+
+BF16 = ml_dtypes.bfloat16
+
+
+def cast_through(n: int, to: int = TensorProto.BFLOAT16) -> onnx.ModelProto:
+    """x float32 [n] -> c = Cast(x, to) -> i = Identity(c) -> y = Cast(i, float32), and c also an output."""
+    return make_model([helper.make_node("Cast", ["x"], ["c"], to=to, name="cast"), helper.make_node("Identity", ["c"], ["i"], name="ident"),
+                       helper.make_node("Cast", ["i"], ["y"], to=TensorProto.FLOAT, name="back")],
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n]), helper.make_tensor_value_info("c", to, [n])])
+
+
+def oracle(x: np.ndarray) -> np.ndarray:
+    return x.astype(BF16).astype(np.float64)
+
+
+@pytest.mark.parametrize("n", [1000, 300_000])  # summarised on the host, and in the graph
+def test_bfloat16_tensors_and_outputs_are_summarised_and_saved(n, tmp_path):
+    x = (np.random.default_rng(0).standard_normal(n) * 3 + 1e2).astype(np.float32)
+    res = api.layers(cast_through(n), api.Selection(all=True), api.RunConfig(cache=False), {"x": x}, save=True)
+    want = oracle(x)
+    for name in ("c", "i", "y"):
+        st = res.stats[name]
+        assert st.count == n and st.min == want.min() and st.max == want.max(), name
+        assert st.mean == pytest.approx(want.mean(), rel=1e-9) and st.std == pytest.approx(want.std(), rel=1e-6), name
+        np.testing.assert_array_equal(np.asarray(res.arrays[name], np.float64), want)  # widened exactly
+    np.testing.assert_array_equal(np.asarray(res.outputs["c"], np.float64), want)
+
+
+def test_a_bfloat16_input_gets_random_data_and_runs():
+    m = make_model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT, name="up"), helper.make_node("Relu", ["y"], ["z"], name="relu")],
+                   [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [64])], [helper.make_tensor_value_info("z", TensorProto.FLOAT, [64])])
+    res = api.layers(m, api.Selection(all=True), save=True)
+    x = np.asarray(res.feed["x"])
+    assert x.dtype == BF16
+    np.testing.assert_array_equal(res.arrays["z"], np.maximum(x.astype(np.float32), 0))
+
+
+def test_diff_of_a_bfloat16_model_against_its_float32_twin():
+    n = 4096
+    x = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    res = api.diff(cast_through(n), cast_through(n, TensorProto.FLOAT), selection=api.Selection(all=True), inputs={"x": x})
+    by = {r.pair.a.name: r.metrics for r in res.results}
+    err = oracle(x) - x.astype(np.float64)
+    assert by["c"].max_abs == pytest.approx(np.abs(err).max(), rel=1e-6)
+    assert by["y"].rmse == pytest.approx(np.sqrt(np.mean(err ** 2)), rel=1e-5)
+
+
+@pytest.mark.openvino
+@pytest.mark.skipif(importlib.util.find_spec("openvino") is None, reason="needs the openvino extra")
+def test_openvino_returns_bfloat16_values_not_their_bits_read_as_float16():
+    n = 1000
+    x = np.random.default_rng(2).standard_normal(n).astype(np.float32) * 4
+    res = api.layers(cast_through(n), api.Selection(all=True), inputs={"x": x}, runtime="openvino", save=True)
+    want = oracle(x)
+    assert res.stats["c"].min == want.min() and res.stats["c"].max == want.max()
+    np.testing.assert_array_equal(np.asarray(res.arrays["c"], np.float64), want)
