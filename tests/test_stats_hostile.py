@@ -275,3 +275,21 @@ def test_block_abs_mean_of_one_signed_rows_is_as_exact_as_their_mean(x, tmp_path
     want = oracle(x)
     check(res.stats["y"], want, "y")
     assert res.stats["y"].abs_mean == pytest.approx(want["abs_mean"], rel=1e-7)
+
+
+@pytest.mark.parametrize("n", [2, 300_000])  # measured on the host, and (rerun on the host) from the graph's sums
+def test_a_difference_past_float32s_range_is_measured_not_a_crash(n):
+    """a = x, b = -x with x near 3e38: a - b overflows float32 (it crashed the SQNR's log as an internal
+    error); the pair is measured in float64 and fails, as numpy float64 says."""
+    def scaled(k: float) -> onnx.ModelProto:
+        return make_model([helper.make_node("Mul", ["x", "k"], ["y"], name="mul")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n])], [onnx.numpy_helper.from_array(np.array(k, np.float32), "k")])
+
+    x = np.ones(n, np.float32)
+    x[0] = 3e38
+    res = api.diff(scaled(1.0), scaled(-1.0), inputs={"x": x})
+    (r,) = [r for r in res.results if r.pair.a.name == "y"]
+    a, b = x.astype(np.float64), -x.astype(np.float64)
+    assert r.metrics.max_abs == pytest.approx(np.abs(a - b).max(), rel=1e-6)
+    assert r.metrics.sqnr_db == pytest.approx(20 * math.log10(np.linalg.norm(b) / np.linalg.norm(a - b)), abs=1e-6)
+    assert r.metrics.cosine == pytest.approx(-1.0, abs=1e-9) and r.passed is False

@@ -95,6 +95,8 @@ def sqnr_from_norms(signal: float, noise: float) -> float:
     """20 log10(|b| / |a - b|): +inf when there is no error at all (also for zeros against zeros)."""
     if noise == 0:
         return math.inf
+    if not (math.isfinite(signal) and math.isfinite(noise)):  # sums past float64's range: no ratio to tell
+        return math.nan
     return 20.0 * math.log10(max(signal, EPS) / max(noise, EPS))
 
 

@@ -233,10 +233,13 @@ def pair_sums(a: np.ndarray, b: np.ndarray, rtol: float = 0.0, sample: int = 0, 
             np.isfinite(np.add.reduce(a, axis=None, dtype=np.float64)) and np.isfinite(np.add.reduce(b, axis=None, dtype=np.float64))):
         return _masked(a, b, rtol, sample, light)
     af, bf = a.reshape(-1), b.reshape(-1)
-    d = np.subtract(af, bf)
+    with np.errstate(over="ignore"):  # an overflow is caught below
+        d = np.subtract(af, bf)
     np.abs(d, out=d)
     k = int(np.argmax(d))
     max_abs = float(d[k])
+    if not math.isfinite(max_abs):  # a - b past float32's range (opposite signs near 3.4e38): in float64
+        return _masked(a, b, rtol, sample, light)
 
     def dot(x: np.ndarray, y: np.ndarray) -> float:  # products and sum in float64, no float64 copies
         return float(np.einsum("i,i->", x, y, dtype=np.float64))
