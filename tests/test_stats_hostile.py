@@ -293,3 +293,13 @@ def test_a_difference_past_float32s_range_is_measured_not_a_crash(n):
     assert r.metrics.max_abs == pytest.approx(np.abs(a - b).max(), rel=1e-6)
     assert r.metrics.sqnr_db == pytest.approx(20 * math.log10(np.linalg.norm(b) / np.linalg.norm(a - b)), abs=1e-6)
     assert r.metrics.cosine == pytest.approx(-1.0, abs=1e-9) and r.passed is False
+
+
+def test_float64_sums_past_its_range_leave_the_moments_unknown_not_clamped():
+    """float64 values near 1.8e308: Σ(x - c) overflows float64, so the mean is unknown (NaN, null in JSON),
+    never the data's extreme (it read -1.7e308 for a mean of -1.8e305); min, max and counts stay exact."""
+    x = np.random.default_rng(18).choice([1e300, -1e300, 1.7e308, -1.7e308], 1000)
+    st = TensorStats.from_array(x)
+    assert st.min == x.min() and st.max == x.max() and st.count == 1000
+    assert math.isnan(st.mean) and math.isnan(st.std)
+    assert st.to_dict()["mean"] is None and st.to_dict()["std"] is None

@@ -164,8 +164,8 @@ class TensorStats:
 
     @property
     def mean(self) -> float:
-        if not self.finite:
-            return math.nan
+        if not self.finite or not math.isfinite(self.s1):  # sums past float64's range (values near 1.8e308)
+            return math.nan  # unknown, not clamped to an extreme that would pass for a mean
         m = self.shift + self.s1 / self.finite
         return min(max(m, self.min), self.max)  # rounding never puts the mean outside the data
 
@@ -175,6 +175,8 @@ class TensorStats:
             return math.nan
         if self.min == self.max:
             return 0.0
+        if not (math.isfinite(self.s1) and math.isfinite(self.s2)):
+            return math.nan
         n = self.finite
         return max(self.s2 / n - (self.s1 / n) ** 2, 0.0)
 
