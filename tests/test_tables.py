@@ -12,10 +12,12 @@ import re
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
-from conftest import sample_path
+from conftest import make_model, sample_path
 from onnxprobe.cli.main import app
 from onnxprobe.report.names import shorten_names, shorten_path
 from onnxprobe.report.table import Column, Table
@@ -467,3 +469,23 @@ def test_diff_header_folds_model_paths_after_a_slash(tmp_path):
     assert head[0].startswith("A: ") and all(ln.endswith("/") and len(ln) <= 60 for ln in head[:-1]), head
     assert head[-1].startswith("a_rather_long_model_file_name.onnx (cpu"), head
     assert wrap_paths("x " + "y" * 80, 20) == "x\n" + "y" * 80  # a part longer than a line is left whole
+
+
+def test_offset_values_show_enough_digits_to_tell_min_max_and_mean_apart(tmp_path):
+    """Four significant digits read 1e+04 for the min, max and mean of 1e4 + 0.5 ± 0.004: a row shows as
+    many more digits as its magnitude exceeds its spread; ordinary rows keep four."""
+    from onnxprobe.report.format import spread_digits
+
+    assert spread_digits(-1.0, 1.0) == 4 and spread_digits(0.2, 0.6) == 4 and spread_digits(8.9e-44, 9.99e-41) == 4
+    x = (10000.5 + np.random.default_rng(0).uniform(-0.004, 0.004, 1000)).astype(np.float32)
+    m = make_model([helper.make_node("Identity", ["x"], ["y"], name="id")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1000])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1000])])
+    onnx.save(m, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", x)
+    out = run(["layers", tmp_path / "m.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--columns", "tensor,min,max,mean"], width=120)
+    row = next(ln.split() for ln in out.splitlines() if ln.split()[:1] == ["y"])
+    lo, hi, mean = (float(v) for v in row[1:4])
+    x64 = x.astype(np.float64)
+    assert lo < mean < hi, row
+    assert lo == pytest.approx(x64.min(), abs=1e-5) and hi == pytest.approx(x64.max(), abs=1e-5)
+    assert mean == pytest.approx(x64.mean(), abs=1e-5)

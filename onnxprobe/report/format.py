@@ -39,6 +39,17 @@ def num(v: float | None, digits: int = 4) -> str:
     return f"{v:.{digits}g}"
 
 
+def spread_digits(lo, hi, digits: int = 4, most: int = 10) -> int:
+    """Significant digits that show a row's values apart: ``digits``, plus as many as the magnitude exceeds
+    the spread (min 10000.496 and max 10000.504 read 1e+04 and 1e+04 with four; 10000.496 and 10000.504
+    with nine), at most ``most``."""
+    lo, hi = finite(lo), finite(hi)
+    if lo is None or hi is None or hi <= lo:
+        return digits
+    # (a magnitude within about three times the spread needs nothing more: 0.2 to 0.6 reads well with four)
+    return min(most, digits + max(0, math.ceil(math.log10(max(abs(lo), abs(hi)) / (hi - lo)) - 0.5)))
+
+
 def dim(d) -> str:
     """One dimension: its size, its symbolic name, or "?" when unknown (None, or the placeholder names
     onnx's shape inference makes up for dims it cannot tell, "unk__0", which name nothing)."""

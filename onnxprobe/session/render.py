@@ -13,7 +13,7 @@ import math
 import numpy as np
 from rich.text import Text
 
-from onnxprobe.report.format import num, safe, shape as fmt_shape
+from onnxprobe.report.format import num, safe, shape as fmt_shape, spread_digits
 from onnxprobe.report.table import Column, Table
 from onnxprobe.api import TensorStats
 
@@ -54,7 +54,9 @@ def histogram(values: np.ndarray, bins: int = 16, width: int = 40, log: bool = F
         labels = [f"{num(lo)}"]
     else:
         edges = np.linspace(lo, hi, bins + 1)
-        labels = [f"{num(float(edges[i]))} … {num(float(edges[i + 1]))}" for i in range(len(edges) - 1)]
+        # enough digits to tell the edges apart: the magnitude over a bin's width, plus one (at least four)
+        d = max(4, min(10, math.ceil(math.log10(max(abs(lo), abs(hi)) / ((hi - lo) / bins))) + 1))
+        labels = [f"{num(float(edges[i]), d)} … {num(float(edges[i + 1]), d)}" for i in range(len(edges) - 1)]
     counts, _ = np.histogram(finite, bins=edges)
     peak = int(counts.max()) if counts.size else 0
     lw = max(len(s) for s in labels)
@@ -81,9 +83,10 @@ def stats_line(s: TensorStats | None, compact: bool = False) -> Text:
         t.append("not run (inside an If branch that was not taken, or empty)", style="dim")
         return t
     # no finite value (all NaN or Inf): '-' for every statistic of the finite values, as the layers table shows
-    value = (lambda v: num(v) if s.finite and v is not None and math.isfinite(v) else "-")
+    digits = spread_digits(s.min, s.max)  # min, max and mean told apart on offset data, as in the layers table
+    value = (lambda v, d=digits: num(v, d) if s.finite and v is not None and math.isfinite(v) else "-")
     parts = [("count", str(s.count)), ("min", value(s.min)), ("max", value(s.max)), ("mean", value(s.mean)),
-             ("std", value(s.std)), ("abs_mean", value(s.abs_mean)), ("zeros", f"{num(s.zero_fraction * 100, 3)}%")]
+             ("std", value(s.std, 4)), ("abs_mean", value(s.abs_mean)), ("zeros", f"{num(s.zero_fraction * 100, 3)}%")]
     if compact:
         parts = parts[1:5]
     for i, (k, v) in enumerate(parts):
