@@ -468,6 +468,8 @@ def test_diff_header_folds_model_paths_after_a_slash(tmp_path):
     head = lines[:next(k for k, ln in enumerate(lines) if ln.startswith("B: "))]
     assert head[0].startswith("A: ") and all(ln.endswith("/") and len(ln) <= 60 for ln in head[:-1]), head
     assert head[-1].startswith("a_rather_long_model_file_name.onnx (cpu"), head
+    # the same model on both sides: the sparkline's line says so instead of "140 → 140 dB"
+    assert re.search(r"^SQNR along depth: every pair exact \(\d+\)$", out, re.M) and "140" not in out, out
     assert wrap_paths("x " + "y" * 80, 20) == "x\n" + "y" * 80  # a part longer than a line is left whole
 
 
