@@ -215,3 +215,24 @@ def test_a_cached_plan_keeps_every_probe_field(cache, rewrites, tmp_path):
     assert [asdict(p) for p in first.plan.probes] == [asdict(p) for p in second.plan.probes]
     assert any(p.raw_scalar for p in second.plan.probes)
     assert second.arrays["s"].shape == () and float(second.arrays["s"]) == float(first.arrays["s"])
+
+
+def test_trimming_deletes_only_the_caches_own_entries(cache, monkeypatch):
+    """$ONNXPROBE_CACHE_DIR may name a folder that holds other files (a user's models and reports, old ones
+    included): trimming to the size limit deletes only entries, which are named by their key."""
+    import os
+    import shutil
+
+    cache.mkdir(parents=True)
+    theirs = {"big_model.onnx": b"\0" * 300_000, "big_model.json": b"{}", "notes.json": b"{}"}
+    for name, data in theirs.items():
+        (cache / name).write_bytes(data)
+        os.utime(cache / name, (1e9, 1e9))  # older than any entry
+    shutil.copy(sample_path("mlp"), cache / "net.onnx")
+    monkeypatch.setenv("ONNXPROBE_CACHE_SIZE", "60000")
+    for name in ("cnn", "mlp", "transformer_block"):
+        _layers(sample_path(name))
+    assert all((cache / name).read_bytes() == data for name, data in theirs.items())
+    assert (cache / "net.onnx").exists()
+    ours = [f for f in cache.iterdir() if plan_cache.KEY.fullmatch(f.stem)]
+    assert ours and sum(f.stat().st_size for f in ours) <= 60000

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -148,9 +149,17 @@ def store_entry(k: str, model: onnx.ModelProto, meta: dict) -> None:
         return
 
 
+KEY = re.compile(r"[0-9a-f]{32}")  # an entry's name: key_of's 16-byte digest in hex
+
+
 def _trim(d: Path, limit: int) -> None:
+    """The oldest entries deleted until the cache holds at most ``limit`` bytes: only entries, named by a
+    key, never another file that shares the folder ($ONNXPROBE_CACHE_DIR may be any folder: a user's
+    models and JSON reports there are not the cache's to trim)."""
     entries = []
     for meta in d.glob("*.json"):
+        if not KEY.fullmatch(meta.stem):
+            continue
         body = meta.with_suffix(".onnx")
         try:
             entries.append((meta.stat().st_mtime, meta, body, meta.stat().st_size + (body.stat().st_size if body.exists() else 0)))
