@@ -93,3 +93,23 @@ def test_every_kind_of_input_file_is_refused_as_an_output(copies, monkeypatch):
     r = runner.invoke(app, ["merge-stats", "s0.json", "s1.json", "--json", "s1.json"])  # the second report too
     assert r.exit_code == 2 and "is an input report" in r.output, r.output
     assert digest(copies / "s1.json") == before
+
+
+def test_a_run_writes_nothing_outside_the_folders_it_was_given(tmp_path):
+    """A fresh HOME and working folder: after layers, diff and grad, the only files written are the cache's
+    (under $ONNXPROBE_CACHE_DIR) and the report asked for; onnxruntime's telemetry queue and device id
+    (~/.cache/Microsoft/DeveloperTools, on by default in onnxruntime 1.32) are not written."""
+    import os
+    import subprocess
+    import sys
+
+    home, work, cache = tmp_path / "home", tmp_path / "work", tmp_path / "cache"
+    home.mkdir(), work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ORT_", "XDG_", "ONNXPROBE_"))}
+    env.update(HOME=str(home), ONNXPROBE_CACHE_DIR=str(cache))
+    for argv in (["layers", str(sample_path("cnn")), "--json", "r.json"], ["diff", str(sample_path("mlp")), str(sample_path("mlp"))],
+                 ["grad", str(sample_path("mlp"))]):
+        r = subprocess.run([sys.executable, "-m", "onnxprobe", *argv], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    assert [p.name for p in home.rglob("*")] == []
+    assert [p.name for p in work.iterdir()] == ["r.json"]
