@@ -368,6 +368,13 @@ def _cases() -> list[Case]:
         Case("html_stdout", lambda d: ["layers", sample("mlp"), "--html", "-"], (2,), "file name"),
         Case("html_onto_model", lambda d: ["layers", _copy(d, "mlp"), "--html", str(d / "mlp.onnx")], (2,), "input model"),
         Case("html_is_a_folder", lambda d: ["layers", sample("mlp"), "--html", str(d)], (2,), "folder"),
+        # two outputs on one file: the second write would replace the first
+        Case("json_and_save_one_file", lambda d: ["layers", sample("mlp"), "--json", str(d / "r.x"), "--save", str(d / "r.x")], (2,),
+             "--json writes that file too"),
+        Case("json_and_netron_one_file", lambda d: ["diff", sample("mlp"), sample("mlp"), "--json", str(d / "r.json"), "--netron",
+                                                    str(d) + "/./r.json"], (2,), "writes that file too"),
+        Case("export_data_and_grads_one_file", lambda d: ["grad", sample("mlp"), "--export", str(d / "g.onnx"), "--save-grads",
+                                                          str(d / "g.onnx.data")], (2,), "g.onnx.data too"),
         Case("overlay_dev_full", lambda d: ["layers", sample("mlp"), "--overlay", "/dev/full"], (2,), "No space left", outputs=("/dev/full",)),
         Case("overlay_stdout", lambda d: ["diff", sample("mlp"), "--vs-reference", "--overlay", "-"], (2,), "file name"),
         Case("overlay_missing_folder", lambda d: ["grad", sample("mlp"), "--overlay", str(d / "no" / "o.json")], (2,), "does not exist"),

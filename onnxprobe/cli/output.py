@@ -27,6 +27,30 @@ def check_outputs(model: Path, *paths: Path | None, files: dict[str, Path | None
     for p in [*paths, *(files or {}).values()]:
         if p is not None and str(p) != "-":
             report_io.check_writable(p, model, model_is)
+    _distinct([("--json", p) for p in paths] + list((files or {}).items()))
+
+
+MODEL_OUTPUTS = ("--export",)  # flags that write a model, whose big weights may go to OUT.data beside it
+
+
+def _distinct(named: list[tuple[str, Path | None]]) -> None:
+    """Two output flags naming one file (the second write would replace the first): a UsageError, before
+    any work. A model output's OUT.data counts as its file too."""
+    import os
+
+    from onnxprobe.errors import UsageError
+    from onnxprobe.text import clean
+
+    seen: dict[str, str] = {}
+    for flag, p in named:
+        if p is None or str(p) == "-":
+            continue
+        real = os.path.realpath(p)
+        for key, what in [(real, flag)] + ([(real + ".data", f"{flag}'s weights file")] if flag in MODEL_OUTPUTS else []):
+            if key in seen:
+                raise UsageError(f"{flag} {clean(str(p))}: {seen[key]} writes {'that file' if key == real else clean(key)} too; "
+                                 f"give each output a file of its own")
+            seen[key] = what
 
 
 def write_html(path: Path | None, kind: str, data: dict, table, *, histograms: dict | None = None,
