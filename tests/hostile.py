@@ -199,6 +199,10 @@ BROKEN_GRAPHS: dict[str, Callable[[Path], str]] = {
     "external_parent": lambda d: _external(d, location="../w.bin"),
     "external_symlink_outside": _symlink_outside,
     "external_short": lambda d: _external(d, length="4000"),
+    "external_length_too_small": lambda d: _external(d, length="12"),
+    "external_truncated_file": lambda d: (_external(d), (d / "w.bin").write_bytes(b"\0" * 10))[0],
+    "external_nul_location": lambda d: _external(d, location="w.bin\x00.txt"),
+    "external_location_a_folder": lambda d: ((d / "sub").mkdir(), _external(d, location="sub"))[1],
 }
 
 # legitimately fine: onnxruntime runs them, so onnxprobe probes them (exit 0, maybe with a note)

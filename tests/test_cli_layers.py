@@ -313,3 +313,33 @@ def test_a_tensor_that_ran_empty_reads_empty_and_is_saved(tmp_path):
     assert len(rows) == 2 and all("empty" in ln and "not run" not in ln for ln in rows), r.stdout
     saved = np.load(tmp_path / "a.npz")
     assert sorted(saved.files) == ["t", "y"] and saved["t"].shape == (0, 3)
+
+
+def test_external_data_that_does_not_fit_its_tensor_names_the_file_and_both_sizes(tmp_path):
+    """A truncated data file, a length entry that disagrees with the dims, a NUL in a location: one line each
+    naming the file and the sizes (onnxruntime said "Deserialize tensor W failed ... buffer size mismatch",
+    and a NUL byte was an internal error); inspect, which reads no big tensor, notes it."""
+    def external(folder, data: bytes, **entries):
+        folder.mkdir()
+        m = make_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+        t = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2, 3], data_location=TensorProto.EXTERNAL)
+        for k, v in {"location": "w.bin", "offset": "0", **entries}.items():
+            e = t.external_data.add()
+            e.key, e.value = k, v
+        m.graph.initializer.append(t)
+        (folder / "w.bin").write_bytes(data)
+        onnx.save(m, folder / "m.onnx")
+        return folder / "m.onnx"
+
+    cases = [(external(tmp_path / "a", b"\0" * 10), "external data w.bin holds 10 bytes; tensor 'w' (float [2x3]) needs 24 from offset 0"),
+             (external(tmp_path / "b", b"\0" * 24, length="12"), "tensor 'w' (float [2x3]) needs 24 bytes, its external data entry says 12"),
+             (external(tmp_path / "c", b"\0" * 24, location="w.bin\x00x"), "holds a NUL byte")]
+    for model, needle in cases:
+        r = invoke("layers", model)
+        assert r.exit_code == 1 and needle in r.stderr and r.stderr.count("\n") == 1, r.output
+        # inspect reads no big tensor: it describes the model and notes the data file that is too short
+        r = invoke("inspect", model)
+        assert needle in r.stderr and r.exit_code == (1 if "NUL" in needle else 0), r.output
+    r = invoke("layers", external(tmp_path / "d", np.arange(6, dtype=np.float32).tobytes()), "--all", "--json", "-")
+    assert r.exit_code == 0, r.output  # data that fits still loads

@@ -53,6 +53,7 @@ def inspect(path: str | os.PathLike) -> InspectResult:
     path = model_file(path)
     lazy = load_lazy(path, require_data=False)
     warnings: list[str] = [f"external data file missing: {f.path}" for f in lazy.external if not f.exists]
+    warnings += lazy.problems  # a data file too short for its tensors, a length entry that disagrees
     inferred = infer_shapes(lazy.proto, warnings)
     rows = node_rows(lazy.proto, inferred)
     summary = summarize(lazy.proto, inferred, base_dir=lazy.base_dir, external=lazy.external, rows=rows)

@@ -20,7 +20,7 @@ None of these mutate the model they are given.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -55,6 +55,8 @@ def _source(t: TensorProto, base_dir: str | os.PathLike) -> tuple[Path, int, int
         info = ExternalDataInfo(t)
     except (ValueError, TypeError) as e:
         raise ModelError(f"tensor {t.name!r}: malformed external data entry ({first_line(e)})") from None
+    if "\x00" in (info.location or ""):  # no file name holds one; the system would refuse it as a ValueError
+        raise ModelError(f"tensor {t.name!r}: external data location {info.location!r} holds a NUL byte")
     loc = Path(info.location)
     if not info.location or loc.is_absolute() or ".." in loc.parts:
         raise ModelError(f"tensor {t.name!r}: external data location {info.location!r} must be a relative path inside the model's folder")
@@ -77,6 +79,70 @@ def _location(t: TensorProto) -> str:
     return next((e.value for e in t.external_data if e.key == "location"), "")
 
 
+def check_extents(model: onnx.ModelProto, base_dir: str | os.PathLike, path: str | os.PathLike, *,
+                  absent: frozenset[str] | set[str] = frozenset()) -> None:
+    """Each external tensor's data fits its file (``extent_problems``): else a ModelError, the first problem."""
+    problems = extent_problems(model, base_dir, path, absent=absent)
+    if problems:
+        raise ModelError(problems[0][1])
+
+
+def extent_problems(model: onnx.ModelProto, base_dir: str | os.PathLike, path: str | os.PathLike, *,
+                    absent: frozenset[str] | set[str] = frozenset()) -> list[tuple[str, str]]:
+    """(location, message) for each external data file that does not hold its tensors: the bytes a
+    tensor's dims and type need, from its offset, lie past the file's end, or its length entry says
+    otherwise (a truncated data file surfaced as onnxruntime's "Deserialize tensor W failed ... buffer size
+    mismatch", naming no file), or the file is missing or not a regular file (unless its location is in
+    ``absent``: a caller that reads the model without that data). One problem per file."""
+    sizes: dict[str, int] = {}
+    out: dict[str, str] = {}
+    for t in all_tensors(model):
+        if not is_external(t) or t.data_type == TensorProto.STRING or _location(t) in absent:
+            continue
+        where, offset, length = _source(t, base_dir)
+        loc = _location(t)
+        if loc in out:
+            continue
+        need = dims_nbytes(t)
+        if length is not None and length != need:
+            out[loc] = f"{path}: tensor {t.name!r} ({_kind(t)}) needs {need} bytes, its external data entry says {length}"
+            continue
+        if loc not in sizes:
+            if not where.exists():
+                out[loc] = f"{path}: external data file missing: {loc} (keep it beside the model)"
+                continue
+            if not where.is_file():
+                out[loc] = f"{path}: external data {loc} is not a regular file (a folder, a device or a pipe)"
+                continue
+            try:
+                sizes[loc] = where.stat().st_size
+            except OSError as e:
+                out[loc] = f"{path}: cannot read external data {loc} ({e.strerror})"
+                continue
+        if offset + need > sizes[loc]:
+            out[loc] = (f"{path}: external data {loc} holds {sizes[loc]} bytes; tensor {t.name!r} ({_kind(t)}) "
+                        f"needs {need} from offset {offset} (the file is truncated, or not this model's)")
+    return list(out.items())
+
+
+def _kind(t: TensorProto) -> str:
+    return f"{TensorProto.DataType.Name(t.data_type).lower()} [{'x'.join(str(d) for d in t.dims)}]"
+
+
+def dims_nbytes(t: TensorProto) -> int:
+    """Bytes a tensor's dims and element type call for."""
+    n = 1
+    for d in t.dims:
+        n *= d
+    bits = _BITS.get(t.data_type)
+    if bits is None:
+        try:
+            bits = 8 * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        except Exception:  # noqa: BLE001
+            bits = 8
+    return (n * bits + 7) // 8
+
+
 def tensor_nbytes(t: TensorProto) -> int:
     """Bytes of a tensor's data, wherever it lives (computed from dims and dtype when not stored raw)."""
     if t.HasField("raw_data"):
@@ -90,16 +156,7 @@ def tensor_nbytes(t: TensorProto) -> int:
                 raise ModelError(f"tensor {t.name!r}: external data length {length!r} is not a number") from None
     if t.data_type == TensorProto.STRING:
         return sum(len(s) for s in t.string_data)
-    n = 1
-    for d in t.dims:
-        n *= d
-    bits = _BITS.get(t.data_type)
-    if bits is None:
-        try:
-            bits = 8 * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-        except Exception:  # noqa: BLE001
-            bits = 8
-    return (n * bits + 7) // 8
+    return dims_nbytes(t)
 
 
 _BITS = {getattr(TensorProto, k): 4 for k in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(TensorProto, k)}
@@ -111,6 +168,7 @@ class LazyModel:
     proto: onnx.ModelProto  # external tensors over SMALL_TENSOR bytes still on disk
     base_dir: Path  # where their locations are relative to
     external: list["ExternalFile"]  # the external data files, as the file on disk describes them
+    problems: list[str] = field(default_factory=list)  # files that do not hold their tensors (truncated...)
 
 
 def load_lazy(path: str | os.PathLike, *, require_data: bool = True) -> LazyModel:
@@ -123,6 +181,10 @@ def load_lazy(path: str | os.PathLike, *, require_data: bool = True) -> LazyMode
         if not f.exists and require_data:
             raise ModelError(f"{path}: external data file missing: {f.path} (keep it beside the model)")
     missing = {f.location for f in files if not f.exists}
+    problems = extent_problems(model, base, path, absent=missing)
+    if problems and require_data:
+        raise ModelError(problems[0][1])
+    missing |= {loc for loc, _ in problems}  # described, not read
     for t in all_tensors(model):
         if is_external(t) and tensor_nbytes(t) <= SMALL_TENSOR and _location(t) not in missing:
             _source(t, base)
@@ -130,7 +192,7 @@ def load_lazy(path: str | os.PathLike, *, require_data: bool = True) -> LazyMode
                 load_external_data_for_tensor(t, str(base))
             except Exception as e:  # noqa: BLE001
                 raise ModelError(f"{path}: cannot read the external data of tensor {t.name!r}: {first_line(e)}") from e
-    return LazyModel(model, base, files)
+    return LazyModel(model, base, files, [msg for _, msg in problems])
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,9 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
         raise ModelError(f"{p}: not an ONNX model (no graph or IR version in the file)")
     _protect(p, model)  # before the external data is loaded: that clears the tensors' locations
     if load_external_data and _has_external_data(model):
+        from onnxprobe.graph.external import check_extents  # here: external.py reads models through this module
+
+        check_extents(model, p.parent, p)
         try:
             onnx.external_data_helper.load_external_data_for_model(model, str(p.parent))
         except FileNotFoundError as e:
@@ -62,6 +65,8 @@ def _protect(p: Path, model: onnx.ModelProto) -> None:
     for t in onnx.external_data_helper._get_all_tensors(model):
         if t.data_location == onnx.TensorProto.EXTERNAL:
             location = next((e.value for e in t.external_data if e.key == "location"), None)
+            if location and "\x00" in location:
+                raise ModelError(f"{p}: tensor {t.name!r}: external data location {location!r} holds a NUL byte")
             if location:
                 protect(p.parent / location, "an input model's external data")
 
