@@ -15,6 +15,7 @@ import numpy as np
 
 SUB = 32
 _OFFSET = 1100  # above float64's most negative exponent (-1074), so every magnitude code is positive
+MAX_CODE = (1025 + _OFFSET) * SUB  # the largest magnitude code a float64 can have (frexp's exponent <= 1024)
 
 
 @dataclass
@@ -96,7 +97,11 @@ class Histogram:
     def from_dict(cls, d: dict) -> "Histogram":
         if d.get("scheme", f"log2/{SUB}") != f"log2/{SUB}":
             raise ValueError(f"histogram scheme {d.get('scheme')!r} is not log2/{SUB}")
-        return cls({int(c): int(n) for c, n in zip(d["codes"], d["counts"])})
+        codes = [int(c) for c in d["codes"]]
+        bad = next((c for c in codes if abs(c) > MAX_CODE), None)
+        if bad is not None:  # no float64 falls there (a hand-edited or damaged shard): its value would overflow
+            raise ValueError(f"histogram code {bad} is out of range (|code| <= {MAX_CODE})")
+        return cls(dict(zip(codes, (int(n) for n in d["counts"]))))
 
 
 def binned(a, bins: int = 40, weights=None) -> dict:
