@@ -236,3 +236,26 @@ def test_completer_offers_what_each_argument_takes():
     assert offers("frobnicate x") == []
     state.goto(state.a, "relu1")
     assert offers("show ")[:2] == ["relu1_out", "bn1_out"]  # the tensors at the cursor come first
+
+
+def test_the_history_file_is_never_an_input_a_folder_or_a_new_folder(tmp_path):
+    """$ONNXPROBE_HISTORY naming the model appended history lines to it; a folder printed prompt_toolkit's
+    traceback; a missing folder was created. Each now keeps the history in memory, with a note."""
+    import io
+
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+    from rich.console import Console
+
+    from onnxprobe.fileio import protect
+    from onnxprobe.session.repl import _history
+
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"model bytes")
+    protect(model, "an input model")
+    for path, why in ((model, "a file this session reads"), (tmp_path, "not a regular file"),
+                      (tmp_path / "no" / "h", "does not exist")):
+        buf = io.StringIO()
+        h = _history(path, FileHistory, InMemoryHistory, Console(file=buf, width=200))
+        assert isinstance(h, InMemoryHistory) and why in buf.getvalue(), buf.getvalue()
+    assert model.read_bytes() == b"model bytes" and not (tmp_path / "no").exists()
+    assert isinstance(_history(tmp_path / "h", FileHistory, InMemoryHistory, Console(file=io.StringIO())), FileHistory)

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.text import Text
 
 from onnxprobe.errors import OnnxProbeError, UsageError, debug_enabled, first_line, internal_error_text, path_error_text
-from onnxprobe.fileio import input_file
+from onnxprobe.fileio import input_file, refuse_inputs
 from onnxprobe.report.console import console
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import commands as C
@@ -284,6 +284,31 @@ def _prompt_text(state: State) -> str:
     return f"onnxprobe {shorten(state.a.name, 32)}{(' ' + label) if label else ''}{where}> "
 
 
+def _history(path: Path, file_history, memory_history, err: Console):
+    """The history file, where it can be one: an existing regular file, or a new one in an existing folder
+    (no folders made), never a file this session reads (the model, its data, its inputs: appending
+    history lines would corrupt them). Else the history is kept in memory, and a note says why."""
+    from onnxprobe.errors import UsageError
+
+    why = None
+    try:
+        refuse_inputs(path)
+        if path.exists() and not path.is_file():
+            why = "it is not a regular file"
+        elif not path.parent.is_dir():
+            why = f"its folder {path.parent} does not exist"
+        else:
+            path.touch(exist_ok=True)
+            return file_history(str(path))
+    except UsageError:
+        why = "it is a file this session reads"
+    except OSError as e:
+        why = e.strerror or "it cannot be written"
+    err.print(Text(f"note: history file {clean(str(path))} not used ({why}); history is kept for this session only",
+                   style="dim"))
+    return memory_history()
+
+
 def repl(state: State, *, out: Console | None = None, err: Console | None = None) -> None:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
@@ -292,13 +317,7 @@ def repl(state: State, *, out: Console | None = None, err: Console | None = None
     out = out or console(soft_wrap=False)
     err = err or console(stderr=True)
     path = history_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch(exist_ok=True)
-        history = FileHistory(str(path))
-    except OSError:
-        history = InMemoryHistory()
-        err.print(Text(f"note: cannot write the history file {path}; history is kept for this session only", style="dim"))
+    history = _history(path, FileHistory, InMemoryHistory, err)
     session = PromptSession(history=history, completer=make_completer(state), complete_while_typing=False,
                             auto_suggest=AutoSuggestFromHistory(), enable_history_search=False)
 
