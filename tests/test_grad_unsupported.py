@@ -79,3 +79,18 @@ def test_cli_prints_one_line_and_exits_1(tmp_path):
     assert r.returncode == 1
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("onnxprobe: error: cannot differentiate op Det at node 'the_det'")
+
+
+def test_diff_grad_of_weights_behind_an_op_without_a_rule_says_so_not_no_weights():
+    """y = Det(x @ W): W gets no gradient (Det has no rule). diff --grad judged nothing and said "the model
+    has no weights"; it says no weight receives a gradient, and the notes name the Det."""
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["m"], name="mm"), helper.make_node("Det", ["m"], ["y"], name="the_det")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+        [onnx.numpy_helper.from_array(np.array([[1.0, 2.0], [3.0, 5.0]], np.float32), "W")]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    res = api.diff_grad(m, m)
+    kind, why = res.verdict()
+    assert kind == "error" and "no weight receives a gradient" in why and "has no weights" not in why, why
+    assert any("Det" in n and "W" in n for n in res.notes), res.notes

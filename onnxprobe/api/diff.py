@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
+import onnx
 
 from onnxprobe.api.inputs import (
     as_config, as_inputs, as_max_memory, as_model, as_selection, check_map, check_switches, expect,
@@ -247,6 +248,9 @@ def diff_grad(
     side_a, side_b = sides
     # weight gradients either side has before --wrt: the verdict, which judges them, says why it has none
     weights = sum(o.is_output for side in sides for o in side.observation.observables)
+    # float weights the models hold at all: none with a gradient is then not "no weights" (a Det or another
+    # op without a gradient rule stops the backward pass before them)
+    held = sum(_float_weights(m.proto) for m in (a_model, b_model))
     if spec.wrt:
         keep_wrt(sides, spec.wrt)
 
@@ -265,7 +269,7 @@ def diff_grad(
     gradient_origin(res)
     res.grad = {"loss": spec.loss, "output_a": plans[0].loss.output, "output_b": plans[1].loss.output,
                 "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values), "weights": weights,
-                "wrt": bool(spec.wrt)}
+                "held_weights": held, "wrt": bool(spec.wrt)}
     res.notes[:0] = [n for n in fs.notes + list(a_model.warnings) + list(b_model.warnings)
                      if n not in res.notes]
     return res
@@ -278,3 +282,11 @@ def body_tensors_left_out(model: Model | str | os.PathLike, selection: Selection
     inside = body_tensors(as_model(model).proto, selection or Selection())
     shown = set(shown)
     return body_note({t: w for t, w in inside.items() if t not in shown}, what)
+
+
+def _float_weights(model) -> int:
+    """Float initializers and Constant nodes of more than one element, in the main graph."""
+    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
+    big = (lambda t: t.data_type in floats and int(np.prod(t.dims, dtype=np.int64)) > 1)
+    return (sum(1 for t in model.graph.initializer if big(t))
+            + sum(1 for n in model.graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value" and big(a.t)))
