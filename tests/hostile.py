@@ -254,6 +254,8 @@ def _cases() -> list[Case]:
     out += [
         Case("save_traversal_names", lambda d: ["layers", FINE_MODELS["traversal_tensor_name"](d), "--all", "--save", str(d / "a.npz")],
              (0,), outputs=("a.npz",)),
+        Case("grad_escape_names", lambda d: ["grad", FINE_MODELS["escape_names"](d)], (0,)),  # the loss output's name in the footer
+        Case("grad_newline_names", lambda d: ["grad", FINE_MODELS["newline_names"](d)], (0,)),
         Case("sparse_3gb_zeros", lambda d: ["layers", _sparse_file(d)], subprocess=True, max_peak_mb=600),
         Case("shape_impossible", lambda d: ["layers", sample("dynamic_batch"), "--shape", "x=100000000000x3x8x8"], (2,), "more than"),
         Case("npz_declares_2gb", lambda d: ["layers", sample("mlp"), "--inputs", _zip_npy(d, "x", _npy_header_only((2**29,)))],

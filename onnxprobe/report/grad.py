@@ -114,7 +114,7 @@ def grad_table(result) -> tuple[Table, Text]:
         footer.append(" · ")
         footer.append(f"check ({d['check']}): {n - failed} ok, {failed} failed", style="bold red" if failed else "green")
     loss = d["loss"]
-    footer.append(f" · loss {loss['kind']}({loss['output']}) = {num_or_word(loss['value'])}")
+    footer.append(f" · loss {loss['kind']}({safe(loss['output'])}) = {num_or_word(loss['value'])}")  # a model's name
     if d.get("samples") is not None:
         footer.append(f" ({d['reduce']} over {d['samples']} samples)")
     footer.append(f" · device {d['device']} · forward+backward {duration(d['timing']['forward_backward_s'])}")
