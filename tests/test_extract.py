@@ -5,6 +5,7 @@ are refused with the leaking tensors named; external data, IR 3 models, models o
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -286,3 +287,21 @@ def test_the_old_flag_names_point_to_from_and_to(tmp_path):
         r = invoke("extract", sample_path("mlp"), "-o", tmp_path / "s.onnx", old, "relu1_out")
         assert r.exit_code == 2 and "--from and --to" in r.stderr and old in r.stderr
         assert not (tmp_path / "s.onnx").exists()
+
+
+def test_a_model_whose_external_tensors_are_all_small_is_written_without_an_empty_data_file(tmp_path):
+    """extract and mark of a model with only small external tensors wrote an empty OUT.data beside the
+    output (and said "weights in OUT.data"): the tensors are inline, and no data file is written."""
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], [numpy_helper.from_array(w, "w")])
+    src = tmp_path / "src"
+    src.mkdir()
+    onnx.save(m, str(src / "m.onnx"), save_as_external_data=True, location="m.bin", size_threshold=0)
+    for argv, out in ((["extract", src / "m.onnx", "-o", tmp_path / "e.onnx", "--to", "y"], tmp_path / "e.onnx"),
+                      (["mark", src / "m.onnx", "-o", tmp_path / "k.onnx", "--all"], tmp_path / "k.onnx")):
+        r = invoke(*argv)
+        assert r.exit_code == 0, r.output
+        assert not Path(str(out) + ".data").exists() and ".data" not in r.stdout, r.stdout
+        got = onnx.load(str(out))
+        np.testing.assert_array_equal(numpy_helper.to_array(next(t for t in got.graph.initializer if t.name == "w")), w)

@@ -299,7 +299,10 @@ def write_model(
             refuse_inputs(data_path)
             tmp_data = tmp(".data.tmp")
             _write_data(tensors, base_dir, tmp_data)
-            _set_location(tensors, tmp_data.name)
+            if not any(is_external(t) for t in tensors):  # every tensor small enough to stay inline: no data file
+                external, data_path = False, None
+            else:
+                _set_location(tensors, tmp_data.name)
         tmp_model = tmp(".tmp")
         _save_header(m, tmp_model)
         if check is not None:
