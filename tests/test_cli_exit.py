@@ -98,3 +98,16 @@ def test_a_closed_pipe_is_a_quiet_failure():
     err = p.stderr.read()
     assert p.wait(timeout=300) in (0, 1)  # 0 when the whole table fitted the pipe before head closed it
     assert "Traceback" not in err and "Exception ignored" not in err
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_termination_signal_while_writing_leaves_no_temporary_file(tmp_path, sig):
+    """kill (SIGTERM) or a closed terminal (SIGHUP) while mark writes its model: the command ends as on an
+    error, its temporary OUT.tmp is removed (it was left, hidden, beside the output), exit 128 + signal."""
+    import signal
+
+    body = ("import os, signal\nimport onnxprobe.graph.external as E\nreal = E._save_header\n"
+            f"def slow(m, p):\n    real(m, p)\n    os.kill(os.getpid(), signal.{sig})\nE._save_header = slow\n")
+    r = script(tmp_path, body, "mark", str(CNN), "-o", str(tmp_path / "out.onnx"), "--all")
+    assert r.returncode == 128 + getattr(signal, sig), (r.returncode, r.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())

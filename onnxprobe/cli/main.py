@@ -103,11 +103,29 @@ def run() -> None:
     from onnxprobe.memory import park_when_done
 
     park_when_done()  # the process ends with finish's os._exit: no session need be freed before (memory.py)
+    _exit_on_termination()
     try:
         app()
     except SystemExit as e:
         finish(e.code)
     finish(0)
+
+
+def _exit_on_termination() -> None:
+    """SIGTERM and SIGHUP (a `kill`, a closed terminal, a CI timeout) end the command as an exception does,
+    so that what is being written is cleaned up (``fileio.atomic_output``: no hidden OUT.tmp left beside
+    the output) and the exit code says which signal it was (128 + its number), as the shell reports it."""
+    import signal
+
+    def terminate(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            try:
+                signal.signal(getattr(signal, name), terminate)
+            except (ValueError, OSError):  # not the main thread, or a platform without it
+                pass
 
 
 def finish(code) -> None:
