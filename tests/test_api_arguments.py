@@ -430,3 +430,13 @@ def test_grad_histograms_take_forward_or_gradient_names(cnn):
     for n in (name, f"{name}_grad"):
         h = api.grad_histograms(g, [n])
         assert list(h) == [name] and sum(h[name]["values"]["counts"]) == g.arrays[name].size
+
+
+def test_flag_parsers_take_one_string_or_strings_and_refuse_the_rest():
+    """parse_shape_overrides / parse_runtime_options / parse_input_files iterated a bare string character by
+    character and failed deep inside on a list of numbers: one string is one flag, anything else is one
+    UsageError naming the flag."""
+    assert api.parse_shape_overrides("x=2x3") == {"x": (2, 3)} and api.parse_runtime_options("a=b") == {"a": "b"}
+    for call, flag in ((lambda: api.parse_shape_overrides([5]), "--shape"), (lambda: api.parse_runtime_options({"a": 1}), "--runtime-option")):
+        with pytest.raises(UsageError, match=flag):
+            call()

@@ -91,9 +91,21 @@ def model_inputs(model: onnx.ModelProto) -> list[ModelInput]:
     return out
 
 
+def flag_items(items, flag: str, example: str) -> list[str]:
+    """A repeatable flag's values as the API may give them: None, one string, or a list of strings (a bare
+    string was iterated character by character; a list of numbers failed deep inside)."""
+    if items is None:
+        return []
+    if isinstance(items, str):
+        return [items]
+    if isinstance(items, (list, tuple)) and all(isinstance(i, str) for i in items):
+        return list(items)
+    raise UsageError(f"{flag}: expected strings such as {example!r}, got {clean(repr(items))[:80]}")
+
+
 def parse_shape_overrides(items: list[str] | None) -> dict[str, tuple[int, ...]]:
     out: dict[str, tuple[int, ...]] = {}
-    for item in items or []:
+    for item in flag_items(items, "--shape", "image=1x3x224x224"):
         name, sep, dims = item.rpartition("=")
         if not sep or not name:
             raise UsageError(f"--shape {clean(item)!r}: expected NAME=DIMS, e.g. image=1x3x224x224")
@@ -111,7 +123,7 @@ def parse_shape_overrides(items: list[str] | None) -> dict[str, tuple[int, ...]]
 
 def parse_input_files(items: list[str] | None) -> dict[str, str]:
     out: dict[str, str] = {}
-    for item in items or []:
+    for item in flag_items(items, "--input", "x=x.npy"):
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             raise UsageError(f"--input {clean(item)!r}: expected NAME=FILE (.npy or .pb) or NAME=VALUE (a number or JSON list)")

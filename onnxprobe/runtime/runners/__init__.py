@@ -55,8 +55,10 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
 def parse_runtime_options(items: list[str] | None) -> dict[str, str]:
     """``--runtime-option KEY=VALUE`` (repeatable) -> {KEY: VALUE}; ``RUNTIME:KEY=VALUE`` addresses one
     runtime when both sides of a diff take options (``openvino:INFERENCE_PRECISION_HINT=f16``)."""
+    from onnxprobe.runtime.feeds import flag_items
+
     out: dict[str, str] = {}
-    for item in items or []:
+    for item in flag_items(items, "--runtime-option", "INFERENCE_PRECISION_HINT=f16"):
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key or not value.strip():
