@@ -489,3 +489,15 @@ def test_a_mapped_float_tensor_of_a_qdq_model_says_it_is_compared_quantized(qdir
     plain = api.diff(sample_path("cnn"), sample_path("cnn"), config=api.RunConfig(device="cpu"), user_map={"conv1_out": "conv1_out"})
     (p,) = [r for r in plain.results if r.pair.strategy == "map"]
     assert p.pair.reason == "given in --map"  # a float model's own tensor: nothing to say
+
+
+def test_map_files_that_are_not_maps_say_what_is_wrong(tmp_path):
+    """--map whose value is a list said "expected a dict ..., got dict"; --map - said "(FileNotFoundError)";
+    JSON that does not parse says where."""
+    bad = tmp_path / "m.json"
+    bad.write_text('{"a": [1, 2]}')
+    broken = tmp_path / "b.json"
+    broken.write_text("{bad")
+    for arg, needle in ((bad, "an entry 'a': [1, 2] that is not two names"), ("-", "no such JSON file"), (broken, "not JSON (")):
+        r = runner.invoke(app, ["diff", str(sample_path("mlp")), str(sample_path("mlp")), "--map", str(arg)])
+        assert r.exit_code == 2 and needle in r.stderr and r.stderr.count("\n") == 1, r.output

@@ -122,3 +122,21 @@ def test_arrays_that_lack_an_input_say_so_and_a_dataset_batch_must_hold_them_all
     assert [n for n in notes if "seeded random" in n] == ["input mask: not in --inputs, so seeded random data (--seed 0)"]
     with pytest.raises(UsageError, match="input ids: not in the dataset, which holds x; every input"):
         make_feeds(two_input_model(), arrays={"x": x}, arrays_from="the dataset", arrays_complete=True)
+
+
+def test_literal_values_take_nan_and_inf_and_name_a_broken_list():
+    """--input x=nan / x=inf are values (they were read as file names: "no such input file"); '[1,2' is a
+    list that does not parse, said so; 1e400 is refused, not read as inf; an infinity fits any float type."""
+    import math
+
+    from onnxprobe.runtime.arrays import literal, literal_as
+
+    assert math.isnan(literal("nan").item()) and literal("-inf").item() == -math.inf and literal("Inf").item() == math.inf
+    assert literal_as(literal("inf"), np.float16).item() == np.inf
+    with pytest.raises(UsageError, match="not a list of numbers"):
+        literal("[1,2")
+    with pytest.raises(UsageError, match="beyond float64's range"):
+        literal("[1e400]")
+    with pytest.raises(UsageError, match="beyond its largest value"):
+        literal_as(literal("1e39"), np.float32)
+    assert literal("model.onnx") is None  # not a value: a file name

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.errors import UsageError
-from onnxprobe.fileio import protect
+from onnxprobe.fileio import input_file, protect
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.model import load as _load
 from onnxprobe.runtime import npz as _npz
@@ -25,7 +25,7 @@ from onnxprobe.runtime.arrays import read_array, read_arrays, read_npz
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.feeds import Feeds, ModelInput, check_value, make_feeds, parse_input_files, parse_shape_overrides
 from onnxprobe.runtime.feeds import model_inputs as _model_inputs
-from onnxprobe.text import clean, clip
+from onnxprobe.text import clean, clip, one_line
 from onnxprobe.graph.select import Selection
 from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
 
@@ -203,10 +203,13 @@ def read_map(path: str | os.PathLike) -> dict[str, str]:
 
     if not isinstance(path, PATH):
         raise UsageError(f"--map: expected the path of a JSON file, got {what_came(path)} (a dict of names goes in user_map=)")
+    path = input_file(path, "JSON file", "--map")  # a missing file, a folder, '-': said so
     try:
         user_map = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise UsageError(f"--map {path}: not a readable JSON object ({e.__class__.__name__})") from None
+    except OSError as e:
+        raise UsageError(f"--map {clean(str(path))}: cannot read it ({e.strerror or e})") from None
+    except ValueError as e:
+        raise UsageError(f"--map {clean(str(path))}: not JSON ({one_line(str(e))})") from None
     check_map(user_map, f"--map {path}")
     protect(path, "the --map file")
     return user_map
@@ -216,7 +219,10 @@ def check_map(user_map, what: str = "user_map") -> None:
     """A tensor map (``--map``, ``user_map=``) is a dict of names {tensor of A: tensor of B}, or None."""
     if user_map is not None and not (isinstance(user_map, Mapping)
                                      and all(isinstance(k, str) and isinstance(v, str) for k, v in user_map.items())):
-        raise UsageError(f"{what}: expected a dict {{tensor of A: tensor of B}} of names, got {type(user_map).__name__}")
+        bad = (next((f"{k!r}: {v!r}" for k, v in user_map.items() if not (isinstance(k, str) and isinstance(v, str))), None)
+               if isinstance(user_map, Mapping) else None)
+        got = f"an entry {clean(bad)[:80]} that is not two names" if bad else f"a {type(user_map).__name__}"
+        raise UsageError(f"{what}: expected a dict {{tensor of A: tensor of B}} of names, got {got}")
 
 
 def save_npz(arrays: Mapping[str, np.ndarray], path: str | os.PathLike) -> None:

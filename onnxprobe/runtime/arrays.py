@@ -8,6 +8,7 @@ names the size. numpy's own readers then read what passed.
 from __future__ import annotations
 
 import json
+import math
 import zipfile
 from pathlib import Path
 
@@ -164,9 +165,19 @@ def literal(text: str) -> np.ndarray | None:
             return None
     except OSError:  # a name too long for a file: a value, or nothing
         pass
+    if text.strip().lower() in ("nan", "inf", "+inf", "-inf", "infinity", "-infinity"):  # as numpy prints them
+        v = float(text)
+        out = np.empty(1, dtype=object)
+        out[0] = v
+        return out.reshape(())
     try:
-        v = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, or nested deeper than any input's rank
+        v = json.loads(text, parse_float=_typed_float)
+    except RecursionError:  # nested deeper than any input's rank
+        return None
+    except ValueError as e:  # not JSON: a file name, unless it was meant as a list
+        if text.lstrip().startswith("["):
+            raise UsageError(f"value {clean(text[:60])!r}: not a list of numbers ({e.msg} at character {e.pos}), "
+                             "and no file of that name") from None
         return None
     if not isinstance(v, (bool, int, float, list)):
         return None
@@ -215,6 +226,15 @@ def _leaves(v):
         yield v
 
 
+def _typed_float(s: str) -> float:
+    """A number typed in a literal: one past float64's range (1e400) is refused, not read as inf (inf and nan
+    are given as words: ``inf``, ``nan``)."""
+    v = float(s)
+    if math.isinf(v):
+        raise UsageError(f"value {clean(s)}: beyond float64's range (for an infinity, give inf or -inf)")
+    return v
+
+
 def literal_as(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """A literal (``literal``) in ``dtype``, the model input's, refused with one line where the cast would
     change what was typed: a fraction, or a number out of range, for an integer input; a number beyond a
@@ -238,7 +258,7 @@ def literal_as(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
             if not (info.min <= int(x) <= info.max):
                 raise refuse(f"{x!r} is out of range ({info.min}..{info.max})")
         elif kind in "fc":
-            if abs(x) > float(np.finfo(dtype).max):
+            if math.isfinite(x) and abs(x) > float(np.finfo(dtype).max):  # inf and nan were asked for as such
                 raise refuse(f"{x!r} is beyond its largest value ({float(np.finfo(dtype).max):.4g})")
     if kind in "iu":
         return np.array([int(x) for x in value.flat], dtype=dtype).reshape(value.shape)

@@ -69,11 +69,11 @@ class Feeds:
     def hint(self) -> str:
         """A suffix for errors a run raises when dimensions were guessed, or when integer or bool inputs
         (counts, indices, conditions) were random: they may be the cause."""
+        empty = [n for n, v in self.values.items() if 0 in np.shape(v)]
+        if empty:  # legal in ONNX, but few models run on an empty tensor: the likelier cause, said first
+            return f" (input {clean(empty[0])} has a dimension of 0, {list(np.shape(self.values[empty[0]]))}: an empty tensor)"
         if self.defaulted:
             return f" ({SHAPE_HINT})"
-        empty = [n for n, v in self.values.items() if 0 in np.shape(v)]
-        if empty:  # legal in ONNX, but few models run on an empty tensor
-            return f" (input {clean(empty[0])} has a dimension of 0, {list(np.shape(self.values[empty[0]]))}: an empty tensor)"
         if self.random_ints:
             names = ", ".join(clean(n) for n in self.random_ints[:3]) + (", ..." if len(self.random_ints) > 3 else "")
             return (f" (integer or bool input{'s' if len(self.random_ints) > 1 else ''} {names}: seeded random data, "
