@@ -58,6 +58,11 @@ class ExecutionError(OnnxProbeError):
     """onnxruntime (or another runtime) could not build a session for, or run, the model. Exit code 1."""
 
 
+class SessionError(ExecutionError):
+    """The runtime could not load the model at all (an opset it lacks, a graph it refuses): nothing to do
+    with the inputs. Exit code 1."""
+
+
 class DeviceUnavailable(ExecutionError):
     """The device asked for cannot be used here (no usable CUDA provider...): nothing about the model or
     its inputs, so no hint about them follows the message. Exit code 1."""

@@ -11,7 +11,7 @@ import onnx
 
 from onnxprobe.api.inputs import as_config, as_model, as_names, checked_feed
 from onnxprobe.errors import UsageError
-from onnxprobe.graph.external import tensor_nbytes
+from onnxprobe.graph.extents import tensor_nbytes
 from onnxprobe.graph.index import GraphIndex
 from onnxprobe.graph.index import index as graph_index
 from onnxprobe.graph.model import Model

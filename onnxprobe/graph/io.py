@@ -13,6 +13,7 @@ import onnx
 
 from onnxprobe.errors import ModelError, UsageError, first_line
 from onnxprobe.fileio import checked_path, protect, refuse_inputs
+from onnxprobe.graph.extents import check_extents
 from onnxprobe.text import human_bytes
 
 # protobuf cannot serialise a single message over 2 GiB; stay well below it.
@@ -26,6 +27,8 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
         raise ModelError(f"{p}: no such file")
     if p.is_dir():
         raise ModelError(f"{p}: is a folder, not an ONNX model file")
+    if not p.is_file():  # a pipe would be read as empty (or wait for ever), a device for ever
+        raise ModelError(f"{p}: is a device, pipe or socket, not an ONNX model file")
     try:
         size = p.stat().st_size
     except OSError as e:  # pragma: no cover - permissions etc.
@@ -45,8 +48,6 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
         raise ModelError(f"{p}: not an ONNX model (no graph or IR version in the file)")
     _protect(p, model)  # before the external data is loaded: that clears the tensors' locations
     if load_external_data and _has_external_data(model):
-        from onnxprobe.graph.external import check_extents  # here: external.py reads models through this module
-
         check_extents(model, p.parent, p)
         try:
             onnx.external_data_helper.load_external_data_for_model(model, str(p.parent))

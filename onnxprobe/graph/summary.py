@@ -24,7 +24,8 @@ from pathlib import Path
 
 import onnx
 
-from onnxprobe.graph.external import ExternalFile, external_files, tensor_nbytes
+from onnxprobe.graph.external import ExternalFile, external_files
+from onnxprobe.graph.extents import tensor_nbytes
 from onnxprobe.graph.shapes import dtype_name, static_shape
 from onnxprobe.graph.walk import NodeSite, subgraphs, walk
 

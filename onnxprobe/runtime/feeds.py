@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from onnxprobe.errors import DeviceUnavailable, ExecutionError, UsageError
+from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.runtime.arrays import check_fits, literal, literal_as, read_array
 from onnxprobe.text import clean
@@ -62,7 +62,7 @@ class Feeds:
     def explained(self, e: ExecutionError) -> ExecutionError:
         """``e``, a run's error, with ``hint`` after its message where there is one (not after an error that
         is about the device rather than the model and its inputs)."""
-        if isinstance(e, DeviceUnavailable) or not self.hint():
+        if isinstance(e, (DeviceUnavailable, SessionError)) or not self.hint():  # not about the inputs
             return e
         return ExecutionError(f"{e}{self.hint()}")
 

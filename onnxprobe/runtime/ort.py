@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from onnxprobe.errors import DeviceUnavailable, ExecutionError, UsageError, first_line
+from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError, first_line
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.memory import return_freed_memory, trim, unpark
 from onnxprobe.runtime.interrupt import call_interruptibly
@@ -158,7 +158,7 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
                 model = _with_opset(model, int(m.group(1)))
                 notes.append(f"model converted down to opset {m.group(1)}, the newest this onnxruntime supports")
                 continue
-            raise ExecutionError(explain_ort_error(msg, device)) from e
+            raise SessionError(explain_ort_error(msg, device)) from e
     return Session(sess, device, opt_level, time.perf_counter() - t0, notes, arena)
 
 
@@ -214,10 +214,15 @@ _OPSET_RE = re.compile(r"Current official support for domain ai\.onnx is till op
 def _with_opset(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     from onnx import version_converter
 
+    declared = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    known = onnx.defs.onnx_opset_version()
+    if declared is not None and declared > known:  # onnx's converter has no rules for it (a C++ assertion)
+        raise SessionError(f"the model's opset {declared} is newer than this onnxruntime (up to {opset}) and this onnx "
+                           f"(up to {known}) know: no conversion down to it is possible; upgrade onnxruntime and onnx")
     try:
         return version_converter.convert_version(model, opset)
     except Exception as e:  # noqa: BLE001
-        raise ExecutionError(f"this onnxruntime supports opsets up to {opset} and converting the model down failed: {first_line(e)[:200]}") from e
+        raise SessionError(f"this onnxruntime supports opsets up to {opset} and converting the model down failed: {first_line(e)[:200]}") from e
 
 
 def _with_ir(model: onnx.ModelProto, ir: int) -> onnx.ModelProto:

@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxprobe.errors import DeviceUnavailable, ExecutionError
+from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError
 from onnxprobe.graph.expose import expose, needs_masking
 from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
 from onnxprobe.graph.walk import in_if_branch
@@ -365,6 +365,8 @@ class GraphRunner(Runner):
             return e
         try:
             self.execute(base, feeds, [o.name for o in base.graph.output])
+        except SessionError as plain:  # the model cannot be loaded at all: its own error, inputs aside
+            return plain
         except ExecutionError as plain:
             return ExecutionError(f"the model fails on these inputs as it is, without onnxprobe's probes: {plain}")
         except Exception:  # noqa: BLE001 - the rerun only tells the two apart; the first error stands

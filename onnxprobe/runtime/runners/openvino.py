@@ -26,7 +26,7 @@ from itertools import count
 import numpy as np
 import onnx
 
-from onnxprobe.errors import ExecutionError, MissingExtra, UsageError
+from onnxprobe.errors import ExecutionError, MissingExtra, SessionError, UsageError
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.shapes import with_input_shapes
 from onnxprobe.runtime.feeds import model_inputs
@@ -206,7 +206,7 @@ class OpenVinoRunner(HostStatsRunner):
                 return "model", self.model
             except ExecutionError as e:
                 if all(_static(s.shape) for s in model_inputs(self.model)):  # nothing to fix
-                    raise ExecutionError(f"OpenVINO cannot read the model: {_strip(e)}") from None
+                    raise SessionError(f"OpenVINO cannot read the model: {_strip(e)}") from None
                 self._read_error = _strip(e)
         fixed = {s.name: tuple(d if isinstance(d, int) and d > 0 else 1 for d in (s.shape or ())) for s in model_inputs(self.model)}
         fixed.update(shapes or self.shapes or {})
@@ -215,7 +215,7 @@ class OpenVinoRunner(HostStatsRunner):
         try:
             self._load(key, model)
         except ExecutionError:
-            raise ExecutionError(f"OpenVINO cannot read the model: {self._read_error}") from None
+            raise SessionError(f"OpenVINO cannot read the model: {self._read_error}") from None
         self.note(f"OpenVINO could not read the model with dynamic input dimensions ({self._read_error}); "
                    "it was read with the inputs fixed to the shapes of the feeds")
         return key, model

@@ -1,0 +1,144 @@
+"""Where an external tensor's bytes lie, and whether they are there: its file inside the model's folder
+(``source``: never outside it, never through a NUL byte or a link that leads out), how many bytes its dims
+and type need (``dims_nbytes``, ``tensor_nbytes``), and whether each file holds them (``extent_problems``,
+``check_extents``: a truncated data file is named with both sizes before onnxruntime's "buffer size
+mismatch"). Shared by the loader (``graph.io``) and the lazy reader and writer (``graph.external``);
+nothing here reads a tensor's data.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+import onnx
+from onnx import TensorProto
+from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors
+
+from onnxprobe.errors import ModelError, first_line
+
+
+def all_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
+    """Every TensorProto of the model: initializers and tensor attributes, in subgraphs too."""
+    return _get_all_tensors(model)
+
+
+def is_external(t: TensorProto) -> bool:
+    return t.data_location == TensorProto.EXTERNAL
+
+
+def source(t: TensorProto, base_dir: str | os.PathLike) -> tuple[Path, int, int | None]:
+    """Where a tensor's external data lies: a file inside the model's folder (symbolic links resolved
+    first, so a link that leads outside is refused as onnx and onnxruntime refuse it), an offset and a
+    length (non-negative integers)."""
+    try:
+        info = ExternalDataInfo(t)
+    except (ValueError, TypeError) as e:
+        raise ModelError(f"tensor {t.name!r}: malformed external data entry ({first_line(e)})") from None
+    if "\x00" in (info.location or ""):  # no file name holds one; the system would refuse it as a ValueError
+        raise ModelError(f"tensor {t.name!r}: external data location {info.location!r} holds a NUL byte")
+    loc = Path(info.location)
+    if not info.location or loc.is_absolute() or ".." in loc.parts:
+        raise ModelError(f"tensor {t.name!r}: external data location {info.location!r} must be a relative path inside the model's folder")
+    base = Path(base_dir).resolve()
+    path = (base / loc).resolve()
+    if path != base and base not in path.parents:
+        raise ModelError(f"tensor {t.name!r}: external data location {info.location!r} leads outside the model's folder "
+                         f"(a symbolic link to {path}); refusing to read it")
+    try:
+        offset = int(info.offset or 0)
+        length = int(info.length) if info.length is not None else None
+    except (TypeError, ValueError):
+        raise ModelError(f"tensor {t.name!r}: external data offset/length {info.offset!r}/{info.length!r} are not numbers") from None
+    if offset < 0 or (length is not None and length < 0):
+        raise ModelError(f"tensor {t.name!r}: external data offset/length {offset}/{length} are negative")
+    return Path(base_dir) / loc, offset, length
+
+
+def location(t: TensorProto) -> str:
+    return next((e.value for e in t.external_data if e.key == "location"), "")
+
+
+def check_extents(model: onnx.ModelProto, base_dir: str | os.PathLike, path: str | os.PathLike, *,
+                  absent: frozenset[str] | set[str] = frozenset()) -> None:
+    """Each external tensor's data fits its file (``extent_problems``): else a ModelError, the first problem."""
+    problems = extent_problems(model, base_dir, path, absent=absent)
+    if problems:
+        raise ModelError(problems[0][1])
+
+
+def extent_problems(model: onnx.ModelProto, base_dir: str | os.PathLike, path: str | os.PathLike, *,
+                    absent: frozenset[str] | set[str] = frozenset()) -> list[tuple[str, str]]:
+    """(location, message) for each external data file that does not hold its tensors: the bytes a
+    tensor's dims and type need, from its offset, lie past the file's end, or its length entry says
+    otherwise (a truncated data file surfaced as onnxruntime's "Deserialize tensor W failed ... buffer size
+    mismatch", naming no file), or the file is missing or not a regular file (unless its location is in
+    ``absent``: a caller that reads the model without that data). One problem per file."""
+    sizes: dict[str, int] = {}
+    out: dict[str, str] = {}
+    for t in all_tensors(model):
+        if not is_external(t) or t.data_type == TensorProto.STRING or location(t) in absent:
+            continue
+        where, offset, length = source(t, base_dir)
+        loc = location(t)
+        if loc in out:
+            continue
+        need = dims_nbytes(t)
+        if length is not None and length != need:
+            out[loc] = f"{path}: tensor {t.name!r} ({_kind(t)}) needs {need} bytes, its external data entry says {length}"
+            continue
+        if loc not in sizes:
+            if not where.exists():
+                out[loc] = f"{path}: external data file missing: {loc} (keep it beside the model)"
+                continue
+            if not where.is_file():
+                out[loc] = f"{path}: external data {loc} is not a regular file (a folder, a device or a pipe)"
+                continue
+            try:
+                sizes[loc] = where.stat().st_size
+            except OSError as e:
+                out[loc] = f"{path}: cannot read external data {loc} ({e.strerror})"
+                continue
+        if offset + need > sizes[loc]:
+            out[loc] = (f"{path}: external data {loc} holds {sizes[loc]} bytes; tensor {t.name!r} ({_kind(t)}) "
+                        f"needs {need} from offset {offset} (the file is truncated, or not this model's)")
+    return list(out.items())
+
+
+def _kind(t: TensorProto) -> str:
+    return f"{TensorProto.DataType.Name(t.data_type).lower()} [{'x'.join(str(d) for d in t.dims)}]"
+
+
+def dims_nbytes(t: TensorProto) -> int:
+    """Bytes a tensor's dims and element type call for."""
+    n = 1
+    for d in t.dims:
+        n *= d
+    bits = _BITS.get(t.data_type)
+    if bits is None:
+        try:
+            bits = 8 * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        except Exception:  # noqa: BLE001
+            bits = 8
+    return (n * bits + 7) // 8
+
+
+def tensor_nbytes(t: TensorProto) -> int:
+    """Bytes of a tensor's data, wherever it lives (computed from dims and dtype when not stored raw)."""
+    if t.HasField("raw_data"):
+        return len(t.raw_data)
+    if is_external(t):
+        length = next((e.value for e in t.external_data if e.key == "length"), None)
+        if length is not None:
+            try:
+                return int(length)
+            except ValueError:
+                raise ModelError(f"tensor {t.name!r}: external data length {length!r} is not a number") from None
+    if t.data_type == TensorProto.STRING:
+        return sum(len(s) for s in t.string_data)
+    return dims_nbytes(t)
+
+
+_BITS = {getattr(TensorProto, k): 4 for k in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(TensorProto, k)}
+_BITS.update({getattr(TensorProto, k): 2 for k in ("INT2", "UINT2") if hasattr(TensorProto, k)})
