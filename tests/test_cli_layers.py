@@ -343,3 +343,20 @@ def test_external_data_that_does_not_fit_its_tensor_names_the_file_and_both_size
         assert needle in r.stderr and r.exit_code == (1 if "NUL" in needle else 0), r.output
     r = invoke("layers", external(tmp_path / "d", np.arange(6, dtype=np.float32).tobytes()), "--all", "--json", "-")
     assert r.exit_code == 0, r.output  # data that fits still loads
+
+
+def test_a_model_no_runtime_can_load_is_its_own_error_not_an_inputs_one(tmp_path):
+    """Opset 99: neither onnxruntime nor onnx's converter knows it. One line that says so (it read "the model
+    fails on these inputs", then onnx's C++ assertion); a pipe given as the model is not "empty"."""
+    import onnx.defs
+
+    m = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], opset=onnx.defs.onnx_opset_version() + 70)
+    onnx.save(m, tmp_path / "m.onnx")
+    r = invoke("layers", tmp_path / "m.onnx")
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1, r.output
+    assert "is newer than this onnxruntime" in r.stderr and "these inputs" not in r.stderr and "Assertion" not in r.stderr, r.stderr
+    fifo = tmp_path / "p.onnx"
+    os.mkfifo(fifo)
+    r = invoke("layers", fifo)
+    assert r.exit_code == 1 and "pipe" in r.stderr and "empty" not in r.stderr, r.output
