@@ -177,6 +177,7 @@ def _same_names_other_ops(tmp_path) -> tuple:
     (None, "describes a different model"),
     (lambda d: d["tensors"][0]["histogram"]["counts"].append(1), "codes and counts differ in length"),
     (lambda d: d["tensors"][0]["histogram"]["codes"].__setitem__(0, 10 ** 30), "out of range"),  # its value overflowed
+    (lambda d: d["tensors"][0].pop("op_type"), "no op_type or dtype"),  # it read "is None None there"
     (lambda d: d["tensors"][0]["moments"].__setitem__("count", "many"), "malformed moments"),
     (lambda d: d["tensors"][0]["moments"].__setitem__("sum", [{"a": 1}]), "malformed moments"),
     (lambda d: d.__setitem__("selection", "--op Conv"), "another selection"),

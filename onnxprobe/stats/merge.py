@@ -65,6 +65,8 @@ def check_report(d, label: str) -> None:
         where = f"{label}: tensors[{i}]"
         if not isinstance(t, dict) or not isinstance(t.get("name"), str):
             raise UsageError(f"{where}: not a tensor entry with a name")
+        if not isinstance(t.get("op_type"), str) or not isinstance(t.get("dtype"), (str, type(None))):
+            raise UsageError(f"{where} ({t['name']!r}): no op_type or dtype (a partial tensor entry; {hint})")
         if t.get("moments") is None:
             if t.get("count"):
                 raise UsageError(f"{where} ({t['name']!r}): no moments to merge")
