@@ -360,3 +360,15 @@ def test_a_model_no_runtime_can_load_is_its_own_error_not_an_inputs_one(tmp_path
     os.mkfifo(fifo)
     r = invoke("layers", fifo)
     assert r.exit_code == 1 and "pipe" in r.stderr and "empty" not in r.stderr, r.output
+
+
+def test_a_weight_whose_bytes_do_not_fit_its_shape_is_named(tmp_path):
+    """raw_data of 12 bytes for a float [2, 3]: onnxruntime's "Deserialize tensor w failed ... buffer size
+    mismatch" becomes a line that names the tensor and what is wrong with it."""
+    w = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2, 3], raw_data=b"\0" * 12)
+    m = make_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [w])
+    onnx.save(m, tmp_path / "m.onnx")
+    r = invoke("layers", tmp_path / "m.onnx")
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1, r.output
+    assert "tensor 'w' of the model holds another number of bytes than its shape and type need" in r.stderr, r.stderr

@@ -242,6 +242,10 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
         op, ver, node = m.groups()
         return (f"onnxruntime has no {device} kernel for op {op} (opset {ver}) at node {node!r}; "
                 f"try another device, or check the op's input types")
+    m = re.search(r"Deserialize tensor (.+?) failed", msg)
+    if m:  # raw_data of another size than its dims and type call for (a damaged or hand-made file)
+        return (f"tensor {m.group(1)!r} of the model holds another number of bytes than its shape and type need "
+                f"(the file is damaged, or was written wrongly); onnxruntime: {msg.strip().splitlines()[0][:300]}")
     if "Unsupported model IR version" in msg:
         return f"onnxruntime cannot read this model's IR version ({IR_VERSION_RE.search(msg).group(0) if IR_VERSION_RE.search(msg) else msg.strip()})"
     m = re.search(r"No Op registered for (\S+) with domain_version of (\d+)", msg) or re.search(
