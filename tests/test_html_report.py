@@ -144,3 +144,26 @@ def test_debugger_save_html(tmp_path):
     dom = dump_dom(diff_page)
     assert 'class="main-svg"' in element(dom, "div", "depth-chart")
     assert element(dom, "tbody", "rows").count("<tr") >= 1
+
+
+def test_a_long_name_wraps_so_the_metric_columns_stay_in_view(tmp_path):
+    """A 200-character tensor name pushed every metric column off the page (cells never wrapped): name cells
+    wrap, and the table fits a 1200-pixel window."""
+    long = "encoder/" * 25 + "out"
+    m = make_model([helper.make_node("Relu", ["x"], [long], name="relu"), helper.make_node("Neg", [long], ["y"], name="neg")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    onnx.save(m, tmp_path / "m.onnx")
+    page = tmp_path / "r.html"
+    r = runner.invoke(app, ["layers", str(tmp_path / "m.onnx"), "--all", "--html", str(page)])
+    assert r.exit_code == 0, r.output
+    wrapper = tmp_path / "wrap.html"
+    wrapper.write_text(f"""<!doctype html><html><body style="margin:0"><pre id="out"></pre>
+<iframe id="f" src="{page.name}" width="1200" height="800" style="border:0"></iframe>
+<script>document.getElementById('f').onload = () => {{
+  const doc = document.getElementById('f').contentDocument;
+  const t = doc.getElementById('table');
+  document.getElementById('out').textContent = JSON.stringify({{width: t.getBoundingClientRect().right}});
+}};</script></body></html>""")
+    dom = dump_dom(wrapper, "--allow-file-access-from-files")
+    out = json.loads(element(dom, "pre", "out").replace("&quot;", '"'))
+    assert out["width"] <= 1200, out

@@ -41,6 +41,7 @@ dt{font-weight:600;color:#555} dd{margin:0;word-break:break-all}
 table{border-collapse:collapse;font:12px ui-monospace,monospace}
 th{position:sticky;top:0;background:#f3f3f3;cursor:pointer;text-align:left;padding:3px 6px;border-bottom:1px solid #bbb}
 th.num,td.num{text-align:right} td{padding:2px 6px;border-bottom:1px solid #eee;white-space:nowrap}
+td.name{white-space:normal;overflow-wrap:anywhere;max-width:40em}
 tr.bad td{color:#c62828} tr.first td{background:#ffebee;font-weight:600} tr.hl td{background:#fff59d}
 #filter{width:28em;padding:3px;margin:4px 0}
 """
@@ -176,7 +177,8 @@ def _table_html(table: Table) -> tuple[str, dict[int, str]]:
             full = raw if (c.name or c.key in ("op", "dtype")) and isinstance(raw, str) else shown  # names whole
             v = "" if raw is None or (isinstance(raw, float) and not math.isfinite(raw)) else (
                 "x".join(map(str, raw)) if isinstance(raw, (list, tuple)) else str(raw))
-            tds.append(f'<td class="{"num" if c.justify == "right" else ""}" data-v="{html.escape(v)}">{html.escape(str(full))}</td>')
+            kind = "num" if c.justify == "right" else ("name" if c.name else "")
+            tds.append(f'<td class="{kind}" data-v="{html.escape(v)}">{html.escape(str(full))}</td>')
         lines.append(f'<tr id="r{k}" class="{cls}" data-text="{html.escape(text)}">{"".join(tds)}</tr>')
     return f'<table id="table"><thead><tr>{head}</tr></thead>\n<tbody id="rows">\n' + "\n".join(lines) + "\n</tbody></table>", ids
 
