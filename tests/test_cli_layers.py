@@ -184,6 +184,8 @@ def test_version_help_and_python_dash_m():
     assert r.exit_code == 0 and r.stdout.startswith("onnxprobe ")
     r = invoke("layers", "--help")
     assert r.exit_code == 0 and "Example" in r.stdout and "--device" in r.stdout
+    r = invoke("--help")
+    assert r.exit_code == 0 and "Examples" in r.stdout and "onnxprobe diff model_int8.onnx model_fp32.onnx" in r.stdout
     p = subprocess.run([sys.executable, "-m", "onnxprobe", "--version"], capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.startswith("onnxprobe ")
 

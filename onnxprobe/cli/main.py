@@ -53,7 +53,12 @@ class _Group(TyperGroup):
 app = typer.Typer(
     name="onnxprobe",
     cls=_Group,
-    help="See inside ONNX models: probe intermediate tensors, find where the numbers go wrong.",
+    help="See inside ONNX models: probe intermediate tensors, find where the numbers go wrong.\n\n"
+         "Examples:\n\n"
+         "    onnxprobe layers model.onnx --all\n\n"
+         "    onnxprobe diff model_int8.onnx model_fp32.onnx\n\n"
+         "    onnxprobe grad model.onnx --check\n\n"
+         "    onnxprobe COMMAND --help   # each command's options and examples",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
