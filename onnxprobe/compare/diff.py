@@ -385,15 +385,23 @@ def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
     for n in b.model.proto.graph.node:
         for i in n.input:
             consumers.setdefault(i, []).append(n)
-    matched_b = {p.b.name for p in matching.pairs}
+    matched_b = {p.b.name: p.a.name for p in matching.pairs}
     keys_a = {o.key for o in a.observation.observables}
+    # A's own tensors left unmatched, by the A tensor their consumer writes: where B's tensor has one of
+    # those beside it in A (a2 -> Identity ya against b2 -> Identity yb), A did not fold anything: the two
+    # are different computations, each without a counterpart
+    unmatched_a = {u.obs.name for u in matching.unmatched_a}
+    fed_by_unmatched = {o for n in a.model.proto.graph.node if any(i in unmatched_a for i in n.input) for o in n.output}
     for u in matching.unmatched_b:
         if u.cause != NO_COUNTERPART:
             continue
         cs = consumers.get(u.obs.name, [])
         # folded only when A has no tensor of its own for it (one it has was paired elsewhere, or not at all)
-        if len(cs) == 1 and cs[0].output and cs[0].output[0] in matched_b and u.obs.key not in keys_a:
-            u.reason, u.cause = f"folded into {cs[0].op_type} {cs[0].output[0]!r} in A (compared there)", FOLDED
+        if (len(cs) == 1 and cs[0].output and cs[0].output[0] in matched_b and u.obs.key not in keys_a
+                and matched_b[cs[0].output[0]] not in fed_by_unmatched):
+            out = cs[0].output[0]  # B's consumer, whose output is paired: A computes both in one tensor
+            u.reason, u.cause = (f"no tensor of its own in A: folded into its consumer {cs[0].op_type} {out!r}, "
+                                 f"compared there (with A's {matched_b[out]!r})"), FOLDED
 
 
 def _mapped_away(matching: Matching) -> None:
