@@ -143,6 +143,17 @@ def test_a_batch_without_every_input_is_an_error_naming_it(tmp_path):
     r = runner.invoke(app, ["layers", str(path), "--inputs-dir", str(data)])
     assert r.exit_code != 0 and "b.npz" in r.stderr and "input z: not in the dataset" in r.stderr, r.output
     assert "Traceback" not in r.output
+    # a batch with nothing in it was filled with random data, silently (the check skipped empty batches)
+    np.savez(data / "b.npz")
+    for cmd in ("layers", "diff", "grad"):
+        argv = [cmd, str(path)] + ([str(path)] if cmd == "diff" else []) + ["--inputs-dir", str(data)]
+        r = runner.invoke(app, argv)
+        assert r.exit_code != 0 and "b.npz" in r.stderr and "which holds nothing" in r.stderr, (cmd, r.output)
+    from onnxprobe import api
+    from onnxprobe.errors import UsageError
+
+    with pytest.raises(UsageError, match="holds nothing"):
+        api.layers_dataset(path, inputs_from=[{}])
 
 
 def test_merge_refuses_other_models(tmp_path):

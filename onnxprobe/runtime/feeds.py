@@ -276,9 +276,10 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
     rng = np.random.default_rng(spec.seed)
     defaulted: dict[str, list[str]] = {}
     lacking = [s.name for s in specs if s.name not in feeds]
-    if spec.arrays and lacking and spec.arrays_complete:  # a dataset's statistics over random data: a mistake
-        raise UsageError(f"input {clean(lacking[0])}: not in {spec.arrays_from}, which holds "
-                         f"{', '.join(clean(n) for n in spec.arrays)}; every input the model takes must be there")
+    if lacking and spec.arrays_complete:  # a dataset's statistics over random data: a mistake (an empty batch too)
+        held = ", ".join(clean(n) for n in spec.arrays) or "nothing"
+        raise UsageError(f"input {clean(lacking[0])}: not in {spec.arrays_from}, which holds {held}; "
+                         f"every input the model takes must be there")
     notes = [f"input {clean(n)}: not in {clean(spec.arrays_from)}, so seeded random data (--seed {spec.seed})"
              for n in lacking if spec.arrays and n not in spec.files]
     random_ints: list[str] = []
