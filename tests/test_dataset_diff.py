@@ -304,3 +304,44 @@ def test_a_map_pair_whose_shapes_differ_in_one_shard_is_not_compared_once_merged
     assert pair["problem"] == "s1.json:x0.npz: shapes differ at run time: [512, 256] vs [256, 512]"
     assert merged["verdict"] == "error" and "given in --map could not be compared" in merged["verdict_reason"]
     assert all(p["passed"] is True for p in merged["pairs"] if p["is_output"])
+
+
+def test_the_sample_where_nan_appears_on_one_side_is_named_and_survives_a_merge(tmp_path):
+    """A = Log(x), B = Log(|x|): NaN in A only where x < 0, which happens in b2 and b4 alone. The pair fails,
+    and the report names b2, the first such sample (the per-sample SQNR, over finite pairs, read 'exact'
+    and the worst |a-b| pointed at another sample); merged shards name it too."""
+    from onnx import TensorProto, helper
+
+    def model(path, ops):
+        nodes = [helper.make_node(op, [i], [o], name=o) for op, i, o in ops]
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.save(m, str(path))
+        return path
+
+    a = model(tmp_path / "a.onnx", [("Identity", "x", "t"), ("Log", "t", "y")])
+    b = model(tmp_path / "b.onnx", [("Abs", "x", "t"), ("Log", "t", "y")])
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    for i in range(6):
+        x = np.array([1.0, 2.0, 3.0 + i, 4.0], np.float32)
+        if i in (2, 4):
+            x[1] = -2.0
+        np.savez(ds / f"b{i}.npz", x=x)
+    r = _run("diff", a, b, "--inputs-dir", ds, "--json", tmp_path / "d.json", code=(1,))
+    y = next(p for p in json.loads((tmp_path / "d.json").read_text())["pairs"] if p["a"] == "y")
+    assert y["passed"] is False and y["nonfinite_mismatch"] == 2 and y["nonfinite_sample"] == "b2.npz", y
+    assert "NaN/Inf on one side first in b2.npz" in " ".join(r.stdout.split()), r.stdout
+    shards = []
+    for k, names in enumerate((["b3", "b4", "b5"], ["b0", "b1", "b2"])):  # the later samples first
+        part = tmp_path / f"p{k}"
+        part.mkdir()
+        for n in names:
+            (part / f"{n}.npz").write_bytes((ds / f"{n}.npz").read_bytes())
+        shards.append(tmp_path / f"s{k}.json")
+        _run("diff", a, b, "--inputs-dir", part, "--json", shards[-1], code=(1,))
+    merged = json.loads(_run("merge-stats", *shards, "--json", "-", code=(1,)).stdout)
+    y = next(p for p in merged["pairs"] if p["a"] == "y")
+    assert y["nonfinite_mismatch"] == 2 and y["nonfinite_sample"] == "s0.json:b4.npz", y  # shards laid end to end, as given

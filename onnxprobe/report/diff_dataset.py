@@ -44,7 +44,9 @@ def diff_dataset_renderables(d: dict, width: int = 120) -> list:
                             style="bold red"))
             continue
         low = "exact" if sp["min"] is None else f"{num(sp['min'], 3)} dB ({safe(sp['min_sample'] or '')})"
-        worst = "" if p.get("exact") else f"; worst |a-b| in {safe(p.get('worst_sample') or '-')}"
+        worst = "" if p.get("exact") or not p.get("max_abs") else f"; worst |a-b| in {safe(p.get('worst_sample') or '-')}"
+        if p.get("nonfinite_sample"):  # the per-sample SQNR is over finite pairs: it cannot show these
+            worst += f"; NaN/Inf on one side first in {safe(p['nonfinite_sample'])}"
         out.append(Text(f"  output {safe(p['b'])}: SQNR per sample min {low}, p5 {_db(sp['p5'])}, "
                         f"median {_db(sp['median'])}{worst}",
                         style="bold red" if p.get("passed") is False else None))

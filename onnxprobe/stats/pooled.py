@@ -50,6 +50,7 @@ class PairSums:
     per_sample: dict[int, float] = field(default_factory=dict)  # sample -> its own SQNR (inf: exact)
     light: bool = False  # an introduced error's sums: no max |b|, allclose excess or max relative error
     positions: int | None = None  # element positions over every sample, NaN/Inf ones too (None: an older report)
+    mismatch_sample: int | None = None  # the first sample with a NaN/Inf mismatch (None: none, or an older report)
 
     @classmethod
     def one(cls, sample: int, shape: tuple[int, ...], *, count: int, max_abs: float, argmax: int, b_absmax: float,
@@ -61,7 +62,7 @@ class PairSums:
         out = cls(1, count, mismatch, float(max_abs), (sample, int(argmax)), shape, float(b_absmax), float(excess),
                   float(max_rel), sample, exact_sum([sum_abs]), exact_sum([dd]), exact_sum([aa]), exact_sum([bb]),
                   exact_sum([ab]), shape, {sample: sqnr_from_norms(math.sqrt(max(bb, 0.0)), math.sqrt(max(dd, 0.0)))},
-                  positions=math.prod(shape))
+                  positions=math.prod(shape), mismatch_sample=sample if mismatch else None)
         return out.as_introduced() if light else out
 
     def as_introduced(self) -> "PairSums":
@@ -84,7 +85,8 @@ class PairSums:
                         rel.max_rel, rel.max_rel_sample,
                         *(exact_sum(getattr(self, k) + getattr(o, k)) for k in SUMS),
                         merged_shape(self.shape, o.shape), dict(sorted({**self.per_sample, **o.per_sample}.items())),
-                        self.light, None if self.positions is None or o.positions is None else self.positions + o.positions)
+                        self.light, None if self.positions is None or o.positions is None else self.positions + o.positions,
+                        min((x for x in (self.mismatch_sample, o.mismatch_sample) if x is not None), default=None))
 
     def total(self, k: str) -> float:
         return math.fsum(getattr(self, k))
@@ -136,7 +138,8 @@ class PairSums:
         out = PairSums(self.samples, self.count, self.mismatch, self.max_abs, (self.worst[0] + by, self.worst[1]),
                        self.worst_shape, self.b_absmax, self.excess, self.max_rel, self.max_rel_sample + by,
                        *(list(getattr(self, k)) for k in SUMS), self.shape, {s + by: x for s, x in self.per_sample.items()},
-                       positions=self.positions)
+                       positions=self.positions,
+                       mismatch_sample=None if self.mismatch_sample is None else self.mismatch_sample + by)
         return out.as_introduced() if self.light else out
 
     def to_dict(self) -> dict:
@@ -146,7 +149,8 @@ class PairSums:
              "excess": _enc(self.excess), "max_rel": _enc(self.max_rel), "max_rel_sample": self.max_rel_sample,
              **{k: list(getattr(self, k)) for k in SUMS},
              "shape": None if self.shape is None else list(self.shape),
-             "per_sample": [[s, _enc(x)] for s, x in self.per_sample.items()], "positions": self.positions}
+             "per_sample": [[s, _enc(x)] for s, x in self.per_sample.items()], "positions": self.positions,
+             "mismatch_sample": self.mismatch_sample}
         if self.light:
             return {"light": True, **{k: v for k, v in d.items() if k not in LIGHT_FIELDS}}
         return d
@@ -189,7 +193,8 @@ class PairSums:
                    tuple(_ints(d.get("worst_shape"), "worst_shape")), _dec(d.get("b_absmax"), "b_absmax"),
                    _dec(d.get("excess"), "excess"), _dec(d.get("max_rel"), "max_rel"), ints["max_rel_sample"],
                    **sums, shape=None if shape is None else tuple(shape), per_sample=dict(sorted(per_sample.items())),
-                   light=light, positions=_int(d, "positions") if d.get("positions") is not None else None)
+                   light=light, positions=_int(d, "positions") if d.get("positions") is not None else None,
+                   mismatch_sample=_int(d, "mismatch_sample") if d.get("mismatch_sample") is not None else None)
 
 
 def dataset_fields(sums: PairSums, intro: PairSums | None, labels: list[str]) -> dict:
@@ -201,6 +206,7 @@ def dataset_fields(sums: PairSums, intro: PairSums | None, labels: list[str]) ->
         return labels[i] if i is not None and 0 <= i < len(labels) else None
 
     return {"worst_sample": name(sums.worst[0]), "max_rel_sample": name(sums.max_rel_sample),
+            "nonfinite_sample": name(sums.mismatch_sample),  # the first sample where NaN/Inf is on one side only
             "sqnr_per_sample": {**sp, "min_sample": name(sp["min_sample"])},
             "sums": sums.to_dict(), "introduced_sums": intro.to_dict() if intro is not None else None}
 
