@@ -91,7 +91,9 @@ class TorchRunner(Runner):
         missing = [n for n in self.input_names if n not in feeds]
         if missing:
             raise UsageError(f"--vs-torch: no value for input {missing[0]!r}")
-        return [torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in self.input_names]
+        # copies: torch.from_numpy shares memory, and an in-place op in the module (x.relu_()) would write into
+        # the feeds, which the ONNX side reads too
+        return [torch.from_numpy(np.array(feeds[n], copy=True, order="C")) for n in self.input_names]
 
     def forward(self, feeds: dict[str, np.ndarray], keep: set[str],
                 replace: dict[str, np.ndarray] | None = None) -> Forward:
@@ -119,7 +121,9 @@ class TorchRunner(Runner):
             if path in keep:
                 seen.values[path] = to_numpy(ts[0])
             if path in replace and tuple(replace[path].shape) == tuple(ts[0].shape):
-                new = torch.from_numpy(np.ascontiguousarray(replace[path])).to(ts[0].dtype)
+                # a copy: the value is A's own, which an in-place op after this module (ReLU(inplace=True))
+                # would overwrite, and the introduced error would compare the overwritten one
+                new = torch.from_numpy(np.array(replace[path], copy=True, order="C")).to(ts[0].dtype)
                 return new if isinstance(out, torch.Tensor) else _with_first(out, ts[0], new)
             return None
 
