@@ -53,6 +53,19 @@ def test_a_pipelines_bad_item_is_named(tmp_path):
     assert "item 1: the pipeline raised OSError: camera gone" in r.stderr
 
 
+def test_a_pipeline_that_calls_sys_exit_is_one_line_not_a_silent_exit(tmp_path):
+    """sys.exit() in the user's function, its generator or its file ended onnxprobe with that code and
+    printed nothing: it is one line naming the function, exit 2."""
+    (tmp_path / "p.py").write_text("import sys\nimport numpy as np\n"
+                                   "def now():\n    sys.exit(3)\n"
+                                   "def later():\n    yield {'image': np.zeros((1, 3, 32, 32), np.float32)}\n    sys.exit(3)\n")
+    (tmp_path / "q.py").write_text("import sys\nsys.exit('bye')\ndef f():\n    pass\n")
+    for spec, needle in (("p.py:now", "now() raised SystemExit (sys.exit(3))"), ("p.py:later", "item 1: the pipeline raised SystemExit"),
+                         ("q.py:f", "importing it raised SystemExit (sys.exit('bye'))")):
+        r = _run("layers", sample_path("cnn"), "--inputs-from", f"{tmp_path / spec}", code=(2,))
+        assert needle in r.stderr and r.stderr.count("\n") == 1, (spec, r.output)
+
+
 def test_ray_without_the_extra_names_it(tmp_path, monkeypatch):
     ds = tmp_path / "ds"
     ds.mkdir()

@@ -17,10 +17,10 @@ from typing import Iterator
 
 import numpy as np
 
-from onnxprobe.errors import UsageError, first_line
+from onnxprobe.errors import UsageError
 from onnxprobe.runtime.arrays import read_npz
 from onnxprobe.runtime.feeds import ModelInput
-from onnxprobe.runtime.userfunc import call_function, load_function
+from onnxprobe.runtime.userfunc import call_function, load_function, raised
 from onnxprobe.text import clean
 
 Samples = Iterator[tuple[str, dict[str, np.ndarray]]]
@@ -123,8 +123,8 @@ def generator_samples(spec) -> Samples:
                 item = next(it)
             except StopIteration:
                 break
-            except Exception as e:  # noqa: BLE001 - the user's pipeline may raise anything
-                raise UsageError(f"{where}: item {k}: the pipeline raised {type(e).__name__}: {first_line(e)}") from None
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's pipeline may raise anything, exit too
+                raise UsageError(f"{where}: item {k}: the pipeline raised {raised(e)}") from None
             yield f"item {k}", _feed_dict(item, where, k)
             k += 1
         if k == 0:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 from typing import Callable
 
 from onnxprobe.errors import UsageError, first_line
@@ -31,8 +30,8 @@ def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
         code = importlib.util.module_from_spec(mod_spec)
         sys.modules[name] = code
         mod_spec.loader.exec_module(code)
-    except Exception as e:  # noqa: BLE001 - the user's file may raise anything
-        raise UsageError(f"{flag} {clean(path)}: importing it raised {type(e).__name__}: {first_line(e)}") from None
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's file may raise anything, sys.exit() too
+        raise UsageError(f"{flag} {clean(path)}: importing it raised {raised(e)}") from None
     fn = getattr(code, func, None)
     if fn is None or not callable(fn):
         raise UsageError(f"{flag} {clean(spec)}: {clean(path)} has no function {clean(func)!r}")
@@ -43,5 +42,12 @@ def call_function(fn: Callable, func: str, spec: str, flag: str):
     """``fn()``, anything it raises as one line."""
     try:
         return fn()
-    except Exception as e:  # noqa: BLE001
-        raise UsageError(f"{flag} {clean(spec)}: {clean(func)}() raised {type(e).__name__}: {first_line(e)}") from None
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a sys.exit() in it would end onnxprobe silently
+        raise UsageError(f"{flag} {clean(spec)}: {clean(func)}() raised {raised(e)}") from None
+
+
+def raised(e: BaseException) -> str:
+    """What a user's code raised, in words: 'ValueError: bad', 'SystemExit (sys.exit(3))'."""
+    if isinstance(e, SystemExit):
+        return f"SystemExit (sys.exit({e.code!r}))"
+    return f"{type(e).__name__}: {first_line(e)}"
