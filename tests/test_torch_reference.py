@@ -278,6 +278,7 @@ def _line(r) -> str:
     ("FILE:nothing", "has no function 'nothing'"),
     ("FILE:raises", "raises() raised RuntimeError: cannot build the model"),
     ("FILE:not_a_module", "returned int, not an nn.Module"),
+    ("FILE:args_only", "returned a tuple (Tensor, Tensor), not an nn.Module"),
     ("FILE", "expected FILE.py:FUNC"),
     ("FILE:two_outputs", "returns 2 tensor(s), the ONNX model has 1 output(s)"),
     ("FILE:wrong_width", "has shape [3, 5]"),

@@ -205,6 +205,10 @@ def not_a_module():
     return 42
 
 
+def args_only():
+    return torch.randn(2, 3), torch.randn(2, 3)
+
+
 def two_outputs():
     class Two(nn.Module):
         def __init__(self):

@@ -25,7 +25,9 @@ def load_module(spec: str) -> tuple[object, tuple | None]:
     got = call_function(fn, func, spec, "--vs-torch")
     module, args = (got[0], got[1]) if isinstance(got, tuple) and len(got) == 2 else (got, None)
     if not isinstance(module, torch.nn.Module):
-        raise UsageError(f"--vs-torch {clean(spec)}: {clean(func)}() returned {type(module).__name__}, not an nn.Module "
+        what = (f"a tuple ({', '.join(type(x).__name__ for x in got)})" if isinstance(got, tuple)
+                else type(got).__name__)  # what it returned as a whole: (Tensor, Tensor) is no module and args
+        raise UsageError(f"--vs-torch {clean(spec)}: {clean(func)}() returned {what}, not an nn.Module "
                          "(or a tuple (module, example_args))")
     if args is not None and not isinstance(args, (tuple, list)):
         args = (args,)
