@@ -414,3 +414,16 @@ def test_example_arguments_may_be_numpy_arrays(exports):
     assert res.verdict()[0] == "pass", res.verdict()
     (name,) = res.feed
     assert np.array_equal(res.feed[name], args[0].numpy())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_wrt_reaches_parameters_by_their_torch_names_and_leaves_the_rest_out(exports, kind):
+    """--wrt 'mlp.*': mlp.0.weight is stored as onnx::MatMul_* (legacy) or val_* (dynamo), which the glob
+    missed; every other parameter was listed as "has no gradient in A (the loss does not depend on it)".
+    Now the torch name reaches it, and what --wrt leaves out is not listed."""
+    res = api.diff_grad_torch(exports("block", kind), spec("block"), spec=api.GradSpec(wrt=("mlp.*",)))
+    names = {r.pair.b.name for r in res.results}
+    assert {"mlp.0.weight", "mlp.0.bias", "mlp.2.weight", "mlp.2.bias"} <= names, names
+    assert all(n.startswith("mlp.") for n in names), names
+    assert not any("does not depend on it" in u.reason for u in res.matching.unmatched_b), res.matching.unmatched_b
+    assert res.verdict()[0] == "pass", res.verdict()

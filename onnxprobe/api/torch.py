@@ -22,7 +22,7 @@ from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
 from onnxprobe.api.inputs import as_max_memory, check_switches
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
-from onnxprobe.compare.gradients import candidates, grad_side, keep_wrt, loss_value
+from onnxprobe.compare.gradients import candidates, grad_side, loss_value
 from onnxprobe.compare.sides import Side, model_side
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.model import Model, as_model
@@ -209,8 +209,6 @@ def diff_grad_torch(
     # names= chooses the tensors (the spec's wrt filters the pairs below)
     plan = grad_plan(a_model, spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip")
     side_a = grad_side(a_model.source, a_model, plan, OrtRunner(plan.backward.model, config, a_model.source), cands, "A")
-    if spec.wrt:
-        keep_wrt([side_a], spec.wrt)
     outputs = [o.name for o in a_model.proto.graph.output]
     modules = {p.a.name: p.b for p in tp.pairs if p.b.module}
     runner = TorchGradRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], outputs.index(plan.loss.output),
@@ -221,6 +219,8 @@ def diff_grad_torch(
     matching = _grad_matching(a_model, side_a.observation.observables, params, modules,
                               {p for p, _ in mod.named_modules()}, buffers,
                               can_fold=any(type(m).__name__ in BATCHNORMS for m in mod.modules()))
+    if spec.wrt:
+        _keep_wrt(side_a, matching, spec.wrt)
     side_b = Side("torch", a_model, runner, Observation([p.b for p in matching.pairs] + [u.obs for u in matching.unmatched_b]))
     matcher = _filtered(lambda *_: matching, _keep(a_model, selection), "module or parameter")
     try:
@@ -241,6 +241,26 @@ def diff_grad_torch(
 def _grad_obs(a: Observable, name: str, probe: str, op: str, module: str | None = None) -> Observable:
     return Observable(key=a.key, name=name, probe=probe, node=op, op_type=op, effective_op=a.effective_op,
                       index=a.index, shape=a.shape, kind="float", is_output=a.is_output, module=module)
+
+
+def _keep_wrt(side_a: Side, matching: Matching, wrt: tuple[str, ...]) -> None:
+    """--wrt against a torch module: a gradient is kept when its ONNX tensor or its torch name (the
+    parameter, several joined by '+', or the module path) matches (``onnx::MatMul_115`` is reached as
+    ``mlp.0.weight``); what is left out is not listed as unmatched, as a tensor left out of a diff's
+    selection is not. A UsageError when nothing of A is kept."""
+    def ours(o) -> list[str]:
+        return [f for f in (forward_name(o.name), forward_name(o.key), o.name) if f]
+
+    def wanted(names: list[str]) -> bool:
+        return any(matches(n, pat) for n in names for pat in wrt)
+
+    matching.pairs[:] = [p for p in matching.pairs if wanted(ours(p.a) + p.b.name.split("+"))]
+    matching.unmatched_a[:] = [u for u in matching.unmatched_a if wanted(ours(u.obs))]
+    matching.unmatched_b[:] = [u for u in matching.unmatched_b if wanted(u.obs.name.split("+"))]
+    kept = {p.a.name for p in matching.pairs} | {u.obs.name for u in matching.unmatched_a}
+    side_a.observation = Observation([o for o in side_a.observation.observables if o.name in kept], [], side_a.observation.hidden)
+    if not kept:
+        raise UsageError(f"--wrt {', '.join(wrt)}: no gradient of model A matches (by its ONNX name or its torch name)")
 
 
 def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.ndarray],
