@@ -190,6 +190,22 @@ def test_gradients_of_a_changed_module_fail(exports):
     assert res.verdict()[0] == "fail"
     refused = {u.obs.name: u for u in res.matching.unmatched_a}
     assert "mlp.2.weight_grad" not in refused or "other values" in refused["mlp.2.weight_grad"].reason
+    # the forward passes differ, which the losses show: said, so that no failing gradient reads as the cause
+    assert any("the losses differ" in n for n in res.notes), res.notes
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_changed_matmul_weight_without_batchnorm_is_not_called_derived(exports, kind):
+    """mlp.0 (a Linear, stored transposed as a MatMul weight) changed in torch after the export, in a module
+    without BatchNorm: the weight is not "derived by the exporter (folded, reordered or reshaped)" but the
+    parameter with other values, said on both sides."""
+    module, args = tm.build("block")
+    with torch.no_grad():
+        module.mlp[0].weight[3].mul_(1.3)
+    res = api.diff_grad_torch(exports("block", kind), (module, args))
+    why_b = {u.obs.name: u.reason for u in res.matching.unmatched_b}
+    assert "not an export of the module as it is now" in why_b.get("mlp.0.weight", ""), why_b
+    assert not any("derived from the parameters" in u.reason and "mlp.0" in u.reason for u in res.matching.unmatched_a)
 
 
 @pytest.mark.parametrize("loss", ["mean", "mse", "cross-entropy"])

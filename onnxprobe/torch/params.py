@@ -48,6 +48,9 @@ def _digest(a: np.ndarray) -> tuple:
     return a.shape, a.dtype.str, hashlib.blake2b(a.tobytes(), digest_size=16).digest()
 
 
+DERIVED = "derived from the parameters by the exporter (folded, reordered or reshaped)"
+
+
 def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits: list[str],
                    users: dict[str, set[str]] | None = None, buffers: dict[str, np.ndarray] | None = None,
                    can_fold: bool = True) -> ParamMap:
@@ -77,6 +80,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
     for i, v in init_value.items():
         same_class.setdefault(_digest(v), []).append(i)
     claimed: set[str] = set()
+    derived: set[str] = set()  # initializers no parameter explains (refused with DERIVED)
     for i, v in init_value.items():
         d = _digest(v)
         equal = by_value.get(d, [])
@@ -103,8 +107,8 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         if len(t) >= 1 and len(same_class[d]) == 1:
             out.links[i] = ParamLink(i, list(t), transposed=True, how="the parameter transposed (a MatMul weight)")
             continue
-        out.refused[i] = ("derived from the parameters by the exporter (folded, reordered or reshaped): "
-                          "no torch parameter holds these values")
+        out.refused[i] = (DERIVED + ": no torch parameter holds these values")
+        derived.add(i)
     for b, bv in (buffers or {}).items():  # a buffer no initializer of its own holds, equal to a linked one
         held = same_class.get(_digest(bv), [])
         if b not in params and len(held) == 1 and held[0] in out.links:
@@ -129,6 +133,19 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                              "gradient is the sum of theirs")
     for link in out.links.values():
         claimed.update(link.params)
+    if not can_fold:  # no BatchNorm to fold: a weight no parameter explains, of a free parameter's shape, is
+        # that parameter with other values (the model is not an export of the module as it is now), not
+        # something the exporter derived (reordered LSTM gates change the shape: [1, 4h, in])
+        for i in sorted(derived & set(out.refused)):
+            shape = init_value[i].shape
+            twins = [q for q, v in params.items() if q not in claimed and q not in out.unused
+                     and (v.shape == shape or (v.ndim == 2 and v.T.shape == shape))]
+            if len(twins) == 1:
+                q = twins[0]
+                out.refused[i] = (f"has the shape of the torch parameter {q} but other values, and the module has no "
+                                  "BatchNorm an exporter folds into a weight: the model is not an export of the module as "
+                                  "it is now (compare the weights, or re-export)")
+                out.unused[q] = f"{i} has its shape but other values: the model is not an export of the module as it is now"
     for p in params:
         if p not in claimed and p not in out.unused:
             out.unused[p] = ("no initializer holds its values: the exporter folded, reordered or removed it "
