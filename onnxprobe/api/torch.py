@@ -167,19 +167,9 @@ def diff_torch(
     except ExecutionError as e:
         raise fs.explained(e) from e
     res.measured = f"a PyTorch export ({tp.exporter or 'unknown'} exporter) against its module, in float"
-    res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter) + _forward_note(res.grad)
+    res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter)
     res.feed = fs.values  # what the result measured (histograms run these inputs again)
     return res
-
-
-def _forward_note(grad: dict) -> list[str]:
-    """A note when the two losses differ: the forward passes disagree, so the gradients need not agree
-    anywhere, and the first failing one is no more than where that shows (a changed weight upstream)."""
-    la, lb = grad.get("loss_a"), grad.get("loss_b")
-    if not all(isinstance(v, float) and math.isfinite(v) for v in (la, lb)) or abs(la - lb) <= 1e-4 * max(1.0, abs(lb)):
-        return []
-    return [f"the losses differ (A {la:.6g}, torch {lb:.6g}): the forward passes disagree, so the gradients need not "
-            f"agree; `diff --vs-torch` shows where the forward goes wrong"]
 
 
 def _exporter_note(kind: str | None) -> list[str]:
@@ -252,7 +242,7 @@ def diff_grad_torch(
 def _forward_note(grad: dict) -> list[str]:
     """A note when the two losses differ: the forward passes disagree, so the gradients need not agree
     anywhere, and the first failing one is no more than where that shows (a changed weight upstream)."""
-    la, lb = grad.get("loss_a"), grad.get("loss_b")
+    la, lb = (grad or {}).get("loss_a"), (grad or {}).get("loss_b")
     if not all(isinstance(v, float) and math.isfinite(v) for v in (la, lb)) or abs(la - lb) <= 1e-4 * max(1.0, abs(lb)):
         return []
     return [f"the losses differ (A {la:.6g}, torch {lb:.6g}): the forward passes disagree, so the gradients need not "
