@@ -114,3 +114,17 @@ def test_inputs_from_a_pipeline_is_the_same_dataset(tmp_path):
     assert res.samples == 2 and res.loss == pytest.approx(want["loss"]["value"], rel=1e-12)
     r = _run("grad", model, "--inputs-from", f"{pipe}:batches", "--check", code=(2,))
     assert "--check is of one input" in r.stderr
+
+
+def test_a_bad_first_sample_is_named_as_a_later_one_is(tmp_path):
+    """grad makes its plan from the first sample: a wrong dtype there said "input x (from the dataset): ..."
+    naming no sample, where layers and diff name it."""
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    np.savez(ds / "a0.npz", x=np.zeros((4, 16)))  # float64
+    np.savez(ds / "a1.npz", x=np.zeros((4, 16), np.float32))
+    r = _run("grad", sample_path("mlp"), "--inputs-dir", ds, code=(2,))
+    assert "a0.npz: input x" in r.stderr and "float64" in r.stderr, r.output
+    (tmp_path / "p.py").write_text("import numpy as np\ndef items():\n    yield {'x': np.zeros((4, 16))}\n")
+    r = _run("grad", sample_path("mlp"), "--inputs-from", f"{tmp_path / 'p.py'}:items", code=(2,))
+    assert "item 0: input x" in r.stderr, r.output

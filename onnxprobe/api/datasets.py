@@ -64,6 +64,17 @@ def first_arrays(src: Source, specs: list[ModelInput]) -> dict[str, np.ndarray] 
     return first[1]
 
 
+def first_label(src: Source) -> str:
+    """The name of the dataset's first sample, for a message about it (after ``first_arrays``)."""
+    if src.batches:
+        return src.batches[0].label
+    first = next(src.samples, None) if src.samples is not None else None
+    if first is None:
+        return "the first sample"
+    src.samples = itertools.chain([first], src.samples)
+    return first[0]
+
+
 def first_shapes(model: Model, src: Source) -> dict[str, tuple[int, ...]] | None:
     """The feed shapes of the dataset's first sample, for a runtime that reads some models only with
     static inputs (OpenVINO) and is made before any sample runs; None when that sample does not make

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxprobe.api.datasets import BatchWorker, first_arrays, model_path, run_batches, source
+from onnxprobe.api.datasets import BatchWorker, first_arrays, first_label, model_path, relabel, run_batches, source
 from onnxprobe.api.grad import GradResult, GradRow, grad_probes
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
 from onnxprobe.api.inputs import as_config, as_ray, as_selection
 from onnxprobe.autodiff.select import weight_value
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import OnnxProbeError, UsageError
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection
 from onnxprobe.runtime import feeds as _feeds
@@ -121,7 +121,10 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
     first = first_arrays(src, here.specs)  # the plan is made for its shapes
     if first is None:
         raise UsageError("the dataset has no samples")
-    gp = here.plan(here.feeds(model, first).values)[0]
+    try:  # the plan is made from the first sample: a bad one is named, as a later one is
+        gp = here.plan(here.feeds(model, first).values)[0]
+    except OnnxProbeError as e:
+        raise relabel(e, first_label(src)) from e
     factory = GradWorkerFactory(model_path(model), selection, config, spec, threads=1) if ray else (lambda: here)
     acc = {"loss": [], "weights": {}, "grads": {}, "values": {}, "notes": [], "info": None, "first": None, "count": 0}
 
