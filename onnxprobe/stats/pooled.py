@@ -235,8 +235,10 @@ def pair_sums(a: np.ndarray, b: np.ndarray, rtol: float = 0.0, sample: int = 0, 
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
-    if a.size == 0 or a.dtype != np.float32 or b.dtype != np.float32 or not (
-            np.isfinite(np.add.reduce(a, axis=None, dtype=np.float64)) and np.isfinite(np.add.reduce(b, axis=None, dtype=np.float64))):
+    with np.errstate(invalid="ignore", over="ignore"):  # +Inf and -Inf summed: NaN, which sends it to _masked
+        finite = a.size and np.isfinite(np.add.reduce(a, axis=None, dtype=np.float64)) and np.isfinite(
+            np.add.reduce(b, axis=None, dtype=np.float64))
+    if a.size == 0 or a.dtype != np.float32 or b.dtype != np.float32 or not finite:
         return _masked(a, b, rtol, sample, light)
     af, bf = a.reshape(-1), b.reshape(-1)
     with np.errstate(over="ignore"):  # an overflow is caught below
@@ -274,7 +276,8 @@ def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int, light: bool 
     if n == 0:
         return PairSums.one(sample, a64.shape, count=0, max_abs=0.0, argmax=0, b_absmax=0.0, excess=0.0, max_rel=0.0,
                             sum_abs=0.0, dd=0.0, aa=0.0, bb=0.0, ab=0.0, mismatch=mismatch, light=light)
-    d = np.where(both, np.abs(a64 - b64), 0.0).reshape(-1)
+    with np.errstate(invalid="ignore"):  # Inf - Inf at positions ``both`` leaves out
+        d = np.where(both, np.abs(a64 - b64), 0.0).reshape(-1)
     af, bf = np.where(both, a64, 0.0).reshape(-1), np.where(both, b64, 0.0).reshape(-1)
     absb = np.abs(bf)
     return PairSums.one(sample, a64.shape, count=n, max_abs=float(d.max()), argmax=int(np.argmax(d)),
