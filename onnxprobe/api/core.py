@@ -283,10 +283,11 @@ class LayersWorkerFactory:
     runtime: str = "ort"
     runtime_options: dict[str, str] | None = None
     runner: GraphRunner | None = None  # in this process: the runner made (and checked) before the first batch
+    shapes: dict | None = None  # the dataset's first sample's feed shapes: the plan every worker makes
 
     def __call__(self) -> "LayersWorker":
         return LayersWorker(as_model(self.model), self.selection, self.config, self.max_memory, self.threads,
-                            self.runtime, self.runtime_options, self.runner)
+                            self.runtime, self.runtime_options, self.runner, self.shapes)
 
 
 class LayersWorker(BatchWorker):
@@ -295,8 +296,9 @@ class LayersWorker(BatchWorker):
 
     def __init__(self, model: Model, selection: Selection | None, config: RunConfig | None, max_memory: int | None = None,
                  threads: int | None = None, runtime: str = "ort", runtime_options: dict[str, str] | None = None,
-                 runner: GraphRunner | None = None):
+                 runner: GraphRunner | None = None, shapes: dict | None = None):
         self.model, self.config, self.max_memory, self.threads = model, config, max_memory, threads
+        self.shapes = shapes
         self.runtime, self.runtime_options = runtime, runtime_options
         self.specs = _feeds.model_inputs(model.proto)
         self.refs = select_refs(model.proto, selection or Selection())
@@ -311,6 +313,8 @@ class LayersWorker(BatchWorker):
     def process(self, index: int, label: str, arrays: dict[str, np.ndarray]) -> LayersPartial:
         fs = self.feeds(self.model, arrays)
         r = self._runner(fs.values)
+        if self.shapes:  # the plan of the dataset's first sample, here as on every Ray actor: the same numbers
+            r.pin_shapes("dataset", self.shapes)
         res = r.probe(self.refs, fs.values, key="dataset")
         moments = {n: Moments.from_stats(st) for n, st in res.stats.items() if st is not None}
         # only tensors that ran hold values: one in an If branch not taken has statistics of no element, as
@@ -338,7 +342,8 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike |
     path = model_path(model) if ray else None
     first = _checked_runner(model, config, runtime, runtime_options, max_memory, src)
     factory = LayersWorkerFactory(path or model, selection, config, max_memory, threads=1 if ray else None,
-                                  runtime=runtime, runtime_options=runtime_options, runner=None if ray else first)
+                                  runtime=runtime, runtime_options=runtime_options, runner=None if ray else first,
+                                  shapes=first_shapes(model, src))
     del first  # on Ray, each actor makes its own
     acc: dict = {"moments": {}, "hists": {}, "notes": [], "first": None, "count": 0}
 

@@ -82,7 +82,9 @@ def first_shapes(model: Model, src: Source) -> dict[str, tuple[int, ...]] | None
     try:
         arrays = first_arrays(src, model_inputs(model.proto))
     except OnnxProbeError:
-        return None
+        if src.batches is None:  # a pipeline's failure: its samples cannot be read again, so it is said now
+            raise
+        return None  # a batch file is read again by the run, which names it
     if arrays is None:
         return None
     try:

@@ -53,6 +53,7 @@ class DiffWorkerFactory:
                                              threads=self.threads, shapes=self.shapes)
         plan = prepare(side_a, side_b, self.selection or Selection(), self.tolerance, self.per_tensor, self.user_map,
                        self.introduced, self.max_memory, fuse=self.fuse)
+        plan.input_shapes = self.shapes  # every worker builds the one-run graph for the dataset's first sample
         return a_model, plan
 
     def __call__(self) -> "DiffWorker":
@@ -121,16 +122,14 @@ def diff_dataset(
     ray = as_ray(ray)
     as_dataset(inputs, inputs_from)  # before the plan is made
     a_model = as_model(a)
-    src = shapes = None
-    if "openvino" in (runtime, vs_runtime):  # made with the first sample's input shapes, as diff makes it with its feeds'
-        src = source(a_model, inputs, inputs_from)
-        shapes = first_shapes(a_model, src)
+    # the first sample's input shapes: what OpenVINO reads some models with, and what every worker builds its
+    # one-run graph for (so a sample is measured alike on any Ray actor and here)
+    src = source(a_model, inputs, inputs_from)
+    shapes = first_shapes(a_model, src)
     settings = dict(runtime=runtime, runtime_options=runtime_options, shapes=shapes)
     here = DiffWorkerFactory(a_model, as_model(b) if b is not None else None, vs_device, vs_opt_level, vs_runtime,
                              config, selection, tolerance, per_tensor, user_map, introduced, max_memory, fuse, **settings)
     a_model, plan = here.plan()
-    if src is None:
-        src = source(a_model, inputs, inputs_from)
     if ray is not None:
         factory = DiffWorkerFactory(model_path(a_model), model_path(b) if b is not None else None, vs_device,
                                     vs_opt_level, vs_runtime, config, selection, plan.tolerance, per_tensor, user_map,

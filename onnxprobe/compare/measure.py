@@ -46,6 +46,9 @@ class DiffPlan:
     notes: list[str] = field(default_factory=list)
     profile: bool = False  # time the one run under onnxruntime's profiler (one input: diff --profile)
     fused: FusedGraph | None = None  # built on the first run
+    # the input shapes the one-run graph is built for (a dataset's first sample, whatever sample a worker
+    # gets first: every process builds the same graph); None: the first run's own
+    input_shapes: dict | None = None
     skip: set[int] = field(default_factory=set)  # pairs left out of it: their shapes differed at run time
     kernel_ms: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)  # with profile: by pair
     profile_summary: dict = field(default_factory=dict)  # with profile: where the one run's time went
@@ -148,7 +151,8 @@ def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
         if plan.fused is None:
             try:
                 plan.fused = build_cached(plan.a, plan.b, plan.report, plan.by_b, plan.rtol_of, plan.with_cones,
-                                          {n: tuple(np.shape(v)) for n, v in feeds.items()}, frozenset(plan.skip))
+                                          plan.input_shapes or {n: tuple(np.shape(v)) for n, v in feeds.items()},
+                                          frozenset(plan.skip))
             except NotMergeable:
                 plan.fuse = False
                 return None

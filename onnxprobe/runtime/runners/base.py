@@ -244,6 +244,11 @@ class GraphRunner(Runner):
     def session_seconds(self) -> float:
         return 0.0
 
+    def pin_shapes(self, key, shapes: dict) -> None:
+        """Make ``key``'s plan for these input shapes (a dataset's first sample), whatever sample this runner
+        sees first: every process of a dataset run then summarises each sample the same way (``probe``)."""
+        self._key_shapes.setdefault(key, {k: tuple(v) for k, v in shapes.items()})
+
     def _plan(self, model: onnx.ModelProto, refs: list[TensorRef], key, input_shapes: dict | None = None, **kw) -> ProbePlan:
         if key is not None and key in self._plans:
             self._plans.move_to_end(key)
