@@ -443,3 +443,25 @@ def test_wrt_reaches_parameters_by_their_torch_names_and_leaves_the_rest_out(exp
     assert all(n.startswith("mlp.") for n in names), names
     assert not any("does not depend on it" in u.reason for u in res.matching.unmatched_b), res.matching.unmatched_b
     assert res.verdict()[0] == "pass", res.verdict()
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_a_layer_whose_forward_never_runs_is_listed(dynamo):
+    """A Linear whose weight the parent reads directly (F.linear(h, self.side.weight)) has no forward call
+    and no scope: it was absent from the report; it is unmatched, saying its forward never ran."""
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(6, 6)
+            self.side = torch.nn.Linear(6, 6)
+
+        def forward(self, x):
+            return torch.nn.functional.linear(torch.tanh(self.fc(x)), self.side.weight)
+
+    import onnxprobe.torch as opt
+
+    torch.manual_seed(0)
+    res = opt.export_and_diff(Tied().eval(), (torch.randn(3, 6),), dynamo=dynamo)
+    why = {u.obs.name: u.reason for u in res.matching.unmatched_b}
+    assert "forward never ran" in why.get("side", ""), why
+    assert res.verdict()[0] == "pass", res.verdict()

@@ -169,15 +169,21 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
         scope = f"name_scopes {p!r}" if kind == "dynamo" else f"legacy scope of {p}"
         pairs.append(Pair(a, _observable(p, cls, torch_shape, a.index, a), how, f"{scope}: the tensor that leaves the {cls}"))
     for p, m in modules.items():
-        if p and p not in fw.calls and p in candidates:
-            note(p, "its forward never ran", NOT_OBSERVABLE)
+        # a module with a scope, or a leaf (a layer, not a container) whose forward never ran: listed, not left
+        # out (a Linear whose weight the parent uses directly, F.linear(h, self.side.weight))
+        leaf = not any(True for _ in getattr(m, "children", lambda: ())())
+        if p and p not in fw.calls and (p in candidates or leaf):
+            note(p, "its forward never ran (its parameters may be read directly, as F.linear(x, self.side.weight) "
+                    "does): no output to compare", NOT_OBSERVABLE)
     outputs = [o.name for o in model.proto.graph.output]
     if len(fw.outputs) != len(outputs):
         raise UsageError(f"--vs-torch: the module returns {len(fw.outputs)} tensor(s), the ONNX model has {len(outputs)} "
                          f"output(s) ({', '.join(outputs)}): not the model that was exported")
     for k, (name, value) in enumerate(zip(outputs, fw.outputs)):
         a = obs_by_name.get(name)
-        if a is None:
+        if a is None:  # a weight or an input returned as it is: no node computes it
+            note(f"output[{k}]", f"the ONNX output {name!r} is not an activation (a weight, an input returned as it "
+                                 "is, or computed from weights alone): not compared", NOT_OBSERVABLE)
             continue
         if a.shape is not None and not shapes_agree(a.shape, tuple(value.shape)):
             raise UsageError(f"--vs-torch: output {k} of the module has shape {list(value.shape)}, ONNX output {name!r} "
