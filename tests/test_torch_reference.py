@@ -465,3 +465,27 @@ def test_a_layer_whose_forward_never_runs_is_listed(dynamo):
     why = {u.obs.name: u.reason for u in res.matching.unmatched_b}
     assert "forward never ran" in why.get("side", ""), why
     assert res.verdict()[0] == "pass", res.verdict()
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_a_container_whose_last_child_is_called_twice_takes_its_tensor(dynamo):
+    """Sequential(l, Tanh(), l) with one Linear used twice: seq's tensor was said to be "compared there" with
+    its last child, which (called twice) pairs with nothing; seq, called once, is compared with it."""
+    class Twice(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            lin = torch.nn.Linear(5, 5)
+            self.seq = torch.nn.Sequential(lin, torch.nn.Tanh(), lin)
+
+        def forward(self, x):
+            return self.seq(x) * 2
+
+    import onnxprobe.torch as opt
+
+    torch.manual_seed(0)
+    res = opt.export_and_diff(Twice().eval(), (torch.randn(3, 5),), dynamo=dynamo)
+    assert "seq" in {r.pair.b.name for r in res.results}, [(r.pair.a.name, r.pair.b.name) for r in res.results]
+    why = {u.obs.name: u.reason for u in res.matching.unmatched_b}
+    assert "called 2 times" in why.get("seq.0", ""), why
+    assert not any("compared there" in w for w in why.values()), why
+    assert res.verdict()[0] == "pass", res.verdict()

@@ -105,6 +105,11 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
     unmatched: list[Unmatched] = []
     owner: dict[str, str] = {}  # tensor -> the innermost module leaving through it
     for p, t in candidates.items():
+        # not a module called more than once (each call is another tensor: it pairs with none), nor a path
+        # that names no module (a shared module's second place, seq.2 of Sequential(l, act, l)): the tensor
+        # then belongs to the enclosing module, which is compared there
+        if fw.calls.get(p, 0) > 1 or p not in modules:
+            continue
         if t not in owner or len(p) > len(owner[t]):
             owner[t] = p
     folded_into: dict[str, str] = {}
