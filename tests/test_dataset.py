@@ -326,3 +326,15 @@ def test_a_dataset_of_a_graph_input_alone(tmp_path):
     allx = np.concatenate(xs).astype(np.float64)
     assert t["count"] == allx.size and t["mean"] == pytest.approx(allx.mean(), rel=1e-9, abs=1e-12)
     assert (t["min"], t["max"]) == (allx.min(), allx.max())
+
+
+def test_merged_shards_that_ran_at_other_opt_levels_say_both_in_words(tmp_path):
+    """Shards of one model run at two opt levels merge (the field becomes the list of both); the footer read
+    "opt-level ['all', 'off']", a Python list."""
+    ds = _write(tmp_path / "ds", _batches(2))
+    shards = []
+    for level in ("off", "all"):
+        shards.append(tmp_path / f"{level}.json")
+        _run("layers", sample_path("cnn"), "--inputs-dir", ds, "--opt-level", level, "--json", shards[-1])
+    r = runner.invoke(app, ["merge-stats", *map(str, shards)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "opt-level all, off" in r.stdout and "['" not in r.stdout, r.output

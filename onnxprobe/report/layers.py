@@ -141,9 +141,11 @@ def layers_table(d) -> tuple[Table, Text]:
     footer.append(f"{bad} with NaN/Inf", style="bold red" if bad else "green")
     if "batches" in d:
         footer.append(f" · {d['batches']} batch{'es' if d['batches'] != 1 else ''}")
-    runtime = d.get("runtime", "onnxruntime")
-    footer.append(f" · device {d['device']} · opt-level {d['opt_level']}" if runtime == "onnxruntime"
-                  else f" · runtime {runtime} · device {d['device']}")
+    # merged shards that ran differently carry a list of the values (stats.merge.common_fields)
+    said = (lambda v: ", ".join(map(str, v)) if isinstance(v, list) else v)
+    runtime = said(d.get("runtime", "onnxruntime"))
+    footer.append(f" · device {said(d['device'])} · opt-level {said(d['opt_level'])}" if runtime == "onnxruntime"
+                  else f" · runtime {runtime} · device {said(d['device'])}")
     if timing:
         footer.append(f" · run {duration(timing['run_s'])} (session {duration(timing['session_s'])})")
     return t, footer
