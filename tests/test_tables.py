@@ -136,6 +136,10 @@ def test_formats_and_columns():
     assert json.loads(t.text("json"))[1] == {"v2": t.rows[1].values[0], "name": t.rows[1].values[1], "index": 1}
     md = t.markdown().splitlines()
     assert md[0] == "| value 2 | name | # |" and md[1] == "|---:|---|---:|" and len(md) == 5
+    # a name with HTML in it stays text where a Markdown renderer passes tags through
+    h = Table([Column("name", "name", name=True)])
+    h.add_row(["<script>alert(1)</script>|x&y"], ["<script>alert(1)</script>|x&y"])
+    assert h.markdown().splitlines()[2] == "| &lt;script&gt;alert(1)&lt;/script&gt;\\|x&amp;y |"
 
 
 # --- every table command at 80, 120 and 200 columns ---------------------------------------------------------

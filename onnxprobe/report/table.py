@@ -126,8 +126,9 @@ class Table:
         return buf.getvalue()
 
     def markdown(self) -> str:
-        def cell(s: str) -> str:
-            return s.replace("\\", "\\\\").replace("|", "\\|")
+        def cell(s: str) -> str:  # the table's own bars escaped; HTML too: a renderer may pass tags through
+            return (s.replace("\\", "\\\\").replace("|", "\\|").replace("&", "&amp;").replace("<", "&lt;")
+                    .replace(">", "&gt;"))
 
         lines = ["| " + " | ".join(cell(c.header or c.key) for c in self.columns) + " |",
                  "|" + "|".join("---:" if c.justify == "right" else "---" for c in self.columns) + "|"]
