@@ -263,3 +263,9 @@ def literal_as(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if kind in "iu":
         return np.array([int(x) for x in value.flat], dtype=dtype).reshape(value.shape)
     return np.array([x for x in value.flat], dtype=dtype).reshape(value.shape)
+
+
+def widened_bfloat16(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 values given as their 16 bits (uint16), as float32: exactly the same numbers (a bfloat16 is
+    a float32's upper half). A new array: the bits may live in a runtime's buffer that goes away."""
+    return (np.asarray(bits).view(np.uint16).astype(np.uint32) << 16).view(np.float32)

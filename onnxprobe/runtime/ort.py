@@ -329,5 +329,7 @@ def host_array(value) -> np.ndarray:
         return np.zeros(shape, np.float32)
     import ctypes
 
+    from onnxprobe.runtime.arrays import widened_bfloat16
+
     bits = np.ctypeslib.as_array((ctypes.c_uint16 * n).from_address(value.data_ptr()))
-    return (bits.astype(np.uint32) << 16).view(np.float32).reshape(shape)  # a copy: the buffer goes with the OrtValue
+    return widened_bfloat16(bits).reshape(shape)  # a copy: the buffer goes with the OrtValue

@@ -187,8 +187,9 @@ def _widened(v, port) -> np.ndarray:
 
     if port.get_element_type() != ov.Type.bf16:
         return v
-    bits = np.asarray(v).view(np.uint16)
-    return (bits.astype(np.uint32) << 16).view(np.float32)
+    from onnxprobe.runtime.arrays import widened_bfloat16
+
+    return widened_bfloat16(v)
 
 
 def precision_info(cm) -> dict:
