@@ -204,3 +204,18 @@ def test_missing_external_data_is_reported_not_fatal(tmp_path):
     assert "gone.data" in r.stdout and "missing" in r.stdout and "external data file missing" in r.stderr
     r = invoke("mark", tmp_path / "m.onnx", "-o", tmp_path / "out.onnx")
     assert r.exit_code == 1 and "external data file missing" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_an_absolute_external_location_is_refused_not_listed_as_missing(tmp_path):
+    """inspect refused '/etc/passwd' as a location but listed '/dev/zero' (not a regular file) as a missing
+    data file: every location is checked first, as layers checks it."""
+    m = make_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    t = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2, 3], data_location=TensorProto.EXTERNAL)
+    e = t.external_data.add()
+    e.key, e.value = "location", "/dev/zero"
+    m.graph.initializer.append(t)
+    onnx.save(m, tmp_path / "m.onnx")
+    for cmd in ("inspect", "layers"):
+        r = runner.invoke(app, [cmd, str(tmp_path / "m.onnx")])
+        assert r.exit_code == 1 and "must be a relative path inside the model's folder" in r.stderr, (cmd, r.output)

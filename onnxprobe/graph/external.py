@@ -52,6 +52,9 @@ def load_lazy(path: str | os.PathLike, *, require_data: bool = True) -> LazyMode
     data file is a ModelError, unless ``require_data`` is False (its tensors then stay unread)."""
     model = load_model(path, load_external_data=False)
     base = Path(path).parent
+    for t in all_tensors(model):  # every location checked (absolute, '..', a link out) before any is listed:
+        if is_external(t):        # a missing one is no reason to describe /dev/zero as "missing"
+            source(t, base)
     files = external_files(model, base)
     for f in files:
         if not f.exists and require_data:
