@@ -13,7 +13,7 @@ import onnx
 
 from onnxprobe.errors import ModelError, UsageError, first_line
 from onnxprobe.fileio import checked_path, protect, refuse_inputs
-from onnxprobe.graph.extents import check_extents
+from onnxprobe.graph.extents import all_tensors, check_extents, is_external, location
 from onnxprobe.text import human_bytes
 
 # protobuf cannot serialise a single message over 2 GiB; stay well below it.
@@ -63,13 +63,12 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
 def _protect(p: Path, model: onnx.ModelProto) -> None:
     """The model file and its external data files: never written by this process (``fileio.protect``)."""
     protect(p, "an input model")
-    for t in onnx.external_data_helper._get_all_tensors(model):
-        if t.data_location == onnx.TensorProto.EXTERNAL:
-            location = next((e.value for e in t.external_data if e.key == "location"), None)
-            if location and "\x00" in location:
-                raise ModelError(f"{p}: tensor {t.name!r}: external data location {location!r} holds a NUL byte")
-            if location:
-                protect(p.parent / location, "an input model's external data")
+    for t in all_tensors(model):
+        loc = location(t) if is_external(t) else ""
+        if "\x00" in loc:  # before the path is resolved, which would raise ValueError (extents.source says the same)
+            raise ModelError(f"{p}: tensor {t.name!r}: external data location {loc!r} holds a NUL byte")
+        if loc:
+            protect(p.parent / loc, "an input model's external data")
 
 
 # ModelProto's fields (onnx.proto): number -> protobuf wire type (0 varint, 2 length-delimited)

@@ -39,6 +39,12 @@ def num(v: float | None, digits: int = 4) -> str:
     return f"{v:.{digits}g}"
 
 
+def no_values(shape) -> str:
+    """What a tensor with no element counted shows: "empty" when its run's shape has a 0 (it ran), else
+    "not run" (an If branch not taken, a Loop of no iterations)."""
+    return "empty" if shape is not None and 0 in shape else "not run"
+
+
 def spread_digits(lo, hi, digits: int = 4, most: int = 10) -> int:
     """Significant digits that show a row's values apart: ``digits``, plus as many as the magnitude exceeds
     the spread (min 10000.496 and max 10000.504 read 1e+04 and 1e+04 with four; 10000.496 and 10000.504

@@ -6,7 +6,7 @@ from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.console import phrased
-from onnxprobe.report.format import dtype, num, op, shape, spread_digits
+from onnxprobe.report.format import dtype, no_values, num, op, shape, spread_digits
 from onnxprobe.report.table import Column, Table
 from onnxprobe.text import duration
 
@@ -96,13 +96,10 @@ def _cells(r: dict) -> tuple[list[str], list]:
         # '…_output_0' next to it; 'logx' of node 'log' stays 'logx'
         tensor = "…" + tensor[len(r["node"]):]
     ran = bool(r.get("count"))
-    # no values: a tensor that ran empty (a 0 in its run's shape), or one that did not run at all (an If
-    # branch not taken, a Loop of no iterations)
-    empty = r.get("count") == 0 and r.get("shape") is not None and 0 in r["shape"]
     digits = spread_digits(r.get("min"), r.get("max"))  # min, max and mean told apart on offset data
     cells = [
         str(r["index"]), node, op(r["op_type"]), tensor, shape(r["shape"]), dtype(r["dtype"]),
-        num(r.get("min"), digits) if ran else ("empty" if empty else "not run" if r.get("count") == 0 else
+        num(r.get("min"), digits) if ran else (no_values(r.get("shape")) if r.get("count") == 0 else
                                                "not observed" if r.get("not_observed") else "-"),
         num(r.get("max"), digits) if ran else "-", num(r.get("mean"), digits), num(r.get("std")),
         str(r.get("nan", "-")), str(r.get("inf", "-")),

@@ -165,13 +165,9 @@ def literal(text: str) -> np.ndarray | None:
             return None
     except OSError:  # a name too long for a file: a value, or nothing
         pass
-    if text.strip().lower() in ("nan", "inf", "+inf", "-inf", "infinity", "-infinity"):  # as numpy prints them
-        v = float(text)
-        out = np.empty(1, dtype=object)
-        out[0] = v
-        return out.reshape(())
     try:
-        v = json.loads(text, parse_float=_typed_float)
+        # nan and inf as numpy prints them (JSON has no such words); anything else as JSON
+        v = float(text) if text.strip().lower() in NONFINITE_WORDS else json.loads(text, parse_float=_typed_float)
     except RecursionError:  # nested deeper than any input's rank
         return None
     except ValueError as e:  # not JSON: a file name, unless it was meant as a list
@@ -195,6 +191,7 @@ def literal(text: str) -> np.ndarray | None:
 
 
 MAX_LITERAL_RANK = 32
+NONFINITE_WORDS = ("nan", "inf", "+inf", "-inf", "infinity", "-infinity")
 
 
 def _depth(v) -> int:

@@ -13,7 +13,7 @@ import math
 import numpy as np
 from rich.text import Text
 
-from onnxprobe.report.format import num, safe, shape as fmt_shape, spread_digits
+from onnxprobe.report.format import no_values, num, safe, shape as fmt_shape, spread_digits
 from onnxprobe.report.table import Column, Table
 from onnxprobe.api import TensorStats
 
@@ -135,8 +135,7 @@ def tensor_table(rows: list[dict], width: int = 120, link: str = "from / to") ->
         shp = fmt_shape(r.get("shape")) if r.get("shape") is not None or r.get("known") else "?"
         cells = [
             r.get("role", ""), r["name"], shp, r.get("dtype") or "?",
-            num(s.min) if fin else ("-" if s is None or s.count else
-                                    "empty" if r.get("shape") is not None and 0 in r["shape"] else "not run"),
+            num(s.min) if fin else ("-" if s is None or s.count else no_values(r.get("shape"))),
             num(s.max) if fin else "-", num(s.mean) if fin else "-", num(s.std) if fin else "-",
             str(s.nan) if s is not None else "-", str(s.inf) if s is not None else "-", r.get("link", ""),
         ]

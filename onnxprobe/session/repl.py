@@ -290,7 +290,6 @@ def _history(path: Path, file_history, memory_history, err: Console):
     history lines would corrupt them). Else the history is kept in memory, and a note says why."""
     from onnxprobe.errors import UsageError
 
-    why = None
     try:
         refuse_inputs(path)
         if path.exists() and not path.is_file():
