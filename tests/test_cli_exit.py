@@ -111,3 +111,23 @@ def test_a_termination_signal_while_writing_leaves_no_temporary_file(tmp_path, s
     r = script(tmp_path, body, "mark", str(CNN), "-o", str(tmp_path / "out.onnx"), "--all")
     assert r.returncode == 128 + getattr(signal, sig), (r.returncode, r.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("argv", [["layers", "--help"], ["diff", "--help"], ["merge-stats", "--help"],
+                                  ["layers", "--no-such-flag"], ["inspect"], ["--version"], ["nosuch"]])
+def test_the_app_of_one_command_answers_as_the_whole_app(argv):
+    """``run`` builds only the command it runs (``cli.main.app_for``): its help, usage errors and exit
+    codes are the whole app's, word for word."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app, app_for
+
+    one = app_for(argv)
+    if argv[0] in ("layers", "diff", "merge-stats", "inspect"):
+        assert one is not app and [c.name for c in one.registered_commands] == [argv[0]]
+    else:
+        assert one is app
+    runner = CliRunner()
+    want, got = runner.invoke(app, argv, env={"COLUMNS": "100"}), runner.invoke(one, argv, env={"COLUMNS": "100"})
+    assert (got.exit_code, got.output) == (want.exit_code, want.output)
+    assert got.output.strip()

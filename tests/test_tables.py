@@ -321,12 +321,15 @@ def test_columns_env_that_is_not_a_number(monkeypatch):
 @pytest.mark.parametrize("color", [None, "truecolor"])
 def test_laid_out_lines_print_as_rich_would(color):
     """SafeConsole.print_lines (every table's way out) writes plain lines itself: byte for byte what Rich
-    prints for the same lines, including lines over the width (cropped), wide characters, and control
-    characters (escaped); in colour, Rich prints them all."""
+    prints for the same lines, including lines over the width (cropped), wide characters, one-cell
+    characters that are not ASCII (an ellipsis, a rule), combining ones, and control characters (escaped);
+    in colour, Rich prints them all."""
     from onnxprobe.report.console import Lines, SafeConsole
 
     lines = [("#  name      op", "bold"), ("0  conv_out  Conv", None), ("1  " + "x" * 60, None),
-             ("2  名前名前名前名前名前名前名前名前名前名前", "red"), ("3  esc\x1b[31m here", None), ("", None)]
+             ("2  名前名前名前名前名前名前名前名前名前名前", "red"), ("3  esc\x1b[31m here", None), ("", None),
+             ("4  …_output_0  " + "─" * 25, None), ("5  …" + "─" * 40, None), ("6  名前 fits", None),
+             ("7  cafe\u0301 " + "é" * 31, None)]
 
     def out(how) -> str:
         buf = io.StringIO()

@@ -17,6 +17,7 @@ import re
 import sys
 from typing import Iterable
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.text import Text
@@ -35,7 +36,7 @@ class SafeConsole(Console):
 
     def print_lines(self, lines: Iterable[tuple[str, str | None]]) -> None:
         """Lines laid out already, (text, style) each (``report.table.Table.lines``). Without colour (a
-        plain pipe, NO_COLOR), the ASCII lines that fit the width are written as they are, which is what
+        plain pipe, NO_COLOR), the lines that fit the width are written as they are, which is what
         Rich prints for them, byte for byte, without its segment rendering (~40 ms for a 400-row table,
         of a 1.5 s command); other lines, and every line in colour, go through Rich (styles, cell widths
         of wide characters, cropping at the width)."""
@@ -44,7 +45,9 @@ class SafeConsole(Console):
             return
         width, buf = self.width, []
         for text, style in lines:
-            if text.isascii() and len(text) <= width:
+            # a line within the width in cells (Rich's count: an ellipsis or a rule's box-drawing character
+            # is one cell, a CJK character two) is printed by Rich as it is
+            if (len(text) <= width if text.isascii() else cell_len(text) <= width):
                 buf.append((clean(text) if _CONTROL.search(text) or "\n" in text else text) + "\n")
                 continue
             self._write_now(buf)
