@@ -498,3 +498,22 @@ def test_offset_values_show_enough_digits_to_tell_min_max_and_mean_apart(tmp_pat
     assert lo < mean < hi, row
     assert lo == pytest.approx(x64.min(), abs=1e-5) and hi == pytest.approx(x64.max(), abs=1e-5)
     assert mean == pytest.approx(x64.mean(), abs=1e-5)
+
+
+def test_the_narrowest_readable_width_is_searched_from_a_bound_that_skips_nothing():
+    """``_readable_width`` starts its search at the width below which no name can be readable (a whole
+    name's length, a path's last part after "…/"): it finds the same width as a search of every width."""
+    import random
+
+    from onnxprobe.report.names import shorten_names
+    from onnxprobe.report.table import _readable, _readable_width
+
+    rng = random.Random(0)
+    parts = ["m", "encoder", "layer.0", "layer.1", "attention", "self", "query", "MatMul", "Add_output_0", "x", "名前"]
+    for _ in range(60):
+        names = ["/".join([""] * rng.randint(0, 1) + [rng.choice(parts) for _ in range(rng.randint(1, 7))])
+                 for _ in range(rng.randint(1, 12))]
+        names += rng.choice([[], ["last_hidden_state"], ["a/b"], ["conv1/out", "conv1/out2"]])
+        need = max(len(n) for n in names)
+        every = next((w for w in range(1, need + 1) if _readable(names, shorten_names(names, w))), need)
+        assert _readable_width(names, need) == every, names

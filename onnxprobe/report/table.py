@@ -342,6 +342,10 @@ def _readable_width(names: list[str], need: int) -> int:
     lo, hi = 1, need
     if not names or _readable(names, shorten_names(names, 1)):
         return min(need, 1)
+    # no narrower width can be readable: a name shown whole needs its length, a path shortened needs its
+    # last part after "…/", and a name that is no path cannot be shortened (fewer shortenings to try)
+    lo = min(hi, max(len(c) if len(p) <= 2 else min(len(c), len(p[-1]) + 2)
+                     for c, p in ((c, c.split("/")) for c in map(clean, names))))
     while lo < hi:  # readable once wide enough: the narrowest such width
         mid = (lo + hi) // 2
         if _readable(names, shorten_names(names, mid)):
