@@ -65,6 +65,52 @@ def test_every_surviving_layer_output_is_matched(name, kind, qdir):
         assert r.shape is not None and r.pair.strategy and r.pair.reason
 
 
+@pytest.mark.parametrize("kind", QUANT_KINDS)
+@pytest.mark.parametrize("name", QUANT_SAMPLES)
+def test_the_default_selection_reports_every_quantized_layer(name, kind, qdir):
+    """The default selection (the layer ops) reports every pair whose quantized side stands for a layer's
+    output, though the node that holds that value is a DequantizeLinear (a QLinearConv feeding a float op)
+    or an Add (a ConvInteger's rescale), and the float side's tensor is a folded BatchNormalization's."""
+    q = quantize(name, kind, qdir)
+    every = api.diff(q, sample_path(name), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    layers = {r.pair.b.name for r in every.results if r.pair.a.kind != "float" and r.pair.a.effective_op in ("Conv", "Gemm", "MatMul")}
+    assert layers, "no quantized layer paired: the test would prove nothing"
+    default = api.diff(q, sample_path(name), config=api.RunConfig(device="cpu"))
+    assert layers <= {r.pair.b.name for r in default.results}
+
+
+def test_a_folded_layer_held_by_a_dequantization_is_in_the_default_report(tmp_path):
+    """QOperator: QLinearConv (BatchNormalization folded in, so its value has the BN output's name) whose
+    float consumer makes the quantizer write a DequantizeLinear: the pair is a layer's, in the default
+    report, and the first failing layer is found among them."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    bn = [numpy_helper.from_array(np.ones(4, np.float32), "s"), numpy_helper.from_array(np.zeros(4, np.float32), "b"),
+          numpy_helper.from_array(np.zeros(4, np.float32), "mu"), numpy_helper.from_array(np.ones(4, np.float32), "var")]
+    fp = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["conv"], pads=[1, 1, 1, 1]),
+         helper.make_node("BatchNormalization", ["conv", "s", "b", "mu", "var"], ["bn"]),
+         helper.make_node("HardSigmoid", ["bn"], ["y"])], "g", [x], [y], [numpy_helper.from_array(w, "w"), *bn]),
+        opset_imports=[helper.make_opsetid("", 13)])
+    f = lambda v, n: numpy_helper.from_array(np.array(v, np.float32), n)  # noqa: E731
+    u = lambda v, n: numpy_helper.from_array(np.array(v, np.uint8), n)  # noqa: E731
+    qw = np.clip(np.round(w / 0.02) + 128, 0, 255).astype(np.uint8)
+    q = helper.make_model(helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["x_quantized"]),
+         helper.make_node("QLinearConv", ["x_quantized", "xs", "xz", "wq", "ws", "wz", "ys", "yz"], ["bn_quantized"], pads=[1, 1, 1, 1]),
+         helper.make_node("DequantizeLinear", ["bn_quantized", "ys", "yz"], ["bn"]),
+         helper.make_node("HardSigmoid", ["bn"], ["y"])], "g", [x], [y],
+        [f(0.02, "xs"), u(128, "xz"), numpy_helper.from_array(qw, "wq"), f(0.02, "ws"), u(128, "wz"), f(0.05, "ys"), u(128, "yz")]),
+        opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(fp, str(tmp_path / "fp.onnx"))
+    onnx.save(q, str(tmp_path / "q.onnx"))
+    res = api.diff(str(tmp_path / "q.onnx"), str(tmp_path / "fp.onnx"), config=api.RunConfig(device="cpu"))
+    assert "bn" in {r.pair.b.name for r in res.results}
+    assert next(r for r in res.results if r.pair.b.name == "bn").pair.a.effective_op == "Conv"
+
+
 @pytest.mark.parametrize("fuse", [False, True])
 def test_metrics_agree_with_numpy(qdir, fuse):
     """Host metrics (separate runs) are float64 sums: 1e-9. In-graph metrics (one run of both models)

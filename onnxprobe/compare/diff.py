@@ -17,7 +17,7 @@ from onnxprobe.compare.fused import fusable
 from onnxprobe.compare.measure import DiffPlan, Measured, measure
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
-from onnxprobe.graph.select import Selection, check_criteria, select
+from onnxprobe.graph.select import Selection, check_criteria, select, selects_op
 from onnxprobe.match.engine import (
     DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched, match,
 )
@@ -237,9 +237,12 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
 
     if sel.all and not (sel.ops or sel.names or sel.range):  # everything, graph inputs and their gradients too
         return list(matching.pairs), {o.name for o in b.observation.observables}
+    # a quantized value stands for its float layer's output: a dequantized QLinearConv or the rescaled float
+    # result of a ConvInteger is a Conv output, though DequantizeLinear or Add writes it
+    layer = (lambda o: o.kind != "float" and selects_op(sel, o.effective_op))
     pairs = [p for p in matching.pairs if p.a.is_output or p.b.is_output or p.strategy == "map"
-             or any(n in in_a for n in names(p.a))
-             or (not sel.range and any(n in in_b for n in names(p.b)))]
+             or any(n in in_a for n in names(p.a)) or layer(p.a)
+             or (not sel.range and (any(n in in_b for n in names(p.b)) or layer(p.b)))]
     return pairs, in_b | {o.name for o in b.observation.observables if o.is_output}
 
 

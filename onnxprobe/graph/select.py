@@ -112,6 +112,16 @@ def _op_matches(op_type: str, ops: tuple[str, ...]) -> bool:
     return op_type in ops or canonical(op_type) in ops
 
 
+def selects_op(sel: Selection, op_type: str) -> bool:
+    """Whether ``sel``'s op criterion alone (the default's layer ops, or ``ops``) takes an output of
+    ``op_type``: what a quantized value that stands for that op's output (``match.observe``: a
+    dequantized QLinearConv, the rescaled float result of a ConvInteger) is selected by, where the node
+    that holds it is a DequantizeLinear or an Add. False for a selection by names or range."""
+    if sel.names or sel.range or sel.all:
+        return False
+    return op_type in DEFAULT_OPS if sel.is_default else _op_matches(op_type, sel.ops)
+
+
 def _name_matches(globs: tuple[str, ...], *names: str) -> bool:
     return any(matches(n, g) for g in globs for n in names if n)
 
