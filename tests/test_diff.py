@@ -18,6 +18,7 @@ from onnxprobe import api
 from onnxprobe.runtime.runners import base as base_runner
 from onnxprobe.cli.main import app
 from onnxprobe.errors import OnnxProbeError
+from onnxprobe.match.engine import FOLDED
 from quantize_fixtures import RandomReader, quantize
 
 runner = CliRunner()
@@ -59,7 +60,11 @@ def test_every_surviving_layer_output_is_matched(name, kind, qdir):
     surviving = [t for t in layer_outputs if t in names or f"{t}_quantized" in names]
     assert surviving, "the quantizer kept no layer output name; the test would prove nothing"
     paired_b = {r.pair.b.name for r in res.results}
-    assert [t for t in surviving if t not in paired_b] == []
+    # a layer whose Relu the quantizer folded into its range (zero point 0) holds the Relu's output: it is
+    # compared there (the unmatched layer output says so), never with the value before the Relu
+    relu_of = {n.input[0]: n.output[0] for n in fp32.graph.node if n.op_type == "Relu"}
+    folded = {u.obs.name for u in res.matching.unmatched_b if u.cause == FOLDED}
+    assert [t for t in surviving if t not in paired_b and not (t in folded and relu_of.get(t) in paired_b)] == []
     # never a pair of different shapes, and every pair says how it was made
     for r in res.results:
         assert r.shape is not None and r.pair.strategy and r.pair.reason
@@ -109,6 +114,54 @@ def test_a_folded_layer_held_by_a_dequantization_is_in_the_default_report(tmp_pa
     res = api.diff(str(tmp_path / "q.onnx"), str(tmp_path / "fp.onnx"), config=api.RunConfig(device="cpu"))
     assert "bn" in {r.pair.b.name for r in res.results}
     assert next(r for r in res.results if r.pair.b.name == "bn").pair.a.effective_op == "Conv"
+
+
+@pytest.mark.parametrize("dq_name", ["mm", "deq"])
+@pytest.mark.parametrize("zero_point, folded", [(0, True), (3, False)])
+def test_a_relu_folded_into_a_quantization_range_is_compared_after_the_relu(tmp_path, zero_point, folded, dq_name):
+    """A QOperator MatMul whose output range starts at 0 (uint8, zero point 0) holds Relu(MatMul): the
+    quantizer dropped the float model's Relu (behind an Identity). It is paired with the Relu's output,
+    either way round, never with the MatMul's (a different function: its negative values); with a zero
+    point above 0 the range holds negatives, and the MatMul's output is its counterpart. Its dequantized
+    value named after the float tensor ("mm", as quantizers name it) is paired by that name; named
+    otherwise, the structural alignment never pairs it with the MatMul's output either."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 6)).astype(np.float32)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])
+    fp = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Identity", ["mm"], ["mm_id"]),
+         helper.make_node("Relu", ["mm_id"], ["relu"]), helper.make_node("Sigmoid", ["relu"], ["y"])],
+        "g", [x], [y], [numpy_helper.from_array(w, "w")]), opset_imports=[helper.make_opsetid("", 13)])
+    f = lambda v, n: numpy_helper.from_array(np.array(v, np.float32), n)  # noqa: E731
+    u = lambda v, n: numpy_helper.from_array(np.array(v, np.uint8), n)  # noqa: E731
+    q = helper.make_model(helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["x_quantized"]),
+         helper.make_node("QLinearMatMul", ["x_quantized", "xs", "xz", "wq", "ws", "wz", "ys", "yz"], ["mm_quantized"]),
+         helper.make_node("DequantizeLinear", ["mm_quantized", "ys", "yz"], [dq_name]),
+         helper.make_node("Sigmoid", [dq_name], ["y"])], "g", [x], [y],
+        [f(0.03, "xs"), u(128, "xz"), numpy_helper.from_array(np.clip(np.round(w / 0.02) + 128, 0, 255).astype(np.uint8), "wq"),
+         f(0.02, "ws"), u(128, "wz"), f(0.05, "ys"), u(zero_point, "yz")]), opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(fp, str(tmp_path / "fp.onnx"))
+    onnx.save(q, str(tmp_path / "q.onnx"))
+    feeds = {"x": rng.standard_normal((2, 8)).astype(np.float32)}
+    want = "relu" if folded else "mm"
+    if dq_name == "deq" and folded:
+        res = api.diff(str(tmp_path / "q.onnx"), str(tmp_path / "fp.onnx"), selection=api.Selection(all=True),
+                       config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays=feeds))
+        assert "mm" not in {r.pair.b.name for r in res.results if r.pair.a.name == "deq"}
+        return
+    for a, b, side in (("q", "fp", "b"), ("fp", "q", "a")):
+        res = api.diff(str(tmp_path / f"{a}.onnx"), str(tmp_path / f"{b}.onnx"), selection=api.Selection(all=True),
+                       config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays=feeds))
+        paired = {getattr(r.pair, side).name: r for r in res.results}
+        other = {"mm", "relu"} - {want}
+        assert want in paired and not (other & paired.keys() and getattr(paired[other.pop()].pair, "a" if side == "b" else "b").kind != "float")
+        quantized = paired[want].pair.a if side == "b" else paired[want].pair.b
+        assert quantized.kind == "qoperator"
+    if folded:  # the quantized value is Relu(MatMul): nothing below 0, as the oracle's Relu output
+        oracle = _run_with_outputs(tmp_path / "fp.onnx", ["relu", "mm"], feeds)
+        assert oracle["mm"].min() < 0 <= oracle["relu"].min()
 
 
 @pytest.mark.parametrize("fuse", [False, True])

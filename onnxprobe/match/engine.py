@@ -68,11 +68,16 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     why_b: dict[int, str] = {}
     shape_a: set[int] = set()
     shape_b: set[int] = set()
+    folded_a: set[int] = set()  # compared after the other model's quantization range took their Relu
+    folded_b: set[int] = set()
     b_by_key: dict[str, int] = {}
     b_by_name: dict[str, int] = {}
     for j, o in enumerate(obs_b):
         b_by_key.setdefault(o.key, j)
         b_by_name.setdefault(o.name, j)
+    a_by_name: dict[str, int] = {}
+    for i, o in enumerate(obs_a):
+        a_by_name.setdefault(o.name, i)
 
     def take(i: int, j: int, strategy: str, reason: str) -> bool:
         a, b = obs_a[i], obs_b[j]
@@ -119,6 +124,22 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
         ops = "" if a.effective_op == b.effective_op else f"; {a.effective_op} in A stands for {b.effective_op} in B"
         reason = {"name": "same tensor name", "qdq": f"DequantizeLinear(QuantizeLinear({a.key}))",
                   "qoperator": f"{a.op_type} output dequantized with its own scale", "dynamic": "float result after the integer layer's rescale"}[strategy]
+        # a quantized value whose range starts at 0 holds Relu(x) when the float model applies a Relu to x:
+        # it is compared with the Relu's output, never with x (a different function of the data)
+        if a.floor_zero and b.kind == "float" and b.relu in b_by_name:
+            r = b_by_name[b.relu]
+            why_b[j] = f"its Relu {b.relu!r} is folded into A's quantization range: compared there (with A's {a.name!r})"
+            folded_b.add(j)
+            if r not in used_b:
+                take(i, r, strategy, reason + "; B's Relu is folded into A's quantization range (no value below 0)")
+            continue
+        if b.floor_zero and a.kind == "float" and a.relu in a_by_name:
+            r = a_by_name[a.relu]
+            why_a[i] = f"its Relu {a.relu!r} is folded into B's quantization range: compared there (with B's {b.name!r})"
+            folded_a.add(i)
+            if r not in used_a:
+                take(r, j, "name" if b.kind == "float" else b.kind, reason + "; A's Relu is folded into B's quantization range (no value below 0)")
+            continue
         take(i, j, strategy, reason + ops)
     # 3. quantizer suffixes
     for i, a in enumerate(obs_a):
@@ -143,9 +164,9 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     # 5. structural alignment between anchors
     _align(obs_a, obs_b, used_a, used_b, take, list(made))
     pairs.sort(key=lambda p: (p.a.index, p.b.index))
-    ua = [Unmatched(o, why_a.get(i, "no counterpart in B"), OTHER_SHAPE if i in shape_a else NO_COUNTERPART)
+    ua = [Unmatched(o, why_a.get(i, "no counterpart in B"), FOLDED if i in folded_a else OTHER_SHAPE if i in shape_a else NO_COUNTERPART)
           for i, o in enumerate(obs_a) if i not in used_a]
-    ub = [Unmatched(o, why_b.get(j, "no counterpart in A"), OTHER_SHAPE if j in shape_b else NO_COUNTERPART)
+    ub = [Unmatched(o, why_b.get(j, "no counterpart in A"), FOLDED if j in folded_b else OTHER_SHAPE if j in shape_b else NO_COUNTERPART)
           for j, o in enumerate(obs_b) if j not in used_b]
     return Matching(pairs, ua, ub)
 
@@ -177,8 +198,11 @@ def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]]) -> N
 
         def same(i: int, j: int) -> bool:
             a, b = obs_a[i], obs_b[j]
+            # a value clamped at 0 by its quantization range against a tensor the other model's Relu reads:
+            # Relu(x) against x, a different function of the data (the pairing by key takes the Relu's output)
+            relu_folded = (a.floor_zero and b.relu) or (b.floor_zero and a.relu)
             return (canonical(a.effective_op) == canonical(b.effective_op) and a.shape is not None and b.shape is not None
-                    and shapes_agree(a.shape, b.shape) and a.scope == b.scope)
+                    and shapes_agree(a.shape, b.shape) and a.scope == b.scope and not relu_folded)
 
         n, m = len(seg_a), len(seg_b)
         L = [[0] * (m + 1) for _ in range(n + 1)]

@@ -61,6 +61,10 @@ class Observable:
     is_output: bool = False
     module: str | None = None  # the PyTorch module whose output this is (a --vs-torch side)
     scope: str = ""  # the If branch that computes it ("If_0/then_branch"); "" in the main graph
+    # a quantized value whose integer range starts at 0 (zero point at the type's lowest value): it holds
+    # Relu(x), not x, whatever its name says (a quantizer folds a Relu into the range: ``match.engine``)
+    floor_zero: bool = False
+    relu: str | None = None  # a float tensor's only consumer is a Relu: that Relu's output
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,32 @@ def observe(model: onnx.ModelProto) -> Observation:
             return True
         return op in SCALE_PRESERVING and bool(s_.node.input) and is_quant(s_.node.input[0], depth + 1)
 
+    values = {i.name: i for i in model.graph.initializer}
+    values.update({s_.node.output[0]: a.t for s_ in sites if s_.node.op_type == "Constant" and s_.node.output
+                   for a in s_.node.attribute if a.name == "value"})
+
+    def floor_zero(zp: str | None, quantized: str) -> bool:
+        """The range of ``quantized`` (its zero point ``zp``) starts at 0: every zero point is its integer
+        type's lowest value (a missing one is uint8's 0)."""
+        if zp is None:
+            return elem(quantized) in (0, onnx.TensorProto.UINT8)
+        if zp not in values:
+            return False
+        z = onnx.numpy_helper.to_array(values[zp])
+        lowest = {"uint8": 0, "uint16": 0, "int8": -128, "int16": -32768}.get(z.dtype.name)
+        return lowest is not None and z.size > 0 and bool((z == lowest).all())
+
+    def relu_of(t: str) -> str | None:
+        """The output of the Relu that is ``t``'s only consumer (through Identity nodes)."""
+        for _ in range(16):
+            cs = consumers.get(t, [])
+            if len(cs) != 1 or t in outputs or cs[0].node.op_type not in ("Relu", "Identity") or not cs[0].node.output:
+                return None
+            t = cs[0].node.output[0]
+            if cs[0].node.op_type == "Relu":
+                return t
+        return None
+
     obs: list[Observable] = []
     deq: list[Dequantize] = []
     hidden: dict[str, str] = {}
@@ -196,10 +226,11 @@ def observe(model: onnx.ModelProto) -> Observation:
             et = elem(t)
             shape = static_shape(types.get(t))
 
-            def add(key: str, probe: str, kind: str, name: str | None = None) -> None:
+            def add(key: str, probe: str, kind: str, name: str | None = None, floor: bool = False) -> None:
                 obs.append(Observable(key=key, name=name or t, probe=probe, node=s.name, op_type=n.op_type,
                                       effective_op=float_op(t), index=s.index, shape=shape, kind=kind,
-                                      is_output=t in outputs or (name or t) in outputs))
+                                      is_output=t in outputs or (name or t) in outputs, floor_zero=floor,
+                                      relu=relu_of(t) if kind == "float" else None))
 
             if t in dq_scales or (n.op_type == "Mul" and all(i in dq_scales or i in const for i in n.input)):
                 hidden[t] = "a dynamic quantization scale"
@@ -233,7 +264,7 @@ def observe(model: onnx.ModelProto) -> Observation:
                     continue
                 out = DEQ_PREFIX + t
                 deq.append(Dequantize(t, q[0], q[1], q[2], out))
-                add(stem(t), out, "qoperator")
+                add(stem(t), out, "qoperator", floor=floor_zero(q[1], t))
                 continue
             if et in FLOAT_TYPES or et == 0:
                 qs = [c for c in consumers.get(t, []) if c.node.op_type == "QuantizeLinear"]
@@ -246,7 +277,9 @@ def observe(model: onnx.ModelProto) -> Observation:
                         hidden[t] = f"the QDQ value of {src.node.input[0]}"
                         continue
                     if src is not None:  # DQ of a QLinear* output (QOperator), or of a moved QDQ value
-                        add(t, t, "qoperator" if origin(n.input[0]) in QLINEAR_OUT_PARAMS else "qdq")
+                        zp = n.input[2] if len(n.input) > 2 and n.input[2] else None
+                        add(t, t, "qoperator" if origin(n.input[0]) in QLINEAR_OUT_PARAMS else "qdq",
+                            floor=floor_zero(zp, n.input[0]))
                         continue
             add(t, t, "float")
     obs += _branch_observables(every, types, const)
