@@ -1166,3 +1166,24 @@ def test_lstm_states_recomputed(case, computed, monkeypatch):
         g32, _, _ = run_backward(case, vals, cot)
         for name in wrt_of(case):
             np.testing.assert_allclose(g32[name], grads[name], rtol=0, atol=2e-4 * max(float(np.abs(grads[name]).max()), 1e-9))
+
+
+@pytest.mark.parametrize("precision", ["float64", "float64 (float32 gradients)"])
+def test_the_check_finds_a_gradient_wrongly_zero(precision):
+    """check_gradients: a gradient with entries wrongly 0 (a rule that drops a contribution) fails, however
+    few they are, though the direction weighted by the gradient never moves them; the true gradient, and a
+    gradient truly 0 where the loss does not move, pass. The loss: sum(c * tanh(t)), differentiated by hand."""
+    from onnxprobe.autodiff.check import CheckItem, check_gradients
+
+    rng = np.random.default_rng(3)
+    t = rng.standard_normal(200)
+    c = rng.standard_normal(200)
+    c[:50] = 0.0  # the loss does not depend on these: their gradient is truly 0
+    true = c * (1 - np.tanh(t) ** 2)
+    loss = (lambda name, delta: float(np.sum(c * np.tanh(t + delta))))
+    item = (lambda g: CheckItem("t", g, t, float(np.sqrt(np.mean(t * t)))))
+    assert check_gradients([item(true)], loss, precision)["t"]["ok"]
+    for wrong in (slice(60, 61), slice(60, 140, 2)):  # one entry, and 40 of them
+        g = true.copy()
+        g[wrong] = 0.0
+        assert not check_gradients([item(g)], loss, precision)["t"]["ok"], wrong

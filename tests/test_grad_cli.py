@@ -336,3 +336,25 @@ def test_rows_show_the_shapes_of_the_run(tmp_path):
     assert rows["h"]["shape"] == [3, 4] and rows["h"]["count"] == 12
     assert rows["w"]["shape"] == [4, 4]
     assert all(g["shape"] is not None and None not in g["shape"] for g in d["gradients"])
+
+
+@pytest.mark.parametrize("wrt, loss_output", [("x", "y"), ("init", "y"), ("x", "z")])
+def test_a_scan_whose_backward_reads_no_step_value(wrt, loss_output):
+    """Scan with s_{t+1} = s_t + x_t: the backward pass reads no step's value, yet runs once per step
+    (it had no scan input to count the steps by, an internal error). The loss sum(y) of the final state
+    y = init + Σ_t x_t has gradient 1 for every element of x and of init, by hand; sum(z) of the scan
+    output z_t = init + x_0 + ... + x_t gives x_t the gradient T - t (and init T)."""
+    v = (lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s))
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "xt"], ["s_out"]), helper.make_node("Identity", ["s_out"], ["zt"])],
+                             "body", [v("s_in", [2]), v("xt", [2])], [v("s_out", [2]), v("zt", [2])])
+    m = make_model([helper.make_node("Scan", ["init", "x"], ["y", "z"], body=body, num_scan_inputs=1)],
+                   [v("init", [2]), v("x", [3, 2])], [v("y", [2]), v("z", [3, 2])], [], opset=17)
+    feeds = {"init": np.array([0.5, -1.0], np.float32), "x": np.arange(6, dtype=np.float32).reshape(3, 2)}
+    res = api.grad(api.Model(m, m, "mem"), api.Selection(names=(wrt,)), api.RunConfig(device="cpu"),
+                   api.GradSpec(output=loss_output, wrt=(wrt,)), inputs=api.InputSpec(arrays=feeds), save=True)
+    steps = 3
+    if loss_output == "y":
+        want = np.ones_like(feeds[wrt])
+    else:
+        want = np.full(2, float(steps), np.float32) if wrt == "init" else np.repeat(np.arange(steps, 0, -1.0), 2).reshape(3, 2)
+    np.testing.assert_allclose(res.arrays[wrt], want, rtol=1e-6)

@@ -173,7 +173,8 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
                     seed: int = 0, progress: Callable[[int, int], None] | None = None) -> dict[str, dict]:
     """Compare each gradient g with central finite differences of ``loss(name, delta)`` (the loss with
     ``delta`` added to tensor ``name``) along random directions: one weighted by the gradient (v = g u
-    |t| / rms(t), u uniform in [0.5, 1.5]) and, in float64, a Gaussian one. Returns name -> {error,
+    |t| / rms(t), u uniform in [0.5, 1.5]) and, in float64, Gaussian ones over every entry and over the
+    entries whose gradient is 0 (a wrong 0 moves the loss there). Returns name -> {error,
     tolerance, ok, fd, grad_dot, step, kink, precision}.
 
     float64: step h = 1e-6 RMS(tensor); tolerance 1e-6 (1e-3 when the gradients are float32).
@@ -193,15 +194,20 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
     for it in items:
         g = it.grad
         h0 = (1e-6 if dt == np.float64 else 1e-3) * max(it.rms, 0.1)
-        support = g != 0
+        support = np.ones(g.shape, bool)
         rel = 1.0
         if it.value is not None and np.shape(it.value) == g.shape and np.any(it.value != 0):
-            support = support & (np.asarray(it.value) != 0)
+            support = np.asarray(it.value) != 0
             # relative perturbations where the values are known: a variance stays positive, zeros stay put
             rel = np.abs(np.asarray(it.value, np.float64)) / max(it.rms, 1e-30)
         directions = [g * rng.uniform(0.5, 1.5, g.shape) * support * rel]
         if dt == np.float64:  # in float32 a Gaussian direction's signal drowns in rounding noise
+            # over every entry, and over the entries whose gradient is 0 alone: a rule that drops a
+            # contribution leaves zeros, which a direction weighted by the gradient never moves
             directions.append(rng.standard_normal(g.shape) * support * rel)
+            zero = (g == 0) & support
+            if zero.any() and not zero.all():
+                directions.append(rng.standard_normal(g.shape) * zero * rel)
         worst, detail = 0.0, None
         for v in directions:
             v = v / max(float(np.sqrt(np.mean(v * v))), 1e-300)

@@ -343,6 +343,11 @@ def scan(g):
         if t in r.needed:
             rev.step_value(t, g.x[n + i], 1 - in_dirs[i], in_axes[i], _elem(g.engine.types, g.x[n + i], g.elem),
                            _rank_of(g.engine.types, g.x[n + i], 1))
+    if not rev.scans and m:
+        # a backward pass that reads no step's values (s_{t+1} = s_t + x_t) still runs once per step: the
+        # forward's first scan input, unread, gives the backward Scan its number of iterations
+        rev.scan(g.b.fresh(f"{x_in[0]}.steps"), g.x[n], 1 - in_dirs[0], in_axes[0],
+                 _elem(g.engine.types, g.x[n], g.elem), _rank_of(g.engine.types, g.x[n], 1))
     dx_slots = [i for i in xw if r.grads.get(x_in[i])]
     for i in dx_slots:
         rev.scan_out(r.grads[x_in[i]], 1 - in_dirs[i], in_axes[i], _elem(g.engine.types, g.x[n + i], g.elem))
