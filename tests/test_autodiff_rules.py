@@ -124,6 +124,7 @@ CASES: list[Case] = [
     one("Mul", {"a": (2, 1, 4), "b": (3, 1)}, id="Mul-both-broadcast"),
     one("Mul", {"a": (1, 4, 5, 6), "b": (4, 1, 1)}, id="Mul-per-channel-one-image"),
     one("Div", {"a": (2, 3), "b": (3,)}, gen={"b": pos()}),
+    one("Mod", {"a": (2, 3), "b": (3,)}, attrs={"fmod": 1}, gen={"b": pos(0.3, 0.7)}, id="Mod-fmod"),
     one("Neg", {"x": (2, 3)}),
     one("Pow", {"a": (2, 3), "b": (3,)}, gen={"a": pos(), "b": pos(0.5, 2.0)}),
     one("Pow", {"x": (2, 3)}, consts={"p": f64(2.0)}, id="Pow-square-const"),

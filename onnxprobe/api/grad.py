@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
+from onnx import TensorProto
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
 from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_result, as_selection, check_switches, checked_feed
 from onnxprobe.autodiff.check import DELTA, CheckItem, check_gradients, perturbable, to_float64
 from onnxprobe.autodiff.engine import attach_backward, shaped_types
 from onnxprobe.autodiff.select import weight_value
-from onnxprobe.errors import ExecutionError, ModelError
+from onnxprobe.errors import ExecutionError, ModelError, UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.shapes import infer_shapes
@@ -172,6 +173,12 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         mode = "float64"
     except ExecutionError:
         runner = OrtRunner(pm, config)
+        half = sorted(n for n, (e, _) in tensors.items() if e in (TensorProto.FLOAT16, TensorProto.BFLOAT16))
+        if half:  # finite differences over a step of 1e-3 of the values drown in float16's own rounding
+            raise UsageError(f"--check: the model computes {half[0]!r}{f' (and {len(half) - 1} more)' if len(half) > 1 else ''} "
+                             "in float16 or bfloat16, and onnxruntime cannot run its float64 copy: finite differences in "
+                             "half precision cannot check gradients (the gradients themselves are computed; check a "
+                             "float32 version of the model)")
     if mode == "float64":
         base = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in base.items()}
         grads64 = _grads_float64(gp, base, device)

@@ -65,7 +65,7 @@ _nd("boolean", "returns booleans", "Equal", "Less", "LessOrEqual", "Greater", "G
     "Xor", "IsNaN", "IsInf")
 _nd("index", "returns indices", "ArgMax", "ArgMin", "NonZero", "NonMaxSuppression", "Unique")
 _nd("piecewise", "piecewise constant: zero gradient almost everywhere", "Sign", "Floor", "Ceil", "Round", "Hardmax")
-_nd("integer", "integer or bit arithmetic", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Mod")
+_nd("integer", "integer or bit arithmetic", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot")
 _nd("builder", "builds a tensor from shapes or indices alone", "ConstantOfShape", "EyeLike", "Range", "OneHot",
     "BlackmanWindow", "HannWindow", "HammingWindow", "MelWeightMatrix")
 _nd("random", "random sampling", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",

@@ -43,7 +43,7 @@ def diff(
     min_cosine: Annotated[Optional[float], typer.Option("--min-cosine", help="The least cosine similarity that passes (implies --metric cosine). Default 0.999.", rich_help_panel=Cmp)] = None,
     fp32_sensitivity: Annotated[int, typer.Option("--fp32-sensitivity", help="For the N QDQ layers with the lowest intro SQNR, rerun A with that one layer in fp32 and report the output SQNR it gives.", rich_help_panel=Cmp)] = 0,
     sort: Annotated[str, typer.Option("--sort", help="Row order: topo | introduced | accumulated (worst first).", rich_help_panel=Cmp)] = "topo",
-    grad: Annotated[bool, typer.Option("--grad", help="Compare the gradients of A and B (same loss, same inputs) instead of their activations; the --output/--loss/--target/--labels/--output-grad/--wrt flags of `grad` set the loss.", rich_help_panel=Cmp)] = False,
+    grad: Annotated[bool, typer.Option("--grad", help="Compare the gradients of A and B (same loss, same inputs) instead of their activations; the --loss-output/--loss/--target/--labels/--output-grad/--wrt flags of `grad` set the loss.", rich_help_panel=Cmp)] = False,
     output: GradOutputOpt = None,
     loss: LossOpt = "sum",
     target: TargetOpt = None,

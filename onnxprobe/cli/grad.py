@@ -143,3 +143,7 @@ def grad(
     if failed:
         error(f"{len(failed)} gradient(s) failed the finite-difference check: {', '.join(failed[:5])}{' …' if len(failed) > 5 else ''}")
         raise typer.Exit(1)
+    if check and not any(r.check is not None for r in result.rows):  # a check that compared nothing is no pass
+        error("--check checked nothing: no selected gradient could be compared with finite differences"
+              + ("" if result.rows else " (no gradient was computed: see the notes)"))
+        raise typer.Exit(1)

@@ -111,7 +111,7 @@ def inputs_of(seed: int, int_range: str, shape: list[str] | None, input_: list[s
 
 def grad_spec_of(output: str | None, loss: str, target: Path | None, labels: Path | None, output_grad: Path | None,
                  wrt: list[str] | None):
-    """The api.GradSpec that --output/--loss/--target/--labels/--output-grad/--wrt describe (grad, diff --grad)."""
+    """The api.GradSpec that --loss-output/--loss/--target/--labels/--output-grad/--wrt describe (grad, diff --grad)."""
     from onnxprobe import api
 
     return api.grad_spec(output, loss, target, labels, output_grad, wrt)

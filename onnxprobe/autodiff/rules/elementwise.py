@@ -32,6 +32,18 @@ def sub(g):
     return [g.dy, g.Neg(g.dy) if g.wants(1) else None]
 
 
+@rule("Mod", inputs=(0, 1), broadcast=(0, 1))
+def mod(g):
+    """y = fmod(a, b) = a - b trunc(a / b) (float Mod, fmod=1; integer Mod carries no gradient)  ->
+    da = dy,  db = -dy trunc(a / b), with trunc(q) = Sign(q) Floor(|q|)"""
+    a, b = g.x
+    db = None
+    if g.wants(1):
+        q = g.Div(a, b)
+        db = g.Neg(g.Mul(g.dy, g.Mul(g.Sign(q), g.Floor(g.Abs(q)))))
+    return [g.dy if g.wants(0) else None, db]
+
+
 @rule("Mul", inputs=(0, 1), broadcast=(0, 1))
 def mul(g):
     """y = a * b  ->  da = dy * b,  db = dy * a"""
