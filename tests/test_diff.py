@@ -18,7 +18,7 @@ from onnxprobe import api
 from onnxprobe.runtime.runners import base as base_runner
 from onnxprobe.cli.main import app
 from onnxprobe.errors import OnnxProbeError
-from onnxprobe.match.engine import FOLDED
+from onnxprobe.match.engine import DIFFERENT_FUNCTION, FOLDED
 from quantize_fixtures import RandomReader, quantize
 
 runner = CliRunner()
@@ -162,6 +162,31 @@ def test_a_relu_folded_into_a_quantization_range_is_compared_after_the_relu(tmp_
     if folded:  # the quantized value is Relu(MatMul): nothing below 0, as the oracle's Relu output
         oracle = _run_with_outputs(tmp_path / "fp.onnx", ["relu", "mm"], feeds)
         assert oracle["mm"].min() < 0 <= oracle["relu"].min()
+
+
+def test_structural_alignment_never_pairs_a_node_with_one_that_reads_other_tensors(tmp_path):
+    """Two exports of one computation, tensor names all different: Relu(x) pairs with Relu(x) by op order
+    and shape, but Shape(Relu(x)) must not pair with Shape(m), though op and shape agree: what it reads
+    is paired with a tensor the other is not computed from (another function of the data). Reordered
+    products (x * m * 0.5 against x * (0.5 * m)) still pair at their outputs."""
+    v = (lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]))
+    half = numpy_helper.from_array(np.array(0.5, np.float32), "half")
+    a = make_model([helper.make_node("Relu", ["x"], ["ra"]), helper.make_node("Shape", ["ra"], ["sa"]),
+                    helper.make_node("Mul", ["ra", "m"], ["pa"]), helper.make_node("Mul", ["pa", "half"], ["qa"]),
+                    helper.make_node("Add", ["qa", "m"], ["y"])],
+                   [v("x"), v("m")], [v("y"), helper.make_tensor_value_info("sa", TensorProto.INT64, [2])], [half])
+    b = make_model([helper.make_node("Relu", ["x"], ["rb"]), helper.make_node("Shape", ["m"], ["sb"]),
+                    helper.make_node("Mul", ["half", "m"], ["pb"]), helper.make_node("Mul", ["rb", "pb"], ["qb"]),
+                    helper.make_node("Add", ["qb", "m"], ["y"])],
+                   [v("x"), v("m")], [v("y"), helper.make_tensor_value_info("sb", TensorProto.INT64, [2])], [half])
+    onnx.save(a, str(tmp_path / "a.onnx"))
+    onnx.save(b, str(tmp_path / "b.onnx"))
+    res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    pairs = {(r.pair.a.name, r.pair.b.name) for r in res.results}
+    assert ("ra", "rb") in pairs and ("qa", "qb") in pairs and ("y", "y") in pairs
+    assert not any(p[0] == "sa" for p in pairs)
+    why = next(u for u in res.matching.unmatched_a if u.obs.name == "sa")
+    assert why.cause == DIFFERENT_FUNCTION
 
 
 @pytest.mark.parametrize("fuse", [False, True])

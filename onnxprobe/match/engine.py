@@ -5,7 +5,8 @@ Strategies, tried in this order; each pair records which one matched it and why:
 2. ``name`` / ``qdq`` / ``qoperator`` / ``dynamic``: A's value stands for a float tensor of the same name
    in B (see match.observe for how quantized values are keyed);
 3. ``qoperator-stem``: A's key without a quantizer suffix (``_quantized``...) names a tensor of B;
-4. ``node-name``: the producing nodes have the same name (a ``_quant`` suffix aside) and compatible ops;
+4. ``node-name``: the producing nodes have the same name of their own (a ``_quant`` suffix aside; an
+   unnamed node's position is no name) and compatible ops;
 5. ``structural``: between two pairs already made, the remaining tensors are aligned by a longest common
    subsequence over (equivalent op type, shape): never by position alone.
 Shapes must agree wherever both are known; a rejected candidate leaves its reason on the unmatched entry.
@@ -70,6 +71,8 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     shape_b: set[int] = set()
     folded_a: set[int] = set()  # compared after the other model's quantization range took their Relu
     folded_b: set[int] = set()
+    other_a: set[int] = set()  # a structural candidate read other tensors
+    other_b: set[int] = set()
     b_by_key: dict[str, int] = {}
     b_by_name: dict[str, int] = {}
     for j, o in enumerate(obs_b):
@@ -91,7 +94,41 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
         made.append((i, j))
         used_a.add(i)
         used_b.add(j)
+        a_to_b[a.name], b_to_a[b.name] = b.name, a.name
         return True
+
+    a_to_b: dict[str, str] = {}
+    b_to_a: dict[str, str] = {}
+    inputs_b = {s for o in obs_b for s in o.sources if s.startswith("input:")}
+    inputs_a = {s for o in obs_a for s in o.sources if s.startswith("input:")}
+
+    up_a, up_b = _ancestry(obs_a), _ancestry(obs_b)
+    data_a, data_b = {o.name for o in obs_a if o.data}, {o.name for o in obs_b if o.data}
+
+    def reads_alike(i: int, j: int) -> bool:
+        """No contradiction between what the two nodes read (``Observable.sources``) and what the other
+        is computed from: a tensor one reads is paired with one that is nowhere upstream of the other
+        (Shape of a Reshape's output against Shape of the attention mask). Unpaired sources tell
+        nothing; a pair computed in another order (x * a * 0.5 against x * (0.5 * a)) reads alike."""
+        for s in obs_a[i].sources:
+            t = (s if s in inputs_b else None) if s.startswith("input:") else a_to_b.get(s) if s in data_a else None
+            if t is not None and not up_b(j, t):
+                return False
+        for t in obs_b[j].sources:
+            s = (t if t in inputs_a else None) if t.startswith("input:") else b_to_a.get(t) if t in data_b else None
+            if s is not None and not up_a(i, s):
+                return False
+        return True
+
+    def structural(i: int, j: int, reason: str) -> None:
+        if reads_alike(i, j):
+            take(i, j, "structural", reason)
+            return
+        a, b = obs_a[i], obs_b[j]
+        why_a.setdefault(i, f"structural candidate {b.name} in B reads other tensors than it (another function of the data)")
+        why_b.setdefault(j, f"structural candidate {a.name} in A reads other tensors than it (another function of the data)")
+        other_a.add(i)
+        other_b.add(j)
 
     # 1. user map
     for a_name, b_name in (user_map or {}).items():
@@ -153,22 +190,51 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     # 4. node names
     b_by_node: dict[str, list[int]] = {}
     for j, o in enumerate(obs_b):
-        b_by_node.setdefault(_node_stem(o.node), []).append(j)
+        if o.node_named:  # an unnamed node's "Op_index" says only where it is: no evidence
+            b_by_node.setdefault(_node_stem(o.node), []).append(j)
     for i, a in enumerate(obs_a):
-        if i in used_a:
+        if i in used_a or not a.node_named:
             continue
         for j in b_by_node.get(_node_stem(a.node), []):
             if j not in used_b and compatible(a.effective_op, obs_b[j].effective_op):
                 if take(i, j, "node-name", f"same node name {a.node!r}"):
                     break
     # 5. structural alignment between anchors
-    _align(obs_a, obs_b, used_a, used_b, take, list(made))
+    _align(obs_a, obs_b, used_a, used_b, structural, list(made))
     pairs.sort(key=lambda p: (p.a.index, p.b.index))
-    ua = [Unmatched(o, why_a.get(i, "no counterpart in B"), FOLDED if i in folded_a else OTHER_SHAPE if i in shape_a else NO_COUNTERPART)
+
+    def cause(k: int, folded: set[int], shape: set[int], other: set[int]) -> str:
+        return FOLDED if k in folded else OTHER_SHAPE if k in shape else DIFFERENT_FUNCTION if k in other else NO_COUNTERPART
+
+    ua = [Unmatched(o, why_a.get(i, "no counterpart in B"), cause(i, folded_a, shape_a, other_a))
           for i, o in enumerate(obs_a) if i not in used_a]
-    ub = [Unmatched(o, why_b.get(j, "no counterpart in A"), FOLDED if j in folded_b else OTHER_SHAPE if j in shape_b else NO_COUNTERPART)
+    ub = [Unmatched(o, why_b.get(j, "no counterpart in A"), cause(j, folded_b, shape_b, other_b))
           for j, o in enumerate(obs_b) if j not in used_b]
     return Matching(pairs, ua, ub)
+
+
+def _ancestry(obs: list[Observable]):
+    """``upstream(k, name)``: whether the observed tensor or graph input ``name`` ("input:NAME") is among
+    what observable ``k`` is computed from (its ``sources``, theirs, and so on), as bit sets."""
+    bit: dict[str, int] = {}
+    for o in obs:
+        for s in (o.name, *o.sources):
+            bit.setdefault(s, len(bit))
+    mask: dict[str, int] = {}
+
+    def of(name: str, depth: int = 0) -> int:
+        if name in mask:
+            return mask[name]
+        m = 0
+        for s in by_name[name].sources if name in by_name and depth < 400 else ():
+            m |= (1 << bit[s]) | (of(s, depth + 1) if s in by_name else 0)
+        mask[name] = m
+        return m
+
+    by_name = {o.name: o for o in obs if o.sources}
+    for o in sorted(by_name.values(), key=lambda o: o.index):  # upstream first: shallow recursion
+        of(o.name)
+    return lambda k, name: name in bit and bool(of(obs[k].name) >> bit[name] & 1)
 
 
 def _node_stem(name: str) -> str:
@@ -185,6 +251,7 @@ def _shp(s) -> str:
 
 
 def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]]) -> None:
+    """``take(i, j, reason)``: pair them, unless what they read says otherwise (``match``)."""
     """LCS over (canonical op, static shape) of the unmatched tensors between consecutive anchors, each
     with its like: main-graph tensors, or tensors of the same If branch (``Observable.scope``; a branch
     runs only sometimes, and the branches of two different If nodes are no evidence of one function)."""
@@ -213,7 +280,7 @@ def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]]) -> N
         while x < n and y < m:
             if same(seg_a[x], seg_b[y]):
                 a = obs_a[seg_a[x]]
-                take(seg_a[x], seg_b[y], "structural", f"aligned by op order ({canonical(a.effective_op)}) and shape between matched neighbours")
+                take(seg_a[x], seg_b[y], f"aligned by op order ({canonical(a.effective_op)}) and shape between matched neighbours")
                 x += 1
                 y += 1
             elif L[x + 1][y] >= L[x][y + 1]:

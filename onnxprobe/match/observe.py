@@ -65,6 +65,11 @@ class Observable:
     # Relu(x), not x, whatever its name says (a quantizer folds a Relu into the range: ``match.engine``)
     floor_zero: bool = False
     relu: str | None = None  # a float tensor's only consumer is a Relu: that Relu's output
+    # what its node reads, as the nearest observed tensors upstream (and through value-preserving moves
+    # the ones before them) and graph inputs ("input:NAME"): a structural pair must read paired tensors
+    sources: tuple[str, ...] = ()
+    data: bool = False  # holds floating-point values (``sources`` of such are what a structural pair checks)
+    node_named: bool = False  # its node has a name of its own (not "Op_index", which tells only a position)
 
 
 @dataclass(frozen=True)
@@ -227,7 +232,7 @@ def observe(model: onnx.ModelProto) -> Observation:
             shape = static_shape(types.get(t))
 
             def add(key: str, probe: str, kind: str, name: str | None = None, floor: bool = False) -> None:
-                obs.append(Observable(key=key, name=name or t, probe=probe, node=s.name, op_type=n.op_type,
+                obs.append(Observable(key=key, name=name or t, probe=probe, node=s.name, node_named=bool(n.name), op_type=n.op_type,
                                       effective_op=float_op(t), index=s.index, shape=shape, kind=kind,
                                       is_output=t in outputs or (name or t) in outputs, floor_zero=floor,
                                       relu=relu_of(t) if kind == "float" else None))
@@ -251,7 +256,7 @@ def observe(model: onnx.ModelProto) -> Observation:
                     scale, zp, axis = n.input[1], (n.input[2] if len(n.input) > 2 and n.input[2] else None), _axis(n)
                     out = DEQ_PREFIX + t
                     deq.append(Dequantize(t, scale, zp, axis, out))
-                    obs.append(Observable(key=x, name=dqs[0] if dqs else t, probe=out, node=s.name, op_type=n.op_type,
+                    obs.append(Observable(key=x, name=dqs[0] if dqs else t, probe=out, node=s.name, node_named=bool(n.name), op_type=n.op_type,
                                           effective_op=float_op(x), index=s.index, shape=static_shape(types.get(x)),
                                           kind="qdq", is_output=t in outputs))
                     continue
@@ -282,9 +287,52 @@ def observe(model: onnx.ModelProto) -> Observation:
                             floor=floor_zero(zp, n.input[0]))
                         continue
             add(t, t, "float")
+    obs = _with_sources(obs, producer, const, {i.name for i in model.graph.input} - set(values),
+                        {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0})
     obs += _branch_observables(every, types, const)
     obs.sort(key=lambda o: o.index)
     return Observation(obs, deq, hidden)
+
+
+# ops whose output holds its input's values (moved, reshaped or cast): an observed tensor behind one
+# counts as read too (one exporter writes a Reshape or an Identity where another reads the tensor itself)
+VALUE_PRESERVING = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast", "Transpose", "Expand"}
+
+
+def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs: set[str],
+                  floats: set[str]) -> list[Observable]:
+    """The main graph's observables with their ``sources``: for each input of the node that writes it,
+    the nearest observed tensors upstream (walking back through tensors nobody observes) and graph
+    inputs; and ``data``: whether it holds floating-point values, or values of a type not known here
+    (shape computations and indices, which two exporters write differently, are no evidence of what a
+    node computes: ``match.engine``)."""
+    import dataclasses
+
+    observed = {o.name for o in obs}
+    memo: dict[str, frozenset] = {}
+
+    def upstream(t: str, depth: int = 0) -> frozenset:
+        if t in memo:
+            return memo[t]
+        if t in inputs:
+            out = frozenset({f"input:{t}"})
+        elif t in const or t not in producer or depth > 200:
+            out = frozenset()
+        else:
+            n = producer[t].node
+            behind = frozenset().union(*(upstream(i, depth + 1) for i in n.input if i)) if n.input else frozenset()
+            out = (frozenset({t}) | (behind if n.op_type in VALUE_PRESERVING else frozenset())) if t in observed else behind
+        memo[t] = out
+        return out
+
+    done = []
+    for o in obs:
+        if o.name in producer:
+            n = producer[o.name].node
+            src = frozenset().union(*(upstream(i) for i in n.input if i)) if n.input else frozenset()
+            o = dataclasses.replace(o, sources=tuple(sorted(src)), data=o.name in floats)
+        done.append(o)
+    return done
 
 
 def _branch_observables(sites: list, types: dict, const: set[str]) -> list[Observable]:
@@ -300,7 +348,7 @@ def _branch_observables(sites: list, types: dict, const: set[str]) -> list[Obser
             tp = types.get(t)
             if not t or t in const or tp is None or tp.tensor_type.elem_type not in FLOAT_TYPES:
                 continue
-            out.append(Observable(key=t, name=t, probe=t, node=s.name, op_type=s.node.op_type,
+            out.append(Observable(key=t, name=t, probe=t, node=s.name, node_named=bool(s.node.name), op_type=s.node.op_type,
                                   effective_op=canonical(s.node.op_type), index=s.index, shape=static_shape(tp),
                                   kind="float", scope="/".join(s.scope)))
     return out
