@@ -259,3 +259,29 @@ def test_the_history_file_is_never_an_input_a_folder_or_a_new_folder(tmp_path):
         assert isinstance(h, InMemoryHistory) and why in buf.getvalue(), buf.getvalue()
     assert model.read_bytes() == b"model bytes" and not (tmp_path / "no").exists()
     assert isinstance(_history(tmp_path / "h", FileHistory, InMemoryHistory, Console(file=io.StringIO())), FileHistory)
+
+
+def test_a_history_file_that_fails_to_take_a_line_leaves_the_session_going(tmp_path):
+    """A history file that exists but takes no appends (a full disk, /proc/version as root) made
+    prompt_toolkit print its traceback and could hang the prompt: now one note, the line kept in memory,
+    and no more attempts."""
+    import io
+
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+    from rich.console import Console
+
+    from onnxprobe.session.repl import _history
+
+    class Full(FileHistory):
+        writes = 0
+
+        def store_string(self, string: str) -> None:
+            Full.writes += 1
+            raise OSError(28, "No space left on device")
+
+    buf = io.StringIO()
+    h = _history(tmp_path / "h", Full, InMemoryHistory, Console(file=buf, width=200))
+    for line in ("info", "show x", "quit"):
+        h.append_string(line)
+    assert buf.getvalue().count("cannot be written (No space left on device)") == 1
+    assert Full.writes == 1 and list(h.get_strings())[-3:] == ["info", "show x", "quit"]

@@ -298,7 +298,7 @@ def _history(path: Path, file_history, memory_history, err: Console):
             why = f"its folder {path.parent} does not exist"
         else:
             path.touch(exist_ok=True)
-            return file_history(str(path))
+            return _kept(file_history, path, err)
     except UsageError:
         why = "it is a file this session reads"
     except OSError as e:
@@ -306,6 +306,28 @@ def _history(path: Path, file_history, memory_history, err: Console):
     err.print(Text(f"note: history file {clean(str(path))} not used ({why}); history is kept for this session only",
                    style="dim"))
     return memory_history()
+
+
+def _kept(file_history, path: Path, err: Console):
+    """``file_history`` on ``path``, whose writes may still fail (a full disk, a file that takes no
+    appends, such as one under /proc): then one note, and the history stays in memory for the session
+    (prompt_toolkit keeps every line it stores there too), where prompt_toolkit would print its traceback
+    and could leave the prompt hung."""
+
+    class Kept(file_history):
+        failed = False
+
+        def store_string(self, string: str) -> None:
+            if self.failed:
+                return
+            try:
+                super().store_string(string)
+            except OSError as e:
+                self.failed = True
+                err.print(Text(f"note: history file {clean(str(path))} cannot be written ({e.strerror or e}); "
+                               "history is kept for this session only", style="dim"))
+
+    return Kept(str(path))
 
 
 def repl(state: State, *, out: Console | None = None, err: Console | None = None) -> None:
