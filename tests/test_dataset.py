@@ -103,6 +103,19 @@ def test_merge_refuses_a_shard_given_twice(tmp_path):
         assert r.exit_code == 2 and "holds the same statistics as" in r.stderr and "\n" not in r.stderr.strip(), r.output
     _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "t", batches[2:]), "--json", b)
     assert json.loads(_run("merge-stats", a, b, "--json", "-").stdout)["batches"] == 4
+    # a merged report holds its shards: given again beside it (or beside another merge of it), they would
+    # count twice; a shard of the same file name from another folder is another shard
+    ab = tmp_path / "ab.json"
+    _run("merge-stats", a, b, "--json", ab)
+    ab2 = tmp_path / "ab2.json"
+    ab2.write_text(json.dumps({**json.loads(ab.read_text()), "note": "edited"}))
+    for args in ([ab, a], [b, ab], [ab, ab2]):
+        r = runner.invoke(app, ["merge-stats", *map(str, args)])
+        assert r.exit_code == 2 and "both hold the statistics of" in r.stderr, r.output
+    other = tmp_path / "elsewhere" / "a.json"
+    other.parent.mkdir()
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "u", batches[:1]), "--json", other)
+    assert json.loads(_run("merge-stats", a, other, "--json", "-").stdout)["batches"] == 3
 
 
 def test_histogram_merge_matches_whole_data():

@@ -410,6 +410,17 @@ def merge_stats(reports: list) -> dict:
                              "the same samples twice would count twice; give each shard once")
         seen[same] = d["_path"]
         ds.append(d)
+    # a merged report names the shards it holds: one of them given beside it would count twice
+    # (two shards of one name from different folders are no overlap: merged_from holds file names)
+    holds = [set(d.get("merged_from") or [os.path.basename(str(d["_path"]))]) for d in ds]
+    for k, d in enumerate(ds):
+        for j in range(k + 1, len(ds)):
+            e = ds[j]
+            both = holds[k] & holds[j] if d.get("merged_from") or e.get("merged_from") else set()
+            if both:
+                raise UsageError(f"merge-stats: {d['_path']} and {e['_path']} both hold the statistics of "
+                                 f"{sorted(both)[0]} (a merged report names the shards it was merged from): its samples "
+                                 "would count twice; give each shard once")
     kinds = {is_diff_report(d) for d in ds}
     if len(kinds) > 1:
         raise UsageError("merge-stats: these are reports of different commands (layers and diff); merge each kind apart")
