@@ -637,3 +637,22 @@ def test_a_tensor_beside_an_unmatched_one_of_a_is_not_called_folded(tmp_path):
     res = api.diff(chain("Neg", "a2", "ya"), chain("Abs", "b2", "yb"), selection=api.Selection(all=True))
     why = {u.obs.name: (u.cause, u.reason) for u in res.matching.unmatched_b}
     assert why["b2"][0] == "no-counterpart" and "folded" not in why["b2"][1], why
+
+
+@pytest.mark.parametrize("metric, flag, header", [("rmse", "--atol", "RMSE"), ("mean_abs", "--atol", "mean|a-b|"),
+                                                  ("max_rel", "--rtol", "max rel")])
+def test_the_judged_metric_is_a_column(qdir, metric, flag, header):
+    """--metric rmse / mean_abs / max_rel judges each pair by a number the default columns do not show:
+    the table shows it beside the verdict (and --columns can ask for it under any metric); its CSV values
+    are the JSON's, which the metrics tests check against numpy."""
+    q = str(quantize("cnn", "qdq", qdir))
+    args = ["diff", q, str(sample_path("cnn")), "--all", "--device", "cpu", "--metric", metric, flag, "0.05"]
+    table = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert table.exit_code in (0, 1) and header in table.stdout.splitlines()[3], table.output
+    data = json.loads(runner.invoke(app, [*args, "--json", "-"]).stdout)
+    csv = runner.invoke(app, [*args, "--format", "csv", "--columns", f"index,{metric},pass"]).stdout.splitlines()
+    assert csv[0] == f"index,{metric},pass"
+    for line, p in zip(csv[1:], data["pairs"]):
+        assert float(line.split(",")[1]) == pytest.approx(p[metric], rel=1e-12) and p["metric"] == metric
+    other = runner.invoke(app, ["diff", q, str(sample_path("cnn")), "--device", "cpu", "--columns", f"index,{metric}"])
+    assert other.exit_code in (0, 1) and header in other.stdout, other.output

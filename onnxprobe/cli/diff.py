@@ -121,10 +121,10 @@ def diff(
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
-    from onnxprobe.report.diff import COLUMNS, PROFILE_COLUMNS, diff_dict, diff_renderables
+    from onnxprobe.report.diff import COLUMNS, JUDGED_COLUMNS, PROFILE_COLUMNS, diff_dict, diff_renderables
     from onnxprobe.report.progress import Progress
 
-    view = view_of(wide, columns, fmt, COLUMNS + (PROFILE_COLUMNS if profile else []), json_)
+    view = view_of(wide, columns, fmt, COLUMNS + list(JUDGED_COLUMNS.values()) + (PROFILE_COLUMNS if profile else []), json_)
     if sort not in api.SORTS:
         raise UsageError(f"--sort {sort!r}: choose {', '.join(api.SORTS)}")
     glob_atol, per_atol = _tolerances(atol, "--atol")
@@ -204,7 +204,7 @@ def diff(
         with Progress("histograms of the worst rows for the HTML report"):
             hists = api.diff_histograms(res, worst_rows("diff", data), spec_in, max_memory=max_mem)
         write_html(html, "diff", data, diff_table(data), histograms=hists, inputs=api.describe_inputs(res.a.model, spec_in))
-    emit(data, json_, lambda width: diff_renderables(data, width) + extra(width), view)
+    emit(data, json_, lambda width: diff_renderables(data, width, asked=view.columns) + extra(width), view)
     exit_for(*res.verdict())
 
 

@@ -32,6 +32,7 @@ def diff_dict(res, order=None) -> dict:
         d["introduced_sqnr_db"] = _f(i.sqnr_db) if i else None
         d["introduced_max_abs"] = _f(i.max_abs) if i else None
         d["introduced_exact"] = i.exact if i else None
+        d["metric"] = r.tolerance.metric  # what its pass/fail judged (a per-tensor criterion may differ)
         pairs.append(d)
     verdict, why = res.verdict()
 
@@ -127,6 +128,9 @@ COLUMNS = [
 ]
 # --profile: the kernel times of A's and of B's producer (report.profile)
 PROFILE_COLUMNS = [Column("kernel_ms_a", "A ms", "right"), Column("kernel_ms_b", "B ms", "right")]
+# the metrics a criterion can judge that the columns above do not show: shown when a pair is judged by one
+JUDGED_COLUMNS = {"mean_abs": Column("mean_abs", "mean|a-b|", "right"), "rmse": Column("rmse", "RMSE", "right"),
+                  "max_rel": Column("max_rel", "max rel", "right")}
 
 
 def first_failing_row(d: dict) -> int | None:
@@ -135,10 +139,15 @@ def first_failing_row(d: dict) -> int | None:
     return next((k for k, p in enumerate(d["pairs"]) if p["a"] == first and p["passed"] is False), None)
 
 
-def diff_table(d: dict) -> Table:
+def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
     """The pairs of a ``diff_dict`` as a table; the first failing pair is marked ``▶``. For gradients
     (``diff --grad``) there is no introduced error, so no such column."""
     cols = [c for c in COLUMNS if not (d.get("grad") and c.key == "introduced_sqnr_db")]
+    # the metric a pair is judged by, or one --columns asks for (``asked``)
+    judged = [JUDGED_COLUMNS[k] for k in JUDGED_COLUMNS
+              if any(p.get("metric") == k for p in d["pairs"]) or k in {a.strip().lower() for a in asked}]
+    at = next(k for k, c in enumerate(cols) if c.key == "pass")
+    cols[at:at] = judged  # beside the verdict they decide
     if any("kernel_ms_a" in p for p in d["pairs"]):
         cols += PROFILE_COLUMNS
     t = Table(cols)
@@ -154,23 +163,25 @@ def diff_table(d: dict) -> Table:
         cells = {"index": idx, "tensor": f"↳ {name}" if p.get("scope") else name, "op": op(p["op_type"]), "match": p["strategy"], "shape": shape(p["shape"]),
                  "max_abs": num(p["max_abs"], 3), "cosine": _cos(p["cosine"]), "sqnr_db": _db(p["sqnr_db"], p["exact"], p.get("count")),
                  "introduced_sqnr_db": _db(p["introduced_sqnr_db"], p["introduced_exact"]), "pass": ok,
-                 **{k: num(p[k]) if p.get(k) is not None else "-" for k in ("kernel_ms_a", "kernel_ms_b")}}
+                 **{k: num(p[k]) if p.get(k) is not None else "-" for k in ("kernel_ms_a", "kernel_ms_b")},
+                 **{k: num(p[k], 3) if p.get(k) is not None else "-" for k in JUDGED_COLUMNS}}
         values = {"index": p["index"], "tensor": name, "op": p["op_type"], "match": p["strategy"], "shape": p["shape"],
                   "max_abs": p["max_abs"], "cosine": p["cosine"], "sqnr_db": "exact" if p["exact"] else p["sqnr_db"],
                   "introduced_sqnr_db": "exact" if p["introduced_exact"] else p["introduced_sqnr_db"], "pass": p["passed"],
-                  "kernel_ms_a": p.get("kernel_ms_a"), "kernel_ms_b": p.get("kernel_ms_b")}
+                  "kernel_ms_a": p.get("kernel_ms_a"), "kernel_ms_b": p.get("kernel_ms_b"),
+                  **{k: p.get(k) for k in JUDGED_COLUMNS}}
         style = "red" if p["passed"] is False else ("green" if p["passed"] else None)
         t.add_row([cells[c.key] for c in cols], [values[c.key] for c in cols], "bold red" if k == first_row else style)
     return t
 
 
-def diff_renderables(res, width: int = 120, order=None) -> list:
+def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] = ()) -> list:
     """What the ``diff`` report shows, as Rich renderables (nothing is printed here); ``res`` is a
-    DiffResult or a ``diff_dict``."""
+    DiffResult or a ``diff_dict``; ``asked``: the --columns keys (``diff_table``)."""
     out: list = []
     d = res if isinstance(res, dict) else diff_dict(res, order)
     first_row = first_failing_row(d)
-    t = diff_table(d)
+    t = diff_table(d, asked)
     # paths folded after a '/' where they meet the width, never cut inside a file name
     out += [Text(wrap_paths(f"A: {safe(d['a'])}", width)), Text(wrap_paths(f"B: {safe(d['b'])}  (reference)", width)),
             Text(f"measured: {d['measured']} · criterion: {d['criterion']}")]
