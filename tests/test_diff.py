@@ -656,3 +656,25 @@ def test_the_judged_metric_is_a_column(qdir, metric, flag, header):
         assert float(line.split(",")[1]) == pytest.approx(p[metric], rel=1e-12) and p["metric"] == metric
     other = runner.invoke(app, ["diff", q, str(sample_path("cnn")), "--device", "cpu", "--columns", f"index,{metric}"])
     assert other.exit_code in (0, 1) and header in other.stdout, other.output
+
+
+def test_pairs_not_compared_are_counted_apart_and_the_reference_flag_is_named(tmp_path):
+    """A pair of empty tensors is a pair, not a comparison: the HTML header counts it apart (it read "3
+    compared" for 1 measured); a bad --vs-opt-level is named as that flag, not as --opt-level."""
+    from onnxprobe.report.diff import diff_dict
+    from onnxprobe.report.html import _facts
+
+    v = (lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s))
+    m = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Slice", ["r", "s0", "s1", "ax"], ["e"]),
+                    helper.make_node("Relu", ["e"], ["y"])], [v("x", [2, 3])], [v("y", [2, 0])],
+                   [numpy_helper.from_array(np.array([0], np.int64), "s0"), numpy_helper.from_array(np.array([0], np.int64), "s1"),
+                    numpy_helper.from_array(np.array([1], np.int64), "ax")])
+    onnx.save(m, str(tmp_path / "a.onnx"))
+    onnx.save(m, str(tmp_path / "b.onnx"))
+    res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    d = diff_dict(res)
+    assert len(d["pairs"]) == 3 and d["compared"] == 1
+    line = dict((k, t) for k, t, _ in _facts("diff", d, None))["pairs"]
+    assert line.startswith("3 (1 compared, 0 failing, 2 not compared)"), line
+    r = runner.invoke(app, ["diff", str(tmp_path / "a.onnx"), "--vs-opt-level", "bogus"])
+    assert r.exit_code == 2 and "--vs-opt-level" in r.stderr and "(--opt-level)" not in r.stderr

@@ -59,6 +59,11 @@ def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str |
     if sum(modes) != 1:
         raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-runtime "
                          "(--vs-reference), --vs-npz or --vs-torch")
+    if vs_opt_level is not None:
+        from onnxprobe.runtime.ort import OPT_LEVELS
+
+        if vs_opt_level not in OPT_LEVELS:  # named as given (the side's own --opt-level is checked as that)
+            raise UsageError(f"vs_opt_level (--vs-opt-level) {vs_opt_level!r}: choose one of {', '.join(OPT_LEVELS)}")
     if vs_torch is not None and (runtime != "ort" or runtime_options):
         raise UsageError("--vs-torch runs the export on onnxruntime: drop --runtime / --runtime-option")
     if vs_torch is None:

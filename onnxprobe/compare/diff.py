@@ -112,10 +112,11 @@ class DiffResult:
                                  f"({empty[0].pair.b.name!r}: {empty[0].problem})")
             return "error", (f"nothing was compared: no tensor of A could be paired with one of B "
                              f"({ua} unmatched in A, {ub} in B; --json lists them with reasons)")
-        missing = [(u.obs.name, u.reason) for u in self.unpaired_outputs]
-        missing += [(r.pair.b.name, r.problem or "value not produced") for r in self.uncompared_outputs]
+        in_a = {id(u) for u in self.matching.unmatched_a}  # both models' outputs may have one name: say whose
+        missing = [(f"{'A' if id(u) in in_a else 'B'}'s {u.obs.name!r}", u.reason) for u in self.unpaired_outputs]
+        missing += [(repr(r.pair.b.name), r.problem or "value not produced") for r in self.uncompared_outputs]
         if missing:
-            names = ", ".join(f"{n!r} ({why})" for n, why in missing[:3])
+            names = ", ".join(f"{n} ({why})" for n, why in missing[:3])
             more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
             return "error", f"{len(missing)} of the {what} could not be compared: {names}{more}"
         mapped = [(r.pair.a.name, r.pair.b.name, r.problem or "value not produced") for r in self.uncompared_mapped]

@@ -182,7 +182,7 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     for i, a in enumerate(obs_a):
         if i in used_a:
             continue
-        for cand in (stem(a.name), stem(a.key)):
+        for cand in dict.fromkeys(c for c in (stem(a.name), stem(a.key)) if c not in (a.name, a.key)):  # a suffix to drop
             j = b_by_key.get(cand, b_by_name.get(cand))
             if j is not None and j not in used_b and compatible(a.effective_op, obs_b[j].effective_op):
                 if take(i, j, "qoperator-stem", f"{a.name} is the quantized {cand}"):

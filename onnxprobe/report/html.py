@@ -131,7 +131,9 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
         word = {"pass": "pass", "fail": "FAIL", "error": "not compared"}[d["verdict"]]
         out = [("A", d["a"], None), ("B (reference)", d["b"], None), ("measured", d["measured"], None),
                ("criterion", d["criterion"], None), ("verdict", f"{word}: {d['verdict_reason']}", "pass" if d["verdict"] == "pass" else "fail"),
-               ("pairs", f"{len(d['pairs'])} compared, {fails} failing; unmatched {len(d['unmatched_a'])} in A, {len(d['unmatched_b'])} in B", None)]
+               ("pairs", f"{len(d['pairs'])} ({d['compared']} compared, {fails} failing"
+                         + (f", {len(d['pairs']) - d['compared']} not compared" if d["compared"] < len(d["pairs"]) else "")
+                         + f"); unmatched {len(d['unmatched_a'])} in A, {len(d['unmatched_b'])} in B", None)]
         if d.get("first_failure"):
             out.append(("error starts at", d["first_failure"], "fail"))
         if d.get("grad"):
