@@ -678,3 +678,21 @@ def test_pairs_not_compared_are_counted_apart_and_the_reference_flag_is_named(tm
     assert line.startswith("3 (1 compared, 0 failing, 2 not compared)"), line
     r = runner.invoke(app, ["diff", str(tmp_path / "a.onnx"), "--vs-opt-level", "bogus"])
     assert r.exit_code == 2 and "--vs-opt-level" in r.stderr and "(--opt-level)" not in r.stderr
+
+
+def test_saved_activations_are_compared_on_the_inputs_saved_with_them(tmp_path):
+    """--vs-npz with the model's input saved beside the activations: A runs on that input (random data
+    compared other computations, every pair failing, and the input read as a tensor with no counterpart);
+    an input the user gives still wins. Oracle: the activations are plain onnxruntime's own."""
+    feeds = sample_feeds("cnn")
+    names = [n.output[0] for n in onnx.load(str(sample_path("cnn"))).graph.node]
+    saved = {**_run_with_outputs(sample_path("cnn"), names, feeds), **feeds}
+    npz = tmp_path / "acts.npz"
+    np.savez(npz, **saved)
+    res = api.diff(sample_path("cnn"), vs_npz=str(npz), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    assert res.results and all(r.metrics is not None and r.metrics.exact for r in res.results)
+    assert not res.matching.unmatched_b and any("saved in acts.npz" in n for n in res.notes)
+    other = {k: v + 1 for k, v in feeds.items()}
+    res = api.diff(sample_path("cnn"), vs_npz=str(npz), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"),
+                   inputs=api.InputSpec(arrays=other))
+    assert not any(r.metrics.exact for r in res.results if r.metrics is not None)

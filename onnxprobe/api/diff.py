@@ -103,8 +103,27 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
                 arrays[k] = a
         else:
             arrays = read_arrays(vs_npz, "output")
+        # the model's inputs saved beside the activations are what A runs on (``diff``), not tensors to compare
+        feeds = {i.name for i in _feeds.model_inputs(a_model.proto)}
+        arrays = {k: v for k, v in arrays.items() if k not in feeds}
         side_b = npz_side(str(vs_npz) if not isinstance(vs_npz, dict) else "activations", arrays, a_model)
     return a_model, side_a, side_b
+
+
+def saved_inputs(model: Model, inputs: InputSpec | None, vs_npz) -> tuple[InputSpec | None, list[str]]:
+    """``inputs`` with the model's inputs that ``vs_npz`` (saved activations) holds, where the user gave
+    none for them: the activations were computed from those, and random data would compare other
+    computations (every pair failing). Returns (inputs, notes)."""
+    arrays = dict(vs_npz) if isinstance(vs_npz, Mapping) else read_arrays(vs_npz, "output")
+    spec = inputs or InputSpec()
+    given = set(spec.files) | set(spec.arrays)
+    use = {i.name: np.asarray(arrays[i.name]) for i in _feeds.model_inputs(model.proto)
+           if i.name in arrays and i.name not in given}
+    if not use:
+        return inputs, []
+    where = "the activations given" if isinstance(vs_npz, Mapping) else os.path.basename(str(vs_npz))
+    return replace(spec, arrays={**spec.arrays, **use}), [
+        f"A runs on the input(s) saved in {where} with the activations: {', '.join(sorted(use))}"]
 
 
 def diff(
@@ -167,6 +186,9 @@ def diff(
                           per_tensor=per_tensor, user_map=user_map, introduced=introduced, max_memory=max_memory,
                           progress=progress)
     a_model = as_model(a)
+    saved_notes: list[str] = []
+    if vs_npz is not None:
+        inputs, saved_notes = saved_inputs(a_model, inputs, vs_npz)
     fs = _feeds.make_feeds(a_model.proto, inputs)
     a_model, side_a, side_b = make_sides(a_model, b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_runtime=vs_runtime,
                                          vs_npz=vs_npz, config=config, runtime=runtime, runtime_options=runtime_options,
@@ -177,7 +199,7 @@ def diff(
                     introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile)
     except ExecutionError as e:
         raise fs.explained(e) from e
-    res.notes[:0] = fs.notes + list(a_model.warnings)
+    res.notes[:0] = saved_notes + fs.notes + list(a_model.warnings)
     res.feed = fs.values
     if fp32_sensitivity:
         res.sensitivity = _sensitivity(res, fs.values, fp32_sensitivity)
