@@ -358,3 +358,23 @@ def test_a_scan_whose_backward_reads_no_step_value(wrt, loss_output):
     else:
         want = np.full(2, float(steps), np.float32) if wrt == "init" else np.repeat(np.arange(steps, 0, -1.0), 2).reshape(3, 2)
     np.testing.assert_allclose(res.arrays[wrt], want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dims", [[], [1], [1, 1]])
+def test_a_single_value_weight_named_in_wrt(dims):
+    """A learnable scalar (a temperature, a one-slope PRelu) is a float initializer of one value: --wrt by
+    its exact name gives its gradient (it had been "no float weight ... matches it"); d sum(x * s) / ds =
+    sum(x), by hand. Globs and the default selection still leave single values out (epsilons)."""
+    v = (lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]))
+    m = make_model([helper.make_node("Mul", ["x", "s"], ["y"])], [v("x")], [v("y")],
+                   [numpy_helper.from_array(np.full(dims, 2.5, np.float32), "s")])
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 1.5
+    res = api.grad(api.Model(m, m, "mem"), None, api.RunConfig(device="cpu"), api.GradSpec(output="y", wrt=("s",)),
+                   inputs=api.InputSpec(arrays={"x": x}), save=True, check=True)
+    assert [r.name for r in res.rows] == ["s"] and res.rows[0].check["ok"]
+    np.testing.assert_allclose(np.asarray(res.arrays["s"]).reshape(-1), [x.sum()], rtol=1e-6)
+    from onnxprobe.errors import UsageError
+
+    with pytest.raises(UsageError, match="no float weight"):
+        api.grad(api.Model(m, m, "mem"), None, api.RunConfig(device="cpu"), api.GradSpec(output="y", wrt=("s*",)),
+                 inputs=api.InputSpec(arrays={"x": x}))

@@ -46,18 +46,19 @@ def quantization_params(model: onnx.ModelProto) -> set[str]:
     return {t for t, q in only.items() if q}
 
 
-def weights(model: onnx.ModelProto) -> dict[str, np.ndarray | None]:
-    """Float weights of the main graph: name -> value (None when it cannot be read cheaply). Scales and
-    zero points of quantization are not weights here (``quantization_params``)."""
+def weights(model: onnx.ModelProto, smallest: int = 2) -> dict[str, np.ndarray | None]:
+    """Float weights of the main graph: name -> value (None when it cannot be read cheaply), of at least
+    ``smallest`` values (single values are constants of the formula, such as an epsilon, unless a --wrt
+    names one). Scales and zero points of quantization are not weights here (``quantization_params``)."""
     out: dict[str, np.ndarray | None] = {}
     qparams = quantization_params(model)
     for init in model.graph.initializer:
-        if init.data_type in FLOAT_TYPES and int(np.prod(init.dims)) >= 2 and init.name not in qparams:
+        if init.data_type in FLOAT_TYPES and int(np.prod(init.dims)) >= smallest and init.name not in qparams:
             out[init.name] = None
     for n in model.graph.node:
         if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output and n.output[0] not in qparams:
             for a in n.attribute:
-                if a.name == "value" and a.t.data_type in FLOAT_TYPES and int(np.prod(a.t.dims)) >= 2:
+                if a.name == "value" and a.t.data_type in FLOAT_TYPES and int(np.prod(a.t.dims)) >= smallest:
                     out[n.output[0]] = None
     return out
 
@@ -140,9 +141,11 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
         inputs = {i.name for i in model.graph.input} - {i.name for i in model.graph.initializer}
         pool = list(w) + [i for i in inputs if _is_float(types, i)] + [
             o for s in main for o in s.node.output if o and _is_float(types, o)]
+        single = [n for n in weights(model, smallest=1) if n not in w and n in consumers]  # a learnable scalar
+        w = {**w, **{n: None for n in single if n in wrt}}
         picked: dict[str, Target] = {}
         for pat in wrt:
-            hits = [n for n in pool if matches(n, pat)]
+            hits = [n for n in pool if matches(n, pat)] + [n for n in single if n == pat]  # by its exact name only
             if not hits:
                 raise UsageError(f"--wrt {pat!r}: no float weight, input or node output of the main graph matches it")
             for n in hits:
