@@ -110,15 +110,16 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
         is computed from: a tensor one reads is paired with one that is nowhere upstream of the other
         (Shape of a Reshape's output against Shape of the attention mask). Unpaired sources tell
         nothing; a pair computed in another order (x * a * 0.5 against x * (0.5 * a)) reads alike."""
-        for s in obs_a[i].sources:
-            t = (s if s in inputs_b else None) if s.startswith("input:") else a_to_b.get(s) if s in data_a else None
-            if t is not None and not up_b(j, t):
-                return False
-        for t in obs_b[j].sources:
-            s = (t if t in inputs_a else None) if t.startswith("input:") else b_to_a.get(t) if t in data_b else None
-            if s is not None and not up_a(i, s):
-                return False
-        return True
+        read_a = [s for s in obs_a[i].sources if s.startswith("input:") or s in data_a]
+        read_b = [t for t in obs_b[j].sources if t.startswith("input:") or t in data_b]
+        to_b = [(s if s in inputs_b else None) if s.startswith("input:") else a_to_b.get(s) for s in read_a]
+        to_a = [(t if t in inputs_a else None) if t.startswith("input:") else b_to_a.get(t) for t in read_b]
+        # everything both read is paired: they must read the same (x * (1 + erf) against 0.5 * (1 + erf))
+        if read_a and read_b and None not in to_b and None not in to_a and set(to_b) != set(read_b):
+            return False
+        if any(t is not None and not up_b(j, t) for t in to_b):
+            return False
+        return not any(s is not None and not up_a(i, s) for s in to_a)
 
     def structural(i: int, j: int, reason: str) -> None:
         if reads_alike(i, j):
