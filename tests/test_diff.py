@@ -700,3 +700,12 @@ def test_saved_activations_are_compared_on_the_inputs_saved_with_them(tmp_path):
     res = api.diff(sample_path("cnn"), vs_npz=str(npz), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"),
                    inputs=api.InputSpec(arrays=other))
     assert not any(r.metrics.exact for r in res.results if r.metrics is not None)
+
+
+def test_a_reference_at_the_same_opt_level_says_so():
+    """--vs-opt-level naming A's own level compares the model with itself run the same way: a note says
+    so (it read as a check of onnxruntime's optimizations); another level has no such note."""
+    same = api.diff(sample_path("cnn"), vs_opt_level="off", config=api.RunConfig(device="cpu"))
+    assert any("is A's own opt-level" in n for n in same.notes)
+    other = api.diff(sample_path("cnn"), vs_opt_level="all", config=api.RunConfig(device="cpu"))
+    assert not any("is A's own opt-level" in n for n in other.notes)

@@ -189,6 +189,9 @@ def diff(
     saved_notes: list[str] = []
     if vs_npz is not None:
         inputs, saved_notes = saved_inputs(a_model, inputs, vs_npz)
+    if vs_opt_level is not None and vs_opt_level == (config or RunConfig()).opt_level:
+        saved_notes.append(f"--vs-opt-level {vs_opt_level} is A's own opt-level: B is the same model run the same way, "
+                           "so the comparison shows only differences between two runs (give --opt-level for A)")
     fs = _feeds.make_feeds(a_model.proto, inputs)
     a_model, side_a, side_b = make_sides(a_model, b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_runtime=vs_runtime,
                                          vs_npz=vs_npz, config=config, runtime=runtime, runtime_options=runtime_options,
