@@ -101,8 +101,14 @@ COMMANDS = [
     ("debug", debug, "An interactive session: the model stays loaded, results cached."),
     ("merge-stats", merge_stats, "Merge dataset statistics of several shards, exactly."),
 ]
-for name, fn, short in COMMANDS:
-    app.command(name, short_help=short, help=reflowed(fn.__doc__))(fn)
+
+
+def _register(into: typer.Typer, name: str, fn, short: str) -> None:
+    into.command(name, short_help=short, help=reflowed(fn.__doc__))(fn)
+
+
+for entry in COMMANDS:
+    _register(app, *entry)
 
 
 def app_for(argv: list[str]) -> typer.Typer:
@@ -110,13 +116,12 @@ def app_for(argv: list[str]) -> typer.Typer:
     (with the same callback, settings and help), else ``app``. Typer turns every registered command into
     a click command (signatures, Annotated options, help) before it runs any: 40-60 ms of a command's
     start for the seven it does not run."""
-    entry = next(((name, fn, short) for name, fn, short in COMMANDS if argv and argv[0] == name), None)
+    entry = next((e for e in COMMANDS if argv and argv[0] == e[0]), None)
     if entry is None:
         return app
-    name, fn, short = entry
     one = typer.Typer(**APP_SETTINGS)
     one.callback()(main)
-    one.command(name, short_help=short, help=reflowed(fn.__doc__))(fn)
+    _register(one, *entry)
     return one
 
 

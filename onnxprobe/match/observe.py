@@ -20,7 +20,7 @@ probes then read the quantized tensor, which keeps onnxruntime's int8 fusions po
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import onnx
 
@@ -306,8 +306,6 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
     inputs; and ``data``: whether it holds floating-point values, or values of a type not known here
     (shape computations and indices, which two exporters write differently, are no evidence of what a
     node computes: ``match.engine``)."""
-    import dataclasses
-
     observed = {o.name for o in obs}
     memo: dict[str, frozenset] = {}
 
@@ -330,7 +328,7 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
         if o.name in producer:
             n = producer[o.name].node
             src = frozenset().union(*(upstream(i) for i in n.input if i)) if n.input else frozenset()
-            o = dataclasses.replace(o, sources=tuple(sorted(src)), data=o.name in floats)
+            o = replace(o, sources=tuple(sorted(src)), data=o.name in floats)
         done.append(o)
     return done
 
