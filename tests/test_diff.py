@@ -702,6 +702,24 @@ def test_saved_activations_are_compared_on_the_inputs_saved_with_them(tmp_path):
     assert not any(r.metrics.exact for r in res.results if r.metrics is not None)
 
 
+def test_saved_activations_are_read_once(tmp_path, monkeypatch):
+    """--vs-npz reads the file once: A's saved inputs and side B's arrays come from the same read (it
+    was read twice, the second time for B)."""
+    import importlib
+
+    api_diff = importlib.import_module("onnxprobe.api.diff")  # the module: onnxprobe.api.diff is the function
+
+    feeds = sample_feeds("cnn")
+    npz = tmp_path / "acts.npz"
+    np.savez(npz, **feeds)
+    reads = []
+    real = api_diff.read_arrays
+    monkeypatch.setattr(api_diff, "read_arrays", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    res = api.diff(sample_path("cnn"), vs_npz=str(npz), config=api.RunConfig(device="cpu"))
+    assert reads == [str(npz)], reads
+    assert any("saved in acts.npz" in n for n in res.notes)
+
+
 def test_a_reference_at_the_same_opt_level_says_so():
     """--vs-opt-level naming A's own level compares the model with itself run the same way: a note says
     so (it read as a check of onnxruntime's optimizations); another level has no such note."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 import onnx
@@ -94,34 +95,47 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
         side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), runtime, **opts)
     else:
         # an ONNX test data set folder: its expected outputs (output_N.pb) are the reference
-        if isinstance(vs_npz, dict):
-            arrays = {}
-            for k, v in vs_npz.items():  # numbers, not lists or objects: a wrong value is refused here, by name
-                a = np.asarray(v) if isinstance(k, str) and isinstance(v, (np.ndarray, np.generic, int, float)) else None
-                if a is None or a.dtype.kind not in "biuf":
-                    raise UsageError(f"vs_npz: expected tensor name -> numpy array, got {clean(repr(k))[:40]} -> {type(v).__name__}")
-                arrays[k] = a
-        else:
-            arrays = read_arrays(vs_npz, "output")
+        saved = vs_npz if isinstance(vs_npz, Activations) else activations(vs_npz)
         # the model's inputs saved beside the activations are what A runs on (``diff``), not tensors to compare
         feeds = {i.name for i in _feeds.model_inputs(a_model.proto)}
-        arrays = {k: v for k, v in arrays.items() if k not in feeds}
-        side_b = npz_side(str(vs_npz) if not isinstance(vs_npz, dict) else "activations", arrays, a_model)
+        arrays = {k: v for k, v in saved.arrays.items() if k not in feeds}
+        side_b = npz_side(saved.label, arrays, a_model)
     return a_model, side_a, side_b
 
 
-def saved_inputs(model: Model, inputs: InputSpec | None, vs_npz) -> tuple[InputSpec | None, list[str]]:
-    """``inputs`` with the model's inputs that ``vs_npz`` (saved activations) holds, where the user gave
-    none for them: the activations were computed from those, and random data would compare other
-    computations (every pair failing). Returns (inputs, notes)."""
-    arrays = dict(vs_npz) if isinstance(vs_npz, Mapping) else read_arrays(vs_npz, "output")
+class Activations(NamedTuple):
+    """Saved activations, read once: ``label`` (the file, or "activations" for a dict), the arrays, and
+    whether they came from a file."""
+    label: str
+    arrays: dict[str, np.ndarray]
+    from_file: bool = True
+
+
+def activations(vs_npz) -> Activations:
+    """The reference arrays of ``vs_npz``: a dict of tensor name -> array (each checked here, by name), or
+    an ``.npz`` file or an ONNX test data set folder (read once: ``diff`` passes them on)."""
+    if not isinstance(vs_npz, Mapping):
+        return Activations(str(vs_npz), read_arrays(vs_npz, "output"))
+    arrays = {}
+    for k, v in vs_npz.items():  # numbers, not lists or objects: a wrong value is refused here, by name
+        a = np.asarray(v) if isinstance(k, str) and isinstance(v, (np.ndarray, np.generic, int, float)) else None
+        if a is None or a.dtype.kind not in "biuf":
+            raise UsageError(f"vs_npz: expected tensor name -> numpy array, got {clean(repr(k))[:40]} -> {type(v).__name__}")
+        arrays[k] = a
+    return Activations("activations", arrays, from_file=False)
+
+
+def saved_inputs(model: Model, inputs: InputSpec | None, saved: Activations) -> tuple[InputSpec | None, list[str]]:
+    """``inputs`` with the model's inputs that ``saved`` (activations) holds, where the user gave none for
+    them: the activations were computed from those, and random data would compare other computations
+    (every pair failing). Returns (inputs, notes)."""
     spec = inputs or InputSpec()
     given = set(spec.files) | set(spec.arrays)
-    use = {i.name: np.asarray(arrays[i.name]) for i in _feeds.model_inputs(model.proto)
-           if i.name in arrays and i.name not in given}
+    use = {i.name: np.asarray(saved.arrays[i.name]) for i in _feeds.model_inputs(model.proto)
+           if i.name in saved.arrays and i.name not in given}
     if not use:
         return inputs, []
-    where = "the activations given" if isinstance(vs_npz, Mapping) else os.path.basename(str(vs_npz))
+    where = os.path.basename(saved.label) if saved.from_file else "the activations given"
     return replace(spec, arrays={**spec.arrays, **use}), [
         f"A runs on the input(s) saved in {where} with the activations: {', '.join(sorted(use))}"]
 
@@ -188,6 +202,7 @@ def diff(
     a_model = as_model(a)
     saved_notes: list[str] = []
     if vs_npz is not None:
+        vs_npz = activations(vs_npz)  # read once, for A's inputs and for side B
         inputs, saved_notes = saved_inputs(a_model, inputs, vs_npz)
     if vs_opt_level is not None and vs_opt_level == (config or RunConfig()).opt_level:
         saved_notes.append(f"--vs-opt-level {vs_opt_level} is A's own opt-level: B is the same model run the same way, "
