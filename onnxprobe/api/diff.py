@@ -23,6 +23,7 @@ from onnxprobe.graph.select import Selection
 from onnxprobe.match.observe import body_note, body_tensors, observe
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_arrays
+from onnxprobe.runtime.ort import check_opt_level
 from onnxprobe.runtime.runners import check_options_used, check_runtime, make_runner, options_for
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
@@ -60,11 +61,8 @@ def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str |
     if sum(modes) != 1:
         raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-runtime "
                          "(--vs-reference), --vs-npz or --vs-torch")
-    if vs_opt_level is not None:
-        from onnxprobe.runtime.ort import OPT_LEVELS
-
-        if vs_opt_level not in OPT_LEVELS:  # named as given (the side's own --opt-level is checked as that)
-            raise UsageError(f"vs_opt_level (--vs-opt-level) {vs_opt_level!r}: choose one of {', '.join(OPT_LEVELS)}")
+    if vs_opt_level is not None:  # named as given (the side's own --opt-level is checked as that)
+        check_opt_level(vs_opt_level, "vs_opt_level (--vs-opt-level)")
     if vs_torch is not None and (runtime != "ort" or runtime_options):
         raise UsageError("--vs-torch runs the export on onnxruntime: drop --runtime / --runtime-option")
     if vs_torch is None:

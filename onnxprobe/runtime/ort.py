@@ -36,7 +36,16 @@ def ort_module():
     return ort
 
 
+def check_opt_level(name: str, flag: str = "opt_level (--opt-level)") -> str:
+    """``name`` when it is one of OPT_LEVELS, else a UsageError that names ``flag`` (each option that takes a
+    level, A's own or a reference's, is named as given)."""
+    if name not in OPT_LEVELS:
+        raise UsageError(f"{flag} {name!r}: choose one of {', '.join(OPT_LEVELS)}")
+    return name
+
+
 def _level(name: str):
+    check_opt_level(name)
     ort = ort_module()
     table = {
         "off": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
@@ -45,8 +54,6 @@ def _level(name: str):
         "layout": getattr(ort.GraphOptimizationLevel, "ORT_ENABLE_LAYOUT", ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED),
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     }
-    if name not in table:
-        raise UsageError(f"opt_level (--opt-level) {name!r}: choose one of {', '.join(OPT_LEVELS)}")
     return table[name]
 
 
