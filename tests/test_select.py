@@ -42,6 +42,32 @@ def test_range_by_index_and_by_node_name():
     assert names("cnn", Selection(ops=("Relu",), range="3:")) == ["relu2_out"]
 
 
+def _colon_names_model(tmp_path):
+    """Relu chain whose node names hold ':' (as tf2onnx's do): 'a:0' -> 'a:0:1' -> 'b' -> '1:b'."""
+    names_ = ["a:0", "a:0:1", "b", "1:b"]
+    nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=n) for i, n in enumerate(names_)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("t4", TensorProto.FLOAT, [2])])
+    p = tmp_path / "colons.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), p)
+    return api.load(p).inferred
+
+
+def test_a_range_can_name_nodes_whose_names_hold_colons(tmp_path):
+    """--range 'a:0:b' is node 'a:0' to node 'b' (the one ':' where both ends name something); an
+    ambiguous one says so, and names what it could mean."""
+    model = _colon_names_model(tmp_path)
+    got = (lambda spec: [r.name for r in select(model, Selection(range=spec))])
+    assert got("a:0:b") == ["t1", "t2", "t3"]
+    assert got("a:0:1:") == ["t2", "t3", "t4"]
+    assert got(":a:0") == ["t1"]
+    assert got("1:2") == ["t2", "t3"]
+    with pytest.raises(UsageError, match="ambiguous"):
+        got("a:0:1:b")  # 'a:0' to '1:b', or 'a:0:1' to 'b'
+    with pytest.raises(UsageError, match="no node named 'a:9'"):
+        got("a:9:b")
+
+
 def test_bad_range_and_empty_selection_are_usage_errors():
     with pytest.raises(UsageError, match="no node named"):
         names("cnn", Selection(range="nosuch:3"))

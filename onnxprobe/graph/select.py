@@ -82,10 +82,24 @@ class Selection:
 
 def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, int]:
     """'START:END' -> (start, end), inclusive; each end an index, a node name, or empty (the first /
-    ``last`` node). A reversed range, or one past the end of the model, is a UsageError."""
+    ``last`` node). A node name may hold ':' itself (tf2onnx's do): the split is the one ':' where both
+    ends name something; two such splits are ambiguous. A reversed range, or one past the end of the
+    model, is a UsageError."""
     if ":" not in spec:
         raise UsageError(f"--range {clean(spec)!r}: expected START:END (node indices or node names), e.g. 10:40")
-    a, b = spec.split(":", 1)
+
+    def known(x: str) -> bool:
+        x = x.strip()
+        return not x or x.lstrip("-").isdigit() or x in node_index
+
+    colons = [i for i, ch in enumerate(spec) if ch == ":"]
+    cuts = [i for i in colons if known(spec[:i]) and known(spec[i + 1:])]
+    if len(cuts) > 1:
+        options = " or ".join(f"{clean(spec[:i])!r} to {clean(spec[i + 1:])!r}" for i in cuts[:2])
+        raise UsageError(f"--range {clean(spec)}: ambiguous (node names hold ':'): {options}; use node indices")
+    # no cut names both ends: the error below names the end that is not known, at a cut where the other is
+    cut = (cuts or [i for i in colons if known(spec[:i]) or known(spec[i + 1:])] or colons)[0]
+    a, b = spec[:cut], spec[cut + 1:]
 
     def bound(x: str, default: int) -> int:
         x = x.strip()
