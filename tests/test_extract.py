@@ -305,3 +305,22 @@ def test_a_model_whose_external_tensors_are_all_small_is_written_without_an_empt
         assert not Path(str(out) + ".data").exists() and ".data" not in r.stdout, r.stdout
         got = onnx.load(str(out))
         np.testing.assert_array_equal(numpy_helper.to_array(next(t for t in got.graph.initializer if t.name == "w")), w)
+
+
+def test_a_tensor_named_by_spaces_can_be_cut_at(tmp_path):
+    """--from ' ' names the tensor ' ' when the model has one (it was stripped to nothing, and the cut
+    fell back to the model's inputs); spaces around a name that is not one still go. Oracle: onnxruntime
+    on the extracted model against numpy."""
+    f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [3])  # noqa: E731
+    m = make_model([helper.make_node("Relu", ["a"], [" "], name="relu"), helper.make_node("Neg", [" "], ["y"], name="neg")],
+                   [f("a")], [f("y")])
+    p = tmp_path / "spaces.onnx"
+    onnx.save(m, p)
+    out = tmp_path / "cut.onnx"
+    r = CliRunner().invoke(app, ["extract", str(p), "-o", str(out), "--from", " ", "--to", " y"])
+    assert r.exit_code == 0, r.output
+    cut = onnx.load(out)
+    assert [i.name for i in cut.graph.input] == [" "] and [o.name for o in cut.graph.output] == ["y"]
+    v = np.array([-1.5, 0.0, 2.0], np.float32)
+    (y,) = ort.InferenceSession(out.read_bytes(), providers=["CPUExecutionProvider"]).run(None, {" ": v})
+    assert y.tolist() == (-v).tolist()

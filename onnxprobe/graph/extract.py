@@ -50,11 +50,12 @@ class Cut:
 
 def _split(names: list[str] | None, known: set[str]) -> list[str]:
     """The names of repeated, comma-separated flag values; a value that is itself a tensor name of the
-    model (``a,b`` is one) stays whole."""
+    model (``a,b`` is one) stays whole; spaces around a name go, unless they are part of a tensor name
+    (``' '`` can be one)."""
     out: list[str] = []
     for item in names or []:
         for n in ([item] if item in known else item.split(",")):
-            n = n.strip()
+            n = n if n in known else n.strip()
             if n and n not in out:
                 out.append(n)
     return out
