@@ -662,3 +662,21 @@ def test_help_of_a_command_fits_the_terminal_and_lists_its_examples(tmp_path):
     assert r.stdout.count("  Examples:\n") == len(COMMANDS), r.stdout
     show = r.stdout.split("show TENSOR", 1)[1]
     assert "\n    show conv1_out [0, :3] --bins 32\n" in show
+
+
+def test_save_all_leaves_out_the_branch_that_did_not_run(tmp_path):
+    """`save all` with a probe in the If branch not taken writes what ran (as layers --save), and says
+    how many it left out; `show` of such a tensor says it did not run (both failed with "no value (a
+    tensor inside a subgraph whose type is unknown)", and nothing was written). Oracle: onnx.reference."""
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "acts.npz"
+    args = ("--input", f"x={tmp_path / 'x.npy'}", "--input", "n=3", "--input", "cond=true")
+    r = script(tmp_path, [sample_path("control_flow")], ["probe add --all", f"save all {out}"], *args, code=0)
+    assert "2 that did not run" in r.stdout, r.stdout
+    saved = np.load(out)
+    assert "then_out" in saved.files and "else_out" not in saved.files and "else_mul" not in saved.files
+    want = reference(sample_path("control_flow"), {"x": x, "n": np.array(3, np.int64), "cond": np.array(True)})
+    np.testing.assert_allclose(saved["y"], want["y"], rtol=1e-6)
+    r = script(tmp_path, [sample_path("control_flow")], ["show else_out"], *args, code=1)
+    assert "else_out: not run on these inputs" in r.output, r.output

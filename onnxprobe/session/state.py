@@ -44,6 +44,7 @@ class Results:
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     raw: OrderedDict = field(default_factory=OrderedDict)  # name -> array, least recently used first
+    not_run: set[str] = field(default_factory=set)  # tensors of bodies that did not run: no value
     info: RunInfo | None = None
     notes: list[str] = field(default_factory=list)
     runs: int = 0
@@ -323,8 +324,10 @@ class State:
         t.last_key = key
         return RunReport(missing, len(names) - len(missing), reason, res.info if res.info.providers else r.info)
 
-    def ensure_values(self, t: Target, names) -> dict[str, np.ndarray]:
-        """Raw values of tensors (graph inputs and weights come from the host; node outputs from a run)."""
+    def ensure_values(self, t: Target, names, skip_not_run: bool = False) -> dict[str, np.ndarray]:
+        """Raw values of tensors (graph inputs and weights come from the host; node outputs from a run). A
+        tensor inside a body that did not run on these inputs (an If branch not taken, a loop of no
+        iteration) has no value: an error naming it, or (``skip_not_run``) left out of the result."""
         names = [n for n in dict.fromkeys(names)]
         for n in names:
             if n not in t.index.refs:
@@ -333,21 +336,29 @@ class State:
         key = self.run_key(t)
         if t.results.key != key:
             t.results.reset(key)
-        missing = [n for n in names if n not in t.results.raw]
+        missing = [n for n in names if n not in t.results.raw and n not in t.results.not_run]
         if missing:
             with self.busy(f"fetching {', '.join(missing[:3])}{'…' if len(missing) > 3 else ''}"):
                 res = self.prober(t).run(feed, [], raw=missing, stats=False)
             for n in missing:
-                if n not in res.arrays:
-                    raise UsageError(f"{n}: no value (a tensor inside a subgraph whose type is unknown)")
-            for n in missing:
-                t.results.keep_raw(n, res.arrays[n])
+                if n in res.arrays:
+                    t.results.keep_raw(n, res.arrays[n])
+                elif t.index.refs[n].scope:  # carried out of a body that did not run: no value of its own
+                    t.results.not_run.add(n)
+                else:
+                    raise UsageError(f"{n}: no value (a tensor whose type is unknown)")
             for n, s in res.shapes.items():
                 t.results.shapes.setdefault(n, s)
+        gone = [n for n in names if n in t.results.not_run]
+        if gone and not skip_not_run:
+            where = " / ".join(t.index.refs[gone[0]].scope)
+            raise UsageError(f"{gone[0]}: not run on these inputs (inside {where}: an If branch not taken, or a loop "
+                             "of no iteration)")
         out = {}
         for n in names:
-            t.results.raw.move_to_end(n)
-            out[n] = t.results.raw[n]
+            if n not in t.results.not_run:
+                t.results.raw.move_to_end(n)
+                out[n] = t.results.raw[n]
         return out
 
     def prober(self, t: Target) -> api.Prober:

@@ -174,10 +174,12 @@ def cmd_save(env: Env, args: list[str]):
         if suffix != ".npz":
             raise bad("save", "save all writes an .npz file")
         names = list(t.probes) + [o for o in t.index.outputs if o in t.index.refs and o not in set(t.probes)]
-        arrays = env.state.ensure_values(t, names)
+        arrays = env.state.ensure_values(t, names, skip_not_run=True)  # as layers --save: what ran
         api.save_npz(arrays, path)
         total = sum(a.nbytes for a in arrays.values())
-        return f"saved {len(arrays)} tensors ({human_bytes(total)}) to {path}"
+        left = len(names) - len(arrays)
+        idle = f"; {left} that did not run on these inputs (If branches not taken) left out" if left else ""
+        return f"saved {len(arrays)} tensors ({human_bytes(total)}) to {path}{idle}"
     name, _ = resolve_tensor(t, what)
     value = env.state.ensure_values(t, [name])[name]
     if suffix == ".npz":

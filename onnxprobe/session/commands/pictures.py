@@ -41,7 +41,7 @@ def save_html(env: Env, t: Target, path: str, *, diff: bool = True) -> str:
     data = layers_view(env, t, names)
     data.update({"model": t.model.source, "providers": list(t.results.info.providers) if t.results.info else [], "notes": []})
     worst = worst_rows("layers", data)
-    values = st.ensure_values(t, worst) if worst else {}
+    values = st.ensure_values(t, worst, skip_not_run=True) if worst else {}
     hists = {n: api.histogram_of(v) for n, v in values.items() if v.dtype.kind in "biuf"}
     write_text(html_report("layers", data, layers_table(data)[0], hists, _inputs(env, t)), path)
     why = " (no diff of the current models and inputs to report: run `diff` first)" if diff and "b" in st.targets else ""
