@@ -318,3 +318,34 @@ def test_pair_sums_of_opposite_infinities_raise_no_numpy_warning():
         warnings.simplefilter("error")
         s = pair_sums(a, b)
     assert s.mismatch == 1 and s.count == 2
+
+
+@pytest.mark.parametrize("values", [[1.7e308, 1.7e308, -1.7e308], [-1.7976931348623157e308, 1.7976931348623157e308],
+                                    [1.7976931348623157e308] * 3, [1e308], [3.0]])
+def test_float64_ranges_past_its_limits_are_reported_not_a_crash(values, tmp_path):
+    """A float64 tensor whose max - min overflows (or a single value near float64's limit): every table
+    format and the HTML report's histogram give the row (each was an "internal error": log10(0) of the
+    digits to show, numpy's bins of infinite width). Oracle: numpy's own min/max, each value in its bin."""
+    from onnxprobe.stats.histogram import binned
+
+    x = np.array(values, np.float64)
+    m = make_model([helper.make_node("Identity", ["x"], ["y"], name="n")],
+                   [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [x.size])],
+                   [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)])
+    p = tmp_path / "f64.onnx"
+    onnx.save(m, p)
+    np.save(tmp_path / "x.npy", x)
+    for fmt in ("table", "csv", "markdown"):
+        r = runner.invoke(app, ["layers", str(p), "--all", "--input", f"x={tmp_path / 'x.npy'}", "--format", fmt])
+        assert r.exit_code == 0 and "internal error" not in r.output, r.output
+    r = runner.invoke(app, ["layers", str(p), "--all", "--input", f"x={tmp_path / 'x.npy'}", "--format", "csv"])
+    row = r.stdout.splitlines()[1].split(",")
+    assert float(row[6]) == x.min() and float(row[7]) == x.max()
+    r = runner.invoke(app, ["layers", str(p), "--all", "--input", f"x={tmp_path / 'x.npy'}", "--html", str(tmp_path / "r.html")])
+    assert r.exit_code == 0 and (tmp_path / "r.html").stat().st_size > 0, r.output
+    h = binned(x, 8)
+    edges = np.array(h["edges"])
+    assert np.all(np.isfinite(edges)) and np.all(np.diff(edges) > 0) and sum(h["counts"]) == x.size
+    assert edges[0] <= x.min() and x.max() <= edges[-1]
+    inner = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, len(h["counts"]) - 1)
+    assert np.bincount(inner, minlength=len(h["counts"])).tolist() == h["counts"]

@@ -50,7 +50,7 @@ def spread_digits(lo, hi, digits: int = 4, most: int = 10) -> int:
     the spread (min 10000.496 and max 10000.504 read 1e+04 and 1e+04 with four; 10000.496 and 10000.504
     with nine), at most ``most``."""
     lo, hi = finite(lo), finite(hi)
-    if lo is None or hi is None or hi <= lo:
+    if lo is None or hi is None or hi <= lo or not math.isfinite(hi - lo):  # a spread past float64's range needs none
         return digits
     # (a magnitude within about three times the spread needs nothing more: 0.2 to 0.6 reads well with four)
     return min(most, digits + max(0, math.ceil(math.log10(max(abs(lo), abs(hi)) / (hi - lo)) - 0.5)))

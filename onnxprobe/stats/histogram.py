@@ -117,9 +117,15 @@ def binned(a, bins: int = 40, weights=None) -> dict:
     if xf.size == 0:
         return {"edges": [], "counts": [], "count": 0, "nan": nan, "inf": inf}
     lo, hi = float(xf.min()), float(xf.max())
-    if lo == hi:
-        lo, hi = lo - 0.5, hi + 0.5
-    counts, edges = np.histogram(xf, bins=bins, range=(lo, hi), weights=wf)
+    if lo == hi:  # one value: a bin around it (wider than its rounding at any magnitude, within float64)
+        d = max(0.5, abs(lo) * 2.0 ** -20)
+        top = float(np.finfo(np.float64).max)
+        lo, hi = max(lo - d, -top), min(hi + d, top)
+    # a range past float64's (-1e308 to 1e308) has no finite bin width: bin a quarter of each value (exact,
+    # a power of two) and scale the edges back
+    scale = 1.0 if np.isfinite(hi - lo) else 4.0
+    counts, edges = np.histogram(xf / scale, bins=bins, range=(lo / scale, hi / scale), weights=wf)
+    edges = edges * scale
     return {"edges": [float(e) for e in edges], "counts": [int(round(c)) for c in counts],
             "count": int(xf.size if wf is None else wf.sum()), "nan": nan, "inf": inf}
 
