@@ -38,3 +38,20 @@ def test_float16_tensors_past_its_range_are_named(tmp_path):
 def test_no_such_note_without_float16(tmp_path):
     r = api.layers(sample_path("cnn"), api.Selection(all=True), api.RunConfig(device="cpu", cache=False))
     assert not [n for n in r.notes if "float16" in n]
+
+
+def test_the_note_is_given_once_when_some_tensors_are_summarised_again(tmp_path):
+    """A float16 Add that overflows to Inf is summarised again with masks (one more run over just it):
+    the note counts the float16 tensors once (it came twice, "1" and then "3" tensors). Oracle: numpy's
+    float16 arithmetic for the Inf count."""
+    x = np.full((1, 1, 3, 3), 40000, np.float16)
+    x.flat[0] = 1
+    f16 = (lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT16, [1, 1, 3, 3]))
+    m = make_model([helper.make_node("Add", ["x", "x"], ["a"], name="add"), helper.make_node("Relu", ["a"], ["r"], name="relu"),
+                    helper.make_node("Identity", ["r"], ["y"], name="id")], [f16("x")], [f16("y")])
+    onnx.save(m, tmp_path / "m.onnx")
+    r = api.layers(str(tmp_path / "m.onnx"), api.Selection(all=True), api.RunConfig(device="cpu", cache=False),
+                   api.InputSpec(arrays={"x": x}))
+    notes = [n for n in r.notes if "float16" in n]
+    assert len(notes) == 1 and "of 3 float16 tensor(s)" in notes[0], notes
+    assert r.stats["a"].inf == int(np.isinf(x + x).sum())

@@ -299,11 +299,13 @@ class GraphRunner(Runner):
 
     def probe(self, refs: list[TensorRef], feeds: dict[str, np.ndarray], *, stats: bool = True, shapes: bool = True,
               raw: bool | set[str] = False, nonfinite: str = "deferred", model: onnx.ModelProto | None = None,
-              key=None, outputs: bool = True) -> ProbeResult:
+              key=None, outputs: bool = True, check: bool = True) -> ProbeResult:
         """The one run sequence: expose ``refs`` in (a copy of) ``model`` (default: the runner's), run
         once, read the statistics, shapes and raw values back (``run_plan``). ``raw``: all refs, or a set
         of names. ``outputs``: also return the model's own outputs. ``key``: reuse the probed copy and its
-        compiled form made under the same key (the debugger's repeated runs, a dataset's batches)."""
+        compiled form made under the same key (the debugger's repeated runs, a dataset's batches). ``check``:
+        the runtime's notes on the statistics (``check_statistics``; not for the masked rerun of some of
+        them, which the first run's check covers)."""
         base = model if model is not None else self.model
         in_graph = [r for r in refs if r.kind == "node"]
         shapes_now: dict | None = {k: tuple(np.shape(v)) for k, v in feeds.items()}
@@ -316,11 +318,12 @@ class GraphRunner(Runner):
                           stats=stats, shapes=shapes, raw=raw, nonfinite=nonfinite, small=SMALL_ON_HOST,
                           count_from_shape=True)
         return self.run_plan(plan, feeds, host_refs=[r for r in refs if r.kind != "node"], stats=stats, shapes=shapes,
-                             raw=raw, key=key, outputs=outputs, order=[r.name for r in refs], rerun=nonfinite == "deferred")
+                             raw=raw, key=key, outputs=outputs, order=[r.name for r in refs], rerun=nonfinite == "deferred",
+                             check=check)
 
     def run_plan(self, plan: ProbePlan, feeds: dict[str, np.ndarray], *, host_refs: list[TensorRef] = (),
                  stats: bool = True, shapes: bool = True, raw: bool | set[str] = False, key=None, outputs: bool = True,
-                 order: list[str] | None = None, rerun: bool = True) -> ProbeResult:
+                 order: list[str] | None = None, rerun: bool = True, check: bool = True) -> ProbeResult:
         """Run a probed copy (``plan.model``, made by ``graph.expose``) and read its outputs back; then
         summarise again, with masks, the tensors whose fast statistics came out non-finite (a NaN or Inf
         inside: one more run over just them, none in the usual case; not when ``rerun`` is False, for a
@@ -345,10 +348,10 @@ class GraphRunner(Runner):
         if stats and rerun:
             bad = [p.ref for p in plan.probes if p.stats_output and needs_masking(st.get(p.ref.name))]
             if bad:
-                again = self.probe(bad, feeds, shapes=False, nonfinite="masked", model=base, outputs=False)
+                again = self.probe(bad, feeds, shapes=False, nonfinite="masked", model=base, outputs=False, check=False)
                 st.update(again.stats)
         read_host_refs(host_refs, feeds, base, st, shp, arrays, stats=stats, shapes=shapes, raw=raw)
-        if stats:
+        if stats and check:
             self.check_statistics(plan.probes, st)
         probes = list(plan.probes) + [Probe(ref=r) for r in host_refs]
         if order is not None:

@@ -84,7 +84,7 @@ class HostStatsRunner(GraphRunner):
 
     def probe(self, refs: list[TensorRef], feeds: dict[str, np.ndarray], *, stats: bool = True, shapes: bool = True,
               raw: bool | set[str] = False, nonfinite: str = "deferred", model: onnx.ModelProto | None = None,
-              key=None, outputs: bool = True) -> ProbeResult:
+              key=None, outputs: bool = True, check: bool = True) -> ProbeResult:
         """The statistics (computed on the runtime's buffers), shapes and, with ``raw``, values of ``refs``,
         fetched in as many runs as the memory budget needs. Tensors the runtime cannot observe get no
         statistics and are listed, with the reason, in ``result.unobserved`` and the notes."""
