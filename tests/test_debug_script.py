@@ -18,7 +18,7 @@ from onnxprobe import api
 from onnxprobe.cli.main import app
 from onnxprobe.errors import UsageError
 from onnxprobe.session import commands as C
-from onnxprobe.session.parse import parse_selection, parse_slice
+from onnxprobe.session.parse import parse_selection, parse_slice, split
 from onnxprobe.stats.conditions import parse_condition
 
 runner = CliRunner()
@@ -680,3 +680,15 @@ def test_save_all_leaves_out_the_branch_that_did_not_run(tmp_path):
     np.testing.assert_allclose(saved["y"], want["y"], rtol=1e-6)
     r = script(tmp_path, [sample_path("control_flow")], ["show else_out"], *args, code=1)
     assert "else_out: not run on these inputs" in r.output, r.output
+
+
+def test_a_lone_hash_starts_a_comment_as_in_the_readme(tmp_path):
+    """The README's session lines end in `# comments`: they run as written (each was an error: "unexpected
+    argument '#'", a condition or a slice holding the comment). '#3' and quoted '#' are words."""
+    assert split("run   # runs what changed") == ["run"]
+    assert split("node #3") == ["node", "#3"] and split("a#b") == ["a#b"]
+    assert split('show "a # b"  # c') == ["show", "a # b"] and split("show a\\ # b") == ["show", "a "]
+    out = ok(tmp_path, [sample_path("cnn")], ["run                      # runs what changed",
+                                               "where nan                # first NaN",
+                                               "show conv1_out [0, :3, 5:10:2]   # statistics, values, histogram"])
+    assert "conv1_out" in out and "[0, :3, 5:10:2]" in out

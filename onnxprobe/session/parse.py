@@ -1,7 +1,7 @@
 """Parsing what the user types in a debugging session: command lines, selections, slices. Pure; every
 problem is a one-line UsageError.
 
-- ``split(line)``: shell-like words (quotes group, no globbing, no evaluation).
+- ``split(line)``: shell-like words (quotes group, no globbing, no evaluation; a lone ``#`` starts a comment).
 - ``pop_option(args, "--model", "-m")``: takes ``--model b`` / ``--model=b`` / ``-m b`` out of the words.
 - ``parse_selection(words)``: the selection language of ``layers``: ``--op TYPE``, ``--name GLOB``,
   ``--all``, ``--range A:B``, ``--include-constants``, and short forms ``op:TYPE[,TYPE]``, ``range:A:B``,
@@ -18,9 +18,27 @@ from onnxprobe.errors import UsageError
 from onnxprobe.api import Selection
 
 
+def without_comment(line: str) -> str:
+    """``line`` up to a comment: a ``#`` outside quotes that starts a word and stands alone (``#`` then a
+    space or the end), as in ``run   # runs what changed``. ``#3`` (``node #3``) and ``a#b`` are words."""
+    quote, escaped = None, False
+    for i, ch in enumerate(line):
+        if escaped:  # a backslash's character (shlex: outside single quotes)
+            escaped = False
+        elif ch == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()) and (i + 1 == len(line) or line[i + 1].isspace()):
+            return line[:i]
+    return line
+
+
 def split(line: str) -> list[str]:
     try:
-        return shlex.split(line, comments=False, posix=True)
+        return shlex.split(without_comment(line), comments=False, posix=True)
     except ValueError as e:
         raise UsageError(f"cannot read the command line: {e}") from None
 
