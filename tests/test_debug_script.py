@@ -692,3 +692,18 @@ def test_a_lone_hash_starts_a_comment_as_in_the_readme(tmp_path):
                                                "where nan                # first NaN",
                                                "show conv1_out [0, :3, 5:10:2]   # statistics, values, histogram"])
     assert "conv1_out" in out and "[0, :3, 5:10:2]" in out
+
+
+@pytest.mark.parametrize("line", ["where nan --bogus", "save conv1_out out.npy --bogus", "inputs --bogus",
+                                  "show conv1_out --bogus", "input image random --bogus", "nodes --bogus", "stats --bogus"])
+def test_an_unknown_option_is_named_as_one(line, tmp_path):
+    """An option a command does not take is said to be one (it was read as a condition, a file, a slice,
+    a shape or a name glob: "condition 'nan --bogus'", "slice '--bogus'"...)."""
+    r = script(tmp_path, [sample_path("cnn")], [line], code=1)
+    assert f"{line.split()[0]}: unknown option '--bogus'" in r.output, r.output
+
+
+def test_the_options_a_command_names_still_work(tmp_path):
+    out = ok(tmp_path, [sample_path("cnn")], ["stats --all --wide", "show conv1_out --bins=4 --log", "where nan --weights",
+                                              "probe add --op Conv --model a"])
+    assert "conv1_out" in out

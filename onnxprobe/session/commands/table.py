@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -27,6 +28,10 @@ class Env:
     width: int = 120
 
 
+SELECTION_OPTIONS = {"--op", "--name", "--range", "--all", "--include-constants", "--constants"}
+RENAMED_OPTIONS = {"grad": {"--output"}}  # old names the command answers with the new one
+
+
 @dataclass(frozen=True)
 class Command:
     name: str
@@ -36,6 +41,12 @@ class Command:
     group: str
     args: tuple[str, ...] = ()  # argument kinds for completion, by position; the last one repeats
     aliases: tuple[str, ...] = ()
+
+    @property
+    def options(self) -> set[str]:
+        """The ``--options`` the command takes: those its usage names (a SELECTION's among them)."""
+        found = set(re.findall(r"--[a-z][a-z0-9-]*", self.usage))
+        return found | SELECTION_OPTIONS if "SELECTION" in self.usage else found
 
     @property
     def short_usage(self) -> str:
@@ -83,6 +94,10 @@ def execute(env: Env, line: str) -> list:
     if not words:
         return []
     cmd = lookup(words[0])
+    known = cmd.options | RENAMED_OPTIONS.get(cmd.name, set())
+    unknown = next((w for w in words[1:] if w.startswith("--") and w.split("=", 1)[0] not in known), None)
+    if unknown is not None:  # said here, not read as a tensor name, a condition or a file by the command
+        raise bad(cmd.name, f"unknown option {unknown!r}")
     out = cmd.fn(env, words[1:])
     if out is None:
         return []
