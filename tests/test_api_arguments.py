@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+from onnx import TensorProto, helper
 import pytest
 
 from conftest import sample_path
@@ -440,3 +441,29 @@ def test_flag_parsers_take_one_string_or_strings_and_refuse_the_rest():
     for call, flag in ((lambda: api.parse_shape_overrides([5]), "--shape"), (lambda: api.parse_runtime_options({"a": 1}), "--runtime-option")):
         with pytest.raises(UsageError, match=flag):
             call()
+
+
+def test_the_api_leaves_onnxruntimes_logging_to_the_user(tmp_path):
+    """onnxprobe quiets its own sessions (their options), not onnxruntime's process-wide logger: after
+    api.layers, the user's own session still warns (it set the default severity to 4 for the process, so a
+    notebook's sessions lost every warning). Oracle: onnxruntime's own warning on an unused initializer."""
+    import subprocess
+    import sys
+
+    from onnx import numpy_helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+                          [numpy_helper.from_array(np.ones(2, np.float32), "unused")])
+    p = tmp_path / "unused.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), p)
+    code = ("import onnxruntime as ort, onnxprobe.api as api, sys\n"
+            f"api.layers({str(p)!r}, api.Selection(all=True), api.RunConfig(device='cpu', cache=False))\n"
+            "print('probed', file=sys.stderr, flush=True)\n"
+            f"ort.InferenceSession({str(p)!r}, providers=['CPUExecutionProvider'])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    before, after = r.stderr.split("probed", 1)
+    assert "onnxruntime" not in before, before  # onnxprobe's own sessions stay quiet
+    assert "unused" in after, after  # the user's session still says what it removed
