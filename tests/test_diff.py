@@ -727,3 +727,27 @@ def test_a_reference_at_the_same_opt_level_says_so():
     assert any("is A's own opt-level" in n for n in same.notes)
     other = api.diff(sample_path("cnn"), vs_opt_level="all", config=api.RunConfig(device="cpu"))
     assert not any("is A's own opt-level" in n for n in other.notes)
+
+
+def test_an_integer_output_of_its_own_is_compared(tmp_path):
+    """A uint8 output made by a Cast (no quantizer behind it, so no scale) is compared as its integers, as
+    int32 and bool are: it was left out of both sides, with no unmatched entry, and "outputs pass" held
+    for outputs that differ. Oracle: onnxruntime's plain outputs, compared in numpy."""
+    import onnxruntime as ort
+
+    x = np.random.default_rng(0).random((2, 8), dtype=np.float32)
+    paths = {}
+    for key, k in (("a", 300.0), ("b", 100.0)):
+        g = helper.make_graph([helper.make_node("Mul", ["x", "k"], ["r"], name="mul"),
+                               helper.make_node("Cast", ["r"], ["y"], to=TensorProto.UINT8, name="cast")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [2, 8])],
+                              [numpy_helper.from_array(np.array(k, np.float32), "k")])
+        paths[key] = tmp_path / f"{key}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), paths[key])
+    ya, yb = (ort.InferenceSession(str(paths[k]), providers=["CPUExecutionProvider"]).run(["y"], {"x": x})[0] for k in "ab")
+    res = api.diff(paths["a"], paths["b"], config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
+    (row,) = [r for r in res.results if r.pair.a.name == "y"]
+    assert row.metrics.max_abs == np.abs(ya.astype(np.float64) - yb).max() > 0 and not row.passed
+    same = api.diff(paths["b"], paths["b"], config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
+    assert [r.pair.a.name for r in same.results] == ["y"] and same.results[0].metrics.exact

@@ -264,6 +264,9 @@ def observe(model: onnx.ModelProto) -> Observation:
                     hidden[t] = "quantized; compared through its DequantizeLinear output"
                     continue
                 q = qparams(t)
+                if q is None and not quantized_origin(origin(t)):  # an int8/uint8 value of its own (a Cast, an
+                    add(t, t, "float")  # image's bytes): compared as it is, as int32 and bool are
+                    continue
                 if q is None:
                     hidden[t] = "integer tensor with no known scale"
                     continue
@@ -292,6 +295,12 @@ def observe(model: onnx.ModelProto) -> Observation:
     obs += _branch_observables(every, types, const)
     obs.sort(key=lambda o: o.index)
     return Observation(obs, deq, hidden)
+
+
+def quantized_origin(op: str | None) -> bool:
+    """True when an int8/uint8 tensor made by ``op`` (through moves) holds quantized codes: a quantizer, a
+    QLinear*/Q* op (contrib ones too: QAttention, QGemm...) or an op of unknown kind (None: an input)."""
+    return op is None or "Quant" in op or op.startswith("Q") or op in QLINEAR_OUT_PARAMS
 
 
 # ops whose output holds its input's values (moved, reshaped or cast): an observed tensor behind one
