@@ -351,3 +351,46 @@ def test_merged_shards_that_ran_at_other_opt_levels_say_both_in_words(tmp_path):
         _run("layers", sample_path("cnn"), "--inputs-dir", ds, "--opt-level", level, "--json", shards[-1])
     r = runner.invoke(app, ["merge-stats", *map(str, shards)], env={"COLUMNS": "200"})
     assert r.exit_code == 0 and "opt-level all, off" in r.stdout and "['" not in r.stdout, r.output
+
+
+def test_merge_refuses_bare_nan_or_infinity_in_a_shards_sums(tmp_path):
+    """onnxprobe writes no bare NaN or Infinity (an unknown sum is null): a shard whose sums hold one was
+    not written by it, and merging it dropped those sums silently (a mean of -0.0478 for -0.1018)."""
+    batches = _batches(4)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "s", batches[:2]), "--json", a)
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "t", batches[2:]), "--json", b)
+    for field, bad in (("sum", float("nan")), ("sumsq", float("inf")), ("max", float("inf"))):
+        d = json.loads(a.read_text())
+        m = d["tensors"][0]["moments"]
+        m[field] = [bad] if isinstance(m[field], list) else bad
+        t = tmp_path / f"bad_{field}.json"
+        t.write_text(json.dumps(d))  # Python's json writes the bare tokens NaN / Infinity
+        r = runner.invoke(app, ["merge-stats", str(t), str(b)])
+        assert r.exit_code == 2 and "malformed moments" in r.stderr and "\n" not in r.stderr.strip(), r.output
+
+
+def test_float64_sums_past_its_range_merge_as_unknown(tmp_path):
+    """A float64 tensor near 1.7e308: a dataset run (an internal error: OverflowError) writes its moments
+    as unknown (null sums), and shards of it merge to an unknown mean with exact extremes and counts.
+    Oracle: numpy's min and max."""
+    from onnx import TensorProto, helper
+
+    m = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="n")], "g",
+                                            [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3])],
+                                            [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3])]),
+                          opset_imports=[helper.make_opsetid("", 13)])
+    p = tmp_path / "f64.onnx"
+    onnx.save(m, p)
+    xs = [np.array([1.7e308, 1.7e308, -1.7e308]), np.array([1e308, -1.79e308, 3.0])]
+    shards = []
+    for i, x in enumerate(xs):
+        (tmp_path / f"d{i}").mkdir()
+        np.savez(tmp_path / f"d{i}" / "s.npz", x=x)
+        shards.append(tmp_path / f"s{i}.json")
+        _run("layers", p, "--inputs-dir", tmp_path / f"d{i}", "--json", shards[i])
+    merged = json.loads(_run("merge-stats", *shards, "--json", "-").stdout)
+    (t,) = [t for t in merged["tensors"] if t["name"] == "y"]
+    both = np.concatenate(xs)
+    assert t["min"] == both.min() and t["max"] == both.max() and t["count"] == 6
+    assert t["mean"] is None and t["std"] is None

@@ -345,3 +345,23 @@ def test_the_sample_where_nan_appears_on_one_side_is_named_and_survives_a_merge(
     merged = json.loads(_run("merge-stats", *shards, "--json", "-", code=(1,)).stdout)
     y = next(p for p in merged["pairs"] if p["a"] == "y")
     assert y["nonfinite_mismatch"] == 2 and y["nonfinite_sample"] == "s0.json:b4.npz", y  # shards laid end to end, as given
+
+
+def test_merge_refuses_bare_nan_in_a_diff_shards_sums(tmp_path):
+    """A diff shard whose exact sums hold a bare NaN (onnxprobe writes none) is refused: merged, the NaN
+    was dropped and every pair read SQNR inf, "outputs pass", where the shards failed."""
+    a_path = quantize("cnn", "qdq", tmp_path)
+    shards = []
+    for k in range(2):
+        out = tmp_path / f"shard{k}.json"
+        _run("diff", a_path, sample_path("cnn"), "--inputs-dir", _folder(tmp_path / f"s{k}", n=2, seed=k), "--json", out,
+             code=(0, 1))
+        shards.append(out)
+    d = json.loads(shards[0].read_text())
+    for p in d["pairs"]:
+        if p.get("sums"):
+            p["sums"]["dd"] = [float("nan")]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(d))
+    r = runner.invoke(app, ["merge-stats", str(bad), str(shards[1])])
+    assert r.exit_code == 2 and "malformed 'sums'" in r.stderr and "NaN" in r.stderr, r.output

@@ -9,6 +9,7 @@ other data. Counts are integers: merging adds them, exactly.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,7 +54,7 @@ class Histogram:
         mag = abs(code) - 1
         e, sub = divmod(mag, SUB)
         e -= _OFFSET
-        mid = (0.5 + (sub + 0.5) / (2 * SUB)) * 2.0 ** e
+        mid = _ldexp(0.5 + (sub + 0.5) / (2 * SUB), e)
         return -mid if code < 0 else mid
 
     @staticmethod
@@ -62,8 +63,7 @@ class Histogram:
         if code == 0:
             return 0.0, 0.0
         e, sub = divmod(abs(code) - 1, SUB)
-        scale = 2.0 ** (e - _OFFSET)
-        lo, hi = (0.5 + sub / (2 * SUB)) * scale, (0.5 + (sub + 1) / (2 * SUB)) * scale
+        lo, hi = _ldexp(0.5 + sub / (2 * SUB), e - _OFFSET), _ldexp(0.5 + (sub + 1) / (2 * SUB), e - _OFFSET)
         return (-hi, -lo) if code < 0 else (lo, hi)
 
     def percentile(self, q: float, lo: float | None = None, hi: float | None = None) -> float | None:
@@ -102,6 +102,14 @@ class Histogram:
         if bad is not None:  # no float64 falls there (a hand-edited or damaged shard): its value would overflow
             raise ValueError(f"histogram code {bad} is out of range (|code| <= {MAX_CODE})")
         return cls(dict(zip(codes, (int(n) for n in d["counts"]))))
+
+
+def _ldexp(m: float, e: int) -> float:
+    """m * 2**e, the largest float64 where that is past its range (the top buckets' upper edges: 2**1024)."""
+    try:
+        return math.ldexp(m, e)
+    except OverflowError:
+        return float(np.finfo(np.float64).max)
 
 
 def binned(a, bins: int = 40, weights=None) -> dict:

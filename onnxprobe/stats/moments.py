@@ -38,8 +38,9 @@ def exact_sum(parts: list[float]) -> list[float]:
     sums have equal representations whatever order they were built in."""
     acc: list[float] = []
     for p in parts:
-        if math.isfinite(p):
-            acc = _add(acc, p)
+        if not math.isfinite(p):  # a sum that overflowed (or is unknown) leaves the total unknown: [nan]
+            return [math.nan]
+        acc = _add(acc, p)
     return _canonical(acc)
 
 
@@ -94,10 +95,12 @@ class Moments:
     @classmethod
     def from_stats(cls, st: TensorStats) -> "Moments":
         n = st.finite
-        c, s1, s2 = Fraction(st.shift), Fraction(st.s1), Fraction(st.s2)
-        if not n or not all(math.isfinite(v) for v in (st.shift, st.s1, st.s2)):
+        if not n:
             sx = sx2 = Fraction(0)
+        elif not all(math.isfinite(v) for v in (st.shift, st.s1, st.s2)):  # sums past float64's range: unknown
+            return cls(st.count, st.nan, st.inf, st.zeros, st.min, st.max, [math.nan], [math.nan], exact_sum([st.sumabs]))
         else:
+            c, s1, s2 = Fraction(st.shift), Fraction(st.s1), Fraction(st.s2)
             sx = n * c + s1
             sx2 = s2 + 2 * c * s1 + n * c * c
         return cls(st.count, st.nan, st.inf, st.zeros, st.min, st.max, partials_of(sx), partials_of(sx2),
@@ -113,6 +116,9 @@ class Moments:
         n = self.count - self.nan - self.inf
         if n <= 0:
             return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min, self.max)
+        if not all(math.isfinite(p) for p in self.sum + self.sumsq):  # a shard's sums overflowed: moments unknown
+            return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min, self.max, math.nan, math.nan, math.nan,
+                               math.fsum(self.sumabs))
         sx, sx2 = value_of(self.sum), value_of(self.sumsq)
         mean = sx / n
         m2 = max(sx2 - sx * mean, Fraction(0))  # Σ(x - mean)², exactly
@@ -126,21 +132,26 @@ class Moments:
         def f(v: float) -> float | None:
             return v if math.isfinite(v) else None
 
+        def sums(v: list[float]) -> list[float | None]:  # an unknown sum (it overflowed) as [null]
+            return [p if math.isfinite(p) else None for p in v]
+
         return {"count": self.count, "nan": self.nan, "inf": self.inf, "zeros": self.zeros, "min": f(self.min),
-                "max": f(self.max), "sum": self.sum, "sumsq": self.sumsq, "sumabs": self.sumabs}
+                "max": f(self.max), "sum": sums(self.sum), "sumsq": sums(self.sumsq), "sumabs": sums(self.sumabs)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Moments":
         def partial_list(v) -> list[float]:
-            if not isinstance(v, list) or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in v):
+            if not isinstance(v, list) or not all(p is None or (isinstance(p, (int, float)) and not isinstance(p, bool)) for p in v):
                 raise ValueError("sums must be lists of numbers")
-            return exact_sum([float(p) for p in v])
+            if not all(p is None or math.isfinite(p) for p in v):  # never written: an unknown sum is null
+                raise ValueError("sums hold a bare NaN or Infinity (onnxprobe writes an unknown sum as null)")
+            return exact_sum([math.nan if p is None else float(p) for p in v])
 
         def bound(v, default: float) -> float:
             if v is None:
                 return default
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise ValueError("min/max must be numbers")
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                raise ValueError("min/max must be finite numbers (null when there is none)")
             return float(v)
 
         counts = []

@@ -147,7 +147,7 @@ class PairSums:
         d = {"samples": self.samples, "count": self.count, "mismatch": self.mismatch, "max_abs": _enc(self.max_abs),
              "worst": list(self.worst), "worst_shape": list(self.worst_shape), "b_absmax": _enc(self.b_absmax),
              "excess": _enc(self.excess), "max_rel": _enc(self.max_rel), "max_rel_sample": self.max_rel_sample,
-             **{k: list(getattr(self, k)) for k in SUMS},
+             **{k: [p if math.isfinite(p) else None for p in getattr(self, k)] for k in SUMS},  # unknown (overflowed): null
              "shape": None if self.shape is None else list(self.shape),
              "per_sample": [[s, _enc(x)] for s, x in self.per_sample.items()], "positions": self.positions,
              "mismatch_sample": self.mismatch_sample}
@@ -172,9 +172,11 @@ class PairSums:
         sums = {}
         for k in SUMS:
             v = d.get(k)
-            if not isinstance(v, list) or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in v):
+            if not isinstance(v, list) or not all(p is None or (isinstance(p, (int, float)) and not isinstance(p, bool)) for p in v):
                 raise ValueError(f"'{k}' is not a list of numbers")
-            sums[k] = exact_sum([float(p) for p in v])
+            if not all(p is None or math.isfinite(p) for p in v):  # never written: an unknown sum is null
+                raise ValueError(f"'{k}' holds a bare NaN or Infinity (onnxprobe writes an unknown sum as null)")
+            sums[k] = exact_sum([math.nan if p is None else float(p) for p in v])
         shape = d.get("shape")
         if shape is not None and (not isinstance(shape, list) or not all(
                 x is None or (isinstance(x, int) and not isinstance(x, bool)) for x in shape)):
@@ -300,6 +302,8 @@ def _dec(v, what: str) -> float:
     if isinstance(v, str) and v in ("inf", "-inf", "nan"):
         return float(v)
     if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if not math.isfinite(v):  # written as the strings above: a bare NaN or Infinity is not onnxprobe's
+            raise ValueError(f"'{what}' is a bare NaN or Infinity (onnxprobe writes 'nan', 'inf')")
         return float(v)
     raise ValueError(f"'{what}' is not a number")
 
