@@ -467,3 +467,16 @@ def test_the_api_leaves_onnxruntimes_logging_to_the_user(tmp_path):
     before, after = r.stderr.split("probed", 1)
     assert "onnxruntime" not in before, before  # onnxprobe's own sessions stay quiet
     assert "unused" in after, after  # the user's session still says what it removed
+
+
+def test_random_float_inputs_are_drawn_in_chunks_with_the_same_values():
+    """A large random float input is drawn chunk by chunk (a float64 draw of the whole took twice the
+    input's float32 size on top of it): the values are those of one draw. Oracle: numpy's own draw."""
+    from onnxprobe.runtime.feeds import RANDOM_CHUNK, random_array
+
+    shape = (3, RANDOM_CHUNK // 2 + 7)
+    for dtype in ("float32", "float16", "float64"):
+        got = random_array(shape, np.dtype(dtype), np.random.default_rng(5), (0, 100))
+        want = np.random.default_rng(5).random(shape).astype(dtype)
+        assert got.dtype == np.dtype(dtype) and np.array_equal(got, want)
+    assert random_array((), np.dtype("float32"), np.random.default_rng(5), (0, 100)).shape == ()

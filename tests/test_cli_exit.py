@@ -131,3 +131,31 @@ def test_the_app_of_one_command_answers_as_the_whole_app(argv):
     want, got = runner.invoke(app, argv, env={"COLUMNS": "100"}), runner.invoke(one, argv, env={"COLUMNS": "100"})
     assert (got.exit_code, got.output) == (want.exit_code, want.output)
     assert got.output.strip()
+
+
+def test_a_run_that_cannot_fit_is_refused_before_it_starts(tmp_path, monkeypatch):
+    """Inputs that fit but make tensors that do not (the OS killed the process: exit 137, no word) are
+    refused in one line naming the largest tensor; with more memory the same run goes. The memory
+    available is set small here, so nothing large is allocated."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+    from typer.testing import CliRunner
+
+    import onnxprobe.runtime.arrays as arrays
+    from onnxprobe.cli.main import app
+
+    runner = CliRunner()
+
+    g = helper.make_graph([helper.make_node("Tile", ["x", "reps"], ["t"], name="tile"), helper.make_node("Relu", ["t"], ["y"], name="relu")],
+                          "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [onnx.numpy_helper.from_array(np.array([16], np.int64), "reps")])
+    p = tmp_path / "tile.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), p)
+    monkeypatch.setattr(arrays, "available_memory", lambda: 64 * 2**20)
+    r = runner.invoke(app, ["layers", str(p), "--shape", "x=2097152"])  # 8 MiB in, 128 MiB tiled
+    assert r.exit_code == 2 and " [33554432], is 128 MiB" in r.stderr and "\n" not in r.stderr.strip(), r.output
+    monkeypatch.setattr(arrays, "available_memory", lambda: 2**40)
+    r = runner.invoke(app, ["layers", str(p), "--shape", "x=65536"])
+    assert r.exit_code == 0, r.output

@@ -131,9 +131,18 @@ def parse_input_files(items: list[str] | None) -> dict[str, str]:
     return out
 
 
+RANDOM_CHUNK = 1 << 22  # elements drawn at once for a float input
+
+
 def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator, int_range: tuple[int, int]) -> np.ndarray:
     if dtype.kind == "f" or dtype.name == "bfloat16":  # bfloat16: ml_dtypes' type, which onnx maps it to
-        return rng.random(shape, dtype=np.float64).astype(dtype)
+        out = np.empty(shape, dtype)
+        flat = out.reshape(-1)
+        # drawn in float64 chunks (the values of one draw: the generator's stream is sequential), so that the
+        # float64 draw never holds twice the input's float32 size (an 8 GiB input took 24 GiB)
+        for i in range(0, flat.size, RANDOM_CHUNK):
+            flat[i:i + RANDOM_CHUNK] = rng.random(min(RANDOM_CHUNK, flat.size - i), dtype=np.float64)
+        return out
     if dtype.kind in "iu":
         lo, hi = int_range
         info = np.iinfo(dtype)

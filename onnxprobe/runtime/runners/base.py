@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError
+from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError
 from onnxprobe.graph.expose import expose, needs_masking
 from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
 from onnxprobe.graph.walk import in_if_branch
@@ -218,6 +218,32 @@ def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: 
     return fitting, host
 
 
+def check_run_fits(model: onnx.ModelProto, input_shapes: dict, fed: int) -> None:
+    """A UsageError, before any run, when inputs this large (``fed`` bytes, held already: an eighth of the
+    memory available or more) make a tensor that cannot fit beside them: the run needs its largest tensor
+    and one more of that size (the next op's output, or a statistic's temporary). Smaller inputs are not
+    checked: the shapes would cost inference on every run (a process the OS kills for memory says nothing)."""
+    from onnxprobe.runtime.arrays import available_memory
+    from onnxprobe.text import clean, human_bytes
+
+    avail = available_memory()
+    if fed * 8 < avail:
+        return
+    try:
+        inferred, _ = shapes_with_folded(model, input_shapes, fold=False)
+    except Exception:  # noqa: BLE001 - no shapes, no check: the run says what it says
+        return
+    types = value_types(model)
+    sizes = [(shape_bytes(types.get(n), s) or 0, n, s) for n, s in inferred.items() if types.get(n) is not None]
+    if not sizes:
+        return
+    largest, name, shape = max(sizes, key=lambda x: x[0])
+    if 2 * largest > avail:
+        raise UsageError(f"running the model on inputs of {human_bytes(fed)} needs about {human_bytes(2 * largest)} more (its "
+                         f"largest tensor, {clean(name)} [{'x'.join(map(str, shape))}], is {human_bytes(largest)}), more than "
+                         f"the {human_bytes(avail)} of memory available beside the inputs: give smaller input shapes")
+
+
 class GraphRunner(Runner):
     runs_graphs = True
     max_plans: ClassVar[int] = 4  # probed copies (and their sessions) kept for reuse, by cache key
@@ -309,6 +335,7 @@ class GraphRunner(Runner):
         base = model if model is not None else self.model
         in_graph = [r for r in refs if r.kind == "node"]
         shapes_now: dict | None = {k: tuple(np.shape(v)) for k, v in feeds.items()}
+        check_run_fits(base, shapes_now, sum(int(getattr(v, "nbytes", 0)) for v in feeds.values()))
         if key is not None and self._key_shapes.setdefault(key, shapes_now) != shapes_now:
             # a plan made for one set of input shapes (concrete sizes choose its statistics' block rows,
             # graph.stats_nodes.block_size) may not fit another: feeds of varying shapes under one key (a
