@@ -131,6 +131,24 @@ class TanhMLP(nn.Module):
         return self.fc3(torch.tanh(self.fc2(torch.tanh(self.fc1(x)))))
 
 
+class Square(nn.Module):
+    """Square weights whose values cannot tell a MatMul's transposed weight from the weight itself: all
+    zeros, an identity, and a decoder that is the encoder's transpose (separate parameters)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.proj, self.gate = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8, bias=False)
+        self.enc, self.dec = nn.Linear(8, 8, bias=False), nn.Linear(8, 8, bias=False)
+        nn.init.zeros_(self.proj.weight)
+        nn.init.eye_(self.gate.weight)
+        with torch.no_grad():
+            self.dec.weight.copy_(self.enc.weight.t())
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x))
+        return x + self.proj(h) + self.gate(h) + self.dec(torch.tanh(self.enc(h)))
+
+
 def randomize_batchnorm(m: nn.Module) -> nn.Module:
     """Running statistics and affine parameters away from 0/1, so that folding them changes values."""
     g = torch.Generator().manual_seed(1)
@@ -161,12 +179,18 @@ def build(name: str):
         return randomize_batchnorm(TwoConvBN()).eval(), (torch.randn(2, 3, 6, 6),)
     if name == "tanhmlp":
         return TanhMLP().eval(), (torch.randn(4, 6),)
+    if name == "square":
+        return Square().eval(), (torch.randn(2, 3, 8),)  # 3-D: the exporters' MatMul with the weight transposed
     raise KeyError(name)
 
 
 # FILE.py:FUNC entry points, as a user writes them
 def cnn():
     return build("cnn")
+
+
+def square():
+    return build("square")
 
 
 def freshbn():

@@ -81,9 +81,24 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         same_class.setdefault(_digest(v), []).append(i)
     claimed: set[str] = set()
     derived: set[str] = set()  # initializers no parameter explains (refused with DERIVED)
+    # read as a MatMul's B (or a Gemm's B without transB): a Linear weight, which torch holds transposed
+    read_as_b = {n.input[1] for n in model.graph.node if len(n.input) > 1 and (n.op_type == "MatMul" or (
+        n.op_type == "Gemm" and not any(a.name == "transB" and a.i for a in n.attribute)))}
     for i, v in init_value.items():
         d = _digest(v)
         equal = by_value.get(d, [])
+        if equal and v.ndim == 2 and v.shape[0] == v.shape[1] and i not in params and by_transpose.get(d):
+            # a square weight that equals a parameter both as it is and transposed (all zeros, an identity, or
+            # two parameters each the other's transpose): the values cannot tell; the module that reads the
+            # initializer can, else the way it is read (as a MatMul's B: transposed)
+            mods = (users or {}).get(i) or set()
+            mine_eq = [q for q in equal if q.rpartition(".")[0] in mods]
+            mine_t = [q for q in by_transpose[d] if q.rpartition(".")[0] in mods]
+            if (mine_t and not mine_eq) or (bool(mine_t) == bool(mine_eq) and i in read_as_b):
+                t = mine_t or by_transpose[d]
+                if len(t) == 1 and len(same_class[d]) == 1:
+                    out.links[i] = ParamLink(i, list(t), transposed=True, how="the parameter transposed (a MatMul weight)")
+                    continue
         if i in params and i not in equal:
             out.refused[i] = (f"holds other values than the torch parameter {i!r} of the same name " + (
                 "(the exporter folded another layer into it, e.g. a BatchNormalization into this Conv)" if can_fold else
