@@ -193,6 +193,18 @@ def test_square_weights_equal_to_their_transpose_are_paired_transposed(exports, 
     assert {"proj.weight", "gate.weight", "enc.weight", "dec.weight"} <= paired, paired
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_what_forward_adds_after_the_last_module_is_blamed_on_the_output(exports, kind):
+    """A module whose forward() adds 0.001 after its last Linear, against the export of the one without:
+    the failure is the model's output (output[0]), not fc3, whose own output agrees (it was labelled fc3
+    and blamed on it); fc3 is listed with the reason."""
+    res = api.diff(exports("tanhmlp", kind), vs_torch=spec("tanhmlp_shifted"))
+    failing = [r for r in res.results if r.metrics is not None and not r.passed]
+    assert [r.pair.b.name for r in failing] == ["output[0]"], [(r.pair.a.name, r.pair.b.name) for r in failing]
+    assert failing[0].metrics.max_abs == pytest.approx(0.001, rel=1e-3)
+    assert any(u.obs.name == "fc3" and "changed by forward() after it" in u.reason for u in res.matching.unmatched_b)
+
+
 def test_gradients_of_a_changed_module_fail(exports):
     path = exports("block", "legacy")
     module, args = tm.build("block")

@@ -131,6 +131,13 @@ class TanhMLP(nn.Module):
         return self.fc3(torch.tanh(self.fc2(torch.tanh(self.fc1(x)))))
 
 
+class TanhMLPShifted(TanhMLP):
+    """TanhMLP whose forward adds 0.001 after its last module: another function than TanhMLP's export."""
+
+    def forward(self, x):
+        return super().forward(x) + 0.001
+
+
 class Square(nn.Module):
     """Square weights whose values cannot tell a MatMul's transposed weight from the weight itself: all
     zeros, an identity, and a decoder that is the encoder's transpose (separate parameters)."""
@@ -191,6 +198,13 @@ def cnn():
 
 def square():
     return build("square")
+
+
+def tanhmlp_shifted():
+    m, args = build("tanhmlp")
+    shifted = TanhMLPShifted()
+    shifted.load_state_dict(m.state_dict())
+    return shifted.eval(), args
 
 
 def freshbn():

@@ -96,6 +96,8 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
     sizes = concrete_sizes(model.proto, {k: v.shape for k, v in feeds.items()})
     need = sum(sizes.get(t, 0) for t in candidates.values())
     keep = set(candidates) if need <= (budget if budget is not None else default_budget() // 8) else set()
+    model_outputs = {o.name for o in model.proto.graph.output}
+    keep |= {p for p, t in candidates.items() if t in model_outputs}  # to check they are what forward() returns
     fw: Forward = runner.forward(feeds, keep)
     if keep:
         runner.remember(feeds, fw)
@@ -195,6 +197,13 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
                              f"is {list(a.shape)}: not the model that was exported (or other inputs)")
         maker = next((p.b.name for p in pairs if p.a.name == name), None)
         pairs = [p for p in pairs if p.a.name != name]  # the model output pairs by position, whatever module made it
+        if maker is not None and maker in fw.values and not (
+                np.shape(fw.values[maker]) == np.shape(value) and np.array_equal(fw.values[maker], value, equal_nan=True)):
+            # forward() changes the module's output after it (adds, scales): the output is forward's own, and
+            # the module's own output is not the tensor its scope ends in
+            note(maker, f"its output is changed by forward() after it (model output {k} is what forward returns, compared "
+                        f"as output[{k}]): the ONNX tensor its scope ends in is not the module's output", NO_COUNTERPART)
+            maker = None
         made = f", made by module {maker}" if maker else ""
         pairs.append(Pair(a, _observable(maker or f"output[{k}]", classes.get(maker, "output"), value.shape, a.index, a,
                                          output=True, probe=f"{OUTPUT}{k}"),
