@@ -513,3 +513,18 @@ def test_a_container_whose_last_child_is_called_twice_takes_its_tensor(dynamo):
     assert "called 2 times" in why.get("seq.0", ""), why
     assert not any("compared there" in w for w in why.values()), why
     assert res.verdict()[0] == "pass", res.verdict()
+
+
+def test_what_the_users_code_prints_leaves_stdout_to_the_report(exports, tmp_path):
+    """Prints in the user's file, its FUNC and its module's forward go to stderr: `--json -` stays JSON
+    (the report read 'loading ...' first, and jq failed)."""
+    f = tmp_path / "noisy.py"
+    f.write_text(f"import sys\nsys.path.insert(0, {str(FILE.parent)!r})\nprint('loading')\nimport torch_models as tm\n"
+                 "class Loud(tm.TanhMLP):\n    def forward(self, x):\n        print('forward')\n        return super().forward(x)\n"
+                 "def build():\n    print('building')\n    m, a = tm.build('tanhmlp')\n    l = Loud()\n"
+                 "    l.load_state_dict(m.state_dict())\n    return l.eval(), a\n")
+    for extra in ([], ["--grad"]):
+        r = runner.invoke(app, ["diff", *extra, str(exports("tanhmlp", "legacy")), "--vs-torch", f"{f}:build", "--json", "-"])
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["verdict"] == "pass"
+        assert "building" in r.stderr and "forward" in r.stderr

@@ -20,7 +20,7 @@ import numpy as np
 from onnxprobe.errors import UsageError
 from onnxprobe.runtime.arrays import read_npz
 from onnxprobe.runtime.feeds import ModelInput
-from onnxprobe.runtime.userfunc import call_function, load_function, raised
+from onnxprobe.runtime.userfunc import call_function, load_function, raised, user_code
 from onnxprobe.text import clean
 
 Samples = Iterator[tuple[str, dict[str, np.ndarray]]]
@@ -120,7 +120,8 @@ def generator_samples(spec) -> Samples:
         k = 0
         while True:
             try:
-                item = next(it)
+                with user_code():
+                    item = next(it)
             except StopIteration:
                 break
             except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's pipeline may raise anything, exit too

@@ -5,6 +5,7 @@ line naming the flag, the file and the function."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 from typing import Callable
@@ -12,6 +13,12 @@ from typing import Callable
 from onnxprobe.errors import UsageError, first_line
 from onnxprobe.fileio import input_file, protect
 from onnxprobe.text import clean
+
+
+def user_code():
+    """Around the user's code (the import of FILE.py, FUNC(), a module's forward, a pipeline's items): what
+    it prints goes to stderr, so that stdout stays the report's (``--json -``, csv, a pipe into jq)."""
+    return contextlib.redirect_stdout(sys.stderr)
 
 
 def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
@@ -29,7 +36,8 @@ def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
         mod_spec = importlib.util.spec_from_file_location(name, p)
         code = importlib.util.module_from_spec(mod_spec)
         sys.modules[name] = code
-        mod_spec.loader.exec_module(code)
+        with user_code():
+            mod_spec.loader.exec_module(code)
     except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's file may raise anything, sys.exit() too
         raise UsageError(f"{flag} {clean(path)}: importing it raised {raised(e)}") from None
     fn = getattr(code, func, None)
@@ -41,7 +49,8 @@ def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
 def call_function(fn: Callable, func: str, spec: str, flag: str):
     """``fn()``, anything it raises as one line."""
     try:
-        return fn()
+        with user_code():
+            return fn()
     except (Exception, SystemExit) as e:  # noqa: BLE001 - a sys.exit() in it would end onnxprobe silently
         raise UsageError(f"{flag} {clean(spec)}: {clean(func)}() raised {raised(e)}") from None
 

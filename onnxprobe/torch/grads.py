@@ -15,6 +15,7 @@ import numpy as np
 
 from onnxprobe.errors import ExecutionError, UsageError, first_line
 from onnxprobe.runtime.runners.base import Runner
+from onnxprobe.runtime.userfunc import user_code
 from onnxprobe.torch.load import require_torch
 from onnxprobe.torch.runner import parse_probe, permuted, tensors_of, to_numpy
 
@@ -126,7 +127,7 @@ class TorchGradRunner(Runner):
             for _, p in params:
                 p.requires_grad_(True)
                 p.grad = None
-            with torch.enable_grad():
+            with torch.enable_grad(), user_code():
                 out = tensors_of(self.module(*args))
                 if self.output_index >= len(out):
                     raise UsageError(f"--vs-torch: the module returns {len(out)} tensor(s); the loss is of output "

@@ -21,6 +21,7 @@ import numpy as np
 
 from onnxprobe.errors import ExecutionError, UsageError, first_line
 from onnxprobe.runtime.runners.base import Runner
+from onnxprobe.runtime.userfunc import user_code
 from onnxprobe.torch.load import require_torch
 
 OUTPUT = "output:"
@@ -134,7 +135,7 @@ class TorchRunner(Runner):
         was_training = self.module.training
         try:
             self.module.eval()
-            with torch.no_grad():
+            with torch.no_grad(), user_code():
                 out = self.module(*self.args(feeds))
         except UsageError:
             raise
