@@ -528,3 +528,18 @@ def test_what_the_users_code_prints_leaves_stdout_to_the_report(exports, tmp_pat
         assert r.exit_code == 0, r.output
         assert json.loads(r.stdout)["verdict"] == "pass"
         assert "building" in r.stderr and "forward" in r.stderr
+
+
+def test_bfloat16_tensors_cross_between_torch_and_numpy():
+    """bfloat16 example arguments and feeds (torch's .numpy() refuses bfloat16: an internal error, or "the
+    module's forward raised" for onnxprobe's own conversion) go through float32, exactly both ways."""
+    import ml_dtypes
+
+    from onnxprobe.torch.runner import from_numpy, to_numpy
+
+    t = torch.randn(3, 5).bfloat16()
+    a = to_numpy(t)
+    assert a.dtype == np.dtype(ml_dtypes.bfloat16) and np.array_equal(a.astype(np.float32), t.float().numpy())
+    back = from_numpy(a)
+    assert back.dtype == torch.bfloat16 and torch.equal(back, t)
+    assert from_numpy(np.ones(2, np.float32)).dtype == torch.float32

@@ -39,7 +39,7 @@ from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe
 from onnxprobe.torch.load import load_module, require_torch
 from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
 from onnxprobe.torch.params import map_parameters
-from onnxprobe.torch.runner import OUTPUT, TorchRunner
+from onnxprobe.torch.runner import OUTPUT, TorchRunner, to_numpy
 from onnxprobe.text import matches
 from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
 
@@ -73,7 +73,7 @@ def _inputs(model: Model, inputs: InputSpec | None, example_args: tuple | None) 
     torch = require_torch()
     names = [i.name for i in _feeds.model_inputs(model.proto)]
     # torch tensors, or numpy arrays (a notebook's): the values of the ONNX inputs, which the module is run on too
-    tensors = [a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a for a in example_args
+    tensors = [to_numpy(a) if isinstance(a, torch.Tensor) else a for a in example_args
                if isinstance(a, (torch.Tensor, np.ndarray))]
     if len(tensors) != len(names):
         raise UsageError(f"--vs-torch: the example arguments hold {len(tensors)} tensor(s), the ONNX model takes "

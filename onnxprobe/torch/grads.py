@@ -17,7 +17,7 @@ from onnxprobe.errors import ExecutionError, UsageError, first_line
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.userfunc import user_code
 from onnxprobe.torch.load import require_torch
-from onnxprobe.torch.runner import parse_probe, permuted, tensors_of, to_numpy
+from onnxprobe.torch.runner import from_numpy, parse_probe, permuted, tensors_of, to_numpy
 
 PARAM, INPUT, MODULE = "param:", "input:", "module:"
 MERGED, TRANSPOSED = "|", "^T"
@@ -97,7 +97,7 @@ class TorchGradRunner(Runner):
         for n in self.input_names:
             if n not in feeds:
                 raise UsageError(f"--vs-torch: no value for input {n!r}")
-            t = torch.from_numpy(np.array(feeds[n], copy=True))
+            t = from_numpy(feeds[n])
             if t.dtype.is_floating_point:
                 t.requires_grad_(True)
             args.append(t)

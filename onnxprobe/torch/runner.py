@@ -59,7 +59,24 @@ def tensors_of(value) -> list:
 
 
 def to_numpy(t) -> np.ndarray:
-    return t.detach().cpu().numpy().copy()
+    """A torch tensor as numpy; bfloat16, which numpy lacks, as ml_dtypes' bfloat16 (onnx's own mapping;
+    widening to float32 and back is exact)."""
+    t = t.detach().cpu()
+    if str(t.dtype) == "torch.bfloat16":
+        import ml_dtypes
+
+        return t.float().numpy().astype(ml_dtypes.bfloat16)
+    return t.numpy().copy()
+
+
+def from_numpy(a: np.ndarray):
+    """A torch tensor of its own (a copy: an in-place op in the module must not write into the feeds);
+    ml_dtypes' bfloat16 through float32 (exact)."""
+    torch = require_torch()
+    a = np.asarray(a)
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(a.astype(np.float32))).to(torch.bfloat16)
+    return torch.from_numpy(np.array(a, copy=True, order="C"))
 
 
 @dataclass
@@ -88,13 +105,12 @@ class TorchRunner(Runner):
         return f"{self.label} (PyTorch {type(self.module).__name__}, eval mode)"
 
     def args(self, feeds: dict[str, np.ndarray]) -> list:
-        torch = require_torch()
         missing = [n for n in self.input_names if n not in feeds]
         if missing:
             raise UsageError(f"--vs-torch: no value for input {missing[0]!r}")
         # copies: torch.from_numpy shares memory, and an in-place op in the module (x.relu_()) would write into
         # the feeds, which the ONNX side reads too
-        return [torch.from_numpy(np.array(feeds[n], copy=True, order="C")) for n in self.input_names]
+        return [from_numpy(feeds[n]) for n in self.input_names]
 
     def forward(self, feeds: dict[str, np.ndarray], keep: set[str],
                 replace: dict[str, np.ndarray] | None = None) -> Forward:
@@ -124,7 +140,7 @@ class TorchRunner(Runner):
             if path in replace and tuple(replace[path].shape) == tuple(ts[0].shape):
                 # a copy: the value is A's own, which an in-place op after this module (ReLU(inplace=True))
                 # would overwrite, and the introduced error would compare the overwritten one
-                new = torch.from_numpy(np.array(replace[path], copy=True, order="C")).to(ts[0].dtype)
+                new = from_numpy(replace[path]).to(ts[0].dtype)
                 return new if isinstance(out, torch.Tensor) else _with_first(out, ts[0], new)
             return None
 
