@@ -517,3 +517,32 @@ def test_the_narrowest_readable_width_is_searched_from_a_bound_that_skips_nothin
         need = max(len(n) for n in names)
         every = next((w for w in range(1, need + 1) if _readable(names, shorten_names(names, w))), need)
         assert _readable_width(names, need) == every, names
+
+
+def test_sqnr_line_of_pairs_past_140_db(tmp_path):
+    """float64 pairs agree past float32's 140 dB: the depth line draws them to their own top (it capped them
+    at 140, read "140 -> 146 dB, min 140" with no pair at 140, and drew exact pairs as empty blocks), and
+    says "exact" for an exact end. Oracle: numpy's SQNR of the two models' outputs."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = np.random.default_rng(0).random(64)
+    paths = []
+    for tag, k in (("a", 1 + 1e-11), ("b", 1.0)):
+        g = helper.make_graph([helper.make_node("Identity", ["x"], ["i"], name="id"), helper.make_node("Mul", ["i", "k"], ["y"], name="mul"),
+                               helper.make_node("Add", ["y", "k"], ["z"], name="add")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [64])],
+                              [helper.make_tensor_value_info("z", TensorProto.DOUBLE, [64])],
+                              [numpy_helper.from_array(np.array(k), "k")])
+        paths.append(tmp_path / f"{tag}.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), paths[-1])
+    np.save(tmp_path / "x.npy", x)
+    out = run(["diff", *paths, "--all", "--input", f"x={tmp_path / 'x.npy'}"], width=100)
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("SQNR along depth:")]
+    ya, yb = x * (1 + 1e-11), x
+    want = 10 * np.log10((yb ** 2).sum() / ((ya - yb) ** 2).sum())
+    assert want > 160 and "(exact →" in line and "min 140" not in line, line
+    m = re.search(r"min ([0-9.]+) dB", line)
+    assert m and abs(float(m.group(1)) - want) < 1.0, (line, want)
+    blocks = line.split(": ", 1)[1].split("  ", 1)[0]
+    assert blocks[0] == "█", blocks  # the exact pair: a full block

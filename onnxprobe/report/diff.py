@@ -192,15 +192,18 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     out.append(t)
     out += [Text(line, style=style) for line, style in why_lines(d)]
     topo = sorted(d["pairs"], key=lambda p: p["index"])
-    sq = [140.0 if p["exact"] else p["sqnr_db"] for p in topo]  # exact pairs draw as full blocks
-    line = sparkline(sq)
+    measured = [p["sqnr_db"] for p in topo if not p["exact"] and p["sqnr_db"] is not None and math.isfinite(p["sqnr_db"])]
+    top = max(measured + [140.0])  # float32 agrees to ~140 dB; float64 and torch pairs measure more
+    sq = [top if p["exact"] else p["sqnr_db"] for p in topo]  # exact pairs draw as full blocks
+    line = sparkline(sq, cap=top)
     if line:
-        finite = [v for v in sq if v is not None]
-        if all(p["exact"] for p in topo if p["sqnr_db"] is not None or p["exact"]):  # 140 would read as a measurement
+        ends = [p for p in topo if p["exact"] or (p["sqnr_db"] is not None and math.isfinite(p["sqnr_db"]))]
+        end = (lambda p: "exact" if p["exact"] else f"{num(p['sqnr_db'], 3)} dB")
+        if not measured:  # every pair exact: a number would read as a measurement
             out.append(Text(f"SQNR along depth: every pair exact ({sum(1 for p in topo if p['exact'])})"))
         else:
-            out.append(Text(f"SQNR along depth: {line}  ({num(finite[0], 3)} → {num(finite[-1], 3)} dB, "
-                            f"min {num(min(finite), 3)}; exact pairs as full blocks)"))
+            out.append(Text(f"SQNR along depth: {line}  ({end(ends[0])} → {end(ends[-1])}, "
+                            f"min {num(min(measured), 3)} dB; exact pairs as full blocks)"))
     n_fail = sum(1 for p in d["pairs"] if p["passed"] is False)
     foot = Text()
     foot.append(f"{len(d['pairs'])} pairs · ")
