@@ -751,3 +751,23 @@ def test_an_integer_output_of_its_own_is_compared(tmp_path):
     assert row.metrics.max_abs == np.abs(ya.astype(np.float64) - yb).max() > 0 and not row.passed
     same = api.diff(paths["b"], paths["b"], config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
     assert [r.pair.a.name for r in same.results] == ["y"] and same.results[0].metrics.exact
+
+
+def test_flags_a_runtime_does_not_take_are_refused_and_self_references_noted():
+    """--opt-level is onnxruntime's: with another runtime it was accepted and recorded, doing nothing;
+    onnx.reference on cuda ran on the CPU. A reference that is A run the same way (--vs-runtime of A's
+    runtime, --vs-device of A's device) gets a note, as --vs-opt-level does."""
+    from onnxprobe.errors import UsageError
+
+    with pytest.raises(UsageError, match="does not take one"):
+        api.layers(sample_path("cnn"), config=api.RunConfig(device="cpu", opt_level="all"), runtime="reference")
+    with pytest.raises(UsageError, match="does not take one"):
+        api.diff(sample_path("cnn"), vs_opt_level="all", runtime="reference", config=api.RunConfig(device="cpu"))
+    with pytest.raises(UsageError, match="onnx.reference runs on the CPU"):
+        api.layers(sample_path("cnn"), config=api.RunConfig(device="cuda"), runtime="reference")
+    same = api.diff(sample_path("cnn"), vs_runtime="ort", config=api.RunConfig(device="cpu"))
+    assert any("is A's own runtime" in n for n in same.notes)
+    same = api.diff(sample_path("cnn"), vs_device="cpu", config=api.RunConfig(device="cpu"))
+    assert any("is A's own device" in n for n in same.notes)
+    other = api.diff(sample_path("cnn"), vs_runtime="reference", config=api.RunConfig(device="cpu"))
+    assert not any("own runtime" in n for n in other.notes)

@@ -202,6 +202,12 @@ def diff(
     if vs_npz is not None:
         vs_npz = activations(vs_npz)  # read once, for A's inputs and for side B
         inputs, saved_notes = saved_inputs(a_model, inputs, vs_npz)
+    if vs_runtime is not None and vs_runtime == runtime and vs_device is None and runtime not in ("openvino", "tensorrt"):
+        saved_notes.append(f"--vs-runtime {vs_runtime} is A's own runtime: B is the same model run the same way, so the "
+                           "comparison shows only differences between two runs")
+    if vs_device is not None and vs_runtime is None and vs_device == (config or RunConfig()).device:
+        saved_notes.append(f"--vs-device {vs_device} is A's own device: B is the same model run the same way, so the "
+                           "comparison shows only differences between two runs (give --device for A)")
     if vs_opt_level is not None and vs_opt_level == (config or RunConfig()).opt_level:
         saved_notes.append(f"--vs-opt-level {vs_opt_level} is A's own opt-level: B is the same model run the same way, "
                            "so the comparison shows only differences between two runs (give --opt-level for A)")

@@ -32,6 +32,11 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
     feeds' input shapes, when known (OpenVINO reads some models only with static inputs); ``kw``: the
     onnxruntime runner's (interruptible, threads)."""
     check_runtime(runtime)
+    if config is not None and runtime != "ort" and config.opt_level != "off":
+        raise UsageError(f"an opt-level ({config.opt_level}: --opt-level, --vs-opt-level) sets onnxruntime's graph "
+                         f"optimisations: --runtime {runtime} does not take one")
+    if config is not None and runtime == "reference" and config.device == "cuda":
+        raise UsageError("device (--device, --vs-device) cuda: onnx.reference runs on the CPU (--runtime reference)")
     if options and runtime not in TAKES_OPTIONS:
         raise UsageError(f"runtime_options (--runtime-option): {runtime} takes none (its settings are the RunConfig's "
                          "device and opt_level: --device, --opt-level)")
