@@ -378,3 +378,26 @@ def test_a_single_value_weight_named_in_wrt(dims):
     with pytest.raises(UsageError, match="no float weight"):
         api.grad(api.Model(m, m, "mem"), None, api.RunConfig(device="cpu"), api.GradSpec(output="y", wrt=("s*",)),
                  inputs=api.InputSpec(arrays={"x": x}))
+
+
+def test_the_api_says_what_the_command_says_of_body_tensors_and_checks(tmp_path):
+    """api.grad (and grad_dataset) note the selected tensors inside If/Loop/Scan bodies that get no row,
+    as the command does (only the command said it), and a result tells how many gradients its check
+    compared and which failed (the command's exit status came from rows it read itself)."""
+    import numpy as np
+
+    from conftest import sample_path
+    from onnxprobe import api
+
+    spec = api.InputSpec(files={"n": 3, "cond": True})
+    r = api.grad(sample_path("control_flow"), api.Selection(all=True), None, None, spec)
+    (note,) = [n for n in r.notes if "inside If/Loop/Scan bodies" in n]
+    assert "else_out" in note and "then_out" in note
+    d = tmp_path / "ds"
+    d.mkdir()
+    for k in range(2):
+        np.savez(d / f"s{k}.npz", x=np.full((2, 4), 0.5 + k, np.float32), n=np.array(3, np.int64), cond=np.array(True))
+    rd = api.grad_dataset(sample_path("control_flow"), d, api.Selection(all=True))
+    assert any("inside If/Loop/Scan bodies" in n for n in rd.notes)
+    c = api.grad(sample_path("cnn"), check=True)
+    assert c.checked == sum(1 for row in c.rows if row.check is not None) > 0 and c.failed_checks == []

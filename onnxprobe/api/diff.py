@@ -325,14 +325,6 @@ def diff_grad(
 
 
 
-def body_tensors_left_out(model: Model | str | os.PathLike, selection: Selection | None, shown, what: str) -> str | None:
-    """A note naming the tensors inside If/Loop/Scan bodies that ``selection`` picks and that are not among
-    ``shown`` (names), or None: ``diff`` and ``grad`` report main-graph tensors only, and say so."""
-    inside = body_tensors(as_model(model).proto, selection or Selection())
-    shown = set(shown)
-    return body_note({t: w for t, w in inside.items() if t not in shown}, what)
-
-
 def _float_weights(model) -> int:
     """Float initializers and Constant nodes of more than one element, in the main graph."""
     floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)

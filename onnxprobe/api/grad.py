@@ -20,6 +20,7 @@ from onnxprobe.errors import ExecutionError, ModelError, UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.shapes import infer_shapes
+from onnxprobe.match.observe import body_note, body_tensors
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.tensor_stats import TensorStats
@@ -63,6 +64,17 @@ class GradResult:
     reduce: str | None = None  # a dataset's loss: "sum" or "mean" of the samples' losses
     executor: object = None  # a dataset's runtime.ray_pool.Executor
 
+    @property
+    def checked(self) -> int:
+        """Gradients compared with finite differences (``check=True``); 0 when the check compared nothing,
+        which is no pass."""
+        return sum(1 for r in self.rows if r.check is not None)
+
+    @property
+    def failed_checks(self) -> list[str]:
+        """The gradients the finite-difference check failed (by tensor name)."""
+        return [r.name for r in self.rows if r.check is not None and not r.check["ok"]]
+
     def __repr__(self) -> str:
         checked = [r.check for r in self.rows if r.check is not None]
         check = (f", checked in {self.check_mode}: {sum(1 for c in checked if c.get('ok'))} of {len(checked)} ok"
@@ -76,6 +88,15 @@ class GradResult:
 def _norm(a) -> float:
     a = np.asarray(a, dtype=np.float64)
     return float(np.sqrt(np.sum(a * a)))
+
+
+def body_left_out(model: Model, selection: Selection | None, rows: list[GradRow]) -> list[str]:
+    """The note naming the selected tensors inside If/Loop/Scan bodies, which get no gradient row (grad
+    differentiates the main graph), or none."""
+    inside = body_tensors(model.proto, selection or Selection())
+    shown = {r.target.ref.name for r in rows}
+    note = body_note({t: w for t, w in inside.items() if t not in shown}, "given a gradient row by grad")
+    return [note] if note else []
 
 
 def grad_probes(gp: GradPlan) -> tuple[list[TensorRef], list[TensorRef], onnx.ModelProto]:
@@ -127,7 +148,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
         rows.append(GradRow(t, ref.name, result.stats.get(ref.name), vn, shape=result.shapes.get(ref.name)))
         if ref.name in result.arrays:
             saved[name] = result.arrays[ref.name]
-    notes = list(fs.notes) + [n for n in result.notes if n not in fs.notes]
+    notes = list(fs.notes) + [n for n in result.notes if n not in fs.notes] + body_left_out(model, selection, rows)
     res = GradResult(gp, rows, loss, result.info, notes, saved if (save or check) else {})
     if check:
         values = {a.name: result.arrays[a.name] for a in acts if a.name in result.arrays}

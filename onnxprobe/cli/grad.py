@@ -86,7 +86,6 @@ def grad(
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
-    from onnxprobe.api.diff import body_tensors_left_out
     from onnxprobe.report.grad import CHECK, COLUMNS, export_renderables, grad_dict, grad_renderables
     from onnxprobe.report.progress import Progress
 
@@ -124,8 +123,6 @@ def grad(
 
             result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None or html is not None,
                               check=check, progress=checking)
-    left_out = body_tensors_left_out(loaded, selection, [r.name for r in result.rows], "given a gradient row by grad")
-    result.notes = list(result.notes) + ([left_out] if left_out else [])
     notes(result.notes + result.plan.warnings)
     data = grad_dict(result)
     write_pictures("grad", data, loaded.proto, overlay=overlay, netron=netron)
@@ -139,11 +136,11 @@ def grad(
     emit(data, json_, lambda width: grad_renderables(data, width), view)
     if save_grads is not None:
         api.save_npz(result.arrays, save_grads)
-    failed = [r.name for r in result.rows if r.check is not None and not r.check["ok"]]
+    failed = result.failed_checks
     if failed:
         error(f"{len(failed)} gradient(s) failed the finite-difference check: {', '.join(failed[:5])}{' …' if len(failed) > 5 else ''}")
         raise typer.Exit(1)
-    if check and not any(r.check is not None for r in result.rows):  # a check that compared nothing is no pass
+    if check and not result.checked:  # a check that compared nothing is no pass
         error("--check checked nothing: no selected gradient could be compared with finite differences"
               + ("" if result.rows else " (no gradient was computed: see the notes)"))
         raise typer.Exit(1)
