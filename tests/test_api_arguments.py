@@ -283,11 +283,9 @@ def test_every_function_that_takes_a_model_takes_a_path_a_model_and_a_proto(cnn,
         assert len(api.grad_plan(m).targets) == 10
         api.export_backward(m, tmp_path / "bw.onnx")
         assert (tmp_path / "bw.onnx").exists()
-    for m in (CNN, cnn):  # surgery reads the file itself: a Model loaded from one
+    for m in (CNN, cnn, proto):  # surgery reads a file: a Model's own, or a temporary copy of an in-memory one
         assert api.inspect(m).summary is not None
         assert api.mark(m, tmp_path / "m.onnx", api.Selection(ops="Conv")).marked
-    with pytest.raises(UsageError, match="save the in-memory model first"):
-        api.inspect(proto)
 
 
 # --- feeds given for a run are checked as layers checks them ---------------------------------------------------
@@ -480,3 +478,18 @@ def test_random_float_inputs_are_drawn_in_chunks_with_the_same_values():
         want = np.random.default_rng(5).random(shape).astype(dtype)
         assert got.dtype == np.dtype(dtype) and np.array_equal(got, want)
     assert random_array((), np.dtype("float32"), np.random.default_rng(5), (0, 100)).shape == ()
+
+
+def test_surgery_takes_an_in_memory_model(tmp_path):
+    """inspect, mark and extract take an onnx.ModelProto, as the API's other functions do (they refused it:
+    "save the in-memory model first"); the proto is not changed, and the results equal those of its file."""
+    proto = onnx.load(str(sample_path("cnn")))
+    before = proto.SerializeToString()
+    assert len(api.inspect(proto).nodes) == len(api.inspect(sample_path("cnn")).nodes) == len(proto.graph.node)
+    api.mark(proto, tmp_path / "m1.onnx", api.Selection(all=True))
+    api.mark(sample_path("cnn"), tmp_path / "m2.onnx", api.Selection(all=True))
+    outs = (lambda p: [o.name for o in onnx.load(str(p)).graph.output])
+    assert outs(tmp_path / "m1.onnx") == outs(tmp_path / "m2.onnx")
+    r = api.extract(proto, tmp_path / "cut.onnx", None, ["relu1_out"])
+    assert [o.name for o in onnx.load(str(tmp_path / "cut.onnx")).graph.output] == ["relu1_out"], r
+    assert proto.SerializeToString() == before

@@ -138,14 +138,31 @@ def proto_of(model, what: str = "model") -> onnx.ModelProto:
 
 def model_file(model, what: str = "model") -> str | os.PathLike:
     """The file of a path or of a Model loaded from one: surgery reads the file itself (lazily, external
-    weights left on disk), so an in-memory model must be saved first."""
+    weights left on disk); an in-memory model (a ModelProto, a Model of no file) is saved to a temporary
+    copy first."""
     if isinstance(model, PATH):
         return model
     if isinstance(model, Model) and os.path.isfile(model.source):
         return model.source
     if isinstance(model, (Model, onnx.ModelProto)):
-        raise UsageError(f"{what}: this works on a model file; save the in-memory model first (onnx.save)")
+        return _saved_copy(model.proto if isinstance(model, Model) else model)
     raise UsageError(f"{what}: expected the path of an .onnx file or an api.Model loaded from one, got {what_came(model)}")
+
+
+def _saved_copy(proto: onnx.ModelProto) -> str:
+    """An in-memory model written to a temporary folder of its own, removed when the process ends (its
+    weights beside it past protobuf's 2 GB); the file is named "in-memory.onnx", as reports show it."""
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="onnxprobe-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = os.path.join(folder, "in-memory.onnx")
+    big = proto.ByteSize() > 1_800_000_000
+    onnx.save_model(proto, path, save_as_external_data=big, all_tensors_to_one_file=True,
+                    location="in-memory.onnx.data" if big else None)
+    return path
 
 
 def as_names(names, what: str) -> list[str]:

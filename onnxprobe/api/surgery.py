@@ -212,7 +212,7 @@ def extract(
     *,
     inputs: InputSpec | None = None,
 ) -> ExtractResult:
-    """Write the subgraph of the model at ``path`` (a file, or a Model loaded from one) between the tensors
+    """Write the subgraph of the model at ``path`` (a file, a Model loaded from one, or an in-memory ModelProto) between the tensors
     ``cut_inputs`` and ``cut_outputs`` to ``out``. Each is a name, a list of names, or names separated by
     commas (``"a,b"``); give at least one of them: ``cut_inputs`` left out means the model's inputs (those
     the outputs need), ``cut_outputs`` left out its outputs. ``inputs`` (an InputSpec or a dict of arrays)
