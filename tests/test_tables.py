@@ -546,3 +546,16 @@ def test_sqnr_line_of_pairs_past_140_db(tmp_path):
     assert m and abs(float(m.group(1)) - want) < 1.0, (line, want)
     blocks = line.split(": ", 1)[1].split("  ", 1)[0]
     assert blocks[0] == "█", blocks  # the exact pair: a full block
+
+
+@pytest.mark.parametrize("width", [16, 20, 25, 30, 40, 50])
+def test_shortened_names_never_read_alike(width):
+    """Names that the parts-first shortening leaves alike are all cut where they differ (the first of a
+    clash kept its ambiguous form: three decoder rows read '/…/attention/MatMul_output_0')."""
+    from onnxprobe.report.names import shorten_names
+
+    names = ([f"/model/encoder/block{b}/layer.{k}/attention/self/query/MatMul_output_0" for b in "AB" for k in range(3)]
+             + [f"/model/decoder/verylongsegmentname_{k}/attention/MatMul_output_0" for k in range(3)])
+    short = shorten_names(names, width)
+    assert len(set(short)) == len(names), short
+    assert all(len(s) <= width for s in short), short

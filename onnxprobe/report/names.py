@@ -90,8 +90,34 @@ def shorten_names(names: list[str], width: int) -> list[str]:
                 inner = [k for k in range(head, len(parts) - tail)]  # where this one differs from the others
                 must = frozenset(inner[:1] + inner[-1:]) if inner else frozenset()
                 short[i] = shorten_path(names[i], width, must)
-    seen: dict[str, str] = {}
-    for i, s in enumerate(short):  # still the same: fall back to both ends of the string
-        if seen.setdefault(s, names[i]) != names[i]:
-            short[i] = middle(names[i], width)
+    readers: dict[str, list[int]] = {}
+    for i, s in enumerate(short):
+        readers.setdefault(s, []).append(i)
+    for ix in readers.values():  # still the same: every name of the clash shows where it differs
+        group = {clean(names[i]) for i in ix}
+        if len(group) > 1:
+            cut = [around_difference(clean(names[i]), group, width) for i in ix]
+            if len(set(cut)) < len(group):  # no window tells them apart: both ends of the string
+                cut = [middle(names[i], width) for i in ix]
+            for i, c in zip(ix, cut):
+                short[i] = c
     return short
+
+
+def around_difference(name: str, group: set[str], width: int) -> str:
+    """``name`` in ``width`` characters from a little before where the names of ``group`` start to differ,
+    its end kept: '…ment_1/attention/MatMul_output_0'."""
+    first = max(len(_prefix(name, other)) for other in group if other != name)  # past its closest sibling
+    start = max(0, first - 8)
+    s = name[start:] if start == 0 else "…" + name[start:]
+    if len(s) <= width or width <= 12:
+        return s if len(s) <= width else s[:width]
+    tail = min(width // 3, len(s))
+    return s[:width - 1 - tail] + "…" + s[-tail:]
+
+
+def _prefix(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
