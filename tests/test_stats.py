@@ -123,3 +123,19 @@ def test_percentiles_of_offset_data_sharing_one_bucket_are_ordered_and_near():
     for q in (0.01, 1, 50, 99, 99.99):
         exact = np.percentile(y, q, method="inverted_cdf")
         assert abs(Histogram.from_array(y).percentile(q, y.min(), y.max()) - exact) <= exact / 32
+
+
+def test_zero_fraction_is_over_the_finite_values_as_the_other_statistics():
+    """[1, nan, inf, -inf, 2, 0]: one zero among three finite values (it was 1/6, over every element,
+    where mean and std are over the finite three); an all-NaN tensor has none to count. Oracle: numpy."""
+    import math
+
+    import numpy as np
+
+    from onnxprobe.stats.tensor_stats import TensorStats
+
+    x = np.array([1, np.nan, np.inf, -np.inf, 2, 0], np.float32)
+    st = TensorStats.from_array(x)
+    finite = x[np.isfinite(x)]
+    assert st.zero_fraction == pytest.approx(float((finite == 0).mean())) and st.count == x.size
+    assert math.isnan(TensorStats.from_array(np.full(4, np.nan, np.float32)).zero_fraction)

@@ -206,7 +206,8 @@ class TensorStats:
 
     @property
     def zero_fraction(self) -> float:
-        return self.zeros / self.count if self.count else math.nan
+        """Zeros over the finite values, as every other statistic (NaN when there is none)."""
+        return self.zeros / self.finite if self.finite else math.nan
 
     @property
     def has_nonfinite(self) -> bool:
