@@ -127,8 +127,12 @@ class Table:
 
     def markdown(self) -> str:
         def cell(s: str) -> str:  # the table's own bars escaped; HTML too: a renderer may pass tags through
-            return (s.replace("\\", "\\\\").replace("|", "\\|").replace("&", "&amp;").replace("<", "&lt;")
-                    .replace(">", "&gt;"))
+            s = (s.replace("\\", "\\\\").replace("|", "\\|").replace("&", "&amp;").replace("<", "&lt;")
+                 .replace(">", "&gt;"))
+            # and Markdown's own syntax, so that a model's names make no link, code or emphasis: [ ] ` * always,
+            # _ where it starts or ends a word (conv1_out stays as it reads; __init__ is not bold)
+            s = re.sub(r"([\[\]`*])", r"\\\1", s)
+            return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", s)
 
         lines = ["| " + " | ".join(cell(c.header or c.key) for c in self.columns) + " |",
                  "|" + "|".join("---:" if c.justify == "right" else "---" for c in self.columns) + "|"]
