@@ -297,6 +297,7 @@ def _cases() -> list[Case]:
         Case("int_range_empty", lambda d: ["layers", sample("mlp"), "--int-range", "5:5"], (2,), "LOW must be below HIGH"),
         Case("int_range_garbage", lambda d: ["layers", sample("mlp"), "--int-range", "a:b"], (2,), "--int-range"),
         Case("unknown_input", lambda d: ["layers", sample("mlp"), "--input", "nope=1"], (2,), "unknown input name"),
+        Case("input_twice", lambda d: ["layers", sample("mlp"), "--input", "x=1", "--input", "x=2"], (2,), "given twice"),
         Case("wrong_dtype_file", lambda d: ["layers", sample("mlp"), "--input", f"x={_npy(d, 'x', (4, 16), np.int32)}"], (2,), "dtype"),
         Case("wrong_rank_file", lambda d: ["layers", sample("mlp"), "--input", f"x={_npy(d, 'x', (16,))}"], (2,), "rank"),
         Case("range_reversed", lambda d: ["layers", sample("cnn"), "--range", "5:2"], (2,), "reversed"),

@@ -127,6 +127,8 @@ def parse_input_files(items: list[str] | None) -> dict[str, str]:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             raise UsageError(f"--input {clean(item)!r}: expected NAME=FILE (.npy or .pb) or NAME=VALUE (a number or JSON list)")
+        if out.get(name, path) != path:  # as --shape: the last one silently won
+            raise UsageError(f"--input {clean(name)}: given twice ({clean(out[name])!r} and {clean(path)!r}); give one")
         out[name] = path
     return out
 
