@@ -324,3 +324,11 @@ def test_a_tensor_named_by_spaces_can_be_cut_at(tmp_path):
     v = np.array([-1.5, 0.0, 2.0], np.float32)
     (y,) = ort.InferenceSession(out.read_bytes(), providers=["CPUExecutionProvider"]).run(None, {" ": v})
     assert y.tolist() == (-v).tolist()
+
+
+@pytest.mark.parametrize("args", [["--from", "x", "--to", "x"], ["--to", "x"]])
+def test_a_cut_with_no_node_is_refused(args, tmp_path):
+    """--from x --to x wrote a model of no node (input x is output x); the reversed pair was refused."""
+    out = tmp_path / "cut.onnx"
+    r = CliRunner().invoke(app, ["extract", str(sample_path("mlp")), "-o", str(out), *args])
+    assert r.exit_code == 2 and "no node lies between them" in r.output and not out.exists(), r.output

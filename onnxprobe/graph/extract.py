@@ -120,6 +120,9 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
         raise UsageError(_upstream_message(g, ins, outs) or _leak_message(model, cut_set, outs, nodes, list(reached)))
     if default_inputs:
         ins = [i for i in ins if i in seen]
+    if not nodes:  # every --to is a --from (or a graph input): a model of no node, which computes nothing
+        raise UsageError(f"--to {', '.join(repr(o) for o in outs)}: {'is' if len(outs) == 1 else 'are'} among the cut's inputs, "
+                         "so no node lies between them: give a --to computed from the --from tensors")
     unused = [i for i in ins if i not in seen]
     return Cut(ins, outs, sorted(nodes), list(used_inits), unused)
 
