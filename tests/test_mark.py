@@ -322,3 +322,25 @@ def test_an_input_that_fails_the_checker_is_copied_with_a_note(tmp_path):
     assert "onnx.checker rejects it, as it rejects the input model" in r.stderr
     got = run_plain(tmp_path / "out.onnx", {"x": np.array([-1, 2], np.float32)})
     np.testing.assert_array_equal(got["r"], [0, 2])
+
+
+def test_mark_that_adds_nothing_it_was_asked_for_is_an_error(tmp_path):
+    """A custom op's output, which neither shape inference nor a run can type, is all --all could add:
+    nothing was marked and the command wrote a copy of the model and exited 0; now one line and no file.
+    A selection of model outputs alone (nothing to add) still writes."""
+    from onnx import TensorProto, helper
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    g = helper.make_graph([helper.make_node("MyOp", ["x"], ["t"], domain="my.domain", name="c"),
+                           helper.make_node("Relu", ["t"], ["y"], name="r")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    p = tmp_path / "custom.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("my.domain", 1)]), p)
+    out = tmp_path / "marked.onnx"
+    r = CliRunner().invoke(app, ["mark", str(p), "-o", str(out), "--all"])
+    assert r.exit_code == 1 and "could be marked" in r.stderr and "t" in r.stderr and not out.exists(), r.output
+    r = CliRunner().invoke(app, ["mark", str(p), "-o", str(out), "--name", "y"])
+    assert r.exit_code == 0 and out.exists(), r.output

@@ -197,6 +197,10 @@ def mark(
             marked = [m for m in marked if m.output not in set(failed)]
             notes.append(f"{len(failed)} tensor(s) left out: neither shape inference nor the run (an If branch that did "
                          "not run, or a failed run) tells their type: " + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else ""))
+    if refs and not any(m.added for m in marked) and len(marked) < len(refs):
+        # asked for, and none of what is not an output already could be added: no file that reads as marked
+        raise ModelError(f"none of the {len(refs) - len(marked)} selected tensor(s) that are not model outputs could be "
+                         "marked as an output" + (f": {notes[-1]}" if notes else ""))
     model = record(model, marked)
     written = _write_checked(model, lazy, out, path, notes)
     types = all_types(model)
