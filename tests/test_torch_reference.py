@@ -543,3 +543,18 @@ def test_bfloat16_tensors_cross_between_torch_and_numpy():
     back = from_numpy(a)
     assert back.dtype == torch.bfloat16 and torch.equal(back, t)
     assert from_numpy(np.ones(2, np.float32)).dtype == torch.float32
+
+
+def test_a_flag_naming_one_threshold_keeps_the_defaults_other(exports):
+    """--atol alone against a torch export keeps the export default's rtol (1e-4): the generic 1e-3 took
+    its place. A full criterion from the API stays as given; another metric stays itself."""
+    from onnxprobe.api.torch import EXPORT_TOLERANCE
+
+    t = api.Tolerance.from_flags(atol=1.0).over(EXPORT_TOLERANCE)
+    assert (t.metric, t.atol, t.rtol) == ("allclose", 1.0, EXPORT_TOLERANCE.rtol) and "--atol given" in t.why
+    full = api.Tolerance(atol=1.0)
+    assert full.over(EXPORT_TOLERANCE) is full
+    sq = api.Tolerance.from_flags(min_sqnr=20.0)
+    assert sq.over(EXPORT_TOLERANCE) is sq
+    res = api.diff(exports("tanhmlp", "legacy"), vs_torch=spec("tanhmlp"), tolerance=api.Tolerance.from_flags(atol=1.0))
+    assert all(r.tolerance.rtol == EXPORT_TOLERANCE.rtol for r in res.results if r.tolerance is not None)

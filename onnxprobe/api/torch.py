@@ -83,6 +83,11 @@ def _inputs(model: Model, inputs: InputSpec | None, example_args: tuple | None) 
     return InputSpec(seed=base.seed, int_range=base.int_range, arrays=arrays, arrays_from="the example arguments")
 
 
+def _tolerance(given: Tolerance | None, default: Tolerance) -> Tolerance:
+    """The criterion: the ``default`` one, with what flags named of it (``Tolerance.over``)."""
+    return given.over(default) if given else default
+
+
 def _default_tolerance(model: Model) -> Tolerance:
     half = {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
     outs = [o.type.tensor_type.elem_type for o in model.proto.graph.output if o.type.HasField("tensor_type")]
@@ -162,7 +167,7 @@ def diff_torch(
     try:
         tp = _torch_pairing(a_model, side_a, mod, fs, max_memory)
         matcher = _filtered(tp.matcher({p for p, _ in mod.named_modules()}), _keep(a_model, selection), "module")
-        res = _diff(side_a, tp.side, fs.values, Selection(all=True), tolerance or _default_tolerance(a_model),
+        res = _diff(side_a, tp.side, fs.values, Selection(all=True), _tolerance(tolerance, _default_tolerance(a_model)),
                     per_tensor, user_map, introduced=introduced, max_memory=max_memory, progress=progress, pair=matcher)
     except ExecutionError as e:
         raise fs.explained(e) from e
@@ -225,7 +230,7 @@ def diff_grad_torch(
     side_b = Side("torch", a_model, runner, Observation([p.b for p in matching.pairs] + [u.obs for u in matching.unmatched_b]))
     matcher = _filtered(lambda *_: matching, _keep(a_model, selection), "module or parameter")
     try:
-        res = _diff(side_a, side_b, fs.values, Selection(all=True), tolerance or GRAD_TOLERANCE, per_tensor, None,
+        res = _diff(side_a, side_b, fs.values, Selection(all=True), _tolerance(tolerance, GRAD_TOLERANCE), per_tensor, None,
                     introduced=False, max_memory=max_memory, progress=progress, pair=matcher)
     except ExecutionError as e:
         raise fs.explained(e) from e

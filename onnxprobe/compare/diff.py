@@ -263,7 +263,7 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
             reject=None, pair=None, fuse: bool = True, profile: bool = False) -> DiffPlan:
     """What is compared, the same for every input: the matching, the pairs the selection reports, the
     criterion, how the pairs are measured (``diff`` explains the arguments)."""
-    tolerance = tolerance or default_tolerance(a, b)
+    tolerance = tolerance.over(default_tolerance(a, b)) if tolerance else default_tolerance(a, b)
     if a.runner.takes_feeds and b.runner.takes_feeds:
         check_same_inputs(a.model.proto, b.model.proto)
     matching = (pair or match)(a.observation.observables, b.observation.observables, user_map)

@@ -20,7 +20,7 @@ never exact and never passes a criterion (``compare.diff.finish`` says why it wa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -146,6 +146,7 @@ class Tolerance:
     min_cosine: float = 0.999
     why: str = ""  # why this criterion, when it is a default chosen for what is compared
     abs_floor: float | None = None  # sqnr only: a pair whose max|a-b| is at most this passes too (near-silent tensors)
+    given: tuple[str, ...] = field(default=(), compare=False)  # the thresholds flags named (from_flags); see over()
 
     def __post_init__(self) -> None:
         # checked when made: an unknown metric or a negative threshold would otherwise surface at the first
@@ -196,9 +197,21 @@ class Tolerance:
             raise UsageError(f"--min-cosine {min_cosine}: a cosine similarity is at most 1; give a threshold in [0, 1], e.g. 0.999")
         if min_sqnr is not None and not math.isfinite(min_sqnr):
             raise UsageError(f"--min-sqnr {min_sqnr}: give a finite number of dB")
+        given = tuple(k for k, v in (("atol", atol), ("rtol", rtol), ("min_sqnr", min_sqnr), ("min_cosine", min_cosine))
+                      if v is not None)
         return cls(metric or "allclose", DEFAULTS["atol"] if atol is None else atol, DEFAULTS["rtol"] if rtol is None else rtol,
                    DEFAULTS["min_sqnr"] if min_sqnr is None else min_sqnr,
-                   DEFAULTS["min_cosine"] if min_cosine is None else min_cosine)
+                   DEFAULTS["min_cosine"] if min_cosine is None else min_cosine, given=given)
+
+    def over(self, default: "Tolerance") -> "Tolerance":
+        """This criterion where flags named only some thresholds of the ``default`` one's metric: the default
+        with those thresholds replaced (--atol 1 against a torch export keeps its rtol 1e-4, where the
+        generic 1e-3 took its place); a full criterion (the API's), or another metric, as it is."""
+        if not self.given or self.metric != default.metric:
+            return self
+        named = ", ".join(f"--{k.replace('_', '-')}" for k in self.given)
+        return replace(default, **{k: getattr(self, k) for k in self.given}, given=(),
+                       why=f"{named} given; the rest {default.why.split(';')[0]}" if default.why else "")
 
     def to_dict(self) -> dict:
         d = {"metric": self.metric, "atol": self.atol, "rtol": self.rtol, "min_sqnr": self.min_sqnr,
