@@ -175,6 +175,12 @@ def test_wrt_keeps_only_those_gradients(tmp_path):
     res = api.diff_grad(_perturbed(tmp_path), sample_path("mlp"), api.GradSpec(wrt=("fc1.*",)),
                         selection=api.Selection(all=True))
     assert {r.pair.b.name for r in res.results} == {"fc1.weight_grad", "fc1.bias_grad"}
+    # a pattern that names nothing is refused, as grad refuses it (it was ignored beside one that matched)
+    from onnxprobe.errors import UsageError
+
+    with pytest.raises(UsageError, match="--wrt 'bogus'"):
+        api.diff_grad(_perturbed(tmp_path), sample_path("mlp"), api.GradSpec(wrt=("fc1.*", "bogus")),
+                      selection=api.Selection(all=True))
 
 
 def test_cli_verdict_and_json(tmp_path):

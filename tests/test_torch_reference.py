@@ -558,3 +558,11 @@ def test_a_flag_naming_one_threshold_keeps_the_defaults_other(exports):
     assert sq.over(EXPORT_TOLERANCE) is sq
     res = api.diff(exports("tanhmlp", "legacy"), vs_torch=spec("tanhmlp"), tolerance=api.Tolerance.from_flags(atol=1.0))
     assert all(r.tolerance.rtol == EXPORT_TOLERANCE.rtol for r in res.results if r.tolerance is not None)
+
+
+def test_a_wrt_pattern_naming_nothing_is_refused(exports):
+    """diff --grad --vs-torch --wrt bogus beside one that matches: refused, as grad refuses it (ignored)."""
+    with pytest.raises(UsageError, match="--wrt 'bogus'"):
+        api.diff_grad_torch(exports("tanhmlp", "legacy"), spec("tanhmlp"), api.GradSpec(wrt=("fc1.weight", "bogus")))
+    res = api.diff_grad_torch(exports("tanhmlp", "legacy"), spec("tanhmlp"), api.GradSpec(wrt=("fc1.weight",)))
+    assert [r.pair.b.name for r in res.results] == ["fc1.weight"]

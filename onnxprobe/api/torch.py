@@ -270,6 +270,11 @@ def _keep_wrt(side_a: Side, matching: Matching, wrt: tuple[str, ...]) -> None:
     def wanted(names: list[str]) -> bool:
         return any(matches(n, pat) for n in names for pat in wrt)
 
+    every = ([n for p in matching.pairs for n in ours(p.a) + p.b.name.split("+")] + [n for u in matching.unmatched_a for n in ours(u.obs)]
+             + [n for u in matching.unmatched_b for n in u.obs.name.split("+")])
+    idle = next((pat for pat in wrt if not any(matches(n, pat) for n in every)), None)
+    if idle is not None:  # as grad: a pattern that names nothing is a mistake, not a filter to ignore
+        raise UsageError(f"--wrt {idle!r}: no gradient matches it (by its ONNX name or its torch name)")
     matching.pairs[:] = [p for p in matching.pairs if wanted(ours(p.a) + p.b.name.split("+"))]
     matching.unmatched_a[:] = [u for u in matching.unmatched_a if wanted(ours(u.obs))]
     matching.unmatched_b[:] = [u for u in matching.unmatched_b if wanted(u.obs.name.split("+"))]

@@ -192,10 +192,16 @@ def folded_weights(a: onnx.ModelProto, b: onnx.ModelProto):
 def keep_wrt(sides: list[Side], wrt: tuple[str, ...]) -> None:
     """Keep the gradients of the forward tensors that ``wrt`` (names or globs) names, on each side; the
     first side is model A, of which at least one must match."""
-    def wanted(o) -> bool:
-        names = [f for f in (forward_name(o.name), forward_name(o.key)) if f]
-        return any(matches(n, pat) for n in names for pat in wrt)
+    def names(o) -> list[str]:
+        return [f for f in (forward_name(o.name), forward_name(o.key)) if f]
 
+    def wanted(o) -> bool:
+        return any(matches(n, pat) for n in names(o) for pat in wrt)
+
+    every = [n for side in sides for o in side.observation.observables for n in names(o)]
+    idle = next((pat for pat in wrt if not any(matches(n, pat) for n in every)), None)
+    if idle is not None:  # as grad: a pattern that names nothing is a mistake, not a filter to ignore
+        raise UsageError(f"--wrt {idle!r}: no gradient of either model matches it (a weight, input or node output name)")
     for side in sides:
         side.observation = Observation([o for o in side.observation.observables if wanted(o)], [], side.observation.hidden)
     if not sides[0].observation.observables:
