@@ -394,3 +394,14 @@ def test_float64_sums_past_its_range_merge_as_unknown(tmp_path):
     both = np.concatenate(xs)
     assert t["min"] == both.min() and t["max"] == both.max() and t["count"] == 6
     assert t["mean"] is None and t["std"] is None
+
+
+def test_merge_refuses_shards_of_another_runtime(tmp_path):
+    """Shards run on onnxruntime and on onnx.reference merged into one report (its footer read "runtime
+    onnxruntime, onnx.reference"): refused, naming the runtime."""
+    batches = _batches(4)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "s", batches[:2]), "--json", a)
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "t", batches[2:]), "--runtime", "reference", "--json", b)
+    r = runner.invoke(app, ["merge-stats", str(a), str(b)])
+    assert r.exit_code == 2 and "another runtime" in r.stderr, r.output

@@ -19,7 +19,7 @@ from onnxprobe.stats.moments import Moments
 
 DATASET_SCHEMA = 3
 MAX_REPORT_BYTES = 512 * 2**20
-IDENTITY = ("schema_version", "onnxprobe_version", "model_id", "selection")
+IDENTITY = ("schema_version", "onnxprobe_version", "model_id", "selection", "runtime")  # devices, opt levels: listed
 TEXT_FIELDS = ("onnxprobe_version", "model_id", "selection")
 
 
@@ -102,7 +102,8 @@ def _merged_shape(shapes: list) -> list | None:
 WHAT = {"model_id": "a different model (or other weights)", "selection": "another selection of tensors",
         "onnxprobe_version": "another onnxprobe version", "schema_version": "another report schema",
         "dataset_schema": "another report schema", "sides": "other runtimes, devices or opt levels",
-        "criterion": "another pass/fail criterion", "measured": "another kind of measurement"}
+        "criterion": "another pass/fail criterion", "measured": "another kind of measurement",
+        "runtime": "another runtime", "device": "another device", "opt_level": "another opt level"}
 
 
 def check_identity(reports: list[dict], keys: tuple[str, ...]) -> None:
@@ -115,7 +116,7 @@ def check_identity(reports: list[dict], keys: tuple[str, ...]) -> None:
             if r.get(k) != first.get(k):
                 short = (lambda v: str(v)[:12] + "…" if k == "model_id" else str(v))
                 raise UsageError(f"{r['_path']}: describes {WHAT[k]} than {first['_path']} ({k} {short(r.get(k))!r} vs "
-                                 f"{short(first.get(k))!r}); shards to merge come from the same models, selection and "
+                                 f"{short(first.get(k))!r}); shards to merge come from the same models, selection, runtime and "
                                  "onnxprobe")
 
 
