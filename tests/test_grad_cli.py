@@ -401,3 +401,20 @@ def test_the_api_says_what_the_command_says_of_body_tensors_and_checks(tmp_path)
     assert any("inside If/Loop/Scan bodies" in n for n in rd.notes)
     c = api.grad(sample_path("cnn"), check=True)
     assert c.checked == sum(1 for row in c.rows if row.check is not None) > 0 and c.failed_checks == []
+
+
+def test_check_with_a_nan_loss_says_it_could_not_check(tmp_path):
+    """A NaN in the input makes the loss NaN: every finite difference is NaN, and the check reported
+    "10 failed"; it says it could not check (a note), and exits 1 as a check that compared nothing."""
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from conftest import sample_path
+    from onnxprobe.cli.main import app
+
+    x = np.random.default_rng(0).random((4, 16)).astype(np.float32)
+    x[0, 0] = np.nan
+    np.save(tmp_path / "x.npy", x)
+    r = CliRunner().invoke(app, ["grad", str(sample_path("mlp")), "--check", "--input", f"x={tmp_path / 'x.npy'}"])
+    assert r.exit_code == 1 and "cannot check the gradients" in r.stderr and "checked nothing" in r.stderr, r.output
+    assert "failed the finite-difference check" not in r.stderr

@@ -150,7 +150,10 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
             saved[name] = result.arrays[ref.name]
     notes = list(fs.notes) + [n for n in result.notes if n not in fs.notes] + body_left_out(model, selection, rows)
     res = GradResult(gp, rows, loss, result.info, notes, saved if (save or check) else {})
-    if check:
+    if check and not np.isfinite(loss):  # every difference of a NaN or Inf loss is one: nothing can be checked
+        res.notes.append(f"the loss is {loss} on these inputs: finite differences cannot check the gradients (give "
+                         "inputs with a finite loss)")
+    elif check:
         values = {a.name: result.arrays[a.name] for a in acts if a.name in result.arrays}
         res.check_mode = grad_check(model, gp, feed, res, device=result.info.device, seed=(inputs or InputSpec()).seed,
                                     values=values, progress=progress)
