@@ -566,3 +566,22 @@ def test_a_wrt_pattern_naming_nothing_is_refused(exports):
         api.diff_grad_torch(exports("tanhmlp", "legacy"), spec("tanhmlp"), api.GradSpec(wrt=("fc1.weight", "bogus")))
     res = api.diff_grad_torch(exports("tanhmlp", "legacy"), spec("tanhmlp"), api.GradSpec(wrt=("fc1.weight",)))
     assert [r.pair.b.name for r in res.results] == ["fc1.weight"]
+
+
+def test_a_float16_export_gets_float16_gradient_defaults(tmp_path):
+    """The gradient check of a float16 export used float32's criterion (0.0001 + 0.001|b|) and failed on
+    float16 rounding; its forward diff had the float16 one already."""
+    from onnx import TensorProto, helper
+
+    from onnxprobe.api.torch import GRAD_TOLERANCE, HALF_GRAD_TOLERANCE, HALF_TOLERANCE, _default_tolerance
+
+    for elem, want, want_grad in ((TensorProto.FLOAT16, HALF_TOLERANCE, HALF_GRAD_TOLERANCE),
+                                  (TensorProto.FLOAT, None, GRAD_TOLERANCE)):
+        g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", elem, [2])],
+                              [helper.make_tensor_value_info("y", elem, [2])])
+        p = tmp_path / f"m{elem}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+        m = api.load(p)
+        assert _default_tolerance(m, grads=True) is want_grad
+        if want is not None:
+            assert _default_tolerance(m) is want

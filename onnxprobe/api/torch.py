@@ -51,6 +51,9 @@ HALF_TOLERANCE = Tolerance(atol=1e-2, rtol=1e-2, why="the default for a float16 
 # gradients sum over the batch and the positions: their float32 rounding grows with those sizes
 GRAD_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-3, why="the default for gradients against torch autograd; "
                                                       "--metric, --atol, --rtol change it")
+# float16 gradients: a float16 weight's gradient rounds at 1e-3 of itself, summed over the batch
+HALF_GRAD_TOLERANCE = Tolerance(atol=1e-2, rtol=1e-2, why="the default for the gradients of a float16 export against "
+                                                           "torch autograd; --metric, --atol, --rtol change it")
 
 
 def torch_module(module) -> tuple[object, tuple | None]:
@@ -88,10 +91,13 @@ def _tolerance(given: Tolerance | None, default: Tolerance) -> Tolerance:
     return given.over(default) if given else default
 
 
-def _default_tolerance(model: Model) -> Tolerance:
+def _default_tolerance(model: Model, grads: bool = False) -> Tolerance:
+    """The export's default criterion (``grads``: of its gradients): looser for a float16 export."""
     half = {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
     outs = [o.type.tensor_type.elem_type for o in model.proto.graph.output if o.type.HasField("tensor_type")]
-    return HALF_TOLERANCE if outs and all(t in half for t in outs) else EXPORT_TOLERANCE
+    if outs and all(t in half for t in outs):
+        return HALF_GRAD_TOLERANCE if grads else HALF_TOLERANCE
+    return GRAD_TOLERANCE if grads else EXPORT_TOLERANCE
 
 
 def _keep(model: Model, selection: Selection | None):
@@ -230,7 +236,7 @@ def diff_grad_torch(
     side_b = Side("torch", a_model, runner, Observation([p.b for p in matching.pairs] + [u.obs for u in matching.unmatched_b]))
     matcher = _filtered(lambda *_: matching, _keep(a_model, selection), "module or parameter")
     try:
-        res = _diff(side_a, side_b, fs.values, Selection(all=True), _tolerance(tolerance, GRAD_TOLERANCE), per_tensor, None,
+        res = _diff(side_a, side_b, fs.values, Selection(all=True), _tolerance(tolerance, _default_tolerance(a_model, grads=True)), per_tensor, None,
                     introduced=False, max_memory=max_memory, progress=progress, pair=matcher)
     except ExecutionError as e:
         raise fs.explained(e) from e
