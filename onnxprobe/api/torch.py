@@ -345,12 +345,13 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
 def capture_torch(a: Model | str | os.PathLike, module, *, example_args: tuple | None = None,
                   inputs: InputSpec | None = None) -> dict[str, np.ndarray]:
     """torch's values keyed by the ONNX tensor names they stand for (``{onnx tensor: ndarray}``, the
-    model outputs included), from one forward pass: what ``diff --vs-npz`` reads, with the right keys."""
+    model outputs included), from one forward pass, and the model inputs it ran on (under their ONNX
+    names): what ``diff --vs-npz`` reads, with the right keys, A then running on the same inputs."""
     a_model, mod, fs, _ = _prepare(a, module, example_args, inputs, None)
     runner = TorchRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], "torch")
     tp = pair_with_module(a_model, observe(a_model.proto), runner, fs.values)
     got = runner.values([p.b.probe for p in tp.pairs], fs.values)
-    return {p.a.name: got[p.b.probe] for p in tp.pairs if p.b.probe in got}
+    return {**{k: np.asarray(v) for k, v in fs.values.items()}, **{p.a.name: got[p.b.probe] for p in tp.pairs if p.b.probe in got}}
 
 
 def export_and_diff(module, example_args: tuple, *, dynamo: bool = True, path: str | os.PathLike | None = None,
