@@ -575,3 +575,11 @@ def test_markdown_cells_escape_markdowns_own_syntax(tmp_path):
     out = run(["layers", p, "--all", "--format", "markdown"])
     for want in ("\\[link\\](http://x)", "\\_\\_init\\_\\_", "\\`code\\`", "a\\*b\\*", "| conv1_out |"):
         assert want in out, (want, out)
+
+
+@pytest.mark.parametrize("view", [["--wide"], ["--format", "markdown"]])
+def test_body_rows_keep_their_mark_in_every_view(view):
+    """Rows of tensors inside an If/Loop/Scan body (statistics over every iteration) read '↳ node' in the
+    table; --wide and markdown dropped the mark, so they read as main-graph rows."""
+    out = run(["layers", sample_path("control_flow"), "--all", "--input", "n=2", "--input", "cond=true", *view])
+    assert "↳ branch/then/relu" in out and "↳ branch" not in out.replace("↳ branch/", ""), out

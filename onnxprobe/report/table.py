@@ -153,8 +153,11 @@ class Table:
     # --- layout ------------------------------------------------------------------------------------------
 
     def _full(self) -> list[list[str]]:
-        """Cells with the name columns whole (``--wide``)."""
-        return [[clean(v) if c.name and isinstance(v, str) else s for c, s, v in zip(self.columns, r.cells, r.values)]
+        """Cells with the name columns whole (``--wide``, markdown), a body's mark ("↳ ") kept."""
+        def whole(s: str, v: str) -> str:
+            return ("↳ " if s.startswith("↳ ") and not v.startswith("↳ ") else "") + clean(v)
+
+        return [[whole(s, v) if c.name and isinstance(v, str) else s for c, s, v in zip(self.columns, r.cells, r.values)]
                 for r in self.rows]
 
     def lines(self, width: int) -> list[tuple[str, str | None]]:
