@@ -583,3 +583,25 @@ def test_body_rows_keep_their_mark_in_every_view(view):
     table; --wide and markdown dropped the mark, so they read as main-graph rows."""
     out = run(["layers", sample_path("control_flow"), "--all", "--input", "n=2", "--input", "cond=true", *view])
     assert "↳ branch/then/relu" in out and "↳ branch" not in out.replace("↳ branch/", ""), out
+
+
+@pytest.mark.parametrize("dtype, values", [("int16", [32767, -32768, 5]), ("int32", [2**31 - 1, -2**31]),
+                                           ("uint32", [2**32 - 1, 0]), ("uint8", [255, 0, 7])])
+def test_integer_extremes_read_as_the_integers_they_are(dtype, values, tmp_path):
+    """An int16 tensor at its limits read min -3.277e+04, max 3.277e+04: a saturation check could not see
+    32767. The table shows integer extremes whole (where float64 holds them); dtypes abbreviate alike.
+    Oracle: numpy's min and max."""
+    import numpy as np
+    from onnx import helper
+
+    x = np.array(values, dtype)
+    tp = helper.np_dtype_to_tensor_dtype(x.dtype)
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="n")], "g",
+                          [helper.make_tensor_value_info("x", tp, [x.size])], [helper.make_tensor_value_info("y", tp, None)])
+    p = tmp_path / "int.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), p)
+    np.save(tmp_path / "x.npy", x)
+    out = run(["layers", p, "--all", "--input", f"x={tmp_path / 'x.npy'}"])
+    row = [ln for ln in out.splitlines() if ln.lstrip().startswith("0 ")][0].split()
+    assert row[6] == str(int(x.min())) and row[7] == str(int(x.max())), row
+    assert row[5] == {"int16": "i16", "int32": "i32", "uint32": "u32", "uint8": "u8"}[dtype], row

@@ -91,7 +91,8 @@ OP_ABBREVIATIONS = {
     "MultiHeadAttention": "MHA", "GroupQueryAttention": "GQA", "ConstantOfShape": "ConstOfShape",
 }
 DTYPE_ABBREVIATIONS = {"float32": "f32", "float16": "f16", "float64": "f64", "bfloat16": "bf16", "int64": "i64",
-                       "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "uint16": "u16", "bool": "bool"}
+                       "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "uint16": "u16", "uint32": "u32",
+                       "uint64": "u64", "bool": "bool"}
 
 
 def op(name: str, width: int = 0) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.text import Text
 
 from onnxprobe import __version__
@@ -88,6 +90,18 @@ def dataset_dict(res) -> dict:
 SEPARATORS = tuple("_/.:-")
 
 
+def _integer(dt) -> bool:
+    return isinstance(dt, str) and (dt.startswith(("int", "uint")) or dt == "bool")
+
+
+def exact_int(v) -> str:
+    """An integer tensor's extreme as the integer it is, where float64 holds it exactly (|v| < 2**53); the
+    digits of ``num`` beyond that (int64's limits are not exact in the float64 statistics)."""
+    if isinstance(v, (int, float)) and math.isfinite(v) and float(v).is_integer() and abs(v) < 2 ** 53:
+        return str(int(v))
+    return num(v)
+
+
 def _cells(r: dict) -> tuple[list[str], list]:
     node = r["node"] if not r["scope"] else f"↳ {r['node']}"  # inside an If/Loop/Scan body (JSON has the scope)
     tensor = r["name"]
@@ -97,11 +111,12 @@ def _cells(r: dict) -> tuple[list[str], list]:
         tensor = "…" + tensor[len(r["node"]):]
     ran = bool(r.get("count"))
     digits = spread_digits(r.get("min"), r.get("max"))  # min, max and mean told apart on offset data
+    extreme = (lambda v: exact_int(v) if _integer(r.get("dtype")) else num(v, digits))  # 32767, not 3.277e+04
     cells = [
         str(r["index"]), node, op(r["op_type"]), tensor, shape(r["shape"]), dtype(r["dtype"]),
-        num(r.get("min"), digits) if ran else (no_values(r.get("shape")) if r.get("count") == 0 else
-                                               "not observed" if r.get("not_observed") else "-"),
-        num(r.get("max"), digits) if ran else "-", num(r.get("mean"), digits), num(r.get("std")),
+        extreme(r.get("min")) if ran else (no_values(r.get("shape")) if r.get("count") == 0 else
+                                           "not observed" if r.get("not_observed") else "-"),
+        extreme(r.get("max")) if ran else "-", num(r.get("mean"), digits), num(r.get("std")),
         str(r.get("nan", "-")), str(r.get("inf", "-")),
     ]
     values = [r["index"], r["node"], r["op_type"], r["name"], r["shape"], r["dtype"], r.get("min"), r.get("max"),
