@@ -86,7 +86,7 @@ def stats_line(s: TensorStats | None, compact: bool = False) -> Text:
     digits = spread_digits(s.min, s.max)  # min, max and mean told apart on offset data, as in the layers table
     value = (lambda v, d=digits: num(v, d) if s.finite and v is not None and math.isfinite(v) else "-")
     parts = [("count", str(s.count)), ("min", value(s.min)), ("max", value(s.max)), ("mean", value(s.mean)),
-             ("std", value(s.std, 4)), ("abs_mean", value(s.abs_mean)), ("zeros", f"{num(s.zero_fraction * 100, 3)}%")]
+             ("std", value(s.std, 4)), ("abs_mean", value(s.abs_mean)), ("zeros", f"{num(s.zero_fraction * 100, 3)}%" if math.isfinite(s.zero_fraction) else "-")]
     if compact:
         parts = parts[1:5]
     for i, (k, v) in enumerate(parts):
