@@ -26,7 +26,7 @@ def test_float16_tensors_past_its_range_are_named(tmp_path):
     x = np.linspace(-4, 4, 1024 * 512, dtype=np.float32).reshape(1024, 512)
     r = api.layers(fp16_overflow(tmp_path / "m.onnx"), api.Selection(all=True), api.RunConfig(device="cpu", cache=False),
                    api.InputSpec(arrays={"x": x}))
-    (note,) = [n for n in r.notes if "float16" in n]
+    (note,) = [n for n in r.notes if "float16 ops" in n]
     st = r.stats["ovf"]
     assert st.max > 65504 or st.inf > 0
     if st.max > 65504:  # onnxruntime skipped the rounding: the note names the tensor
@@ -52,7 +52,35 @@ def test_the_note_is_given_once_when_some_tensors_are_summarised_again(tmp_path)
     onnx.save(m, tmp_path / "m.onnx")
     r = api.layers(str(tmp_path / "m.onnx"), api.Selection(all=True), api.RunConfig(device="cpu", cache=False),
                    api.InputSpec(arrays={"x": x}))
-    notes = [n for n in r.notes if "float16" in n]
+    notes = [n for n in r.notes if "float16 ops" in n]
     assert len(notes) == 1 and "of 3 float16 tensor(s)" in notes[0], notes
     with np.errstate(over="ignore"):
         assert r.stats["a"].inf == int(np.isinf(x + x).sum())
+
+
+def test_a_probe_that_changes_the_models_output_is_said(tmp_path):
+    """x (float16) + 3000, cast to int64, squared: plain, onnxruntime's CPU provider keeps the sum in float32
+    (68504 for 65504); probed, the float16 sum is a graph output, rounds to Inf, and the cast gives another
+    value. The statistics are of the probed run: a note says the output changed, by name, and only then.
+    Oracle: onnxruntime's plain run of the model."""
+    import onnxruntime as ort
+
+    g = helper.make_graph([helper.make_node("Add", ["x", "k"], ["xo"], name="addk"),
+                           helper.make_node("Cast", ["xo"], ["xi"], name="toint", to=TensorProto.INT64),
+                           helper.make_node("Mul", ["xi", "xi"], ["sq"], name="sq")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [3])],
+                          [helper.make_tensor_value_info("sq", TensorProto.INT64, [3])],
+                          [numpy_helper.from_array(np.array(3000, np.float16), "k")])
+    p = tmp_path / "h16.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), p)
+    x = np.array([65504, -1000, 2], np.float16)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    (plain,) = ort.InferenceSession(str(p), so, providers=["CPUExecutionProvider"]).run(["sq"], {"x": x})
+    cfg = api.RunConfig(device="cpu", cache=False)
+    r = api.layers(str(p), api.Selection(all=True), cfg, api.InputSpec(arrays={"x": x}))
+    if r.stats["sq"].max != float(plain.max()):  # the probe changed what onnxruntime computes: said
+        assert any("probing changed the model's output sq" in n for n in r.notes), r.notes
+    one = api.layers(str(p), api.Selection(ops=("Mul",)), cfg, api.InputSpec(arrays={"x": x}))
+    assert one.stats["sq"].max == float(plain.max())
+    assert not any("probing changed" in n for n in one.notes)

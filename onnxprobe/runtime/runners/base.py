@@ -66,6 +66,11 @@ class Runner(ABC):
         if text not in self.notes:
             self.notes.append(text)
 
+    def check_outputs(self, probes: list[Probe], model: onnx.ModelProto, feeds: dict, got: dict) -> None:
+        """Where exposing tensors can change what the runtime computes (its reduced-precision rounding moves
+        with the graph's outputs): a note when the probed run's model outputs ``got`` differ from a plain
+        run's. None by default: a runtime that computes what the graph says needs no second run."""
+
     def unobservable(self, names: list[str]) -> dict[str, str]:
         """The names among ``names`` this runner cannot return, with the reason."""
         return {}
@@ -380,6 +385,8 @@ class GraphRunner(Runner):
         read_host_refs(host_refs, feeds, base, st, shp, arrays, stats=stats, shapes=shapes, raw=raw)
         if stats and check:
             self.check_statistics(plan.probes, st)
+            if outputs:
+                self.check_outputs(plan.probes, base, feeds, {o.name: out[o.name] for o in base.graph.output if o.name in out})
         probes = list(plan.probes) + [Probe(ref=r) for r in host_refs]
         if order is not None:
             rank = {n: k for k, n in enumerate(order)}

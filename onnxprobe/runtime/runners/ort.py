@@ -51,6 +51,29 @@ class OrtRunner(GraphRunner):
             text += f"; {len(over)} exceed float16's ±65504 (Inf in float16): {', '.join(over[:3])}{' …' if len(over) > 3 else ''}"
         self.note(text)
 
+    def check_outputs(self, probes, model, feeds: dict, got: dict) -> None:
+        """On the CPU, a probed float16 tensor becomes a graph output, which onnxruntime must round to float16
+        where it otherwise kept float32 between ops (``check_statistics``): the model's outputs can change
+        (QA: 68504 cast to int64 became INT64_MIN, once the float16 tensor was probed). One plain run tells:
+        a note names the outputs that differ. Only for models with probed float16 tensors (a second run)."""
+        if self.device != "cpu" or not got or not any(p.ref.dtype in ("float16", "bfloat16") for p in probes):
+            return
+        try:
+            plain, _ = self.execute(model, feeds, list(got))
+        except Exception:  # noqa: BLE001 - only a note: the probed run stands as it is
+            return
+        changed = []
+        for name, v in got.items():
+            a, b = np.asarray(v), np.asarray(plain.get(name))
+            if a.shape != b.shape or not np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"):
+                changed.append(name)
+        if changed:
+            self.note(f"probing changed the model's output{'s' if len(changed) > 1 else ''} "
+                      f"{', '.join(changed[:3])}{' …' if len(changed) > 3 else ''}: onnxruntime's CPU provider rounds a "
+                      "float16 tensor to float16 where it is a graph output, and keeps float32 between ops where it is "
+                      "not, so the probed run computes otherwise than the plain model (probe fewer float16 tensors, or "
+                      "compare on --device cuda)")
+
     def describe(self) -> str:
         return f"{self.label} ({self.device}, opt-level {self.config.opt_level})"
 
