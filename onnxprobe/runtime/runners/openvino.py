@@ -259,7 +259,9 @@ class OpenVinoRunner(HostStatsRunner):
             self.note(f"INFERENCE_PRECISION_HINT={asked} was asked for, but OpenVINO {self.device} compiled the model "
                        f"in {self.precision} (the device has no {asked} arithmetic)")
         if self.precision in LOW_PRECISIONS:
-            self.note(f"OpenVINO {self.device} computes in {self.precision}: expect an SQNR of tens of dB against float32")
+            self.note(f"OpenVINO {self.device} computes in {self.precision}: expect an SQNR of tens of dB against float32; "
+                      "where it rounds to it moves with the tensors made outputs, so the probed values (the model's "
+                      "outputs too) change with what is probed (INFERENCE_PRECISION_HINT=f32 holds them still)")
         ints = {p: n for p, n in self.layer_precisions.items() if p in INT_PRECISIONS}
         if ints:
             what = ", ".join(f"{n} in {p}" for p, n in sorted(ints.items()))
