@@ -344,3 +344,26 @@ def test_mark_that_adds_nothing_it_was_asked_for_is_an_error(tmp_path):
     assert r.exit_code == 1 and "could be marked" in r.stderr and "t" in r.stderr and not out.exists(), r.output
     r = CliRunner().invoke(app, ["mark", str(p), "-o", str(out), "--name", "y"])
     assert r.exit_code == 0 and out.exists(), r.output
+
+
+@pytest.mark.parametrize("cmd, args, words", [
+    ("mark", ["--seed", "-1"], "--seed"), ("mark", ["--int-range", "5:2"], "LOW must be below HIGH"),
+    ("extract", ["--to", "t", "--shape", "nosuch=3"], "unknown input name 'nosuch'"),
+    ("mark", ["--shape", "x=3x100000000"], "fixed to 4"),
+])
+def test_mark_and_extract_check_input_options_as_layers_does(cmd, args, words, tmp_path):
+    """Input options mark and extract do not need (shape inference typed everything) were accepted
+    silently, however wrong; layers refused them. Refused alike, before any file is written."""
+    from onnx import TensorProto, helper
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="r"), helper.make_node("Neg", ["t"], ["y"], name="n")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    p = tmp_path / "dyn.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    out = tmp_path / "o.onnx"
+    r = CliRunner().invoke(app, [cmd, str(p), "-o", str(out), *args])
+    assert r.exit_code == 2 and words in r.stderr and not out.exists(), r.output

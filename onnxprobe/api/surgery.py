@@ -90,6 +90,13 @@ class ExtractResult(SurgeryResult):
     unused_inputs: list[str] = field(default_factory=list)
 
 
+def _check_inputs(model: onnx.ModelProto, inputs: InputSpec | None) -> None:
+    """The input options checked as ``layers`` checks them (names, shapes, dtypes, seed, integer range),
+    whether or not a run needs them: a wrong one was accepted silently when shape inference typed it all."""
+    if inputs is not None and inputs != InputSpec():
+        _feeds.make_feeds(model, inputs)
+
+
 def _observe_types(model: onnx.ModelProto, lazy, names: list[str], spec: InputSpec | None, notes: list[str],
                    skip_empty: set[str] = frozenset()) -> dict[str, onnx.TypeProto]:
     """Types of ``names`` (graph inputs or outputs of ``model``) seen in one run on seeded random (or
@@ -180,6 +187,7 @@ def mark(
     stats = check_bool(stats, "mark stats")
     check_output_path(out, source=path)
     lazy = load_lazy(path)
+    _check_inputs(lazy.proto, inputs)
     notes: list[str] = []
     inferred = infer_shapes(lazy.proto, notes)
     refs = [r for r in select(inferred, selection or Selection()) if r.kind == "node"]
@@ -226,6 +234,7 @@ def extract(
     cut_inputs, cut_outputs = as_names(cut_inputs, "cut_inputs") or None, as_names(cut_outputs, "cut_outputs") or None
     check_output_path(out, source=path)
     lazy = load_lazy(path)
+    _check_inputs(lazy.proto, inputs)
     notes: list[str] = []
     inferred = infer_shapes(lazy.proto, notes)
     c = cut(lazy.proto, cut_inputs, cut_outputs)
