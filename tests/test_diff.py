@@ -771,3 +771,22 @@ def test_flags_a_runtime_does_not_take_are_refused_and_self_references_noted():
     assert any("is A's own device" in n for n in same.notes)
     other = api.diff(sample_path("cnn"), vs_runtime="reference", config=api.RunConfig(device="cpu"))
     assert not any("own runtime" in n for n in other.notes)
+
+
+def test_unmatched_tensors_outside_the_selection_are_not_listed_as_selected(tmp_path):
+    """A's tensor with no counterpart in B, outside --op Relu: it was listed (and counted) as unmatched,
+    marked "selected": true; now the JSON marks it not selected and the footer counts the selection's."""
+    f = (lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]))
+    a = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Neg", ["r"], ["t"], name="neg"),
+                           helper.make_node("Neg", ["t"], ["y"], name="neg2")], "a", [f("x")], [f("y")])
+    b = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Identity", ["r"], ["y"], name="id")],
+                          "b", [f("x")], [f("y")])
+    for g, name in ((a, "a"), (b, "b")):
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / f"{name}.onnx")
+    r = runner.invoke(app, ["diff", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--op", "Relu", "--json", "-"])
+    d = json.loads(r.stdout)
+    assert [u["selected"] for u in d["unmatched_a"] if u["name"] == "t"] == [False], d["unmatched_a"]
+    r = runner.invoke(app, ["diff", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--op", "Relu"], env={"COLUMNS": "200"})
+    assert "unmatched: 0 in A" in r.stdout and "unmatched in A" not in r.stdout, r.stdout
+    r = runner.invoke(app, ["diff", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--all"], env={"COLUMNS": "200"})
+    assert "unmatched in A: t" in r.stdout, r.stdout

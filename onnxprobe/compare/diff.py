@@ -67,6 +67,7 @@ class DiffResult:
     model_id: str = ""  # a dataset's models (graph.skeleton.model_digest of A and of B): what its sums describe
     selection: str = ""  # a dataset's selection, in words
     feed: dict = field(default_factory=dict)  # the inputs of a one-input diff (histograms use them again)
+    selected_a: set[str] | None = None  # A's observables the selection picks (None: every one); unmatched others are not listed
 
     def __repr__(self) -> str:
         verdict, why = self.verdict()
@@ -221,11 +222,11 @@ def measured_label(a: Side, b: Side) -> str:
     return "float"
 
 
-def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tuple[list[Pair], set[str]]:
+def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tuple[list[Pair], set[str], set[str]]:
     """The pairs a selection reports, resolved by ``graph.select`` on each model: a pair is in when its
     A tensor (or the value it stands for) is selected in A, or (without --range, which counts A's nodes)
     its B tensor in B; model outputs and the pairs given in --map always are (the user asked for them).
-    Returns (pairs, the selected names of B)."""
+    Returns (pairs, the selected names of B, the selected names of A's observables)."""
     models = [a.model.proto] + ([b.model.proto] if b.model is not a.model else [])
     check_criteria(models, sel)
     in_a = {r.name for r in select(a.model.proto, sel, strict=False)}
@@ -237,14 +238,15 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
         return base + [f for f in (forward_name(n) for n in base) if f]  # a gradient stands for its tensor
 
     if sel.all and not (sel.ops or sel.names or sel.range):  # everything, graph inputs and their gradients too
-        return list(matching.pairs), {o.name for o in b.observation.observables}
+        return list(matching.pairs), {o.name for o in b.observation.observables}, {o.name for o in a.observation.observables}
     # a quantized value stands for its float layer's output: a dequantized QLinearConv or the rescaled float
     # result of a ConvInteger is a Conv output, though DequantizeLinear or Add writes it
     layer = (lambda o: o.kind != "float" and selects_op(sel, o.effective_op))
     pairs = [p for p in matching.pairs if p.a.is_output or p.b.is_output or p.strategy == "map"
              or any(n in in_a for n in names(p.a)) or layer(p.a)
              or (not sel.range and (any(n in in_b for n in names(p.b)) or layer(p.b)))]
-    return pairs, in_b | {o.name for o in b.observation.observables if o.is_output}
+    picked_a = {o.name for o in a.observation.observables if o.is_output or any(n in in_a for n in names(o)) or layer(o)}
+    return pairs, in_b | {o.name for o in b.observation.observables if o.is_output}, picked_a
 
 
 def _check_named(per_tensor: dict | None, a: Side, b: Side) -> None:
@@ -270,7 +272,7 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     _check_named(per_tensor, a, b)
     if reject is not None:
         _reject(matching, reject)
-    report, sel_b = selected_pairs(a, b, matching, selection)
+    report, sel_b, sel_a = selected_pairs(a, b, matching, selection)
     with_cones = introduced and b.runs_graphs
     by_b = {p.b.probe: p for p in matching.pairs if p.b.kind == "float"}
     why_not = fusable(a, b) if fuse else "--separate-runs"
@@ -279,7 +281,7 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     notes += [n for n in [body_note(inside, "compared by diff", loops_only=True)] if n]
     return DiffPlan(a, b, tolerance, per_tensor, matching, report, sel_b, by_b, with_cones,
                     introduced and not with_cones and b.runner.replays, why_not is None, max_memory, device_metrics,
-                    notes, profile=profile and why_not is None)
+                    notes, profile=profile and why_not is None, selected_a=sel_a)
 
 
 def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance | None,
@@ -337,7 +339,7 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
     outputs_failed = [r for r in results if r.passed is False and (r.pair.a.is_output or r.pair.b.is_output)]
     explain_unmatched(plan.matching, a, b)
     return DiffResult(a, b, results, plan.matching, plan.selected_b, first, outputs_failed, measured_label(a, b),
-                      list(dict.fromkeys(notes)), criterion=plan.tolerance.describe(),
+                      list(dict.fromkeys(notes)), criterion=plan.tolerance.describe(), selected_a=plan.selected_a,
                       profile=dict(plan.profile_summary) or None, in_graph=sum(1 for m in measured.values() if m.in_graph),
                       samples=len(labels) if labels is not None else None, labels=list(labels or []))
 

@@ -52,6 +52,7 @@ class DiffPlan:
     skip: set[int] = field(default_factory=set)  # pairs left out of it: their shapes differed at run time
     kernel_ms: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)  # with profile: by pair
     profile_summary: dict = field(default_factory=dict)  # with profile: where the one run's time went
+    selected_a: set[str] | None = None  # A's observables the selection picks (None: every one)
     memo: ModelMemo = field(default_factory=ModelMemo, repr=False)  # B's sizes by feed shapes, its cones by targets
 
     def tolerance_of(self, p: Pair) -> Tolerance:

@@ -49,7 +49,7 @@ def diff_dict(res, order=None) -> dict:
         "verdict": verdict, "verdict_reason": why, "compared": res.compared,
         "in_graph": getattr(res, "in_graph", 0),  # pairs measured in the one run of both models (a dataset: on every sample)
         "pairs": pairs,
-        "unmatched_a": [unmatched(u, True) for u in res.matching.unmatched_a],
+        "unmatched_a": [unmatched(u, res.selected_a is None or u.obs.name in res.selected_a) for u in res.matching.unmatched_a],
         "unmatched_b": [unmatched(u, u.obs.name in res.selected_b) for u in res.matching.unmatched_b],
         "first_failure": res.first_failure.pair.a.name if res.first_failure else None,
         "first_failure_module": (res.first_failure.pair.b.module or res.first_failure.pair.a.module)
@@ -211,13 +211,13 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     n_none = sum(1 for p in d["pairs"] if p["passed"] is None)
     if n_none:
         foot.append(f" · {n_none} not compared")
-    foot.append(f" · unmatched: {len(d['unmatched_a'])} in A, {len(d['unmatched_b'])} in B")
+    shown_a, shown_b = ([u for u in d[k] if u.get("selected", True)] for k in ("unmatched_a", "unmatched_b"))
+    foot.append(f" · unmatched: {len(shown_a)} in A, {len(shown_b)} in B")  # of the selection (JSON: all, marked)
     if first_row is not None:
         foot.append(f" · ▶ error starts at {d['pairs'][first_row]['b']} ({d['pairs'][first_row]['op_type']})", style="bold")
     foot.append(f" · {_verdict_words(d)}", style="green" if d["verdict"] == "pass" else "bold red")
     out.append(phrased(foot, width))  # broken between phrases, as layers' and grad's footers
-    shown_b = [u for u in d["unmatched_b"] if u["selected"]]
-    for side, items in (("A", d["unmatched_a"]), ("B", shown_b)):
+    for side, items in (("A", shown_a), ("B", shown_b)):
         if items:
             shown = ", ".join(f"{safe(u['name'])} ({safe(u['reason'])})" for u in items[:3])
             more = f" and {len(items) - 3} more (see --json)" if len(items) > 3 else ""
