@@ -790,3 +790,21 @@ def test_unmatched_tensors_outside_the_selection_are_not_listed_as_selected(tmp_
     assert "unmatched: 0 in A" in r.stdout and "unmatched in A" not in r.stdout, r.stdout
     r = runner.invoke(app, ["diff", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--all"], env={"COLUMNS": "200"})
     assert "unmatched in A: t" in r.stdout, r.stdout
+
+
+def test_include_constants_reaches_diff(tmp_path):
+    """--include-constants made layers show a tensor computed from weights alone; diff left it out
+    (observed only layers), and a Mul of two constants read as "a dynamic quantization scale"."""
+    f = (lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]))
+    g = helper.make_graph([helper.make_node("Mul", ["c1", "c2"], ["cfold"], name="cmul"),
+                           helper.make_node("Add", ["x", "cfold"], ["y"], name="add")], "g", [f("x")], [f("y")],
+                          [numpy_helper.from_array(np.full(4, 2.0, np.float32), "c1"),
+                           numpy_helper.from_array(np.arange(4, dtype=np.float32), "c2")])
+    p = tmp_path / "c.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), p)
+    sel = api.Selection(names=("cfold",), include_constants=True)
+    res = api.diff(p, p, selection=sel, config=api.RunConfig(device="cpu"))
+    (row,) = [r for r in res.results if r.pair.a.name == "cfold"]
+    assert row.metrics.exact
+    plain = api.diff(p, p, selection=api.Selection(names=("cfold",)), config=api.RunConfig(device="cpu"))
+    assert "cfold" not in {r.pair.a.name for r in plain.results}

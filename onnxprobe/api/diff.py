@@ -32,10 +32,11 @@ from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
 
 
 def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", options: dict | None = None,
-          threads: int | None = None, **kw) -> Side:
+          threads: int | None = None, constants: bool = False, **kw) -> Side:
     if threads and runtime == "ort":
         kw["threads"] = threads
-    return model_side(label, model, lambda proto: make_runner(runtime, proto, config, label, options=options_for(runtime, options), **kw))
+    return model_side(label, model, lambda proto: make_runner(runtime, proto, config, label, options=options_for(runtime, options), **kw),
+                      constants)
 
 
 def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str | None = None, vs_reference: bool = False,
@@ -73,14 +74,14 @@ def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str |
 def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None = None, *, vs_device: str | None = None,
                vs_opt_level: str | None = None, vs_runtime: str | None = None, vs_npz=None, config: RunConfig | None = None,
                runtime: str = "ort", runtime_options: dict[str, str] | None = None, max_memory: int | None = None,
-               shapes: dict | None = None, threads: int | None = None) -> tuple[Model, Side, Side]:
+               shapes: dict | None = None, threads: int | None = None, constants: bool = False) -> tuple[Model, Side, Side]:
     """(model A, side A, side B) of a diff against one reference (``diff`` explains them; checked by
     ``check_reference``); ``shapes``: the feeds' input shapes (OpenVINO reads some models only with static
     inputs); ``threads``: onnxruntime's intra-op threads per side (a worker among others)."""
     config = config or RunConfig()
     a_model = as_model(a)
     label = a_model.source
-    opts = dict(options=runtime_options, max_memory=max_memory, shapes=shapes, threads=threads)
+    opts = dict(options=runtime_options, max_memory=max_memory, shapes=shapes, threads=threads, constants=constants)
     side_a = _side(label, a_model, config, runtime, **opts)
     if b is not None:
         b_model = as_model(b, "b")
@@ -214,7 +215,7 @@ def diff(
     fs = _feeds.make_feeds(a_model.proto, inputs)
     a_model, side_a, side_b = make_sides(a_model, b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_runtime=vs_runtime,
                                          vs_npz=vs_npz, config=config, runtime=runtime, runtime_options=runtime_options,
-                                         max_memory=max_memory,
+                                         max_memory=max_memory, constants=bool(selection and selection.include_constants),
                                          shapes={k: tuple(getattr(v, "shape", ())) for k, v in fs.values.items()})
     try:
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,

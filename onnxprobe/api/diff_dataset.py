@@ -50,7 +50,8 @@ class DiffWorkerFactory:
         a_model, side_a, side_b = make_sides(self.a, self.b, vs_device=self.vs_device, vs_opt_level=self.vs_opt_level,
                                              vs_runtime=self.vs_runtime, config=self.config, runtime=self.runtime,
                                              runtime_options=self.runtime_options, max_memory=self.max_memory,
-                                             threads=self.threads, shapes=self.shapes)
+                                             threads=self.threads, shapes=self.shapes,
+                                             constants=bool(self.selection and self.selection.include_constants))
         plan = prepare(side_a, side_b, self.selection or Selection(), self.tolerance, self.per_tensor, self.user_map,
                        self.introduced, self.max_memory, fuse=self.fuse)
         plan.input_shapes = self.shapes  # every worker builds the one-run graph for the dataset's first sample

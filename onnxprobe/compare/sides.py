@@ -41,11 +41,12 @@ class Side:
         return self.runner.values([o.probe for o in observables], feeds, keep_on_device=keep_on_device, **kw)
 
 
-def model_side(label: str, model: Model, make_runner: Callable) -> Side:
+def model_side(label: str, model: Model, make_runner: Callable, constants: bool = False) -> Side:
     """A side that runs ``model``: its observables, and a runner (``make_runner(proto)``) over the model
     with the dequantizations those observables read (QOperator and quantized tensors) added. Tensors the
-    runner cannot observe leave the observation, with the runner's reason."""
-    obs = observe(model.proto)
+    runner cannot observe leave the observation, with the runner's reason. ``constants``: tensors computed
+    from weights alone are observed too (--include-constants)."""
+    obs = observe(model.proto, constants)
     proto = add_dequantize(model.proto, obs.dequantize) if obs.dequantize else model.proto
     runner = make_runner(proto)
     hidden = runner.unobservable([o.probe for o in obs.observables])

@@ -99,7 +99,9 @@ def stem(name: str) -> str:
     return name
 
 
-def observe(model: onnx.ModelProto) -> Observation:
+def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
+    """The tensors of ``model`` a diff can compare (``Observation``); ``constants``: tensors computed from
+    weights alone too (--include-constants), which are otherwise not layers."""
     every = walk(model)  # one walk: the main graph's sites, the constants, the If branches' tensors
     sites = [s for s in every if not s.chain]
     types = value_types(model)
@@ -226,7 +228,7 @@ def observe(model: onnx.ModelProto) -> Observation:
     for s in sites:
         n = s.node
         for t in n.output:
-            if not t or (t in const and t not in outputs):
+            if not t or (t in const and t not in outputs and not constants):
                 continue
             et = elem(t)
             shape = static_shape(types.get(t))
@@ -237,7 +239,8 @@ def observe(model: onnx.ModelProto) -> Observation:
                                       is_output=t in outputs or (name or t) in outputs, floor_zero=floor,
                                       relu=relu_of(t) if kind == "float" else None))
 
-            if t in dq_scales or (n.op_type == "Mul" and all(i in dq_scales or i in const for i in n.input)):
+            if t in dq_scales or (n.op_type == "Mul" and any(i in dq_scales for i in n.input)
+                                  and all(i in dq_scales or i in const for i in n.input)):
                 hidden[t] = "a dynamic quantization scale"
                 continue
             if t in chain_root:
