@@ -203,6 +203,12 @@ def expose(
             shp = builder(g).node("Shape", [src], SHAPE_PREFIX + ref.name)
             add_top_output(shp, helper.make_tensor_type_proto(TensorProto.INT64, [None]))
             probe.shape_output = shp
+        elif shapes and site.chain and all(n.op_type == "If" for n, _ in site.chain):
+            # inside If branches only (one value a run): its runtime shape, carried out as the raw values are
+            # (empty when its branch did not run; ``runners.base.read_probes`` tells that from a scalar's [])
+            ty = helper.make_tensor_type_proto(TensorProto.INT64, [None])
+            probe.shape_output = lift(builder(g).node("Shape", [src], SHAPE_PREFIX + ref.name), site.chain, ty, "raw")
+            add_top_output(probe.shape_output, ty)
         if want_raw(ref.name):
             if not site.chain:
                 add_top_output(src, t)

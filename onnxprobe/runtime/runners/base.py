@@ -96,7 +96,7 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
     stats, shapes, arrays = {}, {}, {}
     for p in probes:
         name = p.ref.name
-        if p.shape_output:
+        if p.shape_output and p.shape_output in out:
             shapes[name] = tuple(int(d) for d in out[p.shape_output])
         if p.stats_output and p.stats_block:  # per-block summaries (the shape's size, checked by the graph's Reshape)
             stats[name] = TensorStats.from_blocks(out[p.stats_output], p.stats_block)
@@ -117,6 +117,8 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
                     shapes[name] = tuple(np.shape(value))
             if not p.raw_for_stats:
                 arrays[name] = value
+        if p.ref.scope and shapes.get(name) == () and (p.ref.shape or (stats.get(name) is not None and stats[name].count == 0)):
+            del shapes[name]  # an If branch that did not run carries its shape out empty: no shape (a scalar's is () too)
     return stats, shapes, arrays
 
 
