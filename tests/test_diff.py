@@ -808,3 +808,19 @@ def test_include_constants_reaches_diff(tmp_path):
     assert row.metrics.exact
     plain = api.diff(p, p, selection=api.Selection(names=("cfold",)), config=api.RunConfig(device="cpu"))
     assert "cfold" not in {r.pair.a.name for r in plain.results}
+
+
+def test_a_qdq_output_is_paired_once(tmp_path):
+    """A QDQ model whose output is DequantizeLinear(QuantizeLinear(x)) against itself: the output was
+    paired twice (once as the quantizer's value, once as the output), counted twice in the pairs."""
+    f = (lambda n, t=TensorProto.FLOAT: helper.make_tensor_value_info(n, t, [4]))
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                           helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q"], name="q"),
+                           helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq")], "g", [f("x")], [f("y")],
+                          [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+                           numpy_helper.from_array(np.array(0, np.uint8), "z")])
+    p = tmp_path / "qdq.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), p)
+    res = api.diff(p, vs_opt_level="all", selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    outs = [r for r in res.results if r.pair.a.name == "y"]
+    assert len(outs) == 1 and outs[0].pair.a.is_output and outs[0].metrics.exact, [(r.pair.a.name, r.pair.reason) for r in res.results]

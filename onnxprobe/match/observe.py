@@ -256,6 +256,9 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                         hidden[t] = f"quantized model input {x}"
                         continue
                     dqs = [c.node.output[0] for c in consumers.get(t, []) if c.node.op_type == "DequantizeLinear"]
+                    if any(d in outputs for d in dqs):  # the model's output is this DQ(Q(x)): observed as the output
+                        hidden[t] = f"quantized; compared as the model output {dqs[0]} (its DequantizeLinear)"
+                        continue
                     scale, zp, axis = n.input[1], (n.input[2] if len(n.input) > 2 and n.input[2] else None), _axis(n)
                     out = DEQ_PREFIX + t
                     deq.append(Dequantize(t, scale, zp, axis, out))
