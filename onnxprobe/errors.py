@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from onnxprobe.text import clean, clip
 
@@ -81,9 +82,13 @@ def debug_enabled() -> bool:
     return os.environ.get("ONNXPROBE_DEBUG", "") not in ("", "0")
 
 
+_SGR = re.compile(r"\x1b\[[0-9;]*m")  # terminal colours other libraries put in their messages (torch.export's)
+
+
 def first_line(e: BaseException) -> str:
-    """The first line of an exception's message, or its type's name when it has none: for one-line errors."""
-    lines = str(e).strip().splitlines()
+    """The first line of an exception's message, or its type's name when it has none: for one-line errors.
+    Colour codes other libraries put in their messages are dropped (they read as '[96m' once escaped)."""
+    lines = _SGR.sub("", str(e)).strip().splitlines()
     return lines[0] if lines else type(e).__name__
 
 

@@ -159,3 +159,11 @@ def test_a_run_that_cannot_fit_is_refused_before_it_starts(tmp_path, monkeypatch
     monkeypatch.setattr(arrays, "available_memory", lambda: 2**40)
     r = runner.invoke(app, ["layers", str(p), "--shape", "x=65536"])
     assert r.exit_code == 0, r.output
+
+
+def test_colour_codes_in_other_libraries_messages_are_dropped():
+    """torch.export's errors carry terminal colours; the one line showed them escaped ('[96mThis is step')."""
+    from onnxprobe.errors import first_line
+
+    assert first_line(RuntimeError("export failed: \x1b[96mThis is step 1/3\x1b[0m of 3\nmore")) == "export failed: This is step 1/3 of 3"
+    assert first_line(ValueError()) == "ValueError"
