@@ -167,3 +167,21 @@ def test_the_profile_summary_reads_durations_in_the_unit_that_fits():
     d = {"run_ms": 2.5, "a_kernels_ms": 1.0, "b_kernels_ms": 0.5, "metrics_and_introduced_ms": 0.75, "layout_and_other_ms": 0.25}
     line = diff_profile_renderables({"profile": d, "pairs": []})[0].plain
     assert "one run of both models 2.5 ms (A's kernels 1 ms, B's 500 µs" in line, line
+
+
+def test_a_models_own_nodes_named_like_probes_are_the_models(tmp_path):
+    """Nodes a model itself names 'onnxprobe/N' were taken for probes: every row's time read '-' and the
+    plain kernels 0. Each row now has its kernel time, and the plain run counts its three kernels."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="onnxprobe/0"), helper.make_node("Tanh", ["a"], ["b"], name="onnxprobe/1"),
+             helper.make_node("Neg", ["b"], ["y"], name="onnxprobe/2")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])])
+    p = tmp_path / "named.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    r = CliRunner().invoke(app, ["layers", str(p), "--all", "--profile", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert all(t.get("kernel_ms") is not None for t in d["tensors"]), d["tensors"]
+    assert d["profile"]["kernels_plain"] == 3

@@ -59,7 +59,7 @@ def profile_layers(model: Model, result: ProbeResult, feed: dict[str, np.ndarray
     plain = profile(model.proto, feed, own, device=device, opt_level=level, runs=runs)
     probe_outputs = [o.name for o in result.plan.model.graph.output]
     probed = profile(result.plan.model, feed, probe_outputs, device=device, opt_level=level, runs=runs,
-                     weights=result.plan.weights)
+                     weights=result.plan.weights, own={n.name for n in model.proto.graph.node if n.name})
     out = LayersProfile(plain, probed)
     mine, theirs = probed.of_tensor(), plain.of_tensor()
     for ref, _ in result.rows():

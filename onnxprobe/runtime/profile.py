@@ -46,9 +46,10 @@ class Profile:
         return {t: (self.node_ms.get(n), self.fused_into.get(n)) for n, ts in self.outputs.items() for t in ts}
 
 
-def is_probe(name: str) -> bool:
-    """A node onnxprobe added (statistics, pair metrics, introduced-error cones)."""
-    return name.startswith(PROBE_NODES)
+def is_probe(name: str, own: frozenset[str] | set[str] = frozenset()) -> bool:
+    """A node onnxprobe added (statistics, pair metrics, introduced-error cones): named so, and not one of
+    ``own``, the model's own node names (a model may name its nodes 'onnxprobe/...' itself)."""
+    return name.startswith(PROBE_NODES) and name not in own
 
 
 def named(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
@@ -72,9 +73,11 @@ def named(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
 
 
 def profile(model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device: str = "cpu",
-            opt_level: str = "off", runs: int = 2, weights: dict | None = None) -> Profile:
+            opt_level: str = "off", runs: int = 2, weights: dict | None = None, own: set[str] | None = None) -> Profile:
     """Run ``model`` ``runs`` times with onnxruntime's profiler and attribute the last run's kernels
-    (onnxruntime also writes the graph it ran, which tells what each kernel computed)."""
+    (onnxruntime also writes the graph it ran, which tells what each kernel computed). ``own``: the node
+    names of the model a probed copy was made from (default: every node of ``model`` is its own)."""
+    own = {n.name for n in model.graph.node if n.name} if own is None else own
     copy, back = named(model)
     with tempfile.TemporaryDirectory(prefix="onnxprobe-profile-") as tmp:
         ran = os.path.join(tmp, "optimized.onnx")
@@ -86,7 +89,7 @@ def profile(model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device: 
         with open(path) as f:
             events = json.load(f)
         graph = onnx.load(ran, load_external_data=False) if os.path.exists(ran) else None
-    return attribute(events, copy, back, graph)
+    return attribute(events, copy, back, graph, own)
 
 
 def _owner(name: str, nodes: set[str], producer: dict[str, str]) -> str | None:
@@ -127,7 +130,7 @@ def _ran_owners(graph: onnx.ModelProto | None, nodes: set[str], producer: dict[s
 
 
 def attribute(events: list[dict], model: onnx.ModelProto, back: dict[str, str],
-              graph: onnx.ModelProto | None = None) -> Profile:
+              graph: onnx.ModelProto | None = None, own: set[str] = frozenset()) -> Profile:
     """The last run's kernels (``events``: onnxruntime's profile JSON) attributed to ``model``'s nodes
     (``back``: name in ``model`` -> the node as the caller knows it; ``graph``: what onnxruntime ran)."""
     runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
@@ -139,13 +142,13 @@ def attribute(events: list[dict], model: onnx.ModelProto, back: dict[str, str],
     producer = {o: n.name for n in model.graph.node for o in n.output if o}
     ran = _ran_owners(graph, nodes, producer)
     p = Profile(total_ms=(last["dur"] / 1000.0) if last else 0.0,
-                outputs={back[n.name]: [o for o in n.output if o] for n in model.graph.node if not is_probe(n.name)})
+                outputs={back[n.name]: [o for o in n.output if o] for n in model.graph.node if not is_probe(n.name, own)})
     for e in kernels:
         ms = e.get("dur", 0) / 1000.0
         name = e["name"][: -len("_kernel_time")]
         op = e.get("args", {}).get("op_name", "")
         owner = _owner(name, nodes, producer) or ran.get(name)
-        if owner is not None and is_probe(owner):
+        if owner is not None and is_probe(owner, own):
             p.probe_ms += ms
         elif owner is None or op in LAYOUT_OPS:
             p.other_ms += ms
@@ -154,11 +157,12 @@ def attribute(events: list[dict], model: onnx.ModelProto, back: dict[str, str],
             p.node_ms[who] = p.node_ms.get(who, 0.0) + ms
             p.kernels += 1
     present = {o for n in graph.graph.node for o in n.output} if graph is not None else None
-    _fusions(model, back, p, present)
+    _fusions(model, back, p, present, own)
     return p
 
 
-def _fusions(model: onnx.ModelProto, back: dict[str, str], p: Profile, present: set[str] | None) -> None:
+def _fusions(model: onnx.ModelProto, back: dict[str, str], p: Profile, present: set[str] | None,
+             own: set[str] = frozenset()) -> None:
     """Model nodes with no kernel whose tensors the graph onnxruntime ran no longer has (``present``):
     fused into the kernel of the first node after them (in the graph's order, along their outputs'
     readers) that has one. A node whose tensor is still there ran as kernels of other names (a
@@ -170,7 +174,7 @@ def _fusions(model: onnx.ModelProto, back: dict[str, str], p: Profile, present: 
             readers.setdefault(x, []).append(i)
     for i, n in enumerate(nodes):
         who = back.get(n.name, n.name)
-        if who in p.node_ms or is_probe(n.name) or n.op_type == "Constant":
+        if who in p.node_ms or is_probe(n.name, own) or n.op_type == "Constant":
             continue
         if present is not None and any(o in present for o in n.output if o):
             continue
