@@ -331,3 +331,18 @@ def test_a_rerun_of_an_openvino_result_runs_on_openvino():
     assert set(got) == set(names)
     for n in names:  # the same tensors exposed in one run: OpenVINO's very bits, not onnxruntime's
         np.testing.assert_array_equal(got[n], direct[n], err_msg=n)
+
+
+def test_the_default_criterion_follows_the_precision_the_options_give():
+    """--runtime-option INFERENCE_PRECISION_HINT=f32 on a CPU that computes in bf16 by default: B's label
+    said f32 and the criterion was bf16's 20 dB (it read the device's default, not the options'). Oracle:
+    OpenVINO's own compiled precision for those options."""
+    import openvino as ov
+
+    core = ov.Core()
+    res = api.diff(sample_path("cnn"), vs_runtime="openvino", runtime_options={"INFERENCE_PRECISION_HINT": "f32"},
+                   config=api.RunConfig(device="cpu"))
+    assert "20 dB" not in res.criterion and "bf16" not in res.criterion, res.criterion
+    default = str(core.get_property("CPU", "INFERENCE_PRECISION_HINT")).lower()
+    plain = api.diff(sample_path("cnn"), vs_runtime="openvino", config=api.RunConfig(device="cpu"))
+    assert ("20 dB" in plain.criterion) == ("bfloat16" in default or "f16" in default), (plain.criterion, default)

@@ -99,21 +99,27 @@ class Worker:
             except Exception:  # noqa: BLE001 - a device without the property (NPU, AUTO)
                 out["precision"] = None
             if config:
-                out["option_error"] = self._refused(device, config)
+                out["option_error"], compiled = self._refused(device, config)
+                if compiled is not None:  # the precision these options give (a hint the device lacks is not it)
+                    out["precision"] = compiled
         return out
 
-    def _refused(self, device: str, config: dict) -> str | None:
-        """Why ``device`` refuses ``config`` (an unknown property, a wrong value), or None: one tiny model
-        compiled with it (milliseconds). Known before the user's model is read, so the error names the
-        options, not the model (which is only compiled later, where any error could be the model's)."""
+    def _refused(self, device: str, config: dict) -> tuple[str | None, str | None]:
+        """(why ``device`` refuses ``config`` (an unknown property, a wrong value) or None, the precision
+        it compiles in with it or None): one tiny model compiled with it (milliseconds). Known before the
+        user's model is read, so the error names the options, not the model (which is only compiled
+        later, where any error could be the model's), and the default criterion knows the precision."""
         import openvino.opset13 as ops
 
         p = ops.parameter([1], self.ov.Type.f32, name="x")
         try:
-            self.core.compile_model(self.ov.Model([ops.relu(p)], [p], "onnxprobe-options"), device, config)
+            cm = self.core.compile_model(self.ov.Model([ops.relu(p)], [p], "onnxprobe-options"), device, config)
         except Exception as e:  # noqa: BLE001 - OpenVINO raises RuntimeError for every refusal
-            return last_line(e)
-        return None
+            return last_line(e), None
+        try:
+            return None, type_name(cm.get_property("INFERENCE_PRECISION_HINT"))
+        except Exception:  # noqa: BLE001 - a device without the property
+            return None, None
 
     def compiled_model(self, key, outputs: list[str], shapes: dict, device: str, config: dict):
         ck = (key, tuple(outputs), tuple(sorted(shapes.items())), device, tuple(sorted(config.items())))
