@@ -707,3 +707,11 @@ def test_the_options_a_command_names_still_work(tmp_path):
     out = ok(tmp_path, [sample_path("cnn")], ["stats --all --wide", "show conv1_out --bins=4 --log", "where nan --weights",
                                               "probe add --op Conv --model a"])
     assert "conv1_out" in out
+
+
+def test_a_backward_graph_of_a_zero_size_batch_is_dropped_for_other_shapes(tmp_path):
+    """grad at a 0-size batch, then a batch of 2: the backward graph (made for the empty batch) was kept,
+    and the next run blamed the model ("the model fails on these inputs as it is"); it is dropped with
+    the note, as for any other change of shape, and the run works."""
+    r = script(tmp_path, [sample_path("dynamic_batch")], ["input x random 0x3x8x8", "grad", "input x random 2x3x8x8", "run"], code=0)
+    assert "backward graph was made for the old input shapes" in r.stdout and "fails on these inputs" not in r.output, r.output

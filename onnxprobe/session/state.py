@@ -85,6 +85,7 @@ class Target:
     feed_cache: tuple | None = None  # (spec key, feed, digest, Feeds)
     last_key: tuple | None = None
     forward: api.Model | None = None  # the model as loaded, once `grad` replaced it with its backward graph
+    grad_shapes: dict | None = None  # the input shapes the backward graph was made for
 
     @property
     def name(self) -> str:
@@ -227,7 +228,12 @@ class State:
             for t in self.targets.values():
                 t.feed_cache = None
                 try:
-                    self.feed(t)
+                    fed = self.feed(t)[0]
+                    # inputs the backward graph takes but of other shapes than it was made for (a 0-size batch
+                    # fixes no dimension that the next feed check could catch): stale too
+                    if t.forward is not None and t.grad_shapes and any(
+                            tuple(np.shape(fed[k])) != v for k, v in t.grad_shapes.items() if k in fed):
+                        raise UsageError("the backward graph was made for other input shapes")
                 except OnnxProbeError:
                     if t.forward is None:
                         raise
@@ -248,6 +254,7 @@ class State:
         from) from now on; caches are dropped, probes that still exist are kept. Returns the number of
         backward tensors."""
         t.forward = forward
+        t.grad_shapes = None  # set by `grad` for the feed it attached the backward graph at
         t.model = model
         t.index = api.index(model)
         t.results = Results()

@@ -6,6 +6,7 @@ nothing until inputs, device or models change. ``extras["diff"]`` is the last ``
 
 from __future__ import annotations
 
+import numpy as np
 from rich.text import Text
 
 from onnxprobe import api
@@ -132,6 +133,7 @@ def cmd_grad(env: Env, args: list[str]):
         gp = api.grad_plan(forward, spec, sel, feed=feed)
     model = api.Model.of(gp.backward.model, forward.source, list(gp.warnings))
     st.replace_model(t, model, forward=forward)
+    t.grad_shapes = {k: tuple(np.shape(v)) for k, v in feed.items()}
     if gp.extra_feed:
         what = "target" if target else "labels" if labels else "output gradient"
         st.set_all_inputs(dict(gp.extra_feed), origin=f"the loss's {what} ({target or labels or og})")
