@@ -20,7 +20,7 @@ from onnxprobe.compare.sides import Side, model_side, npz_side
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
-from onnxprobe.match.observe import body_note, body_tensors, observe
+from onnxprobe.match.observe import observe
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_arrays
 from onnxprobe.runtime.ort import check_opt_level
