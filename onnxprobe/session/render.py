@@ -79,8 +79,8 @@ def stats_line(s: TensorStats | None, compact: bool = False) -> Text:
     if s is None:
         t.append("no statistics (non-numeric tensor)", style="dim")
         return t
-    if s.count == 0:
-        t.append("not run (inside an If branch that was not taken, or empty)", style="dim")
+    if s.count == 0:  # a value there is (a tensor whose branch did not run has none: `show` says so)
+        t.append("empty (no element: a dimension of size 0)", style="dim")
         return t
     # no finite value (all NaN or Inf): '-' for every statistic of the finite values, as the layers table shows
     digits = spread_digits(s.min, s.max)  # min, max and mean told apart on offset data, as in the layers table
