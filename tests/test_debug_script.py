@@ -720,5 +720,5 @@ def test_a_backward_graph_of_a_zero_size_batch_is_dropped_for_other_shapes(tmp_p
 def test_an_empty_value_reads_empty_not_not_run(tmp_path):
     """A 0-size input and the output it makes are values of no element: they read "empty" (they read "not
     run (inside an If branch that was not taken, or empty)" for main-graph tensors)."""
-    out = ok(tmp_path, [sample_path("dynamic_batch")], ["input x random 0x3x8x8", "show x", "run"])
+    out = script(tmp_path, [sample_path("dynamic_batch")], ["input x random 0x3x8x8", "show x", "run"], code=0).stdout
     assert "empty (no element" in out and "not run" not in out, out
