@@ -61,8 +61,11 @@ def input_file(path, what: str, flag: str = "") -> Path:
     from onnxprobe.errors import UsageError
     from onnxprobe.text import clean
 
-    why = (f"no such {what}" if not p.exists() else f"is a folder ({what} expected)" if p.is_dir()
-           else f"is a device, pipe or socket, not a regular file ({what} expected)")
+    if not p.exists() and p.is_symlink():  # a link to nothing, or a loop of links: not "no such file"
+        why = f"is a symbolic link that leads to no file (broken, or a loop of links; {what} expected)"
+    else:
+        why = (f"no such {what}" if not p.exists() else f"is a folder ({what} expected)" if p.is_dir()
+               else f"is a device, pipe or socket, not a regular file ({what} expected)")
     raise UsageError(f"{flag + ' ' if flag else ''}{clean(str(p))}: {why}")
 
 

@@ -169,8 +169,18 @@ def _script(folder: Path, lines: list[str]) -> Path:
     return p
 
 
+def _link_loop(d: Path) -> str:
+    """m.onnx -> loop.onnx -> m.onnx: a path that exists as a link and leads to no file."""
+    import os
+
+    os.symlink(d / "loop.onnx", d / "m.onnx")
+    os.symlink(d / "m.onnx", d / "loop.onnx")
+    return str(d / "m.onnx")
+
+
 BROKEN_FILES: dict[str, Callable[[Path], str]] = {
     "missing": lambda d: str(d / "nope.onnx"),
+    "link_loop": _link_loop,
     "folder": lambda d: str(d),
     "empty": lambda d: _write(d, "m.onnx", b""),
     "random_bytes": lambda d: _write(d, "m.onnx", np.random.default_rng(0).bytes(4096)),

@@ -167,3 +167,21 @@ def test_colour_codes_in_other_libraries_messages_are_dropped():
 
     assert first_line(RuntimeError("export failed: \x1b[96mThis is step 1/3\x1b[0m of 3\nmore")) == "export failed: This is step 1/3 of 3"
     assert first_line(ValueError()) == "ValueError"
+
+
+def test_a_loop_of_links_is_not_called_missing(tmp_path):
+    """A symbolic link loop (or a broken link) exists as a path: 'no such file' sent users looking for a
+    file that is there; the line says what it is."""
+    import os
+
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    os.symlink(tmp_path / "b.onnx", tmp_path / "a.onnx")
+    os.symlink(tmp_path / "a.onnx", tmp_path / "b.onnx")
+    from conftest import sample_path
+
+    for args in (["layers", str(tmp_path / "a.onnx")], ["layers", str(sample_path("cnn")), "--input", f"image={tmp_path / 'a.onnx'}"]):
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code in (1, 2) and "symbolic link that leads to no file" in r.stderr, r.output

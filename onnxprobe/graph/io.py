@@ -24,7 +24,8 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
     """Read an ONNX model (and its external data), or raise a one-line ModelError."""
     p = Path(path)
     if not p.exists():
-        raise ModelError(f"{p}: no such file")
+        raise ModelError(f"{p}: is a symbolic link that leads to no file (broken, or a loop of links)" if p.is_symlink()
+                         else f"{p}: no such file")
     if p.is_dir():
         raise ModelError(f"{p}: is a folder, not an ONNX model file")
     if not p.is_file():  # a pipe would be read as empty (or wait for ever), a device for ever
