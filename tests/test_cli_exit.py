@@ -185,3 +185,24 @@ def test_a_loop_of_links_is_not_called_missing(tmp_path):
     for args in (["layers", str(tmp_path / "a.onnx")], ["layers", str(sample_path("cnn")), "--input", f"image={tmp_path / 'a.onnx'}"]):
         r = CliRunner().invoke(app, args)
         assert r.exit_code in (1, 2) and "symbolic link that leads to no file" in r.stderr, r.output
+
+
+def test_inputs_onnxprobe_cannot_make_are_named_with_what_they_are(tmp_path):
+    """A string input read "cannot make random data of dtype object", a sequence input "element type 0
+    (UNDEFINED) has no numpy type": each line now names the input and says what it is."""
+    import onnx
+    from onnx import TensorProto, helper
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    g = helper.make_graph([helper.make_node("Identity", ["s"], ["y"], name="i")], "g",
+                          [helper.make_tensor_value_info("s", TensorProto.STRING, [2])], [helper.make_tensor_value_info("y", TensorProto.STRING, [2])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "str.onnx")
+    g = helper.make_graph([helper.make_node("SequenceLength", ["q"], ["n"], name="l")], "g",
+                          [helper.make_tensor_sequence_value_info("q", TensorProto.FLOAT, None)],
+                          [helper.make_tensor_value_info("n", TensorProto.INT64, [])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "seq.onnx")
+    for name, words in (("str", "input 's': a string tensor"), ("seq", "input 'q': not a tensor (a sequence")):
+        r = CliRunner().invoke(app, ["layers", str(tmp_path / f"{name}.onnx")])
+        assert r.exit_code == 2 and words in r.stderr, r.output

@@ -37,9 +37,10 @@ class ModelInput:
         try:
             return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(self.elem_type))
         except Exception:  # noqa: BLE001 - UNDEFINED, strings, float8 without ml_dtypes...
-            raise UsageError(f"input {clean(self.name)!r}: element type {self.elem_type} "
-                             f"({onnx.TensorProto.DataType.Name(self.elem_type) if self.elem_type in onnx.TensorProto.DataType.values() else 'unknown'}) "
-                             "has no numpy type; onnxprobe cannot make or check data for it") from None
+            what = ("not a tensor (a sequence, map or optional: onnxprobe feeds tensors only)" if self.elem_type == 0 else
+                    f"element type {self.elem_type} ({onnx.TensorProto.DataType.Name(self.elem_type) if self.elem_type in onnx.TensorProto.DataType.values() else 'unknown'}) "
+                    "has no numpy type; onnxprobe cannot make or check data for it")
+            raise UsageError(f"input {clean(self.name)!r}: {what}") from None
 
     def describe(self) -> str:
         dims = "?" if self.shape is None else "x".join(str(d) if d is not None else "?" for d in self.shape) or "scalar"
@@ -300,6 +301,9 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
         shape = _resolve_shape(s, spec.shapes.get(s.name), dims, defaulted)
         dtype = s.dtype
         check_fits(int(np.prod(shape, dtype=object)) * dtype.itemsize, f"input {clean(s.name)} of shape {list(shape)}")
+        if dtype.kind not in "biufc" and dtype.name != "bfloat16":  # strings: no random data means anything
+            raise UsageError(f"input {clean(s.name)!r}: a string tensor; onnxprobe cannot make random data "
+                             f"for it: give it with --input {clean(s.name)}=FILE.npy")
         feeds[s.name] = random_array(shape, dtype, rng, spec.int_range)
         if dtype.kind in "biu":
             random_ints.append(s.name)
