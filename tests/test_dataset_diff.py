@@ -365,3 +365,19 @@ def test_merge_refuses_bare_nan_in_a_diff_shards_sums(tmp_path):
     bad.write_text(json.dumps(d))
     r = runner.invoke(app, ["merge-stats", str(bad), str(shards[1])])
     assert r.exit_code == 2 and "malformed 'sums'" in r.stderr and "NaN" in r.stderr, r.output
+
+
+def test_judged_metric_columns_in_dataset_and_merged_reports(tmp_path):
+    """--columns mean_abs (rmse, max_rel) works in a dataset diff and in merge-stats of diff reports, as
+    in a one-input diff (both refused it: "no column 'mean_abs'"); the cells are the pooled values the
+    JSON holds."""
+    ds = _folder(tmp_path / "ds", n=2)
+    out = tmp_path / "d.json"
+    r = _run("diff", sample_path("cnn"), "--vs-opt-level", "all", "--inputs-dir", ds, "--columns", "tensor,mean_abs,rmse",
+             "--json", out, code=(0, 1))
+    d = json.loads(out.read_text())
+    rows = {ln.split()[0]: ln.split()[1:] for ln in r.stdout.splitlines() if ln.split() and ln.split()[0] in {p["a"] for p in d["pairs"]}}
+    for p in d["pairs"]:
+        assert float(rows[p["a"]][0]) == pytest.approx(p["mean_abs"], rel=1e-2, abs=1e-12), (rows, p)
+    r = _run("merge-stats", out, "--columns", "tensor,max_rel", code=(0, 1))
+    assert "max rel" in r.stdout

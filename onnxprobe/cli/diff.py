@@ -216,7 +216,7 @@ def _report_dataset(res, sort: str, json_: Path | None, view, model_proto, overl
     notes(res.notes)
     data = diff_dataset_dict(res, api.sort_results(res.results, sort))
     write_pictures("diff", data, model_proto, overlay=overlay, netron=netron)
-    emit(data, json_, lambda width: diff_dataset_renderables(data, width), view)
+    emit(data, json_, lambda width: diff_dataset_renderables(data, width, asked=view.columns), view)
     exit_for(*res.verdict())
 
 

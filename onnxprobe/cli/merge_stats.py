@@ -40,8 +40,8 @@ def merge_stats(
     check_outputs(files[0] if files else None, json_, model_is="an input report")
     merged = api.merge_stats(files)
     if "pairs" in merged:  # diff reports: the pooled comparison, judged again
-        view = view_of(wide, columns, fmt, diff_report.COLUMNS, json_)
-        emit(merged, json_, lambda width: diff_dataset_renderables(merged, width), view)
+        view = view_of(wide, columns, fmt, diff_report.COLUMNS + list(diff_report.JUDGED_COLUMNS.values()), json_)
+        emit(merged, json_, lambda width: diff_dataset_renderables(merged, width, asked=view.columns), view)
         exit_for(merged["verdict"], merged["verdict_reason"])
         return
     view = view_of(wide, columns, fmt, COLUMNS + PERCENTILE_COLUMNS, json_)

@@ -28,9 +28,10 @@ def diff_dataset_dict(res, order=None) -> dict:
     return d
 
 
-def diff_dataset_renderables(d: dict, width: int = 120) -> list:
-    """The diff table of the pooled metrics, then how the outputs did sample by sample."""
-    out = diff_renderables(d, width)
+def diff_dataset_renderables(d: dict, width: int = 120, asked: tuple[str, ...] = ()) -> list:
+    """The diff table of the pooled metrics, then how the outputs did sample by sample; ``asked``: the
+    --columns keys (a judged-metric column asked for is shown, as in a one-input diff)."""
+    out = diff_renderables(d, width, asked=asked)
     ex = d.get("executor") or {}
     engine = ex.get("engine") if isinstance(ex, dict) else None
     how = f" on {ex.get('workers')} Ray workers" if engine == "ray" else ""
