@@ -124,7 +124,8 @@ def diff(
     from onnxprobe.report.diff import COLUMNS, JUDGED_COLUMNS, PROFILE_COLUMNS, diff_dict, diff_renderables
     from onnxprobe.report.progress import Progress
 
-    view = view_of(wide, columns, fmt, COLUMNS + list(JUDGED_COLUMNS.values()) + (PROFILE_COLUMNS if profile else []), json_)
+    shown = [c for c in COLUMNS if not (grad and c.key == "introduced_sqnr_db")]  # gradients have no introduced error
+    view = view_of(wide, columns, fmt, shown + list(JUDGED_COLUMNS.values()) + (PROFILE_COLUMNS if profile else []), json_)
     if sort not in api.SORTS:
         raise UsageError(f"--sort {sort!r}: choose {', '.join(api.SORTS)}")
     glob_atol, per_atol = _tolerances(atol, "--atol")
