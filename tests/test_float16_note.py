@@ -84,3 +84,18 @@ def test_a_probe_that_changes_the_models_output_is_said(tmp_path):
     one = api.layers(str(p), api.Selection(ops=("Mul",)), cfg, api.InputSpec(arrays={"x": x}))
     assert one.stats["sq"].max == float(plain.max())
     assert not any("probing changed" in n for n in one.notes)
+
+
+def test_dataset_mode_keeps_the_runtimes_notes(tmp_path):
+    """layers --inputs-dir dropped the runtime's notes (the float16 one here, OpenVINO's bf16 and what it
+    cannot observe elsewhere): a dataset report says what a one-input report says."""
+    g = helper.make_graph([helper.make_node("Add", ["x", "x"], ["a"], name="add"), helper.make_node("Relu", ["a"], ["y"], name="relu")],
+                          "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [4])])
+    p = tmp_path / "h.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    (tmp_path / "ds").mkdir()
+    for k in range(2):
+        np.savez(tmp_path / "ds" / f"s{k}.npz", x=np.full(4, 1.5 + k, np.float16))
+    res = api.layers_dataset(str(p), tmp_path / "ds", api.Selection(all=True), api.RunConfig(device="cpu", cache=False))
+    assert any("float16 ops" in n for n in res.notes), res.notes

@@ -246,6 +246,7 @@ class DatasetResult:
     model_id: str = ""  # graph.skeleton.model_digest of the model: which model the statistics describe
     selection: str = ""  # the selection, in words
     executor: Executor = field(default_factory=Executor)  # what ran the batches (here, or Ray actors)
+    unobserved: dict[str, str] = field(default_factory=dict)  # probed tensors the runtime cannot return -> why
 
     def __repr__(self) -> str:
         return (f"DatasetResult({os.path.basename(str(self.plan.source))} on {self.info.runtime} {self.info.device}: "
@@ -269,6 +270,7 @@ class LayersPartial:
     warnings: list[str]
     info: RunInfo
     notes: list[str]
+    unobserved: dict = field(default_factory=dict)  # tensors the runtime cannot return -> why
 
 
 @dataclass
@@ -324,8 +326,9 @@ class LayersWorker(BatchWorker):
         for _, _, values in raw_chunks(self.model, res, fs.values, ran, max_memory=self.max_memory, using=r):
             _add_histograms(hists, values)
             del values  # before the next run (see raw_chunks)
+        # the runtime's notes (float16 rounding, OpenVINO's bf16...) and what it cannot return, as in layers
         return LayersPartial(index, moments, hists, dict(res.shapes), res.plan.probes, res.plan.warnings, res.info,
-                             list(fs.notes))
+                             list(fs.notes) + [n for n in res.notes if n not in fs.notes], dict(res.unobserved))
 
 
 def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | None = None,
@@ -363,7 +366,7 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike |
     notes = acc["notes"] + list(model.warnings) + plan_.warnings + executor.notes()
     return DatasetResult(plan_, first.info, acc["moments"], acc["hists"], first.shapes, acc["count"],
                          list(dict.fromkeys(notes)), model_digest(model.proto), (selection or Selection()).describe(),
-                         executor)
+                         executor, dict(first.unobserved))
 
 
 def _checked_runner(model: Model, config: RunConfig | None, runtime: str, options: dict[str, str] | None,
