@@ -587,3 +587,13 @@ def test_a_float16_export_gets_float16_gradient_defaults(tmp_path):
         assert _default_tolerance(m, grads=True) is want_grad
         if want is not None:
             assert _default_tolerance(m) is want
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_buffers_gradient_is_said_to_be_a_buffers(exports, kind):
+    """A registered buffer's initializer has an ONNX gradient and no torch one: it read "derived from the
+    parameters by the exporter (folded, reordered or reshaped)"; it says it holds a buffer."""
+    res = api.diff_grad_torch(exports("scaled", kind), spec("scaled"))
+    reasons = [u.reason for u in res.matching.unmatched_a if "buffer" in u.reason]
+    assert reasons and all("holds the buffer scale" in r for r in reasons), [u.reason for u in res.matching.unmatched_a]
+    assert res.verdict()[0] == "pass"

@@ -138,6 +138,18 @@ class TanhMLPShifted(TanhMLP):
         return super().forward(x) + 0.001
 
 
+class Scaled(nn.Module):
+    """A Linear whose output a registered buffer scales: the buffer is an initializer of the export."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 4)
+        self.register_buffer("scale", torch.linspace(0.5, 2.0, 4))
+
+    def forward(self, x):
+        return self.fc(x) * self.scale
+
+
 class Square(nn.Module):
     """Square weights whose values cannot tell a MatMul's transposed weight from the weight itself: all
     zeros, an identity, and a decoder that is the encoder's transpose (separate parameters)."""
@@ -186,6 +198,8 @@ def build(name: str):
         return randomize_batchnorm(TwoConvBN()).eval(), (torch.randn(2, 3, 6, 6),)
     if name == "tanhmlp":
         return TanhMLP().eval(), (torch.randn(4, 6),)
+    if name == "scaled":
+        return Scaled().eval(), (torch.randn(3, 6),)
     if name == "square":
         return Square().eval(), (torch.randn(2, 3, 8),)  # 3-D: the exporters' MatMul with the weight transposed
     raise KeyError(name)
@@ -198,6 +212,10 @@ def cnn():
 
 def square():
     return build("square")
+
+
+def scaled():
+    return build("scaled")
 
 
 def tanhmlp_shifted():

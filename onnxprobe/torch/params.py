@@ -122,6 +122,11 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         if len(t) >= 1 and len(same_class[d]) == 1:
             out.links[i] = ParamLink(i, list(t), transposed=True, how="the parameter transposed (a MatMul weight)")
             continue
+        held_by = [b for b, bv in (buffers or {}).items() if _digest(bv) == d]
+        if held_by:  # a buffer (BatchNorm's running mean, a registered constant): torch has no gradient for it
+            out.refused[i] = (f"holds the buffer {held_by[0] if i not in held_by else i}, not a parameter: torch autograd "
+                              "gives buffers no gradient")
+            continue
         out.refused[i] = (DERIVED + ": no torch parameter holds these values")
         derived.add(i)
     for b, bv in (buffers or {}).items():  # a buffer no initializer of its own holds, equal to a linked one
