@@ -405,3 +405,11 @@ def test_merge_refuses_shards_of_another_runtime(tmp_path):
     _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "t", batches[2:]), "--runtime", "reference", "--json", b)
     r = runner.invoke(app, ["merge-stats", str(a), str(b)])
     assert r.exit_code == 2 and "another runtime" in r.stderr, r.output
+
+
+def test_a_seed_in_dataset_mode_is_refused(tmp_path):
+    """--seed does nothing when every input comes from the dataset: it was accepted silently."""
+    ds = _write(tmp_path / "ds", _batches(2))
+    r = runner.invoke(app, ["layers", str(sample_path("cnn")), "--inputs-dir", str(ds), "--seed", "3"])
+    assert r.exit_code == 2 and "--seed" in r.stderr, r.output
+    _run("layers", sample_path("cnn"), "--inputs-dir", ds, "--seed", "0")  # the default says nothing
