@@ -55,9 +55,12 @@ class OrtRunner(GraphRunner):
         """On the CPU, a probed float16 tensor becomes a graph output, which onnxruntime must round to float16
         where it otherwise kept float32 between ops (``check_statistics``): the model's outputs can change
         (QA: 68504 cast to int64 became INT64_MIN, once the float16 tensor was probed). One plain run tells:
-        a note names the outputs that differ. Only for models with probed float16 tensors (a second run)."""
-        if self.device != "cpu" or not got or not any(p.ref.dtype in ("float16", "bfloat16") for p in probes):
+        a note names the outputs that differ. Only for models with probed float16 tensors (a second run), and
+        once per runner: a dataset's batches, a debugger's runs, would each pay for it again."""
+        if (self.device != "cpu" or not got or getattr(self, "_outputs_checked", False)
+                or not any(p.ref.dtype in ("float16", "bfloat16") for p in probes)):
             return
+        self._outputs_checked = True
         try:
             plain, _ = self.execute(model, feeds, list(got))
         except Exception:  # noqa: BLE001 - only a note: the probed run stands as it is
