@@ -206,3 +206,18 @@ def test_inputs_onnxprobe_cannot_make_are_named_with_what_they_are(tmp_path):
     for name, words in (("str", "input 's': a string tensor"), ("seq", "input 'q': not a tensor (a sequence")):
         r = CliRunner().invoke(app, ["layers", str(tmp_path / f"{name}.onnx")])
         assert r.exit_code == 2 and words in r.stderr, r.output
+
+
+def test_an_error_in_a_node_onnxprobe_added_says_so():
+    """A float16 model's backward graph (a ScatterElements onnxprobe adds for MaxPool) or its loss (a
+    ReduceSum of bfloat16) that onnxruntime cannot run: the line said "at node 'onnxprobe.loss/...'; check
+    the op's input types", which reads as the model's own node. It says onnxprobe added it."""
+    from onnxprobe.runtime.ort import explain_ort_error
+
+    scatter = ("[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running ScatterElements node. "
+               "Name:'onnxprobe.grad/node_max_pool2d/ScatterElements' Status Message: MLFloat16 data type is not supported")
+    assert "which onnxprobe adds" in explain_ort_error(scatter)
+    kernel = "Could not find an implementation for ReduceSum(13) node with name 'onnxprobe.loss/ReduceSum'"
+    assert "which onnxprobe adds" in explain_ort_error(kernel)
+    own = "Could not find an implementation for Gemm(13) node with name 'node_linear'"
+    assert "onnxprobe adds" not in explain_ort_error(own) and "'node_linear'" in explain_ort_error(own)

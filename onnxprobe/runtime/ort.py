@@ -246,6 +246,10 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
     m = _NO_KERNEL.search(msg)
     if m:
         op, ver, node = m.groups()
+        if node.startswith(("onnxprobe.", "onnxprobe/")):  # a node of the loss or backward graph onnxprobe adds
+            return (f"onnxruntime has no {device} kernel for op {op} (opset {ver}) for the tensor types of node {node!r}, "
+                    f"which onnxprobe adds (the loss, a gradient or a statistic) for this model's types: try another "
+                    f"device, or a float32 copy of the model")
         return (f"onnxruntime has no {device} kernel for op {op} (opset {ver}) at node {node!r}; "
                 f"try another device, or check the op's input types")
     m = re.search(r"Deserialize tensor (.+?) failed", msg)
@@ -267,6 +271,10 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
     # drop the C++ source location and function signature that some messages start with
     first = re.sub(r"^/\S+:\d+ (?:[\w:~<>,*&\s]+\([^()]*(?:\([^()]*\)[^()]*)*\)\s*(?:const)?\s*)?", "", first)
     whole = " ".join([first] + lines[1:])  # the whole message, on one line: its second half often says which index
+    node = re.search(r"Name:'(onnxprobe[./][^']*)'", whole)
+    if node:  # a node onnxprobe added (the loss, the backward graph, a statistic): not the model's own
+        return (f"onnxruntime cannot run node {node.group(1)!r}, which onnxprobe adds for this model (its backward graph, "
+                f"loss or statistics), with these tensor types: {whole[:600]}")
     return f"onnxruntime: {whole[:800]}"
 
 
