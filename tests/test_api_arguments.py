@@ -493,3 +493,14 @@ def test_surgery_takes_an_in_memory_model(tmp_path):
     r = api.extract(proto, tmp_path / "cut.onnx", None, ["relu1_out"])
     assert [o.name for o in onnx.load(str(tmp_path / "cut.onnx")).graph.output] == ["relu1_out"], r
     assert proto.SerializeToString() == before
+
+
+def test_the_errors_are_reachable_from_the_api():
+    """A notebook catches onnxprobe's errors as api.UsageError and the rest (they lived in onnxprobe.errors
+    alone, which the README did not name)."""
+    from onnxprobe import errors
+
+    assert api.UsageError is errors.UsageError and api.ModelError is errors.ModelError
+    assert issubclass(api.ExecutionError, api.OnnxProbeError)
+    with pytest.raises(api.ModelError, match="no such file"):
+        api.layers("/nonexistent/model.onnx")

@@ -66,6 +66,9 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.torch import diff_grad_torch, diff_torch, torch_module
     from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult, SurgeryResult, extract, inspect, mark
     from onnxprobe.compare.diff import SORTS, DiffResult, PairResult, sort_results
+    from onnxprobe.errors import (
+        DeviceUnavailable, ExecutionError, MissingExtra, ModelError, NoGradientRule, OnnxProbeError, UsageError,
+    )
     from onnxprobe.graph.index import GraphIndex, NodeInfo, TensorInfo, attribute_text
     from onnxprobe.graph.select import Selection
     from onnxprobe.runtime.ort import DEVICES, OPT_LEVELS, resolve_device
@@ -108,6 +111,7 @@ _WHERE = {
         "mark"
     ),
     "onnxprobe.compare.diff": "SORTS DiffResult PairResult sort_results",
+    "onnxprobe.errors": "DeviceUnavailable ExecutionError MissingExtra ModelError NoGradientRule OnnxProbeError UsageError",
     "onnxprobe.graph.index": "GraphIndex NodeInfo TensorInfo attribute_text",
     "onnxprobe.graph.select": "Selection",
     "onnxprobe.runtime.ort": "DEVICES OPT_LEVELS resolve_device",
