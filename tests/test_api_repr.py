@@ -97,3 +97,15 @@ def test_surgery_results_are_one_line(tmp_path):
               api.extract(MLP, tmp_path / "e.onnx", "relu1_out")):
         text = repr(r)
         assert "\n" not in text and len(text) < 300, text
+
+
+def test_tensor_stats_read_as_statistics():
+    """A notebook showed TensorStats' shifted sums (shift, s1, s2), not its mean and std."""
+    import numpy as np
+
+    from onnxprobe.stats.tensor_stats import TensorStats
+
+    x = np.array([1.0, 2.0, 3.5], np.float32)
+    text = repr(TensorStats.from_array(x))
+    assert f"mean={x.astype(np.float64).mean():.6g}" in text and "std=" in text and "s1" not in text, text
+    assert "no finite value" in repr(TensorStats.from_array(np.array([np.nan])))

@@ -204,6 +204,15 @@ class TensorStats:
     def abs_mean(self) -> float:
         return self.sumabs / self.finite if self.finite else math.nan
 
+    def __repr__(self) -> str:  # a notebook's view: the statistics, not the shifted sums they are kept as
+        if not self.count:
+            return "TensorStats(empty)"
+        if not self.finite:
+            return f"TensorStats(count={self.count}, nan={self.nan}, inf={self.inf}: no finite value)"
+        g = (lambda v: f"{v:.6g}")
+        return (f"TensorStats(count={self.count}, min={g(self.min)}, max={g(self.max)}, mean={g(self.mean)}, "
+                f"std={g(self.std)}, nan={self.nan}, inf={self.inf})")
+
     @property
     def zero_fraction(self) -> float:
         """Zeros over the finite values, as every other statistic (NaN when there is none)."""
