@@ -346,3 +346,12 @@ def test_the_default_criterion_follows_the_precision_the_options_give():
     default = str(core.get_property("CPU", "INFERENCE_PRECISION_HINT")).lower()
     plain = api.diff(sample_path("cnn"), vs_runtime="openvino", config=api.RunConfig(device="cpu"))
     assert ("20 dB" in plain.criterion) == ("bfloat16" in default or "f16" in default), (plain.criterion, default)
+
+
+def test_layers_takes_runtime_prefixed_options_as_diff_does():
+    """--runtime-option openvino:KEY=VALUE reached OpenVINO as the key 'openvino:KEY' (refused), and
+    tensorrt:KEY was given to OpenVINO; layers now reads the prefixes as diff does."""
+    res = api.layers(sample_path("cnn"), runtime="openvino", runtime_options={"openvino:INFERENCE_PRECISION_HINT": "f32"})
+    assert res.stats
+    with pytest.raises(UsageError, match="tensorrt does not run here"):
+        api.layers(sample_path("cnn"), runtime="openvino", runtime_options={"tensorrt:mode": "debug"})

@@ -37,6 +37,9 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
                          f"optimisations: --runtime {runtime} does not take one")
     if config is not None and runtime == "reference" and config.device == "cuda":
         raise UsageError("device (--device, --vs-device) cuda: onnx.reference runs on the CPU (--runtime reference)")
+    if options and any(k.partition(":")[0] in RUNTIMES for k in options):  # RUNTIME:KEY, as diff takes them
+        check_options_used([runtime], options)
+        options = options_for(runtime, options)
     if options and runtime not in TAKES_OPTIONS:
         raise UsageError(f"runtime_options (--runtime-option): {runtime} takes none (its settings are the RunConfig's "
                          "device and opt_level: --device, --opt-level)")
@@ -103,7 +106,9 @@ def check_options_used(runtimes: list[str], options: dict[str, str] | None) -> N
         prefix, sep, _ = k.partition(":")
         if sep and prefix in RUNTIMES:
             if prefix not in runtimes:
-                raise UsageError(f"--runtime-option {k}: {prefix} does not run here ({' and '.join(dict.fromkeys(runtimes))} do)")
+                ran = list(dict.fromkeys(runtimes))
+                raise UsageError(f"--runtime-option {k}: {prefix} does not run here ({' and '.join(ran)} "
+                                 f"{'do' if len(ran) > 1 else 'does'})")
         elif not any(r in TAKES_OPTIONS for r in runtimes):
             raise UsageError(f"--runtime-option {k}: {' and '.join(dict.fromkeys(runtimes))} take no runtime options "
                              f"(they are for {', '.join(TAKES_OPTIONS)})")
