@@ -413,3 +413,21 @@ def test_a_seed_in_dataset_mode_is_refused(tmp_path):
     r = runner.invoke(app, ["layers", str(sample_path("cnn")), "--inputs-dir", str(ds), "--seed", "3"])
     assert r.exit_code == 2 and "--seed" in r.stderr, r.output
     _run("layers", sample_path("cnn"), "--inputs-dir", ds, "--seed", "0")  # the default says nothing
+
+
+def test_a_dimension_the_batches_disagree_on_reads_unknown(tmp_path):
+    """Batches of 1x10 and 1x20: the report gave the first batch's shape, [1, 10], for statistics over both;
+    the dimension they disagree on is null in JSON ('?' in the table), as diff shows it."""
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "n"])])
+    p = tmp_path / "dyn.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    (tmp_path / "ds").mkdir()
+    np.savez(tmp_path / "ds" / "a.npz", x=np.ones((1, 10), np.float32))
+    np.savez(tmp_path / "ds" / "b.npz", x=np.ones((1, 20), np.float32))
+    d = json.loads(_run("layers", p, "--inputs-dir", tmp_path / "ds", "--all", "--json", "-").stdout)
+    (t,) = [t for t in d["tensors"] if t["name"] == "y"]
+    assert t["shape"] == [1, None] and t["count"] == 30

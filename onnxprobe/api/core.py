@@ -240,7 +240,7 @@ class DatasetResult:
     info: RunInfo
     moments: dict  # tensor name -> stats.moments.Moments
     histograms: dict  # tensor name -> stats.histogram.Histogram
-    shapes: dict[str, tuple[int, ...]]  # of the first batch
+    shapes: dict[str, tuple[int | None, ...]]  # over the batches: None where they differ
     batches: int
     notes: list[str] = field(default_factory=list)
     model_id: str = ""  # graph.skeleton.model_digest of the model: which model the statistics describe
@@ -348,9 +348,13 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike |
                                   runtime=runtime, runtime_options=runtime_options, runner=None if ray else first,
                                   shapes=first_shapes(model, src))
     del first  # on Ray, each actor makes its own
-    acc: dict = {"moments": {}, "hists": {}, "notes": [], "first": None, "count": 0}
+    acc: dict = {"moments": {}, "hists": {}, "notes": [], "first": None, "count": 0, "shapes": {}}
 
     def merge(index: int, label: str, part: LayersPartial) -> None:
+        for name, shape in part.shapes.items():  # a dimension the batches disagree on reads None ('?')
+            have = acc["shapes"].get(name)
+            acc["shapes"][name] = tuple(shape) if have is None else (
+                tuple(a if a == b else None for a, b in zip(have, shape)) if len(have) == len(shape) else have)
         for name, m in part.moments.items():
             acc["moments"][name] = acc["moments"][name].merge(m) if name in acc["moments"] else m
         for name, h in part.histograms.items():
@@ -364,7 +368,7 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike |
     first: LayersPartial = acc["first"]
     plan_ = ProbePlan(model.proto, list(first.probes), model.source, list(first.warnings), base=model.proto)
     notes = acc["notes"] + list(model.warnings) + plan_.warnings + executor.notes()
-    return DatasetResult(plan_, first.info, acc["moments"], acc["hists"], first.shapes, acc["count"],
+    return DatasetResult(plan_, first.info, acc["moments"], acc["hists"], acc["shapes"], acc["count"],
                          list(dict.fromkeys(notes)), model_digest(model.proto), (selection or Selection()).describe(),
                          executor, dict(first.unobserved))
 
