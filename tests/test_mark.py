@@ -367,3 +367,20 @@ def test_mark_and_extract_check_input_options_as_layers_does(cmd, args, words, t
     out = tmp_path / "o.onnx"
     r = CliRunner().invoke(app, [cmd, str(p), "-o", str(out), *args])
     assert r.exit_code == 2 and words in r.stderr and not out.exists(), r.output
+
+
+def test_the_checkers_complaint_is_whole(tmp_path):
+    """onnx.checker breaks its sentence over lines; the note kept the first, ending "of node: "."""
+    from onnx import TensorProto, helper
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    g = helper.make_graph([helper.make_node("Add", ["x", "undefined_t"], ["y"], name="a")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    p = tmp_path / "bad.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    r = CliRunner().invoke(app, ["mark", str(p), "-o", str(tmp_path / "o.onnx"), "--all"])
+    (note,) = [ln for ln in r.stderr.splitlines() if "onnx.checker rejects it" in ln]
+    assert "is not output of any previous nodes" in note and "OpType: Add" in note, note

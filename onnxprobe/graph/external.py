@@ -113,12 +113,12 @@ def materialize(model: onnx.ModelProto, base_dir: str | os.PathLike) -> onnx.Mod
 
 
 def check_model_file(path: str | os.PathLike) -> str | None:
-    """onnx.checker on a file (by path, so external data and >2 GB models work): None, or the first line
-    of the complaint."""
+    """onnx.checker on a file (by path, so external data and >2 GB models work): None, or the complaint on
+    one line (the checker breaks its sentences: "...of node: \nname: a OpType: Add\n is not output...")."""
     try:
         onnx.checker.check_model(str(path))
     except Exception as e:  # noqa: BLE001 - ValidationError and friends
-        return first_line(e)
+        return " ".join(ln.strip() for ln in str(e).splitlines() if ln.strip())[:400] or first_line(e)
     return None
 
 
