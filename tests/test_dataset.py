@@ -431,3 +431,12 @@ def test_a_dimension_the_batches_disagree_on_reads_unknown(tmp_path):
     d = json.loads(_run("layers", p, "--inputs-dir", tmp_path / "ds", "--all", "--json", "-").stdout)
     (t,) = [t for t in d["tensors"] if t["name"] == "y"]
     assert t["shape"] == [1, None] and t["count"] == 30
+
+
+def test_merge_says_what_a_non_report_is_before_anything_else(tmp_path):
+    """A JSON file that is no report, given twice, was called a shard given twice ("holds the same
+    statistics as"): it is said not to be a report."""
+    f = tmp_path / "x.json"
+    f.write_text('{"a": 1}')
+    r = runner.invoke(app, ["merge-stats", str(f), str(f)])
+    assert r.exit_code == 2 and "not a dataset report" in r.stderr, r.output

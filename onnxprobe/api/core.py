@@ -411,6 +411,8 @@ def merge_stats(reports: list) -> dict:
     for k, r in enumerate(reports):
         d = dict(r) if isinstance(r, dict) else read_json_report(r)
         d.setdefault("_path", f"report {k}")
+        # what it is, first: a JSON file that is no report is said to be one, not a shard given twice
+        check_diff_report(d, d["_path"]) if is_diff_report(d) else check_report(d, d["_path"])
         same = json.dumps({x: v for x, v in d.items() if x != "_path"}, sort_keys=True, default=str)
         if same in seen:  # a shard given twice (overlapping globs, a copy, a rerun) would count its samples twice
             raise UsageError(f"merge-stats: {d['_path']} holds the same statistics as {seen[same]}: "
@@ -431,10 +433,4 @@ def merge_stats(reports: list) -> dict:
     kinds = {is_diff_report(d) for d in ds}
     if len(kinds) > 1:
         raise UsageError("merge-stats: these are reports of different commands (layers and diff); merge each kind apart")
-    if kinds == {True}:
-        for d in ds:
-            check_diff_report(d, d["_path"])
-        return merge_diff_reports(ds)
-    for d in ds:
-        check_report(d, d["_path"])
-    return merge_reports(ds)
+    return merge_diff_reports(ds) if kinds == {True} else merge_reports(ds)  # each checked as it was read
