@@ -605,3 +605,12 @@ def test_integer_extremes_read_as_the_integers_they_are(dtype, values, tmp_path)
     row = [ln for ln in out.splitlines() if ln.lstrip().startswith("0 ")][0].split()
     assert row[6] == str(int(x.min())) and row[7] == str(int(x.max())), row
     assert row[5] == {"int16": "i16", "int32": "i32", "uint32": "u32", "uint8": "u8"}[dtype], row
+
+
+@pytest.mark.parametrize("value, want", [("0", 120), ("5", 20), ("80", 80), ("abc", 120), ("", 120)])
+def test_columns_of_no_width_fall_back(value, want, monkeypatch):
+    """COLUMNS=0 (a pipe some shells set) gave a 20-column table; 0 means no width: the default."""
+    from onnxprobe.report.console import env_width
+
+    monkeypatch.setenv("COLUMNS", value)
+    assert env_width() == want

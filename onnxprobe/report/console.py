@@ -95,9 +95,10 @@ def stdout_console(wide: bool = False) -> Console:
 
 
 def env_width(default: int = 120) -> int:
-    """$COLUMNS when it is a sensible number (20 or more), else ``default``."""
+    """$COLUMNS when it is a number of columns (at least 20 are used: a narrower terminal still gets a
+    table), else ``default`` (unset, 0, not a number, absurdly large)."""
     text = os.environ.get("COLUMNS", "").strip()
-    return max(int(text), 20) if text.isdigit() and len(text) < 7 else default
+    return max(int(text), 20) if text.isdigit() and len(text) < 7 and int(text) > 0 else default
 
 
 def stderr_console() -> Console:

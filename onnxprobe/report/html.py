@@ -145,7 +145,8 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
                ("device", d["device"], None), ("opt level", d["opt_level"], None)]
         if "batches" in d:
             out.append(("dataset", f"{d['batches']} batches; selection {d.get('selection', '')}", None))
-        out.append(("verdict", f"{len(d['tensors'])} tensors, {bad} with NaN/Inf", "fail" if bad else "pass"))
+        n = len(d["tensors"])
+        out.append(("verdict", f"{n} tensor{'' if n == 1 else 's'}, {bad} with NaN/Inf", "fail" if bad else "pass"))
         if d.get("timing"):
             out.append(("time", f"run {duration(d['timing']['run_s'])}, session {duration(d['timing']['session_s'])}", None))
     else:
