@@ -85,7 +85,8 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
     main = set(real_inputs) | inits | set(producer)
     ins, outs = _split(inputs, main), _split(outputs, main)
     if not ins and not outs:
-        raise UsageError("give the tensors to cut at: --from T1,T2 and/or --to T3 (`onnxprobe inspect --nodes` lists them)")
+        raise UsageError("give the tensors to cut at: cut_inputs (--from T1,T2) and/or cut_outputs (--to T3); "
+                         "`onnxprobe inspect --nodes` lists them")
     _check_names(model, ins, "--from", main)
     _check_names(model, outs, "--to", main)
     default_inputs = not ins
