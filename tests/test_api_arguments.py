@@ -504,3 +504,22 @@ def test_the_errors_are_reachable_from_the_api():
     assert issubclass(api.ExecutionError, api.OnnxProbeError)
     with pytest.raises(api.ModelError, match="no such file"):
         api.layers("/nonexistent/model.onnx")
+
+
+def test_a_model_proto_without_its_external_weights_is_refused_in_one_line(tmp_path):
+    """onnx.load(..., load_external_data=False) gives a proto whose weights are in a file it does not
+    locate: onnxruntime's message named a path under the working directory; one line says what to do."""
+    from onnx import numpy_helper
+
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"], name="a")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [100])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [100])],
+                          [numpy_helper.from_array(np.ones(100, np.float32), "w")])
+    p = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p, save_as_external_data=True,
+              size_threshold=0, location="m.data")
+    lazy = onnx.load(str(p), load_external_data=False)
+    for call in (lambda: api.layers(lazy), lambda: api.inspect(lazy), lambda: api.diff(lazy, lazy)):
+        with pytest.raises(UsageError, match="weights were not loaded"):
+            call()
+    assert api.layers(onnx.load(str(p))).stats

@@ -18,7 +18,7 @@ import onnx
 
 from onnxprobe.errors import UsageError
 from onnxprobe.fileio import input_file, protect
-from onnxprobe.graph.model import Model, as_model
+from onnxprobe.graph.model import Model, as_model, check_loaded
 from onnxprobe.graph.model import load as _load
 from onnxprobe.runtime import npz as _npz
 from onnxprobe.runtime.arrays import read_array, read_arrays, read_npz
@@ -145,7 +145,9 @@ def model_file(model, what: str = "model") -> str | os.PathLike:
     if isinstance(model, Model) and os.path.isfile(model.source):
         return model.source
     if isinstance(model, (Model, onnx.ModelProto)):
-        return _saved_copy(model.proto if isinstance(model, Model) else model)
+        proto = model.proto if isinstance(model, Model) else model
+        check_loaded(proto, what)
+        return _saved_copy(proto)
     raise UsageError(f"{what}: expected the path of an .onnx file or an api.Model loaded from one, got {what_came(model)}")
 
 

@@ -54,6 +54,16 @@ def load(path: str | os.PathLike) -> Model:
     return Model(proto, str(path), warnings)
 
 
+def check_loaded(proto: onnx.ModelProto, what: str = "model") -> None:
+    """A UsageError for an in-memory model whose weights stayed in their external file
+    (``onnx.load(..., load_external_data=False)``): where that file is, the proto does not say."""
+    lacking = next((t.name for t in proto.graph.initializer
+                    if t.data_location == onnx.TensorProto.EXTERNAL and not t.raw_data), None)
+    if lacking is not None:
+        raise UsageError(f"{what}: an onnx.ModelProto whose weights were not loaded (initializer {clean(lacking)!r} is in "
+                         "an external data file): load it with onnx.load(path) (load_external_data=True), or give the path")
+
+
 def as_model(model: "Model | str | os.PathLike | onnx.ModelProto", what: str = "model") -> Model:
     """What every API function that takes a model accepts: a loaded Model (as it is), a path (loaded), or
     an onnx.ModelProto (copied and annotated: ``Model.of``); anything else is one UsageError naming
@@ -61,6 +71,7 @@ def as_model(model: "Model | str | os.PathLike | onnx.ModelProto", what: str = "
     if isinstance(model, Model):
         return model
     if isinstance(model, onnx.ModelProto):
+        check_loaded(model, what)
         return Model.of(model, model.graph.name or "<in-memory model>")
     if isinstance(model, (str, os.PathLike)):
         return load(model)
