@@ -57,8 +57,10 @@ def load(path: str | os.PathLike) -> Model:
 def check_loaded(proto: onnx.ModelProto, what: str = "model") -> None:
     """A UsageError for an in-memory model whose weights stayed in their external file
     (``onnx.load(..., load_external_data=False)``): where that file is, the proto does not say."""
+    from onnxprobe.graph.skeleton import is_stub  # onnxprobe's own stubbed weights, filled from the model later
+
     lacking = next((t.name for t in proto.graph.initializer
-                    if t.data_location == onnx.TensorProto.EXTERNAL and not t.raw_data), None)
+                    if t.data_location == onnx.TensorProto.EXTERNAL and not t.raw_data and not is_stub(t)), None)
     if lacking is not None:
         raise UsageError(f"{what}: an onnx.ModelProto whose weights were not loaded (initializer {clean(lacking)!r} is in "
                          "an external data file): load it with onnx.load(path) (load_external_data=True), or give the path")
