@@ -90,20 +90,23 @@ class ExtractResult(SurgeryResult):
     unused_inputs: list[str] = field(default_factory=list)
 
 
-def _check_inputs(model: onnx.ModelProto, inputs: InputSpec | None) -> None:
+def _check_inputs(model: onnx.ModelProto, inputs: InputSpec | None):
     """The input options checked as ``layers`` checks them (names, shapes, dtypes, seed, integer range),
-    whether or not a run needs them: a wrong one was accepted silently when shape inference typed it all."""
+    whether or not a run needs them (a wrong one was accepted silently when shape inference typed it all):
+    the feeds they make (``_observe_types`` runs on them), or None for the default options."""
     if inputs is not None and inputs != InputSpec():
-        _feeds.make_feeds(model, inputs)
+        return _feeds.make_feeds(model, inputs)
+    return None
 
 
 def _observe_types(model: onnx.ModelProto, lazy, names: list[str], spec: InputSpec | None, notes: list[str],
-                   skip_empty: set[str] = frozenset()) -> dict[str, onnx.TypeProto]:
+                   skip_empty: set[str] = frozenset(), fs=None) -> dict[str, onnx.TypeProto]:
     """Types of ``names`` (graph inputs or outputs of ``model``) seen in one run on seeded random (or
     given) inputs. Dimensions are written only when every model input has a fixed shape; otherwise only
     the rank. An empty value of a name in ``skip_empty`` (carried out of an If branch that did not run)
-    says nothing. Returns what it could type; a failed run is a note, not an error."""
-    fs = _feeds.make_feeds(lazy.proto, spec)
+    says nothing. Returns what it could type; a failed run is a note, not an error. ``fs``: the feeds,
+    when ``_check_inputs`` made them already."""
+    fs = fs or _feeds.make_feeds(lazy.proto, spec)
     feed = fs.values
     static = all(s.shape is not None and all(isinstance(d, int) and d > 0 for d in s.shape)
                  for s in _feeds.model_inputs(lazy.proto))
@@ -187,7 +190,7 @@ def mark(
     stats = check_bool(stats, "mark stats")
     check_output_path(out, source=path)
     lazy = load_lazy(path)
-    _check_inputs(lazy.proto, inputs)
+    fs = _check_inputs(lazy.proto, inputs)
     notes: list[str] = []
     inferred = infer_shapes(lazy.proto, notes)
     refs = [r for r in select(inferred, selection or Selection()) if r.kind == "node"]
@@ -197,7 +200,7 @@ def mark(
     if missing:
         in_if = in_if_branch(lazy.proto)
         found = _observe_types(model, lazy, missing, inputs, notes,
-                               skip_empty={m.output for m in marked if m.ref.name in in_if})
+                               skip_empty={m.output for m in marked if m.ref.name in in_if}, fs=fs)
         model = with_output_types(model, found)
         failed = [n for n in missing if n not in found]
         if failed:
@@ -234,7 +237,7 @@ def extract(
     cut_inputs, cut_outputs = as_names(cut_inputs, "cut_inputs") or None, as_names(cut_outputs, "cut_outputs") or None
     check_output_path(out, source=path)
     lazy = load_lazy(path)
-    _check_inputs(lazy.proto, inputs)
+    fs = _check_inputs(lazy.proto, inputs)
     notes: list[str] = []
     inferred = infer_shapes(lazy.proto, notes)
     c = cut(lazy.proto, cut_inputs, cut_outputs)
@@ -244,7 +247,7 @@ def extract(
     if need:
         refs = [r for r in select(inferred, Selection(all=True, include_constants=True), strict=False) if r.name in need]
         probe_model, _ = mark_pass(inferred, refs)
-        found = _observe_types(probe_model, lazy, need, inputs, notes)
+        found = _observe_types(probe_model, lazy, need, inputs, notes, fs=fs)
         left = [n for n in need if n not in found]
         if left:
             raise ModelError(f"cannot find the type of {', '.join(repr(n) for n in left[:5])}: shape inference does not "
