@@ -87,6 +87,10 @@ def pop_all(args: list[str], name: str) -> list[str]:
     return out
 
 
+# the --options parse_selection reads (the debugger's command check takes them from here)
+SELECTION_OPTIONS = frozenset({"--op", "--name", "--range", "--all", "--include-constants", "--constants"})
+
+
 def parse_selection(words: list[str]) -> Selection:
     """Words -> Selection. An empty list gives the default selection (``Selection()``)."""
     ops: list[str] = []

@@ -29,6 +29,7 @@ class OrtRunner(GraphRunner):
         self.interruptible = interruptible
         self.threads = threads
         self._sessions: OrderedDict = OrderedDict()
+        self._outputs_checked = False  # check_outputs ran its plain run already
         self._last: tuple[list[str], float] = ([], 0.0)  # providers and build time of the last session (not the
         # session itself: an unkept session must be freed before the next one is built)
 
@@ -57,7 +58,7 @@ class OrtRunner(GraphRunner):
         (QA: 68504 cast to int64 became INT64_MIN, once the float16 tensor was probed). One plain run tells:
         a note names the outputs that differ. Only for models with probed float16 tensors (a second run), and
         once per runner: a dataset's batches, a debugger's runs, would each pay for it again."""
-        if (self.device != "cpu" or not got or getattr(self, "_outputs_checked", False)
+        if (self.device != "cpu" or not got or self._outputs_checked
                 or not any(p.ref.dtype in ("float16", "bfloat16") for p in probes)):
             return
         self._outputs_checked = True

@@ -14,7 +14,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.report.format import safe
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import render
-from onnxprobe.session.parse import pop_option, split
+from onnxprobe.session.parse import SELECTION_OPTIONS, pop_option, split
 from onnxprobe.session.state import State, Target
 
 
@@ -28,7 +28,6 @@ class Env:
     width: int = 120
 
 
-SELECTION_OPTIONS = {"--op", "--name", "--range", "--all", "--include-constants", "--constants"}
 RENAMED_OPTIONS = {"grad": {"--output"}}  # old names the command answers with the new one
 
 
