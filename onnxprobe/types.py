@@ -187,6 +187,7 @@ class RunInfo:
     run_seconds: float
     runtime: str = "onnxruntime"  # the runner's kind: onnxruntime, onnx.reference, openvino, tensorrt
     runtime_options: dict[str, str] = field(default_factory=dict)  # the runtime's own settings (--runtime-option)
+    precision: str | None = None  # what the runtime computes floats in where not the graph's types ('bf16'), else None
 
 
 @dataclass

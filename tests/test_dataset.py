@@ -206,6 +206,8 @@ def _same_names_other_ops(tmp_path) -> tuple:
     (lambda d: d["tensors"][0]["moments"].__setitem__("sum", [{"a": 1}]), "malformed moments"),
     (lambda d: d.__setitem__("selection", "--op Conv"), "another selection"),
     (lambda d: d.__setitem__("schema_version", 1), "schema"),
+    (lambda d: d.__setitem__("precision", "bf16"), "another floating-point precision"),  # a bf16 CPU's shard
+    (lambda d: d.__setitem__("runtime_options", {"INFERENCE_PRECISION_HINT": "f16"}), "other runtime options"),
     (lambda d: d.__setitem__("tensors", [[[[[[[[1]]]]]]]]), "not a tensor entry"),
 ])
 def test_merge_refuses_reports_of_different_things_and_malformed_ones(tmp_path, spoil, needle):

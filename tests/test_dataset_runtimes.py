@@ -203,3 +203,26 @@ def test_a_runtime_option_openvino_refuses_is_one_error_before_any_batch(tmp_pat
     monkeypatch.undo()
     res = api.layers_dataset(model, tmp_path / "ds", api.Selection(all=True), runtime="openvino")
     assert res.batches == 3 and res.info.runtime == "openvino" and res.moments["y"].stats().max == 1.0
+
+
+def test_shards_computed_in_other_precisions_are_not_merged(tmp_path):
+    """The precision OpenVINO computed in and the runtime options given are part of what a shard
+    describes: shards of one model run at f16 and at the device's default were merged into one report
+    (pooled errors of two different computations)."""
+    _folder(tmp_path / "ds", "mlp", n=2)
+    x, y, u, v = (tmp_path / f"{k}.json" for k in "xyuv")
+    _run("layers", sample_path("mlp"), "--runtime", "openvino", "--inputs-dir", tmp_path / "ds", "--json", x)
+    _run("layers", sample_path("mlp"), "--runtime", "openvino", "--runtime-option", "INFERENCE_PRECISION_HINT=f16",
+         "--inputs-dir", tmp_path / "ds", "--json", y)
+    dx, dy = json.loads(x.read_text()), json.loads(y.read_text())
+    assert dy["runtime_options"] == {"INFERENCE_PRECISION_HINT": "f16"} and dx["runtime_options"] == {}
+    assert dy["precision"] == "f16" and dx["precision"] in ("f32", "bf16")
+    r = _run("merge-stats", x, y, code=(2,))
+    assert "describes" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    _run("diff", sample_path("mlp"), "--vs-runtime", "openvino", "--inputs-dir", tmp_path / "ds", "--json", u, code=(0, 1))
+    _run("diff", sample_path("mlp"), "--vs-runtime", "openvino", "--runtime-option", "openvino:INFERENCE_PRECISION_HINT=f16",
+         "--inputs-dir", tmp_path / "ds", "--json", v, code=(0, 1))
+    sides = json.loads(v.read_text())["sides"]
+    assert sides[1]["precision"] == "f16" and sides[0]["precision"] is None, sides
+    r = _run("merge-stats", u, v, code=(2,))
+    assert "describes" in r.stderr and "precision" in r.stderr

@@ -380,9 +380,7 @@ def _checked_runner(model: Model, config: RunConfig | None, runtime: str, option
     device or runtime option the runtime refuses is one error before any batch, not one per batch."""
     shapes = first_shapes(model, src) if runtime == "openvino" else None
     r = _runner_for(model, config, runtime, options, max_memory, interruptible=False, shapes=shapes)
-    ask = getattr(r, "inference_precision", None)
-    if ask is not None:
-        ask()
+    r.inference_precision()
     return r
 
 

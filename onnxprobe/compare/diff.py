@@ -189,8 +189,7 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
 
 
 def _precision(side: Side) -> str | None:
-    ask = getattr(side.runner, "inference_precision", None)
-    return ask() if ask is not None else None
+    return side.runner.inference_precision()
 
 
 def check_same_inputs(a: onnx.ModelProto, b: onnx.ModelProto) -> None:

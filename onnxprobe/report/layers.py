@@ -44,6 +44,8 @@ def layers_dict(result) -> dict:
         "model": result.plan.source, "runtime": getattr(info, "runtime", "onnxruntime"), "device": info.device,
         "providers": info.providers,
         "opt_level": info.opt_level,
+        "runtime_options": dict(getattr(info, "runtime_options", None) or {}),
+        "precision": getattr(info, "precision", None),
         "timing": {"session_s": round(info.session_seconds, 6), "run_s": round(info.run_seconds, 6)},
         "notes": list(result.notes) + list(result.plan.warnings),
         "tensors": tensors,

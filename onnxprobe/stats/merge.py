@@ -19,7 +19,7 @@ from onnxprobe.stats.moments import Moments
 
 DATASET_SCHEMA = 3
 MAX_REPORT_BYTES = 512 * 2**20
-IDENTITY = ("schema_version", "onnxprobe_version", "model_id", "selection", "runtime")  # devices, opt levels: listed
+IDENTITY = ("schema_version", "onnxprobe_version", "model_id", "selection", "runtime", "precision", "runtime_options")  # devices, opt levels: listed
 TEXT_FIELDS = ("onnxprobe_version", "model_id", "selection")
 
 
@@ -101,9 +101,10 @@ def _merged_shape(shapes: list) -> list | None:
 
 WHAT = {"model_id": "a different model (or other weights)", "selection": "another selection of tensors",
         "onnxprobe_version": "another onnxprobe version", "schema_version": "another report schema",
-        "dataset_schema": "another report schema", "sides": "other runtimes, devices or opt levels",
+        "dataset_schema": "another report schema", "sides": "other runtimes, devices, opt levels, precisions or runtime options",
         "criterion": "another pass/fail criterion", "measured": "another kind of measurement",
-        "runtime": "another runtime", "device": "another device", "opt_level": "another opt level"}
+        "runtime": "another runtime", "device": "another device", "opt_level": "another opt level",
+        "precision": "another floating-point precision", "runtime_options": "other runtime options"}
 
 
 def check_identity(reports: list[dict], keys: tuple[str, ...]) -> None:

@@ -59,7 +59,18 @@ class Runner(ABC):
         providers = getattr(self, "providers", None)
         return {"model": self.label, "runtime": self.kind, "device": self.device,
                 "opt_level": self.config.opt_level if self.kind == "onnxruntime" else None,
-                "providers": (list(providers()) or None) if callable(providers) else None}
+                "providers": (list(providers()) or None) if callable(providers) else None,
+                "precision": self.inference_precision(), "runtime_options": self.runtime_options()}
+
+    def inference_precision(self) -> str | None:
+        """The floating-point precision the runtime computes in where it is not the graph's own ('bf16' on
+        a CPU with bfloat16 arithmetic, 'tf32'), else None: onnxruntime and onnx.reference compute in the
+        types the graph says."""
+        return None
+
+    def runtime_options(self) -> dict[str, str]:
+        """The runtime's own settings (--runtime-option KEY=VALUE), as given."""
+        return dict(getattr(self, "options", None) or {})
 
     def note(self, text: str) -> None:
         """Add ``text`` to the runner's notes, once (a runner's later runs find the same things)."""
@@ -400,7 +411,8 @@ class GraphRunner(Runner):
         view = ProbePlan(plan.model, probes, plan.source, list(plan.warnings), base=base, weights_from=plan.weights_from,
                          weights=plan.weights)
         info = RunInfo(device=self.device, providers=self.providers(), opt_level=self.config.opt_level,
-                       session_seconds=self.session_seconds(), run_seconds=seconds, runtime=self.kind)
+                       session_seconds=self.session_seconds(), run_seconds=seconds, runtime=self.kind,
+                       runtime_options=self.runtime_options(), precision=self.inference_precision())
         return ProbeResult(view, info, st, shp, arrays, {n: out[n] for n in own if n in out and outputs},
                            notes=list(self.notes))
 

@@ -123,6 +123,6 @@ class HostStatsRunner(GraphRunner):
                          f"{next(iter(hidden.values()))} (--json gives each one's reason)")
         info = RunInfo(device=self.device, providers=self.providers(), opt_level=self.config.opt_level,
                        session_seconds=build, run_seconds=seconds, runtime=self.kind,
-                       runtime_options=dict(getattr(self, "options", None) or {}))
+                       runtime_options=self.runtime_options(), precision=self.inference_precision())
         return ProbeResult(ProbePlan(base, probes, self.label, [], base=base), info, st, shp, arrays, own_values,
                            notes=notes, unobserved=hidden)
