@@ -442,3 +442,38 @@ def test_merge_says_what_a_non_report_is_before_anything_else(tmp_path):
     f.write_text('{"a": 1}')
     r = runner.invoke(app, ["merge-stats", str(f), str(f)])
     assert r.exit_code == 2 and "not a dataset report" in r.stderr, r.output
+
+
+def test_merging_shards_that_share_samples_says_so(tmp_path):
+    """Shards over overlapping ranges of one dataset (batches 0-3 and 2-5) merged silently, the shared
+    batches counted twice. Each report lists its samples' digests; the merge notes the overlap (a note:
+    a dataset may hold the same values twice on purpose), and disjoint shards get no note."""
+    from onnxprobe.api.datasets import sample_digest
+
+    batches = _batches(6)
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "s", batches[:4]), "--json", a)
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "t", batches[2:]), "--json", b)
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "u", batches[4:]), "--json", c)
+    assert json.loads(a.read_text())["sample_digests"] == [sample_digest(x) for x in batches[:4]]
+    d = json.loads(_run("merge-stats", a, b, "--json", "-").stdout)
+    (note,) = [n for n in d["notes"] if "same input values" in n]
+    assert note.startswith("4 of the 8 samples") and "a.json" in note and "b.json" in note
+    d = json.loads(_run("merge-stats", a, c, "--json", "-").stdout)
+    assert not [n for n in d["notes"] if "same input values" in n] and len(d["sample_digests"]) == 6
+    d2 = tmp_path / "ac.json"
+    d2.write_text(json.dumps(d))  # a merged report carries its samples on: merging it with b sees the overlap
+    d = json.loads(_run("merge-stats", d2, b, "--json", "-").stdout)
+    assert [n for n in d["notes"] if "same input values" in n]
+
+
+def test_a_samples_digest_is_its_values():
+    from onnxprobe.api.datasets import sample_digest
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    same = sample_digest({"x": x})
+    assert sample_digest({"x": x.copy(order="F")}) == same and sample_digest({"x": x.T.T}) == same
+    assert len({same, sample_digest({"x": x.reshape(3, 2)}), sample_digest({"x": x.astype(np.float16)}),
+                sample_digest({"y": x}), sample_digest({"x": x + 1})}) == 5
+    assert sample_digest({"x": np.float32(1.0)}) != sample_digest({"x": np.array([], np.float32)})
+    assert sample_digest({"s": np.array(["a", "b"])}) != sample_digest({"s": np.array(["a", "c"])})

@@ -381,3 +381,23 @@ def test_judged_metric_columns_in_dataset_and_merged_reports(tmp_path):
         assert float(rows[p["a"]][0]) == pytest.approx(p["mean_abs"], rel=1e-2, abs=1e-12), (rows, p)
     r = _run("merge-stats", out, "--columns", "tensor,max_rel", code=(0, 1))
     assert "max rel" in r.stdout
+
+
+def test_merging_diff_shards_that_share_samples_says_so(tmp_path):
+    """Two diff shards over overlapping files of one dataset: the merge notes the shared samples."""
+    import shutil
+
+    a_path = quantize("cnn", "qdq", tmp_path)
+    ds = _folder(tmp_path / "ds", n=4)
+    (tmp_path / "p").mkdir()
+    (tmp_path / "q").mkdir()
+    for k, f in enumerate(sorted(ds.iterdir())):
+        for into in (["p"] if k < 2 else ["q"]) + (["p"] if k == 2 else []):
+            shutil.copy(f, tmp_path / into / f.name)
+    x, y = tmp_path / "x.json", tmp_path / "y.json"
+    _run("diff", a_path, sample_path("cnn"), "--inputs-dir", tmp_path / "p", "--json", x, code=(0, 1))
+    _run("diff", a_path, sample_path("cnn"), "--inputs-dir", tmp_path / "q", "--json", y, code=(0, 1))
+    d = json.loads(_run("merge-stats", x, y, "--json", "-", code=(0, 1)).stdout)
+    assert d["samples"] == 5 and len(d["sample_digests"]) == 5
+    (note,) = [n for n in d["notes"] if "same input values" in n]
+    assert note.startswith("2 of the 5 samples"), note

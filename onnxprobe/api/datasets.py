@@ -116,11 +116,33 @@ class BatchWorker:
             raise relabel(e, batch.label) from None
         return self.run(batch.index, batch.label, arrays)
 
-    def run(self, index: int, label: str, arrays: dict[str, np.ndarray]):
+    def run(self, index: int, label: str, arrays: dict[str, np.ndarray]) -> Done:
         try:
-            return self.process(index, label, arrays)
+            return Done(self.process(index, label, arrays), sample_digest(arrays))
         except OnnxProbeError as e:
             raise relabel(e, label) from None
+
+
+@dataclass
+class Done:
+    """A batch's partial result and the digest of its input values (``sample_digest``)."""
+
+    partial: object
+    digest: str
+
+
+def sample_digest(arrays: dict[str, np.ndarray]) -> str:
+    """16 hex digits that name a sample by its input values (names, dtypes, shapes, bytes): the reports of
+    a dataset list them, so that merge-stats sees a sample that two shards both hold (overlapping ranges
+    of one dataset) without the samples themselves."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=8)
+    for name in sorted(arrays):
+        a = np.asarray(arrays[name])
+        h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(repr(a.tolist()).encode() if a.dtype.kind in "OUS" else np.ascontiguousarray(a).reshape(-1).view(np.uint8))
+    return h.hexdigest()
 
 
 def relabel(e: OnnxProbeError, label: str) -> OnnxProbeError:
@@ -150,7 +172,8 @@ def run_batches(factory: Callable[[], BatchWorker], src: Source, merge: Callable
         elif isinstance(got, BaseException):
             failures.append((index, label, ExecutionError(f"{label}: {type(got).__name__}: {first_line(got)}")))
         else:
-            merge(index, label, got)
+            executor.digests[index] = got.digest
+            merge(index, label, got.partial)
         count[0] += 1
         if progress is not None:
             progress(count[0], src.total or count[0])

@@ -25,7 +25,8 @@ def diff_dataset_dict(res, order=None) -> dict:
              for s in (res.a, res.b)]
     d.update({"dataset_schema": DIFF_DATASET_SCHEMA, "model_id": res.model_id, "selection": res.selection,
               "sides": sides, "samples": res.samples, "sample_labels": list(res.labels),
-              "executor": res.executor.to_dict() if res.executor is not None else {"engine": "local"}})
+              "executor": res.executor.to_dict() if res.executor is not None else {"engine": "local"},
+              "sample_digests": res.executor.sample_digests() if res.executor is not None else []})
     return d
 
 

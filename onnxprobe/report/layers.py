@@ -78,6 +78,7 @@ def dataset_dict(res) -> dict:
     d["model_id"], d["selection"] = res.model_id, res.selection
     d["batches"] = res.batches
     d["executor"] = res.executor.to_dict()
+    d["sample_digests"] = res.executor.sample_digests()  # merge-stats: a sample two shards both hold
     d.pop("timing", None)
     for t in d["tensors"]:
         m, h = res.moments.get(t["name"]), res.histograms.get(t["name"])

@@ -66,6 +66,11 @@ class Executor:
     startup_seconds: float = 0.0
     run_seconds: float = 0.0
     messages: list[str] = field(default_factory=list)  # what Ray printed (worker died, task retried)
+    digests: dict[int, str] = field(default_factory=dict)  # batch index -> its inputs' digest (api.datasets)
+
+    def sample_digests(self) -> list[str]:
+        """The digests of the batches' inputs in batch order (the reports' ``sample_digests``)."""
+        return [self.digests[k] for k in sorted(self.digests)]
 
     def notes(self) -> list[str]:
         """What people should know of the run (a worker that died and was replaced)."""

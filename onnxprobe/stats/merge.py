@@ -121,6 +121,29 @@ def check_identity(reports: list[dict], keys: tuple[str, ...]) -> None:
                                  "onnxprobe")
 
 
+def sample_overlap(reports: list[dict]) -> tuple[list[str], list[str]]:
+    """The merged ``sample_digests`` (the shards' in the order of their names) and a note when a sample
+    (the same input values) is in more than one shard: overlapping ranges of one dataset, which count
+    those samples twice. A note, not a refusal: a dataset may hold the same values twice on purpose."""
+    shards = sorted(reports, key=lambda r: Path(r["_path"]).name)
+    lists = [r.get("sample_digests") for r in shards]
+    if any(not isinstance(x, list) or not all(isinstance(v, str) for v in x) for x in lists):
+        return [], []  # a shard that does not say which samples it holds: nothing to check
+    where: dict[str, list[str]] = {}
+    for r, digests in zip(shards, lists):
+        for v in set(digests):
+            where.setdefault(v, []).append(Path(r["_path"]).name)
+    shared = {v: files for v, files in where.items() if len(files) > 1}
+    merged = [v for x in lists for v in x]
+    if not shared:
+        return merged, []
+    files = sorted({f for fs in shared.values() for f in fs})
+    count = sum(1 for v in merged if v in shared)
+    return merged, [f"{count} of the {len(merged)} samples have the same input values as a sample of another shard "
+                    f"({', '.join(files[:4])}{' ...' if len(files) > 4 else ''}): overlapping shards of one dataset "
+                    "count those samples more than once"]
+
+
 def common_fields(reports: list[dict], skip: tuple[str, ...]) -> dict:
     """The first report's other fields: a value every shard agrees on, else the sorted distinct values
     (shards that ran differently)."""
@@ -162,10 +185,11 @@ def merge_reports(reports: list[dict]) -> dict:
         out["moments"] = m.to_dict()
         out["histogram"] = h.to_dict()
         merged_tensors.append(out)
-    result = common_fields(reports, ("tensors", "_path", "notes"))
+    result = common_fields(reports, ("tensors", "_path", "notes", "sample_digests"))
     result["batches"] = sum(int(r["batches"]) for r in reports)
     # sources sorted so that the merged bytes do not depend on the order of the arguments
     result["merged_from"] = sorted(Path(r["_path"]).name for r in reports)
-    result["notes"] = sorted({n for r in reports for n in r.get("notes", []) if isinstance(n, str)})
+    result["sample_digests"], overlap = sample_overlap(reports)
+    result["notes"] = sorted({n for r in reports for n in r.get("notes", []) if isinstance(n, str)}) + overlap
     result["tensors"] = merged_tensors
     return result

@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 from onnxprobe.errors import UsageError
-from onnxprobe.stats.merge import check_identity, common_fields
+from onnxprobe.stats.merge import check_identity, common_fields, sample_overlap
 from onnxprobe.stats.metrics import Tolerance, mapped_not_compared, nothing_measured
 from onnxprobe.stats.pooled import PairSums, dataset_fields, pool
 
@@ -92,12 +92,14 @@ def merge_diff_reports(reports: list[dict]) -> dict:
     pairs = [_merged_pair(k, [(m[k], off, Path(r["_path"]).name) for m, off, r in zip(by_key, offsets, shards)], labels)
              for k in sorted(keys, key=rank.__getitem__)]
     result = common_fields(reports, ("pairs", "_path", "notes", "samples", "sample_labels", "verdict", "verdict_reason",
-                                     "compared", "first_failure", "first_failure_module", "outputs_passed", "in_graph"))
+                                     "compared", "first_failure", "first_failure_module", "outputs_passed", "in_graph",
+                                     "sample_digests"))
     result.update(_verdict(shards, pairs, first["criterion"]))
     result["samples"] = len(labels)
     result["sample_labels"] = labels
     result["merged_from"] = sorted(Path(r["_path"]).name for r in reports)
-    result["notes"] = sorted({n for r in reports for n in r.get("notes", []) if isinstance(n, str)})
+    result["sample_digests"], overlap = sample_overlap(reports)
+    result["notes"] = sorted({n for r in reports for n in r.get("notes", []) if isinstance(n, str)}) + overlap
     result["pairs"] = pairs
     return result
 
