@@ -722,3 +722,20 @@ def test_an_empty_value_reads_empty_not_not_run(tmp_path):
     run (inside an If branch that was not taken, or empty)" for main-graph tensors)."""
     out = script(tmp_path, [sample_path("dynamic_batch")], ["input x random 0x3x8x8", "show x", "run"], code=0).stdout
     assert "empty (no element" in out and "not run" not in out, out
+
+
+def test_script_output_has_no_lines_padded_with_spaces(tmp_path):
+    """help's table padded every line out to the width with spaces (Rich fills a table's last column):
+    a script's output in a file or a pipe ends each line at its last character."""
+    r = script(tmp_path, [sample_path("cnn")], ["help", "nodes", "node #0", "run", "stats"], code=0)
+    lines = r.stdout.splitlines()
+    assert len(lines) > 20 and "help COMMAND" in r.stdout
+    padded = [x for x in lines if x != x.rstrip()]
+    assert not padded, padded[:3]
+
+
+def test_quit_with_an_argument_is_refused(tmp_path):
+    """`quit now` ended the session as `quit` does, the word ignored: an argument quit does not take is an
+    error, and the session goes on."""
+    r = script(tmp_path, [sample_path("cnn")], ["quit now", "nodes"], code=1)
+    assert "quit: unexpected argument 'now'" in r.stderr and "9 of 9 nodes" in r.stdout

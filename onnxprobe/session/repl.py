@@ -69,8 +69,16 @@ def show(console: Console, items: list) -> None:
     for item in items:
         if isinstance(item, Verbatim):  # csv, markdown, json: not wrapped, not cut
             console.print(item.rstrip("\n"), soft_wrap=True, highlight=False)
-        else:
+        elif console.is_terminal:
             console.print(item, soft_wrap=False, highlight=False)
+        else:  # a file or a pipe: no line padded out to the width with spaces (Rich pads a table's last column)
+            with console.capture() as cap:
+                console.print(item, soft_wrap=False, highlight=False)
+            console.file.write(TRAILING_SPACES.sub(r"\1", cap.get()))
+            console.file.flush()
+
+
+TRAILING_SPACES = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$", re.M)  # before the line's closing colour codes, if any
 
 
 def banner(state: State) -> list:

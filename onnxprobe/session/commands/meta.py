@@ -9,7 +9,7 @@ from typing import Iterable
 from rich.table import Table
 from rich.text import Text
 
-from onnxprobe.session.commands.table import ALIASES, COMMANDS, Env, GROUPS, Quit, bad, command, lookup
+from onnxprobe.session.commands.table import ALIASES, COMMANDS, Env, GROUPS, Quit, bad, command, lookup, no_more
 
 
 # -- session ---------------------------------------------------------------------------------------------
@@ -69,6 +69,7 @@ def cmd_help(env: Env, args: list[str]):
 @command("quit", "quit", "end the session (Ctrl-D too)", "session", aliases=("exit", "q"))
 def cmd_quit(env: Env, args: list[str]):
     """Examples: `quit`, `exit`, `q`."""
+    no_more("quit", args)
     raise Quit()
 
 
