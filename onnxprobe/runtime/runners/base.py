@@ -63,9 +63,7 @@ class Runner(ABC):
                 "precision": self.inference_precision(), "runtime_options": self.runtime_options()}
 
     def inference_precision(self) -> str | None:
-        """The floating-point precision the runtime computes in where it is not the graph's own ('bf16' on
-        a CPU with bfloat16 arithmetic, 'tf32'), else None: onnxruntime and onnx.reference compute in the
-        types the graph says."""
+        """The float precision the runtime computes in where not the graph's own ('bf16', 'tf32'), else None."""
         return None
 
     def runtime_options(self) -> dict[str, str]:
