@@ -276,7 +276,8 @@ def test_opset9_model_is_converted_for_its_gradients(tmp_path):
     w = numpy_helper.from_array((rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32), "w")
     b = numpy_helper.from_array((rng.standard_normal(4) * 0.1).astype(np.float32), "b")
     m = make_model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
-                    helper.make_node("Relu", ["c"], ["r"]),
+                    helper.make_node("Relu", ["c"], ["r0"]),
+                    helper.make_node("Dropout", ["r0"], ["r", "mask"]),  # its mask is float at opset 9, bool from 12
                     helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
                     helper.make_node("AveragePool", ["p"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
@@ -291,6 +292,8 @@ def test_opset9_model_is_converted_for_its_gradients(tmp_path):
     assert sha256(path) == before
     exported = onnx.load(out)
     assert [o.version for o in exported.opset_import if o.domain in ("", "ai.onnx")] == [17]
+    onnx.checker.check_model(exported, full_check=True)  # the opset-9 mask type was carried over: refused by both
+    ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     d = grad_json(path, "--check")
     assert d["gradients"] and all(row["check"]["ok"] for row in d["gradients"]), d["gradients"]
     assert {"w", "b", "c", "y"} <= {row["tensor"] for row in d["gradients"]}

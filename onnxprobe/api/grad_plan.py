@@ -226,14 +226,28 @@ def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection |
 def _upgraded(model: Model, old: int, cause: OpsetTooOld) -> Model:
     from onnx import version_converter
 
+    # converted without the value_info annotated at load: types inferred at the old opset are not the
+    # new one's (an opset-9 Dropout's mask is float, typed so at load; from opset 12 it is bool), and the
+    # converter keeps them, which onnxruntime then refuses in the exported model
+    src = onnx.ModelProto()
+    src.CopyFrom(model.proto)
+    _drop_value_info(src.graph)
     try:
-        proto = version_converter.convert_version(model.proto, GRAD_OPSET)
+        proto = version_converter.convert_version(src, GRAD_OPSET)
     except Exception as e:  # noqa: BLE001 - the converter raises many kinds
         raise ModelError(f"{first_line(cause)}; converting the model from opset {old} to {GRAD_OPSET} failed: "
                          f"{first_line(e)[:200]}") from e
     warnings = list(model.warnings)
     annotate(proto, warnings)
     return Model(proto, model.source, warnings)
+
+
+def _drop_value_info(g: onnx.GraphProto) -> None:
+    del g.value_info[:]
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _drop_value_info(a.g)
 
 
 def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None, *,
