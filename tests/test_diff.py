@@ -348,7 +348,7 @@ def test_json_schema_and_exit_code_on_failing_output(tmp_path):
     assert d["first_failure"] == "fc2_out"
     # each side machine-readable, as layers' JSON says what ran
     assert d["sides"]["a"] == {"model": str(bad), "runtime": "onnxruntime", "device": "cpu", "opt_level": "off",
-                               "providers": ["CPUExecutionProvider"]}
+                               "providers": ["CPUExecutionProvider"], "precision": None, "runtime_options": {}}
     assert d["sides"]["b"]["model"] == str(sample_path("mlp")) and d["sides"]["b"]["runtime"] == "onnxruntime"
     # a loose enough tolerance on the output passes
     r = runner.invoke(app, ["diff", str(bad), str(sample_path("mlp")), "--metric", "sqnr", "--min-sqnr", "-100"])

@@ -161,8 +161,8 @@ def test_light_sums_merge_serialise_and_refuse_what_they_lack():
 
 def test_pairs_whose_squares_underflow_in_float32_are_measured_on_the_host(tmp_path, monkeypatch):
     """Activations near 1e-25: their float32 squares are nothing, so the in-graph sums cannot be trusted
-    (Σ(a-b)² would read 0 beside a non-zero max |a-b|: an SQNR of +inf that passes --metric sqnr, where
-    float64 says 0 dB); the one-run diff leaves such pairs to the host's float64 and reports what it does."""
+    (Σ(a-b)² would read 0 beside a non-zero max |a-b|: an SQNR of +inf, "exact", where float64 says about
+    40 dB, the 1 % change of the weights); the one-run diff leaves such pairs to the host's float64."""
     monkeypatch.setattr(base_runner, "SMALL_PAIRS_ON_HOST", (0, 0))  # every pair in the graph's rows, none on the host
     rng = np.random.default_rng(13)
     w1 = (rng.standard_normal((16, 32)) * 1e-13).astype(np.float32)
@@ -176,9 +176,9 @@ def test_pairs_whose_squares_underflow_in_float32_are_measured_on_the_host(tmp_p
     assert fused.in_graph == 0  # every pair left the one run for the host
     for r1, r2 in zip(host.results, fused.results):
         m1, m2 = r1.metrics, r2.metrics
-        assert m1.max_abs > 0 and math.isfinite(m1.sqnr_db), r1.pair.a.name
+        assert m1.max_abs > 0 and 25 < m1.sqnr_db < 60, (r1.pair.a.name, m1.sqnr_db)
         assert m2.sqnr_db == pytest.approx(m1.sqnr_db, abs=1e-6) and m2.rmse == pytest.approx(m1.rmse, rel=1e-6)
-        assert m2.cosine == pytest.approx(m1.cosine, abs=1e-9) and r2.passed == r1.passed is False
+        assert m2.cosine == pytest.approx(m1.cosine, abs=1e-9) and r2.passed == r1.passed
 
 
 def _runtime_reshapes(path, pairs: int, scale: float = 1.0) -> str:

@@ -349,3 +349,33 @@ def test_float64_ranges_past_its_limits_are_reported_not_a_crash(values, tmp_pat
     assert edges[0] <= x.min() and x.max() <= edges[-1]
     inner = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, len(h["counts"]) - 1)
     assert np.bincount(inner, minlength=len(h["counts"])).tolist() == h["counts"]
+
+
+def _scaled(path, sign) -> str:
+    from onnx import numpy_helper
+
+    m = make_model([helper.make_node("Mul", ["x", "s"], ["y"], name="mul")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                   [numpy_helper.from_array(np.array(sign, np.float32), "s")])
+    onnx.save(m, path)
+    return str(path)
+
+
+@pytest.mark.parametrize("scale", [1e-12, 1e-20, 1e-30, 1e-40])
+@pytest.mark.parametrize("fuse", [True, False])
+def test_sqnr_of_tiny_tensors_is_their_ratio(tmp_path, scale, fuse):
+    """Both norms under float64's epsilon were floored to it (onnxruntime's qdq_loss_debug does so): any
+    pair of tensors near 1e-20, or of subnormals, read 0 dB whatever their difference. The ratio is the
+    ratio, as numpy float64 says; B all zeros against an A that is not is -inf."""
+    a = _scaled(tmp_path / "a.onnx", [1, -1, 1, 0.5])
+    b = _scaled(tmp_path / "b.onnx", [1, 1, 1, 1])
+    zero = _scaled(tmp_path / "z.onnx", [0, 0, 0, 0])
+    x = np.full(4, scale, np.float32)
+    kw = dict(inputs=api.InputSpec(arrays={"x": x}), tolerance=api.Tolerance.from_flags("sqnr"), fuse=fuse)
+    va, vb = (x * np.array([1, -1, 1, 0.5], np.float32)).astype(np.float64), x.astype(np.float64)
+    want = 10 * math.log10(float(np.sum(vb * vb)) / float(np.sum((va - vb) ** 2)))
+    (r,) = [r for r in api.diff(a, b, **kw).results if r.pair.a.name == "y"]
+    assert r.metrics.sqnr_db == pytest.approx(want, abs=0.05), (scale, r.metrics.sqnr_db, want)
+    (r,) = [r for r in api.diff(a, zero, **kw).results if r.pair.a.name == "y"]
+    assert r.metrics.sqnr_db == -math.inf and r.passed is False

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from onnxprobe.stats.metrics import PairMetrics
+from onnxprobe.stats.metrics import REL_FLOOR, PairMetrics
 from onnxprobe.stats.pooled import PairSums
 
 OUTPUTS = ("max_abs", "argmax", "sum_abs", "dd", "aa", "bb", "ab", "b_absmax", "excess", "max_rel", "check")
@@ -54,7 +54,7 @@ def metrics_model_bytes() -> bytes:
         [helper.make_tensor_value_info("a", TensorProto.FLOAT, None), helper.make_tensor_value_info("b", TensorProto.FLOAT, None),
          helper.make_tensor_value_info("rtol", TensorProto.FLOAT, [])],
         [helper.make_tensor_value_info(o, TensorProto.INT64 if o == "argmax" else (TensorProto.FLOAT if o in ("max_abs", "b_absmax", "excess", "max_rel") else TensorProto.DOUBLE), []) for o in OUTPUTS],
-        initializer=[flat, helper.make_tensor("tiny", TensorProto.FLOAT, [], [1e-30])],
+        initializer=[flat, helper.make_tensor("tiny", TensorProto.FLOAT, [], [REL_FLOOR])],
     )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8

@@ -5,11 +5,12 @@ on a device; ``from_sums`` turns them into ``PairMetrics``.
 ``a`` is the tensor under test, ``b`` the reference. All metrics are over finite pairs.
 
 - max_abs = max |a - b|, mean_abs = mean |a - b|, rmse = sqrt(mean (a - b)^2)
-- max_rel = max |a - b| / (|b| + tiny)
+- max_rel = max |a - b| / (|b| + REL_FLOOR), REL_FLOOR 1e-30 (where b = 0 and a is not: 1e30 |a - b|; a
+  relative error of tensors whose values are themselves near 1e-30 is not told)
 - cosine = <a, b> / (|a| |b|)
-- sqnr_db = 10 log10(sum b^2 / sum (a - b)^2), the reference's norm floored at float64 eps as onnxruntime's
-  qdq_loss_debug does; identical tensors (no error at all, zeros included) are +inf, "exact", never a
-  ratio of two floors
+- sqnr_db = 10 log10(sum b^2 / sum (a - b)^2), with no floor (onnxruntime's qdq_loss_debug floors both
+  norms at float64 eps, which reads 0 dB for tensors of 1e-20); identical tensors (no error at all, zeros
+  included) are +inf, "exact"; b all zeros against an a that is not, -inf
 - worst = the multi-index of the largest |a - b|
 
 ``count`` is the number of finite pairs the metrics are over. With none (an empty tensor, or NaN/Inf at
@@ -26,7 +27,7 @@ import numpy as np
 
 from onnxprobe.errors import UsageError
 
-EPS = float(np.finfo(float).eps)
+REL_FLOOR = 1e-30  # max_rel divides by |b| + this: never 0, and a float32 |a - b| over it overflows only past 3e8
 METRICS = ("allclose", "max_abs", "mean_abs", "rmse", "max_rel", "cosine", "sqnr")
 
 
@@ -92,12 +93,16 @@ class IntroducedError:
 
 
 def sqnr_from_norms(signal: float, noise: float) -> float:
-    """20 log10(|b| / |a - b|): +inf when there is no error at all (also for zeros against zeros)."""
+    """20 log10(|b| / |a - b|): +inf when there is no error at all (also for zeros against zeros), -inf
+    when b is all zeros and a is not. No floor: tensors of 1e-20 or of subnormals have their true ratio
+    (a floor at machine epsilon read 0 dB for any pair whose norms were both below it)."""
     if noise == 0:
         return math.inf
     if not (math.isfinite(signal) and math.isfinite(noise)):  # sums past float64's range: no ratio to tell
         return math.nan
-    return 20.0 * math.log10(max(signal, EPS) / max(noise, EPS))
+    if signal == 0:
+        return -math.inf
+    return 20.0 * (math.log10(signal) - math.log10(noise))  # no quotient to overflow or underflow
 
 
 def sqnr_db(a: np.ndarray, b: np.ndarray) -> float:

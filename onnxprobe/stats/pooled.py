@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from onnxprobe.stats.metrics import IntroducedError, PairMetrics, from_sums, sqnr_from_norms
+from onnxprobe.stats.metrics import REL_FLOOR, IntroducedError, PairMetrics, from_sums, sqnr_from_norms
 from onnxprobe.stats.moments import exact_sum
 
 SUMS = ("sum_abs", "dd", "aa", "bb", "ab")
@@ -261,7 +261,7 @@ def pair_sums(a: np.ndarray, b: np.ndarray, rtol: float = 0.0, sample: int = 0, 
     absb = np.abs(bf)
     b_absmax = float(absb.max())
     excess = float(np.max(d - np.float32(rtol) * absb)) if rtol else max_abs
-    absb += np.float32(1e-30)
+    absb += np.float32(REL_FLOOR)
     max_rel = float(np.max(np.divide(d, absb, out=absb)))
     return PairSums.one(sample, a.shape, count=af.size, max_abs=max_abs, argmax=k, b_absmax=b_absmax, excess=excess,
                         max_rel=max_rel, sum_abs=sum_abs, dd=dd, aa=aa, bb=bb, ab=ab)
@@ -284,7 +284,7 @@ def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int, light: bool 
     absb = np.abs(bf)
     return PairSums.one(sample, a64.shape, count=n, max_abs=float(d.max()), argmax=int(np.argmax(d)),
                         b_absmax=float(absb.max()), excess=float((d - rtol * absb).max()),
-                        max_rel=float((d / (absb + 1e-30)).max()), sum_abs=float(d.sum()), dd=float(np.dot(d, d)),
+                        max_rel=float((d / (absb + REL_FLOOR)).max()), sum_abs=float(d.sum()), dd=float(np.dot(d, d)),
                         aa=float(np.dot(af, af)), bb=float(np.dot(bf, bf)), ab=float(np.dot(af, bf)), mismatch=mismatch,
                         light=light)
 
