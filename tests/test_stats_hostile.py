@@ -379,3 +379,11 @@ def test_sqnr_of_tiny_tensors_is_their_ratio(tmp_path, scale, fuse):
     assert r.metrics.sqnr_db == pytest.approx(want, abs=0.05), (scale, r.metrics.sqnr_db, want)
     (r,) = [r for r in api.diff(a, zero, **kw).results if r.pair.a.name == "y"]
     assert r.metrics.sqnr_db == -math.inf and r.passed is False
+
+
+def test_the_table_says_minus_inf_where_b_is_all_zeros(tmp_path):
+    """JSON holds null for an infinite SQNR; the table read "inf" (no error) for B all zeros as well."""
+    a, zero = _scaled(tmp_path / "a.onnx", [1, -1, 1, 0.5]), _scaled(tmp_path / "z.onnx", [0, 0, 0, 0])
+    r = CliRunner().invoke(app, ["diff", a, zero, "--metric", "sqnr"], env={"COLUMNS": "120"})
+    (row,) = [ln for ln in r.stdout.splitlines() if " y " in ln]
+    assert r.exit_code == 1 and "-inf" in row.split() and "FAIL" in row, r.stdout

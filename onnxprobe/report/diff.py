@@ -161,7 +161,7 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
         idx = f"▶{p['index']}" if k == first_row else str(p["index"])
         # inside an If branch (JSON has the scope), as layers marks body tensors
         cells = {"index": idx, "tensor": f"↳ {name}" if p.get("scope") else name, "op": op(p["op_type"]), "match": p["strategy"], "shape": shape(p["shape"]),
-                 "max_abs": num(p["max_abs"], 3), "cosine": _cos(p["cosine"]), "sqnr_db": _db(p["sqnr_db"], p["exact"], p.get("count")),
+                 "max_abs": num(p["max_abs"], 3), "cosine": _cos(p["cosine"]), "sqnr_db": _db(p["sqnr_db"], p["exact"], p.get("count"), p["max_abs"]),
                  "introduced_sqnr_db": _db(p["introduced_sqnr_db"], p["introduced_exact"]), "pass": ok,
                  **{k: num(p[k]) if p.get(k) is not None else "-" for k in ("kernel_ms_a", "kernel_ms_b")},
                  **{k: num(p[k], 3) if p.get(k) is not None else "-" for k in JUDGED_COLUMNS}}
@@ -233,11 +233,11 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     return out
 
 
-def _db(v: float | None, exact: bool | None, count: int | None = None) -> str:
+def _db(v: float | None, exact: bool | None, count: int | None = None, max_abs: float | None = None) -> str:
     if exact:
         return "exact"
-    if v is None and count:  # JSON's None for +inf: no error over the finite pairs (a NaN/Inf mismatch elsewhere)
-        return "inf"
+    if v is None and count:  # JSON's None for an infinite SQNR: +inf, no error over the finite pairs (a NaN/Inf
+        return "-inf" if max_abs else "inf"  # mismatch elsewhere), or -inf: B all zeros where A is not
     return num(v, 3)
 
 
