@@ -387,3 +387,30 @@ def test_the_table_says_minus_inf_where_b_is_all_zeros(tmp_path):
     r = CliRunner().invoke(app, ["diff", a, zero, "--metric", "sqnr"], env={"COLUMNS": "120"})
     (row,) = [ln for ln in r.stdout.splitlines() if ln.startswith("▶0")]
     assert r.exit_code == 1 and "-inf" in row.split() and "FAIL" in row, r.stdout
+
+
+@pytest.mark.parametrize("scale, offset", [(1e-6, 1e4), (1.0, 0.0)])
+def test_cosine_where_a_is_far_smaller_than_b_or_orthogonal(tmp_path, scale, offset):
+    """Σab was derived as (Σa² + Σb² - Σ(a-b)²) / 2 from float32 partial sums in the one-run diff: with
+    A = 1e-6 B on values of 1e4 it cancelled to a cosine of 0.976 (FAIL) where float64 says 1. Checked
+    against numpy float64, and against the two-run diff; a near-orthogonal pair too."""
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(0)
+    x = (offset + rng.standard_normal((512, 256))).astype(np.float32)  # past SMALL_PAIRS_ON_HOST: in the graph
+    if offset == 0.0:  # B is x, A its sign-flipped copy on half the columns: cosine near 0
+        flip = np.where(np.arange(256) % 2 == 0, 1.0, -1.0).astype(np.float32)
+    else:
+        flip = np.full(256, scale, np.float32)
+    paths = []
+    for name, s in (("a", flip), ("b", np.ones(256, np.float32))):
+        m = make_model([helper.make_node("Mul", ["x", "s"], ["y"], name="mul")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [512, 256])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [512, 256])], [numpy_helper.from_array(s, "s")])
+        onnx.save(m, tmp_path / f"{name}.onnx")
+        paths.append(str(tmp_path / f"{name}.onnx"))
+    va, vb = (x * flip).astype(np.float64).ravel(), x.astype(np.float64).ravel()
+    want = float(va @ vb / np.sqrt((va @ va) * (vb @ vb)))
+    for fuse in (True, False):
+        (r,) = [r for r in api.diff(*paths, inputs=api.InputSpec(arrays={"x": x}), fuse=fuse).results if r.pair.a.name == "y"]
+        assert r.metrics.cosine == pytest.approx(want, rel=1e-5, abs=1e-7), (fuse, r.metrics.cosine, want)

@@ -218,6 +218,9 @@ def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rt
     return fg
 
 
+COSINE_CANCELLATION = 100.0  # the most Σa² + Σb² + Σ(a-b)² may exceed 2 |Σab| by in a pair measured in the graph
+
+
 def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 0, key=None, rtol_of=None) -> Fused:
     """One run of the merged graph on ``feeds``: sample ``sample``'s sums of every pair it measures.
     ``key``: keep the session under it for the next run (a dataset's samples); None frees it.
@@ -387,6 +390,11 @@ def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> 
     if v["dd"] < v["max_abs"] ** 2 * (1 - 1e-3) or (not light and v["bb"] < v["b_absmax"] ** 2 * (1 - 1e-3)):
         return None
     ab = (v["aa"] + v["bb"] - v["dd"]) / 2  # Σab from Σa², Σb² and Σ(a-b)²
+    # ... which cancels where |a| << |b| or a and b are near orthogonal: the float32 partials' rounding
+    # (about 1e-7 of Σa² + Σb² + Σ(a-b)²) over 2 |Σab| is the cosine's relative error; past 1e-5, the
+    # host measures the pair (a = 1e-6 b read cosine 0.976, not 1)
+    if not light and v["aa"] + v["bb"] + v["dd"] > COSINE_CANCELLATION * abs(2 * ab):
+        return None
     return PairSums.one(sample, shape, count=size, max_abs=v["max_abs"], argmax=v["argmax"], b_absmax=v["b_absmax"],
                         excess=v["excess"], max_rel=v["max_rel"], sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"],
                         bb=v["bb"], ab=ab, light=light)
