@@ -824,3 +824,29 @@ def test_a_qdq_output_is_paired_once(tmp_path):
     res = api.diff(p, vs_opt_level="all", selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
     outs = [r for r in res.results if r.pair.a.name == "y"]
     assert len(outs) == 1 and outs[0].pair.a.is_output and outs[0].metrics.exact, [(r.pair.a.name, r.pair.reason) for r in res.results]
+
+
+def test_parallel_branches_listed_in_another_order_pair_by_their_weights(tmp_path):
+    """Two 1x1 Convs of one shape on the same input, every tensor renamed and the nodes listed in the other
+    order: alignment by op order paired Conv(x, W2) with Conv(x, W1) (false FAILs, "error starts at" a
+    layer that is right, and an exact output with a damaged introduced error). The weights they read, the
+    same values in both models, pair them; the Mul and Add behind follow their paired inputs."""
+    rng = np.random.default_rng(0)
+    w1, w2 = (numpy_helper.from_array(rng.standard_normal((4, 3, 1, 1)).astype(np.float32), n) for n in ("W1", "W2"))
+    two = numpy_helper.from_array(np.array(2, np.float32), "two")
+
+    def model(path, a, b, c, swap):
+        n1, n2 = helper.make_node("Conv", ["x", "W1"], [a]), helper.make_node("Conv", ["x", "W2"], [b])
+        m = make_model(([n2, n1] if swap else [n1, n2]) + [helper.make_node("Mul", [b, "two"], [c]),
+                                                          helper.make_node("Add", [a, c], ["out"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                       [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 4, 8, 8])], [w1, w2, two])
+        onnx.save(m, path)
+        return str(path)
+
+    ref, ren = model(tmp_path / "ref.onnx", "ya", "yb", "yc", False), model(tmp_path / "ren.onnx", "p", "q", "r", True)
+    res = api.diff(ren, ref, selection=api.Selection(all=True))
+    pairs = {(r.pair.a.name, r.pair.b.name) for r in res.results}
+    assert {("p", "ya"), ("q", "yb"), ("r", "yc"), ("out", "out")} == pairs, pairs
+    assert all(r.passed and r.metrics.exact for r in res.results)
+    assert not res.matching.unmatched_a and not res.matching.unmatched_b

@@ -200,8 +200,12 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
             if j not in used_b and compatible(a.effective_op, obs_b[j].effective_op):
                 if take(i, j, "node-name", f"same node name {a.node!r}"):
                     break
-    # 5. structural alignment between anchors
+    # 5. the same weights: a tensor of each model, alone in it to read those float constants with that op
+    _same_weights(obs_a, obs_b, used_a, used_b, structural)
+    # 6. structural alignment between anchors
     _align(obs_a, obs_b, used_a, used_b, structural, list(made))
+    # 7. what reads tensors paired above: the Relu after each of two Convs the alignment by order crossed
+    _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural)
     pairs.sort(key=lambda p: (p.a.index, p.b.index))
 
     def cause(k: int, folded: set[int], shape: set[int], other: set[int]) -> str:
@@ -251,6 +255,73 @@ def _shp(s) -> str:
     return "?" if s is None else "x".join(str(d) if d is not None else "?" for d in s)
 
 
+def alike(a: Observable, b: Observable, shared: set[str]) -> bool:
+    """Whether ``a`` and ``b`` may be one function of the data, by what they are: the same op and scope,
+    shapes that agree, no Relu folded into one side's quantization range against a tensor the other
+    model's Relu reads (Relu(x) against x: the pairing by key takes the Relu's output), and no weights
+    both models hold (``shared``, by value) read by one and not the other."""
+    relu_folded = (a.floor_zero and b.relu) or (b.floor_zero and a.relu)
+    wa, wb = shared.intersection(a.weights), shared.intersection(b.weights)
+    return (canonical(a.effective_op) == canonical(b.effective_op) and a.shape is not None and b.shape is not None
+            and shapes_agree(a.shape, b.shape) and a.scope == b.scope and not relu_folded
+            and not (wa and wb and wa != wb))
+
+
+def shared_weights(obs_a: list[Observable], obs_b: list[Observable]) -> set[str]:
+    return {w for o in obs_a for w in o.weights} & {w for o in obs_b for w in o.weights}
+
+
+def _same_weights(obs_a, obs_b, used_a, used_b, take) -> None:
+    """``take(i, j, reason)`` for the unpaired tensors of each model that are the only ones there to read
+    exactly these float constants (by value; scalars, which many nodes read, are no evidence) with this
+    op, in this scope: parallel branches of one shape that alignment by order alone would cross (two 1x1
+    Convs listed in the other order)."""
+    def groups(obs, used) -> dict:
+        out: dict = {}
+        for k, o in enumerate(obs):
+            weights = frozenset(w for w in o.weights if not w.startswith("s:"))
+            if weights:
+                out.setdefault((weights, canonical(o.effective_op), o.scope), []).append(k)
+        return {key: ks[0] for key, ks in out.items() if len(ks) == 1 and ks[0] not in used}
+
+    ga, gb = groups(obs_a, used_a), groups(obs_b, used_b)
+    shared = shared_weights(obs_a, obs_b)
+    for key, i in ga.items():
+        j = gb.get(key)
+        if j is not None and alike(obs_a[i], obs_b[j], shared):
+            take(i, j, f"reads the same weights with {key[1]} (by value)")
+
+
+def _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b: dict[str, str], take) -> None:
+    """``take(i, j, reason)`` for unpaired tensors whose nodes read tensors paired with each other (or the
+    same graph inputs), with the same op, in the same scope, each alone in its model to do so; in
+    topological order, so that a chain behind a pair follows it."""
+    def key(o, sources) -> tuple:
+        return frozenset(sources), canonical(o.effective_op), o.scope
+
+    def mapped(o) -> list[str | None]:
+        return [s if s.startswith("input:") else a_to_b.get(s) for s in o.sources]
+
+    by_b: dict[tuple, list[int]] = {}
+    for j, o in enumerate(obs_b):
+        if j not in used_b and o.sources:
+            by_b.setdefault(key(o, o.sources), []).append(j)
+    count_a: dict[tuple, int] = {}
+    for i, o in enumerate(obs_a):
+        if i not in used_a and o.sources:
+            count_a[key(o, o.sources)] = count_a.get(key(o, o.sources), 0) + 1
+    shared = shared_weights(obs_a, obs_b)
+    for i in sorted(range(len(obs_a)), key=lambda k: obs_a[k].index):
+        o = obs_a[i]
+        if i in used_a or not o.sources or count_a.get(key(o, o.sources), 0) != 1:
+            continue
+        to = mapped(o)
+        js = by_b.get(key(o, to), []) if None not in to else []
+        js = [j for j in js if j not in used_b]
+        if len(js) == 1 and alike(o, obs_b[js[0]], shared):
+            take(i, js[0], f"{canonical(o.effective_op)} of tensors paired with what B's reads")
+
+
 def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]]) -> None:
     """``take(i, j, reason)``: pair them, unless what they read says otherwise (``match``)."""
     """LCS over (canonical op, static shape) of the unmatched tensors between consecutive anchors, each
@@ -258,6 +329,7 @@ def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]]) -> N
     runs only sometimes, and the branches of two different If nodes are no evidence of one function)."""
     anchors = _monotonic(made)
     bounds = [(-1, -1)] + anchors + [(len(obs_a), len(obs_b))]
+    shared = shared_weights(obs_a, obs_b)
     for (a0, b0), (a1, b1) in zip(bounds, bounds[1:]):
         seg_a = [i for i in range(a0 + 1, a1) if i not in used_a]
         seg_b = [j for j in range(b0 + 1, b1) if j not in used_b]
@@ -265,12 +337,7 @@ def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]]) -> N
             continue
 
         def same(i: int, j: int) -> bool:
-            a, b = obs_a[i], obs_b[j]
-            # a value clamped at 0 by its quantization range against a tensor the other model's Relu reads:
-            # Relu(x) against x, a different function of the data (the pairing by key takes the Relu's output)
-            relu_folded = (a.floor_zero and b.relu) or (b.floor_zero and a.relu)
-            return (canonical(a.effective_op) == canonical(b.effective_op) and a.shape is not None and b.shape is not None
-                    and shapes_agree(a.shape, b.shape) and a.scope == b.scope and not relu_folded)
+            return alike(obs_a[i], obs_b[j], shared)
 
         n, m = len(seg_a), len(seg_b)
         L = [[0] * (m + 1) for _ in range(n + 1)]

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import onnx
+from onnx import numpy_helper
 
 from onnxprobe.graph.select import select
 from onnxprobe.graph.shapes import static_shape, value_types
@@ -70,6 +71,10 @@ class Observable:
     sources: tuple[str, ...] = ()
     data: bool = False  # holds floating-point values (``sources`` of such are what a structural pair checks)
     node_named: bool = False  # its node has a name of its own (not "Op_index", which tells only a position)
+    # the float constants its node reads (directly or through a node of constants only: a DequantizeLinear
+    # of weights), as digests of their values: two nodes that read different weights that both models
+    # hold compute different functions of the data, whatever their position (``match.engine``)
+    weights: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -297,7 +302,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                         continue
             add(t, t, "float")
     obs = _with_sources(obs, producer, const, {i.name for i in model.graph.input} - set(values),
-                        {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0})
+                        {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0}, _float_constants(model))
     obs += _branch_observables(every, types, const)
     obs.sort(key=lambda o: o.index)
     return Observation(obs, deq, hidden)
@@ -314,8 +319,41 @@ def quantized_origin(op: str | None) -> bool:
 VALUE_PRESERVING = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast", "Transpose", "Expand"}
 
 
+def _float_constants(model: onnx.ModelProto) -> dict[str, str]:
+    """The main graph's float initializers and Constant values -> a digest of their type, dims and bytes
+    (of at most 3 x 64 KiB of them: the start, the middle and a stride through the whole), to tell which
+    weights two models both hold whatever their names. Shapes and indices are no evidence (two exporters
+    write them differently): left out."""
+    import hashlib
+
+    def digest(t: onnx.TensorProto) -> str | None:
+        if t.data_type not in FLOAT_TYPES or t.data_location == onnx.TensorProto.EXTERNAL:
+            return None
+        raw = t.raw_data or numpy_helper.to_array(t).tobytes()
+        h = hashlib.blake2b(f"{t.data_type}:{list(t.dims)}:{len(raw)}".encode(), digest_size=12)
+        if len(raw) <= 3 * 65536:
+            h.update(raw)
+        else:
+            mid = len(raw) // 2
+            h.update(raw[:65536])
+            h.update(raw[mid:mid + 65536])
+            h.update(raw[::max(1, len(raw) // 65536)])
+        size = 1
+        for d in t.dims:
+            size *= d
+        return ("s:" if size <= 1 else "") + h.hexdigest()  # "s:": a scalar, weak evidence (0.5, an epsilon)
+
+    found = {t.name: digest(t) for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
+            for a in n.attribute:
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                    found[n.output[0]] = digest(a.t)
+    return {k: v for k, v in found.items() if v is not None}
+
+
 def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs: set[str],
-                  floats: set[str]) -> list[Observable]:
+                  floats: set[str], digests: dict[str, str] | None = None) -> list[Observable]:
     """The main graph's observables with their ``sources``: for each input of the node that writes it,
     the nearest observed tensors upstream (walking back through tensors nobody observes) and graph
     inputs; and ``data``: whether it holds floating-point values, or values of a type not known here
@@ -338,12 +376,23 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
         memo[t] = out
         return out
 
+    digests = digests or {}
+
+    def weights(n) -> tuple[str, ...]:
+        out = set()
+        for i in n.input:
+            if i in const:
+                out.add(i)
+            elif i in producer and producer[i].node.input and all(x in const for x in producer[i].node.input if x):
+                out.update(x for x in producer[i].node.input if x)
+        return tuple(sorted({digests[w] for w in out if w in digests}))
+
     done = []
     for o in obs:
         if o.name in producer:
             n = producer[o.name].node
             src = frozenset().union(*(upstream(i) for i in n.input if i)) if n.input else frozenset()
-            o = replace(o, sources=tuple(sorted(src)), data=o.name in floats)
+            o = replace(o, sources=tuple(sorted(src)), data=o.name in floats, weights=weights(n))
         done.append(o)
     return done
 
