@@ -140,3 +140,18 @@ def test_literal_values_take_nan_and_inf_and_name_a_broken_list():
     with pytest.raises(UsageError, match="beyond its largest value"):
         literal_as(literal("1e39"), np.float32)
     assert literal("model.onnx") is None  # not a value: a file name
+
+
+def test_a_dimension_the_model_fixes_at_zero_is_kept():
+    """x: float [0, 4] is an empty input the model asks for: it was generated as 1x4 (a 0 read as dynamic),
+    which onnxruntime refused, the message blaming dynamic dimensions."""
+    from onnx import TensorProto, helper
+
+    from onnxprobe.runtime.feeds import make_feeds
+    from onnxprobe.types import InputSpec
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [0, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [0, 4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    assert make_feeds(m, InputSpec()).values["x"].shape == (0, 4)

@@ -214,7 +214,7 @@ def _resolve_shape(spec: ModelInput, override: tuple[int, ...] | None, dims: _Di
         return ()
     out = []
     for i, d in enumerate(spec.shape):
-        if isinstance(d, int) and d > 0:
+        if isinstance(d, int) and d >= 0:  # 0 too: a dimension the model fixes at 0 (an empty input)
             out.append(d)
         elif _named(d) and d in dims.values:
             out.append(dims.values[d][0])
