@@ -614,3 +614,19 @@ def test_columns_of_no_width_fall_back(value, want, monkeypatch):
 
     monkeypatch.setenv("COLUMNS", value)
     assert env_width() == want
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["layers", sample_path("cnn"), "--columns", "tensor,p0.01"], "comes only with a dataset"),
+    (["layers", sample_path("cnn"), "--columns", "tensor,kernel_ms"], "comes only with --profile"),
+    (["grad", sample_path("mlp"), "--columns", "tensor,check"], "comes only with --check"),
+    (["diff", sample_path("mlp"), sample_path("mlp"), "--grad", "--columns", "tensor,introduced_sqnr_db"], "introduced error"),
+    (["diff", sample_path("mlp"), sample_path("mlp"), "--grad", "--sort", "introduced"], "no introduced error"),
+])
+def test_a_column_this_run_will_not_have_is_refused_before_it_runs(tmp_path, args, needle):
+    """--columns p0.01 without a dataset (check without --check) passed the first check, then failed
+    after the run, with --json and --save already written; --sort introduced under --grad was ignored."""
+    out = tmp_path / "out.json"
+    r = runner.invoke(app, [str(a) for a in args] + ["--json", str(out)], env={"COLUMNS": "120", "NO_COLOR": "1"})
+    assert r.exit_code == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
+    assert not out.exists()

@@ -55,7 +55,7 @@ def debug(
 
         onnxprobe debug model.onnx --script checks.txt
 
-        onnxprobe debug fp32.onnx int8.onnx
+        onnxprobe debug model_int8.onnx model_fp32.onnx
     """
     from onnxprobe import api
     from onnxprobe.report.console import stdout_console

@@ -124,10 +124,14 @@ def diff(
     from onnxprobe.report.diff import COLUMNS, JUDGED_COLUMNS, PROFILE_COLUMNS, diff_dict, diff_renderables
     from onnxprobe.report.progress import Progress
 
-    shown = [c for c in COLUMNS if not (grad and c.key == "introduced_sqnr_db")]  # gradients have no introduced error
-    view = view_of(wide, columns, fmt, shown + list(JUDGED_COLUMNS.values()) + (PROFILE_COLUMNS if profile else []), json_)
+    absent = {} if profile else {c.key: "comes only with --profile" for c in PROFILE_COLUMNS}
+    if grad:  # gradients have no introduced error
+        absent["introduced_sqnr_db"] = "is not one of gradients (--grad has no introduced error)"
+    view = view_of(wide, columns, fmt, COLUMNS + list(JUDGED_COLUMNS.values()) + PROFILE_COLUMNS, json_, absent)
     if sort not in api.SORTS:
         raise UsageError(f"--sort {sort!r}: choose {', '.join(api.SORTS)}")
+    if grad and sort == "introduced":
+        raise UsageError("--sort introduced: gradients have no introduced error (--grad); sort by topo or accumulated")
     glob_atol, per_atol = _tolerances(atol, "--atol")
     glob_rtol, per_rtol = _tolerances(rtol, "--rtol")
     base = api.Tolerance.from_flags(metric, atol=glob_atol, rtol=glob_rtol, min_sqnr=min_sqnr, min_cosine=min_cosine)

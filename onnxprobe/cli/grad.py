@@ -89,7 +89,7 @@ def grad(
     from onnxprobe.report.grad import CHECK, COLUMNS, export_renderables, grad_dict, grad_renderables
     from onnxprobe.report.progress import Progress
 
-    view = view_of(wide, columns, fmt, COLUMNS + [CHECK], json_)
+    view = view_of(wide, columns, fmt, COLUMNS + [CHECK], json_, {} if check else {CHECK.key: "comes only with --check"})
     spec = grad_spec_of(output, loss, target, labels, output_grad, wrt)
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level)

@@ -80,9 +80,11 @@ class View:
     format: str = "table"
 
 
-def view_of(wide: bool, columns: str | None, fmt: str, known=None, json_: Path | None = None) -> View:
+def view_of(wide: bool, columns: str | None, fmt: str, known=None, json_: Path | None = None,
+            absent: dict[str, str] | None = None) -> View:
     """The View of --wide/--columns/--format, checked before any work (``known``: the columns the
-    command's table can have; ``json_``: --json, which must not write to stdout beside --format)."""
+    command's table can have; ``absent``: those this run's will not, with why; ``json_``: --json, which
+    must not write to stdout beside --format)."""
     from onnxprobe.errors import UsageError
     from onnxprobe.report.table import check_view
 
@@ -91,7 +93,7 @@ def view_of(wide: bool, columns: str | None, fmt: str, known=None, json_: Path |
     keys = tuple(k.strip() for k in (columns or "").split(",") if k.strip())
     if columns is not None and not keys:
         raise UsageError("--columns: give comma-separated column keys, e.g. index,tensor,min,max")
-    check_view(fmt, list(keys), known)
+    check_view(fmt, list(keys), known, absent)
     return View(wide, keys, fmt)
 
 

@@ -428,10 +428,16 @@ class Verbatim(str):
     """Text to write as it is (CSV, Markdown, JSON): front ends print it unwrapped and uncut."""
 
 
-def check_view(fmt: str, columns: list[str] | None, known: list[Column] | None = None) -> None:
-    """Refuse a bad --format, or a --columns key none of ``known`` has, before any work is done."""
+def check_view(fmt: str, columns: list[str] | None, known: list[Column] | None = None,
+               absent: dict[str, str] | None = None) -> None:
+    """Refuse a bad --format, or a --columns key none of ``known`` has, before any work is done
+    (``absent``: keys this run's table will not have -> why, e.g. 'comes only with --check')."""
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt!r}: choose {', '.join(FORMATS)}")
+    for k in columns or ():
+        if k.strip().lower() in {a.lower() for a in absent or {}}:
+            why = next(v for a, v in absent.items() if a.lower() == k.strip().lower())
+            raise UsageError(f"--columns: column {k.strip()!r} {why}")
     if columns and known is not None:
         names = {c.key.lower() for c in known} | {c.header.lower() for c in known if c.header}
         for k in columns:
