@@ -258,6 +258,6 @@ def test_grad_columns_are_the_ones_its_table_has():
     """diff --grad --columns listed introduced_sqnr_db among its columns, then refused it after the run;
     it is refused at once, and the list offered is the one its table has."""
     r = runner.invoke(app, ["diff", "--grad", str(sample_path("mlp")), str(sample_path("mlp")), "--columns", "introduced_sqnr_db"])
-    assert r.exit_code == 2 and "the columns are" in r.stderr and "introduced_sqnr_db," not in r.stderr, r.output
+    assert r.exit_code == 2 and "no introduced error" in r.stderr, r.output
     r = runner.invoke(app, ["diff", "--grad", str(sample_path("mlp")), str(sample_path("mlp")), "--columns", "tensor,mean_abs"])
     assert r.exit_code == 0 and "mean|a-b|" in r.stdout, r.output
