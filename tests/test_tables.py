@@ -630,3 +630,17 @@ def test_a_column_this_run_will_not_have_is_refused_before_it_runs(tmp_path, arg
     r = runner.invoke(app, [str(a) for a in args] + ["--json", str(out)], env={"COLUMNS": "120", "NO_COLOR": "1"})
     assert r.exit_code == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("value", [10000.5, 0.1, -3.25e-7, 123456.7])
+def test_a_constant_row_reads_its_value(tmp_path, value):
+    """min = max = mean = 10000.5 read "1e+04" three times (a row's spread, 0, added no digit): a constant
+    row shows float32's seven significant digits, and nothing more."""
+    x = np.full(4, value, np.float32)
+    m = make_model([helper.make_node("Identity", ["x"], ["y"], name="id")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    onnx.save(m, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", x)
+    out = run(["layers", tmp_path / "m.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--columns", "tensor,min,max,mean"], width=120)
+    row = next(ln.split() for ln in out.splitlines() if ln.split()[:1] == ["y"])
+    assert all(v == f"{float(x[0]):.7g}" for v in row[1:4]), row

@@ -48,9 +48,12 @@ def no_values(shape) -> str:
 def spread_digits(lo, hi, digits: int = 4, most: int = 10) -> int:
     """Significant digits that show a row's values apart: ``digits``, plus as many as the magnitude exceeds
     the spread (min 10000.496 and max 10000.504 read 1e+04 and 1e+04 with four; 10000.496 and 10000.504
-    with nine), at most ``most``."""
+    with nine), at most ``most``. A constant row (min = max) gets float32's seven, at least: 10000.5 reads
+    10000.5, not 1e+04 three times."""
     lo, hi = finite(lo), finite(hi)
-    if lo is None or hi is None or hi <= lo or not math.isfinite(hi - lo):  # a spread past float64's range needs none
+    if lo is not None and hi is not None and hi == lo:
+        return min(most, max(digits, 7))
+    if lo is None or hi is None or hi < lo or not math.isfinite(hi - lo):  # a spread past float64's range needs none
         return digits
     # (a magnitude within about three times the spread needs nothing more: 0.2 to 0.6 reads well with four)
     return min(most, digits + max(0, math.ceil(math.log10(max(abs(lo), abs(hi)) / (hi - lo)) - 0.5)))
