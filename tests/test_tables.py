@@ -644,3 +644,26 @@ def test_a_constant_row_reads_its_value(tmp_path, value):
     out = run(["layers", tmp_path / "m.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--columns", "tensor,min,max,mean"], width=120)
     row = next(ln.split() for ln in out.splitlines() if ln.split()[:1] == ["y"])
     assert all(v == f"{float(x[0]):.7g}" for v in row[1:4]), row
+
+
+def test_a_nan_gradient_norm_is_said_in_every_format(tmp_path):
+    """--json said "norm": "nan"; --format json gave null and CSV an empty field for the same row. Every
+    format says it: CSV "nan" (what csv readers parse as a float), JSON rows "nan"."""
+    from onnx import numpy_helper
+
+    w = numpy_helper.from_array(np.array([[1, -2], [3, 0.5]], np.float32), "W")
+    m = make_model([helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"), helper.make_node("Sqrt", ["h"], ["s"], name="sq"),
+                    helper.make_node("Log", ["s"], ["y"], name="log")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], [w])
+    onnx.save(m, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.ones((1, 2), np.float32))
+    base = ["grad", tmp_path / "m.onnx", "--all", "--input", f"x={tmp_path / 'x.npy'}"]
+    report = json.loads(run(base + ["--json", "-"]))
+    said = {g["tensor"]: g["norm"] for g in report["gradients"]}
+    assert "nan" in said.values()
+    rows = json.loads(run(base + ["--format", "json"]))
+    assert {r["tensor"]: r["norm"] for r in rows} == said
+    table = list(csv.DictReader(io.StringIO(run(base + ["--format", "csv"]))))
+    assert {r["tensor"]: (r["norm"] if r["norm"] in ("nan", "inf") else float(r["norm"])) for r in table} == {
+        k: (v if isinstance(v, str) else pytest.approx(v, rel=1e-6)) for k, v in said.items()}

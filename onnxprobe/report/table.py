@@ -34,6 +34,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 
 from onnxprobe.errors import UsageError
 from onnxprobe.report.console import Lines
+from onnxprobe.report.format import json_word
 from onnxprobe.report.names import shorten_names
 from onnxprobe.text import clean
 
@@ -407,10 +408,9 @@ def _scalar(v):
 
 
 def _raw(v):
-    v = _scalar(v)
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
+    """A JSON row's value: a non-finite float said as "nan", "inf" or "-inf" (``format.json_word``, as the
+    reports' --json says a gradient norm or a loss), never dropped to null, which means "none"."""
+    return json_word(_scalar(v))
 
 
 def _csv_value(v) -> str:
@@ -420,7 +420,7 @@ def _csv_value(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
-        return repr(v) if math.isfinite(v) else ""
+        return repr(v) if math.isfinite(v) else json_word(v)  # nan, inf, -inf: what csv readers parse as floats
     return clean(v) if isinstance(v, str) else str(v)
 
 
