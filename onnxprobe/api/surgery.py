@@ -213,10 +213,28 @@ def mark(
         raise ModelError(f"none of the {len(refs) - len(marked)} selected tensor(s) that are not model outputs could be "
                          "marked as an output" + (f": {notes[-1]}" if notes else ""))
     model = record(model, marked)
+    notes += _unfused(model, [m.output for m in marked if m.added])
     written = _write_checked(model, lazy, out, path, notes)
     types = all_types(model)
     return _result(MarkResult, model, written, path, notes, marked=marked,
                    types={m.output: type_info(m.output, types.get(m.output)) for m in marked})
+
+
+def _unfused(model: onnx.ModelProto, added: list[str]) -> list[str]:
+    """A note when outputs added to a QDQ model sit in its quantize/dequantize groups: a float tensor that a
+    QuantizeLinear reads, or a DequantizeLinear writes, must now be computed, so onnxruntime's default
+    optimisations no longer fuse those groups into int8 kernels, and the marked model's outputs can
+    differ from the original's as deployed (they equal the original run unoptimised)."""
+    g = model.graph
+    into_q = {i for n in g.node if n.op_type == "QuantizeLinear" for i in n.input[:1]}
+    from_dq = {o for n in g.node if n.op_type == "DequantizeLinear" for o in n.output}
+    inside = [t for t in added if t in into_q or t in from_dq]
+    if not inside:
+        return []
+    return [f"{len(inside)} marked tensor(s) sit in the model's quantize/dequantize groups ({', '.join(inside[:3])}"
+            f"{' ...' if len(inside) > 3 else ''}): exposed, they stop onnxruntime fusing those groups into int8 kernels, "
+            "so the marked model computes as the QDQ graph is written (its outputs can differ from the original's "
+            "as onnxruntime runs it optimised)"]
 
 
 def extract(
