@@ -47,8 +47,8 @@ class NoGradientRule(ModelError):
         inside = f" (in {where})" if where else ""
         super().__init__(
             f"cannot differentiate op {op} at node {node!r} ({hint}){inside}; it lies between the loss and "
-            f"{', '.join(repr(x) for x in needed)}. Supported ops: {', '.join(supported)}. "
-            f"Use --wrt to ask only for gradients that do not pass through it")
+            f"{', '.join(repr(x) for x in needed)}. Use --wrt to ask only for gradients that do not pass through it "
+            f"(onnxprobe has gradient rules for {len(supported)} ops: README, 'Gradient rules')")
 
     def within(self, where: str) -> "NoGradientRule":
         """The same error, saying which body the node lies in."""

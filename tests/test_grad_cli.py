@@ -214,7 +214,7 @@ def test_op_without_a_rule_names_the_op_and_the_node(tmp_path):
     p = tmp_path / "m.onnx"
     onnx.save(m, p)
     msg = _one_line_error(invoke("grad", p, "--wrt", "x", "--device", "cpu"), 1)
-    assert "LpNormalization" in msg and "unit_rows" in msg and "Supported ops:" in msg and "Conv" in msg
+    assert "LpNormalization" in msg and "unit_rows" in msg and "gradient rules for" in msg and "…" not in msg
     # a gradient that does not pass through it is fine
     r = invoke("grad", p, "--wrt", "c", "--device", "cpu")
     assert r.exit_code == 0, r.output
