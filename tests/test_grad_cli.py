@@ -421,3 +421,22 @@ def test_check_with_a_nan_loss_says_it_could_not_check(tmp_path):
     r = CliRunner().invoke(app, ["grad", str(sample_path("mlp")), "--check", "--input", f"x={tmp_path / 'x.npy'}"])
     assert r.exit_code == 1 and "cannot check the gradients" in r.stderr and "checked nothing" in r.stderr, r.output
     assert "failed the finite-difference check" not in r.stderr
+
+
+def test_check_of_an_empty_gradient_is_no_pass(tmp_path):
+    """--wrt e of a 2x0 input: --check said "1 ok" (error 0.0, numpy's mean-of-empty warning on stderr) and
+    exited 0, having compared nothing. An empty gradient is not checked, said in a note; a check that
+    checked nothing is an error; beside a checked one the footer counts it apart."""
+    m = make_model([helper.make_node("Concat", ["x", "e"], ["y"], axis=1)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]), helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 0])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    onnx.save(m, tmp_path / "e.onnx")
+    np.savez(tmp_path / "e.npz", x=np.ones((2, 3), np.float32), e=np.zeros((2, 0), np.float32))
+    r = invoke("grad", tmp_path / "e.onnx", "--inputs", tmp_path / "e.npz", "--wrt", "e", "--check")
+    assert r.exit_code == 1 and "checked nothing" in r.stderr and "Warning" not in r.stderr, r.output
+    assert "not checked: 1 empty gradient" in r.stderr and "0 ok" in r.stdout
+    r = invoke("grad", tmp_path / "e.onnx", "--inputs", tmp_path / "e.npz", "--wrt", "e", "--wrt", "x", "--check")
+    assert r.exit_code == 0 and "1 ok, 0 failed, 1 not checked" in r.stdout, r.output
+    d = json.loads(invoke("grad", tmp_path / "e.onnx", "--inputs", tmp_path / "e.npz", "--wrt", "e", "--wrt", "x", "--check",
+                          "--json", "-").stdout)
+    assert {g["tensor"]: g.get("check") is None for g in d["gradients"]} == {"e": True, "x": False}

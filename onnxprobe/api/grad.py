@@ -218,11 +218,14 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         out, _ = runner.execute(runner.model, f, [gp.loss.loss], key="check")
         return float(np.asarray(out[gp.loss.loss], np.float64).reshape(-1)[0])
 
-    items = []
+    items, empty = [], []
     for row in result.rows:
         if row.name not in tensors:
             continue
         g = (grads64 or {}).get(row.name, result.arrays[row.name]).astype(np.float64)
+        if not g.size:  # no element to move: nothing to compare, so no verdict (it read "ok")
+            empty.append(row.name)
+            continue
         kind = row.target.kind
         val = weight_value(model.proto, row.name) if kind == "weight" else (
             values.get(row.name) if values else None) if kind == "activation" else feed.get(row.name)
@@ -232,6 +235,9 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
             rms = (row.value_norm / np.sqrt(max(g.size, 1))) if row.value_norm else 1.0
         items.append(CheckItem(row.name, g, val, rms))
     checked = check_gradients(items, loss, mode, seed=seed, progress=progress)
+    if empty:
+        result.notes.append(f"not checked: {len(empty)} empty gradient(s), no element to compare "
+                            f"({', '.join(empty[:3])}{' ...' if len(empty) > 3 else ''})")
     for row in result.rows:
         if row.name in checked:
             row.check = checked[row.name]

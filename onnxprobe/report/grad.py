@@ -93,7 +93,7 @@ def grad_table(result) -> tuple[Table, Text]:
     d = result if isinstance(result, dict) else grad_dict(result)
     checked = d["check"] is not None
     t = Table(COLUMNS + ([CHECK] if checked else []))
-    bad = failed = 0
+    bad = failed = ok = 0
     for r in d["gradients"]:
         cells, values = _cells(r)
         if checked:
@@ -104,6 +104,7 @@ def grad_table(result) -> tuple[Table, Text]:
         bad += nonfinite
         fail = checked and r.get("check") is not None and not r["check"]["ok"]
         failed += fail
+        ok += bool(checked and r.get("check") is not None and r["check"]["ok"])
         t.add_row(cells, values, "bold red" if nonfinite or fail else None)
     n = len(t)
     footer = Text()
@@ -112,7 +113,9 @@ def grad_table(result) -> tuple[Table, Text]:
     footer.append(f"{bad} with NaN/Inf", style="bold red" if bad else "green")
     if checked:
         footer.append(" · ")
-        footer.append(f"check ({d['check']}): {n - failed} ok, {failed} failed", style="bold red" if failed else "green")
+        unchecked = n - ok - failed  # empty gradients: nothing to compare
+        footer.append(f"check ({d['check']}): {ok} ok, {failed} failed" + (f", {unchecked} not checked" if unchecked else ""),
+                      style="bold red" if failed or not ok else "green")
     loss = d["loss"]
     footer.append(f" · loss {loss['kind']}({safe(loss['output'])}) = {num_or_word(loss['value'])}")  # a model's name
     if d.get("samples") is not None:
