@@ -440,3 +440,35 @@ def test_check_of_an_empty_gradient_is_no_pass(tmp_path):
     d = json.loads(invoke("grad", tmp_path / "e.onnx", "--inputs", tmp_path / "e.npz", "--wrt", "e", "--wrt", "x", "--check",
                           "--json", "-").stdout)
     assert {g["tensor"]: g.get("check") is None for g in d["gradients"]} == {"e": True, "x": False}
+
+
+def test_the_export_of_a_model_with_an_if_names_its_gradients_plainly(tmp_path):
+    """The backward If's branches took the names x_grad, Wa_grad, s_grad for their own tensors, so the
+    exported model's outputs were x_grad.2, Wa_grad.1, s_grad.1 (the README promises <tensor>_grad): a
+    body's gradients are named apart, and each output is what onnxruntime computes for it."""
+    rng = np.random.default_rng(0)
+    then_g = helper.make_graph([helper.make_node("MatMul", ["x", "Wa"], ["t1"]), helper.make_node("Tanh", ["t1"], ["tout"])],
+                               "then", [], [helper.make_tensor_value_info("tout", TensorProto.FLOAT, None)])
+    else_g = helper.make_graph([helper.make_node("Mul", ["x", "s"], ["e1"]), helper.make_node("Sin", ["e1"], ["eout"])],
+                               "else", [], [helper.make_tensor_value_info("eout", TensorProto.FLOAT, None)])
+    m = make_model([helper.make_node("If", ["c"], ["o"], then_branch=then_g, else_branch=else_g),
+                    helper.make_node("Mul", ["o", "o"], ["y"])],
+                   [helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                   [numpy_helper.from_array(rng.standard_normal((3, 3)).astype(np.float32), "Wa"),
+                    numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "s")])
+    onnx.save(m, tmp_path / "if.onnx")
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", c=np.array(True), x=x)
+    out = tmp_path / "bw.onnx"
+    r = invoke("grad", tmp_path / "if.onnx", "--inputs", tmp_path / "in.npz", "--wrt", "x", "--wrt", "Wa", "--wrt", "s",
+               "--export", out)
+    assert r.exit_code == 0, r.output
+    names = [o.name for o in onnx.load(out).graph.output]
+    assert sorted(names) == ["Wa_grad", "loss", "s_grad", "x_grad"], names
+    got = dict(zip(names, ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"c": np.array(True), "x": x})))
+    w = numpy_helper.to_array(m.graph.initializer[0]).astype(np.float64)
+    t = np.tanh(x.astype(np.float64) @ w)
+    dy_dt1 = 2 * t * (1 - t * t)  # loss = sum(tanh(x W)^2)
+    np.testing.assert_allclose(got["x_grad"], dy_dt1 @ w.T, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got["Wa_grad"], x.astype(np.float64).T @ dy_dt1, rtol=1e-4, atol=1e-6)

@@ -98,6 +98,9 @@ class Engine:
         if names is not None:
             names.update(self.names)
             self.names = names
+        # a body's gradients are named apart ("onnxprobe.grad/x_grad"): the plain "x_grad" of a tensor the
+        # body reads from outside is the name the enclosing model's output of that gradient takes
+        self.body = names is not None
         self.unsupported = unsupported
         self.warnings: list[str] = []
         self.reorder = False  # a rule replaced forward nodes (LSTM "expose"): sort the graph when assembling
@@ -308,6 +311,9 @@ class _Gradients:
     def add(self, t: str, grad: str) -> None:
         self.contributions.setdefault(t, []).append(grad)
 
+    def name_for(self, t: str) -> str:
+        return self.eng.b.fresh(f"onnxprobe.grad/{grad_name(t)}" if self.eng.body else grad_name(t))
+
     def final(self, t: str) -> str | None:
         if t in self.done:
             return self.done[t]
@@ -319,11 +325,11 @@ class _Gradients:
             c = cs[0]
             if c in self.made and c not in self.claimed and c not in self.seed_values:
                 self.claimed.add(c)
-                self.rename[c] = b.fresh(grad_name(t))
+                self.rename[c] = self.name_for(t)
             self.done[t] = c
         else:
             b.scope, b.doc = f"{TAG}{t}", f"onnxprobe backward: fan-out sum for {t}"
-            self.done[t] = b.op("Sum", *cs, out=b.fresh(grad_name(t)))
+            self.done[t] = b.op("Sum", *cs, out=self.name_for(t))
         return self.done[t]
 
     def apply_renames(self, grads_out: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -392,8 +398,9 @@ def _own_tensors(eng: Engine, grads_out: dict[str, str], seed_values: set[str]) 
     seen: set[str] = set()
     out = dict(grads_out)
     for t, v in grads_out.items():
-        if not v.startswith(grad_name(t)) or v in seen or v in seed_values:
-            v = eng.b.op("Identity", v, out=eng.b.fresh(grad_name(t)))
+        base = f"onnxprobe.grad/{grad_name(t)}" if eng.body else grad_name(t)  # as Accumulator.name_for
+        if not v.startswith(base) or v in seen or v in seed_values:
+            v = eng.b.op("Identity", v, out=eng.b.fresh(base))
             out[t] = v
         seen.add(v)
     return out
