@@ -116,6 +116,7 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
     original = len(g.node)
     pb = PairBuilder(g, default_opset(merged), names)
     outputs: list[str] = []
+    listed: set[str] = set()  # the raw tensors among outputs (a pair may share one with another)
     producer = {o: n for n in g.node for o in n.output if o}
     # cones read the weights where they are: initializers, and the Constants whose values are stubs
     # (a copy of such a Constant would be a stub of a name no weight has)
@@ -164,7 +165,8 @@ def build(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rtol_of, 
             if c is not None:
                 raw[k].append(c)
                 used += sy if sy is not None else each
-            outputs += [t for t in raw[k] if t not in outputs]
+            outputs += [t for t in raw[k] if t not in listed]
+            listed.update(raw[k])
             continue
         r = row(x, y, shape, rtol_of(p), f"onnxprobe.pair{k}", f"{ROW_PREFIX}{k}")
         if not r:  # not float32, no static rank: measured on the host

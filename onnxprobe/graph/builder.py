@@ -22,13 +22,27 @@ FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, Tenso
 Axes = "Sequence[int] | str | None"
 
 
+class Names(set):
+    """A set of names that remembers, per base, the suffix its last fresh name took (``fresh_name``): a
+    pass that adds thousands of 'onnxprobe/const' tried '.1', '.2'... from the start each time, O(n^2)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.next_suffix: dict[str, int] = {}
+
+
 def fresh_name(names: set[str], base: str) -> str:
-    """``base``, or ``base.1``, ``base.2``... : the first not in ``names``, which it joins."""
-    name, k = base, 0
+    """``base``, or ``base.1``, ``base.2``... : the first not in ``names``, which it joins (a ``Names``
+    starts past the suffixes it gave ``base`` before: names are only added, so none of those is free)."""
+    counters = getattr(names, "next_suffix", None)
+    k = counters.get(base, 0) if counters is not None else 0
+    name = base if k == 0 else f"{base}.{k}"
     while name in names:
         k += 1
         name = f"{base}.{k}"
     names.add(name)
+    if counters is not None:
+        counters[base] = k + 1
     return name
 
 
@@ -46,7 +60,7 @@ def np_dtype(elem: int) -> np.dtype:
 def all_names(model: onnx.ModelProto) -> set[str]:
     """Every name used in the model (tensors, nodes, graph inputs and outputs), subgraphs included: a
     pass that adds names takes fresh ones from this set."""
-    names: set[str] = set()
+    names: set[str] = Names()
 
     def visit(g: onnx.GraphProto) -> None:
         names.update(i.name for i in g.input)

@@ -104,6 +104,15 @@ def expose(
         out.graph.output.append(vi)
         top_outputs.add(name)
 
+    # a body's output and input names, kept up as outputs are appended (rebuilt per lift, they made
+    # exposing large bodies quadratic); the graph is held beside them, so that its id stays its own
+    ends: dict[int, tuple[onnx.GraphProto, set[str]]] = {}
+
+    def ends_of(g: onnx.GraphProto) -> set[str]:
+        if id(g) not in ends:
+            ends[id(g)] = (g, {o.name for o in g.output} | {i.name for i in g.input})
+        return ends[id(g)][1]
+
     def lift(name: str, chain: tuple, t: onnx.TypeProto | None, kind: str) -> str:
         """Carry ``name`` from the innermost body of ``chain`` out to the main graph."""
         cur = name
@@ -114,12 +123,13 @@ def expose(
             if parent.op_type not in ("If", "Loop", "Scan"):
                 raise ModelError(f"cannot expose {name!r}: it lives in a subgraph of a {parent.op_type} node")
             _pad_outputs(parent, body)
-            if cur in {o.name for o in body.output} or cur in {i.name for i in body.input}:
+            if cur in ends_of(body):
                 cur = builder(body).node("Identity", [cur], f"{cur}.out")
             vi = onnx.ValueInfoProto(name=cur)
             if t is not None:
                 vi.type.CopyFrom(t)
             body.output.append(vi)
+            ends_of(body).add(cur)
             new = builder(enclosing).fresh(f"{name}.{parent.op_type.lower()}_out")
             if parent.op_type == "If":
                 other_attr = "else_branch" if attr == "then_branch" else "then_branch"
@@ -132,7 +142,7 @@ def expose(
                     rank = len(t.tensor_type.shape.dim) if t is not None and t.tensor_type.HasField("shape") else 1
                     ph_value = np.zeros([0] * rank, onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type))
                 ph = builder(other).const(ph_value)
-                if ph in {o.name for o in other.output}:
+                if ph in ends_of(other):
                     ph = builder(other).node("Identity", [ph], "onnxprobe.placeholder")
                 if t is not None and kind == "raw":
                     t = _loosen(t)  # the two branches now return different shapes
@@ -141,6 +151,7 @@ def expose(
                 if t is not None:
                     pvi.type.CopyFrom(t)
                 other.output.append(pvi)
+                ends_of(other).add(ph)
                 parent.output.append(new)
             else:
                 parent.output.append(new)

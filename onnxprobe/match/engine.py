@@ -359,9 +359,24 @@ def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]]) -> N
 
 def _monotonic(idx: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The longest chain of pairs increasing in both models' orders (crossing pairs are no anchors)."""
+    import bisect
+
     idx = sorted(idx)
-    best: list[list[tuple[int, int]]] = []
-    for p in idx:
-        chain = max((c for c in best if c[-1][1] < p[1]), key=len, default=[])
-        best.append(chain + [p])
-    return max(best, key=len, default=[])
+    # patience sorting, O(n log n) (keeping every chain was O(n^2) in time and memory: seconds for 8,000
+    # pairs): tails[k] is the pair that ends the increasing chain of length k + 1 on the smallest j
+    tails: list[int] = []
+    tail_js: list[int] = []
+    before: list[int] = [-1] * len(idx)
+    for k, (_, j) in enumerate(idx):
+        at = bisect.bisect_left(tail_js, j)
+        before[k] = tails[at - 1] if at else -1
+        if at == len(tails):
+            tails.append(k)
+            tail_js.append(j)
+        else:
+            tails[at], tail_js[at] = k, j
+    chain, k = [], tails[-1] if tails else -1
+    while k >= 0:
+        chain.append(idx[k])
+        k = before[k]
+    return chain[::-1]
