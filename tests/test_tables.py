@@ -667,3 +667,26 @@ def test_a_nan_gradient_norm_is_said_in_every_format(tmp_path):
     table = list(csv.DictReader(io.StringIO(run(base + ["--format", "csv"]))))
     assert {r["tensor"]: (r["norm"] if r["norm"] in ("nan", "inf") else float(r["norm"])) for r in table} == {
         k: (v if isinstance(v, str) else pytest.approx(v, rel=1e-6)) for k, v in said.items()}
+
+
+def test_the_depth_sparkline_fits_the_width(tmp_path):
+    """One block per pair: 1,001 pairs took 13 wrapped lines at 80 columns. More pairs than room: a block
+    per run of pairs, showing the run's worst SQNR, said in the line."""
+    from onnx import numpy_helper
+
+    from onnxprobe.report.diff import SPARK, sparkline
+
+    assert sparkline([10.0, 20.0, 30.0, 40.0], cap=140, room=2) == SPARK[0] + SPARK[-1]  # the worst of each run
+    for name, shift in (("a", 0.5), ("b", 0.0)):
+        nodes, prev = [], "x"
+        for i in range(300):
+            nodes.append(helper.make_node("Add" if i % 2 else "Tanh", [prev, "k"] if i % 2 else [prev], [f"t{i}"], name=f"n{i}"))
+            prev = f"t{i}"
+        k = numpy_helper.from_array(np.array([0.1 + (shift if name == "a" else 0.0)], np.float32), "k")
+        m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                       [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [1, 8])], [k])
+        onnx.save(m, tmp_path / f"{name}.onnx")
+    r = runner.invoke(app, ["diff", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--all"],
+                      env={"COLUMNS": "80", "NO_COLOR": "1"})
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("SQNR along depth")]
+    assert len(line.rstrip()) <= 80 and "a block per" in r.stdout, r.stdout

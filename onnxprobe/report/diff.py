@@ -103,9 +103,14 @@ def _f(v: float) -> float | None:
     return float(v) if math.isfinite(v) else None
 
 
-def sparkline(values: list[float | None], cap: float = 140.0) -> str:
-    """One block per value; values above ``cap`` dB (float32 agrees to ~140 dB) draw as full blocks."""
+def sparkline(values: list[float | None], cap: float = 140.0, room: int | None = None) -> str:
+    """One block per value; values above ``cap`` dB (float32 agrees to ~140 dB) draw as full blocks. More
+    values than ``room`` blocks: each block stands for a run of consecutive values, and shows its worst."""
     values = [min(v, cap) if v is not None and math.isfinite(v) else None for v in values]
+    if room is not None and len(values) > max(room, 1):
+        step = math.ceil(len(values) / max(room, 1))
+        runs = [[v for v in values[k:k + step] if v is not None] for k in range(0, len(values), step)]
+        values = [min(r) if r else None for r in runs]
     vals = [v for v in values if v is not None]
     if not vals:
         return ""
@@ -195,15 +200,17 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     measured = [p["sqnr_db"] for p in topo if not p["exact"] and p["sqnr_db"] is not None and math.isfinite(p["sqnr_db"])]
     top = max(measured + [140.0])  # float32 agrees to ~140 dB; float64 and torch pairs measure more
     sq = [top if p["exact"] else p["sqnr_db"] for p in topo]  # exact pairs draw as full blocks
-    line = sparkline(sq, cap=top)
+    lead = "SQNR along depth: "
+    line = sparkline(sq, cap=top, room=max(10, width - len(lead)))
+    per = math.ceil(len(sq) / len(line)) if line else 1
     if line:
         ends = [p for p in topo if p["exact"] or (p["sqnr_db"] is not None and math.isfinite(p["sqnr_db"]))]
         end = (lambda p: "exact" if p["exact"] else f"{num(p['sqnr_db'], 3)} dB")
         if not measured:  # every pair exact: a number would read as a measurement
             out.append(Text(f"SQNR along depth: every pair exact ({sum(1 for p in topo if p['exact'])})"))
         else:
-            out.append(Text(f"SQNR along depth: {line}  ({end(ends[0])} → {end(ends[-1])}, "
-                            f"min {num(min(measured), 3)} dB; exact pairs as full blocks)"))
+            out.append(Text(f"{lead}{line}  ({end(ends[0])} → {end(ends[-1])}, min {num(min(measured), 3)} dB; "
+                            + (f"a block per {per} pairs, their worst; " if per > 1 else "") + "exact pairs as full blocks)"))
     n_fail = sum(1 for p in d["pairs"] if p["passed"] is False)
     foot = Text()
     foot.append(f"{len(d['pairs'])} pairs · ")
