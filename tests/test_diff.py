@@ -880,3 +880,46 @@ def test_fresh_names_are_the_same_with_the_remembered_suffixes():
     for base in ["a", "a", "b", "a", "c", "c", "a.1", "a"]:
         assert fresh_name(plain, base) == fresh_name(kept, base)
     assert plain == kept
+
+
+def test_a_float16_model_against_its_float32_original(tmp_path):
+    """diff fp16.onnx fp32.onnx was refused (input x: dtype float16 in A but float32 in B), the usual check
+    after a conversion to half precision. Both get the same values (ones float16 holds exactly), each in
+    its own type; the numbers are numpy's over what onnxruntime computes from them; the default criterion
+    is the half-precision one, in either order."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 8)).astype(np.float32)
+    paths = {}
+    for name, elem, dt in (("h16", TensorProto.FLOAT16, np.float16), ("h32", TensorProto.FLOAT, np.float32)):
+        m = make_model([helper.make_node("MatMul", ["x", "W"], ["m"], name="mm"), helper.make_node("Relu", ["m"], ["y"], name="relu")],
+                       [helper.make_tensor_value_info("x", elem, [2, 8])], [helper.make_tensor_value_info("y", elem, [2, 8])],
+                       [numpy_helper.from_array(w.astype(dt), "W")])
+        paths[name] = tmp_path / f"{name}.onnx"
+        onnx.save(m, paths[name])
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    x16 = x.astype(np.float16)  # A's type; B gets the same values in float32
+    res = api.diff(paths["h16"], paths["h32"], inputs=api.InputSpec(arrays={"x": x16}), selection=api.Selection(all=True))
+    assert any("different float types" in n for n in res.notes)
+    assert res.criterion.startswith("SQNR >= 20 dB") and "float16" in res.criterion, res.criterion
+    a = _run_with_outputs(paths["h16"], ["m"], {"x": x16})["m"].astype(np.float64)
+    b = _run_with_outputs(paths["h32"], ["m"], {"x": x16.astype(np.float32)})["m"].astype(np.float64)
+    (r,) = [r for r in res.results if r.pair.a.name == "m"]
+    assert r.metrics.sqnr_db == pytest.approx(10 * np.log10((b ** 2).sum() / ((a - b) ** 2).sum()), rel=1e-6)
+    assert all(r.passed for r in res.results)
+    back = api.diff(paths["h32"], paths["h16"], inputs=api.InputSpec(arrays={"x": x}))  # rounded to float16 for both
+    assert back.criterion.startswith("SQNR") and all(r.passed for r in back.results)
+    (r,) = [r for r in back.results if r.pair.a.name == "m"]
+    assert r.metrics.sqnr_db == pytest.approx(10 * np.log10((a ** 2).sum() / ((a - b) ** 2).sum()), rel=1e-6)
+    with pytest.raises(api.UsageError, match="float type"):
+        api.diff_grad(paths["h16"], paths["h32"])
+
+
+def test_the_default_criterion_of_a_quantized_pair_in_either_order(qdir):
+    """A float model against its quantized copy (the order reversed) was judged by allclose, every layer
+    FAIL: the quantized default, SQNR, whichever side is quantized, and for two quantized models."""
+    q = quantize("cnn", "qdq", qdir)
+    for a, b, what in ((q, sample_path("cnn"), "a quantized model against a float one"),
+                       (sample_path("cnn"), q, "a float model against a quantized one"),
+                       (q, quantize("cnn", "qoperator", qdir), "two quantized models")):
+        res = api.diff(a, b)
+        assert res.criterion.startswith("SQNR") and what in res.criterion, res.criterion

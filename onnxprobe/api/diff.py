@@ -286,7 +286,11 @@ def diff_grad(
     spec = spec or GradSpec()
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
     a_model, b_model = as_model(a), as_model(b, "b")
-    check_same_inputs(a_model.proto, b_model.proto)
+    floats = check_same_inputs(a_model.proto, b_model.proto)
+    if floats:
+        n, _ = next(iter(floats.items()))
+        raise UsageError(f"diff --grad: input {clean(n)!r} is of another float type in A than in B; the gradients of a "
+                         "float16 model and its float32 original are compared by diff without --grad (layer outputs)")
     fs = _feeds.make_feeds(a_model.proto, inputs)
     side_spec = replace(spec, wrt=())
     sides, plans = [], []

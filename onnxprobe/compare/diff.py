@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
+from onnx import TensorProto, helper
 
 from onnxprobe.compare.fused import fusable
-from onnxprobe.compare.measure import DiffPlan, Measured, measure
+from onnxprobe.compare.measure import FLOATS, DiffPlan, Measured, measure
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import Selection, check_criteria, select, selects_op
@@ -170,13 +171,22 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
     healthy int8 model); one model on two runtimes by SQNR with an absolute floor (a runtime that fuses
     and reorders sums moves near-zero elements by more than allclose allows, at 100+ dB of SQNR);
     anything else by allclose."""
-    if a.observation.quantized and not b.observation.quantized:
+    qa, qb = a.observation.quantized, b.observation.quantized
+    one_model = a.model is b.model or bool(a.model.source and a.model.source == b.model.source)
+    if qa != qb or (qa and qb and not one_model):  # one model on two runtimes or devices: below
+        what = ("two quantized models" if qa and qb else "a quantized model against a float one" if qa else
+                "a float model against a quantized one")
+        return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR, why=f"the default for {what}; --metric/--min-sqnr change it")
+    if qa and a.runner.kind == b.runner.kind and (a.runner.config.opt_level != b.runner.config.opt_level or a.runner.device != b.runner.device):
         return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
-                         why="the default for a quantized model against a float one; --metric/--min-sqnr change it")
+                         why="the default for a quantized model run two ways (fused int8 kernels against the QDQ graph as "
+                             "written, or two devices); --metric/--min-sqnr change it")
     low = [p for p in (_precision(a), _precision(b)) if p in ("f16", "bf16", "tf32")]
+    low += [h for h in (_half(a), _half(b)) if h] if _half(a) != _half(b) else []
     if low and not a.observation.quantized:  # also one runtime on two devices (OpenVINO's GPU computes in f16)
+        who = "a model" if low[0] in ("float16", "bfloat16") else "a runtime"
         return Tolerance(metric="sqnr", min_sqnr=REDUCED_PRECISION_MIN_SQNR,
-                         why=f"the default when a runtime computes in {low[0]}; --metric/--min-sqnr change it")
+                         why=f"the default when {who} computes in {low[0]}; --metric/--min-sqnr change it")
     if a.runner.kind != b.runner.kind and a.runner.takes_feeds and b.runner.takes_feeds:
         if a.observation.quantized:
             return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
@@ -188,23 +198,48 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
     return Tolerance(why="the default for float models; --metric, --atol, --rtol change it")
 
 
+def _half(side: Side) -> str | None:
+    """'float16' or 'bfloat16' when most of the model's float weights and inputs are of that type (a model
+    converted to half precision), else None."""
+    g = side.model.proto.graph
+    types = [t.data_type for t in g.initializer] + [i.type.tensor_type.elem_type for i in g.input]
+    counts = {t: types.count(t) for t in (TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)}
+    top = max(counts, key=counts.get)
+    return {TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16"}.get(top) if counts[top] else None
+
+
 def _precision(side: Side) -> str | None:
     return side.runner.inference_precision()
 
 
-def check_same_inputs(a: onnx.ModelProto, b: onnx.ModelProto) -> None:
-    """Two models that run on the same feeds take the same input names, dtypes and static dimensions."""
+def check_same_inputs(a: onnx.ModelProto, b: onnx.ModelProto) -> dict[str, tuple[int, int]]:
+    """Two models that run on the same feeds take the same input names, dtypes and static dimensions;
+    returns the inputs whose float types differ (a float16 model against its float32 original), name ->
+    (A's elem type, B's): each side takes the same values in its own type."""
     sa = {s.name: s for s in model_inputs(a)}
     sb = {s.name: s for s in model_inputs(b)}
     if set(sa) != set(sb):
         raise UsageError(f"the models take different inputs: A {sorted(sa)}, B {sorted(sb)}; both run on the same feeds")
+    floats = {}
     for n in sa:
-        if sa[n].elem_type != sb[n].elem_type:
+        if sa[n].elem_type != sb[n].elem_type and sa[n].elem_type in FLOATS and sb[n].elem_type in FLOATS:
+            floats[n] = (sa[n].elem_type, sb[n].elem_type)
+        elif sa[n].elem_type != sb[n].elem_type:
             raise UsageError(f"input {n}: dtype {sa[n].dtype} in A but {sb[n].dtype} in B")
         x, y = sa[n].shape, sb[n].shape
         if x is not None and y is not None and (len(x) != len(y) or any(
                 isinstance(p, int) and isinstance(q, int) and p > 0 and q > 0 and p != q for p, q in zip(x, y))):
             raise UsageError(f"input {n}: shape {list(x)} in A but {list(y)} in B; both run on the same feeds")
+    return floats
+
+
+def float_note(floats: dict[str, tuple[int, int]]) -> list[str]:
+    if not floats:
+        return []
+    name = lambda t: TensorProto.DataType.Name(t).lower()  # noqa: E731
+    said = ", ".join(f"{n} ({name(x)} in A, {name(y)} in B)" for n, (x, y) in list(floats.items())[:3])
+    return [f"the models take inputs of different float types, {said}: both get the same values, ones the narrower "
+            "type holds exactly (generated or given values rounded to it), each in its own type"]
 
 
 def measured_label(a: Side, b: Side) -> str:
@@ -265,8 +300,7 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     """What is compared, the same for every input: the matching, the pairs the selection reports, the
     criterion, how the pairs are measured (``diff`` explains the arguments)."""
     tolerance = tolerance.over(default_tolerance(a, b)) if tolerance else default_tolerance(a, b)
-    if a.runner.takes_feeds and b.runner.takes_feeds:
-        check_same_inputs(a.model.proto, b.model.proto)
+    floats = check_same_inputs(a.model.proto, b.model.proto) if a.runner.takes_feeds and b.runner.takes_feeds else {}
     matching = (pair or match)(a.observation.observables, b.observation.observables, user_map)
     _check_named(per_tensor, a, b)
     if reject is not None:
@@ -274,13 +308,14 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     report, sel_b, sel_a = selected_pairs(a, b, matching, selection)
     with_cones = introduced and b.runs_graphs
     by_b = {p.b.probe: p for p in matching.pairs if p.b.kind == "float"}
-    why_not = fusable(a, b) if fuse else "--separate-runs"
+    why_not = (fusable(a, b) or ("the models take inputs of different float types" if floats else None)) if fuse else "--separate-runs"
     notes = [f"--profile times the one-run diff, which is not used here ({why_not})"] if profile and why_not else []
+    notes += float_note(floats)
     inside = {**body_tensors(b.model.proto, selection, loops_only=True), **body_tensors(a.model.proto, selection, loops_only=True)}
     notes += [n for n in [body_note(inside, "compared by diff", loops_only=True)] if n]
     return DiffPlan(a, b, tolerance, per_tensor, matching, report, sel_b, by_b, with_cones,
                     introduced and not with_cones and b.runner.replays, why_not is None, max_memory, device_metrics,
-                    notes, profile=profile and why_not is None, selected_a=sel_a)
+                    notes, profile=profile and why_not is None, selected_a=sel_a, floats=floats)
 
 
 def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance | None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from onnx import TensorProto, helper
 
 from onnxprobe.compare.fused import FusedGraph, NotMergeable, build_cached, profile, run, runtime_shapes
 from onnxprobe.compare.introduced import build_cones, cone_inputs, run_cones
@@ -53,6 +54,7 @@ class DiffPlan:
     kernel_ms: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)  # with profile: by pair
     profile_summary: dict = field(default_factory=dict)  # with profile: where the one run's time went
     selected_a: set[str] | None = None  # A's observables the selection picks (None: every one)
+    floats: dict[str, tuple[int, int]] = field(default_factory=dict)  # inputs of two float types (same_values)
     memo: ModelMemo = field(default_factory=ModelMemo, repr=False)  # B's sizes by feed shapes, its cones by targets
 
     def tolerance_of(self, p: Pair) -> Tolerance:
@@ -90,6 +92,22 @@ class Measured:
         return self.intro
 
 
+FLOATS = (TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)  # by precision
+
+
+def same_values(feeds: dict[str, np.ndarray], floats: dict[str, tuple[int, int]]) -> dict[str, np.ndarray]:
+    """``feeds`` whose inputs of two float types (``check_same_inputs``) hold values both types hold
+    exactly: rounded to the narrower type and back (float16 values are float32 values), so that a float16
+    model and its float32 original compute from the same numbers; each runner casts to its own type."""
+    out = dict(feeds)
+    for n, types in floats.items():
+        if n in out and isinstance(out[n], np.ndarray):
+            narrow = min(types, key=FLOATS.index)
+            out[n] = out[n].astype(helper.tensor_dtype_to_np_dtype(narrow)).astype(out[n].dtype)
+    return out
+
+
+
 def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, progress=None,
             key=None) -> dict[int, Measured]:
     """One sample's measurements of every pair of ``plan.report`` on ``feeds``. ``key``: keep the
@@ -97,6 +115,7 @@ def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, pr
     samples)."""
     out: dict[int, Measured] = {}
     done_in_one = 0
+    feeds = same_values(feeds, plan.floats) if plan.floats else feeds
     # an empty feed makes empty tensors, over which the merged graph's ArgMax / ReduceMax rows cannot run:
     # that sample goes through the host path, which measures empty pairs (as nothing compared)
     if plan.fuse and not any(np.size(v) == 0 for v in feeds.values()):

@@ -109,6 +109,18 @@ class Session:
     def providers(self) -> list[str]:
         return list(self.sess.get_providers())
 
+    @property
+    def float_inputs(self) -> dict[str, str]:
+        """Input name -> the float type it takes ('float16', 'float', 'double', 'bfloat16')."""
+        if "_floats" not in self.__dict__:
+            self.__dict__["_floats"] = {i.name: i.type[len("tensor("):-1] for i in self.sess.get_inputs()
+                                        if i.type in FLOAT_INPUT_TYPES}
+        return self.__dict__["_floats"]
+
+
+FLOAT_INPUT_TYPES = ("tensor(float16)", "tensor(float)", "tensor(double)", "tensor(bfloat16)")
+NUMPY_FLOAT = {"float16": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
+
 
 def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: str = "off", threads: int | None = None,
                    profile_prefix: str | None = None, optimized_path: str | None = None,
@@ -278,6 +290,14 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
     return f"onnxruntime: {whole[:800]}"
 
 
+def _numpy_float(name: str):
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return np.dtype(name)
+
+
 def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_outputs: list[str] = (),
               keep_on_device: bool = False, interruptible: bool = False) -> tuple[dict, float]:
     """Run with IOBinding. ``host_outputs`` are returned as numpy arrays; ``device_outputs`` are bound on
@@ -294,6 +314,11 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
             binding.bind_ortvalue_input(name, value)
             continue
         value = np.require(value, requirements="C")  # not ascontiguousarray: it turns scalars into [1]
+        takes = session.float_inputs.get(name)
+        if takes is not None and (value.dtype.kind == "f" or value.dtype.name == "bfloat16") and value.dtype.name != NUMPY_FLOAT[takes]:
+            # the same values in the float type this model takes (diff of a float16 model and its float32
+            # original: each side gets the feed in its own type, drawn where both hold it exactly)
+            value = value.astype(_numpy_float(NUMPY_FLOAT[takes]))
         if value.dtype.name == "bfloat16":  # ml_dtypes' type, which onnxruntime does not know: its bits, typed
             binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(value.view(np.uint16),
                                                                                              onnx.TensorProto.BFLOAT16))
