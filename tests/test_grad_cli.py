@@ -472,3 +472,19 @@ def test_the_export_of_a_model_with_an_if_names_its_gradients_plainly(tmp_path):
     dy_dt1 = 2 * t * (1 - t * t)  # loss = sum(tanh(x W)^2)
     np.testing.assert_allclose(got["x_grad"], dy_dt1 @ w.T, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(got["Wa_grad"], x.astype(np.float64).T @ dy_dt1, rtol=1e-4, atol=1e-6)
+
+
+def test_a_clip_bound_asked_for_is_said_to_have_no_rule_not_no_dependence(tmp_path):
+    """--wrt lo of Clip(x, lo, hi): the note said "the loss does not depend on" lo, which it does (PACT's
+    learnable bounds), and the run exited 0 with 0 gradients. The note names the op whose rule gives that
+    input no gradient; nothing asked for getting a gradient is an error."""
+    m = make_model([helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                   [numpy_helper.from_array(np.array(-0.5, np.float32), "lo"), numpy_helper.from_array(np.array(0.5, np.float32), "hi")])
+    onnx.save(m, tmp_path / "clip.onnx")
+    r = invoke("grad", tmp_path / "clip.onnx", "--wrt", "lo")
+    assert r.exit_code == 1 and "does not depend" not in r.stderr, r.output
+    assert "Clip 'clip' (input 1)" in r.stderr and "none of the tensors --wrt asks for gets a gradient" in r.stderr
+    r = invoke("grad", tmp_path / "clip.onnx", "--wrt", "lo", "--wrt", "x")
+    assert r.exit_code == 0 and "Clip 'clip' (input 1)" in r.stderr, r.output

@@ -283,10 +283,15 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     if bw.stopped:
         warnings.append(f"no gradient rule for {len(bw.stopped)} op(s) on the way, the gradient stops there: "
                         f"{', '.join(bw.stopped[:3])}{' …' if len(bw.stopped) > 3 else ''}")
-    if bw.unused and names is None:
-        shown = ", ".join(bw.unused[:3]) + (" …" if len(bw.unused) > 3 else "")
-        warnings.append(f"the loss does not depend on {len(bw.unused)} of the requested tensor(s), which get no "
+    free = [t for t in bw.unused if t not in bw.blocked]
+    if free and names is None:
+        shown = ", ".join(free[:3]) + (" …" if len(free) > 3 else "")
+        warnings.append(f"the loss does not depend on {len(free)} of the requested tensor(s), which get no "
                         f"gradient: {shown}")
+    if bw.blocked and names is None:
+        shown = "; ".join(f"{t}: read by {where}" for t, where in list(bw.blocked.items())[:3])
+        warnings.append(f"{len(bw.blocked)} requested tensor(s) get no gradient: the op that reads them has no gradient "
+                        f"rule for that input ({shown}{' …' if len(bw.blocked) > 3 else ''})")
     if spec.loss in ("sum", "mean"):
         softmax = _softmax_behind(base, output)
         if softmax is not None:

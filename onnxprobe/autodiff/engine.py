@@ -85,6 +85,9 @@ class Backward:
     stopped: list[str] = field(default_factory=list)  # ops without a rule that stopped the gradient ("skip")
     backward_names: set[str] = field(default_factory=set)  # names of the nodes the backward pass added
     warnings: list[str] = field(default_factory=list)
+    # of ``unused``: those the loss does depend on, through an input of an op whose rule gives it no gradient
+    # (Clip's bounds, Pad's constant value): tensor -> "Clip 'node' (input 1)"
+    blocked: dict[str, str] = field(default_factory=dict)
 
 
 class Engine:
@@ -248,9 +251,27 @@ def attach_backward(
             unused.append(t)
         else:
             grads_out[t] = f
+    blocked = _blocked([t for t in unused if t in reach], nodes, reach)
     grads_out, all_grads = acc.apply_renames(grads_out)
     grads_out = _own_tensors(eng, grads_out, acc.seed_values)
-    return _assemble(out, eng, grads_out, unused, all_grads, stopped, list(outputs or []), list(keep), prune)
+    bw = _assemble(out, eng, grads_out, unused, all_grads, stopped, list(outputs or []), list(keep), prune)
+    bw.blocked = blocked
+    return bw
+
+
+def _blocked(tensors: list[str], nodes: list[onnx.NodeProto], reach: set[str]) -> dict[str, str]:
+    """Of ``tensors`` (asked for, no gradient, yet the loss depends on them): tensor -> the op that reads it
+    at an input its rule gives no gradient (Clip's bounds, Pad's constant value)."""
+    out: dict[str, str] = {}
+    want = set(tensors)
+    for n in nodes:
+        if not want or not any(o in reach for o in n.output if o) or registry.status(n.op_type, n.domain) != "rule":
+            continue
+        rule = registry.rule_of(n)
+        for i, x in enumerate(n.input):
+            if x in want and x not in out and not rule.differentiable(i):
+                out[x] = f"{n.op_type} {n.name or n.output[0]!r} (input {i})"
+    return out
 
 
 def _requires_grad(eng: Engine, nodes: list[onnx.NodeProto], wrt: list[str]) -> tuple[set[str], dict[int, list[int]]]:

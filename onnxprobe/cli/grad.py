@@ -140,6 +140,9 @@ def grad(
     if failed:
         error(f"{len(failed)} gradient(s) failed the finite-difference check: {', '.join(failed[:5])}{' …' if len(failed) > 5 else ''}")
         raise typer.Exit(1)
+    if wrt and not result.rows:  # asked for, and none got a gradient: the notes say why; no success
+        error("none of the tensors --wrt asks for gets a gradient (the notes say why)")
+        raise typer.Exit(1)
     if check and not result.checked:  # a check that compared nothing is no pass
         error("--check checked nothing: no selected gradient could be compared with finite differences"
               + ("" if result.rows else " (no gradient was computed: see the notes)"))
