@@ -68,7 +68,9 @@ class NodeGrad:
         s = self.engine.sshape(t)
         if s is None:
             raise UnknownShape(f"cannot differentiate {self.node.op_type} node {self.name!r}: the rank of {t!r} is "
-                               "unknown (shape inference could not tell)")
+                               "unknown (shape inference could not tell; input shapes given with --shape NAME=DIMS or "
+                               "--input often let it: an If's branches that return different ranks need the input that "
+                               "picks one)")
         return len(s)
 
     def static_dims(self, t: str) -> tuple[int, ...] | None:

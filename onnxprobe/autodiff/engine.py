@@ -167,7 +167,8 @@ class Engine:
                 a == c and a is not None for a, c in zip(ts, grad_shape)):
             return grad
         if ts is None or grad_shape is None:
-            raise UnknownShape(f"cannot sum the gradient back to the shape of {target!r}: rank unknown")
+            raise UnknownShape(f"cannot sum the gradient back to the shape of {target!r}: its rank is unknown (input "
+                               "shapes given with --shape NAME=DIMS or --input often let shape inference tell it)")
         k = len(grad_shape) - len(ts)
         if k < 0:
             raise ModelError(f"gradient of {target!r} has a lower rank than the tensor")
