@@ -488,3 +488,26 @@ def test_a_clip_bound_asked_for_is_said_to_have_no_rule_not_no_dependence(tmp_pa
     assert "Clip 'clip' (input 1)" in r.stderr and "none of the tensors --wrt asks for gets a gradient" in r.stderr
     r = invoke("grad", tmp_path / "clip.onnx", "--wrt", "lo", "--wrt", "x")
     assert r.exit_code == 0 and "Clip 'clip' (input 1)" in r.stderr, r.output
+
+
+def test_gradients_through_a_scatter_add_in_a_float16_model(tmp_path):
+    """MaxPool, Gather and reflect Pad's gradients scatter-add, which onnxruntime's CPU kernels do not do in
+    float16: grad of a float16 MaxPool failed, and the message said the model itself failed on its inputs.
+    The scatter runs in float32 and casts back; the gradient is the window count of each maximum (numpy)."""
+    m = make_model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 1, 4, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, 1, 3, 3])])
+    onnx.save(m, tmp_path / "mp16.onnx")
+    x = np.random.default_rng(0).permutation(16).reshape(1, 1, 4, 4).astype(np.float16)  # no ties
+    np.save(tmp_path / "x.npy", x)
+    r = invoke("grad", tmp_path / "mp16.onnx", "--wrt", "x", "--input", f"x={tmp_path / 'x.npy'}",
+               "--save-grads", tmp_path / "g.npz")
+    assert r.exit_code == 0, r.output
+    want = np.zeros((4, 4))
+    for i in range(3):
+        for j in range(3):
+            w = x[0, 0, i:i + 2, j:j + 2]
+            a, b = np.unravel_index(np.argmax(w), w.shape)
+            want[i + a, j + b] += 1
+    got = np.load(tmp_path / "g.npz")["x"]
+    assert got.dtype == np.float16 and np.array_equal(got[0, 0].astype(np.float64), want)

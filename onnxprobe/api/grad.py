@@ -129,6 +129,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
     refs, acts, scored = grad_probes(gp)
     raw = ({r.name for r in refs} | ({r.name for r in acts} if check else set())) if (save or check) else False
     runner = OrtRunner(scored, config, model.source, interruptible=True)
+    runner.diagnose_with = model.proto
     try:
         result = runner.probe(refs + acts, {**feed, **gp.extra_feed}, raw=raw)
     except ExecutionError as e:

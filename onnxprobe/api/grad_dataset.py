@@ -75,7 +75,9 @@ class GradWorker(BatchWorker):
             gp = grad_plan(self.model, self.spec, self.selection, feed=feed)
             refs, acts, scored = grad_probes(gp)
             kw = {"threads": self.threads} if self.threads else {}
-            self.plans[key] = (gp, refs, acts, OrtRunner(scored, self.config, self.model.source, **kw))
+            runner = OrtRunner(scored, self.config, self.model.source, **kw)
+            runner.diagnose_with = self.model.proto
+            self.plans[key] = (gp, refs, acts, runner)
         return self.plans[key]
 
     def process(self, index: int, label: str, arrays: dict[str, np.ndarray]) -> GradPartial:

@@ -113,6 +113,21 @@ class NodeGrad:
         return sorted(int(a) + rank if int(a) < 0 else int(a) for a in axes)
 
     # -- small builders that know the gradient's dtype -----------------------------------------------
+    def ScatterElements(self, data: str, idx: str, updates: str, **attrs) -> str:  # noqa: N802 - the op's name
+        return self._scatter("ScatterElements", data, idx, updates, **attrs)
+
+    def ScatterND(self, data: str, idx: str, updates: str, **attrs) -> str:  # noqa: N802
+        return self._scatter("ScatterND", data, idx, updates, **attrs)
+
+    def _scatter(self, op: str, data: str, idx: str, updates: str, **attrs) -> str:
+        """A scatter; with a reduction on half-precision data, done in float32 and cast back: onnxruntime's
+        CPU kernels have no float16 scatter with a reduction (the gradients of MaxPool, Gather and reflect
+        Pad in a float16 model failed to run)."""
+        if attrs.get("reduction", "none") == "none" or self.elem not in (TensorProto.FLOAT16, TensorProto.BFLOAT16):
+            return self.b.op(op, data, idx, updates, **attrs)
+        wide = [self.b.op("Cast", t, to=TensorProto.FLOAT) for t in (data, updates)]
+        return self.b.op("Cast", self.b.op(op, wide[0], idx, wide[1], **attrs), to=self.elem)
+
     def scalar(self, v: float) -> str:
         return self.b.const(np.array(v, dtype=self.dtype))
 

@@ -301,6 +301,8 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     criterion, how the pairs are measured (``diff`` explains the arguments)."""
     tolerance = tolerance.over(default_tolerance(a, b)) if tolerance else default_tolerance(a, b)
     floats = check_same_inputs(a.model.proto, b.model.proto) if a.runner.takes_feeds and b.runner.takes_feeds else {}
+    for side in (a, b) if floats else ():  # each side takes the feeds in its own float types
+        side.runner.cast_float_feeds = True
     matching = (pair or match)(a.observation.observables, b.observation.observables, user_map)
     _check_named(per_tensor, a, b)
     if reject is not None:

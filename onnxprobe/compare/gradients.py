@@ -32,7 +32,8 @@ from onnxprobe.graph.walk import walk
 from onnxprobe.match.engine import NO_GRADIENT
 from onnxprobe.match.observe import FLOAT_TYPES, Observable, Observation, stem
 from onnxprobe.match.ops import canonical
-from onnxprobe.runtime.runners.base import OnceRunner, Runner
+from onnxprobe.runtime.runners.base import Runner
+from onnxprobe.runtime.runners.once import OnceRunner
 from onnxprobe.text import matches
 from onnxprobe.types import forward_name, grad_name
 

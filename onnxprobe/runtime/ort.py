@@ -299,12 +299,14 @@ def _numpy_float(name: str):
 
 
 def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_outputs: list[str] = (),
-              keep_on_device: bool = False, interruptible: bool = False) -> tuple[dict, float]:
+              keep_on_device: bool = False, interruptible: bool = False, cast_floats: bool = False) -> tuple[dict, float]:
     """Run with IOBinding. ``host_outputs`` are returned as numpy arrays; ``device_outputs`` are bound on
     the device and returned as numpy arrays, or, with ``keep_on_device``, as the OrtValues themselves
     (nothing crosses to the host). ``feeds`` may hold OrtValues already on the device. With
     ``interruptible``, a Ctrl-C stops the run between two nodes (runtime.interrupt) and raises
-    KeyboardInterrupt. Returns (outputs, seconds)."""
+    KeyboardInterrupt. ``cast_floats``: a float feed of another float type than its input takes is cast
+    to it (diff of a float16 model and its float32 original), else left to onnxruntime to refuse.
+    Returns (outputs, seconds)."""
     ort = ort_module()
     sess = session.sess
     binding = sess.io_binding()
@@ -314,7 +316,7 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
             binding.bind_ortvalue_input(name, value)
             continue
         value = np.require(value, requirements="C")  # not ascontiguousarray: it turns scalars into [1]
-        takes = session.float_inputs.get(name)
+        takes = session.float_inputs.get(name) if cast_floats else None
         if takes is not None and (value.dtype.kind == "f" or value.dtype.name == "bfloat16") and value.dtype.name != NUMPY_FLOAT[takes]:
             # the same values in the float type this model takes (diff of a float16 model and its float32
             # original: each side gets the feed in its own type, drawn where both hold it exactly)

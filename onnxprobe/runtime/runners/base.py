@@ -272,6 +272,10 @@ class GraphRunner(Runner):
         self._plans: OrderedDict = OrderedDict()
         self._key_shapes: dict = {}  # a caller's key -> the input shapes its first plan was made for (probe)
         self._fits: set = set()  # (model, input shapes) that check_run_fits passed: a dataset's batches check once
+        # the user's model, where the runner runs one onnxprobe built from it (grad: forward + backward):
+        # a failed run is diagnosed by running that one, not the built one as if it were the user's
+        self.diagnose_with: onnx.ModelProto | None = None
+        self.cast_float_feeds = False  # feeds of another float type than the model's inputs cast to them (diff)
 
     @abstractmethod
     def execute(self, model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device_outputs: list[str] = (),
@@ -419,8 +423,13 @@ class GraphRunner(Runner):
         (the model and its inputs are the cause: that error, not one that names a statistics node onnxprobe
         added), or it runs (onnxprobe's additions are the cause: said so). Not for a device that is
         unavailable, which no rerun changes."""
+        own = self.diagnose_with
+        base = own if own is not None else base
         if isinstance(e, DeviceUnavailable) or not base.graph.output:
             return e
+        if own is not None:  # the built model's extra inputs (a loss's target) are not the user's model's
+            takes = {i.name for i in own.graph.input}
+            feeds = {k: v for k, v in feeds.items() if k in takes}
         try:
             self.execute(base, feeds, [o.name for o in base.graph.output])
         except SessionError as plain:  # the model cannot be loaded at all: its own error, inputs aside
@@ -429,6 +438,9 @@ class GraphRunner(Runner):
             return ExecutionError(f"the model fails on these inputs as it is, without onnxprobe's probes: {plain}")
         except Exception:  # noqa: BLE001 - the rerun only tells the two apart; the first error stands
             return e
+        if own is not None:
+            return ExecutionError(f"{e} (the model itself runs on these inputs: what fails is the graph onnxprobe built "
+                                  "from it, on this runtime and these types)")
         return ExecutionError(f"{e} (the model itself runs on these inputs: what failed is onnxprobe's probed copy of it; "
                               f"please report this, with ONNXPROBE_DEBUG=1's output)")
 
@@ -469,32 +481,3 @@ class GraphRunner(Runner):
             found.update(_without_idle_branches(arrays, self.model))
         return found
 
-
-class OnceRunner(Runner):
-    """A runner whose model gives every wanted value in one run (a backward graph: the loss and all the
-    gradients): the first ``values`` call on a feed computes all of ``names`` (with ``extra`` inputs
-    added to the feeds), later calls on the same feed are answered from that run."""
-
-    def __init__(self, inner: Runner, names: list[str], extra: dict | None = None):
-        super().__init__(inner.model, inner.config, inner.label)
-        self.inner = inner
-        self.kind = inner.kind
-        self.runs_graphs = False  # the cached run is what it serves; derived graphs are not run through it
-        self.names = list(dict.fromkeys(names))
-        self.extra = dict(extra or {})
-        self.device = inner.device
-        self.notes = inner.notes
-        self._feed_id = None
-        self.cached: dict = {}
-
-    def describe(self) -> str:
-        return self.inner.describe()
-
-    def facts(self) -> dict:
-        return self.inner.facts()
-
-    def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
-        if self._feed_id != id(feeds):
-            self.cached = self.inner.values(self.names, {**feeds, **self.extra})
-            self._feed_id = id(feeds)
-        return {n: self.cached[n] for n in names if n in self.cached}

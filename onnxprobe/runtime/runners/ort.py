@@ -114,7 +114,7 @@ class OrtRunner(GraphRunner):
         session = self.session(model, key, weights, arena=not device_outputs)
         try:
             return run_bound(session, feeds, list(outputs), list(device_outputs), keep_on_device=keep_on_device,
-                             interruptible=self.interruptible)
+                             interruptible=self.interruptible, cast_floats=self.cast_float_feeds)
         finally:
             if key is None:  # not kept for another run: parked, or freed on return (memory.done_with)
                 done_with(session)
