@@ -511,3 +511,23 @@ def test_gradients_through_a_scatter_add_in_a_float16_model(tmp_path):
             want[i + a, j + b] += 1
     got = np.load(tmp_path / "g.npz")["x"]
     assert got.dtype == np.float16 and np.array_equal(got[0, 0].astype(np.float64), want)
+
+
+def test_cross_entropy_of_one_sample_with_a_scalar_label(tmp_path):
+    """An output of shape [C] and a scalar class index: the label passed the checks, then onnxprobe's own
+    loss graph failed (the rank of its one-hot unknown). The loss and dL/dW are numpy's."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((3, 5)).astype(np.float32)
+    m = make_model([helper.make_node("MatMul", ["x", "W"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5])], [numpy_helper.from_array(w, "W")])
+    onnx.save(m, tmp_path / "m.onnx")
+    x = rng.standard_normal(3).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "l.npy", np.array(3))
+    d = grad_json(tmp_path / "m.onnx", "--loss", "cross-entropy", "--labels", tmp_path / "l.npy", "--input", f"x={tmp_path / 'x.npy'}",
+                  "--wrt", "W")
+    y = x.astype(np.float64) @ w
+    p = np.exp(y - y.max()) / np.exp(y - y.max()).sum()
+    assert d["loss"]["value"] == pytest.approx(-np.log(p[3]), rel=1e-5)
+    (row,) = d["gradients"]
+    assert row["norm"] == pytest.approx(np.linalg.norm(np.outer(x, p - np.eye(5)[3])), rel=1e-5)

@@ -165,6 +165,8 @@ def _cross_entropy(b: GraphBuilder, g, y, yshape, elem, dtype, labels: np.ndarra
     axis = axis + r if axis < 0 else axis
     perm = None if axis == r - 1 else [i for i in range(r) if i != axis] + [axis]
     yt = b.Transpose(y, perm=perm) if perm else y
+    if not soft and labels.ndim == 0:  # one sample: a batch of one (a scalar's one-hot has no rank inference tells)
+        yt, name, r = b.unsqueeze(yt, [0]), b.unsqueeze(name, [0]), r + 1
     lsm = b.LogSoftmax(yt, axis=-1 if b.opset >= 13 else r - 1)
     if soft:
         target = b.Transpose(name, perm=perm) if perm else name
