@@ -155,3 +155,16 @@ def test_a_dimension_the_model_fixes_at_zero_is_kept():
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [0, 4])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     assert make_feeds(m, InputSpec()).values["x"].shape == (0, 4)
+
+
+def test_a_seed_or_int_range_that_draws_nothing_is_said():
+    """--seed 5 with every input given changed nothing, silently (the output was byte-identical)."""
+    m = two_input_model()
+    given = {i.name: np.zeros([d.dim_value or 1 for d in i.type.tensor_type.shape.dim],
+                              helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in m.graph.input}
+    notes: list[str] = []
+    make_feeds(m, notes, seed=5, int_range=(0, 5), arrays=given)
+    assert any("--seed 5 draws nothing" in n for n in notes) and any("--int-range 0:5 draws nothing" in n for n in notes)
+    notes = []
+    make_feeds(m, notes, seed=5)
+    assert not any("draws nothing" in n for n in notes)

@@ -105,7 +105,7 @@ def grad(
         show_err(export_renderables(gp, export))
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
     dataset = dataset_flag(inputs_dir, inputs_from,
-                           inputs_in_dataset(input_=bool(input_), inputs=inputs is not None, shape=bool(shape), seed=seed != 0),
+                           inputs_in_dataset(input_=bool(input_), inputs=inputs is not None, shape=bool(shape), seed=seed != 0, int_range=int_range != "0:100"),
                            (check, "{flag} runs a dataset, and --check is of one input: drop --check"))
     if dataset:
         where = inputs_dir.name if inputs_dir is not None else inputs_from

@@ -100,7 +100,7 @@ def layers(
         raise UsageError(f"--profile times onnxruntime's kernels: not with --runtime {runtime}")
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
     dataset = dataset_flag(inputs_dir, inputs_from,
-                           inputs_in_dataset(save=save is not None, input_=bool(input_), inputs=inputs is not None, shape=bool(shape), seed=seed != 0),
+                           inputs_in_dataset(save=save is not None, input_=bool(input_), inputs=inputs is not None, shape=bool(shape), seed=seed != 0, int_range=int_range != "0:100"),
                            one_input_profile(profile)) is not None
     if dataset:
         where = inputs_dir.name if inputs_dir is not None else inputs_from

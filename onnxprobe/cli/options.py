@@ -158,6 +158,6 @@ def one_input_profile(profile: bool) -> tuple[bool, str]:
 def inputs_in_dataset(**flags: bool) -> tuple[bool, str]:
     """The refusal, in dataset mode (``dataset_flag``), of the flags that give inputs (by name:
     save=True for --save)."""
-    names = [f"--{k.rstrip('_')}" for k in flags]
+    names = [f"--{k.rstrip('_').replace('_', '-')}" for k in flags]
     listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
     return any(flags.values()), "{flag} takes all inputs from the dataset: drop " + listed

@@ -307,4 +307,10 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
         feeds[s.name] = random_array(shape, dtype, rng, spec.int_range)
         if dtype.kind in "biu":
             random_ints.append(s.name)
+    # a seed or integer range given with every input given (or every integer one): it changes nothing, said
+    drawn = [n for n in lacking if n in feeds]
+    if spec.seed != 0 and not drawn:
+        notes.append(f"--seed {spec.seed} draws nothing: every input is given")
+    if tuple(spec.int_range) != (0, 100) and not random_ints:
+        notes.append(f"--int-range {spec.int_range[0]}:{spec.int_range[1]} draws nothing: no integer input is drawn at random")
     return Feeds({s.name: feeds[s.name] for s in specs}, defaulted, notes + _notes(defaulted), random_ints)
