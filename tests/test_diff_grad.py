@@ -261,3 +261,15 @@ def test_grad_columns_are_the_ones_its_table_has():
     assert r.exit_code == 2 and "no introduced error" in r.stderr, r.output
     r = runner.invoke(app, ["diff", "--grad", str(sample_path("mlp")), str(sample_path("mlp")), "--columns", "tensor,mean_abs"])
     assert r.exit_code == 0 and "mean|a-b|" in r.stdout, r.output
+
+
+def test_the_netron_attachment_of_diff_grad_targets_model_a_tensors(tmp_path):
+    """diff --grad --netron targeted fc1.bias_grad, fc1_out_grad...: no value of model A, so Netron showed
+    nothing. The metrics go on the forward tensors (as grad --netron's do)."""
+    out = tmp_path / "n.json"
+    r = CliRunner().invoke(app, ["diff", str(sample_path("mlp")), str(sample_path("mlp")), "--grad", "--netron", str(out)])
+    assert r.exit_code == 0, r.output
+    m = onnx.load(sample_path("mlp"))
+    names = {i.name for i in m.graph.initializer} | {o for n in m.graph.node for o in n.output} | {i.name for i in m.graph.input}
+    targets = {x["target"] for x in json.loads(out.read_text())["metrics"]}
+    assert targets and targets <= names, targets - names

@@ -26,6 +26,7 @@ import onnx
 from onnxprobe.graph.explorer_ids import ExplorerIds, explorer_ids
 from onnxprobe.graph.walk import walk
 from onnxprobe.report.format import EXACT_DB, finite
+from onnxprobe.types import forward_name
 
 RED, DARK_RED, ORANGE, YELLOW, GREEN = "#e53935", "#7f0000", "#fb8c00", "#fdd835", "#43a047"
 QUARTILE_COLOURS = ("#e3f2fd", "#90caf9", "#42a5f5", "#1565c0")
@@ -119,7 +120,7 @@ def diff_overlay(model: onnx.ModelProto, d: dict) -> dict:
             value = EXACT_DB
         else:
             value = finite(intro) if finite(intro) is not None else finite(acc)
-        name = p["a"][: -len("_grad")] if grad and p["a"].endswith("_grad") else p["a"]
+        name = (forward_name(p["a"]) or p["a"]) if grad else p["a"]
         colour = DARK_RED if p["a"] == first and p.get("passed") is False else None
         res.put(res.tensor(name) or res.tensor(p["a"]), value, colour)
         if not grad:
@@ -162,9 +163,12 @@ def netron_attachment(kind: str, d: dict) -> dict:
     the tensor (kind ``value``, keyed by its name; weights also as kind ``tensor``)."""
     rows = {"layers": d.get("tensors"), "diff": d.get("pairs"), "grad": d.get("gradients")}[kind] or []
     metrics = []
+    grads = kind == "diff" and bool(d.get("grad"))
     for r in rows:
         name = r.get("name") or r.get("a") or r.get("tensor")
-        kinds = ("value", "tensor") if r.get("kind") == "weight" else ("value",)
+        if grads:  # diff --grad pairs gradients: their metrics go on the forward tensor, as grad's do
+            name = forward_name(name) or name
+        kinds = ("value", "tensor") if r.get("kind") == "weight" or (grads and r.get("is_output")) else ("value",)
         for key in NETRON_METRICS[kind]:
             v = r.get(key)
             if isinstance(v, bool) or finite(v) is None:
