@@ -477,3 +477,14 @@ def test_a_samples_digest_is_its_values():
                 sample_digest({"y": x}), sample_digest({"x": x + 1})}) == 5
     assert sample_digest({"x": np.float32(1.0)}) != sample_digest({"x": np.array([], np.float32)})
     assert sample_digest({"s": np.array(["a", "b"])}) != sample_digest({"s": np.array(["a", "c"])})
+
+
+def test_merge_says_a_grad_report_is_one(tmp_path):
+    """grad --inputs-dir reports given to merge-stats read 'not a dataset report (write one with onnxprobe
+    layers ...)', though they are dataset reports: said to be grad reports, which it does not merge."""
+    (tmp_path / "ds").mkdir()
+    for i in range(2):
+        np.savez(tmp_path / "ds" / f"b{i}.npz", x=np.random.default_rng(i).random((4, 16)).astype(np.float32))
+    _run("grad", sample_path("mlp"), "--inputs-dir", tmp_path / "ds", "--json", tmp_path / "g.json")
+    r = runner.invoke(app, ["merge-stats", str(tmp_path / "g.json")])
+    assert r.exit_code == 2 and "a grad report" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output

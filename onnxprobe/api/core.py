@@ -410,6 +410,9 @@ def merge_stats(reports: list) -> dict:
         d = dict(r) if isinstance(r, dict) else read_json_report(r)
         d.setdefault("_path", f"report {k}")
         # what it is, first: a JSON file that is no report is said to be one, not a shard given twice
+        if isinstance(d.get("gradients"), list) and "tensors" not in d and "pairs" not in d:
+            raise UsageError(f"{d['_path']}: a grad report; merge-stats merges the dataset reports of layers and diff "
+                             "(a dataset's gradients come from one `grad --inputs-dir` run, summed or averaged there)")
         check_diff_report(d, d["_path"]) if is_diff_report(d) else check_report(d, d["_path"])
         same = json.dumps({x: v for x, v in d.items() if x != "_path"}, sort_keys=True, default=str)
         if same in seen:  # a shard given twice (overlapping globs, a copy, a rerun) would count its samples twice
