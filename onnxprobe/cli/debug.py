@@ -11,7 +11,7 @@ import typer
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.output import notes
 from onnxprobe.cli.options import (
-    AllOpt, ConstOpt, DeviceOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt,
+    AllOpt, ConstOpt, OrtDeviceOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt,
     RangeOpt, SeedOpt, ShapeOpt, inputs_of, selection_of,
 )
 
@@ -36,7 +36,7 @@ def debug(
     shape: ShapeOpt = None,
     input_: InputOpt = None,
     inputs: InputsOpt = None,
-    device: DeviceOpt = "auto",
+    device: OrtDeviceOpt = "auto",
     opt_level: OptLevelOpt = "off",
 ) -> None:
     """Debug a model interactively: the model stays loaded and its results cached between commands.

@@ -39,7 +39,7 @@ def diff(
     atol: Annotated[Optional[list[str]], typer.Option("--atol", help="Absolute tolerance (allclose, max_abs, mean_abs, rmse), or NAME:VALUE for one tensor (repeatable). Default 1e-4.", rich_help_panel=Cmp)] = None,
     rtol: Annotated[Optional[list[str]], typer.Option("--rtol", help="Relative tolerance, or NAME:VALUE (repeatable). Default 1e-3.", rich_help_panel=Cmp)] = None,
     metric: Annotated[Optional[str], typer.Option("--metric", help="Pass/fail criterion: allclose | max_abs | mean_abs | rmse | max_rel | cosine | sqnr. Default: chosen by what is compared (and printed).", rich_help_panel=Cmp)] = None,
-    min_sqnr: Annotated[Optional[float], typer.Option("--min-sqnr", help="The least SQNR in dB that passes (implies --metric sqnr). Default 30.", rich_help_panel=Cmp)] = None,
+    min_sqnr: Annotated[Optional[float], typer.Option("--min-sqnr", help="The least SQNR in dB that passes (implies --metric sqnr). Default 30 under --metric sqnr; with no criterion flag, the comparison has its own default (10 dB for a quantized model against a float one...), printed in the report.", rich_help_panel=Cmp)] = None,
     min_cosine: Annotated[Optional[float], typer.Option("--min-cosine", help="The least cosine similarity that passes (implies --metric cosine). Default 0.999.", rich_help_panel=Cmp)] = None,
     fp32_sensitivity: Annotated[int, typer.Option("--fp32-sensitivity", help="For the N QDQ layers with the lowest intro SQNR, rerun A with that one layer in fp32 and report the output SQNR it gives.", rich_help_panel=Cmp)] = 0,
     sort: Annotated[str, typer.Option("--sort", help="Row order: topo | introduced | accumulated (worst first).", rich_help_panel=Cmp)] = "topo",

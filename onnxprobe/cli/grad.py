@@ -8,7 +8,7 @@ import typer
 
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
-    CheckOpt, ConstOpt, DeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsFromOpt, InputsOpt, IntRangeOpt,
+    CheckOpt, ConstOpt, OrtDeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsFromOpt, InputsOpt, IntRangeOpt,
     JsonOpt, LabelsOpt, LossOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, RayAddressOpt, RayOpt,
     RayWorkersOpt, SaveGradsOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, ray_of, selection_of,
     ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, dataset_flag, inputs_in_dataset, view_of,
@@ -50,7 +50,7 @@ def grad(
     ray: RayOpt = False,
     ray_address: RayAddressOpt = None,
     ray_workers: RayWorkersOpt = None,
-    device: DeviceOpt = "auto",
+    device: OrtDeviceOpt = "auto",
     opt_level: OptLevelOpt = "all",
     json_: JsonOpt = None,
     save_grads: SaveGradsOpt = None,

@@ -34,6 +34,8 @@ RayWorkersOpt = Annotated[Optional[int], typer.Option("--ray-workers", help="Ray
 # execution
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not reuse (or keep) the probed copy of the model from an earlier run (cached under ~/.cache/onnxprobe, $ONNXPROBE_CACHE_DIR; safe to delete).", rich_help_panel="Execution")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="The device within the runtime: onnxruntime auto | cpu | cuda (auto picks CUDA only when a session really gets it); OpenVINO CPU, GPU, NPU... (auto: CPU); TensorRT cuda[:N].", rich_help_panel="Execution")]
+# grad and debug run onnxruntime only: their --device names onnxruntime's devices alone
+OrtDeviceOpt = Annotated[str, typer.Option("--device", help="onnxruntime's device: auto | cpu | cuda (auto picks CUDA only when a session really gets it).", rich_help_panel="Execution")]
 RuntimeOpt = Annotated[str, typer.Option("--runtime", help="ort | openvino | tensorrt | reference: the runtime that runs the model (openvino and tensorrt need their extras: pip install 'onnxprobe\\[openvino]').", rich_help_panel="Execution")]
 RuntimeOptionOpt = Annotated[Optional[list[str]], typer.Option("--runtime-option", help="A setting of the runtime, KEY=VALUE (repeatable): OpenVINO properties such as INFERENCE_PRECISION_HINT=f16, TensorRT mode=debug|output, workspace=2G; RUNTIME:KEY=VALUE for one runtime of a diff.", rich_help_panel="Execution")]
 OptLevelOpt = Annotated[str, typer.Option("--opt-level", help="onnxruntime graph optimisation: off | basic | extended | layout | all.", rich_help_panel="Execution")]
