@@ -273,3 +273,19 @@ def test_the_netron_attachment_of_diff_grad_targets_model_a_tensors(tmp_path):
     names = {i.name for i in m.graph.initializer} | {o for n in m.graph.node for o in n.output} | {i.name for i in m.graph.input}
     targets = {x["target"] for x in json.loads(out.read_text())["metrics"]}
     assert targets and targets <= names, targets - names
+
+
+def test_the_depth_line_is_the_same_whatever_the_sort(tmp_path):
+    """Gradient pairs share node indices (a weight and its node's output): the line's first and last
+    values were taken in --sort order, 24 dB under topo and 23.9 dB under accumulated."""
+    m = onnx.load(sample_path("mlp"))
+    for init in m.graph.initializer:
+        if init.name == "fc2.weight":
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * np.float32(1.1), init.name))
+    onnx.save(m, tmp_path / "b.onnx")
+    lines = set()
+    for sort in ("topo", "accumulated"):
+        r = CliRunner().invoke(app, ["diff", str(sample_path("mlp")), str(tmp_path / "b.onnx"), "--grad", "--sort", sort],
+                               env={"COLUMNS": "200"})
+        lines |= {ln for ln in r.stdout.splitlines() if ln.startswith("SQNR along depth")}
+    assert len(lines) == 1, lines

@@ -196,7 +196,7 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
                         style=None if all(finite_number(g[k]) is not None for k in ("loss_a", "loss_b")) else "bold red"))
     out.append(t)
     out += [Text(line, style=style) for line, style in why_lines(d)]
-    topo = sorted(d["pairs"], key=lambda p: p["index"])
+    topo = sorted(d["pairs"], key=lambda p: (p["index"], p["a"], p["b"]))  # ties by name: the same whatever --sort
     measured = [p["sqnr_db"] for p in topo if not p["exact"] and p["sqnr_db"] is not None and math.isfinite(p["sqnr_db"])]
     top = max(measured + [140.0])  # float32 agrees to ~140 dB; float64 and torch pairs measure more
     sq = [top if p["exact"] else p["sqnr_db"] for p in topo]  # exact pairs draw as full blocks
