@@ -923,3 +923,18 @@ def test_the_default_criterion_of_a_quantized_pair_in_either_order(qdir):
                        (q, quantize("cnn", "qoperator", qdir), "two quantized models")):
         res = api.diff(a, b)
         assert res.criterion.startswith("SQNR") and what in res.criterion, res.criterion
+
+
+def test_nothing_compared_counts_the_unmatched_as_the_footer_does(tmp_path):
+    """Without --all the footer said "unmatched: 3 in A, 1 in B" and the error "(9 unmatched in A, 2 in B)":
+    both count the selection's."""
+    m = make_model([helper.make_node("Sigmoid", ["image"], ["a"]), helper.make_node("Tanh", ["a"], ["logits"])],
+                   [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 32, 32])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 3, 32, 32])])
+    onnx.save(m, tmp_path / "u.onnx")
+    r = CliRunner().invoke(app, ["diff", str(sample_path("cnn")), str(tmp_path / "u.onnx")], env={"COLUMNS": "200"})
+    import re
+
+    (foot,) = re.findall(r"unmatched: (\d+) in A, (\d+) in B", r.stdout)
+    (err,) = re.findall(r"\((\d+) unmatched in A, (\d+) in B", r.stderr)
+    assert r.exit_code == 1 and foot == err, r.output

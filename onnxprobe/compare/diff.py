@@ -107,7 +107,9 @@ class DiffResult:
         counterpart, fail when an output (a weight gradient) failed the criterion."""
         what = "weight gradients" if self.grad else "outputs"
         if not self.compared:
-            ua, ub = len(self.matching.unmatched_a), len(self.matching.unmatched_b)
+            # of the selection, as the report's footer counts them
+            ua = sum(1 for u in self.matching.unmatched_a if self.selected_a is None or u.obs.name in self.selected_a)
+            ub = sum(1 for u in self.matching.unmatched_b if u.obs.name in self.selected_b)
             empty = [r for r in self.results if r.problem]
             if empty:
                 return "error", (f"nothing was compared: none of the {len(empty)} pair(s) could be measured "
