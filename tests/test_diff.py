@@ -938,3 +938,12 @@ def test_nothing_compared_counts_the_unmatched_as_the_footer_does(tmp_path):
     (foot,) = re.findall(r"unmatched: (\d+) in A, (\d+) in B", r.stdout)
     (err,) = re.findall(r"\((\d+) unmatched in A, (\d+) in B", r.stderr)
     assert r.exit_code == 1 and foot == err, r.output
+
+
+def test_a_qdq_model_against_itself_fused_says_what_each_side_measured(qdir):
+    """--vs-opt-level extended: the header said "simulated: the QDQ graph as written, not fused" though B ran
+    onnxruntime's fused int8 kernels."""
+    q = quantize("cnn", "qdq", qdir)
+    res = api.diff(q, vs_opt_level="extended")
+    assert res.measured.startswith("A simulated") and "B deployed" in res.measured, res.measured
+    assert res.criterion.startswith("SQNR >= 10 dB") and "run two ways" in res.criterion

@@ -245,6 +245,16 @@ def float_note(floats: dict[str, tuple[int, int]]) -> list[str]:
 
 
 def measured_label(a: Side, b: Side) -> str:
+    """What A's numbers are (simulated quantization, deployed int8 kernels, float); where B is the same
+    model run otherwise (--vs-opt-level extended: fused), what B's are too."""
+    mine = _measured(a)
+    if b.observation.quantized and b.model.proto is not a.model.proto and b.model.source != a.model.source:
+        return mine
+    theirs = _measured(b) if b.observation.quantized else mine
+    return mine if theirs == mine else f"A {mine}; B {theirs}"
+
+
+def _measured(a: Side) -> str:
     kinds = {o.kind for o in a.observation.observables}
     integer_ops = bool(kinds & {"qoperator", "dynamic"})
     if "qdq" in kinds:
