@@ -690,3 +690,13 @@ def test_the_depth_sparkline_fits_the_width(tmp_path):
                       env={"COLUMNS": "80", "NO_COLOR": "1"})
     (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("SQNR along depth")]
     assert len(line.rstrip()) <= 80 and "a block per" in r.stdout, r.stdout
+
+
+def test_rows_name_a_tensor_and_give_a_shape_alike_in_every_command(tmp_path):
+    """inspect's JSON rows gave shapes as display strings ("batch x 3 x 8 x 8"), mark's rows called the
+    tensor "output": a shape is a list (symbolic dims as names) and a tensor's key is "tensor"."""
+    rows = json.loads(run(["inspect", sample_path("dynamic_batch"), "--format", "json"]))
+    assert rows[0]["shape"] == ["batch", 3, 8, 8], rows
+    rows = json.loads(run(["mark", sample_path("mlp"), "-o", tmp_path / "m.onnx", "--format", "json"]))
+    assert "tensor" in rows[0] and "output" not in rows[0] and isinstance(rows[0]["shape"], list), rows[0]
+    assert "output" in run(["mark", sample_path("mlp"), "-o", tmp_path / "n.onnx", "--columns", "node,output"])  # the header still works

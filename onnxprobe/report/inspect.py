@@ -123,8 +123,10 @@ def io_table(inputs, outputs, width: int = 120) -> Table:
     t = Table(IO_COLUMNS, header=False, main=False)
     for label, items in (("input", inputs), ("output", outputs)):
         for k, v in enumerate(items):
-            t.add_row([label if k == 0 else "", v.name, v.dtype or "?", _dims(v)],
-                      [label, v.name, v.dtype, _dims(v)])
+            # raw: the dims as a list, as every other command's rows give a shape (None for an unknown one;
+            # a sequence's or map's element shape is in the cell)
+            raw = list(v.shape) if v.kind == "tensor" and v.shape is not None else (None if v.kind == "unknown" else _dims(v))
+            t.add_row([label if k == 0 else "", v.name, v.dtype or "?", _dims(v)], [label, v.name, v.dtype, raw])
         if not items:
             t.add_row([label, "none", "", ""], [label, None, None, None])
     return t

@@ -34,7 +34,7 @@ def mark_dict(result) -> dict:
 
 MARK_COLUMNS = [
     Column("index", "#", "right", head=True), Column("node", "node", name=True), Column("op", "op", head=True),
-    Column("output", "output", name=True), Column("dtype", "dtype"), Column("shape", "shape"),
+    Column("tensor", "output", name=True), Column("dtype", "dtype"), Column("shape", "shape"),  # key as elsewhere
 ]
 
 
