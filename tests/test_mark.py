@@ -398,3 +398,12 @@ def test_marking_a_qdq_models_float_tensors_says_it_stops_the_int8_fusions(tmp_p
     assert any("quantize/dequantize groups" in n for n in res.notes), res.notes
     res = api.mark(sample_path("cnn"), tmp_path / "f_marked.onnx")
     assert not any("quantize/dequantize groups" in n for n in res.notes), res.notes
+
+
+def test_mark_with_a_row_format_says_what_it_wrote_on_stderr(tmp_path):
+    """mark --format csv dropped "N outputs added · wrote OUT" altogether: stdout has the rows alone, stderr
+    says what was written."""
+    out = tmp_path / "m.onnx"
+    r = CliRunner().invoke(app, ["mark", str(sample_path("mlp")), "-o", str(out), "--format", "csv"])
+    assert r.exit_code == 0 and r.stdout.startswith("index,node,op,tensor"), r.output
+    assert "wrote" not in r.stdout and "wrote" in r.stderr and "outputs added" in r.stderr
