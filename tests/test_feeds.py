@@ -41,7 +41,7 @@ def test_defaults_are_one_and_noted():
     notes = []
     f = make_feeds(two_input_model(), notes=notes)
     assert f["ids"].shape == (1, 1)
-    assert len(notes) == 2 and all("set to 1" in n for n in notes)
+    assert len(notes) == 1 and "dimensions 'batch' and 'seq' unknown, set to 1" in notes[0], notes  # one note per input
 
 
 def test_dtypes_and_ranges():
@@ -168,3 +168,14 @@ def test_a_seed_or_int_range_that_draws_nothing_is_said():
     notes = []
     make_feeds(m, notes, seed=5)
     assert not any("draws nothing" in n for n in notes)
+
+
+def test_unnamed_unknown_dimensions_are_said_by_index_in_one_note():
+    """PaddlePaddle exports write '?' for every unknown dimension: the notes read "dimension 0 unknown" and
+    "dimension '?' unknown", the second standing for two dimensions. One note names them by index."""
+    m = make_model([helper.make_node("Relu", ["x"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["?", 3, "?", "?"])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    notes: list[str] = []
+    assert make_feeds(m, notes)["x"].shape == (1, 3, 1, 1)
+    assert notes == ["input x: dimensions 0, 2 and 3 unknown, set to 1 (use --shape x=...)"], notes

@@ -219,7 +219,7 @@ def _resolve_shape(spec: ModelInput, override: tuple[int, ...] | None, dims: _Di
         elif _named(d) and d in dims.values:
             out.append(dims.values[d][0])
         else:
-            defaulted.setdefault(spec.name, []).append(f"'{d}'" if isinstance(d, str) else str(i))
+            defaulted.setdefault(spec.name, []).append(f"'{d}'" if _named(d) else str(i))  # "?" says nothing: its index
             if _named(d):
                 dims.values[d] = (1, spec.name, "the default of 1")
             out.append(1)
@@ -232,8 +232,9 @@ def _notes(defaulted: dict[str, list[str]]) -> list[str]:
         if labels == ["rank"]:
             out.append(f"input {clean(name)}: rank unknown, using a scalar (use --shape {clean(name)}=...)")
             continue
-        for label in labels:
-            out.append(f"input {clean(name)}: dimension {clean(label)} unknown, set to 1 (use --shape {clean(name)}=...)")
+        said = ", ".join(clean(x) for x in labels[:-1]) + " and " + clean(labels[-1]) if len(labels) > 1 else clean(labels[0])
+        out.append(f"input {clean(name)}: dimension{'s' if len(labels) > 1 else ''} {said} unknown, set to 1 "
+                   f"(use --shape {clean(name)}=...)")
     return out
 
 
