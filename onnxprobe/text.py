@@ -15,7 +15,7 @@ import re
 
 # C0 and C1 controls, DEL, and the bidirectional / zero-width format characters that change how the
 # rest of a line reads
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")  # U+2028/9: line breaks
 _LONG_WORD = re.compile(r"\S{121,}")
 MAX_LINE = 1000
 

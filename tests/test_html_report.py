@@ -167,3 +167,31 @@ def test_a_long_name_wraps_so_the_metric_columns_stay_in_view(tmp_path):
     dom = dump_dom(wrapper, "--allow-file-access-from-files")
     out = json.loads(element(dom, "pre", "out").replace("&quot;", '"'))
     assert out["width"] <= 1200, out
+
+
+def test_names_are_no_markup_in_the_charts_and_nothing_can_be_sent_away(tmp_path):
+    """plotly reads a subset of HTML in its texts: a node named <a href=...>CLICK</a> drew a live link in the
+    'error starts' annotation and the hover labels; a right-to-left override reordered a name in the table;
+    the modebar had plotly's "Share chart" button, which posts the figure (names, numbers) to its servers."""
+    from onnx import numpy_helper
+
+    link = '<a href="https://example.com/pwn">CLICK</a><b>bold</b>'
+    rtl = "report\u202egnp.exe"
+    paths = []
+    for name, k in (("a", 2.0), ("b", 1.0)):
+        m = make_model([helper.make_node("Mul", ["x", "k"], [link], name=link), helper.make_node("Relu", [link], [rtl], name="r"),
+                        helper.make_node("Neg", [rtl], ["y"], name="n")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                       [numpy_helper.from_array(np.array(k, np.float32), "k")])
+        onnx.save(m, tmp_path / f"{name}.onnx")
+        paths.append(str(tmp_path / f"{name}.onnx"))
+    page = tmp_path / "d.html"
+    r = runner.invoke(app, ["diff", *paths, "--all", "--html", str(page)])
+    assert r.exit_code == 1 and page.is_file(), r.output
+    text = page.read_text(encoding="utf-8")
+    assert "\u202e" not in text and "\\u202e" in text  # escaped as on a terminal, in the table and the charts
+    assert "showSendToCloud: false" in text
+    dom = dump_dom(page)
+    assert not re.search(r'<a\b[^>]*href="https://example\.com', dom)  # no link element the name made
+    assert "error starts: &lt;a href=" in dom.replace("&amp;lt;", "&lt;")  # the annotation shows the name as text
+    assert 'data-title="Share chart' not in dom

@@ -13,7 +13,19 @@ Each point carries the row's name and the id of its table row, so a click scroll
 
 from __future__ import annotations
 
+import html
+
 from onnxprobe.report.format import EXACT_DB, finite
+from onnxprobe.text import clean
+
+
+def label(name: str) -> str:
+    """A name for plotly's text (hover labels, annotations, titles), which reads a subset of HTML (<a>, <b>,
+    <br>...): its controls escaped as on a terminal (``text.clean``), then '<', '>' and '&' as entities, so a
+    model's name never becomes a link or markup in the report."""
+    return html.escape(clean(name), quote=False)
+
+
 HOVER = "%{customdata[0]}<br>#%{x}: %{y:.4g}<extra>%{fullData.name}</extra>"
 
 
@@ -31,7 +43,7 @@ def plotly_objects():
 def _trace(go, name: str, points: list, colour: str | None = None, mode: str = "lines+markers", **marker):
     """points: (x, y, name, row id); None y values are gaps."""
     return go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], name=name, mode=mode,
-                      customdata=[[p[2], p[3]] for p in points], hovertemplate=HOVER,
+                      customdata=[[label(p[2]), p[3]] for p in points], hovertemplate=HOVER,
                       line={"color": colour} if colour and "lines" in mode else None,
                       marker={"color": colour, **marker} if colour or marker else None)
 
@@ -63,7 +75,7 @@ def diff_figure(d: dict, row_ids: dict[int, str]) -> dict:
     if first is not None:
         p, _ = first
         fig.add_vline(x=p["index"], line={"color": "#d62728", "dash": "dot"},
-                      annotation={"text": f"error starts: {p['a']}"[:80], "font": {"color": "#d62728"}})
+                      annotation={"text": label(f"error starts: {p['a']}"[:80]), "font": {"color": "#d62728"}})
     _layout(go, fig, "SQNR dB (exact pairs drawn at 140)")
     return fig.to_plotly_json()
 
@@ -118,9 +130,9 @@ def histogram_figure(title: str, bins: dict, colour: str = "#1f77b4") -> dict:
     edges, counts = bins.get("edges") or [], bins.get("counts") or []
     centres = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
     widths = [b - a for a, b in zip(edges, edges[1:])]
-    extra = [f"{bins[k]} {k.upper() if k == 'nan' else 'Inf'}" for k in ("nan", "inf") if bins.get(k)]
+    extra = [f"{bins[k]} {'NaN' if k == 'nan' else 'Inf'}" for k in ("nan", "inf") if bins.get(k)]
     fig = go.Figure(go.Bar(x=centres, y=counts, width=widths, marker={"color": colour},
                            hovertemplate="%{x:.4g}: %{y}<extra></extra>"))
-    fig.update_layout(title={"text": title + (f" ({', '.join(extra)} not drawn)" if extra else ""), "font": {"size": 11}},
+    fig.update_layout(title={"text": label(title) + (f" ({', '.join(extra)} not drawn)" if extra else ""), "font": {"size": 11}},
                       width=288, height=190, margin={"l": 40, "r": 10, "t": 30, "b": 25}, bargap=0, showlegend=False)
     return fig.to_plotly_json()

@@ -23,7 +23,7 @@ from onnxprobe.report import charts
 from onnxprobe.report.format import finite
 from onnxprobe.report.io import json_default
 from onnxprobe.report.table import Table
-from onnxprobe.text import duration
+from onnxprobe.text import clean, duration
 
 WORST = 10  # rows that get a histogram
 
@@ -51,7 +51,10 @@ SCRIPT = r"""
   const read = id => JSON.parse(document.getElementById(id).textContent);
   const fig = read('figure'), hists = read('hists');
   const chart = document.getElementById('depth-chart');
-  Plotly.newPlot(chart, fig.data, fig.layout, {displaylogo: false, responsive: true});
+  // no button that sends the figure (names, statistics) to Plotly's servers: the report stays offline
+  const offline = {displaylogo: false, showSendToCloud: false, showEditInChartStudio: false, plotlyServerURL: '',
+                   showLink: false, modeBarButtonsToRemove: ['sendDataToCloud']};
+  Plotly.newPlot(chart, fig.data, fig.layout, {...offline, responsive: true});
   const show = id => { const tr = document.getElementById(id); if (!tr) return;
     document.querySelectorAll('tr.hl').forEach(x => x.classList.remove('hl'));
     tr.classList.add('hl'); tr.scrollIntoView({block: 'center'}); };
@@ -62,7 +65,7 @@ SCRIPT = r"""
     const title = document.createElement('div'); title.className = 'name'; title.textContent = h.name; card.append(title);
     box.append(card);
     for (const f of h.plots) { const div = document.createElement('div'); card.append(div);
-      Plotly.newPlot(div, f.data, f.layout, {staticPlot: true}); } }
+      Plotly.newPlot(div, f.data, f.layout, {...offline, staticPlot: true}); } }
   const tbody = document.getElementById('rows'), filter = document.getElementById('filter');
   const count = document.getElementById('shown');
   filter.addEventListener('input', () => { const q = filter.value.toLowerCase(); let n = 0;
@@ -133,7 +136,8 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
                ("criterion", d["criterion"], None), ("verdict", f"{word}: {d['verdict_reason']}", "pass" if d["verdict"] == "pass" else "fail"),
                ("pairs", f"{len(d['pairs'])} ({d['compared']} compared, {fails} failing"
                          + (f", {len(d['pairs']) - d['compared']} not compared" if d["compared"] < len(d["pairs"]) else "")
-                         + f"); unmatched {len(d['unmatched_a'])} in A, {len(d['unmatched_b'])} in B", None)]
+                         + f"); unmatched {sum(u.get('selected', True) for u in d['unmatched_a'])} in A, "
+                         f"{sum(u.get('selected', True) for u in d['unmatched_b'])} in B", None)]  # of the selection, as the table's footer
         if d.get("first_failure"):
             out.append(("error starts at", d["first_failure"], "fail"))
         if d.get("grad"):
@@ -181,8 +185,9 @@ def _table_html(table: Table) -> tuple[str, dict[int, str]]:
             v = "" if raw is None or (isinstance(raw, float) and not math.isfinite(raw)) else (
                 "x".join(map(str, raw)) if isinstance(raw, (list, tuple)) else str(raw))
             kind = "num" if c.justify == "right" else ("name" if c.name else "")
-            tds.append(f'<td class="{kind}" data-v="{html.escape(v)}">{html.escape(str(full))}</td>')
-        lines.append(f'<tr id="r{k}" class="{cls}" data-text="{html.escape(text)}">{"".join(tds)}</tr>')
+            # names with their controls escaped as on a terminal: a right-to-left override reorders no text
+            tds.append(f'<td class="{kind}" data-v="{html.escape(clean(v))}">{html.escape(clean(str(full)))}</td>')
+        lines.append(f'<tr id="r{k}" class="{cls}" data-text="{html.escape(clean(text))}">{"".join(tds)}</tr>')
     return f'<table id="table"><thead><tr>{head}</tr></thead>\n<tbody id="rows">\n' + "\n".join(lines) + "\n</tbody></table>", ids
 
 
@@ -211,16 +216,16 @@ def html_report(kind: str, d: dict, table: Table, histograms: dict | None = None
         plots = [charts.histogram_figure("gradient values" if kind == "grad" else "values", h["values"])]
         if h.get("error"):
             plots.append(charts.histogram_figure("error A − B", h["error"], "#d62728"))
-        hists.append({"name": name, "plots": plots})
-    facts = "".join(f'<dt>{html.escape(k)}</dt><dd class="{c or ""}">{html.escape(str(v))}</dd>' for k, v, c in _facts(kind, d, inputs))
-    notes = "".join(f"<li>{html.escape(str(n))}</li>" for n in d.get("notes") or [])
+        hists.append({"name": clean(name), "plots": plots})
+    facts = "".join(f'<dt>{html.escape(k)}</dt><dd class="{c or ""}">{html.escape(clean(str(v)))}</dd>' for k, v, c in _facts(kind, d, inputs))
+    notes = "".join(f"<li>{html.escape(clean(str(n)))}</li>" for n in d.get("notes") or [])
     title = {"diff": "diff", "layers": "layers", "grad": "gradients"}[kind]
     model = d.get("a") if kind == "diff" else d.get("model")
     n = len(table.rows)
     hist_note = ("values of A and the error A − B, " if kind == "diff" else "") + "for the worst rows (NaN/Inf and failures first)"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="generator" content="onnxprobe {html.escape(__version__)}">
-<title>onnxprobe {title}: {html.escape(str(model))}</title>
+<title>onnxprobe {title}: {html.escape(clean(str(model)))}</title>
 <style>{STYLE}</style>
 <script>{plotly_js}</script>
 </head><body>
