@@ -181,6 +181,38 @@ def randomize_batchnorm(m: nn.Module) -> nn.Module:
     return m
 
 
+class Pair(nn.Module):
+    """Returns two tensors of one shape: which ONNX tensor is which is not known."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.a(x), self.b(x) * 3
+
+
+class TupleUser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.t, self.head = Pair(), nn.Linear(4, 2)
+
+    def forward(self, x):
+        p, q = self.t(x)
+        return self.head(q - p)
+
+
+class ScaledBy(nn.Module):
+    """forward takes a float besides the tensor: the dynamo exporter bakes it into the graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x, s: float = 1.0):
+        return self.fc(x) * s
+
+
 def build(name: str):
     """(module in eval mode, example args), seeded."""
     torch.manual_seed(0)
@@ -202,6 +234,10 @@ def build(name: str):
         return Scaled().eval(), (torch.randn(3, 6),)
     if name == "square":
         return Square().eval(), (torch.randn(2, 3, 8),)  # 3-D: the exporters' MatMul with the weight transposed
+    if name == "tupleuser":
+        return TupleUser().eval(), (torch.randn(3, 4),)
+    if name == "scaledby":
+        return ScaledBy().eval(), (torch.randn(3, 4), 2.0)
     raise KeyError(name)
 
 
@@ -285,3 +321,11 @@ def wrong_width():
 
 def too_many_args():
     return build("shared")[0], (torch.randn(3, 8), torch.randn(3, 8))
+
+
+def tupleuser():
+    return build("tupleuser")
+
+
+def scaledby():
+    return build("scaledby")

@@ -129,16 +129,23 @@ def _filtered(matcher, keep, what: str):
 
 
 def _prepare(a, module, example_args, inputs, config):
+    """(model, module, feeds, config, template): ``template`` is the example arguments with each tensor's
+    place None, where some are not tensors (a float the exporter baked into the graph): torch's forward
+    gets those as given, and the feeds in the tensors' places (None when every argument is a tensor)."""
     a_model = as_model(a)
     mod, args = torch_module(module)
     args = example_args if example_args is not None else args
     fs = _feeds.make_feeds(a_model.proto, _inputs(a_model, inputs, args))
-    return a_model, mod, fs, config or RunConfig()
+    torch = require_torch()
+    template = None
+    if args is not None and any(not isinstance(x, (torch.Tensor, np.ndarray)) for x in args):
+        template = [None if isinstance(x, (torch.Tensor, np.ndarray)) else x for x in args]
+    return a_model, mod, fs, config or RunConfig(), template
 
 
-def _torch_pairing(a_model: Model, side_a: Side, mod, fs, max_memory: int | None = None) -> TorchPairing:
+def _torch_pairing(a_model: Model, side_a: Side, mod, fs, max_memory: int | None = None, template=None) -> TorchPairing:
     names = [i.name for i in _feeds.model_inputs(a_model.proto)]
-    runner = TorchRunner(mod, names, "torch")
+    runner = TorchRunner(mod, names, "torch", template=template)
     return pair_with_module(a_model, side_a.observation, runner, fs.values,
                             budget=max_memory // 8 if max_memory else None)
 
@@ -168,10 +175,10 @@ def diff_torch(
     pair also says the error its module introduces on its own."""
     check_switches("diff_torch", introduced=introduced)
     max_memory = as_max_memory(max_memory)
-    a_model, mod, fs, config = _prepare(a, module, example_args, inputs, config)
+    a_model, mod, fs, config, template = _prepare(a, module, example_args, inputs, config)
     side_a = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, config, a_model.source))
     try:
-        tp = _torch_pairing(a_model, side_a, mod, fs, max_memory)
+        tp = _torch_pairing(a_model, side_a, mod, fs, max_memory, template)
         matcher = _filtered(tp.matcher({p for p, _ in mod.named_modules()}), _keep(a_model, selection), "module")
         res = _diff(side_a, tp.side, fs.values, Selection(all=True), _tolerance(tolerance, _default_tolerance(a_model)),
                     per_tensor, user_map, introduced=introduced, max_memory=max_memory, progress=progress, pair=matcher)
@@ -211,10 +218,10 @@ def diff_grad_torch(
     module pairing of ``diff_torch``. Initializers the exporter derived (folded BatchNormalization,
     reordered RNN gates) have no parameter and are listed with the reason."""
     spec, max_memory = spec or GradSpec(), as_max_memory(max_memory)
-    a_model, mod, fs, config = _prepare(a, module, example_args, inputs, config or RunConfig(opt_level=GRAD_OPT_LEVEL))
+    a_model, mod, fs, config, template = _prepare(a, module, example_args, inputs, config or RunConfig(opt_level=GRAD_OPT_LEVEL))
     fwd_side = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu"), a_model.source))
     try:
-        tp = _torch_pairing(a_model, fwd_side, mod, fs)
+        tp = _torch_pairing(a_model, fwd_side, mod, fs, template=template)
     except ExecutionError as e:
         raise fs.explained(e) from e
     cands = candidates(a_model.proto, observe(a_model.proto))
@@ -225,7 +232,7 @@ def diff_grad_torch(
     modules = {p.a.name: p.b for p in tp.pairs if p.b.module}
     runner = TorchGradRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], outputs.index(plan.loss.output),
                              plan.loss.kind, plan.extra_feed.get(plan.loss.input, spec.extra) if plan.loss.input else spec.extra,
-                             plan.loss.class_axis, {b.module for b in modules.values()})
+                             plan.loss.class_axis, {b.module for b in modules.values()}, template=template)
     params = {n: p.detach().cpu().numpy() for n, p in mod.named_parameters()}  # one name per tensor
     buffers = {n: b.detach().cpu().numpy() for n, b in mod.named_buffers() if b.is_floating_point()}
     matching = _grad_matching(a_model, side_a.observation.observables, params, modules,
@@ -347,8 +354,8 @@ def capture_torch(a: Model | str | os.PathLike, module, *, example_args: tuple |
     """torch's values keyed by the ONNX tensor names they stand for (``{onnx tensor: ndarray}``, the
     model outputs included), from one forward pass, and the model inputs it ran on (under their ONNX
     names): what ``diff --vs-npz`` reads, with the right keys, A then running on the same inputs."""
-    a_model, mod, fs, _ = _prepare(a, module, example_args, inputs, None)
-    runner = TorchRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], "torch")
+    a_model, mod, fs, _, template = _prepare(a, module, example_args, inputs, None)
+    runner = TorchRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], "torch", template=template)
     tp = pair_with_module(a_model, observe(a_model.proto), runner, fs.values)
     got = runner.values([p.b.probe for p in tp.pairs], fs.values)
     return {**{k: np.asarray(v) for k, v in fs.values.items()}, **{p.a.name: got[p.b.probe] for p in tp.pairs if p.b.probe in got}}

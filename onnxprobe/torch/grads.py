@@ -56,9 +56,10 @@ class TorchGradRunner(Runner):
     kind = "torch"
 
     def __init__(self, module, input_names: list[str], output_index: int, loss: str, extra: np.ndarray | None,
-                 class_axis: int | None, modules: set[str], label: str = "torch"):
+                 class_axis: int | None, modules: set[str], label: str = "torch", template: list | None = None):
         super().__init__(None, None, label)
         self.module = module
+        self.template = template  # the example arguments, None in the tensors' places (as TorchRunner's)
         self.input_names = list(input_names)
         self.output_index = output_index
         self.loss, self.extra, self.class_axis = loss, extra, class_axis
@@ -101,6 +102,10 @@ class TorchGradRunner(Runner):
             if t.dtype.is_floating_point:
                 t.requires_grad_(True)
             args.append(t)
+        call = args
+        if self.template is not None and sum(x is None for x in self.template) == len(args):
+            it = iter(args)
+            call = [next(it) if x is None else x for x in self.template]
         paths = {m: p for p, m in self.module.named_modules() if p in self.modules}
         kept: dict[str, object] = {}
 
@@ -128,7 +133,7 @@ class TorchGradRunner(Runner):
                 p.requires_grad_(True)
                 p.grad = None
             with torch.enable_grad(), user_code():
-                out = tensors_of(self.module(*args))
+                out = tensors_of(self.module(*call))
                 if self.output_index >= len(out):
                     raise UsageError(f"--vs-torch: the module returns {len(out)} tensor(s); the loss is of output "
                                      f"{self.output_index}")

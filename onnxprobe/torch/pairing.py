@@ -133,6 +133,10 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
         if calls > 1:
             note(p, f"called {calls} times in one forward pass: each call is another tensor", NO_COUNTERPART)
             continue
+        if p in fw.ambiguous and p in candidates:
+            note(p, f"returns {fw.ambiguous[p]} tensors of one shape: which ONNX tensor holds which is not known, so "
+                    "none is compared here (the modules inside it are)", NOT_OBSERVABLE)
+            continue
         if p in folded_into:
             bn = folded_into[p]
             a = obs_by_name[t]

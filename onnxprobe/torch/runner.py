@@ -89,15 +89,19 @@ class Forward:
     calls: dict[str, int] = field(default_factory=dict)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
+    # modules that return several tensors of their first one's shape: which ONNX tensor is which cannot be told
+    # (a (p, q) pair of 3x4s compared p with ONNX's q): path -> how many
+    ambiguous: dict[str, int] = field(default_factory=dict)
 
 
 class TorchRunner(Runner):
     kind = "torch"
 
-    def __init__(self, module, input_names: list[str], label: str = "torch"):
+    def __init__(self, module, input_names: list[str], label: str = "torch", template: list | None = None):
         super().__init__(None, None, label)
         self.module = module
         self.input_names = list(input_names)
+        self.template = template  # the example arguments, None in the tensors' places (api.torch._prepare)
         self.paths = {m: p for p, m in module.named_modules()}
         self._last: tuple[int, Forward] | None = None
 
@@ -110,7 +114,11 @@ class TorchRunner(Runner):
             raise UsageError(f"--vs-torch: no value for input {missing[0]!r}")
         # copies: torch.from_numpy shares memory, and an in-place op in the module (x.relu_()) would write into
         # the feeds, which the ONNX side reads too
-        return [from_numpy(feeds[n]) for n in self.input_names]
+        tensors = [from_numpy(feeds[n]) for n in self.input_names]
+        if self.template is None or sum(x is None for x in self.template) != len(tensors):
+            return tensors
+        it = iter(tensors)  # the other arguments (a float the exporter baked in) as the example gave them
+        return [next(it) if x is None else x for x in self.template]
 
     def forward(self, feeds: dict[str, np.ndarray], keep: set[str],
                 replace: dict[str, np.ndarray] | None = None) -> Forward:
@@ -135,6 +143,8 @@ class TorchRunner(Runner):
             if not ts:
                 return None
             seen.shapes[path] = tuple(ts[0].shape)
+            if any(tuple(t.shape) == tuple(ts[0].shape) for t in ts[1:]):
+                seen.ambiguous[path] = len(ts)
             if path in keep:
                 seen.values[path] = to_numpy(ts[0])
             if path in replace and tuple(replace[path].shape) == tuple(ts[0].shape):
