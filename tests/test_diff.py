@@ -947,3 +947,41 @@ def test_a_qdq_model_against_itself_fused_says_what_each_side_measured(qdir):
     res = api.diff(q, vs_opt_level="extended")
     assert res.measured.startswith("A simulated") and "B deployed" in res.measured, res.measured
     assert res.criterion.startswith("SQNR >= 10 dB") and "run two ways" in res.criterion
+
+
+def test_an_exact_copy_with_parallel_branches_reordered_pairs_every_tensor_with_its_own(tmp_path):
+    """Three branches Conv -> Mul(Unsqueeze(s)) -> Add(Unsqueeze(b)) -> Relu, then Concat; B the same model with
+    every tensor renamed and the nodes listed in another valid order. The alignment by order paired Adds and
+    Relus of different branches (false FAILs on an exact copy, 'error starts at' a right layer): every pair
+    is now the tensor's own, exact."""
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array(np.array([1, 2], np.int64), "ax")]
+    branches = []
+    for i in range(3):
+        inits += [numpy_helper.from_array((rng.standard_normal((8, 8, 1, 1)) * 0.3).astype(np.float32), f"W{i}"),
+                  numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), f"s{i}"),
+                  numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), f"b{i}")]
+        branches.append([helper.make_node("Conv", ["x", f"W{i}"], [f"c{i}"]), helper.make_node("Unsqueeze", [f"s{i}", "ax"], [f"us{i}"]),
+                         helper.make_node("Mul", [f"c{i}", f"us{i}"], [f"m{i}"]), helper.make_node("Unsqueeze", [f"b{i}", "ax"], [f"ub{i}"]),
+                         helper.make_node("Add", [f"m{i}", f"ub{i}"], [f"a{i}"]), helper.make_node("Relu", [f"a{i}"], [f"r{i}"])])
+    concat = helper.make_node("Concat", ["r0", "r1", "r2"], ["y"], axis=1)
+    io = ([helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    onnx.save(make_model([n for br in branches for n in br] + [concat], *io, inits), tmp_path / "a.onnx")
+    keep = {"x", "y", "ax"} | {i.name for i in inits}
+    ren = lambda t: t if t in keep else f"t_{t}"  # noqa: E731
+    step = {f"{op}{i}": branches[i][k] for i in range(3) for k, op in enumerate(("c", "us", "m", "ub", "a", "r"))}
+    order = [step[t] for t in ("us1", "c2", "ub2", "us2", "m2", "a2", "ub1", "c0", "r2", "us0", "c1", "m0", "ub0", "a0", "m1",
+                               "a1", "r0", "r1")]  # an order a random topological sort gave
+    b_nodes = []
+    for n in order + [concat]:
+        c = onnx.NodeProto()
+        c.CopyFrom(n)
+        c.input[:] = [ren(t) for t in n.input]
+        c.output[:] = [ren(t) for t in n.output]
+        b_nodes.append(c)
+    onnx.save(make_model(b_nodes, *io, inits), tmp_path / "b.onnx")
+    res = api.diff(tmp_path / "a.onnx", tmp_path / "b.onnx", selection=api.Selection(all=True))
+    pairs = {(r.pair.a.name, r.pair.b.name) for r in res.results}
+    wrong = {(x, y) for x, y in pairs if y != ren(x)}
+    assert not wrong and len(pairs) >= 13, (wrong, pairs)
+    assert all(r.passed for r in res.results)

@@ -200,12 +200,18 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
             if j not in used_b and compatible(a.effective_op, obs_b[j].effective_op):
                 if take(i, j, "node-name", f"same node name {a.node!r}"):
                     break
-    # 5. the same weights: a tensor of each model, alone in it to read those float constants with that op
+    # 5. the same weights: a tensor of each model, alone in it to read those float constants with that op;
+    # then what reads tensors paired so far, before any pairing by order (which may cross parallel branches)
     _same_weights(obs_a, obs_b, used_a, used_b, structural)
-    # 6. structural alignment between anchors
-    _align(obs_a, obs_b, used_a, used_b, structural, list(made))
-    # 7. what reads tensors paired above: the Relu after each of two Convs the alignment by order crossed
     _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural)
+    # 6. structural alignment between anchors, and what reads its pairs
+    _align(obs_a, obs_b, used_a, used_b, structural, list(made))
+    _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural)
+    # 7. every structural pair checked again against all the pairs now made: one made before what it reads
+    # was paired may read tensors paired with others (alignment by order in crossed branches); undone,
+    # and what reads the pairs that stand is paired again
+    if _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, reads_alike, why_a, why_b, other_a, other_b):
+        _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural)
     pairs.sort(key=lambda p: (p.a.index, p.b.index))
 
     def cause(k: int, folded: set[int], shape: set[int], other: set[int]) -> str:
@@ -253,6 +259,23 @@ def _shp(s) -> str:
     if s is not None and len(s) == 0:
         return "scalar"  # as the table says it (an empty join read "shapes 2x4 and  differ")
     return "?" if s is None else "x".join(str(d) if d is not None else "?" for d in s)
+
+
+def _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, reads_alike, why_a, why_b, other_a, other_b) -> bool:
+    """Unpair the structural pairs whose tensors, by what they read, are other functions of the data (as
+    ``reads_alike`` now tells); True when any was."""
+    bad = [k for k, (p, (i, j)) in enumerate(zip(pairs, made)) if p.strategy == "structural" and not reads_alike(i, j)]
+    for k in reversed(bad):
+        p, (i, j) = pairs.pop(k), made.pop(k)
+        used_a.discard(i)
+        used_b.discard(j)
+        a_to_b.pop(p.a.name, None)
+        b_to_a.pop(p.b.name, None)
+        why_a[i] = f"structural candidate {p.b.name} in B reads other tensors than it (another function of the data)"
+        why_b[j] = f"structural candidate {p.a.name} in A reads other tensors than it (another function of the data)"
+        other_a.add(i)
+        other_b.add(j)
+    return bool(bad)
 
 
 def alike(a: Observable, b: Observable, shared: set[str]) -> bool:

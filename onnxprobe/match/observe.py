@@ -378,13 +378,19 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
 
     digests = digests or {}
 
+    def roots(t: str, depth: int = 0) -> set[str]:
+        """The initializers (and Constants) a constant tensor is computed from: Unsqueeze(b), DQ(W, s, z)."""
+        if t in digests or depth > 8 or t not in producer:
+            return {t}
+        return set().union(*(roots(x, depth + 1) for x in producer[t].node.input if x)) if producer[t].node.input else {t}
+
     def weights(n) -> tuple[str, ...]:
         out = set()
         for i in n.input:
             if i in const:
-                out.add(i)
+                out |= roots(i)
             elif i in producer and producer[i].node.input and all(x in const for x in producer[i].node.input if x):
-                out.update(x for x in producer[i].node.input if x)
+                out |= set().union(*(roots(x) for x in producer[i].node.input if x))
         return tuple(sorted({digests[w] for w in out if w in digests}))
 
     done = []
