@@ -241,7 +241,7 @@ def float_note(floats: dict[str, tuple[int, int]]) -> list[str]:
     name = lambda t: TensorProto.DataType.Name(t).lower()  # noqa: E731
     said = ", ".join(f"{n} ({name(x)} in A, {name(y)} in B)" for n, (x, y) in list(floats.items())[:3])
     return [f"the models take inputs of different float types, {said}: both get the same values, ones the narrower "
-            "type holds exactly (generated or given values rounded to it), each in its own type"]
+            "type holds exactly (A's values rounded to it), each in its own type"]
 
 
 def measured_label(a: Side, b: Side) -> str:
