@@ -256,3 +256,24 @@ def test_real_model_diff_overlay(tmp_path):
     r = runner.invoke(app, ["diff", str(a), str(b), "--overlay", str(out)])
     assert r.exit_code in (0, 1), r.output
     assert assert_keys_are_node_ids(out, a) > 10
+
+
+def test_a_failing_pair_with_no_finite_sqnr_is_on_the_diff_overlay(tmp_path):
+    """A's Log(x - 0.5) is NaN where B's Log(|x - 0.5|) is not: the pair fails with no finite SQNR, and the
+    overlay left its node out (uncoloured, as if fine) though the error starts there. It is on the overlay,
+    red, at -140; a node of several outputs shows its worst."""
+    half = numpy_helper.from_array(np.array(0.5, np.float32), "half")
+    a = make_model([helper.make_node("Sub", ["x", "half"], ["d"], name="sub"), helper.make_node("Log", ["d"], ["y"], name="log")],
+                   [_vi("x")], [_vi("y")], [half])
+    b = make_model([helper.make_node("Sub", ["x", "half"], ["d"], name="sub"), helper.make_node("Abs", ["d"], ["ad"], name="abs"),
+                    helper.make_node("Log", ["ad"], ["y"], name="log")], [_vi("x")], [_vi("y")], [half])
+    onnx.save(a, tmp_path / "a.onnx")
+    onnx.save(b, tmp_path / "b.onnx")
+    np.save(tmp_path / "x.npy", np.array([0.1, 0.9, 0.2, 0.8], np.float32))
+    out = tmp_path / "ov.json"
+    r = CliRunner().invoke(app, ["diff", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--all", "--input",
+                                 f"x={tmp_path / 'x.npy'}", "--overlay", str(out)])
+    assert r.exit_code == 1, r.output
+    results = next(iter(json.loads(out.read_text()).values()))["results"]
+    (log_id,) = [k for k in results if "log" in k]
+    assert results[log_id]["value"] == -140 and results[log_id]["bgColor"]

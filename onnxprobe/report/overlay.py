@@ -34,10 +34,12 @@ SQNR_STEPS = ((10.0, RED), (20.0, ORANGE), (30.0, YELLOW), (1e9, GREEN))
 
 
 class _Results:
-    """Node data per graph: the largest value given for a node wins, an explicit colour sticks."""
+    """Node data per graph: the worst value given for a node wins (the largest; with ``lowest``, as an SQNR,
+    the smallest), an explicit colour sticks."""
 
-    def __init__(self, ids: ExplorerIds):
+    def __init__(self, ids: ExplorerIds, lowest: bool = False):
         self.ids = ids
+        self.lowest = lowest
         self.graphs: dict[str, dict[str, dict]] = {}
 
     def put(self, where: tuple[str, str] | None, value: float | None, colour: str | None = None) -> None:
@@ -46,7 +48,8 @@ class _Results:
         gid, nid = where
         results = self.graphs.setdefault(gid, {})
         old = results.get(nid)
-        entry = {"value": value} if old is None or value > old["value"] else dict(old)
+        worse = old is None or (value < old["value"] if self.lowest else value > old["value"])
+        entry = {"value": value} if worse else dict(old)
         colour = colour or (old or {}).get("bgColor")
         if colour:
             entry["bgColor"] = colour
@@ -110,7 +113,7 @@ def _quantized_op(model: onnx.ModelProto, ids: ExplorerIds):
 def diff_overlay(model: onnx.ModelProto, d: dict) -> dict:
     """Model Explorer node data of a ``diff`` dict, on model A (``report.diff.diff_dict``)."""
     ids = explorer_ids(model)
-    res = _Results(ids)
+    res = _Results(ids, lowest=True)  # a node of several outputs shows its worst SQNR
     op_of = _quantized_op(model, ids)
     first = d.get("first_failure")
     grad = bool(d.get("grad"))
@@ -122,10 +125,12 @@ def diff_overlay(model: onnx.ModelProto, d: dict) -> dict:
             value = finite(intro) if finite(intro) is not None else finite(acc)
         name = (forward_name(p["a"]) or p["a"]) if grad else p["a"]
         colour = DARK_RED if p["a"] == first and p.get("passed") is False else None
+        if value is None and p.get("passed") is False:  # failed with no finite SQNR (NaN/Inf on one side, -inf)
+            value, colour = -EXACT_DB, colour or RED
         res.put(res.tensor(name) or res.tensor(p["a"]), value, colour)
         if not grad:
             res.put(op_of(p["a"]), value, colour)
-    what = "gradient SQNR dB" if grad else "introduced SQNR dB (dark red: where the error starts)"
+    what = "gradient SQNR dB" if grad else "introduced SQNR dB (dark red: where the error starts; -140: failed with no finite SQNR)"
     return res.data(f"onnxprobe diff: {what}", [{"value": v, "bgColor": c} for v, c in SQNR_STEPS])
 
 
