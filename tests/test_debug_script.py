@@ -739,3 +739,19 @@ def test_quit_with_an_argument_is_refused(tmp_path):
     error, and the session goes on."""
     r = script(tmp_path, [sample_path("cnn")], ["quit now", "nodes"], code=1)
     assert "quit: unexpected argument 'now'" in r.stderr and "9 of 9 nodes" in r.stdout
+
+
+def test_the_node_table_tells_offset_values_apart(tmp_path):
+    """node / goto / where / step read 1e+04 1e+04 1e+04 for values near 10000 (layers and stats show as many
+    digits as the spread needs): the same rule."""
+    m = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1000])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1000])])
+    onnx.save(m, tmp_path / "off.onnx")
+    x = (10000.5 + np.random.default_rng(0).uniform(-0.5, 0.5, 1000)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = script(tmp_path, [tmp_path / "off.onnx"], ["run", "node #0"], "--input", f"x={tmp_path / 'x.npy'}", code=0)
+    (row,) = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("out 0")]
+    lo, hi, mean = (float(v) for v in row[5:8])
+    x64 = x.astype(np.float64)
+    assert lo == pytest.approx(x64.min(), abs=1e-3) and hi == pytest.approx(x64.max(), abs=1e-3)
+    assert mean == pytest.approx(x64.mean(), abs=1e-3)

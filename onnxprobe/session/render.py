@@ -133,10 +133,11 @@ def tensor_table(rows: list[dict], width: int = 120, link: str = "from / to") ->
         ran = s is not None and s.count > 0
         fin = ran and s.finite > 0
         shp = fmt_shape(r.get("shape")) if r.get("shape") is not None or r.get("known") else "?"
+        d = spread_digits(s.min, s.max) if fin else 4  # min, max and mean told apart on offset data, as in layers
         cells = [
             r.get("role", ""), r["name"], shp, r.get("dtype") or "?",
-            num(s.min) if fin else ("-" if s is None or s.count else no_values(r.get("shape"))),
-            num(s.max) if fin else "-", num(s.mean) if fin else "-", num(s.std) if fin else "-",
+            num(s.min, d) if fin else ("-" if s is None or s.count else no_values(r.get("shape"))),
+            num(s.max, d) if fin else "-", num(s.mean, d) if fin else "-", num(s.std) if fin else "-",
             str(s.nan) if s is not None else "-", str(s.inf) if s is not None else "-", r.get("link", ""),
         ]
         values = [r.get("role", ""), r["name"], shp, r.get("dtype"), s.min if fin else None, s.max if fin else None,
