@@ -627,3 +627,15 @@ def test_a_float_argument_the_export_baked_in_reaches_torch(tmp_path):
     assert res.verdict()[0] == "pass" and all(r.passed for r in res.results if r.passed is not None)
     res = api.diff_grad(path, vs_torch=spec("scaledby"))
     assert res.verdict()[0] == "pass"
+
+
+def test_a_torchscript_module_is_refused_in_one_line(tmp_path):
+    """FUNC returning torch.jit.script(m): 'internal error: RuntimeError: register_forward_pre_hook is not
+    supported on ScriptModules'."""
+    m, args = tm.build("scaled")
+    path = tmp_path / "s.onnx"
+    torch.onnx.export(m, args, str(path), dynamo=False, opset_version=17, verbose=False)
+    with pytest.raises(api.UsageError, match="TorchScript"):
+        api.diff_torch(path, (torch.jit.script(m), args))
+    r = CliRunner().invoke(app, ["diff", str(path), "--vs-torch", f"{FILE}:scripted"])
+    assert r.exit_code == 2 and "TorchScript" in r.stderr and "internal error" not in r.stderr, r.output

@@ -329,3 +329,8 @@ def tupleuser():
 
 def scaledby():
     return build("scaledby")
+
+
+def scripted():
+    m, args = build("scaled")
+    return torch.jit.script(m), args

@@ -60,13 +60,23 @@ def torch_module(module) -> tuple[object, tuple | None]:
     """(nn.Module, example args or None) from an nn.Module, a ``(module, args)`` tuple, or ``FILE.py:FUNC``."""
     torch = require_torch()
     if isinstance(module, (str, os.PathLike)):
-        return load_module(str(module))
+        mod, args = load_module(str(module))
+        return _eager(mod, str(module)), args
     if isinstance(module, tuple) and len(module) == 2 and isinstance(module[0], torch.nn.Module):
         args = module[1] if isinstance(module[1], (tuple, list)) else (module[1],)
-        return module[0], tuple(args)
+        return _eager(module[0]), tuple(args)
     if isinstance(module, torch.nn.Module):
-        return module, None
+        return _eager(module), None
     raise UsageError(f"--vs-torch: expected an nn.Module or FILE.py:FUNC, got {type(module).__name__}")
+
+
+def _eager(module, where: str = "the module"):
+    """``module``, unless it is TorchScript (torch.jit.script / trace), whose submodules take no hooks."""
+    torch = require_torch()
+    if isinstance(module, torch.jit.ScriptModule):
+        raise UsageError(f"--vs-torch {where}: a TorchScript module (torch.jit.script or trace); onnxprobe reads each "
+                         "submodule's output through forward hooks, which TorchScript does not run: give the eager nn.Module")
+    return module
 
 
 def _inputs(model: Model, inputs: InputSpec | None, example_args: tuple | None) -> InputSpec | None:
