@@ -639,3 +639,16 @@ def test_a_torchscript_module_is_refused_in_one_line(tmp_path):
         api.diff_torch(path, (torch.jit.script(m), args))
     r = CliRunner().invoke(app, ["diff", str(path), "--vs-torch", f"{FILE}:scripted"])
     assert r.exit_code == 2 and "TorchScript" in r.stderr and "internal error" not in r.stderr, r.output
+
+
+def test_the_merged_zero_biases_of_a_transformer_layer_pair_with_all_their_parameters(tmp_path):
+    """The legacy export of nn.TransformerEncoderLayer holds out_proj.bias, norm1.bias and norm2.bias (all
+    zeros) as one initializer; its gradient is the sum of the three. out_proj.bias was left out (read in
+    self_attn's scope, not out_proj's), and the faithful export's weight gradients FAILED."""
+    m, args = tm.build("encoder")
+    path = tmp_path / "enc.onnx"
+    torch.onnx.export(m, args, str(path), dynamo=False, opset_version=17, verbose=False)
+    res = api.diff_grad(path, vs_torch=spec("encoder"))
+    assert res.verdict()[0] == "pass", [(r.pair.a.name, r.pair.b.name, r.passed) for r in res.results if r.passed is False]
+    merged = [r for r in res.results if "norm1.bias" in r.pair.b.name]
+    assert merged and "out_proj.bias" in merged[0].pair.b.name

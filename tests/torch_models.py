@@ -213,6 +213,19 @@ class ScaledBy(nn.Module):
         return self.fc(x) * s
 
 
+class Encoder(nn.Module):
+    """nn.TransformerEncoderLayer: the legacy exporter merges its all-zero biases (out_proj's, both
+    LayerNorms') into one initializer, read by out_proj in self_attn's scope."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.head(self.layer(x))
+
+
 def build(name: str):
     """(module in eval mode, example args), seeded."""
     torch.manual_seed(0)
@@ -234,6 +247,8 @@ def build(name: str):
         return Scaled().eval(), (torch.randn(3, 6),)
     if name == "square":
         return Square().eval(), (torch.randn(2, 3, 8),)  # 3-D: the exporters' MatMul with the weight transposed
+    if name == "encoder":
+        return Encoder().eval(), (torch.randn(2, 5, 16),)
     if name == "tupleuser":
         return TupleUser().eval(), (torch.randn(3, 4),)
     if name == "scaledby":
@@ -334,3 +349,7 @@ def scaledby():
 def scripted():
     m, args = build("scaled")
     return torch.jit.script(m), args
+
+
+def encoder():
+    return build("encoder")

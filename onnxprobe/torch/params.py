@@ -106,7 +106,10 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                 "module as it is now (compare the weights, or re-export)"))
             continue
         if equal and users and users.get(i) and len(equal) > 1:
-            mine = [p for p in equal if p.rpartition(".")[0] in users[i]]
+            # read by its module, or by the module right above it: nn.MultiheadAttention applies its out_proj
+            # in its own scope (F.multi_head_attention_forward), so out_proj.bias is read in self_attn's
+            mine = [p for p in equal if p.rpartition(".")[0] in users[i]
+                    or (p.rpartition(".")[0].rpartition(".")[0] or None) in users[i]]
             equal = mine or equal
         if equal:
             rivals = same_class[d]
