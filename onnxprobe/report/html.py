@@ -223,6 +223,9 @@ def html_report(kind: str, d: dict, table: Table, histograms: dict | None = None
     model = d.get("a") if kind == "diff" else d.get("model")
     n = len(table.rows)
     hist_note = ("values of A and the error A − B, " if kind == "diff" else "") + "for the worst rows (NaN/Inf and failures first)"
+    if "batches" in d:  # a dataset's: from the mergeable histogram, not from the values themselves
+        hist_note += ("; over a dataset they are redrawn from the mergeable log2 histogram (32 buckets per octave), so "
+                      "a bar's count and the outer edges are within about 3 % of the values, not exact")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="generator" content="onnxprobe {html.escape(__version__)}">
 <title>onnxprobe {title}: {html.escape(clean(str(model)))}</title>
