@@ -195,3 +195,15 @@ def test_names_are_no_markup_in_the_charts_and_nothing_can_be_sent_away(tmp_path
     assert not re.search(r'<a\b[^>]*href="https://example\.com', dom)  # no link element the name made
     assert "error starts: &lt;a href=" in dom.replace("&amp;lt;", "&lt;")  # the annotation shows the name as text
     assert 'data-title="Share chart' not in dom
+
+
+def test_a_datasets_histograms_are_said_to_be_approximate(tmp_path):
+    """A dataset report's histograms come from the mergeable log2 histogram: a bar's count and the outer
+    edges are not the data's exactly (64 values fell outside the drawn range), which the page now says."""
+    page = tmp_path / "d.html"
+    r = runner.invoke(app, ["layers", str(sample_path("cnn")), "--inputs-dir", str(_dataset(tmp_path / "data")), "--html", str(page)])
+    assert r.exit_code == 0, r.output
+    assert "redrawn from the mergeable log2 histogram" in page.read_text(encoding="utf-8")
+    page2 = tmp_path / "one.html"
+    runner.invoke(app, ["layers", str(sample_path("cnn")), "--html", str(page2)])
+    assert "redrawn from the mergeable" not in page2.read_text(encoding="utf-8")
