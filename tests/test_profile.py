@@ -185,3 +185,19 @@ def test_a_models_own_nodes_named_like_probes_are_the_models(tmp_path):
     d = json.loads(r.stdout)
     assert all(t.get("kernel_ms") is not None for t in d["tensors"]), d["tensors"]
     assert d["profile"]["kernels_plain"] == 3
+
+
+def test_a_fused_kernel_named_after_the_conv_is_the_batchnorms():
+    """onnxruntime fuses a BatchNormalization into the Conv before it and keeps the Conv's name: the kernel
+    'conv' computes the BN's tensor. It went to the Conv (whose tensor no longer exists) and the BN row
+    had no time and no 'fused into'. It is the BN's; the Conv was fused into it."""
+    copy, back = named(_model())
+    events = [{"cat": "Session", "name": "model_run", "ts": 1000, "dur": 500}, _ev("conv", 1010, 300)]
+    ran = onnx.ModelProto()
+    ran.CopyFrom(copy)
+    bn = ran.graph.node[1]
+    ran.graph.node[0].output[0] = bn.output[0]  # the Conv now writes the BN's tensor
+    del ran.graph.node[1]
+    p = attribute(events, copy, back, ran)
+    assert p.node_ms.get("bn") == 0.3 and "conv" not in p.node_ms
+    assert p.fused_into == {"conv": "bn"}

@@ -147,7 +147,9 @@ def attribute(events: list[dict], model: onnx.ModelProto, back: dict[str, str],
         ms = e.get("dur", 0) / 1000.0
         name = e["name"][: -len("_kernel_time")]
         op = e.get("args", {}).get("op_name", "")
-        owner = _owner(name, nodes, producer) or ran.get(name)
+        # what the kernel computes first (a Conv with its BatchNormalization fused in computes the BN's tensor),
+        # then its name
+        owner = ran.get(name) or _owner(name, nodes, producer)
         if owner is not None and is_probe(owner, own):
             p.probe_ms += ms
         elif owner is None or op in LAYOUT_OPS:
