@@ -531,3 +531,13 @@ def test_cross_entropy_of_one_sample_with_a_scalar_label(tmp_path):
     assert d["loss"]["value"] == pytest.approx(-np.log(p[3]), rel=1e-5)
     (row,) = d["gradients"]
     assert row["norm"] == pytest.approx(np.linalg.norm(np.outer(x, p - np.eye(5)[3])), rel=1e-5)
+
+
+def test_a_note_is_said_once_with_export(tmp_path):
+    """grad --export printed the export's notes, then the run's, which are the same: each twice."""
+    m = make_model([helper.make_node("Relu", ["x"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("z", TensorProto.FLOAT, [4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    onnx.save(m, tmp_path / "u.onnx")
+    r = invoke("grad", tmp_path / "u.onnx", "--wrt", "x", "--wrt", "z", "--export", tmp_path / "bw.onnx")
+    assert r.exit_code == 0 and r.stderr.count("does not depend on") == 1, r.stderr

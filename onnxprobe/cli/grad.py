@@ -98,10 +98,12 @@ def grad(
                                        "--netron": netron})
     require_html(html)
     loaded = api.load(model)
+    said: list[str] = []  # notes the export gave: the run that follows finds the same, said once
     if export is not None:
         with Progress(f"attaching the backward graph to {model.name}"):
             gp = api.export_backward(loaded, export, spec, selection, spec_in)
         notes(gp.warnings)
+        said = list(gp.warnings)
         show_err(export_renderables(gp, export))
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
     dataset = dataset_flag(inputs_dir, inputs_from,
@@ -123,7 +125,7 @@ def grad(
 
             result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None or html is not None,
                               check=check, progress=checking)
-    notes(result.notes + result.plan.warnings)
+    notes([n for n in dict.fromkeys(result.notes + result.plan.warnings) if n not in said])
     data = grad_dict(result)
     write_pictures("grad", data, loaded.proto, overlay=overlay, netron=netron)
     if html is not None:
