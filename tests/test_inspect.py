@@ -219,3 +219,24 @@ def test_an_absolute_external_location_is_refused_not_listed_as_missing(tmp_path
     for cmd in ("inspect", "layers"):
         r = runner.invoke(app, [cmd, str(tmp_path / "m.onnx")])
         assert r.exit_code == 1 and "must be a relative path inside the model's folder" in r.stderr, (cmd, r.output)
+
+
+def test_a_bad_external_location_names_the_model_it_is_in(tmp_path):
+    """diff A B where B's 'w' points out of its folder: the error named the tensor only, and both models
+    hold a 'w'. It names B's file."""
+    def model(path, location=None):
+        m = make_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+        if location is None:
+            m.graph.initializer.append(numpy_helper.from_array(np.ones((2, 3), np.float32), "w"))
+        else:
+            t = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2, 3], data_location=TensorProto.EXTERNAL)
+            e = t.external_data.add()
+            e.key, e.value = "location", location
+            m.graph.initializer.append(t)
+        onnx.save(m, path)
+        return str(path)
+
+    a, b = model(tmp_path / "a.onnx"), model(tmp_path / "b.onnx", "../../etc/passwd")
+    r = runner.invoke(app, ["diff", a, b])
+    assert r.exit_code == 1 and f"{b}: tensor 'w'" in r.stderr and r.stderr.count("\n") == 1, r.output

@@ -28,10 +28,20 @@ def is_external(t: TensorProto) -> bool:
     return t.data_location == TensorProto.EXTERNAL
 
 
-def source(t: TensorProto, base_dir: str | os.PathLike) -> tuple[Path, int, int | None]:
+def source(t: TensorProto, base_dir: str | os.PathLike, origin: str | os.PathLike | None = None) -> tuple[Path, int, int | None]:
     """Where a tensor's external data lies: a file inside the model's folder (symbolic links resolved
     first, so a link that leads outside is refused as onnx and onnxruntime refuse it), an offset and a
-    length (non-negative integers)."""
+    length (non-negative integers). ``origin``: the model file, named in the errors (two models, one
+    tensor name: which one)."""
+    try:
+        return _source(t, base_dir)
+    except ModelError as e:
+        if origin is None:
+            raise
+        raise ModelError(f"{origin}: {e}") from None
+
+
+def _source(t: TensorProto, base_dir: str | os.PathLike) -> tuple[Path, int, int | None]:
     try:
         info = ExternalDataInfo(t)
     except (ValueError, TypeError) as e:
@@ -80,7 +90,7 @@ def extent_problems(model: onnx.ModelProto, base_dir: str | os.PathLike, path: s
     for t in all_tensors(model):
         if not is_external(t) or t.data_type == TensorProto.STRING or location(t) in absent:
             continue
-        where, offset, length = source(t, base_dir)
+        where, offset, length = source(t, base_dir, path)
         loc = location(t)
         if loc in out:
             continue

@@ -54,7 +54,7 @@ def load_lazy(path: str | os.PathLike, *, require_data: bool = True) -> LazyMode
     base = Path(path).parent
     for t in all_tensors(model):  # every location checked (absolute, '..', a link out) before any is listed:
         if is_external(t):        # a missing one is no reason to describe /dev/zero as "missing"
-            source(t, base)
+            source(t, base, path)
     files = external_files(model, base)
     for f in files:
         if not f.exists and require_data:
