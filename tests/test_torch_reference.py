@@ -652,3 +652,14 @@ def test_the_merged_zero_biases_of_a_transformer_layer_pair_with_all_their_param
     assert res.verdict()[0] == "pass", [(r.pair.a.name, r.pair.b.name, r.passed) for r in res.results if r.passed is False]
     merged = [r for r in res.results if "norm1.bias" in r.pair.b.name]
     assert merged and "out_proj.bias" in merged[0].pair.b.name
+
+
+def test_example_arguments_given_as_keywords_are_refused_saying_so(tmp_path):
+    """FUNC returning (module, {"ids": ..., "mask": ...}) read as 'the example arguments hold 0 tensor(s)'."""
+    m, args = tm.build("scaled")
+    path = tmp_path / "s.onnx"
+    torch.onnx.export(m, args, str(path), dynamo=False, opset_version=17, verbose=False)
+    r = CliRunner().invoke(app, ["diff", str(path), "--vs-torch", f"{FILE}:kwargs_dict"])
+    assert r.exit_code == 2 and "as a dict" in r.stderr, r.output
+    with pytest.raises(api.UsageError, match="a dict"):
+        api.diff_torch(path, (m, {"x": args[0]}))

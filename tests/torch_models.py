@@ -353,3 +353,8 @@ def scripted():
 
 def encoder():
     return build("encoder")
+
+
+def kwargs_dict():
+    m, args = build("scaled")
+    return m, {"x": args[0]}

@@ -63,6 +63,9 @@ def torch_module(module) -> tuple[object, tuple | None]:
         mod, args = load_module(str(module))
         return _eager(mod, str(module)), args
     if isinstance(module, tuple) and len(module) == 2 and isinstance(module[0], torch.nn.Module):
+        if isinstance(module[1], dict):
+            raise UsageError("--vs-torch: the example arguments are a dict (keyword arguments); give them as a tuple, "
+                             "in the order of the ONNX model's inputs")
         args = module[1] if isinstance(module[1], (tuple, list)) else (module[1],)
         return _eager(module[0]), tuple(args)
     if isinstance(module, torch.nn.Module):

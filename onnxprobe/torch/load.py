@@ -29,6 +29,9 @@ def load_module(spec: str) -> tuple[object, tuple | None]:
                 else type(got).__name__)  # what it returned as a whole: (Tensor, Tensor) is no module and args
         raise UsageError(f"--vs-torch {clean(spec)}: {clean(func)}() returned {what}, not an nn.Module "
                          "(or a tuple (module, example_args))")
+    if isinstance(args, dict):  # keyword arguments: which ONNX input each is, onnxprobe cannot tell
+        raise UsageError(f"--vs-torch {clean(spec)}: {clean(func)}() returned its example arguments as a dict (keyword "
+                         "arguments); return them as a tuple, in the order of the ONNX model's inputs")
     if args is not None and not isinstance(args, (tuple, list)):
         args = (args,)
     return module, (tuple(args) if args is not None else None)
