@@ -265,16 +265,19 @@ def diff_grad_torch(
     res.grad = {"loss": spec.loss, "output_a": plan.loss.output, "output_b": f"output[{outputs.index(plan.loss.output)}]",
                 "loss_a": loss_value(side_a, fs.values), "loss_b": runner.loss_value, "wrt": bool(spec.wrt),
                 "weights": sum(1 for o in side_a.observation.observables if o.effective_op.endswith(" weight"))}
-    res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter) + _forward_note(res.grad)
+    half = _default_tolerance(a_model) is HALF_TOLERANCE
+    res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter) + _forward_note(res.grad, half)
     res.feed = fs.values  # what the result measured (histograms run these inputs again)
     return res
 
 
-def _forward_note(grad: dict) -> list[str]:
-    """A note when the two losses differ: the forward passes disagree, so the gradients need not agree
+def _forward_note(grad: dict, half: bool = False) -> list[str]:
+    """A note when the two losses differ (beyond float32's rounding, or with ``half`` float16's: a loss one
+    float16 step apart is no disagreement): the forward passes disagree, so the gradients need not agree
     anywhere, and the first failing one is no more than where that shows (a changed weight upstream)."""
     la, lb = (grad or {}).get("loss_a"), (grad or {}).get("loss_b")
-    if not all(isinstance(v, float) and math.isfinite(v) for v in (la, lb)) or abs(la - lb) <= 1e-4 * max(1.0, abs(lb)):
+    rel = 5e-3 if half else 1e-4
+    if not all(isinstance(v, float) and math.isfinite(v) for v in (la, lb)) or abs(la - lb) <= rel * max(1.0, abs(lb)):
         return []
     return [f"the losses differ (A {la:.6g}, torch {lb:.6g}): the forward passes disagree, so the gradients need not "
             f"agree; `diff --vs-torch` shows where the forward goes wrong"]
