@@ -488,3 +488,13 @@ def test_merge_says_a_grad_report_is_one(tmp_path):
     _run("grad", sample_path("mlp"), "--inputs-dir", tmp_path / "ds", "--json", tmp_path / "g.json")
     r = runner.invoke(app, ["merge-stats", str(tmp_path / "g.json")])
     assert r.exit_code == 2 and "a grad report" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
+
+
+def test_the_overlap_note_is_said_on_screen(tmp_path):
+    """merge-stats put the note on shards that share samples into --json only: the screen said nothing."""
+    batches = _batches(3)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "s", batches[:2]), "--json", a)
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "t", batches[1:]), "--json", b)
+    r = _run("merge-stats", a, b)
+    assert "same input values" in r.stderr, r.stderr

@@ -128,3 +128,19 @@ def test_a_bad_first_sample_is_named_as_a_later_one_is(tmp_path):
     (tmp_path / "p.py").write_text("import numpy as np\ndef items():\n    yield {'x': np.zeros((4, 16))}\n")
     r = _run("grad", sample_path("mlp"), "--inputs-from", f"{tmp_path / 'p.py'}:items", code=(2,))
     assert "item 0: input x" in r.stderr, r.output
+
+
+def test_grad_over_a_dataset_writes_its_html_report(tmp_path):
+    """grad --inputs-dir --html failed after the run ('y' is not a tensor whose gradient this result holds):
+    a dataset's result holds the weights' summed gradients, whose histograms the report draws."""
+    pytest.importorskip("plotly")
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    (tmp_path / "ds").mkdir()
+    for i in range(2):
+        np.savez(tmp_path / "ds" / f"b{i}.npz", x=np.random.default_rng(i).random((4, 16)).astype(np.float32))
+    page = tmp_path / "g.html"
+    r = CliRunner().invoke(app, ["grad", str(sample_path("mlp")), "--inputs-dir", str(tmp_path / "ds"), "--html", str(page)])
+    assert r.exit_code == 0 and page.is_file(), r.output

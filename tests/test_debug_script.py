@@ -755,3 +755,13 @@ def test_the_node_table_tells_offset_values_apart(tmp_path):
     x64 = x.astype(np.float64)
     assert lo == pytest.approx(x64.min(), abs=1e-3) and hi == pytest.approx(x64.max(), abs=1e-3)
     assert mean == pytest.approx(x64.mean(), abs=1e-3)
+
+
+def test_the_histogram_of_a_constant_is_labelled_with_its_value(tmp_path):
+    """show's histogram of a constant 10000.5 labelled its one bar '1e+04'."""
+    m = make_model([helper.make_node("Identity", ["x"], ["y"], name="id")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])])
+    onnx.save(m, tmp_path / "c.onnx")
+    np.save(tmp_path / "x.npy", np.full(8, 10000.5, np.float32))
+    r = script(tmp_path, [tmp_path / "c.onnx"], ["run", "show y"], "--input", f"x={tmp_path / 'x.npy'}", code=0)
+    assert any(ln.startswith("10000.5 │") for ln in r.stdout.splitlines()), r.stdout

@@ -541,3 +541,13 @@ def test_a_note_is_said_once_with_export(tmp_path):
     onnx.save(m, tmp_path / "u.onnx")
     r = invoke("grad", tmp_path / "u.onnx", "--wrt", "x", "--wrt", "z", "--export", tmp_path / "bw.onnx")
     assert r.exit_code == 0 and r.stderr.count("does not depend on") == 1, r.stderr
+
+
+def test_a_tensor_upstream_of_a_clip_bound_is_said_to_stop_there(tmp_path):
+    """lo = lo_in * lo_in, then Clip(x, lo, hi): --wrt lo_in read "the loss does not depend on" lo_in."""
+    m = make_model([helper.make_node("Mul", ["lo_in", "lo_in"], ["lo"]), helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("lo_in", TensorProto.FLOAT, [])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [numpy_helper.from_array(np.array(0.8, np.float32), "hi")])
+    onnx.save(m, tmp_path / "c.onnx")
+    r = invoke("grad", tmp_path / "c.onnx", "--input", "lo_in=0.5", "--wrt", "lo_in")
+    assert r.exit_code == 1 and "does not depend" not in r.stderr and "lo_in: at Clip 'clip' (input 1)" in r.stderr, r.output

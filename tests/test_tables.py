@@ -700,3 +700,42 @@ def test_rows_name_a_tensor_and_give_a_shape_alike_in_every_command(tmp_path):
     rows = json.loads(run(["mark", sample_path("mlp"), "-o", tmp_path / "m.onnx", "--format", "json"]))
     assert "tensor" in rows[0] and "output" not in rows[0] and isinstance(rows[0]["shape"], list), rows[0]
     assert "output" in run(["mark", sample_path("mlp"), "-o", tmp_path / "n.onnx", "--columns", "node,output"])  # the header still works
+
+
+def test_a_float64_constant_shows_its_own_digits(tmp_path):
+    """A float64 constant 10000.123456789 read 10000.12 (float32's seven digits)."""
+    m = make_model([helper.make_node("Identity", ["x"], ["y"], name="id")], [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [8])],
+                   [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [8])])
+    onnx.save(m, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.full(8, 10000.123456789, np.float64))
+    out = run(["layers", tmp_path / "m.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--columns", "tensor,min,max,mean"])
+    row = next(ln.split() for ln in out.splitlines() if ln.split()[:1] == ["y"])
+    assert row[1:4] == ["10000.123456789"] * 3, row
+
+
+def test_dataset_percentiles_have_the_digits_of_min_and_max(tmp_path):
+    """p0.01 and p99.99 of values near 10000 read 1e+04 beside a min of 10000.000 and a max of 10000.989."""
+    m = make_model([helper.make_node("Identity", ["x"], ["y"], name="id")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1000])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1000])])
+    onnx.save(m, tmp_path / "m.onnx")
+    (tmp_path / "ds").mkdir()
+    for i in range(2):
+        np.savez(tmp_path / "ds" / f"b{i}.npz", x=(10000 + np.random.default_rng(i).random(1000)).astype(np.float32))
+    out = run(["layers", tmp_path / "m.onnx", "--inputs-dir", tmp_path / "ds", "--columns", "tensor,p0.01,p99.99"])
+    row = next(ln.split() for ln in out.splitlines() if ln.split()[:1] == ["y"])
+    assert "1e+04" not in row and float(row[1]) < float(row[2]), row
+
+
+def test_diff_rows_say_an_infinite_sqnr(tmp_path):
+    """CSV and JSON rows gave an empty cell / null for an SQNR the table shows as -inf (B all zeros)."""
+    from onnx import numpy_helper
+
+    for name, k in (("a", 1.0), ("z", 0.0)):
+        onnx.save(make_model([helper.make_node("Mul", ["x", "k"], ["y"], name="mul")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [numpy_helper.from_array(np.array(k, np.float32), "k")]),
+                  tmp_path / f"{name}.onnx")
+    args = ["diff", tmp_path / "a.onnx", tmp_path / "z.onnx"]
+    rows = json.loads(run(args + ["--format", "json"], code=1))
+    assert [r["sqnr_db"] for r in rows] == ["-inf"], rows
+    table = list(csv.DictReader(io.StringIO(run(args + ["--format", "csv"], code=1))))
+    assert [r["sqnr_db"] for r in table] == ["-inf"], table

@@ -289,9 +289,9 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
         warnings.append(f"the loss does not depend on {len(free)} of the requested tensor(s), which get no "
                         f"gradient: {shown}")
     if bw.blocked and names is None:
-        shown = "; ".join(f"{t}: read by {where}" for t, where in list(bw.blocked.items())[:3])
-        warnings.append(f"{len(bw.blocked)} requested tensor(s) get no gradient: the op that reads them has no gradient "
-                        f"rule for that input ({shown}{' …' if len(bw.blocked) > 3 else ''})")
+        shown = "; ".join(f"{t}: at {where}" for t, where in list(bw.blocked.items())[:3])
+        warnings.append(f"{len(bw.blocked)} requested tensor(s) get no gradient: their way to the loss passes an op input "
+                        f"with no gradient rule ({shown}{' …' if len(bw.blocked) > 3 else ''})")
     if spec.loss in ("sum", "mean"):
         softmax = _softmax_behind(base, output)
         if softmax is not None:

@@ -263,15 +263,21 @@ def attach_backward(
 def _blocked(tensors: list[str], nodes: list[onnx.NodeProto], reach: set[str]) -> dict[str, str]:
     """Of ``tensors`` (asked for, no gradient, yet the loss depends on them): tensor -> the op that reads it
     at an input its rule gives no gradient (Clip's bounds, Pad's constant value)."""
-    out: dict[str, str] = {}
-    want = set(tensors)
+    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
     for n in nodes:
-        if not want or not any(o in reach for o in n.output if o) or registry.status(n.op_type, n.domain) != "rule":
-            continue
-        rule = registry.rule_of(n)
-        for i, x in enumerate(n.input):
-            if x in want and x not in out and not rule.differentiable(i):
-                out[x] = f"{n.op_type} {n.name or n.output[0]!r} (input {i})"
+        if any(o in reach for o in n.output if o) and registry.status(n.op_type, n.domain) == "rule":
+            for i, x in enumerate(n.input):
+                readers.setdefault(x, []).append((n, i))
+    out: dict[str, str] = {}
+    for t in tensors:  # forward from t, through inputs that do take a gradient, to one that does not
+        frontier, seen = [t], {t}
+        while frontier and t not in out:
+            x = frontier.pop(0)
+            for n, i in readers.get(x, []):
+                if not registry.rule_of(n).differentiable(i):
+                    out[t] = f"{n.op_type} {n.name or n.output[0]!r} (input {i})"
+                    break
+                frontier += [o for o in n.output if o and o not in seen and not seen.add(o)]
     return out
 
 

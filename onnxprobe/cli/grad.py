@@ -132,7 +132,8 @@ def grad(
         from onnxprobe.report.grad import grad_table
         from onnxprobe.report.html import worst_rows
 
-        hists = api.grad_histograms(result, worst_rows("grad", data))
+        # a dataset's result holds the summed weight gradients only: their histograms
+        hists = api.grad_histograms(result, [n for n in worst_rows("grad", data) if n in result.arrays])
         shown = [f"dataset {inputs_dir or inputs_from}"] if dataset else api.describe_inputs(loaded, spec_in)
         write_html(html, "grad", data, grad_table(data)[0], histograms=hists, inputs=shown)
     emit(data, json_, lambda width: grad_renderables(data, width), view)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from onnxprobe.cli.errors import handle_errors
-from onnxprobe.cli.output import check_outputs, emit, exit_for
+from onnxprobe.cli.output import check_outputs, emit, exit_for, notes
 from onnxprobe.cli.options import ColumnsOpt, FormatOpt, JsonOpt, WideOpt, view_of
 
 
@@ -39,6 +39,7 @@ def merge_stats(
 
     check_outputs(files[0] if files else None, json_, model_is="an input report")
     merged = api.merge_stats(files)
+    notes(merged.get("notes") or [])  # the shards' notes, and the merge's own (shards that share samples)
     if "pairs" in merged:  # diff reports: the pooled comparison, judged again
         view = view_of(wide, columns, fmt, diff_report.COLUMNS + list(diff_report.JUDGED_COLUMNS.values()), json_)
         emit(merged, json_, lambda width: diff_dataset_renderables(merged, width, asked=view.columns), view)

@@ -171,7 +171,7 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
                  **{k: num(p[k]) if p.get(k) is not None else "-" for k in ("kernel_ms_a", "kernel_ms_b")},
                  **{k: num(p[k], 3) if p.get(k) is not None else "-" for k in JUDGED_COLUMNS}}
         values = {"index": p["index"], "tensor": name, "op": p["op_type"], "match": p["strategy"], "shape": p["shape"],
-                  "max_abs": p["max_abs"], "cosine": p["cosine"], "sqnr_db": "exact" if p["exact"] else p["sqnr_db"],
+                  "max_abs": p["max_abs"], "cosine": p["cosine"], "sqnr_db": "exact" if p["exact"] else _infinite_db(p),
                   "introduced_sqnr_db": "exact" if p["introduced_exact"] else p["introduced_sqnr_db"], "pass": p["passed"],
                   "kernel_ms_a": p.get("kernel_ms_a"), "kernel_ms_b": p.get("kernel_ms_b"),
                   **{k: p.get(k) for k in JUDGED_COLUMNS}}
@@ -238,6 +238,14 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
                                f"  →  output {num(x['output_sqnr_db_fp32_layer'], 3):>5} dB ({x['gain_db']:+.2f})",
                                style="green" if x["gain_db"] > 0.5 else None))
     return out
+
+
+def _infinite_db(p: dict):
+    """A pair's SQNR for CSV and JSON rows: JSON's null of an infinite one made inf or -inf again, as the
+    table says it (``_db``)."""
+    if p["sqnr_db"] is None and p.get("count"):
+        return -math.inf if p["max_abs"] else math.inf
+    return p["sqnr_db"]
 
 
 def _db(v: float | None, exact: bool | None, count: int | None = None, max_abs: float | None = None) -> str:

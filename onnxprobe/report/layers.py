@@ -114,6 +114,8 @@ def _cells(r: dict) -> tuple[list[str], list]:
         tensor = "…" + tensor[len(r["node"]):]
     ran = bool(r.get("count"))
     digits = spread_digits(r.get("min"), r.get("max"))  # min, max and mean told apart on offset data
+    if r.get("dtype") == "float64" and r.get("min") is not None and r.get("min") == r.get("max"):
+        digits = 15  # a float64 constant: its own digits, not float32's seven
     extreme = (lambda v: exact_int(v) if _integer(r.get("dtype")) else num(v, digits))  # 32767, not 3.277e+04
     cells = [
         str(r["index"]), node, op(r["op_type"]), tensor, shape(r["shape"]), dtype(r["dtype"]),
@@ -125,7 +127,7 @@ def _cells(r: dict) -> tuple[list[str], list]:
     values = [r["index"], r["node"], r["op_type"], r["name"], r["shape"], r["dtype"], r.get("min"), r.get("max"),
               r.get("mean"), r.get("std"), r.get("nan"), r.get("inf")]
     if "p0.01" in r:
-        cells += [num(r.get("p0.01")), num(r.get("p99.99"))]
+        cells += [num(r.get("p0.01"), digits), num(r.get("p99.99"), digits)]  # the digits of min and max
         values += [r.get("p0.01"), r.get("p99.99")]
     return cells, values
 

@@ -51,7 +51,7 @@ def histogram(values: np.ndarray, bins: int = 16, width: int = 40, log: bool = F
         labels = [f"{int(e + 0.5)}" for e in edges[:-1]]
     elif lo == hi:
         edges = np.array([lo - 0.5, hi + 0.5]) if lo == 0 else np.array([lo - abs(lo) * 1e-6, hi + abs(hi) * 1e-6])
-        labels = [f"{num(lo)}"]
+        labels = [f"{num(lo, 15 if a.dtype == np.float64 else spread_digits(lo, hi))}"]  # 10000.5, as the statistics
     else:
         edges = np.linspace(lo, hi, bins + 1)
         # enough digits to tell the edges apart: the magnitude over a bin's width, plus one (at least four)
