@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from onnxprobe.cli.errors import handle_errors
-from onnxprobe.cli.output import notes, show, show_err, stdout_width
+from onnxprobe.cli.output import notes, show, stdout_width
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OutOpt, RangeOpt, SeedOpt,
     ShapeOpt, inputs_of, selection_of, ColumnsOpt, TableFormatOpt, WideOpt, view_of,
@@ -64,6 +64,6 @@ def mark(
     items = mark_renderables(result, stdout_width())
     if view.format != "table":  # stdout carries the rows alone; what was written is said on stderr
         show([r for r in items if isinstance(r, Table)], view)
-        show_err([r for r in items if not isinstance(r, Table)])
+        notes([" ".join(r.plain.split()) for r in items if not isinstance(r, Table)])  # as notes: stderr's one kind of line
     else:
         show(items, view)
