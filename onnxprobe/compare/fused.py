@@ -400,7 +400,8 @@ def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> 
     # ... which cancels where |a| << |b| or a and b are near orthogonal: the float32 partials' rounding
     # (about 1e-7 of Σa² + Σb² + Σ(a-b)²) over 2 |Σab| is the cosine's relative error; past 1e-5, the
     # host measures the pair (a = 1e-6 b read cosine 0.976, not 1)
-    if not light and v["aa"] + v["bb"] + v["dd"] > COSINE_CANCELLATION * abs(2 * ab):
+    # (a side all zeros leaves nothing to cancel: Σab is 0, and Σ(a-b)² the other side's Σ, exactly)
+    if not light and v["aa"] > 0 and v["bb"] > 0 and v["aa"] + v["bb"] + v["dd"] > COSINE_CANCELLATION * abs(2 * ab):
         return None
     return PairSums.one(sample, shape, count=size, max_abs=v["max_abs"], argmax=v["argmax"], b_absmax=v["b_absmax"],
                         excess=v["excess"], max_rel=v["max_rel"], sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"],

@@ -127,7 +127,7 @@ def build_time_tensors(trt, network) -> set[str]:
 
 def tf32_flag(trt):
     """TensorRT's TF32 builder flag (on by default: FP32 matrix products in TF32 on Ampere and newer)."""
-    return getattr(trt.BuilderFlag, "TF32", None)
+    return getattr(getattr(trt, "BuilderFlag", None), "TF32", None)  # None: a build of TensorRT without it
 
 
 def build(trt, logger, source, names: list[str], shapes: dict, mode: str, workspace: int, tf32: bool | None = None):
