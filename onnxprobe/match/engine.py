@@ -202,16 +202,17 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
                     break
     # 5. the same weights: a tensor of each model, alone in it to read those float constants with that op;
     # then what reads tensors paired so far, before any pairing by order (which may cross parallel branches)
-    _same_weights(obs_a, obs_b, used_a, used_b, structural)
-    _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural)
+    shared = shared_weights(obs_a, obs_b)
+    _same_weights(obs_a, obs_b, used_a, used_b, structural, shared)
+    _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, shared)
     # 6. structural alignment between anchors, and what reads its pairs
-    _align(obs_a, obs_b, used_a, used_b, structural, list(made))
-    _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural)
+    _align(obs_a, obs_b, used_a, used_b, structural, list(made), shared)
+    _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, shared)
     # 7. every structural pair checked again against all the pairs now made: one made before what it reads
     # was paired may read tensors paired with others (alignment by order in crossed branches); undone,
     # and what reads the pairs that stand is paired again
     if _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, reads_alike, why_a, why_b, other_a, other_b):
-        _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural)
+        _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, shared)
     pairs.sort(key=lambda p: (p.a.index, p.b.index))
 
     def cause(k: int, folded: set[int], shape: set[int], other: set[int]) -> str:
@@ -296,7 +297,7 @@ def shared_weights(obs_a: list[Observable], obs_b: list[Observable]) -> set[str]
     return {w for o in obs_a for w in o.weights} & {w for o in obs_b for w in o.weights}
 
 
-def _same_weights(obs_a, obs_b, used_a, used_b, take) -> None:
+def _same_weights(obs_a, obs_b, used_a, used_b, take, shared: set[str]) -> None:
     """``take(i, j, reason)`` for the unpaired tensors of each model that are the only ones there to read
     exactly these float constants (by value; scalars, which many nodes read, are no evidence) with this
     op, in this scope: parallel branches of one shape that alignment by order alone would cross (two 1x1
@@ -310,14 +311,13 @@ def _same_weights(obs_a, obs_b, used_a, used_b, take) -> None:
         return {key: ks[0] for key, ks in out.items() if len(ks) == 1 and ks[0] not in used}
 
     ga, gb = groups(obs_a, used_a), groups(obs_b, used_b)
-    shared = shared_weights(obs_a, obs_b)
     for key, i in ga.items():
         j = gb.get(key)
         if j is not None and alike(obs_a[i], obs_b[j], shared):
             take(i, j, f"reads the same weights with {key[1]} (by value)")
 
 
-def _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b: dict[str, str], take) -> None:
+def _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b: dict[str, str], take, shared: set[str]) -> None:
     """``take(i, j, reason)`` for unpaired tensors whose nodes read tensors paired with each other (or the
     same graph inputs), with the same op, in the same scope, each alone in its model to do so; in
     topological order, so that a chain behind a pair follows it."""
@@ -335,7 +335,6 @@ def _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b: dict[str, str], take) -> 
     for i, o in enumerate(obs_a):
         if i not in used_a and o.sources:
             count_a[key(o, o.sources)] = count_a.get(key(o, o.sources), 0) + 1
-    shared = shared_weights(obs_a, obs_b)
     for i in sorted(range(len(obs_a)), key=lambda k: obs_a[k].index):
         o = obs_a[i]
         if i in used_a or not o.sources or count_a.get(key(o, o.sources), 0) != 1:
@@ -347,14 +346,13 @@ def _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b: dict[str, str], take) -> 
             take(i, js[0], f"{canonical(o.effective_op)} of tensors paired with what B's reads")
 
 
-def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]]) -> None:
+def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]], shared: set[str]) -> None:
     """``take(i, j, reason)``: pair them, unless what they read says otherwise (``match``)."""
     """LCS over (canonical op, static shape) of the unmatched tensors between consecutive anchors, each
     with its like: main-graph tensors, or tensors of the same If branch (``Observable.scope``; a branch
     runs only sometimes, and the branches of two different If nodes are no evidence of one function)."""
     anchors = _monotonic(made)
     bounds = [(-1, -1)] + anchors + [(len(obs_a), len(obs_b))]
-    shared = shared_weights(obs_a, obs_b)
     for (a0, b0), (a1, b1) in zip(bounds, bounds[1:]):
         seg_a = [i for i in range(a0 + 1, a1) if i not in used_a]
         seg_b = [j for j in range(b0 + 1, b1) if j not in used_b]
