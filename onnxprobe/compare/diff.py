@@ -174,8 +174,7 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
     and reorders sums moves near-zero elements by more than allclose allows, at 100+ dB of SQNR);
     anything else by allclose."""
     qa, qb = a.observation.quantized, b.observation.quantized
-    one_model = a.model is b.model or bool(a.model.source and a.model.source == b.model.source)
-    if qa != qb or (qa and qb and not one_model):  # one model on two runtimes or devices: below
+    if qa != qb or (qa and qb and not _one_model(a, b)):  # one model on two runtimes or devices: below
         what = ("two quantized models" if qa and qb else "a quantized model against a float one" if qa else
                 "a float model against a quantized one")
         return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR, why=f"the default for {what}; --metric/--min-sqnr change it")
@@ -184,7 +183,8 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
                          why="the default for a quantized model run two ways (fused int8 kernels against the QDQ graph as "
                              "written, or two devices); --metric/--min-sqnr change it")
     low = [p for p in (_precision(a), _precision(b)) if p in ("f16", "bf16", "tf32")]
-    low += [h for h in (_half(a), _half(b)) if h] if _half(a) != _half(b) else []
+    halves = (_half(a), _half(b))
+    low += [h for h in halves if h] if halves[0] != halves[1] else []
     if low and not a.observation.quantized:  # also one runtime on two devices (OpenVINO's GPU computes in f16)
         who = "a model" if low[0] in ("float16", "bfloat16") else "a runtime"
         return Tolerance(metric="sqnr", min_sqnr=REDUCED_PRECISION_MIN_SQNR,
@@ -198,6 +198,11 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
                          why=f"the default for one float model on two runtimes ({a.runner.kind}, {b.runner.kind}); "
                              "--metric/--min-sqnr change it")
     return Tolerance(why="the default for float models; --metric, --atol, --rtol change it")
+
+
+def _one_model(a: Side, b: Side) -> bool:
+    """The two sides run one model (--vs-opt-level, --vs-device, --vs-runtime): one Model, or one file."""
+    return a.model is b.model or a.model.proto is b.model.proto or bool(a.model.source and a.model.source == b.model.source)
 
 
 def _half(side: Side) -> str | None:
@@ -248,9 +253,7 @@ def measured_label(a: Side, b: Side) -> str:
     """What A's numbers are (simulated quantization, deployed int8 kernels, float); where B is the same
     model run otherwise (--vs-opt-level extended: fused), what B's are too."""
     mine = _measured(a)
-    if b.observation.quantized and b.model.proto is not a.model.proto and b.model.source != a.model.source:
-        return mine
-    theirs = _measured(b) if b.observation.quantized else mine
+    theirs = _measured(b) if b.observation.quantized and _one_model(a, b) else mine
     return mine if theirs == mine else f"A {mine}; B {theirs}"
 
 

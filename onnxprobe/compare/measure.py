@@ -92,7 +92,8 @@ class Measured:
         return self.intro
 
 
-FLOATS = (TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)  # by precision
+# the float types, narrowest first (the set graph.builder.FLOAT_TYPES has no order)
+FLOATS = (TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)
 
 
 def same_values(feeds: dict[str, np.ndarray], floats: dict[str, tuple[int, int]]) -> dict[str, np.ndarray]:
@@ -105,7 +106,6 @@ def same_values(feeds: dict[str, np.ndarray], floats: dict[str, tuple[int, int]]
             narrow = min(types, key=FLOATS.index)
             out[n] = out[n].astype(helper.tensor_dtype_to_np_dtype(narrow)).astype(out[n].dtype)
     return out
-
 
 
 def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, progress=None,

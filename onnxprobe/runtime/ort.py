@@ -110,16 +110,17 @@ class Session:
         return list(self.sess.get_providers())
 
     @property
-    def float_inputs(self) -> dict[str, str]:
-        """Input name -> the float type it takes ('float16', 'float', 'double', 'bfloat16')."""
+    def float_inputs(self) -> dict[str, np.dtype]:
+        """Input name -> the numpy type of the float type it takes."""
         if "_floats" not in self.__dict__:
-            self.__dict__["_floats"] = {i.name: i.type[len("tensor("):-1] for i in self.sess.get_inputs()
-                                        if i.type in FLOAT_INPUT_TYPES}
+            self.__dict__["_floats"] = {i.name: np.dtype(onnx.helper.tensor_dtype_to_np_dtype(ORT_FLOATS[i.type]))
+                                        for i in self.sess.get_inputs() if i.type in ORT_FLOATS}
         return self.__dict__["_floats"]
 
 
-FLOAT_INPUT_TYPES = ("tensor(float16)", "tensor(float)", "tensor(double)", "tensor(bfloat16)")
-NUMPY_FLOAT = {"float16": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
+# onnxruntime's names of the float input types -> their ONNX element types
+ORT_FLOATS = {"tensor(float16)": onnx.TensorProto.FLOAT16, "tensor(float)": onnx.TensorProto.FLOAT,
+              "tensor(double)": onnx.TensorProto.DOUBLE, "tensor(bfloat16)": onnx.TensorProto.BFLOAT16}
 
 
 def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: str = "off", threads: int | None = None,
@@ -290,14 +291,6 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
     return f"onnxruntime: {whole[:800]}"
 
 
-def _numpy_float(name: str):
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return np.dtype(name)
-
-
 def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_outputs: list[str] = (),
               keep_on_device: bool = False, interruptible: bool = False, cast_floats: bool = False) -> tuple[dict, float]:
     """Run with IOBinding. ``host_outputs`` are returned as numpy arrays; ``device_outputs`` are bound on
@@ -317,10 +310,10 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
             continue
         value = np.require(value, requirements="C")  # not ascontiguousarray: it turns scalars into [1]
         takes = session.float_inputs.get(name) if cast_floats else None
-        if takes is not None and (value.dtype.kind == "f" or value.dtype.name == "bfloat16") and value.dtype.name != NUMPY_FLOAT[takes]:
+        if takes is not None and (value.dtype.kind == "f" or value.dtype.name == "bfloat16") and value.dtype != takes:
             # the same values in the float type this model takes (diff of a float16 model and its float32
             # original: each side gets the feed in its own type, drawn where both hold it exactly)
-            value = value.astype(_numpy_float(NUMPY_FLOAT[takes]))
+            value = value.astype(takes)
         if value.dtype.name == "bfloat16":  # ml_dtypes' type, which onnxruntime does not know: its bits, typed
             binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(value.view(np.uint16),
                                                                                              onnx.TensorProto.BFLOAT16))
