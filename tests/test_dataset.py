@@ -448,7 +448,7 @@ def test_merging_shards_that_share_samples_says_so(tmp_path):
     """Shards over overlapping ranges of one dataset (batches 0-3 and 2-5) merged silently, the shared
     batches counted twice. Each report lists its samples' digests; the merge notes the overlap (a note:
     a dataset may hold the same values twice on purpose), and disjoint shards get no note."""
-    from onnxprobe.api.datasets import sample_digest
+    from onnxprobe.runtime.feeds import feed_digest as sample_digest
 
     batches = _batches(6)
     a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
@@ -468,7 +468,7 @@ def test_merging_shards_that_share_samples_says_so(tmp_path):
 
 
 def test_a_samples_digest_is_its_values():
-    from onnxprobe.api.datasets import sample_digest
+    from onnxprobe.runtime.feeds import feed_digest as sample_digest
 
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     same = sample_digest({"x": x})

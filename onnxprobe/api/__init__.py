@@ -71,6 +71,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     )
     from onnxprobe.graph.index import GraphIndex, NodeInfo, TensorInfo, attribute_text
     from onnxprobe.graph.select import Selection
+    from onnxprobe.runtime.feeds import feed_digest
     from onnxprobe.runtime.ort import DEVICES, OPT_LEVELS, resolve_device
     from onnxprobe.runtime.ray_pool import Executor, RayOptions
     from onnxprobe.runtime.runners import RUNTIMES, parse_runtime_options
@@ -114,6 +115,7 @@ _WHERE = {
     "onnxprobe.errors": "DeviceUnavailable ExecutionError MissingExtra ModelError NoGradientRule OnnxProbeError UsageError",
     "onnxprobe.graph.index": "GraphIndex NodeInfo TensorInfo attribute_text",
     "onnxprobe.graph.select": "Selection",
+    "onnxprobe.runtime.feeds": "feed_digest",
     "onnxprobe.runtime.ort": "DEVICES OPT_LEVELS resolve_device",
     "onnxprobe.runtime.ray_pool": "Executor RayOptions",
     "onnxprobe.runtime.runners": "RUNTIMES parse_runtime_options",

@@ -21,7 +21,7 @@ from onnxprobe.api.inputs import as_dataset
 from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError, first_line
 from onnxprobe.graph.model import Model
 from onnxprobe.runtime.dataset import Batch, dataset_batches, generator_samples, load_batch
-from onnxprobe.runtime.feeds import Feeds, ModelInput, make_feeds, model_inputs
+from onnxprobe.runtime.feeds import Feeds, ModelInput, feed_digest, make_feeds, model_inputs
 from onnxprobe.runtime.ray_pool import Executor, RayOptions, ray_map
 from onnxprobe.types import InputSpec
 
@@ -118,31 +118,17 @@ class BatchWorker:
 
     def run(self, index: int, label: str, arrays: dict[str, np.ndarray]) -> Done:
         try:
-            return Done(self.process(index, label, arrays), sample_digest(arrays))
+            return Done(self.process(index, label, arrays), feed_digest(arrays))
         except OnnxProbeError as e:
             raise relabel(e, label) from None
 
 
 @dataclass
 class Done:
-    """A batch's partial result and the digest of its input values (``sample_digest``)."""
+    """A batch's partial result and the digest of its input values (``runtime.feeds.feed_digest``)."""
 
     partial: object
     digest: str
-
-
-def sample_digest(arrays: dict[str, np.ndarray]) -> str:
-    """16 hex digits that name a sample by its input values (names, dtypes, shapes, bytes): the reports of
-    a dataset list them, so that merge-stats sees a sample that two shards both hold (overlapping ranges
-    of one dataset) without the samples themselves."""
-    import hashlib
-
-    h = hashlib.blake2b(digest_size=8)
-    for name in sorted(arrays):
-        a = np.asarray(arrays[name])
-        h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
-        h.update(repr(a.tolist()).encode() if a.dtype.kind in "OUS" else np.ascontiguousarray(a).reshape(-1).view(np.uint8))
-    return h.hexdigest()
 
 
 def relabel(e: OnnxProbeError, label: str) -> OnnxProbeError:

@@ -226,6 +226,20 @@ def _resolve_shape(spec: ModelInput, override: tuple[int, ...] | None, dims: _Di
     return tuple(out)
 
 
+def feed_digest(arrays: dict[str, np.ndarray]) -> str:
+    """16 hex digits that name a set of inputs by their values (names, dtypes, shapes, bytes): a dataset's
+    reports list their samples by it (merge-stats sees a sample two shards both hold), and the debugger
+    keys its results by it."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=8)
+    for name in sorted(arrays):
+        a = np.asarray(arrays[name])
+        h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(repr(a.tolist()).encode() if a.dtype.kind in "OUS" else np.ascontiguousarray(a).reshape(-1).view(np.uint8))
+    return h.hexdigest()
+
+
 def _notes(defaulted: dict[str, list[str]]) -> list[str]:
     out = []
     for name, labels in defaulted.items():

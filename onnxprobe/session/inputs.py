@@ -5,7 +5,6 @@ No I/O beyond reading the files the user names (through the API)."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from dataclasses import dataclass, field
 
@@ -81,10 +80,3 @@ def session_notes(fs: api.Feeds) -> list[str]:
     return out
 
 
-def feed_digest(feed: dict[str, np.ndarray]) -> str:
-    h = hashlib.sha1()
-    for k in sorted(feed):
-        v = np.ascontiguousarray(feed[k])
-        h.update(f"{k}|{v.dtype.str}|{v.shape}|".encode())
-        h.update(v.tobytes())
-    return h.hexdigest()

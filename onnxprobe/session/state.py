@@ -28,7 +28,7 @@ import numpy as np
 
 from onnxprobe import api
 from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError
-from onnxprobe.session.inputs import SessionInputs, feed_digest
+from onnxprobe.session.inputs import SessionInputs
 from onnxprobe.types import RunInfo, TensorRef
 
 RAW_CACHE_BYTES = 512 * 2**20  # raw tensors kept for show/save, per model
@@ -186,7 +186,7 @@ class State:
                         pass
         fs = api.feeds(t.model, api.InputSpec(seed=spec.seed, int_range=spec.int_range, shapes=shapes, files=files,
                                               arrays=arrays))
-        digest = feed_digest(fs.values)
+        digest = api.feed_digest(fs.values)
         t.feed_cache = (key, fs.values, digest, fs)
         return fs.values, digest, fs
 
