@@ -19,7 +19,7 @@ from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.shapes import annotate, concrete_shapes, infer_shapes, static_shape, value_types, with_input_shapes
-from onnxprobe.graph.walk import walk
+from onnxprobe.graph.walk import subgraphs, walk
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_array
 from onnxprobe.runtime.runners.ort import OrtRunner
@@ -245,9 +245,8 @@ def _upgraded(model: Model, old: int, cause: OpsetTooOld) -> Model:
 def _drop_value_info(g: onnx.GraphProto) -> None:
     del g.value_info[:]
     for n in g.node:
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                _drop_value_info(a.g)
+        for _, body in subgraphs(n):
+            _drop_value_info(body)
 
 
 def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None, *,
