@@ -118,6 +118,25 @@ def test_bounded_damaged_and_off(cache, rewrites, monkeypatch):
     assert not list(cache.iterdir())
 
 
+@pytest.mark.parametrize("text, limit", [("100", 100), ("512M", 512 * 2**20), ("1GiB", 2**30), (" 2kb ", 2048)])
+def test_cache_size_takes_bytes_and_binary_units(monkeypatch, text, limit):
+    monkeypatch.setenv("ONNXPROBE_CACHE_SIZE", text)
+    assert plan_cache.size_limit() == limit
+
+
+@pytest.mark.parametrize("text", ["abc", "-5", "1.5G", "12 apples"])
+def test_an_unreadable_cache_size_is_one_clear_error_not_a_silent_no_cache(cache, monkeypatch, text):
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    monkeypatch.setenv("ONNXPROBE_CACHE_SIZE", text)
+    r = CliRunner().invoke(app, ["layers", str(sample_path("mlp"))])
+    assert r.exit_code == 2 and "ONNXPROBE_CACHE_SIZE" in r.output and "Traceback" not in r.output, r.output
+    r = CliRunner().invoke(app, ["layers", str(sample_path("mlp")), "--no-cache"])  # the cache is not used: no matter
+    assert r.exit_code == 0, r.output
+
+
 def test_no_cache_flag(cache):
     from typer.testing import CliRunner
 

@@ -8,7 +8,7 @@ weights stubbed: they are the model's own, put back from the model on load, so a
 graph, not the weights) and the probes as JSON.
 
 Where: ``$ONNXPROBE_CACHE_DIR``, else ``$XDG_CACHE_HOME/onnxprobe``, else ``~/.cache/onnxprobe``;
-bounded by ``$ONNXPROBE_CACHE_SIZE`` bytes (default 512 MiB; the oldest entries go first); safe to
+bounded by ``$ONNXPROBE_CACHE_SIZE`` (``size_limit``: bytes, or K, M, G; default 512 MiB; the oldest entries go first); safe to
 delete at any time. ``ONNXPROBE_NO_CACHE=1`` or ``--no-cache`` (``RunConfig.cache``) turns it off. A
 cache that cannot be read or written is skipped silently: it only ever saves time.
 """
@@ -24,8 +24,10 @@ from pathlib import Path
 import onnx
 
 from onnxprobe import __version__
+from onnxprobe.errors import UsageError
 from onnxprobe.fileio import atomic_output
 from onnxprobe.graph.skeleton import skeleton, stubs, weights_of
+from onnxprobe.text import clean, clip
 from onnxprobe.types import Probe, TensorRef
 
 DEFAULT_SIZE = 512 * 2**20
@@ -45,7 +47,28 @@ def cache_dir() -> Path:
 
 
 def enabled(config_cache: bool = True) -> bool:
-    return config_cache and os.environ.get("ONNXPROBE_NO_CACHE", "") in ("", "0")
+    """Whether the cache is used; raises UsageError when ``$ONNXPROBE_CACHE_SIZE`` cannot be read (a
+    setting a user made and that would otherwise be ignored without a word)."""
+    on = config_cache and os.environ.get("ONNXPROBE_NO_CACHE", "") in ("", "0")
+    if on:
+        size_limit()
+    return on
+
+
+_SIZE = re.compile(r"(\d+)\s*([kmgt]?)(i?b)?", re.IGNORECASE)
+
+
+def size_limit() -> int:
+    """``$ONNXPROBE_CACHE_SIZE`` in bytes: a whole number, optionally with K, M, G or T (powers of 1024;
+    "512M", "512MiB" and "512MB" all mean 512 MiB); DEFAULT_SIZE when unset."""
+    text = os.environ.get("ONNXPROBE_CACHE_SIZE", "").strip()
+    if not text:
+        return DEFAULT_SIZE
+    m = _SIZE.fullmatch(text)
+    if not m:
+        raise UsageError(f"ONNXPROBE_CACHE_SIZE must be a size in bytes such as 536870912 or 512M, not {clip(clean(text), 40)!r}")
+    unit = m.group(2).lower()
+    return int(m.group(1)) * (1024 ** ("kmgt".index(unit) + 1) if unit else 1)
 
 
 def key(model: onnx.ModelProto, refs: list[TensorRef], options: dict, input_shapes: dict | None) -> str:
@@ -137,7 +160,7 @@ def store_entry(k: str, model: onnx.ModelProto, meta: dict) -> None:
     try:
         d.mkdir(parents=True, exist_ok=True)
         data = skeleton(model, constants=True).SerializeToString()
-        limit = int(os.environ.get("ONNXPROBE_CACHE_SIZE", DEFAULT_SIZE))
+        limit = size_limit()
         if len(data) > limit // 4:
             return
         with atomic_output(d / f"{k}.onnx") as tmp:
