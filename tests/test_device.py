@@ -141,3 +141,19 @@ def test_a_run_failing_on_an_empty_input_says_so(tmp_path):
     assert len(r.output.strip().splitlines()) == 1
     r = CliRunner().invoke(app, ["layers", str(p), "--shape", "x=2x3", "--all"])
     assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--vs-device", "bogus"], "vs_device (--vs-device) 'bogus': choose one of"),
+    (["--vs-device", "cuda"], "vs_device (--vs-device) cuda: onnxruntime has no usable CUDA provider"),
+])
+def test_the_reference_device_is_named_as_the_flag_it_came_from(monkeypatch, args, words):
+    """--vs-device's errors named --device, which the user had not given (QA)."""
+    from typer.testing import CliRunner
+
+    from conftest import sample_path
+    from onnxprobe.cli.main import app
+
+    monkeypatch.setattr(session, "cuda_usable", lambda: False)
+    r = CliRunner().invoke(app, ["diff", str(sample_path("mlp")), *args])
+    assert r.exit_code != 0 and words in r.output and "(--device)" not in r.output, r.output

@@ -24,7 +24,7 @@ from onnxprobe.match.observe import observe
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_arrays
 from onnxprobe.runtime.ort import check_opt_level
-from onnxprobe.runtime.runners import check_options_used, check_runtime, make_runner, options_for
+from onnxprobe.runtime.runners import check_device, check_options_used, check_runtime, make_runner, options_for
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import clean
@@ -83,6 +83,8 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
     label = a_model.source
     opts = dict(options=runtime_options, max_memory=max_memory, shapes=shapes, threads=threads, constants=constants)
     side_a = _side(label, a_model, config, runtime, **opts)
+    if vs_device is not None and vs_runtime != "reference":
+        check_device(vs_runtime or runtime, vs_device, "vs_device (--vs-device)")
     if b is not None:
         b_model = as_model(b, "b")
         side_b = _side(b_model.source, b_model, config, runtime, **opts)

@@ -76,14 +76,15 @@ def cuda_usable() -> bool:
     return "CUDAExecutionProvider" in s.get_providers()
 
 
-def resolve_device(device: str) -> str:
+def resolve_device(device: str, what: str = "device (--device)") -> str:
+    """The device a session runs on ("cpu" or "cuda"); ``what`` names the setting in messages."""
     if device not in DEVICES:
-        raise UsageError(f"device (--device) {device!r}: choose one of {', '.join(DEVICES)}")
+        raise UsageError(f"{what} {device!r}: choose one of {', '.join(DEVICES)}")
     if device == "auto":
         return "cuda" if cuda_usable() else "cpu"
     if device == "cuda" and not cuda_usable():
         raise DeviceUnavailable(
-            "device (--device) cuda: onnxruntime has no usable CUDA provider here "
+            f"{what} cuda: onnxruntime has no usable CUDA provider here "
             "(install onnxruntime-gpu with matching CUDA/cuDNN libraries, or run on the cpu device)"
         )
     return device

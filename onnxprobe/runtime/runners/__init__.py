@@ -24,6 +24,21 @@ def check_runtime(runtime: str, flag: str = "--runtime") -> str:
     return runtime
 
 
+def check_device(runtime: str, device: str, what: str) -> None:
+    """Raise the error the runner for ``runtime`` would raise for ``device`` (an unknown name, CUDA not
+    usable here), naming the setting ``what``: the reference side's device is checked before any runner
+    is built (the runner's own message names --device)."""
+    if runtime == "ort":
+        from onnxprobe.runtime.ort import resolve_device
+    elif runtime == "openvino":
+        from onnxprobe.runtime.runners.openvino import resolve_device
+    elif runtime == "tensorrt":
+        from onnxprobe.runtime.runners.tensorrt import resolve_device
+    else:  # onnx.reference: make_runner says it has no devices
+        return
+    resolve_device(device, what)
+
+
 def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None = None, label: str = "", *,
                 options: dict[str, str] | None = None, max_memory: int | None = None, shapes: dict | None = None, **kw):
     """The runner for ``runtime`` (``ort`` | ``openvino`` | ``tensorrt`` | ``reference``) over ``model``.

@@ -49,14 +49,14 @@ def require_openvino() -> None:
         raise MissingExtra("--runtime openvino", "openvino", "openvino")
 
 
-def resolve_device(device: str) -> str:
+def resolve_device(device: str, what: str = "device (--device)") -> str:
     """onnxprobe's --device in OpenVINO's terms: auto and cpu are OpenVINO's CPU; other names (GPU,
     GPU.1, NPU, AUTO:GPU,CPU, HETERO:...) are OpenVINO's own and passed through."""
     d = (device or "auto").strip()
     if d.lower() in ("auto", "cpu"):
         return "CPU"
     if d.lower().startswith("cuda"):
-        raise UsageError(f"device (--device) {device}: an onnxruntime / TensorRT device; OpenVINO's devices are CPU, GPU, NPU "
+        raise UsageError(f"{what} {device}: an onnxruntime / TensorRT device; OpenVINO's devices are CPU, GPU, NPU "
                          "(or AUTO:..., HETERO:...)")
     return d.upper() if d.replace(".", "").isalnum() else d
 

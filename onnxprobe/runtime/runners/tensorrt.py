@@ -46,7 +46,7 @@ def require_tensorrt() -> None:
             raise MissingExtra("--runtime tensorrt", "tensorrt", "tensorrt and cuda-python" if module == "cuda" else module)
 
 
-def resolve_device(device: str) -> int:
+def resolve_device(device: str, what: str = "device (--device)") -> int:
     """The CUDA device index: auto, cuda, gpu -> 0; cuda:N, gpu:N -> N."""
     d = (device or "auto").strip().lower()
     if d in ("auto", "cuda", "gpu"):
@@ -54,7 +54,7 @@ def resolve_device(device: str) -> int:
     head, sep, idx = d.partition(":")
     if head in ("cuda", "gpu") and sep and idx.isdigit():
         return int(idx)
-    raise UsageError(f"device (--device) {device}: TensorRT runs on CUDA GPUs (auto, cuda, cuda:N)")
+    raise UsageError(f"{what} {device}: TensorRT runs on CUDA GPUs (auto, cuda, cuda:N)")
 
 
 class TensorRtRunner(HostStatsRunner):
