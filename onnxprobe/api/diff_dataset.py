@@ -53,7 +53,7 @@ class DiffWorkerFactory:
                                              threads=self.threads, shapes=self.shapes,
                                              constants=bool(self.selection and self.selection.include_constants))
         plan = prepare(side_a, side_b, self.selection or Selection(), self.tolerance, self.per_tensor, self.user_map,
-                       self.introduced, self.max_memory, fuse=self.fuse)
+                       self.introduced, self.max_memory, fuse=self.fuse, input_shapes=self.shapes)
         plan.input_shapes = self.shapes  # every worker builds the one-run graph for the dataset's first sample
         return a_model, plan
 

@@ -19,8 +19,9 @@ from onnxprobe.compare.measure import FLOATS, DiffPlan, Measured, measure
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import Selection, check_criteria, select, selects_op
+from onnxprobe.match.concrete import match_for_inputs
 from onnxprobe.match.engine import (
-    DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched, match,
+    DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched,
 )
 from onnxprobe.match.observe import Observable, body_note, body_tensors
 from onnxprobe.runtime.feeds import model_inputs
@@ -311,14 +312,17 @@ def _check_named(per_tensor: dict | None, a: Side, b: Side) -> None:
 def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
             per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
             introduced: bool = True, max_memory: int | None = None, device_metrics: bool | None = None,
-            reject=None, pair=None, fuse: bool = True, profile: bool = False) -> DiffPlan:
+            reject=None, pair=None, fuse: bool = True, profile: bool = False, input_shapes: dict | None = None) -> DiffPlan:
     """What is compared, the same for every input: the matching, the pairs the selection reports, the
-    criterion, how the pairs are measured (``diff`` explains the arguments)."""
+    criterion, how the pairs are measured (``diff`` explains the arguments; ``input_shapes``: the feeds'
+    shapes, which tell the shapes of tensors the models leave undeclared: ``match.concrete``)."""
     tolerance = tolerance.over(default_tolerance(a, b)) if tolerance else default_tolerance(a, b)
     floats = check_same_inputs(a.model.proto, b.model.proto) if a.runner.takes_feeds and b.runner.takes_feeds else {}
     for side in (a, b) if floats else ():  # each side takes the feeds in its own float types
         side.runner.cast_float_feeds = True
-    matching = (pair or match)(a.observation.observables, b.observation.observables, user_map)
+    matching = (pair(a.observation.observables, b.observation.observables, user_map) if pair else
+                match_for_inputs(a.model.proto, b.model.proto, a.observation.observables, b.observation.observables,
+                                 user_map, input_shapes))
     _check_named(per_tensor, a, b)
     if reject is not None:
         _reject(matching, reject)
@@ -354,7 +358,7 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     pairs it hands back go through the chunked runs (``compare.measure``). ``profile``: time that run under
     onnxruntime's profiler too (each pair gets its producers' kernel times; needs the one-run diff)."""
     plan = prepare(a, b, selection, tolerance, per_tensor, user_map, introduced, max_memory, device_metrics, reject,
-                   pair, fuse, profile)
+                   pair, fuse, profile, {k: tuple(np.shape(v)) for k, v in feeds.items()})
     return finish(plan, measure(plan, feeds, progress=progress))
 
 
