@@ -283,14 +283,16 @@ def alike(a: Observable, b: Observable, shared: set[str]) -> bool:
     """Whether ``a`` and ``b`` may be one function of the data, by what they are: the same op and scope,
     shapes that agree, no Relu folded into one side's quantization range against a tensor the other
     model's Relu reads (Relu(x) against x: the pairing by key takes the Relu's output), and not each
-    reading weights both models hold (``shared``, by value) that the other does not."""
+    reading weights both models hold (``shared``, by value) that the other does not, nor each reading a
+    weight of a size the other reads none of (Conv(x, W 1x1) against Conv(x, W 3x3), whatever the values)."""
     relu_folded = (a.floor_zero and b.relu) or (b.floor_zero and a.relu)
     # each reads a shared weight the other does not (Conv(x, W1) against Conv(x, W2)); one reading a weight
     # more is no contradiction (one exporter's Gemm adds a zero bias the other leaves out)
     wa, wb = shared.intersection(a.weights), shared.intersection(b.weights)
+    sa, sb = set(a.weight_sizes), set(b.weight_sizes)
     return (canonical(a.effective_op) == canonical(b.effective_op) and a.shape is not None and b.shape is not None
             and shapes_agree(a.shape, b.shape) and a.scope == b.scope and not relu_folded
-            and not (wa - wb and wb - wa))
+            and not (wa - wb and wb - wa) and not (sa - sb and sb - sa))
 
 
 def shared_weights(obs_a: list[Observable], obs_b: list[Observable]) -> set[str]:

@@ -75,6 +75,9 @@ class Observable:
     # of weights), as digests of their values: two nodes that read different weights that both models
     # hold compute different functions of the data, whatever their position (``match.engine``)
     weights: tuple[str, ...] = ()
+    # how many elements each of those holds (scalars left out), whatever their values: a weight of another
+    # size is another weight, however perturbed (a 1x1 Conv's against a 3x3's; ``match.engine.alike``)
+    weight_sizes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -319,14 +322,14 @@ def quantized_origin(op: str | None) -> bool:
 VALUE_PRESERVING = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast", "Transpose", "Expand"}
 
 
-def _float_constants(model: onnx.ModelProto) -> dict[str, str]:
-    """The main graph's float initializers and Constant values -> a digest of their type, dims and bytes
+def _float_constants(model: onnx.ModelProto) -> dict[str, tuple[str, int]]:
+    """The main graph's float initializers and Constant values -> (a digest of their type, dims and bytes
     (of at most 3 x 64 KiB of them: the start, the middle and a stride through the whole), to tell which
-    weights two models both hold whatever their names. Shapes and indices are no evidence (two exporters
-    write them differently): left out."""
+    weights two models both hold whatever their names; their number of elements). Shapes and indices are no
+    evidence (two exporters write them differently): left out."""
     import hashlib
 
-    def digest(t: onnx.TensorProto) -> str | None:
+    def digest(t: onnx.TensorProto) -> tuple[str, int] | None:
         if t.data_type not in FLOAT_TYPES or t.data_location == onnx.TensorProto.EXTERNAL:
             return None
         raw = t.raw_data or numpy_helper.to_array(t).tobytes()
@@ -341,7 +344,7 @@ def _float_constants(model: onnx.ModelProto) -> dict[str, str]:
         size = 1
         for d in t.dims:
             size *= d
-        return ("s:" if size <= 1 else "") + h.hexdigest()  # "s:": a scalar, weak evidence (0.5, an epsilon)
+        return ("s:" if size <= 1 else "") + h.hexdigest(), size  # "s:": a scalar, weak evidence (0.5, an epsilon)
 
     found = {t.name: digest(t) for t in model.graph.initializer}
     for n in model.graph.node:
@@ -353,7 +356,7 @@ def _float_constants(model: onnx.ModelProto) -> dict[str, str]:
 
 
 def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs: set[str],
-                  floats: set[str], digests: dict[str, str] | None = None) -> list[Observable]:
+                  floats: set[str], digests: dict[str, tuple[str, int]] | None = None) -> list[Observable]:
     """The main graph's observables with their ``sources``: for each input of the node that writes it,
     the nearest observed tensors upstream (walking back through tensors nobody observes) and graph
     inputs; and ``data``: whether it holds floating-point values, or values of a type not known here
@@ -384,21 +387,23 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
             return {t}
         return set().union(*(roots(x, depth + 1) for x in producer[t].node.input if x)) if producer[t].node.input else {t}
 
-    def weights(n) -> tuple[str, ...]:
+    def weights(n) -> tuple[tuple[str, ...], tuple[int, ...]]:
         out = set()
         for i in n.input:
             if i in const:
                 out |= roots(i)
             elif i in producer and producer[i].node.input and all(x in const for x in producer[i].node.input if x):
                 out |= set().union(*(roots(x) for x in producer[i].node.input if x))
-        return tuple(sorted({digests[w] for w in out if w in digests}))
+        found = [digests[w] for w in out if w in digests]
+        return tuple(sorted({d for d, _ in found})), tuple(sorted({n for _, n in found if n > 1}))
 
     done = []
     for o in obs:
         if o.name in producer:
             n = producer[o.name].node
             src = frozenset().union(*(upstream(i) for i in n.input if i)) if n.input else frozenset()
-            o = replace(o, sources=tuple(sorted(src)), data=o.name in floats, weights=weights(n))
+            digest, sizes = weights(n)
+            o = replace(o, sources=tuple(sorted(src)), data=o.name in floats, weights=digest, weight_sizes=sizes)
         done.append(o)
     return done
 

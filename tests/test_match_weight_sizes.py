@@ -1,0 +1,53 @@
+"""Parallel branches that differ only in their weights' sizes (a 1x1 Conv and a 3x3 Conv of one output
+shape, as in SqueezeNet's fire modules and Inception's blocks), in a copy whose names are all new, whose
+branches are listed in the other order and whose weights moved a little (so no weight is shared by
+value): a tensor reading a weight of a size the other reads none of computes another function, and is
+never paired with it (alignment by order crossed them: a renamed, reordered, perturbed SqueezeNet had 20
+of 67 pairs wrong, each a false FAIL). The renaming is the oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import make_model
+from onnxprobe import api
+
+RNG = np.random.default_rng(5)
+W = {"w1": RNG.standard_normal((4, 4, 1, 1)).astype(np.float32), "w3": 0.3 * RNG.standard_normal((4, 4, 3, 3)).astype(np.float32),
+     "w5": 0.2 * RNG.standard_normal((4, 8, 1, 1)).astype(np.float32)}
+
+
+def _model(rename: bool, reorder: bool, scale: float) -> onnx.ModelProto:
+    """x -> c0 = Conv1x1(x) -> [a = Relu(Conv1x1(c0)), b = Relu(Conv3x3(c0))] -> cat -> y = Conv1x1(cat)."""
+    new: dict[str, str] = {}
+    nm = (lambda s: new.setdefault(s, f"t{(len(new) * 37) % 101:03d}")) if rename else (lambda s: s)
+    stem = [helper.make_node("Conv", ["x", nm("w0")], [nm("c0")], name=nm("conv0"))]
+    one = [helper.make_node("Conv", [nm("c0"), nm("w1")], [nm("p1")], name=nm("conv1")),
+           helper.make_node("Relu", [nm("p1")], [nm("a")], name=nm("relu1"))]
+    three = [helper.make_node("Conv", [nm("c0"), nm("w3")], [nm("p3")], name=nm("conv3"), pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", [nm("p3")], [nm("b")], name=nm("relu3"))]
+    tail = [helper.make_node("Concat", [nm("a"), nm("b")], [nm("cat")], name=nm("cat"), axis=1),
+            helper.make_node("Conv", [nm("cat"), nm("w5")], ["y"], name=nm("conv5"))]
+    nodes = stem + (three + one if reorder else one + three) + tail
+    w0 = np.eye(4, dtype=np.float32).reshape(4, 4, 1, 1)
+    inits = [numpy_helper.from_array(w0, nm("w0"))] + [
+        numpy_helper.from_array((v * np.float32(scale)).astype(np.float32), nm(k)) for k, v in W.items()]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], inits)
+
+
+def test_branches_of_other_weight_sizes_are_not_crossed(tmp_path):
+    a, b = _model(False, False, 1.0), _model(True, True, 1.001)
+    onnx.save(a, str(tmp_path / "a.onnx"))
+    onnx.save(b, str(tmp_path / "b.onnx"))
+    truth = {n.output[0]: m.output[0] for n, m in zip(a.graph.node, _model(True, False, 1.0).graph.node)}
+    res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=api.Selection(all=True),
+                   config=api.RunConfig(device="cpu", cache=False),
+                   inputs=api.InputSpec(arrays={"x": RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)}))
+    got = {r.pair.a.name: r.pair.b.name for r in res.results}
+    assert {k: truth[k] for k in got} == got  # every pair made is right
+    assert {"p1", "p3", "a", "b"} <= set(got)
+    # each compared pair is one function with weights 0.1 % apart: close, never a crossed branch's error
+    assert all(r.metrics.cosine > 0.999 for r in res.results if r.metrics is not None)
