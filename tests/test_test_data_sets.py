@@ -116,3 +116,16 @@ def test_a_run_failing_on_random_integer_inputs_says_they_were_random(tmp_path):
     r = runner.invoke(app, ["layers", m, "--all", "--int-range", "50:100"])
     assert r.exit_code != 0 and "Traceback" not in r.output
     assert "idx: seeded random data" in r.output and "--input NAME=VALUE" in r.output
+
+
+def test_diff_against_a_test_data_set_runs_a_on_its_inputs_without_inputs_given(tmp_path):
+    """--vs-npz DIR alone: A ran on seeded random data and every pair failed (QA); an .npz holding the
+    inputs beside the activations was used already. The folder's input_N.pb are used now, with a note."""
+    m = _model(tmp_path / "m.onnx")
+    ds = _data_set(tmp_path / "test_data_set_0", {"x": X, "b": B, "idx": IDX}, _expected())
+    res = api.diff(m, vs_npz=ds, config=api.RunConfig(device="cpu"))
+    by = {r.pair.a.name: r for r in res.results}
+    assert by["y"].metrics.max_abs == 0 and by["k"].metrics.max_abs == 0 and res.verdict()[0] == "pass"
+    assert any("test_data_set_0" in n and "input" in n for n in res.notes), res.notes
+    r = runner.invoke(app, ["diff", m, "--vs-npz", ds])
+    assert r.exit_code == 0 and "test_data_set_0" in r.output, r.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import NamedTuple
@@ -116,7 +117,13 @@ def activations(vs_npz) -> Activations:
     """The reference arrays of ``vs_npz``: a dict of tensor name -> array (each checked here, by name), or
     an ``.npz`` file or an ONNX test data set folder (read once: ``diff`` passes them on)."""
     if not isinstance(vs_npz, Mapping):
-        return Activations(str(vs_npz), read_arrays(vs_npz, "output"))
+        arrays = read_arrays(vs_npz, "output")
+        folder = Path(vs_npz)
+        if folder.is_dir() and any(folder.glob("input_*.pb")):
+            # the inputs the folder's outputs were computed from: A runs on them (``saved_inputs``), as on
+            # those an .npz holds beside its activations
+            arrays = {**read_arrays(folder, "input"), **arrays}
+        return Activations(str(vs_npz), arrays)
     arrays = {}
     for k, v in vs_npz.items():  # numbers, not lists or objects: a wrong value is refused here, by name
         a = np.asarray(v) if isinstance(k, str) and isinstance(v, (np.ndarray, np.generic, int, float)) else None
