@@ -90,14 +90,34 @@ def test_finish_takes_what_sys_exit_takes(tmp_path, code, rc, err):
 
 
 def test_a_closed_pipe_is_a_quiet_failure():
-    """`onnxprobe layers ... | head -1`: what head does not read cannot be written; exit 1, no traceback."""
+    """`onnxprobe layers ... | head -1`: what head does not read goes nowhere; no traceback, no message."""
     p = subprocess.Popen([sys.executable, "-m", "onnxprobe", "layers", str(CNN), "--all"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     p.stdout.readline()
     p.stdout.close()
     err = p.stderr.read()
-    assert p.wait(timeout=300) in (0, 1)  # 0 when the whole table fitted the pipe before head closed it
+    assert p.wait(timeout=300) == 0  # the command's own exit code
     assert "Traceback" not in err and "Exception ignored" not in err
+
+
+@pytest.mark.parametrize("args", [["layers", str(CNN), "--all", "--json", "-"], ["inspect", str(CNN), "--json", "-"],
+                                  ["diff", str(CNN), "--vs-reference"], ["layers", str(CNN), "--format", "csv"]])
+def test_a_reader_gone_before_anything_is_written_changes_nothing_but_the_output(args):
+    """`... | true`: the pipe is closed before the report is written; it read "internal error:
+    BrokenPipeError" (QA). What is left goes nowhere and the exit code is the command's own."""
+    p = subprocess.Popen([sys.executable, "-m", "onnxprobe", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=300) == 0, err
+    assert "error" not in err and "Traceback" not in err and "Exception ignored" not in err, err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+@pytest.mark.parametrize("args", [["inspect", str(CNN), "--json", "-"], ["layers", str(CNN)]])
+def test_a_stdout_that_takes_nothing_is_one_clear_error(args):
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "onnxprobe", *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert r.returncode == 1 and r.stderr.strip() == "onnxprobe: error: cannot write to standard output (No space left on device)", r.stderr
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])

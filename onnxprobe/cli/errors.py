@@ -11,7 +11,7 @@ from typing import Callable
 
 import typer
 
-from onnxprobe.cli.output import error
+from onnxprobe.cli.output import error, reader_gone
 from onnxprobe.errors import OnnxProbeError, debug_enabled, internal_error_text, path_error_text
 
 
@@ -30,6 +30,9 @@ def handle_errors(fn: Callable) -> Callable:
         except KeyboardInterrupt:
             error("interrupted")
             raise typer.Exit(130) from None
+        except BrokenPipeError:  # stdout's reader left where no output channel writes (cli.output.writing_stdout)
+            reader_gone()
+            raise typer.Exit(141) from None  # as a process SIGPIPE ended: the shell's code for it
         except OSError as e:
             if debug_enabled():
                 raise

@@ -4,6 +4,7 @@ the renderers, so nothing from a model reaches the terminal raw; JSON keeps the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -85,8 +86,40 @@ def write_pictures(kind: str, data: dict, model, *, overlay: Path | None = None,
         report_io.write_json(pictures.netron_attachment(kind, data), netron)
 
 
+def reader_gone() -> None:
+    """The reader of stdout has gone (``| head``): what is left goes to /dev/null, so that the command
+    ends as it would have (its exit code, its files), with no error about output nobody reads."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a stream without a descriptor (tests' capture)
+        pass
+
+
+@contextlib.contextmanager
+def writing_stdout():
+    """Writes to stdout: a closed pipe is ``reader_gone``; a stdout that cannot take them (a full disk,
+    /dev/full) is one clear error, not an internal one."""
+    try:
+        yield
+    except BrokenPipeError:
+        reader_gone()
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        from onnxprobe.errors import OnnxProbeError
+
+        raise OnnxProbeError(f"cannot write to standard output ({e.strerror or type(e).__name__})") from e
+
+
 def show(renderables: Iterable, view=None) -> None:
     """Renderables on stdout, as ``view`` (cli.options.View: --wide, --columns, --format) asks."""
+    with writing_stdout():
+        _show(renderables, view)
+
+
+def _show(renderables: Iterable, view=None) -> None:
     wide = bool(view and view.wide)
     items = list(renderables)
     if view is not None:
@@ -106,7 +139,8 @@ def emit(data: dict, json_path: Path | None, render: Callable[[int], list], view
     """``--json FILE`` writes ``data``; the report (``render(width)``) goes to stdout unless ``--json -``
     (``view``: from ``cli.options.view_of`` with the same --json, which refuses --json - beside --format)."""
     if json_path is not None:
-        report_io.write_json(data, json_path)
+        with writing_stdout():
+            report_io.write_json(data, json_path)
     if json_path is None or str(json_path) != "-":
         show(render(stdout_console(bool(view and view.wide)).width), view)
 

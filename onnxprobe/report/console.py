@@ -65,6 +65,17 @@ class SafeConsole(Console):
         except BrokenPipeError:
             self.on_broken_pipe()
 
+    def on_broken_pipe(self) -> None:
+        """The reader has gone (``| head``): the rest goes to /dev/null and the command goes on to its own
+        end and exit code (Rich's own exits with 1 at once: a passing diff read as a failing one)."""
+        self.quiet = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.file.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # a stream without a descriptor (tests' capture)
+            pass
+
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         safe = (Segment(clean(text) if _CONTROL.search(text) else text, style, control) if not control
                 else Segment(text, style, control) for text, style, control in buffer)
