@@ -401,3 +401,37 @@ def test_merging_diff_shards_that_share_samples_says_so(tmp_path):
     assert d["samples"] == 5 and len(d["sample_digests"]) == 5
     (note,) = [n for n in d["notes"] if "same input values" in n]
     assert note.startswith("2 of the 5 samples"), note
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["one-run", "separate-runs"])
+@pytest.mark.parametrize("empty_first", [True, False])
+def test_an_empty_sample_among_others_names_no_worst_element_and_pools(tmp_path, fuse, empty_first):
+    """A sample with a 0 dim first ended the run with 'internal error: index 0 is out of bounds' (QA): an
+    empty sample ties at max |a-b| 0 and named its (absent) element the worst. The oracle: numpy float64
+    over the one sample that holds values."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from conftest import make_model
+    from onnxprobe import api
+
+    def model(path, c):
+        # y's node adds no error of its own: its introduced error is 0 in both samples (the tie)
+        m = make_model([helper.make_node("Add", ["x", "c"], ["s"], name="add"), helper.make_node("Identity", ["s"], ["y"], name="id")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 2])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 2])],
+                       [numpy_helper.from_array(np.array([c], np.float32), "c")])
+        onnx.save(m, str(path))
+        return str(path)
+
+    a, b = model(tmp_path / "a.onnx", 1e-3), model(tmp_path / "b.onnx", 0.0)
+    (tmp_path / "ds").mkdir()
+    x = np.array([[1.0, -2.0], [3.0, 4.0]], np.float32)
+    names = ["s0.npz", "s1.npz"] if empty_first else ["s1.npz", "s0.npz"]
+    np.savez(tmp_path / "ds" / names[0], x=np.zeros((0, 2), np.float32))
+    np.savez(tmp_path / "ds" / names[1], x=x)
+    res = api.diff_dataset(a, b, tmp_path / "ds", fuse=fuse, config=api.RunConfig(device="cpu", cache=False))
+    (r,) = [r for r in res.results if r.pair.a.name == "y"]
+    ya, yb = (x + np.float32(1e-3)).astype(np.float64), x.astype(np.float64)
+    assert r.metrics.max_abs == pytest.approx(np.abs(ya - yb).max(), rel=1e-6)
+    assert r.metrics.sqnr_db == pytest.approx(10 * np.log10((yb ** 2).sum() / ((ya - yb) ** 2).sum()), abs=1e-3)
+    assert len(r.metrics.worst) == 2

@@ -126,7 +126,8 @@ def from_sums(*, max_abs: float, argmax: int, sum_abs: float, dd: float, aa: flo
         cosine = 1.0 if dd == 0 else min(1.0, max(-1.0, ab / (na * nb)))
     else:
         cosine = 1.0 if na == nb else 0.0
-    worst = tuple(int(i) for i in np.unravel_index(int(argmax), shape)) if shape else ()
+    # no position in an empty tensor (a sample with a 0 dim): no worst element
+    worst = tuple(int(i) for i in np.unravel_index(int(argmax), shape)) if shape and 0 <= argmax < math.prod(shape) else ()
     return PairMetrics(max_abs=max_abs, mean_abs=sum_abs / size if size else 0.0, max_rel=max_rel,
                        rmse=math.sqrt(max(dd, 0.0) / size) if size else 0.0, cosine=cosine,
                        sqnr_db=sqnr_from_norms(nb, math.sqrt(max(dd, 0.0))), worst=worst,

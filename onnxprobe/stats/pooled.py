@@ -78,7 +78,8 @@ class PairSums:
             raise ValueError(f"sample {min(set(self.per_sample) & set(o.per_sample))} counted twice")
         if self.light != o.light:
             return self.as_introduced().merge(o.as_introduced())
-        worst = max((self, o), key=lambda s: (s.max_abs, -s.worst[0], -s.worst[1]))
+        # the worst element is one a sample has: an empty sample (a 0 dim) ties at 0 and names none
+        worst = max((self, o), key=lambda s: (s.max_abs, s.count > 0, -s.worst[0], -s.worst[1]))
         rel = max((self, o), key=lambda s: (s.max_rel, -s.max_rel_sample))
         return PairSums(self.samples + o.samples, self.count + o.count, self.mismatch + o.mismatch, worst.max_abs,
                         worst.worst, worst.worst_shape, max(self.b_absmax, o.b_absmax), max(self.excess, o.excess),
