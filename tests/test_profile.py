@@ -85,6 +85,10 @@ def test_diff_profile_times_both_models():
     d = json.loads(r.stdout)
     assert set(d["profile"]) >= {"run_ms", "a_kernels_ms", "b_kernels_ms", "metrics_and_introduced_ms"}
     assert all(p["kernel_ms_a"] is not None and p["kernel_ms_b"] is not None for p in d["pairs"])
+    # the pair metrics' kernels are theirs (they read 0 ms, counted as nothing: QA), and the parts fit the run
+    s = d["profile"]
+    assert s["metrics_and_introduced_ms"] > 0
+    assert s["a_kernels_ms"] + s["b_kernels_ms"] + s["metrics_and_introduced_ms"] + s["layout_and_other_ms"] <= s["run_ms"] + 1e-3
 
 
 def test_diff_profile_needs_the_one_run_diff():
