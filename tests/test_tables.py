@@ -440,8 +440,12 @@ def test_a_tensor_name_is_whole_when_its_node_column_is_dropped():
     without the node column shows the whole name, which then reads alone."""
     out = run(["layers", str(sample_path("cnn")), "--all", "--columns", "index,tensor,max"], width=120)
     assert "conv1_out" in out and "…_out" not in out, out
+    # beside its node the name is whole where the width takes it (QA: '…_out' at 200 columns), and leaves
+    # out the node's name where it does not
     out = run(["layers", str(sample_path("cnn")), "--all", "--columns", "index,node,tensor,max"], width=120)
-    assert "…_out" in out
+    assert "conv1_out" in out and "…_out" not in out, out
+    out = run(["layers", str(sample_path("cnn")), "--all", "--columns", "index,node,tensor,max"], width=26)
+    assert "…_out" in out, out
 
 
 def test_a_records_head_fields_that_take_two_lines_indent_the_second():

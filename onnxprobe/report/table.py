@@ -161,6 +161,15 @@ class Table:
         return [[whole(s, v) if c.name and isinstance(v, str) else s for c, s, v in zip(self.columns, r.cells, r.values)]
                 for r in self.rows]
 
+    def _whole_beside(self, cells: list[list[str]]) -> list[list[str]]:
+        """``cells`` with the columns that leave out what another column shows (``Column.beside``) whole;
+        ``cells`` itself when there are none."""
+        beside = [i for i, c in enumerate(self.columns) if c.beside and c.name]
+        if not beside:
+            return cells
+        return [[clean(r.values[i]) if i in beside and isinstance(r.values[i], str) else row[i] for i in range(len(row))]
+                for row, r in zip(cells, self.rows)]
+
     def lines(self, width: int) -> list[tuple[str, str | None]]:
         """(text, style) per line at ``width``: the first layout (module doc) that fits."""
         cols = self.columns
@@ -172,6 +181,12 @@ class Table:
         if cols[-1].wrap and not self.wide:  # the folding column takes what the others leave, at least WRAP_MIN
             need[-1] = min(need[-1], max(WRAP_MIN, width - _span(need[:-1]) - GAP))
         if self.wide or _span(need) <= width:
+            if not self.wide:  # 1. every cell whole, where the width takes it: cells shortened beside
+                # another column (a tensor name without its node's prefix) shown whole too
+                whole = self._whole_beside(full)
+                need_whole = [max([len(h)] + [len(row[i]) for row in whole]) for i, h in enumerate(heads)]
+                if whole is not full and _span(need_whole) <= width:
+                    return self._one_line(whole, need_whole)
             return self._one_line(full, need)
         names = [i for i, c in enumerate(cols) if c.name]
         readable = {i: max(_readable_width([r[i] for r in full], need[i]), min(need[i], NAME_FLOOR)) for i in names}
