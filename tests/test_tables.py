@@ -743,3 +743,15 @@ def test_diff_rows_say_an_infinite_sqnr(tmp_path):
     assert [r["sqnr_db"] for r in rows] == ["-inf"], rows
     table = list(csv.DictReader(io.StringIO(run(args + ["--format", "csv"], code=1))))
     assert [r["sqnr_db"] for r in table] == ["-inf"], table
+
+
+def test_the_diff_footer_counts_one_pair_in_the_singular(tmp_path):
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+
+    m = make_model([helper.make_node("Neg", ["x"], ["y"], name="neg")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    out = run(["diff", str(tmp_path / "m.onnx"), "--vs-reference"], width=120)
+    assert "1 pair · 0 failing" in out, out

@@ -213,7 +213,7 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
                             + (f"a block per {per} pairs, their worst; " if per > 1 else "") + "exact pairs as full blocks)"))
     n_fail = sum(1 for p in d["pairs"] if p["passed"] is False)
     foot = Text()
-    foot.append(f"{len(d['pairs'])} pairs · ")
+    foot.append(f"{len(d['pairs'])} pair{'s' if len(d['pairs']) != 1 else ''} · ")
     foot.append(f"{n_fail} failing", style="bold red" if n_fail else "green")
     n_none = sum(1 for p in d["pairs"] if p["passed"] is None)
     if n_none:
