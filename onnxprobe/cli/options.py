@@ -45,7 +45,7 @@ ProfileOpt = Annotated[bool, typer.Option("--profile", help="Per-node time from 
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write the report as JSON to FILE ('-' for stdout, instead of the table).", rich_help_panel="Output")]
 MaxMemoryOpt = Annotated[Optional[str], typer.Option("--max-memory", help="Most memory raw tensors may take at once (e.g. 512M, 2G); more runs when needed. Default: a quarter of the available memory.", rich_help_panel="Output")]
 WideOpt = Annotated[bool, typer.Option("--wide", help="Tables with every cell whole: full names, one line per row, whatever the width.", rich_help_panel="Output")]
-ColumnsOpt = Annotated[Optional[str], typer.Option("--columns", help="The table's columns, in this order: comma-separated keys, e.g. index,tensor,min,max (a wrong one lists them all).", rich_help_panel="Output")]
+ColumnsOpt = Annotated[Optional[str], typer.Option("--columns", help="The table's columns, in this order: comma-separated keys, e.g. index,tensor,min,max for layers, index,tensor,sqnr_db,pass for diff (a wrong one lists them all).", rich_help_panel="Output")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table | csv | markdown | json: how the table goes to stdout (csv and json: full names, raw numbers; the whole report is --json).", rich_help_panel="Output")]
 # the same for a command whose table is its whole report (mark: no --json)
 TableFormatOpt = Annotated[str, typer.Option("--format", help="table | csv | markdown | json: how the table goes to stdout (csv and json: full names, raw numbers).", rich_help_panel="Output")]
@@ -94,7 +94,7 @@ def view_of(wide: bool, columns: str | None, fmt: str, known=None, json_: Path |
         raise UsageError(f"--json - and --format {fmt} both write to stdout: give --json a file")
     keys = tuple(k.strip() for k in (columns or "").split(",") if k.strip())
     if columns is not None and not keys:
-        raise UsageError("--columns: give comma-separated column keys, e.g. index,tensor,min,max")
+        raise UsageError("--columns: give comma-separated column keys (a wrong key lists this table's keys)")
     check_view(fmt, list(keys), known, absent)
     return View(wide, keys, fmt)
 
