@@ -755,3 +755,14 @@ def test_the_diff_footer_counts_one_pair_in_the_singular(tmp_path):
     onnx.save(m, str(tmp_path / "m.onnx"))
     out = run(["diff", str(tmp_path / "m.onnx"), "--vs-reference"], width=120)
     assert "1 pair · 0 failing" in out, out
+
+
+@pytest.mark.parametrize("cmd", [["layers"], ["diff", "--vs-reference"], ["inspect"]])
+def test_columns_beside_json_to_stdout_is_refused_not_ignored(cmd):
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    args = [cmd[0], str(sample_path("cnn")), *cmd[1:], "--json", "-", "--columns", "tensor"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2 and "--columns" in r.output and "--json -" in r.output, r.output

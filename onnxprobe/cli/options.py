@@ -92,6 +92,9 @@ def view_of(wide: bool, columns: str | None, fmt: str, known=None, json_: Path |
 
     if json_ is not None and str(json_) == "-" and fmt != "table":
         raise UsageError(f"--json - and --format {fmt} both write to stdout: give --json a file")
+    if json_ is not None and str(json_) == "-" and columns is not None:  # no table is shown: they would do nothing
+        raise UsageError("--columns chooses the table's columns, and --json - writes the whole report instead of the "
+                         "table: give --json a file, or --format json for the table's rows as JSON")
     keys = tuple(k.strip() for k in (columns or "").split(",") if k.strip())
     if columns is not None and not keys:
         raise UsageError("--columns: give comma-separated column keys (a wrong key lists this table's keys)")
