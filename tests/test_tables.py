@@ -766,3 +766,18 @@ def test_columns_beside_json_to_stdout_is_refused_not_ignored(cmd):
     args = [cmd[0], str(sample_path("cnn")), *cmd[1:], "--json", "-", "--columns", "tensor"]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 2 and "--columns" in r.output and "--json -" in r.output, r.output
+
+
+def test_a_shortened_name_keeps_the_mark_of_a_body():
+    """'↳ ' marks a tensor inside an If/Loop/Scan body; shortening the name dropped it with the first path
+    part (QA: row 6 of control_flow.onnx read '…/body/cond_passthrough', as if in the main graph)."""
+    from onnxprobe.report.table import Column, Table
+
+    t = Table([Column("index", "#", "right"), Column("node", "node", name=True), Column("op", "op"),
+               Column("value", "value", "right")])
+    t.add_row(["0", "↳ loop/body/cond_passthrough", "Identity", "1.5"], [0, "loop/body/cond_passthrough", "Identity", 1.5])
+    t.add_row(["1", "main/graph/node_x", "Add", "2.5"], [1, "main/graph/node_x", "Add", 2.5])
+    for width in (44, 42):  # one line per row, the names shortened
+        text = "\n".join(line for line, _ in t.lines(width))
+        body, main = (next(x for x in text.splitlines() if x.lstrip().startswith(k)) for k in ("0 ", "1 "))
+        assert "↳ …" in body and "↳" not in main and "Identity" in body, text

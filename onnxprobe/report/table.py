@@ -212,10 +212,13 @@ class Table:
 
     def _shortened(self, full: list[list[str]], widths: list[int], names: list[int]) -> list[list[str]]:
         rows = [list(r) for r in full]
+        mark = "↳ "  # a body's mark is kept whole: the name after it is what is shortened
         for i in names:
-            short = shorten_names([r[i] for r in full], widths[i])
-            for r, s in zip(rows, short):
-                r[i] = s
+            marked = [r[i].startswith(mark) for r in full]
+            bare = [r[i][len(mark):] if m else r[i] for r, m in zip(full, marked)]
+            short = shorten_names(bare, widths[i] - (len(mark) if any(marked) else 0))
+            for r, s, m in zip(rows, short, marked):
+                r[i] = mark + s if m else s
         return rows
 
     def _fmt(self, cells: list[str], widths: list[int], idx: list[int]) -> str:
