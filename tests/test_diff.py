@@ -1005,3 +1005,16 @@ def test_a_node_reading_one_weight_more_still_pairs(tmp_path):
     pairs = {(r.pair.a.name, r.pair.b.name) for r in res.results}
     assert ("ga", "g") in pairs and ("ra", "r") in pairs, pairs
     assert all(r.passed for r in res.results)
+
+
+def test_a_quantized_reference_says_why_intro_db_is_empty(tmp_path):
+    """A QDQ model against itself at another opt-level: B's tensors are quantized values, which get no
+    introduced error; the column was empty without a word (QA). A float B gets intro dB and no note."""
+    from quantize_fixtures import quantize
+
+    q = str(quantize("cnn", "qdq", tmp_path))
+    res = api.diff(q, vs_opt_level="all", config=api.RunConfig(device="cpu", cache=False))
+    assert all(r.introduced is None for r in res.results)
+    assert any("intro dB is not measured" in n and f"{len(res.results)} pair" in n for n in res.notes), res.notes
+    res = api.diff(q, str(sample_path("cnn")), config=api.RunConfig(device="cpu", cache=False))
+    assert any(r.introduced is not None for r in res.results) and not any("intro dB is not measured" in n for n in res.notes)

@@ -15,6 +15,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from onnxprobe.compare.fused import fusable
+from onnxprobe.compare.introduced import quantized_b_note
 from onnxprobe.compare.measure import FLOATS, DiffPlan, Measured, measure
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
@@ -29,8 +30,7 @@ from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, map
 from onnxprobe.text import clean
 from onnxprobe.types import forward_name
 
-# an output left unpaired for one of these causes makes the verdict fail: nothing stood for it
-UNPAIRED = (NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE)
+UNPAIRED = (NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE)  # an output left unpaired so fails the verdict: nothing stood for it
 
 
 @dataclass
@@ -331,7 +331,7 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     by_b = {p.b.probe: p for p in matching.pairs if p.b.kind == "float"}
     why_not = (fusable(a, b) or ("the models take inputs of different float types" if floats else None)) if fuse else "--separate-runs"
     notes = [f"--profile times the one-run diff, which is not used here ({why_not})"] if profile and why_not else []
-    notes += float_note(floats)
+    notes += float_note(floats) + quantized_b_note(report, introduced and (with_cones or b.runner.replays))
     inside = {**body_tensors(b.model.proto, selection, loops_only=True), **body_tensors(a.model.proto, selection, loops_only=True)}
     notes += [n for n in [body_note(inside, "compared by diff", loops_only=True)] if n]
     return DiffPlan(a, b, tolerance, per_tensor, matching, report, sel_b, by_b, with_cones,

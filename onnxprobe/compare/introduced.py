@@ -143,3 +143,13 @@ def run_cones(runner, targets: list[str], values: dict, feeds: dict[str, np.ndar
     out, _ = runner.execute(cones, feed, [], device_outputs=[o for o, _ in index.values()], keep_on_device=keep_on_device,
                             key=key)
     return {t: out[o] for t, (o, _) in index.items()}
+
+
+def quantized_b_note(report: list, introduced: bool) -> list[str]:
+    """The note for the pairs whose intro dB stays empty because B's tensor is a quantized value: B's node
+    is fed A's values only where B computes in float (a float model as the reference)."""
+    n = sum(1 for p in report if p.b.kind != "float") if introduced else 0
+    if not n:
+        return []
+    return [f"intro dB is not measured for the {n} pair{'s' if n != 1 else ''} whose B tensor is a quantized value "
+            "(B's nodes are fed A's values only where B computes in float: give the float model as B for it)"]
