@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 
+import re
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -1018,3 +1020,17 @@ def test_a_quantized_reference_says_why_intro_db_is_empty(tmp_path):
     assert any("intro dB is not measured" in n and f"{len(res.results)} pair" in n for n in res.notes), res.notes
     res = api.diff(q, str(sample_path("cnn")), config=api.RunConfig(device="cpu", cache=False))
     assert any(r.introduced is not None for r in res.results) and not any("intro dB is not measured" in n for n in res.notes)
+
+
+def test_the_fp32_sensitivity_lines_say_outputs_are_left_out_and_are_as_wide_as_their_names(tmp_path):
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+    from quantize_fixtures import quantize
+
+    q = str(quantize("cnn", "qdq", tmp_path))
+    r = CliRunner().invoke(app, ["diff", q, str(sample_path("cnn")), "--fp32-sensitivity", "2"], env={"COLUMNS": "200"})
+    assert r.exit_code in (0, 1), r.output
+    assert "inner QDQ layers" in r.output and "model outputs" in r.output
+    lines = [x for x in r.output.splitlines() if "intro" in x and "→" in x]
+    assert len(lines) == 2 and all(re.match(r"  \S+  \S+  intro", x) for x in lines if len(x.split()[0]) == max(len(y.split()[0]) for y in lines)), lines
