@@ -299,6 +299,12 @@ def _cases() -> list[Case]:
              "fp32_sensitivity (--fp32-sensitivity) -1"),
         Case("per_tensor_tolerance_of_no_tensor", lambda d: ["diff", sample("mlp"), sample("mlp"), "--atol", "fc1_ot:1e-3"], (2,),
              "neither model observes"),
+        # empty or doubled values were taken as the default or the last one, silently (QA)
+        Case("empty_range", lambda d: ["layers", sample("mlp"), "--range", ""], (2,), "range (--range) ''"),
+        Case("empty_max_memory", lambda d: ["layers", sample("mlp"), "--max-memory", ""], (2,), "--max-memory ''"),
+        Case("tolerance_without_a_name", lambda d: ["diff", sample("mlp"), sample("mlp"), "--atol", ":1"], (2,), "no tensor name"),
+        Case("tolerance_given_twice", lambda d: ["diff", sample("mlp"), sample("mlp"), "--atol", "1e-3", "--atol", "1e-4"], (2,),
+             "given twice"),
         Case("fraction_for_an_int_input", lambda d: ["layers", sample("control_flow"), "--input", "n=2.9"], (2,), "not an integer"),
         Case("bool_literal_out_of_range", lambda d: ["layers", sample("control_flow"), "--input", "cond=2"], (2,), "true, false, 0 or 1"),
         Case("int64_literal_overflow", lambda d: ["layers", sample("control_flow"), "--input", "n=99999999999999999999999"], (2,),

@@ -157,7 +157,7 @@ def diff(
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (and no other --vs-* option)")
     if grad and (runtime != "ort" or runtime_option):
         raise UsageError("diff --grad runs backward graphs on onnxruntime: drop --runtime / --runtime-option")
-    max_mem = api.parse_size(max_memory) if max_memory else None
+    max_mem = api.parse_size(max_memory) if max_memory is not None else None  # '' is refused, not the default
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
     one_input = [(bool(given), f"{what} compares on one input: not with {{flag}} (a dataset diff compares with a model B, "
                                "--vs-device, --vs-opt-level, --vs-runtime or --vs-reference)")
@@ -235,9 +235,13 @@ def _tolerances(items: list[str] | None, flag: str) -> tuple[float | None, dict[
             v = float(value)
         except ValueError:
             raise UsageError(f"{flag} {item!r}: expected a number or NAME:NUMBER") from None
-        if v < 0:
-            raise UsageError(f"{flag} {item!r}: tolerances are non-negative")
-        if sep and name:
+        if not v >= 0 or v == float("inf"):  # NaN or Inf would pass anything: no comparison at all
+            raise UsageError(f"{flag} {item!r}: tolerances are finite and non-negative")
+        if sep and not name:
+            raise UsageError(f"{flag} {item!r}: no tensor name before ':' (give NAME:NUMBER, or the number alone)")
+        if (name if sep else None) in per or (not sep and glob is not None):  # repeatable for other tensors only
+            raise UsageError(f"{flag} {item!r}: {'this tensor' if sep else 'the overall tolerance'} is given twice")
+        if sep:
             per[name] = v
         else:
             glob = v

@@ -94,7 +94,7 @@ def layers(
     spec = inputs_of(seed, int_range, shape, input_, inputs)
     check_outputs(model, json_, files={"--save": save, "--html": html, "--overlay": overlay, "--netron": netron})
     require_html(html)
-    budget = api.parse_size(max_memory) if max_memory else None
+    budget = api.parse_size(max_memory) if max_memory is not None else None  # '' is refused, not the default
     rt = dict(runtime=runtime, runtime_options=api.parse_runtime_options(runtime_option))
     if profile and runtime != "ort":
         raise UsageError(f"--profile times onnxruntime's kernels: not with --runtime {runtime}")

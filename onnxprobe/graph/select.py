@@ -66,6 +66,8 @@ class Selection:
             object.__setattr__(self, what, items)
         if self.range is not None and not isinstance(self.range, str):
             raise UsageError(f"Selection range={clean(repr(self.range))[:60]}: expected 'START:END', e.g. '10:40'")
+        if self.range is not None and not self.range.strip():  # '' is no range: not the default, silently
+            raise UsageError("range (--range) '': expected 'START:END', e.g. '10:40'")
         for what in ("all", "include_constants"):  # "no" would select everything by its truth
             object.__setattr__(self, what, check_bool(getattr(self, what), f"Selection {what}"))
 
