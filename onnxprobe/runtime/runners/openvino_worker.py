@@ -33,6 +33,8 @@ import numpy as np
 
 # the executed layers whose precision says how the model computes (int8 kernels of a QDQ model; f16)
 COMPUTE_LAYERS = {"Convolution", "GroupConvolution", "Deconvolution", "FullyConnected", "MatMul", "GEMM"}
+FLOAT_PRECISIONS = ["bf16", "f16", "f32"]  # coarsest first
+VIRTUAL_DEVICES = {"AUTO", "HETERO", "MULTI", "BATCH"}  # they choose among the devices; not in available_devices
 MAX_COMPILED = 3  # compiled models kept for reuse (the same outputs on the same shapes)
 
 
@@ -93,13 +95,17 @@ class Worker:
     def device(self, device: str, config: dict) -> dict:
         out = {"devices": list(self.core.available_devices)}
         base = device.split(":")[0].split(".")[0]
-        if base in out["devices"] or device in out["devices"]:
+        if base in out["devices"] or device in out["devices"] or base in VIRTUAL_DEVICES:
             try:
                 out["precision"] = type_name(self.core.get_property(device, "INFERENCE_PRECISION_HINT"))
-            except Exception:  # noqa: BLE001 - a device without the property (NPU, AUTO)
+            except Exception:  # noqa: BLE001 - a device without the property (NPU; AUTO, HETERO: compiled below)
                 out["precision"] = None
-            if config:
-                out["option_error"], compiled = self._refused(device, config)
+            if config or out["precision"] is None:
+                refused, compiled = self._refused(device, config)
+                # a refusal is the options' when the device takes the model without them (AUTO:GPU without
+                # a GPU refuses whatever the options); else the model's compile reports it
+                if config and refused and self._refused(device, {})[0] is None:
+                    out["option_error"] = refused
                 if compiled is not None:  # the precision these options give (a hint the device lacks is not it)
                     out["precision"] = compiled
         return out
@@ -116,10 +122,7 @@ class Worker:
             cm = self.core.compile_model(self.ov.Model([ops.relu(p)], [p], "onnxprobe-options"), device, config)
         except Exception as e:  # noqa: BLE001 - OpenVINO raises RuntimeError for every refusal
             return last_line(e), None
-        try:
-            return None, type_name(cm.get_property("INFERENCE_PRECISION_HINT"))
-        except Exception:  # noqa: BLE001 - a device without the property
-            return None, None
+        return None, compiled_precision(cm)
 
     def compiled_model(self, key, outputs: list[str], shapes: dict, device: str, config: dict):
         ck = (key, tuple(outputs), tuple(sorted(shapes.items())), device, tuple(sorted(config.items())))
@@ -204,10 +207,6 @@ def precision_info(cm) -> dict:
     layers run in each integer type (runtimePrecision of the runtime graph: int8 kernels of a QDQ model)."""
     info: dict = {"precision": None, "layer_precisions": {}}
     try:
-        info["precision"] = type_name(cm.get_property("INFERENCE_PRECISION_HINT"))
-    except Exception:  # noqa: BLE001 - devices without the property
-        pass
-    try:
         counts: dict = {}
         for op in cm.get_runtime_model().get_ops():
             rt = op.get_rt_info()
@@ -217,7 +216,30 @@ def precision_info(cm) -> dict:
         info["layer_precisions"] = counts
     except Exception:  # noqa: BLE001 - the runtime model is informative only
         pass
+    info["precision"] = compiled_precision(cm, info["layer_precisions"])
     return info
+
+
+def compiled_precision(cm, layer_precisions: dict | None = None) -> str | None:
+    """The floating-point precision a compiled model computes in. A device's compiled model has the
+    INFERENCE_PRECISION_HINT property; AUTO, MULTI and HETERO's raise on it (measured), so theirs is that
+    of the devices they chose (EXECUTION_DEVICES, each one's compiled properties in DEVICE_PROPERTIES),
+    else the one its compute layers ran in. Several devices: the coarsest (it decides the tolerance)."""
+    try:
+        return type_name(cm.get_property("INFERENCE_PRECISION_HINT"))
+    except Exception:  # noqa: BLE001 - AUTO, HETERO, MULTI, devices without the property
+        pass
+    found = []
+    try:
+        props = cm.get_property("DEVICE_PROPERTIES")
+        for d in cm.get_property("EXECUTION_DEVICES"):
+            p = props.get(d) or props.get(d.split(".")[0]) or {}
+            if "INFERENCE_PRECISION_HINT" in p:
+                found.append(type_name(p["INFERENCE_PRECISION_HINT"]))
+    except Exception:  # noqa: BLE001 - a plugin without these properties
+        pass
+    found = found or [p for p in (layer_precisions or {}) if p in FLOAT_PRECISIONS]
+    return min(found, key=FLOAT_PRECISIONS.index) if found else None
 
 
 def serve(stdin, stdout) -> None:

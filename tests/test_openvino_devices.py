@@ -1,0 +1,37 @@
+"""OpenVINO's virtual devices (AUTO:, HETERO:, MULTI:) compute as the devices they choose: their precision
+is those devices' (their compiled models lack INFERENCE_PRECISION_HINT). Oracle: OpenVINO's CPU plugin
+called directly. Skipped without the openvino extra."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import sample_feeds, sample_path
+from onnxprobe import api
+
+pytest.importorskip("openvino")
+pytestmark = pytest.mark.openvino
+
+
+def _cpu_precision(options: dict) -> str:
+    import openvino as ov
+
+    core = ov.Core()
+    cm = core.compile_model(core.read_model(str(sample_path("cnn"))), "CPU", options)
+    return cm.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+
+
+@pytest.mark.parametrize("device", ["AUTO:CPU", "HETERO:CPU", "MULTI:CPU"])
+@pytest.mark.parametrize("options", [{}, {"INFERENCE_PRECISION_HINT": "f32"}])
+def test_a_virtual_device_has_the_precision_of_the_device_it_chose(device, options):
+    """AUTO:CPU on a CPU computing in bf16: precision null, no note, the f32 criterion (60 dB) and every
+    pair failing; the same SQNRs on CPU pass under bf16's 20 dB."""
+    want = _cpu_precision(options)
+    res = api.layers(sample_path("cnn"), runtime="openvino", config=api.RunConfig(device=device), runtime_options=options)
+    assert res.info.precision == want
+    feeds = api.InputSpec(arrays=sample_feeds("cnn"))
+    on = api.diff(sample_path("cnn"), vs_runtime="openvino", vs_device=device, runtime_options=options, inputs=feeds)
+    cpu = api.diff(sample_path("cnn"), vs_runtime="openvino", vs_device="CPU", runtime_options=options, inputs=feeds)
+    assert on.b.runner.inference_precision() == want
+    assert on.criterion == cpu.criterion
+    assert (want in ("bf16", "f16")) == any(f"computes in {want}" in n for n in on.notes), on.notes
