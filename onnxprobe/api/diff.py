@@ -222,11 +222,11 @@ def diff(
         saved_notes.append(f"--vs-opt-level {vs_opt_level} is A's own opt-level: B is the same model run the same way, "
                            "so the comparison shows only differences between two runs (give --opt-level for A)")
     fs = _feeds.make_feeds(a_model.proto, inputs)
-    a_model, side_a, side_b = make_sides(a_model, b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_runtime=vs_runtime,
-                                         vs_npz=vs_npz, config=config, runtime=runtime, runtime_options=runtime_options,
-                                         max_memory=max_memory, constants=bool(selection and selection.include_constants),
-                                         shapes={k: tuple(getattr(v, "shape", ())) for k, v in fs.values.items()})
-    try:
+    try:  # building the sides reads the models (OpenVINO with the feeds' shapes: guessed ones may be the cause)
+        a_model, side_a, side_b = make_sides(a_model, b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_runtime=vs_runtime,
+                                             vs_npz=vs_npz, config=config, runtime=runtime, runtime_options=runtime_options,
+                                             max_memory=max_memory, constants=bool(selection and selection.include_constants),
+                                             shapes={k: tuple(getattr(v, "shape", ())) for k, v in fs.values.items()})
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,
                     introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile)
     except ExecutionError as e:

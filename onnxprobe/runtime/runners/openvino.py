@@ -32,6 +32,7 @@ from onnxprobe.graph.shapes import with_input_shapes
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
 from onnxprobe.runtime.runners.observability import compiled_unobservable
+from onnxprobe.text import clean
 from onnxprobe.types import RunConfig
 
 LOW_PRECISIONS = ("f16", "bf16")
@@ -214,8 +215,10 @@ class OpenVinoRunner(HostStatsRunner):
         model = with_input_shapes(self.model, fixed)
         try:
             self._load(key, model)
-        except ExecutionError:
-            raise SessionError(f"OpenVINO cannot read the model: {self._read_error}") from None
+        except ExecutionError as e:  # not a SessionError: the shapes it was read with may be the cause (a hint follows)
+            dims = ", ".join(f"{clean(n)} {'x'.join(map(str, d)) or 'scalar'}" for n, d in sorted(fixed.items()))
+            raise ExecutionError(f"OpenVINO cannot read the model with dynamic input dimensions ({self._read_error}), nor with "
+                                 f"its inputs fixed to the feeds' shapes ({dims}): {_strip(e)}") from None
         self.note(f"OpenVINO could not read the model with dynamic input dimensions ({self._read_error}); "
                    "it was read with the inputs fixed to the shapes of the feeds")
         return key, model
