@@ -182,12 +182,16 @@ class RunConfig:
 class RunInfo:
     device: str  # the device that really ran: "cpu" or "cuda"
     providers: list[str]
-    opt_level: str
+    opt_level: str | None  # onnxruntime's graph optimisation level; None for the runtimes that take none
     session_seconds: float
     run_seconds: float
     runtime: str = "onnxruntime"  # the runner's kind: onnxruntime, onnx.reference, openvino, tensorrt
     runtime_options: dict[str, str] = field(default_factory=dict)  # the runtime's own settings (--runtime-option)
     precision: str | None = None  # what the runtime computes floats in where not the graph's types ('bf16'), else None
+
+    def __post_init__(self) -> None:
+        if self.runtime != "onnxruntime":  # RunConfig's default "off" is no setting of OpenVINO's or TensorRT's
+            self.opt_level = None
 
 
 @dataclass

@@ -45,7 +45,7 @@ def test_diff_over_a_dataset_against_openvino_pools_what_both_runtimes_compute(t
     _run("diff", sample_path("mlp"), "--vs-runtime", "openvino", "--inputs-dir", tmp_path / "ds", "--all", "--json", out,
          code=(0, 1))
     d = json.loads(out.read_text())
-    assert d["samples"] == 3 and [s["runtime"] for s in d["sides"]] == ["onnxruntime", "openvino"]
+    assert d["samples"] == 3 and [s["runtime"] for s in d["sides"].values()] == ["onnxruntime", "openvino"]
     pairs = [p for p in d["pairs"] if p["sqnr_db"] is not None and p["strategy"] == "name"]
     assert len(pairs) >= 2
     names = [p["a"] for p in pairs]
@@ -88,7 +88,9 @@ def test_ray_workers_run_the_same_runtimes_and_give_the_same_json(tmp_path):
     _run(*args, "--json", tmp_path / "local.json", code=(0, 1))
     _run(*args, "--ray", "--ray-workers", "1", "--json", tmp_path / "ray.json", code=(0, 1))
     local, ray = (json.loads((tmp_path / f).read_text()) for f in ("local.json", "ray.json"))
-    assert ray["executor"] == {"engine": "ray", "workers": 1} and ray["sides"] == local["sides"]
+    # the sides as a single-input diff gives them; providers: what ran in this process (None: it ran in the workers)
+    how = lambda d: {k: {f: v for f, v in s.items() if f != "providers"} for k, s in d["sides"].items()}  # noqa: E731
+    assert ray["executor"] == {"engine": "ray", "workers": 1} and how(ray) == how(local)
     assert [p["sums"] for p in ray["pairs"]] == [p["sums"] for p in local["pairs"]]
     assert not [c for c in _under(os.getpid()).values() if "ray" in c or "openvino" in c]
 
@@ -142,7 +144,7 @@ def test_diff_over_a_dataset_on_openvino_reads_a_dynamic_model_with_the_samples_
     out = tmp_path / "d.json"
     _run("diff", model, *sides, "--inputs-dir", tmp_path / "ds", "--all", "--json", out, code=(0, 1))
     d = json.loads(out.read_text())
-    assert d["samples"] == 3 and "openvino" in [s["runtime"] for s in d["sides"]]
+    assert d["samples"] == 3 and "openvino" in [s["runtime"] for s in d["sides"].values()]
     pairs = {p["a"]: p for p in d["pairs"] if p["sqnr_db"] is not None}
     assert set(pairs) == {"c", "y"}
     ov = [openvino_values(model, ["c", "y"], s) for s in samples]
@@ -223,6 +225,27 @@ def test_shards_computed_in_other_precisions_are_not_merged(tmp_path):
     _run("diff", sample_path("mlp"), "--vs-runtime", "openvino", "--runtime-option", "openvino:INFERENCE_PRECISION_HINT=f16",
          "--inputs-dir", tmp_path / "ds", "--json", v, code=(0, 1))
     sides = json.loads(v.read_text())["sides"]
-    assert sides[1]["precision"] == "f16" and sides[0]["precision"] is None, sides
+    assert sides["b"]["precision"] == "f16" and sides["a"]["precision"] is None, sides
     r = _run("merge-stats", u, v, code=(2,))
     assert "describes" in r.stderr and "precision" in r.stderr
+
+
+def test_dataset_sides_are_a_single_input_diffs_and_only_onnxruntime_has_an_opt_level(tmp_path):
+    """--inputs-dir turned `sides` into a list without model and providers, and gave OpenVINO onnxruntime's
+    opt level "off"; layers and RunInfo said "off" for OpenVINO too."""
+    from onnxprobe import api
+
+    _folder(tmp_path / "ds", "cnn")
+    one, many = tmp_path / "one.json", tmp_path / "many.json"
+    _run("diff", sample_path("cnn"), "--vs-runtime", "openvino", "--json", one, code=(0, 1))
+    _run("diff", sample_path("cnn"), "--vs-runtime", "openvino", "--inputs-dir", tmp_path / "ds", "--json", many, code=(0, 1))
+    single, dataset = json.loads(one.read_text())["sides"], json.loads(many.read_text())["sides"]
+    assert set(dataset) == set(single) == {"a", "b"}
+    for k in "ab":
+        assert set(dataset[k]) == set(single[k]) and dataset[k]["model"] == single[k]["model"] == str(sample_path("cnn"))
+    assert dataset["a"]["opt_level"] == "off" and dataset["b"]["opt_level"] is None and dataset["b"]["runtime"] == "openvino"
+    for extra in ([], ["--inputs-dir", tmp_path / "ds"]):
+        d = json.loads(_run("layers", sample_path("cnn"), "--runtime", "openvino", *extra, "--json", "-").stdout)
+        assert d["runtime"] == "openvino" and d["opt_level"] is None
+    assert api.RunInfo("CPU", [], "off", 0.0, 0.0, runtime="openvino").opt_level is None
+    assert api.RunInfo("cpu", [], "off", 0.0, 0.0).opt_level == "off"

@@ -139,7 +139,7 @@ def _runner_of(model: Model, result: ProbeResult, config: RunConfig | None) -> G
     """A runner like the one that made ``result``: the same runtime, device and runtime options."""
     info = result.info
     runtime = RUNTIME_OF_KIND.get(info.runtime, "ort")
-    config = config or RunConfig(device=info.device, opt_level=info.opt_level)
+    config = config or RunConfig(device=info.device, opt_level=info.opt_level or RunConfig.opt_level)
     if runtime == "ort":
         return runner(model, config)
     return runner(model, config, runtime=runtime, options=dict(info.runtime_options) or None)

@@ -55,7 +55,7 @@ def layers_histograms(result: ProbeResult | DatasetResult, names: list[str], inp
     model = Model(result.plan.base, result.plan.source)
     # the result's own feed: made again from default inputs, the histograms would be of another run
     feed = result.feed if inputs is None and result.feed else _feeds.make_feeds(model.proto, inputs).values
-    config = config or RunConfig(device=result.info.device, opt_level=result.info.opt_level)
+    config = config or RunConfig(device=result.info.device, opt_level=result.info.opt_level or RunConfig.opt_level)
     out: dict[str, dict] = {}
     for _, _, values in raw_chunks(model, result, feed, measured, max_memory=max_memory, config=config):
         out.update({n: {"values": binned(v, bins)} for n, v in values.items() if v.dtype.kind in "biuf"})

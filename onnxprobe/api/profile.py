@@ -54,7 +54,7 @@ def profile_layers(model: Model, result: ProbeResult, feed: dict[str, np.ndarray
     model, result, config = as_model(model), as_probe_result(result), as_config(config)
     feed = checked_feed(model.proto, feed)
     device = (config.device if config and config.device != "auto" else None) or result.info.device
-    level = config.opt_level if config else result.info.opt_level
+    level = config.opt_level if config else result.info.opt_level or RunConfig.opt_level
     own = [o.name for o in model.proto.graph.output]
     plain = profile(model.proto, feed, own, device=device, opt_level=level, runs=runs)
     probe_outputs = [o.name for o in result.plan.model.graph.output]

@@ -20,11 +20,8 @@ def diff_dataset_dict(res, order=None) -> dict:
         p["tolerance"] = r.tolerance.to_dict()
         ok = r.pooled is not None and r.metrics is not None
         p.update(dataset_fields(r.pooled.sums, r.pooled.introduced, res.labels) if ok else EMPTY)
-    sides = [{"runtime": s.runner.kind, "device": s.runner.device, "opt_level": s.runner.config.opt_level,
-              "precision": s.runner.inference_precision(), "runtime_options": s.runner.runtime_options()}
-             for s in (res.a, res.b)]
     d.update({"dataset_schema": DIFF_DATASET_SCHEMA, "model_id": res.model_id, "selection": res.selection,
-              "sides": sides, "samples": res.samples, "sample_labels": list(res.labels),
+              "samples": res.samples, "sample_labels": list(res.labels),
               "executor": res.executor.to_dict() if res.executor is not None else {"engine": "local"},
               "sample_digests": res.executor.sample_digests() if res.executor is not None else []})
     return d

@@ -146,7 +146,7 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
     elif kind == "layers":
         bad = sum(1 for t in d["tensors"] if t.get("nan") or t.get("inf"))
         out = [("model", d["model"], None), ("runtime", ", ".join(d.get("providers") or []) or "-", None),
-               ("device", d["device"], None), ("opt level", d["opt_level"], None)]
+               ("device", d["device"], None), ("opt level", d["opt_level"] or "-", None)]
         if "batches" in d:
             out.append(("dataset", f"{d['batches']} batches; selection {d.get('selection', '')}", None))
         n = len(d["tensors"])
@@ -158,7 +158,7 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
         failed = sum(1 for g in d["gradients"] if g.get("check") and not g["check"]["ok"])
         loss = d["loss"]
         out = [("model", d["model"], None), ("runtime", ", ".join(d.get("providers") or []) or "-", None),
-               ("device", d["device"], None), ("opt level", d["opt_level"], None),
+               ("device", d["device"], None), ("opt level", d["opt_level"] or "-", None),
                ("loss", f"{loss['kind']}({loss['output']}) = {loss['value']}", None),
                ("verdict", f"{len(d['gradients'])} gradients, {bad} with NaN/Inf"
                 + (f"; check ({d['check']}): {failed} failed" if d.get("check") else ""), "fail" if bad or failed else "pass"),

@@ -74,8 +74,18 @@ def _key(p: dict) -> tuple[str, str]:
     return p["a"], p["b"]
 
 
+def _how_run(sides) -> dict | None:
+    """What of each side (``report.diff``'s ``sides``: a single-input diff's facts) must agree across shards:
+    the runtime, device, opt level, precision and options; not the model's path (``model_id`` is the model)
+    nor the providers (nothing when a side ran nothing of its own)."""
+    if not isinstance(sides, dict):
+        return sides
+    return {k: {f: v for f, v in s.items() if f not in ("model", "providers")} if isinstance(s, dict) else s
+            for k, s in sides.items()}
+
+
 def merge_diff_reports(reports: list[dict]) -> dict:
-    check_identity(reports, IDENTITY)
+    check_identity([{**r, "sides": _how_run(r.get("sides"))} for r in reports], IDENTITY)
     first = reports[0]
     keys = [_key(p) for p in first["pairs"]]
     for r in reports[1:]:
@@ -94,6 +104,7 @@ def merge_diff_reports(reports: list[dict]) -> dict:
     result = common_fields(reports, ("pairs", "_path", "notes", "samples", "sample_labels", "verdict", "verdict_reason",
                                      "compared", "first_failure", "first_failure_module", "outputs_passed", "in_graph",
                                      "sample_digests"))
+    result["sides"] = first.get("sides")  # agreed on (``_how_run``): the first shard's model path
     result.update(_verdict(shards, pairs, first["criterion"]))
     result["samples"] = len(labels)
     result["sample_labels"] = labels
