@@ -35,3 +35,15 @@ def test_a_virtual_device_has_the_precision_of_the_device_it_chose(device, optio
     assert on.b.runner.inference_precision() == want
     assert on.criterion == cpu.criterion
     assert (want in ("bf16", "f16")) == any(f"computes in {want}" in n for n in on.notes), on.notes
+
+
+def test_openvino_against_itself_run_the_same_way_says_so():
+    """--runtime openvino --vs-runtime openvino printed no note, where ort against ort, --vs-device of A's
+    device and --vs-opt-level of A's level say B is A run the same way."""
+    same = lambda res: any("is A's own runtime" in n for n in res.notes)  # noqa: E731
+    assert same(api.diff(sample_path("cnn"), runtime="openvino", vs_runtime="openvino"))
+    assert same(api.diff(sample_path("cnn"), runtime="openvino", vs_runtime="openvino", vs_device="cpu",
+                         runtime_options={"INFERENCE_PRECISION_HINT": "f32"}))
+    assert not same(api.diff(sample_path("cnn"), runtime="openvino", vs_runtime="openvino", vs_device="AUTO:CPU"))
+    assert not same(api.diff(sample_path("cnn"), runtime="openvino", vs_runtime="ort"))
+    assert not same(api.diff(sample_path("cnn"), vs_runtime="openvino"))

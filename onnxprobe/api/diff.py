@@ -212,9 +212,6 @@ def diff(
     if vs_npz is not None:
         vs_npz = activations(vs_npz)  # read once, for A's inputs and for side B
         inputs, saved_notes = saved_inputs(a_model, inputs, vs_npz)
-    if vs_runtime is not None and vs_runtime == runtime and vs_device is None and runtime not in ("openvino", "tensorrt"):
-        saved_notes.append(f"--vs-runtime {vs_runtime} is A's own runtime: B is the same model run the same way, so the "
-                           "comparison shows only differences between two runs")
     if vs_device is not None and vs_runtime is None and vs_device == (config or RunConfig()).device:
         saved_notes.append(f"--vs-device {vs_device} is A's own device: B is the same model run the same way, so the "
                            "comparison shows only differences between two runs (give --device for A)")
@@ -227,6 +224,9 @@ def diff(
                                              vs_npz=vs_npz, config=config, runtime=runtime, runtime_options=runtime_options,
                                              max_memory=max_memory, constants=bool(selection and selection.include_constants),
                                              shapes={k: tuple(getattr(v, "shape", ())) for k, v in fs.values.items()})
+        if vs_runtime is not None and _run_alike(side_a, side_b):
+            saved_notes.insert(0, f"--vs-runtime {vs_runtime} is A's own runtime, on A's device with A's settings: B is the "
+                                  "same model run the same way, so the comparison shows only differences between two runs")
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,
                     introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile)
     except ExecutionError as e:
@@ -238,6 +238,13 @@ def diff(
         if not res.sensitivity:
             res.notes.append("--fp32-sensitivity: no QDQ layer of A could be kept in fp32 (it needs a QDQ model A and a model B)")
     return res
+
+
+def _run_alike(side_a: Side, side_b: Side) -> bool:
+    """Whether the two runners are the same runtime on the same device (as resolved: auto is CPU on
+    OpenVINO) with the same opt level, options and precision: what a note about a self-reference needs."""
+    how = [{k: v for k, v in s.runner.facts().items() if k not in ("model", "providers")} for s in (side_a, side_b)]
+    return how[0] == how[1]
 
 
 def checked_arguments(selection, config, inputs, tolerance, per_tensor) -> tuple:
