@@ -16,6 +16,9 @@ if TYPE_CHECKING:  # onnx costs a second to import: the OpenVINO worker, a packa
 
 RUNTIMES = ("ort", "openvino", "tensorrt", "reference")
 TAKES_OPTIONS = ("openvino", "tensorrt")  # runtimes with settings of their own (--runtime-option)
+# what the others are set with instead
+SETTINGS = {"ort": "its settings are the RunConfig's device and opt_level: --device, --opt-level",
+            "reference": "onnx.reference has no settings: it runs the graph as written, on the CPU"}
 
 
 def check_runtime(runtime: str, flag: str = "--runtime") -> str:
@@ -52,12 +55,11 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
                          f"optimisations: --runtime {runtime} does not take one")
     if config is not None and runtime == "reference" and config.device == "cuda":
         raise UsageError("device (--device, --vs-device) cuda: onnx.reference runs on the CPU (--runtime reference)")
-    if options and any(k.partition(":")[0] in RUNTIMES for k in options):  # RUNTIME:KEY, as diff takes them
+    if options and any(":" in k for k in options):  # RUNTIME:KEY, as diff takes them
         check_options_used([runtime], options)
         options = options_for(runtime, options)
     if options and runtime not in TAKES_OPTIONS:
-        raise UsageError(f"runtime_options (--runtime-option): {runtime} takes none (its settings are the RunConfig's "
-                         "device and opt_level: --device, --opt-level)")
+        raise UsageError(f"runtime_options (--runtime-option): {runtime} takes none ({SETTINGS[runtime]})")
     if runtime == "ort":
         from onnxprobe.runtime.runners.ort import OrtRunner
 
@@ -119,7 +121,10 @@ def check_options_used(runtimes: list[str], options: dict[str, str] | None) -> N
     check_options_type(options)
     for k in options or {}:
         prefix, sep, _ = k.partition(":")
-        if sep and prefix in RUNTIMES:
+        if sep and prefix not in RUNTIMES:  # none of OpenVINO's CPU properties nor TensorRT's settings has a colon in its name
+            raise UsageError(f"--runtime-option {k}: {prefix!r} is not a runtime (RUNTIME:KEY=VALUE names one of "
+                             f"{', '.join(RUNTIMES)})")
+        if sep:
             if prefix not in runtimes:
                 ran = list(dict.fromkeys(runtimes))
                 raise UsageError(f"--runtime-option {k}: {prefix} does not run here ({' and '.join(ran)} "
