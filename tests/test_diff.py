@@ -770,6 +770,8 @@ def test_flags_a_runtime_does_not_take_are_refused_and_self_references_noted():
     assert any("is A's own runtime" in n for n in same.notes)
     same = api.diff(sample_path("cnn"), vs_device="cpu", config=api.RunConfig(device="cpu"))
     assert any("is A's own device" in n for n in same.notes)
+    same = api.diff(sample_path("cnn"), vs_device="cpu")  # A's device "auto" is the CPU here: the same run (QA)
+    assert any("is A's own device" in n for n in same.notes) == (same.a.runner.device == "cpu")
     other = api.diff(sample_path("cnn"), vs_runtime="reference", config=api.RunConfig(device="cpu"))
     assert not any("own runtime" in n for n in other.notes)
 

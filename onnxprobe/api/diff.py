@@ -212,9 +212,6 @@ def diff(
     if vs_npz is not None:
         vs_npz = activations(vs_npz)  # read once, for A's inputs and for side B
         inputs, saved_notes = saved_inputs(a_model, inputs, vs_npz)
-    if vs_device is not None and vs_runtime is None and vs_device == (config or RunConfig()).device:
-        saved_notes.append(f"--vs-device {vs_device} is A's own device: B is the same model run the same way, so the "
-                           "comparison shows only differences between two runs (give --device for A)")
     if vs_opt_level is not None and vs_opt_level == (config or RunConfig()).opt_level:
         saved_notes.append(f"--vs-opt-level {vs_opt_level} is A's own opt-level: B is the same model run the same way, "
                            "so the comparison shows only differences between two runs (give --opt-level for A)")
@@ -224,6 +221,9 @@ def diff(
                                              vs_npz=vs_npz, config=config, runtime=runtime, runtime_options=runtime_options,
                                              max_memory=max_memory, constants=bool(selection and selection.include_constants),
                                              shapes={k: tuple(getattr(v, "shape", ())) for k, v in fs.values.items()})
+        if vs_device is not None and vs_runtime is None and _run_alike(side_a, side_b):  # auto resolved first
+            saved_notes.insert(0, f"--vs-device {vs_device} is A's own device: B is the same model run the same way, so "
+                                  "the comparison shows only differences between two runs (give --device for A)")
         if vs_runtime is not None and _run_alike(side_a, side_b):
             saved_notes.insert(0, f"--vs-runtime {vs_runtime} is A's own runtime, on A's device with A's settings: B is the "
                                   "same model run the same way, so the comparison shows only differences between two runs")
