@@ -60,7 +60,7 @@ class Probe:
     """What a rewritten model exposes for one tensor: names of the added graph outputs."""
 
     ref: TensorRef
-    stats_output: str | None = None  # [1, 10] float64 row, see onnxprobe.stats.tensor_stats.ROW (or, with
+    stats_output: str | None = None  # [1, 11] float64 row, see onnxprobe.stats.tensor_stats.ROW (or, with
     # stats_sums, the extremes [min, max, shift] of the row's two computed pieces: graph.stats_nodes.stats_parts)
     stats_sums: str | None = None  # the float64 [Σ(x-c), Σ(x-c)², Σ|x|, non-zero] of those pieces
     stats_block: int = 0  # > 0: stats_output holds per-block summaries of this many elements each

@@ -372,10 +372,10 @@ def test_merge_refuses_bare_nan_or_infinity_in_a_shards_sums(tmp_path):
         assert r.exit_code == 2 and "malformed moments" in r.stderr and "\n" not in r.stderr.strip(), r.output
 
 
-def test_float64_sums_past_its_range_merge_as_unknown(tmp_path):
-    """A float64 tensor near 1.7e308: a dataset run (an internal error: OverflowError) writes its moments
-    as unknown (null sums), and shards of it merge to an unknown mean with exact extremes and counts.
-    Oracle: numpy's min and max."""
+def test_float64_sums_past_its_range_merge_in_a_unit(tmp_path):
+    """A float64 tensor near 1.7e308: a dataset run (once an internal error: OverflowError, then unknown,
+    null, sums) keeps its moments in a unit of 2^k, and shards of it merge to the mean and std of the
+    whole, with exact extremes and counts. Oracle: numpy on the values scaled by 2^-1000 (exact)."""
     from onnx import TensorProto, helper
 
     m = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="n")], "g",
@@ -395,7 +395,9 @@ def test_float64_sums_past_its_range_merge_as_unknown(tmp_path):
     (t,) = [t for t in merged["tensors"] if t["name"] == "y"]
     both = np.concatenate(xs)
     assert t["min"] == both.min() and t["max"] == both.max() and t["count"] == 6
-    assert t["mean"] is None and t["std"] is None
+    y = both * 2.0 ** -1000
+    assert t["mean"] == pytest.approx(y.mean() * 2.0 ** 1000, rel=1e-12)
+    assert t["std"] == pytest.approx(y.std() * 2.0 ** 1000, rel=1e-12)
 
 
 def test_merge_refuses_shards_of_another_runtime(tmp_path):

@@ -149,18 +149,18 @@ def test_stats_rows_match_numpy(tmp_path):
     mark(sample_path("cnn"), out, "--all", "--stats")
     meta = exposed(out)
     assert meta["kind"] == "stats" and sorted(meta["row"]) == sorted(
-        ["count", "nan", "nonfinite", "nonzero", "min", "max", "shift", "sum_d", "sumsq_d", "sumabs"])
+        ["count", "nan", "nonfinite", "nonzero", "min", "max", "shift", "sum_d", "sumsq_d", "sumabs", "unit"])
     feeds = sample_feeds("cnn")
     got = run_plain(out, feeds)
     ref = ReferenceEvaluator(onnx.load(str(sample_path("cnn")))).run(None, feeds, intermediate=True)
     for output, tensor in meta["outputs"].items():
         row = got[output]
-        assert row.shape == (1, 10) and row.dtype == np.float64
+        assert row.shape == (1, 11) and row.dtype == np.float64
         x = ref[tensor].astype(np.float64).ravel()
         c = x.min() / 2 + x.max() / 2  # the moments are about the middle of the range
         by_name = {"count": x.size, "nan": 0, "nonfinite": 0, "nonzero": np.count_nonzero(x), "min": x.min(),
                    "max": x.max(), "shift": c, "sum_d": (x - c).sum(), "sumsq_d": ((x - c) ** 2).sum(),
-                   "sumabs": np.abs(x).sum()}
+                   "sumabs": np.abs(x).sum(), "unit": 1.0}  # float32 values: sums in units of 1
         want = [by_name[c] for c in meta["row"]]  # the layout the metadata documents
         np.testing.assert_allclose(row[0], want, rtol=1e-4, atol=1e-4, err_msg=tensor)
 

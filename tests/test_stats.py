@@ -52,7 +52,8 @@ def test_row_round_trip():
     from onnxprobe.stats.tensor_stats import ROW
 
     col = {"count": st.count, "nan": st.nan, "nonfinite": st.nan + st.inf, "nonzero": st.count - st.zeros,
-           "min": st.min, "max": st.max, "shift": st.shift, "sum_d": st.s1, "sumsq_d": st.s2, "sumabs": st.sumabs}
+           "min": st.min, "max": st.max, "shift": st.shift, "sum_d": st.s1, "sumsq_d": st.s2, "sumabs": st.sumabs,
+           "unit": st.unit}
     row = np.array([[col[c] for c in ROW]])
     assert TensorStats.from_row(row) == st
     assert TensorStats.from_rows(np.concatenate([row, row])) == st.merge(st)

@@ -295,14 +295,17 @@ def test_a_difference_past_float32s_range_is_measured_not_a_crash(n):
     assert r.metrics.cosine == pytest.approx(-1.0, abs=1e-9) and r.passed is False
 
 
-def test_float64_sums_past_its_range_leave_the_moments_unknown_not_clamped():
-    """float64 values near 1.8e308: Σ(x - c) overflows float64, so the mean is unknown (NaN, null in JSON),
-    never the data's extreme (it read -1.7e308 for a mean of -1.8e305); min, max and counts stay exact."""
+def test_float64_values_near_its_limit_keep_their_moments():
+    """float64 values near 1.8e308: Σ(x - c) overflowed float64 and the mean read unknown (earlier still,
+    the data's extreme); the sums are kept in a unit near the values (``TensorStats.unit``), so mean, std
+    and abs_mean match numpy on the data scaled by a power of two; min, max and counts stay exact."""
     x = np.random.default_rng(18).choice([1e300, -1e300, 1.7e308, -1.7e308], 1000)
     st = TensorStats.from_array(x)
     assert st.min == x.min() and st.max == x.max() and st.count == 1000
-    assert math.isnan(st.mean) and math.isnan(st.std)
-    assert st.to_dict()["mean"] is None and st.to_dict()["std"] is None
+    y = x / 2.0 ** 1000
+    assert st.mean == pytest.approx(y.mean() * 2.0 ** 1000, rel=1e-9)
+    assert st.std == pytest.approx(y.std() * 2.0 ** 1000, rel=1e-12)
+    assert st.to_dict()["abs_mean"] == pytest.approx(np.abs(y).mean() * 2.0 ** 1000, rel=1e-12)
 
 
 def test_pair_sums_of_opposite_infinities_raise_no_numpy_warning():

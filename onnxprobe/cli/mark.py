@@ -13,7 +13,7 @@ from onnxprobe.cli.options import (
     ShapeOpt, inputs_of, selection_of, ColumnsOpt, TableFormatOpt, WideOpt, view_of,
 )
 
-StatsOpt = Annotated[bool, typer.Option("--stats", help="Expose each tensor's in-graph statistics ([1, 10] float64 row: count, nan, nonfinite, min, max, shift c, sum of x-c, sum of (x-c)^2, sum of |x|, non-zero count) instead of the tensor.", rich_help_panel="Output")]
+StatsOpt = Annotated[bool, typer.Option("--stats", help="Expose each tensor's in-graph statistics ([1, 11] float64 row: count, nan, nonfinite, min, max, shift c, sum of x-c, sum of (x-c)^2, sum of |x|, non-zero count, the unit u of the three sums: 1 but for float64 past 2^400 or below 2^-400) instead of the tensor.", rich_help_panel="Output")]
 
 
 @handle_errors

@@ -1,7 +1,7 @@
 """``diff`` in one run: both models in one graph (``graph.merge``), each pair's metrics computed in the
 graph right behind its two producers (``graph.pair_nodes``), and each layer's introduced error there
 too: B's node(s) fed with A's matched inputs (``compare.introduced.cone``), compared with A's tensor.
-Only [1, 10] rows and shapes leave the run, so no activation is held on the host, whatever the model
+Only [1, 11] rows and shapes leave the run, so no activation is held on the host, whatever the model
 sizes: memory is that of the two models running side by side.
 
 The graph is built once (``build``) and run on any number of feeds (``run``: a dataset's samples go

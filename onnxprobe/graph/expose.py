@@ -4,7 +4,7 @@ Contract: ``expose(model, refs, ...)`` returns a *new* model and one ``Probe`` p
 never touched, and the nodes of the original graph are left as they are (the pass only appends nodes and
 outputs), so the model's own outputs are bitwise unchanged when optimisations are off.
 
-Statistics are computed in the graph, next to the tensor, so only a [1, 10] float64 row per tensor leaves
+Statistics are computed in the graph, next to the tensor, so only a [1, 11] float64 row per tensor leaves
 the device (layout: ``onnxprobe.stats.tensor_stats.ROW``). Tensors inside If / Loop / Scan bodies are
 lifted out level by level: each enclosing body gains an output and its node a matching output; the other
 If branch returns a placeholder (the identity row for statistics, an empty tensor for raw values); the

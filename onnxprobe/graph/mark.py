@@ -5,7 +5,7 @@ Contract: ``mark(model, refs, stats=False)`` returns a new model and one ``Marke
 ``model`` (ideally annotated by shape inference) is never modified. Built on ``graph.expose``: raw
 tensors are lifted out of If / Loop / Scan bodies (stacked along a leading iteration axis in a Loop or
 Scan body, empty when their If branch did not run); ``stats=True`` exposes the in-graph statistics row
-([1, 10] float64, layout ``stats.tensor_stats.ROW``) instead of each raw tensor.
+([1, 11] float64, layout ``stats.tensor_stats.ROW``) instead of each raw tensor.
 
 Each added output gets the best type known statically (tensor, sequence, optional...). ``untyped``
 lists the outputs whose element type or rank is still unknown; ``with_output_types`` fills them (the API

@@ -1,5 +1,7 @@
-"""In-graph statistics: the nodes that reduce a tensor to one [1, 10] float64 row (layout
-``stats.tensor_stats.ROW``: count, nan, nonfinite, min, max, shift, Σ(x-c), Σ(x-c)², Σ|x|, non-zero),
+"""In-graph statistics: the nodes that reduce a tensor to one [1, 11] float64 row (layout
+``stats.tensor_stats.ROW``: count, nan, nonfinite, min, max, shift, Σ(x-c), Σ(x-c)², Σ|x|, non-zero, and
+the unit the three sums are in: 1 but for float64 tensors past ``UNIT_RANGE``, whose sums, scaled back to
+their own values, would overflow or underflow float64),
 and the nodes that merge the rows a Loop or Scan stacks.
 
 Moments are taken about a shift c = (min + max) / 2, so they never cancel (``stats.tensor_stats``).
@@ -20,7 +22,9 @@ Two forms:
   ("in-graph": self-contained, for ``mark --stats``), or by the caller in one more run over just those
   tensors ("deferred": If nodes cost onnxruntime a subgraph each to initialise).
 
-Other tensors (ints, bool, double, unknown rank) are cast to float64 whole and take the careful form.
+Other tensors (ints, bool, double, unknown rank) are cast to float64 whole and take the careful form;
+int64 and uint64 ones are first centred in the integers (``_int_centered``: float64 keeps 53 bits, and
+2^62 + 1, + 3, + 5 cast whole all read 2^62, a std of 0).
 
 A reader that assembles the statistics itself (``stats_parts``: layers, whose plans are made for the run's
 input shapes) gets, for a float tensor of known size, the **block form** instead: the tensor as rows of
@@ -36,14 +40,15 @@ import onnx
 from onnx import TensorProto, helper
 
 from onnxprobe.graph.builder import GraphBuilder, interleave
-from onnxprobe.stats.tensor_stats import BLOCK_PARTS, COL, MAX_COL, MIN_COL, ROW, SAFE_HALF_RANGE, needs_rerun
+from onnxprobe.stats.tensor_stats import BLOCK_PARTS, COL, MAX_COL, MIN_COL, ROW, SAFE_HALF_RANGE, UNIT_RANGE, needs_rerun
 
 ROW_WIDTH = len(ROW)
 # additive columns merge by sum, MIN_COL by min and MAX_COL by max; the shifted sums need a common shift
-IDENTITY_ROW = np.array([[0, 0, 0, np.inf, -np.inf, 0, 0, 0, 0, 0]], dtype=np.float64)
+IDENTITY_ROW = np.array([[0, 0, 0, np.inf, -np.inf, 0, 0, 0, 0, 0, 1]], dtype=np.float64)
 UNSUPPORTED_STATS_DTYPES = {TensorProto.STRING, TensorProto.UNDEFINED}
 EXACT_IN_DOUBLE = {TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
                    TensorProto.INT32, TensorProto.UINT32, TensorProto.INT64, TensorProto.UINT64}
+WIDE_INTS = {TensorProto.INT64: TensorProto.INT64, TensorProto.UINT64: TensorProto.UINT64}  # past float64's 53 bits
 MIN_OPSET = 9  # IsNaN and Where
 TINY32 = np.float32(1.4e-45)  # the smallest float32 subnormal: a half-range that is 0 divides by this
 
@@ -85,7 +90,7 @@ class StatsBuilder(GraphBuilder):
         f, axes, row, elem = self._prepared(x, elem_type, shape)
         size = self._size(f, b)
         if elem_type in EXACT_IN_DOUBLE:  # integers and bool: no NaN or Inf to mask, every sum exact enough in float64
-            return self._fast_row(f, b, axes, size, row, elem)
+            return self._fast_row(f, b, axes, size, row, elem, self._int_centered(x, f, elem_type))
         if nonfinite == "masked":
             return self._careful_row(f, b, axes, size, elem, row)
         fast = self._fast_row(f, b, axes, size, row, elem)
@@ -104,7 +109,7 @@ class StatsBuilder(GraphBuilder):
         block = block_size(shape) if elem == TensorProto.FLOAT else None
         if block:
             return self.block_parts(f, x, block), None, block
-        return (*self._fast_parts(f, x, axes, row, elem), 0)
+        return (*self._fast_parts(f, x, axes, row, elem, self._int_centered(x, f, elem_type)), 0)
 
     def block_parts(self, f: str, b: str, block: int) -> str:
         """The float32 tensor ``f`` as rows of ``block`` elements, each reduced to ``BLOCK_PARTS`` (its
@@ -195,16 +200,55 @@ class StatsBuilder(GraphBuilder):
         rows = self.node("Reshape", [cat, self.const(np.array([len(terms), -1], np.int64))], f"{b}.parts2d")
         return self.red("ReduceSum", rows, f"{b}.sums", axes=[1], keepdims=0)
 
-    def _fast_parts(self, f: str, b: str, axes: list[int], row: int | None, elem: int) -> tuple[str, str]:
+    def _int_centered(self, x: str, f: str, elem_type: int | None) -> tuple[str, str, str, str] | None:
+        """For an int64 or uint64 tensor ``x`` (``f``: its flat float64 copy): (lo, hi, c, x - c) in float64,
+        with c the midpoint rounded to a float64 and x - c taken in the integers (it wraps modulo 2^64 and
+        reads back right as int64 while the range is under 2^62; past that, float64's rounding is far below
+        the spread and x - c is taken in float64). hi moves up an ulp where distinct values round to one
+        float64 (so the tensor does not read as constant: ``TensorStats._from_int64`` does the same).
+        None for any other type."""
+        if elem_type not in WIDE_INTS:
+            return None
+        b, to = x, elem_type
+        flat = self.node("Reshape", [x, self.const(np.array([-1], np.int64))], f"{b}.iflat")
+        lo_i = self.red("ReduceMin", flat, f"{b}.imin", keepdims=1)
+        hi_i = self.red("ReduceMax", flat, f"{b}.imax", keepdims=1)
+        lo = self.node("Cast", [lo_i], f"{b}.imin.f64", to=TensorProto.DOUBLE)
+        hi = self.node("Cast", [hi_i], f"{b}.imax.f64", to=TensorProto.DOUBLE)
+        top = float(np.nextafter(2.0 ** 63 if to == TensorProto.INT64 else 2.0 ** 64, 0))  # the largest float64 in the type
+        mid = self.node("Floor", [self.node("Add", [self.node("Mul", [lo, self.f64(0.5)], f"{b}.ilo2"),
+                                                     self.node("Mul", [hi, self.f64(0.5)], f"{b}.ihi2")], f"{b}.imid_raw")], f"{b}.imid_f")
+        c = self.node("Min", [mid, self.f64([top])], f"{b}.ishift")
+        c_i = self.node("Cast", [c], f"{b}.ishift.int", to=to)
+        d_i = self.node("Sub", [flat, c_i], f"{b}.id")
+        if to == TensorProto.UINT64:
+            d_i = self.node("Cast", [d_i], f"{b}.id.signed", to=TensorProto.INT64)
+        d_int = self.node("Cast", [d_i], f"{b}.id.f64", to=TensorProto.DOUBLE)
+        wide = self.node("Greater", [self.node("Sub", [hi, lo], f"{b}.irange"), self.f64(2.0 ** 61)], f"{b}.iwide")
+        d = self.node("Where", [wide, self.node("Sub", [f, c], f"{b}.id_wide"), d_int], f"{b}.d_exact")
+        dlo = self.red("ReduceMin", d_int, f"{b}.idmin", keepdims=1)
+        dhi = self.red("ReduceMax", d_int, f"{b}.idmax", keepdims=1)
+        same = self.node("And", [self.node("Equal", [lo, hi], f"{b}.ilohi_eq"), self.node("Less", [dlo, dhi], f"{b}.id_spread")],
+                         f"{b}.irounded")
+        up = self.node("Add", [hi, self.node("Mul", [self.node("Abs", [hi], f"{b}.iabshi"), self.f64(2.0 ** -52)], f"{b}.iulp")], f"{b}.ihi_up")
+        hi = self.node("Where", [same, up, hi], f"{b}.imax.out")
+        return lo, hi, c, d
+
+    def _fast_parts(self, f: str, b: str, axes: list[int], row: int | None, elem: int,
+                    centered: tuple[str, str, str, str] | None = None) -> tuple[str, str]:
         """(extremes [lo, hi, c] concatenated on axis 0, the float64 sums [4]) of ``f``: float32 (or, for
-        the flat forms, float64, ``elem``)."""
-        lo = self.red("ReduceMin", f, f"{b}.min", keepdims=1)
-        hi = self.red("ReduceMax", f, f"{b}.max", keepdims=1)
-        # (lo + hi) / 2 overflows to inf only for |x| near float32's limit: the sums then come out
-        # non-finite, which needs_rerun catches (the careful row halves before it adds)
-        half = self.f32(0.5) if elem == TensorProto.FLOAT else self.f64(0.5)
-        c = self.node("Mul", [self.node("Add", [lo, hi], f"{b}.lohi"), half], f"{b}.shift")
-        d = self.node("Sub", [f, c], f"{b}.d")
+        the flat forms, float64, ``elem``). ``centered``: the extremes, shift and x - c where they were
+        taken apart from ``f`` (``_int_centered``)."""
+        if centered is not None:
+            lo, hi, c, d = centered
+        else:
+            lo = self.red("ReduceMin", f, f"{b}.min", keepdims=1)
+            hi = self.red("ReduceMax", f, f"{b}.max", keepdims=1)
+            # (lo + hi) / 2 overflows to inf only for |x| near float32's limit: the sums then come out
+            # non-finite, which needs_rerun catches (the careful row halves before it adds)
+            half = self.f32(0.5) if elem == TensorProto.FLOAT else self.f64(0.5)
+            c = self.node("Mul", [self.node("Add", [lo, hi], f"{b}.lohi"), half], f"{b}.shift")
+            d = self.node("Sub", [f, c], f"{b}.d")
         # the non-zero count: x != 0 as a bool, cast back and summed (4x faster than Σ|sign(x)|)
         nonzero = self.node("Cast", [self.node("Cast", [f], f"{b}.nonzero.b", to=TensorProto.BOOL)], f"{b}.nonzero.f",
                             to=elem)
@@ -216,11 +260,12 @@ class StatsBuilder(GraphBuilder):
                           exact=("s1", "s2"))
         return self.node("Concat", [lo, hi, c], f"{b}.mmc", axis=0), sums  # lo, hi and c keep their (all ones) dims
 
-    def _fast_row(self, f: str, b: str, axes: list[int], size: str, row: int | None = 0, elem: int = TensorProto.FLOAT) -> str:
-        mmc, sums = self._fast_parts(f, b, axes, row, elem)
+    def _fast_row(self, f: str, b: str, axes: list[int], size: str, row: int | None = 0, elem: int = TensorProto.FLOAT,
+                  centered: tuple[str, str, str, str] | None = None) -> str:
+        mmc, sums = self._fast_parts(f, b, axes, row, elem, centered)
         # of rank 1 (axes [0]: the flat float64 rows), [3] already; else [3, 1, ...]
         extremes = self.node("Cast", [mmc], f"{b}.mmc.f64", to=TensorProto.DOUBLE) if axes == [0] else self._as64(mmc, b, "mmc")
-        return self._row([size, self.f64([0.0, 0.0]), extremes, sums], b)
+        return self._row([size, self.f64([0.0, 0.0]), extremes, sums, self.f64([1.0])], b)
 
     def _careful_row(self, f: str, b: str, axes: list[int], size: str, elem: int, row: int | None = 0) -> str:
         """NaN / Inf masked out (counted), x - c divided by the half-range, sums scaled back in float64.
@@ -256,12 +301,18 @@ class StatsBuilder(GraphBuilder):
                            ("ReduceSum", nanc, nanc_tag), ("ReduceSum", badc, badc_tag), ("ReduceSum", nzc, nzc_tag)], b, axes, row,
                           double=elem == TensorProto.DOUBLE, exact=("s1", "s2"))  # see _fast_parts
         h64, am64 = self._as64(h, b, "h"), self._as64(am, b, "am")
-        scale = self.node("Concat", [h64, self.node("Mul", [h64, h64], f"{b}.h2"), am64, self.f64([1.0, 1.0, 1.0])],
-                          f"{b}.scale", axis=0)
-        sums = self.node("Mul", [sums, scale], f"{b}.sums_scaled")  # s1 * h, s2 * h², sumabs * am, counts
+        # the unit u of the sums (TensorStats.unit): 1, or for float64 past UNIT_RANGE the abs-max itself
+        # (the host takes the power of two below it; any unit will do, the row carries it)
+        extreme = self.node("Or", [self.node("Greater", [am64, self.f64(UNIT_RANGE[1])], f"{b}.am_big"),
+                                   self.node("Less", [am64, self.f64(UNIT_RANGE[0])], f"{b}.am_small")], f"{b}.am_extreme")
+        unit = self.node("Where", [extreme, am64, self.f64([1.0])], f"{b}.unit")
+        hu = self.node("Div", [h64, unit], f"{b}.hu")
+        scale = self.node("Concat", [hu, self.node("Mul", [hu, hu], f"{b}.hu2"), self.node("Div", [am64, unit], f"{b}.amu"),
+                                     self.f64([1.0, 1.0, 1.0])], f"{b}.scale", axis=0)
+        sums = self.node("Mul", [sums, scale], f"{b}.sums_scaled")  # s1 * h/u, s2 * (h/u)², sumabs * am/u, counts
         pick = (lambda cols, tag: self.node("Gather", [sums, self.const(np.array(cols, np.int64))], f"{b}.{tag}", axis=0))
         extremes = self._as64(self.node("Concat", [lo, hi, c], f"{b}.mmc", axis=0), b, "mmc")
-        return self._row([size, pick([3, 4], "counts"), extremes, pick([0, 1, 2, 5], "moments")], b)
+        return self._row([size, pick([3, 4], "counts"), extremes, pick([0, 1, 2, 5], "moments"), unit], b)
 
     def _checked(self, fast: str, f: str, b: str, axes: list[int], size: str, row: int | None, elem: int = TensorProto.FLOAT) -> str:
         """An If that returns the careful row when the fast one cannot be trusted (the condition of
@@ -291,9 +342,10 @@ class StatsBuilder(GraphBuilder):
         return out
 
     def merge_rows(self, stacked: str) -> str:
-        """Rows stacked by Loop/Scan, [..., 1, 10] -> one merged [1, 10] row (empty stack -> identity row):
-        counts and Σ|x| add, extremes combine, and the shifted sums move to the merged range's shift c:
-        Σ(x-c) = Σ_i s1_i + n_i (c_i - c), Σ(x-c)² = Σ_i s2_i + 2 (c_i - c) s1_i + n_i (c_i - c)²."""
+        """Rows stacked by Loop/Scan, [..., 1, 11] -> one merged [1, 11] row (empty stack -> identity row):
+        counts add, extremes combine, the sums move to the largest unit u (r_i = u_i / u) and the shifted
+        ones to the merged range's shift c (δ_i = (c_i - c) / u): Σ|x| = Σ_i r_i a_i,
+        Σ(x-c) = Σ_i r_i s1_i + n_i δ_i, Σ(x-c)² = Σ_i r_i² s2_i + 2 δ_i r_i s1_i + n_i δ_i²."""
         s = stacked
         r = self.node("Reshape", [stacked, self.const(np.array([-1, ROW_WIDTH], np.int64))], f"{s}.rows")
         col = (lambda k: self.node("Gather", [r, self.const(np.array(k, np.int64))], f"{s}.col{k}", axis=1))
@@ -303,8 +355,14 @@ class StatsBuilder(GraphBuilder):
         c = self.node("Add", [self.node("Mul", [lo, self.f64(0.5)], f"{s}.lo2"), self.node("Mul", [hi, self.f64(0.5)], f"{s}.hi2")], f"{s}.c_raw")
         c = self.node("Where", [self.node("IsNaN", [self.node("Sub", [c, c], f"{s}.c_minus_c")], f"{s}.c_bad"), self.f64(0.0), c], f"{s}.c")
         n = self.node("Sub", [col(COL["count"]), col(COL["nonfinite"])], f"{s}.n")
-        delta = self.node("Sub", [col(COL["shift"]), c], f"{s}.delta")
-        s1i, s2i = col(COL["sum_d"]), col(COL["sumsq_d"])
+        units = col(COL["unit"])
+        u = self.red("ReduceMax", units, f"{s}.unit", keepdims=0)
+        ratio = self.node("Div", [units, u], f"{s}.uratio")
+        delta = self.node("Div", [self.node("Sub", [col(COL["shift"]), c], f"{s}.delta_raw"), u], f"{s}.delta")
+        s1i = self.node("Mul", [col(COL["sum_d"]), ratio], f"{s}.s1u")
+        s2i = self.node("Mul", [col(COL["sumsq_d"]), self.node("Mul", [ratio, ratio], f"{s}.uratio2")], f"{s}.s2u")
+        absi = self.node("Mul", [col(COL["sumabs"]), ratio], f"{s}.absu")
+        sumabs = self.red("ReduceSum", absi, f"{s}.sumabs", keepdims=0)
         nd = self.node("Mul", [n, delta], f"{s}.nd")
         s1 = self.red("ReduceSum", self.node("Add", [s1i, nd], f"{s}.s1i"), f"{s}.s1", keepdims=0)
         s2_terms = self.node("Add", [self.node("Add", [s2i, self.node("Mul", [self.node("Mul", [delta, s1i], f"{s}.ds1"), self.f64(2.0)],
@@ -312,11 +370,13 @@ class StatsBuilder(GraphBuilder):
                                      self.node("Mul", [nd, delta], f"{s}.ndd")], f"{s}.s2i")
         s2 = self.red("ReduceSum", s2_terms, f"{s}.s2", keepdims=0)
         moments = self.node("Reshape", [self.node("Concat", [self.node("Reshape", [t, self.const(np.array([1], np.int64))], f"{s}.{k}1")
-                                                             for t, k in ((lo, "lo"), (hi, "hi"), (c, "cc"), (s1, "s1"), (s2, "s2"))],
-                                                  f"{s}.lhcs", axis=0), self.const(np.array([1, 5], np.int64))], f"{s}.lhcs2")
+                                                             for t, k in ((lo, "lo"), (hi, "hi"), (c, "cc"), (s1, "s1"), (s2, "s2"),
+                                                                          (sumabs, "sa"))],
+                                                  f"{s}.lhcs", axis=0), self.const(np.array([1, 6], np.int64))], f"{s}.lhcs2")
         counts = self.node("Gather", [sums, self.const(np.array([COL["count"], COL["nan"], COL["nonfinite"]], np.int64))], f"{s}.counts", axis=1)
-        tail = self.node("Gather", [sums, self.const(np.array([COL["sumabs"], COL["nonzero"]], np.int64))], f"{s}.tail", axis=1)
-        merged = self.node("Concat", [counts, moments, tail], f"{s}.merged_raw", axis=1)
+        nonzero = self.node("Gather", [sums, self.const(np.array([COL["nonzero"]], np.int64))], f"{s}.nonzero", axis=1)
+        unit = self.node("Reshape", [u, self.const(np.array([1, 1], np.int64))], f"{s}.unit11")
+        merged = self.node("Concat", [counts, moments, nonzero, unit], f"{s}.merged_raw", axis=1)
         return merged
 
 

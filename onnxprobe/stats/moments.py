@@ -7,6 +7,9 @@ exact rational arithmetic, so the partials represent those sums exactly, whateve
 near 1e20, fills of -3.4e38). Merging shards adds partials, exactly, in any order and grouping; ``stats``
 rounds once, at the end, computing the mean and the variance exactly from the totals (no cancellation:
 var = Σx²/n - (Σx/n)² is evaluated in rationals). Counts are integers and min/max exact by nature.
+Values past ``tensor_stats.UNIT_RANGE`` (float64 near 1e160, or subnormals) keep their sums in units of
+2^exp (Σx and Σ|x| in 2^exp, Σx² in 2^(2 exp)), where float64 partials hold them; shards in different
+units meet at the larger, exactly (a power of two moves only the exponents).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.stats.tensor_stats import TensorStats, unit_for
 
 
 def _add(partials: list[float], x: float) -> list[float]:
@@ -91,42 +94,60 @@ class Moments:
     sum: list[float] = field(default_factory=list)  # Σx, exact partials
     sumsq: list[float] = field(default_factory=list)  # Σx², exact partials
     sumabs: list[float] = field(default_factory=list)  # Σ|x|, exact partials
+    exp: int = 0  # the sums are in units of 2^exp (Σx² in 2^(2 exp)): see the module doc
 
     @classmethod
     def from_stats(cls, st: TensorStats) -> "Moments":
         n = st.finite
+        e = _exp_for(st.min, st.max)
+        unit, scale = Fraction(st.unit), Fraction(2) ** -e
         if not n:
             sx = sx2 = Fraction(0)
         elif not all(math.isfinite(v) for v in (st.shift, st.s1, st.s2)):  # sums past float64's range: unknown
-            return cls(st.count, st.nan, st.inf, st.zeros, st.min, st.max, [math.nan], [math.nan], exact_sum([st.sumabs]))
-        else:
-            c, s1, s2 = Fraction(st.shift), Fraction(st.s1), Fraction(st.s2)
+            return cls(st.count, st.nan, st.inf, st.zeros, st.min, st.max, [math.nan], [math.nan],
+                       partials_of(Fraction(st.sumabs) * unit * scale) if math.isfinite(st.sumabs) else [math.nan], e)
+        else:  # Σx/2^e and Σx²/2^(2e), exactly
+            c, s1, s2 = Fraction(st.shift) * scale, Fraction(st.s1) * unit * scale, Fraction(st.s2) * (unit * scale) ** 2
             sx = n * c + s1
             sx2 = s2 + 2 * c * s1 + n * c * c
-        return cls(st.count, st.nan, st.inf, st.zeros, st.min, st.max, partials_of(sx), partials_of(sx2),
-                   exact_sum([st.sumabs]))
+        sa = partials_of(Fraction(st.sumabs) * unit * scale) if math.isfinite(st.sumabs) else [math.nan]
+        return cls(st.count, st.nan, st.inf, st.zeros, st.min, st.max, partials_of(sx), partials_of(sx2), sa, e)
 
     def merge(self, o: "Moments") -> "Moments":
+        e = max(self.exp, o.exp)
+        x, y = self._in(e), o._in(e)
         return Moments(self.count + o.count, self.nan + o.nan, self.inf + o.inf, self.zeros + o.zeros,
-                       min(self.min, o.min), max(self.max, o.max), exact_sum(self.sum + o.sum),
-                       exact_sum(self.sumsq + o.sumsq), exact_sum(self.sumabs + o.sumabs))
+                       min(self.min, o.min), max(self.max, o.max), exact_sum(x.sum + y.sum),
+                       exact_sum(x.sumsq + y.sumsq), exact_sum(x.sumabs + y.sumabs), e)
+
+    def _in(self, e: int) -> "Moments":
+        """These sums in units of 2^e (e >= exp: exact but for partials that fall below float64's range)."""
+        k = self.exp - e
+        if not k:
+            return self
+        move = (lambda ps, p: [math.ldexp(v, p * k) for v in ps])
+        return Moments(self.count, self.nan, self.inf, self.zeros, self.min, self.max, move(self.sum, 1),
+                       move(self.sumsq, 2), move(self.sumabs, 1), e)
 
     def stats(self) -> TensorStats:
-        """The merged statistics, each rounded once: about the exact mean, s1 is 0 and s2 = n·var."""
+        """The merged statistics, each rounded once: about the exact mean, s1 is 0 and s2 = n·var (in the
+        unit 2^exp, where they keep their digits)."""
         n = self.count - self.nan - self.inf
         if n <= 0:
             return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min, self.max)
+        unit = math.ldexp(1.0, self.exp)
         if not all(math.isfinite(p) for p in self.sum + self.sumsq):  # a shard's sums overflowed: moments unknown
             return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min, self.max, math.nan, math.nan, math.nan,
-                               math.fsum(self.sumabs))
+                               math.fsum(self.sumabs), unit)
         sx, sx2 = value_of(self.sum), value_of(self.sumsq)
         mean = sx / n
         m2 = max(sx2 - sx * mean, Fraction(0))  # Σ(x - mean)², exactly
-        c = float(mean)
-        s1 = float(sx - n * Fraction(c))  # Σ(x - c) for the rounded c
-        s2 = float(m2 + (mean - Fraction(c)) ** 2 * n)
+        c = float(mean * Fraction(unit))
+        cu = Fraction(c) / Fraction(unit)  # the rounded shift, in the unit
+        s1 = float(sx - n * cu)  # Σ(x - c) for the rounded c
+        s2 = float(m2 + (mean - cu) ** 2 * n)
         return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min, self.max, c, s1, s2,
-                           math.fsum(self.sumabs))
+                           math.fsum(self.sumabs), unit)
 
     def to_dict(self) -> dict:
         def f(v: float) -> float | None:
@@ -136,7 +157,8 @@ class Moments:
             return [p if math.isfinite(p) else None for p in v]
 
         return {"count": self.count, "nan": self.nan, "inf": self.inf, "zeros": self.zeros, "min": f(self.min),
-                "max": f(self.max), "sum": sums(self.sum), "sumsq": sums(self.sumsq), "sumabs": sums(self.sumabs)}
+                "max": f(self.max), "sum": sums(self.sum), "sumsq": sums(self.sumsq), "sumabs": sums(self.sumabs),
+                "exp": self.exp}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Moments":
@@ -160,5 +182,13 @@ class Moments:
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"{k} must be a non-negative integer")
             counts.append(v)
+        exp = d.get("exp", 0)  # absent: a report written before units (every sum in units of 1)
+        if not isinstance(exp, int) or isinstance(exp, bool) or abs(exp) > 1100:
+            raise ValueError("exp must be an integer (the power of two the sums are in units of)")
         return cls(*counts, bound(d["min"], math.inf), bound(d["max"], -math.inf),
-                   partial_list(d["sum"]), partial_list(d["sumsq"]), partial_list(d["sumabs"]))
+                   partial_list(d["sum"]), partial_list(d["sumsq"]), partial_list(d["sumabs"]), exp)
+
+
+def _exp_for(lo: float, hi: float) -> int:
+    """The exponent of ``tensor_stats.unit_for`` (0 inside UNIT_RANGE)."""
+    return math.frexp(unit_for(lo, hi))[1] - 1

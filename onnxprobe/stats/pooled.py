@@ -9,6 +9,12 @@ from the totals (``metrics``): SQNR = 10 log10(Σb² / Σ(a-b)²) over all sampl
 with ties broken by the lower (sample, index), so shards merge to the same bytes in any order; one
 sample's PairSums gives exactly the metrics ``compare`` gives for that sample (``compare`` is built on it).
 
+Float64 pairs past ``tensor_stats.UNIT_RANGE`` (values near 1e160, or subnormals) keep their sums in
+units of 2^exp (Σ|a-b| in 2^exp, the squares and products in 2^(2 exp)), where float64 holds them (their
+squares overflow past ~1.3e154: cosine 0 and -inf dB for a pair 1e-7 apart); pairs of different units
+meet at the larger, exactly. Integer pairs take a - b in the integers (float64 keeps 53 bits: int64
+values past 2^53 that differ by 2 read equal once cast).
+
 The sums of an introduced error (``light``) take no max |b|, allclose excess or max relative error: their
 fields hold the merge identities (0, -inf, 0), ``introduced`` turns them into an ``IntroducedError`` and
 ``metrics`` refuses them. A light sum merged with a full one is light.
@@ -23,6 +29,7 @@ import numpy as np
 
 from onnxprobe.stats.metrics import REL_FLOOR, IntroducedError, PairMetrics, from_sums, sqnr_from_norms
 from onnxprobe.stats.moments import exact_sum
+from onnxprobe.stats.tensor_stats import unit_for
 
 SUMS = ("sum_abs", "dd", "aa", "bb", "ab")
 # what light sums hold for the fields they do not take (module doc): the merge identities
@@ -51,18 +58,19 @@ class PairSums:
     light: bool = False  # an introduced error's sums: no max |b|, allclose excess or max relative error
     positions: int | None = None  # element positions over every sample, NaN/Inf ones too (None: an older report)
     mismatch_sample: int | None = None  # the first sample with a NaN/Inf mismatch (None: none, or an older report)
+    exp: int = 0  # the sums are in units of 2^exp (the squares and products in 2^(2 exp)): the module doc
 
     @classmethod
     def one(cls, sample: int, shape: tuple[int, ...], *, count: int, max_abs: float, argmax: int, b_absmax: float,
             excess: float, max_rel: float, sum_abs: float, dd: float, aa: float, bb: float, ab: float,
-            mismatch: int = 0, light: bool = False) -> "PairSums":
+            mismatch: int = 0, light: bool = False, exp: int = 0) -> "PairSums":
         """One sample's sums (from the graph's row, a device, or numpy); ``light``: an introduced error's,
-        whose ``b_absmax``, ``excess`` and ``max_rel`` are ignored."""
+        whose ``b_absmax``, ``excess`` and ``max_rel`` are ignored; ``exp``: the sums' unit, 2^exp."""
         shape = tuple(int(d) for d in shape)
         out = cls(1, count, mismatch, float(max_abs), (sample, int(argmax)), shape, float(b_absmax), float(excess),
                   float(max_rel), sample, exact_sum([sum_abs]), exact_sum([dd]), exact_sum([aa]), exact_sum([bb]),
                   exact_sum([ab]), shape, {sample: sqnr_from_norms(math.sqrt(max(bb, 0.0)), math.sqrt(max(dd, 0.0)))},
-                  positions=math.prod(shape), mismatch_sample=sample if mismatch else None)
+                  positions=math.prod(shape), mismatch_sample=sample if mismatch else None, exp=exp)
         return out.as_introduced() if light else out
 
     def as_introduced(self) -> "PairSums":
@@ -78,6 +86,9 @@ class PairSums:
             raise ValueError(f"sample {min(set(self.per_sample) & set(o.per_sample))} counted twice")
         if self.light != o.light:
             return self.as_introduced().merge(o.as_introduced())
+        if self.exp != o.exp:
+            e = max(self.exp, o.exp)
+            return self.in_units(e).merge(o.in_units(e))
         # the worst element is one a sample has: an empty sample (a 0 dim) ties at 0 and names none
         worst = max((self, o), key=lambda s: (s.max_abs, s.count > 0, -s.worst[0], -s.worst[1]))
         rel = max((self, o), key=lambda s: (s.max_rel, -s.max_rel_sample))
@@ -87,7 +98,16 @@ class PairSums:
                         *(exact_sum(getattr(self, k) + getattr(o, k)) for k in SUMS),
                         merged_shape(self.shape, o.shape), dict(sorted({**self.per_sample, **o.per_sample}.items())),
                         self.light, None if self.positions is None or o.positions is None else self.positions + o.positions,
-                        min((x for x in (self.mismatch_sample, o.mismatch_sample) if x is not None), default=None))
+                        min((x for x in (self.mismatch_sample, o.mismatch_sample) if x is not None), default=None),
+                        self.exp)
+
+    def in_units(self, e: int) -> "PairSums":
+        """These sums in units of 2^e (e >= exp: exact, but for partials that fall below float64's range)."""
+        k = self.exp - e
+        if not k:
+            return self
+        move = {k2: [math.ldexp(p, (1 if k2 == "sum_abs" else 2) * k) for p in getattr(self, k2)] for k2 in SUMS}
+        return replace(self, exp=e, **{k2: exact_sum(v) for k2, v in move.items()})
 
     def total(self, k: str) -> float:
         return math.fsum(getattr(self, k))
@@ -110,6 +130,8 @@ class PairSums:
                           aa=self.total("aa"), bb=self.total("bb"), ab=self.total("ab"), b_absmax=self.b_absmax,
                           excess=self.excess, max_rel=self.max_rel, shape=self.worst_shape, rtol=rtol, count=self.count,
                           nonfinite_mismatch=self.mismatch)
+            if self.exp:  # cosine and SQNR are ratios, the same in any unit; the means are not
+                m = replace(m, mean_abs=_ldexp(m.mean_abs, self.exp), rmse=_ldexp(m.rmse, self.exp))
         return replace(m, nonfinite_same=self.nonfinite_same())
 
     def nonfinite_same(self) -> int | None:
@@ -140,7 +162,7 @@ class PairSums:
                        self.worst_shape, self.b_absmax, self.excess, self.max_rel, self.max_rel_sample + by,
                        *(list(getattr(self, k)) for k in SUMS), self.shape, {s + by: x for s, x in self.per_sample.items()},
                        positions=self.positions,
-                       mismatch_sample=None if self.mismatch_sample is None else self.mismatch_sample + by)
+                       mismatch_sample=None if self.mismatch_sample is None else self.mismatch_sample + by, exp=self.exp)
         return out.as_introduced() if self.light else out
 
     def to_dict(self) -> dict:
@@ -151,7 +173,7 @@ class PairSums:
              **{k: [p if math.isfinite(p) else None for p in getattr(self, k)] for k in SUMS},  # unknown (overflowed): null
              "shape": None if self.shape is None else list(self.shape),
              "per_sample": [[s, _enc(x)] for s, x in self.per_sample.items()], "positions": self.positions,
-             "mismatch_sample": self.mismatch_sample}
+             "mismatch_sample": self.mismatch_sample, "exp": self.exp}
         if self.light:
             return {"light": True, **{k: v for k, v in d.items() if k not in LIGHT_FIELDS}}
         return d
@@ -192,12 +214,15 @@ class PairSums:
             per_sample[s] = _dec(x, "per_sample")
         if len(per_sample) != ints["samples"]:
             raise ValueError(f"'per_sample' holds {len(per_sample)} samples, 'samples' says {ints['samples']}")
+        exp = d.get("exp", 0)  # absent: a report written before units (every sum in units of 1)
+        if not isinstance(exp, int) or isinstance(exp, bool) or abs(exp) > 1100:
+            raise ValueError("'exp' is not an integer")
         return cls(ints["samples"], ints["count"], ints["mismatch"], _dec(d.get("max_abs"), "max_abs"), tuple(worst),
                    tuple(_ints(d.get("worst_shape"), "worst_shape")), _dec(d.get("b_absmax"), "b_absmax"),
                    _dec(d.get("excess"), "excess"), _dec(d.get("max_rel"), "max_rel"), ints["max_rel_sample"],
                    **sums, shape=None if shape is None else tuple(shape), per_sample=dict(sorted(per_sample.items())),
                    light=light, positions=_int(d, "positions") if d.get("positions") is not None else None,
-                   mismatch_sample=_int(d, "mismatch_sample") if d.get("mismatch_sample") is not None else None)
+                   mismatch_sample=_int(d, "mismatch_sample") if d.get("mismatch_sample") is not None else None, exp=exp)
 
 
 def dataset_fields(sums: PairSums, intro: PairSums | None, labels: list[str]) -> dict:
@@ -271,6 +296,7 @@ def pair_sums(a: np.ndarray, b: np.ndarray, rtol: float = 0.0, sample: int = 0, 
 def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int, light: bool = False) -> PairSums:
     a64 = np.asarray(a, np.float64)
     b64 = np.asarray(b, np.float64)
+    ints = a.dtype.kind in "iub" and b.dtype.kind in "iub"
     fa, fb = np.isfinite(a64), np.isfinite(b64)
     both = fa & fb
     same_nonfinite = (~fa & ~fb) & ((np.isnan(a64) & np.isnan(b64)) | (a64 == b64))
@@ -279,15 +305,53 @@ def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int, light: bool 
     if n == 0:
         return PairSums.one(sample, a64.shape, count=0, max_abs=0.0, argmax=0, b_absmax=0.0, excess=0.0, max_rel=0.0,
                             sum_abs=0.0, dd=0.0, aa=0.0, bb=0.0, ab=0.0, mismatch=mismatch, light=light)
-    with np.errstate(invalid="ignore"):  # Inf - Inf at positions ``both`` leaves out
-        d = np.where(both, np.abs(a64 - b64), 0.0).reshape(-1)
     af, bf = np.where(both, a64, 0.0).reshape(-1), np.where(both, b64, 0.0).reshape(-1)
-    absb = np.abs(bf)
-    return PairSums.one(sample, a64.shape, count=n, max_abs=float(d.max()), argmax=int(np.argmax(d)),
-                        b_absmax=float(absb.max()), excess=float((d - rtol * absb).max()),
-                        max_rel=float((d / (absb + REL_FLOOR)).max()), sum_abs=float(d.sum()), dd=float(np.dot(d, d)),
-                        aa=float(np.dot(af, af)), bb=float(np.dot(bf, bf)), ab=float(np.dot(af, bf)), mismatch=mismatch,
-                        light=light)
+    absa, absb = np.abs(af), np.abs(bf)
+    # the sums' unit: values past UNIT_RANGE are scaled by a power of two (exact) before any square
+    u = unit_for(0.0, max(float(absa.max()), float(absb.max())))
+    e = math.frexp(u)[1] - 1
+    if ints:  # a - b exactly: float64 keeps 53 bits, int64 and uint64 values have up to 64
+        d = _int_absdiff(np.asarray(a).reshape(-1), np.asarray(b).reshape(-1))
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):  # Inf - Inf at positions ``both`` leaves out
+            d = np.where(both.reshape(-1), np.abs(af / u - bf / u), 0.0)  # ≤ 4 in the unit: no overflow
+    if e:
+        af, bf, absb = af / u, bf / u, absb / u
+    with np.errstate(over="ignore", under="ignore"):
+        max_d = float(d.max())
+        return PairSums.one(sample, a64.shape, count=n, max_abs=_ldexp(max_d, e), argmax=int(np.argmax(d)),
+                            b_absmax=_ldexp(float(absb.max()), e), excess=_ldexp(float((d - rtol * absb).max()), e),
+                            max_rel=float((d / (absb + REL_FLOOR / u)).max()), sum_abs=float(d.sum()), dd=float(np.dot(d, d)),
+                            aa=float(np.dot(af, af)), bb=float(np.dot(bf, bf)), ab=float(np.dot(af, bf)), mismatch=mismatch,
+                            light=light, exp=e)
+
+
+def _int_absdiff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a - b| of two integer arrays, exact before its one rounding to float64. Of the same 8-byte type, the
+    difference wraps modulo 2^64 and reads back right as int64 (uint64: as the larger minus the smaller)
+    wherever it fits; the rare positions where it does not (int64 values of opposite signs past 2^62)
+    are taken as Python integers."""
+    if a.dtype != b.dtype or a.dtype.itemsize < 8:
+        if a.dtype.itemsize < 8 and b.dtype.itemsize < 8:  # exact in float64 already
+            return np.abs(a.astype(np.float64) - b.astype(np.float64))
+        return np.array([float(abs(int(x) - int(y))) for x, y in zip(a.tolist(), b.tolist())], np.float64)
+    if a.dtype.kind == "u":
+        return np.where(a >= b, a - b, b - a).astype(np.float64)
+    d = np.subtract(a, b)  # wraps where the true difference is past int64's range
+    wrapped = (a < 0) != (b < 0)
+    wrapped &= (d < 0) != (a < 0)
+    out = np.abs(d.astype(np.float64))
+    for i in np.flatnonzero(wrapped):
+        out[i] = float(abs(int(a[i]) - int(b[i])))
+    return out
+
+
+def _ldexp(v: float, e: int) -> float:
+    """v·2^e, inf past float64's range (a maximum or mean that itself overflows)."""
+    try:
+        return math.ldexp(v, e)
+    except OverflowError:
+        return math.copysign(math.inf, v)
 
 
 def _num(v: float) -> float | None:

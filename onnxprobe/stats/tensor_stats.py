@@ -5,8 +5,11 @@ their first two moments about a shift ``c`` inside their range: ``s1 = Σ(x - c)
 plus ``sumabs = Σ|x|``. Moments about a shift near the middle of the data do not cancel: the variance is
 ``s2/n - (s1/n)²`` with ``s1/n`` small, so a mean of 1000 with a spread of 0.001 keeps its digits, as do
 values near 1e20, near 1e-30, float16 tensors and attention-mask fills of -3.4e38 (the graph scales
-``x - c`` by the half-range before squaring where squares could overflow or underflow). A single value,
-or a constant tensor, has a std of exactly 0.
+``x - c`` by the half-range before squaring where squares could overflow or underflow). float64 values
+past ``UNIT_RANGE`` keep the three sums in a ``unit`` near their magnitude (their squares overflow
+float64 past ~1.3e154 and underflow below ~1e-162), so every finite float64 has its statistics; int64
+and uint64 values take x - c in the integers (``_from_int64``). A single value, or a constant tensor,
+has a std of exactly 0.
 
 The graph computes the row in float64 (``graph.stats_nodes``, layout ``ROW``); ``from_row`` reads it,
 ``from_array`` computes the same with numpy on the host. Two TensorStats merge by moving both to a
@@ -21,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# the in-graph row: counts, the extremes, the shift, the three sums, the non-zero count
-ROW = ("count", "nan", "nonfinite", "min", "max", "shift", "sum_d", "sumsq_d", "sumabs", "nonzero")
+# the in-graph row: counts, the extremes, the shift, the three sums, the non-zero count, the unit of the sums
+ROW = ("count", "nan", "nonfinite", "min", "max", "shift", "sum_d", "sumsq_d", "sumabs", "nonzero", "unit")
 COL = {name: i for i, name in enumerate(ROW)}
 # a tensor summarised block by block in the graph (graph.stats_nodes.block_parts): per block of B elements,
 # float32, its extremes, its mean m_b, Σ(x - m_b), Σ(x - m_b)², Σ|x| and its non-zero count (from_blocks)
@@ -31,6 +34,30 @@ MIN_COL, MAX_COL = COL["min"], COL["max"]
 # a half-range outside these bounds may overflow or underflow float32 squares: the statistics are then
 # recomputed with x - c scaled by the half-range (graph.stats_nodes, "careful" rows)
 SAFE_HALF_RANGE = (1e-18, 1e17)
+# float64 values whose magnitude is outside these bounds keep their sums in a unit u near their largest
+# magnitude (s1 = Σ(x-c)/u, s2 = Σ((x-c)/u)², sumabs = Σ|x|/u): squares of values past ~1.3e154 overflow
+# float64 (std and cosine of 1e160s read null, -inf dB) and those of values below ~1e-162 underflow
+UNIT_RANGE = (2.0 ** -400, 2.0 ** 400)
+
+
+def unit_for(lo: float, hi: float) -> float:
+    """The unit a tensor of finite extremes ``lo``, ``hi`` keeps its sums in: 1 inside UNIT_RANGE, else
+    the power of two at or below its largest magnitude (so |x|/u < 2, and (x - c)/u squared, with x - c
+    at least an ulp of the values, neither overflows nor underflows)."""
+    am = max(abs(lo), abs(hi)) if math.isfinite(lo) and math.isfinite(hi) else 0.0
+    if am == 0 or UNIT_RANGE[0] <= am <= UNIT_RANGE[1]:
+        return 1.0
+    return math.ldexp(1.0, math.frexp(am)[1] - 1)
+
+
+def _converted(v: float, src: float, dst: float, power: int = 1) -> float:
+    """v (in units of ``src``, to the ``power``) in units of ``dst``: through mantissas and exponents, so
+    that no intermediate ratio overflows or underflows where the answer does not."""
+    (ms, es), (md, ed) = math.frexp(src), math.frexp(dst)
+    try:
+        return math.ldexp(v * (ms / md) ** power, power * (es - ed))
+    except OverflowError:
+        return math.copysign(math.inf, v)
 
 
 def _shift(lo: float, hi: float) -> float:
@@ -49,6 +76,7 @@ class TensorStats:
     s1: float = 0.0  # Σ (x - c) over the finite values
     s2: float = 0.0  # Σ (x - c)² over the finite values
     sumabs: float = 0.0  # Σ |x| over the finite values
+    unit: float = 1.0  # s1, sumabs in units of this, s2 in its square (UNIT_RANGE; 1 for all but extreme float64)
 
     @classmethod
     def from_row(cls, row: np.ndarray) -> "TensorStats":
@@ -59,9 +87,13 @@ class TensorStats:
         # (that row is recomputed with masks anyway, see needs_rerun)
         nonzero = count if nonzero < 0 else nonzero
         nan, nonfinite = max(nan, 0), max(nonfinite, 0)
+        unit = float(r[COL["unit"]]) if r.size > COL["unit"] else 1.0
+        if count - nonfinite <= 0:  # no finite value (an empty tensor's integer extremes are the type's limits)
+            return cls(count=max(count, 0), nan=nan, inf=max(nonfinite - nan, 0), zeros=max(count - nonzero, 0))
         return cls(count=count, nan=nan, inf=nonfinite - nan, zeros=count - nonzero,
                    min=float(r[COL["min"]]), max=float(r[COL["max"]]), shift=float(r[COL["shift"]]),
-                   s1=float(r[COL["sum_d"]]), s2=float(r[COL["sumsq_d"]]), sumabs=float(r[COL["sumabs"]]))
+                   s1=float(r[COL["sum_d"]]), s2=float(r[COL["sumsq_d"]]), sumabs=float(r[COL["sumabs"]]),
+                   unit=unit if math.isfinite(unit) and unit > 0 else 1.0)
 
     @classmethod
     def from_rows(cls, rows: np.ndarray) -> "TensorStats":
@@ -104,6 +136,8 @@ class TensorStats:
             fast = cls._from_float32(a.reshape(-1))
             if fast is not None:
                 return fast
+        if a.dtype.kind in "iu" and a.dtype.itemsize == 8 and a.size:
+            return cls._from_int64(a.reshape(-1))
         x = a.astype(np.float64, copy=False).reshape(-1)
         finite = np.isfinite(x)
         nan = int(np.isnan(x).sum())
@@ -115,9 +149,32 @@ class TensorStats:
         h = max(hi / 2 - lo / 2, 5e-324)
         d = (f - c) / h  # |d| <= 1: no overflow or underflow in the sums, whatever the magnitude
         am = max(abs(lo), abs(hi), 5e-324)
+        u = unit_for(lo, hi)  # h/u <= 2 and am/u < 2: the sums scaled back to u stay in range
         return cls(count=int(x.size), nan=nan, inf=int(x.size - finite.sum() - nan), zeros=int((x == 0).sum()),
-                   min=lo, max=hi, shift=c, s1=float(d.sum()) * h, s2=float(np.dot(d, d)) * h * h,
-                   sumabs=float(np.abs(f / am).sum()) * am)
+                   min=lo, max=hi, shift=c, s1=float(d.sum()) * (h / u), s2=float(np.dot(d, d)) * (h / u) ** 2,
+                   sumabs=float(np.abs(f / am).sum()) * (am / u), unit=u)
+
+    @classmethod
+    def _from_int64(cls, x: np.ndarray) -> "TensorStats":
+        """``from_array`` of a flat int64 or uint64 tensor: x - c taken in the integers, before any rounding
+        to float64 (which keeps 53 bits: 2^62 + 1, + 3, + 5 all read 2^62, a std of 0). c is the midpoint
+        rounded to a float64 (so the shift the moments are about is the one the row holds); the
+        difference wraps modulo 2^64 and reads back right as int64 while the range is under 2^62, past
+        which float64's rounding is far below the spread anyway."""
+        lo, hi = int(x.min()), int(x.max())
+        c = float((lo + hi) // 2)
+        limit = float(np.iinfo(x.dtype).max)  # 2^63 or 2^64 as a float64: one past the type
+        c = min(c, float(np.nextafter(limit, 0)))
+        if hi - lo < 2 ** 62:
+            d = np.subtract(x, np.array(int(c), x.dtype)).view(np.int64).astype(np.float64)
+        else:
+            d = x.astype(np.float64) - c
+        absx = np.abs(x.astype(np.float64))
+        hi_f = float(hi)
+        if lo != hi and float(lo) == hi_f:  # distinct values that round to one float64: not a constant tensor
+            hi_f = float(np.nextafter(hi_f, math.inf))  # (whose std reads exactly 0, see var)
+        return cls(count=int(x.size), zeros=int(x.size - np.count_nonzero(x)), min=float(lo), max=hi_f, shift=c,
+                   s1=float(d.sum()), s2=float(np.dot(d, d)), sumabs=float(absx.sum()))
 
     @classmethod
     def _from_float32(cls, x: np.ndarray) -> "TensorStats | None":
@@ -140,22 +197,26 @@ class TensorStats:
                    s1=float(d.sum()), s2=float(np.dot(d, d)), sumabs=float(np.add.reduce(np.abs(x), dtype=np.float64)))
 
     def merge(self, other: "TensorStats") -> "TensorStats":
-        """Both moved to the shift of the merged range, then added (Chan et al.)."""
+        """Both moved to the shift of the merged range and to a common unit, then added (Chan et al.)."""
         lo, hi = min(self.min, other.min), max(self.max, other.max)
         c = _shift(lo, hi)
-        s1 = s2 = 0.0
-        for t in (self, other):
-            n, d = t.finite, t.shift - c
-            if n:
-                s1 += t.s1 + n * d
-                s2 += t.s2 + 2 * d * t.s1 + n * d * d
+        parts = [t for t in (self, other) if t.finite]
+        u = max([unit_for(lo, hi)] + [t.unit for t in parts])
+        s1 = s2 = sumabs = 0.0
+        for t in parts:
+            n, d = t.finite, (t.shift - c) / u
+            t1 = _converted(t.s1, t.unit, u)
+            s1 += t1 + n * d
+            s2 += _converted(t.s2, t.unit, u, 2) + 2 * d * t1 + n * d * d
+            sumabs += _converted(t.sumabs, t.unit, u)
         return TensorStats(self.count + other.count, self.nan + other.nan, self.inf + other.inf, self.zeros + other.zeros,
-                           lo, hi, c, s1, max(s2, 0.0), self.sumabs + other.sumabs)
+                           lo, hi, c, s1, max(s2, 0.0), sumabs, u)
 
     def scaled(self, f: float) -> "TensorStats":
-        """The statistics of f·x (f > 0): a mean loss's gradients from a summed one's."""
+        """The statistics of f·x (f > 0): a mean loss's gradients from a summed one's (the sums keep their
+        values, in a unit f times larger)."""
         return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min * f, self.max * f, self.shift * f,
-                           self.s1 * f, self.s2 * f * f, self.sumabs * f)
+                           self.s1, self.s2, self.sumabs, self.unit * f)
 
     # -- derived -------------------------------------------------------------------------------------
     @property
@@ -166,11 +227,11 @@ class TensorStats:
     def mean(self) -> float:
         if not self.finite or not math.isfinite(self.s1):  # sums past float64's range (values near 1.8e308)
             return math.nan  # unknown, not clamped to an extreme that would pass for a mean
-        m = self.shift + self.s1 / self.finite
+        m = self.shift + self.unit * (self.s1 / self.finite)
         return min(max(m, self.min), self.max)  # rounding never puts the mean outside the data
 
-    @property
-    def var(self) -> float:
+    def _var_in_units(self) -> float:
+        """The variance in units of ``unit`` squared (where the true one may overflow float64)."""
         if not self.finite:
             return math.nan
         if self.min == self.max:
@@ -181,28 +242,36 @@ class TensorStats:
         return max(self.s2 / n - (self.s1 / n) ** 2, 0.0)
 
     @property
+    def var(self) -> float:
+        v = self._var_in_units()
+        return v * self.unit * self.unit if v else v
+
+    @property
     def std(self) -> float:
-        return math.sqrt(self.var) if self.finite else math.nan
+        return self.unit * math.sqrt(self._var_in_units()) if self.finite else math.nan
 
     @property
     def sum(self) -> float:
         """Σ x over the finite values."""
-        return self.finite * self.shift + self.s1
+        return self.finite * self.shift + self.unit * self.s1
+
+    def _sumsq_in_units(self) -> float:
+        n, c = self.finite, self.shift / self.unit
+        return max(self.s2 + 2 * c * self.s1 + n * c * c, 0.0)
 
     @property
     def sumsq(self) -> float:
         """Σ x² over the finite values (from the shifted moments: no cancellation, as every term adds)."""
-        n, c = self.finite, self.shift
-        return max(self.s2 + 2 * c * self.s1 + n * c * c, 0.0)
+        return self._sumsq_in_units() * self.unit * self.unit
 
     @property
     def norm(self) -> float:
         """The L2 norm of the finite values."""
-        return math.sqrt(self.sumsq)
+        return self.unit * math.sqrt(self._sumsq_in_units())
 
     @property
     def abs_mean(self) -> float:
-        return self.sumabs / self.finite if self.finite else math.nan
+        return self.unit * (self.sumabs / self.finite) if self.finite else math.nan
 
     def __repr__(self) -> str:  # a notebook's view: the statistics, not the shifted sums they are kept as
         if not self.count:

@@ -112,7 +112,7 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
         elif p.stats_output and p.stats_sums:  # the row's two computed pieces: count from the shape, no NaN/Inf
             row = np.concatenate([[float(np.prod(shapes[name], dtype=np.float64)), 0.0, 0.0],
                                   np.asarray(out[p.stats_output], np.float64).reshape(-1),
-                                  np.asarray(out[p.stats_sums], np.float64).reshape(-1)])
+                                  np.asarray(out[p.stats_sums], np.float64).reshape(-1), [1.0]])  # unit 1 (fast sums)
             stats[name] = TensorStats.from_rows(row)
         elif p.stats_output:
             stats[name] = TensorStats.from_rows(out[p.stats_output])
