@@ -291,3 +291,45 @@ def test_the_raw_budget_goes_first_to_pairs_no_row_can_measure(tmp_path, monkeyp
     one = api.diff(a, b, fuse=True, selection=api.Selection(all=True), config=api.RunConfig(device="cpu", cache=False), inputs=inputs)
     assert {"r0", "m0"} <= {r.pair.a.name for r in one.results}
     assert len(sessions) == 1 and one.in_graph == len(one.results), (len(sessions), one.in_graph, len(one.results))
+
+
+def test_an_introduced_sqnr_of_minus_inf_reads_minus_inf(tmp_path):
+    """B all zeros, A's Add adding 1e-3: y0's introduced SQNR is -inf (all of its error is its own), and it
+    read '-' (CSV empty, JSON null), as if not measured; the depth line said 'every pair exact (1)' with
+    two of three pairs at -inf. Oracle: 10 log10(Σb² / Σ(a-b)²) with Σb² = 0 and Σ(a-b)² > 0."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    def model(path, c):
+        g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["m"], name="mul"), helper.make_node("Add", ["m", "c"], ["y0"], name="add"),
+                               helper.make_node("Identity", ["y0"], ["y"], name="out")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["a", "b"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])],
+                              [numpy_helper.from_array(np.array(1, np.float32), "w"), numpy_helper.from_array(np.array(c, np.float32), "c")])
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+
+    model(tmp_path / "a.onnx", 1e-3)
+    model(tmp_path / "b.onnx", 0)
+    np.savez(tmp_path / "z.npz", x=np.zeros((3, 3), np.float32))
+    a, b = np.zeros(9) + np.float32(1e-3), np.zeros(9)
+    with np.errstate(divide="ignore"):
+        want = 10 * np.log10(np.sum(b * b) / np.sum((a - b) ** 2))
+    assert want == -math.inf
+    args = ["diff", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--all", "--inputs", str(tmp_path / "z.npz"),
+            "--columns", "tensor,max_abs,sqnr_db,introduced_sqnr_db,pass", "--no-cache"]
+    run = CliRunner().invoke
+    rows = {r["tensor"]: r for r in json.loads(run(app, [*args, "--format", "json"]).stdout)}
+    assert rows["y0"]["sqnr_db"] == "-inf" and rows["y0"]["introduced_sqnr_db"] == "-inf"
+    assert rows["y"]["introduced_sqnr_db"] == "exact" and rows["m"]["introduced_sqnr_db"] == "exact"
+    csv = run(app, [*args, "--format", "csv"]).stdout.splitlines()
+    assert "y0,0.0010000000474974513,-inf,-inf,false" in csv
+    table = run(app, args).stdout
+    (y0,) = [ln for ln in table.splitlines() if ln.startswith("y0 ")]
+    assert y0.split()[2:4] == ["-inf", "-inf"]
+    assert "every pair exact" not in table and "2 at -inf dB" in table
+    full = json.loads(run(app, [*args[:-3], "--json", "-"]).stdout)
+    (p,) = [p for p in full["pairs"] if p["a"] == "y0"]
+    assert p["introduced_sqnr_db"] is None and p["introduced_count"] == 9 and p["introduced_max_abs"] > 0

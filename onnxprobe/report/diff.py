@@ -32,6 +32,7 @@ def diff_dict(res, order=None) -> dict:
         d["introduced_sqnr_db"] = _f(i.sqnr_db) if i else None
         d["introduced_max_abs"] = _f(i.max_abs) if i else None
         d["introduced_exact"] = i.exact if i else None
+        d["introduced_count"] = i.count if i else None  # tells a null SQNR's -inf (or +inf) from not measured
         d["metric"] = r.tolerance.metric  # what its pass/fail judged (a per-tensor criterion may differ)
         pairs.append(d)
     verdict, why = res.verdict()
@@ -167,12 +168,13 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
         # inside an If branch (JSON has the scope), as layers marks body tensors
         cells = {"index": idx, "tensor": f"↳ {name}" if p.get("scope") else name, "op": op(p["op_type"]), "match": p["strategy"], "shape": shape(p["shape"]),
                  "max_abs": num(p["max_abs"], 3), "cosine": _cos(p["cosine"]), "sqnr_db": _db(p["sqnr_db"], p["exact"], p.get("count"), p["max_abs"]),
-                 "introduced_sqnr_db": _db(p["introduced_sqnr_db"], p["introduced_exact"]), "pass": ok,
+                 "introduced_sqnr_db": _db(p["introduced_sqnr_db"], p["introduced_exact"], p.get("introduced_count"),
+                                           p.get("introduced_max_abs")), "pass": ok,
                  **{k: num(p[k]) if p.get(k) is not None else "-" for k in ("kernel_ms_a", "kernel_ms_b")},
                  **{k: num(p[k], 3) if p.get(k) is not None else "-" for k in JUDGED_COLUMNS}}
         values = {"index": p["index"], "tensor": name, "op": p["op_type"], "match": p["strategy"], "shape": p["shape"],
                   "max_abs": p["max_abs"], "cosine": p["cosine"], "sqnr_db": "exact" if p["exact"] else _infinite_db(p),
-                  "introduced_sqnr_db": "exact" if p["introduced_exact"] else p["introduced_sqnr_db"], "pass": p["passed"],
+                  "introduced_sqnr_db": "exact" if p["introduced_exact"] else _infinite_db(p, "introduced_"), "pass": p["passed"],
                   "kernel_ms_a": p.get("kernel_ms_a"), "kernel_ms_b": p.get("kernel_ms_b"),
                   **{k: p.get(k) for k in JUDGED_COLUMNS}}
         style = "red" if p["passed"] is False else ("green" if p["passed"] else None)
@@ -203,13 +205,19 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     lead = "SQNR along depth: "
     line = sparkline(sq, cap=top, room=max(10, width - len(lead)))
     per = math.ceil(len(sq) / len(line)) if line else 1
-    if line:
+    # pairs at -inf dB (B all zeros where A is not) draw as blanks: counted, so they never pass for exact
+    neg = sum(1 for p in topo if not p["exact"] and _infinite_db(p) == -math.inf)
+    n_exact = sum(1 for p in topo if p["exact"])
+    if neg and not measured:
+        out.append(Text(f"{lead}{line}  ({neg} at -inf dB: B all zeros where A is not, as blanks; {n_exact} exact)"))
+    elif line:
         ends = [p for p in topo if p["exact"] or (p["sqnr_db"] is not None and math.isfinite(p["sqnr_db"]))]
         end = (lambda p: "exact" if p["exact"] else f"{num(p['sqnr_db'], 3)} dB")
         if not measured:  # every pair exact: a number would read as a measurement
-            out.append(Text(f"SQNR along depth: every pair exact ({sum(1 for p in topo if p['exact'])})"))
+            out.append(Text(f"SQNR along depth: every pair exact ({n_exact})"))
         else:
-            out.append(Text(f"{lead}{line}  ({end(ends[0])} → {end(ends[-1])}, min {num(min(measured), 3)} dB; "
+            low = f"-inf dB ({neg} pair{'s' if neg > 1 else ''}: B all zeros where A is not, as blanks)" if neg else f"{num(min(measured), 3)} dB"
+            out.append(Text(f"{lead}{line}  ({end(ends[0])} → {end(ends[-1])}, min {low}; "
                             + (f"a block per {per} pairs, their worst; " if per > 1 else "") + "exact pairs as full blocks)"))
     n_fail = sum(1 for p in d["pairs"] if p["passed"] is False)
     foot = Text()
@@ -244,12 +252,12 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     return out
 
 
-def _infinite_db(p: dict):
-    """A pair's SQNR for CSV and JSON rows: JSON's null of an infinite one made inf or -inf again, as the
-    table says it (``_db``)."""
-    if p["sqnr_db"] is None and p.get("count"):
-        return -math.inf if p["max_abs"] else math.inf
-    return p["sqnr_db"]
+def _infinite_db(p: dict, of: str = ""):
+    """A pair's SQNR (``of`` "introduced_": its introduced error's) for CSV and JSON rows: JSON's null of an
+    infinite one made inf or -inf again, as the table says it (``_db``)."""
+    if p[f"{of}sqnr_db"] is None and p.get(f"{of}count"):
+        return -math.inf if p[f"{of}max_abs"] else math.inf
+    return p[f"{of}sqnr_db"]
 
 
 def _db(v: float | None, exact: bool | None, count: int | None = None, max_abs: float | None = None) -> str:
