@@ -206,3 +206,16 @@ def test_int64_past_2_53_layers_and_diff(tmp_path, n):
     for name in ("y0", "y"):
         assert pairs[name]["max_abs"] == 2.0 and pairs[name]["sqnr_db"] == pytest.approx(want, abs=1e-9)
     assert pairs["y0"]["introduced_sqnr_db"] == pytest.approx(want, abs=1e-9)
+
+
+def test_error_histogram_differences_are_exact_for_int64():
+    """diff's error histogram (stats.histogram.difference) cast int64 to float64 before subtracting."""
+    from onnxprobe.stats.histogram import difference
+
+    a = np.array([2**62 + 3, -2**63, 2**63 - 1, 7], np.int64)
+    b = np.array([2**62 + 1, 2**63 - 1, -2**63, 9], np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = difference(a, b)
+        u = difference(np.array([2**64 - 3, 5], np.uint64), np.array([2**64 - 1, 2], np.uint64))
+    assert got.tolist() == [float(int(p) - int(q)) for p, q in zip(a, b)] and u.tolist() == [-2.0, 3.0]

@@ -207,3 +207,45 @@ def test_a_datasets_histograms_are_said_to_be_approximate(tmp_path):
     page2 = tmp_path / "one.html"
     runner.invoke(app, ["layers", str(sample_path("cnn")), "--html", str(page2)])
     assert "redrawn from the mergeable" not in page2.read_text(encoding="utf-8")
+
+
+def test_infinities_in_the_inputs_print_no_numpy_warning(tmp_path):
+    """±Inf in the inputs: diff --html (api.diff_histograms) printed numpy's 'invalid value encountered in
+    subtract' (Inf - Inf) on stderr. The error histogram counts positions infinite on both sides as NaN,
+    and its finite differences match numpy's float64 a - b there."""
+    import os
+    import subprocess
+    import sys
+    import warnings
+
+    from onnx import numpy_helper
+
+    from onnxprobe import api
+    from onnxprobe.graph.select import Selection
+    from onnxprobe.types import InputSpec
+
+    def model(path, c):
+        onnx.save(make_model([helper.make_node("Add", ["x", "c"], ["y0"], name="add"), helper.make_node("Identity", ["y0"], ["y"], name="out")],
+                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+                             [numpy_helper.from_array(np.array(c, np.float32), "c")]), path)
+
+    model(tmp_path / "a.onnx", 1e-3)
+    model(tmp_path / "b.onnx", 0)
+    x = np.array([[np.inf, -np.inf, 1.0, 2.0]], np.float32)
+    np.savez(tmp_path / "x.npz", x=x)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-m", "onnxprobe", "diff", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--all",
+                        "--inputs", str(tmp_path / "x.npz"), "--html", str(tmp_path / "r.html"), "--no-cache"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode in (0, 1) and r.stderr == "" and (tmp_path / "r.html").exists(), r.stderr
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=Selection(all=True),
+                       inputs=InputSpec(arrays={"x": x}))
+        h = api.diff_histograms(res, ["y0"])
+    err = h["y0"]["error"]
+    a, b = x + np.float32(1e-3), x
+    assert err["nan"] == 2 and err["count"] == 2 and err["inf"] == 0
+    d = a.astype(np.float64)[0, 2:] - b.astype(np.float64)[0, 2:]
+    assert err["edges"][0] == pytest.approx(d.min()) and err["edges"][-1] == pytest.approx(d.max(), abs=1e-6)

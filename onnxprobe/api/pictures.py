@@ -14,7 +14,7 @@ from onnxprobe.graph.explorer_ids import explorer_ids as graph_explorer_ids
 from onnxprobe.graph.model import Model
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.budget import default_budget, plan_chunks
-from onnxprobe.stats.histogram import binned, histogram_bins
+from onnxprobe.stats.histogram import binned, difference, histogram_bins
 from onnxprobe.types import InputSpec, ProbeResult, RunConfig
 
 BINS = 40
@@ -91,7 +91,7 @@ def diff_histograms(res, names: list[str], inputs: InputSpec | None = None, *, m
             if a is None or b is None or np.shape(a) != np.shape(b):
                 continue
             a64 = np.asarray(a, dtype=np.float64)
-            out[r.pair.a.name] = {"values": binned(a64, bins), "error": binned(a64 - np.asarray(b, dtype=np.float64), bins)}
+            out[r.pair.a.name] = {"values": binned(a64, bins), "error": binned(difference(a, b), bins)}
         del va, vb
     return out
 
