@@ -12,10 +12,10 @@ from fractions import Fraction
 import numpy as np
 import onnxruntime as ort
 import pytest
+from conftest import make_model
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
-from conftest import make_model
 from onnxprobe.cli.main import app
 from onnxprobe.stats.moments import Moments
 from onnxprobe.stats.pooled import PairSums, pair_sums
