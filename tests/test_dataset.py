@@ -209,6 +209,11 @@ def _same_names_other_ops(tmp_path) -> tuple:
     (lambda d: d.__setitem__("precision", "bf16"), "another floating-point precision"),  # a bf16 CPU's shard
     (lambda d: d.__setitem__("runtime_options", {"INFERENCE_PRECISION_HINT": "f16"}), "other runtime options"),
     (lambda d: d.__setitem__("tensors", [[[[[[[[1]]]]]]]]), "not a tensor entry"),
+    # merged without a word (QA): percentiles from the other shard's histogram alone, the overlap check gone,
+    # a minimum above the maximum
+    (lambda d: d["tensors"][0].pop("histogram"), "no histogram"),
+    (lambda d: d.__setitem__("sample_digests", "abc"), "sample_digests"),
+    (lambda d: d["tensors"][0]["moments"].__setitem__("min", d["tensors"][0]["moments"]["max"] + 5.0), "malformed moments"),
 ])
 def test_merge_refuses_reports_of_different_things_and_malformed_ones(tmp_path, spoil, needle):
     relu, sigmoid = _same_names_other_ops(tmp_path)

@@ -16,6 +16,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.fileio import input_file, protect
 from onnxprobe.stats.histogram import Histogram
 from onnxprobe.stats.moments import Moments
+from onnxprobe.text import clean
 
 DATASET_SCHEMA = 3
 MAX_REPORT_BYTES = 512 * 2**20
@@ -127,8 +128,11 @@ def sample_overlap(reports: list[dict]) -> tuple[list[str], list[str]]:
     those samples twice. A note, not a refusal: a dataset may hold the same values twice on purpose."""
     shards = sorted(reports, key=lambda r: Path(r["_path"]).name)
     lists = [r.get("sample_digests") for r in shards]
-    if any(not isinstance(x, list) or not all(isinstance(v, str) for v in x) for x in lists):
-        return [], []  # a shard that does not say which samples it holds: nothing to check
+    for r, x in zip(shards, lists):
+        if x is not None and (not isinstance(x, list) or not all(isinstance(v, str) for v in x)):
+            raise UsageError(f"{r['_path']}: sample_digests is not a list of digests: a damaged report")
+    if any(x is None for x in lists):
+        return [], []  # a shard that does not say which samples it holds (an older report): nothing to check
     where: dict[str, list[str]] = {}
     for r, digests in zip(shards, lists):
         for v in set(digests):
@@ -170,8 +174,12 @@ def merge_reports(reports: list[dict]) -> dict:
     merged_tensors = []
     for i, base in enumerate(first["tensors"]):
         m, h = Moments(), Histogram()
-        for r in reports:
+        binned = [bool(r["tensors"][i].get("histogram")) for r in reports]
+        for r, has in zip(reports, binned):
             t = r["tensors"][i]
+            if not has and any(binned) and (t.get("moments") or {}).get("count"):  # percentiles of part of the data
+                raise UsageError(f"{r['_path']}: tensor {clean(base['name'])!r} has values but no histogram, which the "
+                                 "other shards have: a damaged report")
             if t.get("moments"):
                 m = m.merge(Moments.from_dict(t["moments"]))
             if t.get("histogram"):

@@ -185,8 +185,10 @@ class Moments:
         exp = d.get("exp", 0)  # absent: a report written before units (every sum in units of 1)
         if not isinstance(exp, int) or isinstance(exp, bool) or abs(exp) > 1100:
             raise ValueError("exp must be an integer (the power of two the sums are in units of)")
-        return cls(*counts, bound(d["min"], math.inf), bound(d["max"], -math.inf),
-                   partial_list(d["sum"]), partial_list(d["sumsq"]), partial_list(d["sumabs"]), exp)
+        lo, hi = bound(d["min"], math.inf), bound(d["max"], -math.inf)
+        if lo > hi and counts[0] - counts[1] - counts[2] > 0:  # finite values, yet no value between min and max
+            raise ValueError("min is above max")
+        return cls(*counts, lo, hi, partial_list(d["sum"]), partial_list(d["sumsq"]), partial_list(d["sumabs"]), exp)
 
 
 def _exp_for(lo: float, hi: float) -> int:
