@@ -43,13 +43,39 @@ def true_names(z) -> dict[str, str]:
         return {}
 
 
+class _Stream:
+    """A file written front to back only. zipfile seeks back to patch each entry's header when ``tell``
+    works, and /dev/null's ``tell`` answers 0 whatever was written (struct.error on closing): a target that
+    is not a regular file (/dev/null, a FIFO, /dev/stdout) gets a zip with data descriptors instead."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def write(self, b) -> int:
+        return self.f.write(b)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def tell(self) -> int:
+        raise OSError("not seekable")
+
+    def seekable(self) -> bool:
+        return False
+
+
 class NpzWriter:
     def __init__(self, path: str | os.PathLike):
         self.path = path
         self._out = atomic_output(path, ".tmp.npz")
+        self._fh = None
         try:
             self.tmp = self._out.__enter__()
-            self.zf = zipfile.ZipFile(self.tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True)
+            if self.tmp.exists() and not self.tmp.is_file():  # written in place (fileio.atomic_output)
+                self._fh = open(self.tmp, "wb")
+                self.zf = zipfile.ZipFile(_Stream(self._fh), "w", compression=zipfile.ZIP_STORED, allowZip64=True)
+            else:
+                self.zf = zipfile.ZipFile(self.tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True)
         except OSError as e:
             raise UsageError(f"{path}: cannot write it ({e.strerror or e}); nothing written") from None
         self.names: dict[str, str] = {}  # tensor name -> entry
@@ -78,6 +104,8 @@ class NpzWriter:
                 with self.zf.open(NAMES_ENTRY + ".npy", "w") as f:
                     np.lib.format.write_array(f, np.array(mapping), allow_pickle=False)
             self.zf.close()
+            if self._fh is not None:
+                self._fh.close()
             self._out.__exit__(None, None, None)
         except OSError as e:
             self.abort()
@@ -86,6 +114,8 @@ class NpzWriter:
     def abort(self) -> None:
         try:
             self.zf.close()
+            if self._fh is not None:
+                self._fh.close()
         except OSError:
             pass
         err = RuntimeError("npz dump aborted")
