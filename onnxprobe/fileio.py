@@ -7,6 +7,7 @@ Reading: ``input_file`` says in one line why a path given as an input file is no
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,21 +44,33 @@ def protect(path: str | os.PathLike, what: str) -> None:
 
 def checked_path(path, what: str = "output path") -> str | os.PathLike:
     """``path`` when it is one (a str or os.PathLike); else a UsageError saying what came (an API caller's
-    ``save_to=123`` or ``out=None``), not a TypeError from os.path."""
+    ``save_to=123`` or ``out=None``), not a TypeError from os.path. An empty str is refused too: as a Path it
+    is '.', the current folder, which no one meant."""
+    from onnxprobe.errors import UsageError
+
+    if isinstance(path, str) and path == "":
+        raise UsageError(f"{what}: an empty path; give a file name")
     if isinstance(path, (str, os.PathLike)):
         return path
-    from onnxprobe.errors import UsageError
 
     raise UsageError(f"{what}: expected a file path, got {type(path).__name__} {str(path)[:40]!r}")
 
 
-def input_file(path, what: str, flag: str = "") -> Path:
+def input_file(path, what: str, flag: str = "", pipe_ok: bool = False) -> Path:
     """``path`` as a Path when it is a regular file; else a UsageError naming it and saying why it is not
     (no such file, a folder, or a device, pipe or socket, which a read could wait on for ever), with
-    ``what`` the kind of file the flag wants ("input file", ".npz file"...), ``flag`` the flag to name first."""
+    ``what`` the kind of file the flag wants ("input file", ".npz file"...), ``flag`` the flag to name first.
+    ``pipe_ok``: a pipe is taken too (a shell's ``<(...)``, /dev/fd/N, a FIFO), for files read once from
+    front to back (``read_bounded``); never for one memory-mapped, sought in or read twice."""
     p = Path(checked_path(path, what))
     if p.is_file():
         return p
+    if pipe_ok:
+        try:
+            if stat.S_ISFIFO(p.stat().st_mode):
+                return p
+        except OSError:
+            pass
     from onnxprobe.errors import UsageError
     from onnxprobe.text import clean
 
@@ -67,6 +80,12 @@ def input_file(path, what: str, flag: str = "") -> Path:
         why = (f"no such {what}" if not p.exists() else f"is a folder ({what} expected)" if p.is_dir()
                else f"is a device, pipe or socket, not a regular file ({what} expected)")
     raise UsageError(f"{flag + ' ' if flag else ''}{clean(str(p))}: {why}")
+
+
+def read_bounded(p: Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``p`` (a file or a pipe): over ``limit`` means too big, said by the caller."""
+    with open(p, "rb") as f:
+        return f.read(limit + 1)
 
 
 def refuse_inputs(path: str | os.PathLike) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.errors import UsageError
-from onnxprobe.fileio import input_file, protect
+from onnxprobe.fileio import input_file, protect, read_bounded
 from onnxprobe.graph.model import Model, as_model, check_loaded
 from onnxprobe.graph.model import load as _load
 from onnxprobe.runtime import npz as _npz
@@ -216,15 +216,21 @@ def model_inputs(model) -> list[ModelInput]:
     return _model_inputs(proto_of(model))
 
 
+MAX_MAP_BYTES = 256 * 2**20  # a map of even a million names is far smaller
+
+
 def read_map(path: str | os.PathLike) -> dict[str, str]:
     """A ``--map`` file: a JSON object {"tensor in A": "tensor in B"} (recorded as an input: never written)."""
     import json
 
     if not isinstance(path, PATH):
         raise UsageError(f"--map: expected the path of a JSON file, got {what_came(path)} (a dict of names goes in user_map=)")
-    path = input_file(path, "JSON file", "--map")  # a missing file, a folder, '-': said so
+    path = input_file(path, "JSON file", "--map", pipe_ok=True)  # a missing file, a folder, '-': said so
     try:
-        user_map = json.loads(Path(path).read_text())
+        data = read_bounded(path, MAX_MAP_BYTES)
+        if len(data) > MAX_MAP_BYTES:
+            raise UsageError(f"--map {clean(str(path))}: over {MAX_MAP_BYTES >> 20} MiB; not a map of tensor names")
+        user_map = json.loads(data)
     except OSError as e:
         raise UsageError(f"--map {clean(str(path))}: cannot read it ({e.strerror or e})") from None
     except ValueError as e:

@@ -11,12 +11,13 @@ import typer
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.output import notes
 from onnxprobe.cli.options import (
+    FILE,
     AllOpt, ConstOpt, OrtDeviceOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OptLevelOpt,
     RangeOpt, SeedOpt, ShapeOpt, inputs_of, selection_of,
 )
 
-OtherArg = Annotated[Optional[Path], typer.Argument(help="A second model to compare with (diff, match; --model b).", show_default=False)]
-ScriptOpt = Annotated[Optional[Path], typer.Option("--script", help="Run the session's commands from FILE ('-' for stdin), one per line, and exit.", rich_help_panel="Session")]
+OtherArg = Annotated[Optional[Path], typer.Argument(help="A second model to compare with (diff, match; --model b).", show_default=False, click_type=FILE)]
+ScriptOpt = Annotated[Optional[Path], typer.Option("--script", help="Run the session's commands from FILE ('-' for stdin), one per line, and exit.", rich_help_panel="Session", click_type=FILE)]
 EchoOpt = Annotated[bool, typer.Option("--echo", help="In --script mode, print each command before its output.", rich_help_panel="Session")]
 
 

@@ -9,6 +9,7 @@ import typer
 
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
+    FILE,
     ConstOpt, DeviceOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsFromOpt, InputsOpt, IntRangeOpt, JsonOpt,
     LabelsOpt, LossOpt, MaxMemoryOpt, ModelArg, NameOpt, OpOpt, OutputGradOpt, NoCacheOpt, ProfileOpt, RangeOpt,
     RayAddressOpt, RayOpt, RayWorkersOpt, RuntimeOpt, RuntimeOptionOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of,
@@ -28,14 +29,14 @@ DiffAllOpt = Annotated[bool, typer.Option("--all", help="Compare every node outp
 @handle_errors
 def diff(
     model: ModelArg,
-    reference: Annotated[Optional[Path], typer.Argument(help="Reference model B (e.g. the fp32 original).", show_default=False)] = None,
+    reference: Annotated[Optional[Path], typer.Argument(help="Reference model B (e.g. the fp32 original).", show_default=False, click_type=FILE)] = None,
     vs_device: Annotated[Optional[str], typer.Option("--vs-device", help="Compare MODEL with itself on this device (cpu|cuda; with --vs-runtime: that runtime's device).", rich_help_panel=Cmp)] = None,
     vs_opt_level: Annotated[Optional[str], typer.Option("--vs-opt-level", help="Compare with itself at this optimisation level.", rich_help_panel=Cmp)] = None,
     vs_reference: Annotated[bool, typer.Option("--vs-reference", help="Compare with onnx.reference.ReferenceEvaluator (--vs-runtime reference).", rich_help_panel=Cmp)] = False,
     vs_runtime: Annotated[Optional[str], typer.Option("--vs-runtime", help="Compare MODEL with itself on another runtime (B): ort | openvino | tensorrt | reference; A runs on --runtime.", rich_help_panel=Cmp)] = None,
-    vs_npz: Annotated[Optional[Path], typer.Option("--vs-npz", help="Compare with activations saved elsewhere (.npz keyed by tensor name), or with the expected outputs of an ONNX test data set folder (output_N.pb).", rich_help_panel=Cmp)] = None,
+    vs_npz: Annotated[Optional[Path], typer.Option("--vs-npz", help="Compare with activations saved elsewhere (.npz keyed by tensor name), or with the expected outputs of an ONNX test data set folder (output_N.pb).", rich_help_panel=Cmp, click_type=FILE)] = None,
     vs_torch: Annotated[Optional[str], typer.Option("--vs-torch", metavar="FILE.py:FUNC", help="Compare MODEL with the PyTorch module it was exported from: FUNC() returns the nn.Module or (module, example_args). Modules pair with their ONNX tensors by the exporter's scopes; with --grad, gradients against torch autograd. Needs the torch extra.", rich_help_panel=Cmp)] = None,
-    map_: Annotated[Optional[Path], typer.Option("--map", help="JSON file {tensor of A: tensor of B}; overrides matching.", rich_help_panel=Cmp)] = None,
+    map_: Annotated[Optional[Path], typer.Option("--map", help="JSON file {tensor of A: tensor of B}; overrides matching.", rich_help_panel=Cmp, click_type=FILE)] = None,
     atol: Annotated[Optional[list[str]], typer.Option("--atol", help="Absolute tolerance (allclose, max_abs, mean_abs, rmse), or NAME:VALUE for one tensor (repeatable). Default 1e-4.", rich_help_panel=Cmp)] = None,
     rtol: Annotated[Optional[list[str]], typer.Option("--rtol", help="Relative tolerance, or NAME:VALUE (repeatable). Default 1e-3.", rich_help_panel=Cmp)] = None,
     metric: Annotated[Optional[str], typer.Option("--metric", help="Pass/fail criterion: allclose | max_abs | mean_abs | rmse | max_rel | cosine | sqnr. Default: chosen by what is compared (and printed).", rich_help_panel=Cmp)] = None,

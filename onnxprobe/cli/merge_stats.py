@@ -9,12 +9,12 @@ import typer
 
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.output import check_outputs, emit, exit_for, notes
-from onnxprobe.cli.options import ColumnsOpt, FormatOpt, JsonOpt, WideOpt, view_of
+from onnxprobe.cli.options import FILE, ColumnsOpt, FormatOpt, JsonOpt, WideOpt, view_of
 
 
 @handle_errors
 def merge_stats(
-    files: Annotated[list[Path], typer.Argument(help="JSON reports written by `layers --inputs-dir ... --json` or `diff ... --inputs-dir ... --json`.", show_default=False)],
+    files: Annotated[list[Path], typer.Argument(help="JSON reports written by `layers --inputs-dir ... --json` or `diff ... --inputs-dir ... --json`.", show_default=False, click_type=FILE)],
     json_: JsonOpt = None,
     wide: WideOpt = False,
     columns: ColumnsOpt = None,

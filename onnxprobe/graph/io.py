@@ -22,7 +22,7 @@ PROTO_LIMIT = 2**31 - 2**26
 
 def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> onnx.ModelProto:
     """Read an ONNX model (and its external data), or raise a one-line ModelError."""
-    p = Path(path)
+    p = Path(checked_path(path, "model"))
     if not p.exists():
         raise ModelError(f"{p}: is a symbolic link that leads to no file (broken, or a loop of links)" if p.is_symlink()
                          else f"{p}: no such file")

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.text import Text
 
 from onnxprobe.errors import OnnxProbeError, UsageError, debug_enabled, first_line, internal_error_text, path_error_text
-from onnxprobe.fileio import input_file, refuse_inputs
+from onnxprobe.fileio import input_file, read_bounded, refuse_inputs
 from onnxprobe.report.console import console
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import commands as C
@@ -53,8 +53,8 @@ def read_script(path: Path) -> list[str]:
     """The lines of a ``--script`` file (``-``: stdin). A file that is not text is refused in one line."""
     if str(path) == "-":
         return sys.stdin.read().splitlines()
-    input_file(path, "script file", "--script")
-    data = path.read_bytes()[:MAX_SCRIPT_BYTES + 1]
+    input_file(path, "script file", "--script", pipe_ok=True)  # read once: `--script <(...)` works
+    data = read_bounded(path, MAX_SCRIPT_BYTES)
     if len(data) > MAX_SCRIPT_BYTES:
         raise UsageError(f"--script {path}: over {MAX_SCRIPT_BYTES >> 20} MiB; not a script of debugger commands")
     if b"\0" in data:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from onnxprobe.errors import UsageError
-from onnxprobe.fileio import input_file, protect
+from onnxprobe.fileio import input_file, protect, read_bounded
 from onnxprobe.stats.histogram import Histogram
 from onnxprobe.stats.moments import Moments
 from onnxprobe.text import clean
@@ -33,11 +33,15 @@ def read_report(path: str | Path) -> dict:
 
 def read_json_report(path: str | Path) -> dict:
     """The JSON object of a report file, its path kept under "_path" (not yet checked for its kind)."""
-    p = input_file(path, "report file")
-    if p.stat().st_size > MAX_REPORT_BYTES:
+    p = input_file(path, "report file", pipe_ok=True)  # read once: `merge-stats <(...)` works
+    try:
+        data = read_bounded(p, MAX_REPORT_BYTES)
+    except OSError:
+        raise UsageError(f"{p}: not a JSON report") from None
+    if len(data) > MAX_REPORT_BYTES:
         raise UsageError(f"{p}: over {MAX_REPORT_BYTES >> 20} MiB; not a dataset report")
     try:
-        d = json.loads(p.read_bytes())
+        d = json.loads(data)
     except RecursionError:
         raise UsageError(f"{p}: nested too deeply to be a dataset report") from None
     except (OSError, ValueError):
