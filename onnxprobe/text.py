@@ -38,6 +38,14 @@ def clean(s: object) -> str:
     return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
 
 
+def quote(s: object) -> str:
+    """``s`` cleaned and in quotes, for a name inside a message. ``repr(clean(s))`` escaped every
+    backslash that ``clean`` wrote a second time (``'\\x1b[31m'``)."""
+    text = clean(s)
+    q = '"' if "'" in text and '"' not in text else "'"
+    return f"{q}{text}{q}"
+
+
 def clip(s: str, width: int = 120) -> str:
     """Keep both ends of a long value: ``'abcdef…uvwxyz (10000 chars)'``."""
     if len(s) <= width:

@@ -188,3 +188,21 @@ def test_a_dropout_mask_has_the_type_onnxruntime_gives_it(opset, dtype, tmp_path
     res = api.layers(p, Selection(names=("mask",)), api.RunConfig(device="cpu", cache=False))
     st, want = res.stats["mask"], got[1].astype(np.float64)
     assert (st.count, st.zeros, st.min, st.max) == (6, int((want == 0).sum()), want.min(), want.max())
+
+
+@pytest.mark.parametrize("flag,value,shown", [
+    ("--name", "\x1b[31mX\nY", "'\\x1b[31mX\\nY'"),
+    ("--range", "\x1b[31m:1", "'\\x1b[31m'"),
+    ("--shape", "x\n=1", "'x\\n'"),
+    ("--input", "\x1b]0;t\x07=1", "'\\x1b]0;t\\x07'"),
+])
+def test_control_characters_in_a_name_are_escaped_once(flag, value, shown):
+    """A name is escaped (text.clean) and quoted once: repr() of the escaped text doubled each backslash."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    r = CliRunner().invoke(app, ["layers", str(sample_path("mlp")), flag, value])
+    assert r.exit_code == 2, r.output
+    assert shown in r.output, r.output
+    assert "\\\\" not in r.output and "\x1b" not in r.output and len(r.output.strip().splitlines()) == 1

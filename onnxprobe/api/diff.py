@@ -28,7 +28,7 @@ from onnxprobe.runtime.ort import check_opt_level
 from onnxprobe.runtime.runners import check_device, check_options_used, check_runtime, make_runner, options_for
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
-from onnxprobe.text import clean
+from onnxprobe.text import clean, quote
 from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
 
 
@@ -305,7 +305,7 @@ def diff_grad(
     floats = check_same_inputs(a_model.proto, b_model.proto)
     if floats:
         n, _ = next(iter(floats.items()))
-        raise UsageError(f"diff --grad: input {clean(n)!r} is of another float type in A than in B; the gradients of a "
+        raise UsageError(f"diff --grad: input {quote(n)} is of another float type in A than in B; the gradients of a "
                          "float16 model and its float32 original are compared by diff without --grad (layer outputs)")
     fs = _feeds.make_feeds(a_model.proto, inputs)
     side_spec = replace(spec, wrt=())

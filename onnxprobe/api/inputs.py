@@ -25,7 +25,7 @@ from onnxprobe.runtime.arrays import read_array, read_arrays, read_npz
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.feeds import Feeds, ModelInput, check_value, make_feeds, parse_input_files, parse_shape_overrides
 from onnxprobe.runtime.feeds import model_inputs as _model_inputs
-from onnxprobe.text import clean, clip, one_line
+from onnxprobe.text import clean, clip, one_line, quote
 from onnxprobe.graph.select import Selection
 from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
 
@@ -206,7 +206,7 @@ def checked_feed(model: onnx.ModelProto, feed) -> dict[str, np.ndarray]:
     specs = _model_inputs(model)
     missing = [s.name for s in specs if s.name not in feed]
     if missing:
-        raise UsageError(f"missing input {clean(missing[0])!r}: the feed gives every input of the model, "
+        raise UsageError(f"missing input {quote(missing[0])}: the feed gives every input of the model, "
                          f"which are: {', '.join(s.describe() for s in specs)}")
     return values
 

@@ -27,7 +27,7 @@ from onnxprobe.match.engine import (
 from onnxprobe.match.observe import Observable, body_note, body_tensors
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
-from onnxprobe.text import clean
+from onnxprobe.text import quote
 from onnxprobe.types import forward_name
 
 UNPAIRED = (NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE)  # an output left unpaired so fails the verdict: nothing stood for it
@@ -305,7 +305,7 @@ def _check_named(per_tensor: dict | None, a: Side, b: Side) -> None:
     known = {n for side in (a, b) for o in side.observation.observables for n in (o.name, o.key, o.probe)}
     unknown = sorted(n for n in (per_tensor or {}) if n not in known)
     if unknown:
-        raise UsageError(f"a per-tensor tolerance (--atol/--rtol NAME:VALUE) names {clean(unknown[0])!r}, which neither "
+        raise UsageError(f"a per-tensor tolerance (--atol/--rtol NAME:VALUE) names {quote(unknown[0])}, which neither "
                          f"model observes{f' (and {len(unknown) - 1} more)' if len(unknown) > 1 else ''}")
 
 

@@ -32,7 +32,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, constant_tensors, walk
-from onnxprobe.text import clean, matches
+from onnxprobe.text import clean, matches, quote
 from onnxprobe.types import TensorRef, check_bool
 
 ATTENTION_OPS = {
@@ -88,7 +88,7 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
     ends name something; two such splits are ambiguous. A reversed range, or one past the end of the
     model, is a UsageError."""
     if ":" not in spec:
-        raise UsageError(f"--range {clean(spec)!r}: expected START:END (node indices or node names), e.g. 10:40")
+        raise UsageError(f"--range {quote(spec)}: expected START:END (node indices or node names), e.g. 10:40")
 
     def known(x: str) -> bool:
         x = x.strip()
@@ -97,7 +97,7 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
     colons = [i for i, ch in enumerate(spec) if ch == ":"]
     cuts = [i for i in colons if known(spec[:i]) and known(spec[i + 1:])]
     if len(cuts) > 1:
-        options = " or ".join(f"{clean(spec[:i])!r} to {clean(spec[i + 1:])!r}" for i in cuts[:2])
+        options = " or ".join(f"{quote(spec[:i])} to {quote(spec[i + 1:])}" for i in cuts[:2])
         raise UsageError(f"--range {clean(spec)}: ambiguous (node names hold ':'): {options}; use node indices")
     # no cut names both ends: the error below names the end that is not known, at a cut where the other is
     cut = (cuts or [i for i in colons if known(spec[:i]) or known(spec[i + 1:])] or colons)[0]
@@ -115,8 +115,8 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
         if x in node_index:
             return node_index[x]
         close = difflib.get_close_matches(x, list(node_index), n=1)
-        hint = f"; did you mean {clean(close[0])!r}?" if close else " (use an index or a node name from `onnxprobe inspect --nodes`)"
-        raise UsageError(f"--range: no node named {clean(x)!r}{hint}")
+        hint = f"; did you mean {quote(close[0])}?" if close else " (use an index or a node name from `onnxprobe inspect --nodes`)"
+        raise UsageError(f"--range: no node named {quote(x)}{hint}")
 
     lo, hi = bound(a, 0), bound(b, last)
     if lo > hi:
@@ -168,8 +168,8 @@ def check_criteria(models: list[onnx.ModelProto], sel: Selection) -> None:
         names = {n for m, ss in zip(models, sites) for n in _all_names(m, ss)}
         if not any(matches(n, glob) for n in names):
             close = difflib.get_close_matches(glob, sorted(names), n=1)
-            hint = f"; did you mean {clean(close[0])!r}?" if close else " (names are case-sensitive; quote globs such as '*attn*')"
-            raise UsageError(f"--name {clean(glob)!r}: matches no node, tensor or input name of the model{hint}")
+            hint = f"; did you mean {quote(close[0])}?" if close else " (names are case-sensitive; quote globs such as '*attn*')"
+            raise UsageError(f"--name {quote(glob)}: matches no node, tensor or input name of the model{hint}")
 
 
 def _all_names(model: onnx.ModelProto, sites: list[NodeSite]) -> set[str]:

@@ -18,7 +18,7 @@ from onnx import numpy_helper
 
 from onnxprobe.errors import UsageError, first_line
 from onnxprobe.fileio import checked_path, input_file, protect
-from onnxprobe.text import clean, human_bytes
+from onnxprobe.text import clean, human_bytes, quote
 
 
 def available_memory() -> int:
@@ -76,7 +76,7 @@ def read_array(path: str | Path) -> np.ndarray:
         raise
     except Exception as e:  # noqa: BLE001 - numpy and protobuf raise many kinds
         raise UsageError(f"{clean(p)}: cannot read as {p.suffix} tensor ({clean(first_line(e))})") from e
-    raise UsageError(f"{clean(p)}: unsupported input file type {clean(p.suffix)!r} (use .npy, .pb or --inputs FILE.npz)")
+    raise UsageError(f"{quote(p)}: unsupported input file type {clean(p.suffix)} (use .npy, .pb or --inputs FILE.npz)")
 
 
 def _tensor_proto(p: Path) -> onnx.TensorProto:
@@ -115,7 +115,7 @@ def read_test_data_set(folder: Path, kind: str) -> dict[str, np.ndarray]:
             raise UsageError(f"{clean(f)}: a tensor without a name, so no input or tensor to give it to: "
                              f"give it by name (--input NAME={clean(f)})")
         if t.name in out:
-            raise UsageError(f"{clean(f)}: a second tensor named {clean(t.name)!r} in {clean(folder)}")
+            raise UsageError(f"{quote(f)}: a second tensor named {clean(t.name)} in {clean(folder)}")
         out[t.name] = value
     return out
 
@@ -135,7 +135,7 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
                 with z.open(info) as f:
                     shape, dtype = _npy_header(f)
                     header = f.tell()
-                what = f"{clean(p)}: array {clean(info.filename[:-4])!r}"
+                what = f"{quote(p)}: array {clean(info.filename[:-4])}"
                 _check_header(shape, dtype, what)
                 declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
                 if declared > info.file_size - header:
@@ -172,19 +172,19 @@ def literal(text: str) -> np.ndarray | None:
         return None
     except ValueError as e:  # not JSON: a file name, unless it was meant as a list
         if text.lstrip().startswith("["):
-            raise UsageError(f"value {clean(text[:60])!r}: not a list of numbers ({e.msg} at character {e.pos}), "
+            raise UsageError(f"value {quote(text[:60])}: not a list of numbers ({e.msg} at character {e.pos}), "
                              "and no file of that name") from None
         return None
     if not isinstance(v, (bool, int, float, list)):
         return None
     if _depth(v) > MAX_LITERAL_RANK:
-        raise UsageError(f"value {clean(text[:40])!r}…: lists nested deeper than {MAX_LITERAL_RANK}, more than any tensor's rank")
+        raise UsageError(f"value {quote(text[:40])}…: lists nested deeper than {MAX_LITERAL_RANK}, more than any tensor's rank")
     shape = _rectangular(v)
     if shape is None:
-        raise UsageError(f"value {clean(text)!r}: nested lists must be rectangular (all rows of the same length)")
+        raise UsageError(f"value {quote(text)}: nested lists must be rectangular (all rows of the same length)")
     flat = list(_leaves(v))
     if not all(isinstance(x, (bool, int, float)) for x in flat):
-        raise UsageError(f"value {clean(text)!r}: only numbers, true and false can be given")
+        raise UsageError(f"value {quote(text)}: only numbers, true and false can be given")
     out = np.empty(len(flat), dtype=object)
     out[:] = flat
     return out.reshape(shape)

@@ -21,7 +21,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.runtime.arrays import read_npz
 from onnxprobe.runtime.feeds import ModelInput
 from onnxprobe.runtime.userfunc import call_function, load_function, raised, user_code
-from onnxprobe.text import clean
+from onnxprobe.text import clean, quote
 
 Samples = Iterator[tuple[str, dict[str, np.ndarray]]]
 
@@ -57,7 +57,7 @@ def _stacked_samples(p: Path, arrays: dict[str, np.ndarray], specs: list[ModelIn
     n = None
     for name, a in arrays.items():
         if name not in by_name:
-            raise UsageError(f"--inputs-dir {clean(p)}: unknown input name {clean(name)!r}")
+            raise UsageError(f"--inputs-dir {quote(p)}: unknown input name {clean(name)}")
         k = a.shape[0] if a.ndim else 0
         if n is not None and k != n:
             raise UsageError(f"--inputs-dir {clean(p)}: arrays disagree on the number of samples ({n} vs {k} for {clean(name)})")
@@ -142,6 +142,6 @@ def _feed_dict(item, where: str, k: int) -> dict[str, np.ndarray]:
         try:
             a = np.asarray(v)
         except Exception as e:  # noqa: BLE001 - a value of any type
-            raise UsageError(f"{where}: item {k}, input {clean(name)!r}: not an array ({type(e).__name__})") from None
+            raise UsageError(f"{where}: item {k}, input {quote(name)}: not an array ({type(e).__name__})") from None
         out[name] = a  # dtype and shape are checked against the model's inputs (runtime.feeds.check_value)
     return out

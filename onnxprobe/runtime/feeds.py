@@ -18,7 +18,7 @@ import onnx
 from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.runtime.arrays import check_fits, literal, literal_as, read_array
-from onnxprobe.text import clean
+from onnxprobe.text import clean, quote
 from onnxprobe.types import InputSpec
 
 SHAPE_HINT = "dynamic dimensions were set to 1: give real sizes with --shape NAME=DIMS"
@@ -40,7 +40,7 @@ class ModelInput:
             what = ("not a tensor (a sequence, map or optional: onnxprobe feeds tensors only)" if self.elem_type == 0 else
                     f"element type {self.elem_type} ({onnx.TensorProto.DataType.Name(self.elem_type) if self.elem_type in onnx.TensorProto.DataType.values() else 'unknown'}) "
                     "has no numpy type; onnxprobe cannot make or check data for it")
-            raise UsageError(f"input {clean(self.name)!r}: {what}") from None
+            raise UsageError(f"input {quote(self.name)}: {what}") from None
 
     def describe(self) -> str:
         dims = "?" if self.shape is None else "x".join(str(d) if d is not None else "?" for d in self.shape) or "scalar"
@@ -109,13 +109,13 @@ def parse_shape_overrides(items: list[str] | None) -> dict[str, tuple[int, ...]]
     for item in flag_items(items, "--shape", "image=1x3x224x224"):
         name, sep, dims = item.rpartition("=")
         if not sep or not name:
-            raise UsageError(f"--shape {clean(item)!r}: expected NAME=DIMS, e.g. image=1x3x224x224")
+            raise UsageError(f"--shape {quote(item)}: expected NAME=DIMS, e.g. image=1x3x224x224")
         try:
             shape = tuple(int(d) for d in dims.replace(",", "x").split("x")) if dims.strip() else ()
         except ValueError:
-            raise UsageError(f"--shape {clean(item)!r}: dimensions must be integers separated by 'x', e.g. 1x3x224x224") from None
+            raise UsageError(f"--shape {quote(item)}: dimensions must be integers separated by 'x', e.g. 1x3x224x224") from None
         if any(d < 0 for d in shape):
-            raise UsageError(f"--shape {clean(item)!r}: dimensions must be non-negative")
+            raise UsageError(f"--shape {quote(item)}: dimensions must be non-negative")
         if name in out and out[name] != shape:
             raise UsageError(f"--shape {clean(name)}: given twice with different dimensions")
         out[name] = shape
@@ -127,9 +127,9 @@ def parse_input_files(items: list[str] | None) -> dict[str, str]:
     for item in flag_items(items, "--input", "x=x.npy"):
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
-            raise UsageError(f"--input {clean(item)!r}: expected NAME=FILE (.npy or .pb) or NAME=VALUE (a number or JSON list)")
+            raise UsageError(f"--input {quote(item)}: expected NAME=FILE (.npy or .pb) or NAME=VALUE (a number or JSON list)")
         if out.get(name, path) != path:  # as --shape: the last one silently won
-            raise UsageError(f"--input {clean(name)}: given twice ({clean(out[name])!r} and {clean(path)!r}); give one")
+            raise UsageError(f"--input {quote(name)}: given twice ({clean(out[name])} and {quote(path)}); give one")
         out[name] = path
     return out
 
@@ -195,7 +195,7 @@ class _Dims:
                 continue
             if d in self.values and self.values[d][0] != got and self.values[d][1] != spec.name:
                 size, other, how = self.values[d]
-                raise UsageError(f"dimension {clean(d)!r} is {size} for input {clean(other)} ({clean(how)}) but {got} for "
+                raise UsageError(f"dimension {quote(d)} is {size} for input {clean(other)} ({clean(how)}) but {got} for "
                                  f"input {clean(spec.name)} ({clean(origin)}); one named dimension has one size")
             self.values.setdefault(d, (got, spec.name, origin))
 
@@ -260,7 +260,7 @@ def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np
         if name not in by_name:
             where = (f" (from {clean(spec.arrays_from)})" if name in spec.arrays else " (--input)" if name in spec.files
                      else " (--shape)")
-            raise UsageError(f"unknown input name {clean(name)!r}{where}; the model's inputs are: {expected}")
+            raise UsageError(f"unknown input name {quote(name)}{where}; the model's inputs are: {expected}")
     given: dict[str, tuple[np.ndarray, str]] = {}
     for name, value in spec.arrays.items():
         given[name] = (np.asarray(value), f"from {spec.arrays_from}")
@@ -317,7 +317,7 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
         dtype = s.dtype
         check_fits(int(np.prod(shape, dtype=object)) * dtype.itemsize, f"input {clean(s.name)} of shape {list(shape)}")
         if dtype.kind not in "biufc" and dtype.name != "bfloat16":  # strings: no random data means anything
-            raise UsageError(f"input {clean(s.name)!r}: a string tensor; onnxprobe cannot make random data "
+            raise UsageError(f"input {quote(s.name)}: a string tensor; onnxprobe cannot make random data "
                              f"for it: give it with --input {clean(s.name)}=FILE.npy")
         feeds[s.name] = random_array(shape, dtype, rng, spec.int_range)
         if dtype.kind in "biu":

@@ -27,7 +27,7 @@ from onnxprobe import __version__
 from onnxprobe.errors import UsageError
 from onnxprobe.fileio import atomic_output
 from onnxprobe.graph.skeleton import skeleton, stubs, weights_of
-from onnxprobe.text import clean, clip
+from onnxprobe.text import clip, quote
 from onnxprobe.types import Probe, TensorRef
 
 DEFAULT_SIZE = 512 * 2**20
@@ -66,7 +66,7 @@ def size_limit() -> int:
         return DEFAULT_SIZE
     m = _SIZE.fullmatch(text)
     if not m:
-        raise UsageError(f"ONNXPROBE_CACHE_SIZE must be a size in bytes such as 536870912 or 512M, not {clip(clean(text), 40)!r}")
+        raise UsageError(f"ONNXPROBE_CACHE_SIZE must be a size in bytes such as 536870912 or 512M, not {quote(clip(text, 40))}")
     unit = m.group(2).lower()
     return int(m.group(1)) * (1024 ** ("kmgt".index(unit) + 1) if unit else 1)
 

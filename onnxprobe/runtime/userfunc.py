@@ -12,7 +12,7 @@ from typing import Callable
 
 from onnxprobe.errors import UsageError, first_line
 from onnxprobe.fileio import input_file, protect
-from onnxprobe.text import clean
+from onnxprobe.text import clean, quote
 
 
 def user_code():
@@ -26,7 +26,7 @@ def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
     message when ``spec`` is not of that form."""
     path, sep, func = str(spec).rpartition(":")
     if not sep or not path or not func:
-        raise UsageError(f"{flag} {clean(spec)!r}: expected FILE.py:FUNC, {expects}")
+        raise UsageError(f"{flag} {quote(spec)}: expected FILE.py:FUNC, {expects}")
     p = input_file(path, "Python file", flag)
     if p.suffix != ".py":
         raise UsageError(f"{flag} {clean(path)}: not a Python file (.py)")
@@ -42,7 +42,7 @@ def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
         raise UsageError(f"{flag} {clean(path)}: importing it raised {raised(e)}") from None
     fn = getattr(code, func, None)
     if fn is None or not callable(fn):
-        raise UsageError(f"{flag} {clean(spec)}: {clean(path)} has no function {clean(func)!r}")
+        raise UsageError(f"{flag} {quote(spec)}: {clean(path)} has no function {clean(func)}")
     return fn, func
 
 
