@@ -209,15 +209,29 @@ def build_cached(a: Side, b: Side, report: list[Pair], by_b: dict[str, Pair], rt
                            "inputs": {n: list(v) for n, v in sorted((input_shapes or {}).items())}, "skip": sorted(skip)})
     weights = merged_weights(a, b)
     hit = plan_cache.load_entry(k, weights, restore=False)
-    if hit is not None and hit[1].get("kind") == "fused":
-        model, meta = hit
-        return FusedGraph(model, meta["outputs"], meta["aname"], meta["bname"], {int(q): v for q, v in meta["raw"].items()},
-                          weights, meta.get("notes", []))
+    got = _from_entry(hit, len(report), weights) if hit is not None and hit[1].get("kind") == "fused" else None
+    if got is not None:
+        return got
     fg = build(a, b, report, by_b, rtol_of, introduced, input_shapes, skip)
     if fg.model is not None:
         plan_cache.store_entry(k, fg.model, {"kind": "fused", "outputs": fg.outputs, "aname": fg.aname,
                                              "bname": fg.bname, "raw": fg.raw, "notes": fg.notes})
     return fg
+
+
+def _from_entry(hit, pairs: int, weights: dict) -> FusedGraph | None:
+    """The FusedGraph of a cache entry, or None (a miss) when the entry is not one ``build_cached`` could
+    have written for ``pairs`` pairs: a damaged or edited entry is rebuilt, not a KeyError at the run."""
+    model, meta = hit
+    outputs, aname, bname, raw, notes = (meta.get(f) for f in ("outputs", "aname", "bname", "raw", "notes"))
+    names = {o.name for o in model.graph.output}
+    if not (plan_cache.strings(outputs) and set(outputs) <= names and plan_cache.strings(notes or [])
+            and all(isinstance(m, dict) and all(isinstance(x, str) and isinstance(y, str) for x, y in m.items())
+                    for m in (aname, bname))
+            and isinstance(raw, dict) and all(q.isascii() and q.isdigit() and int(q) < pairs and plan_cache.strings(v) and 2 <= len(v) <= 3
+                                              and set(v) <= names for q, v in raw.items())):
+        return None
+    return FusedGraph(model, outputs, aname, bname, {int(q): v for q, v in raw.items()}, weights, notes or [])
 
 
 SUBNORMAL_SQUARES = 1e-30  # a largest square below this: float32 sums of squares lose digits (host float64)

@@ -47,11 +47,16 @@ def cache_dir() -> Path:
 
 
 def enabled(config_cache: bool = True) -> bool:
-    """Whether the cache is used; raises UsageError when ``$ONNXPROBE_CACHE_SIZE`` cannot be read (a
-    setting a user made and that would otherwise be ignored without a word)."""
+    """Whether the cache is used; raises UsageError when ``$ONNXPROBE_CACHE_SIZE`` cannot be read or the
+    cache's folder is a file (a setting a user made and that would otherwise be ignored without a word)."""
     on = config_cache and os.environ.get("ONNXPROBE_NO_CACHE", "") in ("", "0")
     if on:
         size_limit()
+        d = cache_dir()
+        if d.exists() and not d.is_dir():  # it would never hold an entry: every run would rebuild, without a word
+            where = "ONNXPROBE_CACHE_DIR " if os.environ.get("ONNXPROBE_CACHE_DIR") else "the plan cache's folder "
+            raise UsageError(f"{where}{quote(str(d))} is a file, not a folder; point it at a folder, or set "
+                             "ONNXPROBE_NO_CACHE=1")
     return on
 
 
@@ -103,6 +108,8 @@ def key_of(parts: dict) -> str:
 
 def _ref(d: dict) -> TensorRef:
     d = dict(d)
+    if not isinstance(d.get("scope") or [], list) or not isinstance(d.get("shape") or [], list):
+        raise ValueError("not an entry's TensorRef")
     d["scope"] = tuple(d.get("scope") or ())
     if d.get("shape") is not None:
         d["shape"] = tuple(d["shape"])
@@ -117,12 +124,38 @@ def load(k: str, base: onnx.ModelProto, restore: bool = True) -> tuple[onnx.Mode
     if got is None:
         return None
     model, meta = got
+    probes, warnings = meta.get("probes"), meta.get("warnings", [])
+    if not isinstance(probes, list) or not all(isinstance(p, dict) and isinstance(p.get("ref"), dict) for p in probes) \
+            or not strings(warnings):
+        return None
     try:
         # every field as ``store`` wrote it (asdict): a field added to Probe comes back without a line here
-        probes = [Probe(**{**p, "ref": _ref(p["ref"])}) for p in meta["probes"]]
-    except (KeyError, TypeError):
+        probes = [Probe(**{**p, "ref": _ref(p["ref"])}) for p in probes]
+    except (KeyError, TypeError, ValueError):
         return None
-    return model, probes, list(meta.get("warnings", []))
+    outputs = {o.name for o in model.graph.output}
+    if not all(_fits(p, outputs) for p in probes):
+        return None
+    return model, probes, list(warnings)
+
+
+def strings(x) -> bool:
+    """Whether ``x`` (from an entry's JSON) is a list of str."""
+    return isinstance(x, list) and all(isinstance(v, str) for v in x)
+
+
+def _fits(p: Probe, outputs: set[str]) -> bool:
+    """Whether a probe read back from an entry is one ``store`` could have written for its graph: each
+    field of its type, each output it names one of the graph's (an edited or damaged entry is a miss, not
+    a KeyError at the run)."""
+    r = p.ref
+    names = (p.stats_output, p.stats_sums, p.shape_output, p.raw_output)
+    return (all(v is None or (isinstance(v, str) and v in outputs) for v in names)
+            and isinstance(p.stats_block, int) and not isinstance(p.stats_block, bool) and p.stats_block >= 0
+            and all(isinstance(v, bool) for v in (p.stats_on_host, p.raw_for_stats, p.raw_scalar, r.is_output))
+            and all(isinstance(v, str) for v in (r.name, r.node, r.op_type, r.direction, r.kind, *r.scope))
+            and isinstance(r.index, int) and all(v is None or isinstance(v, str) for v in (r.dtype, r.grad_of))
+            and (r.shape is None or all(d is None or isinstance(d, (int, str)) for d in r.shape)))
 
 
 def store(k: str, model: onnx.ModelProto, probes: list[Probe], warnings: list[str]) -> None:
@@ -138,6 +171,8 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
         meta = json.loads((d / f"{k}.json").read_text())
         model = onnx.load_model_from_string((d / f"{k}.onnx").read_bytes())
     except Exception:  # noqa: BLE001 - a missing or damaged entry is a miss
+        return None
+    if not isinstance(meta, dict):
         return None
     for name, t in stubs(model).items():  # initializers', and Constants' by their output
         w = weights.get(name)
