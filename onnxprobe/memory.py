@@ -20,6 +20,7 @@ import os
 __all__ = ["return_freed_memory", "trim", "MMAP_THRESHOLD", "park_when_done", "done_with", "unpark"]
 
 MMAP_THRESHOLD = 128 * 1024
+MAX_MMAP_THRESHOLD = 32 * 2**20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: mallopt refuses more
 
 
 @functools.lru_cache(maxsize=None)
@@ -37,12 +38,27 @@ def _libc():
         return None
 
 
+def mmap_threshold() -> int:
+    """``$ONNXPROBE_MMAP_THRESHOLD``: a whole number of bytes up to MAX_MMAP_THRESHOLD, MMAP_THRESHOLD when
+    unset; anything else is a UsageError naming the variable (it was int()'s ValueError, an internal error)."""
+    text = os.environ.get("ONNXPROBE_MMAP_THRESHOLD", "").strip()
+    if not text:
+        return MMAP_THRESHOLD
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_MMAP_THRESHOLD:
+        from onnxprobe.errors import UsageError
+        from onnxprobe.text import clip, quote
+
+        raise UsageError(f"ONNXPROBE_MMAP_THRESHOLD must be a whole number of bytes from 0 to {MAX_MMAP_THRESHOLD} "
+                         f"(glibc's most), such as 131072, not {quote(clip(text, 40))}")
+    return int(text)
+
+
 @functools.lru_cache(maxsize=None)
 def return_freed_memory() -> None:
     """A fixed 128 KiB mmap threshold for the rest of the process (once)."""
     libc = _libc()
     if libc is not None:
-        libc.mallopt(-3, int(os.environ.get("ONNXPROBE_MMAP_THRESHOLD", MMAP_THRESHOLD)))  # M_MMAP_THRESHOLD
+        libc.mallopt(-3, mmap_threshold())  # M_MMAP_THRESHOLD
 
 
 def trim() -> None:

@@ -255,3 +255,81 @@ def test_trimming_deletes_only_the_caches_own_entries(cache, monkeypatch):
     assert (cache / "net.onnx").exists()
     ours = [f for f in cache.iterdir() if plan_cache.KEY.fullmatch(f.stem)]
     assert ours and sum(f.stat().st_size for f in ours) <= 60000
+
+
+def _entries(cache):
+    import json
+
+    return [(f, json.loads(f.read_text())) for f in cache.glob("*.json")]
+
+
+@pytest.mark.parametrize("edit", [
+    lambda m: {"probes": [], "warnings": 7},
+    lambda m: [1, 2],
+    lambda m: {**m, "probes": "x"},
+    lambda m: {**m, "probes": [{**p, "raw_output": "nosuch"} for p in m["probes"]]},
+    lambda m: {**m, "probes": [{**p, "stats_output": 5} for p in m["probes"]]},
+    lambda m: {**m, "probes": [{**p, "ref": {**p["ref"], "scope": 3}} for p in m["probes"]]},
+    lambda m: {**m, "probes": [{**p, "ref": {**p["ref"], "nosuch": 1}} for p in m["probes"]]},
+])
+def test_an_edited_plan_entry_is_a_miss(cache, rewrites, edit):
+    import json
+
+    want = _stats(_layers(sample_path("mlp"), cache=False))
+    _layers(sample_path("mlp"))
+    (f, meta), = _entries(cache)
+    f.write_text(json.dumps(edit(meta)))
+    n = len(rewrites)
+    res = _layers(sample_path("mlp"))
+    assert len(rewrites) == n + 1 and _stats(res) == want
+
+
+@pytest.mark.parametrize("edit", [
+    lambda m: {**m, "outputs": 7},
+    lambda m: {**m, "outputs": m["outputs"] + ["nosuch"]},
+    lambda m: {**m, "raw": {"99999": ["a", "b"]}},
+    lambda m: {**m, "raw": {"x": ["a", "b"]}},
+    lambda m: {**m, "aname": [1]},
+    lambda m: {**m, "notes": "n"},
+])
+def test_an_edited_diff_entry_is_a_miss(cache, builds, tmp_path, edit):
+    import json
+
+    a, b = _scaled_copy(sample_path("cnn"), tmp_path / "a.onnx", 1.001), sample_path("cnn")
+    cfg = api.RunConfig(device="cpu")
+    first = api.diff(a, b, selection=api.Selection(all=True), config=cfg, fuse=True)
+    fused = [(f, m) for f, m in _entries(cache) if isinstance(m, dict) and m.get("kind") == "fused"]
+    assert len(fused) == 1 and len(builds) == 1
+    f, meta = fused[0]
+    f.write_text(json.dumps(edit(meta)))
+    again = api.diff(a, b, selection=api.Selection(all=True), config=cfg, fuse=True)
+    assert len(builds) == 2 and _diff_numbers(again) == _diff_numbers(first)
+
+
+def test_a_cache_folder_that_is_a_file_is_one_clear_error(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    (tmp_path / "f").write_text("x")
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "f"))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    r = CliRunner().invoke(app, ["layers", str(sample_path("mlp"))])
+    assert r.exit_code == 2 and "ONNXPROBE_CACHE_DIR" in r.output and "not a folder" in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1
+    r = CliRunner().invoke(app, ["layers", str(sample_path("mlp")), "--no-cache"])
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("text", ["abc", "-5", "99999999999999999999", "1.5"])
+def test_an_unreadable_mmap_threshold_is_one_clear_error(monkeypatch, text):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    r = subprocess.run([sys.executable, "-m", "onnxprobe", "layers", str(sample_path("mlp"))], capture_output=True,
+                       text=True, cwd=ROOT, env={**__import__("os").environ, "ONNXPROBE_MMAP_THRESHOLD": text,
+                                                 "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and "ONNXPROBE_MMAP_THRESHOLD" in r.stderr and "internal" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
