@@ -76,7 +76,7 @@ def read_array(path: str | Path) -> np.ndarray:
         raise
     except Exception as e:  # noqa: BLE001 - numpy and protobuf raise many kinds
         raise UsageError(f"{clean(p)}: cannot read as {p.suffix} tensor ({clean(first_line(e))})") from e
-    raise UsageError(f"{quote(p)}: unsupported input file type {clean(p.suffix)} (use .npy, .pb or --inputs FILE.npz)")
+    raise UsageError(f"{clean(p)}: unsupported input file type {quote(p.suffix)} (use .npy, .pb or --inputs FILE.npz)")
 
 
 def _tensor_proto(p: Path) -> onnx.TensorProto:
@@ -115,7 +115,7 @@ def read_test_data_set(folder: Path, kind: str) -> dict[str, np.ndarray]:
             raise UsageError(f"{clean(f)}: a tensor without a name, so no input or tensor to give it to: "
                              f"give it by name (--input NAME={clean(f)})")
         if t.name in out:
-            raise UsageError(f"{quote(f)}: a second tensor named {clean(t.name)} in {clean(folder)}")
+            raise UsageError(f"{clean(f)}: a second tensor named {quote(t.name)} in {clean(folder)}")
         out[t.name] = value
     return out
 
@@ -135,7 +135,7 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
                 with z.open(info) as f:
                     shape, dtype = _npy_header(f)
                     header = f.tell()
-                what = f"{quote(p)}: array {clean(info.filename[:-4])}"
+                what = f"{clean(p)}: array {quote(info.filename[:-4])}"
                 _check_header(shape, dtype, what)
                 declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
                 if declared > info.file_size - header:

@@ -57,7 +57,7 @@ def _stacked_samples(p: Path, arrays: dict[str, np.ndarray], specs: list[ModelIn
     n = None
     for name, a in arrays.items():
         if name not in by_name:
-            raise UsageError(f"--inputs-dir {quote(p)}: unknown input name {clean(name)}")
+            raise UsageError(f"--inputs-dir {clean(p)}: unknown input name {quote(name)}")
         k = a.shape[0] if a.ndim else 0
         if n is not None and k != n:
             raise UsageError(f"--inputs-dir {clean(p)}: arrays disagree on the number of samples ({n} vs {k} for {clean(name)})")

@@ -129,7 +129,7 @@ def parse_input_files(items: list[str] | None) -> dict[str, str]:
         if not sep or not name or not path:
             raise UsageError(f"--input {quote(item)}: expected NAME=FILE (.npy or .pb) or NAME=VALUE (a number or JSON list)")
         if out.get(name, path) != path:  # as --shape: the last one silently won
-            raise UsageError(f"--input {quote(name)}: given twice ({clean(out[name])} and {quote(path)}); give one")
+            raise UsageError(f"--input {clean(name)}: given twice ({quote(out[name])} and {quote(path)}); give one")
         out[name] = path
     return out
 

@@ -42,7 +42,7 @@ def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
         raise UsageError(f"{flag} {clean(path)}: importing it raised {raised(e)}") from None
     fn = getattr(code, func, None)
     if fn is None or not callable(fn):
-        raise UsageError(f"{flag} {quote(spec)}: {clean(path)} has no function {clean(func)}")
+        raise UsageError(f"{flag} {clean(spec)}: {clean(path)} has no function {quote(func)}")
     return fn, func
 
 
