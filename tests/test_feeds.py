@@ -179,3 +179,22 @@ def test_unnamed_unknown_dimensions_are_said_by_index_in_one_note():
     notes: list[str] = []
     assert make_feeds(m, notes)["x"].shape == (1, 3, 1, 1)
     assert notes == ["input x: dimensions 0, 2 and 3 unknown, set to 1 (use --shape x=...)"], notes
+
+
+def test_an_inputs_file_with_no_arrays_is_an_error_not_silent_random_data(tmp_path):
+    """An .npz with no arrays would feed every input seeded random data without a word: most likely the wrong file."""
+    from typer.testing import CliRunner
+
+    from conftest import sample_path
+    from onnxprobe.cli.main import app
+
+    np.savez(tmp_path / "none.npz")
+    r = CliRunner().invoke(app, ["layers", str(sample_path("mlp")), "--inputs", str(tmp_path / "none.npz")])
+    assert r.exit_code == 2 and "none.npz" in r.output and "no arrays" in r.output, r.output
+    (tmp_path / "s.txt").write_text(f"inputs {tmp_path / 'none.npz'}\n")
+    r = CliRunner().invoke(app, ["debug", str(sample_path("mlp")), "--script", str(tmp_path / "s.txt")])
+    assert r.exit_code == 1 and "no arrays" in r.output, r.output
+    with pytest.raises(UsageError, match="no arrays"):
+        from onnxprobe import api
+
+        api.input_spec(inputs=tmp_path / "none.npz")

@@ -278,6 +278,9 @@ def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape
     if arrays is not None and not isinstance(arrays, Mapping):
         raise UsageError(f"arrays: expected a dict of arrays by input name, got {what_came(arrays)}")
     given = dict(read_arrays(inputs)) if inputs is not None else {}
+    if inputs is not None and not given:  # every input would be seeded random data, without a word
+        raise UsageError(f"--inputs {clean(str(inputs))}: holds no arrays; give a file with the model's inputs by "
+                         "name, or leave --inputs out for seeded random inputs")
     given.update(arrays or {})
     rng = parse_int_range(int_range) if isinstance(int_range, str) else tuple(int_range)
     return InputSpec(seed=seed, int_range=rng, shapes=parse_shape_overrides(shape), files=parse_input_files(input_),

@@ -48,6 +48,8 @@ def cmd_inputs(env: Env, args: list[str]):
     out: list = []
     if args:
         arrays = api.read_npz(args[0])
+        if not arrays:  # nothing would change: most likely the wrong file
+            raise bad("inputs", f"{args[0]} holds no arrays; give an .npz with the model's inputs by name")
         notes = env.state.set_all_inputs(arrays)
         out.append(safe(f"inputs from {args[0]}: {', '.join(arrays)}"))
         out += [Text(safe(f"note: {n}"), style="dim") for n in notes]
