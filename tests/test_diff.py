@@ -1035,3 +1035,20 @@ def test_the_fp32_sensitivity_lines_say_outputs_are_left_out_and_are_as_wide_as_
     assert "inner QDQ layers" in r.output and "model outputs" in r.output
     lines = [x for x in r.output.splitlines() if "intro" in x and "→" in x]
     assert len(lines) == 2 and all(re.match(r"  \S+  \S+  intro", x) for x in lines if len(x.split()[0]) == max(len(y.split()[0]) for y in lines)), lines
+
+
+def test_vs_npz_array_of_strings_is_left_unmatched_with_a_reason(tmp_path):
+    """Saved strings have no difference to measure: that tensor is unmatched, saying why; the rest compare."""
+    from onnx.reference import ReferenceEvaluator
+
+    x = sample_feeds("mlp")["x"]
+    m = onnx.load(str(sample_path("mlp")))
+    m.graph.output.append(helper.make_tensor_value_info("fc1_out", TensorProto.FLOAT, None))
+    fc1 = ReferenceEvaluator(m).run(["fc1_out"], {"x": x})[0]  # the oracle: onnx.reference
+    np.savez(tmp_path / "vs.npz", x=x, fc1_out=fc1, y=np.array(["a"] * 32).reshape(4, 8))
+    r = runner.invoke(app, ["diff", str(sample_path("mlp")), "--vs-npz", str(tmp_path / "vs.npz"), "--json", "-"])
+    assert "internal error" not in r.output and "Traceback" not in r.output, r.output
+    d = json.loads(r.stdout)
+    assert d["compared"] == 1 and all(p["passed"] for p in d["pairs"]), d["pairs"]
+    y = next(u for u in d["unmatched_a"] if u["name"] == "y")
+    assert "not numbers" in y["reason"]

@@ -13,7 +13,7 @@ from onnxprobe.graph.model import Model
 from onnxprobe.match.engine import NOT_OBSERVABLE
 from onnxprobe.match.observe import Observable, Observation, add_dequantize, observe
 from onnxprobe.runtime.runners.base import Runner
-from onnxprobe.runtime.runners.npz import NpzRunner
+from onnxprobe.runtime.runners.npz import NpzRunner, numeric
 
 
 @dataclass
@@ -57,11 +57,13 @@ def model_side(label: str, model: Model, make_runner: Callable, constants: bool 
 
 
 def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model) -> Side:
-    """Saved activations as side B: one observable per array, described by the tensor of the same name
+    """Saved activations as side B: one observable per array of numbers, described by the tensor of the same name
     in ``like`` (model A) where there is one, so that matching and reports know its op."""
     known = {o.name: o for o in observe(like.proto).observables}
     obs = []
     for k, (name, value) in enumerate(arrays.items()):
+        if not numeric(value):  # strings: left out, A's tensor of that name unmatched with the runner's reason
+            continue
         o = known.get(name)
         shape = tuple(np.shape(value))
         if o is not None:

@@ -8,6 +8,11 @@ import numpy as np
 from onnxprobe.runtime.runners.base import Runner
 
 
+def numeric(a) -> bool:
+    """Whether saved values can be compared: numbers (strings or objects have no difference to measure)."""
+    return np.asarray(a).dtype.kind in "biuf"
+
+
 class NpzRunner(Runner):
     kind = "npz"
     takes_feeds = False
@@ -23,7 +28,11 @@ class NpzRunner(Runner):
         return {**super().facts(), "device": None}  # nothing runs
 
     def unobservable(self, names: list[str]) -> dict[str, str]:
-        return {n: "not in the .npz" for n in names if n not in self.arrays}
+        out = {n: "not in the .npz" for n in names if n not in self.arrays}
+        for n in names:
+            if n in self.arrays and not numeric(self.arrays[n]):
+                out[n] = f"saved as {np.asarray(self.arrays[n]).dtype} values, not numbers: not compared"
+        return out
 
     def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
         return {n: np.asarray(self.arrays[n]) for n in names if n in self.arrays}
