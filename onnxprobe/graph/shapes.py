@@ -113,9 +113,12 @@ def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
 
 
 def dtype_name(elem_type: int) -> str | None:
-    """numpy-style dtype name for an ONNX elem type (bfloat16 and float8 types keep their ONNX name)."""
+    """numpy-style dtype name for an ONNX elem type (bfloat16 and float8 types keep their ONNX name; strings
+    are "string")."""
     if not elem_type:
         return None
+    if elem_type == onnx.TensorProto.STRING:  # numpy's "object" says nothing of what the model holds
+        return "string"
     try:
         return str(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     except Exception:  # noqa: BLE001

@@ -247,6 +247,9 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                                       is_output=t in outputs or (name or t) in outputs, floor_zero=floor,
                                       relu=relu_of(t) if kind == "float" else None))
 
+            if et == onnx.TensorProto.STRING:
+                hidden[t] = "a string tensor: no difference to measure"
+                continue
             if t in dq_scales or (n.op_type == "Mul" and any(i in dq_scales for i in n.input)
                                   and all(i in dq_scales or i in const for i in n.input)):
                 hidden[t] = "a dynamic quantization scale"

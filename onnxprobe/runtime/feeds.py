@@ -45,7 +45,7 @@ class ModelInput:
     def describe(self) -> str:
         dims = "?" if self.shape is None else "x".join(str(d) if d is not None else "?" for d in self.shape) or "scalar"
         try:
-            dt = str(self.dtype)
+            dt = "string" if self.elem_type == onnx.TensorProto.STRING else str(self.dtype)
         except UsageError:
             dt = "?"
         return f"{clean(self.name)} {dt} [{clean(dims)}]"
@@ -164,7 +164,9 @@ def check_value(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:
     if not isinstance(spec, ModelInput):
         raise UsageError(f"spec: expected a ModelInput (api.model_inputs(model) lists them), got {type(spec).__name__}")
     value = np.asarray(value)
-    if value.dtype != spec.dtype:
+    if spec.elem_type == onnx.TensorProto.STRING:
+        value = as_strings(value, f"input {clean(spec.name)} ({clean(origin)})")
+    elif value.dtype != spec.dtype:
         raise UsageError(f"input {clean(spec.name)} ({clean(origin)}): dtype {value.dtype}, the model expects {spec.dtype}")
     if spec.shape is not None:
         if value.ndim != len(spec.shape):
@@ -175,6 +177,26 @@ def check_value(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:
                 raise UsageError(f"input {clean(spec.name)} ({clean(origin)}): shape {list(value.shape)}, but dimension {i} "
                                  f"must be {want} ({spec.describe()})")
     return value
+
+
+def as_strings(value: np.ndarray, what: str) -> np.ndarray:
+    """A string input's value as onnxruntime takes it: an object array of str. numpy's unicode (<U) and
+    bytes (|S) arrays (an .npy saves strings so, without pickle) and a string TensorProto's object array
+    of bytes are converted; bytes are UTF-8 (onnxruntime turns a bytes object into the text "b'...'")."""
+    if value.dtype.kind not in "USO":
+        raise UsageError(f"{what}: dtype {value.dtype}, the model expects strings")
+    flat = value.reshape(-1)
+    out = np.empty(flat.shape, dtype=object)
+    for i, v in enumerate(flat):
+        if isinstance(v, (bytes, np.bytes_)):
+            try:
+                v = bytes(v).decode("utf-8")
+            except UnicodeDecodeError:
+                raise UsageError(f"{what}: element {i} is not UTF-8 text; onnxruntime takes strings as text") from None
+        elif not isinstance(v, str):
+            raise UsageError(f"{what}: element {i} is {type(v).__name__}, not a string")
+        out[i] = str(v)
+    return out.reshape(value.shape)
 
 
 def _named(d) -> bool:

@@ -43,6 +43,20 @@ def true_names(z) -> dict[str, str]:
         return {}
 
 
+def _no_objects(a: np.ndarray, name: str, path) -> np.ndarray:
+    """``a`` as an array np.load reads without pickle: a string tensor (onnxruntime's object array of str)
+    as numpy unicode (bytes as numpy bytes)."""
+    if a.dtype != object:
+        return a
+    flat = list(a.reshape(-1))
+    for kind in (str, bytes):
+        if all(isinstance(v, kind) for v in flat):
+            return np.array(flat, dtype=np.str_ if kind is str else np.bytes_).reshape(a.shape)
+    from onnxprobe.text import quote
+
+    raise UsageError(f"{path}: tensor {quote(name)} holds Python objects, which an .npz keeps only pickled; nothing written")
+
+
 class _Stream:
     """A file written front to back only. zipfile seeks back to patch each entry's header when ``tell``
     works, and /dev/null's ``tell`` answers 0 whatever was written (struct.error on closing): a target that
@@ -89,7 +103,7 @@ class NpzWriter:
         self.names[name] = entry
         try:
             with self.zf.open(entry + ".npy", "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, np.asanyarray(array), allow_pickle=False)
+                np.lib.format.write_array(f, _no_objects(np.asanyarray(array), name, self.path), allow_pickle=False)
         except OSError as e:
             raise UsageError(f"{self.path}: cannot write it ({e.strerror or e}); nothing written") from None
 

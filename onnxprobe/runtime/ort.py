@@ -303,8 +303,10 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
     Returns (outputs, seconds)."""
     ort = ort_module()
     sess = session.sess
-    binding = sess.io_binding()
     dev = "cuda" if session.device == "cuda" else "cpu"
+    if any(isinstance(v, np.ndarray) and v.dtype == object for v in feeds.values()):
+        return _run_plain(session, feeds, host_outputs, device_outputs, keep_on_device, interruptible, dev)
+    binding = sess.io_binding()
     for name, value in feeds.items():
         if isinstance(value, ort.OrtValue):
             binding.bind_ortvalue_input(name, value)
@@ -347,6 +349,36 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
     values = binding.get_outputs()
     on_device = set(device_outputs) if keep_on_device else set()
     out = {n: (v if n in on_device else host_array(v)) for n, v in zip(names, values)}
+    return out, seconds
+
+
+def _run_plain(session: Session, feeds: dict, host_outputs: list[str], device_outputs, keep_on_device: bool,
+               interruptible: bool, dev: str) -> tuple[dict, float]:
+    """``run_bound`` without IOBinding, for a feed of strings: onnxruntime binds no string tensor ("Only binding
+    non-string Tensors is currently supported") nor makes an OrtValue of one. Same results; device outputs
+    are put back on the device when they are to stay there."""
+    ort = ort_module()
+    plain = {n: (host_array(v) if isinstance(v, ort.OrtValue) else v) for n, v in feeds.items()}
+    names = list(host_outputs) + list(device_outputs)
+    options = ort.RunOptions()
+    options.log_severity_level = 4
+    t0 = time.perf_counter()
+    try:
+        if interruptible:
+            values = call_interruptibly(session.sess.run, names, plain, options,
+                                        on_interrupt=lambda: setattr(options, "terminate", True))
+        else:
+            values = session.sess.run(names, plain, options)
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise ExecutionError(explain_ort_error(str(e), session.device)) from e
+    seconds = time.perf_counter() - t0
+    out = dict(zip(names, values))
+    if keep_on_device:
+        for n in device_outputs:
+            if out[n].dtype != object:
+                out[n] = ort.OrtValue.ortvalue_from_numpy(out[n], dev, 0)
     return out, seconds
 
 

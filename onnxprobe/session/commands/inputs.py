@@ -29,7 +29,7 @@ def _inputs_table(env: Env, t: Target) -> list:
     for s in env.state.specs(t):
         v = feed[s.name]
         st = api.TensorStats.from_array(v) if v.dtype.kind in "biuf" else None
-        rows.append({"role": "", "name": s.name, "shape": tuple(v.shape), "known": True, "dtype": str(v.dtype),
+        rows.append({"role": "", "name": s.name, "shape": tuple(v.shape), "known": True, "dtype": "string" if v.dtype == object else str(v.dtype),
                      "stats": st, "link": env.state.inputs.source(s.name)})
     table = render.tensor_table(rows, env.width, link="source")
     out: list = [table]
@@ -82,7 +82,7 @@ def cmd_input(env: Env, args: list[str]):
     v = feed[name]
     line = Text()
     line.append(safe(f"input {name}"), style="bold")
-    line.append(safe(f" ← {st.inputs.source(name)}: {v.dtype} [{fmt_shape(v.shape)}]  "))
+    line.append(safe(f" ← {st.inputs.source(name)}: {'string' if v.dtype == object else v.dtype} [{fmt_shape(v.shape)}]  "))
     line.append_text(render.stats_line(api.TensorStats.from_array(v) if v.dtype.kind in "biuf" else None, compact=True))
     notes = [n for t in st.targets.values() for n in session_notes(st.feed(t)[2]) if n.startswith(f"input {name}:")]
     return [line] + [Text(safe(f"note: {n}"), style="dim") for n in dict.fromkeys(notes + dropped)]

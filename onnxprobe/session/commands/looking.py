@@ -130,7 +130,8 @@ def cmd_show(env: Env, args: list[str]):
     head = Text(tag(env, t))
     head.append(safe(name), style="bold")
     origin = {"input": "graph input", "initializer": "weight"}.get(kind, f"from node {ref.node} ({ref.op_type})")
-    head.append(safe(f"  {origin} · {value.dtype} [{fmt_shape(value.shape)}]"), style="dim")
+    dtype = "string" if value.dtype == object and ref.dtype == "string" else value.dtype  # onnxruntime's str objects
+    head.append(safe(f"  {origin} · {dtype} [{fmt_shape(value.shape)}]"), style="dim")
     out: list = [head]
     if note:
         out.append(Text(safe(note), style="dim"))

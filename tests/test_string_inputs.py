@@ -1,0 +1,68 @@
+"""Models with a string input: the input given as numpy unicode or bytes (.npy, no pickle) or as a string
+TensorProto (.pb) runs (onnxruntime binds no string tensor: such runs go without IOBinding); string tensors
+get no statistics, float ones theirs; the dtype is shown as "string"."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe.cli.main import app
+
+runner = CliRunner()
+X = np.array([-1.5, 0.25, 2.0], np.float32)
+
+
+@pytest.fixture()
+def files(tmp_path):
+    m = make_model([helper.make_node("Identity", ["s"], ["ys"], name="id"), helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                    helper.make_node("Neg", ["r"], ["y"], name="neg")],
+                   [helper.make_tensor_value_info("s", TensorProto.STRING, [2]), helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                   [helper.make_tensor_value_info("ys", TensorProto.STRING, [2]), helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "s_str.npy", np.array(["ab", "ç"]))
+    np.save(tmp_path / "s_bytes.npy", np.array([b"ab", "ç".encode()]))
+    np.save(tmp_path / "s_obj.npy", np.array(["ab", "ç"], dtype=object), allow_pickle=True)
+    np.save(tmp_path / "s_bad.npy", np.array([b"\xff", b"a"]))
+    (tmp_path / "s.pb").write_bytes(numpy_helper.from_array(np.array([b"ab", "ç".encode()], dtype=object), "s").SerializeToString())
+    return tmp_path
+
+
+def _layers(d, s_file, *extra):
+    return runner.invoke(app, ["layers", str(d / "m.onnx"), "--all", "--input", f"s={d / s_file}", "--input", f"x={d / 'x.npy'}",
+                               "--no-cache", *extra])
+
+
+@pytest.mark.parametrize("s_file", ["s_str.npy", "s_bytes.npy", "s.pb"])
+def test_a_string_input_runs_and_the_float_tensors_get_statistics(files, s_file):
+    r = _layers(files, s_file, "--json", "-", "--save", files / "out.npz")
+    assert r.exit_code == 0, r.output
+    rows = {t["name"]: t for t in json.loads(r.stdout)["tensors"]}
+    y = -np.maximum(X.astype(np.float64), 0)  # the oracle: numpy float64
+    assert rows["y"]["min"] == pytest.approx(y.min()) and rows["y"]["max"] == pytest.approx(y.max())
+    assert rows["y"]["mean"] == pytest.approx(y.mean())
+    assert rows["ys"]["dtype"] == "string" and rows["ys"].get("min") is None
+    saved = np.load(files / "out.npz")  # no pickle needed: strings saved as numpy unicode
+    assert saved["ys"].tolist() == ["ab", "ç"]
+
+
+def test_refused_string_values_are_one_line(files):
+    for s_file, why in (("s_obj.npy", "pickle"), ("s_bad.npy", "UTF-8"), ("x.npy", "strings")):
+        r = _layers(files, s_file)
+        assert r.exit_code == 2 and why in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+def test_inspect_and_diff_of_a_string_input_model(files):
+    r = runner.invoke(app, ["inspect", str(files / "m.onnx")])
+    assert r.exit_code == 0 and "string" in r.stdout and "object" not in r.stdout, r.output
+    r = runner.invoke(app, ["diff", str(files / "m.onnx"), str(files / "m.onnx"), "--input", f"s={files / 's.pb'}", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["verdict"] == "pass" and "y" in [p["a"] for p in d["pairs"]]
