@@ -64,6 +64,14 @@ def mark(model: onnx.ModelProto, refs: list[TensorRef], *, stats: bool = False,
         if vi.name not in before and not known(vi.type) and known(types.get(vi.name)):
             vi.type.CopyFrom(types[vi.name])
     raw = [m for m in marked if m.added and m.kind == "raw"]
+    # a Loop/Scan stacks a body tensor's values per iteration: a runtime refuses it where they change shape
+    unsure = [m.ref.name for m in raw if any(s.endswith("/body") for s in m.ref.scope) and (
+        any(not s.endswith("/body") for s in m.ref.scope) or m.ref.shape is None
+        or not all(isinstance(d, int) for d in m.ref.shape))]
+    if unsure:
+        warnings.append(f"{', '.join(repr(n) for n in unsure[:3])}{f' and {len(unsure) - 3} more' if len(unsure) > 3 else ''}: "
+                        "values of a Loop or Scan body, stacked one per iteration; a runtime refuses the run where their "
+                        "shape changes between iterations (or they lie in an If branch there): --stats marks what works always")
     _loosen_if_outputs(model, out, raw)
     _scan8_batch_axis(model, out, raw)
     return out, marked

@@ -393,7 +393,10 @@ class GraphRunner(Runner):
         try:
             out, seconds = self._execute_plan(plan, feeds, host, device_outputs=device, key=key) if host or device else ({}, 0.0)
         except ExecutionError as e:
-            raise self._diagnosed(e, base, feeds) from e
+            # values of Loop/Scan body tensors are stacked per iteration: onnxruntime refuses a stack whose
+            # shapes change (a tensor that grows, or lies in an If branch inside the loop)
+            stacked = [p.ref.name for p in plan.probes if p.raw_output and any(s.endswith("/body") for s in p.ref.scope)]
+            raise self._diagnosed(e, base, feeds, stacked) from e
         st, shp, arrays = read_probes(plan.probes, out)
         arrays = _without_idle_branches(arrays, base)
         if stats and rerun:
@@ -418,7 +421,7 @@ class GraphRunner(Runner):
         return ProbeResult(view, info, st, shp, arrays, {n: out[n] for n in own if n in out and outputs},
                            notes=list(self.notes))
 
-    def _diagnosed(self, e: ExecutionError, base: onnx.ModelProto, feeds: dict) -> ExecutionError:
+    def _diagnosed(self, e: ExecutionError, base: onnx.ModelProto, feeds: dict, stacked: list[str] = ()) -> ExecutionError:
         """A probed copy's failed run, told apart: the model run as it is, on the same feeds, fails too
         (the model and its inputs are the cause: that error, not one that names a statistics node onnxprobe
         added), or it runs (onnxprobe's additions are the cause: said so). Not for a device that is
@@ -441,6 +444,12 @@ class GraphRunner(Runner):
         if own is not None:
             return ExecutionError(f"{e} (the model itself runs on these inputs: what fails is the graph onnxprobe built "
                                   "from it, on this runtime and these types)")
+        if stacked:
+            names = ", ".join(repr(n) for n in stacked[:3]) + (f" and {len(stacked) - 3} more" if len(stacked) > 3 else "")
+            return ExecutionError(f"{e} (the model itself runs on these inputs: what fails is stacking the values of {names}, "
+                                  "tensors of a Loop or Scan body, one per iteration, which cannot be done where their shape "
+                                  "changes between iterations or they lie in an If branch there; their statistics can be "
+                                  "taken without their values: drop --save, or mark --stats)")
         return ExecutionError(f"{e} (the model itself runs on these inputs: what failed is onnxprobe's probed copy of it; "
                               f"please report this, with ONNXPROBE_DEBUG=1's output)")
 
