@@ -113,7 +113,7 @@ def parse_shape_overrides(items: list[str] | None) -> dict[str, tuple[int, ...]]
         try:
             shape = tuple(int(d) for d in dims.replace(",", "x").split("x")) if dims.strip() else ()
         except ValueError:
-            raise UsageError(f"--shape {quote(item)}: dimensions must be integers separated by 'x', e.g. 1x3x224x224") from None
+            raise UsageError(f"--shape {quote(item)}: dimensions must be integers separated by 'x' (or ','), e.g. 1x3x224x224") from None
         if any(d < 0 for d in shape):
             raise UsageError(f"--shape {quote(item)}: dimensions must be non-negative")
         if name in out and out[name] != shape:
