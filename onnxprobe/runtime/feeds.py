@@ -43,7 +43,10 @@ class ModelInput:
             raise UsageError(f"input {quote(self.name)}: {what}") from None
 
     def describe(self) -> str:
-        dims = "?" if self.shape is None else "x".join(str(d) if d is not None else "?" for d in self.shape) or "scalar"
+        parts = [] if self.shape is None else [str(d) if d is not None else "?" for d in self.shape]
+        # symbolic dims spaced out, as inspect shows them: "batch x 3 x 8 x 8", not "batchx3x8x8"
+        sep = " x " if self.shape and any(isinstance(d, str) for d in self.shape) else "x"
+        dims = "?" if self.shape is None else sep.join(parts) or "scalar"
         try:
             dt = "string" if self.elem_type == onnx.TensorProto.STRING else str(self.dtype)
         except UsageError:
