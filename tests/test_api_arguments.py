@@ -523,3 +523,10 @@ def test_a_model_proto_without_its_external_weights_is_refused_in_one_line(tmp_p
         with pytest.raises(UsageError, match="weights were not loaded"):
             call()
     assert api.layers(onnx.load(str(p))).stats
+
+
+def test_an_inputs_description_spaces_symbolic_dims_out():
+    from conftest import sample_path
+
+    with pytest.raises(UsageError, match=r"expects x float32 \[batch x 3 x 8 x 8\]"):
+        api.layers(str(sample_path("dynamic_batch")), inputs=api.InputSpec(arrays={"x": np.zeros((2, 2), np.float32)}))
