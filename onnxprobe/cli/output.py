@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from onnxprobe.report import io as report_io
-from onnxprobe.report.console import stdout_console
+from onnxprobe.report.console import stdout_console, to_devnull
 from onnxprobe.report.table import Table, present
 from onnxprobe.text import one_line
 
@@ -89,12 +89,7 @@ def write_pictures(kind: str, data: dict, model, *, overlay: Path | None = None,
 def reader_gone() -> None:
     """The reader of stdout has gone (``| head``): what is left goes to /dev/null, so that the command
     ends as it would have (its exit code, its files), with no error about output nobody reads."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # a stream without a descriptor (tests' capture)
-        pass
+    to_devnull(sys.stdout)
 
 
 @contextlib.contextmanager

@@ -27,6 +27,16 @@ from onnxprobe.text import clean
 _CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 
 
+def to_devnull(stream) -> None:
+    """What is left to write to ``stream`` goes to /dev/null (its reader has gone: ``| head``)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a stream without a descriptor (tests' capture)
+        pass
+
+
 class SafeConsole(Console):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("markup", False)
@@ -69,12 +79,7 @@ class SafeConsole(Console):
         """The reader has gone (``| head``): the rest goes to /dev/null and the command goes on to its own
         end and exit code (Rich's own exits with 1 at once: a passing diff read as a failing one)."""
         self.quiet = True
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self.file.fileno())
-            os.close(devnull)
-        except (OSError, ValueError, AttributeError):  # a stream without a descriptor (tests' capture)
-            pass
+        to_devnull(self.file)
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         safe = (Segment(clean(text) if _CONTROL.search(text) else text, style, control) if not control
