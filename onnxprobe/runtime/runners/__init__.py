@@ -51,10 +51,10 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
     onnxruntime runner's (interruptible, threads)."""
     check_runtime(runtime)
     if config is not None and runtime != "ort" and config.opt_level != "off":
-        raise UsageError(f"an opt-level ({config.opt_level}: --opt-level, --vs-opt-level) sets onnxruntime's graph "
-                         f"optimisations: --runtime {runtime} does not take one")
+        raise UsageError(f"opt-level {config.opt_level} sets onnxruntime's graph optimisations: runtime {runtime} does "
+                         "not take one")
     if config is not None and runtime == "reference" and config.device == "cuda":
-        raise UsageError("device (--device, --vs-device) cuda: onnx.reference runs on the CPU (--runtime reference)")
+        raise UsageError("device cuda: onnx.reference runs on the CPU (runtime reference)")
     if options and any(":" in k for k in options):  # RUNTIME:KEY, as diff takes them
         check_options_used([runtime], options)
         options = options_for(runtime, options)
