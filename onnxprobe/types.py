@@ -167,6 +167,10 @@ def check_bool(value, what: str) -> bool:
 
 @dataclass
 class RunConfig:
+    """How onnxruntime runs a model: ``device`` (auto, cpu or cuda), ``opt_level`` (onnxruntime's graph
+    optimisations: off, basic, extended, layout, all), ``io_binding`` (outputs bound on the device) and
+    ``cache`` (reuse probed copies across runs: runtime.plan_cache)."""
+
     device: str = "auto"  # auto | cpu | cuda
     opt_level: str = "off"  # off | basic | extended | layout | all
     io_binding: bool = True
@@ -180,6 +184,10 @@ class RunConfig:
 
 @dataclass
 class RunInfo:
+    """How a run really went: the device and providers, the opt level (None for runtimes other than
+    onnxruntime), session and run seconds, the runtime, its options and the float precision it computed
+    in where not the graph's own (OpenVINO's bf16)."""
+
     device: str  # the device that really ran: "cpu" or "cuda"
     providers: list[str]
     opt_level: str | None  # onnxruntime's graph optimisation level; None for the runtimes that take none

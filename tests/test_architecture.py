@@ -210,6 +210,24 @@ def test_the_api_names_one_table_and_resolves_every_name():
         api.nope  # noqa: B018
 
 
+def test_every_public_api_name_explains_itself():
+    """help() of a public function or class says what it is (QA: DiffResult, TensorStats, RunConfig...
+    showed only their generated signatures)."""
+    import inspect
+
+    from onnxprobe import api
+
+    bare = []
+    for name in api.__all__:
+        obj = getattr(api, name)
+        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+            continue
+        doc = inspect.getdoc(obj) or ""
+        if not doc or (inspect.isclass(obj) and doc.startswith(f"{obj.__name__}(")):  # dataclass's own signature
+            bare.append(name)
+    assert not bare, bare
+
+
 def test_layers_imports_only_what_it_runs(tmp_path):
     """A `layers` run never imports the diff, gradient, surgery, torch or Ray modules."""
     import subprocess

@@ -14,7 +14,8 @@ import onnx
 from onnxprobe.api.inputs import (
     as_config, as_inputs, as_max_memory, as_model, as_selection, check_map, check_switches, expect,
 )
-from onnxprobe.compare.diff import DiffResult, check_same_inputs, gradient_origin
+from onnxprobe.compare.criteria import check_same_inputs
+from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
 from onnxprobe.compare.sides import Side, model_side, npz_side

@@ -29,6 +29,9 @@ from onnxprobe.types import InputSpec, RunConfig, RunInfo, TensorRef
 
 @dataclass
 class GradRow:
+    """One gradient: the tensor it is taken with respect to (``target``), the gradient's name in the backward
+    model, its statistics, and the check's outcome when ``grad --check`` ran."""
+
     target: object  # onnxprobe.autodiff.select.Target
     grad: str  # the gradient tensor's name in the backward model
     stats: TensorStats | None
@@ -53,6 +56,10 @@ class GradRow:
 
 @dataclass
 class GradResult:
+    """What ``api.grad`` computed: the loss, one ``GradRow`` per wanted tensor (its gradient's statistics and,
+    with a check, the finite-difference agreement), how it ran (``info``), notes, and the gradients
+    themselves where asked for (``arrays``: forward tensor name -> gradient)."""
+
     plan: GradPlan
     rows: list[GradRow]
     loss: float

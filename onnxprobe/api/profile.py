@@ -20,6 +20,9 @@ from onnxprobe.types import ProbeResult, RunConfig
 
 @dataclass
 class RowTime:
+    """One row's time: its producer's kernel in the probed and in the plain run (ms), or the node whose kernel
+    ran it when onnxruntime fused it away."""
+
     kernel_ms: float | None  # the producer's kernel in the probed run
     plain_ms: float | None  # ... in the plain run
     fused_into: str | None  # the node whose kernel ran it, when it had none of its own
@@ -33,6 +36,9 @@ class RowTime:
 
 @dataclass
 class LayersProfile:
+    """``layers --profile``: onnxruntime's profiles of the plain and the probed model, and each probed
+    tensor's producer time (``rows``)."""
+
     plain: Profile
     probed: Profile
     rows: dict[str, RowTime] = field(default_factory=dict)  # probed tensor -> its producer's time

@@ -35,6 +35,9 @@ from onnxprobe.types import InputSpec, check_bool
 
 @dataclass
 class InspectResult:
+    """What ``api.inspect`` found in a model file: the file's size, the model's summary (producer, opsets,
+    inputs, outputs, ops, weights), its nodes in walk order and warnings (missing external data...)."""
+
     source: str
     file_bytes: int
     summary: object  # graph.summary.ModelSummary
@@ -81,12 +84,18 @@ class SurgeryResult:
 
 @dataclass(repr=False)  # SurgeryResult's one line
 class MarkResult(SurgeryResult):
+    """The model ``api.mark`` wrote: one entry per exposed tensor (its new output, "raw" or "stats") and the
+    types the new outputs were written with."""
+
     marked: list = field(default_factory=list)  # graph.mark.Marked, one per exposed tensor
     types: dict = field(default_factory=dict)  # output name -> graph.summary.TypeInfo as written
 
 
 @dataclass(repr=False)
 class ExtractResult(SurgeryResult):
+    """The sub-model ``api.extract`` wrote (the fields of ``SurgeryResult``) and the inputs the cut leaves
+    unused."""
+
     unused_inputs: list[str] = field(default_factory=list)
 
 

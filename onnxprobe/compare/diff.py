@@ -11,12 +11,11 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper
 
+from onnxprobe.compare.criteria import check_same_inputs, default_tolerance, float_note, measured_label
 from onnxprobe.compare.fused import fusable
 from onnxprobe.compare.introduced import quantized_b_note
-from onnxprobe.compare.measure import FLOATS, DiffPlan, Measured, measure
+from onnxprobe.compare.measure import DiffPlan, Measured, measure
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import Selection, check_criteria, select, selects_op
@@ -25,7 +24,6 @@ from onnxprobe.match.engine import (
     DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched,
 )
 from onnxprobe.match.observe import Observable, body_note, body_tensors
-from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
 from onnxprobe.text import quote
 from onnxprobe.types import forward_name
@@ -35,6 +33,10 @@ UNPAIRED = (NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE)  # an output left unpai
 
 @dataclass
 class PairResult:
+    """One compared pair: the tensors (``pair.a``, ``pair.b``: name, op, how they were matched and why), the
+    shape, the metrics of a against b, the error this layer introduces by itself, and whether it passed
+    its criterion (None: not compared, ``problem`` says why)."""
+
     pair: Pair
     shape: tuple[int, ...] | None
     metrics: PairMetrics | None
@@ -49,6 +51,10 @@ class PairResult:
 
 @dataclass
 class DiffResult:
+    """What ``api.diff`` found: one ``PairResult`` per compared pair in model order (``results``), the
+    matching (pairs and unmatched tensors with their reasons), where the error starts (``first_failure``),
+    the outputs that failed, notes, and ``verdict()``: ("pass" | "fail" | "error", why)."""
+
     a: Side
     b: Side
     results: list[PairResult]
@@ -155,121 +161,6 @@ class DiffResult:
         if bad:
             return "fail", f"the loss is not finite in {bad[0]} only (A {la}, B {lb})"
         return None
-
-
-QUANTIZED_MIN_SQNR = 10.0
-# two runtimes on one float32 model (README, "Runtimes"): measured OpenVINO 2026.4 CPU against onnxruntime
-# on the 6 samples and 27 real models, every node output: SQNR 90-145 dB wherever the tensor carries signal,
-# so 60 dB leaves 30 dB of headroom; the one exception is a saturated sigmoid near zero (PP-OCRv4 det,
-# max|b| 8e-6, max|a-b| 1e-7, 21.5 dB; onnxruntime's own optimised run gives 19.5 dB on it), pure
-# rounding noise that the absolute floor lets through
-CROSS_RUNTIME_MIN_SQNR = 60.0
-CROSS_RUNTIME_ABS_FLOOR = 1e-6
-REDUCED_PRECISION_MIN_SQNR = 20.0  # a runtime computing in float16 / bfloat16 / TF32 (not measured: no such hardware here)
-
-
-def default_tolerance(a: Side, b: Side) -> Tolerance:
-    """The criterion when none is given, chosen by what is compared: a quantized model against a float one
-    is judged by SQNR (int8 rounding is never within 1e-4: |a-b| <= atol + rtol|b| fails every layer of a
-    healthy int8 model); one model on two runtimes by SQNR with an absolute floor (a runtime that fuses
-    and reorders sums moves near-zero elements by more than allclose allows, at 100+ dB of SQNR);
-    anything else by allclose."""
-    qa, qb = a.observation.quantized, b.observation.quantized
-    if qa != qb or (qa and qb and not _one_model(a, b)):  # one model on two runtimes or devices: below
-        what = ("two quantized models" if qa and qb else "a quantized model against a float one" if qa else
-                "a float model against a quantized one")
-        return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR, why=f"the default for {what}; --metric/--min-sqnr change it")
-    if qa and a.runner.kind == b.runner.kind and (a.runner.config.opt_level != b.runner.config.opt_level or a.runner.device != b.runner.device):
-        return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
-                         why="the default for a quantized model run two ways (fused int8 kernels against the QDQ graph as "
-                             "written, or two devices); --metric/--min-sqnr change it")
-    low = [p for p in (_precision(a), _precision(b)) if p in ("f16", "bf16", "tf32")]
-    halves = (_half(a), _half(b))
-    low += [h for h in halves if h] if halves[0] != halves[1] else []
-    if low and not a.observation.quantized:  # also one runtime on two devices (OpenVINO's GPU computes in f16)
-        who = "a model" if low[0] in ("float16", "bfloat16") else "a runtime"
-        return Tolerance(metric="sqnr", min_sqnr=REDUCED_PRECISION_MIN_SQNR,
-                         why=f"the default when {who} computes in {low[0]}; --metric/--min-sqnr change it")
-    if a.runner.kind != b.runner.kind and a.runner.takes_feeds and b.runner.takes_feeds:
-        if a.observation.quantized:
-            return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
-                             why=f"the default for a quantized model on two runtimes ({a.runner.kind}, {b.runner.kind}): "
-                                 "one may run int8 kernels where the other simulates them; --metric/--min-sqnr change it")
-        return Tolerance(metric="sqnr", min_sqnr=CROSS_RUNTIME_MIN_SQNR, abs_floor=CROSS_RUNTIME_ABS_FLOOR,
-                         why=f"the default for one float model on two runtimes ({a.runner.kind}, {b.runner.kind}); "
-                             "--metric/--min-sqnr change it")
-    return Tolerance(why="the default for float models; --metric, --atol, --rtol change it")
-
-
-def _one_model(a: Side, b: Side) -> bool:
-    """The two sides run one model (--vs-opt-level, --vs-device, --vs-runtime): one Model, or one file."""
-    return a.model is b.model or a.model.proto is b.model.proto or bool(a.model.source and a.model.source == b.model.source)
-
-
-def _half(side: Side) -> str | None:
-    """'float16' or 'bfloat16' when most of the model's float weights and inputs are of that type (a model
-    converted to half precision), else None."""
-    g = side.model.proto.graph
-    types = [t.data_type for t in g.initializer] + [i.type.tensor_type.elem_type for i in g.input]
-    counts = {t: types.count(t) for t in (TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)}
-    top = max(counts, key=counts.get)
-    return {TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16"}.get(top) if counts[top] else None
-
-
-def _precision(side: Side) -> str | None:
-    return side.runner.inference_precision()
-
-
-def check_same_inputs(a: onnx.ModelProto, b: onnx.ModelProto) -> dict[str, tuple[int, int]]:
-    """Two models that run on the same feeds take the same input names, dtypes and static dimensions;
-    returns the inputs whose float types differ (a float16 model against its float32 original), name ->
-    (A's elem type, B's): each side takes the same values in its own type."""
-    sa = {s.name: s for s in model_inputs(a)}
-    sb = {s.name: s for s in model_inputs(b)}
-    if set(sa) != set(sb):
-        raise UsageError(f"the models take different inputs: A {sorted(sa)}, B {sorted(sb)}; both run on the same feeds")
-    floats = {}
-    for n in sa:
-        if sa[n].elem_type != sb[n].elem_type and sa[n].elem_type in FLOATS and sb[n].elem_type in FLOATS:
-            floats[n] = (sa[n].elem_type, sb[n].elem_type)
-        elif sa[n].elem_type != sb[n].elem_type:
-            raise UsageError(f"input {n}: dtype {sa[n].dtype} in A but {sb[n].dtype} in B")
-        x, y = sa[n].shape, sb[n].shape
-        if x is not None and y is not None and (len(x) != len(y) or any(
-                isinstance(p, int) and isinstance(q, int) and p > 0 and q > 0 and p != q for p, q in zip(x, y))):
-            raise UsageError(f"input {n}: shape {list(x)} in A but {list(y)} in B; both run on the same feeds")
-    return floats
-
-
-def float_note(floats: dict[str, tuple[int, int]]) -> list[str]:
-    if not floats:
-        return []
-    name = lambda t: TensorProto.DataType.Name(t).lower()  # noqa: E731
-    said = ", ".join(f"{n} ({name(x)} in A, {name(y)} in B)" for n, (x, y) in list(floats.items())[:3])
-    return [f"the models take inputs of different float types, {said}: both get the same values, ones the narrower "
-            "type holds exactly (A's values rounded to it), each in its own type"]
-
-
-def measured_label(a: Side, b: Side) -> str:
-    """What A's numbers are (simulated quantization, deployed int8 kernels, float); where B is the same
-    model run otherwise (--vs-opt-level extended: fused), what B's are too."""
-    mine = _measured(a)
-    theirs = _measured(b) if b.observation.quantized and _one_model(a, b) else mine
-    return mine if theirs == mine else f"A {mine}; B {theirs}"
-
-
-def _measured(a: Side) -> str:
-    kinds = {o.kind for o in a.observation.observables}
-    integer_ops = bool(kinds & {"qoperator", "dynamic"})
-    if "qdq" in kinds:
-        if a.runner.kind == "onnxruntime" and a.runner.config.opt_level in ("extended", "layout", "all"):
-            return f"deployed: onnxruntime's int8 kernels (QDQ fused at opt-level {a.runner.config.opt_level})"
-        if integer_ops:
-            return "deployed: integer operators as written; its QDQ pairs are simulated (opt-level off)"
-        return "simulated: the QDQ graph as written, not fused (use --opt-level extended for the deployed int8 kernels)"
-    if integer_ops:
-        return "deployed: the integer operators as written"
-    return "float"
 
 
 def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tuple[list[Pair], set[str], set[str]]:

@@ -33,6 +33,10 @@ class TensorInfo:
 
 @dataclass
 class NodeInfo:
+    """One node of a model, as ``api.GraphIndex`` tells it: its position, name, op, domain, the If/Loop/Scan
+    bodies around it (``scope``), its inputs and outputs (name, type, shape; None for an omitted optional
+    input) and its attributes as short text."""
+
     index: int
     name: str
     op_type: str
@@ -168,6 +172,8 @@ def index(model: Model) -> GraphIndex:
 
 
 def attribute_text(a: onnx.AttributeProto, limit: int = 60) -> str:
+    """An attribute's value as short text (at most ``limit`` characters): numbers, lists, a small tensor's
+    values (a larger one's dtype and shape), a subgraph's name and node count."""
     if not isinstance(a, onnx.AttributeProto):
         raise UsageError(f"attribute: expected an onnx.AttributeProto (a node's .attribute), got {type(a).__name__}")
     v = onnx.helper.get_attribute_value(a)

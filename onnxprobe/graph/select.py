@@ -50,6 +50,10 @@ DEFAULT_OPS = {
 
 @dataclass(frozen=True)
 class Selection:
+    """Which tensors to probe: ``ops`` (op types or globs), ``names`` (tensor or node names or globs),
+    ``all`` (every float tensor), ``range`` ("START:END" over node names or indices) and
+    ``include_constants`` (tensors computed from weights alone); the default is the layers' outputs."""
+
     ops: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
     all: bool = False

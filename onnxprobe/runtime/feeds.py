@@ -108,6 +108,8 @@ def flag_items(items, flag: str, example: str) -> list[str]:
 
 
 def parse_shape_overrides(items: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """--shape NAME=DIMS items (1x3x224x224; ',' separates too) -> {name: dims}, or a UsageError naming the
+    item."""
     out: dict[str, tuple[int, ...]] = {}
     for item in flag_items(items, "--shape", "image=1x3x224x224"):
         name, sep, dims = item.rpartition("=")
@@ -126,6 +128,7 @@ def parse_shape_overrides(items: list[str] | None) -> dict[str, tuple[int, ...]]
 
 
 def parse_input_files(items: list[str] | None) -> dict[str, str]:
+    """--input NAME=FILE items -> {name: file} (.npy, .pb, or a literal value: ``input_spec`` reads them)."""
     out: dict[str, str] = {}
     for item in flag_items(items, "--input", "x=x.npy"):
         name, sep, path = item.partition("=")
@@ -164,6 +167,8 @@ def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generat
 
 
 def check_value(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:
+    """``value`` for input ``spec`` as the model takes it, or a UsageError naming the input and ``origin``
+    (where the value came from): the model's dtype (strings converted), rank and fixed dimensions."""
     if not isinstance(spec, ModelInput):
         raise UsageError(f"spec: expected a ModelInput (api.model_inputs(model) lists them), got {type(spec).__name__}")
     value = np.asarray(value)

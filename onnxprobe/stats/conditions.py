@@ -36,6 +36,9 @@ def stat_value(s: TensorStats, stat: str) -> float:
 
 @dataclass(frozen=True)
 class Condition:
+    """A condition on a tensor's statistics, as the debugger's ``where`` takes it ("nan > 0",
+    "max > 1e4"): the statistic, a comparison and a value (``holds(stats)``)."""
+
     text: str
     stat: str  # "nan" | "inf" | "nonfinite" | one of STATS
     op: str = ">"
@@ -57,6 +60,8 @@ class Condition:
 
 
 def parse_condition(text: str) -> Condition:
+    """A Condition from text: "nan", "inf", "nonfinite" or STAT<NUMBER such as "absmax>1e4" (``EXAMPLES``;
+    ``STATS`` lists the statistics)."""
     if not isinstance(text, str):
         raise UsageError(f"condition: expected a string such as 'nan' or 'absmax>1e4', got {type(text).__name__}")
     t = text.strip().lower().replace(" ", "")

@@ -33,6 +33,12 @@ METRICS = ("allclose", "max_abs", "mean_abs", "rmse", "max_rel", "cosine", "sqnr
 
 @dataclass(frozen=True)
 class PairMetrics:
+    """How tensor a (model A) differs from b (the reference): max and mean |a-b|, max relative error,
+    RMSE, cosine similarity, SQNR in dB (10 log10 Σb² / Σ(a-b)²; inf when equal, -inf when b is all zeros
+    and a is not), the flat index of the worst element as coordinates (``worst``), the allclose excess, max
+    |b|, and the NaN/Inf positions that differ (``nonfinite_mismatch``) or agree (``nonfinite_same``),
+    over ``count`` finite pairs of elements."""
+
     max_abs: float
     mean_abs: float
     max_rel: float

@@ -66,6 +66,11 @@ def _shift(lo: float, hi: float) -> float:
 
 @dataclass(frozen=True)
 class TensorStats:
+    """Statistics of one tensor: element ``count``, NaN, Inf and zero counts, min and max of the finite
+    values, and their sums about ``shift`` (kept in units of ``unit`` so that nothing overflows); the
+    properties ``mean``, ``std`` and ``abs_mean`` are derived from them (``to_dict`` gives what reports
+    show). A tensor without finite values has min inf and max -inf (JSON: null)."""
+
     count: int = 0
     nan: int = 0
     inf: int = 0
