@@ -51,3 +51,46 @@ def test_branches_of_other_weight_sizes_are_not_crossed(tmp_path):
     assert {"p1", "p3", "a", "b"} <= set(got)
     # each compared pair is one function with weights 0.1 % apart: close, never a crossed branch's error
     assert all(r.metrics.cosine > 0.999 for r in res.results if r.metrics is not None)
+
+
+def _same_size_branches(rename: bool, reorder: bool, scale: float) -> onnx.ModelProto:
+    """x -> c0 -> [p = Conv1x1(c0, wp), q = Conv1x1(c0, wq)] -> y = p - q: two branches of one op, one shape
+    and one weight size, told apart by their weights' values only."""
+    new: dict[str, str] = {}
+    nm = (lambda s: new.setdefault(s, f"t{(len(new) * 37) % 101:03d}")) if rename else (lambda s: s)
+    stem = [helper.make_node("Conv", ["x", nm("w0")], [nm("c0")], name=nm("conv0"))]
+    p = [helper.make_node("Conv", [nm("c0"), nm("wp")], [nm("p")], name=nm("convp"))]
+    q = [helper.make_node("Conv", [nm("c0"), nm("wq")], [nm("q")], name=nm("convq"))]
+    tail = [helper.make_node("Sub", [nm("p"), nm("q")], ["y"], name=nm("sub"))]
+    nodes = stem + (q + p if reorder else p + q) + tail
+    rng = np.random.default_rng(11)
+    w = {k: rng.standard_normal((4, 4, 1, 1)).astype(np.float32) for k in ("w0", "wp", "wq")}
+    inits = [numpy_helper.from_array((v * (np.float32(scale) if k != "w0" else 1)).astype(np.float32), nm(k)) for k, v in w.items()]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], inits)
+
+
+def test_branches_of_one_weight_size_are_told_apart_by_near_weights(tmp_path):
+    """Renamed, reordered and with every weight moved by 0.1 % (a float16 or fine-tuned copy): no weight is
+    shared by value, and alignment by order crossed the two branches (Inception v2 had 30 of 308 pairs
+    crossed). Weights near each other's are evidence (``match.weights``)."""
+    a, b = _same_size_branches(False, False, 1.0), _same_size_branches(True, True, 1.001)
+    onnx.save(a, str(tmp_path / "a.onnx"))
+    onnx.save(b, str(tmp_path / "b.onnx"))
+    truth = {n.output[0]: m.output[0] for n, m in zip(a.graph.node, _same_size_branches(True, False, 1.0).graph.node)}
+    res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=api.Selection(all=True),
+                   config=api.RunConfig(device="cpu", cache=False),
+                   inputs=api.InputSpec(arrays={"x": RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)}))
+    got = {r.pair.a.name: r.pair.b.name for r in res.results}
+    assert got.get("p") == truth["p"] and got.get("q") == truth["q"], got
+    assert all(r.metrics.cosine > 0.999 for r in res.results if r.metrics is not None)
+
+
+def test_weights_of_other_values_are_not_near():
+    from onnxprobe.match.weights import near
+
+    x = tuple(float(v) for v in np.random.default_rng(1).standard_normal(16))
+    assert near(((16, x),), ((16, tuple(v * 1.001 for v in x)),))
+    assert near(((16, x),), ((16, tuple(float(np.float16(v)) for v in x)),))  # a float16 copy
+    assert not near(((16, x),), ((16, tuple(np.random.default_rng(2).standard_normal(16).tolist())),))
+    assert not near(((16, x),), ((32, x),)) and not near((), ())

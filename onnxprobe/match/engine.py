@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from onnxprobe.errors import UsageError
 from onnxprobe.match.observe import Observable, stem
 from onnxprobe.match.ops import canonical, compatible
+from onnxprobe.match.weights import near_weights
 
 
 @dataclass
@@ -204,6 +205,7 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     # then what reads tensors paired so far, before any pairing by order (which may cross parallel branches)
     shared = shared_weights(obs_a, obs_b)
     _same_weights(obs_a, obs_b, used_a, used_b, structural, shared)
+    near_weights(obs_a, obs_b, used_a, used_b, structural, lambda x, y: alike(x, y, shared))  # moved a little
     _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, shared)
     # 6. structural alignment between anchors, and what reads its pairs
     _align(obs_a, obs_b, used_a, used_b, structural, list(made), shared)

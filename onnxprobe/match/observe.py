@@ -23,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import onnx
-from onnx import numpy_helper
 
 from onnxprobe.graph.select import select
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import constant_tensors, walk
 from onnxprobe.match.ops import canonical
+from onnxprobe.match.weights import Weight, float_constants
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
 QUANT_TYPES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16,
@@ -78,6 +78,9 @@ class Observable:
     # how many elements each of those holds (scalars left out), whatever their values: a weight of another
     # size is another weight, however perturbed (a 1x1 Conv's against a 3x3's; ``match.engine.alike``)
     weight_sizes: tuple[int, ...] = ()
+    # (size, a few of its values) of each of those (``match.weights``): a weight near one of the other model
+    # (fp16, fine-tuned, perturbed) is evidence where names and order are not
+    weight_samples: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -308,7 +311,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                         continue
             add(t, t, "float")
     obs = _with_sources(obs, producer, const, {i.name for i in model.graph.input} - set(values),
-                        {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0}, _float_constants(model))
+                        {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0}, float_constants(model))
     obs += _branch_observables(every, types, const)
     obs.sort(key=lambda o: o.index)
     return Observation(obs, deq, hidden)
@@ -325,41 +328,8 @@ def quantized_origin(op: str | None) -> bool:
 VALUE_PRESERVING = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast", "Transpose", "Expand"}
 
 
-def _float_constants(model: onnx.ModelProto) -> dict[str, tuple[str, int]]:
-    """The main graph's float initializers and Constant values -> (a digest of their type, dims and bytes
-    (of at most 3 x 64 KiB of them: the start, the middle and a stride through the whole), to tell which
-    weights two models both hold whatever their names; their number of elements). Shapes and indices are no
-    evidence (two exporters write them differently): left out."""
-    import hashlib
-
-    def digest(t: onnx.TensorProto) -> tuple[str, int] | None:
-        if t.data_type not in FLOAT_TYPES or t.data_location == onnx.TensorProto.EXTERNAL:
-            return None
-        raw = t.raw_data or numpy_helper.to_array(t).tobytes()
-        h = hashlib.blake2b(f"{t.data_type}:{list(t.dims)}:{len(raw)}".encode(), digest_size=12)
-        if len(raw) <= 3 * 65536:
-            h.update(raw)
-        else:
-            mid = len(raw) // 2
-            h.update(raw[:65536])
-            h.update(raw[mid:mid + 65536])
-            h.update(raw[::max(1, len(raw) // 65536)])
-        size = 1
-        for d in t.dims:
-            size *= d
-        return ("s:" if size <= 1 else "") + h.hexdigest(), size  # "s:": a scalar, weak evidence (0.5, an epsilon)
-
-    found = {t.name: digest(t) for t in model.graph.initializer}
-    for n in model.graph.node:
-        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
-            for a in n.attribute:
-                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-                    found[n.output[0]] = digest(a.t)
-    return {k: v for k, v in found.items() if v is not None}
-
-
 def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs: set[str],
-                  floats: set[str], digests: dict[str, tuple[str, int]] | None = None) -> list[Observable]:
+                  floats: set[str], digests: dict[str, Weight] | None = None) -> list[Observable]:
     """The main graph's observables with their ``sources``: for each input of the node that writes it,
     the nearest observed tensors upstream (walking back through tensors nobody observes) and graph
     inputs; and ``data``: whether it holds floating-point values, or values of a type not known here
@@ -390,7 +360,7 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
             return {t}
         return set().union(*(roots(x, depth + 1) for x in producer[t].node.input if x)) if producer[t].node.input else {t}
 
-    def weights(n) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    def weights(n) -> tuple[tuple[str, ...], tuple[int, ...], tuple]:
         out = set()
         for i in n.input:
             if i in const:
@@ -398,15 +368,17 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
             elif i in producer and producer[i].node.input and all(x in const for x in producer[i].node.input if x):
                 out |= set().union(*(roots(x) for x in producer[i].node.input if x))
         found = [digests[w] for w in out if w in digests]
-        return tuple(sorted({d for d, _ in found})), tuple(sorted({n for _, n in found if n > 1}))
+        return (tuple(sorted({w.digest for w in found})), tuple(sorted({w.size for w in found if w.size > 1})),
+                tuple(sorted({(w.size, w.sample) for w in found if w.size > 1})))
 
     done = []
     for o in obs:
         if o.name in producer:
             n = producer[o.name].node
             src = frozenset().union(*(upstream(i) for i in n.input if i)) if n.input else frozenset()
-            digest, sizes = weights(n)
-            o = replace(o, sources=tuple(sorted(src)), data=o.name in floats, weights=digest, weight_sizes=sizes)
+            digest, sizes, samples = weights(n)
+            o = replace(o, sources=tuple(sorted(src)), data=o.name in floats, weights=digest, weight_sizes=sizes,
+                        weight_samples=samples)
         done.append(o)
     return done
 

@@ -1,0 +1,120 @@
+"""Weights as evidence of what a node computes, whatever the tensors' names and the nodes' order.
+
+``float_constants`` describes each float initializer and Constant of a model (``Weight``): a digest of its
+bytes (equal weights: the same layer, ``match.engine``'s ``_same_weights``), its number of elements (a
+weight of another size is another layer: ``engine.alike``), and a few of its values at fixed positions.
+Those values tell a layer whose weights moved a little (a float16 copy, a fine-tuned or perturbed model)
+from the parallel branch beside it that has weights of its own: ``near_weights`` pairs the tensors that
+are the only ones on each side to read weights near each other's. A renamed, reordered and perturbed
+Inception v2 otherwise had 30 of 308 pairs crossed between branches of one shape.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnxprobe.match.ops import canonical
+
+SAMPLES = 16  # values per weight: a random other weight agrees on all of them by chance never
+NEAR = 0.05  # relative closeness of two samples' values (float16 rounds at 5e-4, a fine-tuning moves more)
+_DTYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64, onnx.TensorProto.FLOAT16: np.float16}
+_FLOATS = (*_DTYPES, onnx.TensorProto.BFLOAT16)
+
+
+@dataclass(frozen=True)
+class Weight:
+    digest: str  # of its type, dims and bytes ("s:" first for a scalar: weak evidence, 0.5 or an epsilon)
+    size: int
+    sample: tuple[float, ...]  # SAMPLES values at evenly spaced flat positions (all of a smaller weight)
+
+
+def _values(t: onnx.TensorProto, raw: bytes, size: int) -> tuple[float, ...]:
+    if t.data_type == onnx.TensorProto.BFLOAT16:  # the top half of a float32
+        flat = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
+    else:
+        flat = np.frombuffer(raw, _DTYPES[t.data_type])
+    if flat.size != size or not size:
+        return ()
+    at = np.linspace(0, size - 1, min(size, SAMPLES)).astype(np.int64)
+    return tuple(float(v) for v in flat[at])
+
+
+def float_constants(model: onnx.ModelProto) -> dict[str, Weight]:
+    """The main graph's float initializers and Constant values, by name (external data left out: never
+    read here). The digest covers at most 3 x 64 KiB of the bytes (the start, the middle and a stride
+    through the whole). Shapes and indices are no evidence (two exporters write them differently)."""
+    def weight(t: onnx.TensorProto) -> Weight | None:
+        if t.data_type not in _FLOATS or t.data_location == onnx.TensorProto.EXTERNAL:
+            return None
+        raw = t.raw_data or numpy_helper.to_array(t).tobytes()
+        h = hashlib.blake2b(f"{t.data_type}:{list(t.dims)}:{len(raw)}".encode(), digest_size=12)
+        if len(raw) <= 3 * 65536:
+            h.update(raw)
+        else:
+            mid = len(raw) // 2
+            h.update(raw[:65536])
+            h.update(raw[mid:mid + 65536])
+            h.update(raw[::max(1, len(raw) // 65536)])
+        size = 1
+        for d in t.dims:
+            size *= d
+        return Weight(("s:" if size <= 1 else "") + h.hexdigest(), size, _values(t, raw, size) if size > 1 else ())
+
+    found = {t.name: weight(t) for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
+            for a in n.attribute:
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                    found[n.output[0]] = weight(a.t)
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def near(a: tuple, b: tuple) -> bool:
+    """Whether two observables' weights (``Observable.weight_samples``: (size, values) each) are the same
+    weights moved a little: as many, of the same sizes, every sampled value within NEAR of the other's
+    (relative to the larger of the two, or to the weight's largest sampled value for values near 0)."""
+    if not a or len(a) != len(b):
+        return False
+    for (na, va), (nb, vb) in zip(a, b):
+        if na != nb or len(va) != len(vb) or not va:
+            return False
+        x, y = np.asarray(va), np.asarray(vb)
+        scale = max(np.abs(x).max(), np.abs(y).max())
+        if not (np.abs(x - y) <= NEAR * np.maximum(np.abs(x), np.abs(y)) + 1e-3 * scale).all():
+            return False
+    return True
+
+
+def near_weights(obs_a, obs_b, used_a: set[int], used_b: set[int], take, alike) -> None:
+    """``take(i, j, reason)`` for the unpaired tensors of each model whose node reads weights near the other's
+    (``near``), with the same op in the same scope, each the only such tensor for the other (a weight
+    many layers share by value, a BN's ones and zeros, makes no pair)."""
+    def key(o) -> tuple:
+        return canonical(o.effective_op), o.scope, tuple(n for n, _ in o.weight_samples)
+
+    by_b: dict[tuple, list[int]] = {}
+    for j, o in enumerate(obs_b):
+        if j not in used_b and o.weight_samples:
+            by_b.setdefault(key(o), []).append(j)
+    by_a: dict[tuple, list[int]] = {}
+    for i, o in enumerate(obs_a):
+        if i not in used_a and o.weight_samples:
+            by_a.setdefault(key(o), []).append(i)
+    for k, ia in by_a.items():
+        jb = by_b.get(k, [])
+        if not jb:
+            continue
+        cands = {i: [j for j in jb if near(obs_a[i].weight_samples, obs_b[j].weight_samples) and alike(obs_a[i], obs_b[j])]
+                 for i in ia}
+        back: dict[int, list[int]] = {}
+        for i, js in cands.items():
+            for j in js:
+                back.setdefault(j, []).append(i)
+        for i, js in cands.items():
+            if len(js) == 1 and len(back[js[0]]) == 1:
+                take(i, js[0], f"reads weights near B's with {k[0]} (by value)")
