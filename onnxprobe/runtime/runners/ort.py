@@ -10,7 +10,7 @@ import onnx
 
 from onnxprobe.memory import done_with
 from onnxprobe.runtime.interrupt import call_interruptibly
-from onnxprobe.runtime.ort import Session, create_session, resolve_device, run_bound
+from onnxprobe.runtime.ort import Session, create_session, providers_for, resolve_device, run_bound
 from onnxprobe.runtime.runners.base import GraphRunner
 from onnxprobe.types import RunConfig
 
@@ -82,7 +82,8 @@ class OrtRunner(GraphRunner):
         return f"{self.label} ({self.device}, opt-level {self.config.opt_level})"
 
     def providers(self) -> list[str]:
-        return self._last[0]
+        # before any session here (a dataset's driver, whose Ray workers ran the sessions): what one gets
+        return self._last[0] or providers_for(self.device)
 
     def session_seconds(self) -> float:
         return self._last[1]
