@@ -41,7 +41,7 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
                          why="the default for a quantized model run two ways (fused int8 kernels against the QDQ graph as "
                              "written, or two devices); --metric/--min-sqnr change it")
     low = [p for p in (_precision(a), _precision(b)) if p in ("f16", "bf16", "tf32")]
-    halves = (_half(a), _half(b))
+    halves = (half(a), half(b))
     low += [h for h in halves if h] if halves[0] != halves[1] else []
     if low and not a.observation.quantized:  # also one runtime on two devices (OpenVINO's GPU computes in f16)
         who = "a model" if low[0] in ("float16", "bfloat16") else "a runtime"
@@ -63,11 +63,14 @@ def _one_model(a: Side, b: Side) -> bool:
     return a.model is b.model or a.model.proto is b.model.proto or bool(a.model.source and a.model.source == b.model.source)
 
 
-def _half(side: Side) -> str | None:
-    """'float16' or 'bfloat16' when most of the model's float weights and inputs are of that type (a model
-    converted to half precision), else None."""
+def half(side: Side) -> str | None:
+    """'float16' or 'bfloat16' when most of the model's float weights (initializers and Constant values)
+    and inputs are of that type (a model converted to half precision; one that keeps float32 inputs and
+    outputs too, its weights in Constant nodes: QA), else None."""
     g = side.model.proto.graph
-    types = [t.data_type for t in g.initializer] + [i.type.tensor_type.elem_type for i in g.input]
+    consts = [a.t.data_type for n in g.node if n.op_type == "Constant" and n.domain in ("", "ai.onnx")
+              for a in n.attribute if a.name == "value" and a.type == onnx.AttributeProto.TENSOR]
+    types = [t.data_type for t in g.initializer] + consts + [i.type.tensor_type.elem_type for i in g.input]
     counts = {t: types.count(t) for t in (TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)}
     top = max(counts, key=counts.get)
     return {TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16"}.get(top) if counts[top] else None
