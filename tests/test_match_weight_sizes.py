@@ -94,3 +94,36 @@ def test_weights_of_other_values_are_not_near():
     assert near(((16, x),), ((16, tuple(float(np.float16(v)) for v in x)),))  # a float16 copy
     assert not near(((16, x),), ((16, tuple(np.random.default_rng(2).standard_normal(16).tolist())),))
     assert not near(((16, x),), ((32, x),)) and not near((), ())
+
+
+def _branches_dq(order: bool, dq: bool, p: str) -> onnx.ModelProto:
+    """x -> [Relu(Conv1x1(x)), Relu(Conv3x3(x))] -> y = their sum; with ``dq`` each weight int8 behind a
+    DequantizeLinear (a weight-quantized model), the branches listed in ``order``, names prefixed ``p``."""
+    rng = np.random.default_rng(0)
+    w1, w3 = rng.standard_normal((4, 4, 1, 1)).astype(np.float32), rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
+    nodes, inits = [], []
+    for w, nm in ((w1, p + "w1"), (w3, p + "w3")):
+        if dq:
+            s = np.float32(np.abs(w).max() / 127)
+            inits += [numpy_helper.from_array(np.round(w / s).astype(np.int8), nm + "_q"), numpy_helper.from_array(np.array(s, np.float32), nm + "_s")]
+            nodes.append(helper.make_node("DequantizeLinear", [nm + "_q", nm + "_s"], [nm]))
+        else:
+            inits.append(numpy_helper.from_array(w, nm))
+    n1 = [helper.make_node("Conv", ["x", p + "w1"], [p + "c1"]), helper.make_node("Relu", [p + "c1"], [p + "r1"])]
+    n3 = [helper.make_node("Conv", ["x", p + "w3"], [p + "c3"], pads=[1] * 4), helper.make_node("Relu", [p + "c3"], [p + "r3"])]
+    nodes += (n1 + n3 if order else n3 + n1) + [helper.make_node("Add", [p + "r1", p + "r3"], ["y"])]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+
+
+def test_quantized_weights_behind_dequantize_count_by_their_size(tmp_path):
+    """The int8 weights a DequantizeLinear reads had no size as evidence: a weight-quantized model's 1x1
+    branch paired with the float model's 3x3 one when the branches were listed in the other order (QA)."""
+    onnx.save(_branches_dq(True, True, "A_"), str(tmp_path / "a.onnx"))
+    onnx.save(_branches_dq(False, False, "B_"), str(tmp_path / "b.onnx"))
+    res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=api.Selection(all=True),
+                   config=api.RunConfig(device="cpu", cache=False),
+                   inputs=api.InputSpec(arrays={"x": RNG.standard_normal((1, 4, 8, 8)).astype(np.float32)}))
+    got = {r.pair.a.name: r.pair.b.name for r in res.results}
+    assert all(b == "B_" + a[2:] for a, b in got.items() if a.startswith("A_")), got
+    assert {"A_c1", "A_c3"} <= set(got)

@@ -28,7 +28,7 @@ from onnxprobe.graph.select import select
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import constant_tensors, walk
 from onnxprobe.match.ops import canonical
-from onnxprobe.match.weights import Weight, float_constants
+from onnxprobe.match.weights import Weight, code_sizes, float_constants
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
 QUANT_TYPES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16,
@@ -311,7 +311,8 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                         continue
             add(t, t, "float")
     obs = _with_sources(obs, producer, const, {i.name for i in model.graph.input} - set(values),
-                        {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0}, float_constants(model))
+                        {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0}, float_constants(model),
+                        code_sizes(model))
     obs += _branch_observables(every, types, const)
     obs.sort(key=lambda o: o.index)
     return Observation(obs, deq, hidden)
@@ -329,7 +330,8 @@ VALUE_PRESERVING = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "C
 
 
 def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs: set[str],
-                  floats: set[str], digests: dict[str, Weight] | None = None) -> list[Observable]:
+                  floats: set[str], digests: dict[str, Weight] | None = None,
+                  codes_of: dict[str, int] | None = None) -> list[Observable]:
     """The main graph's observables with their ``sources``: for each input of the node that writes it,
     the nearest observed tensors upstream (walking back through tensors nobody observes) and graph
     inputs; and ``data``: whether it holds floating-point values, or values of a type not known here
@@ -354,6 +356,8 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
 
     digests = digests or {}
 
+    codes_of = codes_of or {}
+
     def roots(t: str, depth: int = 0) -> set[str]:
         """The initializers (and Constants) a constant tensor is computed from: Unsqueeze(b), DQ(W, s, z)."""
         if t in digests or depth > 8 or t not in producer:
@@ -368,7 +372,8 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
             elif i in producer and producer[i].node.input and all(x in const for x in producer[i].node.input if x):
                 out |= set().union(*(roots(x) for x in producer[i].node.input if x))
         found = [digests[w] for w in out if w in digests]
-        return (tuple(sorted({w.digest for w in found})), tuple(sorted({w.size for w in found if w.size > 1})),
+        codes = {codes_of[w] for w in out if w in codes_of and codes_of[w] > 1}  # quantized weights: their sizes too
+        return (tuple(sorted({w.digest for w in found})), tuple(sorted({w.size for w in found if w.size > 1} | codes)),
                 tuple(sorted({(w.size, w.sample) for w in found if w.size > 1})))
 
     done = []

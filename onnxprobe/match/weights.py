@@ -74,6 +74,32 @@ def float_constants(model: onnx.ModelProto) -> dict[str, Weight]:
     return {k: v for k, v in found.items() if v is not None}
 
 
+_CODES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16,
+          onnx.TensorProto.INT4, onnx.TensorProto.UINT4}
+
+
+def code_sizes(model: onnx.ModelProto) -> dict[str, int]:
+    """The main graph's quantized weights (8-, 16- and 4-bit integer initializers and Constants: a QDQ
+    model's DequantizeLinear inputs, a QLinearConv's weight) -> their number of elements: a quantized
+    1x1 Conv's weight is no 3x3 Conv's (``engine.alike``), whatever its values. Shape and index constants
+    (int64) are left out: two exporters write them differently."""
+    def size(t: onnx.TensorProto) -> int | None:
+        if t.data_type not in _CODES:
+            return None
+        n = 1
+        for d in t.dims:
+            n *= d
+        return n
+
+    found = {t.name: size(t) for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
+            for a in n.attribute:
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                    found[n.output[0]] = size(a.t)
+    return {k: v for k, v in found.items() if v is not None}
+
+
 def near(a: tuple, b: tuple) -> bool:
     """Whether two observables' weights (``Observable.weight_samples``: (size, values) each) are the same
     weights moved a little: as many, of the same sizes, every sampled value within NEAR of the other's
