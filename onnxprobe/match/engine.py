@@ -292,9 +292,18 @@ def alike(a: Observable, b: Observable, shared: set[str]) -> bool:
     # more is no contradiction (one exporter's Gemm adds a zero bias the other leaves out)
     wa, wb = shared.intersection(a.weights), shared.intersection(b.weights)
     sa, sb = set(a.weight_sizes), set(b.weight_sizes)
-    return (canonical(a.effective_op) == canonical(b.effective_op) and a.shape is not None and b.shape is not None
+    return (_same_function_op(a, b) and a.shape is not None and b.shape is not None
             and shapes_agree(a.shape, b.shape) and a.scope == b.scope and not relu_folded
             and not (wa - wb and wb - wa) and not (sa - sb and sb - sa))
+
+
+def _same_function_op(a: Observable, b: Observable) -> bool:
+    """The same op, or a Conv with its tail folded in against that tail's output (``match.folds``); never a
+    Conv whose tail follows against one whose does not (the folded one computes the tail's function too)."""
+    if canonical(a.effective_op) == canonical(b.effective_op):
+        return a.bn_next == b.bn_next
+    conv, bn = (a, b) if canonical(a.effective_op) == "Conv" else (b, a)
+    return canonical(conv.effective_op) == "Conv" and bn.conv_bn and not conv.bn_next
 
 
 def shared_weights(obs_a: list[Observable], obs_b: list[Observable]) -> set[str]:

@@ -28,6 +28,7 @@ from onnxprobe.graph.select import select
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import constant_tensors, walk
 from onnxprobe.match.ops import canonical
+from onnxprobe.match.folds import with_tails
 from onnxprobe.match.weights import Weight, code_sizes, float_constants
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
@@ -81,6 +82,11 @@ class Observable:
     # (size, a few of its values) of each of those (``match.weights``): a weight near one of the other model
     # (fp16, fine-tuned, perturbed) is evidence where names and order are not
     weight_samples: tuple = ()
+    # a Conv output whose one reader is a per-channel tail (a BatchNormalization, a bias Add, a constant
+    # scale), and that tail's output: a model with the tail folded into its Conv (a quantizer's, onnxruntime's,
+    # an exporter's bias) has one Conv tensor for both, the tail's function
+    bn_next: bool = False
+    conv_bn: bool = False
 
 
 @dataclass(frozen=True)
@@ -313,6 +319,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
     obs = _with_sources(obs, producer, const, {i.name for i in model.graph.input} - set(values),
                         {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0}, float_constants(model),
                         code_sizes(model))
+    obs = with_tails(obs, producer, consumers, const)
     obs += _branch_observables(every, types, const)
     obs.sort(key=lambda o: o.index)
     return Observation(obs, deq, hidden)
@@ -376,12 +383,21 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
         return (tuple(sorted({w.digest for w in found})), tuple(sorted({w.size for w in found if w.size > 1} | codes)),
                 tuple(sorted({(w.size, w.sample) for w in found if w.size > 1})))
 
+    def layer_of(o: Observable, n):
+        """The node whose weights a value has: a QDQ value's layer writes the tensor it quantizes (its key),
+        a QOperator value's the quantized tensor its DequantizeLinear reads; else the value's own node."""
+        if o.kind == "qdq" and o.key in producer:
+            return producer[o.key].node
+        if o.kind == "qoperator" and n.op_type == "DequantizeLinear" and n.input and n.input[0] in producer:
+            return producer[n.input[0]].node
+        return n
+
     done = []
     for o in obs:
         if o.name in producer:
             n = producer[o.name].node
             src = frozenset().union(*(upstream(i) for i in n.input if i)) if n.input else frozenset()
-            digest, sizes, samples = weights(n)
+            digest, sizes, samples = weights(layer_of(o, n))
             o = replace(o, sources=tuple(sorted(src)), data=o.name in floats, weights=digest, weight_sizes=sizes,
                         weight_samples=samples)
         done.append(o)
