@@ -67,3 +67,12 @@ def test_mark_notes_values_a_runtime_may_not_stack(tmp_path):
     assert r.exit_code == 0 and "'tb'" in r.stderr and "stacked one per iteration" in r.stderr, r.stderr
     r = runner.invoke(app, ["mark", m, "--name", "tb", "--stats", "-o", str(tmp_path / "stats.onnx")])
     assert r.exit_code == 0 and "stacked" not in r.stderr, r.stderr
+
+
+def test_the_failed_save_names_only_the_values_that_may_not_stack(tmp_path):
+    """The loop's condition and counter keep their shape each iteration and stack fine: only the If
+    branch's tensors are named (QA: the message listed 'cond_out' and others first)."""
+    m, feeds = _model(tmp_path / "m.onnx"), _inputs(tmp_path)
+    r = runner.invoke(app, ["layers", m, "--all", "--inputs", feeds, "--save", str(tmp_path / "out.npz")])
+    assert r.exit_code == 1 and "'tb'" in r.stderr and "'eb'" in r.stderr, r.stderr
+    assert "'c_out'" not in r.stderr and "'r'" not in r.stderr and "'even'" not in r.stderr, r.stderr

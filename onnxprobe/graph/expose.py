@@ -26,7 +26,7 @@ from onnxprobe.graph.stats_nodes import (
 from onnxprobe.graph.walk import walk
 from onnxprobe.types import Probe, TensorRef
 
-__all__ = ["expose", "needs_masking", "default_opset", "STATS_PREFIX", "SHAPE_PREFIX", "RAW_PREFIX"]
+__all__ = ["expose", "unsure_stack", "needs_masking", "default_opset", "STATS_PREFIX", "SHAPE_PREFIX", "RAW_PREFIX"]
 
 STATS_PREFIX = "onnxprobe.stats:"
 SHAPE_PREFIX = "onnxprobe.shape:"
@@ -45,6 +45,14 @@ def _pad_outputs(node: onnx.NodeProto, body: onnx.GraphProto) -> None:
     want = len(body.output) - (1 if node.op_type == "Loop" else 0)
     while len(node.output) < want:
         node.output.append("")
+
+
+def unsure_stack(ref) -> bool:
+    """Whether a tensor's values, stacked one per Loop/Scan iteration to leave the body, may not stack: it
+    lies in a body and its shape is not fixed, or it lies in an If branch there (empty when not taken)."""
+    inside = any(s.endswith("/body") for s in ref.scope)
+    return inside and (any(not s.endswith("/body") for s in ref.scope) or ref.shape is None
+                       or not all(isinstance(d, int) for d in ref.shape))
 
 
 def expose(

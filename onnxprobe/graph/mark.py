@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import onnx
 
 from onnxprobe.errors import OpsetTooOld
-from onnxprobe.graph.expose import default_opset, expose
+from onnxprobe.graph.expose import default_opset, expose, unsure_stack
 from onnxprobe.graph.stats_nodes import MIN_OPSET
 from onnxprobe.graph.summary import all_types, known
 from onnxprobe.graph.walk import in_if_branch, walk
@@ -65,9 +65,7 @@ def mark(model: onnx.ModelProto, refs: list[TensorRef], *, stats: bool = False,
             vi.type.CopyFrom(types[vi.name])
     raw = [m for m in marked if m.added and m.kind == "raw"]
     # a Loop/Scan stacks a body tensor's values per iteration: a runtime refuses it where they change shape
-    unsure = [m.ref.name for m in raw if any(s.endswith("/body") for s in m.ref.scope) and (
-        any(not s.endswith("/body") for s in m.ref.scope) or m.ref.shape is None
-        or not all(isinstance(d, int) for d in m.ref.shape))]
+    unsure = [m.ref.name for m in raw if unsure_stack(m.ref)]
     if unsure:
         warnings.append(f"{', '.join(repr(n) for n in unsure[:3])}{f' and {len(unsure) - 3} more' if len(unsure) > 3 else ''}: "
                         "values of a Loop or Scan body, stacked one per iteration; a runtime refuses the run where their "

@@ -27,7 +27,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError
-from onnxprobe.graph.expose import expose, needs_masking
+from onnxprobe.graph.expose import expose, needs_masking, unsure_stack
 from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
 from onnxprobe.graph.walk import in_if_branch
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stub_weights, stubs
@@ -395,7 +395,7 @@ class GraphRunner(Runner):
         except ExecutionError as e:
             # values of Loop/Scan body tensors are stacked per iteration: onnxruntime refuses a stack whose
             # shapes change (a tensor that grows, or lies in an If branch inside the loop)
-            stacked = [p.ref.name for p in plan.probes if p.raw_output and any(s.endswith("/body") for s in p.ref.scope)]
+            stacked = [p.ref.name for p in plan.probes if p.raw_output and unsure_stack(p.ref)]
             raise self._diagnosed(e, base, feeds, stacked) from e
         st, shp, arrays = read_probes(plan.probes, out)
         arrays = _without_idle_branches(arrays, base)
