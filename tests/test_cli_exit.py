@@ -241,3 +241,21 @@ def test_an_error_in_a_node_onnxprobe_added_says_so():
     assert "which onnxprobe adds" in explain_ort_error(kernel)
     own = "Could not find an implementation for Gemm(13) node with name 'node_linear'"
     assert "onnxprobe adds" not in explain_ort_error(own) and "'node_linear'" in explain_ort_error(own)
+
+
+@pytest.mark.parametrize("args", [["--help"], ["inspect", "--help"], ["--version"]])
+def test_help_and_version_into_a_pipe_whose_reader_left_exit_0(args):
+    """`onnxprobe --help | head -1`: click and Rich ended such a run with exit code 1 (QA)."""
+    p = subprocess.Popen([sys.executable, "-m", "onnxprobe", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=300) == 0, err
+    assert "Traceback" not in err and "error" not in err, err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+@pytest.mark.parametrize("args", [["--version"], ["layers", "--help"]])
+def test_help_and_version_into_a_full_stdout_are_one_error(args):
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "onnxprobe", *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert r.returncode == 1 and r.stderr.strip() == "onnxprobe: error: cannot write to standard output (No space left on device)", r.stderr

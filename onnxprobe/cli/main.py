@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect as inspect_module
+import os
 import sys
 from typing import Annotated, Optional
 
@@ -21,19 +22,41 @@ from onnxprobe.cli.layers import layers
 from onnxprobe.cli.mark import mark
 from onnxprobe.cli.merge_stats import merge_stats
 
+def _stdout_id() -> tuple | None:
+    try:
+        st = os.fstat(sys.stdout.fileno())
+        return st.st_dev, st.st_ino, st.st_rdev
+    except (OSError, ValueError, AttributeError):  # no descriptor (tests' capture)
+        return None
+
+
+def _devnull_id() -> tuple:
+    st = os.stat(os.devnull)
+    return st.st_dev, st.st_ino, st.st_rdev
+
+
 class _Group(TyperGroup):
     """The app's command group: errors that Typer and click raise themselves (a bad option value, a
     missing argument, an unknown option or command) get the one-line format of every other error; help
     that a bare command asks for is shown as usual."""
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):
+        from onnxprobe.errors import OnnxProbeError, debug_enabled
+
         try:  # typer >= 0.16 vendors click; older ones use it
             from typer._click.exceptions import ClickException, NoArgsIsHelpError
         except ImportError:  # pragma: no cover
             from click.exceptions import ClickException, NoArgsIsHelpError
 
+        piped = _stdout_id()
         try:
             rv = super().main(*args, standalone_mode=False, **kwargs)
+        except SystemExit as e:
+            # Rich's help printer, whose pipe's reader has gone, sends the rest to /dev/null and exits 1 at once:
+            # help that was shown as far as anyone read it is no failure (stdout was not /dev/null before)
+            if e.code == 1 and piped != _stdout_id() == _devnull_id():
+                sys.exit(0)
+            raise
         except NoArgsIsHelpError as e:
             e.show()
             sys.exit(e.exit_code)
@@ -44,6 +67,21 @@ class _Group(TyperGroup):
             sys.exit(e.exit_code)
         except typer.Abort:
             error("aborted")
+            sys.exit(1)
+        except OnnxProbeError as e:  # raised outside a command (--version's output): as handle_errors says it
+            if debug_enabled():
+                raise
+            error(str(e))
+            sys.exit(e.exit_code)
+        except BrokenPipeError:  # --help or --version into a pipe whose reader has gone: nothing else to do
+            from onnxprobe.cli.output import reader_gone
+
+            reader_gone()
+            sys.exit(0)
+        except OSError as e:  # --help or --version into a stdout that takes nothing (/dev/full)
+            if e.filename is not None:
+                raise
+            error(f"cannot write to standard output ({e.strerror or type(e).__name__})")
             sys.exit(1)
         if not standalone_mode:
             return rv
@@ -69,7 +107,10 @@ app = typer.Typer(**APP_SETTINGS)
 
 def _version(value: bool) -> None:
     if value:
-        print(f"onnxprobe {__version__}")
+        from onnxprobe.cli.output import writing_stdout
+
+        with writing_stdout():  # click would end a closed pipe with exit code 1
+            print(f"onnxprobe {__version__}", flush=True)
         raise typer.Exit()
 
 
@@ -183,6 +224,11 @@ def finish(code) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe (`| head`) or stream: what is left cannot be written
+        except BrokenPipeError:  # its reader has gone (`| head`): what is left is read by no one, no failure
+            if stream is sys.stdout:
+                from onnxprobe.cli.output import reader_gone
+
+                reader_gone()
+        except (OSError, ValueError):  # a stream that takes nothing more: what is left cannot be written
             code = code or 1
     os._exit(code)
