@@ -1052,3 +1052,14 @@ def test_vs_npz_array_of_strings_is_left_unmatched_with_a_reason(tmp_path):
     assert d["compared"] == 1 and all(p["passed"] for p in d["pairs"]), d["pairs"]
     y = next(u for u in d["unmatched_a"] if u["name"] == "y")
     assert "not numbers" in y["reason"]
+
+
+def test_models_that_cannot_share_one_graph_say_they_ran_apart(tmp_path):
+    """Two opsets: the one-run diff is not used; the JSON's in_graph 0 was explained nowhere (QA)."""
+    for name, opset in (("a", 17), ("b", 18)):
+        m = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], opset=opset)
+        onnx.save(m, str(tmp_path / f"{name}.onnx"))
+    res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), config=api.RunConfig(device="cpu", cache=False))
+    assert any("run apart" in n and "17" in n and "18" in n for n in res.notes), res.notes
+    assert res.verdict()[0] == "pass"

@@ -173,8 +173,11 @@ def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
                 plan.fused = build_cached(plan.a, plan.b, plan.report, plan.by_b, plan.rtol_of, plan.with_cones,
                                           plan.input_shapes or {n: tuple(np.shape(v)) for n, v in feeds.items()},
                                           frozenset(plan.skip))
-            except NotMergeable:
+            except NotMergeable as e:  # measured in separate runs: said, as the JSON's in_graph 0 is not explained
                 plan.fuse = False
+                why = f"the models run apart, not as one graph ({e}): the same numbers, more time"
+                if why not in plan.notes:
+                    plan.notes.append(why)
                 return None
             plan.notes.extend(n for n in plan.fused.notes if n not in plan.notes)
         # a graph built again is another session than the one kept under ``key``
