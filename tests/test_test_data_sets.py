@@ -63,19 +63,17 @@ def test_read_arrays_reads_a_test_data_set_by_name_in_numeric_order(tmp_path):
         read_arrays(folder, "output")  # no output_N.pb in it
 
 
-@pytest.mark.parametrize("case", ["unnamed", "duplicate", "truncated", "empty folder"])
+@pytest.mark.parametrize("case", ["duplicate", "truncated", "empty folder"])
 def test_bad_test_data_sets_get_one_line(case, tmp_path):
     folder = tmp_path / "ds"
     folder.mkdir()
     t = numpy_helper.from_array(np.arange(6, dtype=np.float32), "x").SerializeToString()
-    if case == "unnamed":
-        (folder / "input_0.pb").write_bytes(numpy_helper.from_array(np.arange(3, dtype=np.float32)).SerializeToString())
-    elif case == "duplicate":
+    if case == "duplicate":
         (folder / "input_0.pb").write_bytes(t)
         (folder / "input_1.pb").write_bytes(t)
     elif case == "truncated":
         (folder / "input_0.pb").write_bytes(t[: len(t) // 2])
-    want = {"unnamed": "without a name", "duplicate": "second tensor named 'x'", "truncated": "cannot read",
+    want = {"duplicate": "second tensor named 'x'", "truncated": "cannot read",
             "empty folder": "not an ONNX test data set"}[case]
     with pytest.raises(OnnxProbeError, match=want):
         read_arrays(folder)
@@ -129,3 +127,23 @@ def test_diff_against_a_test_data_set_runs_a_on_its_inputs_without_inputs_given(
     assert any("test_data_set_0" in n and "input" in n for n in res.notes), res.notes
     r = runner.invoke(app, ["diff", m, "--vs-npz", ds])
     assert r.exit_code == 0 and "test_data_set_0" in r.output, r.output
+
+
+def test_unnamed_tensors_of_a_test_data_set_bind_by_position(tmp_path):
+    """ONNX's test runner binds input_N.pb / output_N.pb to the model's input / output N; older data sets
+    leave the names empty, which was refused (QA). By position they feed and compare as named ones do."""
+    m = _model(tmp_path / "m.onnx")
+    expected = _expected()
+    folder = tmp_path / "test_data_set_0"
+    folder.mkdir()
+    for kind, arrays in (("input", [X, B, IDX]), ("output", [expected["y"], expected["k"]])):
+        for k, v in enumerate(arrays):
+            (folder / f"{kind}_{k}.pb").write_bytes(numpy_helper.from_array(v).SerializeToString())  # no names
+    res = api.diff(m, vs_npz=str(folder), config=api.RunConfig(device="cpu"))
+    by = {r.pair.a.name: r for r in res.results}
+    assert set(by) == {"y", "k"} and all(r.metrics.max_abs == 0 for r in by.values()) and res.verdict()[0] == "pass"
+    r = runner.invoke(app, ["layers", m, "--inputs", str(folder), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (folder / "input_5.pb").write_bytes(numpy_helper.from_array(X).SerializeToString())  # the model has 3 inputs
+    r = runner.invoke(app, ["layers", m, "--inputs", str(folder)])
+    assert r.exit_code == 2 and "position 5" in r.output and "Traceback" not in r.output, r.output

@@ -24,7 +24,7 @@ from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.match.observe import observe
 from onnxprobe.runtime import feeds as _feeds
-from onnxprobe.runtime.arrays import read_arrays
+from onnxprobe.runtime.arrays import by_position, read_arrays
 from onnxprobe.runtime.ort import check_opt_level
 from onnxprobe.runtime.runners import check_device, check_options_used, check_runtime, make_runner, options_for
 from onnxprobe.runtime.runners.ort import OrtRunner
@@ -98,7 +98,7 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
         side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), runtime, **opts)
     else:
         # an ONNX test data set folder: its expected outputs (output_N.pb) are the reference
-        saved = vs_npz if isinstance(vs_npz, Activations) else activations(vs_npz)
+        saved = vs_npz if isinstance(vs_npz, Activations) else activations(vs_npz, a_model.proto)
         # the model's inputs saved beside the activations are what A runs on (``diff``), not tensors to compare
         feeds = {i.name for i in _feeds.model_inputs(a_model.proto)}
         arrays = {k: v for k, v in saved.arrays.items() if k not in feeds}
@@ -114,7 +114,7 @@ class Activations(NamedTuple):
     from_file: bool = True
 
 
-def activations(vs_npz) -> Activations:
+def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
     """The reference arrays of ``vs_npz``: a dict of tensor name -> array (each checked here, by name), or
     an ``.npz`` file or an ONNX test data set folder (read once: ``diff`` passes them on)."""
     if not isinstance(vs_npz, Mapping):
@@ -124,6 +124,9 @@ def activations(vs_npz) -> Activations:
             # the inputs the folder's outputs were computed from: A runs on them (``saved_inputs``), as on
             # those an .npz holds beside its activations
             arrays = {**read_arrays(folder, "input"), **arrays}
+        if model is not None:  # unnamed .pb tensors: the model's inputs and outputs of their positions
+            arrays = by_position(arrays, [i.name for i in _feeds.model_inputs(model)], "input")
+            arrays = by_position(arrays, [o.name for o in model.graph.output], "output")
         return Activations(str(vs_npz), arrays)
     arrays = {}
     for k, v in vs_npz.items():  # numbers, not lists or objects: a wrong value is refused here, by name
@@ -211,7 +214,7 @@ def diff(
     a_model = as_model(a)
     saved_notes: list[str] = []
     if vs_npz is not None:
-        vs_npz = activations(vs_npz)  # read once, for A's inputs and for side B
+        vs_npz = activations(vs_npz, a_model.proto)  # read once, for A's inputs and for side B
         inputs, saved_notes = saved_inputs(a_model, inputs, vs_npz)
     if vs_opt_level is not None and vs_opt_level == (config or RunConfig()).opt_level:
         saved_notes.append(f"--vs-opt-level {vs_opt_level} is A's own opt-level: B is the same model run the same way, "

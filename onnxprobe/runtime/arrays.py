@@ -94,6 +94,32 @@ def read_arrays(path: str | Path, kind: str = "input") -> dict[str, np.ndarray]:
     return read_test_data_set(p, kind) if p.is_dir() else read_npz(p)
 
 
+class Position(str):
+    """The key of a test data set tensor without a name (``{kind}_{index}.pb``): ONNX's own test runner
+    binds those by position, to the model's input or output ``index`` (``by_position``)."""
+
+    def __new__(cls, kind: str, index: int, file: str):
+        out = super().__new__(cls, file)
+        out.kind, out.index = kind, index
+        return out
+
+
+def by_position(arrays: dict, names: list[str], kind: str) -> dict:
+    """``arrays`` with the ``Position`` keys of ``kind`` named after ``names`` (the model's inputs or
+    outputs, in order); a UsageError when there is no such position or the name is given twice."""
+    out = {}
+    for k, v in arrays.items():
+        if isinstance(k, Position) and k.kind == kind:
+            if k.index >= len(names):
+                raise UsageError(f"{k}: a tensor without a name at position {k.index}, and the model has only "
+                                 f"{len(names)} {kind}{'s' if len(names) != 1 else ''}")
+            k = names[k.index]
+            if k in arrays:
+                raise UsageError(f"{kind} {quote(k)}: given both by name and by position ({kind}_N.pb)")
+        out[k] = v
+    return out
+
+
 def read_test_data_set(folder: Path, kind: str) -> dict[str, np.ndarray]:
     """The ``{kind}_N.pb`` tensors of an ONNX test data set folder, by their names (see ``read_arrays``)."""
     files = sorted((f for f in folder.glob(f"{kind}_*.pb") if f.stem[len(kind) + 1:].isdigit()),
@@ -111,12 +137,11 @@ def read_test_data_set(folder: Path, kind: str) -> dict[str, np.ndarray]:
             raise
         except Exception as e:  # noqa: BLE001 - protobuf and numpy raise many kinds
             raise UsageError(f"{clean(f)}: cannot read as a .pb tensor ({clean(first_line(e))})") from e
-        if not t.name:
-            raise UsageError(f"{clean(f)}: a tensor without a name, so no input or tensor to give it to: "
-                             f"give it by name (--input NAME={clean(f)})")
-        if t.name in out:
+        # a tensor without a name is the model's input (output) of its position, as ONNX's test runner binds it
+        key = t.name or Position(kind, int(f.stem[len(kind) + 1:]), f.name)
+        if key in out:
             raise UsageError(f"{clean(f)}: a second tensor named {quote(t.name)} in {clean(folder)}")
-        out[t.name] = value
+        out[key] = value
     return out
 
 

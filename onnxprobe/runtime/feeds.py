@@ -10,14 +10,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx
 
 from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError
 from onnxprobe.graph.shapes import static_shape
-from onnxprobe.runtime.arrays import check_fits, literal, literal_as, read_array
+from onnxprobe.runtime.arrays import Position, by_position, check_fits, literal, literal_as, read_array
 from onnxprobe.text import clean, quote
 from onnxprobe.types import InputSpec
 
@@ -286,6 +286,8 @@ def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np
     """The values ``spec`` gives (arrays, files, literals), read and cast, keyed by input name."""
     by_name = {s.name: s for s in specs}
     expected = ", ".join(s.describe() for s in specs) or "none"
+    if any(isinstance(k, Position) for k in spec.arrays):  # a test data set's unnamed input_N.pb
+        spec = replace(spec, arrays=by_position(spec.arrays, [s.name for s in specs], "input"))
     for name in spec.names():
         if name not in by_name:
             where = (f" (from {clean(spec.arrays_from)})" if name in spec.arrays else " (--input)" if name in spec.files
