@@ -93,6 +93,8 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
             return False
         pairs.append(Pair(a, b, strategy, reason))
         made.append((i, j))
+        if a.op_type == "If" and b.op_type == "If" and a.node and b.node:  # their branches are one another's
+            if_map[a.node] = b.node
         used_a.add(i)
         used_b.add(j)
         a_to_b[a.name], b_to_a[b.name] = b.name, a.name
@@ -100,6 +102,16 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
 
     a_to_b: dict[str, str] = {}
     b_to_a: dict[str, str] = {}
+    if_map: dict[str, str] = {}  # A's If node -> B's, once their outputs are paired
+
+    def a_scope(scope: str) -> str:
+        """A's If-branch scope in B's names, where the If nodes are paired ("If_0/then_branch" -> "cond/then_branch")."""
+        for na, nb in if_map.items():
+            for attr in ("/then_branch", "/else_branch"):
+                if scope.startswith(na + attr):
+                    scope = nb + scope[len(na):]
+                scope = scope.replace(f"_branch/{na}{attr}", f"_branch/{nb}{attr}")
+        return scope
     inputs_b = {s for o in obs_b for s in o.sources if s.startswith("input:")}
     inputs_a = {s for o in obs_a for s in o.sources if s.startswith("input:")}
 
@@ -204,17 +216,26 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     # 5. the same weights: a tensor of each model, alone in it to read those float constants with that op;
     # then what reads tensors paired so far, before any pairing by order (which may cross parallel branches)
     shared = shared_weights(obs_a, obs_b)
-    _same_weights(obs_a, obs_b, used_a, used_b, structural, shared)
-    near_weights(obs_a, obs_b, used_a, used_b, structural, lambda x, y: alike(x, y, shared))  # moved a little
-    _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, shared)
+
+    def like(x: Observable, y: Observable) -> bool:
+        return alike(x, y, shared, a_scope)
+
+    _same_weights(obs_a, obs_b, used_a, used_b, structural, like)
+    near_weights(obs_a, obs_b, used_a, used_b, structural, like)  # moved a little
+    _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, like, a_scope)
     # 6. structural alignment between anchors, and what reads its pairs
-    _align(obs_a, obs_b, used_a, used_b, structural, list(made), shared)
-    _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, shared)
+    _align(obs_a, obs_b, used_a, used_b, structural, list(made), like)
+    _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, like, a_scope)
+    known = 0
+    while len(if_map) > known:  # If nodes paired after their branches were aligned: the branches again, as one
+        known = len(if_map)     # another's (and the Ifs nested in them, a level a round)
+        _align(obs_a, obs_b, used_a, used_b, structural, list(made), like)
+        _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, like, a_scope)
     # 7. every structural pair checked again against all the pairs now made: one made before what it reads
     # was paired may read tensors paired with others (alignment by order in crossed branches); undone,
     # and what reads the pairs that stand is paired again
     if _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, reads_alike, why_a, why_b, other_a, other_b):
-        _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, shared)
+        _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, like, a_scope)
     pairs.sort(key=lambda p: (p.a.index, p.b.index))
 
     def cause(k: int, folded: set[int], shape: set[int], other: set[int]) -> str:
@@ -281,7 +302,7 @@ def _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, reads_alike,
     return bool(bad)
 
 
-def alike(a: Observable, b: Observable, shared: set[str]) -> bool:
+def alike(a: Observable, b: Observable, shared: set[str], a_scope=None) -> bool:
     """Whether ``a`` and ``b`` may be one function of the data, by what they are: the same op and scope,
     shapes that agree, no Relu folded into one side's quantization range against a tensor the other
     model's Relu reads (Relu(x) against x: the pairing by key takes the Relu's output), and not each
@@ -293,7 +314,7 @@ def alike(a: Observable, b: Observable, shared: set[str]) -> bool:
     wa, wb = shared.intersection(a.weights), shared.intersection(b.weights)
     sa, sb = set(a.weight_sizes), set(b.weight_sizes)
     return (_same_function_op(a, b) and a.shape is not None and b.shape is not None
-            and shapes_agree(a.shape, b.shape) and a.scope == b.scope and not relu_folded
+            and shapes_agree(a.shape, b.shape) and (a_scope(a.scope) if a_scope else a.scope) == b.scope and not relu_folded
             and not (wa - wb and wb - wa) and not (sa - sb and sb - sa))
 
 
@@ -310,7 +331,7 @@ def shared_weights(obs_a: list[Observable], obs_b: list[Observable]) -> set[str]
     return {w for o in obs_a for w in o.weights} & {w for o in obs_b for w in o.weights}
 
 
-def _same_weights(obs_a, obs_b, used_a, used_b, take, shared: set[str]) -> None:
+def _same_weights(obs_a, obs_b, used_a, used_b, take, like) -> None:
     """``take(i, j, reason)`` for the unpaired tensors of each model that are the only ones there to read
     exactly these float constants (by value; scalars, which many nodes read, are no evidence) with this
     op, in this scope: parallel branches of one shape that alignment by order alone would cross (two 1x1
@@ -326,16 +347,16 @@ def _same_weights(obs_a, obs_b, used_a, used_b, take, shared: set[str]) -> None:
     ga, gb = groups(obs_a, used_a), groups(obs_b, used_b)
     for key, i in ga.items():
         j = gb.get(key)
-        if j is not None and alike(obs_a[i], obs_b[j], shared):
+        if j is not None and like(obs_a[i], obs_b[j]):
             take(i, j, f"reads the same weights with {key[1]} (by value)")
 
 
-def _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b: dict[str, str], take, shared: set[str]) -> None:
+def _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b: dict[str, str], take, like, a_scope) -> None:
     """``take(i, j, reason)`` for unpaired tensors whose nodes read tensors paired with each other (or the
     same graph inputs), with the same op, in the same scope, each alone in its model to do so; in
     topological order, so that a chain behind a pair follows it."""
-    def key(o, sources) -> tuple:
-        return frozenset(sources), canonical(o.effective_op), o.scope
+    def key(o, sources, scope=None) -> tuple:
+        return frozenset(sources), canonical(o.effective_op), o.scope if scope is None else scope
 
     def mapped(o) -> list[str | None]:
         return [s if s.startswith("input:") else a_to_b.get(s) for s in o.sources]
@@ -353,13 +374,13 @@ def _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b: dict[str, str], take, sha
         if i in used_a or not o.sources or count_a.get(key(o, o.sources), 0) != 1:
             continue
         to = mapped(o)
-        js = by_b.get(key(o, to), []) if None not in to else []
+        js = by_b.get(key(o, to, a_scope(o.scope)), []) if None not in to else []  # B's key: in B's scope names
         js = [j for j in js if j not in used_b]
-        if len(js) == 1 and alike(o, obs_b[js[0]], shared):
+        if len(js) == 1 and like(o, obs_b[js[0]]):
             take(i, js[0], f"{canonical(o.effective_op)} of tensors paired with what B's reads")
 
 
-def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]], shared: set[str]) -> None:
+def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]], like) -> None:
     """``take(i, j, reason)``: pair them, unless what they read says otherwise (``match``)."""
     """LCS over (canonical op, static shape) of the unmatched tensors between consecutive anchors, each
     with its like: main-graph tensors, or tensors of the same If branch (``Observable.scope``; a branch
@@ -373,7 +394,7 @@ def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]], shar
             continue
 
         def same(i: int, j: int) -> bool:
-            return alike(obs_a[i], obs_b[j], shared)
+            return like(obs_a[i], obs_b[j])
 
         n, m = len(seg_a), len(seg_b)
         L = [[0] * (m + 1) for _ in range(n + 1)]
