@@ -65,13 +65,18 @@ def float_constants(model: onnx.ModelProto) -> dict[str, Weight]:
             size *= d
         return Weight(("s:" if size <= 1 else "") + h.hexdigest(), size, _values(t, raw, size) if size > 1 else ())
 
-    found = {t.name: weight(t) for t in model.graph.initializer}
+    return {k: w for k, t in _constants(model) if (w := weight(t)) is not None}
+
+
+def _constants(model: onnx.ModelProto):
+    """(name, TensorProto) of the main graph's initializers and Constant values (a name twice: the last)."""
+    for t in model.graph.initializer:
+        yield t.name, t
     for n in model.graph.node:
         if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
             for a in n.attribute:
                 if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-                    found[n.output[0]] = weight(a.t)
-    return {k: v for k, v in found.items() if v is not None}
+                    yield n.output[0], a.t
 
 
 _CODES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16,
@@ -91,13 +96,7 @@ def code_sizes(model: onnx.ModelProto) -> dict[str, int]:
             n *= d
         return n
 
-    found = {t.name: size(t) for t in model.graph.initializer}
-    for n in model.graph.node:
-        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
-            for a in n.attribute:
-                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-                    found[n.output[0]] = size(a.t)
-    return {k: v for k, v in found.items() if v is not None}
+    return {k: n for k, t in _constants(model) if (n := size(t)) is not None}
 
 
 def near(a: tuple, b: tuple) -> bool:
