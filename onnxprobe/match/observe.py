@@ -29,7 +29,7 @@ from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import constant_tensors, walk
 from onnxprobe.match.ops import canonical
 from onnxprobe.match.folds import with_tails
-from onnxprobe.match.weights import Weight, code_sizes, float_constants
+from onnxprobe.match.weights import Weight, code_sizes, constants_of, float_constants
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
 QUANT_TYPES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16,
@@ -316,9 +316,10 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                             floor=floor_zero(zp, n.input[0]))
                         continue
             add(t, t, "float")
+    found = constants_of(model)
     obs = _with_sources(obs, producer, const, {i.name for i in model.graph.input} - set(values),
-                        {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0}, float_constants(model),
-                        code_sizes(model))
+                        {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0}, float_constants(model, found),
+                        code_sizes(model, found))
     obs = with_tails(obs, producer, consumers, const)
     obs += _branch_observables(every, types, const)
     obs.sort(key=lambda o: o.index)

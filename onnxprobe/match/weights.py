@@ -44,7 +44,7 @@ def _values(t: onnx.TensorProto, raw: bytes, size: int) -> tuple[float, ...]:
     return tuple(float(v) for v in flat[at])
 
 
-def float_constants(model: onnx.ModelProto) -> dict[str, Weight]:
+def float_constants(model: onnx.ModelProto, constants: list | None = None) -> dict[str, Weight]:
     """The main graph's float initializers and Constant values, by name (external data left out: never
     read here). The digest covers at most 3 x 64 KiB of the bytes (the start, the middle and a stride
     through the whole). Shapes and indices are no evidence (two exporters write them differently)."""
@@ -65,25 +65,26 @@ def float_constants(model: onnx.ModelProto) -> dict[str, Weight]:
             size *= d
         return Weight(("s:" if size <= 1 else "") + h.hexdigest(), size, _values(t, raw, size) if size > 1 else ())
 
-    return {k: w for k, t in _constants(model) if (w := weight(t)) is not None}
+    return {k: w for k, t in (constants if constants is not None else constants_of(model)) if (w := weight(t)) is not None}
 
 
-def _constants(model: onnx.ModelProto):
-    """(name, TensorProto) of the main graph's initializers and Constant values (a name twice: the last)."""
-    for t in model.graph.initializer:
-        yield t.name, t
+def constants_of(model: onnx.ModelProto) -> list[tuple[str, onnx.TensorProto]]:
+    """(name, TensorProto) of the main graph's initializers and Constant values: found once, read by
+    ``float_constants`` and ``code_sizes``."""
+    out = [(t.name, t) for t in model.graph.initializer]
     for n in model.graph.node:
         if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
             for a in n.attribute:
                 if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-                    yield n.output[0], a.t
+                    out.append((n.output[0], a.t))
+    return out
 
 
 _CODES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16,
           onnx.TensorProto.INT4, onnx.TensorProto.UINT4}
 
 
-def code_sizes(model: onnx.ModelProto) -> dict[str, int]:
+def code_sizes(model: onnx.ModelProto, constants: list | None = None) -> dict[str, int]:
     """The main graph's quantized weights (8-, 16- and 4-bit integer initializers and Constants: a QDQ
     model's DequantizeLinear inputs, a QLinearConv's weight) -> their number of elements: a quantized
     1x1 Conv's weight is no 3x3 Conv's (``engine.alike``), whatever its values. Shape and index constants
@@ -96,7 +97,7 @@ def code_sizes(model: onnx.ModelProto) -> dict[str, int]:
             n *= d
         return n
 
-    return {k: n for k, t in _constants(model) if (n := size(t)) is not None}
+    return {k: n for k, t in (constants if constants is not None else constants_of(model)) if (n := size(t)) is not None}
 
 
 def near(a: tuple, b: tuple) -> bool:
