@@ -38,15 +38,21 @@ def _model(rename: bool, reorder: bool, scale: float) -> onnx.ModelProto:
                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], inits)
 
 
-def test_branches_of_other_weight_sizes_are_not_crossed(tmp_path):
-    a, b = _model(False, False, 1.0), _model(True, True, 1.001)
+def _diff_copies(tmp_path, build):
+    """``build(rename, reorder, scale)``'s model against its renamed, reordered copy with every weight moved
+    by 0.1 %: (the pairs made, the true ones by the renaming, the result)."""
+    a, b = build(False, False, 1.0), build(True, True, 1.001)
     onnx.save(a, str(tmp_path / "a.onnx"))
     onnx.save(b, str(tmp_path / "b.onnx"))
-    truth = {n.output[0]: m.output[0] for n, m in zip(a.graph.node, _model(True, False, 1.0).graph.node)}
+    truth = {n.output[0]: m.output[0] for n, m in zip(a.graph.node, build(True, False, 1.0).graph.node)}
     res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=api.Selection(all=True),
                    config=api.RunConfig(device="cpu", cache=False),
                    inputs=api.InputSpec(arrays={"x": RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)}))
-    got = {r.pair.a.name: r.pair.b.name for r in res.results}
+    return {r.pair.a.name: r.pair.b.name for r in res.results}, truth, res
+
+
+def test_branches_of_other_weight_sizes_are_not_crossed(tmp_path):
+    got, truth, res = _diff_copies(tmp_path, _model)
     assert {k: truth[k] for k in got} == got  # every pair made is right
     assert {"p1", "p3", "a", "b"} <= set(got)
     # each compared pair is one function with weights 0.1 % apart: close, never a crossed branch's error
@@ -74,14 +80,7 @@ def test_branches_of_one_weight_size_are_told_apart_by_near_weights(tmp_path):
     """Renamed, reordered and with every weight moved by 0.1 % (a float16 or fine-tuned copy): no weight is
     shared by value, and alignment by order crossed the two branches (Inception v2 had 30 of 308 pairs
     crossed). Weights near each other's are evidence (``match.weights``)."""
-    a, b = _same_size_branches(False, False, 1.0), _same_size_branches(True, True, 1.001)
-    onnx.save(a, str(tmp_path / "a.onnx"))
-    onnx.save(b, str(tmp_path / "b.onnx"))
-    truth = {n.output[0]: m.output[0] for n, m in zip(a.graph.node, _same_size_branches(True, False, 1.0).graph.node)}
-    res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=api.Selection(all=True),
-                   config=api.RunConfig(device="cpu", cache=False),
-                   inputs=api.InputSpec(arrays={"x": RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)}))
-    got = {r.pair.a.name: r.pair.b.name for r in res.results}
+    got, truth, res = _diff_copies(tmp_path, _same_size_branches)
     assert got.get("p") == truth["p"] and got.get("q") == truth["q"], got
     assert all(r.metrics.cosine > 0.999 for r in res.results if r.metrics is not None)
 
