@@ -8,7 +8,7 @@ weights stubbed: they are the model's own, put back from the model on load, so a
 graph, not the weights) and the probes as JSON.
 
 Where: ``$ONNXPROBE_CACHE_DIR``, else ``$XDG_CACHE_HOME/onnxprobe``, else ``~/.cache/onnxprobe``;
-bounded by ``$ONNXPROBE_CACHE_SIZE`` (``size_limit``: bytes, or K, M, G; default 512 MiB; the oldest entries go first); safe to
+bounded by ``$ONNXPROBE_CACHE_SIZE`` (``size_limit``: whole bytes, or with K, M, G, T as --max-memory; default 512 MiB; the oldest entries go first); safe to
 delete at any time. ``ONNXPROBE_NO_CACHE=1`` or ``--no-cache`` (``RunConfig.cache``) turns it off. A
 cache that cannot be read or written is skipped silently: it only ever saves time.
 """
@@ -60,20 +60,15 @@ def enabled(config_cache: bool = True) -> bool:
     return on
 
 
-_SIZE = re.compile(r"(\d+)\s*([kmgt]?)(i?b)?", re.IGNORECASE)
 
 
 def size_limit() -> int:
     """``$ONNXPROBE_CACHE_SIZE`` in bytes: a whole number, optionally with K, M, G or T (powers of 1024;
     "512M", "512MiB" and "512MB" all mean 512 MiB); DEFAULT_SIZE when unset."""
+    from onnxprobe.runtime.budget import parse_size  # --max-memory's parser, one for every size setting
+
     text = os.environ.get("ONNXPROBE_CACHE_SIZE", "").strip()
-    if not text:
-        return DEFAULT_SIZE
-    m = _SIZE.fullmatch(text)
-    if not m:
-        raise UsageError(f"ONNXPROBE_CACHE_SIZE must be a size in bytes such as 536870912 or 512M, not {quote(clip(text, 40))}")
-    unit = m.group(2).lower()
-    return int(m.group(1)) * (1024 ** ("kmgt".index(unit) + 1) if unit else 1)
+    return parse_size(clip(text, 40), "ONNXPROBE_CACHE_SIZE", whole=True, minimum=0) if text else DEFAULT_SIZE
 
 
 def key(model: onnx.ModelProto, refs: list[TensorRef], options: dict, input_shapes: dict | None) -> str:
