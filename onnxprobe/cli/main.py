@@ -73,12 +73,8 @@ class _Group(TyperGroup):
                 raise
             error(str(e))
             sys.exit(e.exit_code)
-        except BrokenPipeError:  # --help or --version into a pipe whose reader has gone: nothing else to do
-            from onnxprobe.cli.output import reader_gone
-
-            reader_gone()
-            sys.exit(0)
-        except OSError as e:  # --help or --version into a stdout that takes nothing (/dev/full)
+        except OSError as e:  # --help into a stdout that takes nothing (/dev/full); a closed pipe (EPIPE) is
+            # typer's own sys.exit(1), read above
             if e.filename is not None:
                 raise
             error(f"cannot write to standard output ({e.strerror or type(e).__name__})")
