@@ -216,21 +216,13 @@ def diff(
     if vs_npz is not None:
         vs_npz = activations(vs_npz, a_model.proto)  # read once, for A's inputs and for side B
         inputs, saved_notes = saved_inputs(a_model, inputs, vs_npz)
-    if vs_opt_level is not None and vs_opt_level == (config or RunConfig()).opt_level:
-        saved_notes.append(f"--vs-opt-level {vs_opt_level} is A's own opt-level: B is the same model run the same way, "
-                           "so the comparison shows only differences between two runs (give --opt-level for A)")
     fs = _feeds.make_feeds(a_model.proto, inputs)
     try:  # building the sides reads the models (OpenVINO with the feeds' shapes: guessed ones may be the cause)
         a_model, side_a, side_b = make_sides(a_model, b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_runtime=vs_runtime,
                                              vs_npz=vs_npz, config=config, runtime=runtime, runtime_options=runtime_options,
                                              max_memory=max_memory, constants=bool(selection and selection.include_constants),
                                              shapes={k: tuple(getattr(v, "shape", ())) for k, v in fs.values.items()})
-        if vs_device is not None and vs_runtime is None and _run_alike(side_a, side_b):  # auto resolved first
-            saved_notes.insert(0, f"--vs-device {vs_device} is A's own device: B is the same model run the same way, so "
-                                  "the comparison shows only differences between two runs (give --device for A)")
-        if vs_runtime is not None and _run_alike(side_a, side_b):
-            saved_notes.insert(0, f"--vs-runtime {vs_runtime} is A's own runtime, on A's device with A's settings: B is the "
-                                  "same model run the same way, so the comparison shows only differences between two runs")
+        saved_notes[:0] = _same_run_note(side_a, side_b, vs_runtime, vs_device, vs_opt_level)
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,
                     introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile)
     except ExecutionError as e:
@@ -244,11 +236,24 @@ def diff(
     return res
 
 
-def _run_alike(side_a: Side, side_b: Side) -> bool:
-    """Whether the two runners are the same runtime on the same device (as resolved: auto is CPU on
-    OpenVINO) with the same opt level, options and precision: what a note about a self-reference needs."""
+def _same_run_note(side_a: Side, side_b: Side, vs_runtime, vs_device, vs_opt_level) -> list[str]:
+    """The note for a reference that is A itself run the same way (--vs-runtime, --vs-device or --vs-opt-level
+    naming A's own): the same runtime on the same device (as resolved: auto is the CPU here) with the same
+    opt level, options and precision, by the two runners' facts."""
+    if vs_runtime is not None:
+        flag, value, what = "--vs-runtime", vs_runtime, "runtime, on A's device with A's settings"
+    elif vs_device is not None:
+        flag, value, what = "--vs-device", vs_device, "device"
+    elif vs_opt_level is not None:
+        flag, value, what = "--vs-opt-level", vs_opt_level, "opt-level"
+    else:
+        return []
     how = [{k: v for k, v in s.runner.facts().items() if k not in ("model", "providers")} for s in (side_a, side_b)]
-    return how[0] == how[1]
+    if how[0] != how[1]:
+        return []
+    hint = {"--vs-device": " (give --device for A)", "--vs-opt-level": " (give --opt-level for A)"}.get(flag, "")
+    return [f"{flag} {value} is A's own {what}: B is the same model run the same way, so the comparison shows only "
+            f"differences between two runs{hint}"]
 
 
 def checked_arguments(selection, config, inputs, tolerance, per_tensor) -> tuple:
