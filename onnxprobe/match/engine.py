@@ -8,7 +8,8 @@ Strategies, tried in this order; each pair records which one matched it and why:
 4. ``node-name``: the producing nodes have the same name of their own (a ``_quant`` suffix aside; an
    unnamed node's position is no name) and compatible ops;
 5. ``structural``: between two pairs already made, the remaining tensors are aligned by a longest common
-   subsequence over (equivalent op type, shape): never by position alone.
+   subsequence over (equivalent op type, shape): never by position alone; structural pairs that read
+   tensors refused as other functions of the data (their weights contradict: ``match.refused``) are undone.
 Shapes must agree wherever both are known; a rejected candidate leaves its reason on the unmatched entry.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from onnxprobe.errors import UsageError
 from onnxprobe.match.observe import Observable, stem
 from onnxprobe.match.ops import canonical, compatible
+from onnxprobe.match.refused import refuse
 from onnxprobe.match.weights import near_weights
 
 
@@ -236,6 +238,13 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     # and what reads the pairs that stand is paired again
     if _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, reads_alike, why_a, why_b, other_a, other_b):
         _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, like, a_scope)
+    # 8. candidates refused for their weights, said; structural pairs that read a refused pair undone
+    ref_a, ref_b = refuse(obs_a, obs_b, pairs, made, used_a, used_b, shared, a_scope)
+    for why, other, ref in ((why_a, other_a, ref_a), (why_b, other_b, ref_b)):
+        for k, reason in ref.items():
+            if k not in why or k in other:  # a reason of its own stands (another shape, a folded Relu)
+                why[k] = reason
+                other.add(k)
     pairs.sort(key=lambda p: (p.a.index, p.b.index))
 
     def cause(k: int, folded: set[int], shape: set[int], other: set[int]) -> str:

@@ -1,0 +1,68 @@
+"""A layer changed between two models (a 1x1 Conv in A where B has a 3x3 Conv of the same output shape, and
+every name new in B): the two Convs are refused as other functions of the data, and so is what reads them
+(Relu(Conv1x1(x)) against Relu(Conv3x3(x)) aligned by op, order and shape, and its pair reported the Conv's
+error as the Relu's own, with "error starts at" the Relu). Each unmatched entry says why, naming the
+refused candidate; the model outputs, paired by name, are still compared. The construction is the oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import make_model
+from onnxprobe import api
+
+
+def _model(k: int, prefix: str) -> onnx.ModelProto:
+    """x -> c0 = Conv1x1(x) -> c1 = Conv kxk(c0) -> r1 = Relu(c1) -> y = Conv1x1(r1); names prefixed."""
+    w = np.random.default_rng(0)
+    w0, w2 = (w.standard_normal((4, 4, 1, 1)).astype(np.float32) for _ in range(2))
+    wk = 0.3 * np.random.default_rng(k).standard_normal((4, 4, k, k)).astype(np.float32)
+    p = prefix
+    nodes = [helper.make_node("Conv", ["x", p + "w0"], [p + "c0"], name=p + "conv0"),
+             helper.make_node("Conv", [p + "c0", p + "wk"], [p + "c1"], name=p + "conv1", pads=[k // 2] * 4),
+             helper.make_node("Relu", [p + "c1"], [p + "r1"], name=p + "relu1"),
+             helper.make_node("Conv", [p + "r1", p + "w2"], ["y"], name=p + "conv2")]
+    inits = [numpy_helper.from_array(v, p + n) for n, v in (("w0", w0), ("wk", wk), ("w2", w2))]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], inits)
+
+
+def _diff(tmp_path):
+    onnx.save(_model(1, ""), str(tmp_path / "a.onnx"))
+    onnx.save(_model(3, "B_"), str(tmp_path / "b.onnx"))
+    return api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=api.Selection(all=True),
+                    config=api.RunConfig(device="cpu", cache=False),
+                    inputs=api.InputSpec(arrays={"x": np.random.default_rng(1).standard_normal((1, 4, 6, 6)).astype(np.float32)}))
+
+
+def test_readers_of_a_changed_layer_are_not_paired(tmp_path):
+    res = _diff(tmp_path)
+    got = {r.pair.a.name: r.pair.b.name for r in res.results}
+    assert got == {"c0": "B_c0", "y": "y"}  # the same weights, and the outputs by name
+    un_a = {u.obs.name: u for u in res.matching.unmatched_a}
+    un_b = {u.obs.name: u for u in res.matching.unmatched_b}
+    assert set(un_a) == {"c1", "r1"} and set(un_b) == {"B_c1", "B_r1"}
+    assert all(u.cause == "different-function" for u in [*un_a.values(), *un_b.values()])
+    # the refused candidate and the weights' sizes (4x4x1x1 = 16, 4x4x3x3 = 144 elements) are said
+    assert "B_c1" in un_a["c1"].reason and "16" in un_a["c1"].reason and "144" in un_a["c1"].reason
+    assert "c1" in un_b["B_c1"].reason and "144" in un_b["B_c1"].reason
+    assert "B_r1" in un_a["r1"].reason and "c1" in un_a["r1"].reason
+    # the outputs differ (another layer): a fail, and where the error shows is the output, not the Relu
+    assert res.verdict()[0] == "fail" and res.first_failure.pair.a.name == "y"
+
+
+def test_same_layer_of_one_size_still_pairs(tmp_path):
+    """Both 3x3 (the weights moved a little): every tensor pairs, nothing is refused."""
+    onnx.save(_model(3, ""), str(tmp_path / "a.onnx"))
+    b = _model(3, "B_")
+    for t in b.graph.initializer:
+        v = numpy_helper.to_array(t) * np.float32(1.001)
+        t.CopyFrom(numpy_helper.from_array(v.astype(np.float32), t.name))
+    onnx.save(b, str(tmp_path / "b.onnx"))
+    res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=api.Selection(all=True),
+                   config=api.RunConfig(device="cpu", cache=False),
+                   inputs=api.InputSpec(arrays={"x": np.random.default_rng(1).standard_normal((1, 4, 6, 6)).astype(np.float32)}))
+    assert {r.pair.a.name: r.pair.b.name for r in res.results} == {"c0": "B_c0", "c1": "B_c1", "r1": "B_r1", "y": "y"}
+    assert not res.matching.unmatched_a and not res.matching.unmatched_b
