@@ -162,8 +162,6 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                 return float_op(n.input[0], depth + 1)
             if n.op_type == "QuantizeLinear":
                 return float_op(n.input[0], depth + 1)
-        if depth < 16 and n.op_type in SCALE_PRESERVING and n.input and elem(t) in QUANT_TYPES:
-            return float_op(n.input[0], depth + 1)
         if t in chain_op:
             return chain_op[t]
         return canonical(n.op_type)
