@@ -219,3 +219,31 @@ def test_error_histogram_differences_are_exact_for_int64():
         got = difference(a, b)
         u = difference(np.array([2**64 - 3, 5], np.uint64), np.array([2**64 - 1, 2], np.uint64))
     assert got.tolist() == [float(int(p) - int(q)) for p, q in zip(a, b)] and u.tolist() == [-2.0, 3.0]
+
+
+@pytest.mark.parametrize("n", [3, 300_000])  # on the host, and in the graph (past SMALL_ON_HOST)
+def test_uint64_layers_past_2_63(tmp_path, n):
+    """A uint64 tensor (onnxruntime has no uint64 ReduceMin/Max: the probed copy failed to run), with values
+    past 2^63, against Python integers."""
+    import onnx
+
+    path = tmp_path / "u.onnx"
+    x = helper.make_tensor_value_info("x", TensorProto.UINT64, [1, None])
+    y = helper.make_tensor_value_info("y", TensorProto.UINT64, [1, None])
+    onnx.save(make_model([helper.make_node("Identity", ["x"], ["y0"], name="id"), helper.make_node("Identity", ["y0"], ["y"], name="out")],
+                         [x], [y], [], opset=17), path)
+    v = (2**63 + 7 + 3 * np.arange(n, dtype=np.uint64)).reshape(1, -1)
+    v[0, 0] = 5  # and one small value: the extremes 5 and 2^63 + 7 + 3 (n - 1)
+    np.savez(tmp_path / "in.npz", x=v)
+    ints = [int(t) for t in v.ravel()]
+    mu = Fraction(sum(ints), n)
+    std = math.sqrt(sum((Fraction(t) - mu) ** 2 for t in ints) / n)
+    r = runner.invoke(app, ["layers", str(path), "--all", "--inputs", str(tmp_path / "in.npz"), "--format", "csv", "--no-cache"])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.strip().splitlines()
+    rows = [dict(zip(lines[0].split(","), ln.split(","))) for ln in lines[1:]]
+    assert [row["tensor"] for row in rows] == ["y0", "y"]
+    for row in rows:
+        assert float(row["min"]) == 5.0 and float(row["max"]) == float(max(ints))
+        assert float(row["mean"]) == pytest.approx(float(mu), rel=1e-12)
+        assert float(row["std"]) == pytest.approx(std, rel=1e-9)

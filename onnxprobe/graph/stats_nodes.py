@@ -211,10 +211,15 @@ class StatsBuilder(GraphBuilder):
             return None
         b, to = x, elem_type
         flat = self.node("Reshape", [x, self.const(np.array([-1], np.int64))], f"{b}.iflat")
-        lo_i = self.red("ReduceMin", flat, f"{b}.imin", keepdims=1)
-        hi_i = self.red("ReduceMax", flat, f"{b}.imax", keepdims=1)
-        lo = self.node("Cast", [lo_i], f"{b}.imin.f64", to=TensorProto.DOUBLE)
-        hi = self.node("Cast", [hi_i], f"{b}.imax.f64", to=TensorProto.DOUBLE)
+        if to == TensorProto.UINT64:  # onnxruntime has no uint64 ReduceMin/Max; rounding to float64 is
+            # monotonic, so the extremes of the float64 copy are the rounded extremes, as the Casts below give
+            lo = self.red("ReduceMin", f, f"{b}.imin.f64", keepdims=1)
+            hi = self.red("ReduceMax", f, f"{b}.imax.f64", keepdims=1)
+        else:
+            lo_i = self.red("ReduceMin", flat, f"{b}.imin", keepdims=1)
+            hi_i = self.red("ReduceMax", flat, f"{b}.imax", keepdims=1)
+            lo = self.node("Cast", [lo_i], f"{b}.imin.f64", to=TensorProto.DOUBLE)
+            hi = self.node("Cast", [hi_i], f"{b}.imax.f64", to=TensorProto.DOUBLE)
         top = float(np.nextafter(2.0 ** 63 if to == TensorProto.INT64 else 2.0 ** 64, 0))  # the largest float64 in the type
         mid = self.node("Floor", [self.node("Add", [self.node("Mul", [lo, self.f64(0.5)], f"{b}.ilo2"),
                                                      self.node("Mul", [hi, self.f64(0.5)], f"{b}.ihi2")], f"{b}.imid_raw")], f"{b}.imid_f")
