@@ -23,6 +23,7 @@ from onnxprobe.match.concrete import match_for_inputs
 from onnxprobe.match.engine import (
     DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched,
 )
+from onnxprobe.compare.unmatched import explain_unmatched
 from onnxprobe.match.observe import Observable, body_note, body_tensors
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
 from onnxprobe.text import quote
@@ -311,69 +312,6 @@ def _reject(matching: Matching, reject) -> None:
             matching.unmatched_a.append(Unmatched(p.a, f"{why} (the {p.strategy} match to {p.b.name!r} is refused)", DIFFERENT_FUNCTION))
             matching.unmatched_b.append(Unmatched(p.b, f"{why} (the {p.strategy} match to {p.a.name!r} is refused)", DIFFERENT_FUNCTION))
     matching.pairs[:] = kept
-
-
-def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
-    """Say why, where more is known than 'no counterpart': a tensor the other side's runner cannot observe
-    (fused away, not in the .npz), or a B tensor folded into its consumer in A (Conv+BN folding, a Relu
-    dropped by the quantizer: compared there)."""
-    for side, other, items in ((a, b, matching.unmatched_a), (b, a, matching.unmatched_b)):
-        todo = [u for u in items if u.cause == NO_COUNTERPART]
-        hidden = other.runner.unobservable([u.obs.key for u in todo]) if todo else {}
-        for u in todo:
-            if u.obs.key in hidden:
-                u.reason, u.cause = f"not observable in {'B' if side is a else 'A'}: {hidden[u.obs.key]}", NOT_OBSERVABLE
-            elif u.obs.key in other.observation.hidden:
-                why = other.observation.hidden[u.obs.key]
-                where = "B" if side is a else "A"
-                u.reason = f"not observable in {where}: {why}" if other.hidden_cause == NOT_OBSERVABLE else why
-                u.cause = other.hidden_cause
-    _mapped_away(matching)
-    inside = body_tensors(a.model.proto, loops_only=True)
-    for u in matching.unmatched_b:  # saved activations of A's body tensors (layers --all --save)
-        if u.cause == NO_COUNTERPART and u.obs.name in inside:
-            u.reason = f"inside {inside[u.obs.name]} in A: diff compares main-graph and If-branch tensors only"
-            u.cause = NOT_OBSERVABLE
-    if not b.runner.takes_feeds:
-        return
-    consumers: dict[str, list] = {}
-    for n in b.model.proto.graph.node:
-        for i in n.input:
-            consumers.setdefault(i, []).append(n)
-    matched_b = {p.b.name: p.a.name for p in matching.pairs}
-    keys_a = {o.key for o in a.observation.observables}
-    # A's own tensors left unmatched, by the A tensor their consumer writes: where B's tensor has one of
-    # those beside it in A (a2 -> Identity ya against b2 -> Identity yb), A did not fold anything: the two
-    # are different computations, each without a counterpart
-    unmatched_a = {u.obs.name for u in matching.unmatched_a}
-    fed_by_unmatched = {o for n in a.model.proto.graph.node if any(i in unmatched_a for i in n.input) for o in n.output}
-    for u in matching.unmatched_b:
-        if u.cause != NO_COUNTERPART:
-            continue
-        cs = consumers.get(u.obs.name, [])
-        # folded only when A has no tensor of its own for it (one it has was paired elsewhere, or not at all)
-        if (len(cs) == 1 and cs[0].output and cs[0].output[0] in matched_b and u.obs.key not in keys_a
-                and matched_b[cs[0].output[0]] not in fed_by_unmatched):
-            out = cs[0].output[0]  # B's consumer, whose output is paired: A computes both in one tensor
-            u.reason, u.cause = (f"no tensor of its own in A: folded into its consumer {cs[0].op_type} {out!r}, "
-                                 f"compared there (with A's {matched_b[out]!r})"), FOLDED
-
-
-def _mapped_away(matching: Matching) -> None:
-    """A tensor left alone because its namesake on the other side was paired with another tensor by
-    --map says so (rather than 'no counterpart', or a folding that did not happen)."""
-    by_key = {}
-    for p in matching.pairs:
-        if p.strategy == "map":
-            by_key[("a", p.a.key)] = p
-            by_key[("b", p.b.key)] = p
-    for items, other in ((matching.unmatched_a, "b"), (matching.unmatched_b, "a")):
-        for u in items:
-            p = by_key.get((other, u.obs.key))
-            if p is not None and u.cause == NO_COUNTERPART:
-                mine, theirs = (p.b, p.a) if other == "b" else (p.a, p.b)
-                where = "B" if other == "b" else "A"
-                u.reason = f"its namesake in {where}, {mine.name!r}, is paired with {theirs.name!r} by --map"
 
 
 SORTS = ("topo", "introduced", "accumulated")

@@ -24,6 +24,8 @@ class Side:
     observation: Observation
     notes: list[str] = field(default_factory=list)
     hidden_cause: str = NOT_OBSERVABLE  # what the observation's hidden entries mean for the other side's tensors
+    # the hidden entries whose reason is the runner's (which says "not observable" or "fused" itself)
+    runner_hidden: frozenset = frozenset()
 
     def describe(self) -> str:
         return self.runner.describe()
@@ -50,10 +52,10 @@ def model_side(label: str, model: Model, make_runner: Callable, constants: bool 
     proto = add_dequantize(model.proto, obs.dequantize) if obs.dequantize else model.proto
     runner = make_runner(proto)
     hidden = runner.unobservable([o.probe for o in obs.observables])
+    by_runner = {o.name: hidden[o.probe] for o in obs.observables if o.probe in hidden}
     if hidden:
-        obs = Observation([o for o in obs.observables if o.probe not in hidden], obs.dequantize,
-                          {**obs.hidden, **{o.name: hidden[o.probe] for o in obs.observables if o.probe in hidden}})
-    return Side(label, model, runner, obs)
+        obs = Observation([o for o in obs.observables if o.probe not in hidden], obs.dequantize, {**obs.hidden, **by_runner})
+    return Side(label, model, runner, obs, runner_hidden=frozenset(by_runner))
 
 
 def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model) -> Side:

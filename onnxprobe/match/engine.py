@@ -39,6 +39,7 @@ FOLDED = "folded"  # fused into a neighbour in the other model, and compared the
 NOT_OBSERVABLE = "not-observable"  # the runner cannot return it (fused away, not saved)
 NO_GRADIENT = "no-gradient"  # diff --grad: the other model has no gradient for it
 DIFFERENT_FUNCTION = "different-function"  # a candidate computes another function of the data
+COPY = "copy"  # holds the values of a tensor of its own model that is compared (an Identity, a Reshape)
 
 
 @dataclass
@@ -118,6 +119,8 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     inputs_a = {s for o in obs_a for s in o.sources if s.startswith("input:")}
 
     up_a, up_b = _ancestry(obs_a), _ancestry(obs_b)
+    readers_a, readers_b = _readers(obs_a), _readers(obs_b)
+    index_a, index_b = {o.name: k for k, o in enumerate(obs_a)}, {o.name: k for k, o in enumerate(obs_b)}
     data_a, data_b = {o.name for o in obs_a if o.data}, {o.name for o in obs_b if o.data}
 
     def reads_alike(i: int, j: int) -> bool:
@@ -133,6 +136,9 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
         if read_a and read_b and None not in to_b and None not in to_a and set(to_b) != set(read_b):
             return False
         if any(t is not None and not up_b(j, t) for t in to_b):
+            return False
+        if _swapped(i, j, read_a, to_a, obs_a, obs_b, used_a, used_b, readers_b, index_a) or \
+                _swapped(j, i, read_b, to_b, obs_b, obs_a, used_b, used_a, readers_a, index_b):
             return False
         return not any(s is not None and not up_a(i, s) for s in to_a)
 
@@ -279,6 +285,28 @@ def _ancestry(obs: list[Observable]):
     for o in sorted(by_name.values(), key=lambda o: o.index):  # upstream first: shallow recursion
         of(o.name)
     return lambda k, name: name in bit and bool(of(obs[k].name) >> bit[name] & 1)
+
+
+def _readers(obs: list[Observable]) -> dict[str, list[int]]:
+    """Observed tensor name -> the observables whose nodes read it (``Observable.sources``)."""
+    out: dict[str, list[int]] = {}
+    for k, o in enumerate(obs):
+        for s in o.sources:
+            out.setdefault(s, []).append(k)
+    return out
+
+
+def _swapped(i: int, j: int, read_a: list[str], to_a: list, obs_a, obs_b, used_a, used_b, readers_b, idx_a) -> bool:
+    """Whether A's ``i`` and B's ``j`` are one op applied in another order: B's node reads a tensor whose
+    partner A's node does not read (it reads a tensor of A's own, unpaired, computed from it), and that
+    unpaired tensor's op is applied to ``j``'s output in B (Sigmoid(Relu(m)) against Relu(Sigmoid(m)): the
+    Sigmoids align by op, order and shape, yet are other functions). An op of A's own that B has nowhere
+    after ``j`` (a Pad that B's Conv took in) says nothing."""
+    if not any(t is not None and t not in read_a for t in to_a):
+        return False
+    between = {canonical(obs_a[idx_a[u]].effective_op) for u in read_a if u in idx_a and idx_a[u] not in used_a}
+    after = {canonical(obs_b[k].effective_op) for k in readers_b.get(obs_b[j].name, ()) if k not in used_b}
+    return bool(between & after)
 
 
 def _node_stem(name: str) -> str:

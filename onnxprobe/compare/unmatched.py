@@ -1,0 +1,121 @@
+"""Why a tensor of a diff stayed unmatched, where more is known than the matcher's "no counterpart": the
+other side's runner cannot observe it, it holds the values of a tensor that is compared (an Identity, a
+Reshape, a Cast to its own type), the other model folded it into a constant, or the other model folded it
+into its consumer (Conv+BN folding, a Relu dropped by the quantizer) and compared it there."""
+
+from __future__ import annotations
+
+from onnxprobe.compare.sides import Side
+from onnxprobe.graph.shapes import value_types
+from onnxprobe.match.engine import COPY, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, Matching, Unmatched
+from onnxprobe.match.observe import body_tensors
+
+# ops whose output holds its first input's values, moved or relabelled (a Cast only to its input's own type)
+SAME_VALUES = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast"}
+
+
+def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
+    """Say why, where more is known than 'no counterpart': a tensor the other side's runner cannot observe
+    (fused away, not in the .npz), or a B tensor folded into its consumer in A (Conv+BN folding, a Relu
+    dropped by the quantizer: compared there)."""
+    for side, other, items in ((a, b, matching.unmatched_a), (b, a, matching.unmatched_b)):
+        todo = [u for u in items if u.cause == NO_COUNTERPART]
+        hidden = other.runner.unobservable([u.obs.key for u in todo]) if todo else {}
+        for u in todo:
+            if u.obs.key in hidden:
+                u.reason, u.cause = f"in {'B' if side is a else 'A'}, {hidden[u.obs.key]}", NOT_OBSERVABLE  # the runner's words say why
+            elif u.obs.key in other.observation.hidden:
+                why = other.observation.hidden[u.obs.key]
+                where = "B" if side is a else "A"
+                if other.hidden_cause != NOT_OBSERVABLE:
+                    u.reason = why
+                else:
+                    u.reason = f"in {where}, {why}" if u.obs.key in other.runner_hidden else f"not observable in {where}: {why}"
+                u.cause = other.hidden_cause
+    _mapped_away(matching)
+    inside = body_tensors(a.model.proto, loops_only=True)
+    for u in matching.unmatched_b:  # saved activations of A's body tensors (layers --all --save)
+        if u.cause == NO_COUNTERPART and u.obs.name in inside:
+            u.reason = f"inside {inside[u.obs.name]} in A: diff compares main-graph and If-branch tensors only"
+            u.cause = NOT_OBSERVABLE
+    for side, other, items, pairs_of in ((a, b, matching.unmatched_a, lambda p: (p.a.name, p.b.name)),
+                                         (b, a, matching.unmatched_b, lambda p: (p.b.name, p.a.name))):
+        if side is b and not b.runner.takes_feeds:
+            continue
+        _copies_and_constants(side, other, [u for u in items if u.cause == NO_COUNTERPART],
+                              dict(pairs_of(p) for p in matching.pairs), "B" if side is a else "A")
+    if not b.runner.takes_feeds:
+        return
+    consumers: dict[str, list] = {}
+    for n in b.model.proto.graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    matched_b = {p.b.name: p.a.name for p in matching.pairs}
+    keys_a = {o.key for o in a.observation.observables}
+    # A's own tensors left unmatched, by the A tensor their consumer writes: where B's tensor has one of
+    # those beside it in A (a2 -> Identity ya against b2 -> Identity yb), A did not fold anything: the two
+    # are different computations, each without a counterpart
+    unmatched_a = {u.obs.name for u in matching.unmatched_a}
+    fed_by_unmatched = {o for n in a.model.proto.graph.node if any(i in unmatched_a for i in n.input) for o in n.output}
+    for u in matching.unmatched_b:
+        if u.cause != NO_COUNTERPART:
+            continue
+        cs = consumers.get(u.obs.name, [])
+        # folded only when A has no tensor of its own for it (one it has was paired elsewhere, or not at all)
+        if (len(cs) == 1 and cs[0].output and cs[0].output[0] in matched_b and u.obs.key not in keys_a
+                and matched_b[cs[0].output[0]] not in fed_by_unmatched):
+            out = cs[0].output[0]  # B's consumer, whose output is paired: A computes both in one tensor
+            u.reason, u.cause = (f"no tensor of its own in A: folded into its consumer {cs[0].op_type} {out!r}, "
+                                 f"compared there (with A's {matched_b[out]!r})"), FOLDED
+
+
+def _mapped_away(matching: Matching) -> None:
+    """A tensor left alone because its namesake on the other side was paired with another tensor by
+    --map says so (rather than 'no counterpart', or a folding that did not happen)."""
+    by_key = {}
+    for p in matching.pairs:
+        if p.strategy == "map":
+            by_key[("a", p.a.key)] = p
+            by_key[("b", p.b.key)] = p
+    for items, other in ((matching.unmatched_a, "b"), (matching.unmatched_b, "a")):
+        for u in items:
+            p = by_key.get((other, u.obs.key))
+            if p is not None and u.cause == NO_COUNTERPART:
+                mine, theirs = (p.b, p.a) if other == "b" else (p.a, p.b)
+                where = "B" if other == "b" else "A"
+                u.reason = f"its namesake in {where}, {mine.name!r}, is paired with {theirs.name!r} by --map"
+
+
+def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired: dict[str, str], there: str) -> None:
+    """``todo`` (``side``'s unmatched tensors): one that holds the values of a tensor of its model that is
+    compared (a float-to-float Cast onnxruntime removed, an Identity an exporter added) says so; one the
+    other model holds as a constant of that name (constant folding) says that."""
+    if not todo:
+        return
+    model = side.model.proto
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    types = value_types(model)
+    consts = {t.name for t in other.model.proto.graph.initializer} | {
+        o for n in other.model.proto.graph.node if n.op_type == "Constant" for o in n.output}
+
+    def elem(name: str) -> int:
+        t = types.get(name)
+        return t.tensor_type.elem_type if t is not None and t.HasField("tensor_type") else 0
+
+    for u in todo:
+        x, first = u.obs.name, None
+        for _ in range(16):
+            n = producer.get(x)
+            if n is None or not n.input or n.op_type not in SAME_VALUES or (
+                    n.op_type == "Cast" and (not elem(x) or elem(n.input[0]) != elem(x))):
+                x = None
+                break
+            first, x = first or n.op_type, n.input[0]
+            if x in paired:
+                break
+        if x is not None and x in paired:
+            u.reason = f"the values of {x!r} ({first}), which is compared (with {there}'s {paired[x]!r})"
+            u.cause = COPY
+        elif u.obs.name in consts:
+            u.reason = f"a constant in {there} (folded into one of that name): computed from weights alone there"
+            u.cause = FOLDED

@@ -1,0 +1,97 @@
+"""Unmatched entries that say what is known about them, and pairs that are not made.
+
+- One op applied in another order (Sigmoid(Relu(m)) against Relu(Sigmoid(m))): the Sigmoids align by op,
+  order and shape, yet are other functions of the data; they stay unmatched with that reason.
+- A tensor that holds the values of a compared one (an Identity an exporter added, a Cast to its own type
+  that onnxruntime's optimiser removes) says so, where it read "folded into its consumer", which it is not.
+- A tensor the other model holds as a constant of that name (constant folding) says that.
+- A runtime's reason is said once ("not observable in B: not observable: ..." before).
+The constructions are the oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import make_model, sample_path
+from onnxprobe import api
+
+X = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+Y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])
+W = numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32), "W")
+C = numpy_helper.from_array(np.random.default_rng(1).standard_normal(8).astype(np.float32), "C")
+CPU = api.RunConfig(device="cpu", cache=False)
+
+
+def _chain(ops: list[str], prefix: str) -> onnx.ModelProto:
+    nodes, prev = [helper.make_node("MatMul", ["x", "W"], [prefix + "m"])], prefix + "m"
+    for i, op in enumerate(ops):
+        nodes.append(helper.make_node(op, [prev], [f"{prefix}t{i}"]))
+        prev = f"{prefix}t{i}"
+    nodes.append(helper.make_node("Add", [prev, "C"], ["y"]))
+    return make_model(nodes, [X], [Y], [W, C])
+
+
+def _diff(tmp_path, a, b, **kw):
+    onnx.save(a, str(tmp_path / "a.onnx"))
+    onnx.save(b, str(tmp_path / "b.onnx"))
+    return api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=api.Selection(all=True), config=CPU, **kw)
+
+
+def test_one_op_in_another_order_is_not_paired(tmp_path):
+    res = _diff(tmp_path, _chain(["Relu", "Sigmoid"], "a_"), _chain(["Sigmoid", "Relu"], "b_"))
+    got = {r.pair.a.name: r.pair.b.name for r in res.results}
+    assert got == {"a_m": "b_m", "y": "y"}  # the same MatMul, and the outputs by name
+    un = {u.obs.name: u.cause for u in res.matching.unmatched_a + res.matching.unmatched_b}
+    assert un["a_t1"] == un["b_t0"] == "different-function"
+
+
+def test_the_same_ops_in_the_same_order_still_pair(tmp_path):
+    res = _diff(tmp_path, _chain(["Relu", "Tanh", "Sigmoid"], "a_"), _chain(["Relu", "Tanh", "Sigmoid"], "b_"))
+    assert {r.pair.a.name: r.pair.b.name for r in res.results} == {
+        "a_m": "b_m", "a_t0": "b_t0", "a_t1": "b_t1", "a_t2": "b_t2", "y": "y"}
+
+
+def test_copies_of_a_compared_tensor_say_so(tmp_path):
+    b = make_model([helper.make_node("MatMul", ["x", "W"], ["mm"]), helper.make_node("Identity", ["mm"], ["mm_id"]),
+                    helper.make_node("Cast", ["mm_id"], ["mm_c"], to=TensorProto.FLOAT),
+                    helper.make_node("Softmax", ["mm_c"], ["y"])], [X], [Y], [W])
+    a = make_model([helper.make_node("MatMul", ["x", "W"], ["mm"]), helper.make_node("Softmax", ["mm"], ["y"])], [X], [Y], [W])
+    for first, second in ((a, b), (b, a)):
+        res = _diff(tmp_path, first, second)
+        un = res.matching.unmatched_b if first is a else res.matching.unmatched_a
+        assert {u.obs.name: u.cause for u in un} == {"mm_id": "copy", "mm_c": "copy"}
+        assert all("'mm'" in u.reason and "folded" not in u.reason for u in un)
+
+
+def test_a_cast_to_another_type_is_no_copy(tmp_path):
+    b = make_model([helper.make_node("MatMul", ["x", "W"], ["mm"]), helper.make_node("Cast", ["mm"], ["h"], to=TensorProto.FLOAT16),
+                    helper.make_node("Cast", ["h"], ["mm_c"], to=TensorProto.FLOAT), helper.make_node("Softmax", ["mm_c"], ["y"])],
+                   [X], [Y], [W])
+    a = make_model([helper.make_node("MatMul", ["x", "W"], ["mm"]), helper.make_node("Softmax", ["mm"], ["y"])], [X], [Y], [W])
+    res = _diff(tmp_path, a, b)
+    assert not any(u.cause == "copy" for u in res.matching.unmatched_b)
+
+
+def test_a_tensor_folded_into_a_constant_of_the_other_model_says_so(tmp_path):
+    """B computes r = ReduceSum(Cast(Shape(x))) at run time; A holds r as an initializer (constant folding)."""
+    b = make_model([helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Cast", ["s"], ["t"], to=TensorProto.FLOAT),
+                    helper.make_node("ReduceSum", ["t"], ["r"], keepdims=0), helper.make_node("Mul", ["x", "r"], ["y"])],
+                   [X], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [])
+    a = make_model([helper.make_node("Mul", ["x", "r"], ["y"])], [X], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                   [numpy_helper.from_array(np.array(6.0, np.float32), "r")])
+    res = _diff(tmp_path, a, b)
+    un = {u.obs.name: u for u in res.matching.unmatched_b}
+    assert un["r"].cause == "folded" and "constant in A" in un["r"].reason
+    assert res.verdict()[0] == "pass"
+
+
+def test_a_runtime_reason_is_said_once():
+    pytest.importorskip("openvino", reason="needs the openvino extra (If branches it cannot expose)")
+    res = api.diff(str(sample_path("control_flow")), vs_runtime="openvino", selection=api.Selection(all=True), config=CPU)
+    hidden = [u for u in res.matching.unmatched_a if u.cause == "not-observable"]
+    assert hidden
+    for u in hidden:
+        assert u.reason.count("not observable") == 1 and "in B" in u.reason, u.reason
