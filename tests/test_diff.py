@@ -917,6 +917,25 @@ def test_a_float16_model_against_its_float32_original(tmp_path):
         api.diff_grad(paths["h16"], paths["h32"])
 
 
+def test_one_float16_model_run_two_ways_gets_the_half_criterion(tmp_path):
+    """A float16 model on onnxruntime (which keeps float32 between the nodes it runs in float32) against
+    onnx.reference (which rounds every tensor to float16) got the 60 dB float32 criterion of one model on two
+    runtimes: fp16 rounding alone is about that, and a healthy model failed with exit code 1."""
+    rng = np.random.default_rng(0)
+    w = (0.3 * rng.standard_normal((64, 64))).astype(np.float16)
+    nodes, prev = [], "x"
+    for k in range(6):
+        nodes += [helper.make_node("MatMul", [prev, "W"], [f"m{k}"]), helper.make_node("Tanh", [f"m{k}"], [f"t{k}"])]
+        prev = f"t{k}"
+    nodes.append(helper.make_node("Identity", [prev], ["y"]))
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [4, 64])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [4, 64])], [numpy_helper.from_array(w, "W")])
+    onnx.save(m, tmp_path / "h.onnx")
+    res = api.diff(tmp_path / "h.onnx", vs_runtime="reference", selection=api.Selection(all=True),
+                   inputs=api.InputSpec(arrays={"x": rng.standard_normal((4, 64)).astype(np.float16)}))
+    assert res.criterion.startswith("SQNR >= 20 dB") and "float16" in res.criterion, res.criterion
+
+
 def test_the_default_criterion_of_a_quantized_pair_in_either_order(qdir):
     """A float model against its quantized copy (the order reversed) was judged by allclose, every layer
     FAIL: the quantized default, SQNR, whichever side is quantized, and for two quantized models."""
