@@ -182,6 +182,10 @@ class Moments:
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"{k} must be a non-negative integer")
             counts.append(v)
+        count, nan, inf, zeros = counts
+        if nan + inf > count or zeros > count - nan - inf:  # a NaN count past the count made the mean 0.0, std -0.0
+            raise ValueError(f"the counts do not add up: count {count} holds {nan} NaN, {inf} Inf and {zeros} zeros "
+                             "(zeros are finite values)")
         exp = d.get("exp", 0)  # absent: a report written before units (every sum in units of 1)
         if not isinstance(exp, int) or isinstance(exp, bool) or abs(exp) > 1100:
             raise ValueError("exp must be an integer (the power of two the sums are in units of)")
