@@ -100,21 +100,22 @@ def test_merge_refuses_a_shard_given_twice(tmp_path):
     copy.write_bytes(a.read_bytes())
     for args in ([a, a], [a, copy], [a, again]):
         r = runner.invoke(app, ["merge-stats", *map(str, args)])
-        assert r.exit_code == 2 and "holds the same statistics as" in r.stderr and "\n" not in r.stderr.strip(), r.output
+        assert r.exit_code == 2 and "holds the same samples as" in r.stderr and "\n" not in r.stderr.strip(), r.output
     _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "t", batches[2:]), "--json", b)
     assert json.loads(_run("merge-stats", a, b, "--json", "-").stdout)["batches"] == 4
-    # a merged report holds its shards: given again beside it (or beside another merge of it), they would
-    # count twice; a shard of the same file name from another folder is another shard
+    # a merged report holds its shards' samples: given again beside it (or beside another merge of it),
+    # they would count twice; a shard of the same file name from another folder, of other samples, is
+    # another shard
     ab = tmp_path / "ab.json"
     _run("merge-stats", a, b, "--json", ab)
     ab2 = tmp_path / "ab2.json"
     ab2.write_text(json.dumps({**json.loads(ab.read_text()), "note": "edited"}))
-    for args in ([ab, a], [b, ab], [ab, ab2]):
+    for args, said in (([ab, a], "every sample of"), ([b, ab], "every sample of"), ([ab, ab2], "holds the same samples as")):
         r = runner.invoke(app, ["merge-stats", *map(str, args)])
-        assert r.exit_code == 2 and "both hold the statistics of" in r.stderr, r.output
+        assert r.exit_code == 2 and said in r.stderr, r.output
     other = tmp_path / "elsewhere" / "a.json"
     other.parent.mkdir()
-    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "u", batches[:1]), "--json", other)
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "u", _batches(5)[4:]), "--json", other)
     assert json.loads(_run("merge-stats", a, other, "--json", "-").stdout)["batches"] == 3
 
 
@@ -219,7 +220,8 @@ def test_merge_refuses_reports_of_different_things_and_malformed_ones(tmp_path, 
     relu, sigmoid = _same_names_other_ops(tmp_path)
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     _run("layers", relu, "--all", "--inputs-dir", tmp_path / "d.npz", "--json", a)
-    _run("layers", sigmoid if spoil is None else relu, "--all", "--inputs-dir", tmp_path / "d.npz", "--json", b)
+    np.savez(tmp_path / "d2.npz", x=np.random.default_rng(1).normal(size=(3, 2, 4)).astype(np.float32))
+    _run("layers", sigmoid if spoil is None else relu, "--all", "--inputs-dir", tmp_path / "d2.npz", "--json", b)
     if spoil is not None:
         d = json.loads(b.read_text())
         spoil(d)
@@ -351,10 +353,10 @@ def test_a_dataset_of_a_graph_input_alone(tmp_path):
 def test_merged_shards_that_ran_at_other_opt_levels_say_both_in_words(tmp_path):
     """Shards of one model run at two opt levels merge (the field becomes the list of both); the footer read
     "opt-level ['all', 'off']", a Python list."""
-    ds = _write(tmp_path / "ds", _batches(2))
     shards = []
-    for level in ("off", "all"):
+    for k, level in enumerate(("off", "all")):  # other samples in each (the same ones would count twice)
         shards.append(tmp_path / f"{level}.json")
+        ds = _write(tmp_path / f"ds{k}", _batches(2)[k:k + 1])
         _run("layers", sample_path("cnn"), "--inputs-dir", ds, "--opt-level", level, "--json", shards[-1])
     r = runner.invoke(app, ["merge-stats", *map(str, shards)], env={"COLUMNS": "200"})
     assert r.exit_code == 0 and "opt-level all, off" in r.stdout and "['" not in r.stdout, r.output
@@ -469,8 +471,12 @@ def test_merging_shards_that_share_samples_says_so(tmp_path):
     d = json.loads(_run("merge-stats", a, c, "--json", "-").stdout)
     assert not [n for n in d["notes"] if "same input values" in n] and len(d["sample_digests"]) == 6
     d2 = tmp_path / "ac.json"
-    d2.write_text(json.dumps(d))  # a merged report carries its samples on: merging it with b sees the overlap
-    d = json.loads(_run("merge-stats", d2, b, "--json", "-").stdout)
+    d2.write_text(json.dumps(d))  # a merged report carries its samples on: it holds all of b's (refused)
+    r = runner.invoke(app, ["merge-stats", str(d2), str(b)])
+    assert r.exit_code == 2 and "every sample of" in r.stderr, r.output
+    e = tmp_path / "e.json"  # and some of e's: merged, with the note
+    _run("layers", sample_path("cnn"), "--inputs-dir", _write(tmp_path / "v", _batches(7)[5:]), "--json", e)
+    d = json.loads(_run("merge-stats", d2, e, "--json", "-").stdout)
     assert [n for n in d["notes"] if "same input values" in n]
 
 

@@ -58,6 +58,111 @@ def _counts(indices) -> dict[str, int]:
     return out
 
 
+def test_a_rerun_with_the_model_elsewhere_or_on_another_executor_is_refused(tmp_path):
+    """The duplicate test compared the whole JSON: a rerun over the same samples with a copy of the model
+    (another 'model' path) or on Ray (another 'executor') merged, its samples counted twice."""
+    copy = tmp_path / "m" / "cnn_copy.onnx"
+    copy.parent.mkdir()
+    shutil.copy(sample_path("cnn"), copy)
+    a, again = tmp_path / "a.json", tmp_path / "again.json"
+    _run("layers", sample_path("cnn"), "--inputs-dir", _folder(tmp_path / "a", range(3)), "--json", a)
+    _run("layers", copy, "--inputs-dir", tmp_path / "a", "--json", again)
+    assert "holds the same samples as" in _refused(a, again)
+    ray = tmp_path / "ray.json"  # what a Ray run writes differently: its executor
+    ray.write_text(json.dumps({**json.loads(a.read_text()), "executor": {"engine": "ray", "workers": 1}}))
+    assert "holds the same samples as" in _refused(a, ray)
+
+
+def test_a_shard_beside_a_merge_of_merges_that_holds_it_is_refused(tmp_path):
+    """merged_from named the direct inputs only: a shard given beside a merge of merges that holds it
+    merged (15 batches of 9 samples). A merged report carries all its samples' digests."""
+    paths = {}
+    for k, idx in {"a": range(0, 3), "b": range(3, 6), "c": range(6, 8)}.items():
+        paths[k] = tmp_path / f"{k}.json"
+        _run("layers", sample_path("cnn"), "--inputs-dir", _folder(tmp_path / k, idx), "--json", paths[k])
+    ab, abc = tmp_path / "ab.json", tmp_path / "abc.json"
+    _run("merge-stats", paths["a"], paths["b"], "--json", ab)
+    _run("merge-stats", ab, paths["c"], "--json", abc)
+    assert len(json.loads(abc.read_text())["sample_digests"]) == 8
+    for args in ((abc, paths["a"]), (paths["b"], abc), (abc, ab)):
+        assert "every sample of" in _refused(*args)
+    # a shard that shares only some samples with the others (overlapping ranges): merged, with a note
+    d = tmp_path / "d.json"
+    _run("layers", sample_path("cnn"), "--inputs-dir", _folder(tmp_path / "d", (7, 8)), "--json", d)
+    merged = json.loads(_run("merge-stats", abc, d, "--json", "-").stdout)
+    assert merged["batches"] == 10 and [n for n in merged["notes"] if "same input values" in n]
+
+
+def test_shards_of_one_file_name_merge_in_stages(tmp_path):
+    """Workers that each write r.json in their own folder: d1/r.json + d2/r.json merged, then with
+    d3/r.json, was refused ('both hold the statistics of r.json'): merged_from holds file names."""
+    shards = []
+    for k, idx in enumerate((range(0, 2), range(2, 4), range(4, 5))):
+        out = tmp_path / f"d{k}" / "r.json"
+        out.parent.mkdir()
+        _run("layers", sample_path("cnn"), "--inputs-dir", _folder(tmp_path / f"s{k}", idx), "--json", out)
+        shards.append(out)
+    d01 = tmp_path / "d01.json"
+    _run("merge-stats", shards[0], shards[1], "--json", d01)
+    merged = json.loads(_run("merge-stats", d01, shards[2], "--json", "-").stdout)
+    want = _counts(range(5))
+    assert merged["batches"] == 5
+    got = {t["name"]: t["count"] for t in merged["tensors"]}
+    assert got and got == {name: want[name] for name in got}
+
+
+def test_pipes_merge_in_stages(tmp_path):
+    """`merge-stats <(cat a.json) <(cat b.json)` names its shards 62 and 63; the merge of it with another
+    pipe was refused ('both hold the statistics of 63')."""
+    if not shutil.which("bash") or not os.path.isdir("/dev/fd"):
+        pytest.skip("needs bash process substitution")
+    for k, idx in {"a": range(0, 2), "b": range(2, 3), "c": range(3, 5)}.items():
+        _run("layers", sample_path("cnn"), "--inputs-dir", _folder(tmp_path / k, idx), "--json", tmp_path / f"{k}.json")
+    cmd = f"{sys.executable} -m onnxprobe merge-stats"
+    script = f"{cmd} <(cat a.json) <(cat b.json) --json p.json && {cmd} p.json <(cat c.json) --json all.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    r = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    merged = json.loads((tmp_path / "all.json").read_text())
+    want = _counts(range(5))
+    assert merged["batches"] == 5 and len(merged["sample_digests"]) == 5
+    got = {t["name"]: t["count"] for t in merged["tensors"]}
+    assert got and got == {name: want[name] for name in got}
+
+
+def test_a_shard_that_does_not_list_its_samples_is_compared_on_its_statistics(tmp_path):
+    """A copy without sample_digests (an older report) beside the shard: the statistics are the same."""
+    a, old = tmp_path / "a.json", tmp_path / "old.json"
+    _run("layers", sample_path("cnn"), "--inputs-dir", _folder(tmp_path / "a", range(2)), "--json", a)
+    d = json.loads(a.read_text())
+    d.pop("sample_digests")
+    old.write_text(json.dumps({**d, "executor": {"engine": "ray", "workers": 2}}))
+    assert "holds the same statistics as" in _refused(a, old)
+
+
+def test_diff_shards_are_told_apart_by_their_samples_too(tmp_path):
+    """The same for dataset diff reports: a rerun with the model elsewhere is refused; shards of one file
+    name merge in stages."""
+    copy = tmp_path / "m" / "cnn.onnx"
+    copy.parent.mkdir()
+    shutil.copy(sample_path("cnn"), copy)
+    shards = []
+    for k, idx in enumerate((range(0, 2), range(2, 3), range(3, 5))):
+        out = tmp_path / f"d{k}" / "r.json"
+        out.parent.mkdir()
+        _run("diff", sample_path("cnn"), "--vs-reference", "--inputs-dir", _folder(tmp_path / f"s{k}", idx), "--json", out,
+             code=(0, 1))
+        shards.append(out)
+    again = tmp_path / "again.json"
+    _run("diff", copy, "--vs-reference", "--inputs-dir", tmp_path / "s0", "--json", again, code=(0, 1))
+    assert "holds the same samples as" in _refused(shards[0], again)
+    d01 = tmp_path / "d01.json"
+    _run("merge-stats", shards[0], shards[1], "--json", d01, code=(0, 1))
+    merged = json.loads(_run("merge-stats", d01, shards[2], "--json", "-", code=(0, 1)).stdout)
+    assert merged["samples"] == 5 and len(merged["sample_digests"]) == 5
+    assert "every sample of" in _refused(d01, shards[1])
+
+
 @pytest.mark.parametrize("field, value", [("nan", 10**9), ("inf", "count+1"), ("zeros", "count+1"), ("nan", "count-1")])
 def test_counts_that_do_not_add_up_are_a_damaged_report(tmp_path, field, value):
     """nan = 10**9 in a tensor of 24576 values merged: nan 1000000000, mean 0.0, std -0.0. Every count

@@ -399,13 +399,11 @@ def merge_stats(reports: list) -> dict:
     from onnxprobe.stats.merge import check_report, merge_reports, read_json_report
     from onnxprobe.stats.merge_diff import check_diff_report, is_diff_report, merge_diff_reports
 
-    import json
-
     if isinstance(reports, (str, os.PathLike, dict)):  # one report, not a list of its characters or keys
         reports = [reports]
     if not isinstance(reports, (list, tuple)):
         raise UsageError(f"merge_stats: expected report paths (or dicts), got {type(reports).__name__}")
-    ds, seen = [], {}
+    ds = []
     for k, r in enumerate(reports):
         d = dict(r) if isinstance(r, dict) else read_json_report(r)
         d.setdefault("_path", f"report {k}")
@@ -414,23 +412,9 @@ def merge_stats(reports: list) -> dict:
             raise UsageError(f"{d['_path']}: a grad report; merge-stats merges the dataset reports of layers and diff "
                              "(a dataset's gradients come from one `grad --inputs-dir` run, summed or averaged there)")
         check_diff_report(d, d["_path"]) if is_diff_report(d) else check_report(d, d["_path"])
-        same = json.dumps({x: v for x, v in d.items() if x != "_path"}, sort_keys=True, default=str)
-        if same in seen:  # a shard given twice (overlapping globs, a copy, a rerun) would count its samples twice
-            raise UsageError(f"merge-stats: {d['_path']} holds the same statistics as {seen[same]}: "
-                             "the same samples twice would count twice; give each shard once")
-        seen[same] = d["_path"]
         ds.append(d)
-    # a merged report names the shards it holds: one of them given beside it would count twice
-    # (two shards of one name from different folders are no overlap: merged_from holds file names)
-    holds = [set(d.get("merged_from") or [os.path.basename(str(d["_path"]))]) for d in ds]
-    for k, d in enumerate(ds):
-        for j in range(k + 1, len(ds)):
-            e = ds[j]
-            both = holds[k] & holds[j] if d.get("merged_from") or e.get("merged_from") else set()
-            if both:
-                raise UsageError(f"merge-stats: {d['_path']} and {e['_path']} both hold the statistics of "
-                                 f"{sorted(both)[0]} (a merged report names the shards it was merged from): its samples "
-                                 "would count twice; give each shard once")
+    # a shard given twice (or beside a merge that holds it) is refused by each kind's merge, on the
+    # samples' digests: after the kind and identity checks, which say more
     kinds = {is_diff_report(d) for d in ds}
     if len(kinds) > 1:
         raise UsageError("merge-stats: these are reports of different commands (layers and diff); merge each kind apart")

@@ -10,6 +10,7 @@ the shards.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 from onnxprobe.errors import UsageError
@@ -126,17 +127,51 @@ def check_identity(reports: list[dict], keys: tuple[str, ...]) -> None:
                                  "onnxprobe")
 
 
-def sample_overlap(reports: list[dict]) -> tuple[list[str], list[str]]:
-    """The merged ``sample_digests`` (the shards' in the order of their names) and a note when a sample
-    (the same input values) is in more than one shard: overlapping ranges of one dataset, which count
-    those samples twice. A note, not a refusal: a dataset may hold the same values twice on purpose."""
-    shards = sorted(reports, key=lambda r: Path(r["_path"]).name)
-    lists = [r.get("sample_digests") for r in shards]
-    for r, x in zip(shards, lists):
+def _digests(reports: list[dict]) -> list[list[str] | None]:
+    """Each report's ``sample_digests``, checked; None where a report does not say (an older report)."""
+    lists = [r.get("sample_digests") for r in reports]
+    for r, x in zip(reports, lists):
         if x is not None and (not isinstance(x, list) or not all(isinstance(v, str) for v in x)):
             raise UsageError(f"{r['_path']}: sample_digests is not a list of digests: a damaged report")
+    return lists
+
+
+def refuse_shards_given_twice(reports: list[dict], stats: tuple[str, ...]) -> None:
+    """A UsageError when every sample of a shard is also in another one: the same shard given twice (the
+    file, a copy, a rerun with another model path or executor) or beside a merged report that holds it,
+    however deeply merged (a merged report carries all its samples' digests). Its samples would count
+    twice. Decided on the samples' digests, never on file names: shards of one name from different
+    folders, or pipes, are other shards. Reports that do not list their samples (older ones) are compared
+    on their statistics (``stats``: the fields that hold them), which only catches a shard given twice."""
+    lists = _digests(reports)
+    held = [Counter(x) if x else None for x in lists]  # an empty list says nothing of the samples
+    same = [json.dumps({k: r.get(k) for k in stats}, sort_keys=True, default=str) for r in reports]
+    for k, r in enumerate(reports):
+        for j, o in enumerate(reports):
+            if j == k:
+                continue
+            if held[k] is not None and held[j] is not None:
+                if held[k] - held[j] or (held[k] == held[j] and j > k):  # the same samples: said of the later one
+                    continue
+                what = (f"{r['_path']} holds the same samples as {o['_path']}" if held[k] == held[j] else
+                        f"every sample of {r['_path']} is also in {o['_path']}") + " (the same input values)"
+            elif same[k] == same[j] and j < k:
+                what = f"{r['_path']} holds the same statistics as {o['_path']}"
+            else:
+                continue
+            raise UsageError(f"merge-stats: {what}: they would count twice; give each shard "
+                             "once (a merged report holds the samples of the shards it was merged from)")
+
+
+def sample_overlap(reports: list[dict]) -> tuple[list[str] | None, list[str]]:
+    """The merged ``sample_digests`` (the shards' in the order of their names; None when a shard does not
+    list its samples) and a note when a sample (the same input values) is in more than one shard but no
+    shard's samples are all in another (``refuse_shards_given_twice``): overlapping ranges of one dataset,
+    which count those samples twice. A note, not a refusal: a dataset may hold the same values twice."""
+    shards = sorted(reports, key=lambda r: Path(r["_path"]).name)
+    lists = _digests(shards)
     if any(x is None for x in lists):
-        return [], []  # a shard that does not say which samples it holds (an older report): nothing to check
+        return None, []  # a shard that does not say which samples it holds (an older report): nothing to check
     where: dict[str, list[str]] = {}
     for r, digests in zip(shards, lists):
         for v in set(digests):
@@ -166,6 +201,7 @@ def common_fields(reports: list[dict], skip: tuple[str, ...]) -> dict:
 
 def merge_reports(reports: list[dict]) -> dict:
     check_identity(reports, IDENTITY)
+    refuse_shards_given_twice(reports, ("tensors", "batches"))
     first = reports[0]
     names = [t["name"] for t in first["tensors"]]
     for r in reports[1:]:

@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 from onnxprobe.errors import UsageError
-from onnxprobe.stats.merge import check_identity, common_fields, sample_overlap
+from onnxprobe.stats.merge import check_identity, common_fields, refuse_shards_given_twice, sample_overlap
 from onnxprobe.stats.metrics import Tolerance, mapped_not_compared, nothing_measured
 from onnxprobe.stats.pooled import PairSums, dataset_fields, pool
 
@@ -86,6 +86,7 @@ def _how_run(sides) -> dict | None:
 
 def merge_diff_reports(reports: list[dict]) -> dict:
     check_identity([{**r, "sides": _how_run(r.get("sides"))} for r in reports], IDENTITY)
+    refuse_shards_given_twice(reports, ("pairs", "samples", "sample_labels"))
     first = reports[0]
     keys = [_key(p) for p in first["pairs"]]
     for r in reports[1:]:
