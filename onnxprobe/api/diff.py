@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from onnxprobe.graph.select import Selection
 from onnxprobe.match.observe import observe
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import by_position, read_arrays
+from onnxprobe.report.format import num as fmt_num
 from onnxprobe.runtime.ort import check_opt_level
 from onnxprobe.runtime.runners import check_device, check_options_used, check_runtime, make_runner, options_for
 from onnxprobe.runtime.runners.ort import OrtRunner
@@ -228,6 +230,8 @@ def diff(
     except ExecutionError as e:
         raise fs.explained(e) from e
     res.notes[:0] = saved_notes + fs.notes + list(a_model.warnings)
+    if vs_opt_level is not None:
+        res.notes += _unprobed_outputs(side_a, side_b, res, fs.values)
     res.feed = fs.values
     if fp32_sensitivity:
         res.sensitivity = _sensitivity(res, fs.values, fp32_sensitivity)
@@ -254,6 +258,39 @@ def _same_run_note(side_a: Side, side_b: Side, vs_runtime, vs_device, vs_opt_lev
     hint = {"--vs-device": " (give --device for A)", "--vs-opt-level": " (give --opt-level for A)"}.get(flag, "")
     return [f"{flag} {value} is A's own {what}: B is the same model run the same way, so the comparison shows only "
             f"differences between two runs{hint}"]
+
+
+def _unprobed_outputs(side_a: Side, side_b: Side, res, feeds: dict) -> list[str]:
+    """--vs-opt-level: the note when the model outputs of the two sides run as they are (no tensor exposed)
+    differ otherwise than in the probed runs. Exposing a tensor keeps onnxruntime from fusing across it
+    (SkipLayerNormalization, FusedMatMul, Conv+Add): BERT's outputs at opt-level all differ by 7e-7 from
+    off, yet with every tensor exposed both runs computed the same kernels and every pair read exact."""
+    if not (side_a.runner.takes_feeds and side_b.runner.takes_feeds and side_a.runner.runs_graphs):
+        return []
+    outs = [o.name for o in side_a.model.proto.graph.output]
+    probed = {r.pair.a.name: r.metrics for r in res.results if r.pair.a.name in outs and r.pair.b.name == r.pair.a.name}
+    if not probed:
+        return []
+    try:
+        va, _ = side_a.runner.execute(side_a.runner.model, feeds, list(probed))
+        vb, _ = side_b.runner.execute(side_b.runner.model, feeds, list(probed))
+    except ExecutionError:
+        return []
+    shown = []
+    for name, m in probed.items():
+        a, b = np.asarray(va[name]), np.asarray(vb[name])
+        if m is None or a.shape != b.shape or a.dtype.kind not in "fc" or not a.size:
+            continue
+        with np.errstate(invalid="ignore", over="ignore"):
+            d = float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if np.isfinite(a).any() else math.nan
+        if math.isfinite(d) and (d == 0) != bool(m.exact) or (d and abs(d - m.max_abs) > 0.5 * max(d, m.max_abs)):
+            shown.append(f"{quote(name)}: max|a-b| {fmt_num(d)} as they run, {'exact' if m.exact else fmt_num(m.max_abs)} probed")
+    if not shown:
+        return []
+    return ["exposing tensors keeps onnxruntime from fusing across them, so the probed runs are not the two opt levels as "
+            f"they run: the model outputs unprobed, {'; '.join(shown[:3])}" + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+            + " (the pairs locate differences between the levels' unfused kernels; a diff of the outputs alone, "
+            "--name on them, keeps more fusions)"]
 
 
 def checked_arguments(selection, config, inputs, tolerance, per_tensor) -> tuple:
