@@ -765,3 +765,16 @@ def test_the_histogram_of_a_constant_is_labelled_with_its_value(tmp_path):
     np.save(tmp_path / "x.npy", np.full(8, 10000.5, np.float32))
     r = script(tmp_path, [tmp_path / "c.onnx"], ["run", "show y"], "--input", f"x={tmp_path / 'x.npy'}", code=0)
     assert any(ln.startswith("10000.5 │") for ln in r.stdout.splitlines()), r.stdout
+
+
+@pytest.mark.parametrize("stdin", [False, True])
+def test_a_script_that_starts_with_a_byte_order_mark_runs(tmp_path, stdin):
+    """Windows editors start UTF-8 files with a BOM (and end lines with CRLF): it was read as part of the
+    first command ("unknown command '\\ufeffinfo'")."""
+    data = "\ufeffinfo\r\nseed\r\n".encode("utf-8")
+    f = tmp_path / "bom.txt"
+    f.write_bytes(data)
+    args = ["debug", str(sample_path("cnn")), "--script", "-" if stdin else str(f)]
+    r = runner.invoke(app, args, input=data if stdin else None, env=ENV)
+    assert r.exit_code == 0, r.output
+    assert "unknown command" not in r.output and "seed 0" in r.stdout

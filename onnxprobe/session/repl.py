@@ -50,9 +50,11 @@ def _error_text(e: BaseException) -> str:
 
 
 def read_script(path: Path) -> list[str]:
-    """The lines of a ``--script`` file (``-``: stdin). A file that is not text is refused in one line."""
+    """The lines of a ``--script`` file (``-``: stdin). A file that is not text is refused in one line. A
+    leading byte order mark (Windows editors write one) is dropped: it would be read as part of the first
+    command's name."""
     if str(path) == "-":
-        return sys.stdin.read().splitlines()
+        return _drop_bom(sys.stdin.read()).splitlines()
     input_file(path, "script file", "--script", pipe_ok=True)  # read once: `--script <(...)` works
     data = read_bounded(path, MAX_SCRIPT_BYTES)
     if len(data) > MAX_SCRIPT_BYTES:
@@ -60,9 +62,13 @@ def read_script(path: Path) -> list[str]:
     if b"\0" in data:
         raise UsageError(f"--script {path}: a binary file, not a text file of debugger commands")
     try:
-        return data.decode("utf-8").splitlines()
+        return _drop_bom(data.decode("utf-8")).splitlines()
     except UnicodeDecodeError:
         raise UsageError(f"--script {path}: not UTF-8 text; a script is a text file of debugger commands") from None
+
+
+def _drop_bom(text: str) -> str:
+    return text[1:] if text.startswith("\ufeff") else text
 
 
 def show(console: Console, items: list) -> None:
