@@ -69,6 +69,11 @@ class DeviceUnavailable(ExecutionError):
     its inputs, so no hint about them follows the message. Exit code 1."""
 
 
+class NothingToCut(UsageError):
+    """``extract`` was given no tensor to cut at. Its message names the API's parameters; the command line
+    says the same with its flags (a type to catch, not a message to reword)."""
+
+
 class MissingExtra(UsageError):
     """An optional dependency is not installed: the message names the extra to install."""
 

@@ -332,3 +332,19 @@ def test_a_cut_with_no_node_is_refused(args, tmp_path):
     out = tmp_path / "cut.onnx"
     r = CliRunner().invoke(app, ["extract", str(sample_path("mlp")), "-o", str(out), *args])
     assert r.exit_code == 2 and "no node lies between them" in r.output and not out.exists(), r.output
+
+
+@pytest.mark.parametrize("args", [[], ["--to", ","], ["--from", " , ", "--to", ""]])
+def test_no_cut_names_the_flags_on_the_command_line_and_the_parameters_in_the_api(tmp_path, args):
+    """The command line said 'cut_inputs (--from T1,T2) and/or cut_outputs (--to T3)': the API's
+    parameter names, which a command-line user has no use for. Each side names its own."""
+    from onnxprobe import api
+    from onnxprobe.errors import NothingToCut
+
+    r = invoke("extract", sample_path("cnn"), "-o", tmp_path / "s.onnx", *args)
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert "--from" in r.stderr and "--to" in r.stderr and "cut_inputs" not in r.stderr and "cut_outputs" not in r.stderr
+    with pytest.raises(NothingToCut) as e:
+        api.extract(sample_path("cnn"), tmp_path / "s.onnx", ",", [])
+    assert "cut_inputs" in str(e.value) and "--from" not in str(e.value)
+    assert not (tmp_path / "s.onnx").exists()

@@ -51,7 +51,7 @@ def extract(
         onnxprobe extract model.onnx -o stem.onnx --to conv1_out
     """
     from onnxprobe import api
-    from onnxprobe.errors import UsageError
+    from onnxprobe.errors import NothingToCut, UsageError
     from onnxprobe.report.progress import Progress
 
     if old_inputs or old_outputs:
@@ -60,7 +60,11 @@ def extract(
     from onnxprobe.report.surgery import extract_renderables
 
     spec = inputs_of(seed, int_range, shape, input_)  # no --inputs FILE.npz here: the cut's tensors are what it reads from
-    with Progress(f"extracting from {model.name}"):
-        result = api.extract(model, output, inputs, outputs, inputs=spec)
+    try:
+        with Progress(f"extracting from {model.name}"):
+            result = api.extract(model, output, inputs, outputs, inputs=spec)
+    except NothingToCut:  # said with the flags, not the API's parameter names
+        raise UsageError("give the tensors to cut at: --from T1,T2 and/or --to T3; `onnxprobe inspect --nodes MODEL` "
+                         "lists them") from None
     notes(result.notes)
     show(extract_renderables(result, stdout_width()))

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import NothingToCut, UsageError
 from onnxprobe.graph.walk import constant_tensors, implicit_inputs, walk
 
 METADATA_KEY = "onnxprobe.extracted"
@@ -85,8 +85,8 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
     main = set(real_inputs) | inits | set(producer)
     ins, outs = _split(inputs, main), _split(outputs, main)
     if not ins and not outs:
-        raise UsageError("give the tensors to cut at: cut_inputs (--from T1,T2) and/or cut_outputs (--to T3); "
-                         "`onnxprobe inspect --nodes` lists them")
+        raise NothingToCut("give the tensors to cut at: cut_inputs and/or cut_outputs (a name, a list of names, or "
+                           "names separated by commas); `onnxprobe inspect --nodes` lists them")
     _check_names(model, ins, "--from", main)
     _check_names(model, outs, "--to", main)
     default_inputs = not ins
