@@ -407,3 +407,21 @@ def test_mark_with_a_row_format_says_what_it_wrote_on_stderr(tmp_path):
     r = CliRunner().invoke(app, ["mark", str(sample_path("mlp")), "-o", str(out), "--format", "csv"])
     assert r.exit_code == 0 and r.stdout.startswith("index,node,op,tensor"), r.output
     assert "wrote" not in r.stdout and "wrote" in r.stderr and "outputs added" in r.stderr
+
+
+def test_selected_graph_inputs_and_weights_are_said_not_added(tmp_path):
+    """`mark --name image` (a graph input) wrote '0 outputs added' and nothing more, exit 0: the input is
+    fed, a weight is in the file; mark adds node outputs, and now says so for each."""
+    out = tmp_path / "m.onnx"
+    r = invoke("mark", sample_path("cnn"), "-o", out, "--name", "image", "--name", "conv1_out")
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.stdout.split())
+    assert "1 output added" in text and "image is a graph input: not added" in text
+    assert [o.name for o in onnx.load(str(out)).graph.output] == ["logits", "conv1_out"]
+    r = invoke("mark", sample_path("cnn"), "-o", out, "--name", "conv1.weight", "--include-constants")
+    assert r.exit_code == 0, r.output
+    assert "0 outputs added" in r.stdout and "conv1.weight is a weight: not added" in " ".join(r.stdout.split())
+    from onnxprobe import api
+
+    res = api.mark(sample_path("cnn"), out, api.Selection(names=["image"]))
+    assert [r.name for r in res.not_marked] == ["image"] and not any(m.added for m in res.marked)

@@ -89,6 +89,7 @@ class MarkResult(SurgeryResult):
 
     marked: list = field(default_factory=list)  # graph.mark.Marked, one per exposed tensor
     types: dict = field(default_factory=dict)  # output name -> graph.summary.TypeInfo as written
+    not_marked: list = field(default_factory=list)  # TensorRefs selected but not node outputs (graph inputs, weights)
 
 
 @dataclass(repr=False)
@@ -202,7 +203,10 @@ def mark(
     fs = _check_inputs(lazy.proto, inputs)
     notes: list[str] = []
     inferred = infer_shapes(lazy.proto, notes)
-    refs = [r for r in select(inferred, selection or Selection()) if r.kind == "node"]
+    chosen = select(inferred, selection or Selection())
+    refs = [r for r in chosen if r.kind == "node"]
+    # graph inputs and weights: the caller has their values already (fed, or in the model file)
+    not_marked = [r for r in chosen if r.kind != "node"]
     model, marked = mark_pass(inferred, refs, stats=stats, warnings=notes)
     del inferred
     missing = untyped(model, [m.output for m in marked if m.added])
@@ -225,7 +229,7 @@ def mark(
     notes += _unfused(model, [m.output for m in marked if m.added])
     written = _write_checked(model, lazy, out, path, notes)
     types = all_types(model)
-    return _result(MarkResult, model, written, path, notes, marked=marked,
+    return _result(MarkResult, model, written, path, notes, marked=marked, not_marked=not_marked,
                    types={m.output: type_info(m.output, types.get(m.output)) for m in marked})
 
 

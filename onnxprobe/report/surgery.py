@@ -28,6 +28,7 @@ def mark_dict(result) -> dict:
              "dtype": result.types[m.output].dtype, "shape": None if result.types[m.output].shape is None else list(result.types[m.output].shape)}
             for m in result.marked if m.added
         ],
+        "not_marked": [{"tensor": r.name, "kind": "input" if r.kind == "input" else "weight"} for r in result.not_marked],
         "notes": list(result.notes),
     }
 
@@ -49,6 +50,19 @@ def mark_table(result) -> Table:
     return t
 
 
+def _not_marked(refs) -> str:
+    """Selected graph inputs and weights, said: mark adds node outputs only (the values of those are the
+    feed and the model file's); a selection that reached only them read as a bare '0 outputs added'."""
+    text = ""
+    for kind, one, many, why in (("input", "a graph input", "graph inputs", "fed"), ("weight", "a weight", "weights", "in the model file")):
+        names = [r.name for r in refs if (r.kind == "input") == (kind == "input")]
+        if names:
+            shown = ", ".join(names[:3]) + (" ..." if len(names) > 3 else "")
+            text += (f" · {shown} {'is ' + one if len(names) == 1 else 'are ' + many}: not added, mark adds node outputs "
+                     f"(the value is {why})")
+    return text
+
+
 def mark_renderables(result, width: int = 120) -> list:
     out: list = []
     added = [m for m in result.marked if m.added]
@@ -59,6 +73,7 @@ def mark_renderables(result, width: int = 120) -> list:
     already = sum(1 for m in result.marked if not m.added)
     if already:
         t.append(f" · {already} selected tensor{'s were' if already != 1 else ' was'} already a model output")
+    t.append(_not_marked(result.not_marked))
     out += [t, _written(result)]
     return out
 
