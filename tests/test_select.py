@@ -206,3 +206,29 @@ def test_control_characters_in_a_name_are_escaped_once(flag, value, shown):
     assert r.exit_code == 2, r.output
     assert shown in r.output, r.output
     assert "\\\\" not in r.output and "\x1b" not in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_a_number_that_is_also_another_nodes_name_is_ambiguous_and_hash_n_is_an_index(tmp_path):
+    """Node 4 named '1': --range 1:2 silently meant indices 1..2, and 2:1 read as 'reversed'. A bound that
+    is both an index and another node's name is refused (exit 2), saying how to write either; #N is an
+    index always; a number naming its own node (node 2 named '2') is no ambiguity."""
+    nodes = [helper.make_node("Relu", ["x"], ["t0"], name="a"), helper.make_node("Neg", ["t0"], ["t1"], name="b"),
+             helper.make_node("Exp", ["t1"], ["t2"], name="2"), helper.make_node("Abs", ["t2"], ["t3"], name="c"),
+             helper.make_node("Abs", ["t3"], ["t4"], name="1")]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                       [helper.make_tensor_value_info("t4", TensorProto.FLOAT, [2])])
+    got = (lambda spec: [r.name for r in select(model, Selection(range=spec))])
+    outputs = [n.output[0] for n in nodes]  # node i writes t{i}
+    for spec in ("1:2", "2:1", "0:1"):
+        with pytest.raises(UsageError, match=r"'1' is both node index 1 and the name of node #4; write #1 .* or #4"):
+            got(spec)
+    assert got("#1:2") == outputs[1:3]
+    assert got("2:#4") == outputs[2:5]
+    assert got("#0:#1") == outputs[0:2]
+    onnx.save(model, tmp_path / "m.onnx")
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    r = CliRunner().invoke(app, ["layers", str(tmp_path / "m.onnx"), "--range", "1:2"])
+    assert r.exit_code == 2 and "is both node index 1" in r.stderr and r.stderr.count("\n") == 1, r.output

@@ -87,16 +87,22 @@ class Selection:
 
 
 def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, int]:
-    """'START:END' -> (start, end), inclusive; each end an index, a node name, or empty (the first /
-    ``last`` node). A node name may hold ':' itself (tf2onnx's do): the split is the one ':' where both
+    """'START:END' -> (start, end), inclusive; each end an index (``12`` or ``#12``), a node name, or empty
+    (the first / ``last`` node). A number that is also another node's name is ambiguous: ``#N`` is always an
+    index. A node name may hold ':' itself (tf2onnx's do): the split is the one ':' where both
     ends name something; two such splits are ambiguous. A reversed range, or one past the end of the
     model, is a UsageError."""
     if ":" not in spec:
         raise UsageError(f"--range {quote(spec)}: expected START:END (node indices or node names), e.g. 10:40")
 
+    def index_of(x: str) -> int | None:
+        """The index ``x`` writes (``12``, ``#12``), or None."""
+        digits = x[1:] if x.startswith("#") else x
+        return int(digits) if digits.lstrip("-").isdigit() else None
+
     def known(x: str) -> bool:
         x = x.strip()
-        return not x or x.lstrip("-").isdigit() or x in node_index
+        return not x or index_of(x) is not None or x in node_index
 
     colons = [i for i, ch in enumerate(spec) if ch == ":"]
     cuts = [i for i in colons if known(spec[:i]) and known(spec[i + 1:])]
@@ -111,8 +117,12 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
         x = x.strip()
         if not x:
             return default
-        if x.lstrip("-").isdigit():
-            i = int(x)
+        i = index_of(x)
+        if i is not None:
+            named = node_index.get(x)
+            if named is not None and named != i:  # '1' read as an index silently missed the node named '1'
+                raise UsageError(f"--range {clean(spec)}: {quote(x)} is both node index {i} and the name of node #{named}; "
+                                 f"write #{i} for the index, or #{named} for the node named {quote(x)}")
             if not 0 <= i <= last:
                 raise UsageError(f"--range {clean(spec)}: node index {i} is outside the model (its nodes are 0..{last})")
             return i
