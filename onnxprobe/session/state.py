@@ -421,6 +421,15 @@ class State:
         self.ensure_stats(t, names, what=f"statistics of {len(names)} tensors")
         return api.where(self.stats_rows(t, names), condition)
 
+    def readers_that_ran(self, t: Target, name: str) -> list:
+        """The nodes that read ``name`` and ran on the current inputs, in order: a node inside a body (an If
+        branch not taken, a loop of no iteration) ran when one of its outputs got a value."""
+        readers = t.index.consumers.get(name, [])
+        inside = [o for s in readers if s.scope for o in s.node.output if o in t.index.refs]
+        self.ensure_stats(t, inside, what="what ran")
+        return [s for s in readers if not s.scope or not any(o in t.index.refs for o in s.node.output)
+                or any(o in t.results.shapes for o in s.node.output)]
+
     # -- walking -------------------------------------------------------------------------------------
     def goto(self, t: Target, key: str | int) -> int:
         site = t.index.node(key)

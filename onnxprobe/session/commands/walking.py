@@ -21,7 +21,7 @@ from onnxprobe.session.commands.table import Env, bad, command, no_more, node_in
 def cmd_where(env: Env, args: list[str]):
     """STAT: absmax, min, max, mean, std, abs_mean, zero_fraction, nan, inf, count; OP: < <= > >= == !=.
     Examples: `where nan`, `where absmax>1e4`, `where std<1e-6`. The cursor moves to the producing node
-    (then `back` walks upstream); `where COND --next` searches after the cursor. The search covers the
+    (a graph input's or weight's first reader that ran; then `back` walks upstream); `where COND --next` searches after the cursor. The search covers the
     graph inputs and every activation; --weights adds initializers, Constant outputs and what is
     computed from them alone. Statistics of every tensor are computed once per inputs/device."""
     t = target_of(env, args, env.state.current)
@@ -53,9 +53,12 @@ def cmd_where(env: Env, args: list[str]):
     else:
         cons = t.index.consumers.get(ref.name, [])
         msg.append("a graph input" if kind == "input" else "a weight")
-        if cons:
-            msg.append(safe(f", read first by node {cons[0].name} ({cons[0].node.op_type}, #{cons[0].index})"))
-        site = cons[0].index if cons else None
+        ran = env.state.readers_that_ran(t, ref.name)  # not a reader in an If branch not taken
+        first = ran[0] if ran else (cons[0] if cons else None)
+        if first is not None:
+            idle = "" if ran else ", which did not run on these inputs"
+            msg.append(safe(f", read first by node {first.name} ({first.node.op_type}, #{first.index}){idle}"))
+        site = first.index if first is not None else None
     msg.append(f": {cond.describe(stats)}")
     out: list = [msg]
     if site is not None:
