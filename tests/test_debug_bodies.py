@@ -59,3 +59,77 @@ def test_where_on_a_graph_input_whose_readers_did_not_run_says_so(tmp_path):
     onnx.save(if_model(else_reads_x=False), p)
     out = " ".join(debug(p, ["input x [0,0]", "input z [3,-1]", "input c true", "where absmax>2"]).split())
     assert "z (tensor" in out and "read first by node else_neg (Neg, #0), which did not run on these inputs" in out
+
+
+def loop_model() -> onnx.ModelProto:
+    """a = Relu(x); Loop(3, true, v0) whose body computes v_out = v_in + a, scan_out = v_out * a,
+    cond_out = Identity(cond_in); y = Neg(vf)."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["v_in", "a"], ["v_out"], name="b_add"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="b_id"),
+         helper.make_node("Mul", ["v_out", "a"], ["scan_out"], name="b_mul")], "body",
+        [vi("i", TensorProto.INT64, []), vi("cond_in", B, []), vi("v_in", F, [2])],
+        [vi("cond_out", B, []), vi("v_out", F, [2]), vi("scan_out", F, [2])])
+    trip = helper.make_tensor("trip", TensorProto.INT64, [], [3])
+    cond = helper.make_tensor("cond", B, [], [True])
+    return make_model(
+        [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+         helper.make_node("Loop", ["trip", "cond", "v0"], ["vf", "scans"], body=body, name="loop"),
+         helper.make_node("Neg", ["vf"], ["y"], name="neg")],
+        [vi("x", F, [2]), vi("v0", F, [2])], [vi("y", F, [2]), vi("scans", F, [None, 2])], [trip, cond], opset=16)
+
+
+def scan_model() -> onnx.ModelProto:
+    """Scan over xs [3, 2] with state s: s_out = s_in + x_t, y_t = Relu(s_out)."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"], name="s_add"),
+         helper.make_node("Relu", ["s_out"], ["y_t"], name="s_relu")], "body",
+        [vi("s_in", F, [2]), vi("x_t", F, [2])], [vi("s_out", F, [2]), vi("y_t", F, [2])])
+    return make_model([helper.make_node("Scan", ["s0", "xs"], ["s_final", "ys"], body=body, num_scan_inputs=1, name="scan")],
+                      [vi("s0", F, [2]), vi("xs", F, [3, 2])], [vi("s_final", F, [2]), vi("ys", F, [3, 2])])
+
+
+def rows(text: str) -> dict[str, str]:
+    """Node-view rows, 'in 0 v_in' -> the rest of the line, spaces squeezed."""
+    out = {}
+    for line in text.splitlines():
+        cells = line.split()
+        if len(cells) > 3 and cells[0] in ("in", "out") and cells[1].isdigit():
+            out[f"{cells[0]} {cells[1]} {cells[2]}"] = " ".join(cells[3:])
+    return out
+
+
+def test_loop_body_inputs_and_outputs_are_labelled_as_the_loops(tmp_path):
+    """The node view read v_in and cond_in (the body's own inputs) as 'outer scope' with no type, and
+    scan_out and cond_out (handed to the Loop) as '(unused)', as if dead code."""
+    p = tmp_path / "loop.onnx"
+    onnx.save(loop_model(), p)
+    x = np.array([-1, 1], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    scans = ReferenceEvaluator(onnx.load(str(p))).run(["scans"], {"x": x, "v0": x})[0]
+    assert scans.shape == (3, 2)  # the body ran: its rows have values
+    out = debug(p, [f"input x {tmp_path / 'x.npy'}", f"input v0 {tmp_path / 'x.npy'}", "run",
+                    "goto b_add", "goto b_id", "goto b_mul"])
+    got = rows(out)
+    assert "(unused)" not in out and "outer scope" not in out
+    assert got["in 0 v_in"].startswith("2 float32") and got["in 0 v_in"].endswith("loop body input: carried, from v0")
+    assert got["in 0 cond_in"].startswith("scalar bool") and got["in 0 cond_in"].endswith("loop body input: condition")
+    assert got["out 0 v_out"].endswith("→ b_mul · loop body output: carried → vf")
+    assert got["out 0 cond_out"].endswith("loop body output: condition of the next iteration")
+    assert got["out 0 scan_out"].endswith("loop body output: scan → scans")
+    assert got["in 0 v_out"].endswith("← b_add") and got["in 1 a"].endswith("← relu")
+
+
+def test_scan_body_and_if_branch_outputs_are_labelled(tmp_path):
+    p = tmp_path / "scan.onnx"
+    onnx.save(scan_model(), p)
+    got = rows(debug(p, ["goto s_add", "goto s_relu"]))
+    assert got["in 0 s_in"].endswith("scan body input: state, from s0")
+    assert got["in 1 x_t"].startswith("2 float32") and got["in 1 x_t"].endswith("scan body input: slice of xs")
+    assert got["out 0 s_out"].endswith("→ s_relu · scan body output: state → s_final")
+    assert got["out 0 y_t"].endswith("scan body output: scan → ys")
+    p = tmp_path / "if.onnx"
+    onnx.save(if_model(), p)
+    got = rows(debug(p, ["goto then_relu", "goto else_neg"]))
+    assert got["out 0 t_out"].endswith("if branch output: → y") and got["out 0 e_out"].endswith("if branch output: → y")
+    assert got["in 0 x"].endswith("graph input")

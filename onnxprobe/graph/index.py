@@ -4,6 +4,7 @@ in topological order, each with where it comes from and where it goes. What the 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,8 +24,9 @@ class TensorInfo:
     """One tensor, statically: where it comes from and where it goes."""
 
     ref: TensorRef
-    kind: str  # "input" | "initializer" | "node" (a node output, Constant outputs included)
+    kind: str  # "input" | "initializer" | "node" (a node output, Constant outputs included) | "body input" | "outer"
     consumers: tuple[str, ...]  # display names of the nodes that read it, in topological order
+    port: str | None = None  # an If/Loop/Scan body's input or output: what it is to the node, e.g. "loop body input: carried, from v0"
 
     @property
     def producer(self) -> str:
@@ -136,13 +138,39 @@ class GraphIndex:
         def info(t: str) -> TensorInfo | None:
             if not t:
                 return None
+            port = self._port(s, t)
             if t in self.refs:
-                return self.tensor(t)
-            return TensorInfo(TensorRef(t, "", "", -1), "outer", tuple(c.name for c in self.consumers.get(t, ())))
+                return dataclasses.replace(self.tensor(t), port=port and port[0])
+            cons = tuple(c.name for c in self.consumers.get(t, ()))
+            if port is not None and port[1] is not None:  # a body's own input, typed as the body declares it
+                tp = port[1].type
+                dtype = dtype_name(tp.tensor_type.elem_type) if tp.HasField("tensor_type") else None
+                ref = TensorRef(t, "", "", s.index, scope=s.scope, dtype=dtype, shape=static_shape(tp), kind="body input")
+                return TensorInfo(ref, "body input", cons, port[0])
+            return TensorInfo(TensorRef(t, "", "", -1), "outer", cons)
 
         return NodeInfo(s.index, s.name, n.op_type, n.domain or "ai.onnx", s.scope,
                         [info(t) for t in n.input], [info(t) for t in n.output],
                         [(a.name, attribute_text(a)) for a in n.attribute])
+
+    def _port(self, site, name: str) -> tuple[str, onnx.ValueInfoProto | None] | None:
+        """What ``name`` is to the If/Loop/Scan around ``site`` when it is one of a body's inputs (with its
+        declared type) or outputs, the innermost body first; None otherwise. Without this the node view read
+        a body input as an outer-scope tensor and a body output nothing else reads as unused."""
+        for depth, (ctrl, attr) in enumerate(reversed(site.chain)):
+            body = next((a.g for a in ctrl.attribute if a.name == attr and a.type == onnx.AttributeProto.GRAPH), None)
+            if body is None:
+                continue
+            owner = next((self.producer[o].name for o in ctrl.output if o in self.producer), ctrl.name or ctrl.op_type)
+            ins = [i.name for i in body.input]
+            if name in ins:
+                k = ins.index(name)
+                return f"{owner} body input: {_body_input(ctrl, k, len(ins))}", body.input[k]
+            outs = [o.name for o in body.output]
+            if depth == 0 and name in outs:  # a node writes only its own graph's outputs
+                kind = "branch" if ctrl.op_type == "If" else "body"
+                return f"{owner} {kind} output: {_body_output(ctrl, outs.index(name), len(ins))}", None
+        return None
 
     def find_nodes(self, pattern: str | None = None) -> list:
         """Nodes whose display name matches a glob, or ``op:TYPE`` (glob too) for op types."""
@@ -160,6 +188,39 @@ class GraphIndex:
         if feed is not None and name in feed:
             return feed[name]
         return None
+
+
+def _body_input(ctrl: onnx.NodeProto, k: int, n_in: int) -> str:
+    """Body input ``k`` of a Loop (iteration number, condition, carried values) or Scan (states, slices)."""
+    outer = list(ctrl.input)
+    if ctrl.op_type == "Loop":
+        if k < 2:
+            return ("iteration number", "condition")[k]
+        return f"carried, from {outer[k]}" if k < len(outer) and outer[k] else "carried"
+    if ctrl.op_type == "Scan":
+        m = next((a.i for a in ctrl.attribute if a.name == "num_scan_inputs"), 0)
+        src = outer[len(outer) - n_in + k] if 0 <= len(outer) - n_in + k < len(outer) else ""  # opset 8: sequence_lens first
+        return (f"state, from {src}" if k < n_in - m else f"slice of {src}") if src else ("state" if k < n_in - m else "slice")
+    return f"input {k}"
+
+
+def _body_output(ctrl: onnx.NodeProto, k: int, n_in: int) -> str:
+    """Body output ``k``: a Loop's next condition, carried values (final value: the Loop's output) and scan
+    outputs (stacked into it); a Scan's states and scan outputs; an If branch's value of the If's output."""
+    outs = list(ctrl.output)
+    if ctrl.op_type == "Loop":
+        if k == 0:
+            return "condition of the next iteration"
+        final = outs[k - 1] if k - 1 < len(outs) else ""
+        if k < n_in - 1:
+            return f"carried → {final}" if final else "carried"
+        return f"scan → {final}" if final else "scan output"
+    if ctrl.op_type == "Scan":
+        m = next((a.i for a in ctrl.attribute if a.name == "num_scan_inputs"), 0)
+        states = n_in - m
+        final = outs[k] if k < len(outs) else ""
+        return (f"state → {final}" if k < states else f"scan → {final}") if final else ("state" if k < states else "scan output")
+    return f"→ {outs[k]}" if k < len(outs) and outs[k] else f"output {k}"
 
 
 def index(model: Model) -> GraphIndex:

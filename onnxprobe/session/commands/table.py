@@ -167,10 +167,15 @@ def resolve_tensor(t: Target, text: str) -> tuple[str, str | None]:
     raise UsageError(f"no tensor named {text!r}{hint}")
 
 
-def _link(t: Target, name: str, role: str) -> str:
+def _link(t: Target, ti, role: str) -> str:
+    """Where a node's input comes from / where its output goes. An If/Loop/Scan body's own input or output
+    says what it is to the node (``ti.port``): not 'outer scope', nor '(unused)' for a value the body hands on."""
     idx = t.index
-    kind = idx.kinds.get(name, "outer")
+    name = ti.ref.name
     if role == "in":
+        if ti.kind == "body input":
+            return ti.port
+        kind = idx.kinds.get(name, "outer")
         if kind == "input":
             return "graph input"
         if kind == "initializer":
@@ -180,23 +185,26 @@ def _link(t: Target, name: str, role: str) -> str:
         r = idx.refs[name]
         return f"← {r.node}"
     cons = [s.name for s in idx.consumers.get(name, ())]
-    out = "model output" if name in idx.outputs else ""
+    parts = ["model output"] if name in idx.outputs else []
     if cons:
         more = f" +{len(cons) - 2}" if len(cons) > 2 else ""
-        out = (out + " · " if out else "") + "→ " + ", ".join(cons[:2]) + more
-    return out or "(unused)"
+        parts.append("→ " + ", ".join(cons[:2]) + more)
+    if ti.port:
+        parts.append(ti.port)
+    return " · ".join(parts) or "(unused)"
 
 
-def _row(env: Env, t: Target, role: str, name: str, direction: str) -> dict:
+def _row(env: Env, t: Target, role: str, ti, direction: str) -> dict:
     current = fresh(env, t)
-    ref = t.index.refs.get(name)
+    name = ti.ref.name
+    ref = t.index.refs.get(name) or ti.ref  # a body input is no tensor of the index: its declared type
     shp = t.results.shapes.get(name) if current else None
     return {
         "role": role, "name": name,
-        "shape": shp if shp is not None else (ref.shape if ref else None), "known": shp is not None,
-        "dtype": ref.dtype if ref else None,
+        "shape": shp if shp is not None else ref.shape, "known": shp is not None,
+        "dtype": ref.dtype,
         "stats": t.results.stats.get(name) if current else None,
-        "link": _link(t, name, direction),
+        "link": _link(t, ti, direction),
     }
 
 
@@ -218,10 +226,10 @@ def node_view(env: Env, t: Target, index: int, title: str | None = None) -> list
         if ti is None:
             rows.append({"role": f"in {i}", "name": "(omitted)", "shape": None, "dtype": "", "stats": None, "link": ""})
         else:
-            rows.append(_row(env, t, f"in {i}", ti.ref.name, "in"))
+            rows.append(_row(env, t, f"in {i}", ti, "in"))
     for i, ti in enumerate(info.outputs):
         if ti is not None:
-            rows.append(_row(env, t, f"out {i}", ti.ref.name, "out"))
+            rows.append(_row(env, t, f"out {i}", ti, "out"))
     out: list = [head, render.tensor_table(rows, env.width)]
     if info.attributes:
         attrs = Text("attributes: ", style="dim")
