@@ -240,3 +240,47 @@ def test_a_bad_external_location_names_the_model_it_is_in(tmp_path):
     a, b = model(tmp_path / "a.onnx"), model(tmp_path / "b.onnx", "../../etc/passwd")
     r = runner.invoke(app, ["diff", a, b])
     assert r.exit_code == 1 and f"{b}: tensor 'w'" in r.stderr and r.stderr.count("\n") == 1, r.output
+
+
+def _external_model(tmp_path) -> tuple:
+    """A 64x64 float weight and a 64 bias saved to m.data (offsets from the saved entries)."""
+    w = numpy_helper.from_array(np.ones((64, 64), np.float32), "W")
+    b = numpy_helper.from_array(np.ones(64, np.float32), "B")
+    m = make_model([helper.make_node("MatMul", ["x", "W"], ["y"]), helper.make_node("Add", ["y", "B"], ["z"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                   [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 64])], [w, b])
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p, save_as_external_data=True, all_tensors_to_one_file=True, location="m.data", size_threshold=0)
+    saved = onnx.load(str(p), load_external_data=False)
+    entries = {t.name: {e.key: e.value for e in t.external_data} for t in saved.graph.initializer}
+    need = max(int(e.get("offset", 0)) + 4 * (64 * 64 if n == "W" else 64) for n, e in entries.items())
+    return p, saved, need
+
+
+def test_a_truncated_or_inconsistent_data_file_is_flagged_in_the_listing(tmp_path):
+    """The listing read 'm.data  16.2 KiB in 2 tensors' for a data file cut to 100 bytes (and '261 B' with a
+    length entry of 5): the note on stderr said it, the external data section did not."""
+    from onnxprobe.report.inspect import size
+
+    p, saved, need = _external_model(tmp_path)
+    data = tmp_path / "m.data"
+    assert data.stat().st_size >= need  # saved whole: no flag
+    r = invoke("inspect", p)
+    assert r.exit_code == 0 and "truncated (" not in r.stdout and "length entry" not in r.stdout, r.output
+    with open(data, "r+b") as f:
+        f.truncate(100)
+    r = invoke("inspect", p)
+    assert r.exit_code == 0, r.output
+    assert f"m.data  {size(need)} in 2 tensors  truncated (holds 100 B, entries need {size(need)})" in r.stdout
+    assert inspect_json(p, tmp_path)["external_data"][0]["problem"].endswith("(the file is truncated, or not this model's)")
+    # a whole file, a length entry that disagrees with the dims
+    onnx.save(onnx.load(str(p), load_external_data=False), tmp_path / "n.onnx")
+    n = onnx.load(str(tmp_path / "n.onnx"), load_external_data=False)
+    w = next(t for t in n.graph.initializer if t.name == "W")
+    lengths = [e for e in w.external_data if e.key == "length"]
+    (lengths[0] if lengths else w.external_data.add(key="length")).value = "5"
+    onnx.save(n, tmp_path / "n.onnx")
+    with open(data, "r+b") as f:
+        f.truncate(need)
+    r = invoke("inspect", tmp_path / "n.onnx")
+    assert r.exit_code == 0 and f"the length entry of W says 5 B, its dims need {size(64 * 64 * 4)}" in r.stdout, r.output

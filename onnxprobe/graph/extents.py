@@ -9,6 +9,7 @@ nothing here reads a tensor's data.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -75,45 +76,62 @@ def check_extents(model: onnx.ModelProto, base_dir: str | os.PathLike, path: str
     """Each external tensor's data fits its file (``extent_problems``): else a ModelError, the first problem."""
     problems = extent_problems(model, base_dir, path, absent=absent)
     if problems:
-        raise ModelError(problems[0][1])
+        raise ModelError(problems[0].message)
+
+
+@dataclass(frozen=True)
+class ExtentProblem:
+    """An external data file that does not hold its tensors, as a message and as numbers (``inspect`` lists
+    the file with them: a stat, never a read)."""
+
+    location: str
+    message: str
+    needs: int  # bytes the file's tensors call for: the largest offset + dims x type size
+    holds: int | None = None  # the file's size, when it is too short for them
+    tensor: str = ""  # the tensor whose length entry disagrees with its dims ...
+    entry: int | None = None  # ... what the entry says ...
+    tensor_needs: int = 0  # ... and what its dims and type need
 
 
 def extent_problems(model: onnx.ModelProto, base_dir: str | os.PathLike, path: str | os.PathLike, *,
-                    absent: frozenset[str] | set[str] = frozenset()) -> list[tuple[str, str]]:
-    """(location, message) for each external data file that does not hold its tensors: the bytes a
-    tensor's dims and type need, from its offset, lie past the file's end, or its length entry says
-    otherwise (a truncated data file surfaced as onnxruntime's "Deserialize tensor W failed ... buffer size
-    mismatch", naming no file), or the file is missing or not a regular file (unless its location is in
-    ``absent``: a caller that reads the model without that data). One problem per file."""
+                    absent: frozenset[str] | set[str] = frozenset()) -> list[ExtentProblem]:
+    """One ExtentProblem for each external data file that does not hold its tensors: the bytes a tensor's
+    dims and type need, from its offset, lie past the file's end, or its length entry says otherwise (a
+    truncated data file surfaced as onnxruntime's "Deserialize tensor W failed ... buffer size mismatch",
+    naming no file), or the file is missing or not a regular file (unless its location is in ``absent``: a
+    caller that reads the model without that data)."""
     sizes: dict[str, int] = {}
-    out: dict[str, str] = {}
+    needs: dict[str, int] = {}
+    out: dict[str, tuple] = {}  # location -> (message, holds, tensor, entry, tensor_needs)
     for t in all_tensors(model):
         if not is_external(t) or t.data_type == TensorProto.STRING or location(t) in absent:
             continue
         where, offset, length = source(t, base_dir, path)
         loc = location(t)
+        need = dims_nbytes(t)
+        needs[loc] = max(needs.get(loc, 0), offset + need)
         if loc in out:
             continue
-        need = dims_nbytes(t)
         if length is not None and length != need:
-            out[loc] = f"{path}: tensor {t.name!r} ({_kind(t)}) needs {need} bytes, its external data entry says {length}"
+            out[loc] = (f"{path}: tensor {t.name!r} ({_kind(t)}) needs {need} bytes, its external data entry says {length}",
+                        None, t.name, length, need)
             continue
         if loc not in sizes:
             if not where.exists():
-                out[loc] = f"{path}: external data file missing: {loc} (keep it beside the model)"
+                out[loc] = (f"{path}: external data file missing: {loc} (keep it beside the model)", None, "", None, 0)
                 continue
             if not where.is_file():
-                out[loc] = f"{path}: external data {loc} is not a regular file (a folder, a device or a pipe)"
+                out[loc] = (f"{path}: external data {loc} is not a regular file (a folder, a device or a pipe)", None, "", None, 0)
                 continue
             try:
                 sizes[loc] = where.stat().st_size
             except OSError as e:
-                out[loc] = f"{path}: cannot read external data {loc} ({e.strerror})"
+                out[loc] = (f"{path}: cannot read external data {loc} ({e.strerror})", None, "", None, 0)
                 continue
         if offset + need > sizes[loc]:
             out[loc] = (f"{path}: external data {loc} holds {sizes[loc]} bytes; tensor {t.name!r} ({_kind(t)}) "
-                        f"needs {need} from offset {offset} (the file is truncated, or not this model's)")
-    return list(out.items())
+                        f"needs {need} from offset {offset} (the file is truncated, or not this model's)", sizes[loc], "", None, 0)
+    return [ExtentProblem(loc, msg, needs[loc], *rest) for loc, (msg, *rest) in out.items()]
 
 
 def _kind(t: TensorProto) -> str:

@@ -19,6 +19,7 @@ None of these mutate the model they are given.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ from onnx.external_data_helper import load_external_data_for_tensor
 
 from onnxprobe.errors import ModelError, UsageError, first_line
 from onnxprobe.fileio import refuse_inputs, temp_beside
-from onnxprobe.graph.extents import all_tensors, extent_problems, is_external, location, source, tensor_nbytes
+from onnxprobe.graph.extents import ExtentProblem, all_tensors, extent_problems, is_external, location, source, tensor_nbytes
 from onnxprobe.graph.io import PROTO_LIMIT, check_output_path, load_model, model_size
 
 SMALL_TENSOR = 1 << 20  # external tensors up to this size are read by load_lazy
@@ -62,8 +63,9 @@ def load_lazy(path: str | os.PathLike, *, require_data: bool = True) -> LazyMode
     missing = {f.location for f in files if not f.exists}
     problems = extent_problems(model, base, path, absent=missing)
     if problems and require_data:
-        raise ModelError(problems[0][1])
-    missing |= {loc for loc, _ in problems}  # described, not read
+        raise ModelError(problems[0].message)
+    missing |= {p.location for p in problems}  # described, not read
+    files = [dataclasses.replace(f, problem=next((p for p in problems if p.location == f.location), None)) for f in files]
     for t in all_tensors(model):
         if is_external(t) and tensor_nbytes(t) <= SMALL_TENSOR and location(t) not in missing:
             source(t, base)
@@ -71,7 +73,7 @@ def load_lazy(path: str | os.PathLike, *, require_data: bool = True) -> LazyMode
                 load_external_data_for_tensor(t, str(base))
             except Exception as e:  # noqa: BLE001
                 raise ModelError(f"{path}: cannot read the external data of tensor {t.name!r}: {first_line(e)}") from e
-    return LazyModel(model, base, files, [msg for _, msg in problems])
+    return LazyModel(model, base, files, [p.message for p in problems])
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class ExternalFile:
     tensors: int
     bytes: int  # bytes the model reads from it
     exists: bool
+    problem: ExtentProblem | None = None  # it does not hold its tensors (truncated, a length entry that disagrees)
 
 
 def external_files(model: onnx.ModelProto, base_dir: str | os.PathLike) -> list[ExternalFile]:

@@ -54,7 +54,8 @@ def inspect_dict(result) -> dict:
         "uninferred_nodes": [_node(r) for r in s.uninferred],
         "subgraphs": [{"index": g.index, "node": g.node, "op_type": g.op_type, "attribute": g.attribute,
                        "scope": "/".join(g.scope) or None, "nodes": g.nodes, "total_nodes": g.total_nodes} for g in s.subgraphs],
-        "external_data": [{"file": f.location, "tensors": f.tensors, "bytes": f.bytes, "exists": f.exists} for f in s.external],
+        "external_data": [{"file": f.location, "tensors": f.tensors, "bytes": f.bytes, "exists": f.exists,
+                           "problem": f.problem.message if f.problem else None} for f in s.external],
         "custom_domains": s.custom_domains, "functions": s.functions,
         "notes": list(result.warnings),
         "nodes": [_node(r) for r in result.nodes],
@@ -62,6 +63,16 @@ def inspect_dict(result) -> dict:
 
 
 # --- text --------------------------------------------------------------------------------------------------
+
+def _extent_text(p) -> str:
+    """A data file that does not hold its tensors, in short (``graph.extents.ExtentProblem``; the note says
+    it in full)."""
+    if p.entry is not None:
+        return f"the length entry of {p.tensor} says {size(p.entry)}, its dims need {size(p.tensor_needs)}"
+    if p.holds is not None:
+        return f"truncated (holds {size(p.holds)}, entries need {size(p.needs)})"
+    return "not readable"
+
 
 def size(n: int) -> str:
     """1023 B, 9.5 KiB, 12.3 MiB, 2.40 GiB."""
@@ -232,6 +243,8 @@ def inspect_renderables(result, width: int = 120) -> list:
             line = Text(f"  {safe(f.location)}  {size(f.bytes)} in {plural(f.tensors, 'tensor')}")
             if not f.exists:
                 line.append("  missing", style="bold red")
+            elif f.problem is not None:
+                line.append(f"  {safe(_extent_text(f.problem))}", style="bold red")
             out.append(line)
     if s.custom_domains:
         out.append(_section("custom domains", "ops outside the ONNX standard: the runtime must provide them"))
