@@ -112,6 +112,21 @@ def test_a_reader_gone_before_anything_is_written_changes_nothing_but_the_output
     assert "error" not in err and "Traceback" not in err and "Exception ignored" not in err, err
 
 
+def test_a_debug_script_whose_reader_left_goes_on_quietly(tmp_path):
+    """`onnxprobe debug m.onnx --script s.txt | true`: each later line read "internal error: BrokenPipeError"
+    and the exit code was 1; the script goes on (its save still writes) and the exit code is its own."""
+    script = tmp_path / "s.txt"
+    saved = tmp_path / "img.npy"
+    script.write_text(f"info\nrun\nshow image\nsave image {saved}\n")
+    p = subprocess.Popen([sys.executable, "-m", "onnxprobe", "debug", str(CNN), "--script", str(script)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=300) == 0, err
+    assert "error" not in err and "Traceback" not in err, err
+    assert saved.exists()
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
 @pytest.mark.parametrize("args", [["inspect", str(CNN), "--json", "-"], ["layers", str(CNN)]])
 def test_a_stdout_that_takes_nothing_is_one_clear_error(args):

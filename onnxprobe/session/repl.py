@@ -26,7 +26,7 @@ from rich.text import Text
 
 from onnxprobe.errors import OnnxProbeError, UsageError, debug_enabled, first_line, internal_error_text, path_error_text
 from onnxprobe.fileio import input_file, read_bounded, refuse_inputs
-from onnxprobe.report.console import console
+from onnxprobe.report.console import console, to_devnull
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import commands as C
 from onnxprobe.session.inputs import session_notes
@@ -123,6 +123,8 @@ def run_script(state: State, lines: Iterable[str], out: Console, *, echo: bool =
             break
         except KeyboardInterrupt:
             raise
+        except BrokenPipeError:  # the reader of stdout has gone (| head): the rest goes nowhere, the script goes on
+            to_devnull(sys.stdout)  # (its files are still written), with no error about output nobody reads
         except Exception as e:  # noqa: BLE001 - every failure is one line, the script goes on
             if debug_enabled():
                 traceback.print_exc()
