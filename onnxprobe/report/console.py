@@ -49,7 +49,7 @@ class SafeConsole(Console):
         plain pipe, NO_COLOR), the lines that fit the width are written as they are, which is what
         Rich prints for them, byte for byte, without its segment rendering (~40 ms for a 400-row table,
         of a 1.5 s command); other lines, and every line in colour, go through Rich (styles, cell widths
-        of wide characters, cropping at the width)."""
+        of wide characters, and a line wider than the width folded onto the next: see ``Lines``)."""
         if self.color_system is not None or self.is_jupyter or self.record:
             self.print(Lines(list(lines)))
             return
@@ -88,14 +88,16 @@ class SafeConsole(Console):
 
 
 class Lines:
-    """Laid-out lines as one Rich renderable (as ``report.table.Table`` renders its own)."""
+    """Laid-out lines as one Rich renderable (as ``report.table.Table`` renders its own). The layout keeps
+    every line within the width in cells; one that is wider all the same is wrapped, not cropped: Rich
+    cropped such lines silently, whole columns (NaN, Inf) and parts of names gone."""
 
     def __init__(self, lines: list[tuple[str, str | None]]):
         self.lines = lines
 
     def __rich_console__(self, console, options):
         for text, style in self.lines:
-            yield Text(text, style=style or "", no_wrap=True, overflow="ignore")
+            yield Text(text, style=style or "", overflow="fold")
 
 
 WIDE = 100_000  # the width of --wide output: no line is cut or wrapped

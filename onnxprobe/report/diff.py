@@ -7,6 +7,7 @@ import math
 from rich.text import Text
 
 from onnxprobe import __version__
+from onnxprobe.report.cells import cells, ljust
 from onnxprobe.report.console import phrased
 from onnxprobe.report.format import finite as finite_number, json_word, num, num_or_word, op, safe, shape, shorten
 from onnxprobe.report.table import Column, Table
@@ -243,10 +244,10 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
         out.append(Text(f"keeping one layer in fp32 (the {n} inner QDQ layer{'s' if n != 1 else ''} with the lowest intro "
                         f"SQNR; model outputs have nothing after them to gain): output {s0['output']} SQNR "
                         f"{num(s0['output_sqnr_db'], 3)} dB as quantized", style="bold"))
-        lw = min(48, max(len(x["layer"]) for x in d["fp32_sensitivity"]))  # as wide as the names, no wider
+        lw = min(48, max(cells(safe(x["layer"])) for x in d["fp32_sensitivity"]))  # as wide as the names, in cells
         ow = max(len(op(x["op_type"], 10)) for x in d["fp32_sensitivity"])
         for x in sorted(d["fp32_sensitivity"], key=lambda x: -x["gain_db"]):
-            out.append(Text(f"  {shorten(x['layer'], lw):{lw}}  {op(x['op_type'], 10):{ow}}  intro {num(x['introduced_sqnr_db'], 3):>5} dB"
+            out.append(Text(f"  {ljust(shorten(x['layer'], lw), lw)}  {op(x['op_type'], 10):{ow}}  intro {num(x['introduced_sqnr_db'], 3):>5} dB"
                                f"  →  output {num(x['output_sqnr_db_fp32_layer'], 3):>5} dB ({x['gain_db']:+.2f})",
                                style="green" if x["gain_db"] > 0.5 else None))
     return out

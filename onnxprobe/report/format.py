@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from onnxprobe.report.cells import cells, head, tail
 from onnxprobe.text import clean
 
 safe = clean  # text from a model, for a Text or a table cell
@@ -74,16 +75,15 @@ def shape(s: tuple | list | None) -> str:
 
 
 def shorten(name: str, width: int) -> str:
-    """Keep both ends of a long name: '/model/encoder/layer.0/…/MatMul_output_0'. Control characters are
+    """Keep both ends of a long name, in ``width`` cells: '/model/encoder/layer.0/…/MatMul_output_0'. Control characters are
     escaped first (``text.clean``): names come from model files."""
     name = clean(name)
-    if width <= 0 or len(name) <= width:
+    if width <= 0 or cells(name) <= width:
         return name
     if width <= 3:
-        return name[:width]
-    head = (width - 1) // 3
-    tail = width - 1 - head
-    return name[:head] + "…" + name[-tail:]
+        return head(name, width)
+    start = head(name, (width - 1) // 3)  # in terminal cells: a CJK character takes two
+    return start + "…" + tail(name, width - 1 - cells(start))
 
 
 OP_ABBREVIATIONS = {

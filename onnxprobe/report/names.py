@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 
+from onnxprobe.report import cells as cl
 from onnxprobe.report.format import shorten as middle
 from onnxprobe.text import clean
 
@@ -37,30 +38,30 @@ def _join(parts: list[str], keep: set[int]) -> str:
 
 
 def shorten_path(name: str, width: int, must: frozenset[int] = frozenset()) -> str:
-    """``name`` in at most ``width`` characters, by whole ``/`` parts where it has them (see the module
+    """``name`` in at most ``width`` terminal cells, by whole ``/`` parts where it has them (see the module
     doc); ``must``: indices of parts to keep before any other (the ones that tell two names apart)."""
     name = clean(name)
-    if width <= 0 or len(name) <= width:
+    if width <= 0 or cl.cells(name) <= width:
         return name
     parts = name.split("/")
     last = len(parts) - 1
-    if last < 2 or len(parts[last]) + 2 > width:  # not a path, or its last part alone does not fit
+    if last < 2 or cl.cells(parts[last]) + 2 > width:  # not a path, or its last part alone does not fit
         return middle(name, width)
     keep = {last} | ({0} if parts[0] == "" else set())  # a leading "/" costs nothing
     order = sorted(must - keep, reverse=True) + [i for i in range(1, last) if _DIGIT.search(parts[i]) and i not in must]
     for i in order:
         trial = keep | {i}
-        if len(_join(parts, trial)) <= width:
+        if cl.cells(_join(parts, trial)) <= width:
             keep = trial
     for i in range(last - 1, 0, -1):  # then the parts next to the end, as long as they fit
         if i in keep:
             continue
         trial = keep | {i}
-        if len(_join(parts, trial)) > width:
+        if cl.cells(_join(parts, trial)) > width:
             break
         keep = trial
     short = _join(parts, keep)
-    return short if len(short) <= width else middle(name, width)
+    return short if cl.cells(short) <= width else middle(name, width)
 
 
 def _common(lists: list[list[str]]) -> int:
@@ -72,7 +73,7 @@ def _common(lists: list[list[str]]) -> int:
 
 
 def shorten_names(names: list[str], width: int) -> list[str]:
-    """Each name in at most ``width`` characters (``shorten_path``); where different names would read
+    """Each name in at most ``width`` cells (``shorten_path``); where different names would read
     the same, the first and last of the parts where each differs from the others (past what they all
     start and end with) are kept first; where they still read the same, the middle of the string is cut."""
     short = [shorten_path(n, width) for n in names]
@@ -117,11 +118,11 @@ def _split_points(group: set[str]) -> dict[str, int]:
 
 
 def around_difference(name: str, first: int, width: int) -> str:
-    """``name`` in ``width`` characters from a little before ``first``, where it starts to differ from
-    the names it would read alike with, its end kept: '…ment_1/attention/MatMul_output_0'."""
+    """``name`` in ``width`` cells from a little before ``first`` (a character index), where it starts to
+    differ from the names it would read alike with, its end kept: '…ment_1/attention/MatMul_output_0'."""
     start = max(0, first - 8)
     s = name[start:] if start == 0 else "…" + name[start:]
-    if len(s) <= width or width <= 12:
-        return s if len(s) <= width else s[:width]
-    tail = min(width // 3, len(s))
-    return s[:width - 1 - tail] + "…" + s[-tail:]
+    if cl.cells(s) <= width or width <= 12:
+        return cl.head(s, width)
+    end = cl.tail(s, width // 3)
+    return cl.head(s, width - 1 - cl.cells(end)) + "…" + end

@@ -27,12 +27,12 @@ from __future__ import annotations
 import io
 import math
 import re
-import textwrap
 from dataclasses import dataclass
 
 from rich.console import Console, ConsoleOptions, RenderResult
 
 from onnxprobe.errors import UsageError
+from onnxprobe.report import cells as cl
 from onnxprobe.report.console import Lines
 from onnxprobe.report.format import json_word
 from onnxprobe.report.names import shorten_names
@@ -177,14 +177,14 @@ class Table:
             return []
         full = self._full() if self.wide else [r.cells for r in self.rows]
         heads = [c.header for c in cols]
-        need = [max([len(h)] + [len(row[i]) for row in full]) for i, h in enumerate(heads)]
+        need = [max([cl.cells(h)] + [cl.cells(row[i]) for row in full]) for i, h in enumerate(heads)]
         if cols[-1].wrap and not self.wide:  # the folding column takes what the others leave, at least WRAP_MIN
             need[-1] = min(need[-1], max(WRAP_MIN, width - _span(need[:-1]) - GAP))
         if self.wide or _span(need) <= width:
             if not self.wide:  # 1. every cell whole, where the width takes it: cells shortened beside
                 # another column (a tensor name without its node's prefix) shown whole too
                 whole = self._whole_beside(full)
-                need_whole = [max([len(h)] + [len(row[i]) for row in whole]) for i, h in enumerate(heads)]
+                need_whole = [max([cl.cells(h)] + [cl.cells(row[i]) for row in whole]) for i, h in enumerate(heads)]
                 if whole is not full and _span(need_whole) <= width:
                     return self._one_line(whole, need_whole)
             return self._one_line(full, need)
@@ -216,13 +216,13 @@ class Table:
         for i in names:
             marked = [r[i].startswith(mark) for r in full]
             bare = [r[i][len(mark):] if m else r[i] for r, m in zip(full, marked)]
-            short = shorten_names(bare, widths[i] - (len(mark) if any(marked) else 0))
+            short = shorten_names(bare, widths[i] - (cl.cells(mark) if any(marked) else 0))
             for r, s, m in zip(rows, short, marked):
                 r[i] = mark + s if m else s
         return rows
 
     def _fmt(self, cells: list[str], widths: list[int], idx: list[int]) -> str:
-        parts = [cells[i].rjust(widths[i]) if self.columns[i].justify == "right" else cells[i].ljust(widths[i]) for i in idx]
+        parts = [cl.rjust(cells[i], widths[i]) if self.columns[i].justify == "right" else cl.ljust(cells[i], widths[i]) for i in idx]
         return (" " * GAP).join(parts).rstrip()
 
     def _one_line(self, rows: list[list[str]], widths: list[int]) -> list[tuple[str, str | None]]:
@@ -237,7 +237,7 @@ class Table:
         """The line of columns ``idx`` after ``pad``; where they end with a folding column (``Column.wrap``)
         whose cell is longer than ``room``, that cell goes on as many lines as it needs, under itself."""
         last = len(self.columns) - 1
-        if not (self.columns[last].wrap and not self.wide and idx[-1] == last and len(cells[last]) > room):
+        if not (self.columns[last].wrap and not self.wide and idx[-1] == last and cl.cells(cells[last]) > room):
             return [(pad + self._fmt(cells, widths, idx), style)]
         chunks = _wrap(cells[last], room)
         lead = len(pad) + (_span([widths[i] for i in idx[:-1]]) + GAP if len(idx) > 1 else 0)
@@ -286,11 +286,11 @@ def _wrap(text: str, width: int) -> list[str]:
     after its '/' (a tensor path), anywhere only where a part is longer than the line."""
     lines, line = [], ""
     for word in text.split(" "):
-        pieces = [word] if len(word) <= width else [p for part in re.split(r"(?<=/)", word)
-                                                    for p in textwrap.wrap(part, width, break_on_hyphens=False) or [part]]
+        pieces = [word] if cl.cells(word) <= width else [p for part in re.split(r"(?<=/)", word)
+                                                         for p in cl.chop(part, width) or [part]]
         for k, piece in enumerate(pieces):
             sep = "" if k or not line else " "
-            if len(line) + len(sep) + len(piece) <= width:
+            if cl.cells(line) + len(sep) + cl.cells(piece) <= width:
                 line += sep + piece
             else:
                 if line:
@@ -307,15 +307,15 @@ def _fold(text: str, width: int, indent: str) -> list[str]:
     lines, line = [], indent
     for part in re.split(r"(?<=/)", text):
         while part:
-            room = width - len(line)
-            if len(part) <= room:
+            room = width - cl.cells(line)
+            if cl.cells(part) <= room:
                 line, part = line + part, ""
-            elif line.strip() and len(part) <= width - len(indent) * 2:
+            elif line.strip() and cl.cells(part) <= width - len(indent) * 2:
                 lines.append(line)
                 line = indent * 2
-            else:
-                take = max(room, 1)
-                line, part = line + part[:take], part[take:]
+            else:  # at least one character, where a two-cell one meets a one-cell room
+                take = cl.head(part, room) or part[0]
+                line, part = line + take, part[len(take):]
                 if part:
                     lines.append(line)
                     line = indent * 2
@@ -334,7 +334,7 @@ def _flow(items: list[str], width: int, indent: str, hang: str = "") -> list[str
         return indent + (hang if lines else "")
 
     for item in items:
-        if len(lead()) + len(item) > width:  # too long for a line of its own: wrapped, then indented once more
+        if len(lead()) + cl.cells(item) > width:  # too long for a line of its own: wrapped, then indented once more
             if line:
                 lines.append(lead() + line)
                 line = ""
@@ -342,7 +342,7 @@ def _flow(items: list[str], width: int, indent: str, hang: str = "") -> list[str
             first = lead()
             lines += [first + chunks[0]] + [first + (indent or hang) + c for c in chunks[1:]]
             continue
-        if line and len(lead()) + len(line) + GAP + len(item) > width:
+        if line and len(lead()) + cl.cells(line) + GAP + cl.cells(item) > width:
             lines.append(lead() + line)
             line = ""
         line += (" " * GAP if line else "") + item
@@ -370,7 +370,7 @@ def _readable_width(names: list[str], need: int) -> int:
         return min(need, 1)
     # no narrower width can be readable: a name shown whole needs its length, a path shortened needs its
     # last part after "…/", and a name that is no path cannot be shortened (fewer shortenings to try)
-    lo = min(hi, max(len(c) if len(p) <= 2 else min(len(c), len(p[-1]) + 2)
+    lo = min(hi, max(cl.cells(c) if len(p) <= 2 else min(cl.cells(c), cl.cells(p[-1]) + 2)
                      for c, p in ((c, c.split("/")) for c in map(clean, names))))
     while lo < hi:  # readable once wide enough: the narrowest such width
         mid = (lo + hi) // 2
