@@ -781,3 +781,24 @@ def test_a_shortened_name_keeps_the_mark_of_a_body():
         text = "\n".join(line for line, _ in t.lines(width))
         body, main = (next(x for x in text.splitlines() if x.lstrip().startswith(k)) for k in ("0 ", "1 "))
         assert "↳ …" in body and "↳" not in main and "Identity" in body, text
+
+
+def test_a_shortened_path_keeps_its_first_part_where_there_is_room():
+    """Its parts next to the end did not fit ('a' * 150): the first part still does."""
+    assert shorten_path("model/" + "a" * 150 + "/tail", 90) == "model/…/tail"
+    assert shorten_path("model/" + "a" * 150 + "/b/tail", 90) == "model/…/b/tail"
+    assert shorten_path("/model/" + "a" * 150 + "/tail", 90) == "/model/…/tail"
+
+
+def test_a_name_column_is_as_wide_as_its_shortened_names():
+    """Names shortened to 'model/…/tail0' (13 cells) take 13, not the 20 of a name column's floor nor the
+    share of the width left: the table stays one line per row at 80 columns (76 cells)."""
+    cols = [Column("index", "#", "right", head=True), Column("name", "name", name=True)]
+    cols += [Column(f"v{k}", f"value {k}", "right") for k in range(5)]
+    t = Table(cols)
+    for i in range(3):
+        t.add_row([str(i), f"model/{'a' * 150}/tail{i}"] + ["1.2345e+05"] * 5)
+    for width in (80, 100):
+        lines = [ln for ln, _ in t.lines(width)]
+        assert len(lines) == 2 + 3, lines  # header, rule, a line per row
+        assert lines[2].startswith("0  model/…/tail0  1.2345e+05"), lines

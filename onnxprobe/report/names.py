@@ -3,8 +3,8 @@
 Exporters write names as paths (``/m/encoder/layer.3/attention/self/query/MatMul_output_0``). Cutting the
 middle of the string (``/m/encoder/l…self/query/MatMul_output_0``) loses the layer number, the one thing a
 reader needs. Here a name is shortened by whole path parts: the last part (the op and output) always
-stays, then the parts with a number in them (``layer.3``, ``blocks.142``), then the parts nearest the end;
-each run of dropped parts reads ``…``. Names of one column are shortened together, so two names that
+stays, then the parts with a number in them (``layer.3``, ``blocks.142``), then the parts nearest the end,
+then the first part where it still fits (``model/…/tail``: which model or block); each run of dropped parts reads ``…``. Names of one column are shortened together, so two names that
 differ only in a dropped part get that part back. The full names are in the JSON and in ``--wide``.
 """
 
@@ -60,6 +60,9 @@ def shorten_path(name: str, width: int, must: frozenset[int] = frozenset()) -> s
         if cl.cells(_join(parts, trial)) > width:
             break
         keep = trial
+    first = 1 if parts[0] == "" else 0  # the first named part ('model' of '/model/…'), where there is room:
+    if first not in keep and cl.cells(_join(parts, keep | {first})) <= width:  # the loop above stops at the
+        keep = keep | {first}  # first part from the end that does not fit, short of this one
     short = _join(parts, keep)
     return short if cl.cells(short) <= width else middle(name, width)
 

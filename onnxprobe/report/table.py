@@ -192,16 +192,22 @@ class Table:
         readable = {i: max(_readable_width([r[i] for r in full], need[i]), min(need[i], NAME_FLOOR)) for i in names}
         fixed = [i for i in range(len(cols)) if i not in names]
         floors = {i: max(readable[i], min(need[i], NAME_MIN)) for i in names}
+        # names that, shortened to their floor, take fewer cells (a long part dropped: 'model/…/tail') need
+        # only those: the floor padded out would push a table that fits onto more lines
+        at_floor = self._used(self._shortened(full, [floors.get(i, n) for i, n in enumerate(need)], names), need, names)
+        floors = {i: min(floors[i], at_floor[i]) for i in names}
         widths = _share(need, names, width - _span([need[i] for i in fixed]) - GAP * len(names), floors)
         if widths is not None:
-            return self._one_line(self._shortened(full, widths, names), widths)
+            rows = self._shortened(full, widths, names)
+            return self._one_line(rows, self._used(rows, widths, names))
         first = [i for i, c in enumerate(cols) if c.head or c.name]
         rest = [i for i in range(len(cols)) if i not in first]
         movable = [i for i in reversed(first) if i not in names and i != 0]  # to the lines below, when names need room
         while all(INDENT + need[i] <= width for i in rest):
             w1 = _share(need, names, width - _span([need[i] for i in first if i not in names]) - GAP * len(names), readable)
             if w1 is not None and rest:
-                return self._stacked(self._shortened(full, w1, names), w1, [first] + _groups(rest, need, width - INDENT), width)
+                rows = self._shortened(full, w1, names)
+                return self._stacked(rows, self._used(rows, w1, names), [first] + _groups(rest, need, width - INDENT), width)
             if not movable:
                 break
             i = movable.pop(0)
@@ -220,6 +226,14 @@ class Table:
             for r, s, m in zip(rows, short, marked):
                 r[i] = mark + s if m else s
         return rows
+
+    def _used(self, rows: list[list[str]], widths: list[int], names: list[int]) -> list[int]:
+        """``widths`` with each name column as wide as its shortened names (and header) are, no wider: a
+        share of the width that the shortening left unused is not padded out."""
+        used = list(widths)
+        for i in names:
+            used[i] = min(widths[i], max([cl.cells(self.columns[i].header)] + [cl.cells(r[i]) for r in rows]))
+        return used
 
     def _fmt(self, cells: list[str], widths: list[int], idx: list[int]) -> str:
         parts = [cl.rjust(cells[i], widths[i]) if self.columns[i].justify == "right" else cl.ljust(cells[i], widths[i]) for i in idx]
