@@ -159,6 +159,24 @@ def test_nodes_lists_every_node_with_shapes():
     assert "conv1" in rows[0] and "image (1x3x32x32)" in rows[0] and "→ conv1_out (1x8x32x32)" in rows[0]
 
 
+@pytest.mark.parametrize("width", [40, 50, 60, 70])
+def test_each_node_record_starts_with_its_index(width):
+    """Where the nodes take more than one line each (stacked, or one record per node), a node's first line
+    starts with its index ('12  name  op' or '#12'), then its name, as layers' rows do: the records of a
+    model are told apart by where the numbers are."""
+    import re
+
+    m = onnx.load(str(sample_path("transformer_block")))
+    r = runner.invoke(app, ["inspect", str(sample_path("transformer_block")), "--nodes"], env={"COLUMNS": str(width)})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout[r.stdout.index("inputs → outputs"):].splitlines()[2:]
+    firsts = [ln for ln in lines if not ln.startswith("  ")]  # the lines that start a node (' 7', right-justified)
+    assert [re.match(r" ?#?(\d*)", ln).group(1) for ln in firsts] == [
+        str(i) for i in range(len(m.graph.node))], firsts
+    for ln, node in zip(firsts, m.graph.node):  # the name (shortened or not: its last part) beside the index
+        assert node.name.split("/")[-1] in ln or node.op_type in ln, (ln, node.name)
+
+
 def test_json_to_stdout_is_pure_json():
     r = invoke("inspect", sample_path("mlp"), "--json", "-")
     assert r.exit_code == 0, r.output

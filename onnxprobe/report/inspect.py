@@ -273,7 +273,7 @@ def _tensors_text(ts, weights=frozenset()) -> str:
     return ", ".join(parts)
 
 
-NODE_COLUMNS = [Column("index", "#", "right"), Column("node", "node", name=True), Column("op", "op"),
+NODE_COLUMNS = [Column("index", "#", "right", head=True), Column("node", "node", name=True), Column("op", "op", head=True),
                 Column("io", "inputs → outputs", wrap=True)]
 
 
