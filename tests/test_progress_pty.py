@@ -71,3 +71,54 @@ def test_time_left_only_after_two_seconds():
     later = SimpleNamespace(elapsed=ETA_AFTER + 1, finished=False, time_remaining=75.0, total=10, finished_time=None)
     assert EtaColumn().render(early).plain == ""
     assert EtaColumn().render(later).plain == "left 0:01:15"
+
+
+def _raw_terminal(command: str, columns: int) -> str:
+    """What a terminal ``columns`` wide got (escape sequences and all) for ``command > /dev/null``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ONNXPROBE_", "NO_COLOR", "COLUMNS"))}
+    child = pexpect.spawn("/bin/bash", ["-c", f"{command} > /dev/null"], encoding="utf-8", timeout=300,
+                          dimensions=(40, columns), env=env)
+    screen = child.read()
+    child.close()
+    assert child.exitstatus == 0, screen[-2000:]
+    return screen
+
+
+@pytest.mark.parametrize("columns", [50, 60, 80])
+def test_the_count_survives_a_narrow_terminal(columns):
+    """The label is shortened (then the bar left out) before the count would be cropped off the line."""
+    screen = _raw_terminal(f"{ONNXPROBE} grad {sample_path('cnn')} --check", columns)
+    counts = [tuple(map(int, m)) for m in re.findall(r"(\d+)/(\d+)(?:\x1b\[0m)? gradients checked", screen)]
+    assert counts and counts[-1] == (13, 13), screen[-1000:]
+    lines = [ANSI.sub("", ln) for ln in re.split(r"\r|\n", screen)]
+    assert all(len(ln) <= columns for ln in lines), max(lines, key=len)
+
+
+@pytest.mark.parametrize("columns", range(20, 201, 7))
+def test_a_bar_line_fits_its_width(columns):
+    from onnxprobe.report.progress import ETA, TIME, bar_layout
+
+    label, bar, time, eta = bar_layout("checking the gradients of a_model_with_a_long_name.onnx", "gradients checked",
+                                       1234, columns)
+    used = 1 + 1 + 9 + 1 + len("gradients checked") + (len(label) + 1 if label else 0) + (bar + 1 if bar else 0)
+    used += (TIME + 1 if time else 0) + (ETA + 1 if eta else 0)
+    # within the width; where the spinner, count and unit alone are wider, nothing else is shown (the count
+    # comes before the unit, so a crop takes the unit's end)
+    assert used <= columns - 1 or not (label or bar or time or eta), (columns, label, bar, time, eta)
+    assert not label or len(label) >= 12
+
+
+@pytest.mark.parametrize("name", ["st[reverse]x.onnx", "b\x07el{task}.onnx"])
+def test_a_file_name_is_shown_as_it_is(tmp_path, name):
+    """A model's file name in the progress label is text: '[reverse]' is no Rich markup (reverse video),
+    '{task}' no format field, and a bell shows as the escape '\\x07'."""
+    import shlex
+    import shutil
+
+    path = tmp_path / name
+    shutil.copy(sample_path("cnn"), path)
+    for command in (f"{ONNXPROBE} layers {shlex.quote(str(path))}", f"{ONNXPROBE} grad {shlex.quote(str(path))} --check"):
+        screen = _raw_terminal(command, 160)
+        shown = name.replace("\x07", "\\x07")
+        assert shown in screen, screen[-1000:]
+        assert "\x07" not in screen and "\x1b[7m" not in screen

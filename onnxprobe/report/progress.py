@@ -1,7 +1,11 @@
 """Progress on stderr whenever stderr is a terminal, whatever stdout is (a pipe, a file): a spinner while
 one run is going, then a bar with counts (``3/7 runs``, ``12/40 gradients checked``), the time so far
 and, once the work has taken more than ``ETA_AFTER`` seconds, the time left. Nothing is drawn when stderr
-is not a terminal, so logs and pipes get no control sequences."""
+is not a terminal, so logs and pipes get no control sequences.
+
+The label holds the model's file name: it is shown as text (never read as Rich markup, nor as a format
+string), its control characters escaped, and on a narrow terminal it is shortened, then the bar narrowed or
+left out, so that the count stays on the line (Rich cropped the line's end: the count went first)."""
 
 from __future__ import annotations
 
@@ -9,9 +13,16 @@ from functools import cache
 
 from rich.text import Text
 
+from onnxprobe.report.cells import cells
 from onnxprobe.report.console import stderr_console
+from onnxprobe.report.format import shorten
+from onnxprobe.text import clean
 
 ETA_AFTER = 2.0  # seconds of work before the time left is shown
+BAR = 40  # Rich's own bar width, where there is room
+BAR_MIN = 10  # a narrower bar tells nothing: left out instead
+LABEL_MIN = 12  # a label shortened below this reads as nothing: left out instead
+TIME, ETA = 7, 12  # '0:00:12', 'left 0:01:15'
 
 
 @cache
@@ -33,10 +44,44 @@ def _eta_class():
     return EtaColumn
 
 
+@cache
+def _text_class():
+    """``TextColumn`` formats its text with ``str.format`` and reads it as markup: a file name holding
+    '{' or '[reverse]' broke or restyled the line. This one shows a ``Text`` as it is."""
+    from rich.progress import ProgressColumn
+
+    class FixedColumn(ProgressColumn):
+        def __init__(self, text: Text):
+            super().__init__()
+            self.text = text
+
+        def render(self, task) -> Text:
+            return self.text
+
+    return FixedColumn
+
+
 def __getattr__(name: str):
     if name == "EtaColumn":
         return _eta_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def bar_layout(label: str, unit: str, total: int, width: int) -> tuple[str, int, bool, bool]:
+    """(label as shown, bar width, time shown, time left shown) for a bar line within ``width`` cells:
+    the spinner, count and unit always; then the time so far; then the label, whole or shortened to all
+    that is left (at least LABEL_MIN cells, else none); then the time left; then the bar (BAR_MIN to BAR
+    cells, else none: it says what the count says). Rich puts one space between columns."""
+    room = width - 1  # a line that fills the last cell wraps on some terminals
+    room -= 1 + 1 + (2 * len(str(total)) + 1) + 1 + cells(unit)  # spinner, count, unit
+    time = room >= TIME + 1
+    room -= (TIME + 1) if time else 0
+    text = label if cells(label) + 1 <= room else (shorten(label, room - 1) if room - 1 >= LABEL_MIN else "")
+    room -= cells(text) + 1 if text else 0
+    eta = room >= ETA + 1
+    room -= (ETA + 1) if eta else 0
+    bar = min(BAR, room - 1) if room - 1 >= BAR_MIN else 0
+    return text, bar, time, eta
 
 
 class Progress:
@@ -44,8 +89,8 @@ class Progress:
     ``phase(label, unit)`` starts a new count (the checking after a forward/backward run)."""
 
     def __init__(self, label: str, unit: str = "runs"):
-        self.label = label
-        self.unit = unit
+        self.label = clean(label)  # a file name: its control characters (a bell, an ESC) escaped
+        self.unit = clean(unit)
         self.console = stderr_console()
         self.bar = None  # a rich.progress.Progress, once there is a count to show
         self.task = None
@@ -63,14 +108,15 @@ class Progress:
 
     def __enter__(self) -> "Progress":
         if self.shown:
-            self.status = self.console.status(f"{self.label}…", spinner="dots")
+            room = max(self.console.width - 4, LABEL_MIN)  # the spinner, its space, the '…', a spare cell
+            self.status = self.console.status(Text(shorten(self.label, room) + "…"), spinner="dots")
             self.status.__enter__()
         return self
 
     def phase(self, label: str, unit: str | None = None) -> None:
         """A new stage of the work: the spinner or bar so far is replaced."""
         self._close(None, None, None)
-        self.label, self.unit = label, unit or self.unit
+        self.label, self.unit = clean(label), clean(unit) if unit else self.unit
         self.__enter__()
 
     def update(self, done: int, total: int) -> None:
@@ -80,10 +126,13 @@ class Progress:
             if self.status is not None:
                 self.status.__exit__(None, None, None)
                 self.status = None
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, SpinnerColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, SpinnerColumn, TimeElapsedColumn
 
-            self.bar = Bar(SpinnerColumn(), TextColumn(self.label), BarColumn(), MofNCompleteColumn(),
-                           TextColumn(self.unit), TimeElapsedColumn(), _eta_class()(), console=self.console, transient=True)
+            label, bar, time, eta = bar_layout(self.label, self.unit, total, self.console.width)
+            fixed = _text_class()
+            columns = [SpinnerColumn()] + ([fixed(Text(label))] if label else []) + ([BarColumn(bar)] if bar else [])
+            columns += [MofNCompleteColumn(), fixed(Text(self.unit))] + ([TimeElapsedColumn()] if time else [])
+            self.bar = Bar(*columns, *([_eta_class()()] if eta else []), console=self.console, transient=True)
             self.bar.__enter__()
             self.task = self.bar.add_task(self.label, total=total)
         self.bar.update(self.task, completed=done, total=total)
