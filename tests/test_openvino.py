@@ -281,6 +281,19 @@ def test_a_model_openvino_cannot_read_gets_its_own_message_on_one_line(tmp_path)
     assert "OpenVINO cannot read the model" in r.stderr and "Frobnicate" in r.stderr
 
 
+def test_an_op_openvino_lacks_in_a_dynamic_model_is_not_blamed_on_the_dimensions(tmp_path):
+    """An op OpenVINO has no rule for, in a model with a dynamic input: read as it is and with the input fixed,
+    the same failure; it read "cannot read the model with dynamic input dimensions (...)" with a --shape hint."""
+    g = helper.make_graph([helper.make_node("Frobnicate", ["x"], ["y"], domain="com.example")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    p = tmp_path / "custom_dyn.onnx"
+    onnx.save(m, p)
+    r = invoke("layers", p, "--runtime", "openvino", "--shape", "x=4")
+    assert r.exit_code == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "Frobnicate" in r.stderr and "with dynamic input dimensions (" not in r.stderr and "give real sizes" not in r.stderr, r.stderr
+
+
 def test_devices_are_openvinos_own():
     with pytest.raises(UsageError, match="OpenVINO's devices"):
         api.layers(sample_path("mlp"), config=api.RunConfig(device="cuda"), runtime="openvino")

@@ -217,6 +217,10 @@ class OpenVinoRunner(HostStatsRunner):
             self._load(key, model)
         except ExecutionError as e:  # not a SessionError: the shapes it was read with may be the cause (a hint follows)
             dims = ", ".join(f"{clean(n)} {'x'.join(map(str, d)) or 'scalar'}" for n, d in sorted(fixed.items()))
+            if _strip(e) == self._read_error:  # the same failure both ways: not the dimensions (ops it has no rule
+                # for): a SessionError, with no hint about shapes
+                raise SessionError(f"OpenVINO cannot read the model, with its dynamic input dimensions or with them fixed to "
+                                   f"the feeds' shapes ({dims}): {self._read_error}") from None
             raise ExecutionError(f"OpenVINO cannot read the model with dynamic input dimensions ({self._read_error}), nor with "
                                  f"its inputs fixed to the feeds' shapes ({dims}): {_strip(e)}") from None
         self.note(f"OpenVINO could not read the model with dynamic input dimensions ({self._read_error}); "
