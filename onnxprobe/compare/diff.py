@@ -14,7 +14,7 @@ import numpy as np
 
 from onnxprobe.compare.criteria import check_same_inputs, default_tolerance, float_note, half, measured_label
 from onnxprobe.compare.fused import fusable
-from onnxprobe.compare.introduced import quantized_b_note
+from onnxprobe.compare.introduced import exact_inputs, quantized_b_note
 from onnxprobe.compare.measure import DiffPlan, Measured, measure
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
@@ -284,6 +284,7 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
                                       passed, tol, why, pooled=m if labels is not None else None,
                                       kernel_ms=plan.kernel_ms.get(k)))
     notes = list(a.notes) + list(a.runner.notes) + list(b.notes) + list(b.runner.notes) + plan.notes
+    _introduced_from_exact_inputs(results, a, b)
     results.sort(key=lambda r: (r.pair.a.index, r.pair.b.index))
     first = next((r for r in results if r.passed is False), None)
     outputs_failed = [r for r in results if r.passed is False and (r.pair.a.is_output or r.pair.b.is_output)]
@@ -312,6 +313,22 @@ def _reject(matching: Matching, reject) -> None:
             matching.unmatched_a.append(Unmatched(p.a, f"{why} (the {p.strategy} match to {p.b.name!r} is refused)", DIFFERENT_FUNCTION))
             matching.unmatched_b.append(Unmatched(p.b, f"{why} (the {p.strategy} match to {p.a.name!r} is refused)", DIFFERENT_FUNCTION))
     matching.pairs[:] = kept
+
+
+def _introduced_from_exact_inputs(results: list[PairResult], a: Side, b: Side) -> None:
+    """A pair whose B cone reads only tensors A holds exactly gets its accumulated error as its introduced
+    one (``compare.introduced.exact_inputs``), whatever the cone measured."""
+    with_intro = [r for r in results if r.introduced is not None and r.metrics is not None and r.pair.b.kind == "float"]
+    if not with_intro or not b.runner.takes_feeds:
+        return
+    exact = {r.pair.b.name for r in results if r.metrics is not None and r.metrics.exact}
+    types_a = {i.name: i.type.tensor_type.elem_type for i in a.model.proto.graph.input}
+    same = {i.name for i in b.model.proto.graph.input if types_a.get(i.name) == i.type.tensor_type.elem_type}
+    paired = {r.pair.b.name for r in results} | {i.name for i in b.model.proto.graph.input}
+    alike = exact_inputs(b.model.proto, [r.pair.b.name for r in with_intro], exact, paired, same)
+    for r in with_intro:
+        if r.pair.b.name in alike:
+            r.introduced = IntroducedError.of(r.metrics)
 
 
 SORTS = ("topo", "introduced", "accumulated")
