@@ -10,7 +10,7 @@ import re
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
 from browser import CHROMIUM, SKIP_REASON, dump_dom, element, remote_fetches
@@ -249,3 +249,69 @@ def test_infinities_in_the_inputs_print_no_numpy_warning(tmp_path):
     assert err["nan"] == 2 and err["count"] == 2 and err["inf"] == 0
     d = a.astype(np.float64)[0, 2:] - b.astype(np.float64)[0, 2:]
     assert err["edges"][0] == pytest.approx(d.min()) and err["edges"][-1] == pytest.approx(d.max(), abs=1e-6)
+
+
+def _sum_models(tmp_path):
+    """A: t1=x*0.5, t3=x*1.01; B: t1=x*0 (all zeros: -inf dB), t3=x*1.0; t2=x+1 the same (exact)."""
+    paths = []
+    for side, wa, c in (("A", 0.5, 1.01), ("B", 0.0, 1.0)):
+        inits = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (("wa", wa), ("one", 1.0), ("c", c))]
+        nodes = [helper.make_node("Mul", ["x", "wa"], ["t1"], name="m1"), helper.make_node("Add", ["x", "one"], ["t2"], name="a2"),
+                 helper.make_node("Mul", ["x", "c"], ["t3"], name="m3"), helper.make_node("Add", ["t1", "t2"], ["s"], name="s1"),
+                 helper.make_node("Add", ["s", "t3"], ["y"], name="s2")]
+        path = tmp_path / f"s{side}.onnx"
+        onnx.save(make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], inits), str(path))
+        paths.append(path)
+    return paths
+
+
+def _sqrt_model(tmp_path):
+    """x=[0.5,1,2,3]: the gradient of a=x-0.5 through Sqrt is inf at 0, of b=x-2.5 NaN (Sqrt of negatives)."""
+    inits = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (("c", 0.5), ("d", 2.5), ("w", [1, 2, 3, 4]))]
+    nodes = [helper.make_node("Sub", ["x", "c"], ["a"], name="sub_a"), helper.make_node("Sqrt", ["a"], ["r"], name="sqrt_r"),
+             helper.make_node("Sub", ["x", "d"], ["b"], name="sub_b"), helper.make_node("Sqrt", ["b"], ["n"], name="sqrt_n"),
+             helper.make_node("Mul", ["r", "w"], ["m"], name="mul"), helper.make_node("Add", ["m", "n"], ["y"], name="add")]
+    path, x = tmp_path / "sqrt.onnx", tmp_path / "x.npy"
+    onnx.save(make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], inits), str(path))
+    np.save(x, np.array([0.5, 1, 2, 3], np.float32))
+    return path, x
+
+
+def _sorted_by(tmp_path, page, header: str, name_col: int) -> tuple[list[str], list[str]]:
+    """The names of the rows after one click (ascending) and after two (descending) on ``header``."""
+    wrapper = tmp_path / f"wrap-{page.stem}.html"
+    wrapper.write_text(f"""<!doctype html><html><body><pre id="out"></pre>
+<iframe id="f" src="{page.name}" width="1200" height="800"></iframe>
+<script>document.getElementById('f').onload = () => {{
+  const doc = document.getElementById('f').contentDocument, out = [];
+  const th = Array.from(doc.querySelectorAll('#table th')).find(th => th.textContent === {json.dumps(header)});
+  for (let k = 0; k < 2; k++) {{ th.click();
+    out.push(Array.from(doc.getElementById('rows').rows).map(tr => tr.cells[{name_col}].textContent)); }}
+  document.getElementById('out').textContent = JSON.stringify(out);
+}};</script></body></html>""")
+    dom = dump_dom(wrapper, "--allow-file-access-from-files")
+    asc, desc = json.loads(element(dom, "pre", "out").replace("&quot;", '"').replace("&amp;", "&"))
+    return asc, desc
+
+
+def test_sorting_places_infinities_by_value_and_nan_last(tmp_path):
+    """-inf dB (often where the error starts) sorts below every number, exact and +inf above, both ways;
+    a NaN gradient norm last both ways (they were all written as no value, always last)."""
+    a, b = _sum_models(tmp_path)
+    page, js = tmp_path / "s.html", tmp_path / "s.json"
+    r = runner.invoke(app, ["diff", str(a), str(b), "--all", "--html", str(page), "--json", str(js)])
+    assert page.is_file(), r.output
+    finite = [p["b"] for p in sorted(json.loads(js.read_text())["pairs"], key=lambda p: p["sqnr_db"] or 0)
+              if p["sqnr_db"] is not None and p["b"] not in ("t1", "t2")]  # s, y, t3: the order of their numbers
+    asc, desc = _sorted_by(tmp_path, page, "SQNR dB", 1)
+    assert asc == ["t1", *finite, "t2"] and desc == ["t2", *reversed(finite), "t1"], (asc, desc)
+
+    model, xin = _sqrt_model(tmp_path)
+    page = tmp_path / "g.html"
+    r = runner.invoke(app, ["grad", str(model), "--all", "--input", f"x={xin}", "--html", str(page)])
+    assert page.is_file(), r.output
+    asc, desc = _sorted_by(tmp_path, page, "|grad|", 3)
+    assert asc[-1] == desc[-1] == "b", (asc, desc)  # NaN last both ways
+    assert desc[0] == "a" and asc[-2] == "a", (asc, desc)  # inf above every number

@@ -72,13 +72,20 @@ SCRIPT = r"""
     for (const tr of tbody.rows) { const hit = tr.dataset.text.includes(q); tr.hidden = !hit; n += hit; }
     count.textContent = n; });
   let key = -1, asc = true;
+  // a number column's data-v is a number, 'inf', '-inf' or 'nan' (sort_value): -inf sorts below every number
+  // and inf above, either way; NaN, then no value, last whichever way
+  const INF = {'inf': Infinity, '-inf': -Infinity};
   document.querySelectorAll('#table th').forEach((th, i) => th.addEventListener('click', () => {
     asc = key === i ? !asc : true; key = i;
-    const value = tr => { const v = tr.cells[i].dataset.v; const x = parseFloat(v);
-      return v !== '' && !isNaN(x) && isFinite(v) ? x : (v === '' ? null : v); };
-    const rows = Array.from(tbody.rows).sort((a, b) => { const x = value(a), y = value(b);
-      if (x === y) return 0; if (x === null) return 1; if (y === null) return -1;
-      const c = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
+    const value = tr => { const td = tr.cells[i], v = td.dataset.v;
+      if (v === '') return [2, null];
+      if (!td.classList.contains('num')) return [0, v];
+      if (v === 'nan') return [1, null];
+      const x = v in INF ? INF[v] : Number(v); return [0, isNaN(x) ? v : x]; };
+    const rows = Array.from(tbody.rows).sort((a, b) => { const [p, x] = value(a), [q, y] = value(b);
+      if (p !== q) return p - q; if (p || x === y) return 0;
+      const c = typeof x === 'number' && typeof y === 'number' ? (x < y ? -1 : 1)
+        : typeof x === 'number' ? -1 : typeof y === 'number' ? 1 : String(x).localeCompare(String(y));
       return asc ? c : -c; });
     tbody.append(...rows); }));
 })();
@@ -168,6 +175,19 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
     return out
 
 
+def sort_value(raw, number: bool) -> str:
+    """A cell's ``data-v``, what the page sorts by: "" for no value; in a number column a non-finite float as
+    "nan", "inf" or "-inf" and an exact pair's SQNR ("exact") as "inf", so that a pair at -inf dB, often
+    where the error starts, sorts below every number and not among the blanks at the end."""
+    if raw is None:
+        return ""
+    if isinstance(raw, float) and not math.isfinite(raw):
+        return "nan" if math.isnan(raw) else ("inf" if raw > 0 else "-inf")
+    if number and raw == "exact":  # report.diff's raw value of an infinite SQNR with no error at all
+        return "inf"
+    return "x".join(map(str, raw)) if isinstance(raw, (list, tuple)) else str(raw)
+
+
 def _table_html(table: Table) -> tuple[str, dict[int, str]]:
     """The rows as HTML (every name whole, raw values to sort by) and row index -> <tr> id."""
     cols = table.columns
@@ -182,8 +202,7 @@ def _table_html(table: Table) -> tuple[str, dict[int, str]]:
         tds = []
         for c, shown, raw in zip(cols, r.cells, r.values):
             full = raw if (c.name or c.key in ("op", "dtype")) and isinstance(raw, str) else shown  # names whole
-            v = "" if raw is None or (isinstance(raw, float) and not math.isfinite(raw)) else (
-                "x".join(map(str, raw)) if isinstance(raw, (list, tuple)) else str(raw))
+            v = sort_value(raw, c.justify == "right")
             kind = "num" if c.justify == "right" else ("name" if c.name else "")
             # names with their controls escaped as on a terminal: a right-to-left override reorders no text
             tds.append(f'<td class="{kind}" data-v="{html.escape(clean(v))}">{html.escape(clean(str(full)))}</td>')
