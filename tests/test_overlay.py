@@ -277,3 +277,54 @@ def test_a_failing_pair_with_no_finite_sqnr_is_on_the_diff_overlay(tmp_path):
     results = next(iter(json.loads(out.read_text()).values()))["results"]
     (log_id,) = [k for k in results if "log" in k]
     assert results[log_id]["value"] == -140 and results[log_id]["bgColor"]
+
+
+def test_nodes_with_no_finite_value_are_marked_and_kept_out_of_the_quartiles(tmp_path):
+    """layers: a node all NaN/Inf (x/0) was given max |x| = 0, which entered the quartiles and shifted every
+    other node's colour; grad: an infinite or NaN norm likewise. They are -1 (no magnitude is), red, and the
+    thresholds are cut from the real values only (onnx.reference and numpy as the oracle)."""
+    consts = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (("h", 0.5), ("z", 0.0), ("big", 3e38))]
+    m = make_model([helper.make_node("Sub", ["x", "h"], ["s"], name="sub"), helper.make_node("Log", ["s"], ["l_nan"], name="log"),
+                    helper.make_node("Div", ["x", "z"], ["d_inf"], name="div"), helper.make_node("Mul", ["x", "big"], ["m_big"], name="mul"),
+                    helper.make_node("Add", ["l_nan", "d_inf"], ["y"], name="add")],
+                   [_vi("x", [2, 4])], [_vi("y", [2, 4])], consts)
+    path, x, out = tmp_path / "nan.onnx", tmp_path / "x.npy", tmp_path / "o.json"
+    onnx.save(m, str(path))
+    feed = np.array([[1, 2, 3, 4], [.1, .2, .3, .9]], np.float32)
+    np.save(x, feed)
+    r = runner.invoke(app, ["layers", str(path), "--all", "--input", f"x={x}", "--overlay", str(out)])
+    assert r.exit_code == 0, r.output
+    g = json.loads(out.read_text())["test"]
+    outs = [n.output[0] for n in m.graph.node]
+    with np.errstate(all="ignore"):
+        got = dict(zip(outs, ReferenceEvaluator(m).run(outs, {"x": feed})))
+    real = []
+    for n in m.graph.node:
+        v = got[n.output[0]].astype(np.float64)
+        fin = v[np.isfinite(v)]
+        if fin.size == 0:
+            assert g["results"][n.name] == {"value": -1, "bgColor": "#e53935", "textColor": "#ffffff"}, n.name
+        else:
+            assert g["results"][n.name]["value"] == pytest.approx(float(np.abs(fin).max()), rel=1e-6)
+            real.append(float(np.abs(fin).max()))
+    assert {"div", "add"} == {k for k, v in g["results"].items() if v["value"] == -1}
+    assert all(any(t["value"] == pytest.approx(v, rel=1e-6) for v in real) for t in g["thresholds"]), g["thresholds"]
+    assert "-1" in g["name"]
+
+    # grad: d/da sum(w * sqrt(a)) = w / (2 sqrt(a)): inf at a = 0; Sqrt of negatives: NaN
+    consts = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (("c", 0.5), ("d", 2.5), ("w", [1, 2, 3, 4]))]
+    m = make_model([helper.make_node("Sub", ["x", "c"], ["a"], name="sub_a"), helper.make_node("Sqrt", ["a"], ["r"], name="sqrt_r"),
+                    helper.make_node("Sub", ["x", "d"], ["b"], name="sub_b"), helper.make_node("Sqrt", ["b"], ["n"], name="sqrt_n"),
+                    helper.make_node("Mul", ["r", "w"], ["m"], name="mul"), helper.make_node("Add", ["m", "n"], ["y"], name="add")],
+                   [_vi("x", [4])], [_vi("y", [4])], consts)
+    onnx.save(m, str(path))
+    np.save(x, np.array([0.5, 1, 2, 3], np.float32))
+    r = runner.invoke(app, ["grad", str(path), "--all", "--input", f"x={x}", "--overlay", str(out)])
+    assert r.exit_code == 0, r.output
+    g = json.loads(out.read_text())["test"]
+    assert g["results"]["sub_a"]["value"] == g["results"]["sub_b"]["value"] == -1
+    assert g["results"]["sub_a"]["bgColor"] == g["results"]["sub_b"]["bgColor"] == "#e53935"
+    # the real norms: |d/dr| = |w| = sqrt(30), |d/dn| = |d/dm| = |d/dy| = 2, |d/dw| = |sqrt(x - 0.5)|
+    norms = [30 ** 0.5, 2.0, float(np.linalg.norm(np.sqrt(np.array([0, 0.5, 1.5, 2.5]))))]
+    assert g["results"]["sqrt_r"]["value"] == pytest.approx(norms[0])
+    assert all(any(t["value"] == pytest.approx(v) for v in norms) for t in g["thresholds"]), g["thresholds"]

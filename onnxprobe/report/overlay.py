@@ -7,13 +7,17 @@ node id must be exactly what its ONNX adapter names the node (``graph.explorer_i
 silently colour nothing). One number per node:
 
 - ``layers``: the largest magnitude the node's output reaches, max(|min|, |max|), coloured by quartile;
-  a node whose output holds NaN or Inf is red whatever its value;
+  a node whose output holds NaN or Inf is red whatever its value, and -1 (``NO_FINITE``, no magnitude is
+  negative) when it holds no finite value at all;
 - ``diff``: the SQNR the layer introduces on its own, in dB (the accumulated SQNR where there is none),
   red at 10 dB and below, then orange, yellow, green; the first failing layer is dark red. In a QDQ
   model the value is the DequantizeLinear output: that node and the op before its QuantizeLinear (the
   Conv, the MatMul) both carry it;
 - ``grad``: the gradient norm (of the node's output, or of the weights it reads), coloured by quartile;
-  NaN or Inf red.
+  NaN or Inf red, and -1 where the norm itself is NaN or infinite.
+
+The marked values (-1 here, -140 on ``diff``: failed with no finite SQNR) are kept out of the quartiles:
+a made-up 0 there shifted every other node's colour.
 
 Netron has no colouring; its attachment (``"signature": "netron:attachment"``) lists metrics per value
 name, which is how Netron finds them (its nodes may be unnamed), shown in the sidebar of each tensor.
@@ -31,6 +35,7 @@ from onnxprobe.types import forward_name
 RED, DARK_RED, ORANGE, YELLOW, GREEN = "#e53935", "#7f0000", "#fb8c00", "#fdd835", "#43a047"
 QUARTILE_COLOURS = ("#e3f2fd", "#90caf9", "#42a5f5", "#1565c0")
 SQNR_STEPS = ((10.0, RED), (20.0, ORANGE), (30.0, YELLOW), (1e9, GREEN))
+NO_FINITE = -1.0  # the value of a node with no finite magnitude or norm: below any real one, always red
 
 
 class _Results:
@@ -70,6 +75,7 @@ class _Results:
 
 
 def _quartiles(values: list[float]) -> list[dict]:
+    values = [v for v in values if v != NO_FINITE]  # a marker, not a magnitude
     if not values:
         return []
     cuts = [values[min(len(values) - 1, int(len(values) * q))] for q in (0.25, 0.5, 0.75)] + [values[-1]]
@@ -86,9 +92,9 @@ def layers_overlay(model: onnx.ModelProto, d: dict) -> dict:
     for t in d["tensors"]:
         lo, hi = finite(t.get("min")), finite(t.get("max"))
         bad = bool(t.get("nan") or t.get("inf"))
-        value = max(abs(lo), abs(hi)) if lo is not None and hi is not None else (0.0 if bad else None)
+        value = max(abs(lo), abs(hi)) if lo is not None and hi is not None else (NO_FINITE if bad else None)
         res.put(res.tensor(t["name"]), value, RED if bad else None)
-    return res.data("onnxprobe layers: max |x| (red: NaN/Inf)", _quartiles)
+    return res.data("onnxprobe layers: max |x| (red: NaN/Inf; -1: no finite value)", _quartiles)
 
 
 def _quantized_op(model: onnx.ModelProto, ids: ExplorerIds):
@@ -141,17 +147,18 @@ def grad_overlay(model: onnx.ModelProto, d: dict) -> dict:
     res = _Results(ids)
     for g in d["gradients"]:
         norm = finite(g.get("norm"))
-        bad = bool(g.get("nan") or g.get("inf"))
+        # a NaN or infinite norm ("nan", "inf" in JSON) is marked even where no element is (an overflowing sum)
+        bad = bool(g.get("nan") or g.get("inf")) or (norm is None and g.get("norm") is not None)
         colour = RED if bad else None
         if bad and norm is None:
-            norm = 0.0
+            norm = NO_FINITE
         if g["kind"] == "weight":
             res.put(ids.values.get(g["tensor"]), norm, colour)
             if g["index"] is not None and g["index"] >= 0:
                 res.put(ids.nodes.get(g["index"]), norm, colour)
         else:
             res.put(res.tensor(g["tensor"]), norm, colour)
-    return res.data("onnxprobe grad: gradient norm (red: NaN/Inf)", _quartiles)
+    return res.data("onnxprobe grad: gradient norm (red: NaN/Inf; -1: NaN or infinite norm)", _quartiles)
 
 
 # --- Netron -------------------------------------------------------------------------------------------------
