@@ -315,3 +315,25 @@ def test_sorting_places_infinities_by_value_and_nan_last(tmp_path):
     asc, desc = _sorted_by(tmp_path, page, "|grad|", 3)
     assert asc[-1] == desc[-1] == "b", (asc, desc)  # NaN last both ways
     assert desc[0] == "a" and asc[-2] == "a", (asc, desc)  # inf above every number
+
+
+def test_loss_with_the_terminals_digits_and_the_graph_counts_said(tmp_path):
+    """The loss read 'sum(y) = 41.54230880737305' where the terminal says 4 significant digits (6 for
+    diff --grad's A and B); the forward node count, larger than the model's, says what else it holds."""
+    a, b = _sum_models(tmp_path)
+    feed = np.array([[1, 2, 3, 4], [0.5, 1.5, 2.5, 3.25]], np.float32)
+    np.save(tmp_path / "x.npy", feed)
+    x = feed.astype(np.float64)
+    loss_a, loss_b = float(np.sum(0.5 * x + x + 1 + 1.01 * x)), float(np.sum(x + 1 + x))  # the oracle, in float64
+    page = tmp_path / "g.html"
+    r = runner.invoke(app, ["grad", str(a), "--all", "--input", f"x={tmp_path / 'x.npy'}", "--html", str(page)])
+    assert r.exit_code == 0, r.output
+    facts = dict(re.findall(r"<dt>([^<]*)</dt><dd[^>]*>([^<]*)</dd>", page.read_text()))
+    assert facts["loss"] == f"sum(y) = {loss_a:.4g}"
+    assert re.fullmatch(r"\d+ forward nodes \(the model&#x27;s the gradients need, with the loss&#x27;s and its seed\) "
+                        r"\+ \d+ backward nodes", facts["graph"]), facts["graph"]
+    page = tmp_path / "d.html"
+    r = runner.invoke(app, ["diff", "--grad", str(a), str(b), "--input", f"x={tmp_path / 'x.npy'}", "--html", str(page)])
+    assert page.is_file(), r.output
+    facts = dict(re.findall(r"<dt>([^<]*)</dt><dd[^>]*>([^<]*)</dd>", page.read_text()))
+    assert facts["loss"] == f"sum: A {loss_a:.6g}, B {loss_b:.6g}"

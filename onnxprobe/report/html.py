@@ -20,7 +20,7 @@ import math
 
 from onnxprobe import __version__
 from onnxprobe.report import charts
-from onnxprobe.report.format import finite
+from onnxprobe.report.format import finite, num_or_word
 from onnxprobe.report.io import json_default
 from onnxprobe.report.table import Table
 from onnxprobe.text import clean, duration
@@ -149,7 +149,8 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
             out.append(("error starts at", d["first_failure"], "fail"))
         if d.get("grad"):
             g = d["grad"]
-            out.append(("loss", f"{g['loss']}: A {g['loss_a']}, B {g['loss_b']}", None))
+            # the terminal's digits (report.diff): six, a loss's digits are what tell A from B
+            out.append(("loss", f"{g['loss']}: A {num_or_word(g['loss_a'], 6)}, B {num_or_word(g['loss_b'], 6)}", None))
     elif kind == "layers":
         bad = sum(1 for t in d["tensors"] if t.get("nan") or t.get("inf"))
         out = [("model", d["model"], None), ("runtime", ", ".join(d.get("providers") or []) or "-", None),
@@ -166,10 +167,13 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
         loss = d["loss"]
         out = [("model", d["model"], None), ("runtime", ", ".join(d.get("providers") or []) or "-", None),
                ("device", d["device"], None), ("opt level", d["opt_level"] or "-", None),
-               ("loss", f"{loss['kind']}({loss['output']}) = {loss['value']}", None),
+               ("loss", f"{loss['kind']}({loss['output']}) = {num_or_word(loss['value'])}", None),  # as the terminal's footer
                ("verdict", f"{len(d['gradients'])} gradients, {bad} with NaN/Inf"
                 + (f"; check ({d['check']}): {failed} failed" if d.get("check") else ""), "fail" if bad or failed else "pass"),
-               ("graph", f"{d['graph']['forward_nodes']} forward + {d['graph']['backward_nodes']} backward nodes", None)]
+               # forward: the model's nodes the gradients need, plus the loss's own and its seed (dL/dL = 1), which
+               # is why it can exceed the model's count
+               ("graph", f"{d['graph']['forward_nodes']} forward nodes (the model's the gradients need, with the loss's and "
+                         f"its seed) + {d['graph']['backward_nodes']} backward nodes", None)]
     if ins:
         out.insert(min(4, len(out)), ("inputs", ins, None))
     return out
