@@ -802,3 +802,29 @@ def test_a_name_column_is_as_wide_as_its_shortened_names():
         lines = [ln for ln, _ in t.lines(width)]
         assert len(lines) == 2 + 3, lines  # header, rule, a line per row
         assert lines[2].startswith("0  model/…/tail0  1.2345e+05"), lines
+
+
+def test_sqnr_line_ends_are_the_first_and_last_pairs_drawn(tmp_path):
+    """The first pair is at -inf dB (B all zeros where A is not), drawn blank: the label read 'exact → ...'
+    (the next pair that had a number), not '-inf dB → ...'. Oracle: numpy's SQNR of the last pair."""
+    from onnx import numpy_helper
+
+    paths = []
+    for side, wa, c in (("a", 0.5, 1.01), ("b", 0.0, 1.0)):
+        inits = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (("wa", wa), ("one", 1.0), ("c", c))]
+        nodes = [helper.make_node("Mul", ["x", "wa"], ["t1"], name="m1"), helper.make_node("Add", ["x", "one"], ["t2"], name="a2"),
+                 helper.make_node("Mul", ["x", "c"], ["t3"], name="m3"), helper.make_node("Add", ["t1", "t2"], ["s"], name="s1"),
+                 helper.make_node("Add", ["s", "t3"], ["y"], name="s2")]
+        paths.append(tmp_path / f"{side}.onnx")
+        onnx.save(make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])],
+                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])], inits), paths[-1])
+    x = np.linspace(-2, 3, 8).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = run(["diff", *paths, "--all", "--input", f"x={tmp_path / 'x.npy'}"], width=200, code=1)
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("SQNR along depth:")]
+    xd = x.astype(np.float64)
+    ya, yb = 0.5 * xd + xd + 1 + np.float32(1.01) * xd, xd + 1 + xd
+    want = 10 * np.log10((yb ** 2).sum() / ((ya - yb) ** 2).sum())
+    m = re.search(r"\((\S+) dB → ([0-9.]+) dB, min -inf dB", line)
+    assert m and m.group(1) == "-inf" and abs(float(m.group(2)) - want) < 0.05, (line, want)
+    assert line.split(": ", 1)[1][0] == " "  # the -inf pair: drawn blank, the first block

@@ -212,8 +212,8 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     if neg and not measured:
         out.append(Text(f"{lead}{line}  ({neg} at -inf dB: B all zeros where A is not, as blanks; {n_exact} exact)"))
     elif line:
-        ends = [p for p in topo if p["exact"] or (p["sqnr_db"] is not None and math.isfinite(p["sqnr_db"]))]
-        end = (lambda p: "exact" if p["exact"] else f"{num(p['sqnr_db'], 3)} dB")
+        ends = [topo[0], topo[-1]]  # the first and last pairs as drawn, a blank one too (-inf, not compared)
+        end = (lambda p: "exact" if p["exact"] else "n/a" if _infinite_db(p) is None else f"{num(_infinite_db(p), 3)} dB")
         if not measured:  # every pair exact: a number would read as a measurement
             out.append(Text(f"SQNR along depth: every pair exact ({n_exact})"))
         else:
