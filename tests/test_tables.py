@@ -828,3 +828,35 @@ def test_sqnr_line_ends_are_the_first_and_last_pairs_drawn(tmp_path):
     m = re.search(r"\((\S+) dB → ([0-9.]+) dB, min -inf dB", line)
     assert m and m.group(1) == "-inf" and abs(float(m.group(2)) - want) < 0.05, (line, want)
     assert line.split(": ", 1)[1][0] == " "  # the -inf pair: drawn blank, the first block
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_csv_and_json_rows_say_not_run_and_empty(tmp_path, cond):
+    """A branch not taken read in CSV as a row of blanks and a count of 0, like an all-NaN tensor (the table
+    says 'not run'): CSV and --format json rows end with a status, and so do the --json report's tensors.
+    Oracle: the If's condition decides which branch runs; x[:, 0:0] (numpy) has no element."""
+    from onnx import numpy_helper
+
+    vi = helper.make_tensor_value_info
+    then = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["t_out"], name="then_mul")], "then", [],
+                             [vi("t_out", TensorProto.FLOAT, [2, 4])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e_out"], name="else_neg")], "else", [],
+                              [vi("e_out", TensorProto.FLOAT, [2, 4])])
+    inits = [numpy_helper.from_array(np.array(2, np.float32), "two")] + [
+        numpy_helper.from_array(np.array(v, np.int64), k) for k, v in (("s0", [0]), ("e0", [0]), ("ax", [1]))]
+    m = make_model([helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then, else_branch=other),
+                    helper.make_node("Slice", ["x", "s0", "e0", "ax"], ["cut"], name="cut")],
+                   [vi("x", TensorProto.FLOAT, [2, 4]), vi("cond", TensorProto.BOOL, [])],
+                   [vi("y", TensorProto.FLOAT, [2, 4]), vi("cut", TensorProto.FLOAT, [2, 0])], inits)
+    path, js = tmp_path / "if.onnx", tmp_path / "r.json"
+    onnx.save(m, str(path))
+    want = {"t_out": "ran" if cond else "not run", "e_out": "not run" if cond else "ran", "y": "ran",
+            "cut": "empty" if np.zeros((2, 4))[:, 0:0].size == 0 else "ran"}
+    args = ["layers", path, "--all", "--input", f"cond={str(cond).lower()}"]
+    rows = list(csv.DictReader(io.StringIO(run([*args, "--format", "csv"], width=200))))
+    assert list(rows[0])[-1] == "status" and list(rows[0])[:3] == ["index", "node", "op"]  # added at the end
+    assert {r["tensor"]: r["status"] for r in rows} == want
+    recs = json.loads(run([*args, "--format", "json"], width=200))
+    assert {r["tensor"]: r["status"] for r in recs} == want
+    run([*args, "--json", js], width=200)
+    assert {t["name"]: t["status"] for t in json.loads(js.read_text())["tensors"]} == want

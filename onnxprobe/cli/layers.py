@@ -88,7 +88,8 @@ def layers(
     over_dataset = inputs_dir is not None or inputs_from is not None
     absent = {} if over_dataset else {c.key: "comes only with a dataset (--inputs-dir, --inputs-from)" for c in report.PERCENTILE_COLUMNS}
     absent.update({} if profile else {c.key: "comes only with --profile" for c in report.PROFILE_COLUMNS})
-    view = view_of(wide, columns, fmt, report.COLUMNS + report.PERCENTILE_COLUMNS + report.PROFILE_COLUMNS, json_, absent)
+    view = view_of(wide, columns, fmt, report.COLUMNS + report.PERCENTILE_COLUMNS + report.PROFILE_COLUMNS + [report.STATUS], json_,
+                   absent)
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level, cache=not no_cache)
     spec = inputs_of(seed, int_range, shape, input_, inputs)

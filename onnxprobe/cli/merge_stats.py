@@ -35,7 +35,7 @@ def merge_stats(
     from onnxprobe import api
     from onnxprobe.report import diff as diff_report
     from onnxprobe.report.diff_dataset import diff_dataset_renderables
-    from onnxprobe.report.layers import COLUMNS, PERCENTILE_COLUMNS, layers_renderables
+    from onnxprobe.report.layers import COLUMNS, PERCENTILE_COLUMNS, STATUS, layers_renderables
 
     check_outputs(files[0] if files else None, json_, model_is="an input report")
     merged = api.merge_stats(files)
@@ -45,5 +45,5 @@ def merge_stats(
         emit(merged, json_, lambda width: diff_dataset_renderables(merged, width, asked=view.columns), view)
         exit_for(merged["verdict"], merged["verdict_reason"])
         return
-    view = view_of(wide, columns, fmt, COLUMNS + PERCENTILE_COLUMNS, json_)
+    view = view_of(wide, columns, fmt, COLUMNS + PERCENTILE_COLUMNS + [STATUS], json_)
     emit(merged, json_, lambda width: layers_renderables(merged, width), view)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from onnxprobe.report.cells import cells, head, tail
+from onnxprobe.stats.status import values_status
 from onnxprobe.text import clean
 
 safe = clean  # text from a model, for a Text or a table cell
@@ -42,8 +43,8 @@ def num(v: float | None, digits: int = 4) -> str:
 
 def no_values(shape) -> str:
     """What a tensor with no element counted shows: "empty" when its run's shape has a 0 (it ran), else
-    "not run" (an If branch not taken, a Loop of no iterations)."""
-    return "empty" if shape is not None and 0 in shape else "not run"
+    "not run" (an If branch not taken, a Loop of no iterations): ``values_status`` of a count of 0."""
+    return values_status(0, shape)
 
 
 def spread_digits(lo, hi, digits: int = 4, most: int = 10) -> int:

@@ -10,6 +10,7 @@ from onnxprobe import __version__
 from onnxprobe.report.console import phrased
 from onnxprobe.report.format import dtype, no_values, num, op, shape, spread_digits
 from onnxprobe.report.table import Column, Table
+from onnxprobe.stats.status import values_status
 from onnxprobe.text import duration
 
 SCHEMA_VERSION = 1
@@ -38,6 +39,7 @@ def layers_dict(result) -> dict:
     for t in tensors:
         if t["name"] in unobserved:
             t["not_observed"] = unobserved[t["name"]]  # the runtime cannot return it: why (fused, in a body...)
+        t["status"] = values_status(t.get("count"), t["shape"], t.get("not_observed"))  # count 0 is not all-NaN
     info = result.info
     return {
         "schema_version": SCHEMA_VERSION, "onnxprobe_version": __version__,
@@ -66,6 +68,8 @@ COLUMNS = [
 ]
 PERCENTILE_COLUMNS = [Column("p0.01", "p0.01", "right"), Column("p99.99", "p99.99", "right")]
 PROFILE_COLUMNS = [Column("kernel_ms", "ms", "right")]  # --profile: the producer's kernel time (report.profile)
+# CSV and JSON rows only (``Table.data``), last: "ran", "not run", "empty"..., which the table says in its cells
+STATUS = Column("status", "status")
 
 
 def dataset_dict(res) -> dict:
@@ -139,7 +143,7 @@ def layers_table(d) -> tuple[Table, Text]:
         d = layers_dict(d)
     percentiles = any("p0.01" in r for r in d["tensors"])
     profiled = any("kernel_ms" in r for r in d["tensors"])
-    t = Table(COLUMNS + (PERCENTILE_COLUMNS if percentiles else []) + (PROFILE_COLUMNS if profiled else []))
+    t = Table(COLUMNS + (PERCENTILE_COLUMNS if percentiles else []) + (PROFILE_COLUMNS if profiled else []), data=(STATUS.key,))
     bad = 0
     for r in d["tensors"]:
         cells, values = _cells(r)
@@ -149,7 +153,8 @@ def layers_table(d) -> tuple[Table, Text]:
             cells, values = cells + [num(r["kernel_ms"]) if r.get("kernel_ms") is not None else "-"], values + [r.get("kernel_ms")]
         nonfinite = bool(r.get("nan") or r.get("inf"))
         bad += nonfinite
-        t.add_row(cells, values, "bold red" if nonfinite else ("bold" if r["is_output"] else None))
+        t.add_row(cells, values, "bold red" if nonfinite else ("bold" if r["is_output"] else None),
+                  [values_status(r.get("count"), r.get("shape"), r.get("not_observed"))])
     n = len(t)
     timing = d.get("timing")
     footer = Text()

@@ -64,10 +64,11 @@ class Row:
     cells: list[str]  # as shown
     values: list  # raw (CSV, JSON): full names, numbers
     style: str | None = None
+    data: list | None = None  # the values of ``Table.data``
 
 
 class Table:
-    def __init__(self, columns: list[Column], *, main: bool = True, header: bool = True):
+    def __init__(self, columns: list[Column], *, main: bool = True, header: bool = True, data: tuple[str, ...] = ()):
         if any(c.wrap for c in columns[:-1]):
             raise ValueError("only the last column may wrap")
         self.columns = list(columns)
@@ -75,11 +76,14 @@ class Table:
         self.wide = False
         self.main = main  # the table --columns and --format act on, when a report has several
         self.header = header
+        # keys that CSV and JSON rows add after the columns, whatever --columns: what the table says in its cells
+        # in words a reader of raw values would miss (a tensor's status: "not run" beside a count of 0)
+        self.data = list(data)
 
-    def add_row(self, cells: list[str], values: list | None = None, style: str | None = None) -> None:
-        if len(cells) != len(self.columns):
-            raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
-        self.rows.append(Row([clean(c) for c in cells], list(values) if values is not None else list(cells), style))
+    def add_row(self, cells: list[str], values: list | None = None, style: str | None = None, data: list | None = None) -> None:
+        if len(cells) != len(self.columns) or len(data or ()) != len(self.data):
+            raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns, {len(data or ())} data for {len(self.data)}")
+        self.rows.append(Row([clean(c) for c in cells], list(values) if values is not None else list(cells), style, list(data or ())))
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -90,9 +94,16 @@ class Table:
         return [c.key for c in self.columns]
 
     def choose(self, keys: list[str] | None) -> None:
-        """Keep only these columns, in this order (``--columns``); a key may also be the shown header."""
+        """Keep only these columns, in this order (``--columns``); a key may also be the shown header. Keys
+        of ``data`` are kept (at the end) where named, else dropped."""
         if not keys:
             return
+        named = {k.strip().lower() for k in keys}
+        keys = [k for k in keys if k.strip().lower() not in self.data]
+        keep = [i for i, k in enumerate(self.data) if k in named]
+        self.data = [self.data[i] for i in keep]
+        for r in self.rows:
+            r.data = [r.data[i] for i in keep]
         index = {}
         for i, c in enumerate(self.columns):
             index.setdefault(c.key.lower(), i)
@@ -104,6 +115,8 @@ class Table:
                 raise UsageError(f"--columns: no column {k.strip()!r}; this table has {', '.join(self.keys())}")
             if i not in picked:
                 picked.append(i)
+        if not picked:  # only data keys named
+            raise UsageError(f"--columns: {', '.join(self.data)}: CSV and JSON rows add it beside the table's columns; name one too")
         kept = {self.columns[i].key for i in picked}
         whole = {i for i in picked if self.columns[i].beside and self.columns[i].beside not in kept}
         self.columns = [self.columns[i] for i in picked]
@@ -114,16 +127,17 @@ class Table:
     # --- text formats ------------------------------------------------------------------------------------
 
     def records(self) -> list[dict]:
-        return [{c.key: _raw(v) for c, v in zip(self.columns, r.values)} for r in self.rows]
+        return [{**{c.key: _raw(v) for c, v in zip(self.columns, r.values)}, **{k: _raw(v) for k, v in zip(self.data, r.data)}}
+                for r in self.rows]
 
     def csv(self) -> str:
         import csv  # here: only --format csv needs it
 
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(self.keys())
+        w.writerow(self.keys() + self.data)
         for r in self.rows:
-            w.writerow(["" if v is None else _csv_value(v) for v in r.values])
+            w.writerow(["" if v is None else _csv_value(v) for v in r.values + r.data])
         return buf.getvalue()
 
     def markdown(self) -> str:

@@ -17,6 +17,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.fileio import input_file, protect, read_bounded
 from onnxprobe.stats.histogram import Histogram
 from onnxprobe.stats.moments import Moments
+from onnxprobe.stats.status import values_status
 from onnxprobe.text import clean
 
 DATASET_SCHEMA = 3
@@ -228,6 +229,8 @@ def merge_reports(reports: list[dict]) -> dict:
         out = {k: v for k, v in base.items() if k not in ("moments", "histogram")}
         out["shape"] = _merged_shape([r["tensors"][i].get("shape") for r in reports])
         out.update(st.to_dict())
+        if "status" in out:  # of the merged count: a branch one shard never took may have run in another
+            out["status"] = values_status(st.count, out["shape"], out.get("not_observed"))
         out["p0.01"] = h.percentile(0.01, st.min, st.max) if h.total else None
         out["p99.99"] = h.percentile(99.99, st.min, st.max) if h.total else None
         out["moments"] = m.to_dict()
