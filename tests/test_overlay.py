@@ -328,3 +328,37 @@ def test_nodes_with_no_finite_value_are_marked_and_kept_out_of_the_quartiles(tmp
     norms = [30 ** 0.5, 2.0, float(np.linalg.norm(np.sqrt(np.array([0, 0.5, 1.5, 2.5]))))]
     assert g["results"]["sqrt_r"]["value"] == pytest.approx(norms[0])
     assert all(any(t["value"] == pytest.approx(v) for v in norms) for t in g["thresholds"]), g["thresholds"]
+
+
+def test_netron_attachment_says_exact_and_infinite_values(tmp_path):
+    """An exact pair's and a -inf dB pair's sqnr_db (null in JSON) were left out of the Netron attachment, so
+    the pair where the error starts had no SQNR at all; NaN/Inf gradient norms likewise. They read "exact",
+    "-inf", "nan", "inf", as CSV and JSON rows say them. Oracle: numpy's SQNR of t3 (x*1.01 against x)."""
+    paths = []
+    for side, wa, c in (("a", 0.5, 1.01), ("b", 0.0, 1.0)):
+        consts = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (("wa", wa), ("c", c))]
+        paths.append(tmp_path / f"{side}.onnx")
+        onnx.save(make_model([helper.make_node("Mul", ["x", "wa"], ["t1"], name="m1"), helper.make_node("Relu", ["x"], ["t2"], name="r2"),
+                              helper.make_node("Mul", ["x", "c"], ["t3"], name="m3"), helper.make_node("Add", ["t1", "t2"], ["s"], name="s1"),
+                              helper.make_node("Add", ["s", "t3"], ["y"], name="s2")], [_vi("x")], [_vi("y")], consts), paths[-1])
+    x = np.array([1, 2, 3, 4], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    nt = tmp_path / "n.json"
+    r = runner.invoke(app, ["diff", *map(str, paths), "--all", "--input", f"x={tmp_path / 'x.npy'}", "--netron", str(nt)])
+    assert r.exit_code == 1, r.output
+    sq = {m["target"]: m["value"] for m in json.loads(nt.read_text())["metrics"] if m["name"] == "onnxprobe sqnr_db"}
+    b3 = x.astype(np.float64)
+    a3 = (x * np.float32(1.01)).astype(np.float64)
+    assert sq["t1"] == "-inf" and sq["t2"] == "exact"
+    assert sq["t3"] == pytest.approx(10 * np.log10((b3 ** 2).sum() / ((a3 - b3) ** 2).sum()), abs=0.01)
+
+    consts = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (("c", 0.5), ("d", 2.5))]
+    m = make_model([helper.make_node("Sub", ["x", "c"], ["a"], name="sub_a"), helper.make_node("Sqrt", ["a"], ["r"], name="sqrt_r"),
+                    helper.make_node("Sub", ["x", "d"], ["b"], name="sub_b"), helper.make_node("Sqrt", ["b"], ["n"], name="sqrt_n"),
+                    helper.make_node("Add", ["r", "n"], ["y"], name="add")], [_vi("x")], [_vi("y")], consts)
+    onnx.save(m, tmp_path / "g.onnx")
+    np.save(tmp_path / "x.npy", np.array([0.5, 1, 2, 3], np.float32))  # d sqrt(a)/da is inf at a = 0; sqrt(b < 0) NaN
+    r = runner.invoke(app, ["grad", str(tmp_path / "g.onnx"), "--all", "--input", f"x={tmp_path / 'x.npy'}", "--netron", str(nt)])
+    assert r.exit_code == 0, r.output
+    norms = {m["target"]: m["value"] for m in json.loads(nt.read_text())["metrics"] if m["name"] == "onnxprobe norm"}
+    assert norms["a"] == "inf" and norms["b"] == "nan" and norms["y"] == pytest.approx(2.0)

@@ -170,6 +170,24 @@ NETRON_METRICS = {
 }
 
 
+def _netron_value(r: dict, key: str):
+    """A row's metric for Netron: a finite number, or the word CSV and JSON rows say where it is not finite:
+    "exact" or "-inf" / "inf" for an SQNR JSON holds as null beside ``exact`` or a count (an exact pair, the
+    pair where B is all zeros: often where the error starts), "nan" / "inf" of a norm; None: no value."""
+    v = r.get(key)
+    if isinstance(v, bool):
+        return None
+    if finite(v) is not None or v in ("nan", "inf", "-inf"):
+        return v
+    if key.endswith("sqnr_db") and v is None:
+        of = key[:-len("sqnr_db")]  # "" or "introduced_"
+        if r.get(f"{of}exact"):
+            return "exact"
+        if r.get(f"{of}count"):
+            return "-inf" if r.get(f"{of}max_abs") else "inf"
+    return None
+
+
 def netron_attachment(kind: str, d: dict) -> dict:
     """A Netron attachment of a ``layers``, ``diff`` or ``grad`` dict: the row's numbers as metrics of
     the tensor (kind ``value``, keyed by its name; weights also as kind ``tensor``)."""
@@ -182,8 +200,8 @@ def netron_attachment(kind: str, d: dict) -> dict:
             name = forward_name(name) or name
         kinds = ("value", "tensor") if r.get("kind") == "weight" or (grads and r.get("is_output")) else ("value",)
         for key in NETRON_METRICS[kind]:
-            v = r.get(key)
-            if isinstance(v, bool) or finite(v) is None:
+            v = _netron_value(r, key)
+            if v is None:
                 continue
             for k in kinds:
                 metrics.append({"kind": k, "target": name, "name": f"onnxprobe {key}", "value": v})
