@@ -36,9 +36,12 @@ from onnxprobe.report import cells as cl
 from onnxprobe.report.console import Lines
 from onnxprobe.report.format import json_word
 from onnxprobe.report.names import shorten_names
+from onnxprobe.report.wrap import GAP  # GAP: spaces between columns
+from onnxprobe.report.wrap import flow as _flow
+from onnxprobe.report.wrap import fold as _fold
+from onnxprobe.report.wrap import wrap as _wrap
 from onnxprobe.text import clean
 
-GAP = 2  # spaces between columns
 NAME_MIN = 20
 NAME_FLOOR = 12  # no name column is ever narrower (unless its names are shorter)
 WRAP_MIN = 30  # a name column is not shortened below this in the one-line layout
@@ -311,76 +314,6 @@ class Table:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield Lines(self.lines(options.max_width))
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    """``text`` on lines of at most ``width``, broken at spaces, and inside a word too long for a line
-    after its '/' (a tensor path), anywhere only where a part is longer than the line."""
-    lines, line = [], ""
-    for word in text.split(" "):
-        pieces = [word] if cl.cells(word) <= width else [p for part in re.split(r"(?<=/)", word)
-                                                         for p in cl.chop(part, width) or [part]]
-        for k, piece in enumerate(pieces):
-            sep = "" if k or not line else " "
-            if cl.cells(line) + len(sep) + cl.cells(piece) <= width:
-                line += sep + piece
-            else:
-                if line:
-                    lines.append(line)
-                line = piece
-    if line or not lines:
-        lines.append(line)
-    return lines
-
-
-def _fold(text: str, width: int, indent: str) -> list[str]:
-    """``text`` on lines of at most ``width`` (the first indented by ``indent``, the others twice as
-    much), broken after a '/' where it can be, anywhere where it cannot."""
-    lines, line = [], indent
-    for part in re.split(r"(?<=/)", text):
-        while part:
-            room = width - cl.cells(line)
-            if cl.cells(part) <= room:
-                line, part = line + part, ""
-            elif line.strip() and cl.cells(part) <= width - len(indent) * 2:
-                lines.append(line)
-                line = indent * 2
-            else:  # at least one character, where a two-cell one meets a one-cell room
-                take = cl.head(part, room) or part[0]
-                line, part = line + take, part[len(take):]
-                if part:
-                    lines.append(line)
-                    line = indent * 2
-    if line.strip():
-        lines.append(line)
-    return lines
-
-
-def _flow(items: list[str], width: int, indent: str, hang: str = "") -> list[str]:
-    """Items joined by GAP spaces, on as many lines (each starting with ``indent``, and the lines after the
-    first with ``hang`` too) as the width needs."""
-    lines: list[str] = []
-    line = ""
-
-    def lead() -> str:
-        return indent + (hang if lines else "")
-
-    for item in items:
-        if len(lead()) + cl.cells(item) > width:  # too long for a line of its own: wrapped, then indented once more
-            if line:
-                lines.append(lead() + line)
-                line = ""
-            chunks = _wrap(item, max(width - 2 * len(lead()), 1))
-            first = lead()
-            lines += [first + chunks[0]] + [first + (indent or hang) + c for c in chunks[1:]]
-            continue
-        if line and len(lead()) + cl.cells(line) + GAP + cl.cells(item) > width:
-            lines.append(lead() + line)
-            line = ""
-        line += (" " * GAP if line else "") + item
-    if line:
-        lines.append(lead() + line)
-    return lines
 
 
 def _readable(names: list[str], short: list[str]) -> bool:
