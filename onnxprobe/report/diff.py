@@ -34,6 +34,7 @@ def diff_dict(res, order=None) -> dict:
         d["introduced_max_abs"] = _f(i.max_abs) if i else None
         d["introduced_exact"] = i.exact if i else None
         d["introduced_count"] = i.count if i else None  # tells a null SQNR's -inf (or +inf) from not measured
+        d["introduced_nonfinite_mismatch"] = i.nonfinite_mismatch if i else None  # NaN/Inf on one side only
         d["metric"] = r.tolerance.metric  # what its pass/fail judged (a per-tensor criterion may differ)
         pairs.append(d)
     verdict, why = res.verdict()
@@ -169,8 +170,9 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
         # inside an If branch (JSON has the scope), as layers marks body tensors
         cells = {"index": idx, "tensor": f"↳ {name}" if p.get("scope") else name, "op": op(p["op_type"]), "match": p["strategy"], "shape": shape(p["shape"]),
                  "max_abs": num(p["max_abs"], 3), "cosine": _cos(p["cosine"]), "sqnr_db": _db(p["sqnr_db"], p["exact"], p.get("count"), p["max_abs"]),
-                 "introduced_sqnr_db": _db(p["introduced_sqnr_db"], p["introduced_exact"], p.get("introduced_count"),
-                                           p.get("introduced_max_abs")), "pass": ok,
+                 "introduced_sqnr_db": "NaN/Inf" if p.get("introduced_nonfinite_mismatch") else _db(
+                     p["introduced_sqnr_db"], p["introduced_exact"], p.get("introduced_count"), p.get("introduced_max_abs")),
+                 "pass": ok,
                  **{k: num(p[k]) if p.get(k) is not None else "-" for k in ("kernel_ms_a", "kernel_ms_b")},
                  **{k: num(p[k], 3) if p.get(k) is not None else "-" for k in JUDGED_COLUMNS}}
         values = {"index": p["index"], "tensor": name, "op": p["op_type"], "match": p["strategy"], "shape": p["shape"],
@@ -214,7 +216,11 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     elif line:
         ends = [topo[0], topo[-1]]  # the first and last pairs as drawn, a blank one too (-inf, not compared)
         end = (lambda p: "exact" if p["exact"] else "n/a" if _infinite_db(p) is None else f"{num(_infinite_db(p), 3)} dB")
-        if not measured:  # every pair exact: a number would read as a measurement
+        odd = sum(1 for p in topo if not p["exact"] and p.get("nonfinite_mismatch"))
+        if not measured and odd:  # no error over the finite values, NaN/Inf on one side elsewhere: not exact
+            out.append(Text(f"SQNR along depth: no error over the finite values; {odd} pair{'s' if odd != 1 else ''} with "
+                            f"NaN/Inf on one side only, {n_exact} exact"))
+        elif not measured:  # every pair exact: a number would read as a measurement
             out.append(Text(f"SQNR along depth: every pair exact ({n_exact})"))
         else:
             low = f"-inf dB ({neg} pair{'s' if neg > 1 else ''}: B all zeros where A is not, as blanks)" if neg else f"{num(min(measured), 3)} dB"
