@@ -32,7 +32,7 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
     and reorders sums moves near-zero elements by more than allclose allows, at 100+ dB of SQNR);
     anything else by allclose."""
     qa, qb = a.observation.quantized, b.observation.quantized
-    if qa != qb or (qa and qb and not _one_model(a, b)):  # one model on two runtimes or devices: below
+    if qa != qb or (qa and qb and not one_model(a, b)):  # one model on two runtimes or devices: below
         what = ("two quantized models" if qa and qb else "a quantized model against a float one" if qa else
                 "a float model against a quantized one")
         return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR, why=f"the default for {what}; --metric/--min-sqnr change it")
@@ -44,7 +44,7 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
     halves = (half(a), half(b))
     # a half model against a float one; or one half model run two ways (runtimes, devices or levels that keep
     # float32 between nodes against ones that round every tensor to half: fp16 rounding alone is ~60 dB)
-    low += [h for h in halves if h] if halves[0] != halves[1] or _one_model(a, b) else []
+    low += [h for h in halves if h] if halves[0] != halves[1] or one_model(a, b) else []
     if low and not a.observation.quantized:  # also one runtime on two devices (OpenVINO's GPU computes in f16)
         who = "a model" if low[0] in ("float16", "bfloat16") else "a runtime"
         return Tolerance(metric="sqnr", min_sqnr=REDUCED_PRECISION_MIN_SQNR,
@@ -60,7 +60,7 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
     return Tolerance(why="the default for float models; --metric, --atol, --rtol change it")
 
 
-def _one_model(a: Side, b: Side) -> bool:
+def one_model(a: Side, b: Side) -> bool:
     """The two sides run one model (--vs-opt-level, --vs-device, --vs-runtime): one Model, or one file."""
     return a.model is b.model or a.model.proto is b.model.proto or bool(a.model.source and a.model.source == b.model.source)
 
@@ -116,7 +116,7 @@ def measured_label(a: Side, b: Side) -> str:
     """What A's numbers are (simulated quantization, deployed int8 kernels, float); where B is the same
     model run otherwise (--vs-opt-level extended: fused), what B's are too."""
     mine = _measured(a)
-    theirs = _measured(b) if b.observation.quantized and _one_model(a, b) else mine
+    theirs = _measured(b) if b.observation.quantized and one_model(a, b) else mine
     return mine if theirs == mine else f"A {mine}; B {theirs}"
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxprobe.compare.criteria import check_same_inputs, default_tolerance, float_note, half, measured_label
+from onnxprobe.compare.criteria import check_same_inputs, default_tolerance, float_note, half, measured_label, one_model
 from onnxprobe.compare.fused import fusable
 from onnxprobe.compare.introduced import exact_inputs, quantized_b_note
 from onnxprobe.compare.measure import DiffPlan, Measured, measure
@@ -226,7 +226,7 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     halves = "a model computes in half precision" if a.runs_graphs and b.runs_graphs and (half(a) or half(b)) else None
     why_not = (fusable(a, b) or ("the models take inputs of different float types" if floats else None) or halves) if fuse else "--separate-runs"
     notes = [f"--profile times the one-run diff, which is not used here ({why_not})"] if profile and why_not else []
-    notes += float_note(floats) + quantized_b_note(report, introduced and (with_cones or b.runner.replays))
+    notes += float_note(floats) + quantized_b_note(report, introduced and (with_cones or b.runner.replays), one_model(a, b))
     inside = {**body_tensors(b.model.proto, selection, loops_only=True), **body_tensors(a.model.proto, selection, loops_only=True)}
     notes += [n for n in [body_note(inside, "compared by diff", loops_only=True)] if n]
     return DiffPlan(a, b, tolerance, per_tensor, matching, report, sel_b, by_b, with_cones,

@@ -146,14 +146,17 @@ def run_cones(runner, targets: list[str], values: dict, feeds: dict[str, np.ndar
     return {t: out[o] for t, (o, _) in index.items()}
 
 
-def quantized_b_note(report: list, introduced: bool) -> list[str]:
-    """The note for the pairs whose intro dB stays empty because B's tensor is a quantized value: B's node
-    is fed A's values only where B computes in float (a float model as the reference)."""
+def quantized_b_note(report: list, introduced: bool, one_model: bool = False) -> list[str]:
+    """The note for the pairs whose intro dB stays empty because B's tensor is a quantized value (or a
+    dynamically quantized layer's float result): B's node is fed A's values only where B computes in float
+    (a float model as the reference). ``one_model``: B is A's own model run another way (--vs-runtime,
+    --vs-device, --vs-opt-level), where no float B can be given."""
     n = sum(1 for p in report if p.b.kind != "float") if introduced else 0
     if not n:
         return []
-    return [f"intro dB is not measured for the {n} pair{'s' if n != 1 else ''} whose B tensor is a quantized value "
-            "(B's nodes are fed A's values only where B computes in float: give the float model as B for it)"]
+    how = "" if one_model else ": give the float model as B for it"
+    return [f"intro dB is not measured for the {n} pair{'s' if n != 1 else ''} whose B tensor is a quantized layer's value "
+            f"(B's nodes are fed A's values only where B computes in float{how})"]
 
 
 def exact_inputs(model: onnx.ModelProto, targets: list[str], exact: set[str], paired: set[str], same_inputs: set[str]) -> set[str]:
