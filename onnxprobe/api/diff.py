@@ -330,7 +330,8 @@ def diff_grad(
     autograd on the module A was exported from (``api.diff_grad_torch``)."""
     # backward graphs only here: a plain diff does not import the autodiff engine
     from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec, grad_plan
-    from onnxprobe.compare.gradients import candidates, folded_weights, grad_reason, grad_side, keep_wrt, loss_value
+    from onnxprobe.compare.gradients import (candidates, explain_folded, folded_weights, grad_reason, grad_side, keep_wrt,
+                                             loss_value)
 
     if (b is None) == (vs_torch is None):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (one of them)")
@@ -377,6 +378,7 @@ def diff_grad(
     per = {as_grad(k): v for k, v in (per_tensor or {}).items()}
     res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per, gmap, introduced=False,
                 max_memory=max_memory, progress=progress, reject=folded_weights(a_model.proto, b_model.proto))
+    explain_folded(res.matching, a_model.proto, b_model.proto)
     for r in res.results:
         r.pair.reason = grad_reason(r.pair)
     quantized = any(o.kind != "float" for o in side_a.observation.observables + side_b.observation.observables)

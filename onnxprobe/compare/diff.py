@@ -246,7 +246,8 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     ``device_metrics`` forces that path on or off (default: on for CUDA sides). ``tolerance`` None: the
     default for what is compared (``default_tolerance``). ``reject(pair)``: a reason when a pair the
     matching made must not be measured (two tensors that are different functions of the data); both
-    tensors then stay unmatched with it. ``pair(obs_a, obs_b, user_map)``: the Matching to use instead of
+    tensors then stay unmatched with it (cause DIFFERENT_FUNCTION, or the cause it returns with the
+    reason as a tuple). ``pair(obs_a, obs_b, user_map)``: the Matching to use instead of
     ``match.engine.match`` (a side that is not an ONNX model, such as a PyTorch module, pairs its own way).
     ``fuse``: when both sides are onnxruntime with the same settings, measure everything in one run of
     both models in one graph, metrics and introduced error computed there (``compare.fused``); only the
@@ -309,9 +310,10 @@ def _reject(matching: Matching, reject) -> None:
         why = reject(p) if p.strategy != "map" else None  # a pair the user gave is never second-guessed
         if why is None:
             kept.append(p)
-        else:
-            matching.unmatched_a.append(Unmatched(p.a, f"{why} (the {p.strategy} match to {p.b.name!r} is refused)", DIFFERENT_FUNCTION))
-            matching.unmatched_b.append(Unmatched(p.b, f"{why} (the {p.strategy} match to {p.a.name!r} is refused)", DIFFERENT_FUNCTION))
+        else:  # a reason, or (reason, cause)
+            why, cause = why if isinstance(why, tuple) else (why, DIFFERENT_FUNCTION)
+            matching.unmatched_a.append(Unmatched(p.a, f"{why} (the {p.strategy} match to {p.b.name!r} is refused)", cause))
+            matching.unmatched_b.append(Unmatched(p.b, f"{why} (the {p.strategy} match to {p.a.name!r} is refused)", cause))
     matching.pairs[:] = kept
 
 

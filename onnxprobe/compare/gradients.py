@@ -29,7 +29,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import walk
-from onnxprobe.match.engine import NO_GRADIENT
+from onnxprobe.match.engine import FOLDED, NO_COUNTERPART, NO_GRADIENT
 from onnxprobe.match.observe import FLOAT_TYPES, Observable, Observation, stem
 from onnxprobe.match.ops import canonical
 from onnxprobe.runtime.runners.base import Runner
@@ -46,14 +46,17 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
     ``role`` ("A" or "B") is how those reasons name this side."""
     grads = plan.grads
     seen: set[str] = set()
-    observables = []
+    slot = _slots(model.proto)
+    ordered = []
     for t, o in candidates:
         if t in grads and o.key not in seen:
             seen.add(o.key)
-            observables.append(Observable(
+            ordered.append(((o.index, not o.is_output, slot.get(t, 0), o.name), Observable(
                 key=grad_name(o.key), name=grad_name(o.name), probe=grads[t], node=o.node, op_type=o.op_type,
-                effective_op=o.effective_op, index=o.index, shape=o.shape, kind=o.kind, is_output=o.is_output))
-    observables.sort(key=lambda o: (o.index, not o.is_output, o.name))
+                effective_op=o.effective_op, index=o.index, shape=o.shape, kind=o.kind, is_output=o.is_output)))
+    # the weights of one node in the order it reads them (W before B), not by name: structural alignment
+    # pairs by order, and names sort apart ('onnx::Conv_16' < 'onnx::Conv_17' but '0.bias' < '0.weight')
+    observables = [o for _, o in sorted(ordered, key=lambda x: x[0])]
     no_gradient = {o.key: t for t, o in candidates if o.is_output and t not in grads and o.key not in seen}
     hidden = {grad_name(k): f"no gradient for {t} in {role}" for k, t in no_gradient.items()}
     for i in model.proto.graph.initializer:
@@ -67,6 +70,16 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
                      f"{' …' if len(names) > 3 else ''})" + (f": the gradient stops at {stops}" if stops else ""))
     once = OnceRunner(runner, [plan.loss.loss] + [o.probe for o in observables], plan.extra_feed)
     return Side(label, model, once, Observation(observables, [], hidden), notes, hidden_cause=NO_GRADIENT)
+
+
+def _slots(model: onnx.ModelProto) -> dict[str, int]:
+    """Tensor -> its input position in the first node that reads it (as ``candidates`` finds that node)."""
+    out: dict[str, int] = {}
+    for s in walk(model):
+        if not s.chain:
+            for k, i in enumerate(s.node.input):
+                out.setdefault(i, k)
+    return out
 
 
 def loss_value(side: Side, feeds: dict) -> float:
@@ -185,9 +198,72 @@ def folded_weights(a: onnx.ModelProto, b: onnx.ModelProto):
             return None
         folded, plain = ("A", "B") if fb else ("B", "A")
         return (f"a BatchNormalization is folded into this layer's weight in {folded} but follows it in {plain}: "
-                "the two weights are different functions of the data, and so are their gradients")
+                "the two weights are different functions of the data, and so are their gradients", FOLDED)
 
     return reject
+
+
+FOLDABLE = ("Conv", "ConvTranspose", "Gemm", "MatMul")  # the layers exporters fold a BatchNormalization into
+
+
+def _bn_after_layers(model: onnx.ModelProto) -> tuple[dict[str, str], dict[str, str]]:
+    """(weight of a layer a BatchNormalization reads the output of -> that BatchNormalization,
+    the BatchNormalization's own parameters -> it): what one exporter keeps where another folds."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    layer, own = {}, {}
+    for k, n in enumerate(model.graph.node):
+        p = producer.get(n.input[0]) if n.op_type == "BatchNormalization" and n.input else None
+        if p is not None and p.op_type in FOLDABLE:
+            name = n.name or f"BatchNormalization_{k}"
+            for w in p.input[1:]:
+                layer.setdefault(w, name)
+            for w in n.input[1:]:
+                own.setdefault(w, name)
+    return layer, own
+
+
+def explain_folded(matching, a: onnx.ModelProto, b: onnx.ModelProto) -> None:
+    """Weight gradients left without a counterpart because one model has a BatchNormalization after a layer
+    that the other folded into that layer's weights (legacy torch.onnx.export folds Conv+BN, dynamo may
+    not, or the other way round): a known export folding, not a missing weight. In the model that keeps
+    the BatchNormalization, its parameters and its layer's weights; in the other, the weights of a layer no
+    BatchNormalization follows that have the shape of one of those (the folded weight and bias). Their
+    cause becomes FOLDED, which the verdict does not count as unpaired."""
+    (la, oa), (lb, ob) = _bn_after_layers(a), _bn_after_layers(b)
+    na, nb = len(set(oa.values())), len(set(ob.values()))
+    if na == nb:
+        return
+    keeps, folds = ("A", "B") if na > nb else ("B", "A")
+    layer, own = (la, oa) if na > nb else (lb, ob)
+    y_layer = lb if na > nb else la
+    ux, uy = (matching.unmatched_a, matching.unmatched_b) if na > nb else (matching.unmatched_b, matching.unmatched_a)
+    shapes = set()
+    for u in ux:
+        w = forward_name(u.obs.name) or ""
+        if not (u.obs.effective_op.endswith(" weight") and u.cause in (NO_COUNTERPART, FOLDED)):
+            continue
+        if w in own or w in layer:
+            shapes.add(u.obs.shape)
+        if u.cause != NO_COUNTERPART:
+            continue
+        if w in own:
+            u.reason = (f"a parameter of the BatchNormalization {own[w]} of {keeps}, which {folds} folds into the layer "
+                        f"before it ({max(na, nb)} BatchNormalization(s) after a layer in {keeps}, {min(na, nb)} in "
+                        f"{folds}): no weight of {folds} holds it alone")
+            u.cause = FOLDED
+        elif w in layer:
+            u.reason = (f"the weight of a layer the BatchNormalization {layer[w]} follows in {keeps}; {folds} folds it "
+                        "into the layer's weights: another function of the data, and so is its gradient")
+            u.cause = FOLDED
+    for u in uy:
+        w = forward_name(u.obs.name) or ""
+        if (u.cause == NO_COUNTERPART and u.obs.effective_op.endswith(" weight") and u.obs.op_type in FOLDABLE
+                and w not in y_layer and u.obs.shape in shapes):
+            u.reason = (f"a weight of a layer no BatchNormalization follows in {folds}, where {keeps} has one after "
+                        f"the layer ({max(na, nb)} BatchNormalization(s) after a layer in {keeps}, {min(na, nb)} in "
+                        f"{folds}): it holds the BatchNormalization folded in, another function of the data than "
+                        f"{keeps}'s weights, and so is its gradient")
+            u.cause = FOLDED
 
 
 def keep_wrt(sides: list[Side], wrt: tuple[str, ...]) -> None:

@@ -1,0 +1,139 @@
+"""`diff --grad` of two exports of one Conv+BatchNormalization module: the weights of one node pair by the
+input slot they feed (not by name order), and a BatchNormalization folded into its Conv on one side only
+leaves entries that say so (cause "folded"), which the verdict does not count as missing.
+
+Oracles: a numpy float64 backward pass of Conv -> Flatten -> Gemm under the sum loss, and BatchNormalization
+folding done in numpy (W * scale / sqrt(var + eps)). Nothing is compared with onnxprobe's own output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import sample_path
+from onnxprobe import api
+
+CPU = api.RunConfig(device="cpu", opt_level="off")
+
+
+def _conv_gemm(path, names: dict[str, str], w: dict[str, np.ndarray]):
+    """x[1,3,6,6] -> Conv(W 4x3x3x3, b 4) -> Flatten -> Gemm(Wg 2x64, bg 2, transB) -> y, its initializers
+    under ``names`` (role -> initializer name)."""
+    n = names
+    nodes = [helper.make_node("Conv", ["x", n["W"], n["b"]], ["c"]),
+             helper.make_node("Flatten", ["c"], ["f"]),
+             helper.make_node("Gemm", ["f", n["Wg"], n["bg"]], ["y"], transB=1)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
+                          [numpy_helper.from_array(w[r].astype(np.float32), n[r]) for r in ("W", "b", "Wg", "bg")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def _sum_loss_grads(w: dict[str, np.ndarray], x: np.ndarray) -> dict[str, np.ndarray]:
+    """d(sum y)/d weights, float64."""
+    w = {k: v.astype(np.float64) for k, v in w.items()}
+    x = x.astype(np.float64)
+    g_f = np.ones((1, 2)) @ w["Wg"]  # d/d flatten output
+    f = np.zeros((1, 4, 4, 4))
+    for i in range(4):
+        for j in range(4):
+            f[0, :, i, j] = np.einsum("ochw,chw->o", w["W"], x[0, :, i:i + 3, j:j + 3]) + w["b"]
+    g_c = g_f.reshape(1, 4, 4, 4)
+    g_w = np.zeros_like(w["W"])
+    for i in range(4):
+        for j in range(4):
+            g_w += np.einsum("o,chw->ochw", g_c[0, :, i, j], x[0, :, i:i + 3, j:j + 3])
+    return {"W": g_w, "b": g_c.sum(axis=(0, 2, 3)), "Wg": np.ones((2, 1)) @ f.reshape(1, -1), "bg": np.ones(2)}
+
+
+def test_weights_of_one_node_pair_by_input_slot_not_by_name(tmp_path):
+    """Legacy names a Conv's weight and bias onnx::Conv_16 < onnx::Conv_17, dynamo 0.weight and 0.bias
+    (bias < weight): ordered by name, alignment kept one pair of the two and left the weight unmatched
+    (an error). They pair by the slot they feed; B's Gemm weight is perturbed so the gradients differ by
+    what numpy says."""
+    rng = np.random.default_rng(0)
+    w = {"W": rng.standard_normal((4, 3, 3, 3)), "b": rng.standard_normal(4),
+         "Wg": rng.standard_normal((2, 64)), "bg": rng.standard_normal(2)}
+    wb = dict(w, Wg=w["Wg"] + 0.25 * rng.standard_normal((2, 64)))
+    a = _conv_gemm(tmp_path / "leg.onnx", {"W": "onnx::Conv_16", "b": "onnx::Conv_17", "Wg": "onnx::Gemm_20",
+                                           "bg": "onnx::Gemm_21"}, w)
+    b = _conv_gemm(tmp_path / "dyn.onnx", {"W": "0.weight", "b": "0.bias", "Wg": "4.weight", "bg": "4.bias"}, wb)
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    res = api.diff_grad(a, b, config=CPU, inputs=api.InputSpec(arrays={"x": x}))
+    pairs = {r.pair.a.name: r for r in res.results}
+    want = {"onnx::Conv_16_grad": ("0.weight_grad", "W"), "onnx::Conv_17_grad": ("0.bias_grad", "b"),
+            "onnx::Gemm_20_grad": ("4.weight_grad", "Wg"), "onnx::Gemm_21_grad": ("4.bias_grad", "bg")}
+    assert {k: pairs[k].pair.b.name for k in want if k in pairs} == {k: v for k, (v, _) in want.items()}
+    assert not [u for u in res.matching.unmatched_a + res.matching.unmatched_b if u.obs.is_output]
+    ga, gb = _sum_loss_grads(w, x), _sum_loss_grads(wb, x)
+    for k, (_, role) in want.items():
+        m = pairs[k].metrics
+        want_max = float(np.abs(ga[role] - gb[role]).max())
+        assert abs(m.max_abs - want_max) <= 1e-4 * max(1.0, float(np.abs(gb[role]).max())), (k, m.max_abs, want_max)
+    assert res.verdict()[0] == "fail"  # the conv weight's gradient moved with the Gemm weight (numpy: by far)
+
+
+def _folded_cnn(tmp_path, bias: bool = True):
+    """The sample CNN with bn1 folded into conv1 in numpy (folded weights under new names), and the CNN
+    itself (conv1 without its bias when ``bias`` is False: the folded model then has a bias the other
+    has not)."""
+    m = onnx.load(str(sample_path("cnn")))
+    w = {i.name: numpy_helper.to_array(i).astype(np.float64) for i in m.graph.initializer}
+    if not bias:
+        w["conv1.bias"] = np.zeros_like(w["conv1.bias"])
+        for n in m.graph.node:
+            if n.name == "conv1":
+                del n.input[2]
+        keep = [i for i in m.graph.initializer if i.name != "conv1.bias"]
+        del m.graph.initializer[:]
+        m.graph.initializer.extend(keep)
+    plain = tmp_path / "plain.onnx"
+    onnx.save(m, plain)
+    k = w["bn1.scale"] / np.sqrt(w["bn1.var"] + 1e-5)
+    folded = {"f.w": (w["conv1.weight"] * k[:, None, None, None]).astype(np.float32),
+              "f.b": ((w["conv1.bias"] - w["bn1.mean"]) * k + w["bn1.bias"]).astype(np.float32)}
+    nodes = [n for n in m.graph.node if n.name != "bn1"]
+    for n in nodes:
+        if n.name == "conv1":
+            n.input[1:] = ["f.w", "f.b"]
+            n.output[0] = "bn1_out"
+    keep = [i for i in m.graph.initializer if not i.name.startswith(("bn1.", "conv1."))]
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(keep + [numpy_helper.from_array(v, k_) for k_, v in folded.items()])
+    del m.graph.value_info[:]
+    out = tmp_path / "folded.onnx"
+    onnx.save(m, out)
+    return out, plain
+
+
+def test_a_batchnorm_folded_on_one_side_is_said_and_is_no_error(tmp_path):
+    """legacy folds Conv+BN, a dynamo export without its optimizer does not: the folded weight is another
+    function of the data (not compared), the BatchNormalization's parameters have no weight of their own in
+    the folded model. Each says so with cause 'folded', and the verdict is about the weights that are the
+    same function in both (they pass), not an error for 'no counterpart'."""
+    folded, plain = _folded_cnn(tmp_path)
+    for a, b, keeps in ((folded, plain, "B"), (plain, folded, "A")):
+        res = api.diff_grad(a, b, config=CPU)
+        un = {u.obs.name: u for u in res.matching.unmatched_a + res.matching.unmatched_b if u.obs.is_output}
+        assert set(un) == {"f.w_grad", "f.b_grad", "conv1.weight_grad", "conv1.bias_grad", "bn1.scale_grad",
+                           "bn1.bias_grad", "bn1.mean_grad", "bn1.var_grad"}, sorted(un)
+        assert all(u.cause == "folded" for u in un.values()), {k: u.cause for k, u in un.items()}
+        assert f"BatchNormalization bn1 of {keeps}" in un["bn1.scale_grad"].reason
+        assert res.verdict()[0] == "pass", res.verdict()
+        assert {"conv2.weight_grad", "fc.weight_grad"} <= {r.pair.b.name for r in res.results}
+
+
+def test_a_folded_bias_the_other_export_has_not_is_said(tmp_path):
+    """Conv(bias=False) + BatchNorm: folding adds a bias the other model has no initializer for; it is
+    a weight of a layer no BatchNormalization follows, of a BatchNormalization parameter's shape: folded."""
+    folded, plain = _folded_cnn(tmp_path, bias=False)
+    res = api.diff_grad(folded, plain, config=CPU)
+    un = {u.obs.name: u for u in res.matching.unmatched_a + res.matching.unmatched_b if u.obs.is_output}
+    assert "f.b_grad" in un and un["f.b_grad"].cause == "folded", {k: (u.cause, u.reason) for k, u in un.items()}
+    assert "holds the BatchNormalization folded in" in un["f.b_grad"].reason
+    assert res.verdict()[0] == "pass", res.verdict()
