@@ -226,6 +226,21 @@ class Encoder(nn.Module):
         return self.head(self.layer(x))
 
 
+class Heads(nn.Module):
+    """A ModuleList of blocks and a ModuleDict of heads: containers with no forward of their own (legacy names
+    the heads' nodes /a/Gemm and /b/Gemm, no component for the ModuleDict)."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(6, 6) for _ in range(2)])
+        self.heads = nn.ModuleDict({"a": nn.Linear(6, 4), "b": nn.Linear(6, 3)})
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = torch.tanh(b(x))
+        return self.heads["a"](x), self.heads["b"](x)
+
+
 def build(name: str):
     """(module in eval mode, example args), seeded."""
     torch.manual_seed(0)
@@ -253,6 +268,8 @@ def build(name: str):
         return TupleUser().eval(), (torch.randn(3, 4),)
     if name == "scaledby":
         return ScaledBy().eval(), (torch.randn(3, 4), 2.0)
+    if name == "heads":
+        return Heads().eval(), (torch.randn(3, 6),)
     raise KeyError(name)
 
 
@@ -358,3 +375,7 @@ def encoder():
 def kwargs_dict():
     m, args = build("scaled")
     return m, {"x": args[0]}
+
+
+def heads():
+    return build("heads")

@@ -88,10 +88,28 @@ def legacy_path(node_name: str, known: set[str] | None = None) -> tuple[str, int
     """(module path, call index) of a legacy-exported node name such as ``/features/features.1/body/
     body.0/conv/Conv``; None for a node outside every scope (``Constant_35``). ``known``: the model's
     module paths, which settle the ambiguous cases (``lin_1``: a module of that name, or call 1 of lin)."""
+    got = legacy_components(node_name, known)
+    return None if got is None else (got[0][-1] if got[0] else "", got[1])
+
+
+def _in_container(full: list[str], atoms: list[str], known: set[str]) -> list[str] | None:
+    """``full`` + a container + ``atoms``, where that is the one known path so: a ModuleDict's child runs
+    as ``/a/Gemm`` (``heads.a``), the ModuleDict having no forward, so no component, of its own."""
+    head, tail = ".".join(full), "." + ".".join(atoms)
+    hits = [p for p in known if p.endswith(tail) and (p.startswith(head + ".") if head else True)
+            and "." not in p[len(head) + 1 if head else 0: len(p) - len(tail)] and len(p) > len(head) + len(tail)]
+    return hits[0].split(".") if len(hits) == 1 else None
+
+
+def legacy_components(node_name: str, known: set[str] | None = None) -> tuple[list[str], int] | None:
+    """(the paths of the modules whose forward ran around the node, outermost first, one per component of
+    its name; the call index), as ``legacy_path``. A container that never runs (ModuleList, ModuleDict)
+    has no component, so is not among them."""
     if not node_name.startswith("/"):
         return None
     comps = node_name.split("/")[1:-1]
     full: list[str] = []
+    ran: list[str] = []
     call = 0
     for c in comps:
         atoms = c.split(".")
@@ -108,9 +126,12 @@ def legacy_path(node_name: str, known: set[str] | None = None) -> tuple[str, int
                         if o is not None and ".".join(o) in known:
                             hit, call = o, int(m.group(2))
                             break
+            if hit is None:
+                hit = _in_container(full, atoms, known)
             chosen = hit if hit is not None else chosen
         full = chosen
-    return ".".join(full), call
+        ran.append(".".join(full))
+    return ran, call
 
 
 def module_scopes(model: onnx.ModelProto, known: set[str] | None = None) -> dict[str, ModuleScope]:
@@ -132,15 +153,15 @@ def module_scopes(model: onnx.ModelProto, known: set[str] | None = None) -> dict
             for p in dynamo_paths(n):
                 add(p, i)
         elif kind == "legacy":
-            got = legacy_path(n.name, known)
+            got = legacy_components(n.name, known)
             if got is None:
                 continue
-            path, call = got
-            atoms = path.split(".") if path else []
+            ran, call = got
+            atoms = ran[-1].split(".") if ran else []
             add("", i)
-            for k in range(1, len(atoms) + 1):  # a node runs in every enclosing module too
-                prefix = ".".join(atoms[:k])
-                if known is None or prefix in known:
+            for k in range(1, len(atoms) + 1):  # a node runs in every enclosing module too: those that ran,
+                prefix = ".".join(atoms[:k])       # not a ModuleList or ModuleDict (no forward: as dynamo has it)
+                if known is None or (prefix in known and (prefix in ran or k == len(atoms))):
                     add(prefix, i, call if k == len(atoms) else 0)
     _escaping(model, scopes)
     return scopes
