@@ -169,8 +169,21 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                                   "BatchNorm an exporter folds into a weight: the model is not an export of the module as "
                                   "it is now (compare the weights, or re-export)")
                 out.unused[q] = f"{i} has its shape but other values: the model is not an export of the module as it is now"
-    for p in params:
+    for p, v in params.items():
         if p not in claimed and p not in out.unused:
-            out.unused[p] = ("no initializer holds its values: the exporter folded, reordered or removed it "
-                             "(an all-zero bias), or the graph does not use it")
+            # initializers that hold its values, each standing for another parameter of those values or refused
+            # as one of several alike (a split copy): said as A's side says it, never "no initializer holds it"
+            held = same_class.get(_digest(v), []) + (same_class.get(_digest(v.T), []) if v.ndim == 2 else [])
+            held = list(dict.fromkeys(held))
+            names = ", ".join(held[:3]) + (" …" if len(held) > 3 else "")
+            if len(held) > 1:
+                out.unused[p] = (f"{len(held)} initializers hold these values ({names}): which parameter each "
+                                 "stands for is unknown")
+            elif held and held[0] in out.links:
+                out.unused[p] = (f"the initializer {held[0]} holds its values and stands for "
+                                 f"{', '.join(out.links[held[0]].params)} (read where they are): the exporter "
+                                 "merged or removed it (equal values), or the graph does not use it")
+            else:
+                out.unused[p] = ("no initializer holds its values: the exporter folded, reordered or removed it "
+                                 "(an all-zero bias), or the graph does not use it")
     return out

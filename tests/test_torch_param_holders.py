@@ -1,0 +1,50 @@
+"""``torch.params.map_parameters``: a torch parameter no initializer stands for says which initializers hold
+its values where some do (equal-valued copies kept apart, a parameter merged into another's initializer),
+never "no initializer holds its values". The models are built here, the holders known by construction."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxprobe.torch.params import map_parameters
+
+
+def _model(inits: dict[str, np.ndarray]) -> onnx.ModelProto:
+    nodes, prev = [], "x"
+    for k, name in enumerate(inits):
+        nodes.append(helper.make_node("Add", [prev, name], [f"h{k}"]))
+        prev = f"h{k}"
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [4])],
+                          [numpy_helper.from_array(v, n) for n, v in inits.items()])
+    return helper.make_model(g)
+
+
+def test_equal_valued_copies_kept_apart_are_said_on_the_torch_side_too():
+    """A shared LayerNorm weight split into 4 equal initializers: A's side said '4 initializers hold these
+    values', B's 'no initializer holds its values' for the parameters none of them stands for by name."""
+    ones = np.ones(4, np.float32)
+    inits = {"n1.weight": ones, "n1.weight_copy1": ones, "n1.weight_copy2": ones, "n1.weight_copy3": ones}
+    params = {"n1.weight": ones, "n2.weight": ones, "n3.weight": ones, "n4.weight": ones}
+    pm = map_parameters(_model(inits), params, list(inits))
+    assert set(pm.links) == {"n1.weight"} and pm.links["n1.weight"].params == ["n1.weight"]
+    for copy in ("n1.weight_copy1", "n1.weight_copy2", "n1.weight_copy3"):
+        assert pm.refused[copy].startswith("4 initializers hold these values")
+    for p in ("n2.weight", "n3.weight", "n4.weight"):
+        assert pm.unused[p].startswith("4 initializers hold these values (n1.weight, "), pm.unused[p]
+        assert "no initializer" not in pm.unused[p]
+
+
+def test_a_parameter_whose_values_another_parameters_initializer_holds_names_it():
+    """An all-zero bias equal to a LayerNorm bias the module reads: the initializer stands for the parameter
+    its module reads (``users``); the other parameter is not 'held by no initializer'."""
+    zeros = np.zeros(4, np.float32)
+    pm = map_parameters(_model({"ln.bias": zeros}), {"ln.bias": zeros, "proj.bias": zeros}, ["ln.bias"],
+                        users={"ln.bias": {"", "ln"}})
+    assert pm.links["ln.bias"].params == ["ln.bias"]
+    assert pm.unused["proj.bias"].startswith("the initializer ln.bias holds its values and stands for ln.bias"), pm.unused
+    # and a parameter whose values no initializer holds still says so
+    pm = map_parameters(_model({"ln.bias": zeros}), {"ln.bias": zeros, "fc.bias": np.full(4, 2, np.float32)}, ["ln.bias"])
+    assert pm.unused["fc.bias"].startswith("no initializer holds its values")
