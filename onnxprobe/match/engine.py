@@ -88,6 +88,15 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
 
     def take(i: int, j: int, strategy: str, reason: str) -> bool:
         a, b = obs_a[i], obs_b[j]
+        if (strategy != "map" and a.kind == b.kind == "float" and canonical(a.effective_op) == canonical(b.effective_op) == "Conv"
+                and a.bn_next != b.bn_next):
+            # one name, two functions: a Conv with its BatchNormalization (or bias, scale) folded in against one the
+            # tail follows; the folded one pairs with the tail's output (``match.folds``), by alignment
+            k, why, folded, other = (j, why_b, folded_b, a) if b.bn_next else (i, why_a, folded_a, b)
+            why[k] = (f"a Conv its BatchNormalization, bias Add or scale follows, where {'A' if b.bn_next else 'B'}'s "
+                      f"{other.name} has it folded in: compared as the tail's output there")
+            folded.add(k)
+            return False
         if not shapes_agree(a.shape, b.shape):
             why_a[i] = f"{strategy} candidate {b.name} in B has another shape ({_shp(a.shape)} vs {_shp(b.shape)})"
             why_b[j] = f"{strategy} candidate {a.name} in A has another shape ({_shp(a.shape)} vs {_shp(b.shape)})"
