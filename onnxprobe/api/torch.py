@@ -28,7 +28,8 @@ from onnxprobe.compare.sides import Side, model_side
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection, select
-from onnxprobe.match.engine import DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, Matching, Pair, Unmatched
+from onnxprobe.match.engine import (DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, OTHER_VALUES, Matching, Pair,
+                                    Unmatched)
 from onnxprobe.match.modules import initializer_users
 from onnxprobe.match.observe import Observable, Observation, observe
 from onnxprobe.runtime import feeds as _feeds
@@ -249,8 +250,7 @@ def diff_grad_torch(
     params = {n: p.detach().cpu().numpy() for n, p in mod.named_parameters()}  # one name per tensor
     buffers = {n: b.detach().cpu().numpy() for n, b in mod.named_buffers() if b.is_floating_point()}
     matching = _grad_matching(a_model, side_a.observation.observables, params, modules,
-                              {p for p, _ in mod.named_modules()}, buffers,
-                              can_fold=any(type(m).__name__ in BATCHNORMS for m in mod.modules()))
+                              {p for p, _ in mod.named_modules()}, buffers, _batchnorm_folds(mod))
     if spec.wrt:
         _keep_wrt(side_a, matching, spec.wrt)
     side_b = Side("torch", a_model, runner, Observation([p.b for p in matching.pairs] + [u.obs for u in matching.unmatched_b]))
@@ -266,21 +266,27 @@ def diff_grad_torch(
                 "loss_a": loss_value(side_a, fs.values), "loss_b": runner.loss_value, "wrt": bool(spec.wrt),
                 "weights": sum(1 for o in side_a.observation.observables if o.effective_op.endswith(" weight"))}
     half = _default_tolerance(a_model) is HALF_TOLERANCE
+    res.grad["forward_differs"] = _losses_differ(res.grad, half)  # the verdict fails (compare.diff)
     res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter) + _forward_note(res.grad, half)
     res.feed = fs.values  # what the result measured (histograms run these inputs again)
     return res
 
 
-def _forward_note(grad: dict, half: bool = False) -> list[str]:
-    """A note when the two losses differ (beyond float32's rounding, or with ``half`` float16's: a loss one
-    float16 step apart is no disagreement): the forward passes disagree, so the gradients need not agree
-    anywhere, and the first failing one is no more than where that shows (a changed weight upstream)."""
+def _losses_differ(grad: dict, half: bool = False) -> bool:
+    """Whether the two losses differ beyond float32's rounding (with ``half``, float16's: a loss one float16
+    step apart is no disagreement): the forward passes disagree."""
     la, lb = (grad or {}).get("loss_a"), (grad or {}).get("loss_b")
     rel = 5e-3 if half else 1e-4
-    if not all(isinstance(v, float) and math.isfinite(v) for v in (la, lb)) or abs(la - lb) <= rel * max(1.0, abs(lb)):
+    return all(isinstance(v, float) and math.isfinite(v) for v in (la, lb)) and abs(la - lb) > rel * max(1.0, abs(lb))
+
+
+def _forward_note(grad: dict, half: bool = False) -> list[str]:
+    """A note when the two losses differ: the forward passes disagree, so the gradients need not agree
+    anywhere, and the first failing one is no more than where that shows (a changed weight upstream)."""
+    if not _losses_differ(grad, half):
         return []
-    return [f"the losses differ (A {la:.6g}, torch {lb:.6g}): the forward passes disagree, so the gradients need not "
-            f"agree; `diff --vs-torch` shows where the forward goes wrong"]
+    return [f"the losses differ (A {grad['loss_a']:.6g}, torch {grad['loss_b']:.6g}): the forward passes disagree, so the "
+            f"gradients need not agree; `diff --vs-torch` shows where the forward goes wrong"]
 
 
 def _grad_obs(a: Observable, name: str, probe: str, op: str, module: str | None = None) -> Observable:
@@ -313,9 +319,24 @@ def _keep_wrt(side_a: Side, matching: Matching, wrt: tuple[str, ...]) -> None:
         raise UsageError(f"--wrt {', '.join(wrt)}: no gradient of model A matches (by its ONNX name or its torch name)")
 
 
+def _batchnorm_folds(mod) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The module's BatchNorms as an exporter folds them into the layer before (eval mode: running
+    statistics), each its per-channel (scale, shift) in float64 (``torch.params.batchnorm_fold``)."""
+    torch = require_torch()
+    out = []
+    for m in mod.modules():
+        if type(m).__name__ in BATCHNORMS and getattr(m, "running_var", None) is not None:
+            with torch.no_grad():
+                scale = 1 / torch.sqrt(m.running_var.detach().double() + m.eps)
+                scale = scale * (m.weight.detach().double() if m.weight is not None else 1)
+                shift = -m.running_mean.detach().double() * scale + (m.bias.detach().double() if m.bias is not None else 0)
+            out.append((scale.cpu().numpy(), shift.cpu().numpy()))
+    return out
+
+
 def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.ndarray],
                    modules: dict[str, Observable], known: set[str], buffers: dict[str, np.ndarray] | None = None,
-                   can_fold: bool = True) -> Matching:
+                   folds: list[tuple[np.ndarray, np.ndarray]] = ()) -> Matching:
     """A's gradient observables paired with torch's: weights through ``map_parameters`` (B is named by the
     parameter: ``fc.weight``; parameters merged into one initializer ``ln1.weight+ln2.weight``), inputs
     by position (``input[0]``), activations through the module pairing (``modules``: ONNX tensor -> the
@@ -324,7 +345,7 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
     weights = {o.name: forward_name(o.key) or forward_name(o.name) for o in obs_a if o.effective_op.endswith(" weight")}
     floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
     inits = [i.name for i in model.proto.graph.initializer if i.data_type in floats]
-    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers, can_fold)
+    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers, folds)
     with_grad = {forward_name(o.name) for o in obs_a if o.name in weights} | set(weights.values())
     pairs, un_a = [], []
     for o in obs_a:
@@ -337,7 +358,8 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
                                   f"gradient of the parameter {w} (the weight quantized from it)"))
             elif link is None:
                 why = pm.refused.get(t) or pm.refused.get(w) or "no torch parameter holds its values"
-                un_a.append(Unmatched(o, why, DIFFERENT_FUNCTION if w in params else FOLDED))
+                contradicts = t in pm.contradicts or w in pm.contradicts
+                un_a.append(Unmatched(o, why, OTHER_VALUES if contradicts else DIFFERENT_FUNCTION if w in params else FOLDED))
             else:
                 pairs.append(Pair(o, _grad_obs(o, "+".join(link.params), param_probe(link.params, link.transposed), "parameter"),
                                   "torch-param", f"gradient of the parameter{'s' if len(link.params) > 1 else ''} "
@@ -352,7 +374,7 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
                               f"gradient of the output of module {b.module}"))
         else:
             un_a.append(Unmatched(o, "not a parameter, an input or a module output of the torch model", NO_COUNTERPART))
-    unused = {p: (why, FOLDED) for p, why in pm.unused.items()}
+    unused = {p: (why, OTHER_VALUES if p in pm.contradicts else FOLDED) for p, why in pm.unused.items()}
     for i, link in pm.links.items():
         if i not in with_grad:
             for p in link.params:

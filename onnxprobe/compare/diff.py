@@ -21,7 +21,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import Selection, check_criteria, select, selects_op
 from onnxprobe.match.concrete import match_for_inputs
 from onnxprobe.match.engine import (
-    DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched,
+    DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES, Matching, Pair, Unmatched,
 )
 from onnxprobe.compare.unmatched import explain_unmatched
 from onnxprobe.match.observe import Observable, body_note, body_tensors
@@ -145,7 +145,15 @@ class DiffResult:
     def _grad_verdict(self) -> tuple[str, str] | None:
         """diff --grad judges weight gradients of a finite loss: none to judge, or a NaN/Inf loss, earns
         no pass (an error when neither side has anything to judge, a fail when one side's loss alone is
-        not finite)."""
+        not finite). Against a torch module, a weight named as a parameter but holding other values, or
+        losses that differ (``forward_differs``), fail: the model is not that module's export, whatever
+        the gradients of the weights that still agree say."""
+        other = [u.obs.name for u in self.matching.unmatched_a if u.cause == OTHER_VALUES]
+        if other:
+            more = f" and {len(other) - 3} more" if len(other) > 3 else ""
+            return "fail", (f"{len(other)} weight(s) hold other values than the torch parameter of the same name "
+                            f"({', '.join(repr(forward_name(n) or n) for n in other[:3])}{more}): the model is not an "
+                            "export of the module as it is now")
         if not any(r.pair.a.is_output or r.pair.b.is_output for r in self.results):
             others = len(self.results)
             why = ("the model has no weights" if not self.grad.get("weights") and not self.grad.get("held_weights") else
@@ -161,6 +169,9 @@ class DiffResult:
             return "error", f"the loss is {la} in A and {lb} in B: the gradients of a non-finite loss are not judged"
         if bad:
             return "fail", f"the loss is not finite in {bad[0]} only (A {la}, B {lb})"
+        if self.grad.get("forward_differs"):
+            return "fail", (f"the losses differ (A {la:.6g}, B {lb:.6g}): the forward passes disagree, so the model is "
+                            "not an export of the module as it is now (`diff --vs-torch` shows where)")
         return None
 
 

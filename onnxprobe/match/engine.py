@@ -39,6 +39,7 @@ FOLDED = "folded"  # fused into a neighbour in the other model, and compared the
 NOT_OBSERVABLE = "not-observable"  # the runner cannot return it (fused away, not saved)
 NO_GRADIENT = "no-gradient"  # diff --grad: the other model has no gradient for it
 DIFFERENT_FUNCTION = "different-function"  # a candidate computes another function of the data
+OTHER_VALUES = "other-values"  # diff --grad --vs-torch: a weight named as a parameter holds other values (no fold explains them)
 COPY = "copy"  # holds the values of a tensor of its own model that is compared (an Identity, a Reshape)
 
 

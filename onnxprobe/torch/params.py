@@ -15,7 +15,9 @@ Exporters rename, transpose, fold and merge parameters (measured with torch 2.13
   initializer's gradient then also flows where the buffer is read, which torch's gradient leaves out.
 
 So an initializer links to the parameters whose values it holds exactly (as they are, or transposed),
-and one with a parameter's name but other values is refused with the reason.
+and one with a parameter's name but other values is refused with the reason: a BatchNorm folded into it
+when one of the module's BatchNorms explains its values (decided per weight, by value), else the model
+contradicts the module (``ParamMap.contradicts``: the model is not an export of the module as it is now).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class ParamMap:
     links: dict[str, ParamLink] = field(default_factory=dict)  # initializer -> link
     refused: dict[str, str] = field(default_factory=dict)  # initializer -> why it holds no parameter
     unused: dict[str, str] = field(default_factory=dict)  # torch parameter -> why no initializer holds it
+    contradicts: set[str] = field(default_factory=set)  # initializers with a parameter's name and other values
 
 
 def _digest(a: np.ndarray) -> tuple:
@@ -49,18 +52,49 @@ def _digest(a: np.ndarray) -> tuple:
 
 
 DERIVED = "derived from the parameters by the exporter (folded, reordered or reshaped)"
+NOT_AN_EXPORT = "the model is not an export of the module as it is now (compare the weights, or re-export)"
+
+
+def batchnorm_fold(v: np.ndarray, p: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]]) -> bool:
+    """Whether initializer ``v`` is parameter ``p`` with one of the BatchNorms ``folds`` (each its per-channel
+    scale and shift: ``y = x * scale + shift``) folded in: a weight scaled along its output channels, or a
+    bias scaled and shifted. A float32 fold is off by ~1e-7 of the values (measured, dynamo)."""
+    if v.shape != p.shape or not v.ndim:
+        return False
+    v64, p64 = v.astype(np.float64), p.astype(np.float64)
+    rtol = 1e-2 if min(v.dtype.itemsize, p.dtype.itemsize) <= 2 else 1e-4  # a 16-bit fold rounds at ~1e-3
+    for scale, shift in folds:
+        if len(scale) != v.shape[0]:
+            continue
+        want = p64 * scale.reshape((-1,) + (1,) * (v.ndim - 1)) + (shift if v.ndim == 1 else 0)
+        if np.allclose(v64, want, rtol=rtol, atol=rtol * float(np.abs(want).max(initial=0.0))):
+            return True
+    return False
+
+
+def _other_values(i: str, v: np.ndarray, p: np.ndarray, folds: list) -> tuple[str, bool]:
+    """Why initializer ``i``, named as a torch parameter ``p``, holds other values; and whether that means
+    the model contradicts the module (nothing the exporter does explains the values)."""
+    head = f"holds other values than the torch parameter {i!r} of the same name "
+    if batchnorm_fold(v, p, folds):
+        return head + "(the exporter folded a BatchNormalization of the module into it: the fused layer's gradient, not comparable)", False
+    if v.dtype != p.dtype and v.shape == p.shape and np.array_equal(v, p.astype(v.dtype)):
+        return (f"holds the torch parameter {i!r} rounded to {v.dtype} (the module's is {p.dtype}): the gradients of "
+                "another precision are not compared"), False
+    return head + "and no BatchNorm of the module folds into it: " + NOT_AN_EXPORT, True
 
 
 def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits: list[str],
                    users: dict[str, set[str]] | None = None, buffers: dict[str, np.ndarray] | None = None,
-                   can_fold: bool = True) -> ParamMap:
+                   folds: list[tuple[np.ndarray, np.ndarray]] = ()) -> ParamMap:
     """``params``: torch parameter name -> value, one name per tensor (tied parameters under their first
     name); ``inits``: the model's float initializers; ``users``: initializer -> the module paths that
     read it (``match.modules.initializer_users``), which tell the equal-valued parameters an exporter
     merged into an initializer from those it removed (an all-zero bias dropped by the optimizer);
     ``buffers``: the module's float buffers by name, which an exporter may have merged into a parameter's
-    initializer too (see the module doc); ``can_fold``: the module has a BatchNorm an exporter could fold
-    into a weight (else a parameter's name with other values is the module and the model disagreeing)."""
+    initializer too (see the module doc); ``folds``: the module's BatchNorms in eval mode, each its
+    per-channel (scale, shift), which an exporter may fold into the weight before it (``batchnorm_fold``;
+    a parameter's name with other values that no fold explains is the module and the model disagreeing)."""
     wanted = set(inits)
     values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in wanted}
     for n in model.graph.node:  # weights held by Constant nodes
@@ -100,10 +134,10 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                     out.links[i] = ParamLink(i, list(t), transposed=True, how="the parameter transposed (a MatMul weight)")
                     continue
         if i in params and i not in equal:
-            out.refused[i] = (f"holds other values than the torch parameter {i!r} of the same name " + (
-                "(the exporter folded another layer into it, e.g. a BatchNormalization into this Conv)" if can_fold else
-                "and the module has no BatchNorm an exporter folds into a weight: the model is not an export of the "
-                "module as it is now (compare the weights, or re-export)"))
+            out.refused[i], contradicts = _other_values(i, v, params[i], list(folds))
+            if contradicts:
+                out.contradicts.add(i)
+                out.unused[i] = f"the initializer of its name holds other values: {NOT_AN_EXPORT}"
             continue
         if equal and users and users.get(i) and len(equal) > 1:
             # read by its module, or by the module right above it: nn.MultiheadAttention applies its out_proj
@@ -156,7 +190,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                              "gradient is the sum of theirs")
     for link in out.links.values():
         claimed.update(link.params)
-    if not can_fold:  # no BatchNorm to fold: a weight no parameter explains, of a free parameter's shape, is
+    if not folds:  # no BatchNorm to fold: a weight no parameter explains, of a free parameter's shape, is
         # that parameter with other values (the model is not an export of the module as it is now), not
         # something the exporter derived (reordered LSTM gates change the shape: [1, 4h, in])
         for i in sorted(derived & set(out.refused)):
