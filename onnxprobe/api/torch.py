@@ -90,6 +90,11 @@ def _inputs(model: Model, inputs: InputSpec | None, example_args: tuple | None) 
     torch = require_torch()
     names = [i.name for i in _feeds.model_inputs(model.proto)]
     # torch tensors, or numpy arrays (a notebook's): the values of the ONNX inputs, which the module is run on too
+    meta = [str(i) for i, a in enumerate(example_args) if isinstance(a, torch.Tensor) and a.is_meta]
+    if meta:
+        raise UsageError(f"--vs-torch: the example argument{'s' if len(meta) > 1 else ''} {', '.join(meta)} "
+                         f"{'hold' if len(meta) > 1 else 'holds'} no data (meta tensors, device='meta'): give tensors with "
+                         "values, or the inputs with --input")
     tensors = [to_numpy(a) if isinstance(a, torch.Tensor) else a for a in example_args
                if isinstance(a, (torch.Tensor, np.ndarray))]
     if len(tensors) != len(names):
@@ -149,6 +154,10 @@ def _prepare(a, module, example_args, inputs, config):
     a_model = as_model(a)
     mod, args = torch_module(module)
     args = example_args if example_args is not None else args
+    empty = next((n for n, t in [*mod.named_parameters(), *mod.named_buffers()] if t.is_meta), None)
+    if empty is not None:  # torch's forward would stop on it (on another device than the inputs)
+        raise UsageError(f"--vs-torch: the module's {empty} holds no data (a meta tensor: built under torch.device('meta')); "
+                         "load its weights first (load_state_dict(..., assign=True))")
     fs = _feeds.make_feeds(a_model.proto, _inputs(a_model, inputs, args))
     torch = require_torch()
     template = None
@@ -247,8 +256,9 @@ def diff_grad_torch(
     runner = TorchGradRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], outputs.index(plan.loss.output),
                              plan.loss.kind, plan.extra_feed.get(plan.loss.input, spec.extra) if plan.loss.input else spec.extra,
                              plan.loss.class_axis, {b.module for b in modules.values()}, template=template)
-    params = {n: p.detach().cpu().numpy() for n, p in mod.named_parameters()}  # one name per tensor
-    buffers = {n: b.detach().cpu().numpy() for n, b in mod.named_buffers() if b.is_floating_point()}
+    # bfloat16 as ml_dtypes' (onnx's own mapping), so that values compare with the initializers'
+    params = {n: to_numpy(p) for n, p in mod.named_parameters()}  # one name per tensor
+    buffers = {n: to_numpy(b) for n, b in mod.named_buffers() if b.is_floating_point()}
     matching = _grad_matching(a_model, side_a.observation.observables, params, modules,
                               {p for p, _ in mod.named_modules()}, buffers, _batchnorm_folds(mod))
     if spec.wrt:
