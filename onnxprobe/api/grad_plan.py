@@ -274,8 +274,13 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     out_type = value_types(base).get(output)
     elem = out_type.tensor_type.elem_type if out_type is not None else 0
     given = spec.extra_for(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else spec.extra
+    softmax = _softmax_behind(base, output)
     loss = attach_loss(fwd, output, spec.loss, extra=given, opset=default_opset(fwd), names=all_names(fwd),
-                       shape=run_shape)
+                       shape=run_shape, probabilities=softmax is not None)
+    via = f" (through {softmax[1]})" if softmax is not None and softmax[1] else ""
+    if loss.probabilities:
+        warnings.append(f"output {output!r} is a Softmax{via}: cross-entropy is taken of its probabilities, -log p[label] "
+                        "(the model's negative log likelihood), not of a softmax of them")
     fwd = infer_shapes(fwd, warnings)
     bw = attach_backward(fwd, loss.seeds, [t.ref.name for t in tg], outputs=[loss.loss], unsupported=unsupported)
     warnings.extend(bw.warnings)
@@ -292,9 +297,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
         warnings.append(f"{len(bw.blocked)} requested tensor(s) get no gradient: their way to the loss passes an op input "
                         f"with no gradient rule ({shown}{' …' if len(bw.blocked) > 3 else ''})")
     if spec.loss in ("sum", "mean"):
-        softmax = _softmax_behind(base, output)
         if softmax is not None:
-            via = f" (through {softmax[1]})" if softmax[1] else ""
             warnings.append(f"output {output!r} is a Softmax{via}: its {spec.loss} is constant, so every gradient is "
                             "~0 (noise); use --loss cross-entropy --labels, --loss mse --target or --output-grad")
     if feed is not None and _has_if(model.proto):

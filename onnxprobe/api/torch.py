@@ -255,7 +255,8 @@ def diff_grad_torch(
     modules = {p.a.name: p.b for p in tp.pairs if p.b.module}
     runner = TorchGradRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], outputs.index(plan.loss.output),
                              plan.loss.kind, plan.extra_feed.get(plan.loss.input, spec.extra) if plan.loss.input else spec.extra,
-                             plan.loss.class_axis, {b.module for b in modules.values()}, template=template)
+                             plan.loss.class_axis, {b.module for b in modules.values()}, template=template,
+                             probabilities=plan.loss.probabilities)
     # bfloat16 as ml_dtypes' (onnx's own mapping), so that values compare with the initializers'
     params = {n: to_numpy(p) for n, p in mod.named_parameters()}  # one name per tensor
     buffers = {n: to_numpy(b) for n, b in mod.named_buffers() if b.is_floating_point()}

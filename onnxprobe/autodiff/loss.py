@@ -6,7 +6,10 @@ with the same rules), and the seed of the backward pass.
 - ``cross-entropy``: L = mean over samples of -log softmax(y)[label] along the class axis; ``labels`` is
   a new integer input (class indices, y's shape without the class axis) or a float input shaped like y
   (class probabilities). The class axis is the last one when the labels' shape is y's shape without it
-  (language models), else axis 1 (torch's convention).
+  (language models), else axis 1 (torch's convention). An output that is already a Softmax's
+  (``probabilities``) is taken as the probabilities they are: -log p[label] (the model's negative log
+  likelihood), p clamped at the dtype's smallest normal number (an underflowed 0 is no -inf); a log-softmax
+  of probabilities is ~ln(classes) whatever the model predicts (8.799 = ln 6625 on PP-OCR's recognizer).
 - ``output-grad``: dL/dy given directly as a new input shaped like y; the backward pass is seeded with it
   and the reported loss is sum(y * dy).
 """
@@ -36,6 +39,7 @@ class Loss:
     seeds: dict[str, str]  # tensor -> its gradient, where the backward pass starts
     input: str | None = None  # the new graph input (target, labels or output gradient)
     class_axis: int | None = None
+    probabilities: bool = False  # cross-entropy of an output that is a Softmax's: -log p, not -log softmax(p)
 
 
 def _elem_of(model: onnx.ModelProto, name: str) -> tuple[int | None, tuple | None]:
@@ -72,10 +76,11 @@ def _fmt(s) -> str:
 
 
 def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.ndarray | None = None,
-                opset: int, names: set[str], shape: tuple[int, ...] | None = None) -> Loss:
+                opset: int, names: set[str], shape: tuple[int, ...] | None = None, probabilities: bool = False) -> Loss:
     """Append the loss of ``output`` to ``model`` (modified in place). ``extra``: the target / labels /
     output gradient value, whose dtype (and, for labels, shape) decide the new input's type. ``shape``: the
-    output's shape for the run's inputs, which ``extra`` must fit (else its declared, maybe dynamic, one)."""
+    output's shape for the run's inputs, which ``extra`` must fit (else its declared, maybe dynamic, one).
+    ``probabilities``: the output is a Softmax's, cross-entropy takes its log (the module doc)."""
     if kind not in KINDS:
         raise UsageError(f"--loss {kind!r}: choose one of {', '.join(KINDS)}")
     elem, yshape = _elem_of(model, output)
@@ -110,7 +115,7 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
         loss = b.reduce("ReduceSum", b.Mul(y, new_input), None, keepdims=0)
         g.input.append(helper.make_tensor_value_info(new_input, elem, _dims(yshape, extra.shape)))
     else:
-        loss, axis = _cross_entropy(b, g, y, yshape, elem, dtype, extra, new_input)
+        loss, axis = _cross_entropy(b, g, y, yshape, elem, dtype, extra, new_input, probabilities)
     loss = b.op("Identity", loss, out=b.fresh("loss"))
     g.node.extend(b.nodes)
     seed_b = GraphBuilder(names, opset, scope=BACKWARD_TAG + "seed", doc="onnxprobe backward: dL/dL = 1")
@@ -119,14 +124,45 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
     else:
         seeds = {loss: seed_b.const(np.array(1.0, dtype))}
         g.node.extend(seed_b.nodes)
-    return Loss(kind, output, loss, seeds, new_input, axis)
+    return Loss(kind, output, loss, seeds, new_input, axis, probabilities and kind == "cross-entropy")
 
 
 def _dims(yshape, fallback):
     return list(yshape) if yshape is not None else list(fallback)
 
 
+def _check_finite(value: np.ndarray, flag: str) -> None:
+    """NaN or Inf in a target, labels or an output gradient makes every gradient NaN: refused, not run."""
+    bad = ~np.isfinite(value.astype(np.float64))
+    if bad.any():
+        nan = int(np.isnan(value.astype(np.float64)).sum())
+        what = "NaN" if nan == bad.sum() else "Inf" if not nan else "NaN or Inf"
+        at = [int(i) for i in np.argwhere(bad)[0]]
+        raise UsageError(f"{flag}: {int(bad.sum())} of its {value.size} values are {what} (the first at {at}); "
+                         "the loss and every gradient would be NaN")
+
+
+def _check_probabilities(p: np.ndarray, axis: int) -> None:
+    """Float labels are class probabilities: none negative, each sample's summing to 1 along the class
+    axis (a float16 softmax sums to 1 within ~1e-3; 1e-2 leaves room)."""
+    p64 = p.astype(np.float64)
+    if (p64 < 0).any():
+        at = [int(i) for i in np.argwhere(p64 < 0)[0]]
+        n = int((p64 < 0).sum())
+        raise UsageError(f"--labels: {n} {'probabilities are' if n > 1 else 'probability is'} negative (the first, {p64[tuple(at)]:.6g}, "
+                         f"at {at}); float labels are class probabilities (or give integer class indices)")
+    sums = p64.sum(axis=axis)
+    off = np.abs(sums - 1) > (1e-2 if p.dtype.itemsize <= 2 else 1e-3)
+    if off.any():
+        at = [int(i) for i in np.argwhere(off)[0]]
+        raise UsageError(f"--labels: the probabilities of {int(off.sum())} of the {sums.size} samples do not sum to 1 "
+                         f"along the class axis {axis} (the first, at {at}, sums to {sums[tuple(at)]:.6g}); float labels "
+                         "are class probabilities (or give integer class indices)")
+
+
 def _check_like(value: np.ndarray, yshape, dtype, flag: str, output: str) -> None:
+    if value.dtype.kind == "f":
+        _check_finite(value, flag)
     if value.dtype != dtype:
         raise UsageError(f"{flag}: dtype {value.dtype}, the output {output!r} is {dtype}")
     if yshape is not None:
@@ -134,7 +170,7 @@ def _check_like(value: np.ndarray, yshape, dtype, flag: str, output: str) -> Non
             raise UsageError(f"{flag}: shape {list(value.shape)}, but output {output!r} has shape {_fmt(yshape)}")
 
 
-def _cross_entropy(b: GraphBuilder, g, y, yshape, elem, dtype, labels: np.ndarray, name: str):
+def _cross_entropy(b: GraphBuilder, g, y, yshape, elem, dtype, labels: np.ndarray, name: str, probabilities: bool = False):
     soft = labels.dtype.kind == "f"
     r = len(yshape) if yshape is not None else None
     if soft:
@@ -142,6 +178,7 @@ def _cross_entropy(b: GraphBuilder, g, y, yshape, elem, dtype, labels: np.ndarra
         axis = (r - 1) if r is not None else -1
         if r is not None and r > 2:
             axis = 1
+        _check_probabilities(labels, axis)
         g.input.append(helper.make_tensor_value_info(name, elem, _dims(yshape, labels.shape)))
     else:
         if labels.dtype.kind not in "iu":
@@ -167,7 +204,10 @@ def _cross_entropy(b: GraphBuilder, g, y, yshape, elem, dtype, labels: np.ndarra
     yt = b.Transpose(y, perm=perm) if perm else y
     if not soft and labels.ndim == 0:  # one sample: a batch of one (a scalar's one-hot has no rank inference tells)
         yt, name, r = b.unsqueeze(yt, [0]), b.unsqueeze(name, [0]), r + 1
-    lsm = b.LogSoftmax(yt, axis=-1 if b.opset >= 13 else r - 1)
+    if probabilities:
+        lsm = b.Log(b.Max(yt, b.const(np.array(np.finfo(dtype).tiny, dtype))))
+    else:
+        lsm = b.LogSoftmax(yt, axis=-1 if b.opset >= 13 else r - 1)
     if soft:
         target = b.Transpose(name, perm=perm) if perm else name
     else:

@@ -43,7 +43,8 @@ def grad_dict(result) -> dict:
     info, gp = result.info, result.plan
     return {
         "schema_version": SCHEMA_VERSION, "onnxprobe_version": __version__, "model": gp.source,
-        "loss": {"kind": gp.loss.kind, "output": gp.loss.output, "value": json_word(result.loss)},
+        "loss": {"kind": gp.loss.kind, "output": gp.loss.output, "value": json_word(result.loss),
+                 **({"of": "probabilities"} if gp.loss.probabilities else {})},  # -log p of a Softmax's output
         "device": info.device, "providers": info.providers, "opt_level": info.opt_level,
         "timing": {"session_s": round(info.session_seconds, 6), "forward_backward_s": round(info.run_seconds, 6)},
         "graph": {"forward_nodes": gp.backward.n_forward, "backward_nodes": gp.backward.n_backward},
@@ -117,7 +118,8 @@ def grad_table(result) -> tuple[Table, Text]:
         footer.append(f"check ({d['check']}): {ok} ok, {failed} failed" + (f", {unchecked} not checked" if unchecked else ""),
                       style="bold red" if failed or not ok else "green")
     loss = d["loss"]
-    footer.append(f" · loss {loss['kind']}({safe(loss['output'])}) = {num_or_word(loss['value'])}")  # a model's name
+    of = " of the probabilities" if loss.get("of") == "probabilities" else ""
+    footer.append(f" · loss {loss['kind']}({safe(loss['output'])}){of} = {num_or_word(loss['value'])}")  # a model's name
     if d.get("samples") is not None:
         footer.append(f" ({d['reduce']} over {d['samples']} samples)")
     footer.append(f" · device {d['device']} · forward+backward {duration(d['timing']['forward_backward_s'])}")

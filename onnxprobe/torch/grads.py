@@ -27,8 +27,9 @@ def param_probe(params: list[str], transposed: bool = False) -> str:
     return PARAM + MERGED.join(params) + (TRANSPOSED if transposed else "")
 
 
-def torch_loss(y, kind: str, extra: np.ndarray | None, class_axis: int | None):
-    """The loss of ``autodiff.loss`` in torch, term for term."""
+def torch_loss(y, kind: str, extra: np.ndarray | None, class_axis: int | None, probabilities: bool = False):
+    """The loss of ``autodiff.loss`` in torch, term for term (``probabilities``: cross-entropy of an output
+    that is a Softmax's, -log p clamped at the smallest normal number)."""
     torch = require_torch()
     if kind == "sum":
         return y.sum()
@@ -43,7 +44,8 @@ def torch_loss(y, kind: str, extra: np.ndarray | None, class_axis: int | None):
         axis = class_axis if class_axis is not None else 1
         r = y.ndim
         axis = axis + r if axis < 0 else axis
-        lsm = torch.log_softmax(y.movedim(axis, -1), dim=-1)
+        yt = y.movedim(axis, -1)
+        lsm = torch.log(yt.clamp_min(torch.finfo(yt.dtype).tiny)) if probabilities else torch.log_softmax(yt, dim=-1)
         if e.dtype.is_floating_point:
             target = e.movedim(axis, -1)
         else:
@@ -56,13 +58,14 @@ class TorchGradRunner(Runner):
     kind = "torch"
 
     def __init__(self, module, input_names: list[str], output_index: int, loss: str, extra: np.ndarray | None,
-                 class_axis: int | None, modules: set[str], label: str = "torch", template: list | None = None):
+                 class_axis: int | None, modules: set[str], label: str = "torch", template: list | None = None,
+                 probabilities: bool = False):
         super().__init__(None, None, label)
         self.module = module
         self.template = template  # the example arguments, None in the tensors' places (as TorchRunner's)
         self.input_names = list(input_names)
         self.output_index = output_index
-        self.loss, self.extra, self.class_axis = loss, extra, class_axis
+        self.loss, self.extra, self.class_axis, self.probabilities = loss, extra, class_axis, probabilities
         self.modules = set(modules)
         self.loss_value: float | None = None
         self._last: tuple[int, dict] | None = None
@@ -137,7 +140,7 @@ class TorchGradRunner(Runner):
                 if self.output_index >= len(out):
                     raise UsageError(f"--vs-torch: the module returns {len(out)} tensor(s); the loss is of output "
                                      f"{self.output_index}")
-                loss = torch_loss(out[self.output_index], self.loss, self.extra, self.class_axis)
+                loss = torch_loss(out[self.output_index], self.loss, self.extra, self.class_axis, self.probabilities)
                 loss.backward()
         except UsageError:
             raise
