@@ -74,13 +74,18 @@ class GradResult:
     @property
     def checked(self) -> int:
         """Gradients compared with finite differences (``check=True``); 0 when the check compared nothing,
-        which is no pass."""
-        return sum(1 for r in self.rows if r.check is not None)
+        which is no pass. A gradient finite differences cannot resolve (``unresolved_checks``) is not."""
+        return sum(1 for r in self.rows if r.check is not None and r.check["ok"] is not None)
 
     @property
     def failed_checks(self) -> list[str]:
         """The gradients the finite-difference check failed (by tensor name)."""
-        return [r.name for r in self.rows if r.check is not None and not r.check["ok"]]
+        return [r.name for r in self.rows if r.check is not None and r.check["ok"] is False]
+
+    @property
+    def unresolved_checks(self) -> list[str]:
+        """The gradients finite differences cannot resolve (no verdict: ``check["unresolved"]`` says why)."""
+        return [r.name for r in self.rows if r.check is not None and r.check["ok"] is None]
 
     def __repr__(self) -> str:
         checked = [r.check for r in self.rows if r.check is not None]
@@ -249,6 +254,17 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
     for row in result.rows:
         if row.name in checked:
             row.check = checked[row.name]
+    flat = [n for n, c in checked.items() if c["ok"] is False and c.get("flat")]
+    if flat:
+        result.notes.append(f"the loss did not change at all along {len(flat)} failing gradient(s) ({', '.join(flat[:3])}"
+                            f"{' ...' if len(flat) > 3 else ''}), at any step: their true gradient is 0 (or below the "
+                            "loss's rounding); a nonzero one is rounding left by a cancellation (a Softmax of identical "
+                            "logits: the output does not depend on them) or a wrong rule")
+    loose = [n for n, c in checked.items() if c["ok"] is None]
+    if loose:
+        result.notes.append(f"cannot check {len(loose)} gradient(s), not resolvable by finite differences: "
+                            f"{', '.join(loose[:3])}{' ...' if len(loose) > 3 else ''} ({checked[loose[0]]['unresolved']}; "
+                            "e.g. a Softmax of huge logits: a step function at every step tried)")
     return mode
 
 

@@ -182,7 +182,10 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
     level of float32 rounding in the loss over such a step. Differences below the noise floor of the
     loss (machine epsilon x |L| / h) count as 0. At a kink (Relu at 0, MaxPool ties) the one-sided
     differences disagree and a gradient between them passes; several step sizes are tried and the best
-    agreement kept. ``progress(done, total)`` is called after each gradient."""
+    agreement kept. A gradient that disagrees only at steps where the difference quotient is not settled
+    (halving the step changes it beyond the tolerance: the loss is not linear over the step) gets no verdict:
+    ``ok`` None and ``unresolved``, the reason; ``flat``: a failing gradient along which the loss did not
+    change at all, at any step. ``progress(done, total)`` is called after each gradient."""
     dt = np.float64 if precision.startswith("float64") else np.float32
     eps = np.finfo(dt).eps
     tol = TOLERANCE[precision]
@@ -208,29 +211,46 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
             zero = (g == 0) & support
             if zero.any() and not zero.all():
                 directions.append(rng.standard_normal(g.shape) * zero * rel)
-        worst, detail = 0.0, None
+        worst, detail, settled, flat = 0.0, None, False, False
         for v in directions:
             v = v / max(float(np.sqrt(np.mean(v * v))), 1e-300)
             best = _best_step(it.name, g, v, h0, loss, L0, dt, eps, tol)
+            settled |= best[0] > tol and best[5]  # a disagreement finite differences really measured
+            flat |= best[6]
             if detail is None or best[0] >= worst:
                 worst, detail = best[0], best[1:]
-        out[it.name] = {"error": float(worst), "tolerance": tol, "ok": bool(worst <= tol), "fd": detail[0],
+        ok = bool(worst <= tol) if worst <= tol or settled else None
+        out[it.name] = {"error": float(worst), "tolerance": tol, "ok": ok, "fd": detail[0],
                         "grad_dot": detail[1], "step": detail[2], "kink": detail[3], "precision": precision}
+        if flat:  # the loss did not move at all: its slope is 0 (or below the loss's rounding)
+            out[it.name]["flat"] = True
+        if ok is None:  # no step where the loss is linear enough: no verdict either way
+            out[it.name]["unresolved"] = (f"halving the step changes the finite difference by more than {tol:g} of it at "
+                                          f"every step tried ({_steps(h0)}): the loss is not linear over them")
         if progress is not None:
             progress(len(out), len(items))
     return out
 
 
+def _steps(h0: float) -> str:
+    return f"{h0 / 1000:.3g} to {h0 * 10:.3g}"
+
+
 def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: float, dt, eps: float, tol: float):
-    """(error, fd, <g, v>, step, kink) for the step size that agrees best. Kinks favour small steps,
-    float32 rounding large ones: several are tried."""
+    """(error, fd, <g, v>, step, kink, settled, flat) for the step size that agrees best. Kinks favour small
+    steps, float32 rounding large ones: several are tried. ``flat``: the loss did not change at any step
+    and the gradient fails. ``settled``: at some step where the gradient
+    disagrees, the difference quotient is settled (halving the step changes it by less than the tolerance,
+    or by noise only), so the disagreement is measured, not the loss's curvature: a Softmax of logits ~1e12
+    is a step function over every step tried (its quotient doubles with each halving) and earns no FAIL."""
     an = float(np.sum(g * v))
-    best = None
+    best, settled, flat = None, False, True
     for h in (h0, h0 / 10, h0 * 10, h0 / 100, h0 / 1000):
         lp, lm = loss(name, h * v), loss(name, -h * v)
+        flat &= lp == lm == L0
         d1 = (lp - lm) / (2 * h)
         if dt == np.float64:
-            fd = d1
+            fd, d2 = d1, None
         else:
             d2 = (loss(name, 0.5 * h * v) - loss(name, -0.5 * h * v)) / h
             fd = (4 * d2 - d1) / 3
@@ -246,8 +266,12 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
             lo, hi = min(dp, dm), max(dp, dm)
             if hi - lo > tol * big and lo - tol * big <= an <= hi + tol * big:
                 err, kink = 0.0, True
+        if err > tol and not settled:
+            if d2 is None:
+                d2 = (loss(name, 0.5 * h * v) - loss(name, -0.5 * h * v)) / h
+            settled = bool(abs(d1 - d2) <= tol * max(abs(d1), abs(d2)) + 2 * floor)
         if best is None or err < best[0]:
             best = (err, float(fd), an, float(h), kink)
         if err <= tol:
             break
-    return best
+    return best + (settled, flat and best[0] > tol)

@@ -147,6 +147,8 @@ def grad(
         error("none of the tensors --wrt asks for gets a gradient (the notes say why)")
         raise typer.Exit(1)
     if check and not result.checked:  # a check that compared nothing is no pass
+        loose = result.unresolved_checks
         error("--check checked nothing: no selected gradient could be compared with finite differences"
-              + ("" if result.rows else " (no gradient was computed: see the notes)"))
+              + (f" (not resolvable: {', '.join(loose[:3])}{' …' if len(loose) > 3 else ''}; see the notes)" if loose else
+                 "" if result.rows else " (no gradient was computed: see the notes)"))
         raise typer.Exit(1)

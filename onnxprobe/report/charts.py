@@ -111,7 +111,7 @@ def grad_figure(d: dict, row_ids: dict[int, str]) -> dict:
     ratio = [(g["index"], finite(g.get("ratio")), g["tensor"], row_ids[k]) for k, g in rows]
     top = max([n for _, n, _, _ in norm if n] or [1.0])
     bad = [(g["index"], finite(g.get("norm")) or top, g["tensor"], row_ids[k]) for k, g in rows
-           if g.get("nan") or g.get("inf") or (g.get("check") and not g["check"]["ok"])]
+           if g.get("nan") or g.get("inf") or (g.get("check") and g["check"]["ok"] is False)]
     fig = go.Figure()
     fig.add_trace(_trace(go, "|grad| (norm)", norm, "#1f77b4", mode="markers", size=7))
     fig.add_trace(_trace(go, "|grad| / |tensor|", ratio, "#9467bd", mode="markers", size=7, symbol="diamond"))

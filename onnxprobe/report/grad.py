@@ -99,11 +99,11 @@ def grad_table(result) -> tuple[Table, Text]:
         cells, values = _cells(r)
         if checked:
             c = r.get("check")
-            cells.append("-" if c is None else f"{num(c['error'], 2)} {'ok' if c['ok'] else 'FAIL'}")
+            cells.append("-" if c is None else "cannot check" if c["ok"] is None else f"{num(c['error'], 2)} {'ok' if c['ok'] else 'FAIL'}")
             values.append(None if c is None else c["error"])
         nonfinite = bool(r.get("nan") or r.get("inf"))
         bad += nonfinite
-        fail = checked and r.get("check") is not None and not r["check"]["ok"]
+        fail = checked and r.get("check") is not None and r["check"]["ok"] is False
         failed += fail
         ok += bool(checked and r.get("check") is not None and r["check"]["ok"])
         t.add_row(cells, values, "bold red" if nonfinite or fail else None)

@@ -128,7 +128,7 @@ def worst_rows(kind: str, d: dict, n: int = WORST) -> list[str]:
         key = lambda p: (p["passed"] is not False, f(p.get("introduced_sqnr_db"), f(p.get("sqnr_db"), math.inf)))  # noqa: E731
         return [p["a"] for p in sorted(rows, key=key)[:n]]
     rows = d["gradients"]
-    key = lambda g: (not (g.get("nan") or g.get("inf") or (g.get("check") and not g["check"]["ok"])),  # noqa: E731
+    key = lambda g: (not (g.get("nan") or g.get("inf") or (g.get("check") and g["check"]["ok"] is False)),  # noqa: E731
                      -f(g.get("ratio"), -math.inf), -f(g.get("norm"), -math.inf))
     return [g["tensor"] for g in sorted(rows, key=key)[:n]]
 
@@ -163,7 +163,7 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
             out.append(("time", f"run {duration(d['timing']['run_s'])}, session {duration(d['timing']['session_s'])}", None))
     else:
         bad = sum(1 for g in d["gradients"] if g.get("nan") or g.get("inf"))
-        failed = sum(1 for g in d["gradients"] if g.get("check") and not g["check"]["ok"])
+        failed = sum(1 for g in d["gradients"] if g.get("check") and g["check"]["ok"] is False)
         loss = d["loss"]
         out = [("model", d["model"], None), ("runtime", ", ".join(d.get("providers") or []) or "-", None),
                ("device", d["device"], None), ("opt level", d["opt_level"] or "-", None),

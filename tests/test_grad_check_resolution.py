@@ -1,0 +1,86 @@
+"""grad --check earns its verdicts: a gradient is FAILed only where finite differences resolve the loss's
+slope (halving the step leaves the difference quotient as it is); where the loss is not linear over any
+step tried (a Softmax of logits ~1e12: a step function at every step) the gradient is 'cannot check',
+not FAIL. Oracles: the gradients derived by hand in float64."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe.autodiff.check import CheckItem, check_gradients
+from onnxprobe.cli.main import app
+
+runner = CliRunner()
+RNG = np.random.default_rng(11)
+DY = RNG.standard_normal(6)
+
+
+def _softmax(z):
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def _softmax_loss(t):
+    """L(t + delta) = <dy, softmax(t + delta)>, and its true gradient at t (float64)."""
+    p = _softmax(t)
+    return (lambda name, delta: float(DY @ _softmax(t + delta))), p * (DY - p @ DY)
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_a_right_gradient_the_loss_is_too_curved_to_check_is_not_failed(precision):
+    """Logits ~1e12, near-tied: the steps (1e-6 .. 1e-3 of the RMS, and smaller) are >= 1e3, over which the
+    Softmax jumps; the gradient (the true one) is 'cannot check', with the reason."""
+    t = 1e12 + RNG.standard_normal(6)
+    loss, g = _softmax_loss(t)
+    res = check_gradients([CheckItem("z", g, t, float(np.sqrt(np.mean(t * t))))], loss, precision)["z"]
+    assert res["ok"] is None and "not linear" in res["unresolved"], res
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_a_wrong_gradient_of_a_smooth_loss_still_fails(precision):
+    """Logits ~1: the same loss is smooth over the steps, so a gradient 1.5x too large is a FAIL (ok False,
+    not 'cannot check'), and the true one passes. The loss is shifted to 0 at t: float32's noise floor
+    (50 eps |L| / h) would otherwise count the smallest steps' differences as 0 and pass anything."""
+    t = RNG.standard_normal(6)
+    loss0, g = _softmax_loss(t)
+    base = loss0("z", np.zeros(6))
+    loss = (lambda name, delta: loss0(name, delta) - base)
+    item = (lambda grad: CheckItem("z", grad, t, float(np.sqrt(np.mean(t * t)))))
+    assert check_gradients([item(g)], loss, precision)["z"]["ok"] is True
+    assert check_gradients([item(1.5 * g)], loss, precision)["z"]["ok"] is False
+
+
+def test_a_loss_that_does_not_move_fails_a_nonzero_gradient():
+    """A flat loss resolves to a slope of 0 at every step: a nonzero gradient there is a FAIL (a rule that
+    invents a gradient), not 'cannot check'."""
+    t = RNG.standard_normal(6)
+    res = check_gradients([CheckItem("z", np.ones(6), t, 1.0)], lambda name, delta: 3.0, "float64")["z"]
+    assert res["ok"] is False and "unresolved" not in res and res["flat"]
+
+
+def test_cli_says_cannot_check_instead_of_fail(tmp_path):
+    """grad --check on Softmax(x + 1e12) with --output-grad: the gradient of the logits is the float32
+    model's (all logits round to 1e12: p uniform, dL/dz = (dy - mean dy) / 6, the oracle), and the check
+    says it cannot be checked (exit 1: nothing was checked), not that it failed."""
+    big = numpy_helper.from_array(np.full((1, 6), 1e12, np.float32), "big")
+    m = make_model([helper.make_node("Add", ["x", "big"], ["z"]), helper.make_node("Softmax", ["z"], ["y"], axis=1)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6])], [big])
+    onnx.save(m, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", RNG.standard_normal((1, 6)).astype(np.float32))
+    np.save(tmp_path / "dy.npy", DY.astype(np.float32)[None])
+    r = runner.invoke(app, ["grad", str(tmp_path / "m.onnx"), "--input", f"x={tmp_path / 'x.npy'}", "--output-grad",
+                            str(tmp_path / "dy.npy"), "--wrt", "z", "--check", "--device", "cpu", "--json",
+                            str(tmp_path / "r.json"), "--save-grads", str(tmp_path / "g.npz")])
+    assert r.exit_code == 1, r.output
+    assert "failed the finite-difference check" not in r.stderr and "not resolvable: z" in r.stderr, r.stderr
+    (row,) = json.loads((tmp_path / "r.json").read_text())["gradients"]
+    assert row["check"]["ok"] is None and row["check"]["unresolved"]
+    np.testing.assert_allclose(np.load(tmp_path / "g.npz")["z"].ravel(), (DY - DY.mean()) / 6, rtol=1e-5, atol=1e-7)
