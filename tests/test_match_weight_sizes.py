@@ -126,3 +126,37 @@ def test_quantized_weights_behind_dequantize_count_by_their_size(tmp_path):
     got = {r.pair.a.name: r.pair.b.name for r in res.results}
     assert all(b == "B_" + a[2:] for a, b in got.items() if a.startswith("A_")), got
     assert {"A_c1", "A_c3"} <= set(got)
+
+
+def _filled_fire(prefix: str, swap: bool) -> onnx.ModelProto:
+    """A fire module whose weights are ConstantOfShape outputs (as every onnx-light model holds them): x ->
+    squeeze 1x1 -> [Relu(Conv1x1), Relu(Conv3x3)] -> Concat; ``swap`` lists the 3x3 branch first."""
+    sizes = {"ws": [8, 4, 1, 1], "w1": [8, 8, 1, 1], "w3": [8, 8, 3, 3]}
+    nodes, inits = [], []
+    for k, v in sizes.items():
+        inits.append(numpy_helper.from_array(np.array(v, np.int64), prefix + k + "_shape"))
+        nodes.append(helper.make_node("ConstantOfShape", [prefix + k + "_shape"], [prefix + k],
+                                      value=numpy_helper.from_array(np.array([0.02], np.float32))))
+    nodes.append(helper.make_node("Conv", ["x", prefix + "ws"], [prefix + "s"], name=prefix + "sq"))
+    one = [helper.make_node("Conv", [prefix + "s", prefix + "w1"], [prefix + "e1"], name=prefix + "c1"),
+           helper.make_node("Relu", [prefix + "e1"], [prefix + "r1"], name=prefix + "rr1")]
+    three = [helper.make_node("Conv", [prefix + "s", prefix + "w3"], [prefix + "e3"], pads=[1, 1, 1, 1], name=prefix + "c3"),
+             helper.make_node("Relu", [prefix + "e3"], [prefix + "r3"], name=prefix + "rr3")]
+    nodes += three + one if swap else one + three
+    nodes.append(helper.make_node("Concat", [prefix + "r1", prefix + "r3"], ["y"], axis=1, name=prefix + "cat"))
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 6, 6])], inits)
+
+
+def test_weights_made_by_constant_of_shape_have_their_sizes(tmp_path):
+    """Renamed and reordered copies of one model: the 1x1 branch was paired with the 3x3 branch (their
+    ConstantOfShape weights had no size), four false FAILs on a model compared with itself."""
+    onnx.save(_filled_fire("a_", True), str(tmp_path / "a.onnx"))
+    onnx.save(_filled_fire("b_", False), str(tmp_path / "b.onnx"))
+    res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=api.Selection(all=True),
+                   config=api.RunConfig(device="cpu", cache=False),
+                   inputs=api.InputSpec(arrays={"x": RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)}))
+    got = {r.pair.a.name: r.pair.b.name for r in res.results}
+    assert all(k[2:] == v[2:] for k, v in got.items() if k != "y"), got  # a_e1 with b_e1, never with b_e3
+    assert {"a_e1", "a_e3"} <= set(got)
+    assert all(r.metrics.exact for r in res.results)

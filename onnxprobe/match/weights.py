@@ -65,7 +65,30 @@ def float_constants(model: onnx.ModelProto, constants: list | None = None) -> di
             size *= d
         return Weight(("s:" if size <= 1 else "") + h.hexdigest(), size, _values(t, raw, size) if size > 1 else ())
 
-    return {k: w for k, t in (constants if constants is not None else constants_of(model)) if (w := weight(t)) is not None}
+    found = constants if constants is not None else constants_of(model)
+    out = {k: w for k, t in found if (w := weight(t)) is not None}
+    out.update(_filled(model, dict(found)))
+    return out
+
+
+def _filled(model: onnx.ModelProto, consts: dict[str, onnx.TensorProto]) -> dict[str, Weight]:
+    """The float ConstantOfShape outputs of constant shapes, described as the weights they are, never
+    materialised (onnx-light's models hold every weight so: 1x1 and 3x3 Convs whose weights had no size
+    were paired with each other in a renamed copy of one model)."""
+    out = {}
+    for n in model.graph.node:
+        if n.op_type != "ConstantOfShape" or n.domain not in ("", "ai.onnx") or not n.input or n.input[0] not in consts:
+            continue
+        dims = [int(d) for d in numpy_helper.to_array(consts[n.input[0]]).reshape(-1)]
+        value = next((a.t for a in n.attribute if a.name == "value" and a.type == onnx.AttributeProto.TENSOR), None)
+        dtype = value.data_type if value is not None else onnx.TensorProto.FLOAT
+        if dtype not in _DTYPES or any(d < 0 for d in dims):
+            continue
+        v = float(numpy_helper.to_array(value).reshape(-1)[0]) if value is not None else 0.0
+        size = int(np.prod(dims, dtype=np.int64))
+        h = hashlib.blake2b(f"{dtype}:{dims}:fill:{np.array(v, _DTYPES[dtype]).tobytes().hex()}".encode(), digest_size=12)
+        out[n.output[0]] = Weight(("s:" if size <= 1 else "") + h.hexdigest(), size, (v,) * min(size, SAMPLES) if size > 1 else ())
+    return out
 
 
 def constants_of(model: onnx.ModelProto) -> list[tuple[str, onnx.TensorProto]]:
