@@ -177,7 +177,8 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
                  **{k: num(p[k], 3) if p.get(k) is not None else "-" for k in JUDGED_COLUMNS}}
         values = {"index": p["index"], "tensor": name, "op": p["op_type"], "match": p["strategy"], "shape": p["shape"],
                   "max_abs": p["max_abs"], "cosine": p["cosine"], "sqnr_db": "exact" if p["exact"] else _infinite_db(p),
-                  "introduced_sqnr_db": "exact" if p["introduced_exact"] else _infinite_db(p, "introduced_"), "pass": p["passed"],
+                  "introduced_sqnr_db": "NaN/Inf" if p.get("introduced_nonfinite_mismatch") else "exact" if p["introduced_exact"]
+                  else _infinite_db(p, "introduced_"), "pass": p["passed"],
                   "kernel_ms_a": p.get("kernel_ms_a"), "kernel_ms_b": p.get("kernel_ms_b"),
                   **{k: p.get(k) for k in JUDGED_COLUMNS}}
         style = "red" if p["passed"] is False else ("green" if p["passed"] else None)
@@ -204,7 +205,8 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     topo = sorted(d["pairs"], key=lambda p: (p["index"], p["a"], p["b"]))  # ties by name: the same whatever --sort
     measured = [p["sqnr_db"] for p in topo if not p["exact"] and p["sqnr_db"] is not None and math.isfinite(p["sqnr_db"])]
     top = max(measured + [140.0])  # float32 agrees to ~140 dB; float64 and torch pairs measure more
-    sq = [top if p["exact"] else p["sqnr_db"] for p in topo]  # exact pairs draw as full blocks
+    # exact pairs draw as full blocks; a pair with NaN/Inf on one side only as a blank, as one at -inf dB
+    sq = [top if p["exact"] else -math.inf if p.get("nonfinite_mismatch") else p["sqnr_db"] for p in topo]
     lead = "SQNR along depth: "
     line = sparkline(sq, cap=top, room=max(10, width - len(lead)))
     per = math.ceil(len(sq) / len(line)) if line else 1
@@ -215,7 +217,8 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
         out.append(Text(f"{lead}{line}  ({neg} at -inf dB: B all zeros where A is not, as blanks; {n_exact} exact)"))
     elif line:
         ends = [topo[0], topo[-1]]  # the first and last pairs as drawn, a blank one too (-inf, not compared)
-        end = (lambda p: "exact" if p["exact"] else "n/a" if _infinite_db(p) is None else f"{num(_infinite_db(p), 3)} dB")
+        end = (lambda p: "exact" if p["exact"] else "NaN/Inf" if p.get("nonfinite_mismatch") else "n/a" if _infinite_db(p) is None
+               else f"{num(_infinite_db(p), 3)} dB")
         odd = sum(1 for p in topo if not p["exact"] and p.get("nonfinite_mismatch"))
         if not measured and odd:  # no error over the finite values, NaN/Inf on one side elsewhere: not exact
             out.append(Text(f"SQNR along depth: no error over the finite values; {odd} pair{'s' if odd != 1 else ''} with "
@@ -224,7 +227,8 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
             out.append(Text(f"SQNR along depth: every pair exact ({n_exact})"))
         else:
             low = f"-inf dB ({neg} pair{'s' if neg > 1 else ''}: B all zeros where A is not, as blanks)" if neg else f"{num(min(measured), 3)} dB"
-            out.append(Text(f"{lead}{line}  ({end(ends[0])} → {end(ends[-1])}, min {low}; "
+            blanks = f"{odd} with NaN/Inf on one side only, as blanks; " if odd else ""
+            out.append(Text(f"{lead}{line}  ({end(ends[0])} → {end(ends[-1])}, min {low}; {blanks}"
                             + (f"a block per {per} pairs, their worst; " if per > 1 else "") + "exact pairs as full blocks)"))
     n_fail = sum(1 for p in d["pairs"] if p["passed"] is False)
     foot = Text()

@@ -189,6 +189,8 @@ def sort_value(raw, number: bool) -> str:
         return "nan" if math.isnan(raw) else ("inf" if raw > 0 else "-inf")
     if number and raw == "exact":  # report.diff's raw value of an infinite SQNR with no error at all
         return "inf"
+    if number and raw == "NaN/Inf":  # a layer that brings in NaN/Inf where the other has a number: the worst
+        return "-inf"
     return "x".join(map(str, raw)) if isinstance(raw, (list, tuple)) else str(raw)
 
 
