@@ -41,3 +41,20 @@ def test_a_layer_bringing_in_inf_is_not_read_as_exact(tmp_path):
     r = CliRunner().invoke(app, ["diff", str(a), str(b), "--all", "--input", f"x={tmp_path / 'x.npy'}", "--json", "-"])
     pairs = {p["a"]: p for p in json.loads(r.stdout)["pairs"]}
     assert pairs["mask"]["introduced_nonfinite_mismatch"] == over and pairs["y"]["introduced_nonfinite_mismatch"] == 0
+
+
+def test_machine_readable_rows_say_nan_inf_too(tmp_path):
+    """CSV, JSON rows and the HTML sort value read "inf" (the best value) for the layer that made the mismatch."""
+    from onnxprobe.report.html import sort_value
+
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    _mask_model(a, -np.inf)
+    _mask_model(b, float(np.finfo(np.float32).min))
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).random((4, 4)).astype(np.float32))
+    args = ["diff", str(a), str(b), "--all", "--input", f"x={tmp_path / 'x.npy'}"]
+    csv = CliRunner().invoke(app, [*args, "--format", "csv"]).stdout.splitlines()
+    rows = {r.split(",")[1]: dict(zip(csv[0].split(","), r.split(","))) for r in csv[1:]}
+    assert rows["mask"]["introduced_sqnr_db"] == "NaN/Inf" and rows["y"]["introduced_sqnr_db"] == "exact"
+    js = {r["tensor"]: r for r in json.loads(CliRunner().invoke(app, [*args, "--format", "json"]).stdout)}
+    assert js["mask"]["introduced_sqnr_db"] == "NaN/Inf"
+    assert sort_value("NaN/Inf", True) == "-inf"
