@@ -330,8 +330,8 @@ def diff_grad(
     autograd on the module A was exported from (``api.diff_grad_torch``)."""
     # backward graphs only here: a plain diff does not import the autodiff engine
     from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec, grad_plan
-    from onnxprobe.compare.gradients import (candidates, explain_folded, folded_weights, grad_reason, grad_side, keep_wrt,
-                                             loss_value)
+    from onnxprobe.compare.gradients import (both, candidates, explain_folded, folded_weights, grad_reason, grad_side,
+                                             keep_wrt, loss_value, shared_weights)
 
     if (b is None) == (vs_torch is None):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (one of them)")
@@ -377,7 +377,8 @@ def diff_grad(
     gmap = {as_grad(k): as_grad(v) for k, v in (user_map or {}).items()} or None
     per = {as_grad(k): v for k, v in (per_tensor or {}).items()}
     res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per, gmap, introduced=False,
-                max_memory=max_memory, progress=progress, reject=folded_weights(a_model.proto, b_model.proto))
+                max_memory=max_memory, progress=progress, reject=both(folded_weights(a_model.proto, b_model.proto),
+                                                      shared_weights(a_model.proto, b_model.proto)))
     explain_folded(res.matching, a_model.proto, b_model.proto)
     for r in res.results:
         r.pair.reason = grad_reason(r.pair)

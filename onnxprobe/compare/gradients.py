@@ -29,7 +29,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import walk
-from onnxprobe.match.engine import FOLDED, NO_COUNTERPART, NO_GRADIENT
+from onnxprobe.match.engine import DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT
 from onnxprobe.match.observe import FLOAT_TYPES, Observable, Observation, stem
 from onnxprobe.match.ops import canonical
 from onnxprobe.runtime.runners.base import Runner
@@ -199,6 +199,67 @@ def folded_weights(a: onnx.ModelProto, b: onnx.ModelProto):
         folded, plain = ("A", "B") if fb else ("B", "A")
         return (f"a BatchNormalization is folded into this layer's weight in {folded} but follows it in {plain}: "
                 "the two weights are different functions of the data, and so are their gradients", FOLDED)
+
+    return reject
+
+
+# ops that hand a weight on unchanged in value (a copy, another layout or type): the nodes that read their
+# output read the weight
+PASS_ON = ("Identity", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast")
+
+
+def _readers(model: onnx.ModelProto) -> dict[str, list[str]]:
+    """Tensor -> the op types of the nodes that read it, looking through ``PASS_ON`` ops (an Identity copy
+    of a weight is the weight), in the whole model (subgraph bodies read outer tensors by name)."""
+    direct: dict[str, list] = {}
+    for s in walk(model):
+        for i in {i for i in s.node.input if i}:
+            direct.setdefault(i, []).append(s.node)
+
+    def through(t: str, depth: int = 0) -> list[str]:
+        out = []
+        for n in direct.get(t, []):
+            if n.op_type in PASS_ON and n.output and depth < 32:
+                out += through(n.output[0], depth + 1)
+            else:
+                out.append(n.op_type)
+        return out
+
+    return {t: through(t) for t in direct}
+
+
+def shared_weights(a: onnx.ModelProto, b: onnx.ModelProto):
+    """A pair filter for weight gradients: a weight's gradient is the sum over the nodes that read it, so
+    two weights read by different numbers of nodes are different functions of the data, and so are their
+    gradients, even with the same values (GPT-2's legacy export reads one zero tensor as 5 LayerNorm
+    biases and, through Identity, as 4 Gemm biases; dynamo's as the 5 LayerNorm biases only: B's gradient
+    was A's plus the four Gemm bias gradients, a false FAIL). Only the count is compared, not the ops:
+    exporters read the same weight with other ops (Gemm or MatMul+Add, LayerNormalization or Mul/Add)."""
+    ra, rb = _readers(a), _readers(b)
+
+    def said(ops: list[str]) -> str:
+        from collections import Counter
+
+        return ", ".join(f"{k} {op}" for op, k in sorted(Counter(ops).items()))
+
+    def reject(pair) -> str | None:
+        if not (pair.a.effective_op.endswith(" weight") and pair.b.effective_op.endswith(" weight")
+                and pair.a.kind == "float" and pair.b.kind == "float"):
+            return None
+        oa, ob = ra.get(forward_name(pair.a.name) or ""), rb.get(forward_name(pair.b.name) or "")
+        if not oa or not ob or len(oa) == len(ob):
+            return None
+        return (f"the two weights are read by different nodes ({len(oa)} in A: {said(oa)}; {len(ob)} in B: "
+                f"{said(ob)}): a weight's gradient sums over its readers, so these are different functions of "
+                "the data, and so are their gradients", DIFFERENT_FUNCTION)
+
+    return reject
+
+
+def both(*filters):
+    """The pair filter refusing what any of ``filters`` refuses (the first reason)."""
+    def reject(pair):
+        return next((r for r in (f(pair) for f in filters) if r is not None), None)
 
     return reject
 
