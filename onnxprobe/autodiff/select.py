@@ -149,7 +149,9 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
             if not hits:
                 raise UsageError(f"--wrt {pat!r}: no float weight, input or node output of the main graph matches it")
             for n in hits:
-                if explicit and n not in chosen:
+                # --all means every tensor: a graph input it names is kept (the flags select node outputs and
+                # weights, and --all read as an intersection dropped the inputs --wrt names)
+                if explicit and n not in chosen and not (sel.all and n in inputs):
                     continue
                 if n in chosen:
                     picked[n] = chosen[n]
