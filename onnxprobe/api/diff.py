@@ -388,7 +388,8 @@ def diff_grad(
     gradient_origin(res)
     res.grad = {"loss": spec.loss, "output_a": plans[0].loss.output, "output_b": plans[1].loss.output,
                 "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values), "weights": weights,
-                "held_weights": held, "wrt": bool(spec.wrt)}
+                "held_weights": held, "wrt": bool(spec.wrt),
+                "constant_loss": {r: p.constant_loss for r, p in zip("AB", plans) if p.constant_loss}}
     res.notes[:0] = [n for n in fs.notes + list(a_model.warnings) + list(b_model.warnings)
                      if n not in res.notes]
     return res

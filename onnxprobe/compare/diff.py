@@ -111,9 +111,16 @@ class DiffResult:
                 if u.obs.is_output and u.cause in UNPAIRED]
 
     def verdict(self) -> tuple[str, str]:
-        """("pass" | "fail" | "error", one line): error when nothing was compared or an output had no
-        counterpart, fail when an output (a weight gradient) failed the criterion."""
+        """("pass" | "fail" | "error", one line): error when nothing was compared (the gradients of a
+        constant loss, all ~0, compare nothing) or an output had no counterpart, fail when an output (a
+        weight gradient) failed the criterion."""
         what = "weight gradients" if self.grad else "outputs"
+        constant = (self.grad or {}).get("constant_loss")
+        if constant:  # every gradient is ~0 (rounding noise): zeros agreeing with zeros earn no pass
+            said = "; ".join(f"{r}: {why}" for r, why in sorted(constant.items()))
+            return "error", (f"nothing was compared meaningfully: the loss does not depend on the weights ({said}), "
+                             "so every gradient is ~0; use --loss cross-entropy --labels, --loss mse --target or "
+                             "--output-grad")
         if not self.compared:
             # of the selection, as the report's footer counts them
             ua = sum(1 for u in self.matching.unmatched_a if self.selected_a is None or u.obs.name in self.selected_a)
