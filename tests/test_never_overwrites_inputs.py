@@ -113,3 +113,47 @@ def test_a_run_writes_nothing_outside_the_folders_it_was_given(tmp_path):
         assert r.returncode == 0, r.stderr
     assert [p.name for p in home.rglob("*")] == []
     assert [p.name for p in work.iterdir()] == ["r.json"]
+
+
+@pytest.fixture
+def dataset(copies):
+    import numpy as np
+
+    (copies / "data").mkdir()
+    np.savez(copies / "data" / "b0.npz", image=np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32))
+    # a pipeline that leaves a mark when it is run: a refusal must come before any sample is drawn
+    (copies / "pipe.py").write_text("import pathlib\nimport numpy as np\n\ndef f():\n"
+                                    "    pathlib.Path('ran').touch()\n"
+                                    "    yield {'image': np.zeros((1, 3, 32, 32), np.float32)}\n")
+    return copies
+
+
+@pytest.mark.parametrize("argv,target", [
+    (["grad", "cnn.onnx", "--inputs-dir", "data", "--export", "data/b0.npz"], "data/b0.npz"),
+    (["grad", "cnn.onnx", "--inputs-dir", "data/b0.npz", "--export", "data/b0.npz"], "data/b0.npz"),
+    (["grad", "cnn.onnx", "--inputs-from", "pipe.py:f", "--export", "pipe.py"], "pipe.py"),
+    (["grad", "cnn.onnx", "--inputs-from", "pipe.py:f", "--save-grads", "pipe.py"], "pipe.py"),
+    (["grad", "cnn.onnx", "--inputs-dir", "data", "--save-grads", "data/b0.npz"], "data/b0.npz"),
+    (["layers", "cnn.onnx", "--inputs-from", "pipe.py:f", "--json", "pipe.py"], "pipe.py"),
+    (["layers", "cnn.onnx", "--inputs-dir", "data", "--overlay", "data/b0.npz"], "data/b0.npz"),
+    (["diff", "cnn.onnx", "cnn_b.onnx", "--inputs-from", "pipe.py:f", "--netron", "pipe.py"], "pipe.py"),
+], ids=["export-batch", "export-stacked", "export-pipeline", "save-grads-pipeline", "save-grads-batch", "layers-json",
+        "layers-overlay", "diff-netron"])
+def test_a_dataset_file_is_refused_as_an_output_before_any_work(dataset, monkeypatch, argv, target):
+    monkeypatch.chdir(dataset)
+    before = digest(dataset / target)
+    r = runner.invoke(app, argv)
+    assert r.exit_code == 2 and f"{target}: is an input file; refusing to overwrite it" in r.output, r.output
+    assert digest(dataset / target) == before
+    assert not (dataset / "ran").exists()  # refused before the dataset ran
+    assert not (dataset / "cnn_bw.onnx").exists() and "norm" not in r.output  # nothing written, no table
+
+
+def test_a_debug_script_cannot_save_over_itself(dataset, monkeypatch):
+    monkeypatch.chdir(dataset)
+    for name in ("s.txt", "s.html"):
+        (dataset / name).write_text(f"save html {name}\n")
+        before = digest(dataset / name)
+        r = runner.invoke(app, ["debug", "cnn.onnx", "--script", name])
+        assert r.exit_code == 1 and f"{name}: is the running --script file; refusing to overwrite it" in r.output, r.output
+        assert digest(dataset / name) == before

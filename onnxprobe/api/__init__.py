@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, export_backward, grad_plan, grad_spec
     from onnxprobe.api.inputs import (
         Feeds, ModelInput, as_model, check_value, input_spec, model_inputs, parse_input_files, parse_int_range,
-        parse_shape_overrides, parse_size, read_array, read_map, read_npz, save_npz,
+        parse_shape_overrides, parse_size, protect_inputs, read_array, read_map, read_npz, save_npz,
     )
     from onnxprobe.api.pictures import (
         ExplorerIds, describe_inputs, diff_histograms, explorer_ids, grad_histograms, histogram_of, layers_histograms,
@@ -98,7 +98,7 @@ _WHERE = {
     "onnxprobe.api.grad_plan": "GRAD_OPT_LEVEL GradPlan GradSpec export_backward grad_plan grad_spec",
     "onnxprobe.api.inputs": (
         "Feeds ModelInput as_model check_value input_spec model_inputs parse_input_files "
-        "parse_int_range parse_shape_overrides parse_size read_array read_map read_npz "
+        "parse_int_range parse_shape_overrides parse_size protect_inputs read_array read_map read_npz "
         "save_npz"
     ),
     "onnxprobe.api.pictures": (

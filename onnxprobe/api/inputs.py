@@ -32,7 +32,7 @@ from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
 __all__ = ["input_spec", "parse_int_range", "parse_size", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
            "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_raw",
-           "as_ray", "as_dataset", "as_result", "as_probe_result", "what_came"]
+           "as_ray", "as_dataset", "protect_inputs", "as_result", "as_probe_result", "what_came"]
 
 PATH = (str, os.PathLike)
 
@@ -114,6 +114,35 @@ def as_dataset(inputs, inputs_from):
                                             or isinstance(inputs_from, Iterable))):
         raise UsageError(f"inputs_from: expected FILE.py:FUNC, a function that returns or yields feed dicts "
                          f"{{input name: array}}, or a list of them, got {what_came(inputs_from)}")
+    protect_inputs(inputs_dir=inputs, inputs_from=inputs_from)
+
+
+def protect_inputs(*files, inputs_dir=None, inputs_from=None, py_specs=(), what: str = "an input file") -> None:
+    """Every file a run will read, recorded as an input (``fileio.protect``) before it is read and before
+    any output is written or checked: ``files`` (models, .npz), a dataset's batches (``inputs_dir``: the
+    .npz files of the folder, or the one .npz) and the FILE.py of ``inputs_from`` and of ``py_specs``
+    (FILE.py:FUNC); ``what`` names ``files`` in the refusal. fileio learns of a file when it is read, which for a dataset is after `grad --export`
+    wrote its model and after the whole dataset ran: `--export data/b0.npz` destroyed the batch."""
+    for f in files:
+        if not isinstance(f, PATH) or str(f) == "-":
+            continue
+        # a folder: an ONNX test data set (--vs-npz DIR), whose .pb files are read
+        for e in (Path(f).iterdir() if os.path.isdir(f) else [Path(f)]):
+            if e.is_file():
+                protect(e, what)
+    if isinstance(inputs_dir, PATH):
+        p = Path(inputs_dir)
+        if p.is_dir():
+            for f in p.iterdir():
+                if f.suffix == ".npz" and f.is_file():
+                    protect(f, "an input file")
+        elif p.is_file():
+            protect(p, "an input file")
+    for spec in [inputs_from, *py_specs]:
+        if isinstance(spec, PATH):
+            path, sep, _ = str(spec).rpartition(":")
+            if sep and path and os.path.isfile(path):
+                protect(path, "an input file")
 
 
 def as_raw(raw) -> bool | set[str]:

@@ -144,6 +144,9 @@ def diff(
     user_map = None
     if map_ is not None:
         user_map = api.read_map(map_)
+    # before any output is checked or written: model B, the files compared with, the dataset
+    api.protect_inputs(reference, what="an input model")
+    api.protect_inputs(vs_npz, inputs_dir=inputs_dir, inputs_from=inputs_from, py_specs=[vs_torch])
     check_outputs(model, json_, files={"--html": html, "--overlay": overlay, "--netron": netron})
     require_html(html)
     selection = selection_of(op, name, all_, range_, include_constants)

@@ -94,6 +94,7 @@ def grad(
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level)
     spec_in = inputs_of(seed, int_range, shape, input_, inputs)
+    api.protect_inputs(inputs_dir=inputs_dir, inputs_from=inputs_from)  # before any output is checked or written
     check_outputs(model, json_, files={"--save-grads": save_grads, "--export": export, "--html": html, "--overlay": overlay,
                                        "--netron": netron})
     require_html(html)

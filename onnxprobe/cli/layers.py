@@ -93,6 +93,7 @@ def layers(
     selection = selection_of(op, name, all_, range_, include_constants)
     config = api.RunConfig(device=device, opt_level=opt_level, cache=not no_cache)
     spec = inputs_of(seed, int_range, shape, input_, inputs)
+    api.protect_inputs(inputs_dir=inputs_dir, inputs_from=inputs_from)  # before any output is checked or written
     check_outputs(model, json_, files={"--save": save, "--html": html, "--overlay": overlay, "--netron": netron})
     require_html(html)
     budget = api.parse_size(max_memory) if max_memory is not None else None  # '' is refused, not the default

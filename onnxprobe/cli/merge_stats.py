@@ -37,6 +37,7 @@ def merge_stats(
     from onnxprobe.report.diff_dataset import diff_dataset_renderables
     from onnxprobe.report.layers import COLUMNS, PERCENTILE_COLUMNS, STATUS, layers_renderables
 
+    api.protect_inputs(*(files or ()), what="an input report")  # every report, not only the first: --json names none of them
     check_outputs(files[0] if files else None, json_, model_is="an input report")
     merged = api.merge_stats(files)
     notes(merged.get("notes") or [])  # the shards' notes, and the merge's own (shards that share samples)

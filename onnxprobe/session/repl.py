@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.text import Text
 
 from onnxprobe.errors import OnnxProbeError, UsageError, debug_enabled, first_line, internal_error_text, path_error_text
-from onnxprobe.fileio import input_file, read_bounded, refuse_inputs
+from onnxprobe.fileio import input_file, protect, read_bounded, refuse_inputs
 from onnxprobe.report.console import console, to_devnull
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import commands as C
@@ -56,6 +56,7 @@ def read_script(path: Path) -> list[str]:
     if str(path) == "-":
         return _drop_bom(sys.stdin.read()).splitlines()
     input_file(path, "script file", "--script", pipe_ok=True)  # read once: `--script <(...)` works
+    protect(path, "the running --script file")  # its `save` lines must not replace it
     data = read_bounded(path, MAX_SCRIPT_BYTES)
     if len(data) > MAX_SCRIPT_BYTES:
         raise UsageError(f"--script {path}: over {MAX_SCRIPT_BYTES >> 20} MiB; not a script of debugger commands")
