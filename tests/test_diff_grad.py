@@ -290,3 +290,12 @@ def test_the_depth_line_is_the_same_whatever_the_sort(tmp_path):
                                env={"COLUMNS": "200"})
         lines |= {ln for ln in r.stdout.splitlines() if ln.startswith("SQNR along depth")}
     assert len(lines) == 1, lines
+
+
+@pytest.mark.parametrize("flag", [["--fp32-sensitivity", "3"], ["--separate-runs"]])
+def test_forward_only_flags_are_refused_with_grad(flag):
+    """--fp32-sensitivity and --separate-runs shape a forward diff; with --grad they were silently ignored."""
+    m = str(sample_path("mlp"))
+    r = runner.invoke(app, ["diff", m, m, "--grad", *flag])
+    assert r.exit_code == 2 and flag[0] in r.stderr and "not with --grad" in r.stderr, r.output
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -157,6 +157,10 @@ def diff(
         raise UsageError(f"{loss_flags[0]} sets the loss of diff --grad: add --grad")
     if grad and profile:
         raise UsageError("--profile times a forward diff: not with --grad (grad --check and bench/grad.py time gradients)")
+    if grad and fp32_sensitivity:
+        raise UsageError("--fp32-sensitivity reruns A's quantized layers in fp32 to compare activations: not with --grad")
+    if grad and separate_runs:
+        raise UsageError("--separate-runs splits a forward diff's runs: not with --grad (each model's gradients come from one run)")
     if grad and (vs_device or vs_opt_level or vs_reference or vs_npz or vs_runtime or (reference is None) == (vs_torch is None)):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (and no other --vs-* option)")
     if grad and (runtime != "ort" or runtime_option):
