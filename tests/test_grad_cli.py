@@ -551,3 +551,14 @@ def test_a_tensor_upstream_of_a_clip_bound_is_said_to_stop_there(tmp_path):
     onnx.save(m, tmp_path / "c.onnx")
     r = invoke("grad", tmp_path / "c.onnx", "--input", "lo_in=0.5", "--wrt", "lo_in")
     assert r.exit_code == 1 and "does not depend" not in r.stderr and "lo_in: at Clip 'clip' (input 1)" in r.stderr, r.output
+
+
+def test_an_empty_batch_is_refused_up_front():
+    """A batch of 0 samples has no loss to differentiate: one line (it failed in onnxruntime, in a Reshape
+    of onnxprobe's backward graph); a batch of 1 of the same model runs."""
+    m = str(sample_path("dynamic_batch"))
+    for argv in (["grad", m], ["diff", "--grad", m, m]):
+        r = runner.invoke(app, [*argv, "--shape", "x=0x3x8x8"])
+        assert r.exit_code == 2 and "empty batch has no loss" in r.stderr, r.output
+        assert len(r.stderr.strip().splitlines()) == 1
+    assert runner.invoke(app, ["grad", m, "--shape", "x=1x3x8x8"]).exit_code == 0

@@ -224,6 +224,18 @@ def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection |
     return gp
 
 
+def _refuse_empty(base: onnx.ModelProto, output: str, feed: dict[str, np.ndarray]) -> None:
+    """An output of no elements for this feed (an empty batch: --shape x=0x3x8x8) has no loss to
+    differentiate: said here, before its backward graph fails in onnxruntime (a Reshape of 0 elements)."""
+    t = value_types(base).get(output)
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim] if t is not None else []
+    if 0 in dims:
+        empty = [f"{k} {'x'.join(map(str, np.shape(v)))}" for k, v in feed.items() if np.size(v) == 0]
+        raise UsageError(f"output {output!r} is empty (shape {'x'.join('?' if d is None else str(d) for d in dims)})"
+                         f"{' for the empty input ' + ', '.join(empty) if empty else ''}: an empty batch has no loss "
+                         "to differentiate; give at least one sample")
+
+
 def _upgraded(model: Model, old: int, cause: OpsetTooOld) -> Model:
     from onnx import version_converter
 
@@ -265,6 +277,8 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
             base = _runtime_shapes(base, _feeds.make_feeds(model.proto, probe_inputs).values, warnings, ranks_only=True)
         except OnnxProbeError:
             pass
+    if feed is not None:
+        _refuse_empty(base, output, feed)
     base = hoist_constants(base)
     tg = named_targets(base, names) if names is not None else targets(base, selection, tuple(spec.wrt))
     fwd = onnx.ModelProto()
