@@ -374,3 +374,28 @@ def test_a_weight_whose_bytes_do_not_fit_its_shape_is_named(tmp_path):
     r = invoke("layers", tmp_path / "m.onnx")
     assert r.exit_code == 1 and r.stderr.count("\n") == 1, r.output
     assert "tensor 'w' of the model holds another number of bytes than its shape and type need" in r.stderr, r.stderr
+
+
+def test_big_endian_inputs_are_taken_in_native_byte_order(tmp_path):
+    """np.save of a '>f4' array (from a big-endian machine, or astype('>f4')) was refused as 'dtype >f4, the
+    model expects float32': the values are the same, converted exactly, from --input, --inputs, a dataset and
+    the API; the run's outputs are those of onnx.reference on the native array."""
+    from onnx.reference import ReferenceEvaluator
+
+    from onnxprobe import api
+
+    x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "be.npy", x.astype(">f4"))
+    np.savez(tmp_path / "be.npz", image=x.astype(">f4"))
+    (tmp_path / "d").mkdir()
+    np.savez(tmp_path / "d" / "b0.npz", image=x.astype(">f4"))
+    spec = api.model_inputs(api.load(sample_path("cnn")))[0]
+    native = api.check_value(spec, x.astype(">f4"), "test")
+    assert native.dtype == np.float32 and native.dtype.isnative and np.array_equal(native, x)
+    want = ReferenceEvaluator(str(sample_path("cnn"))).run(None, {"image": x})[0]
+    for flags in (["--input", f"image={tmp_path / 'be.npy'}"], ["--inputs", tmp_path / "be.npz"]):
+        r = invoke("layers", sample_path("cnn"), *flags, "--save", tmp_path / "acts.npz", "--device", "cpu")
+        assert r.exit_code == 0, r.output
+        got = np.load(tmp_path / "acts.npz")["logits"]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert invoke("layers", sample_path("cnn"), "--inputs-dir", tmp_path / "d", "--device", "cpu").exit_code == 0

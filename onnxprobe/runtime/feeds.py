@@ -174,6 +174,8 @@ def check_value(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:
     value = np.asarray(value)
     if spec.elem_type == onnx.TensorProto.STRING:
         value = as_strings(value, f"input {clean(spec.name)} ({clean(origin)})")
+    elif value.dtype != spec.dtype and value.dtype.newbyteorder("=") == spec.dtype:
+        value = value.astype(spec.dtype)  # big-endian (np.save of '>f4'): the same values, exactly, in native order
     elif value.dtype != spec.dtype:
         raise UsageError(f"input {clean(spec.name)} ({clean(origin)}): dtype {value.dtype}, the model expects {spec.dtype}")
     if spec.shape is not None:
