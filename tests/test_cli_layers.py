@@ -399,3 +399,25 @@ def test_big_endian_inputs_are_taken_in_native_byte_order(tmp_path):
         got = np.load(tmp_path / "acts.npz")["logits"]
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert invoke("layers", sample_path("cnn"), "--inputs-dir", tmp_path / "d", "--device", "cpu").exit_code == 0
+
+
+def test_input_splits_name_and_file_as_shape_does(tmp_path):
+    """An input named 'a=b': `--shape 'a=b=2x4'` worked but `--input 'a=b=v.npy'` was split at the first '='
+    ('unknown input name a'). --input takes the longest prefix that names an input; a file whose path holds
+    '=' still goes to the input before it."""
+    m = make_model([helper.make_node("Relu", ["a=b"], ["y"]), helper.make_node("Neg", ["x"], ["z"])],
+                   [helper.make_tensor_value_info("a=b", TensorProto.FLOAT, [2, 4]),
+                    helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4]),
+                    helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])])
+    onnx.save(m, tmp_path / "eq.onnx")
+    v = np.arange(-4, 4, dtype=np.float32).reshape(2, 4)
+    np.save(tmp_path / "v.npy", v)
+    (tmp_path / "d=1").mkdir()
+    np.save(tmp_path / "d=1" / "x.npy", np.array([3.0, -5.0], np.float32))
+    r = invoke("layers", tmp_path / "eq.onnx", "--input", f"a=b={tmp_path / 'v.npy'}", "--input", f"x={tmp_path / 'd=1' / 'x.npy'}",
+               "--save", tmp_path / "acts.npz", "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    got = np.load(tmp_path / "acts.npz")
+    np.testing.assert_array_equal(got["y"], np.maximum(v, 0))
+    np.testing.assert_array_equal(got["z"], [-3.0, 5.0])

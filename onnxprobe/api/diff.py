@@ -143,7 +143,7 @@ def saved_inputs(model: Model, inputs: InputSpec | None, saved: Activations) -> 
     """``inputs`` with the model's inputs that ``saved`` (activations) holds, where the user gave none for
     them: the activations were computed from those, and random data would compare other computations
     (every pair failing). Returns (inputs, notes)."""
-    spec = inputs or InputSpec()
+    spec = _feeds.named_files(inputs or InputSpec(), [i.name for i in _feeds.model_inputs(model.proto)])
     given = set(spec.files) | set(spec.arrays)
     use = {i.name: np.asarray(saved.arrays[i.name]) for i in _feeds.model_inputs(model.proto)
            if i.name in saved.arrays and i.name not in given}

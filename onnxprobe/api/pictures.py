@@ -117,6 +117,7 @@ def describe_inputs(model, inputs: InputSpec | None = None) -> list[str]:
     spec (they are deterministic)."""
     spec = as_inputs(inputs) or InputSpec()
     fs = _feeds.make_feeds(proto_of(model), spec)
+    spec = _feeds.named_files(spec, list(fs.values))
     out = []
     for name, v in fs.values.items():
         if name in spec.files:

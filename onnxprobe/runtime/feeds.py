@@ -284,6 +284,21 @@ def _notes(defaulted: dict[str, list[str]]) -> list[str]:
     return out
 
 
+def named_files(spec: InputSpec, names: list[str]) -> InputSpec:
+    """``spec`` with each --input NAME=FILE split after the longest prefix that is one of the model's input
+    ``names`` (``parse_input_files`` splits at the first '=', knowing no model): an input named 'a=b' takes
+    `--input a=b=v.npy` as `--shape 'a=b=2x4'` takes its dimensions; the first '=' where no prefix is a name."""
+    known, files = set(names), {}
+    for name, path in spec.files.items():
+        if name not in known:
+            item = f"{name}={path}"
+            cuts = [i for i, c in enumerate(item) if c == "=" and item[:i] in known]
+            if cuts:
+                name, path = item[:cuts[-1]], item[cuts[-1] + 1:]
+        files[name] = path
+    return spec if files == spec.files else replace(spec, files=files)
+
+
 def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np.ndarray, str]]:
     """The values ``spec`` gives (arrays, files, literals), read and cast, keyed by input name."""
     by_name = {s.name: s for s in specs}
@@ -320,6 +335,7 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
     if lo >= hi:
         raise UsageError(f"int_range (--int-range) {lo}:{hi}: LOW must be below HIGH")
     specs = model_inputs(model)
+    spec = named_files(spec, [s.name for s in specs])
     given = given_values(specs, spec)
     dims = _Dims()
     feeds: dict[str, np.ndarray] = {}
