@@ -530,3 +530,22 @@ def test_an_inputs_description_spaces_symbolic_dims_out():
 
     with pytest.raises(UsageError, match=r"expects x float32 \[batch x 3 x 8 x 8\]"):
         api.layers(str(sample_path("dynamic_batch")), inputs=api.InputSpec(arrays={"x": np.zeros((2, 2), np.float32)}))
+
+
+def test_a_model_of_no_nodes_is_said_so_from_a_file_and_from_python(tmp_path):
+    """A graph of no node and no output is a model (IR version, a graph) with nothing to probe: from a file it
+    was 'not an ONNX model (no graph or IR version in the file)', from Python api.layers(onnx.ModelProto())
+    returned an empty result, and api.inspect named a temporary copy's path."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+    from onnxprobe.errors import ModelError
+
+    onnx.save(helper.make_model(helper.make_graph([], "g", [], [])), tmp_path / "nonodes.onnx")
+    for command in ("layers", "inspect", "grad"):
+        r = CliRunner().invoke(app, [command, str(tmp_path / "nonodes.onnx")])
+        assert r.exit_code == 1 and "nonodes.onnx: the model has no nodes" in r.stderr, r.output
+    for call in (api.layers, api.inspect, api.grad):
+        for m in (onnx.ModelProto(), onnx.load(tmp_path / "nonodes.onnx")):
+            with pytest.raises(ModelError, match=r"^<in-memory model>: the model has no nodes"):
+                call(m)

@@ -45,8 +45,9 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
         raise ModelError(
             f"{p}: not a readable ONNX model (protobuf decoding failed: truncated or not ONNX)"
         ) from e
-    if not _looks_like_model(model):
+    if not (model.ir_version > 0 and model.HasField("graph")):
         raise ModelError(f"{p}: not an ONNX model (no graph or IR version in the file)")
+    check_graph(model, str(p))
     _protect(p, model)  # before the external data is loaded: that clears the tensors' locations
     if load_external_data and _has_external_data(model):
         check_extents(model, p.parent, p)
@@ -122,10 +123,12 @@ def check_wire_format(p: Path, size: int) -> None:
         raise ModelError(f"{p}: not an ONNX model (no graph in the file)")
 
 
-def _looks_like_model(model: onnx.ModelProto) -> bool:
-    return model.ir_version > 0 and model.HasField("graph") and (
-        len(model.graph.node) > 0 or len(model.graph.output) > 0
-    )
+def check_graph(model: onnx.ModelProto, name: str) -> None:
+    """A ModelError for a graph of no node and no output (``name``: the file, or '<in-memory model>'): a
+    model, as onnx.save writes helper.make_graph([], ...), but nothing to probe. It was called 'not an ONNX
+    model' from a file, and from Python (onnx.ModelProto()) gave an empty result without a word."""
+    if not model.graph.node and not model.graph.output:
+        raise ModelError(f"{name}: the model has no nodes and no outputs (nothing to probe)")
 
 
 def _has_external_data(model: onnx.ModelProto) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import onnx
 
 from onnxprobe.errors import UsageError
-from onnxprobe.graph.io import load_model
+from onnxprobe.graph.io import check_graph, load_model
 from onnxprobe.graph.shapes import annotate
 from onnxprobe.text import clean, clip, quote
 
@@ -61,6 +61,7 @@ def check_loaded(proto: onnx.ModelProto, what: str = "model") -> None:
 
     lacking = next((t.name for t in proto.graph.initializer
                     if t.data_location == onnx.TensorProto.EXTERNAL and not t.raw_data and not is_stub(t)), None)
+    check_graph(proto, "<in-memory model>")
     if lacking is not None:
         raise UsageError(f"{what}: an onnx.ModelProto whose weights were not loaded (initializer {quote(lacking)} is in "
                          "an external data file): load it with onnx.load(path) (load_external_data=True), or give the path")
