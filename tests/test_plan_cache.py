@@ -321,6 +321,22 @@ def test_a_cache_folder_that_is_a_file_is_one_clear_error(tmp_path, monkeypatch)
     assert r.exit_code == 0, r.output
 
 
+@pytest.mark.parametrize("where, words", [("f/sub", "lies under the file"), ("/proc/onnxprobe-cache", "cannot write in it")])
+def test_a_cache_folder_that_cannot_hold_files_is_one_clear_error(tmp_path, monkeypatch, where, words):
+    """A folder under a file, or one in /proc, can never hold an entry: each run rebuilt without a word."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    (tmp_path / "f").write_text("x")
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / where))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    r = CliRunner().invoke(app, ["layers", str(sample_path("mlp"))])
+    assert r.exit_code == 2 and "ONNXPROBE_CACHE_DIR" in r.output and words in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1
+    assert CliRunner().invoke(app, ["layers", str(sample_path("mlp")), "--no-cache"]).exit_code == 0
+
+
 @pytest.mark.parametrize("text", ["abc", "-5", "99999999999999999999", "1.5"])
 def test_an_unreadable_mmap_threshold_is_one_clear_error(monkeypatch, text):
     import subprocess

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -53,10 +54,21 @@ def enabled(config_cache: bool = True) -> bool:
     if on:
         size_limit()
         d = cache_dir()
-        if d.exists() and not d.is_dir():  # it would never hold an entry: every run would rebuild, without a word
-            where = "ONNXPROBE_CACHE_DIR " if os.environ.get("ONNXPROBE_CACHE_DIR") else "the plan cache's folder "
-            raise UsageError(f"{where}{quote(str(d))} is a file, not a folder; point it at a folder, or set "
-                             "ONNXPROBE_NO_CACHE=1")
+        where = "ONNXPROBE_CACHE_DIR " if os.environ.get("ONNXPROBE_CACHE_DIR") else "the plan cache's folder "
+        fix = "point it at a folder, or set ONNXPROBE_NO_CACHE=1"
+        above = next((a for a in d.parents if a.exists()), None) if not d.exists() else None
+        # either would never hold an entry: every run would rebuild, without a word
+        if d.exists() and not d.is_dir():
+            raise UsageError(f"{where}{quote(str(d))} is a file, not a folder; {fix}")
+        if above is not None and not above.is_dir():
+            raise UsageError(f"{where}{quote(str(d))} lies under the file {quote(str(above))}; {fix}")
+        if os.environ.get("ONNXPROBE_CACHE_DIR"):  # a folder the user chose must take files (not one under /proc)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                with tempfile.TemporaryFile(dir=d):
+                    pass
+            except OSError as e:
+                raise UsageError(f"{where}{quote(str(d))}: cannot write in it ({e.strerror or e}); {fix}") from None
     return on
 
 
