@@ -447,3 +447,17 @@ def test_save_writes_no_absolute_entries(tmp_path):
     np.testing.assert_array_equal(back["abs/path"], -np.maximum(x, 0))
     with np.load(tmp_path / "a.npz") as z:  # numpy reads every entry without pickle
         assert all(z[k] is not None for k in z.files)
+
+
+def test_a_pb_tensor_of_an_unknown_data_type_says_so(tmp_path):
+    """data_type 999 gave 'cannot read as .pb tensor (999)', numpy_helper's bare KeyError."""
+    from onnx import numpy_helper
+
+    t = numpy_helper.from_array(np.ones((1, 3, 32, 32), np.float32), "image")
+    t.data_type = 999
+    (tmp_path / "tds").mkdir()
+    for f in (tmp_path / "bad.pb", tmp_path / "tds" / "input_0.pb"):
+        f.write_bytes(t.SerializeToString())
+    for flags in (["--input", f"image={tmp_path / 'bad.pb'}"], ["--inputs", tmp_path / "tds"]):
+        r = invoke("layers", sample_path("cnn"), *flags)
+        assert r.exit_code == 2 and "unknown TensorProto data_type 999" in r.stderr, r.output

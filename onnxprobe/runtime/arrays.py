@@ -71,7 +71,7 @@ def read_array(path: str | Path) -> np.ndarray:
                                  f"{human_bytes(max(p.stat().st_size - header, 0))}: truncated or not what it claims")
             return np.load(p, allow_pickle=False)
         if p.suffix == ".pb":
-            return numpy_helper.to_array(_tensor_proto(p))
+            return _pb_array(p)
     except UsageError:
         raise
     except Exception as e:  # noqa: BLE001 - numpy and protobuf raise many kinds
@@ -84,6 +84,18 @@ def _tensor_proto(p: Path) -> onnx.TensorProto:
     t = onnx.TensorProto()
     t.ParseFromString(p.read_bytes())
     return t
+
+
+def _pb_array(p: Path, t: onnx.TensorProto | None = None) -> np.ndarray:
+    """The array of the .pb tensor ``p`` (``t``: already parsed); a data_type onnx does not know is said as
+    such (numpy_helper raised a bare KeyError: 'cannot read as .pb tensor (999)')."""
+    t = _tensor_proto(p) if t is None else t
+    try:
+        onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
+    except KeyError:
+        why = "UNDEFINED" if t.data_type == 0 else f"not one onnx {onnx.__version__} knows"
+        raise UsageError(f"{clean(p)}: unknown TensorProto data_type {t.data_type} ({why})") from None
+    return numpy_helper.to_array(t)
 
 
 def read_arrays(path: str | Path, kind: str = "input") -> dict[str, np.ndarray]:
@@ -132,7 +144,7 @@ def read_test_data_set(folder: Path, kind: str) -> dict[str, np.ndarray]:
         protect(f, "an input file")
         try:
             t = _tensor_proto(f)
-            value = numpy_helper.to_array(t)
+            value = _pb_array(f, t)
         except UsageError:
             raise
         except Exception as e:  # noqa: BLE001 - protobuf and numpy raise many kinds
