@@ -348,3 +348,19 @@ def test_no_cut_names_the_flags_on_the_command_line_and_the_parameters_in_the_ap
         api.extract(sample_path("cnn"), tmp_path / "s.onnx", ",", [])
     assert "cut_inputs" in str(e.value) and "--from" not in str(e.value)
     assert not (tmp_path / "s.onnx").exists()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--from", ",", "--to", "logits"], "--from ',': an empty tensor name"),
+    (["--from", "image,,", "--to", "logits"], "--from 'image,,': an empty tensor name"),
+    (["--to", "logits,"], "--to 'logits,': an empty tensor name"),
+    (["--from", "logits"], "--from 'logits': is the model output"),
+])
+def test_empty_names_and_a_from_at_the_output_are_said_as_given(tmp_path, args, needle):
+    """--from ',' --to logits silently cut at the model's inputs; --from logits (no --to) blamed
+    "--to 'logits'", a flag the user did not give."""
+    out = tmp_path / "s.onnx"
+    r = invoke("extract", sample_path("cnn"), "-o", out, *args)
+    assert r.exit_code == 2 and needle in r.stderr and r.stderr.count("\n") == 1, r.output
+    assert "--to 'logits'" not in r.stderr or "--to" in args
+    assert not out.exists()

@@ -48,17 +48,20 @@ class Cut:
     unused_inputs: list[str] = field(default_factory=list)
 
 
-def _split(names: list[str] | None, known: set[str]) -> list[str]:
+def _split(names: list[str] | None, known: set[str]) -> tuple[list[str], str | None]:
     """The names of repeated, comma-separated flag values; a value that is itself a tensor name of the
     model (``a,b`` is one) stays whole; spaces around a name go, unless they are part of a tensor name
-    (``' '`` can be one)."""
+    (``' '`` can be one). Also the first value that holds an empty name (``','``, ``a,,b``), or None."""
     out: list[str] = []
+    empty = None
     for item in names or []:
         for n in ([item] if item in known else item.split(",")):
             n = n if n in known else n.strip()
-            if n and n not in out:
+            if not n:
+                empty = item if empty is None else empty
+            elif n not in out:
                 out.append(n)
-    return out
+    return out, empty
 
 
 def _check_names(model: onnx.ModelProto, names: list[str], flag: str, main: set[str]) -> None:
@@ -83,13 +86,17 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
     real_inputs = [vi.name for vi in g.input if vi.name not in inits]
     producer = {o: i for i, n in enumerate(g.node) for o in n.output if o}
     main = set(real_inputs) | inits | set(producer)
-    ins, outs = _split(inputs, main), _split(outputs, main)
+    (ins, empty_in), (outs, empty_out) = _split(inputs, main), _split(outputs, main)
     if not ins and not outs:
         raise NothingToCut("give the tensors to cut at: cut_inputs and/or cut_outputs (a name, a list of names, or "
                            "names separated by commas); `onnxprobe inspect --nodes` lists them")
+    for flag, item in (("--from", empty_in), ("--to", empty_out)):
+        # left out, `--from ',' --to y` silently cut at the model's inputs
+        if item is not None:
+            raise UsageError(f"{flag} {item!r}: an empty tensor name; give names separated by commas")
     _check_names(model, ins, "--from", main)
     _check_names(model, outs, "--to", main)
-    default_inputs = not ins
+    default_inputs, default_outputs = not ins, not outs
     if default_inputs:
         ins = list(real_inputs)
     if not outs:
@@ -121,6 +128,9 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
         raise UsageError(_upstream_message(g, ins, outs) or _leak_message(model, cut_set, outs, nodes, list(reached)))
     if default_inputs:
         ins = [i for i in ins if i in seen]
+    if not nodes and default_outputs:  # every model output is a --from: no --to was given, none to blame
+        raise UsageError(f"--from {', '.join(repr(o) for o in outs)}: {'is the model output' if len(outs) == 1 else 'are the model outputs'}, "
+                         "so no node lies after it: give a --from the outputs are computed from, or a --to")
     if not nodes:  # every --to is a --from (or a graph input): a model of no node, which computes nothing
         raise UsageError(f"--to {', '.join(repr(o) for o in outs)}: {'is' if len(outs) == 1 else 'are'} among the cut's inputs, "
                          "so no node lies between them: give a --to computed from the --from tensors")
