@@ -106,7 +106,7 @@ class InputSpec:
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
-    arrays_from: str = "--inputs"  # where ``arrays`` came from, as messages say it
+    arrays_from: str = "the arrays given"  # where ``arrays`` came from, as messages say it (the CLI: "--inputs F.npz")
     # ``arrays`` must hold every input (a dataset's batches); else an input they lack gets seeded random data,
     # with a note
     arrays_complete: bool = False

@@ -549,3 +549,10 @@ def test_a_model_of_no_nodes_is_said_so_from_a_file_and_from_python(tmp_path):
         for m in (onnx.ModelProto(), onnx.load(tmp_path / "nonodes.onnx")):
             with pytest.raises(ModelError, match=r"^<in-memory model>: the model has no nodes"):
                 call(m)
+
+
+def test_an_input_spec_of_arrays_is_not_blamed_on_a_flag(cnn):
+    """InputSpec(arrays=...) from Python named '--inputs', a flag the caller never gave."""
+    with pytest.raises(UsageError) as e:
+        api.layers(cnn, inputs=api.InputSpec(arrays={"image": np.zeros((1, 3, 32, 32), np.int64)}))
+    assert "--inputs" not in str(e.value) and "the arrays given" in str(e.value), e.value
