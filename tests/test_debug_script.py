@@ -712,9 +712,12 @@ def test_the_options_a_command_names_still_work(tmp_path):
 def test_a_backward_graph_of_a_zero_size_batch_is_dropped_for_other_shapes(tmp_path):
     """grad at a 0-size batch, then a batch of 2: the backward graph (made for the empty batch) was kept,
     and the next run blamed the model ("the model fails on these inputs as it is"); it is dropped with
-    the note, as for any other change of shape, and the run works."""
-    r = script(tmp_path, [sample_path("dynamic_batch")], ["input x random 0x3x8x8", "grad", "input x random 2x3x8x8", "run"], code=0)
-    assert "backward graph was made for the old input shapes" in r.stdout and "fails on these inputs" not in r.output, r.output
+    the note, as for any other change of shape, and the run works. Now grad refuses the empty batch up front
+    (no loss to differentiate), so no backward graph is made for it; the next runs work all the same."""
+    r = script(tmp_path, [sample_path("dynamic_batch")], ["input x random 0x3x8x8", "grad", "input x random 2x3x8x8", "run", "grad"],
+               code=1)
+    assert "empty batch has no loss to differentiate" in r.stderr and "fails on these inputs" not in r.output, r.output
+    assert r.stderr.count("error") == 1, r.stderr
 
 
 def test_an_empty_value_reads_empty_not_not_run(tmp_path):
