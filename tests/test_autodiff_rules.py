@@ -209,6 +209,14 @@ CASES: list[Case] = [
                                                     count_include_pad=1), id="AveragePool-include-pad"),
     one("AveragePool", {"x": (1, 2, 6, 6)}, attrs=dict(kernel_shape=[2, 2], strides=[2, 2]), opset=11,
         id="AveragePool-opset11"),
+    # ceil_mode windows that run past the padded end divide by the part inside the padded input
+    one("AveragePool", {"x": (1, 2, 6, 6)}, attrs=dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                                                    count_include_pad=1, ceil_mode=1), id="AveragePool-ceil-include-pad"),
+    one("AveragePool", {"x": (1, 2, 7, 6)}, attrs=dict(kernel_shape=[3, 2], strides=[2, 3], pads=[0, 1, 1, 0],
+                                                    count_include_pad=1, ceil_mode=1), opset=19,
+        id="AveragePool-ceil-include-pad-asym"),
+    one("AveragePool", {"x": (1, 2, 6, 6)}, attrs=dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                                                    ceil_mode=1), id="AveragePool-ceil-exclude-pad"),
     one("GlobalAveragePool", {"x": (2, 3, 4, 5)}),
     one("GlobalMaxPool", {"x": (2, 3, 4, 5)}),
     # normalisation -------------------------------------------------------------------------------------

@@ -85,17 +85,24 @@ def _zero(g):
 def average_pool(g):
     """y[p] = sum_{k in window p} xpad[p s + k d] / count[p]  ->  dx = ConvTranspose(dy / count, ones)
     cropped to x; count is the kernel size, or (count_include_pad=0) the number of real inputs in the
-    window, itself computed with a Conv of ones."""
+    window, itself computed with a Conv of ones. A window that runs past the padded end (ceil_mode=1)
+    counts only its positions inside the padded input, as onnxruntime and torch divide by."""
     x = g.x[0]
     geo = _pool_geometry(g, x)
     ones_k = np.ones([1, 1] + geo.k)
-    if g.attr("count_include_pad", 0) or not any(geo.pb + geo.pe):
+    pe0 = auto_pads(g, x, geo.k, geo.s, geo.d)[1]
+    extra = [e - e0 for e, e0 in zip(geo.pe, pe0)]
+    include = g.attr("count_include_pad", 0) or not any(geo.pb + pe0)
+    if include and not any(extra):
         scaled = g.Mul(g.dy, g.scalar(1.0 / float(np.prod(geo.k))))
     else:
-        ones_x = g.ConstantOfShape(g.Concat(g.ints([1, 1]), g.shape(x, 2), axis=0),
-                                   value=_one(g))
+        # ones over the input (count_include_pad=0) or over the input and its pads; what lies beyond is 0
+        grow = [b + e for b, e in zip(geo.pb, pe0)] if include else [0] * geo.n
+        pads = [0] * geo.n + extra if include else geo.pb + geo.pe
+        size = g.Add(g.shape(x, 2), g.ints(grow))
+        ones_x = g.ConstantOfShape(g.Concat(g.ints([1, 1]), size, axis=0), value=_one(g))
         count = g.Conv(ones_x, g.const(ones_k.astype(g.dtype)), strides=geo.s, dilations=geo.d,
-                       pads=geo.pb + geo.pe, kernel_shape=geo.k)
+                       pads=pads, kernel_shape=geo.k)
         scaled = g.Div(g.dy, count)
     return [_scatter_windows(g, g.unsqueeze(scaled, [2]), ones_k.reshape([1, 1] + geo.k), x, geo)]
 
