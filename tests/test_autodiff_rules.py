@@ -197,6 +197,14 @@ CASES: list[Case] = [
     one("ConvTranspose", {"x": (2, 3, 4, 4), "w": (3, 1, 3, 3)}, attrs=dict(group=3, pads=[1, 1, 0, 1]),
         id="ConvTranspose-depthwise-unit-stride"),
     one("ConvTranspose", {"x": (1, 4, 3, 3), "w": (4, 2, 1, 1)}, id="ConvTranspose-1x1-one-image"),
+    one("ConvTranspose", {"x": (1, 2, 3, 3), "w": (2, 3, 3, 3), "b": (3,)}, attrs=dict(strides=[2, 2], output_shape=[6, 5]),
+        id="ConvTranspose-output-shape"),
+    one("ConvTranspose", {"x": (1, 2, 3, 3), "w": (2, 3, 3, 3), "b": (3,)},
+        attrs=dict(strides=[2, 2], output_shape=[5, 6], auto_pad="SAME_UPPER"), id="ConvTranspose-output-shape-same-upper"),
+    one("ConvTranspose", {"x": (1, 2, 3, 3), "w": (2, 3, 3, 3), "b": (3,)},
+        attrs=dict(strides=[2, 2], output_shape=[8, 7], auto_pad="SAME_LOWER"), id="ConvTranspose-output-shape-larger"),
+    one("ConvTranspose", {"x": (1, 2, 3, 4), "w": (2, 3, 1, 2)}, attrs=dict(strides=[2, 3], auto_pad="SAME_UPPER"),
+        id="ConvTranspose-same-upper-larger"),
     one("MaxPool", {"x": (2, 3, 7, 7)}, attrs=dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
         id="MaxPool-indices-opset17"),
     one("MaxPool", {"x": (2, 3, 7, 7)}, attrs=dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
@@ -610,8 +618,22 @@ class ConvTranspose(OpRun):
                 contrib = np.einsum("nc...,co->no...", xg, wg[(slice(None), slice(None)) + off])
                 sl = tuple(slice(off[i] * d[i], off[i] * d[i] + s[i] * (x.shape[2 + i] - 1) + 1, s[i]) for i in range(n))
                 full[(slice(None), slice(grp * cg_out, (grp + 1) * cg_out)) + sl] += contrib
+        if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            # the ONNX spec: total = full - output_shape (x s for SAME_*), its odd unit at the start except
+            # with SAME_UPPER; an output larger than full is full followed by zeros (as onnxruntime runs it)
+            # (auto_pad alone never grows it: onnxruntime and onnx shape inference)
+            target = (list(output_shape)[-n:] if output_shape is not None
+                      else [min(x.shape[2 + i] * s[i], full_sp[i]) for i in range(n)])
+            p = [0] * 2 * n
+            for i in range(n):
+                total = max(full_sp[i] - target[i], 0)
+                first = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+                p[i], p[n + i] = first, full_sp[i] - target[i] - first
         crop = tuple(slice(p[i], full_sp[i] - p[n + i]) for i in range(n))
         y = full[(slice(None), slice(None)) + crop]
+        grow = [max(-p[n + i], 0) for i in range(n)]
+        if any(grow):
+            y = np.pad(y, [(0, 0), (0, 0)] + [(0, v) for v in grow])
         if b is not None:
             y = y + b.reshape([1, -1] + [1] * n)
         return (y.astype(x.dtype),)
@@ -1046,6 +1068,45 @@ def test_maxpool_on_an_input_smaller_than_its_kernel(opset, tmp_path):
             assert y[0, c, 0, j] == cols.max()
             want[0, c, 0, 2 * j + int(np.argmax(cols))] += dy[0, c, 0, j]
     np.testing.assert_array_equal(dx, want)
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(output_shape=[6, 6]), dict(output_shape=[5, 4]), dict(output_shape=[8, 7], auto_pad="SAME_LOWER"),
+    dict(output_shape=[5, 4], auto_pad="SAME_UPPER"), dict(output_shape=[7, 8], auto_pad="SAME_UPPER"),
+    dict(auto_pad="SAME_LOWER"), dict(output_shape=[6, 6], output_padding=[1, 0])], ids=str)
+def test_convtranspose_output_shape_against_onnxruntime(attrs, tmp_path):
+    """The forward defines the function: y is linear in x and in W, so onnxruntime's own forward on basis
+    tensors gives the exact Jacobian, and <dy, J e_i> the oracle gradient (float32 forward: rtol 1e-5)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 2, 3, 3)).astype(np.float32)
+    w = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], **attrs)], "ct",
+                          [helper.make_tensor_value_info("x", FLOAT, list(x.shape)),
+                           helper.make_tensor_value_info("w", FLOAT, list(w.shape))],
+                          [helper.make_tensor_value_info("y", FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = tmp_path / "ct.onnx"
+    onnx.save(m, path)
+    fwd = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    y = fwd.run(None, {"x": x, "w": w})[0]
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+
+    def oracle(name, val, other):
+        flat = np.zeros(val.size)
+        for i in range(val.size):
+            e = np.zeros(val.size, np.float32)
+            e[i] = 1
+            feed = {name: e.reshape(val.shape), other[0]: other[1]}
+            flat[i] = np.sum(fwd.run(None, feed)[0].astype(np.float64) * dy)
+        return flat.reshape(val.shape)
+
+    gp = api.grad_plan(api.load(path), api.GradSpec(loss="output-grad", output_grad=dy, wrt=("x", "w")),
+                       feed={"x": x, "w": w})
+    sess = ort.InferenceSession(gp.backward.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    dx, dw = sess.run([gp.backward.grads["x"], gp.backward.grads["w"]], {"x": x, "w": w, gp.loss.input: dy})
+    np.testing.assert_allclose(dx, oracle("x", x, ("w", w)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dw, oracle("w", w, ("x", x)), rtol=1e-5, atol=1e-5)
 
 
 def test_depthwise_weight_gradient_with_dynamic_shapes():

@@ -332,7 +332,10 @@ def conv(g):
 
 
 def _convtranspose_pads(g, x: str, geo: Geometry) -> Geometry:
-    """ConvTranspose crops its full output by pads; output_shape / auto_pad decide them when given."""
+    """ConvTranspose crops its full output by pads; output_shape / auto_pad decide them when given. As in
+    the ONNX spec and onnxruntime, the odd unit of a crop goes to the start except with SAME_UPPER. An
+    output_shape larger than the full output (up to stride - 1 past it) is the full output followed by
+    zeros (plus the bias): its end pad is negative, and the caller drops those gradient rows."""
     out_shape = g.attr("output_shape")
     auto = g.attr("auto_pad", "NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
@@ -346,10 +349,14 @@ def _convtranspose_pads(g, x: str, geo: Geometry) -> Geometry:
     pb, pe = [], []
     for i in range(geo.n):
         total = geo.s[i] * (xs[2 + i] - 1) + op[i] + (geo.k[i] - 1) * geo.d[i] + 1 - target[i]
+        if not out_shape:  # auto_pad alone never grows the output (onnxruntime, onnx shape inference)
+            total = max(total, 0)
         small, big = total // 2, total - total // 2
-        lower = auto == "SAME_LOWER"
-        pb.append(big if lower else small)
-        pe.append(small if lower else big)
+        if total < 0:  # onnxruntime: no crop, the full output at the start
+            small, big = 0, 0
+        upper = auto == "SAME_UPPER"
+        pb.append(small if upper else big)
+        pe.append((big if upper else small) + min(total, 0))
     return Geometry(geo.n, geo.k, geo.s, geo.d, pb, pe, geo.group)
 
 
@@ -361,16 +368,22 @@ def conv_transpose(g):
     x, w = g.x[0], g.x[1]
     geo = geometry(g, x, w)
     geo = _convtranspose_pads(g, x, geo)
+    dy = g.dy
+    if any(v < 0 for v in geo.pe):
+        # y's last rows past the full output are zeros (+ B), which x and W do not reach
+        axes = [2 + i for i in range(geo.n) if geo.pe[i] < 0]
+        dy = g.slice(dy, [0] * len(axes), [geo.pe[a - 2] for a in axes], axes)
+        geo = Geometry(geo.n, geo.k, geo.s, geo.d, geo.pb, [max(v, 0) for v in geo.pe], geo.group)
     # the full output is padded at the end by output_padding: the Conv below reads zeros there
     dx = dw = db = None
     if g.wants(0):
-        dx = g.Conv(g.dy, w, strides=geo.s, dilations=geo.d, pads=geo.pb + geo.pe, group=geo.group, kernel_shape=geo.k)
+        dx = g.Conv(dy, w, strides=geo.s, dilations=geo.d, pads=geo.pb + geo.pe, group=geo.group, kernel_shape=geo.k)
     if g.wants(1):
         ws = g.sshape(w)
         ys = g.sshape(g.y[0])
         c_out = ys[1] if ys is not None and isinstance(ys[1], int) else (
             ws[1] * geo.group if ws is not None and isinstance(ws[1], int) else None)
-        dw = weight_grad(g, g.dy, x, geo, c_out, out_ref=x)
+        dw = weight_grad(g, dy, x, geo, c_out, out_ref=x)
     if g.wants(2):
         db = g.reduce_sum(g.dy, [0] + list(range(2, geo.n + 2)), keepdims=0)
     return [dx, dw, db]
