@@ -239,7 +239,8 @@ def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op
         return [F.elu(x, a.get("alpha", 1.0))]
     if op == "Selu":
         al, ga = a.get("alpha", 1.67326319217681884765625), a.get("gamma", 1.05070102214813232421875)
-        return [torch.where(x > 0, ga * x, ga * al * (torch.exp(x) - 1))]
+        # exp of the negative part only: where() passes 0 * inf = NaN back from the branch it drops
+        return [torch.where(x > 0, ga * x, ga * al * (torch.exp(torch.clamp(x, max=0)) - 1))]
     if op == "HardSigmoid":
         return [torch.clamp(a.get("alpha", 0.2) * x + a.get("beta", 0.5), 0, 1)]
     if op == "Gelu":

@@ -116,9 +116,9 @@ def celu(g):
     """y = max(0, x) + min(0, alpha (exp(x / alpha) - 1))  ->  dx = dy if x > 0 else dy exp(x / alpha)"""
     x = g.x[0]
     alpha = float(g.attr("alpha", 1.0))
-    m = g.mask(g.Greater(x, g.scalar(0.0)))
-    e = g.Exp(g.Mul(x, g.scalar(1.0 / alpha)))
-    return [g.Mul(g.dy, g.Add(m, g.Mul(g.Sub(g.scalar(1.0), m), e)))]
+    # a Where, not 0/1 masks: exp(x / alpha) is inf for large x, and 0 * inf = NaN
+    e = g.Exp(g.Mul(g.Min(x, g.scalar(0.0)), g.scalar(1.0 / alpha)))
+    return [g.Mul(g.dy, g.Where(g.Greater(x, g.scalar(0.0)), g.scalar(1.0), e))]
 
 
 @rule("ThresholdedRelu")

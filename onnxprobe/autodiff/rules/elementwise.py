@@ -138,23 +138,24 @@ def prelu(g):
 
 @rule("Elu")
 def elu(g):
-    """y = x if x > 0 else alpha (e^x - 1)  ->  dx = dy if x > 0 else dy (y + alpha)"""
-    alpha = g.attr("alpha", 1.0)
-    return [g.Mul(g.dy, _pos_or(g, g.Add(g.y[0], g.scalar(alpha)), 1.0))]
+    """y = x if x > 0 else alpha (e^x - 1)  ->  dx = dy if x > 0 else dy alpha e^x"""
+    return [g.Mul(g.dy, _pos_or(g, g.attr("alpha", 1.0), 1.0))]
 
 
-def _pos_or(g, neg_slope: str, pos_slope: float) -> str:
-    """pos_slope where x > 0, else neg_slope: neg_slope + [x > 0] (pos_slope - neg_slope)"""
-    m = g.mask(g.Greater(g.x[0], g.scalar(0.0)))
-    return g.Add(neg_slope, g.Mul(m, g.Sub(g.scalar(pos_slope), neg_slope)))
+def _pos_or(g, neg_scale: float, pos_slope: float) -> str:
+    """pos_slope where x > 0, else neg_scale e^x. A Where, not neg + [x > 0] (pos - neg): e^x is inf for large
+    x (the slope read 0 or NaN at x = 1e20); and e^min(x, 0), not y + alpha, which cancels in float32 for
+    x < -17 (6e-8 where e^x is 4e-8, 0 where it is 2e-35)"""
+    neg = g.Mul(g.Exp(g.Min(g.x[0], g.scalar(0.0))), g.scalar(neg_scale))
+    return g.Where(g.Greater(g.x[0], g.scalar(0.0)), g.scalar(pos_slope), neg)
 
 
 @rule("Selu")
 def selu(g):
-    """y = gamma x if x > 0 else gamma alpha (e^x - 1)  ->  dx = gamma dy if x > 0 else dy (y + gamma alpha)"""
+    """y = gamma x if x > 0 else gamma alpha (e^x - 1)  ->  dx = gamma dy if x > 0 else dy gamma alpha e^x"""
     alpha = g.attr("alpha", 1.67326319217681884765625)
     gamma = g.attr("gamma", 1.05070102214813232421875)
-    return [g.Mul(g.dy, _pos_or(g, g.Add(g.y[0], g.scalar(gamma * alpha)), gamma))]
+    return [g.Mul(g.dy, _pos_or(g, gamma * alpha, gamma))]
 
 
 @rule("Sigmoid")
@@ -210,6 +211,9 @@ def gelu_slope(g, x: str, tanh: bool) -> str:
     """d gelu(x) / dx, exact (erf) or of the tanh approximation (also com.microsoft's Gelu, FastGelu)."""
     s = g.scalar
     if tanh:
+        # beyond |x| = 1e10 tanh(u) is +-1 exactly and the slope 1 or 0; clamping there keeps x^3 finite
+        # (x = 3e38 overflowed to inf and 0 * inf gave NaN)
+        x = g.Max(g.Min(x, s(1e10)), s(-1e10))
         x2 = g.Mul(x, x)
         u = g.Mul(s(math.sqrt(2.0 / math.pi)), g.Add(x, g.Mul(s(0.044715), g.Mul(x2, x))))
         t = g.Tanh(u)
