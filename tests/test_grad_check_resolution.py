@@ -84,3 +84,52 @@ def test_cli_says_cannot_check_instead_of_fail(tmp_path):
     (row,) = json.loads((tmp_path / "r.json").read_text())["gradients"]
     assert row["check"]["ok"] is None and row["check"]["unresolved"]
     np.testing.assert_allclose(np.load(tmp_path / "g.npz")["z"].ravel(), (DY - DY.mean()) / 6, rtol=1e-5, atol=1e-7)
+
+
+def _f32_loss(fn):
+    """A loss evaluated in float32, as the float32 check runs the model: its rounding is float32's."""
+    return lambda name, delta: float(fn(np.float32(1) * delta.astype(np.float32)))
+
+
+def test_a_wrong_gradient_under_a_large_loss_is_not_passed_by_rounding():
+    """L = 10 + <a, t + delta> in float32 and a gradient 8% off: at the step 1e-3 RMS the differences
+    measure the slope and disagree; at the smallest steps the loss's rounding (50 eps |L| / h) swamps both
+    sides, which once counted as agreement (QA: AveragePool + 10, fd 8.43 vs 7.83 read 'ok')."""
+    a = RNG.standard_normal(36)
+    t = RNG.standard_normal(36)
+    loss = _f32_loss(lambda d: np.float32(10) + np.sum((a * (t + d)).astype(np.float32), dtype=np.float32))
+    item = (lambda grad: CheckItem("t", grad, t, float(np.sqrt(np.mean(t * t)))))
+    assert check_gradients([item(a)], loss, "float32")["t"]["ok"] is True
+    assert check_gradients([item(1.08 * a)], loss, "float32")["t"]["ok"] is False
+
+
+def test_a_loss_whose_rounding_swamps_every_step_is_cannot_check():
+    """L = 1e9 + 1e-3 <a, t + delta> in float32: its change over every step tried is below its rounding, so
+    no step says anything about the gradient, right or wrong: 'cannot check', never ok."""
+    a = RNG.standard_normal(8)
+    t = RNG.standard_normal(8)
+    loss = _f32_loss(lambda d: np.float32(1e9) + np.float32(1e-3) * np.sum(a * (t + d), dtype=np.float32))
+    for grad in (1e-3 * a, 2e-3 * a):
+        res = check_gradients([CheckItem("t", grad, t, float(np.sqrt(np.mean(t * t))))], loss, "float32")["t"]
+        assert res["ok"] is None and "rounding" in res["unresolved"], res
+
+
+@pytest.mark.parametrize("scale", [1e-36, 1.0, 1e30])
+def test_the_step_is_relative_to_the_tensor(scale):
+    """L = sum(tanh(w x)) with w ~ scale, x ~ 1/scale (QA: Conv weights ~1e-36, inputs ~1e36): the step is
+    1e-3 x RMS(w) as the README says, so the check passes the true gradient x (1 - tanh^2) at any scale
+    (an absolute floor of 1e-4 on the step saturated tanh: 'cannot check')."""
+    x = RNG.uniform(0.5, 1.5, 9) / scale
+    w = RNG.uniform(-1.0, 1.0, 9) * scale
+    loss = _f32_loss(lambda d: np.sum(np.tanh((w + d) * x).astype(np.float32), dtype=np.float32))
+    g = x * (1 - np.tanh(w * x) ** 2)
+    res = check_gradients([CheckItem("w", g, w, float(np.sqrt(np.mean(w * w))))], loss, "float32")["w"]
+    assert res["ok"] is True, res
+
+
+def test_a_tensor_of_zeros_still_gets_a_step():
+    """RMS 0 has no scale: the step falls back to 1e-3 x 0.1, and the true gradient of sum(tanh(t + 1)) passes."""
+    t = np.zeros(5)
+    loss = _f32_loss(lambda d: np.sum(np.tanh((t + d + 1).astype(np.float32)), dtype=np.float32))
+    res = check_gradients([CheckItem("t", 1 - np.tanh(t + 1) ** 2, t, 0.0)], loss, "float32")["t"]
+    assert res["ok"] is True, res

@@ -119,9 +119,14 @@ def test_export_with_output_grad_input_runs_and_equals_the_vjp(tmp_path):
 def test_check_passes_on_the_sample_models(model, precision):
     d = grad_json(sample_path(model), "--check", "--all")
     assert d["check"] == precision
-    assert all(r["check"]["ok"] for r in d["gradients"]), [r for r in d["gradients"] if not r["check"]["ok"]]
+    # the key projection's bias adds q.b to every score of a query, which the Softmax cancels: its exact
+    # gradient is 0, and the loss's change along it stays below float32 rounding at every step: no verdict
+    zero = [r for r in d["gradients"] if r["tensor"].endswith("k_proj.bias")]
+    assert all(r["check"]["ok"] is None and "rounding" in r["check"]["unresolved"] for r in zero), zero
+    rows = [r for r in d["gradients"] if r not in zero]
+    assert all(r["check"]["ok"] for r in rows), [r for r in rows if not r["check"]["ok"]]
     tol = 1e-6 if precision == "float64" else 5e-2
-    assert max(r["check"]["error"] for r in d["gradients"]) <= tol
+    assert max(r["check"]["error"] for r in rows) <= tol
 
 
 def test_losses_mse_and_cross_entropy(tmp_path):

@@ -179,8 +179,9 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
 
     float64: step h = 1e-6 RMS(tensor); tolerance 1e-6 (1e-3 when the gradients are float32).
     float32: Richardson-extrapolated central differences with h = 1e-3 RMS(tensor); tolerance 5e-2, the
-    level of float32 rounding in the loss over such a step. Differences below the noise floor of the
-    loss (machine epsilon x |L| / h) count as 0. At a kink (Relu at 0, MaxPool ties) the one-sided
+    level of float32 rounding in the loss over such a step (RMS 0: the scale is 0.1). A step where both the
+    difference and <g, v> are below the noise floor of the loss (machine epsilon x |L| / h) says nothing; a
+    gradient that no step resolves gets no verdict (``unresolved``). At a kink (Relu at 0, MaxPool ties) the one-sided
     differences disagree and a gradient between them passes; several step sizes are tried and the best
     agreement kept. A gradient that disagrees only at steps where the difference quotient is not settled
     (halving the step changes it beyond the tolerance: the loss is not linear over the step) gets no verdict:
@@ -196,7 +197,10 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
         progress(0, len(items))
     for it in items:
         g = it.grad
-        h0 = (1e-6 if dt == np.float64 else 1e-3) * max(it.rms, 0.1)
+        # relative to the tensor (weights ~1e-36 get steps ~1e-39, not 1e-4); a tensor of zeros has no scale:
+        # a step as for values ~0.1
+        scale = it.rms if np.isfinite(it.rms) and it.rms > 0 else 0.1
+        h0 = (1e-6 if dt == np.float64 else 1e-3) * scale
         support = np.ones(g.shape, bool)
         rel = 1.0
         if it.value is not None and np.shape(it.value) == g.shape and np.any(it.value != 0):
@@ -211,20 +215,29 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
             zero = (g == 0) & support
             if zero.any() and not zero.all():
                 directions.append(rng.standard_normal(g.shape) * zero * rel)
-        worst, detail, settled, flat = 0.0, None, False, False
+        worst, detail, settled, flat, swamped = 0.0, None, False, False, None
         for v in directions:
             v = v / max(float(np.sqrt(np.mean(v * v))), 1e-300)
             best = _best_step(it.name, g, v, h0, loss, L0, dt, eps, tol)
+            if not best[7]:  # this direction says nothing (float64's extra Gaussian ones may not move a big loss)
+                swamped = swamped or best[1:]
+                continue
             settled |= best[0] > tol and best[5]  # a disagreement finite differences really measured
             flat |= best[6]
             if detail is None or best[0] >= worst:
                 worst, detail = best[0], best[1:]
+        if detail is None:  # no direction rose above the loss's rounding at any step
+            worst, detail = float("inf"), swamped
         ok = bool(worst <= tol) if worst <= tol or settled else None
         out[it.name] = {"error": float(worst), "tolerance": tol, "ok": ok, "fd": detail[0],
                         "grad_dot": detail[1], "step": detail[2], "kink": detail[3], "precision": precision}
         if flat:  # the loss did not move at all: its slope is 0 (or below the loss's rounding)
             out[it.name]["flat"] = True
-        if ok is None:  # no step where the loss is linear enough: no verdict either way
+        if ok is None and swamped is not None and worst == float("inf"):
+            out[it.name]["error"] = None
+            out[it.name]["unresolved"] = (f"the loss's rounding ({dt.__name__}, |L| = {abs(L0):.3g}) swamps its change at "
+                                          f"every step tried ({_steps(h0)})")
+        elif ok is None:  # no step where the loss is linear enough: no verdict either way
             out[it.name]["unresolved"] = (f"halving the step changes the finite difference by more than {tol:g} of it at "
                                           f"every step tried ({_steps(h0)}): the loss is not linear over them")
         if progress is not None:
@@ -237,17 +250,21 @@ def _steps(h0: float) -> str:
 
 
 def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: float, dt, eps: float, tol: float):
-    """(error, fd, <g, v>, step, kink, settled, flat) for the step size that agrees best. Kinks favour small
-    steps, float32 rounding large ones: several are tried. ``flat``: the loss did not change at any step
-    and the gradient fails. ``settled``: at some step where the gradient
-    disagrees, the difference quotient is settled (halving the step changes it by less than the tolerance,
-    or by noise only), so the disagreement is measured, not the loss's curvature: a Softmax of logits ~1e12
-    is a step function over every step tried (its quotient doubles with each halving) and earns no FAIL."""
+    """(error, fd, <g, v>, step, kink, settled, flat, resolved) for the step size that agrees best. Kinks
+    favour small steps, float32 rounding large ones: several are tried. A step where neither the difference
+    nor <g, v> rises above the loss's rounding (floor = 50 eps |L| / h) says nothing, never a pass (at a
+    tiny step a float32 loss of 10 read 8.43 vs 7.83 as agreement); ``resolved``: some step rose above it.
+    ``flat``: the loss did not change at any step and the gradient fails. ``settled``: at some step where
+    the gradient disagrees, the difference quotient is settled (halving the step changes it by less than the
+    tolerance, or by noise only), so the disagreement is measured, not the loss's curvature: a Softmax of
+    logits ~1e12 is a step function over every step tried (its quotient doubles with each halving) and
+    earns no FAIL."""
     an = float(np.sum(g * v))
-    best, settled, flat = None, False, True
+    best, settled, flat, moved = None, False, True, False
     for h in (h0, h0 / 10, h0 * 10, h0 / 100, h0 / 1000):
         lp, lm = loss(name, h * v), loss(name, -h * v)
         flat &= lp == lm == L0
+        moved |= lp != lm
         d1 = (lp - lm) / (2 * h)
         if dt == np.float64:
             fd, d2 = d1, None
@@ -256,7 +273,11 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
             fd = (4 * d2 - d1) / 3
         floor = 50 * eps * max(abs(L0), 1e-30) / h
         big = max(abs(fd), abs(an))
-        err = 0.0 if big <= floor else abs(fd - an) / big
+        if not big > floor:  # (NaN included) the loss's rounding swamps the difference at this step
+            if best is None:
+                best = (float("inf"), float(fd), an, float(h), False)
+            continue
+        err = abs(fd - an) / big
         if not np.isfinite(err):
             err = float("inf")
         kink = False
@@ -274,4 +295,9 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
             best = (err, float(fd), an, float(h), kink)
         if err <= tol:
             break
-    return best + (settled, flat and best[0] > tol)
+    resolved = best[0] != float("inf") or settled
+    if not resolved and an == 0 and not moved:
+        # a gradient of exactly 0 along v and a loss that did not move at all: they agree exactly
+        # (a gradient of zeros, whose direction is 0)
+        best, resolved = (0.0, 0.0, an, float(h0), False), True
+    return best + (settled, flat and best[0] > tol, resolved)
