@@ -236,10 +236,11 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
         if ok is None and swamped is not None and worst == float("inf"):
             out[it.name]["error"] = None
             out[it.name]["unresolved"] = (f"the loss's rounding ({dt.__name__}, |L| = {abs(L0):.3g}) swamps its change at "
-                                          f"every step tried ({_steps(h0)})")
+                                          f"every step tried ({_steps(h0)}); e.g. a gradient that is 0 in exact arithmetic")
         elif ok is None:  # no step where the loss is linear enough: no verdict either way
             out[it.name]["unresolved"] = (f"halving the step changes the finite difference by more than {tol:g} of it at "
-                                          f"every step tried ({_steps(h0)}): the loss is not linear over them")
+                                          f"every step tried ({_steps(h0)}): the loss is not linear over them; e.g. a Softmax of huge "
+                                          "logits: a step function at every step tried")
         if progress is not None:
             progress(len(out), len(items))
     return out
