@@ -567,3 +567,29 @@ def test_an_empty_batch_is_refused_up_front():
         assert r.exit_code == 2 and "empty batch has no loss" in r.stderr, r.output
         assert len(r.stderr.strip().splitlines()) == 1
     assert runner.invoke(app, ["grad", m, "--shape", "x=1x3x8x8"]).exit_code == 0
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_check_of_cross_entropy_runs_in_float64(tmp_path, dtype):
+    """The loss's one-hot is built in int64 and Cast: onnxruntime has no OneHot with double values, and the
+    check of `--loss cross-entropy` fell back to float32 without a word ('check (float64)' with sum). The
+    loss itself: numpy float64 on the model's logits."""
+    labels = np.array([3, 0, 7, 1], dtype)
+    np.save(tmp_path / "lab.npy", labels)
+    feeds = sample_feeds("mlp")
+    np.save(tmp_path / "x.npy", feeds["x"])
+    d = grad_json(sample_path("mlp"), "--loss", "cross-entropy", "--labels", tmp_path / "lab.npy", "--check",
+                  "--input", f"x={tmp_path / 'x.npy'}")
+    assert d["check"] == "float64" and not any("float64 copy" in n for n in d["notes"]), d["notes"]
+    assert all(r["check"]["ok"] for r in d["gradients"])
+    m = ort.InferenceSession(str(sample_path("mlp")), providers=["CPUExecutionProvider"])
+    z = m.run(None, feeds)[0].astype(np.float64)
+    lsm = z - z.max(1, keepdims=True) - np.log(np.exp(z - z.max(1, keepdims=True)).sum(1, keepdims=True))
+    assert d["loss"]["value"] == pytest.approx(-lsm[np.arange(4), labels].mean(), rel=1e-5)
+
+
+def test_check_says_when_it_falls_back_to_float32():
+    """onnxruntime has no double Conv: the check runs in float32, and a note says so and why."""
+    d = grad_json(sample_path("cnn"), "--check")
+    assert d["check"] == "float32"
+    assert any("float32" in n and "float64 copy" in n and "Conv" in n for n in d["notes"]), d["notes"]

@@ -13,7 +13,7 @@ from onnx import TensorProto
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
 from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_result, as_selection, check_switches, checked_feed
-from onnxprobe.autodiff.check import DELTA, CheckItem, check_gradients, perturbable, to_float64
+from onnxprobe.autodiff.check import DELTA, TOLERANCE, CheckItem, check_gradients, perturbable, to_float64
 from onnxprobe.autodiff.engine import attach_backward, shaped_types
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.errors import ExecutionError, ModelError, UsageError
@@ -208,7 +208,10 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         f64.update({DELTA + n: np.zeros(s, np.float64) for n, (_, s) in tensors.items()})
         runner.execute(runner.model, f64, [gp.loss.loss], key="check")
         mode = "float64"
-    except ExecutionError:
+    except ExecutionError as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        result.notes.append(f"--check ran in float32 (tolerance {TOLERANCE['float32']:g}): onnxruntime cannot run the "
+                            f"model's float64 copy ({why[:200]})")
         runner = OrtRunner(pm, config)
         half = sorted(n for n, (e, _) in tensors.items() if e in (TensorProto.FLOAT16, TensorProto.BFLOAT16))
         if half:  # finite differences over a step of 1e-3 of the values drown in float16's own rounding

@@ -213,7 +213,10 @@ def _cross_entropy(b: GraphBuilder, g, y, yshape, elem, dtype, labels: np.ndarra
     else:
         idx = name if labels.dtype == np.int64 else b.Cast(name, to=TensorProto.INT64)
         depth = b.shape(yt, r - 1, r)
-        target = b.OneHot(idx, depth, b.const(np.array([0, 1], dtype)), axis=-1)
+        # an int64 one-hot, then Cast: onnxruntime has no OneHot with double values, and the float64 copy
+        # that grad --check runs turns float constants into double (its check fell back to float32)
+        onehot = b.OneHot(idx, depth, b.const(np.array([0, 1], np.int64)), axis=-1)
+        target = b.Cast(onehot, to=elem)
     picked = b.reduce("ReduceSum", b.Mul(target, lsm), [r - 1], keepdims=0)
     loss = b.Neg(b.reduce("ReduceMean", picked, None, keepdims=0))
     return loss, axis
