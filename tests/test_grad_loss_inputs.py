@@ -137,3 +137,50 @@ def test_probabilities_that_sum_to_one_in_float32_pass(tmp_path):
     p = (np.exp(z) / np.exp(z).sum(1, keepdims=True)).astype(np.float32)
     np.save(tmp_path / "p.npy", p)
     assert _grad(path, "--loss", "cross-entropy", "--labels", tmp_path / "p.npy").exit_code == 0
+
+
+@pytest.mark.parametrize("classes_last", [True, False])
+def test_probabilities_use_the_class_axis_integer_labels_use(tmp_path, classes_last):
+    """Logits z = x W of shape (2, 3, 6) (classes last, as a language model's) or (2, 6, 3) (classes on axis
+    1, torch's): integer labels and the same labels one-hot along the class axis are one loss and one
+    gradient, numpy's float64 -mean log softmax(z)[label] and x^T (p - onehot) / N. One-hot along the last
+    axis was read along axis 1: 0.5857 where the loss is 3.0539, silently."""
+    x = RNG.standard_normal((2, 3, 5)).astype(np.float32)
+    lab = RNG.integers(0, 6, (2, 3))
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["z"])]
+    shape = [2, 3, 6]
+    if not classes_last:
+        nodes.append(helper.make_node("Transpose", ["z"], ["y"], perm=[0, 2, 1]))
+        shape = [2, 6, 3]
+    else:
+        nodes[0].output[0] = "y"
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], [numpy_helper.from_array(W, "W")])
+    onnx.save(m, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", x)
+    onehot = np.eye(6, dtype=np.float32)[lab]  # (2, 3, 6)
+    np.save(tmp_path / "int.npy", lab)
+    np.save(tmp_path / "p.npy", onehot if classes_last else onehot.transpose(0, 2, 1).copy())
+    z = x.astype(np.float64) @ W.astype(np.float64)  # (2, 3, 6), classes last
+    p = np.exp(z - z.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    loss = -np.mean(np.log(p.reshape(-1, 6)[np.arange(6), lab.reshape(-1)]))
+    dW = x.reshape(-1, 5).astype(np.float64).T @ ((p - onehot).reshape(-1, 6) / 6)
+    for labels in ("int.npy", "p.npy"):
+        r = _grad(tmp_path / "m.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--loss", "cross-entropy", "--labels",
+                  tmp_path / labels, "--wrt", "W", "--json", tmp_path / "r.json", "--save-grads", tmp_path / "g.npz")
+        assert r.exit_code == 0, r.output
+        assert json.loads((tmp_path / "r.json").read_text())["loss"]["value"] == pytest.approx(loss, rel=1e-5), labels
+        np.testing.assert_allclose(np.load(tmp_path / "g.npz")["W"], dW, rtol=1e-4, atol=1e-6)
+
+
+def test_probabilities_that_sum_to_one_along_no_class_axis_are_refused(tmp_path):
+    """(2, 3, 6) labels summing to 1 neither along the last axis nor along axis 1: one line naming both."""
+    m = make_model([helper.make_node("MatMul", ["x", "W"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 6])], [numpy_helper.from_array(W, "W")])
+    onnx.save(m, tmp_path / "m.onnx")
+    np.save(tmp_path / "p.npy", np.full((2, 3, 6), 0.1, np.float32))
+    r = _grad(tmp_path / "m.onnx", "--loss", "cross-entropy", "--labels", tmp_path / "p.npy")
+    err = r.stderr.strip().splitlines()
+    assert r.exit_code == 2 and len(err) == 1, r.output
+    assert "do not sum to 1 along the class axis 2 (nor along axis 1)" in err[0], err[0]

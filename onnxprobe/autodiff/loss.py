@@ -6,7 +6,8 @@ with the same rules), and the seed of the backward pass.
 - ``cross-entropy``: L = mean over samples of -log softmax(y)[label] along the class axis; ``labels`` is
   a new integer input (class indices, y's shape without the class axis) or a float input shaped like y
   (class probabilities). The class axis is the last one when the labels' shape is y's shape without it
-  (language models), else axis 1 (torch's convention). An output that is already a Softmax's
+  (language models), else axis 1 (torch's convention); for probabilities, the last axis when they sum to 1
+  along it, else axis 1. An output that is already a Softmax's
   (``probabilities``) is taken as the probabilities they are: -log p[label] (the model's negative log
   likelihood), p clamped at the dtype's smallest normal number (an underflowed 0 is no -inf); a log-softmax
   of probabilities is ~ln(classes) whatever the model predicts (8.799 = ln 6625 on PP-OCR's recognizer).
@@ -142,22 +143,30 @@ def _check_finite(value: np.ndarray, flag: str) -> None:
                          "the loss and every gradient would be NaN")
 
 
-def _check_probabilities(p: np.ndarray, axis: int) -> None:
+def _probability_axis(p: np.ndarray) -> int:
     """Float labels are class probabilities: none negative, each sample's summing to 1 along the class
-    axis (a float16 softmax sums to 1 within ~1e-3; 1e-2 leaves room)."""
+    axis (a float16 softmax sums to 1 within ~1e-3; 1e-2 leaves room). The class axis is the one integer
+    labels would have: the last, else axis 1 (torch's), whichever the probabilities sum to 1 along (one-hot
+    labels (2, 3, 6) along the last axis were read along axis 1: a wrong loss, silently)."""
     p64 = p.astype(np.float64)
     if (p64 < 0).any():
         at = [int(i) for i in np.argwhere(p64 < 0)[0]]
         n = int((p64 < 0).sum())
         raise UsageError(f"--labels: {n} {'probabilities are' if n > 1 else 'probability is'} negative (the first, {p64[tuple(at)]:.6g}, "
                          f"at {at}); float labels are class probabilities (or give integer class indices)")
-    sums = p64.sum(axis=axis)
-    off = np.abs(sums - 1) > (1e-2 if p.dtype.itemsize <= 2 else 1e-3)
-    if off.any():
-        at = [int(i) for i in np.argwhere(off)[0]]
-        raise UsageError(f"--labels: the probabilities of {int(off.sum())} of the {sums.size} samples do not sum to 1 "
-                         f"along the class axis {axis} (the first, at {at}, sums to {sums[tuple(at)]:.6g}); float labels "
-                         "are class probabilities (or give integer class indices)")
+    if p.ndim == 0:
+        raise UsageError("--labels: one float value; float labels are class probabilities, shaped like the output")
+    tol = 1e-2 if p.dtype.itemsize <= 2 else 1e-3
+    axes = [p.ndim - 1] + ([1] if p.ndim > 2 else [])
+    for axis in axes:
+        if not (np.abs(p64.sum(axis=axis) - 1) > tol).any():
+            return axis
+    sums = p64.sum(axis=axes[0])
+    off = np.abs(sums - 1) > tol
+    at = [int(i) for i in np.argwhere(off)[0]]
+    raise UsageError(f"--labels: the probabilities of {int(off.sum())} of the {sums.size} samples do not sum to 1 along the "
+                     f"class axis {axes[0]}{' (nor along axis 1)' if len(axes) > 1 else ''} (the first, at {at}, sums to "
+                     f"{sums[tuple(at)]:.6g}); float labels are class probabilities (or give integer class indices)")
 
 
 def _check_like(value: np.ndarray, yshape, dtype, flag: str, output: str) -> None:
@@ -175,10 +184,7 @@ def _cross_entropy(b: GraphBuilder, g, y, yshape, elem, dtype, labels: np.ndarra
     r = len(yshape) if yshape is not None else None
     if soft:
         _check_like(labels, yshape, dtype, "--labels", y)
-        axis = (r - 1) if r is not None else -1
-        if r is not None and r > 2:
-            axis = 1
-        _check_probabilities(labels, axis)
+        axis = _probability_axis(labels)
         g.input.append(helper.make_tensor_value_info(name, elem, _dims(yshape, labels.shape)))
     else:
         if labels.dtype.kind not in "iu":
