@@ -22,6 +22,7 @@ from onnxprobe.errors import ExecutionError, first_line
 from onnxprobe.graph.memo import ModelMemo, feed_key
 from onnxprobe.graph.shapes import concrete_sizes
 from onnxprobe.match.engine import Matching, Pair
+from onnxprobe.text import quote
 from onnxprobe.runtime.budget import default_budget, plan_chunks
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.stats.pooled import PairSums, pair_sums
@@ -244,13 +245,33 @@ def _introduced(plan: DiffPlan, part: dict[int, Measured], values_a: dict, feeds
     known = {x: values_a[q.a.probe] for x, q in by_b.items() if q.a.probe in values_a}
     measured = {k: m for k, m in part.items() if m.sums is not None}
     targets = [plan.report[k].b.probe for k in measured if plan.report[k].b.kind == "float"]
-    try:
-        cone_out = run_cones(b.runner, targets, known, feeds, all_known=set(by_b),
-                             keep_on_device=_on_device(b, plan.device_metrics), key=key, built=_cones(plan, targets))
-    except Exception as e:  # noqa: BLE001 - the accumulated numbers still stand
-        plan.notes.append(f"introduced error not computed: {first_line(e)[:200]}")
-        return
+    failed: list[tuple[str, Exception]] = []
+    cone_out = _run_cones_apart(plan, targets, known, feeds, key, failed)
+    if failed:  # the accumulated numbers still stand; so do the other cones' (one cone failing lost them all)
+        name, e = failed[0]
+        more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""
+        plan.notes.append(f"introduced error not computed for {quote(name)}{more}: {first_line(e)[:200]}")
     _fill(plan, measured, cone_out, values_a, sample)
+
+
+def _run_cones_apart(plan: DiffPlan, targets: list[str], known: dict, feeds, key, failed: list) -> dict:
+    """``run_cones`` of ``targets``; where the run fails (B's nodes fed A's values can fail: a GatherND index
+    that A's tensor holds differently), the halves apart, down to the cones that fail alone (``failed``)."""
+    if not targets:
+        return {}
+    b = plan.b
+    try:
+        return run_cones(b.runner, targets, known, feeds, all_known=set(plan.by_b), keep_on_device=_on_device(b, plan.device_metrics),
+                         key=key, built=_cones(plan, targets))
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # noqa: BLE001 - split, so that one cone does not take the others with it
+        if len(targets) == 1:
+            failed.append((targets[0], e))
+            return {}
+    half = len(targets) // 2
+    return {**_run_cones_apart(plan, targets[:half], known, feeds, None, failed),
+            **_run_cones_apart(plan, targets[half:], known, feeds, None, failed)}
 
 
 def _cones(plan: DiffPlan, targets: list[str]) -> tuple:
