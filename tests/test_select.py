@@ -232,3 +232,15 @@ def test_a_number_that_is_also_another_nodes_name_is_ambiguous_and_hash_n_is_an_
 
     r = CliRunner().invoke(app, ["layers", str(tmp_path / "m.onnx"), "--range", "1:2"])
     assert r.exit_code == 2 and "is both node index 1" in r.stderr and r.stderr.count("\n") == 1, r.output
+
+
+def test_hash_n_is_an_index_even_when_a_node_is_named_hash_n():
+    """A node named '#1' (node 2): --range '#1:#2' was refused as '#1' being both index 1 and node #2's
+    name, advising to write '#1', what was typed. '#N' is an index always (README)."""
+    names = ["3", "0", "#1", "2", "x:y", "5"]
+    nodes = [helper.make_node("Neg", [f"t{i - 1}" if i else "x"], [f"t{i}"], name=n) for i, n in enumerate(names)]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                       [helper.make_tensor_value_info("t5", TensorProto.FLOAT, [2])])
+    got = (lambda spec: [r.name for r in select(model, Selection(range=spec))])
+    assert got("#1:#2") == ["t1", "t2"]
+    assert got("#2:#4") == ["t2", "t3", "t4"]

@@ -119,7 +119,7 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
             return default
         i = index_of(x)
         if i is not None:
-            named = node_index.get(x)
+            named = None if x.startswith("#") else node_index.get(x)  # '#N' is an index, even beside a node named '#N'
             if named is not None and named != i:  # '1' read as an index silently missed the node named '1'
                 raise UsageError(f"--range {clean(spec)}: {quote(x)} is both node index {i} and the name of node #{named}; "
                                  f"write #{i} for the index, or #{named} for the node named {quote(x)}")
