@@ -178,3 +178,58 @@ def test_counts_that_do_not_add_up_are_a_damaged_report(tmp_path, field, value):
         m["zeros"] = 2  # n - 1 NaN leave one finite value: two zeros is one too many
     b.write_text(json.dumps(d))
     assert "malformed moments" in _refused(a, b)
+
+
+def _edit(path: Path, edit) -> None:
+    d = json.loads(path.read_text())
+    edit(d)
+    path.write_text(json.dumps(d))
+
+
+@pytest.mark.parametrize("what, edit", [
+    ("malformed moments", lambda d: d["tensors"][0]["moments"].update(sumsq=[])),
+    ("malformed moments", lambda d: d["tensors"][0]["moments"].update(sumsq=[-5.0])),
+    ("malformed moments", lambda d: d["tensors"][0]["moments"].update(sum=[])),
+    ("malformed moments", lambda d: d["tensors"][0]["moments"].update(sumabs=[])),
+    ("damaged report", lambda d: d["tensors"][0]["moments"].update(count=1)),
+    ("damaged report", lambda d: d.update(batches=0)),
+    ("damaged report", lambda d: d.update(sample_digests=["x"])),
+])
+def test_damaged_moments_batches_and_digests_are_refused(tmp_path, what, edit):
+    """Σx² emptied or negative, Σx or Σ|x| emptied, a count of 1 beside a histogram of 16384 values,
+    0 batches, one digest for two batches: merged into wrong statistics, exit 0. A sum of squares or
+    magnitudes of values not all zero is positive, the histogram bins every finite value, one digest a batch."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _run("layers", sample_path("cnn"), "--inputs-dir", _folder(tmp_path / "a", range(2)), "--json", a)
+    _run("layers", sample_path("cnn"), "--inputs-dir", _folder(tmp_path / "b", range(2, 4)), "--json", b)
+    _edit(b, edit)
+    assert what in _refused(a, b)
+
+
+def test_damaged_diff_shards_are_refused(tmp_path):
+    """The same for diff shards: a negative Σ(a-b)², a zero one beside a positive max |a-b|, digests
+    that are not one a sample."""
+    shards = []
+    for k, idx in enumerate((range(0, 2), range(2, 4))):
+        out = tmp_path / f"d{k}.json"
+        _run("diff", sample_path("cnn"), "--vs-reference", "--inputs-dir", _folder(tmp_path / f"s{k}", idx), "--json", out,
+             code=(0, 1))
+        shards.append(out)
+    for edit, what in ((lambda d: d["pairs"][0]["sums"].update(dd=[-5.0]), "malformed 'sums'"),
+                       (lambda d: d["pairs"][0]["sums"].update(dd=[], sum_abs=[], max_abs=0.5), "malformed 'sums'"),
+                       (lambda d: d.update(sample_digests=["x"]), "damaged report")):
+        bad = tmp_path / "bad.json"
+        shutil.copy(shards[1], bad)
+        _edit(bad, edit)
+        assert what in _refused(shards[0], bad)
+
+
+def test_a_zero_sum_of_values_of_both_signs_merges():
+    """An exact Σx = 0 of -1 and 1 is written [0.0] (an empty list is refused as damaged) and read back."""
+    from onnxprobe.stats.moments import Moments
+    from onnxprobe.stats.tensor_stats import TensorStats
+
+    m = Moments.from_stats(TensorStats.from_array(np.array([-1.0, 1.0, 3.0, -3.0])))
+    back = Moments.from_dict(json.loads(json.dumps(m.to_dict())))
+    st = back.stats()
+    assert st.count == 4 and st.mean == 0 and st.std == pytest.approx(np.std([-1.0, 1.0, 3.0, -3.0]))

@@ -65,6 +65,9 @@ def check_report(d, label: str) -> None:
                          f"{DATASET_SCHEMA} ({hint} with this version)")
     if not isinstance(d["batches"], int) or isinstance(d["batches"], bool) or d["batches"] < 0:
         raise UsageError(f"{label}: 'batches' is not a count")
+    digests = d.get("sample_digests")
+    if isinstance(digests, list) and digests and len(digests) != d["batches"]:  # one digest a batch ([]: not said)
+        raise UsageError(f"{label}: {len(digests)} sample digests for {d['batches']} batches: a damaged report")
     for k in TEXT_FIELDS:
         if not isinstance(d.get(k), str):
             raise UsageError(f"{label}: '{k}' missing or not a string ({hint})")
@@ -79,9 +82,11 @@ def check_report(d, label: str) -> None:
                 raise UsageError(f"{where} ({t['name']!r}): no moments to merge")
             continue
         try:
-            Moments.from_dict(t["moments"])
+            m = Moments.from_dict(t["moments"])
         except (KeyError, TypeError, ValueError) as e:
             raise UsageError(f"{where} ({t['name']!r}): malformed moments ({e})") from None
+        if m.count and not d["batches"]:
+            raise UsageError(f"{where} ({t['name']!r}): {m.count} values from 0 batches: a damaged report")
         h = t.get("histogram")
         if h is not None:
             if not isinstance(h, dict) or not isinstance(h.get("codes"), list) or not isinstance(h.get("counts"), list):
@@ -93,9 +98,13 @@ def check_report(d, label: str) -> None:
                     v < 0 for v in h["counts"]):
                 raise UsageError(f"{where} ({t['name']!r}): histogram codes and counts must be integers")
             try:
-                Histogram.from_dict(h)
+                hist = Histogram.from_dict(h)
             except ValueError as e:
                 raise UsageError(f"{where} ({t['name']!r}): {e}") from None
+            finite = m.count - m.nan - m.inf  # the histogram bins every finite value, zeros in code 0
+            if hist.total and (hist.total != finite or hist.counts.get(0, 0) != m.zeros):
+                raise UsageError(f"{where} ({t['name']!r}): the histogram holds {hist.total} values ({hist.counts.get(0, 0)} "
+                                 f"zeros), the moments {finite} finite ({m.zeros} zeros): a damaged report")
 
 
 def _merged_shape(shapes: list) -> list | None:

@@ -45,6 +45,9 @@ def check_diff_report(d, label: str) -> None:
     labels = d.get("sample_labels")
     if not isinstance(labels, list) or len(labels) != n or not all(isinstance(x, str) for x in labels):
         raise UsageError(f"{label}: 'sample_labels' is not a list of {n} names")
+    digests = d.get("sample_digests")
+    if isinstance(digests, list) and digests and len(digests) != n:  # one digest a sample ([]: not said)
+        raise UsageError(f"{label}: {len(digests)} sample digests for {n} samples: a damaged report")
     for k in ("onnxprobe_version", "model_id", "selection", "criterion", "measured"):
         if not isinstance(d.get(k), str):
             raise UsageError(f"{label}: '{k}' missing or not a string ({HINT})")

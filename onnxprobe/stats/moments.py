@@ -153,8 +153,8 @@ class Moments:
         def f(v: float) -> float | None:
             return v if math.isfinite(v) else None
 
-        def sums(v: list[float]) -> list[float | None]:  # an unknown sum (it overflowed) as [null]
-            return [p if math.isfinite(p) else None for p in v]
+        def sums(v: list[float]) -> list[float | None]:  # an unknown sum (it overflowed) as [null], zero as [0.0]
+            return [p if math.isfinite(p) else None for p in v] or [0.0]
 
         return {"count": self.count, "nan": self.nan, "inf": self.inf, "zeros": self.zeros, "min": f(self.min),
                 "max": f(self.max), "sum": sums(self.sum), "sumsq": sums(self.sumsq), "sumabs": sums(self.sumabs),
@@ -192,7 +192,18 @@ class Moments:
         lo, hi = bound(d["min"], math.inf), bound(d["max"], -math.inf)
         if lo > hi and counts[0] - counts[1] - counts[2] > 0:  # finite values, yet no value between min and max
             raise ValueError("min is above max")
-        return cls(*counts, lo, hi, partial_list(d["sum"]), partial_list(d["sumsq"]), partial_list(d["sumabs"]), exp)
+        sums = {k: partial_list(d[k]) for k in ("sum", "sumsq", "sumabs")}
+        known = {k: value_of(v) for k, v in sums.items() if all(map(math.isfinite, v))}  # not [nan] (overflowed)
+        nonzero = count - nan - inf > 0 and (lo or hi)  # finite values, not all zero: Σx², Σ|x| > 0 (see unit_for)
+        for k in ("sumsq", "sumabs"):
+            if k in known and (known[k] < 0 or nonzero and known[k] == 0):
+                raise ValueError(f"{k} is {float(known[k]):g}, a sum of squares or magnitudes of "
+                                 f"{'values that are not all zero' if nonzero else 'values'}")
+        if nonzero and not d["sum"]:  # a zero Σx is written [0.0]; [] is damage (or an older report's exact 0)
+            raise ValueError("sum is an empty list (a zero sum is written [0.0])")
+        if nonzero and "sum" in known and (lo > 0 and known["sum"] <= 0 or hi < 0 and known["sum"] >= 0):
+            raise ValueError(f"sum {float(known['sum']):g} has the wrong sign for values in [{lo:g}, {hi:g}]")
+        return cls(*counts, lo, hi, sums["sum"], sums["sumsq"], sums["sumabs"], exp)
 
 
 def _exp_for(lo: float, hi: float) -> int:

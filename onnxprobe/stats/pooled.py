@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from onnxprobe.stats.metrics import REL_FLOOR, IntroducedError, PairMetrics, from_sums, sqnr_from_norms
-from onnxprobe.stats.moments import exact_sum
+from onnxprobe.stats.moments import exact_sum, value_of
 from onnxprobe.stats.tensor_stats import unit_for
 
 SUMS = ("sum_abs", "dd", "aa", "bb", "ab")
@@ -200,6 +200,8 @@ class PairSums:
             if not all(p is None or math.isfinite(p) for p in v):  # never written: an unknown sum is null
                 raise ValueError(f"'{k}' holds a bare NaN or Infinity (onnxprobe writes an unknown sum as null)")
             sums[k] = exact_sum([math.nan if p is None else float(p) for p in v])
+            if k != "ab" and sums[k] and math.isfinite(sums[k][0]) and value_of(sums[k]) < 0:  # Σ|d|, Σd², Σa², Σb²
+                raise ValueError(f"'{k}' is negative, a sum of magnitudes or squares")
         shape = d.get("shape")
         if shape is not None and (not isinstance(shape, list) or not all(
                 x is None or (isinstance(x, int) and not isinstance(x, bool)) for x in shape)):
@@ -217,6 +219,9 @@ class PairSums:
         exp = d.get("exp", 0)  # absent: a report written before units (every sum in units of 1)
         if not isinstance(exp, int) or isinstance(exp, bool) or abs(exp) > 1100:
             raise ValueError("'exp' is not an integer")
+        max_abs = _dec(d.get("max_abs"), "max_abs")
+        if ints["count"] and math.isfinite(max_abs) and max_abs > 0 and not (sums["sum_abs"] and sums["dd"]):
+            raise ValueError(f"max |a-b| is {max_abs:g} but 'sum_abs' or 'dd' is zero")
         return cls(ints["samples"], ints["count"], ints["mismatch"], _dec(d.get("max_abs"), "max_abs"), tuple(worst),
                    tuple(_ints(d.get("worst_shape"), "worst_shape")), _dec(d.get("b_absmax"), "b_absmax"),
                    _dec(d.get("excess"), "excess"), _dec(d.get("max_rel"), "max_rel"), ints["max_rel_sample"],
