@@ -418,10 +418,24 @@ def test_selected_graph_inputs_and_weights_are_said_not_added(tmp_path):
     text = " ".join(r.stdout.split())
     assert "1 output added" in text and "image is a graph input: not added" in text
     assert [o.name for o in onnx.load(str(out)).graph.output] == ["logits", "conv1_out"]
-    r = invoke("mark", sample_path("cnn"), "-o", out, "--name", "conv1.weight", "--include-constants")
-    assert r.exit_code == 0, r.output
-    assert "0 outputs added" in r.stdout and "conv1.weight is a weight: not added" in " ".join(r.stdout.split())
-    from onnxprobe import api
 
-    res = api.mark(sample_path("cnn"), out, api.Selection(names=["image"]))
-    assert [r.name for r in res.not_marked] == ["image"] and not any(m.added for m in res.marked)
+
+@pytest.mark.parametrize("args, said", [
+    (["--name", "image"], "image is fed (graph input)"),
+    (["--name", "conv1.weight", "--include-constants"], "conv1.weight is in the model file (weight)"),
+    (["--name", "image", "--name", "logits"], "logits is already a model output"),
+])
+def test_a_selection_that_adds_nothing_writes_nothing(tmp_path, args, said):
+    """`mark --name x` (a graph input) wrote a model with nothing added, exit 0, while a selection of a
+    weight alone was an error: a selection of inputs and weights that adds no output writes no file and
+    exits 2 with the reasons (model outputs alone still write: every selected tensor is an output there)."""
+    from onnxprobe import api
+    from onnxprobe.errors import UsageError
+
+    out = tmp_path / "m.onnx"
+    r = invoke("mark", sample_path("cnn"), "-o", out, *args)
+    assert r.exit_code == 2 and "adds no output" in r.stderr and said in r.stderr, r.output
+    assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+    with pytest.raises(UsageError, match="adds no output"):
+        api.mark(sample_path("cnn"), out, api.Selection(names=["image"]))
+    assert not out.exists()

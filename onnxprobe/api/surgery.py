@@ -225,12 +225,27 @@ def mark(
         # asked for, and none of what is not an output already could be added: no file that reads as marked
         raise ModelError(f"none of the {len(refs) - len(marked)} selected tensor(s) that are not model outputs could be "
                          "marked as an output" + (f": {notes[-1]}" if notes else ""))
+    if not_marked and not any(m.added for m in marked):
+        # only inputs and weights (beside model outputs): a file that adds none of them read as marked, exit 0
+        raise UsageError(f"the selection ({(selection or Selection()).describe()}) adds no output: "
+                         + _why_not_added(not_marked, [m.output for m in marked]) + "; mark adds node outputs")
     model = record(model, marked)
     notes += _unfused(model, [m.output for m in marked if m.added])
     written = _write_checked(model, lazy, out, path, notes)
     types = all_types(model)
     return _result(MarkResult, model, written, path, notes, marked=marked, not_marked=not_marked,
                    types={m.output: type_info(m.output, types.get(m.output)) for m in marked})
+
+
+def _why_not_added(not_marked: list, outputs: list[str]) -> str:
+    """What each selected tensor that adds nothing is: a graph input, a weight, or a model output already."""
+    shown = (lambda names: ", ".join(names[:3]) + (" ..." if len(names) > 3 else ""))
+    inputs = [r.name for r in not_marked if r.kind == "input"]
+    weights = [r.name for r in not_marked if r.kind != "input"]
+    parts = [f"{shown(names)} {'is' if len(names) == 1 else 'are'} {what}" for names, what in (
+        (inputs, "fed (graph input)"), (weights, "in the model file (weight)"), (outputs, "already a model output"))
+        if names]
+    return "; ".join(parts)
 
 
 def _unfused(model: onnx.ModelProto, added: list[str]) -> list[str]:
