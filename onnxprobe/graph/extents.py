@@ -91,6 +91,7 @@ class ExtentProblem:
     tensor: str = ""  # the tensor whose length entry disagrees with its dims ...
     entry: int | None = None  # ... what the entry says ...
     tensor_needs: int = 0  # ... and what its dims and type need
+    short: str = ""  # what is wrong in a few words, where no numbers say it (a folder, a file not readable)
 
 
 def extent_problems(model: onnx.ModelProto, base_dir: str | os.PathLike, path: str | os.PathLike, *,
@@ -121,12 +122,14 @@ def extent_problems(model: onnx.ModelProto, base_dir: str | os.PathLike, path: s
                 out[loc] = (f"{path}: external data file missing: {loc} (keep it beside the model)", None, "", None, 0)
                 continue
             if not where.is_file():
-                out[loc] = (f"{path}: external data {loc} is not a regular file (a folder, a device or a pipe)", None, "", None, 0)
+                why = "not a regular file (a folder, a device or a pipe)"
+                out[loc] = (f"{path}: external data {loc} is {why}", None, "", None, 0, why)
                 continue
             try:
                 sizes[loc] = where.stat().st_size
             except OSError as e:
-                out[loc] = (f"{path}: cannot read external data {loc} ({e.strerror})", None, "", None, 0)
+                out[loc] = (f"{path}: cannot read external data {loc} ({e.strerror})", None, "", None, 0,
+                            f"not readable ({e.strerror})")
                 continue
         if offset + need > sizes[loc]:
             out[loc] = (f"{path}: external data {loc} holds {sizes[loc]} bytes; tensor {t.name!r} ({_kind(t)}) "

@@ -97,7 +97,7 @@ def external_files(model: onnx.ModelProto, base_dir: str | os.PathLike) -> list[
     out = []
     for loc, (n, size) in found.items():
         p = Path(base_dir) / loc
-        out.append(ExternalFile(p, loc, n, size, p.is_file()))
+        out.append(ExternalFile(p, loc, n, size, p.exists()))  # a folder or device: a problem (extents), not missing
     return out
 
 

@@ -71,7 +71,7 @@ def _extent_text(p) -> str:
         return f"the length entry of {p.tensor} says {size(p.entry)}, its dims need {size(p.tensor_needs)}"
     if p.holds is not None:
         return f"truncated (holds {size(p.holds)}, entries need {size(p.needs)})"
-    return "not readable"
+    return p.short or "not readable"
 
 
 def size(n: int) -> str:
