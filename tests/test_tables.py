@@ -882,3 +882,18 @@ def test_markdown_cells_make_no_strikethrough_or_autolink_and_keep_spaces(tmp_pa
     assert [c.replace("\xa0", " ") for c in cells] == names, cells  # what a reader sees: every space kept
     for want in ("http\\://x.org", "www\\.site.org", "HTTPS\\://y.io"):
         assert want in out, (want, out)
+
+
+def test_a_scalars_shape_reads_scalar_in_csv_as_in_the_table(tmp_path):
+    """layers and diff CSV wrote an empty shape for a ReduceSum to a scalar ('4,rs,ReduceSum,r,,float32')
+    where the table says 'scalar' (an empty cell reads as unknown); JSON keeps []."""
+    nodes = [helper.make_node("ReduceSum", ["x"], ["r"], name="rs", keepdims=0), helper.make_node("Neg", ["r"], ["y"], name="neg")]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+    p = tmp_path / "rs.onnx"
+    onnx.save(m, p)
+    rows = list(csv.DictReader(io.StringIO(run(["layers", p, "--all", "--format", "csv"]))))
+    assert [r["shape"] for r in rows] == ["scalar", "scalar"]
+    rows = list(csv.DictReader(io.StringIO(run(["diff", p, p, "--format", "csv"]))))
+    assert rows and all(r["shape"] == "scalar" for r in rows)
+    assert [r["shape"] for r in json.loads(run(["layers", p, "--all", "--format", "json"]))] == [[], []]

@@ -139,8 +139,9 @@ class Table:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(self.keys() + self.data)
+        keys = self.keys() + self.data
         for r in self.rows:
-            w.writerow(["" if v is None else _csv_value(v) for v in r.values + r.data])
+            w.writerow(["" if v is None else _csv_value(v, k) for k, v in zip(keys, r.values + r.data)])
         return buf.getvalue()
 
     def markdown(self) -> str:
@@ -396,8 +397,10 @@ def _raw(v):
     return json_word(_scalar(v))
 
 
-def _csv_value(v) -> str:
+def _csv_value(v, key: str = "") -> str:
     v = _scalar(v)
+    if key == "shape" and isinstance(v, (list, tuple)) and not v:  # as the table says it (an empty cell: unknown)
+        return "scalar"
     if isinstance(v, (list, tuple)):
         return "x".join("?" if d is None else clean(d) for d in v)
     if isinstance(v, bool):
