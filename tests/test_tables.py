@@ -897,3 +897,16 @@ def test_a_scalars_shape_reads_scalar_in_csv_as_in_the_table(tmp_path):
     rows = list(csv.DictReader(io.StringIO(run(["diff", p, p, "--format", "csv"]))))
     assert rows and all(r["shape"] == "scalar" for r in rows)
     assert [r["shape"] for r in json.loads(run(["layers", p, "--all", "--format", "json"]))] == [[], []]
+
+
+@pytest.mark.parametrize("width", [40, 60, 80])
+def test_a_narrow_records_label_stays_whole(width):
+    """The debugger's node view at COLUMNS=60 split its 'from / to' label at its '/' ('  from /' then
+    '     to → Identity_8 ...'): the label stays whole, the link breaks at a space or '/'."""
+    from onnxprobe.session.render import tensor_table
+
+    link = "→ Identity_8 · Loop_9 body output: carried → res_y"
+    t = tensor_table([{"role": "out 0", "name": "y_out", "shape": [1], "dtype": "float32", "link": link}], width)
+    text = "\n".join(line for line, _ in t.lines(width))
+    assert "from / to" in text and not any(ln.rstrip().endswith("from /") for ln in text.splitlines()), text
+    assert "res_y" in text and " ".join(text.split()).count(" ".join(link.split())) == 1, text

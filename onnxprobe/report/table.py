@@ -309,7 +309,7 @@ class Table:
             head = [f"#{cells[i]}" if cols[i].key == "index" else f"{label(i)} {cells[i]}" for i in first if i not in names]
             out += [(line, r.style or "bold") for line in _flow(head, width, "", hang=" " * GAP)]
             for i in names:
-                out += [(line, r.style) for line in _fold(f"{label(i)} {cells[i]}", width, " " * GAP)]
+                out += [(line, r.style) for line in _fold(cells[i], width, " " * GAP, label=f"{label(i)} ")]
             out += [(line, r.style) for line in _flow([f"{label(i)} {cells[i]}" for i in second], width, " " * GAP)]
         return out
 

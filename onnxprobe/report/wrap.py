@@ -31,17 +31,20 @@ def wrap(text: str, width: int) -> list[str]:
     return lines
 
 
-def fold(text: str, width: int, indent: str) -> list[str]:
-    """``text`` on lines of at most ``width`` (the first indented by ``indent``, the others twice as
-    much), broken after a '/' where it can be, anywhere where it cannot."""
+def fold(text: str, width: int, indent: str, label: str = "") -> list[str]:
+    """``label`` then ``text`` on lines of at most ``width`` (the first indented by ``indent``, the others
+    twice as much), ``text`` broken after a '/' or a space where it can be (a link cell: '→ Identity_8 ·
+    Loop_9 body output'), anywhere where it cannot; the label is never broken (the debugger's 'from / to')."""
     lines, line = [], indent
-    for part in re.split(r"(?<=/)", text):
+    parts = re.split(r"(?<=[/ ])", text)
+    parts[0] = label + parts[0]
+    for part in parts:
         while part:
             room = width - cl.cells(line)
             if cl.cells(part) <= room:
                 line, part = line + part, ""
             elif line.strip() and cl.cells(part) <= width - len(indent) * 2:
-                lines.append(line)
+                lines.append(line.rstrip(" "))
                 line = indent * 2
             else:  # at least one character, where a two-cell one meets a one-cell room
                 take = cl.head(part, room) or part[0]
