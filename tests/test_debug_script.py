@@ -781,3 +781,14 @@ def test_a_script_that_starts_with_a_byte_order_mark_runs(tmp_path, stdin):
     r = runner.invoke(app, args, input=data if stdin else None, env=ENV)
     assert r.exit_code == 0, r.output
     assert "unknown command" not in r.output and "seed 0" in r.stdout
+
+
+def test_node_view_after_run_shows_the_fed_inputs_statistics(tmp_path):
+    """`node branch` after `run` read 'in 0 cond scalar bool - - -' though cond was fed (a run measures
+    node outputs; statistics appeared only once `where` fetched the input). They come from the feed."""
+    out = ok(tmp_path, [sample_path("control_flow")], ["input n 2", "input cond 1", "run", "node loop"])
+    n_row = next(ln for ln in out.splitlines() if re.match(r"in 0\s+n\s", ln))
+    assert n_row.split()[5:11] == ["2", "2", "2", "0", "0", "0"], n_row  # min max mean std NaN Inf of n = 2
+    out = ok(tmp_path, [sample_path("control_flow")], ["input n 2", "input cond 1", "input x [[0.5,0.5,0.5,0.5],[0.5,0.5,0.5,0.5]]", "run", "node proj"])
+    x_row = next(ln for ln in out.splitlines() if re.match(r"in 0\s+x\s", ln))
+    assert x_row.split()[5:8] == ["0.5", "0.5", "0.5"], x_row

@@ -10,6 +10,7 @@ from typing import Callable
 
 from rich.text import Text
 
+from onnxprobe import api
 from onnxprobe.errors import UsageError
 from onnxprobe.report.format import safe
 from onnxprobe.report.table import Verbatim
@@ -203,9 +204,22 @@ def _row(env: Env, t: Target, role: str, ti, direction: str) -> dict:
         "role": role, "name": name,
         "shape": shp if shp is not None else ref.shape, "known": shp is not None,
         "dtype": ref.dtype,
-        "stats": t.results.stats.get(name) if current else None,
+        "stats": (t.results.stats.get(name) or _fed_stats(env, t, name)) if current else None,
         "link": _link(t, ti, direction),
     }
+
+
+def _fed_stats(env: Env, t: Target, name: str):
+    """A graph input's statistics, from its feed: a run measures node outputs only, so a fed input read '-'
+    until `where` fetched it."""
+    if t.index.kinds.get(name) != "input" or t.index.refs.get(name) is None or t.index.refs[name].scope:
+        return None
+    value = env.state.feed(t)[0].get(name)
+    if value is None or value.dtype.kind not in "biuf":
+        return None
+    st = api.TensorStats.from_array(value)
+    t.results.stats[name] = st
+    return st
 
 
 def node_view(env: Env, t: Target, index: int, title: str | None = None) -> list:
