@@ -862,6 +862,37 @@ def test_csv_and_json_rows_say_not_run_and_empty(tmp_path, cond):
     assert {t["name"]: t["status"] for t in json.loads(js.read_text())["tensors"]} == want
 
 
+def _cf_args():
+    return ["layers", sample_path("control_flow"), "--all", "--input", "n=0", "--input", "cond=0"]
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])
+def test_a_named_status_column_is_shown_in_the_order_given(fmt):
+    """`--columns index,status,tensor`: table and markdown dropped status, CSV put it last. Named, it is a
+    column of every format, where it was named. Oracle: cond=0 runs the else branch, not the then one."""
+    out = run([*_cf_args(), "--columns", "index,status,tensor", "--format", fmt], width=200)
+    if fmt == "json":
+        rows = [list(r.items()) for r in json.loads(out)]
+    elif fmt == "csv":
+        rows = [list(r.items()) for r in csv.DictReader(io.StringIO(out))]
+    else:
+        lines = [ln.strip("| ").replace(" | ", "  ") for ln in out.splitlines() if re.match(r"\|? *\d", ln)]
+        rows = [list(zip(["index", "status", "tensor"], re.split(r"\s{2,}|(?<=\d) (?=\S)", ln, maxsplit=2))) for ln in lines]
+    status = {dict(r)["tensor"]: dict(r)["status"] for r in rows}
+    assert [k for k, _ in rows[0]] == ["index", "status", "tensor"], rows[0]
+    assert status["then_matmul"] == "not run" and status["else_mul"] == "ran", status
+
+
+def test_a_row_that_did_not_run_says_so_in_the_first_statistic_kept():
+    """`--columns index,tensor,max`: a branch that did not run read '-' alone; it says 'not run' in its
+    first statistic cell whatever columns are chosen, as the default table does in min."""
+    out = run([*_cf_args(), "--columns", "index,tensor,max"], width=200)
+    row = next(ln for ln in out.splitlines() if "then_matmul" in ln)
+    assert row.split()[-2:] == ["not", "run"], row
+    row = next(ln for ln in out.splitlines() if "else_mul" in ln)
+    assert re.match(r"-?\d", row.split()[-1]), row
+
+
 def test_markdown_cells_make_no_strikethrough_or_autolink_and_keep_spaces(tmp_path):
     """~~strike~~ rendered struck through, a bare http:// or www. name became a link (GitHub's autolinks), and a
     name's leading spaces were trimmed with the cell. Oracle: markdown-it (rich's own dependency) renders

@@ -63,8 +63,9 @@ def _static(s):
 COLUMNS = [
     Column("index", "#", "right", head=True), Column("node", "node", name=True), Column("op", "op", head=True),
     Column("tensor", "tensor", name=True, beside="node"), Column("shape", "shape", head=True), Column("dtype", "dtype", head=True),
-    Column("min", "min", "right"), Column("max", "max", "right"), Column("mean", "mean", "right"),
-    Column("std", "std", "right"), Column("nan", "NaN", "right"), Column("inf", "Inf", "right"),
+    Column("min", "min", "right", stat=True), Column("max", "max", "right", stat=True),
+    Column("mean", "mean", "right", stat=True), Column("std", "std", "right", stat=True),
+    Column("nan", "NaN", "right"), Column("inf", "Inf", "right"),
 ]
 PERCENTILE_COLUMNS = [Column("p0.01", "p0.01", "right"), Column("p99.99", "p99.99", "right")]
 PROFILE_COLUMNS = [Column("kernel_ms", "ms", "right")]  # --profile: the producer's kernel time (report.profile)

@@ -60,6 +60,7 @@ class Column:
     # the cells leave out what the column of this key shows (a tensor name without its node's name as prefix):
     # when --columns drops that column, the cells show the whole value instead
     beside: str | None = None
+    stat: bool = False  # a statistic: a row without values ("not run") says so in the first such column kept
 
 
 @dataclass
@@ -97,16 +98,20 @@ class Table:
         return [c.key for c in self.columns]
 
     def choose(self, keys: list[str] | None) -> None:
-        """Keep only these columns, in this order (``--columns``); a key may also be the shown header. Keys
-        of ``data`` are kept (at the end) where named, else dropped."""
+        """Keep only these columns, in this order (``--columns``); a key may also be the shown header. A key
+        of ``data`` named becomes a column (shown, in the order given); unnamed, it is dropped."""
         if not keys:
             return
         named = {k.strip().lower() for k in keys}
-        keys = [k for k in keys if k.strip().lower() not in self.data]
-        keep = [i for i, k in enumerate(self.data) if k in named]
-        self.data = [self.data[i] for i in keep]
+        for j, k in enumerate(self.data):  # named: a column of its own, in the order given, in every format
+            if k in named and k not in self.keys():
+                self.columns.append(Column(k, k))
+                for r in self.rows:
+                    r.cells.append("-" if r.data[j] is None else clean(str(r.data[j])))
+                    r.values.append(r.data[j])
+        self.data = []
         for r in self.rows:
-            r.data = [r.data[i] for i in keep]
+            r.data = []
         index = {}
         for i, c in enumerate(self.columns):
             index.setdefault(c.key.lower(), i)
@@ -118,13 +123,15 @@ class Table:
                 raise UsageError(f"--columns: no column {k.strip()!r}; this table has {', '.join(self.keys())}")
             if i not in picked:
                 picked.append(i)
-        if not picked:  # only data keys named
-            raise UsageError(f"--columns: {', '.join(self.data)}: CSV and JSON rows add it beside the table's columns; name one too")
         kept = {self.columns[i].key for i in picked}
         whole = {i for i in picked if self.columns[i].beside and self.columns[i].beside not in kept}
+        stats = [i for i, c in enumerate(self.columns) if c.stat]
+        first = next((i for i in picked if i in stats), None)
         self.columns = [self.columns[i] for i in picked]
         for r in self.rows:
-            r.cells = [clean(str(r.values[i])) if i in whole and r.values[i] is not None else r.cells[i] for i in picked]
+            said = next((r.cells[i] for i in stats if r.values[i] is None and r.cells[i] != "-"), None)
+            r.cells = [said if i == first and said and r.values[i] is None else
+                       clean(str(r.values[i])) if i in whole and r.values[i] is not None else r.cells[i] for i in picked]
             r.values = [r.values[i] for i in picked]
 
     # --- text formats ------------------------------------------------------------------------------------
