@@ -792,3 +792,29 @@ def test_node_view_after_run_shows_the_fed_inputs_statistics(tmp_path):
     out = ok(tmp_path, [sample_path("control_flow")], ["input n 2", "input cond 1", "input x [[0.5,0.5,0.5,0.5],[0.5,0.5,0.5,0.5]]", "run", "node proj"])
     x_row = next(ln for ln in out.splitlines() if re.match(r"in 0\s+x\s", ln))
     assert x_row.split()[5:8] == ["0.5", "0.5", "0.5"], x_row
+
+
+def test_the_name_a_listing_shows_for_an_unnamed_body_node_is_taken_by_every_command(tmp_path):
+    """An unnamed node in an If branch: `nodes` listed 'If/then_branch/Neg_1', which `node`, `nodes GLOB`
+    and `layers --name` refused (only 'Neg_1' worked) and `inspect --nodes` spelled a third way. The path
+    a listing shows is taken everywhere, beside the bare name; inspect lists the same spelling."""
+    vi = helper.make_tensor_value_info
+    then = helper.make_graph([helper.make_node("Neg", ["x"], ["t_out"])], "then", [], [vi("t_out", TensorProto.FLOAT, [2])])
+    other = helper.make_graph([helper.make_node("Abs", ["x"], ["e_out"])], "else", [], [vi("e_out", TensorProto.FLOAT, [2])])
+    m = make_model([helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other)],
+                   [vi("x", TensorProto.FLOAT, [2]), vi("cond", TensorProto.BOOL, [])], [vi("y", TensorProto.FLOAT, [2])])
+    p = tmp_path / "if.onnx"
+    onnx.save(m, p)
+    listed = [ln.split()[1] for ln in ok(tmp_path, [p], ["nodes"]).splitlines() if re.match(r"\s*\d+\s", ln)]
+    neg = next(n for n in listed if "/Neg_" in n)
+    bare = neg.rsplit("/", 1)[1]
+    assert neg.startswith("If") and neg.count("/") == 2, listed
+    for name in (neg, bare):
+        out = ok(tmp_path, [p], [f"node {name}"])
+        assert re.search(rf"{bare}\s+Neg", out) and "t_out" in out, out
+    out = ok(tmp_path, [p], [f"nodes {neg.rsplit('/', 1)[0]}/*"])
+    assert bare in out and "Abs" not in out, out
+    r = runner.invoke(app, ["layers", str(p), "--name", neg, "--input", "cond=1"])
+    assert r.exit_code == 0 and "t_out" in r.stdout and "e_out" not in r.stdout, r.output
+    r = runner.invoke(app, ["inspect", str(p), "--nodes"], env=ENV)
+    assert neg in r.stdout, r.stdout

@@ -60,6 +60,8 @@ class GraphIndex:
         self.by_name: dict[str, object] = {}
         for s in self.sites:
             self.by_name.setdefault(s.name, s)
+        for s in self.sites:  # the qualified name a listing shows; a bare name wins where they clash
+            self.by_name.setdefault(s.path, s)
         self.producer = {o: s for s in self.sites for o in s.node.output if o}
         self.consumers: dict[str, list] = {}
         for s in self.sites:
@@ -179,7 +181,7 @@ class GraphIndex:
         if pattern.startswith("op:"):
             p = pattern[3:]
             return [s for s in self.sites if matches(s.node.op_type, p)]
-        return [s for s in self.sites if matches(s.name, pattern)]
+        return [s for s in self.sites if matches(s.name, pattern) or s.scope and matches(s.path, pattern)]
 
     def value(self, name: str, feed: dict[str, np.ndarray] | None = None) -> np.ndarray | None:
         """A graph input's value (from ``feed``) or an initializer's; None for node outputs."""

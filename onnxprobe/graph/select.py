@@ -189,7 +189,7 @@ def check_criteria(models: list[onnx.ModelProto], sel: Selection) -> None:
 def _all_names(model: onnx.ModelProto, sites: list[NodeSite]) -> set[str]:
     names = {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
     for s in sites:
-        names.add(s.name)
+        names.update((s.name, s.path))
         names.update(o for o in s.node.output if o)
     return names
 
@@ -221,7 +221,7 @@ def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[
                 take = bool(sel.range) or (not site.chain and site.node.op_type in DEFAULT_OPS) or t in outputs
             else:
                 take = (not sel.ops or _op_matches(site.node.op_type, sel.ops)) and (
-                    not sel.names or _name_matches(sel.names, site.name, t))
+                    not sel.names or _name_matches(sel.names, site.name, site.path, t))
             if take:
                 seen.add(t)
                 refs.append(_ref(t, site, types, outputs, "node"))

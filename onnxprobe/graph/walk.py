@@ -28,6 +28,12 @@ class NodeSite:
     def scope(self) -> tuple[str, ...]:
         return tuple(f"{node_display_name(n)}/{attr}" for n, attr in self.chain)
 
+    @property
+    def path(self) -> str:
+        """The name qualified by its bodies ('Loop/body/Add_7'): what listings show, which every command
+        takes as well as the bare name (an unnamed body node's 'Add_7' tells no body apart)."""
+        return "/".join(self.scope + (self.name,))
+
 
 def node_display_name(node: onnx.NodeProto, index: int | None = None) -> str:
     if node.name:

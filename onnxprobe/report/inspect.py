@@ -281,7 +281,7 @@ def nodes_table(result, width: int = 120) -> Table:
     """Every node: index, name (after its enclosing bodies: 'loop/body: add'), op, inputs → outputs."""
     t = Table(NODE_COLUMNS)
     for r in result.nodes:
-        name = f"{'/'.join(r.scope)}: {r.name}" if r.scope else r.name
+        name = "/".join(r.scope + (r.name,))  # as debug's `nodes` lists it, and every command takes it
         ins, outs = _tensors_text(r.inputs, r.weights), _tensors_text(r.outputs)
         # a no-break space keeps the arrow on the line of the last input when the cell wraps
         t.add_row([str(r.index), name, r.op_type, f"{ins}\u00a0→ {outs}"], [r.index, name, r.op_type, f"{ins} → {outs}"])

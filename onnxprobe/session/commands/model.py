@@ -84,7 +84,7 @@ def cmd_nodes(env: Env, args: list[str]):
     for s in sites:
         ins = ", ".join(i for i in s.node.input if i)
         outs = ", ".join(o for o in s.node.output if o)
-        name = ("/".join(s.scope) + "/" if s.scope else "") + s.name
+        name = s.path
         # a no-break space keeps the arrow on the line of the last input when the cell wraps
         table.add_row([str(s.index), name, s.node.op_type, f"{ins}\u00a0→ {outs}"], [s.index, name, s.node.op_type, f"{ins} → {outs}"])
     foot = Text(f"{tag(env, t)}{len(sites)} of {len(t.index.sites)} nodes", style="dim")
