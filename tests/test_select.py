@@ -244,3 +244,17 @@ def test_hash_n_is_an_index_even_when_a_node_is_named_hash_n():
     got = (lambda spec: [r.name for r in select(model, Selection(range=spec))])
     assert got("#1:#2") == ["t1", "t2"]
     assert got("#2:#4") == ["t2", "t3", "t4"]
+
+
+def test_a_range_end_may_be_a_body_nodes_listed_path():
+    """Unnamed body nodes are listed as 'If/then_branch/Neg_1': a --range end takes that path too."""
+    vi = helper.make_tensor_value_info
+    then = helper.make_graph([helper.make_node("Neg", ["x"], ["t_out"])], "then", [], [vi("t_out", TensorProto.FLOAT, [2])])
+    other = helper.make_graph([helper.make_node("Abs", ["x"], ["e_out"])], "else", [], [vi("e_out", TensorProto.FLOAT, [2])])
+    model = make_model([helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other)],
+                       [vi("x", TensorProto.FLOAT, [2]), vi("cond", TensorProto.BOOL, [])], [vi("y", TensorProto.FLOAT, [2])])
+    from onnxprobe.graph.walk import walk
+
+    paths = {s.node.op_type: s.path for s in walk(model)}
+    assert [r.name for r in select(model, Selection(range=f"{paths['Abs']}:{paths['Neg']}"))] == ["e_out", "t_out"]
+    assert [r.name for r in select(model, Selection(names=(paths["Neg"],)))] == ["t_out"]

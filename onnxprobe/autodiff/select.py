@@ -18,7 +18,7 @@ from onnx import numpy_helper
 
 from onnxprobe.graph.builder import FLOAT_TYPES
 from onnxprobe.errors import UsageError
-from onnxprobe.graph.select import Selection, parse_range, select
+from onnxprobe.graph.select import Selection, node_positions, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import implicit_inputs, subgraphs, walk
 from onnxprobe.text import matches
@@ -94,7 +94,7 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
     main = [s for s in sites if not s.chain]
     types = value_types(model)
     w = weights(model)
-    lo, hi = parse_range(sel.range, {s.name: s.index for s in sites}, len(sites) - 1) if sel.range else (0, len(sites) - 1)
+    lo, hi = parse_range(sel.range, node_positions(sites), len(sites) - 1) if sel.range else (0, len(sites) - 1)
     consumers: dict[str, list] = {}
     for s in main:
         for i in list(s.node.input) + implicit_inputs(s.node):  # a body reads weights of the main graph too

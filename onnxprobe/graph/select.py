@@ -86,6 +86,11 @@ class Selection:
         return " ".join(parts) or "the default selection"
 
 
+def node_positions(sites: list[NodeSite]) -> dict[str, int]:
+    """Node name -> index for ``parse_range``: a body node by its bare name or the path listings show."""
+    return {**{s.path: s.index for s in sites if s.scope}, **{s.name: s.index for s in sites}}
+
+
 def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, int]:
     """'START:END' -> (start, end), inclusive; each end an index (``12`` or ``#12``), a node name, or empty
     (the first / ``last`` node). A number that is also another node's name is ambiguous: ``#N`` is always an
@@ -207,7 +212,7 @@ def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[
     const = set() if sel.include_constants else constant_tensors(model, sites)
     outputs = {o.name for o in model.graph.output}
     last = len(sites) - 1
-    lo, hi = parse_range(sel.range, {s.name: s.index for s in sites}, last) if sel.range else (0, last)
+    lo, hi = parse_range(sel.range, node_positions(sites), last) if sel.range else (0, last)
 
     refs: list[TensorRef] = []
     seen: set[str] = set()
