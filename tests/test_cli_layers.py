@@ -423,32 +423,6 @@ def test_input_splits_name_and_file_as_shape_does(tmp_path):
     np.testing.assert_array_equal(got["z"], [-3.0, 5.0])
 
 
-def test_save_writes_no_absolute_entries(tmp_path):
-    """A tensor named '/abs/path' (the PyTorch exporter's '/conv1/Conv_output_0') was stored as the zip entry
-    '/abs/path.npy', which `unzip` extracts elsewhere ('stripped absolute path spec'). The entry leaves the
-    leading '/' out; a name it would then collide with gets a tK_ entry; onnxprobe reads the true names back."""
-    import zipfile
-
-    from onnxprobe import api
-
-    m = make_model([helper.make_node("Relu", ["x"], ["/abs/path"]), helper.make_node("Neg", ["/abs/path"], ["abs/path"])],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-                   [helper.make_tensor_value_info("abs/path", TensorProto.FLOAT, [3])])
-    onnx.save(m, tmp_path / "abs.onnx")
-    x = np.array([-1.0, 2.0, -3.0], np.float32)
-    np.save(tmp_path / "x.npy", x)
-    r = invoke("layers", tmp_path / "abs.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--all", "--save", tmp_path / "a.npz")
-    assert r.exit_code == 0, r.output
-    entries = zipfile.ZipFile(tmp_path / "a.npz").namelist()
-    assert not any(e.startswith("/") for e in entries), entries
-    assert "abs/path.npy" in entries
-    back = api.read_npz(tmp_path / "a.npz")
-    np.testing.assert_array_equal(back["/abs/path"], np.maximum(x, 0))
-    np.testing.assert_array_equal(back["abs/path"], -np.maximum(x, 0))
-    with np.load(tmp_path / "a.npz") as z:  # numpy reads every entry without pickle
-        assert all(z[k] is not None for k in z.files)
-
-
 def test_a_pb_tensor_of_an_unknown_data_type_says_so(tmp_path):
     """data_type 999 gave 'cannot read as .pb tensor (999)', numpy_helper's bare KeyError."""
     from onnx import numpy_helper

@@ -119,7 +119,7 @@ def test_arrays_that_lack_an_input_say_so_and_a_dataset_batch_must_hold_them_all
     assert sum("not in --inputs b.npz, so seeded random data" in n for n in notes) == 2  # ids and mask
     notes.clear()
     make_feeds(two_input_model(), arrays={"x": x}, files={"ids": "[[1, 2, 3], [4, 5, 6]]"}, notes=notes)
-    assert [n for n in notes if "seeded random" in n] == ["input mask: not in --inputs, so seeded random data (--seed 0)"]
+    assert [n for n in notes if "seeded random" in n] == ["input mask: not in the arrays given, so seeded random data (--seed 0)"]
     with pytest.raises(UsageError, match="input ids: not in the dataset, which holds x; every input"):
         make_feeds(two_input_model(), arrays={"x": x}, arrays_from="the dataset", arrays_complete=True)
 

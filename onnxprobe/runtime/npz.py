@@ -2,8 +2,7 @@
 holds more than one chunk of tensors. The file appears (atomically renamed) only when closed cleanly.
 
 Entry names are safe: a tensor name is used as it is when it is a plain path of names (``conv1_out``,
-``onnx::Conv_27``, ``Add@0``), without its leading '/' when it has one (``/features/0/Conv_output_0``, as the
-PyTorch exporter writes them, is the entry ``features/0/Conv_output_0``);
+``/features/0/Conv_output_0`` as the PyTorch exporter writes them, ``onnx::Conv_27``, ``Add@0``);
 anything else (``../../x``, empty or dot components, backslashes, control characters, a drive letter,
 names over 200 characters) gets a safe entry name, and the true names of every entry are stored in the entry
 ``NAMES_ENTRY`` (a string array, loadable without pickle) when any entry differs from its tensor name. ``np.load`` reads the archive as usual;
@@ -28,13 +27,11 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 def safe_entry(name: str, k: int) -> str:
-    """The archive entry (without ``.npy``) for tensor ``name``, the ``k``-th of the archive. A leading '/'
-    (the PyTorch exporter's names) is dropped: an absolute entry is no safe path in a zip (`unzip` warns
-    'stripped absolute path spec' and writes it elsewhere than the name says); the true name is recorded."""
-    plain = name[1:] if name.startswith("/") else name
-    if 0 < len(plain) <= 200 and not _UNSAFE.search(plain) and not _DRIVE.match(plain) and plain != NAMES_ENTRY \
-            and all(p.strip() not in ("", ".", "..") for p in plain.split("/")):
-        return plain
+    """The archive entry (without ``.npy``) for tensor ``name``, the ``k``-th of the archive."""
+    parts = name[1:].split("/") if name.startswith("/") else name.split("/")
+    if 0 < len(name) <= 200 and not _UNSAFE.search(name) and not _DRIVE.match(name) and name != NAMES_ENTRY \
+            and all(p.strip() not in ("", ".", "..") for p in parts):
+        return name
     return f"t{k}_" + re.sub(r"[^A-Za-z0-9_.\-]", "_", name.strip("/"))[:100]
 
 
