@@ -212,8 +212,12 @@ def test_silero_check_passes(name, which):
                  check=True, inputs=api.InputSpec(arrays=feed))
     weights = [row for row in r.rows if row.target.kind == "weight"]
     assert len(weights) >= 10, [row.name for row in r.rows]
-    bad = [(row.name, row.check) for row in r.rows if not row.check["ok"]]
+    # no gradient fails; float32 finite differences resolve most of them (a bias whose slope is under the
+    # loss's rounding is 'cannot check', with the reason: torch autograd below checks every one)
+    bad = [(row.name, row.check) for row in r.rows if row.check["ok"] is False]
     assert not bad, bad[:3]
+    assert all(row.check.get("unresolved") for row in r.rows if row.check["ok"] is None)
+    assert sum(1 for row in weights if row.check["ok"]) >= 5
 
 
 @pytest.mark.parametrize("name", sorted(SILERO_FEEDS))
