@@ -269,9 +269,9 @@ def _run_cones_apart(plan: DiffPlan, targets: list[str], known: dict, feeds, key
         if len(targets) == 1:
             failed.append((targets[0], e))
             return {}
-    half = len(targets) // 2
-    return {**_run_cones_apart(plan, targets[:half], known, feeds, None, failed),
-            **_run_cones_apart(plan, targets[half:], known, feeds, None, failed)}
+    half = len(targets) // 2  # each half's session kept under its own targets (run_cones' key), for the next sample
+    return {**_run_cones_apart(plan, targets[:half], known, feeds, key, failed),
+            **_run_cones_apart(plan, targets[half:], known, feeds, key, failed)}
 
 
 def _cones(plan: DiffPlan, targets: list[str]) -> tuple:
