@@ -59,6 +59,26 @@ def make_model(nodes, inputs, outputs, initializers=(), opset=17, ir=8) -> onnx.
     return m
 
 
+def fold_bn1(m: onnx.ModelProto, w: dict[str, np.ndarray], names: tuple[str, str]) -> None:
+    """The sample CNN ``m`` with bn1 folded into conv1, in place, as exporters and optimizers fold it: the
+    folded weight and bias (computed from ``w``, the CNN's weights in the dtype the caller chose) under
+    ``names``, conv1 writing bn1's output, the node names kept."""
+    k = w["bn1.scale"] / np.sqrt(w["bn1.var"] + 1e-5)
+    folded = {names[0]: (w["conv1.weight"] * k[:, None, None, None]).astype(np.float32),
+              names[1]: ((w["conv1.bias"] - w["bn1.mean"]) * k + w["bn1.bias"]).astype(np.float32)}
+    nodes = [n for n in m.graph.node if n.name != "bn1"]
+    for n in nodes:
+        if n.name == "conv1":
+            n.input[1:] = list(names)
+            n.output[0] = "bn1_out"
+    keep = [i for i in m.graph.initializer if not i.name.startswith(("bn1.", "conv1."))]
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(keep + [numpy_helper.from_array(v, k_) for k_, v in folded.items()])
+    del m.graph.value_info[:]
+
+
 def nan_model() -> onnx.ModelProto:
     """y = Relu(Log(x) * w): Log of a negative input gives NaN, Log(0) gives -inf, so the counts are known."""
     w = numpy_helper.from_array(np.full((4,), 2.0, np.float32), "w")

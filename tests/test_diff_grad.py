@@ -16,7 +16,7 @@ import pytest
 from onnx import numpy_helper
 from typer.testing import CliRunner
 
-from conftest import sample_path
+from conftest import fold_bn1, sample_path
 from onnxprobe import api
 from onnxprobe.cli.main import app
 from quantize_fixtures import quantize
@@ -218,22 +218,7 @@ def _bn_folded_cnn(tmp_path):
     """The sample CNN with bn1 folded into conv1 (as exporters and optimizers do), the folded weights under
     new names, the node names kept: a node-name match would pair conv1's weights across the two."""
     m = onnx.load(str(sample_path("cnn")))
-    w = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
-    eps = 1e-5
-    k = w["bn1.scale"] / np.sqrt(w["bn1.var"] + eps)
-    folded = {"conv1.folded_w": (w["conv1.weight"] * k[:, None, None, None]).astype(np.float32),
-              "conv1.folded_b": ((w["conv1.bias"] - w["bn1.mean"]) * k + w["bn1.bias"]).astype(np.float32)}
-    nodes = [n for n in m.graph.node if n.name != "bn1"]
-    for n in nodes:
-        if n.name == "conv1":
-            n.input[1:] = ["conv1.folded_w", "conv1.folded_b"]
-            n.output[0] = "bn1_out"
-    keep = [i for i in m.graph.initializer if not i.name.startswith(("bn1.", "conv1."))]
-    del m.graph.node[:]
-    m.graph.node.extend(nodes)
-    del m.graph.initializer[:]
-    m.graph.initializer.extend(keep + [numpy_helper.from_array(v, k_) for k_, v in folded.items()])
-    del m.graph.value_info[:]
+    fold_bn1(m, {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}, ("conv1.folded_w", "conv1.folded_b"))
     p = tmp_path / "cnn_folded.onnx"
     onnx.save(m, p)
     return p

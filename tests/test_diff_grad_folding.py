@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import sample_path
+from conftest import fold_bn1, sample_path
 from onnxprobe import api
 
 CPU = api.RunConfig(device="cpu", opt_level="off")
@@ -92,20 +92,7 @@ def _folded_cnn(tmp_path, bias: bool = True):
         m.graph.initializer.extend(keep)
     plain = tmp_path / "plain.onnx"
     onnx.save(m, plain)
-    k = w["bn1.scale"] / np.sqrt(w["bn1.var"] + 1e-5)
-    folded = {"f.w": (w["conv1.weight"] * k[:, None, None, None]).astype(np.float32),
-              "f.b": ((w["conv1.bias"] - w["bn1.mean"]) * k + w["bn1.bias"]).astype(np.float32)}
-    nodes = [n for n in m.graph.node if n.name != "bn1"]
-    for n in nodes:
-        if n.name == "conv1":
-            n.input[1:] = ["f.w", "f.b"]
-            n.output[0] = "bn1_out"
-    keep = [i for i in m.graph.initializer if not i.name.startswith(("bn1.", "conv1."))]
-    del m.graph.node[:]
-    m.graph.node.extend(nodes)
-    del m.graph.initializer[:]
-    m.graph.initializer.extend(keep + [numpy_helper.from_array(v, k_) for k_, v in folded.items()])
-    del m.graph.value_info[:]
+    fold_bn1(m, w, ("f.w", "f.b"))
     out = tmp_path / "folded.onnx"
     onnx.save(m, out)
     return out, plain
