@@ -15,31 +15,11 @@ from onnx import numpy_helper
 torch = pytest.importorskip("torch")
 
 import torch_models as tm  # noqa: E402  (needs torch)
+from test_torch_reference import exports  # noqa: E402,F401,F811  (its module-scoped fixture of exports)
+
 from onnxprobe import api  # noqa: E402
 
 FILE = Path(__file__).with_name("torch_models.py")
-
-
-def _export(name: str, kind: str, path: Path) -> Path:
-    if kind == "dynamo":
-        pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript")
-    m, args = tm.build(name)
-    kwargs = {"opset_version": 17} if kind == "legacy" else {}
-    torch.onnx.export(m, args, str(path), dynamo=kind == "dynamo", input_names=["x"], output_names=["y"], **kwargs)
-    return path
-
-
-@pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-    d = tmp_path_factory.mktemp("exports")
-    cache: dict = {}
-
-    def get(name: str, kind: str) -> Path:
-        if (name, kind) not in cache:
-            cache[name, kind] = _export(name, kind, d / f"{name}_{kind}.onnx")
-        return cache[name, kind]
-
-    return get
 
 
 def _changed(path: Path, out: Path, name: str, change) -> Path:
