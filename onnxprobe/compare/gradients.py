@@ -30,7 +30,7 @@ from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import walk
 from onnxprobe.match.engine import DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT
-from onnxprobe.match.observe import FLOAT_TYPES, Observable, Observation, stem
+from onnxprobe.match.observe import FLOAT_TYPES, VALUE_PRESERVING, Observable, Observation, stem
 from onnxprobe.match.ops import canonical
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.runners.once import OnceRunner
@@ -204,8 +204,8 @@ def folded_weights(a: onnx.ModelProto, b: onnx.ModelProto):
 
 
 # ops that hand a weight on unchanged in value (a copy, another layout or type): the nodes that read their
-# output read the weight
-PASS_ON = ("Identity", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast")
+# output read the weight (the matcher's value-preserving moves, less Expand, which repeats it)
+PASS_ON = tuple(sorted(VALUE_PRESERVING - {"Expand"}))
 
 
 def _readers(model: onnx.ModelProto) -> dict[str, list[str]]:

@@ -8,10 +8,11 @@ from __future__ import annotations
 from onnxprobe.compare.sides import Side
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.match.engine import COPY, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, Matching, Unmatched
-from onnxprobe.match.observe import body_tensors
+from onnxprobe.match.observe import VALUE_PRESERVING, body_tensors
 
-# ops whose output holds its first input's values, moved or relabelled (a Cast only to its input's own type)
-SAME_VALUES = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast"}
+# ops whose output holds its first input's values in their order (a Cast only to its input's own type): the
+# matcher's value-preserving moves, less those that reorder or repeat the values
+SAME_VALUES = VALUE_PRESERVING - {"Transpose", "Expand"}
 
 
 def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
