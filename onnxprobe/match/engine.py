@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from onnxprobe.errors import UsageError
 from onnxprobe.match.observe import Observable, stem
 from onnxprobe.match.ops import canonical, compatible
-from onnxprobe.match.refused import refuse
+from onnxprobe.match.refused import contradicts, refuse
 from onnxprobe.match.weights import near_weights
 
 
@@ -356,13 +356,9 @@ def alike(a: Observable, b: Observable, shared: set[str], a_scope=None) -> bool:
     reading weights both models hold (``shared``, by value) that the other does not, nor each reading a
     weight of a size the other reads none of (Conv(x, W 1x1) against Conv(x, W 3x3), whatever the values)."""
     relu_folded = (a.floor_zero and b.relu) or (b.floor_zero and a.relu)
-    # each reads a shared weight the other does not (Conv(x, W1) against Conv(x, W2)); one reading a weight
-    # more is no contradiction (one exporter's Gemm adds a zero bias the other leaves out)
-    wa, wb = shared.intersection(a.weights), shared.intersection(b.weights)
-    sa, sb = set(a.weight_sizes), set(b.weight_sizes)
     return (_same_function_op(a, b) and a.shape is not None and b.shape is not None
             and shapes_agree(a.shape, b.shape) and (a_scope(a.scope) if a_scope else a.scope) == b.scope and not relu_folded
-            and not (wa - wb and wb - wa) and not (sa - sb and sb - sa))
+            and not contradicts(a, b, shared))
 
 
 def _same_function_op(a: Observable, b: Observable) -> bool:

@@ -18,16 +18,26 @@ from onnxprobe.match.observe import Observable
 from onnxprobe.match.ops import canonical
 
 
+def contradicts(a: Observable, b: Observable, shared: set[str]) -> bool:
+    """Whether ``a`` and ``b`` read other weights: each one of a size the other reads none of (a 1x1 Conv's
+    against a 3x3's, whatever the values), or each one both models hold (``shared``, by value) that the
+    other does not read. One reading a weight more is no contradiction (an exporter's zero bias)."""
+    sa, sb = set(a.weight_sizes), set(b.weight_sizes)
+    if sa - sb and sb - sa:
+        return True
+    wa, wb = shared.intersection(a.weights), shared.intersection(b.weights)
+    return bool(wa - wb and wb - wa)
+
+
 def contradiction(a: Observable, b: Observable, shared: set[str]) -> str | None:
-    """Why ``a`` and ``b``, of one op and shape, read other weights (``match.engine.alike``'s weight test), or None."""
+    """Why ``a`` and ``b``, of one op and shape, read other weights (``contradicts``), or None."""
+    if not contradicts(a, b, shared):
+        return None
     sa, sb = set(a.weight_sizes), set(b.weight_sizes)
     if sa - sb and sb - sa:
         return (f"reads a weight of {_count(sa - sb)} elements where {b.name} reads one of "
                 f"{_count(sb - sa)} (another layer, whatever the values)")
-    wa, wb = shared.intersection(a.weights), shared.intersection(b.weights)
-    if wa - wb and wb - wa:
-        return f"reads weights that both models hold and {b.name} does not read, and the other way round"
-    return None
+    return f"reads weights that both models hold and {b.name} does not read, and the other way round"
 
 
 def _count(sizes: set[int]) -> str:
