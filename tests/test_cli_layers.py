@@ -435,3 +435,14 @@ def test_a_pb_tensor_of_an_unknown_data_type_says_so(tmp_path):
     for flags in (["--input", f"image={tmp_path / 'bad.pb'}"], ["--inputs", tmp_path / "tds"]):
         r = invoke("layers", sample_path("cnn"), *flags)
         assert r.exit_code == 2 and "unknown TensorProto data_type 999" in r.stderr, r.output
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("width", ["70", "80"])
+def test_help_loses_no_word_at_70_and_80_columns(command, width):
+    """Rich crops a word longer than its column with an ellipsis: at 80 columns diff's --grad help read
+    '--loss-output/--loss/--target/--lab…' (the flags that set the loss, cut off), at 70 its --vs-reference
+    'onnx.reference.ReferenceE…'. Every option name and help word fits from 70 columns up."""
+    r = invoke(command, "--help", env={"COLUMNS": width})
+    assert r.exit_code == 0, r.output
+    assert "…" not in r.stdout, [line for line in r.stdout.splitlines() if "…" in line]
