@@ -216,3 +216,25 @@ def test_a_map_pair_whose_shapes_differ_at_run_time_is_not_compared_and_no_pass(
     ok = json.loads(invoke("diff", m, m, "--map", tmp_path / "map.json", "--shape", "x=256,256", "--json", "-").stdout)
     compared = next(p for p in ok["pairs"] if p["strategy"] == "map")
     assert compared["count"] == 256 * 256 and compared["passed"] is False and compared["runtime_shapes"] is None
+
+
+def test_diff_grad_footer_says_what_was_compared_when_a_weight_is_in_one_model_only(tmp_path):
+    """A weight that only A has (a zero bias that B's exporter dropped) makes the verdict an error, but the
+    footer said "weight gradients not compared" after the other weight gradients had been compared and
+    had passed (QA, GPT-2 legacy against dynamo): it says they pass, and how many were not compared."""
+    w = np.arange(12, dtype=np.float32).reshape(4, 3) / 7
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    with_bias = make_model([helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"), helper.make_node("Add", ["m", "bias"], ["y"], name="add")],
+                           [x], [y], [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.zeros(3, np.float32), "bias")])
+    without = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [x], [y], [numpy_helper.from_array(w, "w")])
+    onnx.save(with_bias, tmp_path / "a.onnx")
+    onnx.save(without, tmp_path / "b.onnx")
+    np.save(tmp_path / "x.npy", X)
+    r = invoke("diff", "--grad", tmp_path / "a.onnx", tmp_path / "b.onnx", "--input", f"x={tmp_path / 'x.npy'}", env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    assert "weight gradients pass, but 1 not compared" in r.stdout, r.stdout
+    assert "1 of the weight gradients could not be compared: A's 'bias_grad'" in r.stderr, r.stderr
+    d = json.loads(invoke("diff", "--grad", tmp_path / "a.onnx", tmp_path / "b.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--json", "-").stdout)
+    w_row = next(p for p in d["pairs"] if p["a"] == "w_grad")
+    assert w_row["passed"] is True and d["verdict"] == "error"

@@ -70,15 +70,22 @@ def _facts(side) -> dict | None:
 
 
 def _verdict_words(d: dict) -> str:
-    """The footer's verdict: "outputs pass", "outputs FAIL", "outputs not compared"; when the outputs
-    pass but a pair given in --map was not compared (the verdict an error), it says so."""
+    """The footer's verdict: "outputs pass", "outputs FAIL", "outputs not compared". An error verdict
+    after some outputs (weight gradients) were compared says what they did and how many were not:
+    "weight gradients pass, but 3 not compared" (a weight in one model only), "outputs pass, but 1
+    pair(s) given in --map not compared"; "not compared" alone read as if nothing had been."""
     verdict_of = "weight gradients" if d.get("grad") else "outputs"
-    mapped = sum(1 for p in d["pairs"] if p.get("strategy") == "map" and p["passed"] is None)
-    outputs = [p for p in d["pairs"] if p["is_output"]]
-    unpaired = any(u["is_output"] and u["cause"] in UNPAIRED for u in d["unmatched_a"] + d["unmatched_b"])
-    if d["verdict"] == "error" and mapped and outputs and all(p["passed"] for p in outputs) and not unpaired:
-        return f"{verdict_of} pass, but {mapped} pair(s) given in --map not compared"
-    return f"{verdict_of} {({'pass': 'pass', 'fail': 'FAIL', 'error': 'not compared'})[d['verdict']]}"
+    if d["verdict"] != "error":
+        return f"{verdict_of} {({'pass': 'pass', 'fail': 'FAIL'})[d['verdict']]}"
+    judged = [p for p in d["pairs"] if p["is_output"] and p["passed"] is not None]
+    missing = (sum(1 for u in d["unmatched_a"] + d["unmatched_b"] if u["is_output"] and u["cause"] in UNPAIRED)
+               + sum(1 for p in d["pairs"] if p["is_output"] and p["passed"] is None))
+    mapped = sum(1 for p in d["pairs"] if p.get("strategy") == "map" and p["passed"] is None and not p["is_output"])
+    said = ([f"{missing} not compared"] if missing else []) + ([f"{mapped} pair(s) given in --map not compared"] if mapped else [])
+    if not judged or not said:  # nothing judged, or an error about the whole run (a constant or non-finite loss)
+        return f"{verdict_of} not compared"
+    word = "FAIL" if any(p["passed"] is False for p in judged) else "pass"
+    return f"{verdict_of} {word}, but {' and '.join(said)}"
 
 
 def why_lines(d: dict, limit: int = 5) -> list[tuple[str, str]]:
