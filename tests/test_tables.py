@@ -54,6 +54,17 @@ def test_shortened_names_stay_distinguishable():
     assert shorten_names(["a", "b"], 40) == ["a", "b"]
 
 
+@pytest.mark.parametrize("width", [36, 44, 56])
+def test_a_pair_keeps_a_s_name_when_b_s_path_is_shortened(width):
+    """diff's 'A ↔ B' row: its first path part is A's name and the arrow; dropped first, the row read
+    '…/m/encoder/layer.0/…/MatMul_output_0', a same-name pair to the eye, and A's tensor was lost (QA,
+    BERT dynamo against legacy at 100 columns)."""
+    pair = "val_61 ↔ /m/encoder/layer.0/attention/self/query/MatMul_output_0"
+    s = shorten_path(pair, width)
+    assert s.startswith("val_61 ↔ ") and s.endswith("MatMul_output_0") and len(s) <= width, s
+    assert "layer.0" in s or width < 44, s
+
+
 def test_names_without_parts_keep_both_ends():
     s = shorten_path("conv2d_450.tmp_0_and_a_very_long_tail_of_text_123", 20)
     assert len(s) == 20 and s.startswith("conv") and s.endswith("123")

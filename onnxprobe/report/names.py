@@ -18,6 +18,7 @@ from onnxprobe.report.format import shorten as middle
 from onnxprobe.text import clean
 
 ELLIPSIS = "…"
+PAIR_ARROW = " ↔ "  # report.diff's 'A ↔ B' for a pair of two names
 _DIGIT = re.compile(r"\d")
 
 
@@ -48,6 +49,11 @@ def shorten_path(name: str, width: int, must: frozenset[int] = frozenset()) -> s
     if last < 2 or cl.cells(parts[last]) + 2 > width:  # not a path, or its last part alone does not fit
         return middle(name, width)
     keep = {last} | ({0} if parts[0] == "" else set())  # a leading "/" costs nothing
+    # a pair's 'A ↔ B' (diff): the part with the arrow holds A's last part, without which the row reads as B
+    # alone (or as a same-name pair): it stays with the last one
+    arrow = next((i for i, p in enumerate(parts) if PAIR_ARROW in p), None)
+    if arrow is not None and cl.cells(_join(parts, keep | {arrow})) <= width:
+        keep |= {arrow}
     order = sorted(must - keep, reverse=True) + [i for i in range(1, last) if _DIGIT.search(parts[i]) and i not in must]
     for i in order:
         trial = keep | {i}
