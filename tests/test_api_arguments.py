@@ -556,3 +556,27 @@ def test_an_input_spec_of_arrays_is_not_blamed_on_a_flag(cnn):
     with pytest.raises(UsageError) as e:
         api.layers(cnn, inputs=api.InputSpec(arrays={"image": np.zeros((1, 3, 32, 32), np.int64)}))
     assert "--inputs" not in str(e.value) and "the arrays given" in str(e.value), e.value
+
+
+def test_the_modules_the_readme_lists_are_attributes_of_the_api():
+    """README's table names the API's modules (api.core, api.surgery, api.explore...): each is reachable
+    as an attribute after `import onnxprobe.api as api`, not only after importing it by its full name
+    (api.surgery raised AttributeError: QA); api.diff and api.grad_plan stay the functions."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme[readme.index("| module | functions |"):]
+    table = table[:table.index("\n\n")]
+    names = sorted({m for m in re.findall(r"`api\.(\w+)`", table)})
+    assert {"core", "surgery", "explore", "diff"} <= set(names), names
+    code = ("import types, onnxprobe.api as api\n"
+            f"for n in {names!r}:\n"
+            "    v = getattr(api, n)\n"
+            "    assert isinstance(v, types.ModuleType) or callable(v), (n, v)\n"
+            "assert callable(api.diff) and api.surgery.mark is api.mark\n"
+            "try:\n    api.no_such_thing\nexcept AttributeError:\n    pass\nelse:\n    raise SystemExit('no AttributeError')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)  # a fresh import of the API
+    assert r.returncode == 0, r.stderr

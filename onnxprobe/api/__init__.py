@@ -40,6 +40,7 @@ arrays) and a ``RunConfig`` (device, opt level); ``layers``, ``run`` and ``diff`
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import types
 from typing import TYPE_CHECKING
@@ -135,6 +136,10 @@ def __getattr__(name: str):
     try:
         mod, src = _NAMES[name]
     except KeyError:
+        # a module of the API (``api.surgery``, ``api.core``, ``api.explore``: README's table of them), imported
+        # on first use as its functions are; ``api.diff`` and the like stay the functions of those names
+        if name.isidentifier() and not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module 'onnxprobe.api' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(mod), src)
     globals()[name] = value  # the next lookup is a plain attribute
