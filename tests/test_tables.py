@@ -418,12 +418,15 @@ def test_names_that_are_no_path_stay_whole():
 
 def test_dims_onnx_made_up_read_as_unknown():
     """onnx's inference names the dims it cannot tell 'unk__N': shown as '?', like None; a model's own
-    symbolic names are kept (inspect spaces them out)."""
+    symbolic names are kept and spaced out, in every table and in CSV ('batchx3' read as one name, and
+    'unk__xx2' could be 'unk__x' x 2 or 'unk__xx' x 2: QA); CSV said 'unk__0x3' where tables say '?x3'."""
     from onnxprobe.report.format import shape
     from onnxprobe.report.inspect import dims
+    from onnxprobe.report.table import _csv_value
 
-    assert shape((None, "unk__0")) == "?x?" and shape(("batch", 3)) == "batchx3" and shape(("unk__x", 2)) == "unk__xx2"
+    assert shape((None, "unk__0")) == "?x?" and shape(("batch", 3)) == "batch x 3" and shape(("unk__x", 2)) == "unk__x x 2"
     assert dims(("unk__3", 4)) == "?x4" and dims(("batch", "unk__1", 3)) == "batch x ? x 3"
+    assert _csv_value(["unk__0", 3], "shape") == "?x3" and _csv_value(["batch", 4, 8], "shape") == "batch x 4 x 8"
 
 
 def test_footers_break_between_phrases():

@@ -68,11 +68,13 @@ def dim(d) -> str:
 
 
 def shape(s: tuple | list | None) -> str:
+    """2x4, scalar, ?; with a symbolic dimension spaced out (batch x 3 x 224 x 224: 'batchx3' would read
+    as one name)."""
     if s is None:
         return "?"
     if len(s) == 0:
         return "scalar"
-    return "x".join(dim(d) for d in s)
+    return (" x " if any(isinstance(d, str) and dim(d) != "?" for d in s) else "x").join(dim(d) for d in s)
 
 
 def shorten(name: str, width: int) -> str:

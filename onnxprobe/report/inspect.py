@@ -99,9 +99,7 @@ def plural(n: int, word: str) -> str:
 
 
 def dims(s) -> str:
-    """2x4, scalar, ?; with symbolic dimensions spaced out: batch x 3 x 224 x 224."""
-    if s is not None and any(isinstance(d, str) and dim(d) != "?" for d in s):
-        return " x ".join(dim(d) for d in s)
+    """2x4, scalar, ?; with symbolic dimensions spaced out: batch x 3 x 224 x 224 (``format.shape``)."""
     return fmt_shape(s)
 
 

@@ -35,6 +35,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.report import cells as cl
 from onnxprobe.report.console import Lines
 from onnxprobe.report.format import json_word
+from onnxprobe.report.format import shape as fmt_shape
 from onnxprobe.report.names import shorten_names
 from onnxprobe.report.wrap import GAP  # GAP: spaces between columns
 from onnxprobe.report.wrap import flow as _flow
@@ -408,8 +409,8 @@ def _csv_value(v, key: str = "") -> str:
     v = _scalar(v)
     if key == "shape" and isinstance(v, (list, tuple)) and not v:  # as the table says it (an empty cell: unknown)
         return "scalar"
-    if isinstance(v, (list, tuple)):
-        return "x".join("?" if d is None else clean(d) for d in v)
+    if isinstance(v, (list, tuple)):  # a shape, as the table says it (unknown dims "?", onnx's 'unk__0' too)
+        return clean(fmt_shape(v))
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
