@@ -238,3 +238,16 @@ def test_diff_grad_footer_says_what_was_compared_when_a_weight_is_in_one_model_o
     d = json.loads(invoke("diff", "--grad", tmp_path / "a.onnx", tmp_path / "b.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--json", "-").stdout)
     w_row = next(p for p in d["pairs"] if p["a"] == "w_grad")
     assert w_row["passed"] is True and d["verdict"] == "error"
+
+
+def test_diff_grad_with_no_weight_reached_names_the_op_that_stops_it(tmp_path):
+    """`grad` names the op with no gradient rule in its error; `diff --grad` said only "the backward pass
+    stops before every weight: see the notes" (QA): its error line names the op, per model."""
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"), helper.make_node("Det", ["m"], ["y"], name="the_det")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+                   [numpy_helper.from_array(np.array([[1.0, 0.5], [0.25, 2.0]], np.float32), "w")])
+    path = save(tmp_path, "det", m)
+    r = invoke("diff", "--grad", path, path)
+    assert r.exit_code == 1, r.output
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("onnxprobe: error: nothing to compare") and "Det x1 in A" in line and "Det x1 in B" in line, line

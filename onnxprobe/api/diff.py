@@ -331,7 +331,7 @@ def diff_grad(
     # backward graphs only here: a plain diff does not import the autodiff engine
     from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec, grad_plan
     from onnxprobe.compare.gradients import (both, candidates, explain_folded, folded_weights, grad_reason, grad_side,
-                                             keep_wrt, loss_value, shared_weights)
+                                             gradient_stops, keep_wrt, loss_value, shared_weights)
 
     if (b is None) == (vs_torch is None):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (one of them)")
@@ -389,6 +389,7 @@ def diff_grad(
     res.grad = {"loss": spec.loss, "output_a": plans[0].loss.output, "output_b": plans[1].loss.output,
                 "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values), "weights": weights,
                 "held_weights": held, "wrt": bool(spec.wrt),
+                "stops": {r: st for r, m in zip("AB", (a_model, b_model)) if (st := gradient_stops(m.proto))},
                 "constant_loss": {r: p.constant_loss for r, p in zip("AB", plans) if p.constant_loss}}
     res.notes[:0] = [n for n in fs.notes + list(a_model.warnings) + list(b_model.warnings)
                      if n not in res.notes]

@@ -164,7 +164,10 @@ class DiffResult:
         if not any(r.pair.a.is_output or r.pair.b.is_output for r in self.results):
             others = len(self.results)
             why = ("the model has no weights" if not self.grad.get("weights") and not self.grad.get("held_weights") else
-                   "no weight receives a gradient (the backward pass stops before every weight: see the notes)"
+                   ("no weight receives a gradient (the backward pass stops before every weight, at "
+                    + "; ".join(f"{st} in {r}" for r, st in sorted(self.grad.get("stops", {}).items())) + ": see the notes)"
+                    if self.grad.get("stops") else "no weight receives a gradient (the backward pass stops before every "
+                    "weight: see the notes)")
                    if not self.grad.get("weights") else
                    "no weight gradient is among the gradients selected (--wrt)" if self.grad.get("wrt") else
                    "no weight gradient of A could be paired with one of B (the unmatched ones say why)")

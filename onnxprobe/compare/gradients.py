@@ -64,7 +64,7 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
             hidden.setdefault(grad_name(stem(i.name)), f"an integer (quantized) weight in {role}: it has no gradient")
     notes = [f"{label}: {w}" for w in plan.warnings if w not in model.warnings]
     if no_gradient:
-        stops = _stops(model.proto)
+        stops = gradient_stops(model.proto)
         names = list(no_gradient.values())
         notes.append(f"{label}: no gradient for {len(names)} weight(s) ({', '.join(names[:3])}"
                      f"{' …' if len(names) > 3 else ''})" + (f": the gradient stops at {stops}" if stops else ""))
@@ -146,7 +146,7 @@ def candidates(model: onnx.ModelProto, obs: Observation) -> list[tuple[str, Obse
     return out
 
 
-def _stops(model: onnx.ModelProto) -> str:
+def gradient_stops(model: onnx.ModelProto) -> str:
     """The ops of the model that read a float tensor and pass no gradient back (quantization, integer
     layers, ops without a rule), e.g. 'DynamicQuantizeLinear x3, MatMulInteger x3'."""
     from collections import Counter
