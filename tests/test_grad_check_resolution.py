@@ -159,3 +159,35 @@ def test_a_slope_far_below_the_others_is_not_failed_on_float32_rounding():
         out = check_gradients(items, loss, "float32")
         assert out["big"]["ok"] is want, out["big"]
         assert out["tiny"]["ok"] is None and out["tiny"].get("unresolved"), out["tiny"]
+
+
+@pytest.mark.parametrize("wrong", [1.0, 1.5])
+def test_a_tiny_loss_is_checked_relative_to_itself(wrong):
+    """L = sum(tanh(w x)) with w ~1e-40 (float64): L ~1e-40 and its slope x (1 - tanh^2) ~1 are resolved at
+    steps ~1e-46; a floor clamped at |L| >= 1e-30 swamped every step ('cannot check', QA: fd and <g, v>
+    agreeing to 11 digits). The true gradient passes, one 1.5x too large fails."""
+    x = RNG.uniform(0.5, 1.5, 9)
+    w = RNG.uniform(-1.0, 1.0, 9) * 1e-40
+    loss = (lambda name, delta: float(np.sum(np.tanh((w + delta) * x))))
+    g = x * (1 - np.tanh(w * x) ** 2)
+    res = check_gradients([CheckItem("w", wrong * g, w, float(np.sqrt(np.mean(w * w))))], loss, "float64")["w"]
+    assert res["ok"] is (wrong == 1.0), res
+
+
+def test_cli_checks_a_model_whose_loss_is_1e_40(tmp_path):
+    """grad --check on y = tanh(x @ W), W ~1e-40: the loss sum(y) ~1e-40 is checked (exit 0, the gradients of
+    W, a and y all ok; a and y were 'cannot check'), and dL/dW = x^T (1 - y^2) is numpy's."""
+    x = RNG.uniform(0.5, 1.5, (2, 4)).astype(np.float32)
+    w = (RNG.uniform(-1.0, 1.0, (4, 4)) * 1e-40).astype(np.float32)
+    m = make_model([helper.make_node("MatMul", ["x", "W"], ["a"]), helper.make_node("Tanh", ["a"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [numpy_helper.from_array(w, "W")])
+    onnx.save(m, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", x)
+    r = runner.invoke(app, ["grad", str(tmp_path / "m.onnx"), "--input", f"x={tmp_path / 'x.npy'}", "--check",
+                            "--device", "cpu", "--json", str(tmp_path / "r.json"), "--save-grads", str(tmp_path / "g.npz")])
+    assert r.exit_code == 0, r.output
+    rows = json.loads((tmp_path / "r.json").read_text())["gradients"]
+    assert len(rows) == 3 and all(row["check"]["ok"] is True for row in rows), rows
+    y = np.tanh(x.astype(np.float64) @ w.astype(np.float64))
+    np.testing.assert_allclose(np.load(tmp_path / "g.npz")["W"], x.astype(np.float64).T @ (1 - y * y), rtol=1e-6)

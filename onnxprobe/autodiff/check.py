@@ -270,8 +270,8 @@ def _steps(h0: float) -> str:
 def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: float, dt, eps: float, tol: float):
     """(error, fd, <g, v>, step, kink, settled, flat, resolved) for the step size that agrees best. Kinks
     favour small steps, float32 rounding large ones: several are tried. A step where neither the difference
-    nor <g, v> rises above the loss's rounding (floor = 50 eps |L| / h) says nothing, never a pass (at a
-    tiny step a float32 loss of 10 read 8.43 vs 7.83 as agreement); ``resolved``: some step rose above it.
+    nor <g, v> rises above the loss's rounding (floor = 50 eps max|L| / h, L at 0 and +-h) says nothing, never
+    a pass (at a tiny step a float32 loss of 10 read 8.43 vs 7.83 as agreement); ``resolved``: some step rose above it.
     ``flat``: the loss did not change at any step and the gradient fails. ``settled``: at some step where
     the gradient disagrees, the difference quotient is settled (halving the step changes it by less than the
     tolerance, or by noise only), so the disagreement is measured, not the loss's curvature: a Softmax of
@@ -289,7 +289,9 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
         else:
             d2 = (loss(name, 0.5 * h * v) - loss(name, -0.5 * h * v)) / h
             fd = (4 * d2 - d1) / 3
-        floor = 50 * eps * max(abs(L0), 1e-30) / h
+        # relative to the losses themselves (an absolute clamp of 1e-30 swamped every step of a loss of 1e-40
+        # whose slope it resolves), plus the spacing of the subnormals, the rounding of a loss that is one
+        floor = 50 * (eps * max(abs(L0), abs(lp), abs(lm)) + np.finfo(dt).smallest_subnormal) / h
         big = max(abs(fd), abs(an))
         if not big > floor:  # (NaN included) the loss's rounding swamps the difference at this step
             if best is None:
