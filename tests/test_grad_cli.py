@@ -115,6 +115,29 @@ def test_export_with_output_grad_input_runs_and_equals_the_vjp(tmp_path):
     np.testing.assert_allclose(res["fc.bias_grad"], dy[0], rtol=1e-6)  # logits = ... + fc.bias
 
 
+def test_a_cross_entropy_export_runs_in_onnx_reference(tmp_path):
+    """The exported cross-entropy backward graph runs in onnx.reference.ReferenceEvaluator, not only in
+    onnxruntime (its OneHot took a rank-1 depth, which the reference's OneHot refuses), and both agree; the
+    loss is numpy's -log softmax(logits)[label]."""
+    from onnx.reference import ReferenceEvaluator
+
+    out, lab = tmp_path / "bw.onnx", tmp_path / "labels.npy"
+    labels = np.array([3], np.int64)
+    np.save(lab, labels)
+    r = invoke("grad", sample_path("cnn"), "--device", "cpu", "--loss", "cross-entropy", "--labels", lab, "--export", out)
+    assert r.exit_code == 0, r.output
+    feed = {**sample_feeds("cnn"), "labels": labels}
+    names = [o.name for o in onnx.load(out).graph.output]
+    ref = dict(zip(names, ReferenceEvaluator(str(out)).run(None, feed)))
+    got = dict(zip(names, ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, feed)))
+    assert len(names) > 10 and ref.keys() == got.keys()
+    for k in names:
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-4, atol=1e-6, err_msg=k)
+    z = ort.InferenceSession(str(sample_path("cnn")), providers=["CPUExecutionProvider"]).run(None, sample_feeds("cnn"))[0]
+    z = z.astype(np.float64)[0]
+    assert float(ref["loss"]) == pytest.approx(np.log(np.exp(z - z.max()).sum()) + z.max() - z[3], rel=1e-5)
+
+
 @pytest.mark.parametrize("model,precision", [("mlp", "float64"), ("cnn", "float32"), ("transformer_block", "float32")])
 def test_check_passes_on_the_sample_models(model, precision):
     d = grad_json(sample_path(model), "--check", "--all")

@@ -218,7 +218,8 @@ def _cross_entropy(b: GraphBuilder, g, y, yshape, elem, dtype, labels: np.ndarra
         target = b.Transpose(name, perm=perm) if perm else name
     else:
         idx = name if labels.dtype == np.int64 else b.Cast(name, to=TensorProto.INT64)
-        depth = b.shape(yt, r - 1, r)
+        # a scalar depth: the spec allows rank 1 too, but onnx.reference's OneHot takes only a scalar
+        depth = b.squeeze(b.shape(yt, r - 1, r), [0])
         # an int64 one-hot, then Cast: onnxruntime has no OneHot with double values, and the float64 copy
         # that grad --check runs turns float constants into double (its check fell back to float32)
         onehot = b.OneHot(idx, depth, b.const(np.array([0, 1], np.int64)), axis=-1)
