@@ -541,6 +541,29 @@ def test_gradients_through_a_scatter_add_in_a_float16_model(tmp_path):
     assert got.dtype == np.float16 and np.array_equal(got[0, 0].astype(np.float64), want)
 
 
+@pytest.mark.parametrize("loss,value,dx", [("sum", 80000, 2.0), ("mean", 2, 2 / 40000), ("mse", 4, 2 * 2 * 2 / 40000)])
+def test_a_float16_loss_is_accumulated_past_float16s_range(tmp_path, loss, value, dx):
+    """y = x * W in float16, x 40000 ones, W = 2: sum(y) = 80000 is over float16's largest (65504) and read
+    inf while every gradient was finite; the loss is accumulated in float32, and the gradients (dL/dx = W,
+    W / N, 2 (y - 0) W / N; dL/dW = sum of dL/dy x) stay float16 and right."""
+    m = make_model([helper.make_node("Mul", ["x", "W"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 40000])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, 40000])],
+                   [numpy_helper.from_array(np.array([2], np.float16), "W")])
+    onnx.save(m, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.ones((1, 40000), np.float16))
+    np.save(tmp_path / "t.npy", np.zeros((1, 40000), np.float16))
+    extra = ["--target", tmp_path / "t.npy"] if loss == "mse" else []
+    d = grad_json(tmp_path / "m.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--loss", loss, *extra, "--wrt", "x",
+                  "--wrt", "W", "--save-grads", tmp_path / "g.npz")
+    assert d["loss"]["value"] == pytest.approx(value, rel=1e-6)
+    g = np.load(tmp_path / "g.npz")
+    assert g["x"].dtype == np.float16 and g["W"].dtype == np.float16
+    # 1e-4 and 5e-5 are subnormal in float16: within its subnormals' spacing (6e-8)
+    np.testing.assert_allclose(g["x"].astype(np.float64), dx, rtol=1e-3, atol=float(np.finfo(np.float16).smallest_subnormal))
+    np.testing.assert_allclose(g["W"].astype(np.float64), [dx / 2 * 40000], rtol=1e-3)
+
+
 def test_cross_entropy_of_one_sample_with_a_scalar_label(tmp_path):
     """An output of shape [C] and a scalar class index: the label passed the checks, then onnxprobe's own
     loss graph failed (the rank of its one-hot unknown). The loss and dL/dW are numpy's."""

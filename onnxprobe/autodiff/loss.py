@@ -1,7 +1,8 @@
 """Losses, appended to the forward graph as ordinary ONNX nodes (so the backward pass goes through them
 with the same rules), and the seed of the backward pass.
 
-- ``sum``: L = sum(y);  ``mean``: L = mean(y)
+- ``sum``: L = sum(y);  ``mean``: L = mean(y) (of a float16 / bfloat16 y, these, mse and output-grad's
+  sum(y * dy) are accumulated in float32)
 - ``mse``: L = mean((y - target)^2), ``target`` a new graph input shaped like y
 - ``cross-entropy``: L = mean over samples of -log softmax(y)[label] along the class axis; ``labels`` is
   a new integer input (class indices, y's shape without the class axis) or a float input shaped like y
@@ -102,18 +103,22 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
         new_input = b.fresh(INPUT_FOR[kind])
     y = output
     axis = None
+    # a half-precision output's sum, mean or mse is accumulated in float32: the sum of 40000 float16 2s is
+    # 80000, over float16's 65504 (inf, every gradient finite); the Cast's rule hands dL/dy back in y's type
+    half = elem in (TensorProto.FLOAT16, TensorProto.BFLOAT16)
+    wide = (lambda t: b.Cast(t, to=TensorProto.FLOAT)) if half else (lambda t: t)  # noqa: E731
     if kind == "sum":
-        loss = b.reduce("ReduceSum", y, None, keepdims=0)
+        loss = b.reduce("ReduceSum", wide(y), None, keepdims=0)
     elif kind == "mean":
-        loss = b.reduce("ReduceMean", y, None, keepdims=0)
+        loss = b.reduce("ReduceMean", wide(y), None, keepdims=0)
     elif kind == "mse":
         _check_like(extra, yshape, dtype, "--target", output)
-        d = b.Sub(y, new_input)
+        d = b.Sub(wide(y), wide(new_input))
         loss = b.reduce("ReduceMean", b.Mul(d, d), None, keepdims=0)
         g.input.append(helper.make_tensor_value_info(new_input, elem, _dims(yshape, extra.shape)))
     elif kind == "output-grad":
         _check_like(extra, yshape, dtype, "--output-grad", output)
-        loss = b.reduce("ReduceSum", b.Mul(y, new_input), None, keepdims=0)
+        loss = b.reduce("ReduceSum", b.Mul(wide(y), wide(new_input)), None, keepdims=0)
         g.input.append(helper.make_tensor_value_info(new_input, elem, _dims(yshape, extra.shape)))
     else:
         loss, axis = _cross_entropy(b, g, y, yshape, elem, dtype, extra, new_input, probabilities)
@@ -123,7 +128,7 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
     if kind == "output-grad":
         seeds = {y: new_input}
     else:
-        seeds = {loss: seed_b.const(np.array(1.0, dtype))}
+        seeds = {loss: seed_b.const(np.array(1.0, np.float32 if half and kind != "cross-entropy" else dtype))}
         g.node.extend(seed_b.nodes)
     return Loss(kind, output, loss, seeds, new_input, axis, probabilities and kind == "cross-entropy")
 
