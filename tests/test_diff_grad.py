@@ -16,7 +16,7 @@ import pytest
 from onnx import numpy_helper
 from typer.testing import CliRunner
 
-from conftest import fold_bn1, sample_path
+from conftest import fold_bn1, sample_feeds, sample_path
 from onnxprobe import api
 from onnxprobe.cli.main import app
 from quantize_fixtures import quantize
@@ -197,6 +197,39 @@ def test_cli_verdict_and_json(tmp_path):
     d = json.loads(out.read_text())
     assert d["grad"]["loss"] == "output-grad" and d["grad"]["loss_a"] != d["grad"]["loss_b"]
     assert not d["outputs_passed"] and {"fc2.weight_grad", "fc1.bias_grad"} <= {p["b"] for p in d["pairs"]}
+
+
+def test_a_forward_difference_is_said_and_no_backward_step_is_blamed(tmp_path):
+    """The sample CNN with conv2.weight[3] scaled by 1.2 against the original: the losses differ, so the
+    gradients differ from the forward pass on; ▶ and the footer blamed fc.weight_grad (a right backward
+    step). A note says the forward passes differ and no pair is marked; the losses are onnxruntime's sums
+    of each model's logits."""
+    import onnxruntime as ort
+
+    m = onnx.load(str(sample_path("cnn")))
+    for init in m.graph.initializer:
+        if init.name == "conv2.weight":
+            a = numpy_helper.to_array(init).copy()
+            a[3] *= 1.2
+            init.CopyFrom(numpy_helper.from_array(a, init.name))
+    a_path = tmp_path / "cnn_a.onnx"
+    onnx.save(m, str(a_path))
+    feed = sample_feeds("cnn")
+    np.savez(tmp_path / "in.npz", **feed)
+    losses = [float(ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feed)[0].astype(np.float64).sum())
+              for p in (a_path, sample_path("cnn"))]
+    assert abs(losses[0] - losses[1]) > 1e-3  # the forward passes really differ
+    out = tmp_path / "r.json"
+    r = runner.invoke(app, ["diff", "--grad", str(a_path), str(sample_path("cnn")), "--inputs", str(tmp_path / "in.npz"),
+                            "--device", "cpu", "--json", str(out)])
+    assert r.exit_code == 1, r.output
+    d = json.loads(out.read_text())
+    assert d["grad"]["loss_a"] == pytest.approx(losses[0], rel=1e-5) and d["grad"]["loss_b"] == pytest.approx(losses[1], rel=1e-5)
+    assert d["grad"]["forward_differs"] is True and d["first_failure"] is None and d["verdict"] == "fail"
+    assert "the losses differ" in r.stderr and "forward pass" in r.stderr, r.stderr
+    r = runner.invoke(app, ["diff", "--grad", str(a_path), str(sample_path("cnn")), "--inputs", str(tmp_path / "in.npz"),
+                            "--device", "cpu"])
+    assert r.exit_code == 1 and "FAIL" in r.stdout and "error starts" not in r.stdout and "▶" not in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("args,needle", [

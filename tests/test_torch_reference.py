@@ -668,9 +668,9 @@ def test_example_arguments_given_as_keywords_are_refused_saying_so(tmp_path):
 def test_losses_one_float16_step_apart_are_no_disagreement():
     """A faithful float16 export's loss 5.60938 against torch's 5.61328 (one float16 step) was said to show
     that the forward passes disagree."""
-    from onnxprobe.api.torch import _forward_note
+    from onnxprobe.compare.gradients import forward_note
 
     grad = {"loss_a": 5.60938, "loss_b": 5.61328}
-    assert _forward_note(grad, half=True) == []
-    assert _forward_note(grad) and "disagree" in _forward_note(grad)[0]
-    assert _forward_note({"loss_a": 5.0, "loss_b": 5.5}, half=True)
+    assert forward_note(grad, half=True) == []
+    assert forward_note(grad) and "disagree" in forward_note(grad)[0]
+    assert forward_note({"loss_a": 5.0, "loss_b": 5.5}, half=True)

@@ -330,8 +330,9 @@ def diff_grad(
     autograd on the module A was exported from (``api.diff_grad_torch``)."""
     # backward graphs only here: a plain diff does not import the autodiff engine
     from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec, grad_plan
-    from onnxprobe.compare.gradients import (both, candidates, explain_folded, folded_weights, grad_reason, grad_side,
-                                             gradient_stops, keep_wrt, loss_value, shared_weights)
+    from onnxprobe.compare.gradients import (both, candidates, explain_folded, folded_weights, forward_note, grad_reason,
+                                             grad_side, gradient_stops, half_outputs, keep_wrt, loss_value, losses_differ,
+                                             shared_weights)
 
     if (b is None) == (vs_torch is None):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (one of them)")
@@ -385,13 +386,15 @@ def diff_grad(
     quantized = any(o.kind != "float" for o in side_a.observation.observables + side_b.observation.observables)
     res.measured = (f"gradients of the {spec.loss} loss" + (" (QuantizeLinear / DequantizeLinear: straight-through)"
                                                             if quantized else ""))
-    gradient_origin(res)
     res.grad = {"loss": spec.loss, "output_a": plans[0].loss.output, "output_b": plans[1].loss.output,
                 "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values), "weights": weights,
                 "held_weights": held, "wrt": bool(spec.wrt),
                 "stops": {r: st for r, m in zip("AB", (a_model, b_model)) if (st := gradient_stops(m.proto))},
                 "constant_loss": {r: p.constant_loss for r, p in zip("AB", plans) if p.constant_loss}}
-    res.notes[:0] = [n for n in fs.notes + list(a_model.warnings) + list(b_model.warnings)
+    half = half_outputs(a_model.proto) or half_outputs(b_model.proto)
+    res.grad["forward_differs"] = losses_differ(res.grad, half)  # no pair is where the error starts
+    gradient_origin(res)
+    res.notes[:0] = [n for n in fs.notes + list(a_model.warnings) + list(b_model.warnings) + forward_note(res.grad, half)
                      if n not in res.notes]
     return res
 

@@ -13,7 +13,6 @@ elided, called twice, another layout) are listed with the reason, never silently
 
 from __future__ import annotations
 
-import math
 import os
 
 import numpy as np
@@ -23,7 +22,7 @@ from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
 from onnxprobe.api.inputs import as_max_memory, check_switches
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
-from onnxprobe.compare.gradients import candidates, grad_side, loss_value
+from onnxprobe.compare.gradients import candidates, forward_note, grad_side, half_outputs, loss_value, losses_differ
 from onnxprobe.compare.sides import Side, model_side
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.model import Model, as_model
@@ -112,9 +111,7 @@ def _tolerance(given: Tolerance | None, default: Tolerance) -> Tolerance:
 
 def _default_tolerance(model: Model, grads: bool = False) -> Tolerance:
     """The export's default criterion (``grads``: of its gradients): looser for a float16 export."""
-    half = {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
-    outs = [o.type.tensor_type.elem_type for o in model.proto.graph.output if o.type.HasField("tensor_type")]
-    if outs and all(t in half for t in outs):
+    if half_outputs(model.proto):
         return HALF_GRAD_TOLERANCE if grads else HALF_TOLERANCE
     return GRAD_TOLERANCE if grads else EXPORT_TOLERANCE
 
@@ -272,32 +269,17 @@ def diff_grad_torch(
     except ExecutionError as e:
         raise fs.explained(e) from e
     res.measured = f"gradients of the {spec.loss} loss: onnxprobe's backward graph against torch autograd"
-    gradient_origin(res)
     res.grad = {"loss": spec.loss, "output_a": plan.loss.output, "output_b": f"output[{outputs.index(plan.loss.output)}]",
                 "loss_a": loss_value(side_a, fs.values), "loss_b": runner.loss_value, "wrt": bool(spec.wrt),
-                "weights": sum(1 for o in side_a.observation.observables if o.effective_op.endswith(" weight"))}
+                "weights": sum(1 for o in side_a.observation.observables if o.effective_op.endswith(" weight")),
+                "vs_torch": True}
     half = _default_tolerance(a_model) is HALF_TOLERANCE
-    res.grad["forward_differs"] = _losses_differ(res.grad, half)  # the verdict fails (compare.diff)
-    res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter) + _forward_note(res.grad, half)
+    res.grad["forward_differs"] = losses_differ(res.grad, half)  # the verdict fails (compare.diff)
+    gradient_origin(res)
+    res.notes[:0] = (fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter)
+                     + forward_note(res.grad, half, "torch", "`diff --vs-torch`"))
     res.feed = fs.values  # what the result measured (histograms run these inputs again)
     return res
-
-
-def _losses_differ(grad: dict, half: bool = False) -> bool:
-    """Whether the two losses differ beyond float32's rounding (with ``half``, float16's: a loss one float16
-    step apart is no disagreement): the forward passes disagree."""
-    la, lb = (grad or {}).get("loss_a"), (grad or {}).get("loss_b")
-    rel = 5e-3 if half else 1e-4
-    return all(isinstance(v, float) and math.isfinite(v) for v in (la, lb)) and abs(la - lb) > rel * max(1.0, abs(lb))
-
-
-def _forward_note(grad: dict, half: bool = False) -> list[str]:
-    """A note when the two losses differ: the forward passes disagree, so the gradients need not agree
-    anywhere, and the first failing one is no more than where that shows (a changed weight upstream)."""
-    if not _losses_differ(grad, half):
-        return []
-    return [f"the losses differ (A {grad['loss_a']:.6g}, torch {grad['loss_b']:.6g}): the forward passes disagree, so the "
-            f"gradients need not agree; `diff --vs-torch` shows where the forward goes wrong"]
 
 
 def _grad_obs(a: Observable, name: str, probe: str, op: str, module: str | None = None) -> Observable:

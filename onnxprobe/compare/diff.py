@@ -179,7 +179,7 @@ class DiffResult:
             return "error", f"the loss is {la} in A and {lb} in B: the gradients of a non-finite loss are not judged"
         if bad:
             return "fail", f"the loss is not finite in {bad[0]} only (A {la}, B {lb})"
-        if self.grad.get("forward_differs"):
+        if self.grad.get("forward_differs") and self.grad.get("vs_torch"):  # two ONNX models may differ (int8, fp32)
             return "fail", (f"the losses differ (A {la:.6g}, B {lb:.6g}): the forward passes disagree, so the model is "
                             "not an export of the module as it is now (`diff --vs-torch` shows where)")
         return None
@@ -321,8 +321,11 @@ def gradient_origin(res: "DiffResult") -> None:
     """``res`` (a diff of gradients) with ``first_failure`` where a gradient error starts: backpropagation
     computes the gradients from the loss back to the inputs, so a wrong step corrupts every gradient
     before it in the forward order and none after; the error starts at the failing pair latest in the
-    forward order, not the first (which is the model's input for any error)."""
-    res.first_failure = next((r for r in reversed(res.results) if r.passed is False), None)
+    forward order, not the first (which is the model's input for any error). When the losses differ
+    (``res.grad['forward_differs']``) the error starts in the forward pass, which no gradient pair shows:
+    none is marked (a changed conv weight blamed the Gemm weight's gradient after it, a right step)."""
+    differs = bool((getattr(res, "grad", None) or {}).get("forward_differs"))
+    res.first_failure = None if differs else next((r for r in reversed(res.results) if r.passed is False), None)
 
 
 def _reject(matching: Matching, reject) -> None:

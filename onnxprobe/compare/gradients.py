@@ -18,6 +18,7 @@ stays unmatched. Weight gradients are the results of a backward pass, as outputs
 
 from __future__ import annotations
 
+import math
 
 import numpy as np
 import onnx
@@ -88,6 +89,32 @@ def loss_value(side: Side, feeds: dict) -> float:
     name = runner.names[0]
     value = runner.values([name], feeds)[name]
     return float(np.asarray(value, np.float64).reshape(-1)[0])
+
+
+def half_outputs(model: onnx.ModelProto) -> bool:
+    """Whether every output of ``model`` is float16 or bfloat16 (its loss is then a half-precision one)."""
+    outs = [o.type.tensor_type.elem_type for o in model.graph.output if o.type.HasField("tensor_type")]
+    return bool(outs) and all(t in (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16) for t in outs)
+
+
+def losses_differ(grad: dict | None, half: bool = False) -> bool:
+    """Whether the two losses differ beyond float32's rounding (with ``half``, float16's: a loss one float16
+    step apart is no disagreement): the forward passes disagree."""
+    la, lb = (grad or {}).get("loss_a"), (grad or {}).get("loss_b")
+    rel = 5e-3 if half else 1e-4
+    return all(isinstance(v, float) and math.isfinite(v) for v in (la, lb)) and abs(la - lb) > rel * max(1.0, abs(lb))
+
+
+def forward_note(grad: dict, half: bool = False, b: str = "B", where: str = "`diff A B` (without --grad)") -> list[str]:
+    """A note when the two losses differ: the forward passes disagree, so the gradients need not agree
+    anywhere, and no failing one is where the error starts (a changed weight upstream shows first in the
+    gradients of the weights after it: ``gradient_origin`` marks none). ``b``: how B is called; ``where``:
+    what shows where the forward passes part."""
+    if not losses_differ(grad, half):
+        return []
+    return [f"the losses differ (A {grad['loss_a']:.6g}, {b} {grad['loss_b']:.6g}): the forward passes disagree, so the "
+            f"gradients need not agree and their differences start in the forward pass, not at a backward step; "
+            f"{where} shows where the forward goes wrong"]
 
 
 def candidates(model: onnx.ModelProto, obs: Observation) -> list[tuple[str, Observable]]:
