@@ -330,9 +330,9 @@ def diff_grad(
     autograd on the module A was exported from (``api.diff_grad_torch``)."""
     # backward graphs only here: a plain diff does not import the autodiff engine
     from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec, grad_plan
-    from onnxprobe.compare.gradients import (both, candidates, explain_folded, folded_weights, forward_note, grad_reason,
-                                             grad_side, gradient_stops, half_outputs, keep_wrt, loss_value, losses_differ,
-                                             shared_weights)
+    from onnxprobe.compare.grad_folding import explain_folded, folded_weights
+    from onnxprobe.compare.gradients import (both, candidates, forward_note, grad_reason, grad_side, gradient_stops,
+                                             half_outputs, keep_wrt, loss_value, losses_differ, shared_weights)
 
     if (b is None) == (vs_torch is None):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (one of them)")

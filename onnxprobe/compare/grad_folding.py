@@ -1,0 +1,203 @@
+"""``diff --grad``: weights that one model folds and the other keeps apart (a BatchNormalization folded into
+the layer before it, a bias added with an Add after a layer or held in the layer's bias input). Such
+weights are other functions of the data, or have no counterpart of their name and shape: a pair filter
+refuses what matched them anyway (``folded_weights``), and ``explain_folded`` gives the unmatched ones
+cause FOLDED with the reason, which the verdict does not count as missing."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from onnxprobe.autodiff.select import weights
+from onnxprobe.match.engine import FOLDED, NO_COUNTERPART
+from onnxprobe.types import forward_name
+
+
+def folded_weights(a: onnx.ModelProto, b: onnx.ModelProto):
+    """A pair filter for weight gradients: a weight whose layer feeds a BatchNormalization in one model but
+    not in the other (the BatchNormalization folded into it) is another function of the data there, and
+    its gradient too: such pairs are refused, whatever matched them (node names, structure)."""
+    def feeds_bn(model: onnx.ModelProto) -> dict[str, bool]:
+        readers = _readers_past_qdq(model)
+        out = {}
+        for n in model.graph.node:
+            for w in n.input[1:]:
+                out.setdefault(w, any(c.op_type == "BatchNormalization" and c.input and c.input[0] == t
+                                      for t, c in readers(n.output[0])) if n.output else False)
+        return out
+
+    bn_a, bn_b = feeds_bn(a), feeds_bn(b)
+
+    def reject(pair) -> str | None:
+        if not (pair.a.effective_op.endswith(" weight") and pair.b.effective_op.endswith(" weight")):
+            return None
+        fa, fb = bn_a.get(forward_name(pair.a.name) or ""), bn_b.get(forward_name(pair.b.name) or "")
+        if fa is None or fb is None or fa == fb:
+            return None
+        folded, plain = ("A", "B") if fb else ("B", "A")
+        return (f"a BatchNormalization is folded into this layer's weight in {folded} but follows it in {plain}: "
+                "the two weights are different functions of the data, and so are their gradients", FOLDED)
+
+    return reject
+
+
+FOLDABLE = ("Conv", "ConvTranspose", "Gemm", "MatMul")  # the layers exporters fold a BatchNormalization into
+
+
+def _readers_past_qdq(model: onnx.ModelProto):
+    """A function: tensor -> [(the tensor a node reads, that node)] for the nodes reading it, directly or
+    through a QuantizeLinear -> DequantizeLinear pair (a QDQ model quantizes a layer's output before the
+    BatchNormalization or Add that follows it: the layer is followed by them all the same)."""
+    consumers: dict[str, list] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+
+    def readers(t: str) -> list:
+        out = []
+        for c in consumers.get(t, []):
+            if c.op_type == "QuantizeLinear" and c.input[0] == t and c.output:
+                out += [r for dq in consumers.get(c.output[0], []) if dq.op_type == "DequantizeLinear" and dq.output
+                        for r in readers(dq.output[0])]
+            else:
+                out.append((t, c))
+        return out
+
+    return readers
+
+
+def _producer_past_qdq(model: onnx.ModelProto):
+    """A function: tensor -> the node that computes it, looking back through DequantizeLinear <- QuantizeLinear."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+
+    def of(t: str):
+        p = producer.get(t)
+        q = producer.get(p.input[0]) if p is not None and p.op_type == "DequantizeLinear" and p.input else None
+        if q is not None and q.op_type == "QuantizeLinear" and q.input:
+            return of(q.input[0])
+        return p
+
+    return of
+
+
+def _bias_adds(model: onnx.ModelProto) -> dict[str, str]:
+    """Weight -> the Add that adds it to a layer's output (Conv, Gemm, MatMul; through Q/DQ): a bias one
+    exporter writes as an Add after the layer and another (or onnxruntime's ConvAddFusion) folds into
+    the layer's own bias input."""
+    producer = _producer_past_qdq(model)
+    weights_here = set(weights(model)) | {n.output[0] for n in model.graph.node
+                                           if n.op_type == "DequantizeLinear" and n.output}
+    out = {}
+    for k, n in enumerate(model.graph.node):
+        if n.op_type != "Add" or len(n.input) != 2:
+            continue
+        for t, w in (n.input, n.input[::-1]):
+            p = producer(t)
+            if w in weights_here and p is not None and p.op_type in FOLDABLE:
+                out.setdefault(w, n.name or f"Add_{k}")
+    return out
+
+
+def _bn_after_layers(model: onnx.ModelProto) -> tuple[dict[str, str], dict[str, str]]:
+    """(weight of a layer a BatchNormalization reads the output of -> that BatchNormalization,
+    the BatchNormalization's own parameters -> it): what one exporter keeps where another folds."""
+    producer = _producer_past_qdq(model)
+    layer, own = {}, {}
+    for k, n in enumerate(model.graph.node):
+        p = producer(n.input[0]) if n.op_type == "BatchNormalization" and n.input else None
+        if p is not None and p.op_type in FOLDABLE:
+            name = n.name or f"BatchNormalization_{k}"
+            for w in p.input[1:]:
+                layer.setdefault(w, name)
+            for w in n.input[1:]:
+                own.setdefault(w, name)
+    return layer, own
+
+
+def explain_folded(matching, a: onnx.ModelProto, b: onnx.ModelProto) -> None:
+    """Weight gradients left without a counterpart because one model has a BatchNormalization after a layer
+    that the other folded into that layer's weights (legacy torch.onnx.export folds Conv+BN, dynamo may
+    not, or the other way round): a known export folding, not a missing weight. In the model that keeps
+    the BatchNormalization, its parameters and its layer's weights; in the other, the weights of a layer no
+    BatchNormalization follows that have the shape of one of those (the folded weight and bias). Their
+    cause becomes FOLDED, which the verdict does not count as unpaired."""
+    _explain_bias_adds(matching, a, b)  # first: a layer's bias of the shape of a BatchNormalization's parameters
+    (la, oa), (lb, ob) = _bn_after_layers(a), _bn_after_layers(b)
+    na, nb = len(set(oa.values())), len(set(ob.values()))
+    if na == nb:
+        return
+    keeps, folds = ("A", "B") if na > nb else ("B", "A")
+    layer, own = (la, oa) if na > nb else (lb, ob)
+    y_layer = lb if na > nb else la
+    ux, uy = (matching.unmatched_a, matching.unmatched_b) if na > nb else (matching.unmatched_b, matching.unmatched_a)
+    shapes = set()
+    for u in ux:
+        w = forward_name(u.obs.name) or ""
+        if not (u.obs.effective_op.endswith(" weight") and u.cause in (NO_COUNTERPART, FOLDED)):
+            continue
+        if w in own or w in layer:
+            shapes.add(u.obs.shape)
+        if u.cause != NO_COUNTERPART:
+            continue
+        if w in own:
+            u.reason = (f"a parameter of the BatchNormalization {own[w]} of {keeps}, which {folds} folds into the layer "
+                        f"before it ({max(na, nb)} BatchNormalization(s) after a layer in {keeps}, {min(na, nb)} in "
+                        f"{folds}): no weight of {folds} holds it alone")
+            u.cause = FOLDED
+        elif w in layer:
+            u.reason = (f"the weight of a layer the BatchNormalization {layer[w]} follows in {keeps}; {folds} folds it "
+                        "into the layer's weights: another function of the data, and so is its gradient")
+            u.cause = FOLDED
+    for u in uy:
+        w = forward_name(u.obs.name) or ""
+        if (u.cause == NO_COUNTERPART and u.obs.effective_op.endswith(" weight") and u.obs.op_type in FOLDABLE
+                and w not in y_layer and u.obs.shape in shapes):
+            u.reason = (f"a weight of a layer no BatchNormalization follows in {folds}, where {keeps} has one after "
+                        f"the layer ({max(na, nb)} BatchNormalization(s) after a layer in {keeps}, {min(na, nb)} in "
+                        f"{folds}): it holds the BatchNormalization folded in, another function of the data than "
+                        f"{keeps}'s weights, and so is its gradient")
+            u.cause = FOLDED
+
+
+def _explain_bias_adds(matching, a: onnx.ModelProto, b: onnx.ModelProto) -> None:
+    """Weight gradients left without a counterpart because one model adds a layer's bias with an Add after
+    the layer (Paddle's exports) and the other holds it in the layer's bias input (onnxruntime's
+    ConvAddFusion in a quantized copy; the gradients are the same, but neither name nor shape pairs them): in
+    the model with more such Adds, their biases, and in the other, unpaired bias inputs of layers, where
+    each has one of the other's sizes (a bias added as [1, C, 1, 1] is a layer's [C]; a bias the other
+    model has nowhere stays 'no counterpart'). Their cause becomes FOLDED, as for BatchNormalizations."""
+    ba, bb = _bias_adds(a), _bias_adds(b)
+    if len(ba) == len(bb):
+        return
+    keeps, folds = ("A", "B") if len(ba) > len(bb) else ("B", "A")
+    adds, held = (ba, _layer_biases(b)) if len(ba) > len(bb) else (bb, _layer_biases(a))
+    ux, uy = (matching.unmatched_a, matching.unmatched_b) if len(ba) > len(bb) else (matching.unmatched_b, matching.unmatched_a)
+
+    def unpaired(us, names) -> list:
+        return [u for u in us if u.cause == NO_COUNTERPART and u.obs.effective_op.endswith(" weight")
+                and (forward_name(u.obs.name) or "") in names and _size(u.obs.shape) is not None]
+
+    xs, ys = unpaired(ux, adds), unpaired(uy, held)
+    common = {_size(u.obs.shape) for u in xs} & {_size(u.obs.shape) for u in ys}
+    for u in xs:
+        if _size(u.obs.shape) in common:
+            u.reason = (f"the bias that the Add {adds[forward_name(u.obs.name)]} adds after a layer in {keeps}; {folds} "
+                        f"holds it in the layer's own bias input ({len(adds)} bias Add(s) after a layer in {keeps}, "
+                        f"{min(len(ba), len(bb))} in {folds}): no weight of {folds} has its name and shape, so it is not judged")
+            u.cause = FOLDED
+    for u in ys:
+        if _size(u.obs.shape) in common:
+            u.reason = (f"a layer's bias input holding the bias that {keeps} adds with an Add after the layer "
+                        f"(onnxruntime's ConvAddFusion, or an exporter's): no weight of {keeps} has its name and shape, "
+                        "so it is not judged")
+            u.cause = FOLDED
+
+
+def _layer_biases(model: onnx.ModelProto) -> set[str]:
+    """The bias inputs (the third) of the model's Conv, ConvTranspose and Gemm nodes."""
+    return {n.input[2] for n in model.graph.node if n.op_type in FOLDABLE and len(n.input) > 2 and n.input[2]}
+
+
+def _size(shape) -> int | None:
+    return int(np.prod(shape)) if shape is not None and all(isinstance(d, int) for d in shape) else None
