@@ -60,3 +60,49 @@ def test_only_the_changed_layer_introduces_error(tmp_path):
     assert changed.introduced.sqnr_db == changed.metrics.sqnr_db
     before = [r for r in res.results if r.pair.a.index < changed.pair.a.index]
     assert before and all(r.metrics.exact and r.introduced.exact for r in before)
+
+
+def _reference_intro_db(model_a, model_b, node_b, image):
+    """The oracle: B's node run by onnx.reference on A's own value of its input, against A's value of its
+    output (float64 SQNR; inf when equal)."""
+    from onnx.reference import ReferenceEvaluator
+
+    def values(m):
+        g = onnx.ModelProto()
+        g.CopyFrom(m)
+        del g.graph.output[:]
+        g.graph.output.extend([helper.make_empty_tensor_value_info(t) for t in (node_b.input[0], node_b.output[0])])
+        return ReferenceEvaluator(g).run(None, {"image": image})
+
+    a_in, a_out = values(model_a)
+    (b_out,) = ReferenceEvaluator(helper.make_model(
+        helper.make_graph([node_b], "one", [helper.make_empty_tensor_value_info(node_b.input[0])],
+                          [helper.make_empty_tensor_value_info(node_b.output[0])]),
+        opset_imports=list(model_b.opset_import))).run(None, {node_b.input[0]: a_in})
+    noise = float(np.sum((a_out.astype(np.float64) - b_out.astype(np.float64)) ** 2))
+    return np.inf if noise == 0 else 10 * np.log10(float(np.sum(b_out.astype(np.float64) ** 2)) / noise)
+
+
+def test_a_layers_intro_does_not_change_with_the_selection(tmp_path):
+    """QA: conv1's weights scaled by 1.05 in A; the MaxPool after it introduces nothing (B's MaxPool on A's
+    input gives A's output), and --all said 'exact', but --range 3:8 or --op MaxPool reported its
+    accumulated 26.7 dB: the exactness check walked B's cone back to the graph input past every matched
+    tensor that was not shown, and found only inputs A holds exactly."""
+    a = onnx.load(str(sample_path("cnn")))
+    w = next(t for t in a.graph.initializer if t.name == "conv1.weight")
+    w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w) * np.float32(1.05), w.name))
+    onnx.save(a, str(tmp_path / "a.onnx"))
+    b = onnx.load(str(sample_path("cnn")))
+    pool = next(n for n in b.graph.node if n.op_type == "MaxPool")
+    image = np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)
+    assert tuple(d.dim_value for d in b.graph.input[0].type.tensor_type.shape.dim) == image.shape
+    oracle = _reference_intro_db(a, b, pool, image)
+    run = dict(config=CPU, inputs=api.InputSpec(arrays={"image": image}))
+    intro = {}
+    for sel in (api.Selection(all=True), api.Selection(range="3:8"), api.Selection(ops=("MaxPool",)),
+                api.Selection(names=(pool.output[0],))):
+        res = api.diff(str(tmp_path / "a.onnx"), str(sample_path("cnn")), selection=sel, **run)
+        row = next(r for r in res.results if r.pair.b.name == pool.output[0])
+        assert not row.metrics.exact  # what it inherited from conv1
+        intro[str(sel)] = row.introduced.sqnr_db
+    assert all(v == oracle for v in intro.values()), (oracle, intro)

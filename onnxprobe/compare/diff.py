@@ -306,7 +306,7 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
                                       passed, tol, why, pooled=m if labels is not None else None,
                                       kernel_ms=plan.kernel_ms.get(k)))
     notes = list(a.notes) + list(a.runner.notes) + list(b.notes) + list(b.runner.notes) + plan.notes
-    _introduced_from_exact_inputs(results, a, b)
+    _introduced_from_exact_inputs(results, a, b, set(plan.by_b))
     results.sort(key=lambda r: (r.pair.a.index, r.pair.b.index))
     first = next((r for r in results if r.passed is False), None)
     outputs_failed = [r for r in results if r.passed is False and (r.pair.a.is_output or r.pair.b.is_output)]
@@ -341,16 +341,19 @@ def _reject(matching: Matching, reject) -> None:
     matching.pairs[:] = kept
 
 
-def _introduced_from_exact_inputs(results: list[PairResult], a: Side, b: Side) -> None:
+def _introduced_from_exact_inputs(results: list[PairResult], a: Side, b: Side, matched: set[str]) -> None:
     """A pair whose B cone reads only tensors A holds exactly gets its accumulated error as its introduced
-    one (``compare.introduced.exact_inputs``), whatever the cone measured."""
+    one (``compare.introduced.exact_inputs``), whatever the cone measured. ``matched``: B's tensors of every
+    float pair (``DiffPlan.by_b``), where the measured cones stop: the cone is walked to the same boundary,
+    whatever the selection reports (walked to the reported pairs only, a MaxPool shown alone reached back to
+    the graph input, which A holds exactly, and its 26.7 dB intro read 'exact' (QA))."""
     with_intro = [r for r in results if r.introduced is not None and r.metrics is not None and r.pair.b.kind == "float"]
     if not with_intro or not b.runner.takes_feeds:
         return
     exact = {r.pair.b.name for r in results if r.metrics is not None and r.metrics.exact}
     types_a = {i.name: i.type.tensor_type.elem_type for i in a.model.proto.graph.input}
     same = {i.name for i in b.model.proto.graph.input if types_a.get(i.name) == i.type.tensor_type.elem_type}
-    paired = {r.pair.b.name for r in results} | {i.name for i in b.model.proto.graph.input}
+    paired = set(matched) | {i.name for i in b.model.proto.graph.input}
     alike = exact_inputs(b.model.proto, [r.pair.b.name for r in with_intro], exact, paired, same)
     for r in with_intro:
         if r.pair.b.name in alike:
