@@ -66,3 +66,44 @@ def test_same_layer_of_one_size_still_pairs(tmp_path):
                    inputs=api.InputSpec(arrays={"x": np.random.default_rng(1).standard_normal((1, 4, 6, 6)).astype(np.float32)}))
     assert {r.pair.a.name: r.pair.b.name for r in res.results} == {"c0": "B_c0", "c1": "B_c1", "r1": "B_r1", "y": "y"}
     assert not res.matching.unmatched_a and not res.matching.unmatched_b
+
+
+def test_one_name_on_another_layer_is_refused_too(tmp_path):
+    """QA: the same 1x1/3x3 change with every name kept: the pair by name 'c1' was compared (a Conv of 16
+    weights against one of 144, its Relu blamed for the error); now refused as the structural pair is, and
+    its reader 'r1' with it. The outputs, named alike, are still compared."""
+    onnx.save(_model(1, ""), str(tmp_path / "a.onnx"))
+    onnx.save(_model(3, ""), str(tmp_path / "b.onnx"))
+    res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=api.Selection(all=True),
+                   config=api.RunConfig(device="cpu", cache=False),
+                   inputs=api.InputSpec(arrays={"x": np.random.default_rng(1).standard_normal((1, 4, 6, 6)).astype(np.float32)}))
+    assert {r.pair.a.name: r.pair.b.name for r in res.results} == {"c0": "c0", "y": "y"}
+    un = {u.obs.name: u for u in res.matching.unmatched_a + res.matching.unmatched_b}
+    assert set(un) == {"c1", "r1"} and all(u.cause == "different-function" for u in un.values())
+    assert "16" in un["c1"].reason and "144" in un["c1"].reason
+    assert res.verdict()[0] == "fail" and res.first_failure.pair.a.name == "y"
+
+
+def _chain(first: str, second: str) -> onnx.ModelProto:
+    nodes = [helper.make_node(first, ["x"], ["t"]), helper.make_node(second, ["t"], ["u"]),
+             helper.make_node("Identity", ["u"], ["y"])]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], [])
+
+
+def test_one_name_on_other_ops_of_the_same_input_is_refused(tmp_path):
+    """QA: t = Relu(x) in A, t = Sigmoid(x) in B: paired by name ("Relu in A stands for Sigmoid in B"), though
+    the two read the same tensor with other functions; refused, both entries saying so. The same ops in the
+    same order still pair."""
+    onnx.save(_chain("Relu", "Sigmoid"), str(tmp_path / "a.onnx"))
+    onnx.save(_chain("Sigmoid", "Relu"), str(tmp_path / "b.onnx"))
+    onnx.save(_chain("Relu", "Sigmoid"), str(tmp_path / "c.onnx"))
+    run = dict(selection=api.Selection(all=True), config=api.RunConfig(device="cpu", cache=False),
+               inputs=api.InputSpec(arrays={"x": np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)}))
+    res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), **run)
+    assert "t" not in {r.pair.a.name for r in res.results} and "y" in {r.pair.a.name for r in res.results}
+    (ua,), (ub,) = [[u for u in side if u.obs.name == "t"] for side in (res.matching.unmatched_a, res.matching.unmatched_b)]
+    assert ua.cause == ub.cause == "different-function"
+    assert "Sigmoid" in ua.reason and "Relu" in ua.reason and "Relu" in ub.reason and "Sigmoid" in ub.reason
+    same = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "c.onnx"), **run)
+    assert {r.pair.a.name for r in same.results} >= {"t", "u", "y"} and not same.matching.unmatched_a

@@ -3,7 +3,8 @@
 Strategies, tried in this order; each pair records which one matched it and why:
 1. ``map``: an explicit user map (A tensor -> B tensor) overrides everything;
 2. ``name`` / ``qdq`` / ``qoperator`` / ``dynamic``: A's value stands for a float tensor of the same name
-   in B (see match.observe for how quantized values are keyed);
+   in B (see match.observe for how quantized values are keyed); a float pair by name that is two functions
+   of the data (``match.refused.named_other``) is undone;
 3. ``qoperator-stem``: A's key without a quantizer suffix (``_quantized``...) names a tensor of B;
 4. ``node-name``: the producing nodes have the same name of their own (a ``_quant`` suffix aside; an
    unnamed node's position is no name) and compatible ops;
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from onnxprobe.errors import UsageError
 from onnxprobe.match.observe import Observable, stem
 from onnxprobe.match.ops import canonical, compatible
-from onnxprobe.match.refused import contradicts, refuse
+from onnxprobe.match.refused import contradicts, named_other, refuse
 from onnxprobe.match.weights import near_weights
 
 
@@ -231,9 +232,18 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
             if j not in used_b and compatible(a.effective_op, obs_b[j].effective_op):
                 if take(i, j, "node-name", f"same node name {a.node!r}"):
                     break
+    # a name is no proof: two tensors of one name that are other functions of the data are undone before
+    # anything is aligned between them (step 8 says why, where their weights contradict)
+    shared = shared_weights(obs_a, obs_b)
+    for k in [k for k, p in enumerate(pairs) if p.strategy == "name"][::-1]:
+        why = named_other(pairs[k].a, pairs[k].b, shared, a_to_b)
+        if why is not None:
+            (i, j), p = made.pop(k), pairs.pop(k)
+            used_a.discard(i), used_b.discard(j), a_to_b.pop(p.a.name, None), b_to_a.pop(p.b.name, None)
+            why_a[i], why_b[j] = f"name candidate {p.b.name} in B: it {why[0]}", f"name candidate {p.a.name} in A: it {why[1]}"
+            other_a.add(i), other_b.add(j)
     # 5. the same weights: a tensor of each model, alone in it to read those float constants with that op;
     # then what reads tensors paired so far, before any pairing by order (which may cross parallel branches)
-    shared = shared_weights(obs_a, obs_b)
 
     def like(x: Observable, y: Observable) -> bool:
         return alike(x, y, shared, a_scope)

@@ -8,14 +8,17 @@ its pair reported the Conv's error as the Relu's own ("error starts at" the Relu
 
 ``refuse`` (the matcher's last step) finds the unpaired tensors whose only likely counterparts were refused
 so, gives each the reason (the unmatched entry said "no counterpart"), and unpairs the structural pairs that
-read such a refused pair, their readers in turn. Pairs by name, quantizer key, node name or --map stand: the
-user's or the exporter's word that the two are one tensor (a model output compared with its namesake).
+read such a refused pair, their readers in turn. A pair by name is no proof either (``named_other``): one
+name on a 1x1 and a 3x3 Conv's output, or on Relu(x) in A and Sigmoid(x) in B, is two functions of the data
+and is undone too, and so are the pairs by name that read it. Pairs by quantizer key, node name or --map
+stand, and so do two model outputs of one name: the user's or the exporter's word that the two are one
+tensor (the verdict compares the outputs).
 """
 
 from __future__ import annotations
 
-from onnxprobe.match.observe import Observable
-from onnxprobe.match.ops import canonical
+from onnxprobe.match.observe import VALUE_PRESERVING, Observable
+from onnxprobe.match.ops import canonical, compatible
 
 
 def contradicts(a: Observable, b: Observable, shared: set[str]) -> bool:
@@ -38,6 +41,26 @@ def contradiction(a: Observable, b: Observable, shared: set[str]) -> str | None:
         return (f"reads a weight of {_count(sa - sb)} elements where {b.name} reads one of "
                 f"{_count(sb - sa)} (another layer, whatever the values)")
     return f"reads weights that both models hold and {b.name} does not read, and the other way round"
+
+
+def named_other(a: Observable, b: Observable, shared: set[str], a_to_b: dict[str, str]) -> tuple[str, str] | None:
+    """Why ``a`` and ``b``, paired by their one name, are other functions of the data (what each unmatched
+    entry says of its candidate), or None: their weights contradict (``contradicts``), or the two nodes read
+    the same tensors (``a_to_b``: A's paired names to B's) with ops that are not one function
+    (``match.ops.compatible``, which lets a layer stand for the tail folded into it; reshaping ops stand for
+    one another). Reading other tensors proves nothing: a Gelu that an optimiser fused keeps the name of
+    the Mul it replaced, and reads what that Mul's chain read."""
+    if a.is_output and b.is_output:
+        return None
+    if contradicts(a, b, shared):
+        return contradiction(b, a, shared), contradiction(a, b, shared)
+    if compatible(a.effective_op, b.effective_op) or {a.effective_op, b.effective_op} <= VALUE_PRESERVING:
+        return None
+    read_a = {s if s.startswith("input:") else a_to_b.get(s) for s in a.sources}
+    if not read_a or None in read_a or read_a != set(b.sources):
+        return None
+    return tuple(f"computes {y.effective_op} of the tensors this {x.effective_op} reads (another function of the data)"
+                 for x, y in ((a, b), (b, a)))
 
 
 def _count(sizes: set[int]) -> str:
@@ -83,7 +106,7 @@ def refuse(obs_a: list[Observable], obs_b: list[Observable], pairs: list, made: 
         changed = False
         for k in range(len(pairs) - 1, -1, -1):
             p, (i, j) = pairs[k], made[k]
-            if p.strategy != "structural":
+            if p.strategy != "structural" and (p.strategy != "name" or p.a.is_output and p.b.is_output):
                 continue
             hit = next(((s, t) for s in p.a.sources for t in p.b.sources if t in refused.get(s, ())), None)
             if hit is None:
