@@ -50,7 +50,7 @@ def named_other(a: Observable, b: Observable, shared: set[str], a_to_b: dict[str
     (``match.ops.compatible``, which lets a layer stand for the tail folded into it; reshaping ops stand for
     one another). Reading other tensors proves nothing: a Gelu that an optimiser fused keeps the name of
     the Mul it replaced, and reads what that Mul's chain read."""
-    if a.is_output and b.is_output:
+    if a.is_output and b.is_output or b.kind != "float":  # a quantized B: its key is the quantizer's word
         return None
     if contradicts(a, b, shared):
         return contradiction(b, a, shared), contradiction(a, b, shared)
