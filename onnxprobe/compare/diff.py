@@ -209,7 +209,10 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
              or any(n in in_a for n in names(p.a)) or layer(p.a)
              or (not sel.range and (any(n in in_b for n in names(p.b)) or layer(p.b)))]
     picked_a = {o.name for o in a.observation.observables if o.is_output or any(n in in_a for n in names(o)) or layer(o)}
-    return pairs, in_b | {o.name for o in b.observation.observables if o.is_output}, picked_a
+    # B's observables by the same test as A's (a quantized Conv that B alone has, written by a
+    # DequantizeLinear, was left out of the unmatched ones the selection lists and counts)
+    picked_b = {o.name for o in b.observation.observables if o.is_output or any(n in in_b for n in names(o)) or layer(o)}
+    return pairs, in_b | picked_b, picked_a
 
 
 def _check_named(per_tensor: dict | None, a: Side, b: Side) -> None:
