@@ -122,13 +122,13 @@ def diff(
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError
-    from onnxprobe.report.diff import COLUMNS, JUDGED_COLUMNS, PROFILE_COLUMNS, diff_dict, diff_renderables
+    from onnxprobe.report.diff import COLUMNS, JUDGED_COLUMNS, PROBLEM, PROFILE_COLUMNS, diff_dict, diff_renderables
     from onnxprobe.report.progress import Progress
 
     absent = {} if profile else {c.key: "comes only with --profile" for c in PROFILE_COLUMNS}
     if grad:  # gradients have no introduced error
         absent["introduced_sqnr_db"] = "is not one of gradients (--grad has no introduced error)"
-    view = view_of(wide, columns, fmt, COLUMNS + list(JUDGED_COLUMNS.values()) + PROFILE_COLUMNS, json_, absent)
+    view = view_of(wide, columns, fmt, COLUMNS + list(JUDGED_COLUMNS.values()) + PROFILE_COLUMNS + [PROBLEM], json_, absent)
     if sort not in api.SORTS:
         raise UsageError(f"--sort {sort!r}: choose {', '.join(api.SORTS)}")
     if grad and sort == "introduced":

@@ -143,6 +143,9 @@ COLUMNS = [
 ]
 # --profile: the kernel times of A's and of B's producer (report.profile)
 PROFILE_COLUMNS = [Column("kernel_ms_a", "A ms", "right"), Column("kernel_ms_b", "B ms", "right")]
+# CSV and JSON rows only (``Table.data``), last: why a pair was not compared (an empty tensor, shapes that
+# differ at run time, an If branch not run), which the table's "n/a" and notes say; blank when compared
+PROBLEM = Column("problem", "problem")
 # the metrics a criterion can judge that the columns above do not show: shown when a pair is judged by one
 JUDGED_COLUMNS = {"mean_abs": Column("mean_abs", "mean|a-b|", "right"), "rmse": Column("rmse", "RMSE", "right"),
                   "max_rel": Column("max_rel", "max rel", "right")}
@@ -165,7 +168,7 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
     cols[at:at] = judged  # beside the verdict they decide
     if any("kernel_ms_a" in p for p in d["pairs"]):
         cols += PROFILE_COLUMNS
-    t = Table(cols)
+    t = Table(cols, data=(PROBLEM.key,))
     first_row = first_failing_row(d)
     for k, p in enumerate(d["pairs"]):
         same_value = p["strategy"] in ("name", "qdq", "qoperator", "dynamic")
@@ -189,7 +192,8 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
                   "kernel_ms_a": p.get("kernel_ms_a"), "kernel_ms_b": p.get("kernel_ms_b"),
                   **{k: p.get(k) for k in JUDGED_COLUMNS}}
         style = "red" if p["passed"] is False else ("green" if p["passed"] else None)
-        t.add_row([cells[c.key] for c in cols], [values[c.key] for c in cols], "bold red" if k == first_row else style)
+        t.add_row([cells[c.key] for c in cols], [values[c.key] for c in cols], "bold red" if k == first_row else style,
+                  [p.get("problem")])
     return t
 
 

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from onnxprobe import api
 from onnxprobe.errors import UsageError
-from onnxprobe.report.diff import COLUMNS, diff_renderables
+from onnxprobe.report.diff import COLUMNS, PROBLEM, diff_renderables
 from onnxprobe.report.table import present
 from onnxprobe.report.format import safe, num, shape as fmt_shape
 from onnxprobe.session.commands.table import Env, command, pop_view, tag
@@ -61,7 +61,7 @@ def cmd_diff(env: Env, args: list[str]):
     Examples: `diff`, `diff --all --sort introduced`, `diff 'conv*' --format csv`."""
     _two(env, "diff")
     sort = pop_option(args, "--sort") or "topo"
-    view = pop_view(args, COLUMNS)
+    view = pop_view(args, COLUMNS + [PROBLEM])
     res = _diff_result(env, parse_selection(args))
     order = api.sort_results(res.results, sort)
     out: list = diff_renderables(res, env.width, order)
