@@ -128,3 +128,21 @@ def test_a_folded_conv_is_not_paired_with_its_unfolded_namesake(tmp_path):
         assert all(r.metrics.sqnr_db > 100 for r in res.results)  # the same function, float32 apart
         (u,) = res.matching.unmatched_b if first else res.matching.unmatched_a
         assert u.obs.name == "c" and u.cause == "folded"
+
+
+def test_saved_activations_are_b_and_an_output_is_counted_once():
+    """--vs-npz (QA): a saved 'logits' of another shape made "2 of the outputs could not be compared: A's
+    'logits' (...), B's 'logits' (...)" of a model with one output; and a tensor missing from the .npz read
+    "conv1_out (in B, not in the .npz)", though B is the .npz. The oracle: the model's own outputs, and the
+    arrays the test saves."""
+    model = onnx.load(str(sample_path("cnn")))
+    outputs = [o.name for o in model.graph.output]
+    image = np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32)
+    saved = {"image": image, "conv2_out": np.zeros((1, 16, 8, 8), np.float32)}
+    saved.update({o: np.zeros((1, 5), np.float32) for o in outputs})  # the model's are 1x10
+    res = api.diff(str(sample_path("cnn")), vs_npz=saved, config=CPU)
+    verdict, why = res.verdict()
+    assert verdict == "error" and why.startswith(f"{len(outputs)} of the outputs could not be compared: ")
+    assert why.count(repr(outputs[0])) == 1
+    missing = {u.obs.name: u for u in res.matching.unmatched_a}["conv1_out"]
+    assert missing.cause == "not-observable" and missing.reason == "not in the .npz"

@@ -132,7 +132,11 @@ class DiffResult:
             return "error", (f"nothing was compared: no tensor of A could be paired with one of B "
                              f"({ua} unmatched in A, {ub} in B; --json lists them with reasons)")
         in_a = {id(u) for u in self.matching.unmatched_a}  # both models' outputs may have one name: say whose
-        missing = [(f"{'A' if id(u) in in_a else 'B'}'s {u.obs.name!r}", u.reason) for u in self.unpaired_outputs]
+        # an output both sides have, left unpaired (other shapes), is one output: said once, A's reason
+        both = {u.obs.name for u in self.unpaired_outputs if id(u) in in_a} & {
+            u.obs.name for u in self.unpaired_outputs if id(u) not in in_a}
+        missing = [(repr(u.obs.name) if u.obs.name in both else f"{'A' if id(u) in in_a else 'B'}'s {u.obs.name!r}", u.reason)
+                   for u in self.unpaired_outputs if id(u) in in_a or u.obs.name not in both]
         missing += [(repr(r.pair.b.name), r.problem or "value not produced") for r in self.uncompared_outputs]
         if missing:
             names = ", ".join(f"{n} ({why})" for n, why in missing[:3])

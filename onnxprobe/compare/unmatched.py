@@ -23,8 +23,9 @@ def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
         todo = [u for u in items if u.cause == NO_COUNTERPART]
         hidden = other.runner.unobservable([u.obs.key for u in todo]) if todo else {}
         for u in todo:
-            if u.obs.key in hidden:
-                u.reason, u.cause = f"in {'B' if side is a else 'A'}, {hidden[u.obs.key]}", NOT_OBSERVABLE  # the runner's words say why
+            if u.obs.key in hidden:  # the runner's words say why; saved values (--vs-npz) are the side itself
+                where = f"in {'B' if side is a else 'A'}, " if other.runner.takes_feeds else ""
+                u.reason, u.cause = where + hidden[u.obs.key], NOT_OBSERVABLE
             elif u.obs.key in other.observation.hidden:
                 why = other.observation.hidden[u.obs.key]
                 where = "B" if side is a else "A"
