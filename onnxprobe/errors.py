@@ -9,9 +9,11 @@ from onnxprobe.text import clean, clip
 
 
 class OnnxProbeError(Exception):
-    """Base class: a problem we can explain to the user in one line."""
+    """Base class: a problem we can explain to the user in one line. ``cli_message``: the same line as the
+    command line says it, where the message names an API parameter (``setting_error``)."""
 
     exit_code = 1
+    cli_message: str | None = None
 
 
 class UsageError(OnnxProbeError):
@@ -80,6 +82,15 @@ class MissingExtra(UsageError):
     def __init__(self, what: str, extra: str, module: str):
         super().__init__(f"{what} needs {module}, which is not installed: pip install 'onnxprobe[{extra}]'")
         self.extra = extra
+
+
+def setting_error(cls: type[OnnxProbeError], what: tuple[str, str], rest: str) -> OnnxProbeError:
+    """A ``cls`` error about one setting's value, ``what`` = (API parameter, command-line flag): the message
+    names both ("vs_device (--vs-device) cuda: ..."), the command line's the flag alone ("--vs-device cuda: ..."),
+    one check serving both."""
+    e = cls(f"{what[0]} ({what[1]}) {rest}")
+    e.cli_message = f"{what[1]} {rest}"
+    return e
 
 
 def debug_enabled() -> bool:

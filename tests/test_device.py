@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnxprobe.errors import ExecutionError, UsageError
+from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError
 from onnxprobe.runtime import ort as session
 
 
@@ -144,16 +144,29 @@ def test_a_run_failing_on_an_empty_input_says_so(tmp_path):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--vs-device", "bogus"], "vs_device (--vs-device) 'bogus': choose one of"),
-    (["--vs-device", "cuda"], "vs_device (--vs-device) cuda: onnxruntime has no usable CUDA provider"),
+    (["diff", "--vs-device", "bogus"], "--vs-device 'bogus': choose one of"),
+    (["diff", "--vs-device", "cuda"], "--vs-device cuda: onnxruntime has no usable CUDA provider"),
+    (["diff", "--vs-opt-level", "bogus"], "--vs-opt-level 'bogus': choose one of"),
+    (["layers", "--opt-level", "bogus"], "--opt-level 'bogus': choose one of"),
+    (["layers", "--device", "cuda"], "--device cuda: onnxruntime has no usable CUDA provider"),
 ])
 def test_the_reference_device_is_named_as_the_flag_it_came_from(monkeypatch, args, words):
-    """--vs-device's errors named --device, which the user had not given (QA)."""
+    """--vs-device's errors named --device, which the user had not given (QA); then the API's parameter
+    beside the flag ("vs_device (--vs-device) cuda"), which the command line has not (QA): the flag alone, as
+    --vs-runtime's say. The API's own message names both."""
     from typer.testing import CliRunner
 
     from conftest import sample_path
+    from onnxprobe import api
     from onnxprobe.cli.main import app
 
     monkeypatch.setattr(session, "cuda_usable", lambda: False)
-    r = CliRunner().invoke(app, ["diff", str(sample_path("mlp")), *args])
-    assert r.exit_code != 0 and words in r.output and "(--device)" not in r.output, r.output
+    r = CliRunner().invoke(app, [args[0], str(sample_path("mlp")), *args[1:]])
+    param = args[1][2:].replace("-", "_")
+    assert r.exit_code != 0 and r.output.startswith(f"onnxprobe: error: {words}"), r.output
+    assert f"{param} (" not in r.output and "(--" not in r.output, r.output
+    call = api.diff if args[0] == "diff" else api.layers
+    kw = {param: args[2]} if args[0] == "diff" else {"config": api.RunConfig(**{param: args[2]})}
+    with pytest.raises(OnnxProbeError) as e:
+        call(str(sample_path("mlp")), **kw)
+    assert e.value.cli_message.startswith(words) and str(e.value) == f"{param} ({args[1]}) {e.value.cli_message[len(args[1]) + 1:]}"

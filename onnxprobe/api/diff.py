@@ -67,7 +67,7 @@ def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str |
         raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-runtime "
                          "(--vs-reference), --vs-npz or --vs-torch")
     if vs_opt_level is not None:  # named as given (the side's own --opt-level is checked as that)
-        check_opt_level(vs_opt_level, "vs_opt_level (--vs-opt-level)")
+        check_opt_level(vs_opt_level, ("vs_opt_level", "--vs-opt-level"))
     if vs_torch is not None and (runtime != "ort" or runtime_options):
         raise UsageError("--vs-torch runs the export on onnxruntime: drop --runtime / --runtime-option")
     if vs_torch is None:
@@ -88,7 +88,7 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
     opts = dict(options=runtime_options, max_memory=max_memory, shapes=shapes, threads=threads, constants=constants)
     side_a = _side(label, a_model, config, runtime, **opts)
     if vs_device is not None and vs_runtime != "reference":
-        check_device(vs_runtime or runtime, vs_device, "vs_device (--vs-device)")
+        check_device(vs_runtime or runtime, vs_device, ("vs_device", "--vs-device"))
     if b is not None:
         b_model = as_model(b, "b")
         side_b = _side(b_model.source, b_model, config, runtime, **opts)

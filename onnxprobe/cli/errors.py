@@ -25,7 +25,7 @@ def handle_errors(fn: Callable) -> Callable:
         except OnnxProbeError as e:
             if debug_enabled():
                 raise
-            error(str(e))
+            error(e.cli_message or str(e))  # a setting named by its flag alone
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt:
             error("interrupted")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError, first_line
+from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError, first_line, setting_error
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.memory import return_freed_memory, trim, unpark
 from onnxprobe.runtime.interrupt import call_interruptibly
@@ -35,11 +35,11 @@ def ort_module():
     return ort
 
 
-def check_opt_level(name: str, flag: str = "opt_level (--opt-level)") -> str:
-    """``name`` when it is one of OPT_LEVELS, else a UsageError that names ``flag`` (each option that takes a
-    level, A's own or a reference's, is named as given)."""
+def check_opt_level(name: str, what: tuple[str, str] = ("opt_level", "--opt-level")) -> str:
+    """``name`` when it is one of OPT_LEVELS, else a UsageError that names ``what`` (API parameter, flag: each
+    option that takes a level, A's own or a reference's, is named as given)."""
     if name not in OPT_LEVELS:
-        raise UsageError(f"{flag} {name!r}: choose one of {', '.join(OPT_LEVELS)}")
+        raise setting_error(UsageError, what, f"{name!r}: choose one of {', '.join(OPT_LEVELS)}")
     return name
 
 
@@ -76,17 +76,16 @@ def cuda_usable() -> bool:
     return "CUDAExecutionProvider" in s.get_providers()
 
 
-def resolve_device(device: str, what: str = "device (--device)") -> str:
-    """The device a session runs on ("cpu" or "cuda"); ``what`` names the setting in messages."""
+def resolve_device(device: str, what: tuple[str, str] = ("device", "--device")) -> str:
+    """The device a session runs on ("cpu" or "cuda"); ``what`` (API parameter, flag) names the setting in
+    messages."""
     if device not in DEVICES:
-        raise UsageError(f"{what} {device!r}: choose one of {', '.join(DEVICES)}")
+        raise setting_error(UsageError, what, f"{device!r}: choose one of {', '.join(DEVICES)}")
     if device == "auto":
         return "cuda" if cuda_usable() else "cpu"
     if device == "cuda" and not cuda_usable():
-        raise DeviceUnavailable(
-            f"{what} cuda: onnxruntime has no usable CUDA provider here "
-            "(install onnxruntime-gpu with matching CUDA/cuDNN libraries, or run on the cpu device)"
-        )
+        raise setting_error(DeviceUnavailable, what, "cuda: onnxruntime has no usable CUDA provider here "
+                            "(install onnxruntime-gpu with matching CUDA/cuDNN libraries, or run on the cpu device)")
     return device
 
 

@@ -27,7 +27,7 @@ def check_runtime(runtime: str, flag: str = "--runtime") -> str:
     return runtime
 
 
-def check_device(runtime: str, device: str, what: str) -> None:
+def check_device(runtime: str, device: str, what: tuple[str, str]) -> None:
     """Raise the error the runner for ``runtime`` would raise for ``device`` (an unknown name, CUDA not
     usable here), naming the setting ``what``: the reference side's device is checked before any runner
     is built (the runner's own message names --device)."""

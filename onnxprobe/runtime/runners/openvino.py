@@ -26,7 +26,7 @@ from itertools import count
 import numpy as np
 import onnx
 
-from onnxprobe.errors import ExecutionError, MissingExtra, SessionError, UsageError
+from onnxprobe.errors import ExecutionError, MissingExtra, SessionError, UsageError, setting_error
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.shapes import with_input_shapes
 from onnxprobe.runtime.feeds import model_inputs
@@ -50,15 +50,15 @@ def require_openvino() -> None:
         raise MissingExtra("--runtime openvino", "openvino", "openvino")
 
 
-def resolve_device(device: str, what: str = "device (--device)") -> str:
+def resolve_device(device: str, what: tuple[str, str] = ("device", "--device")) -> str:
     """onnxprobe's --device in OpenVINO's terms: auto and cpu are OpenVINO's CPU; other names (GPU,
     GPU.1, NPU, AUTO:GPU,CPU, HETERO:...) are OpenVINO's own and passed through."""
     d = (device or "auto").strip()
     if d.lower() in ("auto", "cpu"):
         return "CPU"
     if d.lower().startswith("cuda"):
-        raise UsageError(f"{what} {device}: an onnxruntime / TensorRT device; OpenVINO's devices are CPU, GPU, NPU "
-                         "(or AUTO:..., HETERO:...)")
+        raise setting_error(UsageError, what, f"{device}: an onnxruntime / TensorRT device; OpenVINO's devices are CPU, GPU, NPU "
+                            "(or AUTO:..., HETERO:...)")
     return d.upper() if d.replace(".", "").isalnum() else d
 
 

@@ -22,7 +22,7 @@ from collections import OrderedDict
 import numpy as np
 import onnx
 
-from onnxprobe.errors import ExecutionError, MissingExtra, UsageError
+from onnxprobe.errors import ExecutionError, MissingExtra, UsageError, setting_error
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.memo import ModelMemo
 from onnxprobe.runtime.budget import parse_size
@@ -46,7 +46,7 @@ def require_tensorrt() -> None:
             raise MissingExtra("--runtime tensorrt", "tensorrt", "tensorrt and cuda-python" if module == "cuda" else module)
 
 
-def resolve_device(device: str, what: str = "device (--device)") -> int:
+def resolve_device(device: str, what: tuple[str, str] = ("device", "--device")) -> int:
     """The CUDA device index: auto, cuda, gpu -> 0; cuda:N, gpu:N -> N."""
     d = (device or "auto").strip().lower()
     if d in ("auto", "cuda", "gpu"):
@@ -54,7 +54,7 @@ def resolve_device(device: str, what: str = "device (--device)") -> int:
     head, sep, idx = d.partition(":")
     if head in ("cuda", "gpu") and sep and idx.isdigit():
         return int(idx)
-    raise UsageError(f"{what} {device}: TensorRT runs on CUDA GPUs (auto, cuda, cuda:N)")
+    raise setting_error(UsageError, what, f"{device}: TensorRT runs on CUDA GPUs (auto, cuda, cuda:N)")
 
 
 class TensorRtRunner(HostStatsRunner):
