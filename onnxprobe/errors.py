@@ -88,8 +88,9 @@ def setting_error(cls: type[OnnxProbeError], what: tuple[str, str], rest: str) -
     """A ``cls`` error about one setting's value, ``what`` = (API parameter, command-line flag): the message
     names both ("vs_device (--vs-device) cuda: ..."), the command line's the flag alone ("--vs-device cuda: ..."),
     one check serving both."""
-    e = cls(f"{what[0]} ({what[1]}) {rest}")
-    e.cli_message = f"{what[1]} {rest}"
+    sep = "" if rest.startswith(":") else " "
+    e = cls(f"{what[0]} ({what[1]}){sep}{rest}")
+    e.cli_message = f"{what[1]}{sep}{rest}"
     return e
 
 

@@ -300,7 +300,7 @@ def _cases() -> list[Case]:
         Case("per_tensor_tolerance_of_no_tensor", lambda d: ["diff", sample("mlp"), sample("mlp"), "--atol", "fc1_ot:1e-3"], (2,),
              "neither model observes"),
         # empty or doubled values were taken as the default or the last one, silently (QA)
-        Case("empty_range", lambda d: ["layers", sample("mlp"), "--range", ""], (2,), "range (--range) ''"),
+        Case("empty_range", lambda d: ["layers", sample("mlp"), "--range", ""], (2,), "--range '': expected"),
         Case("empty_max_memory", lambda d: ["layers", sample("mlp"), "--max-memory", ""], (2,), "--max-memory ''"),
         Case("tolerance_without_a_name", lambda d: ["diff", sample("mlp"), sample("mlp"), "--atol", ":1"], (2,), "no tensor name"),
         Case("tolerance_given_twice", lambda d: ["diff", sample("mlp"), sample("mlp"), "--atol", "1e-3", "--atol", "1e-4"], (2,),

@@ -170,3 +170,26 @@ def test_the_reference_device_is_named_as_the_flag_it_came_from(monkeypatch, arg
     with pytest.raises(OnnxProbeError) as e:
         call(str(sample_path("mlp")), **kw)
     assert e.value.cli_message.startswith(words) and str(e.value) == f"{param} ({args[1]}) {e.value.cli_message[len(args[1]) + 1:]}"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["layers", "MLP", "--seed", "-1"], "--seed -1: seeds are non-negative integers"),
+    (["layers", "MLP", "--int-range", "5:5"], "--int-range 5:5: LOW must be below HIGH"),
+    (["layers", "MLP", "--runtime-option", "A=B"], "--runtime-option: ort takes none"),
+    (["layers", "MLP", "--range", ""], "--range '': expected 'START:END'"),
+    (["grad", "MLP", "--loss", "foo"], "--loss 'foo': choose one of"),
+    (["grad", "MLP", "--loss", "mse"], "--loss mse needs target (--target FILE.npy)"),
+    (["grad", "MLP", "--loss-output", "nope"], "--loss-output 'nope': not an output of the model"),
+])
+def test_a_bad_setting_names_the_flag_alone_on_the_command_line(args, words):
+    """The API's messages name its parameter and the flag ("seed (--seed) -1: ..."); on the command line the
+    parameter is a name the user never typed: the flag alone, for every setting (QA found --vs-device's;
+    --seed, --int-range, --loss and the others said 'seed (--seed)' too)."""
+    from typer.testing import CliRunner
+
+    from conftest import sample_path
+    from onnxprobe.cli.main import app
+
+    r = CliRunner().invoke(app, [str(sample_path("mlp")) if a == "MLP" else a for a in args])
+    assert r.exit_code == 2 and r.output.startswith(f"onnxprobe: error: {words}"), r.output
+    assert len(r.output.strip().splitlines()) == 1

@@ -21,7 +21,7 @@ from onnxprobe.api.grad import GradResult, GradRow, body_left_out, grad_probes
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
 from onnxprobe.api.inputs import as_config, as_ray, as_selection
 from onnxprobe.autodiff.select import weight_value
-from onnxprobe.errors import OnnxProbeError, UsageError
+from onnxprobe.errors import OnnxProbeError, UsageError, setting_error
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection
 from onnxprobe.runtime import feeds as _feeds
@@ -111,7 +111,7 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
     ``inputs_from``: ``FILE.py:FUNC`` or, from Python, feed dicts in memory (as ``layers_dataset``).
     ``result.arrays``: the weight gradients. ``ray``: the samples shared out to Ray actors."""
     if reduce not in REDUCE:
-        raise UsageError(f"reduce (--reduce) {reduce!r}: choose sum or mean")
+        raise setting_error(UsageError, ("reduce", "--reduce"), f"{reduce!r}: choose sum or mean")
     spec, selection, config = as_spec(spec) or GradSpec(), as_selection(selection), as_config(config)
     if spec.extra is not None:
         raise UsageError(f"a dataset: {'--target' if spec.loss == 'mse' else '--labels' if spec.loss == 'cross-entropy' else '--output-grad'} "

@@ -14,7 +14,7 @@ from onnxprobe.autodiff.engine import attach_backward
 from onnxprobe.autodiff.hoist import hoist_constants
 from onnxprobe.autodiff.loss import KINDS, attach_loss
 from onnxprobe.autodiff.select import named_targets, targets
-from onnxprobe.errors import ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UsageError, first_line
+from onnxprobe.errors import ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UsageError, first_line, setting_error
 from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.ops import canonical
@@ -64,7 +64,7 @@ class GradSpec:
                                     if getattr(self, k) is not None and not isinstance(getattr(self, k), (np.ndarray, str, os.PathLike)))
         self.target, self.labels, self.output_grad = (_array(v) for v in (self.target, self.labels, self.output_grad))
         if self.loss in EXTRA_FLAG and self.extra is None:
-            raise UsageError(f"loss (--loss) {self.loss} needs {EXTRA_FIELD[self.loss]} ({EXTRA_FLAG[self.loss]} FILE.npy)")
+            raise setting_error(UsageError, ("loss", "--loss"), f"{self.loss} needs {EXTRA_FIELD[self.loss]} ({EXTRA_FLAG[self.loss]} FILE.npy)")
         if self.output is not None and not isinstance(self.output, str):
             raise UsageError(f"GradSpec output: expected an output name, got {type(self.output).__name__}")
         self.wrt = tuple(as_names(self.wrt, "GradSpec wrt"))
@@ -99,7 +99,7 @@ def _check_loss_flags(loss: str, target, labels, output_grad) -> str:
             raise UsageError("output_grad (--output-grad) gives dL/dy directly: it replaces loss (--loss)")
         loss = "output-grad"
     if loss not in KINDS:
-        raise UsageError(f"loss (--loss) {loss!r}: choose one of {', '.join(k for k in KINDS if k != 'output-grad')}")
+        raise setting_error(UsageError, ("loss", "--loss"), f"{loss!r}: choose one of {', '.join(k for k in KINDS if k != 'output-grad')}")
     for kind, value in (("mse", target), ("cross-entropy", labels)):
         if value is not None and loss != kind:
             raise UsageError(f"{EXTRA_FIELD[kind]} ({EXTRA_FLAG[kind]}) goes with loss (--loss) {kind}")
@@ -148,7 +148,7 @@ def _pick_output(model: onnx.ModelProto, name: str | None) -> str:
             raise UsageError("the model has no outputs")
         return outs[0]
     if name not in outs:
-        raise UsageError(f"output (--loss-output) {name!r}: not an output of the model; its outputs are: {', '.join(outs)}")
+        raise setting_error(UsageError, ("output", "--loss-output"), f"{name!r}: not an output of the model; its outputs are: {', '.join(outs)}")
     return name
 
 

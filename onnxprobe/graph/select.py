@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, constant_tensors, walk
@@ -71,7 +71,7 @@ class Selection:
         if self.range is not None and not isinstance(self.range, str):
             raise UsageError(f"Selection range={clean(repr(self.range))[:60]}: expected 'START:END', e.g. '10:40'")
         if self.range is not None and not self.range.strip():  # '' is no range: not the default, silently
-            raise UsageError("range (--range) '': expected 'START:END', e.g. '10:40'")
+            raise setting_error(UsageError, ("range", "--range"), "'': expected 'START:END', e.g. '10:40'")
         for what in ("all", "include_constants"):  # "no" would select everything by its truth
             object.__setattr__(self, what, check_bool(getattr(self, what), f"Selection {what}"))
 

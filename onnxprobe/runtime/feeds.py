@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import onnx
 
-from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError
+from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError, setting_error
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.runtime.arrays import Position, by_position, check_fits, literal, literal_as, read_array
 from onnxprobe.text import clean, quote
@@ -157,7 +157,7 @@ def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generat
         info = np.iinfo(dtype)
         lo, hi = max(lo, int(info.min)), min(hi, int(info.max) + 1)
         if lo >= hi:
-            raise UsageError(f"int_range (--int-range) {int_range[0]}:{int_range[1]}: no value of dtype {dtype} lies in it")
+            raise setting_error(UsageError, ("int_range", "--int-range"), f"{int_range[0]}:{int_range[1]}: no value of dtype {dtype} lies in it")
         return rng.integers(lo, hi, size=shape).astype(dtype)
     if dtype.kind == "b":
         return rng.random(shape) < 0.5
@@ -330,10 +330,10 @@ def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np
 def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
     spec = spec or InputSpec()
     if spec.seed < 0:
-        raise UsageError(f"seed (--seed) {spec.seed}: seeds are non-negative integers")
+        raise setting_error(UsageError, ("seed", "--seed"), f"{spec.seed}: seeds are non-negative integers")
     lo, hi = spec.int_range
     if lo >= hi:
-        raise UsageError(f"int_range (--int-range) {lo}:{hi}: LOW must be below HIGH")
+        raise setting_error(UsageError, ("int_range", "--int-range"), f"{lo}:{hi}: LOW must be below HIGH")
     specs = model_inputs(model)
     spec = named_files(spec, [s.name for s in specs])
     given = given_values(specs, spec)

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from onnxprobe.errors import ExecutionError, MissingExtra, UsageError, first_line
+from onnxprobe.errors import ExecutionError, MissingExtra, UsageError, first_line, setting_error
 
 ATTEMPTS = 3  # sends of one batch (Ray's own retry included in the first)
 WAIT_EXIT_S = 10.0  # how long the processes of a local cluster get to exit after ray.shutdown()
@@ -48,11 +48,11 @@ class RayOptions:
         w = self.workers
         if w is not None:
             if not isinstance(w, numbers.Integral) or isinstance(w, bool) or w < 1:
-                raise UsageError(f"workers (--ray-workers) {w!r}: give a whole number of actors, at least 1")
+                raise setting_error(UsageError, ("workers", "--ray-workers"), f"{w!r}: give a whole number of actors, at least 1")
             object.__setattr__(self, "workers", int(w))  # frozen
         if self.address is not None:
             if not isinstance(self.address, str):
-                raise UsageError(f"address (--ray-address) {self.address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
+                raise setting_error(UsageError, ("address", "--ray-address"), f"{self.address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
             check_address(self.address)
 
 

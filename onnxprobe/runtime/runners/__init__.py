@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, setting_error
 
 if TYPE_CHECKING:  # onnx costs a second to import: the OpenVINO worker, a package module, never needs it
     import onnx
@@ -59,7 +59,7 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
         check_options_used([runtime], options)
         options = options_for(runtime, options)
     if options and runtime not in TAKES_OPTIONS:
-        raise UsageError(f"runtime_options (--runtime-option): {runtime} takes none ({SETTINGS[runtime]})")
+        raise setting_error(UsageError, ("runtime_options", "--runtime-option"), f": {runtime} takes none ({SETTINGS[runtime]})")
     if runtime == "ort":
         from onnxprobe.runtime.runners.ort import OrtRunner
 

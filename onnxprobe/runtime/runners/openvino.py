@@ -170,7 +170,7 @@ class OpenVinoRunner(HostStatsRunner):
         reply = self.worker.request(op="device", device=self.device, config=self.options)
         base = self.device.split(":")[0].split(".")[0]
         if base not in ("AUTO", "HETERO", "MULTI", "BATCH") and base not in reply["devices"]:
-            raise UsageError(f"device (--device) {self.device}: OpenVINO has no such device here (it sees: {', '.join(reply['devices'])})")
+            raise setting_error(UsageError, ("device", "--device"), f"{self.device}: OpenVINO has no such device here (it sees: {', '.join(reply['devices'])})")
         if reply.get("option_error"):
             given = ", ".join(f"{k}={v}" for k, v in self.options.items())
             raise UsageError(f"--runtime-option {given}: OpenVINO {self.device} refuses it: {reply['option_error']}")
