@@ -330,7 +330,7 @@ def _cases() -> list[Case]:
         Case("grad_with_vs", lambda d: ["diff", sample("mlp"), "--grad", "--vs-reference"], (2,), "two models"),
         Case("inputs_dir_with_input", lambda d: ["layers", sample("mlp"), "--inputs-dir", str(d), "--input", "x=1"], (2,), "--inputs-dir"),
         Case("inputs_dir_empty", lambda d: ["layers", sample("mlp"), "--inputs-dir", str(d)], (2,), "no .npz"),
-        Case("target_without_mse", lambda d: ["grad", sample("mlp"), "--target", _npy(d, "t", (4, 8))], (2,), "target (--target) goes with loss (--loss) mse"),
+        Case("target_without_mse", lambda d: ["grad", sample("mlp"), "--target", _npy(d, "t", (4, 8))], (2,), "--target goes with --loss mse"),
         Case("mse_without_target", lambda d: ["grad", sample("mlp"), "--loss", "mse"], (2,), "--target"),
         Case("loss_bogus", lambda d: ["grad", sample("mlp"), "--loss", "hinge"], (2,), "--loss"),
         Case("labels_out_of_range", lambda d: _classifier(d, np.array([7, 1], np.int64)), (2,), "class"),

@@ -180,8 +180,9 @@ def test_the_reference_device_is_named_as_the_flag_it_came_from(monkeypatch, arg
     (["grad", "MLP", "--loss", "foo"], "--loss 'foo': choose one of"),
     (["grad", "MLP", "--loss", "mse"], "--loss mse needs target (--target FILE.npy)"),
     (["grad", "MLP", "--loss-output", "nope"], "--loss-output 'nope': not an output of the model"),
+    (["grad", "MLP", "--loss", "mse", "--output-grad", "DY"], "--output-grad gives dL/dy directly: it replaces --loss"),
 ])
-def test_a_bad_setting_names_the_flag_alone_on_the_command_line(args, words):
+def test_a_bad_setting_names_the_flag_alone_on_the_command_line(tmp_path, args, words):
     """The API's messages name its parameter and the flag ("seed (--seed) -1: ..."); on the command line the
     parameter is a name the user never typed: the flag alone, for every setting (QA found --vs-device's;
     --seed, --int-range, --loss and the others said 'seed (--seed)' too)."""
@@ -190,6 +191,7 @@ def test_a_bad_setting_names_the_flag_alone_on_the_command_line(args, words):
     from conftest import sample_path
     from onnxprobe.cli.main import app
 
-    r = CliRunner().invoke(app, [str(sample_path("mlp")) if a == "MLP" else a for a in args])
+    np.save(tmp_path / "dy.npy", np.ones((1, 4), np.float32))
+    r = CliRunner().invoke(app, [str(sample_path("mlp")) if a == "MLP" else str(tmp_path / "dy.npy") if a == "DY" else a for a in args])
     assert r.exit_code == 2 and r.output.startswith(f"onnxprobe: error: {words}"), r.output
     assert len(r.output.strip().splitlines()) == 1

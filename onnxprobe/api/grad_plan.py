@@ -96,13 +96,17 @@ def _check_loss_flags(loss: str, target, labels, output_grad) -> str:
     together. Checked before any file is read."""
     if output_grad is not None:
         if loss not in ("sum", "output-grad"):
-            raise UsageError("output_grad (--output-grad) gives dL/dy directly: it replaces loss (--loss)")
+            e = UsageError("output_grad (--output-grad) gives dL/dy directly: it replaces loss (--loss)")
+            e.cli_message = "--output-grad gives dL/dy directly: it replaces --loss"
+            raise e
         loss = "output-grad"
     if loss not in KINDS:
         raise setting_error(UsageError, ("loss", "--loss"), f"{loss!r}: choose one of {', '.join(k for k in KINDS if k != 'output-grad')}")
     for kind, value in (("mse", target), ("cross-entropy", labels)):
         if value is not None and loss != kind:
-            raise UsageError(f"{EXTRA_FIELD[kind]} ({EXTRA_FLAG[kind]}) goes with loss (--loss) {kind}")
+            e = UsageError(f"{EXTRA_FIELD[kind]} ({EXTRA_FLAG[kind]}) goes with loss (--loss) {kind}")
+            e.cli_message = f"{EXTRA_FLAG[kind]} goes with --loss {kind}"
+            raise e
     return loss
 
 
