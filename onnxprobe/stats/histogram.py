@@ -113,7 +113,8 @@ def _ldexp(m: float, e: int) -> float:
 
 
 def binned(a, bins: int = 40, weights=None) -> dict:
-    """Counts of the finite values of ``a`` in ``bins`` equal bins over their range, for a chart:
+    """Counts of the finite values of ``a`` in ``bins`` equal bins over their range (one bin per distinct
+    value where the range holds fewer float64 steps than that), for a chart:
     {"edges", "counts", "count", "nan", "inf"} (``weights``: a count per value, for bucket middles)."""
     x = np.asarray(a, dtype=np.float64).reshape(-1)
     w = None if weights is None else np.asarray(weights, dtype=np.float64).reshape(-1)
@@ -132,7 +133,16 @@ def binned(a, bins: int = 40, weights=None) -> dict:
     # a range past float64's (-1e308 to 1e308) has no finite bin width: bin a quarter of each value (exact,
     # a power of two) and scale the edges back
     scale = 1.0 if np.isfinite(hi - lo) else 4.0
-    counts, edges = np.histogram(xf / scale, bins=bins, range=(lo / scale, hi / scale), weights=wf)
+    edges = np.linspace(lo / scale, hi / scale, bins + 1)
+    if not np.all(edges[:-1] < edges[1:]):  # a range of fewer float64 steps than bins (1 and 1 + 2^-52, 1e10
+        # + noise, int64 near 2^62 read as float64): numpy refuses it; one bin per distinct value instead,
+        # [v_i, v_i+1), the last closed at the next float64 up (at most ``bins`` of them here)
+        u = np.unique(xf / scale)
+        with np.errstate(over="ignore"):
+            top = np.nextafter(u[-1], np.inf)
+        edges = np.append(u, top) if np.isfinite(top) else u  # (lo < hi: u holds two values at least)
+        edges = np.unique(np.linspace(lo / scale, hi / scale, bins + 1)) if edges.size > bins + 1 else edges
+    counts, edges = np.histogram(xf / scale, bins=edges, weights=wf)
     edges = edges * scale
     return {"edges": [float(e) for e in edges], "counts": [int(round(c)) for c in counts],
             "count": int(xf.size if wf is None else wf.sum()), "nan": nan, "inf": inf}
