@@ -54,3 +54,40 @@ def test_layers_html_of_a_one_ulp_float64_range(tmp_path):
     r = runner.invoke(app, ["layers", str(path), "--input", "x=[1.0, 1.0000000000000002]", "--html", str(tmp_path / "r.html")])
     assert r.exit_code == 0 and "internal error" not in r.output, r.output
     assert (tmp_path / "r.html").stat().st_size > 0
+
+
+def test_debugger_show_draws_uint64_near_2_to_the_64(tmp_path):
+    """show's histogram binned uint64 values near 2^64 as float64 (np.arange over one rounded value: no
+    bin, "max() arg is an empty sequence"): integer bins are taken in the integers."""
+    path = identity(tmp_path, TensorProto.UINT64, 4)
+    f = tmp_path / "s.txt"
+    vals = [2 ** 64 - 1 - k for k in range(4)]
+    f.write_text(f"input x {vals}\nrun\nshow y\n")
+    r = runner.invoke(app, ["debug", str(path), "--script", str(f)])
+    assert r.exit_code == 0 and "internal error" not in r.output, r.output
+    for v in vals:  # a bin of its own, labelled with its exact value
+        assert f"{v} │" in r.output, r.output
+
+
+def _bins(values):
+    from onnxprobe.session.render import histogram
+
+    rows = [ln for ln in histogram(np.asarray(values)).plain.splitlines() if "│" in ln]
+    return [(ln.split("│")[0].strip(), int(ln.split()[-1])) for ln in rows]
+
+
+def test_histogram_labels_tell_bins_apart_and_count_exactly():
+    """int64 2^62 + k read the same label on every bin with 14 of 16 bins empty (float64 edges); float64
+    1 and 1 + 2^-52 read `1 … 1`. The labels now differ and the counts match the exact integers."""
+    k = np.arange(100)
+    rows = _bins((2 ** 62 + k).astype(np.int64))
+    labels = [lab for lab, _ in rows]
+    assert len(set(labels)) == len(labels) and all(c > 0 for _, c in rows)
+    for lab, c in rows:  # each bin's count is the number of integers in its exact [low, high]
+        low, high = (int(t) for t in lab.split(" … "))
+        assert c == sum(low <= 2 ** 62 + int(i) <= high for i in k)
+    assert sum(c for _, c in rows) == 100
+    rows = _bins([1.0, 1.0000000000000002])
+    assert [lab for lab, _ in rows] == ["1", "1.0000000000000002"] and [c for _, c in rows] == [1, 1]
+    rows = _bins(np.array([-2 ** 63, 2 ** 63 - 1], np.int64))  # the whole int64 range: exact offsets too
+    assert sum(c for _, c in rows) == 2 and rows[0][1] == 1 and rows[-1][1] == 1

@@ -36,28 +36,21 @@ def histogram(values: np.ndarray, bins: int = 16, width: int = 40, log: bool = F
         a = a.astype(np.int8)
     if a.dtype.kind not in "iuf":
         return Text(f"(no histogram for dtype {a.dtype})", style="dim")
-    x = a.astype(np.float64, copy=False).ravel()
-    finite = x[np.isfinite(x)]
     out = Text()
-    skipped = x.size - finite.size
-    if finite.size == 0:
-        out.append(f"(no finite values to draw: {x.size} values, all NaN or Inf)", style="dim")
-        return out
-    lo, hi = float(finite.min()), float(finite.max())
-    bins = max(1, min(bins, int(math.ceil(math.sqrt(finite.size))) + 1))
-    integer = a.dtype.kind in "iu" or bool(np.all(finite == np.round(finite)))
-    if integer and hi - lo + 1 <= max(bins, 2) * 2 and a.dtype.kind in "iu":
-        edges = np.arange(lo, hi + 2) - 0.5
-        labels = [f"{int(e + 0.5)}" for e in edges[:-1]]
-    elif lo == hi:
-        edges = np.array([lo - 0.5, hi + 0.5]) if lo == 0 else np.array([lo - abs(lo) * 1e-6, hi + abs(hi) * 1e-6])
-        labels = [f"{num(lo, 15 if a.dtype == np.float64 else spread_digits(lo, hi))}"]  # 10000.5, as the statistics
+    if a.dtype.kind in "iu":
+        finite = a.ravel()
+        if finite.size:
+            labels, counts = _int_bins(finite, max(1, min(bins, int(math.ceil(math.sqrt(finite.size))) + 1)))
     else:
-        edges = np.linspace(lo, hi, bins + 1)
-        # enough digits to tell the edges apart: the magnitude over a bin's width, plus one (at least four)
-        d = max(4, min(10, math.ceil(math.log10(max(abs(lo), abs(hi)) / ((hi - lo) / bins))) + 1))
-        labels = [f"{num(float(edges[i]), d)} … {num(float(edges[i + 1]), d)}" for i in range(len(edges) - 1)]
-    counts, _ = np.histogram(finite, bins=edges)
+        x = a.astype(np.float64, copy=False).ravel()
+        finite = x[np.isfinite(x)]
+        if finite.size:
+            labels, counts = _float_bins(finite, max(1, min(bins, int(math.ceil(math.sqrt(finite.size))) + 1)),
+                                         17 if a.dtype == np.float64 else 10)
+    skipped = a.size - finite.size
+    if finite.size == 0:
+        out.append(f"(no finite values to draw: {a.size} values, all NaN or Inf)", style="dim")
+        return out
     peak = int(counts.max()) if counts.size else 0
     lw = max(len(s) for s in labels)
     cw = len(str(peak))
@@ -72,6 +65,48 @@ def histogram(values: np.ndarray, bins: int = 16, width: int = 40, log: bool = F
         note += f"; {skipped} NaN/Inf not drawn"
     out.append(note, style="dim")
     return out
+
+
+def _int_bins(v: np.ndarray, bins: int) -> tuple[list[str], np.ndarray]:
+    """Bins of an integer tensor taken in the integers: one per integer over a small range, else bins of
+    one integer width from the exact min (in float64, uint64 near 2^64 rounded to one value and left no
+    bin; int64 near 2^62 filled 2 of 16 bins under labels that all read the same)."""
+    lo, hi = int(v.min()), int(v.max())
+    span = hi - lo + 1
+    w = 1 if span <= max(bins, 2) * 2 else -(-span // bins)
+    # v - lo in uint64: exact for any pair of int64 or uint64 values (the int64 difference wraps modulo 2^64)
+    u = v.astype(np.uint64) if v.dtype.kind == "u" else v.astype(np.int64).view(np.uint64)
+    idx = (u - np.uint64(lo % 2 ** 64)) // np.uint64(w)
+    counts = np.bincount(idx.astype(np.int64), minlength=-(-span // w))
+    if w == 1:
+        return [str(lo + i) for i in range(counts.size)], counts
+    # enough digits to tell the edges apart: the magnitude over a bin's width, plus one; past float64's
+    # 15, the integers themselves
+    d = max(4, math.ceil(math.log10(max(abs(lo), abs(hi), 1) / w)) + 1)
+    label = (lambda e: num(float(e), d) if d <= 15 else str(e))
+    return [f"{label(lo + i * w)} … {label(min(hi, lo + (i + 1) * w - 1))}" for i in range(counts.size)], counts
+
+
+def _float_bins(x: np.ndarray, bins: int, most: int) -> tuple[list[str], np.ndarray]:
+    """Equal bins of finite float values (``most``: the significant digits the type holds), or one bin per
+    distinct value where their range holds fewer float64 steps than bins (1 and 1 + 2^-52 read `1 … 1`)."""
+    lo, hi = float(x.min()), float(x.max())
+    edges = np.linspace(lo, hi, bins + 1)
+    if lo == hi:
+        return [f"{num(lo, 15 if most > 10 else spread_digits(lo, hi))}"], np.array([x.size])  # 10000.5, as the statistics
+    if not np.all(edges[:-1] < edges[1:]):
+        u, counts = np.unique(x, return_counts=True)
+        return [_shortest(float(e)) for e in u], counts
+    # enough digits to tell the edges apart: the magnitude over a bin's width, plus one (at least four)
+    d = max(4, min(most, math.ceil(math.log10(max(abs(lo), abs(hi)) / ((hi - lo) / bins))) + 1))
+    counts, _ = np.histogram(x, bins=edges)
+    return [f"{num(float(edges[i]), d)} … {num(float(edges[i + 1]), d)}" for i in range(len(edges) - 1)], counts
+
+
+def _shortest(v: float) -> str:
+    """The shortest digits that read back as ``v`` (1.0000000000000002), without a trailing '.0'."""
+    s = repr(v)
+    return s[:-2] if s.endswith(".0") else s
 
 
 def stats_line(s: TensorStats | None, compact: bool = False) -> Text:
