@@ -91,3 +91,16 @@ def test_histogram_labels_tell_bins_apart_and_count_exactly():
     assert [lab for lab, _ in rows] == ["1", "1.0000000000000002"] and [c for _, c in rows] == [1, 1]
     rows = _bins(np.array([-2 ** 63, 2 ** 63 - 1], np.int64))  # the whole int64 range: exact offsets too
     assert sum(c for _, c in rows) == 2 and rows[0][1] == 1 and rows[-1][1] == 1
+
+
+def test_float64_offset_rows_show_up_to_17_digits(tmp_path):
+    """The table read `1e+10  1e+10  1e+10` for 1e10 and 1e10 + 2e-5: the spread's digits were capped at
+    ten; float64 tensors get up to 17, so min, max and mean read back as numpy's values."""
+    path = identity(tmp_path, TensorProto.DOUBLE, 2)
+    x = np.array([1e10, 1e10 + 2e-5])
+    r = runner.invoke(app, ["layers", str(path), "--input", f"x={x.tolist()}", "--columns", "tensor,min,max,mean"],
+                      env={"COLUMNS": "160"})
+    assert r.exit_code == 0, r.output
+    row = next(ln.split() for ln in r.output.splitlines() if ln.split()[:1] == ["y"])
+    lo, hi, mean = (float(v) for v in row[1:4])
+    assert lo == x.min() and hi == x.max() and lo < mean < hi and abs(mean - x.mean()) <= 1e-6

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.console import phrased
-from onnxprobe.report.format import dtype, no_values, num, op, shape, spread_digits
+from onnxprobe.report.format import dtype, no_values, num, op, shape, spread_digits, type_digits
 from onnxprobe.report.table import Column, Table
 from onnxprobe.stats.status import values_status
 from onnxprobe.text import duration
@@ -118,7 +118,7 @@ def _cells(r: dict) -> tuple[list[str], list]:
         # '…_output_0' next to it; 'logx' of node 'log' stays 'logx'
         tensor = "…" + tensor[len(r["node"]):]
     ran = bool(r.get("count"))
-    digits = spread_digits(r.get("min"), r.get("max"))  # min, max and mean told apart on offset data
+    digits = spread_digits(r.get("min"), r.get("max"), most=type_digits(r.get("dtype")))  # told apart on offset data
     if r.get("dtype") == "float64" and r.get("min") is not None and r.get("min") == r.get("max"):
         digits = 15  # a float64 constant: its own digits, not float32's seven
     extreme = (lambda v: exact_int(v) if _integer(r.get("dtype")) else num(v, digits))  # 32767, not 3.277e+04

@@ -13,7 +13,7 @@ import math
 import numpy as np
 from rich.text import Text
 
-from onnxprobe.report.format import no_values, num, safe, shape as fmt_shape, spread_digits
+from onnxprobe.report.format import no_values, num, safe, shape as fmt_shape, spread_digits, type_digits
 from onnxprobe.report.table import Column, Table
 from onnxprobe.api import TensorStats
 
@@ -109,7 +109,7 @@ def _shortest(v: float) -> str:
     return s[:-2] if s.endswith(".0") else s
 
 
-def stats_line(s: TensorStats | None, compact: bool = False) -> Text:
+def stats_line(s: TensorStats | None, compact: bool = False, dtype=None) -> Text:
     t = Text()
     if s is None:
         t.append("no statistics (non-numeric tensor)", style="dim")
@@ -118,7 +118,7 @@ def stats_line(s: TensorStats | None, compact: bool = False) -> Text:
         t.append("empty (no element: a dimension of size 0)", style="dim")
         return t
     # no finite value (all NaN or Inf): '-' for every statistic of the finite values, as the layers table shows
-    digits = spread_digits(s.min, s.max)  # min, max and mean told apart on offset data, as in the layers table
+    digits = spread_digits(s.min, s.max, most=type_digits(dtype))  # told apart on offset data, as in the layers table
     value = (lambda v, d=digits: num(v, d) if s.finite and v is not None and math.isfinite(v) else "-")
     parts = [("count", str(s.count)), ("min", value(s.min)), ("max", value(s.max)), ("mean", value(s.mean)),
              ("std", value(s.std, 4)), ("abs_mean", value(s.abs_mean)), ("zeros", f"{num(s.zero_fraction * 100, 3)}%" if math.isfinite(s.zero_fraction) else "-")]
@@ -168,7 +168,7 @@ def tensor_table(rows: list[dict], width: int = 120, link: str = "from / to") ->
         ran = s is not None and s.count > 0
         fin = ran and s.finite > 0
         shp = fmt_shape(r.get("shape")) if r.get("shape") is not None or r.get("known") else "?"
-        d = spread_digits(s.min, s.max) if fin else 4  # min, max and mean told apart on offset data, as in layers
+        d = spread_digits(s.min, s.max, most=type_digits(r.get("dtype"))) if fin else 4  # told apart on offset data, as in layers
         cells = [
             r.get("role", ""), r["name"], shp, r.get("dtype") or "?",
             num(s.min, d) if fin else ("-" if s is None or s.count else no_values(r.get("shape"))),

@@ -55,7 +55,7 @@ def cmd_run(env: Env, args: list[str]):
             line = Text(f"{label}output ")
             line.append(safe(o), style="bold")
             line.append(f" [{fmt_shape(t.results.shapes.get(o))}]  ")
-            line.append_text(render.stats_line(t.results.stats.get(o), compact=True))
+            line.append_text(render.stats_line(t.results.stats.get(o), compact=True, dtype=t.index.refs[o].dtype))
             out.append(line)
         if len(outs) > MAX_OUTPUT_LINES:
             out.append(Text(f"{label}… and {len(outs) - MAX_OUTPUT_LINES} more outputs (stats lists them)", style="dim"))
@@ -136,7 +136,7 @@ def cmd_show(env: Env, args: list[str]):
     if note:
         out.append(Text(safe(note), style="dim"))
     numeric = value.dtype.kind in "biuf"
-    out.append(render.stats_line(api.TensorStats.from_array(value) if numeric else None))
+    out.append(render.stats_line(api.TensorStats.from_array(value) if numeric else None, dtype=value.dtype))
     label = "values" + (f"{format_slice(index)} → [{fmt_shape(np.shape(part))}]" if index is not None else "")
     out.append(Text(label + ":", style="bold"))
     threshold = sys.maxsize if full else (256 if index is not None else 64)
