@@ -104,3 +104,90 @@ def test_float64_offset_rows_show_up_to_17_digits(tmp_path):
     row = next(ln.split() for ln in r.output.splitlines() if ln.split()[:1] == ["y"])
     lo, hi, mean = (float(v) for v in row[1:4])
     assert lo == x.min() and hi == x.max() and lo < mean < hi and abs(mean - x.mean()) <= 1e-6
+
+
+def _exact_std(values) -> float:
+    """numpy's population std of Python ints, exactly (float64 rounds 2^64 - 1 - k to 2^64)."""
+    from fractions import Fraction
+
+    v = [int(a) for a in values]
+    m = Fraction(sum(v), len(v))
+    return float(sum((Fraction(a) - m) ** 2 for a in v) / len(v)) ** 0.5
+
+
+def test_uint64_extremes_are_exact_and_never_past_the_type(tmp_path):
+    """uint64 2^64 - 1 - k reported max 2^64 + 4096, above UINT64_MAX and every value (float64 rounding,
+    then one ulp up to keep distinct values from reading as a constant). On the host the extremes are
+    the exact integers; in the graph they stay within the type."""
+    from onnxprobe.stats.tensor_stats import TensorStats
+
+    x = np.array([2 ** 64 - 1 - k for k in range(1000)], np.uint64)
+    st = TensorStats.from_array(x)
+    assert (st.min, st.max) == (int(x.min()), int(x.max())) == (2 ** 64 - 1000, 2 ** 64 - 1)
+    assert st.std == pytest.approx(_exact_std(x), rel=1e-9) and st.min <= st.mean <= st.max
+    i = (2 ** 62 + np.array([1, 3, 5])).astype(np.int64)
+    st = TensorStats.from_array(i)
+    assert (st.min, st.max) == (2 ** 62 + 1, 2 ** 62 + 5) and st.std == pytest.approx(_exact_std(i), rel=1e-12)
+    # the layers JSON: an intermediate tensor (summarised on the host) exact, the model output (in the graph)
+    # within uint64 and no more than an ulp of float64 from the values
+    m = make_model([helper.make_node("Identity", ["x"], ["t"], name="a"), helper.make_node("Identity", ["t"], ["y"], name="b")],
+                   [helper.make_tensor_value_info("x", TensorProto.UINT64, [1000])],
+                   [helper.make_tensor_value_info("y", TensorProto.UINT64, [1000])])
+    onnx.save(m, tmp_path / "u.onnx")
+    np.save(tmp_path / "x.npy", x)
+    r = runner.invoke(app, ["layers", str(tmp_path / "u.onnx"), "--all", "--input", f"x={tmp_path / 'x.npy'}", "--json", "-",
+                            "--no-cache"])
+    assert r.exit_code == 0, r.output
+    rows = {t["name"]: t for t in json.loads(r.output)["tensors"]}
+    assert (rows["t"]["min"], rows["t"]["max"]) == (2 ** 64 - 1000, 2 ** 64 - 1), rows["t"]
+    for t in rows.values():
+        assert 0 <= t["min"] <= t["max"] <= 2 ** 64 - 1 and t["max"] >= 2 ** 64 - 1000 - 2048, t
+        assert t["std"] == pytest.approx(_exact_std(x), rel=1e-6), t
+
+
+def test_percentiles_stay_within_exact_integer_extremes():
+    from onnxprobe.stats.histogram import Histogram
+
+    x = np.array([2 ** 64 - 1 - k for k in range(1000)], np.uint64)
+    h = Histogram.from_array(x)
+    for q in (0.01, 50, 99.99):
+        p = h.percentile(q, 2 ** 64 - 1000, 2 ** 64 - 1)
+        assert 2 ** 64 - 1000 <= p <= 2 ** 64 - 1, (q, p)
+
+
+def test_merged_int64_parts_of_one_rounded_value_keep_their_spread():
+    """Batches full(4, 2^62) and full(4, 2^62 + 1), or Loop iterations of such values, merged: min and max
+    round to one float64, and the merge read them as a constant (std 0; numpy: 0.5)."""
+    from onnxprobe.stats.moments import Moments
+    from onnxprobe.stats.tensor_stats import COL, ROW, TensorStats
+
+    a, b = np.full(4, 2 ** 62, np.int64), np.full(4, 2 ** 62 + 1, np.int64)
+    want = _exact_std(np.concatenate([a, b]))
+    assert want == 0.5
+    sa, sb = TensorStats.from_array(a), TensorStats.from_array(b)
+    assert sa.std == 0 and sb.std == 0
+    assert sa.merge(sb).std == want and sb.merge(sa).std == want
+    assert Moments.from_stats(sa).merge(Moments.from_stats(sb)).stats().std == want
+    # rows as the graph writes them (int64 centred in the integers about a float64 shift, extremes rounded)
+    rows = np.zeros((2, len(ROW)))
+    for r, v in zip(rows, (a, b)):
+        c = float(2 ** 62)
+        d = [int(e) - int(c) for e in v]
+        r[[COL["count"], COL["min"], COL["max"], COL["shift"], COL["sum_d"], COL["sumsq_d"], COL["sumabs"], COL["nonzero"], COL["unit"]]] = (
+            4, float(v[0]), float(v[0]), c, sum(d), sum(e * e for e in d), 4 * float(v[0]), 4, 1)
+    assert TensorStats.from_row(rows[0]).std == 0 and TensorStats.from_row(rows[1]).std == 0
+    assert TensorStats.from_rows(rows).std == want
+
+
+def test_constant_float_blocks_read_a_std_of_exactly_zero():
+    """The block form of a constant: its sums are exactly 0 about it, so that a merged constant reads a std
+    of 0 (a spread in the sums of equal extremes now means distinct integers)."""
+    from onnxprobe.stats.tensor_stats import BLOCK_PARTS, TensorStats
+
+    for v in (0.1, 1e17, -3.0, 0.0):
+        x = np.full((4, 256), v, np.float32)
+        m = x.mean(axis=1, dtype=np.float32)
+        parts = {"min": x.min(1), "max": x.max(1), "mean": m, "sum_d": (x - m[:, None]).sum(1), "sumsq_d": ((x - m[:, None]) ** 2).sum(1),
+                 "sumabs": np.abs(x).sum(1), "nonzero": (x != 0).sum(1).astype(np.float32)}
+        st = TensorStats.from_blocks(np.concatenate([parts[k] for k in BLOCK_PARTS]), 256)
+        assert st.std == 0 and st.merge(st).std == 0 and st.mean == float(np.float32(v))

@@ -204,9 +204,10 @@ class StatsBuilder(GraphBuilder):
         """For an int64 or uint64 tensor ``x`` (``f``: its flat float64 copy): (lo, hi, c, x - c) in float64,
         with c the midpoint rounded to a float64 and x - c taken in the integers (it wraps modulo 2^64 and
         reads back right as int64 while the range is under 2^62; past that, float64's rounding is far below
-        the spread and x - c is taken in float64). hi moves up an ulp where distinct values round to one
-        float64 (so the tensor does not read as constant: ``TensorStats._from_int64`` does the same).
-        None for any other type."""
+        the spread and x - c is taken in float64). lo and hi are rounded to float64 but kept in the type
+        (uint64's 2^64 - 1 rounds to 2^64: the largest float64 below it instead); distinct values that round
+        to one float64 keep their spread in the integer sums (``TensorStats.with_spread``; hi moved up an
+        ulp past every value, and past UINT64_MAX). None for any other type."""
         if elem_type not in WIDE_INTS:
             return None
         b, to = x, elem_type
@@ -224,6 +225,8 @@ class StatsBuilder(GraphBuilder):
         mid = self.node("Floor", [self.node("Add", [self.node("Mul", [lo, self.f64(0.5)], f"{b}.ilo2"),
                                                      self.node("Mul", [hi, self.f64(0.5)], f"{b}.ihi2")], f"{b}.imid_raw")], f"{b}.imid_f")
         c = self.node("Min", [mid, self.f64([top])], f"{b}.ishift")
+        lo = self.node("Min", [lo, self.f64([top])], f"{b}.imin.in")
+        hi = self.node("Min", [hi, self.f64([top])], f"{b}.imax.in")
         c_i = self.node("Cast", [c], f"{b}.ishift.int", to=to)
         d_i = self.node("Sub", [flat, c_i], f"{b}.id")
         if to == TensorProto.UINT64:
@@ -231,12 +234,6 @@ class StatsBuilder(GraphBuilder):
         d_int = self.node("Cast", [d_i], f"{b}.id.f64", to=TensorProto.DOUBLE)
         wide = self.node("Greater", [self.node("Sub", [hi, lo], f"{b}.irange"), self.f64(2.0 ** 61)], f"{b}.iwide")
         d = self.node("Where", [wide, self.node("Sub", [f, c], f"{b}.id_wide"), d_int], f"{b}.d_exact")
-        dlo = self.red("ReduceMin", d_int, f"{b}.idmin", keepdims=1)
-        dhi = self.red("ReduceMax", d_int, f"{b}.idmax", keepdims=1)
-        same = self.node("And", [self.node("Equal", [lo, hi], f"{b}.ilohi_eq"), self.node("Less", [dlo, dhi], f"{b}.id_spread")],
-                         f"{b}.irounded")
-        up = self.node("Add", [hi, self.node("Mul", [self.node("Abs", [hi], f"{b}.iabshi"), self.f64(2.0 ** -52)], f"{b}.iulp")], f"{b}.ihi_up")
-        hi = self.node("Where", [same, up, hi], f"{b}.imax.out")
         return lo, hi, c, d
 
     def _fast_parts(self, f: str, b: str, axes: list[int], row: int | None, elem: int,

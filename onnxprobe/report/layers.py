@@ -105,6 +105,8 @@ def _integer(dt) -> bool:
 def exact_int(v) -> str:
     """An integer tensor's extreme as the integer it is, where float64 holds it exactly (|v| < 2**53); the
     digits of ``num`` beyond that (int64's limits are not exact in the float64 statistics)."""
+    if isinstance(v, int) and not isinstance(v, bool):  # int64/uint64 extremes summarised on the host: exact
+        return str(v)
     if isinstance(v, (int, float)) and math.isfinite(v) and float(v).is_integer() and abs(v) < 2 ** 53:
         return str(int(v))
     return num(v)

@@ -85,7 +85,9 @@ class Histogram:
                 if b_lo > b_hi:  # a bucket beyond the data's extremes (they came from other rows): its edge
                     return b_hi if hi is not None and b_lo > hi else b_lo
                 frac = min(max((target - acc) / count, 0.0), 1.0)
-                return b_lo + frac * (b_hi - b_lo)
+                v = b_lo + frac * (b_hi - b_lo)  # rounded: int64 extremes near 2^64 (exact ints) round past them
+                v = max(v, lo) if lo is not None else v
+                return min(v, hi) if hi is not None else v
             acc += count
         return None
 

@@ -147,7 +147,7 @@ class Moments:
         s1 = float(sx - n * cu)  # Σ(x - c) for the rounded c
         s2 = float(m2 + (mean - cu) ** 2 * n)
         return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min, self.max, c, s1, s2,
-                           math.fsum(self.sumabs), unit)
+                           math.fsum(self.sumabs), unit).with_spread()  # int64 batches of one rounded value that differ
 
     def to_dict(self) -> dict:
         def f(v: float) -> float | None:
@@ -174,7 +174,7 @@ class Moments:
                 return default
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
                 raise ValueError("min/max must be finite numbers (null when there is none)")
-            return float(v)
+            return v if isinstance(v, int) else float(v)  # an int64 extreme as the exact integer it was written
 
         counts = []
         for k in ("count", "nan", "inf", "zeros"):

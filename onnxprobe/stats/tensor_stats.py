@@ -8,8 +8,10 @@ values near 1e20, near 1e-30, float16 tensors and attention-mask fills of -3.4e3
 ``x - c`` by the half-range before squaring where squares could overflow or underflow). float64 values
 past ``UNIT_RANGE`` keep the three sums in a ``unit`` near their magnitude (their squares overflow
 float64 past ~1.3e154 and underflow below ~1e-162), so every finite float64 has its statistics; int64
-and uint64 values take x - c in the integers (``_from_int64``). A single value, or a constant tensor,
-has a std of exactly 0.
+and uint64 values take x - c in the integers (``_from_int64``, whose extremes are the exact Python ints). A
+single value, or a constant tensor, has a std of exactly 0; int64 values that differ though min and max
+round to one float64 are ``distinct`` and keep the std of their exact integer sums (moving max an ulp up
+to say so put it past every value, and past UINT64_MAX near 2^64).
 
 The graph computes the row in float64 (``graph.stats_nodes``, layout ``ROW``); ``from_row`` reads it,
 ``from_array`` computes the same with numpy on the host. Two TensorStats merge by moving both to a
@@ -82,6 +84,7 @@ class TensorStats:
     s2: float = 0.0  # Σ (x - c)² over the finite values
     sumabs: float = 0.0  # Σ |x| over the finite values
     unit: float = 1.0  # s1, sumabs in units of this, s2 in its square (UNIT_RANGE; 1 for all but extreme float64)
+    distinct: bool = False  # values that differ though min == max (int64 past 2^53 rounded to one float64)
 
     @classmethod
     def from_row(cls, row: np.ndarray) -> "TensorStats":
@@ -95,10 +98,23 @@ class TensorStats:
         unit = float(r[COL["unit"]]) if r.size > COL["unit"] else 1.0
         if count - nonfinite <= 0:  # no finite value (an empty tensor's integer extremes are the type's limits)
             return cls(count=max(count, 0), nan=nan, inf=max(nonfinite - nan, 0), zeros=max(count - nonzero, 0))
-        return cls(count=count, nan=nan, inf=nonfinite - nan, zeros=count - nonzero,
-                   min=float(r[COL["min"]]), max=float(r[COL["max"]]), shift=float(r[COL["shift"]]),
-                   s1=float(r[COL["sum_d"]]), s2=float(r[COL["sumsq_d"]]), sumabs=float(r[COL["sumabs"]]),
-                   unit=unit if math.isfinite(unit) and unit > 0 else 1.0)
+        out = cls(count=count, nan=nan, inf=nonfinite - nan, zeros=count - nonzero,
+                  min=float(r[COL["min"]]), max=float(r[COL["max"]]), shift=float(r[COL["shift"]]),
+                  s1=float(r[COL["sum_d"]]), s2=float(r[COL["sumsq_d"]]), sumabs=float(r[COL["sumabs"]]),
+                  unit=unit if math.isfinite(unit) and unit > 0 else 1.0)
+        return out.with_spread()
+
+    def with_spread(self) -> "TensorStats":
+        """``distinct`` set where min == max but the sums hold a spread: every float row of a constant has
+        sums of exactly 0 about it (its shift is its value), so only integers that float64 rounds to one
+        value (int64 rows, centred in the integers; merged parts of 2^62 and 2^62 + 1) get here."""
+        if self.distinct or self.min != self.max or not self.finite or not (math.isfinite(self.s1) and math.isfinite(self.s2)):
+            return self
+        n = self.finite
+        if self.s2 / n - (self.s1 / n) ** 2 <= 0:
+            return self
+        return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min, self.max, self.shift, self.s1, self.s2,
+                           self.sumabs, self.unit, True)
 
     @classmethod
     def from_rows(cls, rows: np.ndarray) -> "TensorStats":
@@ -121,6 +137,9 @@ class TensorStats:
         ``needs_rerun`` catches."""
         lo, hi, m, r, q, a, nz = np.asarray(parts, np.float64).reshape(len(BLOCK_PARTS), -1)
         n = m.size * block
+        if m.size and lo.min() == hi.max() and math.isfinite(lo.min()):  # a constant: sums of exactly 0 about it
+            v = float(lo.min())  # (not float32 means' rounding, which ``with_spread`` would read as a spread)
+            return cls(count=n, zeros=n if v == 0 else 0, min=v, max=v, shift=v, sumabs=abs(v) * n)
         with np.errstate(all="ignore"):
             c = float(np.mean(m + r / block))
             e = m - c
@@ -165,7 +184,8 @@ class TensorStats:
         to float64 (which keeps 53 bits: 2^62 + 1, + 3, + 5 all read 2^62, a std of 0). c is the midpoint
         rounded to a float64 (so the shift the moments are about is the one the row holds); the
         difference wraps modulo 2^64 and reads back right as int64 while the range is under 2^62, past
-        which float64's rounding is far below the spread anyway."""
+        which float64's rounding is far below the spread anyway. min and max are the exact Python ints
+        (2^64 - 1 rounds to 2^64, past uint64: JSON and CSV write them as they are)."""
         lo, hi = int(x.min()), int(x.max())
         c = float((lo + hi) // 2)
         limit = float(np.iinfo(x.dtype).max)  # 2^63 or 2^64 as a float64: one past the type
@@ -175,11 +195,9 @@ class TensorStats:
         else:
             d = x.astype(np.float64) - c
         absx = np.abs(x.astype(np.float64))
-        hi_f = float(hi)
-        if lo != hi and float(lo) == hi_f:  # distinct values that round to one float64: not a constant tensor
-            hi_f = float(np.nextafter(hi_f, math.inf))  # (whose std reads exactly 0, see var)
-        return cls(count=int(x.size), zeros=int(x.size - np.count_nonzero(x)), min=float(lo), max=hi_f, shift=c,
-                   s1=float(d.sum()), s2=float(np.dot(d, d)), sumabs=float(absx.sum()))
+        return cls(count=int(x.size), zeros=int(x.size - np.count_nonzero(x)), min=lo, max=hi, shift=c,
+                   s1=float(d.sum()), s2=float(np.dot(d, d)), sumabs=float(absx.sum()),
+                   distinct=lo != hi and float(lo) == float(hi))
 
     @classmethod
     def _from_float32(cls, x: np.ndarray) -> "TensorStats | None":
@@ -214,14 +232,15 @@ class TensorStats:
             s1 += t1 + n * d
             s2 += _converted(t.s2, t.unit, u, 2) + 2 * d * t1 + n * d * d
             sumabs += _converted(t.sumabs, t.unit, u)
+        # parts of one rounded value that differ (batches of 2^62 and of 2^62 + 1) show it in the merged sums
         return TensorStats(self.count + other.count, self.nan + other.nan, self.inf + other.inf, self.zeros + other.zeros,
-                           lo, hi, c, s1, max(s2, 0.0), sumabs, u)
+                           lo, hi, c, s1, max(s2, 0.0), sumabs, u, any(t.distinct for t in parts)).with_spread()
 
     def scaled(self, f: float) -> "TensorStats":
         """The statistics of f·x (f > 0): a mean loss's gradients from a summed one's (the sums keep their
         values, in a unit f times larger)."""
         return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min * f, self.max * f, self.shift * f,
-                           self.s1, self.s2, self.sumabs, self.unit * f)
+                           self.s1, self.s2, self.sumabs, self.unit * f, self.distinct)
 
     # -- derived -------------------------------------------------------------------------------------
     @property
@@ -239,7 +258,7 @@ class TensorStats:
         """The variance in units of ``unit`` squared (where the true one may overflow float64)."""
         if not self.finite:
             return math.nan
-        if self.min == self.max:
+        if self.min == self.max and not self.distinct:
             return 0.0
         if not (math.isfinite(self.s1) and math.isfinite(self.s2)):
             return math.nan
