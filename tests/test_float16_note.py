@@ -99,3 +99,26 @@ def test_dataset_mode_keeps_the_runtimes_notes(tmp_path):
         np.savez(tmp_path / "ds" / f"s{k}.npz", x=np.full(4, 1.5 + k, np.float16))
     res = api.layers_dataset(str(p), tmp_path / "ds", api.Selection(all=True), api.RunConfig(device="cpu", cache=False))
     assert any("float16 ops" in n for n in res.notes), res.notes
+
+
+def test_no_note_for_float16_ops_with_a_float16_kernel(tmp_path):
+    """The note fired on every float16 model, two Identity nodes too, whose float16 kernels round nothing
+    differently: it counts only the tensors of ops onnxruntime runs in float32 (no float16 kernel) and what
+    depends on them. Oracle: the values of the Identity chain are the input's, exactly."""
+    f16 = (lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT16, [4]))
+    m = make_model([helper.make_node("Identity", ["x"], ["a"], name="id1"), helper.make_node("Identity", ["a"], ["y"], name="id2")],
+                   [f16("x")], [f16("y")])
+    onnx.save(m, tmp_path / "id.onnx")
+    x = np.array([1, 2, 3, 60000], np.float16)
+    r = api.layers(str(tmp_path / "id.onnx"), api.Selection(all=True), api.RunConfig(device="cpu", cache=False),
+                   api.InputSpec(arrays={"x": x}))
+    assert not [n for n in r.notes if "float16 ops" in n], r.notes
+    assert r.stats["a"].max == float(x.max()) and r.stats["y"].min == float(x.min())
+    # an Add after them: its output, and the Identity that reads it, are counted (2), not the first two
+    m = make_model([helper.make_node("Identity", ["x"], ["a"], name="id1"), helper.make_node("Add", ["a", "a"], ["s"], name="add"),
+                    helper.make_node("Identity", ["s"], ["y"], name="id2")], [f16("x")], [f16("y")])
+    onnx.save(m, tmp_path / "add.onnx")
+    r = api.layers(str(tmp_path / "add.onnx"), api.Selection(all=True), api.RunConfig(device="cpu", cache=False),
+                   api.InputSpec(arrays={"x": x}))
+    (note,) = [n for n in r.notes if "float16 ops" in n]
+    assert "of 2 float16 tensor(s)" in note, note

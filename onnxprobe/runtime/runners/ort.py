@@ -4,10 +4,13 @@ runs through IOBinding (``runtime.ort.run_bound``), tensors left on the device w
 from __future__ import annotations
 
 from collections import OrderedDict
+from functools import lru_cache
 
 import numpy as np
 import onnx
 
+from onnxprobe.graph.shapes import value_types
+from onnxprobe.graph.walk import implicit_inputs, subgraphs, walk
 from onnxprobe.memory import done_with
 from onnxprobe.runtime.interrupt import call_interruptibly
 from onnxprobe.runtime.ort import Session, create_session, providers_for, resolve_device, run_bound
@@ -30,6 +33,7 @@ class OrtRunner(GraphRunner):
         self.threads = threads
         self._sessions: OrderedDict = OrderedDict()
         self._outputs_checked = False  # check_outputs ran its plain run already
+        self._fallback: set[str] | bool | None = None  # fallback_half's answer (True: every float16 tensor)
         self._last: tuple[list[str], float] = ([], 0.0)  # providers and build time of the last session (not the
         # session itself: an unkept session must be freed before the next one is built)
 
@@ -42,6 +46,9 @@ class OrtRunner(GraphRunner):
         if self.device != "cpu":
             return
         half = [p.ref.name for p in probes if p.ref.dtype == "float16" and (p.stats_output or p.stats_on_host)]
+        if half and self._fallback is None:
+            self._fallback = fallback_half(self.model, {p.ref.name for p in probes if p.ref.dtype == "float16"})
+        half = [n for n in half if self._fallback is True or n in self._fallback]  # (a model of Identity/Reshape: none)
         if not half:
             return
         top = float(np.finfo(np.float16).max)  # 65504
@@ -119,3 +126,41 @@ class OrtRunner(GraphRunner):
         finally:
             if key is None:  # not kept for another run: parked, or freed on return (memory.done_with)
                 done_with(session)
+
+
+@lru_cache(maxsize=1)
+def half_kernels() -> frozenset[tuple[str, str]] | None:
+    """(domain, op type) of the ops onnxruntime's CPU provider has a float16 kernel for, from its kernel
+    registry (None where this build does not tell)."""
+    try:
+        from onnxruntime.capi import _pybind_state as C
+
+        defs = C.get_all_opkernel_def()
+        return frozenset(("" if d.domain == "ai.onnx" else d.domain, d.op_name) for d in defs if d.provider == "CPUExecutionProvider"
+                         and any("tensor(float16)" in list(v) for v in d.type_constraints.values()))
+    except Exception:  # noqa: BLE001 - a private API: every float16 tensor is then counted, as before
+        return None
+
+
+def fallback_half(model: onnx.ModelProto, half: set[str]) -> set[str] | bool:
+    """The tensors onnxruntime's CPU provider may compute in float32 without rounding them to float16: the
+    outputs of ops with a float16 input or output and no float16 kernel (Add, Mul, Conv...: run in float32
+    between Casts it inserts), and what depends on them but through a Cast (which rounds). ``half``: float16
+    tensors known already (the probes'); inference tells the rest. True: every tensor (no registry)."""
+    kernels = half_kernels()
+    if kernels is None:
+        return True
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - past 2 GB, or a model inference refuses: the declared types only
+        inferred = model
+    half = half | {n for n, t in value_types(inferred).items() if t.tensor_type.elem_type == onnx.TensorProto.FLOAT16}
+    out: set[str] = set()
+    for site in walk(model):
+        n = site.node
+        io = [t for t in list(n.input) + list(n.output) if t]
+        own = any(t in half for t in io) and (n.domain if n.domain != "ai.onnx" else "", n.op_type) not in kernels
+        body = [o.name for _, g in subgraphs(n) for o in g.output]  # a Loop's results are its body's (walked first)
+        if own or (n.op_type != "Cast" and any(t in out for t in list(n.input) + implicit_inputs(n) + body)):
+            out.update(t for t in n.output if t)
+    return out
