@@ -219,3 +219,24 @@ def test_block_statistics_of_spiky_and_sparse_tensors_within_2e_7(tmp_path, name
     st, y = r.stats["y"], x.astype(np.float64)
     for got, want in ((st.mean, y.mean()), (st.std, y.std()), (st.abs_mean, np.abs(y).mean())):
         assert abs(got / want - 1) <= 2e-7, (name, got, want)
+
+
+def test_loop_body_int64_rows_of_one_rounded_value_keep_their_spread(tmp_path):
+    """A Loop body's int64 v = 2^62 + i, one value per iteration: its rows, merged in the graph, read std 0
+    (each row a constant, all of one rounded float64) while the Loop's stacked output read 1.118."""
+    i64 = (lambda n, s: helper.make_tensor_value_info(n, TensorProto.INT64, s))
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep"),
+         helper.make_node("Add", ["i", "big"], ["v"], name="add")], "body",
+        [i64("i", []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), i64("v", [])],
+        [helper.make_tensor("big", TensorProto.INT64, [], [2 ** 62])])
+    m = make_model([helper.make_node("Loop", ["n", "cond"], ["vs"], name="loop", body=body)],
+                   [i64("n", []), helper.make_tensor_value_info("cond", TensorProto.BOOL, [])], [i64("vs", [4])])
+    onnx.save(m, tmp_path / "loop.onnx")
+    r = runner.invoke(app, ["layers", str(tmp_path / "loop.onnx"), "--all", "--input", "n=4", "--input", "cond=true", "--json", "-",
+                            "--no-cache"])
+    assert r.exit_code == 0, r.output
+    rows = {t["name"]: t for t in json.loads(r.output)["tensors"]}
+    want = _exact_std([2 ** 62 + k for k in range(4)])
+    assert rows["v"]["std"] == pytest.approx(want, rel=1e-12) and rows["vs"]["std"] == pytest.approx(want, rel=1e-12), rows
