@@ -203,10 +203,12 @@ SPIKY = {
 
 
 @pytest.mark.parametrize("name", sorted(SPIKY))
-def test_block_statistics_of_spiky_and_sparse_tensors_within_2e_7(tmp_path, name):
-    """The in-graph block form read std 3.092247492 for one 100 per 1024 ones (numpy float64: 3.092239011,
-    2.7e-6 off): one spike's square swallowed the rounding of its block's 1023 small ones in a float32 sum.
-    Sums go by sub-rows now; README states 2e-7, which this checks against numpy float64."""
+def test_block_statistics_of_spiky_and_sparse_tensors_within_the_stated_bound(tmp_path, name):
+    """The in-graph block form reads std 3.092247492 for one 100 per 1024 ones (numpy float64: 3.092239011,
+    2.7e-6 off): one spike's square swallows the rounding of its block's 1023 small ones in a float32 sum.
+    README states it (within 3e-6 on such tensors, about 1e-7 on the usual ones); sums by sub-rows got
+    1.5e-7 at the cost of 17% more nodes on every probed tensor (PP-OCRv4 det: 4,650 -> 5,445), which the
+    speed goals (issue 15) cannot afford: this checks the stated bound against numpy float64 (QA)."""
     n = 262144
     x = SPIKY[name](n, np.random.default_rng(0)).astype(np.float32)
     path = identity(tmp_path, TensorProto.FLOAT, n)
@@ -218,7 +220,7 @@ def test_block_statistics_of_spiky_and_sparse_tensors_within_2e_7(tmp_path, name
     r = api.layers(str(path), api.Selection(all=True), api.RunConfig(device="cpu", cache=False), api.InputSpec(arrays={"x": x}))
     st, y = r.stats["y"], x.astype(np.float64)
     for got, want in ((st.mean, y.mean()), (st.std, y.std()), (st.abs_mean, np.abs(y).mean())):
-        assert abs(got / want - 1) <= 2e-7, (name, got, want)
+        assert abs(got / want - 1) <= 3e-6, (name, got, want)
 
 
 def test_loop_body_int64_rows_of_one_rounded_value_keep_their_spread(tmp_path):

@@ -116,29 +116,21 @@ class StatsBuilder(GraphBuilder):
         extremes, its mean m_b, Σ(x - m_b), Σ(x - m_b)², Σ|x|, its non-zero count): one [7 k, 1] output,
         merged on the host in float64 (``TensorStats.from_blocks``). About each block's own mean, the
         float32 sums do not cancel (k ~ 1, where the midpoint shift of ``_fast_parts`` left k = 137 on a
-        sigmoid map and needed float64 sums from the first addition), and the statistics are within about
-        2e-7 of numpy float64 (1.5e-7 measured at worst, on spiky and sparse tensors: sub-row sums); no full-size float64 copy, no
+        sigmoid map and needed float64 sums from the first addition); no full-size float64 copy, no
         float64 reductions, no outer sums in the graph (PP-OCRv4 det 800x608, layers --all: 6,094 -> 4,741
         nodes; measured on a prototype, interleaved: session 0.24 -> 0.16 s, first run 0.46 -> 0.27 s)."""
-        sub = sub_row(block)
-        x = self.node("Reshape", [f, self.const(np.array([-1, block // sub, sub], np.int64))], f"{b}.blocks")
-        whole = (lambda op, t, tag: self.red(op, t, tag, axes=[1, 2]))
-        # Σ(x - m_b) and Σ(x - m_b)² as sums of sub-row sums: one spike in a row of small squares no longer
-        # swallows the rounding of the rest of its block (std of one 100 per 1024 ones: 2.7e-6 -> 0 against
-        # numpy float64; the worst measured, one 1e6 per 1024 ones: 1.9e-6 -> 1.5e-7), and the sub-row sums
-        # are 1/sub of the tensor (not another pass over it)
-        twice = (lambda t, tag: self.red("ReduceSum", self.red("ReduceSum", t, f"{tag}.sub", axes=[2]), tag, axes=[1]))
-        lo = whole("ReduceMin", x, f"{b}.bmin")
-        hi = whole("ReduceMax", x, f"{b}.bmax")
-        m = whole("ReduceMean", x, f"{b}.bmean")
+        x = self.node("Reshape", [f, self.const(np.array([-1, block], np.int64))], f"{b}.blocks")
+        lo = self.red("ReduceMin", x, f"{b}.bmin", axes=[1])
+        hi = self.red("ReduceMax", x, f"{b}.bmax", axes=[1])
+        m = self.red("ReduceMean", x, f"{b}.bmean", axes=[1])
         d = self.node("Sub", [x, m], f"{b}.bd")
-        r = twice(d, f"{b}.bs1")
+        r = self.red("ReduceSum", d, f"{b}.bs1", axes=[1])
         # Mul and ReduceSum, not ReduceSumSquare: onnxruntime's float32 ReduceSumSquare is slower (_sums)
-        q = twice(self.node("Mul", [d, d], f"{b}.bdd"), f"{b}.bs2")
-        a = twice(self.node("Abs", [x], f"{b}.babs"), f"{b}.bsumabs")
+        q = self.red("ReduceSum", self.node("Mul", [d, d], f"{b}.bdd"), f"{b}.bs2", axes=[1])
+        a = self.red("ReduceSum", self.node("Abs", [x], f"{b}.babs"), f"{b}.bsumabs", axes=[1])
         nonzero = self.node("Cast", [self.node("Cast", [x], f"{b}.bnz.b", to=TensorProto.BOOL)], f"{b}.bnz.f",
                             to=TensorProto.FLOAT)  # as in _fast_parts
-        nz = whole("ReduceSum", nonzero, f"{b}.bnonzero")
+        nz = self.red("ReduceSum", nonzero, f"{b}.bnonzero", axes=[1])
         parts = {"min": lo, "max": hi, "mean": m, "sum_d": r, "sumsq_d": q, "sumabs": a, "nonzero": nz}
         return self.node("Concat", [parts[k] for k in BLOCK_PARTS], f"{b}.blockparts", axis=0)
 
@@ -394,12 +386,6 @@ class StatsBuilder(GraphBuilder):
 # most BLOCK_ROW[1]: onnxruntime's float32 row sums drift with their length (std against numpy float64 on
 # PP-OCRv4 rec, worst tensor: rows of up to 4096 elements 1.5e-6, 2048 3.3e-7, 1024 7.5e-8; the same time)
 BLOCK_ROW = (256, 1024)
-
-
-def sub_row(block: int) -> int:
-    """The length of the sub-rows a block's float32 sums go through first: the divisor of ``block`` nearest
-    its square root (32 for 1024; 1, no sub-rows, for a prime)."""
-    return min((d for d in range(1, block + 1) if block % d == 0), key=lambda d: (abs(d * d - block), d))
 
 
 def block_size(shape: tuple | None) -> int | None:

@@ -133,9 +133,9 @@ class TensorStats:
         Σ(x-c)² = Σ_b q_b + 2 (m_b - c) r_b + B (m_b - c)². A block of one sign has Σ|x| = |B m_b + r_b|,
         as exact as its mean: its float32 Σ|x| adds terms that all round the same way on a near-constant
         block (1.9e-6 off over 1024 elements of one value, 1.4e-6 on a DenseNet Conv output, against numpy
-        float64); blocks of both signs keep it. Within about 2e-7 of numpy float64 (1.5e-7 measured at worst,
-        one 1e6 per 1024 ones; spiky and sparse blocks read 2.7e-6 off before their sums went by sub-rows). A
-        NaN or Inf in the tensor shows as a non-finite sum, which ``needs_rerun`` catches."""
+        float64); blocks of both signs keep it. Within about 1e-7 of numpy float64, and 3e-6 on spiky or sparse
+        blocks (one large square swallows the rounding of the small ones in the float32 sums: README). A NaN or
+        Inf in the tensor shows as a non-finite sum, which ``needs_rerun`` catches."""
         lo, hi, m, r, q, a, nz = np.asarray(parts, np.float64).reshape(len(BLOCK_PARTS), -1)
         n = m.size * block
         if m.size and lo.min() == hi.max() and math.isfinite(lo.min()):  # a constant: sums of exactly 0 about it
