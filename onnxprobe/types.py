@@ -49,6 +49,15 @@ class TensorRef:
     direction: str = "forward"  # "forward" or "backward"
     grad_of: str | None = None
     kind: str = "node"  # "node" (a node output), "input" (a graph input) or "initializer"
+    # its name is also a tensor's of another body (two If nodes' branches may each name one 'o'): results
+    # key it by ``key``, its scope and name, so that each is a tensor of its own
+    qualified: bool = False
+
+    @property
+    def key(self) -> str:
+        """What results (statistics, shapes, saved arrays) key this tensor by: its name, or, where another
+        body holds a tensor of the same name, that name qualified by its scope ('if1/then_branch/o')."""
+        return "/".join(self.scope + (self.name,)) if self.qualified else self.name
 
     @property
     def in_subgraph(self) -> bool:
@@ -230,4 +239,4 @@ class ProbeResult:
     def rows(self):
         """(TensorRef, TensorStats | None) per probed tensor, in the plan's (topological) order."""
         for p in self.plan.probes:
-            yield p.ref, self.stats.get(p.ref.name)
+            yield p.ref, self.stats.get(p.ref.key)

@@ -187,7 +187,7 @@ def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], n
 
     model, max_memory = as_model(model), as_max_memory(max_memory)
     result, feed = as_probe_result(result), checked_feed(model.proto, feed)
-    by_name = {p.ref.name: p.ref for p in result.plan.probes}
+    by_name = {p.ref.key: p.ref for p in result.plan.probes}
     names = as_names(names, "names")
     unknown = [n for n in names if n not in by_name]
     if unknown:
@@ -216,13 +216,13 @@ def save_tensors(model: Model, result: ProbeResult, feed: dict[str, np.ndarray],
 
     model, max_memory = as_model(model), as_max_memory(max_memory)
     result, feed = as_probe_result(result), checked_feed(model.proto, feed)  # before the file is started
-    scoped = {p.ref.name for p in result.plan.probes if p.ref.scope}  # inside a body: may not have run
+    scoped = {p.ref.key for p in result.plan.probes if p.ref.scope}  # inside a body: may not have run
     not_run = {n for n, st in result.stats.items() if st is not None and st.count == 0 and n in scoped}
     runs = 0
     with NpzWriter(path) as out:
         # the values are consumed in a function of their own and dropped before the next run: two runs'
         # tensors must never be alive at once (a loop variable would keep the last one)
-        for k, total, values in raw_chunks(model, result, feed, [p.ref.name for p in result.plan.probes if p.ref.name not in result.unobserved],
+        for k, total, values in raw_chunks(model, result, feed, [p.ref.key for p in result.plan.probes if p.ref.name not in result.unobserved],
                                              max_memory=max_memory, using=using):
             out.add_all({n: v for n, v in values.items() if n not in not_run})
             runs = total
@@ -254,7 +254,7 @@ class DatasetResult:
 
     def rows(self) -> Iterator[tuple[TensorRef, TensorStats | None]]:
         for p in self.plan.probes:
-            m = self.moments.get(p.ref.name)
+            m = self.moments.get(p.ref.key)
             yield p.ref, m.stats() if m is not None else None
 
 

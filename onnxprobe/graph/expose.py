@@ -90,7 +90,9 @@ def expose(
     out = onnx.ModelProto()
     out.CopyFrom(model)
     sites = walk(out)
-    producer = {o: s for s in sites for o in s.node.output if o}
+    # by scope and name: sibling bodies may each name a tensor 'o' (``select`` keeps them apart)
+    producer = {(s.scope, o): s for s in sites for o in s.node.output if o}
+    by_name = {o: s for s in sites for o in s.node.output if o}
     types = value_types(out)
     names = all_names(out)
     builders: dict[int, StatsBuilder] = {}
@@ -175,14 +177,15 @@ def expose(
         return cur
 
     row_type = helper.make_tensor_type_proto(TensorProto.DOUBLE, [1, ROW_WIDTH])
-    want_raw = (lambda n: n in raw) if isinstance(raw, set) else (lambda n: bool(raw))
+    # a set names tensors by name or by ``TensorRef.key`` (a name that sibling bodies share, qualified)
+    want_raw = (lambda r: r.name in raw or r.key in raw) if isinstance(raw, set) else (lambda r: bool(raw))
     probes: list[Probe] = []
     for ref in refs:
-        site = producer.get(ref.name)
+        site = producer.get((ref.scope, ref.name)) or by_name.get(ref.name)
         if site is None:
             warnings.append(f"{ref.name}: no node produces it; not probed")
             continue
-        t = types.get(ref.name)
+        t = _own_type(site.graph, ref.name) if ref.qualified else types.get(ref.name)
         elem = t.tensor_type.elem_type if t is not None else None  # None: unknown, Cast at run time
         probe = Probe(ref=ref, stats_on_host=host_stats)
         g = site.graph
@@ -195,7 +198,7 @@ def expose(
             elem = TensorProto.FLOAT
         if stats and ref.name in host and not site.chain and ref.name not in own_outputs and elem not in UNSUPPORTED_STATS_DTYPES:
             add_top_output(src, t)  # a few KB: the numbers are summed on the host, in float64, instead
-            probes.append(Probe(ref=ref, raw_output=src, stats_on_host=True, raw_for_stats=not want_raw(ref.name)))
+            probes.append(Probe(ref=ref, raw_output=src, stats_on_host=True, raw_for_stats=not want_raw(ref)))
             continue
         split = count_from_shape and shapes and not site.chain and nonfinite == "deferred"
         if stats and split and elem not in UNSUPPORTED_STATS_DTYPES:
@@ -228,7 +231,7 @@ def expose(
             ty = helper.make_tensor_type_proto(TensorProto.INT64, [None])
             probe.shape_output = lift(builder(g).node("Shape", [src], SHAPE_PREFIX + ref.name), site.chain, ty, "raw")
             add_top_output(probe.shape_output, ty)
-        if want_raw(ref.name):
+        if want_raw(ref):
             if not site.chain:
                 add_top_output(src, t)
                 probe.raw_output = src
@@ -266,6 +269,15 @@ def _output_of(g: onnx.GraphProto, b: StatsBuilder, t: str, want: str, names: se
 NARROW_TYPES = {getattr(TensorProto, k) for k in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
                                                    "FLOAT8E8M0", "INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
                 if hasattr(TensorProto, k)}
+
+
+def _own_type(g: onnx.GraphProto, name: str) -> onnx.TypeProto | None:
+    """``name``'s type as the graph that computes it declares it (sibling bodies that share a name may
+    give it different types; ``value_types`` keeps the first)."""
+    for vi in list(g.output) + list(g.value_info):
+        if vi.name == name and vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            return vi.type
+    return None
 
 
 def _retyped(t: onnx.TypeProto | None, elem: int) -> onnx.TypeProto | None:

@@ -141,7 +141,7 @@ def record(model: onnx.ModelProto, marked: list[Marked]) -> onnx.ModelProto:
     added = [m for m in marked if m.added]
     kinds = {m.kind for m in added} | ({data["kind"]} if data.get("kind") else set())
     outputs = dict(data.get("outputs") or {})
-    outputs.update({m.output: m.ref.name for m in added})
+    outputs.update({m.output: m.ref.key for m in added})  # qualified where sibling bodies share the name
     data = {"kind": "stats" if kinds == {"stats"} else ("raw" if kinds <= {"raw"} else "mixed"), "outputs": outputs}
     if "stats" in kinds:
         data["row"] = list(ROW)

@@ -161,14 +161,15 @@ def _name_matches(globs: tuple[str, ...], *names: str) -> bool:
     return any(matches(n, g) for g in globs for n in names if n)
 
 
-def _ref(name: str, site: NodeSite | None, types: dict, outputs: set[str], kind: str, index: int = -1) -> TensorRef:
+def _ref(name: str, site: NodeSite | None, types: dict, outputs: set[str], kind: str, index: int = -1,
+         shared: frozenset | set = frozenset()) -> TensorRef:
     tp = types.get(name)
     return TensorRef(
         name=name, node=site.name if site is not None and kind == "node" else "",
         op_type=site.node.op_type if site is not None and kind == "node" else "",
         index=site.index if site is not None else index, scope=site.scope if site is not None and kind == "node" else (),
         dtype=dtype_name(tp.tensor_type.elem_type) if tp is not None else None,
-        shape=static_shape(tp), is_output=name in outputs, kind=kind,
+        shape=static_shape(tp), is_output=name in outputs, kind=kind, qualified=kind == "node" and name in shared,
     )
 
 
@@ -215,12 +216,15 @@ def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[
     lo, hi = parse_range(sel.range, node_positions(sites), last) if sel.range else (0, last)
 
     refs: list[TensorRef] = []
-    seen: set[str] = set()
+    # a tensor is its name within its scope: sibling bodies (two If nodes' branches, or one If's then and
+    # else branch) may each name a tensor 'o', and each is a tensor of its own
+    seen: set[tuple[tuple[str, ...], str]] = set()
+    shared = shared_names(sites)
     for site in sites:
         if not lo <= site.index <= hi:
             continue
         for t in site.node.output:
-            if not t or t in seen or (t in const and t not in outputs):
+            if not t or (site.scope, t) in seen or (t in const and t not in outputs):
                 continue
             if sel.is_default:
                 take = bool(sel.range) or (not site.chain and site.node.op_type in DEFAULT_OPS) or t in outputs
@@ -228,8 +232,8 @@ def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[
                 take = (not sel.ops or _op_matches(site.node.op_type, sel.ops)) and (
                     not sel.names or _name_matches(sel.names, site.name, site.path, t))
             if take:
-                seen.add(t)
-                refs.append(_ref(t, site, types, outputs, "node"))
+                seen.add((site.scope, t))
+                refs.append(_ref(t, site, types, outputs, "node", shared=shared))
     if sel.names and not sel.ops:
         refs += _named_values(model, sel, sites, types, outputs, lo, hi)
     refs.sort(key=lambda r: (r.index, r.kind == "node"))
@@ -237,6 +241,18 @@ def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[
         raise UsageError(f"the selection ({sel.describe()}) matches no tensor in this model"
                          + ("" if sel.include_constants else " (weights are left out unless --include-constants)"))
     return refs
+
+
+def shared_names(sites: list[NodeSite]) -> set[str]:
+    """Tensor names that nodes of more than one scope write (valid ONNX: sibling bodies, such as an If's two
+    branches, may each name an output 'o'); ``TensorRef.key`` tells those tensors apart."""
+    scopes: dict[str, tuple] = {}
+    shared = set()
+    for s in sites:
+        for t in s.node.output:
+            if t and scopes.setdefault(t, s.scope) != s.scope:
+                shared.add(t)
+    return shared
 
 
 def _named_values(model, sel: Selection, sites, types, outputs, lo: int, hi: int) -> list[TensorRef]:

@@ -56,8 +56,10 @@ def implicit_inputs(node: onnx.NodeProto) -> list[str]:
 
 
 def in_if_branch(model: onnx.ModelProto) -> set[str]:
-    """Tensors computed inside an If branch (at any depth): lifted out, they are empty when it did not run."""
-    return {o for s in walk(model) if any(n.op_type == "If" for n, _ in s.chain) for o in s.node.output if o}
+    """Tensors computed inside an If branch (at any depth): lifted out, they are empty when it did not run.
+    Each by its name and by its name qualified by its scope (``TensorRef.key`` of a name sibling bodies share)."""
+    return {k for s in walk(model) if any(n.op_type == "If" for n, _ in s.chain) for o in s.node.output if o
+            for k in (o, "/".join(s.scope + (o,)))}
 
 
 def needed_nodes(nodes, outputs) -> list[onnx.NodeProto]:

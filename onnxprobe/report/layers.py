@@ -23,7 +23,7 @@ def tensor_rows(rows, shapes: dict) -> list[dict]:
         d = {
             "index": ref.index, "name": ref.name, "node": ref.node, "op_type": ref.op_type,
             "scope": "/".join(ref.scope) or None,
-            "shape": list(shapes[ref.name]) if ref.name in shapes else _static(ref.shape),
+            "shape": list(shapes[ref.key]) if ref.key in shapes else _static(ref.shape),
             "dtype": ref.dtype, "is_output": ref.is_output,
         }
         if st is not None:

@@ -61,10 +61,11 @@ class _Results:
             entry["textColor"] = "#ffffff" if colour in (RED, DARK_RED) else "#000000"
         results[nid] = entry
 
-    def tensor(self, name: str) -> tuple[str, str] | None:
-        """The node Model Explorer shows for a tensor: its producer, or the [value] node of a graph input
-        or weight."""
-        return self.ids.tensors.get(name) or self.ids.values.get(name)
+    def tensor(self, name: str, node: int | None = None) -> tuple[str, str] | None:
+        """The node Model Explorer shows for a tensor: its producer (by its index ``node`` where given:
+        sibling bodies may each name a tensor 'o'), or the [value] node of a graph input or weight."""
+        at = self.ids.nodes.get(node) if node is not None else None
+        return at or self.ids.tensors.get(name) or self.ids.values.get(name)
 
     def data(self, label: str, thresholds) -> dict:
         out = {}
@@ -93,7 +94,7 @@ def layers_overlay(model: onnx.ModelProto, d: dict) -> dict:
         lo, hi = finite(t.get("min")), finite(t.get("max"))
         bad = bool(t.get("nan") or t.get("inf"))
         value = max(abs(lo), abs(hi)) if lo is not None and hi is not None else (NO_FINITE if bad else None)
-        res.put(res.tensor(t["name"]), value, RED if bad else None)
+        res.put(res.tensor(t["name"], t.get("index") if t.get("node") else None), value, RED if bad else None)
     return res.data("onnxprobe layers: max |x| (red: NaN/Inf; -1: no finite value)", _quartiles)
 
 

@@ -105,8 +105,9 @@ def structure(model: onnx.ModelProto) -> str:
 # and cone names; 18: an If branch's scalar carried as [1], Probe.raw_scalar; 19: If branches' runtime shapes;
 # 20: statistics rows of 11 columns, the unit of the sums last, and int64 tensors centred in the integers;
 # 21: a string tensor's dtype is "string", not numpy's "object"; 22: int64 extremes kept in the type, not moved an
-# ulp up where distinct values round to one float64)
-FORMAT = 22
+# ulp up where distinct values round to one float64; 23: tensors of sibling bodies that share a name are probes of
+# their own, TensorRef.qualified)
+FORMAT = 23
 
 
 def key_of(parts: dict) -> str:

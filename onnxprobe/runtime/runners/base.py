@@ -104,7 +104,7 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
     for every raw probe with ``host_stats``)."""
     stats, shapes, arrays = {}, {}, {}
     for p in probes:
-        name = p.ref.name
+        name = p.ref.key
         if p.shape_output and p.shape_output in out:
             shapes[name] = tuple(int(d) for d in out[p.shape_output])
         if p.stats_output and p.stats_block:  # per-block summaries (the shape's size, checked by the graph's Reshape)
@@ -215,7 +215,7 @@ def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: 
     host, used, fitting, sizes = set(), 0, {}, []
     for r in refs:
         s, t = inferred.get(r.name, folded.get(r.name)), types.get(r.name)
-        if s is None or t is None:
+        if s is None or t is None or r.qualified:  # a name sibling bodies share: whose shape is it?
             continue
         own = static_shape(t)
         if (r.name in inferred and own is not None and len(own) == len(s)
@@ -369,7 +369,7 @@ class GraphRunner(Runner):
                           stats=stats, shapes=shapes, raw=raw, nonfinite=nonfinite, small=SMALL_ON_HOST,
                           count_from_shape=True)
         return self.run_plan(plan, feeds, host_refs=[r for r in refs if r.kind != "node"], stats=stats, shapes=shapes,
-                             raw=raw, key=key, outputs=outputs, order=[r.name for r in refs], rerun=nonfinite == "deferred",
+                             raw=raw, key=key, outputs=outputs, order=[r.key for r in refs], rerun=nonfinite == "deferred",
                              check=check)
 
     def run_plan(self, plan: ProbePlan, feeds: dict[str, np.ndarray], *, host_refs: list[TensorRef] = (),
@@ -400,7 +400,7 @@ class GraphRunner(Runner):
         st, shp, arrays = read_probes(plan.probes, out)
         arrays = _without_idle_branches(arrays, base)
         if stats and rerun:
-            bad = [p.ref for p in plan.probes if p.stats_output and needs_masking(st.get(p.ref.name))]
+            bad = [p.ref for p in plan.probes if p.stats_output and needs_masking(st.get(p.ref.key))]
             if bad:
                 again = self.probe(bad, feeds, shapes=False, nonfinite="masked", model=base, outputs=False, check=False)
                 st.update(again.stats)
@@ -412,7 +412,7 @@ class GraphRunner(Runner):
         probes = list(plan.probes) + [Probe(ref=r) for r in host_refs]
         if order is not None:
             rank = {n: k for k, n in enumerate(order)}
-            probes.sort(key=lambda p: rank.get(p.ref.name, len(rank)))
+            probes.sort(key=lambda p: rank.get(p.ref.key, len(rank)))
         view = ProbePlan(plan.model, probes, plan.source, list(plan.warnings), base=base, weights_from=plan.weights_from,
                          weights=plan.weights)
         info = RunInfo(device=self.device, providers=self.providers(), opt_level=self.config.opt_level,
