@@ -23,6 +23,7 @@ from onnxprobe.graph.shapes import value_types
 from onnxprobe.graph.stats_nodes import (
     IDENTITY_ROW, MIN_OPSET, ROW_WIDTH, UNSUPPORTED_STATS_DTYPES, StatsBuilder, needs_masking,
 )
+from onnxprobe.graph.summary import all_types, not_a_tensor
 from onnxprobe.graph.walk import walk
 from onnxprobe.types import Probe, TensorRef
 
@@ -94,6 +95,7 @@ def expose(
     producer = {(s.scope, o): s for s in sites for o in s.node.output if o}
     by_name = {o: s for s in sites for o in s.node.output if o}
     types = value_types(out)
+    every_type = all_types(out)
     names = all_names(out)
     builders: dict[int, StatsBuilder] = {}
 
@@ -184,6 +186,10 @@ def expose(
         site = producer.get((ref.scope, ref.name)) or by_name.get(ref.name)
         if site is None:
             warnings.append(f"{ref.name}: no node produces it; not probed")
+            continue
+        kind = not_a_tensor(every_type.get(ref.name), site.node.op_type)
+        if kind:  # no statistics node takes one, and --save, diff and the tables hold tensors
+            warnings.append(f"{ref.name}: {kind}, not a tensor; not probed (onnxprobe probes tensors only)")
             continue
         t = _own_type(site.graph, ref.name) if ref.qualified else types.get(ref.name)
         elem = t.tensor_type.elem_type if t is not None else None  # None: unknown, Cast at run time

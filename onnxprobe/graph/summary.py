@@ -150,6 +150,21 @@ def all_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     return types
 
 
+# ops whose outputs are sequences or optionals, for a model whose types inference could not tell
+_NON_TENSOR_OPS = {"SequenceConstruct": "a sequence", "SequenceEmpty": "a sequence", "SequenceInsert": "a sequence",
+                   "SequenceErase": "a sequence", "SplitToSequence": "a sequence", "SequenceMap": "a sequence",
+                   "Optional": "an optional"}
+
+
+def not_a_tensor(t: onnx.TypeProto | None, op_type: str) -> str | None:
+    """'a sequence', 'an optional', 'a map' or 'a sparse tensor' for a value of that type (by its producer's
+    op where its type is unknown), None for a tensor."""
+    which = t.WhichOneof("value") if t is not None else None
+    if which is None or which == "tensor_type":
+        return None if which else _NON_TENSOR_OPS.get(op_type)
+    return {"sequence_type": "a sequence", "optional_type": "an optional", "map_type": "a map"}.get(which, "a sparse tensor")
+
+
 def _empty_tensor_type(t: onnx.TypeProto) -> bool:
     return t.WhichOneof("value") == "tensor_type" and not t.tensor_type.elem_type
 

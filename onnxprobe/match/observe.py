@@ -26,6 +26,7 @@ import onnx
 
 from onnxprobe.graph.select import select
 from onnxprobe.graph.shapes import static_shape, value_types
+from onnxprobe.graph.summary import all_types, not_a_tensor
 from onnxprobe.graph.walk import constant_tensors, walk
 from onnxprobe.match.ops import canonical
 from onnxprobe.match.folds import with_tails
@@ -240,6 +241,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
     obs: list[Observable] = []
     deq: list[Dequantize] = []
     hidden: dict[str, str] = {}
+    every_type = all_types(model)
     for s in sites:
         n = s.node
         for t in n.output:
@@ -256,6 +258,9 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
 
             if et == onnx.TensorProto.STRING:
                 hidden[t] = "a string tensor: no difference to measure"
+                continue
+            if not_a_tensor(every_type.get(t), n.op_type):
+                hidden[t] = f"{not_a_tensor(every_type.get(t), n.op_type)}, not a tensor: no difference to measure"
                 continue
             if t in dq_scales or (n.op_type == "Mul" and any(i in dq_scales for i in n.input)
                                   and all(i in dq_scales or i in const for i in n.input)):

@@ -1,0 +1,75 @@
+"""Sequence- and optional-typed values (SequenceConstruct, Optional...) are no tensors: selections skip them
+with a note saying why, `mark` never writes a model that cannot load (onnxruntime the judge), and the
+tensors around them keep their numbers (numpy float64 the oracle)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as H
+from typer.testing import CliRunner
+
+from onnxprobe import api
+from onnxprobe.cli.main import app
+
+
+def seq_model(path) -> None:
+    nodes = [H.make_node("SequenceConstruct", ["x", "x"], ["sq"], name="sc"),
+             H.make_node("SequenceAt", ["sq", "i"], ["e"], name="sa"),
+             H.make_node("Optional", ["e"], ["op"], name="opt"),
+             H.make_node("OptionalGetElement", ["op"], ["g"], name="oge"),
+             H.make_node("ConcatFromSequence", ["sq"], ["y0"], name="cfs", axis=0),
+             H.make_node("ReduceSum", ["y0"], ["r"], name="rs", keepdims=0),
+             H.make_node("Add", ["g", "r"], ["y"], name="add")]
+    g = H.make_graph(nodes, "s", [H.make_tensor_value_info("x", T.FLOAT, [2, 3]), H.make_tensor_value_info("i", T.INT64, [])],
+                     [H.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    onnx.save(H.make_model(g, opset_imports=[H.make_opsetid("", 18)]), path)
+
+
+X = np.arange(6, dtype=np.float32).reshape(2, 3) / 7
+
+
+def test_layers_skips_them_with_a_note(tmp_path):
+    path = tmp_path / "seq.onnx"
+    seq_model(path)
+    res = api.layers(path, api.Selection(all=True), api.RunConfig(device="cpu"),
+                     inputs=api.InputSpec(arrays={"x": X, "i": np.array(1, np.int64)}))
+    names = [r.name for r, _ in res.rows()]
+    assert "sq" not in names and "op" not in names
+    notes = " ".join(res.plan.warnings)
+    assert "sq: a sequence" in notes and "op: an optional" in notes
+    y0 = np.concatenate([X, X]).astype(np.float64)
+    st = res.stats["y0"]
+    assert st.count == 6 * 2 and st.mean == pytest.approx(y0.mean()) and st.std == pytest.approx(y0.std())
+    assert res.stats["r"].max == pytest.approx(y0.sum(), rel=1e-6)
+
+
+@pytest.mark.parametrize("args", [["--all"], ["--all", "--stats"]])
+def test_mark_writes_a_model_that_loads(tmp_path, args):
+    path, out = tmp_path / "seq.onnx", tmp_path / "m.onnx"
+    seq_model(path)
+    r = CliRunner().invoke(app, ["mark", str(path), "-o", str(out), *args])
+    assert r.exit_code == 0, r.output
+    s = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    assert all(o.type.startswith("tensor(") for o in s.get_outputs()), [o.type for o in s.get_outputs()]
+    names = [o.name for o in s.get_outputs()]
+    got = dict(zip(names, s.run(names, {"x": X, "i": np.array(0, np.int64)})))
+    np.testing.assert_allclose(got["y"], X + np.concatenate([X, X]).sum(), rtol=1e-6)
+
+
+def test_mark_of_an_optional_alone_writes_nothing(tmp_path):
+    path, out = tmp_path / "seq.onnx", tmp_path / "m.onnx"
+    seq_model(path)
+    r = CliRunner().invoke(app, ["mark", str(path), "-o", str(out), "--name", "op", "--stats"])
+    assert r.exit_code != 0 and not out.exists()
+    assert "optional" in r.output and "Traceback" not in r.output
+
+
+def test_diff_leaves_them_unmatched(tmp_path):
+    path = tmp_path / "seq.onnx"
+    seq_model(path)
+    r = CliRunner().invoke(app, ["diff", str(path), str(path), "--all", "--input", "i=1"])
+    assert r.exit_code == 0, r.output
