@@ -327,7 +327,7 @@ def test_an_input_that_fails_the_checker_is_copied_with_a_note(tmp_path):
 def test_mark_that_adds_nothing_it_was_asked_for_is_an_error(tmp_path):
     """A custom op's output, which neither shape inference nor a run can type, is all --all could add:
     nothing was marked and the command wrote a copy of the model and exited 0; now one line and no file.
-    A selection of model outputs alone (nothing to add) still writes."""
+    A selection of model outputs alone (nothing to add) is refused too, exit 2 (a usage error)."""
     from onnx import TensorProto, helper
     from typer.testing import CliRunner
 
@@ -343,7 +343,7 @@ def test_mark_that_adds_nothing_it_was_asked_for_is_an_error(tmp_path):
     r = CliRunner().invoke(app, ["mark", str(p), "-o", str(out), "--all"])
     assert r.exit_code == 1 and "could be marked" in r.stderr and "t" in r.stderr and not out.exists(), r.output
     r = CliRunner().invoke(app, ["mark", str(p), "-o", str(out), "--name", "y"])
-    assert r.exit_code == 0 and out.exists(), r.output
+    assert r.exit_code == 2 and "already a model output" in r.stderr and not out.exists(), r.output
 
 
 @pytest.mark.parametrize("cmd, args, words", [
@@ -376,9 +376,11 @@ def test_the_checkers_complaint_is_whole(tmp_path):
 
     from onnxprobe.cli.main import app
 
-    g = helper.make_graph([helper.make_node("Add", ["x", "undefined_t"], ["y"], name="a")], "g",
+    g = helper.make_graph([helper.make_node("Add", ["x", "undefined_t"], ["s"], name="a"),
+                           helper.make_node("Relu", ["s"], ["y"], name="r")], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+                          value_info=[helper.make_tensor_value_info("s", TensorProto.FLOAT, [2])])  # s is added
     p = tmp_path / "bad.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
     r = CliRunner().invoke(app, ["mark", str(p), "-o", str(tmp_path / "o.onnx"), "--all"])
@@ -424,11 +426,14 @@ def test_selected_graph_inputs_and_weights_are_said_not_added(tmp_path):
     (["--name", "image"], "image is fed (graph input)"),
     (["--name", "conv1.weight", "--include-constants"], "conv1.weight is in the model file (weight)"),
     (["--name", "image", "--name", "logits"], "logits is already a model output"),
+    (["--name", "logits"], "logits is already a model output"),
+    (["--name", "logits", "--all", "--op", "Gemm"], "logits is already a model output"),
 ])
 def test_a_selection_that_adds_nothing_writes_nothing(tmp_path, args, said):
     """`mark --name x` (a graph input) wrote a model with nothing added, exit 0, while a selection of a
     weight alone was an error: a selection of inputs and weights that adds no output writes no file and
-    exits 2 with the reasons (model outputs alone still write: every selected tensor is an output there)."""
+    exits 2 with the reasons; so does one of model outputs alone (QA: `mark host.onnx` whose one layer is the
+    model's output wrote an unchanged copy, exit 0)."""
     from onnxprobe import api
     from onnxprobe.errors import UsageError
 

@@ -225,10 +225,11 @@ def mark(
         # asked for, and none of what is not an output already could be added: no file that reads as marked
         raise ModelError(f"none of the {len(refs) - len(marked)} selected tensor(s) that are not model outputs could be "
                          "marked as an output" + (f": {notes[-1]}" if notes else ""))
-    if not_marked and not any(m.added for m in marked):
-        # only inputs and weights (beside model outputs): a file that adds none of them read as marked, exit 0
-        raise UsageError(f"the selection ({(selection or Selection()).describe()}) adds no output: "
-                         + _why_not_added(not_marked, [m.output for m in marked]) + "; mark adds node outputs")
+    if not any(m.added for m in marked):
+        # only inputs, weights and model outputs already: a file that adds none of them read as marked, exit 0
+        why = _why_not_added(not_marked, [m.output for m in marked]) or "it selects no node output"
+        raise UsageError(f"the selection ({(selection or Selection()).describe()}) adds no output: {why}"
+                         + ("; mark adds node outputs" if not_marked else ""))
     model = record(model, marked)
     notes += _unfused(model, [m.output for m in marked if m.added])
     written = _write_checked(model, lazy, out, path, notes)
