@@ -299,7 +299,7 @@ def test_a_model_whose_external_tensors_are_all_small_is_written_without_an_empt
     src.mkdir()
     onnx.save(m, str(src / "m.onnx"), save_as_external_data=True, location="m.bin", size_threshold=0)
     for argv, out in ((["extract", src / "m.onnx", "-o", tmp_path / "e.onnx", "--to", "y"], tmp_path / "e.onnx"),
-                      (["mark", src / "m.onnx", "-o", tmp_path / "k.onnx", "--all"], tmp_path / "k.onnx")):
+                      (["mark", src / "m.onnx", "-o", tmp_path / "k.onnx", "--all", "--stats"], tmp_path / "k.onnx")):
         r = invoke(*argv)
         assert r.exit_code == 0, r.output
         assert not Path(str(out) + ".data").exists() and ".data" not in r.stdout, r.stdout
