@@ -66,3 +66,30 @@ def test_inspect_and_diff_of_a_string_input_model(files):
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["verdict"] == "pass" and "y" in [p["a"] for p in d["pairs"]]
+
+
+@pytest.mark.parametrize("args", [["mark", "--all"], ["mark", "--all", "--seed", "3"], ["extract", "--to", "r"],
+                                  ["extract", "--from", "s", "--to", "ys", "--shape", "x=3"]])
+def test_mark_and_extract_need_no_string_data_when_nothing_runs(files, args):
+    """Shape inference types every output here: mark and extract run nothing, and the command line refused
+    the model ('a string tensor; onnxprobe cannot make random data for it') where the API did not (the CLI
+    always names where arrays come from, so its options never read as the defaults)."""
+    out = files / "o.onnx"
+    r = runner.invoke(app, [args[0], str(files / "m.onnx"), "-o", str(out), *args[1:]])
+    assert r.exit_code == 0 and out.exists(), r.output
+    m = onnx.load(str(out))
+    want = {"mark": {"ys", "y", "r"}, "extract": {"r"} if "r" in args else {"ys"}}[args[0]]
+    assert {o.name for o in m.graph.output} == want
+
+
+def test_a_string_input_a_run_needs_is_still_refused_in_one_line(tmp_path):
+    """Where a run must type an output (a custom op's, here one whose run fails anyway), the string input
+    is needed: one line, exit 2, naming it."""
+    m = make_model([helper.make_node("Identity", ["s"], ["ys"], name="id"),
+                    helper.make_node("Foo", ["x"], ["t"], name="c", domain="zz"), helper.make_node("Relu", ["t"], ["y"], name="r")],
+                   [helper.make_tensor_value_info("s", TensorProto.STRING, [2]), helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                   [helper.make_tensor_value_info("ys", TensorProto.STRING, [2]), helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    m.opset_import.append(helper.make_opsetid("zz", 1))
+    onnx.save(m, str(tmp_path / "c.onnx"))
+    r = runner.invoke(app, ["mark", str(tmp_path / "c.onnx"), "-o", str(tmp_path / "o.onnx"), "--all"])
+    assert r.exit_code == 2 and "string tensor" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output

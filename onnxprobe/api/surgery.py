@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -103,10 +103,13 @@ class ExtractResult(SurgeryResult):
 def _check_inputs(model: onnx.ModelProto, inputs: InputSpec | None):
     """The input options checked as ``layers`` checks them (names, shapes, dtypes, seed, integer range),
     whether or not a run needs them (a wrong one was accepted silently when shape inference typed it all):
-    the feeds they make (``_observe_types`` runs on them), or None for the default options."""
-    if inputs is not None and inputs != InputSpec():
-        return _feeds.make_feeds(model, inputs)
-    return None
+    the feeds they make (``_observe_types`` runs on them), or None for the default options, and where a
+    string input is not given: its feed is refused only when a run needs it (a model with a string input is
+    marked or cut without one)."""
+    if inputs is None or replace(inputs, arrays_from=InputSpec().arrays_from) == InputSpec():  # the CLI names its source
+        return None
+    fs = _feeds.make_feeds(model, inputs, strings=False)
+    return fs if len(fs.values) == len(_feeds.model_inputs(model)) else None
 
 
 def _observe_types(model: onnx.ModelProto, lazy, names: list[str], spec: InputSpec | None, notes: list[str],

@@ -327,7 +327,9 @@ def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np
     return given
 
 
-def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
+def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings: bool = True) -> Feeds:
+    """``strings`` False: a string input that is not given is left out of the feeds, not refused (the
+    options checked for a command that may not run the model at all)."""
     spec = spec or InputSpec()
     if spec.seed < 0:
         raise setting_error(UsageError, ("seed", "--seed"), f"{spec.seed}: seeds are non-negative integers")
@@ -367,6 +369,8 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
         dtype = s.dtype
         check_fits(int(np.prod(shape, dtype=object)) * dtype.itemsize, f"input {clean(s.name)} of shape {list(shape)}")
         if dtype.kind not in "biufc" and dtype.name != "bfloat16":  # strings: no random data means anything
+            if not strings:
+                continue
             raise UsageError(f"input {quote(s.name)}: a string tensor; onnxprobe cannot make random data "
                              f"for it: give it with --input {clean(s.name)}=FILE.npy")
         feeds[s.name] = random_array(shape, dtype, rng, spec.int_range)
@@ -378,4 +382,4 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None) -> Feeds:
         notes.append(f"--seed {spec.seed} draws nothing: every input is given")
     if tuple(spec.int_range) != (0, 100) and not random_ints:
         notes.append(f"--int-range {spec.int_range[0]}:{spec.int_range[1]} draws nothing: no integer input is drawn at random")
-    return Feeds({s.name: feeds[s.name] for s in specs}, defaulted, notes + _notes(defaulted), random_ints)
+    return Feeds({s.name: feeds[s.name] for s in specs if s.name in feeds}, defaulted, notes + _notes(defaulted), random_ints)
