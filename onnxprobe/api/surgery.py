@@ -115,14 +115,14 @@ def _check_inputs(model: onnx.ModelProto, inputs: InputSpec | None):
 def _observe_types(model: onnx.ModelProto, lazy, names: list[str], spec: InputSpec | None, notes: list[str],
                    skip_empty: set[str] = frozenset(), fs=None) -> dict[str, onnx.TypeProto]:
     """Types of ``names`` (graph inputs or outputs of ``model``) seen in one run on seeded random (or
-    given) inputs. Dimensions are written only when every model input has a fixed shape; otherwise only
-    the rank. An empty value of a name in ``skip_empty`` (carried out of an If branch that did not run)
+    given) inputs: the element type and rank of the run, and only the dimensions shape inference gives
+    (one run's sizes may hang on input values: a Loop's trip count, an If's branch, a Range), the others
+    left unknown. An empty value of a name in ``skip_empty`` (carried out of an If branch that did not run)
     says nothing. Returns what it could type; a failed run is a note, not an error. ``fs``: the feeds,
     when ``_check_inputs`` made them already."""
     fs = fs or _feeds.make_feeds(lazy.proto, spec)
     feed = fs.values
-    static = all(s.shape is not None and all(isinstance(d, int) and d > 0 for d in s.shape)
-                 for s in _feeds.model_inputs(lazy.proto))
+    declared = {vi.name: vi.type for vi in list(model.graph.output) + list(model.graph.input)}
     values = {n: feed[n] for n in names if n in feed}
     want = [n for n in names if n not in values]
     if want:
@@ -142,14 +142,21 @@ def _observe_types(model: onnx.ModelProto, lazy, names: list[str], spec: InputSp
             elem = onnx.helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype)
         except Exception:  # noqa: BLE001
             continue
-        dims = list(np.shape(v)) if static else [None] * np.ndim(v)
-        types[n] = onnx.helper.make_tensor_type_proto(elem, dims)
+        types[n] = onnx.helper.make_tensor_type_proto(elem, _inferred_dims(declared.get(n), np.ndim(v)))
     if types:
-        how = "" if static else " (their dimensions are left unknown: the model's inputs are dynamic)"
+        how = " (their dimensions only where shape inference gives them)"
         notes.append(f"{len(types)} type(s) shape inference could not find were taken from a run on "
                      f"{'the given' if spec is not None and (spec.files or spec.arrays) else 'seeded random'} inputs{how}: "
                      + ", ".join(list(types)[:5]) + (" ..." if len(types) > 5 else ""))
     return types
+
+
+def _inferred_dims(t: onnx.TypeProto | None, rank: int) -> list:
+    """The dimensions of ``t`` that inference gave (a size or a symbol), None for the others, at ``rank``."""
+    tt = t.tensor_type if t is not None and t.HasField("tensor_type") else None
+    if tt is None or not tt.HasField("shape") or len(tt.shape.dim) != rank:
+        return [None] * rank
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
 
 
 def _write_checked(model: onnx.ModelProto, lazy, out, source, notes: list[str]):
