@@ -258,3 +258,20 @@ def test_a_range_end_may_be_a_body_nodes_listed_path():
     paths = {s.node.op_type: s.path for s in walk(model)}
     assert [r.name for r in select(model, Selection(range=f"{paths['Abs']}:{paths['Neg']}"))] == ["e_out", "t_out"]
     assert [r.name for r in select(model, Selection(names=(paths["Neg"],)))] == ["t_out"]
+
+
+def test_an_op_outside_the_standard_domain_is_taken_by_the_name_inspect_prints():
+    """`inspect` lists 'my.dom.Swish' and 'com.microsoft.Gelu'; `--op` refused those names ('no node of the
+    model has this op type') and took only the bare op type. Both work; another domain's name does not."""
+    f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [3])  # noqa: E731
+    m = make_model([helper.make_node("Swish", ["x"], ["s"], name="sw", domain="my.dom"),
+                    helper.make_node("Gelu", ["s"], ["g"], name="ge", domain="com.microsoft"),
+                    helper.make_node("Relu", ["g"], ["y"], name="re")], [f("x")], [f("y")])
+    m.opset_import.extend([helper.make_opsetid("my.dom", 1), helper.make_opsetid("com.microsoft", 1)])
+    got = lambda *ops: [r.name for r in select(m, Selection(ops=ops))]  # noqa: E731
+    assert got("my.dom.Swish") == got("Swish") == ["s"]
+    assert got("com.microsoft.Gelu") == ["g"] and got("my.dom.Swish", "Relu") == ["s", "y"]
+    with pytest.raises(UsageError, match="did you mean 'my.dom.Swish'"):
+        select(m, Selection(ops=("my.dom.Swis",)))
+    with pytest.raises(UsageError, match="no node"):
+        select(m, Selection(ops=("other.dom.Swish",)))

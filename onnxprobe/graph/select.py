@@ -143,8 +143,10 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
     return lo, hi
 
 
-def _op_matches(op_type: str, ops: tuple[str, ...]) -> bool:
-    return op_type in ops or canonical(op_type) in ops
+def _op_matches(op_type: str, ops: tuple[str, ...], domain: str = "") -> bool:
+    """``op_type`` by its name, what it stands for, or its name qualified by its domain as ``inspect``
+    lists ops outside the standard one ('com.microsoft.QLinearMul', 'my.dom.Swish')."""
+    return op_type in ops or canonical(op_type) in ops or (domain not in ("", "ai.onnx") and f"{domain}.{op_type}" in ops)
 
 
 def selects_op(sel: Selection, op_type: str) -> bool:
@@ -177,9 +179,10 @@ def check_criteria(models: list[onnx.ModelProto], sel: Selection) -> None:
     """Each ``--op`` must be an op type of one of ``models`` (or stand for one), and each ``--name`` glob
     must match a node, tensor or input name of one of them; else a UsageError with a suggestion."""
     sites = [walk(m) for m in models]
-    ops_present = {s.node.op_type for ss in sites for s in ss}
+    present = {(s.node.op_type, s.node.domain) for ss in sites for s in ss}
+    ops_present = {t for t, _ in present} | {f"{d}.{t}" for t, d in present if d not in ("", "ai.onnx")}
     for op in sel.ops:
-        if not any(_op_matches(t, (op,)) for t in ops_present):
+        if not any(_op_matches(t, (op,), d) for t, d in present):
             lower = {t.lower(): t for t in ops_present}
             close = [lower[op.lower()]] if op.lower() in lower else difflib.get_close_matches(op, sorted(ops_present), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else " (`onnxprobe inspect MODEL` lists its op types)"
@@ -229,7 +232,7 @@ def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[
             if sel.is_default:
                 take = bool(sel.range) or (not site.chain and site.node.op_type in DEFAULT_OPS) or t in outputs
             else:
-                take = (not sel.ops or _op_matches(site.node.op_type, sel.ops)) and (
+                take = (not sel.ops or _op_matches(site.node.op_type, sel.ops, site.node.domain)) and (
                     not sel.names or _name_matches(sel.names, site.name, site.path, t))
             if take:
                 seen.add((site.scope, t))
