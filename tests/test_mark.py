@@ -486,3 +486,28 @@ def test_types_a_run_finds_keep_only_the_dimensions_inference_gives(tmp_path):
     np.testing.assert_allclose(got["out"], want)
     current = next(n for n in stacked if n.startswith("current"))
     np.testing.assert_allclose(got[current], want + 2.0)
+
+
+@pytest.mark.parametrize("case", ["custom_op", "no_opset"])
+def test_a_failed_type_run_says_its_own_cause(tmp_path, case):
+    """When the run that types what shape inference cannot fails, mark's error quoted its last note ('neither
+    shape inference nor the run ... tells their type') and extract's blamed the inputs ('give inputs with
+    --input/--shape'): both now say the run's own failure (the unknown custom op, the missing opset import)."""
+    f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [2])  # noqa: E731
+    if case == "custom_op":
+        m = make_model([helper.make_node("MyOp", ["x"], ["t"], domain="my.domain", name="c"),
+                        helper.make_node("Relu", ["t"], ["y"], name="r")], [f("x")], [f("y")])
+        m.opset_import.append(helper.make_opsetid("my.domain", 1))
+        cause = "MyOp"
+    else:
+        m = make_model([helper.make_node("Relu", ["x"], ["t"], name="r"), helper.make_node("Neg", ["t"], ["y"], name="n")],
+                       [f("x")], [f("y")])
+        del m.opset_import[:]
+        cause = "opset"
+    p = tmp_path / "m.onnx"
+    onnx.save(m, str(p))
+    for args in (["mark", p, "-o", tmp_path / "a.onnx", "--name", "t"], ["extract", p, "-o", tmp_path / "b.onnx", "--to", "t"]):
+        r = invoke(*args)
+        assert r.exit_code == 1 and len(r.stderr.strip().splitlines()[-1:]) == 1, r.output
+        last = r.stderr.strip().splitlines()[-1]
+        assert last.startswith("onnxprobe: error:") and cause in last and "--input" not in last, r.output

@@ -113,18 +113,20 @@ def _check_inputs(model: onnx.ModelProto, inputs: InputSpec | None):
 
 
 def _observe_types(model: onnx.ModelProto, lazy, names: list[str], spec: InputSpec | None, notes: list[str],
-                   skip_empty: set[str] = frozenset(), fs=None) -> dict[str, onnx.TypeProto]:
+                   skip_empty: set[str] = frozenset(), fs=None) -> tuple[dict[str, onnx.TypeProto], str | None]:
     """Types of ``names`` (graph inputs or outputs of ``model``) seen in one run on seeded random (or
     given) inputs: the element type and rank of the run, and only the dimensions shape inference gives
     (one run's sizes may hang on input values: a Loop's trip count, an If's branch, a Range), the others
     left unknown. An empty value of a name in ``skip_empty`` (carried out of an If branch that did not run)
-    says nothing. Returns what it could type; a failed run is a note, not an error. ``fs``: the feeds,
-    when ``_check_inputs`` made them already."""
+    says nothing. Returns what it could type and, where the run failed, why (a note too, not an error:
+    the callers say it where it leaves them without a type). ``fs``: the feeds, when ``_check_inputs``
+    made them already."""
     fs = fs or _feeds.make_feeds(lazy.proto, spec)
     feed = fs.values
     declared = {vi.name: vi.type for vi in list(model.graph.output) + list(model.graph.input)}
     values = {n: feed[n] for n in names if n in feed}
     want = [n for n in names if n not in values]
+    failed = None
     if want:
         try:
             m = materialize(model, lazy.base_dir)
@@ -133,6 +135,7 @@ def _observe_types(model: onnx.ModelProto, lazy, names: list[str], spec: InputSp
         except UsageError:
             raise
         except OnnxProbeError as e:
+            failed = f"{e}{fs.hint()}"
             notes.append(f"could not run the model to find the types shape inference left unknown{fs.hint()}: {e}")
     types = {}
     for n, v in values.items():
@@ -148,7 +151,7 @@ def _observe_types(model: onnx.ModelProto, lazy, names: list[str], spec: InputSp
         notes.append(f"{len(types)} type(s) shape inference could not find were taken from a run on "
                      f"{'the given' if spec is not None and (spec.files or spec.arrays) else 'seeded random'} inputs{how}: "
                      + ", ".join(list(types)[:5]) + (" ..." if len(types) > 5 else ""))
-    return types
+    return types, failed
 
 
 def _inferred_dims(t: onnx.TypeProto | None, rank: int) -> list:
@@ -220,10 +223,11 @@ def mark(
     model, marked = mark_pass(inferred, refs, stats=stats, warnings=notes)
     del inferred
     missing = untyped(model, [m.output for m in marked if m.added])
+    run_failed = None
     if missing:
         in_if = in_if_branch(lazy.proto)
-        found = _observe_types(model, lazy, missing, inputs, notes,
-                               skip_empty={m.output for m in marked if m.ref.name in in_if}, fs=fs)
+        found, run_failed = _observe_types(model, lazy, missing, inputs, notes,
+                                           skip_empty={m.output for m in marked if m.ref.name in in_if}, fs=fs)
         model = with_output_types(model, found)
         failed = [n for n in missing if n not in found]
         if failed:
@@ -233,8 +237,10 @@ def mark(
                          "not run, or a failed run) tells their type: " + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else ""))
     if refs and not any(m.added for m in marked) and len(marked) < len(refs):
         # asked for, and none of what is not an output already could be added: no file that reads as marked
+        why = (f"shape inference does not type them and the run to find their types failed: {run_failed}"
+               if run_failed else notes[-1] if notes else "")
         raise ModelError(f"none of the {len(refs) - len(marked)} selected tensor(s) that are not model outputs could be "
-                         "marked as an output" + (f": {notes[-1]}" if notes else ""))
+                         "marked as an output" + (f": {why}" if why else ""))
     if not any(m.added for m in marked):
         # only inputs, weights and model outputs already: a file that adds none of them read as marked, exit 0
         why = _why_not_added(not_marked, [m.output for m in marked]) or "it selects no node output"
@@ -304,11 +310,14 @@ def extract(
     if need:
         refs = [r for r in select(inferred, Selection(all=True, include_constants=True), strict=False) if r.name in need]
         probe_model, _ = mark_pass(inferred, refs)
-        found = _observe_types(probe_model, lazy, need, inputs, notes, fs=fs)
+        found, run_failed = _observe_types(probe_model, lazy, need, inputs, notes, fs=fs)
         left = [n for n in need if n not in found]
-        if left:
+        if left:  # the run's own failure where it failed (a custom op, no opset import), not a guess at the inputs
+            why = (f"the run to see it failed: {run_failed}" if run_failed else
+                   "the run on these inputs did not give it (an If branch that did not run, an empty value: give inputs "
+                   "with --input/--shape)")
             raise ModelError(f"cannot find the type of {', '.join(repr(n) for n in left[:5])}: shape inference does not "
-                             "know it and the model could not be run to see it (give inputs with --input/--shape)")
+                             f"know it and {why}")
         types.update(found)
     del inferred
     sub = extract_pass(lazy.proto, c, types)
