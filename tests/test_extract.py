@@ -364,3 +364,30 @@ def test_empty_names_and_a_from_at_the_output_are_said_as_given(tmp_path, args, 
     assert r.exit_code == 2 and needle in r.stderr and r.stderr.count("\n") == 1, r.output
     assert "--to 'logits'" not in r.stderr or "--to" in args
     assert not out.exists()
+
+
+def test_advice_never_names_the_to_itself_nor_a_to_never_given(tmp_path):
+    """`--from cond --to s` where s depends on no --from said "tensor 's' reaches the outputs around them; add
+    it to --from" (s is the --to: a dead end); `--from b` without --to, a model output 'a' upstream of b,
+    blamed "--to 'a'" and suggested a swap. Now: what s is computed from, and the model output by name with
+    the outputs that --from does compute; each advice, followed, cuts (checked against numpy)."""
+    f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [3])  # noqa: E731
+    m = make_model([helper.make_node("Relu", ["x"], ["a"], name="relu"), helper.make_node("Exp", ["a"], ["b"], name="exp"),
+                    helper.make_node("Neg", ["b"], ["c"], name="neg"), helper.make_node("Add", ["x", "k"], ["s"], name="add"),
+                    helper.make_node("Mul", ["s", "c"], ["d"], name="mul")],
+                   [f("x"), f("k")], [f("a"), f("d")])
+    p, out = tmp_path / "m.onnx", tmp_path / "o.onnx"
+    onnx.save(m, str(p))
+    r = invoke("extract", p, "-o", out, "--from", "b", "--to", "s")
+    assert r.exit_code == 2 and "--to 's' does not depend on --from 'b'" in r.stderr and "--from x,k" in r.stderr, r.output
+    assert "add it to --from" not in r.stderr
+    r = invoke("extract", p, "-o", out, "--from", "x,k", "--to", "s")  # the advice followed
+    assert r.exit_code == 0, r.output
+    r = invoke("extract", p, "-o", out, "--from", "b,s")
+    assert r.exit_code == 2 and "model output 'a'" in r.stderr and "--to 'a'" not in r.stderr and "swap" not in r.stderr, r.output
+    assert "--to d" in r.stderr, r.output
+    r = invoke("extract", p, "-o", out, "--from", "b,s", "--to", "d")  # the advice followed
+    assert r.exit_code == 0, r.output
+    b, s = np.array([0.5, 1.0, 2.0], np.float32), np.array([1.0, -2.0, 3.0], np.float32)
+    got = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"b": b, "s": s})[0]
+    np.testing.assert_allclose(got, s.astype(np.float64) * -b.astype(np.float64), rtol=1e-6)

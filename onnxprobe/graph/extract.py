@@ -125,7 +125,8 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
         elif t in real_inputs:
             reached.setdefault(t)
     if reached:
-        raise UsageError(_upstream_message(g, ins, outs) or _leak_message(model, cut_set, outs, nodes, list(reached)))
+        raise UsageError(_upstream_message(g, ins, outs, default_outputs) or _unreached_message(model, ins, outs, default_outputs)
+                         or _leak_message(model, cut_set, outs, nodes, list(reached)))
     if default_inputs:
         ins = [i for i in ins if i in seen]
     if not nodes and default_outputs:  # every model output is a --from: no --to was given, none to blame
@@ -154,9 +155,10 @@ def _closure(g: onnx.GraphProto, start: set[str], blocked: set[str]) -> set[str]
     return reach
 
 
-def _upstream_message(g: onnx.GraphProto, ins: list[str], outs: list[str]) -> str | None:
+def _upstream_message(g: onnx.GraphProto, ins: list[str], outs: list[str], default_outputs: bool = False) -> str | None:
     """The error for a --to tensor that depends on no --from tensor because it is computed before one of
-    them (--from and --to given the wrong way round): no tensor added to --from would make that a cut."""
+    them (--from and --to given the wrong way round): no tensor added to --from would make that a cut.
+    ``default_outputs``: no --to was given, the model's outputs stand for it (none to swap)."""
     downstream = _closure(g, set(ins), set())
     for y in outs:
         if y in downstream:
@@ -165,9 +167,42 @@ def _upstream_message(g: onnx.GraphProto, ins: list[str], outs: list[str]) -> st
         if after:
             one = len(after) == 1
             xs = ", ".join(repr(x) for x in after)
+            if default_outputs:
+                return (f"model output {y!r} does not depend on --from {xs}: it is computed before {'it' if one else 'them'}, "
+                        f"and without --to the cut ends at every model output; {_outputs_hint(outs, downstream)}")
             return (f"--to {y!r} does not depend on --from {xs}: it is computed before {'it' if one else 'them'} "
                     f"(upstream of {'it' if one else 'them'}), so nothing lies between them; swap them: "
                     f"--from {shlex.quote(y)} --to {shlex.quote(','.join(after))}")  # quoted: a command to paste
+    return None
+
+
+def _outputs_hint(outs: list[str], downstream: set[str]) -> str:
+    """Advice for a cut whose default outputs (the model's) are not all computed from --from."""
+    fine = [o for o in outs if o in downstream]
+    if fine:
+        return f"give --to the outputs you want, e.g. --to {shlex.quote(','.join(fine))} (computed from --from)"
+    return "give --to the tensors you want, computed from --from"
+
+
+def _unreached_message(model: onnx.ModelProto, ins: list[str], outs: list[str], default_outputs: bool) -> str | None:
+    """The error for a --to (or, without --to, a model output) that depends on no --from tensor at all and
+    lies on no path from one: adding tensors to --from around it would leave nothing to cut, so the
+    advice names what it is computed from instead (its node's inputs)."""
+    g = model.graph
+    downstream = _closure(g, set(ins), set())
+    producer = {o: n for n in g.node for o in n.output if o}
+    const = constant_tensors(model)
+    xs = ", ".join(repr(x) for x in ins[:3]) + (" ..." if len(ins) > 3 else "")
+    for y in outs:
+        if y in downstream or y in ins:
+            continue
+        if default_outputs:
+            return (f"model output {y!r} does not depend on --from {xs}, and without --to the cut ends at every model "
+                    f"output; {_outputs_hint(outs, downstream)}")
+        src = [t for t in node_inputs(producer[y]) if t not in const] if y in producer else []
+        hint = (f"give a --from it is computed from, e.g. --from {shlex.quote(','.join(src))} (its node's inputs)" if src
+                else "give a --from it is computed from")
+        return f"--to {y!r} does not depend on --from {xs}: it is computed without {'it' if len(ins) == 1 else 'them'}; {hint}"
     return None
 
 
