@@ -321,3 +321,54 @@ def test_a_truncated_or_inconsistent_data_file_is_flagged_in_the_listing(tmp_pat
         f.truncate(need)
     r = invoke("inspect", tmp_path / "n.onnx")
     assert r.exit_code == 0 and f"the length entry of W says 5 B, its dims need {size(64 * 64 * 4)}" in r.stdout, r.output
+
+
+def test_every_kind_of_weight_is_counted_and_local_functions_are_no_custom_ops(tmp_path):
+    """Sparse initializers and Constants whose value is value_floats/value_ints/value_float/sparse_value were
+    left out of the weight counts, and the ops of model-local functions were listed under "custom domains:
+    the runtime must provide them" though the model defines them. Oracle: numpy, and onnx.reference for
+    the Constants' values."""
+    from onnx.reference import ReferenceEvaluator
+
+    sp = helper.make_sparse_tensor(numpy_helper.from_array(np.array([1.0, 2.0, 3.0], np.float32), "sw"),
+                                   numpy_helper.from_array(np.array([0, 7, 19], np.int64), "sw_i"), [4, 5])
+    csp = helper.make_sparse_tensor(numpy_helper.from_array(np.array([5.0, 6.0], np.float32), "cs"),
+                                    numpy_helper.from_array(np.array([1, 8], np.int64), "cs_i"), [10])
+    consts = [helper.make_node("Constant", [], ["c1"], value_floats=[1.0, 2.0, 3.0]),
+              helper.make_node("Constant", [], ["c2"], value_ints=[4, 5]),
+              helper.make_node("Constant", [], ["c3"], value_float=2.0),
+              helper.make_node("Constant", [], ["c4"], sparse_value=csp),
+              helper.make_node("Constant", [], ["c5"], value=numpy_helper.from_array(np.ones((2, 2), np.float32)))]
+    fn = helper.make_function("my.fn", "Swish", ["X"], ["Y"], [helper.make_node("Sigmoid", ["X"], ["S"]),
+                              helper.make_node("Mul", ["X", "S"], ["Y"])], [helper.make_opsetid("", 17)])
+    f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [3])  # noqa: E731
+    g = helper.make_graph(consts + [helper.make_node("Swish", ["x"], ["y"], domain="my.fn", name="sw"),
+                                    helper.make_node("Foo", ["y"], ["z"], domain="other", name="foo")], "g", [f("x")], [f("z")],
+                          initializer=[numpy_helper.from_array(np.zeros((2, 3), np.float32), "w")], sparse_initializer=[sp])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("my.fn", 1),
+                                            helper.make_opsetid("other", 1)], functions=[fn])
+    p = tmp_path / "w.onnx"
+    onnx.save(m, str(p))
+    d = inspect_json(p, tmp_path)
+    dense = np.zeros((2, 3), np.float32)
+    stored = [np.array([1.0, 2.0, 3.0], np.float32), np.array([0, 7, 19], np.int64)]
+    assert d["initializers"] == {"count": 2, "bytes": dense.nbytes + sum(a.nbytes for a in stored), "elements": dense.size + 20}
+    values = []
+    for n in consts:
+        if n.output[0] == "c4":  # onnx.reference returns a sparse Constant as a SparseTensor it then refuses
+            values.append(np.zeros(int(np.prod(csp.dims)), np.float32))
+            continue
+        one = helper.make_model(helper.make_graph([n], "c", [], [helper.make_value_info(n.output[0], onnx.TypeProto())]),
+                                opset_imports=[helper.make_opsetid("", 17)])
+        values.append(np.asarray(ReferenceEvaluator(one).run(None, {})[0]))
+    sizes = [v.size for v in values]
+    assert sizes == [3, 2, 1, 10, 4]
+    stored_c4 = np.array([5.0, 6.0], np.float32).nbytes + np.array([1, 8], np.int64).nbytes
+    want_bytes = sum(v.nbytes for i, v in enumerate(values) if i != 3) + stored_c4
+    assert d["constants"] == {"count": 5, "bytes": want_bytes, "elements": sum(sizes)}
+    assert d["parameters"] == dense.size + 20 + sum(sizes)
+    assert d["custom_domains"] == {"other": {"Foo": 1}} and d["functions"] == ["my.fn.Swish"]
+    r = invoke("inspect", p)
+    assert r.exit_code == 0, r.output
+    custom = r.stdout[r.stdout.index("custom domains"):]
+    assert "other: Foo 1" in custom and "Swish" not in custom.split("model-local functions")[0]

@@ -86,7 +86,7 @@ class ModelSummary:
     uninferred: list[NodeRow]  # nodes with an output of unknown type or rank
     subgraphs: list[SubgraphInfo]
     external: list[ExternalFile]
-    custom_domains: dict[str, dict[str, int]]  # domain -> {op type: count}, nodes of non-ONNX domains
+    custom_domains: dict[str, dict[str, int]]  # domain -> {op type: count}, nodes of non-ONNX domains (not model-local functions)
     functions: list[str]  # model-local functions, as domain.name
     used_domains: list[str] = field(default_factory=list)  # opset domains the nodes use ("ai.onnx" for "")
     graph_name: str = ""
@@ -102,9 +102,10 @@ def op_label(node: onnx.NodeProto) -> str:
     return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
 
 
-def _elements(t: onnx.TensorProto) -> int:
+def _elements(t: onnx.TensorProto, dims=None) -> int:
+    """Elements of ``t`` (or of ``dims``: a sparse tensor's dense shape)."""
     n = 1
-    for d in t.dims:
+    for d in (t.dims if dims is None else dims):
         n *= d
     return n
 
@@ -185,12 +186,44 @@ def _weights(model: onnx.ModelProto) -> tuple[WeightInfo, WeightInfo]:
             for _, sg in subgraphs(n):
                 yield from inits(sg)
 
-    init_list = list(inits(model.graph))
-    init = WeightInfo(len(init_list), sum(tensor_nbytes(t) for t in init_list), sum(_elements(t) for t in init_list))
-    consts = [a.t for s in walk(model) if s.node.op_type == "Constant" and s.node.domain in ("", "ai.onnx")
-              for a in s.node.attribute if a.type == onnx.AttributeProto.TENSOR]
-    const = WeightInfo(len(consts), sum(tensor_nbytes(t) for t in consts), sum(_elements(t) for t in consts))
+    def sparse(g: onnx.GraphProto):
+        yield from g.sparse_initializer
+        for n in g.node:
+            for _, sg in subgraphs(n):
+                yield from sparse(sg)
+
+    init_list, sparse_list = list(inits(model.graph)), list(sparse(model.graph))
+    init = WeightInfo(len(init_list) + len(sparse_list),
+                      sum(tensor_nbytes(t) for t in init_list) + sum(_sparse_nbytes(t) for t in sparse_list),
+                      sum(_elements(t) for t in init_list) + sum(_elements(t.values, t.dims) for t in sparse_list))
+    # a Constant holds its value in one attribute of several kinds, not only `value` (a tensor)
+    sizes = [_constant_size(a) for s in walk(model) if s.node.op_type == "Constant" and s.node.domain in ("", "ai.onnx")
+             for a in s.node.attribute[:1]]
+    const = WeightInfo(len(sizes), sum(b for b, _ in sizes), sum(e for _, e in sizes))
     return init, const
+
+
+def _sparse_nbytes(t: onnx.SparseTensorProto) -> int:
+    """Bytes a sparse tensor stores: its values and their indices."""
+    return tensor_nbytes(t.values) + tensor_nbytes(t.indices)
+
+
+def _constant_size(a: onnx.AttributeProto) -> tuple[int, int]:
+    """(bytes, elements) of a Constant's value attribute, of whichever kind (value, sparse_value,
+    value_float(s), value_int(s), value_string(s))."""
+    if a.type == onnx.AttributeProto.TENSOR:
+        return tensor_nbytes(a.t), _elements(a.t)
+    if a.type == onnx.AttributeProto.SPARSE_TENSOR:
+        return _sparse_nbytes(a.sparse_tensor), _elements(a.sparse_tensor.values, a.sparse_tensor.dims)
+    if a.type == onnx.AttributeProto.FLOATS:
+        return 4 * len(a.floats), len(a.floats)
+    if a.type == onnx.AttributeProto.INTS:
+        return 8 * len(a.ints), len(a.ints)
+    if a.type == onnx.AttributeProto.STRINGS:
+        return sum(len(s) for s in a.strings), len(a.strings)
+    if a.type == onnx.AttributeProto.STRING:
+        return len(a.s), 1
+    return (4 if a.type == onnx.AttributeProto.FLOAT else 8), 1  # value_float, value_int
 
 
 def _subtree_nodes(g: onnx.GraphProto) -> int:
@@ -256,8 +289,9 @@ def summarize(
 
     bodies(g)
     custom: dict[str, Counter] = {}
+    local = {(f.domain, f.name) for f in model.functions}  # defined in the model: no runtime must provide them
     for s in sites:
-        if s.node.domain not in STANDARD_DOMAINS:
+        if s.node.domain not in STANDARD_DOMAINS and (s.node.domain, s.node.op_type) not in local:
             custom.setdefault(s.node.domain, Counter())[s.node.op_type] += 1
     return ModelSummary(
         ir_version=model.ir_version,
