@@ -236,8 +236,16 @@ class Table:
         while all(INDENT + need[i] <= width for i in rest):
             w1 = _share(need, names, width - _span([need[i] for i in first if i not in names]) - GAP * len(names), readable)
             if w1 is not None and rest:
+                groups = [first] + _groups(rest, need, width - INDENT)
+                # a first line that takes every name whole, beside columns too ('conv1_out' beside node
+                # 'conv1', not '…_out': QA, the sample CNN at 80 columns with room to spare)
+                whole = self._whole_beside(full)
+                need_whole = [max([cl.cells(heads[i])] + [cl.cells(row[i]) for row in whole]) if i in names else n
+                              for i, n in enumerate(need)]
+                if whole is not full and _span([need_whole[i] for i in first]) <= width:
+                    return self._stacked(whole, need_whole, groups, width)
                 rows = self._shortened(full, w1, names)
-                return self._stacked(rows, self._used(rows, w1, names), [first] + _groups(rest, need, width - INDENT), width)
+                return self._stacked(rows, self._used(rows, w1, names), groups, width)
             if not movable:
                 break
             i = movable.pop(0)
