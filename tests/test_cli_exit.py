@@ -274,3 +274,20 @@ def test_help_and_version_into_a_full_stdout_are_one_error(args):
     with open("/dev/full", "w") as full:
         r = subprocess.run([sys.executable, "-m", "onnxprobe", *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
     assert r.returncode == 1 and r.stderr.strip() == "onnxprobe: error: cannot write to standard output (No space left on device)", r.stderr
+
+
+@pytest.mark.parametrize("args, code", [
+    (["layers", "/nope/m.onnx"], 1), (["diff", "CNN", "/nope/m.onnx"], 1), (["inspect", "/nope/m.onnx"], 1),
+    (["layers", "CNN", "--input", "image=/nope/x.npy"], 2), (["layers", "CNN", "--inputs", "/nope/x.npz"], 2),
+    (["merge-stats", "/nope/r.json"], 2), (["diff", "CNN", "CNN", "--map", "/nope/m.json"], 2),
+    (["debug", "CNN", "--script", "/nope/s.txt"], 2),
+])
+def test_a_missing_file_exits_as_readme_says(args, code):
+    """README's exit codes: a model that cannot be used is 1 (a missing model file too), a missing input,
+    JSON, map or script file a usage error, 2; one line each."""
+    from conftest import sample_path
+
+    argv = [str(sample_path("cnn")) if a == "CNN" else a for a in args]
+    p = subprocess.run([sys.executable, "-m", "onnxprobe", *argv], capture_output=True, text=True)
+    assert p.returncode == code, (p.returncode, p.stderr)
+    assert p.stderr.startswith("onnxprobe: error: ") and len(p.stderr.strip().splitlines()) == 1, p.stderr
