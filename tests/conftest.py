@@ -79,6 +79,18 @@ def fold_bn1(m: onnx.ModelProto, w: dict[str, np.ndarray], names: tuple[str, str
     del m.graph.value_info[:]
 
 
+def scale_weight_row(m: onnx.ModelProto, name: str, row: int, factor: float) -> onnx.ModelProto:
+    """``m`` with row ``row`` of initializer ``name`` multiplied by ``factor`` (in place; returned): a model
+    whose forward differs from the original's in one layer, by a known amount."""
+    for init in m.graph.initializer:
+        if init.name == name:
+            a = numpy_helper.to_array(init).copy()
+            a[row] *= factor
+            init.CopyFrom(numpy_helper.from_array(a, init.name))
+            return m
+    raise KeyError(name)
+
+
 def nan_model() -> onnx.ModelProto:
     """y = Relu(Log(x) * w): Log of a negative input gives NaN, Log(0) gives -inf, so the counts are known."""
     w = numpy_helper.from_array(np.full((4,), 2.0, np.float32), "w")

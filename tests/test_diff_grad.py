@@ -16,7 +16,7 @@ import pytest
 from onnx import numpy_helper
 from typer.testing import CliRunner
 
-from conftest import fold_bn1, sample_feeds, sample_path
+from conftest import fold_bn1, sample_feeds, sample_path, scale_weight_row
 from onnxprobe import api
 from onnxprobe.cli.main import app
 from quantize_fixtures import quantize
@@ -206,12 +206,7 @@ def test_a_forward_difference_is_said_and_no_backward_step_is_blamed(tmp_path):
     of each model's logits."""
     import onnxruntime as ort
 
-    m = onnx.load(str(sample_path("cnn")))
-    for init in m.graph.initializer:
-        if init.name == "conv2.weight":
-            a = numpy_helper.to_array(init).copy()
-            a[3] *= 1.2
-            init.CopyFrom(numpy_helper.from_array(a, init.name))
+    m = scale_weight_row(onnx.load(str(sample_path("cnn"))), "conv2.weight", 3, 1.2)
     a_path = tmp_path / "cnn_a.onnx"
     onnx.save(m, str(a_path))
     feed = sample_feeds("cnn")

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 
+from conftest import scale_weight_row  # noqa: E402
 import torch_models as tm  # noqa: E402  (needs torch)
 from onnxprobe import api  # noqa: E402
 from onnxprobe.cli.main import app  # noqa: E402
@@ -436,12 +437,7 @@ def test_a_weight_changed_in_a_module_without_batchnorm_is_not_called_a_fold(exp
     """A same-named initializer with other values, in a module that has no BatchNorm to fold: the reason
     says the model is not the module's export (it read 'the exporter folded another layer into it')."""
     path = exports("tanhmlp", "dynamo")
-    m = onnx.load(str(path))
-    for t in m.graph.initializer:
-        if t.name == "fc2.weight":
-            v = numpy_helper.to_array(t).copy()
-            v[1] *= 1.2
-            t.CopyFrom(numpy_helper.from_array(v, t.name))
+    m = scale_weight_row(onnx.load(str(path)), "fc2.weight", 1, 1.2)
     broken = tmp_path / "broken.onnx"
     onnx.save(m, broken)
     res = api.diff_grad_torch(broken, spec("tanhmlp"), api.GradSpec(loss="mean"))
