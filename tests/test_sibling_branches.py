@@ -86,3 +86,56 @@ def test_mark_all_exposes_each_under_its_own_output(tmp_path):
     np.testing.assert_allclose(sorted(got[n].tolist() for n in taken), sorted([np.abs(x).tolist(), np.maximum(x, 0).tolist()]))
     for n in names:
         np.testing.assert_allclose(got[n], oracle[n], rtol=1e-6)
+
+
+def _diff_rows(a, b, cond: bool, *extra: str) -> dict:
+    r = CliRunner().invoke(app, ["diff", str(a), str(b), "--all", "--input", "x=[-1,2,-3]", "--input",
+                                 f"c={str(cond).lower()}", "--json", "-", *extra])
+    assert r.exit_code in (0, 1), r.output
+    return {p["a"]: p for p in json.loads(r.stdout)["pairs"]}
+
+
+def _with_op(src, dst, node: str, branch: str, op: str) -> None:
+    m = onnx.load(str(src))
+    g = next(a.g for n in m.graph.node if n.name == node for a in n.attribute if a.name == branch)
+    g.node[0].op_type = op
+    onnx.save(m, str(dst))
+
+
+@pytest.mark.parametrize("cond", [True, False])
+@pytest.mark.parametrize("runs", [[], ["--separate-runs"]])
+def test_diff_pairs_each_branch_tensor_with_its_own(tmp_path, cond, runs):
+    """diff keys each 'o' by its scope: the branches that ran compare their own values, the others read
+    'not run' (QA: all four 'o' rows compared 3 values and passed, the untaken Neg and Exp included)."""
+    path = tmp_path / "two_if.onnx"
+    two_ifs(path)
+    rows = _diff_rows(path, path, cond, *runs)
+    branch = {k: v for k, v in rows.items() if k.endswith("/o")}
+    assert sorted(branch) == ["if1/else_branch/o", "if1/then_branch/o", "if2/else_branch/o", "if2/then_branch/o"]
+    for k, p in branch.items():
+        ran = k.split("/")[1] == ("then_branch" if cond else "else_branch")
+        assert p["scope"] == k.rsplit("/", 1)[0]
+        if ran:
+            assert p["passed"] is True and p["count"] == 3 and p["exact"], (k, p)
+        else:
+            assert p["passed"] is None and p["count"] is None and p["problem"].startswith("not run"), (k, p)
+
+
+@pytest.mark.parametrize("runs", [[], ["--separate-runs"]])
+def test_diff_one_branch_changed_fails_that_branch_only(tmp_path, runs):
+    """B's if2 then branch computes Neg where A's computes Abs: only that branch's 'o', y2 and y differ,
+    by what numpy float64 says (the other If's 'o' of the same name is untouched)."""
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    two_ifs(a)
+    _with_op(a, b, "if2", "then_branch", "Neg")
+    rows = _diff_rows(a, b, True, *runs)
+    x = X.astype(np.float64)
+    want_a = {"if1/then_branch/o": OPS["Relu"](x), "y1": OPS["Relu"](x), "if2/then_branch/o": OPS["Abs"](x),
+              "y2": OPS["Abs"](x), "y": OPS["Relu"](x) + OPS["Abs"](x)}
+    want_b = {**want_a, "if2/then_branch/o": -x, "y2": -x, "y": OPS["Relu"](x) - x}
+    for k in want_a:
+        d = np.abs(want_a[k] - want_b[k])
+        ok = bool(np.all(d <= 1e-4 + 1e-3 * np.abs(want_b[k])))
+        assert rows[k]["passed"] is ok and rows[k]["max_abs"] == pytest.approx(d.max()), (k, rows[k])
+    assert [k for k in want_a if not rows[k]["passed"]] == ["if2/then_branch/o", "y2", "y"]
+    assert all(rows[k]["passed"] is None for k in ("if1/else_branch/o", "if2/else_branch/o"))

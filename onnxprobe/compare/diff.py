@@ -196,9 +196,10 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
     Returns (pairs, the selected names of B, the selected names of A's observables)."""
     models = [a.model.proto] + ([b.model.proto] if b.model is not a.model else [])
     check_criteria(models, sel)
-    in_a = {r.name for r in select(a.model.proto, sel, strict=False)}
+    # by name, and by key where sibling bodies share a name (``match.observe`` names such tensors by their key)
+    in_a = {n for r in select(a.model.proto, sel, strict=False) for n in (r.name, r.key)}
     sel_b = Selection(sel.ops, sel.names, sel.all, None, sel.include_constants) if sel.range else sel
-    in_b = {r.name for r in select(b.model.proto, sel_b, strict=False)} if b.model is not a.model else set(in_a)
+    in_b = {n for r in select(b.model.proto, sel_b, strict=False) for n in (r.name, r.key)} if b.model is not a.model else set(in_a)
 
     def names(o: Observable) -> list[str]:
         base = [o.name, o.key, o.probe]

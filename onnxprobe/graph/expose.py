@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 
 from onnxprobe.errors import ModelError
 from onnxprobe.graph.builder import all_names, default_opset, rename_output
-from onnxprobe.graph.shapes import value_types
+from onnxprobe.graph.shapes import own_type, value_types
 from onnxprobe.graph.stats_nodes import (
     IDENTITY_ROW, MIN_OPSET, ROW_WIDTH, UNSUPPORTED_STATS_DTYPES, StatsBuilder, needs_masking,
 )
@@ -191,7 +191,7 @@ def expose(
         if kind:  # no statistics node takes one, and --save, diff and the tables hold tensors
             warnings.append(f"{ref.name}: {kind}, not a tensor; not probed (onnxprobe probes tensors only)")
             continue
-        t = _own_type(site.graph, ref.name) if ref.qualified else types.get(ref.name)
+        t = own_type(site.graph, ref.name) if ref.qualified else types.get(ref.name)
         elem = t.tensor_type.elem_type if t is not None else None  # None: unknown, Cast at run time
         probe = Probe(ref=ref, stats_on_host=host_stats)
         g = site.graph
@@ -275,15 +275,6 @@ def _output_of(g: onnx.GraphProto, b: StatsBuilder, t: str, want: str, names: se
 NARROW_TYPES = {getattr(TensorProto, k) for k in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
                                                    "FLOAT8E8M0", "INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
                 if hasattr(TensorProto, k)}
-
-
-def _own_type(g: onnx.GraphProto, name: str) -> onnx.TypeProto | None:
-    """``name``'s type as the graph that computes it declares it (sibling bodies that share a name may
-    give it different types; ``value_types`` keeps the first)."""
-    for vi in list(g.output) + list(g.value_info):
-        if vi.name == name and vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-            return vi.type
-    return None
 
 
 def _retyped(t: onnx.TypeProto | None, elem: int) -> onnx.TypeProto | None:

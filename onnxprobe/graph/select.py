@@ -258,6 +258,22 @@ def shared_names(sites: list[NodeSite]) -> set[str]:
     return shared
 
 
+def scoped_tensors(sites: list[NodeSite]) -> dict[str, tuple[tuple[str, ...], str]]:
+    """Each tensor of a name that sibling bodies share, by its ``TensorRef.key`` ('if1/then_branch/o') ->
+    (its scope, its name): what a key read back from a report or a listing stands for."""
+    shared = shared_names(sites)
+    return {"/".join(s.scope + (t,)): (s.scope, t) for s in sites for t in s.node.output if t in shared}
+
+
+def refs_by_key(model: onnx.ModelProto, names: list[str]) -> list[TensorRef]:
+    """Bare ``TensorRef`` objects for ``names``, each a tensor's name or its ``TensorRef.key``: a key that
+    qualifies a name sibling bodies share is that body's tensor (a runner's ``values`` then keys it so)."""
+    bodies = any(a.type == onnx.AttributeProto.GRAPH for n in model.graph.node for a in n.attribute)
+    scoped = scoped_tensors(walk(model)) if bodies and any("/" in n for n in names) else {}
+    return [TensorRef(name=scoped[n][1], node="", op_type="", index=-1, scope=scoped[n][0], qualified=True)
+            if n in scoped else TensorRef(name=n, node="", op_type="", index=-1) for n in names]
+
+
 def _named_values(model, sel: Selection, sites, types, outputs, lo: int, hi: int) -> list[TensorRef]:
     """Graph inputs (and, with include_constants, main-graph initializers) whose name matches a glob,
     placed at their first consumer (as the debugger's graph index orders them)."""

@@ -112,6 +112,15 @@ def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     return types
 
 
+def own_type(g: onnx.GraphProto, name: str) -> onnx.TypeProto | None:
+    """``name``'s type as the graph that computes it declares it (sibling bodies that share a name may
+    give it different types; ``value_types`` keeps the first)."""
+    for vi in list(g.output) + list(g.value_info):
+        if vi.name == name and vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            return vi.type
+    return None
+
+
 def dtype_name(elem_type: int) -> str | None:
     """numpy-style dtype name for an ONNX elem type (bfloat16 and float8 types keep their ONNX name; strings
     are "string")."""

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, replace
 
 import onnx
 
-from onnxprobe.graph.select import select
-from onnxprobe.graph.shapes import static_shape, value_types
+from onnxprobe.graph.select import select, shared_names
+from onnxprobe.graph.shapes import own_type, static_shape, value_types
 from onnxprobe.graph.summary import all_types, not_a_tensor
 from onnxprobe.graph.walk import constant_tensors, walk
 from onnxprobe.match.ops import canonical
@@ -412,16 +412,21 @@ def _branch_observables(sites: list, types: dict, const: set[str]) -> list[Obser
     """The float tensors of If branches (at any depth): a branch runs once or not at all, so each holds
     one value or none, which a diff can pair (by name; ``GraphRunner.values`` leaves out the ones whose
     branch did not run). Plain tensors only: no quantized form is worked out inside a branch. Loop and
-    Scan bodies are left out: their tensors hold one value per iteration (``body_tensors``)."""
+    Scan bodies are left out: their tensors hold one value per iteration (``body_tensors``). A name that
+    sibling bodies share (two If nodes' branches each naming 'o') is each body's tensor by its
+    ``TensorRef.key`` ('if1/then_branch/o'): its name, probe and key, so that each pairs with its own
+    counterpart and the runner returns its own value (``graph.select.refs_by_key``)."""
     out: list[Observable] = []
+    shared = shared_names(sites)
     for s in sites:  # every site of the model (graph.walk)
         if not s.chain or any(n.op_type != "If" for n, _ in s.chain):
             continue
         for t in s.node.output:
-            tp = types.get(t)
+            tp = (own_type(s.graph, t) or types.get(t)) if t in shared else types.get(t)
             if not t or t in const or tp is None or tp.tensor_type.elem_type not in FLOAT_TYPES:
                 continue
-            out.append(Observable(key=t, name=t, probe=t, node=s.name, node_named=bool(s.node.name), op_type=s.node.op_type,
+            k = "/".join(s.scope + (t,)) if t in shared else t
+            out.append(Observable(key=k, name=k, probe=k, node=s.name, node_named=bool(s.node.name), op_type=s.node.op_type,
                                   effective_op=canonical(s.node.op_type), index=s.index, shape=static_shape(tp),
                                   kind="float", scope="/".join(s.scope)))
     return out

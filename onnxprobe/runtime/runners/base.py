@@ -28,6 +28,7 @@ from onnx import numpy_helper
 
 from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError
 from onnxprobe.graph.expose import expose, needs_masking, unsure_stack
+from onnxprobe.graph.select import refs_by_key
 from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
 from onnxprobe.graph.walk import in_if_branch
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stub_weights, stubs
@@ -477,9 +478,9 @@ class GraphRunner(Runner):
         graph inputs from ``feeds``, weights from the initializers. ``key``: keep the probed copy and its
         compiled form for the next call with the same names (a dataset's samples)."""
         found, rest = self.known_values(names, feeds)
-        run = [TensorRef(name=n, node="", op_type="", index=-1) for n in rest]
+        run = refs_by_key(self.model, rest)  # a key qualified by its body: that body's tensor (graph.select)
         if run:
-            key = None if key is None else ("values", key, tuple(r.name for r in run))
+            key = None if key is None else ("values", key, tuple(r.key for r in run))
             # the input shapes: declared shapes that they contradict are left out of the probed copy
             plan = self._plan(self.model, run, key, {k: tuple(np.shape(v)) for k, v in feeds.items()},
                               stats=False, shapes=False, raw=True)
