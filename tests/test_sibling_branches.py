@@ -139,3 +139,39 @@ def test_diff_one_branch_changed_fails_that_branch_only(tmp_path, runs):
         assert rows[k]["passed"] is ok and rows[k]["max_abs"] == pytest.approx(d.max()), (k, rows[k])
     assert [k for k in want_a if not rows[k]["passed"]] == ["if2/then_branch/o", "y2", "y"]
     assert all(rows[k]["passed"] is None for k in ("if1/else_branch/o", "if2/else_branch/o"))
+
+
+def test_debugger_names_each_branch_tensor_by_its_scope(tmp_path):
+    """The debugger's index keys each 'o' by its scope: `show`/`save`/`goto` take 'if1/then_branch/o' as
+    layers prints it and give that branch's own values (numpy the oracle), a bare 'o' is refused as
+    ambiguous with the four choices, and `where` names the branch tensor it stops at (QA: `show o` showed
+    whichever branch the index met first, and `stats o` gave four rows of one branch)."""
+    path = tmp_path / "two_if.onnx"
+    two_ifs(path)
+    keys = ["if1/else_branch/o", "if1/then_branch/o", "if2/else_branch/o", "if2/then_branch/o"]
+    lines = ["run", "show o", "goto o", "save o " + str(tmp_path / "o.npy"), "show if1/else_branch/o", "where max>2.5"]
+    lines += [f"save {k} {tmp_path / k.replace('/', '_')}.npy" for k in keys if "then" in k]
+    lines += ["goto if2/then_branch/o", "stats o"]
+    f = tmp_path / "s.txt"
+    f.write_text("\n".join(lines) + "\n")
+    r = CliRunner().invoke(app, ["debug", str(path), "--input", "x=[-1,2,-3]", "--input", "c=true", "--script", str(f)],
+                           env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    errors = r.stderr.strip().splitlines()
+    for n in (2, 3, 4):  # show o, goto o, save o: one line each, the four choices named
+        line = next(e for e in errors if f"line {n}:" in e)
+        assert "ambiguous" in line and all(k in line for k in keys), line
+    assert any("line 5:" in e and "not run" in e for e in errors)
+    assert not (tmp_path / "o.npy").exists()
+    x = X.astype(np.float64)
+    np.testing.assert_allclose(np.load(tmp_path / "if1_then_branch_o.npy"), OPS["Relu"](x))
+    np.testing.assert_allclose(np.load(tmp_path / "if2_then_branch_o.npy"), OPS["Abs"](x))
+    # in topological order the Relu branch's max (2) is under 2.5, the Abs branch's (3) over it
+    assert OPS["Relu"](x).max() < 2.5 < OPS["Abs"](x).max()
+    assert "first tensor where max>2.5: if2/then_branch/o" in r.stdout, r.stdout
+    assert "#4/6 n  Abs  in if2/then_branch" in r.stdout
+    # `stats o` (a selection by name glob) lists each branch's own row: the two that ran with their own max
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.split()[:2] in (["0", "↳"], ["1", "↳"], ["3", "↳"], ["4", "↳"])]
+    got = {c[3]: c for c in rows}
+    assert set(got) == {"Neg", "Relu", "Exp", "Abs"} and got["Neg"][7] == "not" and got["Exp"][7] == "not"
+    assert float(got["Relu"][8]) == OPS["Relu"](x).max() and float(got["Abs"][8]) == OPS["Abs"](x).max()

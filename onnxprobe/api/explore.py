@@ -75,6 +75,8 @@ class Prober:
         names, raw = list(dict.fromkeys(as_names(names, "names"))), set(as_names(raw, "raw"))
         for what, given in (("names", names), ("raw", sorted(raw))):
             unknown = [n for n in given if n not in idx.refs]
+            if unknown and idx.ambiguous(unknown[0]):
+                raise idx.ambiguous(unknown[0])
             if unknown:
                 raise UsageError(f"{what}: no tensor named {unknown[0]!r} in {self.model.name}")
         feed = checked_feed(self.model.proto, feed)
@@ -84,7 +86,7 @@ class Prober:
         res = self.runner.probe(refs, feed, stats=stats, raw=raw, key=key, outputs=True)
         if not stats:  # raw values were asked for: keep statistics out of the result
             res.stats = {}
-        res.plan.probes = [p for p in res.plan.probes if p.ref.name in set(names)] if names else []
+        res.plan.probes = [p for p in res.plan.probes if p.ref.key in set(names)] if names else []
         res.outputs = {n: v for n, v in res.outputs.items() if n in set(idx.outputs)}
         res.feed = feed
         return res

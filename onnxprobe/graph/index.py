@@ -13,6 +13,7 @@ from onnx import numpy_helper
 
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
+from onnxprobe.graph.select import shared_names
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import constant_tensors, walk
 from onnxprobe.text import matches
@@ -52,7 +53,9 @@ class NodeInfo:
 class GraphIndex:
     """Lookups over one model, built once: nodes by name, producers, consumers, and every tensor in
     topological order (graph inputs first, each initializer just before its first consumer, then node
-    outputs; subgraphs inline)."""
+    outputs; subgraphs inline). Tensors are keyed by ``TensorRef.key``: a name that sibling bodies share
+    (two If nodes' branches each naming 'o') is each body's tensor by its scope ('if1/then_branch/o'),
+    and the bare name is ambiguous (``tensor`` says so, with the choices)."""
 
     def __init__(self, model: Model) -> None:
         self.model = model
@@ -68,6 +71,7 @@ class GraphIndex:
             for i in dict.fromkeys(x for x in s.node.input if x):
                 self.consumers.setdefault(i, []).append(s)
         types = value_types(model.inferred)
+        self.shared = shared_names(self.sites)
         self.initializers: dict[str, onnx.TensorProto] = {}
 
         def inits(g: onnx.GraphProto) -> None:
@@ -92,7 +96,8 @@ class GraphIndex:
                 dtype=dtype_name(tp.tensor_type.elem_type) if tp is not None else None,
                 shape=static_shape(tp), is_output=name in outputs,
                 direction="backward" if backward else "forward",
-                grad_of=forward_name(name) if backward else None, kind=kind)
+                grad_of=forward_name(name) if backward else None, kind=kind,
+                qualified=site is not None and name in self.shared)
 
         self.refs: dict[str, TensorRef] = {}
         self.kinds: dict[str, str] = {}
@@ -107,9 +112,12 @@ class GraphIndex:
                     self.refs[i], self.kinds[i] = ref(i, index=s.index, kind="initializer"), "initializer"
                     order.append(i)
             for o in s.node.output:
-                if o and o not in self.refs:
-                    self.refs[o], self.kinds[o] = ref(o, s), "node"
-                    order.append(o)
+                r = ref(o, s) if o else None
+                if r is not None and r.key not in self.refs:
+                    self.refs[r.key], self.kinds[r.key] = r, "node"
+                    order.append(r.key)
+                    if r.qualified:  # its readers: those within its own body
+                        self.consumers[r.key] = [c for c in self.consumers.get(o, []) if c.scope[:len(s.scope)] == s.scope]
         self.order = order
         self.position = {n: i for i, n in enumerate(order)}
         # weights: initializers, Constant outputs and what is computed from them alone
@@ -128,9 +136,32 @@ class GraphIndex:
             raise UsageError(f"node index {i} out of range (the model has {len(self.sites)} nodes, 0..{len(self.sites) - 1})")
         raise UsageError(f"no node named {k!r}")
 
+    def choices(self, name: str) -> list[str]:
+        """The keys of the tensors a bare ``name`` stands for where sibling bodies share it (else [])."""
+        return [k for k in self.order if self.refs[k].qualified and self.refs[k].name == name] if name in self.shared else []
+
+    def ambiguous(self, name: str) -> UsageError | None:
+        """The error for a bare name that sibling bodies share (one line, the choices listed), else None."""
+        keys = self.choices(name) if name not in self.refs else []
+        if len(keys) < 2:
+            return None
+        return UsageError(f"{name!r} is ambiguous: {len(keys)} bodies each compute a tensor of that name; name one by "
+                          f"its scope: {', '.join(keys)}")
+
+    def key_at(self, scope: tuple[str, ...], name: str) -> str:
+        """The key of the tensor ``name`` that a node in ``scope`` reads or writes: of a name that sibling
+        bodies share, that body's own or the nearest one around it."""
+        if name not in self.shared:
+            return name
+        for i in range(len(scope), -1, -1):
+            k = "/".join(scope[:i] + (name,))
+            if k in self.refs and self.refs[k].scope == scope[:i]:
+                return k
+        return name
+
     def tensor(self, name: str) -> TensorInfo:
         if name not in self.refs:
-            raise UsageError(f"no tensor named {name!r}")
+            raise self.ambiguous(name) or UsageError(f"no tensor named {name!r}")
         return TensorInfo(self.refs[name], self.kinds[name], tuple(s.name for s in self.consumers.get(name, ())))
 
     def node_info(self, key: str | int) -> NodeInfo:
@@ -141,8 +172,9 @@ class GraphIndex:
             if not t:
                 return None
             port = self._port(s, t)
-            if t in self.refs:
-                return dataclasses.replace(self.tensor(t), port=port and port[0])
+            k = self.key_at(s.scope, t)
+            if k in self.refs:
+                return dataclasses.replace(self.tensor(k), port=port and port[0])
             cons = tuple(c.name for c in self.consumers.get(t, ()))
             if port is not None and port[1] is not None:  # a body's own input, typed as the body declares it
                 tp = port[1].type

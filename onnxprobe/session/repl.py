@@ -243,8 +243,9 @@ def make_completer(state: State):
             """The tensors of the node at the cursor come first."""
             if t.cursor is None:
                 return []
-            node = t.index.sites[t.cursor].node
-            return [(n, "at the cursor") for n in list(node.output) + list(node.input) if n in t.index.refs]
+            site = t.index.sites[t.cursor]
+            keys = [t.index.key_at(site.scope, n) for n in list(site.node.output) + list(site.node.input) if n]
+            return [(n, "at the cursor") for n in keys if n in t.index.refs]
 
         def _ops(self, t):
             ops: dict[str, int] = {}

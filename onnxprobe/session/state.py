@@ -386,7 +386,7 @@ class State:
     def select(self, t: Target, sel: api.Selection) -> list[str]:
         """Tensor names a selection picks (``api.select``: the same words as on the command line, graph
         inputs included where a name glob matches them)."""
-        return [r.name for r in api.select(t.model.proto, sel, sites=t.index.sites) if r.name in t.index.refs]
+        return [r.key for r in api.select(t.model.proto, sel, sites=t.index.sites) if r.key in t.index.refs]
 
     def probe_add(self, t: Target, sel: api.Selection) -> list[str]:
         new = [n for n in self.select(t, sel) if n not in set(t.probes)]
@@ -425,10 +425,11 @@ class State:
         """The nodes that read ``name`` and ran on the current inputs, in order: a node inside a body (an If
         branch not taken, a loop of no iteration) ran when one of its outputs got a value."""
         readers = t.index.consumers.get(name, [])
-        inside = [o for s in readers if s.scope for o in s.node.output if o in t.index.refs]
+        outs = {id(s): [t.index.key_at(s.scope, o) for o in s.node.output if o] for s in readers}
+        inside = [o for s in readers if s.scope for o in outs[id(s)] if o in t.index.refs]
         self.ensure_stats(t, inside, what="what ran")
-        return [s for s in readers if not s.scope or not any(o in t.index.refs for o in s.node.output)
-                or any(o in t.results.shapes for o in s.node.output)]
+        return [s for s in readers if not s.scope or not any(o in t.index.refs for o in outs[id(s)])
+                or any(o in t.results.shapes for o in outs[id(s)])]
 
     # -- walking -------------------------------------------------------------------------------------
     def goto(self, t: Target, key: str | int) -> int:
@@ -465,7 +466,8 @@ class State:
     def node_tensors(self, t: Target, lo: int, hi: int) -> list[str]:
         out: list[str] = []
         for s in t.index.sites[max(lo, 0):hi + 1]:
-            out += [x for x in list(s.node.input) + list(s.node.output) if x and x in t.index.refs]
+            out += [k for x in list(s.node.input) + list(s.node.output) if x for k in [t.index.key_at(s.scope, x)]
+                    if k in t.index.refs]
         return list(dict.fromkeys(out))
 
     def ensure_walk_window(self, t: Target, index: int) -> RunReport:

@@ -103,6 +103,9 @@ def cmd_match(env: Env, args: list[str]):
         for u in items:
             if name in (u.obs.name, u.obs.key):
                 return [Text(safe(f"{name} (model {side}, node {u.obs.node}) is not matched: {u.reason}"))]
+    for t in env.state.targets.values():  # a name sibling bodies share: compared by each body's key
+        if t.index.ambiguous(name):
+            raise UsageError(f"match: {t.index.ambiguous(name)}")
     raise UsageError(f"match: {name!r} is not a compared tensor of either model (diff --all lists them)")
 
 

@@ -154,13 +154,15 @@ def resolve_tensor(t: Target, text: str) -> tuple[str, str | None]:
     idx = t.index
     if text in idx.refs:
         return text, None
+    if idx.ambiguous(text):  # a name sibling bodies share: never one body's values for another's
+        raise idx.ambiguous(text)
     site = None
     if text in idx.by_name:
         site = idx.by_name[text]
     elif text.startswith("#") and text[1:].isdigit():
         site = idx.node(text)
     if site is not None:
-        outs = [o for o in site.node.output if o in idx.refs]
+        outs = [k for o in site.node.output if o for k in [idx.key_at(site.scope, o)] if k in idx.refs]
         if outs:
             return outs[0], f"node {site.name}: showing its output {outs[0]}" if len(outs) > 1 else None
     close = difflib.get_close_matches(text, list(idx.refs), n=1, cutoff=0.6)
@@ -172,7 +174,7 @@ def _link(t: Target, ti, role: str) -> str:
     """Where a node's input comes from / where its output goes. An If/Loop/Scan body's own input or output
     says what it is to the node (``ti.port``): not 'outer scope', nor '(unused)' for a value the body hands on."""
     idx = t.index
-    name = ti.ref.name
+    name = ti.ref.key
     if role == "in":
         if ti.kind == "body input":
             return ti.port
@@ -197,7 +199,7 @@ def _link(t: Target, ti, role: str) -> str:
 
 def _row(env: Env, t: Target, role: str, ti, direction: str) -> dict:
     current = fresh(env, t)
-    name = ti.ref.name
+    name = ti.ref.key
     ref = t.index.refs.get(name) or ti.ref  # a body input is no tensor of the index: its declared type
     shp = t.results.shapes.get(name) if current else None
     return {
@@ -299,6 +301,8 @@ def node_index(t: Target, key: str) -> int:
                 return cons[0].index
         if key.lstrip("#-").isdigit():
             raise
+        if t.index.ambiguous(key):
+            raise t.index.ambiguous(key) from None
         close = difflib.get_close_matches(key, list(t.index.by_name) + list(t.index.refs), n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]!r}?" if close else " (Tab completes names; `nodes` lists them)"
         raise UsageError(f"no node or tensor named {key!r}{hint}") from None

@@ -40,10 +40,10 @@ def cmd_where(env: Env, args: list[str]):
         extra = "" if weights else "; --weights searches the weights too"
         return f"{label}no tensor{scope} where {cond.text} ({n} tensors searched{extra})"
     ref, stats = hit
-    kind = t.index.kinds[ref.name]
-    pos = t.index.position[ref.name]
+    kind = t.index.kinds[ref.key]
+    pos = t.index.position[ref.key]
     msg = Text(f"{label}first tensor{scope} where {cond.text}: ")
-    msg.append(safe(ref.name), style="bold")
+    msg.append(safe(ref.key), style="bold")
     msg.append(f" (tensor {pos} in topological order), ")
     if kind == "node":
         msg.append("produced by node ")
