@@ -175,3 +175,27 @@ def test_debugger_names_each_branch_tensor_by_its_scope(tmp_path):
     got = {c[3]: c for c in rows}
     assert set(got) == {"Neg", "Relu", "Exp", "Abs"} and got["Neg"][7] == "not" and got["Exp"][7] == "not"
     assert float(got["Relu"][8]) == OPS["Relu"](x).max() and float(got["Abs"][8]) == OPS["Abs"](x).max()
+
+
+def _loop_body(op: str) -> onnx.GraphProto:
+    return H.make_graph([H.make_node(op, ["v"], ["o"], name="n"), H.make_node("Identity", ["cond"], ["co"], name="c")], "b",
+                        [H.make_tensor_value_info("i", T.INT64, []), H.make_tensor_value_info("cond", T.BOOL, []),
+                         H.make_tensor_value_info("v", T.FLOAT, [3])],
+                        [H.make_tensor_value_info("co", T.BOOL, []), H.make_tensor_value_info("o", T.FLOAT, [3])])
+
+
+def test_diff_note_counts_each_loop_body_tensor_of_a_shared_name(tmp_path):
+    """Two Loops whose bodies each name 'o' and 'co': diff's note on the body tensors it leaves out counts
+    and names all four by their scope (it said 2, one 'o' and one 'co', the other body's hidden)."""
+    path = tmp_path / "two_loop.onnx"
+    g = H.make_graph([H.make_node("Loop", ["n", "", "x"], ["y1"], name="loop1", body=_loop_body("Neg")),
+                      H.make_node("Loop", ["n", "", "x"], ["y2"], name="loop2", body=_loop_body("Abs")),
+                      H.make_node("Add", ["y1", "y2"], ["y"], name="add")],
+                     "g", [H.make_tensor_value_info("x", T.FLOAT, [3])], [H.make_tensor_value_info("y", T.FLOAT, [3])],
+                     [H.make_tensor("n", T.INT64, [], [2])])
+    onnx.save(H.make_model(g, opset_imports=[H.make_opsetid("", 17)]), path)
+    r = CliRunner().invoke(app, ["diff", str(path), str(path), "--all", "--input", "x=[-1,2,-3]", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    note = next(n for n in json.loads(r.stdout)["notes"] if "inside Loop/Scan bodies" in n)
+    assert note.startswith("4 selected tensor(s)"), note
+    assert all(f"{lp}/body/{t} ({lp}/body)" in note for lp in ("loop1", "loop2") for t in ("o", "co")), note

@@ -467,11 +467,13 @@ def body_tensors(model: onnx.ModelProto, selection=None, loops_only: bool = Fals
     ``grad`` gives no row to any body tensor."""
     if not any(a.type == onnx.AttributeProto.GRAPH for n in model.graph.node for a in n.attribute):
         return {}
-    inside = {t: "/".join(s.scope) for s in walk(model) if s.chain and (not loops_only or any(n.op_type != "If" for n, _ in s.chain))
-              for t in s.node.output if t}
+    sites = walk(model)
+    shared = shared_names(sites)  # each body's tensor of a name sibling bodies share, by its key
+    inside = {"/".join(s.scope + (t,)) if t in shared else t: "/".join(s.scope) for s in sites
+              if s.chain and (not loops_only or any(n.op_type != "If" for n, _ in s.chain)) for t in s.node.output if t}
     if selection is None:
         return inside
-    return {r.name: inside[r.name] for r in select(model, selection, strict=False) if r.name in inside}
+    return {r.key: inside[r.key] for r in select(model, selection, strict=False) if r.key in inside}
 
 
 def body_note(inside: dict[str, str], what: str, loops_only: bool = False) -> str | None:
