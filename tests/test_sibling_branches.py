@@ -199,3 +199,24 @@ def test_diff_note_counts_each_loop_body_tensor_of_a_shared_name(tmp_path):
     note = next(n for n in json.loads(r.stdout)["notes"] if "inside Loop/Scan bodies" in n)
     assert note.startswith("4 selected tensor(s)"), note
     assert all(f"{lp}/body/{t} ({lp}/body)" in note for lp in ("loop1", "loop2") for t in ("o", "co")), note
+
+
+def test_diff_takes_a_branch_tensor_by_its_scope(tmp_path):
+    """--name and --atol take 'if2/then_branch/o' as diff prints it; a bare 'o' in --atol or --map is one
+    line naming the four keys to give instead (it said only that no model observes 'o')."""
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    two_ifs(a)
+    _with_op(a, b, "if2", "then_branch", "Neg")
+    rows = _diff_rows(a, b, True, "--name", "if2/then_branch/o")
+    assert [k for k in rows if k.endswith("/o")] == ["if2/then_branch/o"]
+    x = X.astype(np.float64)
+    d = np.abs(OPS["Abs"](x) + x).max()  # A's Abs against B's Neg
+    assert rows["if2/then_branch/o"]["max_abs"] == pytest.approx(d) and rows["if2/then_branch/o"]["passed"] is False
+    rows = _diff_rows(a, b, True, "--atol", f"if2/then_branch/o:{d + 1}")
+    assert rows["if2/then_branch/o"]["passed"] is True and rows["y2"]["passed"] is False
+    keys = "if1/else_branch/o, if1/then_branch/o, if2/else_branch/o, if2/then_branch/o"
+    (tmp_path / "map.json").write_text('{"o": "o"}')
+    for extra in (["--atol", "o:1"], ["--map", str(tmp_path / "map.json")]):
+        r = CliRunner().invoke(app, ["diff", str(a), str(b), "--all", "--input", "x=[-1,2,-3]", "--input", "c=true", *extra])
+        assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+        assert keys in r.output and len(r.output.strip().splitlines()) == 1, r.output

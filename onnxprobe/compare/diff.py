@@ -24,7 +24,7 @@ from onnxprobe.match.engine import (
     DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES, Matching, Pair, Unmatched,
 )
 from onnxprobe.compare.unmatched import explain_unmatched
-from onnxprobe.match.observe import Observable, body_note, body_tensors
+from onnxprobe.match.observe import Observable, body_note, body_tensors, scoped_hint
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
 from onnxprobe.text import quote
 from onnxprobe.types import forward_name
@@ -227,7 +227,8 @@ def _check_named(per_tensor: dict | None, a: Side, b: Side) -> None:
     unknown = sorted(n for n in (per_tensor or {}) if n not in known)
     if unknown:
         raise UsageError(f"a per-tensor tolerance (--atol/--rtol NAME:VALUE) names {quote(unknown[0])}, which neither "
-                         f"model observes{f' (and {len(unknown) - 1} more)' if len(unknown) > 1 else ''}")
+                         f"model observes{f' (and {len(unknown) - 1} more)' if len(unknown) > 1 else ''}"
+                         + scoped_hint(a.observation.observables + b.observation.observables, unknown[0]))
 
 
 def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,

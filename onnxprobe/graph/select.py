@@ -200,7 +200,7 @@ def _all_names(model: onnx.ModelProto, sites: list[NodeSite]) -> set[str]:
     for s in sites:
         names.update((s.name, s.path))
         names.update(o for o in s.node.output if o)
-    return names
+    return names | set(scoped_tensors(sites))  # a name sibling bodies share, by each body's key too
 
 
 def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[NodeSite] | None = None,
@@ -233,7 +233,7 @@ def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[
                 take = bool(sel.range) or (not site.chain and site.node.op_type in DEFAULT_OPS) or t in outputs
             else:
                 take = (not sel.ops or _op_matches(site.node.op_type, sel.ops, site.node.domain)) and (
-                    not sel.names or _name_matches(sel.names, site.name, site.path, t))
+                    not sel.names or _name_matches(sel.names, site.name, site.path, t, "/".join(site.scope + (t,)) if t in shared else ""))
             if take:
                 seen.add((site.scope, t))
                 refs.append(_ref(t, site, types, outputs, "node", shared=shared))

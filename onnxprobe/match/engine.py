@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onnxprobe.errors import UsageError
-from onnxprobe.match.observe import Observable, stem
+from onnxprobe.match.observe import Observable, scoped_hint, stem
 from onnxprobe.match.ops import canonical, compatible
 from onnxprobe.match.refused import contradicts, named_other, refuse
 from onnxprobe.match.weights import near_weights
@@ -169,7 +169,8 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
         jb = next((j for j, o in enumerate(obs_b) if b_name in (o.name, o.key, o.probe)), None)
         if ia is None or jb is None:
             missing = a_name if ia is None else b_name
-            raise UsageError(f"--map: tensor {missing!r} is not an observable tensor of model {'A' if ia is None else 'B'}")
+            raise UsageError(f"--map: tensor {missing!r} is not an observable tensor of model {'A' if ia is None else 'B'}"
+                             + scoped_hint(obs_a if ia is None else obs_b, missing))
         # the user's pair is made as given or refused out loud: silently falling back to the other
         # strategies would report a comparison the user did not ask for as if it were theirs
         if ia in used_a or jb in used_b:

@@ -329,6 +329,12 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
     return Observation(obs, deq, hidden)
 
 
+def scoped_hint(obs: list[Observable], name: str) -> str:
+    """For a bare ``name`` that sibling If branches share, and so no observable's: the keys to give instead."""
+    keys = list(dict.fromkeys(o.name for o in obs if o.scope and o.name == f"{o.scope}/{name}"))
+    return f"; If branches share that name: give one by its scope ({', '.join(keys)})" if keys else ""
+
+
 def quantized_origin(op: str | None) -> bool:
     """True when an int8/uint8 tensor made by ``op`` (through moves) holds quantized codes: a quantizer, a
     QLinear*/Q* op (contrib ones too: QAttention, QGemm...) or an op of unknown kind (None: an input)."""
