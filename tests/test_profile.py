@@ -205,3 +205,37 @@ def test_a_fused_kernel_named_after_the_conv_is_the_batchnorms():
     p = attribute(events, copy, back, ran)
     assert p.node_ms.get("bn") == 0.3 and "conv" not in p.node_ms
     assert p.fused_into == {"conv": "bn"}
+
+
+def test_a_layout_kernel_named_after_a_tensor_is_that_tensors_producers(tmp_path):
+    """With --opt-level all onnxruntime fuses the CNN's conv2+relu2 into one NCHWc Conv named
+    'relu2_out_nchwc' whose blocked output the next NCHWc kernel (the GlobalAveragePool) reads: following
+    it forward gave the Conv's time to gap and said conv2 and relu2 were fused into gap. The oracle is
+    onnxruntime's own profile JSON and optimised graph, read here directly: each kernel named after a
+    model tensor (with its layout suffix) is that tensor's producer's."""
+    ort = pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    m = onnx.load(str(sample_path("cnn")))
+    so = ort.SessionOptions()
+    so.enable_profiling, so.profile_file_prefix = True, str(tmp_path / "p")
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.optimized_model_filepath = str(tmp_path / "ran.onnx")
+    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    x = s.get_inputs()[0]
+    s.run(None, {x.name: np.zeros([d if isinstance(d, int) else 1 for d in x.shape], np.float32)})
+    with open(s.end_profiling()) as f:
+        events = json.load(f)
+    producer = {o: n.name for n in m.graph.node for o in n.output}
+    expect: dict[str, float] = {}
+    for e in events:
+        name = str(e.get("name", "")).removesuffix("_kernel_time")
+        if e.get("cat") == "Node" and name.endswith("_nchwc") and name.removesuffix("_nchwc") in producer:
+            who = producer[name.removesuffix("_nchwc")]
+            expect[who] = expect.get(who, 0.0) + e["dur"] / 1000.0
+    if "relu2" not in expect:
+        pytest.skip("this onnxruntime build ran no NCHWc Conv+Relu kernel")
+    copy, back = named(m)
+    p = attribute(events, copy, back, onnx.load(str(tmp_path / "ran.onnx"), load_external_data=False))
+    assert {k: p.node_ms.get(k) for k in expect} == pytest.approx(expect)
+    assert p.fused_into.get("conv2") == "relu2" and "relu2" not in p.fused_into

@@ -103,9 +103,11 @@ def _owner(name: str, nodes: set[str], producer: dict[str, str]) -> str | None:
     return None
 
 
-def _ran_owners(graph: onnx.ModelProto | None, nodes: set[str], producer: dict[str, str]) -> dict[str, str]:
+def _ran_owners(graph: onnx.ModelProto | None, nodes: set[str],
+                producer: dict[str, str]) -> dict[str, tuple[str, bool]]:
     """For each node of the graph onnxruntime ran: the model node whose tensor it computes, following
-    its outputs forward to the first tensor of the model (inlined function bodies, layout reorders)."""
+    its outputs forward to the first tensor of the model (inlined function bodies, layout reorders), and
+    whether the node writes that tensor itself (False: found only downstream of it)."""
     if graph is None:
         return {}
     ran = list(graph.graph.node)
@@ -113,7 +115,7 @@ def _ran_owners(graph: onnx.ModelProto | None, nodes: set[str], producer: dict[s
     for i, n in enumerate(ran):
         for x in n.input:
             readers.setdefault(x, []).append(i)
-    owners: dict[str, str] = {}
+    owners: dict[str, tuple[str, bool]] = {}
     for i, n in enumerate(ran):
         frontier, seen = [i], set()
         while frontier:
@@ -123,10 +125,20 @@ def _ran_owners(graph: onnx.ModelProto | None, nodes: set[str], producer: dict[s
             seen.add(j)
             hit = next((producer[o] for o in ran[j].output if o in producer), None)
             if hit is not None:
-                owners[n.name] = hit
+                owners[n.name] = (hit, j == i)
                 break
             frontier += [k for o in ran[j].output for k in readers.get(o, [])]
     return owners
+
+
+def _kernel_owner(name: str, ran: tuple[str, bool] | None, nodes: set[str], producer: dict[str, str]) -> str | None:
+    """Whose kernel ``name`` is: the model tensor it writes itself (a Conv with its BatchNormalization fused
+    in keeps the Conv's name but writes the BN's tensor), else its name, else the first model tensor
+    downstream of it. The name goes before what is downstream: an NCHWc Conv+Relu named 'relu2_out_nchwc'
+    writes a blocked tensor that the next NCHWc kernel (GlobalAveragePool) reads before any model tensor."""
+    if ran is not None and ran[1]:
+        return ran[0]
+    return _owner(name, nodes, producer) or (ran[0] if ran is not None else None)
 
 
 def attribute(events: list[dict], model: onnx.ModelProto, back: dict[str, str],
@@ -147,9 +159,7 @@ def attribute(events: list[dict], model: onnx.ModelProto, back: dict[str, str],
         ms = e.get("dur", 0) / 1000.0
         name = e["name"][: -len("_kernel_time")]
         op = e.get("args", {}).get("op_name", "")
-        # what the kernel computes first (a Conv with its BatchNormalization fused in computes the BN's tensor),
-        # then its name
-        owner = ran.get(name) or _owner(name, nodes, producer)
+        owner = _kernel_owner(name, ran.get(name), nodes, producer)
         if owner is not None and is_probe(owner, own):
             p.probe_ms += ms
         elif owner is None or op in LAYOUT_OPS:
