@@ -147,3 +147,39 @@ def test_a_criterion_with_an_absolute_floor_survives_its_json_round_trip():
     assert Tolerance.from_dict({**tol.to_dict(), "abs_floor": None}).abs_floor is None
     with pytest.raises(ValueError):
         Tolerance.from_dict({**tol.to_dict(), "abs_floor": "tiny"})
+
+
+def test_per_tensor_criteria_are_in_the_header_and_flags_say_why(tmp_path):
+    """--atol logits:V judged logits by V while the header (table, JSON, HTML) said only the overall rule, so
+    a row beyond it read 'ok'; and --metric mean_abs --atol 0.01 printed its rule without why. Each named
+    tensor's rule is now in the header and JSON's per_tensor; the logits verdict is checked against numpy
+    on onnx.reference's outputs for the same input."""
+    from html import unescape
+
+    from onnx.reference import ReferenceEvaluator
+
+    m = onnx.load(str(sample_path("cnn")))
+    w = next(t for t in m.graph.initializer if t.name == "fc.weight")
+    w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w) * np.float32(1.05), "fc.weight"))
+    a = tmp_path / "a.onnx"
+    onnx.save(m, a)
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    la, lb = (ReferenceEvaluator(str(p)).run(["logits"], {"image": x})[0].astype(np.float64) for p in (a, sample_path("cnn")))
+    err = float(np.max(np.abs(la - lb) - 1e-3 * np.abs(lb)))
+    atol = round(err * 2, 6)  # logits pass by their own atol, and fail the default 1e-4
+    assert err > 1e-4
+    html = tmp_path / "r.html"
+    r = invoke("diff", a, sample_path("cnn"), "--input", f"image={tmp_path / 'x.npy'}", "--atol", f"logits:{atol}",
+               "--json", tmp_path / "d.json", "--html", html)
+    assert r.exit_code == 0, r.output
+    d = json.loads((tmp_path / "d.json").read_text())
+    rule = f"'logits' |a-b| <= {atol:g} + 0.001*|b|"
+    assert d["criterion"].startswith("|a-b| <= 0.0001 + 0.001*|b|") and rule in d["criterion"], d["criterion"]
+    assert d["per_tensor"] == {"logits": {"metric": "allclose", "atol": atol, "rtol": 1e-3, "min_sqnr": 30.0, "min_cosine": 0.999}}
+    assert [p["passed"] for p in d["pairs"] if p["b"] == "logits"] == [True]
+    table = invoke("diff", a, sample_path("cnn"), "--input", f"image={tmp_path / 'x.npy'}", "--atol", f"logits:{atol}")
+    assert rule in " ".join(table.stdout.split()), table.stdout  # the header, however it wraps
+    assert rule in unescape(html.read_text())
+    r = invoke("diff", a, sample_path("cnn"), "--metric", "mean_abs", "--atol", "0.01", "--json", "-")
+    assert json.loads(r.stdout)["criterion"] == "mean|a-b| <= 0.01 + 0.001*max|b| (given: --metric mean_abs --atol 0.01; rtol the default)"

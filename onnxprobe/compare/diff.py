@@ -67,7 +67,8 @@ class DiffResult:
     notes: list[str] = field(default_factory=list)
     grad: dict | None = None  # diff --grad: the loss and its value on each side (compare.gradients)
     sensitivity: list = field(default_factory=list)  # compare.sensitivity.Sensitivity, with --fp32-sensitivity
-    criterion: str = ""  # the pass/fail rule, in words (and why it is the default, when it is)
+    criterion: str = ""  # the pass/fail rule, in words (and why it is the default, when it is), with the per-tensor ones
+    per_tensor: dict = field(default_factory=dict)  # tensor name -> the Tolerance that judges it instead (--atol NAME:VALUE)
     profile: dict | None = None  # --profile: where the one run's time went
     in_graph: int = 0  # pairs measured in the one run of both models (compare.fused; a dataset: on every sample)
     samples: int | None = None  # a dataset's number of samples (None: one input)
@@ -321,9 +322,20 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
     outputs_failed = [r for r in results if r.passed is False and (r.pair.a.is_output or r.pair.b.is_output)]
     explain_unmatched(plan.matching, a, b)
     return DiffResult(a, b, results, plan.matching, plan.selected_b, first, outputs_failed, measured_label(a, b),
-                      list(dict.fromkeys(notes)), criterion=plan.tolerance.describe(), selected_a=plan.selected_a,
+                      list(dict.fromkeys(notes)), criterion=criterion_words(plan.tolerance, plan.per_tensor),
+                      per_tensor=dict(plan.per_tensor or {}), selected_a=plan.selected_a,
                       profile=dict(plan.profile_summary) or None, in_graph=sum(1 for m in measured.values() if m.in_graph),
                       samples=len(labels) if labels is not None else None, labels=list(labels or []))
+
+
+def criterion_words(tolerance: Tolerance, per_tensor: dict[str, Tolerance] | None, shown: int = 4) -> str:
+    """The criterion as the report's header and verdict say it: the overall rule and why, then the rules
+    that judge named tensors instead (a row judged by its own rule read as judged by the header's)."""
+    if not per_tensor:
+        return tolerance.describe()
+    each = [f"{quote(n)} {t.rule}" for n, t in sorted(per_tensor.items())]
+    more = f"; and {len(each) - shown} more (--json: per_tensor)" if len(each) > shown else ""
+    return f"{tolerance.describe()}; per tensor: {'; '.join(each[:shown])}{more}"
 
 
 def gradient_origin(res: "DiffResult") -> None:

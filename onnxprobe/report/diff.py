@@ -49,6 +49,8 @@ def diff_dict(res, order=None) -> dict:
         # what each side is, machine-readable (as layers' model, runtime, device, opt_level, providers)
         "sides": {"a": _facts(res.a), "b": _facts(res.b)},
         "criterion": res.criterion,
+        # the criteria of named tensors (--atol NAME:VALUE, api per_tensor=), each judging that tensor instead
+        "per_tensor": {n: t.to_dict() for n, t in sorted((getattr(res, "per_tensor", None) or {}).items())},
         "verdict": verdict, "verdict_reason": why, "compared": res.compared,
         "in_graph": getattr(res, "in_graph", 0),  # pairs measured in the one run of both models (a dataset: on every sample)
         "pairs": pairs,

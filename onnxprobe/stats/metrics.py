@@ -143,6 +143,8 @@ def from_sums(*, max_abs: float, argmax: int, sum_abs: float, dd: float, aa: flo
 
 THRESHOLDS = {"min_sqnr": "sqnr", "min_cosine": "cosine"}  # threshold flag -> the metric it sets
 DEFAULTS = {"atol": 1e-4, "rtol": 1e-3, "min_sqnr": 30.0, "min_cosine": 0.999}
+USES = {"allclose": ("atol", "rtol"), "max_abs": ("atol", "rtol"), "mean_abs": ("atol", "rtol"), "rmse": ("atol", "rtol"),
+        "max_rel": ("rtol",), "cosine": ("min_cosine",), "sqnr": ("min_sqnr",)}  # the thresholds each metric reads
 
 
 @dataclass(frozen=True)
@@ -209,11 +211,17 @@ class Tolerance:
             raise UsageError(f"--min-cosine {min_cosine}: a cosine similarity is at most 1; give a threshold in [0, 1], e.g. 0.999")
         if min_sqnr is not None and not math.isfinite(min_sqnr):
             raise UsageError(f"--min-sqnr {min_sqnr}: give a finite number of dB")
-        given = tuple(k for k, v in (("atol", atol), ("rtol", rtol), ("min_sqnr", min_sqnr), ("min_cosine", min_cosine))
-                      if v is not None)
-        return cls(metric or "allclose", DEFAULTS["atol"] if atol is None else atol, DEFAULTS["rtol"] if rtol is None else rtol,
+        values = {"atol": atol, "rtol": rtol, "min_sqnr": min_sqnr, "min_cosine": min_cosine}
+        given = tuple(k for k, v in values.items() if v is not None)
+        metric_given = metric is not None
+        metric = metric or "allclose"
+        # the report says the criterion and why (README): these flags, and which thresholds are defaults
+        said = ([f"--metric {metric}"] if metric_given else []) + [f"--{k.replace('_', '-')} {values[k]:g}" for k in given]
+        rest = [k for k in USES[metric] if k not in given]
+        why = f"given: {' '.join(said)}" + (f"; {', '.join(rest)} the default{'s' if len(rest) > 1 else ''}" if rest else "")
+        return cls(metric, DEFAULTS["atol"] if atol is None else atol, DEFAULTS["rtol"] if rtol is None else rtol,
                    DEFAULTS["min_sqnr"] if min_sqnr is None else min_sqnr,
-                   DEFAULTS["min_cosine"] if min_cosine is None else min_cosine, given=given)
+                   DEFAULTS["min_cosine"] if min_cosine is None else min_cosine, why=why, given=given)
 
     def over(self, default: "Tolerance") -> "Tolerance":
         """This criterion where flags named only some thresholds of the ``default`` one's metric: the default
@@ -276,7 +284,12 @@ class Tolerance:
         raise ValueError(self.metric)
 
     def describe(self) -> str:
-        rule = {
+        """The rule, and why it is this one (a default for what is compared, the flags given)."""
+        return f"{self.rule} ({self.why})" if self.why else self.rule
+
+    @property
+    def rule(self) -> str:
+        return {
             "allclose": f"|a-b| <= {self.atol:g} + {self.rtol:g}*|b|",
             "max_abs": f"max|a-b| <= {self.atol:g} + {self.rtol:g}*max|b|",
             "mean_abs": f"mean|a-b| <= {self.atol:g} + {self.rtol:g}*max|b|",
@@ -285,7 +298,6 @@ class Tolerance:
             "cosine": f"cosine >= {self.min_cosine:g}",
             "sqnr": f"SQNR >= {self.min_sqnr:g} dB" + (f" or max|a-b| <= {self.abs_floor:g}" if self.abs_floor is not None else ""),
         }[self.metric]
-        return f"{rule} ({self.why})" if self.why else rule
 
 
 def nothing_measured(shape, m: PairMetrics) -> str:
