@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -189,6 +189,14 @@ class RunConfig:
         # device and opt_level are checked where a runtime reads them (runtime.ort), in its words
         self.io_binding = check_bool(self.io_binding, "RunConfig io_binding")
         self.cache = check_bool(self.cache, "RunConfig cache")
+
+
+class Settings(NamedTuple):
+    """Where a runner's runtime and device were set, each (API parameter, flag): its errors name the one
+    the user gave (diff's reference side is set by --vs-runtime / --vs-device, not --runtime / --device)."""
+
+    runtime: tuple[str, str] = ("runtime", "--runtime")
+    device: tuple[str, str] = ("device", "--device")
 
 
 @dataclass

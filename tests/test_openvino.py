@@ -368,3 +368,20 @@ def test_layers_takes_runtime_prefixed_options_as_diff_does():
     assert res.stats
     with pytest.raises(UsageError, match="tensorrt does not run here"):
         api.layers(sample_path("cnn"), runtime="openvino", runtime_options={"tensorrt:mode": "debug"})
+
+
+@pytest.mark.parametrize("flags", [["--vs-runtime", "openvino", "--vs-device", "NOSUCHDEV"],
+                                   ["--runtime", "openvino", "--vs-device", "NOSUCHDEV"]])
+def test_a_reference_device_openvino_lacks_is_named_by_its_flag(flags):
+    """The reference side's device comes from --vs-device: the error said '--device NOSUCHDEV', a flag the
+    user never typed."""
+    r = invoke("diff", sample_path("mlp"), *flags)
+    assert r.exit_code == 2 and r.stderr.strip().splitlines() == [
+        r.stderr.strip()] and "--vs-device NOSUCHDEV: OpenVINO has no such device here" in r.stderr, r.stderr
+    assert "--device" not in r.stderr.replace("--vs-device", ""), r.stderr
+
+
+def test_without_the_extra_the_reference_runtime_is_named_by_its_flag(monkeypatch):
+    monkeypatch.setitem(sys.modules, "openvino", None)
+    r = invoke("diff", sample_path("mlp"), "--vs-runtime", "openvino")
+    assert r.exit_code == 2 and "--vs-runtime openvino needs openvino" in r.stderr, r.stderr

@@ -116,7 +116,7 @@ def _fake_tensorrt(monkeypatch, *, lose_debug: bool = False) -> list:
         got = [] if lose_debug and mode == "debug" else names
         return {"stats": {}, "shapes": {n: (1,) for n in got}, "values": {n: np.zeros(1) for n in got if n in raw}, "seconds": 0.0}
 
-    monkeypatch.setattr(tensorrt, "require_tensorrt", lambda: None)
+    monkeypatch.setattr(tensorrt, "require_tensorrt", lambda flag="--runtime": None)
     monkeypatch.setattr(tensorrt, "is_large", lambda model: True)
     monkeypatch.setattr(tensorrt, "save_beside", save_beside)
     monkeypatch.setattr(tensorrt_engine, "modules", lambda: (Version, None))
@@ -173,3 +173,16 @@ def test_tensorrt_removes_the_folders_of_models_it_no_longer_keeps(monkeypatch):
     assert all(Path(w).is_dir() for w in written[1:])
     runner._source(models[-1])
     assert len(written) == len(models)
+
+
+def test_without_tensorrt_the_reference_runtime_is_named_by_its_flag(monkeypatch):
+    """diff --vs-runtime tensorrt said '--runtime tensorrt needs tensorrt': a flag the user never typed."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    monkeypatch.setitem(sys.modules, "tensorrt", None)
+    r = CliRunner().invoke(app, ["diff", str(sample_path("mlp")), "--vs-runtime", "tensorrt"])
+    assert r.exit_code == 2 and r.stderr.strip().startswith("onnxprobe: error: --vs-runtime tensorrt needs tensorrt"), r.stderr
+    with pytest.raises(MissingExtra, match="^--runtime tensorrt needs"):
+        api.layers(sample_path("mlp"), runtime="tensorrt")

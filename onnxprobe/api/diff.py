@@ -32,7 +32,7 @@ from onnxprobe.runtime.runners import check_device, check_options_used, check_ru
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import clean, quote
-from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
+from onnxprobe.types import InputSpec, RunConfig, Settings, forward_name, grad_name
 
 
 def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", options: dict | None = None,
@@ -92,10 +92,12 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
     if b is not None:
         b_model = as_model(b, "b")
         side_b = _side(b_model.source, b_model, config, runtime, **opts)
-    elif vs_runtime is not None:
-        side_b = _side(label, a_model, replace(config, device=vs_device or "auto"), vs_runtime, **opts)
+    elif vs_runtime is not None:  # errors about B's runtime and device name the flags that set them
+        side_b = _side(label, a_model, replace(config, device=vs_device or "auto"), vs_runtime, **opts,
+                       settings=Settings(("vs_runtime", "--vs-runtime"), ("vs_device", "--vs-device")))
     elif vs_device is not None:
-        side_b = _side(label, a_model, replace(config, device=vs_device), runtime, **opts)
+        side_b = _side(label, a_model, replace(config, device=vs_device), runtime, **opts,
+                       settings=Settings(device=("vs_device", "--vs-device")))
     elif vs_opt_level is not None:
         side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), runtime, **opts)
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from onnxprobe.errors import UsageError, setting_error
+from onnxprobe.types import Settings
 
 if TYPE_CHECKING:  # onnx costs a second to import: the OpenVINO worker, a package module, never needs it
     import onnx
@@ -43,12 +44,13 @@ def check_device(runtime: str, device: str, what: tuple[str, str]) -> None:
 
 
 def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None = None, label: str = "", *,
-                options: dict[str, str] | None = None, max_memory: int | None = None, shapes: dict | None = None, **kw):
+                options: dict[str, str] | None = None, max_memory: int | None = None, shapes: dict | None = None,
+                settings: Settings = Settings(), **kw):
     """The runner for ``runtime`` (``ort`` | ``openvino`` | ``tensorrt`` | ``reference``) over ``model``.
     ``options``: the runtime's own settings (OpenVINO properties, TensorRT builder settings);
     ``max_memory``: the budget of the runtimes whose statistics are computed on the host; ``shapes``: the
     feeds' input shapes, when known (OpenVINO reads some models only with static inputs); ``kw``: the
-    onnxruntime runner's (interruptible, threads)."""
+    onnxruntime runner's (interruptible, threads); ``settings``: the flags that chose the runtime and device."""
     check_runtime(runtime)
     if config is not None and runtime != "ort" and config.opt_level != "off":
         raise UsageError(f"opt-level {config.opt_level} sets onnxruntime's graph optimisations: runtime {runtime} does "
@@ -71,10 +73,10 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
     if runtime == "openvino":
         from onnxprobe.runtime.runners.openvino import OpenVinoRunner
 
-        return OpenVinoRunner(model, config, label, options=options, max_memory=max_memory, shapes=shapes)
+        return OpenVinoRunner(model, config, label, options=options, max_memory=max_memory, shapes=shapes, settings=settings)
     from onnxprobe.runtime.runners.tensorrt import TensorRtRunner
 
-    return TensorRtRunner(model, config, label, options=options, max_memory=max_memory)
+    return TensorRtRunner(model, config, label, options=options, max_memory=max_memory, settings=settings)
 
 
 def parse_runtime_options(items: list[str] | None) -> dict[str, str]:

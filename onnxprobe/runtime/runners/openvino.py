@@ -33,21 +33,22 @@ from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
 from onnxprobe.runtime.runners.observability import compiled_unobservable
 from onnxprobe.text import clean
-from onnxprobe.types import RunConfig
+from onnxprobe.types import RunConfig, Settings
 
 LOW_PRECISIONS = ("f16", "bf16")
 INT_PRECISIONS = ("u8", "i8", "u4", "i4")
 _keys = count()
 
 
-def require_openvino() -> None:
-    """MissingExtra unless the openvino package can be imported (checked without importing it)."""
+def require_openvino(flag: str = "--runtime") -> None:
+    """MissingExtra unless the openvino package can be imported (checked without importing it); ``flag``:
+    the one that asked for OpenVINO."""
     try:
         found = importlib.util.find_spec("openvino") is not None
     except (ImportError, ValueError):  # sys.modules["openvino"] = None: an import that fails
         found = False
     if not found:
-        raise MissingExtra("--runtime openvino", "openvino", "openvino")
+        raise MissingExtra(f"{flag} openvino", "openvino", "openvino")
 
 
 def resolve_device(device: str, what: tuple[str, str] = ("device", "--device")) -> str:
@@ -135,12 +136,14 @@ class OpenVinoRunner(HostStatsRunner):
     title = "OpenVINO"
 
     def __init__(self, model: onnx.ModelProto, config: RunConfig | None = None, label: str = "", *,
-                 options: dict[str, str] | None = None, max_memory: int | None = None, shapes: dict | None = None):
-        require_openvino()
+                 options: dict[str, str] | None = None, max_memory: int | None = None, shapes: dict | None = None,
+                 settings: Settings = Settings()):
+        require_openvino(settings.runtime[1])
         super().__init__(model, config, label, max_memory=max_memory)
         self.shapes = dict(shapes or {})  # the feeds' shapes, when known before the first run
         self._dead = _dead_ends(model)
-        self.device = resolve_device(self.config.device)
+        self.device = resolve_device(self.config.device, settings.device)
+        self.settings = settings
         self.options = dict(options or {})
         self.worker = WorkerProcess()
         self._loaded: dict = {}  # our key -> (worker generation, its names)
@@ -170,7 +173,7 @@ class OpenVinoRunner(HostStatsRunner):
         reply = self.worker.request(op="device", device=self.device, config=self.options)
         base = self.device.split(":")[0].split(".")[0]
         if base not in ("AUTO", "HETERO", "MULTI", "BATCH") and base not in reply["devices"]:
-            raise setting_error(UsageError, ("device", "--device"), f"{self.device}: OpenVINO has no such device here (it sees: {', '.join(reply['devices'])})")
+            raise setting_error(UsageError, self.settings.device, f"{self.device}: OpenVINO has no such device here (it sees: {', '.join(reply['devices'])})")
         if reply.get("option_error"):
             given = ", ".join(f"{k}={v}" for k, v in self.options.items())
             raise UsageError(f"--runtime-option {given}: OpenVINO {self.device} refuses it: {reply['option_error']}")

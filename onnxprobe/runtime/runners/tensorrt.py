@@ -28,7 +28,7 @@ from onnxprobe.graph.memo import ModelMemo
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
 from onnxprobe.runtime.runners.observability import body_tensors, compiled_unobservable
-from onnxprobe.types import RunConfig
+from onnxprobe.types import RunConfig, Settings
 
 MODES = ("debug", "output")
 OPTIONS = ("mode", "workspace", "tf32")
@@ -36,14 +36,15 @@ MAX_ENGINES = 2
 MAX_SOURCES = 3  # models kept serialized: the runner's own and the derived graphs (cones) of one diff step
 
 
-def require_tensorrt() -> None:
+def require_tensorrt(flag: str = "--runtime") -> None:
+    """MissingExtra unless tensorrt and cuda-python can be imported; ``flag``: the one that asked for TensorRT."""
     for module in ("tensorrt", "cuda"):
         try:
             found = importlib.util.find_spec(module) is not None
         except (ImportError, ValueError):
             found = False
         if not found:
-            raise MissingExtra("--runtime tensorrt", "tensorrt", "tensorrt and cuda-python" if module == "cuda" else module)
+            raise MissingExtra(f"{flag} tensorrt", "tensorrt", "tensorrt and cuda-python" if module == "cuda" else module)
 
 
 def resolve_device(device: str, what: tuple[str, str] = ("device", "--device")) -> int:
@@ -62,10 +63,10 @@ class TensorRtRunner(HostStatsRunner):
     title = "TensorRT"
 
     def __init__(self, model: onnx.ModelProto, config: RunConfig | None = None, label: str = "", *,
-                 options: dict[str, str] | None = None, max_memory: int | None = None):
-        require_tensorrt()
+                 options: dict[str, str] | None = None, max_memory: int | None = None, settings: Settings = Settings()):
+        require_tensorrt(settings.runtime[1])
         super().__init__(model, config, label, max_memory=max_memory)
-        self.gpu = resolve_device(self.config.device)
+        self.gpu = resolve_device(self.config.device, settings.device)
         self.device = f"cuda:{self.gpu}"
         opts = dict(options or {})
         self.options = opts
