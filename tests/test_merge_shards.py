@@ -233,3 +233,26 @@ def test_a_zero_sum_of_values_of_both_signs_merges():
     back = Moments.from_dict(json.loads(json.dumps(m.to_dict())))
     st = back.stats()
     assert st.count == 4 and st.mean == 0 and st.std == pytest.approx(np.std([-1.0, 1.0, 3.0, -3.0]))
+
+
+def test_pipes_are_named_by_their_place_not_their_descriptor(tmp_path):
+    """`merge-stats <(cat d0.json) <(cat d1.json)` labelled samples '63:b000.npz' and merged_from ['62', '63']:
+    the shell's descriptor numbers. Pipes are 'shard 1', 'shard 2' by their place among the arguments; the
+    labels after the colon are each shard's own (read from its JSON here)."""
+    if not shutil.which("bash") or not os.path.isdir("/dev/fd"):
+        pytest.skip("needs bash process substitution")
+    for k, idx in {"d0": range(0, 2), "d1": range(2, 3)}.items():
+        _run("diff", sample_path("cnn"), sample_path("cnn"), "--inputs-dir", _folder(tmp_path / k, idx),
+             "--json", tmp_path / f"{k}.json")
+    _run("layers", sample_path("cnn"), "--inputs-dir", tmp_path / "d0", "--json", tmp_path / "l0.json")
+    _run("layers", sample_path("cnn"), "--inputs-dir", tmp_path / "d1", "--json", tmp_path / "l1.json")
+    cmd = f"{sys.executable} -m onnxprobe merge-stats"
+    script = (f"{cmd} <(cat d0.json) <(cat d1.json) --json d.json && {cmd} l0.json <(cat l1.json) --json l.json")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    r = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    d = json.loads((tmp_path / "d.json").read_text())
+    own = [json.loads((tmp_path / f"d{k}.json").read_text())["sample_labels"] for k in (0, 1)]
+    assert d["merged_from"] == ["shard 1", "shard 2"]
+    assert d["sample_labels"] == [f"shard {k + 1}:{x}" for k in (0, 1) for x in own[k]]
+    assert json.loads((tmp_path / "l.json").read_text())["merged_from"] == ["l0.json", "shard 2"]

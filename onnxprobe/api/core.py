@@ -396,7 +396,7 @@ def merge_stats(reports: list) -> dict:
     ``layers --inputs-dir`` (counts and extremes combine, sums are exact (Shewchuk partials),
     histograms add) or those of ``diff --inputs-dir`` (every pair's sums pooled, the metrics and the
     verdict recomputed). Reports of different models, selections or kinds are refused."""
-    from onnxprobe.stats.merge import check_report, merge_reports, read_json_report
+    from onnxprobe.stats.merge import check_report, merge_reports, read_json_report, shard_name
     from onnxprobe.stats.merge_diff import check_diff_report, is_diff_report, merge_diff_reports
 
     if isinstance(reports, (str, os.PathLike, dict)):  # one report, not a list of its characters or keys
@@ -407,6 +407,7 @@ def merge_stats(reports: list) -> dict:
     for k, r in enumerate(reports):
         d = dict(r) if isinstance(r, dict) else read_json_report(r)
         d.setdefault("_path", f"report {k}")
+        d["_path"] = shard_name(d["_path"], k + 1)
         # what it is, first: a JSON file that is no report is said to be one, not a shard given twice
         if isinstance(d.get("gradients"), list) and "tensors" not in d and "pairs" not in d:
             raise UsageError(f"{d['_path']}: a grad report; merge-stats merges the dataset reports of layers and diff "

@@ -10,6 +10,7 @@ the shards.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -53,6 +54,17 @@ def read_json_report(path: str | Path) -> dict:
     d["_path"] = str(p)
     protect(p, "an input report")
     return d
+
+
+# a file descriptor's path: what a shell's process substitution `<(...)` passes, numbered by the shell alone
+_DESCRIPTOR = re.compile(r"/dev/(fd/\d+|stdin)|/proc/(self|thread-self|\d+)/fd/\d+")
+
+
+def shard_name(path: str, position: int) -> str:
+    """A shard's name in labels, merged_from and messages: its path, or for a pipe read through a file
+    descriptor (`merge-stats <(...) <(...)`) "shard N" by its place among the arguments (1-based): the
+    descriptor's number ('63') says nothing, and another shell gives another."""
+    return f"shard {position}" if _DESCRIPTOR.fullmatch(str(path)) else str(path)
 
 
 def check_report(d, label: str) -> None:
