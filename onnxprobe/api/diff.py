@@ -92,8 +92,12 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
     if b is not None:
         b_model = as_model(b, "b")
         side_b = _side(b_model.source, b_model, config, runtime, **opts)
-    elif vs_runtime is not None:  # errors about B's runtime and device name the flags that set them
-        side_b = _side(label, a_model, replace(config, device=vs_device or "auto"), vs_runtime, **opts,
+    elif vs_runtime is not None:
+        # --opt-level is A's onnxruntime setting, as --device is: B on another runtime takes none; errors about
+        # B's runtime and device name the flags that set them
+        b_config = replace(config, device=vs_device or "auto",
+                           opt_level=config.opt_level if vs_runtime == runtime else "off")
+        side_b = _side(label, a_model, b_config, vs_runtime, **opts,
                        settings=Settings(("vs_runtime", "--vs-runtime"), ("vs_device", "--vs-device")))
     elif vs_device is not None:
         side_b = _side(label, a_model, replace(config, device=vs_device), runtime, **opts,
