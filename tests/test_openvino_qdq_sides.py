@@ -1,5 +1,6 @@
 """A QDQ model against itself on OpenVINO: --opt-level is A's onnxruntime setting (B on another runtime
-takes none)."""
+takes none), and the "measured" header says per side what ran, OpenVINO's integer kernels judged by
+OpenVINO itself (the compiled model's runtime precisions, read here directly)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,19 @@ def test_opt_level_is_sides_a_and_b_on_another_runtime_does_not_inherit_it(qdq, 
     # a runtime that takes no opt level still refuses one given to it
     with pytest.raises(UsageError, match="opt-level extended"):
         api.diff(qdq, runtime="openvino", vs_runtime="ort", config=api.RunConfig(opt_level="extended"))
+
+
+def test_measured_says_per_side_that_openvino_ran_integer_kernels(qdq):
+    ints = openvino_int_layers(qdq)
+    assert ints > 0  # the fixture really runs deployed on OpenVINO
+    res = api.diff(qdq, vs_runtime="openvino")
+    a, b = res.measured.split("; B ")
+    assert a.startswith("A simulated") and "--opt-level extended" in a, res.measured
+    assert b.startswith("deployed: OpenVINO's integer kernels") and "--opt-level" not in b, res.measured
+    both = api.diff(qdq, vs_runtime="openvino", config=api.RunConfig(opt_level="extended"))
+    assert both.measured.startswith("A deployed: onnxruntime's int8 kernels") and "B deployed: OpenVINO" in both.measured
+    # a QDQ model on OpenVINO against a float model: A's label alone, deployed, no opt-level advice
+    from conftest import sample_path
+
+    alone = api.diff(qdq, sample_path("cnn"), runtime="openvino")
+    assert alone.measured.startswith("deployed: OpenVINO's integer kernels") and "opt-level" not in alone.measured

@@ -124,11 +124,18 @@ def _measured(a: Side) -> str:
     kinds = {o.kind for o in a.observation.observables}
     integer_ops = bool(kinds & {"qoperator", "dynamic"})
     if "qdq" in kinds:
-        if a.runner.kind == "onnxruntime" and a.runner.config.opt_level in ("extended", "layout", "all"):
+        ort = a.runner.kind == "onnxruntime"
+        if ort and a.runner.config.opt_level in ("extended", "layout", "all"):
             return f"deployed: onnxruntime's int8 kernels (QDQ fused at opt-level {a.runner.config.opt_level})"
+        ints = a.runner.integer_kernels()  # OpenVINO fuses QDQ into integer kernels itself, with no opt level
+        if ints:
+            what = ", ".join(f"{n} in {p}" for p, n in sorted(ints.items()))
+            return f"deployed: {getattr(a.runner, 'title', a.runner.kind)}'s integer kernels ({what} compute layers)"
         if integer_ops:
-            return "deployed: integer operators as written; its QDQ pairs are simulated (opt-level off)"
-        return "simulated: the QDQ graph as written, not fused (use --opt-level extended for the deployed int8 kernels)"
+            return "deployed: integer operators as written; its QDQ pairs are simulated" + (" (opt-level off)" if ort else "")
+        # only onnxruntime's graph optimisations fuse QDQ at an opt level
+        return "simulated: the QDQ graph as written, not fused" + (
+            " (use --opt-level extended for the deployed int8 kernels)" if ort else "")
     if integer_ops:
         return "deployed: the integer operators as written"
     return "float"

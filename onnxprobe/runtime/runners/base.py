@@ -67,6 +67,10 @@ class Runner(ABC):
         """The float precision the runtime computes in where not the graph's own ('bf16', 'tf32'), else None."""
         return None
 
+    def integer_kernels(self) -> dict[str, int]:
+        """The integer precisions of the compute layers the runtime compiled a QDQ graph into ('u8': count)."""
+        return {}
+
     def runtime_options(self) -> dict[str, str]:
         """The runtime's own settings (--runtime-option KEY=VALUE), as given."""
         return dict(getattr(self, "options", None) or {})

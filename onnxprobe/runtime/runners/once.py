@@ -31,6 +31,9 @@ class OnceRunner(Runner):
     def facts(self) -> dict:
         return self.inner.facts()
 
+    def integer_kernels(self) -> dict[str, int]:
+        return self.inner.integer_kernels()
+
     def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
         if self._feed_id != id(feeds):
             self.cached = self.inner.values(self.names, {**feeds, **self.extra})

@@ -261,6 +261,9 @@ class OpenVinoRunner(HostStatsRunner):
         self._after_run(reply)
         return Collected(reply["stats"], reply["shapes"], reply["values"], reply["seconds"], reply["compile_seconds"])
 
+    def integer_kernels(self) -> dict[str, int]:
+        return {p: n for p, n in self.layer_precisions.items() if p in INT_PRECISIONS}
+
     def _after_run(self, reply: dict) -> None:
         self.precision = reply.get("precision") or self.precision
         self.layer_precisions = reply.get("layer_precisions") or {}
@@ -272,7 +275,7 @@ class OpenVinoRunner(HostStatsRunner):
             self.note(f"OpenVINO {self.device} computes in {self.precision}: expect an SQNR of tens of dB against float32; "
                       "where it rounds to it moves with the tensors made outputs, so the probed values (the model's "
                       "outputs too) change with what is probed (INFERENCE_PRECISION_HINT=f32 holds them still)")
-        ints = {p: n for p, n in self.layer_precisions.items() if p in INT_PRECISIONS}
+        ints = self.integer_kernels()
         if ints:
             what = ", ".join(f"{n} in {p}" for p, n in sorted(ints.items()))
             self.note(f"OpenVINO {self.device} ran integer kernels ({what} compute layers): a QDQ model runs deployed, not simulated")
