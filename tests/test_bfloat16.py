@@ -71,3 +71,26 @@ def test_openvino_returns_bfloat16_values_not_their_bits_read_as_float16():
     want = oracle(x)
     assert res.stats["c"].min == want.min() and res.stats["c"].max == want.max()
     np.testing.assert_array_equal(np.asarray(res.arrays["c"], np.float64), want)
+
+
+def test_onnx_reference_reads_bfloat16_back_widened_with_statistics(tmp_path):
+    """onnx.reference hands back ml_dtypes' bfloat16 (a void dtype to numpy): intermediate tensors got no
+    statistics and --save wrote raw |V2 arrays (QA). The oracle: each op rounded to bfloat16 by ml_dtypes."""
+    n = 2000
+    m = make_model([helper.make_node("Mul", ["x", "k"], ["m"], name="mul"), helper.make_node("Add", ["m", "x"], ["a"], name="add"),
+                    helper.make_node("Neg", ["a"], ["y"], name="neg")],
+                   [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [n])], [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [n])],
+                   [helper.make_tensor("k", TensorProto.BFLOAT16, [], [0.75])])
+    x = np.random.default_rng(3).random(n).astype(np.float32).astype(BF16)
+    mm = (x.astype(np.float64) * 0.75).astype(BF16)
+    aa = (mm.astype(np.float64) + x.astype(np.float64)).astype(BF16)
+    want = {"m": mm.astype(np.float64), "a": aa.astype(np.float64), "y": -aa.astype(np.float64)}
+    res = api.layers(m, api.Selection(all=True), inputs={"x": x}, runtime="reference", save=True)
+    for name, w in want.items():
+        st = res.stats[name]
+        assert st is not None and st.count == n and st.min == w.min() and st.max == w.max(), name
+        # the output's row is summed in the graph (README: within about 1e-7 of numpy float64)
+        assert st.mean == pytest.approx(w.mean(), rel=1e-6) and st.std == pytest.approx(w.std(), rel=1e-6), name
+        assert res.arrays[name].dtype == np.float32, name
+        np.testing.assert_array_equal(np.asarray(res.arrays[name], np.float64), w)
+    assert np.asarray(res.outputs["y"]).dtype == np.float32

@@ -33,10 +33,28 @@ class ReferenceRunner(GraphRunner):
             # warning on stderr
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                res = ReferenceEvaluator(model, new_ops=corrected_ops(model)).run(names, {k: np.asarray(v) for k, v in feeds.items()})
+                res = ReferenceEvaluator(model, new_ops=corrected_ops(model)).run(names, _narrowed(model, feeds))
         except Exception as e:  # noqa: BLE001 - the evaluator raises whatever an op implementation raises
             raise ExecutionError(f"onnx.reference could not run the model: {type(e).__name__}: {first_line(e)[:300]}") from e
-        return {n: np.asarray(v) for n, v in zip(names, res)}, time.perf_counter() - t0
+        return {n: _widened(np.asarray(v)) for n, v in zip(names, res)}, time.perf_counter() - t0
+
+
+def _widened(a: np.ndarray) -> np.ndarray:
+    """A bfloat16 value as float32, exactly (the same numbers), as onnxruntime's are read back: onnx.reference
+    returns ml_dtypes' bfloat16, a void dtype to numpy, which got no statistics and --save wrote as raw |V2."""
+    return a.astype(np.float32) if a.dtype.name == "bfloat16" else a
+
+
+def _narrowed(model: onnx.ModelProto, feeds: dict) -> dict:
+    """The feeds, a bfloat16 input given widened (a value read back from a run) in the graph's own type again:
+    onnx.reference would compute the graph in the float32 it is given."""
+    bf16 = {i.name for i in model.graph.input if i.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16}
+    out = {k: np.asarray(v) for k, v in feeds.items()}
+    if bf16:
+        from ml_dtypes import bfloat16  # onnx's own bfloat16 type
+
+        out = {k: v.astype(bfloat16) if k in bf16 and v.dtype.kind == "f" else v for k, v in out.items()}
+    return out
 
 
 def corrected_ops(model: onnx.ModelProto) -> list[type[OpRun]]:
