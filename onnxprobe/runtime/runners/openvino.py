@@ -281,6 +281,9 @@ class OpenVinoRunner(HostStatsRunner):
             self.note(f"OpenVINO {self.device} ran integer kernels ({what} compute layers): a QDQ model runs deployed, not simulated")
         if reply.get("int64") and self.device.startswith("CPU"):
             self.note("OpenVINO's CPU plugin computes int64 tensors in int32: int64 values beyond ±2^31 differ")
+        if reply.get("float64") and self.device.startswith("CPU"):  # measured: [1e8, 1, -1e8] sums to 0
+            self.note("OpenVINO's CPU plugin computes float64 tensors in float32: float64 values keep only float32's "
+                      "24-bit precision (1e8 + 1 gives 1e8), and so do their statistics")
 
 
 def _dead_ends(model: onnx.ModelProto) -> set[str]:

@@ -1,0 +1,54 @@
+"""A float64 model on OpenVINO: its CPU plugin computes it in float32, which a note says (in layers and in
+diff's report), against numpy float64 of the same inputs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe import api
+from onnxprobe.cli.main import app
+
+pytest.importorskip("openvino")
+pytestmark = pytest.mark.openvino
+NOTE = "computes float64 tensors in float32"
+
+
+def f64_model(n: int):
+    return make_model([helper.make_node("Mul", ["x", "k"], ["m"], name="mul"), helper.make_node("Add", ["m", "x"], ["a"], name="add")],
+                      [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [n])],
+                      [helper.make_tensor_value_info("a", TensorProto.DOUBLE, [n])],
+                      [numpy_helper.from_array(np.array(3.0), "k")])
+
+
+def test_a_float64_model_on_openvino_says_it_ran_in_float32(tmp_path):
+    n = 1000
+    x = 1e8 + np.random.default_rng(0).standard_normal(n)
+    want = 4 * x  # numpy float64: a = 3x + x
+    res = api.layers(f64_model(n), api.Selection(all=True), inputs={"x": x}, runtime="openvino")
+    assert any(NOTE in note for note in res.notes), res.notes
+    # why it is said: the float32 values have lost the spread numpy float64 keeps
+    assert abs(res.stats["a"].std - want.std()) > 0.5 * want.std()
+    p = tmp_path / "m.onnx"
+    import onnx
+
+    onnx.save(f64_model(n), str(p))
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "d.json"
+    r = CliRunner().invoke(app, ["diff", str(p), "--vs-runtime", "openvino", "--input", f"x={tmp_path / 'x.npy'}", "--json", str(out)])
+    assert r.exit_code in (0, 1), r.output
+    assert any(NOTE in note for note in json.loads(out.read_text())["notes"]), r.output
+
+
+def test_a_float32_model_gets_no_such_note():
+    m = f64_model(16)
+    for vi in list(m.graph.input) + list(m.graph.output):
+        vi.type.tensor_type.elem_type = TensorProto.FLOAT
+    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.array(3.0, np.float32), "k"))
+    res = api.layers(m, api.Selection(all=True), runtime="openvino")
+    assert not any(NOTE in note for note in res.notes), res.notes
