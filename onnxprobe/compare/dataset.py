@@ -42,7 +42,10 @@ def measure_sample(plan: DiffPlan, feeds: dict[str, np.ndarray], index: int, lab
                    notes: list[str] = ()) -> DiffPartial:
     before = len(plan.notes)
     got = measure(plan, feeds, sample=index, key=SESSION_KEY)
-    return DiffPartial(index, label, got, list(notes) + plan.notes[before:], pairs_digest(plan))
+    # the runners' notes too (OpenVINO's int64, bf16, integer kernels): on a Ray actor they are found there,
+    # and the driver's own runners never run (the pool keeps each note once)
+    found = [n for side in (plan.a, plan.b) for n in side.runner.notes]
+    return DiffPartial(index, label, got, list(dict.fromkeys([*notes, *plan.notes[before:], *found])), pairs_digest(plan))
 
 
 @dataclass
