@@ -46,6 +46,7 @@ class GradPartial:
     values: dict[str, Moments]  # forward tensor name -> its own moments (activations, inputs)
     info: RunInfo
     notes: list[str] = field(default_factory=list)
+    shapes: dict[str, tuple] = field(default_factory=dict)  # forward tensor name -> its gradient's shape in the run
 
 
 @dataclass
@@ -89,6 +90,8 @@ class GradWorker(BatchWorker):
                            res.info, list(fs.notes))
         for t, ref in zip(gp.targets, refs):
             name = t.ref.name
+            if ref.name in res.shapes:
+                part.shapes[name] = tuple(res.shapes[ref.name])
             if t.kind == "weight":
                 if ref.name in res.arrays:
                     part.weights[name] = np.asarray(res.arrays[ref.name], np.float64)
@@ -128,7 +131,8 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
     except OnnxProbeError as e:
         raise relabel(e, first_label(src)) from e
     factory = GradWorkerFactory(model_path(model), selection, config, spec, threads=1) if ray else (lambda: here)
-    acc = {"loss": [], "weights": {}, "grads": {}, "values": {}, "notes": [], "info": None, "first": None, "count": 0}
+    acc = {"loss": [], "weights": {}, "grads": {}, "values": {}, "notes": [], "info": None, "first": None, "count": 0,
+           "shapes": {}}
 
     def merge(index: int, label: str, part: GradPartial) -> None:
         acc["loss"] = exact_sum(acc["loss"] + [part.loss])
@@ -140,6 +144,10 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
         for key in ("grads", "values"):
             for name, m in getattr(part, key).items():
                 acc[key][name] = acc[key][name].merge(m) if name in acc[key] else m
+        for name, shape in part.shapes.items():  # a dimension the samples disagree on reads None ('?'), as in layers
+            have = acc["shapes"].get(name)
+            acc["shapes"][name] = shape if have is None else (
+                tuple(a if a == b else None for a, b in zip(have, shape)) if len(have) == len(shape) else have)
         acc["notes"] += [n for n in part.notes if n not in acc["notes"]]
         if acc["first"] is None or index < acc["first"]:
             acc["first"], acc["info"] = index, part.info
@@ -163,7 +171,7 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
             st = m.stats().scaled(f) if m is not None else None
             v = acc["values"].get(name)
             vn = v.stats().norm if v is not None else None
-        rows.append(GradRow(t, gp.grads[name], st, vn))
+        rows.append(GradRow(t, gp.grads[name], st, vn, shape=acc["shapes"].get(name)))
     loss = math.fsum(acc["loss"]) * f
     notes = list(dict.fromkeys(acc["notes"] + executor.notes() + body_left_out(model, selection, rows)))
     return GradResult(gp, rows, loss, acc["info"], notes, arrays, samples=n, reduce=reduce, executor=executor)
