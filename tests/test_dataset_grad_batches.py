@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import onnx
 from onnx import numpy_helper
 from typer.testing import CliRunner
@@ -52,3 +53,40 @@ def test_batches_of_one_size_keep_it(tmp_path):
     ds = _dataset(tmp_path / "ds", (2, 2))
     got = json.loads(_grad("grad", sample_path("dynamic_batch"), "--all", "--inputs-dir", ds, "--json", "-").stdout)
     assert {g["tensor"]: g["shape"] for g in got["gradients"]} == _expected(2)
+
+
+def _ort_loss(x):
+    """sum(y) of dynamic_batch, run by onnxruntime itself."""
+    import onnxruntime as ort
+
+    s = ort.InferenceSession(str(sample_path("dynamic_batch")), providers=["CPUExecutionProvider"])
+    return float(np.sum(s.run(None, {"x": x})[0], dtype=np.float64))
+
+
+def test_an_empty_batch_in_a_dataset_is_skipped_with_a_note(tmp_path):
+    rng = np.random.default_rng(2)
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    x = rng.normal(size=(2, 3, 8, 8)).astype(np.float32)
+    np.savez(ds / "a0.npz", x=np.zeros((0, 3, 8, 8), np.float32))  # first: the plan is made without it
+    np.savez(ds / "b1.npz", x=x)
+    np.savez(ds / "c2.npz", x=np.zeros((0, 3, 8, 8), np.float32))
+    got = json.loads(_grad("grad", sample_path("dynamic_batch"), "--all", "--inputs-dir", ds, "--json", "-").stdout)
+    assert got["samples"] == 1 and got["loss"]["value"] == pytest.approx(_ort_loss(x), rel=1e-6)
+    assert any("2 empty batches skipped (a0.npz, c2.npz)" in n for n in got["notes"]), got["notes"]
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    np.savez(alone / "b1.npz", x=x)
+    ref = json.loads(_grad("grad", sample_path("dynamic_batch"), "--all", "--inputs-dir", alone, "--json", "-").stdout)
+    assert [g["norm"] for g in got["gradients"]] == [g["norm"] for g in ref["gradients"]]
+
+
+def test_only_empty_batches_or_one_empty_input_are_refused(tmp_path):
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    np.savez(ds / "b0.npz", x=np.zeros((0, 3, 8, 8), np.float32))
+    r = _grad("grad", sample_path("dynamic_batch"), "--inputs-dir", ds, code=(2,))
+    assert "empty" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    np.save(tmp_path / "x.npy", np.zeros((0, 3, 8, 8), np.float32))
+    r = _grad("grad", sample_path("dynamic_batch"), "--input", f"x={tmp_path / 'x.npy'}", code=(2,))
+    assert "empty batch has no loss" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -18,7 +18,7 @@ import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, first_arrays, first_label, model_path, relabel, run_batches, source
 from onnxprobe.api.grad import GradResult, GradRow, body_left_out, grad_probes
-from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
+from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, EmptyBatch, GradPlan, GradSpec, as_spec, grad_plan
 from onnxprobe.api.inputs import as_config, as_ray, as_selection
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.errors import OnnxProbeError, UsageError, setting_error
@@ -47,6 +47,7 @@ class GradPartial:
     info: RunInfo
     notes: list[str] = field(default_factory=list)
     shapes: dict[str, tuple] = field(default_factory=dict)  # forward tensor name -> its gradient's shape in the run
+    empty: bool = False  # an empty batch, skipped: no loss to differentiate
 
 
 @dataclass
@@ -83,7 +84,10 @@ class GradWorker(BatchWorker):
 
     def process(self, index: int, label: str, arrays: dict[str, np.ndarray]) -> GradPartial:
         fs = self.feeds(self.model, arrays)
-        gp, refs, acts, runner = self.plan(fs.values)
+        try:
+            gp, refs, acts, runner = self.plan(fs.values)
+        except EmptyBatch:  # adds 0 to a summed loss; a mean over its samples would read NaN: skipped (a note)
+            return GradPartial(index, 0.0, {}, {}, {}, None, list(fs.notes), empty=True)
         weights = {ref.name for t, ref in zip(gp.targets, refs) if t.kind == "weight"}
         res = runner.probe(refs + acts, {**fs.values, **gp.extra_feed}, raw=weights, key="grad")
         part = GradPartial(index, float(np.asarray(res.outputs[gp.loss.loss], np.float64).reshape(-1)[0]), {}, {}, {},
@@ -127,14 +131,21 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
     if first is None:
         raise UsageError("the dataset has no samples")
     try:  # the plan is made from the first sample: a bad one is named, as a later one is
-        gp = here.plan(here.feeds(model, first).values)[0]
+        feed = here.feeds(model, first).values
+        try:
+            gp = here.plan(feed)[0]
+        except EmptyBatch:  # skipped by the run; the gradients to take are those of any batch size
+            gp = here.plan({k: np.zeros([d or 1 for d in np.shape(v)], v.dtype) for k, v in feed.items()})[0]
     except OnnxProbeError as e:
         raise relabel(e, first_label(src)) from e
     factory = GradWorkerFactory(model_path(model), selection, config, spec, threads=1) if ray else (lambda: here)
     acc = {"loss": [], "weights": {}, "grads": {}, "values": {}, "notes": [], "info": None, "first": None, "count": 0,
-           "shapes": {}}
+           "shapes": {}, "empty": []}
 
     def merge(index: int, label: str, part: GradPartial) -> None:
+        if part.empty:
+            acc["empty"].append((index, label))
+            return
         acc["loss"] = exact_sum(acc["loss"] + [part.loss])
         for name, g in part.weights.items():
             if name in acc["weights"]:
@@ -155,6 +166,14 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
 
     executor = run_batches(factory, src, merge, ray=ray, progress=progress)
     n = acc["count"]
+    if not n:
+        raise UsageError(f"every batch of the dataset is empty ({len(acc['empty'])}): an empty batch has no loss to "
+                         "differentiate; give at least one sample")
+    if acc["empty"]:
+        labels = [lb for _, lb in sorted(acc["empty"])]
+        acc["notes"].append(f"{len(labels)} empty batch{'es' if len(labels) > 1 else ''} skipped ({', '.join(labels[:4])}"
+                            f"{' …' if len(labels) > 4 else ''}): an empty batch has no loss to differentiate (it adds 0 "
+                            "to a summed loss) and is not counted among the samples")
     f = 1.0 / n if reduce == "mean" else 1.0
     rows, arrays = [], {}
     for t in gp.targets:

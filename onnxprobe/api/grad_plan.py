@@ -229,6 +229,10 @@ def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection |
     return gp
 
 
+class EmptyBatch(UsageError):
+    """An input whose loss output has no element: refused alone, skipped in a dataset (``grad_dataset``)."""
+
+
 def _refuse_empty(base: onnx.ModelProto, output: str, feed: dict[str, np.ndarray]) -> None:
     """An output of no elements for this feed (an empty batch: --shape x=0x3x8x8) has no loss to
     differentiate: said here, before its backward graph fails in onnxruntime (a Reshape of 0 elements)."""
@@ -236,7 +240,7 @@ def _refuse_empty(base: onnx.ModelProto, output: str, feed: dict[str, np.ndarray
     dims = [d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim] if t is not None else []
     if 0 in dims:
         empty = [f"{k} {'x'.join(map(str, np.shape(v)))}" for k, v in feed.items() if np.size(v) == 0]
-        raise UsageError(f"output {output!r} is empty (shape {'x'.join('?' if d is None else str(d) for d in dims)})"
+        raise EmptyBatch(f"output {output!r} is empty (shape {'x'.join('?' if d is None else str(d) for d in dims)})"
                          f"{' for the empty input ' + ', '.join(empty) if empty else ''}: an empty batch has no loss "
                          "to differentiate; give at least one sample")
 
