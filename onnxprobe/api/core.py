@@ -367,7 +367,7 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike |
     executor = run_batches(factory, src, merge, ray=ray, progress=progress)
     first: LayersPartial = acc["first"]
     plan_ = ProbePlan(model.proto, list(first.probes), model.source, list(first.warnings), base=model.proto)
-    notes = acc["notes"] + list(model.warnings) + plan_.warnings + executor.notes()
+    notes = src.notes + acc["notes"] + list(model.warnings) + plan_.warnings + executor.notes()
     return DatasetResult(plan_, first.info, acc["moments"], acc["hists"], acc["shapes"], acc["count"],
                          list(dict.fromkeys(notes)), model_digest(model.proto), (selection or Selection()).describe(),
                          executor, dict(first.unobserved))

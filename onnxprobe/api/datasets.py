@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import numpy as np
@@ -20,7 +20,7 @@ import numpy as np
 from onnxprobe.api.inputs import as_dataset
 from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError, first_line
 from onnxprobe.graph.model import Model
-from onnxprobe.runtime.dataset import Batch, dataset_batches, generator_samples, load_batch
+from onnxprobe.runtime.dataset import Batch, dataset_batches, generator_samples, load_batch, skipped_note
 from onnxprobe.runtime.feeds import Feeds, ModelInput, feed_digest, make_feeds, model_inputs
 from onnxprobe.runtime.ray_pool import Executor, RayOptions, ray_map
 from onnxprobe.types import InputSpec
@@ -33,6 +33,7 @@ class Source:
 
     batches: list[Batch] | None = None
     samples: Iterator[tuple[str, dict[str, np.ndarray]]] | None = None
+    notes: list[str] = field(default_factory=list)  # what the folder holds that is not read (dot-files...)
 
     @property
     def total(self) -> int:
@@ -49,7 +50,7 @@ def source(model: Model, inputs=None, inputs_from: str | None = None) -> Source:
     as_dataset(inputs, inputs_from)
     if inputs_from is not None:
         return Source(samples=generator_samples(inputs_from))
-    return Source(batches=dataset_batches(inputs, model_inputs(model.proto)))
+    return Source(batches=dataset_batches(inputs, model_inputs(model.proto)), notes=skipped_note(inputs))
 
 
 def first_arrays(src: Source, specs: list[ModelInput]) -> dict[str, np.ndarray] | None:

@@ -141,7 +141,7 @@ def diff_dataset(
     executor = run_batches(factory, src, lambda i, label, part: pool.add(part), ray=ray, progress=progress)
     res = pool.result()
     res.executor = executor
-    res.notes[:0] = list(a_model.warnings)
+    res.notes[:0] = src.notes + list(a_model.warnings)
     res.notes += executor.notes()
     res.model_id = "+".join(model_digest(s.model.proto) for s in (res.a, res.b))
     res.selection = (selection or Selection()).describe()

@@ -192,5 +192,5 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
             vn = v.stats().norm if v is not None else None
         rows.append(GradRow(t, gp.grads[name], st, vn, shape=acc["shapes"].get(name)))
     loss = math.fsum(acc["loss"]) * f
-    notes = list(dict.fromkeys(acc["notes"] + executor.notes() + body_left_out(model, selection, rows)))
+    notes = list(dict.fromkeys(src.notes + acc["notes"] + executor.notes() + body_left_out(model, selection, rows)))
     return GradResult(gp, rows, loss, acc["info"], notes, arrays, samples=n, reduce=reduce, executor=executor)

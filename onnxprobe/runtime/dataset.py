@@ -42,7 +42,7 @@ def dataset_batches(path: str | Path, specs: list[ModelInput]) -> list[Batch]:
     per row)."""
     p = Path(path)
     if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.suffix == ".npz")
+        files = [f for f in sorted(p.iterdir()) if _is_batch(f)]
         if not files:
             raise UsageError(f"--inputs-dir {clean(p)}: no .npz files in this folder")
         return [Batch(k, f.name, str(f)) for k, f in enumerate(files)]
@@ -50,6 +50,26 @@ def dataset_batches(path: str | Path, specs: list[ModelInput]) -> list[Batch]:
         n = _stacked_samples(p, read_npz(p), specs)
         return [Batch(i, f"sample {i}", str(p), i) for i in range(n)]
     raise UsageError(f"--inputs-dir {clean(p)}: expected a folder of .npz files or one .npz with a leading sample axis")
+
+
+def _is_batch(f: Path) -> bool:
+    """A batch file of a dataset folder: a .npz that is no dot-file (macOS writes ``._x.npz`` beside ``x.npz``
+    on other file systems: its resource fork, no arrays)."""
+    return f.suffix == ".npz" and not f.name.startswith(".") and f.is_file()
+
+
+def skipped_note(path: str | Path) -> list[str]:
+    """A note naming what a dataset folder holds beside its batches (dot-files, folders, other names, ``.NPZ``),
+    which is not read: said, since a batch misnamed there would be left out without a word."""
+    p = Path(path)
+    if not p.is_dir():
+        return []
+    skipped = [f.name + ("/" if f.is_dir() else "") for f in sorted(p.iterdir()) if not _is_batch(f)]
+    if not skipped:
+        return []
+    shown = ", ".join(clean(n) for n in skipped[:5]) + (" …" if len(skipped) > 5 else "")
+    return [f"--inputs-dir {clean(p.name or p)}: {len(skipped)} entr{'ies' if len(skipped) > 1 else 'y'} skipped, not "
+            f"batches (a batch is a .npz file whose name has no leading dot): {shown}"]
 
 
 def _stacked_samples(p: Path, arrays: dict[str, np.ndarray], specs: list[ModelInput]) -> int:

@@ -1,0 +1,51 @@
+"""What a dataset folder holds beside its batches: dot-files (macOS's ``._x.npz``, ``.hidden.npz``) are not
+read (they failed the run), and they, folders and other names (``X.NPZ``) are named in a note (they were
+skipped without a word). Counted against the one batch's own shape."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from conftest import sample_path
+from onnxprobe.cli.main import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def folder(tmp_path):
+    d = tmp_path / "ds"
+    (d / "sub").mkdir(parents=True)
+    x = np.random.default_rng(0).random((2, 3, 8, 8), np.float32)
+    np.savez(d / "b0.npz", x=x)
+    np.savez(d / "sub" / "b2.npz", x=x)
+    np.save(d / "upper.npy", x)
+    (d / "upper.npy").rename(d / "B1.NPZ")
+    (d / "._b0.npz").write_bytes(b"\x00\x05\x16\x07Mac OS X resource fork")
+    (d / ".hidden.npz").write_bytes(b"not a zip")
+    return d, x
+
+
+@pytest.mark.parametrize("command", [["layers"], ["grad"], ["diff", "--vs-opt-level", "all"]])
+def test_dot_files_are_skipped_and_every_skipped_entry_is_named(folder, command):
+    d, x = folder
+    args = [command[0], str(sample_path("dynamic_batch")), *command[1:], "--inputs-dir", str(d), "--json", "-"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    notes = [n for n in got["notes"] if "skipped" in n]
+    assert len(notes) == 1 and all(e in notes[0] for e in ("._b0.npz", ".hidden.npz", "B1.NPZ", "sub/")), got["notes"]
+    assert ": b0.npz" not in notes[0] and " b0.npz" not in notes[0] and "4 entries" in notes[0]
+    if command[0] == "layers":  # the one batch alone: conv_out is 2 x 4 x 8 x 8 of b0's samples
+        row = next(t for t in got["tensors"] if t["name"] == "conv_out")
+        assert row["count"] == x.shape[0] * 4 * 8 * 8
+
+
+def test_a_folder_of_batches_only_has_no_such_note(tmp_path):
+    np.savez(tmp_path / "b0.npz", x=np.zeros((1, 3, 8, 8), np.float32))
+    r = runner.invoke(app, ["layers", str(sample_path("dynamic_batch")), "--inputs-dir", str(tmp_path), "--json", "-"])
+    assert r.exit_code == 0 and not [n for n in json.loads(r.stdout)["notes"] if "skipped" in n], r.output
