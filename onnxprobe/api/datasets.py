@@ -23,6 +23,7 @@ from onnxprobe.graph.model import Model
 from onnxprobe.runtime.dataset import Batch, dataset_batches, generator_samples, load_batch, skipped_note
 from onnxprobe.runtime.feeds import Feeds, ModelInput, feed_digest, make_feeds, model_inputs
 from onnxprobe.runtime.ray_pool import Executor, RayOptions, ray_map
+from onnxprobe.text import clip
 from onnxprobe.types import InputSpec
 
 
@@ -145,6 +146,9 @@ def model_path(model: Model | str | os.PathLike, flag: str = "--ray") -> str:
     return os.path.abspath(path)
 
 
+FAILURES_SHOWN = 3  # failed batches named with their reasons in the one error; the rest are counted
+
+
 def run_batches(factory: Callable[[], BatchWorker], src: Source, merge: Callable[[int, str, object], None], *,
                 ray: RayOptions | None = None, progress=None) -> Executor:
     """``merge(index, label, partial)`` for every batch of ``src``, here or on Ray (``ray``); raises the
@@ -190,9 +194,15 @@ def run_batches(factory: Callable[[], BatchWorker], src: Source, merge: Callable
 
 
 def _failed(failures: list[tuple[int, str, OnnxProbeError]], total: int) -> OnnxProbeError:
+    """One error for the failed batches: each of the first few with its own reason (batches fail for different
+    reasons: a wrong shape in one, an unknown input name in another), the rest counted."""
     failures.sort(key=lambda f: f[0])
-    _, label, first = failures[0]
-    text = first_line(first)
-    more = f"; also {', '.join(lb for _, lb, _ in failures[1:4])}{' …' if len(failures) > 4 else ''}" if len(failures) > 1 else ""
-    cls = UsageError if isinstance(first, UsageError) else ExecutionError
-    return cls(f"{len(failures)} of {total} batches failed, no result: {text if text.startswith(label) else f'{label}: {text}'}{more}")
+    shown = len(failures) if len(failures) <= FAILURES_SHOWN + 1 else FAILURES_SHOWN  # never "and 1 more"
+    reasons = []
+    for _, label, e in failures[:shown]:
+        text = first_line(e)
+        reasons.append(clip(text if text.startswith(label) else f"{label}: {text}", 240))
+    more = f"; and {len(failures) - shown} more ({', '.join(lb for _, lb, _ in failures[shown:shown + 3])}" \
+           f"{' …' if len(failures) > shown + 3 else ''})" if len(failures) > shown else ""
+    cls = UsageError if isinstance(failures[0][2], UsageError) else ExecutionError
+    return cls(f"{len(failures)} of {total} batches failed, no result: {'; '.join(reasons)}{more}")
