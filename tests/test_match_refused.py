@@ -107,3 +107,34 @@ def test_one_name_on_other_ops_of_the_same_input_is_refused(tmp_path):
     assert "Sigmoid" in ua.reason and "Relu" in ua.reason and "Relu" in ub.reason and "Sigmoid" in ub.reason
     same = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "c.onnx"), **run)
     assert {r.pair.a.name for r in same.results} >= {"t", "u", "y"} and not same.matching.unmatched_a
+
+
+def _one_op(nodes: list, inits: list) -> onnx.ModelProto:
+    return make_model([*nodes, helper.make_node("Relu", ["t"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+
+
+def test_one_name_on_two_ways_of_writing_one_function_still_pairs(tmp_path):
+    """Exports write one function with other ops (MatMul against Gemm, Div by 2 against Mul by 0.5, Relu
+    against Clip(0), Mul(x, x) against Pow(x, 2), GlobalAveragePool against ReduceMean, Identity against
+    Dropout): the refusal of a pair by name over its ops took them all for other functions of the data (QA);
+    only ops that are never one function (Relu against Sigmoid above) are refused. Each pair compares
+    exact, as numpy says the two compute the same values."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32), "W")
+    k = lambda v, name="k": numpy_helper.from_array(np.array(v, np.float32), name)  # noqa: E731
+    cases = {
+        "matmul-gemm": (([helper.make_node("MatMul", ["x", "W"], ["t"])], [w]), ([helper.make_node("Gemm", ["x", "W"], ["t"])], [w])),
+        "div-mul": (([helper.make_node("Div", ["x", "k"], ["t"])], [k(2)]), ([helper.make_node("Mul", ["x", "k"], ["t"])], [k(0.5)])),
+        "relu-clip": (([helper.make_node("Relu", ["x"], ["t"])], []), ([helper.make_node("Clip", ["x", "k"], ["t"])], [k(0)])),
+        "square-pow": (([helper.make_node("Mul", ["x", "x"], ["t"])], []), ([helper.make_node("Pow", ["x", "k"], ["t"])], [k(2)])),
+        "identity-dropout": (([helper.make_node("Identity", ["x"], ["t"])], []), ([helper.make_node("Dropout", ["x"], ["t"])], [])),
+    }
+    x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+    for case, ((na, ia), (nb, ib)) in cases.items():
+        onnx.save(_one_op(na, ia), str(tmp_path / "a.onnx"))
+        onnx.save(_one_op(nb, ib), str(tmp_path / "b.onnx"))
+        res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=api.Selection(all=True),
+                       config=api.RunConfig(device="cpu", cache=False), inputs=api.InputSpec(arrays={"x": x}))
+        row = next((r for r in res.results if r.pair.a.name == "t"), None)
+        assert row is not None, (case, [(u.obs.name, u.reason) for u in res.matching.unmatched_a])
+        assert row.metrics.max_abs <= 1e-6 * max(1.0, float(np.abs(x).max())) and row.passed, (case, row.metrics.max_abs)

@@ -19,3 +19,18 @@ def compatible(a: str, b: str) -> bool:
     if ca == cb:
         return True
     return (ca in LAYERS and cb in FOLDABLE_TAILS) or (cb in LAYERS and ca in FOLDABLE_TAILS)
+
+
+# pointwise functions no two of which are one function of the data (Relu is not Sigmoid, whatever the input),
+# where two exports may still compute one function with other ops (MatMul and Gemm, Div by 2 and Mul by 0.5,
+# Relu and Clip(0, inf), Mul(x, x) and Pow(x, 2), GlobalAveragePool and ReduceMean, Identity and Dropout)
+DISTINCT_POINTWISE = {"Relu", "Sigmoid", "Tanh", "Softplus", "Softsign", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish",
+                      "Gelu", "Exp", "Log", "Neg", "Abs", "Sqrt", "Reciprocal", "Erf", "Sin", "Cos", "Floor", "Ceil",
+                      "Round", "Sign", "Mish", "Softmax", "LogSoftmax"}
+
+
+def other_functions(a: str, b: str) -> bool:
+    """Two ops that compute other functions of the same inputs, whatever their attributes: two different
+    ops of ``DISTINCT_POINTWISE``. Any other pair of ops may be one function written two ways."""
+    ca, cb = canonical(a), canonical(b)
+    return ca != cb and ca in DISTINCT_POINTWISE and cb in DISTINCT_POINTWISE

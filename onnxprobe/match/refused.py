@@ -17,8 +17,8 @@ tensor (the verdict compares the outputs).
 
 from __future__ import annotations
 
-from onnxprobe.match.observe import VALUE_PRESERVING, Observable
-from onnxprobe.match.ops import canonical, compatible
+from onnxprobe.match.observe import Observable
+from onnxprobe.match.ops import canonical, other_functions
 
 
 def contradicts(a: Observable, b: Observable, shared: set[str]) -> bool:
@@ -46,15 +46,15 @@ def contradiction(a: Observable, b: Observable, shared: set[str]) -> str | None:
 def named_other(a: Observable, b: Observable, shared: set[str], a_to_b: dict[str, str]) -> tuple[str, str] | None:
     """Why ``a`` and ``b``, paired by their one name, are other functions of the data (what each unmatched
     entry says of its candidate), or None: their weights contradict (``contradicts``), or the two nodes read
-    the same tensors (``a_to_b``: A's paired names to B's) with ops that are not one function
-    (``match.ops.compatible``, which lets a layer stand for the tail folded into it; reshaping ops stand for
-    one another). Reading other tensors proves nothing: a Gelu that an optimiser fused keeps the name of
+    the same tensors (``a_to_b``: A's paired names to B's) with ops that are never one function
+    (``match.ops.other_functions``: Relu against Sigmoid; not MatMul against Gemm, Div against Mul, Relu
+    against Clip, which two exports may write for one function: QA). Reading other tensors proves nothing: a Gelu that an optimiser fused keeps the name of
     the Mul it replaced, and reads what that Mul's chain read."""
     if a.is_output and b.is_output or b.kind != "float":  # a quantized B: its key is the quantizer's word
         return None
     if contradicts(a, b, shared):
         return contradiction(b, a, shared), contradiction(a, b, shared)
-    if compatible(a.effective_op, b.effective_op) or {a.effective_op, b.effective_op} <= VALUE_PRESERVING:
+    if not other_functions(a.effective_op, b.effective_op):  # MatMul and Gemm, Div and Mul...: maybe one function
         return None
     read_a = {s if s.startswith("input:") else a_to_b.get(s) for s in a.sources}
     if not read_a or None in read_a or read_a != set(b.sources):
