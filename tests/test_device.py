@@ -195,3 +195,15 @@ def test_a_bad_setting_names_the_flag_alone_on_the_command_line(tmp_path, args, 
     r = CliRunner().invoke(app, [str(sample_path("mlp")) if a == "MLP" else str(tmp_path / "dy.npy") if a == "DY" else a for a in args])
     assert r.exit_code == 2 and r.output.startswith(f"onnxprobe: error: {words}"), r.output
     assert len(r.output.strip().splitlines()) == 1
+
+
+def test_fp32_sensitivity_names_its_flag_alone():
+    """--fp32-sensitivity -1 said 'fp32_sensitivity (--fp32-sensitivity) -1' on the command line (QA)."""
+    from typer.testing import CliRunner
+
+    from conftest import sample_path
+    from onnxprobe.cli.main import app
+
+    cnn = str(sample_path("cnn"))
+    r = CliRunner().invoke(app, ["diff", cnn, cnn, "--fp32-sensitivity", "-1"])
+    assert r.exit_code == 2 and r.output.startswith("onnxprobe: error: --fp32-sensitivity -1: "), r.output

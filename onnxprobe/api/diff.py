@@ -20,7 +20,7 @@ from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
 from onnxprobe.compare.sides import Side, model_side, npz_side
-from onnxprobe.errors import ExecutionError, UsageError
+from onnxprobe.errors import ExecutionError, UsageError, setting_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.match.observe import observe
@@ -203,7 +203,8 @@ def diff(
     if not isinstance(fp32_sensitivity, int) or isinstance(fp32_sensitivity, bool):
         raise UsageError(f"fp32_sensitivity: expected a number of layers (an int), got {type(fp32_sensitivity).__name__}")
     if fp32_sensitivity < 0:
-        raise UsageError(f"fp32_sensitivity (--fp32-sensitivity) {fp32_sensitivity}: the number of layers to rerun in fp32 (0: none)")
+        raise setting_error(UsageError, ("fp32_sensitivity", "--fp32-sensitivity"),
+                            f"{fp32_sensitivity}: the number of layers to rerun in fp32 (0: none)")
     selection, config, inputs, tolerance, per_tensor = checked_arguments(selection, config, inputs, tolerance, per_tensor)
     max_memory = as_max_memory(max_memory)
     vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
