@@ -23,6 +23,8 @@ def tensor_rows(rows, shapes: dict) -> list[dict]:
         d = {
             "index": ref.index, "name": ref.name, "node": ref.node, "op_type": ref.op_type,
             "scope": "/".join(ref.scope) or None,
+            # what results key it by: the name, or 'if1/then_branch/o' where sibling bodies share the name
+            "key": ref.key,
             "shape": list(shapes[ref.key]) if ref.key in shapes else _static(ref.shape),
             "dtype": ref.dtype, "is_output": ref.is_output,
         }
@@ -86,7 +88,7 @@ def dataset_dict(res) -> dict:
     d["sample_digests"] = res.executor.sample_digests()  # merge-stats: a sample two shards both hold
     d.pop("timing", None)
     for t in d["tensors"]:
-        m, h = res.moments.get(t["name"]), res.histograms.get(t["name"])
+        m, h = res.moments.get(t["key"]), res.histograms.get(t["key"])  # keyed as results are: one per branch
         st = m.stats() if m is not None else None
         t["p0.01"] = h.percentile(0.01, st.min, st.max) if h is not None and st is not None else None
         t["p99.99"] = h.percentile(99.99, st.min, st.max) if h is not None and st is not None else None

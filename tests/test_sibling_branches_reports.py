@@ -1,0 +1,58 @@
+"""Reports of tensors whose name sibling bodies share (two If nodes whose branches all name their output
+'o'): a dataset's moments and histograms, the HTML's histograms, the overlays and --netron find each by
+its scope-qualified key (TensorRef.key), not by the bare name; numpy float64 is the oracle."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from typer.testing import CliRunner
+
+from onnxprobe import api
+from onnxprobe.cli.main import app
+from test_sibling_branches import OPS, two_ifs
+
+X = np.array([-1.0, 2.0, -3.0], np.float32)
+BRANCH_OP = {"if1/then_branch/o": "Relu", "if1/else_branch/o": "Neg", "if2/then_branch/o": "Abs", "if2/else_branch/o": "Exp"}
+
+
+def _dataset(tmp_path):
+    """Two batches: one takes the then branches, the other the else branches."""
+    d = tmp_path / "ds"
+    d.mkdir()
+    np.savez(d / "a.npz", x=X, c=np.array(True))
+    np.savez(d / "b.npz", x=-2 * X, c=np.array(False))
+    return d
+
+
+def test_dataset_json_has_each_branch_tensors_moments_and_merge_stats_merges_them(tmp_path):
+    path = tmp_path / "two_if.onnx"
+    two_ifs(path)
+    d = _dataset(tmp_path)
+    out = tmp_path / "a.json"
+    r = CliRunner().invoke(app, ["layers", str(path), "--all", "--inputs-dir", str(d), "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = [t for t in json.loads(out.read_text())["tensors"] if t["name"] == "o"]
+    assert sorted(t["key"] for t in rows) == sorted(BRANCH_OP)
+    for t in rows:
+        x = (X if "then" in t["key"] else -2 * X).astype(np.float64)
+        want = OPS[BRANCH_OP[t["key"]]](x)
+        assert t["moments"] is not None and t["histogram"] is not None, t["key"]
+        assert t["moments"]["count"] == want.size
+        for k, v in (("min", want.min()), ("max", want.max())):  # float32 exp: within its rounding
+            assert abs(t[k] - v) <= 1e-6 * max(1.0, abs(v)), (t["key"], k, t[k], v)
+        assert abs(t["mean"] - want.mean()) <= 1e-6 * max(1.0, abs(want.mean()))
+        assert t["p0.01"] is not None and want.min() <= t["p0.01"] <= want.max()
+    # a second shard of other samples: merge-stats merges every row, the branch rows included
+    d2 = tmp_path / "ds2"
+    d2.mkdir()
+    np.savez(d2 / "a.npz", x=3 * X, c=np.array(True))
+    out2 = tmp_path / "b.json"
+    assert CliRunner().invoke(app, ["layers", str(path), "--all", "--inputs-dir", str(d2), "--json", str(out2)]).exit_code == 0
+    merged = tmp_path / "m.json"
+    r = CliRunner().invoke(app, ["merge-stats", str(out), str(out2), "--json", str(merged)])
+    assert r.exit_code == 0, r.output
+    (t,) = [t for t in json.loads(merged.read_text())["tensors"] if t.get("key") == "if1/then_branch/o"]
+    want = np.concatenate([np.maximum(X, 0), np.maximum(3 * X, 0)]).astype(np.float64)
+    assert t["count"] == want.size and t["max"] == want.max()
