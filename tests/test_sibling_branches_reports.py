@@ -56,3 +56,39 @@ def test_dataset_json_has_each_branch_tensors_moments_and_merge_stats_merges_the
     (t,) = [t for t in json.loads(merged.read_text())["tensors"] if t.get("key") == "if1/then_branch/o"]
     want = np.concatenate([np.maximum(X, 0), np.maximum(3 * X, 0)]).astype(np.float64)
     assert t["count"] == want.size and t["max"] == want.max()
+
+
+def _result(tmp_path, cond=True):
+    path = tmp_path / "two_if.onnx"
+    two_ifs(path)
+    return path, api.layers(path, api.Selection(all=True), api.RunConfig(device="cpu"),
+                            inputs=api.InputSpec(arrays={"x": X, "c": np.array(cond)}))
+
+
+def test_layers_histograms_take_a_branch_tensor_by_its_key_and_refuse_the_bare_shared_name(tmp_path):
+    from onnxprobe.errors import UsageError
+    from onnxprobe.stats.histogram import binned
+
+    _, res = _result(tmp_path)
+    got = api.layers_histograms(res, ["if2/then_branch/o", "if1/then_branch/o"], bins=8)
+    assert got["if2/then_branch/o"]["values"] == binned(np.abs(X.astype(np.float64)), 8)
+    assert got["if1/then_branch/o"]["values"] == binned(np.maximum(X.astype(np.float64), 0), 8)
+    try:
+        api.layers_histograms(res, ["o"])
+    except UsageError as e:
+        for k in BRANCH_OP:
+            assert k in str(e)
+    else:
+        raise AssertionError("a bare shared name gave histograms of no tensor, unsaid")
+    ds = api.layers_dataset(tmp_path / "two_if.onnx", _dataset(tmp_path), api.Selection(all=True))
+    assert set(api.layers_histograms(ds, list(BRANCH_OP))) == set(BRANCH_OP)  # each branch ran in one batch
+
+
+def test_layers_html_has_the_histograms_of_branch_tensors(tmp_path):
+    path, _ = _result(tmp_path)
+    page = tmp_path / "l.html"
+    r = CliRunner().invoke(app, ["layers", str(path), "--all", "--html", str(page)])
+    assert r.exit_code == 0, r.output
+    hists = json.loads(page.read_text().split('<script type="application/json" id="hists">')[1].split("</script>")[0])
+    names = {h["name"] for h in hists}  # the random condition takes one side: its two branch tensors
+    assert {"if1/then_branch/o", "if2/then_branch/o"} <= names or {"if1/else_branch/o", "if2/else_branch/o"} <= names, names

@@ -29,24 +29,30 @@ def _bins(bins) -> int:
     raise UsageError(f"bins: expected a positive number of bins (an int), got {what_came(bins)}")
 
 
-def _known(names: list[str], known, what: str) -> None:
-    """Each of ``names`` must be among ``known``: a name that is not would come back as no histogram, unsaid."""
+def _known(names: list[str], known, what: str, refs=()) -> None:
+    """Each of ``names`` must be among ``known``: a name that is not would come back as no histogram, unsaid.
+    ``refs``: the TensorRefs behind the keys, to name the keys of a bare name that sibling bodies share."""
     unknown = [n for n in names if n not in known]
     if unknown:
+        keys = list(dict.fromkeys(r.key for r in refs if r.name == unknown[0] and r.key != r.name and r.key in known))
+        if keys:
+            raise UsageError(f"names: {unknown[0]!r} is ambiguous: sibling bodies each compute a tensor of that name; "
+                             f"name one by its scope: {', '.join(keys)}")
         raise UsageError(f"names: {unknown[0]!r} is not {what}")
 
 
 def layers_histograms(result: ProbeResult | DatasetResult, names: list[str], inputs: InputSpec | None = None, *,
                       config: RunConfig | None = None, max_memory: int | None = None, bins: int = BINS) -> dict[str, dict]:
-    """Tensor name -> {"values": ``stats.histogram.binned`` counts of its values}, for these probed tensors of a
-    ``layers`` result: rerun on the inputs the result was computed with (``result.feed``; ``inputs``, when
+    """Tensor key -> {"values": ``stats.histogram.binned`` counts of its values}, for these probed tensors of a
+    ``layers`` result (by TensorRef.key: 'if1/then_branch/o' where sibling bodies share 'o'): rerun on the inputs the result was computed with (``result.feed``; ``inputs``, when
     given, instead) exposing at most ``max_memory`` bytes of them per run. A dataset result already holds
     the histograms of every tensor over the dataset: no run. A tensor that did not run (an If branch not
     taken) has none."""
     names, inputs, config = as_names(names, "names"), as_inputs(inputs), as_config(config)
     max_memory, bins = as_max_memory(max_memory), _bins(bins)
     as_result(result, (ProbeResult, DatasetResult), "the result of api.layers or api.layers_dataset")
-    _known(names, {p.ref.name for p in result.plan.probes}, "a tensor this result probed")
+    refs = [p.ref for p in result.plan.probes]  # results key a tensor by TensorRef.key ('if1/then_branch/o')
+    _known(names, {r.key for r in refs}, "a tensor this result probed", refs)
     if isinstance(result, DatasetResult):
         return {n: {"values": histogram_bins(result.histograms[n], bins)} for n in names if n in result.histograms}
     measured = [n for n in names if result.stats.get(n) is not None and result.stats[n].count]

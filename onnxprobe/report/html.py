@@ -121,7 +121,7 @@ def worst_rows(kind: str, d: dict, n: int = WORST) -> list[str]:
         rows = [r for r in d["tensors"] if r.get("count")]
         key = lambda r: (not (r.get("nan") or r.get("inf")), not str(r.get("dtype") or "").startswith(("float", "bfloat")),  # noqa: E731
                          -max(abs(f(r.get("min"), 0)), abs(f(r.get("max"), 0))))
-        return [r["name"] for r in sorted(rows, key=key)[:n]]
+        return [r.get("key") or r["name"] for r in sorted(rows, key=key)[:n]]  # the key: 'o' may be 4 branches' rows
     if kind == "diff":
         rows = [p for p in d["pairs"] if p.get("sqnr_db") is not None or p.get("max_abs") is not None]
         rows = [p for p in rows if not p.get("exact")]
