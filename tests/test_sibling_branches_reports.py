@@ -92,3 +92,62 @@ def test_layers_html_has_the_histograms_of_branch_tensors(tmp_path):
     hists = json.loads(page.read_text().split('<script type="application/json" id="hists">')[1].split("</script>")[0])
     names = {h["name"] for h in hists}  # the random condition takes one side: its two branch tensors
     assert {"if1/then_branch/o", "if2/then_branch/o"} <= names or {"if1/else_branch/o", "if2/else_branch/o"} <= names, names
+
+
+def _renamed_nodes(src, dst) -> None:
+    """two_ifs' branch nodes are all called 'n': give each its own name (then1, else1, then2, else2)."""
+    import onnx
+
+    m = onnx.load(str(src))
+    for node in m.graph.node:
+        for a in node.attribute:
+            if a.name.endswith("_branch"):
+                a.g.node[0].name = f"{a.name[:4]}{node.name[-1]}"
+    onnx.save(m, str(dst))
+
+
+def test_diff_overlay_and_netron_put_each_branch_tensor_on_its_own_node(tmp_path):
+    from onnxprobe.report.overlay import DARK_RED
+    from test_sibling_branches import _with_op
+
+    base, a, b = tmp_path / "base.onnx", tmp_path / "a.onnx", tmp_path / "b.onnx"
+    two_ifs(base)
+    _renamed_nodes(base, a)
+    _with_op(a, b, "if2", "then_branch", "Neg")  # if2's then branch differs: where the error starts
+    ov, net = tmp_path / "d.ov.json", tmp_path / "dn.json"
+    r = CliRunner().invoke(app, ["diff", str(a), str(b), "--all", "--input", "x=[-1,2,-3]", "--input", "c=true",
+                                 "--overlay", str(ov), "--netron", str(net)])
+    assert r.exit_code == 1, r.output
+    (results,) = [g["results"] for g in json.loads(ov.read_text()).values()]
+    then2 = [v for k, v in results.items() if k.endswith("then2")]
+    assert len(then2) == 1 and then2[0].get("bgColor") == DARK_RED, results
+    assert any(k.endswith("then1") for k in results), results  # the branch that passed has its row too
+    metrics = json.loads(net.read_text())["metrics"]
+    targets = {(m["kind"], m["target"]) for m in metrics}
+    assert ("node", "then1") in targets and ("node", "then2") in targets, targets
+    assert not any("/" in t for _, t in targets) and ("value", "o") not in targets, targets
+    # numpy float64: then2's 'o' is |x| in A, -x in B
+    x = X.astype(np.float64)
+    (mx,) = [m["value"] for m in metrics if m["target"] == "then2" and m["name"] == "onnxprobe o max_abs"]
+    assert abs(mx - np.abs(np.abs(x) + x).max()) <= 1e-6
+
+
+def test_layers_netron_keeps_branch_tensors_of_one_name_apart(tmp_path):
+    base, a = tmp_path / "base.onnx", tmp_path / "a.onnx"
+    two_ifs(base)
+    _renamed_nodes(base, a)
+    for path, want in ((a, {("node", n) for n in ("then1", "else1", "then2", "else2")}), (base, {("value", "o")})):
+        net = tmp_path / "ln.json"
+        r = CliRunner().invoke(app, ["layers", str(path), "--all", "--input", "x=[-1,2,-3]", "--input", "c=true",
+                                     "--netron", str(net)])
+        assert r.exit_code == 0, r.output
+        metrics = json.loads(net.read_text())["metrics"]
+        got = {(m["kind"], m["target"]) for m in metrics}
+        assert want <= got, got
+        if path == base:  # the nodes are all 'n': on the value 'o', each metric named by the tensor's key
+            names = {m["name"] for m in metrics if m["target"] == "o"}
+            assert {"onnxprobe if1/then_branch/o max", "onnxprobe if2/then_branch/o max"} <= names, names
+            (mx,) = [m["value"] for m in metrics if m["name"] == "onnxprobe if2/then_branch/o max"]
+            assert mx == np.abs(X.astype(np.float64)).max()
+        else:
+            assert ("value", "o") not in got

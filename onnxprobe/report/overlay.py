@@ -134,7 +134,10 @@ def diff_overlay(model: onnx.ModelProto, d: dict) -> dict:
         colour = DARK_RED if p["a"] == first and p.get("passed") is False else None
         if value is None and p.get("passed") is False:  # failed with no finite SQNR (NaN/Inf on one side, -inf)
             value, colour = -EXACT_DB, colour or RED
-        res.put(res.tensor(name) or res.tensor(p["a"]), value, colour)
+        # a branch tensor's name is its key ('if1/then_branch/o'), which no tensor of the graph is called (sibling
+        # bodies may each name one 'o'): by A's node; not first, as a QDQ pair's index is its quantizer's
+        at = res.tensor(name) or (res.tensor(name, p.get("index")) if p.get("node_a") and p.get("scope") and not grad else None)
+        res.put(at or res.tensor(p["a"]), value, colour)
         if not grad:
             res.put(op_of(p["a"]), value, colour)
     what = "gradient SQNR dB" if grad else "introduced SQNR dB (dark red: where the error starts; -140: failed with no finite SQNR)"
@@ -189,25 +192,48 @@ def _netron_value(r: dict, key: str):
     return None
 
 
+def _shared(kind: str, r: dict) -> tuple[str, str, str | None] | None:
+    """(bare name, key, producer node) of a row's tensor whose name sibling bodies share (its key is scoped,
+    'if1/then_branch/o'), else None. Netron finds a value by its name alone: four branches' 'o' are one target."""
+    if kind == "layers" and r.get("key") and r["key"] != r.get("name"):
+        return r["name"], r["key"], r.get("node") or None
+    a, scope = str(r.get("a") or ""), r.get("scope")
+    if kind == "diff" and scope and a.startswith(f"{scope}/"):
+        return a[len(scope) + 1:], a, r.get("node_a") or None
+    return None
+
+
 def netron_attachment(kind: str, d: dict) -> dict:
     """A Netron attachment of a ``layers``, ``diff`` or ``grad`` dict: the row's numbers as metrics of
-    the tensor (kind ``value``, keyed by its name; weights also as kind ``tensor``)."""
+    the tensor (kind ``value``, keyed by its name; weights also as kind ``tensor``); a tensor whose name
+    sibling bodies share, on its producer node (kind ``node``), the metric named with the tensor."""
     rows = {"layers": d.get("tensors"), "diff": d.get("pairs"), "grad": d.get("gradients")}[kind] or []
     metrics = []
     grads = kind == "diff" and bool(d.get("grad"))
+    shared = {id(r): _shared(kind, r) for r in rows} if not grads else {}
+    # a node is a target of its own where no other shared row's tensor comes from a node of its name (branch
+    # bodies are often built alike: every node 'n'); else the value, each metric named with the tensor's key
+    nodes = [s[2] for s in shared.values() if s and s[2]]
     for r in rows:
         name = r.get("name") or r.get("a") or r.get("tensor")
         if grads:  # diff --grad pairs gradients: their metrics go on the forward tensor, as grad's do
             name = forward_name(name) or name
         kinds = ("value", "tensor") if r.get("kind") == "weight" or (grads and r.get("is_output")) else ("value",)
+        label = "onnxprobe "
+        if shared.get(id(r)):
+            bare, key, node = shared[id(r)]
+            if node and nodes.count(node) == 1:
+                kinds, name, label = ("node",), node, f"onnxprobe {bare} "
+            else:
+                name, label = bare, f"onnxprobe {key} "
         for key in NETRON_METRICS[kind]:
             v = _netron_value(r, key)
             if v is None:
                 continue
             for k in kinds:
-                metrics.append({"kind": k, "target": name, "name": f"onnxprobe {key}", "value": v})
+                metrics.append({"kind": k, "target": name, "name": f"{label}{key}", "value": v})
         if kind == "diff" and r.get("passed") is not None:
-            metrics.append({"kind": "value", "target": name, "name": "onnxprobe pass", "value": bool(r["passed"])})
+            metrics.append({"kind": kinds[0], "target": name, "name": f"{label}pass", "value": bool(r["passed"])})
     notes = {"layers": "statistics of each probed tensor", "diff": f"verdict {d.get('verdict')}: {d.get('verdict_reason')}",
              "grad": "gradient statistics"}[kind]
     return {"signature": "netron:attachment", "metrics": metrics,
