@@ -23,13 +23,15 @@ from onnxprobe.match.concrete import match_for_inputs
 from onnxprobe.match.engine import (
     DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES, Matching, Pair, Unmatched,
 )
+from onnxprobe.compare.sides import GRADIENT_STOPPED
 from onnxprobe.compare.unmatched import explain_unmatched
 from onnxprobe.match.observe import Observable, body_note, body_tensors, scoped_hint
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
 from onnxprobe.text import quote
 from onnxprobe.types import forward_name
 
-UNPAIRED = (NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE)  # an output left unpaired so fails the verdict: nothing stood for it
+# an output left unpaired so fails the verdict: nothing stood for it (a weight gradient: or one side could not compute it)
+UNPAIRED = (NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, GRADIENT_STOPPED)
 
 
 @dataclass

@@ -25,7 +25,7 @@ import onnx
 
 from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.select import weights
-from onnxprobe.compare.sides import Side
+from onnxprobe.compare.sides import GRADIENT_STOPPED, Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
@@ -60,6 +60,12 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
     observables = [o for _, o in sorted(ordered, key=lambda x: x[0])]
     no_gradient = {o.key: t for t, o in candidates if o.is_output and t not in grads and o.key not in seen}
     hidden = {grad_name(k): f"no gradient for {t} in {role}" for k, t in no_gradient.items()}
+    stopped = stopped_at(model.proto, list(no_gradient.values()))
+    causes = {}
+    for k, t in no_gradient.items():
+        if stopped.get(t):  # the loss reads it, but an op without a rule stops its gradient: not compared
+            hidden[grad_name(k)] += f": the gradient stops at {', '.join(stopped[t][:3])}"
+            causes[grad_name(k)] = GRADIENT_STOPPED
     for i in model.proto.graph.initializer:
         if i.data_type not in FLOAT_TYPES:
             hidden.setdefault(grad_name(stem(i.name)), f"an integer (quantized) weight in {role}: it has no gradient")
@@ -70,7 +76,8 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
         notes.append(f"{label}: no gradient for {len(names)} weight(s) ({', '.join(names[:3])}"
                      f"{' …' if len(names) > 3 else ''})" + (f": the gradient stops at {stops}" if stops else ""))
     once = OnceRunner(runner, [plan.loss.loss] + [o.probe for o in observables], plan.extra_feed)
-    return Side(label, model, once, Observation(observables, [], hidden), notes, hidden_cause=NO_GRADIENT)
+    return Side(label, model, once, Observation(observables, [], hidden), notes, hidden_cause=NO_GRADIENT,
+                hidden_causes=causes)
 
 
 def _slots(model: onnx.ModelProto) -> dict[str, int]:
@@ -173,23 +180,47 @@ def candidates(model: onnx.ModelProto, obs: Observation) -> list[tuple[str, Obse
     return out
 
 
+def _stops(n: onnx.NodeProto, types) -> bool:
+    """``n`` reads a float tensor and passes no gradient back (quantization, integer layers, no rule)."""
+    st = registry.status(n.op_type, n.domain)
+    if st == "rule" or n.op_type == "Constant":
+        return False
+    if st == "non-differentiable" and registry.structural(n.op_type):
+        return False
+    tps = [types.get(i) for i in n.input if i]
+    return any(tp is not None and tp.HasField("tensor_type") and tp.tensor_type.elem_type in FLOAT_TYPES for tp in tps)
+
+
 def gradient_stops(model: onnx.ModelProto) -> str:
     """The ops of the model that read a float tensor and pass no gradient back (quantization, integer
     layers, ops without a rule), e.g. 'DynamicQuantizeLinear x3, MatMulInteger x3'."""
     from collections import Counter
 
     types = value_types(model)
-    c: Counter = Counter()
-    for n in model.graph.node:
-        st = registry.status(n.op_type, n.domain)
-        if st == "rule" or n.op_type == "Constant":
-            continue
-        if st == "non-differentiable" and registry.structural(n.op_type):
-            continue
-        tps = [types.get(i) for i in n.input if i]
-        if any(tp is not None and tp.HasField("tensor_type") and tp.tensor_type.elem_type in FLOAT_TYPES for tp in tps):
-            c[n.op_type] += 1
+    c: Counter = Counter(n.op_type for n in model.graph.node if _stops(n, types))
     return ", ".join(f"{op} x{k}" for op, k in c.most_common())
+
+
+def stopped_at(model: onnx.ModelProto, tensors: list[str]) -> dict[str, list[str]]:
+    """Tensor -> the ops ('FusedConv conv2') where the way from it forward first meets one that passes no
+    gradient back: why a weight the loss reads got none ([] where nothing stops it: the loss does not read it)."""
+    types = value_types(model)
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for n in model.graph.node:
+        for i in set(n.input):
+            readers.setdefault(i, []).append(n)
+    out = {}
+    for t in tensors:
+        todo, seen, found = [t], {t}, []
+        while todo:
+            for n in readers.get(todo.pop(0), []):
+                if _stops(n, types):
+                    found.append(f"{n.op_type} {n.name}".strip())
+                    continue
+                todo += [o for o in n.output if o and o not in seen]
+                seen.update(n.output)
+        out[t] = list(dict.fromkeys(found))
+    return out
 
 
 def grad_reason(pair) -> str:

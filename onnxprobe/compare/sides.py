@@ -12,6 +12,10 @@ import numpy as np
 from onnxprobe.graph.model import Model
 from onnxprobe.match.engine import NOT_OBSERVABLE
 from onnxprobe.match.observe import Observable, Observation, add_dequantize, observe
+
+# diff --grad: a weight both models hold whose gradient one side could not compute (an op without a rule
+# stops it): not compared, so the verdict says so (NO_GRADIENT, a weight the loss does not reach, is not)
+GRADIENT_STOPPED = "gradient-stopped"
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.runners.npz import NpzRunner, numeric
 
@@ -24,6 +28,7 @@ class Side:
     observation: Observation
     notes: list[str] = field(default_factory=list)
     hidden_cause: str = NOT_OBSERVABLE  # what the observation's hidden entries mean for the other side's tensors
+    hidden_causes: dict = field(default_factory=dict)  # key -> its own cause, where it is not hidden_cause
     # the hidden entries whose reason is the runner's (which says "not observable" or "fused" itself)
     runner_hidden: frozenset = frozenset()
 

@@ -33,7 +33,7 @@ def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
                     u.reason = why
                 else:
                     u.reason = f"in {where}, {why}" if u.obs.key in other.runner_hidden else f"not observable in {where}: {why}"
-                u.cause = other.hidden_cause
+                u.cause = other.hidden_causes.get(u.obs.key, other.hidden_cause)
     _mapped_away(matching)
     inside = body_tensors(a.model.proto, loops_only=True)
     for u in matching.unmatched_b:  # saved activations of A's body tensors (layers --all --save)

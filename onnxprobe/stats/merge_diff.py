@@ -154,8 +154,8 @@ def _merged_pair(key, parts: list[tuple[dict, int, str]], labels: list[str]) -> 
 
 
 # the causes of an unmatched output that make a diff's verdict an error (compare.diff.UNPAIRED, as the
-# JSON report writes them: match.engine's NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE)
-UNPAIRED = ("no-counterpart", "not-observable", "shape")
+# JSON report writes them: match.engine's NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, compare.sides's GRADIENT_STOPPED)
+UNPAIRED = ("no-counterpart", "not-observable", "shape", "gradient-stopped")
 
 
 def _verdict(shards: list[dict], pairs: list[dict], criterion: str) -> dict:
