@@ -151,3 +151,20 @@ def test_layers_netron_keeps_branch_tensors_of_one_name_apart(tmp_path):
             assert mx == np.abs(X.astype(np.float64)).max()
         else:
             assert ("value", "o") not in got
+
+
+def test_atol_of_a_bare_shared_name_is_ambiguous_not_unobserved(tmp_path):
+    """Both models observe 'o' (four times): the refusal says the name is ambiguous and lists the keys; it
+    said 'which neither model observes'."""
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    two_ifs(a)
+    two_ifs(b)
+    r = CliRunner().invoke(app, ["diff", str(a), str(b), "--all", "--input", "x=[-1,2,-3]", "--input", "c=true",
+                                 "--atol", "o:0.1"])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    line = " ".join(r.output.split())
+    assert "ambiguous" in line and "neither model observes" not in line, line
+    assert ", ".join(sorted(BRANCH_OP)) in line, line
+    r = CliRunner().invoke(app, ["diff", str(a), str(b), "--all", "--input", "x=[-1,2,-3]", "--input", "c=true",
+                                 "--atol", "nosuch:0.1"])
+    assert r.exit_code == 2 and "neither model observes" in r.output, r.output

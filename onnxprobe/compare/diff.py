@@ -25,7 +25,7 @@ from onnxprobe.match.engine import (
 )
 from onnxprobe.compare.sides import GRADIENT_STOPPED
 from onnxprobe.compare.unmatched import explain_unmatched
-from onnxprobe.match.observe import Observable, body_note, body_tensors, scoped_hint
+from onnxprobe.match.observe import Observable, body_note, body_tensors
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
 from onnxprobe.text import quote
 from onnxprobe.types import forward_name
@@ -228,10 +228,15 @@ def _check_named(per_tensor: dict | None, a: Side, b: Side) -> None:
     change nothing, silently)."""
     known = {n for side in (a, b) for o in side.observation.observables for n in (o.name, o.key, o.probe)}
     unknown = sorted(n for n in (per_tensor or {}) if n not in known)
+    obs = a.observation.observables + b.observation.observables
+    for n in unknown:  # a bare name sibling If branches share: observed, but which one is meant is not said
+        keys = sorted({o.name for o in obs if o.scope and o.name == f"{o.scope}/{n}"})
+        if keys:
+            raise UsageError(f"a per-tensor tolerance (--atol/--rtol NAME:VALUE) names {quote(n)}, which is ambiguous: "
+                             f"If branches share that name; give one by its scope ({', '.join(keys)})")
     if unknown:
         raise UsageError(f"a per-tensor tolerance (--atol/--rtol NAME:VALUE) names {quote(unknown[0])}, which neither "
-                         f"model observes{f' (and {len(unknown) - 1} more)' if len(unknown) > 1 else ''}"
-                         + scoped_hint(a.observation.observables + b.observation.observables, unknown[0]))
+                         f"model observes{f' (and {len(unknown) - 1} more)' if len(unknown) > 1 else ''}")
 
 
 def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
