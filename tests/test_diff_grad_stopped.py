@@ -50,3 +50,26 @@ def test_a_weight_whose_gradient_one_side_cannot_compute_is_not_compared(tmp_pat
     (fc,) = [p for p in d["pairs"] if p["a"] == "fc.weight_grad"]
     assert fc["passed"] is True
     assert "weight gradients pass, but 2 not compared" in " ".join(r.output.split())
+
+
+def test_one_tensor_by_its_forward_and_gradient_names_is_given_twice(tmp_path):
+    """--atol conv.weight_grad:0.5 --atol conv.weight:0.1 name one tensor: refused as given twice, as
+    --atol y:0.1 --atol y:0.5 is (the later silently won); the API's per_tensor likewise."""
+    import pytest
+
+    from onnxprobe import api
+    from onnxprobe.errors import UsageError
+
+    a = tmp_path / "a.onnx"
+    _model(a, False)
+    for flags in (["--atol", "conv.weight_grad:0.5", "--atol", "conv.weight:0.1"],
+                  ["--rtol", "fc.weight:0.5", "--rtol", "fc.weight_grad:0.1"],
+                  ["--atol", "conv.weight_grad:0.5", "--rtol", "conv.weight:0.1"]):
+        r = CliRunner().invoke(app, ["diff", str(a), str(a), "--grad", *flags])
+        assert r.exit_code == 2 and "Traceback" not in r.output, (flags, r.output)
+        assert "given twice" in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    r = CliRunner().invoke(app, ["diff", str(a), str(a), "--grad", "--atol", "conv.weight_grad:0.5", "--rtol", "conv.weight_grad:0.1"])
+    assert r.exit_code == 0, r.output  # one name, both thresholds
+    with pytest.raises(UsageError, match="given twice"):
+        api.diff_grad(a, a, per_tensor={"conv.weight": api.Tolerance("max_abs", atol=0.1),
+                                        "conv.weight_grad": api.Tolerance("max_abs", atol=0.5)})

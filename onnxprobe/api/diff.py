@@ -346,6 +346,7 @@ def diff_grad(
     spec = as_spec(spec)
     check_map(user_map)
     selection, config, inputs, tolerance, per_tensor = checked_arguments(selection, config, inputs, tolerance, per_tensor)
+    one_tensor_once(per_tensor, "per_tensor")
     max_memory = as_max_memory(max_memory)
     if vs_torch is not None:
         if user_map:
@@ -405,6 +406,18 @@ def diff_grad(
                      if n not in res.notes]
     return res
 
+
+
+def one_tensor_once(names, what: str) -> None:
+    """A tensor's forward name and its gradient's ('conv1.weight', 'conv1.weight_grad') are one tensor to
+    diff --grad: given under both, one entry would silently replace the other."""
+    seen: dict[str, str] = {}
+    for n in names or ():
+        k = forward_name(n) or n
+        if k in seen:
+            raise UsageError(f"{what}: {quote(seen[k])} and {quote(n)} name one tensor (its forward and its gradient "
+                             "name): it is given twice")
+        seen[k] = n
 
 
 def _float_weights(model) -> int:

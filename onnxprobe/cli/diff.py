@@ -121,6 +121,7 @@ def diff(
         onnxprobe diff a.onnx b.onnx --inputs-dir calib/ --ray --ray-workers 4
     """
     from onnxprobe import api
+    from onnxprobe.api.diff import one_tensor_once
     from onnxprobe.errors import UsageError
     from onnxprobe.report.diff import COLUMNS, JUDGED_COLUMNS, PROBLEM, PROFILE_COLUMNS, diff_dict, diff_renderables
     from onnxprobe.report.progress import Progress
@@ -137,6 +138,9 @@ def diff(
     glob_rtol, per_rtol = _tolerances(rtol, "--rtol")
     base = api.Tolerance.from_flags(metric, atol=glob_atol, rtol=glob_rtol, min_sqnr=min_sqnr, min_cosine=min_cosine)
     per = {}
+    if grad:  # one tensor by its forward and its gradient name: the later would silently win
+        for flag, given in (("--atol", per_atol), ("--rtol", per_rtol), ("--atol/--rtol", set(per_atol) | set(per_rtol))):
+            one_tensor_once(sorted(given), flag)
     for n in set(per_atol) | set(per_rtol):
         t = api.Tolerance.from_flags(metric or (base.metric if base else None), atol=per_atol.get(n, glob_atol),
                                      rtol=per_rtol.get(n, glob_rtol), min_sqnr=min_sqnr, min_cosine=min_cosine)
