@@ -149,6 +149,9 @@ def _mark(path, rel, feeds, tmp_path) -> tuple[Path, dict]:
     np.savez(npz, **feeds)
     out = tmp_path / "marked.onnx"
     r = invoke("mark", path, "-o", out, "--all", "--inputs", npz)
+    if rel.endswith("test_if/model.onnx"):  # no tensor but its output: --all adds nothing, no file, exit 2 (README)
+        assert r.exit_code == 2 and not out.exists() and len(r.output.strip().splitlines()) == 1, r.output
+        pytest.skip("test_if has no tensor but its output: mark --all adds nothing, and says so (exit 2)")
     assert r.exit_code == 0, r.output
     meta = {p.key: p.value for p in onnx.load(str(out), load_external_data=False).metadata_props}
     return out, json.loads(meta["onnxprobe.exposed"])["outputs"]
@@ -159,7 +162,7 @@ def test_marked_model_matches_the_original(rel, tmp_path):
     path = _present(rel)
     feeds = _feeds(path, rel)
     out, mapping = _mark(path, rel, feeds, tmp_path)
-    assert mapping or rel.endswith("test_if/model.onnx")  # test_if has no tensor but its output
+    assert mapping
     onnx.checker.check_model(str(out))
     got = _run(out, feeds)
     m = onnx.load(str(out), load_external_data=False)
