@@ -275,3 +275,23 @@ def test_an_op_outside_the_standard_domain_is_taken_by_the_name_inspect_prints()
         select(m, Selection(ops=("my.dom.Swis",)))
     with pytest.raises(UsageError, match="no node"):
         select(m, Selection(ops=("other.dom.Swish",)))
+
+
+def test_a_range_end_a_node_name_sibling_bodies_share_is_ambiguous():
+    """Two If nodes whose branches each hold a node named 'inner': --range inner:inner took the last one
+    silently (QA); it names the nodes and asks for a path or an index, and each path selects its own node.
+    A name only one node bears still works as before."""
+    vi = helper.make_tensor_value_info
+
+    def branch(tag: str, op: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node(op, ["x"], ["o"], name="inner")], tag, [], [vi("o", TensorProto.FLOAT, [2])])
+
+    model = make_model([helper.make_node("If", ["c"], ["y1"], name="if1", then_branch=branch("a", "Neg"), else_branch=branch("b", "Abs")),
+                        helper.make_node("If", ["c"], ["y2"], name="if2", then_branch=branch("c", "Relu"), else_branch=branch("d", "Exp")),
+                        helper.make_node("Add", ["y1", "y2"], ["y"], name="add")],
+                       [vi("x", TensorProto.FLOAT, [2]), vi("c", TensorProto.BOOL, [])], [vi("y", TensorProto.FLOAT, [2])])
+    with pytest.raises(UsageError, match=r"4 nodes are named 'inner' \(.*'if2/then_branch/inner'\): name one by its path"):
+        select(model, Selection(range="inner:inner"))
+    got = select(model, Selection(range="if2/then_branch/inner:if2/then_branch/inner"))
+    assert [r.op_type for r in got] == ["Relu"], got
+    assert [r.name for r in select(model, Selection(range="add:add"))] == ["y"]

@@ -220,3 +220,21 @@ def test_diff_takes_a_branch_tensor_by_its_scope(tmp_path):
         r = CliRunner().invoke(app, ["diff", str(a), str(b), "--all", "--input", "x=[-1,2,-3]", "--input", "c=true", *extra])
         assert r.exit_code == 2 and "Traceback" not in r.output, r.output
         assert keys in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+def test_a_node_name_sibling_bodies_share_is_ambiguous_in_range_and_goto(tmp_path):
+    """The four branch nodes are all named 'n': `--range n:n` took the last silently and the debugger's
+    `goto n` / `node n` the first (QA). Both name the nodes and ask for a path (or an index); a path
+    reaches its own node."""
+    path = tmp_path / "two_if.onnx"
+    two_ifs(path)
+    r = CliRunner().invoke(app, ["layers", str(path), "--range", "n:n", "--input", "x=[-1,2,-3]", "--input", "c=true"])
+    assert r.exit_code == 2 and "4 nodes are named 'n'" in r.output and "if2/then_branch/n" in r.output, r.output
+    f = tmp_path / "s.txt"
+    f.write_text("goto n\nnode n\ngoto if2/then_branch/n\n")
+    r = CliRunner().invoke(app, ["debug", str(path), "--input", "x=[-1,2,-3]", "--input", "c=true", "--script", str(f)],
+                           env={"COLUMNS": "200", "NO_COLOR": "1"})
+    errors = r.stderr.strip().splitlines()
+    assert r.exit_code == 1 and [e for e in errors if "line 1:" in e or "line 2:" in e] and \
+        all("4 nodes are named 'n'" in e for e in errors), r.output
+    assert "Abs" in r.stdout and "if2/then_branch" in r.stdout, r.stdout

@@ -65,6 +65,11 @@ class GraphIndex:
             self.by_name.setdefault(s.name, s)
         for s in self.sites:  # the qualified name a listing shows; a bare name wins where they clash
             self.by_name.setdefault(s.path, s)
+        bearers: dict[str, list[str]] = {}
+        for s in self.sites:
+            bearers.setdefault(s.name, []).append(s.path)
+        # a bare name several nodes bear (sibling bodies' nodes named alike): ambiguous, not the first of them
+        self.shared_nodes = {n: paths for n, paths in bearers.items() if len(paths) > 1}
         self.producer = {o: s for s in self.sites for o in s.node.output if o}
         self.consumers: dict[str, list] = {}
         for s in self.sites:
@@ -126,6 +131,10 @@ class GraphIndex:
     def node(self, key: str | int):
         """A node by display name, by index, or by ``#index``; UsageError when there is none."""
         k = str(key).strip()
+        if k in self.shared_nodes:
+            paths = self.shared_nodes[k]
+            raise UsageError(f"{len(paths)} nodes are named {k!r} ({', '.join(map(repr, paths[:4]))}"
+                             f"{', ...' if len(paths) > 4 else ''}): name one by its path, or give its index (#N)")
         if k in self.by_name:
             return self.by_name[k]
         digits = k[1:] if k.startswith("#") else k

@@ -86,9 +86,23 @@ class Selection:
         return " ".join(parts) or "the default selection"
 
 
-def node_positions(sites: list[NodeSite]) -> dict[str, int]:
-    """Node name -> index for ``parse_range``: a body node by its bare name or the path listings show."""
-    return {**{s.path: s.index for s in sites if s.scope}, **{s.name: s.index for s in sites}}
+class NodePositions(dict):
+    """Node name -> index (``node_positions``); ``ambiguous``: bare names several nodes bear (sibling bodies'
+    nodes named alike, or a model's duplicate names) -> their paths."""
+
+    ambiguous: dict[str, list[str]]
+
+
+def node_positions(sites: list[NodeSite]) -> NodePositions:
+    """Node name -> index for ``parse_range``: a body node by its bare name or the path listings show. A bare
+    name several nodes bear is left out and listed in ``ambiguous`` (it resolved to the last of them, silently)."""
+    out = NodePositions({s.path: s.index for s in sites if s.scope})
+    bearers: dict[str, list[NodeSite]] = {}
+    for s in sites:
+        bearers.setdefault(s.name, []).append(s)
+    out.ambiguous = {n: [b.path for b in bs] for n, bs in bearers.items() if len(bs) > 1 and n not in out}
+    out.update({n: bs[0].index for n, bs in bearers.items() if len(bs) == 1})
+    return out
 
 
 def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, int]:
@@ -105,9 +119,11 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
         digits = x[1:] if x.startswith("#") else x
         return int(digits) if digits.lstrip("-").isdigit() else None
 
+    ambiguous = getattr(node_index, "ambiguous", {})
+
     def known(x: str) -> bool:
         x = x.strip()
-        return not x or index_of(x) is not None or x in node_index
+        return not x or index_of(x) is not None or x in node_index or x in ambiguous
 
     colons = [i for i, ch in enumerate(spec) if ch == ":"]
     cuts = [i for i in colons if known(spec[:i]) and known(spec[i + 1:])]
@@ -122,6 +138,10 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
         x = x.strip()
         if not x:
             return default
+        if x in ambiguous and index_of(x) is None:
+            paths = ambiguous[x]
+            raise UsageError(f"--range {clean(spec)}: {len(paths)} nodes are named {quote(x)} ({', '.join(map(quote, paths[:4]))}"
+                             f"{', ...' if len(paths) > 4 else ''}): name one by its path, or give its index")
         i = index_of(x)
         if i is not None:
             named = None if x.startswith("#") else node_index.get(x)  # '#N' is an index, even beside a node named '#N'

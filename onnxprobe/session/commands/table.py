@@ -299,7 +299,7 @@ def node_index(t: Target, key: str) -> int:
             cons = t.index.consumers.get(key)
             if cons:
                 return cons[0].index
-        if key.lstrip("#-").isdigit():
+        if key.lstrip("#-").isdigit() or key.strip() in t.index.shared_nodes:  # out of range; several nodes named so
             raise
         if t.index.ambiguous(key):
             raise t.index.ambiguous(key) from None
