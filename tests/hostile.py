@@ -297,7 +297,7 @@ def _cases() -> list[Case]:
         Case("extract_to_stdout", lambda d: ["extract", sample("mlp"), "--to", "fc1_out", "-o", "-"], (2,), "not '-'"),
         Case("save_to_stdout", lambda d: ["layers", sample("mlp"), "--save", "-"], (2,), "not '-'"),
         Case("fp32_sensitivity_negative", lambda d: ["diff", sample("mlp"), sample("mlp"), "--fp32-sensitivity", "-1"], (2,),
-             "fp32_sensitivity (--fp32-sensitivity) -1"),
+             "--fp32-sensitivity -1: the number of layers"),
         Case("per_tensor_tolerance_of_no_tensor", lambda d: ["diff", sample("mlp"), sample("mlp"), "--atol", "fc1_ot:1e-3"], (2,),
              "neither model observes"),
         # empty or doubled values were taken as the default or the last one, silently (QA)
