@@ -224,16 +224,21 @@ def test_missing_external_data_is_reported_not_fatal(tmp_path):
     assert r.exit_code == 1 and "external data file missing" in r.stderr and r.stderr.count("\n") == 1
 
 
-def test_an_external_location_that_is_a_folder_is_said_so_not_missing(tmp_path):
-    """Location '.': inspect listed it as 'missing' (JSON exists false) while layers said it is not a
-    regular file; inspect now says what layers says."""
+def _external_at(tmp_path, location: str) -> None:
+    """m.onnx in ``tmp_path``: y = x + w, its weight w stored as external data at ``location``."""
     m = make_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
     t = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2, 3], data_location=TensorProto.EXTERNAL)
     e = t.external_data.add()
-    e.key, e.value = "location", "."
+    e.key, e.value = "location", location
     m.graph.initializer.append(t)
     onnx.save(m, tmp_path / "m.onnx")
+
+
+def test_an_external_location_that_is_a_folder_is_said_so_not_missing(tmp_path):
+    """Location '.': inspect listed it as 'missing' (JSON exists false) while layers said it is not a
+    regular file; inspect now says what layers says."""
+    _external_at(tmp_path, ".")
     r = runner.invoke(app, ["inspect", str(tmp_path / "m.onnx")])
     assert r.exit_code == 0 and "not a regular file" in r.stdout and "missing" not in r.output, r.output
     r = runner.invoke(app, ["inspect", str(tmp_path / "m.onnx"), "--json", "-"])
@@ -246,13 +251,7 @@ def test_an_external_location_that_is_a_folder_is_said_so_not_missing(tmp_path):
 def test_an_absolute_external_location_is_refused_not_listed_as_missing(tmp_path):
     """inspect refused '/etc/passwd' as a location but listed '/dev/zero' (not a regular file) as a missing
     data file: every location is checked first, as layers checks it."""
-    m = make_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
-    t = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2, 3], data_location=TensorProto.EXTERNAL)
-    e = t.external_data.add()
-    e.key, e.value = "location", "/dev/zero"
-    m.graph.initializer.append(t)
-    onnx.save(m, tmp_path / "m.onnx")
+    _external_at(tmp_path, "/dev/zero")
     for cmd in ("inspect", "layers"):
         r = runner.invoke(app, [cmd, str(tmp_path / "m.onnx")])
         assert r.exit_code == 1 and "must be a relative path inside the model's folder" in r.stderr, (cmd, r.output)
