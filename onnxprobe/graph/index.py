@@ -13,7 +13,7 @@ from onnx import numpy_helper
 
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
-from onnxprobe.graph.select import shared_names
+from onnxprobe.graph.select import ambiguous_node, shared_names, shared_node_names
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import constant_tensors, walk
 from onnxprobe.text import matches
@@ -65,11 +65,8 @@ class GraphIndex:
             self.by_name.setdefault(s.name, s)
         for s in self.sites:  # the qualified name a listing shows; a bare name wins where they clash
             self.by_name.setdefault(s.path, s)
-        bearers: dict[str, list[str]] = {}
-        for s in self.sites:
-            bearers.setdefault(s.name, []).append(s.path)
         # a bare name several nodes bear (sibling bodies' nodes named alike): ambiguous, not the first of them
-        self.shared_nodes = {n: paths for n, paths in bearers.items() if len(paths) > 1}
+        self.shared_nodes = shared_node_names(self.sites)
         self.producer = {o: s for s in self.sites for o in s.node.output if o}
         self.consumers: dict[str, list] = {}
         for s in self.sites:
@@ -132,9 +129,7 @@ class GraphIndex:
         """A node by display name, by index, or by ``#index``; UsageError when there is none."""
         k = str(key).strip()
         if k in self.shared_nodes:
-            paths = self.shared_nodes[k]
-            raise UsageError(f"{len(paths)} nodes are named {k!r} ({', '.join(map(repr, paths[:4]))}"
-                             f"{', ...' if len(paths) > 4 else ''}): name one by its path, or give its index (#N)")
+            raise ambiguous_node(k, self.shared_nodes[k])
         if k in self.by_name:
             return self.by_name[k]
         digits = k[1:] if k.startswith("#") else k

@@ -97,12 +97,26 @@ def node_positions(sites: list[NodeSite]) -> NodePositions:
     """Node name -> index for ``parse_range``: a body node by its bare name or the path listings show. A bare
     name several nodes bear is left out and listed in ``ambiguous`` (it resolved to the last of them, silently)."""
     out = NodePositions({s.path: s.index for s in sites if s.scope})
-    bearers: dict[str, list[NodeSite]] = {}
-    for s in sites:
-        bearers.setdefault(s.name, []).append(s)
-    out.ambiguous = {n: [b.path for b in bs] for n, bs in bearers.items() if len(bs) > 1 and n not in out}
-    out.update({n: bs[0].index for n, bs in bearers.items() if len(bs) == 1})
+    shared = shared_node_names(sites)
+    out.ambiguous = {n: paths for n, paths in shared.items() if n not in out}
+    out.update({s.name: s.index for s in sites if s.name not in shared})
     return out
+
+
+def shared_node_names(sites: list[NodeSite]) -> dict[str, list[str]]:
+    """Node names several nodes bear (sibling bodies' nodes named alike, or a model's duplicate names) -> the
+    paths of those nodes: a bare such name is ambiguous (``ambiguous_node``)."""
+    bearers: dict[str, list[str]] = {}
+    for s in sites:
+        bearers.setdefault(s.name, []).append(s.path)
+    return {n: paths for n, paths in bearers.items() if len(paths) > 1}
+
+
+def ambiguous_node(name: str, paths: list[str], where: str = "") -> UsageError:
+    """The one-line error for a bare node name that several nodes bear (``shared_node_names``)."""
+    more = ", ..." if len(paths) > 4 else ""
+    return UsageError(f"{where}{len(paths)} nodes are named {quote(name)} ({', '.join(map(quote, paths[:4]))}{more}): "
+                      "name one by its path, or give its index (#N)")
 
 
 def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, int]:
@@ -139,9 +153,7 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
         if not x:
             return default
         if x in ambiguous and index_of(x) is None:
-            paths = ambiguous[x]
-            raise UsageError(f"--range {clean(spec)}: {len(paths)} nodes are named {quote(x)} ({', '.join(map(quote, paths[:4]))}"
-                             f"{', ...' if len(paths) > 4 else ''}): name one by its path, or give its index")
+            raise ambiguous_node(x, ambiguous[x], f"--range {clean(spec)}: ")
         i = index_of(x)
         if i is not None:
             named = None if x.startswith("#") else node_index.get(x)  # '#N' is an index, even beside a node named '#N'
