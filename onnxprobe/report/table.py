@@ -207,15 +207,14 @@ class Table:
             return []
         full = self._full() if self.wide else [r.cells for r in self.rows]
         heads = [c.header for c in cols]
-        need = [max([cl.cells(h)] + [cl.cells(row[i]) for row in full]) for i, h in enumerate(heads)]
+        need = _need(heads, full)
         if cols[-1].wrap and not self.wide:  # the folding column takes what the others leave, at least WRAP_MIN
             need[-1] = min(need[-1], max(WRAP_MIN, width - _span(need[:-1]) - GAP))
         if self.wide or _span(need) <= width:
             if not self.wide:  # 1. every cell whole, where the width takes it: cells shortened beside
                 # another column (a tensor name without its node's prefix) shown whole too
                 whole = self._whole_beside(full)
-                need_whole = [max([cl.cells(h)] + [cl.cells(row[i]) for row in whole]) for i, h in enumerate(heads)]
-                if whole is not full and _span(need_whole) <= width:
+                if whole is not full and _span(need_whole := _need(heads, whole)) <= width:
                     return self._one_line(whole, need_whole)
             return self._one_line(full, need)
         names = [i for i, c in enumerate(cols) if c.name]
@@ -240,10 +239,10 @@ class Table:
                 # a first line that takes every name whole, beside columns too ('conv1_out' beside node
                 # 'conv1', not '…_out': QA, the sample CNN at 80 columns with room to spare)
                 whole = self._whole_beside(full)
-                need_whole = [max([cl.cells(heads[i])] + [cl.cells(row[i]) for row in whole]) if i in names else n
-                              for i, n in enumerate(need)]
-                if whole is not full and _span([need_whole[i] for i in first]) <= width:
-                    return self._stacked(whole, need_whole, groups, width)
+                if whole is not full:  # the names' columns as wide as their whole cells, the others as they were
+                    need_whole = [w if i in names else n for i, (w, n) in enumerate(zip(_need(heads, whole), need))]
+                    if _span([need_whole[i] for i in first]) <= width:
+                        return self._stacked(whole, need_whole, groups, width)
                 rows = self._shortened(full, w1, names)
                 return self._stacked(rows, self._used(rows, w1, names), groups, width)
             if not movable:
@@ -371,6 +370,11 @@ def _groups(columns: list[int], need: list[int], width: int) -> list[list[int]]:
             groups.append([])
         groups[-1].append(i)
     return groups
+
+
+def _need(heads: list[str], rows: list[list[str]]) -> list[int]:
+    """The cells each column needs to show its header and every one of its cells whole."""
+    return [max([cl.cells(h)] + [cl.cells(row[i]) for row in rows]) for i, h in enumerate(heads)]
 
 
 def _span(widths: list[int]) -> int:
