@@ -295,3 +295,16 @@ def test_a_range_end_a_node_name_sibling_bodies_share_is_ambiguous():
     got = select(model, Selection(range="if2/then_branch/inner:if2/then_branch/inner"))
     assert [r.op_type for r in got] == ["Relu"], got
     assert [r.name for r in select(model, Selection(range="add:add"))] == ["y"]
+
+
+def test_a_range_end_a_name_main_graph_nodes_share_lists_their_indices():
+    """A model whose main graph holds duplicate node names (silero-vad's OpenVINO export: 15 nodes named
+    'F0::anon'): their paths are that one name too, so the error lists their indices, not fifteen equal
+    paths that say nothing."""
+    vi = helper.make_tensor_value_info
+    model = make_model([helper.make_node("Relu", ["x"], ["a"], name="dup"), helper.make_node("Neg", ["a"], ["b"], name="dup"),
+                        helper.make_node("Abs", ["b"], ["y"], name="last")],
+                       [vi("x", TensorProto.FLOAT, [2])], [vi("y", TensorProto.FLOAT, [2])])
+    with pytest.raises(UsageError, match=r"--range dup:last: 2 nodes are named 'dup' \(#0, #1\): give one's index \(#N\)"):
+        select(model, Selection(range="dup:last"))
+    assert [r.name for r in select(model, Selection(range="#1:last"))] == ["b", "y"]

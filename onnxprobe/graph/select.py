@@ -88,9 +88,9 @@ class Selection:
 
 class NodePositions(dict):
     """Node name -> index (``node_positions``); ``ambiguous``: bare names several nodes bear (sibling bodies'
-    nodes named alike, or a model's duplicate names) -> their paths."""
+    nodes named alike, or a model's duplicate names) -> their (path, index)."""
 
-    ambiguous: dict[str, list[str]]
+    ambiguous: dict[str, list[tuple[str, int]]]
 
 
 def node_positions(sites: list[NodeSite]) -> NodePositions:
@@ -103,20 +103,24 @@ def node_positions(sites: list[NodeSite]) -> NodePositions:
     return out
 
 
-def shared_node_names(sites: list[NodeSite]) -> dict[str, list[str]]:
+def shared_node_names(sites: list[NodeSite]) -> dict[str, list[tuple[str, int]]]:
     """Node names several nodes bear (sibling bodies' nodes named alike, or a model's duplicate names) -> the
-    paths of those nodes: a bare such name is ambiguous (``ambiguous_node``)."""
-    bearers: dict[str, list[str]] = {}
+    (path, index) of those nodes: a bare such name is ambiguous (``ambiguous_node``)."""
+    bearers: dict[str, list[tuple[str, int]]] = {}
     for s in sites:
-        bearers.setdefault(s.name, []).append(s.path)
-    return {n: paths for n, paths in bearers.items() if len(paths) > 1}
+        bearers.setdefault(s.name, []).append((s.path, s.index))
+    return {n: nodes for n, nodes in bearers.items() if len(nodes) > 1}
 
 
-def ambiguous_node(name: str, paths: list[str], where: str = "") -> UsageError:
-    """The one-line error for a bare node name that several nodes bear (``shared_node_names``)."""
-    more = ", ..." if len(paths) > 4 else ""
-    return UsageError(f"{where}{len(paths)} nodes are named {quote(name)} ({', '.join(map(quote, paths[:4]))}{more}): "
-                      "name one by its path, or give its index (#N)")
+def ambiguous_node(name: str, nodes: list[tuple[str, int]], where: str = "") -> UsageError:
+    """The one-line error for a bare node name that several nodes bear (``shared_node_names``): their paths,
+    or, where the paths are one name too (a model's duplicate names in its main graph), their indices."""
+    more = ", ..." if len(nodes) > 4 else ""
+    if len({p for p, _ in nodes}) == len(nodes):
+        return UsageError(f"{where}{len(nodes)} nodes are named {quote(name)} ({', '.join(quote(p) for p, _ in nodes[:4])}"
+                          f"{more}): name one by its path, or give its index (#N)")
+    return UsageError(f"{where}{len(nodes)} nodes are named {quote(name)} ({', '.join(f'#{i}' for _, i in nodes[:4])}"
+                      f"{more}): give one's index (#N)")
 
 
 def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, int]:
