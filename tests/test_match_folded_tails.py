@@ -61,3 +61,40 @@ def test_a_folded_conv_pairs_with_the_tail_it_took_in(tmp_path):
             assert {k: got.get(k) for k in want} == want, (tail, a, got)
             assert "t1" not in got and "t1" not in got.values(), (tail, got)  # the bare Conv output pairs with nothing
             assert all(r.metrics.sqnr_db > 80 for r in res.results), [(r.pair.a.name, r.metrics.sqnr_db) for r in res.results]
+
+
+def _run(a: str, b: str):
+    return api.diff(a, b, selection=api.Selection(all=True), config=api.RunConfig(device="cpu", cache=False),
+                    inputs=api.InputSpec(arrays={"x": RNG.standard_normal((1, 4, 8, 8)).astype(np.float32)}))
+
+
+def test_the_bare_conv_output_before_a_tail_the_other_model_folded_is_said_folded(tmp_path):
+    """The Conv output t1 has no counterpart of its own, and the reason says why: the other model's Conv
+    took its tail in (it read "no counterpart in B", as a tensor the other model lacks for no reason)."""
+    for tail in ("bn", "add"):
+        onnx.save(_folded(tail), str(tmp_path / "f.onnx"))
+        onnx.save(_kept(tail), str(tmp_path / "k.onnx"))
+        for a, b in (("f", "k"), ("k", "f")):
+            res = _run(str(tmp_path / f"{a}.onnx"), str(tmp_path / f"{b}.onnx"))
+            lost = {u.obs.name: u for u in (res.matching.unmatched_b if a == "f" else res.matching.unmatched_a)}
+            assert lost["t1"].cause == "folded", (tail, a, lost["t1"].reason)
+            assert "conv_out has it folded in" in lost["t1"].reason
+
+
+def test_onnxruntimes_conv_bn_fusion_is_folded_not_missing(tmp_path):
+    """onnxruntime's basic optimisation fuses Conv+BatchNormalization and names the fused Conv's output
+    after the BatchNormalization's: t2 pairs by name (the same function), t1 is folded into it."""
+    import onnxruntime as ort
+
+    onnx.save(_kept("bn"), str(tmp_path / "k.onnx"))
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    so.optimized_model_filepath = str(tmp_path / "o.onnx")
+    ort.InferenceSession(str(tmp_path / "k.onnx"), so, providers=["CPUExecutionProvider"])
+    fused = onnx.load(str(tmp_path / "o.onnx"))
+    assert [n.op_type for n in fused.graph.node] == ["Conv", "Relu"] and fused.graph.node[0].output[0] == "t2"
+    res = _run(str(tmp_path / "k.onnx"), str(tmp_path / "o.onnx"))
+    assert {r.pair.a.name: r.pair.b.name for r in res.results} == {"t2": "t2", "y": "y"}
+    (u,) = res.matching.unmatched_a
+    assert (u.obs.name, u.cause) == ("t1", "folded") and "B's t2 has it folded in" in u.reason
+

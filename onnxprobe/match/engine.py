@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onnxprobe.errors import UsageError
+from onnxprobe.match.folds import folded_elsewhere, tail_folded
 from onnxprobe.match.observe import Observable, scoped_hint, stem
 from onnxprobe.match.ops import canonical, compatible
 from onnxprobe.match.refused import contradicts, named_other, refuse
@@ -95,8 +96,7 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
             # one name, two functions: a Conv with its BatchNormalization (or bias, scale) folded in against one the
             # tail follows; the folded one pairs with the tail's output (``match.folds``), by alignment
             k, why, folded, other = (j, why_b, folded_b, a) if b.bn_next else (i, why_a, folded_a, b)
-            why[k] = (f"a Conv its BatchNormalization, bias Add or scale follows, where {'A' if b.bn_next else 'B'}'s "
-                      f"{other.name} has it folded in: compared as the tail's output there")
+            why[k] = tail_folded("A" if b.bn_next else "B", other.name)
             folded.add(k)
             return False
         if not shapes_agree(a.shape, b.shape):
@@ -273,6 +273,11 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
                 why[k] = reason
                 other.add(k)
     pairs.sort(key=lambda p: (p.a.index, p.b.index))
+    for obs, other, paired, why, folded, used, side in ((obs_a, obs_b, a_to_b, why_a, folded_a, used_a, "B"),
+                                                        (obs_b, obs_a, b_to_a, why_b, folded_b, used_b, "A")):
+        for k, conv in folded_elsewhere(obs, other, paired, used | set(why)).items():
+            why[k] = tail_folded(side, conv)
+            folded.add(k)
 
     def cause(k: int, folded: set[int], shape: set[int], other: set[int]) -> str:
         return FOLDED if k in folded else OTHER_SHAPE if k in shape else DIFFERENT_FUNCTION if k in other else NO_COUNTERPART

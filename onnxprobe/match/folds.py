@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from onnxprobe.match.ops import canonical
+
 AFFINE_TAILS = {"Add", "Sub", "Mul", "Div"}  # with a constant operand: a bias or a scale a Conv can take in
 
 
@@ -35,4 +37,32 @@ def with_tails(obs: list, producer: dict, consumers: dict, const: set[str]) -> l
               and any(folds(i) for i in producer[o.name].node.input)):
             o = replace(o, conv_bn=True)
         out.append(o)
+    return out
+
+
+def tail_folded(side: str, conv: str) -> str:
+    """The reason of a Conv left unpaired because ``side``'s Conv ``conv`` has its tail folded in."""
+    return (f"a Conv its BatchNormalization, bias Add or scale follows, where {side}'s {conv} has it folded in: "
+            "compared as the tail's output there")
+
+
+def folded_elsewhere(obs: list, other: list, paired: dict[str, str], skip: set[int]) -> dict[int, str]:
+    """Unpaired Conv outputs of ``obs`` (indices not in ``skip``) that a tail follows, whose tail's output is
+    paired (``paired``: name -> the other model's name) with a Conv of ``other``: that Conv took the tail in
+    under another name (onnxruntime's Conv+BatchNormalization fusion names the fused Conv's output after
+    the BatchNormalization's), so the bare Conv output is folded there, not without counterpart. Index ->
+    the other model's Conv."""
+    op_of = {o.name: canonical(o.effective_op) for o in other}
+    tails: dict[str, list[str]] = {}
+    for o in obs:
+        if o.conv_bn:
+            for s in o.sources:
+                tails.setdefault(s, []).append(o.name)
+    out = {}
+    for k, o in enumerate(obs):
+        if k in skip or not o.bn_next:
+            continue
+        there = [paired[t] for t in tails.get(o.name, ()) if t in paired]
+        if there and all(op_of.get(n) == "Conv" for n in there):
+            out[k] = there[0]
     return out
