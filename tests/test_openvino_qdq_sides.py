@@ -63,3 +63,29 @@ def test_measured_says_per_side_that_openvino_ran_integer_kernels(qdq):
 
     alone = api.diff(qdq, sample_path("cnn"), runtime="openvino")
     assert alone.measured.startswith("deployed: OpenVINO's integer kernels") and "opt-level" not in alone.measured
+
+
+def test_a_dataset_measured_on_other_workers_says_what_their_runners_ran(qdq, tmp_path, monkeypatch):
+    """On Ray each batch runs in an actor's own runners and this process's never run: the header must
+    come from what ran there (it said "simulated" for OpenVINO's integer kernels). The actor is emulated
+    here: every batch is measured by a worker rebuilt from the model's path, as an actor builds it."""
+    import numpy as np
+
+    import importlib
+
+    dd = importlib.import_module("onnxprobe.api.diff_dataset")
+
+    class Elsewhere:
+        def __init__(self, worker):
+            self.plan = worker.plan
+
+        def __call__(self):
+            f = dd.DiffWorkerFactory(str(qdq), None, None, None, "openvino", None, None, self.plan.tolerance, None, None,
+                                     True, None, True, shapes=self.plan.input_shapes)
+            return dd.DiffWorker(*f.plan())
+
+    monkeypatch.setattr(dd, "_Here", Elsewhere)
+    for k in range(2):
+        np.savez(tmp_path / f"b{k}.npz", image=np.random.default_rng(k).random((1, 3, 32, 32), dtype=np.float32))
+    res = api.diff_dataset(qdq, inputs=tmp_path, vs_runtime="openvino")
+    assert "B deployed: OpenVINO's integer kernels" in res.measured, res.measured

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from onnxprobe.compare.criteria import measured_label
 from onnxprobe.compare.diff import DiffResult, finish
 from onnxprobe.compare.measure import DiffPlan, Measured, measure
 from onnxprobe.errors import ExecutionError
@@ -36,6 +37,9 @@ class DiffPartial:
     measured: dict[int, Measured]
     notes: list[str]
     digest: str
+    # what the sample's numbers are (``compare.criteria.measured_label``): on a Ray actor only its runners ran,
+    # and OpenVINO says there whether it fused a QDQ model into integer kernels
+    measured_label: str = ""
 
 
 def measure_sample(plan: DiffPlan, feeds: dict[str, np.ndarray], index: int, label: str,
@@ -45,7 +49,8 @@ def measure_sample(plan: DiffPlan, feeds: dict[str, np.ndarray], index: int, lab
     # the runners' notes too (OpenVINO's int64, bf16, integer kernels): on a Ray actor they are found there,
     # and the driver's own runners never run (the pool keeps each note once)
     found = [n for side in (plan.a, plan.b) for n in side.runner.notes]
-    return DiffPartial(index, label, got, list(dict.fromkeys([*notes, *plan.notes[before:], *found])), pairs_digest(plan))
+    return DiffPartial(index, label, got, list(dict.fromkeys([*notes, *plan.notes[before:], *found])), pairs_digest(plan),
+                       measured_label(plan.a, plan.b))
 
 
 @dataclass
@@ -56,6 +61,7 @@ class Pool:
     measured: dict[int, Measured] = field(default_factory=dict)
     labels: dict[int, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    labels_measured: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.digest = pairs_digest(self.plan)
@@ -70,6 +76,8 @@ class Pool:
         for k, m in part.measured.items():
             self.measured[k] = self.measured[k].merge(m) if k in self.measured else m
         self.notes += [n for n in part.notes if n not in self.notes]
+        if part.measured_label and part.measured_label not in self.labels_measured:
+            self.labels_measured.append(part.measured_label)
 
     def result(self) -> DiffResult:
         n = len(self.labels)
@@ -77,4 +85,6 @@ class Pool:
             raise ExecutionError(f"samples missing from the pool: have {n}, numbered up to {max(self.labels, default=-1)}")
         res = finish(self.plan, self.measured, [self.labels[i] for i in range(n)])
         res.notes = list(dict.fromkeys(res.notes + self.notes))
+        if self.labels_measured:  # the workers' runners ran the samples, not this process's
+            res.measured = " | ".join(self.labels_measured)
         return res
