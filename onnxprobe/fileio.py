@@ -1,7 +1,8 @@
 """Writing output files safely: to a temporary file beside the target, renamed over it at the end, so a
 crash never leaves half a file. The result has the usual permissions (0666 minus the umask; mkstemp's
 0600 would hide reports from other users). A target that exists and is not a regular file (/dev/null,
-/dev/stdout, a FIFO) is written in place: renaming over it would replace the device with a file.
+/dev/stdout, a FIFO) is written in place: renaming over it would replace the device with a file; a symbolic link
+is written through (``output_target``).
 Reading: ``input_file`` says in one line why a path given as an input file is not one."""
 
 from __future__ import annotations
@@ -97,11 +98,42 @@ def refuse_inputs(path: str | os.PathLike) -> None:
         raise UsageError(f"{path}: is {what}; refusing to overwrite it, choose another output path")
 
 
+def output_target(path: str | os.PathLike) -> Path:
+    """The file a write to ``path`` lands in: a symbolic link is written through, never replaced by a file
+    (renaming over ``path`` itself swapped the link for a regular file: ``--json /dev/stdout`` replaced the
+    machine's /dev/stdout), so the file it leads to is the target. A link to this process's standard output
+    or error that the shell redirected to a regular file is refused: rewriting that file would clobber what
+    the stream holds (``-`` writes to stdout where a flag takes it)."""
+    target = Path(checked_path(path))
+    if not target.is_symlink():
+        return target
+    try:
+        st = target.stat()  # through the link: /proc/self/fd/N leads to pipes and terminals realpath cannot name
+    except OSError:
+        return Path(os.path.realpath(target))  # a link to a file not there yet: created there, as '>' would
+    if not stat.S_ISREG(st.st_mode):
+        return target  # a device or a pipe: written in place (``atomic_output``)
+    for fd, name in ((1, "standard output"), (2, "standard error")):
+        try:
+            std = os.fstat(fd)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (std.st_dev, std.st_ino):
+            from onnxprobe.errors import UsageError
+            from onnxprobe.text import clean
+
+            raise UsageError(f"{clean(str(path))}: is this command's {name}, redirected to the file "
+                             f"{clean(os.path.realpath(target))}; writing it as a file would clobber what the stream "
+                             "holds: give '-' for stdout, or another file")
+    return Path(os.path.realpath(target))
+
+
 @contextmanager
 def atomic_output(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
-    """Yields the path to write; on success it becomes ``path`` (never an input: ``refuse_inputs``)."""
+    """Yields the path to write; on success it becomes ``path``'s target (``output_target``: a link is
+    written through; never an input: ``refuse_inputs``)."""
     refuse_inputs(path)
-    target = Path(path)
+    target = output_target(path)
     if target.exists() and not target.is_file():
         yield target
         return

@@ -12,7 +12,7 @@ from pathlib import Path
 import onnx
 
 from onnxprobe.errors import ModelError, UsageError, first_line
-from onnxprobe.fileio import checked_path, protect, refuse_inputs
+from onnxprobe.fileio import checked_path, output_target, protect, refuse_inputs
 from onnxprobe.graph.extents import all_tensors, check_extents, is_external, location
 from onnxprobe.text import human_bytes
 
@@ -172,4 +172,4 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
     refuse_inputs(o)  # what the process read, by what it is
     if source is not None and o.exists() and Path(source).exists() and o.resolve() == Path(source).resolve():
         raise UsageError(f"{o}: is {source_is}; refusing to overwrite it, choose another output path")
-    return o
+    return output_target(o)  # a link is written through, never replaced; one to a redirected stdout is refused
