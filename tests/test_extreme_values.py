@@ -247,3 +247,19 @@ def test_uint64_layers_past_2_63(tmp_path, n):
         assert float(row["min"]) == 5.0 and float(row["max"]) == float(max(ints))
         assert float(row["mean"]) == pytest.approx(float(mu), rel=1e-12)
         assert float(row["std"]) == pytest.approx(std, rel=1e-9)
+
+
+def test_small_int64_outputs_are_summarised_exactly_as_other_tensors(tmp_path):
+    """A small model output took the in-graph float64 row while the tensor before it was summarised on the
+    host: its max read 2^62 + 1024, past every element, beside the exact row of the same values."""
+    path = tmp_path / "i.onnx"
+    _i64_model(path, 0)
+    x = (2**62 + np.arange(1000, dtype=np.int64)).reshape(1, -1)
+    np.savez(tmp_path / "in.npz", x=x)
+    r = runner.invoke(app, ["layers", str(path), "--all", "--inputs", str(tmp_path / "in.npz"), "--json", "-", "--no-cache"])
+    assert r.exit_code == 0, r.output
+    rows = {t["name"]: t for t in json.loads(r.stdout)["tensors"]}
+    lo, hi = int(x.min()), int(x.max())
+    for name in ("y0", "y"):
+        assert rows[name]["is_output"] == (name == "y")
+        assert (rows[name]["min"], rows[name]["max"]) == (lo, hi), (name, rows[name]["min"], rows[name]["max"])

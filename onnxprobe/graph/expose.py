@@ -202,7 +202,7 @@ def expose(
             warnings.append(f"{ref.name}: {TensorProto.DataType.Name(elem).lower()} has no numpy type and few kernels; "
                             "its values are probed cast to float32")
             elem = TensorProto.FLOAT
-        if stats and ref.name in host and not site.chain and ref.name not in own_outputs and elem not in UNSUPPORTED_STATS_DTYPES:
+        if stats and ref.name in host and not site.chain and elem not in UNSUPPORTED_STATS_DTYPES:
             add_top_output(src, t)  # a few KB: the numbers are summed on the host, in float64, instead
             probes.append(Probe(ref=ref, raw_output=src, stats_on_host=True, raw_for_stats=not want_raw(ref)))
             continue

@@ -106,8 +106,9 @@ def structure(model: onnx.ModelProto) -> str:
 # 20: statistics rows of 11 columns, the unit of the sums last, and int64 tensors centred in the integers;
 # 21: a string tensor's dtype is "string", not numpy's "object"; 22: int64 extremes kept in the type, not moved an
 # ulp up where distinct values round to one float64; 23: tensors of sibling bodies that share a name are probes of
-# their own, TensorRef.qualified; 24: sequences and optionals are not probed)
-FORMAT = 24
+# their own, TensorRef.qualified; 24: sequences and optionals are not probed; 25: small model outputs are summarised
+# on the host too, exactly)
+FORMAT = 25
 
 
 def key_of(parts: dict) -> str:
