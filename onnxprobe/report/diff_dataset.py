@@ -34,7 +34,8 @@ def diff_dataset_renderables(d: dict, width: int = 120, asked: tuple[str, ...] =
     ex = d.get("executor") or {}
     engine = ex.get("engine") if isinstance(ex, dict) else None
     how = f" on {ex.get('workers')} Ray workers" if engine == "ray" else ""
-    out.append(Text(f"pooled over {d['samples']} samples{how}: every metric from the sums over all of them"))
+    n = d["samples"]
+    out.append(Text(f"pooled over {n} sample{'s' if n != 1 else ''}{how}: every metric from the sums over all of them"))
     for p in d["pairs"]:
         sp = p.get("sqnr_per_sample")
         if not p.get("is_output") or not sp:

@@ -289,13 +289,28 @@ def pair_sums(a: np.ndarray, b: np.ndarray, rtol: float = 0.0, sample: int = 0, 
     if light:
         return PairSums.one(sample, a.shape, count=af.size, max_abs=max_abs, argmax=k, b_absmax=0.0, excess=0.0,
                             max_rel=0.0, sum_abs=sum_abs, dd=dd, aa=aa, bb=bb, ab=ab, light=True)
-    absb = np.abs(bf)
-    b_absmax = float(absb.max())
-    excess = float(np.max(d - np.float32(rtol) * absb)) if rtol else max_abs
-    absb += np.float32(REL_FLOOR)
-    max_rel = float(np.max(np.divide(d, absb, out=absb)))
+    b_absmax = float(np.abs(bf).max())
+    excess, max_rel = _rel_maxima(af, bf, rtol)
+    excess = excess if rtol else max_abs
     return PairSums.one(sample, a.shape, count=af.size, max_abs=max_abs, argmax=k, b_absmax=b_absmax, excess=excess,
                         max_rel=max_rel, sum_abs=sum_abs, dd=dd, aa=aa, bb=bb, ab=ab)
+
+
+CHUNK = 1 << 16  # elements a chunk of _rel_maxima takes to float64 (1 MiB of temporaries)
+
+
+def _rel_maxima(af: np.ndarray, bf: np.ndarray, rtol: float) -> tuple[float, float]:
+    """The allclose excess max(|a-b| - rtol |b|) and the max relative error of two flat float32 arrays, in
+    float64 as the rest of the host's metrics (in float32, rtol |b| rounded: a pair one float64 ulp over
+    rtol passed), a chunk at a time: no float64 copy of a whole tensor."""
+    excess = max_rel = -math.inf
+    for k in range(0, af.size, CHUNK):
+        a64, b64 = af[k:k + CHUNK].astype(np.float64), bf[k:k + CHUNK].astype(np.float64)
+        d = np.abs(a64 - b64)
+        absb = np.abs(b64)
+        excess = max(excess, float((d - rtol * absb).max()))
+        max_rel = max(max_rel, float((d / (absb + REL_FLOOR)).max()))
+    return excess, max_rel
 
 
 def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int, light: bool = False) -> PairSums:
