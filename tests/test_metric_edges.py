@@ -74,3 +74,52 @@ def test_one_sample_is_said_in_the_singular(tmp_path):
     np.savez(tmp_path / "ds" / "s0.npz", x=np.full(5, 3.0, np.float32))
     r = CliRunner().invoke(app, ["diff", a, b, "--inputs-dir", str(tmp_path / "ds")])
     assert "pooled over 1 sample:" in r.output, r.output
+
+
+def _max_rel_run(tmp_path, wa: float, wb: float, *flags, dtype=TensorProto.FLOAT, np_dt=np.float32) -> dict:
+    a = _affine(tmp_path / "a.onnx", wa, 0.0, dtype, np_dt)
+    b = _affine(tmp_path / "b.onnx", wb, 0.0, dtype, np_dt)
+    out = tmp_path / "r.json"
+    r = CliRunner().invoke(app, ["diff", a, b, "--all", "--metric", "max_rel", "--rtol", "1e-6", *flags, "--json", str(out)])
+    assert r.exit_code == 1 and "internal error" not in r.output, r.output
+    return json.loads(out.read_text())
+
+
+def test_max_rel_of_subnormal_references(tmp_path):
+    # A = 1.5 B with B subnormal: max_rel 0.5 (numpy float64 of the very tensors), where |b| + 1e-30 read 2e-10
+    for w, dt, np_dt in ((1e-40, TensorProto.FLOAT, np.float32), (1e-310, TensorProto.DOUBLE, np.float64)):
+        x = np.ones(4, np_dt)
+        for flags in ((), ("--separate-runs",)):
+            d = _max_rel_run(tmp_path, 1.5 * w, w, "--input", "x=[1,1,1,1]", *flags, dtype=dt, np_dt=np_dt)
+            want = _oracle(x * np_dt(1.5 * w), x * np_dt(w), 0.0)[1]
+            for p in d["pairs"]:
+                assert abs(p["max_rel"] - want) <= 1e-12 * want and p["passed"] is False, (flags, p)
+
+
+def test_max_rel_where_the_reference_is_zero(tmp_path):
+    # b = 0, a = 1e-35: huge (|a-b| over float32's smallest subnormal), never 1e-5 passing --rtol 1e-6
+    for flags in (("--shape", "x=20000"), ("--input", "x=[1,1,1,1]"), ("--shape", "x=20000", "--separate-runs")):
+        d = _max_rel_run(tmp_path, 1e-35, 0.0, *flags)
+        assert all(p["max_rel"] == "inf" or p["max_rel"] > 1e9 for p in d["pairs"]), (flags, d["pairs"])
+        assert all(p["passed"] is False for p in d["pairs"])
+    # |a - b| = 1e9 over 0 overflows: "inf" in JSON (README's word for a non-finite number), not null
+    for flags in (("--shape", "x=20000"), ("--input", "x=[1,1,1,1]")):
+        d = _max_rel_run(tmp_path, 1e9, 0.0, *flags)
+        assert [p["max_rel"] for p in d["pairs"]] == ["inf"] * 3
+        assert d["in_graph"] == 3  # one run: 20000 elements (80 KB) in the graph's rows, 4 summed on the host
+    # 0 against 0: no relative error
+    s = pair_sums(np.zeros(3, np.float32), np.zeros(3, np.float32))
+    assert s.metrics().max_rel == 0.0 and pair_sums(np.zeros(3), np.zeros(3)).metrics().max_rel == 0.0
+
+
+def test_max_rel_pooled_and_merged():
+    # pooled samples: the max over them, inf kept through the JSON sums
+    from onnxprobe.stats.pooled import PairSums, pool
+    b = np.array([1e-40, 2.0, 0.0], np.float32)
+    a = np.array([1.5e-40, 2.0, 0.0], np.float32)
+    s0, s1 = pair_sums(a, b, sample=0), pair_sums(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0]), sample=1)
+    assert abs(s0.metrics().max_rel - _oracle(a, b, 0.0)[1]) < 1e-12
+    merged = pool([s0, s1])
+    assert merged.metrics().max_rel == np.inf and merged.max_rel_sample == 1
+    back = PairSums.from_dict(json.loads(json.dumps(merged.to_dict())))
+    assert back.metrics().max_rel == np.inf and back.metrics().to_dict()["max_rel"] == "inf"

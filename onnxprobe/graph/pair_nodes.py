@@ -4,7 +4,8 @@ so that only scalars leave the run; the host turns them into the same ``PairMetr
 ``stats.pooled.pair_sums`` (``compare.fused``).
 
 d = a - b in float32 (as the host's fast path), the flat argmax of |d| and |d| there (its maximum), max
-|b|, the allclose excess max(|d| - rtol |b|), max |d| / (|b| + REL_FLOOR); the sums Σ|d|, Σd², Σa², Σb² are
+|b|, the allclose excess max(|d| - rtol |b|), max |d| / max(|b|, float32's smallest subnormal) (``stats.metrics``: |d| / |b|,
+subnormal b too; inf where b = 0 past |d| 4.8e-7); the sums Σ|d|, Σd², Σa², Σb² are
 float32 partials over the shortest suffix of axes holding >= 16 elements, added in float64 (the
 statistics' two-level summation: relative error about 1e-7 on rows of ~100 elements, at worst (a
 constant) 1e-6 at 1024 and 2e-5 at BLOCK_MAX; longer rows are summed in float64 from the start); Σab
@@ -20,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxprobe.graph.stats_nodes import StatsBuilder, suffix_axes
-from onnxprobe.stats.metrics import REL_FLOOR
+from onnxprobe.stats.metrics import REL_TINY
 
 PAIR_ROW = ("max_abs", "b_absmax", "excess", "max_rel", "argmax", "sum_abs", "dd", "bb", "aa")
 MAXIMA, SUMS = PAIR_ROW[:4], PAIR_ROW[5:]  # the float32 [4, 1...] and float64 [3 or 4] outputs; argmax is int64 [1]
@@ -68,7 +69,7 @@ class PairBuilder(StatsBuilder):
         b_absmax = self.red("ReduceMax", absb, f"{base}.b_absmax", keepdims=1)
         excess = (self.red("ReduceMax", self.node("Sub", [ad_flat, self.node("Mul", [absb, self.f32(rtol)], f"{base}.rtol_b")],
                                                   f"{base}.excess_el"), f"{base}.excess", keepdims=1) if rtol else max_abs)
-        rel = self.node("Div", [ad_flat, self.node("Add", [absb, self.f32(REL_FLOOR)], f"{base}.absb_tiny")], f"{base}.rel")
+        rel = self.node("Div", [ad_flat, self.node("Max", [absb, self.f32(REL_TINY)], f"{base}.absb_tiny")], f"{base}.rel")
         max_rel = self.red("ReduceMax", rel, f"{base}.max_rel", keepdims=1)
         maxima = self.node("Concat", [max_abs, b_absmax, excess, max_rel], f"{base}.maxima", axis=0)
         return maxima, argmax, sums

@@ -186,7 +186,7 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
                      p["introduced_sqnr_db"], p["introduced_exact"], p.get("introduced_count"), p.get("introduced_max_abs")),
                  "pass": ok,
                  **{k: num(p[k]) if p.get(k) is not None else "-" for k in ("kernel_ms_a", "kernel_ms_b")},
-                 **{k: num(p[k], 3) if p.get(k) is not None else "-" for k in JUDGED_COLUMNS}}
+                 **{k: num_or_word(p[k], 3) if p.get(k) is not None else "-" for k in JUDGED_COLUMNS}}
         values = {"index": p["index"], "tensor": name, "op": p["op_type"], "match": p["strategy"], "shape": p["shape"],
                   "max_abs": p["max_abs"], "cosine": p["cosine"], "sqnr_db": "exact" if p["exact"] else _infinite_db(p),
                   "introduced_sqnr_db": "NaN/Inf" if p.get("introduced_nonfinite_mismatch") else "exact" if p["introduced_exact"]

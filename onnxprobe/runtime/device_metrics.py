@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from onnxprobe.stats.metrics import REL_FLOOR, PairMetrics
+from onnxprobe.stats.metrics import REL_TINY, PairMetrics
 from onnxprobe.stats.pooled import PairSums
 
 OUTPUTS = ("max_abs", "argmax", "sum_abs", "dd", "aa", "bb", "ab", "b_absmax", "excess", "max_rel", "check")
@@ -47,14 +47,14 @@ def metrics_model_bytes() -> bytes:
     absb = add("Abs", [bf], "absb")
     add("ReduceMax", [absb], "b_absmax", keepdims=0)
     add("ReduceMax", [add("Sub", [d, add("Mul", [absb, "rtol"], "rtol_b")], "excess_el")], "excess", keepdims=0)
-    add("ReduceMax", [add("Div", [d, add("Add", [absb, "tiny"], "absb_tiny")], "rel_el")], "max_rel", keepdims=0)
+    add("ReduceMax", [add("Div", [d, add("Max", [absb, "tiny"], "absb_tiny")], "rel_el")], "max_rel", keepdims=0)
     add("Add", [add("ReduceSum", [a64], "sa", keepdims=0), add("ReduceSum", [b64], "sb", keepdims=0)], "check")
     g = helper.make_graph(
         n, "onnxprobe_pair_metrics",
         [helper.make_tensor_value_info("a", TensorProto.FLOAT, None), helper.make_tensor_value_info("b", TensorProto.FLOAT, None),
          helper.make_tensor_value_info("rtol", TensorProto.FLOAT, [])],
         [helper.make_tensor_value_info(o, TensorProto.INT64 if o == "argmax" else (TensorProto.FLOAT if o in ("max_abs", "b_absmax", "excess", "max_rel") else TensorProto.DOUBLE), []) for o in OUTPUTS],
-        initializer=[flat, helper.make_tensor("tiny", TensorProto.FLOAT, [], [REL_FLOOR])],
+        initializer=[flat, helper.make_tensor("tiny", TensorProto.FLOAT, [], [REL_TINY])],
     )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8

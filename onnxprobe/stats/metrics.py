@@ -5,8 +5,11 @@ on a device; ``from_sums`` turns them into ``PairMetrics``.
 ``a`` is the tensor under test, ``b`` the reference. All metrics are over finite pairs.
 
 - max_abs = max |a - b|, mean_abs = mean |a - b|, rmse = sqrt(mean (a - b)^2)
-- max_rel = max |a - b| / (|b| + REL_FLOOR), REL_FLOOR 1e-30 (where b = 0 and a is not: 1e30 |a - b|; a
-  relative error of tensors whose values are themselves near 1e-30 is not told)
+- max_rel = max |a - b| / max(|b|, the type's smallest subnormal): |a - b| / |b| wherever b is not 0,
+  subnormals included; 0 where a = b = 0; where b = 0 and a is not, |a - b| over that subnormal (1.4e-45
+  in float32, 4.9e-324 in float64): inf for |a - b| past 4.8e-7 in float32 (the graph's float32 division
+  overflows; the host says inf past the type's largest value too), huge below. (|b| + 1e-30 read 2e-10
+  for b = 1e-40 and a = 1.5 b, and 1e-5 for a = 1e-35 against b = 0: both passed --rtol 1e-6.)
 - cosine = <a, b> / (|a| |b|)
 - sqnr_db = 10 log10(sum b^2 / sum (a - b)^2), with no floor (onnxruntime's qdq_loss_debug floors both
   norms at float64 eps, which reads 0 dB for tensors of 1e-20); identical tensors (no error at all, zeros
@@ -27,7 +30,15 @@ import numpy as np
 
 from onnxprobe.errors import UsageError
 
-REL_FLOOR = 1e-30  # max_rel divides by |b| + this: never 0, and a float32 |a - b| over it overflows only past 3e8
+REL_TINY = float(np.finfo(np.float32).smallest_subnormal)  # float32's max_rel divisor floor (the graph's, a device's)
+
+
+def rel_limits(dtype) -> tuple[float, float]:
+    """max_rel's divisor floor and largest value for tensors of ``dtype`` (the module doc): its smallest
+    subnormal and its largest finite value (float64's for integers); a quotient past the latter is inf."""
+    dt = np.dtype(dtype)
+    f = np.finfo(dt if dt.kind == "f" else np.float64)
+    return float(f.smallest_subnormal), float(f.max)
 METRICS = ("allclose", "max_abs", "mean_abs", "rmse", "max_rel", "cosine", "sqnr")
 
 
@@ -58,7 +69,9 @@ class PairMetrics:
         def f(v: float) -> float | None:
             return float(v) if math.isfinite(v) and self.count else None
 
-        return {"max_abs": f(self.max_abs), "mean_abs": f(self.mean_abs), "max_rel": f(self.max_rel), "rmse": f(self.rmse),
+        # max_rel is inf where b is 0 and a is not (the module doc): said, as a pair fails on it
+        rel = "inf" if self.count and self.max_rel == math.inf else f(self.max_rel)
+        return {"max_abs": f(self.max_abs), "mean_abs": f(self.mean_abs), "max_rel": rel, "rmse": f(self.rmse),
                 "cosine": f(self.cosine), "sqnr_db": f(self.sqnr_db), "exact": self.exact,
                 "worst_index": list(self.worst) if self.count else None, "nonfinite_mismatch": self.nonfinite_mismatch,
                 "count": self.count, "nonfinite_same": self.nonfinite_same}

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from onnxprobe.stats.metrics import REL_FLOOR, IntroducedError, PairMetrics, from_sums, sqnr_from_norms
+from onnxprobe.stats.metrics import IntroducedError, PairMetrics, from_sums, rel_limits, sqnr_from_norms
 from onnxprobe.stats.moments import exact_sum, value_of
 from onnxprobe.stats.tensor_stats import unit_for
 
@@ -303,14 +303,15 @@ def _rel_maxima(af: np.ndarray, bf: np.ndarray, rtol: float) -> tuple[float, flo
     """The allclose excess max(|a-b| - rtol |b|) and the max relative error of two flat float32 arrays, in
     float64 as the rest of the host's metrics (in float32, rtol |b| rounded: a pair one float64 ulp over
     rtol passed), a chunk at a time: no float64 copy of a whole tensor."""
+    tiny, big = rel_limits(np.float32)
     excess = max_rel = -math.inf
     for k in range(0, af.size, CHUNK):
         a64, b64 = af[k:k + CHUNK].astype(np.float64), bf[k:k + CHUNK].astype(np.float64)
         d = np.abs(a64 - b64)
         absb = np.abs(b64)
         excess = max(excess, float((d - rtol * absb).max()))
-        max_rel = max(max_rel, float((d / (absb + REL_FLOOR)).max()))
-    return excess, max_rel
+        max_rel = max(max_rel, float((d / np.maximum(absb, tiny)).max()))
+    return excess, max_rel if max_rel <= big else math.inf  # as the graph's float32 quotient overflows
 
 
 def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int, light: bool = False) -> PairSums:
@@ -337,11 +338,16 @@ def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int, light: bool 
             d = np.where(both.reshape(-1), np.abs(af / u - bf / u), 0.0)  # ≤ 4 in the unit: no overflow
     if e:
         af, bf, absb = af / u, bf / u, absb / u
-    with np.errstate(over="ignore", under="ignore"):
+    # max_rel: |a-b| / max(|b|, the type's smallest subnormal) (stats.metrics), in the sums' unit; 0/0 is 0
+    tiny, big = rel_limits(np.result_type(a.dtype, b.dtype))
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        rel = d / np.maximum(absb, tiny / u)  # tiny / u is 0 past 2^1074: b = 0 with a != 0 reads inf
+        rel[d == 0] = 0.0
+        max_rel = float(rel.max())
         max_d = float(d.max())
         return PairSums.one(sample, a64.shape, count=n, max_abs=_ldexp(max_d, e), argmax=int(np.argmax(d)),
                             b_absmax=_ldexp(float(absb.max()), e), excess=_ldexp(float((d - rtol * absb).max()), e),
-                            max_rel=float((d / (absb + REL_FLOOR / u)).max()), sum_abs=float(d.sum()), dd=float(np.dot(d, d)),
+                            max_rel=max_rel if max_rel <= big else math.inf, sum_abs=float(d.sum()), dd=float(np.dot(d, d)),
                             aa=float(np.dot(af, af)), bb=float(np.dot(bf, bf)), ab=float(np.dot(af, bf)), mismatch=mismatch,
                             light=light, exp=e)
 
