@@ -123,3 +123,35 @@ def test_max_rel_pooled_and_merged():
     assert merged.metrics().max_rel == np.inf and merged.max_rel_sample == 1
     back = PairSums.from_dict(json.loads(json.dumps(merged.to_dict())))
     assert back.metrics().max_rel == np.inf and back.metrics().to_dict()["max_rel"] == "inf"
+
+
+def test_no_runtime_warning_leaves_the_metric_code(tmp_path):
+    # values near float32's and float64's ends, zeros against large values, NaN/Inf: every path of pair_sums
+    # (float32 fast, masked float64, light) and sqnr_db, with RuntimeWarnings as errors
+    import itertools
+
+    from onnxprobe.stats.metrics import sqnr_db
+
+    grid = {np.float32: [0.0, 1e-45, 1e-40, 1.0, 1e9, 3.3e38, -3.3e38, np.inf, -np.inf, np.nan],
+            np.float64: [0.0, 5e-324, 1.0, 1e154, 1.7e308, -1.7e308, np.inf, np.nan],
+            np.float16: [0.0, 6e-8, 1.0, 65000.0, -65000.0, np.inf, np.nan]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for dt, vals in grid.items():
+            for x, y in itertools.product(vals, repeat=2):
+                for n, rtol in itertools.product((1, 3), (0.0, 1e-3, 2.0, 1e300)):
+                    a, b = np.full(n, x, dt), np.full(n, y, dt)
+                    a[0] = b[0] = 1 if n > 1 else a[0]
+                    s = pair_sums(a, b, rtol)
+                    s.metrics(rtol).to_dict(), s.to_dict(), s.spread(), pair_sums(a, b, light=True).introduced()
+                    sqnr_db(a, b)
+    # the CLI's host path on QA's repro (b = 0 against a = 1e9; values near 3.3e38 with --rtol 2)
+    a, b = _affine(tmp_path / "a.onnx", 1e9, 0.0), _affine(tmp_path / "b.onnx", 0.0, 0.0)
+    big, neg = _affine(tmp_path / "big.onnx", 3.3e38, 0.0), _affine(tmp_path / "neg.onnx", -3.3e38, 0.0)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for x, y, flags in ((a, b, ()), (a, b, ("--separate-runs",)), (big, neg, ("--rtol", "2")),
+                            (big, neg, ("--rtol", "2", "--separate-runs"))):
+            r = CliRunner().invoke(app, ["diff", x, y, "--all", "--input", "x=[1,1,1,1]", *flags])
+            assert r.exit_code in (0, 1), r.output
+    assert not [w for w in seen if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in seen]

@@ -127,7 +127,8 @@ def sqnr_from_norms(signal: float, noise: float) -> float:
 def sqnr_db(a: np.ndarray, b: np.ndarray) -> float:
     a = np.asarray(a, np.float64).reshape(-1)
     b = np.asarray(b, np.float64).reshape(-1)
-    return sqnr_from_norms(float(np.linalg.norm(b)), float(np.linalg.norm(a - b)))
+    with np.errstate(all="ignore"):  # Inf - Inf, norms past float64: sqnr_from_norms tells (nan), no RuntimeWarning
+        return sqnr_from_norms(float(np.linalg.norm(b)), float(np.linalg.norm(a - b)))
 
 
 def from_sums(*, max_abs: float, argmax: int, sum_abs: float, dd: float, aa: float, bb: float, ab: float,
