@@ -155,3 +155,25 @@ def test_no_runtime_warning_leaves_the_metric_code(tmp_path):
             r = CliRunner().invoke(app, ["diff", x, y, "--all", "--input", "x=[1,1,1,1]", *flags])
             assert r.exit_code in (0, 1), r.output
     assert not [w for w in seen if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in seen]
+
+
+def test_atol_alone_is_the_threshold_of_the_absolute_metrics(tmp_path):
+    # max|a-b| = 5 against |b| ~ 1e4: --metric max_abs --atol 0.5 fails (0.5 + 0.001 * 1e4 let it pass)
+    a = _affine(tmp_path / "a.onnx", 1.0, 10005.0)
+    b = _affine(tmp_path / "b.onnx", 1.0, 10000.0)
+    x = np.zeros(4, np.float32)
+    err = np.abs((x + 10005.0).astype(np.float64) - (x + 10000.0))  # numpy float64: the errors, all 5
+    for metric, value in (("max_abs", err.max()), ("mean_abs", err.mean()), ("rmse", np.sqrt((err ** 2).mean()))):
+        out = tmp_path / "r.json"
+        r = CliRunner().invoke(app, ["diff", a, b, "--input", "x=[0,0,0,0]", "--metric", metric, "--atol", "0.5",
+                                     "--json", str(out)])
+        d = json.loads(out.read_text())
+        assert value > 0.5 and r.exit_code == 1 and d["pairs"][-1]["passed"] is False, (metric, r.output)
+        assert d["criterion"].startswith(f"{'rmse' if metric == 'rmse' else metric.replace('_abs', '|a-b|')} <= 0.5 (given")
+        # with --rtol too, both: 0.5 + 0.001 * max|b| (10) passes the 5
+        r = CliRunner().invoke(app, ["diff", a, b, "--input", "x=[0,0,0,0]", "--metric", metric, "--atol", "0.5",
+                                     "--rtol", "0.001"])
+        assert r.exit_code == 0, r.output
+    t = Tolerance.from_flags("max_abs", atol=0.5)
+    assert (t.atol, t.rtol, t.rule) == (0.5, 0.0, "max|a-b| <= 0.5") and "default" not in t.why
+    assert Tolerance.from_flags("max_abs").rtol == 1e-3  # neither given: both defaults

@@ -182,4 +182,5 @@ def test_per_tensor_criteria_are_in_the_header_and_flags_say_why(tmp_path):
     assert rule in " ".join(table.stdout.split()), table.stdout  # the header, however it wraps
     assert rule in unescape(html.read_text())
     r = invoke("diff", a, sample_path("cnn"), "--metric", "mean_abs", "--atol", "0.01", "--json", "-")
-    assert json.loads(r.stdout)["criterion"] == "mean|a-b| <= 0.01 + 0.001*max|b| (given: --metric mean_abs --atol 0.01; rtol the default)"
+    # --atol alone is an absolute metric's threshold: no default rtol added (tests/test_metric_edges.py)
+    assert json.loads(r.stdout)["criterion"] == "mean|a-b| <= 0.01 (given: --metric mean_abs --atol 0.01)"

@@ -155,6 +155,7 @@ def from_sums(*, max_abs: float, argmax: int, sum_abs: float, dd: float, aa: flo
                        nonfinite_mismatch=nonfinite_mismatch, count=size)
 
 
+ABSOLUTE = ("max_abs", "mean_abs", "rmse")  # judged against atol (+ rtol max|b| when --rtol is given, or neither)
 THRESHOLDS = {"min_sqnr": "sqnr", "min_cosine": "cosine"}  # threshold flag -> the metric it sets
 DEFAULTS = {"atol": 1e-4, "rtol": 1e-3, "min_sqnr": 30.0, "min_cosine": 0.999}
 USES = {"allclose": ("atol", "rtol"), "max_abs": ("atol", "rtol"), "mean_abs": ("atol", "rtol"), "rmse": ("atol", "rtol"),
@@ -229,13 +230,18 @@ class Tolerance:
         given = tuple(k for k, v in values.items() if v is not None)
         metric_given = metric is not None
         metric = metric or "allclose"
+        # --metric max_abs --atol 0.5 means max|a-b| <= 0.5: the default rtol added 0.001 max|b| unasked (a
+        # max|a-b| of 5 passed against |b| ~ 1e4); with --rtol too, both
+        atol_only = metric in ABSOLUTE and atol is not None and rtol is None
         # the report says the criterion and why (README): these flags, and which thresholds are defaults
         said = ([f"--metric {metric}"] if metric_given else []) + [f"--{k.replace('_', '-')} {values[k]:g}" for k in given]
-        rest = [k for k in USES[metric] if k not in given]
+        rest = [k for k in USES[metric] if k not in given and not (atol_only and k == "rtol")]
         why = f"given: {' '.join(said)}" + (f"; {', '.join(rest)} the default{'s' if len(rest) > 1 else ''}" if rest else "")
-        return cls(metric, DEFAULTS["atol"] if atol is None else atol, DEFAULTS["rtol"] if rtol is None else rtol,
+        return cls(metric, DEFAULTS["atol"] if atol is None else atol,
+                   0.0 if atol_only else DEFAULTS["rtol"] if rtol is None else rtol,
                    DEFAULTS["min_sqnr"] if min_sqnr is None else min_sqnr,
-                   DEFAULTS["min_cosine"] if min_cosine is None else min_cosine, why=why, given=given)
+                   DEFAULTS["min_cosine"] if min_cosine is None else min_cosine, why=why,
+                   given=given + (("rtol",) if atol_only else ()))  # over() keeps that 0
 
     def over(self, default: "Tolerance") -> "Tolerance":
         """This criterion where flags named only some thresholds of the ``default`` one's metric: the default
@@ -303,11 +309,12 @@ class Tolerance:
 
     @property
     def rule(self) -> str:
+        rel = f" + {self.rtol:g}*max|b|" if self.rtol else ""  # the absolute metrics' rtol term, where it is one
         return {
             "allclose": f"|a-b| <= {self.atol:g} + {self.rtol:g}*|b|",
-            "max_abs": f"max|a-b| <= {self.atol:g} + {self.rtol:g}*max|b|",
-            "mean_abs": f"mean|a-b| <= {self.atol:g} + {self.rtol:g}*max|b|",
-            "rmse": f"rmse <= {self.atol:g} + {self.rtol:g}*max|b|",
+            "max_abs": f"max|a-b| <= {self.atol:g}{rel}",
+            "mean_abs": f"mean|a-b| <= {self.atol:g}{rel}",
+            "rmse": f"rmse <= {self.atol:g}{rel}",
             "max_rel": f"max rel <= {self.rtol:g}",
             "cosine": f"cosine >= {self.min_cosine:g}",
             "sqnr": f"SQNR >= {self.min_sqnr:g} dB" + (f" or max|a-b| <= {self.abs_floor:g}" if self.abs_floor is not None else ""),
