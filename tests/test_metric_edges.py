@@ -177,3 +177,36 @@ def test_atol_alone_is_the_threshold_of_the_absolute_metrics(tmp_path):
     t = Tolerance.from_flags("max_abs", atol=0.5)
     assert (t.atol, t.rtol, t.rule) == (0.5, 0.0, "max|a-b| <= 0.5") and "default" not in t.why
     assert Tolerance.from_flags("max_abs").rtol == 1e-3  # neither given: both defaults
+
+
+def test_sqnr_per_sample_keeps_minus_inf_and_leaves_out_samples_without_one(tmp_path):
+    # QA's repro: B all zeros where A is not in s0 (SQNR -inf), 21.6 dB in s1, and an empty s2
+    a = _affine(tmp_path / "a.onnx", 2.0, 0.5)
+    b = _affine(tmp_path / "b.onnx", 2.0, 0.0)
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    xs = [np.zeros(5, np.float32), np.full(5, 3.0, np.float32), np.zeros(0, np.float32)]
+    for k, x in enumerate(xs):
+        np.savez(ds / f"s{k}.npz", x=x)
+    out = tmp_path / "r.json"
+    for flags in ((), ("--separate-runs",)):
+        r = CliRunner().invoke(app, ["diff", a, b, "--inputs-dir", str(ds), "--json", str(out), *flags])
+        sp = json.loads(out.read_text())["pairs"][-1]["sqnr_per_sample"]
+        bb = float(np.sum((-(xs[1].astype(np.float64) * 2.0)) ** 2))  # numpy float64: s1's own SQNR
+        want = 10 * np.log10(bb / (0.5 ** 2 * 5))
+        assert sp["min"] == "-inf" and sp["min_sample"] == "s0.npz" and sp["not_compared"] == 1 and sp["nonfinite"] == 0, sp
+        assert sp["p5"] == "-inf" and sp["median"] == "-inf"  # two ranked samples: the inverted CDF's lower one
+        line = next(x for x in r.output.splitlines() if "SQNR per sample" in x)
+        assert "min -inf dB (s0.npz)" in line and "exact" not in line and "1 with nothing compared" in line, line
+    from onnxprobe.stats.pooled import PairSums, pool
+    s = pool([pair_sums(np.full(5, 0.5, np.float32), np.zeros(5, np.float32), sample=0),
+              pair_sums(np.full(5, 6.5, np.float32), np.full(5, 6.0, np.float32), sample=1),
+              pair_sums(np.zeros(0, np.float32), np.zeros(0, np.float32), sample=2)])
+    assert abs(s.per_sample[1] - want) < 1e-9 and s.per_sample[2] is None
+    # NaN/Inf on one side beside finite pairs that agree: not an exact sample, left out and counted
+    s = pool([s, pair_sums(np.array([1.0, np.nan], np.float32), np.array([1.0, 2.0], np.float32), sample=3)])
+    back = PairSums.from_dict(json.loads(json.dumps(s.to_dict())))  # merge-stats reads them back
+    for x in (s, back):
+        sp = x.spread()
+        assert (sp["min"], sp["not_compared"], sp["nonfinite"]) == ("-inf", 1, 1), sp
+        assert sp["median"] == "-inf" and x.per_sample[3] != np.inf

@@ -44,15 +44,23 @@ def diff_dataset_renderables(d: dict, width: int = 120, asked: tuple[str, ...] =
             out.append(Text(f"  output {safe(p['b'])}: not compared ({safe(p.get('problem') or 'no finite values')})",
                             style="bold red"))
             continue
-        low = "exact" if sp["min"] is None else f"{num(sp['min'], 3)} dB ({safe(sp['min_sample'] or '')})"
+        # samples with no SQNR of their own are left out of the ranking, and said
+        left = [f"{n} with {what}" for n, what in ((sp.get("not_compared"), "nothing compared"),
+                                                   (sp.get("nonfinite"), "NaN/Inf on one side")) if n]
+        aside = f" ({', '.join(left)}: left out)" if left else ""
+        if sp["min"] is None:
+            spread = f"no sample with an SQNR{aside}"
+        else:
+            spread = (f"min {_db(sp['min'])} ({safe(sp['min_sample'] or '')}), p5 {_db(sp['p5'])}, "
+                      f"median {_db(sp['median'])}{aside}")
         worst = "" if p.get("exact") or not p.get("max_abs") else f"; worst |a-b| in {safe(p.get('worst_sample') or '-')}"
         if p.get("nonfinite_sample"):  # the per-sample SQNR is over finite pairs: it cannot show these
             worst += f"; NaN/Inf on one side first in {safe(p['nonfinite_sample'])}"
-        out.append(Text(f"  output {safe(p['b'])}: SQNR per sample min {low}, p5 {_db(sp['p5'])}, "
-                        f"median {_db(sp['median'])}{worst}",
+        out.append(Text(f"  output {safe(p['b'])}: SQNR per sample {spread}{worst}",
                         style="bold red" if p.get("passed") is False else None))
     return out
 
 
-def _db(v: float | None) -> str:
-    return "exact" if v is None else f"{num(v, 3)} dB"
+def _db(v: float | str) -> str:
+    """A per-sample SQNR of JSON: "inf" (no error) is exact, "-inf" (B all zeros where A is not) is said."""
+    return "exact" if v == "inf" else "-inf dB" if v == "-inf" else f"{num(v, 3)} dB"

@@ -54,7 +54,8 @@ class PairSums:
     bb: list[float] = field(default_factory=list)
     ab: list[float] = field(default_factory=list)
     shape: tuple | None = None  # dimensions every sample agrees on, None where they differ
-    per_sample: dict[int, float] = field(default_factory=dict)  # sample -> its own SQNR (inf: exact)
+    # sample -> its own SQNR (inf: exact; None: nothing compared in it; nan: NaN/Inf on one side, so no SQNR)
+    per_sample: dict[int, float | None] = field(default_factory=dict)
     light: bool = False  # an introduced error's sums: no max |b|, allclose excess or max relative error
     positions: int | None = None  # element positions over every sample, NaN/Inf ones too (None: an older report)
     mismatch_sample: int | None = None  # the first sample with a NaN/Inf mismatch (None: none, or an older report)
@@ -67,9 +68,12 @@ class PairSums:
         """One sample's sums (from the graph's row, a device, or numpy); ``light``: an introduced error's,
         whose ``b_absmax``, ``excess`` and ``max_rel`` are ignored; ``exp``: the sums' unit, 2^exp."""
         shape = tuple(int(d) for d in shape)
+        # an empty sample is no exact one, nor is one whose finite pairs agree beside NaN/Inf on one side
+        own = (None if not count and not mismatch else math.nan if mismatch
+               else sqnr_from_norms(math.sqrt(max(bb, 0.0)), math.sqrt(max(dd, 0.0))))
         out = cls(1, count, mismatch, float(max_abs), (sample, int(argmax)), shape, float(b_absmax), float(excess),
                   float(max_rel), sample, exact_sum([sum_abs]), exact_sum([dd]), exact_sum([aa]), exact_sum([bb]),
-                  exact_sum([ab]), shape, {sample: sqnr_from_norms(math.sqrt(max(bb, 0.0)), math.sqrt(max(dd, 0.0)))},
+                  exact_sum([ab]), shape, {sample: own},
                   positions=math.prod(shape), mismatch_sample=sample if mismatch else None, exp=exp)
         return out.as_introduced() if light else out
 
@@ -145,16 +149,22 @@ class PairSums:
         return max(self.samples * math.prod(self.shape) - self.count - self.mismatch, 0)
 
     def spread(self) -> dict:
-        """The per-sample SQNR: min (and its sample), p5 and median (sample values: the inverted CDF)."""
-        if not self.per_sample:
-            return {"min": None, "min_sample": None, "p5": None, "median": None}
-        items = sorted(self.per_sample.items(), key=lambda kv: (kv[1], kv[0]))
+        """The per-sample SQNR, JSON-ready: min (and its sample), p5 and median (sample values: the inverted
+        CDF; "inf" exact, "-inf" where B is all zeros and A is not, None with no sample to rank) over the
+        samples with an SQNR; those with nothing compared (``not_compared``) or with NaN/Inf on one side
+        (``nonfinite``) are left out and counted."""
+        items = sorted(((s, x) for s, x in self.per_sample.items() if x is not None and not math.isnan(x)),
+                       key=lambda kv: (kv[1], kv[0]))
+        none = sum(1 for x in self.per_sample.values() if x is None)
+        left = {"not_compared": none, "nonfinite": len(self.per_sample) - len(items) - none}
+        if not items:
+            return {"min": None, "min_sample": None, "p5": None, "median": None, **left}
         v = [x for _, x in items]
 
-        def q(p: float) -> float:
-            return v[max(math.ceil(p / 100 * len(v)) - 1, 0)]
+        def q(p: float) -> float | str:
+            return _enc(v[max(math.ceil(p / 100 * len(v)) - 1, 0)])
 
-        return {"min": _num(v[0]), "min_sample": items[0][0], "p5": _num(q(5)), "median": _num(q(50))}
+        return {"min": _enc(v[0]), "min_sample": items[0][0], "p5": q(5), "median": q(50), **left}
 
     def shifted(self, by: int) -> "PairSums":
         """The same sums with every sample index moved by ``by`` (shards laid end to end)."""
@@ -172,7 +182,7 @@ class PairSums:
              "excess": _enc(self.excess), "max_rel": _enc(self.max_rel), "max_rel_sample": self.max_rel_sample,
              **{k: [p if math.isfinite(p) else None for p in getattr(self, k)] for k in SUMS},  # unknown (overflowed): null
              "shape": None if self.shape is None else list(self.shape),
-             "per_sample": [[s, _enc(x)] for s, x in self.per_sample.items()], "positions": self.positions,
+             "per_sample": [[s, None if x is None else _enc(x)] for s, x in self.per_sample.items()], "positions": self.positions,
              "mismatch_sample": self.mismatch_sample, "exp": self.exp}
         if self.light:
             return {"light": True, **{k: v for k, v in d.items() if k not in LIGHT_FIELDS}}
@@ -213,7 +223,7 @@ class PairSums:
         for s, x in per:
             if not isinstance(s, int) or isinstance(s, bool) or s < 0 or s in per_sample:
                 raise ValueError("'per_sample' has a bad or repeated sample index")
-            per_sample[s] = _dec(x, "per_sample")
+            per_sample[s] = None if x is None else _dec(x, "per_sample")  # null: nothing compared in it
         if len(per_sample) != ints["samples"]:
             raise ValueError(f"'per_sample' holds {len(per_sample)} samples, 'samples' says {ints['samples']}")
         exp = d.get("exp", 0)  # absent: a report written before units (every sum in units of 1)
@@ -379,10 +389,6 @@ def _ldexp(v: float, e: int) -> float:
         return math.ldexp(v, e)
     except OverflowError:
         return math.copysign(math.inf, v)
-
-
-def _num(v: float) -> float | None:
-    return v if math.isfinite(v) else None
 
 
 def _enc(v: float) -> float | str:
