@@ -210,3 +210,24 @@ def test_sqnr_per_sample_keeps_minus_inf_and_leaves_out_samples_without_one(tmp_
         sp = x.spread()
         assert (sp["min"], sp["not_compared"], sp["nonfinite"]) == ("-inf", 1, 1), sp
         assert sp["median"] == "-inf" and x.per_sample[3] != np.inf
+
+
+def test_the_depth_sparkline_draws_exact_pairs_full_and_noise_as_equal(tmp_path):
+    from onnxprobe.report.diff import SPARK, sparkline
+
+    full, low = SPARK[-1], SPARK[0]
+    # exact pairs are drawn at the cap: full blocks, also where every value is there or the rest are blanks
+    assert sparkline([140.0, 140.0, 140.0]) == full * 3 and sparkline([140.0, None, -np.inf]) == full + "  "
+    # 2e-7 dB apart is rounding noise, not a step from the lowest block to the highest
+    assert sparkline([30.37086749, 30.37086729]) == low * 2
+    assert sparkline([20.0, 140.0]) == low + full and sparkline([10.0, 20.0, 30.0, 40.0], room=2) == low + full
+    # one exact pair, two not compared (empty tensors): "every compared pair exact", never "every pair exact"
+    v = (lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s))
+    m = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Slice", ["r", "s0", "s1", "ax"], ["e"]),
+                    helper.make_node("Relu", ["e"], ["y"])], [v("x", [2, 3])], [v("y", [2, 0])],
+                   [numpy_helper.from_array(np.array([0], np.int64), "s0"), numpy_helper.from_array(np.array([0], np.int64), "s1"),
+                    numpy_helper.from_array(np.array([1], np.int64), "ax")])
+    onnx.save(m, str(tmp_path / "a.onnx"))
+    r = CliRunner().invoke(app, ["diff", str(tmp_path / "a.onnx"), str(tmp_path / "a.onnx"), "--all"], env={"COLUMNS": "200"})
+    (line,) = [x for x in r.output.splitlines() if x.startswith("SQNR along depth")]
+    assert line == "SQNR along depth: every compared pair exact (1 of 3; 2 not compared)", r.output

@@ -15,6 +15,7 @@ from onnxprobe.stats.merge_diff import UNPAIRED
 from onnxprobe.text import wrap_paths
 
 SPARK = "▁▂▃▄▅▆▇█"
+MIN_SPAN_DB = 3.0  # SQNRs closer than this draw as equal in the sparkline: rounding noise, not a trend
 
 
 def diff_dict(res, order=None) -> dict:
@@ -116,8 +117,11 @@ def _f(v: float) -> float | None:
 
 
 def sparkline(values: list[float | None], cap: float = 140.0, room: int | None = None) -> str:
-    """One block per value; values above ``cap`` dB (float32 agrees to ~140 dB) draw as full blocks. More
-    values than ``room`` blocks: each block stands for a run of consecutive values, and shows its worst."""
+    """One block per value; values at or above ``cap`` dB (float32 agrees to ~140 dB; the caller draws exact
+    pairs there) draw as full blocks, whatever the others. The rest are scaled from their lowest over at
+    least ``MIN_SPAN_DB``, so that rounding noise (30.37086749 against 30.37086729 dB drew █▁) draws as
+    equal. More values than ``room`` blocks: each block stands for a run of consecutive values, and shows
+    its worst."""
     values = [min(v, cap) if v is not None and math.isfinite(v) else None for v in values]
     if room is not None and len(values) > max(room, 1):
         step = math.ceil(len(values) / max(room, 1))
@@ -126,13 +130,14 @@ def sparkline(values: list[float | None], cap: float = 140.0, room: int | None =
     vals = [v for v in values if v is not None]
     if not vals:
         return ""
-    lo, hi = min(vals), max(vals)
+    lo = min(vals)
+    span = max(max(vals) - lo, MIN_SPAN_DB)
     out = []
     for v in values:
         if v is None or not math.isfinite(v):
             out.append(" ")
-        else:
-            k = 0 if hi == lo else int(round((v - lo) / (hi - lo) * (len(SPARK) - 1)))
+        else:  # at the cap: full, also where every value is there (an exact pair alone drew the lowest block)
+            k = len(SPARK) - 1 if v >= cap else int(round((v - lo) / span * (len(SPARK) - 1)))
             out.append(SPARK[k])
     return "".join(out)
 
@@ -236,8 +241,11 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
         if not measured and odd:  # no error over the finite values, NaN/Inf on one side elsewhere: not exact
             out.append(Text(f"SQNR along depth: no error over the finite values; {odd} pair{'s' if odd != 1 else ''} with "
                             f"NaN/Inf on one side only, {n_exact} exact"))
-        elif not measured:  # every pair exact: a number would read as a measurement
+        elif not measured and n_exact == len(topo):  # every pair exact: a number would read as a measurement
             out.append(Text(f"SQNR along depth: every pair exact ({n_exact})"))
+        elif not measured:  # the others not compared (empty, not run, shapes that differ): no pass for exact
+            out.append(Text(f"SQNR along depth: every compared pair exact ({n_exact} of {len(topo)}; "
+                            f"{len(topo) - n_exact} not compared)"))
         else:
             low = f"-inf dB ({neg} pair{'s' if neg > 1 else ''}: B all zeros where A is not, as blanks)" if neg else f"{num(min(measured), 3)} dB"
             blanks = f"{odd} with NaN/Inf on one side only, as blanks; " if odd else ""
