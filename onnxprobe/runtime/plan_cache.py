@@ -107,8 +107,8 @@ def structure(model: onnx.ModelProto) -> str:
 # 21: a string tensor's dtype is "string", not numpy's "object"; 22: int64 extremes kept in the type, not moved an
 # ulp up where distinct values round to one float64; 23: tensors of sibling bodies that share a name are probes of
 # their own, TensorRef.qualified; 24: sequences and optionals are not probed; 25: small model outputs are summarised
-# on the host too, exactly)
-FORMAT = 25
+# on the host too, exactly; 26: the pair rows' max relative error divides by max(|b|, the smallest subnormal))
+FORMAT = 26
 
 
 def key_of(parts: dict) -> str:
