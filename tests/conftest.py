@@ -91,6 +91,15 @@ def scale_weight_row(m: onnx.ModelProto, name: str, row: int, factor: float) -> 
     raise KeyError(name)
 
 
+def empty_slice_model() -> onnx.ModelProto:
+    """x -> Relu -> r -> Slice to nothing -> e -> Relu -> y: one pair with values, two empty ones."""
+    v = (lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s))
+    return make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Slice", ["r", "s0", "s1", "ax"], ["e"]),
+                       helper.make_node("Relu", ["e"], ["y"])], [v("x", [2, 3])], [v("y", [2, 0])],
+                      [numpy_helper.from_array(np.array([0], np.int64), "s0"), numpy_helper.from_array(np.array([0], np.int64), "s1"),
+                       numpy_helper.from_array(np.array([1], np.int64), "ax")])
+
+
 def nan_model() -> onnx.ModelProto:
     """y = Relu(Log(x) * w): Log of a negative input gives NaN, Log(0) gives -inf, so the counts are known."""
     w = numpy_helper.from_array(np.full((4,), 2.0, np.float32), "w")

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
-from conftest import SAMPLE_NAMES, bench_models, make_model, sample_feeds, sample_path
+from conftest import SAMPLE_NAMES, bench_models, empty_slice_model, make_model, sample_feeds, sample_path
 from onnxprobe import api
 from onnxprobe.runtime.runners import base as base_runner
 from onnxprobe.cli.main import app
@@ -676,11 +676,7 @@ def test_pairs_not_compared_are_counted_apart_and_the_reference_flag_is_named(tm
     from onnxprobe.report.diff import diff_dict
     from onnxprobe.report.html import _facts
 
-    v = (lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s))
-    m = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Slice", ["r", "s0", "s1", "ax"], ["e"]),
-                    helper.make_node("Relu", ["e"], ["y"])], [v("x", [2, 3])], [v("y", [2, 0])],
-                   [numpy_helper.from_array(np.array([0], np.int64), "s0"), numpy_helper.from_array(np.array([0], np.int64), "s1"),
-                    numpy_helper.from_array(np.array([1], np.int64), "ax")])
+    m = empty_slice_model()
     onnx.save(m, str(tmp_path / "a.onnx"))
     onnx.save(m, str(tmp_path / "b.onnx"))
     res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))

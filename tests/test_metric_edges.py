@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import onnx
-from conftest import make_model
+from conftest import empty_slice_model, make_model
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
@@ -222,11 +222,7 @@ def test_the_depth_sparkline_draws_exact_pairs_full_and_noise_as_equal(tmp_path)
     assert sparkline([30.37086749, 30.37086729]) == low * 2
     assert sparkline([20.0, 140.0]) == low + full and sparkline([10.0, 20.0, 30.0, 40.0], room=2) == low + full
     # one exact pair, two not compared (empty tensors): "every compared pair exact", never "every pair exact"
-    v = (lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s))
-    m = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Slice", ["r", "s0", "s1", "ax"], ["e"]),
-                    helper.make_node("Relu", ["e"], ["y"])], [v("x", [2, 3])], [v("y", [2, 0])],
-                   [numpy_helper.from_array(np.array([0], np.int64), "s0"), numpy_helper.from_array(np.array([0], np.int64), "s1"),
-                    numpy_helper.from_array(np.array([1], np.int64), "ax")])
+    m = empty_slice_model()
     onnx.save(m, str(tmp_path / "a.onnx"))
     r = CliRunner().invoke(app, ["diff", str(tmp_path / "a.onnx"), str(tmp_path / "a.onnx"), "--all"], env={"COLUMNS": "200"})
     (line,) = [x for x in r.output.splitlines() if x.startswith("SQNR along depth")]
