@@ -64,20 +64,46 @@ def diff_figure(d: dict, row_ids: dict[int, str]) -> dict:
 
     acc = [(p["index"], db(p["sqnr_db"], p["exact"]), p["a"], row_ids[k]) for k, p in rows]
     intro = [(p["index"], db(p["introduced_sqnr_db"], p["introduced_exact"]), p["a"], row_ids[k]) for k, p in rows]
-    failing = [pt for pt, (k, p) in zip(acc, rows) if p["passed"] is False and pt[1] is not None]
     fig = go.Figure()
     fig.add_trace(_trace(go, "SQNR dB (accumulated)", acc, "#1f77b4"))
     if any(pt[1] is not None for pt in intro):
         fig.add_trace(_trace(go, "introduced SQNR dB (this layer alone)", intro, "#ff7f0e"))
+    failing = _failing(rows, acc, intro)
     if failing:
-        fig.add_trace(_trace(go, "failing", failing, "#d62728", mode="markers", size=10, symbol="x"))
+        fig.add_trace(failing_trace(go, failing))
     first = next(((p, row_ids[k]) for k, p in rows if p["a"] == d.get("first_failure") and p["passed"] is False), None)
     if first is not None:
         p, _ = first
         fig.add_vline(x=p["index"], line={"color": "#d62728", "dash": "dot"},
                       annotation={"text": label(f"error starts: {p['a']}"[:80]), "font": {"color": "#d62728"}})
-    _layout(go, fig, "SQNR dB (exact pairs drawn at 140)")
+    _layout(go, fig, "SQNR dB (exact at 140; -inf, NaN/Inf ✖ at the bottom)")
     return fig.to_plotly_json()
+
+
+def _failing(rows, acc, intro) -> list:
+    """Every failing pair, as (x, y, name, row id, what): one whose SQNR is no number (-inf dB: B all zeros
+    where A is not; NaN/Inf on one side only, over no finite error) at the bottom of the axis, 10 dB below
+    the lowest point drawn. Dropping them left a page of failures that read as a clean pass."""
+    drawn = [pt[1] for pt in acc + intro if pt[1] is not None]
+    bottom = (min(drawn) if drawn else 0.0) - 10.0
+    out = []
+    for pt, (_, p) in zip(acc, rows):
+        if p["passed"] is not False:
+            continue
+        what = [f"{pt[1]:.4g} dB" if pt[1] is not None else "no finite pair" if not p.get("count")
+                else "-inf dB: B all zeros where A is not" if p.get("max_abs") else "no error over the finite values"]
+        if p.get("nonfinite_mismatch"):
+            what.append(f"NaN/Inf on one side only ({p['nonfinite_mismatch']} elements)")
+        out.append((pt[0], pt[1] if pt[1] is not None else bottom, pt[2], pt[3], "; ".join(what)))
+    return out
+
+
+def failing_trace(go, points: list):
+    """The ✖ of failing pairs, whose hover says the SQNR in words (a point at the axis bottom has none)."""
+    return go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], name="failing", mode="markers",
+                      customdata=[[label(p[2]), p[3], label(p[4])] for p in points],
+                      hovertemplate="%{customdata[0]}<br>#%{x}: %{customdata[2]}<extra>failing</extra>",
+                      marker={"color": "#d62728", "size": 10, "symbol": "x"})
 
 
 def layers_figure(d: dict, row_ids: dict[int, str]) -> dict:

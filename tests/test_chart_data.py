@@ -1,0 +1,79 @@
+"""The data of the HTML report's charts (the plotly figures, no browser needed): every failing pair is marked,
+and a mark's hover says what it is, where the value it stands for is no number."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe.cli.main import app
+from onnxprobe.report import charts
+
+pytest.importorskip("plotly", reason="the charts need the html extra (plotly)")
+runner = CliRunner()
+F = TensorProto.FLOAT
+
+
+def _report(tmp_path, args) -> dict:
+    out = tmp_path / "r.json"
+    r = runner.invoke(app, [*args, "--json", str(out)])
+    assert out.is_file(), r.output
+    return json.loads(out.read_text())
+
+
+def _traces(fig) -> dict:
+    return {t["name"]: t for t in fig["data"]}
+
+
+def _diff(tmp_path, a_nodes, b_nodes, inits=()):
+    paths = []
+    for side, nodes in (("a", a_nodes), ("b", b_nodes)):
+        m = make_model(nodes, [helper.make_tensor_value_info("x", F, [8])], [helper.make_tensor_value_info("y", F, [8])],
+                       list(inits))
+        onnx.save(m, tmp_path / f"{side}.onnx")
+        paths.append(str(tmp_path / f"{side}.onnx"))
+    np.save(tmp_path / "x.npy", np.linspace(-1, 1, 8, dtype=np.float32))
+    d = _report(tmp_path, ["diff", *paths, "--all", "--input", f"x={tmp_path / 'x.npy'}"])
+    fig = charts.diff_figure(d, {k: f"r{k}" for k in range(len(d["pairs"]))})
+    return d, _traces(fig)
+
+
+def test_pairs_at_minus_inf_db_are_marked_failing_at_the_axis_bottom(tmp_path):
+    """A = Relu(x * 1), B = Relu(x * 0): both pairs fail at -inf dB (B all zeros), and the figure drew no ✖ (its
+    SQNR is JSON's null), only the introduced 'exact' point at 140: a page that read as a clean pass."""
+    k1, k0 = (numpy_helper.from_array(np.array(v, np.float32), "k") for v in (1.0, 0.0))
+    nodes = [helper.make_node("Mul", ["x", "k"], ["m"], name="mul"), helper.make_node("Relu", ["m"], ["y"], name="relu")]
+    for side, k in (("a", k1), ("b", k0)):
+        onnx.save(make_model(nodes, [helper.make_tensor_value_info("x", F, [8])], [helper.make_tensor_value_info("y", F, [8])], [k]),
+                  tmp_path / f"{side}.onnx")
+    np.save(tmp_path / "x.npy", np.linspace(-1, 1, 8, dtype=np.float32))
+    d = _report(tmp_path, ["diff", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--all", "--input", f"x={tmp_path / 'x.npy'}"])
+    assert [p["passed"] for p in d["pairs"]] == [False, False]
+    traces = _traces(charts.diff_figure(d, {k: f"r{k}" for k in range(len(d["pairs"]))}))
+    bad = traces["failing"]
+    assert sorted(bad["x"]) == sorted(p["index"] for p in d["pairs"])  # every failing pair marked
+    drawn = [y for t in traces.values() if t["name"] != "failing" for y in t["y"] if y is not None]
+    assert all(y < min(drawn) for y in bad["y"])  # below everything drawn: the bottom of the axis
+    assert all("-inf dB" in c[2] for c in bad["customdata"])
+
+
+def test_pairs_with_nan_on_one_side_only_are_marked_failing(tmp_path):
+    """A = Sqrt(x - 0.5), B = Sqrt(Relu(x - 0.5)): NaN on A's side only, no error over the finite values."""
+    half = numpy_helper.from_array(np.array(0.5, np.float32), "h")
+    sub = helper.make_node("Sub", ["x", "h"], ["s"], name="sub")
+    a = [sub, helper.make_node("Sqrt", ["s"], ["y"], name="sqrt")]
+    b = [sub, helper.make_node("Relu", ["s"], ["r"], name="relu"), helper.make_node("Sqrt", ["r"], ["y"], name="sqrt")]
+    d, traces = _diff(tmp_path, a, b, [half])
+    x = np.linspace(-1, 1, 8, dtype=np.float64)
+    n_nan = int(np.sum(np.isnan(np.sqrt(np.where(x - 0.5 < 0, np.nan, x - 0.5)))))  # the oracle: x < 0.5
+    failing = [p for p in d["pairs"] if p["passed"] is False]
+    assert failing and all(p["nonfinite_mismatch"] == n_nan for p in failing)
+    bad = traces["failing"]
+    assert sorted(bad["x"]) == sorted(p["index"] for p in failing)
+    assert all(f"NaN/Inf on one side only ({n_nan}" in c[2] for c in bad["customdata"])
