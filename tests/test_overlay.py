@@ -362,3 +362,21 @@ def test_netron_attachment_says_exact_and_infinite_values(tmp_path):
     assert r.exit_code == 0, r.output
     norms = {m["target"]: m["value"] for m in json.loads(nt.read_text())["metrics"] if m["name"] == "onnxprobe norm"}
     assert norms["a"] == "inf" and norms["b"] == "nan" and norms["y"] == pytest.approx(2.0)
+
+
+def test_grad_overlay_gives_a_shared_weights_norm_to_every_reader(tmp_path):
+    """A weight two alike nodes read gave its gradient norm to its first reader only (the row's index), so the
+    two were coloured by different quantities. Oracle: y = x*w + x*w, loss sum(y): d/dw = 2x, d/dm = 1."""
+    w = numpy_helper.from_array(np.array([0.5, -1, 2, 3], np.float32), "w")
+    m = make_model([helper.make_node("Mul", ["x", "w"], ["m1"], name="mul1"), helper.make_node("Mul", ["x", "w"], ["m2"], name="mul2"),
+                    helper.make_node("Add", ["m1", "m2"], ["y"], name="add")], [_vi("x", [4])], [_vi("y", [4])], [w])
+    path, x, out = tmp_path / "w.onnx", tmp_path / "x.npy", tmp_path / "o.json"
+    onnx.save(m, str(path))
+    feed = np.array([1, 2, 3, 4], np.float32)
+    np.save(x, feed)
+    r = runner.invoke(app, ["grad", str(path), "--all", "--input", f"x={x}", "--overlay", str(out)])
+    assert r.exit_code == 0, r.output
+    g = json.loads(out.read_text())["test"]["results"]
+    dw = float(np.linalg.norm(2 * feed.astype(np.float64)))  # larger than |d/dm1| = |d/dm2| = 2
+    assert g["mul1"]["value"] == pytest.approx(dw) and g["mul2"]["value"] == pytest.approx(dw)
+    assert g["[value] w"]["value"] == pytest.approx(dw)

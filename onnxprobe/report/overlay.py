@@ -144,11 +144,24 @@ def diff_overlay(model: onnx.ModelProto, d: dict) -> dict:
     return res.data(f"onnxprobe diff: {what}", [{"value": v, "bgColor": c} for v, c in SQNR_STEPS])
 
 
+def _readers(model: onnx.ModelProto) -> dict[str, list[int]]:
+    """Main-graph value name -> the indices of the nodes that read it, in bodies too (where a body declares a
+    value of that name, its nodes read their own)."""
+    out: dict[str, list[int]] = {}
+    for s in walk(model):
+        own = set() if s.graph is model.graph else (
+            {i.name for i in s.graph.input} | {t.name for t in s.graph.initializer} | {o for n in s.graph.node for o in n.output})
+        for name in dict.fromkeys(i for i in s.node.input if i and i not in own):
+            out.setdefault(name, []).append(s.index)
+    return out
+
+
 def grad_overlay(model: onnx.ModelProto, d: dict) -> dict:
     """Model Explorer node data of a ``grad`` dict: each node by its output's gradient norm, or the
     largest norm of the weights it reads; the weights' own [value] nodes too."""
     ids = explorer_ids(model)
     res = _Results(ids)
+    readers = _readers(model)
     for g in d["gradients"]:
         norm = finite(g.get("norm"))
         # a NaN or infinite norm ("nan", "inf" in JSON) is marked even where no element is (an overflowing sum)
@@ -158,8 +171,10 @@ def grad_overlay(model: onnx.ModelProto, d: dict) -> dict:
             norm = NO_FINITE
         if g["kind"] == "weight":
             res.put(ids.values.get(g["tensor"]), norm, colour)
-            if g["index"] is not None and g["index"] >= 0:
-                res.put(ids.nodes.get(g["index"]), norm, colour)
+            # every node that reads it: the row's index is its first reader only, and nodes alike that share a
+            # weight were coloured by different quantities
+            for index in readers.get(g["tensor"], ()):
+                res.put(ids.nodes.get(index), norm, colour)
         else:
             res.put(res.tensor(g["tensor"]), norm, colour)
     return res.data("onnxprobe grad: gradient norm (red: NaN/Inf; -1: NaN or infinite norm)", _quartiles)
