@@ -380,3 +380,24 @@ def test_grad_overlay_gives_a_shared_weights_norm_to_every_reader(tmp_path):
     dw = float(np.linalg.norm(2 * feed.astype(np.float64)))  # larger than |d/dm1| = |d/dm2| = 2
     assert g["mul1"]["value"] == pytest.approx(dw) and g["mul2"]["value"] == pytest.approx(dw)
     assert g["[value] w"]["value"] == pytest.approx(dw)
+
+
+def test_netron_targets_a_name_by_its_first_line_and_leaves_out_names_read_alike(tmp_path):
+    """Netron keys a target by its name's first line: 'T_new\\nline' never matched. It is targeted as 'T_new';
+    'a\\nb' and 'a\\nc', which Netron reads as one 'a', are left out, with a note. Oracle: numpy."""
+    k = numpy_helper.from_array(np.array(2.0, np.float32), "k")
+    m = make_model([helper.make_node("Mul", ["x", "k"], ["T_new\nline"], name="mul"), helper.make_node("Neg", ["T_new\nline"], ["a\nb"], name="neg"),
+                    helper.make_node("Abs", ["a\nb"], ["a\nc"], name="abs"), helper.make_node("Relu", ["a\nc"], ["y"], name="relu")],
+                   [_vi("x", [4])], [_vi("y", [4])], [k])
+    path, x, nt = tmp_path / "n.onnx", tmp_path / "x.npy", tmp_path / "n.json"
+    onnx.save(m, str(path))
+    feed = np.array([1, -2, 3, -4], np.float32)
+    np.save(x, feed)
+    r = runner.invoke(app, ["layers", str(path), "--all", "--input", f"x={x}", "--netron", str(nt)])
+    assert r.exit_code == 0, r.output
+    att = json.loads(nt.read_text())
+    got = {(x["target"], x["name"]): x["value"] for x in att["metrics"]}
+    assert got[("T_new", "onnxprobe max")] == float((feed.astype(np.float64) * 2).max())
+    assert not any(t.startswith("a") for t, _ in got) and not any("\n" in t for t, _ in got)
+    (note,) = [x["value"] for x in att["metadata"] if x["name"] == "onnxprobe left out"]
+    assert "2 tensors" in note and repr("a\nb") in note and repr("a\nc") in note

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import onnx
 from typer.testing import CliRunner
 
 from onnxprobe import api
@@ -168,3 +169,24 @@ def test_atol_of_a_bare_shared_name_is_ambiguous_not_unobserved(tmp_path):
     r = CliRunner().invoke(app, ["diff", str(a), str(b), "--all", "--input", "x=[-1,2,-3]", "--input", "c=true",
                                  "--atol", "nosuch:0.1"])
     assert r.exit_code == 2 and "neither model observes" in r.output, r.output
+
+
+def test_netron_never_targets_an_unnamed_node_by_its_display_name(tmp_path):
+    """Branch nodes with no name were targeted as 'Relu_2' (onnxprobe's display name), which Netron, finding
+    nodes by their own name, never matches: the metrics were lost. Unnamed, they go on the value, each metric
+    named with the tensor's key."""
+    path, net = tmp_path / "two_if.onnx", tmp_path / "n.json"
+    two_ifs(path)
+    m = onnx.load(str(path))
+    for n in m.graph.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                for b in a.g.node:
+                    b.name = ""
+    onnx.save(m, str(path))
+    r = CliRunner().invoke(app, ["layers", str(path), "--all", "--input", "x=[-1,2,-3]", "--input", "c=true", "--netron", str(net)])
+    assert r.exit_code == 0, r.output
+    metrics = json.loads(net.read_text())["metrics"]
+    assert not [x for x in metrics if x["kind"] == "node"], metrics
+    (mx,) = [x["value"] for x in metrics if x["target"] == "o" and x["name"] == "onnxprobe if1/then_branch/o max"]
+    assert mx == np.maximum(X.astype(np.float64), 0).max()

@@ -83,7 +83,7 @@ def write_pictures(kind: str, data: dict, model, *, overlay: Path | None = None,
         make = {"layers": pictures.layers_overlay, "diff": pictures.diff_overlay, "grad": pictures.grad_overlay}[kind]
         report_io.write_json(make(model, data), overlay)
     if netron is not None:
-        report_io.write_json(pictures.netron_attachment(kind, data), netron)
+        report_io.write_json(pictures.netron_attachment(kind, data, model), netron)
 
 
 def reader_gone() -> None:

@@ -20,15 +20,18 @@ The marked values (-1 here, -140 on ``diff``: failed with no finite SQNR) are ke
 a made-up 0 there shifted every other node's colour.
 
 Netron has no colouring; its attachment (``"signature": "netron:attachment"``) lists metrics per value
-name, which is how Netron finds them (its nodes may be unnamed), shown in the sidebar of each tensor.
+name, which is how Netron finds them (its nodes may be unnamed), shown in the sidebar of each tensor. It
+looks a target up by ``kind::`` and the name's first line, a node by its own name (none when unnamed).
 """
 
 from __future__ import annotations
 
+import collections
+
 import onnx
 
 from onnxprobe.graph.explorer_ids import ExplorerIds, explorer_ids
-from onnxprobe.graph.walk import walk
+from onnxprobe.graph.walk import subgraphs, walk
 from onnxprobe.report.format import EXACT_DB, finite
 from onnxprobe.types import forward_name
 
@@ -218,17 +221,45 @@ def _shared(kind: str, r: dict) -> tuple[str, str, str | None] | None:
     return None
 
 
-def netron_attachment(kind: str, d: dict) -> dict:
-    """A Netron attachment of a ``layers``, ``diff`` or ``grad`` dict: the row's numbers as metrics of
-    the tensor (kind ``value``, keyed by its name; weights also as kind ``tensor``); a tensor whose name
-    sibling bodies share, on its producer node (kind ``node``), the metric named with the tensor."""
+def netron_key(name: str) -> str:
+    """What Netron looks a target up by: a name's first line (``name.split('\\n').shift()`` in its
+    attachment reader, for nodes, values and tensors alike)."""
+    return name.split("\n", 1)[0]
+
+
+def _netron_names(model: onnx.ModelProto) -> tuple[dict[str, set[str]], collections.Counter]:
+    """(Netron key -> the value names of the model it stands for, Netron key -> how many named nodes bear it),
+    bodies included: a key of two value names, or of two nodes, is no target of one of them."""
+    values: dict[str, set[str]] = {}
+    nodes: collections.Counter = collections.Counter()
+    graphs = [model.graph] + [g for s in walk(model) for _, g in subgraphs(s.node)]
+    for g in graphs:
+        for name in [i.name for i in g.input] + [t.name for t in g.initializer] + [o.name for o in g.output]:
+            values.setdefault(netron_key(name), set()).add(name)
+        for n in g.node:
+            for name in n.output:
+                values.setdefault(netron_key(name), set()).add(name)
+            if n.name:  # Netron finds a node by its own name: an unnamed one (onnxprobe's 'Neg_2') cannot be targeted
+                nodes[netron_key(n.name)] += 1
+    return values, nodes
+
+
+def netron_attachment(kind: str, d: dict, model: onnx.ModelProto) -> dict:
+    """A Netron attachment of a ``layers``, ``diff`` or ``grad`` dict on ``model`` (the one the report is
+    about): the row's numbers as metrics of the tensor (kind ``value``, keyed by its name; weights also as
+    kind ``tensor``); a tensor whose name sibling bodies share, on its producer node (kind ``node``), the
+    metric named with the tensor, where that node has a name of its own no other node's reads as. A name
+    Netron reads as another's (its first line) is left out, with a note."""
     rows = {"layers": d.get("tensors"), "diff": d.get("pairs"), "grad": d.get("gradients")}[kind] or []
     metrics = []
     grads = kind == "diff" and bool(d.get("grad"))
     shared = {id(r): _shared(kind, r) for r in rows} if not grads else {}
+    values, named = _netron_names(model)
     # a node is a target of its own where no other shared row's tensor comes from a node of its name (branch
-    # bodies are often built alike: every node 'n'); else the value, each metric named with the tensor's key
+    # bodies are often built alike: every node 'n') and the model has one node Netron reads by that name (an
+    # unnamed one has none); else the value, each metric named with the tensor's key
     nodes = [s[2] for s in shared.values() if s and s[2]]
+    left_out: list[str] = []
     for r in rows:
         name = r.get("name") or r.get("a") or r.get("tensor")
         if grads:  # diff --grad pairs gradients: their metrics go on the forward tensor, as grad's do
@@ -237,10 +268,14 @@ def netron_attachment(kind: str, d: dict) -> dict:
         label = "onnxprobe "
         if shared.get(id(r)):
             bare, key, node = shared[id(r)]
-            if node and nodes.count(node) == 1:
+            if node and nodes.count(node) == 1 and named[netron_key(node)] == 1:
                 kinds, name, label = ("node",), node, f"onnxprobe {bare} "
             else:
                 name, label = bare, f"onnxprobe {key} "
+        if kinds != ("node",) and len(values.get(netron_key(name), ())) > 1:  # 'a\nb' and 'a\nc' both read 'a'
+            left_out.append(name)
+            continue
+        name = netron_key(name)
         for key in NETRON_METRICS[kind]:
             v = _netron_value(r, key)
             if v is None:
@@ -251,5 +286,11 @@ def netron_attachment(kind: str, d: dict) -> dict:
             metrics.append({"kind": kinds[0], "target": name, "name": f"{label}pass", "value": bool(r["passed"])})
     notes = {"layers": "statistics of each probed tensor", "diff": f"verdict {d.get('verdict')}: {d.get('verdict_reason')}",
              "grad": "gradient statistics"}[kind]
-    return {"signature": "netron:attachment", "metrics": metrics,
-            "metadata": [{"kind": "model", "target": "", "name": "onnxprobe", "value": f"{kind}: {notes}"}]}
+    meta = [{"kind": "model", "target": "", "name": "onnxprobe", "value": f"{kind}: {notes}"}]
+    if left_out:
+        gone = sorted(set(left_out))
+        meta.append({"kind": "model", "target": "", "name": "onnxprobe left out",
+                     "value": f"{len(gone)} tensor{'s' if len(gone) != 1 else ''} whose name Netron reads as another's "
+                              f"(it keys names by their first line): {', '.join(map(repr, gone[:10]))}"
+                              + (f" and {len(gone) - 10} more" if len(gone) > 10 else "")})
+    return {"signature": "netron:attachment", "metrics": metrics, "metadata": meta}
