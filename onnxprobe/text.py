@@ -16,12 +16,18 @@ import re
 # C0 and C1 controls, DEL, and the bidirectional / zero-width format characters that change how the
 # rest of a line reads
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")  # U+2028/9: line breaks
+# and the backslash, which ``clean`` doubles so that its escapes read back one way: a name 'a\\nb' (a backslash
+# and n) and a name holding a newline printed alike, 'a\nb'
+_UNSAFE_NAME = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+_ESCAPE = re.compile(r"\\(?:\\|n|t|r|x[0-9a-f]{2}|u[0-9a-f]{4})")
 _LONG_WORD = re.compile(r"\S{121,}")
 MAX_LINE = 1000
 
 
 def _escape(m: re.Match) -> str:
     ch = m.group(0)
+    if ch == "\\":
+        return "\\\\"
     if ch == "\n":
         return "\\n"
     if ch == "\t":
@@ -33,8 +39,36 @@ def _escape(m: re.Match) -> str:
 
 
 def clean(s: object) -> str:
-    """``s`` as text with every control character escaped (``\\x1b``, ``\\n``...): safe on a terminal."""
+    """``s`` as text with every control character escaped (``\\x1b``, ``\\n``...): safe on a terminal; and
+    its backslashes doubled, so that ``unclean`` gives ``s`` back (a name is typed as it is listed)."""
     text = s if isinstance(s, str) else str(s)
+    return _UNSAFE_NAME.sub(_escape, text) if _UNSAFE_NAME.search(text) else text
+
+
+def unclean(text: str) -> str:
+    """The string ``clean`` wrote ``text`` from: its escapes read back (``\\n`` a newline, ``\\\\`` one
+    backslash); a backslash that starts no escape of ``clean``'s stays as it is."""
+    if "\\" not in text:
+        return text
+
+    def back(m: re.Match) -> str:
+        e = m.group(0)
+        return {"\\\\": "\\", "\\n": "\n", "\\t": "\t", "\\r": "\r"}.get(e) or chr(int(e[2:], 16))
+
+    return _ESCAPE.sub(back, text)
+
+
+def as_typed(text: str, known) -> str:
+    """The name ``text`` stands for among ``known`` (a set, a dict): the one listings print that way
+    (``unclean``), so that a name holding a newline is typed as it is listed; else ``text`` itself. The listed
+    spelling wins where both are names: a name of a backslash and an n is listed with its backslash doubled."""
+    raw = unclean(text)
+    return raw if raw != text and raw in known else text
+
+
+def _controls(text: str) -> str:
+    """``text``'s control characters escaped, its backslashes left: a message, whose names ``quote`` or
+    ``repr`` already escaped (``clean`` there would double their backslashes again)."""
     return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
 
 
@@ -58,7 +92,7 @@ def clip(s: str, width: int = 120) -> str:
 def one_line(message: str, limit: int = MAX_LINE) -> str:
     """A message as one safe line: control characters escaped, very long words (a 10,000-character
     tensor name) shortened, and the whole line at most ``limit`` characters."""
-    text = clean(message)
+    text = _controls(message)
     if len(text) > limit // 2:
         text = _LONG_WORD.sub(lambda m: clip(m.group(0)), text)
     return clip(text, limit) if len(text) > limit else text
@@ -92,8 +126,12 @@ def duration(seconds: float | None) -> str:
 
 
 def matches(name: str, pattern: str) -> bool:
-    """A model's ``name`` against a user's ``pattern`` (a glob, case-sensitive): the name itself always
-    matches, so that a tensor called ``x[0]`` or ``a*b`` is reached by its own name, glob characters and all."""
+    """A model's ``name`` against a user's ``pattern`` (a glob, case-sensitive): the name itself matches, so
+    that a tensor called ``x[0]`` or ``a*b`` is reached by its own name, glob characters and all. A pattern
+    that holds ``clean``'s escapes (``\\n``, ``\\\\``) meets the names as listings print them, which tells a
+    name holding a newline from one holding a backslash and an n."""
+    if unclean(pattern) != pattern:  # it holds clean's escapes: a name as listings print it, one way
+        name = clean(name)
     return name == pattern or fnmatch.fnmatchcase(name, pattern)
 
 

@@ -16,7 +16,7 @@ from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import ambiguous_node, shared_names, shared_node_names
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import constant_tensors, walk
-from onnxprobe.text import matches
+from onnxprobe.text import as_typed, matches
 from onnxprobe.types import BACKWARD_TAG, TensorRef, forward_name
 
 
@@ -127,7 +127,7 @@ class GraphIndex:
 
     def node(self, key: str | int):
         """A node by display name, by index, or by ``#index``; UsageError when there is none."""
-        k = str(key).strip()
+        k = as_typed(str(key).strip(), self.by_name)
         if k in self.shared_nodes:
             raise ambiguous_node(k, self.shared_nodes[k])
         if k in self.by_name:

@@ -17,6 +17,7 @@ from onnxprobe.report.table import Verbatim
 from onnxprobe.session import render
 from onnxprobe.session.parse import SELECTION_OPTIONS, pop_option, split
 from onnxprobe.session.state import State, Target
+from onnxprobe.text import as_typed, clean, quote
 
 
 class Quit(Exception):
@@ -152,6 +153,7 @@ def fresh(env: Env, t: Target) -> bool:
 def resolve_tensor(t: Target, text: str) -> tuple[str, str | None]:
     """A tensor name; a node name or #index stands for the node's first output. Returns (name, note)."""
     idx = t.index
+    text = as_typed(as_typed(text, idx.refs), idx.by_name)  # or as listings print it (a newline as \n)
     if text in idx.refs:
         return text, None
     if idx.ambiguous(text):  # a name sibling bodies share: never one body's values for another's
@@ -165,9 +167,9 @@ def resolve_tensor(t: Target, text: str) -> tuple[str, str | None]:
         outs = [k for o in site.node.output if o for k in [idx.key_at(site.scope, o)] if k in idx.refs]
         if outs:
             return outs[0], f"node {site.name}: showing its output {outs[0]}" if len(outs) > 1 else None
-    close = difflib.get_close_matches(text, list(idx.refs), n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else " (Tab completes names)"
-    raise UsageError(f"no tensor named {text!r}{hint}")
+    close = difflib.get_close_matches(clean(text), [clean(k) for k in idx.refs], n=1, cutoff=0.6)
+    hint = f"; did you mean {quote(close[0])}?" if close else " (Tab completes names)"  # as typed: in quotes, escaped
+    raise UsageError(f"no tensor named {quote(text)}{hint}")
 
 
 def _link(t: Target, ti, role: str) -> str:
@@ -292,6 +294,7 @@ def node_index(t: Target, key: str) -> int:
     try:
         return t.index.node(key).index
     except UsageError:
+        key = as_typed(key, t.index.refs)
         if key in t.index.refs:
             kind = t.index.kinds[key]
             if kind == "node":
@@ -303,6 +306,6 @@ def node_index(t: Target, key: str) -> int:
             raise
         if t.index.ambiguous(key):
             raise t.index.ambiguous(key) from None
-        close = difflib.get_close_matches(key, list(t.index.by_name) + list(t.index.refs), n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]!r}?" if close else " (Tab completes names; `nodes` lists them)"
-        raise UsageError(f"no node or tensor named {key!r}{hint}") from None
+        close = difflib.get_close_matches(clean(key), [clean(k) for k in [*t.index.by_name, *t.index.refs]], n=1, cutoff=0.6)
+        hint = f"; did you mean {quote(close[0])}?" if close else " (Tab completes names; `nodes` lists them)"
+        raise UsageError(f"no node or tensor named {quote(key)}{hint}") from None
