@@ -639,3 +639,28 @@ def test_check_says_when_it_falls_back_to_float32():
     d = grad_json(sample_path("cnn"), "--check")
     assert d["check"] == "float32"
     assert any("float32" in n and "float64 copy" in n and "Conv" in n for n in d["notes"]), d["notes"]
+
+
+def test_check_rows_say_which_gradients_failed(tmp_path):
+    """CSV and JSON rows carried only the check's error (an empty cell for x, 7e-11 for w) while the table said
+    'FAIL' and 'ok': rows end with ``check_ok``. Oracle: y = sqrt(x) * w at x = 0 has an infinite d/dx (no
+    finite difference agrees with it); d/dw = sum over rows of sqrt(x), finite and smooth."""
+    import csv
+    import io
+
+    m = make_model([helper.make_node("Sqrt", ["x"], ["s"], name="sqrt"), helper.make_node("Mul", ["s", "w"], ["y"], name="mul")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                   [numpy_helper.from_array(np.array([1, 2, 3], np.float32), "w")])
+    onnx.save(m, tmp_path / "g.onnx")
+    x = np.array([[0, 1, 4], [9, 16, 25]], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    args = ["grad", str(tmp_path / "g.onnx"), "--input", f"x={tmp_path / 'x.npy'}", "--wrt", "x", "--wrt", "w", "--check"]
+    r = runner.invoke(app, [*args, "--format", "csv"])
+    assert r.exit_code == 1, r.output
+    rows = {row["tensor"]: row for row in csv.DictReader(io.StringIO(r.stdout))}
+    assert rows["x"]["check_ok"] == "false" and rows["w"]["check_ok"] == "true", rows
+    r = runner.invoke(app, [*args, "--format", "json"])
+    got = {row["tensor"]: row for row in json.loads(r.stdout)}
+    assert got["x"]["check_ok"] is False and got["w"]["check_ok"] is True, got
+    dw = np.sqrt(x.astype(np.float64)).sum(axis=0)
+    assert got["w"]["norm"] == pytest.approx(float(np.linalg.norm(dw)), rel=1e-6)

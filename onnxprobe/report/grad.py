@@ -93,7 +93,9 @@ def grad_table(result) -> tuple[Table, Text]:
     """The gradients of a GradResult (or of its ``grad_dict``) as a table, and the footer."""
     d = result if isinstance(result, dict) else grad_dict(result)
     checked = d["check"] is not None
-    t = Table(COLUMNS + ([CHECK] if checked else []))
+    # CSV and JSON rows carry the check's error as a number: its verdict beside it (``check_ok``), so that rows
+    # alone tell which gradients failed (the table's cell says "2.4e-11 ok")
+    t = Table(COLUMNS + ([CHECK] if checked else []), data=("check_ok",) if checked else ())
     bad = failed = ok = 0
     for r in d["gradients"]:
         cells, values = _cells(r)
@@ -106,7 +108,8 @@ def grad_table(result) -> tuple[Table, Text]:
         fail = checked and r.get("check") is not None and r["check"]["ok"] is False
         failed += fail
         ok += bool(checked and r.get("check") is not None and r["check"]["ok"])
-        t.add_row(cells, values, "bold red" if nonfinite or fail else None)
+        t.add_row(cells, values, "bold red" if nonfinite or fail else None,
+                  [None if r.get("check") is None else r["check"]["ok"]] if checked else None)
     n = len(t)
     footer = Text()
     footer.append(f"{n} gradient{'s' if n != 1 else ''}")
