@@ -94,3 +94,24 @@ def test_onnx_reference_reads_bfloat16_back_widened_with_statistics(tmp_path):
         assert res.arrays[name].dtype == np.float32, name
         np.testing.assert_array_equal(np.asarray(res.arrays[name], np.float64), w)
     assert np.asarray(res.outputs["y"]).dtype == np.float32
+
+
+def test_the_debuggers_show_says_bfloat16(tmp_path):
+    """`show` of a bfloat16 tensor said float32, the dtype of the widened read-back; its values are the
+    bfloat16-rounded ones (ml_dtypes)."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    path = tmp_path / "bf.onnx"
+    onnx.save(cast_through(8), str(path))
+    x = np.linspace(-3.3, 7.7, 8).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    (tmp_path / "s.txt").write_text("run\nshow c\nshow y\n")
+    r = CliRunner().invoke(app, ["debug", str(path), "--input", f"x={tmp_path / 'x.npy'}", "--script", str(tmp_path / "s.txt")],
+                           env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    heads = [line for line in r.stdout.splitlines() if "from node" in line]
+    assert "bfloat16" in heads[0] and "float32 [8]" not in heads[0].replace("read back as float32", ""), heads
+    assert heads[1].endswith("float32 [8]"), heads  # a float32 tensor says only float32
+    assert f"max {oracle(x).max():.4g}" in r.stdout

@@ -131,6 +131,8 @@ def cmd_show(env: Env, args: list[str]):
     head.append(safe(name), style="bold")
     origin = {"input": "graph input", "initializer": "weight"}.get(kind, f"from node {ref.node} ({ref.op_type})")
     dtype = "string" if value.dtype == object and ref.dtype == "string" else value.dtype  # onnxruntime's str objects
+    if value.dtype.kind == "f" and ref.dtype and str(ref.dtype) != str(value.dtype):  # bfloat16, float8: numpy has none
+        dtype = f"{ref.dtype} (read back as {value.dtype})"
     head.append(safe(f"  {origin} · {dtype} [{fmt_shape(value.shape)}]"), style="dim")
     out: list = [head]
     if note:
