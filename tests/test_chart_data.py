@@ -77,3 +77,24 @@ def test_pairs_with_nan_on_one_side_only_are_marked_failing(tmp_path):
     bad = traces["failing"]
     assert sorted(bad["x"]) == sorted(p["index"] for p in failing)
     assert all(f"NaN/Inf on one side only ({n_nan}" in c[2] for c in bad["customdata"])
+
+
+def test_a_tensor_with_no_finite_value_says_so_in_the_layers_chart(tmp_path):
+    """The ✖ of a tensor all NaN was drawn at the largest other max |x| (3e38 here), and its hover claimed
+    that value: it says "no finite value". Oracle: numpy (log of negatives is NaN, x * 1e38 is finite)."""
+    consts = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (("big", 1e38), ("m", -1.0))]
+    nodes = [helper.make_node("Mul", ["x", "big"], ["huge"], name="mul"), helper.make_node("Abs", ["x"], ["a"], name="abs"),
+             helper.make_node("Mul", ["a", "m"], ["neg"], name="neg"), helper.make_node("Log", ["neg"], ["nan"], name="log"),
+             helper.make_node("Add", ["huge", "nan"], ["y"], name="add")]
+    onnx.save(make_model(nodes, [helper.make_tensor_value_info("x", F, [4])], [helper.make_tensor_value_info("y", F, [4])], consts),
+              tmp_path / "m.onnx")
+    x = np.array([1, 2, 3, 3], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    d = _report(tmp_path, ["layers", str(tmp_path / "m.onnx"), "--all", "--input", f"x={tmp_path / 'x.npy'}"])
+    bad = _traces(charts.layers_figure(d, {k: f"r{k}" for k in range(len(d["tensors"]))}))["NaN / Inf"]
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(np.log(-np.abs(x.astype(np.float64)))).all()
+    hover = {c[0]: c[2] for c in bad["customdata"]}
+    assert set(hover) == {"nan", "y"}, hover  # y = huge + NaN: all NaN too
+    assert all(h.startswith("no finite value") and "4 NaN" in h for h in hover.values()), hover
+    assert "e+38" not in " ".join(hover.values())

@@ -70,7 +70,7 @@ def diff_figure(d: dict, row_ids: dict[int, str]) -> dict:
         fig.add_trace(_trace(go, "introduced SQNR dB (this layer alone)", intro, "#ff7f0e"))
     failing = _failing(rows, acc, intro)
     if failing:
-        fig.add_trace(failing_trace(go, failing))
+        fig.add_trace(marked_trace(go, "failing", failing))
     first = next(((p, row_ids[k]) for k, p in rows if p["a"] == d.get("first_failure") and p["passed"] is False), None)
     if first is not None:
         p, _ = first
@@ -98,12 +98,17 @@ def _failing(rows, acc, intro) -> list:
     return out
 
 
-def failing_trace(go, points: list):
-    """The ✖ of failing pairs, whose hover says the SQNR in words (a point at the axis bottom has none)."""
-    return go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], name="failing", mode="markers",
+def marked_trace(go, name: str, points: list, size: int = 10):
+    """Red ✖ marks, points (x, y, name, row id, what): the hover says ``what`` in words, not y, which for a
+    point with no number to draw (an SQNR of -inf, a tensor with no finite value) is only where it is drawn."""
+    return go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], name=name, mode="markers",
                       customdata=[[label(p[2]), p[3], label(p[4])] for p in points],
-                      hovertemplate="%{customdata[0]}<br>#%{x}: %{customdata[2]}<extra>failing</extra>",
-                      marker={"color": "#d62728", "size": 10, "symbol": "x"})
+                      hovertemplate="%{customdata[0]}<br>#%{x}: %{customdata[2]}<extra>%{fullData.name}</extra>",
+                      marker={"color": "#d62728", "size": size, "symbol": "x"})
+
+
+def _counts(r: dict) -> list[str]:
+    return [f"{r[k]} {w}" for k, w in (("nan", "NaN"), ("inf", "Inf")) if r.get(k)]
 
 
 def layers_figure(d: dict, row_ids: dict[int, str]) -> dict:
@@ -120,12 +125,15 @@ def layers_figure(d: dict, row_ids: dict[int, str]) -> dict:
     mag = [(r["index"], positive(magnitude(r)), r["name"], row_ids[k]) for k, r in rows]
     std = [(r["index"], positive(finite(r.get("std"))), r["name"], row_ids[k]) for k, r in rows]
     top = max([m for _, m, _, _ in mag if m] or [1.0])
-    bad = [(r["index"], magnitude(r) or top, r["name"], row_ids[k]) for k, r in rows if r.get("nan") or r.get("inf")]
+    # a tensor with no finite value is drawn at the top, and its hover says it has none (it claimed the top's value)
+    bad = [(r["index"], m or top, r["name"], row_ids[k],
+            "; ".join([("no finite value" if m is None else f"max |x| {m:.4g}") + ("" if m else " (drawn at the top)")] + _counts(r)))
+           for k, r in rows if r.get("nan") or r.get("inf") for m in [magnitude(r)]]
     fig = go.Figure()
     fig.add_trace(_trace(go, "max |x|", mag, "#1f77b4"))
     fig.add_trace(_trace(go, "std", std, "#2ca02c"))
     if bad:
-        fig.add_trace(_trace(go, "NaN / Inf", bad, "#d62728", mode="markers", size=12, symbol="x"))
+        fig.add_trace(marked_trace(go, "NaN / Inf", bad, size=12))
     _layout(go, fig, "max |x| and std (log)", log=True)
     return fig.to_plotly_json()
 
@@ -136,15 +144,24 @@ def grad_figure(d: dict, row_ids: dict[int, str]) -> dict:
     norm = [(g["index"], finite(g.get("norm")), g["tensor"], row_ids[k]) for k, g in rows]
     ratio = [(g["index"], finite(g.get("ratio")), g["tensor"], row_ids[k]) for k, g in rows]
     top = max([n for _, n, _, _ in norm if n] or [1.0])
-    bad = [(g["index"], finite(g.get("norm")) or top, g["tensor"], row_ids[k]) for k, g in rows
+    bad = [(g["index"], finite(g.get("norm")) or top, g["tensor"], row_ids[k], _grad_mark(g)) for k, g in rows
            if g.get("nan") or g.get("inf") or (g.get("check") and g["check"]["ok"] is False)]
     fig = go.Figure()
     fig.add_trace(_trace(go, "|grad| (norm)", norm, "#1f77b4", mode="markers", size=7))
     fig.add_trace(_trace(go, "|grad| / |tensor|", ratio, "#9467bd", mode="markers", size=7, symbol="diamond"))
     if bad:
-        fig.add_trace(_trace(go, "NaN / Inf or check failed", bad, "#d62728", mode="markers", size=12, symbol="x"))
+        fig.add_trace(marked_trace(go, "NaN / Inf or check failed", bad, size=12))
     _layout(go, fig, "gradient norm and |grad| / |tensor| (log)", log=True)
     return fig.to_plotly_json()
+
+
+def _grad_mark(g: dict) -> str:
+    """The hover of a grad mark: a norm that is no number (NaN, inf) is drawn at the top, and said."""
+    norm = finite(g.get("norm"))
+    what = [f"norm {norm:.4g}" if norm is not None else f"norm {g.get('norm') or 'none'} (drawn at the top)"] + _counts(g)
+    if g.get("check") and g["check"]["ok"] is False:
+        what.append("check failed")
+    return "; ".join(what)
 
 
 FIGURES = {"diff": diff_figure, "layers": layers_figure, "grad": grad_figure}
