@@ -242,3 +242,18 @@ def test_loop_body_int64_rows_of_one_rounded_value_keep_their_spread(tmp_path):
     rows = {t["name"]: t for t in json.loads(r.output)["tensors"]}
     want = _exact_std([2 ** 62 + k for k in range(4)])
     assert rows["v"]["std"] == pytest.approx(want, rel=1e-12) and rows["vs"]["std"] == pytest.approx(want, rel=1e-12), rows
+
+
+def test_histogram_edges_keep_their_decimal_place_across_a_power_of_ten():
+    """One count of significant digits for every edge lost a place past 10000: 9999.6 … 10001 then
+    10001 … 10002 for the true edges 10000.66 and 10001.75. Each edge now reads within a tenth of a bin's
+    width of numpy's (np.linspace of float64 min and max, the oracle)."""
+    x = (np.random.default_rng(0).normal(0, 3, 1000) + 1e4).astype(np.float32)
+    lo, hi = float(x.min()), float(x.max())
+    rows = _bins(x)
+    edges = np.linspace(lo, hi, len(rows) + 1)
+    width = (hi - lo) / len(rows)
+    for i, (lab, _) in enumerate(rows):
+        low, high = (float(t) for t in lab.split(" … "))
+        assert abs(low - edges[i]) <= width / 10 and abs(high - edges[i + 1]) <= width / 10, (lab, edges[i], edges[i + 1])
+    assert [c for _, c in rows] == list(np.histogram(x.astype(np.float64), bins=edges)[0])

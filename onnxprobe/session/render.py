@@ -97,10 +97,15 @@ def _float_bins(x: np.ndarray, bins: int, most: int) -> tuple[list[str], np.ndar
     if not np.all(edges[:-1] < edges[1:]):
         u, counts = np.unique(x, return_counts=True)
         return [_shortest(float(e)) for e in u], counts
-    # enough digits to tell the edges apart: the magnitude over a bin's width, plus one (at least four)
-    d = max(4, min(most, math.ceil(math.log10(max(abs(lo), abs(hi)) / ((hi - lo) / bins))) + 1))
+    # each edge to one decimal place finer than a bin's width (at least four digits): one count of significant
+    # digits for all lost a place across a power of ten (9999.6 … 10001, then 10001 … 10002 for 10000.66, 10001.75)
+    place = math.floor(math.log10((hi - lo) / bins)) - 1
+
+    def edge(v: float) -> str:
+        return num(v, max(4, min(most, math.floor(math.log10(abs(v))) - place + 1)) if v else 4)
+
     counts, _ = np.histogram(x, bins=edges)
-    return [f"{num(float(edges[i]), d)} … {num(float(edges[i + 1]), d)}" for i in range(len(edges) - 1)], counts
+    return [f"{edge(float(edges[i]))} … {edge(float(edges[i + 1]))}" for i in range(len(edges) - 1)], counts
 
 
 def _shortest(v: float) -> str:
