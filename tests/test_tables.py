@@ -586,18 +586,18 @@ def test_shortened_names_never_read_alike(width):
 
 
 def test_markdown_cells_escape_markdowns_own_syntax(tmp_path):
-    """Names from a model make no link, code span or emphasis in a rendered Markdown report; an ordinary
-    snake_case name reads as it is."""
+    """Names from a model make no link, code span, emphasis or maths (GitHub's $...$) in a rendered Markdown
+    report; an ordinary snake_case name reads as it is."""
     from onnx import TensorProto, helper
 
-    names = ["[link](http://x)", "__init__", "`code`", "a*b*", "conv1_out"]
+    names = ["[link](http://x)", "__init__", "`code`", "a*b*", "$x^2$", "conv1_out"]
     nodes = [helper.make_node("Relu", [a], [b], name=f"n{k}") for k, (a, b) in enumerate(zip(["x"] + names[:-1], names))]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                           [helper.make_tensor_value_info(names[-1], TensorProto.FLOAT, [2])])
     p = tmp_path / "md.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), p)
     out = run(["layers", p, "--all", "--format", "markdown"])
-    for want in ("\\[link\\](http\\://x)", "\\_\\_init\\_\\_", "\\`code\\`", "a\\*b\\*", "| conv1_out |"):
+    for want in ("\\[link\\](http\\://x)", "\\_\\_init\\_\\_", "\\`code\\`", "a\\*b\\*", "\\$x^2\\$", "| conv1_out |"):
         assert want in out, (want, out)
 
 

@@ -157,10 +157,11 @@ class Table:
             s = (s.replace("\\", "\\\\").replace("|", "\\|").replace("&", "&amp;").replace("<", "&lt;")
                  .replace(">", "&gt;"))
             # and Markdown's own syntax, so that a model's names make no link, code, emphasis or strikethrough:
-            # [ ] ` * ~ always (GitHub strikes through ~a~ too), _ where it starts or ends a word (conv1_out stays
-            # as it reads; __init__ is not bold); GitHub's bare autolinks (http://, https://, ftp://, www.) are
-            # broken by an escaped ':' or '.', and spaces a cell would trim or a renderer collapse are &nbsp;
-            s = re.sub(r"([\[\]`*~])", r"\\\1", s)
+            # [ ] ` * ~ $ always (GitHub strikes through ~a~ too, and reads $a$ as maths), _ where it starts or
+            # ends a word (conv1_out stays as it reads; __init__ is not bold); GitHub's bare autolinks (http://,
+            # https://, ftp://, www.) are broken by an escaped ':' or '.', and spaces a cell would trim or a
+            # renderer collapse are &nbsp;
+            s = re.sub(r"([\[\]`*~$])", r"\\\1", s)
             s = re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", s)
             s = re.sub(r"(?i)(https?|ftp)(:)|(www)(\.)", r"\1\3\\\2\4", s)
             return re.sub(r"^ +| +$|(?<= ) ", lambda m: "&nbsp;" * len(m.group(0)), s)
