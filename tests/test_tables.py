@@ -961,3 +961,25 @@ def test_a_narrow_records_label_stays_whole(width):
     text = "\n".join(line for line, _ in t.lines(width))
     assert "from / to" in text and not any(ln.rstrip().endswith("from /") for ln in text.splitlines()), text
     assert "res_y" in text and " ".join(text.split()).count(" ".join(link.split())) == 1, text
+
+
+def test_the_record_layout_shows_a_tensor_name_whole(tmp_path):
+    """Layout 4 (one record per row) has the names whole, but the tensor read '…_output_0', its cell as
+    shortened beside its node's name. Oracle: the model's own names."""
+    from onnx import TensorProto, helper
+
+    nodes, prev = [], "x"
+    for k, part in enumerate(["encoder/layer.3/attention/self/query", "encoder/layer.3/attention/self/key"]):
+        name = f"/model/{part}/MatMul"
+        nodes.append(helper.make_node("Relu", [prev], [f"{name}_output_0"], name=name))
+        prev = f"{name}_output_0"
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [3])])
+    p = tmp_path / "long.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), p)
+    out = run(["layers", p, "--all"], width=24)
+    assert "#0" in out and "#1" in out, out  # records
+    compact = out.replace(" ", "").replace("\n", "")  # the names folded at their '/', unfolded
+    for n in nodes:
+        assert f"tensor{n.output[0]}" in compact, out
+    assert "…" not in out, out

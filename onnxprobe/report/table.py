@@ -252,7 +252,8 @@ class Table:
             first.remove(i)
             rest = sorted(rest + [i])
         first = [i for i, c in enumerate(cols) if c.head or c.name]
-        return self._records(full, first, [i for i in range(len(cols)) if i not in first], names, width)
+        # 4. names whole: a tensor's too, not '…_output_0' beside its node's
+        return self._records(self._whole_beside(full), first, [i for i in range(len(cols)) if i not in first], names, width)
 
     def _shortened(self, full: list[list[str]], widths: list[int], names: list[int]) -> list[list[str]]:
         rows = [list(r) for r in full]
