@@ -13,7 +13,7 @@ from onnx import numpy_helper
 
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
-from onnxprobe.graph.select import ambiguous_node, shared_names, shared_node_names
+from onnxprobe.graph.select import ambiguous_node, index_or_name, shared_names, shared_node_names
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import constant_tensors, walk
 from onnxprobe.text import as_typed, matches
@@ -126,19 +126,30 @@ class GraphIndex:
         self.constants = constant_tensors(model.inferred, self.sites) & set(order)
 
     def node(self, key: str | int):
-        """A node by display name, by index, or by ``#index``; UsageError when there is none."""
+        """A node by display name, by index (an int, or ``#index``: always the index), or by a bare number
+        that names no other node; UsageError when there is none, or when a bare number is both an index
+        and another node's name (as ``--range`` refuses it)."""
+        if isinstance(key, (int, np.integer)):
+            return self._at(int(key))
         k = as_typed(str(key).strip(), self.by_name)
+        if k.startswith("#") and k[1:].lstrip("-").isdigit():
+            return self._at(int(k[1:]))  # '#N' is an index, even beside a node named '#N'
         if k in self.shared_nodes:
             raise ambiguous_node(k, self.shared_nodes[k])
-        if k in self.by_name:
-            return self.by_name[k]
-        digits = k[1:] if k.startswith("#") else k
-        if digits.lstrip("-").isdigit():
-            i = int(digits)
-            if -len(self.sites) <= i < len(self.sites):
-                return self.sites[i]
-            raise UsageError(f"node index {i} out of range (the model has {len(self.sites)} nodes, 0..{len(self.sites) - 1})")
+        site = self.by_name.get(k)
+        if k.lstrip("-").isdigit():
+            i = int(k)
+            if site is not None and -len(self.sites) <= i < len(self.sites) and self.sites[i] is not site:
+                raise index_or_name(k, i, site.index)
+            return site if site is not None else self._at(i)
+        if site is not None:
+            return site
         raise UsageError(f"no node named {k!r}")
+
+    def _at(self, i: int):
+        if -len(self.sites) <= i < len(self.sites):
+            return self.sites[i]
+        raise UsageError(f"node index {i} out of range (the model has {len(self.sites)} nodes, 0..{len(self.sites) - 1})")
 
     def choices(self, name: str) -> list[str]:
         """The keys of the tensors a bare ``name`` stands for where sibling bodies share it (else [])."""

@@ -123,6 +123,13 @@ def ambiguous_node(name: str, nodes: list[tuple[str, int]], where: str = "") -> 
                       f"{more}): give one's index (#N)")
 
 
+def index_or_name(text: str, index: int, named: int, where: str = "") -> UsageError:
+    """The one-line error for a bare number that is both a node index and another node's name ('1' read
+    as an index silently missed the node named '1'): ``#N`` is always the index."""
+    return UsageError(f"{where}{quote(text)} is both node index {index} and the name of node #{named}; "
+                      f"write #{index} for the index, or #{named} for the node named {quote(text)}")
+
+
 def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, int]:
     """'START:END' -> (start, end), inclusive; each end an index (``12`` or ``#12``), a node name, or empty
     (the first / ``last`` node). A number that is also another node's name is ambiguous: ``#N`` is always an
@@ -162,8 +169,7 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
         if i is not None:
             named = None if x.startswith("#") else node_index.get(x)  # '#N' is an index, even beside a node named '#N'
             if named is not None and named != i:  # '1' read as an index silently missed the node named '1'
-                raise UsageError(f"--range {clean(spec)}: {quote(x)} is both node index {i} and the name of node #{named}; "
-                                 f"write #{i} for the index, or #{named} for the node named {quote(x)}")
+                raise index_or_name(x, i, named, f"--range {clean(spec)}: ")
             if not 0 <= i <= last:
                 raise UsageError(f"--range {clean(spec)}: node index {i} is outside the model (its nodes are 0..{last})")
             return i
