@@ -24,6 +24,11 @@ DIFF_DATASET_SCHEMA = 1
 IDENTITY = ("schema_version", "dataset_schema", "onnxprobe_version", "model_id", "selection", "sides", "criterion",
             "measured")
 HINT = "write one with `onnxprobe diff A B --inputs-dir DIR --json FILE`"
+# a pair's facts of the matching and its criterion, the same in every shard; every other field is measured
+# and computed again from the pooled sums (one copied from the first shard was that shard's alone: its
+# introduced error's count and NaN/Inf verdict, and counts that depended on the order of the files)
+FACTS = ("index", "a", "b", "key", "node_a", "node_b", "op_type", "op_type_b", "strategy", "reason", "is_output", "module",
+         "scope", "tolerance", "metric")
 MEASURED = ("max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "exact", "worst_index", "nonfinite_mismatch",
             "introduced_sqnr_db", "introduced_max_abs", "introduced_exact")
 
@@ -121,14 +126,20 @@ def merge_diff_reports(reports: list[dict]) -> dict:
 
 def _merged_pair(key, parts: list[tuple[dict, int, str]], labels: list[str]) -> dict:
     base = parts[0][0]
-    out = {k: v for k, v in base.items() if k not in MEASURED and k not in ("sums", "introduced_sums")}
+    for p, _, name in parts[1:]:
+        if (p["tolerance"], p.get("metric")) != (base["tolerance"], base.get("metric")):
+            raise UsageError(f"{name}: pair {p['a']!r} is judged by another criterion than in {parts[0][2]} "
+                             "(its 'tolerance' differs: a damaged report?): merge shards of one criterion")
+    # the key order of one diff's report; what is not a fact is measured: None until computed below
+    out = {k: base[k] if k in FACTS else None for k in base}
     tol = Tolerance.from_dict(base["tolerance"])
     # shapes that differed at run time in a shard: not compared, as in one diff over every sample
     problems = [(f"{name}:{p['problem']}", p["runtime_shapes"]) for p, _, name in parts if p.get("runtime_shapes")]
     measured = [(PairSums.from_dict(p["sums"]).shifted(off), p) for p, off, _ in parts if p.get("sums") is not None]
     out.update(dict.fromkeys(MEASURED))
     out.update({"worst_sample": None, "max_rel_sample": None, "sqnr_per_sample": None, "sums": None,
-                "introduced_sums": None, "runtime_shapes": None})
+                "introduced_sums": None, "runtime_shapes": None, "count": None, "nonfinite_same": None,
+                "introduced_count": None, "introduced_nonfinite_mismatch": None, "nonfinite_sample": None})
     if problems:
         out.update(passed=None, problem=problems[0][0], runtime_shapes=problems[0][1])
         return out
@@ -147,7 +158,8 @@ def _merged_pair(key, parts: list[tuple[dict, int, str]], labels: list[str]) -> 
     passed = tol.judge(m)
     problem = nothing_measured(sums.shape, m) if m.empty else None
     out.update(introduced_sqnr_db=_f(i.sqnr_db) if i else None, introduced_max_abs=_f(i.max_abs) if i else None,
-               introduced_exact=i.exact if i else None, passed=passed, problem=problem,
+               introduced_exact=i.exact if i else None, introduced_count=i.count if i else None,
+               introduced_nonfinite_mismatch=i.nonfinite_mismatch if i else None, passed=passed, problem=problem,
                shape=None if sums.shape is None else list(sums.shape))
     out.update(dataset_fields(sums, intro, labels))
     return out
