@@ -176,6 +176,8 @@ def check_value(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:
         value = as_strings(value, f"input {clean(spec.name)} ({clean(origin)})")
     elif value.dtype != spec.dtype and value.dtype.newbyteorder("=") == spec.dtype:
         value = value.astype(spec.dtype)  # big-endian (np.save of '>f4'): the same values, exactly, in native order
+    elif spec.dtype.name == "bfloat16" and value.dtype.kind == "f":
+        value = _as_bfloat16(spec, value, origin)
     elif value.dtype != spec.dtype:
         raise UsageError(f"input {clean(spec.name)} ({clean(origin)}): dtype {value.dtype}, the model expects {spec.dtype}")
     if spec.shape is not None:
@@ -187,6 +189,21 @@ def check_value(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:
                 raise UsageError(f"input {clean(spec.name)} ({clean(origin)}): shape {list(value.shape)}, but dimension {i} "
                                  f"must be {want} ({spec.describe()})")
     return value
+
+
+def _as_bfloat16(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:
+    """A float array for a bfloat16 input, which numpy has no type for (onnxprobe itself saves a bfloat16
+    tensor widened to float32): taken where bfloat16 holds every value exactly, as a VALUE is."""
+    narrow = value.astype(spec.dtype)
+    back = narrow.astype(value.dtype)
+    lost = ~((back == value) | (np.isnan(back) & np.isnan(value)))
+    if lost.any():
+        x = value[lost].flat[0]
+        raise UsageError(f"input {clean(spec.name)} ({clean(origin)}): dtype {value.dtype}, the model expects bfloat16, "
+                         f"which does not hold {int(lost.sum())} of its values exactly ({float(x)!r} reads "
+                         f"{float(x.astype(spec.dtype))!r} there): round them to bfloat16 first (ml_dtypes.bfloat16), or give "
+                         "a BFLOAT16 .pb")
+    return narrow
 
 
 def as_strings(value: np.ndarray, what: str) -> np.ndarray:

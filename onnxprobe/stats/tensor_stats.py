@@ -66,6 +66,17 @@ def _shift(lo: float, hi: float) -> float:
     return lo / 2 + hi / 2 if math.isfinite(lo) and math.isfinite(hi) else 0.0
 
 
+
+def widened(a: np.ndarray) -> np.ndarray:
+    """ml_dtypes' bfloat16 (what onnx maps BFLOAT16 to: a void dtype to numpy, which has no such type) as
+    float32, exactly (the same values), as onnxprobe reads every bfloat16 tensor back; else ``a`` itself."""
+    return a.astype(np.float32) if a.dtype.name == "bfloat16" else a
+
+
+def has_statistics(dtype: np.dtype) -> bool:
+    """Whether values of ``dtype`` get statistics: numbers, booleans and bfloat16 (widened), not strings."""
+    return dtype.kind in "biuf" or dtype.name == "bfloat16"
+
 @dataclass(frozen=True)
 class TensorStats:
     """Statistics of one tensor: element ``count``, NaN, Inf and zero counts, min and max of the finite
@@ -154,7 +165,7 @@ class TensorStats:
 
     @classmethod
     def from_array(cls, a: np.ndarray) -> "TensorStats":
-        a = np.asarray(a)
+        a = widened(np.asarray(a))
         if a.dtype.kind not in "biufc":
             raise TypeError(f"no statistics for dtype {a.dtype}")
         if a.dtype in (np.float32, np.float16) and a.size:

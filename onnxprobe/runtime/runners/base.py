@@ -34,7 +34,7 @@ from onnxprobe.graph.walk import in_if_branch
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stub_weights, stubs
 from onnxprobe.graph.shapes import shape_bytes, shapes_with_folded, static_shape, value_types
 from onnxprobe.runtime import plan_cache
-from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.stats.tensor_stats import TensorStats, has_statistics, widened
 from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
 
@@ -161,7 +161,7 @@ def _without_idle_branches(values: dict, model: onnx.ModelProto) -> dict:
 
 def host_statistics(value) -> TensorStats | None:
     a = np.asarray(value)
-    return TensorStats.from_array(a) if a.dtype.kind in "biuf" else None
+    return TensorStats.from_array(a) if has_statistics(a.dtype) else None
 
 
 def read_host_refs(refs: list[TensorRef], feeds: dict, model: onnx.ModelProto, st: dict, shp: dict, arrays: dict, *,
@@ -179,7 +179,7 @@ def read_host_refs(refs: list[TensorRef], feeds: dict, model: onnx.ModelProto, s
         if shapes:
             shp[r.name] = tuple(np.shape(v))
         if (r.name in raw) if isinstance(raw, set) else raw:
-            arrays[r.name] = np.asarray(v)
+            arrays[r.name] = widened(np.asarray(v))  # a bfloat16 input or weight as a node output's is read back
 
 
 def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:

@@ -193,8 +193,13 @@ def cmd_save(env: Env, args: list[str]):
     elif suffix == ".pb":
         from onnx import numpy_helper
 
+        if t.index.refs[name].dtype == "bfloat16":  # read back widened: a BFLOAT16 TensorProto again, exactly
+            from ml_dtypes import bfloat16
+
+            value = value.astype(bfloat16)
         data = numpy_helper.from_array(value, name).SerializeToString()
         write_file(path, lambda f: f.write(data))
     else:
         raise bad("save", f"unknown file type {suffix!r}; use .npy, .npz or .pb")
-    return f"saved {name} [{fmt_shape(value.shape)}] {value.dtype} to {path}"
+    widened = t.index.refs[name].dtype == "bfloat16" and value.dtype == np.float32
+    return f"saved {name} [{fmt_shape(value.shape)}] {'bfloat16 as float32' if widened else value.dtype} to {path}"
