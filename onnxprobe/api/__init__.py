@@ -79,7 +79,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.stats.conditions import EXAMPLES as CONDITION_EXAMPLES
     from onnxprobe.stats.conditions import Condition, parse_condition
     from onnxprobe.stats.metrics import METRICS, IntroducedError, PairMetrics, Tolerance
-    from onnxprobe.stats.tensor_stats import TensorStats
+    from onnxprobe.stats.tensor_stats import TensorStats, has_statistics
     from onnxprobe.types import BACKWARD_TAG, GRAD_SUFFIX, InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
 
@@ -122,7 +122,7 @@ _WHERE = {
     "onnxprobe.runtime.runners": "RUNTIMES parse_runtime_options",
     "onnxprobe.stats.conditions": "CONDITION_EXAMPLES=EXAMPLES Condition parse_condition",
     "onnxprobe.stats.metrics": "METRICS IntroducedError PairMetrics Tolerance",
-    "onnxprobe.stats.tensor_stats": "TensorStats",
+    "onnxprobe.stats.tensor_stats": "TensorStats has_statistics",
     "onnxprobe.types": (
         "BACKWARD_TAG GRAD_SUFFIX InputSpec ProbePlan ProbeResult RunConfig RunInfo "
         "TensorRef"

@@ -10,7 +10,6 @@ from onnxprobe.errors import UsageError
 from onnxprobe.report.format import safe, shape as fmt_shape
 from onnxprobe.report.table import Column, Table
 from onnxprobe.session import render
-from onnxprobe.stats.tensor_stats import has_statistics
 from onnxprobe.session.inputs import session_notes
 from onnxprobe.session.parse import describe_selection, parse_selection
 from onnxprobe.session.state import Target
@@ -29,7 +28,7 @@ def _inputs_table(env: Env, t: Target) -> list:
     rows = []
     for s in env.state.specs(t):
         v = feed[s.name]
-        st = api.TensorStats.from_array(v) if has_statistics(v.dtype) else None
+        st = api.TensorStats.from_array(v) if api.has_statistics(v.dtype) else None
         rows.append({"role": "", "name": s.name, "shape": tuple(v.shape), "known": True, "dtype": "string" if v.dtype == object else str(v.dtype),
                      "stats": st, "link": env.state.inputs.source(s.name)})
     table = render.tensor_table(rows, env.width, link="source")
@@ -84,7 +83,7 @@ def cmd_input(env: Env, args: list[str]):
     line = Text()
     line.append(safe(f"input {name}"), style="bold")
     line.append(safe(f" ← {st.inputs.source(name)}: {'string' if v.dtype == object else v.dtype} [{fmt_shape(v.shape)}]  "))
-    line.append_text(render.stats_line(api.TensorStats.from_array(v) if has_statistics(v.dtype) else None, compact=True, dtype=v.dtype))
+    line.append_text(render.stats_line(api.TensorStats.from_array(v) if api.has_statistics(v.dtype) else None, compact=True, dtype=v.dtype))
     notes = [n for t in st.targets.values() for n in session_notes(st.feed(t)[2]) if n.startswith(f"input {name}:")]
     return [line] + [Text(safe(f"note: {n}"), style="dim") for n in dict.fromkeys(notes + dropped)]
 

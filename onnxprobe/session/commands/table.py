@@ -15,7 +15,6 @@ from onnxprobe.errors import UsageError
 from onnxprobe.report.format import safe
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import render
-from onnxprobe.stats.tensor_stats import has_statistics
 from onnxprobe.session.parse import SELECTION_OPTIONS, pop_option, split
 from onnxprobe.session.state import State, Target
 from onnxprobe.text import as_typed, clean, quote
@@ -220,7 +219,7 @@ def _fed_stats(env: Env, t: Target, name: str):
     if t.index.kinds.get(name) != "input" or t.index.refs.get(name) is None or t.index.refs[name].scope:
         return None
     value = env.state.feed(t)[0].get(name)
-    if value is None or not has_statistics(value.dtype):
+    if value is None or not api.has_statistics(value.dtype):
         return None
     st = api.TensorStats.from_array(value)
     t.results.stats[name] = st
