@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.grad import GradResult, GradRow, grad, grad_check
     from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, export_backward, grad_plan, grad_spec
     from onnxprobe.api.inputs import (
-        Feeds, ModelInput, as_model, check_value, input_spec, model_inputs, parse_input_files, parse_int_range,
+        Feeds, ModelInput, as_model, check_shape, check_value, input_spec, model_inputs, parse_dims, parse_input_files, parse_int_range,
         parse_shape_overrides, parse_size, protect_inputs, read_array, read_map, read_npz, save_npz,
     )
     from onnxprobe.api.pictures import (
@@ -98,8 +98,8 @@ _WHERE = {
     "onnxprobe.api.grad": "GradResult GradRow grad grad_check",
     "onnxprobe.api.grad_plan": "GRAD_OPT_LEVEL GradPlan GradSpec export_backward grad_plan grad_spec",
     "onnxprobe.api.inputs": (
-        "Feeds ModelInput as_model check_value input_spec model_inputs parse_input_files "
-        "parse_int_range parse_shape_overrides parse_size protect_inputs read_array read_map read_npz "
+        "Feeds ModelInput as_model check_shape check_value input_spec model_inputs parse_input_files "
+        "parse_dims parse_int_range parse_shape_overrides parse_size protect_inputs read_array read_map read_npz "
         "save_npz"
     ),
     "onnxprobe.api.pictures": (

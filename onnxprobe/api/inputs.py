@@ -23,13 +23,13 @@ from onnxprobe.graph.model import load as _load
 from onnxprobe.runtime import npz as _npz
 from onnxprobe.runtime.arrays import read_array, read_arrays, read_npz
 from onnxprobe.runtime.budget import parse_size
-from onnxprobe.runtime.feeds import Feeds, ModelInput, check_value, make_feeds, parse_input_files, parse_shape_overrides
+from onnxprobe.runtime.feeds import Feeds, ModelInput, check_shape, check_value, make_feeds, parse_dims, parse_input_files, parse_shape_overrides
 from onnxprobe.runtime.feeds import model_inputs as _model_inputs
 from onnxprobe.text import clean, clip, one_line, quote
 from onnxprobe.graph.select import Selection
 from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
 
-__all__ = ["input_spec", "parse_int_range", "parse_size", "parse_shape_overrides", "parse_input_files", "read_array",
+__all__ = ["check_shape", "input_spec", "parse_int_range", "parse_size", "parse_dims", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
            "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_raw",
            "as_ray", "as_dataset", "protect_inputs", "as_result", "as_probe_result", "what_came"]

@@ -115,16 +115,23 @@ def parse_shape_overrides(items: list[str] | None) -> dict[str, tuple[int, ...]]
         name, sep, dims = item.rpartition("=")
         if not sep or not name:
             raise UsageError(f"--shape {quote(item)}: expected NAME=DIMS, e.g. image=1x3x224x224")
-        try:
-            shape = tuple(int(d) for d in dims.replace(",", "x").split("x")) if dims.strip() else ()
-        except ValueError:
-            raise UsageError(f"--shape {quote(item)}: dimensions must be integers separated by 'x' (or ','), e.g. 1x3x224x224") from None
-        if any(d < 0 for d in shape):
-            raise UsageError(f"--shape {quote(item)}: dimensions must be non-negative")
+        shape = parse_dims(dims, f"--shape {quote(item)}")
         if name in out and out[name] != shape:
             raise UsageError(f"--shape {clean(name)}: given twice with different dimensions")
         out[name] = shape
     return out
+
+
+def parse_dims(dims: str, what: str) -> tuple[int, ...]:
+    """'1x3x224x224' (',' separates too; '' is a scalar) -> dims, or a UsageError that starts with ``what``:
+    the flag or the debugger's command the user wrote."""
+    try:
+        shape = tuple(int(d) for d in dims.replace(",", "x").split("x")) if dims.strip() else ()
+    except ValueError:
+        raise UsageError(f"{what}: dimensions must be integers separated by 'x' (or ','), e.g. 1x3x224x224") from None
+    if any(d < 0 for d in shape):
+        raise UsageError(f"{what}: dimensions must be non-negative")
+    return shape
 
 
 def parse_input_files(items: list[str] | None) -> dict[str, str]:
@@ -249,15 +256,21 @@ class _Dims:
             self.values.setdefault(d, (got, spec.name, origin))
 
 
+def check_shape(spec: ModelInput, shape: tuple[int, ...], what: str) -> tuple[int, ...]:
+    """``shape`` if input ``spec`` can take it (its rank, its fixed dimensions), else a UsageError that starts
+    with ``what``: the flag or the debugger's command the user wrote."""
+    if spec.shape is not None and len(shape) != len(spec.shape):
+        raise UsageError(f"{what}: {len(shape)} dimension{'s' if len(shape) != 1 else ''} given, the model expects "
+                         f"{len(spec.shape)} ({spec.describe()})")
+    for i, (want, got) in enumerate(zip(spec.shape or (), shape)):
+        if isinstance(want, int) and want > 0 and want != got:
+            raise UsageError(f"{what}: dimension {i} is fixed to {want} in the model, got {got}")
+    return shape
+
+
 def _resolve_shape(spec: ModelInput, override: tuple[int, ...] | None, dims: _Dims, defaulted: dict[str, list[str]]) -> tuple[int, ...]:
     if override is not None:
-        if spec.shape is not None and len(override) != len(spec.shape):
-            raise UsageError(f"--shape {clean(spec.name)}: {len(override)} dimensions given, the model expects "
-                             f"{len(spec.shape)} ({spec.describe()})")
-        for i, (want, got) in enumerate(zip(spec.shape or (), override)):
-            if isinstance(want, int) and want > 0 and want != got:
-                raise UsageError(f"--shape {clean(spec.name)}: dimension {i} is fixed to {want} in the model, got {got}")
-        return override
+        return check_shape(spec, override, f"--shape {clean(spec.name)}")
     if spec.shape is None:
         defaulted[spec.name] = ["rank"]
         return ()

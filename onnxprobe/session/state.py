@@ -191,14 +191,15 @@ class State:
         return fs.values, digest, fs
 
     def set_input(self, name: str, how: str, shape: tuple[int, ...] | None = None) -> list[str]:
-        """``how``: 'random' (optionally with a new ``shape``), a .npy/.pb file, or a value. Returns notes
-        (``_try_inputs``)."""
+        """``how``: 'random' (optionally with a new ``shape``; without one, the model's own shape again), a
+        .npy/.pb file, or a value, which replaces an earlier random shape (it held the value to that shape).
+        Returns notes (``_try_inputs``)."""
         if name not in self.input_names():
             expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
             raise UsageError(f"unknown input name {name!r}; the model's inputs are: {expected}")
         arrays = {k: v for k, v in self.inputs.arrays.items() if k != name}
         files = {k: v for k, v in self.inputs.files.items() if k != name}
-        shapes = dict(self.inputs.shapes)
+        shapes = {k: v for k, v in self.inputs.shapes.items() if k != name}
         if how == "random":
             if shape is not None:
                 shapes[name] = shape
@@ -213,7 +214,8 @@ class State:
         new_arrays = {**self.inputs.arrays, **arrays}
         files = {k: v for k, v in self.inputs.files.items() if k not in arrays}
         origins = {**self.inputs.origins, **{k: origin for k in arrays}}
-        return self._try_inputs(self.inputs.changed(arrays=new_arrays, files=files, origins=origins))
+        shapes = {k: v for k, v in self.inputs.shapes.items() if k not in arrays}  # the arrays are their shapes
+        return self._try_inputs(self.inputs.changed(arrays=new_arrays, files=files, origins=origins, shapes=shapes))
 
     def _try_inputs(self, new: SessionInputs) -> list[str]:
         """Adopt ``new`` only if every model can be fed from it (a bad file or shape leaves things as they

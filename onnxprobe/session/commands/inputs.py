@@ -72,7 +72,10 @@ def cmd_input(env: Env, args: list[str]):
             if len(rest) > 2:
                 raise bad("input", "random takes at most one DIMS, e.g. 1x3x224x224")
             if len(rest) == 2:
-                shape = api.parse_shape_overrides([f"{name}={rest[1]}"])[name]
+                what = f"input {name} random {rest[1]}"
+                shape = api.parse_dims(rest[1], what)
+                for spec in (s for t in st.targets.values() for s in st.specs(t) if s.name == name):
+                    api.check_shape(spec, shape, what)  # named as the user wrote it, not as the --shape flag
             dropped = st.set_input(name, "random", shape)
         else:
             dropped = st.set_input(name, " ".join(rest))
