@@ -17,7 +17,7 @@ from pathlib import Path
 from onnxprobe.errors import UsageError
 from onnxprobe.fileio import input_file, protect, read_bounded
 from onnxprobe.stats.histogram import Histogram
-from onnxprobe.stats.moments import Moments
+from onnxprobe.stats.moments import Impossible, Moments
 from onnxprobe.stats.status import values_status
 from onnxprobe.text import clean
 
@@ -95,6 +95,8 @@ def check_report(d, label: str) -> None:
             continue
         try:
             m = Moments.from_dict(t["moments"])
+        except Impossible as e:
+            raise UsageError(f"{where} ({t['name']!r}): moments no values have ({e}): a damaged report") from None
         except (KeyError, TypeError, ValueError) as e:
             raise UsageError(f"{where} ({t['name']!r}): malformed moments ({e})") from None
         if m.count and not d["batches"]:

@@ -83,6 +83,10 @@ def value_of(partials: list[float]) -> Fraction:
     return sum((Fraction(p) for p in partials if math.isfinite(p)), Fraction(0))
 
 
+class Impossible(ValueError):
+    """Moments well-formed but inconsistent: no values could have them (a damaged or edited report)."""
+
+
 @dataclass
 class Moments:
     count: int = 0
@@ -162,12 +166,23 @@ class Moments:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Moments":
-        def partial_list(v) -> list[float]:
+        if not isinstance(d, dict):
+            raise ValueError(f"not an object of counts and sums but a {type(d).__name__}")
+        lack = [k for k in ("count", "nan", "inf", "zeros", "min", "max", "sum", "sumsq", "sumabs") if k not in d]
+        if lack:
+            raise ValueError(f"no {', '.join(repr(k) for k in lack)}")
+
+        def partial_list(k: str) -> list[float]:
+            v = d[k]
             if not isinstance(v, list) or not all(p is None or (isinstance(p, (int, float)) and not isinstance(p, bool)) for p in v):
                 raise ValueError("sums must be lists of numbers")
             if not all(p is None or math.isfinite(p) for p in v):  # never written: an unknown sum is null
                 raise ValueError("sums hold a bare NaN or Infinity (onnxprobe writes an unknown sum as null)")
-            return exact_sum([math.nan if p is None else float(p) for p in v])
+            try:
+                return exact_sum([math.nan if p is None else float(p) for p in v])
+            except (OverflowError, ValueError):  # fsum: '-inf + inf in fsum' of partials past float64's range
+                raise ValueError(f"{k}'s partials add up past float64's range (onnxprobe writes such a sum in units "
+                                 "of 2^exp, or as null)") from None
 
         def bound(v, default: float) -> float:
             if v is None:
@@ -187,12 +202,16 @@ class Moments:
             raise ValueError(f"the counts do not add up: count {count} holds {nan} NaN, {inf} Inf and {zeros} zeros "
                              "(zeros are finite values)")
         exp = d.get("exp", 0)  # absent: a report written before units (every sum in units of 1)
-        if not isinstance(exp, int) or isinstance(exp, bool) or abs(exp) > 1100:
+        if not isinstance(exp, int) or isinstance(exp, bool):
             raise ValueError("exp must be an integer (the power of two the sums are in units of)")
+        if abs(exp) > 1100:  # float64 values need 2^-1074 .. 2^1024
+            raise ValueError(f"exp {exp} is beyond any float64's power of two (|exp| <= 1100)")
         lo, hi = bound(d["min"], math.inf), bound(d["max"], -math.inf)
         if lo > hi and counts[0] - counts[1] - counts[2] > 0:  # finite values, yet no value between min and max
             raise ValueError("min is above max")
-        sums = {k: partial_list(d[k]) for k in ("sum", "sumsq", "sumabs")}
+        if zeros and (lo > 0 or hi < 0):
+            raise Impossible(f"{zeros} zeros, yet every value lies in [{lo:g}, {hi:g}]")
+        sums = {k: partial_list(k) for k in ("sum", "sumsq", "sumabs")}
         known = {k: value_of(v) for k, v in sums.items() if all(map(math.isfinite, v))}  # not [nan] (overflowed)
         nonzero = count - nan - inf > 0 and (lo or hi)  # finite values, not all zero: Σx², Σ|x| > 0 (see unit_for)
         for k in ("sumsq", "sumabs"):
@@ -203,7 +222,37 @@ class Moments:
             raise ValueError("sum is an empty list (a zero sum is written [0.0])")
         if nonzero and "sum" in known and (lo > 0 and known["sum"] <= 0 or hi < 0 and known["sum"] >= 0):
             raise ValueError(f"sum {float(known['sum']):g} has the wrong sign for values in [{lo:g}, {hi:g}]")
+        _check_bounds(count - nan - inf, lo, hi, exp, known)
         return cls(*counts, lo, hi, sums["sum"], sums["sumsq"], sums["sumabs"], exp)
+
+
+SUMS_RTOL = Fraction(1, 10**6)  # a batch's sums come from float64 (or float32 rows') statistics: rounded
+
+
+def _check_bounds(n: int, lo, hi, exp: int, known: dict) -> None:
+    """ValueError where the sums of ``n`` finite values in [lo, hi] cannot be theirs, beyond rounding: a mean
+    outside [lo, hi], Σ|x| below |Σx|, a negative variance or one past (max - mean)(mean - min), the largest
+    that values in [lo, hi] have (Bhatia-Davis). Exact, in rationals; the slack is SUMS_RTOL of the largest
+    magnitude (squared for Σx²)."""
+    if n <= 0 or not math.isfinite(lo) or not math.isfinite(hi):
+        return
+    unit = Fraction(2) ** exp
+    L, H = Fraction(lo) / unit, Fraction(hi) / unit
+    top = max(abs(L), abs(H))
+    tol, tol2 = n * top * SUMS_RTOL, n * top * top * SUMS_RTOL
+    low_abs = min(abs(L), abs(H)) if L > 0 or H < 0 else Fraction(0)
+    S, Q, A = known.get("sum"), known.get("sumsq"), known.get("sumabs")
+    if S is not None and not n * L - tol <= S <= n * H + tol:
+        raise Impossible(f"the mean {float(S * unit / n):.6g} lies outside [min {lo:g}, max {hi:g}]")
+    if A is not None and not (n * low_abs - tol <= A <= n * top + tol and (S is None or A >= abs(S) - tol)):
+        raise Impossible(f"sumabs {float(A * unit):.6g} is no sum of {n} magnitudes in [{lo:g}, {hi:g}]"
+                         + (f" with sum {float(S * unit):.6g}" if S is not None else ""))
+    if S is not None and Q is not None:
+        mean = S / n
+        var = Q / n - mean * mean
+        if var * n < -tol2 or var * n > n * (H - mean) * (mean - L) + tol2:
+            raise Impossible(f"sumsq {float(Q * unit * unit):.6g} is no sum of squares of {n} values in [{lo:g}, {hi:g}] "
+                             f"with sum {float(S * unit):.6g} (a variance of {float(var * unit * unit):.6g})")
 
 
 def _exp_for(lo: float, hi: float) -> int:
