@@ -256,3 +256,22 @@ def test_pipes_are_named_by_their_place_not_their_descriptor(tmp_path):
     assert d["merged_from"] == ["shard 1", "shard 2"]
     assert d["sample_labels"] == [f"shard {k + 1}:{x}" for k in (0, 1) for x in own[k]]
     assert json.loads((tmp_path / "l.json").read_text())["merged_from"] == ["l0.json", "shard 2"]
+
+
+@pytest.mark.parametrize("how", ["pipe", "file"])
+def test_a_dash_reads_one_report_from_standard_input(tmp_path, how):
+    """`cat b.json | merge-stats a.json -` said '-: no such report file' (`--script -`, `--json -` take it)."""
+    for k, idx in {"a": range(0, 2), "b": range(2, 3)}.items():
+        _run("layers", sample_path("cnn"), "--inputs-dir", _folder(tmp_path / k, idx), "--json", tmp_path / f"{k}.json")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    cmd = [sys.executable, "-m", "onnxprobe", "merge-stats", "a.json", "-", "--json", "m.json"]
+    with open(tmp_path / "b.json", "rb") as f:
+        r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, timeout=300,
+                           **({"input": f.read()} if how == "pipe" else {"stdin": f}))
+    assert r.returncode == 0, r.stderr
+    merged = json.loads((tmp_path / "m.json").read_text())
+    want = _counts(range(3))
+    assert merged["batches"] == 3 and {t["name"]: t["count"] for t in merged["tensors"]} == {
+        t["name"]: want[t["name"]] for t in merged["tensors"]}
+    r = subprocess.run(cmd[:4] + ["-", "-"], cwd=tmp_path, env=env, capture_output=True, text=True, input="", timeout=300)
+    assert r.returncode == 2 and "'-' given twice" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

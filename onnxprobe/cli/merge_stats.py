@@ -31,12 +31,15 @@ def merge_stats(
         onnxprobe merge-stats shard0.json shard1.json shard2.json --json all.json
 
         onnxprobe merge-stats diff0.json diff1.json --json diff_all.json
+
+        ssh worker cat shard1.json | onnxprobe merge-stats shard0.json -
     """
     from onnxprobe import api
     from onnxprobe.report import diff as diff_report
     from onnxprobe.report.diff_dataset import diff_dataset_renderables
     from onnxprobe.report.layers import COLUMNS, PERCENTILE_COLUMNS, STATUS, layers_renderables
 
+    files = _stdin_for_dash(files)
     api.protect_inputs(*(files or ()), what="an input report")  # every report, not only the first: --json names none of them
     check_outputs(files[0] if files else None, json_, model_is="an input report")
     merged = api.merge_stats(files)
@@ -48,3 +51,19 @@ def merge_stats(
         return
     view = view_of(wide, columns, fmt, COLUMNS + PERCENTILE_COLUMNS + [STATUS], json_)
     emit(merged, json_, lambda width: layers_renderables(merged, width), view)
+
+
+def _stdin_for_dash(files: list[Path] | None) -> list[Path] | None:
+    """``-`` reads a report from standard input, as ``--script -`` and ``--json -`` use it: read once, as a
+    pipe (``/dev/stdin``, named "shard N" by its place, as `<(...)` is)."""
+    import sys
+
+    from onnxprobe.errors import UsageError
+
+    if not files or not any(str(f) == "-" for f in files):
+        return files
+    if sum(str(f) == "-" for f in files) > 1:
+        raise UsageError("merge-stats: '-' given twice; standard input holds one report")
+    if sys.stdin is None or sys.stdin.isatty():
+        raise UsageError("merge-stats -: standard input is a terminal; pipe a report into it (`cat r.json | onnxprobe merge-stats a.json -`)")
+    return [Path("/dev/stdin") if str(f) == "-" else f for f in files]
