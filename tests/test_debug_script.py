@@ -523,7 +523,7 @@ def test_script_from_stdin_and_startup_options(tmp_path):
     r = runner.invoke(app, ["debug", str(sample_path("mlp")), "--script", "-", "--op", "Relu", "--seed", "3", "--device", "cpu"],
                       input="probe list\nseed\ndevice\n", env=ENV)
     assert r.exit_code == 0, r.output
-    assert "relu1_out" in r.stdout and "1 probes" in r.stdout and "seed 3" in r.stdout and "device cpu" in r.stdout
+    assert "relu1_out" in r.stdout and "1 probe\n" in r.stdout and "seed 3" in r.stdout and "device cpu" in r.stdout
 
 
 def test_startup_errors_exit_with_one_line(tmp_path):

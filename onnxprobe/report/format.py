@@ -14,6 +14,11 @@ safe = clean  # text from a model, for a Text or a table cell
 EXACT_DB = 140.0
 
 
+def plural(n: int, word: str) -> str:
+    """'1 tensor', '2 tensors', '1,024 tensors'."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 def finite(v) -> float | None:
     """``v`` as a float when it is a finite number (JSON values: None, bools and NaN/Inf are not)."""
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.format import shape as fmt_shape
-from onnxprobe.report.format import dim, safe, shorten
+from onnxprobe.report.format import dim, plural, safe, shorten
 from onnxprobe.report.table import Column, Table
 
 SCHEMA_VERSION = 1
@@ -92,10 +92,6 @@ def count(n: int) -> str:
     if n >= 10**6:
         return f"{n:,} ({n / 1e6:.3g}M)"
     return f"{n:,}"
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def dims(s) -> str:

@@ -7,7 +7,7 @@ from rich.text import Text
 
 from onnxprobe import api
 from onnxprobe.errors import UsageError
-from onnxprobe.report.format import safe, shape as fmt_shape
+from onnxprobe.report.format import plural, safe, shape as fmt_shape
 from onnxprobe.report.table import Column, Table
 from onnxprobe.session import render
 from onnxprobe.session.inputs import session_notes
@@ -129,7 +129,7 @@ def cmd_probe(env: Env, args: list[str]):
     if sub == "clear":
         no_more("probe", rest)
         n = st.probe_clear(t)
-        return f"{tag(env, t)}removed all {n} probes (run and stats now cover the model outputs only)"
+        return f"{tag(env, t)}removed all {plural(n, 'probe')} (run and stats now cover the model outputs only)"
     if sub == "list":
         if rest:
             names = [n for n in st.select(t, parse_selection(rest)) if n in set(t.probes)]
@@ -142,6 +142,6 @@ def cmd_probe(env: Env, args: list[str]):
             r = display_ref(t, n)
             table.add_row([str(r.index), r.node, r.op_type, n, fmt_shape(r.shape), r.dtype or "?"],
                           [r.index, r.node, r.op_type, n, r.shape, r.dtype])
-        return [table, Text(f"{tag(env, t)}{len(names)} probes", style="dim")]
+        return [table, Text(f"{tag(env, t)}{plural(len(names), 'probe')}", style="dim")]
     raise bad("probe", f"unknown subcommand {sub!r}; use add, rm, list or clear")
 

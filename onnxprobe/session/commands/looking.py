@@ -11,7 +11,7 @@ from rich.text import Text
 from onnxprobe import api
 from onnxprobe.errors import UsageError
 from onnxprobe.fileio import write_file
-from onnxprobe.report.format import safe, shape as fmt_shape
+from onnxprobe.report.format import plural, safe, shape as fmt_shape
 from onnxprobe.session import render
 from onnxprobe.session.parse import format_slice, parse_selection, parse_slice, pop_option
 from onnxprobe.session.commands.table import (
@@ -38,7 +38,7 @@ def cmd_run(env: Env, args: list[str]):
         rep = st.run(t)
         label = tag(env, t)
         if not rep.ran:
-            out.append(Text(f"{label}up to date: the results for these inputs and this device are cached ({rep.cached} tensors)"))
+            out.append(Text(f"{label}up to date: the results for these inputs and this device are cached ({plural(rep.cached, 'tensor')})"))
         else:
             i = rep.info
             timing = f" in {duration(i.run_seconds)}" + (f" (session {duration(i.session_seconds)})" if i and i.session_seconds else "") if i else ""
@@ -182,7 +182,7 @@ def cmd_save(env: Env, args: list[str]):
         total = sum(a.nbytes for a in arrays.values())
         left = len(names) - len(arrays)
         idle = f"; {left} that did not run on these inputs (If branches not taken) left out" if left else ""
-        return f"saved {len(arrays)} tensors ({human_bytes(total)}) to {path}{idle}"
+        return f"saved {plural(len(arrays), 'tensor')} ({human_bytes(total)}) to {path}{idle}"
     name, _ = resolve_tensor(t, what)
     value = env.state.ensure_values(t, [name])[name]
     if suffix == ".npz":

@@ -7,7 +7,7 @@ from rich.text import Text
 
 from onnxprobe import api
 from onnxprobe.errors import UsageError
-from onnxprobe.report.format import safe, shape as fmt_shape
+from onnxprobe.report.format import plural, safe, shape as fmt_shape
 from onnxprobe.report.inspect import NODE_COLUMNS
 from onnxprobe.report.table import Table
 from onnxprobe.session import render
@@ -61,8 +61,8 @@ def cmd_info(env: Env, args: list[str]):
             ("inputs", io(d["inputs"], True)),
             ("outputs", io(d["outputs"], False)),
             ("session", f"device {st.device}" + (f" ({st.resolved_device})" if st.device == "auto" else "")
-             + f" · opt-level {st.opt_level} · seed {st.inputs.seed} · {len(t.probes)} probes · "
-             + f"{len(t.results.stats)} tensors cached"),
+             + f" · opt-level {st.opt_level} · seed {st.inputs.seed} · {plural(len(t.probes), 'probe')} · "
+             + f"{plural(len(t.results.stats), 'tensor')} cached"),
         ]
         for w in d["warnings"]:
             pairs.append(("note", w))

@@ -4,6 +4,7 @@ the probes' statistics), with the histograms of the worst rows from the session'
 from __future__ import annotations
 
 from onnxprobe import api
+from onnxprobe.report.format import plural
 from onnxprobe.report.html import html_report, require_plotly, worst_rows
 from onnxprobe.report.io import write_text
 from onnxprobe.session.commands.table import Env, layers_view
@@ -30,7 +31,7 @@ def save_html(env: Env, t: Target, path: str, *, diff: bool = True) -> str:
         with st.busy("histograms of the worst pairs…"):
             hists = api.diff_histograms(res, worst_rows("diff", data), api.InputSpec(arrays=feed))
         write_text(html_report("diff", data, diff_table(data), hists, _inputs(env, st.target("a"))), path)
-        return f"wrote the report of the last diff ({cached[0][2].describe()}: {len(data['pairs'])} pairs) to {path}"
+        return f"wrote the report of the last diff ({cached[0][2].describe()}: {plural(len(data['pairs']), 'pair')}) to {path}"
     from onnxprobe.report.layers import layers_table
 
     names = list(t.probes) + [o for o in t.index.outputs if o in t.index.refs and o not in set(t.probes)]
@@ -45,4 +46,4 @@ def save_html(env: Env, t: Target, path: str, *, diff: bool = True) -> str:
     hists = {n: api.histogram_of(v) for n, v in values.items() if v.dtype.kind in "biuf"}
     write_text(html_report("layers", data, layers_table(data)[0], hists, _inputs(env, t)), path)
     why = " (no diff of the current models and inputs to report: run `diff` first)" if diff and "b" in st.targets else ""
-    return f"wrote the report of {len(names)} tensors{why} to {path}"
+    return f"wrote the report of {plural(len(names), 'tensor')}{why} to {path}"

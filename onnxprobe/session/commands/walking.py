@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from onnxprobe import api
-from onnxprobe.report.format import safe
+from onnxprobe.report.format import plural, safe
 from onnxprobe.session.parse import pop_option
 from onnxprobe.session.state import Target
 from onnxprobe.session.commands.table import Env, bad, command, no_more, node_index, node_view, parse_int, tag, target_of
@@ -38,7 +38,7 @@ def cmd_where(env: Env, args: list[str]):
     if hit is None:
         n = len(env.state.where_domain(t, weights=weights, after=after))
         extra = "" if weights else "; --weights searches the weights too"
-        return f"{label}no tensor{scope} where {cond.text} ({n} tensors searched{extra})"
+        return f"{label}no tensor{scope} where {cond.text} ({plural(n, 'tensor')} searched{extra})"
     ref, stats = hit
     kind = t.index.kinds[ref.key]
     pos = t.index.position[ref.key]
