@@ -580,3 +580,14 @@ def test_the_modules_the_readme_lists_are_attributes_of_the_api():
             "try:\n    api.no_such_thing\nexcept AttributeError:\n    pass\nelse:\n    raise SystemExit('no AttributeError')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)  # a fresh import of the API
     assert r.returncode == 0, r.stderr
+
+
+def test_load_takes_a_model_proto_as_every_other_function_does(tmp_path):
+    """api.load(proto) said 'expected the path of an .onnx file' where diff, layers... take a ModelProto."""
+    proto = onnx.load(str(sample_path("cnn")))
+    before = proto.SerializeToString()
+    m = api.load(proto)
+    assert [n.name for n in m.proto.graph.node] == [n.name for n in proto.graph.node]
+    assert proto.SerializeToString() == before  # copied, never annotated in place
+    with pytest.raises(UsageError, match="path of an .onnx file or an onnx.ModelProto"):
+        api.load(b"not a model")

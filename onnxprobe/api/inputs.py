@@ -153,10 +153,13 @@ def as_raw(raw) -> bool | set[str]:
     return set(as_names(raw, "raw"))
 
 
-def load(path: str | os.PathLike) -> Model:
-    """Read a model and annotate it with inferred shapes (``graph.model.load``); ``path`` is a path."""
+def load(path: "str | os.PathLike | onnx.ModelProto") -> Model:
+    """Read a model and annotate it with inferred shapes (``graph.model.load``); ``path`` is a path, or an
+    onnx.ModelProto (copied and annotated, never changed), as every other API function takes a model."""
+    if isinstance(path, onnx.ModelProto):
+        return as_model(path, "load")
     if not isinstance(path, PATH):
-        raise UsageError(f"load: expected the path of an .onnx file, got {what_came(path)}")
+        raise UsageError(f"load: expected the path of an .onnx file or an onnx.ModelProto, got {what_came(path)}")
     return _load(path)
 
 
