@@ -126,15 +126,18 @@ def _cells(r: dict) -> tuple[list[str], list]:
     if r.get("dtype") == "float64" and r.get("min") is not None and r.get("min") == r.get("max"):
         digits = 15  # a float64 constant: its own digits, not float32's seven
     extreme = (lambda v: exact_int(v) if _integer(r.get("dtype")) else num(v, digits))  # 32767, not 3.277e+04
+    # a tensor that did not run has no values to count NaN or Inf among: '-' (empty in CSV), not a clean 0 0
+    idle = values_status(r.get("count"), r.get("shape")) == "not run"
+    nan, inf = (None, None) if idle else (r.get("nan"), r.get("inf"))
     cells = [
         str(r["index"]), node, op(r["op_type"]), tensor, shape(r["shape"]), dtype(r["dtype"]),
         extreme(r.get("min")) if ran else (no_values(r.get("shape")) if r.get("count") == 0 else
                                            "not observed" if r.get("not_observed") else "-"),
         extreme(r.get("max")) if ran else "-", num(r.get("mean"), digits), num(r.get("std")),
-        str(r.get("nan", "-")), str(r.get("inf", "-")),
+        str(nan if nan is not None else "-"), str(inf if inf is not None else "-"),
     ]
     values = [r["index"], r["node"], r["op_type"], r["name"], r["shape"], r["dtype"], r.get("min"), r.get("max"),
-              r.get("mean"), r.get("std"), r.get("nan"), r.get("inf")]
+              r.get("mean"), r.get("std"), nan, inf]
     if "p0.01" in r:
         cells += [num(r.get("p0.01"), digits), num(r.get("p99.99"), digits)]  # the digits of min and max
         values += [r.get("p0.01"), r.get("p99.99")]
