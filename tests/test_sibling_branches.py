@@ -238,3 +238,32 @@ def test_a_node_name_sibling_bodies_share_is_ambiguous_in_range_and_goto(tmp_pat
     assert r.exit_code == 1 and [e for e in errors if "line 1:" in e or "line 2:" in e] and \
         all("4 nodes are named 'n'" in e for e in errors), r.output
     assert "Abs" in r.stdout and "if2/then_branch" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_csv_and_json_rows_name_each_branch_tensor_by_its_key(tmp_path, cond):
+    """`layers --format csv/json` and the debugger's `stats --format csv/json` named all four just 'o'."""
+    import csv
+    import io
+
+    path = tmp_path / "two_if.onnx"
+    two_ifs(path)
+    np.savez(tmp_path / "in.npz", x=X, c=np.array(cond))
+    keys = ["if1/else_branch/o", "if1/then_branch/o", "if2/else_branch/o", "if2/then_branch/o"]
+    x = X.astype(np.float64)
+    env = {"COLUMNS": "200", "NO_COLOR": "1"}
+    r = CliRunner().invoke(app, ["layers", str(path), "--all", "--inputs", str(tmp_path / "in.npz"), "--format", "csv"], env=env)
+    assert r.exit_code == 0, r.output
+    rows = {x["tensor"]: x for x in csv.DictReader(io.StringIO(r.stdout))}
+    assert sorted(k for k in rows if k.endswith("/o")) == keys
+    for k, op in zip(keys, ("Neg", "Relu", "Exp", "Abs")):
+        ran = k.split("/")[1] == ("then_branch" if cond else "else_branch")
+        assert rows[k]["status"] == ("ran" if ran else "not run")
+        if ran:
+            assert float(rows[k]["mean"]) == pytest.approx(OPS[op](x).mean())
+    f = tmp_path / "s.txt"
+    f.write_text(f"inputs {tmp_path / 'in.npz'}\nstats --all --format json\n")
+    r = CliRunner().invoke(app, ["debug", str(path), "--script", str(f)], env=env)
+    assert r.exit_code == 0, r.output
+    out = r.stdout[r.stdout.index("["):]
+    assert sorted(t["tensor"] for t in json.loads(out) if t["tensor"].endswith("/o")) == keys

@@ -136,8 +136,10 @@ def _cells(r: dict) -> tuple[list[str], list]:
         extreme(r.get("max")) if ran else "-", num(r.get("mean"), digits), num(r.get("std")),
         str(nan if nan is not None else "-"), str(inf if inf is not None else "-"),
     ]
-    values = [r["index"], r["node"], r["op_type"], r["name"], r["shape"], r["dtype"], r.get("min"), r.get("max"),
-              r.get("mean"), r.get("std"), nan, inf]
+    # CSV and JSON rows name a tensor by its key: 'if1/then_branch/o' where sibling bodies share 'o' (each a row
+    # of its own, told apart in the table by its node), the bare name otherwise
+    values = [r["index"], r["node"], r["op_type"], r.get("key") or r["name"], r["shape"], r["dtype"], r.get("min"),
+              r.get("max"), r.get("mean"), r.get("std"), nan, inf]
     if "p0.01" in r:
         cells += [num(r.get("p0.01"), digits), num(r.get("p99.99"), digits)]  # the digits of min and max
         values += [r.get("p0.01"), r.get("p99.99")]
