@@ -133,3 +133,14 @@ def test_scan_body_and_if_branch_outputs_are_labelled(tmp_path):
     got = rows(debug(p, ["goto then_relu", "goto else_neg"]))
     assert got["out 0 t_out"].endswith("if branch output: → y") and got["out 0 e_out"].endswith("if branch output: → y")
     assert got["in 0 x"].endswith("graph input")
+
+
+def test_show_of_a_body_input_says_what_it_is_not_another_tensor(tmp_path):
+    """`show v_in` (a Loop body's carried input) said "no tensor named 'v_in'; did you mean 'v_out'?"."""
+    path = tmp_path / "loop.onnx"
+    onnx.save(loop_model(), str(path))
+    for name, what in (("v_in", "carried, from v0"), ("cond_in", "condition")):
+        r = runner.invoke(app, ["debug", str(path), "--script", "-"], input=f"show {name}\n", env=ENV)
+        err = r.stderr.strip().splitlines()
+        assert r.exit_code == 1 and len(err) == 1 and "Traceback" not in r.output, r.output
+        assert f"'{name}' (loop body input: {what}) is a body's own input" in err[0] and "did you mean" not in err[0], err[0]

@@ -167,6 +167,12 @@ def resolve_tensor(t: Target, text: str) -> tuple[str, str | None]:
         outs = [k for o in site.node.output if o for k in [idx.key_at(site.scope, o)] if k in idx.refs]
         if outs:
             return outs[0], f"node {site.name}: showing its output {outs[0]}" if len(outs) > 1 else None
+    for reader in idx.consumers.get(text, []):  # a Loop/Scan body's own input: no tensor of the model to show
+        port = next((ti.port for ti in idx.node_info(reader.index).inputs
+                     if ti is not None and ti.kind == "body input" and ti.ref.name == text), None)
+        if port:
+            raise UsageError(f"{quote(text)} ({port}) is a body's own input, read by node {reader.name}: it has no values "
+                             f"of its own to take (`node {reader.name}` lists it; take what the body computes from it)")
     close = difflib.get_close_matches(clean(text), [clean(k) for k in idx.refs], n=1, cutoff=0.6)
     hint = f"; did you mean {quote(close[0])}?" if close else " (Tab completes names)"  # as typed: in quotes, escaped
     raise UsageError(f"no tensor named {quote(text)}{hint}")
