@@ -18,7 +18,7 @@ from onnx import numpy_helper
 
 from onnxprobe.graph.builder import FLOAT_TYPES
 from onnxprobe.errors import UsageError
-from onnxprobe.graph.select import Selection, node_positions, parse_range, select
+from onnxprobe.graph.select import Selection, check_criteria, node_positions, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import implicit_inputs, subgraphs, walk
 from onnxprobe.text import matches
@@ -126,6 +126,7 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
         if name in consumers and weight_selected(name):
             chosen[name] = Target(ref(name, consumers[name][0], "weight"), "weight")
     explicit = not sel.is_default or bool(sel.range)
+    check_criteria([model], sel)  # an --op or --name that matches nothing is refused, weights chosen or not
     try:
         acts = select(model, sel)
     except UsageError:
