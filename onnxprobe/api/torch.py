@@ -167,7 +167,18 @@ def _torch_pairing(a_model: Model, side_a: Side, mod, fs, max_memory: int | None
     names = [i.name for i in _feeds.model_inputs(a_model.proto)]
     runner = TorchRunner(mod, names, "torch", template=template)
     return pair_with_module(a_model, side_a.observation, runner, fs.values,
-                            budget=max_memory // 8 if max_memory else None)
+                            budget=max_memory // 8 if max_memory else None, onnx_values=_values_of(side_a, fs.values))
+
+
+def _values_of(side: Side, feeds: dict):
+    """names -> {ONNX tensor: value} on ``feeds``, from ``side``'s runner (the pairing's value check)."""
+    def values(names: list[str]) -> dict:
+        wanted = set(names)
+        obs = [o for o in side.observation.observables if o.name in wanted]
+        got = side.values(obs, feeds)
+        return {o.name: got[o.probe] for o in obs if o.probe in got}
+
+    return values
 
 
 def diff_torch(
@@ -387,7 +398,8 @@ def capture_torch(a: Model | str | os.PathLike, module, *, example_args: tuple |
     names): what ``diff --vs-npz`` reads, with the right keys, A then running on the same inputs."""
     a_model, mod, fs, _, template = _prepare(a, module, example_args, inputs, None)
     runner = TorchRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], "torch", template=template)
-    tp = pair_with_module(a_model, observe(a_model.proto), runner, fs.values)
+    side_a = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu"), a_model.source))
+    tp = pair_with_module(a_model, side_a.observation, runner, fs.values, onnx_values=_values_of(side_a, fs.values))
     got = runner.values([p.b.probe for p in tp.pairs], fs.values)
     return {**{k: np.asarray(v) for k, v in fs.values.items()}, **{p.a.name: got[p.b.probe] for p in tp.pairs if p.b.probe in got}}
 

@@ -1,8 +1,10 @@
 """Pairing an export's ONNX tensors with its PyTorch module's outputs, from the ONNX file alone
 (``match.modules``) and one forward pass (which modules ran, how often, with which output shapes).
 
-Each module whose scope holds nodes pairs with the tensor that leaves that scope; where a parent and its
-last child leave through the same tensor, the child (the innermost module) takes it. The exporters fuse:
+Each module whose scope holds nodes pairs with the tensor that leaves that scope (of several, the one of
+torch's shape whose values are what the module returns: a forward may compute after its return value);
+where a parent and its last child leave through the same tensor, the child (the innermost module) takes
+it. The exporters fuse:
 
 - legacy folds a BatchNormalization into the Conv before it and keeps the Conv's names, so that tensor
   holds the BatchNormalization's output: it pairs with the BatchNormalization module, the Conv is
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 
@@ -28,7 +31,7 @@ from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import concrete_sizes
-from onnxprobe.match.engine import (FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched,
+from onnxprobe.match.engine import (DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched,
                                     shapes_agree)
 from onnxprobe.match.modules import exporter, module_scopes
 from onnxprobe.match.observe import Observable, Observation
@@ -84,23 +87,27 @@ def _observable(path: str, cls: str, shape, index: int, a: Observable | None = N
 
 
 def pair_with_module(model: Model, observation: Observation, runner: TorchRunner, feeds: dict[str, np.ndarray],
-                     budget: int | None = None) -> TorchPairing:
+                     budget: int | None = None, onnx_values: Callable | None = None) -> TorchPairing:
     """Map, run once, pair. The candidate modules' outputs of that pass are kept for the diff's first
     request when their ONNX sizes add up to at most ``budget`` bytes (default: an eighth of the diff's
-    memory budget); else the diff runs the module again per chunk."""
+    memory budget); else the diff runs the module again per chunk. ``onnx_values(names)``: {ONNX tensor:
+    value} on ``feeds``, which tells which of several tensors leaving a module's scope it returns."""
     modules = dict(runner.module.named_modules())
     classes = {p: type(m).__name__ for p, m in modules.items()}
     scopes = module_scopes(model.proto, set(modules))
     obs_by_name = {o.name: o for o in observation.observables}
-    candidates = {p: s.output for p, s in scopes.items() if p and s.output in obs_by_name}
+    leaving = {p: [t for t in s.outputs if t in obs_by_name] for p, s in scopes.items() if p}
+    leaving = {p: ts for p, ts in leaving.items() if ts}
     sizes = concrete_sizes(model.proto, {k: v.shape for k, v in feeds.items()})
-    need = sum(sizes.get(t, 0) for t in candidates.values())
-    keep = set(candidates) if need <= (budget if budget is not None else default_budget() // 8) else set()
+    need = sum(sizes.get(ts[-1], 0) for ts in leaving.values())
+    keep = set(leaving) if need <= (budget if budget is not None else default_budget() // 8) else set()
     model_outputs = {o.name for o in model.proto.graph.output}
-    keep |= {p for p, t in candidates.items() if t in model_outputs}  # to check they are what forward() returns
+    keep |= {p for p, ts in leaving.items() if model_outputs & set(ts)}  # to check they are what forward() returns
+    keep |= {p for p, ts in leaving.items() if len(ts) > 1}  # several leave: torch's value tells which it returns
     fw: Forward = runner.forward(feeds, keep)
     if keep:
         runner.remember(feeds, fw)
+    candidates, refused = _returned(leaving, fw, obs_by_name, onnx_values)
     kind = exporter(model.proto)
     how = {"dynamo": "torch-metadata", "legacy": "torch-scope"}.get(kind, "torch-scope")
     pairs: list[Pair] = []
@@ -136,6 +143,9 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
         if p in fw.ambiguous and p in candidates:
             note(p, f"returns {fw.ambiguous[p]} tensors of one shape: which ONNX tensor holds which is not known, so "
                     "none is compared here (the modules inside it are)", NOT_OBSERVABLE)
+            continue
+        if p in refused:
+            note(p, refused[p], DIFFERENT_FUNCTION)
             continue
         if p in folded_into:
             bn = folded_into[p]
@@ -183,7 +193,7 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
         # a module with a scope, or a leaf (a layer, not a container) whose forward never ran: listed, not left
         # out (a Linear whose weight the parent uses directly, F.linear(h, self.side.weight))
         leaf = not any(True for _ in getattr(m, "children", lambda: ())())
-        if p and p not in fw.calls and (p in candidates or leaf):
+        if p and p not in fw.calls and (p in leaving or leaf):
             note(p, "its forward never ran (its parameters may be read directly, as F.linear(x, self.side.weight) "
                     "does): no output to compare", NOT_OBSERVABLE)
     outputs = [o.name for o in model.proto.graph.output]
@@ -215,6 +225,52 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
     b_obs = [p.b for p in pairs] + [u.obs for u in unmatched]
     side = Side(runner.label, model, runner, Observation(b_obs))
     return TorchPairing(side, sorted(pairs, key=lambda p: p.a.index), unmatched, kind)
+
+
+def _returned(leaving: dict[str, list[str]], fw: Forward, obs_by_name: dict, onnx_values: Callable | None
+              ) -> tuple[dict[str, str], dict[str, str]]:
+    """(module -> the tensor leaving its scope that holds what its forward returns, module -> why none does).
+    A forward may compute after its return value (``self.aux = y * 2 + 1``, a statistic kept on self) and the
+    parent read both: the last tensor to leave is then not the output. Those of torch's shape are the
+    candidates; where several are, values decide: the one closest to torch's, if closer than torch's value
+    is large (SQNR > 0 dB; an add of y has SQNR -9 dB against y, a float32 export's own one ~150 dB)."""
+    chosen: dict[str, str] = {}
+    refused: dict[str, str] = {}
+    ask: dict[str, list[str]] = {}
+    for p, ts in leaving.items():
+        shape = fw.shapes.get(p)
+        fit = [t for t in ts if shape is None or shapes_agree(obs_by_name[t].shape, tuple(shape))]
+        if len(fit) > 1 and onnx_values is not None and p in fw.values:
+            ask[p] = fit
+        else:  # none of torch's shape: the last, which the pairing transposes or says has another shape
+            chosen[p] = (fit or ts)[-1]
+    got = onnx_values(sorted({t for ts in ask.values() for t in ts})) if ask else {}
+    for p, ts in ask.items():
+        b = np.asarray(fw.values[p], np.float64)
+        errs = {t: _relative_error(np.asarray(got[t], np.float64), b) for t in ts
+                if t in got and np.shape(got[t]) == b.shape}
+        best = min(errs, key=errs.get, default=None)
+        if best is not None and errs[best] < 1:
+            chosen[p] = best
+            continue
+        names = ", ".join(repr(t) for t in ts[:4]) + (" …" if len(ts) > 4 else "")
+        closest = f" (the closest, {best!r}, is {_db(errs[best])} from it)" if best is not None else ""
+        refused[p] = (f"none of the {len(ts)} tensors of its shape that leave its scope ({names}) holds what its forward "
+                      f"returns{closest}: the export computes it elsewhere, or not at all")
+    return chosen, refused
+
+
+def _relative_error(a: np.ndarray, b: np.ndarray) -> float:
+    """||a - b|| / ||b|| (NaN where both are NaN counts as equal); inf where b is all zero and a is not."""
+    d = np.where(np.isnan(a) & np.isnan(b), 0.0, a - b)
+    num, den = float(np.linalg.norm(d.ravel())), float(np.linalg.norm(np.nan_to_num(b).ravel()))
+    if not np.isfinite(num):
+        return float("inf")
+    return num / den if den > 0 else (0.0 if num == 0 else float("inf"))
+
+
+def _db(err: float) -> str:
+    return f"SQNR {-20 * np.log10(err):.3g} dB" if np.isfinite(err) else "SQNR -inf dB"
 
 
 def _permutation(torch_shape: tuple[int, ...], onnx_shape) -> tuple[int, ...] | None:
