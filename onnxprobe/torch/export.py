@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from onnxprobe.errors import ExecutionError, MissingExtra, first_line
-from onnxprobe.torch.load import require_torch
+from onnxprobe.torch.load import eval_mode, require_torch
 
 
 def input_names(module, args: tuple) -> list[str]:
@@ -29,16 +29,12 @@ def export(module, args: tuple, path: Path, *, dynamo: bool = True, opset: int |
     torch = require_torch()
     if dynamo and importlib.util.find_spec("onnxscript") is None:  # the dynamo exporter imports it
         raise MissingExtra("the dynamo exporter", "torch", "onnxscript")
-    was_training = module.training
-    module.eval()
     kwargs = {"opset_version": opset} if opset else {}
     try:
-        with contextlib.redirect_stdout(sys.stderr):  # the exporter prints its progress: stdout stays the report's
+        with eval_mode(module), contextlib.redirect_stdout(sys.stderr):  # the exporter prints its progress: stdout stays the report's
             torch.onnx.export(module, tuple(args), str(path), dynamo=dynamo, input_names=input_names(module, args),
                               verbose=False, **kwargs)
     except Exception as e:  # noqa: BLE001 - the exporters raise many kinds
         raise ExecutionError(f"torch.onnx.export ({'dynamo' if dynamo else 'legacy'}) failed: "
                              f"{type(e).__name__}: {first_line(e)[:300]}") from None
-    finally:
-        module.train(was_training)
     return Path(path)

@@ -16,7 +16,7 @@ import numpy as np
 from onnxprobe.errors import ExecutionError, UsageError, first_line
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.userfunc import user_code
-from onnxprobe.torch.load import require_torch
+from onnxprobe.torch.load import eval_mode, require_torch
 from onnxprobe.torch.runner import from_numpy, parse_probe, permuted, tensors_of, to_numpy
 
 PARAM, INPUT, MODULE = "param:", "input:", "module:"
@@ -129,13 +129,11 @@ class TorchGradRunner(Runner):
         params = list(self.module.named_parameters(remove_duplicate=False))
         flags = {id(p): p.requires_grad for _, p in params}
         hooks = [m.register_forward_hook(post) for m in paths]
-        was_training = self.module.training
         try:
-            self.module.eval()
             for _, p in params:
                 p.requires_grad_(True)
                 p.grad = None
-            with torch.enable_grad(), user_code():
+            with eval_mode(self.module), torch.enable_grad(), user_code():
                 out = tensors_of(self.module(*call))
                 if self.output_index >= len(out):
                     raise UsageError(f"--vs-torch: the module returns {len(out)} tensor(s); the loss is of output "
@@ -150,7 +148,6 @@ class TorchGradRunner(Runner):
         finally:
             for h in hooks:
                 h.remove()
-            self.module.train(was_training)
         self.loss_value = float(loss.detach())
         got: dict[str, np.ndarray] = {}
         for name, p in params:  # tied parameters: the same gradient under each name

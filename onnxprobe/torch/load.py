@@ -4,6 +4,8 @@ only, and only when a command asks for it."""
 
 from __future__ import annotations
 
+import contextlib
+
 from onnxprobe.errors import MissingExtra, UsageError
 from onnxprobe.runtime.userfunc import call_function, load_function
 from onnxprobe.text import clean
@@ -35,3 +37,16 @@ def load_module(spec: str) -> tuple[object, tuple | None]:
     if args is not None and not isinstance(args, (tuple, list)):
         args = (args,)
     return module, (tuple(args) if args is not None else None)
+
+
+@contextlib.contextmanager
+def eval_mode(module):
+    """``module`` in eval mode for the block, then each submodule back in its own mode: ``module.train(was)``
+    would set every child to the root's (a frozen eval-mode BatchNorm in a training model would train)."""
+    modes = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        yield module
+    finally:
+        for m, training in modes:
+            m.training = training

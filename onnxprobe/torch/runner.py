@@ -22,7 +22,7 @@ import numpy as np
 from onnxprobe.errors import ExecutionError, UsageError, first_line
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.userfunc import user_code
-from onnxprobe.torch.load import require_torch
+from onnxprobe.torch.load import eval_mode, require_torch
 
 OUTPUT = "output:"
 PERM = "@"
@@ -158,10 +158,8 @@ class TorchRunner(Runner):
         for mod in self.paths:
             hooks.append(mod.register_forward_pre_hook(pre))
             hooks.append(mod.register_forward_hook(post))
-        was_training = self.module.training
         try:
-            self.module.eval()
-            with torch.no_grad(), user_code():
+            with eval_mode(self.module), torch.no_grad(), user_code():
                 out = self.module(*self.args(feeds))
         except UsageError:
             raise
@@ -170,7 +168,6 @@ class TorchRunner(Runner):
         finally:
             for h in hooks:
                 h.remove()
-            self.module.train(was_training)
         seen.outputs = [to_numpy(t) for t in tensors_of(out)]
         return seen
 
