@@ -264,6 +264,17 @@ def test_cli_json_has_modules_and_first_failure_module(exports, tmp_path):
     assert r.exit_code == 1 and d["verdict"] == "fail" and d["first_failure_module"] == "mlp.2"
 
 
+@pytest.mark.parametrize("flag, given, other", [("--atol", "atol", ("rtol", 1e-4)), ("--rtol", "rtol", ("atol", 1e-5))])
+def test_a_per_tensor_threshold_keeps_the_exports_default_for_the_other(exports, flag, given, other):
+    """--atol NAME:V under --vs-torch: the rule's rtol is the export's default (1e-4, README), as the
+    whole-model --atol's is, not the generic 1e-3 (and --rtol NAME:V's atol 1e-5, not 1e-4)."""
+    path = exports("block", "dynamo")
+    r = runner.invoke(app, ["diff", str(path), "--vs-torch", spec("block"), flag, "mlp.0:0.01", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    rule = json.loads(r.stdout)["per_tensor"]["mlp.0"]
+    assert rule[given] == 0.01 and rule[other[0]] == other[1], rule
+
+
 def test_cli_grad_table(exports):
     path = exports("cnn", "dynamo")
     r = runner.invoke(app, ["diff", "--grad", str(path), "--vs-torch", spec("cnn"), "--loss", "mean"])

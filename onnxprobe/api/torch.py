@@ -109,6 +109,12 @@ def _tolerance(given: Tolerance | None, default: Tolerance) -> Tolerance:
     return given.over(default) if given else default
 
 
+def _per_tensor(per_tensor: dict | None, default: Tolerance) -> dict | None:
+    """The per-tensor criteria, each with what its flags left out from ``default`` (``--atol NAME:V`` keeps the
+    export's rtol 1e-4, not the generic 1e-3)."""
+    return {n: _tolerance(t, default) for n, t in per_tensor.items()} if per_tensor else per_tensor
+
+
 def _default_tolerance(model: Model, grads: bool = False) -> Tolerance:
     """The export's default criterion (``grads``: of its gradients): looser for a float16 export."""
     if half_outputs(model.proto):
@@ -211,8 +217,9 @@ def diff_torch(
     try:
         tp = _torch_pairing(a_model, side_a, mod, fs, max_memory, template)
         matcher = _filtered(tp.matcher({p for p, _ in mod.named_modules()}), _keep(a_model, selection), "module")
-        res = _diff(side_a, tp.side, fs.values, Selection(all=True), _tolerance(tolerance, _default_tolerance(a_model)),
-                    per_tensor, user_map, introduced=introduced, max_memory=max_memory, progress=progress, pair=matcher)
+        default = _default_tolerance(a_model)
+        res = _diff(side_a, tp.side, fs.values, Selection(all=True), _tolerance(tolerance, default),
+                    _per_tensor(per_tensor, default), user_map, introduced=introduced, max_memory=max_memory, progress=progress, pair=matcher)
     except ExecutionError as e:
         raise fs.explained(e) from e
     res.measured = f"a PyTorch export ({tp.exporter or 'unknown'} exporter) against its module, in float"
@@ -275,7 +282,8 @@ def diff_grad_torch(
     side_b = Side("torch", a_model, runner, Observation([p.b for p in matching.pairs] + [u.obs for u in matching.unmatched_b]))
     matcher = _filtered(lambda *_: matching, _keep(a_model, selection), "module or parameter")
     try:
-        res = _diff(side_a, side_b, fs.values, Selection(all=True), _tolerance(tolerance, _default_tolerance(a_model, grads=True)), per_tensor, None,
+        default = _default_tolerance(a_model, grads=True)
+        res = _diff(side_a, side_b, fs.values, Selection(all=True), _tolerance(tolerance, default), _per_tensor(per_tensor, default), None,
                     introduced=False, max_memory=max_memory, progress=progress, pair=matcher)
     except ExecutionError as e:
         raise fs.explained(e) from e

@@ -246,7 +246,10 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     """What is compared, the same for every input: the matching, the pairs the selection reports, the
     criterion, how the pairs are measured (``diff`` explains the arguments; ``input_shapes``: the feeds'
     shapes, which tell the shapes of tensors the models leave undeclared: ``match.concrete``)."""
-    tolerance = tolerance.over(default_tolerance(a, b)) if tolerance else default_tolerance(a, b)
+    default = default_tolerance(a, b)
+    tolerance = tolerance.over(default) if tolerance else default
+    # a per-tensor rule takes what it leaves out from this comparison's default, as the whole-model one does
+    per_tensor = {n: t.over(default) for n, t in per_tensor.items()} if per_tensor else per_tensor
     floats = check_same_inputs(a.model.proto, b.model.proto) if a.runner.takes_feeds and b.runner.takes_feeds else {}
     for side in (a, b) if floats else ():  # each side takes the feeds in its own float types
         side.runner.cast_float_feeds = True
