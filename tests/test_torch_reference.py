@@ -500,6 +500,34 @@ def test_a_layer_whose_forward_never_runs_is_listed(dynamo):
     assert res.verdict()[0] == "pass", res.verdict()
 
 
+class _Branch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh())
+
+    def forward(self, x):
+        return self.a(x) if x.sum() > 0 else self.b(x)
+
+
+def test_an_export_of_the_other_branch_is_said_so(tmp_path):
+    """Exported where x.sum() > 0 (a's branch), compared where it is not (torch runs b): b was "fused away
+    or removed by the exporter" and a's "forward never ran"; both now say the export traced another branch,
+    and so do b's weights under --grad (not "no initializer holds its values"). Legacy: the dynamo exporter
+    refuses data-dependent control flow (GuardOnDataDependentSymNode)."""
+    torch.manual_seed(0)
+    m, path = _Branch().eval(), tmp_path / "m.onnx"
+    torch.onnx.export(m, (torch.ones(1, 4),), str(path), dynamo=False, input_names=["x"], opset_version=17)
+    x = -torch.ones(1, 4)
+    res = api.diff_torch(path, (m, (x,)), introduced=False)
+    why = _unmatched(res)
+    for p in ("a", "b"):
+        assert "traced another branch" in why[p].reason and "holds module a's nodes but torch ran b:" in why[p].reason, why
+    assert res.verdict()[0] == "fail"  # the outputs differ
+    res = api.diff_grad_torch(path, (m, (x,)))
+    why = {u.obs.name: u.reason for u in res.matching.unmatched_b}
+    assert all("traced another branch" in why[p] for p in ("b.0.weight", "b.0.bias")), why
+
+
 @pytest.mark.parametrize("dynamo", [False, True])
 def test_a_container_whose_last_child_is_called_twice_takes_its_tensor(dynamo):
     """Sequential(l, Tanh(), l) with one Linear used twice: seq's tensor was said to be "compared there" with

@@ -277,6 +277,10 @@ def diff_grad_torch(
     buffers = {n: to_numpy(b) for n, b in mod.named_buffers() if b.is_floating_point()}
     matching = _grad_matching(a_model, side_a.observation.observables, params, modules,
                               {p for p, _ in mod.named_modules()}, buffers, _batchnorm_folds(mod))
+    for u in matching.unmatched_b:  # a parameter of a module the export's branch did not trace: said so
+        owner = next((m for m in sorted(tp.branch, key=len, reverse=True) if u.obs.name.startswith(m + ".")), None)
+        if owner is not None:
+            u.reason = tp.branch[owner]
     if spec.wrt:
         _keep_wrt(side_a, matching, spec.wrt)
     side_b = Side("torch", a_model, runner, Observation([p.b for p in matching.pairs] + [u.obs for u in matching.unmatched_b]))

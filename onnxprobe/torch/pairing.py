@@ -22,7 +22,7 @@ The model's outputs pair with what the module returns, by position. Every pair s
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -48,6 +48,8 @@ class TorchPairing:
     pairs: list[Pair]
     unmatched_b: list[Unmatched]
     exporter: str | None
+    # module path -> why it is unmatched, where the export traced another branch of forward() than torch ran
+    branch: dict[str, str] = field(default_factory=dict)
 
     def matcher(self, modules: set[str]):
         """The pairing as the diff's ``pair`` hook: A's observables -> a Matching. A user map
@@ -122,6 +124,7 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
         if t not in owner or len(p) > len(owner[t]):
             owner[t] = p
     folded_into: dict[str, str] = {}
+    nodeless: list[str] = []  # modules that ran and have no node, nor a reason of their own
     order = fw.order
     for k, p in enumerate(order):  # legacy: a BatchNormalization right after a layer, with no node of its own
         nxt = order[k + 1] if k + 1 < len(order) else None
@@ -168,7 +171,7 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
                 note(p, f"no ONNX node of its own: the exporter's optimizer fused it into {fused} "
                         f"({', '.join(scopes[fused].rewrites)}); compared there", FOLDED)
             else:
-                note(p, "no ONNX node carries its scope: fused away or removed by the exporter", NOT_OBSERVABLE)
+                nodeless.append(p)  # said below: another branch traced, or fused away
             continue
         if owner.get(t) != p:
             child = folded_into.get(owner[t], owner[t])
@@ -189,13 +192,21 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
             continue
         scope = f"name_scopes {p!r}" if kind == "dynamo" else f"legacy scope of {p}"
         pairs.append(Pair(a, _observable(p, cls, torch_shape, a.index, a), how, f"{scope}: the tensor that leaves the {cls}"))
-    for p, m in modules.items():
+    idle = [p for p, m in modules.items() if p and p not in fw.calls and (p in leaving or _leaf(m))]
+    # the graph holds nodes of modules that did not run, and modules that ran have none: the export traced
+    # another branch of forward()'s control flow (`a(x) if x.sum() > 0 else b(x)`, exported where it was > 0)
+    traced = [p for p in idle if p in scopes and scopes[p].nodes]
+    branch = {}
+    if traced and nodeless:
+        branch = {p: (f"the ONNX graph holds module {_names(traced)}'s nodes but torch ran {_names(nodeless)}: the export "
+                      "traced another branch of forward()'s control flow (or other inputs)") for p in traced + nodeless}
+    for p in nodeless:
+        note(p, branch.get(p, "no ONNX node carries its scope: fused away or removed by the exporter"), NOT_OBSERVABLE)
+    for p in idle:
         # a module with a scope, or a leaf (a layer, not a container) whose forward never ran: listed, not left
         # out (a Linear whose weight the parent uses directly, F.linear(h, self.side.weight))
-        leaf = not any(True for _ in getattr(m, "children", lambda: ())())
-        if p and p not in fw.calls and (p in leaving or leaf):
-            note(p, "its forward never ran (its parameters may be read directly, as F.linear(x, self.side.weight) "
-                    "does): no output to compare", NOT_OBSERVABLE)
+        note(p, branch.get(p, "its forward never ran (its parameters may be read directly, as F.linear(x, "
+                              "self.side.weight) does): no output to compare"), NOT_OBSERVABLE)
     outputs = [o.name for o in model.proto.graph.output]
     if len(fw.outputs) != len(outputs):
         raise UsageError(f"--vs-torch: the module returns {len(fw.outputs)} tensor(s), the ONNX model has {len(outputs)} "
@@ -224,7 +235,17 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
                           "torch-output", f"the model's output {k}, what forward() returns{made}"))
     b_obs = [p.b for p in pairs] + [u.obs for u in unmatched]
     side = Side(runner.label, model, runner, Observation(b_obs))
-    return TorchPairing(side, sorted(pairs, key=lambda p: p.a.index), unmatched, kind)
+    return TorchPairing(side, sorted(pairs, key=lambda p: p.a.index), unmatched, kind, branch)
+
+
+def _leaf(m) -> bool:
+    return not any(True for _ in getattr(m, "children", lambda: ())())
+
+
+def _names(paths: list[str], shown: int = 3) -> str:
+    """The outermost of ``paths`` (b, not also b.0 and b.1), a few of them."""
+    paths = [p for p in paths if not any(p.startswith(q + ".") for q in paths)]
+    return ", ".join(paths[:shown]) + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
 
 
 def _returned(leaving: dict[str, list[str]], fw: Forward, obs_by_name: dict, onnx_values: Callable | None
