@@ -500,6 +500,24 @@ def test_a_layer_whose_forward_never_runs_is_listed(dynamo):
     assert res.verdict()[0] == "pass", res.verdict()
 
 
+def test_a_dynamo_export_below_opset_18_is_said_to_carry_no_scopes(tmp_path):
+    """onnx's version converter (a dynamo export at opset 17) drops the node metadata: the file was an
+    "unknown exporter" and each module "fused away or removed by the exporter"; now the exporter is named
+    from the node names and each module says the file carries no module scopes."""
+    pytest.importorskip("onnxscript")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4)).eval()
+    x, path = torch.randn(2, 8), tmp_path / "m.onnx"
+    torch.onnx.export(m, (x,), str(path), dynamo=True, opset_version=17, input_names=["x"])
+    assert not any(p.key == "pkg.torch.onnx.name_scopes" for n in onnx.load(str(path)).graph.node for p in n.metadata_props)
+    res = api.diff_torch(path, (m, (x,)), introduced=False)
+    assert "dynamo exporter" in res.measured, res.measured
+    why = _unmatched(res)
+    for p in ("0", "1"):
+        assert "carries no module scopes" in why[p].reason and "fused away" not in why[p].reason, why[p].reason
+    assert any("opset >= 18" in n for n in res.notes), res.notes
+
+
 class _Branch(torch.nn.Module):
     def __init__(self):
         super().__init__()

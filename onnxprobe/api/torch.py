@@ -29,7 +29,7 @@ from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.match.engine import (DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, OTHER_VALUES, Matching, Pair,
                                     Unmatched)
-from onnxprobe.match.modules import initializer_users
+from onnxprobe.match.modules import exporter_guess, initializer_users
 from onnxprobe.match.observe import Observable, Observation, observe
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.runners import make_runner
@@ -222,17 +222,28 @@ def diff_torch(
                     _per_tensor(per_tensor, default), user_map, introduced=introduced, max_memory=max_memory, progress=progress, pair=matcher)
     except ExecutionError as e:
         raise fs.explained(e) from e
-    res.measured = f"a PyTorch export ({tp.exporter or 'unknown'} exporter) against its module, in float"
-    res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter)
+    guess = exporter_guess(a_model.proto)
+    res.measured = f"a PyTorch export ({_exporter_words(tp.exporter, guess)}) against its module, in float"
+    res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter, guess)
     res.feed = fs.values  # what the result measured (histograms run these inputs again)
     return res
 
 
-def _exporter_note(kind: str | None) -> list[str]:
-    if kind is None:
-        return ["the ONNX file carries no module scopes (neither dynamo's name_scopes nor legacy /scope/ node names): "
-                "only the model outputs can be paired with the module"]
-    return []
+def _exporter_words(kind: str | None, guess: str | None) -> str:
+    if kind is not None:
+        return f"{kind} exporter"
+    return f"{guess} exporter, without module scopes" if guess else "unknown exporter"
+
+
+def _exporter_note(kind: str | None, guess: str | None = None) -> list[str]:
+    if kind is not None:
+        return []
+    if guess == "dynamo":  # named node_*, no metadata: converted below opset 18 (onnx's converter drops it)
+        return ["the ONNX file carries no module scopes: a dynamo export (its nodes are named node_*) below opset 18, "
+                "whose node metadata onnx's version converter dropped; export at opset >= 18 (or with dynamo=False) "
+                "to compare module by module: only the model outputs are paired with the module"]
+    return ["the ONNX file carries no module scopes (neither dynamo's name_scopes, kept at opset >= 18, nor legacy "
+            "/scope/ node names): only the model outputs can be paired with the module"]
 
 
 def diff_grad_torch(
@@ -299,7 +310,7 @@ def diff_grad_torch(
     half = _default_tolerance(a_model) is HALF_TOLERANCE
     res.grad["forward_differs"] = losses_differ(res.grad, half)  # the verdict fails (compare.diff)
     gradient_origin(res)
-    res.notes[:0] = (fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter)
+    res.notes[:0] = (fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter, exporter_guess(a_model.proto))
                      + forward_note(res.grad, half, "torch", "`diff --vs-torch`"))
     res.feed = fs.values  # what the result measured (histograms run these inputs again)
     return res

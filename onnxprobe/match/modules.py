@@ -56,6 +56,17 @@ def exporter(model: onnx.ModelProto) -> str | None:
     return None
 
 
+def exporter_guess(model: onnx.ModelProto) -> str | None:
+    """``exporter``, else the exporter a file without module scopes most likely came from: torch's dynamo
+    exporter names its nodes ``node_linear``; converted below opset 18 by onnx's version converter, which
+    drops node metadata (measured, torch 2.13: opset_version=17), it keeps those names and no scopes."""
+    kind = exporter(model)
+    if kind is not None or model.producer_name != "pytorch":
+        return kind
+    names = [n.name for n in model.graph.node]
+    return "dynamo" if names and sum(n.startswith("node_") for n in names) * 2 > len(names) else None
+
+
 def _meta(node: onnx.NodeProto, key: str) -> str | None:
     return next((p.value for p in node.metadata_props if p.key == key), None)
 

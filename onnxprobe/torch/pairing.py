@@ -39,6 +39,8 @@ from onnxprobe.runtime.budget import default_budget
 from onnxprobe.torch.runner import OUTPUT, PERM, Forward, TorchRunner
 
 BATCHNORMS = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm")
+NO_SCOPES = ("the ONNX file carries no module scopes (the dynamo exporter keeps them at opset >= 18, onnx's version "
+             "converter drops them; legacy exports keep them in node names): only the model outputs are compared")
 ELIDED = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity")
 
 
@@ -201,7 +203,8 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
         branch = {p: (f"the ONNX graph holds module {_names(traced)}'s nodes but torch ran {_names(nodeless)}: the export "
                       "traced another branch of forward()'s control flow (or other inputs)") for p in traced + nodeless}
     for p in nodeless:
-        note(p, branch.get(p, "no ONNX node carries its scope: fused away or removed by the exporter"), NOT_OBSERVABLE)
+        note(p, branch.get(p, NO_SCOPES if kind is None else "no ONNX node carries its scope: fused away or removed "
+                              "by the exporter"), NOT_OBSERVABLE)
     for p in idle:
         # a module with a scope, or a leaf (a layer, not a container) whose forward never ran: listed, not left
         # out (a Linear whose weight the parent uses directly, F.linear(h, self.side.weight))
