@@ -20,6 +20,7 @@ MIN_SPAN_DB = 3.0  # SQNRs closer than this draw as equal in the sparkline: roun
 
 def diff_dict(res, order=None) -> dict:
     rows = order if order is not None else res.results
+    topo = {id(r): k for k, r in enumerate(res.results)}
     pairs = []
     for r in rows:
         m, i = r.metrics, r.introduced
@@ -37,6 +38,7 @@ def diff_dict(res, order=None) -> dict:
         d["introduced_count"] = i.count if i else None  # tells a null SQNR's -inf (or +inf) from not measured
         d["introduced_nonfinite_mismatch"] = i.nonfinite_mismatch if i else None  # NaN/Inf on one side only
         d["metric"] = r.tolerance.metric  # what its pass/fail judged (a per-tensor criterion may differ)
+        d["topo"] = topo.get(id(r))  # its row under --sort topo: pairs of one node (a weight's gradients) keep that order
         pairs.append(d)
     verdict, why = res.verdict()
 
@@ -220,7 +222,9 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
                         style=None if all(finite_number(g[k]) is not None for k in ("loss_a", "loss_b")) else "bold red"))
     out.append(t)
     out += [Text(line, style=style) for line, style in why_lines(d)]
-    topo = sorted(d["pairs"], key=lambda p: (p["index"], p["a"], p["b"]))  # ties by name: the same whatever --sort
+    # the table's order under --sort topo, whatever --sort (pairs of one node, a weight's gradients beside its
+    # activation's, in the table's order); by name among those of one node where a dict has no "topo"
+    topo = sorted(d["pairs"], key=lambda p: (p["index"], p["topo"] if p.get("topo") is not None else -1, p["a"], p["b"]))
     measured = [p["sqnr_db"] for p in topo if not p["exact"] and p["sqnr_db"] is not None and math.isfinite(p["sqnr_db"])]
     top = max(measured + [140.0])  # float32 agrees to ~140 dB; float64 and torch pairs measure more
     # exact pairs draw as full blocks; a pair with NaN/Inf on one side only as a blank, as one at -inf dB
