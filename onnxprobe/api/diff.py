@@ -15,7 +15,7 @@ import onnx
 from onnxprobe.api.inputs import (
     as_config, as_inputs, as_max_memory, as_model, as_selection, check_map, check_switches, expect,
 )
-from onnxprobe.compare.criteria import check_same_inputs
+from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
@@ -364,6 +364,7 @@ def diff_grad(
         raise UsageError(f"diff --grad: input {quote(n)} is of another float type in A than in B; the gradients of a "
                          "float16 model and its float32 original are compared by diff without --grad (layer outputs)")
     fs = _feeds.make_feeds(a_model.proto, inputs)
+    check_feed_shapes({k: np.shape(v) for k, v in fs.values.items()}, {"A": a_model.proto, "B": b_model.proto})
     side_spec = replace(spec, wrt=())
     sides, plans = [], []
     for role, m in (("A", a_model), ("B", b_model)):

@@ -13,6 +13,7 @@ from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.stats.metrics import Tolerance
+from onnxprobe.text import clean
 
 QUANTIZED_MIN_SQNR = 10.0
 # two runtimes on one float32 model (README, "Runtimes"): measured OpenVINO 2026.4 CPU against onnxruntime
@@ -101,6 +102,22 @@ def check_same_inputs(a: onnx.ModelProto, b: onnx.ModelProto) -> dict[str, tuple
                 isinstance(p, int) and isinstance(q, int) and p > 0 and q > 0 and p != q for p, q in zip(x, y))):
             raise UsageError(f"input {n}: shape {list(x)} in A but {list(y)} in B; both run on the same feeds")
     return floats
+
+
+def check_feed_shapes(shapes: dict[str, tuple], models: dict[str, onnx.ModelProto]) -> None:
+    """The feeds' shapes (made against A's declared inputs) fit every model's declared ones: a dimension
+    only B fixes was run on B as given (onnxruntime does not check it), a FAIL table of nothing."""
+    for label, model in models.items():
+        for s in model_inputs(model):
+            got = shapes.get(s.name)
+            if got is None or s.shape is None:
+                continue
+            if len(got) != len(s.shape):
+                raise UsageError(f"input {clean(s.name)}: shape {list(got)}, but {label} takes rank {len(s.shape)} "
+                                 f"({s.describe()})")
+            for i, (want, g) in enumerate(zip(s.shape, got)):
+                if isinstance(want, int) and want > 0 and want != g:
+                    raise UsageError(f"input {clean(s.name)}: shape {list(got)}, but {label} fixes dimension {i} to {want}")
 
 
 def float_note(floats: dict[str, tuple[int, int]]) -> list[str]:

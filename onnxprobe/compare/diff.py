@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxprobe.compare.criteria import check_same_inputs, default_tolerance, float_note, half, measured_label, one_model
+from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, default_tolerance, float_note, half, measured_label, one_model
 from onnxprobe.compare.fused import fusable
 from onnxprobe.compare.introduced import exact_inputs, quantized_b_note
 from onnxprobe.compare.measure import DiffPlan, Measured, measure
@@ -251,6 +251,8 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     # a per-tensor rule takes what it leaves out from this comparison's default, as the whole-model one does
     per_tensor = {n: t.over(default) for n, t in per_tensor.items()} if per_tensor else per_tensor
     floats = check_same_inputs(a.model.proto, b.model.proto) if a.runner.takes_feeds and b.runner.takes_feeds else {}
+    if input_shapes and a.runner.takes_feeds and b.runner.takes_feeds:
+        check_feed_shapes(input_shapes, {"A": a.model.proto, "B": b.model.proto})
     for side in (a, b) if floats else ():  # each side takes the feeds in its own float types
         side.runner.cast_float_feeds = True
     matching = (pair(a.observation.observables, b.observation.observables, user_map) if pair else
