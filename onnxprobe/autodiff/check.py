@@ -23,6 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxprobe.autodiff.nested import rename
+from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.walk import toposort
 
 DELTA = "onnxprobe.delta:"
@@ -108,7 +109,7 @@ def _expand_layer_norms(model: onnx.ModelProto) -> None:
     from onnxprobe.graph.shapes import static_shape, value_types
 
     g = model.graph
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    opset = opset_version(model, "", 1)
     if not any(n.op_type == "LayerNormalization" for n in g.node):
         return
     types = value_types(model)

@@ -46,11 +46,36 @@ def fresh_name(names: set[str], base: str) -> str:
     return name
 
 
-def default_opset(model: onnx.ModelProto) -> int:
+def opset_version(model: onnx.ModelProto, domain: str = "", default: int | None = None) -> int | None:
+    """The version of ``domain`` the model imports, as onnxruntime reads it: a domain imported twice (onnx's
+    checker accepts it) runs with its last import, "" and "ai.onnx" being one domain (measured with
+    ReduceSum's ``axes``, an attribute before opset 13 and an input from it, imported as 12 and 13 in both
+    orders); ``default`` when it imports none."""
+    want = "" if domain == "ai.onnx" else domain
+    found = [o.version for o in model.opset_import if ("" if o.domain == "ai.onnx" else o.domain) == want]
+    return found[-1] if found else default
+
+
+def single_opsets(model: onnx.ModelProto, warnings: list[str]) -> None:
+    """Collapse a domain imported twice to the import onnxruntime runs with (``opset_version``), in place,
+    with a warning: every pass then reads one version (onnx's checker reads another when "" and "ai.onnx"
+    are mixed; the probed copy was built for the first import and run with the last)."""
+    seen: dict[str, list[int]] = {}
     for o in model.opset_import:
-        if o.domain in ("", "ai.onnx"):
-            return o.version
-    return 1
+        seen.setdefault("" if o.domain == "ai.onnx" else o.domain, []).append(o.version)
+    twice = {d: v for d, v in seen.items() if len(v) > 1}
+    if not twice:
+        return
+    keep = [helper.make_opsetid(d, v[-1]) for d, v in seen.items()]
+    del model.opset_import[:]
+    model.opset_import.extend(keep)
+    for d, v in twice.items():
+        warnings.append(f"the model imports {d or 'ai.onnx'} {len(v)} times ({', '.join(map(str, v))}): read as "
+                        f"onnxruntime runs it, with the last ({v[-1]})")
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    return opset_version(model, "", 1)
 
 
 def np_dtype(elem: int) -> np.dtype:

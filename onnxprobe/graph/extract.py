@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import onnx
 
 from onnxprobe.errors import NothingToCut, UsageError
+from onnxprobe.graph.builder import single_opsets
 from onnxprobe.graph.walk import constant_tensors, implicit_inputs, walk
 
 METADATA_KEY = "onnxprobe.extracted"
@@ -261,6 +262,7 @@ def extract(model: onnx.ModelProto, c: Cut, types: dict[str, onnx.TypeProto]) ->
     for f in ("ir_version", "producer_name", "producer_version", "domain", "model_version", "doc_string"):
         setattr(out, f, getattr(model, f))
     out.opset_import.extend(model.opset_import)
+    single_opsets(out, [])  # the one version the model runs with (loading said so)
     out.functions.extend(model.functions)
     out.metadata_props.extend(p for p in model.metadata_props if p.key != METADATA_KEY)
     out.metadata_props.add(key=METADATA_KEY, value=json.dumps({"inputs": c.inputs, "outputs": c.outputs}))

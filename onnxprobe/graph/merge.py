@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import onnx
 
+from onnxprobe.graph.builder import opset_version
+
 PREFIX_A, PREFIX = "onnxprobe.a/", "onnxprobe.b/"
 
 
@@ -24,7 +26,7 @@ class NotMergeable(Exception):
 
 
 def _opsets(model: onnx.ModelProto) -> dict[str, int]:
-    return {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    return {d: opset_version(model, d) for d in {("" if o.domain == "ai.onnx" else o.domain) for o in model.opset_import}}
 
 
 def _prefixed(model: onnx.ModelProto, prefix: str) -> tuple[onnx.GraphProto, dict[str, str]]:

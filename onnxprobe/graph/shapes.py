@@ -11,6 +11,7 @@ import onnx
 from onnx import shape_inference
 
 from onnxprobe.errors import first_line
+from onnxprobe.graph.builder import opset_version, single_opsets
 from onnxprobe.graph.contrib_types import typed_outputs
 from onnxprobe.memory import return_freed_memory, trim
 
@@ -31,6 +32,7 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
     from onnxprobe.graph.skeleton import skeleton
 
     warnings = warnings if warnings is not None else []
+    single_opsets(model, warnings)
     return_freed_memory()  # inference's buffers are large and short-lived: let them go back when freed
     sk = skeleton(model, constants=True)
     sk.graph.value_info.extend(typed_outputs(sk.graph))  # com.microsoft's quantized ops: inference goes on past them
@@ -55,7 +57,7 @@ def _type_dropout_masks(model: onnx.ModelProto) -> None:
     """Dropout before opset 10 writes its mask in its data's type and shape (the spec's T; onnxruntime
     does so, checked), which onnx's inference leaves unknown (a "?" dtype in the tables of opset-9 zoo
     models): the main graph's masks get their data's type."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = opset_version(model, "", 0)
     if opset >= 10:
         return
     g = model.graph

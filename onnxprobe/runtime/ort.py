@@ -21,6 +21,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError, first_line, setting_error
+from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.memory import return_freed_memory, trim, unpark
 from onnxprobe.runtime.interrupt import call_interruptibly
@@ -233,7 +234,7 @@ _OPSET_RE = re.compile(r"Current official support for domain ai\.onnx is till op
 def _with_opset(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     from onnx import version_converter
 
-    declared = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    declared = opset_version(model)
     known = onnx.defs.onnx_opset_version()
     if declared is not None and declared > known:  # onnx's converter has no rules for it (a C++ assertion)
         raise SessionError(f"the model's opset {declared} is newer than this onnxruntime (up to {opset}) and this onnx "
