@@ -398,6 +398,7 @@ def merge_stats(reports: list) -> dict:
     verdict recomputed). Reports of different models, selections or kinds are refused."""
     from onnxprobe.stats.merge import check_report, merge_reports, read_json_report, shard_name
     from onnxprobe.stats.merge_diff import check_diff_report, is_diff_report, merge_diff_reports
+    from onnxprobe.stats.shard_fields import check_diff_fields, check_layers_fields
 
     if isinstance(reports, (str, os.PathLike, dict)):  # one report, not a list of its characters or keys
         reports = [reports]
@@ -412,7 +413,12 @@ def merge_stats(reports: list) -> dict:
         if isinstance(d.get("gradients"), list) and "tensors" not in d and "pairs" not in d:
             raise UsageError(f"{d['_path']}: a grad report; merge-stats merges the dataset reports of layers and diff "
                              "(a dataset's gradients come from one `grad --inputs-dir` run, summed or averaged there)")
-        check_diff_report(d, d["_path"]) if is_diff_report(d) else check_report(d, d["_path"])
+        if is_diff_report(d):
+            check_diff_report(d, d["_path"])
+            check_diff_fields(d, d["_path"])  # what the merge and its table read, beyond the sums
+        else:
+            check_report(d, d["_path"])
+            check_layers_fields(d, d["_path"])
         ds.append(d)
     # a shard given twice (or beside a merge that holds it) is refused by each kind's merge, on the
     # samples' digests: after the kind and identity checks, which say more
