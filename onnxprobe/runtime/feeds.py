@@ -15,13 +15,26 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import onnx
 
-from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError, setting_error
+from onnxprobe.errors import DeviceUnavailable, ExecutionError, ModelError, SessionError, UsageError, setting_error
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.runtime.arrays import Position, by_position, check_fits, literal, literal_as, read_array
 from onnxprobe.text import clean, quote
 from onnxprobe.types import InputSpec
 
 SHAPE_HINT = "dynamic dimensions were set to 1: give real sizes with --shape NAME=DIMS"
+
+
+# element types numpy holds only through ml_dtypes, which onnxruntime's Python API takes no array of (measured,
+# onnxruntime 1.32: "Numpy_type 260 can't be converted to MLDataType"); bfloat16 is fed as its bits (runtime.ort)
+_NOT_FED = {getattr(onnx.TensorProto, n) for n in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
+                                                    "UINT4", "INT4", "FLOAT4E2M1", "FLOAT8E8M0", "UINT2", "INT2")
+            if hasattr(onnx.TensorProto, n)}
+_KINDS = {"sequence_type": "a sequence", "map_type": "a map", "optional_type": "an optional",
+          "sparse_tensor_type": "a sparse tensor", "opaque_type": "an opaque value"}
+
+
+def type_name(elem_type: int) -> str:
+    return onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else "unknown"
 
 
 @dataclass(frozen=True)
@@ -31,16 +44,30 @@ class ModelInput:
     name: str
     elem_type: int
     shape: tuple | None  # ints, symbolic names or None; None: unknown rank
+    kind: str | None = "tensor_type"  # which TypeProto it declares; None: no type at all
 
     @property
     def dtype(self) -> np.dtype:
+        if self.kind is None:
+            raise ModelError(f"input {quote(self.name)}: declares no type (onnx's checker requires one): a broken model")
+        if self.kind != "tensor_type":
+            raise UsageError(f"input {quote(self.name)}: not a tensor ({_KINDS.get(self.kind, self.kind)}: onnxprobe "
+                             "feeds tensors only)")
+        if self.elem_type == onnx.TensorProto.UNDEFINED:
+            raise ModelError(f"input {quote(self.name)}: a tensor of element type UNDEFINED (0): the model does not say "
+                             "what it holds")
         try:
             return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(self.elem_type))
-        except Exception:  # noqa: BLE001 - UNDEFINED, strings, float8 without ml_dtypes...
-            what = ("not a tensor (a sequence, map or optional: onnxprobe feeds tensors only)" if self.elem_type == 0 else
-                    f"element type {self.elem_type} ({onnx.TensorProto.DataType.Name(self.elem_type) if self.elem_type in onnx.TensorProto.DataType.values() else 'unknown'}) "
-                    "has no numpy type; onnxprobe cannot make or check data for it")
-            raise UsageError(f"input {quote(self.name)}: {what}") from None
+        except Exception:  # noqa: BLE001 - a number onnx does not know, float8 without ml_dtypes...
+            raise UsageError(f"input {quote(self.name)}: element type {self.elem_type} ({type_name(self.elem_type)}) "
+                             "has no numpy type; onnxprobe cannot make or check data for it") from None
+
+    def check_fed(self) -> None:
+        """A ModelError for an input of a type onnxprobe cannot feed onnxruntime (float8, int4...)."""
+        if self.kind == "tensor_type" and self.elem_type in _NOT_FED:
+            raise ModelError(f"input {quote(self.name)}: element type {type_name(self.elem_type)}, which onnxruntime's "
+                             "Python API takes no array of: onnxprobe cannot feed it (cut the model after it with "
+                             "`onnxprobe extract --from`, or give the model a float input and a Cast)")
 
     def describe(self) -> str:
         parts = [] if self.shape is None else [str(d) if d is not None else "?" for d in self.shape]
@@ -91,7 +118,7 @@ def model_inputs(model: onnx.ModelProto) -> list[ModelInput]:
     for vi in model.graph.input:
         if vi.name in inits:
             continue
-        out.append(ModelInput(vi.name, vi.type.tensor_type.elem_type, static_shape(vi.type)))
+        out.append(ModelInput(vi.name, vi.type.tensor_type.elem_type, static_shape(vi.type), vi.type.WhichOneof("value")))
     return out
 
 
@@ -179,6 +206,7 @@ def check_value(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:
     if not isinstance(spec, ModelInput):
         raise UsageError(f"spec: expected a ModelInput (api.model_inputs(model) lists them), got {type(spec).__name__}")
     value = np.asarray(value)
+    spec.check_fed()
     if spec.elem_type == onnx.TensorProto.STRING:
         value = as_strings(value, f"input {clean(spec.name)} ({clean(origin)})")
     elif value.dtype != spec.dtype and value.dtype.newbyteorder("=") == spec.dtype:
@@ -340,6 +368,9 @@ def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np
             where = (f" (from {clean(spec.arrays_from)})" if name in spec.arrays else " (--input)" if name in spec.files
                      else " (--shape)")
             raise UsageError(f"unknown input name {quote(name)}{where}; the model's inputs are: {expected}")
+    for name in spec.names():
+        if name in spec.arrays or name in spec.files:  # before a literal is read in the input's type
+            by_name[name].check_fed()
     given: dict[str, tuple[np.ndarray, str]] = {}
     for name, value in spec.arrays.items():
         given[name] = (np.asarray(value), f"from {spec.arrays_from}")
@@ -395,6 +426,9 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
     for s in specs:
         if s.name in feeds:
             continue
+        if not strings and (s.elem_type == onnx.TensorProto.STRING or s.elem_type in _NOT_FED):
+            continue  # left out, not refused: the model may not run at all
+        s.check_fed()
         shape = _resolve_shape(s, spec.shapes.get(s.name), dims, defaulted)
         dtype = s.dtype
         check_fits(int(np.prod(shape, dtype=object)) * dtype.itemsize, f"input {clean(s.name)} of shape {list(shape)}")
