@@ -413,16 +413,13 @@ def merge_stats(reports: list) -> dict:
         if isinstance(d.get("gradients"), list) and "tensors" not in d and "pairs" not in d:
             raise UsageError(f"{d['_path']}: a grad report; merge-stats merges the dataset reports of layers and diff "
                              "(a dataset's gradients come from one `grad --inputs-dir` run, summed or averaged there)")
-        if is_diff_report(d):
-            check_diff_report(d, d["_path"])
-            check_diff_fields(d, d["_path"])  # what the merge and its table read, beyond the sums
-        else:
-            check_report(d, d["_path"])
-            check_layers_fields(d, d["_path"])
+        check_diff_report(d, d["_path"]) if is_diff_report(d) else check_report(d, d["_path"])
         ds.append(d)
     # a shard given twice (or beside a merge that holds it) is refused by each kind's merge, on the
     # samples' digests: after the kind and identity checks, which say more
     kinds = {is_diff_report(d) for d in ds}
     if len(kinds) > 1:
         raise UsageError("merge-stats: these are reports of different commands (layers and diff); merge each kind apart")
+    for d in ds:  # what the merge and its table read beyond the statistics, once the kind is known
+        check_diff_fields(d, d["_path"]) if is_diff_report(d) else check_layers_fields(d, d["_path"])
     return merge_diff_reports(ds) if kinds == {True} else merge_reports(ds)  # each checked as it was read
