@@ -14,6 +14,7 @@ from onnxprobe.errors import ModelError, OnnxProbeError, UsageError
 from onnxprobe.graph import external
 from onnxprobe.graph.external import load_lazy, materialize, write_model
 from onnxprobe.graph.extract import cut, extract as extract_pass
+from onnxprobe.graph.integrity import duplicate_producers, graph_problems, outputs_listed_twice
 from onnxprobe.graph.io import check_output_path
 from onnxprobe.graph.walk import in_if_branch
 from onnxprobe.graph.mark import mark as mark_pass, record, untyped, with_output_types, without_outputs
@@ -43,6 +44,7 @@ class InspectResult:
     summary: object  # graph.summary.ModelSummary
     nodes: list  # graph.summary.NodeRow, in walk order
     warnings: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # why onnxruntime would refuse the graph (graph.integrity)
 
     def __repr__(self) -> str:  # a notebook shows this, not every node row (114 KB for a tiny BERT)
         return (f"InspectResult({os.path.basename(self.source)}: {len(self.nodes)} nodes, {self.file_bytes} bytes, "
@@ -58,9 +60,10 @@ def inspect(path: str | os.PathLike) -> InspectResult:
     warnings: list[str] = [f"external data file missing: {f.path}" for f in lazy.external if not f.exists]
     warnings += lazy.problems  # a data file too short for its tensors, a length entry that disagrees
     inferred = infer_shapes(lazy.proto, warnings)
+    warnings += outputs_listed_twice(lazy.proto.graph)
     rows = node_rows(lazy.proto, inferred)
     summary = summarize(lazy.proto, inferred, base_dir=lazy.base_dir, external=lazy.external, rows=rows)
-    return InspectResult(str(path), Path(path).stat().st_size, summary, rows, warnings)
+    return InspectResult(str(path), Path(path).stat().st_size, summary, rows, warnings, graph_problems(lazy.proto))
 
 
 @dataclass
@@ -303,6 +306,10 @@ def extract(
     fs = _check_inputs(lazy.proto, inputs)
     notes: list[str] = []
     inferred = infer_shapes(lazy.proto, notes)
+    twice = duplicate_producers(lazy.proto.graph)
+    if twice:  # which producer the cut kept was chance: onnxruntime and onnx's checker refuse the model
+        raise ModelError(f"{path}: {twice[0]}{f' (and {len(twice) - 1} more)' if len(twice) > 1 else ''}; a tensor has "
+                         "one producer: a broken model")
     c = cut(lazy.proto, cut_inputs, cut_outputs)
     types = all_types(inferred)
     boundary = list(dict.fromkeys(c.inputs + c.outputs))

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from onnxprobe.cli.errors import handle_errors
-from onnxprobe.cli.output import check_outputs, emit, notes
+from onnxprobe.cli.output import check_outputs, emit, error, notes
 from onnxprobe.cli.options import ColumnsOpt, FormatOpt, JsonOpt, ModelArg, WideOpt, view_of
 
 NodesOpt = Annotated[bool, typer.Option("--nodes", help="Also list every node: index, name, op, inputs → outputs with shapes.", rich_help_panel="Output")]
@@ -39,3 +39,7 @@ def inspect(model: ModelArg, nodes: NodesOpt = False, json_: JsonOpt = None, wid
     result = api.inspect(model)
     notes(result.warnings)
     emit(inspect_dict(result), json_, lambda width: inspect_report(result, width, nodes=nodes), view)
+    if result.problems:  # the whole report, then the line and exit of a model problem (README: 1)
+        more = f" (and {len(result.problems) - 1} more, listed above)" if len(result.problems) > 1 else ""
+        error(f"{model}: {result.problems[0]}{more}: onnxruntime will not load the model")
+        raise typer.Exit(1)

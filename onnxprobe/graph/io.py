@@ -14,7 +14,7 @@ import onnx
 from onnxprobe.errors import ModelError, UsageError, first_line
 from onnxprobe.fileio import checked_path, output_target, protect, refuse_inputs
 from onnxprobe.graph.extents import all_tensors, check_extents, is_external, location
-from onnxprobe.text import human_bytes
+from onnxprobe.text import clean, human_bytes
 
 # protobuf cannot serialise a single message over 2 GiB; stay well below it.
 PROTO_LIMIT = 2**31 - 2**26
@@ -129,6 +129,11 @@ def check_graph(model: onnx.ModelProto, name: str) -> None:
     model' from a file, and from Python (onnx.ModelProto()) gave an empty result without a word."""
     if not model.graph.node and not model.graph.output:
         raise ModelError(f"{name}: the model has no nodes and no outputs (nothing to probe)")
+    # a weight's dims are sizes: a negative one made inspect count -4 parameters and -16 B of external data,
+    # and onnxruntime's error ("Out of bounds dimensions") named neither the tensor nor the file
+    for t in all_tensors(model):
+        if any(d < 0 for d in t.dims):
+            raise ModelError(f"{name}: tensor {clean(t.name)!r} has dimensions {list(t.dims)}: a negative size (a broken model)")
 
 
 def _has_external_data(model: onnx.ModelProto) -> bool:

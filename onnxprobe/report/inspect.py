@@ -58,6 +58,7 @@ def inspect_dict(result) -> dict:
                            "problem": f.problem.message if f.problem else None} for f in s.external],
         "custom_domains": s.custom_domains, "functions": s.functions,
         "notes": list(result.warnings),
+        "problems": list(result.problems),
         "nodes": [_node(r) for r in result.nodes],
     }
 
@@ -204,6 +205,10 @@ def inspect_renderables(result, width: int = 120) -> list:
     out.append(_line(f"{weights} · {count(s.parameters)} parameters"))
     if s.doc:
         out.append(_line(s.doc.splitlines()[0], style="dim"))
+
+    if result.problems:  # first: onnxruntime refuses the model as written
+        out.append(_section("problems", f"{plural(len(result.problems), 'problem')}: onnxruntime will not load the graph"))
+        out += [_line(f"  {p}", style="bold red") for p in result.problems]
 
     out.append(_section("inputs and outputs"))
     out.append(io_table(s.inputs, s.outputs, width))

@@ -1,0 +1,100 @@
+"""What makes a main graph one onnxruntime refuses to load, found without running it: a tensor two nodes
+write (or a node and an input or initializer), a node input nothing gives, a graph output nothing gives,
+nodes that form a cycle (and, apart, a graph output listed twice, which it loads). ``inspect`` lists them; ``extract`` refuses a cut of a graph
+whose tensors have two producers (which one it kept was chance). Bodies of If/Loop/Scan read their outer
+graphs' names, so only the main graph's own edges are checked."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import onnx
+
+from onnxprobe.text import clean
+
+
+def _label(n: onnx.NodeProto, i: int) -> str:
+    return f"#{i} {clean(n.name)!r}" if n.name else f"#{i} ({n.op_type})"
+
+
+def producers(g: onnx.GraphProto) -> dict[str, list[str]]:
+    """Tensor name -> the nodes that write it (labels), in graph order."""
+    out: dict[str, list[str]] = {}
+    for i, n in enumerate(g.node):
+        for o in n.output:
+            if o:
+                out.setdefault(o, []).append(_label(n, i))
+    return out
+
+
+def duplicate_producers(g: onnx.GraphProto) -> list[str]:
+    """One line per tensor written twice: by two nodes, or by a node and a graph input or initializer."""
+    sources = {i.name for i in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
+    out = []
+    for name, who in producers(g).items():
+        if len(who) > 1:
+            out.append(f"tensor {clean(name)!r} is written by {len(who)} nodes ({', '.join(who[:4])})")
+        elif name in sources:
+            out.append(f"tensor {clean(name)!r} is written by node {who[0]} and is also a graph input or initializer")
+    return out
+
+
+def graph_problems(model: onnx.ModelProto) -> list[str]:
+    """Every reason, one line each, the main graph is not one onnxruntime loads (see the module docstring)."""
+    g = model.graph
+    made = producers(g)
+    known = set(made) | {i.name for i in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
+    out = duplicate_producers(g)
+    dangling: dict[str, str] = {}
+    for i, n in enumerate(g.node):
+        for x in n.input:
+            if x and x not in known:
+                dangling.setdefault(x, _label(n, i))
+    out += [f"node {who} reads {clean(x)!r}, which no node, graph input or initializer gives" for x, who in dangling.items()]
+    for name in dict.fromkeys(o.name for o in g.output):
+        if name and name not in known:
+            out.append(f"graph output {clean(name)!r} is given by no node, graph input or initializer")
+    cycle = _cycle(g, known - set(made))
+    if cycle:
+        out.append(f"nodes {', '.join(cycle[:4])}{' ...' if len(cycle) > 4 else ''} form a cycle: each needs another's output")
+    return out
+
+
+def outputs_listed_twice(g: onnx.GraphProto) -> list[str]:
+    """A graph output listed more than once: onnxruntime and onnx's checker take it (measured), but it is one
+    tensor, which a runtime returns twice."""
+    return [f"graph output {clean(name)!r} is listed {k} times" for name, k in Counter(o.name for o in g.output).items() if k > 1]
+
+
+def _cycle(g: onnx.GraphProto, given: set[str]) -> list[str]:
+    """The nodes on a cycle: those Kahn's algorithm never frees (a node input made by no node counts as
+    given: a dangling name is said apart), less those that only wait on a cycle without being on one."""
+    made: dict[str, list[int]] = {}
+    for i, n in enumerate(g.node):
+        for o in n.output:
+            if o:
+                made.setdefault(o, []).append(i)
+    needs = [{x for x in n.input if x and x in made and x not in given} for n in g.node]
+    readers: dict[str, list[int]] = {}
+    for i, xs in enumerate(needs):
+        for x in xs:
+            readers.setdefault(x, []).append(i)
+    waiting = [len(xs) for xs in needs]
+    todo = [i for i, k in enumerate(waiting) if k == 0]
+    done = set()
+    while todo:
+        i = todo.pop()
+        done.add(i)
+        for o in g.node[i].output:
+            for r in readers.get(o, ()) if o else ():
+                waiting[r] -= 1
+                if waiting[r] == 0:
+                    todo.append(r)
+    left = {i for i in range(len(g.node)) if i not in done}
+    while True:  # drop the nodes no other left node reads: behind a cycle, not on it
+        read = {x for i in left for x in needs[i]}
+        tail = {i for i in left if not any(o in read for o in g.node[i].output)}
+        if not tail:
+            break
+        left -= tail
+    return [_label(g.node[i], i) for i in sorted(left)]

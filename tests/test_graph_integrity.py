@@ -1,0 +1,84 @@
+"""Graphs onnxruntime will not load, found without running them: inspect listed nothing and exited 0 for a
+node input nothing gives, a cycle or a tensor two nodes write, and extract kept one of two producers by
+chance (exit 0); a weight with a negative dimension counted -4 parameters and -16 B of external data, and
+layers printed onnxruntime's 'Out of bounds dimensions' naming neither tensor nor file (QA)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.external_data_helper import convert_model_to_external_data
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe.cli.main import app
+
+runner = CliRunner()
+X = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+Y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+
+BROKEN = {
+    "dupout": ([helper.make_node("Relu", ["x"], ["y"], name="a"), helper.make_node("Sigmoid", ["x"], ["y"], name="b")],
+               "tensor 'y' is written by 2 nodes (#0 'a', #1 'b')"),
+    "dangling": ([helper.make_node("Add", ["x", "ghost"], ["y"], name="add")],
+                 "node #0 'add' reads 'ghost', which no node, graph input or initializer gives"),
+    "cycle": ([helper.make_node("Add", ["x", "b"], ["a"], name="n1"), helper.make_node("Relu", ["a"], ["b"], name="n2"),
+               helper.make_node("Identity", ["a"], ["y"], name="n3")],
+              "nodes #0 'n1', #1 'n2' form a cycle"),
+}
+
+
+def _save(tmp_path, name, nodes, outputs=(Y,)):
+    m = make_model(nodes, [X], list(outputs))
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(m, str(path))
+    return m, path
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_inspect_lists_what_onnxruntime_refuses_and_exits_1(tmp_path, name):
+    nodes, line = BROKEN[name]
+    m, path = _save(tmp_path, name, nodes)
+    with pytest.raises(Exception):  # the oracle: onnxruntime refuses the model as written
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    r = runner.invoke(app, ["inspect", str(path)])
+    assert r.exit_code == 1 and line in r.stdout, r.output
+    r = runner.invoke(app, ["inspect", str(path), "--json", "-"])
+    assert r.exit_code == 1 and any(line in p for p in json.loads(r.stdout)["problems"]), r.output
+
+
+def test_a_sound_graph_has_no_problems_and_an_output_listed_twice_is_a_note(tmp_path):
+    _, good = _save(tmp_path, "good", [helper.make_node("Relu", ["x"], ["y"], name="a")])
+    r = runner.invoke(app, ["inspect", str(good), "--json", "-"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["problems"] == []
+    m, twice = _save(tmp_path, "twice", [helper.make_node("Relu", ["x"], ["y"], name="a")], (Y, Y))
+    ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])  # loads: not a problem
+    r = runner.invoke(app, ["inspect", str(twice)])
+    assert r.exit_code == 0 and "graph output 'y' is listed 2 times" in r.stderr, r.output
+
+
+def test_extract_refuses_a_tensor_with_two_producers(tmp_path):
+    _, path = _save(tmp_path, "dupout", BROKEN["dupout"][0])
+    r = runner.invoke(app, ["extract", str(path), "-o", str(tmp_path / "ex.onnx"), "--to", "y"])
+    assert r.exit_code == 1 and not (tmp_path / "ex.onnx").exists(), r.output
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "tensor 'y' is written by 2 nodes (#0 'a', #1 'b')" in r.stderr
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_a_negative_dimension_is_a_model_error_naming_the_tensor(tmp_path, external):
+    w = numpy_helper.from_array(np.ones((1, 4), np.float32), "w")
+    m = make_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [X], [Y], [w])
+    if external:
+        convert_model_to_external_data(m, location="w.bin", size_threshold=0)
+    m.graph.initializer[0].dims[:] = [-1, 4]
+    path = tmp_path / "neg.onnx"
+    onnx.save(m, str(path))
+    for cmd in ("inspect", "layers"):
+        r = runner.invoke(app, [cmd, str(path)])
+        assert r.exit_code == 1, r.output
+        assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "tensor 'w' has dimensions [-1, 4]" in r.stderr
