@@ -22,8 +22,9 @@ _KINDS = {
 _SAID = {"text": "a string", "count": "a count", "flag": "true or false", "number": "a number", "list": "a list",
          "texts": "a list of strings", "object": "an object"}
 
-# a layers dataset report (``report.layers``): shards that ran differently list their devices when merged
-LAYERS_TOP = {"device": (("text", "list"), REQUIRED), "opt_level": (("text", "list"), REQUIRED),
+# a layers dataset report (``report.layers``): shards that ran differently list their devices when merged;
+# a runtime other than onnxruntime has no opt level (null)
+LAYERS_TOP = {"device": (("text", "list"), REQUIRED), "opt_level": (("text", "list"), NULLABLE),
               "runtime": (("text", "list"), OPTIONAL), "notes": (("texts",), OPTIONAL), "timing": (("object",), LOOSE)}
 LAYERS_TENSOR = {"index": (("count",), REQUIRED), "node": (("text",), REQUIRED), "scope": (("text",), NULLABLE),
                  "is_output": (("flag",), REQUIRED), "shape": (("list",), LOOSE), "not_observed": (("text",), LOOSE),
