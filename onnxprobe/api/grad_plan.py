@@ -62,7 +62,8 @@ class GradSpec:
         # or a file's dtype must be the output's
         self._from_list = frozenset(k for k in EXTRA_FIELD.values()
                                     if getattr(self, k) is not None and not isinstance(getattr(self, k), (np.ndarray, str, os.PathLike)))
-        self.target, self.labels, self.output_grad = (_array(v) for v in (self.target, self.labels, self.output_grad))
+        self.target, self.labels, self.output_grad = (_array(v, f) for v, f in ((self.target, "--target"), (self.labels, "--labels"),
+                                                                                 (self.output_grad, "--output-grad")))
         if self.loss in EXTRA_FLAG and self.extra is None:
             raise setting_error(UsageError, ("loss", "--loss"), f"{self.loss} needs {EXTRA_FIELD[self.loss]} ({EXTRA_FLAG[self.loss]} FILE.npy)")
         if self.output is not None and not isinstance(self.output, str):
@@ -85,10 +86,10 @@ class GradSpec:
         return x
 
 
-def _array(value) -> np.ndarray | None:
+def _array(value, flag: str) -> np.ndarray | None:
     if value is None or isinstance(value, np.ndarray):
         return value
-    return read_array(value) if isinstance(value, (str, os.PathLike)) else np.asarray(value)
+    return read_array(value, flag) if isinstance(value, (str, os.PathLike)) else np.asarray(value)
 
 
 def _check_loss_flags(loss: str, target, labels, output_grad) -> str:

@@ -9,7 +9,7 @@ import sys
 from typing import Annotated, Optional
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from onnxprobe import __version__
 from onnxprobe.cli.output import error
@@ -140,8 +140,51 @@ COMMANDS = [
 ]
 
 
+class _Command(TyperCommand):
+    """A command whose single-value options given twice with different values are refused, as ``--shape``
+    does for one input: click keeps the last (``--device tpu --device cpu`` ran on the CPU while the other
+    order failed on 'tpu'). The same value twice is taken."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        _single_values(self.params, args)
+        return super().parse_args(ctx, args)
+
+
+def _single_values(params, args: list[str]) -> None:
+    from onnxprobe.errors import UsageError
+
+    takes = {o: p for p in params if getattr(p, "opts", None) and not getattr(p, "is_flag", True)
+             and not getattr(p, "count", False) and getattr(p, "param_type_name", "") == "option"
+             for o in p.opts + p.secondary_opts}
+    seen: dict[str, tuple[str, str]] = {}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":  # what follows is arguments
+            break
+        flag, eq, value = a.partition("=")
+        if a.startswith("--") and eq and flag in takes:
+            i += 1
+        elif a in takes:
+            flag, value = a, args[i + 1] if i + 1 < len(args) else None
+            i += 2
+        elif a.startswith("-") and not a.startswith("--") and a[:2] in takes:  # -oFILE
+            flag, value = a[:2], a[2:]
+            i += 1
+        else:
+            i += 1
+            continue
+        p = takes[flag]
+        if p.multiple or value is None:
+            continue
+        if p.name in seen and seen[p.name][1] != value:
+            first, was = seen[p.name]
+            raise UsageError(f"{first} given twice with different values ({was!r} and {value!r}); give it once")
+        seen.setdefault(p.name, (flag, value))
+
+
 def _register(into: typer.Typer, name: str, fn, short: str) -> None:
-    into.command(name, short_help=short, help=reflowed(fn.__doc__))(fn)
+    into.command(name, cls=_Command, short_help=short, help=reflowed(fn.__doc__))(fn)
 
 
 for entry in COMMANDS:

@@ -108,16 +108,32 @@ def view_of(wide: bool, columns: str | None, fmt: str, known=None, json_: Path |
     from onnxprobe.errors import UsageError
     from onnxprobe.report.table import check_view
 
-    if json_ is not None and str(json_) == "-" and fmt != "table":
-        raise UsageError(f"--json - and --format {fmt} both write to stdout: give --json a file")
-    if json_ is not None and str(json_) == "-" and columns is not None:  # no table is shown: they would do nothing
-        raise UsageError("--columns chooses the table's columns, and --json - writes the whole report instead of the "
+    if json_ is not None and str(json_) == "-" and (fmt != "table" or _given("fmt")):
+        raise UsageError(f"--json - and --format {fmt} both write to stdout: give --json a file" if fmt != "table" else
+                         "--format table: --json - writes the whole report to stdout instead of the table: give --json a file")
+    if json_ is not None and str(json_) == "-" and (columns is not None or wide):  # no table is shown: they would do nothing
+        flag, what = ("--columns", "chooses the table's columns") if columns is not None else ("--wide", "widens the table")
+        raise UsageError(f"{flag} {what}, and --json - writes the whole report instead of the "
                          "table: give --json a file, or --format json for the table's rows as JSON")
     keys = tuple(k.strip() for k in (columns or "").split(",") if k.strip())
     if columns is not None and not keys:
         raise UsageError("--columns: give comma-separated column keys (a wrong key lists this table's keys)")
     check_view(fmt, list(keys), known, absent)
     return View(wide, keys, fmt)
+
+
+def _given(param: str) -> bool:
+    """Whether the running command's ``param`` was given on the command line (``--format table`` is the
+    default's value, which says nothing)."""
+    try:  # typer >= 0.16 vendors click; older ones use it
+        from typer._click.core import ParameterSource
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover
+        from click.core import ParameterSource
+        from click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    return ctx is not None and ctx.get_parameter_source(param) == ParameterSource.COMMANDLINE
 
 
 def selection_of(op: list[str] | None, name: list[str] | None, all_: bool, range_: str | None, include_constants: bool):
@@ -181,6 +197,6 @@ def one_input_profile(profile: bool) -> tuple[bool, str]:
 def inputs_in_dataset(**flags: bool) -> tuple[bool, str]:
     """The refusal, in dataset mode (``dataset_flag``), of the flags that give inputs (by name:
     save=True for --save)."""
-    names = [f"--{k.rstrip('_').replace('_', '-')}" for k in flags]
-    listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
-    return any(flags.values()), "{flag} takes all inputs from the dataset: drop " + listed
+    names = [f"--{k.rstrip('_').replace('_', '-')}" for k, given in flags.items() if given]  # those given, not all
+    listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0] if names else ""
+    return bool(names), "{flag} takes all inputs from the dataset: drop " + listed

@@ -55,9 +55,9 @@ def _check_header(shape: tuple[int, ...], dtype: np.dtype, what: str) -> None:
     check_fits(int(np.prod(shape, dtype=object)) * dtype.itemsize, f"{what} ({dtype} {list(shape)})")
 
 
-def read_array(path: str | Path) -> np.ndarray:
-    """A tensor from a ``.npy`` or ``.pb`` file."""
-    p = input_file(path, "input file")
+def read_array(path: str | Path, flag: str = "") -> np.ndarray:
+    """A tensor from a ``.npy`` or ``.pb`` file; ``flag``: the one that named it, said first where it is no file."""
+    p = input_file(path, "input file", flag)
     protect(p, "an input file")
     try:
         if p.suffix == ".npy":

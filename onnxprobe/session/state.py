@@ -108,7 +108,7 @@ class State:
             t = Target(label, m, api.index(m))
             self.targets[label] = t
         self.inputs = SessionInputs(inputs or api.InputSpec())
-        self.set_device(device)
+        self.set_device(device, "--device")
         if opt_level not in api.OPT_LEVELS:
             raise UsageError(f"--opt-level {opt_level!r}: choose one of {', '.join(api.OPT_LEVELS)}")
         self.opt_level = opt_level
@@ -134,9 +134,10 @@ class State:
         return self.targets["a"]
 
     # -- device --------------------------------------------------------------------------------------
-    def set_device(self, device: str) -> str:
+    def set_device(self, device: str, what: str = "device") -> str:
+        """``what``: the flag or command that set it (--device at the start, the `device` command later)."""
         if device not in api.DEVICES:
-            raise UsageError(f"device {device!r}: choose one of {', '.join(api.DEVICES)}")
+            raise UsageError(f"{what} {device!r}: choose one of {', '.join(api.DEVICES)}")
         self.resolved_device = api.resolve_device(device)  # raises when CUDA is asked for but unusable
         self.device = device
         return self.resolved_device

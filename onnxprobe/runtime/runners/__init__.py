@@ -53,10 +53,10 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
     onnxruntime runner's (interruptible, threads); ``settings``: the flags that chose the runtime and device."""
     check_runtime(runtime)
     if config is not None and runtime != "ort" and config.opt_level != "off":
-        raise UsageError(f"opt-level {config.opt_level} sets onnxruntime's graph optimisations: runtime {runtime} does "
-                         "not take one")
+        raise setting_error(UsageError, ("opt_level", "--opt-level"), f"{config.opt_level} sets onnxruntime's graph "
+                            f"optimisations: runtime {runtime} does not take one")
     if config is not None and runtime == "reference" and config.device == "cuda":
-        raise UsageError("device cuda: onnx.reference runs on the CPU (runtime reference)")
+        raise setting_error(UsageError, settings.device, "cuda: onnx.reference runs on the CPU (runtime reference)")
     if options and any(":" in k for k in options):  # RUNTIME:KEY, as diff takes them
         check_options_used([runtime], options)
         options = options_for(runtime, options)
@@ -90,6 +90,9 @@ def parse_runtime_options(items: list[str] | None) -> dict[str, str]:
         key = key.strip()
         if not sep or not key or not value.strip():
             raise UsageError(f"--runtime-option {item!r}: expected KEY=VALUE, e.g. INFERENCE_PRECISION_HINT=f16")
+        if key in out and out[key] != value.strip():  # the last one silently won
+            raise UsageError(f"--runtime-option {key}: given twice with different values ({out[key]!r} and "
+                             f"{value.strip()!r}); give one")
         out[key] = value.strip()
     return out
 
