@@ -79,8 +79,19 @@ def input_file(path, what: str, flag: str = "", pipe_ok: bool = False) -> Path:
         why = f"is a symbolic link that leads to no file (broken, or a loop of links; {what} expected)"
     else:
         why = (f"no such {what}" if not p.exists() else f"is a folder ({what} expected)" if p.is_dir()
-               else f"is a device, pipe or socket, not a regular file ({what} expected)")
+               else f"is {_special(p)}, not a regular file ({what} expected)")
     raise UsageError(f"{flag + ' ' if flag else ''}{clean(str(p))}: {why}")
+
+
+def _special(p: Path) -> str:
+    """What a path that is no file nor folder is: named as it is (a command that takes pipes said "a device,
+    pipe or socket" of /dev/null)."""
+    try:
+        mode = p.stat().st_mode
+    except OSError:
+        return "a device, pipe or socket"
+    return ("a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a pipe" if stat.S_ISFIFO(mode) else "a device, pipe or socket")
 
 
 def read_bounded(p: Path, limit: int) -> bytes:

@@ -371,7 +371,7 @@ def _cases() -> list[Case]:
                                                str(_script(d, [f"save y {_readonly(d)}/y.npy"]))], (1,), "cannot write", as_root=False),
         Case("debug_save_dev_full", lambda d: ["debug", sample("mlp"), "--script", str(_script(d, ["save y /dev/full"]))], (1,), "No space left"),
         # paths that exist but are not files: a folder, a device (a read of a pipe or a terminal could wait for ever)
-        Case("input_is_a_device", lambda d: ["layers", sample("mlp"), "--input", "x=/dev/null"], (2,), "/dev/null: is a device, pipe or socket"),
+        Case("input_is_a_device", lambda d: ["layers", sample("mlp"), "--input", "x=/dev/null"], (2,), "/dev/null: is a device, not a regular file"),
         Case("input_is_a_folder", lambda d: ["layers", sample("mlp"), "--input", f"x={d}"], (2,), "is a folder (input file expected)"),
         Case("vs_npz_is_a_device", lambda d: ["diff", sample("mlp"), "--vs-npz", "/dev/null"], (2,), "(.npz file expected)"),
         Case("merge_folder", lambda d: ["merge-stats", str(d), str(d)], (2,), "is a folder (report file expected)"),

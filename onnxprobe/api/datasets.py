@@ -134,8 +134,14 @@ class Done:
 
 
 def relabel(e: OnnxProbeError, label: str) -> OnnxProbeError:
-    """The same kind of error (usage: exit 2, else 1), its message saying which batch."""
-    return (UsageError if isinstance(e, UsageError) else ExecutionError)(f"{label}: {first_line(e)}")
+    """The same kind of error (usage: exit 2, else 1), its message saying which batch (once: a message that
+    starts with the batch's file, 'dir/b.npz: not a readable .npz file', names it already)."""
+    text = first_line(e)
+    return (UsageError if isinstance(e, UsageError) else ExecutionError)(text if _names(text, label) else f"{label}: {text}")
+
+
+def _names(text: str, label: str) -> bool:
+    return text.startswith(label) or os.path.basename(text.split(": ", 1)[0]) == label
 
 
 def model_path(model: Model | str | os.PathLike, flag: str = "--ray") -> str:
@@ -201,7 +207,7 @@ def _failed(failures: list[tuple[int, str, OnnxProbeError]], total: int) -> Onnx
     reasons = []
     for _, label, e in failures[:shown]:
         text = first_line(e)
-        reasons.append(clip(text if text.startswith(label) else f"{label}: {text}", 240))
+        reasons.append(clip(text if _names(text, label) else f"{label}: {text}", 240))
     more = f"; and {len(failures) - shown} more ({', '.join(lb for _, lb, _ in failures[shown:shown + 3])}" \
            f"{' …' if len(failures) > shown + 3 else ''})" if len(failures) > shown else ""
     cls = UsageError if isinstance(failures[0][2], UsageError) else ExecutionError

@@ -150,7 +150,7 @@ def _pick_output(model: onnx.ModelProto, name: str | None) -> str:
     outs = [o.name for o in model.graph.output]
     if name is None:
         if not outs:
-            raise UsageError("the model has no outputs")
+            raise ModelError("the model has no outputs: no loss to differentiate")  # a model problem: exit 1
         return outs[0]
     if name not in outs:
         raise setting_error(UsageError, ("output", "--loss-output"), f"{name!r}: not an output of the model; its outputs are: {', '.join(outs)}")

@@ -35,11 +35,14 @@ def source(t: TensorProto, base_dir: str | os.PathLike, origin: str | os.PathLik
     length (non-negative integers). ``origin``: the model file, named in the errors (two models, one
     tensor name: which one)."""
     try:
-        return _source(t, base_dir)
+        where = _source(t, base_dir)
     except ModelError as e:
         if origin is None:
             raise
         raise ModelError(f"{origin}: {e}") from None
+    if origin is not None and where[0].resolve() == Path(origin).resolve():  # its protobuf bytes read as weights
+        raise ModelError(f"{origin}: tensor {t.name!r}: external data location {location(t)!r} is the model file itself")
+    return where
 
 
 def _source(t: TensorProto, base_dir: str | os.PathLike) -> tuple[Path, int, int | None]:

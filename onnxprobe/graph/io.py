@@ -129,6 +129,9 @@ def check_graph(model: onnx.ModelProto, name: str) -> None:
     model' from a file, and from Python (onnx.ModelProto()) gave an empty result without a word."""
     if not model.graph.node and not model.graph.output:
         raise ModelError(f"{name}: the model has no nodes and no outputs (nothing to probe)")
+    opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    if opsets and opsets[-1] < 1:  # the one onnxruntime reads (graph.builder.opset_version)
+        raise ModelError(f"{name}: the model imports ai.onnx opset {opsets[-1]}, which does not exist (opsets start at 1)")
     # a weight's dims are sizes: a negative one made inspect count -4 parameters and -16 B of external data,
     # and onnxruntime's error ("Out of bounds dimensions") named neither the tensor nor the file
     for t in all_tensors(model):

@@ -285,6 +285,10 @@ def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[
     if strict and (not sel.is_default or sel.range) and not refs:  # asked for, and nothing: not an empty report
         raise UsageError(f"the selection ({sel.describe()}) matches no tensor in this model"
                          + ("" if sel.include_constants else " (weights are left out unless --include-constants)"))
+    if strict and not refs:  # the default, on a model no node of which writes an output: refused as --all is
+        why = ("it has no nodes, nothing to probe" if not model.graph.node else
+               "no node writes a model output, and it has no layers; give --all, --op or --name")
+        raise UsageError(f"the default selection (the model's outputs and its layers) matches no tensor: {why}")
     return refs
 
 

@@ -178,6 +178,12 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
                 model = _with_opset(model, int(m.group(1)))
                 notes.append(f"model converted down to opset {m.group(1)}, the newest this onnxruntime supports")
                 continue
+            declared, old = opset_version(model), _NO_KERNEL.search(msg) or _NO_OP.search(msg)
+            if declared is not None and declared < ORT_OLDEST_OPSET and old:
+                # onnxruntime guarantees opsets 7 and up: older versions of an op have no kernel (Relu-1, Add-6)
+                raise SessionError(f"the model's opset {declared} is older than onnxruntime supports ({ORT_OLDEST_OPSET} "
+                                   f"and up): it has no kernel for op {old.group(1)} of that opset; convert the model "
+                                   f"to opset {ORT_OLDEST_OPSET} or newer (onnx.version_converter)") from e
             raise SessionError(explain_ort_error(msg, device)) from e
     return Session(sess, device, opt_level, time.perf_counter() - t0, notes, arena)
 
@@ -253,6 +259,8 @@ def _with_ir(model: onnx.ModelProto, ir: int) -> onnx.ModelProto:
 
 
 _NO_KERNEL = re.compile(r"Could not find an implementation for (\S+)\((\d+)\) node with name '([^']*)'")
+_NO_OP = re.compile(r"No Op registered for (\S+) with domain_version of (-?\d+)")
+ORT_OLDEST_OPSET = 7  # "ONNX Runtime only *guarantees* support for models stamped with opset version 7 or above"
 
 
 def explain_ort_error(msg: str, device: str = "cpu") -> str:
@@ -272,7 +280,7 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
                 f"(the file is damaged, or was written wrongly); onnxruntime: {msg.strip().splitlines()[0][:300]}")
     if "Unsupported model IR version" in msg:
         return f"onnxruntime cannot read this model's IR version ({IR_VERSION_RE.search(msg).group(0) if IR_VERSION_RE.search(msg) else msg.strip()})"
-    m = re.search(r"No Op registered for (\S+) with domain_version of (\d+)", msg) or re.search(
+    m = _NO_OP.search(msg) or re.search(
         r"Fatal error: (\S+?)\((-?\d+)\) is not a registered function/op", msg)
     if m:
         node = re.search(r'In Node, \("([^"]*)"', msg)
