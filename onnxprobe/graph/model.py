@@ -20,7 +20,8 @@ from onnxprobe.text import clean, clip, quote
 
 @dataclass
 class Model:
-    """``proto``: the model as read, with shape inference's value_info filled in (nothing else changed);
+    """``proto``: the model as read, with shape inference's value_info filled in (nothing else changed but a
+    domain imported twice, collapsed to the import onnxruntime runs with);
     ``source``: the path (or a label); ``warnings``: what loading had to say (shape inference degraded...)."""
 
     proto: onnx.ModelProto

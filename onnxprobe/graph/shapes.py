@@ -28,7 +28,8 @@ def infer_shapes(model: onnx.ModelProto, warnings: list[str] | None = None) -> o
 def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.ModelProto:
     """Fill ``model``'s value_info (main graph and subgraphs) in place, by onnx shape inference with data
     propagation run on a weightless skeleton (so weight bytes are never serialised). Degrades: strict,
-    then non-strict, then no annotation with a warning. Returns ``model``."""
+    then non-strict, then no annotation with a warning. A domain imported twice is first collapsed to the
+    import onnxruntime runs with (``graph.builder.single_opsets``). Returns ``model``."""
     from onnxprobe.graph.skeleton import skeleton
 
     warnings = warnings if warnings is not None else []
