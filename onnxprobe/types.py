@@ -79,6 +79,10 @@ class Probe:
     stats_on_host: bool = False  # statistics (and shape) from raw_output with numpy (small tensors, opsets without IsNaN)
     raw_for_stats: bool = False  # raw_output is there for stats_on_host only: its values were not asked for
     raw_scalar: bool = False  # raw_output carries a scalar of an If branch as [1] ([0]: the branch did not run)
+    # the static dims the float statistics nodes were laid out for (their partial sums' axes, the block rows),
+    # where the plan fixed any: a run whose tensor has other dims (a shape declared in value_info that the
+    # values, not the input shapes, contradict: a Range to a fed limit) read them wrong (runners.base)
+    planned_shape: tuple | None = None
 
 
 @dataclass

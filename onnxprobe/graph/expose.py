@@ -210,6 +210,7 @@ def expose(
         if stats and split and elem not in UNSUPPORTED_STATS_DTYPES:
             shape = known.get(ref.name) or (ref.shape if ref.shape is not None else _rank_only(t))
             first, second, probe.stats_block = builder(g).stats_parts(src, elem, shape)
+            probe.planned_shape = _laid_out(shape, elem)
             probe.stats_output, probe.stats_sums = (_output_of(g, builder(g), part, STATS_PREFIX + ref.name + tag, names)
                                                     if part else None for part, tag in ((first, ""), (second, ".sums")))
             for o in (probe.stats_output, probe.stats_sums):
@@ -218,6 +219,7 @@ def expose(
         elif stats and elem not in UNSUPPORTED_STATS_DTYPES:
             shape = known.get(ref.name) or (ref.shape if ref.shape is not None else _rank_only(t))
             row = builder(g).stats_row(src, elem, shape, nonfinite)
+            probe.planned_shape = None if site.chain else _laid_out(shape, elem)  # a body's count is over its runs
             top = lift(row, site.chain, row_type, "stats") if site.chain else row
             final = STATS_PREFIX + ref.name
             if final in names:
@@ -284,6 +286,14 @@ def _retyped(t: onnx.TypeProto | None, elem: int) -> onnx.TypeProto | None:
     out.CopyFrom(t)
     out.tensor_type.elem_type = elem
     return out
+
+
+def _laid_out(shape: tuple | None, elem: int | None) -> tuple | None:
+    """The dims a float32 statistics row is laid out for (``Probe.planned_shape``): None where it fixes none
+    (integers, float64 and tensors of unknown rank take a flat float64 row, right at any size)."""
+    if elem != TensorProto.FLOAT or not shape or not any(isinstance(d, int) for d in shape):
+        return None
+    return tuple(d if isinstance(d, int) else None for d in shape)
 
 
 def _rank_only(t: onnx.TypeProto | None) -> tuple | None:

@@ -7,13 +7,18 @@ onnxprobe sizes statistics rows from them. ``stale_shapes`` compares every decla
 the one onnx's inference gives for the run's input shapes (``graph.shapes.concrete_shapes``, inferred
 from the inputs alone); ``without_shapes`` returns a copy whose contradicted entries keep their element
 type and rank but no dims (the rank too where it is what disagrees). The input model is never changed.
+A declared shape that only the fed values contradict (a Range to a fed limit) shows after the run:
+``misplanned`` tells a statistics row laid out for dims the run's tensor does not have.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 
 from onnxprobe.graph.shapes import static_shape
+from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.types import Probe
 
 
 def stale_shapes(model: onnx.ModelProto, concrete: dict[str, tuple[int, ...]]) -> dict[str, tuple[tuple, tuple]]:
@@ -59,4 +64,15 @@ def stale_note(stale: dict[str, tuple[tuple, tuple]]) -> str:
             f"for these inputs{more}): those declarations are ignored")
 
 
-__all__ = ["stale_shapes", "without_shapes", "stale_note"]
+def misplanned(p: Probe, st: TensorStats | None, shape: tuple | None) -> bool:
+    """Whether ``p``'s statistics row was laid out for other dims than the run's tensor has
+    (``Probe.planned_shape``): its runtime ``shape`` where exposed, else its element count."""
+    planned = p.planned_shape
+    if not planned or st is None:
+        return False
+    if shape is not None:
+        return len(shape) != len(planned) or any(a is not None and a != b for a, b in zip(planned, shape))
+    return all(a is not None for a in planned) and st.count != int(np.prod(planned, dtype=np.int64))
+
+
+__all__ = ["stale_shapes", "without_shapes", "stale_note", "misplanned"]

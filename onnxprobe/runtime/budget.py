@@ -1,12 +1,15 @@
-"""Memory budgets: parsing ``--max-memory``, the default budget, and packing tensors into chunks."""
+"""Memory budgets: parsing ``--max-memory``, the default budget, packing tensors into chunks, and whether a
+run fits beside its inputs (``check_run_fits``)."""
 
 from __future__ import annotations
 
 import re
 
 import numpy as np
+import onnx
 
 from onnxprobe.errors import UsageError
+from onnxprobe.graph.shapes import shape_bytes, shapes_with_folded, value_types
 from onnxprobe.runtime.arrays import available_memory
 
 DEFAULT_FRACTION = 0.25  # of the memory available when the command starts
@@ -55,3 +58,29 @@ def plan_chunks(sizes: list[tuple[str, int]], budget: int) -> list[list[str]]:
     if cur:
         chunks.append(cur)
     return chunks
+
+
+def check_run_fits(model: onnx.ModelProto, input_shapes: dict, fed: int) -> None:
+    """A UsageError, before any run, when inputs this large (``fed`` bytes, held already: an eighth of the
+    memory available or more) make a tensor that cannot fit beside them: the run needs its largest tensor
+    and one more of that size (the next op's output, or a statistic's temporary). Smaller inputs are not
+    checked: the shapes would cost inference on every run (a process the OS kills for memory says nothing)."""
+    from onnxprobe.runtime.arrays import available_memory  # looked up at the call (tests set it)
+    from onnxprobe.text import clean, human_bytes
+
+    avail = available_memory()
+    if fed * 8 < avail:
+        return
+    try:
+        inferred, _ = shapes_with_folded(model, input_shapes, fold=False)
+    except Exception:  # noqa: BLE001 - no shapes, no check: the run says what it says
+        return
+    types = value_types(model)
+    sizes = [(shape_bytes(types.get(n), s) or 0, n, s) for n, s in inferred.items() if types.get(n) is not None]
+    if not sizes:
+        return
+    largest, name, shape = max(sizes, key=lambda x: x[0])
+    if 2 * largest > avail:
+        raise UsageError(f"running the model on inputs of {human_bytes(fed)} needs about {human_bytes(2 * largest)} more (its "
+                         f"largest tensor, {clean(name)} [{'x'.join(map(str, shape))}], is {human_bytes(largest)}), more than "
+                         f"the {human_bytes(avail)} of memory available beside the inputs: give smaller input shapes")

@@ -107,8 +107,9 @@ def structure(model: onnx.ModelProto) -> str:
 # 21: a string tensor's dtype is "string", not numpy's "object"; 22: int64 extremes kept in the type, not moved an
 # ulp up where distinct values round to one float64; 23: tensors of sibling bodies that share a name are probes of
 # their own, TensorRef.qualified; 24: sequences and optionals are not probed; 25: small model outputs are summarised
-# on the host too, exactly; 26: the pair rows' max relative error divides by max(|b|, the smallest subnormal))
-FORMAT = 26
+# on the host too, exactly; 26: the pair rows' max relative error divides by max(|b|, the smallest subnormal);
+# 27: Probe.planned_shape, the dims a float row was laid out for, checked against the run's)
+FORMAT = 27
 
 
 def key_of(parts: dict) -> str:
@@ -141,7 +142,9 @@ def load(k: str, base: onnx.ModelProto, restore: bool = True) -> tuple[onnx.Mode
         return None
     try:
         # every field as ``store`` wrote it (asdict): a field added to Probe comes back without a line here
-        probes = [Probe(**{**p, "ref": _ref(p["ref"])}) for p in probes]
+        probes = [Probe(**{**p, "ref": _ref(p["ref"]),
+                           "planned_shape": tuple(p["planned_shape"]) if p.get("planned_shape") is not None else None})
+                  for p in probes]
     except (KeyError, TypeError, ValueError):
         return None
     outputs = {o.name for o in model.graph.output}

@@ -26,14 +26,15 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError
+from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError
 from onnxprobe.graph.expose import expose, needs_masking, unsure_stack
 from onnxprobe.graph.select import refs_by_key
-from onnxprobe.graph.stale_shapes import stale_note, stale_shapes, without_shapes
+from onnxprobe.graph.stale_shapes import misplanned, stale_note, stale_shapes, without_shapes
 from onnxprobe.graph.walk import in_if_branch
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stub_weights, stubs
 from onnxprobe.graph.shapes import shape_bytes, shapes_with_folded, static_shape, value_types
 from onnxprobe.runtime import plan_cache
+from onnxprobe.runtime.budget import check_run_fits
 from onnxprobe.stats.tensor_stats import TensorStats, has_statistics, widened
 from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
@@ -239,32 +240,6 @@ def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: 
     return fitting, host
 
 
-def check_run_fits(model: onnx.ModelProto, input_shapes: dict, fed: int) -> None:
-    """A UsageError, before any run, when inputs this large (``fed`` bytes, held already: an eighth of the
-    memory available or more) make a tensor that cannot fit beside them: the run needs its largest tensor
-    and one more of that size (the next op's output, or a statistic's temporary). Smaller inputs are not
-    checked: the shapes would cost inference on every run (a process the OS kills for memory says nothing)."""
-    from onnxprobe.runtime.arrays import available_memory
-    from onnxprobe.text import clean, human_bytes
-
-    avail = available_memory()
-    if fed * 8 < avail:
-        return
-    try:
-        inferred, _ = shapes_with_folded(model, input_shapes, fold=False)
-    except Exception:  # noqa: BLE001 - no shapes, no check: the run says what it says
-        return
-    types = value_types(model)
-    sizes = [(shape_bytes(types.get(n), s) or 0, n, s) for n, s in inferred.items() if types.get(n) is not None]
-    if not sizes:
-        return
-    largest, name, shape = max(sizes, key=lambda x: x[0])
-    if 2 * largest > avail:
-        raise UsageError(f"running the model on inputs of {human_bytes(fed)} needs about {human_bytes(2 * largest)} more (its "
-                         f"largest tensor, {clean(name)} [{'x'.join(map(str, shape))}], is {human_bytes(largest)}), more than "
-                         f"the {human_bytes(avail)} of memory available beside the inputs: give smaller input shapes")
-
-
 class GraphRunner(Runner):
     runs_graphs = True
     max_plans: ClassVar[int] = 4  # probed copies (and their sessions) kept for reuse, by cache key
@@ -281,6 +256,7 @@ class GraphRunner(Runner):
         # a failed run is diagnosed by running that one, not the built one as if it were the user's
         self.diagnose_with: onnx.ModelProto | None = None
         self.cast_float_feeds = False  # feeds of another float type than the model's inputs cast to them (diff)
+        self._unlaying = False  # run_plan's second plan without declared dims is under way
 
     @abstractmethod
     def execute(self, model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device_outputs: list[str] = (),
@@ -401,13 +377,34 @@ class GraphRunner(Runner):
             # values of Loop/Scan body tensors are stacked per iteration: onnxruntime refuses a stack whose
             # shapes change (a tensor that grows, or lies in an If branch inside the loop)
             stacked = [p.ref.name for p in plan.probes if p.raw_output and unsure_stack(p.ref)]
-            raise self._diagnosed(e, base, feeds, stacked) from e
+            err = self._diagnosed(e, base, feeds, stacked)
+            laid = {p.ref.name for p in plan.probes if p.planned_shape}
+            if getattr(err, "probed_only", False) and laid and rerun and not self._unlaying:
+                # statistics laid out for declared dims that the fed values contradict (a Reshape of 2M
+                # elements to [-1, 1024] blocks, a sum over an axis the tensor lacks: misplanned's case, where
+                # the run failed): once more without those declarations, as flat float64 rows
+                self._unlaying = True
+                try:
+                    return self.probe([replace(p.ref, shape=None) if p.ref.name in laid else p.ref for p in plan.probes]
+                                      + list(host_refs), feeds, stats=stats, shapes=shapes, raw=raw,
+                                      model=without_shapes(base, laid), outputs=outputs, check=check)
+                finally:
+                    self._unlaying = False
+            raise err from e
         st, shp, arrays = read_probes(plan.probes, out)
         arrays = _without_idle_branches(arrays, base)
         if stats and rerun:
-            bad = [p.ref for p in plan.probes if p.stats_output and needs_masking(st.get(p.ref.key))]
+            # rows laid out for dims the run's tensor does not have: a declared shape that the fed values
+            # contradicted (a Range to a fed limit: Σ|x| of 2M elements summed in float32 as if of 6, abs_mean
+            # off in the 3rd digit); graph.stale_shapes only sees what the input shapes contradict
+            moved = {p.ref.name for p in plan.probes if p.stats_output and misplanned(p, st.get(p.ref.key), shp.get(p.ref.key))}
+            bad = [p.ref for p in plan.probes
+                   if p.stats_output and (needs_masking(st.get(p.ref.key)) or p.ref.name in moved)]
             if bad:
-                again = self.probe(bad, feeds, shapes=False, nonfinite="masked", model=base, outputs=False, check=False)
+                # those are summarised again without the declared shapes: flat float64 rows, right at any size
+                again = self.probe([replace(r, shape=None) if r.name in moved else r for r in bad], feeds, shapes=False,
+                                   nonfinite="masked", model=without_shapes(base, moved) if moved else base,
+                                   outputs=False, check=False)
                 st.update(again.stats)
         read_host_refs(host_refs, feeds, base, st, shp, arrays, stats=stats, shapes=shapes, raw=raw)
         if stats and check:
@@ -455,8 +452,10 @@ class GraphRunner(Runner):
                                   "tensors of a Loop or Scan body, one per iteration, which cannot be done where their shape "
                                   "changes between iterations or they lie in an If branch there; their statistics can be "
                                   "taken without their values: drop --save, or mark --stats)")
-        return ExecutionError(f"{e} (the model itself runs on these inputs: what failed is onnxprobe's probed copy of it; "
-                              f"please report this, with ONNXPROBE_DEBUG=1's output)")
+        err = ExecutionError(f"{e} (the model itself runs on these inputs: what failed is onnxprobe's probed copy of it; "
+                             f"please report this, with ONNXPROBE_DEBUG=1's output)")
+        err.probed_only = True  # run_plan may plan it again
+        return err
 
     def check_statistics(self, probes: list[Probe], stats: dict) -> None:
         """What this runtime's statistics of these tensors may not tell: notes (``note``); none by default."""
