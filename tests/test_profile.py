@@ -16,6 +16,7 @@ from conftest import sample_path
 from onnxprobe.cli.main import app
 from onnxprobe.graph.merge import PREFIX_A
 from onnxprobe.runtime.profile import attribute, named
+from onnxprobe.runtime.runners import base as base_runner
 
 runner = CliRunner()
 
@@ -54,13 +55,52 @@ def test_attribution_of_hand_made_events():
     assert p.of_tensor()["c"] == (None, "bn") and p.of_tensor()["bn"] == (0.3, None)
 
 
+def test_body_kernels_count_once_and_onnxprobes_nodes_in_bodies_are_probes():
+    """An If's and a Loop's body kernels run inside their parent's kernel: the model's stay in it, onnxprobe's
+    (named 'onnxprobe/...' inside a body, where the main graph's producers do not know them) are probes."""
+    nodes = [helper.make_node("If", ["c"], ["o"], name="branch"), helper.make_node("Loop", ["n", "", "o"], ["t"], name="loop"),
+             helper.make_node("Relu", ["t"], ["y"], name="relu")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    copy, back = named(helper.make_model(g))
+    events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 1000},
+              _ev("branch", 10, 300, "If"),
+              _ev("branch/then/matmul", 20, 100, "MatMul"),
+              _ev("onnxprobe/ReduceMin/branch/then/h", 130, 50, "ReduceMin"),
+              _ev("loop", 400, 500, "Loop"),
+              _ev("loop/body/add", 410, 100, "Add"), _ev("onnxprobe/If/loop/body/s", 520, 200, "If"),
+              _ev("onnxprobe/Abs/loop/body/s.careful", 530, 100, "Abs"),  # inside a probe's If: counted in it
+              _ev("loop/body/tanh", 730, 100, "Tanh"),
+              _ev("relu", 910, 40, "Relu")]
+    p = attribute(events, copy, back, None, {"branch", "loop", "relu"})
+    assert p.node_ms == pytest.approx({"branch": 0.25, "loop": 0.3, "relu": 0.04})
+    assert p.probe_ms == pytest.approx(0.25) and p.other_ms == 0 and p.kernels == 3
+    assert p.model_ms + p.probe_ms + p.other_ms <= p.total_ms
+
+
+def test_profile_parts_of_a_model_with_bodies_fit_the_run():
+    d = _layers_json(str(sample_path("control_flow")), "--all", "--device", "cpu")
+    s = d["profile"]
+    # onnxprobe's nodes in the bodies are probes, their kernels (and the bodies' own) counted once
+    assert s["probe_overhead_ms"] > 0 and s["layout_and_other_ms"] == 0
+    assert s["model_kernels_ms"] + s["probe_overhead_ms"] + s["layout_and_other_ms"] <= s["probed_ms"] + 1e-3
+    r = runner.invoke(app, ["diff", str(sample_path("control_flow")), str(sample_path("control_flow")), "--all",
+                            "--profile", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)["profile"]
+    assert s["layout_and_other_ms"] == 0
+    assert s["a_kernels_ms"] + s["b_kernels_ms"] + s["metrics_and_introduced_ms"] + s["layout_and_other_ms"] <= s["run_ms"] + 1e-3
+
+
 def _layers_json(*args) -> dict:
     r = runner.invoke(app, ["layers", *args, "--profile", "--json", "-"])
     assert r.exit_code == 0, r.output
     return json.loads(r.stdout)
 
 
-def test_layers_profile_without_optimisations_has_one_kernel_per_node():
+def test_layers_profile_without_optimisations_has_one_kernel_per_node(monkeypatch):
+    # every row in the graph: the CNN's tensors are small enough to be summarised on the host, no probe kernels
+    monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (0, 0))
     d = _layers_json(str(sample_path("cnn")), "--all", "--device", "cpu")
     m = onnx.load(str(sample_path("cnn")))
     s = d["profile"]
