@@ -131,9 +131,23 @@ def test_diff_profile_times_both_models():
     assert s["a_kernels_ms"] + s["b_kernels_ms"] + s["metrics_and_introduced_ms"] + s["layout_and_other_ms"] <= s["run_ms"] + 1e-3
 
 
-def test_diff_profile_needs_the_one_run_diff():
-    r = runner.invoke(app, ["diff", str(sample_path("mlp")), str(sample_path("mlp")), "--profile", "--separate-runs"])
-    assert r.exit_code == 0 and "--profile times the one-run diff" in r.stderr
+@pytest.mark.parametrize("args, words", [
+    (["diff", "M", "M", "--profile", "--separate-runs"], "--profile times diff's one run of both models: not with --separate-runs"),
+    (["diff", "M", "--vs-opt-level", "all", "--profile"], "--profile times diff's one run of both models: not with --vs-opt-level"),
+    (["diff", "M", "--vs-device", "cpu", "--profile"], "--profile times diff's one run of both models: not with --vs-device"),
+    (["diff", "M", "--vs-reference", "--profile"], "--profile times onnxruntime's kernels: not with --vs-reference"),
+    (["diff", "M", "--vs-runtime", "openvino", "--profile"], "--profile times onnxruntime's kernels: not with --vs-runtime openvino"),
+    (["diff", "M", "M", "--runtime", "reference", "--profile"], "--profile times onnxruntime's kernels: not with --runtime reference"),
+    (["layers", "M", "--runtime", "reference", "--profile"], "--profile times onnxruntime's kernels: not with --runtime reference"),
+    (["diff", "M", "M", "--inputs-dir", ".", "--profile"], "--profile times one input: drop --inputs-dir"),
+    (["layers", "M", "--inputs-dir", ".", "--profile"], "--profile times one input: drop --inputs-dir"),
+])
+def test_what_profile_cannot_time_is_refused_before_any_run(args, words, tmp_path):
+    """The same refusal, in the same words, from layers and diff (diff ran on with a note where it could not
+    time its one run: --separate-runs, --vs-runtime, --runtime reference)."""
+    m = str(sample_path("mlp"))
+    r = runner.invoke(app, [m if a == "M" else (str(tmp_path) if a == "." else a) for a in args])
+    assert r.exit_code == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
 
 
 @pytest.mark.parametrize("args, words", [

@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.pictures import (
         ExplorerIds, describe_inputs, diff_histograms, explorer_ids, grad_histograms, histogram_of, layers_histograms,
     )
-    from onnxprobe.api.profile import LayersProfile, RowTime, profile_layers
+    from onnxprobe.api.profile import LayersProfile, RowTime, check_profile, profile_layers
     from onnxprobe.api.torch import diff_grad_torch, diff_torch, torch_module
     from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult, SurgeryResult, extract, inspect, mark
     from onnxprobe.compare.diff import SORTS, DiffResult, PairResult, sort_results
@@ -106,7 +106,7 @@ _WHERE = {
         "ExplorerIds describe_inputs diff_histograms explorer_ids "
         "grad_histograms histogram_of layers_histograms"
     ),
-    "onnxprobe.api.profile": "LayersProfile RowTime profile_layers",
+    "onnxprobe.api.profile": "LayersProfile RowTime check_profile profile_layers",
     "onnxprobe.api.torch": "diff_grad_torch diff_torch torch_module",
     "onnxprobe.api.surgery": (
         "ExtractResult InspectResult MarkResult SurgeryResult extract inspect "

@@ -15,6 +15,7 @@ import onnx
 from onnxprobe.api.inputs import (
     as_config, as_inputs, as_max_memory, as_model, as_selection, check_map, check_switches, expect,
 )
+from onnxprobe.api.profile import check_profile
 from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
@@ -210,9 +211,12 @@ def diff(
     vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
                                  vs_npz=vs_npz, vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime,
                                  runtime_options=runtime_options)
+    if profile:  # before any run: what --profile cannot time (the sides' runtimes, no one run of both)
+        off = next((f for f, v in (("--vs-torch", vs_torch is not None), ("--vs-npz", vs_npz is not None),
+                                   ("--vs-device", vs_device), ("--vs-opt-level", vs_opt_level),
+                                   ("--separate-runs", not fuse)) if v), None)
+        check_profile(runtime, vs_runtime=vs_runtime, vs_reference=vs_reference, one_run_off=off)
     if vs_torch is not None:
-        if profile:
-            raise UsageError("--profile times onnxruntime's kernels of a diff of two models: not with --vs-torch")
         if fp32_sensitivity:
             raise UsageError("--fp32-sensitivity reruns a QDQ model A against a float model B: not with --vs-torch")
         from onnxprobe.api.torch import diff_torch  # its grad planning and autodiff only for --vs-torch

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.runtime.profile import Profile, profile
 from onnxprobe.types import ProbeResult, RunConfig
@@ -51,6 +52,21 @@ class LayersProfile:
                 "fusions_broken": max(0, q.kernels - p.kernels)}
 
 
+def check_profile(runtime: str = "ort", *, vs_runtime: str | None = None, vs_reference: bool = False,
+                  one_run_off: str | None = None) -> None:
+    """A UsageError, before anything runs, where ``--profile`` cannot time what was asked: it reads
+    onnxruntime's profiler, so every runtime is onnxruntime (``runtime``, ``vs_runtime``: that of diff's
+    side B), and diff times its one run of both models (``one_run_off``: the flag that keeps it from running,
+    --separate-runs, --vs-device...). One wording for layers and diff."""
+    other = [(f, r) for f, r in (("--runtime", runtime), ("--vs-runtime", vs_runtime)) if r not in (None, "ort")]
+    if vs_reference:
+        raise UsageError("--profile times onnxruntime's kernels: not with --vs-reference")
+    if other:
+        raise UsageError(f"--profile times onnxruntime's kernels: not with {other[0][0]} {other[0][1]}")
+    if one_run_off:
+        raise UsageError(f"--profile times diff's one run of both models: not with {one_run_off}")
+
+
 def profile_layers(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], config: RunConfig | None = None,
                    runs: int = 2) -> LayersProfile:
     """Profile ``model`` and the probed copy of ``result`` on ``feed`` (``runs`` runs each; the last
@@ -76,4 +92,4 @@ def profile_layers(model: Model, result: ProbeResult, feed: dict[str, np.ndarray
     return out
 
 
-__all__ = ["LayersProfile", "RowTime", "profile_layers"]
+__all__ = ["LayersProfile", "RowTime", "check_profile", "profile_layers"]

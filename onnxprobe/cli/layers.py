@@ -98,8 +98,8 @@ def layers(
     require_html(html)
     budget = api.parse_size(max_memory) if max_memory is not None else None  # '' is refused, not the default
     rt = dict(runtime=runtime, runtime_options=api.parse_runtime_options(runtime_option))
-    if profile and runtime != "ort":
-        raise UsageError(f"--profile times onnxruntime's kernels: not with --runtime {runtime}")
+    if profile:
+        api.check_profile(runtime)
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
     dataset = dataset_flag(inputs_dir, inputs_from,
                            inputs_in_dataset(save=save is not None, input_=bool(input_), inputs=inputs is not None, shape=bool(shape), seed=seed != 0, int_range=int_range != "0:100"),

@@ -268,7 +268,9 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     # Casts that meet, differently in the merged graph, so its values there are not those it gives alone (QA)
     halves = "a model computes in half precision" if a.runs_graphs and b.runs_graphs and (half(a) or half(b)) else None
     why_not = (fusable(a, b) or ("the models take inputs of different float types" if floats else None) or halves) if fuse else "--separate-runs"
-    notes = [f"--profile times the one-run diff, which is not used here ({why_not})"] if profile and why_not else []
+    if profile and why_not:  # known before any run: refused as the flags that keep the one run off are (api.check_profile)
+        raise UsageError(f"--profile times diff's one run of both models, which these models cannot take: {why_not}")
+    notes = []
     notes += float_note(floats) + quantized_b_note(report, introduced and (with_cones or b.runner.replays), one_model(a, b))
     inside = {**body_tensors(b.model.proto, selection, loops_only=True), **body_tensors(a.model.proto, selection, loops_only=True)}
     notes += [n for n in [body_note(inside, "compared by diff", loops_only=True)] if n]
