@@ -150,6 +150,23 @@ def test_no_cache_flag(cache):
     assert np.isfinite(1.0)
 
 
+@pytest.mark.parametrize("command", [["grad", "CNN"], ["debug", "CNN", "--script", "-"]], ids=["grad", "debug"])
+def test_no_cache_flag_of_grad_and_debug(cache, command):
+    """grad and debug write plan cache entries too (the forward run that learns shapes, the probed runs): their
+    --no-cache keeps them out, as layers' and diff's does (it was 'No such option')."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    args = [str(sample_path("cnn")) if a == "CNN" else a for a in command]
+    script = "run\ngrad\nstats\n"
+    r = CliRunner().invoke(app, [*args, "--no-cache"], input=script)
+    assert r.exit_code == 0, r.output
+    assert not cache.exists() or not list(cache.iterdir())
+    r = CliRunner().invoke(app, args, input=script)
+    assert r.exit_code == 0 and list(cache.glob("*.json")), r.output
+
+
 # -- diff: the merged graph of the one-run diff (compare.fused.build_cached) ---------------------------------
 @pytest.fixture()
 def builds(monkeypatch):

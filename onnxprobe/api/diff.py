@@ -373,7 +373,7 @@ def diff_grad(
     sides, plans = [], []
     for role, m in (("A", a_model), ("B", b_model)):
         cands = candidates(m.proto, observe(m.proto))
-        plan = grad_plan(m, side_spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip")
+        plan = grad_plan(m, side_spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
         plans.append(plan)
         sides.append(grad_side(m.source, m, plan, OrtRunner(plan.backward.model, config, m.source), cands, role))
     side_a, side_b = sides

@@ -74,7 +74,7 @@ class GradWorker(BatchWorker):
     def plan(self, feed: dict[str, np.ndarray]) -> tuple[GradPlan, list, list, OrtRunner]:
         key = tuple(sorted((k, tuple(np.shape(v))) for k, v in feed.items()))
         if key not in self.plans:
-            gp = grad_plan(self.model, self.spec, self.selection, feed=feed)
+            gp = grad_plan(self.model, self.spec, self.selection, feed=feed, cache=self.config.cache)
             refs, acts, scored = grad_probes(gp)
             kw = {"threads": self.threads} if self.threads else {}
             runner = OrtRunner(scored, self.config, self.model.source, **kw)

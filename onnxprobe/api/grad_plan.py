@@ -24,6 +24,7 @@ from onnxprobe.graph.walk import subgraphs, walk
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_array
 from onnxprobe.runtime.runners.ort import OrtRunner
+from onnxprobe.types import RunConfig
 
 # forward + backward run with every onnxruntime graph optimisation unless the caller says otherwise: the
 # gradients are the same, and layout (NCHWc) and fusions make the Conv-heavy backward graphs several times faster
@@ -158,7 +159,7 @@ def _pick_output(model: onnx.ModelProto, name: str | None) -> str:
 
 
 def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warnings: list[str], *,
-                    ranks_only: bool = False) -> onnx.ModelProto:
+                    ranks_only: bool = False, cache: bool = True) -> onnx.ModelProto:
     """Fill in the types of main-graph tensors that shape inference left unknown (e.g. a Reshape whose
     shape is computed) from one forward run, and those of every tensor inside If branches (nested Ifs
     that test shapes, as silero-vad's, leave inference with wrong ranks there): the branch the feed takes
@@ -174,7 +175,7 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
     missing |= conds
     refs = [r for r in select(model, Selection(all=True, include_constants=True), strict=False) if r.name in missing]
     try:
-        got = OrtRunner(model).probe(refs, feed, stats=False, shapes=False, raw=True, outputs=False).arrays
+        got = OrtRunner(model, RunConfig(cache=cache)).probe(refs, feed, stats=False, shapes=False, raw=True, outputs=False).arrays
     except ExecutionError as e:
         warnings.append(f"could not run the model to learn the shapes inference missed ({e})")
         return model
@@ -203,28 +204,29 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
 
 def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection | None = None, *,
               feed: dict[str, np.ndarray] | None = None, names: list[str] | None = None,
-              unsupported: str = "raise", probe_inputs=None) -> GradPlan:
+              unsupported: str = "raise", probe_inputs=None, cache: bool = True) -> GradPlan:
     """Attach the loss and the backward graph. With ``feed``, shapes are re-inferred for those input
     shapes first (static shapes make a smaller backward graph); without it the backward graph keeps the
     model's dynamic dimensions (what ``--export`` writes). ``names``: exact tensors to differentiate,
     instead of ``selection`` and ``spec.wrt``; ``unsupported="skip"``: an op without a gradient rule stops
     the gradient (the tensors behind it get none, with a warning) instead of raising. ``probe_inputs``
     (an InputSpec): without ``feed``, the inputs of the one run that tells the ranks shape inference
-    missed (default: onnxprobe's default inputs). When a gradient needs a newer opset than the model's, the
+    missed (default: onnxprobe's default inputs); ``cache``: those runs may use the plan cache
+    (``RunConfig.cache``: False for --no-cache). When a gradient needs a newer opset than the model's, the
     plan is made on a copy converted to GRAD_OPSET. ``model``: a Model, a path or a ModelProto."""
     model, spec, selection = as_model(model), as_spec(spec), as_selection(selection)
     if unsupported not in ("raise", "skip"):
         raise UsageError(f"unsupported: expected 'raise' or 'skip', got {unsupported!r}")
     try:
         return _grad_plan(model, spec, selection, feed=feed, names=names, unsupported=unsupported,
-                          probe_inputs=probe_inputs)
+                          probe_inputs=probe_inputs, cache=cache)
     except OpsetTooOld as e:
         old = default_opset(model.proto)
         if old >= GRAD_OPSET or e.needed > GRAD_OPSET:
             raise
         upgraded, needed = _upgraded(model, old, e), e.needed
     gp = _grad_plan(upgraded, spec, selection, feed=feed, names=names, unsupported=unsupported,
-                    probe_inputs=probe_inputs)
+                    probe_inputs=probe_inputs, cache=cache)
     gp.warnings.insert(0, f"model opset {old}: the gradients need opset {needed} ops, so they are computed on a "
                           f"copy converted to opset {GRAD_OPSET} (onnx.version_converter), which --export writes")
     return gp
@@ -274,17 +276,18 @@ def _drop_value_info(g: onnx.GraphProto) -> None:
 
 def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None, *,
                feed: dict[str, np.ndarray] | None, names: list[str] | None, unsupported: str,
-               probe_inputs=None) -> GradPlan:
+               probe_inputs=None, cache: bool = True) -> GradPlan:
     spec = spec or GradSpec()
     warnings = list(model.warnings)
     output = _pick_output(model.proto, spec.output)
     if feed is not None:
         base = infer_shapes(with_input_shapes(model.proto, {k: np.shape(v) for k, v in feed.items()}), warnings)
-        base = _runtime_shapes(base, feed, warnings)
+        base = _runtime_shapes(base, feed, warnings, cache=cache)
     else:  # keep the dynamic dimensions, learn only the missing ranks (from a run on default inputs)
         base = model.proto
         try:
-            base = _runtime_shapes(base, _feeds.make_feeds(model.proto, probe_inputs).values, warnings, ranks_only=True)
+            base = _runtime_shapes(base, _feeds.make_feeds(model.proto, probe_inputs).values, warnings, ranks_only=True,
+                                   cache=cache)
         except OnnxProbeError:
             pass
     if feed is not None:
@@ -295,7 +298,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     fwd.CopyFrom(base)
     # the extra input (labels, target, output gradient) is checked against the output's shape for this feed,
     # not its declared one: a batch of 2 labels for an output [?, 4] of batch 1 broadcast into another loss
-    run_shape = _output_shape(model.proto, output, feed) if feed is not None and spec.extra is not None else None
+    run_shape = _output_shape(model.proto, output, feed, cache) if feed is not None and spec.extra is not None else None
     out_type = value_types(base).get(output)
     elem = out_type.tensor_type.elem_type if out_type is not None else 0
     given = spec.extra_for(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else spec.extra
@@ -333,13 +336,13 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings, constant)
 
 
-def _output_shape(model: onnx.ModelProto, output: str, feed: dict[str, np.ndarray]) -> tuple[int, ...] | None:
+def _output_shape(model: onnx.ModelProto, output: str, feed: dict[str, np.ndarray], cache: bool = True) -> tuple[int, ...] | None:
     """The shape ``output`` has for ``feed``: shape inference's for those input shapes, else one run's."""
     shape = concrete_shapes(model, {k: tuple(np.shape(v)) for k, v in feed.items()}).get(output)
     if shape is None:
         refs = [r for r in select(model, Selection(all=True), strict=False) if r.name == output]
         try:
-            shape = OrtRunner(model).probe(refs, feed, stats=False, outputs=False).shapes.get(output) if refs else None
+            shape = OrtRunner(model, RunConfig(cache=cache)).probe(refs, feed, stats=False, outputs=False).shapes.get(output) if refs else None
         except ExecutionError:
             return None
     return tuple(shape) if shape is not None else None

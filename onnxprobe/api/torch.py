@@ -268,14 +268,14 @@ def diff_grad_torch(
     reordered RNN gates) have no parameter and are listed with the reason."""
     spec, max_memory = spec or GradSpec(), as_max_memory(max_memory)
     a_model, mod, fs, config, template = _prepare(a, module, example_args, inputs, config or RunConfig(opt_level=GRAD_OPT_LEVEL))
-    fwd_side = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu"), a_model.source))
+    fwd_side = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu", cache=config.cache), a_model.source))
     try:
         tp = _torch_pairing(a_model, fwd_side, mod, fs, template=template)
     except ExecutionError as e:
         raise fs.explained(e) from e
     cands = candidates(a_model.proto, observe(a_model.proto))
     # names= chooses the tensors (the spec's wrt filters the pairs below)
-    plan = grad_plan(a_model, spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip")
+    plan = grad_plan(a_model, spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
     side_a = grad_side(a_model.source, a_model, plan, OrtRunner(plan.backward.model, config, a_model.source), cands, "A")
     outputs = [o.name for o in a_model.proto.graph.output]
     modules = {p.a.name: p.b for p in tp.pairs if p.b.module}

@@ -98,7 +98,7 @@ def _null_busy(message: str) -> ContextManager:
 
 class State:
     def __init__(self, models: list[api.Model], *, inputs: api.InputSpec | None = None, device: str = "auto",
-                 opt_level: str = "off", selection: api.Selection | None = None) -> None:
+                 opt_level: str = "off", selection: api.Selection | None = None, cache: bool = True) -> None:
         if not models:
             raise UsageError("no model to debug")
         if len(models) > 2:
@@ -112,6 +112,7 @@ class State:
         if opt_level not in api.OPT_LEVELS:
             raise UsageError(f"--opt-level {opt_level!r}: choose one of {', '.join(api.OPT_LEVELS)}")
         self.opt_level = opt_level
+        self.cache = cache  # the plan cache (runtime.plan_cache): --no-cache turns it off for every run of the session
         self.busy: Callable[[str], ContextManager] = _null_busy
         self.current = "a"  # the target goto/step/back walk
         self.extras: dict[str, object] = {}  # room for features that attach later (gradients...)
@@ -143,7 +144,7 @@ class State:
         return self.resolved_device
 
     def config(self) -> api.RunConfig:
-        return api.RunConfig(device=self.resolved_device, opt_level=self.opt_level)
+        return api.RunConfig(device=self.resolved_device, opt_level=self.opt_level, cache=self.cache)
 
     # -- inputs --------------------------------------------------------------------------------------
     def specs(self, t: Target):

@@ -133,7 +133,7 @@ def cmd_grad(env: Env, args: list[str]):
     feed = st.feed(t)[0]
     feed = {s.name: feed[s.name] for s in st.specs_of(forward) if s.name in feed}
     with st.busy("attaching the loss and the backward graph…"):
-        gp = api.grad_plan(forward, spec, sel, feed=feed)
+        gp = api.grad_plan(forward, spec, sel, feed=feed, cache=st.cache)
     model = api.Model.of(gp.backward.model, forward.source, list(gp.warnings))
     st.replace_model(t, model, forward=forward)
     t.grad_shapes = {k: tuple(np.shape(v)) for k, v in feed.items()}
