@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -223,28 +225,49 @@ def store_entry(k: str, model: onnx.ModelProto, meta: dict) -> None:
 
 
 KEY = re.compile(r"[0-9a-f]{32}")  # an entry's name: key_of's 16-byte digest in hex
+TEMP = re.compile(r"\.[0-9a-f]{32}\.(?:onnx|json)\..+\.tmp")  # what atomic_output writes an entry's file to first
+# a half entry (its .onnx without its .json: a failed write, a process killed between the two) or a temporary
+# left by a killed writer is deleted once this old (seconds): a concurrent writer's are seconds old at most
+STALE_S = 300
 
 
 def _trim(d: Path, limit: int) -> None:
     """The oldest entries deleted until the cache holds at most ``limit`` bytes: only entries, named by a
     key, never another file that shares the folder ($ONNXPROBE_CACHE_DIR may be any folder: a user's
-    models and JSON reports there are not the cache's to trim)."""
-    entries = []
-    for meta in d.glob("*.json"):
-        if not KEY.fullmatch(meta.stem):
-            continue
-        body = meta.with_suffix(".onnx")
+    models and JSON reports there are not the cache's to trim). Half entries and temporaries that nobody
+    writes any more (``STALE_S``) go first: no run ever reads them, and they are bytes all the same."""
+    now, parts = time.time(), {}
+    for f in d.iterdir():
         try:
-            entries.append((meta.stat().st_mtime, meta, body, meta.stat().st_size + (body.stat().st_size if body.exists() else 0)))
+            st = f.lstat()
         except OSError:
             continue
-    total = sum(e[3] for e in entries)
-    for _, meta, body, size in sorted(entries, key=lambda e: e[0]):
+        stem, _, ext = f.name.rpartition(".")
+        if TEMP.fullmatch(f.name):
+            if now - st.st_mtime > STALE_S:
+                _unlink(f)
+        elif ext in ("json", "onnx") and KEY.fullmatch(stem) and stat.S_ISREG(st.st_mode):
+            parts.setdefault(stem, {})[ext] = (f, st)
+    entries = []
+    for files in parts.values():
+        newest = max(st.st_mtime for _, st in files.values())
+        if len(files) < 2 and now - newest > STALE_S:
+            for f, _ in files.values():
+                _unlink(f)
+            continue
+        used = files["json"][1].st_mtime if "json" in files else newest  # load touches the .json: recently used
+        entries.append((used, [f for f, _ in files.values()], sum(st.st_size for _, st in files.values())))
+    total = sum(e[2] for e in entries)
+    for _, files, size in sorted(entries, key=lambda e: e[0]):
         if total <= limit:
             break
-        for f in (meta, body):
-            try:
-                f.unlink()
-            except OSError:
-                pass
+        for f in files:
+            _unlink(f)
         total -= size
+
+
+def _unlink(f: Path) -> None:
+    try:
+        f.unlink()
+    except OSError:
+        pass
