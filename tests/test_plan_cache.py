@@ -382,6 +382,58 @@ def test_a_cache_folder_that_cannot_hold_files_is_one_clear_error(tmp_path, monk
     assert CliRunner().invoke(app, ["layers", str(sample_path("mlp")), "--no-cache"]).exit_code == 0
 
 
+@pytest.mark.parametrize("make, words", [
+    (lambda t: (t / "c").symlink_to(t / "nowhere"), "is a link to '{t}/nowhere', which does not exist"),
+    (lambda t: ((t / "c").symlink_to(t / "d"), (t / "d").symlink_to(t / "c")), "is a loop of symbolic links"),
+    (lambda t: ((t / "up").symlink_to(t / "gone"), (t / "c").symlink_to(t / "up" / "x")), "is a link to '{t}/up/x', which does not exist"),
+], ids=["dangling", "loop", "chain"])
+def test_a_cache_folder_that_is_a_broken_link_says_so(tmp_path, monkeypatch, make, words):
+    """mkdir's 'File exists' named nothing of the cause."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    make(tmp_path)
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    r = CliRunner().invoke(app, ["layers", str(sample_path("mlp"))])
+    assert r.exit_code == 2 and words.format(t=tmp_path) in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
+    r = CliRunner().invoke(app, ["layers", str(sample_path("mlp")), "--no-cache"])
+    assert r.exit_code == 0, r.output
+
+
+def test_a_cache_folder_below_a_broken_link_says_which(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    (tmp_path / "l").symlink_to(tmp_path / "nowhere")
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "l" / "sub"))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    r = CliRunner().invoke(app, ["layers", str(sample_path("mlp"))])
+    assert r.exit_code == 2 and f"lies under '{tmp_path}/l', a link to '{tmp_path}/nowhere'" in r.stderr, r.output
+
+
+def test_the_cache_folder_expands_a_tilde_and_ignores_a_relative_xdg_cache_home(tmp_path, monkeypatch):
+    """'~/c' quoted in a shell reaches onnxprobe as it is: it made ./~/c in the current folder. A relative
+    $XDG_CACHE_HOME is to be ignored (the XDG Base Directory spec): ~/.cache instead."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", "~/c")
+    assert plan_cache.cache_dir() == home / "c"
+    _layers(sample_path("mlp"))
+    assert list((home / "c").glob("*.json")) and not (work / "~").exists()
+    monkeypatch.delenv("ONNXPROBE_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", "rel")
+    assert plan_cache.cache_dir() == home / ".cache" / "onnxprobe"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert plan_cache.cache_dir() == tmp_path / "xdg" / "onnxprobe"
+
+
 @pytest.mark.parametrize("text", ["abc", "-5", "99999999999999999999", "1.5"])
 def test_an_unreadable_mmap_threshold_is_one_clear_error(monkeypatch, text):
     import subprocess

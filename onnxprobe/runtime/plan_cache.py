@@ -7,7 +7,7 @@ tensors, how they are probed and the input shapes. It holds the probed copy as a
 weights stubbed: they are the model's own, put back from the model on load, so an entry costs the
 graph, not the weights) and the probes as JSON.
 
-Where: ``$ONNXPROBE_CACHE_DIR``, else ``$XDG_CACHE_HOME/onnxprobe``, else ``~/.cache/onnxprobe``;
+Where: ``$ONNXPROBE_CACHE_DIR`` (``~`` expanded), else ``$XDG_CACHE_HOME/onnxprobe`` (when absolute), else ``~/.cache/onnxprobe``;
 bounded by ``$ONNXPROBE_CACHE_SIZE`` (``size_limit``: whole bytes, or with K, M, G, T as --max-memory; default 512 MiB; the oldest entries go first); safe to
 delete at any time. ``ONNXPROBE_NO_CACHE=1`` or ``--no-cache`` (``RunConfig.cache``) turns it off. A
 cache that cannot be read or written is skipped silently: it only ever saves time.
@@ -15,6 +15,7 @@ cache that cannot be read or written is skipped silently: it only ever saves tim
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -43,10 +44,32 @@ except ImportError:  # another Python: hashlib's
 
 
 def cache_dir() -> Path:
+    """$ONNXPROBE_CACHE_DIR (a leading ~ expanded, as a shell does only when unquoted: '~/c' made ./~/c), else
+    $XDG_CACHE_HOME/onnxprobe where that is an absolute path (the XDG spec: a relative one is ignored),
+    else ~/.cache/onnxprobe."""
     if os.environ.get("ONNXPROBE_CACHE_DIR"):
-        return Path(os.environ["ONNXPROBE_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return Path(os.path.expanduser(os.environ["ONNXPROBE_CACHE_DIR"]))
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "onnxprobe"
+
+
+def _broken_link(d: Path) -> tuple[Path, str] | None:
+    """(the link, what it is) where ``d`` or a folder above it is a symbolic link that leads nowhere: a link
+    to a path that does not exist, or a loop of links (mkdir says only "File exists"); None otherwise."""
+    for p in (d, *d.parents):
+        try:
+            if not p.is_symlink():
+                continue
+            p.stat()
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                return p, "a loop of symbolic links"
+            try:
+                return p, f"a link to {quote(os.readlink(p))}, which does not exist"
+            except OSError:
+                return p, "a symbolic link that leads nowhere"
+    return None
 
 
 def enabled(config_cache: bool = True) -> bool:
@@ -60,6 +83,11 @@ def enabled(config_cache: bool = True) -> bool:
         fix = "point it at a folder, or set ONNXPROBE_NO_CACHE=1"
         above = next((a for a in d.parents if a.exists()), None) if not d.exists() else None
         # either would never hold an entry: every run would rebuild, without a word
+        broken = _broken_link(d)
+        if broken is not None:
+            link, what = broken
+            at = f"{quote(str(d))} is" if link == d else f"{quote(str(d))} lies under {quote(str(link))},"
+            raise UsageError(f"{where}{at} {what}; {fix}")
         if d.exists() and not d.is_dir():
             raise UsageError(f"{where}{quote(str(d))} is a file, not a folder; {fix}")
         if above is not None and not above.is_dir():
