@@ -55,6 +55,35 @@ def test_attribution_of_hand_made_events():
     assert p.of_tensor()["c"] == (None, "bn") and p.of_tensor()["bn"] == (0.3, None)
 
 
+def test_several_timed_runs_take_each_kernels_fastest():
+    """One timed run let one scheduling hiccup top the 'slowest' table: each time is the minimum over the
+    timed runs, and the parts still add up to no more than the fastest run."""
+    copy, back = named(_model())
+    events = []
+    for k, (conv, relu, probe, total) in enumerate([(900, 50, 20, 1000), (300, 400, 20, 800), (310, 60, 90, 500)]):
+        t0 = 10_000 * (k + 1)
+        events += [{"cat": "Session", "name": "model_run", "ts": t0, "dur": total},
+                   _ev("conv", t0 + 1, conv), _ev("y", t0 + 2 + conv, relu, "Relu"),
+                   _ev("onnxprobe/Abs/y", t0 + 3 + conv + relu, probe, "Abs")]
+    events = [_ev("conv", 1, 5000), {"cat": "Session", "name": "model_run", "ts": 0, "dur": 6000}] + events  # untimed
+    p = attribute(events, copy, back, None, runs=3)
+    assert p.runs == 3 and p.node_ms == pytest.approx({"conv": 0.3, "y": 0.05})
+    assert p.probe_ms == pytest.approx(0.02) and p.total_ms == pytest.approx(0.5)
+    assert p.model_ms + p.probe_ms + p.other_ms <= p.total_ms
+    assert attribute(events, copy, back, None).node_ms == pytest.approx({"conv": 0.31, "y": 0.06})  # the last run alone
+
+
+def test_the_profile_says_how_many_runs_it_timed():
+    from onnxprobe.runtime.profile import RUNS
+
+    d = _layers_json(str(sample_path("mlp")), "--all", "--device", "cpu")
+    assert d["profile"]["runs"] == RUNS > 1
+    r = runner.invoke(app, ["layers", str(sample_path("mlp")), "--profile", "--device", "cpu"])
+    assert f"fastest of {RUNS} runs" in r.stdout
+    r = runner.invoke(app, ["diff", str(sample_path("mlp")), str(sample_path("mlp")), "--profile", "--json", "-"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["profile"]["runs"] == RUNS
+
+
 def test_body_kernels_count_once_and_onnxprobes_nodes_in_bodies_are_probes():
     """An If's and a Loop's body kernels run inside their parent's kernel: the model's stay in it, onnxprobe's
     (named 'onnxprobe/...' inside a body, where the main graph's producers do not know them) are probes."""

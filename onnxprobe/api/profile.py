@@ -15,7 +15,7 @@ import numpy as np
 
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
-from onnxprobe.runtime.profile import Profile, profile
+from onnxprobe.runtime.profile import RUNS, Profile, profile
 from onnxprobe.types import ProbeResult, RunConfig
 
 
@@ -49,7 +49,7 @@ class LayersProfile:
         return {"plain_ms": round(p.total_ms, 4), "probed_ms": round(q.total_ms, 4),
                 "model_kernels_ms": round(q.model_ms, 4), "probe_overhead_ms": round(q.probe_ms, 4),
                 "layout_and_other_ms": round(q.other_ms, 4), "kernels_plain": p.kernels, "kernels_probed": q.kernels,
-                "fusions_broken": max(0, q.kernels - p.kernels)}
+                "fusions_broken": max(0, q.kernels - p.kernels), "runs": min(p.runs, q.runs)}
 
 
 def check_profile(runtime: str = "ort", *, vs_runtime: str | None = None, vs_reference: bool = False,
@@ -68,9 +68,9 @@ def check_profile(runtime: str = "ort", *, vs_runtime: str | None = None, vs_ref
 
 
 def profile_layers(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], config: RunConfig | None = None,
-                   runs: int = 2) -> LayersProfile:
-    """Profile ``model`` and the probed copy of ``result`` on ``feed`` (``runs`` runs each; the last
-    one is read), with ``result``'s device and opt level unless ``config`` says otherwise."""
+                   runs: int = RUNS) -> LayersProfile:
+    """Profile ``model`` and the probed copy of ``result`` on ``feed`` (one untimed run and ``runs`` timed
+    ones each, every kernel's time the minimum over them: ``runtime.profile``), with ``result``'s device and opt level unless ``config`` says otherwise."""
     from onnxprobe.api.inputs import as_config, as_model, as_probe_result, checked_feed
 
     model, result, config = as_model(model), as_probe_result(result), as_config(config)

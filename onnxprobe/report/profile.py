@@ -20,6 +20,12 @@ def _ms(v) -> str:
     return duration(v / 1e3) if v is not None else "-"
 
 
+def _of_runs(s: dict) -> str:
+    """How many timed runs the times are the fastest of (runtime.profile.RUNS)."""
+    n = s.get("runs") or 1
+    return f" (each time the fastest of {n} runs)" if n > 1 else " (one run)"
+
+
 def with_profile(data: dict, prof, rows_key: str = "tensors", name_key: str = "name") -> dict:
     """``data`` (a layers dict) with ``kernel_ms`` & co. on each row and a top-level ``profile``."""
     times = {k: v.to_dict() for k, v in prof.rows.items()}
@@ -34,7 +40,7 @@ def profile_renderables(data: dict, width: int = 120, rows_key: str = "tensors",
     s = data.get("profile")
     if not s:
         return []
-    line = Text(f"profile: plain run {_ms(s['plain_ms'])}, probed run {_ms(s['probed_ms'])} "
+    line = Text(f"profile{_of_runs(s)}: plain run {_ms(s['plain_ms'])}, probed run {_ms(s['probed_ms'])} "
                 f"(model kernels {_ms(s['model_kernels_ms'])}, probes {_ms(s['probe_overhead_ms'])}, "
                 f"layout and other {_ms(s['layout_and_other_ms'])}); kernels {s['kernels_plain']} plain, "
                 f"{s['kernels_probed']} probed: {s['fusions_broken']} fusion(s) broken by probing")
@@ -65,7 +71,7 @@ def diff_profile_renderables(data: dict, width: int = 120, top: int = 10) -> lis
     s = data.get("profile")
     if not s:
         return []
-    line = Text(f"profile: one run of both models {_ms(s['run_ms'])} (A's kernels {_ms(s['a_kernels_ms'])}, "
+    line = Text(f"profile{_of_runs(s)}: one run of both models {_ms(s['run_ms'])} (A's kernels {_ms(s['a_kernels_ms'])}, "
                 f"B's {_ms(s['b_kernels_ms'])}, metrics and introduced error {_ms(s['metrics_and_introduced_ms'])}, "
                 f"layout and other {_ms(s['layout_and_other_ms'])})")
     rows = [p for p in data.get("pairs", []) if p.get("kernel_ms_a") is not None]
