@@ -252,6 +252,16 @@ CASES: list[Case] = [
     one("LayerNormalization", {"x": (2, 3, 8), "s": (8,), "b": (8,)}, force32=True, id="LayerNormalization-f32-outputs"),
     one("LayerNormalization", {"x": (2, 4, 5), "s": (4, 5)}, attrs=dict(axis=1, epsilon=1e-3), opset=18,
         id="LayerNormalization-axis1-opset18"),
+    # the optional Mean and InvStdDev outputs carry gradients too, with or without output 0's
+    one("LayerNormalization", {"x": (2, 3, 8), "s": (8,), "b": (8,)}, outs=("y", "mean", "isd"), id="LayerNormalization-stats"),
+    one("LayerNormalization", {"x": (2, 3, 8), "s": (8,), "b": (8,)}, outs=("y", "mean", "isd"), force32=True,
+        id="LayerNormalization-stats-f32"),
+    Case("LayerNormalization-stats-only", "LayerNormalization",
+         [node("LayerNormalization", ["x", "s", "b"], ["o", "mean", "isd"], axis=1)], {"x": (2, 3, 4)},
+         {"s": np.ones((3, 4)), "b": np.zeros((3, 4))}, outputs=("mean", "isd"), wrt=("x",)),
+    Case("LayerNormalization-mean-only", "LayerNormalization",
+         [node("LayerNormalization", ["x", "s", "b"], ["o", "mean", "isd"])], {"x": (2, 5)},
+         {"s": np.ones(5), "b": np.zeros(5)}, outputs=("mean",), wrt=("x",), force32=True),
     one("InstanceNormalization", {"x": (2, 3, 4, 5), "s": (3,), "b": (3,)}),
     # reductions ---------------------------------------------------------------------------------------
     one("ReduceSum", {"x": (2, 3, 4)}, consts={"axes": i64(1, -1)}, attrs=dict(keepdims=0)),
@@ -424,6 +434,9 @@ CASES += [
     Case("SkipLayerNormalization", "com.microsoft:SkipLayerNormalization",
          [ms("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"], ["y", "", "", "sum"], epsilon=1e-5)],
          {"x": (2, 3, 8), "skip": (2, 3, 8), "gamma": (8,), "beta": (8,), "bias": (8,)}, outputs=("y", "sum"), force32=True),
+    Case("SkipLayerNormalization-stats", "com.microsoft:SkipLayerNormalization",
+         [ms("SkipLayerNormalization", ["x", "skip", "gamma", "beta"], ["y", "mean", "isd"], epsilon=1e-5)],
+         {"x": (2, 3, 8), "skip": (2, 3, 8), "gamma": (8,), "beta": (8,)}, outputs=("y", "mean", "isd"), force32=True),
     Case("BiasGelu", "com.microsoft:BiasGelu", [ms("BiasGelu", ["x", "b"])], {"x": (2, 3, 4), "b": (4,)},
          gen={"x": normal}, force32=True),
     Case("FastGelu", "com.microsoft:FastGelu", [ms("FastGelu", ["x", "b"])], {"x": (2, 3, 4), "b": (4,)},
@@ -851,7 +864,9 @@ def run_backward(case: Case, vals: dict, cot: dict):
                 continue
             raise
         feeds = {k: v.astype(np_t) for k, v in vals.items() if k in case.inputs}
-        feeds.update({f"d_{o}": cot[o].astype(np_t) for o in case.outputs})
+        seed_t = {i.name: helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type) for i in model.graph.input}
+        # a seed has its output's type (LayerNormalization's Mean is float32, its stash type, in a double model)
+        feeds.update({f"d_{o}": cot[o].astype(seed_t.get(f"d_{o}", np_t)) for o in case.outputs})
         names = list(bw.grads.values())
         res = dict(zip(names, sess.run(names, feeds)))
         return {t: res[g].astype(np.float64) for t, g in bw.grads.items()}, elem, bw

@@ -312,8 +312,9 @@ def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op
             sc, b = ins[1].reshape(sh), ins[2].reshape(sh)
         m = x.mean(dim=dims, keepdim=True)
         v = ((x - m) ** 2).mean(dim=dims, keepdim=True)
-        y = (x - m) / torch.sqrt(v + a.get("epsilon", 1e-5)) * sc
-        return [y + b if b is not None else y]
+        inv = 1 / torch.sqrt(v + a.get("epsilon", 1e-5))
+        y = (x - m) * inv * sc
+        return [y + b if b is not None else y] + ([m, inv] if op == "LayerNormalization" else [])
     if op.startswith("Reduce"):
         axes = _axes(node, ins, a, opset, 1, 13 if op == "ReduceSum" else 18)
         keep, noop = bool(a.get("keepdims", 1)), a.get("noop_with_empty_axes", 0)

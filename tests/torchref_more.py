@@ -90,8 +90,10 @@ def eval_more(node, ins, a: dict, opset: int) -> list:  # noqa: C901 - one branc
         return [a.get("alpha", 1.0) * (A @ B)]
     if op == "SkipLayerNormalization":
         s = x + ins[1] + (ins[4] if len(ins) > 4 and ins[4] is not None else 0)
-        y = F.layer_norm(s, s.shape[-1:], ins[2], ins[3] if len(ins) > 3 else None, a.get("epsilon", 1e-12))
-        return [y, None, None, s]
+        eps = a.get("epsilon", 1e-12)
+        y = F.layer_norm(s, s.shape[-1:], ins[2], ins[3] if len(ins) > 3 else None, eps)
+        m = s.mean(-1, keepdim=True)
+        return [y, m, 1 / torch.sqrt(((s - m) ** 2).mean(-1, keepdim=True) + eps), s]
     if op == "BiasGelu":
         return [F.gelu(x + ins[1])]
     if op == "FastGelu":

@@ -7,7 +7,7 @@ from __future__ import annotations
 from onnxprobe.autodiff.registry import rule
 from onnxprobe.autodiff.rules.activation import swish_slope
 from onnxprobe.autodiff.rules.elementwise import gelu_slope
-from onnxprobe.autodiff.rules.norm import norm_input_grad, stats
+from onnxprobe.autodiff.rules.norm import norm_input_grad, stats, stats_grad
 
 MS = "com.microsoft"
 
@@ -75,8 +75,8 @@ def fused_matmul(g):
 @rule("SkipLayerNormalization", inputs=(0, 1, 2, 3, 4), broadcast=(1, 2, 3, 4), domain=MS)
 def skip_layer_norm(g):
     """s = input + skip (+ bias), y = xhat gamma + beta, xhat = (s - mean) r over the last axis  ->
-    ds = r (gs - mean(gs) - xhat mean(gs xhat)) with gs = dy gamma, plus the gradient of the optional
-    output s;  d input = d skip = d bias = ds,  d gamma = dy xhat,  d beta = dy (summed to their shapes)"""
+    ds = r (gs - mean(gs) - xhat mean(gs xhat)) with gs = dy gamma, plus the gradients of the optional
+    outputs mean and r (as LayerNormalization's) and s;  d input = d skip = d bias = ds,  d gamma = dy xhat,  d beta = dy (summed to their shapes)"""
     x, skip, gamma = g.x[0], g.x[1], g.x[2]
     s = g.Add(x, skip)
     if g.has(4):
@@ -84,6 +84,7 @@ def skip_layer_norm(g):
     xc, inv = stats(g, s, [-1], g.attr("epsilon", 1e-12))
     xhat = g.Mul(xc, inv)
     ds = norm_input_grad(g, g.Mul(g.dy, gamma), xhat, inv, [-1]) if g.dy else None
+    ds = stats_grad(g, ds, x, xhat, inv, [-1], (1, 2))
     extra = g.dys[3] if len(g.dys) > 3 else None
     if extra:
         ds = extra if ds is None else g.Add(ds, extra)

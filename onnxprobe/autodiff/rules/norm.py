@@ -58,8 +58,10 @@ def stats(g, x: str, axes, eps: float):
 def layer_norm(g):
     """y = xhat scale + B, xhat = (x - mean) r, r = 1 / sqrt(var + eps), over the axes from `axis` on  ->
     dx = r (gs - mean(gs) - xhat mean(gs xhat)) with gs = dy scale,  dscale = dy xhat,  dB = dy
-    (both summed back to their shape). Mean and r come from the forward node's optional outputs when
-    they are in the input's precision, else they are recomputed."""
+    (both summed back to their shape), plus the gradients of the optional outputs Mean and InvStdDev r:
+    dmean / N and -dr r^2 xhat / N (d mean / dx = 1 / N, d r / dx = -r^3 (x - mean) / N). Mean and r come
+    from the forward node's optional outputs when they are in the input's precision, else they are
+    recomputed."""
     x, scale = g.x[0], g.x[1]
     r = g.rank(x)
     a = g.attr("axis", -1)
@@ -74,9 +76,32 @@ def layer_norm(g):
     else:
         xc, inv = stats(g, x, axes, eps)
         xhat = g.Mul(xc, inv)
-    dx = norm_input_grad(g, g.Mul(g.dy, scale), xhat, inv, axes) if g.wants(0) else None
-    dscale = g.Mul(g.dy, xhat) if g.wants(1) else None
-    return [dx, dscale, g.dy if g.wants(2) else None]
+    dx = norm_input_grad(g, g.Mul(g.dy, scale), xhat, inv, axes) if g.dy and g.wants(0) else None
+    if g.wants(0):
+        dx = stats_grad(g, dx, x, xhat, inv, axes, (1, 2))
+    dscale = g.Mul(g.dy, xhat) if g.dy and g.wants(1) else None
+    return [dx, dscale, g.dy if g.dy and g.wants(2) else None]
+
+
+def stats_grad(g, dx: str | None, x: str, xhat: str, inv: str, axes, outs) -> str | None:
+    """dx plus the gradients of the statistics outputs ``outs`` (slots 1 and 2 of the node: mean and
+    r = 1 / sqrt(var + eps), kept over ``axes``): d mean / dx = 1 / N,  d r / dx = -r^3 (x - mean) / N =
+    -r^2 xhat / N. They are in the stash type (float32 for a float16 x): cast to the gradient's."""
+    d = {k: g.dys[k] for k in outs if k < len(g.dys) and g.dys[k]}
+    if not d:
+        return dx
+    for k, t in d.items():
+        if g.engine.elem(g.y[k]) not in (None, g.elem):
+            d[k] = g.Cast(t, to=g.elem)
+    t = None
+    if outs[1] in d:
+        t = g.Neg(g.Mul(g.Mul(d[outs[1]], g.Mul(inv, inv)), xhat))
+    if outs[0] in d:
+        t = d[outs[0]] if t is None else g.Add(t, d[outs[0]])
+    t = g.Div(t, g.count(x, axes))
+    if dx is not None:
+        return g.Add(dx, t)
+    return t if outs[1] in d else g.Expand(t, g.Shape(x))  # dmean alone has the statistics' shape
 
 
 @rule("InstanceNormalization", inputs=(0, 1, 2))
