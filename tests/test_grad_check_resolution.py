@@ -191,3 +191,56 @@ def test_cli_checks_a_model_whose_loss_is_1e_40(tmp_path):
     assert len(rows) == 3 and all(row["check"]["ok"] is True for row in rows), rows
     y = np.tanh(x.astype(np.float64) @ w.astype(np.float64))
     np.testing.assert_allclose(np.load(tmp_path / "g.npz")["W"], x.astype(np.float64).T @ (1 - y * y), rtol=1e-6)
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_curvature_is_not_taken_for_a_kink(precision):
+    """L = x + A x^2 at x = 0, A large for the step: the one-sided slopes 1 +- A h differ by a gap that shrinks
+    with the step. A gradient of 1 + A h0 / 2 lies between them at the first step (it passed with error 0, as
+    at a kink); the central difference says 1 (exact for a quadratic), so it FAILs, and 1 passes."""
+    h0 = 1e-6 if precision == "float64" else 1e-3
+    A = 10 / h0
+    loss = (lambda name, delta: float(delta[0] + A * delta[0] ** 2))
+    wrong = check_gradients([CheckItem("x", np.array([1 + A * h0 / 2]), None, 1.0)], loss, precision)["x"]
+    assert wrong["ok"] is False and not wrong["kink"], wrong
+    assert check_gradients([CheckItem("x", np.array([1.0]), None, 1.0)], loss, precision)["x"]["ok"] is True
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+@pytest.mark.parametrize("grad", [0.3, 1.2, -0.6])
+def test_a_subgradient_at_a_real_kink_passes(precision, grad):
+    """L = 0.3 x + |x| at x = 0: one-sided slopes 1.3 and -0.7 at every step; any gradient between passes."""
+    loss = (lambda name, delta: float(0.3 * delta[0] + abs(delta[0])))
+    res = check_gradients([CheckItem("x", np.array([grad]), None, 1.0)], loss, precision)["x"]
+    assert res["ok"] is True and (res["kink"] or grad == 0.3), res  # 0.3: the central difference itself
+
+
+def test_check_runs_in_float64_through_layer_norm_statistics(tmp_path):
+    """LayerNormalization -> (o, mean, isd), y = o + isd: the float64 copy writes the Mean and InvStdDev
+    outputs out in float64 too (they stayed float32, the stash type: Add(float, double) forced a float32
+    check), so --check runs in float64; the x gradient against the float64 formula's (numpy, by hand)."""
+    s, b = RNG.standard_normal(4), RNG.standard_normal(4)
+    m = make_model([helper.make_node("LayerNormalization", ["x", "s", "b"], ["o", "mean", "isd"]),
+                    helper.make_node("Add", ["o", "isd"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                   [numpy_helper.from_array(s.astype(np.float32), "s"), numpy_helper.from_array(b.astype(np.float32), "b")])
+    onnx.save(m, tmp_path / "m.onnx")
+    x = RNG.standard_normal((2, 4)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = runner.invoke(app, ["grad", str(tmp_path / "m.onnx"), "--input", f"x={tmp_path / 'x.npy'}", "--wrt", "x",
+                            "--check", "--device", "cpu", "--json", str(tmp_path / "r.json"), "--save-grads",
+                            str(tmp_path / "g.npz")])
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads((tmp_path / "r.json").read_text())["gradients"]
+    assert row["check"]["ok"] is True and row["check"]["precision"] == "float64", row["check"]
+    # L = sum(o) + sum(isd) = sum(b) + sum_i isd_i... sum(o) = sum(b) + sum(s * xhat): dL/dx by hand
+    xd = x.astype(np.float64)
+    xc = xd - xd.mean(-1, keepdims=True)
+    r_ = 1 / np.sqrt((xc ** 2).mean(-1, keepdims=True) + 1e-5)
+    xhat = xc * r_
+    n = 4
+    gs = np.broadcast_to(s, xd.shape)
+    dx = r_ * (gs - gs.mean(-1, keepdims=True) - xhat * (gs * xhat).mean(-1, keepdims=True))
+    dx += 4 * (-r_ ** 2 * xhat / n)  # isd broadcast over the 4 outputs of its row: dL/d isd = 4
+    np.testing.assert_allclose(np.load(tmp_path / "g.npz")["x"], dx, rtol=1e-4, atol=1e-4 * np.abs(dx).max())

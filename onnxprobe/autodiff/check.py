@@ -105,7 +105,7 @@ def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _expand_layer_norms(model: onnx.ModelProto) -> None:
     """onnxruntime has no LayerNormalization kernel whose statistics are float64: write it out with
-    ReduceMean / Sub / Mul / Sqrt / Div, which all have double kernels."""
+    ReduceMean / Sub / Mul / Sqrt / Div, which all have double kernels (Mean and InvStdDev included)."""
     from onnxprobe.graph.shapes import static_shape, value_types
 
     g = model.graph
@@ -115,7 +115,7 @@ def _expand_layer_norms(model: onnx.ModelProto) -> None:
     types = value_types(model)
     nodes = []
     for n in g.node:
-        if n.op_type != "LayerNormalization" or any(o for o in n.output[1:]):
+        if n.op_type != "LayerNormalization":
             nodes.append(n)
             continue
         attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
@@ -141,7 +141,9 @@ def _expand_layer_norms(model: onnx.ModelProto) -> None:
                 return mk("ReduceMean", [t, ax], out, keepdims=1)
             return mk("ReduceMean", [t], out, axes=axes, keepdims=1)
 
-        mu = mean(x, f"{p}/mean")
+        outs = list(n.output) + ["", ""]
+        mu = mean(x, outs[1] or f"{p}/mean")  # the optional Mean and InvStdDev outputs too (in float64, not
+        # in the float32 stash type, which made Add(float, double) for y = o + isd)
         xc = mk("Sub", [x, mu], f"{p}/xc")
         var = mean(mk("Mul", [xc, xc], f"{p}/sq"), f"{p}/var")
         e = mk("Constant", [], f"{p}/eps", value=numpy_helper.from_array(np.array(eps, np.float32)))
@@ -149,6 +151,8 @@ def _expand_layer_norms(model: onnx.ModelProto) -> None:
         y = mk("Mul", [mk("Div", [xc, sd], f"{p}/xhat"), n.input[1]], f"{p}/scaled" if len(n.input) > 2 and n.input[2] else n.output[0])
         if len(n.input) > 2 and n.input[2]:
             mk("Add", [y, n.input[2]], n.output[0])
+        if outs[2]:
+            mk("Reciprocal", [sd], outs[2])
     del g.node[:]
     g.node.extend(nodes)
 
@@ -268,6 +272,23 @@ def _steps(h0: float) -> str:
     return f"{h0 / 1000:.3g} to {h0 * 10:.3g}"
 
 
+def _kink(name: str, v: np.ndarray, h: float, lp: float, lm: float, an: float, slack: float, loss, L0: float, eps: float,
+          dt) -> bool:
+    """At a kink the one-sided derivatives differ and a valid (sub)gradient lies between them. Curvature
+    separates them too, by a gap that shrinks with the step (2 h L''): a kink's gap stays as the step
+    shrinks. So only a gap that keeps at least half its size at a 10x smaller step, above the loss's rounding
+    there, is a kink (a wrong <g, v> between the slopes of a curved loss passed with error 0)."""
+    dp, dm = (lp - L0) / h, (L0 - lm) / h
+    if not (abs(dp - dm) > slack and min(dp, dm) - slack <= an <= max(dp, dm) + slack):
+        return False
+    hs = h / 10
+    lp2, lm2 = loss(name, hs * v), loss(name, -hs * v)
+    dp2, dm2 = (lp2 - L0) / hs, (L0 - lm2) / hs
+    floor = 50 * (eps * max(abs(L0), abs(lp2), abs(lm2)) + np.finfo(dt).smallest_subnormal) / hs
+    gap2 = abs(dp2 - dm2)
+    return bool(gap2 >= 0.5 * abs(dp - dm) and gap2 > floor and min(dp2, dm2) - slack <= an <= max(dp2, dm2) + slack)
+
+
 def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: float, dt, eps: float, tol: float):
     """(error, fd, <g, v>, step, kink, settled, flat, resolved) for the step size that agrees best. Kinks
     favour small steps, float32 rounding large ones: several are tried. A step where neither the difference
@@ -302,12 +323,8 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
         if not np.isfinite(err):
             err = float("inf")
         kink = False
-        if err > tol:
-            # at a kink the one-sided derivatives differ, and a valid (sub)gradient lies between them
-            dp, dm = (lp - L0) / h, (L0 - lm) / h
-            lo, hi = min(dp, dm), max(dp, dm)
-            if hi - lo > tol * big and lo - tol * big <= an <= hi + tol * big:
-                err, kink = 0.0, True
+        if err > tol and _kink(name, v, h, lp, lm, an, tol * big, loss, L0, eps, dt):
+            err, kink = 0.0, True
         if err > tol and not settled:
             if d2 is None:
                 d2 = (loss(name, 0.5 * h * v) - loss(name, -0.5 * h * v)) / h
