@@ -165,20 +165,30 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
     that test shapes, as silero-vad's, leave inference with wrong ranks there): the branch the feed takes
     gets its real shapes."""
     types = value_types(model)
-    missing = {o for n in model.graph.node for o in n.output if o and static_shape(types.get(o)) is None}
+    inferred = {o: static_shape(types.get(o)) for n in model.graph.node for o in n.output if o}
+    missing = {o for o, s in inferred.items() if s is None}
     in_ifs = [st for st in walk(model) if st.chain and all(n.op_type == "If" for n, _ in st.chain)]
     missing |= {o for st in in_ifs for o in st.node.output if o}
     conds = {st.node.input[0] for st in walk(model) if st.node.op_type == "If"}
-    if not missing:
+    # with the inputs' shapes known, every main-graph tensor's shape is read from the run too (one Shape
+    # each, no values): where onnxruntime computes another than inference says (MaxPool / AveragePool with
+    # ceil_mode and pads on odd sizes: inference 5x5, onnxruntime and torch 4x4), the backward graph must
+    # use the run's, else its Reshapes and scatters fail and --output-grad of the real shape is refused
+    shaped = set() if ranks_only else {o for o, s in inferred.items() if s is not None}
+    if not missing and not shaped:
         return model
     wanted = set(missing)
     missing |= conds
-    refs = [r for r in select(model, Selection(all=True, include_constants=True), strict=False) if r.name in missing]
+    refs = [r for r in select(model, Selection(all=True, include_constants=True), strict=False)
+            if r.name in missing or (r.name in shaped and not r.scope)]
     try:
-        got = OrtRunner(model, RunConfig(cache=cache)).probe(refs, feed, stats=False, shapes=False, raw=True, outputs=False).arrays
+        res = OrtRunner(model, RunConfig(cache=cache)).probe(refs, feed, stats=False, shapes=bool(shaped), raw=missing,
+                                                             outputs=False)
     except ExecutionError as e:
         warnings.append(f"could not run the model to learn the shapes inference missed ({e})")
         return model
+    got = res.arrays
+    differ = {o: res.shapes[o] for o in shaped if o in res.shapes and tuple(res.shapes[o]) != tuple(inferred[o])}
     m = onnx.ModelProto()
     m.CopyFrom(model)
     # a tensor of a branch the feed does not take comes back empty: keep only the taken branches' (each
@@ -192,9 +202,12 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
     home = {o: st.graph for st in walk(m) for o in st.node.output if o}  # the graph that holds each tensor
     known = {vi.name: vi for st in walk(m) for vi in st.graph.value_info}
     known.update({vi.name: vi for vi in m.graph.value_info})
-    for name, a in got.items():
-        dims = [None] * a.ndim if ranks_only else list(a.shape)
-        vi = onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), dims)
+    known.update({vi.name: vi for vi in m.graph.output if vi.name in differ})
+    found = {name: (onnx.helper.np_dtype_to_tensor_dtype(a.dtype), [None] * a.ndim if ranks_only else list(a.shape))
+             for name, a in got.items()}
+    found.update({o: (types[o].tensor_type.elem_type, list(d)) for o, d in differ.items()})
+    for name, (elem, dims) in found.items():
+        vi = onnx.helper.make_tensor_value_info(name, elem, dims)
         if name in known:
             known[name].CopyFrom(vi)
         else:
@@ -282,9 +295,13 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     output = _pick_output(model.proto, spec.output)
     if feed is not None:
         base = infer_shapes(with_input_shapes(model.proto, {k: np.shape(v) for k, v in feed.items()}), warnings)
+        inferred = static_shape(value_types(base).get(output))
         base = _runtime_shapes(base, feed, warnings, cache=cache)
+        # onnxruntime's own shape inference says what ONNX's does, its kernels another: an extra input
+        # (output gradient, target) of the run's shape then makes the loss's Mul refuse to load
+        relax = inferred is not None and inferred != static_shape(value_types(base).get(output))
     else:  # keep the dynamic dimensions, learn only the missing ranks (from a run on default inputs)
-        base = model.proto
+        base, relax = model.proto, False
         try:
             base = _runtime_shapes(base, _feeds.make_feeds(model.proto, probe_inputs).values, warnings, ranks_only=True,
                                    cache=cache)
@@ -298,7 +315,11 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     fwd.CopyFrom(base)
     # the extra input (labels, target, output gradient) is checked against the output's shape for this feed,
     # not its declared one: a batch of 2 labels for an output [?, 4] of batch 1 broadcast into another loss
-    run_shape = _output_shape(model.proto, output, feed, cache) if feed is not None and spec.extra is not None else None
+    run_shape = None
+    if feed is not None and spec.extra is not None:  # the run's shape where _runtime_shapes read one
+        known = static_shape(value_types(base).get(output))
+        run_shape = tuple(known) if known is not None and all(isinstance(d, int) for d in known) else \
+            _output_shape(model.proto, output, feed, cache)
     out_type = value_types(base).get(output)
     elem = out_type.tensor_type.elem_type if out_type is not None else 0
     given = spec.extra_for(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else spec.extra
@@ -332,6 +353,10 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
                             "~0 (noise); use --loss cross-entropy --labels, --loss mse --target or --output-grad")
     if feed is not None and _has_if(model.proto):
         _declared_inputs(model.proto, fwd, bw.model)
+    if relax and loss.input:
+        for vi in [i for m in (fwd, bw.model) for i in m.graph.input if i.name == loss.input]:
+            for d in vi.type.tensor_type.shape.dim:
+                d.Clear()
     extra = {loss.input: given} if loss.input else {}
     return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings, constant)
 

@@ -40,7 +40,10 @@ def perturbable(model: onnx.ModelProto, loss: str, tensors: dict[str, tuple[int,
     new_nodes = []
     for t, (elem, shape) in tensors.items():
         d = DELTA + t
-        g.input.append(helper.make_tensor_value_info(d, elem, list(shape)))
+        # of the tensor's rank, dimensions unknown: onnxruntime's own shape inference can disagree with its
+        # kernels (MaxPool with ceil_mode and pads: inferred 5x5, computed 4x4), and a delta of the run's shape
+        # then made the Add refuse to load
+        g.input.append(helper.make_tensor_value_info(d, elem, [None] * len(shape)))
         new_nodes.append(helper.make_node("Add", [t, d], [renamed[t]], name=f"onnxprobe.check/{t}"))
     # the Adds go right after the producers: put them first and let a topological sort place them
     nodes = list(g.node) + new_nodes
