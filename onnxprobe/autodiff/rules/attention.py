@@ -59,7 +59,8 @@ def attention(g):
     """S = scale Q K^T + M (M: the additive mask, -inf where a boolean mask or is_causal masks), P =
     softmax(S) over the keys, Y = P V  ->  dV = P^T dY, dP = dY V^T, dS = P (dP - sum(dP P)), dQ = scale dS K,
     dK = scale dS^T Q, dM = dS summed to the mask's shape; a key/value head shared by G query heads sums
-    the G heads' gradients (scale: the attribute, or 1 / sqrt(E))"""
+    the G heads' gradients (scale: the attribute, or 1 / sqrt(E)); a query row masked over every key has
+    P = 0 (onnxruntime's output there is 0) and no gradient"""
     if any(g.has(i) for i in (4, 5)) or any(o for o in g.y[1:]):
         raise g.fail("past key/value inputs and the optional outputs are not supported")
     if g.attr("softcap", 0.0):
@@ -83,7 +84,13 @@ def attention(g):
         ones = g.ConstantOfShape(g.Concat(g.shape(q, 2, 3), g.shape(k, 2, 3), axis=0),
                                  value=numpy_helper.from_array(np.ones([1], np.bool_)))
         s = g.Add(s, g.Where(g.Trilu(ones, upper=0), g.scalar(0.0), neg))
-    p = g.Softmax(s, axis=-1)
+    if mask is not None or g.attr("is_causal", 0):
+        # a query row masked over every key: its softmax is 0/0, and onnxruntime's forward writes 0 there
+        # (the row contributes nothing); recomputed as it stands it made every q/k/v gradient NaN
+        dead = g.IsInf(g.reduce("ReduceMax", s, [3], keepdims=1), detect_positive=0)
+        p = g.Mul(g.Softmax(g.Where(dead, g.scalar(0.0), s), axis=-1), g.mask(g.Not(dead)))
+    else:
+        p = g.Softmax(s, axis=-1)
     dy = g.dy if g.rank(q_in) == 4 else _heads(g, g.dy, g.attr("q_num_heads"))
     dvr = g.MatMul(g.Transpose(p, perm=[0, 1, 3, 2]), dy)
     dp = g.MatMul(dy, g.Transpose(vr, perm=[0, 1, 3, 2]))
