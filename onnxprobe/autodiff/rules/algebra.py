@@ -34,12 +34,23 @@ def _parse_einsum(eq: str, ranks: list[int]) -> tuple[list[str], str]:
     return out_ins, rhs
 
 
+def _broadcast(g, x: str, sub: str, sizes: dict[str, int]) -> str:
+    """``x`` expanded along the labels it has as size 1 against a larger size in another operand: the
+    gradient's Einsum then sees one size per label (onnxruntime's took the 1: b's gradient of bij,bjk->bik
+    with a [1, 3, 4] came out [1, 4, 2] for b [2, 4, 2])."""
+    dims = g.static_dims(x)
+    if dims is None or not any(d == 1 and sizes.get(c, 1) > 1 for c, d in zip(sub, dims)):
+        return x
+    return g.Expand(x, g.ints([sizes.get(c, d) if d == 1 else d for c, d in zip(sub, dims)]))
+
+
 @rule("Einsum", inputs=None)
 def einsum(g):
     """y = einsum(eq, x_1, ..., x_n)  ->  dx_k = einsum(out, x_j (j != k) -> subscripts of x_k)(dy, x_j):
     every index of x_k either appears in the output or in another operand, and is summed over the rest;
     an index that only x_k has (summed away by the forward) comes back by broadcasting (Expand), and an
-    ellipsis axis x_k had as size 1 against a larger one is summed back to 1."""
+    axis x_k had as size 1 against a larger one (an ellipsis's or a label's) is summed back to 1; the other
+    operands are expanded along such axes first, so that each label has one size."""
     ranks = [g.rank(x) for x in g.x]
     ins, out = _parse_einsum(g.attr("equation").decode() if isinstance(g.attr("equation"), bytes) else g.attr("equation"),
                              ranks)
@@ -56,7 +67,7 @@ def einsum(g):
             continue
         if len(set(sk)) != len(sk):
             raise g.fail(f"operand {k} repeats an index ({sk!r}, a diagonal): not supported")
-        others = [(s, x) for j, (s, x) in enumerate(zip(ins, g.x)) if j != k]
+        others = [(s, _broadcast(g, x, s, sizes)) for j, (s, x) in enumerate(zip(ins, g.x)) if j != k]
         avail = set(out).union(*[set(s) for s, _ in others])
         present = "".join(c for c in sk if c in avail)
         eq_k = ",".join([out] + [s for s, _ in others]) + "->" + present
