@@ -219,7 +219,10 @@ class _Reverse:
     def scan_out(self, value: str, direction: int, axis: int, elem: int) -> None:
         self.outs.append((value, direction, axis, elem))
 
-    def emit(self) -> list[str]:
+    def emit(self, guard: bool = False) -> list[str]:
+        """The backward Scan; ``guard`` (a Loop, which may run zero times): inside an If that, with no
+        iteration, passes the initial states through and gives zero accumulated gradients (onnxruntime's
+        Scan refuses a scan input of 0 slices: 'Invalid dim0_offset of 0')."""
         g, b = self.g, self.b
         bw = list(self.r.backward)
         rename(bw, self.renames)
@@ -248,9 +251,23 @@ class _Reverse:
                 attrs["scan_output_axes"] = [o[2] for o in self.outs]
         res = [g.b.fresh(f"{g.b.scope}/grad") for _ in outs]
         inputs = [s[1] for s in self.states] + acc_in + [s[1] for s in self.scans]
-        bn = helper.make_node("Scan", inputs, res, name=g.b.fresh(f"{g.b.scope}/Scan"), **attrs)
+        guard = guard and self.scans and not self.outs
+        inner = [g.b.fresh(f"{r}.ran") for r in res] if guard else res
+        bn = helper.make_node("Scan", inputs, inner, name=g.b.fresh(f"{g.b.scope}/Scan"), **attrs)
         bn.doc_string = g.b.doc
-        g.b.nodes.append(bn)
+        if not guard:
+            g.b.nodes.append(bn)
+            return res
+        elems = [o.type.tensor_type.elem_type for o in outs]
+        ran = helper.make_graph([bn], f"{body.name}.ran", [], [_vi(t, e) for t, e in zip(inner, elems)])
+        idle_nodes: list = []
+        ib = _body_builder(g, idle_nodes)
+        idle_out = [ib.op("Identity", t) for t in inputs[:len(outs)]]
+        idle = helper.make_graph(idle_nodes, f"{body.name}.idle", [], [_vi(t, e) for t, e in zip(idle_out, elems)])
+        steps = g.b.op("Greater", g.b.op("Size", self.scans[0][1]), g.b.const(np.array(0, np.int64)))
+        node = helper.make_node("If", [steps], res, name=g.b.fresh(f"{g.b.scope}/If"), then_branch=ran, else_branch=idle)
+        node.doc_string = g.b.doc
+        g.b.nodes.append(node)
         return res
 
 
@@ -286,7 +303,7 @@ def loop(g):
     for t, outer in saved.items():
         rev.step_value(t, outer, 1, 0, _elem(r.types, t, TensorProto.INT64 if t == body.input[0].name else g.elem),
                        _rank_of(r.types, t))
-    res = rev.emit()
+    res = rev.emit(guard=True)
     grads: dict = {2 + k: res[j] for j, k in enumerate(states) if g.wants(2 + k)}
     grads.update({w: res[len(states) + j] for j, w in enumerate(acc)})
     return grads
