@@ -403,6 +403,15 @@ CASES += [
     one("ReduceLogSum", {"x": (2, 3, 4)}, attrs=dict(axes=[0, 2], keepdims=0), gen={"x": pos()}),
     one("ReduceL1", {"x": (2, 3, 4)}, attrs=dict(axes=[1]), gen={"x": away()}),
     one("ReduceL1", {"x": (2, 3, 4)}, consts={"axes": i64(-1)}, opset=18, gen={"x": away()}, id="ReduceL1-opset18"),
+    # empty axes with noop_with_empty_axes=1 reduce over no axis: the element function stays (|x|, x^2, log x)
+    *[one(op, {"x": (2, 3)}, attrs=dict(noop_with_empty_axes=1), opset=18, gen={"x": gen}, id=f"{op}-noop-empty-axes")
+      for op, gen in (("ReduceL1", away()), ("ReduceL2", away()), ("ReduceSumSquare", away()), ("ReduceLogSum", pos()),
+                      ("ReduceLogSumExp", away()), ("ReduceMax", away()), ("ReduceProd", away()), ("ReduceMean", away()))],
+    # runtime axes (not constants) that come out empty: every axis (noop 0) or none (noop 1), as the node says
+    *[Case(f"{op}-runtime-empty-axes-noop{noop}-keep{keep}", op, [node("Identity", ["ac"], ["ar"]),
+                                                             node(op, ["x", "ar"], noop_with_empty_axes=noop, keepdims=keep)],
+           {"x": (2, 3)}, {"ac": i64()}, opset=18, gen={"x": away(0.5, 1.2)})
+      for op in ("ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2") for noop, keep in ((0, 0), (1, 0), (0, 1))],
     Case("TopK", "TopK", [node("TopK", ["x", "k"], ["y", "i"], axis=1)], {"x": (3, 6)}, {"k": i64(2)}),
     Case("TopK-smallest-values-only", "TopK", [node("TopK", ["x", "k"], ["y", "idx"], axis=0, largest=0)], {"x": (5, 3)},
          {"k": i64(3)}),

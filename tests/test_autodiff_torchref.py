@@ -64,10 +64,12 @@ def _norm(axes, r):
     return [a + r if a < 0 else a for a in axes]
 
 
-def _reduce(fn, x, axes, keep, noop):
+def _reduce(fn, x, axes, keep, noop, elementwise=None):
+    """``elementwise``: the op over no axis (noop_with_empty_axes=1 with empty axes), as onnxruntime
+    computes it: |x| for ReduceL1, x^2 for ReduceSumSquare, log x for ReduceLogSum (default: x)."""
     if axes is None or len(axes) == 0:
         if noop:
-            return x
+            return elementwise(x) if elementwise is not None else x
         axes = list(range(x.dim()))
     axes = _norm(axes, x.dim())
     return fn(x, axes, keep)
@@ -328,7 +330,9 @@ def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op
                "ReduceL1": lambda t, d, k: t.abs().sum(dim=d, keepdim=k),
                "ReduceLogSum": lambda t, d, k: torch.log(t.sum(dim=d, keepdim=k)),
                "ReduceLogSumExp": lambda t, d, k: torch.logsumexp(t, dim=d, keepdim=k)}
-        return [_reduce(fns[op], x, axes, keep, noop)]
+        elementwise = {"ReduceL1": torch.abs, "ReduceL2": lambda t: torch.sqrt(t * t), "ReduceSumSquare": lambda t: t * t,
+                       "ReduceLogSum": torch.log}.get(op)
+        return [_reduce(fns[op], x, axes, keep, noop, elementwise)]
     if op == "Reshape":
         shape = _ints(ins[1])
         shape = [x.shape[i] if (s == 0 and not a.get("allowzero", 0)) else s for i, s in enumerate(shape)]

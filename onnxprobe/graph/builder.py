@@ -214,9 +214,10 @@ class GraphBuilder:
             return x
         return self.reduce("ReduceSum", x, axes, keepdims)
 
-    def reduce_sum_runtime(self, x: str, axes: str) -> str:
-        """ReduceSum(keepdims=1) over a runtime (possibly empty) list of axes: opset >= 13."""
-        return self.op("ReduceSum", x, axes, keepdims=1, noop_with_empty_axes=1)
+    def reduce_sum_runtime(self, x: str, axes: str, noop: int = 1) -> str:
+        """ReduceSum(keepdims=1) over a runtime (possibly empty) list of axes: opset >= 13. ``noop``: what
+        empty axes mean (1: no axis; 0: every axis), as the forward reduction's noop_with_empty_axes."""
+        return self.op("ReduceSum", x, axes, keepdims=1, noop_with_empty_axes=noop)
 
     def unsqueeze(self, x: str, axes) -> str:
         if self.opset >= 13:

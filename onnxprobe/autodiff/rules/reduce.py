@@ -1,4 +1,9 @@
-"""Reductions. ``dy`` (and ``y``) are first given back the reduced axes (keepdims), then broadcast."""
+"""Reductions. ``dy`` (and ``y``) are first given back the reduced axes (keepdims), then broadcast.
+
+Empty axes with noop_with_empty_axes=1 reduce over no axis at all: onnxruntime still applies each op's
+element function (ReduceL1 gives |x|, ReduceSumSquare x^2, ReduceLogSum log x), so the rules run with
+``axes == []`` (nothing to give back or to count over), not as an identity. A runtime axes input that
+comes out empty follows the node's own noop_with_empty_axes (``_noop``)."""
 
 from __future__ import annotations
 
@@ -23,21 +28,34 @@ def _axes(g):
     return g.norm_axes(v, g.rank(g.x[0]))
 
 
+def _noop(g) -> int:
+    return int(g.attr("noop_with_empty_axes", 0))
+
+
 def _keep(g, t: str):
-    """Give ``t`` (dy or y) back the reduced axes: returns (t with keepdims, is_identity)."""
+    """Give ``t`` (dy or y) back the reduced axes (keepdims)."""
     axes = _axes(g)
-    if axes is None and g.attr("noop_with_empty_axes", 0):
-        return None
+    if axes is None and _noop(g):
+        return t  # no axis reduced
     if g.attr("keepdims", 1) or axes is None:
         return t  # keepdims, or a scalar when every axis is reduced: both broadcast as they are
     return g.unsqueeze(t, axes)
 
 
 def _runtime_or(g, fn):
+    """``fn(axes)``: static axes, a runtime axes tensor, None for every axis, or [] for none (empty axes
+    with noop_with_empty_axes=1)."""
     axes = _axes(g)
-    if axes is None and g.attr("noop_with_empty_axes", 0):
-        return [g.dy]
+    if axes is None and _noop(g):
+        return fn([])
     return fn(axes)
+
+
+def _sum_keep(g, t: str, axes) -> str:
+    """sum(t, axes) with keepdims, for the axes of ``_runtime_or``."""
+    if isinstance(axes, str):
+        return g.reduce_sum_runtime(t, axes, noop=_noop(g))
+    return t if axes == [] else g.reduce_sum(t, axes, keepdims=1)
 
 
 @rule("ReduceSum")
@@ -69,8 +87,7 @@ def _argext(g, axes):
     x = g.x[0]
     yk = _keep(g, g.y[0])
     mask = g.Equal(x, yk)
-    ties = g.reduce_sum(g.Cast(mask, to=g.elem), axes, keepdims=1) if not isinstance(axes, str) else \
-        g.reduce_sum_runtime(g.Cast(mask, to=g.elem), axes)
+    ties = _sum_keep(g, g.Cast(mask, to=g.elem), axes)
     return [g.Mul(g.Div(_keep(g, g.dy), ties), g.mask(mask))]
 
 
@@ -130,13 +147,13 @@ def reduce_prod(g):
     def f(axes):
         zero = g.Equal(x, g.scalar(0.0))
         nz = g.Where(zero, g.scalar(1.0), x)
-        if axes is None:
-            p_nz, n0 = g.reduce("ReduceProd", nz, None, keepdims=1), g.reduce_sum(g.mask(zero), None, keepdims=1)
+        if axes == []:
+            p_nz = nz
         elif isinstance(axes, str):
-            p_nz = g.ReduceProd(nz, axes, keepdims=1)
-            n0 = g.reduce_sum_runtime(g.mask(zero), axes)
+            p_nz = g.ReduceProd(nz, axes, keepdims=1, noop_with_empty_axes=_noop(g))
         else:
-            p_nz, n0 = g.reduce("ReduceProd", nz, axes, keepdims=1), g.reduce_sum(g.mask(zero), axes, keepdims=1)
+            p_nz = g.reduce("ReduceProd", nz, axes, keepdims=1)
+        n0 = _sum_keep(g, g.mask(zero), axes)
         no_zero = g.mask(g.Equal(n0, g.scalar(0.0)))
         one_zero = g.Mul(g.mask(g.Equal(n0, g.scalar(1.0))), g.mask(zero))
         others = g.Add(g.Mul(no_zero, g.Div(p_nz, nz)), g.Mul(one_zero, p_nz))
