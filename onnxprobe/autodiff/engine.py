@@ -107,7 +107,7 @@ class Engine:
         self.unsupported = unsupported
         self.warnings: list[str] = []
         self.reorder = False  # a rule replaced forward nodes (LSTM "expose"): sort the graph when assembling
-        self.b = GraphBuilder(self.names, self.opset, scope="onnxprobe.grad")
+        self.b = GraphBuilder(self.names, self.opset, scope="onnxprobe.grad", strict=True)
         self.consts: dict[str, np.ndarray] = {}
         for init in self.graph.initializer:
             self.consts[init.name] = init

@@ -93,7 +93,7 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
                          f"(pick one: GradSpec output, --loss-output)")
     elem = elem or TensorProto.FLOAT
     dtype = np_dtype(elem)
-    b = GraphBuilder(names, opset, scope="onnxprobe.loss", doc=f"onnxprobe loss ({kind}) of {output}")
+    b = GraphBuilder(names, opset, scope="onnxprobe.loss", doc=f"onnxprobe loss ({kind}) of {output}", strict=True)
     g = model.graph
     new_input = None
     if kind in INPUT_FOR:
@@ -124,7 +124,7 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
         loss, axis = _cross_entropy(b, g, y, yshape, elem, dtype, extra, new_input, probabilities)
     loss = b.op("Identity", loss, out=b.fresh("loss"))
     g.node.extend(b.nodes)
-    seed_b = GraphBuilder(names, opset, scope=BACKWARD_TAG + "seed", doc="onnxprobe backward: dL/dL = 1")
+    seed_b = GraphBuilder(names, opset, scope=BACKWARD_TAG + "seed", doc="onnxprobe backward: dL/dL = 1", strict=True)
     if kind == "output-grad":
         seeds = {y: new_input}
     else:

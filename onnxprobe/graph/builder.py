@@ -10,6 +10,7 @@ set) becomes its doc_string. ``g.Mul(a, b)`` is ``g.op("Mul", a, b)``, so rules 
 
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -124,9 +125,30 @@ def rename_output(graph: onnx.GraphProto, old: str, new: str, window: int | None
     return False
 
 
+# onnxruntime's oldest kernels are opset 7's: an opset-6 Mul in the backward graph has none
+RUNTIME_MIN_OPSET = 7
+
+
+@functools.lru_cache(maxsize=None)
+def opset_needed(op_type: str, opset: int) -> int | None:
+    """The opset an ONNX-domain op needs when ``opset`` is too old for it (Expand: 8; anything: onnxruntime's
+    7), else None."""
+    try:
+        onnx.defs.get_schema(op_type, opset, "")
+        return RUNTIME_MIN_OPSET if opset < RUNTIME_MIN_OPSET else None
+    except onnx.defs.SchemaError:
+        since = [s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op_type and not s.domain]
+        # no such op at all: onnxruntime says so when it loads the graph
+        return max(min(since), RUNTIME_MIN_OPSET) if since else None
+
+
 class GraphBuilder:
-    def __init__(self, names: set[str], opset: int, *, nodes=None, scope: str = "onnxprobe", doc: str = ""):
+    def __init__(self, names: set[str], opset: int, *, nodes=None, scope: str = "onnxprobe", doc: str = "",
+                 strict: bool = False):
+        """``strict``: an op the model's opset does not have yet (the backward graph's Expand at opset 7)
+        raises OpsetTooOld, so that grad_plan converts the model to a newer opset and builds again."""
         self.names = names
+        self.strict = strict
         self.opset = opset
         self.nodes = nodes if nodes is not None else []
         self.scope = scope
@@ -143,6 +165,10 @@ class GraphBuilder:
            domain: str = "", **attrs):
         """Emit one node; returns its output name (or the list of names when ``n_out > 1``). ``out``: the
         exact output name (already fresh); ``base``: a readable stem for a fresh one."""
+        if self.strict and domain in ("", "ai.onnx"):
+            needed = opset_needed(op_type, self.opset)
+            if needed is not None and needed > self.opset:
+                raise OpsetTooOld(f"{op_type} needs opset {needed} or later (model opset {self.opset})", needed)
         ins = ["" if i is None else i for i in inputs]
         while ins and ins[-1] == "":
             ins.pop()

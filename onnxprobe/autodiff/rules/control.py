@@ -45,7 +45,7 @@ def _zeros(b: GraphBuilder, like: str, elem: int, fill: float = 0.0) -> str:
 
 
 def _body_builder(g, nodes: list) -> GraphBuilder:
-    return GraphBuilder(g.engine.names, g.opset, nodes=nodes, scope=g.b.scope, doc=g.b.doc)
+    return GraphBuilder(g.engine.names, g.opset, nodes=nodes, scope=g.b.scope, doc=g.b.doc, strict=True)
 
 
 def _graph_attr(node: onnx.NodeProto, name: str) -> onnx.AttributeProto:

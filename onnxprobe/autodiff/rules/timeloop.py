@@ -35,7 +35,7 @@ def time_loop(g, step, states: list[str], seqs: list[str], n_out: int, *, revers
             stacked.append(parts[0] if len(parts) == 1 else g.Concat(*parts, axis=0))
         return states, stacked
     nodes: list = []
-    b = GraphBuilder(g.engine.names, g.opset, nodes=nodes, scope=g.b.scope, doc=g.b.doc)
+    b = GraphBuilder(g.engine.names, g.opset, nodes=nodes, scope=g.b.scope, doc=g.b.doc, strict=True)
     s_in = [g.b.fresh(f"{g.b.scope}/state") for _ in states]
     x_in = [g.b.fresh(f"{g.b.scope}/slice") for _ in seqs]
     s_out, outs = step(b, list(s_in), list(x_in))

@@ -1,0 +1,44 @@
+"""Models at opset 6 and 7: the loss and the gradient rules emit ops those opsets do not have (Expand is
+opset 8's) or that onnxruntime has no kernel of (an opset-6 Mul): the builder says which opset they need and
+grad converts the model to opset 17 first, as for any rule that needs newer ops (it failed with 'unknown
+op Expand'). Oracle: dL/dx of Clip(x) * w by hand in numpy float64 (dy w where lo < x < hi, else 0)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe.cli.main import app
+
+runner = CliRunner()
+RNG = np.random.default_rng(6)
+
+
+@pytest.mark.parametrize("opset", [6, 7])
+@pytest.mark.parametrize("loss", ["sum", "output-grad"])
+def test_grad_on_an_old_opset(tmp_path, opset, loss):
+    w = RNG.standard_normal((2, 3)).astype(np.float32)
+    m = make_model([helper.make_node("Clip", ["x"], ["c"], min=-0.5, max=0.5), helper.make_node("Mul", ["c", "w"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [numpy_helper.from_array(w, "w")],
+                   opset=opset)
+    onnx.save(m, tmp_path / "m.onnx")
+    x = np.array([[-0.9, -0.2, 0.1], [0.3, 0.7, -0.45]], np.float32)
+    dy = RNG.standard_normal((2, 3)).astype(np.float32) if loss == "output-grad" else np.ones((2, 3), np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "dy.npy", dy)
+    args = ["grad", str(tmp_path / "m.onnx"), "--input", f"x={tmp_path / 'x.npy'}", "--wrt", "x", "--wrt", "w",
+            "--device", "cpu", "--save-grads", str(tmp_path / "g.npz")]
+    args += ["--output-grad", str(tmp_path / "dy.npy")] if loss == "output-grad" else []
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    if opset == 6 or loss == "sum":  # sum: the seed broadcast is an Expand; opset 6: no onnxruntime kernels
+        assert "converted to opset 17" in r.stderr
+    got = np.load(tmp_path / "g.npz")
+    x64, dy64 = x.astype(np.float64), dy.astype(np.float64)
+    np.testing.assert_allclose(got["x"], dy64 * w * ((x64 > -0.5) & (x64 < 0.5)), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got["w"], dy64 * np.clip(x64, -0.5, 0.5), rtol=1e-6, atol=1e-7)
