@@ -419,6 +419,12 @@ CASES += [
     one("ScatterND", {"data": (4, 3), "upd": (2, 3)}, consts={"i": np.array([[1], [3]], np.int64)}, ins=["data", "i", "upd"]),
     one("ScatterND", {"data": (4, 3), "upd": (3, 3)}, consts={"i": np.array([[1], [3], [1]], np.int64)},
         ins=["data", "i", "upd"], attrs=dict(reduction="add"), opset=16, id="ScatterND-add-repeats"),
+    # repeated indices without reduction: the last write is kept (onnxruntime and onnx.reference write in
+    # order), the overwritten updates get 0; torch leaves the order of repeated writes undefined: not its oracle
+    one("ScatterND", {"data": (4, 3), "upd": (3, 3)}, consts={"i": np.array([[1], [3], [1]], np.int64)},
+        ins=["data", "i", "upd"], id="ScatterND-repeats", torch=False),
+    one("ScatterElements", {"data": (3, 4), "upd": (2, 4)}, consts={"i": np.array([[0, 2, 1, 2], [0, 2, 2, 0]], np.int64)},
+        ins=["data", "i", "upd"], id="ScatterElements-repeats", torch=False),
     one("ScatterElements", {"data": (3, 4), "upd": (2, 4)}, consts={"i": np.array([[0, 2, 1, 2], [1, 0, 2, 0]], np.int64)},
         ins=["data", "i", "upd"]),
     one("ScatterElements", {"data": (3, 4), "upd": (3, 2)}, consts={"i": np.array([[0, 0], [3, 3], [1, 2]], np.int64)},

@@ -1,6 +1,7 @@
 """Indexed reads and writes: TopK (its values; the indices carry no gradient), GatherND, ScatterND,
 ScatterElements (w.r.t. the data and the updates), ReverseSequence. A gradient read at indices is a
-gather, one written at indices a scatter (adding where indices repeat)."""
+gather, one written at indices a scatter (adding where indices repeat); a scatter without reduction keeps
+the last of repeated writes, as onnxruntime does."""
 
 from __future__ import annotations
 
@@ -48,10 +49,26 @@ def gather_nd(g):
     return [g.ScatterND(_zeros(g, x), idx, g.dy, reduction="add")]
 
 
+def _kept(g, nd: bool, data: str, idx: str, updates: str, axis: int = 0) -> str:
+    """1 for the updates a scatter without reduction keeps, 0 for those a later one at the same index
+    overwrote: each update's position is scattered, as an id, the way the forward scattered it, and read
+    back. The spec leaves the order of duplicates undefined; onnxruntime writes in order, so the last one
+    is kept, and so it is here (every duplicate got dy, though only one reaches y)."""
+    n = g.Size(updates)
+    ids = g.Reshape(g.Range(g.const(np.array(0, np.int64)), n, g.const(np.array(1, np.int64))), g.Shape(updates))
+    blank = g.ConstantOfShape(g.Shape(data), value=numpy_helper.from_array(np.full([1], -1, np.int64)))
+    if nd:
+        won = g.GatherND(g.b.op("ScatterND", blank, idx, ids), idx)
+    else:
+        won = g.GatherElements(g.b.op("ScatterElements", blank, idx, ids, axis=axis), idx, axis=axis)
+    return g.mask(g.Equal(won, ids))
+
+
 @rule("ScatterND", inputs=(0, 2))
 def scatter_nd(g):
     """y = data with data[idx tuple] replaced by (reduction add: increased by) updates  ->
-    d data = dy, zeroed at the written tuples (add: dy),  d updates = dy[idx tuple] (GatherND)"""
+    d data = dy, zeroed at the written tuples (add: dy),  d updates = dy[idx tuple] (GatherND); without a
+    reduction, 0 for an update a later one at the same tuple overwrote"""
     red = _reduction(g)
     if red not in ("none", "add"):
         raise g.fail(f"reduction={red} is not supported")
@@ -61,6 +78,8 @@ def scatter_nd(g):
         dd = g.dy if red == "add" else g.ScatterND(g.dy, idx, _zeros(g, g.x[2]))
     if g.wants(2):
         du = g.GatherND(g.dy, idx)
+        if red == "none":
+            du = g.Mul(du, _kept(g, True, g.x[0], idx, g.x[2]))
     return [dd, None, du]
 
 
@@ -68,7 +87,7 @@ def scatter_nd(g):
 def scatter_elements(g):
     """y = data with data[..., idx[i], ...] (along axis) replaced by (reduction add: increased by)
     updates[i]  ->  d data = dy zeroed at the written positions (add: dy),  d updates = dy gathered at
-    them (GatherElements)"""
+    them (GatherElements); without a reduction, 0 for an update a later one at the same position overwrote"""
     red = _reduction(g)
     if red not in ("none", "add"):
         raise g.fail(f"reduction={red} is not supported")
@@ -79,6 +98,8 @@ def scatter_elements(g):
         dd = g.dy if red == "add" else g.ScatterElements(g.dy, idx, _zeros(g, g.x[2]), axis=axis)
     if g.wants(2):
         du = g.GatherElements(g.dy, idx, axis=axis)
+        if red == "none":
+            du = g.Mul(du, _kept(g, False, g.x[0], idx, g.x[2], axis))
     return [dd, None, du]
 
 
