@@ -52,7 +52,8 @@ def folded_elsewhere(obs: list, other: list, paired: dict[str, str], skip: set[i
     under another name (onnxruntime's Conv+BatchNormalization fusion names the fused Conv's output after
     the BatchNormalization's), so the bare Conv output is folded there, not without counterpart. Index ->
     the other model's Conv."""
-    op_of = {o.name: canonical(o.effective_op) for o in other}
+    # a Conv of ``other`` that a tail of its own follows took nothing in (a --map onto a bare Conv output)
+    folding = {o.name for o in other if canonical(o.effective_op) == "Conv" and not o.bn_next}
     tails: dict[str, list[str]] = {}
     for o in obs:
         if o.conv_bn:
@@ -63,6 +64,6 @@ def folded_elsewhere(obs: list, other: list, paired: dict[str, str], skip: set[i
         if k in skip or not o.bn_next:
             continue
         there = [paired[t] for t in tails.get(o.name, ()) if t in paired]
-        if there and all(op_of.get(n) == "Conv" for n in there):
+        if there and all(n in folding for n in there):
             out[k] = there[0]
     return out
