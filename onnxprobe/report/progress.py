@@ -68,7 +68,8 @@ def __getattr__(name: str):
 
 
 def bar_layout(label: str, unit: str, total: int, width: int) -> tuple[str, int, bool, bool]:
-    """(label as shown, bar width, time shown, time left shown) for a bar line within ``width`` cells:
+    """(label as shown, bar width, time shown, time left shown) for a bar line within ``width`` cells
+    (``label`` as given, ``unit`` as shown: a label is escaped here, once, as ``shorten`` escapes it):
     the spinner, count and unit always; then the time so far; then the label, whole or shortened to all
     that is left (at least LABEL_MIN cells, else none); then the time left; then the bar (BAR_MIN to BAR
     cells, else none: it says what the count says). Rich puts one space between columns."""
@@ -76,7 +77,8 @@ def bar_layout(label: str, unit: str, total: int, width: int) -> tuple[str, int,
     room -= 1 + 1 + (2 * len(str(total)) + 1) + 1 + cells(unit)  # spinner, count, unit
     time = room >= TIME + 1
     room -= (TIME + 1) if time else 0
-    text = label if cells(label) + 1 <= room else (shorten(label, room - 1) if room - 1 >= LABEL_MIN else "")
+    shown = clean(label)
+    text = shown if cells(shown) + 1 <= room else (shorten(label, room - 1) if room - 1 >= LABEL_MIN else "")
     room -= cells(text) + 1 if text else 0
     eta = room >= ETA + 1
     room -= (ETA + 1) if eta else 0
@@ -89,7 +91,9 @@ class Progress:
     ``phase(label, unit)`` starts a new count (the checking after a forward/backward run)."""
 
     def __init__(self, label: str, unit: str = "runs"):
-        self.label = clean(label)  # a file name: its control characters (a bell, an ESC) escaped
+        # a file name: its control characters (a bell, an ESC) escaped where it is shown (``shorten``, ``bar_layout``),
+        # once: ``clean`` doubles backslashes, so escaping an escaped label again showed b\\x07el for b<bell>el
+        self.label = label
         self.unit = clean(unit)
         self.console = stderr_console()
         self.bar = None  # a rich.progress.Progress, once there is a count to show
@@ -116,7 +120,7 @@ class Progress:
     def phase(self, label: str, unit: str | None = None) -> None:
         """A new stage of the work: the spinner or bar so far is replaced."""
         self._close(None, None, None)
-        self.label, self.unit = clean(label), clean(unit) if unit else self.unit
+        self.label, self.unit = label, clean(unit) if unit else self.unit
         self.__enter__()
 
     def update(self, done: int, total: int) -> None:
@@ -134,7 +138,7 @@ class Progress:
             columns += [MofNCompleteColumn(), fixed(Text(self.unit))] + ([TimeElapsedColumn()] if time else [])
             self.bar = Bar(*columns, *([_eta_class()()] if eta else []), console=self.console, transient=True)
             self.bar.__enter__()
-            self.task = self.bar.add_task(self.label, total=total)
+            self.task = self.bar.add_task(clean(self.label), total=total)
         self.bar.update(self.task, completed=done, total=total)
 
     def _close(self, *exc) -> None:
