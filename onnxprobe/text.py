@@ -66,7 +66,7 @@ def as_typed(text: str, known) -> str:
     return raw if raw != text and raw in known else text
 
 
-def _controls(text: str) -> str:
+def controls(text: str) -> str:
     """``text``'s control characters escaped, its backslashes left: a message, whose names ``quote`` or
     ``repr`` already escaped (``clean`` there would double their backslashes again)."""
     return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
@@ -92,7 +92,7 @@ def clip(s: str, width: int = 120) -> str:
 def one_line(message: str, limit: int = MAX_LINE) -> str:
     """A message as one safe line: control characters escaped, very long words (a 10,000-character
     tensor name) shortened, and the whole line at most ``limit`` characters."""
-    text = _controls(message)
+    text = controls(message)
     if len(text) > limit // 2:
         text = _LONG_WORD.sub(lambda m: clip(m.group(0)), text)
     return clip(text, limit) if len(text) > limit else text

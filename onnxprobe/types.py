@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from onnxprobe.errors import UsageError
-from onnxprobe.text import clean, clip
+from onnxprobe.text import clip, controls
 
 # names that several layers agree on: backward nodes are named BACKWARD_TAG + "<forward node>/<Op>", and
 # the gradient of forward tensor t is the tensor t + GRAD_SUFFIX
@@ -128,7 +128,7 @@ class InputSpec:
         # checked when made, so a wrong value is one line naming the field, not a numpy error at the run;
         # frozen, hence object.__setattr__ for the normalised copies
         def refuse(what: str, value, why: str) -> UsageError:
-            return UsageError(f"InputSpec {what}={clip(clean(repr(value)), 60)}: {why}")
+            return UsageError(f"InputSpec {what}={clip(controls(repr(value)), 60)}: {why}")
 
         object.__setattr__(self, "arrays_complete", check_bool(self.arrays_complete, "InputSpec arrays_complete"))
 
@@ -175,7 +175,7 @@ def check_bool(value, what: str) -> bool:
     switch given "no", 0 or None would be taken by its truth, not by what it says."""
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    raise UsageError(f"{what}={clip(clean(repr(value)), 60)}: expected True or False")
+    raise UsageError(f"{what}={clip(controls(repr(value)), 60)}: expected True or False")
 
 
 @dataclass

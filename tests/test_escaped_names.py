@@ -14,6 +14,7 @@ from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
 from conftest import make_model
+from onnxprobe import api
 from onnxprobe.cli.main import app
 
 runner = CliRunner()
@@ -78,3 +79,15 @@ def test_names_are_taken_as_listed(tmp_path):
         assert r.exit_code == 0, r.output
         rows = list(csv.DictReader(io.StringIO(r.stdout)))
         assert [unescape(x["tensor"]) for x in rows] == [name], rows
+
+
+def test_a_repr_in_a_message_keeps_its_own_escapes():
+    """clean doubles backslashes (a name's escapes read back one way); a repr has escaped its own already,
+    so messages that quote a value's repr escape control characters only (it read b'C:\\\\\\\\x')."""
+    import pytest
+
+    from onnxprobe.errors import UsageError
+
+    with pytest.raises(UsageError) as e:
+        api.Selection(ops=b"C:\\x")
+    assert repr(b"C:\\x") in str(e.value), str(e.value)

@@ -27,7 +27,7 @@ from onnxprobe.runtime.runners.base import GraphRunner
 from onnxprobe.stats.histogram import Histogram
 from onnxprobe.stats.moments import Moments
 from onnxprobe.stats.tensor_stats import TensorStats
-from onnxprobe.text import clean, clip
+from onnxprobe.text import clip, controls
 from onnxprobe.types import InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
 LayersResult = ProbeResult  # what ``layers`` and ``run`` return: statistics per probed tensor
@@ -115,7 +115,7 @@ def _raw_of(raw, names: list[str], among: str) -> bool | set[str]:
     raw = as_raw(raw)
     missing = sorted(raw - set(names)) if isinstance(raw, set) else []
     if missing:
-        raise UsageError(f"raw: {clip(clean(repr(missing[0])), 60)} is not among {among}")
+        raise UsageError(f"raw: {clip(controls(repr(missing[0])), 60)} is not among {among}")
     return raw
 
 
@@ -191,7 +191,7 @@ def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], n
     names = as_names(names, "names")
     unknown = [n for n in names if n not in by_name]
     if unknown:
-        raise UsageError(f"names: {clip(clean(repr(unknown[0])), 60)} is not a tensor this result probed")
+        raise UsageError(f"names: {clip(controls(repr(unknown[0])), 60)} is not a tensor this result probed")
     sizes = []
     for n in names:
         st = result.stats.get(n)

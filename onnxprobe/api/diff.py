@@ -32,7 +32,7 @@ from onnxprobe.runtime.ort import check_opt_level
 from onnxprobe.runtime.runners import check_device, check_options_used, check_runtime, make_runner, options_for
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
-from onnxprobe.text import clean, quote
+from onnxprobe.text import controls, quote
 from onnxprobe.types import InputSpec, RunConfig, Settings, forward_name, grad_name
 
 
@@ -141,7 +141,7 @@ def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
     for k, v in vs_npz.items():  # numbers, not lists or objects: a wrong value is refused here, by name
         a = np.asarray(v) if isinstance(k, str) and isinstance(v, (np.ndarray, np.generic, int, float)) else None
         if a is None or a.dtype.kind not in "biuf":
-            raise UsageError(f"vs_npz: expected tensor name -> numpy array, got {clean(repr(k))[:40]} -> {type(v).__name__}")
+            raise UsageError(f"vs_npz: expected tensor name -> numpy array, got {controls(repr(k))[:40]} -> {type(v).__name__}")
         arrays[k] = a
     return Activations("activations", arrays, from_file=False)
 

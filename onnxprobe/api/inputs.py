@@ -25,7 +25,7 @@ from onnxprobe.runtime.arrays import read_array, read_arrays, read_npz
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.feeds import Feeds, ModelInput, check_shape, check_value, make_feeds, parse_dims, parse_input_files, parse_shape_overrides
 from onnxprobe.runtime.feeds import model_inputs as _model_inputs
-from onnxprobe.text import clean, clip, one_line, quote
+from onnxprobe.text import clean, clip, controls, one_line, quote
 from onnxprobe.graph.select import Selection
 from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
 
@@ -39,7 +39,7 @@ PATH = (str, os.PathLike)
 
 def what_came(value) -> str:
     """What came instead, for messages: its type and the start of its repr."""
-    return f"{type(value).__name__} {clip(clean(repr(value)), 40)}"
+    return f"{type(value).__name__} {clip(controls(repr(value)), 40)}"
 
 
 def as_result(value, kind: type | tuple, what: str, name: str = "result"):

@@ -80,7 +80,6 @@ def layers(
         onnxprobe layers model.onnx --runtime openvino
     """
     from onnxprobe import api
-    from onnxprobe.errors import UsageError
     from onnxprobe.report import layers as report
     from onnxprobe.report.layers import dataset_dict, layers_dict, layers_renderables
     from onnxprobe.report.progress import Progress

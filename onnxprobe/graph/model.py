@@ -15,7 +15,7 @@ import onnx
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.io import check_graph, load_model
 from onnxprobe.graph.shapes import annotate
-from onnxprobe.text import clean, clip, quote
+from onnxprobe.text import clip, controls, quote
 
 
 @dataclass
@@ -80,4 +80,4 @@ def as_model(model: "Model | str | os.PathLike | onnx.ModelProto", what: str = "
     if isinstance(model, (str, os.PathLike)):
         return load(model)
     raise UsageError(f"{what}: expected a path, an api.Model or an onnx.ModelProto, "
-                     f"got {type(model).__name__} {clip(clean(repr(model)), 40)}")
+                     f"got {type(model).__name__} {clip(controls(repr(model)), 40)}")

@@ -32,7 +32,7 @@ from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, constant_tensors, walk
-from onnxprobe.text import clean, matches, quote
+from onnxprobe.text import clean, controls, matches, quote
 from onnxprobe.types import TensorRef, check_bool
 
 ATTENTION_OPS = {
@@ -66,10 +66,10 @@ class Selection:
             v = getattr(self, what)
             items = (v,) if isinstance(v, str) else tuple(v) if isinstance(v, (list, tuple, set, frozenset)) else None
             if items is None or not all(isinstance(x, str) for x in items):
-                raise UsageError(f"Selection {what}={clean(repr(v))[:60]}: expected a string or a tuple of strings")
+                raise UsageError(f"Selection {what}={controls(repr(v))[:60]}: expected a string or a tuple of strings")
             object.__setattr__(self, what, items)
         if self.range is not None and not isinstance(self.range, str):
-            raise UsageError(f"Selection range={clean(repr(self.range))[:60]}: expected 'START:END', e.g. '10:40'")
+            raise UsageError(f"Selection range={controls(repr(self.range))[:60]}: expected 'START:END', e.g. '10:40'")
         if self.range is not None and not self.range.strip():  # '' is no range: not the default, silently
             raise setting_error(UsageError, ("range", "--range"), "'': expected 'START:END', e.g. '10:40'")
         for what in ("all", "include_constants"):  # "no" would select everything by its truth

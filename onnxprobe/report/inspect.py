@@ -8,7 +8,7 @@ from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.format import shape as fmt_shape
-from onnxprobe.report.format import dim, plural, safe, shorten
+from onnxprobe.report.format import plural, safe, shorten
 from onnxprobe.report.table import Column, Table
 
 SCHEMA_VERSION = 1

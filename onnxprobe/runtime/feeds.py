@@ -18,7 +18,7 @@ import onnx
 from onnxprobe.errors import DeviceUnavailable, ExecutionError, ModelError, SessionError, UsageError, setting_error
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.runtime.arrays import Position, by_position, check_fits, literal, literal_as, read_array
-from onnxprobe.text import clean, quote
+from onnxprobe.text import clean, controls, quote
 from onnxprobe.types import InputSpec
 
 SHAPE_HINT = "dynamic dimensions were set to 1: give real sizes with --shape NAME=DIMS"
@@ -131,7 +131,7 @@ def flag_items(items, flag: str, example: str) -> list[str]:
         return [items]
     if isinstance(items, (list, tuple)) and all(isinstance(i, str) for i in items):
         return list(items)
-    raise UsageError(f"{flag}: expected strings such as {example!r}, got {clean(repr(items))[:80]}")
+    raise UsageError(f"{flag}: expected strings such as {example!r}, got {controls(repr(items))[:80]}")
 
 
 def parse_shape_overrides(items: list[str] | None) -> dict[str, tuple[int, ...]]:

@@ -8,7 +8,6 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from onnxprobe import api
 
