@@ -687,7 +687,7 @@ def test_a_lone_hash_starts_a_comment_as_in_the_readme(tmp_path):
     argument '#'", a condition or a slice holding the comment). '#3' and quoted '#' are words."""
     assert split("run   # runs what changed") == ["run"]
     assert split("node #3") == ["node", "#3"] and split("a#b") == ["a#b"]
-    assert split('show "a # b"  # c') == ["show", "a # b"] and split("show a\\ # b") == ["show", "a "]
+    assert split('show "a # b"  # c') == ["show", "a # b"] and split("show 'a ' # b") == ["show", "a "]
     out = ok(tmp_path, [sample_path("cnn")], ["run                      # runs what changed",
                                                "where nan                # first NaN",
                                                "show conv1_out [0, :3, 5:10:2]   # statistics, values, histogram"])

@@ -27,7 +27,7 @@ from onnxprobe.compare.sides import GRADIENT_STOPPED
 from onnxprobe.compare.unmatched import explain_unmatched
 from onnxprobe.match.observe import Observable, body_note, body_tensors
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
-from onnxprobe.text import quote
+from onnxprobe.text import as_typed, quote
 from onnxprobe.types import forward_name
 
 # an output left unpaired so fails the verdict: nothing stood for it (a weight gradient: or one side could not compute it)
@@ -223,10 +223,12 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
     return pairs, in_b | picked_b, picked_a
 
 
-def _check_named(per_tensor: dict | None, a: Side, b: Side) -> None:
-    """Every tensor a per-tensor tolerance names is one that either side observes (a misspelt name would
-    change nothing, silently)."""
+def _check_named(per_tensor: dict | None, a: Side, b: Side) -> dict | None:
+    """``per_tensor`` keyed by the tensors it names, each a name as listings print it (``text.as_typed``: the
+    listed ``a\\\\nb`` of a backslash and an n was refused, and ``a\\nb`` judged the other tensor); every one is
+    a tensor either side observes (a misspelt name would change nothing, silently)."""
     known = {n for side in (a, b) for o in side.observation.observables for n in (o.name, o.key, o.probe)}
+    per_tensor = {as_typed(n, known): t for n, t in per_tensor.items()} if per_tensor else per_tensor
     unknown = sorted(n for n in (per_tensor or {}) if n not in known)
     obs = a.observation.observables + b.observation.observables
     for n in unknown:  # a bare name sibling If branches share: observed, but which one is meant is not said
@@ -237,6 +239,7 @@ def _check_named(per_tensor: dict | None, a: Side, b: Side) -> None:
     if unknown:
         raise UsageError(f"a per-tensor tolerance (--atol/--rtol NAME:VALUE) names {quote(unknown[0])}, which neither "
                          f"model observes{f' (and {len(unknown) - 1} more)' if len(unknown) > 1 else ''}")
+    return per_tensor
 
 
 def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
@@ -258,7 +261,7 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     matching = (pair(a.observation.observables, b.observation.observables, user_map) if pair else
                 match_for_inputs(a.model.proto, b.model.proto, a.observation.observables, b.observation.observables,
                                  user_map, input_shapes))
-    _check_named(per_tensor, a, b)
+    per_tensor = _check_named(per_tensor, a, b)
     if reject is not None:
         _reject(matching, reject)
     report, sel_b, sel_a = selected_pairs(a, b, matching, selection)

@@ -32,7 +32,7 @@ from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, constant_tensors, walk
-from onnxprobe.text import clean, controls, matches, quote
+from onnxprobe.text import as_typed, clean, controls, matches, quote, unclean
 from onnxprobe.types import TensorRef, check_bool
 
 ATTENTION_OPS = {
@@ -137,7 +137,7 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
     ends name something; two such splits are ambiguous. A reversed range, or one past the end of the
     model, is a UsageError."""
     if ":" not in spec:
-        raise UsageError(f"--range {quote(spec)}: expected START:END (node indices or node names), e.g. 10:40")
+        raise UsageError(f"--range {quote(unclean(spec))}: expected START:END (node indices or node names), e.g. 10:40")
 
     def index_of(x: str) -> int | None:
         """The index ``x`` writes (``12``, ``#12``), or None."""
@@ -145,43 +145,48 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
         return int(digits) if digits.lstrip("-").isdigit() else None
 
     ambiguous = getattr(node_index, "ambiguous", {})
+    shown = clean(unclean(spec))  # the spec as typed: node names as listed (clean again would double a backslash)
+
+    def typed(x: str) -> str:
+        """The node name an end stands for, typed as listings print it (``text.as_typed``)."""
+        return as_typed(as_typed(x.strip(), node_index), ambiguous)
 
     def known(x: str) -> bool:
-        x = x.strip()
+        x = typed(x)
         return not x or index_of(x) is not None or x in node_index or x in ambiguous
 
     colons = [i for i, ch in enumerate(spec) if ch == ":"]
     cuts = [i for i in colons if known(spec[:i]) and known(spec[i + 1:])]
     if len(cuts) > 1:
-        options = " or ".join(f"{quote(spec[:i])} to {quote(spec[i + 1:])}" for i in cuts[:2])
-        raise UsageError(f"--range {clean(spec)}: ambiguous (node names hold ':'): {options}; use node indices")
+        options = " or ".join(f"{quote(typed(spec[:i]))} to {quote(typed(spec[i + 1:]))}" for i in cuts[:2])
+        raise UsageError(f"--range {shown}: ambiguous (node names hold ':'): {options}; use node indices")
     # no cut names both ends: the error below names the end that is not known, at a cut where the other is
     cut = (cuts or [i for i in colons if known(spec[:i]) or known(spec[i + 1:])] or colons)[0]
     a, b = spec[:cut], spec[cut + 1:]
 
     def bound(x: str, default: int) -> int:
-        x = x.strip()
+        x = typed(x)
         if not x:
             return default
         if x in ambiguous and index_of(x) is None:
-            raise ambiguous_node(x, ambiguous[x], f"--range {clean(spec)}: ")
+            raise ambiguous_node(x, ambiguous[x], f"--range {shown}: ")
         i = index_of(x)
         if i is not None:
             named = None if x.startswith("#") else node_index.get(x)  # '#N' is an index, even beside a node named '#N'
             if named is not None and named != i:  # '1' read as an index silently missed the node named '1'
-                raise index_or_name(x, i, named, f"--range {clean(spec)}: ")
+                raise index_or_name(x, i, named, f"--range {shown}: ")
             if not 0 <= i <= last:
-                raise UsageError(f"--range {clean(spec)}: node index {i} is outside the model (its nodes are 0..{last})")
+                raise UsageError(f"--range {shown}: node index {i} is outside the model (its nodes are 0..{last})")
             return i
         if x in node_index:
             return node_index[x]
         close = difflib.get_close_matches(x, list(node_index), n=1)
         hint = f"; did you mean {quote(close[0])}?" if close else " (use an index or a node name from `onnxprobe inspect --nodes`)"
-        raise UsageError(f"--range: no node named {quote(x)}{hint}")
+        raise UsageError(f"--range: no node named {quote(unclean(x))}{hint}")
 
     lo, hi = bound(a, 0), bound(b, last)
     if lo > hi:
-        raise UsageError(f"--range {clean(spec)}: reversed (node {lo} comes after node {hi}); give START:END with START first")
+        raise UsageError(f"--range {shown}: reversed (node {lo} comes after node {hi}); give START:END with START first")
     return lo, hi
 
 

@@ -1,7 +1,8 @@
 """Parsing what the user types in a debugging session: command lines, selections, slices. Pure; every
 problem is a one-line UsageError.
 
-- ``split(line)``: shell-like words (quotes group, no globbing, no evaluation; a lone ``#`` starts a comment).
+- ``split(line)``: shell-like words (quotes group, backslashes are kept, no globbing, no evaluation; a lone ``#``
+  starts a comment).
 - ``pop_option(args, "--model", "-m")``: takes ``--model b`` / ``--model=b`` / ``-m b`` out of the words.
 - ``parse_selection(words)``: the selection language of ``layers``: ``--op TYPE``, ``--name GLOB``,
   ``--all``, ``--range A:B``, ``--include-constants``, and short forms ``op:TYPE[,TYPE]``, ``range:A:B``,
@@ -12,7 +13,6 @@ problem is a one-line UsageError.
 from __future__ import annotations
 
 import re
-import shlex
 
 from onnxprobe.errors import UsageError
 from onnxprobe.api import Selection
@@ -21,13 +21,9 @@ from onnxprobe.api import Selection
 def without_comment(line: str) -> str:
     """``line`` up to a comment: a ``#`` outside quotes that starts a word and stands alone (``#`` then a
     space or the end), as in ``run   # runs what changed``. ``#3`` (``node #3``) and ``a#b`` are words."""
-    quote, escaped = None, False
+    quote = None
     for i, ch in enumerate(line):
-        if escaped:  # a backslash's character (shlex: outside single quotes)
-            escaped = False
-        elif ch == "\\" and quote != "'":
-            escaped = True
-        elif quote:
+        if quote:
             quote = None if ch == quote else quote
         elif ch in "'\"":
             quote = ch
@@ -37,10 +33,33 @@ def without_comment(line: str) -> str:
 
 
 def split(line: str) -> list[str]:
-    try:
-        return shlex.split(without_comment(line), comments=False, posix=True)
-    except ValueError as e:
-        raise UsageError(f"cannot read the command line: {e}") from None
+    """The words of ``line``: quotes group (and go, ``'a b'c`` is one word ``a bc``), a backslash is a
+    character like any other. Names are typed as listings print them (``a\\\\nb`` for a backslash and an n,
+    ``a\\nb`` for a newline, ``text.as_typed``): shlex's posix mode took one backslash away first, so the
+    listed name of one tensor selected another."""
+    words: list[str] = []
+    word: list[str] | None = None
+    quote = None
+    for ch in without_comment(line):
+        if quote:
+            if ch == quote:
+                quote = None
+            else:
+                word.append(ch)
+        elif ch in "'\"":
+            quote, word = ch, word if word is not None else []
+        elif ch.isspace():
+            if word is not None:
+                words.append("".join(word))
+            word = None
+        else:
+            word = word if word is not None else []
+            word.append(ch)
+    if quote:
+        raise UsageError("cannot read the command line: No closing quotation")
+    if word is not None:
+        words.append("".join(word))
+    return words
 
 
 def pop_option(args: list[str], *names: str, flag: bool = False) -> str | bool | None:

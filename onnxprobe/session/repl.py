@@ -139,7 +139,10 @@ def run_script(state: State, lines: Iterable[str], out: Console, *, echo: bool =
 
 
 def _quote(name: str) -> str:
-    return name if name and all(c not in name for c in " \t'\"\\#;") else shlex.quote(name)
+    """``name`` as the session reads it back: as listed (``clean``: a newline as ``\\n``, a backslash
+    doubled; ``split`` keeps backslashes), in quotes where it holds a space, a quote, ``#`` or ``;``."""
+    text = clean(name)
+    return text if text and all(c not in text for c in " '\"#;") else shlex.quote(text)
 
 
 def make_completer(state: State):
@@ -276,14 +279,15 @@ def make_completer(state: State):
             for text, meta in candidates:
                 if text in seen:
                     continue
-                if text.startswith(cur):
+                shown = clean(text)  # what was typed is a name as listed
+                if shown.startswith(cur):
                     first.append((text, meta))
                     seen.add(text)
-                elif substring and low and low in text.lower():
+                elif substring and low and low in shown.lower():
                     second.append((text, meta))
                     seen.add(text)
             for text, meta in first + second:
-                yield Completion(_quote(text), start_position=-len(current), display=text, display_meta=meta)
+                yield Completion(_quote(text), start_position=-len(current), display=clean(text), display_meta=meta)
 
     return SessionCompleter()
 

@@ -17,7 +17,7 @@ from onnxprobe.session.parse import format_slice, parse_selection, parse_slice, 
 from onnxprobe.session.commands.table import (
     Env, bad, command, layers_view, no_more, parse_int, pop_view, resolve_tensor, tag, target_of,
 )
-from onnxprobe.text import duration, human_bytes
+from onnxprobe.text import clean, duration, human_bytes
 
 MAX_OUTPUT_LINES = 8
 
@@ -202,4 +202,4 @@ def cmd_save(env: Env, args: list[str]):
     else:
         raise bad("save", f"unknown file type {suffix!r}; use .npy, .npz or .pb")
     widened = t.index.refs[name].dtype == "bfloat16" and value.dtype == np.float32
-    return f"saved {name} [{fmt_shape(value.shape)}] {'bfloat16 as float32' if widened else value.dtype} to {path}"
+    return f"saved {clean(name)} [{fmt_shape(value.shape)}] {'bfloat16 as float32' if widened else value.dtype} to {path}"
