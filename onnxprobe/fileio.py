@@ -160,12 +160,21 @@ def atomic_output(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Pat
 
 def write_file(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
     """``write(f)`` into ``path`` through ``atomic_output``: a failure (read-only folder, full disk,
-    /dev/full) leaves nothing behind and is one UsageError naming the file and the cause."""
+    /dev/full) leaves nothing behind and is one UsageError naming the file and the cause. A stream that
+    cannot seek (/dev/stdout on a pipe, a FIFO) gets the bytes from a buffer: ``np.save`` asks the file for
+    its position after the header, which a pipe refuses, and the header alone had gone out."""
+    import io
+
     from onnxprobe.errors import UsageError
 
     try:
         with atomic_output(path) as tmp:
             with open(tmp, "wb") as f:
-                write(f)
+                if f.seekable():
+                    write(f)
+                else:
+                    buf = io.BytesIO()
+                    write(buf)
+                    f.write(buf.getbuffer())
     except OSError as e:
         raise UsageError(f"{path}: cannot write it ({e.strerror or e}); nothing written") from None
