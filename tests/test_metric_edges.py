@@ -221,6 +221,10 @@ def test_the_depth_sparkline_draws_exact_pairs_full_and_noise_as_equal(tmp_path)
     # 2e-7 dB apart is rounding noise, not a step from the lowest block to the highest
     assert sparkline([30.37086749, 30.37086729]) == low * 2
     assert sparkline([20.0, 140.0]) == low + full and sparkline([10.0, 20.0, 30.0, 40.0], room=2) == low + full
+    # the best pair at or past the 140 dB cap: pairs ~1 dB below it are as good, not a step down (█▁█, QA:
+    # exact, 139.08 and 140.20 dB with the cap at 140.20); more than 3 dB below is scaled as before
+    assert sparkline([140.2, 139.08, 140.2], cap=140.2) == full * 3
+    assert sparkline([140.2, 120.0, 60.0], cap=140.2)[1:] == SPARK[round(60 / 80.2 * (len(SPARK) - 1))] + low
     # one exact pair, two not compared (empty tensors): "every compared pair exact", never "every pair exact"
     m = empty_slice_model()
     onnx.save(m, str(tmp_path / "a.onnx"))

@@ -120,7 +120,8 @@ def _f(v: float) -> float | None:
 
 def sparkline(values: list[float | None], cap: float = 140.0, room: int | None = None) -> str:
     """One block per value; values at or above ``cap`` dB (float32 agrees to ~140 dB; the caller draws exact
-    pairs there) draw as full blocks, whatever the others. The rest are scaled from their lowest over at
+    pairs there), or within ``MIN_SPAN_DB`` below it, draw as full blocks, whatever the others (exact, 139.08
+    and 140.20 dB with the cap at the best pair drew █▁█: the span below measured from 139.08). The rest are scaled from their lowest over at
     least ``MIN_SPAN_DB``, so that rounding noise (30.37086749 against 30.37086729 dB drew █▁) draws as
     equal. More values than ``room`` blocks: each block stands for a run of consecutive values, and shows
     its worst."""
@@ -139,7 +140,7 @@ def sparkline(values: list[float | None], cap: float = 140.0, room: int | None =
         if v is None or not math.isfinite(v):
             out.append(" ")
         else:  # at the cap: full, also where every value is there (an exact pair alone drew the lowest block)
-            k = len(SPARK) - 1 if v >= cap else int(round((v - lo) / span * (len(SPARK) - 1)))
+            k = len(SPARK) - 1 if v >= cap - MIN_SPAN_DB else int(round((v - lo) / span * (len(SPARK) - 1)))
             out.append(SPARK[k])
     return "".join(out)
 
