@@ -52,3 +52,37 @@ def test_a_branch_not_taken_counts_no_nan_or_inf(tmp_path):
     ng = next(line for line in r.stdout.splitlines() if " Neg " in line).split()
     assert "not run" in " ".join(sq) and sq[-2:] == ["-", "-"], sq
     assert ng[-2:] == [str(nans), "0"], ng
+
+
+def test_json_gives_null_nan_and_inf_for_a_branch_not_taken(tmp_path):
+    """JSON said "nan": 0, "inf": 0 beside a status "not run" (the table '-', CSV empty): null, as JSON writes
+    what was not measured; in layers --json, a dataset report and merge-stats of such shards."""
+    import json
+
+    m = tmp_path / "if.onnx"
+    if_model(m)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        nans = int(np.isnan(-np.log(X.astype(np.float64) - 0.5)).sum())
+    np.savez(tmp_path / "in.npz", x=X, cond=np.array(False))
+    r = runner.invoke(app, ["layers", str(m), "--all", "--inputs", str(tmp_path / "in.npz"), "--json", "-"], env=ENV)
+    assert r.exit_code == 0, r.output
+    rows = {t["node"]: t for t in json.loads(r.stdout)["tensors"]}
+    assert rows["sq"]["status"] == "not run" and rows["sq"]["nan"] is None and rows["sq"]["inf"] is None, rows["sq"]
+    assert rows["ng"]["nan"] == nans and rows["ng"]["inf"] == 0
+    shards = []
+    for k in range(2):
+        d = tmp_path / f"d{k}"
+        d.mkdir()
+        np.savez(d / "b.npz", x=X + k, cond=np.array(False))
+        shards.append(str(tmp_path / f"s{k}.json"))
+        r = runner.invoke(app, ["layers", str(m), "--all", "--inputs-dir", str(d), "--json", shards[-1]], env=ENV)
+        assert r.exit_code == 0, r.output
+        sq = next(t for t in json.loads(open(shards[-1]).read())["tensors"] if t["node"] == "sq")
+        assert sq["nan"] is None and sq["inf"] is None, sq
+    r = runner.invoke(app, ["merge-stats", *shards, "--json", "-"], env=ENV)
+    assert r.exit_code == 0, r.output
+    merged = {t["node"]: t for t in json.loads(r.stdout)["tensors"]}
+    assert merged["sq"]["status"] == "not run" and merged["sq"]["nan"] is None and merged["sq"]["inf"] is None, merged["sq"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        want = sum(int(np.isnan(-np.log(X.astype(np.float64) + k - 0.5)).sum()) for k in range(2))
+    assert merged["ng"]["nan"] == want

@@ -139,10 +139,12 @@ def test_layers_netron_keeps_branch_tensors_of_one_name_apart(tmp_path):
     _renamed_nodes(base, a)
     for path, want in ((a, {("node", n) for n in ("then1", "else1", "then2", "else2")}), (base, {("value", "o")})):
         net = tmp_path / "ln.json"
-        r = CliRunner().invoke(app, ["layers", str(path), "--all", "--input", "x=[-1,2,-3]", "--input", "c=true",
-                                     "--netron", str(net)])
-        assert r.exit_code == 0, r.output
-        metrics = json.loads(net.read_text())["metrics"]
+        metrics = []
+        for c in ("false", "true"):  # each branch on the run that takes it: one not run has no values to show
+            r = CliRunner().invoke(app, ["layers", str(path), "--all", "--input", "x=[-1,2,-3]", "--input", f"c={c}",
+                                         "--netron", str(net)])
+            assert r.exit_code == 0, r.output
+            metrics += json.loads(net.read_text())["metrics"]
         got = {(m["kind"], m["target"]) for m in metrics}
         assert want <= got, got
         if path == base:  # the nodes are all 'n': on the value 'o', each metric named by the tensor's key

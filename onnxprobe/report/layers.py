@@ -42,6 +42,8 @@ def layers_dict(result) -> dict:
         if t["name"] in unobserved:
             t["not_observed"] = unobserved[t["name"]]  # the runtime cannot return it: why (fused, in a body...)
         t["status"] = values_status(t.get("count"), t["shape"], t.get("not_observed"))  # count 0 is not all-NaN
+        if t["status"] == "not run":  # no values to count NaN or Inf among: null, as the table's '-' (not 0 0)
+            t["nan"] = t["inf"] = None
     info = result.info
     return {
         "schema_version": SCHEMA_VERSION, "onnxprobe_version": __version__,

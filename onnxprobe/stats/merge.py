@@ -254,6 +254,8 @@ def merge_reports(reports: list[dict]) -> dict:
         out.update(st.to_dict())
         if "status" in out:  # of the merged count: a branch one shard never took may have run in another
             out["status"] = values_status(st.count, out["shape"], out.get("not_observed"))
+            if out["status"] == "not run":  # no values in any shard: NaN and Inf not counted (null), as layers says
+                out["nan"] = out["inf"] = None
         out["p0.01"] = h.percentile(0.01, st.min, st.max) if h.total else None
         out["p99.99"] = h.percentile(99.99, st.min, st.max) if h.total else None
         out["moments"] = m.to_dict()
