@@ -102,3 +102,19 @@ def test_a_shard_whose_pair_is_judged_by_another_tolerance_is_refused(tmp_path):
     r = runner.invoke(app, ["merge-stats", str(s["n0"]), str(s["n1"])])
     assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1 and "'y'" in r.stderr, r.output
     assert "n1.json" in r.stderr and "criterion" in r.stderr
+
+
+def test_merge_keeps_each_pairs_topological_position_and_refuses_shards_that_disagree(tmp_path):
+    """'topo' (the table's order under --sort topo) is a fact of the matching: the merge wrote null."""
+    files = shards(tmp_path)
+    first = {p["a"]: p["topo"] for p in json.loads(files["n0"].read_text())["pairs"]}
+    assert first["m"] < first["y"]  # Mul before Pow in the graph: the oracle of the order
+    r = run("merge-stats", files["n0"], files["n1"], "--json", "-")
+    merged = {p["a"]: p["topo"] for p in json.loads(r.stdout)["pairs"]}
+    assert merged == first
+    d = json.loads(files["n1"].read_text())
+    for p in d["pairs"]:
+        p["topo"] = {"m": first["y"], "y": first["m"]}[p["a"]]
+    files["n1"].write_text(json.dumps(d))
+    r = run("merge-stats", files["n0"], files["n1"], "--json", "-", code=(2,))
+    assert "topological position" in r.output and "n1.json" in r.output, r.output

@@ -28,7 +28,7 @@ HINT = "write one with `onnxprobe diff A B --inputs-dir DIR --json FILE`"
 # and computed again from the pooled sums (one copied from the first shard was that shard's alone: its
 # introduced error's count and NaN/Inf verdict, and counts that depended on the order of the files)
 FACTS = ("index", "a", "b", "key", "node_a", "node_b", "op_type", "op_type_b", "strategy", "reason", "is_output", "module",
-         "scope", "tolerance", "metric")
+         "scope", "tolerance", "metric", "topo")
 MEASURED = ("max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "exact", "worst_index", "nonfinite_mismatch",
             "introduced_sqnr_db", "introduced_max_abs", "introduced_exact")
 
@@ -130,6 +130,9 @@ def _merged_pair(key, parts: list[tuple[dict, int, str]], labels: list[str]) -> 
         if (p["tolerance"], p.get("metric")) != (base["tolerance"], base.get("metric")):
             raise UsageError(f"{name}: pair {p['a']!r} is judged by another criterion than in {parts[0][2]} "
                              "(its 'tolerance' differs: a damaged report?): merge shards of one criterion")
+        if p.get("topo") != base.get("topo"):  # the table's order under --sort topo: a fact of the matching
+            raise UsageError(f"{name}: pair {p['a']!r} has another topological position ('topo' {p.get('topo')!r}) than "
+                             f"in {parts[0][2]} ({base.get('topo')!r}): shards of other models or selections?")
     # the key order of one diff's report; what is not a fact is measured: None until computed below
     out = {k: base[k] if k in FACTS else None for k in base}
     tol = Tolerance.from_dict(base["tolerance"])
