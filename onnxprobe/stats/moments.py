@@ -118,7 +118,9 @@ class Moments:
         return cls(st.count, st.nan, st.inf, st.zeros, st.min, st.max, partials_of(sx), partials_of(sx2), sa, e)
 
     def merge(self, o: "Moments") -> "Moments":
-        e = max(self.exp, o.exp)
+        # the larger unit of the sides with values: an empty one's (Moments(), where merge-stats starts) is 0,
+        # which moved the sums of subnormals (units of 2^-1062) below float64: std 0 for k*1e-320
+        e = max((m.exp for m in (self, o) if m.count - m.nan - m.inf > 0), default=max(self.exp, o.exp))
         x, y = self._in(e), o._in(e)
         return Moments(self.count + o.count, self.nan + o.nan, self.inf + o.inf, self.zeros + o.zeros,
                        min(self.min, o.min), max(self.max, o.max), exact_sum(x.sum + y.sum),
