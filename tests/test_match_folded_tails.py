@@ -98,3 +98,37 @@ def test_onnxruntimes_conv_bn_fusion_is_folded_not_missing(tmp_path):
     (u,) = res.matching.unmatched_a
     assert (u.obs.name, u.cause) == ("t1", "folded") and "B's t2 has it folded in" in u.reason
 
+
+
+def test_onnxruntimes_fused_conv_activations_are_folded_not_missing(tmp_path):
+    """onnxruntime's extended optimisation fuses Conv+Relu, Conv+HardSigmoid and Conv+BatchNormalization+Relu
+    into FusedConv, named after the activation's output: the activations pair by name, and the Conv (and
+    BatchNormalization) outputs before them are folded there, not "no counterpart in B". Oracle: the graph
+    onnxruntime wrote (which nodes it fused)."""
+    import onnxruntime as ort
+
+    w2 = RNG.standard_normal((8, 8, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["t1"], name="n1", pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["t1", "g", "beta", "mu", "var"], ["t2"], name="n2", epsilon=EPS),
+             helper.make_node("Relu", ["t2"], ["t3"], name="n3"),
+             helper.make_node("Conv", ["t3", "w2"], ["t4"], name="n4"),
+             helper.make_node("Relu", ["t4"], ["t5"], name="n5"),
+             helper.make_node("Conv", ["t5", "w2"], ["t6"], name="n6"),
+             helper.make_node("HardSigmoid", ["t6"], ["y"], name="n7")]
+    inits = [numpy_helper.from_array(v, k) for k, v in (("w", W), ("g", G), ("beta", BETA), ("mu", MU), ("var", VAR), ("w2", w2))]
+    onnx.save(make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])], inits), str(tmp_path / "k.onnx"))
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = str(tmp_path / "o.onnx")
+    ort.InferenceSession(str(tmp_path / "k.onnx"), so, providers=["CPUExecutionProvider"])
+    fused = onnx.load(str(tmp_path / "o.onnx"))
+    assert [(n.op_type, n.output[0]) for n in fused.graph.node] == [("FusedConv", "t3"), ("FusedConv", "t5"), ("FusedConv", "y")]
+    res = _run(str(tmp_path / "k.onnx"), str(tmp_path / "o.onnx"))
+    assert {r.pair.a.name: r.pair.b.name for r in res.results} == {"t3": "t3", "t5": "t5", "y": "y"}
+    assert all(r.passed for r in res.results), [(r.pair.a.name, r.metrics.max_abs) for r in res.results]
+    lost = {u.obs.name: u for u in res.matching.unmatched_a}
+    assert set(lost) == {"t1", "t2", "t4", "t6"} and all(u.cause == "folded" for u in lost.values()), {
+        k: u.reason for k, u in lost.items()}
+    assert "FusedConv t5 takes in" in lost["t4"].reason and "FusedConv y takes in" in lost["t6"].reason
+    assert "FusedConv t3 takes in" in lost["t2"].reason and "B's t3 has it folded in" in lost["t1"].reason

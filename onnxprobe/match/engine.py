@@ -275,8 +275,8 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     pairs.sort(key=lambda p: (p.a.index, p.b.index))
     for obs, other, paired, why, folded, used, side in ((obs_a, obs_b, a_to_b, why_a, folded_a, used_a, "B"),
                                                         (obs_b, obs_a, b_to_a, why_b, folded_b, used_b, "A")):
-        for k, conv in folded_elsewhere(obs, other, paired, used | set(why)).items():
-            why[k] = tail_folded(side, conv)
+        for k, reason in folded_elsewhere(obs, other, paired, used | set(why), side).items():
+            why[k] = reason
             folded.add(k)
 
     def cause(k: int, folded: set[int], shape: set[int], other: set[int]) -> str:

@@ -13,6 +13,8 @@ from dataclasses import replace
 from onnxprobe.match.ops import canonical
 
 AFFINE_TAILS = {"Add", "Sub", "Mul", "Div"}  # with a constant operand: a bias or a scale a Conv can take in
+# the activations onnxruntime's FusedConv takes in (its 'activation' attribute)
+FUSED_ACTIVATIONS = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid"}
 
 
 def with_tails(obs: list, producer: dict, consumers: dict, const: set[str]) -> list:
@@ -46,24 +48,42 @@ def tail_folded(side: str, conv: str) -> str:
             "compared as the tail's output there")
 
 
-def folded_elsewhere(obs: list, other: list, paired: dict[str, str], skip: set[int]) -> dict[int, str]:
-    """Unpaired Conv outputs of ``obs`` (indices not in ``skip``) that a tail follows, whose tail's output is
-    paired (``paired``: name -> the other model's name) with a Conv of ``other``: that Conv took the tail in
-    under another name (onnxruntime's Conv+BatchNormalization fusion names the fused Conv's output after
-    the BatchNormalization's), so the bare Conv output is folded there, not without counterpart. Index ->
-    the other model's Conv."""
+def folded_elsewhere(obs: list, other: list, paired: dict[str, str], skip: set[int], side: str) -> dict[int, str]:
+    """Unpaired Conv outputs of ``obs`` (indices not in ``skip``) that ``other`` computes inside one of its
+    Convs, under another name (``paired``: name -> the other model's name), so that they are folded there,
+    not without counterpart: a Conv a tail follows, whose tail's output is paired with a Conv (onnxruntime's
+    Conv+BatchNormalization fusion names the fused Conv's output after the BatchNormalization's); and a Conv
+    output, or such a tail's, whose one observed reader is an activation paired with a FusedConv (its
+    Conv+Relu, Conv+HardSigmoid, Conv+BatchNormalization+Relu fusions at --opt-level extended). Index -> the
+    reason, naming ``side``'s Conv."""
     # a Conv of ``other`` that a tail of its own follows took nothing in (a --map onto a bare Conv output)
     folding = {o.name for o in other if canonical(o.effective_op) == "Conv" and not o.bn_next}
+    fused = {o.name for o in other if o.op_type == "FusedConv"}
     tails: dict[str, list[str]] = {}
+    readers: dict[str, list] = {}
     for o in obs:
+        for s in set(o.sources):
+            readers.setdefault(s, []).append(o)
         if o.conv_bn:
             for s in o.sources:
                 tails.setdefault(s, []).append(o.name)
+
+    def activation_in(name: str) -> str | None:
+        """The other model's FusedConv that took in ``name``'s one reader, an activation; else None."""
+        rs = readers.get(name, [])
+        return paired[rs[0].name] if len(rs) == 1 and rs[0].op_type in FUSED_ACTIVATIONS and paired.get(rs[0].name) in fused else None
+
     out = {}
     for k, o in enumerate(obs):
-        if k in skip or not o.bn_next:
+        if k in skip:
             continue
-        there = [paired[t] for t in tails.get(o.name, ()) if t in paired]
-        if there and all(n in folding for n in there):
-            out[k] = there[0]
+        if o.bn_next:
+            there = [paired.get(t) or activation_in(t) for t in tails.get(o.name, ())]
+            if there and all(n in folding for n in there):
+                out[k] = tail_folded(side, there[0])
+                continue
+        conv = activation_in(o.name) if canonical(o.effective_op) == "Conv" or o.conv_bn else None
+        if conv is not None:
+            what = "a Conv's BatchNormalization, bias Add or scale" if o.conv_bn else "a Conv"
+            out[k] = f"{what} whose activation {side}'s FusedConv {conv} takes in: compared as the activation's output there"
     return out
