@@ -20,7 +20,7 @@ from onnxprobe.errors import ExecutionError, ModelError, UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.shapes import infer_shapes
-from onnxprobe.match.observe import body_note, body_tensors
+from onnxprobe.match.bodies import body_note, body_tensors
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.tensor_stats import TensorStats

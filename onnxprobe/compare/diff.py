@@ -19,13 +19,14 @@ from onnxprobe.compare.measure import DiffPlan, Measured, measure
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import Selection, check_criteria, select, selects_op
+from onnxprobe.match.bodies import body_note, body_tensors
 from onnxprobe.match.concrete import match_for_inputs
 from onnxprobe.match.engine import (
     DIFFERENT_FUNCTION, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES, Matching, Pair, Unmatched,
 )
 from onnxprobe.compare.sides import GRADIENT_STOPPED
 from onnxprobe.compare.unmatched import explain_unmatched
-from onnxprobe.match.observe import Observable, body_note, body_tensors
+from onnxprobe.match.observe import Observable
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
 from onnxprobe.text import as_typed, quote
 from onnxprobe.types import forward_name

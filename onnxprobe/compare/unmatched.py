@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from onnxprobe.compare.sides import Side
 from onnxprobe.graph.shapes import value_types
+from onnxprobe.match.bodies import body_tensors
 from onnxprobe.match.engine import COPY, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, Matching, Unmatched
-from onnxprobe.match.observe import VALUE_PRESERVING, body_tensors
+from onnxprobe.match.observe import VALUE_PRESERVING
 
 # ops whose output holds its first input's values in their order (a Cast only to its input's own type): the
 # matcher's value-preserving moves, less those that reorder or repeat the values
