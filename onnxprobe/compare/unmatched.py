@@ -5,6 +5,8 @@ into its consumer (Conv+BN folding, a Relu dropped by the quantizer) and compare
 
 from __future__ import annotations
 
+import numpy as np
+
 from onnxprobe.compare.sides import Side
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.match.bodies import body_tensors
@@ -105,10 +107,17 @@ def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired
         t = types.get(name)
         return t.tensor_type.elem_type if t is not None and t.HasField("tensor_type") else 0
 
+    small = _small_constants(model)
     for u in todo:
         x, first = u.obs.name, None
         for _ in range(16):
             n = producer.get(x)
+            data = _neutral_operand(n, small) if n is not None else None
+            if data is not None:
+                first, x = first or f"{n.op_type} with the constant {NEUTRAL[n.op_type]:g}", data
+                if x in paired:
+                    break
+                continue
             if n is None or not n.input or n.op_type not in SAME_VALUES or (
                     n.op_type == "Cast" and (not elem(x) or elem(n.input[0]) != elem(x))):
                 x = None
@@ -122,3 +131,30 @@ def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired
         elif u.obs.name in consts:
             u.reason = f"a constant in {there} (folded into one of that name): computed from weights alone there"
             u.cause = FOLDED
+
+
+NEUTRAL = {"Mul": 1.0, "Div": 1.0, "Add": 0.0, "Sub": 0.0}  # x op c == x for every x where c is this everywhere
+
+
+def _small_constants(model) -> dict:
+    """Weights of at most 16 elements of the main graph, by name (initializers and Constant nodes)."""
+    from onnx import numpy_helper
+
+    out = {t.name: t for t in model.graph.initializer if int(np.prod(t.dims)) <= 16}
+    out.update({n.output[0]: a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute
+                if a.name == "value" and int(np.prod(a.t.dims)) <= 16})
+    return {k: numpy_helper.to_array(t) for k, t in out.items() if not t.data_location}
+
+
+def _neutral_operand(n, small: dict) -> str | None:
+    """The data input of a node that returns it unchanged: a multiplication or division by a constant 1, an
+    addition or subtraction of a constant 0, of one element (it broadcasts without changing the shape).
+    onnxruntime removes such nodes (PP-OCRv4 rec's Mul by [1.]), so the other model has no tensor of theirs."""
+    if n.op_type not in NEUTRAL or len(n.input) != 2:
+        return None
+    sides = [(0, 1)] if n.op_type in ("Div", "Sub") else [(0, 1), (1, 0)]
+    for d, c in sides:
+        v = small.get(n.input[c])
+        if v is not None and v.size == 1 and v.dtype.kind == "f" and float(v.flat[0]) == NEUTRAL[n.op_type]:
+            return n.input[d]
+    return None
