@@ -91,6 +91,25 @@ def scale_weight_row(m: onnx.ModelProto, name: str, row: int, factor: float) -> 
     raise KeyError(name)
 
 
+def grads_for_output_grad(tmp_path, model: onnx.ModelProto, vals: dict[str, np.ndarray], dy: np.ndarray):
+    """``onnxprobe grad`` of ``model`` on the inputs ``vals`` with dL/dy = ``dy`` (the CLI, every input a
+    --wrt): the saved gradients, by input name."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    onnx.save(model, tmp_path / "m.onnx")
+    args = ["grad", str(tmp_path / "m.onnx"), "--output-grad", str(tmp_path / "dy.npy"), "--device", "cpu",
+            "--save-grads", str(tmp_path / "g.npz")]
+    for n, a in vals.items():
+        np.save(tmp_path / f"{n}.npy", a)
+        args += ["--input", f"{n}={tmp_path / f'{n}.npy'}", "--wrt", n]
+    np.save(tmp_path / "dy.npy", dy)
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    return np.load(tmp_path / "g.npz")
+
+
 def empty_slice_model() -> onnx.ModelProto:
     """x -> Relu -> r -> Slice to nothing -> e -> Relu -> y: one pair with values, two empty ones."""
     v = (lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s))

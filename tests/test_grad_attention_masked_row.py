@@ -6,15 +6,11 @@ forward pass (a fully masked row outputs 0, as onnxruntime's)."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from typer.testing import CliRunner
 
-from conftest import make_model
-from onnxprobe.cli.main import app
+from conftest import grads_for_output_grad, make_model
 
-runner = CliRunner()
 RNG = np.random.default_rng(3)
 MASK = np.array([[True, False, True], [False, False, False], [True, True, False]])  # query row 1: every key masked
 
@@ -41,18 +37,9 @@ def test_a_fully_masked_query_row_gets_no_gradient_and_no_nan(tmp_path, causal):
                    [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in shapes.items()],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                    [numpy_helper.from_array(MASK, "m")], opset=23, ir=10)
-    onnx.save(m, tmp_path / "m.onnx")
     vals = {n: RNG.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
     dy = RNG.standard_normal((1, 1, 3, 2)).astype(np.float32)
-    args = ["grad", str(tmp_path / "m.onnx"), "--output-grad", str(tmp_path / "dy.npy"), "--device", "cpu",
-            "--save-grads", str(tmp_path / "g.npz")]
-    for n, a in vals.items():
-        np.save(tmp_path / f"{n}.npy", a)
-        args += ["--input", f"{n}={tmp_path / f'{n}.npy'}", "--wrt", n]
-    np.save(tmp_path / "dy.npy", dy)
-    r = runner.invoke(app, args)
-    assert r.exit_code == 0, r.output
-    got = np.load(tmp_path / "g.npz")
+    got = grads_for_output_grad(tmp_path, m, vals, dy)
     x64 = {n: a.astype(np.float64) for n, a in vals.items()}
     L = (lambda d: float(np.sum(_forward(d["q"], d["k"], d["v"], causal) * dy)))
     h = 1e-6

@@ -6,15 +6,11 @@ Oracle: central finite differences in float64 of numpy's einsum."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper
-from typer.testing import CliRunner
 
-from conftest import make_model
-from onnxprobe.cli.main import app
+from conftest import grads_for_output_grad, make_model
 
-runner = CliRunner()
 RNG = np.random.default_rng(8)
 
 
@@ -25,18 +21,9 @@ def test_einsum_label_broadcast_gradients_have_their_operands_shapes(tmp_path, e
                    [helper.make_tensor_value_info("a", TensorProto.FLOAT, list(sa)),
                     helper.make_tensor_value_info("b", TensorProto.FLOAT, list(sb))],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=12)
-    onnx.save(m, tmp_path / "m.onnx")
     vals = {"a": RNG.standard_normal(sa).astype(np.float32), "b": RNG.standard_normal(sb).astype(np.float32)}
     dy = RNG.standard_normal(np.einsum(eq, vals["a"], vals["b"]).shape).astype(np.float32)
-    args = ["grad", str(tmp_path / "m.onnx"), "--output-grad", str(tmp_path / "dy.npy"), "--device", "cpu",
-            "--save-grads", str(tmp_path / "g.npz")]
-    for n, a in vals.items():
-        np.save(tmp_path / f"{n}.npy", a)
-        args += ["--input", f"{n}={tmp_path / f'{n}.npy'}", "--wrt", n]
-    np.save(tmp_path / "dy.npy", dy)
-    r = runner.invoke(app, args)
-    assert r.exit_code == 0, r.output
-    got = np.load(tmp_path / "g.npz")
+    got = grads_for_output_grad(tmp_path, m, vals, dy)
     x64 = {n: a.astype(np.float64) for n, a in vals.items()}
     L = (lambda d: float(np.sum(np.einsum(eq, d["a"], d["b"]) * dy)))
     for n in vals:
