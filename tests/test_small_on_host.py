@@ -181,3 +181,18 @@ def test_a_custom_domain_op_does_not_stop_the_converter():
     m = shape_chain(12, [helper.make_node("Frobnicate", ["y"], ["z"], name="custom", domain="com.example")])
     m.opset_import.append(helper.make_opsetid("com.example", 1))
     assert concrete_shapes(m, {"x": (3, 6, 1, 8)})["t"] == (3, 6, 8)
+
+
+def test_a_small_model_output_summarised_on_the_host_is_still_returned():
+    """A model output small enough for the host's statistics (its raw values fetched for them alone) is
+    still one of the result's outputs, with onnxruntime's values (it went missing: KeyError on res.outputs)."""
+    import onnxruntime as ort
+
+    from conftest import sample_feeds, sample_path
+
+    feeds = sample_feeds("mlp")
+    res = api.layers(sample_path("mlp"), api.Selection(all=True), api.RunConfig(device="cpu", cache=False),
+                     api.InputSpec(arrays=feeds))
+    s = ort.InferenceSession(str(sample_path("mlp")), providers=["CPUExecutionProvider"])
+    for o, want in zip(s.get_outputs(), s.run(None, feeds)):
+        np.testing.assert_array_equal(res.outputs[o.name], want)

@@ -365,9 +365,11 @@ class GraphRunner(Runner):
         probe_outputs = {n for p in plan.probes for n in (p.stats_output, p.stats_sums, p.shape_output) if n}
         probe_outputs |= {p.raw_output for p in plan.probes if p.raw_for_stats}  # small: to the host with the rows
         lifted_raw = {p.raw_output for p in plan.probes if p.raw_output and p.ref.scope}
-        own = [o.name for o in plan.model.graph.output if o.name not in probe_outputs and o.name not in lifted_raw]
+        model_outputs = {o.name for o in base.graph.output}  # a small one summarised on the host is still returned
+        own = [o.name for o in plan.model.graph.output
+               if o.name in model_outputs or (o.name not in probe_outputs and o.name not in lifted_raw)]
         raw_names = list(dict.fromkeys(p.raw_output for p in plan.probes if p.raw_output and not p.raw_for_stats))
-        host = [o.name for o in plan.model.graph.output if o.name in probe_outputs] + (own if outputs else [])
+        host = list(dict.fromkeys([o.name for o in plan.model.graph.output if o.name in probe_outputs] + (own if outputs else [])))
         device = [r for r in raw_names if r not in host]
         # nothing of the graph asked for (only graph inputs or weights probed, the model's outputs not wanted):
         # no run, which onnxruntime refuses anyway ("at least one output should be requested")
