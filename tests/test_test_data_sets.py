@@ -147,3 +147,16 @@ def test_unnamed_tensors_of_a_test_data_set_bind_by_position(tmp_path):
     (folder / "input_5.pb").write_bytes(numpy_helper.from_array(X).SerializeToString())  # the model has 3 inputs
     r = runner.invoke(app, ["layers", m, "--inputs", str(folder)])
     assert r.exit_code == 2 and "position 5" in r.output and "Traceback" not in r.output, r.output
+
+
+def test_diff_refuses_a_test_data_set_input_named_after_no_model_input(tmp_path):
+    """An input_N.pb named 'data' for a model whose input is 'x' was dropped by ``diff --vs-npz DIR``: A
+    ran on random data and read FAIL, while ``layers --inputs DIR`` refused the folder (QA). Both refuse."""
+    m = _model(tmp_path / "m.onnx")
+    ds = _data_set(tmp_path / "test_data_set_0", {"data": X, "b": B, "idx": IDX}, _expected())
+    with pytest.raises(OnnxProbeError, match="unknown input name 'data'"):
+        api.diff(m, vs_npz=ds, config=api.RunConfig(device="cpu"))
+    for args in (["layers", m, "--inputs", ds], ["diff", m, "--vs-npz", ds]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and "unknown input name 'data'" in r.output and "x float32" in r.output, r.output
+        assert "Traceback" not in r.output

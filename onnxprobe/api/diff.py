@@ -32,7 +32,7 @@ from onnxprobe.runtime.ort import check_opt_level
 from onnxprobe.runtime.runners import check_device, check_options_used, check_runtime, make_runner, options_for
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
-from onnxprobe.text import controls, quote
+from onnxprobe.text import clean, controls, quote
 from onnxprobe.types import InputSpec, RunConfig, Settings, forward_name, grad_name
 
 
@@ -132,7 +132,15 @@ def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
         if folder.is_dir() and any(folder.glob("input_*.pb")):
             # the inputs the folder's outputs were computed from: A runs on them (``saved_inputs``), as on
             # those an .npz holds beside its activations
-            arrays = {**read_arrays(folder, "input"), **arrays}
+            inputs = read_arrays(folder, "input")
+            if model is not None:  # a tensor named after no model input would leave A on random data
+                specs = _feeds.model_inputs(model)
+                inputs = by_position(inputs, [i.name for i in specs], "input")
+                unknown = next((k for k in inputs if k not in {i.name for i in specs}), None)
+                if unknown is not None:
+                    raise UsageError(f"unknown input name {quote(unknown)} (from --vs-npz {clean(folder)}); the model's "
+                                     f"inputs are: {', '.join(i.describe() for i in specs) or 'none'}")
+            arrays = {**inputs, **arrays}
         if model is not None:  # unnamed .pb tensors: the model's inputs and outputs of their positions
             arrays = by_position(arrays, [i.name for i in _feeds.model_inputs(model)], "input")
             arrays = by_position(arrays, [o.name for o in model.graph.output], "output")
