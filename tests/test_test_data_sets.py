@@ -160,3 +160,27 @@ def test_diff_refuses_a_test_data_set_input_named_after_no_model_input(tmp_path)
         r = runner.invoke(app, args)
         assert r.exit_code == 2 and "unknown input name 'data'" in r.output and "x float32" in r.output, r.output
         assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("kind", ["input", "output"])
+def test_two_unnamed_tensors_of_one_position_are_refused(kind, tmp_path):
+    """input_0.pb and input_00.pb, both unnamed, both bound to input 0 and the last silently won (QA):
+    which value a run used was a matter of file order. Refused, naming both files; output_N.pb the same."""
+    m = _model(tmp_path / "m.onnx")
+    expected = _expected()
+    folder = tmp_path / "test_data_set_0"
+    folder.mkdir()
+    for k, v in enumerate([X, B, IDX]):
+        (folder / f"input_{k}.pb").write_bytes(numpy_helper.from_array(v).SerializeToString())
+    for k, v in enumerate([expected["y"], expected["k"]]):
+        (folder / f"output_{k}.pb").write_bytes(numpy_helper.from_array(v).SerializeToString())
+    other = -X if kind == "input" else -expected["y"]
+    (folder / f"{kind}_00.pb").write_bytes(numpy_helper.from_array(other).SerializeToString())
+    want = f"{kind} position 0 given twice ({kind}_0.pb, {kind}_00.pb)"
+    with pytest.raises(OnnxProbeError) as e:
+        api.diff(m, vs_npz=str(folder), config=api.RunConfig(device="cpu"))
+    assert want in str(e.value)
+    runs = [["diff", m, "--vs-npz", str(folder)]] + ([["layers", m, "--inputs", str(folder)]] if kind == "input" else [])
+    for args in runs:
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and want in r.output and "Traceback" not in r.output, r.output

@@ -135,11 +135,12 @@ def by_position(arrays: dict, names: list[str], kind: str) -> dict:
 def read_test_data_set(folder: Path, kind: str) -> dict[str, np.ndarray]:
     """The ``{kind}_N.pb`` tensors of an ONNX test data set folder, by their names (see ``read_arrays``)."""
     files = sorted((f for f in folder.glob(f"{kind}_*.pb") if f.stem[len(kind) + 1:].isdigit()),
-                   key=lambda f: int(f.stem[len(kind) + 1:]))
+                   key=lambda f: (int(f.stem[len(kind) + 1:]), f.name))  # input_0.pb, then input_00.pb
     if not files:
         raise UsageError(f"{clean(folder)}: a folder without {kind}_0.pb, {kind}_1.pb...: not an ONNX test data set "
                          f"(a folder of .npz batches is --inputs-dir's)")
     out: dict[str, np.ndarray] = {}
+    unnamed: dict[int, str] = {}  # position -> file: input_0.pb and input_00.pb would both bind to input 0
     for f in files:
         protect(f, "an input file")
         try:
@@ -151,6 +152,8 @@ def read_test_data_set(folder: Path, kind: str) -> dict[str, np.ndarray]:
             raise UsageError(f"{clean(f)}: cannot read as a .pb tensor ({clean(first_line(e))})") from e
         # a tensor without a name is the model's input (output) of its position, as ONNX's test runner binds it
         key = t.name or Position(kind, int(f.stem[len(kind) + 1:]), f.name)
+        if not t.name and unnamed.setdefault(key.index, f.name) != f.name:
+            raise UsageError(f"{clean(folder)}: {kind} position {key.index} given twice ({unnamed[key.index]}, {f.name})")
         if key in out:
             raise UsageError(f"{clean(f)}: a second tensor named {quote(t.name)} in {clean(folder)}")
         out[key] = value
