@@ -706,6 +706,30 @@ def test_saved_activations_are_compared_on_the_inputs_saved_with_them(tmp_path):
     assert not any(r.metrics.exact for r in res.results if r.metrics is not None)
 
 
+def test_saved_activations_without_inputs_say_what_a_ran_on(tmp_path):
+    """--vs-npz with an .npz holding no model input (what layers --save writes): A ran on its default
+    seeded inputs, and a snapshot saved with --seed 7 read FAIL everywhere with no hint (QA). A note names
+    the inputs that were random and the seed; with the snapshot's own seed every pair is exact. Oracle: the
+    activations are plain onnxruntime's own, on the inputs of seed 7."""
+    from onnxprobe.runtime.feeds import make_feeds
+
+    feeds = make_feeds(onnx.load(str(sample_path("mlp"))), api.InputSpec(seed=7)).values
+    names = [n.output[0] for n in onnx.load(str(sample_path("mlp"))).graph.node]
+    npz = tmp_path / "snap.npz"
+    np.savez(npz, **_run_with_outputs(sample_path("mlp"), names, feeds))  # no inputs in it
+    res = api.diff(sample_path("mlp"), vs_npz=str(npz), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"))
+    note = [n for n in res.notes if "seeded random" in n]
+    assert note and "--seed 0" in note[0] and "'x'" in note[0] and "snap.npz" in note[0], res.notes
+    res = api.diff(sample_path("mlp"), vs_npz=str(npz), selection=api.Selection(all=True), config=api.RunConfig(device="cpu"),
+                   inputs=api.InputSpec(seed=7))
+    assert res.results and all(r.metrics.exact for r in res.results)
+    r = runner.invoke(app, ["diff", str(sample_path("mlp")), "--vs-npz", str(npz)])
+    assert "seeded random data (--seed 0) for 'x'" in r.output, r.output
+    np.savez(npz, **_run_with_outputs(sample_path("mlp"), names, feeds), **feeds)  # with its inputs: no such note
+    res = api.diff(sample_path("mlp"), vs_npz=str(npz), config=api.RunConfig(device="cpu"))
+    assert not any("seeded random" in n for n in res.notes), res.notes
+
+
 def test_saved_activations_are_read_once(tmp_path, monkeypatch):
     """--vs-npz reads the file once: A's saved inputs and side B's arrays come from the same read (it
     was read twice, the second time for B)."""

@@ -162,11 +162,17 @@ def saved_inputs(model: Model, inputs: InputSpec | None, saved: Activations) -> 
     given = set(spec.files) | set(spec.arrays)
     use = {i.name: np.asarray(saved.arrays[i.name]) for i in _feeds.model_inputs(model.proto)
            if i.name in saved.arrays and i.name not in given}
-    if not use:
-        return inputs, []
     where = os.path.basename(saved.label) if saved.from_file else "the activations given"
+    # inputs neither given nor saved are random: a snapshot saved from other inputs (``layers --save``
+    # keeps none; another --seed) then fails everywhere, and nothing else says why
+    random = [i.name for i in _feeds.model_inputs(model.proto) if i.name not in given and i.name not in use]
+    notes = [f"A runs on seeded random data (--seed {spec.seed}) for {', '.join(map(quote, random))}: {where} holds "
+             f"no value for {'them' if len(random) > 1 else 'it'} (give the --seed or --input the activations were "
+             f"computed from)"] if random else []
+    if not use:
+        return inputs, notes
     return replace(spec, arrays={**spec.arrays, **use}), [
-        f"A runs on the input(s) saved in {where} with the activations: {', '.join(sorted(use))}"]
+        f"A runs on the input(s) saved in {where} with the activations: {', '.join(sorted(use))}"] + notes
 
 
 def diff(
