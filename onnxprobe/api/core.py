@@ -212,14 +212,14 @@ def save_tensors(model: Model, result: ProbeResult, feed: dict[str, np.ndarray],
     true names stored alongside), within ``max_memory`` per run (``raw_chunks``). Tensors that did not
     run (an If branch not taken, a Loop of no iterations) are left out; a main-graph tensor that ran empty
     is kept (an empty array of its shape). Returns the number of runs."""
-    from onnxprobe.runtime.npz import NpzWriter
+    from onnxprobe.runtime.npz import NpzWriter, graph_fingerprint
 
     model, max_memory = as_model(model), as_max_memory(max_memory)
     result, feed = as_probe_result(result), checked_feed(model.proto, feed)  # before the file is started
     scoped = {p.ref.key for p in result.plan.probes if p.ref.scope}  # inside a body: may not have run
     not_run = {n for n, st in result.stats.items() if st is not None and st.count == 0 and n in scoped}
     runs = 0
-    with NpzWriter(path) as out:
+    with NpzWriter(path, source=graph_fingerprint(model.proto)) as out:  # diff --vs-npz: the model's own values
         # the values are consumed in a function of their own and dropped before the next run: two runs'
         # tensors must never be alive at once (a loop variable would keep the last one)
         for k, total, values in raw_chunks(model, result, feed, [p.ref.key for p in result.plan.probes if p.ref.name not in result.unobserved],

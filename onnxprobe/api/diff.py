@@ -20,13 +20,14 @@ from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
-from onnxprobe.compare.sides import Side, model_side, npz_side
+from onnxprobe.compare.sides import Side, model_side, npz_side, own_tensors
 from onnxprobe.errors import ExecutionError, UsageError, setting_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.match.observe import observe
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import by_position, read_arrays
+from onnxprobe.runtime.npz import graph_fingerprint, npz_source
 from onnxprobe.report.format import num as fmt_num
 from onnxprobe.runtime.ort import check_opt_level
 from onnxprobe.runtime.runners import check_device, check_options_used, check_runtime, make_runner, options_for
@@ -112,6 +113,10 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
         feeds = {i.name for i in _feeds.model_inputs(a_model.proto)}
         arrays = {k: v for k, v in saved.arrays.items() if k not in feeds}
         side_b = npz_side(saved.label, arrays, a_model)
+        if saved.source is not None and saved.source == graph_fingerprint(a_model.proto):
+            # layers --save of this very model: its tensors by their own names, exact (not a float model's)
+            side_a = own_tensors(side_a, list(arrays))
+            side_b = replace(side_b, own_snapshot=True)
     return a_model, side_a, side_b
 
 
@@ -121,6 +126,7 @@ class Activations(NamedTuple):
     label: str
     arrays: dict[str, np.ndarray]
     from_file: bool = True
+    source: str | None = None  # the graph_fingerprint of the model ``layers --save`` wrote them from
 
 
 def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
@@ -144,7 +150,7 @@ def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
         if model is not None:  # unnamed .pb tensors: the model's inputs and outputs of their positions
             arrays = by_position(arrays, [i.name for i in _feeds.model_inputs(model)], "input")
             arrays = by_position(arrays, [o.name for o in model.graph.output], "output")
-        return Activations(str(vs_npz), arrays)
+        return Activations(str(vs_npz), arrays, source=None if folder.is_dir() else npz_source(folder))
     arrays = {}
     for k, v in vs_npz.items():  # numbers, not lists or objects: a wrong value is refused here, by name
         a = np.asarray(v) if isinstance(k, str) and isinstance(v, (np.ndarray, np.generic, int, float)) else None

@@ -32,6 +32,8 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
     healthy int8 model); one model on two runtimes by SQNR with an absolute floor (a runtime that fuses
     and reorders sums moves near-zero elements by more than allclose allows, at 100+ dB of SQNR);
     anything else by allclose."""
+    if a.own_snapshot or b.own_snapshot:  # the model's own tensors saved: one computation, exact
+        return Tolerance(why="the default for a model against its own saved tensors; --metric, --atol, --rtol change it")
     qa, qb = a.observation.quantized, b.observation.quantized
     if qa != qb or (qa and qb and not one_model(a, b)):  # one model on two runtimes or devices: below
         what = ("two quantized models" if qa and qb else "a quantized model against a float one" if qa else

@@ -4,12 +4,14 @@ activations, a backward graph...). Nothing here switches on a backend: a side is
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
 from onnxprobe.graph.model import Model
+from onnxprobe.graph.shapes import static_shape, value_types
+from onnxprobe.graph.walk import walk
 from onnxprobe.match.engine import NOT_OBSERVABLE
 from onnxprobe.match.observe import Observable, Observation, add_dequantize, observe
 
@@ -31,6 +33,9 @@ class Side:
     hidden_causes: dict = field(default_factory=dict)  # key -> its own cause, where it is not hidden_cause
     # the hidden entries whose reason is the runner's (which says "not observable" or "fused" itself)
     runner_hidden: frozenset = frozenset()
+    # saved values that are this model's own tensors (``layers --save`` of model A): judged as one float
+    # computation against itself, whatever A's quantization (``compare.criteria.default_tolerance``)
+    own_snapshot: bool = False
 
     def describe(self) -> str:
         return self.runner.describe()
@@ -82,3 +87,23 @@ def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model) -> Side:
                                   index=1 << 30 | k, shape=shape, kind="float"))
     obs.sort(key=lambda o: o.index)
     return Side(label, like, NpzRunner(arrays, label), Observation(obs))
+
+
+def own_tensors(side: Side, names) -> Side:
+    """Side A against saved values of its own tensors (``own_snapshot``): each saved tensor A computes is
+    observed as it is (a QDQ model's Conv output, a QOperator model's uint8 tensor), not through the
+    DequantizeLinear view its float model's tensor of that name is compared with; those views leave."""
+    proto = side.model.proto
+    sites = {t: s for s in walk(proto) if not s.chain for t in s.node.output if t}
+    types, outputs = value_types(proto), {o.name for o in proto.graph.output}
+    taken = [n for n in names if n in sites]
+    floats = {o.probe: o for o in side.observation.observables if o.kind == "float"}
+    own = [floats.get(n) or Observable(key=n, name=n, probe=n, node=sites[n].name, node_named=bool(sites[n].node.name),
+                                       op_type=sites[n].node.op_type, effective_op=sites[n].node.op_type, index=sites[n].index,
+                                       shape=static_shape(types.get(n)), kind="float", is_output=n in outputs) for n in taken]
+    gone, obs = set(taken), side.observation
+    of = {d.output: d.quantized for d in obs.dequantize}  # a probe that dequantizes a saved tensor is its view too
+    rest = [o for o in obs.observables if not {o.key, o.name, o.probe, of.get(o.probe)} & gone]
+    observation = replace(obs, observables=sorted(rest + own, key=lambda o: o.index),
+                          hidden={k: v for k, v in obs.hidden.items() if k not in gone})
+    return replace(side, observation=observation, own_snapshot=True)

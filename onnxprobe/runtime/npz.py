@@ -11,6 +11,7 @@ names over 200 characters) gets a safe entry name, and the true names of every e
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -78,8 +79,34 @@ class _Stream:
         return False
 
 
+SOURCE_PREFIX = b"onnxprobe source graph "
+
+
+def graph_fingerprint(model) -> str:
+    """A digest of a model's main graph (its nodes' ops and tensor names, its inputs): an archive that
+    ``layers --save`` wrote from this very model holds it, so ``diff --vs-npz`` knows the saved values are
+    the model's own tensors (names alone cannot tell: a QDQ model keeps its float model's tensor names)."""
+    h = hashlib.sha256()
+    for n in model.graph.node:
+        h.update("\x00".join([n.op_type, *n.input, "->", *n.output, "\x01"]).encode())
+    h.update("\x00".join(i.name for i in model.graph.input).encode())
+    return h.hexdigest()[:32]
+
+
+def npz_source(path) -> str | None:
+    """The ``graph_fingerprint`` stored in the zip comment of an archive ``layers --save`` wrote, or None."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            c = z.comment
+    except (OSError, zipfile.BadZipFile):
+        return None
+    return c[len(SOURCE_PREFIX):].decode("ascii", "replace") if c.startswith(SOURCE_PREFIX) else None
+
+
 class NpzWriter:
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, source: str | None = None):
+        """``source``: the ``graph_fingerprint`` of the model the tensors are from, kept in the zip comment
+        (np.load ignores it: the archive's entries stay the tensors)."""
         self.path = path
         self._out = atomic_output(path, ".tmp.npz")
         self._fh = None
@@ -93,6 +120,8 @@ class NpzWriter:
         except OSError as e:
             raise UsageError(f"{path}: cannot write it ({e.strerror or e}); nothing written") from None
         self.names: dict[str, str] = {}  # tensor name -> entry
+        if source is not None:
+            self.zf.comment = SOURCE_PREFIX + source.encode("ascii")
 
     def add(self, name: str, array: np.ndarray) -> None:
         if name in self.names:
