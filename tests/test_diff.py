@@ -1109,3 +1109,22 @@ def test_models_that_cannot_share_one_graph_say_they_ran_apart(tmp_path):
     res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), config=api.RunConfig(device="cpu", cache=False))
     assert any("run apart" in n and "17" in n and "18" in n for n in res.notes), res.notes
     assert res.verdict()[0] == "pass"
+
+
+def test_vs_npz_entries_that_pair_with_nothing_are_counted_and_named(tmp_path):
+    """.npz entries of names the model does not hold were in JSON's unmatched_b with selected false, and
+    neither counted in "unmatched: N in B" nor named (QA). Counted and named with their reason; --op leaves
+    them out, as it does every tensor of another op. Oracle: onnx.reference for the saved tensors."""
+    from onnx.reference import ReferenceEvaluator
+
+    x = sample_feeds("mlp")["x"]
+    m = onnx.load(str(sample_path("mlp")))
+    y = ReferenceEvaluator(m).run(["y"], {"x": x})[0]
+    np.savez(tmp_path / "vs.npz", x=x, y=y, stray=np.ones(3, np.float32), other_out=np.zeros((4, 8), np.float32))
+    r = runner.invoke(app, ["diff", str(sample_path("mlp")), "--vs-npz", str(tmp_path / "vs.npz")])
+    assert r.exit_code == 0 and "unmatched: 3 in A, 2 in B" in r.output, r.output
+    assert "stray (no counterpart in A)" in r.output and "other_out (no counterpart in A)" in r.output
+    d = json.loads(runner.invoke(app, ["diff", str(sample_path("mlp")), "--vs-npz", str(tmp_path / "vs.npz"), "--json", "-"]).stdout)
+    assert {u["name"] for u in d["unmatched_b"] if u["selected"]} == {"stray", "other_out"}
+    r = runner.invoke(app, ["diff", str(sample_path("mlp")), "--vs-npz", str(tmp_path / "vs.npz"), "--op", "Gemm"])
+    assert "0 in B" in r.output and "stray" not in r.output, r.output

@@ -28,7 +28,7 @@ from onnxprobe.compare.sides import GRADIENT_STOPPED
 from onnxprobe.compare.unmatched import explain_unmatched
 from onnxprobe.match.observe import Observable
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
-from onnxprobe.text import as_typed, quote
+from onnxprobe.text import as_typed, matches, quote
 from onnxprobe.types import forward_name
 
 # an output left unpaired so fails the verdict: nothing stood for it (a weight gradient: or one side could not compute it)
@@ -221,7 +221,12 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
     # B's observables by the same test as A's (a quantized Conv that B alone has, written by a
     # DequantizeLinear, was left out of the unmatched ones the selection lists and counts)
     picked_b = {o.name for o in b.observation.observables if o.is_output or any(n in in_b for n in names(o)) or layer(o)}
-    return pairs, in_b | picked_b, picked_a
+    # saved values of a name the model does not hold (no node: ``npz_side``) were saved to be compared, and no
+    # selection on the model can speak of them: listed and counted (they were left out, silently), unless
+    # --op or a --name they do not match leaves them out
+    stray = {o.name for o in b.observation.observables if not b.runner.takes_feeds and not o.node and not sel.ops
+             and (not sel.names or any(matches(o.name, g) for g in sel.names))}
+    return pairs, in_b | picked_b | stray, picked_a
 
 
 def _check_named(per_tensor: dict | None, a: Side, b: Side) -> dict | None:
