@@ -65,3 +65,20 @@ def test_a_float_models_saved_tensors_keep_the_quantized_views(tmp_path):
     np.savez(tmp_path / "f.npz", **_run_with_outputs(sample_path("cnn"), names, feeds))
     res = api.diff(str(q), vs_npz=str(tmp_path / "f.npz"), inputs=api.InputSpec(arrays=feeds), config=api.RunConfig(device="cpu"))
     assert res.results[0].tolerance.metric == "sqnr" and any(r.pair.strategy == "qdq" for r in res.results)
+
+
+@pytest.mark.parametrize("kind", ["qoperator", "dynamic"])
+def test_an_unmarked_snapshot_holding_quantized_integer_tensors_is_the_models_own(kind, tmp_path):
+    """An archive without layers --save's mark (written before it, or rewritten with np.savez) that holds a
+    uint8/int32 tensor of the model's quantized ones is the model's own: no float model has such a tensor."""
+    q = quantize("cnn", kind, tmp_path)
+    feeds = sample_feeds("cnn")
+    m = onnx.load(str(q))
+    quantized = [t for n in m.graph.node for t in n.output if t.endswith("_quantized")]
+    names = quantized + [m.graph.output[0].name]
+    np.savez(tmp_path / "q.npz", **_run_with_outputs(q, names, feeds))  # the oracle: plain onnxruntime, no mark
+    res = api.diff(str(q), vs_npz=str(tmp_path / "q.npz"), inputs=api.InputSpec(arrays=feeds), config=api.RunConfig(device="cpu"),
+                   selection=api.Selection(all=True))
+    got = {r.pair.a.name: r for r in res.results}
+    assert set(got) == set(names) and all(r.pair.strategy == "name" and r.metrics.max_abs == 0 for r in got.values())
+    assert res.results[0].tolerance.metric != "sqnr"

@@ -113,8 +113,12 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
         feeds = {i.name for i in _feeds.model_inputs(a_model.proto)}
         arrays = {k: v for k, v in saved.arrays.items() if k not in feeds}
         side_b = npz_side(saved.label, arrays, a_model)
-        if saved.source is not None and saved.source == graph_fingerprint(a_model.proto):
-            # layers --save of this very model: its tensors by their own names, exact (not a float model's)
+        # layers --save of this very model: its tensors by their own names, exact (not a float model's); an
+        # archive without the mark (older, or rewritten) is A's own where it holds a quantized integer tensor of A's
+        obs = side_a.observation
+        quantized = set(obs.hidden) | {n for o in obs.observables if o.kind != "float" for n in (o.name, o.probe)}
+        if (saved.source is not None and saved.source == graph_fingerprint(a_model.proto)) or any(
+                k in quantized and np.asarray(v).dtype.kind in "iu" for k, v in arrays.items()):
             side_a = own_tensors(side_a, list(arrays))
             side_b = replace(side_b, own_snapshot=True)
     return a_model, side_a, side_b
