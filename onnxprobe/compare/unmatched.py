@@ -5,9 +5,9 @@ into its consumer (Conv+BN folding, a Relu dropped by the quantizer) and compare
 
 from __future__ import annotations
 
-import numpy as np
 
 from onnxprobe.compare.sides import Side
+from onnxprobe.graph.shape_values import small_constants
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.match.bodies import body_tensors
 from onnxprobe.match.engine import COPY, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, Matching, Unmatched
@@ -107,7 +107,7 @@ def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired
         t = types.get(name)
         return t.tensor_type.elem_type if t is not None and t.HasField("tensor_type") else 0
 
-    small = _small_constants(model)
+    small = small_constants(model.graph, 16)  # a neutral operand is one element
     for u in todo:
         x, first = u.obs.name, None
         for _ in range(16):
@@ -134,16 +134,6 @@ def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired
 
 
 NEUTRAL = {"Mul": 1.0, "Div": 1.0, "Add": 0.0, "Sub": 0.0}  # x op c == x for every x where c is this everywhere
-
-
-def _small_constants(model) -> dict:
-    """Weights of at most 16 elements of the main graph, by name (initializers and Constant nodes)."""
-    from onnx import numpy_helper
-
-    out = {t.name: t for t in model.graph.initializer if int(np.prod(t.dims)) <= 16}
-    out.update({n.output[0]: a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute
-                if a.name == "value" and int(np.prod(a.t.dims)) <= 16})
-    return {k: numpy_helper.to_array(t) for k, t in out.items() if not t.data_location}
 
 
 def _neutral_operand(n, small: dict) -> str | None:
