@@ -5,7 +5,6 @@ into its consumer (Conv+BN folding, a Relu dropped by the quantizer) and compare
 
 from __future__ import annotations
 
-
 from onnxprobe.compare.sides import Side
 from onnxprobe.graph.shape_values import small_constants
 from onnxprobe.graph.shapes import value_types
