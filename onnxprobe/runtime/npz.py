@@ -11,7 +11,6 @@ names over 200 characters) gets a safe entry name, and the true names of every e
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -86,6 +85,8 @@ def graph_fingerprint(model) -> str:
     """A digest of a model's main graph (its nodes' ops and tensor names, its inputs): an archive that
     ``layers --save`` wrote from this very model holds it, so ``diff --vs-npz`` knows the saved values are
     the model's own tensors (names alone cannot tell: a QDQ model keeps its float model's tensor names)."""
+    import hashlib  # here: at import it loads OpenSSL's libcrypto into every command (``runtime.plan_cache``)
+
     h = hashlib.sha256()
     for n in model.graph.node:
         h.update("\x00".join([n.op_type, *n.input, "->", *n.output, "\x01"]).encode())
