@@ -188,7 +188,7 @@ def test_constant_float_blocks_read_a_std_of_exactly_zero():
         x = np.full((4, 256), v, np.float32)
         m = x.mean(axis=1, dtype=np.float32)
         parts = {"min": x.min(1), "max": x.max(1), "mean": m, "sum_d": (x - m[:, None]).sum(1), "sumsq_d": ((x - m[:, None]) ** 2).sum(1),
-                 "sumabs": np.abs(x).sum(1), "nonzero": (x != 0).sum(1).astype(np.float32)}
+                 "sumabs": np.abs(x).sum(1), "zeros": (x == 0).sum(1).astype(np.float32)}
         st = TensorStats.from_blocks(np.concatenate([parts[k] for k in BLOCK_PARTS]), 256)
         assert st.std == 0 and st.merge(st).std == 0 and st.mean == float(np.float32(v))
 

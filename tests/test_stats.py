@@ -72,7 +72,7 @@ def _block_parts(x: np.ndarray, block: int) -> np.ndarray:
     d = rows - m[:, None]
     return np.stack([rows.min(axis=1), rows.max(axis=1), m, d.sum(axis=1, dtype=np.float32),
                      (d * d).sum(axis=1, dtype=np.float32), np.abs(rows).sum(axis=1, dtype=np.float32),
-                     (rows != 0).sum(axis=1).astype(np.float32)])
+                     (rows == 0).sum(axis=1).astype(np.float32)])
 
 
 @pytest.mark.parametrize("name", ["large_offset", "skewed_sparse", "signed", "zeros"])

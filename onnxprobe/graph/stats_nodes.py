@@ -113,7 +113,7 @@ class StatsBuilder(GraphBuilder):
 
     def block_parts(self, f: str, b: str, block: int) -> str:
         """The float32 tensor ``f`` as rows of ``block`` elements, each reduced to ``BLOCK_PARTS`` (its
-        extremes, its mean m_b, Σ(x - m_b), Σ(x - m_b)², Σ|x|, its non-zero count): one [7 k, 1] output,
+        extremes, its mean m_b, Σ(x - m_b), Σ(x - m_b)², Σ|x|, its count of zeros): one [7 k, 1] output,
         merged on the host in float64 (``TensorStats.from_blocks``). About each block's own mean, the
         float32 sums do not cancel (k ~ 1, where the midpoint shift of ``_fast_parts`` left k = 137 on a
         sigmoid map and needed float64 sums from the first addition); no full-size float64 copy, no
@@ -128,11 +128,20 @@ class StatsBuilder(GraphBuilder):
         # Mul and ReduceSum, not ReduceSumSquare: onnxruntime's float32 ReduceSumSquare is slower (_sums)
         q = self.red("ReduceSum", self.node("Mul", [d, d], f"{b}.bdd"), f"{b}.bs2", axes=[1])
         a = self.red("ReduceSum", self.node("Abs", [x], f"{b}.babs"), f"{b}.bsumabs", axes=[1])
-        nonzero = self.node("Cast", [self.node("Cast", [x], f"{b}.bnz.b", to=TensorProto.BOOL)], f"{b}.bnz.f",
-                            to=TensorProto.FLOAT)  # as in _fast_parts
-        nz = self.red("ReduceSum", nonzero, f"{b}.bnonzero", axes=[1])
-        parts = {"min": lo, "max": hi, "mean": m, "sum_d": r, "sumsq_d": q, "sumabs": a, "nonzero": nz}
+        z = self.red("ReduceSum", self._is_zero(x, f"{b}.bz"), f"{b}.bzeros", axes=[1])
+        parts = {"min": lo, "max": hi, "mean": m, "sum_d": r, "sumsq_d": q, "sumabs": a, "zeros": z}
         return self.node("Concat", [parts[k] for k in BLOCK_PARTS], f"{b}.blockparts", axis=0)
+
+    def _is_zero(self, x: str, base: str) -> str:
+        """x == 0 (float32) as 1.0 or 0.0 in float32, for a count of zeros. Equal (float inputs from opset 11) is
+        faster than the cast of x to bool that older opsets need (onnxruntime 1.32, 2 threads, 1.9M float32
+        elements: Equal, Cast and ReduceSum 0.63 ms against 0.82 ms for two Casts and ReduceSum; PP-OCRv4 det
+        800x608, layers --all, medians of 3 interleaved: the probes' kernels 340 -> 268 ms)."""
+        if self.opset >= 11:
+            hit = self.node("Equal", [x, self.f32(0.0)], f"{base}.b")
+        else:
+            hit = self.node("Not", [self.node("Cast", [x], f"{base}.nz", to=TensorProto.BOOL)], f"{base}.b")
+        return self.node("Cast", [hit], f"{base}.f", to=TensorProto.FLOAT)
 
     def _prepared(self, x: str, elem_type: int | None, shape: tuple | None) -> tuple[str, list[int], int | None, int]:
         """(tensor, axes, row, element type) that the rows reduce: float32 (a copy of float16/bfloat16)

@@ -139,7 +139,7 @@ def structure(model: onnx.ModelProto) -> str:
 # their own, TensorRef.qualified; 24: sequences and optionals are not probed; 25: small model outputs are summarised
 # on the host too, exactly; 26: the pair rows' max relative error divides by max(|b|, the smallest subnormal);
 # 27: Probe.planned_shape, the dims a float row was laid out for, checked against the run's)
-FORMAT = 27
+FORMAT = 28
 
 
 def key_of(parts: dict) -> str:

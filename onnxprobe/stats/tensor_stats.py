@@ -30,8 +30,8 @@ import numpy as np
 ROW = ("count", "nan", "nonfinite", "min", "max", "shift", "sum_d", "sumsq_d", "sumabs", "nonzero", "unit")
 COL = {name: i for i, name in enumerate(ROW)}
 # a tensor summarised block by block in the graph (graph.stats_nodes.block_parts): per block of B elements,
-# float32, its extremes, its mean m_b, Σ(x - m_b), Σ(x - m_b)², Σ|x| and its non-zero count (from_blocks)
-BLOCK_PARTS = ("min", "max", "mean", "sum_d", "sumsq_d", "sumabs", "nonzero")
+# float32, its extremes, its mean m_b, Σ(x - m_b), Σ(x - m_b)², Σ|x| and its count of zeros (from_blocks)
+BLOCK_PARTS = ("min", "max", "mean", "sum_d", "sumsq_d", "sumabs", "zeros")
 MIN_COL, MAX_COL = COL["min"], COL["max"]
 # a half-range outside these bounds may overflow or underflow float32 squares: the statistics are then
 # recomputed with x - c scaled by the half-range (graph.stats_nodes, "careful" rows)
@@ -147,7 +147,7 @@ class TensorStats:
         float64); blocks of both signs keep it. Within about 1e-7 of numpy float64, and 3e-6 on spiky or sparse
         blocks (one large square swallows the rounding of the small ones in the float32 sums: README). A NaN or
         Inf in the tensor shows as a non-finite sum, which ``needs_rerun`` catches."""
-        lo, hi, m, r, q, a, nz = np.asarray(parts, np.float64).reshape(len(BLOCK_PARTS), -1)
+        lo, hi, m, r, q, a, z = np.asarray(parts, np.float64).reshape(len(BLOCK_PARTS), -1)
         n = m.size * block
         if m.size and lo.min() == hi.max() and math.isfinite(lo.min()):  # a constant: sums of exactly 0 about it
             v = float(lo.min())  # (not float32 means' rounding, which ``with_spread`` would read as a spread)
@@ -158,8 +158,8 @@ class TensorStats:
             s1 = float(r.sum() + block * e.sum())
             s2 = float(q.sum() + 2 * np.dot(e, r) + block * np.dot(e, e))
             a = np.where((lo >= 0) | (hi <= 0), np.abs(block * m + r), a)
-            nonzero = nz.sum()
-        return cls(count=n, zeros=n - int(nonzero) if math.isfinite(nonzero) else 0, min=float(lo.min()),
+            zeros = z.sum()
+        return cls(count=n, zeros=int(zeros) if math.isfinite(zeros) else 0, min=float(lo.min()),
                    max=float(hi.max()), shift=c, s1=s1, s2=max(s2, 0.0) if math.isfinite(s2) else s2,
                    sumabs=float(a.sum()))
 
