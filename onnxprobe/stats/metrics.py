@@ -171,8 +171,10 @@ class Tolerance:
     with no finite value to measure (nothing compared earns no pass)."""
 
     metric: str = "allclose"
-    atol: float = 1e-4
-    rtol: float = 1e-3
+    # None: the default (DEFAULTS); an absolute metric with atol given and no rtol gets rtol 0, as its flags
+    # do (``from_flags``): Tolerance('max_abs', atol=0.5) means max|a-b| <= 0.5
+    atol: float | None = None
+    rtol: float | None = None
     min_sqnr: float = 30.0
     min_cosine: float = 0.999
     why: str = ""  # why this criterion, when it is a default chosen for what is compared
@@ -184,6 +186,10 @@ class Tolerance:
         # pair measured (a KeyError there), or pass everything silently
         if self.metric not in METRICS:
             raise UsageError(f"Tolerance metric {self.metric!r}: choose one of {', '.join(METRICS)}")
+        if self.rtol is None:
+            object.__setattr__(self, "rtol", 0.0 if self.metric in ABSOLUTE and self.atol is not None else DEFAULTS["rtol"])
+        if self.atol is None:
+            object.__setattr__(self, "atol", DEFAULTS["atol"])
         for k in ("atol", "rtol", "min_sqnr", "min_cosine", "abs_floor"):
             v = getattr(self, k)
             if v is None and k == "abs_floor":
