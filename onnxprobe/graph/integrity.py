@@ -10,6 +10,7 @@ from collections import Counter
 
 import onnx
 
+from onnxprobe.graph.walk import kahn
 from onnxprobe.text import clean
 
 
@@ -67,30 +68,13 @@ def outputs_listed_twice(g: onnx.GraphProto) -> list[str]:
 
 
 def _cycle(g: onnx.GraphProto, given: set[str]) -> list[str]:
-    """The nodes on a cycle: those Kahn's algorithm never frees (a node input made by no node counts as
-    given: a dangling name is said apart), less those that only wait on a cycle without being on one."""
-    made: dict[str, list[int]] = {}
-    for i, n in enumerate(g.node):
-        for o in n.output:
-            if o:
-                made.setdefault(o, []).append(i)
-    needs = [{x for x in n.input if x and x in made and x not in given} for n in g.node]
-    readers: dict[str, list[int]] = {}
-    for i, xs in enumerate(needs):
-        for x in xs:
-            readers.setdefault(x, []).append(i)
-    waiting = [len(xs) for xs in needs]
-    todo = [i for i, k in enumerate(waiting) if k == 0]
-    done = set()
-    while todo:
-        i = todo.pop()
-        done.add(i)
-        for o in g.node[i].output:
-            for r in readers.get(o, ()) if o else ():
-                waiting[r] -= 1
-                if waiting[r] == 0:
-                    todo.append(r)
-    left = {i for i in range(len(g.node)) if i not in done}
+    """The nodes on a cycle: those Kahn's algorithm (``graph.walk.kahn``) never frees (a node input made by
+    no node counts as given: a dangling name is said apart), less those that only wait on a cycle without
+    being on one."""
+    made = {o for n in g.node for o in n.output if o}
+    _, stuck = kahn(list(g.node), lambda x: x in given or x not in made)
+    needs = {i: {x for x in g.node[i].input if x and x in made and x not in given} for i in stuck}
+    left = set(stuck)
     while True:  # drop the nodes no other left node reads: behind a cycle, not on it
         read = {x for i in left for x in needs[i]}
         tail = {i for i in left if not any(o in read for o in g.node[i].output)}

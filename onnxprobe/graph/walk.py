@@ -145,21 +145,43 @@ def constant_tensors(model: onnx.ModelProto, sites: list[NodeSite] | None = None
     return const
 
 
+def kahn(nodes: list, ready, reads=None) -> tuple[list[int], list[int]]:
+    """Kahn's algorithm over ``nodes``, linear in their edges: (the positions in an order where each node
+    comes after the nodes whose outputs it reads, the positions of those never freed). ``ready(name)``: a
+    name available from the start (a graph input, an initializer); any other name waits for the node that
+    writes it (the first to run, of two), and a name no node writes never frees its reader. ``reads(node)``: the names a node waits
+    for (default: its inputs). Of the nodes free at one time the first in ``nodes`` goes first, so a graph
+    already in order keeps it. The one topological pass of the package: ``toposort`` and the cycle check
+    of ``graph.integrity`` both take it."""
+    import heapq
+
+    reads = reads or (lambda n: n.input)
+    waiting, readers = [0] * len(nodes), {}
+    for i, n in enumerate(nodes):
+        for x in dict.fromkeys(reads(n)):
+            if not x or ready(x):
+                continue
+            waiting[i] += 1
+            readers.setdefault(x, []).append(i)
+    heap = [i for i, k in enumerate(waiting) if k == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        i = heapq.heappop(heap)
+        order.append(i)
+        for o in nodes[i].output:  # the first of two writers of a name frees its readers
+            if o:
+                for r in readers.pop(o, ()):
+                    waiting[r] -= 1
+                    if waiting[r] == 0:
+                        heapq.heappush(heap, r)
+    placed = set(order)
+    return order, [i for i in range(len(nodes)) if i not in placed]
+
+
 def toposort(nodes: list, available: set[str]) -> list:
     """``nodes`` in an order where each comes after what it reads (``available``: graph inputs and
     initializers); nodes whose inputs never become available keep their relative order at the end."""
-    avail = set(available) | {""}
-    out, pending = [], list(nodes)
-    while pending:
-        rest = []
-        for n in pending:
-            if all(i in avail for i in n.input) and all(i in avail for i in implicit_inputs(n)):
-                out.append(n)
-                avail.update(n.output)
-            else:
-                rest.append(n)
-        if len(rest) == len(pending):  # unresolved outer-scope names: keep the original order
-            out.extend(rest)
-            break
-        pending = rest
-    return out
+    nodes = list(nodes)
+    order, stuck = kahn(nodes, available.__contains__, lambda n: [*n.input, *implicit_inputs(n)])
+    return [nodes[i] for i in order + stuck]
