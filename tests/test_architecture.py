@@ -251,3 +251,28 @@ def test_layers_imports_only_what_it_runs(tmp_path):
                 "onnxprobe.autodiff", "onnxprobe.torch", "onnxprobe.match", "onnxprobe.graph.mark")
     assert "onnxprobe.api.core" in loaded
     assert not [m for m in loaded if m.startswith(unwanted)], loaded
+
+
+def test_layers_with_every_input_given_loads_no_openssl(tmp_path):
+    """numpy.random's first use imports hashlib, which loads OpenSSL's libcrypto (3.5 MB resident): a
+    `layers` run whose inputs are all given draws nothing, so neither is loaded (runtime.feeds)."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    path = tmp_path / "m.onnx"
+    import onnx
+
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    np.save(tmp_path / "x.npy", np.array([-1.0, 2.0], np.float32))
+    code = ("import sys\nfrom onnxprobe.cli.main import app\n"
+            f"try:\n    app(['layers', {str(path)!r}, '--input', 'x={tmp_path / 'x.npy'}', '--device', 'cpu', '--no-cache'], standalone_mode=False)\n"
+            "except SystemExit:\n    pass\n"
+            "print('LOADED', ' '.join(m for m in ('_hashlib', 'hashlib', 'secrets') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "LOADED", r.stdout[-500:]
