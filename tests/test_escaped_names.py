@@ -91,3 +91,23 @@ def test_a_repr_in_a_message_keeps_its_own_escapes():
     with pytest.raises(UsageError) as e:
         api.Selection(ops=b"C:\\x")
     assert repr(b"C:\\x") in str(e.value), str(e.value)
+
+
+def test_shortened_names_are_escaped_once(tmp_path):
+    """A table too narrow for its names shortens them; a name holding a newline still reads ``a\\nb``
+    (escaped once), never ``a\\\\nb``, which is how the name of a backslash and an n is listed: the
+    shortening worked on the cells, already escaped, and escaped them again."""
+    long = "/model/encoder/layer.7/attention/self/query/a very long part of the name/MatMul_output_0"
+    m = make_model([helper.make_node("Relu", ["x"], [NEWLINE], name="relu"), helper.make_node("Neg", [NEWLINE], [long], name="neg"),
+                    helper.make_node("Abs", [long], ["y"], name="abs")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    path = tmp_path / "short.onnx"
+    onnx.save(m, str(path))
+    for width in ("40", "60", "80"):
+        r = runner.invoke(app, ["layers", str(path), "--all", "--columns", "tensor,max"], env={"COLUMNS": width, "NO_COLOR": "1"})
+        assert r.exit_code == 0, r.output
+        rows = r.stdout.splitlines()
+        assert any("…" in line for line in rows), r.stdout  # the long name was shortened: the narrow layout
+        assert any(line.split()[:1] == ["a\\nb"] for line in rows), r.stdout
+        assert "a\\\\nb" not in r.stdout, r.stdout
+

@@ -93,7 +93,12 @@ def shape(s: tuple | list | None) -> str:
 def shorten(name: str, width: int) -> str:
     """Keep both ends of a long name, in ``width`` cells: '/model/encoder/layer.0/…/MatMul_output_0'. Control characters are
     escaped first (``text.clean``): names come from model files."""
-    name = clean(name)
+    return cut_middle(clean(name), width)
+
+
+def cut_middle(name: str, width: int) -> str:
+    """``shorten`` of text already escaped for display (a table's cell): escaping it again would double its
+    backslashes, and ``a\\nb`` is how the name of a backslash and an n reads."""
     if width <= 0 or cells(name) <= width:
         return name
     if width <= 3:

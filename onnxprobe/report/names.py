@@ -6,6 +6,8 @@ reader needs. Here a name is shortened by whole path parts: the last part (the o
 stays, then the parts with a number in them (``layer.3``, ``blocks.142``), then the parts nearest the end,
 then the first part where it still fits (``model/…/tail``: which model or block); each run of dropped parts reads ``…``. Names of one column are shortened together, so two names that
 differ only in a dropped part get that part back. The full names are in the JSON and in ``--wide``.
+Names come as a table shows them, their control characters already escaped (``Table.add_row``): they
+are not escaped again, which would double the backslashes of the escapes.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ import os
 import re
 
 from onnxprobe.report import cells as cl
-from onnxprobe.report.format import shorten as middle
-from onnxprobe.text import clean
+from onnxprobe.report.format import cut_middle as middle
 
 ELLIPSIS = "…"
 PAIR_ARROW = " ↔ "  # report.diff's 'A ↔ B' for a pair of two names
@@ -41,7 +42,6 @@ def _join(parts: list[str], keep: set[int]) -> str:
 def shorten_path(name: str, width: int, must: frozenset[int] = frozenset()) -> str:
     """``name`` in at most ``width`` terminal cells, by whole ``/`` parts where it has them (see the module
     doc); ``must``: indices of parts to keep before any other (the ones that tell two names apart)."""
-    name = clean(name)
     if width <= 0 or cl.cells(name) <= width:
         return name
     parts = name.split("/")
@@ -94,7 +94,7 @@ def shorten_names(names: list[str], width: int) -> list[str]:
         if not clashes:
             break
         for ix in clashes:
-            split = [clean(names[i]).split("/") for i in ix]
+            split = [names[i].split("/") for i in ix]
             head = _common([p for p in split])  # the parts all of them start with, and end with
             tail = _common([p[::-1] for p in split])
             for i, parts in zip(ix, split):
@@ -105,10 +105,10 @@ def shorten_names(names: list[str], width: int) -> list[str]:
     for i, s in enumerate(short):
         readers.setdefault(s, []).append(i)
     for ix in readers.values():  # still the same: every name of the clash shows where it differs
-        group = {clean(names[i]) for i in ix}
+        group = {names[i] for i in ix}
         if len(group) > 1:
             split_at = _split_points(group)
-            cut = [around_difference(clean(names[i]), split_at[clean(names[i])], width) for i in ix]
+            cut = [around_difference(names[i], split_at[names[i]], width) for i in ix]
             if len(set(cut)) < len(group):  # no window tells them apart: both ends of the string
                 cut = [middle(names[i], width) for i in ix]
             for i, c in zip(ix, cut):

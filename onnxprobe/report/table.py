@@ -339,9 +339,9 @@ def _readable(names: list[str], short: list[str]) -> bool:
     that are no path (``last_hidden_state``: a last part of their own) whole."""
     if len(set(short)) != len(set(names)):
         return False
-    for n, sh in zip(names, short):
-        parts = clean(n).split("/")
-        if sh != clean(n) and (len(parts) <= 2 or not sh.endswith("/" + parts[-1])):
+    for n, sh in zip(names, short):  # cells, escaped already
+        parts = n.split("/")
+        if sh != n and (len(parts) <= 2 or not sh.endswith("/" + parts[-1])):
             return False
     return True
 
@@ -354,7 +354,7 @@ def _readable_width(names: list[str], need: int) -> int:
     # no narrower width can be readable: a name shown whole needs its length, a path shortened needs its
     # last part after "…/", and a name that is no path cannot be shortened (fewer shortenings to try)
     lo = min(hi, max(cl.cells(c) if len(p) <= 2 else min(cl.cells(c), cl.cells(p[-1]) + 2)
-                     for c, p in ((c, c.split("/")) for c in map(clean, names))))
+                     for c, p in ((c, c.split("/")) for c in names)))
     while lo < hi:  # readable once wide enough: the narrowest such width
         mid = (lo + hi) // 2
         if _readable(names, shorten_names(names, mid)):
