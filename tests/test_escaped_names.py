@@ -111,3 +111,13 @@ def test_shortened_names_are_escaped_once(tmp_path):
         assert any(line.split()[:1] == ["a\\nb"] for line in rows), r.stdout
         assert "a\\\\nb" not in r.stdout, r.stdout
 
+
+def test_profile_tables_escape_names_once(tmp_path):
+    """The slowest-nodes table of --profile lists names escaped once, as every other table does."""
+    path, feed = _model(tmp_path)
+    r = runner.invoke(app, ["layers", str(path), "--all", "--input", feed, "--profile"], env=ENV)
+    assert r.exit_code == 0, r.output
+    slowest = r.stdout.split("slowest")[1].splitlines()
+    assert any(line.split()[:1] == ["a\\nb"] for line in slowest), r.stdout  # the newline
+    assert any(line.split()[:1] == ["a\\\\nb"] for line in slowest), r.stdout  # the backslash and the n
+    assert not any(line.split()[:1] == ["a\\\\\\\\nb"] for line in slowest), r.stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from onnxprobe.report.format import num, safe
+from onnxprobe.report.format import num
 from onnxprobe.report.table import Column, Table
 from onnxprobe.text import duration
 
@@ -50,8 +50,8 @@ def profile_renderables(data: dict, width: int = 120, rows_key: str = "tensors",
     t = Table(COLUMNS, main=False)
     for r in rows[:top]:
         plain = num(r["plain_kernel_ms"]) if r.get("plain_kernel_ms") is not None else (
-            f"fused into {safe(r['plain_fused_into'])}" if r.get("plain_fused_into") else "-")
-        t.add_row([safe(r.get("name", "")), safe(r.get("op_type", "")), num(r["kernel_ms"]), plain],
+            f"fused into {r['plain_fused_into']}" if r.get("plain_fused_into") else "-")
+        t.add_row([r.get("name", ""), r.get("op_type", ""), num(r["kernel_ms"]), plain],  # add_row escapes names
                   [r.get("name"), r.get("op_type"), r["kernel_ms"], r.get("plain_kernel_ms")])
     return [line, title, t] if rows else [line]
 
@@ -79,7 +79,7 @@ def diff_profile_renderables(data: dict, width: int = 120, top: int = 10) -> lis
     title = Text(f"slowest {min(top, len(rows))} layers of A")
     t = Table(DIFF_COLUMNS, main=False)
     for p in rows[:top]:
-        t.add_row([safe(p["a"]), safe(p.get("op_type") or ""), num(p["kernel_ms_a"]),
+        t.add_row([p["a"], p.get("op_type") or "", num(p["kernel_ms_a"]),
                    num(p["kernel_ms_b"]) if p.get("kernel_ms_b") is not None else "-"],
                   [p["a"], p.get("op_type"), p["kernel_ms_a"], p.get("kernel_ms_b")])
     return [line, title, t] if rows else [line]
