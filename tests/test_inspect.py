@@ -371,3 +371,26 @@ def test_every_kind_of_weight_is_counted_and_local_functions_are_no_custom_ops(t
     assert r.exit_code == 0, r.output
     custom = r.stdout[r.stdout.index("custom domains"):]
     assert "other: Foo 1" in custom and "Swish" not in custom.split("model-local functions")[0]
+
+
+def test_names_with_a_newline_are_escaped_once_in_the_report(tmp_path):
+    """inspect's text lines (the op histogram, shapes not inferred, subgraphs, the graph's name) show a
+    name holding a newline as ``a\\nb``, escaped once as every table does; ``a\\\\nb`` is the spelling of
+    the name of a backslash and an n."""
+    body = helper.make_graph([helper.make_node("Identity", ["x"], ["t"], name="in body")], "then",
+                             [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2])])
+    nodes = [helper.make_node("Mystery\nOp", ["x"], ["u\nv"], name="n\nm", domain="custom"),
+             helper.make_node("Greater", ["x", "x"], ["c"], name="gt"), helper.make_node("ReduceMin", ["c"], ["c0"], keepdims=0, name="any"),
+             helper.make_node("If", ["c0"], ["y"], name="i\nf", then_branch=body, else_branch=body)]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m.graph.name = "g\nh"
+    m.opset_import.append(helper.make_opsetid("custom", 1))
+    path = tmp_path / "nl.onnx"
+    onnx.save(m, str(path))
+    r = runner.invoke(app, ["inspect", str(path)], env={"COLUMNS": "120", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert "\\\\" not in out, out  # no name here holds a backslash
+    for shown in ("custom.Mystery\\nOp", "#0 n\\nm", "u\\nv", "i\\nf If.", "g\\nh"):
+        assert shown in out, (shown, out)

@@ -8,8 +8,9 @@ from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.format import shape as fmt_shape
-from onnxprobe.report.format import plural, safe, shorten
+from onnxprobe.report.format import cut_middle, plural, safe, shorten
 from onnxprobe.report.table import Column, Table
+from onnxprobe.text import controls
 
 SCHEMA_VERSION = 1
 MAX_LISTED = 12  # uninferred nodes / subgraphs shown before "... and N more"
@@ -107,9 +108,10 @@ def _dims(t) -> str:
     return s if t.kind == "tensor" else f"{t.kind}<{s}>"
 
 
-def _line(text: str, style: str | None = None) -> Text:
-    """One line, cut with an ellipsis rather than wrapped."""
-    return Text(safe(text), style=style or "", no_wrap=True, overflow="ellipsis")
+def _line(text: str, style: str | None = None, message: bool = False) -> Text:
+    """One line, cut with an ellipsis rather than wrapped; ``text`` is raw (names as the model holds them,
+    escaped here, once), or with ``message`` a message whose names are escaped already."""
+    return Text(controls(text) if message else safe(text), style=style or "", no_wrap=True, overflow="ellipsis")
 
 
 def _section(title: str, note: str = "") -> Text:
@@ -162,7 +164,7 @@ def _histogram(hist: dict[str, int], width: int) -> Text:
             op, n = col[r]
             if c:
                 line.append(" " * gap)
-            line.append(safe(op).ljust(op_w[c]) + " ")
+            line.append(op.ljust(op_w[c]) + " ")  # shortened: escaped already
             line.append(n.rjust(n_w[c]), style="cyan")
         line.rstrip()
         out.append_text(line)
@@ -194,7 +196,7 @@ def inspect_renderables(result, width: int = 120) -> list:
         opsets += f" (+{unused} imported, unused)"
     producer = " ".join(x for x in (s.producer, s.producer_version) if x) or "unknown"
     out.append(_line(f"IR {s.ir_version} · opset {opsets} · producer {producer}"
-                     + (f" · graph {s.graph_name!r}" if s.graph_name else "")))
+                     + (f" · graph '{s.graph_name}'" if s.graph_name else "")))  # escaped once, by _line
     nodes = plural(s.nodes, "node")
     if s.nodes != s.main_nodes:
         nodes += f": {s.main_nodes:,} in the main graph, {s.nodes - s.main_nodes:,} in {len(s.subgraphs)} If/Loop/Scan bodies"
@@ -208,7 +210,7 @@ def inspect_renderables(result, width: int = 120) -> list:
 
     if result.problems:  # first: onnxruntime refuses the model as written
         out.append(_section("problems", f"{plural(len(result.problems), 'problem')}: onnxruntime will not load the graph"))
-        out += [_line(f"  {p}", style="bold red") for p in result.problems]
+        out += [_line(f"  {p}", style="bold red", message=True) for p in result.problems]
 
     out.append(_section("inputs and outputs"))
     out.append(io_table(s.inputs, s.outputs, width))
@@ -221,8 +223,8 @@ def inspect_renderables(result, width: int = 120) -> list:
         lines = []
         for r in s.uninferred:
             bad = [o.name for o in r.outputs if o.kind == "unknown" or (o.kind == "tensor" and o.shape is None)]
-            head = f"  #{r.index} {shorten(r.name, max(20, width * 2 // 5))} ({r.op_type}) → "
-            lines.append(_line(head + shorten(", ".join(bad), max(16, width - len(head)))))
+            head = f"  #{r.index} {cut_middle(r.name, max(20, width * 2 // 5))} ({r.op_type}) → "
+            lines.append(_line(head + cut_middle(", ".join(bad), max(16, width - len(head)))))
         out.append(_listed(lines, len(s.uninferred), "--nodes or --json lists them all"))
     else:
         out.append(Text("\nshapes: every node output has an inferred type and rank", style="dim"))
@@ -233,7 +235,7 @@ def inspect_renderables(result, width: int = 120) -> list:
         for g in s.subgraphs:
             indent = "  " * (len(g.scope) + 1)
             nested = f" ({g.total_nodes} with nested bodies)" if g.total_nodes != g.nodes else ""
-            lines.append(_line(f"{indent}#{g.index} {shorten(g.node, max(20, width // 2))} {g.op_type}.{g.attribute}: {plural(g.nodes, 'node')}{nested}"))
+            lines.append(_line(f"{indent}#{g.index} {cut_middle(g.node, max(20, width // 2))} {g.op_type}.{g.attribute}: {plural(g.nodes, 'node')}{nested}"))
         out.append(_listed(lines, len(s.subgraphs), "--json lists them all"))
 
     if s.external:
