@@ -98,3 +98,34 @@ def test_a_tensor_with_no_finite_value_says_so_in_the_layers_chart(tmp_path):
     assert set(hover) == {"nan", "y"}, hover  # y = huge + NaN: all NaN too
     assert all(h.startswith("no finite value") and "4 NaN" in h for h in hover.values()), hover
     assert "e+38" not in " ".join(hover.values())
+
+
+def test_all_zero_tensors_and_zero_gradients_are_drawn_not_dropped(tmp_path):
+    """A log axis has no 0: a tensor all zeros (a dead Relu) and a zero gradient were gaps, so a chart of
+    dead layers read as a chart of fewer layers. They are drawn at the bottom, the hover saying so. Oracle:
+    numpy (Relu of negative values is 0 everywhere)."""
+    x = -np.linspace(1, 2, 4, dtype=np.float32)
+    assert not np.maximum(x, 0).any()
+    nodes = [helper.make_node("Relu", ["x"], ["dead"], name="relu"), helper.make_node("Neg", ["x"], ["alive"], name="neg"),
+             helper.make_node("Add", ["dead", "alive"], ["y"], name="add")]
+    onnx.save(make_model(nodes, [helper.make_tensor_value_info("x", F, [4])], [helper.make_tensor_value_info("y", F, [4])]),
+              tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", x)
+    d = _report(tmp_path, ["layers", str(tmp_path / "m.onnx"), "--all", "--input", f"x={tmp_path / 'x.npy'}"])
+    traces = _traces(charts.layers_figure(d, {k: f"r{k}" for k in range(len(d["tensors"]))}))
+    dead = next(r["index"] for r in d["tensors"] if r["name"] == "dead")
+    drawn = [(x_, y_) for t in traces.values() for x_, y_ in zip(t["x"], t["y"]) if x_ == dead and y_ is not None]
+    assert drawn, traces  # the dead Relu is on the chart
+    zero = traces["all zeros"]
+    assert list(zero["x"]) == [dead] and "all zeros" in zero["customdata"][0][2]
+    assert zero["y"][0] < min(y for t in ("max |x|", "std") for y in traces[t]["y"] if y is not None)  # below the rest
+    # a gradient of 0: Relu passes none back to its input where x < 0
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Sigmoid", ["r"], ["y"], name="sig")]
+    onnx.save(make_model(nodes, [helper.make_tensor_value_info("x", F, [4])], [helper.make_tensor_value_info("y", F, [4])]),
+              tmp_path / "g.onnx")
+    d = _report(tmp_path, ["grad", str(tmp_path / "g.onnx"), "--all", "--input", f"x={tmp_path / 'x.npy'}", "--wrt", "x", "--wrt", "r"])
+    norms = {g["tensor"]: g["norm"] for g in d["gradients"]}
+    assert norms["x"] == 0 and norms["r"] > 0, norms  # d sigmoid(r)/dr = 1/4 at r = 0
+    traces = _traces(charts.grad_figure(d, {k: f"r{k}" for k in range(len(d["gradients"]))}))
+    x_row = next(g["index"] for g in d["gradients"] if g["tensor"] == "x")
+    assert list(traces["zero"]["x"]) == [x_row] and "norm 0" in traces["zero"]["customdata"][0][2], traces

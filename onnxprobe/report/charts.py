@@ -4,9 +4,9 @@ attribute); drawn in the page by the plotly.js that the plotly wheel ships (``re
 
 - ``diff``: accumulated and introduced SQNR per pair, failing pairs marked, a line where the error starts;
 - ``layers``: the largest magnitude max(|min|, |max|) and the standard deviation per tensor (log axis),
-  NaN/Inf marked;
+  NaN/Inf marked, tensors all zeros at the bottom;
 - ``grad``: the gradient norm and |grad| / |tensor| per gradient (log axis), NaN/Inf and failed checks
-  marked.
+  marked, zero gradients at the bottom.
 
 Each point carries the row's name and the id of its table row, so a click scrolls the table to it.
 """
@@ -107,6 +107,22 @@ def marked_trace(go, name: str, points: list, size: int = 10):
                       marker={"color": "#d62728", "size": size, "symbol": "x"})
 
 
+def zero_trace(go, name: str, points: list):
+    """Grey open circles for values a log axis cannot draw, 0 (a tensor all zeros, a zero gradient): points
+    (x, y, name, row id, what), drawn at the bottom, the hover saying ``what``. Left as gaps, a dead layer
+    was missing from the chart, which then read as a chart of fewer layers."""
+    return go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], name=name, mode="markers",
+                      customdata=[[label(p[2]), p[3], label(p[4])] for p in points],
+                      hovertemplate="%{customdata[0]}<br>#%{x}: %{customdata[2]}<extra>%{fullData.name}</extra>",
+                      marker={"color": "#7f7f7f", "size": 9, "symbol": "circle-open"})
+
+
+def _bottom(*series: list) -> float:
+    """Where a 0 goes on a log axis: a decade below the lowest positive value drawn (1e-3 where there is none)."""
+    drawn = [pt[1] for s in series for pt in s if pt[1] is not None]
+    return min(drawn) / 10 if drawn else 1e-3
+
+
 def _counts(r: dict) -> list[str]:
     return [f"{r[k]} {w}" for k, w in (("nan", "NaN"), ("inf", "Inf")) if r.get(k)]
 
@@ -129,9 +145,14 @@ def layers_figure(d: dict, row_ids: dict[int, str]) -> dict:
     bad = [(r["index"], m or top, r["name"], row_ids[k],
             "; ".join([("no finite value" if m is None else f"max |x| {m:.4g}") + ("" if m else " (drawn at the top)")] + _counts(r)))
            for k, r in rows if r.get("nan") or r.get("inf") for m in [magnitude(r)]]
+    bottom = _bottom(mag, std)
+    zeros = [(r["index"], bottom, r["name"], row_ids[k], "all zeros (drawn at the bottom: a log axis has no 0)")
+             for k, r in rows if magnitude(r) == 0]
     fig = go.Figure()
     fig.add_trace(_trace(go, "max |x|", mag, "#1f77b4"))
     fig.add_trace(_trace(go, "std", std, "#2ca02c"))
+    if zeros:
+        fig.add_trace(zero_trace(go, "all zeros", zeros))
     if bad:
         fig.add_trace(marked_trace(go, "NaN / Inf", bad, size=12))
     _layout(go, fig, "max |x| and std (log)", log=True)
@@ -146,9 +167,15 @@ def grad_figure(d: dict, row_ids: dict[int, str]) -> dict:
     top = max([n for _, n, _, _ in norm if n] or [1.0])
     bad = [(g["index"], finite(g.get("norm")) or top, g["tensor"], row_ids[k], _grad_mark(g)) for k, g in rows
            if g.get("nan") or g.get("inf") or (g.get("check") and g["check"]["ok"] is False)]
+    norm, ratio = ([(x, y if y is None or y > 0 else None, *rest) for x, y, *rest in pts] for pts in (norm, ratio))
+    bottom = _bottom(norm, ratio)
+    zeros = [(g["index"], bottom, g["tensor"], row_ids[k], "norm 0 (drawn at the bottom: a log axis has no 0)")
+             for k, g in rows if finite(g.get("norm")) == 0]
     fig = go.Figure()
     fig.add_trace(_trace(go, "|grad| (norm)", norm, "#1f77b4", mode="markers", size=7))
     fig.add_trace(_trace(go, "|grad| / |tensor|", ratio, "#9467bd", mode="markers", size=7, symbol="diamond"))
+    if zeros:
+        fig.add_trace(zero_trace(go, "zero", zeros))
     if bad:
         fig.add_trace(marked_trace(go, "NaN / Inf or check failed", bad, size=12))
     _layout(go, fig, "gradient norm and |grad| / |tensor| (log)", log=True)
