@@ -257,3 +257,31 @@ def test_histogram_edges_keep_their_decimal_place_across_a_power_of_ten():
         low, high = (float(t) for t in lab.split(" … "))
         assert abs(low - edges[i]) <= width / 10 and abs(high - edges[i + 1]) <= width / 10, (lab, edges[i], edges[i + 1])
     assert [c for _, c in rows] == list(np.histogram(x.astype(np.float64), bins=edges)[0])
+
+
+@pytest.mark.parametrize("elem, value, shown", [
+    (TensorProto.INT64, 123456789017, "123456789017"),
+    (TensorProto.DOUBLE, 10000000.000000004, "10000000.000000004"),
+])
+def test_a_constant_64_bit_row_reads_its_value(tmp_path, elem, value, shown):
+    """A constant row got seven significant digits whatever its type: an int64 tensor of 123456789017 read
+    min and max 123456789017 (exact integers) but mean 1.234568e+11, and the debugger read 1.234568e+11
+    three times; a float64 constant 1e7 + 4e-9 read 10000000. A 64-bit constant reads its float64 value
+    to its shortest round-trip digits (Python's repr: the oracle)."""
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    x = np.full(3, value, dtype)
+    assert repr(float(x[0])).removesuffix(".0") == shown
+    path = identity(tmp_path, elem, 3)
+    np.save(tmp_path / "x.npy", x)
+    r = runner.invoke(app, ["layers", str(path), "--input", f"x={tmp_path / 'x.npy'}", "--all", "--columns", "tensor,min,max,mean"],
+                      env={"COLUMNS": "120", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.stdout.splitlines() if line.startswith("y "))
+    assert row.split()[1:] == [shown] * 3, row
+    script = tmp_path / "s.txt"
+    script.write_text("run\nshow y\n")
+    r = runner.invoke(app, ["debug", str(path), "--input", f"x={tmp_path / 'x.npy'}", "--all", "--script", str(script)],
+                      env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    stats = next(line for line in r.stdout.splitlines() if line.startswith("count "))
+    assert f"min {shown} · max {shown} · mean {shown}" in stats, stats

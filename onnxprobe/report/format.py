@@ -56,14 +56,22 @@ def spread_digits(lo, hi, digits: int = 4, most: int = 10) -> int:
     """Significant digits that show a row's values apart: ``digits``, plus as many as the magnitude exceeds
     the spread (min 10000.496 and max 10000.504 read 1e+04 and 1e+04 with four; 10000.496 and 10000.504
     with nine), at most ``most``. A constant row (min = max) gets float32's seven, at least: 10000.5 reads
-    10000.5, not 1e+04 three times."""
+    10000.5, not 1e+04 three times; one of a 64-bit type (``most`` past 10) the digits its float64 value
+    needs to read back (an int64 123456789017 is not 1.234568e+11, a float64 1e7 + 4e-9 not 10000000)."""
     lo, hi = finite(lo), finite(hi)
     if lo is not None and hi is not None and hi == lo:
-        return min(most, max(digits, 7))
+        return min(most, max(digits, 7, round_trip_digits(lo) if most > 10 else 0))
     if lo is None or hi is None or hi < lo or not math.isfinite(hi - lo):  # a spread past float64's range needs none
         return digits
     # (a magnitude within about three times the spread needs nothing more: 0.2 to 0.6 reads well with four)
     return min(most, digits + max(0, math.ceil(math.log10(max(abs(lo), abs(hi)) / (hi - lo)) - 0.5)))
+
+
+def round_trip_digits(v: float) -> int:
+    """The significant digits of float64 ``v``'s shortest repr, which reads back as ``v`` (0.1: 1,
+    10000000.000000004: 17)."""
+    mantissa = repr(float(v)).lstrip("-").split("e")[0].replace(".", "").strip("0")  # '10000000.000000004'
+    return max(1, len(mantissa))
 
 
 def type_digits(dtype) -> int:

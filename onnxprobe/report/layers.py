@@ -124,9 +124,8 @@ def _cells(r: dict) -> tuple[list[str], list]:
         # '…_output_0' next to it; 'logx' of node 'log' stays 'logx'
         tensor = "…" + tensor[len(r["node"]):]
     ran = bool(r.get("count"))
-    digits = spread_digits(r.get("min"), r.get("max"), most=type_digits(r.get("dtype")))  # told apart on offset data
-    if r.get("dtype") == "float64" and r.get("min") is not None and r.get("min") == r.get("max"):
-        digits = 15  # a float64 constant: its own digits, not float32's seven
+    # told apart on offset data; a 64-bit constant to the digits of its value
+    digits = spread_digits(r.get("min"), r.get("max"), most=type_digits(r.get("dtype")))
     extreme = (lambda v: exact_int(v) if _integer(r.get("dtype")) else num(v, digits))  # 32767, not 3.277e+04
     # a tensor that did not run has no values to count NaN or Inf among: '-' (empty in CSV), not a clean 0 0
     idle = values_status(r.get("count"), r.get("shape")) == "not run"
