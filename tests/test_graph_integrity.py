@@ -82,3 +82,15 @@ def test_a_negative_dimension_is_a_model_error_naming_the_tensor(tmp_path, exter
         r = runner.invoke(app, [cmd, str(path)])
         assert r.exit_code == 1, r.output
         assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "tensor 'w' has dimensions [-1, 4]" in r.stderr
+
+
+def test_names_in_problems_are_escaped_once():
+    """A name with a newline reads as it is listed (\\n), not escaped a second time by repr (\\\\n)."""
+    g = helper.make_graph([helper.make_node("Relu", ["a\nb"], ["y"], name="n")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    from onnxprobe.graph.integrity import graph_problems
+
+    lines = graph_problems(helper.make_model(g))
+    assert any("'a\\nb'" in line for line in lines), lines
+    assert not any("\\\\n" in line for line in lines), lines

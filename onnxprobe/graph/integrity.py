@@ -11,11 +11,11 @@ from collections import Counter
 import onnx
 
 from onnxprobe.graph.walk import kahn
-from onnxprobe.text import clean
+from onnxprobe.text import quote
 
 
 def _label(n: onnx.NodeProto, i: int) -> str:
-    return f"#{i} {clean(n.name)!r}" if n.name else f"#{i} ({n.op_type})"
+    return f"#{i} {quote(n.name)}" if n.name else f"#{i} ({n.op_type})"
 
 
 def producers(g: onnx.GraphProto) -> dict[str, list[str]]:
@@ -34,9 +34,9 @@ def duplicate_producers(g: onnx.GraphProto) -> list[str]:
     out = []
     for name, who in producers(g).items():
         if len(who) > 1:
-            out.append(f"tensor {clean(name)!r} is written by {len(who)} nodes ({', '.join(who[:4])})")
+            out.append(f"tensor {quote(name)} is written by {len(who)} nodes ({', '.join(who[:4])})")
         elif name in sources:
-            out.append(f"tensor {clean(name)!r} is written by node {who[0]} and is also a graph input or initializer")
+            out.append(f"tensor {quote(name)} is written by node {who[0]} and is also a graph input or initializer")
     return out
 
 
@@ -51,10 +51,10 @@ def graph_problems(model: onnx.ModelProto) -> list[str]:
         for x in n.input:
             if x and x not in known:
                 dangling.setdefault(x, _label(n, i))
-    out += [f"node {who} reads {clean(x)!r}, which no node, graph input or initializer gives" for x, who in dangling.items()]
+    out += [f"node {who} reads {quote(x)}, which no node, graph input or initializer gives" for x, who in dangling.items()]
     for name in dict.fromkeys(o.name for o in g.output):
         if name and name not in known:
-            out.append(f"graph output {clean(name)!r} is given by no node, graph input or initializer")
+            out.append(f"graph output {quote(name)} is given by no node, graph input or initializer")
     cycle = _cycle(g, known - set(made))
     if cycle:
         out.append(f"nodes {', '.join(cycle[:4])}{' ...' if len(cycle) > 4 else ''} form a cycle: each needs another's output")
@@ -64,7 +64,7 @@ def graph_problems(model: onnx.ModelProto) -> list[str]:
 def outputs_listed_twice(g: onnx.GraphProto) -> list[str]:
     """A graph output listed more than once: onnxruntime and onnx's checker take it (measured), but it is one
     tensor, which a runtime returns twice."""
-    return [f"graph output {clean(name)!r} is listed {k} times" for name, k in Counter(o.name for o in g.output).items() if k > 1]
+    return [f"graph output {quote(name)} is listed {k} times" for name, k in Counter(o.name for o in g.output).items() if k > 1]
 
 
 def _cycle(g: onnx.GraphProto, given: set[str]) -> list[str]:

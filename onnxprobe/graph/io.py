@@ -14,7 +14,7 @@ import onnx
 from onnxprobe.errors import ModelError, UsageError, first_line
 from onnxprobe.fileio import checked_path, output_target, protect, refuse_inputs
 from onnxprobe.graph.extents import all_tensors, check_extents, is_external, location
-from onnxprobe.text import clean, human_bytes
+from onnxprobe.text import human_bytes, quote
 
 # protobuf cannot serialise a single message over 2 GiB; stay well below it.
 PROTO_LIMIT = 2**31 - 2**26
@@ -136,7 +136,7 @@ def check_graph(model: onnx.ModelProto, name: str) -> None:
     # and onnxruntime's error ("Out of bounds dimensions") named neither the tensor nor the file
     for t in all_tensors(model):
         if any(d < 0 for d in t.dims):
-            raise ModelError(f"{name}: tensor {clean(t.name)!r} has dimensions {list(t.dims)}: a negative size (a broken model)")
+            raise ModelError(f"{name}: tensor {quote(t.name)} has dimensions {list(t.dims)}: a negative size (a broken model)")
 
 
 def _has_external_data(model: onnx.ModelProto) -> bool:

@@ -19,7 +19,7 @@ from onnxprobe.fileio import input_file, protect, read_bounded
 from onnxprobe.stats.histogram import Histogram
 from onnxprobe.stats.moments import Impossible, Moments
 from onnxprobe.stats.status import values_status
-from onnxprobe.text import clean
+from onnxprobe.text import quote
 
 DATASET_SCHEMA = 3
 MAX_REPORT_BYTES = 512 * 2**20
@@ -242,7 +242,7 @@ def merge_reports(reports: list[dict]) -> dict:
         for r, has in zip(reports, binned):
             t = r["tensors"][i]
             if not has and any(binned) and (t.get("moments") or {}).get("count"):  # percentiles of part of the data
-                raise UsageError(f"{r['_path']}: tensor {clean(base['name'])!r} has values but no histogram, which the "
+                raise UsageError(f"{r['_path']}: tensor {quote(base['name'])} has values but no histogram, which the "
                                  "other shards have: a damaged report")
             if t.get("moments"):
                 m = m.merge(Moments.from_dict(t["moments"]))
