@@ -280,6 +280,7 @@ def _cases() -> list[Case]:
         Case("npy_object_array", lambda d: ["layers", sample("mlp"), "--input", f"x={_pickled_npy(d)}"], (2,), None),
         Case("max_memory_zero", lambda d: ["layers", sample("mlp"), "--max-memory", "0"], (2,), "--max-memory"),
         Case("max_memory_garbage", lambda d: ["layers", sample("mlp"), "--max-memory", "lots"], (2,), "--max-memory"),
+        Case("max_memory_past_float", lambda d: ["layers", sample("mlp"), "--max-memory", "9" * 400 + "G"], (0,)),  # no limit, as 1e23T
         Case("input_and_shape_disagree", lambda d: ["layers", sample("mlp"), "--input", f"x={_npy(d, 'x', (4, 16))}", "--shape", "x=2x16"],
              (2,), "disagrees"),
         Case("named_dim_two_sizes", lambda d: ["layers", _save(d, _two_inputs()), "--shape", "a=2x3", "--shape", "b=5x3"], (2,), "one named dimension"),

@@ -4,6 +4,7 @@ run fits beside its inputs (``check_run_fits``)."""
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 import numpy as np
 import onnx
@@ -24,7 +25,7 @@ def parse_size(text: str, what: str = "--max-memory", *, whole: bool = False, mi
     if not m or m.group(2).upper() not in _UNITS or (whole and "." in m.group(1)):
         example = "536870912 or 512M" if whole else "512M or 2G"
         raise UsageError(f"{what} {text!r}: expected a size{' in bytes' if whole else ''} such as {example}")
-    n = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    n = int(Fraction(m.group(1)) * _UNITS[m.group(2).upper()])  # exact: a float of 309+ digits is inf
     if n < minimum:
         raise UsageError(f"{what} {text!r}: must be positive" if minimum == 1 else f"{what} {text!r}: at least {minimum}")
     return n
