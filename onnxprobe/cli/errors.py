@@ -7,11 +7,12 @@ internal error, reported in one line too. ``ONNXPROBE_DEBUG=1`` re-raises, with 
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Callable
 
 import typer
 
-from onnxprobe.cli.output import error, reader_gone
+from onnxprobe.cli.output import error, notes, reader_gone
 from onnxprobe.errors import OnnxProbeError, debug_enabled, internal_error_text, path_error_text
 
 
@@ -19,7 +20,10 @@ def handle_errors(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            with warnings.catch_warnings():
+                if not debug_enabled():
+                    warnings.showwarning = _as_note
+                return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
         except OnnxProbeError as e:
@@ -53,3 +57,15 @@ def handle_errors(fn: Callable) -> Callable:
             raise typer.Exit(1) from None
 
     return wrapper
+
+
+_noted: set[str] = set()
+
+
+def _as_note(message, category, filename, lineno, file=None, line=None) -> None:
+    """A Python warning (a library's: onnx's about an external data key it ignores...) as one note line,
+    each text once, instead of Python's two lines with a source path (ONNXPROBE_DEBUG=1 keeps those)."""
+    text = str(message)
+    if text not in _noted:
+        _noted.add(text)
+        notes([text])
