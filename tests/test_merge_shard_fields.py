@@ -84,6 +84,11 @@ LAYERS = [
     ("scope", _tensor("scope", 1)),
     ("is_output", _tensor("is_output", drop=True)),
     ("is_output", _tensor("is_output", "yes")),
+    ("shape", _tensor("shape", "4x16")),
+    ("shape", _tensor("shape", [-1, 16])),  # a dimension is a count (null where shards differ): shown as read (QA)
+    ("shape", _tensor("shape", [{"a": 1}, 16])),
+    ("shape", _tensor("shape", [1.5, 16])),
+    ("shape", _tensor("shape", [True, 16])),
 ]
 
 
@@ -105,6 +110,7 @@ DIFF = [
     ("notes", lambda d: d.update(notes=None)),
     ("max_abs", lambda d: d["pairs"][0]["sums"].update(max_abs=-1)),
     ("max_rel", lambda d: d["pairs"][0]["sums"].update(max_rel=-1)),
+    ("shape", lambda d: d["pairs"][0]["sums"].update(shape=[-4, 16])),
 ]
 
 

@@ -214,7 +214,7 @@ class PairSums:
                 raise ValueError(f"'{k}' is negative, a sum of magnitudes or squares")
         shape = d.get("shape")
         if shape is not None and (not isinstance(shape, list) or not all(
-                x is None or (isinstance(x, int) and not isinstance(x, bool)) for x in shape)):
+                x is None or (isinstance(x, int) and not isinstance(x, bool) and x >= 0) for x in shape)):
             raise ValueError("'shape' is not a list of dimensions")
         per = d.get("per_sample")
         if not isinstance(per, list) or not all(isinstance(p, list) and len(p) == 2 for p in per):

@@ -6,6 +6,7 @@ sums a merge computes from have their own checks (``stats.merge.check_report``, 
 from __future__ import annotations
 
 from onnxprobe.errors import UsageError
+from onnxprobe.text import clip
 
 # how a key may be given: present and not null; present, maybe null; maybe absent, not null; maybe either
 REQUIRED, NULLABLE, OPTIONAL, LOOSE = "required", "nullable", "optional", "loose"
@@ -16,10 +17,13 @@ _KINDS = {
     "flag": lambda v: isinstance(v, bool),
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
     "list": lambda v: isinstance(v, list),
+    "dims": lambda v: isinstance(v, list) and all(x is None or (isinstance(x, int) and not isinstance(x, bool) and x >= 0)
+                                                  for x in v),
     "texts": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
     "object": lambda v: isinstance(v, dict),
 }
 _SAID = {"text": "a string", "count": "a count", "flag": "true or false", "number": "a number", "list": "a list",
+         "dims": "a list of dimensions (counts, null where shards differ)",
          "texts": "a list of strings", "object": "an object"}
 
 # a layers dataset report (``report.layers``): shards that ran differently list their devices when merged;
@@ -27,7 +31,7 @@ _SAID = {"text": "a string", "count": "a count", "flag": "true or false", "numbe
 LAYERS_TOP = {"device": (("text", "list"), REQUIRED), "opt_level": (("text", "list"), NULLABLE),
               "runtime": (("text", "list"), OPTIONAL), "notes": (("texts",), OPTIONAL), "timing": (("object",), LOOSE)}
 LAYERS_TENSOR = {"index": (("count",), REQUIRED), "node": (("text",), REQUIRED), "scope": (("text",), NULLABLE),
-                 "is_output": (("flag",), REQUIRED), "shape": (("list",), LOOSE), "not_observed": (("text",), LOOSE),
+                 "is_output": (("flag",), REQUIRED), "shape": (("dims",), LOOSE), "not_observed": (("text",), LOOSE),
                  "kernel_ms": (("number",), LOOSE)}
 TIMING = {"run_s": (("number",), REQUIRED), "session_s": (("number",), REQUIRED)}
 
@@ -56,7 +60,7 @@ def check_fields(obj: dict, spec: dict, where: str) -> None:
             continue
         if not any(_KINDS[k](v) for k in kinds):
             said = " or ".join(_SAID[k] for k in kinds)
-            got = "null" if v is None else type(v).__name__
+            got = "null" if v is None else f"{clip(repr(v), 40)}" if isinstance(v, list) else type(v).__name__
             raise UsageError(f"{where}: '{key}' is {got}, not {said}: a damaged report")
 
 
