@@ -57,6 +57,17 @@ def checked_path(path, what: str = "output path") -> str | os.PathLike:
     raise UsageError(f"{what}: expected a file path, got {type(path).__name__} {str(path)[:40]!r}")
 
 
+def not_a_folder(path) -> None:
+    """A UsageError for an output path written with a trailing separator: it names a folder, which a
+    Path drops ('out/' is Path('out')), so the file would land where the user named a folder."""
+    s = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if isinstance(s, str) and s.endswith(tuple(c for c in (os.sep, os.altsep) if c)):
+        from onnxprobe.errors import UsageError
+        from onnxprobe.text import clean
+
+        raise UsageError(f"{clean(s)}: ends in {s[-1]!r}, a folder; give a file name")
+
+
 def input_file(path, what: str, flag: str = "", pipe_ok: bool = False) -> Path:
     """``path`` as a Path when it is a regular file; else a UsageError naming it and saying why it is not
     (no such file, a folder, or a device, pipe or socket, which a read could wait on for ever), with
@@ -115,6 +126,7 @@ def output_target(path: str | os.PathLike) -> Path:
     machine's /dev/stdout), so the file it leads to is the target. A link to this process's standard output
     or error that the shell redirected to a regular file is refused: rewriting that file would clobber what
     the stream holds (``-`` writes to stdout where a flag takes it)."""
+    not_a_folder(path)
     target = Path(checked_path(path))
     if not target.is_symlink():
         return target

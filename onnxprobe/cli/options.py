@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+from onnxprobe.text import clean
 
 try:  # the type Typer itself gives a Path parameter (recent Typers vendor click)
     from typer.models import TyperPath as _ClickPath
@@ -25,6 +28,19 @@ class _FilePath(_ClickPath):
 
 
 FILE = _FilePath()
+
+
+class _OutPath(_FilePath):
+    """A file to write: not empty, and not a path that ends in '/', which names a folder (Path('out/') is
+    Path('out'): the file would be written where the user named a folder)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.endswith(tuple(c for c in (os.sep, os.altsep) if c)):
+            self.fail(f"{clean(value)}: ends in {value[-1]!r}, a folder; give a file name", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+OUT = _OutPath()
 
 ModelArg = Annotated[Path, typer.Argument(help="ONNX model file (external data is read from beside it).", show_default=False, click_type=FILE)]
 
@@ -60,21 +76,21 @@ OptLevelOpt = Annotated[str, typer.Option("--opt-level", help="onnxruntime graph
 ProfileOpt = Annotated[bool, typer.Option("--profile", help="Per-node time from onnxruntime's profiler: each row gets its producer's kernel time (probed and plain runs, or the node it was fused into), and a summary of what the probes cost (their kernels, the layout reorders and fusions they forced). Four extra runs of each model, one untimed and three profiled: each time is the fastest of the three.", rich_help_panel="Execution")]
 
 # output
-JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write the report as JSON to FILE ('-' for stdout, instead of the table).", rich_help_panel="Output", click_type=FILE)]
+JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write the report as JSON to FILE ('-' for stdout, instead of the table).", rich_help_panel="Output", click_type=OUT)]
 MaxMemoryOpt = Annotated[Optional[str], typer.Option("--max-memory", help="Most memory raw tensors may take at once (e.g. 512M, 2G); more runs when needed. Default: a quarter of the available memory.", rich_help_panel="Output")]
 WideOpt = Annotated[bool, typer.Option("--wide", help="Tables with every cell whole: full names, one line per row, whatever the width.", rich_help_panel="Output")]
 ColumnsOpt = Annotated[Optional[str], typer.Option("--columns", help="The table's columns, in this order: comma-separated keys, e.g. index,tensor,min,max for layers, index,tensor,sqnr_db,pass for diff (a wrong one lists them all).", rich_help_panel="Output")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table | csv | markdown | json: how the table goes to stdout (csv and json: full names, raw numbers; the whole report is --json).", rich_help_panel="Output")]
 # the same for a command whose table is its whole report (mark: no --json)
 TableFormatOpt = Annotated[str, typer.Option("--format", help="table | csv | markdown | json: how the table goes to stdout (csv and json: full names, raw numbers).", rich_help_panel="Output")]
-HtmlOpt = Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report to FILE: header, a chart along depth, the sortable table, histograms of the worst rows (needs the html extra).", rich_help_panel="Output", click_type=FILE)]
-OverlayOpt = Annotated[Optional[Path], typer.Option("--overlay", help="Write node data for Google's Model Explorer to FILE.json (model-explorer --extensions=model_explorer_onnx MODEL --node_data_paths=FILE.json).", rich_help_panel="Output", click_type=FILE)]
-NetronOpt = Annotated[Optional[Path], typer.Option("--netron", help="Write a Netron attachment to FILE.json (open the model in Netron, then this file): the statistics of every value.", rich_help_panel="Output", click_type=FILE)]
-SaveOpt = Annotated[Optional[Path], typer.Option("--save", help="Save the probed tensors to FILE.npz, keyed by tensor name.", rich_help_panel="Output", click_type=FILE)]
+HtmlOpt = Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report to FILE: header, a chart along depth, the sortable table, histograms of the worst rows (needs the html extra).", rich_help_panel="Output", click_type=OUT)]
+OverlayOpt = Annotated[Optional[Path], typer.Option("--overlay", help="Write node data for Google's Model Explorer to FILE.json (model-explorer --extensions=model_explorer_onnx MODEL --node_data_paths=FILE.json).", rich_help_panel="Output", click_type=OUT)]
+NetronOpt = Annotated[Optional[Path], typer.Option("--netron", help="Write a Netron attachment to FILE.json (open the model in Netron, then this file): the statistics of every value.", rich_help_panel="Output", click_type=OUT)]
+SaveOpt = Annotated[Optional[Path], typer.Option("--save", help="Save the probed tensors to FILE.npz, keyed by tensor name.", rich_help_panel="Output", click_type=OUT)]
 
 
 # surgery commands (mark, extract)
-OutOpt = Annotated[Path, typer.Option("--output", "-o", help="The model to write (its weights go to OUT.data beside it when the input keeps them outside or it passes 2 GB).", show_default=False, rich_help_panel="Output", click_type=FILE)]
+OutOpt = Annotated[Path, typer.Option("--output", "-o", help="The model to write (its weights go to OUT.data beside it when the input keeps them outside or it passes 2 GB).", show_default=False, rich_help_panel="Output", click_type=OUT)]
 
 
 # gradients (grad)
@@ -84,8 +100,8 @@ TargetOpt = Annotated[Optional[Path], typer.Option("--target", help="The target 
 LabelsOpt = Annotated[Optional[Path], typer.Option("--labels", help="Class indices (integer .npy, the output's shape without its class axis) or class probabilities (float, the output's shape) for --loss cross-entropy.", rich_help_panel="Loss", click_type=FILE)]
 OutputGradOpt = Annotated[Optional[Path], typer.Option("--output-grad", help="dL/d(output) given directly, a .npy shaped like the output (replaces --loss).", rich_help_panel="Loss", click_type=FILE)]
 WrtOpt = Annotated[Optional[list[str]], typer.Option("--wrt", help="Only the gradients of these tensors (names or globs: weights, inputs, activations; repeatable).", rich_help_panel="Selection")]
-SaveGradsOpt = Annotated[Optional[Path], typer.Option("--save-grads", help="Save the gradients to FILE.npz, keyed by the forward tensor's name.", rich_help_panel="Output", click_type=FILE)]
-ExportOpt = Annotated[Optional[Path], typer.Option("--export", help="Write the model with its backward graph to OUT.onnx (outputs: the loss and the gradients).", rich_help_panel="Output", click_type=FILE)]
+SaveGradsOpt = Annotated[Optional[Path], typer.Option("--save-grads", help="Save the gradients to FILE.npz, keyed by the forward tensor's name.", rich_help_panel="Output", click_type=OUT)]
+ExportOpt = Annotated[Optional[Path], typer.Option("--export", help="Write the model with its backward graph to OUT.onnx (outputs: the loss and the gradients).", rich_help_panel="Output", click_type=OUT)]
 CheckOpt = Annotated[bool, typer.Option("--check", help="Check every gradient against central finite differences (float64 where onnxruntime allows).", rich_help_panel="Output")]
 
 

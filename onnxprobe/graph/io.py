@@ -12,7 +12,7 @@ from pathlib import Path
 import onnx
 
 from onnxprobe.errors import ModelError, UsageError, first_line
-from onnxprobe.fileio import checked_path, output_target, protect, refuse_inputs
+from onnxprobe.fileio import checked_path, not_a_folder, output_target, protect, refuse_inputs
 from onnxprobe.graph.extents import all_tensors, check_extents, is_external, location
 from onnxprobe.text import human_bytes, quote
 
@@ -171,6 +171,7 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
     """Validate a path we are asked to write: its folder exists and it is not the user's model (``source``,
     which ``source_is``; checked before it is read, when ``fileio.protect`` does not know it yet)."""
     o = Path(checked_path(out))
+    not_a_folder(out)
     if str(out) == "-":  # stdout, for --json; a model is a file of its own
         raise UsageError("the model is written to a file: give a file name, not '-'")
     if not o.parent.exists() if str(o.parent) else False:

@@ -1,0 +1,55 @@
+"""An output path that ends in '/' names a folder, one that may not exist: it is refused in one line (exit 2)
+and nothing is written. Path('out/') is Path('out'), so `--json out/`, `-o out/`, the debugger's
+`save html out/` and `save_to='out/'` wrote a file named `out` where the user named a folder (QA)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import sample_path
+from onnxprobe import api
+from onnxprobe.cli.main import app
+
+runner = CliRunner()
+
+COMMANDS = [
+    ["layers", "{m}", "--json", "{o}"],
+    ["layers", "{m}", "--save", "{o}"],
+    ["layers", "{m}", "--html", "{o}"],
+    ["layers", "{m}", "--netron", "{o}"],
+    ["layers", "{m}", "--overlay", "{o}"],
+    ["diff", "{m}", "{m}", "--json", "{o}"],
+    ["grad", "{m}", "--export", "{o}"],
+    ["grad", "{m}", "--save-grads", "{o}"],
+    ["inspect", "{m}", "--json", "{o}"],
+    ["mark", "{m}", "-o", "{o}", "--all"],
+    ["extract", "{m}", "-o", "{o}", "--to", "fc1_out"],
+]
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(a[0:1] + a[2:3] + a[3:4]) for a in COMMANDS])
+def test_cli_output_ending_in_a_slash_is_refused(tmp_path, argv):
+    out = str(tmp_path / "out") + "/"
+    r = runner.invoke(app, [a.format(m=sample_path("mlp"), o=out) for a in argv])
+    assert r.exit_code == 2, r.output
+    assert len(r.stderr.strip().splitlines()) == 1 and "out/" in r.stderr and "folder" in r.stderr, r.stderr
+    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("line", ["save html {o}", "save all {o}", "save y {o}"])
+def test_debugger_save_ending_in_a_slash_is_refused(tmp_path, line):
+    out = str(tmp_path / "out.npz") + "/"
+    script = tmp_path / "s.txt"
+    script.write_text(line.format(o=out) + "\n")
+    r = runner.invoke(app, ["debug", str(sample_path("mlp")), "--script", str(script)])
+    assert r.exit_code == 1 and "out.npz/" in r.stderr and "folder" in r.stderr, r.output
+    assert sorted(os.listdir(tmp_path)) == ["s.txt"], os.listdir(tmp_path)
+
+
+def test_api_save_to_ending_in_a_slash_is_refused(tmp_path):
+    with pytest.raises(api.UsageError, match="folder"):
+        api.save_npz({"a": __import__("numpy").zeros(2)}, str(tmp_path / "acts.npz") + "/")
+    assert os.listdir(tmp_path) == []
