@@ -62,3 +62,21 @@ def test_diff_of_the_model_with_its_single_import_copy_runs_as_one_graph(tmp_pat
     res = api.diff(str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"))
     assert res.verdict()[0] == "pass"
     assert res.in_graph == len(res.results)  # measured in one graph of both: the same opset on both sides
+
+
+@pytest.mark.parametrize("argv", [["layers"], ["inspect"], ["grad"], ["mark", "-o", "{d}/o.onnx", "--all"],
+                                  ["extract", "-o", "{d}/o.onnx", "--to", "t"], ["diff", "{m}"]])
+def test_a_model_that_imports_no_opset_is_one_error_in_every_command(tmp_path, argv):
+    """No opset_import at all (a file cut before its last field, protobuf's order): onnxruntime loads no such
+    model. `inspect` described it (opset none) and exited 0; `grad` said 'ReduceSum needs opset 7 or later
+    (model opset 1)', an opset the model does not have (QA)."""
+    m = _twice([], helper.make_node("Relu", ["x"], ["t"]))
+    m.graph.node.append(helper.make_node("Neg", ["t"], ["y"]))
+    p = tmp_path / "m.onnx"
+    onnx.save(m, str(p))
+    args = [argv[0], str(p), *[a.format(d=tmp_path, m=p) for a in argv[1:]]]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 1, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("onnxprobe: error:") and "imports no opset" in lines[0], r.output
+    assert not (tmp_path / "o.onnx").exists()

@@ -129,6 +129,9 @@ def check_graph(model: onnx.ModelProto, name: str) -> None:
     model' from a file, and from Python (onnx.ModelProto()) gave an empty result without a word."""
     if not model.graph.node and not model.graph.output:
         raise ModelError(f"{name}: the model has no nodes and no outputs (nothing to probe)")
+    if not model.opset_import:  # onnxruntime loads none ("Missing opset"); inspect said 'opset none', grad 'opset 1'
+        raise ModelError(f"{name}: the model imports no opset (its opset_import is empty; every ONNX model names the "
+                         "opsets of its ops, e.g. ai.onnx 17): a broken model")
     opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     if opsets and opsets[-1] < 1:  # the one onnxruntime reads (graph.builder.opset_version)
         raise ModelError(f"{name}: the model imports ai.onnx opset {opsets[-1]}, which does not exist (opsets start at 1)")
