@@ -76,7 +76,9 @@ def read_array(path: str | Path, flag: str = "") -> np.ndarray:
         raise
     except Exception as e:  # noqa: BLE001 - numpy and protobuf raise many kinds
         raise UsageError(f"{clean(p)}: cannot read as {p.suffix} tensor ({clean(first_line(e))})") from e
-    raise UsageError(f"{clean(p)}: unsupported input file type {quote(p.suffix)} (use .npy, .pb or --inputs FILE.npz)")
+    # a model input may also come from an .npz of all inputs (--inputs); a --target or --labels file may not
+    use = ".npy or .pb" if flag else ".npy, .pb or --inputs FILE.npz"
+    raise UsageError(f"{f'{flag} ' if flag else ''}{clean(p)}: unsupported file type {quote(p.suffix)} (use {use})")
 
 
 def _tensor_proto(p: Path) -> onnx.TensorProto:
