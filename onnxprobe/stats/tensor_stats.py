@@ -149,7 +149,9 @@ class TensorStats:
         Inf in the tensor shows as a non-finite sum, which ``needs_rerun`` catches."""
         lo, hi, m, r, q, a, z = np.asarray(parts, np.float64).reshape(len(BLOCK_PARTS), -1)
         n = m.size * block
-        if m.size and lo.min() == hi.max() and math.isfinite(lo.min()):  # a constant: sums of exactly 0 about it
+        # a constant: sums of exactly 0 about it (its means finite: onnxruntime's ReduceMin/Max skip a NaN,
+        # which then shows only in its block's mean and sums, and must reach needs_rerun)
+        if m.size and lo.min() == hi.max() and math.isfinite(lo.min()) and np.isfinite(m).all():
             v = float(lo.min())  # (not float32 means' rounding, which ``with_spread`` would read as a spread)
             return cls(count=n, zeros=n if v == 0 else 0, min=v, max=v, shift=v, sumabs=abs(v) * n)
         with np.errstate(all="ignore"):
