@@ -231,3 +231,26 @@ def test_the_depth_sparkline_draws_exact_pairs_full_and_noise_as_equal(tmp_path)
     r = CliRunner().invoke(app, ["diff", str(tmp_path / "a.onnx"), str(tmp_path / "a.onnx"), "--all"], env={"COLUMNS": "200"})
     (line,) = [x for x in r.output.splitlines() if x.startswith("SQNR along depth")]
     assert line == "SQNR along depth: every compared pair exact (1 of 3; 2 not compared)", r.output
+
+
+def test_one_run_diff_judges_allclose_and_max_rel_as_float64_does(tmp_path):
+    # the same boundary pairs as above, large enough to be measured in the one-run graph, whose excess
+    # and quotient are float32: one rounded past the threshold must not decide the verdict (QA)
+    x = tmp_path / "x.npy"
+    np.save(x, np.zeros(100_000, np.float32))
+    a = _affine(tmp_path / "a.onnx", 1.0, 1.0 + 2.0 ** -10)
+    b = _affine(tmp_path / "b.onnx", 1.0, 1.0)
+    out = tmp_path / "r.json"
+    r = CliRunner().invoke(app, ["diff", a, b, "--input", f"x={x}", "--atol", "0", "--rtol", "0.0009765624999", "--json", str(out)])
+    d = json.loads(out.read_text())
+    assert d["pairs"][-1]["passed"] is False and r.exit_code == 1, r.output
+    # max_rel: 2^-9 / 3, a quotient float32 rounds; a threshold between the two flips a float32 verdict
+    q = 2.0 ** -9 / 3
+    rtol = (q + float(np.float32(q))) / 2
+    a = _affine(tmp_path / "a3.onnx", 1.0, 3.0 + 2.0 ** -9)
+    b = _affine(tmp_path / "b3.onnx", 1.0, 3.0)
+    r = CliRunner().invoke(app, ["diff", a, b, "--input", f"x={x}", "--metric", "max_rel", "--rtol", repr(rtol),
+                                 "--json", str(out)])
+    d = json.loads(out.read_text())
+    assert d["pairs"][-1]["passed"] is (q <= rtol) and r.exit_code == (0 if q <= rtol else 1), r.output
+    assert d["pairs"][-1]["max_rel"] == q

@@ -184,7 +184,7 @@ def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
         # a graph built again is another session than the one kept under ``key``
         run_key = key if key is None or not plan.skip else (key, tuple(sorted(plan.skip)))
         try:
-            got = run(plan.a, plan.fused, feeds, plan.report, sample, run_key, plan.rtol_of)
+            got = run(plan.a, plan.fused, feeds, plan.report, sample, run_key, plan.rtol_of, plan.tolerance_of)
             if plan.profile:
                 profile(plan.a, plan.fused, feeds, plan.report, got)
                 plan.kernel_ms.update(got.profile)
