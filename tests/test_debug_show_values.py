@@ -1,0 +1,39 @@
+"""The debugger's `show` prints values with the digits that tell them apart: float32 values of 1e7 + N(0, 1)
+are not `1.e+07` each (numpy at 5 digits), as a row's statistics are never `1e+04` three times (README)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+from typer.testing import CliRunner
+
+from onnxprobe.cli.main import app
+
+
+def _identity(path, dtype) -> None:
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="n")], "g",
+                          [helper.make_tensor_value_info("x", dtype, [2, 4])], [helper.make_tensor_value_info("y", dtype, [2, 4])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+
+
+def _shown(tmp_path, x: np.ndarray, dtype) -> np.ndarray:
+    _identity(tmp_path / "m.onnx", dtype)
+    np.save(tmp_path / "x.npy", x)
+    (tmp_path / "s.txt").write_text(f"input x {tmp_path / 'x.npy'}\nrun\nshow y\n")
+    r = CliRunner().invoke(app, ["debug", str(tmp_path / "m.onnx"), "--script", str(tmp_path / "s.txt")],
+                           env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    block = r.stdout.split("values:")[1].split("histogram")[0]
+    return np.array([float(v) for v in re.findall(r"[-+]?\d+\.?\d*(?:e[-+]?\d+)?", block)])
+
+
+def test_show_tells_offset_values_apart(tmp_path):
+    x = np.array([[9999998, 9999999, 1e7, 10000001], [10000002, 9999997, 10000003, 9999996]], np.float32)
+    assert np.array_equal(_shown(tmp_path, x, TensorProto.FLOAT), x.reshape(-1).astype(np.float64))
+    x = np.array([[1e4, 1e4 + 2 ** -10, 1e4 - 2 ** -9, 1e4 + 3 * 2 ** -10], [1e4, 1e4, 1e4, 1e4]], np.float32)
+    assert np.allclose(_shown(tmp_path, x, TensorProto.FLOAT), x.reshape(-1), rtol=0, atol=2 ** -12)
+    x = np.array([[1e10, 1e10 + 1e-5, 1e10 - 2e-5, 1e10], [1, 2, 3, 4]], np.float64) * 0 + 1e10 + np.arange(8).reshape(2, 4) * 1e-5
+    assert np.allclose(_shown(tmp_path, x, TensorProto.DOUBLE), x.reshape(-1), rtol=0, atol=2e-6)
