@@ -254,3 +254,18 @@ def test_one_run_diff_judges_allclose_and_max_rel_as_float64_does(tmp_path):
     d = json.loads(out.read_text())
     assert d["pairs"][-1]["passed"] is (q <= rtol) and r.exit_code == (0 if q <= rtol else 1), r.output
     assert d["pairs"][-1]["max_rel"] == q
+
+
+def test_device_metrics_judge_allclose_and_max_rel_as_float64_does():
+    # the metrics model that runs where the tensors are (CUDA; OrtValues on the CPU here) takes the excess
+    # and the quotient in float32 too: near the threshold the host's float64 numbers decide
+    import onnxruntime as ort
+
+    from onnxprobe.compare.measure import sums_of
+
+    q = 2.0 ** -9 / 3
+    for a, b, tol, want in ((1.0 + 2.0 ** -10, 1.0, Tolerance("allclose", atol=0.0, rtol=0.0009765624999), False),
+                            (3.0 + 2.0 ** -9, 3.0, Tolerance("max_rel", rtol=(q + float(np.float32(q))) / 2), True)):
+        va, vb = (ort.OrtValue.ortvalue_from_numpy(np.full(64, v, np.float32)) for v in (a, b))
+        s = sums_of(va, vb, tol.measured_rtol, tolerance=tol)
+        assert tol.passes(s.metrics(tol.measured_rtol)) is want, (tol, s)

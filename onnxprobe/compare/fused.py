@@ -243,7 +243,7 @@ def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 
     """One run of the merged graph on ``feeds``: sample ``sample``'s sums of every pair it measures.
     ``key``: keep the session under it for the next run (a dataset's samples); None frees it.
     ``rtol_of(pair)``: the criterion's rtol, for the pairs summed on the host; ``tolerance_of(pair)``: its
-    criterion, whose threshold a float32 maximum too near to is left to the host (``_near_threshold``)."""
+    criterion, whose threshold a float32 maximum too near to is left to the host (``Tolerance.near_float32_threshold``)."""
     out = Fused()
     if fg.model is not None:
         got, _ = a.runner.execute(fg.model, feeds, fg.outputs, key=key, weights=fg.weights)
@@ -379,7 +379,8 @@ def _read(got: dict, report: list[Pair], sample: int, out: Fused, tolerance_of=N
         m = _sums(r, sa, sample)
         if m is None:  # a NaN or Inf on a side: the masked float64 path, on the host
             continue
-        if tolerance_of is not None and _near_threshold(r, tolerance_of(report[k])):
+        near = tolerance_of(report[k]).near_float32_threshold if tolerance_of is not None else None
+        if near is not None and near(r["max_abs"], r["b_absmax"], r["excess"], r["max_rel"]):
             continue  # the host's float64 excess or quotient decides the verdict
         out.sums[k] = m
         ri = _row(got, f"{ROW_PREFIX}{k}i", aa=r["aa"], light=True)  # Σa²: summed by the pair's row
@@ -401,25 +402,6 @@ def _row(got: dict, name: str, aa: float | None = None, light: bool = False) -> 
     v.update(zip(SUMS, sums + ([aa] if len(sums) < len(SUMS) else [])))
     v["argmax"] = int(np.asarray(got[f"{name}.arg"]).reshape(-1)[0])
     return v if len(v) == len(PAIR_ROW) else None
-
-
-# the graph's allclose excess max(|d| - rtol |b|) and quotient max |d| / |b| are float32: rtol rounded,
-# then the product or quotient and the difference, 2^-24 each (the host takes them in float64). One that near
-# to the criterion's threshold could be on the wrong side of it (allclose with --atol 0 --rtol 0.0009765624999
-# passed a - b = 2^-10 at b = 1, which the host and a smaller tensor failed: QA)
-FLOAT32_ROUNDING = 2.0 ** -20
-
-
-def _near_threshold(v: dict, tol) -> bool:
-    """Whether a pair's in-graph maxima ``v`` (``_row``) are within their float32 rounding of the threshold
-    of its criterion ``tol`` (allclose's atol, max_rel's rtol): the host then measures the pair."""
-    if not v["max_abs"] > 0:
-        return False
-    if tol.metric == "allclose" and tol.rtol:
-        return abs(v["excess"] - tol.atol) <= FLOAT32_ROUNDING * (v["max_abs"] + tol.rtol * v["b_absmax"])
-    if tol.metric == "max_rel":
-        return abs(v["max_rel"] - tol.rtol) <= FLOAT32_ROUNDING * tol.rtol
-    return False
 
 
 def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> PairSums | None:

@@ -217,15 +217,18 @@ def shape_of(v) -> tuple[int, ...]:
     return tuple(v.shape()) if hasattr(v, "element_type") else tuple(v.shape)
 
 
-def sums_of(va, vb, rtol: float, sample: int = 0, light: bool = False) -> PairSums:
+def sums_of(va, vb, rtol: float, sample: int = 0, light: bool = False, tolerance: Tolerance | None = None) -> PairSums:
     """One sample's sums where the values are: on their device when both are OrtValues of one device,
-    else numpy (float64). ``light``: an introduced error's (``stats.pooled``)."""
+    else numpy (float64). ``light``: an introduced error's (``stats.pooled``); ``tolerance``: the pair's
+    criterion, whose threshold the device's float32 excess or quotient may be too near to decide
+    (``Tolerance.near_float32_threshold``: then numpy's)."""
     on_a, on_b = hasattr(va, "element_type"), hasattr(vb, "element_type")
     if on_a and on_b and va.device_name() == vb.device_name() and va.element_type() == vb.element_type() == "tensor(float)":
         from onnxprobe.runtime.device_metrics import sums_on_device
 
         s = sums_on_device(va, vb, shape_of(va), "cuda" if va.device_name().lower() == "cuda" else "cpu", rtol, sample)
-        if s is not None:
+        if s is not None and (light or tolerance is None
+                              or not tolerance.near_float32_threshold(s.max_abs, s.b_absmax, s.excess, s.max_rel)):
             return s.as_introduced() if light else s
     return pair_sums(va.numpy() if on_a else va, vb.numpy() if on_b else vb, rtol, sample, light)
 
@@ -237,7 +240,7 @@ def _measure(plan: DiffPlan, p: Pair, values_a: dict, values_b: dict, sample: in
     sa, sb = shape_of(va), shape_of(vb)
     if sa != sb:
         return Measured(problem=(sample, list(sa), list(sb)))
-    return Measured(sums_of(va, vb, plan.rtol_of(p), sample))
+    return Measured(sums_of(va, vb, plan.rtol_of(p), sample, tolerance=plan.tolerance_of(p)))
 
 
 def _introduced(plan: DiffPlan, part: dict[int, Measured], values_a: dict, feeds, sample: int, key=None) -> None:

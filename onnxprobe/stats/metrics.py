@@ -41,6 +41,7 @@ def rel_limits(dtype) -> tuple[float, float]:
     dt = np.dtype(dtype)
     f = np.finfo(dt if dt.kind == "f" else np.float64)
     return float(f.smallest_subnormal), float(max(f.max, np.finfo(np.float32).max))
+FLOAT32_ROUNDING = 2.0 ** -20  # a few float32 roundings (2^-24 each), with room: Tolerance.near_float32_threshold
 METRICS = ("allclose", "max_abs", "mean_abs", "rmse", "max_rel", "cosine", "sqnr")
 
 
@@ -283,6 +284,20 @@ class Tolerance:
             return cls(d["metric"], *(float(v) for v in vals), abs_floor=None if floor is None else float(floor))
         except UsageError as e:  # a negative threshold: malformed, as this method's callers expect it said
             raise ValueError(str(e)) from None
+
+    def near_float32_threshold(self, max_abs: float, b_absmax: float, excess: float, max_rel: float) -> bool:
+        """Whether an allclose excess max(|a-b| - rtol |b|) or a max relative error taken in float32 (in the
+        one-run graph, on a device: rtol rounded, then the product or quotient and the difference, 2^-24
+        each) is within that rounding of this criterion's threshold, so that float32 could decide the
+        verdict: the caller then measures the pair in float64 on the host (allclose with --atol 0 --rtol
+        0.0009765624999 passed a - b = 2^-10 at b = 1 in the graph, where the host failed it: QA)."""
+        if not max_abs > 0:
+            return False
+        if self.metric == "allclose" and self.rtol:
+            return abs(excess - self.atol) <= FLOAT32_ROUNDING * (max_abs + self.rtol * b_absmax)
+        if self.metric == "max_rel":
+            return abs(max_rel - self.rtol) <= FLOAT32_ROUNDING * self.rtol
+        return False
 
     @property
     def measured_rtol(self) -> float:
