@@ -158,7 +158,7 @@ def _digits(part) -> int:
     a = np.asarray(part)
     if a.dtype.kind != "f" or not a.size:
         return 5
-    f = a[np.isfinite(a)].astype(np.float64)
+    f = a[np.isfinite(a)]
     if not f.size:
         return 5
     top = np.finfo(a.dtype).precision + 2  # float16 5, float32 8, float64 17: shortest round-trip digits
