@@ -251,6 +251,7 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
             rms = (row.value_norm / np.sqrt(max(g.size, 1))) if row.value_norm else 1.0
         items.append(CheckItem(row.name, g, val, rms))
     checked = check_gradients(items, loss, mode, seed=seed, progress=progress)
+    _shown_nonfinite(checked, result, grads64)
     if empty:
         result.notes.append(f"not checked: {len(empty)} empty gradient(s), no element to compare "
                             f"({', '.join(empty[:3])}{' ...' if len(empty) > 3 else ''})")
@@ -268,6 +269,25 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         result.notes.append(f"cannot check {len(loose)} gradient(s), not resolvable by finite differences: "
                             f"{', '.join(loose[:3])}{' ...' if len(loose) > 3 else ''} ({checked[loose[0]]['unresolved']})")
     return mode
+
+
+def _shown_nonfinite(checked: dict[str, dict], result: GradResult, grads64: dict[str, np.ndarray] | None) -> None:
+    """In float64 mode the check compares the float64 backward graph's gradients with finite differences, not
+    the float32 ones the report shows: a shown gradient with NaN or Inf where the float64 one is finite
+    (float32 overflow) fails, whatever the float64 gradient earned."""
+    bad = []
+    for name, c in checked.items():
+        shown, g64 = result.arrays.get(name), (grads64 or {}).get(name)
+        if shown is None or g64 is None or np.shape(shown) != np.shape(g64):
+            continue
+        lost = int(np.count_nonzero(~np.isfinite(shown) & np.isfinite(g64)))
+        if lost and c["ok"] is not False:
+            c.update(ok=False, error=None, nonfinite=lost)
+            c.pop("unresolved", None)
+            bad.append(name)
+    if bad:
+        result.notes.append(f"{len(bad)} gradient(s) fail --check as shown: NaN or Inf in the model's precision where the "
+                            f"float64 gradient is finite (overflow): {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}")
 
 
 def _grads_float64(gp: GradPlan, feed64: dict[str, np.ndarray], device: str) -> dict[str, np.ndarray] | None:
