@@ -90,3 +90,38 @@ def test_only_empty_batches_or_one_empty_input_are_refused(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros((0, 3, 8, 8), np.float32))
     r = _grad("grad", sample_path("dynamic_batch"), "--input", f"x={tmp_path / 'x.npy'}", code=(2,))
     assert "empty batch has no loss" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def _runtime_reshape_model(path):
+    """x [N, 8] -> Reshape(x, [N, 2, -1, 2], allowzero=1) -> MatMul w [2, 3], as GPT-2's dynamo export
+    splits heads: onnxruntime runs an empty batch (y 0x2x2x3), but shape inference with x fixed to 0x8
+    refuses the Reshape (a product of 0 with -1), so the output's shape is known only from a run."""
+    from onnx import TensorProto, helper
+
+    from conftest import make_model
+
+    nodes = [helper.make_node("Shape", ["x"], ["n"], start=0, end=1),
+             helper.make_node("Concat", ["n", "tail"], ["shp"], axis=0),
+             helper.make_node("Reshape", ["x", "shp"], ["r"], allowzero=1),
+             helper.make_node("MatMul", ["r", "w"], ["y"])]
+    inits = [numpy_helper.from_array(np.ones((2, 3), np.float32), "w"),
+             numpy_helper.from_array(np.array([2, -1, 2], np.int64), "tail")]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits, opset=18)
+    onnx.save(m, path)
+    return path
+
+
+def test_an_empty_batch_is_told_when_only_a_run_gives_the_output_shape(tmp_path):
+    model = _runtime_reshape_model(tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.zeros((0, 8), np.float32))
+    r = _grad("grad", model, "--input", f"x={tmp_path / 'x.npy'}", code=(2,))
+    assert "empty batch has no loss" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    x = np.random.default_rng(3).normal(size=(2, 8)).astype(np.float32)
+    np.savez(ds / "a0.npz", x=x)
+    np.savez(ds / "b1.npz", x=np.zeros((0, 8), np.float32))
+    got = json.loads(_grad("grad", model, "--inputs-dir", ds, "--json", "-").stdout)
+    assert got["samples"] == 1 and got["loss"]["value"] == pytest.approx(float(x.sum() * 3), rel=1e-6)
+    assert any("empty batch" in n and "b1.npz" in n for n in got["notes"]), got["notes"]

@@ -249,11 +249,18 @@ class EmptyBatch(UsageError):
     """An input whose loss output has no element: refused alone, skipped in a dataset (``grad_dataset``)."""
 
 
-def _refuse_empty(base: onnx.ModelProto, output: str, feed: dict[str, np.ndarray]) -> None:
+def _refuse_empty(base: onnx.ModelProto, output: str, feed: dict[str, np.ndarray], source: onnx.ModelProto,
+                  cache: bool = True) -> None:
     """An output of no elements for this feed (an empty batch: --shape x=0x3x8x8) has no loss to
-    differentiate: said here, before its backward graph fails in onnxruntime (a Reshape of 0 elements)."""
+    differentiate: said here, before its backward graph fails in onnxruntime (a Reshape of 0 elements).
+    Where the output's shape is not known for this feed and an input is empty, one run of the model as
+    declared (``source``) tells it: shape inference with the inputs fixed to a 0 dimension can refuse
+    what onnxruntime runs (GPT-2's dynamo export: Reshape to [0, 8, -1, 32])."""
     t = value_types(base).get(output)
     dims = [d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim] if t is not None else []
+    unknown = t is None or not t.tensor_type.HasField("shape") or None in dims
+    if unknown and any(np.size(v) == 0 for v in feed.values()):
+        dims = list(_output_shape(source, output, feed, cache) or dims)
     if 0 in dims:
         empty = [f"{k} {'x'.join(map(str, np.shape(v)))}" for k, v in feed.items() if np.size(v) == 0]
         raise EmptyBatch(f"output {output!r} is empty (shape {'x'.join('?' if d is None else str(d) for d in dims)})"
@@ -308,7 +315,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
         except OnnxProbeError:
             pass
     if feed is not None:
-        _refuse_empty(base, output, feed)
+        _refuse_empty(base, output, feed, model.proto, cache)
     base = hoist_constants(base)
     tg = named_targets(base, names) if names is not None else targets(base, selection, tuple(spec.wrt))
     fwd = onnx.ModelProto()
