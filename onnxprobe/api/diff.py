@@ -365,6 +365,7 @@ def diff_grad(
     autograd on the module A was exported from (``api.diff_grad_torch``)."""
     # backward graphs only here: a plain diff does not import the autodiff engine
     from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec, grad_plan
+    from onnxprobe.autodiff.hoist import hoist_constants
     from onnxprobe.compare.grad_folding import explain_folded, folded_weights
     from onnxprobe.compare.gradients import (both, candidates, forward_note, grad_reason, grad_side, gradient_stops,
                                              half_outputs, keep_wrt, loss_value, losses_differ, shared_weights)
@@ -396,7 +397,8 @@ def diff_grad(
     side_spec = replace(spec, wrt=())
     sides, plans = [], []
     for role, m in (("A", a_model), ("B", b_model)):
-        cands = candidates(m.proto, observe(m.proto))
+        # weights inside If / Loop / Scan bodies are moved to the main graph, as grad_plan differentiates them
+        cands = candidates(hoist_constants(m.proto), observe(m.proto))
         plan = grad_plan(m, side_spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
         plans.append(plan)
         sides.append(grad_side(m.source, m, plan, OrtRunner(plan.backward.model, config, m.source), cands, role))

@@ -29,7 +29,7 @@ from onnxprobe.compare.sides import GRADIENT_STOPPED, Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
-from onnxprobe.graph.walk import walk
+from onnxprobe.graph.walk import implicit_inputs, walk
 from onnxprobe.match.engine import DIFFERENT_FUNCTION, NO_GRADIENT
 from onnxprobe.match.observe import FLOAT_TYPES, VALUE_PRESERVING, Observable, Observation, stem
 from onnxprobe.match.ops import canonical
@@ -132,8 +132,8 @@ def candidates(model: onnx.ModelProto, obs: Observation) -> list[tuple[str, Obse
     types = value_types(model)
     sites = [s for s in walk(model) if not s.chain]
     first_use: dict[str, object] = {}
-    for s in sites:
-        for i in s.node.input:
+    for s in sites:  # a body reads weights of the main graph too (those hoist_constants moved out of it)
+        for i in list(s.node.input) + implicit_inputs(s.node):
             first_use.setdefault(i, s)
     produced = {o for s in sites for o in s.node.output if o}
     inits = {i.name for i in model.graph.initializer}
