@@ -176,11 +176,12 @@ def hard_sigmoid(g):
 
 @rule("HardSwish")
 def hard_swish(g):
-    """y = x h, h = clip(x / 6 + 1/2, 0, 1)  ->  dx = 0 if x < -3, dy (x / 3 + 1/2) if -3 <= x <= 3, dy if
-    x > 3; that is dx = dy (h + [|x| <= 3] (h - 1/2)), since x / 3 + 1/2 = 2 h - 1/2 inside"""
+    """y = x h, h = clip(x / 6 + 1/2, 0, 1)  ->  dx = 0 if x <= -3, dy (x / 3 + 1/2) if -3 < x < 3, dy if
+    x >= 3 (torch's one-sided values at the kinks: the outer pieces'); that is dx = dy (h + [|x| < 3] (h - 1/2)),
+    since x / 3 + 1/2 = 2 h - 1/2 inside"""
     x = g.x[0]
     h = g.HardSigmoid(x, alpha=1.0 / 6.0, beta=0.5)
-    inside = g.mask(_le(g, g.Abs(x), g.scalar(3.0)))
+    inside = g.mask(g.Less(g.Abs(x), g.scalar(3.0)))
     return [g.Mul(g.dy, g.Add(h, g.Mul(inside, g.Sub(h, g.scalar(0.5)))))]
 
 
