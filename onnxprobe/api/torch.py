@@ -388,7 +388,7 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
                 contradicts = t in pm.contradicts or w in pm.contradicts
                 un_a.append(Unmatched(o, why, OTHER_VALUES if contradicts else DIFFERENT_FUNCTION if w in params else FOLDED))
             else:
-                pairs.append(Pair(o, _grad_obs(o, "+".join(link.params), param_probe(link.params, link.transposed), "parameter"),
+                pairs.append(Pair(o, _grad_obs(o, "+".join(link.params), param_probe(link.params, link.transposed, link.shape), "parameter"),
                                   "torch-param", f"gradient of the parameter{'s' if len(link.params) > 1 else ''} "
                                                  f"{', '.join(link.params)}: {link.how}"))
         elif o.effective_op == "input" and t in inputs:

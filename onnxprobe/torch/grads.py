@@ -20,11 +20,12 @@ from onnxprobe.torch.load import eval_mode, require_torch
 from onnxprobe.torch.runner import from_numpy, parse_probe, permuted, tensors_of, to_numpy
 
 PARAM, INPUT, MODULE = "param:", "input:", "module:"
-MERGED, TRANSPOSED = "|", "^T"
+MERGED, TRANSPOSED, RESHAPED = "|", "^T", "@"
 
 
-def param_probe(params: list[str], transposed: bool = False) -> str:
-    return PARAM + MERGED.join(params) + (TRANSPOSED if transposed else "")
+def param_probe(params: list[str], transposed: bool = False, shape: tuple[int, ...] | None = None) -> str:
+    return PARAM + MERGED.join(params) + (TRANSPOSED if transposed else "") + (
+        RESHAPED + "x".join(map(str, shape)) if shape is not None else "")
 
 
 def torch_loss(y, kind: str, extra: np.ndarray | None, class_axis: int | None, probabilities: bool = False):
@@ -75,7 +76,8 @@ class TorchGradRunner(Runner):
 
     def values(self, names: list[str], feeds: dict[str, np.ndarray], *, keep_on_device: bool = False) -> dict:
         """Also ``param:A|B`` (the sum of the gradients of parameters merged into one initializer) and a
-        ``^T`` suffix (the gradient transposed, for a weight stored transposed)."""
+        ``^T`` suffix (the gradient transposed, for a weight stored transposed) and an ``@4x1x1`` one (reshaped
+        to the initializer's shape: a parameter stored with unit axes added)."""
         if self._last is None or self._last[0] != id(feeds):
             self._last = (id(feeds), self.backward(feeds))
         got = self._last[1]
@@ -88,11 +90,13 @@ class TorchGradRunner(Runner):
                 if MODULE + path in got:
                     out[n] = permuted(got[MODULE + path], perm)
             elif n.startswith(PARAM):
-                body, transposed = (n[:-2], True) if n.endswith(TRANSPOSED) else (n, False)
+                body, _, dims = n.partition(RESHAPED)
+                body, transposed = (body[:-2], True) if body.endswith(TRANSPOSED) else (body, False)
                 parts = [got.get(PARAM + p) for p in body[len(PARAM):].split(MERGED)]
                 if parts and all(x is not None for x in parts):
                     total = np.sum(np.stack(parts), axis=0) if len(parts) > 1 else parts[0]
-                    out[n] = total.T.copy() if transposed else total
+                    total = total.T.copy() if transposed else total
+                    out[n] = total.reshape([int(d) for d in dims.split("x")]) if dims else total
         return out
 
     def backward(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -14,7 +14,8 @@ Exporters rename, transpose, fold and merge parameters (measured with torch 2.13
   running mean) is merged with it the same way (legacy: ``bn.running_var = Identity(bn.weight)``): the
   initializer's gradient then also flows where the buffer is read, which torch's gradient leaves out.
 
-So an initializer links to the parameters whose values it holds exactly (as they are, or transposed),
+So an initializer links to the parameters whose values it holds exactly (as they are, transposed, or with
+unit axes added: PReLU's and GroupNorm's [C, 1, 1]),
 and one with a parameter's name but other values is refused with the reason: a BatchNorm folded into it
 when one of the module's BatchNorms explains its values (decided per weight, by value), else the model
 contradicts the module (``ParamMap.contradicts``: the model is not an export of the module as it is now).
@@ -36,6 +37,7 @@ class ParamLink:
     params: list[str]  # the torch parameters it holds (more than one: merged equal-valued parameters)
     transposed: bool = False
     how: str = ""
+    shape: tuple[int, ...] | None = None  # the initializer's shape, where it holds the parameter with unit axes added
 
 
 @dataclass
@@ -108,8 +110,17 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         by_value.setdefault(_digest(v), []).append(name)
         if v.ndim == 2:
             by_transpose.setdefault(_digest(v.T), []).append(name)
+    # with unit axes dropped: PReLU's and GroupNorm's weights are stored as [C, 1, 1] or [1, C, 1, 1]
+    by_squeezed: dict[tuple, list[str]] = {}
+    for name, v in params.items():
+        if v.size >= 2:
+            by_squeezed.setdefault(_digest(np.squeeze(v)), []).append(name)
     out = ParamMap()
     init_value = {i: values[i] for i in inits if i in values}
+    squeezed_class: dict[tuple, list[str]] = {}
+    for i, v in init_value.items():
+        if v.size >= 2:
+            squeezed_class.setdefault(_digest(np.squeeze(v)), []).append(i)
     same_class: dict[tuple, list[str]] = {}
     for i, v in init_value.items():
         same_class.setdefault(_digest(v), []).append(i)
@@ -158,6 +169,11 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         t = by_transpose.get(d, [])
         if len(t) >= 1 and len(same_class[d]) == 1:
             out.links[i] = ParamLink(i, list(t), transposed=True, how="the parameter transposed (a MatMul weight)")
+            continue
+        sq = by_squeezed.get(_digest(np.squeeze(v)), []) if v.size >= 2 else []
+        if len(sq) == 1 and len(squeezed_class[_digest(np.squeeze(v))]) == 1:
+            out.links[i] = ParamLink(i, list(sq), shape=tuple(v.shape),
+                                     how=f"the parameter with unit axes added ({'x'.join(map(str, v.shape))})")
             continue
         held_by = [b for b, bv in (buffers or {}).items() if _digest(bv) == d]
         if held_by:  # a buffer (BatchNorm's running mean, a registered constant): torch has no gradient for it
