@@ -22,6 +22,14 @@ def _float_constant(n: onnx.NodeProto) -> onnx.TensorProto | None:
     return None
 
 
+def _fresh(base: str, taken: set[str]) -> str:
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}.{k}", k + 1
+    taken.add(name)
+    return name
+
+
 def hoist_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy with the float Constants (two values or more) of every body moved to the main graph's
     initializers; ``model`` itself when there are none."""
@@ -44,23 +52,41 @@ def hoist_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     out = onnx.ModelProto()
     out.CopyFrom(model)
     names = {m.output[0] for _, m in found}
+    everywhere = set(taken)  # every name of every graph: a body output's new name must be none of them
+
+    def collect(g: onnx.GraphProto) -> None:
+        everywhere.update(i.name for i in list(g.input) + list(g.output) + list(g.initializer))
+        for n in g.node:
+            everywhere.update(n.input)
+            everywhere.update(n.output)
+            for _, sg in subgraphs(n):
+                collect(sg)
+
+    collect(main)
     moved: list[onnx.TensorProto] = []
 
     def strip(g: onnx.GraphProto) -> None:
         for n in g.node:
             for _, sg in subgraphs(n):
-                keep = []
+                keep, changed = [], False
+                returned = {o.name: o for o in sg.output}
                 for m in sg.node:
                     if m.op_type == "Constant" and m.output and m.output[0] in names:
+                        changed = True
                         t = onnx.TensorProto()
                         t.CopyFrom(_float_constant(m))
                         t.name = m.output[0]
                         moved.append(t)
+                        if t.name in returned:  # a body returning an outer-scope value directly is refused by
+                            # onnxruntime: the body returns an Identity of it, under a new name (outputs are positional)
+                            fresh = _fresh(f"{t.name}.returned", everywhere)
+                            keep.append(onnx.helper.make_node("Identity", [t.name], [fresh], name=fresh))
+                            returned[t.name].name = fresh
                     else:
                         c = onnx.NodeProto()
                         c.CopyFrom(m)
                         keep.append(c)
-                if len(keep) != len(sg.node):
+                if changed:
                     del sg.node[:]
                     sg.node.extend(keep)
                 strip(sg)
