@@ -42,3 +42,24 @@ def test_grad_on_an_old_opset(tmp_path, opset, loss):
     x64, dy64 = x.astype(np.float64), dy.astype(np.float64)
     np.testing.assert_allclose(got["x"], dy64 * w * ((x64 > -0.5) & (x64 < 0.5)), rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(got["w"], dy64 * np.clip(x64, -0.5, 0.5), rtol=1e-6, atol=1e-7)
+
+
+def test_a_conversion_that_changes_the_inputs_shapes_is_refused_in_one_line(tmp_path):
+    """Scan at opset 8 has a batch axis; onnx.version_converter's Scan 8 -> 9 drops it, so the opset-17 copy
+    takes inputs of another rank ([1, 2] becomes [2]) and onnxruntime refused the copy with a shape error
+    ('what fails is the graph onnxprobe built'). The conversion is refused, saying why (onnx's test_scan_sum)."""
+    body = helper.make_graph([helper.make_node("Add", ["s", "x_t"], ["s_out"]), helper.make_node("Identity", ["s_out"], ["y_t"])],
+                             "body", [helper.make_tensor_value_info("s", TensorProto.FLOAT, [2]),
+                                      helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [2])],
+                             [helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [2]),
+                              helper.make_tensor_value_info("y_t", TensorProto.FLOAT, [2])])
+    m = make_model([helper.make_node("Scan", ["", "init", "x"], ["s_n", "ys"], body=body, num_scan_inputs=1)],
+                   [helper.make_tensor_value_info("init", TensorProto.FLOAT, [1, 2]),
+                    helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 2])],
+                   [helper.make_tensor_value_info("s_n", TensorProto.FLOAT, [1, 2]),
+                    helper.make_tensor_value_info("ys", TensorProto.FLOAT, [1, 3, 2])], opset=8, ir=3)
+    onnx.save(m, tmp_path / "scan8.onnx")
+    r = runner.invoke(app, ["grad", str(tmp_path / "scan8.onnx"), "--all"])
+    assert r.exit_code == 1, r.output
+    line = r.stderr.strip()
+    assert "\n" not in line and "init" in line and "opset" in line and "onnxruntime" not in line, line

@@ -282,9 +282,25 @@ def _upgraded(model: Model, old: int, cause: OpsetTooOld) -> Model:
     except Exception as e:  # noqa: BLE001 - the converter raises many kinds
         raise ModelError(f"{first_line(cause)}; converting the model from opset {old} to {GRAD_OPSET} failed: "
                          f"{first_line(e)[:200]}") from e
+    _same_input_ranks(model.proto, proto, f"{first_line(cause)}; converting the model from opset {old} to {GRAD_OPSET}")
     warnings = list(model.warnings)
     annotate(proto, warnings)
     return Model(proto, model.source, warnings)
+
+
+def _same_input_ranks(source: onnx.ModelProto, converted: onnx.ModelProto, what: str) -> None:
+    """The converted copy must take the inputs the model takes: onnx.version_converter's Scan 8 -> 9 drops
+    the batch axis (an input [1, 2] becomes [2]), and onnxruntime then refused the copy with a shape error."""
+    def ranks(m: onnx.ModelProto) -> dict[str, int]:
+        return {i.name: len(i.type.tensor_type.shape.dim) for i in m.graph.input
+                if i.type.HasField("tensor_type") and i.type.tensor_type.HasField("shape")}
+
+    before, after = ranks(source), ranks(converted)
+    changed = [n for n in before if n in after and before[n] != after[n]]
+    if changed:
+        n = changed[0]
+        raise ModelError(f"{what} changes the rank of input {n!r} ({before[n]} -> {after[n]}: onnx.version_converter "
+                         "drops an axis), so the copy is not the same model: its gradients are not computed")
 
 
 def _drop_value_info(g: onnx.GraphProto) -> None:
