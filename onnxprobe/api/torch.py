@@ -23,7 +23,7 @@ from onnxprobe.api.inputs import as_max_memory, check_switches
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.gradients import candidates, forward_note, grad_side, half_outputs, loss_value, losses_differ
-from onnxprobe.compare.sides import Side, model_side
+from onnxprobe.compare.sides import GRADIENT_STOPPED, Side, model_side
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection, select
@@ -286,8 +286,11 @@ def diff_grad_torch(
     # bfloat16 as ml_dtypes' (onnx's own mapping), so that values compare with the initializers'
     params = {n: to_numpy(p) for n, p in mod.named_parameters()}  # one name per tensor
     buffers = {n: to_numpy(b) for n, b in mod.named_buffers() if b.is_floating_point()}
+    # weights the loss reads whose gradient an op without a rule stops (compare.gradients.grad_side)
+    stopped = {forward_name(k): side_a.observation.hidden[k] for k, c in side_a.hidden_causes.items()
+               if c == GRADIENT_STOPPED and k in side_a.observation.hidden}
     matching = _grad_matching(a_model, side_a.observation.observables, params, modules,
-                              {p for p, _ in mod.named_modules()}, buffers, _batchnorm_folds(mod))
+                              {p for p, _ in mod.named_modules()}, buffers, _batchnorm_folds(mod), stopped)
     for u in matching.unmatched_b:  # a parameter of a module the export's branch did not trace: said so
         owner = next((m for m in sorted(tp.branch, key=len, reverse=True) if u.obs.name.startswith(m + ".")), None)
         if owner is not None:
@@ -363,11 +366,12 @@ def _batchnorm_folds(mod) -> list[tuple[np.ndarray, np.ndarray]]:
 
 def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.ndarray],
                    modules: dict[str, Observable], known: set[str], buffers: dict[str, np.ndarray] | None = None,
-                   folds: list[tuple[np.ndarray, np.ndarray]] = ()) -> Matching:
+                   folds: list[tuple[np.ndarray, np.ndarray]] = (), stopped: dict[str, str] | None = None) -> Matching:
     """A's gradient observables paired with torch's: weights through ``map_parameters`` (B is named by the
     parameter: ``fc.weight``; parameters merged into one initializer ``ln1.weight+ln2.weight``), inputs
     by position (``input[0]``), activations through the module pairing (``modules``: ONNX tensor -> the
-    module's observable of the forward pairing; B is named by the module path)."""
+    module's observable of the forward pairing; B is named by the module path). ``stopped``: initializer ->
+    why A has no gradient for it though the loss reads it (an op without a gradient rule on the way)."""
     inputs = [i.name for i in _feeds.model_inputs(model.proto)]
     weights = {o.name: forward_name(o.key) or forward_name(o.name) for o in obs_a if o.effective_op.endswith(" weight")}
     floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
@@ -405,7 +409,8 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
     for i, link in pm.links.items():
         if i not in with_grad:
             for p in link.params:
-                unused[p] = (f"held by {i}, which has no gradient in A (the loss does not depend on it)", NO_GRADIENT)
+                unused[p] = ((f"held by {i}, {(stopped or {})[i]}", GRADIENT_STOPPED) if i in (stopped or {}) else
+                             (f"held by {i}, which has no gradient in A (the loss does not depend on it)", NO_GRADIENT))
     un_b = []
     for p, (why, cause) in unused.items():
         b = Observable(key=grad_name(p), name=p, probe=param_probe([p]), node="parameter", op_type="parameter",
