@@ -273,7 +273,14 @@ def diff_grad_torch(
         tp = _torch_pairing(a_model, fwd_side, mod, fs, template=template)
     except ExecutionError as e:
         raise fs.explained(e) from e
-    cands = candidates(a_model.proto, observe(a_model.proto))
+    # bfloat16 as ml_dtypes' (onnx's own mapping), so that values compare with the initializers'
+    params = {n: to_numpy(p) for n, p in mod.named_parameters()}  # one name per tensor
+    buffers = {n: to_numpy(b) for n, b in mod.named_buffers() if b.is_floating_point()}
+    known = {p for p, _ in mod.named_modules()}
+    # one-element initializers are constants of the formula to onnxprobe, unless one holds a torch parameter
+    # (nn.PReLU()'s slope, a learnable temperature): then it is a weight like any other
+    scalars = _scalar_parameters(a_model, params, known, buffers)
+    cands = candidates(a_model.proto, observe(a_model.proto), extra=scalars)
     # names= chooses the tensors (the spec's wrt filters the pairs below)
     plan = grad_plan(a_model, spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
     side_a = grad_side(a_model.source, a_model, plan, OrtRunner(plan.backward.model, config, a_model.source), cands, "A")
@@ -283,14 +290,11 @@ def diff_grad_torch(
                              plan.loss.kind, plan.extra_feed.get(plan.loss.input, spec.extra) if plan.loss.input else spec.extra,
                              plan.loss.class_axis, {b.module for b in modules.values()}, template=template,
                              probabilities=plan.loss.probabilities)
-    # bfloat16 as ml_dtypes' (onnx's own mapping), so that values compare with the initializers'
-    params = {n: to_numpy(p) for n, p in mod.named_parameters()}  # one name per tensor
-    buffers = {n: to_numpy(b) for n, b in mod.named_buffers() if b.is_floating_point()}
     # weights the loss reads whose gradient an op without a rule stops (compare.gradients.grad_side)
     stopped = {forward_name(k): side_a.observation.hidden[k] for k, c in side_a.hidden_causes.items()
                if c == GRADIENT_STOPPED and k in side_a.observation.hidden}
     matching = _grad_matching(a_model, side_a.observation.observables, params, modules,
-                              {p for p, _ in mod.named_modules()}, buffers, _batchnorm_folds(mod), stopped)
+                              known, buffers, _batchnorm_folds(mod), stopped)
     for u in matching.unmatched_b:  # a parameter of a module the export's branch did not trace: said so
         owner = next((m for m in sorted(tp.branch, key=len, reverse=True) if u.obs.name.startswith(m + ".")), None)
         if owner is not None:
@@ -347,6 +351,18 @@ def _keep_wrt(side_a: Side, matching: Matching, wrt: tuple[str, ...]) -> None:
     side_a.observation = Observation([o for o in side_a.observation.observables if o.name in kept], [], side_a.observation.hidden)
     if not kept:
         raise UsageError(f"--wrt {', '.join(wrt)}: no gradient of model A matches (by its ONNX name or its torch name)")
+
+
+def _scalar_parameters(model: Model, params: dict[str, np.ndarray], known: set[str],
+                       buffers: dict[str, np.ndarray]) -> set[str]:
+    """The one-element float initializers that hold a torch parameter (``map_parameters``' links)."""
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
+    inits = [i.name for i in model.proto.graph.initializer if i.data_type in floats]
+    single = {i.name for i in model.proto.graph.initializer if i.data_type in floats and int(np.prod(i.dims)) == 1}
+    if not single or not any(v.size == 1 for v in params.values()):
+        return set()
+    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers)
+    return {i for i in single if i in pm.links}
 
 
 def _batchnorm_folds(mod) -> list[tuple[np.ndarray, np.ndarray]]:

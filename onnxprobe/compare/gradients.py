@@ -124,11 +124,12 @@ def forward_note(grad: dict, half: bool = False, b: str = "B", where: str = "`di
             f"{where} shows where the forward goes wrong"]
 
 
-def candidates(model: onnx.ModelProto, obs: Observation) -> list[tuple[str, Observable]]:
+def candidates(model: onnx.ModelProto, obs: Observation, extra: frozenset[str] | set[str] = frozenset()) -> list[tuple[str, Observable]]:
     """(tensor to differentiate, the forward observable it stands for): weights (float initializers and
     Constants, and DequantizeLinear outputs of constants, keyed by the float weight), float graph inputs,
     and the activations ``observe`` lists (through the model's own tensor: the DequantizeLinear output of
-    a QDQ pair, the rescaled result of a dynamic-quantization chain)."""
+    a QDQ pair, the rescaled result of a dynamic-quantization chain). ``extra``: one-element initializers
+    that are weights all the same (they hold a torch parameter: ``--vs-torch``)."""
     types = value_types(model)
     sites = [s for s in walk(model) if not s.chain]
     first_use: dict[str, object] = {}
@@ -153,7 +154,8 @@ def candidates(model: onnx.ModelProto, obs: Observation) -> list[tuple[str, Obse
                           index=s.index, shape=static_shape(types.get(t)), kind=kind, is_output=True)
 
     out: list[tuple[str, Observable]] = []
-    for w in weights(model):  # scales and zero points of quantization are left out there
+    held = weights(model)
+    for w in list(held) + sorted(set(extra) - set(held)):  # scales and zero points of quantization are left out there
         o = weight_obs(w, w, "float")
         if o is not None:
             out.append((w, o))

@@ -113,14 +113,12 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
     # with unit axes dropped: PReLU's and GroupNorm's weights are stored as [C, 1, 1] or [1, C, 1, 1]
     by_squeezed: dict[tuple, list[str]] = {}
     for name, v in params.items():
-        if v.size >= 2:
-            by_squeezed.setdefault(_digest(np.squeeze(v)), []).append(name)
+        by_squeezed.setdefault(_digest(np.squeeze(v)), []).append(name)
     out = ParamMap()
     init_value = {i: values[i] for i in inits if i in values}
     squeezed_class: dict[tuple, list[str]] = {}
     for i, v in init_value.items():
-        if v.size >= 2:
-            squeezed_class.setdefault(_digest(np.squeeze(v)), []).append(i)
+        squeezed_class.setdefault(_digest(np.squeeze(v)), []).append(i)
     same_class: dict[tuple, list[str]] = {}
     for i, v in init_value.items():
         same_class.setdefault(_digest(v), []).append(i)
@@ -170,7 +168,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         if len(t) >= 1 and len(same_class[d]) == 1:
             out.links[i] = ParamLink(i, list(t), transposed=True, how="the parameter transposed (a MatMul weight)")
             continue
-        sq = by_squeezed.get(_digest(np.squeeze(v)), []) if v.size >= 2 else []
+        sq = by_squeezed.get(_digest(np.squeeze(v)), []) if v.size else []
         if len(sq) == 1 and len(squeezed_class[_digest(np.squeeze(v))]) == 1:
             out.links[i] = ParamLink(i, list(sq), shape=tuple(v.shape),
                                      how=f"the parameter with unit axes added ({'x'.join(map(str, v.shape))})")
