@@ -106,10 +106,14 @@ def half_outputs(model: onnx.ModelProto) -> bool:
 
 def losses_differ(grad: dict | None, half: bool = False) -> bool:
     """Whether the two losses differ beyond float32's rounding (with ``half``, float16's: a loss one float16
-    step apart is no disagreement): the forward passes disagree."""
+    step apart is no disagreement), or one is NaN or infinite and the other not: the forward passes disagree."""
     la, lb = (grad or {}).get("loss_a"), (grad or {}).get("loss_b")
     rel = 5e-3 if half else 1e-4
-    return all(isinstance(v, float) and math.isfinite(v) for v in (la, lb)) and abs(la - lb) > rel * max(1.0, abs(lb))
+    if not all(isinstance(v, float) for v in (la, lb)):
+        return False
+    if math.isfinite(la) != math.isfinite(lb):  # NaN or Inf on one side only: one forward pass went wrong
+        return True
+    return math.isfinite(la) and abs(la - lb) > rel * max(1.0, abs(lb))
 
 
 def forward_note(grad: dict, half: bool = False, b: str = "B", where: str = "`diff A B` (without --grad)") -> list[str]:
