@@ -167,6 +167,13 @@ def first_failing_row(d: dict) -> int | None:
     return next((k for k, p in enumerate(d["pairs"]) if p["a"] == first and p["passed"] is False), None)
 
 
+def pair_label(p: dict) -> str:
+    """A pair as its row names it: B's name where A's is the same value under another name (quantized
+    views), else 'A ↔ B' where the two names differ (the footer's "error starts at" too)."""
+    same_value = p["strategy"] in ("name", "qdq", "qoperator", "dynamic")
+    return p["b"] if same_value or p["a"] == p["b"] else f"{p['a']} ↔ {p['b']}"
+
+
 def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
     """The pairs of a ``diff_dict`` as a table; the first failing pair is marked ``▶``. For gradients
     (``diff --grad``) there is no introduced error, so no such column."""
@@ -181,8 +188,7 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
     t = Table(cols, data=(PROBLEM.key,))
     first_row = first_failing_row(d)
     for k, p in enumerate(d["pairs"]):
-        same_value = p["strategy"] in ("name", "qdq", "qoperator", "dynamic")
-        name = p["b"] if same_value or p["a"] == p["b"] else f"{p['a']} ↔ {p['b']}"
+        name = pair_label(p)
         ok = "FAIL" if p["passed"] is False else ("ok" if p["passed"] else "n/a")
         if p["passed"] is False and p.get("nonfinite_mismatch"):
             ok = "FAIL NaN/Inf"  # the numbers beside it may show no error: they are over the finite pairs only
@@ -266,7 +272,7 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     shown_a, shown_b = ([u for u in d[k] if u.get("selected", True)] for k in ("unmatched_a", "unmatched_b"))
     foot.append(f" · unmatched: {len(shown_a)} in A, {len(shown_b)} in B")  # of the selection (JSON: all, marked)
     if first_row is not None:
-        foot.append(f" · ▶ error starts at {d['pairs'][first_row]['b']} ({d['pairs'][first_row]['op_type']})", style="bold")
+        foot.append(f" · ▶ error starts at {pair_label(d['pairs'][first_row])} ({d['pairs'][first_row]['op_type']})", style="bold")
     foot.append(f" · {_verdict_words(d)}", style="green" if d["verdict"] == "pass" else "bold red")
     out.append(phrased(foot, width))  # broken between phrases, as layers' and grad's footers
     for side, items in (("A", shown_a), ("B", shown_b)):

@@ -1,0 +1,38 @@
+"""The footer's "error starts at" names the failing pair as its table row does. It printed B's tensor with
+A's op: a --map pair (A's 'h', a Relu, with B's 'c', a Conv) read "error starts at c (Relu)", a tensor
+that is no Relu in either model, while the row and JSON's first_failure named A's 'h'."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+import onnx
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe.cli.main import app
+
+
+def _model(path):
+    w = numpy_helper.from_array(np.linspace(-1, 1, 4 * 4).reshape(4, 4).astype(np.float32), "w")
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["c"], name="mm"),
+                    helper.make_node("Relu", ["c"], ["h"], name="relu"),
+                    helper.make_node("Neg", ["h"], ["y"], name="neg")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w])
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def test_footer_names_the_failing_pair_as_its_row(tmp_path):
+    m = _model(tmp_path / "m.onnx")
+    (tmp_path / "map.json").write_text(json.dumps({"h": "c"}))
+    r = CliRunner().invoke(app, ["diff", m, m, "--map", str(tmp_path / "map.json"), "--all",
+                                 "--json", str(tmp_path / "d.json")], env={"COLUMNS": "200"})
+    d = json.loads((tmp_path / "d.json").read_text())
+    assert d["first_failure"] == "h", d["first_failure"]
+    r = CliRunner().invoke(app, ["diff", m, m, "--map", str(tmp_path / "map.json"), "--all"], env={"COLUMNS": "200"})
+    foot = next(line for line in r.stdout.splitlines() if "error starts at" in line)
+    assert "error starts at h ↔ c (Relu)" in foot, foot
