@@ -36,3 +36,22 @@ def test_footer_names_the_failing_pair_as_its_row(tmp_path):
     r = CliRunner().invoke(app, ["diff", m, m, "--map", str(tmp_path / "map.json"), "--all"], env={"COLUMNS": "200"})
     foot = next(line for line in r.stdout.splitlines() if "error starts at" in line)
     assert "error starts at h ↔ c (Relu)" in foot, foot
+
+
+def _hostile(path, k: float):
+    bad = "c\nFAKE LINE"  # a name with a newline: printed raw, it forges a line of the report
+    w = numpy_helper.from_array(np.full((4, 4), k, np.float32), "w")
+    m = make_model([helper.make_node("MatMul", ["x", "w"], [bad], name="mm"),
+                    helper.make_node("Relu", [bad], ["y"], name="relu")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w])
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def test_footer_escapes_the_name_where_the_error_starts(tmp_path):
+    a, b = _hostile(tmp_path / "a.onnx", 1.0), _hostile(tmp_path / "b.onnx", 1.5)
+    r = CliRunner().invoke(app, ["diff", a, b, "--all"], env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.stdout
+    assert not any(line.startswith("FAKE LINE") for line in r.stdout.splitlines()), r.stdout
+    assert "error starts at c\\nFAKE LINE (MatMul)" in r.stdout, r.stdout

@@ -272,7 +272,7 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     shown_a, shown_b = ([u for u in d[k] if u.get("selected", True)] for k in ("unmatched_a", "unmatched_b"))
     foot.append(f" · unmatched: {len(shown_a)} in A, {len(shown_b)} in B")  # of the selection (JSON: all, marked)
     if first_row is not None:
-        foot.append(f" · ▶ error starts at {pair_label(d['pairs'][first_row])} ({d['pairs'][first_row]['op_type']})", style="bold")
+        foot.append(f" · ▶ error starts at {safe(pair_label(d['pairs'][first_row]))} ({safe(d['pairs'][first_row]['op_type'])})", style="bold")
     foot.append(f" · {_verdict_words(d)}", style="green" if d["verdict"] == "pass" else "bold red")
     out.append(phrased(foot, width))  # broken between phrases, as layers' and grad's footers
     for side, items in (("A", shown_a), ("B", shown_b)):
