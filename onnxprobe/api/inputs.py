@@ -262,14 +262,33 @@ def read_map(path: str | os.PathLike) -> dict[str, str]:
         data = read_bounded(path, MAX_MAP_BYTES)
         if len(data) > MAX_MAP_BYTES:
             raise UsageError(f"--map {clean(str(path))}: over {MAX_MAP_BYTES >> 20} MiB; not a map of tensor names")
-        user_map = json.loads(data)
+        user_map = json.loads(data, object_pairs_hook=_entries)
     except OSError as e:
         raise UsageError(f"--map {clean(str(path))}: cannot read it ({e.strerror or e})") from None
     except ValueError as e:
         raise UsageError(f"--map {clean(str(path))}: not JSON ({one_line(str(e))})") from None
     check_map(user_map, f"--map {path}")
+    if getattr(user_map, "twice", None):  # json.loads kept the last entry of a key and dropped the others, silently
+        k, first, second = user_map.twice
+        raise UsageError(f"--map {clean(str(path))}: tensor {quote(k)} of A is given twice "
+                         f"({quote(first)} and {quote(second)}); give one entry per tensor")
     protect(path, "the --map file")
-    return user_map
+    return dict(user_map)
+
+
+class _Entries(dict):
+    """A JSON object that remembers its first key given twice (``twice``: key, first value, second)."""
+
+    twice: tuple | None = None
+
+
+def _entries(pairs: list) -> _Entries:
+    out = _Entries()
+    for k, v in pairs:
+        if k in out and out.twice is None:
+            out.twice = (k, out[k], v)
+        out.setdefault(k, v)
+    return out
 
 
 def check_map(user_map, what: str = "user_map") -> None:

@@ -1,0 +1,40 @@
+"""A --map file that gives one tensor of A twice ({"h": "c", "h": "h"}: JSON allows the key twice) is
+refused naming it, as a tensor of B given twice is: json.loads kept the last entry and dropped the first
+in silence, so the diff compared another pair than the user wrote first."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe.cli.main import app
+
+
+def _model(path):
+    w = numpy_helper.from_array(np.linspace(-1, 1, 16).reshape(4, 4).astype(np.float32), "w")
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["c"], name="mm"),
+                    helper.make_node("Relu", ["c"], ["h"], name="relu"),
+                    helper.make_node("Neg", ["h"], ["y"], name="neg")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w])
+    onnx.save(m, str(path))
+    return str(path)
+
+
+def test_a_tensor_of_a_given_twice_in_the_map_is_refused(tmp_path):
+    m = _model(tmp_path / "m.onnx")
+    (tmp_path / "map.json").write_text('{"h": "c", "h": "h"}')
+    r = CliRunner().invoke(app, ["diff", m, m, "--map", str(tmp_path / "map.json")], env={"COLUMNS": "200"})
+    assert r.exit_code == 2, r.output
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and "'h'" in lines[0] and "twice" in lines[0] and "Traceback" not in r.output, r.output
+
+
+def test_a_map_without_repeats_still_reads(tmp_path):
+    m = _model(tmp_path / "m.onnx")
+    (tmp_path / "map.json").write_text('{"h": "h", "c": "c"}')
+    r = CliRunner().invoke(app, ["diff", m, m, "--map", str(tmp_path / "map.json")], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
