@@ -248,6 +248,16 @@ def _check_named(per_tensor: dict | None, a: Side, b: Side) -> dict | None:
     return per_tensor
 
 
+def _one_rule_per_pair(per_tensor: dict | None, matching) -> None:
+    """A pair judged by two per-tensor rules, one under A's name and one under B's, is refused as a tensor
+    given twice is: ``DiffPlan.tolerance_of`` took the first and dropped the other in silence."""
+    for p in matching.pairs if per_tensor else ():
+        named = list(dict.fromkeys(n for n in (p.a.name, p.b.name, p.b.key) if n in per_tensor))
+        if len(named) > 1:
+            raise UsageError(f"per-tensor tolerances (--atol/--rtol NAME:VALUE) name one pair twice: {quote(named[0])} "
+                             f"(A) and {quote(named[1])} (B) are compared together; give its rule under one name")
+
+
 def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
             per_tensor: dict[str, Tolerance] | None = None, user_map: dict[str, str] | None = None,
             introduced: bool = True, max_memory: int | None = None, device_metrics: bool | None = None,
@@ -268,6 +278,7 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
                 match_for_inputs(a.model.proto, b.model.proto, a.observation.observables, b.observation.observables,
                                  user_map, input_shapes))
     per_tensor = _check_named(per_tensor, a, b)
+    _one_rule_per_pair(per_tensor, matching)
     if reject is not None:
         _reject(matching, reject)
     report, sel_b, sel_a = selected_pairs(a, b, matching, selection)
