@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -391,8 +392,37 @@ def _add_histograms(hists: dict, values: dict[str, np.ndarray]) -> None:
             hists[name] = hists[name].merge(h) if name in hists else h
 
 
+def _diff_result() -> type:
+    """DiffResult, where compare.diff is loaded: a result of it exists only then (merge-stats does not import it)."""
+    return getattr(sys.modules.get("onnxprobe.compare.diff"), "DiffResult", type(None))
+
+
+def _report_of(r, k: int):
+    """A dataset result of ``layers_dataset`` or ``diff_dataset`` as the report its ``--json`` writes (read
+    back, as merge-stats reads a file); anything else as given (a path or a dict, checked by the merge)."""
+    import json
+
+    from onnxprobe.report.io import json_default
+
+    if isinstance(r, DatasetResult):
+        from onnxprobe.report.layers import dataset_dict
+
+        d = dataset_dict(r)
+    elif isinstance(r, _diff_result()) and r.samples is not None:
+        from onnxprobe.report.diff_dataset import diff_dataset_dict
+
+        d = diff_dataset_dict(r)
+    elif isinstance(r, (ProbeResult, _diff_result())):
+        raise UsageError(f"merge_stats: report {k} is the {type(r).__name__} of one input; merge the results of "
+                         "api.layers_dataset or api.diff_dataset (or their --json reports)")
+    else:
+        return r
+    return json.loads(json.dumps(d, allow_nan=False, default=json_default))
+
+
 def merge_stats(reports: list) -> dict:
-    """Merge dataset reports (paths, or dicts already read) into one, exactly and in any order: those of
+    """Merge dataset reports (paths, dicts already read, or the results of ``layers_dataset`` and
+    ``diff_dataset``) into one, exactly and in any order: those of
     ``layers --inputs-dir`` (counts and extremes combine, sums are exact (Shewchuk partials),
     histograms add) or those of ``diff --inputs-dir`` (every pair's sums pooled, the metrics and the
     verdict recomputed). Reports of different models, selections or kinds are refused."""
@@ -400,12 +430,13 @@ def merge_stats(reports: list) -> dict:
     from onnxprobe.stats.merge_diff import check_diff_report, is_diff_report, merge_diff_reports
     from onnxprobe.stats.shard_fields import check_diff_fields, check_layers_fields
 
-    if isinstance(reports, (str, os.PathLike, dict)):  # one report, not a list of its characters or keys
+    if isinstance(reports, (str, os.PathLike, dict, DatasetResult, _diff_result())):  # one report, not its characters
         reports = [reports]
     if not isinstance(reports, (list, tuple)):
-        raise UsageError(f"merge_stats: expected report paths (or dicts), got {type(reports).__name__}")
+        raise UsageError(f"merge_stats: expected report paths (or dicts, or dataset results), got {type(reports).__name__}")
     ds = []
     for k, r in enumerate(reports):
+        r = _report_of(r, k)
         d = dict(r) if isinstance(r, dict) else read_json_report(r)
         d.setdefault("_path", f"report {k}")
         d["_path"] = shard_name(d["_path"], k + 1)
