@@ -408,7 +408,7 @@ def test_mark_with_a_row_format_says_what_it_wrote_on_stderr(tmp_path):
     says what was written."""
     out = tmp_path / "m.onnx"
     r = CliRunner().invoke(app, ["mark", str(sample_path("mlp")), "-o", str(out), "--format", "csv"])
-    assert r.exit_code == 0 and r.stdout.startswith("index,node,op,tensor"), r.output
+    assert r.exit_code == 0 and r.stdout.startswith("index,node,op,output"), r.output
     assert "wrote" not in r.stdout and "wrote" in r.stderr and "outputs added" in r.stderr
 
 

@@ -52,10 +52,10 @@ def mark(
     """
     from onnxprobe import api
     from onnxprobe.report.progress import Progress
-    from onnxprobe.report.surgery import MARK_COLUMNS, mark_renderables
+    from onnxprobe.report.surgery import MARK_COLUMNS, MARK_TENSOR, mark_renderables
     from onnxprobe.report.table import Table
 
-    view = view_of(wide, columns, fmt, MARK_COLUMNS)
+    view = view_of(wide, columns, fmt, MARK_COLUMNS + [MARK_TENSOR])
     selection = selection_of(op, name, all_, range_, include_constants)
     spec = inputs_of(seed, int_range, shape, input_, inputs)
     with Progress(f"marking {model.name}"):

@@ -35,18 +35,22 @@ def mark_dict(result) -> dict:
 
 MARK_COLUMNS = [
     Column("index", "#", "right", head=True), Column("node", "node", name=True), Column("op", "op", head=True),
-    Column("tensor", "output", name=True), Column("dtype", "dtype"), Column("shape", "shape"),  # key as elsewhere
+    Column("output", "output", name=True), Column("dtype", "dtype"), Column("shape", "shape"),
 ]
+# CSV and JSON rows (and --columns tensor): the tensor marked, keyed as in every command's rows and in --json; the
+# table shows the output it was added as, which differs for --stats (onnxprobe.stats:NAME) and body tensors
+MARK_TENSOR = Column("tensor", "tensor", name=True)
 
 
 def mark_table(result) -> Table:
-    t = Table(MARK_COLUMNS)
+    t = Table(MARK_COLUMNS, data=(MARK_TENSOR.key,))
     for m in (m for m in result.marked if m.added):
         ti = result.types[m.output]
         node = "/".join(m.ref.scope + (m.ref.node,))
         shp = dims(ti.shape) if ti.kind == "tensor" else ti.kind
         t.add_row([str(m.ref.index), node, m.ref.op_type, m.output, ti.dtype or "?", shp],
-                  [m.ref.index, node, m.ref.op_type, m.output, ti.dtype, list(ti.shape) if ti.shape is not None else shp])
+                  [m.ref.index, node, m.ref.op_type, m.output, ti.dtype, list(ti.shape) if ti.shape is not None else shp],
+                  data=[m.ref.key])
     return t
 
 
