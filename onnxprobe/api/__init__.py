@@ -25,6 +25,7 @@ Workflows, one module each:
 - ``grad_plan`` / ``grad``: ``GradSpec``, ``grad_spec``, ``grad_plan``, ``export_backward``, ``grad``,
   ``grad_check``;
 - ``surgery``: ``inspect``, ``mark``, ``extract``;
+- ``reports``: ``report``, what ``--json`` writes of any of these results, as a plain dict;
 - ``pictures``: what the HTML report and the overlays need: histograms of a few tensors
   (``layers_histograms``, ``diff_histograms``, ``grad_histograms``), ``describe_inputs``,
   ``explorer_ids`` (Model Explorer's node ids);
@@ -64,6 +65,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         ExplorerIds, describe_inputs, diff_histograms, explorer_ids, grad_histograms, histogram_of, layers_histograms,
     )
     from onnxprobe.api.profile import LayersProfile, RowTime, check_profile, profile_layers
+    from onnxprobe.api.reports import report
     from onnxprobe.api.torch import diff_grad_torch, diff_torch, torch_module
     from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult, SurgeryResult, extract, inspect, mark
     from onnxprobe.compare.diff import SORTS, DiffResult, PairResult, sort_results
@@ -107,6 +109,7 @@ _WHERE = {
         "grad_histograms histogram_of layers_histograms"
     ),
     "onnxprobe.api.profile": "LayersProfile RowTime check_profile profile_layers",
+    "onnxprobe.api.reports": "report",
     "onnxprobe.api.torch": "diff_grad_torch diff_torch torch_module",
     "onnxprobe.api.surgery": (
         "ExtractResult InspectResult MarkResult SurgeryResult extract inspect "
