@@ -57,7 +57,7 @@ def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str |
             raise UsageError(f"--vs-reference is --vs-runtime reference: give one of them, not --vs-runtime {vs_runtime}")
         vs_runtime = "reference"
     if vs_runtime is not None:
-        check_runtime(vs_runtime, "--vs-runtime")
+        check_runtime(vs_runtime, ("vs_runtime", "--vs-runtime"))
         if vs_runtime == "reference" and vs_device is not None:
             raise UsageError("give exactly one reference: --vs-device or --vs-reference (onnx.reference has no devices)")
     modes = [b is not None, vs_device is not None and vs_runtime is None, vs_opt_level is not None, vs_runtime is not None,

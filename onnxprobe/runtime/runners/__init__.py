@@ -22,9 +22,13 @@ SETTINGS = {"ort": "its settings are the RunConfig's device and opt_level: --dev
             "reference": "onnx.reference has no settings: it runs the graph as written, on the CPU"}
 
 
-def check_runtime(runtime: str, flag: str = "--runtime") -> str:
+OPTION = ("runtime_options", "--runtime-option")  # the setting, as the API and the command line name it
+
+
+def check_runtime(runtime: str, what: tuple[str, str] = ("runtime", "--runtime")) -> str:
+    """``runtime`` if it is one of RUNTIMES; ``what``: the setting (API parameter, flag) the error names."""
     if runtime not in RUNTIMES:
-        raise UsageError(f"{flag} {runtime!r}: choose one of {', '.join(RUNTIMES)}")
+        raise setting_error(UsageError, what, f"{runtime!r}: choose one of {', '.join(RUNTIMES)}")
     return runtime
 
 
@@ -61,7 +65,7 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
         check_options_used([runtime], options)
         options = options_for(runtime, options)
     if options and runtime not in TAKES_OPTIONS:
-        raise setting_error(UsageError, ("runtime_options", "--runtime-option"), f": {runtime} takes none ({SETTINGS[runtime]})")
+        raise setting_error(UsageError, OPTION, f": {runtime} takes none ({SETTINGS[runtime]})")
     if runtime == "ort":
         from onnxprobe.runtime.runners.ort import OrtRunner
 
@@ -127,13 +131,13 @@ def check_options_used(runtimes: list[str], options: dict[str, str] | None) -> N
     for k in options or {}:
         prefix, sep, _ = k.partition(":")
         if sep and prefix not in RUNTIMES:  # none of OpenVINO's CPU properties nor TensorRT's settings has a colon in its name
-            raise UsageError(f"--runtime-option {k}: {prefix!r} is not a runtime (RUNTIME:KEY=VALUE names one of "
-                             f"{', '.join(RUNTIMES)})")
+            raise setting_error(UsageError, OPTION, f"{k}: {prefix!r} is not a runtime (RUNTIME:KEY=VALUE names one of "
+                                f"{', '.join(RUNTIMES)})")
         if sep:
             if prefix not in runtimes:
                 ran = list(dict.fromkeys(runtimes))
-                raise UsageError(f"--runtime-option {k}: {prefix} does not run here ({' and '.join(ran)} "
-                                 f"{'do' if len(ran) > 1 else 'does'})")
+                raise setting_error(UsageError, OPTION, f"{k}: {prefix} does not run here ({' and '.join(ran)} "
+                                    f"{'do' if len(ran) > 1 else 'does'})")
         elif not any(r in TAKES_OPTIONS for r in runtimes):
-            raise UsageError(f"--runtime-option {k}: {' and '.join(dict.fromkeys(runtimes))} take no runtime options "
-                             f"(they are for {', '.join(TAKES_OPTIONS)})")
+            raise setting_error(UsageError, OPTION, f"{k}: {' and '.join(dict.fromkeys(runtimes))} take no runtime options "
+                                f"(they are for {', '.join(TAKES_OPTIONS)})")

@@ -176,7 +176,8 @@ class OpenVinoRunner(HostStatsRunner):
             raise setting_error(UsageError, self.settings.device, f"{self.device}: OpenVINO has no such device here (it sees: {', '.join(reply['devices'])})")
         if reply.get("option_error"):
             given = ", ".join(f"{k}={v}" for k, v in self.options.items())
-            raise UsageError(f"--runtime-option {given}: OpenVINO {self.device} refuses it: {reply['option_error']}")
+            raise setting_error(UsageError, ("runtime_options", "--runtime-option"),
+                                f"{given}: OpenVINO {self.device} refuses it: {reply['option_error']}")
         self.precision = self.precision or reply.get("precision")
         self._checked = True
 

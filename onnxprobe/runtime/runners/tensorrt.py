@@ -27,6 +27,7 @@ from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.memo import ModelMemo
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
+from onnxprobe.runtime.runners import OPTION as RUNTIME_OPTION
 from onnxprobe.runtime.runners.observability import body_tensors, compiled_unobservable
 from onnxprobe.types import RunConfig, Settings
 
@@ -72,14 +73,14 @@ class TensorRtRunner(HostStatsRunner):
         self.options = opts
         unknown = [k for k in opts if k not in OPTIONS]
         if unknown:
-            raise UsageError(f"--runtime-option {unknown[0]}: TensorRT takes {', '.join(OPTIONS)}")
+            raise setting_error(UsageError, RUNTIME_OPTION, f"{unknown[0]}: TensorRT takes {', '.join(OPTIONS)}")
         self.mode = opts.get("mode")
         if self.mode is not None and self.mode not in MODES:
-            raise UsageError(f"--runtime-option mode={self.mode}: choose {' or '.join(MODES)}")
+            raise setting_error(UsageError, RUNTIME_OPTION, f"mode={self.mode}: choose {' or '.join(MODES)}")
         self.workspace = parse_size(opts.get("workspace", "1G"))
         tf32 = opts.get("tf32")
         if tf32 is not None and tf32 not in ("0", "1"):
-            raise UsageError(f"--runtime-option tf32={tf32}: give 0 or 1")
+            raise setting_error(UsageError, RUNTIME_OPTION, f"tf32={tf32}: give 0 or 1")
         self.tf32 = None if tf32 is None else tf32 == "1"
         from onnxprobe.runtime.runners.tensorrt_engine import Cuda, Logger, modules
 
