@@ -146,8 +146,9 @@ def _merged_pair(key, parts: list[tuple[dict, int, str]], labels: list[str]) -> 
     if problems:
         out.update(passed=None, problem=problems[0][0], runtime_shapes=problems[0][1])
         return out
-    if not measured:
-        out.update(passed=None, problem="value not produced")
+    if not measured:  # in no shard: why, where every shard says the same (an If branch that never ran)
+        said = {p.get("problem") for p, _, _ in parts}
+        out.update(passed=None, problem=said.pop() if len(said) == 1 and None not in said else "value not produced")
         return out
     sums = pool(s for s, _ in measured)
     intros = [PairSums.from_dict(p["introduced_sums"]).shifted(off) for p, off, _ in parts
