@@ -69,4 +69,7 @@ def test_errors_name_the_flag_given(tmp_path):
     np.savez(tmp_path / "ds" / "b0.npz", x=np.zeros((4, 16), np.float32))
     line = _refused(["layers", MLP, "--inputs-dir", tmp_path / "ds", "--seed", "3"], "takes all inputs")
     assert line.endswith("drop --seed"), line
+    # --save is no input flag: it is refused for what it is (one input's tensors), not as an input given twice
+    line = _refused(["layers", MLP, "--inputs-dir", tmp_path / "ds", "--save", tmp_path / "o.npz"], "--save writes the tensors of one input")
+    assert "takes all inputs" not in line and not (tmp_path / "o.npz").exists(), line
     _refused(["grad", MLP, "--loss", "mse", "--target", tmp_path / "missing.npy"], "--target ")

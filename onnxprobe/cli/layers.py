@@ -7,7 +7,7 @@ from onnxprobe.cli.options import (
     AllOpt, ConstOpt, DeviceOpt, InputsDirOpt, InputsFromOpt, InputOpt, InputsOpt, IntRangeOpt, JsonOpt, ModelArg, NameOpt,
     OpOpt, MaxMemoryOpt, OptLevelOpt, NoCacheOpt, ProfileOpt, RangeOpt, RayAddressOpt, RayOpt, RayWorkersOpt, RuntimeOpt,
     RuntimeOptionOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, ray_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt,
-    OverlayOpt, WideOpt, dataset_flag, inputs_in_dataset, one_input_profile, view_of,
+    OverlayOpt, WideOpt, dataset_flag, inputs_in_dataset, one_input_profile, one_input_save, view_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, notes, require_html, write_html, write_pictures
 
@@ -101,8 +101,8 @@ def layers(
         api.check_profile(runtime)
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
     dataset = dataset_flag(inputs_dir, inputs_from,
-                           inputs_in_dataset(save=save is not None, input_=bool(input_), inputs=inputs is not None, shape=bool(shape), seed=seed != 0, int_range=int_range != "0:100"),
-                           one_input_profile(profile)) is not None
+                           inputs_in_dataset(input_=bool(input_), inputs=inputs is not None, shape=bool(shape), seed=seed != 0, int_range=int_range != "0:100"),
+                           one_input_profile(profile), one_input_save(save is not None)) is not None
     if dataset:
         where = inputs_dir.name if inputs_dir is not None else inputs_from
         with Progress(f"probing {model.name} over {where}", "batches") as progress:

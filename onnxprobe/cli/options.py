@@ -210,6 +210,11 @@ def one_input_profile(profile: bool) -> tuple[bool, str]:
     return profile, "--profile times one input: drop {flag} (or --profile)"
 
 
+def one_input_save(save: bool) -> tuple[bool, str]:
+    """The refusal of --save in dataset mode (``dataset_flag``): it saves one input's tensors."""
+    return save, "--save writes the tensors of one input; {flag} runs many: drop --save (or {flag})"
+
+
 def inputs_in_dataset(**flags: bool) -> tuple[bool, str]:
     """The refusal, in dataset mode (``dataset_flag``), of the flags that give inputs (by name:
     save=True for --save)."""
