@@ -140,3 +140,21 @@ def test_zero_fraction_is_over_the_finite_values_as_the_other_statistics():
     finite = x[np.isfinite(x)]
     assert st.zero_fraction == pytest.approx(float((finite == 0).mean())) and st.count == x.size
     assert math.isnan(TensorStats.from_array(np.full(4, np.nan, np.float32)).zero_fraction)
+
+
+@pytest.mark.parametrize("numpy_own", [True, False], ids=["vecdot", "einsum"])
+def test_dot_equals_exact_sums_on_both_numpy_paths(monkeypatch, numpy_own):
+    """stats.tensor_stats.dot (the squares of every host statistic and host pair metric, kept off BLAS's
+    thread pool) against math.fsum of the exact products; numpy < 2 has no vecdot and takes einsum."""
+    import math
+
+    from onnxprobe.stats import tensor_stats
+
+    if not numpy_own:
+        monkeypatch.delattr(np, "vecdot", raising=False)
+    rng = np.random.default_rng(5)
+    for x in (rng.normal(1e4, 1.0, 70_001), rng.normal(0, 1e-150, 30_000), np.array([3.0]), np.linspace(-1, 1, 12_345)):
+        y = rng.normal(size=x.size)
+        for u, v in ((x, x), (x, y)):
+            want = math.fsum(float(p) for p in (u.astype(np.float64) * v.astype(np.float64)))
+            assert tensor_stats.dot(u, v) == pytest.approx(want, rel=1e-12, abs=1e-300)

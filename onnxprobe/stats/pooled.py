@@ -29,7 +29,7 @@ import numpy as np
 
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, from_sums, rel_limits, sqnr_from_norms
 from onnxprobe.stats.moments import exact_sum, value_of
-from onnxprobe.stats.tensor_stats import unit_for
+from onnxprobe.stats.tensor_stats import dot, unit_for
 
 SUMS = ("sum_abs", "dd", "aa", "bb", "ab")
 # what light sums hold for the fields they do not take (module doc): the merge identities
@@ -361,8 +361,8 @@ def _masked(a: np.ndarray, b: np.ndarray, rtol: float, sample: int, light: bool 
         max_d = float(d.max())
         return PairSums.one(sample, a64.shape, count=n, max_abs=_ldexp(max_d, e), argmax=int(np.argmax(d)),
                             b_absmax=_ldexp(float(absb.max()), e), excess=_ldexp(float((d - rtol * absb).max()), e),
-                            max_rel=max_rel if max_rel <= big else math.inf, sum_abs=float(d.sum()), dd=float(np.dot(d, d)),
-                            aa=float(np.dot(af, af)), bb=float(np.dot(bf, bf)), ab=float(np.dot(af, bf)), mismatch=mismatch,
+                            max_rel=max_rel if max_rel <= big else math.inf, sum_abs=float(d.sum()), dd=dot(d, d),
+                            aa=dot(af, af), bb=dot(bf, bf), ab=dot(af, bf), mismatch=mismatch,
                             light=light, exp=e)
 
 
