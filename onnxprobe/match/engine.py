@@ -10,7 +10,8 @@ Strategies, tried in this order; each pair records which one matched it and why:
    unnamed node's position is no name) and compatible ops;
 5. ``structural``: between two pairs already made, the remaining tensors are aligned by a longest common
    subsequence over (equivalent op type, shape): never by position alone; structural pairs that read
-   tensors refused as other functions of the data (their weights contradict: ``match.refused``) are undone.
+   tensors refused as other functions of the data (their weights contradict: ``match.refused``) are undone,
+   and so are structural pairs of integer tensors that are not one function (``match.integers``).
 Shapes must agree wherever both are known; a rejected candidate leaves its reason on the unmatched entry.
 """
 
@@ -19,7 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onnxprobe.errors import UsageError
+from onnxprobe.match.align import align, monotonic as _monotonic  # noqa: F401 (tests read it here)
 from onnxprobe.match.folds import folded_elsewhere, tail_folded
+from onnxprobe.match.integers import IntegerCheck
 from onnxprobe.match.observe import Observable, scoped_hint, stem
 from onnxprobe.match.ops import canonical, compatible
 from onnxprobe.match.refused import contradicts, named_other, refuse
@@ -134,6 +137,8 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     index_a, index_b = {o.name: k for k, o in enumerate(obs_a)}, {o.name: k for k, o in enumerate(obs_b)}
     data_a, data_b = {o.name for o in obs_a if o.data}, {o.name for o in obs_b if o.data}
 
+    ints = IntegerCheck(obs_a, obs_b, a_to_b, b_to_a, inputs_a, inputs_b, up_a, up_b)
+
     def reads_alike(i: int, j: int) -> bool:
         """No contradiction between what the two nodes read (``Observable.sources``) and what the other
         is computed from: a tensor one reads is paired with one that is nowhere upstream of the other
@@ -152,6 +157,13 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
                 _swapped(j, i, read_b, to_b, obs_b, obs_a, used_b, used_a, readers_a, index_b):
             return False
         return not any(s is not None and not up_a(i, s) for s in to_a)
+
+
+    def other_reads(i: int, j: int) -> tuple[str, str] | None:
+        return None if reads_alike(i, j) else ("reads other tensors than it",) * 2
+
+    def other_integers(i: int, j: int) -> tuple[str, str] | None:  # an integer tensor's operands (``match.integers``)
+        return None if (why := ints.why(i, j)) is None else (why, ints.why_b(i, j))
 
     def structural(i: int, j: int, reason: str) -> None:
         if reads_alike(i, j):
@@ -253,18 +265,21 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     near_weights(obs_a, obs_b, used_a, used_b, structural, like)  # moved a little
     _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, like, a_scope)
     # 6. structural alignment between anchors, and what reads its pairs
-    _align(obs_a, obs_b, used_a, used_b, structural, list(made), like)
+    align(obs_a, obs_b, used_a, used_b, structural, list(made), like)
     _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, like, a_scope)
     known = 0
     while len(if_map) > known:  # If nodes paired after their branches were aligned: the branches again, as one
         known = len(if_map)     # another's (and the Ifs nested in them, a level a round)
-        _align(obs_a, obs_b, used_a, used_b, structural, list(made), like)
+        align(obs_a, obs_b, used_a, used_b, structural, list(made), like)
         _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, like, a_scope)
     # 7. every structural pair checked again against all the pairs now made: one made before what it reads
     # was paired may read tensors paired with others (alignment by order in crossed branches); undone,
     # and what reads the pairs that stand is paired again
-    if _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, reads_alike, why_a, why_b, other_a, other_b):
+    if _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, other_reads, why_a, why_b, other_a, other_b):
         _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, like, a_scope)
+    # integer pairs (shape computations, indices) of other functions, once every anchor served: and what reads them
+    while _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, other_integers, why_a, why_b, other_a, other_b):
+        pass
     # 8. candidates refused for their weights, said; structural pairs that read a refused pair undone
     ref_a, ref_b = refuse(obs_a, obs_b, pairs, made, used_a, used_b, shared, a_scope)
     for why, other, ref in ((why_a, other_a, ref_a), (why_b, other_b, ref_b)):
@@ -348,18 +363,18 @@ def _shp(s) -> str:
     return "?" if s is None else "x".join(str(d) if d is not None else "?" for d in s)
 
 
-def _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, reads_alike, why_a, why_b, other_a, other_b) -> bool:
+def _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, other_reads, why_a, why_b, other_a, other_b) -> bool:
     """Unpair the structural pairs whose tensors, by what they read, are other functions of the data (as
-    ``reads_alike`` now tells); True when any was."""
-    bad = [k for k, (p, (i, j)) in enumerate(zip(pairs, made)) if p.strategy == "structural" and not reads_alike(i, j)]
-    for k in reversed(bad):
+    ``other_reads`` now tells: why, for each side); True when any was."""
+    bad = [(k, why) for k, (p, (i, j)) in enumerate(zip(pairs, made)) if p.strategy == "structural" and (why := other_reads(i, j))]
+    for k, why in reversed(bad):
         p, (i, j) = pairs.pop(k), made.pop(k)
         used_a.discard(i)
         used_b.discard(j)
         a_to_b.pop(p.a.name, None)
         b_to_a.pop(p.b.name, None)
-        why_a[i] = f"structural candidate {p.b.name} in B reads other tensors than it (another function of the data)"
-        why_b[j] = f"structural candidate {p.a.name} in A reads other tensors than it (another function of the data)"
+        why_a[i] = f"structural candidate {p.b.name} in B {why[0]} (another function of the data)"
+        why_b[j] = f"structural candidate {p.a.name} in A {why[1]} (another function of the data)"
         other_a.add(i)
         other_b.add(j)
     return bool(bad)
@@ -437,62 +452,3 @@ def _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b: dict[str, str], take, lik
         js = [j for j in js if j not in used_b]
         if len(js) == 1 and like(o, obs_b[js[0]]):
             take(i, js[0], f"{canonical(o.effective_op)} of tensors paired with what B's reads")
-
-
-def _align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]], like) -> None:
-    """``take(i, j, reason)``: pair them, unless what they read says otherwise (``match``)."""
-    """LCS over (canonical op, static shape) of the unmatched tensors between consecutive anchors, each
-    with its like: main-graph tensors, or tensors of the same If branch (``Observable.scope``; a branch
-    runs only sometimes, and the branches of two different If nodes are no evidence of one function)."""
-    anchors = _monotonic(made)
-    bounds = [(-1, -1)] + anchors + [(len(obs_a), len(obs_b))]
-    for (a0, b0), (a1, b1) in zip(bounds, bounds[1:]):
-        seg_a = [i for i in range(a0 + 1, a1) if i not in used_a]
-        seg_b = [j for j in range(b0 + 1, b1) if j not in used_b]
-        if not seg_a or not seg_b or len(seg_a) * len(seg_b) > 250_000:
-            continue
-
-        def same(i: int, j: int) -> bool:
-            return like(obs_a[i], obs_b[j])
-
-        n, m = len(seg_a), len(seg_b)
-        L = [[0] * (m + 1) for _ in range(n + 1)]
-        for x in range(n - 1, -1, -1):
-            for y in range(m - 1, -1, -1):
-                L[x][y] = L[x + 1][y + 1] + 1 if same(seg_a[x], seg_b[y]) else max(L[x + 1][y], L[x][y + 1])
-        x = y = 0
-        while x < n and y < m:
-            if same(seg_a[x], seg_b[y]):
-                a = obs_a[seg_a[x]]
-                take(seg_a[x], seg_b[y], f"aligned by op order ({canonical(a.effective_op)}) and shape between matched neighbours")
-                x += 1
-                y += 1
-            elif L[x + 1][y] >= L[x][y + 1]:
-                x += 1
-            else:
-                y += 1
-
-
-def _monotonic(idx: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The longest chain of pairs increasing in both models' orders (crossing pairs are no anchors)."""
-    import bisect
-
-    idx = sorted(idx)
-    # patience sorting, O(n log n) (keeping every chain was O(n^2) in time and memory: seconds for 8,000
-    # pairs): tails[k] is the pair that ends the increasing chain of length k + 1 on the smallest j
-    tails: list[int] = []
-    tail_js: list[int] = []
-    before: list[int] = [-1] * len(idx)
-    for k, (_, j) in enumerate(idx):
-        at = bisect.bisect_left(tail_js, j)
-        before[k] = tails[at - 1] if at else -1
-        if at == len(tails):
-            tails.append(k)
-            tail_js.append(j)
-        else:
-            tails[at], tail_js[at] = k, j
-    chain, k = [], tails[-1] if tails else -1
-    while k >= 0:
-        chain.append(idx[k])
-        k = before[k]
-    return chain[::-1]

@@ -1,0 +1,167 @@
+"""Integer tensors (shape computations, indices, masks) as evidence of nothing but their own function.
+
+Two exporters write a shape computation in many ways, and many of a model's integer tensors share an op
+and a shape (every [batch, seq, hidden] target of a Reshape is a Concat of 3 elements): alignment by op,
+order and shape pairs [batch, seq, 128] with [-1, seq, 128], or Gather(shape, 0) with Gather(shape, 1),
+and their difference was reported as where the error starts, though no float value differs. A structural
+pair of integer tensors stands only when the two are one function: the same op and attributes, the same
+integer constants at the same operands, a computed tensor where the other has one too, and computed
+operands that are paired with each other, or (unpaired) are in turn one function (``IntegerCheck``; an
+operand computed with other ops, Gather(Shape(x), 1) against Shape(x, 1, 2), is other only where it reads
+other tensors). The matcher undoes the others once alignment is done (they still serve it as anchors:
+the float pairs between them do not depend on their verdict), and what reads an undone pair in turn:
+Unsqueeze(Gather(s, 0)) against Unsqueeze(Gather(s, 1)) is no more one function than the Gathers.
+
+``Observable.slots`` says, per input of an integer tensor's node, what it reads: ``("k", value)`` an
+integer constant of at most 64 elements ("?": another constant, or one computed from constants),
+``("t", sources)`` a computed tensor (the nearest observed tensors upstream and graph inputs), ``("",)``
+no input. ``Observable.attrs``: the node's plain attributes, the schema's defaults filled in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnxprobe.match.ops import canonical
+
+_INTS = (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
+         onnx.TensorProto.UINT8, onnx.TensorProto.BOOL)
+# attributes that change no value of a computed integer tensor: a Reshape's allowzero acts only on a 0 in the
+# target, which a shape computed from the data never holds (one exporter writes 1, another 0)
+_NO_VALUE = {"allowzero"}
+# ops whose output is their first operand's values laid out in the output's shape: where the two shapes agree,
+# the operands that say the shape (a Reshape's target, an Unsqueeze's axes) change nothing
+LAID_OUT = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand"}
+_PLAIN = {onnx.AttributeProto.INT, onnx.AttributeProto.INTS, onnx.AttributeProto.FLOAT, onnx.AttributeProto.FLOATS,
+          onnx.AttributeProto.STRING, onnx.AttributeProto.STRINGS}
+
+
+def int_constants(model: onnx.ModelProto, found: list) -> dict[str, str]:
+    """The main graph's small integer constants (initializers, Constant values) -> their values, as text
+    ("[0]", "-1"): int32 and int64 of one value are one operand."""
+    out = {}
+    for name, t in found:
+        if t.data_type in _INTS and t.data_location != onnx.TensorProto.EXTERNAL and np.prod(t.dims, dtype=np.int64) <= 64:
+            a = numpy_helper.to_array(t)
+            out[name] = str(a.astype(np.int64).tolist()) if a.ndim else str(int(a))
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
+            for a in n.attribute:
+                if a.name == "value_int":
+                    out[n.output[0]] = str(a.i)
+                elif a.name == "value_ints" and len(a.ints) <= 64:
+                    out[n.output[0]] = str(list(a.ints))
+    return out
+
+
+def attributes(node: onnx.NodeProto) -> tuple:
+    """``node``'s plain attributes (numbers, strings), with the defaults its schema gives for the ones not set:
+    Shape with start=0 is Shape."""
+    got = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.type in _PLAIN and a.name not in _NO_VALUE}
+    try:
+        schema = onnx.defs.get_schema(node.op_type, node.domain or "")
+    except Exception:  # an op of a domain onnx does not know: its attributes as written
+        schema = None
+    for name, at in (schema.attributes.items() if schema is not None else ()):
+        if name not in got and name not in _NO_VALUE and at.default_value is not None and at.default_value.type in _PLAIN:
+            got[name] = onnx.helper.get_attribute_value(at.default_value)
+    return tuple(sorted((k, str(v)) for k, v in got.items()))
+
+
+def slots_of(node: onnx.NodeProto, const: set[str], ints: dict[str, str], upstream) -> tuple:
+    """``Observable.slots`` of an integer tensor written by ``node`` (``upstream(t)``: its sources)."""
+    return tuple(("",) if not i else ("k", ints.get(i, "?")) if i in const else ("t", tuple(sorted(upstream(i))))
+                 for i in node.input)
+
+
+def static_difference(a, b) -> str | None:
+    """How two integer tensors of one op differ, by their nodes alone (``slots``, ``attrs``), or None: another
+    constant at one operand, a constant where the other computes one, other attributes."""
+    if not a.slots or not b.slots:
+        return None
+    if a.op_type == b.op_type and a.attrs != b.attrs:
+        diff = sorted(set(a.attrs) ^ set(b.attrs))
+        return f"has other attributes than {b.name} ({diff[0][0]})"
+    for k, (x, y) in enumerate(zip(a.slots, b.slots), start=1):
+        if "" in (x[0], y[0]) or k > 1 and a.op_type == b.op_type and a.op_type in LAID_OUT:
+            continue
+        if x[0] != y[0]:
+            return (f"reads {_const(x[1])} as operand {k} where {b.name} reads a computed tensor" if x[0] == "k" else
+                    f"reads a computed tensor as operand {k} where {b.name} reads {_const(y[1])}")
+        if x[0] == "k" and "?" not in (x[1], y[1]) and x[1] != y[1]:
+            return f"reads {x[1]} as operand {k} where {b.name} reads {y[1]}"
+    return None
+
+
+def _name(source: str) -> str:
+    return f"the input {source[6:]}" if source.startswith("input:") else source
+
+
+def _const(value: str) -> str:
+    return "a constant" if value == "?" else f"the constant {value}"
+
+
+class IntegerCheck:
+    """``why(i, j)``: why A's integer tensor ``i`` and B's ``j`` are other functions of the data, or None, given
+    the pairs made so far (``a_to_b``, ``b_to_a``: live dicts of the matcher)."""
+
+    def __init__(self, obs_a, obs_b, a_to_b: dict, b_to_a: dict, inputs_a: set, inputs_b: set, up_a, up_b):
+        self.obs_a, self.obs_b, self.a_to_b, self.b_to_a = obs_a, obs_b, a_to_b, b_to_a
+        self.inputs_a, self.inputs_b, self.up_a, self.up_b = inputs_a, inputs_b, up_a, up_b
+        self.index_a = {o.name: k for k, o in enumerate(obs_a)}
+        self.index_b = {o.name: k for k, o in enumerate(obs_b)}
+
+    def why(self, i: int, j: int) -> str | None:
+        return self._why(i, j, 0, {})
+
+    def why_b(self, i: int, j: int) -> str | None:
+        """``why`` as B's ``j`` says it of A's ``i``."""
+        if not hasattr(self, "_mirror"):
+            self._mirror = IntegerCheck(self.obs_b, self.obs_a, self.b_to_a, self.a_to_b, self.inputs_b, self.inputs_a,
+                                        self.up_b, self.up_a)
+        return self._mirror.why(j, i)
+
+    def _why(self, i: int, j: int, depth: int, memo: dict) -> str | None:
+        if (i, j) in memo:
+            return memo[i, j]
+        memo[i, j] = None  # a cycle through unpaired tensors tells nothing
+        a, b = self.obs_a[i], self.obs_b[j]
+        if not a.slots or not b.slots:
+            return None
+        if canonical(a.effective_op) != canonical(b.effective_op):
+            # an operand two exporters compute with other ops (Gather(Shape(x), 1) against Shape(x, 1, 2)):
+            # other functions only where what they are computed from is paired with other tensors
+            out = self._operands(0, a.sources, b.sources, b.name, 8, memo)
+            memo[i, j] = out and f"{canonical(a.effective_op)} {a.name} is computed from other tensors than {b.name}"
+            return memo[i, j]
+        out = static_difference(a, b)
+        for k, (x, y) in enumerate(zip(a.slots, b.slots), start=1):
+            if out is None and x[0] == y[0] == "t" and (k == 1 or a.op_type not in LAID_OUT):
+                out = self._operands(k, x[1], y[1], b.name, depth, memo)
+        memo[i, j] = out
+        return out
+
+    def _operands(self, k: int, read_a: tuple, read_b: tuple, b_name: str, depth: int, memo: dict) -> str | None:
+        """Why what operand ``k`` reads in A (``read_a``) and in B differ: a paired tensor (or a graph input)
+        whose partner the other does not read there; unpaired, integer tensors none of which is one function
+        with one of the other's."""
+        to_b = {s: s if s in self.inputs_b else None if s.startswith("input:") else self.a_to_b.get(s) for s in read_a}
+        to_a = {t: t if t in self.inputs_a else None if t.startswith("input:") else self.b_to_a.get(t) for t in read_b}
+        for mapped, other, side, idx, up in ((to_b, read_b, "this", self.index_b, self.up_b),
+                                             (to_a, read_a, b_name, self.index_a, self.up_a)):
+            # what one reads there is paired with a tensor that the other neither reads nor computes it from
+            if set(mapped.values()) - {None} and not any(m == o or o in idx and up(idx[o], m) for m in set(mapped.values()) - {None}
+                                                        for o in other):
+                s = next(s for s, t in mapped.items() if t is not None)
+                return (f"reads {_name(s)} as operand {k} where {b_name} reads {_name(read_b[0])}" if side == "this" else
+                        f"reads {_name(read_a[0])} as operand {k} where {b_name} reads {_name(s)}")
+        if set(to_b.values()) - {None} or set(to_a.values()) - {None} or depth >= 8:
+            return None
+        ca = [self.index_a[s] for s in read_a if s in self.index_a and self.obs_a[self.index_a[s]].slots]
+        cb = [self.index_b[t] for t in read_b if t in self.index_b and self.obs_b[self.index_b[t]].slots]
+        if ca and cb and all(self._why(p, q, depth + 1, memo) for p in ca for q in cb):
+            return (f"reads {self.obs_a[ca[0]].name} as operand {k} where {b_name} reads {self.obs_b[cb[0]].name}, "
+                    "which is no counterpart of it")
+        return None
