@@ -27,10 +27,11 @@ from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.memo import ModelMemo
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
-from onnxprobe.runtime.runners import OPTION as RUNTIME_OPTION
 from onnxprobe.runtime.runners.observability import body_tensors, compiled_unobservable
 from onnxprobe.types import RunConfig, Settings
 
+# the setting a bad option is named by, as runners.OPTION (not imported from there: runners imports this module)
+RUNTIME_OPTION = ("runtime_options", "--runtime-option")
 MODES = ("debug", "output")
 OPTIONS = ("mode", "workspace", "tf32")
 MAX_ENGINES = 2
