@@ -118,7 +118,7 @@ def legacy_components(node_name: str, known: set[str] | None = None) -> tuple[li
     has no component, so is not among them."""
     if not node_name.startswith("/"):
         return None
-    comps = node_name.split("/")[1:-1]
+    comps = _slashed(node_name.split("/")[1:-1], known)
     full: list[str] = []
     ran: list[str] = []
     call = 0
@@ -143,6 +143,24 @@ def legacy_components(node_name: str, known: set[str] | None = None) -> tuple[li
         full = chosen
         ran.append(".".join(full))
     return ran, call
+
+
+def _slashed(comps: list[str], known: set[str] | None) -> list[str]:
+    """The components of a legacy node name, those of a module whose name holds a '/' (a ModuleDict key
+    ``"a/b"``, which legacy writes as it is: ``/a/b/Gemm``, its child ``/a/b/a/b.0/Gemm``) joined again: the
+    longest run of components that ends a known module path wins."""
+    if not known or len(comps) < 2:
+        return comps
+    tails = {t for p in known if "/" in p for k in range(p.count(".") + 1)  # heads.a/b.0 is a/b.0 under a/b
+             if "/" in (t := p.split(".", k)[-1])}
+    if not tails:
+        return comps
+    out, i = [], 0
+    while i < len(comps):
+        j = next((j for j in range(len(comps), i + 1, -1) if "/".join(comps[i:j]) in tails), i + 1)
+        out.append("/".join(comps[i:j]))
+        i = j
+    return out
 
 
 def module_scopes(model: onnx.ModelProto, known: set[str] | None = None) -> dict[str, ModuleScope]:
