@@ -6,7 +6,7 @@ torch's shape whose values are what the module returns: a forward may compute af
 where a parent and its last child leave through the same tensor, the child (the innermost module) takes
 it. The exporters fuse:
 
-- legacy folds a BatchNormalization into the Conv before it and keeps the Conv's names, so that tensor
+- legacy folds a BatchNormalization into the Conv that feeds it and keeps the Conv's names, so that tensor
   holds the BatchNormalization's output: it pairs with the BatchNormalization module, the Conv is
   unmatched ("folded");
 - dynamo's optimizer fuses the same pair into the BatchNormalization's node (FuseBatchNormIntoConv): the
@@ -128,10 +128,9 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
     folded_into: dict[str, str] = {}
     nodeless: list[str] = []  # modules that ran and have no node, nor a reason of their own
     order = fw.order
-    for k, p in enumerate(order):  # legacy: a BatchNormalization right after a layer, with no node of its own
-        nxt = order[k + 1] if k + 1 < len(order) else None
-        if nxt and classes.get(nxt) in BATCHNORMS and nxt not in scopes and p in candidates and owner.get(candidates[p]) == p:
-            folded_into[p] = nxt
+    for bn, p in fw.fed_by.items():  # legacy: a BatchNormalization with no node of its own, on a layer's output
+        if classes.get(bn) in BATCHNORMS and bn not in scopes and p in candidates and owner.get(candidates[p]) == p:
+            folded_into[p] = bn
 
     def note(path: str, reason: str, cause: str) -> None:
         unmatched.append(Unmatched(_observable(path, classes.get(path, "?"), fw.shapes.get(path), 1 << 30), reason, cause))
@@ -169,7 +168,7 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
                 note(p, f"its scope's tensors are not observable here ({s.output!r})", NOT_OBSERVABLE)
             elif cls in ELIDED:
                 note(p, f"no ONNX node: the exporter elides {cls} in eval mode (it is the identity)", NOT_OBSERVABLE)
-            elif (fused := _fused_into(p, scopes, classes, order)) is not None:
+            elif (fused := _fused_into(p, scopes, classes, order, fw.fed_by)) is not None:
                 note(p, f"no ONNX node of its own: the exporter's optimizer fused it into {fused} "
                         f"({', '.join(scopes[fused].rewrites)}); compared there", FOLDED)
             else:
@@ -308,10 +307,15 @@ def _permutation(torch_shape: tuple[int, ...], onnx_shape) -> tuple[int, ...] | 
     return perms[0] if len(perms) == 1 else None
 
 
-def _fused_into(path: str, scopes: dict, classes: dict, order: list[str]) -> str | None:
+def _fused_into(path: str, scopes: dict, classes: dict, order: list[str], fed_by: dict[str, str]) -> str | None:
     """The BatchNormalization whose nodes the exporter's optimizer rewrote (dynamo FuseBatchNormIntoConv) to
-    hold ``path``'s work: the first sibling of it run after it (``order``: the forward pass's module order)
-    that is a BatchNorm carrying such a rewrite (conv2's is bn2, not the block's first BatchNorm, bn1)."""
+    hold ``path``'s work: the BatchNorm carrying such a rewrite that ``path``'s output fed (``fed_by``), else
+    the first sibling of it run after it (``order``: the forward pass's module order) that is one (conv2's
+    is bn2, not the block's first BatchNorm, bn1)."""
+    fed = next((bn for bn, p in fed_by.items() if p == path and classes.get(bn) in BATCHNORMS
+                and bn in scopes and scopes[bn].rewrites), None)
+    if fed is not None:
+        return fed
     parent = path.rpartition(".")[0]
     after = order[order.index(path) + 1:] if path in order else []
     return next((p for p in after if p.rpartition(".")[0] == parent and classes.get(p) in BATCHNORMS

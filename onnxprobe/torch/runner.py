@@ -15,6 +15,7 @@ of its own output is the error it introduces.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -92,6 +93,9 @@ class Forward:
     # modules that return several tensors of their first one's shape: which ONNX tensor is which cannot be told
     # (a (p, q) pair of 3x4s compared p with ONNX's q): path -> how many
     ambiguous: dict[str, int] = field(default_factory=dict)
+    # module path -> the module whose output (the very tensor, at its first call) is its first argument: which
+    # layer a BatchNorm normalizes, whatever ran in between (conv1, conv2, bn(conv1's output))
+    fed_by: dict[str, str] = field(default_factory=dict)
 
 
 class TorchRunner(Runner):
@@ -127,12 +131,17 @@ class TorchRunner(Runner):
         torch = require_torch()
         seen = Forward([])
         replace = replace or {}
+        made: dict[int, tuple[str, weakref.ref]] = {}  # id of a module's output tensor -> (module, the tensor)
 
-        def pre(mod, _args):
+        def pre(mod, args):
             path = self.paths.get(mod)
             if path is not None:
                 if path not in seen.calls:
                     seen.order.append(path)
+                    first = args[0] if args else None
+                    maker = made.get(id(first)) if isinstance(first, torch.Tensor) else None
+                    if maker is not None and maker[1]() is first:  # the same tensor, not a freed one's id reused
+                        seen.fed_by[path] = maker[0]
                 seen.calls[path] = seen.calls.get(path, 0) + 1
 
         def post(mod, _args, out):
@@ -142,6 +151,8 @@ class TorchRunner(Runner):
             ts = tensors_of(out)
             if not ts:
                 return None
+            if id(ts[0]) not in made or made[id(ts[0])][1]() is not ts[0]:  # the innermost module that made it
+                made[id(ts[0])] = (path, weakref.ref(ts[0]))
             seen.shapes[path] = tuple(ts[0].shape)
             if any(tuple(t.shape) == tuple(ts[0].shape) for t in ts[1:]):
                 seen.ambiguous[path] = len(ts)
