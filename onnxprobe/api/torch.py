@@ -94,14 +94,36 @@ def _inputs(model: Model, inputs: InputSpec | None, example_args: tuple | None) 
         raise UsageError(f"--vs-torch: the example argument{'s' if len(meta) > 1 else ''} {', '.join(meta)} "
                          f"{'hold' if len(meta) > 1 else 'holds'} no data (meta tensors, device='meta'): give tensors with "
                          "values, or the inputs with --input")
-    tensors = [to_numpy(a) if isinstance(a, torch.Tensor) else a for a in example_args
-               if isinstance(a, (torch.Tensor, np.ndarray))]
+    specs = _feeds.model_inputs(model.proto)
+    fed = _fed(model, example_args)
+    tensors = [to_numpy(example_args[k]) if isinstance(example_args[k], torch.Tensor)
+               else _number(example_args[k], specs[j]) if j < len(specs) and not isinstance(example_args[k], np.ndarray)
+               else example_args[k] for j, k in enumerate(fed)]
     if len(tensors) != len(names):
         raise UsageError(f"--vs-torch: the example arguments hold {len(tensors)} tensor(s), the ONNX model takes "
                          f"{len(names)} input(s) ({', '.join(names)}); give the inputs with --input (inputs= from Python)")
     arrays = dict(zip(names, tensors))
     base = inputs or InputSpec()
     return InputSpec(seed=base.seed, int_range=base.int_range, arrays=arrays, arrays_from="the example arguments")
+
+
+def _fed(model: Model, example_args: tuple) -> list[int]:
+    """The positions of the example arguments that are the ONNX model's inputs: its tensors (torch's or
+    numpy's); where the model takes more inputs than that and its Python numbers make up the count (the
+    legacy exporter makes ``forward(x, scale: float)``'s scale a 0-d input; dynamo bakes it in), those too."""
+    torch = require_torch()
+    count = len(_feeds.model_inputs(model.proto))
+    tensors = [k for k, a in enumerate(example_args) if isinstance(a, (torch.Tensor, np.ndarray))]
+    numbers = [k for k, a in enumerate(example_args) if isinstance(a, (torch.Tensor, np.ndarray, int, float, np.generic))]
+    return numbers if len(tensors) != count and len(numbers) == count else tensors
+
+
+def _number(value, spec) -> np.ndarray:
+    """A Python number as the 0-d array of its ONNX input's type (legacy: a float is a double input)."""
+    try:
+        return np.asarray(value, dtype=spec.dtype)
+    except Exception:  # noqa: BLE001 - an input of no numeric type: make_feeds says what is wrong with it
+        return np.asarray(value)
 
 
 def _tolerance(given: Tolerance | None, default: Tolerance) -> Tolerance:
@@ -164,8 +186,9 @@ def _prepare(a, module, example_args, inputs, config):
     fs = _feeds.make_feeds(a_model.proto, _inputs(a_model, inputs, args))
     torch = require_torch()
     template = None
-    if args is not None and any(not isinstance(x, (torch.Tensor, np.ndarray)) for x in args):
-        template = [None if isinstance(x, (torch.Tensor, np.ndarray)) else x for x in args]
+    fed = set(_fed(a_model, args)) if args is not None else set()
+    if args is not None and len(fed) < len(args):
+        template = [None if k in fed else x for k, x in enumerate(args)]
     return a_model, mod, fs, config or RunConfig(), template
 
 
