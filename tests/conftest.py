@@ -59,6 +59,18 @@ def make_model(nodes, inputs, outputs, initializers=(), opset=17, ir=8) -> onnx.
     return m
 
 
+def matmul_relu(path, w: np.ndarray, mid: str = "c", tail: bool = False) -> str:
+    """A [2, 4] model x @ w -> ``mid`` -> Relu (-> h -> Neg -> y with ``tail``, else -> y), saved at ``path``."""
+    out = "h" if tail else "y"
+    nodes = [helper.make_node("MatMul", ["x", "w"], [mid], name="mm"), helper.make_node("Relu", [mid], [out], name="relu")]
+    if tail:
+        nodes.append(helper.make_node("Neg", ["h"], ["y"], name="neg"))
+    onnx.save(make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                         [numpy_helper.from_array(np.asarray(w, np.float32), "w")]), str(path))
+    return str(path)
+
+
 def fold_bn1(m: onnx.ModelProto, w: dict[str, np.ndarray], names: tuple[str, str]) -> None:
     """The sample CNN ``m`` with bn1 folded into conv1, in place, as exporters and optimizers fold it: the
     folded weight and bias (computed from ``w``, the CNN's weights in the dtype the caller chose) under

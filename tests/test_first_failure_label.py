@@ -7,23 +7,14 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
-import onnx
 from typer.testing import CliRunner
 
-from conftest import make_model
+from conftest import matmul_relu
 from onnxprobe.cli.main import app
 
 
 def _model(path):
-    w = numpy_helper.from_array(np.linspace(-1, 1, 4 * 4).reshape(4, 4).astype(np.float32), "w")
-    m = make_model([helper.make_node("MatMul", ["x", "w"], ["c"], name="mm"),
-                    helper.make_node("Relu", ["c"], ["h"], name="relu"),
-                    helper.make_node("Neg", ["h"], ["y"], name="neg")],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w])
-    onnx.save(m, str(path))
-    return str(path)
+    return matmul_relu(path, np.linspace(-1, 1, 4 * 4).reshape(4, 4), tail=True)
 
 
 def test_footer_names_the_failing_pair_as_its_row(tmp_path):
@@ -39,14 +30,7 @@ def test_footer_names_the_failing_pair_as_its_row(tmp_path):
 
 
 def _hostile(path, k: float):
-    bad = "c\nFAKE LINE"  # a name with a newline: printed raw, it forges a line of the report
-    w = numpy_helper.from_array(np.full((4, 4), k, np.float32), "w")
-    m = make_model([helper.make_node("MatMul", ["x", "w"], [bad], name="mm"),
-                    helper.make_node("Relu", [bad], ["y"], name="relu")],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w])
-    onnx.save(m, str(path))
-    return str(path)
+    return matmul_relu(path, np.full((4, 4), k), mid="c\nFAKE LINE")  # a name with a newline: printed raw, it forges a line
 
 
 def test_footer_escapes_the_name_where_the_error_starts(tmp_path):

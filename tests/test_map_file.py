@@ -5,23 +5,14 @@ in silence, so the diff compared another pair than the user wrote first."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
-from conftest import make_model
+from conftest import matmul_relu
 from onnxprobe.cli.main import app
 
 
 def _model(path):
-    w = numpy_helper.from_array(np.linspace(-1, 1, 16).reshape(4, 4).astype(np.float32), "w")
-    m = make_model([helper.make_node("MatMul", ["x", "w"], ["c"], name="mm"),
-                    helper.make_node("Relu", ["c"], ["h"], name="relu"),
-                    helper.make_node("Neg", ["h"], ["y"], name="neg")],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w])
-    onnx.save(m, str(path))
-    return str(path)
+    return matmul_relu(path, np.linspace(-1, 1, 16).reshape(4, 4), tail=True)
 
 
 def test_a_tensor_of_a_given_twice_in_the_map_is_refused(tmp_path):

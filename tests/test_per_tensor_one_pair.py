@@ -5,24 +5,16 @@ while the criterion printed both."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
-from conftest import make_model
+from conftest import matmul_relu
 from onnxprobe import api
 from onnxprobe.cli.main import app
 from onnxprobe.errors import UsageError
 
 
 def _model(path, mid: str, k: float):
-    w = numpy_helper.from_array(np.full((4, 4), k, np.float32), "w")
-    m = make_model([helper.make_node("MatMul", ["x", "w"], [mid], name="mm"),
-                    helper.make_node("Relu", [mid], ["y"], name="relu")],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w])
-    onnx.save(m, str(path))
-    return str(path)
+    return matmul_relu(path, np.full((4, 4), k), mid=mid)
 
 
 def test_rules_under_both_names_of_one_pair_are_refused(tmp_path):
