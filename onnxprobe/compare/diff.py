@@ -25,7 +25,7 @@ from onnxprobe.match.engine import (
     DIFFERENT_FUNCTION, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES, Matching, Pair, Unmatched,
 )
 from onnxprobe.compare.sides import GRADIENT_STOPPED
-from onnxprobe.compare.unmatched import explain_unmatched
+from onnxprobe.compare.unmatched import explain_unmatched, saved_non_numbers
 from onnxprobe.match.observe import Observable
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
 from onnxprobe.text import as_typed, matches, quote
@@ -210,7 +210,8 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
         return base + [f for f in (forward_name(n) for n in base) if f]  # a gradient stands for its tensor
 
     if sel.all and not (sel.ops or sel.names or sel.range):  # everything, graph inputs and their gradients too
-        return list(matching.pairs), {o.name for o in b.observation.observables}, {o.name for o in a.observation.observables}
+        every_b = {o.name for o in b.observation.observables} | {u.obs.name for u in matching.unmatched_b}  # saved strings too
+        return list(matching.pairs), every_b, {o.name for o in a.observation.observables}
     # a quantized value stands for its float layer's output: a dequantized QLinearConv or the rescaled float
     # result of a ConvInteger is a Conv output, though DequantizeLinear or Add writes it
     layer = (lambda o: o.kind != "float" and selects_op(sel, o.effective_op))
@@ -224,7 +225,8 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
     # saved values of a name the model does not hold (no node: ``npz_side``) were saved to be compared, and no
     # selection on the model can speak of them: listed and counted (they were left out, silently), unless
     # --op or a --name they do not match leaves them out
-    stray = {o.name for o in b.observation.observables if not b.runner.takes_feeds and not o.node and not sel.ops
+    stray = {o.name for o in b.observation.observables + [u.obs for u in matching.unmatched_b]
+             if not b.runner.takes_feeds and not o.node and not sel.ops
              and (not sel.names or any(matches(o.name, g) for g in sel.names))}
     return pairs, in_b | picked_b | stray, picked_a
 
@@ -277,6 +279,7 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     matching = (pair(a.observation.observables, b.observation.observables, user_map) if pair else
                 match_for_inputs(a.model.proto, b.model.proto, a.observation.observables, b.observation.observables,
                                  user_map, input_shapes))
+    matching.unmatched_b += saved_non_numbers(a, b)  # saved strings are never paired: listed, with why
     per_tensor = _check_named(per_tensor, a, b)
     _one_rule_per_pair(per_tensor, matching)
     if reject is not None:

@@ -10,11 +10,26 @@ from onnxprobe.graph.shape_values import small_constants
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.match.bodies import body_tensors
 from onnxprobe.match.engine import COPY, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, Matching, Unmatched
-from onnxprobe.match.observe import VALUE_PRESERVING
+from onnxprobe.match.observe import VALUE_PRESERVING, Observable
+from onnxprobe.runtime.runners.npz import NpzRunner
 
 # ops whose output holds its first input's values in their order (a Cast only to its input's own type): the
 # matcher's value-preserving moves, less those that reorder or repeat the values
 SAME_VALUES = VALUE_PRESERVING - {"Transpose", "Expand"}
+
+
+def saved_non_numbers(a: Side, b: Side) -> list[Unmatched]:
+    """Saved values that are no numbers (strings) under a name that A does not observe: unmatched in B,
+    with the runner's reason, as every saved entry of a name the model does not hold is listed (``npz_side``
+    leaves them out of its observables, which are measured; they were dropped without a word)."""
+    if not isinstance(b.runner, NpzRunner):
+        return []
+    seen = {n for o in a.observation.observables + b.observation.observables for n in (o.name, o.key)}
+    names = [n for n in b.runner.arrays if n not in seen]
+    why = b.runner.unobservable(names)
+    return [Unmatched(Observable(key=n, name=n, probe=n, node="", op_type="?", effective_op="?", index=1 << 30 | k,
+                                 shape=tuple(getattr(b.runner.arrays[n], "shape", ())), kind="float"), why[n], NOT_OBSERVABLE)
+            for k, n in enumerate(names) if n in why]
 
 
 def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
