@@ -103,13 +103,12 @@ class Feeds:
         empty = [n for n, v in self.values.items() if 0 in np.shape(v)]
         if empty:  # legal in ONNX, but few models run on an empty tensor: the likelier cause, said first
             return f" (input {clean(empty[0])} has a dimension of 0, {list(np.shape(self.values[empty[0]]))}: an empty tensor)"
-        if self.defaulted:
-            return f" ({SHAPE_HINT})"
+        said = [SHAPE_HINT] if self.defaulted else []  # each guess that may be the cause (both: the ints were hidden)
         if self.random_ints:
             names = ", ".join(clean(n) for n in self.random_ints[:3]) + (", ..." if len(self.random_ints) > 3 else "")
-            return (f" (integer or bool input{'s' if len(self.random_ints) > 1 else ''} {names}: seeded random data, "
-                    f"which a model may not take: give real values with --input NAME=VALUE or --inputs)")
-        return ""
+            said.append(f"integer or bool input{'s' if len(self.random_ints) > 1 else ''} {names}: seeded random data, "
+                        f"which a model may not take: give real values with --input NAME=VALUE or --inputs")
+        return f" ({'; '.join(said)})" if said else ""
 
 
 def model_inputs(model: onnx.ModelProto) -> list[ModelInput]:
