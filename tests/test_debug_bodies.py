@@ -144,3 +144,17 @@ def test_show_of_a_body_input_says_what_it_is_not_another_tensor(tmp_path):
         err = r.stderr.strip().splitlines()
         assert r.exit_code == 1 and len(err) == 1 and "Traceback" not in r.output, r.output
         assert f"'{name}' (loop body input: {what}) is a body's own input" in err[0] and "did you mean" not in err[0], err[0]
+
+
+def test_node_view_of_a_branch_not_taken_counts_no_nan_or_inf(tmp_path):
+    """A tensor of an If branch that did not run has no values to count NaN or Inf among: the node view
+    shows '-' there, as the `layers` table does, not a clean 0 0 that reads as checked."""
+    p = tmp_path / "if.onnx"
+    onnx.save(if_model(), p)
+    out = debug(p, ["input x [3,-1]", "input z [0,0]", "input c true", "run", "goto else_neg"])
+    row = next(line for line in out.splitlines() if line.startswith("out 0")).split()
+    cells = row[row.index("float32") + 1:][:7]  # min max mean std NaN Inf: 'not run' - - - NaN Inf
+    assert cells[:2] == ["not", "run"] and cells[5:7] == ["-", "-"], row
+    out = debug(p, ["input x [3,-1]", "input z [0,0]", "input c true", "run", "goto then_relu"])
+    row = next(line for line in out.splitlines() if line.startswith("out 0")).split()
+    assert row[row.index("float32") + 1:][4:6] == ["0", "0"], row

@@ -174,15 +174,17 @@ def tensor_table(rows: list[dict], width: int = 120, link: str = "from / to") ->
         fin = ran and s.finite > 0
         shp = fmt_shape(r.get("shape")) if r.get("shape") is not None or r.get("known") else "?"
         d = spread_digits(s.min, s.max, most=type_digits(r.get("dtype"))) if fin else 4  # told apart on offset data, as in layers
+        # a tensor that did not run (an If branch not taken) has no values to count NaN or Inf among: '-', as layers
+        counted = s is not None and (ran or no_values(r.get("shape")) != "not run")
         cells = [
             r.get("role", ""), r["name"], shp, r.get("dtype") or "?",
             num(s.min, d) if fin else ("-" if s is None or s.count else no_values(r.get("shape"))),
             num(s.max, d) if fin else "-", num(s.mean, d) if fin else "-", num(s.std) if fin else "-",
-            str(s.nan) if s is not None else "-", str(s.inf) if s is not None else "-", r.get("link", ""),
+            str(s.nan) if counted else "-", str(s.inf) if counted else "-", r.get("link", ""),
         ]
         values = [r.get("role", ""), r["name"], shp, r.get("dtype"), s.min if fin else None, s.max if fin else None,
-                  s.mean if fin else None, s.std if fin else None, s.nan if s is not None else None,
-                  s.inf if s is not None else None, r.get("link", "")]
+                  s.mean if fin else None, s.std if fin else None, s.nan if counted else None,
+                  s.inf if counted else None, r.get("link", "")]
         style = "bold red" if s is not None and s.has_nonfinite else (r.get("style") or None)
         t.add_row(cells, values, style)
     return t
