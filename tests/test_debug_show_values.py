@@ -37,3 +37,26 @@ def test_show_tells_offset_values_apart(tmp_path):
     assert np.allclose(_shown(tmp_path, x, TensorProto.FLOAT), x.reshape(-1), rtol=0, atol=2 ** -12)
     x = np.array([[1e10, 1e10 + 1e-5, 1e10 - 2e-5, 1e10], [1, 2, 3, 4]], np.float64) * 0 + 1e10 + np.arange(8).reshape(2, 4) * 1e-5
     assert np.allclose(_shown(tmp_path, x, TensorProto.DOUBLE), x.reshape(-1), rtol=0, atol=2e-6)
+
+
+def test_show_of_float64_values_whose_range_overflows(tmp_path):
+    """max - min past float64's range (-1.7e308 and 1.7e308): `show` prints the values and a histogram, where
+    the digits' arithmetic divided by an infinite spread and stopped on an internal error."""
+    x = np.array([[-1.7e308, 1.7e308, 0, 1], [1e308, -1e308, 2, 3]], np.float64)
+    assert np.array_equal(_shown(tmp_path, x, TensorProto.DOUBLE), x.reshape(-1))
+
+
+def test_histogram_of_float64_values_whose_range_overflows_keeps_its_bins(tmp_path):
+    """--bins 4 over values from -1.7e308 to 1.7e308 draws 4 bins with numpy's counts (of the halved values,
+    the same bins), not one bar per distinct value (1000 lines) as for values too close to split."""
+    x = np.concatenate([np.linspace(-1.7e308, 0, 500), np.linspace(1, 1.7e308, 500)])
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="n")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [1000])],
+                          [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [1000])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(tmp_path / "m.onnx"))
+    np.save(tmp_path / "x.npy", x)
+    r = CliRunner().invoke(app, ["debug", str(tmp_path / "m.onnx"), "--input", f"x={tmp_path / 'x.npy'}", "--script", "-"],
+                           input="show y --bins 4\n", env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    bars = [line for line in r.stdout.splitlines() if "│" in line]
+    assert [int(b.split()[-1]) for b in bars] == np.histogram(x / 2, 4)[0].tolist(), bars

@@ -91,7 +91,9 @@ def _float_bins(x: np.ndarray, bins: int, most: int) -> tuple[list[str], np.ndar
     """Equal bins of finite float values (``most``: the significant digits the type holds), or one bin per
     distinct value where their range holds fewer float64 steps than bins (1 and 1 + 2^-52 read `1 … 1`)."""
     lo, hi = float(x.min()), float(x.max())
-    edges = np.linspace(lo, hi, bins + 1)
+    # halved and doubled back (exact) where hi - lo is past float64's range: linspace gave NaN edges, read as
+    # values too close to split, and every distinct value drawn as a bin of its own
+    edges = np.linspace(lo, hi, bins + 1) if math.isfinite(hi - lo) else np.linspace(lo / 2, hi / 2, bins + 1) * 2
     if lo == hi:
         return [f"{num(lo, 15 if most > 10 else spread_digits(lo, hi))}"], np.array([x.size])  # 10000.5, as the statistics
     if not np.all(edges[:-1] < edges[1:]):
@@ -99,7 +101,7 @@ def _float_bins(x: np.ndarray, bins: int, most: int) -> tuple[list[str], np.ndar
         return [_shortest(float(e)) for e in u], counts
     # each edge to one decimal place finer than a bin's width (at least four digits): one count of significant
     # digits for all lost a place across a power of ten (9999.6 … 10001, then 10001 … 10002 for 10000.66, 10001.75)
-    place = math.floor(math.log10((hi - lo) / bins)) - 1
+    place = math.floor(math.log10(hi / bins - lo / bins)) - 1
 
     def edge(v: float) -> str:
         return num(v, max(4, min(most, math.floor(math.log10(abs(v))) - place + 1)) if v else 4)

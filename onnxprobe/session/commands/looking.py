@@ -164,7 +164,8 @@ def _digits(part) -> int:
     top = np.finfo(a.dtype).precision + 2  # float16 5, float32 8, float64 17: shortest round-trip digits
     lo, hi = float(f.min()), float(f.max())
     am = max(abs(lo), abs(hi))
-    extra = math.ceil(math.log10(am / (hi - lo))) if hi > lo else 0
+    spread = hi - lo  # past float64's range (-1.7e308 to 1.7e308): inf, which needs no more digits
+    extra = math.ceil(math.log10(am / spread)) if hi > lo and math.isfinite(spread) else 0
     return int(min(max(5, 5 + extra), top))
 
 
