@@ -64,3 +64,24 @@ def test_a_range_in_the_debugger_refuses_the_same_ambiguity(tmp_path):
     r = session(tmp_path, ["stats --range #1:#2"])
     assert r.exit_code == 0, r.output
     assert re.search(r"^\s*1\s+n\s+Neg\s", r.stdout, re.M) and re.search(r"^\s*2\s+0\s+Abs\s", r.stdout, re.M), r.stdout
+
+
+def test_show_and_save_refuse_a_node_name_several_nodes_bear(tmp_path):
+    """Two Constant nodes named 'dup' (a model's duplicate names, which onnxruntime runs: silero-vad's
+    openvino export names 15 'F0::anon'): `goto dup` is refused as ambiguous, and so are `show dup` and
+    `save dup`, which took the first one's output as if it were the one named; `#N` picks one."""
+    nodes = [helper.make_node("Constant", [], ["c1"], name="dup", value=helper.make_tensor("v1", TensorProto.FLOAT, [3], [1, 2, 3])),
+             helper.make_node("Constant", [], ["c2"], name="dup", value=helper.make_tensor("v2", TensorProto.FLOAT, [3], [-1, 2, -3])),
+             helper.make_node("Add", ["x", "c1"], ["a"], name="add"), helper.make_node("Mul", ["a", "c2"], ["y"], name="mul")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    m = tmp_path / "dup.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(m))
+    script = tmp_path / "s.txt"
+    script.write_text(f"input x [1, -2, 3]\nshow dup\nsave dup {tmp_path / 'd.npy'}\nshow #1\n")
+    r = runner.invoke(app, ["debug", str(m), "--script", str(script)], env=ENV)
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    errors = [line for line in r.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 2 and all("2 nodes are named 'dup'" in e and "#0, #1" in e for e in errors), errors
+    assert not (tmp_path / "d.npy").exists()
+    assert "c2  from node dup (Constant)" in r.stdout and "[-1.  2. -3.]" in r.stdout  # #1: the second's output

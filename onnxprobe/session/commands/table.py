@@ -159,6 +159,8 @@ def resolve_tensor(t: Target, text: str) -> tuple[str, str | None]:
     if idx.ambiguous(text):  # a name sibling bodies share: never one body's values for another's
         raise idx.ambiguous(text)
     site = None
+    if text in idx.shared_nodes:  # a name several nodes bear is refused, as goto refuses it: not the first one's output
+        idx.node(text)  # raises that error
     if text in idx.by_name:
         site = idx.by_name[text]
     elif text.startswith("#") and text[1:].isdigit():
