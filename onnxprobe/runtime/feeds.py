@@ -89,6 +89,8 @@ class Feeds:
     defaulted: dict[str, list[str]] = field(default_factory=dict)  # input -> its dimensions that were set to 1
     notes: list[str] = field(default_factory=list)
     random_ints: list[str] = field(default_factory=list)  # integer and bool inputs made of seeded random data
+    about: dict[str, list[str]] = field(default_factory=dict)  # input -> the notes about it (in ``notes`` too)
+    guessed: dict[str, str] = field(default_factory=dict)  # input -> the note on its ``defaulted`` dimensions
 
     def explained(self, e: ExecutionError) -> ExecutionError:
         """``e``, a run's error, with ``hint`` after its message where there is one (not after an error that
@@ -329,15 +331,16 @@ def feed_digest(arrays: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def _notes(defaulted: dict[str, list[str]]) -> list[str]:
-    out = []
+def _notes(defaulted: dict[str, list[str]]) -> dict[str, str]:
+    """Each input of ``defaulted`` -> the note saying which of its dimensions were set to 1."""
+    out = {}
     for name, labels in defaulted.items():
         if labels == ["rank"]:
-            out.append(f"input {clean(name)}: rank unknown, using a scalar (use --shape {clean(name)}=...)")
+            out[name] = f"input {clean(name)}: rank unknown, using a scalar (use --shape {clean(name)}=...)"
             continue
         said = ", ".join(clean(x) for x in labels[:-1]) + " and " + clean(labels[-1]) if len(labels) > 1 else clean(labels[0])
-        out.append(f"input {clean(name)}: dimension{'s' if len(labels) > 1 else ''} {said} unknown, set to 1 "
-                   f"(use --shape {clean(name)}=...)")
+        out[name] = (f"input {clean(name)}: dimension{'s' if len(labels) > 1 else ''} {said} unknown, set to 1 "
+                     f"(use --shape {clean(name)}=...)")
     return out
 
 
@@ -421,8 +424,9 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
         held = ", ".join(clean(n) for n in spec.arrays) or "nothing"
         raise UsageError(f"input {clean(lacking[0])}: not in {spec.arrays_from}, which holds {held}; "
                          f"every input the model takes must be there")
-    notes = [f"input {clean(n)}: not in {clean(spec.arrays_from)}, so seeded random data (--seed {spec.seed})"
-             for n in lacking if spec.arrays and n not in spec.files]
+    about = {n: [f"input {clean(n)}: not in {clean(spec.arrays_from)}, so seeded random data (--seed {spec.seed})"]
+             for n in lacking if spec.arrays and n not in spec.files}
+    notes = [m for ms in about.values() for m in ms]
     random_ints: list[str] = []
     for s in specs:
         if s.name in feeds:
@@ -447,4 +451,8 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
         notes.append(f"--seed {spec.seed} draws nothing: every input is given")
     if tuple(spec.int_range) != (0, 100) and not random_ints:
         notes.append(f"--int-range {spec.int_range[0]}:{spec.int_range[1]} draws nothing: no integer input is drawn at random")
-    return Feeds({s.name: feeds[s.name] for s in specs if s.name in feeds}, defaulted, notes + _notes(defaulted), random_ints)
+    guessed = _notes(defaulted)
+    for n, m in guessed.items():
+        about.setdefault(n, []).append(m)
+    return Feeds({s.name: feeds[s.name] for s in specs if s.name in feeds}, defaulted, notes + list(guessed.values()),
+                 random_ints, about, guessed)

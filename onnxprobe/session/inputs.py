@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 
 from onnxprobe import api
+from onnxprobe.text import clean
 
 
 @dataclass
@@ -65,17 +66,19 @@ class SessionInputs:
         return (self.version, self.seed, self.int_range, tuple(sorted(self.shapes.items())), tuple(stamps))
 
 
-def session_notes(fs: api.Feeds) -> list[str]:
-    """Feed notes in the session's words: one line per input with guessed dimensions, and the command
-    that fixes it."""
-    out = [n for n in fs.notes if not any(n.startswith(f"input {name}:") for name in fs.defaulted)]
-    for name, labels in fs.defaulted.items():
-        if labels == ["rank"]:
-            out.append(f"input {name}: rank unknown, using a scalar (input {name} random DIMS)")
+def session_notes(fs: api.Feeds, name: str | None = None) -> list[str]:
+    """Feed notes in the session's words (those about input ``name`` alone, when given): one line per input
+    with guessed dimensions, and the command that fixes it, instead of the feeds' own (``Feeds.guessed``)."""
+    guesses = set(fs.guessed.values())
+    out = [n for n in (fs.notes if name is None else fs.about.get(name, [])) if n not in guesses]
+    for n, labels in fs.defaulted.items():
+        if name is not None and n != name:
             continue
-        which = ", ".join(labels)
-        out.append(f"input {name}: unknown dimension{'s' if len(labels) > 1 else ''} {which} set to 1 "
-                   f"(input {name} random DIMS, or start with --shape {name}=DIMS)")
+        shown = clean(n)
+        if labels == ["rank"]:
+            out.append(f"input {shown}: rank unknown, using a scalar (input {shown} random DIMS)")
+            continue
+        which = ", ".join(clean(x) for x in labels)
+        out.append(f"input {shown}: unknown dimension{'s' if len(labels) > 1 else ''} {which} set to 1 "
+                   f"(input {shown} random DIMS, or start with --shape {shown}=DIMS)")
     return out
-
-

@@ -87,8 +87,8 @@ def cmd_input(env: Env, args: list[str]):
     line.append(safe(f"input {name}"), style="bold")
     line.append(safe(f" ← {st.inputs.source(name)}: {'string' if v.dtype == object else v.dtype} [{fmt_shape(v.shape)}]  "))
     line.append_text(render.stats_line(api.TensorStats.from_array(v) if api.has_statistics(v.dtype) else None, compact=True, dtype=v.dtype))
-    notes = [n for t in st.targets.values() for n in session_notes(st.feed(t)[2]) if n.startswith(f"input {name}:")]
-    return [line] + [Text(safe(f"note: {n}"), style="dim") for n in dict.fromkeys(notes + dropped)]
+    notes = [n for t in st.targets.values() for n in session_notes(st.feed(t)[2], name)]
+    return [line] + [Text(f"note: {n}", style="dim") for n in dict.fromkeys(notes + dropped)]
 
 
 @command("seed", "seed [N]", "the seed of the random inputs (without N: show it)", "inputs and probes")

@@ -1,0 +1,77 @@
+"""The debugger's notes on its inputs (``session.inputs.session_notes``): the guessed dimensions said once,
+in the session's words, and every other note of the feeds kept, whatever the input's name holds. They
+were told apart by the wording of the notes ('input NAME:'), so a name that prints escaped (a backslash)
+had its guess said twice, and a note about a defaulted input that was no guess (not in the .npz given,
+so random) was dropped."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe import api
+from onnxprobe.cli.main import app
+from onnxprobe.session.inputs import session_notes
+
+runner = CliRunner()
+ENV = {"COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def _relu(path, name: str) -> str:
+    vi = helper.make_tensor_value_info
+    onnx.save(make_model([helper.make_node("Relu", [name], ["y"], name="r")], [vi(name, TensorProto.FLOAT, ["N", 4])],
+                         [vi("y", TensorProto.FLOAT, ["N", 4])]), str(path))
+    return str(path)
+
+
+def _add(path) -> str:
+    """y = x + z, x [N, 4] and z [M, 4]: z's M is a dimension of its own."""
+    vi = helper.make_tensor_value_info
+    onnx.save(make_model([helper.make_node("Add", ["x", "z"], ["y"], name="add")],
+                         [vi("x", TensorProto.FLOAT, ["N", 4]), vi("z", TensorProto.FLOAT, ["M", 4])],
+                         [vi("y", TensorProto.FLOAT, ["N", 4])]), str(path))
+    return str(path)
+
+
+def _debug(tmp_path, args: list[str], lines=("inputs",)):
+    f = tmp_path / "s.txt"
+    f.write_text("\n".join(lines) + "\n")
+    r = runner.invoke(app, ["debug", *args, "--script", str(f)], env=ENV)
+    assert r.exit_code == 0, r.output
+    assert "Traceback" not in r.output
+    return r
+
+
+def test_a_guessed_dimension_of_an_input_named_with_a_backslash_is_said_once(tmp_path):
+    path = _relu(tmp_path / "m.onnx", "in\\put")
+    notes = session_notes(api.feeds(api.load(path)))
+    assert len(notes) == 1 and "unknown dimension 'N' set to 1" in notes[0], notes
+    r = _debug(tmp_path, [path])
+    said = [ln for ln in r.output.splitlines() if "'N'" in ln]
+    assert len(said) == 2, r.output  # once at the start (stderr), once under the `inputs` table (stdout)
+    assert all("unknown dimension 'N' set to 1" in ln for ln in said), said
+
+
+def test_a_note_on_a_defaulted_input_that_is_no_guess_is_kept(tmp_path):
+    path = _add(tmp_path / "m.onnx")
+    np.savez(tmp_path / "x.npz", x=np.ones((2, 4), np.float32))
+    fs = api.feeds(api.load(path), api.InputSpec(arrays={"x": np.ones((2, 4), np.float32)}))
+    assert fs.defaulted == {"z": ["'M'"]}
+    notes = session_notes(fs)
+    assert any("not in" in n and "seeded random data" in n for n in notes), notes
+    assert sum("'M'" in n for n in notes) == 1, notes
+    r = _debug(tmp_path, [path, "--inputs", str(tmp_path / "x.npz")])
+    assert "input z: not in" in r.stderr and "so seeded random data" in r.stderr, r.stderr
+    assert "input z: not in" in r.stdout, r.stdout  # under the `inputs` table
+
+
+def test_the_input_command_says_the_notes_of_its_input_once_as_names_are_listed(tmp_path):
+    path = _add(tmp_path / "m.onnx")
+    np.savez(tmp_path / "x.npz", x=np.ones((2, 4), np.float32))
+    out = _debug(tmp_path, [path, "--inputs", str(tmp_path / "x.npz")], ["input z"]).stdout
+    assert out.count("input z: not in") == 1 and out.count("unknown dimension 'M' set to 1") == 1, out
+    out = _debug(tmp_path, [_relu(tmp_path / "b.onnx", "in\\put")], ["input in\\put"]).stdout
+    assert out.count("'N'") == 1 and "note: input in\\\\put: unknown dimension 'N'" in out, out  # as `inputs` lists it
