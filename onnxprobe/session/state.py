@@ -29,6 +29,7 @@ import numpy as np
 from onnxprobe import api
 from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError
 from onnxprobe.session.inputs import SessionInputs
+from onnxprobe.text import as_typed
 from onnxprobe.types import RunInfo, TensorRef
 
 RAW_CACHE_BYTES = 512 * 2**20  # raw tensors kept for show/save, per model
@@ -157,6 +158,15 @@ class State:
         """The inputs of every model of the session, as loaded or with its backward graph (its loss's labels)."""
         return {s.name for t in self.targets.values() for m in (t.model, t.forward) if m is not None for s in self.specs_of(m)}
 
+    def input_name(self, typed: str) -> str:
+        """The input ``typed`` names, typed as listings print it (``text.as_typed``); refused when no model
+        of the session takes it."""
+        name = as_typed(typed, self.input_names())
+        if name not in self.input_names():
+            expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
+            raise UsageError(f"unknown input name {name!r}; the model's inputs are: {expected}")
+        return name
+
     def _check_inputs(self) -> None:
         known = self.input_names()
         for name in list(self.inputs.files) + list(self.inputs.shapes) + list(self.inputs.arrays):
@@ -196,9 +206,7 @@ class State:
         """``how``: 'random' (optionally with a new ``shape``; without one, the model's own shape again), a
         .npy/.pb file, or a value, which replaces an earlier random shape (it held the value to that shape).
         Returns notes (``_try_inputs``)."""
-        if name not in self.input_names():
-            expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
-            raise UsageError(f"unknown input name {name!r}; the model's inputs are: {expected}")
+        name = self.input_name(name)
         arrays = {k: v for k, v in self.inputs.arrays.items() if k != name}
         files = {k: v for k, v in self.inputs.files.items() if k != name}
         shapes = {k: v for k, v in self.inputs.shapes.items() if k != name}

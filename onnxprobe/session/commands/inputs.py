@@ -14,6 +14,7 @@ from onnxprobe.session.inputs import session_notes
 from onnxprobe.session.parse import describe_selection, parse_selection
 from onnxprobe.session.state import Target
 from onnxprobe.session.commands.table import Env, bad, command, display_ref, no_more, parse_int, tag, target_of
+from onnxprobe.text import quote
 
 
 PROBE_COLUMNS = [Column("index", "#", "right", head=True), Column("node", "node", name=True), Column("op", "op", head=True),
@@ -64,7 +65,7 @@ def cmd_input(env: Env, args: list[str]):
     st = env.state
     if not args:
         raise bad("input", "which input? (`inputs` lists them)")
-    name, rest = args[0], args[1:]
+    name, rest = st.input_name(args[0]), args[1:]
     shape = None
     dropped: list[str] = []  # backward graphs made for the old input shapes
     if rest:
@@ -79,9 +80,9 @@ def cmd_input(env: Env, args: list[str]):
             dropped = st.set_input(name, "random", shape)
         else:
             dropped = st.set_input(name, " ".join(rest))
-    feed, _, _ = st.feed(st.a if name in st.feed(st.a)[0] else st.target("b"))
-    if name not in feed:
-        raise UsageError(f"unknown input name {name!r}")
+    feed = next((f for f in (st.feed(t)[0] for t in st.targets.values()) if name in f), None)
+    if feed is None:  # an input of a type that gets no value made (a sequence)
+        raise UsageError(f"input {quote(name)}: no value made for it (give one: input NAME FILE)")
     v = feed[name]
     line = Text()
     line.append(safe(f"input {name}"), style="bold")
