@@ -88,6 +88,14 @@ def dim(d) -> str:
     return "?" if d is None or (isinstance(d, str) and d.startswith("unk__") and d[5:].isdigit()) else str(d)
 
 
+def json_shape(s: tuple | list | None) -> list | None:
+    """A declared shape for JSON: its sizes, null for each dimension that is not a number (a symbolic
+    name, unknown); null for an unknown rank."""
+    if s is None:
+        return None
+    return [d if isinstance(d, int) else None for d in s]
+
+
 def shape(s: tuple | list | None) -> str:
     """2x4, scalar, ?; with a symbolic dimension spaced out (batch x 3 x 224 x 224: 'batchx3' would read
     as one name)."""

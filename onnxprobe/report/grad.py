@@ -10,7 +10,7 @@ from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.console import phrased
-from onnxprobe.report.format import json_word, num, num_or_word, op, safe, shape
+from onnxprobe.report.format import json_shape, json_word, num, num_or_word, op, safe, shape
 from onnxprobe.report.table import Column, Table
 from onnxprobe.text import duration
 
@@ -28,7 +28,7 @@ def grad_dict(result) -> dict:
         ref = r.target.ref
         d = {
             "index": ref.index, "tensor": ref.name, "kind": r.target.kind, "node": ref.node, "op_type": ref.op_type,
-            "gradient": r.grad, "shape": list(r.shape) if r.shape is not None else _static(ref.shape), "dtype": ref.dtype,
+            "gradient": r.grad, "shape": list(r.shape) if r.shape is not None else json_shape(ref.shape), "dtype": ref.dtype,
             "norm": _num(r.norm), "value_norm": _num(r.value_norm), "ratio": _num(r.ratio),
         }
         if r.stats is not None:
@@ -55,12 +55,6 @@ def grad_dict(result) -> dict:
             "executor": result.executor.to_dict() if result.executor is not None else {"engine": "local"}}
            if getattr(result, "samples", None) is not None else {}),
     }
-
-
-def _static(s):
-    if s is None:
-        return None
-    return [d if isinstance(d, int) else None for d in s]
 
 
 COLUMNS = [

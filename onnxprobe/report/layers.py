@@ -8,7 +8,7 @@ from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.console import phrased
-from onnxprobe.report.format import dtype, no_values, num, op, shape, spread_digits, type_digits
+from onnxprobe.report.format import dtype, json_shape, no_values, num, op, shape, spread_digits, type_digits
 from onnxprobe.report.table import Column, Table
 from onnxprobe.stats.status import values_status
 from onnxprobe.text import duration
@@ -25,7 +25,7 @@ def tensor_rows(rows, shapes: dict) -> list[dict]:
             "scope": "/".join(ref.scope) or None,
             # what results key it by: the name, or 'if1/then_branch/o' where sibling bodies share the name
             "key": ref.key,
-            "shape": list(shapes[ref.key]) if ref.key in shapes else _static(ref.shape),
+            "shape": list(shapes[ref.key]) if ref.key in shapes else json_shape(ref.shape),
             "dtype": ref.dtype, "is_output": ref.is_output,
         }
         if st is not None:
@@ -56,12 +56,6 @@ def layers_dict(result) -> dict:
         "notes": list(result.notes) + list(result.plan.warnings),
         "tensors": tensors,
     }
-
-
-def _static(s):
-    if s is None:
-        return None
-    return [d if isinstance(d, int) else None for d in s]
 
 
 COLUMNS = [
