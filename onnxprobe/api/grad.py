@@ -16,7 +16,7 @@ from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_result, as_s
 from onnxprobe.autodiff.check import DELTA, TOLERANCE, CheckItem, check_gradients, perturbable, to_float64
 from onnxprobe.autodiff.engine import attach_backward, shaped_types
 from onnxprobe.autodiff.select import weight_value
-from onnxprobe.errors import ExecutionError, ModelError, UsageError
+from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.shapes import infer_shapes
@@ -209,7 +209,7 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         runner.execute(runner.model, f64, [gp.loss.loss], key="check")
         mode = "float64"
     except ExecutionError as e:
-        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        why = first_line(e)
         result.notes.append(f"--check ran in float32 (tolerance {TOLERANCE['float32']:g}): onnxruntime cannot run the "
                             f"model's float64 copy ({why[:200]})")
         runner = OrtRunner(pm, config)
