@@ -25,6 +25,7 @@ from onnxprobe.runtime.arrays import read_array, read_arrays, read_npz
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.feeds import Feeds, ModelInput, check_shape, check_value, make_feeds, parse_dims, parse_input_files, parse_shape_overrides
 from onnxprobe.runtime.feeds import model_inputs as _model_inputs
+from onnxprobe.runtime.userfunc import split_spec
 from onnxprobe.text import clean, clip, controls, one_line, quote
 from onnxprobe.graph.select import Selection
 from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
@@ -139,10 +140,9 @@ def protect_inputs(*files, inputs_dir=None, inputs_from=None, py_specs=(), what:
         elif p.is_file():
             protect(p, "an input file")
     for spec in [inputs_from, *py_specs]:
-        if isinstance(spec, PATH):
-            path, sep, _ = str(spec).rpartition(":")
-            if sep and path and os.path.isfile(path):
-                protect(path, "an input file")
+        parts = split_spec(spec) if isinstance(spec, PATH) else None
+        if parts is not None and os.path.isfile(parts[0]):
+            protect(parts[0], "an input file")
 
 
 def as_raw(raw) -> bool | set[str]:

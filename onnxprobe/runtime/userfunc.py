@@ -21,11 +21,19 @@ def user_code():
     return contextlib.redirect_stdout(sys.stderr)
 
 
+def split_spec(spec) -> tuple[str, str] | None:
+    """(FILE, FUNC) of ``FILE.py:FUNC``, split at its last ':' (a Windows path holds one); None without a
+    ':' or a FILE. FUNC may be empty: ``load_function`` refuses it, but FILE is the user's file all the same
+    (``api.protect_inputs`` keeps outputs off it)."""
+    path, sep, func = str(spec).rpartition(":")
+    return (path, func) if sep and path else None
+
+
 def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
     """(the function, its name) of ``FILE.py:FUNC``. ``expects`` says what FUNC should be, for the
     message when ``spec`` is not of that form."""
-    path, sep, func = str(spec).rpartition(":")
-    if not sep or not path or not func:
+    path, func = split_spec(spec) or ("", "")
+    if not path or not func:
         raise UsageError(f"{flag} {quote(spec)}: expected FILE.py:FUNC, {expects}")
     p = input_file(path, "Python file", flag)
     if p.suffix != ".py":
