@@ -18,6 +18,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxprobe.errors import OpsetTooOld
+from onnxprobe.graph.walk import subgraphs
 
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
 Axes = "Sequence[int] | str | None"
@@ -96,12 +97,8 @@ def all_names(model: onnx.ModelProto) -> set[str]:
             names.update(n.input)
             names.update(n.output)
             names.add(n.name)
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    visit(a.g)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    for sg in a.graphs:
-                        visit(sg)
+            for _, sg in subgraphs(n):
+                visit(sg)
 
     visit(model.graph)
     return names

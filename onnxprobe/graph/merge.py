@@ -17,6 +17,7 @@ from __future__ import annotations
 import onnx
 
 from onnxprobe.graph.builder import opset_version
+from onnxprobe.graph.walk import subgraphs
 
 PREFIX_A, PREFIX = "onnxprobe.a/", "onnxprobe.b/"
 
@@ -70,12 +71,8 @@ def _rename(g: onnx.GraphProto, prefix: str, outer: dict[str, str], shared: set[
         n.name = p(n.name)
         n.input[:] = [local.get(x, x) if x else x for x in n.input]
         n.output[:] = [local[o] if o else o for o in n.output]
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                _rename(a.g, prefix, local)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for sg in a.graphs:
-                    _rename(sg, prefix, local)
+        for _, sg in subgraphs(n):
+            _rename(sg, prefix, local)
     return local
 
 

@@ -13,6 +13,7 @@ from onnx import shape_inference
 from onnxprobe.errors import first_line
 from onnxprobe.graph.builder import opset_version, single_opsets
 from onnxprobe.graph.contrib_types import typed_outputs
+from onnxprobe.graph.walk import subgraphs
 from onnxprobe.memory import return_freed_memory, trim
 
 
@@ -104,12 +105,8 @@ def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
             t = onnx.helper.make_tensor_type_proto(init.data_type, list(init.dims))
             types.setdefault(init.name, t)
         for n in g.node:
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    visit(a.g)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    for sg in a.graphs:
-                        visit(sg)
+            for _, sg in subgraphs(n):
+                visit(sg)
 
     visit(model.graph)
     return types
