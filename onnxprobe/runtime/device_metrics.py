@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from onnxprobe.stats.metrics import REL_TINY, PairMetrics
+from onnxprobe.stats.metrics import REL_TINY
 from onnxprobe.stats.pooled import PairSums
 
 OUTPUTS = ("max_abs", "argmax", "sum_abs", "dd", "aa", "bb", "ab", "b_absmax", "excess", "max_rel", "check")
@@ -81,9 +81,3 @@ def sums_on_device(a, b, shape: tuple[int, ...], device: str, rtol: float = 0.0,
     return PairSums.one(sample, shape, count=int(np.prod(shape)) if shape else 1, max_abs=v["max_abs"],
                         argmax=v["argmax"], b_absmax=v["b_absmax"], excess=v["excess"] if rtol else v["max_abs"],
                         max_rel=v["max_rel"], sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"], bb=v["bb"], ab=v["ab"])
-
-
-def compare_on_device(a, b, shape: tuple[int, ...], device: str, rtol: float = 0.0) -> PairMetrics | None:
-    """Metrics of two OrtValues (or arrays) on ``device`` (``sums_on_device``)."""
-    s = sums_on_device(a, b, shape, device, rtol)
-    return None if s is None else s.metrics(rtol)

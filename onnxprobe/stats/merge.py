@@ -27,13 +27,6 @@ IDENTITY = ("schema_version", "onnxprobe_version", "model_id", "selection", "run
 TEXT_FIELDS = ("onnxprobe_version", "model_id", "selection")
 
 
-def read_report(path: str | Path) -> dict:
-    """A ``layers`` dataset report, checked (``check_report``)."""
-    d = read_json_report(path)
-    check_report(d, str(path))
-    return d
-
-
 def read_json_report(path: str | Path) -> dict:
     """The JSON object of a report file, its path kept under "_path" (not yet checked for its kind)."""
     p = input_file(path, "report file", pipe_ok=True)  # read once: `merge-stats <(...)` works
