@@ -14,6 +14,8 @@ class OnnxProbeError(Exception):
 
     exit_code = 1
     cli_message: str | None = None
+    about: str | None = None  # the input file the message names, where it names one (api.datasets.relabel)
+    batch: str | None = None  # the dataset batch the message names (api.datasets.relabel)
 
 
 class UsageError(OnnxProbeError):

@@ -134,14 +134,18 @@ class Done:
 
 
 def relabel(e: OnnxProbeError, label: str) -> OnnxProbeError:
-    """The same kind of error (usage: exit 2, else 1), its message saying which batch (once: a message that
-    starts with the batch's file, 'dir/b.npz: not a readable .npz file', names it already)."""
+    """The same kind of error (usage: exit 2, else 1), its message saying which batch, once: an error about
+    the batch's own file ('dir/b.npz: not a readable .npz file', ``OnnxProbeError.about``) names it already."""
+    err = (UsageError if isinstance(e, UsageError) else ExecutionError)(labelled(e, label))
+    err.batch = label
+    return err
+
+
+def labelled(e: OnnxProbeError, label: str) -> str:
+    """``e``'s first line, naming batch ``label`` once (from what the error says it names, not its words)."""
     text = first_line(e)
-    return (UsageError if isinstance(e, UsageError) else ExecutionError)(text if _names(text, label) else f"{label}: {text}")
-
-
-def _names(text: str, label: str) -> bool:
-    return text.startswith(label) or os.path.basename(text.split(": ", 1)[0]) == label
+    named = e.batch == label or (e.about is not None and os.path.basename(e.about) == label)
+    return text if named else f"{label}: {text}"
 
 
 def model_path(model: Model | str | os.PathLike, flag: str = "--ray") -> str:
@@ -167,7 +171,9 @@ def run_batches(factory: Callable[[], BatchWorker], src: Source, merge: Callable
         if isinstance(got, OnnxProbeError):
             failures.append((index, label, got))
         elif isinstance(got, BaseException):
-            failures.append((index, label, ExecutionError(f"{label}: {type(got).__name__}: {first_line(got)}")))
+            err = ExecutionError(f"{label}: {type(got).__name__}: {first_line(got)}")
+            err.batch = label
+            failures.append((index, label, err))
         else:
             executor.digests[index] = got.digest
             merge(index, label, got.partial)
@@ -206,8 +212,7 @@ def _failed(failures: list[tuple[int, str, OnnxProbeError]], total: int) -> Onnx
     shown = len(failures) if len(failures) <= FAILURES_SHOWN + 1 else FAILURES_SHOWN  # never "and 1 more"
     reasons = []
     for _, label, e in failures[:shown]:
-        text = first_line(e)
-        reasons.append(clip(text if _names(text, label) else f"{label}: {text}", 240))
+        reasons.append(clip(labelled(e, label), 240))
     more = f"; and {len(failures) - shown} more ({', '.join(lb for _, lb, _ in failures[shown:shown + 3])}" \
            f"{' …' if len(failures) > shown + 3 else ''})" if len(failures) > shown else ""
     cls = UsageError if isinstance(failures[0][2], UsageError) else ExecutionError

@@ -167,7 +167,11 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
     tensor names: see ``runtime.npz``)."""
     from onnxprobe.runtime.npz import NAMES_ENTRY, true_names
 
-    p = input_file(path, ".npz file")
+    try:
+        p = input_file(path, ".npz file")
+    except UsageError as e:  # its message names the file
+        e.about = str(path)
+        raise
     try:
         with zipfile.ZipFile(p) as z:
             total = 0
@@ -188,10 +192,13 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
         with np.load(p, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files if k != NAMES_ENTRY}
             names = true_names(z) if NAMES_ENTRY in z.files else None
-    except UsageError:
+    except UsageError as e:  # every message above names the file
+        e.about = str(path)
         raise
     except Exception as e:  # noqa: BLE001 - zipfile and numpy raise many kinds
-        raise UsageError(f"{clean(p)}: not a readable .npz file ({clean(first_line(e))})") from e
+        err = UsageError(f"{clean(p)}: not a readable .npz file ({clean(first_line(e))})")
+        err.about = str(path)
+        raise err from e
     protect(p, "an input file")
     if names:
         arrays = {names.get(k, k): v for k, v in arrays.items()}
