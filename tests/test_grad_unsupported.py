@@ -94,3 +94,32 @@ def test_diff_grad_of_weights_behind_an_op_without_a_rule_says_so_not_no_weights
     kind, why = res.verdict()
     assert kind == "error" and "no weight receives a gradient" in why and "has no weights" not in why, why
     assert any("Det" in n and "W" in n for n in res.notes), res.notes
+
+
+def _qoperator_model():
+    """y = DequantizeLinear(QLinearMatMul(QuantizeLinear(x), QuantizeLinear(W))): a float weight W that the
+    loss reads through an integer layer with no gradient rule, as every weight of a QOperator model is."""
+    u8, i8 = TensorProto.UINT8, TensorProto.INT8
+    inits = [onnx.numpy_helper.from_array(np.arange(9, dtype=np.float32).reshape(3, 3) / 9, "W"),
+             helper.make_tensor("s", F, [], [0.01]), helper.make_tensor("z", u8, [], [0]),
+             helper.make_tensor("ws", F, [], [0.01]), helper.make_tensor("wz", i8, [], [0])]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="qx"),
+             helper.make_node("QuantizeLinear", ["W", "ws", "wz"], ["wq"], name="qw"),
+             helper.make_node("QLinearMatMul", ["xq", "s", "z", "wq", "ws", "wz", "s", "z"], ["yq"], name="the_qmm"),
+             helper.make_node("DequantizeLinear", ["yq", "s", "z"], ["y"], name="dq")]
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", F, [3, 3])],
+                          [helper.make_tensor_value_info("y", F, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_a_weight_behind_a_quantized_layer_is_not_said_independent_of_the_loss(tmp_path):
+    """`grad` on a QOperator model said "the loss does not depend on" its weights: it does, through
+    QLinearMatMul, which has no gradient rule; the note names the op where the gradient stops."""
+    p = tmp_path / "q.onnx"
+    onnx.save(_qoperator_model(), p)
+    gp = api.grad_plan(api.load(p), api.GradSpec(), feed={"x": np.full((3, 3), 0.5, np.float32)})
+    assert "W" not in gp.grads
+    assert not any("does not depend on" in w and "W" in w for w in gp.warnings), gp.warnings
+    assert any("get no gradient" in w and "W: at QLinearMatMul 'the_qmm'" in w for w in gp.warnings), gp.warnings

@@ -262,10 +262,14 @@ def attach_backward(
 
 def _blocked(tensors: list[str], nodes: list[onnx.NodeProto], reach: set[str]) -> dict[str, str]:
     """Of ``tensors`` (asked for, no gradient, yet the loss depends on them): tensor -> the op that reads it
-    at an input its rule gives no gradient (Clip's bounds, Pad's constant value)."""
+    at an input its rule gives no gradient (Clip's bounds, Pad's constant value), or that cuts the gradient
+    with integer outputs and no rule (QLinearConv, MatMulInteger, DynamicQuantizeLinear: a quantized layer;
+    not a piecewise-constant op such as Floor, whose gradient is zero: the loss does not depend on it)."""
     readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
     for n in nodes:
-        if any(o in reach for o in n.output if o) and registry.status(n.op_type, n.domain) == "rule":
+        st = registry.status(n.op_type, n.domain)
+        cuts = st == "not implemented" or registry.CATEGORY.get(registry.key(n.op_type, n.domain)) == "quantization"
+        if any(o in reach for o in n.output if o) and (st == "rule" or cuts):
             for i, x in enumerate(n.input):
                 readers.setdefault(x, []).append((n, i))
     out: dict[str, str] = {}
@@ -274,7 +278,8 @@ def _blocked(tensors: list[str], nodes: list[onnx.NodeProto], reach: set[str]) -
         while frontier and t not in out:
             x = frontier.pop(0)
             for n, i in readers.get(x, []):
-                if not registry.rule_of(n).differentiable(i):
+                r = registry.rule_of(n)
+                if r is None or not r.differentiable(i):
                     out[t] = f"{n.op_type} {n.name or n.output[0]!r} (input {i})"
                     break
                 frontier += [o for o in n.output if o and o not in seen and not seen.add(o)]
