@@ -45,3 +45,33 @@ def test_layers_knows_the_dtypes_at_and_after_a_contrib_op(tmp_path):
     st = res.stats["qs"]
     assert (st.min, st.max, st.count) == (float(qs.min()), float(qs.max()), qs.size)
     assert st.mean == np.float64(qs.astype(np.float64).mean())
+
+
+def _ms_qdq_model(act=np.uint16, scale=np.float32) -> onnx.ModelProto:
+    """QuantizeLinear/DequantizeLinear of the com.microsoft domain, which onnxruntime's quantizer writes for
+    16-bit and 4-bit types (UseQDQContribOps): onnx infers no type for them either."""
+    ft = helper.np_dtype_to_tensor_dtype(np.dtype(scale))
+    inits = [numpy_helper.from_array(np.array(0.05, scale), "s"), numpy_helper.from_array(np.array(3, act), "zp")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"], name="quant", domain="com.microsoft"),
+             helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"], name="dequant", domain="com.microsoft"),
+             helper.make_node("Relu", ["y"], ["z"], name="relu")]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", ft, [1, 4, 8, 8])],
+                   [helper.make_tensor_value_info("z", ft, None)], inits)
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return m
+
+
+def test_contrib_quantize_and_dequantize_outputs_are_typed():
+    vi = {v.name: v.type.tensor_type.elem_type for v in typed_outputs(_ms_qdq_model().graph)}
+    assert vi == {"q": TensorProto.UINT16, "y": TensorProto.FLOAT}, vi
+    vi = {v.name: v.type.tensor_type.elem_type for v in typed_outputs(_ms_qdq_model(np.int8, np.float16).graph)}
+    assert vi == {"q": TensorProto.INT8, "y": TensorProto.FLOAT16}, vi
+
+
+def test_layers_knows_the_dtypes_of_contrib_qdq_tensors(tmp_path):
+    p = tmp_path / "q.onnx"
+    onnx.save(_ms_qdq_model(), p)
+    x = np.random.default_rng(0).normal(size=(1, 4, 8, 8)).astype(np.float32)
+    res = api.layers(p, api.Selection(all=True), api.RunConfig(device="cpu", cache=False), api.InputSpec(arrays={"x": x}))
+    dtypes = {pr.ref.name: pr.ref.dtype for pr in res.plan.probes}
+    assert (dtypes["q"], dtypes["y"], dtypes["z"]) == ("uint16", "float32", "float32"), dtypes

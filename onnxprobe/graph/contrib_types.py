@@ -4,7 +4,9 @@ onnx infers nothing for an op outside its own domains, and so nothing downstream
 QLinearMul (onnxruntime's QOperator quantization writes them between standard QLinearConvs), every
 tensor's dtype was unknown ("?" in the tables). Each of these ops writes the type of its output zero
 point, an initializer whose type is known before inference (onnxruntime's contrib op schemas:
-QLinearAdd/QLinearMul take it as input 7, the unary ones as input 4, QLinearConcat as input 1).
+QLinearAdd/QLinearMul take it as input 7, the unary ones as input 4, QLinearConcat as input 1). The same
+holds for com.microsoft's QuantizeLinear (its zero point, input 2; uint8 without one) and DequantizeLinear
+(its scale, input 1), which onnxruntime's quantizer writes for 16-bit and 4-bit types (UseQDQContribOps).
 ``typed_outputs`` gives a value_info (type only) for each such output, for inference to start from.
 """
 
@@ -17,7 +19,9 @@ MS_DOMAIN = "com.microsoft"
 ZERO_POINT_INPUT = {
     "QLinearAdd": 7, "QLinearMul": 7, "QLinearSigmoid": 4, "QLinearLeakyRelu": 4, "QLinearSoftmax": 4,
     "QLinearGlobalAveragePool": 4, "QLinearAveragePool": 4, "QLinearConcat": 1, "QLinearWhere": 8, "QGemm": 8,
+    "QuantizeLinear": 2, "DequantizeLinear": 1,
 }
+DEFAULT_TYPE = {"QuantizeLinear": onnx.TensorProto.UINT8}  # the output's type where that input is left out
 
 
 def typed_outputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
@@ -33,9 +37,9 @@ def typed_outputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
     out = []
     for n in graph.node:
         k = ZERO_POINT_INPUT.get(n.op_type) if n.domain == MS_DOMAIN else None
-        if k is None or len(n.input) <= k or not n.output or not n.output[0] or n.output[0] in have:
+        if k is None or not n.output or not n.output[0] or n.output[0] in have:
             continue
-        elem = known.get(n.input[k])
+        elem = known.get(n.input[k]) if len(n.input) > k and n.input[k] else DEFAULT_TYPE.get(n.op_type)
         if elem:
             out.append(onnx.helper.make_tensor_value_info(n.output[0], elem, None))
     return out
