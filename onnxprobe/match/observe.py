@@ -242,6 +242,19 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                 return t
         return None
 
+    quantized_as: dict[str, list] = {}  # float tensor -> (QuantizeLinear output, node) observed for it
+
+    def param(name: str | None):
+        v = values.get(name) if name else None
+        return (name,) if v is None else (v.data_type, tuple(v.dims), onnx.numpy_helper.to_array(v).tobytes())
+
+    def same_quantization(m: onnx.NodeProto, n: onnx.NodeProto) -> bool:
+        """Two QuantizeLinear nodes of one tensor that give the same values: equal scales, zero points
+        (by value) and attributes (axis, saturate...)."""
+        return (m.domain == n.domain and len(m.input) == len(n.input)
+                and all(param(i) == param(j) for i, j in zip(m.input[1:], n.input[1:]))
+                and sorted(a.SerializeToString() for a in m.attribute) == sorted(a.SerializeToString() for a in n.attribute))
+
     obs: list[Observable] = []
     deq: list[Dequantize] = []
     hidden: dict[str, str] = {}
@@ -287,6 +300,11 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                         hidden[t] = f"quantized; compared as the model output {dqs[0]} (its DequantizeLinear)"
                         continue
                     scale, zp, axis = n.input[1], (n.input[2] if len(n.input) > 2 and n.input[2] else None), _axis(n)
+                    twin = next((f for f, q in quantized_as.get(x, []) if same_quantization(q, n)), None)
+                    if twin is not None:  # DedicatedQDQPair: one Q/DQ pair per consumer, the same values
+                        hidden[t] = f"the same quantization of {x} as {twin} (same scale and zero point): compared there"
+                        continue
+                    quantized_as.setdefault(x, []).append((t, n))
                     out = DEQ_PREFIX + t
                     deq.append(Dequantize(t, scale, zp, axis, out))
                     obs.append(Observable(key=x, name=dqs[0] if dqs else t, probe=out, node=s.name, node_named=bool(n.name), op_type=n.op_type,
