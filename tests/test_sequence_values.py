@@ -73,3 +73,28 @@ def test_diff_leaves_them_unmatched(tmp_path):
     seq_model(path)
     r = CliRunner().invoke(app, ["diff", str(path), str(path), "--all", "--input", "i=1"])
     assert r.exit_code == 0, r.output
+
+
+def seq_output_model(path) -> None:
+    """A model whose graph output is itself a sequence (SequenceConstruct's), beside a tensor output."""
+    nodes = [H.make_node("Relu", ["x"], ["r"], name="relu"),
+             H.make_node("SequenceConstruct", ["x", "r"], ["sq"], name="sc"),
+             H.make_node("Neg", ["r"], ["y"], name="neg")]
+    g = H.make_graph(nodes, "s", [H.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                     [H.make_tensor_sequence_value_info("sq", T.FLOAT, [2, 3]), H.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    onnx.save(H.make_model(g, opset_imports=[H.make_opsetid("", 18)]), path)
+
+
+@pytest.mark.parametrize("args", [[], ["--all"], ["--all", "--save", "acts.npz"]])
+def test_layers_of_a_sequence_output(tmp_path, args, monkeypatch):
+    """A sequence as a graph output: onnxruntime returns it, but it is no tensor (it made 'internal error:
+    ... Only OrtValues that are Tensors are convertible to Numpy objects'); the tensors keep their numbers."""
+    path = tmp_path / "seq_out.onnx"
+    seq_output_model(path)
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["layers", str(path), "--input", f"x={X.tolist()}", "--json", "out.json", *args])
+    assert r.exit_code == 0, r.output
+    import json
+    rows = {t["name"]: t for t in json.loads((tmp_path / "out.json").read_text())["tensors"]}
+    assert "sq" not in rows
+    assert rows["y"]["min"] == pytest.approx(float(-X.max())) and rows["y"]["mean"] == pytest.approx(float(-X.mean()))

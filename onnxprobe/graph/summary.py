@@ -166,6 +166,13 @@ def not_a_tensor(t: onnx.TypeProto | None, op_type: str) -> str | None:
     return {"sequence_type": "a sequence", "optional_type": "an optional", "map_type": "a map"}.get(which, "a sparse tensor")
 
 
+def non_tensor_outputs(model: onnx.ModelProto) -> set[str]:
+    """The main graph's outputs that are sequences, optionals or maps (by their declared type, or by their
+    producer's op where no type is declared): onnxruntime returns them, but they are no tensors."""
+    ops = {o: n.op_type for n in model.graph.node for o in n.output if o}
+    return {o.name for o in model.graph.output if not_a_tensor(o.type if o.HasField("type") else None, ops.get(o.name, ""))}
+
+
 def _empty_tensor_type(t: onnx.TypeProto) -> bool:
     return t.WhichOneof("value") == "tensor_type" and not t.tensor_type.elem_type
 

@@ -32,6 +32,7 @@ from onnxprobe.graph.select import refs_by_key
 from onnxprobe.graph.stale_shapes import misplanned, stale_note, stale_shapes, without_shapes
 from onnxprobe.graph.walk import in_if_branch
 from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stub_weights, stubs
+from onnxprobe.graph.summary import non_tensor_outputs
 from onnxprobe.graph.shapes import shape_bytes, shapes_with_folded, static_shape, value_types
 from onnxprobe.runtime import plan_cache
 from onnxprobe.runtime.budget import check_run_fits
@@ -366,8 +367,9 @@ class GraphRunner(Runner):
         probe_outputs |= {p.raw_output for p in plan.probes if p.raw_for_stats}  # small: to the host with the rows
         lifted_raw = {p.raw_output for p in plan.probes if p.raw_output and p.ref.scope}
         model_outputs = {o.name for o in base.graph.output}  # a small one summarised on the host is still returned
-        own = [o.name for o in plan.model.graph.output
-               if o.name in model_outputs or (o.name not in probe_outputs and o.name not in lifted_raw)]
+        skip = non_tensor_outputs(base)  # a sequence, optional or map output: no tensor to read back as one
+        own = [o.name for o in plan.model.graph.output if o.name not in skip
+               and (o.name in model_outputs or (o.name not in probe_outputs and o.name not in lifted_raw))]
         raw_names = list(dict.fromkeys(p.raw_output for p in plan.probes if p.raw_output and not p.raw_for_stats))
         host = list(dict.fromkeys([o.name for o in plan.model.graph.output if o.name in probe_outputs] + (own if outputs else [])))
         device = [r for r in raw_names if r not in host]
