@@ -98,3 +98,17 @@ def test_layers_of_a_sequence_output(tmp_path, args, monkeypatch):
     rows = {t["name"]: t for t in json.loads((tmp_path / "out.json").read_text())["tensors"]}
     assert "sq" not in rows
     assert rows["y"]["min"] == pytest.approx(float(-X.max())) and rows["y"]["mean"] == pytest.approx(float(-X.mean()))
+
+
+@pytest.mark.parametrize("args", [[], ["--loss-output", "sq"], ["--loss", "mean"]])
+def test_grad_of_a_sequence_output_says_so(tmp_path, args):
+    """A loss of a sequence output is refused naming it (it was 'onnxruntime: Failed to load model with error:
+    Invalid tensor data type 0.'); the tensor output is still differentiable."""
+    path = tmp_path / "seq_out.onnx"
+    seq_output_model(path)
+    r = CliRunner().invoke(app, ["grad", str(path), *args])
+    assert r.exit_code in (1, 2) and "Traceback" not in r.output, r.output
+    assert "'sq'" in r.output and "sequence" in r.output and "--loss-output" in r.output, r.output
+    res = api.grad(path, api.Selection(all=True), CPU := api.RunConfig(device="cpu"), api.GradSpec(output="y"),
+                   inputs={"x": X}, save=True)
+    np.testing.assert_allclose(res.arrays["r"], -np.ones((2, 3)))

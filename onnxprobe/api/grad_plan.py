@@ -158,6 +158,21 @@ def _pick_output(model: onnx.ModelProto, name: str | None) -> str:
     return name
 
 
+def _tensor_output(model: onnx.ModelProto, name: str, given: bool) -> str:
+    """``name``, when it is a tensor: a sequence, optional or map output has no loss to differentiate."""
+    from onnxprobe.graph.summary import non_tensor_outputs, not_a_tensor
+
+    skip = non_tensor_outputs(model)
+    if name not in skip:
+        return name
+    o = next(o for o in model.graph.output if o.name == name)
+    kind = not_a_tensor(o.type if o.HasField("type") else None, "") or "not a tensor"
+    others = [o.name for o in model.graph.output if o.name not in skip]
+    hint = f"pick a tensor output: {', '.join(others)}" if others else "the model has no tensor output"
+    raise setting_error(UsageError, ("output", "--loss-output"),
+                        f"{name!r}{'' if given else ' (the first output)'} is {kind}, not a tensor: no loss to differentiate; {hint}")
+
+
 def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warnings: list[str], *,
                     ranks_only: bool = False, cache: bool = True) -> onnx.ModelProto:
     """Fill in the types of main-graph tensors that shape inference left unknown (e.g. a Reshape whose
@@ -315,7 +330,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
                probe_inputs=None, cache: bool = True) -> GradPlan:
     spec = spec or GradSpec()
     warnings = list(model.warnings)
-    output = _pick_output(model.proto, spec.output)
+    output = _tensor_output(model.proto, _pick_output(model.proto, spec.output), spec.output is not None)
     if feed is not None:
         base = infer_shapes(with_input_shapes(model.proto, {k: np.shape(v) for k, v in feed.items()}), warnings)
         inferred = static_shape(value_types(base).get(output))
