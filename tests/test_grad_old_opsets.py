@@ -63,3 +63,26 @@ def test_a_conversion_that_changes_the_inputs_shapes_is_refused_in_one_line(tmp_
     assert r.exit_code == 1, r.output
     line = r.stderr.strip()
     assert "\n" not in line and "init" in line and "opset" in line and "onnxruntime" not in line, line
+
+
+@pytest.mark.parametrize("opset", [10, 13])
+def test_maxpool_at_opset_10_whose_equal_takes_no_floats(tmp_path, opset):
+    """MaxPool's gradient compares windows with Equal, which takes floats from opset 11 on: at opset 10
+    onnxruntime refused the backward graph ("Type 'tensor(float)' of input parameter ... of operator (Equal)
+    ... is invalid"). The builder asks for the opset the op's types need, and grad converts the model.
+    Oracle: dL/dx of sum(MaxPool(x)) is 1 at each window's maximum (distinct values, no ties)."""
+    m = make_model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])], [], opset=opset)
+    onnx.save(m, tmp_path / "m.onnx")
+    x = RNG.permutation(16).astype(np.float32).reshape(1, 1, 4, 4)
+    np.save(tmp_path / "x.npy", x)
+    r = runner.invoke(app, ["grad", str(tmp_path / "m.onnx"), "--input", f"x={tmp_path / 'x.npy'}", "--wrt", "x",
+                            "--device", "cpu", "--save-grads", str(tmp_path / "g.npz")])
+    assert r.exit_code == 0, r.output
+    want = np.zeros((4, 4))
+    for i in range(0, 4, 2):
+        for j in range(0, 4, 2):
+            k = np.argmax(x[0, 0, i:i + 2, j:j + 2])
+            want[i + k // 2, j + k % 2] = 1
+    np.testing.assert_array_equal(np.load(tmp_path / "g.npz")["x"], want.reshape(1, 1, 4, 4))

@@ -129,14 +129,30 @@ RUNTIME_MIN_OPSET = 7
 @functools.lru_cache(maxsize=None)
 def opset_needed(op_type: str, opset: int) -> int | None:
     """The opset an ONNX-domain op needs when ``opset`` is too old for it (Expand: 8; anything: onnxruntime's
-    7), else None."""
+    7; an op whose first input takes floats only from a later version, as Equal from 11: what the backward
+    graph feeds it), else None."""
     try:
-        onnx.defs.get_schema(op_type, opset, "")
-        return RUNTIME_MIN_OPSET if opset < RUNTIME_MIN_OPSET else None
+        schema = onnx.defs.get_schema(op_type, opset, "")
+        if opset < RUNTIME_MIN_OPSET:
+            return RUNTIME_MIN_OPSET
+        if not _takes_floats(schema):
+            later = sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history()
+                           if s.name == op_type and not s.domain and s.since_version > opset and _takes_floats(s))
+            return later[0] if later else None
+        return None
     except onnx.defs.SchemaError:
         since = [s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op_type and not s.domain]
         # no such op at all: onnxruntime says so when it loads the graph
         return max(min(since), RUNTIME_MIN_OPSET) if since else None
+
+
+def _takes_floats(schema) -> bool:
+    """Whether the op's first input takes float32 (an op with no input: yes)."""
+    if not schema.inputs:
+        return True
+    ts = schema.inputs[0].type_str
+    allowed = next((c.allowed_type_strs for c in schema.type_constraints if c.type_param_str == ts), [ts])
+    return "tensor(float)" in allowed
 
 
 class GraphBuilder:
