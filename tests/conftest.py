@@ -71,6 +71,14 @@ def matmul_relu(path, w: np.ndarray, mid: str = "c", tail: bool = False) -> str:
     return str(path)
 
 
+def relu_n4(path, name: str) -> str:
+    """A Relu of one input ``name`` of shape [N, 4] (N symbolic) to y, saved at ``path``."""
+    vi = helper.make_tensor_value_info
+    onnx.save(make_model([helper.make_node("Relu", [name], ["y"], name="r")], [vi(name, TensorProto.FLOAT, ["N", 4])],
+                         [vi("y", TensorProto.FLOAT, ["N", 4])]), str(path))
+    return str(path)
+
+
 def fold_bn1(m: onnx.ModelProto, w: dict[str, np.ndarray], names: tuple[str, str]) -> None:
     """The sample CNN ``m`` with bn1 folded into conv1, in place, as exporters and optimizers fold it: the
     folded weight and bias (computed from ``w``, the CNN's weights in the dtype the caller chose) under

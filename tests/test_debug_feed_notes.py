@@ -11,7 +11,7 @@ import onnx
 from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
-from conftest import make_model
+from conftest import make_model, relu_n4
 from onnxprobe import api
 from onnxprobe.cli.main import app
 from onnxprobe.session.inputs import session_notes
@@ -21,10 +21,7 @@ ENV = {"COLUMNS": "200", "NO_COLOR": "1"}
 
 
 def _relu(path, name: str) -> str:
-    vi = helper.make_tensor_value_info
-    onnx.save(make_model([helper.make_node("Relu", [name], ["y"], name="r")], [vi(name, TensorProto.FLOAT, ["N", 4])],
-                         [vi("y", TensorProto.FLOAT, ["N", 4])]), str(path))
-    return str(path)
+    return relu_n4(path, name)
 
 
 def _add(path) -> str:

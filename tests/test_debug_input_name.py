@@ -4,11 +4,9 @@ a newline as \\n), as ``show`` and ``stats`` take it; and a name no model takes 
 
 from __future__ import annotations
 
-import onnx
-from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
-from conftest import make_model
+from conftest import relu_n4
 from onnxprobe.cli.main import app
 
 runner = CliRunner()
@@ -16,10 +14,7 @@ ENV = {"COLUMNS": "200", "NO_COLOR": "1"}
 
 
 def _relu(path, name: str) -> str:
-    vi = helper.make_tensor_value_info
-    onnx.save(make_model([helper.make_node("Relu", [name], ["y"], name="r")], [vi(name, TensorProto.FLOAT, ["N", 4])],
-                         [vi("y", TensorProto.FLOAT, ["N", 4])]), str(path))
-    return str(path)
+    return relu_n4(path, name)
 
 
 def _debug(tmp_path, model: str, lines: list[str]):
