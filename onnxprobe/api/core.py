@@ -398,26 +398,17 @@ def _diff_result() -> type:
 
 
 def _report_of(r, k: int):
-    """A dataset result of ``layers_dataset`` or ``diff_dataset`` as the report its ``--json`` writes (read
-    back, as merge-stats reads a file); anything else as given (a path or a dict, checked by the merge)."""
-    import json
+    """A dataset result of ``layers_dataset`` or ``diff_dataset`` as the report its ``--json`` writes
+    (``api.report``, read back as merge-stats reads a file); anything else as given (a path or a dict,
+    checked by the merge)."""
+    if isinstance(r, DatasetResult) or (isinstance(r, _diff_result()) and r.samples is not None):
+        from onnxprobe.api.reports import report
 
-    from onnxprobe.report.io import json_default
-
-    if isinstance(r, DatasetResult):
-        from onnxprobe.report.layers import dataset_dict
-
-        d = dataset_dict(r)
-    elif isinstance(r, _diff_result()) and r.samples is not None:
-        from onnxprobe.report.diff_dataset import diff_dataset_dict
-
-        d = diff_dataset_dict(r)
-    elif isinstance(r, (ProbeResult, _diff_result())):
+        return report(r)
+    if isinstance(r, (ProbeResult, _diff_result())):
         raise UsageError(f"merge_stats: report {k} is the {type(r).__name__} of one input; merge the results of "
                          "api.layers_dataset or api.diff_dataset (or their --json reports)")
-    else:
-        return r
-    return json.loads(json.dumps(d, allow_nan=False, default=json_default))
+    return r
 
 
 def merge_stats(reports: list) -> dict:
