@@ -86,6 +86,9 @@ class MissingExtra(UsageError):
         self.extra = extra
 
 
+RUNTIME_OPTIONS = ("runtime_options", "--runtime-option")  # a setting as the API and the command line name it
+
+
 def setting_error(cls: type[OnnxProbeError], what: tuple[str, str], rest: str) -> OnnxProbeError:
     """A ``cls`` error about one setting's value, ``what`` = (API parameter, command-line flag): the message
     names both ("vs_device (--vs-device) cuda: ..."), the command line's the flag alone ("--vs-device cuda: ..."),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from onnxprobe.errors import UsageError, setting_error
+from onnxprobe.errors import RUNTIME_OPTIONS, UsageError, setting_error
 from onnxprobe.types import Settings
 
 if TYPE_CHECKING:  # onnx costs a second to import: the OpenVINO worker, a package module, never needs it
@@ -20,9 +20,6 @@ TAKES_OPTIONS = ("openvino", "tensorrt")  # runtimes with settings of their own 
 # what the others are set with instead
 SETTINGS = {"ort": "its settings are the RunConfig's device and opt_level: --device, --opt-level",
             "reference": "onnx.reference has no settings: it runs the graph as written, on the CPU"}
-
-
-OPTION = ("runtime_options", "--runtime-option")  # the setting, as the API and the command line name it
 
 
 def check_runtime(runtime: str, what: tuple[str, str] = ("runtime", "--runtime")) -> str:
@@ -65,7 +62,7 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
         check_options_used([runtime], options)
         options = options_for(runtime, options)
     if options and runtime not in TAKES_OPTIONS:
-        raise setting_error(UsageError, OPTION, f": {runtime} takes none ({SETTINGS[runtime]})")
+        raise setting_error(UsageError, RUNTIME_OPTIONS, f": {runtime} takes none ({SETTINGS[runtime]})")
     if runtime == "ort":
         from onnxprobe.runtime.runners.ort import OrtRunner
 
@@ -131,13 +128,13 @@ def check_options_used(runtimes: list[str], options: dict[str, str] | None) -> N
     for k in options or {}:
         prefix, sep, _ = k.partition(":")
         if sep and prefix not in RUNTIMES:  # none of OpenVINO's CPU properties nor TensorRT's settings has a colon in its name
-            raise setting_error(UsageError, OPTION, f"{k}: {prefix!r} is not a runtime (RUNTIME:KEY=VALUE names one of "
+            raise setting_error(UsageError, RUNTIME_OPTIONS, f"{k}: {prefix!r} is not a runtime (RUNTIME:KEY=VALUE names one of "
                                 f"{', '.join(RUNTIMES)})")
         if sep:
             if prefix not in runtimes:
                 ran = list(dict.fromkeys(runtimes))
-                raise setting_error(UsageError, OPTION, f"{k}: {prefix} does not run here ({' and '.join(ran)} "
+                raise setting_error(UsageError, RUNTIME_OPTIONS, f"{k}: {prefix} does not run here ({' and '.join(ran)} "
                                     f"{'do' if len(ran) > 1 else 'does'})")
         elif not any(r in TAKES_OPTIONS for r in runtimes):
-            raise setting_error(UsageError, OPTION, f"{k}: {' and '.join(dict.fromkeys(runtimes))} take no runtime options "
+            raise setting_error(UsageError, RUNTIME_OPTIONS, f"{k}: {' and '.join(dict.fromkeys(runtimes))} take no runtime options "
                                 f"(they are for {', '.join(TAKES_OPTIONS)})")

@@ -26,7 +26,7 @@ from itertools import count
 import numpy as np
 import onnx
 
-from onnxprobe.errors import ExecutionError, MissingExtra, SessionError, UsageError, setting_error
+from onnxprobe.errors import RUNTIME_OPTIONS, ExecutionError, MissingExtra, SessionError, UsageError, setting_error
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.shapes import with_input_shapes
 from onnxprobe.runtime.feeds import model_inputs
@@ -176,7 +176,7 @@ class OpenVinoRunner(HostStatsRunner):
             raise setting_error(UsageError, self.settings.device, f"{self.device}: OpenVINO has no such device here (it sees: {', '.join(reply['devices'])})")
         if reply.get("option_error"):
             given = ", ".join(f"{k}={v}" for k, v in self.options.items())
-            raise setting_error(UsageError, ("runtime_options", "--runtime-option"),
+            raise setting_error(UsageError, RUNTIME_OPTIONS,
                                 f"{given}: OpenVINO {self.device} refuses it: {reply['option_error']}")
         self.precision = self.precision or reply.get("precision")
         self._checked = True

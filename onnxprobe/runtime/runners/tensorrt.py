@@ -22,7 +22,7 @@ from collections import OrderedDict
 import numpy as np
 import onnx
 
-from onnxprobe.errors import ExecutionError, MissingExtra, UsageError, setting_error
+from onnxprobe.errors import RUNTIME_OPTIONS, ExecutionError, MissingExtra, UsageError, setting_error
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.memo import ModelMemo
 from onnxprobe.runtime.budget import parse_size
@@ -30,8 +30,6 @@ from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
 from onnxprobe.runtime.runners.observability import body_tensors, compiled_unobservable
 from onnxprobe.types import RunConfig, Settings
 
-# the setting a bad option is named by, as runners.OPTION (not imported from there: runners imports this module)
-RUNTIME_OPTION = ("runtime_options", "--runtime-option")
 MODES = ("debug", "output")
 OPTIONS = ("mode", "workspace", "tf32")
 MAX_ENGINES = 2
@@ -74,14 +72,14 @@ class TensorRtRunner(HostStatsRunner):
         self.options = opts
         unknown = [k for k in opts if k not in OPTIONS]
         if unknown:
-            raise setting_error(UsageError, RUNTIME_OPTION, f"{unknown[0]}: TensorRT takes {', '.join(OPTIONS)}")
+            raise setting_error(UsageError, RUNTIME_OPTIONS, f"{unknown[0]}: TensorRT takes {', '.join(OPTIONS)}")
         self.mode = opts.get("mode")
         if self.mode is not None and self.mode not in MODES:
-            raise setting_error(UsageError, RUNTIME_OPTION, f"mode={self.mode}: choose {' or '.join(MODES)}")
+            raise setting_error(UsageError, RUNTIME_OPTIONS, f"mode={self.mode}: choose {' or '.join(MODES)}")
         self.workspace = parse_size(opts.get("workspace", "1G"))
         tf32 = opts.get("tf32")
         if tf32 is not None and tf32 not in ("0", "1"):
-            raise setting_error(UsageError, RUNTIME_OPTION, f"tf32={tf32}: give 0 or 1")
+            raise setting_error(UsageError, RUNTIME_OPTIONS, f"tf32={tf32}: give 0 or 1")
         self.tf32 = None if tf32 is None else tf32 == "1"
         from onnxprobe.runtime.runners.tensorrt_engine import Cuda, Logger, modules
 
