@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from onnxprobe.graph.builder import FLOAT_TYPES
+from onnxprobe.graph.builder import FLOAT_TYPES, all_names, fresh_name
 from onnxprobe.graph.walk import subgraphs
 
 
@@ -20,14 +20,6 @@ def _float_constant(n: onnx.NodeProto) -> onnx.TensorProto | None:
         if a.name == "value" and a.t.data_type in FLOAT_TYPES and int(np.prod(a.t.dims)) >= 2:
             return a.t
     return None
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name, k = base, 1
-    while name in taken:
-        name, k = f"{base}.{k}", k + 1
-    taken.add(name)
-    return name
 
 
 def hoist_constants(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -52,17 +44,7 @@ def hoist_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     out = onnx.ModelProto()
     out.CopyFrom(model)
     names = {m.output[0] for _, m in found}
-    everywhere = set(taken)  # every name of every graph: a body output's new name must be none of them
-
-    def collect(g: onnx.GraphProto) -> None:
-        everywhere.update(i.name for i in list(g.input) + list(g.output) + list(g.initializer))
-        for n in g.node:
-            everywhere.update(n.input)
-            everywhere.update(n.output)
-            for _, sg in subgraphs(n):
-                collect(sg)
-
-    collect(main)
+    everywhere = all_names(model)  # every name of every graph: a body output's new name must be none of them
     moved: list[onnx.TensorProto] = []
 
     def strip(g: onnx.GraphProto) -> None:
@@ -79,7 +61,7 @@ def hoist_constants(model: onnx.ModelProto) -> onnx.ModelProto:
                         moved.append(t)
                         if t.name in returned:  # a body returning an outer-scope value directly is refused by
                             # onnxruntime: the body returns an Identity of it, under a new name (outputs are positional)
-                            fresh = _fresh(f"{t.name}.returned", everywhere)
+                            fresh = fresh_name(everywhere, f"{t.name}.returned")
                             keep.append(onnx.helper.make_node("Identity", [t.name], [fresh], name=fresh))
                             returned[t.name].name = fresh
                     else:

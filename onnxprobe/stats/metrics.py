@@ -41,6 +41,8 @@ def rel_limits(dtype) -> tuple[float, float]:
     dt = np.dtype(dtype)
     f = np.finfo(dt if dt.kind == "f" else np.float64)
     return float(f.smallest_subnormal), float(max(f.max, np.finfo(np.float32).max))
+
+
 FLOAT32_ROUNDING = 2.0 ** -20  # a few float32 roundings (2^-24 each), with room: Tolerance.near_float32_threshold
 METRICS = ("allclose", "max_abs", "mean_abs", "rmse", "max_rel", "cosine", "sqnr")
 
