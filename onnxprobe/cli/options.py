@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-
-from onnxprobe.text import clean
 
 try:  # the type Typer itself gives a Path parameter (recent Typers vendor click)
     from typer.models import TyperPath as _ClickPath
@@ -35,8 +32,13 @@ class _OutPath(_FilePath):
     Path('out'): the file would be written where the user named a folder)."""
 
     def convert(self, value, param, ctx):
-        if isinstance(value, str) and value.endswith(tuple(c for c in (os.sep, os.altsep) if c)):
-            self.fail(f"{clean(value)}: ends in {value[-1]!r}, a folder; give a file name", param, ctx)
+        from onnxprobe.errors import UsageError
+        from onnxprobe.fileio import not_a_folder
+
+        try:
+            not_a_folder(value)
+        except UsageError as e:  # said as click says a bad value: the flag named, exit 2
+            self.fail(str(e), param, ctx)
         return super().convert(value, param, ctx)
 
 
