@@ -58,3 +58,16 @@ def test_prelu_and_groupnorm_parameters_are_compared(tmp_path, dynamo):
         assert g.size == want.size and g.shape != want.shape  # stored with unit axes added
         np.testing.assert_allclose(g.reshape(want.shape), want, rtol=1e-4, atol=1e-6)
     assert res.verdict()[0] == "pass", res.verdict()
+
+
+def test_param_probes_read_back_whatever_the_parameter_names_hold():
+    """``read_param_probe`` inverts ``param_probe``: a name holding '@' or digits only (a ParameterList's '0')
+    is read as a name, the shape only after the last '@' (it split at the first one). (A bare parameter
+    registered as 'x@3' would read as x reshaped to [3]: torch names hold a '.' before any '@' of a module key.)"""
+    from onnxprobe.torch.grads import param_probe, read_param_probe
+
+    for params in (["a.weight"], ["0"], ["heads.a@b.weight"], ["heads.x@3.weight"], ["a.w", "b.w"]):
+        for transposed in (False, True):
+            for shape in (None, (4, 1, 1), (7,)):
+                got = read_param_probe(param_probe(params, transposed, shape))
+                assert got == (params, transposed, shape), (params, transposed, shape, got)

@@ -11,6 +11,8 @@ kept, not that of what overwrote it.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from onnxprobe.errors import ExecutionError, UsageError, first_line
@@ -26,6 +28,16 @@ MERGED, TRANSPOSED, RESHAPED = "|", "^T", "@"
 def param_probe(params: list[str], transposed: bool = False, shape: tuple[int, ...] | None = None) -> str:
     return PARAM + MERGED.join(params) + (TRANSPOSED if transposed else "") + (
         RESHAPED + "x".join(map(str, shape)) if shape is not None else "")
+
+
+def read_param_probe(probe: str) -> tuple[list[str], bool, tuple[int, ...] | None]:
+    """The inverse of ``param_probe``: (parameters, transposed, shape). The shape is what follows the last
+    '@' when that is one (a parameter's name may hold an '@' itself)."""
+    body, sep, dims = probe[len(PARAM):].rpartition(RESHAPED)
+    if not sep or not re.fullmatch(r"\d+(x\d+)*", dims):
+        body, dims = probe[len(PARAM):], ""
+    body, transposed = (body[:-len(TRANSPOSED)], True) if body.endswith(TRANSPOSED) else (body, False)
+    return body.split(MERGED), transposed, tuple(int(d) for d in dims.split("x")) if dims else None
 
 
 def torch_loss(y, kind: str, extra: np.ndarray | None, class_axis: int | None, probabilities: bool = False):
@@ -90,13 +102,12 @@ class TorchGradRunner(Runner):
                 if MODULE + path in got:
                     out[n] = permuted(got[MODULE + path], perm)
             elif n.startswith(PARAM):
-                body, _, dims = n.partition(RESHAPED)
-                body, transposed = (body[:-2], True) if body.endswith(TRANSPOSED) else (body, False)
-                parts = [got.get(PARAM + p) for p in body[len(PARAM):].split(MERGED)]
+                params, transposed, shape = read_param_probe(n)
+                parts = [got.get(PARAM + p) for p in params]
                 if parts and all(x is not None for x in parts):
                     total = np.sum(np.stack(parts), axis=0) if len(parts) > 1 else parts[0]
                     total = total.T.copy() if transposed else total
-                    out[n] = total.reshape([int(d) for d in dims.split("x")]) if dims else total
+                    out[n] = total.reshape(shape) if shape is not None else total
         return out
 
     def backward(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
