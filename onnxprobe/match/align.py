@@ -7,10 +7,10 @@ from onnxprobe.match.ops import canonical
 
 
 def align(obs_a, obs_b, used_a, used_b, take, made: list[tuple[int, int]], like) -> None:
-    """``take(i, j, reason)``: pair them, unless what they read says otherwise (``match``)."""
     """LCS over (canonical op, static shape) of the unmatched tensors between consecutive anchors, each
     with its like: main-graph tensors, or tensors of the same If branch (``Observable.scope``; a branch
-    runs only sometimes, and the branches of two different If nodes are no evidence of one function)."""
+    runs only sometimes, and the branches of two different If nodes are no evidence of one function).
+    ``take(i, j, reason)``: pair them, unless what they read says otherwise (``match``)."""
     anchors = monotonic(made)
     bounds = [(-1, -1)] + anchors + [(len(obs_a), len(obs_b))]
     for (a0, b0), (a1, b1) in zip(bounds, bounds[1:]):
