@@ -883,12 +883,12 @@ def test_parallel_branches_listed_in_another_order_pair_by_their_weights(tmp_pat
 
 
 def test_the_anchor_chain_is_a_longest_increasing_one():
-    """match.engine._monotonic (the anchors of the alignment) kept every chain, O(n^2) in time and memory
+    """match.align.monotonic (the anchors of the alignment) kept every chain, O(n^2) in time and memory
     (seconds at 8,000 pairs); its O(n log n) form gives a chain as long as brute force does."""
     import itertools
     import random
 
-    from onnxprobe.match.engine import _monotonic
+    from onnxprobe.match.align import monotonic as _monotonic
 
     rng = random.Random(0)
     for _ in range(200):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onnxprobe.errors import UsageError
-from onnxprobe.match.align import align, monotonic as _monotonic  # noqa: F401 (tests read it here)
+from onnxprobe.match.align import align
 from onnxprobe.match.folds import folded_elsewhere, tail_folded
 from onnxprobe.match.integers import IntegerCheck
 from onnxprobe.match.observe import Observable, scoped_hint, stem
