@@ -135,8 +135,8 @@ class StatsBuilder(GraphBuilder):
     def _is_zero(self, x: str, base: str) -> str:
         """x == 0 (float32) as 1.0 or 0.0 in float32, for a count of zeros. Equal (float inputs from opset 11) is
         faster than the cast of x to bool that older opsets need (onnxruntime 1.32, 2 threads, 1.9M float32
-        elements: Equal, Cast and ReduceSum 0.63 ms against 0.82 ms for two Casts and ReduceSum; PP-OCRv4 det
-        800x608, layers --all, medians of 3 interleaved: the probes' kernels 340 -> 268 ms)."""
+        elements: Equal, Cast and ReduceSum 0.63 ms against 0.82 ms for two Casts and ReduceSum; the whole
+        PP-OCRv4 det `layers --all` did not move beyond the noise, interleaved on a quiet machine)."""
         if self.opset >= 11:
             hit = self.node("Equal", [x, self.f32(0.0)], f"{base}.b")
         else:
