@@ -23,8 +23,8 @@ def _run(*args, code=(0,)):
     return r
 
 
-@pytest.mark.parametrize("reduce,which,kinds", [("sum", ["--all"], {"weight", "activation"}),
-                                               ("mean", ["--all"], {"weight", "activation"}),
+@pytest.mark.parametrize("reduce,which,kinds", [("sum", ["--all"], {"weight", "activation", "input"}),
+                                               ("mean", ["--all"], {"weight", "activation", "input"}),
                                                ("mean", ["--wrt", "x"], {"input"})])
 def test_dataset_gradients_equal_one_run_on_the_concatenated_samples(tmp_path, reduce, which, kinds):
     rng = np.random.default_rng(5)

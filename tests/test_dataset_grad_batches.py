@@ -38,7 +38,7 @@ def _expected(batch):
     w = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
     ch, out = w["conv.weight"].shape[0], w["head.weight"].shape[1]
     return {"conv.weight": list(w["conv.weight"].shape), "conv.bias": [ch], "head.weight": list(w["head.weight"].shape),
-            "conv_out": [batch, ch, 8, 8], "relu_out": [batch, ch, 8, 8], "pooled": [batch, ch], "y": [batch, out]}
+            "x": [batch, 3, 8, 8], "conv_out": [batch, ch, 8, 8], "relu_out": [batch, ch, 8, 8], "pooled": [batch, ch], "y": [batch, out]}
 
 
 def test_a_dimension_the_batches_disagree_on_is_unknown(tmp_path):

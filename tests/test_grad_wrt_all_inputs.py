@@ -45,3 +45,30 @@ def test_grad_all_wrt_input_values(tmp_path):
     np.testing.assert_allclose(res.arrays["x"], np.broadcast_to(W.astype(np.float64), (1, 3)), rtol=1e-6)
     np.testing.assert_allclose(res.arrays["target"], -np.ones((1, 3)), rtol=1e-6)
     np.testing.assert_allclose(res.arrays["w"], x.astype(np.float64), rtol=1e-6)
+
+
+def test_all_alone_has_the_float_inputs_gradients(tmp_path):
+    """`grad --all` is every gradient: the float graph inputs' too (dL/dx), not only when --wrt names them;
+    an integer input has none (oracle: numpy, d/dx = w, d/dtarget = -1)."""
+    path = _model(tmp_path / "t.onnx")
+    m = onnx.shape_inference.infer_shapes(onnx.load(path))
+    assert {t.ref.name: t.kind for t in targets(m, Selection(all=True))} == {
+        "w": "weight", "m": "activation", "y": "activation", "x": "input", "target": "input"}
+    assert "x" not in {t.ref.name for t in targets(m, Selection())}  # the default: weights and activations
+    x = np.array([[1.5, -0.25, 2.0]], np.float32)
+    t = np.array([[0.1, 0.2, 0.3]], np.float32)
+    res = api.grad(path, selection=Selection(all=True), config=CPU, inputs={"x": x, "target": t}, save=True)
+    np.testing.assert_allclose(res.arrays["x"], np.broadcast_to(W.astype(np.float64), (1, 3)), rtol=1e-6)
+    np.testing.assert_allclose(res.arrays["target"], -np.ones((1, 3)), rtol=1e-6)
+    assert {r.name: r.target.kind for r in res.rows}["x"] == "input"
+
+
+def test_all_leaves_integer_inputs_out(tmp_path):
+    nodes = [helper.make_node("Gather", ["emb", "ids"], ["e"]), helper.make_node("Mul", ["e", "x"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [2]),
+                                        helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                          [numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "emb")])
+    m = onnx.shape_inference.infer_shapes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    kinds = {t.ref.name: t.kind for t in targets(m, Selection(all=True))}
+    assert kinds.get("x") == "input" and "ids" not in kinds

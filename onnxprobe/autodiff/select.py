@@ -138,8 +138,13 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
         if r.scope or r.name in w or not _is_float(types, r.name):
             continue
         chosen.setdefault(r.name, Target(r, "activation"))
+    inputs = {i.name for i in model.graph.input} - {i.name for i in model.graph.initializer}
+    if sel.all:  # every gradient: the float graph inputs' too (dL/dx, a saliency map), as --wrt names them
+        for i in model.graph.input:
+            cs = [c for c in consumers.get(i.name, []) if lo <= c.index <= hi]
+            if i.name in inputs and cs and _is_float(types, i.name) and types.get(i.name) is not None:
+                chosen.setdefault(i.name, Target(ref(i.name, cs[0], "input"), "input"))
     if wrt:
-        inputs = {i.name for i in model.graph.input} - {i.name for i in model.graph.initializer}
         pool = list(w) + [i for i in inputs if _is_float(types, i)] + [
             o for s in main for o in s.node.output if o and _is_float(types, o)]
         single = [n for n in weights(model, smallest=1) if n not in w and n in consumers]  # a learnable scalar
