@@ -29,7 +29,7 @@ import numpy as np
 from onnxprobe import api
 from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError
 from onnxprobe.session.inputs import SessionInputs
-from onnxprobe.text import as_typed
+from onnxprobe.text import as_typed, quote
 from onnxprobe.types import RunInfo, TensorRef
 
 RAW_CACHE_BYTES = 512 * 2**20  # raw tensors kept for show/save, per model
@@ -163,16 +163,18 @@ class State:
         of the session takes it."""
         name = as_typed(typed, self.input_names())
         if name not in self.input_names():
-            expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
-            raise UsageError(f"unknown input name {name!r}; the model's inputs are: {expected}")
+            raise self._unknown_input(name)
         return name
+
+    def _unknown_input(self, name: str) -> UsageError:
+        expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
+        return UsageError(f"unknown input name {quote(name)}; the model's inputs are: {expected}")
 
     def _check_inputs(self) -> None:
         known = self.input_names()
         for name in list(self.inputs.files) + list(self.inputs.shapes) + list(self.inputs.arrays):
             if name not in known:
-                expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
-                raise UsageError(f"unknown input name {name!r}; the model's inputs are: {expected}")
+                raise self._unknown_input(name)
 
     def feed(self, t: Target) -> tuple[dict[str, np.ndarray], str, api.Feeds]:
         """(feed, digest, Feeds) for a target, recomputed only when the input specification changed.
