@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from functools import reduce
 from pathlib import Path
 
 from onnxprobe.errors import UsageError
 from onnxprobe.fileio import input_file, protect, read_bounded
 from onnxprobe.stats.histogram import Histogram
 from onnxprobe.stats.moments import Impossible, Moments
+from onnxprobe.stats.pooled import merged_shape
 from onnxprobe.stats.status import values_status
 from onnxprobe.text import quote
 
@@ -115,11 +117,11 @@ def check_report(d, label: str) -> None:
 
 
 def _merged_shape(shapes: list) -> list | None:
-    """One dimension where every shard agrees, None where they differ (batches of other sizes)."""
-    shapes = [s for s in shapes if isinstance(s, list)]
-    if not shapes or len({len(s) for s in shapes}) != 1:
-        return None
-    return [dims[0] if len(set(map(str, dims))) == 1 else None for dims in zip(*shapes)]
+    """The shards' JSON shapes merged as a dataset's are (``stats.pooled.merged_shape``): one dimension
+    where every shard agrees, None where they differ (batches of other sizes); shards without one skipped."""
+    shapes = [tuple(s) for s in shapes if isinstance(s, list)]
+    merged = reduce(merged_shape, shapes) if shapes else None
+    return list(merged) if merged is not None else None
 
 
 WHAT = {"model_id": "a different model (or other weights)", "selection": "another selection of tensors",
