@@ -7,8 +7,8 @@ its only output: L(t + h v) is one run with delta = h v.
 ``check_gradients(items, loss, precision)`` is the check itself, a pure function over a callable loss
 (``api.grad_check`` runs the perturbable model for it).
 
-``to_float64(model)`` turns every float32 tensor of the graph into float64 (initializers, Constant
-values, Cast targets, inputs and outputs), leaving alone the few slots that must stay float32 (Resize
+``to_float64(model)`` turns every float32 tensor of the graph and of its If / Loop / Scan bodies (nested
+ones too) into float64 (initializers, Constant values, Cast targets, inputs, outputs, a body's value_info), leaving alone the few slots that must stay float32 (Resize
 scales). onnxruntime has no double kernel for many ops (Conv, pooling, Erf...); the caller falls back to
 float32 when the session cannot be built.
 """
@@ -24,7 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnxprobe.autodiff.nested import rename
 from onnxprobe.graph.builder import opset_version
-from onnxprobe.graph.walk import toposort
+from onnxprobe.graph.walk import subgraphs, toposort
 
 DELTA = "onnxprobe.delta:"
 FLOAT32_SLOTS = {("Resize", 2), ("Resize", 1), ("Upsample", 1)}  # (Resize opset 10: scales is input 1)
@@ -65,13 +65,30 @@ def _elem(model: onnx.ModelProto, name: str) -> int | None:
 def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    g = out.graph
     _expand_layer_norms(out)
-    keep32: set[str] = set()
+    keep32: set[str] = set()  # over every graph: a body's Resize may read its scales from an outer scope
+    for g in _graphs(out.graph):
+        for n in g.node:
+            for k, i in enumerate(n.input):
+                if (n.op_type, k) in FLOAT32_SLOTS and i:
+                    keep32.add(i)
+    for g in _graphs(out.graph):
+        _graph_to_float64(g, keep32)
+    del out.graph.value_info[:]
+    return out
+
+
+def _graphs(g: onnx.GraphProto):
+    """``g`` and every If / Loop / Scan body in it, nested ones included."""
+    yield g
     for n in g.node:
-        for k, i in enumerate(n.input):
-            if (n.op_type, k) in FLOAT32_SLOTS and i:
-                keep32.add(i)
+        for _, sg in subgraphs(n):
+            yield from _graphs(sg)
+
+
+def _graph_to_float64(g: onnx.GraphProto, keep32: set[str]) -> None:
+    """One graph's float32 initializers, Constants, Cast targets, inputs, outputs and value_info (a body's
+    are its own: its inputs and outputs must match the types its Loop / Scan / If passes)."""
     for init in g.initializer:
         if init.data_type == TensorProto.FLOAT and init.name not in keep32:
             a = numpy_helper.to_array(init).astype(np.float64)
@@ -99,11 +116,9 @@ def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:
             if n.op_type in ("EyeLike", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike") \
                     and a.name == "dtype" and a.i == TensorProto.FLOAT:
                 a.i = TensorProto.DOUBLE
-    for vi in list(g.input) + list(g.output):
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
         if vi.type.tensor_type.elem_type == TensorProto.FLOAT and vi.name not in keep32:
             vi.type.tensor_type.elem_type = TensorProto.DOUBLE
-    del g.value_info[:]
-    return out
 
 
 def _expand_layer_norms(model: onnx.ModelProto) -> None:
