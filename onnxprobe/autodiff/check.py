@@ -205,7 +205,8 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
     level of float32 rounding in the loss over such a step (RMS 0: the scale is 0.1). A step where both the
     difference and <g, v> are below the noise floor of the loss (machine epsilon x |L| / h) says nothing; a
     gradient that no step resolves gets no verdict (``unresolved``). At a kink (Relu at 0, MaxPool ties) the one-sided
-    differences disagree and a gradient between them passes; several step sizes are tried and the best
+    differences (Richardson-extrapolated from h and h / 2, so that curvature does not open a gap) disagree and
+    a gradient between them passes; several step sizes are tried and the best
     agreement kept. A gradient that disagrees only at steps where the difference quotient is not settled
     (halving the step changes it beyond the tolerance: the loss is not linear over the step) gets no verdict:
     ``ok`` None and ``unresolved``, the reason; ``flat``: a failing gradient along which the loss did not
@@ -241,7 +242,7 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
         worst, detail, settled, flat, swamped = 0.0, None, False, False, None
         for v in directions:
             v = v / max(float(np.sqrt(np.mean(v * v))), 1e-300)
-            best = _best_step(it.name, g, v, h0, loss, L0, dt, eps, tol)
+            best = _best_step(it.name, g, v, h0, loss, L0, dt, eps, tol, scale)
             if not best[7]:  # this direction says nothing (float64's extra Gaussian ones may not move a big loss)
                 swamped = swamped or best[1:]
                 continue
@@ -290,7 +291,8 @@ def _steps(h0: float) -> str:
     return f"{h0 / 1000:.3g} to {h0 * 10:.3g}"
 
 
-def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: float, dt, eps: float, tol: float):
+def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: float, dt, eps: float, tol: float,
+               scale: float):
     """(error, fd, <g, v>, step, kink, settled, flat, resolved) for the step size that agrees best. Kinks
     favour small steps, float32 rounding large ones: several are tried. A step where neither the difference
     nor <g, v> rises above the loss's rounding (floor = 50 eps max|L| / h, L at 0 and +-h) says nothing, never
@@ -306,11 +308,12 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
         lp, lm = loss(name, h * v), loss(name, -h * v)
         flat &= lp == lm == L0
         moved |= lp != lm
-        d1 = (lp - lm) / (2 * h)
+        d1, half = (lp - lm) / (2 * h), None
         if dt == np.float64:
             fd, d2 = d1, None
         else:
-            d2 = (loss(name, 0.5 * h * v) - loss(name, -0.5 * h * v)) / h
+            half = (loss(name, 0.5 * h * v), loss(name, -0.5 * h * v))
+            d2 = (half[0] - half[1]) / h
             fd = (4 * d2 - d1) / 3
         # relative to the losses themselves (an absolute clamp of 1e-30 swamped every step of a loss of 1e-40
         # whose slope it resolves), plus the spacing of the subnormals, the rounding of a loss that is one
@@ -323,19 +326,31 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
         err = abs(fd - an) / big
         if not np.isfinite(err):
             err = float("inf")
+        if err > tol and half is None:
+            # float64: a disagreement at h is judged on the Richardson extrapolation of h and h / 2 (one more
+            # pair of runs, only here), whose truncation error is O(h^4): a strongly curved loss (exp(k w) at a
+            # step large next to 1 / k) no longer reads its curvature as a disagreement
+            half = (loss(name, 0.5 * h * v), loss(name, -0.5 * h * v))
+            d2 = (half[0] - half[1]) / h
+            fd = (4 * d2 - d1) / 3
+            big = max(abs(fd), abs(an))
+            err = abs(fd - an) / big if big > floor else float("inf")
+            if not np.isfinite(err):
+                err = float("inf")
         kink = False
         if err > tol:
             # at a kink the one-sided derivatives differ, and a valid (sub)gradient lies between them. Curvature
-            # separates them too (2 h L''), so a wrong <g, v> between them passes here; asking that the gap stay
-            # at a smaller step failed silero's right gradients (its direction crosses many Relu kinks near the
-            # point, whose gap shrinks with the step as curvature's does): not done
-            dp, dm = (lp - L0) / h, (L0 - lm) / h
+            # separates them too (h L''), so they are Richardson-extrapolated from h and h / 2 (2 D(h / 2) - D(h)):
+            # curvature's gap cancels, a kink's stays (a wrong gradient between the one-sided differences of a
+            # curved loss passed as a kink)
+            dp = 2 * (half[0] - L0) / (0.5 * h) - (lp - L0) / h
+            dm = 2 * (L0 - half[1]) / (0.5 * h) - (L0 - lm) / h
             lo, hi = min(dp, dm), max(dp, dm)
-            if hi - lo > tol * big and lo - tol * big <= an <= hi + tol * big:
+            # (and wider than the rounding of the loss and of t + h v, eps |t| / h of the step, which the
+            # extrapolation amplifies: at float32 steps of 1e-6 |t| it opened a gap of its own around a wrong gradient)
+            if hi - lo > max(tol * big, floor, 10 * eps * scale / h * big) and lo - tol * big <= an <= hi + tol * big:
                 err, kink = 0.0, True
         if err > tol and not settled:
-            if d2 is None:
-                d2 = (loss(name, 0.5 * h * v) - loss(name, -0.5 * h * v)) / h
             settled = bool(abs(d1 - d2) <= tol * max(abs(d1), abs(d2)) + 2 * floor)
         if best is None or err < best[0]:
             best = (err, float(fd), an, float(h), kink)
