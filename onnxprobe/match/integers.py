@@ -20,6 +20,8 @@ no input. ``Observable.attrs``: the node's plain attributes, the schema's defaul
 
 from __future__ import annotations
 
+import ast
+
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -132,16 +134,23 @@ class IntegerCheck:
             return None
         if canonical(a.effective_op) != canonical(b.effective_op):
             # an operand two exporters compute with other ops (Gather(Shape(x), 1) against Shape(x, 1, 2)):
-            # other functions only where what they are computed from is paired with other tensors
+            # other functions where what they are computed from is paired with other tensors, or their values
+            # (dimensions, constants) differ
             out = self._operands(0, a.sources, b.sources, b.name, 8, memo)
-            memo[i, j] = out and f"{canonical(a.effective_op)} {a.name} is computed from other tensors than {b.name}"
-            return memo[i, j]
-        out = static_difference(a, b)
-        for k, (x, y) in enumerate(zip(a.slots, b.slots), start=1):
-            if out is None and x[0] == y[0] == "t" and (k == 1 or a.op_type not in LAID_OUT):
-                out = self._operands(k, x[1], y[1], b.name, depth, memo)
-        memo[i, j] = out
-        return out
+            out = out and f"{canonical(a.effective_op)} {a.name} is computed from other tensors than {b.name}"
+        else:
+            out = static_difference(a, b)
+            for k, (x, y) in enumerate(zip(a.slots, b.slots), start=1):
+                if out is None and x[0] == y[0] == "t" and (k == 1 or a.op_type not in LAID_OUT):
+                    out = self._operands(k, x[1], y[1], b.name, depth, memo)
+        memo[i, j] = out or values_differ(a, b, self._to_b)
+        return memo[i, j]
+
+    def _to_b(self, source: str) -> str | None:
+        """A's observed tensor or graph input ``source`` in B's names (None where it has no partner)."""
+        if source.startswith("input:"):
+            return source if source in self.inputs_b else None
+        return self.a_to_b.get(source)
 
     def _operands(self, k: int, read_a: tuple, read_b: tuple, b_name: str, depth: int, memo: dict) -> str | None:
         """Why what operand ``k`` reads in A (``read_a``) and in B differ: a paired tensor (or a graph input)
@@ -165,3 +174,98 @@ class IntegerCheck:
             return (f"reads {self.obs_a[ca[0]].name} as operand {k} where {b_name} reads {self.obs_b[cb[0]].name}, "
                     "which is no counterpart of it")
         return None
+
+
+# ops whose output holds their first operand's values in order (a shape vector reshaped, cast, unsqueezed)
+_KEEPS_VALUES = {"Identity", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Cast"}
+
+
+def symbolic(producer: dict, ints: dict[str, str], shape_of, name_of):
+    """``of(t)``: the values of the integer tensor ``t`` (of rank 0 or 1) as a tuple of integers and
+    dimensions ``("d", source, k, static)`` (dimension k of the tensor ``name_of`` calls ``source``; its
+    declared size, an int, a dim_param or None), where Shape, Gather, Slice, Concat and moves of constants
+    compute it; else None. Gather(Shape(x), 1), Shape(x, start=1, end=2) and Slice(Shape(x), [1], [2])
+    all hold ``(("d", x, 1, ...),)``: one function of the data, whatever the ops."""
+    memo: dict[str, tuple | None] = {}
+
+    def const(t: str):
+        try:
+            v = ast.literal_eval(ints[t]) if t in ints else None  # "[0, 1]" or "-1", as int_constants writes
+        except Exception:
+            return None
+        return v if isinstance(v, int) or isinstance(v, list) and all(isinstance(x, int) for x in v) else None
+
+    def of(t: str, depth: int = 0) -> tuple | None:
+        if t in memo:
+            return memo[t]
+        memo[t] = None  # a cycle tells nothing
+        v = const(t)
+        out = (v,) if isinstance(v, int) else tuple(v) if v is not None else None
+        shape = shape_of(t)
+        if v is None and t in producer and depth < 64 and (shape is None or len(shape) <= 1):
+            out = _computed(producer[t].node, lambda i: of(i, depth + 1), const, shape_of, name_of)
+        memo[t] = out
+        return out
+
+    return of
+
+
+def _computed(n: onnx.NodeProto, of, const, shape_of, name_of) -> tuple | None:
+    if n.domain not in ("", "ai.onnx") or not n.input:
+        return None
+    at = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+    if n.op_type == "Shape":
+        x, shape = name_of(n.input[0]), shape_of(n.input[0])
+        if x is None or shape is None:
+            return None
+        return tuple(("d", x, k, shape[k]) for k in range(len(shape))[at.get("start", 0):at.get("end", len(shape))])
+    if n.op_type in _KEEPS_VALUES:
+        return of(n.input[0]) if n.op_type != "Cast" or at.get("to") in _INTS else None
+    if n.op_type == "Concat":
+        parts = [of(i) for i in n.input if i]
+        return None if any(p is None for p in parts) else tuple(e for p in parts for e in p)
+    data = of(n.input[0])
+    if data is None or (shape_of(n.input[0]) or (0,)) == ():  # a scalar is not indexed
+        return None
+    if n.op_type == "Gather" and at.get("axis", 0) in (0, -1) and len(n.input) > 1:
+        idx = const(n.input[1])
+        idx = [idx] if isinstance(idx, int) else idx
+        if idx is None or any(not -len(data) <= k < len(data) for k in idx):
+            return None
+        return tuple(data[k] for k in idx)
+    if n.op_type == "Slice" and len(n.input) >= 3:
+        starts, ends, axes, steps = (const(n.input[k]) if len(n.input) > k and n.input[k] else d
+                                     for k, d in ((1, None), (2, None), (3, [0]), (4, [1])))
+        if not all(isinstance(v, list) and len(v) == 1 for v in (starts, ends, axes, steps)) or axes[0] not in (0, -1) \
+                or steps[0] == 0:
+            return None
+        return data[slice(starts[0], ends[0], steps[0])]
+    return None
+
+
+def values_differ(a, b, to_b) -> str | None:
+    """Why two integer tensors' ``values`` (``symbolic``) are other functions of the data, or None where
+    they agree or cannot be told apart: two integers or declared sizes that differ, an integer against a
+    dimension the model leaves dynamic, or two dimensions of one tensor (``to_b``: A's source in B's
+    names, None where unpaired) at other positions that the model does not declare alike."""
+    va, vb = a.values, b.values
+    if va is None or vb is None:
+        return None
+    if len(va) != len(vb):
+        return f"holds {len(va)} values where {b.name} holds {len(vb)}"
+    for k, (x, y) in enumerate(zip(va, vb)):
+        sx, sy = (e if isinstance(e, int) else e[3] if isinstance(e[3], int) else None for e in (x, y))
+        if sx is not None and sy is not None:
+            differ = sx != sy
+        elif isinstance(x, int) or isinstance(y, int):
+            differ = True  # a number against a dimension of no declared size
+        else:
+            differ = to_b(x[1]) == y[1] and x[2] != y[2] and (x[3] is None or x[3] != y[3])
+        if differ:
+            at = f" at element {k + 1} of {len(va)}" if len(va) > 1 else ""
+            return f"holds {_value(x)}{at} where {b.name} holds {_value(y)}"
+    return None
+
+
+def _value(e) -> str:
+    return str(e) if isinstance(e, int) else f"dimension {e[2]} of {_name(e[1])}"

@@ -30,7 +30,7 @@ from onnxprobe.graph.summary import all_types, not_a_tensor
 from onnxprobe.graph.walk import constant_tensors, walk
 from onnxprobe.match.ops import canonical
 from onnxprobe.match.folds import with_tails
-from onnxprobe.match.integers import attributes, int_constants, slots_of
+from onnxprobe.match.integers import attributes, int_constants, slots_of, symbolic
 from onnxprobe.match.weights import Weight, code_sizes, constants_of, float_constants
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
@@ -92,6 +92,7 @@ class Observable:
     # an integer tensor's node: what each of its inputs is, and its attributes (``match.integers``)
     slots: tuple = ()
     attrs: tuple = ()
+    values: tuple | None = None  # its values, where shape ops compute them (``match.integers.symbolic``)
 
 
 @dataclass(frozen=True)
@@ -344,7 +345,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
     found = constants_of(model)
     obs = _with_sources(obs, producer, const, {i.name for i in model.graph.input} - set(values),
                         {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0}, float_constants(model, found),
-                        code_sizes(model, found), int_constants(model, found))
+                        code_sizes(model, found), int_constants(model, found), lambda t: static_shape(types.get(t)))
     obs = with_tails(obs, producer, consumers, const)
     obs += _branch_observables(every, types, const)
     obs.sort(key=lambda o: o.index)
@@ -370,7 +371,8 @@ VALUE_PRESERVING = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "C
 
 def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs: set[str],
                   floats: set[str], digests: dict[str, Weight] | None = None,
-                  codes_of: dict[str, int] | None = None, ints: dict[str, str] | None = None) -> list[Observable]:
+                  codes_of: dict[str, int] | None = None, ints: dict[str, str] | None = None,
+                  shape_of=lambda t: None) -> list[Observable]:
     """The main graph's observables with their ``sources``: for each input of the node that writes it,
     the nearest observed tensors upstream (walking back through tensors nobody observes) and graph
     inputs; and ``data``: whether it holds floating-point values, or values of a type not known here
@@ -424,6 +426,10 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
             return producer[n.input[0]].node
         return n
 
+    def name_of(t: str) -> str | None:  # the tensor whose shape a Shape node reads, as ``sources`` names it
+        return f"input:{t}" if t in inputs else t if t in observed else None
+
+    values_of = symbolic(producer, ints or {}, shape_of, name_of)
     done = []
     for o in obs:
         if o.name in producer:
@@ -433,7 +439,8 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
             o = replace(o, sources=tuple(sorted(src)), data=o.name in floats, weights=digest, weight_sizes=sizes,
                         weight_samples=samples)
             if not o.data and o.kind == "float":  # an integer tensor: its node's operands (``match.integers``)
-                o = replace(o, slots=slots_of(n, const, ints or {}, upstream) or (("",),), attrs=attributes(n))
+                o = replace(o, slots=slots_of(n, const, ints or {}, upstream) or (("",),), attrs=attributes(n),
+                            values=values_of(o.name))
         done.append(o)
     return done
 
