@@ -4,6 +4,8 @@ tensors around them keep their numbers (numpy float64 the oracle)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -112,3 +114,30 @@ def test_grad_of_a_sequence_output_says_so(tmp_path, args):
     res = api.grad(path, api.Selection(all=True), CPU := api.RunConfig(device="cpu"), api.GradSpec(output="y"),
                    inputs={"x": X}, save=True)
     np.testing.assert_allclose(res.arrays["r"], -np.ones((2, 3)))
+
+
+def test_diff_all_lists_them_unmatched_with_why_and_keeps_the_verdict(tmp_path):
+    # a diff lists every value of its selection somewhere: sequences, optionals and strings (and a sequence
+    # model output) were neither compared nor unmatched; they hold no numbers, so no verdict hangs on them
+    nodes = [H.make_node("SequenceConstruct", ["x", "x"], ["sq"], name="sc"),
+             H.make_node("Optional", ["x"], ["op"], name="opt"),
+             H.make_node("OptionalGetElement", ["op"], ["g"], name="oge"),
+             H.make_node("ConcatFromSequence", ["sq"], ["y0"], name="cfs", axis=0),
+             H.make_node("Cast", ["x"], ["txt"], name="cast", to=T.STRING),
+             H.make_node("SplitToSequence", ["g"], ["parts"], name="split", axis=0),
+             H.make_node("Relu", ["y0"], ["y"], name="relu")]
+    g = H.make_graph(nodes, "s", [H.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                     [H.make_tensor_value_info("y", T.FLOAT, [4, 3]), H.make_tensor_sequence_value_info("parts", T.FLOAT, None)])
+    path, js = tmp_path / "seq.onnx", tmp_path / "d.json"
+    onnx.save(H.make_model(g, opset_imports=[H.make_opsetid("", 18)]), path)
+    for args, listed in ((["--all"], {"sq", "op", "txt", "parts"}), ([], {"parts"})):
+        r = CliRunner().invoke(app, ["diff", str(path), str(path), "--json", str(js), *args], env={"COLUMNS": "80"})
+        assert r.exit_code == 0, r.output
+        d = json.loads(js.read_text())
+        assert d["verdict"] == "pass" and d["compared"] >= 1
+        for side in ("unmatched_a", "unmatched_b"):
+            got = {u["name"]: u for u in d[side] if u["selected"]}
+            assert set(got) == listed, (args, side, got)
+            assert all(u["cause"] == "no-numbers" for u in got.values())
+        assert "a sequence, not a tensor" in d["unmatched_a"][0]["reason"] or "a string" in d["unmatched_a"][0]["reason"]
+        assert f"unmatched: {len(listed)} in A, {len(listed)} in B" in " ".join(r.output.split())

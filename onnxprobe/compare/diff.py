@@ -25,7 +25,7 @@ from onnxprobe.match.engine import (
     DIFFERENT_FUNCTION, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES, Matching, Pair, Unmatched,
 )
 from onnxprobe.compare.sides import GRADIENT_STOPPED
-from onnxprobe.compare.unmatched import explain_unmatched, saved_non_numbers
+from onnxprobe.compare.unmatched import explain_unmatched, no_numbers, saved_non_numbers
 from onnxprobe.match.observe import Observable
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
 from onnxprobe.text import as_typed, matches, quote
@@ -211,17 +211,19 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
 
     if sel.all and not (sel.ops or sel.names or sel.range):  # everything, graph inputs and their gradients too
         every_b = {o.name for o in b.observation.observables} | {u.obs.name for u in matching.unmatched_b}  # saved strings too
-        return list(matching.pairs), every_b, {o.name for o in a.observation.observables}
+        return list(matching.pairs), every_b, {o.name for o in a.observation.observables + a.observation.no_numbers}
     # a quantized value stands for its float layer's output: a dequantized QLinearConv or the rescaled float
     # result of a ConvInteger is a Conv output, though DequantizeLinear or Add writes it
     layer = (lambda o: o.kind != "float" and selects_op(sel, o.effective_op))
     pairs = [p for p in matching.pairs if p.a.is_output or p.b.is_output or p.strategy == "map"
              or any(n in in_a for n in names(p.a)) or layer(p.a)
              or (not sel.range and (any(n in in_b for n in names(p.b)) or layer(p.b)))]
-    picked_a = {o.name for o in a.observation.observables if o.is_output or any(n in in_a for n in names(o)) or layer(o)}
+    picked_a = {o.name for o in a.observation.observables + a.observation.no_numbers
+                if o.is_output or any(n in in_a for n in names(o)) or layer(o)}
     # B's observables by the same test as A's (a quantized Conv that B alone has, written by a
     # DequantizeLinear, was left out of the unmatched ones the selection lists and counts)
-    picked_b = {o.name for o in b.observation.observables if o.is_output or any(n in in_b for n in names(o)) or layer(o)}
+    picked_b = {o.name for o in b.observation.observables + b.observation.no_numbers
+                if o.is_output or any(n in in_b for n in names(o)) or layer(o)}
     # saved values of a name the model does not hold (no node: ``npz_side``) were saved to be compared, and no
     # selection on the model can speak of them: listed and counted (they were left out, silently), unless
     # --op or a --name they do not match leaves them out
@@ -280,6 +282,8 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
                 match_for_inputs(a.model.proto, b.model.proto, a.observation.observables, b.observation.observables,
                                  user_map, input_shapes))
     matching.unmatched_b += saved_non_numbers(a, b)  # saved strings are never paired: listed, with why
+    matching.unmatched_a += no_numbers(a)  # sequences, optionals, strings: the same
+    matching.unmatched_b += no_numbers(b)
     per_tensor = _check_named(per_tensor, a, b)
     _one_rule_per_pair(per_tensor, matching)
     if reject is not None:

@@ -9,7 +9,7 @@ from onnxprobe.compare.sides import Side
 from onnxprobe.graph.shape_values import small_constants
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.match.bodies import body_tensors
-from onnxprobe.match.engine import COPY, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, Matching, Unmatched
+from onnxprobe.match.engine import COPY, FOLDED, NO_COUNTERPART, NO_NUMBERS, NOT_OBSERVABLE, Matching, Unmatched
 from onnxprobe.match.observe import VALUE_PRESERVING, Observable
 from onnxprobe.runtime.runners.npz import NpzRunner
 
@@ -30,6 +30,14 @@ def saved_non_numbers(a: Side, b: Side) -> list[Unmatched]:
     return [Unmatched(Observable(key=n, name=n, probe=n, node="", op_type="?", effective_op="?", index=1 << 30 | k,
                                  shape=tuple(getattr(b.runner.arrays[n], "shape", ())), kind="float"), why[n], NOT_OBSERVABLE)
             for k, n in enumerate(names) if n in why]
+
+
+def no_numbers(side: Side) -> list[Unmatched]:
+    """The side's values that hold no numbers (sequences, optionals, maps, strings: ``Observation.no_numbers``):
+    never compared, so unmatched with why, as every value of the selection is listed somewhere (they were
+    listed nowhere); their cause, NO_NUMBERS, makes no verdict an error (one is about what was compared)."""
+    obs = side.observation
+    return [Unmatched(o, obs.hidden.get(o.name, "no numbers: no difference to measure"), NO_NUMBERS) for o in obs.no_numbers]
 
 
 def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:

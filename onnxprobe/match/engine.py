@@ -45,6 +45,7 @@ NOT_OBSERVABLE = "not-observable"  # the runner cannot return it (fused away, no
 NO_GRADIENT = "no-gradient"  # diff --grad: the other model has no gradient for it
 DIFFERENT_FUNCTION = "different-function"  # a candidate computes another function of the data
 OTHER_VALUES = "other-values"  # diff --grad --vs-torch: a weight named as a parameter holds other values (no fold explains them)
+NO_NUMBERS = "no-numbers"  # a sequence, an optional, a map or strings: nothing to measure (no verdict hangs on it)
 COPY = "copy"  # holds the values of a tensor of its own model that is compared (an Identity, a Reshape)
 
 

@@ -109,6 +109,8 @@ class Observation:
     observables: list[Observable]
     dequantize: list[Dequantize] = field(default_factory=list)
     hidden: dict[str, str] = field(default_factory=dict)  # tensor -> why it is not compared directly
+    # values that hold no numbers (sequences, optionals, maps, strings): never compared, listed by a diff
+    no_numbers: list[Observable] = field(default_factory=list)
 
     @property
     def quantized(self) -> bool:
@@ -259,6 +261,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
     obs: list[Observable] = []
     deq: list[Dequantize] = []
     hidden: dict[str, str] = {}
+    bare: list[Observable] = []
     every_type = all_types(model)
     for s in sites:
         n = s.node
@@ -274,11 +277,11 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                                       is_output=t in outputs or (name or t) in outputs, floor_zero=floor,
                                       relu=relu_of(t) if kind == "float" else None))
 
-            if et == onnx.TensorProto.STRING:
-                hidden[t] = "a string tensor: no difference to measure"
-                continue
-            if not_a_tensor(every_type.get(t), n.op_type):
-                hidden[t] = f"{not_a_tensor(every_type.get(t), n.op_type)}, not a tensor: no difference to measure"
+            what = "a string tensor" if et == onnx.TensorProto.STRING else not_a_tensor(every_type.get(t), n.op_type)
+            if what:  # listed by a diff, never compared
+                hidden[t] = f"{what}{'' if et == onnx.TensorProto.STRING else ', not a tensor'}: no difference to measure"
+                bare.append(Observable(key=t, name=t, probe=t, node=s.name, node_named=bool(n.name), op_type=n.op_type,
+                                       effective_op=n.op_type, index=s.index, shape=None, kind="float", is_output=t in outputs))
                 continue
             if t in dq_scales or (n.op_type == "Mul" and any(i in dq_scales for i in n.input)
                                   and all(i in dq_scales or i in const for i in n.input)):
@@ -349,7 +352,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
     obs = with_tails(obs, producer, consumers, const)
     obs += _branch_observables(every, types, const)
     obs.sort(key=lambda o: o.index)
-    return Observation(obs, deq, hidden)
+    return Observation(obs, deq, hidden, bare)
 
 
 def scoped_hint(obs: list[Observable], name: str) -> str:
