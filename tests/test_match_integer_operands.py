@@ -87,3 +87,33 @@ def test_shape_computations_of_one_dimension_stay_paired_whatever_their_ops():
             pairs, m = _pairs(_dim_model(a_kind, k), _dim_model(b_kind, k, "b_"))
             assert {("c", "b_c"), ("r", "b_r"), ("y", "y")} <= pairs, (k, a_kind, b_kind)
             assert not [u for u in m.unmatched_a + m.unmatched_b if u.cause == "different-function"], (k, a_kind, b_kind)
+
+
+def _mask_model(which: str, prefix: str = "") -> onnx.ModelProto:
+    """x's Reshape to [batch, seq] taken from the mask (Shape(mask, start, end), as the dynamo exporter writes)
+    or from x (Unsqueeze(Gather(Shape(x), k)), as the legacy one does): both inputs declare ['batch', 'seq']."""
+    i = lambda n, v: numpy_helper.from_array(np.array(v, np.int64), n)  # noqa: E731
+    p = lambda n: prefix + n  # noqa: E731
+    if which == "mask":
+        dims = [helper.make_node("Shape", ["mask"], [p("d0")], start=0, end=1),
+                helper.make_node("Shape", ["mask"], [p("d1")], start=1, end=2)]
+    else:
+        dims = [helper.make_node("Shape", ["x"], [p("s")])] + [
+            n for k in (0, 1) for n in (helper.make_node("Gather", [p("s"), f"i{k}"], [p(f"g{k}")], axis=0),
+                                        helper.make_node("Unsqueeze", [p(f"g{k}"), "ax"], [p(f"d{k}")]))]
+    nodes = dims + [helper.make_node("Concat", [p("d0"), p("d1")], [p("c")], axis=0),
+                    helper.make_node("Relu", ["x"], [p("r")]), helper.make_node("Reshape", [p("r"), p("c")], [p("t")]),
+                    helper.make_node("Add", [p("t"), "mask"], ["y"])]
+    io = [helper.make_tensor_value_info(n, T.FLOAT, ["batch", "seq"]) for n in ("x", "mask", "y")]
+    g = helper.make_graph(nodes, "g", io[:2], io[2:], [i("i0", 0), i("i1", 1), i("ax", [0])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return onnx.shape_inference.infer_shapes(m)
+
+
+def test_dimensions_the_inputs_declare_alike_are_one_function():
+    # [batch, seq] of the mask against [batch, seq] of x: one value for every input the models take, so the
+    # Concats pair (they were refused as reading the input mask where the other reads x)
+    pairs, m = _pairs(_mask_model("mask"), _mask_model("x", "b_"))
+    assert {("c", "b_c"), ("r", "b_r"), ("t", "b_t"), ("y", "y")} <= pairs
+    assert not [u for u in m.unmatched_a + m.unmatched_b if u.cause == "different-function"]

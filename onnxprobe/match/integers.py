@@ -130,7 +130,8 @@ class IntegerCheck:
             return memo[i, j]
         memo[i, j] = None  # a cycle through unpaired tensors tells nothing
         a, b = self.obs_a[i], self.obs_b[j]
-        if not a.slots or not b.slots:
+        differ, same = compare_values(a, b, self._to_b)
+        if not a.slots or not b.slots or same:  # the same values, however computed: one function
             return None
         if canonical(a.effective_op) != canonical(b.effective_op):
             # an operand two exporters compute with other ops (Gather(Shape(x), 1) against Shape(x, 1, 2)):
@@ -143,7 +144,7 @@ class IntegerCheck:
             for k, (x, y) in enumerate(zip(a.slots, b.slots), start=1):
                 if out is None and x[0] == y[0] == "t" and (k == 1 or a.op_type not in LAID_OUT):
                     out = self._operands(k, x[1], y[1], b.name, depth, memo)
-        memo[i, j] = out or values_differ(a, b, self._to_b)
+        memo[i, j] = out or differ
         return memo[i, j]
 
     def _to_b(self, source: str) -> str | None:
@@ -180,13 +181,20 @@ class IntegerCheck:
 _KEEPS_VALUES = {"Identity", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Cast"}
 
 
-def symbolic(producer: dict, ints: dict[str, str], shape_of, name_of):
+def symbolic(producer: dict, ints: dict[str, str], shape_of, name_of, inputs=()):
     """``of(t)``: the values of the integer tensor ``t`` (of rank 0 or 1) as a tuple of integers and
     dimensions ``("d", source, k, static)`` (dimension k of the tensor ``name_of`` calls ``source``; its
     declared size, an int, a dim_param or None), where Shape, Gather, Slice, Concat and moves of constants
     compute it; else None. Gather(Shape(x), 1), Shape(x, start=1, end=2) and Slice(Shape(x), [1], [2])
-    all hold ``(("d", x, 1, ...),)``: one function of the data, whatever the ops."""
+    all hold ``(("d", x, 1, ...),)``: one function of the data, whatever the ops. A dimension named as one
+    of the graph ``inputs``' is that input's (the first by name): Shape(attention_mask)[1] is input_ids' 1
+    where both declare 'seq' there (names shape inference makes up, 'unk__3', are no input's)."""
     memo: dict[str, tuple | None] = {}
+    declared: dict[str, tuple[str, int]] = {}
+    for x in sorted(inputs):
+        for k, d in enumerate(shape_of(x) or ()):
+            if isinstance(d, str):
+                declared.setdefault(d, (f"input:{x}", k))
 
     def const(t: str):
         try:
@@ -204,6 +212,7 @@ def symbolic(producer: dict, ints: dict[str, str], shape_of, name_of):
         shape = shape_of(t)
         if v is None and t in producer and depth < 64 and (shape is None or len(shape) <= 1):
             out = _computed(producer[t].node, lambda i: of(i, depth + 1), const, shape_of, name_of)
+            out = out and tuple(("d", *declared[e[3]], e[3]) if not isinstance(e, int) and e[3] in declared else e for e in out)
         memo[t] = out
         return out
 
@@ -243,16 +252,19 @@ def _computed(n: onnx.NodeProto, of, const, shape_of, name_of) -> tuple | None:
     return None
 
 
-def values_differ(a, b, to_b) -> str | None:
-    """Why two integer tensors' ``values`` (``symbolic``) are other functions of the data, or None where
-    they agree or cannot be told apart: two integers or declared sizes that differ, an integer against a
-    dimension the model leaves dynamic, or two dimensions of one tensor (``to_b``: A's source in B's
-    names, None where unpaired) at other positions that the model does not declare alike."""
+def compare_values(a, b, to_b) -> tuple[str | None, bool]:
+    """(why two integer tensors' ``values`` (``symbolic``) are other functions of the data, or None; whether
+    they are one: equal at every element for every input the models take). Other: two integers or declared
+    sizes that differ, an integer against a dimension the model leaves dynamic, two dimensions of one tensor
+    (``to_b``: A's source in B's names, None where unpaired) at other positions that the model does not
+    declare alike. One: equal integers or declared sizes, or one dimension of paired tensors or of one graph
+    input (input_ids' 'seq', which attention_mask declares too: ``symbolic``)."""
     va, vb = a.values, b.values
     if va is None or vb is None:
-        return None
+        return None, False
     if len(va) != len(vb):
-        return f"holds {len(va)} values where {b.name} holds {len(vb)}"
+        return f"holds {len(va)} values where {b.name} holds {len(vb)}", False
+    same = True
     for k, (x, y) in enumerate(zip(va, vb)):
         sx, sy = (e if isinstance(e, int) else e[3] if isinstance(e[3], int) else None for e in (x, y))
         if sx is not None and sy is not None:
@@ -261,10 +273,11 @@ def values_differ(a, b, to_b) -> str | None:
             differ = True  # a number against a dimension of no declared size
         else:
             differ = to_b(x[1]) == y[1] and x[2] != y[2] and (x[3] is None or x[3] != y[3])
+            same = same and to_b(x[1]) == y[1] and x[2] == y[2]
         if differ:
             at = f" at element {k + 1} of {len(va)}" if len(va) > 1 else ""
-            return f"holds {_value(x)}{at} where {b.name} holds {_value(y)}"
-    return None
+            return f"holds {_value(x)}{at} where {b.name} holds {_value(y)}", False
+    return None, same
 
 
 def _value(e) -> str:

@@ -432,7 +432,7 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
     def name_of(t: str) -> str | None:  # the tensor whose shape a Shape node reads, as ``sources`` names it
         return f"input:{t}" if t in inputs else t if t in observed else None
 
-    values_of = symbolic(producer, ints or {}, shape_of, name_of)
+    values_of = symbolic(producer, ints or {}, shape_of, name_of, inputs)
     done = []
     for o in obs:
         if o.name in producer:
