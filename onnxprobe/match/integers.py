@@ -199,7 +199,7 @@ def symbolic(producer: dict, ints: dict[str, str], shape_of, name_of, inputs=())
     def const(t: str):
         try:
             v = ast.literal_eval(ints[t]) if t in ints else None  # "[0, 1]" or "-1", as int_constants writes
-        except Exception:
+        except (ValueError, SyntaxError):
             return None
         return v if isinstance(v, int) or isinstance(v, list) and all(isinstance(x, int) for x in v) else None
 
