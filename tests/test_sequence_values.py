@@ -141,3 +141,24 @@ def test_diff_all_lists_them_unmatched_with_why_and_keeps_the_verdict(tmp_path):
             assert all(u["cause"] == "no-numbers" for u in got.values())
         assert "a sequence, not a tensor" in d["unmatched_a"][0]["reason"] or "a string" in d["unmatched_a"][0]["reason"]
         assert f"unmatched: {len(listed)} in A, {len(listed)} in B" in " ".join(r.output.split())
+
+
+def test_diff_all_lists_the_sequences_of_if_branches_too(tmp_path):
+    def branch(name: str, op: str) -> onnx.GraphProto:
+        return H.make_graph([H.make_node(op, ["x"], [f"{name}_f"]),
+                             H.make_node("SequenceConstruct", [f"{name}_f", "x"], [f"{name}_seq"]),
+                             H.make_node("ConcatFromSequence", [f"{name}_seq"], [f"{name}_out"], axis=0)],
+                            name, [], [H.make_tensor_value_info(f"{name}_out", T.FLOAT, None)])
+    nodes = [H.make_node("ReduceSum", ["x"], ["sx"], keepdims=0), H.make_node("Greater", ["sx", "zero"], ["c"]),
+             H.make_node("If", ["c"], ["o"], then_branch=branch("then", "Relu"), else_branch=branch("else", "Sigmoid")),
+             H.make_node("Neg", ["o"], ["y"])]
+    g = H.make_graph(nodes, "g", [H.make_tensor_value_info("x", T.FLOAT, [2, 3])], [H.make_tensor_value_info("y", T.FLOAT, None)],
+                     [onnx.numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    path, js = tmp_path / "if.onnx", tmp_path / "d.json"
+    onnx.save(H.make_model(g, opset_imports=[H.make_opsetid("", 18)]), path)
+    r = CliRunner().invoke(app, ["diff", str(path), str(path), "--all", "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    d = json.loads(js.read_text())
+    assert d["verdict"] == "pass"
+    for side in ("unmatched_a", "unmatched_b"):
+        assert {u["name"]: u["cause"] for u in d[side]} == {"then_seq": "no-numbers", "else_seq": "no-numbers"}

@@ -12,8 +12,9 @@ import numpy as np
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import walk
+from onnxprobe.match.dequantize import add_dequantize
 from onnxprobe.match.engine import NOT_OBSERVABLE
-from onnxprobe.match.observe import Observable, Observation, add_dequantize, observe
+from onnxprobe.match.observe import Observable, Observation, observe
 
 # diff --grad: a weight both models hold whose gradient one side could not compute (an op without a rule
 # stops it): not compared, so the verdict says so (NO_GRADIENT, a weight the loss does not reach, is not)

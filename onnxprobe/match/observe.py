@@ -350,7 +350,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                         {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0}, float_constants(model, found),
                         code_sizes(model, found), int_constants(model, found), lambda t: static_shape(types.get(t)))
     obs = with_tails(obs, producer, consumers, const)
-    obs += _branch_observables(every, types, const)
+    obs += _branch_observables(every, types, const, every_type, hidden, bare)
     obs.sort(key=lambda o: o.index)
     return Observation(obs, deq, hidden, bare)
 
@@ -448,14 +448,15 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
     return done
 
 
-def _branch_observables(sites: list, types: dict, const: set[str]) -> list[Observable]:
+def _branch_observables(sites: list, types: dict, const: set[str], every_type: dict, hidden: dict, bare: list) -> list[Observable]:
     """The float tensors of If branches (at any depth): a branch runs once or not at all, so each holds
     one value or none, which a diff can pair (by name; ``GraphRunner.values`` leaves out the ones whose
     branch did not run). Plain tensors only: no quantized form is worked out inside a branch. Loop and
     Scan bodies are left out: their tensors hold one value per iteration (``body_tensors``). A name that
     sibling bodies share (two If nodes' branches each naming 'o') is each body's tensor by its
     ``TensorRef.key`` ('if1/then_branch/o'): its name, probe and key, so that each pairs with its own
-    counterpart and the runner returns its own value (``graph.select.refs_by_key``)."""
+    counterpart and the runner returns its own value (``graph.select.refs_by_key``). Sequences and optionals
+    go to ``bare`` (and ``hidden``), as the main graph's do."""
     out: list[Observable] = []
     shared = shared_names(sites)
     for s in sites:  # every site of the model (graph.walk)
@@ -463,9 +464,13 @@ def _branch_observables(sites: list, types: dict, const: set[str]) -> list[Obser
             continue
         for t in s.node.output:
             tp = (own_type(s.graph, t) or types.get(t)) if t in shared else types.get(t)
+            k = "/".join(s.scope + (t,)) if t in shared else t
+            if t and not_a_tensor(every_type.get(t) if tp is None else tp, s.node.op_type):
+                hidden[k] = f"{not_a_tensor(every_type.get(t) if tp is None else tp, s.node.op_type)}, not a tensor: no difference to measure"
+                bare.append(Observable(key=k, name=k, probe=k, node=s.name, op_type=s.node.op_type, effective_op=s.node.op_type,
+                                       index=s.index, shape=None, kind="float", scope="/".join(s.scope)))
             if not t or t in const or tp is None or tp.tensor_type.elem_type not in FLOAT_TYPES:
                 continue
-            k = "/".join(s.scope + (t,)) if t in shared else t
             out.append(Observable(key=k, name=k, probe=k, node=s.name, node_named=bool(s.node.name), op_type=s.node.op_type,
                                   effective_op=canonical(s.node.op_type), index=s.index, shape=static_shape(tp),
                                   kind="float", scope="/".join(s.scope)))
@@ -477,23 +482,3 @@ def _axis(node: onnx.NodeProto) -> int | None:
         if a.name == "axis":
             return a.i
     return None
-
-
-def add_dequantize(model: onnx.ModelProto, specs: list[Dequantize]) -> onnx.ModelProto:
-    """A copy of ``model`` with one DequantizeLinear per spec appended to the main graph, each output
-    typed (the scale's dtype, the quantized tensor's shape) where those are known: the one-run diff
-    measures in the graph only tensors of known type and rank."""
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    types = value_types(model)
-    for d in specs:
-        ins = [d.quantized, d.scale] + ([d.zero_point] if d.zero_point else [])
-        kw = {"axis": d.axis} if d.axis is not None else {}
-        out.graph.node.append(onnx.helper.make_node("DequantizeLinear", ins, [d.output], name=d.output, **kw))
-        q, scale = types.get(d.quantized), types.get(d.scale)
-        if q is not None and scale is not None and q.tensor_type.HasField("shape"):
-            vi = onnx.ValueInfoProto(name=d.output)
-            vi.type.CopyFrom(q)
-            vi.type.tensor_type.elem_type = scale.tensor_type.elem_type
-            out.graph.value_info.append(vi)
-    return out
