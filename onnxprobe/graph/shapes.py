@@ -12,7 +12,7 @@ from onnx import shape_inference
 
 from onnxprobe.errors import first_line
 from onnxprobe.graph.builder import opset_version, single_opsets
-from onnxprobe.graph.contrib_types import typed_outputs
+from onnxprobe.graph.contrib_types import schema_types, typed_outputs
 from onnxprobe.graph.walk import subgraphs
 from onnxprobe.memory import return_freed_memory, trim
 
@@ -50,6 +50,7 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
         return model
     _copy_value_info(inferred.graph, model.graph)
     del inferred, sk
+    schema_types(model)  # ops onnx's inference knows not (com.microsoft's float ops) and what follows them
     _type_dropout_masks(model)
     trim()
     return model

@@ -1,0 +1,94 @@
+"""com.microsoft's float ops, which onnxruntime's optimized ("extended") models hold (FusedMatMul, Gelu,
+BiasGelu, FastGelu, QuickGelu, SkipLayerNormalization, FusedConv...): onnx's shape inference knows none of
+them, so their outputs and everything downstream read dtype "?". Their types must be known after loading,
+and be the ones onnxruntime's session reports for the same tensors as outputs (an independent oracle)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import make_model
+from onnxprobe import api
+from onnxprobe.graph.model import Model
+
+ORT_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(int32)": "int32"}
+
+
+def _fused_model(dt=np.float32) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    ft = helper.np_dtype_to_tensor_dtype(np.dtype(dt))
+    w = lambda *s: rng.normal(size=s).astype(dt)  # noqa: E731
+    inits = [numpy_helper.from_array(w(8, 8), "W"), numpy_helper.from_array(w(8), "b"), numpy_helper.from_array(w(8), "g"),
+             numpy_helper.from_array(w(8), "beta"), numpy_helper.from_array(w(8, 8), "W2"),
+             numpy_helper.from_array(w(8, 4, 3, 3), "K"), numpy_helper.from_array(w(8), "kb")]
+    ms = "com.microsoft"
+    nodes = [helper.make_node("FusedMatMul", ["x", "W"], ["mm"], name="fmm", domain=ms, alpha=0.5, transB=1),
+             helper.make_node("BiasGelu", ["mm", "b"], ["bg"], name="biasgelu", domain=ms),
+             helper.make_node("Gelu", ["bg"], ["ge"], name="gelu", domain=ms),
+             helper.make_node("SkipLayerNormalization", ["ge", "x", "g", "beta"], ["sln", "mean", "isd", "sum"],
+                              name="skipln", domain=ms, epsilon=1e-5),
+             helper.make_node("Relu", ["sln"], ["r"], name="relu"),
+             helper.make_node("FastGelu", ["r", "b"], ["fg"], name="fastgelu", domain=ms),
+             helper.make_node("QuickGelu", ["fg"], ["qg"], name="quickgelu", domain=ms, alpha=1.702),
+             helper.make_node("MatMul", ["qg", "W2"], ["mm2"], name="matmul2"),
+             helper.make_node("Add", ["mm2", "sum"], ["y"], name="add"),
+             helper.make_node("FusedConv", ["img", "K", "kb"], ["conv"], name="fconv", domain=ms, activation="Relu",
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["conv"], ["z"], name="sig")]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", ft, [2, 3, 8]), helper.make_tensor_value_info("img", ft, [1, 4, 5, 5])],
+                   [helper.make_tensor_value_info("y", ft, None), helper.make_tensor_value_info("z", ft, None)], inits)
+    m.opset_import.append(helper.make_opsetid(ms, 1))
+    return m
+
+
+def _ort_types(m: onnx.ModelProto) -> dict[str, str]:
+    """What onnxruntime's session reports for every node output, each made a graph output (no type given)."""
+    o = onnx.ModelProto()
+    o.CopyFrom(m)
+    have = {v.name for v in o.graph.output}
+    o.graph.output.extend(onnx.ValueInfoProto(name=t) for n in o.graph.node for t in n.output if t and t not in have)
+    s = ort.InferenceSession(o.SerializeToString(), providers=["CPUExecutionProvider"])
+    return {v.name: ORT_TYPES.get(v.type, v.type) for v in s.get_outputs()}
+
+
+def _feeds(dt):
+    rng = np.random.default_rng(1)
+    return {"x": rng.normal(size=(2, 3, 8)).astype(dt), "img": rng.normal(size=(1, 4, 5, 5)).astype(dt)}
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+def test_contrib_float_ops_outputs_have_onnxruntimes_types(dt):
+    m = _fused_model(dt)
+    oracle = _ort_types(m)
+    loaded = Model.of(m, "fused")
+    from onnxprobe.graph.shapes import dtype_name, value_types
+
+    types = value_types(loaded.proto)
+    got = {name: dtype_name(types[name].tensor_type.elem_type) if name in types else None for name in oracle}
+    assert got == oracle
+    assert oracle["mean"] == "float32" and oracle["sln"] == np.dtype(dt).name  # the schema's U is float alone
+
+
+def test_layers_dtypes_and_statistics_of_contrib_float_outputs(tmp_path):
+    p = tmp_path / "fused.onnx"
+    m = _fused_model()
+    onnx.save(m, p)
+    feeds = _feeds(np.float32)
+    res = api.layers(p, api.Selection(all=True), api.RunConfig(device="cpu", cache=False), api.InputSpec(arrays=feeds))
+    dtypes = {pr.ref.name: pr.ref.dtype for pr in res.plan.probes}
+    oracle = _ort_types(m)
+    assert {k: dtypes[k] for k in oracle} == oracle
+    # statistics against numpy float64 on onnxruntime's exposed values
+    names = ("mm", "bg", "ge", "sln", "mean", "fg", "qg", "y", "conv", "z")
+    vals = api.run(p, feeds, api.RunConfig(device="cpu", cache=False), api.Selection(names=names), raw=True).arrays
+    for name in names:
+        assert vals[name].dtype == np.float32, name
+        v, st = vals[name].astype(np.float64), res.stats[name]
+        assert (st.min, st.max, st.count) == (v.min(), v.max(), v.size), name
+        assert st.mean == pytest.approx(v.mean(), rel=1e-12, abs=1e-12), name
+        assert st.std == pytest.approx(v.std(), rel=1e-9, abs=1e-12), name
+
