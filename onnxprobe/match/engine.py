@@ -7,7 +7,8 @@ Strategies, tried in this order; each pair records which one matched it and why:
    of the data (``match.refused.named_other``) is undone;
 3. ``qoperator-stem``: A's key without a quantizer suffix (``_quantized``...) names a tensor of B;
 4. ``node-name``: the producing nodes have the same name of their own (a ``_quant`` suffix aside; an
-   unnamed node's position is no name) and compatible ops;
+   unnamed node's position is no name) and compatible ops, and reads what the other reads (a node an
+   optimizer rewrote keeps its name: refused, and the structural pairs that read it);
 5. ``structural``: between two pairs already made, the remaining tensors are aligned by a longest common
    subsequence over (equivalent op type, shape): never by position alone; structural pairs that read
    tensors refused as other functions of the data (their weights contradict: ``match.refused``) are undone,
@@ -239,12 +240,22 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     for j, o in enumerate(obs_b):
         if o.node_named:  # an unnamed node's "Op_index" says only where it is: no evidence
             b_by_node.setdefault(_node_stem(o.node), []).append(j)
+    # a node an optimizer rewrote keeps its name (onnxruntime's transpose optimizer moves a Transpose below a
+    # Slice, which then reads x where B's reads Transpose(x)): a candidate whose reads contradict
+    # (``reads_alike``), or that reads such a refused candidate, is another function of the data
+    renamed: set[tuple[str, str]] = set()
     for i, a in enumerate(obs_a):
         if i in used_a or not a.node_named:
             continue
         for j in b_by_node.get(_node_stem(a.node), []):
             if j not in used_b and compatible(a.effective_op, obs_b[j].effective_op):
-                if take(i, j, "node-name", f"same node name {a.node!r}"):
+                b = obs_b[j]
+                if not reads_alike(i, j) or any((s, t) in renamed for s in a.sources for t in b.sources):
+                    renamed.add((a.name, b.name))
+                    why_a.setdefault(i, f"node-name candidate {b.name} in B reads other tensors than it (another function of the data)")
+                    why_b.setdefault(j, f"node-name candidate {a.name} in A reads other tensors than it (another function of the data)")
+                    other_a.add(i), other_b.add(j)
+                elif take(i, j, "node-name", f"same node name {a.node!r}"):
                     break
     # a name is no proof: two tensors of one name that are other functions of the data are undone before
     # anything is aligned between them (step 8 says why, where their weights contradict)
@@ -278,6 +289,18 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     # and what reads the pairs that stand is paired again
     if _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, other_reads, why_a, why_b, other_a, other_b):
         _same_inputs(obs_a, obs_b, used_a, used_b, a_to_b, structural, like, a_scope)
+    # structural pairs that read node-name candidates refused above (aligned by order and shape, the transpose
+    # of one another): undone, and their readers in turn; not pairs by name, which a later Transpose may
+    # make one function again (onnxruntime renames the tensors it rewrites and keeps the others' names)
+    def reads_renamed(i: int, j: int) -> tuple[str, str] | None:
+        hit = next(((s, t) for s in obs_a[i].sources for t in obs_b[j].sources if (s, t) in renamed), None)
+        if hit is not None:
+            renamed.add((obs_a[i].name, obs_b[j].name))
+        return None if hit is None else (f"reads {hit[1]}, a refused candidate of {hit[0]}, which this reads",
+                                         f"reads {hit[0]}, a refused candidate of {hit[1]}, which this reads")
+
+    while renamed and _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, reads_renamed, why_a, why_b, other_a, other_b):
+        pass
     # integer pairs (shape computations, indices) of other functions, once every anchor served: and what reads them
     while _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, other_integers, why_a, why_b, other_a, other_b):
         pass

@@ -10,8 +10,8 @@ its pair reported the Conv's error as the Relu's own ("error starts at" the Relu
 so, gives each the reason (the unmatched entry said "no counterpart"), and unpairs the structural pairs that
 read such a refused pair, their readers in turn. A pair by name is no proof either (``named_other``): one
 name on a 1x1 and a 3x3 Conv's output, or on Relu(x) in A and Sigmoid(x) in B, is two functions of the data
-and is undone too, and so are the pairs by name that read it. Pairs by quantizer key, node name or --map
-stand, and so do two model outputs of one name: the user's or the exporter's word that the two are one
+and is undone too, and so are the pairs by name that read it. Pairs by quantizer key, node name (checked by
+``match.engine`` for what they read) or --map stand, and so do two model outputs of one name: the user's or the exporter's word that the two are one
 tensor (the verdict compares the outputs).
 """
 
