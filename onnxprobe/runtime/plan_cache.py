@@ -138,8 +138,10 @@ def structure(model: onnx.ModelProto) -> str:
 # ulp up where distinct values round to one float64; 23: tensors of sibling bodies that share a name are probes of
 # their own, TensorRef.qualified; 24: sequences and optionals are not probed; 25: small model outputs are summarised
 # on the host too, exactly; 26: the pair rows' max relative error divides by max(|b|, the smallest subnormal);
-# 27: Probe.planned_shape, the dims a float row was laid out for, checked against the run's)
-FORMAT = 28
+# 27: Probe.planned_shape, the dims a float row was laid out for, checked against the run's; 28: zeros counted
+# with Equal; 29: com.microsoft float ops' outputs typed from onnxruntime's schemas, graph.contrib_types: an
+# entry's refs kept the unknown dtype of a model such an op holds)
+FORMAT = 29
 
 
 def key_of(parts: dict) -> str:
