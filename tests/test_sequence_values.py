@@ -111,7 +111,7 @@ def test_grad_of_a_sequence_output_says_so(tmp_path, args):
     r = CliRunner().invoke(app, ["grad", str(path), *args])
     assert r.exit_code in (1, 2) and "Traceback" not in r.output, r.output
     assert "'sq'" in r.output and "sequence" in r.output and "--loss-output" in r.output, r.output
-    res = api.grad(path, api.Selection(all=True), CPU := api.RunConfig(device="cpu"), api.GradSpec(output="y"),
+    res = api.grad(path, api.Selection(all=True), api.RunConfig(device="cpu"), api.GradSpec(output="y"),
                    inputs={"x": X}, save=True)
     np.testing.assert_allclose(res.arrays["r"], -np.ones((2, 3)))
 

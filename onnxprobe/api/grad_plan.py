@@ -18,7 +18,6 @@ from onnxprobe.autodiff.select import named_targets, targets
 from onnxprobe.errors import ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UsageError, first_line, setting_error
 from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.model import Model
-from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.shapes import annotate, concrete_shapes, infer_shapes, static_shape, value_types, with_input_shapes
 from onnxprobe.graph.walk import subgraphs, walk
