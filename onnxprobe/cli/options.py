@@ -47,7 +47,7 @@ OUT = _OutPath()
 ModelArg = Annotated[Path, typer.Argument(help="ONNX model file (external data is read from beside it).", show_default=False, click_type=FILE)]
 
 # selection
-OpOpt = Annotated[Optional[list[str]], typer.Option("--op", help="Probe outputs of this op type (repeatable).", rich_help_panel="Selection")]
+OpOpt = Annotated[Optional[list[str]], typer.Option("--op", help="Probe outputs of this op type (repeatable, or comma-separated: --op Conv,Relu).", rich_help_panel="Selection")]
 NameOpt = Annotated[Optional[list[str]], typer.Option("--name", help="Probe tensors whose node or tensor name matches this glob (repeatable).", rich_help_panel="Selection")]
 AllOpt = Annotated[bool, typer.Option("--all", help="Probe every node output, inside If/Loop/Scan bodies too.", rich_help_panel="Selection")]
 RangeOpt = Annotated[Optional[str], typer.Option("--range", help="Only nodes with index START..END (indices or node names), e.g. 10:40.", rich_help_panel="Selection")]

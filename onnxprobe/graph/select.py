@@ -68,6 +68,7 @@ class Selection:
             if items is None or not all(isinstance(x, str) for x in items):
                 raise UsageError(f"Selection {what}={controls(repr(v))[:60]}: expected a string or a tuple of strings")
             object.__setattr__(self, what, items)
+        object.__setattr__(self, "ops", op_types(self.ops))
         if self.range is not None and not isinstance(self.range, str):
             raise UsageError(f"Selection range={controls(repr(self.range))[:60]}: expected 'START:END', e.g. '10:40'")
         if self.range is not None and not self.range.strip():  # '' is no range: not the default, silently
@@ -84,6 +85,21 @@ class Selection:
         parts += ["--all"] if self.all else []
         parts += [f"--range {self.range}"] if self.range else []
         return " ".join(parts) or "the default selection"
+
+
+def op_types(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Op types of repeated or comma-separated values (an op type holds no comma: ``--op Conv,Relu`` is
+    ``--op Conv --op Relu``, in every command and the debugger), spaces around each dropped, each once;
+    an empty one (``--op ,``, ``Conv,,Relu``) is refused, as it would select by nothing."""
+    out: list[str] = []
+    for item in values:
+        for op in item.split(","):
+            if not op.strip():
+                raise setting_error(UsageError, ("ops", "--op"), f"{quote(item)}: an empty op type; give op types "
+                                    "separated by commas or repeat the flag, e.g. Conv,Relu")
+            if op.strip() not in out:
+                out.append(op.strip())
+    return tuple(out)
 
 
 class NodePositions(dict):

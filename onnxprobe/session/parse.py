@@ -124,7 +124,7 @@ def parse_selection(words: list[str]) -> Selection:
             if v is None:
                 raise UsageError(f"{w} needs a value")
             if w == "--op":
-                ops += [x for x in v.split(",") if x]
+                ops.append(v)  # comma-separated op types: Selection splits them
             elif w == "--name":
                 names.append(v)
             else:
@@ -132,7 +132,7 @@ def parse_selection(words: list[str]) -> Selection:
         elif w.startswith(("--op=", "--name=", "--range=")):
             k, _, v = w.partition("=")
             if k == "--op":
-                ops += [x for x in v.split(",") if x]
+                ops.append(v)
             elif k == "--name":
                 names.append(v)
             else:
@@ -142,9 +142,9 @@ def parse_selection(words: list[str]) -> Selection:
         elif w in ("--include-constants", "--constants"):
             consts = True
         elif w.startswith("op:"):
-            ops += [x for x in w[3:].split(",") if x]
             if not w[3:]:
                 raise UsageError("op: needs an op type, e.g. op:Conv")
+            ops.append(w[3:])
         elif w.startswith("range:"):
             rng = w[6:]
         elif re.fullmatch(r"-?\d*:-?\d*", w) and w != ":":

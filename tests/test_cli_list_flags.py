@@ -1,0 +1,64 @@
+"""List-valued flags take one rule in every command and in the debugger: a repeated flag, or values
+separated by commas where an item cannot hold one. `--op Conv,Relu` is `--op Conv --op Relu` (an op type
+holds no comma): it was read as one op type named 'Conv,Relu' and refused with "did you mean 'Relu'?",
+while the debugger's `--op Conv,Relu` took both. An empty op type (`--op ,`, `--op Conv,,Relu`) is
+refused everywhere, as extract's `--from a,,b` is: the debugger took `--op ,` as the default selection (QA)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import sample_path
+from onnxprobe import api
+from onnxprobe.cli.main import app
+from onnxprobe.errors import UsageError
+
+runner = CliRunner()
+CNN = str(sample_path("cnn"))
+
+
+def _ops_of(args):
+    r = runner.invoke(app, [*args, "--format", "json", "--columns", "tensor,op"])
+    assert r.exit_code == 0, r.output
+    return [row["op"] for row in json.loads(r.stdout)]
+
+
+@pytest.mark.parametrize("command", [["layers", CNN], ["grad", CNN], ["diff", CNN, "--vs-reference"]])
+def test_comma_separated_op_types_are_the_repeated_flag(command):
+    repeated = _ops_of([*command, "--op", "Conv", "--op", "Relu"])
+    assert set(repeated) >= {"Conv", "Relu"}
+    assert _ops_of([*command, "--op", "Conv,Relu"]) == repeated
+    assert _ops_of([*command, "--op", "Conv, Relu"]) == repeated
+
+
+def test_mark_takes_comma_separated_op_types(tmp_path):
+    r = runner.invoke(app, ["mark", CNN, "-o", str(tmp_path / "m.onnx"), "--op", "Conv,Relu", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert {row["op"] for row in json.loads(r.stdout)} == {"Conv", "Relu"}
+
+
+@pytest.mark.parametrize("value", [",", "Conv,,Relu", "Conv,", ""])
+def test_an_empty_op_type_is_refused_in_one_line(value):
+    r = runner.invoke(app, ["layers", CNN, "--op", value])
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--op" in lines[0] and "empty op type" in lines[0], r.output
+
+
+def test_the_api_and_the_debugger_read_op_lists_alike(tmp_path):
+    assert api.Selection(ops="Conv,Relu").ops == api.Selection(ops=("Conv", "Relu")).ops == ("Conv", "Relu")
+    with pytest.raises(UsageError, match="empty op type"):
+        api.Selection(ops=("Conv,",))
+    script = tmp_path / "s.txt"
+    script.write_text("probe add --op ,\n")
+    r = runner.invoke(app, ["debug", CNN, "--script", str(script)])
+    assert r.exit_code == 1 and "empty op type" in r.stderr, r.output
+
+
+def test_help_says_op_takes_a_comma_separated_list():
+    for command in ("layers", "diff", "grad", "mark", "debug"):
+        r = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+        assert "--op Conv,Relu" in r.stdout, command
