@@ -62,3 +62,13 @@ def test_help_says_op_takes_a_comma_separated_list():
     for command in ("layers", "diff", "grad", "mark", "debug"):
         r = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
         assert "--op Conv,Relu" in r.stdout, command
+
+
+def test_the_debugger_names_a_setting_as_the_command_line_does(tmp_path):
+    # one check serves the API and the flags: the debugger's words are the flags', not "ops (--op)"
+    script = tmp_path / "s.txt"
+    script.write_text("probe add --op ,\nprobe add --range ' '\n")
+    r = runner.invoke(app, ["debug", CNN, "--script", str(script)])
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 1 and len(lines) == 2, r.output
+    assert lines[0].startswith("onnxprobe: error: line 1: --op ','") and lines[1].startswith("onnxprobe: error: line 2: --range ''"), r.output

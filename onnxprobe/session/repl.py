@@ -42,8 +42,8 @@ def history_path() -> Path:
 
 
 def _error_text(e: BaseException) -> str:
-    if isinstance(e, OnnxProbeError):
-        return one_line(first_line(e))
+    if isinstance(e, OnnxProbeError):  # a setting named as on the command line (--op, not "ops (--op)")
+        return one_line(e.cli_message or first_line(e))
     if isinstance(e, OSError) and e.filename is not None:  # a path the system refuses
         return one_line(path_error_text(e))
     return one_line(internal_error_text(e))
