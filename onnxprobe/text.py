@@ -150,3 +150,16 @@ def wrap_paths(text: str, width: int) -> str:
             line += sep + part
     lines.append(line)
     return "\n".join(lines)
+
+
+def one_glob_each(flag: str, pattern: str, names) -> str | None:
+    """The hint for a ``flag`` that takes one glob (``--name``, ``--wrt``: a name may hold a comma) given a
+    comma-separated list (``conv1,relu*``) that matches nothing as a whole: when each of its parts matches
+    one of ``names``, the repeated flags to give instead; else None."""
+    import shlex
+
+    parts = [p.strip() for p in pattern.split(",")]
+    if len(parts) < 2 or not all(parts) or not all(any(matches(n, p) for n in names) for p in parts):
+        return None
+    return (f"{flag} takes one glob (names may hold commas): repeat it, "
+            + " ".join(f"{flag} {shlex.quote(p)}" for p in parts))

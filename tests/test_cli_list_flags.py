@@ -72,3 +72,16 @@ def test_the_debugger_names_a_setting_as_the_command_line_does(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert r.exit_code == 1 and len(lines) == 2, r.output
     assert lines[0].startswith("onnxprobe: error: line 1: --op ','") and lines[1].startswith("onnxprobe: error: line 2: --range ''"), r.output
+
+
+@pytest.mark.parametrize("args, flag", [(["layers", CNN, "--name"], "--name"), (["grad", CNN, "--wrt"], "--wrt"),
+                                        (["mark", CNN, "-o", "unused.onnx", "--name"], "--name")])
+def test_a_glob_flag_given_a_comma_list_says_to_repeat_it(args, flag, tmp_path, monkeypatch):
+    # a name may hold a comma, so --name/--wrt take one glob each: a list that matches nothing as a whole,
+    # and whose parts each match, is refused with the repeated flags to give (not "did you mean 'relu1_out'")
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, [*args, "conv1_out,relu*"])
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 2 and len(lines) == 1, r.output
+    assert f"{flag} takes one glob" in lines[0] and f"{flag} conv1_out {flag} 'relu*'" in lines[0], r.output
+    assert not list(tmp_path.iterdir())

@@ -21,7 +21,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import Selection, check_criteria, node_positions, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import implicit_inputs, subgraphs, walk
-from onnxprobe.text import matches
+from onnxprobe.text import matches, one_glob_each
 from onnxprobe.types import TensorRef
 
 
@@ -153,7 +153,9 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
         for pat in wrt:
             hits = [n for n in pool if matches(n, pat)] + [n for n in single if n == pat]  # by its exact name only
             if not hits:
-                raise UsageError(f"--wrt {pat!r}: no float weight, input or node output of the main graph matches it")
+                listed = one_glob_each("--wrt", pat, pool + single)
+                raise UsageError(f"--wrt {pat!r}: no float weight, input or node output of the main graph matches it"
+                                 + (f"; {listed}" if listed else ""))
             for n in hits:
                 # --all means every tensor: a graph input it names is kept (the flags select node outputs and
                 # weights, and --all read as an intersection dropped the inputs --wrt names)

@@ -48,7 +48,7 @@ ModelArg = Annotated[Path, typer.Argument(help="ONNX model file (external data i
 
 # selection
 OpOpt = Annotated[Optional[list[str]], typer.Option("--op", help="Probe outputs of this op type (repeatable, or comma-separated: --op Conv,Relu).", rich_help_panel="Selection")]
-NameOpt = Annotated[Optional[list[str]], typer.Option("--name", help="Probe tensors whose node or tensor name matches this glob (repeatable).", rich_help_panel="Selection")]
+NameOpt = Annotated[Optional[list[str]], typer.Option("--name", help="Probe tensors whose node or tensor name matches this glob (repeatable: one glob each, as names may hold commas).", rich_help_panel="Selection")]
 AllOpt = Annotated[bool, typer.Option("--all", help="Probe every node output, inside If/Loop/Scan bodies too.", rich_help_panel="Selection")]
 RangeOpt = Annotated[Optional[str], typer.Option("--range", help="Only nodes with index START..END (indices or node names), e.g. 10:40.", rich_help_panel="Selection")]
 ConstOpt = Annotated[bool, typer.Option("--include-constants", help="Also probe weights computed from constants alone.", rich_help_panel="Selection")]
@@ -101,7 +101,7 @@ LossOpt = Annotated[str, typer.Option("--loss", help="sum | mean | mse (with --t
 TargetOpt = Annotated[Optional[Path], typer.Option("--target", help="The target of --loss mse, a .npy shaped like the output.", rich_help_panel="Loss", click_type=FILE)]
 LabelsOpt = Annotated[Optional[Path], typer.Option("--labels", help="Class indices (integer .npy, the output's shape without its class axis) or class probabilities (float, the output's shape) for --loss cross-entropy.", rich_help_panel="Loss", click_type=FILE)]
 OutputGradOpt = Annotated[Optional[Path], typer.Option("--output-grad", help="dL/d(output) given directly, a .npy shaped like the output (replaces --loss).", rich_help_panel="Loss", click_type=FILE)]
-WrtOpt = Annotated[Optional[list[str]], typer.Option("--wrt", help="Only the gradients of these tensors (names or globs: weights, inputs, activations; repeatable).", rich_help_panel="Selection")]
+WrtOpt = Annotated[Optional[list[str]], typer.Option("--wrt", help="Only the gradients of these tensors (names or globs: weights, inputs, activations; repeatable: one glob each, as names may hold commas).", rich_help_panel="Selection")]
 SaveGradsOpt = Annotated[Optional[Path], typer.Option("--save-grads", help="Save the gradients to FILE.npz, keyed by the forward tensor's name.", rich_help_panel="Output", click_type=OUT)]
 ExportOpt = Annotated[Optional[Path], typer.Option("--export", help="Write the model with its backward graph to OUT.onnx (outputs: the loss and the gradients).", rich_help_panel="Output", click_type=OUT)]
 CheckOpt = Annotated[bool, typer.Option("--check", help="Check every gradient against central finite differences (float64 where onnxruntime allows).", rich_help_panel="Output")]

@@ -32,7 +32,7 @@ from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, constant_tensors, walk
-from onnxprobe.text import as_typed, clean, controls, matches, quote, unclean
+from onnxprobe.text import as_typed, clean, controls, matches, one_glob_each, quote, unclean
 from onnxprobe.types import TensorRef, check_bool
 
 ATTENTION_OPS = {
@@ -254,7 +254,9 @@ def check_criteria(models: list[onnx.ModelProto], sel: Selection) -> None:
         names = {n for m, ss in zip(models, sites) for n in _all_names(m, ss)}
         if not any(matches(n, glob) for n in names):
             close = difflib.get_close_matches(glob, sorted(names), n=1)
-            hint = f"; did you mean {quote(close[0])}?" if close else " (names are case-sensitive; quote globs such as '*attn*')"
+            listed = one_glob_each("--name", glob, names)
+            hint = (f"; {listed}" if listed else f"; did you mean {quote(close[0])}?" if close else
+                    " (names are case-sensitive; quote globs such as '*attn*')")
             raise UsageError(f"--name {quote(glob)}: matches no node, tensor or input name of the model{hint}")
 
 
