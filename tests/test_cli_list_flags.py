@@ -85,3 +85,18 @@ def test_a_glob_flag_given_a_comma_list_says_to_repeat_it(args, flag, tmp_path, 
     assert r.exit_code == 2 and len(lines) == 1, r.output
     assert f"{flag} takes one glob" in lines[0] and f"{flag} conv1_out {flag} 'relu*'" in lines[0], r.output
     assert not list(tmp_path.iterdir())
+
+
+def test_the_debugger_refuses_a_single_value_option_given_twice_as_the_command_line_does(tmp_path):
+    # `stats --format csv --format markdown` printed Markdown (the last won), where the command line's
+    # `--format csv --format markdown` is refused naming the flag; the same value twice is taken
+    script = tmp_path / "s.txt"
+    script.write_text("stats --format csv --format=markdown\nshow conv1_out --bins 3 --bins 4\n"
+                      "stats --format csv --format csv --columns tensor\n")
+    r = runner.invoke(app, ["debug", CNN, "--script", str(script)])
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 1 and len(lines) == 2, r.output
+    assert lines[0] == ("onnxprobe: error: line 1: --format given twice with different values ('csv' and 'markdown'); "
+                        "give it once"), r.output
+    assert lines[1].startswith("onnxprobe: error: line 2: --bins given twice with different values ('3' and '4')"), r.output
+    assert r.stdout.splitlines()[0] == "tensor" and "| tensor |" not in r.stdout, r.output

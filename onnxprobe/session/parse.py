@@ -63,8 +63,11 @@ def split(line: str) -> list[str]:
 
 
 def pop_option(args: list[str], *names: str, flag: bool = False) -> str | bool | None:
-    """Remove an option from ``args`` (in place) and return its value (or True for a flag)."""
+    """Remove an option from ``args`` (in place) and return its value (or True for a flag). One given twice
+    with different values is refused, as on the command line (the last silently won); the same value twice
+    is taken."""
     out: str | bool | None = None
+    first: str | None = None
     i = 0
     while i < len(args):
         a = args[i]
@@ -77,13 +80,16 @@ def pop_option(args: list[str], *names: str, flag: bool = False) -> str | bool |
             out = True
             continue
         if a.startswith(hit + "="):
-            out = a[len(hit) + 1:]
+            value = a[len(hit) + 1:]
             del args[i]
         elif i + 1 < len(args):
-            out = args[i + 1]
+            value = args[i + 1]
             del args[i:i + 2]
         else:
             raise UsageError(f"{hit} needs a value")
+        if out is not None and value != out:
+            raise UsageError(f"{first} given twice with different values ({out!r} and {value!r}); give it once")
+        first, out = first or hit, value
     return out
 
 
