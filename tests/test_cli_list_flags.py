@@ -100,3 +100,19 @@ def test_the_debugger_refuses_a_single_value_option_given_twice_as_the_command_l
                         "give it once"), r.output
     assert lines[1].startswith("onnxprobe: error: line 2: --bins given twice with different values ('3' and '4')"), r.output
     assert r.stdout.splitlines()[0] == "tensor" and "| tensor |" not in r.stdout, r.output
+
+
+def test_columns_are_a_list_repeated_or_comma_separated(tmp_path):
+    # a column key holds no comma: `--columns tensor --columns max,min` is `--columns tensor,max,min`, on the
+    # command line (it was refused as a single-value flag given twice) and in the debugger
+    def rows(args):
+        r = runner.invoke(app, ["layers", CNN, "--format", "csv", *args])
+        assert r.exit_code == 0, r.output
+        return r.stdout
+
+    assert rows(["--columns", "tensor", "--columns", "max,min"]) == rows(["--columns", "tensor,max,min"])
+    assert rows(["--columns", "tensor,max,min"]).splitlines()[0] == "tensor,max,min"
+    script = tmp_path / "s.txt"
+    script.write_text("stats --format csv --columns tensor --columns=max\n")
+    r = runner.invoke(app, ["debug", CNN, "--script", str(script)])
+    assert r.exit_code == 0 and r.stdout.splitlines()[0] == "tensor,max", r.output

@@ -81,7 +81,7 @@ ProfileOpt = Annotated[bool, typer.Option("--profile", help="Per-node time from 
 JsonOpt = Annotated[Optional[Path], typer.Option("--json", help="Write the report as JSON to FILE ('-' for stdout, instead of the table).", rich_help_panel="Output", click_type=OUT)]
 MaxMemoryOpt = Annotated[Optional[str], typer.Option("--max-memory", help="Most memory raw tensors may take at once (e.g. 512M, 2G); more runs when needed. Default: a quarter of the available memory.", rich_help_panel="Output")]
 WideOpt = Annotated[bool, typer.Option("--wide", help="Tables with every cell whole: full names, one line per row, whatever the width.", rich_help_panel="Output")]
-ColumnsOpt = Annotated[Optional[str], typer.Option("--columns", help="The table's columns, in this order: comma-separated keys, e.g. index,tensor,min,max for layers, index,tensor,sqnr_db,pass for diff (a wrong one lists them all).", rich_help_panel="Output")]
+ColumnsOpt = Annotated[Optional[list[str]], typer.Option("--columns", help="The table's columns, in this order: comma-separated keys (or the flag repeated), e.g. index,tensor,min,max for layers, index,tensor,sqnr_db,pass for diff (a wrong one lists them all).", rich_help_panel="Output")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table | csv | markdown | json: how the table goes to stdout (csv and json: full names, raw numbers; the whole report is --json).", rich_help_panel="Output")]
 # the same for a command whose table is its whole report (mark: no --json)
 TableFormatOpt = Annotated[str, typer.Option("--format", help="table | csv | markdown | json: how the table goes to stdout (csv and json: full names, raw numbers).", rich_help_panel="Output")]
@@ -118,13 +118,16 @@ class View:
     format: str = "table"
 
 
-def view_of(wide: bool, columns: str | None, fmt: str, known=None, json_: Path | None = None,
+def view_of(wide: bool, columns: list[str] | str | None, fmt: str, known=None, json_: Path | None = None,
             absent: dict[str, str] | None = None) -> View:
     """The View of --wide/--columns/--format, checked before any work (``known``: the columns the
     command's table can have; ``absent``: those this run's will not, with why; ``json_``: --json, which
-    must not write to stdout beside --format)."""
+    must not write to stdout beside --format). --columns may be repeated: its values are one list."""
     from onnxprobe.errors import UsageError
     from onnxprobe.report.table import check_view
+
+    if isinstance(columns, list):
+        columns = ",".join(columns) if columns else None
 
     if json_ is not None and str(json_) == "-" and (fmt != "table" or _given("fmt")):
         raise UsageError(f"--json - and --format {fmt} both write to stdout: give --json a file" if fmt != "table" else

@@ -15,7 +15,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.report.format import safe
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import render
-from onnxprobe.session.parse import SELECTION_OPTIONS, pop_option, split
+from onnxprobe.session.parse import SELECTION_OPTIONS, pop_all, pop_option, split
 from onnxprobe.session.state import State, Target
 from onnxprobe.text import as_typed, clean, quote
 
@@ -116,7 +116,8 @@ def pop_view(args: list[str], columns: list | None = None) -> dict:
     from onnxprobe.report.table import check_view
 
     wide = bool(pop_option(args, "--wide", flag=True))
-    cols = pop_option(args, "--columns")
+    given = pop_all(args, "--columns")  # repeated or comma-separated, as on the command line
+    cols = ",".join(given) if given else None
     fmt = pop_option(args, "--format") or "table"
     keys = [k.strip() for k in (cols or "").split(",") if k.strip()]
     if cols is not None and not keys:
