@@ -116,3 +116,17 @@ def test_columns_are_a_list_repeated_or_comma_separated(tmp_path):
     script.write_text("stats --format csv --columns tensor --columns=max\n")
     r = runner.invoke(app, ["debug", CNN, "--script", str(script)])
     assert r.exit_code == 0 and r.stdout.splitlines()[0] == "tensor,max", r.output
+
+
+def test_extract_shows_its_table_as_mark_does(tmp_path):
+    # extract's table of the cut's inputs and outputs takes --format/--columns/--wide as mark's and
+    # inspect's do; stdout carries the rows alone, what was written is said on stderr
+    out = tmp_path / "e.onnx"
+    r = runner.invoke(app, ["extract", CNN, "-o", str(out), "--from", "relu1_out", "--to", "relu2_out", "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout == "role,name,dtype,shape\ninput,relu1_out,float32,1x8x32x32\noutput,relu2_out,float32,1x16x8x8\n"
+    assert "wrote" in r.stderr and out.exists()
+    r = runner.invoke(app, ["extract", CNN, "-o", str(out), "--to", "relu2_out", "--format", "json", "--columns", "name"])
+    assert r.exit_code == 0 and json.loads(r.stdout) == [{"name": "image"}, {"name": "relu2_out"}], r.output
+    r = runner.invoke(app, ["extract", CNN, "-o", str(tmp_path / "f.onnx"), "--to", "relu2_out", "--columns", "nope"])
+    assert r.exit_code == 2 and "no column 'nope'" in r.stderr and not (tmp_path / "f.onnx").exists(), r.output

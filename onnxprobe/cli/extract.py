@@ -7,8 +7,10 @@ from typing import Annotated, Optional
 import typer
 
 from onnxprobe.cli.errors import handle_errors
-from onnxprobe.cli.output import notes, show, stdout_width
-from onnxprobe.cli.options import InputOpt, IntRangeOpt, ModelArg, OutOpt, SeedOpt, ShapeOpt, inputs_of
+from onnxprobe.cli.output import notes, show_written, stdout_width
+from onnxprobe.cli.options import (
+    ColumnsOpt, InputOpt, IntRangeOpt, ModelArg, OutOpt, SeedOpt, ShapeOpt, TableFormatOpt, WideOpt, inputs_of, view_of,
+)
 
 CutInputsOpt = Annotated[Optional[list[str]], typer.Option("--from", help="Tensors that become the inputs, comma-separated (repeatable). Default: the model's inputs.", rich_help_panel="Cut")]
 CutOutputsOpt = Annotated[Optional[list[str]], typer.Option("--to", help="Tensors that become the outputs, comma-separated (repeatable). Default: the model's outputs.", rich_help_panel="Cut")]
@@ -32,6 +34,9 @@ def extract(
     int_range: IntRangeOpt = "0:100",
     shape: ShapeOpt = None,
     input_: InputOpt = None,
+    wide: WideOpt = False,
+    columns: ColumnsOpt = None,
+    fmt: TableFormatOpt = "table",
 ) -> None:
     """Write the subgraph between the given tensors as a model of its own: the nodes that compute
     --to from --from (and from weights), unchanged and in their order.
@@ -49,6 +54,8 @@ def extract(
         onnxprobe extract model.onnx -o head.onnx --from features
 
         onnxprobe extract model.onnx -o stem.onnx --to conv1_out
+
+        onnxprobe extract model.onnx -o stem.onnx --to conv1_out --format csv
     """
     from onnxprobe import api
     from onnxprobe.errors import NothingToCut, UsageError
@@ -57,7 +64,10 @@ def extract(
     if old_inputs or old_outputs:
         raise UsageError(f"extract names the cut with --from and --to (not {'--inputs' if old_inputs else '--outputs'}, "
                          "which names an input .npz file in the other commands)")
+    from onnxprobe.report.inspect import IO_COLUMNS
     from onnxprobe.report.surgery import extract_renderables
+
+    view = view_of(wide, columns, fmt, IO_COLUMNS)  # before anything is written
 
     spec = inputs_of(seed, int_range, shape, input_)  # no --inputs FILE.npz here: the cut's tensors are what it reads from
     try:
@@ -67,4 +77,4 @@ def extract(
         raise UsageError("give the tensors to cut at: --from T1,T2 and/or --to T3; `onnxprobe inspect --nodes MODEL` "
                          "lists them") from None
     notes(result.notes)
-    show(extract_renderables(result, stdout_width()))
+    show_written(extract_renderables(result, stdout_width()), view)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from onnxprobe.cli.errors import handle_errors
-from onnxprobe.cli.output import notes, show, stdout_width
+from onnxprobe.cli.output import notes, show_written, stdout_width
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OutOpt, RangeOpt, SeedOpt,
     ShapeOpt, inputs_of, selection_of, ColumnsOpt, TableFormatOpt, WideOpt, view_of,
@@ -53,7 +53,6 @@ def mark(
     from onnxprobe import api
     from onnxprobe.report.progress import Progress
     from onnxprobe.report.surgery import MARK_COLUMNS, MARK_TENSOR, mark_renderables
-    from onnxprobe.report.table import Table
 
     view = view_of(wide, columns, fmt, MARK_COLUMNS + [MARK_TENSOR])
     selection = selection_of(op, name, all_, range_, include_constants)
@@ -61,9 +60,4 @@ def mark(
     with Progress(f"marking {model.name}"):
         result = api.mark(model, output, selection, stats=stats, inputs=spec)
     notes(result.notes)
-    items = mark_renderables(result, stdout_width())
-    if view.format != "table":  # stdout carries the rows alone; what was written is said on stderr
-        show([r for r in items if isinstance(r, Table)], view)
-        notes([" ".join(r.plain.split()) for r in items if not isinstance(r, Table)])  # as notes: stderr's one kind of line
-    else:
-        show(items, view)
+    show_written(mark_renderables(result, stdout_width()), view)

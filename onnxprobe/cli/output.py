@@ -130,6 +130,17 @@ def _show(renderables: Iterable, view=None) -> None:
             console.print(r)
 
 
+def show_written(renderables: list, view) -> None:
+    """What a command that writes a model (mark, extract) shows: its table and the line saying what was
+    written, on stdout as a table; with --format csv/markdown/json stdout carries the rows alone and the
+    rest goes to stderr as notes (stderr's one kind of line)."""
+    if view.format == "table":
+        show(renderables, view)
+        return
+    show([r for r in renderables if isinstance(r, Table)], view)
+    notes([" ".join(r.plain.split()) for r in renderables if not isinstance(r, Table)])
+
+
 def emit(data: dict, json_path: Path | None, render: Callable[[int], list], view=None) -> None:
     """``--json FILE`` writes ``data``; the report (``render(width)``) goes to stdout unless ``--json -``
     (``view``: from ``cli.options.view_of`` with the same --json, which refuses --json - beside --format)."""
