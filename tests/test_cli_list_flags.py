@@ -130,3 +130,13 @@ def test_extract_shows_its_table_as_mark_does(tmp_path):
     assert r.exit_code == 0 and json.loads(r.stdout) == [{"name": "image"}, {"name": "relu2_out"}], r.output
     r = runner.invoke(app, ["extract", CNN, "-o", str(tmp_path / "f.onnx"), "--to", "relu2_out", "--columns", "nope"])
     assert r.exit_code == 2 and "no column 'nope'" in r.stderr and not (tmp_path / "f.onnx").exists(), r.output
+
+
+@pytest.mark.parametrize("args, where", [(["--input", "nope=1"], "(--input)"), (["--shape", "nope=1x2"], "(--shape)")])
+def test_debug_names_the_flag_of_an_unknown_input_as_layers_does(args, where):
+    lines = {}
+    for command in (["layers", CNN], ["debug", CNN, "--script", "/dev/null"]):
+        r = runner.invoke(app, [*command, *args])
+        assert r.exit_code == 2, r.output
+        lines[command[0]] = r.stderr.strip()
+    assert lines["debug"] == lines["layers"] and f"unknown input name 'nope' {where}" in lines["debug"], lines

@@ -29,7 +29,7 @@ import numpy as np
 from onnxprobe import api
 from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError
 from onnxprobe.session.inputs import SessionInputs
-from onnxprobe.text import as_typed, quote
+from onnxprobe.text import as_typed, clean, quote
 from onnxprobe.types import RunInfo, TensorRef
 
 RAW_CACHE_BYTES = 512 * 2**20  # raw tensors kept for show/save, per model
@@ -119,7 +119,7 @@ class State:
         self.extras: dict[str, object] = {}  # room for features that attach later (gradients...)
         for t in self.targets.values():
             self.probe_add(t, selection or api.Selection())
-        self._check_inputs()
+        self._check_inputs(flags=True)
 
     # -- targets -------------------------------------------------------------------------------------
     def target(self, label: str | None = None) -> Target:
@@ -166,15 +166,19 @@ class State:
             raise self._unknown_input(name)
         return name
 
-    def _unknown_input(self, name: str) -> UsageError:
+    def _unknown_input(self, name: str, where: str = "") -> UsageError:
         expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
-        return UsageError(f"unknown input name {quote(name)}; the model's inputs are: {expected}")
+        return UsageError(f"unknown input name {quote(name)}{where}; the model's inputs are: {expected}")
 
-    def _check_inputs(self) -> None:
+    def _check_inputs(self, flags: bool = False) -> None:
+        """Every input the session's inputs name is one of a model's; ``flags``: they are the command line's,
+        whose flag the error names as `layers` names it ('(--input)', '(--shape)')."""
         known = self.input_names()
-        for name in list(self.inputs.files) + list(self.inputs.shapes) + list(self.inputs.arrays):
+        given = [(n, " (--input)") for n in self.inputs.files] + [(n, " (--shape)") for n in self.inputs.shapes] + [
+            (n, f" (from {clean(self.inputs.spec.arrays_from)})") for n in self.inputs.arrays]
+        for name, where in given:
             if name not in known:
-                raise self._unknown_input(name)
+                raise self._unknown_input(name, where if flags else "")
 
     def feed(self, t: Target) -> tuple[dict[str, np.ndarray], str, api.Feeds]:
         """(feed, digest, Feeds) for a target, recomputed only when the input specification changed.
