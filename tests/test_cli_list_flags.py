@@ -140,3 +140,15 @@ def test_debug_names_the_flag_of_an_unknown_input_as_layers_does(args, where):
         assert r.exit_code == 2, r.output
         lines[command[0]] = r.stderr.strip()
     assert lines["debug"] == lines["layers"] and f"unknown input name 'nope' {where}" in lines["debug"], lines
+
+
+def test_the_debuggers_nodes_reads_op_types_as_selections_do(tmp_path):
+    # `stats op:Conv,Relu` took both op types, `nodes op:Conv,Relu` matched nothing; `nodes --op Conv`
+    # was an unknown option where every selection takes --op
+    script = tmp_path / "s.txt"
+    script.write_text("nodes op:Conv,Relu\nnodes --op Conv,Relu\nnodes --op=Conv --op Relu\nnodes op:Conv\nnodes op:Relu\n")
+    r = runner.invoke(app, ["debug", CNN, "--script", str(script)])
+    assert r.exit_code == 0, r.output
+    foots = [line for line in r.stdout.splitlines() if " nodes" in line and " of " in line]
+    assert len(foots) == 5 and foots[0] == foots[1] == foots[2] == "4 of 9 nodes", r.output
+    assert foots[3] == foots[4] == "2 of 9 nodes", r.output

@@ -222,12 +222,13 @@ class GraphIndex:
         return None
 
     def find_nodes(self, pattern: str | None = None) -> list:
-        """Nodes whose display name matches a glob, or ``op:TYPE`` (glob too) for op types."""
+        """Nodes whose display name matches a glob, or ``op:TYPE`` (glob too; ``op:Conv,Relu``: either, as
+        an op type holds no comma) for op types."""
         if not pattern:
             return list(self.sites)
         if pattern.startswith("op:"):
-            p = pattern[3:]
-            return [s for s in self.sites if matches(s.node.op_type, p)]
+            ps = pattern[3:].split(",")
+            return [s for s in self.sites if any(matches(s.node.op_type, p) for p in ps)]
         return [s for s in self.sites if matches(s.name, pattern) or s.scope and matches(s.path, pattern)]
 
     def value(self, name: str, feed: dict[str, np.ndarray] | None = None) -> np.ndarray | None:

@@ -11,7 +11,7 @@ from onnxprobe.report.format import plural, safe, shape as fmt_shape
 from onnxprobe.report.inspect import NODE_COLUMNS
 from onnxprobe.report.table import Table
 from onnxprobe.session import render
-from onnxprobe.session.parse import pop_option
+from onnxprobe.session.parse import pop_all, pop_option
 from onnxprobe.session.commands.table import Env, bad, command, fresh, no_more, node_index, node_view, tag, target_of
 from onnxprobe.text import human_bytes
 
@@ -70,11 +70,18 @@ def cmd_info(env: Env, args: list[str]):
     return out
 
 
-@command("nodes", "nodes [GLOB|op:TYPE] [--model a|b]", "list nodes in topological order, by name glob or op type", "model",
+@command("nodes", "nodes [GLOB|op:TYPE] [--op TYPE] [--name GLOB] [--model a|b]", "list nodes in topological order, by name glob or op type", "model",
          args=("nodepattern",))
 def cmd_nodes(env: Env, args: list[str]):
-    """Examples: `nodes`, `nodes 'conv*'`, `nodes op:Softmax`, `nodes op:Q*`."""
+    """By op type as selections take one too: `op:Conv,Relu`, `--op Conv --op Relu`; by name, `--name GLOB`.
+    Examples: `nodes`, `nodes 'conv*'`, `nodes op:Softmax`, `nodes op:Q*`."""
     t = target_of(env, args)
+    ops, names = pop_all(args, "--op"), pop_all(args, "--name")
+    ops += [a[3:] for a in args if a.startswith("op:")]
+    rest = [a for a in args if not a.startswith("op:")] + names
+    if ops:  # op types as Selection reads them: comma-separated, an empty one refused
+        rest.append("op:" + ",".join(api.Selection(ops=tuple(ops)).ops))
+    args[:] = rest
     if len(args) > 1:
         raise bad("nodes", "give one GLOB or op:TYPE")
     sites = t.index.find_nodes(args[0] if args else None)
