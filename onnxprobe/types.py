@@ -181,18 +181,22 @@ def check_bool(value, what: str) -> bool:
 @dataclass
 class RunConfig:
     """How onnxruntime runs a model: ``device`` (auto, cpu or cuda), ``opt_level`` (onnxruntime's graph
-    optimisations: off, basic, extended, layout, all), ``io_binding`` (outputs bound on the device) and
-    ``cache`` (reuse probed copies across runs: runtime.plan_cache)."""
+    optimisations: off, basic, extended, layout, all), ``io_binding`` (outputs bound on the device),
+    ``cache`` (reuse probed copies across runs: runtime.plan_cache) and ``tf32`` (the CUDA provider's float32
+    matrix products and convolutions in TF32: None leaves its default, which is on; ``--runtime-option tf32=0``)."""
 
     device: str = "auto"  # auto | cpu | cuda
     opt_level: str = "off"  # off | basic | extended | layout | all
     io_binding: bool = True
     cache: bool = True  # reuse probed copies across runs (runtime.plan_cache; --no-cache)
+    tf32: bool | None = None  # onnxruntime's CUDA provider option use_tf32; None: its default (on)
 
     def __post_init__(self) -> None:
         # device and opt_level are checked where a runtime reads them (runtime.ort), in its words
         self.io_binding = check_bool(self.io_binding, "RunConfig io_binding")
         self.cache = check_bool(self.cache, "RunConfig cache")
+        if self.tf32 is not None:
+            self.tf32 = check_bool(self.tf32, "RunConfig tf32")
 
 
 class Settings(NamedTuple):

@@ -194,7 +194,7 @@ def test_wrong_kind_of_argument_is_one_usage_error(call, match, tmp_path, monkey
     (lambda: api.layers(CNN, inputs=api.InputSpec(int_range=(5, 5))), "int_range (--int-range) 5:5: LOW must be below"),
     (lambda: api.layers(CNN, config=api.RunConfig(device="gpu")), "device (--device) 'gpu': choose one of"),
     (lambda: api.layers(CNN, config=api.RunConfig(opt_level="max")), "opt_level (--opt-level) 'max': choose one of"),
-    (lambda: api.layers(CNN, runtime_options={"A": "B"}), "runtime_options (--runtime-option): ort takes none"),
+    (lambda: api.layers(CNN, runtime_options={"A": "B"}), "runtime_options (--runtime-option) A: ort takes only tf32"),
     (lambda: api.layers(CNN, config=api.RunConfig(device="cuda"), runtime="openvino"), "device (--device) cuda: an onnxruntime"),
     (lambda: api.GradSpec(loss="foo"), "loss (--loss) 'foo': choose one of"),
     (lambda: api.GradSpec(loss="mse"), "loss (--loss) mse needs target (--target FILE.npy)"),

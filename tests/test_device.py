@@ -175,7 +175,7 @@ def test_the_reference_device_is_named_as_the_flag_it_came_from(monkeypatch, arg
 @pytest.mark.parametrize("args, words", [
     (["layers", "MLP", "--seed", "-1"], "--seed -1: seeds are non-negative integers"),
     (["layers", "MLP", "--int-range", "5:5"], "--int-range 5:5: LOW must be below HIGH"),
-    (["layers", "MLP", "--runtime-option", "A=B"], "--runtime-option: ort takes none"),
+    (["layers", "MLP", "--runtime-option", "A=B"], "--runtime-option A: ort takes only tf32"),
     (["layers", "MLP", "--range", ""], "--range '': expected 'START:END'"),
     (["grad", "MLP", "--loss", "foo"], "--loss 'foo': choose one of"),
     (["grad", "MLP", "--loss", "mse"], "--loss mse needs target (--target FILE.npy)"),

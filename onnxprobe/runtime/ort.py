@@ -90,8 +90,13 @@ def resolve_device(device: str, what: tuple[str, str] = ("device", "--device")) 
     return device
 
 
-def providers_for(device: str) -> list[str]:
-    return ["CUDAExecutionProvider", "CPUExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
+def providers_for(device: str, tf32: bool | None = None) -> list:
+    """The providers of a session on ``device``; ``tf32`` (cuda): the CUDA provider's use_tf32, float32
+    matrix products and convolutions in TF32 (None: the provider's default, which is on)."""
+    if device != "cuda":
+        return ["CPUExecutionProvider"]
+    cuda = "CUDAExecutionProvider" if tf32 is None else ("CUDAExecutionProvider", {"use_tf32": "1" if tf32 else "0"})
+    return [cuda, "CPUExecutionProvider"]
 
 
 IR_VERSION_RE = re.compile(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)")
@@ -126,13 +131,14 @@ ORT_FLOATS = {"tensor(float16)": onnx.TensorProto.FLOAT16, "tensor(float)": onnx
 
 def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: str = "off", threads: int | None = None,
                    profile_prefix: str | None = None, optimized_path: str | None = None,
-                   weights: dict[str, onnx.TensorProto] | None = None, arena: bool = False) -> Session:
+                   weights: dict[str, onnx.TensorProto] | None = None, arena: bool = False, tf32: bool | None = None) -> Session:
     """Build an InferenceSession from an in-memory model. ``device`` must be resolved already.
     ``profile_prefix``: onnxruntime's profiler on, its JSON written there; ``optimized_path``: where
     onnxruntime writes the graph it runs (weights in a file beside it) (``runtime.profile``).
     ``weights``: the tensors of the model's stubs (``graph.skeleton``), by name: a graph built over other
     models' weights (``diff``'s merged graph) never holds a copy of them. ``arena``: onnxruntime's CPU
-    memory arena, for a run whose outputs are only small (statistics, pair sums): see below."""
+    memory arena, for a run whose outputs are only small (statistics, pair sums): see below. ``tf32``:
+    the CUDA provider's TF32 (``providers_for``)."""
     ort = ort_module()
     so = ort.SessionOptions()
     if profile_prefix:
@@ -164,7 +170,7 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
     t0 = time.perf_counter()
     for _attempt in range(2):
         try:
-            sess = _make(ort, model, so, providers_for(device), weights or {})
+            sess = _make(ort, model, so, providers_for(device, tf32), weights or {})
             break
         except Exception as e:  # noqa: BLE001
             msg = str(e)

@@ -17,8 +17,10 @@ if TYPE_CHECKING:  # onnx costs a second to import: the OpenVINO worker, a packa
 
 RUNTIMES = ("ort", "openvino", "tensorrt", "reference")
 TAKES_OPTIONS = ("openvino", "tensorrt")  # runtimes with settings of their own (--runtime-option)
+# onnxruntime's: tf32=0|1, its CUDA provider's TF32 (RunConfig.tf32); its other settings are flags
+ORT_OPTIONS = ("tf32",)
 # what the others are set with instead
-SETTINGS = {"ort": "its settings are the RunConfig's device and opt_level: --device, --opt-level",
+SETTINGS = {"ort": "its settings are the RunConfig's device and opt_level: --device, --opt-level; and tf32=0|1 on CUDA",
             "reference": "onnx.reference has no settings: it runs the graph as written, on the CPU"}
 
 
@@ -61,12 +63,19 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
     if options and any(":" in k for k in options):  # RUNTIME:KEY, as diff takes them
         check_options_used([runtime], options)
         options = options_for(runtime, options)
+    if runtime == "ort" and options:
+        config = ort_config(config, options)
+        options = None
     if options and runtime not in TAKES_OPTIONS:
         raise setting_error(UsageError, RUNTIME_OPTIONS, f": {runtime} takes none ({SETTINGS[runtime]})")
     if runtime == "ort":
         from onnxprobe.runtime.runners.ort import OrtRunner
 
-        return OrtRunner(model, config, label, **kw)
+        runner = OrtRunner(model, config, label, **kw)
+        if runner.config.tf32 is not None and runner.device != "cuda":
+            raise setting_error(UsageError, RUNTIME_OPTIONS, f"tf32 sets onnxruntime's CUDA provider: this side runs on "
+                                f"{runner.device} (--device cuda)")
+        return runner
     if runtime == "reference":
         from onnxprobe.runtime.runners.reference import ReferenceRunner
 
@@ -98,6 +107,20 @@ def parse_runtime_options(items: list[str] | None) -> dict[str, str]:
     return out
 
 
+def ort_config(config: RunConfig | None, options: dict[str, str]) -> RunConfig:
+    """``config`` with onnxruntime's own options (``ORT_OPTIONS``) set; any other key is a UsageError."""
+    from dataclasses import replace
+
+    from onnxprobe.types import RunConfig
+
+    for k, v in options.items():
+        if k not in ORT_OPTIONS:
+            raise setting_error(UsageError, RUNTIME_OPTIONS, f"{k}: ort takes only tf32=0|1 ({SETTINGS['ort']})")
+        if v not in ("0", "1"):
+            raise setting_error(UsageError, RUNTIME_OPTIONS, f"tf32={v}: give 0 or 1")
+    return replace(config or RunConfig(), tf32=options["tf32"] == "1")
+
+
 def options_for(runtime: str, options: dict[str, str] | None) -> dict[str, str]:
     """The options that apply to ``runtime``: unprefixed ones (when it takes options) and its own
     ``RUNTIME:KEY`` ones."""
@@ -107,7 +130,7 @@ def options_for(runtime: str, options: dict[str, str] | None) -> dict[str, str]:
         if sep and prefix in RUNTIMES:
             if prefix == runtime:
                 out[rest] = v
-        elif runtime in TAKES_OPTIONS:
+        elif runtime in TAKES_OPTIONS or (runtime == "ort" and k in ORT_OPTIONS):
             out[k] = v
     return out
 
@@ -135,6 +158,6 @@ def check_options_used(runtimes: list[str], options: dict[str, str] | None) -> N
                 ran = list(dict.fromkeys(runtimes))
                 raise setting_error(UsageError, RUNTIME_OPTIONS, f"{k}: {prefix} does not run here ({' and '.join(ran)} "
                                     f"{'do' if len(ran) > 1 else 'does'})")
-        elif not any(r in TAKES_OPTIONS for r in runtimes):
+        elif not any(r in TAKES_OPTIONS or (r == "ort" and k in ORT_OPTIONS) for r in runtimes):
             raise setting_error(UsageError, RUNTIME_OPTIONS, f"{k}: {' and '.join(dict.fromkeys(runtimes))} take no runtime options "
                                 f"(they are for {', '.join(TAKES_OPTIONS)})")

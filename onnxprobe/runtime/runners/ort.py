@@ -88,6 +88,10 @@ class OrtRunner(GraphRunner):
     def describe(self) -> str:
         return f"{self.label} ({self.device}, opt-level {self.config.opt_level})"
 
+    def inference_precision(self) -> str | None:
+        """'tf32' on CUDA unless ``RunConfig.tf32`` is False (the CUDA provider's default, use_tf32, is on)."""
+        return "tf32" if self.device == "cuda" and self.config.tf32 is not False else None
+
     def providers(self) -> list[str]:
         # before any session here (a dataset's driver, whose Ray workers ran the sessions): what one gets
         return self._last[0] or providers_for(self.device)
@@ -104,9 +108,11 @@ class OrtRunner(GraphRunner):
             self._last = (s.providers, 0.0)
             return s
         make = lambda: create_session(model, device=self.device, opt_level=self.config.opt_level,  # noqa: E731
-                                      threads=self.threads, weights=weights, arena=arena)
+                                      threads=self.threads, weights=weights, arena=arena, tf32=self.config.tf32)
         s = call_interruptibly(make, grace=0) if self.interruptible else make()
         self.notes += [n for n in s.notes if n not in self.notes]
+        if self.device == "cuda" and self.config.tf32 is None and tf32_ops(model):
+            self.note(TF32_NOTE)
         if key is not None:
             self._sessions[key] = s
             while len(self._sessions) > self.max_plans:
@@ -164,3 +170,16 @@ def fallback_half(model: onnx.ModelProto, half: set[str]) -> set[str] | bool:
         if own or (n.op_type != "Cast" and any(t in out for t in list(n.input) + implicit_inputs(n) + body)):
             out.update(t for t in n.output if t)
     return out
+
+
+# ops whose float32 products onnxruntime's CUDA provider computes in TF32 by default (cuBLAS, cuDNN)
+TF32_OPS = {"MatMul", "Gemm", "Conv", "ConvTranspose", "FusedMatMul", "FusedConv", "Attention", "MultiHeadAttention",
+            "LSTM", "GRU", "RNN", "Einsum"}
+TF32_NOTE = ("onnxruntime's CUDA provider computes float32 matrix products and convolutions in TF32 by default (10 "
+             "mantissa bits: about 1e-3 relative from float32, as a deployment on its defaults does); "
+             "--runtime-option tf32=0 computes them in float32")
+
+
+def tf32_ops(model: onnx.ModelProto) -> bool:
+    """Whether ``model`` (its main graph) has an op whose float32 products run in TF32 on CUDA by default."""
+    return any(n.op_type in TF32_OPS for n in model.graph.node)

@@ -1,0 +1,56 @@
+"""`--runtime-option tf32=0|1` for onnxruntime: its CUDA provider computes float32 matrix products and
+convolutions in TF32 by default (about 1e-3 relative from float32: a CUDA-against-CPU diff shows it at every
+MatMul, tests/test_cuda.py measured it on an H200); tf32=0 runs them in float32 (RunConfig.tf32, the
+provider option use_tf32). On a CPU side the option is refused for what it is; other keys are refused for
+onnxruntime, and OpenVINO's options still go to OpenVINO alone."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import sample_path
+from onnxprobe import api
+from onnxprobe.cli.main import app
+from onnxprobe.errors import UsageError
+from onnxprobe.runtime.ort import providers_for
+from onnxprobe.runtime.runners import make_runner, options_for
+
+runner = CliRunner()
+
+
+def test_the_provider_option_follows_the_setting():
+    assert providers_for("cuda") == ["CUDAExecutionProvider", "CPUExecutionProvider"]  # the provider's default
+    assert providers_for("cuda", False) == [("CUDAExecutionProvider", {"use_tf32": "0"}), "CPUExecutionProvider"]
+    assert providers_for("cuda", True) == [("CUDAExecutionProvider", {"use_tf32": "1"}), "CPUExecutionProvider"]
+    assert providers_for("cpu", False) == ["CPUExecutionProvider"]
+
+
+def test_a_cpu_side_refuses_it_and_other_keys_are_refused():
+    import onnx
+
+    m = onnx.load(str(sample_path("mlp")))
+    with pytest.raises(UsageError, match="tf32 sets onnxruntime's CUDA provider: this side runs on cpu"):
+        make_runner("ort", m, api.RunConfig(device="cpu"), options={"tf32": "0"})
+    with pytest.raises(UsageError, match="ort takes only tf32"):
+        make_runner("ort", m, api.RunConfig(device="cpu"), options={"INFERENCE_PRECISION_HINT": "f16"})
+    with pytest.raises(UsageError, match="give 0 or 1"):
+        make_runner("ort", m, api.RunConfig(device="cpu"), options={"tf32": "no"})
+    with pytest.raises(UsageError, match="RunConfig tf32"):
+        api.RunConfig(tf32="no")
+
+
+def test_options_reach_the_runtimes_that_take_them():
+    opts = {"tf32": "0", "INFERENCE_PRECISION_HINT": "f16"}
+    assert options_for("ort", opts) == {"tf32": "0"}
+    assert options_for("openvino", opts) == opts  # unprefixed: every runtime that takes options
+    assert options_for("ort", {"openvino:INFERENCE_PRECISION_HINT": "f16"}) == {}
+    assert options_for("ort", {"ort:tf32": "1"}) == {"tf32": "1"}
+
+
+def test_the_command_line_says_it_in_one_line():
+    r = runner.invoke(app, ["layers", str(sample_path("mlp")), "--device", "cpu", "--runtime-option", "tf32=0"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "tf32 sets onnxruntime's CUDA provider" in r.output, r.output
+    r = runner.invoke(app, ["diff", str(sample_path("mlp")), "--vs-reference", "--device", "cpu", "--runtime-option", "ort:tf32=0"])
+    assert r.exit_code == 2 and "tf32 sets onnxruntime's CUDA provider" in r.output, r.output
