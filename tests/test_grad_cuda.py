@@ -20,7 +20,9 @@ pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not cuda_usable(), reason="no
 def test_cuda_gradients_agree_with_cpu(name):
     feeds = sample_feeds(name)
     cpu = api.grad(sample_path(name), api.Selection(all=True), api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays=feeds), save=True)
-    gpu = api.grad(sample_path(name), api.Selection(all=True), api.RunConfig(device="cuda"), inputs=api.InputSpec(arrays=feeds), save=True)
+    # float32 products in float32 (tf32=False): TF32, the CUDA provider's default, is 1e-3 off by design
+    gpu = api.grad(sample_path(name), api.Selection(all=True), api.RunConfig(device="cuda", tf32=False),
+                   inputs=api.InputSpec(arrays=feeds), save=True)
     assert gpu.info.device == "cuda" and "CUDAExecutionProvider" in gpu.info.providers
     assert gpu.loss == pytest.approx(cpu.loss, rel=1e-4, abs=1e-5)
     for k, g in cpu.arrays.items():
@@ -67,12 +69,31 @@ def test_new_rules_on_cuda_match_cpu(case):
     feeds.update({f"d_{o}": cot[o].astype(np.float32) for o in case.outputs})
     names = list(bw.grads.values())
     got = {}
-    for provider in ("CPUExecutionProvider", "CUDAExecutionProvider"):
-        s = ort.InferenceSession(bw.model.SerializeToString(), providers=[provider, "CPUExecutionProvider"])
-        got[provider] = dict(zip(names, s.run(names, feeds)))
+    for provider in (CPU, CUDA):
+        s = ort.InferenceSession(bw.model.SerializeToString(), providers=[provider, CPU])
+        got[provider[0] if isinstance(provider, tuple) else provider] = dict(zip(names, s.run(names, feeds)))
     for n in names:
-        c, g = got["CPUExecutionProvider"][n], got["CUDAExecutionProvider"][n]
+        c, g = got[CPU][n], got[CUDA[0]][n]
+        if not np.allclose(g, c, rtol=0, atol=1e-3 * max(float(np.abs(c).max()), 1e-6)):
+            forward = _forward_differs(build(case, FLOAT), case, feeds)
+            if forward:  # onnxruntime's CUDA kernel of the op itself disagrees with its CPU one: not the rule's doing
+                pytest.xfail(f"onnxruntime's CUDA provider computes another forward value than its CPU one: {forward}")
         np.testing.assert_allclose(g, c, rtol=0, atol=1e-3 * max(float(np.abs(c).max()), 1e-6), err_msg=n)
+
+
+CPU = "CPUExecutionProvider"
+CUDA = ("CUDAExecutionProvider", {"use_tf32": "0"})  # float32 products in float32: TF32 is 1e-3 off by design
+
+
+def _forward_differs(model, case, feeds) -> str | None:
+    """Which output of the forward model alone differs between the CPU and CUDA providers, and by how much."""
+    inputs = {k: v for k, v in feeds.items() if k in {i.name for i in model.graph.input}}
+    outs = [o.name for o in model.graph.output]
+    res = [ort.InferenceSession(model.SerializeToString(), providers=[p, CPU]).run(outs, inputs) for p in (CPU, CUDA)]
+    for name, c, g in zip(outs, *res):
+        if np.shape(c) != np.shape(g) or not np.allclose(g, c, rtol=1e-4, atol=1e-5, equal_nan=True):
+            return f"{case.op} output {name}: CPU {np.asarray(c).ravel()[:4]} CUDA {np.asarray(g).ravel()[:4]}"
+    return None
 
 
 @pytest.mark.parametrize("name", ["lstm", "gru"])
