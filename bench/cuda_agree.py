@@ -4,10 +4,10 @@ inputs. For a machine with a GPU (bench/gpu_check.sh runs it when ONNXPROBE_MODE
 
     ONNXPROBE_MODELS=DIR python bench/cuda_agree.py
 
-Structural disagreements fail (exit 1): other tensors or pairs, other element or NaN/Inf counts, a pair
-compared on one device only. Value differences are printed, not judged: onnxruntime's CUDA kernels round
-otherwise than its CPU ones (float32 convolutions may run in TF32, 10 mantissa bits), so the worst relative
-difference of min/max/mean/std and of each pair's SQNR is reported per model.
+CUDA runs with tf32=0 (float32 products in float32; the provider's default, TF32, is 1e-3 off by design).
+Disagreements fail (exit 1): other tensors or pairs, other element or NaN/Inf counts, a pair compared on one
+device only, a pair's SQNR more than 0.5 dB apart. The worst difference of min/max/mean/std (relative to
+the tensor's largest magnitude) is printed, not judged: CUDA's kernels round otherwise than the CPU's.
 """
 
 from __future__ import annotations
@@ -41,10 +41,15 @@ def feeds(shapes: dict) -> dict:
                 else rng.random(s, dtype=np.float32)) for k, s in shapes.items()}
 
 
-def rel(a: float, b: float) -> float:
+def rel(a: float, b: float, scale: float) -> float:
+    """|a - b| relative to the tensor's largest magnitude (a mean near 0 is no scale)."""
     if a == b or (math.isnan(a) and math.isnan(b)):
         return 0.0
-    return abs(a - b) / max(abs(a), abs(b), 1e-12)
+    return abs(a - b) / max(scale, 1e-30)
+
+
+def config(device: str) -> api.RunConfig:
+    return api.RunConfig(device=device, tf32=False if device == "cuda" else None)
 
 
 def main() -> int:
@@ -57,12 +62,12 @@ def main() -> int:
             continue
         x = api.InputSpec(arrays=feeds(shapes))
         t0 = time.perf_counter()
-        got = {d: api.layers(str(path), api.Selection(all=True), api.RunConfig(device=d), inputs=x) for d in ("cpu", "cuda")}
+        got = {d: api.layers(str(path), api.Selection(all=True), config(d), inputs=x) for d in ("cpu", "cuda")}
         cpu, gpu = got["cpu"].stats, got["cuda"].stats
         problems = [t for t in cpu if t not in gpu] + [t for t in gpu if t not in cpu]
         problems += [t for t in cpu if t in gpu and (cpu[t].count, cpu[t].nan, cpu[t].inf) != (gpu[t].count, gpu[t].nan, gpu[t].inf)]
-        worst = max((rel(getattr(cpu[t], k), getattr(gpu[t], k)), t, k) for t in cpu if t in gpu
-                    for k in ("min", "max", "mean", "std")) if cpu else (0.0, "", "")
+        worst = max(((rel(getattr(cpu[t], k), getattr(gpu[t], k), max(abs(cpu[t].min), abs(cpu[t].max))), t, k)
+                     for t in cpu if t in gpu and cpu[t].count for k in ("min", "max", "mean", "std")), default=(0.0, "", ""))
         print(f"{path.name} layers --all: {len(cpu)} tensors on CPU, {len(gpu)} on CUDA ({got['cuda'].info.providers[0]}); "
               f"structural differences {len(problems)} {problems[:3]}; worst relative difference {worst[0]:.2e} "
               f"({worst[2]} of {worst[1]}); {time.perf_counter() - t0:.1f} s")
@@ -77,7 +82,7 @@ def main() -> int:
             print(f"{path.name} diff --all: skipped ({e})")
             continue
         t0 = time.perf_counter()
-        diffs = {d: api.diff(str(path), str(pert), selection=api.Selection(all=True), config=api.RunConfig(device=d), inputs=x)
+        diffs = {d: api.diff(str(path), str(pert), selection=api.Selection(all=True), config=config(d), inputs=x)
                  for d in ("cpu", "cuda")}
         rows = {d: {(r.pair.a.name, r.pair.b.name): r for r in res.results} for d, res in diffs.items()}
         only = set(rows["cpu"]) ^ set(rows["cuda"])
@@ -88,7 +93,7 @@ def main() -> int:
               f"{len(only)}, measured on one only {len(one_sided)}; SQNR differs by at most {max(db, default=0):.2f} dB "
               f"(median {float(np.median(db)) if db else 0:.3f}); verdicts {diffs['cpu'].verdict()[0]} / "
               f"{diffs['cuda'].verdict()[0]}; {time.perf_counter() - t0:.1f} s")
-        bad += bool(only or one_sided)
+        bad += bool(only or one_sided or max(db, default=0) > 0.5)
     return 1 if bad else 0
 
 

@@ -134,7 +134,13 @@ def _bench_model(path: Path, shapes: dict, repeat: int, threads: int, label: str
             sync()
 
         def t_backward():
-            torch.autograd.grad((net(tx) * tdy).sum(), mparams)
+            # cuDNN's RNN backward runs in training mode only: the module has no dropout, so train() computes
+            # what eval() does (on the CPU the mode changes nothing)
+            net.train()
+            try:
+                torch.autograd.grad((net(tx) * tdy).sum(), mparams)
+            finally:
+                net.eval()
             sync()
     elif device != "cpu":  # the op-by-op evaluation of the ONNX graph makes its constants on the CPU
         return row
