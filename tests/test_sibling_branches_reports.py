@@ -114,7 +114,7 @@ def test_diff_overlay_and_netron_put_each_branch_tensor_on_its_own_node(tmp_path
     base, a, b = tmp_path / "base.onnx", tmp_path / "a.onnx", tmp_path / "b.onnx"
     two_ifs(base)
     _renamed_nodes(base, a)
-    _with_op(a, b, "if2", "then_branch", "Neg")  # if2's then branch differs: where the error starts
+    _with_op(a, b, "if2", "then_branch", "Identity")  # if2's then branch differs: where the error starts
     ov, net = tmp_path / "d.ov.json", tmp_path / "dn.json"
     r = CliRunner().invoke(app, ["diff", str(a), str(b), "--all", "--input", "x=[-1,2,-3]", "--input", "c=true",
                                  "--overlay", str(ov), "--netron", str(net)])
@@ -127,10 +127,10 @@ def test_diff_overlay_and_netron_put_each_branch_tensor_on_its_own_node(tmp_path
     targets = {(m["kind"], m["target"]) for m in metrics}
     assert ("node", "then1") in targets and ("node", "then2") in targets, targets
     assert not any("/" in t for _, t in targets) and ("value", "o") not in targets, targets
-    # numpy float64: then2's 'o' is |x| in A, -x in B
+    # numpy float64: then2's 'o' is |x| in A, x in B
     x = X.astype(np.float64)
     (mx,) = [m["value"] for m in metrics if m["target"] == "then2" and m["name"] == "onnxprobe o max_abs"]
-    assert abs(mx - np.abs(np.abs(x) + x).max()) <= 1e-6
+    assert abs(mx - np.abs(np.abs(x) - x).max()) <= 1e-6
 
 
 def test_layers_netron_keeps_branch_tensors_of_one_name_apart(tmp_path):

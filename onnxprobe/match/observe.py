@@ -24,13 +24,13 @@ from dataclasses import dataclass, field, replace
 
 import onnx
 
-from onnxprobe.graph.select import shared_names
-from onnxprobe.graph.shapes import own_type, static_shape, value_types
+from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.summary import all_types, not_a_tensor
 from onnxprobe.graph.walk import constant_tensors, walk
-from onnxprobe.match.ops import canonical
+from onnxprobe.match.branches import branch_observables
 from onnxprobe.match.folds import with_tails
 from onnxprobe.match.integers import attributes, int_constants, slots_of, symbolic
+from onnxprobe.match.ops import VALUE_PRESERVING, canonical
 from onnxprobe.match.weights import Weight, code_sizes, constants_of, float_constants
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
@@ -346,11 +346,11 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                         continue
             add(t, t, "float")
     found = constants_of(model)
-    obs = _with_sources(obs, producer, const, {i.name for i in model.graph.input} - set(values),
-                        {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0}, float_constants(model, found),
-                        code_sizes(model, found), int_constants(model, found), lambda t: static_shape(types.get(t)))
+    inputs, ints = {i.name for i in model.graph.input} - set(values), int_constants(model, found)
+    obs = _with_sources(obs, producer, const, inputs, {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0},
+                        float_constants(model, found), code_sizes(model, found), ints, lambda t: static_shape(types.get(t)))
     obs = with_tails(obs, producer, consumers, const)
-    obs += _branch_observables(every, types, const, every_type, hidden, bare)
+    obs += branch_observables(every, types, const, every_type, hidden, bare, obs, producer, inputs, ints, Observable)
     obs.sort(key=lambda o: o.index)
     return Observation(obs, deq, hidden, bare)
 
@@ -365,11 +365,6 @@ def quantized_origin(op: str | None) -> bool:
     """True when an int8/uint8 tensor made by ``op`` (through moves) holds quantized codes: a quantizer, a
     QLinear*/Q* op (contrib ones too: QAttention, QGemm...) or an op of unknown kind (None: an input)."""
     return op is None or "Quant" in op or op.startswith("Q") or op in QLINEAR_OUT_PARAMS
-
-
-# ops whose output holds its input's values (moved, reshaped or cast): an observed tensor behind one
-# counts as read too (one exporter writes a Reshape or an Identity where another reads the tensor itself)
-VALUE_PRESERVING = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast", "Transpose", "Expand"}
 
 
 def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs: set[str],
@@ -446,35 +441,6 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
                             values=values_of(o.name))
         done.append(o)
     return done
-
-
-def _branch_observables(sites: list, types: dict, const: set[str], every_type: dict, hidden: dict, bare: list) -> list[Observable]:
-    """The float tensors of If branches (at any depth): a branch runs once or not at all, so each holds
-    one value or none, which a diff can pair (by name; ``GraphRunner.values`` leaves out the ones whose
-    branch did not run). Plain tensors only: no quantized form is worked out inside a branch. Loop and
-    Scan bodies are left out: their tensors hold one value per iteration (``body_tensors``). A name that
-    sibling bodies share (two If nodes' branches each naming 'o') is each body's tensor by its
-    ``TensorRef.key`` ('if1/then_branch/o'): its name, probe and key, so that each pairs with its own
-    counterpart and the runner returns its own value (``graph.select.refs_by_key``). Sequences and optionals
-    go to ``bare`` (and ``hidden``), as the main graph's do."""
-    out: list[Observable] = []
-    shared = shared_names(sites)
-    for s in sites:  # every site of the model (graph.walk)
-        if not s.chain or any(n.op_type != "If" for n, _ in s.chain):
-            continue
-        for t in s.node.output:
-            tp = (own_type(s.graph, t) or types.get(t)) if t in shared else types.get(t)
-            k = "/".join(s.scope + (t,)) if t in shared else t
-            if t and not_a_tensor(every_type.get(t) if tp is None else tp, s.node.op_type):
-                hidden[k] = f"{not_a_tensor(every_type.get(t) if tp is None else tp, s.node.op_type)}, not a tensor: no difference to measure"
-                bare.append(Observable(key=k, name=k, probe=k, node=s.name, op_type=s.node.op_type, effective_op=s.node.op_type,
-                                       index=s.index, shape=None, kind="float", scope="/".join(s.scope)))
-            if not t or t in const or tp is None or tp.tensor_type.elem_type not in FLOAT_TYPES:
-                continue
-            out.append(Observable(key=k, name=k, probe=k, node=s.name, node_named=bool(s.node.name), op_type=s.node.op_type,
-                                  effective_op=canonical(s.node.op_type), index=s.index, shape=static_shape(tp),
-                                  kind="float", scope="/".join(s.scope)))
-    return out
 
 
 def _axis(node: onnx.NodeProto) -> int | None:

@@ -34,3 +34,8 @@ def other_functions(a: str, b: str) -> bool:
     ops of ``DISTINCT_POINTWISE``. Any other pair of ops may be one function written two ways."""
     ca, cb = canonical(a), canonical(b)
     return ca != cb and ca in DISTINCT_POINTWISE and cb in DISTINCT_POINTWISE
+
+
+# ops whose output holds its input's values (moved, reshaped or cast): an observed tensor behind one
+# counts as read too (one exporter writes a Reshape or an Identity where another reads the tensor itself)
+VALUE_PRESERVING = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast", "Transpose", "Expand"}
