@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from onnxprobe.errors import UsageError
 from onnxprobe.match.align import align
 from onnxprobe.match.folds import folded_elsewhere, tail_folded
-from onnxprobe.match.integers import IntegerCheck
+from onnxprobe.match.integers import IntegerCheck, Unknown
 from onnxprobe.match.observe import Observable, scoped_hint, stem
 from onnxprobe.match.ops import canonical, compatible
 from onnxprobe.match.refused import contradicts, named_other, refuse
@@ -397,6 +397,9 @@ def _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, other_reads,
         used_b.discard(j)
         a_to_b.pop(p.a.name, None)
         b_to_a.pop(p.b.name, None)
+        if isinstance(why[0], Unknown) or isinstance(why[1], Unknown):  # not shown to be one function, nor other
+            why_a[i], why_b[j] = f"structural candidate {p.b.name} in B: {why[0]}", f"structural candidate {p.a.name} in A: {why[1]}"
+            continue
         why_a[i] = f"structural candidate {p.b.name} in B {why[0]} (another function of the data)"
         why_b[j] = f"structural candidate {p.a.name} in A {why[1]} (another function of the data)"
         other_a.add(i)

@@ -145,6 +145,10 @@ class IntegerCheck:
                 if out is None and x[0] == y[0] == "t" and (k == 1 or a.op_type not in LAID_OUT):
                     out = self._operands(k, x[1], y[1], b.name, depth, memo)
         memo[i, j] = out or differ
+        if memo[i, j] and not differ and a.values is not None and b.values is not None:
+            # what they hold is known on both sides and nothing tells it apart: dimensions of tensors not known to
+            # be of one size (attention_mask's [batch, seq] against a LayerNorm output's [unk__7, unk__8])
+            memo[i, j] = Unknown(not_known_same(a, b, self._to_b))
         return memo[i, j]
 
     def _to_b(self, source: str) -> str | None:
@@ -171,9 +175,12 @@ class IntegerCheck:
             return None
         ca = [self.index_a[s] for s in read_a if s in self.index_a and self.obs_a[self.index_a[s]].slots]
         cb = [self.index_b[t] for t in read_b if t in self.index_b and self.obs_b[self.index_b[t]].slots]
-        if ca and cb and all(self._why(p, q, depth + 1, memo) for p in ca for q in cb):
-            return (f"reads {self.obs_a[ca[0]].name} as operand {k} where {b_name} reads {self.obs_b[cb[0]].name}, "
+        whys = [self._why(p, q, depth + 1, memo) for p in ca for q in cb] if ca and cb else []
+        if whys and all(whys):
+            said = (f"reads {self.obs_a[ca[0]].name} as operand {k} where {b_name} reads {self.obs_b[cb[0]].name}, "
                     "which is no counterpart of it")
+            unknown = next((w for w in whys if isinstance(w, Unknown)), None)
+            return said if unknown is None else Unknown(f"{said} that is known ({unknown[0].lower()}{unknown[1:]})")
         return None
 
 
@@ -282,3 +289,19 @@ def compare_values(a, b, to_b) -> tuple[str | None, bool]:
 
 def _value(e) -> str:
     return str(e) if isinstance(e, int) else f"dimension {e[2]} of {_name(e[1])}"
+
+
+class Unknown(str):
+    """Why two integer tensors are not paired where nothing shows them to be other functions either: what
+    they hold is not known to be the same (``IntegerCheck.why``); not a proof that they differ."""
+
+
+def not_known_same(a, b, to_b) -> str:
+    """The first element of ``a.values`` not known to equal ``b``'s, in words."""
+    va, vb = a.values, b.values
+    k, x, y = next(((k, x, y) for k, (x, y) in enumerate(zip(va, vb)) if x != y and (
+        isinstance(x, int) or isinstance(y, int) or to_b(x[1]) != y[1] or x[2] != y[2])), (0, va[0], vb[0]))
+    at = f" at element {k + 1} of {len(va)}" if len(va) > 1 else ""
+    dim = lambda e: _value(e) + (f" ({e[3]})" if not isinstance(e, int) and e[3] is not None else "")  # noqa: E731
+    return (f"cannot tell they are one function of the data: it holds {dim(x)}{at} where {b.name} holds {dim(y)}, "
+            "not known to be the same")
