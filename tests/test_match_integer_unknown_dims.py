@@ -53,3 +53,26 @@ def test_dims_not_known_to_be_the_same_are_not_said_to_be_other_functions():
         assert other in u.reason and "cannot tell" in u.reason and "not known to be the same" in u.reason, u
     # the mask's 'batch' is the first input's that declares it (ids): one dimension, whichever tensor holds it
     assert "dimension 0 of the input ids (batch)" in why_a["a_c"].reason and "dimension 0 of h (u7)" in why_a["a_c"].reason
+
+
+def _scaled(which: str) -> onnx.ModelProto:
+    """z = Shape(x) * [1, 1] (A) or Shape(x) * Shape(m) (B): a constant where the other computes a tensor,
+    which may hold that constant for every input."""
+    factor = [helper.make_node("Shape", ["m"], ["f"])] if which == "b" else []
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), *factor,
+             helper.make_node("Mul", ["s", "f" if which == "b" else "one"], [f"{which}_z"]),
+             helper.make_node("Reshape", ["x", f"{which}_z"], ["y"]), helper.make_node("Add", ["x", "m"], ["w"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, T.FLOAT, ["N", "M"]) for n in ("x", "m")],
+                          [helper.make_tensor_value_info("y", T.FLOAT, None), helper.make_tensor_value_info("w", T.FLOAT, None)],
+                          [numpy_helper.from_array(np.array([1, 1], np.int64), "one")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return onnx.shape_inference.infer_shapes(m)
+
+
+def test_a_constant_against_a_computed_operand_is_not_said_to_be_another_function():
+    m = match(observe(_scaled("a")).observables, observe(_scaled("b")).observables)
+    assert ("a_z", "b_z") not in {(p.a.name, p.b.name) for p in m.pairs}
+    (u,) = [u for u in m.unmatched_a if u.obs.name == "a_z"]
+    assert u.cause != DIFFERENT_FUNCTION and "another function" not in u.reason, u
+    assert "cannot tell" in u.reason and "reads the constant [1, 1] as operand 2 where b_z reads a computed tensor" in u.reason, u

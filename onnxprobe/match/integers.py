@@ -89,9 +89,10 @@ def static_difference(a, b) -> str | None:
     for k, (x, y) in enumerate(zip(a.slots, b.slots), start=1):
         if "" in (x[0], y[0]) or k > 1 and a.op_type == b.op_type and a.op_type in LAID_OUT:
             continue
-        if x[0] != y[0]:
-            return (f"reads {_const(x[1])} as operand {k} where {b.name} reads a computed tensor" if x[0] == "k" else
-                    f"reads a computed tensor as operand {k} where {b.name} reads {_const(y[1])}")
+        if x[0] != y[0]:  # a computed tensor may hold that constant for every input (an Expand of a constant)
+            return Unknown("cannot tell they are one function of the data: it " + (
+                f"reads {_const(x[1])} as operand {k} where {b.name} reads a computed tensor" if x[0] == "k" else
+                f"reads a computed tensor as operand {k} where {b.name} reads {_const(y[1])}"))
         if x[0] == "k" and "?" not in (x[1], y[1]) and x[1] != y[1]:
             return f"reads {x[1]} as operand {k} where {b.name} reads {y[1]}"
     return None
@@ -144,7 +145,7 @@ class IntegerCheck:
             for k, (x, y) in enumerate(zip(a.slots, b.slots), start=1):
                 if out is None and x[0] == y[0] == "t" and (k == 1 or a.op_type not in LAID_OUT):
                     out = self._operands(k, x[1], y[1], b.name, depth, memo)
-        memo[i, j] = out or differ
+        memo[i, j] = differ if isinstance(out, Unknown) and differ else out or differ  # a shown difference first
         if memo[i, j] and not differ and a.values is not None and b.values is not None:
             # what they hold is known on both sides and nothing tells it apart: dimensions of tensors not known to
             # be of one size (attention_mask's [batch, seq] against a LayerNorm output's [unk__7, unk__8])
@@ -179,8 +180,11 @@ class IntegerCheck:
         if whys and all(whys):
             said = (f"reads {self.obs_a[ca[0]].name} as operand {k} where {b_name} reads {self.obs_b[cb[0]].name}, "
                     "which is no counterpart of it")
-            unknown = next((w for w in whys if isinstance(w, Unknown)), None)
-            return said if unknown is None else Unknown(f"{said} that is known ({unknown[0].lower()}{unknown[1:]})")
+            if any(isinstance(w, Unknown) for w in whys):  # nor is it known to be another
+                return Unknown(f"cannot tell they are one function of the data: it reads {self.obs_a[ca[0]].name} as "
+                               f"operand {k} where {b_name} reads {self.obs_b[cb[0]].name}, which cannot be told to be "
+                               "one function with it either")
+            return said
         return None
 
 
