@@ -45,7 +45,7 @@ print("onnxruntime providers:", ort.get_available_providers())
 EOF
 
 echo "== GPU tests ($SECONDS s)"
-timeout 170 "$PY" -m pytest -q -p no:cacheprovider -rs tests/test_cuda.py tests/test_grad_cuda.py tests/test_tensorrt.py
+timeout 170 "$PY" -m pytest -q -p no:cacheprovider -rsx tests/test_cuda.py tests/test_grad_cuda.py tests/test_tensorrt.py
 status=$?
 
 echo "== timings ($SECONDS s)"

@@ -25,8 +25,11 @@ def test_cuda_gradients_agree_with_cpu(name):
                    inputs=api.InputSpec(arrays=feeds), save=True)
     assert gpu.info.device == "cuda" and "CUDAExecutionProvider" in gpu.info.providers
     assert gpu.loss == pytest.approx(cpu.loss, rel=1e-4, abs=1e-5)
+    # a gradient that is 0 but for rounding (attention's key bias: softmax ignores a shift of every key) is
+    # compared at the rounding of the model's gradients, not at its own noise's
+    floor = 1e-4 * max(float(np.abs(g).max()) for g in cpu.arrays.values())
     for k, g in cpu.arrays.items():
-        scale = max(float(np.abs(g).max()), 1e-6)
+        scale = max(float(np.abs(g).max()), floor, 1e-6)
         np.testing.assert_allclose(gpu.arrays[k], g, rtol=0, atol=1e-3 * scale, err_msg=k)
 
 
@@ -113,7 +116,7 @@ def test_torch_rnn_exports_on_cuda_match_cpu(name, tmp_path):
     inputs = api.InputSpec(arrays={"x": ref["x"].astype(np.float32)})
     p = tmp_path / f"{name}_legacy.onnx"
     cpu = api.grad(p, None, api.RunConfig(device="cpu"), spec, inputs=inputs, save=True)
-    gpu = api.grad(p, None, api.RunConfig(device="cuda"), spec, inputs=inputs, save=True)
+    gpu = api.grad(p, None, api.RunConfig(device="cuda", tf32=False), spec, inputs=inputs, save=True)
     assert gpu.info.device == "cuda"
     for k, g in cpu.arrays.items():
         np.testing.assert_allclose(gpu.arrays[k], g, rtol=0, atol=1e-3 * max(float(np.abs(g).max()), 1e-6), err_msg=k)

@@ -54,3 +54,22 @@ def test_the_command_line_says_it_in_one_line():
     assert "tf32 sets onnxruntime's CUDA provider" in r.output, r.output
     r = runner.invoke(app, ["diff", str(sample_path("mlp")), "--vs-reference", "--device", "cpu", "--runtime-option", "ort:tf32=0"])
     assert r.exit_code == 2 and "tf32 sets onnxruntime's CUDA provider" in r.output, r.output
+
+
+def test_a_diff_of_cuda_against_cpu_gives_tf32_to_the_cuda_side(monkeypatch):
+    """`diff --device cuda --vs-device cpu --runtime-option tf32=0` is the natural command: the option is
+    the CUDA side's (on an H200 it was refused, because the CPU side got it too); with no side on CUDA it
+    is refused."""
+    import importlib
+
+    d = importlib.import_module("onnxprobe.api.diff")
+
+    real = d.resolve_device
+    monkeypatch.setattr(d, "resolve_device", lambda dev, *a: "cuda" if dev == "cuda" else real("cpu"))
+    assert d._cuda_only([("ort", "cuda"), ("ort", "cpu")], {"tf32": "0"}) == ("tf32",)
+    assert d._cuda_only([("ort", "cpu"), ("ort", "cpu")], {"tf32": "0"}) == ()
+    assert d._cuda_only([("ort", "cuda"), ("openvino", "CPU")], {"INFERENCE_PRECISION_HINT": "f16"}) == ()
+    # the CPU side is built without it (no refusal); the CUDA side would take it
+    side = d._side("m", api.load(sample_path("mlp")), api.RunConfig(device="cpu"), "ort", options={"tf32": "0"},
+                   cuda_only=("tf32",))
+    assert side.runner.config.tf32 is None

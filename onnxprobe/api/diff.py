@@ -29,7 +29,7 @@ from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import by_position, read_arrays
 from onnxprobe.runtime.npz import graph_fingerprint, npz_source
 from onnxprobe.report.format import num as fmt_num
-from onnxprobe.runtime.ort import check_opt_level
+from onnxprobe.runtime.ort import check_opt_level, resolve_device
 from onnxprobe.runtime.runners import check_device, check_options_used, check_runtime, make_runner, options_for
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
@@ -38,11 +38,23 @@ from onnxprobe.types import InputSpec, RunConfig, Settings, forward_name, grad_n
 
 
 def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", options: dict | None = None,
-          threads: int | None = None, constants: bool = False, **kw) -> Side:
+          threads: int | None = None, constants: bool = False, cuda_only: tuple = (), **kw) -> Side:
+    """``cuda_only``: onnxruntime options that go to its CUDA sides alone (``_cuda_only``)."""
     if threads and runtime == "ort":
         kw["threads"] = threads
-    return model_side(label, model, lambda proto: make_runner(runtime, proto, config, label, options=options_for(runtime, options), **kw),
-                      constants)
+    mine = options_for(runtime, options)
+    if runtime == "ort" and cuda_only and resolve_device(config.device) != "cuda":
+        mine = {k: v for k, v in mine.items() if k not in cuda_only}
+    return model_side(label, model, lambda proto: make_runner(runtime, proto, config, label, options=mine, **kw), constants)
+
+
+def _cuda_only(sides: list[tuple[str, str]], options: dict | None) -> tuple:
+    """tf32 sets onnxruntime's CUDA provider: in a diff of a CUDA side against a CPU one (--device cuda
+    --vs-device cpu --runtime-option tf32=0), it is the CUDA side's; with no onnxruntime side on CUDA it goes
+    to them all, and the first refuses it for what it is. ``sides``: (runtime, device) of each side."""
+    if "tf32" in options_for("ort", options) and any(r == "ort" and resolve_device(d) == "cuda" for r, d in sides):
+        return ("tf32",)
+    return ()
 
 
 def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str | None = None, vs_reference: bool = False,
@@ -87,10 +99,12 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
     config = config or RunConfig()
     a_model = as_model(a)
     label = a_model.source
-    opts = dict(options=runtime_options, max_memory=max_memory, shapes=shapes, threads=threads, constants=constants)
-    side_a = _side(label, a_model, config, runtime, **opts)
     if vs_device is not None and vs_runtime != "reference":
         check_device(vs_runtime or runtime, vs_device, ("vs_device", "--vs-device"))
+    b_side = (vs_runtime or runtime, vs_device or ("auto" if vs_runtime else config.device))
+    opts = dict(options=runtime_options, max_memory=max_memory, shapes=shapes, threads=threads, constants=constants,
+                cuda_only=_cuda_only([(runtime, config.device), b_side], runtime_options))
+    side_a = _side(label, a_model, config, runtime, **opts)
     if b is not None:
         b_model = as_model(b, "b")
         side_b = _side(b_model.source, b_model, config, runtime, **opts)
