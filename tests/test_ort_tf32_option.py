@@ -73,3 +73,16 @@ def test_a_diff_of_cuda_against_cpu_gives_tf32_to_the_cuda_side(monkeypatch):
     side = d._side("m", api.load(sample_path("mlp")), api.RunConfig(device="cpu"), "ort", options={"tf32": "0"},
                    cuda_only=("tf32",))
     assert side.runner.config.tf32 is None
+
+
+def test_grad_and_diff_grad_take_it_as_layers_does():
+    """grad runs on onnxruntime's CUDA provider too: the same option, the same refusal on the CPU; diff --grad
+    takes it and no other runtime option."""
+    for args in (["grad", str(sample_path("mlp"))], ["diff", "--grad", str(sample_path("mlp")), str(sample_path("mlp"))]):
+        r = runner.invoke(app, [*args, "--device", "cpu", "--runtime-option", "tf32=0"])
+        assert r.exit_code == 2 and "tf32 sets onnxruntime's CUDA provider" in r.output, r.output
+    r = runner.invoke(app, ["grad", str(sample_path("mlp")), "--device", "cpu", "--runtime-option", "mode=debug"])
+    assert r.exit_code == 2 and "ort takes only tf32" in r.output, r.output
+    r = runner.invoke(app, ["diff", "--grad", str(sample_path("mlp")), str(sample_path("mlp")), "--runtime-option", "mode=debug"])
+    assert r.exit_code == 2 and "--runtime-option but tf32" in r.output, r.output
+    assert api.ort_config(api.RunConfig(device="cpu"), {}) == api.RunConfig(device="cpu")

@@ -167,8 +167,8 @@ def diff(
         raise UsageError("--separate-runs splits a forward diff's runs: not with --grad (each model's gradients come from one run)")
     if grad and (vs_device or vs_opt_level or vs_reference or vs_npz or vs_runtime or (reference is None) == (vs_torch is None)):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (and no other --vs-* option)")
-    if grad and (runtime != "ort" or runtime_option):
-        raise UsageError("diff --grad runs backward graphs on onnxruntime: drop --runtime / --runtime-option")
+    if grad and (runtime != "ort" or set(api.parse_runtime_options(runtime_option)) - {"tf32"}):
+        raise UsageError("diff --grad runs backward graphs on onnxruntime: drop --runtime, and --runtime-option but tf32=0|1")
     max_mem = api.parse_size(max_memory) if max_memory is not None else None  # '' is refused, not the default
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
     one_input = [(bool(given), f"{what} compares on one input: not with {{flag}} (a dataset diff compares with a model B, "
@@ -193,7 +193,8 @@ def diff(
         if grad:
             spec = grad_spec_of(output, loss, target, labels, output_grad, wrt)
             res = api.diff_grad(model, reference, spec, vs_torch=vs_torch, selection=selection,
-                                config=api.RunConfig(device=device, opt_level=opt_level or api.GRAD_OPT_LEVEL, cache=not no_cache),
+                                config=api.ort_config(api.RunConfig(device=device, opt_level=opt_level or api.GRAD_OPT_LEVEL,
+                                                                    cache=not no_cache), api.parse_runtime_options(runtime_option)),
                                 inputs=spec_in, tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                                 progress=progress.update)
         else:

@@ -10,7 +10,7 @@ from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     CheckOpt, ConstOpt, OrtDeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsFromOpt, InputsOpt, IntRangeOpt,
     JsonOpt, LabelsOpt, LossOpt, ModelArg, NameOpt, NoCacheOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, RayAddressOpt, RayOpt,
-    RayWorkersOpt, SaveGradsOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, ray_of, selection_of,
+    RayWorkersOpt, RuntimeOptionOpt, SaveGradsOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, ray_of, selection_of,
     ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, dataset_flag, inputs_in_dataset, view_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, show_err, write_html, write_pictures
@@ -53,6 +53,7 @@ def grad(
     device: OrtDeviceOpt = "auto",
     opt_level: OptLevelOpt = "all",
     no_cache: NoCacheOpt = False,
+    runtime_option: RuntimeOptionOpt = None,
     json_: JsonOpt = None,
     save_grads: SaveGradsOpt = None,
     export: ExportOpt = None,
@@ -93,7 +94,8 @@ def grad(
     view = view_of(wide, columns, fmt, COLUMNS + [CHECK], json_, {} if check else {CHECK.key: "comes only with --check"})
     spec = grad_spec_of(output, loss, target, labels, output_grad, wrt)
     selection = selection_of(op, name, all_, range_, include_constants)
-    config = api.RunConfig(device=device, opt_level=opt_level, cache=not no_cache)
+    config = api.ort_config(api.RunConfig(device=device, opt_level=opt_level, cache=not no_cache),
+                            api.parse_runtime_options(runtime_option))
     spec_in = inputs_of(seed, int_range, shape, input_, inputs)
     api.protect_inputs(inputs_dir=inputs_dir, inputs_from=inputs_from)  # before any output is checked or written
     check_outputs(model, json_, files={"--save-grads": save_grads, "--export": export, "--html": html, "--overlay": overlay,

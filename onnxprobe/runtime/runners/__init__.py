@@ -71,11 +71,7 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
     if runtime == "ort":
         from onnxprobe.runtime.runners.ort import OrtRunner
 
-        runner = OrtRunner(model, config, label, **kw)
-        if runner.config.tf32 is not None and runner.device != "cuda":
-            raise setting_error(UsageError, RUNTIME_OPTIONS, f"tf32 sets onnxruntime's CUDA provider: this side runs on "
-                                f"{runner.device} (--device cuda)")
-        return runner
+        return OrtRunner(model, config, label, **kw)
     if runtime == "reference":
         from onnxprobe.runtime.runners.reference import ReferenceRunner
 
@@ -107,18 +103,28 @@ def parse_runtime_options(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def ort_config(config: RunConfig | None, options: dict[str, str]) -> RunConfig:
-    """``config`` with onnxruntime's own options (``ORT_OPTIONS``) set; any other key is a UsageError."""
+def ort_config(config: RunConfig | None, options: dict[str, str] | None) -> RunConfig:
+    """``config`` with onnxruntime's own options (``ORT_OPTIONS``: tf32=0|1, its CUDA provider's) set: any
+    other key, another value, or tf32 where the device is not CUDA is a UsageError (``grad``, ``layers``,
+    each side of a ``diff``)."""
     from dataclasses import replace
 
+    from onnxprobe.runtime.ort import resolve_device
     from onnxprobe.types import RunConfig
 
-    for k, v in options.items():
+    config = config or RunConfig()
+    for k, v in (options or {}).items():
         if k not in ORT_OPTIONS:
             raise setting_error(UsageError, RUNTIME_OPTIONS, f"{k}: ort takes only tf32=0|1 ({SETTINGS['ort']})")
         if v not in ("0", "1"):
             raise setting_error(UsageError, RUNTIME_OPTIONS, f"tf32={v}: give 0 or 1")
-    return replace(config or RunConfig(), tf32=options["tf32"] == "1")
+    if not options:
+        return config
+    device = resolve_device(config.device)
+    if device != "cuda":
+        raise setting_error(UsageError, RUNTIME_OPTIONS, f"tf32 sets onnxruntime's CUDA provider: this side runs on "
+                            f"{device} (--device cuda)")
+    return replace(config, tf32=options["tf32"] == "1")
 
 
 def options_for(runtime: str, options: dict[str, str] | None) -> dict[str, str]:
