@@ -86,3 +86,14 @@ def test_grad_and_diff_grad_take_it_as_layers_does():
     r = runner.invoke(app, ["diff", "--grad", str(sample_path("mlp")), str(sample_path("mlp")), "--runtime-option", "mode=debug"])
     assert r.exit_code == 2 and "--runtime-option but tf32" in r.output, r.output
     assert api.ort_config(api.RunConfig(device="cpu"), {}) == api.RunConfig(device="cpu")
+
+
+def test_the_ort_prefix_means_the_same_in_grad_as_in_layers():
+    """`--runtime-option ort:tf32=0` (RUNTIME:KEY, as diff takes options) is tf32=0 for onnxruntime in layers
+    and diff; grad and diff --grad refused it as an unknown key ('ort:tf32: ort takes only tf32=0|1')."""
+    for args in (["layers", str(sample_path("mlp"))], ["grad", str(sample_path("mlp"))],
+                 ["diff", "--grad", str(sample_path("mlp")), str(sample_path("mlp"))]):
+        r = runner.invoke(app, [*args, "--device", "cpu", "--runtime-option", "ort:tf32=0"])
+        assert r.exit_code == 2 and "tf32 sets onnxruntime's CUDA provider" in r.output, (args, r.output)
+    with pytest.raises(UsageError, match="openvino does not run here"):
+        api.ort_config(api.RunConfig(device="cpu"), {"openvino:INFERENCE_PRECISION_HINT": "f16"})

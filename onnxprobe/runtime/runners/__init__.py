@@ -60,9 +60,7 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
                             f"optimisations: runtime {runtime} does not take one")
     if config is not None and runtime == "reference" and config.device == "cuda":
         raise setting_error(UsageError, settings.device, "cuda: onnx.reference runs on the CPU (runtime reference)")
-    if options and any(":" in k for k in options):  # RUNTIME:KEY, as diff takes them
-        check_options_used([runtime], options)
-        options = options_for(runtime, options)
+    options = own_options(runtime, options)
     if runtime == "ort" and options:
         config = ort_config(config, options)
         options = None
@@ -113,6 +111,7 @@ def ort_config(config: RunConfig | None, options: dict[str, str] | None) -> RunC
     from onnxprobe.types import RunConfig
 
     config = config or RunConfig()
+    options = own_options("ort", options)  # ort:tf32=0 is tf32=0 here as in make_runner
     for k, v in (options or {}).items():
         if k not in ORT_OPTIONS:
             raise setting_error(UsageError, RUNTIME_OPTIONS, f"{k}: ort takes only tf32=0|1 ({SETTINGS['ort']})")
@@ -125,6 +124,15 @@ def ort_config(config: RunConfig | None, options: dict[str, str] | None) -> RunC
         raise setting_error(UsageError, RUNTIME_OPTIONS, f"tf32 sets onnxruntime's CUDA provider: this side runs on "
                             f"{device} (--device cuda)")
     return replace(config, tf32=options["tf32"] == "1")
+
+
+def own_options(runtime: str, options: dict[str, str] | None) -> dict[str, str] | None:
+    """``options`` as one runtime of a command reads them: with any ``RUNTIME:KEY`` among them (as diff takes
+    them), each checked for a runtime that runs here and ``runtime``'s own kept (``options_for``); else as given."""
+    if options and any(":" in k for k in options):
+        check_options_used([runtime], options)
+        return options_for(runtime, options)
+    return options
 
 
 def options_for(runtime: str, options: dict[str, str] | None) -> dict[str, str]:
