@@ -97,3 +97,26 @@ def test_the_ort_prefix_means_the_same_in_grad_as_in_layers():
         assert r.exit_code == 2 and "tf32 sets onnxruntime's CUDA provider" in r.output, (args, r.output)
     with pytest.raises(UsageError, match="openvino does not run here"):
         api.ort_config(api.RunConfig(device="cpu"), {"openvino:INFERENCE_PRECISION_HINT": "f16"})
+
+
+def test_diff_vs_torch_takes_it_as_diff_grad_vs_torch_does(monkeypatch):
+    """A forward diff against a PyTorch module runs the export on onnxruntime, on CUDA too: tf32=0 is its
+    option there as in `diff --grad --vs-torch` (it was refused: 'drop --runtime / --runtime-option')."""
+    import importlib
+
+    import onnxprobe.api.torch as torch_api
+    import onnxprobe.runtime.ort as ort
+
+    d = importlib.import_module("onnxprobe.api.diff")
+    with pytest.raises(UsageError, match="tf32 sets onnxruntime's CUDA provider: this side runs on cpu"):
+        d.diff(sample_path("mlp"), vs_torch="module.py:build", runtime_options={"tf32": "0"},
+               config=api.RunConfig(device="cpu"))
+    with pytest.raises(UsageError, match="ort takes only tf32"):
+        d.diff(sample_path("mlp"), vs_torch="module.py:build", runtime_options={"mode": "debug"},
+               config=api.RunConfig(device="cpu"))
+    seen = {}
+    monkeypatch.setattr(ort, "resolve_device", lambda dev, *a: "cuda")
+    monkeypatch.setattr(torch_api, "diff_torch", lambda a, spec, **kw: seen.update(kw))
+    d.diff(sample_path("mlp"), vs_torch="module.py:build", runtime_options={"ort:tf32": "0"},
+           config=api.RunConfig(device="cuda"))
+    assert seen["config"].tf32 is False

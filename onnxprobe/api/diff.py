@@ -30,7 +30,8 @@ from onnxprobe.runtime.arrays import by_position, read_arrays
 from onnxprobe.runtime.npz import graph_fingerprint, npz_source
 from onnxprobe.report.format import num as fmt_num
 from onnxprobe.runtime.ort import check_opt_level, resolve_device
-from onnxprobe.runtime.runners import check_device, check_options_used, check_runtime, make_runner, options_for
+from onnxprobe.runtime.runners import (check_device, check_options_used, check_runtime, make_runner, options_for,
+                                       ort_config)
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import clean, controls, quote
@@ -82,8 +83,8 @@ def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str |
                          "(--vs-reference), --vs-npz or --vs-torch")
     if vs_opt_level is not None:  # named as given (the side's own --opt-level is checked as that)
         check_opt_level(vs_opt_level, ("vs_opt_level", "--vs-opt-level"))
-    if vs_torch is not None and (runtime != "ort" or runtime_options):
-        raise UsageError("--vs-torch runs the export on onnxruntime: drop --runtime / --runtime-option")
+    if vs_torch is not None and runtime != "ort":  # its options are onnxruntime's (tf32), read by ort_config
+        raise UsageError("--vs-torch runs the export on onnxruntime: drop --runtime")
     if vs_torch is None:
         check_options_used([runtime] + ([vs_runtime or runtime] if vs_npz is None else []), runtime_options)
     return vs_runtime
@@ -255,6 +256,7 @@ def diff(
                                    ("--separate-runs", not fuse)) if v), None)
         check_profile(runtime, vs_runtime=vs_runtime, vs_reference=vs_reference, one_run_off=off)
     if vs_torch is not None:
+        config = ort_config(config, runtime_options)  # tf32=0|1 on CUDA, as diff --grad --vs-torch takes it
         if fp32_sensitivity:
             raise UsageError("--fp32-sensitivity reruns a QDQ model A against a float model B: not with --vs-torch")
         from onnxprobe.api.torch import diff_torch  # its grad planning and autodiff only for --vs-torch
