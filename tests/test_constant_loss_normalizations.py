@@ -82,8 +82,34 @@ def test_a_layernorm_of_several_scale_values_or_its_mean_is_a_loss_like_any(tmp_
 
 
 def test_diff_grad_of_such_a_loss_earns_no_verdict(tmp_path):
+    """Of the gradients before the normalization (here --wrt W; its own scale's is real: below)."""
     a = _model(tmp_path / "a.onnx", "LayerNormalization", np.ones(8, np.float32))
     b = _model(tmp_path / "b.onnx", "LayerNormalization", np.ones(8, np.float32), via_identity=True)
-    res = api.diff_grad(a, b, config=CPU, inputs={"x": X})
+    res = api.diff_grad(a, b, api.GradSpec(wrt=("W",)), config=CPU, inputs={"x": X})
     verdict, line = res.verdict()
     assert verdict == "error" and "nothing was compared meaningfully" in line, line
+
+
+def test_the_layernorm_scales_gradient_is_no_noise(tmp_path):
+    """The sum is constant in everything before the LayerNormalization, not in its scale: dL/dgamma is the
+    normalized values summed over the rows (numpy float64 oracle), so `grad` does not call it noise and a
+    diff --grad of models whose MatMul weights differ fails on it (it said 'nothing was compared meaningfully:
+    the loss does not depend on the weights ... every gradient is ~0' over a gamma gradient 6 apart)."""
+    global W
+    a = _model(tmp_path / "a.onnx", "LayerNormalization", np.ones(8, np.float32))
+    res = api.grad(a, config=CPU, inputs={"x": X}, save=True)
+    h = X.astype(np.float64) @ W.astype(np.float64)
+    n = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(np.asarray(res.arrays["gamma"], np.float64), n.sum((0, 1)), atol=1e-4)
+    assert np.abs(n.sum((0, 1))).max() > 0.5  # no rounding noise
+    said = [w for w in res.plan.warnings if "constant" in w]
+    assert said and "every gradient is" not in said[0] and "'gamma'" in said[0], said
+    saved, W = W, RNG.standard_normal((8, 8)).astype(np.float32)
+    try:
+        b = _model(tmp_path / "b.onnx", "LayerNormalization", np.ones(8, np.float32))
+    finally:
+        W = saved
+    res = api.diff_grad(a, b, config=CPU, inputs={"x": X})
+    verdict, line = res.verdict()
+    assert verdict == "fail", line
+    assert any(r.pair.a.name == "gamma_grad" and not r.passed for r in res.results), [(r.pair.a.name, r.passed) for r in res.results]

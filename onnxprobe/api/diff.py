@@ -445,13 +445,20 @@ def diff_grad(
                 "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values), "weights": weights,
                 "held_weights": held, "wrt": bool(spec.wrt),
                 "stops": {r: st for r, m in zip("AB", (a_model, b_model)) if (st := gradient_stops(m.proto))},
-                "constant_loss": {r: p.constant_loss for r, p in zip("AB", plans) if p.constant_loss}}
+                "constant_loss": _constant_losses(plans, res.results)}
     half = half_outputs(a_model.proto) or half_outputs(b_model.proto)
     res.grad["forward_differs"] = losses_differ(res.grad, half)  # no pair is where the error starts
     gradient_origin(res)
     res.notes[:0] = [n for n in fs.notes + list(a_model.warnings) + list(b_model.warnings) + forward_note(res.grad, half)
                      if n not in res.notes]
     return res
+
+
+def _constant_losses(plans: list, results: list) -> dict[str, str]:
+    """Role -> why its loss is constant (``GradPlan.constant_loss``), unless a pair compares a gradient that
+    loss depends on all the same (``GradPlan.live``: a LayerNormalization's scale), which earns a verdict."""
+    compared = {forward_name(n) for r in results for n in (r.pair.a.name, r.pair.b.name)}
+    return {r: p.constant_loss for r, p in zip("AB", plans) if p.constant_loss and not compared & set(p.live)}
 
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.inputs import as_inputs, as_model, as_names, as_selection, expect
-from onnxprobe.autodiff.constant_loss import constant_sum, softmax_behind
+from onnxprobe.autodiff.constant_loss import constant_sum, scale_weights, softmax_behind
 from onnxprobe.autodiff.engine import attach_backward
 from onnxprobe.autodiff.hoist import hoist_constants
 from onnxprobe.autodiff.loss import KINDS, attach_loss
@@ -137,6 +137,7 @@ class GradPlan:
     source: str
     warnings: list[str] = field(default_factory=list)
     constant_loss: str | None = None  # why the loss cannot depend on any tensor (a Softmax's sum), if it cannot
+    live: tuple[str, ...] = ()  # of a constant loss, the targets it depends on all the same (a LayerNorm's scale)
 
     @property
     def grads(self) -> dict[str, str]:
@@ -388,8 +389,15 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
                         f"with no gradient rule ({shown}{' …' if len(bw.blocked) > 3 else ''})")
     constant = None
     what = constant_sum(base, output) if spec.loss in ("sum", "mean") else None
+    live = tuple(t.ref.name for t in tg if t.ref.name in bw.grads and t.ref.name in scale_weights(base, output)) if what else ()
     if what is not None:
         constant = f"the {spec.loss} of output {output!r}, {what}, is constant"
+    if live:  # a LayerNormalization's scale: the loss depends on it (and diff --grad judges it)
+        shown = " and ".join(repr(n) for n in live)
+        warnings.append(f"output {output!r} is {what}: its {spec.loss} is constant in every tensor before it, whose "
+                        f"gradients are ~0 (noise), not in its scale: the gradient of {shown} (the normalized values summed over the "
+                        "rows) is real")
+    elif what is not None:
         warnings.append(f"output {output!r} is {what}: its {spec.loss} is constant, so every gradient is "
                         "~0 (noise); use --loss cross-entropy --labels, --loss mse --target or --output-grad")
     if feed is not None and _has_if(model.proto):
@@ -399,7 +407,8 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
             for d in vi.type.tensor_type.shape.dim:
                 d.Clear()
     extra = {loss.input: given} if loss.input else {}
-    return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings, constant)
+    return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings, constant,
+                    live)
 
 
 def _output_shape(model: onnx.ModelProto, output: str, feed: dict[str, np.ndarray], cache: bool = True) -> tuple[int, ...] | None:

@@ -5,7 +5,9 @@ refuses to judge (zeros agreeing with zeros earn no verdict).
 - a Softmax's output sums to the number of its rows (also a QOperator model's QLinearSoftmax);
 - a LayerNormalization's normalized values sum to 0 over the normalized axes, so with a scale of one
   value γ the output sums to Σβ (a freshly initialised transformer: γ = 1, β = 0; BERT's last_hidden_state);
-  com.microsoft's LayerNormalization and SkipLayerNormalization (onnxruntime's fused copies) too;
+  com.microsoft's LayerNormalization and SkipLayerNormalization (onnxruntime's fused copies) too. Constant
+  in everything before it, not in γ itself: dL/dγ is the normalized values summed over the rows, no noise
+  (``scale_weights``);
 - an InstanceNormalization's output sums to HW Σ_c β_c, whatever its scale (each channel's normalized
   values sum to 0).
 
@@ -78,14 +80,32 @@ def constant_sum(model: onnx.ModelProto, output: str) -> str | None:
     return f"a {node.op_type} whose scale is {float(scale.flat[0]):.4g} everywhere{through}"
 
 
+def scale_weights(model: onnx.ModelProto, output: str) -> tuple[str, ...]:
+    """Where ``output``'s sum is a LayerNormalization's of one scale value (``constant_sum``), the scale and
+    the Identity outputs that carry it: the sum depends on them (dL/dγ_j = Σ over rows of the normalized
+    values), so their gradients are real; else (). (An InstanceNormalization's scale gradient is 0, each
+    channel's normalized values summing to 0; a bias's is a count of elements, whatever the model.)"""
+    found = producer_behind(model, output)
+    if found is None or found[0].op_type == "InstanceNormalization" or constant_sum(model, output) is None \
+            or canonical(found[0].op_type) == "Softmax":
+        return ()
+    return _carried(model, found[0].input[NORMALIZATIONS[found[0].op_type]])[0]
+
 
 def _value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
     """The value of weight ``name``, also behind Identity nodes (torch's exporter writes one initializer for
     equal weights, the others as its Identity: BERT's LayerNorm scales, all ones)."""
+    return weight_value(model, _carried(model, name)[1])
+
+
+def _carried(model: onnx.ModelProto, name: str) -> tuple[tuple[str, ...], str]:
+    """(``name`` and the tensors behind it through Identity nodes, the first that no Identity writes)."""
     producer = {o: n for n in model.graph.node for o in n.output if o}
+    names = [name]
     for _ in range(32):
         n = producer.get(name)
         if n is None or n.op_type != "Identity":
             break
         name = n.input[0]
-    return weight_value(model, name)
+        names.append(name)
+    return tuple(names), name
