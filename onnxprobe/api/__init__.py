@@ -77,7 +77,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.runtime.feeds import feed_digest
     from onnxprobe.runtime.ort import DEVICES, OPT_LEVELS, resolve_device
     from onnxprobe.runtime.ray_pool import Executor, RayOptions
-    from onnxprobe.runtime.runners import RUNTIMES, ort_config, parse_runtime_options
+    from onnxprobe.runtime.runners import RUNTIMES, ort_config, own_options, parse_runtime_options
     from onnxprobe.stats.conditions import EXAMPLES as CONDITION_EXAMPLES
     from onnxprobe.stats.conditions import Condition, parse_condition
     from onnxprobe.stats.metrics import METRICS, IntroducedError, PairMetrics, Tolerance
@@ -122,7 +122,7 @@ _WHERE = {
     "onnxprobe.runtime.feeds": "feed_digest",
     "onnxprobe.runtime.ort": "DEVICES OPT_LEVELS resolve_device",
     "onnxprobe.runtime.ray_pool": "Executor RayOptions",
-    "onnxprobe.runtime.runners": "RUNTIMES ort_config parse_runtime_options",
+    "onnxprobe.runtime.runners": "RUNTIMES ort_config own_options parse_runtime_options",
     "onnxprobe.stats.conditions": "CONDITION_EXAMPLES=EXAMPLES Condition parse_condition",
     "onnxprobe.stats.metrics": "METRICS IntroducedError PairMetrics Tolerance",
     "onnxprobe.stats.tensor_stats": "TensorStats has_statistics",

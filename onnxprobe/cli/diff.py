@@ -125,7 +125,6 @@ def diff(
     from onnxprobe.errors import UsageError
     from onnxprobe.report.diff import COLUMNS, JUDGED_COLUMNS, PROBLEM, PROFILE_COLUMNS, diff_dict, diff_renderables
     from onnxprobe.report.progress import Progress
-    from onnxprobe.runtime.runners import own_options
 
     absent = {} if profile else {c.key: "comes only with --profile" for c in PROFILE_COLUMNS}
     if grad:  # gradients have no introduced error
@@ -168,7 +167,7 @@ def diff(
         raise UsageError("--separate-runs splits a forward diff's runs: not with --grad (each model's gradients come from one run)")
     if grad and (vs_device or vs_opt_level or vs_reference or vs_npz or vs_runtime or (reference is None) == (vs_torch is None)):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (and no other --vs-* option)")
-    if grad and (runtime != "ort" or set(own_options("ort", api.parse_runtime_options(runtime_option)) or ()) - {"tf32"}):
+    if grad and (runtime != "ort" or set(api.own_options("ort", api.parse_runtime_options(runtime_option)) or ()) - {"tf32"}):
         raise UsageError("diff --grad runs backward graphs on onnxruntime: drop --runtime, and --runtime-option but tf32=0|1")
     max_mem = api.parse_size(max_memory) if max_memory is not None else None  # '' is refused, not the default
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
