@@ -113,3 +113,42 @@ def test_the_layernorm_scales_gradient_is_no_noise(tmp_path):
     verdict, line = res.verdict()
     assert verdict == "fail", line
     assert any(r.pair.a.name == "gamma_grad" and not r.passed for r in res.results), [(r.pair.a.name, r.passed) for r in res.results]
+
+
+def _bias_from_data(path, norm: str, bias_is_input: bool):
+    """x -> MatMul(W) -> norm whose scale is one value (LayerNormalization) but whose bias is the data's: a
+    graph input, or computed from x. The output then sums to a function of the data, not a constant."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8])]
+    size = 8 if norm == "LayerNormalization" else 3
+    if bias_is_input:
+        inputs.append(helper.make_tensor_value_info("b", TensorProto.FLOAT, [size]))
+    else:  # b = x[0, 0, :size] * 1: read from the data
+        nodes.append(helper.make_node("Slice", ["x", "st", "en", "ax"], ["xs"]))
+        nodes.append(helper.make_node("Reshape", ["xs", "bshape"], ["b"]))
+    inits = [numpy_helper.from_array(W, "W"), numpy_helper.from_array(np.ones(size, np.float32), "gamma"),
+             numpy_helper.from_array(np.array([0, 0, 0], np.int64), "st"),
+             numpy_helper.from_array(np.array([1, 1, size], np.int64), "en"),
+             numpy_helper.from_array(np.array([0, 1, 2], np.int64), "ax"),
+             numpy_helper.from_array(np.array([size], np.int64), "bshape")]
+    nodes.append(helper.make_node(norm, ["h", "gamma", "b"], ["y"], **({"axis": -1} if norm == "LayerNormalization" else {})))
+    g = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_a_normalization_whose_bias_is_the_datas_is_no_constant_loss(tmp_path):
+    for norm in ("LayerNormalization", "InstanceNormalization"):
+        for as_input in (False, True):
+            path = _bias_from_data(tmp_path / f"{norm}{as_input}.onnx", norm, as_input)
+            s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            feeds = [{"x": x} for x in (X, (RNG.standard_normal(X.shape) * 5 + 3).astype(np.float32))]
+            if as_input:
+                size = 8 if norm == "LayerNormalization" else 3
+                for f in feeds:
+                    f["b"] = RNG.standard_normal(size).astype(np.float32)
+            y1, y2 = (float(np.sum(s.run(None, f)[0], dtype=np.float64)) for f in feeds)
+            assert abs(y1 - y2) > 1e-2  # oracle: the sum follows the data
+            assert constant_sum(onnx.load(path), "y") is None, (norm, as_input)
+            res = api.grad(path, config=CPU, inputs=feeds[0])
+            assert not any("constant" in n for n in res.plan.warnings), res.plan.warnings

