@@ -152,3 +152,15 @@ def test_the_debuggers_nodes_reads_op_types_as_selections_do(tmp_path):
     foots = [line for line in r.stdout.splitlines() if " nodes" in line and " of " in line]
     assert len(foots) == 5 and foots[0] == foots[1] == foots[2] == "4 of 9 nodes", r.output
     assert foots[3] == foots[4] == "2 of 9 nodes", r.output
+
+
+@pytest.mark.parametrize("cols", ["tensor,,max", "tensor,", ",tensor", " , "])
+def test_an_empty_column_key_is_refused_as_an_empty_op_type_is(tmp_path, cols):
+    # `--op Conv,,Relu` and extract's `--from a,,b` are refused; `--columns tensor,,max` was taken, the empty
+    # key dropped, on the command line and in the debugger
+    r = runner.invoke(app, ["layers", CNN, "--columns", cols])
+    assert r.exit_code == 2 and "--columns" in r.output and "empty column key" in r.output, r.output
+    script = tmp_path / "s.txt"
+    script.write_text(f"stats --columns '{cols}'\n")
+    r = runner.invoke(app, ["debug", CNN, "--script", str(script)])
+    assert r.exit_code == 1 and "empty column key" in r.output, r.output

@@ -124,7 +124,7 @@ def view_of(wide: bool, columns: list[str] | str | None, fmt: str, known=None, j
     command's table can have; ``absent``: those this run's will not, with why; ``json_``: --json, which
     must not write to stdout beside --format). --columns may be repeated: its values are one list."""
     from onnxprobe.errors import UsageError
-    from onnxprobe.report.table import check_view
+    from onnxprobe.report.table import check_view, column_keys
 
     if isinstance(columns, list):
         columns = ",".join(columns) if columns else None
@@ -136,9 +136,7 @@ def view_of(wide: bool, columns: list[str] | str | None, fmt: str, known=None, j
         flag, what = ("--columns", "chooses the table's columns") if columns is not None else ("--wide", "widens the table")
         raise UsageError(f"{flag} {what}, and --json - writes the whole report instead of the "
                          "table: give --json a file, or --format json for the table's rows as JSON")
-    keys = tuple(k.strip() for k in (columns or "").split(",") if k.strip())
-    if columns is not None and not keys:
-        raise UsageError("--columns: give comma-separated column keys (a wrong key lists this table's keys)")
+    keys = tuple(column_keys(columns))
     check_view(fmt, list(keys), known, absent)
     return View(wide, keys, fmt)
 

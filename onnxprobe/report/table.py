@@ -436,6 +436,18 @@ class Verbatim(str):
     """Text to write as it is (CSV, Markdown, JSON): front ends print it unwrapped and uncut."""
 
 
+def column_keys(columns: str | None) -> list[str]:
+    """The keys of --columns given comma-separated (a key holds no comma), spaces around each dropped; an
+    empty one (``tensor,,max``, ``tensor,``) is refused, as an empty --op type is."""
+    if columns is None:
+        return []
+    keys = [k.strip() for k in columns.split(",")]
+    if not all(keys):
+        raise UsageError(f"--columns {columns!r}: an empty column key; give keys separated by commas or repeat "
+                         "the flag, e.g. index,tensor,min,max")
+    return keys
+
+
 def check_view(fmt: str, columns: list[str] | None, known: list[Column] | None = None,
                absent: dict[str, str] | None = None) -> None:
     """Refuse a bad --format, or a --columns key none of ``known`` has, before any work is done

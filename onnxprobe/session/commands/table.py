@@ -113,15 +113,13 @@ def _renderable(o):
 
 def pop_view(args: list[str], columns: list | None = None) -> dict:
     """--wide, --columns a,b, --format F of a table command, as ``report.table.present`` takes them."""
-    from onnxprobe.report.table import check_view
+    from onnxprobe.report.table import check_view, column_keys
 
     wide = bool(pop_option(args, "--wide", flag=True))
     given = pop_all(args, "--columns")  # repeated or comma-separated, as on the command line
     cols = ",".join(given) if given else None
     fmt = pop_option(args, "--format") or "table"
-    keys = [k.strip() for k in (cols or "").split(",") if k.strip()]
-    if cols is not None and not keys:
-        raise UsageError("--columns: give comma-separated column keys, e.g. index,tensor,min,max")
+    keys = column_keys(cols)
     check_view(fmt, keys, columns)
     return {"wide": wide, "columns": keys, "fmt": fmt}
 
