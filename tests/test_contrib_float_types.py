@@ -92,3 +92,29 @@ def test_layers_dtypes_and_statistics_of_contrib_float_outputs(tmp_path):
         assert st.mean == pytest.approx(v.mean(), rel=1e-12, abs=1e-12), name
         assert st.std == pytest.approx(v.std(), rel=1e-9, abs=1e-12), name
 
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+def test_contrib_float_op_in_a_loop_body_reading_a_carried_value(dt):
+    # a Loop body's inputs are typed by onnx's inference from the Loop's inputs, but only the bodies' value_info
+    # was kept: a com.microsoft op reading a carried value (declared without a type, as exporters write bodies)
+    # stayed dtype "?" with what followed it. Oracle: onnxruntime's type of the scan output the body's
+    # FastGelu output becomes.
+    ft = helper.np_dtype_to_tensor_dtype(np.dtype(dt))
+    body = helper.make_graph(
+        [helper.make_node("FastGelu", ["v"], ["v2"], domain="com.microsoft"),
+         helper.make_node("Identity", ["cond"], ["cond_o"]), helper.make_node("Identity", ["v2"], ["sc"])], "body",
+        [helper.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond", onnx.TensorProto.BOOL, []), onnx.ValueInfoProto(name="v")],
+        [helper.make_tensor_value_info("cond_o", onnx.TensorProto.BOOL, []), onnx.ValueInfoProto(name="v2"),
+         onnx.ValueInfoProto(name="sc")])
+    m = make_model([helper.make_node("Loop", ["n", "", "x"], ["vf", "scans"], body=body)],
+                   [helper.make_tensor_value_info("x", ft, [2, 4]), helper.make_tensor_value_info("n", onnx.TensorProto.INT64, [])],
+                   [onnx.ValueInfoProto(name="vf"), onnx.ValueInfoProto(name="scans")], [])
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    oracle = _ort_types(m)["scans"]
+    from onnxprobe.graph.shapes import dtype_name, value_types
+
+    types = value_types(Model.of(m, "loop").proto)
+    assert {k: dtype_name(types[k].tensor_type.elem_type) if k in types else None for k in ("v", "v2", "sc")} == \
+        dict.fromkeys(("v", "v2", "sc"), oracle)

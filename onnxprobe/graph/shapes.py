@@ -77,9 +77,14 @@ def _type_dropout_masks(model: onnx.ModelProto) -> None:
         mask.type.CopyFrom(data.type)
 
 
-def _copy_value_info(src: onnx.GraphProto, dst: onnx.GraphProto) -> None:
+def _copy_value_info(src: onnx.GraphProto, dst: onnx.GraphProto, body: bool = False) -> None:
     del dst.value_info[:]
     dst.value_info.extend(src.value_info)
+    if body:  # a body's inputs declared without a type (a Loop's carried values) get the one inference gave them
+        for si, di in zip(src.input, dst.input):
+            if si.type.HasField("tensor_type") and si.type.tensor_type.elem_type and \
+                    di.type.WhichOneof("value") in (None, "tensor_type") and not di.type.tensor_type.elem_type:
+                di.type.tensor_type.elem_type = si.type.tensor_type.elem_type
     # graph outputs keep what the model declares; inference only fills in what it left out
     for so, do in zip(src.output, dst.output):
         dt, st = do.type.tensor_type, so.type.tensor_type
@@ -91,7 +96,7 @@ def _copy_value_info(src: onnx.GraphProto, dst: onnx.GraphProto) -> None:
     for sn, dn in zip(src.node, dst.node):
         for sa, da in zip(sn.attribute, dn.attribute):
             if sa.type == onnx.AttributeProto.GRAPH:
-                _copy_value_info(sa.g, da.g)
+                _copy_value_info(sa.g, da.g, body=True)
 
 
 def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:

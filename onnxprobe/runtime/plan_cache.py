@@ -140,8 +140,9 @@ def structure(model: onnx.ModelProto) -> str:
 # on the host too, exactly; 26: the pair rows' max relative error divides by max(|b|, the smallest subnormal);
 # 27: Probe.planned_shape, the dims a float row was laid out for, checked against the run's; 28: zeros counted
 # with Equal; 29: com.microsoft float ops' outputs typed from onnxruntime's schemas, graph.contrib_types: an
-# entry's refs kept the unknown dtype of a model such an op holds)
-FORMAT = 29
+# entry's refs kept the unknown dtype of a model such an op holds; 30: a body's inputs keep the types inference
+# gave them, so such an op reading a Loop's carried value is typed too)
+FORMAT = 30
 
 
 def key_of(parts: dict) -> str:
