@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from onnxprobe.autodiff.registry import rule
 
 
@@ -213,8 +215,10 @@ def gelu_slope(g, x: str, tanh: bool) -> str:
     s = g.scalar
     if tanh:
         # beyond |x| = 1e10 tanh(u) is +-1 exactly and the slope 1 or 0; clamping there keeps x^3 finite
-        # (x = 3e38 overflowed to inf and 0 * inf gave NaN)
-        x = g.Max(g.Min(x, s(1e10)), s(-1e10))
+        # (x = 3e38 overflowed to inf and 0 * inf gave NaN); in float16 (max 65504) at 20, where tanh(u)
+        # (u ~ 300) is already +-1: 1e10 is inf there, and x^3 overflowed from |x| = 40
+        c = min(1e10, _largest(g.dtype) ** (1 / 3) / 2)
+        x = g.Max(g.Min(x, s(c)), s(-c))
         x2 = g.Mul(x, x)
         u = g.Mul(s(math.sqrt(2.0 / math.pi)), g.Add(x, g.Mul(s(0.044715), g.Mul(x2, x))))
         t = g.Tanh(u)
@@ -223,6 +227,16 @@ def gelu_slope(g, x: str, tanh: bool) -> str:
     cdf = g.Mul(s(0.5), g.Add(s(1.0), g.Erf(g.Mul(x, s(1.0 / math.sqrt(2.0))))))
     pdf = g.Mul(s(1.0 / math.sqrt(2.0 * math.pi)), g.Exp(g.Mul(g.Mul(x, x), s(-0.5))))
     return g.Add(cdf, g.Mul(x, pdf))
+
+
+def _largest(dtype) -> float:
+    """The largest finite value of a float ``dtype`` (bfloat16, which numpy's finfo refuses, by ml_dtypes')."""
+    try:
+        return float(np.finfo(dtype).max)
+    except ValueError:
+        import ml_dtypes
+
+        return float(ml_dtypes.finfo(dtype).max)
 
 
 @rule("Softplus")
