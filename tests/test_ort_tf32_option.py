@@ -120,3 +120,12 @@ def test_diff_vs_torch_takes_it_as_diff_grad_vs_torch_does(monkeypatch):
     d.diff(sample_path("mlp"), vs_torch="module.py:build", runtime_options={"ort:tf32": "0"},
            config=api.RunConfig(device="cuda"))
     assert seen["config"].tf32 is False
+
+
+def test_an_api_config_with_tf32_on_the_cpu_says_it_is_ignored():
+    """The flag refuses tf32 on a CPU side; an API caller's RunConfig(device='cpu', tf32=False) ran without a
+    word: a note says it does nothing there."""
+    res = api.layers(sample_path("mlp"), config=api.RunConfig(device="cpu", tf32=False))
+    assert any("tf32 sets onnxruntime's CUDA provider: ignored on the cpu" in n for n in res.notes), res.notes
+    plain = api.layers(sample_path("mlp"), config=api.RunConfig(device="cpu"))
+    assert not any("tf32" in n for n in plain.notes)

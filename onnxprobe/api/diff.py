@@ -117,7 +117,9 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
         side_b = _side(label, a_model, b_config, vs_runtime, **opts,
                        settings=Settings(("vs_runtime", "--vs-runtime"), ("vs_device", "--vs-device")))
     elif vs_device is not None:
-        side_b = _side(label, a_model, replace(config, device=vs_device), runtime, **opts,
+        # RunConfig.tf32 is A's CUDA provider's: a B on the CPU takes none (diff --device cuda --vs-device cpu)
+        b_tf32 = config.tf32 if resolve_device(vs_device) == "cuda" else None
+        side_b = _side(label, a_model, replace(config, device=vs_device, tf32=b_tf32), runtime, **opts,
                        settings=Settings(device=("vs_device", "--vs-device")))
     elif vs_opt_level is not None:
         side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), runtime, **opts)

@@ -29,6 +29,8 @@ class OrtRunner(GraphRunner):
                  interruptible: bool = False, threads: int | None = None):
         super().__init__(model, config, label)
         self.device = resolve_device(self.config.device)
+        if self.config.tf32 is not None and self.device != "cuda":  # an API caller's RunConfig (the flag refuses it)
+            self.note(f"tf32 sets onnxruntime's CUDA provider: ignored on the {self.device}")
         self.interruptible = interruptible
         self.threads = threads
         self._sessions: OrderedDict = OrderedDict()
