@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from onnxprobe.api.body_ranks import learn_body_ranks
 from onnxprobe.api.inputs import as_inputs, as_model, as_names, as_selection, expect
 from onnxprobe.autodiff.constant_loss import constant_sum, scale_weights, softmax_behind
 from onnxprobe.autodiff.engine import attach_backward
@@ -338,15 +339,16 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     if feed is not None:
         base = infer_shapes(with_input_shapes(model.proto, {k: np.shape(v) for k, v in feed.items()}), warnings)
         inferred = static_shape(value_types(base).get(output))
-        base = _runtime_shapes(base, feed, warnings, cache=cache)
+        base = learn_body_ranks(_runtime_shapes(base, feed, warnings, cache=cache), feed, warnings, cache=cache)
         # onnxruntime's own shape inference says what ONNX's does, its kernels another: an extra input
         # (output gradient, target) of the run's shape then makes the loss's Mul refuse to load
         relax = inferred is not None and inferred != static_shape(value_types(base).get(output))
     else:  # keep the dynamic dimensions, learn only the missing ranks (from a run on default inputs)
         base, relax = model.proto, False
         try:
-            base = _runtime_shapes(base, _feeds.make_feeds(model.proto, probe_inputs).values, warnings, ranks_only=True,
-                                   cache=cache)
+            probe_feed = _feeds.make_feeds(model.proto, probe_inputs).values
+            base = _runtime_shapes(base, probe_feed, warnings, ranks_only=True, cache=cache)
+            base = learn_body_ranks(base, probe_feed, warnings, cache=cache)
         except OnnxProbeError:
             pass
     if feed is not None:

@@ -216,8 +216,8 @@ class _Reverse:
         self.renames[t] = inner
         self.scan(inner, outer, direction, axis, elem, rank)
 
-    def scan_out(self, value: str, direction: int, axis: int, elem: int) -> None:
-        self.outs.append((value, direction, axis, elem))
+    def scan_out(self, value: str, direction: int, axis: int, elem: int, rank: list | None = None) -> None:
+        self.outs.append((value, direction, axis, elem, rank))
 
     def emit(self, guard: bool = False) -> list[str]:
         """The backward Scan; ``guard`` (a Loop, which may run zero times): inside an If that, with no
@@ -229,17 +229,19 @@ class _Reverse:
         self.nodes[:0] = bw
         ins = [_vi(s[0], s[3], s[4]) for s in self.states]
         outs = []
-        for inner, _, value, elem, _ in self.states:
+        # the body's outputs declare their ranks: onnxruntime's Scan wants every output shaped, and a gradient
+        # summed back over runtime axes (a carried value whose dimensions are not known) has no inferred one
+        for inner, _, value, elem, rank in self.states:
             v = b.op("Identity", value) if value else _zeros(b, inner, elem)
-            outs.append(_vi(v, elem))
+            outs.append(_vi(v, elem, rank))
         acc_in = []
         for w, c, elem, rank in self.acc:
             a = g.b.fresh(f"{w}.grad.acc")
             acc_in.append(_zeros(g.b, w, elem))
             ins.append(_vi(a, elem, rank))
-            outs.append(_vi(b.op("Add", a, c), elem))
+            outs.append(_vi(b.op("Add", a, c), elem, rank))
         ins += [_vi(s[0], s[4], s[5]) for s in self.scans]
-        outs += [_vi(b.op("Identity", v), e) for v, _, _, e in self.outs]
+        outs += [_vi(b.op("Identity", v), e, rank) for v, _, _, e, rank in self.outs]
         node = g.node
         body = helper.make_graph(self.nodes, f"{node.name or node.op_type}.grad.body", ins, outs)
         attrs = dict(body=body, num_scan_inputs=len(self.scans), scan_input_directions=[s[2] for s in self.scans])
@@ -367,7 +369,8 @@ def scan(g):
                  _elem(g.engine.types, g.x[n], g.elem), _rank_of(g.engine.types, g.x[n], 1))
     dx_slots = [i for i in xw if r.grads.get(x_in[i])]
     for i in dx_slots:
-        rev.scan_out(r.grads[x_in[i]], 1 - in_dirs[i], in_axes[i], _elem(g.engine.types, g.x[n + i], g.elem))
+        rev.scan_out(r.grads[x_in[i]], 1 - in_dirs[i], in_axes[i], _elem(g.engine.types, g.x[n + i], g.elem),
+                     _rank_of(g.engine.types, g.x[n + i], 1))
     res = rev.emit()
     grads: dict = {k: res[j] for j, k in enumerate(states) if g.wants(k)}
     grads.update({w: res[len(states) + j] for j, w in enumerate(acc)})
