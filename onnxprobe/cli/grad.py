@@ -130,6 +130,9 @@ def grad(
             result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None or html is not None,
                               check=check, progress=checking)
     notes([n for n in dict.fromkeys(result.notes + result.plan.warnings) if n not in said])
+    if wrt and not result.rows:  # asked for, and none got a gradient: the notes say why; no (empty) table, no success
+        error("none of the tensors --wrt asks for gets a gradient (the notes say why)")
+        raise typer.Exit(1)
     data = grad_dict(result)
     write_pictures("grad", data, loaded.proto, overlay=overlay, netron=netron)
     if html is not None:
@@ -146,9 +149,6 @@ def grad(
     failed = result.failed_checks
     if failed:
         error(f"{len(failed)} gradient(s) failed the finite-difference check: {', '.join(failed[:5])}{' …' if len(failed) > 5 else ''}")
-        raise typer.Exit(1)
-    if wrt and not result.rows:  # asked for, and none got a gradient: the notes say why; no success
-        error("none of the tensors --wrt asks for gets a gradient (the notes say why)")
         raise typer.Exit(1)
     if check and not result.checked:  # a check that compared nothing is no pass
         loose = result.unresolved_checks

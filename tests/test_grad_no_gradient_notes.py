@@ -1,0 +1,44 @@
+"""What grad says of requested tensors that get no gradient: --wrt naming only such tensors is one error
+line after the notes, with no empty table before it; --all names every float input the loss does not
+depend on (one read by no node as well as one read only by a Shape); an input that reaches the loss only
+through integer values (Cast to int64, then Gather's indices) is said to, not blamed on a missing rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe.cli.main import app
+
+runner = CliRunner()
+V = helper.make_tensor_value_info
+W = numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32), "W")
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _save(tmp_path, name: str, nodes, inputs, outputs) -> str:
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(make_model(nodes, inputs, outputs, [W]), path)
+    return str(path)
+
+
+def _unused(tmp_path) -> str:
+    """y = x @ W; u is an input no node reads."""
+    return _save(tmp_path, "unused", [helper.make_node("MatMul", ["x", "W"], ["y"])],
+                 [V("x", TensorProto.FLOAT, [2, 4]), V("u", TensorProto.FLOAT, [3])], [V("y", TensorProto.FLOAT, [2, 4])])
+
+
+def test_wrt_of_a_tensor_without_gradient_prints_no_table(tmp_path):
+    m = _unused(tmp_path)
+    for fmt in ("table", "json", "csv"):
+        r = invoke("grad", m, "--wrt", "u", "--device", "cpu", "--format", fmt)
+        assert r.exit_code == 1, r.output
+        assert r.stdout.strip() == "", (fmt, r.stdout)
+        assert "does not depend" in r.stderr and "none of the tensors --wrt asks for gets a gradient" in r.stderr
+        assert "Traceback" not in r.output
