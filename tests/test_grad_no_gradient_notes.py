@@ -42,3 +42,17 @@ def test_wrt_of_a_tensor_without_gradient_prints_no_table(tmp_path):
         assert r.stdout.strip() == "", (fmt, r.stdout)
         assert "does not depend" in r.stderr and "none of the tensors --wrt asks for gets a gradient" in r.stderr
         assert "Traceback" not in r.output
+
+
+def test_all_names_every_input_the_loss_does_not_depend_on(tmp_path):
+    """u read by no node got no row and no note; s read only by a Shape got the note: both get it."""
+    unused = _unused(tmp_path)
+    shaped = _save(tmp_path, "shaped", [helper.make_node("Shape", ["s"], ["sh"]), helper.make_node("MatMul", ["x", "W"], ["h"]),
+                                        helper.make_node("Reshape", ["h", "sh"], ["y"])],
+                   [V("x", TensorProto.FLOAT, [2, 4]), V("s", TensorProto.FLOAT, [8])], [V("y", TensorProto.FLOAT, [8])])
+    for m, name in ((unused, "u"), (shaped, "s")):
+        r = invoke("grad", m, "--all", "--device", "cpu")
+        assert r.exit_code == 0, r.output
+        notes = [line for line in r.stderr.splitlines() if "does not depend" in line]
+        assert len(notes) == 1 and notes[0].endswith(f": {name}"), r.stderr
+        assert "x  " in r.stdout and f" {name} " not in r.stdout

@@ -142,8 +142,11 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
     if sel.all:  # every gradient: the float graph inputs' too (dL/dx, a saliency map), as --wrt names them
         for i in model.graph.input:
             cs = [c for c in consumers.get(i.name, []) if lo <= c.index <= hi]
-            if i.name in inputs and cs and _is_float(types, i.name) and types.get(i.name) is not None:
-                chosen.setdefault(i.name, Target(ref(i.name, cs[0], "input"), "input"))
+            # one no node reads is taken too (without --range, which it lies outside): the loss does not depend
+            # on it, which the notes say as they do of one read only by a Shape
+            unread = not sel.range and i.name not in consumers
+            if i.name in inputs and (cs or unread) and _is_float(types, i.name) and types.get(i.name) is not None:
+                chosen.setdefault(i.name, Target(ref(i.name, cs[0] if cs else None, "input"), "input"))
     if wrt:
         pool = list(w) + [i for i in inputs if _is_float(types, i)] + [
             o for s in main for o in s.node.output if o and _is_float(types, o)]
