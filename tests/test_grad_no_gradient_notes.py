@@ -56,3 +56,23 @@ def test_all_names_every_input_the_loss_does_not_depend_on(tmp_path):
         notes = [line for line in r.stderr.splitlines() if "does not depend" in line]
         assert len(notes) == 1 and notes[0].endswith(f": {name}"), r.stderr
         assert "x  " in r.stdout and f" {name} " not in r.stdout
+
+
+def test_an_input_reaching_the_loss_through_integers_only_is_said_to(tmp_path):
+    """s -> Cast(int64) -> Gather's indices: the note blamed 'no gradient rule' at Gather input 1; s has no
+    gradient by nature (integer values carry none). A Clip bound keeps its 'no gradient rule' note."""
+    m = _save(tmp_path, "int", [helper.make_node("Cast", ["s"], ["si"], to=TensorProto.INT64, name="to_int"),
+                                helper.make_node("MatMul", ["x", "W"], ["h"]),
+                                helper.make_node("Gather", ["h", "si"], ["y"], axis=1, name="g")],
+              [V("x", TensorProto.FLOAT, [2, 4]), V("s", TensorProto.FLOAT, [3])], [V("y", TensorProto.FLOAT, [2, 3])])
+    np.save(tmp_path / "s.npy", np.array([0, 2, 1], np.float32))
+    r = invoke("grad", m, "--all", "--input", f"s={tmp_path / 's.npy'}", "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    assert "no gradient rule" not in r.stderr and "does not depend" not in r.stderr, r.stderr
+    assert "reach the loss only through integer values" in r.stderr and "s (through Cast 'to_int')" in r.stderr, r.stderr
+    r = invoke("grad", m, "--wrt", "s", "--input", f"s={tmp_path / 's.npy'}", "--device", "cpu")
+    assert r.exit_code == 1 and "reach the loss only through integer values" in r.stderr, r.output
+    clip = _save(tmp_path, "clip", [helper.make_node("Clip", ["x", "lo"], ["y"], name="clip")],
+                 [V("x", TensorProto.FLOAT, [2, 4]), V("lo", TensorProto.FLOAT, [])], [V("y", TensorProto.FLOAT, [2, 4])])
+    r = invoke("grad", clip, "--all", "--device", "cpu")
+    assert r.exit_code == 0 and "Clip 'clip' (input 1)" in r.stderr and "integer" not in r.stderr, r.output

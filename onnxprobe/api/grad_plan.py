@@ -380,11 +380,15 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     if bw.stopped:
         warnings.append(f"no gradient rule for {len(bw.stopped)} op(s) on the way, the gradient stops there: "
                         f"{', '.join(bw.stopped[:3])}{' …' if len(bw.stopped) > 3 else ''}")
-    free = [t for t in bw.unused if t not in bw.blocked]
+    free = [t for t in bw.unused if t not in bw.blocked and t not in bw.integer]
     if free and names is None:
         shown = ", ".join(free[:3]) + (" …" if len(free) > 3 else "")
         warnings.append(f"the loss does not depend on {len(free)} of the requested tensor(s), which get no "
                         f"gradient: {shown}")
+    if bw.integer and names is None:
+        shown = "; ".join(f"{t} (through {via})" for t, via in list(bw.integer.items())[:3])
+        warnings.append(f"{len(bw.integer)} requested tensor(s) reach the loss only through integer values, which carry no "
+                        f"gradient: {shown}{' …' if len(bw.integer) > 3 else ''}")
     if bw.blocked and names is None:
         shown = "; ".join(f"{t}: at {where}" for t, where in list(bw.blocked.items())[:3])
         warnings.append(f"{len(bw.blocked)} requested tensor(s) get no gradient: their way to the loss passes an op input "

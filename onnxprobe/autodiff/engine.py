@@ -26,6 +26,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.autodiff import registry
+from onnxprobe.autodiff.blocked import blocked_tensors
 from onnxprobe.autodiff.context import NodeGrad
 from onnxprobe.autodiff.nested import rename
 from onnxprobe.errors import ModelError, NoGradientRule, UnknownShape, UsageError
@@ -88,6 +89,9 @@ class Backward:
     # of ``unused``: those the loss does depend on, through an input of an op whose rule gives it no gradient
     # (Clip's bounds, Pad's constant value): tensor -> "Clip 'node' (input 1)"
     blocked: dict[str, str] = field(default_factory=dict)
+    # of ``unused``: those the loss depends on only through integer values (a Cast to int64 feeding Gather's
+    # indices), which carry no gradient by nature: tensor -> "Cast 'node'" (the op whose integer output it is)
+    integer: dict[str, str] = field(default_factory=dict)
 
 
 class Engine:
@@ -252,38 +256,12 @@ def attach_backward(
             unused.append(t)
         else:
             grads_out[t] = f
-    blocked = _blocked([t for t in unused if t in reach], nodes, reach)
+    blocked, integer = blocked_tensors(eng.is_float, [t for t in unused if t in reach], nodes, reach)
     grads_out, all_grads = acc.apply_renames(grads_out)
     grads_out = _own_tensors(eng, grads_out, acc.seed_values)
     bw = _assemble(out, eng, grads_out, unused, all_grads, stopped, list(outputs or []), list(keep), prune)
-    bw.blocked = blocked
+    bw.blocked, bw.integer = blocked, integer
     return bw
-
-
-def _blocked(tensors: list[str], nodes: list[onnx.NodeProto], reach: set[str]) -> dict[str, str]:
-    """Of ``tensors`` (asked for, no gradient, yet the loss depends on them): tensor -> the op that reads it
-    at an input its rule gives no gradient (Clip's bounds, Pad's constant value), or that cuts the gradient
-    with integer outputs and no rule (QLinearConv, MatMulInteger, DynamicQuantizeLinear: a quantized layer;
-    not a piecewise-constant op such as Floor, whose gradient is zero: the loss does not depend on it)."""
-    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
-    for n in nodes:
-        st = registry.status(n.op_type, n.domain)
-        cuts = st == "not implemented" or registry.CATEGORY.get(registry.key(n.op_type, n.domain)) == "quantization"
-        if any(o in reach for o in n.output if o) and (st == "rule" or cuts):
-            for i, x in enumerate(n.input):
-                readers.setdefault(x, []).append((n, i))
-    out: dict[str, str] = {}
-    for t in tensors:  # forward from t, through inputs that do take a gradient, to one that does not
-        frontier, seen = [t], {t}
-        while frontier and t not in out:
-            x = frontier.pop(0)
-            for n, i in readers.get(x, []):
-                r = registry.rule_of(n)
-                if r is None or not r.differentiable(i):
-                    out[t] = f"{n.op_type} {n.name or n.output[0]!r} (input {i})"
-                    break
-                frontier += [o for o in n.output if o and o not in seen and not seen.add(o)]
-    return out
 
 
 def _requires_grad(eng: Engine, nodes: list[onnx.NodeProto], wrt: list[str]) -> tuple[set[str], dict[int, list[int]]]:

@@ -1,0 +1,49 @@
+"""Why a requested tensor the loss depends on gets no gradient (``attach_backward``'s ``blocked`` and
+``integer``): an op input whose rule gives none, or a way to the loss through integer values only."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import onnx
+
+from onnxprobe.autodiff import registry
+
+
+def blocked_tensors(is_float: Callable[[str], bool], tensors: list[str], nodes: list[onnx.NodeProto],
+                    reach: set[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Of ``tensors`` (asked for, no gradient, yet the loss depends on them): (tensor -> the op that reads it
+    at an input its rule gives no gradient (Clip's bounds, Pad's constant value), or that cuts the gradient
+    with integer outputs and no rule (QLinearConv, MatMulInteger, DynamicQuantizeLinear: a quantized layer;
+    not a piecewise-constant op such as Floor, whose gradient is zero: the loss does not depend on it);
+    tensor -> the op whose integer output is its only way to the loss (a Cast to int64 feeding Gather's
+    indices: no gradient by nature, not for want of a rule))."""
+    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for n in nodes:
+        st = registry.status(n.op_type, n.domain)
+        cuts = st == "not implemented" or registry.CATEGORY.get(registry.key(n.op_type, n.domain)) == "quantization"
+        if any(o in reach for o in n.output if o) and (st == "rule" or cuts):
+            for i, x in enumerate(n.input):
+                readers.setdefault(x, []).append((n, i))
+    out: dict[str, str] = {}
+    integer: dict[str, str] = {}
+    for t in tensors:  # forward from t, through inputs that do take a gradient, to one that does not
+        frontier, seen, via = [t], {t}, None
+        while frontier and t not in out:
+            x = frontier.pop(0)
+            for n, i in readers.get(x, []):
+                r = registry.rule_of(n)
+                if r is None or not r.differentiable(i):
+                    out[t] = f"{n.op_type} {n.name or n.output[0]!r} (input {i})"
+                    break
+                for o in n.output:
+                    if not o or o in seen:
+                        continue
+                    seen.add(o)
+                    if is_float(o) or r.straight_through:  # integer values carry no gradient on
+                        frontier.append(o)
+                    elif via is None and o in reach:
+                        via = f"{n.op_type} {n.name or o!r}"
+        if t not in out and via is not None:
+            integer[t] = via
+    return out, integer
