@@ -106,3 +106,27 @@ def test_scan_with_untyped_state(tmp_path):
     s64, x64 = s0.astype(np.float64), xs.astype(np.float64)
     np.testing.assert_allclose(got["s0"], _fd(lambda a: loss(a, x64), s64), rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(got["xs"], _fd(lambda b: loss(s64, b), x64), rtol=1e-3, atol=1e-4)
+
+
+def test_export_of_a_loop_with_untyped_carried_value(tmp_path):
+    """--export learns the ranks from its one run; the exported model passes onnx.checker (its loss output
+    is declared a scalar: inference could not tell the rank of a sum of a Loop output of unknown rank) and
+    gives, in plain onnxruntime, the gradients of another trip count."""
+    import onnxruntime as ort
+
+    m = _loop_model("Tanh")
+    onnx.save(m, tmp_path / "m.onnx")
+    r = runner.invoke(app, ["grad", str(tmp_path / "m.onnx"), "--all", "--input", "n=2", "--export", str(tmp_path / "bw.onnx")])
+    assert r.exit_code == 0, r.output
+    onnx.checker.check_model(onnx.load(tmp_path / "bw.onnx"))
+    sess = ort.InferenceSession(str(tmp_path / "bw.onnx"), providers=["CPUExecutionProvider"])
+    x = RNG.standard_normal((2, 4)).astype(np.float32)
+    got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"x": x, "n": np.array(4, np.int64)})))
+    w = numpy_helper.to_array(m.graph.initializer[0]).astype(np.float64)
+
+    def loss(a):
+        for _ in range(4):
+            a = np.tanh(a * w)
+        return float(np.sum(a))
+
+    np.testing.assert_allclose(got["x_grad"], _fd(loss, x.astype(np.float64)), rtol=1e-3, atol=1e-4)

@@ -124,6 +124,9 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
         loss, axis = _cross_entropy(b, g, y, yshape, elem, dtype, extra, new_input, probabilities)
     loss = b.op("Identity", loss, out=b.fresh("loss"))
     g.node.extend(b.nodes)
+    # a scalar, whatever inference can tell of y (a Loop output of unknown rank): an exported model's graph
+    # outputs must declare a shape (onnx.checker)
+    g.value_info.append(helper.make_tensor_value_info(loss, TensorProto.FLOAT if half and kind != "cross-entropy" else elem, []))
     seed_b = GraphBuilder(names, opset, scope=BACKWARD_TAG + "seed", doc="onnxprobe backward: dL/dL = 1", strict=True)
     if kind == "output-grad":
         seeds = {y: new_input}
