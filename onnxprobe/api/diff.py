@@ -118,7 +118,7 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
                        settings=Settings(("vs_runtime", "--vs-runtime"), ("vs_device", "--vs-device")))
     elif vs_device is not None:
         # RunConfig.tf32 is A's CUDA provider's: a B on the CPU takes none (diff --device cuda --vs-device cpu)
-        b_tf32 = config.tf32 if resolve_device(vs_device) == "cuda" else None
+        b_tf32 = config.tf32 if config.tf32 is not None and runtime == "ort" and resolve_device(vs_device) == "cuda" else None
         side_b = _side(label, a_model, replace(config, device=vs_device, tf32=b_tf32), runtime, **opts,
                        settings=Settings(device=("vs_device", "--vs-device")))
     elif vs_opt_level is not None:
