@@ -212,12 +212,16 @@ def test_silero_check_passes(name, which):
                  check=True, inputs=api.InputSpec(arrays=feed))
     weights = [row for row in r.rows if row.target.kind == "weight"]
     assert len(weights) >= 10, [row.name for row in r.rows]
-    # no gradient fails; float32 finite differences resolve most of them (a bias whose slope is under the
-    # loss's rounding is 'cannot check', with the reason: torch autograd below checks every one)
+    # no gradient fails; what float32 finite differences cannot resolve is 'cannot check', with the reason
+    # (torch autograd below checks every weight). On silero_vad.onnx, 16k_op15 and op18_ifless most weights
+    # are: the loss moves a few ulps over the largest step where it is still linear. Their former ">= 5 ok"
+    # were kinks read from noise (decoder.rnn.weight_ih: one-sided differences around fd 0.62 'passed' a
+    # gradient of 0.0064); a pass now agrees within the tolerance, or is a kink seen at two steps
     bad = [(row.name, row.check) for row in r.rows if row.check["ok"] is False]
     assert not bad, bad[:3]
     assert all(row.check.get("unresolved") for row in r.rows if row.check["ok"] is None)
-    assert sum(1 for row in weights if row.check["ok"]) >= 5
+    ok = [row.check for row in r.rows if row.check["ok"]]
+    assert ok and all(c["kink"] or c["error"] <= c["tolerance"] for c in ok), ok
 
 
 @pytest.mark.parametrize("name", sorted(SILERO_FEEDS))

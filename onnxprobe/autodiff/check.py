@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from onnxprobe.autodiff.check32 import check_direction
 from onnxprobe.autodiff.nested import rename
 from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.walk import subgraphs, toposort
@@ -201,8 +202,8 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
     tolerance, ok, fd, grad_dot, step, kink, precision}.
 
     float64: step h = 1e-6 RMS(tensor); tolerance 1e-6 (1e-3 when the gradients are float32).
-    float32: Richardson-extrapolated central differences with h = 1e-3 RMS(tensor); tolerance 5e-2, the
-    level of float32 rounding in the loss over such a step (RMS 0: the scale is 0.1). A step where both the
+    float32: ``check32.check_direction`` (one direction, the verdict at a step chosen by its estimated error,
+    not by its agreement; tolerance 5e-2); the rest of this docstring is float64's rule. A step where both the
     difference and <g, v> are below the noise floor of the loss (machine epsilon x |L| / h) says nothing; a
     gradient that no step resolves gets no verdict (``unresolved``). At a kink (Relu at 0, MaxPool ties) the one-sided
     differences (Richardson-extrapolated from h and h / 2, so that curvature does not open a gap) disagree and
@@ -239,6 +240,14 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
             zero = (g == 0) & support
             if zero.any() and not zero.all():
                 directions.append(rng.standard_normal(g.shape) * zero * rel)
+        if dt == np.float32:  # one direction, one step chosen by its resolution (check32)
+            v = directions[0] / max(float(np.sqrt(np.mean(directions[0] ** 2))), 1e-300)
+            val = None if it.value is None or np.shape(it.value) != g.shape else np.asarray(it.value, np.float64)
+            out[it.name] = {**check_direction(it.name, g, v, h0, loss, L0, tol, val), "tolerance": tol,
+                            "precision": precision}
+            if progress is not None:
+                progress(len(out), len(items))
+            continue
         worst, detail, settled, flat, swamped = 0.0, None, False, False, None
         for v in directions:
             v = v / max(float(np.sqrt(np.mean(v * v))), 1e-300)
