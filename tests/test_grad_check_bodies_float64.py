@@ -118,3 +118,39 @@ def test_to_float64_converts_nested_bodies_and_leaves_its_input_alone():
     assert types["Cast"].attribute[0].i == TensorProto.DOUBLE
     assert types["Constant"].attribute[0].t.data_type == TensorProto.DOUBLE
     assert all(v.type.tensor_type.elem_type == TensorProto.DOUBLE for v in list(body.output) + list(body.value_info))
+
+
+def _ln_branch(name, s, b):
+    """y = tanh(LayerNormalization(x, s, b) + InvStdDev): the statistics outputs are read (float32, the stash
+    type, unless the LayerNormalization is written out in float64)."""
+    nodes = [helper.make_node("LayerNormalization", ["x", s, b], [f"{name}_o", f"{name}_mean", f"{name}_isd"]),
+             helper.make_node("Add", [f"{name}_o", f"{name}_isd"], [f"{name}_a"]),
+             helper.make_node("Tanh", [f"{name}_a"], [f"{name}_y"])]
+    return helper.make_graph(nodes, name, [], [vi(f"{name}_y", F, [2, 4])])
+
+
+def test_a_layer_norm_in_a_body_is_checked_in_float64():
+    """LayerNormalization inside an If's branches, its InvStdDev read: the float64 copy writes it out in
+    float64 as it does in the main graph (it was left as is, its statistics float32 in a float64 body: the
+    session refused it and the check fell back to float32, tolerance 5e-2). Oracle: dL/ds, dL/db in numpy
+    float64 (the then branch runs: flag is true)."""
+    s, b = RNG.standard_normal(4).astype(np.float32), RNG.standard_normal(4).astype(np.float32)
+    x = RNG.standard_normal((2, 4)).astype(np.float32)
+    dy = RNG.standard_normal((2, 4)).astype(np.float32)
+    model = make_model([helper.make_node("If", ["flag"], ["y"], then_branch=_ln_branch("then", "s", "b"),
+                                         else_branch=_ln_branch("else", "b", "s"))],
+                       [vi("x", F, [2, 4])], [vi("y", F, [2, 4])],
+                       [numpy_helper.from_array(s, "s"), numpy_helper.from_array(b, "b"),
+                        numpy_helper.from_array(np.array(True), "flag")])
+    onnx.checker.check_model(model, full_check=True)
+    res = api.grad(model, spec=GradSpec(wrt=("s", "b"), loss="output-grad", output_grad=dy), inputs={"x": x},
+                   check=True, save=True)
+    assert res.check_mode == "float64", res.notes
+    assert all(row.check["ok"] is True and row.check["precision"] == "float64" for row in res.rows), res.rows
+    xd = x.astype(np.float64)
+    xc = xd - xd.mean(-1, keepdims=True)
+    isd = 1 / np.sqrt((xc ** 2).mean(-1, keepdims=True) + 1e-5)
+    t = np.tanh(xc * isd * s + b + isd)
+    da = dy * (1 - t ** 2)
+    np.testing.assert_allclose(res.arrays["b"], da.sum(0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(res.arrays["s"], (da * xc * isd).sum(0), rtol=1e-4, atol=1e-5)

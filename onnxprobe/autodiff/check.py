@@ -124,14 +124,22 @@ def _graph_to_float64(g: onnx.GraphProto, keep32: set[str]) -> None:
 
 def _expand_layer_norms(model: onnx.ModelProto) -> None:
     """onnxruntime has no LayerNormalization kernel whose statistics are float64: write it out with
-    ReduceMean / Sub / Mul / Sqrt / Div, which all have double kernels (Mean and InvStdDev included)."""
-    from onnxprobe.graph.shapes import static_shape, value_types
+    ReduceMean / Sub / Mul / Sqrt / Div, which all have double kernels (Mean and InvStdDev included), in
+    the main graph and in every If / Loop / Scan body (innermost first: a graph's nodes are rewritten by
+    copy, its bodies with them)."""
+    from onnxprobe.graph.shapes import value_types
 
-    g = model.graph
-    opset = opset_version(model, "", 1)
-    if not any(n.op_type == "LayerNormalization" for n in g.node):
+    graphs = [g for g in _graphs(model.graph) if any(n.op_type == "LayerNormalization" for n in g.node)]
+    if not graphs:
         return
-    types = value_types(model)
+    types, opset = value_types(model), opset_version(model, "", 1)
+    for g in reversed(graphs):  # (_graphs yields every graph before its bodies)
+        _expand_in(g, types, opset)
+
+
+def _expand_in(g: onnx.GraphProto, types: dict, opset: int) -> None:
+    from onnxprobe.graph.shapes import static_shape
+
     nodes = []
     for n in g.node:
         if n.op_type != "LayerNormalization":
