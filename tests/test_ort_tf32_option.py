@@ -129,3 +129,23 @@ def test_an_api_config_with_tf32_on_the_cpu_says_it_is_ignored():
     assert any("tf32 sets onnxruntime's CUDA provider: ignored on the cpu" in n for n in res.notes), res.notes
     plain = api.layers(sample_path("mlp"), config=api.RunConfig(device="cpu"))
     assert not any("tf32" in n for n in plain.notes)
+
+
+def test_a_run_config_tf32_follows_the_same_rule_as_the_option(monkeypatch):
+    """RunConfig.tf32 and --runtime-option tf32 are one setting: in a diff with a side on CUDA, a CPU side
+    takes neither (before, RunConfig.tf32 was reset by hand for --vs-device alone, so a CPU A against a CUDA
+    B kept it, and noted it as ignored)."""
+    import importlib
+
+    d = importlib.import_module("onnxprobe.api.diff")
+
+    real = d.resolve_device
+    monkeypatch.setattr(d, "resolve_device", lambda dev, *a: "cuda" if dev == "cuda" else real("cpu"))
+    assert d._cuda_only([("ort", "cpu"), ("ort", "cuda")], None, tf32=False) == ("tf32",)
+    assert d._cuda_only([("ort", "cpu"), ("ort", "cpu")], None, tf32=False) == ()
+    cuda_only = d._cuda_only([("ort", "cpu"), ("ort", "cuda")], None, tf32=False)
+    side = d._side("m", api.load(sample_path("mlp")), api.RunConfig(device="cpu", tf32=False), "ort", cuda_only=cuda_only)
+    assert side.runner.config.tf32 is None
+    # with no side on CUDA, the setting stays, and the runner notes it as ignored on the cpu
+    side = d._side("m", api.load(sample_path("mlp")), api.RunConfig(device="cpu", tf32=False), "ort", cuda_only=())
+    assert side.runner.config.tf32 is False

@@ -40,20 +40,24 @@ from onnxprobe.types import InputSpec, RunConfig, Settings, forward_name, grad_n
 
 def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", options: dict | None = None,
           threads: int | None = None, constants: bool = False, cuda_only: tuple = (), **kw) -> Side:
-    """``cuda_only``: onnxruntime options that go to its CUDA sides alone (``_cuda_only``)."""
+    """``cuda_only``: onnxruntime settings that go to its CUDA sides alone (``_cuda_only``): a side of
+    another device takes neither the option nor ``RunConfig.tf32``."""
     if threads and runtime == "ort":
         kw["threads"] = threads
     mine = options_for(runtime, options)
     if runtime == "ort" and cuda_only and resolve_device(config.device) != "cuda":
         mine = {k: v for k, v in mine.items() if k not in cuda_only}
+        config = replace(config, tf32=None)
     return model_side(label, model, lambda proto: make_runner(runtime, proto, config, label, options=mine, **kw), constants)
 
 
-def _cuda_only(sides: list[tuple[str, str]], options: dict | None) -> tuple:
-    """tf32 sets onnxruntime's CUDA provider: in a diff of a CUDA side against a CPU one (--device cuda
-    --vs-device cpu --runtime-option tf32=0), it is the CUDA side's; with no onnxruntime side on CUDA it goes
-    to them all, and the first refuses it for what it is. ``sides``: (runtime, device) of each side."""
-    if "tf32" in options_for("ort", options) and any(r == "ort" and resolve_device(d) == "cuda" for r, d in sides):
+def _cuda_only(sides: list[tuple[str, str]], options: dict | None, tf32: bool | None = None) -> tuple:
+    """tf32 (``--runtime-option tf32``, ``RunConfig.tf32``) sets onnxruntime's CUDA provider: in a diff of a
+    CUDA side against a CPU one (--device cuda --vs-device cpu --runtime-option tf32=0), it is the CUDA
+    side's; with no onnxruntime side on CUDA it goes to them all, and the first refuses the option (or notes
+    the setting) for what it is. ``sides``: (runtime, device) of each side."""
+    wanted = "tf32" in options_for("ort", options) or tf32 is not None
+    if wanted and any(r == "ort" and resolve_device(d) == "cuda" for r, d in sides):
         return ("tf32",)
     return ()
 
@@ -104,7 +108,7 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
         check_device(vs_runtime or runtime, vs_device, ("vs_device", "--vs-device"))
     b_side = (vs_runtime or runtime, vs_device or ("auto" if vs_runtime else config.device))
     opts = dict(options=runtime_options, max_memory=max_memory, shapes=shapes, threads=threads, constants=constants,
-                cuda_only=_cuda_only([(runtime, config.device), b_side], runtime_options))
+                cuda_only=_cuda_only([(runtime, config.device), b_side], runtime_options, config.tf32))
     side_a = _side(label, a_model, config, runtime, **opts)
     if b is not None:
         b_model = as_model(b, "b")
@@ -117,9 +121,7 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
         side_b = _side(label, a_model, b_config, vs_runtime, **opts,
                        settings=Settings(("vs_runtime", "--vs-runtime"), ("vs_device", "--vs-device")))
     elif vs_device is not None:
-        # RunConfig.tf32 is A's CUDA provider's: a B on the CPU takes none (diff --device cuda --vs-device cpu)
-        b_tf32 = config.tf32 if config.tf32 is not None and runtime == "ort" and resolve_device(vs_device) == "cuda" else None
-        side_b = _side(label, a_model, replace(config, device=vs_device, tf32=b_tf32), runtime, **opts,
+        side_b = _side(label, a_model, replace(config, device=vs_device), runtime, **opts,
                        settings=Settings(device=("vs_device", "--vs-device")))
     elif vs_opt_level is not None:
         side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), runtime, **opts)
