@@ -11,7 +11,7 @@ import onnx
 
 from onnxprobe.api.body_ranks import learn_body_ranks
 from onnxprobe.api.inputs import as_inputs, as_model, as_names, as_selection, expect
-from onnxprobe.autodiff.constant_loss import constant_sum, scale_weights, softmax_behind
+from onnxprobe.autodiff.constant_loss import constant_sum, softmax_behind
 from onnxprobe.autodiff.engine import attach_backward
 from onnxprobe.autodiff.hoist import hoist_constants
 from onnxprobe.autodiff.loss import KINDS, attach_loss
@@ -394,8 +394,9 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
         warnings.append(f"{len(bw.blocked)} requested tensor(s) get no gradient: their way to the loss passes an op input "
                         f"with no gradient rule ({shown}{' …' if len(bw.blocked) > 3 else ''})")
     constant = None
-    what = constant_sum(base, output) if spec.loss in ("sum", "mean") else None
-    live = tuple(t.ref.name for t in tg if t.ref.name in bw.grads and t.ref.name in scale_weights(base, output)) if what else ()
+    found = constant_sum(base, output) if spec.loss in ("sum", "mean") else None
+    what = found.what if found else None
+    live = tuple(t.ref.name for t in tg if t.ref.name in bw.grads and t.ref.name in found.scale) if found else ()
     if what is not None:
         constant = f"the {spec.loss} of output {output!r}, {what}, is constant"
     if live:  # a LayerNormalization's scale: the loss depends on it (and diff --grad judges it)

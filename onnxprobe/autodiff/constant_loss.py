@@ -17,6 +17,8 @@ The output may be reached through ops that move or retype values without changin
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import onnx
 
@@ -60,16 +62,27 @@ def softmax_behind(model: onnx.ModelProto, output: str) -> tuple[str, str] | Non
     return found[0].name or output, found[2]
 
 
-def constant_sum(model: onnx.ModelProto, output: str) -> str | None:
-    """What ``output`` is when its sum is a constant of the model ("a Softmax (through Reshape)",
-    "a LayerNormalization of scale 1 everywhere"...), else None."""
+class ConstantSum(NamedTuple):
+    """An output whose sum is a constant of the model: ``what`` it is ("a Softmax (through Reshape)", "a
+    LayerNormalization whose scale is 1 everywhere"...), and ``scale``: for a LayerNormalization of one scale
+    value, that scale and the Identity outputs that carry it, on which the sum does depend (dL/dγ_j = Σ over
+    rows of the normalized values), so their gradients are real; else (). (An InstanceNormalization's scale
+    gradient is 0, each channel's normalized values summing to 0; a bias's is a count of elements, whatever
+    the model.)"""
+
+    what: str
+    scale: tuple[str, ...] = ()
+
+
+def constant_sum(model: onnx.ModelProto, output: str) -> ConstantSum | None:
+    """What ``output`` is when its sum is a constant of the model (``ConstantSum``), else None."""
     found = producer_behind(model, output)
     if found is None:
         return None
     node, reached, via = found
     through = f" (through {via})" if via else ""
     if canonical(node.op_type) == "Softmax":
-        return f"a Softmax{through}"
+        return ConstantSum(f"a Softmax{through}")
     # (a LayerNormalization's mean and inverse standard deviation, its outputs 1 and 2, sum to no constant)
     if node.op_type not in NORMALIZATIONS or node.domain not in ONNX_DOMAINS or reached != node.output[0]:
         return None
@@ -77,23 +90,12 @@ def constant_sum(model: onnx.ModelProto, output: str) -> str | None:
     if len(node.input) > b and node.input[b] and _value(model, node.input[b]) is None:
         return None
     if k is None:
-        return f"an InstanceNormalization{through}, which sums to its bias's values"
+        return ConstantSum(f"an InstanceNormalization{through}, which sums to its bias's values")
     scale = _value(model, node.input[k]) if len(node.input) > k and node.input[k] else None
     if scale is None or scale.size == 0 or not np.isfinite(scale).all() or not (scale == scale.flat[0]).all():
         return None
-    return f"a {node.op_type} whose scale is {float(scale.flat[0]):.4g} everywhere{through}"
-
-
-def scale_weights(model: onnx.ModelProto, output: str) -> tuple[str, ...]:
-    """Where ``output``'s sum is a LayerNormalization's of one scale value (``constant_sum``), the scale and
-    the Identity outputs that carry it: the sum depends on them (dL/dγ_j = Σ over rows of the normalized
-    values), so their gradients are real; else (). (An InstanceNormalization's scale gradient is 0, each
-    channel's normalized values summing to 0; a bias's is a count of elements, whatever the model.)"""
-    found = producer_behind(model, output)
-    if found is None or found[0].op_type == "InstanceNormalization" or constant_sum(model, output) is None \
-            or canonical(found[0].op_type) == "Softmax":
-        return ()
-    return _carried(model, found[0].input[NORMALIZATIONS[found[0].op_type][0]])[0]
+    return ConstantSum(f"a {node.op_type} whose scale is {float(scale.flat[0]):.4g} everywhere{through}",
+                       _carried(model, node.input[k])[0])
 
 
 def _value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
