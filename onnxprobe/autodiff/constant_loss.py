@@ -7,7 +7,7 @@ refuses to judge (zeros agreeing with zeros earn no verdict).
   value γ the output sums to Σβ (a freshly initialised transformer: γ = 1, β = 0; BERT's last_hidden_state);
   com.microsoft's LayerNormalization and SkipLayerNormalization (onnxruntime's fused copies) too. Constant
   in everything before it, not in γ itself: dL/dγ is the normalized values summed over the rows, no noise
-  (``scale_weights``);
+  (``ConstantSum.scale``);
 - an InstanceNormalization's output sums to HW Σ_c β_c, whatever its scale (each channel's normalized
   values sum to 0).
 
