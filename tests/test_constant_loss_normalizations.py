@@ -152,3 +152,32 @@ def test_a_normalization_whose_bias_is_the_datas_is_no_constant_loss(tmp_path):
             assert constant_sum(onnx.load(path), "y") is None, (norm, as_input)
             res = api.grad(path, config=CPU, inputs=feeds[0])
             assert not any("constant" in n for n in res.plan.warnings), res.plan.warnings
+
+
+def test_noise_gradients_beside_the_live_scale_are_shown_but_not_judged(tmp_path):
+    """diff --grad of two such models whose MatMul weights differ by a rounding: the scale's gradient (real)
+    agrees and is judged; W's gradient is rounding noise on both sides (the loss is constant in W: numpy
+    oracle below), so its row reads "noise", unjudged, and neither passes nor fails the comparison (it read
+    "ok" or "FAIL" by chance, and a FAIL failed the diff)."""
+    a = _model(tmp_path / "a.onnx", "LayerNormalization", np.ones(8, np.float32))
+    m = onnx.load(a)
+    w = next(t for t in m.graph.initializer if t.name == "W")
+    wa = numpy_helper.to_array(w)
+    w.CopyFrom(numpy_helper.from_array((wa * (1 + 1e-6 * RNG.standard_normal(wa.shape))).astype(np.float32), "W"))
+    b = tmp_path / "b.onnx"
+    onnx.save(m, b)
+    assert _sums_agree(a) and _sums_agree(b)  # the oracle: the sum does not move with the input, nor with W
+    res = api.diff_grad(a, b, config=CPU, inputs={"x": X})
+    rows = {r.pair.a.name: r for r in res.results}
+    assert rows["gamma_grad"].passed is True, rows["gamma_grad"]
+    noise = rows["W_grad"]
+    assert noise.passed is None and noise.metrics is not None and "rounding noise" in noise.unjudged, noise
+    verdict, line = res.verdict()
+    assert verdict == "pass", line
+    from onnxprobe.report.diff import diff_dict, diff_table
+
+    d = diff_dict(res)
+    row = next(p for p in d["pairs"] if p["a"] == "W_grad")
+    assert row["unjudged"] and row["passed"] is None
+    table = diff_table(d)
+    assert any("noise" in str(c) for r in table.rows for c in r.cells), table.rows

@@ -51,7 +51,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         DatasetResult, LayersResult, Model, feeds, layers, layers_dataset, load, merge_stats, plan, raw_chunks, run, runner,
         save_tensors, select,
     )
-    from onnxprobe.api.diff import diff, diff_grad
+    from onnxprobe.api.diff import diff
+    from onnxprobe.api.diff_grad import diff_grad
     from onnxprobe.api.diff_dataset import diff_dataset
     from onnxprobe.api.grad_dataset import REDUCE, grad_dataset
     from onnxprobe.api.explore import Prober, index, interruptibly, model_info, where
@@ -93,7 +94,8 @@ _WHERE = {
         "DatasetResult LayersResult Model feeds layers layers_dataset load "
         "merge_stats plan raw_chunks run runner save_tensors select"
     ),
-    "onnxprobe.api.diff": "diff diff_grad",
+    "onnxprobe.api.diff": "diff",
+    "onnxprobe.api.diff_grad": "diff_grad",
     "onnxprobe.api.diff_dataset": "diff_dataset",
     "onnxprobe.api.grad_dataset": "REDUCE grad_dataset",
     "onnxprobe.api.explore": "Prober index interruptibly model_info where",

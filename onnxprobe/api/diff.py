@@ -16,15 +16,13 @@ from onnxprobe.api.inputs import (
     as_config, as_inputs, as_max_memory, as_model, as_selection, check_map, check_switches, expect,
 )
 from onnxprobe.api.profile import check_profile
-from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs
-from onnxprobe.compare.diff import DiffResult, gradient_origin
+from onnxprobe.compare.diff import DiffResult
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
 from onnxprobe.compare.sides import Side, model_side, npz_side, own_tensors
 from onnxprobe.errors import ExecutionError, UsageError, setting_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
-from onnxprobe.match.observe import observe
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import by_position, read_arrays
 from onnxprobe.runtime.npz import graph_fingerprint, npz_source
@@ -32,10 +30,9 @@ from onnxprobe.report.format import num as fmt_num
 from onnxprobe.runtime.ort import check_opt_level, resolve_device
 from onnxprobe.runtime.runners import (check_device, check_options_used, check_runtime, make_runner, options_for,
                                        ort_config)
-from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import clean, controls, quote
-from onnxprobe.types import InputSpec, RunConfig, Settings, forward_name, grad_name
+from onnxprobe.types import InputSpec, RunConfig, Settings
 
 
 def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", options: dict | None = None,
@@ -359,128 +356,3 @@ def checked_arguments(selection, config, inputs, tolerance, per_tensor) -> tuple
         for name, t in per_tensor.items():
             expect(t, Tolerance, f"per_tensor[{name!r}]", "an api.Tolerance, e.g. api.Tolerance('max_abs', atol=0.5),")
     return as_selection(selection), as_config(config), as_inputs(inputs), tolerance, per_tensor
-
-
-def diff_grad(
-    a: Model | str | os.PathLike,
-    b: Model | str | os.PathLike | None = None,
-    spec: GradSpec | None = None,
-    *,
-    vs_torch=None,
-    selection: Selection | None = None,
-    config: RunConfig | None = None,
-    inputs: InputSpec | None = None,
-    tolerance: Tolerance | None = None,
-    per_tensor: dict | None = None,
-    user_map: dict[str, str] | None = None,
-    max_memory: int | None = None,
-    progress=None,
-) -> DiffResult:
-    """Compare the gradients of model A with those of model B (``onnxprobe diff --grad``): both get the
-    loss ``spec`` and the same inputs; their weight, input and activation gradients are paired by the
-    diff matching (names, QDQ / QOperator keys, node names, structure; see compare.gradients) and measured
-    with the diff metrics. ``spec.wrt`` (names or globs of forward tensors) keeps only those gradients;
-    ``user_map`` and ``per_tensor`` take forward tensor names (or gradient names). A weight gradient that
-    fails the tolerance fails the comparison (``outputs_failed``). ``vs_torch`` instead of B: torch
-    autograd on the module A was exported from (``api.diff_grad_torch``)."""
-    # backward graphs only here: a plain diff does not import the autodiff engine
-    from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, as_spec, grad_plan
-    from onnxprobe.autodiff.hoist import hoist_constants
-    from onnxprobe.compare.grad_folding import explain_folded, folded_weights
-    from onnxprobe.compare.gradients import (both, candidates, forward_note, grad_reason, grad_side, gradient_stops,
-                                             half_outputs, keep_wrt, loss_value, losses_differ, shared_weights)
-
-    if (b is None) == (vs_torch is None):
-        raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (one of them)")
-    spec = as_spec(spec)
-    check_map(user_map)
-    selection, config, inputs, tolerance, per_tensor = checked_arguments(selection, config, inputs, tolerance, per_tensor)
-    one_tensor_once(per_tensor, "per_tensor")
-    max_memory = as_max_memory(max_memory)
-    if vs_torch is not None:
-        if user_map:
-            raise UsageError("--map is not used by diff --grad --vs-torch: parameters pair by value, modules by scope")
-        from onnxprobe.api.torch import diff_grad_torch
-
-        return diff_grad_torch(a, vs_torch, spec, selection=selection, config=config, inputs=inputs,
-                               tolerance=tolerance, per_tensor=per_tensor, max_memory=max_memory, progress=progress)
-    spec = spec or GradSpec()
-    config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
-    a_model, b_model = as_model(a), as_model(b, "b")
-    floats = check_same_inputs(a_model.proto, b_model.proto)
-    if floats:
-        n, _ = next(iter(floats.items()))
-        raise UsageError(f"diff --grad: input {quote(n)} is of another float type in A than in B; the gradients of a "
-                         "float16 model and its float32 original are compared by diff without --grad (layer outputs)")
-    fs = _feeds.make_feeds(a_model.proto, inputs)
-    check_feed_shapes({k: np.shape(v) for k, v in fs.values.items()}, {"A": a_model.proto, "B": b_model.proto})
-    side_spec = replace(spec, wrt=())
-    sides, plans = [], []
-    for role, m in (("A", a_model), ("B", b_model)):
-        # weights inside If / Loop / Scan bodies are moved to the main graph, as grad_plan differentiates them
-        cands = candidates(hoist_constants(m.proto), observe(m.proto))
-        plan = grad_plan(m, side_spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
-        plans.append(plan)
-        sides.append(grad_side(m.source, m, plan, OrtRunner(plan.backward.model, config, m.source), cands, role))
-    side_a, side_b = sides
-    # weight gradients either side has before --wrt: the verdict, which judges them, says why it has none
-    weights = sum(o.is_output for side in sides for o in side.observation.observables)
-    # float weights the models hold at all: none with a gradient is then not "no weights" (a Det or another
-    # op without a gradient rule stops the backward pass before them)
-    held = sum(_float_weights(m.proto) for m in (a_model, b_model))
-    if spec.wrt:
-        keep_wrt(sides, spec.wrt)
-
-    def as_grad(name: str) -> str:
-        return name if forward_name(name) else grad_name(name)
-
-    gmap = {as_grad(k): as_grad(v) for k, v in (user_map or {}).items()} or None
-    per = {as_grad(k): v for k, v in (per_tensor or {}).items()}
-    res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per, gmap, introduced=False,
-                max_memory=max_memory, progress=progress, reject=both(folded_weights(a_model.proto, b_model.proto),
-                                                      shared_weights(a_model.proto, b_model.proto)))
-    explain_folded(res.matching, a_model.proto, b_model.proto)
-    for r in res.results:
-        r.pair.reason = grad_reason(r.pair)
-    quantized = any(o.kind != "float" for o in side_a.observation.observables + side_b.observation.observables)
-    res.measured = (f"gradients of the {spec.loss} loss" + (" (QuantizeLinear / DequantizeLinear: straight-through)"
-                                                            if quantized else ""))
-    res.grad = {"loss": spec.loss, "output_a": plans[0].loss.output, "output_b": plans[1].loss.output,
-                "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values), "weights": weights,
-                "held_weights": held, "wrt": bool(spec.wrt),
-                "stops": {r: st for r, m in zip("AB", (a_model, b_model)) if (st := gradient_stops(m.proto))},
-                "constant_loss": _constant_losses(plans, res.results)}
-    half = half_outputs(a_model.proto) or half_outputs(b_model.proto)
-    res.grad["forward_differs"] = losses_differ(res.grad, half)  # no pair is where the error starts
-    gradient_origin(res)
-    res.notes[:0] = [n for n in fs.notes + list(a_model.warnings) + list(b_model.warnings) + forward_note(res.grad, half)
-                     if n not in res.notes]
-    return res
-
-
-def _constant_losses(plans: list, results: list) -> dict[str, str]:
-    """Role -> why its loss is constant (``GradPlan.constant_loss``), unless a pair compares a gradient that
-    loss depends on all the same (``GradPlan.live``: a LayerNormalization's scale), which earns a verdict."""
-    compared = {forward_name(n) for r in results for n in (r.pair.a.name, r.pair.b.name)}
-    return {r: p.constant_loss for r, p in zip("AB", plans) if p.constant_loss and not compared & set(p.live)}
-
-
-
-def one_tensor_once(names, what: str) -> None:
-    """A tensor's forward name and its gradient's ('conv1.weight', 'conv1.weight_grad') are one tensor to
-    diff --grad: given under both, one entry would silently replace the other."""
-    seen: dict[str, str] = {}
-    for n in names or ():
-        k = forward_name(n) or n
-        if k in seen:
-            raise UsageError(f"{what}: {quote(seen[k])} and {quote(n)} name one tensor (its forward and its gradient "
-                             "name): it is given twice")
-        seen[k] = n
-
-
-def _float_weights(model) -> int:
-    """Float initializers and Constant nodes of more than one element, in the main graph."""
-    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
-    big = (lambda t: t.data_type in floats and int(np.prod(t.dims, dtype=np.int64)) > 1)
-    return (sum(1 for t in model.graph.initializer if big(t))
-            + sum(1 for n in model.graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value" and big(a.t)))

@@ -121,7 +121,7 @@ def diff(
         onnxprobe diff a.onnx b.onnx --inputs-dir calib/ --ray --ray-workers 4
     """
     from onnxprobe import api
-    from onnxprobe.api.diff import one_tensor_once
+    from onnxprobe.api.diff_grad import one_tensor_once
     from onnxprobe.errors import UsageError
     from onnxprobe.report.diff import COLUMNS, JUDGED_COLUMNS, PROBLEM, PROFILE_COLUMNS, diff_dict, diff_renderables
     from onnxprobe.report.progress import Progress

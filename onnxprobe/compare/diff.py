@@ -51,6 +51,9 @@ class PairResult:
     pooled: Measured | None = None  # a dataset's sums behind the metrics (mergeable: compare.dataset)
     kernel_ms: tuple[float | None, float | None] | None = None  # --profile: A's and B's producer kernel times
     runtime_shapes: tuple[list[int], list[int]] | None = None  # A's and B's shapes, where they differed at run time
+    # measured but not judged, and why (passed None): a gradient that is rounding noise (diff --grad of a
+    # loss constant in that tensor, compared beside one it depends on: api.diff_grad._mark_noise)
+    unjudged: str | None = None
 
 
 @dataclass
@@ -99,7 +102,7 @@ class DiffResult:
     def uncompared_outputs(self) -> list[PairResult]:
         """Model outputs (weight gradients) that were paired but not judged: nothing finite to compare,
         or no value."""
-        return [r for r in self.results if r.passed is None and (r.pair.a.is_output or r.pair.b.is_output)]
+        return [r for r in self.results if r.passed is None and r.unjudged is None and (r.pair.a.is_output or r.pair.b.is_output)]
 
     @property
     def uncompared_mapped(self) -> list[PairResult]:

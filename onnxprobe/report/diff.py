@@ -28,7 +28,7 @@ def diff_dict(res, order=None) -> dict:
              "op_type": r.pair.a.effective_op, "op_type_b": r.pair.b.effective_op, "strategy": r.pair.strategy, "reason": r.pair.reason,
              "shape": list(r.shape) if r.shape is not None else None, "is_output": r.pair.a.is_output or r.pair.b.is_output,
              "module": r.pair.b.module or r.pair.a.module, "scope": r.pair.a.scope or r.pair.b.scope or None,
-             "passed": r.passed, "problem": r.problem,
+             "passed": r.passed, "problem": r.problem, "unjudged": r.unjudged,
              "runtime_shapes": [list(x) for x in r.runtime_shapes] if r.runtime_shapes is not None else None}
         d.update(m.to_dict() if m else dict.fromkeys(["max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "exact", "worst_index",
                                                   "nonfinite_mismatch", "count", "nonfinite_same"]))
@@ -84,7 +84,7 @@ def _verdict_words(d: dict) -> str:
         return f"{verdict_of} {({'pass': 'pass', 'fail': 'FAIL'})[d['verdict']]}"
     judged = [p for p in d["pairs"] if p["is_output"] and p["passed"] is not None]
     missing = (sum(1 for u in d["unmatched_a"] + d["unmatched_b"] if u["is_output"] and u["cause"] in UNPAIRED)
-               + sum(1 for p in d["pairs"] if p["is_output"] and p["passed"] is None))
+               + sum(1 for p in d["pairs"] if p["is_output"] and p["passed"] is None and not p.get("unjudged")))
     mapped = sum(1 for p in d["pairs"] if p.get("strategy") == "map" and p["passed"] is None and not p["is_output"])
     said = ([f"{missing} not compared"] if missing else []) + ([f"{mapped} pair(s) given in --map not compared"] if mapped else [])
     if not judged or not said:  # nothing judged, or an error about the whole run (a constant or non-finite loss)
@@ -189,7 +189,7 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
     first_row = first_failing_row(d)
     for k, p in enumerate(d["pairs"]):
         name = pair_label(p)
-        ok = "FAIL" if p["passed"] is False else ("ok" if p["passed"] else "n/a")
+        ok = "FAIL" if p["passed"] is False else ("ok" if p["passed"] else "noise" if p.get("unjudged") else "n/a")
         if p["passed"] is False and p.get("nonfinite_mismatch"):
             ok = "FAIL NaN/Inf"  # the numbers beside it may show no error: they are over the finite pairs only
         idx = f"▶{p['index']}" if k == first_row else str(p["index"])
@@ -209,7 +209,7 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
                   **{k: p.get(k) for k in JUDGED_COLUMNS}}
         style = "red" if p["passed"] is False else ("green" if p["passed"] else None)
         t.add_row([cells[c.key] for c in cols], [values[c.key] for c in cols], "bold red" if k == first_row else style,
-                  [p.get("problem")])
+                  [p.get("problem") or p.get("unjudged")])
     return t
 
 
