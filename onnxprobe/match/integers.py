@@ -164,14 +164,22 @@ class IntegerCheck:
         with one of the other's."""
         to_b = {s: s if s in self.inputs_b else None if s.startswith("input:") else self.a_to_b.get(s) for s in read_a}
         to_a = {t: t if t in self.inputs_a else None if t.startswith("input:") else self.b_to_a.get(t) for t in read_b}
-        for mapped, other, side, idx, up in ((to_b, read_b, "this", self.index_b, self.up_b),
-                                             (to_a, read_a, b_name, self.index_a, self.up_a)):
-            # what one reads there is paired with a tensor that the other neither reads nor computes it from
-            if set(mapped.values()) - {None} and not any(m == o or o in idx and up(idx[o], m) for m in set(mapped.values()) - {None}
-                                                        for o in other):
+        for mapped, other, side, idx, up, obs in ((to_b, read_b, "this", self.index_b, self.up_b, self.obs_b),
+                                                  (to_a, read_a, b_name, self.index_a, self.up_a, self.obs_a)):
+            # what one reads there is paired with a tensor that the other neither reads, nor computes it from,
+            # nor computes again (``copies``)
+            partners = set(mapped.values()) - {None}
+            if partners and not any(m == o or o in idx and up(idx[o], m) for m in partners for o in other):
+                alike = [copies(obs, idx, o, m) for m in partners for o in other]
+                if True in alike:
+                    continue
                 s = next(s for s, t in mapped.items() if t is not None)
-                return (f"reads {_name(s)} as operand {k} where {b_name} reads {_name(read_b[0])}" if side == "this" else
+                said = (f"reads {_name(s)} as operand {k} where {b_name} reads {_name(read_b[0])}" if side == "this" else
                         f"reads {_name(read_a[0])} as operand {k} where {b_name} reads {_name(s)}")
+                if None in alike:  # computed alike from the dimensions of other tensors: the same values or not
+                    return Unknown(f"cannot tell they are one function of the data: it {said}, which is computed alike "
+                                   "from the shape of another tensor")
+                return said
         if set(to_b.values()) - {None} or set(to_a.values()) - {None} or depth >= 8:
             return None
         ca = [self.index_a[s] for s in read_a if s in self.index_a and self.obs_a[self.index_a[s]].slots]
@@ -186,6 +194,37 @@ class IntegerCheck:
                                "one function with it either")
             return said
         return None
+
+
+def copies(obs, idx: dict, x: str, y: str, depth: int = 0) -> bool | None:
+    """Whether integer tensors ``x`` and ``y`` of one model (``obs``, ``idx``: its observables and their
+    index by name) are one computation written twice (True): the same op and attributes, the same constants
+    at the same operands, and computed operands that are the same tensors or in turn copies (torch's legacy
+    exporter writes a Range per use). None: written alike, but from the shapes of other tensors, whose
+    dimensions may or may not be the same (BERT's arange over the sequence length, taken once from the
+    embeddings' output and once from attention_mask). False: other computations."""
+    if x == y:
+        return True
+    if depth > 8 or x not in idx or y not in idx:
+        return False
+    a, b = obs[idx[x]], obs[idx[y]]
+    if not a.slots or a.op_type != b.op_type or a.attrs != b.attrs or len(a.slots) != len(b.slots):
+        return False
+    found: bool | None = True
+    for s, t in zip(a.slots, b.slots):
+        if s[0] != t[0] or s[0] == "k" and ("?" in (s[1], t[1]) or s[1] != t[1]):
+            return False
+        if s[0] == "t":
+            if a.op_type == "Shape" and s[1] != t[1]:  # the shapes of other tensors: the same size or not
+                found = None
+                continue
+            if len(s[1]) != len(t[1]):
+                return False
+            each = [copies(obs, idx, u, v, depth + 1) for u, v in zip(s[1], t[1])]
+            if False in each:
+                return False
+            found = None if None in each else found
+    return found
 
 
 # ops whose output holds their first operand's values in order (a shape vector reshaped, cast, unsqueezed)
