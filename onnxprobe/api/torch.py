@@ -184,7 +184,7 @@ def _prepare(a, module, example_args, inputs, config):
         raise UsageError(f"--vs-torch: the module's {empty} holds no data (a meta tensor: built under torch.device('meta')); "
                          "load its weights first (load_state_dict(..., assign=True))")
     fs = _feeds.make_feeds(a_model.proto, _inputs(a_model, inputs, args))
-    torch = require_torch()
+    require_torch()  # a MissingExtra before any work, where torch is not installed
     template = None
     fed = set(_fed(a_model, args)) if args is not None else set()
     if args is not None and len(fed) < len(args):

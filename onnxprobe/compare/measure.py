@@ -244,7 +244,7 @@ def _measure(plan: DiffPlan, p: Pair, values_a: dict, values_b: dict, sample: in
 
 
 def _introduced(plan: DiffPlan, part: dict[int, Measured], values_a: dict, feeds, sample: int, key=None) -> None:
-    b, by_b = plan.b, plan.by_b
+    by_b = plan.by_b
     known = {x: values_a[q.a.probe] for x, q in by_b.items() if q.a.probe in values_a}
     measured = {k: m for k, m in part.items() if m.sums is not None}
     targets = [plan.report[k].b.probe for k in measured if plan.report[k].b.kind == "float"]

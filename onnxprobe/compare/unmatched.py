@@ -6,7 +6,7 @@ into its consumer (Conv+BN folding, a Relu dropped by the quantizer) and compare
 from __future__ import annotations
 
 from onnxprobe.compare.sides import Side
-from onnxprobe.graph.shape_values import small_constants
+from onnxprobe.graph.constants import constant_arrays
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.match.bodies import body_tensors
 from onnxprobe.match.engine import COPY, FOLDED, NO_COUNTERPART, NO_NUMBERS, NOT_OBSERVABLE, Matching, Unmatched
@@ -129,7 +129,7 @@ def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired
         t = types.get(name)
         return t.tensor_type.elem_type if t is not None and t.HasField("tensor_type") else 0
 
-    small = small_constants(model.graph, 16)  # a neutral operand is one element
+    small = constant_arrays(model.graph, 16)  # a neutral operand is one element
     for u in todo:
         x, first = u.obs.name, None
         for _ in range(16):

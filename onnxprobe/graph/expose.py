@@ -105,7 +105,6 @@ def expose(
         return builders[id(g)]
 
     top_outputs = {o.name for o in out.graph.output}
-    own_outputs = set(top_outputs)
 
     def add_top_output(name: str, t: onnx.TypeProto | None) -> None:
         if name in top_outputs:

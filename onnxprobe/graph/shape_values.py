@@ -20,6 +20,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from onnxprobe.graph.constants import constant_arrays
+
 MAX_ELEMENTS = 1024  # shape computations are small; a bigger tensor is data, not a shape
 
 
@@ -134,25 +136,11 @@ def _too_big(op: str, v: list) -> bool:
     return False
 
 
-def small_constants(g: onnx.GraphProto, limit: int = MAX_ELEMENTS) -> dict[str, np.ndarray]:
-    """The values of ``g``'s weights (initializers in the file, Constant nodes) of at most ``limit`` elements."""
-    vals = {}
-    for t in g.initializer:
-        if t.data_location != onnx.TensorProto.EXTERNAL and int(np.prod(t.dims, dtype=np.int64)) <= limit:
-            vals[t.name] = numpy_helper.to_array(t)
-    for n in g.node:
-        if n.op_type == "Constant" and n.output and not n.domain:
-            t = _attr(n, "value")
-            if isinstance(t, onnx.TensorProto) and int(np.prod(t.dims, dtype=np.int64)) <= limit:
-                vals[n.output[0]] = numpy_helper.to_array(t)
-    return vals
-
-
 def fold_shape_values(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> onnx.ModelProto | None:
     """A copy of ``model`` (a skeleton: its big weights may be stubs) whose shape computations, for tensors
     of these concrete ``shapes``, are initializers; None when nothing new could be computed."""
     g = model.graph
-    vals = small_constants(g)
+    vals = constant_arrays(g, MAX_ELEMENTS)
     folded: dict[str, np.ndarray] = {}
     for n in g.node:
         if n.domain not in ("", "ai.onnx") or not n.output or any(o in vals for o in n.output if o):

@@ -12,16 +12,15 @@ main graph's do. Loop and Scan bodies are left out: their tensors hold one value
 from __future__ import annotations
 
 from dataclasses import replace
-from types import SimpleNamespace
 
 import onnx
 
+from onnxprobe.graph.constants import constants
 from onnxprobe.graph.select import shared_names
 from onnxprobe.graph.shapes import own_type, static_shape
 from onnxprobe.graph.summary import not_a_tensor
 from onnxprobe.match.integers import attributes, int_constants, slots_of, symbolic
 from onnxprobe.match.ops import VALUE_PRESERVING, canonical
-from onnxprobe.match.weights import constants_of
 
 _FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
 
@@ -102,8 +101,7 @@ def branch_observables(sites: list, types: dict, const: set[str], every_type: di
         if scope not in scoped:
             visible = dict(ints)
             for n in range(1, len(scope) + 1):
-                g = SimpleNamespace(graph=graphs.get(scope[:n], onnx.GraphProto()))
-                visible.update(int_constants(g, constants_of(g)))
+                visible.update(int_constants(constants(graphs.get(scope[:n], onnx.GraphProto()))))
 
             class Visible:  # the writers a node of ``scope`` sees, by tensor name
                 def __contains__(self, t):

@@ -24,8 +24,8 @@ import ast
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
+from onnxprobe.graph.constants import constant_arrays
 from onnxprobe.match.ops import canonical
 
 _INTS = (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
@@ -40,22 +40,11 @@ _PLAIN = {onnx.AttributeProto.INT, onnx.AttributeProto.INTS, onnx.AttributeProto
           onnx.AttributeProto.STRING, onnx.AttributeProto.STRINGS}
 
 
-def int_constants(model: onnx.ModelProto, found: list) -> dict[str, str]:
-    """The main graph's small integer constants (initializers, Constant values) -> their values, as text
-    ("[0]", "-1"): int32 and int64 of one value are one operand."""
-    out = {}
-    for name, t in found:
-        if t.data_type in _INTS and t.data_location != onnx.TensorProto.EXTERNAL and np.prod(t.dims, dtype=np.int64) <= 64:
-            a = numpy_helper.to_array(t)
-            out[name] = str(a.astype(np.int64).tolist()) if a.ndim else str(int(a))
-    for n in model.graph.node:
-        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
-            for a in n.attribute:
-                if a.name == "value_int":
-                    out[n.output[0]] = str(a.i)
-                elif a.name == "value_ints" and len(a.ints) <= 64:
-                    out[n.output[0]] = str(list(a.ints))
-    return out
+def int_constants(found: dict[str, onnx.TensorProto]) -> dict[str, str]:
+    """Of a graph's constants (``graph.constants.constants``), the integer ones of at most 64 elements ->
+    their values, as text ("[0]", "-1"): int32 and int64 of one value are one operand."""
+    small = constant_arrays(None, 64, {k: t for k, t in found.items() if t.data_type in _INTS})
+    return {k: str(a.astype(np.int64).tolist()) if a.ndim else str(int(a)) for k, a in small.items()}
 
 
 def attributes(node: onnx.NodeProto) -> tuple:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import onnx
 
+from onnxprobe.graph.constants import constants as graph_constants
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.summary import all_types, not_a_tensor
 from onnxprobe.graph.walk import constant_tensors, walk
@@ -31,7 +32,7 @@ from onnxprobe.match.branches import branch_observables
 from onnxprobe.match.folds import with_tails
 from onnxprobe.match.integers import attributes, int_constants, slots_of, symbolic
 from onnxprobe.match.ops import VALUE_PRESERVING, canonical
-from onnxprobe.match.weights import Weight, code_sizes, constants_of, float_constants
+from onnxprobe.match.weights import Weight, code_sizes, float_constants
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
 QUANT_TYPES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16,
@@ -345,10 +346,10 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                             floor=floor_zero(zp, n.input[0]))
                         continue
             add(t, t, "float")
-    found = constants_of(model)
-    inputs, ints = {i.name for i in model.graph.input} - set(values), int_constants(model, found)
+    found = graph_constants(model.graph)
+    inputs, ints = {i.name for i in model.graph.input} - set(values), int_constants(found)
     obs = _with_sources(obs, producer, const, inputs, {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0},
-                        float_constants(model, found), code_sizes(model, found), ints, lambda t: static_shape(types.get(t)))
+                        float_constants(model, found.items()), code_sizes(model, found.items()), ints, lambda t: static_shape(types.get(t)))
     obs = with_tails(obs, producer, consumers, const)
     obs += branch_observables(every, types, const, every_type, hidden, bare, obs, producer, inputs, ints, Observable)
     obs.sort(key=lambda o: o.index)

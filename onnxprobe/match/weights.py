@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from onnxprobe.graph.constants import constants as graph_constants
 from onnxprobe.match.ops import canonical
 
 SAMPLES = 16  # values per weight: a random other weight agrees on all of them by chance never
@@ -65,7 +66,7 @@ def float_constants(model: onnx.ModelProto, constants: list | None = None) -> di
             size *= d
         return Weight(("s:" if size <= 1 else "") + h.hexdigest(), size, _values(t, raw, size) if size > 1 else ())
 
-    found = constants if constants is not None else constants_of(model)
+    found = constants if constants is not None else graph_constants(model.graph).items()
     out = {k: w for k, t in found if (w := weight(t)) is not None}
     out.update(_filled(model, dict(found)))
     return out
@@ -91,18 +92,6 @@ def _filled(model: onnx.ModelProto, consts: dict[str, onnx.TensorProto]) -> dict
     return out
 
 
-def constants_of(model: onnx.ModelProto) -> list[tuple[str, onnx.TensorProto]]:
-    """(name, TensorProto) of the main graph's initializers and Constant values: found once, read by
-    ``float_constants`` and ``code_sizes``."""
-    out = [(t.name, t) for t in model.graph.initializer]
-    for n in model.graph.node:
-        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
-            for a in n.attribute:
-                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-                    out.append((n.output[0], a.t))
-    return out
-
-
 _CODES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16,
           onnx.TensorProto.INT4, onnx.TensorProto.UINT4}
 
@@ -120,7 +109,7 @@ def code_sizes(model: onnx.ModelProto, constants: list | None = None) -> dict[st
             n *= d
         return n
 
-    return {k: n for k, t in (constants if constants is not None else constants_of(model)) if (n := size(t)) is not None}
+    return {k: n for k, t in (constants if constants is not None else graph_constants(model.graph).items()) if (n := size(t)) is not None}
 
 
 def near(a: tuple, b: tuple) -> bool:
