@@ -141,8 +141,9 @@ def structure(model: onnx.ModelProto) -> str:
 # 27: Probe.planned_shape, the dims a float row was laid out for, checked against the run's; 28: zeros counted
 # with Equal; 29: com.microsoft float ops' outputs typed from onnxruntime's schemas, graph.contrib_types: an
 # entry's refs kept the unknown dtype of a model such an op holds; 30: a body's inputs keep the types inference
-# gave them, so such an op reading a Loop's carried value is typed too)
-FORMAT = 30
+# gave them, so such an op reading a Loop's carried value is typed too; 31: shape folding reads Constant nodes'
+# value_int(s) / value_float(s) forms too, graph.constants)
+FORMAT = 31
 
 
 def key_of(parts: dict) -> str:
