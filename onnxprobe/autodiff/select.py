@@ -147,6 +147,8 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
             unread = not sel.range and i.name not in consumers
             if i.name in inputs and (cs or unread) and _is_float(types, i.name) and types.get(i.name) is not None:
                 chosen.setdefault(i.name, Target(ref(i.name, cs[0] if cs else None, "input"), "input"))
+    if not chosen and not wrt:  # nothing to differentiate: no report of zero rows (an empty table read as a pass)
+        raise UsageError(_none_differentiable(sel, acts, types, w))
     if wrt:
         pool = list(w) + [i for i in inputs if _is_float(types, i)] + [
             o for s in main for o in s.node.output if o and _is_float(types, o)]
@@ -176,6 +178,21 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
             raise UsageError("--wrt: the selection flags leave none of the tensors it names")
         chosen = picked
     return sorted(chosen.values(), key=lambda t: (t.ref.index, t.kind != "weight", t.ref.name))
+
+
+def _none_differentiable(sel: Selection, acts: list[TensorRef], types: dict, w: dict) -> str:
+    """Why a selection holds no tensor that gets a gradient: its tensors are integers or booleans, lie inside
+    If/Loop/Scan bodies (no gradient row), or are weights no selected node reads."""
+    ints = [r for r in acts if not r.scope and r.name not in w and not _is_float(types, r.name)]
+    body = [r for r in acts if r.scope]
+    why = []
+    if ints:
+        shown = ", ".join(f"{r.name!r} ({r.dtype or 'not float'})" for r in ints[:3]) + (" …" if len(ints) > 3 else "")
+        why.append(f"{len(ints)} integer or boolean tensor(s), which carry no gradient: {shown}")
+    if body:
+        why.append(f"{len(body)} tensor(s) inside If/Loop/Scan bodies, which get no gradient row ({body[0].key})")
+    return (f"the selection ({sel.describe()}) holds no tensor that gets a gradient"
+            + (f": {'; '.join(why)}" if why else " (no float weight, input or node output)"))
 
 
 def named_targets(model: onnx.ModelProto, names: list[str]) -> list[Target]:

@@ -130,8 +130,10 @@ def grad(
             result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None or html is not None,
                               check=check, progress=checking)
     notes([n for n in dict.fromkeys(result.notes + result.plan.warnings) if n not in said])
-    if wrt and not result.rows:  # asked for, and none got a gradient: the notes say why; no (empty) table, no success
-        error("none of the tensors --wrt asks for gets a gradient (the notes say why)")
+    if not result.rows:  # asked for, and none got a gradient: the notes say why; no (empty) table, no success
+        error("none of the tensors --wrt asks for gets a gradient (the notes say why)" if wrt else
+              f"none of the selected tensors gets a gradient ({selection.describe()}; "
+              "the notes say why)")
         raise typer.Exit(1)
     data = grad_dict(result)
     write_pictures("grad", data, loaded.proto, overlay=overlay, netron=netron)
