@@ -59,3 +59,15 @@ def test_selected_float_tensors_without_gradient_print_no_empty_table(tmp_path, 
 def test_a_selection_with_gradients_still_runs(tmp_path):
     r = runner.invoke(app, ["grad", _shape_model(tmp_path), "--device", "cpu", "--op", "Cast"])
     assert r.exit_code == 0 and " sf " in r.stdout, r.output
+
+
+@pytest.mark.parametrize("flags,code", [(["--op", "Shape"], 2), (["--name", "s"], 2), (["--op", "MatMul"], 1)])
+def test_diff_grad_says_the_selection_holds_no_gradient(tmp_path, flags, code):
+    """diff --grad printed the header and an empty table, then 'no tensor of A could be paired with one of B
+    (0 unmatched in A, 0 in B)': pairing was not what failed."""
+    m = _shape_model(tmp_path)
+    r = runner.invoke(app, ["diff", "--grad", m, m, "--device", "cpu", *flags])
+    err = [e for e in r.stderr.strip().splitlines() if not e.startswith("onnxprobe: note:")]
+    assert r.exit_code == code and r.stdout.strip() == "", r.output
+    assert len(err) == 1 and "holds no gradient of either model" in err[0] and "could be paired" not in err[0], r.stderr
+    assert ("'s' (int64)" in err[0]) == (code == 2), err[0]

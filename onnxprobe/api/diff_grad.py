@@ -56,7 +56,8 @@ def diff_grad(
     from onnxprobe.autodiff.hoist import hoist_constants
     from onnxprobe.compare.grad_folding import explain_folded, folded_weights
     from onnxprobe.compare.gradients import (both, candidates, forward_note, grad_reason, grad_side, gradient_stops,
-                                             half_outputs, keep_wrt, loss_value, losses_differ, shared_weights)
+                                             half_outputs, keep_wrt, loss_value, losses_differ, nothing_selected,
+                                             shared_weights)
 
     if (b is None) == (vs_torch is None):
         raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (one of them)")
@@ -107,6 +108,7 @@ def diff_grad(
     res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per, gmap, introduced=False,
                 max_memory=max_memory, progress=progress, reject=both(folded_weights(a_model.proto, b_model.proto),
                                                       shared_weights(a_model.proto, b_model.proto)))
+    nothing_selected(res, selection or Selection(), (a_model.proto, b_model.proto))
     explain_folded(res.matching, a_model.proto, b_model.proto)
     for r in res.results:
         r.pair.reason = grad_reason(r.pair)

@@ -317,3 +317,30 @@ def keep_wrt(sides: list[Side], wrt: tuple[str, ...]) -> None:
         side.observation = Observation([o for o in side.observation.observables if wanted(o)], [], side.observation.hidden)
     if not sides[0].observation.observables:
         raise UsageError(f"--wrt {', '.join(wrt)}: no gradient of model A matches")
+
+
+def nothing_selected(res, selection, models) -> None:
+    """A diff --grad report that neither pairs nor lists a gradient (``res``, a DiffResult) has nothing to judge:
+    refused in one line saying why, instead of an empty table read as 'nothing could be paired'. The selection's
+    tensors are integers or booleans (a UsageError: they carry no gradient), or float ones the loss gives no
+    gradient (a ModelError: it does not depend on them, or only through integer values)."""
+    from onnxprobe.errors import ModelError
+    from onnxprobe.graph.select import select
+
+    ua = [u for u in res.matching.unmatched_a if res.selected_a is None or u.obs.name in res.selected_a]
+    ub = [u for u in res.matching.unmatched_b if u.obs.name in res.selected_b]
+    if res.results or ua or ub:
+        return
+    refs = {r.key: r for m in models for r in select(m, selection, strict=False)}
+    floats = {"float32", "float16", "bfloat16", "float64", None}
+    ints = [r for r in refs.values() if r.dtype not in floats]
+    rest = [r for r in refs.values() if r.dtype in floats]
+
+    def shown(rs) -> str:
+        return ", ".join(f"{r.key!r} ({r.dtype or 'untyped'})" for r in rs[:3]) + (" …" if len(rs) > 3 else "")
+
+    why = f"the selection ({selection.describe()}) holds no gradient of either model"
+    if ints and not rest:
+        raise UsageError(f"{why}: {len(ints)} integer or boolean tensor(s), which carry no gradient: {shown(ints)}")
+    raise ModelError(f"{why}: no gradient reaches {shown(rest) if rest else 'its tensors'} (the loss does not depend "
+                     "on them, or only through integer values)")
