@@ -22,7 +22,7 @@ from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
 from onnxprobe.compare.sides import Side, model_side, npz_side, own_tensors
 from onnxprobe.errors import ExecutionError, UsageError, setting_error
 from onnxprobe.graph.model import Model
-from onnxprobe.graph.select import Selection
+from onnxprobe.graph.select import Selection, check_selects
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import by_position, read_arrays
 from onnxprobe.runtime.npz import graph_fingerprint, npz_source
@@ -277,6 +277,7 @@ def diff(
                                              max_memory=max_memory, constants=bool(selection and selection.include_constants),
                                              shapes={k: tuple(getattr(v, "shape", ())) for k, v in fs.values.items()})
         saved_notes[:0] = _same_run_note(side_a, side_b, vs_runtime, vs_device, vs_opt_level)
+        check_selects(side_a.model.proto, side_b.model.proto, selection or Selection())
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per_tensor, user_map,
                     introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile)
     except ExecutionError as e:

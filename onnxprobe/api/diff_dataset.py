@@ -15,7 +15,7 @@ from onnxprobe.compare.dataset import DiffPartial, Pool, measure_sample
 from onnxprobe.compare.diff import DiffResult, prepare
 from onnxprobe.compare.measure import DiffPlan
 from onnxprobe.graph.model import Model, as_model
-from onnxprobe.graph.select import Selection
+from onnxprobe.graph.select import Selection, check_selects
 from onnxprobe.graph.skeleton import model_digest
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.ray_pool import RayOptions
@@ -52,6 +52,7 @@ class DiffWorkerFactory:
                                              runtime_options=self.runtime_options, max_memory=self.max_memory,
                                              threads=self.threads, shapes=self.shapes,
                                              constants=bool(self.selection and self.selection.include_constants))
+        check_selects(side_a.model.proto, side_b.model.proto, self.selection or Selection())
         plan = prepare(side_a, side_b, self.selection or Selection(), self.tolerance, self.per_tensor, self.user_map,
                        self.introduced, self.max_memory, fuse=self.fuse, input_shapes=self.shapes)
         plan.input_shapes = self.shapes  # every worker builds the one-run graph for the dataset's first sample

@@ -306,13 +306,29 @@ def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[
         refs += _named_values(model, sel, sites, types, outputs, lo, hi)
     refs.sort(key=lambda r: (r.index, r.kind == "node"))
     if strict and (not sel.is_default or sel.range) and not refs:  # asked for, and nothing: not an empty report
-        raise UsageError(f"the selection ({sel.describe()}) matches no tensor in this model"
-                         + ("" if sel.include_constants else " (weights are left out unless --include-constants)"))
+        raise _matches_nothing(sel, "this model")
     if strict and not refs:  # the default, on a model no node of which writes an output: refused as --all is
         why = ("it has no nodes, nothing to probe" if not model.graph.node else
                "no node writes a model output, and it has no layers; give --all, --op or --name")
         raise UsageError(f"the default selection (the model's outputs and its layers) matches no tensor: {why}")
     return refs
+
+
+def _matches_nothing(sel: Selection, where: str) -> UsageError:
+    return UsageError(f"the selection ({sel.describe()}) matches no tensor in {where}"
+                      + ("" if sel.include_constants else " (weights are left out unless --include-constants)"))
+
+
+def check_selects(a: onnx.ModelProto, b: onnx.ModelProto | None, sel: Selection) -> None:
+    """``diff``'s selection, refused as ``select`` refuses one for ``layers`` when it is asked for and leaves no
+    tensor of A (a range counts A's nodes) nor, without --range, of B: the outputs alone are not what it asked."""
+    two = b is not None and b is not a
+    check_criteria([a, b] if two else [a], sel)  # an --op or --name of neither model: said so first
+    if (sel.is_default and not sel.range) or select(a, sel, strict=False):
+        return
+    if two and not sel.range and select(b, sel, strict=False):
+        return
+    raise _matches_nothing(sel, "either model" if two else "this model")
 
 
 def shared_names(sites: list[NodeSite]) -> set[str]:
