@@ -54,9 +54,15 @@ class PairBuilder(StatsBuilder):
         d = self.node("Sub", [a, b], f"{base}.d")
         ad = self.node("Abs", [d], f"{base}.ad")
         ad_flat = self.node("Reshape", [ad, flat], f"{base}.ad_flat")  # an alias of ad in onnxruntime: no copy
-        argmax = self.node("ArgMax", [ad_flat], f"{base}.argmax", axis=0, keepdims=1)
+        # ArgMax of no element fails the whole run (a Loop of no iterations: an empty scan output): where the size
+        # may be 0, a trailing 0 (|d| >= 0, and ArgMax takes the first of ties) gives 0 elements index 0 and max 0
+        # (the reader leaves an empty pair to the host, which says it is empty); a copy, so only where it may be
+        known = sizes if sizes is not None and len(sizes) == len(shape) else shape
+        ad_arg = ad_flat if all(isinstance(s, (int, np.integer)) and s > 0 for s in known) else \
+            self.node("Concat", [ad_flat, self.const(np.zeros(1, np.float32))], f"{base}.ad_padded", axis=0)
+        argmax = self.node("ArgMax", [ad_arg], f"{base}.argmax", axis=0, keepdims=1)
         # max |d| read at its argmax: one element, where a ReduceMax is one more pass over the tensor
-        max_abs = self.node("Gather", [ad_flat, argmax], f"{base}.max_abs", axis=0)
+        max_abs = self.node("Gather", [ad_arg, argmax], f"{base}.max_abs", axis=0)
         terms = [("ReduceSum", ad, "sum_abs"), ("ReduceSumSquare", d, "dd"), ("ReduceSumSquare", b, "bb")]
         if key not in self._summed:
             terms.append(("ReduceSumSquare", a, "aa"))
