@@ -286,6 +286,11 @@ def loop(g):
     v_in = [i.name for i in body.input[2:2 + n]]
     outs = [o.name for o in body.output[1:]]
     states = _float_states(g, 2, n)
+    for k in states:  # the backward Scan carries dv in one shape: a value that grows (Concat) has none
+        first, last = g.sshape(g.x[2 + k]), g.sshape(node.output[k]) if k < len(node.output) and node.output[k] else None
+        if _fixed(first) and _fixed(last) and first != last:
+            raise g.fail(f"its carried value {v_in[k]!r} changes shape between iterations ({_dims(first)} at the start, "
+                         f"{_dims(last)} at the end): its gradient cannot be carried back through the iterations")
     dv = _seeds(g, {k: outs[k] for k in states}, "grad.next")
     ds = _seeds(g, {n + j: outs[n + j] for j in range(len(outs) - n) if g.dys[n + j]}, "grad.step")
     wrt = [v_in[k] for k in states] + list(g.implicit)
@@ -309,6 +314,14 @@ def loop(g):
     grads: dict = {2 + k: res[j] for j, k in enumerate(states) if g.wants(2 + k)}
     grads.update({w: res[len(states) + j] for j, w in enumerate(acc)})
     return grads
+
+
+def _fixed(shape) -> bool:
+    return shape is not None and all(isinstance(d, int) for d in shape)
+
+
+def _dims(shape) -> str:
+    return "x".join(map(str, shape)) or "scalar"
 
 
 def _ints_attr(node: onnx.NodeProto, name: str, n: int) -> list[int]:
