@@ -76,3 +76,23 @@ def test_an_input_reaching_the_loss_through_integers_only_is_said_to(tmp_path):
                  [V("x", TensorProto.FLOAT, [2, 4]), V("lo", TensorProto.FLOAT, [])], [V("y", TensorProto.FLOAT, [2, 4])])
     r = invoke("grad", clip, "--all", "--device", "cpu")
     assert r.exit_code == 0 and "Clip 'clip' (input 1)" in r.stderr and "integer" not in r.stderr, r.output
+
+
+def test_a_tensor_read_through_argmax_or_floor_is_not_said_to_be_unread(tmp_path):
+    """h -> ArgMax -> Cast -> Mul, or h -> Floor -> Mul: the loss depends on h (piecewise constant), and the
+    note said 'the loss does not depend on' it; it now says which op without a gradient lies on its way.
+    A tensor read only by a Shape keeps 'does not depend' (its values are never read)."""
+    am = _save(tmp_path, "am", [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"),
+                                helper.make_node("ArgMax", ["h"], ["a"], axis=1, keepdims=1, name="amax"),
+                                helper.make_node("Cast", ["a"], ["af"], to=TensorProto.FLOAT, name="tof"),
+                                helper.make_node("Mul", ["af", "x"], ["y"], name="mul")],
+               [V("x", TensorProto.FLOAT, [2, 4])], [V("y", TensorProto.FLOAT, [2, 4])])
+    fl = _save(tmp_path, "fl", [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"),
+                                helper.make_node("Floor", ["h"], ["f"], name="floor"),
+                                helper.make_node("Mul", ["f", "x"], ["y"], name="mul")],
+               [V("x", TensorProto.FLOAT, [2, 4])], [V("y", TensorProto.FLOAT, [2, 4])])
+    for m, via in ((am, "ArgMax 'amax'"), (fl, "Floor 'floor'")):
+        r = invoke("grad", m, "--all", "--device", "cpu")
+        assert r.exit_code == 0, r.output
+        assert "does not depend" not in r.stderr, r.stderr
+        assert f"h (through {via})" in r.stderr and f"W (through {via})" in r.stderr, r.stderr

@@ -11,6 +11,7 @@ import onnx
 
 from onnxprobe.api.body_ranks import learn_body_ranks
 from onnxprobe.api.inputs import as_inputs, as_model, as_names, as_selection, expect
+from onnxprobe.autodiff.blocked import through_nondifferentiable
 from onnxprobe.autodiff.constant_loss import constant_sum, softmax_behind
 from onnxprobe.autodiff.engine import attach_backward
 from onnxprobe.autodiff.hoist import hoist_constants
@@ -381,6 +382,12 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
         warnings.append(f"no gradient rule for {len(bw.stopped)} op(s) on the way, the gradient stops there: "
                         f"{', '.join(bw.stopped[:3])}{' …' if len(bw.stopped) > 3 else ''}")
     free = [t for t in bw.unused if t not in bw.blocked and t not in bw.integer]
+    through = through_nondifferentiable(list(base.graph.node), free, output) if free and names is None else {}
+    free = [t for t in free if t not in through]
+    if through:  # the loss depends on them, piecewise constantly (ArgMax, Floor): not "does not depend"
+        shown = "; ".join(f"{t} (through {via})" for t, via in list(through.items())[:3])
+        warnings.append(f"{len(through)} requested tensor(s) reach the loss only through ops without a gradient (piecewise "
+                        f"constant or integer results), so they get none: {shown}{' …' if len(through) > 3 else ''}")
     if free and names is None:
         shown = ", ".join(free[:3]) + (" …" if len(free) > 3 else "")
         warnings.append(f"the loss does not depend on {len(free)} of the requested tensor(s), which get no "

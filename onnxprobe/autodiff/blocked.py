@@ -15,7 +15,7 @@ def blocked_tensors(is_float: Callable[[str], bool], tensors: list[str], nodes: 
     """Of ``tensors`` (asked for, no gradient, yet the loss depends on them): (tensor -> the op that reads it
     at an input its rule gives no gradient (Clip's bounds, Pad's constant value), or that cuts the gradient
     with integer outputs and no rule (QLinearConv, MatMulInteger, DynamicQuantizeLinear: a quantized layer;
-    not a piecewise-constant op such as Floor, whose gradient is zero: the loss does not depend on it);
+    not a piecewise-constant op such as Floor, whose gradient is zero: ``through_nondifferentiable`` names it);
     tensor -> the op whose integer output is its only way to the loss (a Cast to int64 feeding Gather's
     indices: no gradient by nature, not for want of a rule))."""
     readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
@@ -47,3 +47,33 @@ def blocked_tensors(is_float: Callable[[str], bool], tensors: list[str], nodes: 
         if t not in out and via is not None:
             integer[t] = via
     return out, integer
+
+
+def through_nondifferentiable(nodes: list[onnx.NodeProto], tensors: list[str], output: str) -> dict[str, str]:
+    """Of ``tensors`` (no gradient, and no way to the loss that takes one): tensor -> the first op without a
+    gradient (ArgMax, Floor, a comparison...: ``registry.NON_DIFFERENTIABLE``) on a way from it to ``output``,
+    where there is one: the loss depends on the tensor, piecewise constantly, which 'does not depend' misstated.
+    A shape query (Shape, Size) reads no value: no way through it counts."""
+    from onnxprobe.graph.walk import implicit_inputs
+
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for n in nodes:
+        for x in list(n.input) + implicit_inputs(n):
+            readers.setdefault(x, []).append(n)
+    out: dict[str, str] = {}
+    for t in tensors:
+        frontier, seen = [(t, None)], {t}
+        while frontier and t not in out:
+            x, via = frontier.pop(0)
+            for n in readers.get(x, []):
+                op = registry.key(n.op_type, n.domain)
+                if registry.CATEGORY.get(op) == "shape":
+                    continue
+                step = via or (f"{n.op_type} {n.name or n.output[0]!r}" if op in registry.NON_DIFFERENTIABLE else None)
+                for o in n.output:
+                    if o == output and step is not None:
+                        out[t] = step
+                    if o and o not in seen:
+                        seen.add(o)
+                        frontier.append((o, step))
+    return out

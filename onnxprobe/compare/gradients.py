@@ -343,4 +343,4 @@ def nothing_selected(res, selection, models) -> None:
     if ints and not rest:
         raise UsageError(f"{why}: {len(ints)} integer or boolean tensor(s), which carry no gradient: {shown(ints)}")
     raise ModelError(f"{why}: no gradient reaches {shown(rest) if rest else 'its tensors'} (the loss does not depend "
-                     "on them, or only through integer values)")
+                     "on them, or only through integer values or ops without a gradient)")
