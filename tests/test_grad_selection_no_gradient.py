@@ -71,3 +71,18 @@ def test_diff_grad_says_the_selection_holds_no_gradient(tmp_path, flags, code):
     assert r.exit_code == code and r.stdout.strip() == "", r.output
     assert len(err) == 1 and "holds no gradient of either model" in err[0] and "could be paired" not in err[0], r.stderr
     assert ("'s' (int64)" in err[0]) == (code == 2), err[0]
+
+
+def test_a_selection_of_loop_body_tensors_only_is_refused(tmp_path):
+    """grad's rows are main-graph tensors: --op Tanh matching only a Loop body's Tanh printed an empty table."""
+    body = helper.make_graph([helper.make_node("Tanh", ["v"], ["u"], name="b_tanh"),
+                              helper.make_node("Identity", ["c"], ["cn"], name="keep")], "body",
+                             [V("i", TensorProto.INT64, []), V("c", TensorProto.BOOL, []), V("v", TensorProto.FLOAT, [2])],
+                             [V("cn", TensorProto.BOOL, []), V("u", TensorProto.FLOAT, [2])])
+    m = make_model([helper.make_node("Loop", ["M", "", "x"], ["y"], body=body, name="loop")],
+                   [V("x", TensorProto.FLOAT, [2])], [V("y", TensorProto.FLOAT, [2])],
+                   [numpy_helper.from_array(np.array(2, np.int64), "M")])
+    onnx.save(m, tmp_path / "loop.onnx")
+    r = runner.invoke(app, ["grad", str(tmp_path / "loop.onnx"), "--device", "cpu", "--op", "Tanh"])
+    assert r.exit_code == 2 and r.stdout.strip() == "", r.output
+    assert "holds no tensor that gets a gradient row" in r.stderr and "inside If/Loop/Scan bodies" in r.stderr, r.stderr

@@ -190,8 +190,9 @@ def _none_differentiable(sel: Selection, acts: list[TensorRef], types: dict, w: 
         shown = ", ".join(f"{r.name!r} ({r.dtype or 'not float'})" for r in ints[:3]) + (" …" if len(ints) > 3 else "")
         why.append(f"{len(ints)} integer or boolean tensor(s), which carry no gradient: {shown}")
     if body:
-        why.append(f"{len(body)} tensor(s) inside If/Loop/Scan bodies, which get no gradient row ({body[0].key})")
-    return (f"the selection ({sel.describe()}) holds no tensor that gets a gradient"
+        why.append(f"{len(body)} tensor(s) inside If/Loop/Scan bodies, which grad gives no row ({body[0].key}; "
+                   "`layers --all` shows their statistics)")
+    return (f"the selection ({sel.describe()}) holds no tensor that gets a gradient row"
             + (f": {'; '.join(why)}" if why else " (no float weight, input or node output)"))
 
 
