@@ -326,6 +326,12 @@ class LayersWorker(BatchWorker):
         hists: dict = {}
         for _, _, values in raw_chunks(self.model, res, fs.values, ran, max_memory=self.max_memory, using=r):
             _add_histograms(hists, values)
+            # a float16 tensor's values come back as float16 holds them, where its in-graph statistics may be of
+            # the float32 values onnxruntime's CPU provider computed it in (runners.ort.check_statistics): its
+            # moments from the same values as its histogram, or the report contradicts itself (and merge-stats
+            # refuses it as damaged)
+            moments.update({n: Moments.from_stats(TensorStats.from_array(v)) for n, v in values.items()
+                            if v.dtype == np.float16})
             del values  # before the next run (see raw_chunks)
         # the runtime's notes (float16 rounding, OpenVINO's bf16...) and what it cannot return, as in layers
         return LayersPartial(index, moments, hists, dict(res.shapes), res.plan.probes, res.plan.warnings, res.info,
