@@ -275,3 +275,17 @@ def test_a_dash_reads_one_report_from_standard_input(tmp_path, how):
         t["name"]: want[t["name"]] for t in merged["tensors"]}
     r = subprocess.run(cmd[:4] + ["-", "-"], cwd=tmp_path, env=env, capture_output=True, text=True, input="", timeout=300)
     assert r.returncode == 2 and "'-' given twice" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_shards_of_other_b_models_are_told_apart_in_the_refusal():
+    """A diff report's model_id is A's digest + B's: the refusal shows each model's digest shortened, never
+    the same 12 characters of A's for both shards."""
+    from onnxprobe.errors import UsageError
+    from onnxprobe.stats.merge import check_identity
+
+    a, b, c = "0" * 64, "1" * 64, "2" * 64
+    reports = [{"_path": "x.json", "model_id": f"{a}+{b}"}, {"_path": "y.json", "model_id": f"{a}+{c}"}]
+    with pytest.raises(UsageError) as e:
+        check_identity(reports, ("model_id",))
+    said = str(e.value)
+    assert "1111" in said and "2222" in said, said

@@ -140,7 +140,9 @@ def check_identity(reports: list[dict], keys: tuple[str, ...]) -> None:
     for k in keys:
         for r in reports[1:]:
             if r.get(k) != first.get(k):
-                short = (lambda v: str(v)[:12] + "…" if k == "model_id" else str(v))
+                # a digest shortened; a diff report's is A's + B's: each shortened, or two shards of other B
+                # models would both show A's first 12 characters
+                short = (lambda v: "+".join(x[:12] + "…" for x in str(v).split("+")) if k == "model_id" else str(v))
                 raise UsageError(f"{r['_path']}: describes {WHAT[k]} than {first['_path']} ({k} {short(r.get(k))!r} vs "
                                  f"{short(first.get(k))!r}); shards to merge come from the same models, selection, runtime and "
                                  "onnxprobe")
