@@ -444,6 +444,32 @@ def test_a_dimension_the_batches_disagree_on_reads_unknown(tmp_path):
     assert t["shape"] == [1, None] and t["count"] == 30
 
 
+def test_a_rank_the_batches_disagree_on_reads_no_shape(tmp_path):
+    """A Reshape to a fed shape, 3x4 in one batch and 2x2x3 in the other: the report gave the first batch's
+    shape, [3, 4], for statistics over both, where merge-stats of the two batches' shards says null."""
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Reshape", ["x", "s"], ["r"], name="reshape")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]),
+                           helper.make_tensor_value_info("s", TensorProto.INT64, ["k"])],
+                          [helper.make_tensor_value_info("r", TensorProto.FLOAT, None)])
+    p = tmp_path / "reshape.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    shards = []
+    for name, shape in (("a", [3, 4]), ("b", [2, 2, 3])):
+        (tmp_path / "ds").mkdir(exist_ok=True)
+        (tmp_path / name).mkdir()
+        for folder in (tmp_path / "ds", tmp_path / name):
+            np.savez(folder / f"{name}.npz", x=np.arange(12, dtype=np.float32), s=np.array(shape, np.int64))
+        shards.append(tmp_path / f"{name}.json")
+        _run("layers", p, "--inputs-dir", tmp_path / name, "--all", "--json", shards[-1])
+    whole = json.loads(_run("layers", p, "--inputs-dir", tmp_path / "ds", "--all", "--json", "-").stdout)
+    merged = json.loads(_run("merge-stats", *shards, "--json", "-").stdout)
+    (t,) = [t for t in whole["tensors"] if t["name"] == "r"]
+    (m,) = [t for t in merged["tensors"] if t["name"] == "r"]
+    assert t["shape"] is None and m["shape"] is None and t["count"] == 24, (t, m)
+
+
 def test_merge_says_what_a_non_report_is_before_anything_else(tmp_path):
     """A JSON file that is no report, given twice, was called a shard given twice ("holds the same
     statistics as"): it is said not to be a report."""

@@ -27,6 +27,7 @@ from onnxprobe.runtime.ray_pool import Executor, RayOptions
 from onnxprobe.runtime.runners.base import GraphRunner
 from onnxprobe.stats.histogram import Histogram
 from onnxprobe.stats.moments import Moments
+from onnxprobe.stats.pooled import merged_shape
 from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.text import clip, controls
 from onnxprobe.types import InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
@@ -358,10 +359,9 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike |
     acc: dict = {"moments": {}, "hists": {}, "notes": [], "first": None, "count": 0, "shapes": {}}
 
     def merge(index: int, label: str, part: LayersPartial) -> None:
-        for name, shape in part.shapes.items():  # a dimension the batches disagree on reads None ('?')
-            have = acc["shapes"].get(name)
-            acc["shapes"][name] = tuple(shape) if have is None else (
-                tuple(a if a == b else None for a, b in zip(have, shape)) if len(have) == len(shape) else have)
+        for name, shape in part.shapes.items():  # a dimension the batches disagree on reads None ('?'), a rank: no shape
+            shape = None if shape is None else tuple(shape)
+            acc["shapes"][name] = merged_shape(acc["shapes"][name], shape) if name in acc["shapes"] else shape
         for name, m in part.moments.items():
             acc["moments"][name] = acc["moments"][name].merge(m) if name in acc["moments"] else m
         for name, h in part.histograms.items():

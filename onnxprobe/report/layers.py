@@ -25,7 +25,8 @@ def tensor_rows(rows, shapes: dict) -> list[dict]:
             "scope": "/".join(ref.scope) or None,
             # what results key it by: the name, or 'if1/then_branch/o' where sibling bodies share the name
             "key": ref.key,
-            "shape": list(shapes[ref.key]) if ref.key in shapes else json_shape(ref.shape),
+            # None: the batches of a dataset disagree on its rank
+            "shape": (None if shapes[ref.key] is None else list(shapes[ref.key])) if ref.key in shapes else json_shape(ref.shape),
             "dtype": ref.dtype, "is_output": ref.is_output,
         }
         if st is not None:
