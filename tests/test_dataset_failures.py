@@ -39,3 +39,15 @@ def test_many_failures_name_the_first_few_with_reasons_and_count_the_rest(tmp_pa
     line = r.stderr.strip()
     assert r.exit_code == 2 and len(line.splitlines()) == 1, r.output
     assert all(f"b{k}.npz: " in line for k in range(3)) and "and 3 more (b3.npz, b4.npz, b5.npz)" in line, line
+
+
+def test_a_batch_named_with_a_newline_keeps_its_reason_on_the_line(tmp_path):
+    """A file named 'red\\nline.npz' (a control character too) cut the one line at its newline: the error
+    read '1 of 2 batches failed, no result: red' and said nothing of why. Its name is escaped there."""
+    x = np.zeros((1, 3, 8, 8), np.float32)
+    np.savez(tmp_path / "\x1b[31mred\nline.npz", x=x.astype(np.float64))  # wrong dtype
+    np.savez(tmp_path / "ok.npz", x=x)
+    r = _layers(tmp_path)
+    line = r.stderr.strip()
+    assert r.exit_code == 2 and len(line.splitlines()) == 1, r.output
+    assert "\x1b" not in line and "red\\nline.npz" in line and "float64" in line, line

@@ -23,7 +23,7 @@ from onnxprobe.graph.model import Model
 from onnxprobe.runtime.dataset import Batch, dataset_batches, generator_samples, load_batch, skipped_note
 from onnxprobe.runtime.feeds import Feeds, ModelInput, feed_digest, make_feeds, model_inputs
 from onnxprobe.runtime.ray_pool import Executor, RayOptions, ray_map
-from onnxprobe.text import clip
+from onnxprobe.text import clean, clip
 from onnxprobe.types import InputSpec
 
 
@@ -145,7 +145,7 @@ def labelled(e: OnnxProbeError, label: str) -> str:
     """``e``'s first line, naming batch ``label`` once (from what the error says it names, not its words)."""
     text = first_line(e)
     named = e.batch == label or (e.about is not None and os.path.basename(e.about) == label)
-    return text if named else f"{label}: {text}"
+    return text if named else f"{clean(label)}: {text}"  # a file name may hold a newline: escaped, on the one line
 
 
 def model_path(model: Model | str | os.PathLike, flag: str = "--ray") -> str:
@@ -171,7 +171,7 @@ def run_batches(factory: Callable[[], BatchWorker], src: Source, merge: Callable
         if isinstance(got, OnnxProbeError):
             failures.append((index, label, got))
         elif isinstance(got, BaseException):
-            err = ExecutionError(f"{label}: {type(got).__name__}: {first_line(got)}")
+            err = ExecutionError(f"{clean(label)}: {type(got).__name__}: {first_line(got)}")
             err.batch = label
             failures.append((index, label, err))
         else:
@@ -213,7 +213,7 @@ def _failed(failures: list[tuple[int, str, OnnxProbeError]], total: int) -> Onnx
     reasons = []
     for _, label, e in failures[:shown]:
         reasons.append(clip(labelled(e, label), 240))
-    more = f"; and {len(failures) - shown} more ({', '.join(lb for _, lb, _ in failures[shown:shown + 3])}" \
+    more = f"; and {len(failures) - shown} more ({', '.join(clean(lb) for _, lb, _ in failures[shown:shown + 3])}" \
            f"{' …' if len(failures) > shown + 3 else ''})" if len(failures) > shown else ""
     cls = UsageError if isinstance(failures[0][2], UsageError) else ExecutionError
     return cls(f"{len(failures)} of {total} batches failed, no result: {'; '.join(reasons)}{more}")
