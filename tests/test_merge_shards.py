@@ -289,3 +289,21 @@ def test_shards_of_other_b_models_are_told_apart_in_the_refusal():
         check_identity(reports, ("model_id",))
     said = str(e.value)
     assert "1111" in said and "2222" in said, said
+
+
+@pytest.mark.parametrize("first, second", [(["--op", "Relu", "--op", "Conv"], ["--op", "Conv,Relu"]),
+                                           (["--name", "*pool*", "--name", "*fc*"], ["--name", "*fc*", "--name", "*pool*"])])
+def test_shards_of_one_selection_given_in_another_order_merge(tmp_path, first, second):
+    """`--op Relu --op Conv` on one worker and `--op Conv,Relu` on another select the same tensors (a union
+    of matches; --name globs alike): their shards merge, where 'another selection of tensors' refused them."""
+    shards = []
+    for k, flags in enumerate((first, second)):
+        ds = tmp_path / f"ds{k}"
+        ds.mkdir()
+        np.savez(ds / "b.npz", **_batch(k))
+        shards.append(tmp_path / f"s{k}.json")
+        r = runner.invoke(app, ["layers", str(sample_path("cnn")), *flags, "--inputs-dir", str(ds), "--json", str(shards[-1])])
+        assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["merge-stats", *map(str, shards), "--json", str(tmp_path / "m.json")])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "m.json").read_text())["batches"] == 2

@@ -376,7 +376,7 @@ def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike |
     plan_ = ProbePlan(model.proto, list(first.probes), model.source, list(first.warnings), base=model.proto)
     notes = src.notes + acc["notes"] + list(model.warnings) + plan_.warnings + executor.notes()
     return DatasetResult(plan_, first.info, acc["moments"], acc["hists"], acc["shapes"], acc["count"],
-                         list(dict.fromkeys(notes)), model_digest(model.proto), (selection or Selection()).describe(),
+                         list(dict.fromkeys(notes)), model_digest(model.proto), (selection or Selection()).describe(canonical=True),
                          executor, dict(first.unobserved))
 
 

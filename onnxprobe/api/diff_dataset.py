@@ -145,5 +145,5 @@ def diff_dataset(
     res.notes[:0] = src.notes + list(a_model.warnings)
     res.notes += executor.notes()
     res.model_id = "+".join(model_digest(s.model.proto) for s in (res.a, res.b))
-    res.selection = (selection or Selection()).describe()
+    res.selection = (selection or Selection()).describe(canonical=True)
     return res

@@ -80,8 +80,12 @@ class Selection:
     def is_default(self) -> bool:
         return not (self.ops or self.names or self.all)
 
-    def describe(self) -> str:
-        parts = [f"--op {o}" for o in self.ops] + [f"--name {n}" for n in self.names]
+    def describe(self, canonical: bool = False) -> str:
+        """The selection as its flags. ``canonical``: op types and globs sorted, as a dataset report records
+        it: a union of matches does not depend on the order they were given in (``--op Relu --op Conv`` and
+        ``--op Conv,Relu`` on two workers are shards of one selection)."""
+        ops, names = (sorted(set(self.ops)), sorted(set(self.names))) if canonical else (self.ops, self.names)
+        parts = [f"--op {o}" for o in ops] + [f"--name {n}" for n in names]
         parts += ["--all"] if self.all else []
         parts += [f"--range {self.range}"] if self.range else []
         return " ".join(parts) or "the default selection"
