@@ -38,7 +38,9 @@ class Profile:
     fused_into: dict[str, str] = field(default_factory=dict)  # model node without a kernel -> the node whose kernel ran it
     probe_ms: float = 0.0  # kernels of onnxprobe's own nodes
     other_ms: float = 0.0  # layout reorders, inlined function bodies: no model node of that name
-    kernels: int = 0  # kernels that ran model nodes
+    # model nodes with a kernel of their own (not kernel events: onnxruntime adds kernels around some fusions,
+    # a 3-D MatMul + Add runs as Reshape, Gemm, Reshape, and their count hid the fusions probing broke)
+    kernels: int = 0
     total_ms: float = 0.0  # the run, as the profiler timed it
     runs: int = 1  # timed runs: each time above is the minimum over them (runtime.profile.attribute)
     outputs: dict[str, list[str]] = field(default_factory=dict)  # model node -> the tensors it writes
@@ -200,7 +202,6 @@ def _one_run(kernels: list[dict], total_ms: float, model: onnx.ModelProto, back:
         else:
             who = bucket[k] = back[owner]
             p.node_ms[who] = p.node_ms.get(who, 0.0) + ms
-            p.kernels += 1
     # kernels of If/Loop/Scan bodies ran inside their parent's kernel, whose time holds theirs: the model's
     # stay there (counted once), onnxprobe's statistics nodes in a body move from the parent to the probes
     # (they read as "other" twice over: control_flow.onnx's parts added up to 178 ms of a 111 ms run)
@@ -216,6 +217,7 @@ def _one_run(kernels: list[dict], total_ms: float, model: onnx.ModelProto, back:
             p.other_ms -= ms
         else:
             p.node_ms[was] -= ms
+    p.kernels = len(p.node_ms)
     present = {o for n in graph.graph.node for o in n.output} if graph is not None else None
     _fusions(model, back, p, present, own)
     return p
