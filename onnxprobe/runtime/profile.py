@@ -25,6 +25,9 @@ from onnxprobe.runtime.ort import create_session, run_bound
 SUFFIXES = ("_nchwc", "_fused", "_token")
 LAYOUT_OPS = ("ReorderInput", "ReorderOutput")  # NCHWc layout changes: "other", not a model node's work
 PROBE_NODES = ("onnxprobe/", "onnxprobe.cone")
+# activations onnxruntime folds into the kernel before them (Conv, Gemm, NCHWc Conv): never into one after
+ACTIVATIONS = frozenset({"Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Clip", "Elu", "Selu",
+                         "Softplus", "Softsign", "ThresholdedRelu", "Gelu", "QuickGelu"})
 # timed runs per profile (after one untimed): each kernel's time is its minimum over them. One run let a
 # scheduling hiccup top the "slowest" table (a Conv at 4.4 ms probed, 0.3 ms plain, on a loaded machine)
 RUNS = 3
@@ -242,11 +245,13 @@ def _nested(kernels: list[dict]) -> tuple[dict[int, list[int]], dict[int, int]]:
 def _fusions(model: onnx.ModelProto, back: dict[str, str], p: Profile, present: set[str] | None,
              own: set[str] = frozenset()) -> None:
     """Model nodes with no kernel whose tensors the graph onnxruntime ran no longer has (``present``):
-    fused into the kernel of the first node after them (in the graph's order, along their outputs'
+    an activation into the kernel before it where that kernel no longer writes its input (``ACTIVATIONS``),
+    any other node into the kernel of the first node after them (in the graph's order, along their outputs'
     readers) that has one. A node whose tensor is still there ran as kernels of other names (a
     function body onnxruntime inlined): its time is in "other"."""
     nodes = list(model.graph.node)
     readers: dict[str, list[int]] = {}
+    producer = {o: n for n in nodes for o in n.output if o}
     for i, n in enumerate(nodes):
         for x in n.input:
             readers.setdefault(x, []).append(i)
@@ -255,6 +260,13 @@ def _fusions(model: onnx.ModelProto, back: dict[str, str], p: Profile, present: 
         if who in p.node_ms or is_probe(n.name, own) or n.op_type == "Constant":
             continue
         if present is not None and any(o in present for o in n.output if o):
+            continue
+        # an activation whose input's producer has a kernel that no longer writes that input (an NCHWc Conv
+        # named after its own tensor, writing a blocked one): folded into that kernel, not the next one
+        before = producer.get(n.input[0]) if n.op_type in ACTIVATIONS and n.input else None
+        if before is not None and back.get(before.name, before.name) in p.node_ms and present is not None \
+                and n.input[0] not in present:
+            p.fused_into[who] = back.get(before.name, before.name)
             continue
         seen, frontier = set(), [j for o in n.output for j in readers.get(o, [])]
         while frontier:
