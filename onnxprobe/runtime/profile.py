@@ -221,8 +221,8 @@ def _one_run(kernels: list[dict], total_ms: float, model: onnx.ModelProto, back:
         else:
             p.node_ms[was] -= ms
     p.kernels = len(p.node_ms)
-    present = {o for n in graph.graph.node for o in n.output} if graph is not None else None
-    _fusions(model, back, p, present, own)
+    present, activated = _computed(graph, {kernels[k]["name"][: -len("_kernel_time")]: w for k, w in bucket.items() if w})
+    _fusions(model, back, p, present, own, activated)
     return p
 
 
@@ -242,10 +242,27 @@ def _nested(kernels: list[dict]) -> tuple[dict[int, list[int]], dict[int, int]]:
     return outer, {k: around[0] for k, around in outer.items()}
 
 
+def _computed(graph: onnx.ModelProto | None, owner: dict[str, str]) -> tuple[set[str] | None, set[str]]:
+    """What the graph onnxruntime ran tells of its kernels (``owner``: kernel name -> its model node): the
+    tensors computed by a node of their own (one that a layout reorder writes back from another node's
+    kernel, NCHWc -> NCHW for a reader outside the blocked layout, was computed by that kernel), and the model
+    nodes whose kernel has an activation fused in (its ``activation`` attribute: FusedConv, NCHWc Conv)."""
+    if graph is None:
+        return None, set()
+    writer = {o: n for n in graph.graph.node for o in n.output if o}
+    present: set[str] = set()
+    for n in graph.graph.node:
+        src = writer.get(n.input[0]) if n.op_type in LAYOUT_OPS and n.input else None
+        if src is None or src.name not in owner:
+            present.update(o for o in n.output if o)
+    return present, {owner[n.name] for n in graph.graph.node
+                     if n.name in owner and any(a.name == "activation" for a in n.attribute)}
+
+
 def _fusions(model: onnx.ModelProto, back: dict[str, str], p: Profile, present: set[str] | None,
-             own: set[str] = frozenset()) -> None:
+             own: set[str] = frozenset(), activated: set[str] = frozenset()) -> None:
     """Model nodes with no kernel whose tensors the graph onnxruntime ran no longer has (``present``):
-    an activation into the kernel before it where that kernel no longer writes its input (``ACTIVATIONS``),
+    an activation into the kernel before it where that kernel has an activation fused in (``_computed``),
     any other node into the kernel of the first node after them (in the graph's order, along their outputs'
     readers) that has one. A node whose tensor is still there ran as kernels of other names (a
     function body onnxruntime inlined): its time is in "other"."""
@@ -261,11 +278,10 @@ def _fusions(model: onnx.ModelProto, back: dict[str, str], p: Profile, present: 
             continue
         if present is not None and any(o in present for o in n.output if o):
             continue
-        # an activation whose input's producer has a kernel that no longer writes that input (an NCHWc Conv
-        # named after its own tensor, writing a blocked one): folded into that kernel, not the next one
+        # an activation read from a kernel that has one fused in (an NCHWc Conv named after its own tensor,
+        # writing a blocked one): folded into that kernel, not the next one
         before = producer.get(n.input[0]) if n.op_type in ACTIVATIONS and n.input else None
-        if before is not None and back.get(before.name, before.name) in p.node_ms and present is not None \
-                and n.input[0] not in present:
+        if before is not None and back.get(before.name, before.name) in activated:
             p.fused_into[who] = back.get(before.name, before.name)
             continue
         seen, frontier = set(), [j for o in n.output for j in readers.get(o, [])]
