@@ -406,3 +406,19 @@ def test_an_activation_whose_tensor_only_a_layout_reorder_writes_is_fused_into_t
     events[3:3] = [_ev("reorder_c", 36, 1, "ReorderOutput"), _ev("Relu_7", 37, 2, "Relu")]
     p = attribute(events, copy, back, ran)
     assert p.node_ms == pytest.approx({"conv": 0.03, "flat": 0.001}) and p.fused_into == {}
+
+
+def test_an_unnamed_node_whose_tensor_is_another_nodes_name_keeps_its_own_time():
+    """An unnamed node is known by its first output; where that is another node's name ('b' below, a Relu's
+    tensor and the Tanh's name) both nodes were one entry: the Relu's tensor had no time and the Tanh's
+    the sum of both kernels."""
+    nodes = [helper.make_node("Relu", ["x"], ["b"]), helper.make_node("Tanh", ["b"], ["c"], name="b"),
+             helper.make_node("Sigmoid", ["c"], ["y"], name="s")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    copy, back = named(helper.make_model(g))
+    assert len(set(back.values())) == len(back) == 3 and back["b"] == "b"
+    events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100}, _ev(copy.graph.node[0].name, 1, 10, "Relu"),
+              _ev("b", 20, 20, "Tanh"), _ev("s", 50, 30, "Sigmoid")]
+    times = attribute(events, copy, back, copy).of_tensor()
+    assert {t: v[0] for t, v in times.items()} == pytest.approx({"b": 0.01, "c": 0.02, "y": 0.03})

@@ -65,14 +65,22 @@ def is_probe(name: str, own: frozenset[str] | set[str] = frozenset()) -> bool:
 
 def named(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
     """A copy whose main-graph nodes all have unique names, and {name in the copy: the node as people
-    know it} (its name, or for an unnamed node its first output)."""
+    know it} (its name, or for an unnamed node its first output; where that is another node's name or
+    known already, with '#k' appended: times are kept by these, and two nodes known alike were one)."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     seen: set[str] = set()
     back: dict[str, str] = {}
+    known = {n.name for n in out.graph.node if n.name}
     for i, n in enumerate(out.graph.node):
-        shown = n.name if n.name and n.name not in seen else (n.output[0] if n.output else n.op_type)
+        shown = n.name
         if not n.name or n.name in seen:
+            shown = base = n.output[0] if n.output and n.output[0] else n.op_type
+            k = 0
+            while shown in known:
+                k += 1
+                shown = f"{base}#{k}"
+            known.add(shown)
             k, base = 0, f"{n.op_type}#{i}"
             n.name = base
             while n.name in seen:
