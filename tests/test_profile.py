@@ -422,3 +422,34 @@ def test_an_unnamed_node_whose_tensor_is_another_nodes_name_keeps_its_own_time()
               _ev("b", 20, 20, "Tanh"), _ev("s", 50, 30, "Sigmoid")]
     times = attribute(events, copy, back, copy).of_tensor()
     assert {t: v[0] for t, v in times.items()} == pytest.approx({"b": 0.01, "c": 0.02, "y": 0.03})
+
+
+def test_a_body_nodes_tensor_has_its_kernels_time():
+    """The rows of tensors written inside an If's or a Loop's body read '-' (no kernel, fused or not run)
+    though onnxruntime's profiler times each body node's kernel (every iteration): each such row has the
+    sum of its node's kernels in the run; the parent keeps the whole (the bodies counted once: not in the
+    model's kernels again), and a branch that did not run has no time."""
+    then_g = helper.make_graph([helper.make_node("Relu", ["h"], ["then_out"], name="branch/then/relu")], "then", [],
+                               [helper.make_tensor_value_info("then_out", TensorProto.FLOAT, None)])
+    else_g = helper.make_graph([helper.make_node("Tanh", ["h"], ["else_out"], name="branch/else/tanh")], "else", [],
+                               [helper.make_tensor_value_info("else_out", TensorProto.FLOAT, None)])
+    body = helper.make_graph([helper.make_node("Neg", ["s"], ["s_next"], name="loop/body/neg"),
+                              helper.make_node("Identity", ["c"], ["c_out"], name="loop/body/cond")], "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("s", TensorProto.FLOAT, None)],
+                             [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("s_next", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("Abs", ["x"], ["h"], name="abs"),
+             helper.make_node("If", ["c"], ["o"], name="branch", then_branch=then_g, else_branch=else_g),
+             helper.make_node("Loop", ["n", "", "o"], ["y"], name="loop", body=body)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    copy, back = named(helper.make_model(g))
+    events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 1000}, _ev("abs", 1, 9, "Abs"),
+              _ev("branch", 10, 300, "If"), _ev("branch/then/relu", 20, 100, "Relu"),
+              _ev("loop", 400, 500, "Loop"), _ev("loop/body/neg", 410, 100, "Neg"), _ev("loop/body/cond", 520, 10, "Identity"),
+              _ev("loop/body/neg", 600, 50, "Neg"), _ev("onnxprobe/ReduceMin/loop/body/s_next", 700, 100, "ReduceMin")]
+    p = attribute(events, copy, back, None, {"abs", "branch", "loop"})
+    times = {t: v[0] for t, v in p.of_tensor().items()}
+    assert times["then_out"] == pytest.approx(0.1) and times["s_next"] == pytest.approx(0.15) and times["else_out"] is None
+    assert p.node_ms == pytest.approx({"abs": 0.009, "branch": 0.3, "loop": 0.4}) and p.kernels == 3

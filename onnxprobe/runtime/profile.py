@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 import tempfile
 from dataclasses import dataclass, field
 
@@ -47,6 +48,9 @@ class Profile:
     total_ms: float = 0.0  # the run, as the profiler timed it
     runs: int = 1  # timed runs: each time above is the minimum over them (runtime.profile.attribute)
     outputs: dict[str, list[str]] = field(default_factory=dict)  # model node -> the tensors it writes
+    # If/Loop/Scan body node -> its kernels' time in the run (every iteration), inside its parent's: not in model_ms
+    body_ms: dict[str, float] = field(default_factory=dict)
+    body_outputs: dict[str, list[str]] = field(default_factory=dict)  # body node -> the tensors it writes
 
     @property
     def model_ms(self) -> float:
@@ -54,7 +58,8 @@ class Profile:
 
     def of_tensor(self) -> dict[str, tuple[float | None, str | None]]:
         """tensor -> (its producer's kernel time, or None; the node it was fused into, or None)."""
-        return {t: (self.node_ms.get(n), self.fused_into.get(n)) for n, ts in self.outputs.items() for t in ts}
+        inside = {t: (self.body_ms.get(n), None) for n, ts in self.body_outputs.items() for t in ts}
+        return inside | {t: (self.node_ms.get(n), self.fused_into.get(n)) for n, ts in self.outputs.items() for t in ts}
 
 
 def is_probe(name: str, own: frozenset[str] | set[str] = frozenset()) -> bool:
@@ -183,6 +188,7 @@ def _fastest(each: list[Profile]) -> Profile:
         p.node_ms = {n: min(q.node_ms.get(n, v) for q in each) for n, v in p.node_ms.items()}
         p.probe_ms, p.other_ms = min(q.probe_ms for q in each), min(q.other_ms for q in each)
         p.total_ms = min(q.total_ms for q in each)
+        p.body_ms = {n: min(q.body_ms.get(n, v) for q in each) for n, v in p.body_ms.items()}
     p.runs = len(each)
     return p
 
@@ -216,8 +222,11 @@ def _one_run(kernels: list[dict], total_ms: float, model: onnx.ModelProto, back:
     # kernels of If/Loop/Scan bodies ran inside their parent's kernel, whose time holds theirs: the model's
     # stay there (counted once), onnxprobe's statistics nodes in a body move from the parent to the probes
     # (they read as "other" twice over: control_flow.onnx's parts added up to 178 ms of a 111 ms run)
+    p.body_outputs = _body_nodes(model, own)
     for k, top in inner.items():
         name = kernels[k]["name"][: -len("_kernel_time")]
+        if name in p.body_outputs and not any(is_probe(kernels[j]["name"][: -len("_kernel_time")], own) for j in outer[k]):
+            p.body_ms[name] = p.body_ms.get(name, 0.0) + kernels[k].get("dur", 0) / 1000.0  # its row's time
         if not is_probe(name, own) or any(is_probe(kernels[j]["name"][: -len("_kernel_time")], own) for j in outer[k]):
             continue
         ms, was = kernels[k].get("dur", 0) / 1000.0, bucket.get(top, "")
@@ -232,6 +241,28 @@ def _one_run(kernels: list[dict], total_ms: float, model: onnx.ModelProto, back:
     present, activated = _computed(graph, {kernels[k]["name"][: -len("_kernel_time")]: w for k, w in bucket.items() if w})
     _fusions(model, back, p, present, own, activated)
     return p
+
+
+def _body_nodes(model: onnx.ModelProto, own: set[str]) -> dict[str, list[str]]:
+    """The nodes of If/Loop/Scan bodies that a kernel name tells apart (named, that name borne by no other
+    node, onnxprobe's left out), each with the tensors it writes that no other node writes."""
+    found: list[onnx.NodeProto] = []
+
+    def visit(g: onnx.GraphProto, top: bool) -> None:
+        for n in g.node:
+            if not top:
+                found.append(n)
+            for a in n.attribute:
+                for b in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                    visit(b, False)
+
+    visit(model.graph, True)
+    if not found:
+        return {}
+    names = Counter(n.name for n in list(model.graph.node) + found)
+    writes = Counter(o for n in list(model.graph.node) + found for o in n.output if o)
+    return {n.name: [o for o in n.output if o and writes[o] == 1] for n in found
+            if n.name and names[n.name] == 1 and not is_probe(n.name, own)}
 
 
 def _nested(kernels: list[dict]) -> tuple[dict[int, list[int]], dict[int, int]]:
