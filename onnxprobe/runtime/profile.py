@@ -6,8 +6,9 @@ timed runs' kernel events, each time the minimum over them.
 Kernels map to the model's nodes by name; a fused kernel keeps the name of one node of the chain it
 replaced (Conv + BatchNormalization fused is named after one of them, with ``_nchwc`` and the like
 appended by layout passes), and the other nodes of the chain, which have no kernel of their own, are
-reported as fused into it. Kernels of nodes onnxprobe added (``is_probe``) are the probes' own cost. Layout kernels (ReorderInput/Output) and function bodies onnxruntime inlines are
-counted as "other". Kernels of If/Loop/Scan bodies run inside their parent's kernel and are counted once,
+reported as fused into it. Kernels of nodes onnxprobe added (``is_probe``) are the probes' own cost. Layout kernels (ReorderInput/Output) are
+counted as "other"; a function body onnxruntime inlines (unnamed nodes: HardSwish as HardSigmoid and Mul) is
+its node's, each of its kernels matched to its node by the inputs ready when it ran (``_name_unnamed``). Kernels of If/Loop/Scan bodies run inside their parent's kernel and are counted once,
 in it (onnxprobe's own nodes in a body: as probes, taken out of it).
 """
 
@@ -174,9 +175,37 @@ def attribute(events: list[dict], model: onnx.ModelProto, back: dict[str, str],
     windows = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"][-max(1, runs):]
     spans = [(w["ts"], w["ts"] + w["dur"], w["dur"] / 1000.0) for w in windows] or [(float("-inf"), float("inf"), 0.0)]
     kernels = [e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")]
+    if graph is not None and any(not n.name for n in graph.graph.node):
+        graph = _name_unnamed(graph, [e for e in kernels if spans[-1][0] <= e.get("ts", 0) <= spans[-1][1]])
     each = [_one_run([e for e in kernels if lo <= e.get("ts", 0) <= hi], total, model, back, graph, own)
             for lo, hi, total in spans]
     return _fastest(each)
+
+
+def _name_unnamed(graph: onnx.ModelProto, kernels: list[dict]) -> onnx.ModelProto:
+    """A copy of the graph onnxruntime ran whose unnamed nodes (a function body it inlined: HardSwish as
+    HardSigmoid and Mul) bear the names its profiler gave their kernels ('OpType_<node index>', an index the
+    graph does not tell): each such kernel, in the order the run ran them, is the one unnamed node of its op
+    type whose inputs are ready by then (two ready alike: left unnamed, its time 'other')."""
+    out = onnx.ModelProto()
+    out.CopyFrom(graph)
+    nodes = list(out.graph.node)
+    named_at = {n.name: i for i, n in enumerate(nodes) if n.name}
+    ready = {""} | {i.name for i in out.graph.input} | {t.name for t in out.graph.initializer}
+    left = {i for i, n in enumerate(nodes) if not n.name}
+    inner = _nested(kernels)[1]  # a body's kernels: not nodes of this graph
+    for e in sorted((e for k, e in enumerate(kernels) if k not in inner), key=lambda e: e.get("ts", 0)):
+        name, op = e["name"][: -len("_kernel_time")], e.get("args", {}).get("op_name", "")
+        j = named_at.get(name)
+        if j is None and name.startswith(f"{op}_") and name[len(op) + 1:].isdigit():
+            can = [i for i in left if nodes[i].op_type == op and all(x in ready for x in nodes[i].input)]
+            if len(can) == 1:
+                j = can[0]
+                nodes[j].name = name
+                left.discard(j)
+        if j is not None:
+            ready.update(nodes[j].output)
+    return out
 
 
 def _fastest(each: list[Profile]) -> Profile:
@@ -304,7 +333,7 @@ def _fusions(model: onnx.ModelProto, back: dict[str, str], p: Profile, present: 
     an activation into the kernel before it where that kernel has an activation fused in (``_computed``),
     any other node into the kernel of the first node after them (in the graph's order, along their outputs'
     readers) that has one. A node whose tensor is still there ran as kernels of other names (a
-    function body onnxruntime inlined): its time is in "other"."""
+    function body onnxruntime inlined that ``_name_unnamed`` could not tell apart): its time is in "other"."""
     nodes = list(model.graph.node)
     readers: dict[str, list[int]] = {}
     producer = {o: n for n in nodes for o in n.output if o}
