@@ -477,3 +477,14 @@ def test_a_function_onnxruntime_inlines_is_timed_as_its_node():
               _ev("HardSigmoid_9", 310, 30, "HardSigmoid"), _ev("Mul_10", 350, 40, "Mul")]
     p = attribute(events, copy, back, ran)
     assert p.node_ms == pytest.approx({"conv": 0.1, "hs": 0.03, "conv2": 0.1, "hs2": 0.07}) and p.other_ms == 0
+
+
+def test_diff_profile_times_the_pairs_of_an_if_branch_that_ran():
+    """diff compares the tensors of If branches; their pairs read '-' for A and B though both models' branch
+    nodes ran kernels the profiler timed (the merged graph's names of body tensors were not looked up)."""
+    cf = str(sample_path("control_flow"))
+    r = runner.invoke(app, ["diff", cf, cf, "--all", "--profile", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    pairs = {p["a"]: p for p in json.loads(r.stdout)["pairs"]}
+    ran = [t for t in ("then_out", "else_out") if pairs[t]["kernel_ms_a"] is not None]
+    assert len(ran) == 1 and pairs[ran[0]]["kernel_ms_b"] is not None  # one branch ran, the other did not

@@ -323,14 +323,15 @@ def profile(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], out: Fused
                      weights=fg.weights, own=set())
     times = p.of_tensor()
 
-    def ms(names: dict, *tensors: str) -> float | None:  # the layer's own tensor first (not an added dequantization)
-        return next((times[names[t]][0] for t in tensors if t in names and names[t] in times
-                     and times[names[t]][0] is not None), None)
+    def ms(names: dict, prefix: str, *tensors: str) -> float | None:  # the layer's own tensor first (not an added dequantization)
+        # a body's tensor is in no map of main-graph names: the merge prefixed it as every name (graph.merge)
+        merged = [names.get(t, prefix + t) for t in tensors if t]
+        return next((times[m][0] for m in merged if m in times and times[m][0] is not None), None)
 
     for k, q in enumerate(report):
         # A's key first: in a QDQ model the float tensor the pair stands for is the layer's own output (a Conv's),
         # ahead of the QuantizeLinear -> DequantizeLinear whose output is compared
-        out.profile[k] = (ms(fg.aname, q.a.key, q.a.name, q.a.probe), ms(fg.bname, q.b.name, q.b.probe))
+        out.profile[k] = (ms(fg.aname, PREFIX_A, q.a.key, q.a.name, q.a.probe), ms(fg.bname, PREFIX_B, q.b.name, q.b.probe))
     a_ms = sum(v for n, v in p.node_ms.items() if n.startswith("onnxprobe.a/"))
     b_ms = sum(v for n, v in p.node_ms.items() if n.startswith("onnxprobe.b/"))
     out.profile_summary = {"run_ms": round(p.total_ms, 4), "a_kernels_ms": round(a_ms, 4), "b_kernels_ms": round(b_ms, 4),
