@@ -129,3 +129,32 @@ def test_all_zero_tensors_and_zero_gradients_are_drawn_not_dropped(tmp_path):
     traces = _traces(charts.grad_figure(d, {k: f"r{k}" for k in range(len(d["gradients"]))}))
     x_row = next(g["index"] for g in d["gradients"] if g["tensor"] == "x")
     assert list(traces["zero"]["x"]) == [x_row] and "norm 0" in traces["zero"]["customdata"][0][2], traces
+
+
+@pytest.mark.parametrize("values", [np.array([-1.7e308, -1e308, 0.0, 1e308, 1.7e308]), np.array([1.7e308, 1.6e308, 1.5e308]),
+                                    np.array([1e-320, 2e-320, 5e-320]), np.array([1e-300, 1.0000001e-300, 1.0000002e-300])])
+def test_histogram_bars_of_float64s_extremes_are_numbers_on_an_axis_plotly_draws(values):
+    """The bars of a histogram over values near float64's largest sat at x = (a + b) / 2, which overflows:
+    every x was inf, written null, and plotly.js threw on them, as it does on an axis past about 1e300 or one
+    of a span below about 1e-300 (subnormal float64 values): the page's script stopped before the table could
+    sort or filter. The axis is drawn in plotly's range, every bar a finite number, its hover and the ticks
+    saying the values themselves."""
+    from onnxprobe.api import histogram_of
+
+    bins = histogram_of(values)["values"]
+    fig = charts.histogram_figure("values", bins)
+    bar = fig["data"][0]
+    edges = bins["edges"]
+    assert len(bar["x"]) == len(bar["width"]) == len(edges) - 1 and sum(bar["y"]) == values.size
+    assert all(abs(v) <= 1e300 for v in [*bar["x"], *bar["width"]]) and min(bar["width"]) >= 1e-300
+    for x, lo, hi in zip(bar["customdata"], edges, edges[1:]):
+        assert lo <= x <= hi, (x, lo, hi)  # the hover says the value
+    ticks = fig["layout"]["xaxis"]
+    assert [float(t) for t in ticks["ticktext"]][::4] == pytest.approx([edges[0], edges[-1]], rel=1e-2)
+
+
+def test_histogram_axes_in_plotlys_range_are_drawn_as_they_are():
+    from onnxprobe.api import histogram_of
+
+    fig = charts.histogram_figure("values", histogram_of(np.array([-3e38, 0.5, 3e38], np.float32))["values"])
+    assert "tickvals" not in fig["layout"].get("xaxis", {}) and min(fig["data"][0]["x"]) < -2e38

@@ -338,3 +338,33 @@ def test_loss_with_the_terminals_digits_and_the_graph_counts_said(tmp_path):
     assert page.is_file(), r.output
     facts = dict(re.findall(r"<dt>([^<]*)</dt><dd[^>]*>([^<]*)</dd>", page.read_text()))
     assert facts["loss"] == f"sum: A {loss_a:.6g}, B {loss_b:.6g}"
+
+
+def test_float64_values_near_its_limits_are_drawn_and_the_table_still_sorts_and_filters(tmp_path):
+    """A float64 tensor from -1.7e308 to 1.7e308, or of subnormal values: plotly.js threw on its histogram's
+    axis (an x of null where (a + b) / 2 overflowed; an axis past 1e300, or of a span below 1e-300), which
+    ended the page's script there: the histograms after it were missing and the table neither sorted nor
+    filtered. Every histogram is drawn, and the filter works."""
+    D = TensorProto.DOUBLE
+    m = make_model([helper.make_node("Mul", ["x", "big"], ["huge"], name="huge"), helper.make_node("Mul", ["x", "tiny"], ["sub"], name="sub"),
+                    helper.make_node("Add", ["huge", "sub"], ["y"], name="y")],
+                   [helper.make_tensor_value_info("x", D, [6])], [helper.make_tensor_value_info("y", D, [6])],
+                   [numpy_helper.from_array(np.array(1.7e308), "big"), numpy_helper.from_array(np.array(1e-320), "tiny")])
+    onnx.save(m, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.array([-1, -0.5, 0, 0.25, 0.9, 1.0]))
+    page = tmp_path / "r.html"
+    r = runner.invoke(app, ["layers", str(tmp_path / "m.onnx"), "--all", "--input", f"x={tmp_path / 'x.npy'}", "--html", str(page)])
+    assert r.exit_code == 0, r.output
+    wrapper = tmp_path / "wrap.html"
+    wrapper.write_text(f"""<!doctype html><html><body><pre id="out"></pre>
+<iframe id="f" src="{page.name}" width="1200" height="800"></iframe>
+<script>document.getElementById('f').onload = () => {{
+  const doc = document.getElementById('f').contentDocument, filter = doc.getElementById('filter');
+  filter.value = 'sub'; filter.dispatchEvent(new Event('input'));
+  const cards = Array.from(doc.querySelectorAll('#histograms .hist'));
+  document.getElementById('out').textContent = JSON.stringify({{shown: doc.getElementById('shown').textContent,
+    cards: cards.length, drawn: cards.filter(c => c.querySelector('.main-svg .bars .point')).length}});
+}};</script></body></html>""")
+    dom = dump_dom(wrapper, "--allow-file-access-from-files")
+    out = json.loads(element(dom, "pre", "out").replace("&quot;", '"'))
+    assert out == {"shown": "1", "cards": 3, "drawn": 3}, out

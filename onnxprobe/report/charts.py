@@ -14,6 +14,7 @@ Each point carries the row's name and the id of its table row, so a click scroll
 from __future__ import annotations
 
 import html
+import math
 
 from onnxprobe.report.format import EXACT_DB, finite
 from onnxprobe.text import clean
@@ -194,15 +195,35 @@ def _grad_mark(g: dict) -> str:
 FIGURES = {"diff": diff_figure, "layers": layers_figure, "grad": grad_figure}
 
 
+def _axis_shift(edges: list[float]) -> int:
+    """0 where plotly.js draws an axis over ``edges`` as they are; else the power of two that brings the largest
+    magnitude to [0.5, 1)."""
+    if not edges:
+        return 0
+    top = max(abs(edges[0]), abs(edges[-1]))
+    if top <= 2.0 ** 900 and edges[-1] / 2 - edges[0] / 2 >= 2.0 ** -900:
+        return 0
+    return -math.frexp(top)[1]
+
+
 def histogram_figure(title: str, bins: dict, colour: str = "#1f77b4") -> dict:
     """A bar chart of ``stats.histogram.binned`` counts."""
     go = plotly_objects()
     edges, counts = bins.get("edges") or [], bins.get("counts") or []
-    centres = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
-    widths = [b - a for a, b in zip(edges, edges[1:])]
+    # plotly.js throws on an axis of values past about 1e300 or a span below about 1e-300 (float64 values near
+    # its largest or subnormal), and (a + b) / 2 overflowed there: the page's script stopped before the table
+    # could sort or filter. Such an axis is drawn scaled by a power of two (exact), ticks and hover saying the
+    # values themselves
+    shift = _axis_shift(edges)
+    e = [math.ldexp(v, shift) for v in edges]
+    centres = [(a + b) / 2 for a, b in zip(e, e[1:])]
+    widths = [b - a for a, b in zip(e, e[1:])]
     extra = [f"{bins[k]} {'NaN' if k == 'nan' else 'Inf'}" for k in ("nan", "inf") if bins.get(k)]
-    fig = go.Figure(go.Bar(x=centres, y=counts, width=widths, marker={"color": colour},
-                           hovertemplate="%{x:.4g}: %{y}<extra></extra>"))
+    fig = go.Figure(go.Bar(x=centres, y=counts, width=widths, marker={"color": colour}, customdata=[math.ldexp(c, -shift) for c in centres],
+                           hovertemplate="%{customdata:.4g}: %{y}<extra></extra>"))
+    if shift:
+        ticks = [e[0] * (1 - k / 4) + e[-1] * k / 4 for k in range(5)]  # the last one e[-1] exactly
+        fig.update_xaxes(tickvals=ticks, ticktext=[f"{math.ldexp(t, -shift):.3g}" for t in ticks])
     fig.update_layout(title={"text": label(title) + (f" ({', '.join(extra)} not drawn)" if extra else ""), "font": {"size": 11}},
                       width=288, height=190, margin={"l": 40, "r": 10, "t": 30, "b": 25}, bargap=0, showlegend=False)
     return fig.to_plotly_json()
