@@ -27,10 +27,10 @@ def _branch(op: str, tag: str) -> onnx.GraphProto:
                         [H.make_tensor_value_info("o", T.FLOAT, [3])])
 
 
-def two_ifs(path) -> None:
+def two_ifs(path, names=("if1", "if2")) -> None:
     g = H.make_graph(
-        [H.make_node("If", ["c"], ["y1"], name="if1", then_branch=_branch("Relu", "t1"), else_branch=_branch("Neg", "e1")),
-         H.make_node("If", ["c"], ["y2"], name="if2", then_branch=_branch("Abs", "t2"), else_branch=_branch("Exp", "e2")),
+        [H.make_node("If", ["c"], ["y1"], name=names[0], then_branch=_branch("Relu", "t1"), else_branch=_branch("Neg", "e1")),
+         H.make_node("If", ["c"], ["y2"], name=names[1], then_branch=_branch("Abs", "t2"), else_branch=_branch("Exp", "e2")),
          H.make_node("Add", ["y1", "y2"], ["y"], name="add")],
         "g", [H.make_tensor_value_info("x", T.FLOAT, [3]), H.make_tensor_value_info("c", T.BOOL, [])],
         [H.make_tensor_value_info("y", T.FLOAT, [3])])
@@ -40,10 +40,13 @@ def two_ifs(path) -> None:
 X = np.array([-1.0, 2.0, -3.0], np.float32)
 
 
+@pytest.mark.parametrize("names", [("if1", "if2"), ("", "")], ids=["named", "unnamed"])
 @pytest.mark.parametrize("cond", [True, False])
-def test_each_branch_tensor_has_its_own_numbers(tmp_path, cond):
+def test_each_branch_tensor_has_its_own_numbers(tmp_path, cond, names):
+    """Unnamed If nodes: both branches' scopes read 'If/then_branch', so the second If's tensors were taken for
+    the first's and dropped from the report, silently. An unnamed node's scope is its listed name ('If_2')."""
     path = tmp_path / "two_if.onnx"
-    two_ifs(path)
+    two_ifs(path, names)
     feeds = {"x": X, "c": np.array(cond)}
     res = api.layers(path, api.Selection(all=True), api.RunConfig(device="cpu"), save=True,
                      inputs=api.InputSpec(arrays=feeds))

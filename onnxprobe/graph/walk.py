@@ -23,10 +23,14 @@ class NodeSite:
     chain: tuple[tuple[onnx.NodeProto, str], ...]  # enclosing (control-flow node, graph attribute), outermost first
     index: int  # position in the whole-model topological order
     name: str  # display name: the node's name, or OpType_index when it has none
+    parents: tuple[str, ...] | None = None  # the display names of the chain's nodes (``walk`` sets them)
 
     @property
     def scope(self) -> tuple[str, ...]:
-        return tuple(f"{node_display_name(n)}/{attr}" for n, attr in self.chain)
+        # an unnamed parent by its listed name ('If_3'): two unnamed Ifs' branches both read 'If/then_branch',
+        # and the second one's tensors were taken for the first's
+        names = self.parents or tuple(node_display_name(n) for n, _ in self.chain)
+        return tuple(f"{name}/{attr}" for name, (_, attr) in zip(names, self.chain))
 
     @property
     def path(self) -> str:
@@ -114,6 +118,9 @@ def walk(model: onnx.ModelProto) -> list[NodeSite]:
 
     visit(model.graph, ())
     del _names
+    index = {id(s.node): s.index for s in sites}  # a body comes before its node: its parents' indices now
+    for s in sites:
+        s.parents = tuple(node_display_name(n, index[id(n)]) for n, _ in s.chain)
     return sites
 
 
