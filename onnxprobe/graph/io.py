@@ -129,6 +129,9 @@ def check_graph(model: onnx.ModelProto, name: str) -> None:
     model' from a file, and from Python (onnx.ModelProto()) gave an empty result without a word."""
     if not model.graph.node and not model.graph.output:
         raise ModelError(f"{name}: the model has no nodes and no outputs (nothing to probe)")
+    field = not_utf8(model)
+    if field is not None:  # protobuf hands such a string over as bytes: every command failed on it somewhere
+        raise ModelError(f"{name}: {field[0]} is not UTF-8 text ({field[1]!r}), as every ONNX string must be: a broken model")
     if not model.opset_import:  # onnxruntime loads none ("Missing opset"); inspect said 'opset none', grad 'opset 1'
         raise ModelError(f"{name}: the model imports no opset (its opset_import is empty; every ONNX model names the "
                          "opsets of its ops, e.g. ai.onnx 17): a broken model")
@@ -140,6 +143,25 @@ def check_graph(model: onnx.ModelProto, name: str) -> None:
     for t in all_tensors(model):
         if any(d < 0 for d in t.dims):
             raise ModelError(f"{name}: tensor {quote(t.name)} has dimensions {list(t.dims)}: a negative size (a broken model)")
+
+
+def not_utf8(message, path: str = "") -> tuple[str, bytes] | None:
+    """(where, the bytes) of the first string field of ``message`` (a protobuf message, its sub-messages
+    included) that is not UTF-8, which protobuf gives as bytes; None when there is none."""
+    for fd, value in message.ListFields():
+        if fd.type not in (fd.TYPE_STRING, fd.TYPE_MESSAGE):
+            continue
+        repeated = fd.is_repeated
+        for k, v in enumerate(value if repeated else [value]):
+            where = f"{path}{'.' if path else ''}{fd.name}" + (f"[{k}]" if repeated else "")
+            if fd.type == fd.TYPE_STRING:
+                if isinstance(v, bytes):
+                    return where, v[:40]
+            else:
+                found = not_utf8(v, where)
+                if found is not None:
+                    return found
+    return None
 
 
 def _has_external_data(model: onnx.ModelProto) -> bool:

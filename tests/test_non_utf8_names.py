@@ -1,0 +1,40 @@
+"""ONNX strings are UTF-8; a file whose names or texts are not (protobuf then gives bytes, not str) made every
+command fail with 'internal error: TypeError ... str and bytes' or a UnicodeDecodeError, wherever it first
+touched the field. It is refused on load as a broken model, in one line that says which field."""
+
+from __future__ import annotations
+
+import pytest
+from onnx import TensorProto, helper
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe.cli.main import app
+
+runner = CliRunner()
+
+
+def _broken(tmp_path, marker: str, **kw):
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [4])  # noqa: E731
+    names = {"out": "a", "node": "n1", "doc": "", "prop": "k"}
+    names.update({kw["field"]: marker})
+    m = make_model([helper.make_node("Relu", ["x"], [names["out"]], name=names["node"], doc_string=names["doc"]),
+                    helper.make_node("Neg", [names["out"]], ["y"], name="n2")], [vi("x")], [vi("y")])
+    helper.set_model_props(m, {names["prop"]: "v"})
+    data = m.SerializeToString()
+    assert data.count(marker.encode()) >= 1
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data.replace(marker.encode(), marker.encode()[:-2] + b"\xff\xfe"))  # same length: still valid protobuf
+    return path
+
+
+@pytest.mark.parametrize("field, where", [("out", "graph.node[0].output[0]"), ("node", "graph.node[0].name"),
+                                          ("doc", "graph.node[0].doc_string"), ("prop", "metadata_props[0].key")])
+@pytest.mark.parametrize("command", [["layers", "--all"], ["inspect"]])
+def test_a_name_or_text_that_is_not_utf8_is_refused_in_one_line(tmp_path, field, where, command):
+    path = _broken(tmp_path, "MARKERXYZ", field=field)
+    r = runner.invoke(app, [command[0], str(path), *command[1:]])
+    assert r.exit_code == 1, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("onnxprobe: error: ") and "internal error" not in r.output, r.output
+    assert where in lines[0] and "not UTF-8" in lines[0], lines[0]
