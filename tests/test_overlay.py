@@ -382,6 +382,24 @@ def test_grad_overlay_gives_a_shared_weights_norm_to_every_reader(tmp_path):
     assert g["[value] w"]["value"] == pytest.approx(dw)
 
 
+
+def test_grad_overlay_colours_the_constant_node_of_a_weight_too(tmp_path):
+    """A weight written as a Constant node (as exporters of PP-OCR do) coloured its readers but not its own
+    node, which an initializer's [value] node is. Oracle: y = x @ W, loss sum(y): dL/dW = x^T 1."""
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3) / 10, "Wc")
+    m = make_model([helper.make_node("Constant", [], ["W"], value=w, name="cW"), helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")],
+                   [_vi("x", [2, 4])], [_vi("y", [2, 3])])
+    path, x, out = tmp_path / "c.onnx", tmp_path / "x.npy", tmp_path / "o.json"
+    onnx.save(m, str(path))
+    feed = np.arange(8, dtype=np.float32).reshape(2, 4) - 3
+    np.save(x, feed)
+    r = runner.invoke(app, ["grad", str(path), "--input", f"x={x}", "--overlay", str(out)])
+    assert r.exit_code == 0, r.output
+    g = json.loads(out.read_text())["test"]["results"]
+    dw = float(np.linalg.norm(feed.astype(np.float64).T @ np.ones((2, 3))))
+    assert g["cW"]["value"] == pytest.approx(dw) and g["mm"]["value"] == pytest.approx(dw)
+    assert_keys_are_node_ids(out, path)
+
 def test_netron_targets_a_name_by_its_first_line_and_leaves_out_names_read_alike(tmp_path):
     """Netron keys a target by its name's first line: 'T_new\\nline' never matched. It is targeted as 'T_new';
     'a\\nb' and 'a\\nc', which Netron reads as one 'a', are left out, with a note. Oracle: numpy."""

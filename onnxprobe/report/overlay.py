@@ -173,7 +173,7 @@ def grad_overlay(model: onnx.ModelProto, d: dict) -> dict:
         if bad and norm is None:
             norm = NO_FINITE
         if g["kind"] == "weight":
-            res.put(ids.values.get(g["tensor"]), norm, colour)
+            res.put(res.tensor(g["tensor"]), norm, colour)  # its [value] node, or the Constant node that makes it
             # every node that reads it: the row's index is its first reader only, and nodes alike that share a
             # weight were coloured by different quantities
             for index in readers.get(g["tensor"], ()):
