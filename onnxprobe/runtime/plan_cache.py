@@ -143,8 +143,9 @@ def structure(model: onnx.ModelProto) -> str:
 # entry's refs kept the unknown dtype of a model such an op holds; 30: a body's inputs keep the types inference
 # gave them, so such an op reading a Loop's carried value is typed too; 31: shape folding reads Constant nodes'
 # value_int(s) / value_float(s) forms too, graph.constants; 32: a pair row whose size may be 0 takes its argmax
-# over |d| and a trailing 0, graph.pair_nodes)
-FORMAT = 32
+# over |d| and a trailing 0, graph.pair_nodes; 33: the branches of an unnamed If are scoped by its listed name,
+# graph.walk)
+FORMAT = 33
 
 
 def key_of(parts: dict) -> str:
