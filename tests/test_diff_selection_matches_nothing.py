@@ -49,3 +49,16 @@ def test_a_selection_that_matches_still_runs(tmp_path):
     assert r.exit_code == 0 and " y " in r.stdout, r.output
     r = runner.invoke(app, ["diff", m, m, "--device", "cpu", "--name", "m"])
     assert r.exit_code == 0 and " m " in r.stdout, r.output
+
+
+@pytest.mark.parametrize("flags", [["--name", "W", "--include-constants"], ["--name", "x"]])
+def test_diff_refuses_a_selection_of_weights_or_inputs_alone(tmp_path, flags):
+    """`layers --name W --include-constants` shows the weight W; diff compares what nodes compute, not a weight
+    as stored nor the feeds (the same on both sides), and compared the outputs alone, silently."""
+    m = _model(tmp_path)
+    lay = runner.invoke(app, ["layers", m, *flags])
+    assert lay.exit_code == 0 and (" W " in lay.stdout or " x " in lay.stdout), lay.output
+    r = runner.invoke(app, ["diff", m, m, "--device", "cpu", *flags])
+    err = r.stderr.strip().splitlines()
+    assert r.exit_code == 2 and r.stdout.strip() == "", r.output
+    assert len(err) == 1 and "diff compares what nodes compute" in err[0], r.stderr

@@ -328,10 +328,16 @@ def check_selects(a: onnx.ModelProto, b: onnx.ModelProto | None, sel: Selection)
     tensor of A (a range counts A's nodes) nor, without --range, of B: the outputs alone are not what it asked."""
     two = b is not None and b is not a
     check_criteria([a, b] if two else [a], sel)  # an --op or --name of neither model: said so first
-    if (sel.is_default and not sel.range) or select(a, sel, strict=False):
+    if sel.is_default and not sel.range:
         return
-    if two and not sel.range and select(b, sel, strict=False):
+    found = select(a, sel, strict=False) + (select(b, sel, strict=False) if two and not sel.range else [])
+    if any(r.kind == "node" for r in found):
         return
+    if found:  # graph inputs and weights as stored: the feeds are the same on both sides
+        kinds = " and ".join(sorted({"weights" if r.kind == "initializer" else "graph inputs" for r in found}))
+        raise UsageError(f"the selection ({sel.describe()}) matches only {kinds} ({', '.join(sorted({r.name for r in found})[:3])}): "
+                         "diff compares what nodes compute from them, not the inputs it feeds both models nor the "
+                         "weights as stored; select the tensors that read them")
     raise _matches_nothing(sel, "either model" if two else "this model")
 
 
