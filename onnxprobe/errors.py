@@ -16,6 +16,7 @@ class OnnxProbeError(Exception):
     cli_message: str | None = None
     about: str | None = None  # the input file the message names, where it names one (api.datasets.relabel)
     batch: str | None = None  # the dataset batch the message names (api.datasets.relabel)
+    reason: str | None = None  # with ``batch``: the message without the batch's name, where it did not name it itself
 
 
 class UsageError(OnnxProbeError):

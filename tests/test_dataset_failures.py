@@ -33,8 +33,8 @@ def test_each_failing_batch_says_its_own_reason(tmp_path):
 
 
 def test_many_failures_name_the_first_few_with_reasons_and_count_the_rest(tmp_path):
-    for k in range(6):
-        np.savez(tmp_path / f"b{k}.npz", x=np.zeros((1, 3, 8, 8), np.float64))
+    for k in range(6):  # two reasons (batches that all fail for one reason say it once: below)
+        np.savez(tmp_path / f"b{k}.npz", x=np.zeros((1, 3, 8, 8), np.float64) if k % 2 else np.zeros((1, 3, 8), np.float32))
     r = _layers(tmp_path)
     line = r.stderr.strip()
     assert r.exit_code == 2 and len(line.splitlines()) == 1, r.output
@@ -51,3 +51,31 @@ def test_a_batch_named_with_a_newline_keeps_its_reason_on_the_line(tmp_path):
     line = r.stderr.strip()
     assert r.exit_code == 2 and len(line.splitlines()) == 1, r.output
     assert "\x1b" not in line and "red\\nline.npz" in line and "float64" in line, line
+
+
+def test_batches_that_fail_for_one_reason_say_it_once(tmp_path):
+    """A stacked .npz that lacks an input fails every sample alike: the reason was repeated for each
+    ("sample 0: input b: not in the dataset...; sample 1: input b: ..."); it is said once, the samples named."""
+    import onnx
+    from onnx import TensorProto as T, helper
+
+    g = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "g",
+                          [helper.make_tensor_value_info(n, T.FLOAT, [2, 3]) for n in "ab"],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, tmp_path / "two.onnx")
+    np.savez(tmp_path / "stack.npz", a=np.ones((6, 2, 3), np.float32))
+    r = runner.invoke(app, ["layers", str(tmp_path / "two.onnx"), "--inputs-dir", str(tmp_path / "stack.npz")])
+    line = r.stderr.strip()
+    assert r.exit_code == 2 and len(line.splitlines()) == 1, r.output
+    assert "6 of 6 batches failed" in line and line.count("not in the dataset") == 1, line
+    assert "sample 0, sample 1, sample 2 …" in line, line
+
+
+def test_files_that_fail_alike_are_named_with_the_reason_once(tmp_path):
+    for k in range(4):
+        np.savez(tmp_path / f"f{k}.npz", x=np.zeros((1, 3, 8, 8), np.float64))
+    line = _layers(tmp_path).stderr.strip()
+    assert "4 of 4 batches failed" in line and line.count("float64") == 1, line
+    assert "f0.npz, f1.npz, f2.npz …" in line, line

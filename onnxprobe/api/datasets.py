@@ -138,14 +138,19 @@ def relabel(e: OnnxProbeError, label: str) -> OnnxProbeError:
     the batch's own file ('dir/b.npz: not a readable .npz file', ``OnnxProbeError.about``) names it already."""
     err = (UsageError if isinstance(e, UsageError) else ExecutionError)(labelled(e, label))
     err.batch = label
+    err.reason = None if _names(e, label) else first_line(e)
     return err
 
 
 def labelled(e: OnnxProbeError, label: str) -> str:
     """``e``'s first line, naming batch ``label`` once (from what the error says it names, not its words)."""
     text = first_line(e)
-    named = e.batch == label or (e.about is not None and os.path.basename(e.about) == label)
-    return text if named else f"{clean(label)}: {text}"  # a file name may hold a newline: escaped, on the one line
+    return text if _names(e, label) else f"{clean(label)}: {text}"  # a file name may hold a newline: escaped, on the one line
+
+
+def _names(e: OnnxProbeError, label: str) -> bool:
+    """Whether error ``e`` names batch ``label`` itself (a file it could not read, a batch it refused)."""
+    return e.batch == label or (e.about is not None and os.path.basename(e.about) == label)
 
 
 def model_path(model: Model | str | os.PathLike, flag: str = "--ray") -> str:
@@ -172,7 +177,7 @@ def run_batches(factory: Callable[[], BatchWorker], src: Source, merge: Callable
             failures.append((index, label, got))
         elif isinstance(got, BaseException):
             err = ExecutionError(f"{clean(label)}: {type(got).__name__}: {first_line(got)}")
-            err.batch = label
+            err.batch, err.reason = label, f"{type(got).__name__}: {first_line(got)}"
             failures.append((index, label, err))
         else:
             executor.digests[index] = got.digest
@@ -209,11 +214,17 @@ def _failed(failures: list[tuple[int, str, OnnxProbeError]], total: int) -> Onnx
     """One error for the failed batches: each of the first few with its own reason (batches fail for different
     reasons: a wrong shape in one, an unknown input name in another), the rest counted."""
     failures.sort(key=lambda f: f[0])
+    cls = UsageError if isinstance(failures[0][2], UsageError) else ExecutionError
+    texts = {e.reason if e.batch == label else None if _names(e, label) else first_line(e) for _, label, e in failures}
+    if len(failures) > 1 and len(texts) == 1 and None not in texts:
+        # one reason for all (a stacked .npz that lacks an input fails every sample alike): said once
+        labels = [clean(lb) for _, lb, _ in failures]
+        return cls(f"{len(failures)} of {total} batches failed, no result, each for the same reason: {clip(texts.pop(), 240)} "
+                   f"({', '.join(labels[:3])}{' …' if len(labels) > 3 else ''})")
     shown = len(failures) if len(failures) <= FAILURES_SHOWN + 1 else FAILURES_SHOWN  # never "and 1 more"
     reasons = []
     for _, label, e in failures[:shown]:
         reasons.append(clip(labelled(e, label), 240))
     more = f"; and {len(failures) - shown} more ({', '.join(clean(lb) for _, lb, _ in failures[shown:shown + 3])}" \
            f"{' …' if len(failures) > shown + 3 else ''})" if len(failures) > shown else ""
-    cls = UsageError if isinstance(failures[0][2], UsageError) else ExecutionError
     return cls(f"{len(failures)} of {total} batches failed, no result: {'; '.join(reasons)}{more}")
