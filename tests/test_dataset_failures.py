@@ -79,3 +79,26 @@ def test_files_that_fail_alike_are_named_with_the_reason_once(tmp_path):
     line = _layers(tmp_path).stderr.strip()
     assert "4 of 4 batches failed" in line and line.count("float64") == 1, line
     assert "f0.npz, f1.npz, f2.npz …" in line, line
+
+
+def test_a_pipeline_whose_samples_all_fail_is_stopped(tmp_path):
+    """--inputs-from a generator that never ends and whose every sample fails ran forever; its first
+    PIPELINE_GIVES_UP samples failing stop it, with the one line (the test runs in a thread it would hang)."""
+    import threading
+
+    from onnxprobe.api.datasets import PIPELINE_GIVES_UP
+
+    (tmp_path / "pipe.py").write_text(
+        "import itertools, numpy as np\n"
+        "def forever():\n"
+        "    for k in itertools.count():\n"
+        "        yield {'x': np.zeros((1, 3, 8, 8), np.float64)}\n")
+    got = {}
+    t = threading.Thread(target=lambda: got.update(r=runner.invoke(app, [
+        "layers", str(sample_path("dynamic_batch")), "--inputs-from", f"{tmp_path / 'pipe.py'}:forever"])), daemon=True)
+    t.start()
+    t.join(120)
+    assert "r" in got, "the pipeline was never stopped"
+    line = got["r"].stderr.strip()
+    assert got["r"].exit_code == 2 and len(line.splitlines()) == 1, got["r"].output
+    assert f"first {PIPELINE_GIVES_UP} samples failed" in line and line.count("float64") == 1, line

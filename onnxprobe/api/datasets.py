@@ -162,6 +162,7 @@ def model_path(model: Model | str | os.PathLike, flag: str = "--ray") -> str:
 
 
 FAILURES_SHOWN = 3  # failed batches named with their reasons in the one error; the rest are counted
+PIPELINE_GIVES_UP = 64  # a pipeline (it may never end) whose first samples all failed is stopped after this many
 
 
 def run_batches(factory: Callable[[], BatchWorker], src: Source, merge: Callable[[int, str, object], None], *,
@@ -203,6 +204,8 @@ def run_batches(factory: Callable[[], BatchWorker], src: Source, merge: Callable
             except OnnxProbeError as e:
                 got = e
             done(b.index if b is not None else k, label, got)
+            if b is None and len(failures) == count[0] >= PIPELINE_GIVES_UP:  # a generator may yield forever
+                raise _failed(failures, count[0], stopped=True)
     if failures:
         raise _failed(failures, count[0])
     if not count[0]:
@@ -210,16 +213,19 @@ def run_batches(factory: Callable[[], BatchWorker], src: Source, merge: Callable
     return executor
 
 
-def _failed(failures: list[tuple[int, str, OnnxProbeError]], total: int) -> OnnxProbeError:
+def _failed(failures: list[tuple[int, str, OnnxProbeError]], total: int, stopped: bool = False) -> OnnxProbeError:
     """One error for the failed batches: each of the first few with its own reason (batches fail for different
-    reasons: a wrong shape in one, an unknown input name in another), the rest counted."""
+    reasons: a wrong shape in one, an unknown input name in another), the rest counted. ``stopped``: a
+    pipeline's first samples all failed, and it was not read further."""
     failures.sort(key=lambda f: f[0])
     cls = UsageError if isinstance(failures[0][2], UsageError) else ExecutionError
+    head = (f"the pipeline's first {total} samples failed (it was read no further)" if stopped else
+            f"{len(failures)} of {total} batches failed")
     texts = {e.reason if e.batch == label else None if _names(e, label) else first_line(e) for _, label, e in failures}
     if len(failures) > 1 and len(texts) == 1 and None not in texts:
         # one reason for all (a stacked .npz that lacks an input fails every sample alike): said once
         labels = [clean(lb) for _, lb, _ in failures]
-        return cls(f"{len(failures)} of {total} batches failed, no result, each for the same reason: {clip(texts.pop(), 240)} "
+        return cls(f"{head}, no result, each for the same reason: {clip(texts.pop(), 240)} "
                    f"({', '.join(labels[:3])}{' …' if len(labels) > 3 else ''})")
     shown = len(failures) if len(failures) <= FAILURES_SHOWN + 1 else FAILURES_SHOWN  # never "and 1 more"
     reasons = []
@@ -227,4 +233,4 @@ def _failed(failures: list[tuple[int, str, OnnxProbeError]], total: int) -> Onnx
         reasons.append(clip(labelled(e, label), 240))
     more = f"; and {len(failures) - shown} more ({', '.join(clean(lb) for _, lb, _ in failures[shown:shown + 3])}" \
            f"{' …' if len(failures) > shown + 3 else ''})" if len(failures) > shown else ""
-    return cls(f"{len(failures)} of {total} batches failed, no result: {'; '.join(reasons)}{more}")
+    return cls(f"{head}, no result: {'; '.join(reasons)}{more}")
