@@ -144,8 +144,8 @@ def structure(model: onnx.ModelProto) -> str:
 # gave them, so such an op reading a Loop's carried value is typed too; 31: shape folding reads Constant nodes'
 # value_int(s) / value_float(s) forms too, graph.constants; 32: a pair row whose size may be 0 takes its argmax
 # over |d| and a trailing 0, graph.pair_nodes; 33: the branches of an unnamed If are scoped by its listed name,
-# graph.walk)
-FORMAT = 33
+# graph.walk; 34: the .json holds the digest of both files, ``_digest``)
+FORMAT = 34
 
 
 def key_of(parts: dict) -> str:
@@ -219,10 +219,13 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
     d = cache_dir()
     try:
         meta = json.loads((d / f"{k}.json").read_text())
-        model = onnx.load_model_from_string((d / f"{k}.onnx").read_bytes())
+        data = (d / f"{k}.onnx").read_bytes()
+        # a file cut short (a crash before its data reached the disk) or edited may still parse, as
+        # another graph (a ModelProto cut after its graph has no opsets): only the bytes store wrote serve
+        if not isinstance(meta, dict) or meta.pop("digest", None) != _digest(data, meta):
+            return None
+        model = onnx.load_model_from_string(data)
     except Exception:  # noqa: BLE001 - a missing or damaged entry is a miss
-        return None
-    if not isinstance(meta, dict):
         return None
     for name, t in stubs(model).items():  # initializers', and Constants' by their output
         w = weights.get(name)
@@ -251,11 +254,17 @@ def store_entry(k: str, model: onnx.ModelProto, meta: dict) -> None:
             return
         with atomic_output(d / f"{k}.onnx") as tmp:
             tmp.write_bytes(data)
+        meta = json.loads(json.dumps(meta, default=list))  # as load reads it back, for the digest
         with atomic_output(d / f"{k}.json") as tmp:
-            tmp.write_text(json.dumps(meta, default=list))
+            tmp.write_text(json.dumps({**meta, "digest": _digest(data, meta)}))
         _trim(d, limit)
     except (OSError, ValueError):
         return
+
+
+def _digest(data: bytes, meta: dict) -> str:
+    """The hash of an entry's two files' contents: its .onnx bytes and its metadata (canonical JSON)."""
+    return blake2b(data + json.dumps(meta, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
 KEY = re.compile(r"[0-9a-f]{32}")  # an entry's name: key_of's 16-byte digest in hex
