@@ -127,17 +127,30 @@ def check_perturbed(src: Path, dst: Path, shapes: dict[str, tuple[int, ...]]) ->
     feeds = {}
     for i in sa.get_inputs():
         dims = shapes.get(i.name) or [d if isinstance(d, int) else 1 for d in i.shape]
-        feeds[i.name] = (rng.integers(0, 100, size=dims).astype(np.int64) if "int" in i.type
-                         else rng.random(dims, dtype=np.float32))
+        kind = i.type.removeprefix("tensor(").removesuffix(")")
+        try:  # the input's own element type: onnxruntime refuses any other
+            dtype = np.dtype({"float": "float32", "double": "float64"}.get(kind, kind))
+        except TypeError:
+            raise ValueError(f"{src}: input {i.name} is a {i.type}, which this check cannot make") from None
+        feeds[i.name] = (rng.random(dims).astype(dtype) if dtype.kind == "f"
+                         else rng.integers(0, 2 if dtype.kind == "b" else 100, size=dims).astype(dtype))
     oa, ob = sa.run(None, feeds), sb.run(None, feeds)
     worst, rel = 0.0, 0.0
     for x, y, o in zip(oa, ob, sa.get_outputs()):
         if x.shape != y.shape:
             raise ValueError(f"{dst}: output {o.name} has shape {y.shape}, the original {x.shape}: the copy is broken")
         if x.dtype.kind == "f" and x.size:
-            d = float(np.max(np.abs(x.astype(np.float64) - y)))
-            worst = max(worst, d)
-            rel = max(rel, d / max(float(np.max(np.abs(x.astype(np.float64)))), 1e-30))
+            x, y = x.astype(np.float64), y.astype(np.float64)
+            both = np.isfinite(x) & np.isfinite(y)
+            # a NaN or Inf both give is no difference (max would be NaN, and hide the finite ones'); one
+            # only the copy gives (or only the original) is a copy that computes something else
+            if not np.array_equal(x[~both], y[~both], equal_nan=True):
+                raise ValueError(f"{dst}: output {o.name} is NaN or Inf where the original's is not (or the reverse): "
+                                 "the copy is broken")
+            if both.any():
+                d = float(np.max(np.abs(x[both] - y[both])))
+                worst = max(worst, d)
+                rel = max(rel, d / max(float(np.max(np.abs(x[both]))), 1e-30))
     if worst == 0.0:
         raise ValueError(f"{dst}: the perturbed copy gives the same outputs as the original: it measures nothing")
     # a detector's probability map on random pixels sits near 0: the relative figure says more there

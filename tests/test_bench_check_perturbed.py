@@ -1,0 +1,58 @@
+"""bench/models.py check_perturbed: the benchmark's diff input is checked on inputs of the model's own
+element types, and its verdict is earned on the finite values (a NaN that both models produce hides no
+difference; a NaN or Inf that only the copy produces is a broken copy)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import bench_models
+
+
+def _model(path, op="Relu", elem=TensorProto.FLOAT, extra_int=None):
+    dtype = helper.tensor_dtype_to_np_dtype(elem)
+    w = np.random.default_rng(0).standard_normal((16, 16)).astype(dtype)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node(op, ["m"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", elem, [1, 16])]
+    outputs = [helper.make_tensor_value_info("y", elem, [1, 16])]
+    if extra_int is not None:  # an integer input of another width, returned as it is
+        inputs.append(helper.make_tensor_value_info("ids", extra_int, [1, 4]))
+        nodes.append(helper.make_node("Identity", ["ids"], ["ids_out"]))
+        outputs.append(helper.make_tensor_value_info("ids_out", extra_int, [1, 4]))
+    g = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(w, "W")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return path
+
+
+@pytest.mark.parametrize("elem, extra_int", [(TensorProto.FLOAT16, None), (TensorProto.DOUBLE, None),
+                                              (TensorProto.FLOAT, TensorProto.INT32), (TensorProto.FLOAT, TensorProto.BOOL)])
+def test_inputs_of_the_models_own_types(tmp_path, elem, extra_int):
+    bm = bench_models()
+    src = _model(tmp_path / "a.onnx", elem=elem, extra_int=extra_int)
+    line = bm.check_perturbed(src, bm.perturbed(src, tmp_path / "b.onnx"), {})
+    assert "differs" in line
+
+
+def test_nan_that_both_produce_hides_no_difference(tmp_path):
+    bm = bench_models()
+    src = _model(tmp_path / "a.onnx", op="Log")  # log of a negative product: NaN in both, at the same places
+    line = bm.check_perturbed(src, bm.perturbed(src, tmp_path / "b.onnx"), {})
+    assert "differs" in line and "nan" not in line
+
+
+def test_nan_only_the_copy_produces_is_a_broken_copy(tmp_path):
+    bm = bench_models()
+    src = _model(tmp_path / "a.onnx", op="Tanh")  # finite everywhere
+    dst = tmp_path / "b.onnx"
+    m = onnx.load(str(src))
+    w = numpy_helper.to_array(m.graph.initializer[0]).copy()
+    w[0, 0] = np.nan
+    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(w, "W"))
+    onnx.save(m, dst)
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        bm.check_perturbed(src, dst, {})
