@@ -270,7 +270,7 @@ def test_trimming_deletes_only_the_caches_own_entries(cache, monkeypatch):
         _layers(sample_path(name))
     assert all((cache / name).read_bytes() == data for name, data in theirs.items())
     assert (cache / "net.onnx").exists()
-    ours = [f for f in cache.iterdir() if plan_cache.KEY.fullmatch(f.stem)]
+    ours = [f for f in cache.iterdir() if plan_cache.ENTRY.fullmatch(f.name)]
     assert ours and sum(f.stat().st_size for f in ours) <= 60000
 
 
@@ -283,8 +283,9 @@ def test_trimming_deletes_half_entries_and_stale_temporaries(cache, monkeypatch)
 
     cache.mkdir(parents=True)
     old, young = time.time() - 3600, time.time()
-    planted = {"0" * 32 + ".onnx": old, "1" * 32 + ".json": old, "." + "2" * 32 + ".onnx.abc123.tmp": old,
-               "." + "3" * 32 + ".json.x_9.tmp": old, "4" * 32 + ".onnx": young, "." + "5" * 32 + ".onnx.def456.tmp": young,
+    planted = {"0" * 32 + ".probed.onnx": old, "1" * 32 + ".probed.json": old, "." + "2" * 32 + ".probed.onnx.abc123.tmp": old,
+               "." + "3" * 32 + ".probed.json.x_9.tmp": old, "4" * 32 + ".probed.onnx": young,
+               "." + "5" * 32 + ".probed.onnx.def456.tmp": young,
                "mine.onnx.tmp": old, ".mine.onnx.abc.tmp": old}
     for name, when in planted.items():
         (cache / name).write_bytes(b"\0" * 1000)
@@ -292,14 +293,14 @@ def test_trimming_deletes_half_entries_and_stale_temporaries(cache, monkeypatch)
     _layers(sample_path("mlp"))  # stores an entry, which trims
     left = {f.name for f in cache.iterdir()}
     assert not left & {n for n, when in planted.items() if when == old and "mine" not in n}, left
-    assert {"4" * 32 + ".onnx", "." + "5" * 32 + ".onnx.def456.tmp", "mine.onnx.tmp", ".mine.onnx.abc.tmp"} <= left
+    assert {"4" * 32 + ".probed.onnx", "." + "5" * 32 + ".probed.onnx.def456.tmp", "mine.onnx.tmp", ".mine.onnx.abc.tmp"} <= left
     # a young half entry counts toward the bound, and goes as the oldest entries do
-    (cache / ("6" * 32 + ".onnx")).write_bytes(b"\0" * 200_000)
-    os.utime(cache / ("6" * 32 + ".onnx"), (young - 10, young - 10))
+    (cache / ("6" * 32 + ".probed.onnx")).write_bytes(b"\0" * 200_000)
+    os.utime(cache / ("6" * 32 + ".probed.onnx"), (young - 10, young - 10))
     monkeypatch.setenv("ONNXPROBE_CACHE_SIZE", "150000")
     _layers(sample_path("cnn"))
-    ours = [f for f in cache.iterdir() if plan_cache.KEY.fullmatch(f.stem)]
-    assert ours and sum(f.stat().st_size for f in ours) <= 150000 and not (cache / ("6" * 32 + ".onnx")).exists()
+    ours = [f for f in cache.iterdir() if plan_cache.ENTRY.fullmatch(f.name)]
+    assert ours and sum(f.stat().st_size for f in ours) <= 150000 and not (cache / ("6" * 32 + ".probed.onnx")).exists()
 
 
 def _entries(cache):

@@ -144,8 +144,9 @@ def structure(model: onnx.ModelProto) -> str:
 # gave them, so such an op reading a Loop's carried value is typed too; 31: shape folding reads Constant nodes'
 # value_int(s) / value_float(s) forms too, graph.constants; 32: a pair row whose size may be 0 takes its argmax
 # over |d| and a trailing 0, graph.pair_nodes; 33: the branches of an unnamed If are scoped by its listed name,
-# graph.walk; 34: the .json holds the digest of both files, ``_digest``)
-FORMAT = 34
+# graph.walk; 34: the .json holds the digest of both files, ``_digest``; 35: an entry's files are KEY.probed.onnx
+# and KEY.probed.json, ``ENTRY``)
+FORMAT = 35
 
 
 def key_of(parts: dict) -> str:
@@ -218,8 +219,8 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
     miss, a damaged entry or one whose weights are not all there."""
     d = cache_dir()
     try:
-        meta = json.loads((d / f"{k}.json").read_text())
-        data = (d / f"{k}.onnx").read_bytes()
+        meta = json.loads((d / entry_name(k, "json")).read_text())
+        data = (d / entry_name(k, "onnx")).read_bytes()
         # a file cut short (a crash before its data reached the disk) or edited may still parse, as
         # another graph (a ModelProto cut after its graph has no opsets): only the bytes store wrote serve
         if not isinstance(meta, dict) or meta.pop("digest", None) != _digest(data, meta):
@@ -236,7 +237,7 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
             t.CopyFrom(w)
             t.name = keep
     try:
-        os.utime(d / f"{k}.json")  # recently used: kept longest
+        os.utime(d / entry_name(k, "json"))  # recently used: kept longest
     except OSError:
         pass
     return model, meta
@@ -252,10 +253,10 @@ def store_entry(k: str, model: onnx.ModelProto, meta: dict) -> None:
         limit = size_limit()
         if len(data) > limit // 4:
             return
-        with atomic_output(d / f"{k}.onnx") as tmp:
+        with atomic_output(d / entry_name(k, "onnx")) as tmp:
             tmp.write_bytes(data)
         meta = json.loads(json.dumps(meta, default=list))  # as load reads it back, for the digest
-        with atomic_output(d / f"{k}.json") as tmp:
+        with atomic_output(d / entry_name(k, "json")) as tmp:
             tmp.write_text(json.dumps({**meta, "digest": _digest(data, meta)}))
         _trim(d, limit)
     except (OSError, ValueError):
@@ -267,16 +268,24 @@ def _digest(data: bytes, meta: dict) -> str:
     return blake2b(data + json.dumps(meta, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
-KEY = re.compile(r"[0-9a-f]{32}")  # an entry's name: key_of's 16-byte digest in hex
-TEMP = re.compile(r"\.[0-9a-f]{32}\.(?:onnx|json)\..+\.tmp")  # what atomic_output writes an entry's file to first
+KEY = re.compile(r"[0-9a-f]{32}")  # an entry's key: key_of's 16-byte digest in hex
+# an entry's files: KEY.probed.onnx and KEY.probed.json. Not KEY.onnx: a user's file named by a digest of
+# that length (an md5sum) in the folder $ONNXPROBE_CACHE_DIR names would pass for one, and be trimmed
+ENTRY = re.compile(r"([0-9a-f]{32})\.probed\.(onnx|json)")
+TEMP = re.compile(r"\.[0-9a-f]{32}\.probed\.(?:onnx|json)\..+\.tmp")  # what atomic_output writes an entry's file to first
 # a half entry (its .onnx without its .json: a failed write, a process killed between the two) or a temporary
 # left by a killed writer is deleted once this old (seconds): a concurrent writer's are seconds old at most
 STALE_S = 300
 
 
+def entry_name(k: str, ext: str) -> str:
+    """The name of entry ``k``'s file of extension ``ext`` (onnx or json): ``ENTRY``."""
+    return f"{k}.probed.{ext}"
+
+
 def _trim(d: Path, limit: int) -> None:
-    """The oldest entries deleted until the cache holds at most ``limit`` bytes: only entries, named by a
-    key, never another file that shares the folder ($ONNXPROBE_CACHE_DIR may be any folder: a user's
+    """The oldest entries deleted until the cache holds at most ``limit`` bytes: only entries, named as ``ENTRY``
+    says, never another file that shares the folder ($ONNXPROBE_CACHE_DIR may be any folder: a user's
     models and JSON reports there are not the cache's to trim). Half entries and temporaries that nobody
     writes any more (``STALE_S``) go first: no run ever reads them, and they are bytes all the same."""
     now, parts = time.time(), {}
@@ -285,12 +294,12 @@ def _trim(d: Path, limit: int) -> None:
             st = f.lstat()
         except OSError:
             continue
-        stem, _, ext = f.name.rpartition(".")
+        entry = ENTRY.fullmatch(f.name)
         if TEMP.fullmatch(f.name):
             if now - st.st_mtime > STALE_S:
                 _unlink(f)
-        elif ext in ("json", "onnx") and KEY.fullmatch(stem) and stat.S_ISREG(st.st_mode):
-            parts.setdefault(stem, {})[ext] = (f, st)
+        elif entry and stat.S_ISREG(st.st_mode):
+            parts.setdefault(entry[1], {})[entry[2]] = (f, st)
     entries = []
     for files in parts.values():
         newest = max(st.st_mtime for _, st in files.values())

@@ -1,0 +1,37 @@
+"""runtime.plan_cache: $ONNXPROBE_CACHE_DIR may be a folder of the user's own files, and some of those
+are named by a 32-hex-digit digest (a model zoo's md5sum names, a report named after its model): the
+cache trims and cleans up only the files it wrote, whatever their age and the size limit."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from conftest import sample_path
+from onnxprobe import api
+from onnxprobe.runtime import plan_cache
+
+
+def test_files_named_by_a_digest_are_not_the_caches(tmp_path, monkeypatch):
+    cache = tmp_path / "models"
+    cache.mkdir()
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(cache))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    monkeypatch.setenv("ONNXPROBE_CACHE_SIZE", "60000")
+    md5 = "5d41402abc4b2a76b9719d911017c592"
+    theirs = {f"{md5}.onnx": sample_path("cnn"),  # a model alone, named by its md5sum
+              "0cc175b9c0f1b6a831c399e269772661.json": None,  # a report alone
+              "92eb5ffee6ae2fec3ad71c777531578f.onnx": sample_path("transformer_block"),  # a model and its report
+              "92eb5ffee6ae2fec3ad71c777531578f.json": None}
+    for name, src in theirs.items():
+        if src is None:
+            (cache / name).write_text('{"tensors": []}')
+        else:
+            shutil.copy(src, cache / name)
+        os.utime(cache / name, (1e9, 1e9))  # years old: older than any entry, and than any half entry's grace
+    want = {name: (cache / name).read_bytes() for name in theirs}
+    for name in ("cnn", "mlp", "transformer_block"):
+        api.layers(sample_path(name), api.Selection(all=True), api.RunConfig(device="cpu"))
+    assert {name: (cache / name).read_bytes() for name in theirs if (cache / name).exists()} == want
+    ours = [f for f in cache.iterdir() if plan_cache.ENTRY.fullmatch(f.name)]
+    assert ours and sum(f.stat().st_size for f in ours) <= 60000
