@@ -35,3 +35,23 @@ def test_files_named_by_a_digest_are_not_the_caches(tmp_path, monkeypatch):
     assert {name: (cache / name).read_bytes() for name in theirs if (cache / name).exists()} == want
     ours = [f for f in cache.iterdir() if plan_cache.ENTRY.fullmatch(f.name)]
     assert ours and sum(f.stat().st_size for f in ours) <= 60000
+
+
+def test_an_entry_that_is_a_link_is_replaced_not_written_through(tmp_path, monkeypatch):
+    """A link planted where an entry goes (a shared cache folder, another user's link to their file) is
+    replaced by the entry: the cache never writes outside its folder."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(cache))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    run = lambda: api.layers(sample_path("mlp"), api.Selection(all=True), api.RunConfig(device="cpu"))  # noqa: E731
+    run()
+    entry = sorted(f.name for f in cache.iterdir())
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    for name in entry:
+        (outside / name).write_text("not yours")
+        (cache / name).unlink()
+        (cache / name).symlink_to(outside / name)
+    run()  # a miss (the links lead to no entry): the entry is written again
+    assert all((outside / name).read_text() == "not yours" for name in entry)
+    assert all((cache / name).is_file() and not (cache / name).is_symlink() for name in entry)

@@ -29,7 +29,7 @@ import onnx
 
 from onnxprobe import __version__
 from onnxprobe.errors import UsageError
-from onnxprobe.fileio import atomic_output
+from onnxprobe.fileio import umask
 from onnxprobe.graph.skeleton import skeleton, stubs, weights_of
 from onnxprobe.text import clip, quote
 from onnxprobe.types import Probe, TensorRef
@@ -253,14 +253,27 @@ def store_entry(k: str, model: onnx.ModelProto, meta: dict) -> None:
         limit = size_limit()
         if len(data) > limit // 4:
             return
-        with atomic_output(d / entry_name(k, "onnx")) as tmp:
-            tmp.write_bytes(data)
+        _write(d, entry_name(k, "onnx"), data)
         meta = json.loads(json.dumps(meta, default=list))  # as load reads it back, for the digest
-        with atomic_output(d / entry_name(k, "json")) as tmp:
-            tmp.write_text(json.dumps({**meta, "digest": _digest(data, meta)}))
+        _write(d, entry_name(k, "json"), json.dumps({**meta, "digest": _digest(data, meta)}).encode())
         _trim(d, limit)
     except (OSError, ValueError):
         return
+
+
+def _write(d: Path, name: str, data: bytes) -> None:
+    """``data`` into ``d / name``, atomically: a temporary in ``d`` (``TEMP``) renamed onto the name. A link
+    found there is replaced, never written through (fileio.atomic_output's way, for a user's outputs): the
+    cache writes in its folder only, whatever a shared folder holds."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.chmod(tmp, 0o666 & ~umask())  # as any file the user makes, not mkstemp's 0600
+            f.write(data)
+        os.replace(tmp, d / name)
+    except BaseException:
+        _unlink(Path(tmp))
+        raise
 
 
 def _digest(data: bytes, meta: dict) -> str:
@@ -272,7 +285,7 @@ KEY = re.compile(r"[0-9a-f]{32}")  # an entry's key: key_of's 16-byte digest in 
 # an entry's files: KEY.probed.onnx and KEY.probed.json. Not KEY.onnx: a user's file named by a digest of
 # that length (an md5sum) in the folder $ONNXPROBE_CACHE_DIR names would pass for one, and be trimmed
 ENTRY = re.compile(r"([0-9a-f]{32})\.probed\.(onnx|json)")
-TEMP = re.compile(r"\.[0-9a-f]{32}\.probed\.(?:onnx|json)\..+\.tmp")  # what atomic_output writes an entry's file to first
+TEMP = re.compile(r"\.[0-9a-f]{32}\.probed\.(?:onnx|json)\..+\.tmp")  # what _write writes an entry's file to first
 # a half entry (its .onnx without its .json: a failed write, a process killed between the two) or a temporary
 # left by a killed writer is deleted once this old (seconds): a concurrent writer's are seconds old at most
 STALE_S = 300
