@@ -55,3 +55,24 @@ def test_an_entry_that_is_a_link_is_replaced_not_written_through(tmp_path, monke
     run()  # a miss (the links lead to no entry): the entry is written again
     assert all((outside / name).read_text() == "not yours" for name in entry)
     assert all((cache / name).is_file() and not (cache / name).is_symlink() for name in entry)
+
+
+def test_a_full_disk_still_cleans_up_what_failed_writes_left(tmp_path, monkeypatch):
+    """Half entries that failed writes left go once stale even while every write fails (a full disk): the
+    cleanup does not wait for a write that succeeds, which a full disk never gives."""
+    import errno
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(cache))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    half = cache / plan_cache.entry_name("7" * 32, "onnx")
+    half.write_bytes(b"\0" * 1000)
+    os.utime(half, (1e9, 1e9))
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(plan_cache, "_write", full)
+    api.layers(sample_path("mlp"), api.Selection(all=True), api.RunConfig(device="cpu"))
+    assert not half.exists()

@@ -246,19 +246,20 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
 def store_entry(k: str, model: onnx.ModelProto, meta: dict) -> None:
     """Entry ``k``: ``model`` as a skeleton (its big weights stubbed, Constant nodes' too: ``structure``
     does not hash their values) and ``meta`` as JSON."""
-    d = cache_dir()
+    d, limit = cache_dir(), size_limit()
     try:
         d.mkdir(parents=True, exist_ok=True)
         data = skeleton(model, constants=True).SerializeToString()
-        limit = size_limit()
-        if len(data) > limit // 4:
-            return
-        _write(d, entry_name(k, "onnx"), data)
-        meta = json.loads(json.dumps(meta, default=list))  # as load reads it back, for the digest
-        _write(d, entry_name(k, "json"), json.dumps({**meta, "digest": _digest(data, meta)}).encode())
-        _trim(d, limit)
+        if len(data) <= limit // 4:
+            _write(d, entry_name(k, "onnx"), data)
+            meta = json.loads(json.dumps(meta, default=list))  # as load reads it back, for the digest
+            _write(d, entry_name(k, "json"), json.dumps({**meta, "digest": _digest(data, meta)}).encode())
     except (OSError, ValueError):
-        return
+        pass
+    try:  # after a failed write too: on a full disk, where every write fails, what failed ones left still goes
+        _trim(d, limit)
+    except OSError:
+        pass
 
 
 def _write(d: Path, name: str, data: bytes) -> None:
