@@ -76,3 +76,20 @@ def test_a_full_disk_still_cleans_up_what_failed_writes_left(tmp_path, monkeypat
     monkeypatch.setattr(plan_cache, "_write", full)
     api.layers(sample_path("mlp"), api.Selection(all=True), api.RunConfig(device="cpu"))
     assert not half.exists()
+
+
+def test_entries_of_the_old_naming_go_from_onnxprobes_own_folder(tmp_path, monkeypatch):
+    """Entries an earlier build named KEY.onnx / KEY.json are never read again: in the default folder, which
+    is onnxprobe's alone, they go rather than stay forever outside the size bound; in a folder the user
+    named (ONNXPROBE_CACHE_DIR) such names may be the user's, and stay."""
+    monkeypatch.delenv("ONNXPROBE_CACHE_DIR", raising=False)
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    own = tmp_path / "xdg" / "onnxprobe"
+    own.mkdir(parents=True)
+    old = [own / ("8" * 32 + ".onnx"), own / ("8" * 32 + ".json")]
+    for f in old:
+        f.write_bytes(b"\0" * 1000)
+    api.layers(sample_path("mlp"), api.Selection(all=True), api.RunConfig(device="cpu"))
+    assert not any(f.exists() for f in old)
+    assert any(plan_cache.ENTRY.fullmatch(f.name) for f in own.iterdir())

@@ -286,6 +286,9 @@ KEY = re.compile(r"[0-9a-f]{32}")  # an entry's key: key_of's 16-byte digest in 
 # an entry's files: KEY.probed.onnx and KEY.probed.json. Not KEY.onnx: a user's file named by a digest of
 # that length (an md5sum) in the folder $ONNXPROBE_CACHE_DIR names would pass for one, and be trimmed
 ENTRY = re.compile(r"([0-9a-f]{32})\.probed\.(onnx|json)")
+# what builds before FORMAT 34 named an entry's files: never read again, they go from onnxprobe's own folder
+# (not from one $ONNXPROBE_CACHE_DIR names, where such a name may be a user's file)
+OLD_ENTRY = re.compile(r"\.?[0-9a-f]{32}\.(?:onnx|json)(?:\..+\.tmp)?")  # their temporaries too
 TEMP = re.compile(r"\.[0-9a-f]{32}\.probed\.(?:onnx|json)\..+\.tmp")  # what _write writes an entry's file to first
 # a half entry (its .onnx without its .json: a failed write, a process killed between the two) or a temporary
 # left by a killed writer is deleted once this old (seconds): a concurrent writer's are seconds old at most
@@ -302,14 +305,16 @@ def _trim(d: Path, limit: int) -> None:
     says, never another file that shares the folder ($ONNXPROBE_CACHE_DIR may be any folder: a user's
     models and JSON reports there are not the cache's to trim). Half entries and temporaries that nobody
     writes any more (``STALE_S``) go first: no run ever reads them, and they are bytes all the same."""
-    now, parts = time.time(), {}
+    now, parts, own = time.time(), {}, not os.environ.get("ONNXPROBE_CACHE_DIR")
     for f in d.iterdir():
         try:
             st = f.lstat()
         except OSError:
             continue
         entry = ENTRY.fullmatch(f.name)
-        if TEMP.fullmatch(f.name):
+        if own and OLD_ENTRY.fullmatch(f.name) and stat.S_ISREG(st.st_mode):
+            _unlink(f)
+        elif TEMP.fullmatch(f.name):
             if now - st.st_mtime > STALE_S:
                 _unlink(f)
         elif entry and stat.S_ISREG(st.st_mode):
