@@ -14,6 +14,7 @@ fills (default: $ONNXPROBE_MODELS); models missing from it are skipped with a no
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -164,7 +165,8 @@ def main() -> None:
     for key, (path, shapes) in models(args.models).items():
         if args.only and key not in args.only:
             continue
-        pert = CACHE / f"{key}_perturbed.onnx"
+        # named by the source's bytes: a model changed since (another version fetched) gets its own copy
+        pert = CACHE / f"{key}_{hashlib.blake2b(path.read_bytes(), digest_size=8).hexdigest()}_perturbed.onnx"
         if not pert.exists():
             perturbed(path, pert)
         print(f"{key}: {check_perturbed(path, pert, {k: tuple(int(d) for d in v.split('x')) for k, v in shapes.items()})}",
