@@ -488,3 +488,21 @@ def test_diff_profile_times_the_pairs_of_an_if_branch_that_ran():
     pairs = {p["a"]: p for p in json.loads(r.stdout)["pairs"]}
     ran = [t for t in ("then_out", "else_out") if pairs[t]["kernel_ms_a"] is not None]
     assert len(ran) == 1 and pairs[ran[0]]["kernel_ms_b"] is not None  # one branch ran, the other did not
+
+
+def test_diff_profile_of_models_that_cannot_share_a_graph_is_refused(tmp_path):
+    """diff --profile times the one run of both models: models that cannot share a graph (different opset
+    versions of a domain) are run apart, which --profile cannot time: refused in one line, exit 2, not a
+    report without its times."""
+    paths = []
+    for opset in (17, 18):
+        g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+        p = tmp_path / f"m{opset}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), p)
+        paths.append(str(p))
+    r = runner.invoke(app, ["diff", *paths, "--profile"])
+    assert r.exit_code == 2, r.output
+    assert "--profile times diff's one run of both models" in r.stderr and "different versions" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""

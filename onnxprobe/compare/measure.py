@@ -18,7 +18,7 @@ from onnx import TensorProto, helper
 from onnxprobe.compare.fused import FusedGraph, NotMergeable, build_cached, profile, run, runtime_shapes
 from onnxprobe.compare.introduced import build_cones, cone_inputs, run_cones
 from onnxprobe.compare.sides import Side
-from onnxprobe.errors import ExecutionError, first_line
+from onnxprobe.errors import ExecutionError, UsageError, first_line
 from onnxprobe.graph.memo import ModelMemo, feed_key
 from onnxprobe.graph.shapes import concrete_sizes
 from onnxprobe.match.engine import Matching, Pair
@@ -175,6 +175,8 @@ def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
                                           plan.input_shapes or {n: tuple(np.shape(v)) for n, v in feeds.items()},
                                           frozenset(plan.skip))
             except NotMergeable as e:  # measured in separate runs: said, as the JSON's in_graph 0 is not explained
+                if plan.profile:  # nothing has run yet: --profile has no one run to time (as --separate-runs)
+                    raise UsageError(f"--profile times diff's one run of both models: these run apart ({e})") from e
                 plan.fuse = False
                 why = f"the models run apart, not as one graph ({e}): the same numbers, more time"
                 if why not in plan.notes:
