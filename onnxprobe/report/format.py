@@ -96,6 +96,15 @@ def json_shape(s: tuple | list | None) -> list | None:
     return [d if isinstance(d, int) else None for d in s]
 
 
+def graph_dims(s: tuple | list | None) -> list | None:
+    """A shape a graph declares, for JSON (inspect, mark, extract): its sizes and symbolic names, null for
+    each dimension the tables show as "?" (unknown, or a name onnx's inference made up: ``dim``); null for
+    an unknown rank."""
+    if s is None:
+        return None
+    return [None if isinstance(d, str) and dim(d) == "?" else d for d in s]
+
+
 def shape(s: tuple | list | None) -> str:
     """2x4, scalar, ?; with a symbolic dimension spaced out (batch x 3 x 224 x 224: 'batchx3' would read
     as one name)."""

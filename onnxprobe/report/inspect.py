@@ -8,7 +8,7 @@ from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.format import shape as fmt_shape
-from onnxprobe.report.format import cut_middle, plural, safe, shorten
+from onnxprobe.report.format import cut_middle, graph_dims, plural, safe, shorten
 from onnxprobe.report.table import Column, Table
 from onnxprobe.text import controls
 
@@ -19,7 +19,7 @@ MAX_LISTED = 12  # uninferred nodes / subgraphs shown before "... and N more"
 # --- JSON ------------------------------------------------------------------------------------------------
 
 def _shape(s):
-    return None if s is None else list(s)
+    return graph_dims(s)
 
 
 def _tensor(t, weights=frozenset()) -> dict:
@@ -133,7 +133,7 @@ def io_table(inputs, outputs, width: int = 120) -> Table:
         for k, v in enumerate(items):
             # raw: the dims as a list, as every other command's rows give a shape (None for an unknown one;
             # a sequence's or map's element shape is in the cell)
-            raw = list(v.shape) if v.kind == "tensor" and v.shape is not None else (None if v.kind == "unknown" else _dims(v))
+            raw = graph_dims(v.shape) if v.kind == "tensor" and v.shape is not None else (None if v.kind == "unknown" else _dims(v))
             t.add_row([label if k == 0 else "", v.name, v.dtype or "?", _dims(v)], [label, v.name, v.dtype, raw])
         if not items:
             t.add_row([label, "none", "", ""], [label, None, None, None])

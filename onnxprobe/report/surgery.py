@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from onnxprobe.report.format import safe
+from onnxprobe.report.format import graph_dims, safe
 from onnxprobe.report.table import Column, Table
 from onnxprobe.report.inspect import dims, io_table, plural, size
 
@@ -25,7 +25,7 @@ def mark_dict(result) -> dict:
         "exposed": [
             {"tensor": m.ref.name, "output": m.output, "kind": m.kind, "node": m.ref.node, "op_type": m.ref.op_type,
              "index": m.ref.index, "scope": "/".join(m.ref.scope) or None,
-             "dtype": result.types[m.output].dtype, "shape": None if result.types[m.output].shape is None else list(result.types[m.output].shape)}
+             "dtype": result.types[m.output].dtype, "shape": graph_dims(result.types[m.output].shape)}
             for m in result.marked if m.added
         ],
         "not_marked": [{"tensor": r.name, "kind": "input" if r.kind == "input" else "weight"} for r in result.not_marked],
@@ -49,7 +49,7 @@ def mark_table(result) -> Table:
         node = "/".join(m.ref.scope + (m.ref.node,))
         shp = dims(ti.shape) if ti.kind == "tensor" else ti.kind
         t.add_row([str(m.ref.index), node, m.ref.op_type, m.output, ti.dtype or "?", shp],
-                  [m.ref.index, node, m.ref.op_type, m.output, ti.dtype, list(ti.shape) if ti.shape is not None else shp],
+                  [m.ref.index, node, m.ref.op_type, m.output, ti.dtype, graph_dims(ti.shape) if ti.shape is not None else shp],
                   data=[m.ref.key])
     return t
 
@@ -86,8 +86,8 @@ def extract_dict(result) -> dict:
     return {
         "model": result.source, "written": result.path, "data": result.data_path, "bytes": result.bytes,
         "ir_version": result.ir_version, "nodes": result.nodes,
-        "inputs": [{"name": t.name, "dtype": t.dtype, "shape": None if t.shape is None else list(t.shape)} for t in result.inputs],
-        "outputs": [{"name": t.name, "dtype": t.dtype, "shape": None if t.shape is None else list(t.shape)} for t in result.outputs],
+        "inputs": [{"name": t.name, "dtype": t.dtype, "shape": graph_dims(t.shape)} for t in result.inputs],
+        "outputs": [{"name": t.name, "dtype": t.dtype, "shape": graph_dims(t.shape)} for t in result.outputs],
         "notes": list(result.notes),
     }
 
