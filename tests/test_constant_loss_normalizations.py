@@ -181,3 +181,24 @@ def test_noise_gradients_beside_the_live_scale_are_shown_but_not_judged(tmp_path
     assert row["unjudged"] and row["passed"] is None
     table = diff_table(d)
     assert any("noise" in str(c) for r in table.rows for c in r.cells), table.rows
+
+
+def test_the_diff_grad_footer_counts_noise_rows_apart_from_pairs_not_compared(tmp_path):
+    """Noise rows were compared (their numbers are shown) but not judged: the footer said "N not compared"
+    for them, as for a pair with no numbers at all (an empty tensor, shapes that differ), which contradicts
+    the rows above it. It counts them as noise."""
+    from rich.console import Console
+
+    from onnxprobe.report.diff import diff_dict, diff_renderables
+
+    a = _model(tmp_path / "a.onnx", "LayerNormalization", np.ones(8, np.float32))
+    res = api.diff_grad(a, a, config=CPU, inputs={"x": X})
+    d = diff_dict(res)
+    noise = [p for p in d["pairs"] if p.get("unjudged")]
+    assert noise and all(p["passed"] is None and p["max_abs"] is not None for p in noise)
+    c = Console(width=200, record=True, file=open("/dev/null", "w"))
+    for r in diff_renderables(d, width=200):
+        c.print(r)
+    text = " ".join(c.export_text().split())
+    assert "not compared" not in text, text
+    assert f"{len(noise)} noise (not judged)" in text, text

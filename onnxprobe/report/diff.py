@@ -266,9 +266,13 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     foot = Text()
     foot.append(f"{len(d['pairs'])} pair{'s' if len(d['pairs']) != 1 else ''} · ")
     foot.append(f"{n_fail} failing", style="bold red" if n_fail else "green")
-    n_none = sum(1 for p in d["pairs"] if p["passed"] is None)
+    # rows that read "noise" were compared (their numbers are shown) but not judged: not "not compared"
+    n_noise = sum(1 for p in d["pairs"] if p["passed"] is None and p.get("unjudged"))
+    n_none = sum(1 for p in d["pairs"] if p["passed"] is None) - n_noise
     if n_none:
         foot.append(f" · {n_none} not compared")
+    if n_noise:
+        foot.append(f" · {n_noise} noise (not judged)")
     shown_a, shown_b = ([u for u in d[k] if u.get("selected", True)] for k in ("unmatched_a", "unmatched_b"))
     foot.append(f" · unmatched: {len(shown_a)} in A, {len(shown_b)} in B")  # of the selection (JSON: all, marked)
     if first_row is not None:
