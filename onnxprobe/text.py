@@ -112,16 +112,14 @@ def duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     s = float(seconds)
-    if s < 1e-3:
-        return f"{s * 1e6:.3g} µs"
-    if s < 1:
-        return f"{s * 1e3:.3g} ms"
-    if s < 60:
-        return f"{s:.3g} s"
-    if s < 3600:
+    # each unit while the value, rounded as shown, stays under the next one's (999.7 µs reads 1 ms, not 1e+03 µs)
+    for scale, unit, limit in ((1e6, "µs", 1000), (1e3, "ms", 1000), (1, "s", 60)):
+        if float(f"{s * scale:.3g}") < limit:
+            return f"{s * scale:.3g} {unit}"
+    if round(s) < 3600:
         m, r = divmod(int(round(s)), 60)
         return f"{m} min {r:02d} s"
-    h, r = divmod(int(round(s)) // 60, 60)
+    h, r = divmod(int(round(s / 60)), 60)
     return f"{h} h {r:02d} min"
 
 

@@ -1,0 +1,19 @@
+"""Durations read in the unit that fits after rounding to three significant digits: a time just under a
+unit's limit read '1e+03 µs' (999.7 µs), '1e+03 ms', '60 s' and '60 min 00 s' (the footers' 'run ...', the
+--profile summary, progress times)."""
+
+from __future__ import annotations
+
+import pytest
+
+from onnxprobe.text import duration
+
+
+@pytest.mark.parametrize("seconds, words", [
+    (0, "0 µs"), (8.4e-4, "840 µs"), (9.994e-4, "999 µs"), (9.997e-4, "1 ms"), (0.0123, "12.3 ms"),
+    (0.9994, "999 ms"), (0.9997, "1 s"), (4.56, "4.56 s"), (59.4, "59.4 s"), (59.97, "1 min 00 s"),
+    (316, "5 min 16 s"), (3599.7, "1 h 00 min"), (3720, "1 h 02 min"), (None, "-"),
+])
+def test_a_duration_never_reads_a_unit_past_its_limit(seconds, words):
+    assert duration(seconds) == words
+    assert "e+" not in duration(seconds)
