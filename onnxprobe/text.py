@@ -99,10 +99,11 @@ def one_line(message: str, limit: int = MAX_LINE) -> str:
 
 
 def human_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB'."""
+    """1536 -> '1.5 KiB', 1048000 -> '1023 KiB'."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
-            return f"{int(n)} B" if unit == "B" else f"{n:.3g} {unit}"
+            # three significant digits, whole units from 100 on (1.02e+03 KiB read 1023 KiB in exponents)
+            return f"{int(n)} B" if unit == "B" else f"{n:.3g} {unit}" if abs(n) < 100 else f"{n:.0f} {unit}"
         n /= 1024
     return f"{n} B"  # pragma: no cover
 

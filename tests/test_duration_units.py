@@ -17,3 +17,15 @@ from onnxprobe.text import duration
 def test_a_duration_never_reads_a_unit_past_its_limit(seconds, words):
     assert duration(seconds) == words
     assert "e+" not in duration(seconds)
+
+
+@pytest.mark.parametrize("n, words", [
+    (1023, "1023 B"), (1536, "1.5 KiB"), (1000 * 1024, "1000 KiB"), (1048000, "1023 KiB"), (1048576, "1 MiB"),
+    (int(12.34 * 1024 ** 2), "12.3 MiB"), (int(150.4 * 1024 ** 3), "150 GiB"), (2000 * 1024 ** 4, "2000 TiB"),
+])
+def test_a_byte_count_in_messages_never_reads_in_exponent_notation(n, words):
+    """Sizes in messages ('needs 1.02e+03 KiB, more than ...') read as inspect's sizes do: three significant
+    digits, whole units from 100 on."""
+    from onnxprobe.text import human_bytes
+
+    assert human_bytes(n) == words
