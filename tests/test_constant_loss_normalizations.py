@@ -202,3 +202,20 @@ def test_the_diff_grad_footer_counts_noise_rows_apart_from_pairs_not_compared(tm
     text = " ".join(c.export_text().split())
     assert "not compared" not in text, text
     assert f"{len(noise)} noise (not judged)" in text, text
+
+
+def test_the_bias_and_output_gradients_of_a_constant_layernorm_sum_are_judged_not_noise(tmp_path):
+    """The sum of a LayerNormalization of one scale value is constant in every tensor before it, not in its
+    bias (dL/dβ = the number of rows) nor in its output and what follows it (dL/dy = 1): their gradients
+    are real (finite differences in float64 agree, below), and diff --grad read them "rounding noise: the
+    loss is constant in this tensor". They are compared and judged; W's and h's stay noise."""
+    a = _model(tmp_path / "a.onnx", "LayerNormalization", np.ones(8, np.float32))
+    g = api.grad(a, api.Selection(all=True), config=CPU, inputs={"x": X}, check=True)
+    real = {r.name for r in g.rows if r.check is not None and r.check["ok"]}
+    assert {"beta", "y"} <= real, [(r.name, r.check) for r in g.rows]
+    res = api.diff_grad(a, a, config=CPU, inputs={"x": X})
+    rows = {r.pair.a.name: r for r in res.results}
+    for name in ("beta_grad", "y_grad", "gamma_grad"):
+        assert rows[name].passed is True and rows[name].unjudged is None, rows[name]
+    for name in ("W_grad", "h_grad"):
+        assert rows[name].passed is None and "rounding noise" in rows[name].unjudged, rows[name]

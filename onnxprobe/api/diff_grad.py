@@ -138,7 +138,8 @@ def _constant_losses(plans: list, results: list) -> dict[str, str]:
 
 def _mark_noise(plans: list, res) -> None:
     """Where a side's loss is constant in every tensor before a LayerNormalization of one scale value but a
-    pair compares that scale's gradient (``GradPlan.live``), the verdict is the scale's: the pairs of the
+    pair compares that scale's gradient (``GradPlan.live``), the verdict is the scale's (and its bias's, whose
+    gradient, as its output's and what follows it, ``GradPlan.after``, is real too): the pairs of the
     other gradients, rounding noise on that side, are measured and shown but not judged (they read "ok"
     or "FAIL" by chance: noise agreeing with noise, or with the other model's real gradient)."""
     noisy = [(k, p) for k, p in enumerate(plans) if p.constant_loss and k < 2 and "AB"[k] not in res.grad["constant_loss"]]
@@ -146,7 +147,7 @@ def _mark_noise(plans: list, res) -> None:
         return
     for r in res.results:
         names = (r.pair.a.name, r.pair.b.name)
-        if any((forward_name(names[k]) or names[k]) not in p.live for k, p in noisy):
+        if any((forward_name(names[k]) or names[k]) not in p.live + p.after for k, p in noisy):
             r.passed = None
             r.unjudged = "rounding noise: the loss is constant in this tensor (" + "; ".join(
                 f"{'AB'[k]}: {p.constant_loss}" for k, p in noisy) + ")"

@@ -140,6 +140,7 @@ class GradPlan:
     warnings: list[str] = field(default_factory=list)
     constant_loss: str | None = None  # why the loss cannot depend on any tensor (a Softmax's sum), if it cannot
     live: tuple[str, ...] = ()  # of a constant loss, the targets it depends on all the same (a LayerNorm's scale)
+    after: tuple[str, ...] = ()  # ... and, with ``live``, its bias and output (ConstantSum.after): real gradients too
 
     @property
     def grads(self) -> dict[str, str]:
@@ -421,8 +422,9 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
             for d in vi.type.tensor_type.shape.dim:
                 d.Clear()
     extra = {loss.input: given} if loss.input else {}
+    after = tuple(t.ref.name for t in tg if t.ref.name in bw.grads and t.ref.name in found.after) if live else ()
     return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings, constant,
-                    live)
+                    live, after)
 
 
 def _output_shape(model: onnx.ModelProto, output: str, feed: dict[str, np.ndarray], cache: bool = True) -> tuple[int, ...] | None:

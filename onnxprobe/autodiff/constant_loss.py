@@ -72,6 +72,9 @@ class ConstantSum(NamedTuple):
 
     what: str
     scale: tuple[str, ...] = ()
+    # with ``scale``: its bias (and the Identity outputs that carry it), its output and the tensors from there to
+    # the loss output, in which the sum is not constant either: dL/dβ is a count of rows, dL/dy 1 (real gradients)
+    after: tuple[str, ...] = ()
 
 
 def constant_sum(model: onnx.ModelProto, output: str) -> ConstantSum | None:
@@ -94,8 +97,20 @@ def constant_sum(model: onnx.ModelProto, output: str) -> ConstantSum | None:
     scale = _value(model, node.input[k]) if len(node.input) > k and node.input[k] else None
     if scale is None or scale.size == 0 or not np.isfinite(scale).all() or not (scale == scale.flat[0]).all():
         return None
+    bias = _carried(model, node.input[b])[0] if len(node.input) > b and node.input[b] else ()
     return ConstantSum(f"a {node.op_type} whose scale is {float(scale.flat[0]):.4g} everywhere{through}",
-                       _carried(model, node.input[k])[0])
+                       _carried(model, node.input[k])[0], bias + _chain(model, output, reached))
+
+
+def _chain(model: onnx.ModelProto, output: str, reached: str) -> tuple[str, ...]:
+    """The tensors from ``output`` back to ``reached`` through the sum-preserving nodes ``producer_behind``
+    passed (both ends included)."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    names, t = [output], output
+    while t != reached and t in producer and producer[t].input and len(names) <= 32:
+        t = producer[t].input[0]
+        names.append(t)
+    return tuple(names)
 
 
 def _value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
