@@ -176,7 +176,7 @@ def candidates(model: onnx.ModelProto, obs: Observation, extra: frozenset[str] |
         if i.name not in inits and is_float(i.name) and i.name in first_use:
             s = first_use[i.name]
             out.append((i.name, Observable(key=i.name, name=i.name, probe=i.name, node=s.name, op_type="input",
-                                           effective_op="input", index=-1, shape=static_shape(types.get(i.name)),
+                                           effective_op="input", index=s.index, shape=static_shape(types.get(i.name)),
                                            kind="float")))
     for o in obs.observables:
         t = o.name if o.name in produced else (o.probe if o.probe in produced else None)
