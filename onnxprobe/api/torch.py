@@ -38,7 +38,7 @@ from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe
 from onnxprobe.torch.load import load_module, require_torch
 from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
-from onnxprobe.torch.params import map_parameters
+from onnxprobe.torch.params import map_parameters, param_owners
 from onnxprobe.torch.runner import OUTPUT, TorchRunner, to_numpy
 from onnxprobe.text import matches
 from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
@@ -302,7 +302,8 @@ def diff_grad_torch(
     known = {p for p, _ in mod.named_modules()}
     # one-element initializers are constants of the formula to onnxprobe, unless one holds a torch parameter
     # (nn.PReLU()'s slope, a learnable temperature): then it is a weight like any other
-    scalars = _scalar_parameters(a_model, params, known, buffers)
+    owners = param_owners(mod)  # tied parameters: every module holding one
+    scalars = _scalar_parameters(a_model, params, known, buffers, owners)
     cands = candidates(a_model.proto, observe(a_model.proto), extra=scalars)
     # names= chooses the tensors (the spec's wrt filters the pairs below)
     plan = grad_plan(a_model, spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
@@ -317,7 +318,7 @@ def diff_grad_torch(
     stopped = {forward_name(k): side_a.observation.hidden[k] for k, c in side_a.hidden_causes.items()
                if c == GRADIENT_STOPPED and k in side_a.observation.hidden}
     matching = _grad_matching(a_model, side_a.observation.observables, params, modules,
-                              known, buffers, _batchnorm_folds(mod), stopped)
+                              known, buffers, _batchnorm_folds(mod), stopped, owners)
     for u in matching.unmatched_b:  # a parameter of a module the export's branch did not trace: said so
         owner = next((m for m in sorted(tp.branch, key=len, reverse=True) if u.obs.name.startswith(m + ".")), None)
         if owner is not None:
@@ -377,14 +378,14 @@ def _keep_wrt(side_a: Side, matching: Matching, wrt: tuple[str, ...]) -> None:
 
 
 def _scalar_parameters(model: Model, params: dict[str, np.ndarray], known: set[str],
-                       buffers: dict[str, np.ndarray]) -> set[str]:
+                       buffers: dict[str, np.ndarray], owners: dict[str, set[str]] | None = None) -> set[str]:
     """The one-element float initializers that hold a torch parameter (``map_parameters``' links)."""
     floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
     inits = [i.name for i in model.proto.graph.initializer if i.data_type in floats]
     single = {i.name for i in model.proto.graph.initializer if i.data_type in floats and int(np.prod(i.dims)) == 1}
     if not single or not any(v.size == 1 for v in params.values()):
         return set()
-    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers)
+    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers, owners=owners)
     return {i for i in single if i in pm.links}
 
 
@@ -405,7 +406,8 @@ def _batchnorm_folds(mod) -> list[tuple[np.ndarray, np.ndarray]]:
 
 def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.ndarray],
                    modules: dict[str, Observable], known: set[str], buffers: dict[str, np.ndarray] | None = None,
-                   folds: list[tuple[np.ndarray, np.ndarray]] = (), stopped: dict[str, str] | None = None) -> Matching:
+                   folds: list[tuple[np.ndarray, np.ndarray]] = (), stopped: dict[str, str] | None = None,
+                   owners: dict[str, set[str]] | None = None) -> Matching:
     """A's gradient observables paired with torch's: weights through ``map_parameters`` (B is named by the
     parameter: ``fc.weight``; parameters merged into one initializer ``ln1.weight+ln2.weight``), inputs
     by position (``input[0]``), activations through the module pairing (``modules``: ONNX tensor -> the
@@ -415,7 +417,7 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
     weights = {o.name: forward_name(o.key) or forward_name(o.name) for o in obs_a if o.effective_op.endswith(" weight")}
     floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
     inits = [i.name for i in model.proto.graph.initializer if i.data_type in floats]
-    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers, folds)
+    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers, folds, owners)
     with_grad = {forward_name(o.name) for o in obs_a if o.name in weights} | set(weights.values())
     pairs, un_a = [], []
     for o in obs_a:

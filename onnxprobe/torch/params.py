@@ -86,9 +86,37 @@ def _other_values(i: str, v: np.ndarray, p: np.ndarray, folds: list) -> tuple[st
     return head + "and no BatchNorm of the module folds into it: " + NOT_AN_EXPORT, True
 
 
+def param_owners(mod) -> dict[str, set[str]]:
+    """torch parameter (its first name) -> the module paths that hold it (more than one: tied weights)."""
+    first = {id(p): n for n, p in mod.named_parameters()}
+    out: dict[str, set[str]] = {}
+    for n, p in mod.named_parameters(remove_duplicate=False):
+        out.setdefault(first[id(p)], set()).add(n.rpartition(".")[0])
+    return out
+
+
+def _foreign(readers: set[str], owners: set[str]) -> bool:
+    """Whether the modules that read an initializer (``readers``: their paths with every ancestor, as
+    ``initializer_users`` gives them) are all apart from those holding a parameter (none of its modules, their
+    ancestors or descendants): a constant the exporter made for another module (LayerNorm(elementwise_affine=
+    False)'s ones), however equal its values. Unknown readers (no scopes in the file) are never apart."""
+    inner = _innermost(readers)
+    return bool(inner) and not any(_related(r, o) for r in inner for o in owners)
+
+
+def _related(a: str, b: str) -> bool:
+    """Module paths one of which is the other or inside it ('' is the root, around everything)."""
+    return not a or not b or a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _innermost(paths: set[str]) -> set[str]:
+    return {r for r in paths if not any(len(q) > len(r) and _related(r, q) for q in paths)}
+
+
 def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits: list[str],
                    users: dict[str, set[str]] | None = None, buffers: dict[str, np.ndarray] | None = None,
-                   folds: list[tuple[np.ndarray, np.ndarray]] = ()) -> ParamMap:
+                   folds: list[tuple[np.ndarray, np.ndarray]] = (),
+                   owners: dict[str, set[str]] | None = None) -> ParamMap:
     """``params``: torch parameter name -> value, one name per tensor (tied parameters under their first
     name); ``inits``: the model's float initializers; ``users``: initializer -> the module paths that
     read it (``match.modules.initializer_users``), which tell the equal-valued parameters an exporter
@@ -96,7 +124,9 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
     ``buffers``: the module's float buffers by name, which an exporter may have merged into a parameter's
     initializer too (see the module doc); ``folds``: the module's BatchNorms in eval mode, each its
     per-channel (scale, shift), which an exporter may fold into the weight before it (``batchnorm_fold``;
-    a parameter's name with other values that no fold explains is the module and the model disagreeing)."""
+    a parameter's name with other values that no fold explains is the module and the model disagreeing);
+    ``owners``: parameter -> the module paths holding it (``param_owners``; default: its name's): an
+    initializer that only other modules read holds none of the parameters of its values (``_foreign``)."""
     wanted = set(inits)
     values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in wanted}
     for n in model.graph.node:  # weights held by Constant nodes
@@ -116,6 +146,18 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         by_squeezed.setdefault(_digest(np.squeeze(v)), []).append(name)
     out = ParamMap()
     init_value = {i: values[i] for i in inits if i in values}
+
+    def held_by_readers(i: str, names: list[str]) -> list[str]:  # those of ``names`` not held apart from i's readers
+        readers = (users or {}).get(i) or set()
+        return names if i in params else [q for q in names if not _foreign(readers, (owners or {}).get(q) or {q.rpartition(".")[0]})]
+    for i, v in list(init_value.items()):
+        d, dq = _digest(v), _digest(np.squeeze(v))
+        cands = list(dict.fromkeys(by_value.get(d, []) + by_transpose.get(d, []) + (by_squeezed.get(dq, []) if v.size else [])))
+        if cands and i not in params and not held_by_readers(i, cands):
+            readers = ", ".join(sorted(_innermost((users or {})[i])))
+            out.refused[i] = (f"holds the values of the torch parameter {cands[0]}, but only {readers} reads it, "
+                              "not a module holding that parameter: a constant of the export, not the parameter")
+            del init_value[i]
     squeezed_class: dict[tuple, list[str]] = {}
     for i, v in init_value.items():
         squeezed_class.setdefault(_digest(np.squeeze(v)), []).append(i)
@@ -129,7 +171,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         n.op_type == "Gemm" and not any(a.name == "transB" and a.i for a in n.attribute)))}
     for i, v in init_value.items():
         d = _digest(v)
-        equal = by_value.get(d, [])
+        equal = held_by_readers(i, by_value.get(d, []))
         if equal and v.ndim == 2 and v.shape[0] == v.shape[1] and i not in params and by_transpose.get(d):
             # a square weight that equals a parameter both as it is and transposed (all zeros, an identity, or
             # two parameters each the other's transpose): the values cannot tell; the module that reads the
@@ -164,11 +206,12 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
             else:
                 out.refused[i] = f"{len(rivals)} initializers hold these values: which parameter each stands for is unknown"
             continue
-        t = by_transpose.get(d, [])
+        t = held_by_readers(i, by_transpose.get(d, []))
         if len(t) >= 1 and len(same_class[d]) == 1:
             out.links[i] = ParamLink(i, list(t), transposed=True, how="the parameter transposed (a MatMul weight)")
             continue
         sq = by_squeezed.get(_digest(np.squeeze(v)), []) if v.size else []
+        sq = held_by_readers(i, sq)
         if len(sq) == 1 and len(squeezed_class[_digest(np.squeeze(v))]) == 1:
             out.links[i] = ParamLink(i, list(sq), shape=tuple(v.shape),
                                      how=f"the parameter with unit axes added ({'x'.join(map(str, v.shape))})")
