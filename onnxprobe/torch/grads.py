@@ -143,6 +143,7 @@ class TorchGradRunner(Runner):
 
         params = list(self.module.named_parameters(remove_duplicate=False))
         flags = {id(p): p.requires_grad for _, p in params}
+        grads = {id(p): p.grad for _, p in params}  # the user's accumulated gradients, given back after
         hooks = [m.register_forward_hook(post) for m in paths]
         try:
             for _, p in params:
@@ -155,6 +156,9 @@ class TorchGradRunner(Runner):
                                      f"{self.output_index}")
                 loss = torch_loss(out[self.output_index], self.loss, self.extra, self.class_axis, self.probabilities)
                 loss.backward()
+            got: dict[str, np.ndarray] = {}
+            for name, p in params:  # tied parameters: the same gradient under each name
+                got[PARAM + name] = to_numpy(p.grad) if p.grad is not None else np.zeros(tuple(p.shape), to_numpy(p).dtype)
         except UsageError:
             raise
         except Exception as e:  # noqa: BLE001 - the user's forward may raise anything
@@ -163,13 +167,10 @@ class TorchGradRunner(Runner):
         finally:
             for h in hooks:
                 h.remove()
+            for _, p in params:  # the module as it was, whatever its forward raised
+                p.grad = grads[id(p)]
+                p.requires_grad_(flags[id(p)])
         self.loss_value = float(loss.detach())
-        got: dict[str, np.ndarray] = {}
-        for name, p in params:  # tied parameters: the same gradient under each name
-            got[PARAM + name] = to_numpy(p.grad) if p.grad is not None else np.zeros(tuple(p.shape), to_numpy(p).dtype)
-        for _, p in params:
-            p.grad = None
-            p.requires_grad_(flags[id(p)])
         for k, t in enumerate(args):
             if t.grad is not None:
                 got[f"{INPUT}{k}"] = to_numpy(t.grad)
