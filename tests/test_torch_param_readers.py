@@ -78,3 +78,15 @@ def test_the_reading_module_decides_between_equal_values():
     for users in ({"w": {""}}, None, {}):
         pm = map_parameters(_model({"w": ("", ones)}), {"side.weight": ones}, ["w"], users=users)
         assert pm.links["w"].params == ["side.weight"], (users, pm.links, pm.refused)
+
+
+def test_readers_that_are_no_module_of_the_torch_model_say_nothing():
+    """A module renamed since the export (``a`` is now ``seq.0``): its scope names no module of the torch
+    model, so the values decide, as before."""
+    ones = np.ones(6, np.float32)
+    pm = map_parameters(_model({"a.weight": ("a", ones)}), {"seq.0.weight": ones}, ["a.weight"],
+                        users={"a.weight": {"", "a"}}, modules={"", "seq", "seq.0"})
+    assert pm.links["a.weight"].params == ["seq.0.weight"], (pm.links, pm.refused)
+    pm = map_parameters(_model({"val_2": ("ln", ones)}), {"gn.weight": ones}, ["val_2"],
+                        users={"val_2": {"", "ln"}}, modules={"", "ln", "gn"})
+    assert "val_2" not in pm.links and "ln" in pm.refused["val_2"], (pm.links, pm.refused)

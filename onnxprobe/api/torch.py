@@ -385,7 +385,7 @@ def _scalar_parameters(model: Model, params: dict[str, np.ndarray], known: set[s
     single = {i.name for i in model.proto.graph.initializer if i.data_type in floats and int(np.prod(i.dims)) == 1}
     if not single or not any(v.size == 1 for v in params.values()):
         return set()
-    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers, owners=owners)
+    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers, owners=owners, modules=known)
     return {i for i in single if i in pm.links}
 
 
@@ -417,7 +417,7 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
     weights = {o.name: forward_name(o.key) or forward_name(o.name) for o in obs_a if o.effective_op.endswith(" weight")}
     floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
     inits = [i.name for i in model.proto.graph.initializer if i.data_type in floats]
-    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers, folds, owners)
+    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers, folds, owners, known)
     with_grad = {forward_name(o.name) for o in obs_a if o.name in weights} | set(weights.values())
     pairs, un_a = [], []
     for o in obs_a:

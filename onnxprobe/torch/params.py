@@ -116,7 +116,7 @@ def _innermost(paths: set[str]) -> set[str]:
 def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits: list[str],
                    users: dict[str, set[str]] | None = None, buffers: dict[str, np.ndarray] | None = None,
                    folds: list[tuple[np.ndarray, np.ndarray]] = (),
-                   owners: dict[str, set[str]] | None = None) -> ParamMap:
+                   owners: dict[str, set[str]] | None = None, modules: set[str] | None = None) -> ParamMap:
     """``params``: torch parameter name -> value, one name per tensor (tied parameters under their first
     name); ``inits``: the model's float initializers; ``users``: initializer -> the module paths that
     read it (``match.modules.initializer_users``), which tell the equal-valued parameters an exporter
@@ -126,7 +126,9 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
     per-channel (scale, shift), which an exporter may fold into the weight before it (``batchnorm_fold``;
     a parameter's name with other values that no fold explains is the module and the model disagreeing);
     ``owners``: parameter -> the module paths holding it (``param_owners``; default: its name's): an
-    initializer that only other modules read holds none of the parameters of its values (``_foreign``)."""
+    initializer that only other modules read holds none of the parameters of its values (``_foreign``);
+    ``modules``: the torch module's paths, the only readers that say so (None: any path does; a module
+    renamed since the export is no other module)."""
     wanted = set(inits)
     values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in wanted}
     for n in model.graph.node:  # weights held by Constant nodes
@@ -148,13 +150,13 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
     init_value = {i: values[i] for i in inits if i in values}
 
     def held_by_readers(i: str, names: list[str]) -> list[str]:  # those of ``names`` not held apart from i's readers
-        readers = (users or {}).get(i) or set()
+        readers = {r for r in (users or {}).get(i) or () if modules is None or r in modules}
         return names if i in params else [q for q in names if not _foreign(readers, (owners or {}).get(q) or {q.rpartition(".")[0]})]
     for i, v in list(init_value.items()):
         d, dq = _digest(v), _digest(np.squeeze(v))
         cands = list(dict.fromkeys(by_value.get(d, []) + by_transpose.get(d, []) + (by_squeezed.get(dq, []) if v.size else [])))
         if cands and i not in params and not held_by_readers(i, cands):
-            readers = ", ".join(sorted(_innermost((users or {})[i])))
+            readers = ", ".join(sorted(_innermost({r for r in users[i] if modules is None or r in modules})))
             out.refused[i] = (f"holds the values of the torch parameter {cands[0]}, but only {readers} reads it, "
                               "not a module holding that parameter: a constant of the export, not the parameter")
             del init_value[i]
