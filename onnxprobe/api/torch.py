@@ -35,7 +35,7 @@ from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.runners import make_runner
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
-from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe
+from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe, without_torch_gradient
 from onnxprobe.torch.load import load_module, require_torch
 from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
 from onnxprobe.torch.params import map_parameters, param_owners
@@ -319,6 +319,10 @@ def diff_grad_torch(
                if c == GRADIENT_STOPPED and k in side_a.observation.hidden}
     matching = _grad_matching(a_model, side_a.observation.observables, params, modules,
                               known, buffers, _batchnorm_folds(mod), stopped, owners)
+    try:  # torch's backward pass: a parameter autograd gives no gradient (read detached) is not compared
+        without_torch_gradient(matching, runner, fs.values)
+    except ExecutionError as e:
+        raise fs.explained(e) from e
     for u in matching.unmatched_b:  # a parameter of a module the export's branch did not trace: said so
         owner = next((m for m in sorted(tp.branch, key=len, reverse=True) if u.obs.name.startswith(m + ".")), None)
         if owner is not None:

@@ -15,7 +15,9 @@ import re
 
 import numpy as np
 
+from onnxprobe.compare.sides import GRADIENT_STOPPED
 from onnxprobe.errors import ExecutionError, UsageError, first_line
+from onnxprobe.match.engine import Matching, Unmatched
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.userfunc import user_code
 from onnxprobe.torch.load import eval_mode, require_torch
@@ -81,6 +83,7 @@ class TorchGradRunner(Runner):
         self.loss, self.extra, self.class_axis, self.probabilities = loss, extra, class_axis, probabilities
         self.modules = set(modules)
         self.loss_value: float | None = None
+        self.no_grad: set[str] = set()  # parameters autograd left without a gradient (read detached), by every name
         self._last: tuple[int, dict] | None = None
 
     def describe(self) -> str:
@@ -157,6 +160,7 @@ class TorchGradRunner(Runner):
                 loss = torch_loss(out[self.output_index], self.loss, self.extra, self.class_axis, self.probabilities)
                 loss.backward()
             got: dict[str, np.ndarray] = {}
+            self.no_grad = {name for name, p in params if p.grad is None}
             for name, p in params:  # tied parameters: the same gradient under each name
                 got[PARAM + name] = to_numpy(p.grad) if p.grad is not None else np.zeros(tuple(p.shape), to_numpy(p).dtype)
         except UsageError:
@@ -179,3 +183,19 @@ class TorchGradRunner(Runner):
                 got[MODULE + path] = to_numpy(t.grad)
         return got
 
+
+
+def without_torch_gradient(matching: Matching, runner: TorchGradRunner, feeds: dict[str, np.ndarray]) -> None:
+    """Runs torch's backward pass (once: the runner keeps it for these feeds) and leaves unpaired the weight
+    gradients of parameters autograd gives none, though the loss reads them: forward() reads them detached
+    (``.detach()``, ``torch.no_grad()``), which an ONNX graph cannot say, so A's gradient is no export error.
+    They were compared with zeros (cause gradient-stopped, as an op without a gradient rule on A's side)."""
+    runner.values([], feeds)
+    for pair in list(matching.pairs):
+        if pair.b.probe.startswith(PARAM):
+            dead = [p for p in read_param_probe(pair.b.probe)[0] if p in runner.no_grad]
+            if dead:
+                matching.pairs.remove(pair)
+                matching.unmatched_a.append(Unmatched(pair.a, (
+                    f"torch autograd gives {', '.join(dead)} no gradient: forward() reads it detached (.detach(), "
+                    "torch.no_grad()), which the ONNX graph does not say; not compared"), GRADIENT_STOPPED))
