@@ -98,7 +98,7 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
     value} on ``feeds``, which tells which of several tensors leaving a module's scope it returns."""
     modules = dict(runner.module.named_modules())
     classes = {p: type(m).__name__ for p, m in modules.items()}
-    scopes = module_scopes(model.proto, set(modules))
+    scopes = _unwrapped(module_scopes(model.proto, set(modules)), runner.module)
     obs_by_name = {o.name: o for o in observation.observables}
     leaving = {p: [t for t in s.outputs if t in obs_by_name] for p, s in scopes.items() if p}
     leaving = {p: ts for p, ts in leaving.items() if ts}
@@ -320,3 +320,24 @@ def _fused_into(path: str, scopes: dict, classes: dict, order: list[str], fed_by
     after = order[order.index(path) + 1:] if path in order else []
     return next((p for p in after if p.rpartition(".")[0] == parent and classes.get(p) in BATCHNORMS
                  and p in scopes and scopes[p].rewrites), None)
+
+
+def _unwrapped(scopes: dict, module) -> dict:
+    """The export's scopes under the torch model's paths where the model wraps the exported module as its one
+    child (nn.DataParallel's ``module``, torch.compile's ``_orig_mod``): the scopes then name the child's
+    paths (``a``; legacy's names may find ``module.a`` already), never the model's, and the root's is the
+    child's too."""
+    children = [n for n, _ in module.named_children()]
+    paths = {p for p, _ in module.named_modules()}
+    inner = set(scopes) - {""}
+    if len(children) != 1 or "" not in scopes or children[0] in scopes:
+        return scopes
+    head = children[0]
+    renamed = {q: q for q in inner if q.startswith(head + ".")}  # legacy: its names found the child's paths
+    if len(renamed) < len(inner):
+        renamed = {q: f"{head}.{q}" for q in inner if f"{head}.{q}" in paths and q not in paths}
+    if not inner or len(renamed) < len(inner):
+        return scopes
+    out = {"": scopes[""], head: replace(scopes[""], path=head)}
+    out.update({renamed[q]: replace(s, path=renamed[q]) for q, s in scopes.items() if q})
+    return out
