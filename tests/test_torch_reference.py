@@ -544,6 +544,9 @@ def test_an_export_of_the_other_branch_is_said_so(tmp_path):
     res = api.diff_grad_torch(path, (m, (x,)))
     why = {u.obs.name: u.reason for u in res.matching.unmatched_b}
     assert all("traced another branch" in why[p] for p in ("b.0.weight", "b.0.bias")), why
+    # a's weights, which torch's loss does not depend on (a did not run): compared with torch's zeros, failing
+    assert {"a.weight", "a.bias"} <= {r.pair.b.name for r in res.results}, [(u.obs.name, u.reason) for u in res.matching.unmatched_a]
+    assert res.verdict()[0] == "fail", res.verdict()
 
 
 @pytest.mark.parametrize("dynamo", [False, True])

@@ -320,7 +320,7 @@ def diff_grad_torch(
     matching = _grad_matching(a_model, side_a.observation.observables, params, modules,
                               known, buffers, _batchnorm_folds(mod), stopped, owners)
     try:  # torch's backward pass: a parameter autograd gives no gradient (read detached) is not compared
-        without_torch_gradient(matching, runner, fs.values)
+        without_torch_gradient(matching, runner, fs.values, tp.branch)
     except ExecutionError as e:
         raise fs.explained(e) from e
     for u in matching.unmatched_b:  # a parameter of a module the export's branch did not trace: said so

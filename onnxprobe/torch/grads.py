@@ -185,15 +185,19 @@ class TorchGradRunner(Runner):
 
 
 
-def without_torch_gradient(matching: Matching, runner: TorchGradRunner, feeds: dict[str, np.ndarray]) -> None:
+def without_torch_gradient(matching: Matching, runner: TorchGradRunner, feeds: dict[str, np.ndarray],
+                           branch: dict[str, str] | None = None) -> None:
     """Runs torch's backward pass (once: the runner keeps it for these feeds) and leaves unpaired the weight
-    gradients of parameters autograd gives none, though the loss reads them: forward() reads them detached
+    gradients of parameters autograd gives none, though A's loss reads them: forward() reads them detached
     (``.detach()``, ``torch.no_grad()``), which an ONNX graph cannot say, so A's gradient is no export error.
-    They were compared with zeros (cause gradient-stopped, as an op without a gradient rule on A's side)."""
+    They were compared with zeros (cause gradient-stopped, as an op without a gradient rule on A's side).
+    Not those of a module that did not run because the export traced another branch (``branch``: module ->
+    why): torch's loss then does not depend on them, their zeros are its gradient, and the verdict fails."""
     runner.values([], feeds)
     for pair in list(matching.pairs):
         if pair.b.probe.startswith(PARAM):
-            dead = [p for p in read_param_probe(pair.b.probe)[0] if p in runner.no_grad]
+            dead = [p for p in read_param_probe(pair.b.probe)[0] if p in runner.no_grad
+                    and not any(p.startswith(m + ".") for m in branch or {})]
             if dead:
                 matching.pairs.remove(pair)
                 matching.unmatched_a.append(Unmatched(pair.a, (
