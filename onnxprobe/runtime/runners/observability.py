@@ -21,10 +21,12 @@ def compiled_unobservable(model: onnx.ModelProto, names: list[str], present: set
                           also: set[str] = frozenset()) -> dict[str, str]:
     """A compiled runtime's ``Runner.unobservable``: {name: reason} for each of ``names`` that is not in
     ``present`` (the names its compiled graph has) nor ``also`` (names it reads another way), and not a
-    graph input or weight (those come from the feeds and the initializers)."""
+    graph input or weight (those come from the feeds and the initializers), and a tensor of the model: a name
+    it has not (another model's tensor, asked about by a diff) is no runtime's doing."""
     g = model.graph
     known = {t.name for t in g.initializer} | {i.name for i in g.input}
-    missing = [n for n in dict.fromkeys(names) if n not in present and n not in known and n not in also]
+    produced = {o for n in g.node for o in n.output if o} | set(body_tensors(model))
+    missing = [n for n in dict.fromkeys(names) if n not in present and n not in known and n not in also and n in produced]
     return reasons(model, missing, present, runtime)
 
 
