@@ -31,3 +31,14 @@ def test_a_tensor_the_other_model_lacks_has_no_counterpart_not_an_openvino_reaso
     assert {u.obs.name for u in items} >= {"ra", "sb"}
     for u in items:  # neither model has the other's tensors: OpenVINO hid nothing
         assert u.cause == "no-counterpart" and "OpenVINO" not in u.reason, (u.obs.name, u.reason)
+
+
+def test_a_dropouts_input_read_elsewhere_too_is_named_as_fused_into_the_dropouts_name(tmp_path):
+    """OpenVINO removes a Dropout and gives its output name to the producer, whatever else reads the
+    producer's output: the reason says so (not a vague 'fused or folded')."""
+    p = tmp_path / "fan.onnx"
+    onnx.save(_model([helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Dropout", ["r"], ["d"], name="drop"),
+                      helper.make_node("Sigmoid", ["r"], ["s"], name="sig"), helper.make_node("Add", ["d", "s"], ["y"], name="add")], "y"), p)
+    res = api.layers(p, api.Selection(all=True), runtime="openvino")
+    assert set(res.unobserved) == {"r"}
+    assert "Dropout 'drop'" in res.unobserved["r"] and "'d' now stands for this tensor" in res.unobserved["r"], res.unobserved

@@ -58,8 +58,8 @@ def reasons(model: onnx.ModelProto, missing: list[str], present: set[str], runti
         through = [c for c in cs if c.op_type in PASS_THROUGH and c.output and c.output[0] in present]
         if node.op_type == "Dropout" and list(node.output).index(name) > 0:
             out[name] = f"not observable: {runtime} drops the mask of Dropout {node.name or node.output[0]!r} at inference"
-        elif len(cs) == 1 and through:
-            c = through[0]
+        elif through and (len(cs) == 1 or any(c.op_type == "Dropout" for c in through)):  # a Dropout takes
+            c = next((c for c in through if c.op_type == "Dropout"), through[0])  # it whatever else reads it
             out[name] = (f"fused: {runtime} removed {c.op_type} {c.name or c.output[0]!r} and its output name "
                          f"{c.output[0]!r} now stands for this tensor (not observable under its own name)")
         elif name in constants:
