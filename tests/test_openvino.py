@@ -385,3 +385,13 @@ def test_without_the_extra_the_reference_runtime_is_named_by_its_flag(monkeypatc
     monkeypatch.setitem(sys.modules, "openvino", None)
     r = invoke("diff", sample_path("mlp"), "--vs-runtime", "openvino")
     assert r.exit_code == 2 and "--vs-runtime openvino needs openvino" in r.stderr, r.stderr
+
+
+def test_vs_opt_level_on_openvino_names_the_flag_that_was_given(tmp_path):
+    """--vs-opt-level sets B's onnxruntime optimisations: on OpenVINO the error names it, not --opt-level,
+    which was not given."""
+    p = tmp_path / "m.onnx"
+    onnx.save(_gelu_dropout_model(), p)
+    r = invoke("diff", p, "--runtime", "openvino", "--vs-opt-level", "all")
+    assert r.exit_code == 2 and "--vs-opt-level all" in r.stderr, r.stderr
+    assert "--opt-level" not in r.stderr.replace("--vs-opt-level", ""), r.stderr

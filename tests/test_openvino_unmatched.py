@@ -42,3 +42,4 @@ def test_a_dropouts_input_read_elsewhere_too_is_named_as_fused_into_the_dropouts
     res = api.layers(p, api.Selection(all=True), runtime="openvino")
     assert set(res.unobserved) == {"r"}
     assert "Dropout 'drop'" in res.unobserved["r"] and "'d' now stands for this tensor" in res.unobserved["r"], res.unobserved
+

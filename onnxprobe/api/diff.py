@@ -84,6 +84,9 @@ def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str |
                          "(--vs-reference), --vs-npz or --vs-torch")
     if vs_opt_level is not None:  # named as given (the side's own --opt-level is checked as that)
         check_opt_level(vs_opt_level, ("vs_opt_level", "--vs-opt-level"))
+        if runtime != "ort" and vs_opt_level != "off":  # B runs on A's runtime: make_runner would name --opt-level
+            raise setting_error(UsageError, ("vs_opt_level", "--vs-opt-level"), f"{vs_opt_level} sets onnxruntime's graph "
+                                f"optimisations: runtime {runtime} does not take one")
     if vs_torch is not None and runtime != "ort":  # its options are onnxruntime's (tf32), read by ort_config
         raise UsageError("--vs-torch runs the export on onnxruntime: drop --runtime")
     if vs_torch is None:
