@@ -47,3 +47,20 @@ def test_openvino_against_itself_run_the_same_way_says_so():
     assert not same(api.diff(sample_path("cnn"), runtime="openvino", vs_runtime="openvino", vs_device="AUTO:CPU"))
     assert not same(api.diff(sample_path("cnn"), runtime="openvino", vs_runtime="ort"))
     assert not same(api.diff(sample_path("cnn"), vs_runtime="openvino"))
+
+
+@pytest.mark.parametrize("form", ["AUTO:{}", "HETERO:{},CPU", "MULTI:CPU,{}", "AUTO:{}(1)"])
+def test_a_device_a_virtual_device_names_but_openvino_lacks_is_a_usage_error(form):
+    """AUTO:GPU without a GPU failed at compile time, on OpenVINO's words about a library it could not load
+    (exit code 1); each device a virtual one lists is checked as --device itself is."""
+    import openvino as ov
+
+    from onnxprobe.errors import UsageError
+
+    have = {d.split(".")[0] for d in ov.Core().available_devices}
+    absent = next((d for d in ("GPU", "NPU") if d not in have), None)
+    if absent is None:
+        pytest.skip("OpenVINO sees a GPU and an NPU here")
+    device = form.format(absent)
+    with pytest.raises(UsageError, match=f"{absent}.*OpenVINO has no such device here"):
+        api.layers(sample_path("cnn"), runtime="openvino", config=api.RunConfig(device=device))

@@ -37,6 +37,7 @@ from onnxprobe.types import RunConfig, Settings
 
 LOW_PRECISIONS = ("f16", "bf16")
 INT_PRECISIONS = ("u8", "i8", "u4", "i4")
+VIRTUAL_DEVICES = {"AUTO", "HETERO", "MULTI", "BATCH"}  # they choose among the devices listed after their colon
 _keys = count()
 
 
@@ -172,8 +173,14 @@ class OpenVinoRunner(HostStatsRunner):
             return
         reply = self.worker.request(op="device", device=self.device, config=self.options)
         base = self.device.split(":")[0].split(".")[0]
-        if base not in ("AUTO", "HETERO", "MULTI", "BATCH") and base not in reply["devices"]:
-            raise setting_error(UsageError, self.settings.device, f"{self.device}: OpenVINO has no such device here (it sees: {', '.join(reply['devices'])})")
+        have = {d.split(".")[0] for d in reply["devices"]}
+        # a virtual device's own list (AUTO:GPU,CPU; HETERO:GPU,CPU; MULTI:CPU(4),GPU(2); AUTO:-CPU excludes)
+        listed = [d.strip().lstrip("-").split("(")[0].split(".")[0] for d in self.device.partition(":")[2].split(",")]
+        absent = [d for d in ([base] if base not in VIRTUAL_DEVICES else listed) if d and d not in have | VIRTUAL_DEVICES]
+        if absent:
+            which = f"{', '.join(absent)}; " if base in VIRTUAL_DEVICES else ""
+            raise setting_error(UsageError, self.settings.device, f"{self.device}: OpenVINO has no such device here "
+                                f"({which}it sees: {', '.join(reply['devices'])})")
         if reply.get("option_error"):
             given = ", ".join(f"{k}={v}" for k, v in self.options.items())
             raise setting_error(UsageError, RUNTIME_OPTIONS,
