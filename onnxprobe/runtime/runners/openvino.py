@@ -74,7 +74,8 @@ class WorkerProcess:
 
     def start(self) -> None:
         self.log = tempfile.TemporaryFile()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [_package_root(), os.environ.get("PYTHONPATH")] if p)}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [_package_root(), os.environ.get("PYTHONPATH")] if p),
+               "ONNXPROBE_OV_PARENT": str(os.getpid())}  # the worker ends when this process is gone
         self.proc = subprocess.Popen([sys.executable, "-m", "onnxprobe.runtime.runners.openvino_worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env)
         self.generation += 1

@@ -267,10 +267,28 @@ def serve(stdin, stdout) -> None:
         del reply
 
 
+def watch_parent(interval: float = 0.5) -> None:
+    """End this process as soon as the parent is gone: a parent killed with SIGKILL (out of memory, kill -9)
+    cannot end it, and a worker in the middle of a long run would compute on until its reply found the pipe
+    closed. A thread polls the parent's pid (OpenVINO releases the GIL while it compiles and runs); not
+    PR_SET_PDEATHSIG, which fires when the parent's thread that started the worker ends."""
+    import threading
+
+    parent = int(os.environ.get("ONNXPROBE_OV_PARENT") or os.getppid())
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="onnxprobe-parent-watch", daemon=True).start()
+
+
 def main() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it ends this process itself
+    watch_parent()
     channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything OpenVINO prints must not reach the channel
     sys.stdout = sys.stderr
