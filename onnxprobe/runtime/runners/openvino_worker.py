@@ -56,6 +56,14 @@ def type_name(t) -> str:
     return t.get_type_name() if hasattr(t, "get_type_name") else str(t)
 
 
+def precision_name(t) -> str | None:
+    """An INFERENCE_PRECISION_HINT as read back: 'f32', 'f16', 'bf16', or None where none is set (the
+    'dynamic' type: EXECUTION_MODE_HINT=ACCURACY, INFERENCE_PRECISION_HINT=undefined), the model then
+    computing in its own types."""
+    name = type_name(t)
+    return None if name in ("dynamic", "undefined", "?", "") else name
+
+
 def tensor_names(model) -> list[str]:
     """Every ONNX tensor name the converted model carries (aliases included: a tensor may hold several)."""
     return sorted({n for op in model.get_ops() for o in op.outputs() for n in o.get_names()})
@@ -97,7 +105,7 @@ class Worker:
         base = device.split(":")[0].split(".")[0]
         if base in out["devices"] or device in out["devices"] or base in VIRTUAL_DEVICES:
             try:
-                out["precision"] = type_name(self.core.get_property(device, "INFERENCE_PRECISION_HINT"))
+                out["precision"] = precision_name(self.core.get_property(device, "INFERENCE_PRECISION_HINT"))
             except Exception:  # noqa: BLE001 - a device without the property (NPU; AUTO, HETERO: compiled below)
                 out["precision"] = None
             if config or out["precision"] is None:
@@ -106,8 +114,8 @@ class Worker:
                 # a GPU refuses whatever the options); else the model's compile reports it
                 if config and refused and self._refused(device, {})[0] is None:
                     out["option_error"] = refused
-                if compiled is not None:  # the precision these options give (a hint the device lacks is not it)
-                    out["precision"] = compiled
+                if refused is None:  # the precision these options give (a hint the device lacks is not it; None: the
+                    out["precision"] = compiled  # model's own types, as EXECUTION_MODE_HINT=ACCURACY gives)
         return out
 
     def _refused(self, device: str, config: dict) -> tuple[str | None, str | None]:
@@ -227,7 +235,7 @@ def compiled_precision(cm, layer_precisions: dict | None = None) -> str | None:
     of the devices they chose (EXECUTION_DEVICES, each one's compiled properties in DEVICE_PROPERTIES),
     else the one its compute layers ran in. Several devices: the coarsest (it decides the tolerance)."""
     try:
-        return type_name(cm.get_property("INFERENCE_PRECISION_HINT"))
+        return precision_name(cm.get_property("INFERENCE_PRECISION_HINT"))
     except Exception:  # noqa: BLE001 - AUTO, HETERO, MULTI, devices without the property
         pass
     found = []
@@ -235,8 +243,8 @@ def compiled_precision(cm, layer_precisions: dict | None = None) -> str | None:
         props = cm.get_property("DEVICE_PROPERTIES")
         for d in cm.get_property("EXECUTION_DEVICES"):
             p = props.get(d) or props.get(d.split(".")[0]) or {}
-            if "INFERENCE_PRECISION_HINT" in p:
-                found.append(type_name(p["INFERENCE_PRECISION_HINT"]))
+            if "INFERENCE_PRECISION_HINT" in p and precision_name(p["INFERENCE_PRECISION_HINT"]):
+                found.append(precision_name(p["INFERENCE_PRECISION_HINT"]))
     except Exception:  # noqa: BLE001 - a plugin without these properties
         pass
     found = found or [p for p in (layer_precisions or {}) if p in FLOAT_PRECISIONS]

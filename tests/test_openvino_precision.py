@@ -1,0 +1,25 @@
+"""The precision OpenVINO reports for a compiled model: EXECUTION_MODE_HINT=ACCURACY and
+INFERENCE_PRECISION_HINT=undefined compile with no inference precision (the property reads back the
+'dynamic' type): the model computes in its own types, which reports show as no precision (null), as for
+onnxruntime, never as a precision named 'dynamic'. Skipped without the openvino extra."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import sample_feeds, sample_path
+from onnxprobe import api
+
+pytest.importorskip("openvino")
+pytestmark = pytest.mark.openvino
+
+
+@pytest.mark.parametrize("options", [{"EXECUTION_MODE_HINT": "ACCURACY"}, {"INFERENCE_PRECISION_HINT": "undefined"}])
+def test_no_inference_precision_is_the_models_own_types(options):
+    res = api.layers(sample_path("cnn"), runtime="openvino", runtime_options=options)
+    assert res.info.precision is None
+    assert not any("dynamic" in n for n in res.notes), res.notes
+    d = api.diff(sample_path("cnn"), vs_runtime="openvino", runtime_options=options,
+                 inputs=api.InputSpec(arrays=sample_feeds("cnn")))
+    assert d.b.runner.inference_precision() is None and "dynamic" not in d.b.runner.describe()
+    assert not any("dynamic" in n for n in d.notes), d.notes
