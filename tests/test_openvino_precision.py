@@ -23,3 +23,18 @@ def test_no_inference_precision_is_the_models_own_types(options):
                  inputs=api.InputSpec(arrays=sample_feeds("cnn")))
     assert d.b.runner.inference_precision() is None and "dynamic" not in d.b.runner.describe()
     assert not any("dynamic" in n for n in d.notes), d.notes
+
+
+@pytest.mark.parametrize("order", [0, 1])
+@pytest.mark.parametrize("command", ["layers", "diff"])
+def test_a_key_given_plain_and_with_its_runtime_prefix_with_two_values_is_refused(order, command):
+    """KEY=f32 and openvino:KEY=bf16 both reach OpenVINO: the one given last won, silently (as KEY given twice
+    with two values is refused, so is this)."""
+    from onnxprobe.errors import UsageError
+
+    items = [("INFERENCE_PRECISION_HINT", "f32"), ("openvino:INFERENCE_PRECISION_HINT", "bf16")]
+    options = dict(items[::-1] if order else items)
+    run = (lambda: api.layers(sample_path("cnn"), runtime="openvino", runtime_options=options)) if command == "layers" else (
+        lambda: api.diff(sample_path("cnn"), vs_runtime="openvino", runtime_options=options))
+    with pytest.raises(UsageError, match="INFERENCE_PRECISION_HINT.*two values for openvino"):
+        run()

@@ -137,15 +137,23 @@ def own_options(runtime: str, options: dict[str, str] | None) -> dict[str, str] 
 
 def options_for(runtime: str, options: dict[str, str] | None) -> dict[str, str]:
     """The options that apply to ``runtime``: unprefixed ones (when it takes options) and its own
-    ``RUNTIME:KEY`` ones."""
-    out = {}
+    ``RUNTIME:KEY`` ones. KEY and RUNTIME:KEY with two values are refused: the one given last won."""
+    out: dict[str, str] = {}
+    given: dict[str, str] = {}
     for k, v in (options or {}).items():
         prefix, sep, rest = k.partition(":")
         if sep and prefix in RUNTIMES:
-            if prefix == runtime:
-                out[rest] = v
+            if prefix != runtime:
+                continue
+            key = rest
         elif runtime in TAKES_OPTIONS or (runtime == "ort" and k in ORT_OPTIONS):
-            out[k] = v
+            key = k
+        else:
+            continue
+        if key in out and out[key] != v:
+            raise setting_error(UsageError, RUNTIME_OPTIONS, f"{key}: given as {given[key]}={out[key]} and {k}={v}, two values "
+                                f"for {runtime}; give one")
+        out[key], given[key] = v, k
     return out
 
 
