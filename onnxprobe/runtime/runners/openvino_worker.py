@@ -166,7 +166,8 @@ class Worker:
         for port in cm.outputs:
             for n in port.get_names():
                 by_name[n] = port
-        out = {"stats": {}, "shapes": {}, "values": {}, "missing": [], "int64": 0, "float64": 0, "seconds": seconds, "compile_seconds": compile_s}
+        out = {"stats": {}, "shapes": {}, "values": {}, "missing": [], "int64": 0, "float64": 0, "float16": 0, "seconds": seconds,
+               "compile_seconds": compile_s}
         want_stats, want_raw = set(stats), set(raw)
         for n in outputs:
             port = by_name.get(n)
@@ -177,6 +178,7 @@ class Worker:
             out["shapes"][n] = tuple(int(d) for d in np.shape(v))
             out["int64"] += v.dtype == np.int64
             out["float64"] += v.dtype == np.float64
+            out["float16"] += v.dtype == np.float16  # bf16 outputs are widened to float32 above
             if n in want_stats:
                 a = np.asarray(v)
                 out["stats"][n] = TensorStats.from_array(a) if a.dtype.kind in "biuf" else None
