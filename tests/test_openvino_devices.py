@@ -64,3 +64,20 @@ def test_a_device_a_virtual_device_names_but_openvino_lacks_is_a_usage_error(for
     device = form.format(absent)
     with pytest.raises(UsageError, match=f"{absent}.*OpenVINO has no such device here"):
         api.layers(sample_path("cnn"), runtime="openvino", config=api.RunConfig(device=device))
+
+
+@pytest.mark.parametrize("device", ["auto:cpu", "hetero:cpu", "Multi:Cpu"])
+def test_virtual_device_names_are_case_blind_as_plain_ones_are(device):
+    """--device gpu.1 reached OpenVINO as GPU.1 but auto:cpu as itself, refused as 'no such device here'."""
+    res = api.layers(sample_path("cnn"), runtime="openvino", config=api.RunConfig(device=device))
+    assert res.stats and res.info.device == device.upper()
+
+
+@pytest.mark.parametrize("device", ["HETERO:", "MULTI:", ":"])
+def test_a_virtual_device_listing_no_device_is_a_usage_error(device):
+    """HETERO: with no device after the colon failed in OpenVINO's words ('Unexpected node type found in model
+    after query_model_update()'), exit code 1."""
+    from onnxprobe.errors import UsageError
+
+    with pytest.raises(UsageError, match="device"):
+        api.layers(sample_path("cnn"), runtime="openvino", config=api.RunConfig(device=device))

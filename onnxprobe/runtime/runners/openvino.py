@@ -61,7 +61,8 @@ def resolve_device(device: str, what: tuple[str, str] = ("device", "--device")) 
     if d.lower().startswith("cuda"):
         raise setting_error(UsageError, what, f"{device}: an onnxruntime / TensorRT device; OpenVINO's devices are CPU, GPU, NPU "
                             "(or AUTO:..., HETERO:...)")
-    return d.upper() if d.replace(".", "").isalnum() else d
+    # OpenVINO's device names are upper case: gpu.1, auto:cpu, multi:cpu(4),gpu(2) are its GPU.1, AUTO:CPU...
+    return d.upper() if all(c.isalnum() or c in ".:,()-" for c in d) else d
 
 
 class WorkerProcess:
@@ -177,7 +178,10 @@ class OpenVinoRunner(HostStatsRunner):
         have = {d.split(".")[0] for d in reply["devices"]}
         # a virtual device's own list (AUTO:GPU,CPU; HETERO:GPU,CPU; MULTI:CPU(4),GPU(2); AUTO:-CPU excludes)
         listed = [d.strip().lstrip("-").split("(")[0].split(".")[0] for d in self.device.partition(":")[2].split(",")]
-        absent = [d for d in ([base] if base not in VIRTUAL_DEVICES else listed) if d and d not in have | VIRTUAL_DEVICES]
+        if base in VIRTUAL_DEVICES - {"AUTO"} and not any(listed):  # AUTO alone chooses among all; the others need a list
+            raise setting_error(UsageError, self.settings.device, f"{self.device}: OpenVINO's {base} runs on the devices "
+                                f"listed after it ({base}:GPU,CPU); it sees: {', '.join(reply['devices'])}")
+        absent = [d for d in ([base] if base not in VIRTUAL_DEVICES else [d for d in listed if d]) if d not in have | VIRTUAL_DEVICES]
         if absent:
             which = f"{', '.join(absent)}; " if base in VIRTUAL_DEVICES else ""
             raise setting_error(UsageError, self.settings.device, f"{self.device}: OpenVINO has no such device here "
