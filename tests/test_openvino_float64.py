@@ -52,3 +52,13 @@ def test_a_float32_model_gets_no_such_note():
     m.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.array(3.0, np.float32), "k"))
     res = api.layers(m, api.Selection(all=True), runtime="openvino")
     assert not any(NOTE in note for note in res.notes), res.notes
+
+
+@pytest.mark.parametrize("device", ["AUTO:CPU", "HETERO:CPU", "MULTI:CPU"])
+def test_a_virtual_device_running_on_the_cpu_says_it_too(device):
+    """The note was keyed on --device starting with CPU: AUTO:CPU and HETERO:CPU run the same CPU plugin (their
+    compiled model's EXECUTION_DEVICES) and lost the same precision, without a word."""
+    x = 1e8 + np.random.default_rng(0).standard_normal(16)
+    res = api.layers(f64_model(16), api.Selection(all=True), inputs={"x": x}, runtime="openvino",
+                     config=api.RunConfig(device=device))
+    assert any(NOTE in note for note in res.notes), res.notes

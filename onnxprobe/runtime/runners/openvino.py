@@ -292,13 +292,14 @@ class OpenVinoRunner(HostStatsRunner):
         if ints:
             what = ", ".join(f"{n} in {p}" for p, n in sorted(ints.items()))
             self.note(f"OpenVINO {self.device} ran integer kernels ({what} compute layers): a QDQ model runs deployed, not simulated")
-        if reply.get("int64") and self.device.startswith("CPU"):
+        on_cpu = any(d.split(".")[0] == "CPU" for d in reply.get("devices") or [self.device])  # AUTO:CPU too
+        if reply.get("int64") and on_cpu:
             self.note("OpenVINO's CPU plugin computes int64 tensors in int32: int64 values beyond ±2^31 differ")
         if reply.get("float16") and self.precision != "f16":  # measured: (x*300 + 65000) - 65000 not in steps of 32
             self.note(f"OpenVINO {self.device} computes float16 tensors in {self.precision or 'float32'} and skips the float16 "
                       "rounding between the ops it fuses: float16 tensors can hold values the model's float16 arithmetic "
                       "would not give (onnx.reference rounds after every op)")
-        if reply.get("float64") and self.device.startswith("CPU"):  # measured: [1e8, 1, -1e8] sums to 0
+        if reply.get("float64") and on_cpu:  # measured: [1e8, 1, -1e8] sums to 0
             self.note("OpenVINO's CPU plugin computes float64 tensors in float32: float64 values keep only float32's "
                       "24-bit precision (1e8 + 1 gives 1e8), and so do their statistics")
 

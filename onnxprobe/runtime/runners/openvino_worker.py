@@ -216,7 +216,11 @@ def precision_info(cm) -> dict:
     """The precision the compiled model really runs in: the INFERENCE_PRECISION_HINT property as compiled
     (not as asked: a CPU without f16 arithmetic compiles f32 whatever the hint), and how many executed
     layers run in each integer type (runtimePrecision of the runtime graph: int8 kernels of a QDQ model)."""
-    info: dict = {"precision": None, "layer_precisions": {}}
+    info: dict = {"precision": None, "layer_precisions": {}, "devices": []}
+    try:  # the devices that really run it (AUTO:CPU, HETERO:CPU: the CPU plugin)
+        info["devices"] = [str(d) for d in cm.get_property("EXECUTION_DEVICES")]
+    except Exception:  # noqa: BLE001 - informative only
+        pass
     try:
         counts: dict = {}
         for op in cm.get_runtime_model().get_ops():
