@@ -38,3 +38,23 @@ def test_a_key_given_plain_and_with_its_runtime_prefix_with_two_values_is_refuse
         lambda: api.diff(sample_path("cnn"), vs_runtime="openvino", runtime_options=options))
     with pytest.raises(UsageError, match="INFERENCE_PRECISION_HINT.*two values for openvino"):
         run()
+
+
+@pytest.mark.parametrize("hint", ["f32", "bf16"])
+def test_the_layers_table_says_the_precision_openvino_compiled(hint, tmp_path):
+    """diff's labels say it ('OpenVINO CPU, f32'); the layers table said nothing where no note was due."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    out = tmp_path / "l.json"
+    r = CliRunner().invoke(app, ["layers", str(sample_path("cnn")), "--runtime", "openvino", "--runtime-option",
+                                 f"INFERENCE_PRECISION_HINT={hint}", "--json", str(out)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    compiled = json.loads(out.read_text())["precision"]
+    r = CliRunner().invoke(app, ["layers", str(sample_path("cnn")), "--runtime", "openvino", "--runtime-option",
+                                 f"INFERENCE_PRECISION_HINT={hint}"], env={"COLUMNS": "200"})
+    footer = [ln for ln in r.stdout.splitlines() if "runtime openvino" in ln]
+    assert footer and f"precision {compiled}" in footer[0], r.stdout

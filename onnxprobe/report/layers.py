@@ -174,6 +174,8 @@ def layers_table(d) -> tuple[Table, Text]:
     runtime = said(d.get("runtime", "onnxruntime"))
     footer.append(f" · device {said(d['device'])} · opt-level {said(d['opt_level'])}" if runtime == "onnxruntime"
                   else f" · runtime {runtime} · device {said(d['device'])}")
+    if d.get("precision"):  # what the runtime computed floats in where not the graph's own types (OpenVINO's bf16)
+        footer.append(f" · precision {said(d['precision'])}")
     if timing:
         footer.append(f" · run {duration(timing['run_s'])} (session {duration(timing['session_s'])})")
     return t, footer
