@@ -101,9 +101,11 @@ def one_line(message: str, limit: int = MAX_LINE) -> str:
 def human_bytes(n: float) -> str:
     """1536 -> '1.5 KiB', 1048000 -> '1023 KiB'."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            # three significant digits, whole units from 100 on (1.02e+03 KiB read 1023 KiB in exponents)
-            return f"{int(n)} B" if unit == "B" else f"{n:.3g} {unit}" if abs(n) < 100 else f"{n:.0f} {unit}"
+        # three significant digits, whole units from 100 on (1.02e+03 KiB read 1023 KiB in exponents); the unit
+        # picked after rounding, as ``duration`` does (1048575 B, 1023.999 KiB, read '1024 KiB')
+        text = f"{int(n)}" if unit == "B" else f"{n:.3g}" if abs(n) < 100 else f"{n:.0f}"
+        if abs(float(text)) < 1024 or unit == "TiB":
+            return f"{text} {unit}"
         n /= 1024
     return f"{n} B"  # pragma: no cover
 

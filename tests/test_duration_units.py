@@ -29,3 +29,13 @@ def test_a_byte_count_in_messages_never_reads_in_exponent_notation(n, words):
     from onnxprobe.text import human_bytes
 
     assert human_bytes(n) == words
+
+
+@pytest.mark.parametrize("n, words", [
+    (1048575, "1 MiB"), (int(1024 * 1023.6), "1 MiB"), (int(1024 ** 2 * 1023.7), "1 GiB"), (1048000, "1023 KiB"),
+])
+def test_a_byte_count_picks_its_unit_after_rounding(n, words):
+    """As a duration does: 1048575 bytes (1023.999 KiB) read '1024 KiB', a unit past its limit."""
+    from onnxprobe.text import human_bytes
+
+    assert human_bytes(n) == words
