@@ -118,15 +118,21 @@ def diff_grad(
     res.grad = {"loss": spec.loss, "output_a": plans[0].loss.output, "output_b": plans[1].loss.output,
                 "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values), "weights": weights,
                 "held_weights": held, "wrt": bool(spec.wrt),
-                "stops": {r: st for r, m in zip("AB", (a_model, b_model)) if (st := gradient_stops(m.proto))},
-                "constant_loss": _constant_losses(plans, res.results)}
-    _mark_noise(plans, res)
+                "stops": {r: st for r, m in zip("AB", (a_model, b_model)) if (st := gradient_stops(m.proto))}}
+    judge_constant_loss(plans, res)
     half = half_outputs(a_model.proto) or half_outputs(b_model.proto)
     res.grad["forward_differs"] = losses_differ(res.grad, half)  # no pair is where the error starts
     gradient_origin(res)
     res.notes[:0] = [n for n in fs.notes + list(a_model.warnings) + list(b_model.warnings) + forward_note(res.grad, half)
                      if n not in res.notes]
     return res
+
+
+def judge_constant_loss(plans: list, res) -> None:
+    """``res.grad["constant_loss"]`` (the verdict's error: zeros agreeing with zeros earn no pass) and the
+    noise rows, from the grad plans of A (and B; against torch autograd, A's alone: torch runs the same loss)."""
+    res.grad["constant_loss"] = _constant_losses(plans, res.results)
+    _mark_noise(plans, res)
 
 
 def _constant_losses(plans: list, results: list) -> dict[str, str]:
