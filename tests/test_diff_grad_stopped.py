@@ -73,3 +73,22 @@ def test_one_tensor_by_its_forward_and_gradient_names_is_given_twice(tmp_path):
     with pytest.raises(UsageError, match="given twice"):
         api.diff_grad(a, a, per_tensor={"conv.weight": api.Tolerance("max_abs", atol=0.1),
                                         "conv.weight_grad": api.Tolerance("max_abs", atol=0.5)})
+
+
+def test_a_weight_written_as_a_constants_list_is_a_weight_the_gradient_stops_before(tmp_path):
+    """A Constant node's value_floats is a weight as its value tensor is (graph.constants): with Det between it
+    and the loss, the verdict says the backward pass stops there, not 'the model has no weights'."""
+    for form in ("value", "value_floats"):
+        c = [1.5, 2.0, -1.0, 0.5]
+        const = (H.make_node("Constant", [], ["w"], name="cw", value=numpy_helper.from_array(np.array(c, np.float32), "v"))
+                 if form == "value" else H.make_node("Constant", [], ["w"], name="cw", value_floats=c))
+        nodes = [const, H.make_node("Mul", ["x", "w"], ["m"], name="mul"), H.make_node("Reshape", ["m", "shp"], ["r"], name="rs"),
+                 H.make_node("Det", ["r"], ["y"], name="det")]
+        g = H.make_graph(nodes, "g", [H.make_tensor_value_info("x", T.FLOAT, [4])], [H.make_tensor_value_info("y", T.FLOAT, [])],
+                         [numpy_helper.from_array(np.array([2, 2], np.int64), "shp")])
+        path, js = tmp_path / f"{form}.onnx", tmp_path / f"{form}.json"
+        onnx.save(H.make_model(g, opset_imports=[H.make_opsetid("", 17)]), str(path))
+        r = CliRunner().invoke(app, ["diff", str(path), str(path), "--grad", "--json", str(js), "--no-cache"])
+        assert r.exit_code != 0, r.output
+        why = json.loads(js.read_text())["verdict_reason"]
+        assert "Det" in why and "no weights" not in why, (form, why)

@@ -16,6 +16,7 @@ from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.errors import UsageError
+from onnxprobe.graph.constants import constants, size_of
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.match.observe import observe
@@ -173,8 +174,7 @@ def one_tensor_once(names, what: str) -> None:
 
 
 def _float_weights(model) -> int:
-    """Float initializers and Constant nodes of more than one element, in the main graph."""
+    """Float initializers and Constant values (every form: ``graph.constants``) of more than one element, in
+    the main graph."""
     floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
-    big = (lambda t: t.data_type in floats and int(np.prod(t.dims, dtype=np.int64)) > 1)
-    return (sum(1 for t in model.graph.initializer if big(t))
-            + sum(1 for n in model.graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value" and big(a.t)))
+    return sum(1 for t in constants(model.graph).values() if t.data_type in floats and size_of(t) > 1)
