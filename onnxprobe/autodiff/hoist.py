@@ -6,20 +6,16 @@ Constant out of a body changes no value."""
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 
 from onnxprobe.graph.builder import FLOAT_TYPES, all_names, fresh_name
+from onnxprobe.graph.constants import constant_of, size_of
 from onnxprobe.graph.walk import subgraphs
 
 
 def _float_constant(n: onnx.NodeProto) -> onnx.TensorProto | None:
-    if n.op_type != "Constant" or n.domain not in ("", "ai.onnx") or len(n.output) != 1:
-        return None
-    for a in n.attribute:
-        if a.name == "value" and a.t.data_type in FLOAT_TYPES and int(np.prod(a.t.dims)) >= 2:
-            return a.t
-    return None
+    t = constant_of(n) if len(n.output) == 1 else None  # every form of the op (value, value_floats): graph.constants
+    return t if t is not None and t.data_type in FLOAT_TYPES and size_of(t) >= 2 else None
 
 
 def hoist_constants(model: onnx.ModelProto) -> onnx.ModelProto:

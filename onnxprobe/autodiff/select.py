@@ -18,6 +18,7 @@ from onnx import numpy_helper
 
 from onnxprobe.graph.builder import FLOAT_TYPES
 from onnxprobe.errors import UsageError
+from onnxprobe.graph.constants import constant_of, size_of
 from onnxprobe.graph.select import Selection, check_criteria, node_positions, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import implicit_inputs, subgraphs, walk
@@ -56,10 +57,9 @@ def weights(model: onnx.ModelProto, smallest: int = 2) -> dict[str, np.ndarray |
         if init.data_type in FLOAT_TYPES and int(np.prod(init.dims)) >= smallest and init.name not in qparams:
             out[init.name] = None
     for n in model.graph.node:
-        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output and n.output[0] not in qparams:
-            for a in n.attribute:
-                if a.name == "value" and a.t.data_type in FLOAT_TYPES and int(np.prod(a.t.dims)) >= smallest:
-                    out[n.output[0]] = None
+        t = constant_of(n)  # every form of the op (value, value_floats...): graph.constants
+        if t is not None and n.output[0] not in qparams and t.data_type in FLOAT_TYPES and size_of(t) >= smallest:
+            out[n.output[0]] = None
     return out
 
 
@@ -73,9 +73,8 @@ def weight_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
     in_bodies = (s.node for s in walk(model) if s.chain) if any(True for n in main for _ in subgraphs(n)) else ()
     for n in itertools.chain(main, in_bodies):
         if n.op_type == "Constant" and n.output and n.output[0] == name:
-            for a in n.attribute:
-                if a.name == "value":
-                    return numpy_helper.to_array(a.t)
+            t = constant_of(n)
+            return None if t is None else numpy_helper.to_array(t)
     return None
 
 
