@@ -286,7 +286,7 @@ KEY = re.compile(r"[0-9a-f]{32}")  # an entry's key: key_of's 16-byte digest in 
 # an entry's files: KEY.probed.onnx and KEY.probed.json. Not KEY.onnx: a user's file named by a digest of
 # that length (an md5sum) in the folder $ONNXPROBE_CACHE_DIR names would pass for one, and be trimmed
 ENTRY = re.compile(r"([0-9a-f]{32})\.probed\.(onnx|json)")
-# what builds before FORMAT 34 named an entry's files: never read again, they go from onnxprobe's own folder
+# what builds before FORMAT 35 named an entry's files (KEY.onnx, KEY.json): never read again, they go from onnxprobe's own folder
 # (not from one $ONNXPROBE_CACHE_DIR names, where such a name may be a user's file)
 OLD_ENTRY = re.compile(r"\.?[0-9a-f]{32}\.(?:onnx|json)(?:\..+\.tmp)?")  # their temporaries too
 TEMP = re.compile(r"\.[0-9a-f]{32}\.probed\.(?:onnx|json)\..+\.tmp")  # what _write writes an entry's file to first
