@@ -86,3 +86,21 @@ def test_a_selection_of_loop_body_tensors_only_is_refused(tmp_path):
     r = runner.invoke(app, ["grad", str(tmp_path / "loop.onnx"), "--device", "cpu", "--op", "Tanh"])
     assert r.exit_code == 2 and r.stdout.strip() == "", r.output
     assert "holds no tensor that gets a gradient row" in r.stderr and "inside If/Loop/Scan bodies" in r.stderr, r.stderr
+
+
+def test_diff_grad_of_body_tensors_only_says_they_get_no_row(tmp_path):
+    """diff --grad of a selection inside a Loop body said 'no gradient reaches' them ('the loss does not depend
+    on them'), exit 1, where grad says they lie inside a body and get no row (exit 2): the loss depends on them."""
+    body = helper.make_graph([helper.make_node("Tanh", ["v"], ["u"], name="b_tanh"),
+                              helper.make_node("Identity", ["c"], ["cn"], name="keep")], "body",
+                             [V("i", TensorProto.INT64, []), V("c", TensorProto.BOOL, []), V("v", TensorProto.FLOAT, [2])],
+                             [V("cn", TensorProto.BOOL, []), V("u", TensorProto.FLOAT, [2])])
+    m = make_model([helper.make_node("Loop", ["M", "", "x"], ["y"], body=body, name="loop")],
+                   [V("x", TensorProto.FLOAT, [2])], [V("y", TensorProto.FLOAT, [2])],
+                   [numpy_helper.from_array(np.array(2, np.int64), "M")])
+    path = str(tmp_path / "loop.onnx")
+    onnx.save(m, path)
+    r = runner.invoke(app, ["diff", "--grad", path, path, "--device", "cpu", "--op", "Tanh"])
+    err = [e for e in r.stderr.strip().splitlines() if not e.startswith("onnxprobe: note:")]
+    assert r.exit_code == 2 and r.stdout.strip() == "", r.output
+    assert len(err) == 1 and "inside If/Loop/Scan bodies" in err[0] and "no gradient reaches" not in err[0], r.stderr

@@ -333,14 +333,18 @@ def nothing_selected(res, selection, models) -> None:
         return
     refs = {r.key: r for m in models for r in select(m, selection, strict=False)}
     floats = {"float32", "float16", "bfloat16", "float64", None}
-    ints = [r for r in refs.values() if r.dtype not in floats]
-    rest = [r for r in refs.values() if r.dtype in floats]
+    # a body's tensors get no gradient row (as grad says: autodiff.select), whatever the loss depends on
+    body = [r for r in refs.values() if r.scope]
+    ints = [r for r in refs.values() if r.dtype not in floats and not r.scope]
+    rest = [r for r in refs.values() if r.dtype in floats and not r.scope]
 
     def shown(rs) -> str:
         return ", ".join(f"{r.key!r} ({r.dtype or 'untyped'})" for r in rs[:3]) + (" …" if len(rs) > 3 else "")
 
     why = f"the selection ({selection.describe()}) holds no gradient of either model"
-    if ints and not rest:
-        raise UsageError(f"{why}: {len(ints)} integer or boolean tensor(s), which carry no gradient: {shown(ints)}")
+    if (ints or body) and not rest:
+        said = ([f"{len(ints)} integer or boolean tensor(s), which carry no gradient: {shown(ints)}"] if ints else []) + (
+            [f"{len(body)} tensor(s) inside If/Loop/Scan bodies, which get no gradient row: {shown(body)}"] if body else [])
+        raise UsageError(f"{why}: {'; '.join(said)}")
     raise ModelError(f"{why}: no gradient reaches {shown(rest) if rest else 'its tensors'} (the loss does not depend "
                      "on them, or only through integer values or ops without a gradient)")
