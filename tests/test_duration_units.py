@@ -39,3 +39,12 @@ def test_a_byte_count_picks_its_unit_after_rounding(n, words):
     from onnxprobe.text import human_bytes
 
     assert human_bytes(n) == words
+
+
+@pytest.mark.parametrize("n, words", [(1023, "1023 B"), (1536, "1.5 KiB"), (1048575, "1 MiB"), (int(1024 ** 2 * 1023.7), "1 GiB")])
+def test_inspect_sizes_read_as_messages_do(n, words):
+    """inspect's sizes (file, weights, what mark and extract wrote) are the messages' human_bytes: its own copy
+    of the rule read 1048575 bytes as '1024 KiB'."""
+    from onnxprobe.report.inspect import size
+
+    assert size(n) == words

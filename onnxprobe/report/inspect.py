@@ -10,7 +10,7 @@ from onnxprobe import __version__
 from onnxprobe.report.format import shape as fmt_shape
 from onnxprobe.report.format import cut_middle, graph_dims, plural, safe, shorten
 from onnxprobe.report.table import Column, Table
-from onnxprobe.text import controls
+from onnxprobe.text import controls, human_bytes
 
 SCHEMA_VERSION = 1
 MAX_LISTED = 12  # uninferred nodes / subgraphs shown before "... and N more"
@@ -77,14 +77,8 @@ def _extent_text(p) -> str:
 
 
 def size(n: int) -> str:
-    """1023 B, 9.5 KiB, 12.3 MiB, 2.40 GiB."""
-    if n < 1024:
-        return f"{n} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        n /= 1024
-        if n < 1024 or unit == "TiB":
-            return f"{n:.3g} {unit}" if n < 100 else f"{n:.0f} {unit}"
-    return ""  # pragma: no cover
+    """1023 B, 9.5 KiB, 12.3 MiB, 2.4 GiB: as messages say sizes (``text.human_bytes``)."""
+    return human_bytes(n)
 
 
 def count(n: int) -> str:
