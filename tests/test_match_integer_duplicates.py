@@ -84,3 +84,45 @@ def test_a_copy_taken_from_another_tensors_shape_cannot_be_told_apart():
     assert ("r", "b_r") in pairs and ("u", "b_u") not in pairs, pairs
     why = {u.obs.name: u for u in m.unmatched_a}
     assert why["u"].cause != "different-function" and "cannot tell" in why["u"].reason, (why["u"].cause, why["u"].reason)
+
+
+def _size_model(copies: int, p: str = "", other: bool = False) -> onnx.ModelProto:
+    """x [8] -> n = Size(x); r = Range(0, n, 1) (``copies`` times) -> u = Unsqueeze(r, 0) -> y = x + Cast(u);
+    z = x * Cast(r). ``other``: the last copy's length is the Size of another tensor (Relu(x))."""
+    i = lambda n, v: numpy_helper.from_array(np.array(v, np.int64), n)  # noqa: E731
+    nodes = [helper.make_node("Relu", ["x"], [p + "x2"]), helper.make_node("Size", ["x"], [p + "n"]),
+             helper.make_node("Size", [p + "x2"], [p + "n2"])]
+    ranges = [p + (f"r{k}" if k else "r") for k in range(copies)]
+    nodes += [helper.make_node("Range", ["start", p + ("n2" if other and k == copies - 1 else "n"), "one"], [r])
+              for k, r in enumerate(ranges)]
+    nodes += [helper.make_node("Unsqueeze", [ranges[-1], "ax"], [p + "u"]), helper.make_node("Cast", [p + "u"], [p + "uf"], to=T.FLOAT),
+              helper.make_node("Add", ["x", p + "uf"], ["y"]), helper.make_node("Cast", [ranges[0]], [p + "rf"], to=T.FLOAT),
+              helper.make_node("Mul", ["x", p + "rf"], ["z"]), helper.make_node("Cast", [p + "x2"], [p + "x2c"], to=T.FLOAT),
+              helper.make_node("Add", [p + "x2c", "x"], ["w"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [8])],
+                          [helper.make_tensor_value_info(o, T.FLOAT, None) for o in ("y", "z", "w")],
+                          [i("start", 0), i("one", 1), i("ax", [0])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return onnx.shape_inference.infer_shapes(m)
+
+
+def test_a_copy_taken_from_another_tensors_size_cannot_be_told_apart():
+    """As with Shape: a Size of another tensor (the same count at run time or not) makes what reads the copy
+    'cannot tell', not another function of the data."""
+    a, b = _size_model(1), _size_model(2, "b_", other=True)
+    vb = dict(zip(["y", "z", "w", "b_r", "b_r1"], ReferenceEvaluator(_with_outputs(b, ["b_r", "b_r1"])).run(
+        None, {"x": np.arange(8, dtype=np.float32)})))
+    np.testing.assert_array_equal(vb["b_r"], vb["b_r1"])  # the oracle: here, the same values
+    m = match(observe(a).observables, observe(b).observables)
+    pairs = {(p.a.name, p.b.name) for p in m.pairs}
+    assert ("r", "b_r") in pairs and ("u", "b_u") not in pairs, pairs
+    why = {u.obs.name: u for u in m.unmatched_a}
+    assert why["u"].cause != "different-function" and "cannot tell" in why["u"].reason, (why["u"].cause, why["u"].reason)
+
+
+def _with_outputs(m, names):
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    out.graph.output.extend(helper.make_tensor_value_info(n, T.UNDEFINED, None) for n in names)
+    return out

@@ -185,11 +185,14 @@ class IntegerCheck:
         return None
 
 
+SHAPE_QUERIES = {"Shape", "Size"}  # ops whose value is another tensor's dimensions (its element count)
+
+
 def copies(obs, idx: dict, x: str, y: str, depth: int = 0) -> bool | None:
     """Whether integer tensors ``x`` and ``y`` of one model (``obs``, ``idx``: its observables and their
     index by name) are one computation written twice (True): the same op and attributes, the same constants
     at the same operands, and computed operands that are the same tensors or in turn copies (torch's legacy
-    exporter writes a Range per use). None: written alike, but from the shapes of other tensors, whose
+    exporter writes a Range per use). None: written alike, but from the shapes (Shape, Size) of other tensors, whose
     dimensions may or may not be the same (BERT's arange over the sequence length, taken once from the
     embeddings' output and once from attention_mask). False: other computations."""
     if x == y:
@@ -204,7 +207,7 @@ def copies(obs, idx: dict, x: str, y: str, depth: int = 0) -> bool | None:
         if s[0] != t[0] or s[0] == "k" and ("?" in (s[1], t[1]) or s[1] != t[1]):
             return False
         if s[0] == "t":
-            if a.op_type == "Shape" and s[1] != t[1]:  # the shapes of other tensors: the same size or not
+            if a.op_type in SHAPE_QUERIES and s[1] != t[1]:  # the shapes of other tensors: the same size or not
                 found = None
                 continue
             if len(s[1]) != len(t[1]):
