@@ -342,7 +342,7 @@ def diff_grad_torch(
                 "loss_a": loss_value(side_a, fs.values), "loss_b": runner.loss_value, "wrt": bool(spec.wrt),
                 "weights": sum(1 for o in side_a.observation.observables if o.effective_op.endswith(" weight")),
                 "vs_torch": True}
-    from onnxprobe.api.diff_grad import judge_constant_loss  # the same rule as two models': a Softmax's sum
+    from onnxprobe.compare.constant_loss import judge_constant_loss  # the same rule as two models': a Softmax's sum
     judge_constant_loss([plan], res)
     half = _default_tolerance(a_model) is HALF_TOLERANCE
     res.grad["forward_differs"] = losses_differ(res.grad, half)  # the verdict fails (compare.diff)

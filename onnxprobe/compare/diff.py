@@ -52,7 +52,7 @@ class PairResult:
     kernel_ms: tuple[float | None, float | None] | None = None  # --profile: A's and B's producer kernel times
     runtime_shapes: tuple[list[int], list[int]] | None = None  # A's and B's shapes, where they differed at run time
     # measured but not judged, and why (passed None): a gradient that is rounding noise (diff --grad of a
-    # loss constant in that tensor, compared beside one it depends on: api.diff_grad._mark_noise)
+    # loss constant in that tensor, compared beside one it depends on: compare.constant_loss)
     unjudged: str | None = None
 
 

@@ -106,7 +106,6 @@ def outer_reads(*graphs: onnx.GraphProto) -> list[str]:
 
 def walk(model: onnx.ModelProto) -> list[NodeSite]:
     sites: list[NodeSite] = []
-    _names: dict[int, str] = {}
 
     def visit(g: onnx.GraphProto, chain: tuple) -> None:
         for node in g.node:
@@ -117,7 +116,6 @@ def walk(model: onnx.ModelProto) -> list[NodeSite]:
             sites.append(NodeSite(node, g, chain, i, node_display_name(node, i)))
 
     visit(model.graph, ())
-    del _names
     index = {id(s.node): s.index for s in sites}  # a body comes before its node: its parents' indices now
     for s in sites:
         s.parents = tuple(node_display_name(n, index[id(n)]) for n, _ in s.chain)

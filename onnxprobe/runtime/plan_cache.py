@@ -145,8 +145,8 @@ def structure(model: onnx.ModelProto) -> str:
 # value_int(s) / value_float(s) forms too, graph.constants; 32: a pair row whose size may be 0 takes its argmax
 # over |d| and a trailing 0, graph.pair_nodes; 33: the branches of an unnamed If are scoped by its listed name,
 # graph.walk; 34: the .json holds the digest of both files, ``_digest``; 35: an entry's files are KEY.probed.onnx
-# and KEY.probed.json, ``ENTRY``)
-FORMAT = 35
+# and KEY.probed.json, ``ENTRY``; 36: a Constant's value_float(s) is a weight to grad, graph.constants.constant_of)
+FORMAT = 36
 
 
 def key_of(parts: dict) -> str:
@@ -282,8 +282,7 @@ def _digest(data: bytes, meta: dict) -> str:
     return blake2b(data + json.dumps(meta, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
-KEY = re.compile(r"[0-9a-f]{32}")  # an entry's key: key_of's 16-byte digest in hex
-# an entry's files: KEY.probed.onnx and KEY.probed.json. Not KEY.onnx: a user's file named by a digest of
+# an entry's files, KEY (key_of's 16-byte digest in hex).probed.onnx and KEY.probed.json. Not KEY.onnx: a user's file named by a digest of
 # that length (an md5sum) in the folder $ONNXPROBE_CACHE_DIR names would pass for one, and be trimmed
 ENTRY = re.compile(r"([0-9a-f]{32})\.probed\.(onnx|json)")
 # what builds before FORMAT 35 named an entry's files (KEY.onnx, KEY.json): never read again, they go from onnxprobe's own folder
