@@ -11,6 +11,7 @@ from onnx import TensorProto
 from onnxprobe.compare.measure import FLOATS
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
+from onnxprobe.graph.constants import constants
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import clean
@@ -73,9 +74,7 @@ def half(side: Side) -> str | None:
     and inputs are of that type (a model converted to half precision; one that keeps float32 inputs and
     outputs too, its weights in Constant nodes: QA), else None."""
     g = side.model.proto.graph
-    consts = [a.t.data_type for n in g.node if n.op_type == "Constant" and n.domain in ("", "ai.onnx")
-              for a in n.attribute if a.name == "value" and a.type == onnx.AttributeProto.TENSOR]
-    types = [t.data_type for t in g.initializer] + consts + [i.type.tensor_type.elem_type for i in g.input]
+    types = [t.data_type for t in constants(g).values()] + [i.type.tensor_type.elem_type for i in g.input]
     counts = {t: types.count(t) for t in (TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)}
     top = max(counts, key=counts.get)
     return {TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16"}.get(top) if counts[top] else None

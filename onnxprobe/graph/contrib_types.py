@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import onnx
 
+from onnxprobe.graph.constants import constants
+
 MS_DOMAIN = "com.microsoft"
 # op -> the input whose type the output has (the output's zero point)
 ZERO_POINT_INPUT = {
@@ -29,12 +31,7 @@ DEFAULT_TYPE = {"QuantizeLinear": onnx.TensorProto.UINT8}  # the output's type w
 def typed_outputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
     """Type-only value_info for the outputs of ``graph``'s com.microsoft quantized ops whose output zero
     point is an initializer or a Constant of this graph (others are left unknown)."""
-    known = {t.name: t.data_type for t in graph.initializer}
-    for n in graph.node:
-        if n.op_type == "Constant" and n.output:
-            for a in n.attribute:
-                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-                    known[n.output[0]] = a.t.data_type
+    known = {k: t.data_type for k, t in constants(graph).items()}
     have = {v.name for v in (*graph.value_info, *graph.output)}
     out = []
     for n in graph.node:
