@@ -1,5 +1,6 @@
 """float64 numpy versions of ops onnx.reference lacks, for the gradient tests' finite differences:
-GroupNormalization (a function in onnx.reference, whose scale is per group before opset 21, per channel
+LpNormalization (onnx.reference's p=1 sums x, not |x|), MeanVarianceNormalization (without the
+spec function's 1e-9, as onnxruntime), GroupNormalization (a function in onnx.reference, whose scale is per group before opset 21, per channel
 after) and the com.microsoft ops of onnxruntime's transformer optimizer, as onnxruntime's contrib-op
 documentation defines them."""
 
@@ -34,6 +35,44 @@ class GroupNormalization(OpRun):
         if scale.shape[0] != c:  # opset 18: per group
             scale, bias = np.repeat(scale, c // num_groups), np.repeat(bias, c // num_groups)
         return ((xhat * scale.reshape(sh) + bias.reshape(sh)).astype(x.dtype),)
+
+
+class LpNormalization(OpRun):
+    """x / ||x||_p with |x| (onnx.reference sums x^p, so its p=1 norm is sum(x), not sum|x|)."""
+    op_domain = ""
+
+    def _run(self, x, axis=-1, p=2):
+        n = (np.abs(x) ** p).sum(axis=axis, keepdims=True) ** (1.0 / p)
+        return ((x / n).astype(x.dtype),)
+
+
+class MeanVarianceNormalization(OpRun):
+    """(x - mean) / sqrt(var) over the axes, without the spec function's 1e-9 (onnxruntime's kernel)."""
+    op_domain = ""
+
+    def _run(self, x, axes=None):
+        ax = tuple(axes) if axes is not None else (0, 2, 3)
+        m = x.mean(axis=ax, keepdims=True)
+        return (((x - m) / np.sqrt(((x - m) ** 2).mean(axis=ax, keepdims=True))).astype(x.dtype),)
+
+
+class Upsample(OpRun):
+    """Resize with asymmetric coordinates, x_in = x_out / scale: nearest takes floor(x_in), linear
+    interpolates x[floor] and x[floor + 1] (clamped at the edge). onnx.reference has integer nearest only."""
+    op_domain = ""
+
+    def _run(self, x, scales=None, mode="nearest"):
+        sc = [float(v) for v in (self.scales if scales is None else scales)]
+        for ax, s in enumerate(sc):
+            n = x.shape[ax]
+            pos = np.arange(int(np.floor(n * s))) / s
+            i0 = np.minimum(np.floor(pos).astype(np.int64), n - 1)
+            if mode == "nearest":
+                x = np.take(x, i0, axis=ax)
+                continue
+            w = np.minimum(pos - i0, 1.0).reshape([-1] + [1] * (x.ndim - 1 - ax))
+            x = np.take(x, i0, axis=ax) * (1 - w) + np.take(x, np.minimum(i0 + 1, n - 1), axis=ax) * w
+        return (x,)
 
 
 class _MS(OpRun):
@@ -77,4 +116,4 @@ class SkipLayerNormalization(_MS):
         return tuple(outs[:len(self.onnx_node.output)])
 
 
-ORACLE_OPS = [GroupNormalization, Gelu, BiasGelu, FastGelu, QuickGelu, FusedMatMul, SkipLayerNormalization]
+ORACLE_OPS = [GroupNormalization, LpNormalization, MeanVarianceNormalization, Upsample, Gelu, BiasGelu, FastGelu, QuickGelu, FusedMatMul, SkipLayerNormalization]

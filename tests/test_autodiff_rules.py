@@ -263,6 +263,13 @@ CASES: list[Case] = [
          [node("LayerNormalization", ["x", "s", "b"], ["o", "mean", "isd"])], {"x": (2, 5)},
          {"s": np.ones(5), "b": np.zeros(5)}, outputs=("mean",), wrt=("x",), force32=True),
     one("InstanceNormalization", {"x": (2, 3, 4, 5), "s": (3,), "b": (3,)}),
+    one("LpNormalization", {"x": (2, 3, 4)}, attrs=dict(axis=1, p=2), id="LpNormalization-p2-axis1"),
+    one("LpNormalization", {"x": (2, 3, 4)}, attrs=dict(p=1), gen={"x": away()}, id="LpNormalization-p1-default-axis"),
+    one("LpNormalization", {"x": (3, 1)}, attrs=dict(axis=-1), id="LpNormalization-axis-of-size-1", torch=False),  # 0: torch 1e-18
+    one("LpNormalization", {"x": (1, 3, 1)}, attrs=dict(axis=1, p=1), gen={"x": away()}, id="LpNormalization-p1-size1-dims"),
+    one("MeanVarianceNormalization", {"x": (2, 3, 4, 5)}, attrs=dict(axes=[0, 2, 3]), force32=True),
+    one("MeanVarianceNormalization", {"x": (2, 3, 1, 5)}, attrs=dict(axes=[1, -1]), force32=True,
+        id="MeanVarianceNormalization-negative-axis"),
     # reductions ---------------------------------------------------------------------------------------
     one("ReduceSum", {"x": (2, 3, 4)}, consts={"axes": i64(1, -1)}, attrs=dict(keepdims=0)),
     one("ReduceSum", {"x": (2, 3, 4)}, opset=11, attrs=dict(axes=[0], keepdims=0), id="ReduceSum-opset11"),
@@ -317,6 +324,12 @@ CASES: list[Case] = [
         attrs=dict(mode="linear"), opset=11, id="Resize-linear-opset11"),
     one("Resize", {"x": (2, 3, 4)}, consts={"roi": np.array([], np.float32), "sc": np.array([1.5, 2.0], np.float32)},
         ins=["x", "roi", "sc"], attrs=dict(mode="nearest", axes=[0, 2]), opset=19, id="Resize-axes-opset19", torch=False),
+    one("Upsample", {"x": (1, 2, 3, 4)}, consts={"sc": np.array([1, 1, 2, 1.5], np.float32)}, attrs=dict(mode="nearest"),
+        opset=9, id="Upsample-nearest-opset9"),
+    one("Upsample", {"x": (1, 2, 3, 1)}, consts={"sc": np.array([1, 1, 2.5, 3], np.float32)}, attrs=dict(mode="linear"),
+        opset=9, id="Upsample-linear-opset9-size1"),
+    one("Upsample", {"x": (2, 1, 4, 3)}, consts={"sc": np.array([1, 1, 1.5, 2], np.float32)}, attrs=dict(mode="linear"),
+        opset=9, id="Upsample-linear-opset9"),
     # quantization (straight-through) ---------------------------------------------------------------
     Case("QuantizeLinear-DequantizeLinear", "QuantizeLinear",
          [node("QuantizeLinear", ["x", "s", "zp"], ["q"]), node("DequantizeLinear", ["q", "s", "zp"], ["y"])],

@@ -176,6 +176,15 @@ def _resize(x, ins, attrs, opset):
         out = [int(math.floor(x.shape[i] * sc[i])) for i in range(r)]
     if out[:2] != list(x.shape[:2]):
         raise Unsupported("Resize of batch/channel axes")
+    if mode == "linear" and ctm == "asymmetric":  # x_in = x_out / scale (Upsample): gathers per axis
+        for ax in range(2, r):
+            n, s = x.shape[ax], out[ax] / x.shape[ax] if scales is None else float(scales[ax])
+            pos = torch.arange(out[ax], dtype=torch.float64) / s
+            i0 = torch.clamp(torch.floor(pos).long(), max=n - 1)
+            w = (pos - i0).clamp(max=1.0).to(x.dtype).reshape([-1] + [1] * (r - 1 - ax))
+            i1 = torch.clamp(i0 + 1, max=n - 1)
+            x = x.index_select(ax, i0) * (1 - w) + x.index_select(ax, i1) * w
+        return x
     if mode == "linear":
         if ctm not in ("half_pixel", "align_corners", "pytorch_half_pixel"):
             raise Unsupported(f"Resize linear {ctm}")
@@ -203,7 +212,7 @@ def _expand(x, shape):
 
 MORE_OPS = {"Einsum", "TopK", "ScatterND", "ScatterElements", "DepthToSpace", "SpaceToDepth", "ReverseSequence",
             "GroupNormalization", "RMSNormalization", "Attention", "FusedMatMul", "SkipLayerNormalization", "BiasGelu",
-            "FastGelu", "QuickGelu", "Swish"}
+            "FastGelu", "QuickGelu", "Swish", "LpNormalization", "MeanVarianceNormalization"}
 
 
 def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op
@@ -425,6 +434,10 @@ def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op
         return [out.reshape(list(x.shape[:lead]) + list(out.shape[2:]))]
     if op == "Resize":
         return [_resize(x, ins, a, opset)]
+    if op == "Upsample":  # Resize with asymmetric coordinates (nearest: floor)
+        sc = a["scales"] if "scales" in a else ins[1].tolist()
+        ra = dict(mode=a.get("mode", "nearest"), coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+        return [_resize(x, [x, torch.tensor(sc)], ra, 10)]
     if op in ("Dropout",):
         return [x] + ([torch.ones_like(x, dtype=torch.bool)] if len(node.output) > 1 else [])
     if op == "Cast":

@@ -48,6 +48,12 @@ def eval_more(node, ins, a: dict, opset: int) -> list:  # noqa: C901 - one branc
     x = ins[0]
     if op == "Einsum":
         return [torch.einsum(a["equation"], *ins)]
+    if op == "LpNormalization":
+        return [x / torch.linalg.vector_norm(x, ord=a.get("p", 2), dim=a.get("axis", -1), keepdim=True)]
+    if op == "MeanVarianceNormalization":
+        d = [v % x.dim() for v in a.get("axes", [0, 2, 3])]
+        m = x.mean(dim=d, keepdim=True)
+        return [(x - m) / torch.sqrt(((x - m) ** 2).mean(dim=d, keepdim=True))]
     if op == "TopK":
         vals, idx = torch.topk(x, int(ins[1].reshape(-1)[0]), dim=a.get("axis", -1), largest=bool(a.get("largest", 1)))
         return [vals, idx]

@@ -199,3 +199,31 @@ def rms_norm(g):
         gs = g.Mul(g.dy, scale)
         dx = g.Mul(inv, g.Sub(gs, g.Mul(xhat, g.reduce("ReduceMean", g.Mul(gs, xhat), axes, keepdims=1))))
     return [dx, g.Mul(g.dy, xhat) if g.wants(1) else None]
+
+
+@rule("MeanVarianceNormalization")
+def mean_variance_norm(g):
+    """y = xhat = (x - mean) r, r = 1 / sqrt(var), statistics over `axes` (default 0, 2, 3), no epsilon
+    (onnxruntime's kernel; the spec's function adds 1e-9 to sqrt(var))  ->
+    dx = r (dy - mean(dy) - xhat mean(dy xhat)), the means over the axes"""
+    x = g.x[0]
+    axes = g.norm_axes(g.attr("axes", [0, 2, 3]), g.rank(x))
+    xc, inv = stats(g, x, axes, 0.0)
+    return [norm_input_grad(g, g.dy, g.Mul(xc, inv), inv, axes)]
+
+
+@rule("LpNormalization")
+def lp_norm(g):
+    """y = x / n, n = ||x||_p along `axis` (default -1), p = 1 or 2 (default 2)  ->
+    dx = (dy - sum(dy y) dn/dx) / n, with dn/dx = y for p = 2 and sign(x) for p = 1, the sum along the axis.
+    A vector of zeros (onnxruntime's y is 0 there) has no derivative: its gradient is NaN or Inf."""
+    x = g.x[0]
+    p = int(g.attr("p", 2))
+    if p not in (1, 2):
+        raise g.fail(f"p={p} is not a norm LpNormalization defines (1 or 2)")
+    axis = g.norm_axes([g.attr("axis", -1)], g.rank(x))
+    n = g.reduce("ReduceL2" if p == 2 else "ReduceL1", x, axis, keepdims=1)
+    y = g.y[0]
+    dn = y if p == 2 else g.Sign(x)
+    s = g.reduce_sum(g.Mul(g.dy, y), axis, keepdims=1)
+    return [g.Div(g.Sub(g.dy, g.Mul(s, dn)), n)]

@@ -256,7 +256,9 @@ def pad(g):
 
 def _resize_inputs(g):
     """(scales values or None, sizes values or None) as numpy arrays, from constants."""
-    if g.opset < 11:
+    if g.node.op_type == "Upsample" and g.attr("scales") is not None:  # opset 7 and 8: an attribute
+        return np.array(g.attr("scales"), np.float32), None
+    if g.opset < 11 or g.node.op_type == "Upsample":
         return g.value(g.x[1]), None
     sc = g.value(g.x[2]) if g.has(2) else None
     sz = g.value(g.x[3]) if g.has(3) else None
@@ -265,11 +267,12 @@ def _resize_inputs(g):
     return sc, sz
 
 
-@rule("Resize")
+@rule("Resize", "Upsample")
 def resize(g):
     """y = resize(x): separable along each resized axis a, y = M_a x there, with M_a (out_a x in_a) the
     interpolation matrix (nearest or linear, any coordinate transformation)  ->  dx = M_a^T dy along each
-    axis. M_a is built by resizing an identity matrix with the node's own attributes."""
+    axis. M_a is built by resizing an identity matrix with the node's own op and attributes (Upsample,
+    opset 7 to 9, is Resize with asymmetric coordinates)."""
     x = g.x[0]
     r = g.rank(x)
     mode = g.attr("mode", "nearest")
@@ -309,7 +312,10 @@ def resize(g):
         eshape[a] = in_a
         eshape[b] = in_a
         e = g.Reshape(eye, g.Concat(*eshape, axis=0))  # basis index along b, values along a
-        if g.opset >= 18:
+        if g.node.op_type == "Upsample":
+            sc = [s if q == a else 1.0 for q in range(r)]
+            m = g.Upsample(e, g.const(np.array(sc, np.float32)), **attrs)  # opset 9 (7, 8: converted to 17)
+        elif g.opset >= 18:
             ax = sorted([a, b])
             if s is not None:
                 m = g.Resize(e, None, g.const(np.array([s if q == a else 1.0 for q in ax], np.float32)), axes=ax, **attrs)
