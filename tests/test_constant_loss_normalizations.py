@@ -219,3 +219,24 @@ def test_the_bias_and_output_gradients_of_a_constant_layernorm_sum_are_judged_no
         assert rows[name].passed is True and rows[name].unjudged is None, rows[name]
     for name in ("W_grad", "h_grad"):
         assert rows[name].passed is None and "rounding noise" in rows[name].unjudged, rows[name]
+
+
+def test_a_mean_variance_normalization_is_a_constant_loss(tmp_path):
+    """Its output sums to 0 over the normalized axes, whatever the data: the sum loss's gradients are noise
+    (an LpNormalization's sum is no constant)."""
+    paths = {}
+    for op, attrs in (("MeanVarianceNormalization", dict(axes=[0, 2])), ("LpNormalization", dict(axis=-1))):
+        m = helper.make_model(helper.make_graph(
+            [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node(op, ["h"], ["n"], **attrs),
+             helper.make_node("Reshape", ["n", "shape"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 8])],
+            [numpy_helper.from_array(W, "W"), numpy_helper.from_array(np.array([6, 8], np.int64), "shape")]),
+            opset_imports=[helper.make_opsetid("", 17)])
+        paths[op] = tmp_path / f"{op}.onnx"
+        onnx.save(m, paths[op])
+    assert _sums_agree(paths["MeanVarianceNormalization"]) and not _sums_agree(paths["LpNormalization"])
+    res = api.grad(paths["MeanVarianceNormalization"], config=CPU, inputs={"x": X})
+    assert any("MeanVarianceNormalization (through Reshape)" in n and "constant" in n for n in res.plan.warnings), \
+        res.plan.warnings
+    assert constant_sum(onnx.load(paths["LpNormalization"]), "y") is None

@@ -9,7 +9,8 @@ refuses to judge (zeros agreeing with zeros earn no verdict).
   in everything before it, not in γ itself: dL/dγ is the normalized values summed over the rows, no noise
   (``ConstantSum.scale``);
 - an InstanceNormalization's output sums to HW Σ_c β_c, whatever its scale (each channel's normalized
-  values sum to 0).
+  values sum to 0);
+- a MeanVarianceNormalization's output (normalized values, no scale or bias) sums to 0.
 
 The bias must be a weight (or absent): one that the data feeds makes the sum the data's.
 The output may be reached through ops that move or retype values without changing their sum.
@@ -86,6 +87,8 @@ def constant_sum(model: onnx.ModelProto, output: str) -> ConstantSum | None:
     through = f" (through {via})" if via else ""
     if canonical(node.op_type) == "Softmax":
         return ConstantSum(f"a Softmax{through}")
+    if node.op_type == "MeanVarianceNormalization" and node.domain in ONNX_DOMAINS:
+        return ConstantSum(f"a MeanVarianceNormalization{through}, which sums to 0")
     # (a LayerNormalization's mean and inverse standard deviation, its outputs 1 and 2, sum to no constant)
     if node.op_type not in NORMALIZATIONS or node.domain not in ONNX_DOMAINS or reached != node.output[0]:
         return None
