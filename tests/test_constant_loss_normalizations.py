@@ -181,6 +181,9 @@ def test_noise_gradients_beside_the_live_scale_are_shown_but_not_judged(tmp_path
     assert row["unjudged"] and row["passed"] is None
     table = diff_table(d)
     assert any("noise" in str(c) for r in table.rows for c in r.cells), table.rows
+    # --format csv / json rows: the reason under "unjudged", as --json has it, and no "problem"
+    rec = next(r for r in table.records() if r["tensor"] == "W_grad")
+    assert rec["unjudged"] and "rounding noise" in rec["unjudged"] and rec["problem"] is None, rec
 
 
 def test_the_diff_grad_footer_counts_noise_rows_apart_from_pairs_not_compared(tmp_path):

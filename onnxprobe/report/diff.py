@@ -185,7 +185,7 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
     cols[at:at] = judged  # beside the verdict they decide
     if any("kernel_ms_a" in p for p in d["pairs"]):
         cols += PROFILE_COLUMNS
-    t = Table(cols, data=(PROBLEM.key,))
+    t = Table(cols, data=(PROBLEM.key, "unjudged"))
     first_row = first_failing_row(d)
     for k, p in enumerate(d["pairs"]):
         name = pair_label(p)
@@ -209,7 +209,7 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
                   **{k: p.get(k) for k in JUDGED_COLUMNS}}
         style = "red" if p["passed"] is False else ("green" if p["passed"] else None)
         t.add_row([cells[c.key] for c in cols], [values[c.key] for c in cols], "bold red" if k == first_row else style,
-                  [p.get("problem") or p.get("unjudged")])
+                  [p.get("problem"), p.get("unjudged")])
     return t
 
 
