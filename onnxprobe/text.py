@@ -98,16 +98,32 @@ def one_line(message: str, limit: int = MAX_LINE) -> str:
     return clip(text, limit) if len(text) > limit else text
 
 
+def _scaled(n: float, base: float, units: tuple[str, ...]) -> str:
+    """``n`` (in ``units[0]``) in the first of ``units``, each ``base`` times the one before, that it reads
+    under ``base`` in: three significant digits, whole units from 100 on (1.02e+03 KiB read 1023 KiB in
+    exponents), the unit picked after rounding, as ``duration`` does (1048575 B, 1023.999 KiB, read
+    '1024 KiB'; 999,999,999 parameters '1e+03M'); the last unit takes any size."""
+    for unit in units:
+        text = f"{n:.3g}" if abs(n) < 100 else f"{n:.0f}"
+        if abs(float(text)) < base or unit == units[-1]:
+            return f"{text}{unit}"
+        n /= base
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def human_bytes(n: float) -> str:
     """1536 -> '1.5 KiB', 1048000 -> '1023 KiB'."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        # three significant digits, whole units from 100 on (1.02e+03 KiB read 1023 KiB in exponents); the unit
-        # picked after rounding, as ``duration`` does (1048575 B, 1023.999 KiB, read '1024 KiB')
-        text = f"{int(n)}" if unit == "B" else f"{n:.3g}" if abs(n) < 100 else f"{n:.0f}"
-        if abs(float(text)) < 1024 or unit == "TiB":
-            return f"{text} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
+    if abs(n) < 1024:
+        return f"{int(n)} B"
+    return _scaled(n / 1024, 1024, (" KiB", " MiB", " GiB", " TiB"))
+
+
+def human_count(n: int) -> str:
+    """A count of things with thousands separators, and from a million on its size in words: '999,999',
+    '12,345,678 (12.3M)', '7,240,000,000 (7.24B)'."""
+    if abs(n) < 10**6:
+        return f"{n:,}"
+    return f"{n:,} ({_scaled(n / 10**6, 1000, ('M', 'B', 'T'))})"
 
 
 def duration(seconds: float | None) -> str:

@@ -48,3 +48,17 @@ def test_inspect_sizes_read_as_messages_do(n, words):
     from onnxprobe.report.inspect import size
 
     assert size(n) == words
+
+
+@pytest.mark.parametrize("n, words", [
+    (999_999, "999,999"), (1_000_000, "1,000,000 (1M)"), (12_345_678, "12,345,678 (12.3M)"),
+    (999_499_999, "999,499,999 (999M)"), (999_500_000, "999,500,000 (1B)"), (999_999_999, "999,999,999 (1B)"),
+    (7_240_000_000, "7,240,000,000 (7.24B)"), (999_600_000_000, "999,600,000,000 (1T)"),
+    (1_234_567_890_123, "1,234,567,890,123 (1.23T)"),
+])
+def test_a_parameter_count_picks_its_unit_after_rounding(n, words):
+    """inspect's parameter count reads as sizes and durations do: three significant digits, the unit picked after
+    rounding; its own rule read 999,999,999 parameters as '(1e+03M)' and 1.2 trillion as '(1.23e+03B)'."""
+    from onnxprobe.report.inspect import count
+
+    assert count(n) == words

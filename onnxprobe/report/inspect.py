@@ -10,7 +10,7 @@ from onnxprobe import __version__
 from onnxprobe.report.format import shape as fmt_shape
 from onnxprobe.report.format import cut_middle, graph_dims, plural, safe, shorten
 from onnxprobe.report.table import Column, Table
-from onnxprobe.text import controls, human_bytes
+from onnxprobe.text import controls, human_bytes, human_count
 
 SCHEMA_VERSION = 1
 MAX_LISTED = 12  # uninferred nodes / subgraphs shown before "... and N more"
@@ -82,12 +82,8 @@ def size(n: int) -> str:
 
 
 def count(n: int) -> str:
-    """12,345,678 (12.3M)."""
-    if n >= 10**9:
-        return f"{n:,} ({n / 1e9:.3g}B)"
-    if n >= 10**6:
-        return f"{n:,} ({n / 1e6:.3g}M)"
-    return f"{n:,}"
+    """12,345,678 (12.3M): as messages say counts (``text.human_count``)."""
+    return human_count(n)
 
 
 def dims(s) -> str:
