@@ -18,22 +18,16 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from onnxprobe.graph.extents import dims_nbytes
+
 STUB_LOCATION = "onnxprobe-stub"
 KEEP_ELEMENTS = 4096  # small tensors (shapes, axes, scales) stay: shape inference reads their values
 
 
-def tensor_bytes(t: TensorProto) -> int:
-    n = math.prod(t.dims)  # not np.prod: ~25 us a call on a short list, and this runs per tensor, per pass
-    try:
-        item = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
-    except Exception:  # noqa: BLE001 - strings, float8...
-        item = 1
-    return n * item
-
-
 def weight_bytes(model: onnx.ModelProto) -> int:
-    """Bytes of the main graph's initializers, from their dims: no serialisation."""
-    return sum(tensor_bytes(t) for t in model.graph.initializer)
+    """Bytes of the main graph's initializers, from their dims and types (``extents.dims_nbytes``: 4-bit types
+    half a byte an element): no serialisation."""
+    return sum(dims_nbytes(t) for t in model.graph.initializer)
 
 
 def _is_large(t: TensorProto) -> bool:
