@@ -22,7 +22,7 @@ from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.shapes import annotate, concrete_shapes, infer_shapes, static_shape, value_types, with_input_shapes
-from onnxprobe.graph.walk import subgraphs, walk
+from onnxprobe.graph.walk import all_graphs, walk
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_array
 from onnxprobe.runtime.runners.ort import OrtRunner
@@ -326,10 +326,8 @@ def _same_input_ranks(source: onnx.ModelProto, converted: onnx.ModelProto, what:
 
 
 def _drop_value_info(g: onnx.GraphProto) -> None:
-    del g.value_info[:]
-    for n in g.node:
-        for _, body in subgraphs(n):
-            _drop_value_info(body)
+    for body in all_graphs(g):
+        del body.value_info[:]
 
 
 def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None, *,

@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxprobe.autodiff.check32 import check_direction
 from onnxprobe.autodiff.nested import rename
 from onnxprobe.graph.builder import opset_version
-from onnxprobe.graph.walk import subgraphs, toposort
+from onnxprobe.graph.walk import all_graphs, toposort
 
 DELTA = "onnxprobe.delta:"
 FLOAT32_SLOTS = {("Resize", 2), ("Resize", 1), ("Upsample", 1)}  # (Resize opset 10: scales is input 1)
@@ -68,23 +68,15 @@ def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:
     out.CopyFrom(model)
     _expand_layer_norms(out)
     keep32: set[str] = set()  # over every graph: a body's Resize may read its scales from an outer scope
-    for g in _graphs(out.graph):
+    for g in all_graphs(out.graph):
         for n in g.node:
             for k, i in enumerate(n.input):
                 if (n.op_type, k) in FLOAT32_SLOTS and i:
                     keep32.add(i)
-    for g in _graphs(out.graph):
+    for g in all_graphs(out.graph):
         _graph_to_float64(g, keep32)
     del out.graph.value_info[:]
     return out
-
-
-def _graphs(g: onnx.GraphProto):
-    """``g`` and every If / Loop / Scan body in it, nested ones included."""
-    yield g
-    for n in g.node:
-        for _, sg in subgraphs(n):
-            yield from _graphs(sg)
 
 
 def _graph_to_float64(g: onnx.GraphProto, keep32: set[str]) -> None:
@@ -129,11 +121,11 @@ def _expand_layer_norms(model: onnx.ModelProto) -> None:
     copy, its bodies with them)."""
     from onnxprobe.graph.shapes import value_types
 
-    graphs = [g for g in _graphs(model.graph) if any(n.op_type == "LayerNormalization" for n in g.node)]
+    graphs = [g for g in all_graphs(model.graph) if any(n.op_type == "LayerNormalization" for n in g.node)]
     if not graphs:
         return
     types, opset = value_types(model), opset_version(model, "", 1)
-    for g in reversed(graphs):  # (_graphs yields every graph before its bodies)
+    for g in reversed(graphs):  # (all_graphs yields every graph before its bodies)
         _expand_in(g, types, opset)
 
 

@@ -18,7 +18,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxprobe.graph.shapes import static_shape
-from onnxprobe.graph.walk import subgraphs
+from onnxprobe.graph.walk import all_graphs
 
 TAG = "onnxprobe.fold/"
 
@@ -33,16 +33,11 @@ def _attr(n: onnx.NodeProto, name: str, default=None):
 def _uses(g: onnx.GraphProto) -> dict[str, int]:
     """How many times each tensor is read, subgraph reads of outer names included."""
     count: dict[str, int] = {}
-
-    def visit(graph: onnx.GraphProto) -> None:
+    for graph in all_graphs(g):
         for n in graph.node:
             for i in n.input:
                 if i:
                     count[i] = count.get(i, 0) + 1
-            for _, sg in subgraphs(n):
-                visit(sg)
-
-    visit(g)
     for o in g.output:
         count[o.name] = count.get(o.name, 0) + 1
     return count

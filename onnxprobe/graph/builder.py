@@ -18,7 +18,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxprobe.errors import OpsetTooOld
-from onnxprobe.graph.walk import subgraphs
+from onnxprobe.graph.walk import all_graphs
 
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
 Axes = "Sequence[int] | str | None"
@@ -88,8 +88,7 @@ def all_names(model: onnx.ModelProto) -> set[str]:
     """Every name used in the model (tensors, nodes, graph inputs and outputs), subgraphs included: a
     pass that adds names takes fresh ones from this set."""
     names: set[str] = Names()
-
-    def visit(g: onnx.GraphProto) -> None:
+    for g in all_graphs(model.graph):
         names.update(i.name for i in g.input)
         names.update(i.name for i in g.initializer)
         names.update(o.name for o in g.output)
@@ -97,10 +96,6 @@ def all_names(model: onnx.ModelProto) -> set[str]:
             names.update(n.input)
             names.update(n.output)
             names.add(n.name)
-            for _, sg in subgraphs(n):
-                visit(sg)
-
-    visit(model.graph)
     return names
 
 

@@ -15,7 +15,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import ambiguous_node, index_or_name, shared_names, shared_node_names
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
-from onnxprobe.graph.walk import constant_tensors, walk
+from onnxprobe.graph.walk import all_graphs, constant_tensors, walk
 from onnxprobe.text import as_typed, matches
 from onnxprobe.types import BACKWARD_TAG, TensorRef, forward_name
 
@@ -75,16 +75,9 @@ class GraphIndex:
         types = value_types(model.inferred)
         self.shared = shared_names(self.sites)
         self.initializers: dict[str, onnx.TensorProto] = {}
-
-        def inits(g: onnx.GraphProto) -> None:
+        for g in all_graphs(model.inferred.graph):
             for t in g.initializer:
                 self.initializers.setdefault(t.name, t)
-            for n in g.node:
-                for a in n.attribute:
-                    if a.type == onnx.AttributeProto.GRAPH:
-                        inits(a.g)
-
-        inits(model.inferred.graph)
         self.inputs = [i.name for i in model.inferred.graph.input if i.name not in self.initializers]
         self.outputs = [o.name for o in model.inferred.graph.output]
         outputs = set(self.outputs)

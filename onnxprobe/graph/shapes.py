@@ -13,7 +13,7 @@ from onnx import shape_inference
 from onnxprobe.errors import first_line
 from onnxprobe.graph.builder import opset_version, single_opsets
 from onnxprobe.graph.contrib_types import schema_types, typed_outputs
-from onnxprobe.graph.walk import subgraphs
+from onnxprobe.graph.walk import all_graphs
 from onnxprobe.memory import return_freed_memory, trim
 
 
@@ -102,19 +102,13 @@ def _copy_value_info(src: onnx.GraphProto, dst: onnx.GraphProto, body: bool = Fa
 def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     """Every known tensor type in the model, subgraphs included, keyed by tensor name."""
     types: dict[str, onnx.TypeProto] = {}
-
-    def visit(g: onnx.GraphProto) -> None:
+    for g in all_graphs(model.graph):
         for vi in list(g.input) + list(g.output) + list(g.value_info):
             if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
                 types.setdefault(vi.name, vi.type)
         for init in g.initializer:
             t = onnx.helper.make_tensor_type_proto(init.data_type, list(init.dims))
             types.setdefault(init.name, t)
-        for n in g.node:
-            for _, sg in subgraphs(n):
-                visit(sg)
-
-    visit(model.graph)
     return types
 
 

@@ -27,7 +27,7 @@ import onnx
 from onnxprobe.graph.external import ExternalFile, external_files
 from onnxprobe.graph.extents import tensor_nbytes
 from onnxprobe.graph.shapes import dtype_name, static_shape
-from onnxprobe.graph.walk import NodeSite, subgraphs, walk
+from onnxprobe.graph.walk import NodeSite, all_graphs, subgraphs, walk
 
 STANDARD_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.training", "ai.onnx.preview"}
 
@@ -187,19 +187,9 @@ def known(t: onnx.TypeProto | None) -> bool:
 
 
 def _weights(model: onnx.ModelProto) -> tuple[WeightInfo, WeightInfo]:
-    def inits(g: onnx.GraphProto):
-        yield from g.initializer
-        for n in g.node:
-            for _, sg in subgraphs(n):
-                yield from inits(sg)
-
-    def sparse(g: onnx.GraphProto):
-        yield from g.sparse_initializer
-        for n in g.node:
-            for _, sg in subgraphs(n):
-                yield from sparse(sg)
-
-    init_list, sparse_list = list(inits(model.graph)), list(sparse(model.graph))
+    graphs = list(all_graphs(model.graph))
+    init_list = [t for g in graphs for t in g.initializer]
+    sparse_list = [t for g in graphs for t in g.sparse_initializer]
     init = WeightInfo(len(init_list) + len(sparse_list),
                       sum(tensor_nbytes(t) for t in init_list) + sum(_sparse_nbytes(t) for t in sparse_list),
                       sum(_elements(t) for t in init_list) + sum(_elements(t.values, t.dims) for t in sparse_list))
@@ -255,15 +245,7 @@ def node_rows(model: onnx.ModelProto, inferred: onnx.ModelProto, sites: list[Nod
 
 
 def _weight_names(model: onnx.ModelProto, sites: list[NodeSite]) -> set[str]:
-    names: set[str] = set()
-
-    def visit(g: onnx.GraphProto) -> None:
-        names.update(t.name for t in g.initializer)
-        for n in g.node:
-            for _, sg in subgraphs(n):
-                visit(sg)
-
-    visit(model.graph)
+    names = {t.name for g in all_graphs(model.graph) for t in g.initializer}
     names.update(o for s in sites if s.node.op_type == "Constant" and s.node.domain in ("", "ai.onnx") for o in s.node.output)
     return names
 

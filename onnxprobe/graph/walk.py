@@ -54,6 +54,15 @@ def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
                 yield a.name, g
 
 
+def all_graphs(g: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``g`` and every If / Loop / Scan body in it, nested ones included: each graph before its bodies, the
+    bodies in node order (the one walk of a model's graphs for what reads each graph as a whole)."""
+    yield g
+    for n in g.node:
+        for _, sg in subgraphs(n):
+            yield from all_graphs(sg)
+
+
 def implicit_inputs(node: onnx.NodeProto) -> list[str]:
     """Names a node's bodies read from enclosing graphs, in first-use order."""
     return outer_reads(*(sg for _, sg in subgraphs(node)))
@@ -127,15 +136,9 @@ def constant_tensors(model: onnx.ModelProto, sites: list[NodeSite] | None = None
     outputs of deterministic nodes whose inputs are all such tensors (weights computed at load time)."""
     sites = sites if sites is not None else walk(model)
     const: set[str] = set()
-
-    def inits(g: onnx.GraphProto) -> None:
+    for g in all_graphs(model.graph):
         const.update(i.name for i in g.initializer)
         const.update(i.values.name for i in g.sparse_initializer)
-        for n in g.node:
-            for _, sg in subgraphs(n):
-                inits(sg)
-
-    inits(model.graph)
     # graph inputs that are also initializers (IR < 4) can be overridden at run time: keep them const anyway
     for s in sites:
         n = s.node

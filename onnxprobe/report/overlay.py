@@ -31,7 +31,7 @@ import collections
 import onnx
 
 from onnxprobe.graph.explorer_ids import ExplorerIds, explorer_ids
-from onnxprobe.graph.walk import subgraphs, walk
+from onnxprobe.graph.walk import all_graphs, walk
 from onnxprobe.report.format import EXACT_DB, finite
 from onnxprobe.types import forward_name
 
@@ -232,8 +232,7 @@ def _netron_names(model: onnx.ModelProto) -> tuple[dict[str, set[str]], collecti
     bodies included: a key of two value names, or of two nodes, is no target of one of them."""
     values: dict[str, set[str]] = {}
     nodes: collections.Counter = collections.Counter()
-    graphs = [model.graph] + [g for s in walk(model) for _, g in subgraphs(s.node)]
-    for g in graphs:
+    for g in all_graphs(model.graph):
         for name in [i.name for i in g.input] + [t.name for t in g.initializer] + [o.name for o in g.output]:
             values.setdefault(netron_key(name), set()).add(name)
         for n in g.node:

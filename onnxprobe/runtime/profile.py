@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from onnxprobe.graph.walk import all_graphs
 from onnxprobe.runtime.ort import create_session, run_bound
 
 SUFFIXES = ("_nchwc", "_fused", "_token")
@@ -275,17 +276,7 @@ def _one_run(kernels: list[dict], total_ms: float, model: onnx.ModelProto, back:
 def _body_nodes(model: onnx.ModelProto, own: set[str]) -> dict[str, list[str]]:
     """The nodes of If/Loop/Scan bodies that a kernel name tells apart (named, that name borne by no other
     node, onnxprobe's left out), each with the tensors it writes that no other node writes."""
-    found: list[onnx.NodeProto] = []
-
-    def visit(g: onnx.GraphProto, top: bool) -> None:
-        for n in g.node:
-            if not top:
-                found.append(n)
-            for a in n.attribute:
-                for b in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
-                    visit(b, False)
-
-    visit(model.graph, True)
+    found = [n for g in list(all_graphs(model.graph))[1:] for n in g.node]
     if not found:
         return {}
     names = Counter(n.name for n in list(model.graph.node) + found)
