@@ -39,3 +39,21 @@ def test_readers_of_every_graph_see_the_bodies():
     assert {"w", "ct", "ci"} <= constant_tensors(m)
     assert {"w", "ct", "ci", "yi", "yt", "ye", "y"} <= all_names(m)
     assert {"w", "ct", "ci", "yi", "yt", "ye"} <= set(value_types(m))
+
+
+def test_all_types_reads_a_constant_in_every_form():
+    """``graph.summary.all_types`` reads a Constant's type through ``graph.constants`` (value, value_float(s),
+    value_int(s)), not its own read of ``value`` alone: an uninferred value_ints Constant had no type."""
+    from onnxprobe.graph.summary import all_types
+
+    body = helper.make_graph([helper.make_node("Constant", [], ["k"], value_ints=[1, 2, 3]),
+                              helper.make_node("Identity", ["k"], ["ko"])], "b", [],
+                             [helper.make_tensor_value_info("ko", TensorProto.INT64, None)])
+    g = helper.make_graph([helper.make_node("Constant", [], ["f"], value_float=2.0),
+                           helper.make_node("Constant", [], ["t"], value=helper.make_tensor("t", TensorProto.FLOAT16, [2], [1, 2])),
+                           helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=body)], "main",
+                          [helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    types = all_types(helper.make_model(g))
+    got = {n: (types[n].tensor_type.elem_type, [d.dim_value for d in types[n].tensor_type.shape.dim]) for n in "ftk"}
+    assert got == {"f": (TensorProto.FLOAT, []), "t": (TensorProto.FLOAT16, [2]), "k": (TensorProto.INT64, [3])}

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import onnx
 
+from onnxprobe.graph.constants import constants
 from onnxprobe.graph.external import ExternalFile, external_files
 from onnxprobe.graph.extents import tensor_nbytes
 from onnxprobe.graph.shapes import dtype_name, static_shape
@@ -132,22 +133,13 @@ def type_info(name: str, t: onnx.TypeProto | None) -> TypeInfo:
 def all_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     """Every known type (tensor, sequence, optional, map) keyed by value name, subgraphs included."""
     types: dict[str, onnx.TypeProto] = {}
-
-    def visit(g: onnx.GraphProto) -> None:
+    for g in all_graphs(model.graph):
         for vi in list(g.input) + list(g.output) + list(g.value_info):
             if vi.type.WhichOneof("value") is not None and not _empty_tensor_type(vi.type):
                 types.setdefault(vi.name, vi.type)
-        for init in g.initializer:
-            types.setdefault(init.name, onnx.helper.make_tensor_type_proto(init.data_type, list(init.dims)))
-        for n in g.node:
-            for _, sg in subgraphs(n):
-                visit(sg)
-            if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
-                for a in n.attribute:
-                    if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-                        types.setdefault(n.output[0], onnx.helper.make_tensor_type_proto(a.t.data_type, list(a.t.dims)))
-
-    visit(model.graph)
+        # initializers and Constant nodes, a Constant's value in any form (value, value_float(s), value_int(s))
+        for name, t in constants(g).items():
+            types.setdefault(name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
     return types
 
 
