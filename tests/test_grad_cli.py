@@ -664,3 +664,21 @@ def test_check_rows_say_which_gradients_failed(tmp_path):
     assert got["x"]["check_ok"] is False and got["w"]["check_ok"] is True, got
     dw = np.sqrt(x.astype(np.float64)).sum(axis=0)
     assert got["w"]["norm"] == pytest.approx(float(np.linalg.norm(dw)), rel=1e-6)
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--reduce", "mean"], "--reduce"),
+    (["--inputs-dir", "{ds}", "--seed", "3"], "drop --seed"),
+    (["--inputs-dir", "{ds}", "--check"], "drop --check"),
+    (["--ray"], "--ray"),
+])
+def test_conflicting_flags_are_refused_before_export_writes(tmp_path, flags, needle):
+    """Flags that conflict are refused before any work, as in layers and diff: grad wrote --export's model first,
+    then refused --reduce without a dataset, a dataset with --seed or --check, --ray without --inputs-dir."""
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    np.savez(ds / "b0.npz", x=np.zeros((1, 16), np.float32))
+    out = tmp_path / "bw.onnx"
+    r = invoke("grad", sample_path("mlp"), "--device", "cpu", "--export", out, *[f.format(ds=ds) for f in flags])
+    assert r.exit_code == 2 and needle in r.stderr and "Traceback" not in r.output, r.output
+    assert not out.exists() and "wrote" not in r.output

@@ -101,6 +101,13 @@ def grad(
     check_outputs(model, json_, files={"--save-grads": save_grads, "--export": export, "--html": html, "--overlay": overlay,
                                        "--netron": netron})
     require_html(html)
+    # conflicting flags are refused before any work (--export writes its model first)
+    ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
+    dataset = dataset_flag(inputs_dir, inputs_from,
+                           inputs_in_dataset(input_=bool(input_), inputs=inputs is not None, shape=bool(shape), seed=seed != 0, int_range=int_range != "0:100"),
+                           (check, "{flag} runs a dataset, and --check is of one input: drop --check"))
+    if not dataset and reduce != "sum":
+        raise UsageError("--reduce sets how a dataset's losses add up: give --inputs-dir or --inputs-from")
     loaded = api.load(model)
     said: list[str] = []  # notes the export gave: the run that follows finds the same, said once
     if export is not None:
@@ -109,18 +116,12 @@ def grad(
         notes(gp.warnings)
         said = list(gp.warnings)
         show_err(export_renderables(gp, export))
-    ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
-    dataset = dataset_flag(inputs_dir, inputs_from,
-                           inputs_in_dataset(input_=bool(input_), inputs=inputs is not None, shape=bool(shape), seed=seed != 0, int_range=int_range != "0:100"),
-                           (check, "{flag} runs a dataset, and --check is of one input: drop --check"))
     if dataset:
         where = inputs_dir.name if inputs_dir is not None else inputs_from
         with Progress(f"forward and backward on {model.name} over {where}", "batches") as progress:
             result = api.grad_dataset(loaded, inputs_dir, selection, config, spec, reduce=reduce,
                                       progress=progress.update, ray=ray_options, inputs_from=inputs_from)
     else:
-        if reduce != "sum":
-            raise UsageError("--reduce sets how a dataset's losses add up: give --inputs-dir or --inputs-from")
         with Progress(f"forward and backward on {model.name}") as progress:
             def checking(done: int, total: int) -> None:
                 if done == 0:
