@@ -177,7 +177,7 @@ def diff(
                                      (fp32_sensitivity, "--fp32-sensitivity"))]
     no_html = (html is not None, "--html draws the histograms of one input's tensors: not with {flag} (--json keeps the pooled report)")
     if dataset_flag(inputs_dir, inputs_from, *one_input, one_input_profile(profile), no_html,
-                    inputs_in_dataset(input_=bool(input_), inputs=inputs is not None, shape=bool(shape), seed=seed != 0, int_range=int_range != "0:100")):
+                    inputs_in_dataset(input_, inputs, shape, seed, int_range)):
         where = inputs_dir.name if inputs_dir is not None else inputs_from
         with Progress(f"comparing {model.name} over {where}", "batches") as progress:
             res = api.diff_dataset(model, reference, inputs_dir, inputs_from=inputs_from, vs_device=vs_device,

@@ -104,7 +104,7 @@ def grad(
     # conflicting flags are refused before any work (--export writes its model first)
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
     dataset = dataset_flag(inputs_dir, inputs_from,
-                           inputs_in_dataset(input_=bool(input_), inputs=inputs is not None, shape=bool(shape), seed=seed != 0, int_range=int_range != "0:100"),
+                           inputs_in_dataset(input_, inputs, shape, seed, int_range),
                            (check, "{flag} runs a dataset, and --check is of one input: drop --check"))
     if not dataset and reduce != "sum":
         raise UsageError("--reduce sets how a dataset's losses add up: give --inputs-dir or --inputs-from")

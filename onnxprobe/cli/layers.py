@@ -101,7 +101,7 @@ def layers(
         api.check_profile(runtime)
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
     dataset = dataset_flag(inputs_dir, inputs_from,
-                           inputs_in_dataset(input_=bool(input_), inputs=inputs is not None, shape=bool(shape), seed=seed != 0, int_range=int_range != "0:100"),
+                           inputs_in_dataset(input_, inputs, shape, seed, int_range),
                            one_input_profile(profile), one_input_save(save is not None)) is not None
     if dataset:
         where = inputs_dir.name if inputs_dir is not None else inputs_from

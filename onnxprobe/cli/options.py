@@ -218,9 +218,12 @@ def one_input_save(save: bool) -> tuple[bool, str]:
     return save, "--save writes the tensors of one input; {flag} runs many: drop --save (or {flag})"
 
 
-def inputs_in_dataset(**flags: bool) -> tuple[bool, str]:
-    """The refusal, in dataset mode (``dataset_flag``), of the flags that give inputs (by name:
-    save=True for --save)."""
-    names = [f"--{k.rstrip('_').replace('_', '-')}" for k, given in flags.items() if given]  # those given, not all
+def inputs_in_dataset(input_: list[str] | None, inputs: Path | None, shape: list[str] | None, seed: int,
+                      int_range: str) -> tuple[bool, str]:
+    """The refusal, in dataset mode (``dataset_flag``), of the flags that give one input (--input, --inputs,
+    --shape, --seed and --int-range other than their defaults, which say nothing), for every command alike."""
+    given = {"--input": bool(input_), "--inputs": inputs is not None, "--shape": bool(shape),
+             "--seed": seed != 0, "--int-range": int_range != "0:100"}
+    names = [flag for flag, yes in given.items() if yes]  # those given, not all
     listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0] if names else ""
     return bool(names), "{flag} takes all inputs from the dataset: drop " + listed
