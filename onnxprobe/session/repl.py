@@ -257,7 +257,9 @@ def make_completer(state: State):
             return [(o, f"×{n}") for o, n in sorted(ops.items())]
 
         def _nodes(self, t):
-            return [(s.name, s.node.op_type) for s in t.index.sites]
+            """Each node by its path as listings show it ('If_8/then_branch/mul'), which every command takes:
+            a body node's bare name can be one that sibling bodies share, which is refused as ambiguous."""
+            return [(s.path, s.node.op_type) for s in t.index.sites]
 
         def _tensors(self, t):
             from onnxprobe.report.format import shape as fmt_shape
