@@ -60,7 +60,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, export_backward, grad_plan, grad_spec
     from onnxprobe.api.inputs import (
         Feeds, ModelInput, as_model, check_shape, check_value, input_spec, model_inputs, parse_dims, parse_input_files, parse_int_range,
-        parse_shape_overrides, parse_size, protect_inputs, read_array, read_map, read_npz, save_npz,
+        parse_shape_overrides, parse_size, protect_inputs, read_array, read_inputs, read_map, read_npz, save_npz,
+        named_by_position,
     )
     from onnxprobe.api.pictures import (
         ExplorerIds, describe_inputs, diff_histograms, explorer_ids, grad_histograms, histogram_of, layers_histograms,
@@ -103,8 +104,8 @@ _WHERE = {
     "onnxprobe.api.grad_plan": "GRAD_OPT_LEVEL GradPlan GradSpec export_backward grad_plan grad_spec",
     "onnxprobe.api.inputs": (
         "Feeds ModelInput as_model check_shape check_value input_spec model_inputs parse_input_files "
-        "parse_dims parse_int_range parse_shape_overrides parse_size protect_inputs read_array read_map read_npz "
-        "save_npz"
+        "parse_dims parse_int_range parse_shape_overrides parse_size protect_inputs read_array read_inputs read_map "
+        "read_npz save_npz named_by_position"
     ),
     "onnxprobe.api.pictures": (
         "ExplorerIds describe_inputs diff_histograms explorer_ids "

@@ -21,7 +21,7 @@ from onnxprobe.fileio import input_file, protect, read_bounded
 from onnxprobe.graph.model import Model, as_model, check_loaded
 from onnxprobe.graph.model import load as _load
 from onnxprobe.runtime import npz as _npz
-from onnxprobe.runtime.arrays import read_array, read_arrays, read_npz
+from onnxprobe.runtime.arrays import by_position, read_array, read_arrays, read_npz
 from onnxprobe.runtime.budget import parse_size
 from onnxprobe.runtime.feeds import Feeds, ModelInput, check_shape, check_value, make_feeds, parse_dims, parse_input_files, parse_shape_overrides
 from onnxprobe.runtime.feeds import model_inputs as _model_inputs
@@ -30,7 +30,7 @@ from onnxprobe.text import clean, clip, controls, one_line, quote
 from onnxprobe.graph.select import Selection
 from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
 
-__all__ = ["check_shape", "input_spec", "parse_int_range", "parse_size", "parse_dims", "parse_shape_overrides", "parse_input_files", "read_array",
+__all__ = ["check_shape", "input_spec", "read_inputs", "named_by_position", "parse_int_range", "parse_size", "parse_dims", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
            "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_raw",
            "as_ray", "as_dataset", "protect_inputs", "as_result", "as_probe_result", "what_came"]
@@ -246,6 +246,18 @@ def checked_feed(model: onnx.ModelProto, feed) -> dict[str, np.ndarray]:
 def model_inputs(model) -> list[ModelInput]:
     """The inputs the model's user gives (initializers left out) of a Model, a path or a ModelProto."""
     return _model_inputs(proto_of(model))
+
+
+def named_by_position(arrays: Mapping[str, np.ndarray], model) -> dict[str, np.ndarray]:
+    """``arrays`` with a test data set's tensors without a name (its ``input_N.pb``) named after the model's
+    inputs of their positions, as the feeds of ``--inputs`` bind them (ONNX's test runner's rule)."""
+    return by_position(arrays, [s.name for s in model_inputs(model)], "input")
+
+
+def read_inputs(path: str | os.PathLike, model) -> dict[str, np.ndarray]:
+    """The inputs ``--inputs`` reads: an ``.npz`` keyed by input name, or an ONNX test data set folder (its
+    ``input_N.pb``, one without a name bound to the model's input of its position)."""
+    return named_by_position(read_arrays(path, "input"), model)
 
 
 MAX_MAP_BYTES = 256 * 2**20  # a map of even a million names is far smaller

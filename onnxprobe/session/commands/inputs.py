@@ -38,17 +38,19 @@ def _inputs_table(env: Env, t: Target) -> list:
     return out
 
 
-@command("inputs", "inputs [FILE.npz] [--model a|b]", "list the inputs and where they come from; or load them all from an .npz", "inputs and probes",
-         args=("file",))
+@command("inputs", "inputs [FILE.npz|FOLDER] [--model a|b]", "list the inputs and where they come from; or load them all from an .npz",
+         "inputs and probes", args=("file",))
 def cmd_inputs(env: Env, args: list[str]):
-    """`inputs batch.npz` sets every input found in the file (keyed by input name).
-    Examples: `inputs`, `inputs batch.npz`, `inputs batch.npz --model b`."""
+    """`inputs batch.npz` sets every input found in the file (keyed by input name); `inputs test_data_set_0`
+    those of an ONNX test data set folder, as --inputs reads it (its input_N.pb; one without a name is the
+    model's input of its position).
+    Examples: `inputs`, `inputs batch.npz`, `inputs batch.npz --model b`, `inputs test_data_set_0`."""
     t = target_of(env, args)
     if len(args) > 1:
-        raise bad("inputs", "give at most one .npz file")
+        raise bad("inputs", "give at most one .npz file or test data set folder")
     out: list = []
     if args:
-        arrays = api.read_npz(args[0])
+        arrays = api.read_inputs(args[0], t.model)
         if not arrays:  # nothing would change: most likely the wrong file
             raise bad("inputs", f"{args[0]} holds no arrays; give an .npz with the model's inputs by name")
         notes = env.state.set_all_inputs(arrays)

@@ -1,0 +1,52 @@
+"""The debugger reads an ONNX test data set folder as `layers --inputs` does: `debug --inputs FOLDER` and the
+session's `inputs FOLDER` take its input_N.pb, and a tensor without a name binds to the model's input of its
+position (ONNX's test runner's rule). `debug --inputs` refused such a folder ("unknown input name
+'input_0.pb'") and `inputs FOLDER` refused every folder (".npz file expected")."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe.cli.main import app
+
+runner = CliRunner()
+ENV = {"COLUMNS": "200", "NO_COLOR": "1"}
+X = np.array([[-2, -1, 0], [1, 2, 3]], np.float32)
+
+
+def data_set(tmp_path, named: bool):
+    model = make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    p = tmp_path / "model.onnx"
+    onnx.save(model, p)
+    folder = tmp_path / "test_data_set_0"
+    folder.mkdir()
+    (folder / "input_0.pb").write_bytes(numpy_helper.from_array(X, "x" if named else "").SerializeToString())
+    return p, folder
+
+
+def debug(args: list[str], lines: list[str]):
+    return runner.invoke(app, ["debug", *args, "--script", "-"], input="\n".join(lines) + "\n", env=ENV)
+
+
+def test_debug_inputs_flag_takes_a_test_data_set_of_unnamed_tensors(tmp_path):
+    p, folder = data_set(tmp_path, named=False)
+    layers = runner.invoke(app, ["layers", str(p), "--inputs", str(folder), "--format", "csv", "--columns", "tensor,max"], env=ENV)
+    assert layers.exit_code == 0 and "y,3" in layers.stdout, layers.output
+    r = debug([str(p), "--inputs", str(folder)], ["stats --format csv --columns tensor,max"])
+    assert r.exit_code == 0, r.output
+    assert "y,3" in r.stdout  # the folder's values, not seeded random data
+
+
+def test_session_inputs_command_takes_a_test_data_set_folder(tmp_path):
+    for named in (True, False):
+        (tmp_path / str(named)).mkdir()
+        p, folder = data_set(tmp_path / str(named), named)
+        r = debug([str(p)], [f"inputs {folder}", "stats --format csv --columns tensor,min,max"])
+        assert r.exit_code == 0, r.output
+        assert "y,0.0,3.0" in r.stdout, r.output
