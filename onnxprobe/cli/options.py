@@ -123,19 +123,13 @@ def view_of(wide: bool, columns: list[str] | str | None, fmt: str, known=None, j
     """The View of --wide/--columns/--format, checked before any work (``known``: the columns the
     command's table can have; ``absent``: those this run's will not, with why; ``json_``: --json, which
     must not write to stdout beside --format). --columns may be repeated: its values are one list."""
-    from onnxprobe.errors import UsageError
-    from onnxprobe.report.table import check_view, column_keys
+    from onnxprobe.report.table import check_json_stdout, check_view, column_keys
 
     if isinstance(columns, list):
         columns = ",".join(columns) if columns else None
 
-    if json_ is not None and str(json_) == "-" and (fmt != "table" or _given("fmt")):
-        raise UsageError(f"--json - and --format {fmt} both write to stdout: give --json a file" if fmt != "table" else
-                         "--format table: --json - writes the whole report to stdout instead of the table: give --json a file")
-    if json_ is not None and str(json_) == "-" and (columns is not None or wide):  # no table is shown: they would do nothing
-        flag, what = ("--columns", "chooses the table's columns") if columns is not None else ("--wide", "widens the table")
-        raise UsageError(f"{flag} {what}, and --json - writes the whole report instead of the "
-                         "table: give --json a file, or --format json for the table's rows as JSON")
+    if json_ is not None and str(json_) == "-":
+        check_json_stdout(json_, fmt, _given("fmt"), columns is not None, wide)
     keys = tuple(column_keys(columns))
     check_view(fmt, list(keys), known, absent)
     return View(wide, keys, fmt)

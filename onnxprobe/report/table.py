@@ -448,6 +448,20 @@ def column_keys(columns: str | None) -> list[str]:
     return keys
 
 
+def check_json_stdout(json_path, fmt: str, fmt_given: bool, columns, wide: bool) -> None:
+    """``--json -`` writes the whole report to stdout instead of the table: refused beside --format (which
+    writes there too) and beside --columns or --wide, which would do nothing."""
+    if json_path is None or str(json_path) != "-":
+        return
+    if fmt != "table" or fmt_given:
+        raise UsageError(f"--json - and --format {fmt} both write to stdout: give --json a file" if fmt != "table" else
+                         "--format table: --json - writes the whole report to stdout instead of the table: give --json a file")
+    if columns or wide:
+        flag, what = ("--columns", "chooses the table's columns") if columns else ("--wide", "widens the table")
+        raise UsageError(f"{flag} {what}, and --json - writes the whole report instead of the "
+                         "table: give --json a file, or --format json for the table's rows as JSON")
+
+
 def check_view(fmt: str, columns: list[str] | None, known: list[Column] | None = None,
                absent: dict[str, str] | None = None) -> None:
     """Refuse a bad --format, or a --columns key none of ``known`` has, before any work is done

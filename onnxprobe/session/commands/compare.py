@@ -6,12 +6,15 @@ nothing until inputs, device or models change. ``extras["diff"]`` is the last ``
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from rich.text import Text
 
 from onnxprobe import api
 from onnxprobe.errors import UsageError
 from onnxprobe.report.diff import COLUMNS, PROBLEM, diff_renderables
+from onnxprobe.report.io import json_default
 from onnxprobe.report.table import present
 from onnxprobe.report.format import safe, num, shape as fmt_shape
 from onnxprobe.session.commands.table import Env, command, pop_view, tag
@@ -52,21 +55,35 @@ def _matching_result(env: Env) -> api.DiffResult:
     return _diff_result(env, api.Selection(), slot="match")
 
 
-@command("diff", "diff [SELECTION] [--sort topo|introduced|accumulated] [--wide] [--columns a,b] [--format table|csv|markdown|json]",
-         "compare the two models tensor by tensor, as `onnxprobe diff` does", "two models and gradients", args=("selection",))
+@command("diff", "diff [SELECTION] [--sort topo|introduced|accumulated] [--wide] [--columns a,b] [--format table|csv|markdown|json] "
+         "[--json FILE|-]", "compare the two models tensor by tensor, as `onnxprobe diff` does", "two models and gradients", args=("selection",))
 def cmd_diff(env: Env, args: list[str]):
     """Needs `onnxprobe debug MODEL OTHER`: model a is compared with model b (the reference) on the
-    session's inputs and device. The result is cached until inputs or device change. --wide, --columns
-    and --format work as on the command line.
-    Examples: `diff`, `diff --all --sort introduced`, `diff 'conv*' --format csv`."""
+    session's inputs and device. The result is cached until inputs or device change. --wide, --columns,
+    --format and --json (the whole report, every unmatched tensor with its reason; `-`: instead of the
+    table) work as on the command line.
+    Examples: `diff`, `diff --all --sort introduced`, `diff 'conv*' --format csv`, `diff --json diff.json`."""
+    from onnxprobe.report.diff import diff_dict
+    from onnxprobe.report.io import check_writable, write_json
+    from onnxprobe.report.table import Verbatim, check_json_stdout
+
     _two(env, "diff")
     sort = pop_option(args, "--sort") or "topo"
+    json_path, fmt_given = pop_option(args, "--json"), "--format" in args
     view = pop_view(args, COLUMNS + [PROBLEM])
+    check_json_stdout(json_path, view["fmt"], fmt_given, bool(view["columns"]), view["wide"])
+    for t in env.state.targets.values() if json_path not in (None, "-") else ():
+        check_writable(json_path, t.model.source)
     res = _diff_result(env, parse_selection(args))
     order = api.sort_results(res.results, sort)
+    notes = [Text(f"note: {n}", style="dim") for n in dict.fromkeys(res.notes)]
+    if json_path == "-":  # JSON alone, for jq: the notes are in it
+        return [Verbatim(json.dumps(diff_dict(res, order), indent=2, allow_nan=False, default=json_default))]
+    if json_path is not None:
+        write_json(diff_dict(res, order), json_path)
+        notes.append(Text(safe(f"wrote the whole report to {json_path}"), style="dim"))
     out: list = diff_renderables(res, env.width, order)
-    out += [Text(f"note: {n}", style="dim") for n in dict.fromkeys(res.notes)]
-    return present(out, **view)
+    return present(out + notes, **view)
 
 
 @command("match", "match TENSOR", "which tensor of the other model matches TENSOR, by which strategy and why", "two models and gradients",
