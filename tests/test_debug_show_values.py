@@ -60,3 +60,20 @@ def test_histogram_of_float64_values_whose_range_overflows_keeps_its_bins(tmp_pa
     assert r.exit_code == 0, r.output
     bars = [line for line in r.stdout.splitlines() if "│" in line]
     assert [int(b.split()[-1]) for b in bars] == np.histogram(x / 2, 4)[0].tolist(), bars
+
+
+def test_one_value_prints_as_its_type_holds_it(tmp_path):
+    """A single element (`show y [0, 1]`) printed Python's float64 repr of it: float32 0.1 read
+    0.10000000149011612 and float16 0.1 read 0.0999755859375, digits the type does not hold; it reads as
+    numpy prints that type's value, the shortest text that reads back to it."""
+    for dtype, np_type in ((TensorProto.FLOAT, np.float32), (TensorProto.FLOAT16, np.float16), (TensorProto.DOUBLE, np.float64)):
+        x = np.array([[0.1, 0.17690443, 1000.5, 3e-5], [1, 2, 3, 4]], np_type)
+        _identity(tmp_path / "m.onnx", dtype)
+        np.save(tmp_path / "x.npy", x)
+        lines = [f"input x {tmp_path / 'x.npy'}", "run"] + [f"show y [0, {i}]" for i in range(4)]
+        r = CliRunner().invoke(app, ["debug", str(tmp_path / "m.onnx"), "--script", "-"], input="\n".join(lines) + "\n",
+                               env={"COLUMNS": "200", "NO_COLOR": "1"})
+        assert r.exit_code == 0, r.output
+        shown = [b.split("\n")[1].strip() for b in r.stdout.split("→ [scalar]:")[1:]]
+        assert shown == [str(v) for v in x[0]], (np_type, shown)
+        assert [np_type(s) for s in shown] == list(x[0])  # each reads back to the value

@@ -144,11 +144,17 @@ def cmd_show(env: Env, args: list[str]):
     out.append(Text(label + ":", style="bold"))
     threshold = sys.maxsize if full else (256 if index is not None else 64)
     with np.printoptions(threshold=threshold, edgeitems=3, linewidth=max(env.width - 2, 40), precision=_digits(part)):
-        out.append(Text(np.array2string(np.asarray(part), separator=" ") if np.ndim(part) else repr(np.asarray(part).item())))
+        out.append(Text(np.array2string(np.asarray(part), separator=" ") if np.ndim(part) else _one(np.asarray(part)[()])))
     if numeric and value.size:
         out.append(Text("histogram" + (" (whole tensor)" if index is not None else "") + ":", style="bold"))
         out.append(render.histogram(value, bins=nbins, width=max(min(env.width - 40, 50), 10), log=log))
     return out
+
+
+def _one(v) -> str:
+    """One element as numpy prints its type's value, the shortest text that reads back to it (float32 0.1
+    is '0.1', not Python's float64 '0.10000000149011612'); a string or bytes value as its repr."""
+    return str(v) if isinstance(v, np.generic) and v.dtype.kind in "biufc" else repr(v.item() if isinstance(v, np.generic) else v)
 
 
 def _digits(part) -> int:
