@@ -47,7 +47,7 @@ def test_a_file_a_value_or_an_npz_replaces_an_earlier_random_shape(tmp_path):
                                 "float32 [1]"], r.stdout  # random without DIMS: the model's 'n', set to 1 as at the start
     line = [x for x in r.stdout.splitlines() if x.startswith("input x ←")][3]
     assert f"min {v.min():g}" in line and f"max {v.max():g}" in line, line
-    assert "from .npz" in r.stdout and "disagrees" not in r.output
+    assert f"from {tmp_path / 'all.npz'}" in r.stdout and "disagrees" not in r.output
 
 
 def test_bad_dims_are_named_as_the_command_written(tmp_path):

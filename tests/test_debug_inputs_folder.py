@@ -50,3 +50,16 @@ def test_session_inputs_command_takes_a_test_data_set_folder(tmp_path):
         r = debug([str(p)], [f"inputs {folder}", "stats --format csv --columns tensor,min,max"])
         assert r.exit_code == 0, r.output
         assert "y,0.0,3.0" in r.stdout, r.output
+
+
+def test_inputs_say_the_file_or_folder_they_came_from(tmp_path):
+    """The inputs table said 'from .npz' of a test data set folder too, and an .npz the model refuses was
+    named '(from the arrays given)': each names the file or folder, as layers --inputs does."""
+    p, folder = data_set(tmp_path, named=True)
+    r = debug([str(p), "--inputs", str(folder)], ["inputs"])
+    assert r.exit_code == 0 and "from --inputs test_data_set_0" in r.stdout and ".npz" not in r.stdout, r.output
+    bad = tmp_path / "wrong_shape.npz"
+    np.savez(bad, x=np.zeros((3, 3), np.float32))
+    r = debug([str(p)], [f"inputs {folder}", "inputs", f"inputs {bad}"])
+    assert f"from {folder}" in r.stdout and ".npz" not in r.stdout.split("wrong_shape")[0], r.output
+    assert f"input x (from {bad}): shape [3, 3]" in r.output and "the arrays given" not in r.output, r.output

@@ -42,11 +42,16 @@ class SessionInputs:
 
     def source(self, name: str) -> str:
         if name in self.arrays:
-            return self.origins.get(name, "from .npz")
+            return self.origins.get(name, f"from {self.spec.arrays_from}")  # the command line's: --inputs FILE
         if name in self.files:
             return self.files[name]
         extra = f", shape {'x'.join(map(str, self.shapes[name]))}" if name in self.shapes else ""
         return f"random (seed {self.seed}{extra})"
+
+    def arrays_from(self, names) -> str:
+        """Where the arrays of ``names`` came from, as a feed's errors name it ('input x (from all.npz)')."""
+        said = {self.source(n).removeprefix("from ") for n in names if n in self.arrays}
+        return said.pop() if len(said) == 1 else "the session's inputs"
 
     def changed(self, *, origins: dict[str, str] | None = None, **changes) -> "SessionInputs":
         """A copy with the spec's fields in ``changes`` replaced (dicts copied) and the next version."""

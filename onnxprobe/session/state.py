@@ -206,7 +206,7 @@ class State:
                     except UsageError:
                         pass
         fs = api.feeds(t.model, api.InputSpec(seed=spec.seed, int_range=spec.int_range, shapes=shapes, files=files,
-                                              arrays=arrays))
+                                              arrays=arrays, arrays_from=spec.arrays_from(arrays)))
         digest = api.feed_digest(fs.values)
         t.feed_cache = (key, fs.values, digest, fs)
         return fs.values, digest, fs
@@ -229,7 +229,7 @@ class State:
     def set_seed(self, seed: int) -> list[str]:
         return self._try_inputs(self.inputs.changed(seed=seed))
 
-    def set_all_inputs(self, arrays: dict[str, np.ndarray], origin: str = "from .npz") -> list[str]:
+    def set_all_inputs(self, arrays: dict[str, np.ndarray], origin: str) -> list[str]:
         new_arrays = {**self.inputs.arrays, **arrays}
         files = {k: v for k, v in self.inputs.files.items() if k not in arrays}
         origins = {**self.inputs.origins, **{k: origin for k in arrays}}

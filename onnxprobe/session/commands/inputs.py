@@ -53,7 +53,7 @@ def cmd_inputs(env: Env, args: list[str]):
         arrays = api.read_inputs(args[0], t.model)
         if not arrays:  # nothing would change: most likely the wrong file
             raise bad("inputs", f"{args[0]} holds no arrays; give an .npz with the model's inputs by name")
-        notes = env.state.set_all_inputs(arrays)
+        notes = env.state.set_all_inputs(arrays, origin=f"from {args[0]}")
         out.append(safe(f"inputs from {args[0]}: {', '.join(arrays)}"))
         out += [Text(safe(f"note: {n}"), style="dim") for n in notes]
     return out + _inputs_table(env, t)
