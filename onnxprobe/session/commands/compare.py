@@ -126,7 +126,8 @@ def cmd_match(env: Env, args: list[str]):
     raise UsageError(f"match: {name!r} is not a compared tensor of either model (diff --all lists them)")
 
 
-@command("grad", "grad [SELECTION] [--loss sum|mean|mse|cross-entropy] [--loss-output NAME] [--target F|--labels F|--output-grad F] [--wrt GLOB]",
+@command("grad", "grad [SELECTION] [--loss sum|mean|mse|cross-entropy] [--loss-output NAME] [--target F|--labels F|--output-grad F] [--wrt GLOB] "
+         "[--model a|b]",
          "attach a loss and the backward graph; gradients then work in show, stats, where and the walk",
          "two models and gradients", args=("selection",))
 def cmd_grad(env: Env, args: list[str]):
@@ -135,7 +136,7 @@ def cmd_grad(env: Env, args: list[str]):
     to differentiate directly (graph inputs too). The loss flags are checked as on the command line
     (``api.grad_spec``). The gradients are named TENSOR_grad and join the probes. Run `grad` again after
     changing the inputs' shapes.
-    Examples: `grad`, `grad --loss mse --target y.npy`, `grad --wrt 'conv*'`."""
+    Examples: `grad`, `grad --loss mse --target y.npy`, `grad --wrt 'conv*'`, `grad --model b`."""
     st = env.state
     t = st.target(pop_option(args, "--model", "-m"))
     loss = pop_option(args, "--loss") or "sum"
