@@ -32,13 +32,17 @@ def _diff_result(env: Env, selection: api.Selection, *, introduced: bool = True,
     st = env.state
     a, b = st.target("a"), st.target("b")
     feed = st.feed(a)[0]
+    models = (a.model, b.model)
+    if (a.forward is None) != (b.forward is None):  # a loss and gradients against none: the models as loaded
+        models = (a.forward or a.model, b.forward or b.model)
+        feed = {s.name: feed[s.name] for s in st.specs_of(models[0]) if s.name in feed}
     key = (st.run_key(a), st.run_key(b), selection, introduced)
     for cached in (st.extras.get(slot), st.extras.get("match")):
         if cached is not None and cached[0] == key:
             st.extras[slot] = cached
             return cached[1]
     with st.busy("comparing a with b…"):
-        res = api.interruptibly(api.diff, a.model, b.model, selection=selection, config=st.config(),
+        res = api.interruptibly(api.diff, *models, selection=selection, config=st.config(),
                                 inputs=api.InputSpec(arrays=dict(feed)), introduced=introduced)
     st.extras[slot] = (key, res)
     return res
@@ -77,6 +81,10 @@ def cmd_diff(env: Env, args: list[str]):
     res = _diff_result(env, parse_selection(args))
     order = api.sort_results(res.results, sort)
     notes = [Text(f"note: {n}", style="dim") for n in dict.fromkeys(res.notes)]
+    one = next((t.label for t in env.state.targets.values() if t.forward is not None), None)
+    if one is not None and len({t.forward is None for t in env.state.targets.values()}) == 2:
+        notes.append(Text(f"note: only model {one} has a backward graph: the models are compared as loaded (`grad --model "
+                          f"{'b' if one == 'a' else 'a'}` to compare the gradients too)", style="dim"))
     if json_path == "-":  # JSON alone, for jq: the notes are in it
         return [Verbatim(json.dumps(diff_dict(res, order), indent=2, allow_nan=False, default=json_default))]
     if json_path is not None:
