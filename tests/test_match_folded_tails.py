@@ -132,3 +132,21 @@ def test_onnxruntimes_fused_conv_activations_are_folded_not_missing(tmp_path):
         k: u.reason for k, u in lost.items()}
     assert "FusedConv t5 takes in" in lost["t4"].reason and "FusedConv y takes in" in lost["t6"].reason
     assert "FusedConv t3 takes in" in lost["t2"].reason and "B's t3 has it folded in" in lost["t1"].reason
+
+
+def test_a_conv_its_tail_and_another_node_read_is_no_folded_conv(tmp_path):
+    """The same model with one more reader of the Conv output (a side Relu, or a backward graph's nodes, as
+    the debugger's `grad` attaches): its Conv output was not 'a Conv its tail follows' (that wanted the tail
+    as its one reader), so the tensor of one name and one function was left unpaired in both models, B's
+    with the false reason that A's Conv has the tail folded in."""
+    for tail in ("bn", "add"):
+        side = _kept(tail)
+        side.graph.node.append(helper.make_node("Relu", ["t1"], ["side"], name="side"))
+        side.graph.output.append(helper.make_tensor_value_info("side", TensorProto.FLOAT, [1, 8, 8, 8]))
+        onnx.save(side, str(tmp_path / "s.onnx"))
+        onnx.save(_kept(tail), str(tmp_path / "k.onnx"))
+        for a, b in (("s", "k"), ("k", "s")):
+            res = _run(str(tmp_path / f"{a}.onnx"), str(tmp_path / f"{b}.onnx"))
+            got = {r.pair.a.name: r.pair.b.name for r in res.results}
+            assert got.get("t1") == "t1" and got.get("t2") == "t2", (tail, a, got)
+            assert not [u.reason for u in res.matching.unmatched_a + res.matching.unmatched_b if "folded" in u.reason]

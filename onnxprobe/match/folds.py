@@ -19,17 +19,19 @@ FUSED_ACTIVATIONS = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoi
 
 def with_tails(obs: list, producer: dict, consumers: dict, const: set[str]) -> list:
     """The main graph's float observables (``match.observe``) with ``bn_next`` and ``conv_bn`` set: a Conv
-    output whose one reader is a per-channel tail, and that tail's output (``producer``: tensor -> the site
-    that writes it; ``consumers``: tensor -> the sites that read it; ``const``: tensors of weights only)."""
-    def folds(conv_out: str) -> bool:
-        site = producer.get(conv_out)
-        readers = consumers.get(conv_out, [])
-        if site is None or site.node.op_type != "Conv" or len(readers) != 1:
-            return False
-        tail = readers[0].node
+    output a per-channel tail reads (others may read it too: a side branch, a backward graph; that Conv
+    took no tail in), and that tail's output (``producer``: tensor -> the site that writes it; ``consumers``:
+    tensor -> the sites that read it; ``const``: tensors of weights only)."""
+    def is_tail(tail, conv_out: str) -> bool:
         if tail.op_type == "BatchNormalization":
             return tail.input[0] == conv_out
         return tail.op_type in AFFINE_TAILS and len(tail.input) == 2 and all(i == conv_out or i in const for i in tail.input)
+
+    def folds(conv_out: str) -> bool:
+        site = producer.get(conv_out)
+        if site is None or site.node.op_type != "Conv":
+            return False
+        return any(is_tail(r.node, conv_out) for r in consumers.get(conv_out, []))
 
     out = []
     for o in obs:
