@@ -126,3 +126,36 @@ def _with_outputs(m, names):
     out.CopyFrom(m)
     out.graph.output.extend(helper.make_tensor_value_info(n, T.UNDEFINED, None) for n in names)
     return out
+
+
+def _mask_or_index(boolean: bool, p: str) -> onnx.ModelProto:
+    """x [2, 4] -> n = Gather(Shape(x), 1) -> c = Equal(n, 4) (a bool) or Add(n, 4) (an int64) -> e = Expand(c, [2, 4])
+    -> y = Where(e, x, 0) or x * Cast(e)."""
+    i = lambda n, v: numpy_helper.from_array(np.array(v, np.int64), n)  # noqa: E731
+    nodes = [helper.make_node("Shape", ["x"], [p + "s"]), helper.make_node("Gather", [p + "s", "one"], [p + "n"], axis=0),
+             helper.make_node("Equal" if boolean else "Add", [p + "n", "four"], [p + "c"]),
+             helper.make_node("Expand", [p + "c", "shp"], [p + "e"])]
+    if boolean:
+        nodes.append(helper.make_node("Where", [p + "e", "x", "zero"], ["y"]))
+    else:
+        nodes += [helper.make_node("Cast", [p + "e"], [p + "ef"], to=T.FLOAT), helper.make_node("Mul", ["x", p + "ef"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [2, 4])],
+                          [i("one", 1), i("four", 4), i("shp", [2, 4]), numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return onnx.shape_inference.infer_shapes(m)
+
+
+def test_a_boolean_mask_is_no_function_of_what_an_integer_tensor_is():
+    """BERT legacy against dynamo paired /m/Expand_output_0 (a bool mask) with val_44 (an int64 index), and that
+    pair, FAIL at -inf dB, was where the error starts. A boolean tensor and an integer one are other functions
+    (onnx.reference: their values differ in kind)."""
+    a, b = _mask_or_index(True, ""), _mask_or_index(False, "b_")
+    ea = ReferenceEvaluator(onnx.ModelProto.FromString(a.SerializeToString())).run(None, {"x": np.ones((2, 4), np.float32)})
+    assert ea[0].shape == (2, 4)
+    m = match(observe(a).observables, observe(b).observables)
+    pairs = {(p.a.name, p.b.name) for p in m.pairs}
+    assert ("e", "b_e") not in pairs, pairs
+    why = {u.obs.name: u for u in m.unmatched_a}
+    assert "e" in why and "booleans" in why["e"].reason, [(u.obs.name, u.cause, u.reason) for u in m.unmatched_a]

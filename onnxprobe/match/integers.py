@@ -120,6 +120,10 @@ class IntegerCheck:
             return memo[i, j]
         memo[i, j] = None  # a cycle through unpaired tensors tells nothing
         a, b = self.obs_a[i], self.obs_b[j]
+        if a.elem_type and b.elem_type and (a.elem_type == onnx.TensorProto.BOOL) != (b.elem_type == onnx.TensorProto.BOOL):
+            memo[i, j] = f"holds {'booleans' if a.elem_type == onnx.TensorProto.BOOL else 'integers'} where {b.name} holds " \
+                         f"{'booleans' if b.elem_type == onnx.TensorProto.BOOL else 'integers'}"
+            return memo[i, j]
         differ, same = compare_values(a, b, self._to_b)
         if not a.slots or not b.slots or same:  # the same values, however computed: one function
             return None

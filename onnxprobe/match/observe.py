@@ -94,6 +94,7 @@ class Observable:
     slots: tuple = ()
     attrs: tuple = ()
     values: tuple | None = None  # its values, where shape ops compute them (``match.integers.symbolic``)
+    elem_type: int = 0  # its onnx element type (0: not known): booleans are no function of what integers are
 
 
 @dataclass(frozen=True)
@@ -276,7 +277,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                 obs.append(Observable(key=key, name=name or t, probe=probe, node=s.name, node_named=bool(n.name), op_type=n.op_type,
                                       effective_op=float_op(t), index=s.index, shape=shape, kind=kind,
                                       is_output=t in outputs or (name or t) in outputs, floor_zero=floor,
-                                      relu=relu_of(t) if kind == "float" else None))
+                                      relu=relu_of(t) if kind == "float" else None, elem_type=et))
 
             what = "a string tensor" if et == onnx.TensorProto.STRING else not_a_tensor(every_type.get(t), n.op_type)
             if what:  # listed by a diff, never compared

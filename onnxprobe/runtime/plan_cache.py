@@ -145,8 +145,9 @@ def structure(model: onnx.ModelProto) -> str:
 # value_int(s) / value_float(s) forms too, graph.constants; 32: a pair row whose size may be 0 takes its argmax
 # over |d| and a trailing 0, graph.pair_nodes; 33: the branches of an unnamed If are scoped by its listed name,
 # graph.walk; 34: the .json holds the digest of both files, ``_digest``; 35: an entry's files are KEY.probed.onnx
-# and KEY.probed.json, ``ENTRY``; 36: a Constant's value_float(s) is a weight to grad, graph.constants.constant_of)
-FORMAT = 36
+# and KEY.probed.json, ``ENTRY``; 36: a Constant's value_float(s) is a weight to grad, graph.constants.constant_of;
+# 37: a boolean tensor is no structural pair of an integer one, match.integers)
+FORMAT = 37
 
 
 def key_of(parts: dict) -> str:
