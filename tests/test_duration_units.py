@@ -45,7 +45,7 @@ def test_a_byte_count_picks_its_unit_after_rounding(n, words):
 def test_inspect_sizes_read_as_messages_do(n, words):
     """inspect's sizes (file, weights, what mark and extract wrote) are the messages' human_bytes: its own copy
     of the rule read 1048575 bytes as '1024 KiB'."""
-    from onnxprobe.report.inspect import size
+    from onnxprobe.text import human_bytes as size
 
     assert size(n) == words
 
@@ -59,6 +59,6 @@ def test_inspect_sizes_read_as_messages_do(n, words):
 def test_a_parameter_count_picks_its_unit_after_rounding(n, words):
     """inspect's parameter count reads as sizes and durations do: three significant digits, the unit picked after
     rounding; its own rule read 999,999,999 parameters as '(1e+03M)' and 1.2 trillion as '(1.23e+03B)'."""
-    from onnxprobe.report.inspect import count
+    from onnxprobe.text import human_count as count
 
     assert count(n) == words

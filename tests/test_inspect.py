@@ -296,7 +296,7 @@ def _external_model(tmp_path) -> tuple:
 def test_a_truncated_or_inconsistent_data_file_is_flagged_in_the_listing(tmp_path):
     """The listing read 'm.data  16.2 KiB in 2 tensors' for a data file cut to 100 bytes (and '261 B' with a
     length entry of 5): the note on stderr said it, the external data section did not."""
-    from onnxprobe.report.inspect import size
+    from onnxprobe.text import human_bytes as size
 
     p, saved, need = _external_model(tmp_path)
     data = tmp_path / "m.data"

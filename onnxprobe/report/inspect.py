@@ -70,20 +70,10 @@ def _extent_text(p) -> str:
     """A data file that does not hold its tensors, in short (``graph.extents.ExtentProblem``; the note says
     it in full)."""
     if p.entry is not None:
-        return f"the length entry of {p.tensor} says {size(p.entry)}, its dims need {size(p.tensor_needs)}"
+        return f"the length entry of {p.tensor} says {human_bytes(p.entry)}, its dims need {human_bytes(p.tensor_needs)}"
     if p.holds is not None:
-        return f"truncated (holds {size(p.holds)}, entries need {size(p.needs)})"
+        return f"truncated (holds {human_bytes(p.holds)}, entries need {human_bytes(p.needs)})"
     return p.short or "not readable"
-
-
-def size(n: int) -> str:
-    """1023 B, 9.5 KiB, 12.3 MiB, 2.4 GiB: as messages say sizes (``text.human_bytes``)."""
-    return human_bytes(n)
-
-
-def count(n: int) -> str:
-    """12,345,678 (12.3M): as messages say counts (``text.human_count``)."""
-    return human_count(n)
 
 
 def dims(s) -> str:
@@ -175,9 +165,9 @@ def inspect_renderables(result, width: int = 120) -> list:
     out: list = []
     head = Text()
     head.append(safe(result.source), style="bold")
-    head.append(f"  {size(result.file_bytes)}", style="dim")
+    head.append(f"  {human_bytes(result.file_bytes)}", style="dim")
     if s.external:
-        head.append(f" + {size(sum(f.bytes for f in s.external))} external data", style="dim")
+        head.append(f" + {human_bytes(sum(f.bytes for f in s.external))} external data", style="dim")
     out.append(head)
     used = [d for d in s.used_domains if d in s.opsets] or list(s.opsets)
     opsets = ", ".join(f"{d} {s.opsets[d]}" for d in used) or "none"
@@ -191,10 +181,10 @@ def inspect_renderables(result, width: int = 120) -> list:
     if s.nodes != s.main_nodes:
         nodes += f": {s.main_nodes:,} in the main graph, {s.nodes - s.main_nodes:,} in {len(s.subgraphs)} If/Loop/Scan bodies"
     out.append(_line(nodes))
-    weights = f"weights: {plural(s.initializers.count, 'initializer')} ({size(s.initializers.bytes)})"
+    weights = f"weights: {plural(s.initializers.count, 'initializer')} ({human_bytes(s.initializers.bytes)})"
     if s.constants.count:
-        weights += f", {plural(s.constants.count, 'Constant node')} ({size(s.constants.bytes)})"
-    out.append(_line(f"{weights} · {count(s.parameters)} parameters"))
+        weights += f", {plural(s.constants.count, 'Constant node')} ({human_bytes(s.constants.bytes)})"
+    out.append(_line(f"{weights} · {human_count(s.parameters)} parameters"))
     if s.doc:
         out.append(_line(s.doc.splitlines()[0], style="dim"))
 
@@ -231,7 +221,7 @@ def inspect_renderables(result, width: int = 120) -> list:
     if s.external:
         out.append(_section("external data"))
         for f in s.external:
-            line = Text(f"  {safe(f.location)}  {size(f.bytes)} in {plural(f.tensors, 'tensor')}")
+            line = Text(f"  {safe(f.location)}  {human_bytes(f.bytes)} in {plural(f.tensors, 'tensor')}")
             if not f.exists:
                 line.append("  missing", style="bold red")
             elif f.problem is not None:

@@ -6,7 +6,8 @@ from rich.text import Text
 
 from onnxprobe.report.format import graph_dims, safe
 from onnxprobe.report.table import Column, Table
-from onnxprobe.report.inspect import dims, io_table, plural, size
+from onnxprobe.report.inspect import dims, io_table, plural
+from onnxprobe.text import human_bytes
 
 
 def _written(result) -> Text:
@@ -14,7 +15,7 @@ def _written(result) -> Text:
     t.append(safe(result.path), style="bold")
     if result.data_path:
         t.append(f" (weights in {safe(result.data_path)})")
-    t.append(f" · {size(result.bytes)} · IR {result.ir_version}")
+    t.append(f" · {human_bytes(result.bytes)} · IR {result.ir_version}")
     return t
 
 
