@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 
 import onnx
 
+from onnxprobe.graph.builder import fresh_name
 from onnxprobe.graph.walk import all_graphs
 from onnxprobe.runtime.ort import create_session, run_bound
 
@@ -88,11 +89,7 @@ def named(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
                 k += 1
                 shown = f"{base}#{k}"
             known.add(shown)
-            k, base = 0, f"{n.op_type}#{i}"
-            n.name = base
-            while n.name in seen:
-                k += 1
-                n.name = f"{base}.{k}"
+            n.name = fresh_name(seen, f"{n.op_type}#{i}")
         seen.add(n.name)
         back[n.name] = shown
     return out, back
