@@ -18,7 +18,7 @@ from onnx import numpy_helper
 
 from onnxprobe.graph.builder import FLOAT_TYPES
 from onnxprobe.errors import UsageError
-from onnxprobe.graph.constants import constant_of, size_of
+from onnxprobe.graph.constants import constant_of, constants, size_of
 from onnxprobe.graph.select import Selection, check_criteria, node_positions, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import implicit_inputs, subgraphs, walk
@@ -51,16 +51,10 @@ def weights(model: onnx.ModelProto, smallest: int = 2) -> dict[str, np.ndarray |
     """Float weights of the main graph: name -> value (None when it cannot be read cheaply), of at least
     ``smallest`` values (single values are constants of the formula, such as an epsilon, unless a --wrt
     names one). Scales and zero points of quantization are not weights here (``quantization_params``)."""
-    out: dict[str, np.ndarray | None] = {}
     qparams = quantization_params(model)
-    for init in model.graph.initializer:
-        if init.data_type in FLOAT_TYPES and int(np.prod(init.dims)) >= smallest and init.name not in qparams:
-            out[init.name] = None
-    for n in model.graph.node:
-        t = constant_of(n)  # every form of the op (value, value_floats...): graph.constants
-        if t is not None and n.output[0] not in qparams and t.data_type in FLOAT_TYPES and size_of(t) >= smallest:
-            out[n.output[0]] = None
-    return out
+    # initializers, then Constant values in every form of the op (value, value_floats...): graph.constants
+    return {name: None for name, t in constants(model.graph).items()
+            if t.data_type in FLOAT_TYPES and size_of(t) >= smallest and name not in qparams}
 
 
 def weight_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
