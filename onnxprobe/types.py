@@ -30,6 +30,18 @@ def forward_name(name: str) -> str | None:
     return name[: -len(GRAD_SUFFIX)] if name.endswith(GRAD_SUFFIX) and len(name) > len(GRAD_SUFFIX) else None
 
 
+def element_count(dims) -> int | None:
+    """Elements of a tensor of these dims (a shape tuple, or a TensorProto's ``dims``): an exact Python int
+    (no int64 wrap-around, no float rounding), 1 for a scalar; None where a dim is not a whole number (a
+    symbolic name, None), even beside a 0: what an unknown shape means is the caller's to say."""
+    n = 1
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            return None
+        n *= int(d)
+    return n
+
+
 @dataclass(frozen=True)
 class TensorRef:
     """One tensor of a model, as probes and reports see it.

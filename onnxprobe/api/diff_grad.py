@@ -17,7 +17,7 @@ from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.errors import UsageError
-from onnxprobe.graph.constants import constants, size_of
+from onnxprobe.graph.constants import constants
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.match.observe import observe
@@ -25,7 +25,7 @@ from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import quote
-from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
+from onnxprobe.types import InputSpec, RunConfig, element_count, forward_name, grad_name
 
 if TYPE_CHECKING:  # an annotation only: api.grad_plan imports the autodiff engine, which a plain diff does not
     from onnxprobe.api.grad_plan import GradSpec
@@ -146,4 +146,4 @@ def _float_weights(model) -> int:
     """Float initializers and Constant values (every form: ``graph.constants``) of more than one element, in
     the main graph."""
     floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
-    return sum(1 for t in constants(model.graph).values() if t.data_type in floats and size_of(t) > 1)
+    return sum(1 for t in constants(model.graph).values() if t.data_type in floats and element_count(t.dims) > 1)

@@ -9,13 +9,14 @@ from __future__ import annotations
 import onnx
 
 from onnxprobe.graph.builder import FLOAT_TYPES, all_names, fresh_name
-from onnxprobe.graph.constants import constant_of, size_of
+from onnxprobe.graph.constants import constant_of
 from onnxprobe.graph.walk import subgraphs
+from onnxprobe.types import element_count
 
 
 def _float_constant(n: onnx.NodeProto) -> onnx.TensorProto | None:
     t = constant_of(n) if len(n.output) == 1 else None  # every form of the op (value, value_floats): graph.constants
-    return t if t is not None and t.data_type in FLOAT_TYPES and size_of(t) >= 2 else None
+    return t if t is not None and t.data_type in FLOAT_TYPES and element_count(t.dims) >= 2 else None
 
 
 def hoist_constants(model: onnx.ModelProto) -> onnx.ModelProto:

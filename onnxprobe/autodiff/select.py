@@ -18,12 +18,12 @@ from onnx import numpy_helper
 
 from onnxprobe.graph.builder import FLOAT_TYPES
 from onnxprobe.errors import UsageError
-from onnxprobe.graph.constants import constant_of, constants, size_of
+from onnxprobe.graph.constants import constant_of, constants
 from onnxprobe.graph.select import Selection, check_criteria, node_positions, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import implicit_inputs, subgraphs, walk
 from onnxprobe.text import matches, one_glob_each
-from onnxprobe.types import TensorRef
+from onnxprobe.types import TensorRef, element_count
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def weights(model: onnx.ModelProto, smallest: int = 2) -> dict[str, np.ndarray |
     qparams = quantization_params(model)
     # initializers, then Constant values in every form of the op (value, value_floats...): graph.constants
     return {name: None for name, t in constants(model.graph).items()
-            if t.data_type in FLOAT_TYPES and size_of(t) >= smallest and name not in qparams}
+            if t.data_type in FLOAT_TYPES and element_count(t.dims) >= smallest and name not in qparams}
 
 
 def weight_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:

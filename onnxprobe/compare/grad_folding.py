@@ -6,12 +6,11 @@ cause FOLDED with the reason, which the verdict does not count as missing."""
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 
 from onnxprobe.autodiff.select import weights
 from onnxprobe.match.engine import FOLDED, NO_COUNTERPART
-from onnxprobe.types import forward_name
+from onnxprobe.types import element_count, forward_name
 
 
 def folded_weights(a: onnx.ModelProto, b: onnx.ModelProto):
@@ -200,4 +199,4 @@ def _layer_biases(model: onnx.ModelProto) -> set[str]:
 
 
 def _size(shape) -> int | None:
-    return int(np.prod(shape)) if shape is not None and all(isinstance(d, int) for d in shape) else None
+    return element_count(shape) if shape is not None else None

@@ -36,7 +36,7 @@ from onnxprobe.match.ops import canonical
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.runners.once import OnceRunner
 from onnxprobe.text import matches
-from onnxprobe.types import forward_name, grad_name
+from onnxprobe.types import element_count, forward_name, grad_name
 
 
 def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[tuple[str, Observable]],
@@ -167,7 +167,7 @@ def candidates(model: onnx.ModelProto, obs: Observation, extra: frozenset[str] |
         n = s.node
         if n.op_type == "DequantizeLinear" and n.input and n.input[0] in consts and n.output and is_float(n.output[0]):
             shape = static_shape(types.get(n.output[0]))
-            if shape is not None and all(isinstance(d, int) for d in shape) and int(np.prod(shape)) < 2:
+            if shape is not None and (size := element_count(shape)) is not None and size < 2:
                 continue  # one value: a constant of the formula (a dropout scale), as a float one is (``weights``)
             o = weight_obs(n.output[0], stem(n.output[0]), "qdq")
             if o is not None:

@@ -16,6 +16,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from onnxprobe.types import element_count
+
 _LISTS = {"value_float": (onnx.TensorProto.FLOAT, False), "value_floats": (onnx.TensorProto.FLOAT, True),
           "value_int": (onnx.TensorProto.INT64, False), "value_ints": (onnx.TensorProto.INT64, True)}
 
@@ -45,13 +47,9 @@ def constants(g: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
     return out
 
 
-def size_of(t: onnx.TensorProto) -> int:
-    return int(np.prod(t.dims, dtype=np.int64))
-
-
 def constant_arrays(g: onnx.GraphProto, limit: int, found: dict[str, onnx.TensorProto] | None = None) -> dict[str, np.ndarray]:
     """The values of ``g``'s constants (``found``: ``constants(g)`` where the caller has them) of at most
     ``limit`` elements whose data the file holds."""
     found = constants(g) if found is None else found
     return {k: numpy_helper.to_array(t) for k, t in found.items()
-            if t.data_location != onnx.TensorProto.EXTERNAL and size_of(t) <= limit}
+            if t.data_location != onnx.TensorProto.EXTERNAL and element_count(t.dims) <= limit}

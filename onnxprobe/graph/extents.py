@@ -18,6 +18,7 @@ from onnx import TensorProto
 from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors
 
 from onnxprobe.errors import ModelError, first_line
+from onnxprobe.types import element_count
 
 
 def all_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
@@ -146,9 +147,7 @@ def _kind(t: TensorProto) -> str:
 
 def dims_nbytes(t: TensorProto) -> int:
     """Bytes a tensor's dims and element type call for."""
-    n = 1
-    for d in t.dims:
-        n *= d
+    n = element_count(t.dims) or 0
     bits = _BITS.get(t.data_type)
     if bits is None:
         try:

@@ -15,6 +15,7 @@ from onnxprobe.graph.builder import opset_version, single_opsets
 from onnxprobe.graph.contrib_types import schema_types, typed_outputs
 from onnxprobe.graph.walk import all_graphs
 from onnxprobe.memory import return_freed_memory, trim
+from onnxprobe.types import element_count
 
 
 
@@ -233,14 +234,16 @@ def _concrete(inferred: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
 
 
 def shape_bytes(t: onnx.TypeProto | None, shape: tuple[int, ...]) -> int | None:
-    """Bytes of a tensor of type ``t`` and this concrete shape; None for an element type numpy lacks."""
+    """Bytes of a tensor of type ``t`` and this concrete shape; None for an element type numpy lacks (or a
+    dim that is not a number)."""
     import numpy as np
 
     try:
         item = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.tensor_type.elem_type)).itemsize
     except Exception:  # noqa: BLE001 - no type, strings, float8...
         return None
-    return int(np.prod(shape, dtype=np.int64)) * item
+    n = element_count(shape)
+    return None if n is None else n * item
 
 
 def concrete_sizes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]],
@@ -248,8 +251,6 @@ def concrete_sizes(model: onnx.ModelProto, shapes: dict[str, tuple[int, ...]],
     """Bytes of each main-graph tensor for these input shapes, where inference can tell (for budgets; an
     element type numpy lacks counts 4 bytes an element). ``concrete``: ``concrete_shapes``'s answer, when
     the caller has it already."""
-    import numpy as np
-
     types = value_types(model)
-    return {name: n if (n := shape_bytes(types.get(name), s)) is not None else int(np.prod(s)) * 4
+    return {name: n if (n := shape_bytes(types.get(name), s)) is not None else (element_count(s) or 0) * 4
             for name, s in (concrete if concrete is not None else concrete_shapes(model, shapes)).items()}

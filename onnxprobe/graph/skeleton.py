@@ -12,13 +12,13 @@ big values of Constant nodes (models that keep their weights there). ``stubs``, 
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import onnx
 from onnx import TensorProto
 
 from onnxprobe.graph.extents import dims_nbytes
+from onnxprobe.types import element_count
 
 STUB_LOCATION = "onnxprobe-stub"
 KEEP_ELEMENTS = 4096  # small tensors (shapes, axes, scales) stay: shape inference reads their values
@@ -31,7 +31,7 @@ def weight_bytes(model: onnx.ModelProto) -> int:
 
 
 def _is_large(t: TensorProto) -> bool:
-    return t.data_type != TensorProto.STRING and t.data_location != TensorProto.EXTERNAL and math.prod(t.dims) > KEEP_ELEMENTS
+    return t.data_type != TensorProto.STRING and t.data_location != TensorProto.EXTERNAL and element_count(t.dims) > KEEP_ELEMENTS
 
 
 def large_initializers(model: onnx.ModelProto) -> list[TensorProto]:

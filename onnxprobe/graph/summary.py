@@ -29,6 +29,7 @@ from onnxprobe.graph.external import ExternalFile, external_files
 from onnxprobe.graph.extents import tensor_nbytes
 from onnxprobe.graph.shapes import dtype_name, static_shape
 from onnxprobe.graph.walk import NodeSite, all_graphs, subgraphs, walk
+from onnxprobe.types import element_count
 
 STANDARD_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.training", "ai.onnx.preview"}
 
@@ -101,14 +102,6 @@ class ModelSummary:
 
 def op_label(node: onnx.NodeProto) -> str:
     return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
-
-
-def _elements(t: onnx.TensorProto, dims=None) -> int:
-    """Elements of ``t`` (or of ``dims``: a sparse tensor's dense shape)."""
-    n = 1
-    for d in (t.dims if dims is None else dims):
-        n *= d
-    return n
 
 
 def type_info(name: str, t: onnx.TypeProto | None) -> TypeInfo:
@@ -184,7 +177,7 @@ def _weights(model: onnx.ModelProto) -> tuple[WeightInfo, WeightInfo]:
     sparse_list = [t for g in graphs for t in g.sparse_initializer]
     init = WeightInfo(len(init_list) + len(sparse_list),
                       sum(tensor_nbytes(t) for t in init_list) + sum(_sparse_nbytes(t) for t in sparse_list),
-                      sum(_elements(t) for t in init_list) + sum(_elements(t.values, t.dims) for t in sparse_list))
+                      sum(element_count(t.dims) for t in init_list) + sum(element_count(t.dims) for t in sparse_list))
     # a Constant holds its value in one attribute of several kinds, not only `value` (a tensor)
     sizes = [_constant_size(a) for s in walk(model) if s.node.op_type == "Constant" and s.node.domain in ("", "ai.onnx")
              for a in s.node.attribute[:1]]
@@ -201,9 +194,9 @@ def _constant_size(a: onnx.AttributeProto) -> tuple[int, int]:
     """(bytes, elements) of a Constant's value attribute, of whichever kind (value, sparse_value,
     value_float(s), value_int(s), value_string(s))."""
     if a.type == onnx.AttributeProto.TENSOR:
-        return tensor_nbytes(a.t), _elements(a.t)
+        return tensor_nbytes(a.t), element_count(a.t.dims)
     if a.type == onnx.AttributeProto.SPARSE_TENSOR:
-        return _sparse_nbytes(a.sparse_tensor), _elements(a.sparse_tensor.values, a.sparse_tensor.dims)
+        return _sparse_nbytes(a.sparse_tensor), element_count(a.sparse_tensor.dims)
     if a.type == onnx.AttributeProto.FLOATS:
         return 4 * len(a.floats), len(a.floats)
     if a.type == onnx.AttributeProto.INTS:

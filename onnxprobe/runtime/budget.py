@@ -12,6 +12,7 @@ import onnx
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.shapes import shape_bytes, shapes_with_folded, value_types
 from onnxprobe.runtime.arrays import available_memory
+from onnxprobe.types import element_count
 
 DEFAULT_FRACTION = 0.25  # of the memory available when the command starts
 _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "KIB": 2**10, "M": 2**20, "MB": 2**20, "MIB": 2**20,
@@ -36,7 +37,7 @@ def default_budget() -> int:
 
 
 def nbytes(shape: tuple[int, ...] | None, dtype: str | None, count: int | None = None) -> int:
-    n = count if count is not None else (int(np.prod(shape)) if shape is not None else 0)
+    n = count if count is not None else ((element_count(shape) or 0) if shape is not None else 0)
     try:
         item = np.dtype(dtype).itemsize if dtype else 4
     except TypeError:
