@@ -38,3 +38,38 @@ def test_a_name_or_text_that_is_not_utf8_is_refused_in_one_line(tmp_path, field,
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("onnxprobe: error: ") and "internal error" not in r.output, r.output
     assert where in lines[0] and "not UTF-8" in lines[0], lines[0]
+
+
+def _bad(text: str) -> bytes:
+    return text.encode()[:-2] + b"\xff\xfe"
+
+
+def _swap(m, marker: str):
+    """``m`` read back with ``marker``'s last two bytes made invalid UTF-8 (same length: valid protobuf)."""
+    import onnx
+
+    data = m.SerializeToString()
+    assert data.count(marker.encode()) == 1
+    return onnx.load_from_string(data.replace(marker.encode(), _bad(marker)))
+
+
+def test_not_utf8_names_the_field_path():
+    """The path of the first non-UTF-8 field, through repeated messages, subgraphs and repeated strings;
+    None for a clean model (the field path is only built for the field reported)."""
+    from onnxprobe.graph.io import not_utf8
+
+    vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [4])  # noqa: E731
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t_out"], name="THENNODEX")], "then", [], [vi("t_out")])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e_out"])], "else", [], [vi("e_out")])
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    nodes = [helper.make_node("Relu", ["x"], ["a"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+             helper.make_node("Sum", ["a", "SUMINPUTX"], ["z"], doc_string="DOCSTRINGX")]
+    m = helper.make_model(helper.make_graph(nodes, "g", [vi("x"), cond], [vi("y"), vi("z")]))
+    assert not_utf8(m) is None
+    assert not_utf8(_swap(m, "THENNODEX")) == ("graph.node[1].attribute[1].g.node[0].name", _bad("THENNODEX"))
+    assert not_utf8(_swap(m, "DOCSTRINGX")) == ("graph.node[2].doc_string", _bad("DOCSTRINGX"))
+    assert not_utf8(_swap(m, "SUMINPUTX")) == ("graph.node[2].input[1]", _bad("SUMINPUTX"))
+    long = "L" * 60 + "LONGX"
+    m.producer_name = long
+    assert not_utf8(_swap(m, long)) == ("producer_name", long.encode()[:40])

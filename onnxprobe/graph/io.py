@@ -145,21 +145,30 @@ def check_graph(model: onnx.ModelProto, name: str) -> None:
             raise ModelError(f"{name}: tensor {quote(t.name)} has dimensions {list(t.dims)}: a negative size (a broken model)")
 
 
-def not_utf8(message, path: str = "") -> tuple[str, bytes] | None:
+def not_utf8(message) -> tuple[str, bytes] | None:
     """(where, the bytes) of the first string field of ``message`` (a protobuf message, its sub-messages
-    included) that is not UTF-8, which protobuf gives as bytes; None when there is none."""
+    included) that is not UTF-8, which protobuf gives as bytes; None when there is none. The field's path
+    is built on the way out, for that field only (a path a string cost 2-9 ms a model)."""
+    found = _first_bytes(message)
+    return None if found is None else (".".join(reversed(found[0])), found[1])
+
+
+def _first_bytes(message) -> tuple[list[str], bytes] | None:
+    """``not_utf8``'s search: the path's parts innermost first, and the first 40 bytes."""
     for fd, value in message.ListFields():
-        if fd.type not in (fd.TYPE_STRING, fd.TYPE_MESSAGE):
-            continue
-        repeated = fd.is_repeated
-        for k, v in enumerate(value if repeated else [value]):
-            where = f"{path}{'.' if path else ''}{fd.name}" + (f"[{k}]" if repeated else "")
-            if fd.type == fd.TYPE_STRING:
+        if fd.type == fd.TYPE_STRING:
+            if not fd.is_repeated:
+                if isinstance(value, bytes):
+                    return [fd.name], value[:40]
+                continue
+            for k, v in enumerate(value):
                 if isinstance(v, bytes):
-                    return where, v[:40]
-            else:
-                found = not_utf8(v, where)
+                    return [f"{fd.name}[{k}]"], v[:40]
+        elif fd.type == fd.TYPE_MESSAGE:
+            for k, v in enumerate(value if fd.is_repeated else (value,)):
+                found = _first_bytes(v)
                 if found is not None:
+                    found[0].append(f"{fd.name}[{k}]" if fd.is_repeated else fd.name)
                     return found
     return None
 
