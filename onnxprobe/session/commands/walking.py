@@ -90,23 +90,22 @@ def cmd_step(env: Env, args: list[str]):
     """Nodes that only compute weights (Constant nodes, and nodes fed by constants alone) are passed
     over; --weights stops at them too. `goto` reaches any node.
     Examples: `step`, `step 5`, `step --weights`."""
-    t = target_of(env, args, env.state.current)
-    weights = bool(pop_option(args, "--weights", flag=True))
-    n = parse_int("step", args.pop(0)) if args else 1
-    no_more("step", args)
-    if n < 1:
-        raise bad("step", f"N is how many nodes to move: 1 or more, not {n}")
-    return _walk(env, t, env.state.step(t, n, weights=weights))
+    return _move(env, args, "step", 1)
 
 
 @command("back", "back [N] [--weights] [--model a|b]", "move the cursor N nodes back in topological order (default 1)", "finding and walking")
 def cmd_back(env: Env, args: list[str]):
     """Like step, backwards: weight-only nodes are passed over unless --weights.
     Examples: `back`, `back 3`."""
+    return _move(env, args, "back", -1)
+
+
+def _move(env: Env, args: list[str], cmd: str, direction: int) -> list:
+    """``step`` (``direction`` 1) and ``back`` (-1): N nodes that way, 1 by default."""
     t = target_of(env, args, env.state.current)
     weights = bool(pop_option(args, "--weights", flag=True))
-    n = parse_int("back", args.pop(0)) if args else 1
-    no_more("back", args)
+    n = parse_int(cmd, args.pop(0)) if args else 1
+    no_more(cmd, args)
     if n < 1:
-        raise bad("back", f"N is how many nodes to move: 1 or more, not {n}")
-    return _walk(env, t, env.state.step(t, -n, weights=weights))
+        raise bad(cmd, f"N is how many nodes to move: 1 or more, not {n}")
+    return _walk(env, t, env.state.step(t, direction * n, weights=weights))
