@@ -21,7 +21,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.graph.constants import constant_of, constants
 from onnxprobe.graph.select import Selection, check_criteria, node_positions, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
-from onnxprobe.graph.walk import implicit_inputs, subgraphs, walk
+from onnxprobe.graph.walk import first_readers, implicit_inputs, subgraphs, walk
 from onnxprobe.text import matches, one_glob_each
 from onnxprobe.types import TensorRef, element_count
 
@@ -197,10 +197,7 @@ def named_targets(model: onnx.ModelProto, names: list[str]) -> list[Target]:
     w = weights(model)
     inputs = {i.name for i in model.graph.input} - {i.name for i in model.graph.initializer}
     producer = {o: s for s in main for o in s.node.output if o}
-    consumer: dict[str, object] = {}
-    for s in main:
-        for i in s.node.input:
-            consumer.setdefault(i, s)
+    consumer = first_readers(main)
     outputs = {o.name for o in model.graph.output}
     out = []
     for name in dict.fromkeys(names):

@@ -29,7 +29,7 @@ from onnxprobe.compare.sides import GRADIENT_STOPPED, Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
-from onnxprobe.graph.walk import implicit_inputs, walk
+from onnxprobe.graph.walk import first_readers, walk
 from onnxprobe.match.engine import DIFFERENT_FUNCTION, NO_GRADIENT
 from onnxprobe.match.observe import FLOAT_TYPES, VALUE_PRESERVING, Observable, Observation, stem
 from onnxprobe.match.ops import canonical
@@ -136,10 +136,8 @@ def candidates(model: onnx.ModelProto, obs: Observation, extra: frozenset[str] |
     that are weights all the same (they hold a torch parameter: ``--vs-torch``)."""
     types = value_types(model)
     sites = [s for s in walk(model) if not s.chain]
-    first_use: dict[str, object] = {}
-    for s in sites:  # a body reads weights of the main graph too (those hoist_constants moved out of it)
-        for i in list(s.node.input) + implicit_inputs(s.node):
-            first_use.setdefault(i, s)
+    # a body reads weights of the main graph too (those hoist_constants moved out of it)
+    first_use = first_readers(sites, implicit=True)
     produced = {o for s in sites for o in s.node.output if o}
     inits = {i.name for i in model.graph.initializer}
     consts = inits | {s.node.output[0] for s in sites if s.node.op_type == "Constant" and s.node.output}

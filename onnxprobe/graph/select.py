@@ -31,7 +31,7 @@ import onnx
 from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
-from onnxprobe.graph.walk import NodeSite, constant_tensors, walk
+from onnxprobe.graph.walk import NodeSite, constant_tensors, first_readers, walk
 from onnxprobe.text import as_typed, clean, controls, matches, one_glob_each, quote, unclean
 from onnxprobe.types import TensorRef, check_bool
 
@@ -372,10 +372,7 @@ def refs_by_key(model: onnx.ModelProto, names: list[str]) -> list[TensorRef]:
 def _named_values(model, sel: Selection, sites, types, outputs, lo: int, hi: int) -> list[TensorRef]:
     """Graph inputs (and, with include_constants, main-graph initializers) whose name matches a glob,
     placed at their first consumer (as the debugger's graph index orders them)."""
-    first_use: dict[str, NodeSite] = {}
-    for s in sites:
-        for i in s.node.input:
-            first_use.setdefault(i, s)
+    first_use = first_readers(sites)
     inits = {i.name for i in model.graph.initializer}
     out = []
     candidates = [(i.name, "input") for i in model.graph.input if i.name not in inits]

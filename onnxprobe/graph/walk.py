@@ -68,6 +68,16 @@ def implicit_inputs(node: onnx.NodeProto) -> list[str]:
     return outer_reads(*(sg for _, sg in subgraphs(node)))
 
 
+def first_readers(sites, *, implicit: bool = False) -> dict[str, NodeSite]:
+    """{tensor: the first of ``sites`` (in their order) that reads it}; ``implicit``: the tensors a node's
+    bodies read from enclosing graphs count as its reads too."""
+    out: dict[str, NodeSite] = {}
+    for s in sites:
+        for i in (list(s.node.input) + implicit_inputs(s.node)) if implicit else s.node.input:
+            out.setdefault(i, s)
+    return out
+
+
 def in_if_branch(model: onnx.ModelProto) -> set[str]:
     """Tensors computed inside an If branch (at any depth): lifted out, they are empty when it did not run.
     Each by its name and by its name qualified by its scope (``TensorRef.key`` of a name sibling bodies share)."""
