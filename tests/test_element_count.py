@@ -92,3 +92,20 @@ def test_summary_counts_sparse_and_dense_elements():
                           opset_imports=[helper.make_opsetid("", 17)])
     init, _ = summary._weights(m)
     assert init.elements == 0 + 20 + 2**66
+
+
+def test_weights_of_huge_constant_of_shape():
+    """match.weights: a ConstantOfShape of a shape past int64 is a huge weight, not an empty scalar one
+    (its size wrapped to 0: 's:' evidence and size 0)."""
+    from onnxprobe.match.weights import code_sizes, float_constants
+
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [2**32, 2**32])
+    fill = helper.make_node("ConstantOfShape", ["shape"], ["w"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.5]))
+    codes = helper.make_tensor("q", TensorProto.INT8, [3, 0, 2], [])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    m = helper.make_model(helper.make_graph([fill, helper.make_node("Add", ["x", "w"], ["y"])], "g", [x], [y],
+                                            initializer=[shape, codes]), opset_imports=[helper.make_opsetid("", 17)])
+    w = float_constants(m)["w"]
+    assert w.size == 2**64 and not w.digest.startswith("s:") and w.sample == (0.5,) * 16
+    assert code_sizes(m) == {"q": 0}

@@ -41,7 +41,7 @@ from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
 from onnxprobe.torch.params import map_parameters, param_owners
 from onnxprobe.torch.runner import OUTPUT, TorchRunner, to_numpy
 from onnxprobe.text import matches
-from onnxprobe.types import InputSpec, RunConfig, forward_name, grad_name
+from onnxprobe.types import InputSpec, RunConfig, element_count, forward_name, grad_name
 
 # float32 kernels of two runtimes differ by up to ~2.5e-6 on a 2-layer GPT-2 (measured); a wrong pairing
 # or a broken layer is >= 0.5 off: allclose with these leaves a 4x margin, and an atol is needed near zero
@@ -388,7 +388,7 @@ def _scalar_parameters(model: Model, params: dict[str, np.ndarray], known: set[s
     """The one-element float initializers that hold a torch parameter (``map_parameters``' links)."""
     floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
     inits = [i.name for i in model.proto.graph.initializer if i.data_type in floats]
-    single = {i.name for i in model.proto.graph.initializer if i.data_type in floats and int(np.prod(i.dims)) == 1}
+    single = {i.name for i in model.proto.graph.initializer if i.data_type in floats and element_count(i.dims) == 1}
     if not single or not any(v.size == 1 for v in params.values()):
         return set()
     pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers, owners=owners, modules=known)

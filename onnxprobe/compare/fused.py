@@ -37,6 +37,7 @@ from onnxprobe.match.engine import Pair
 from onnxprobe.runtime import plan_cache
 from onnxprobe.runtime.runners import base as base_runner
 from onnxprobe.stats.pooled import PairSums, pair_sums
+from onnxprobe.types import element_count
 
 ROW_PREFIX, SHAPE_PREFIX = "onnxprobe.pair:", "onnxprobe.pairshape:"
 MIN_OPSET = 9  # the statistics' builder, whose Reduce* forms it shares
@@ -408,8 +409,8 @@ def _row(got: dict, name: str, aa: float | None = None, light: bool = False) -> 
 def _sums(v: dict, shape: tuple[int, ...], sample: int, light: bool = False) -> PairSums | None:
     if not all(v[c] is not None and math.isfinite(v[c]) for c in ("dd", "aa", "bb", "max_abs")):
         return None
-    size = int(np.prod(shape))
-    if size == 0:
+    size = element_count(shape)
+    if not size:
         return None
     # float32 squares underflow below ~1e-19 (to nothing below ~1e-23): sums that lost their largest term's
     # square are not trusted (a Σ(a-b)² of 0 beside a non-zero max |a-b| would be an SQNR of +inf, and pass

@@ -22,6 +22,7 @@ import numpy as np
 
 from onnxprobe.graph.stats_nodes import StatsBuilder, suffix_axes
 from onnxprobe.stats.metrics import REL_TINY
+from onnxprobe.types import element_count
 
 PAIR_ROW = ("max_abs", "b_absmax", "excess", "max_rel", "argmax", "sum_abs", "dd", "bb", "aa")
 MAXIMA, SUMS = PAIR_ROW[:4], PAIR_ROW[5:]  # the float32 [4, 1...] and float64 [3 or 4] outputs; argmax is int64 [1]
@@ -50,7 +51,7 @@ class PairBuilder(StatsBuilder):
                                   (1,), (1,))
         axes, row = suffix_axes(shape)
         if row is None and sizes is not None and len(sizes) == len(shape) and all(isinstance(s, int) and s >= 0 for s in sizes):
-            row = int(np.prod([sizes[ax] for ax in axes], dtype=np.int64))
+            row = element_count([sizes[ax] for ax in axes])
         d = self.node("Sub", [a, b], f"{base}.d")
         ad = self.node("Abs", [d], f"{base}.ad")
         ad_flat = self.node("Reshape", [ad, flat], f"{base}.ad_flat")  # an alias of ad in onnxruntime: no copy

@@ -13,12 +13,11 @@ A declared shape that only the fed values contradict (a Range to a fed limit) sh
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.stats.tensor_stats import TensorStats
-from onnxprobe.types import Probe
+from onnxprobe.types import Probe, element_count
 
 
 def stale_shapes(model: onnx.ModelProto, concrete: dict[str, tuple[int, ...]]) -> dict[str, tuple[tuple, tuple]]:
@@ -72,7 +71,7 @@ def misplanned(p: Probe, st: TensorStats | None, shape: tuple | None) -> bool:
         return False
     if shape is not None:
         return len(shape) != len(planned) or any(a is not None and a != b for a, b in zip(planned, shape))
-    return all(a is not None for a in planned) and st.count != int(np.prod(planned, dtype=np.int64))
+    return (n := element_count(planned)) is not None and st.count != n
 
 
 __all__ = ["stale_shapes", "without_shapes", "stale_note", "misplanned"]

@@ -41,6 +41,7 @@ from onnx import TensorProto, helper
 
 from onnxprobe.graph.builder import GraphBuilder, interleave
 from onnxprobe.stats.tensor_stats import BLOCK_PARTS, COL, MAX_COL, MIN_COL, ROW, SAFE_HALF_RANGE, UNIT_RANGE, needs_rerun
+from onnxprobe.types import element_count
 
 ROW_WIDTH = len(ROW)
 # additive columns merge by sum, MIN_COL by min and MAX_COL by max; the shifted sums need a common shift
@@ -402,7 +403,7 @@ def block_size(shape: tuple | None) -> int | None:
     known here, or no such divisor)."""
     if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
         return None
-    n = int(np.prod(shape, dtype=np.int64))
+    n = element_count(shape)
     return next((b for b in range(min(n, BLOCK_ROW[1]), BLOCK_ROW[0] - 1, -1) if n % b == 0), None)
 
 

@@ -20,6 +20,7 @@ from onnx import numpy_helper
 
 from onnxprobe.graph.constants import constants as graph_constants
 from onnxprobe.match.ops import canonical
+from onnxprobe.types import element_count
 
 SAMPLES = 16  # values per weight: a random other weight agrees on all of them by chance never
 NEAR = 0.05  # relative closeness of two samples' values (float16 rounds at 5e-4, a fine-tuning moves more)
@@ -61,9 +62,7 @@ def float_constants(model: onnx.ModelProto, constants: list | None = None) -> di
             h.update(raw[:65536])
             h.update(raw[mid:mid + 65536])
             h.update(raw[::max(1, len(raw) // 65536)])
-        size = 1
-        for d in t.dims:
-            size *= d
+        size = element_count(t.dims)
         return Weight(("s:" if size <= 1 else "") + h.hexdigest(), size, _values(t, raw, size) if size > 1 else ())
 
     found = constants if constants is not None else graph_constants(model.graph).items()
@@ -86,7 +85,7 @@ def _filled(model: onnx.ModelProto, consts: dict[str, onnx.TensorProto]) -> dict
         if dtype not in _DTYPES or any(d < 0 for d in dims):
             continue
         v = float(numpy_helper.to_array(value).reshape(-1)[0]) if value is not None else 0.0
-        size = int(np.prod(dims, dtype=np.int64))
+        size = element_count(dims)
         h = hashlib.blake2b(f"{dtype}:{dims}:fill:{np.array(v, _DTYPES[dtype]).tobytes().hex()}".encode(), digest_size=12)
         out[n.output[0]] = Weight(("s:" if size <= 1 else "") + h.hexdigest(), size, (v,) * min(size, SAMPLES) if size > 1 else ())
     return out
@@ -102,12 +101,7 @@ def code_sizes(model: onnx.ModelProto, constants: list | None = None) -> dict[st
     1x1 Conv's weight is no 3x3 Conv's (``engine.alike``), whatever its values. Shape and index constants
     (int64) are left out: two exporters write them differently."""
     def size(t: onnx.TensorProto) -> int | None:
-        if t.data_type not in _CODES:
-            return None
-        n = 1
-        for d in t.dims:
-            n *= d
-        return n
+        return element_count(t.dims) if t.data_type in _CODES else None
 
     return {k: n for k, t in (constants if constants is not None else graph_constants(model.graph).items()) if (n := size(t)) is not None}
 

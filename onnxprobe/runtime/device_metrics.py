@@ -18,6 +18,7 @@ from onnx import TensorProto, helper
 
 from onnxprobe.stats.metrics import REL_TINY
 from onnxprobe.stats.pooled import PairSums
+from onnxprobe.types import element_count
 
 OUTPUTS = ("max_abs", "argmax", "sum_abs", "dd", "aa", "bb", "ab", "b_absmax", "excess", "max_rel", "check")
 
@@ -78,6 +79,6 @@ def sums_on_device(a, b, shape: tuple[int, ...], device: str, rtol: float = 0.0,
     v = {k: float(out[k]) if k != "argmax" else int(out[k]) for k in OUTPUTS}
     if not math.isfinite(v["check"]) or not math.isfinite(v["dd"]):
         return None
-    return PairSums.one(sample, shape, count=int(np.prod(shape)) if shape else 1, max_abs=v["max_abs"],
+    return PairSums.one(sample, shape, count=element_count(shape or ()), max_abs=v["max_abs"],
                         argmax=v["argmax"], b_absmax=v["b_absmax"], excess=v["excess"] if rtol else v["max_abs"],
                         max_rel=v["max_rel"], sum_abs=v["sum_abs"], dd=v["dd"], aa=v["aa"], bb=v["bb"], ab=v["ab"])

@@ -25,6 +25,7 @@ from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.memory import return_freed_memory, trim, unpark
 from onnxprobe.runtime.interrupt import call_interruptibly
+from onnxprobe.types import element_count
 
 OPT_LEVELS = ("off", "basic", "extended", "layout", "all")
 DEVICES = ("auto", "cpu", "cuda")
@@ -405,7 +406,7 @@ def host_array(value) -> np.ndarray:
     if value.device_name().lower() != "cpu":
         raise ExecutionError(f"a bfloat16 tensor on {value.device_name()} cannot be read back to numpy")
     shape = tuple(value.shape())
-    n = int(np.prod(shape, dtype=np.int64))
+    n = element_count(shape)
     if n == 0:
         return np.zeros(shape, np.float32)
     import ctypes

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from onnxprobe.errors import UsageError
+from onnxprobe.types import element_count
 
 REL_TINY = float(np.finfo(np.float32).smallest_subnormal)  # float32's max_rel divisor floor (the graph's, a device's)
 
@@ -143,7 +144,7 @@ def from_sums(*, max_abs: float, argmax: int, sum_abs: float, dd: float, aa: flo
     samples: ``stats.pooled``): ``argmax`` is the flat index of the largest |a - b| in ``shape``,
     ``excess`` max(|a-b| - rtol |b|), ``count`` the number of finite pairs summed (default: all of
     ``shape``)."""
-    size = count if count is not None else (int(np.prod(shape)) if shape else 1)
+    size = count if count is not None else element_count(shape or ())
     na, nb = math.sqrt(max(aa, 0.0)), math.sqrt(max(bb, 0.0))
     if na > 0 and nb > 0:
         # sums rounded apart (partials, pooled samples) can put ab/(na nb) a few ulps outside [-1, 1], and a
