@@ -17,6 +17,7 @@ from onnxprobe.compare.fused import fusable
 from onnxprobe.compare.introduced import exact_inputs, quantized_b_note
 from onnxprobe.compare.measure import DiffPlan, Measured, measure
 from onnxprobe.compare.sides import Side
+from onnxprobe.compare.unordered import unordered_pairs
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import Selection, check_criteria, select, selects_op
 from onnxprobe.match.bodies import body_note, body_tensors
@@ -304,9 +305,11 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     notes += float_note(floats) + quantized_b_note(report, introduced and (with_cones or b.runner.replays), one_model(a, b))
     inside = {**body_tensors(b.model.proto, selection, loops_only=True), **body_tensors(a.model.proto, selection, loops_only=True)}
     notes += [n for n in [body_note(inside, "compared by diff", loops_only=True)] if n]
+    unordered, said = unordered_pairs(a.model.proto, b.model.proto, report)
     return DiffPlan(a, b, tolerance, per_tensor, matching, report, sel_b, by_b, with_cones,
                     introduced and not with_cones and b.runner.replays, why_not is None, max_memory, device_metrics,
-                    notes, profile=profile and why_not is None, selected_a=sel_a, floats=floats)
+                    notes + said, profile=profile and why_not is None, selected_a=sel_a, floats=floats,
+                    unordered=unordered)
 
 
 def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, tolerance: Tolerance | None,

@@ -18,6 +18,7 @@ from onnx import TensorProto, helper
 from onnxprobe.compare.fused import FusedGraph, NotMergeable, build_cached, profile, run, runtime_shapes
 from onnxprobe.compare.introduced import build_cones, cone_inputs, run_cones
 from onnxprobe.compare.sides import Side
+from onnxprobe.compare.unordered import in_order
 from onnxprobe.errors import ExecutionError, UsageError, first_line
 from onnxprobe.graph.memo import ModelMemo, feed_key
 from onnxprobe.graph.shapes import concrete_sizes
@@ -57,6 +58,9 @@ class DiffPlan:
     selected_a: set[str] | None = None  # A's observables the selection picks (None: every one)
     floats: dict[str, tuple[int, int]] = field(default_factory=dict)  # inputs of two float types (same_values)
     memo: ModelMemo = field(default_factory=ModelMemo, repr=False)  # B's sizes by feed shapes, its cones by targets
+    # pairs (positions in ``report``) whose order along an axis is unspecified (a sorted=0 TopK's outputs):
+    # measured on the host, both sides sorted along it (``compare.unordered``)
+    unordered: dict[int, int] = field(default_factory=dict)
 
     def tolerance_of(self, p: Pair) -> Tolerance:
         per = self.per_tensor or {}
@@ -149,7 +153,7 @@ def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, pr
         need_a = list({id(o): o for o in [p.a for p in pairs] + extra}.values())
         values_a = a.values(need_a, feeds, keep_on_device=_on_device(a, plan.device_metrics), key=key)
         values_b = b.values([p.b for p in pairs], feeds, keep_on_device=_on_device(b, plan.device_metrics), key=key)
-        part = {k: _measure(plan, plan.report[k], values_a, values_b, sample) for k in ks}
+        part = {k: _measure(plan, k, values_a, values_b, sample) for k in ks}
         if plan.with_cones:
             _introduced(plan, part, values_a, feeds, sample, key)
         elif plan.replays:
@@ -173,7 +177,7 @@ def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
             try:
                 plan.fused = build_cached(plan.a, plan.b, plan.report, plan.by_b, plan.rtol_of, plan.with_cones,
                                           plan.input_shapes or {n: tuple(np.shape(v)) for n, v in feeds.items()},
-                                          frozenset(plan.skip))
+                                          frozenset(plan.skip | set(plan.unordered)))
             except NotMergeable as e:  # measured in separate runs: said, as the JSON's in_graph 0 is not explained
                 if plan.profile:  # nothing has run yet: --profile has no one run to time (as --separate-runs)
                     raise UsageError(f"--profile times diff's one run of both models: these run apart ({e})") from e
@@ -235,13 +239,16 @@ def sums_of(va, vb, rtol: float, sample: int = 0, light: bool = False, tolerance
     return pair_sums(va.numpy() if on_a else va, vb.numpy() if on_b else vb, rtol, sample, light)
 
 
-def _measure(plan: DiffPlan, p: Pair, values_a: dict, values_b: dict, sample: int) -> Measured:
+def _measure(plan: DiffPlan, k: int, values_a: dict, values_b: dict, sample: int) -> Measured:
+    p = plan.report[k]
     va, vb = values_a.get(p.a.probe), values_b.get(p.b.probe)
     if va is None or vb is None:
         return Measured()  # not produced (a branch not taken)
     sa, sb = shape_of(va), shape_of(vb)
     if sa != sb:
         return Measured(problem=(sample, list(sa), list(sb)))
+    if k in plan.unordered:  # an order the spec leaves open: the two multisets along that axis are compared
+        va, vb = in_order(va, plan.unordered[k]), in_order(vb, plan.unordered[k])
     return Measured(sums_of(va, vb, plan.rtol_of(p), sample, tolerance=plan.tolerance_of(p)))
 
 
@@ -304,4 +311,6 @@ def _fill(plan: DiffPlan, measured: dict[int, Measured], refs: dict, values_a: d
         p = plan.report[k]
         ref, va = refs.get(p.b.probe), values_a.get(p.a.probe)
         if ref is not None and va is not None and shape_of(ref) == shape_of(va):
+            if k in plan.unordered:
+                ref, va = in_order(ref, plan.unordered[k]), in_order(va, plan.unordered[k])
             m.intro = sums_of(va, ref, plan.rtol_of(p), sample, light=True)

@@ -1,0 +1,101 @@
+"""A TopK with sorted=0 returns its K values (and indices) in an order the spec leaves open: onnxruntime's
+CPU kernel leaves them as its selection does, onnx.reference sorts them. diff compared them position by
+position and failed a correct model (`diff topk.onnx --vs-reference`: values at 31.7 dB, indices at 3 dB,
+outputs FAIL). Now such a pair, and what an elementwise op computes from it, is compared as sorted along
+the TopK's axis; a sorted=1 TopK is compared as it is, and a wrong K value still fails. Oracle: numpy's
+sort of the input."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import make_model
+from onnxprobe import api
+
+V = helper.make_tensor_value_info
+F = TensorProto.FLOAT
+N, K = 400, 40
+
+
+def _topk(path, sorted_: int, scale: float = 1.0, perm=None) -> str:
+    """values, indices = TopK(x * scale, K, axis=1, sorted); y = Relu(values) * 2; z = Cast(indices) * values;
+    with ``perm``, values and indices pass through a Gather by that permutation (another runtime's order)."""
+    raw = ("v0", "i0") if perm is not None else ("values", "indices")
+    nodes = [helper.make_node("Mul", ["x", "s"], ["xs"], name="scale"),
+             helper.make_node("TopK", ["xs", "k"], list(raw), axis=1, sorted=sorted_, name="topk")]
+    inits = [numpy_helper.from_array(np.array([K], np.int64), "k"), numpy_helper.from_array(np.array(scale, np.float32), "s"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "two")]
+    if perm is not None:
+        inits.append(numpy_helper.from_array(np.asarray(perm, np.int64), "perm"))
+        nodes += [helper.make_node("Gather", ["v0", "perm"], ["values"], axis=1, name="pv"),
+                  helper.make_node("Gather", ["i0", "perm"], ["indices"], axis=1, name="pi")]
+    nodes += [helper.make_node("Relu", ["values"], ["r"], name="relu"),
+              helper.make_node("Mul", ["r", "two"], ["y"], name="double"),
+              helper.make_node("Cast", ["indices"], ["fi"], to=F, name="cast"),
+              helper.make_node("Mul", ["fi", "values"], ["z"], name="weigh")]
+    outs = [V("values", F, [2, K]), V("indices", TensorProto.INT64, [2, K]), V("y", F, [2, K]), V("z", F, [2, K])]
+    onnx.save(make_model(nodes, [V("x", F, [2, N])], outs, inits), path)
+    return str(path)
+
+
+X = np.random.default_rng(0).standard_normal((2, N)).astype(np.float32)
+CPU = api.RunConfig(device="cpu")
+
+
+def _inputs():
+    return api.InputSpec(arrays={"x": X})
+
+
+def test_onnxruntime_really_leaves_unsorted_topk_unsorted(tmp_path):
+    import onnxruntime as ort
+
+    s = ort.InferenceSession(_topk(tmp_path / "u.onnx", 0), providers=["CPUExecutionProvider"])
+    v, i, _, _ = s.run(None, {"x": X})
+    assert not np.all(np.diff(v, axis=1) <= 0)  # else the tests below would prove nothing
+    assert np.array_equal(np.sort(v, axis=1), np.sort(X, axis=1)[:, -K:])  # the same K values: numpy's oracle
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_unsorted_topk_against_sorted_passes(tmp_path, fuse):
+    res = api.diff(_topk(tmp_path / "u.onnx", 0), _topk(tmp_path / "s.onnx", 1), selection=api.Selection(all=True),
+                   config=CPU, inputs=_inputs(), fuse=fuse)
+    by = {r.pair.a.name: r for r in res.results}
+    assert {"values", "indices", "y", "z"} <= set(by)
+    assert all(by[n].passed and by[n].metrics.exact for n in ("values", "indices", "y", "z")), \
+        {n: (r.passed, r.metrics.max_abs) for n, r in by.items()}
+    assert res.verdict()[0] == "pass", res.verdict()
+    assert any("sorted=0" in n for n in res.notes), res.notes
+
+
+def test_unsorted_topk_against_the_reference_evaluator_passes(tmp_path):
+    res = api.diff(_topk(tmp_path / "u.onnx", 0), vs_reference=True, config=CPU, inputs=_inputs())
+    assert res.verdict()[0] == "pass", res.verdict()
+
+
+def test_unsorted_topk_against_saved_values_in_another_order(tmp_path):
+    m = _topk(tmp_path / "u.onnx", 0)
+    ref = _topk(tmp_path / "ref.onnx", 0, perm=list(range(K))[::-1])  # the same values, another order
+    import onnxruntime as ort
+
+    got = dict(zip(["values", "indices", "y", "z"], ort.InferenceSession(ref, providers=["CPUExecutionProvider"]).run(None, {"x": X})))
+    res = api.diff(m, vs_npz={**got, "x": X}, config=CPU, inputs=_inputs(), selection=api.Selection(all=True))
+    assert res.verdict()[0] == "pass", (res.verdict(), [(r.pair.a.name, r.passed) for r in res.results])
+
+
+def test_a_wrong_value_still_fails(tmp_path):
+    res = api.diff(_topk(tmp_path / "u.onnx", 0), _topk(tmp_path / "s.onnx", 1, scale=1.01), config=CPU, inputs=_inputs(),
+                   selection=api.Selection(all=True))
+    by = {r.pair.a.name: r for r in res.results}
+    assert by["values"].passed is False and by["indices"].metrics.exact  # the same positions, other values
+    assert res.verdict()[0] == "fail"
+
+
+def test_sorted_topk_is_compared_in_order(tmp_path):
+    """sorted=1 on both sides: the order is part of the result, and a permuted copy fails."""
+    res = api.diff(_topk(tmp_path / "s.onnx", 1), _topk(tmp_path / "p.onnx", 1, perm=list(range(K))[::-1]),
+                   config=CPU, inputs=_inputs(), user_map={"values": "values"})
+    assert res.verdict()[0] == "fail", res.verdict()
+    assert not any("sorted=0" in n for n in res.notes)
