@@ -12,6 +12,7 @@ kept, not that of what overwrote it.
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -152,17 +153,18 @@ class TorchGradRunner(Runner):
             for _, p in params:
                 p.requires_grad_(True)
                 p.grad = None
-            with eval_mode(self.module), torch.enable_grad(), user_code():
-                out = tensors_of(self.module(*call))
-                if self.output_index >= len(out):
-                    raise UsageError(f"--vs-torch: the module returns {len(out)} tensor(s); the loss is of output "
-                                     f"{self.output_index}")
-                loss = torch_loss(out[self.output_index], self.loss, self.extra, self.class_axis, self.probabilities)
+            owner = {id(p): name for name, p in reversed(params)}  # a tied tensor: its first name
+            detached: set[str] = set()
+            with _detaches(owner, detached):
+                loss = self._loss(call)
                 loss.backward()
             got: dict[str, np.ndarray] = {}
             self.no_grad = {name for name, p in params if p.grad is None}
             for name, p in params:  # tied parameters: the same gradient under each name
                 got[PARAM + name] = to_numpy(p.grad) if p.grad is not None else np.zeros(tuple(p.shape), to_numpy(p).dtype)
+            both = detached - self.no_grad  # read detached and not: torch's gradient is of the undetached reads only
+            if both:
+                got.update(self._through_detaches(params, call, owner, both))
         except UsageError:
             raise
         except Exception as e:  # noqa: BLE001 - the user's forward may raise anything
@@ -182,6 +184,60 @@ class TorchGradRunner(Runner):
             if t.grad is not None:
                 got[MODULE + path] = to_numpy(t.grad)
         return got
+
+    def _loss(self, call: list):
+        torch = require_torch()
+        with eval_mode(self.module), torch.enable_grad(), user_code():
+            out = tensors_of(self.module(*call))
+            if self.output_index >= len(out):
+                raise UsageError(f"--vs-torch: the module returns {len(out)} tensor(s); the loss is of output "
+                                 f"{self.output_index}")
+            return torch_loss(out[self.output_index], self.loss, self.extra, self.class_axis, self.probabilities)
+
+    def _through_detaches(self, params: list, call: list, owner: dict[int, str], both: set[str]) -> dict[str, np.ndarray]:
+        """The gradients of parameters forward() reads both detached and not, through every read: the ONNX
+        graph has no stop-gradient, so the gradient of the initializer that holds such a parameter is the
+        sum over all its readers, the detached ones too, and torch's own gradient (of the undetached reads
+        only) is another function of the data (it failed the export of a correct model). A second backward
+        pass, with those ``.detach()`` calls kept in the graph, gives the gradient the ONNX graph computes;
+        the other gradients stay the first pass's (the loss is the same; the extra paths reach only these
+        parameters)."""
+        torch = require_torch()
+        for _, p in params:
+            p.grad = None
+        plain = [t.detach() if isinstance(t, torch.Tensor) else t for t in call]  # the inputs keep their gradients
+        with _detaches(owner, set(), through=both):
+            self._loss(plain).backward()
+        names = sorted(both)
+        self.note(f"torch: forward() reads {', '.join(names[:3])}{' …' if len(names) > 3 else ''} both detached "
+                  "(.detach()) and not; the ONNX graph has no stop-gradient, so torch's gradient of it is taken through "
+                  "every read, the detached ones included, as the ONNX graph computes it")
+        tied = {id(p) for n, p in params if n in both}
+        return {PARAM + n: to_numpy(p.grad) for n, p in params if id(p) in tied and p.grad is not None}
+
+
+@contextmanager
+def _detaches(owner: dict[int, str], seen: set[str], through: set[str] = frozenset()):
+    """``torch.Tensor.detach`` watched while forward() runs: the parameters it is called on (or on a view
+    of one, ``w[:, :3].detach()``) are added to ``seen``; those in ``through`` stay in the graph (a view
+    instead of a detached copy: the same values)."""
+    torch = require_torch()
+    real = torch.Tensor.detach
+
+    def detach(self, *args, **kwargs):
+        base = getattr(self, "_base", None)
+        name = owner.get(id(self)) or (owner.get(id(base)) if base is not None else None)
+        if name is not None:
+            seen.add(name)
+            if name in through:
+                return self.view_as(self)
+        return real(self, *args, **kwargs)
+
+    torch.Tensor.detach = detach
+    try:
+        yield
+    finally:
+        torch.Tensor.detach = real
 
 
 
