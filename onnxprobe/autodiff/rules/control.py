@@ -14,6 +14,8 @@ from onnxprobe.autodiff.nested import BodyGrad, rename
 from onnxprobe.autodiff.registry import rule
 from onnxprobe.errors import UnknownShape, first_line
 from onnxprobe.graph.builder import GraphBuilder, np_dtype
+from onnxprobe.graph.shapes import infer_shapes, static_shape, value_types
+from onnxprobe.graph.walk import outer_reads
 
 
 def _elem(types: dict, t: str, default: int) -> int:
@@ -286,11 +288,16 @@ def loop(g):
     v_in = [i.name for i in body.input[2:2 + n]]
     outs = [o.name for o in body.output[1:]]
     states = _float_states(g, 2, n)
+    after = _after_one_iteration(g, body, states)
     for k in states:  # the backward Scan carries dv in one shape: a value that grows (Concat) has none
         first, last = g.sshape(g.x[2 + k]), g.sshape(node.output[k]) if k < len(node.output) and node.output[k] else None
-        if _fixed(first) and _fixed(last) and first != last:
-            raise g.fail(f"its carried value {v_in[k]!r} changes shape between iterations ({_dims(first)} at the start, "
-                         f"{_dims(last)} at the end): its gradient cannot be carried back through the iterations")
+        # the end's shape is known from a run (grad); without one (--export keeps dynamic dimensions), the
+        # body's shape inference on the initial shape tells one iteration's (dynamic ones given sizes)
+        start, grown, said = (first, last, "") if _fixed(first) and _fixed(last) else after.get(k, (None, None, ""))
+        when = "at the end" if grown is last else "after one iteration"
+        if _fixed(start) and _fixed(grown) and start != grown:
+            raise g.fail(f"its carried value {v_in[k]!r} changes shape between iterations ({_dims(start)} at the start, "
+                         f"{_dims(grown)} {when}{said}): its gradient cannot be carried back through the iterations")
     dv = _seeds(g, {k: outs[k] for k in states}, "grad.next")
     ds = _seeds(g, {n + j: outs[n + j] for j in range(len(outs) - n) if g.dys[n + j]}, "grad.step")
     wrt = [v_in[k] for k in states] + list(g.implicit)
@@ -314,6 +321,56 @@ def loop(g):
     grads: dict = {2 + k: res[j] for j, k in enumerate(states) if g.wants(2 + k)}
     grads.update({w: res[len(states) + j] for j, w in enumerate(acc)})
     return grads
+
+
+def _after_one_iteration(g, body: onnx.GraphProto, states: list[int]) -> dict[int, tuple]:
+    """State k -> (its initial shape, the shape ONNX shape inference gives the body's output for it, what
+    sizes its dynamic dimensions were given) when the body reads the states' initial shapes and the outer
+    tensors as they are outside, dynamic dimensions given sizes (one per name, distinct primes): a state
+    whose shape one iteration changes (v <- Concat(v, 2 v)), which a body declared with unknown dimensions
+    hides."""
+    sizes: dict = {}
+
+    def sized(tp: onnx.TypeProto) -> onnx.TypeProto:
+        out = onnx.TypeProto()
+        out.CopyFrom(tp)
+        if out.HasField("tensor_type") and out.tensor_type.HasField("shape"):
+            for d in out.tensor_type.shape.dim:
+                if not d.HasField("dim_value"):
+                    key = d.dim_param or object()
+                    d.dim_value = sizes.setdefault(key, _PRIMES[len(sizes) % len(_PRIMES)])
+        return out
+
+    m = onnx.ModelProto()
+    m.ir_version = g.engine.model.ir_version
+    m.opset_import.extend(g.engine.model.opset_import)
+    gr = m.graph
+    gr.CopyFrom(body)
+    del gr.value_info[:]  # the enclosing inference's, made with the states' declared (unknown) dimensions
+    for o in gr.output:
+        o.type.tensor_type.ClearField("shape")
+    start, said = {}, {}
+    for k in states:
+        tp = g.engine.types.get(g.x[2 + k])
+        if tp is None or k + 2 >= len(gr.input) or 1 + k >= len(body.output):
+            continue
+        gr.input[k + 2].type.CopyFrom(sized(tp))
+        start[k] = static_shape(gr.input[k + 2].type)
+        dims = tp.tensor_type.shape.dim if tp.HasField("tensor_type") else []
+        given = [f"{d.dim_param or '?'}={v}" for d, v in zip(dims, start[k] or ()) if not d.HasField("dim_value")]
+        said[k] = f" (its dynamic dimensions given sizes: {', '.join(given)})" if given else ""
+    declared = {i.name for i in gr.input} | {i.name for i in gr.initializer}
+    for t in dict.fromkeys(outer_reads(body)):
+        if t not in declared and g.engine.types.get(t) is not None:
+            gr.input.append(helper.make_value_info(t, sized(g.engine.types[t])))
+    try:
+        types = value_types(infer_shapes(m, []))
+    except Exception:  # noqa: BLE001 - a body inference cannot read tells nothing
+        return {}
+    return {k: (start[k], static_shape(types.get(body.output[1 + k].name)), said[k]) for k in start}
+
+
+_PRIMES = (3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47)
 
 
 def _fixed(shape) -> bool:
