@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from onnxprobe.graph.constants import constants, size_of
-from onnxprobe.types import forward_name
+from onnxprobe.graph.constants import constants
+from onnxprobe.types import element_count, forward_name
 
 # one output, the value at each position computed from the inputs' values at that position
 ELEMENTWISE = {
@@ -35,7 +35,7 @@ def unordered_axes(model: onnx.ModelProto) -> dict[str, tuple[int, str]]:
     (with constants of one element)."""
     g = model.graph
     # one element, of rank 0 or 1: broadcasting one never adds an axis in front of the TopK's
-    consts = {k for k, t in constants(g).items() if size_of(t) == 1 and len(t.dims) <= 1}
+    consts = {k for k, t in constants(g).items() if element_count(t.dims) == 1 and len(t.dims) <= 1}
     out: dict[str, tuple[int, str]] = {}
     for n in g.node:
         if n.op_type == "TopK" and n.domain in ("", "ai.onnx"):
