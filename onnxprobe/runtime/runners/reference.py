@@ -65,8 +65,14 @@ def corrected_ops(model: onnx.ModelProto) -> list[type[OpRun]]:
     (what opsets 7 and 8 get) whenever ``is_test`` is absent, which it is after opset 6: every such layer is
     normalised with the batch's own statistics, and ``diff --vs-reference`` blamed onnxruntime for it (a
     one-node opset-9 model differed by 0.27). Their specification decides the mode by the number of
-    outputs: one output is inference, with the given mean and variance."""
-    return [BatchNormalization] if 7 <= default_opset(model) <= 13 else []
+    outputs: one output is inference, with the given mean and variance.
+
+    Softmax, LogSoftmax and Hardmax before opset 13: onnx.reference (1.23 at least) runs them along one
+    axis with opset 13's default (-1), where the specification of opsets 1-12 coerces the input to 2-D at
+    ``axis`` (default 1: [N, C x H x W]) and normalises each row whole; a zoo model's [1, 1000, 1, 1]
+    Softmax came out all ones and ``diff --vs-reference`` blamed onnxruntime's (right) 0.001s."""
+    opset = default_opset(model)
+    return ([BatchNormalization] if 7 <= opset <= 13 else []) + (list(COERCED_2D) if opset < 13 else [])
 
 
 class BatchNormalization(OpRun):
@@ -78,3 +84,43 @@ class BatchNormalization(OpRun):
         if len(self.onnx_node.output) == 1:
             return (_batchnorm_test_mode(x, scale, bias, mean, var, epsilon=1e-5 if epsilon is None else epsilon),)
         return BatchNormalization_9._run(self, x, scale, bias, mean, var, epsilon=epsilon, momentum=momentum)
+
+
+def _rows(x: np.ndarray, node) -> np.ndarray:
+    """``x`` as the 2-D [prod(dims before axis), prod(dims from axis)] of opsets 1-12 (axis default 1)."""
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+    axis = axis + x.ndim if axis < 0 else axis
+    return x.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1)
+
+
+def _softmax(f: np.ndarray) -> np.ndarray:
+    e = np.exp(f - f.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _log_softmax(f: np.ndarray) -> np.ndarray:
+    d = f - f.max(axis=1, keepdims=True)
+    return d - np.log(np.exp(d).sum(axis=1, keepdims=True))
+
+
+def _hardmax(f: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(f)
+    out[np.arange(f.shape[0]), f.argmax(axis=1)] = 1  # the first of equal maxima, as the specification says
+    return out
+
+
+class _Coerced2D(OpRun):
+    """An op of opsets 1-12 that normalises the rows of its input coerced to 2-D (``corrected_ops``)."""
+
+    op_domain = ""
+    rows = staticmethod(_softmax)
+
+    def _run(self, x, axis=None):  # noqa: ARG002 - the node's own attribute decides (the schema default is opset 13's)
+        if x.size == 0:
+            return (x,)
+        f = _rows(x, self.onnx_node).astype(np.promote_types(x.dtype, np.float32))
+        return (self.rows(f).reshape(x.shape).astype(x.dtype),)
+
+
+COERCED_2D = tuple(type(op, (_Coerced2D,), {"rows": staticmethod(fn), "__doc__": f"{op}-1..12 as specified"})
+                   for op, fn in (("Softmax", _softmax), ("LogSoftmax", _log_softmax), ("Hardmax", _hardmax)))
