@@ -379,6 +379,30 @@ CASES += [
 ]
 
 
+# losses over integer labels (no gradient to the labels; the class weights get one) ---------------------------
+NLL, SCE = "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"
+CASES += [
+    one(NLL, {"x": (3, 5)}, consts={"t": i64(1, 0, 4)}, opset=13, id="NLL-mean"),
+    one(NLL, {"x": (4, 5), "w": (5,)}, consts={"t": i64(1, 2, 2, 4)}, ins=["x", "t", "w"], opset=13, gen={"w": pos()},
+        attrs=dict(reduction="sum", ignore_index=2), id="NLL-sum-weight-ignore"),
+    one(NLL, {"x": (2, 4, 3), "w": (4,)}, consts={"t": np.array([[0, -1, 3], [3, 3, 1]], np.int32)}, ins=["x", "t", "w"],
+        opset=22, gen={"w": pos()}, attrs=dict(reduction="none", ignore_index=-1), id="NLL-none-weight-3d-int32"),
+    one(NLL, {"x": (2, 3, 2, 2), "w": (3,)}, consts={"t": np.array([[[0, 2], [1, 1]], [[2, 0], [2, 1]]], np.int64)},
+        ins=["x", "t", "w"], opset=13, gen={"w": pos()}, attrs=dict(ignore_index=0), id="NLL-mean-weight-ignore-4d"),
+    one(SCE, {"x": (3, 5)}, consts={"t": i64(1, 0, 4)}, opset=13, gen={"x": normal}, id="SCE-mean"),
+    one(SCE, {"x": (2, 4, 3), "w": (4,)}, consts={"t": np.array([[0, 2, 3], [3, 3, 1]], np.int64)}, ins=["x", "t", "w"],
+        outs=("y", "lp"), opset=13, gen={"x": normal, "w": pos()}, attrs=dict(reduction="none"),
+        id="SCE-none-weight-log-prob"),
+    one(SCE, {"x": (4, 5)}, consts={"t": i64(1, 3, 1, 0)}, opset=13, gen={"x": normal},
+        attrs=dict(reduction="sum", ignore_index=1), id="SCE-sum-ignore"),
+    one(SCE, {"x": (2, 3, 2, 2), "w": (3,)}, consts={"t": np.array([[[0, 2], [-100, 1]], [[2, 0], [2, -100]]], np.int64)},
+        ins=["x", "t", "w"], outs=("y", "lp"), opset=13, gen={"x": normal, "w": pos()}, attrs=dict(ignore_index=-100),
+        id="SCE-mean-weight-ignore-4d-log-prob"),
+    Case("SCE-log-prob-only", SCE, [node(SCE, ["x", "t"], ["y", "lp"])], {"x": (3, 4)}, {"t": i64(2, 0, 3)}, opset=13,
+         gen={"x": normal}, outputs=("lp",)),
+]
+
+
 # tensor algebra, scans, indexed reads and writes ---------------------------------------------------------
 def with_zero(rng, s):
     x = away(0.3, 1.0)(rng, s)

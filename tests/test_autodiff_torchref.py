@@ -212,7 +212,8 @@ def _expand(x, shape):
 
 MORE_OPS = {"Einsum", "TopK", "ScatterND", "ScatterElements", "DepthToSpace", "SpaceToDepth", "ReverseSequence",
             "GroupNormalization", "RMSNormalization", "Attention", "FusedMatMul", "SkipLayerNormalization", "BiasGelu",
-            "FastGelu", "QuickGelu", "Swish", "LpNormalization", "MeanVarianceNormalization"}
+            "FastGelu", "QuickGelu", "Swish", "LpNormalization", "MeanVarianceNormalization", "NegativeLogLikelihoodLoss",
+            "SoftmaxCrossEntropyLoss"}
 
 
 def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op

@@ -45,7 +45,7 @@ def test_export_runs_under_the_cuda_provider(tmp_path):
 
 # the rules of recurrent layers, control flow, tensor algebra and the com.microsoft ops, on CUDA: each case of
 # the rule table (tests/test_autodiff_rules.py) gives the CPU gradients in one CUDA session
-NEW_FAMILIES = {"recurrent", "lstm", "control", "algebra", "scatter", "attention", "fused", "activation"}
+NEW_FAMILIES = {"recurrent", "lstm", "control", "algebra", "scatter", "attention", "fused", "activation", "loss"}
 
 
 def _new_cases():

@@ -43,9 +43,29 @@ def _attention(ins, a):
     return y.transpose(1, 2).reshape(y.shape[0], y.shape[2], -1) if three else y
 
 
+def _nll(x, t, w, a):
+    """The loss as its definition reads: l = -w[t] x[n, t, d] where t != ignore_index (0 elsewhere), summed,
+    or divided by the summed w[t] of the labels that count (mean). Written out (gather), not F.nll_loss,
+    whose weight has no derivative in torch."""
+    t = t.long()
+    keep = t != a["ignore_index"] if "ignore_index" in a else torch.ones_like(t, dtype=torch.bool)
+    ts = torch.where(keep, t, torch.zeros_like(t))
+    xt = x.gather(1, ts.unsqueeze(1)).squeeze(1)
+    wt = (w[ts] if w is not None else torch.ones_like(xt)) * keep.to(x.dtype)
+    loss = -xt * wt
+    red = a.get("reduction", "mean")
+    return loss if red == "none" else loss.sum() if red == "sum" else loss.sum() / wt.sum()
+
+
 def eval_more(node, ins, a: dict, opset: int) -> list:  # noqa: C901 - one branch per op
     op = node.op_type
     x = ins[0]
+    w = ins[2] if len(ins) > 2 else None
+    if op == "NegativeLogLikelihoodLoss":
+        return [_nll(x, ins[1], w, a)]
+    if op == "SoftmaxCrossEntropyLoss":
+        lp = torch.log_softmax(x, 1)
+        return [_nll(lp, ins[1], w, a), lp]
     if op == "Einsum":
         return [torch.einsum(a["equation"], *ins)]
     if op == "LpNormalization":
