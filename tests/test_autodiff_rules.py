@@ -379,7 +379,7 @@ CASES += [
 ]
 
 
-# losses over integer labels (no gradient to the labels; the class weights get one) ---------------------------
+# losses over integer labels (no gradient to the labels; the class weights get one), LpPool ------------------
 NLL, SCE = "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"
 CASES += [
     one(NLL, {"x": (3, 5)}, consts={"t": i64(1, 0, 4)}, opset=13, id="NLL-mean"),
@@ -400,6 +400,14 @@ CASES += [
         id="SCE-mean-weight-ignore-4d-log-prob"),
     Case("SCE-log-prob-only", SCE, [node(SCE, ["x", "t"], ["y", "lp"])], {"x": (3, 4)}, {"t": i64(2, 0, 3)}, opset=13,
          gen={"x": normal}, outputs=("lp",)),
+    one("LpPool", {"x": (1, 2, 7, 7)}, attrs=dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), opset=18,
+        gen={"x": away()}, id="LpPool-p2-pads-strides"),
+    one("LpPool", {"x": (2, 2, 5, 6)}, attrs=dict(kernel_shape=[2, 3], strides=[1, 2], pads=[0, 1, 1, 0], p=1),
+        opset=18, gen={"x": away()}, id="LpPool-p1-asym-pads"),
+    one("LpPool", {"x": (1, 2, 6, 7)}, attrs=dict(kernel_shape=[2, 2], strides=[2, 2], dilations=[1, 2], p=3,
+                                               ceil_mode=1), opset=18, gen={"x": away()}, id="LpPool-p3-ceil-dilated"),
+    one("LpPool", {"x": (1, 3, 9)}, attrs=dict(kernel_shape=[3], strides=[2], auto_pad="SAME_UPPER"), opset=11,
+        gen={"x": away()}, id="LpPool-1d-same-upper-opset11"),
 ]
 
 

@@ -150,6 +150,27 @@ def _pool(x, attrs, kind):
     return total / cnt
 
 
+def _lp_pool(x, attrs):
+    """(sum of |x|^p over each window)^(1/p), the sums a Conv of ones per channel over the zero-padded
+    |x|^p (padded further at the end where ceil_mode makes a last window run past the pads)."""
+    n = x.dim() - 2
+    k = list(attrs["kernel_shape"])
+    s = list(attrs.get("strides", [1] * n))
+    d = list(attrs.get("dilations", [1] * n))
+    p = attrs.get("p", 2)
+    pb, pe = _pads_pool(attrs, x, k, s, d)
+    for i in range(n):
+        size, span = x.shape[2 + i] + pb[i] + pe[i], (k[i] - 1) * d[i] + 1
+        out = (-(-(size - span) // s[i]) if attrs.get("ceil_mode", 0) else (size - span) // s[i]) + 1
+        if attrs.get("ceil_mode", 0) and (out - 1) * s[i] >= x.shape[2 + i] + pb[i]:
+            out -= 1
+        pe[i] += max((out - 1) * s[i] + span - size, 0)
+    xp = F.pad(x.abs() ** p, _torch_pad(pb, pe))
+    w = torch.ones((x.shape[1], 1, *k), dtype=x.dtype)
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[n]
+    return conv(xp, w, stride=s, dilation=d, groups=x.shape[1]) ** (1.0 / p)
+
+
 def _slice(x, starts, ends, axes, steps):
     for st, en, ax, sp in zip(starts, ends, axes, steps):
         dim = x.shape[ax]
@@ -298,6 +319,8 @@ def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op
         return [_pool(x, a, "max")]
     if op == "AveragePool":
         return [_pool(x, a, "avg")]
+    if op == "LpPool":
+        return [_lp_pool(x, a)]
     if op == "GlobalAveragePool":
         return [x.mean(dim=list(range(2, x.dim())), keepdim=True)]
     if op == "GlobalMaxPool":

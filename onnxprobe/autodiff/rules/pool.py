@@ -1,5 +1,6 @@
 """Pooling. Windows scatter their gradient back with a ConvTranspose whose kernel places each value at its
-window position; MaxPool (opset >= 16) uses the Indices output of the forward node and a scatter-add."""
+window position; MaxPool (opset >= 16) uses the Indices output of the forward node and a scatter-add; LpPool
+scales dy by the window's norm before the scatter and by the input's own factor after."""
 
 from __future__ import annotations
 
@@ -132,3 +133,24 @@ def global_max_pool(g):
     ties = g.reduce_sum(g.Cast(mask, to=g.elem), list(range(2, r)), keepdims=1)
     return [g.Mul(g.Div(g.dy, ties), g.mask(mask))]
 
+
+
+@rule("LpPool")
+def lp_pool(g):
+    """y[p] = (sum_{k in window p} |xpad[p s + k d]|^P)^(1/P), the pads zeros  ->
+    dx[i] = sign(x_i) |x_i|^(P-1) sum over the windows p holding i of dy[p] / y[p]^(P-1), the sum a
+    ConvTranspose of ones as AveragePool's (P = 1: sign(x) times the summed dy; P = 2: x sum dy / y). A
+    window of zeros (y = 0) passes no gradient."""
+    x, y = g.x[0], g.y[0]
+    p = int(g.attr("p", 2))
+    if p < 1:
+        raise g.fail(f"p={p} is not a norm (LpPool needs p >= 1)")
+    geo = _pool_geometry(g, x)
+    if p == 1:
+        z, f = g.dy, g.Sign(x)
+    else:
+        yp = y if p == 2 else g.Pow(y, g.scalar(float(p - 1)))
+        z = g.Where(g.Equal(y, g.scalar(0.0)), g.scalar(0.0), g.Div(g.dy, yp))
+        f = x if p == 2 else g.Mul(g.Sign(x), g.Pow(g.Abs(x), g.scalar(float(p - 1))))
+    ones_k = np.ones([1, 1] + geo.k)
+    return [g.Mul(_scatter_windows(g, g.unsqueeze(z, [2]), ones_k, x, geo), f)]
