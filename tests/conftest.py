@@ -227,3 +227,19 @@ def big_model():
         yield src / "big.onnx"
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def det_without_rule(monkeypatch):
+    """Det with its gradient rule taken out of the table: the tests of what an op without a rule does (the
+    one-line error naming it and where it lies, the notes, diff --grad's verdict) use Det as that op, as they
+    did before it had a rule. ``NO_RULE_CLI`` runs the CLI in a subprocess the same way."""
+    from onnxprobe.autodiff import registry
+
+    registry.load()
+    monkeypatch.delitem(registry.RULES, "Det")
+
+
+# ``python -c NO_RULE_CLI ARGS...``: the onnxprobe command with Det's gradient rule taken out of the table
+NO_RULE_CLI = ("import sys; from onnxprobe.autodiff import registry; registry.load(); del registry.RULES['Det']; "
+               "sys.argv[0] = 'onnxprobe'; from onnxprobe.cli.main import run; run()")

@@ -379,7 +379,7 @@ CASES += [
 ]
 
 
-# losses over integer labels (no gradient to the labels; the class weights get one), LpPool ------------------
+# losses over integer labels (no gradient to the labels; the class weights get one), LpPool, Det -------------
 NLL, SCE = "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"
 CASES += [
     one(NLL, {"x": (3, 5)}, consts={"t": i64(1, 0, 4)}, opset=13, id="NLL-mean"),
@@ -408,6 +408,9 @@ CASES += [
                                                ceil_mode=1), opset=18, gen={"x": away()}, id="LpPool-p3-ceil-dilated"),
     one("LpPool", {"x": (1, 3, 9)}, attrs=dict(kernel_shape=[3], strides=[2], auto_pad="SAME_UPPER"), opset=11,
         gen={"x": away()}, id="LpPool-1d-same-upper-opset11"),
+    one("Det", {"x": (3, 3)}, gen={"x": normal}),
+    one("Det", {"x": (2, 4, 4)}, gen={"x": normal}, id="Det-batched-4x4"),
+    one("Det", {"x": (2, 1, 1)}, gen={"x": normal}, id="Det-1x1"),
 ]
 
 

@@ -75,8 +75,8 @@ def test_one_tensor_by_its_forward_and_gradient_names_is_given_twice(tmp_path):
                                         "conv.weight_grad": api.Tolerance("max_abs", atol=0.5)})
 
 
-def test_a_weight_written_as_a_constants_list_is_a_weight_the_gradient_stops_before(tmp_path):
-    """A Constant node's value_floats is a weight as its value tensor is (graph.constants): with Det between it
+def test_a_weight_written_as_a_constants_list_is_a_weight_the_gradient_stops_before(tmp_path, det_without_rule):
+    """A Constant node's value_floats is a weight as its value tensor is (graph.constants): with Det (its rule taken out) between it
     and the loss, the verdict says the backward pass stops there, not 'the model has no weights'."""
     for form in ("value", "value_floats"):
         c = [1.5, 2.0, -1.0, 0.5]

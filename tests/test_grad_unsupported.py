@@ -1,6 +1,7 @@
 """An op that still has no gradient rule stops `grad` with one message that names the op, the node and
 where it lies (the body of an If, Loop or Scan, nested as deep as it is), never with a wrong gradient;
-a piecewise-constant op (Floor) passes no gradient, and a tensor behind it only gets none, with a note."""
+a piecewise-constant op (Floor) passes no gradient, and a tensor behind it only gets none, with a note.
+The op without a rule is Det, its rule taken out of the table (conftest.det_without_rule)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from conftest import NO_RULE_CLI
 from onnxprobe import api
 from onnxprobe.errors import ModelError
 
@@ -51,7 +53,7 @@ DET = helper.make_node("Det", ["x"], ["d"], name="the_det")
                                                              else_branch=_branch([DET], "d"))], "i"),
                        else_branch=_branch([helper.make_node("Neg", ["x"], ["n2"])], "n2"))]),
 ])
-def test_an_op_without_a_rule_stops_with_its_name_and_place(where, nodes, tmp_path):
+def test_an_op_without_a_rule_stops_with_its_name_and_place(where, nodes, tmp_path, det_without_rule):
     c = [helper.make_node("Constant", [], ["c"], value=helper.make_tensor("c", TensorProto.BOOL, [], [True]))]
     with pytest.raises(ModelError) as e:
         _plan(_model(c + nodes), tmp_path)
@@ -76,14 +78,14 @@ def test_a_non_differentiable_op_on_the_way_says_so(tmp_path):
 def test_cli_prints_one_line_and_exits_1(tmp_path):
     p = tmp_path / "det.onnx"
     onnx.save(_model([DET, helper.make_node("Identity", ["d"], ["y"])]), p)
-    r = subprocess.run([sys.executable, "-m", "onnxprobe", "grad", str(p), "--wrt", "x"], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-c", NO_RULE_CLI, "grad", str(p), "--wrt", "x"], capture_output=True, text=True)
     assert r.returncode == 1
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("onnxprobe: error: cannot differentiate op Det at node 'the_det'")
 
 
-def test_diff_grad_of_weights_behind_an_op_without_a_rule_says_so_not_no_weights():
-    """y = Det(x @ W): W gets no gradient (Det has no rule). diff --grad judged nothing and said "the model
+def test_diff_grad_of_weights_behind_an_op_without_a_rule_says_so_not_no_weights(det_without_rule):
+    """y = Det(x @ W): W gets no gradient (Det without its rule). diff --grad judged nothing and said "the model
     has no weights"; it says no weight receives a gradient, and the notes name the Det."""
     m = helper.make_model(helper.make_graph(
         [helper.make_node("MatMul", ["x", "W"], ["m"], name="mm"), helper.make_node("Det", ["m"], ["y"], name="the_det")], "g",

@@ -1,5 +1,5 @@
 """diff --grad --vs-torch: a parameter whose gradient onnxprobe cannot compute (an op without a gradient
-rule, here Det, lies between it and the loss) is not compared, and says so as diff --grad of two models
+rule, here Det with its rule taken out of the table, lies between it and the loss) is not compared, and says so as diff --grad of two models
 does (cause gradient-stopped, naming the op), not 'the loss does not depend on it': torch autograd shows
 that it does."""
 
@@ -35,7 +35,7 @@ def build():
 '''
 
 
-def test_a_parameter_behind_an_op_without_a_rule_is_said_stopped(tmp_path):
+def test_a_parameter_behind_an_op_without_a_rule_is_said_stopped(tmp_path, det_without_rule):
     src = tmp_path / "make.py"
     src.write_text(MODULE)
     ns: dict = {}

@@ -240,8 +240,8 @@ def test_diff_grad_footer_says_what_was_compared_when_a_weight_is_in_one_model_o
     assert w_row["passed"] is True and d["verdict"] == "error"
 
 
-def test_diff_grad_with_no_weight_reached_names_the_op_that_stops_it(tmp_path):
-    """`grad` names the op with no gradient rule in its error; `diff --grad` said only "the backward pass
+def test_diff_grad_with_no_weight_reached_names_the_op_that_stops_it(tmp_path, det_without_rule):
+    """(Det with its rule taken out.) `grad` names the op with no gradient rule in its error; `diff --grad` said only "the backward pass
     stops before every weight: see the notes" (QA): its error line names the op, per model."""
     m = make_model([helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"), helper.make_node("Det", ["m"], ["y"], name="the_det")],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],

@@ -66,6 +66,8 @@ def eval_more(node, ins, a: dict, opset: int) -> list:  # noqa: C901 - one branc
     if op == "SoftmaxCrossEntropyLoss":
         lp = torch.log_softmax(x, 1)
         return [_nll(lp, ins[1], w, a), lp]
+    if op == "Det":
+        return [torch.linalg.det(x)]
     if op == "Einsum":
         return [torch.einsum(a["equation"], *ins)]
     if op == "LpNormalization":

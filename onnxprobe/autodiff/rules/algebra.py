@@ -1,4 +1,4 @@
-"""Tensor algebra and scans: Einsum (any equation), CumSum, Trilu, and the block rearrangements
+"""Tensor algebra and scans: Einsum (any equation), CumSum, Trilu, Det, and the block rearrangements
 DepthToSpace / SpaceToDepth."""
 
 from __future__ import annotations
@@ -134,3 +134,30 @@ def space_to_depth(g):
     """y = SpaceToDepth(x): x reshaped to [N, C, H/b, b, W/b, b], permuted by (0, 3, 5, 1, 2, 4), reshaped
     ->  dx: dy through the same steps backwards (DepthToSpace, DCR)"""
     return _unblock(g, False)
+
+
+DET_MAX = 64  # the cofactors of an M x M matrix take M^2 (M - 1)^2 values: 16 M at M = 64
+
+
+@rule("Det")
+def det(g):
+    """y = det(X), X (..., M, M)  ->  dX = dy cof(X), cof[i, j] = (-1)^(i + j) det(X without row i and
+    column j): the cofactors (y X^-T where X is invertible, and still exact where it is singular), as the
+    Det of the M^2 minors gathered at once. M = 1: dX = dy."""
+    x = g.x[0]
+    s = g.sshape(x)
+    if s is None or not isinstance(s[-1], int):
+        raise g.fail("the matrix size is unknown (give the input's shape with --shape NAME=DIMS)")
+    r, m = len(s), s[-1]
+    dyk = g.unsqueeze(g.dy, [r - 2, r - 1])
+    if m == 1:
+        return [dyk]
+    if m > DET_MAX:
+        raise g.fail(f"{m}x{m} matrices: the gradient by cofactors would take {m * m * (m - 1) ** 2:,} values a "
+                     f"matrix (at most {DET_MAX}x{DET_MAX} is supported)")
+    keep = g.const(np.array([[j for j in range(m) if j != i] for i in range(m)], np.int64))  # (M, M - 1)
+    rows = g.Gather(x, keep, axis=r - 2)  # (..., i, M - 1 rows, M columns)
+    minors = g.Gather(rows, keep, axis=r)  # (..., i, rows, j, M - 1 columns)
+    minors = g.Transpose(minors, perm=list(range(r - 2)) + [r - 2, r, r - 1, r + 1])
+    sign = (-1.0) ** np.add.outer(np.arange(m), np.arange(m))
+    return [g.Mul(g.Mul(g.Det(minors), g.const(sign.astype(g.dtype))), dyk)]
