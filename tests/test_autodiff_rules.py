@@ -379,6 +379,17 @@ CASES += [
 ]
 
 
+def with_zeros(rng, s):
+    """Gaussian values with exact zeros along both axes: one row with two zeros (a product after its first
+    zero), rows with one (at either end), and rows with none. The products are multilinear in x, so the
+    central difference at a zero is exact."""
+    x = rng.standard_normal(s)
+    x[0, 1] = x[0, 3] = 0.0
+    x[1, 0] = 0.0
+    x[2, -1] = 0.0
+    return x
+
+
 # losses over integer labels (no gradient to the labels; the class weights get one), LpPool, Det -------------
 NLL, SCE = "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"
 CASES += [
@@ -411,6 +422,15 @@ CASES += [
     one("Det", {"x": (3, 3)}, gen={"x": normal}),
     one("Det", {"x": (2, 4, 4)}, gen={"x": normal}, id="Det-batched-4x4"),
     one("Det", {"x": (2, 1, 1)}, gen={"x": normal}, id="Det-1x1"),
+    one("CumProd", {"x": (3, 5)}, consts={"axis": np.array(1, np.int64)}, opset=26, gen={"x": normal}),
+    one("CumProd", {"x": (4, 5)}, consts={"axis": np.array(1, np.int64)}, opset=26, gen={"x": with_zeros},
+        id="CumProd-zeros"),
+    one("CumProd", {"x": (4, 5)}, consts={"axis": np.array(-1, np.int32)}, opset=26, gen={"x": with_zeros},
+        attrs=dict(exclusive=1, reverse=1), id="CumProd-zeros-exclusive-reverse"),
+    one("CumProd", {"x": (5, 4)}, consts={"axis": np.array(0, np.int64)}, opset=26, gen={"x": with_zeros},
+        attrs=dict(exclusive=1), id="CumProd-zeros-exclusive-axis0"),
+    one("CumProd", {"x": (5, 4)}, consts={"axis": np.array(0, np.int64)}, opset=26, gen={"x": with_zeros},
+        attrs=dict(reverse=1), id="CumProd-zeros-reverse-axis0"),
 ]
 
 

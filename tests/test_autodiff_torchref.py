@@ -511,6 +511,13 @@ def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op
         if a.get("exclusive", 0):
             c = c - t
         return [torch.flip(c, [ax]) if a.get("reverse", 0) else c]
+    if op == "CumProd":  # exclusive: the products shifted by one along the axis, 1 first
+        ax = int(ins[1].item()) % x.dim()
+        t = torch.flip(x, [ax]) if a.get("reverse", 0) else x
+        c = torch.cumprod(t, ax)
+        if a.get("exclusive", 0):
+            c = torch.cat([torch.ones_like(c.narrow(ax, 0, 1)), c.narrow(ax, 0, c.shape[ax] - 1)], ax)
+        return [torch.flip(c, [ax]) if a.get("reverse", 0) else c]
     if op in MORE_OPS:  # tests/torchref_more.py: algebra, scatters, norms, attention, com.microsoft ops
         from torchref_more import eval_more
 

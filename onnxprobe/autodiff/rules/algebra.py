@@ -1,4 +1,4 @@
-"""Tensor algebra and scans: Einsum (any equation), CumSum, Trilu, Det, and the block rearrangements
+"""Tensor algebra and scans: Einsum (any equation), CumSum, CumProd, Trilu, Det, and the block rearrangements
 DepthToSpace / SpaceToDepth."""
 
 from __future__ import annotations
@@ -88,6 +88,29 @@ def cumsum(g):
     """y_j = sum of x_i for i <= j along axis (exclusive: i < j; reverse: i >= j, i > j)  ->
     dx = the same cumulative sum of dy in the other direction (exclusive stays exclusive)"""
     return [g.CumSum(g.dy, g.x[1], exclusive=g.attr("exclusive", 0), reverse=1 - g.attr("reverse", 0))]
+
+
+@rule("CumProd")
+def cumprod(g):
+    """y_j = product of x_i for i <= j along axis (exclusive: i < j; reverse: i >= j, i > j)  ->
+    dx_i = sum over the j whose product holds x_i of dy_j y_j / x_i: S / x, S the cumulative sum of dy y in
+    the other direction (as CumSum's rule). Exact with zeros, as y / x is not: before the first zero (in
+    the product's direction) S / x; at the first zero z, S' = the same sum of dy y', y' the products with
+    x_z read as 1; after it 0 (every product there holds x_z = 0)."""
+    x, axis = g.x[0], g.x[1]
+    ex, rev = g.attr("exclusive", 0), g.attr("reverse", 0)
+    y = g.y[0]
+    zero = g.Equal(x, g.scalar(0.0))
+    clear = g.Equal(g.CumSum(g.mask(zero), axis, exclusive=1, reverse=rev), g.scalar(0.0))  # no zero before i
+    first = g.And(zero, clear)
+
+    def back(prod):
+        return g.CumSum(g.Mul(g.dy, prod), axis, exclusive=ex, reverse=1 - rev)
+
+    y1 = g.CumProd(g.Where(first, g.scalar(1.0), x), axis, exclusive=ex, reverse=rev)
+    safe = g.Where(zero, g.scalar(1.0), x)
+    before = g.Where(g.And(clear, g.Not(zero)), g.Div(back(y), safe), g.scalar(0.0))
+    return [g.Where(first, back(y1), before)]
 
 
 @rule("Trilu")
