@@ -84,7 +84,7 @@ def softmax_cross_entropy_loss(g):
     """lp = LogSoftmax(x, axis 1) (the optional output log_prob), then the loss is
     NegativeLogLikelihoodLoss(lp, t, w)  ->  glp = -dl w[c] (t == c) + d log_prob,
     dx = glp - softmax(x) sum_c(glp);  dw as NegativeLogLikelihoodLoss's with lp for x; t: none (indices)"""
-    x, t = g.x[0], g.x[1]
+    t = g.x[1]
     lp = g.forward_output(1, "log_prob")
     glp = dw = None
     if g.dy:
