@@ -75,6 +75,40 @@ class Upsample(OpRun):
         return (x,)
 
 
+class GridSample(OpRun):
+    """float64 throughout (onnx.reference unnormalizes the grid in float32): i = (g + 1)(L - 1) / 2 with
+    align_corners, ((g + 1) L - 1) / 2 without; border clamps i to [0, L - 1]; linear weighs the 2^n pixels
+    around i, nearest takes round(i) (half to even); pixels outside the image read 0."""
+    op_domain = ""
+
+    def _run(self, x, grid, mode=None, padding_mode="zeros", align_corners=0):
+        mode = {"bilinear": "linear", None: "linear"}.get(mode, mode)
+        sp = x.shape[2:]
+        n = len(sp)
+        pts = grid.reshape(grid.shape[0], -1, n)
+        y = np.zeros((x.shape[0], x.shape[1], pts.shape[1]))
+        for b in range(x.shape[0]):
+            for p in range(pts.shape[1]):
+                pos = []
+                for a in range(n):
+                    c, size = float(pts[b, p, n - 1 - a]), sp[a]
+                    i = (c + 1) * (size - 1) / 2 if align_corners else ((c + 1) * size - 1) / 2
+                    if padding_mode == "border":
+                        i = min(max(i, 0.0), size - 1.0)
+                    pos.append(i)
+                if mode == "nearest":
+                    corners = [([int(np.rint(i)) for i in pos], 1.0)]
+                else:
+                    corners = []
+                    for bits in np.ndindex(*[2] * n):
+                        q = [int(np.floor(i)) + t for i, t in zip(pos, bits)]
+                        corners.append((q, float(np.prod([1 - abs(i - qq) for i, qq in zip(pos, q)]))))
+                for q, w in corners:
+                    if all(0 <= qq < size for qq, size in zip(q, sp)):
+                        y[b, :, p] += w * x[(b, slice(None)) + tuple(q)]
+        return (y.reshape(x.shape[:2] + grid.shape[1:-1]).astype(x.dtype),)
+
+
 class _MS(OpRun):
     op_domain = "com.microsoft"
 
@@ -116,4 +150,4 @@ class SkipLayerNormalization(_MS):
         return tuple(outs[:len(self.onnx_node.output)])
 
 
-ORACLE_OPS = [GroupNormalization, LpNormalization, MeanVarianceNormalization, Upsample, Gelu, BiasGelu, FastGelu, QuickGelu, FusedMatMul, SkipLayerNormalization]
+ORACLE_OPS = [GroupNormalization, GridSample, LpNormalization, MeanVarianceNormalization, Upsample, Gelu, BiasGelu, FastGelu, QuickGelu, FusedMatMul, SkipLayerNormalization]

@@ -636,6 +636,28 @@ CASES += [
          {"s0": (3,), "a": (5, 3), "b": (5, 3)}, outputs=("y1", "y2"), gen={"a": away(0.3, 0.9)}),
 ]
 
+# sampling: grids reach past the image (zeros / border padding); sample points fall inside cells, off the nodes
+GRID = {"grid": lambda rng, s: rng.uniform(-1.15, 1.15, size=s)}
+
+
+def grid_case(id, x, grid, opset=20, **attrs):
+    return one("GridSample", {"x": x, "grid": grid}, attrs=attrs, opset=opset, gen=GRID, id=id)
+
+
+CASES += [
+    grid_case("GridSample-bilinear-zeros-opset16", (2, 3, 5, 6), (2, 4, 3, 2), opset=16, mode="bilinear"),
+    grid_case("GridSample-linear-zeros-align-corners", (2, 3, 5, 6), (2, 4, 3, 2), mode="linear", align_corners=1),
+    grid_case("GridSample-linear-border", (1, 2, 4, 7), (1, 5, 4, 2), mode="linear", padding_mode="border"),
+    grid_case("GridSample-linear-border-align-corners", (2, 2, 4, 5), (2, 3, 3, 2), mode="linear",
+              padding_mode="border", align_corners=1),
+    grid_case("GridSample-nearest-zeros", (2, 3, 5, 6), (2, 4, 3, 2), mode="nearest"),
+    grid_case("GridSample-nearest-border-align-corners-opset16", (1, 2, 4, 5), (1, 3, 6, 2), opset=16,
+              mode="nearest", padding_mode="border", align_corners=1),
+    grid_case("GridSample-3d-linear", (2, 2, 3, 4, 5), (2, 2, 3, 2, 3), mode="linear"),
+    grid_case("GridSample-3d-linear-border-align-corners", (1, 2, 3, 4, 5), (1, 3, 2, 2, 3), mode="linear",
+              padding_mode="border", align_corners=1),
+]
+
 
 def test_every_rule_has_a_case():
     covered = {c.op for c in CASES}

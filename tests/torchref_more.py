@@ -128,4 +128,15 @@ def eval_more(node, ins, a: dict, opset: int) -> list:  # noqa: C901 - one branc
         return [F.gelu(x + (ins[1] if len(ins) > 1 and ins[1] is not None else 0), approximate="tanh")]
     if op in ("QuickGelu", "Swish"):
         return [x * torch.sigmoid(a.get("alpha", 1.702 if op == "QuickGelu" else 1.0) * x)]
+    if op == "GridSample":
+        mode = {"linear": "bilinear"}.get(a.get("mode", "bilinear"), a.get("mode", "bilinear"))
+        return [F.grid_sample(x, ins[1], mode=mode, padding_mode=a.get("padding_mode", "zeros"),
+                              align_corners=bool(a.get("align_corners", 0)))]
+    if op == "Col2Im":  # fold to the padded image, then crop: the pads may differ at the two ends
+        size, k = [int(v) for v in ins[1].tolist()], [int(v) for v in ins[2].tolist()]
+        n = len(size)
+        p = list(a.get("pads", [0] * 2 * n))
+        full = F.fold(x, [s + p[i] + p[n + i] for i, s in enumerate(size)], k, dilation=a.get("dilations", 1),
+                      stride=a.get("strides", 1))
+        return [full[(slice(None), slice(None)) + tuple(slice(p[i], p[i] + s) for i, s in enumerate(size))]]
     raise ValueError(op)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 FAMILIES = ("elementwise", "activation", "matmul", "algebra", "conv", "pool", "norm", "reduce", "shape", "scatter",
-            "passthrough", "quant", "recurrent", "lstm", "control", "attention", "fused", "loss")
+            "sampling", "passthrough", "quant", "recurrent", "lstm", "control", "attention", "fused", "loss")
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 

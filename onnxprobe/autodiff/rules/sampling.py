@@ -1,0 +1,173 @@
+"""Sampling at computed positions: GridSample (w.r.t. the image and the grid), Col2Im, RoiAlign (w.r.t. the
+image). A value read at a position is a gather, so its gradient is a scatter-add of dy at that position;
+the image is laid out as rows of channels (N * spatial, C) so that one int64 index per sample point, not
+one per channel, addresses it (ScatterND with reduction add, Gather)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxprobe.autodiff.registry import rule
+
+DOUBLE, FLOAT = TensorProto.DOUBLE, TensorProto.FLOAT
+
+
+def _s(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _c(g, v: float, ct: int) -> str:
+    return g.const(np.array(v, np.float64 if ct == DOUBLE else np.float32))
+
+
+def _cast(g, t: str, to: int) -> str:
+    return t if g.engine.elem(t) == to else g.Cast(t, to=to)
+
+
+def _dims(g, x: str, n: int) -> list[str]:
+    """The spatial sizes of ``x`` (N, C, *S), each an int64 tensor of shape [1] (a constant when static)."""
+    s = g.static_dims(x)
+    if s is not None:
+        return [g.ints([s[2 + a]]) for a in range(n)]
+    return [g.shape(x, 2 + a, 3 + a) for a in range(n)]
+
+
+def _rows(g, x: str, n: int) -> str:
+    """(N, C, *S) -> (N * prod(S), C): one row of channels per pixel."""
+    return g.Reshape(g.Transpose(x, perm=[0] + list(range(2, n + 2)) + [1]), g.Concat(g.ints([-1]), g.shape(x, 1, 2), axis=0))
+
+
+def _unrows(g, rows: str, x: str, n: int) -> str:
+    """The inverse of ``_rows``: (N * prod(S), C) -> the shape of x."""
+    s = g.Concat(g.shape(x, 0, 1), g.shape(x, 2), g.shape(x, 1, 2), axis=0)
+    return g.Transpose(g.Reshape(rows, s), perm=[0, n + 1] + list(range(1, n + 1)))
+
+
+def _scatter_rows(g, x: str, n: int, idx: str, upd: str) -> str:
+    """dx shaped like x (N, C, *S): zeros with the rows ``upd`` (M, C) added at the pixel rows ``idx`` (M,)."""
+    size = g.Concat(g.Reshape(g.Div(g.Size(x), g.Reshape(g.shape(x, 1, 2), g.ints([]))), g.ints([1])),
+                    g.shape(x, 1, 2), axis=0)
+    zeros = g.ConstantOfShape(size, value=numpy_helper.from_array(np.zeros([1], g.dtype)))
+    return _unrows(g, g.ScatterND(zeros, g.unsqueeze(idx, [1]), upd, reduction="add"), x, n)
+
+
+def _flat_index(g, per_axis: list[str], dims: list[str]) -> str:
+    """Row-major index of a pixel from its per-axis indices (Horner's scheme, sizes possibly runtime)."""
+    acc = per_axis[0]
+    for i, d in zip(per_axis[1:], dims[1:]):
+        acc = g.Add(g.Mul(acc, d), i)
+    return acc
+
+
+def _image_offsets(g, x: str, n: int, dims: list[str]) -> str:
+    """(N, 1, 1): the first row of each image n in the (N * prod(S), C) layout."""
+    pix = dims[0]
+    for d in dims[1:]:
+        pix = g.Mul(pix, d)
+    pix = g.Reshape(pix, g.ints([]))
+    nb = g.Reshape(g.shape(x, 0, 1), g.ints([]))
+    return g.Reshape(g.Range(g.const(np.array(0, np.int64)), g.Mul(nb, pix), pix), g.ints([-1, 1, 1]))
+
+
+def _corner(g, f: str, lf: str, ct: int):
+    """Validity of integer-valued coordinates ``f`` (float) on an axis of size ``lf``: the 0/1 mask, and the
+    index as int64, 0 where invalid (NaN and infinite coordinates included: nothing is read out of bounds)."""
+    valid = g.And(g.GreaterOrEqual(f, _c(g, 0.0, ct)), g.Less(f, lf))
+    idx = g.Cast(g.Where(valid, f, _c(g, 0.0, ct)), to=TensorProto.INT64)
+    return g.Cast(valid, to=ct), idx
+
+
+@rule("GridSample", inputs=(0, 1))
+def grid_sample(g):
+    """y[n, c, p] = sum over the corners q of the cell around i(p) of w_q(i) x[n, c, q], i = the grid's
+    normalized position unnormalized per axis ((g + 1)(L - 1) / 2 with align_corners, ((g + 1) L - 1) / 2
+    without; border: clamped to [0, L - 1]); linear: w_q = prod over axes of (1 - |i - q|), nearest: the one
+    pixel round(i) (half to even), zeros outside the image  ->  dx = dy w_q scatter-added at q;
+    d grid (linear) = sum_c dy sum_q x[q] dw_q/di di/dg, with dw/di = +-(the other axes' weights), di/dg =
+    (L - 1) / 2 or L / 2 (0 where border clamped); nearest: 0. Not cubic or reflection padding."""
+    x, grid = g.x[0], g.x[1]
+    mode = _s(g.attr("mode", "bilinear" if g.opset < 20 else "linear"))
+    pad = _s(g.attr("padding_mode", "zeros"))
+    align = int(g.attr("align_corners", 0))
+    if mode not in ("bilinear", "linear", "nearest"):
+        raise g.fail(f"mode={mode} is not supported (linear and nearest are)")
+    if pad not in ("zeros", "border"):
+        raise g.fail(f"padding_mode={pad} is not supported (zeros and border are)")
+    n = g.rank(x) - 2
+    ct = DOUBLE if g.engine.elem(grid) == DOUBLE else FLOAT
+    gr = g.Reshape(_cast(g, grid, ct), g.ints([0, -1, n]))  # (N, P, n)
+    comps = g.split(gr, 2, [1] * n, n) if n > 1 else [gr]
+    dims = _dims(g, x, n)
+    axes = []  # per spatial axis: [(index, weight incl. validity, validity)] for each corner, slope, inside
+    for a in range(n):
+        c = comps[n - 1 - a]  # the grid's last axis lists x (the last spatial axis) first
+        lf = g.Cast(dims[a], to=ct)
+        one = _c(g, 1.0, ct)
+        if align:
+            slope = g.Div(g.Sub(lf, one), _c(g, 2.0, ct))
+            i = g.Mul(g.Add(c, one), slope)
+        else:
+            slope = g.Div(lf, _c(g, 2.0, ct))
+            i = g.Div(g.Sub(g.Mul(g.Add(c, one), lf), one), _c(g, 2.0, ct))
+        inside = None
+        if pad == "border":
+            hi = g.Sub(lf, one)
+            inside = g.Cast(g.And(g.Greater(i, _c(g, 0.0, ct)), g.Less(i, hi)), to=ct)
+            i = g.Max(g.Min(i, hi), _c(g, 0.0, ct))
+        if mode == "nearest":
+            vm, idx = _corner(g, g.Round(i), lf, ct)
+            corners = [(idx, vm, vm)]
+        else:
+            f = g.Floor(i)
+            w1 = g.Sub(i, f)
+            v0, i0 = _corner(g, f, lf, ct)
+            v1, i1 = _corner(g, g.Add(f, one), lf, ct)
+            corners = [(i0, g.Mul(g.Sub(one, w1), v0), g.Neg(v0)), (i1, g.Mul(w1, v1), v1)]
+        axes.append((corners, slope, inside))
+    combos = list(itertools.product(*[range(len(ax[0])) for ax in axes]))
+    k = len(combos)
+
+    def stack(parts):
+        return parts[0] if len(parts) == 1 else g.Concat(*parts, axis=2)
+
+    def weight(combo, skip=None):
+        w = None
+        for a, q in enumerate(combo):
+            if a != skip:
+                w = axes[a][0][q][1] if w is None else g.Mul(w, axes[a][0][q][1])
+        return w
+
+    idx = g.Add(stack([_flat_index(g, [axes[a][0][q][0] for a, q in enumerate(cb)], dims) for cb in combos]),
+                _image_offsets(g, x, n, dims))  # (N, P, K)
+    idx = g.Reshape(idx, g.ints([-1]))
+    chans = g.shape(x, 1, 2)
+    dyt = g.Reshape(g.Transpose(g.dy, perm=[0] + list(range(2, n + 2)) + [1]),
+                    g.Concat(g.ints([-1, 1]), chans, axis=0))  # (N P, 1, C)
+    dx = dgrid = None
+    if g.wants(0):
+        w = g.Reshape(_cast(g, stack([weight(cb) for cb in combos]), g.elem), g.ints([-1, k, 1]))
+        upd = g.Reshape(g.Mul(dyt, w), g.Concat(g.ints([-1]), chans, axis=0))
+        dx = _scatter_rows(g, x, n, idx, upd)
+    if g.wants(1):
+        gt = g.engine.elem(grid) or ct
+        if mode == "nearest":
+            dgrid = g.ConstantOfShape(g.Shape(grid), value=numpy_helper.from_array(
+                np.zeros([1], helper.tensor_dtype_to_np_dtype(gt))))
+        else:
+            xv = g.Reshape(g.Gather(_rows(g, x, n), idx, axis=0), g.Concat(g.ints([-1, k]), chans, axis=0))
+            t = _cast(g, g.reduce_sum(g.Mul(xv, dyt), [2], keepdims=0), ct)  # (N P, K): sum_c dy x[q]
+            t = g.Reshape(t, g.Concat(g.shape(gr, 0, 2), g.ints([k]), axis=0))  # (N, P, K)
+            parts = []
+            for a in range(n - 1, -1, -1):
+                corners, slope, inside = axes[a]
+                coef = []
+                for cb in combos:
+                    o = weight(cb, skip=a)
+                    coef.append(corners[cb[a]][2] if o is None else g.Mul(o, corners[cb[a]][2]))
+                d = g.Mul(g.reduce_sum(g.Mul(t, stack(coef)), [2], keepdims=1), slope)
+                parts.append(d if inside is None else g.Mul(d, inside))
+            dgrid = _cast(g, g.Reshape(stack(parts), g.Shape(grid)), gt)
+    return [dx, dgrid]
