@@ -656,6 +656,11 @@ CASES += [
     grid_case("GridSample-3d-linear", (2, 2, 3, 4, 5), (2, 2, 3, 2, 3), mode="linear"),
     grid_case("GridSample-3d-linear-border-align-corners", (1, 2, 3, 4, 5), (1, 3, 2, 2, 3), mode="linear",
               padding_mode="border", align_corners=1),
+    one("Col2Im", {"x": (1, 2 * 4, 9)}, consts={"size": i64(4, 4), "block": i64(2, 2)}, opset=18),
+    one("Col2Im", {"x": (2, 3 * 6, 12)}, consts={"size": i64(5, 6), "block": i64(2, 3)}, opset=18,
+        attrs=dict(dilations=[1, 2], strides=[2, 1], pads=[1, 0, 0, 2]), id="Col2Im-strides-dilations-uneven-pads"),
+    one("Col2Im", {"x": (1, 2 * 3, 4)}, consts={"size": i64(7), "block": i64(3)}, opset=18,
+        attrs=dict(strides=[2], pads=[1, 2]), id="Col2Im-1d", torch=False),
 ]
 
 

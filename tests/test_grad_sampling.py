@@ -99,3 +99,17 @@ def test_the_float64_grid_sample_oracle_is_the_runtime_forward(attrs):
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x, "g": grid})[0]
     got = ReferenceEvaluator(m, new_ops=[GridSample]).run(None, {"x": x, "g": grid})[0]
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_col2im_with_a_computed_image_shape_is_refused_in_one_line(tmp_path):
+    """Col2Im's gradient gathers at indices fixed by image_shape and block_shape: computed ones are refused."""
+    i64 = TensorProto.INT64
+    g = helper.make_graph([helper.make_node("Col2Im", ["x", "size", "block"], ["y"], name="fold")], "m",
+                          [helper.make_tensor_value_info("x", F, [1, 8, 9]), helper.make_tensor_value_info("size", i64, [2])],
+                          [helper.make_tensor_value_info("y", F, None)], [numpy_helper.from_array(np.array([2, 2]), "block")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    p = tmp_path / "fold.onnx"
+    onnx.save(m, p)
+    line = _one_line_error(p, "--input", "size=[4,4]", "--wrt", "x")
+    assert line.startswith("onnxprobe: error: cannot differentiate Col2Im node 'fold'") and "must be constants" in line, line

@@ -171,3 +171,31 @@ def grid_sample(g):
                 parts.append(d if inside is None else g.Mul(d, inside))
             dgrid = _cast(g, g.Reshape(stack(parts), g.Shape(grid)), gt)
     return [dx, dgrid]
+
+
+@rule("Col2Im")
+def col2im(g):
+    """y = Col2Im(x, image_shape, block_shape): column l of x holds the block at position l, value k of a
+    channel's block (C K channels) added to the padded image at l s + k d  ->  dx = Im2Col(dy): dy
+    zero-padded, each image flattened, and gathered at the (K, L) padded-pixel indices (a constant)"""
+    size, block = g.ints_input(1), g.ints_input(2)
+    if size is None or block is None:
+        raise g.fail("image_shape and block_shape must be constants")
+    n = len(size)
+    d = list(g.attr("dilations") or [1] * n)
+    s = list(g.attr("strides") or [1] * n)
+    p = list(g.attr("pads") or [0] * 2 * n)
+    padded = [size[i] + p[i] + p[n + i] for i in range(n)]
+    counts = [(padded[i] - d[i] * (block[i] - 1) - 1) // s[i] + 1 for i in range(n)]
+    if any(c <= 0 for c in counts):
+        raise g.fail(f"block_shape {block} does not fit in the padded image {padded}")
+    xs = g.static_dims(g.x[0])
+    if xs is not None and xs[-1] != int(np.prod(counts)):
+        raise g.fail(f"its input has {xs[-1]} columns where the image holds {int(np.prod(counts))} blocks")
+    offs = np.array(list(np.ndindex(*block)), np.int64).reshape(-1, 1, n) * np.array(d)  # (K, 1, n)
+    pos = np.array(list(np.ndindex(*counts)), np.int64).reshape(1, -1, n) * np.array(s)  # (1, L, n)
+    coords = offs + pos
+    idx = np.ravel_multi_index(tuple(coords[..., i] for i in range(n)), padded).astype(np.int64)  # (K, L)
+    dy = g.pad(g.dy, [0, 0] + p[:n] + [0, 0] + p[n:]) if any(p) else g.dy
+    cols = g.Gather(g.Reshape(dy, g.ints([0, 0, -1])), g.const(idx), axis=2)  # (N, C, K, L)
+    return [g.Reshape(cols, g.ints([0, -1, idx.shape[1]]))]
