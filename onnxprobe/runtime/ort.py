@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError, UsageError, first_line, setting_error
+from onnxprobe.errors import (DeviceUnavailable, ExecutionError, SessionError, UsageError, debug_enabled, first_line,
+                              setting_error)
 from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.memory import return_freed_memory, trim, unpark
@@ -34,7 +35,17 @@ DEVICES = ("auto", "cpu", "cuda")
 def ort_module():
     import onnxruntime as ort
 
+    _quiet_default_logger(ort)
     return ort
+
+
+@functools.lru_cache(maxsize=None)
+def _quiet_default_logger(ort) -> None:
+    """Kernels log through onnxruntime's default logger, not their session's (RoiAlign's max mode warns as
+    it is built): that line came beside onnxprobe's own output and one-line errors. Sessions log nothing
+    below fatal (``log_severity_level = 4``); neither does the default logger, unless ONNXPROBE_DEBUG=1."""
+    if not debug_enabled():
+        ort.set_default_logger_severity(4)
 
 
 def check_opt_level(name: str, what: tuple[str, str] = ("opt_level", "--opt-level")) -> str:
