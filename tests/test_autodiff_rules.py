@@ -661,6 +661,17 @@ CASES += [
         attrs=dict(dilations=[1, 2], strides=[2, 1], pads=[1, 0, 0, 2]), id="Col2Im-strides-dilations-uneven-pads"),
     one("Col2Im", {"x": (1, 2 * 3, 4)}, consts={"size": i64(7), "block": i64(3)}, opset=18,
         attrs=dict(strides=[2], pads=[1, 2]), id="Col2Im-1d", torch=False),
+    # RoiAlign w.r.t. the image (torchvision is no test dependency: finite differences only); rois reach past
+    # the image, and one is smaller than a pixel (output_half_pixel makes it 1 x 1)
+    one("RoiAlign", {"x": (2, 3, 8, 9)}, opset=16, torch=False, id="RoiAlign-half-pixel-ratio2",
+        consts={"rois": f64([0.7, 1.3, 6.2, 5.9], [2.1, 0.4, 8.6, 7.3], [-0.8, 3.3, 3.9, 9.4]), "bi": i64(0, 1, 1)},
+        attrs=dict(output_height=3, output_width=2, sampling_ratio=2)),
+    one("RoiAlign", {"x": (2, 2, 7, 8)}, opset=16, torch=False, id="RoiAlign-output-half-pixel-adaptive",
+        consts={"rois": f64([1.4, 2.6, 13.1, 11.7], [3.3, 1.1, 3.9, 1.6], [-3.1, -2.2, 9.7, 17.3]), "bi": i64(1, 0, 1)},
+        attrs=dict(output_height=2, output_width=3, spatial_scale=0.5, coordinate_transformation_mode="output_half_pixel")),
+    one("RoiAlign", {"x": (1, 2, 6, 7)}, opset=16, torch=False, id="RoiAlign-half-pixel-adaptive-past-edges",
+        consts={"rois": f64([0.3, 0.2, 6.9, 5.8], [-1.7, 2.3, 9.2, 8.9], [4.6, 3.2, 5.1, 5.5]), "bi": i64(0, 0, 0)},
+        attrs=dict(output_height=2, output_width=2, sampling_ratio=0)),
 ]
 
 

@@ -113,3 +113,28 @@ def test_col2im_with_a_computed_image_shape_is_refused_in_one_line(tmp_path):
     onnx.save(m, p)
     line = _one_line_error(p, "--input", "size=[4,4]", "--wrt", "x")
     assert line.startswith("onnxprobe: error: cannot differentiate Col2Im node 'fold'") and "must be constants" in line, line
+
+
+def _roi_model(tmp_path, opset, name="roi.onnx", **attrs):
+    rois = numpy_helper.from_array(np.array([[1.4, 2.6, 13.1, 11.7], [3.3, 1.1, 3.9, 1.6]], np.float32), "rois")
+    bi = numpy_helper.from_array(np.array([1, 0], np.int64), "bi")
+    return _save(tmp_path, [helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], name="pool", output_height=2,
+                                             output_width=3, spatial_scale=0.5, **attrs)],
+                 {"x": [2, 2, 7, 8]}, [rois, bi], opset=opset, name=name)
+
+
+def test_roi_align_max_mode_is_refused_in_one_line(tmp_path):
+    line = _one_line_error(_roi_model(tmp_path, 16, mode="max"), "--wrt", "x")
+    assert line.startswith("onnxprobe: error: cannot differentiate RoiAlign node 'pool'") and "mode=max" in line, line
+
+
+def test_roi_align_of_opset_10_is_differentiated_as_output_half_pixel(tmp_path):
+    """Opset 10's RoiAlign has no coordinate_transformation_mode and works as output_half_pixel; its gradient
+    (on the copy converted to opset 17) is that of opset 16's with output_half_pixel, not half_pixel's."""
+    feed = {"x": np.random.default_rng(0).standard_normal((2, 2, 7, 8)).astype(np.float32)}
+    spec = api.GradSpec(wrt=("x",))
+    old = _grads(_roi_model(tmp_path, 10, "old.onnx"), feed, spec)["x"]
+    same = _grads(_roi_model(tmp_path, 16, "same.onnx", coordinate_transformation_mode="output_half_pixel"), feed, spec)["x"]
+    half = _grads(_roi_model(tmp_path, 16, "half.onnx"), feed, spec)["x"]
+    np.testing.assert_allclose(old, same, rtol=1e-6, atol=1e-6)
+    assert np.abs(old - half).max() > 1e-3

@@ -199,3 +199,77 @@ def col2im(g):
     dy = g.pad(g.dy, [0, 0] + p[:n] + [0, 0] + p[n:]) if any(p) else g.dy
     cols = g.Gather(g.Reshape(dy, g.ints([0, 0, -1])), g.const(idx), axis=2)  # (N, C, K, L)
     return [g.Reshape(cols, g.ints([0, -1, idx.shape[1]]))]
+
+
+def _roi_axis(g, start: str, extent: str, out: int, size: str, ratio: int, ct: int):
+    """One axis of RoiAlign's sample points, as onnxruntime places them: for each roi (R, 1), output bin
+    p < out and sample i < G (the grid: sampling_ratio, or ceil(extent / out) per roi, G its largest),
+    pos = start + p bin + (i + 1/2) bin / grid, bin = extent / out. A point below -1 or past the size reads
+    nothing; else it is clamped to >= 0 and read linearly from its two pixels (both the last one from
+    size - 1 on). Returns the pixel indices and the weights (R, out, G, 2) (0 for samples past a roi's grid)
+    and the roi's grid size (R, 1)."""
+    zero, one = _c(g, 0.0, ct), _c(g, 1.0, ct)
+    bins = g.Div(extent, _c(g, float(out), ct))
+    if ratio > 0:
+        grid, n = _c(g, float(ratio), ct), g.const(np.array(ratio, np.int64))
+    else:
+        grid = g.Ceil(bins)
+        n = g.Max(g.Cast(g.reduce("ReduceMax", grid, None, keepdims=0), to=TensorProto.INT64),
+                  g.const(np.array(1, np.int64)))
+    p = g.Reshape(g.const(np.arange(out, dtype=np.float64 if ct == DOUBLE else np.float32)), g.ints([1, -1, 1]))
+    i = g.Reshape(g.Cast(g.Range(g.const(np.array(0, np.int64)), n, g.const(np.array(1, np.int64))), to=ct),
+                  g.ints([1, 1, -1]))
+    b3, s3 = g.unsqueeze(bins, [2]), g.unsqueeze(start, [2])  # (R, 1, 1)
+    grid3 = grid if ratio > 0 else g.unsqueeze(grid, [2])
+    pos = g.Add(g.Add(s3, g.Mul(p, b3)), g.Div(g.Mul(g.Add(i, _c(g, 0.5, ct)), b3), grid3))  # (R, out, G)
+    lf = g.Cast(size, to=ct)
+    valid = g.And(g.Less(i, grid3), g.And(g.GreaterOrEqual(pos, _c(g, -1.0, ct)), g.LessOrEqual(pos, lf)))
+    last = g.Sub(lf, one)
+    pos = g.Max(pos, zero)
+    low = g.Floor(pos)
+    top = g.GreaterOrEqual(low, last)
+    low = g.Where(top, last, low)
+    high = g.Where(top, last, g.Add(low, one))
+    frac = g.Sub(g.Where(top, last, pos), low)
+    idx = [g.Cast(g.Where(valid, v, zero), to=TensorProto.INT64) for v in (low, high)]
+    wts = [g.Where(valid, v, zero) for v in (g.Sub(one, frac), frac)]
+    return (g.Concat(*[g.unsqueeze(v, [3]) for v in idx], axis=3), g.Concat(*[g.unsqueeze(v, [3]) for v in wts], axis=3),
+            grid)
+
+
+@rule("RoiAlign")
+def roi_align(g):
+    """y[r, c, ph, pw] = the mean over roi r's sample points in bin (ph, pw) of x[b(r), c] read bilinearly
+    there (avg mode; points placed as onnxruntime does, see _roi_axis; half_pixel shifts the roi by -1/2
+    pixel, output_half_pixel makes it at least 1 x 1)  ->  dx = dy[r, c, ph, pw] wy wx / count scatter-added
+    at each point's four pixels of image b(r); the rois and batch indices get none. Not max mode."""
+    mode = _s(g.attr("mode", "avg"))
+    if mode != "avg":
+        raise g.fail(f"mode={mode} is not supported (avg is)")
+    ctm = _s(g.attr("coordinate_transformation_mode", "half_pixel" if g.opset >= 16 else "output_half_pixel"))
+    if ctm not in ("half_pixel", "output_half_pixel"):
+        raise g.fail(f"coordinate_transformation_mode={ctm} is not supported")
+    if g.opset < 16:
+        raise g.needs_opset(16, "RoiAlign (a scatter-add)")
+    x, rois, bidx = g.x[0], g.x[1], g.x[2]
+    ct = DOUBLE if g.engine.elem(rois) == DOUBLE else FLOAT
+    scale, off = float(g.attr("spatial_scale", 1.0)), 0.5 if ctm == "half_pixel" else 0.0
+    corners = [g.Sub(g.Mul(c, _c(g, scale, ct)), _c(g, off, ct)) for c in g.split(_cast(g, rois, ct), 1, [1] * 4, 4)]
+    dims = _dims(g, x, 2)
+    ratio = int(g.attr("sampling_ratio", 0))
+    axes = []
+    for a, out in ((0, int(g.attr("output_height", 1))), (1, int(g.attr("output_width", 1)))):
+        start, extent = corners[1 - a], g.Sub(corners[3 - a], corners[1 - a])
+        if ctm == "output_half_pixel":
+            extent = g.Max(extent, _c(g, 1.0, ct))
+        axes.append(_roi_axis(g, start, extent, out, dims[a], ratio, ct))
+    (iy, wy, gy), (ix, wx, gx) = axes
+    count = g.Reshape(g.Max(g.Mul(gy, gx), _c(g, 1.0, ct)), g.ints([-1, 1, 1, 1, 1, 1, 1]))
+    # (R, oh, ow, Gh, Gw, 2, 2): one weight and one pixel row per sample point and corner
+    w = g.Div(g.Mul(g.unsqueeze(wy, [2, 4, 6]), g.unsqueeze(wx, [1, 3, 5])), count)
+    first = g.Mul(g.Reshape(g.Cast(bidx, to=TensorProto.INT64), g.ints([-1, 1, 1, 1, 1, 1, 1])), g.Mul(dims[0], dims[1]))
+    idx = g.Add(g.Add(first, g.Mul(g.unsqueeze(iy, [2, 4, 6]), dims[1])), g.unsqueeze(ix, [1, 3, 5]))
+    chans = g.shape(x, 1, 2)
+    dyt = g.unsqueeze(g.Transpose(g.dy, perm=[0, 2, 3, 1]), [3, 4, 5, 6])  # (R, oh, ow, 1, 1, 1, 1, C)
+    upd = g.Reshape(g.Mul(dyt, g.unsqueeze(_cast(g, w, g.elem), [7])), g.Concat(g.ints([-1]), chans, axis=0))
+    return [_scatter_rows(g, x, 2, g.Reshape(idx, g.ints([-1])), upd)]
