@@ -138,3 +138,18 @@ def test_roi_align_of_opset_10_is_differentiated_as_output_half_pixel(tmp_path):
     half = _grads(_roi_model(tmp_path, 16, "half.onnx"), feed, spec)["x"]
     np.testing.assert_allclose(old, same, rtol=1e-6, atol=1e-6)
     assert np.abs(old - half).max() > 1e-3
+
+
+def test_a_grid_point_at_infinity_or_nan_adds_nothing_to_the_image_gradient(tmp_path):
+    """A grid point whose coordinate is inf or NaN reads no pixel (zeros padding): its corners weighed
+    (1 - NaN) * 0 = NaN and made the gradient of pixel 0, which a finite point read, NaN. Now they weigh 0:
+    the image gradient is that of the finite points alone (torch gives the same)."""
+    p = _save(tmp_path, [helper.make_node("GridSample", ["x", "grid"], ["y"], mode="linear")],
+              {"x": [1, 2, 3, 4], "grid": [1, 1, 4, 2]})
+    x = np.random.default_rng(1).random((1, 2, 3, 4)).astype(np.float32)
+    bad = np.array([[[[np.inf, 0.2], [np.nan, 0.1], [-1.0, -1.0], [0.3, -0.4]]]], np.float32)
+    far = np.array([[[[9.0, 0.2], [9.0, 0.1], [-1.0, -1.0], [0.3, -0.4]]]], np.float32)  # read nothing either
+    spec = api.GradSpec(wrt=("x",))
+    got = _grads(p, {"x": x, "grid": bad}, spec)["x"]
+    assert np.isfinite(got).all(), got
+    np.testing.assert_allclose(got, _grads(p, {"x": x, "grid": far}, spec)["x"], rtol=1e-6, atol=1e-7)

@@ -77,7 +77,7 @@ def _corner(g, f: str, lf: str, ct: int):
     index as int64, 0 where invalid (NaN and infinite coordinates included: nothing is read out of bounds)."""
     valid = g.And(g.GreaterOrEqual(f, _c(g, 0.0, ct)), g.Less(f, lf))
     idx = g.Cast(g.Where(valid, f, _c(g, 0.0, ct)), to=TensorProto.INT64)
-    return g.Cast(valid, to=ct), idx
+    return g.Cast(valid, to=ct), idx, valid
 
 
 @rule("GridSample", inputs=(0, 1))
@@ -118,14 +118,15 @@ def grid_sample(g):
             inside = g.Cast(g.And(g.Greater(i, _c(g, 0.0, ct)), g.Less(i, hi)), to=ct)
             i = g.Max(g.Min(i, hi), _c(g, 0.0, ct))
         if mode == "nearest":
-            vm, idx = _corner(g, g.Round(i), lf, ct)
+            vm, idx, _ = _corner(g, g.Round(i), lf, ct)
             corners = [(idx, vm, vm)]
         else:
             f = g.Floor(i)
-            w1 = g.Sub(i, f)
-            v0, i0 = _corner(g, f, lf, ct)
-            v1, i1 = _corner(g, g.Add(f, one), lf, ct)
-            corners = [(i0, g.Mul(g.Sub(one, w1), v0), g.Neg(v0)), (i1, g.Mul(w1, v1), v1)]
+            w1 = g.Sub(i, f)  # NaN at an infinite coordinate: a corner outside weighs 0 (Where), not NaN
+            v0, i0, b0 = _corner(g, f, lf, ct)
+            v1, i1, b1 = _corner(g, g.Add(f, one), lf, ct)
+            zero = _c(g, 0.0, ct)
+            corners = [(i0, g.Where(b0, g.Sub(one, w1), zero), g.Neg(v0)), (i1, g.Where(b1, w1, zero), v1)]
         axes.append((corners, slope, inside))
     combos = list(itertools.product(*[range(len(ax[0])) for ax in axes]))
     k = len(combos)
