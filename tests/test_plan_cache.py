@@ -12,7 +12,7 @@ from onnx import numpy_helper
 from conftest import sample_path
 from onnxprobe import api
 from onnxprobe.runtime import plan_cache
-import onnxprobe.runtime.runners.base as runner_base
+import onnxprobe.runtime.runners.planning as runner_planning
 
 
 @pytest.fixture()
@@ -37,7 +37,7 @@ def counted(monkeypatch, module, name: str) -> list:
 @pytest.fixture()
 def rewrites(monkeypatch):
     """Counts the rewrites (graph.expose calls) the runner makes."""
-    return counted(monkeypatch, runner_base, "expose")
+    return counted(monkeypatch, runner_planning, "expose")
 
 
 def _stats(res) -> dict:

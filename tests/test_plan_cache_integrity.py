@@ -9,7 +9,7 @@ import pytest
 
 from conftest import sample_path
 from onnxprobe import api
-import onnxprobe.runtime.runners.base as runner_base
+import onnxprobe.runtime.runners.planning as runner_planning
 
 
 @pytest.fixture()
@@ -51,8 +51,8 @@ def test_a_damaged_entry_that_still_parses_is_a_miss(cache, monkeypatch, damage)
     _layers(sample_path("mlp"))
     (f,) = cache.glob("*.onnx")
     f.write_bytes(damage(f.read_bytes()))
-    calls, real = [], runner_base.expose
-    monkeypatch.setattr(runner_base, "expose", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls, real = [], runner_planning.expose
+    monkeypatch.setattr(runner_planning, "expose", lambda *a, **k: calls.append(1) or real(*a, **k))
     assert _stats(_layers(sample_path("mlp"))) == want
     assert calls  # rebuilt, not read from the damaged entry
     assert _stats(_layers(sample_path("mlp"))) == want  # and the entry written again serves

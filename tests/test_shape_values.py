@@ -105,7 +105,8 @@ def test_an_op_outside_the_table_stops_the_folding():
 def test_tensors_after_the_position_ids_are_summarised_on_the_host():
     from onnxprobe.graph.model import Model
     from onnxprobe.graph.select import Selection, select
-    from onnxprobe.runtime.runners.base import SMALL_ON_HOST, planned_shapes
+    from onnxprobe.runtime.runners.base import SMALL_ON_HOST
+    from onnxprobe.runtime.runners.planning import planned_shapes
 
     m = Model.of(position_ids_model(), "m").proto
     refs = [r for r in select(m, Selection(all=True)) if r.kind == "node"]

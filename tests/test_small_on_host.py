@@ -14,6 +14,7 @@ from conftest import make_model
 from onnxprobe import api
 from onnxprobe.graph.expose import expose
 from onnxprobe.runtime.runners import base as base_runner
+from onnxprobe.runtime.runners.planning import planned_shapes
 from test_stats_hostile import DISTRIBUTIONS, check, oracle
 
 rng = np.random.default_rng(3)
@@ -70,14 +71,14 @@ def test_each_and_total_bound_what_goes_to_the_host():
     m = api.Model.of(m, "m").proto
     refs = [r for r in api.select(m, api.Selection(all=True)) if r.kind == "node"]
     # 100 x 4 float32 = 1600 bytes per tensor; the output y (4800) is too big for each = 2000
-    known, host = base_runner.planned_shapes(m, refs, {"x": (100, 4)}, 2000, 10**6)
+    known, host = planned_shapes(m, refs, {"x": (100, 4)}, 2000, 10**6)
     assert host == {"a", "b", "c"} and known["a"] == (100, 4)
     # the output too, inferred from the inputs as every other tensor (not from what it declares, which may
     # hold for other input shapes only: graph.stale_shapes); too big for the host, its row is planned on it
     assert known["y"] == (300, 4) and "y" not in host
-    _, host = base_runner.planned_shapes(m, refs, {"x": (100, 4)}, 2000, 3300)  # room for two of them
+    _, host = planned_shapes(m, refs, {"x": (100, 4)}, 2000, 3300)  # room for two of them
     assert len(host) == 2
-    _, host = base_runner.planned_shapes(m, refs, {"x": (1000, 4)}, 2000, 10**6)  # bigger inputs: none
+    _, host = planned_shapes(m, refs, {"x": (1000, 4)}, 2000, 10**6)  # bigger inputs: none
     assert host == set()
 
 
@@ -91,7 +92,7 @@ def test_the_total_goes_to_the_smallest_tensors_first():
                    initializers=[onnx.numpy_helper.from_array(np.array([4, 1], np.int64), "reps")])
     m = api.Model.of(m, "m").proto
     refs = [r for r in api.select(m, api.Selection(all=True)) if r.kind == "node"]
-    _, host = base_runner.planned_shapes(m, refs, {"x": (100, 4)}, 10**4, 6400)
+    _, host = planned_shapes(m, refs, {"x": (100, 4)}, 10**4, 6400)
     assert host == {"s1", "s2", "y"}  # in graph order, "big" alone would have filled the total
 
 
@@ -150,7 +151,7 @@ def test_old_opset_shape_chains_are_read_through_the_version_converter(opset, tm
     assert static_shape(own.get("t")) in (None, (None, None, None))  # what the model's own opset tells: nothing
     assert concrete_shapes(m, {"x": (3, 6, 1, 8)})["t"] == (3, 6, 8)
     refs = [r for r in api.select(api.Model.of(m, "m").proto, api.Selection(names=("t",))) if r.kind == "node"]
-    _, host = base_runner.planned_shapes(api.Model.of(m, "m").proto, refs, {"x": (3, 6, 1, 8)}, *base_runner.SMALL_ON_HOST)
+    _, host = planned_shapes(api.Model.of(m, "m").proto, refs, {"x": (3, 6, 1, 8)}, *base_runner.SMALL_ON_HOST)
     assert host == {"t"}
     x = DISTRIBUTIONS["large_offset"].astype(np.float32)[:144].reshape(3, 6, 1, 8)
     p = tmp_path / "m.onnx"

@@ -203,12 +203,12 @@ def test_one_cache_entry_serves_constant_weight_models_of_one_graph_each_with_it
     initializers'), and entries keep them as stubs: a second model of the same graph with other
     Constant weights reads the first one's entry (one rewrite for both), and its statistics are its own
     (onnx.reference on that model is the oracle), for onnxruntime and for a runtime that takes whole models."""
-    import onnxprobe.runtime.runners.base as runner_base
+    import onnxprobe.runtime.runners.planning as runner_planning
 
     monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
-    calls, real = [], runner_base.expose
-    monkeypatch.setattr(runner_base, "expose", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls, real = [], runner_planning.expose
+    monkeypatch.setattr(runner_planning, "expose", lambda *a, **k: calls.append(1) or real(*a, **k))
     a, b = _const_mlp(tmp_path / "a.onnx", 2), _const_mlp(tmp_path / "b.onnx", 2, scale=3.0, seed=5)
     x = np.random.default_rng(9).random((8, 256), dtype=np.float32)
     kw = dict(config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}), runtime=runtime)

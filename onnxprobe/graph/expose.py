@@ -78,7 +78,7 @@ def expose(
     must be the model's): they choose the statistics form (the fast row needs the rank and block sizes).
     ``count_from_shape``: with ``nonfinite="deferred"``, a main-graph tensor whose shape is exposed too
     gets only what ``StatsBuilder.stats_parts`` computes, and the reader assembles its statistics
-    (``runners.base.read_probes``): per-block summaries (``Probe.stats_block``: a float tensor whose size
+    (``runners.readback.read_probes``): per-block summaries (``Probe.stats_block``: a float tensor whose size
     ``known`` or its own static shape gives; the plan then fits only feeds of that size), else the row's
     two computed pieces (``Probe.stats_sums``), the count from that shape."""
     known = known or {}
@@ -234,7 +234,7 @@ def expose(
             probe.shape_output = shp
         elif shapes and site.chain and all(n.op_type == "If" for n, _ in site.chain):
             # inside If branches only (one value a run): its runtime shape, carried out as the raw values are
-            # (empty when its branch did not run; ``runners.base.read_probes`` tells that from a scalar's [])
+            # (empty when its branch did not run; ``runners.readback.read_probes`` tells that from a scalar's [])
             ty = helper.make_tensor_type_proto(TensorProto.INT64, [None])
             probe.shape_output = lift(builder(g).node("Shape", [src], SHAPE_PREFIX + ref.name), site.chain, ty, "raw")
             add_top_output(probe.shape_output, ty)

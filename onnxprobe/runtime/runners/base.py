@@ -10,9 +10,10 @@ A ``Runner`` says what it can observe and returns values of tensors on given inp
 
 A ``GraphRunner`` executes ONNX graphs, so it can also run graphs derived from the model (probed copies,
 the introduced-error cones of ``diff``, fp32 reruns) through ``execute``; ``probe`` is the one run
-sequence of onnxprobe: expose the tensors (graph.expose) -> run -> read the outputs back as statistics,
-shapes and values, with the masked rerun for tensors that hold NaN or Inf. Graph inputs and weights are
-never run: their values and statistics come from the feeds and the initializers.
+sequence of onnxprobe: expose the tensors (graph.expose, planned by ``planning``) -> run -> read the
+outputs back as statistics, shapes and values (``readback``), with the masked rerun for tensors that hold
+NaN or Inf. Graph inputs and weights are never run: their values and statistics come from the feeds and
+the initializers.
 """
 
 from __future__ import annotations
@@ -24,19 +25,15 @@ from typing import ClassVar
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from onnxprobe.errors import DeviceUnavailable, ExecutionError, SessionError
-from onnxprobe.graph.expose import expose, needs_masking, unsure_stack
+from onnxprobe.graph.expose import needs_masking, unsure_stack
 from onnxprobe.graph.select import refs_by_key
-from onnxprobe.graph.stale_shapes import misplanned, stale_note, stale_shapes, without_shapes
-from onnxprobe.graph.walk import in_if_branch
-from onnxprobe.graph.skeleton import large_constants, large_initializers, skeleton, stub_weights, stubs
+from onnxprobe.graph.stale_shapes import misplanned, without_shapes
 from onnxprobe.graph.summary import non_tensor_outputs
-from onnxprobe.graph.shapes import shape_bytes, shapes_with_folded, static_shape, value_types
-from onnxprobe.runtime import plan_cache
 from onnxprobe.runtime.budget import check_run_fits
-from onnxprobe.stats.tensor_stats import TensorStats, has_statistics, widened
+from onnxprobe.runtime.runners.planning import make_plan
+from onnxprobe.runtime.runners.readback import constant_value, read_host_refs, read_probes, without_idle_branches
 from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
 
@@ -105,97 +102,11 @@ class Runner(ABC):
         """Tensor name -> value for each name the runner can observe."""
 
 
-def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tuple[dict, dict, dict]:
-    """A run's outputs, read back per probed tensor: (statistics, runtime shapes, raw values).
-    Statistics come from the in-graph rows, or from the raw values for probes marked stats_on_host (and
-    for every raw probe with ``host_stats``)."""
-    stats, shapes, arrays = {}, {}, {}
-    for p in probes:
-        name = p.ref.key
-        if p.shape_output and p.shape_output in out:
-            shapes[name] = tuple(int(d) for d in out[p.shape_output])
-        if p.stats_output and p.stats_block:  # per-block summaries (the shape's size, checked by the graph's Reshape)
-            stats[name] = TensorStats.from_blocks(out[p.stats_output], p.stats_block)
-        elif p.stats_output and p.stats_sums:  # the row's two computed pieces: count from the shape, no NaN/Inf
-            row = np.concatenate([[float(np.prod(shapes[name], dtype=np.float64)), 0.0, 0.0],
-                                  np.asarray(out[p.stats_output], np.float64).reshape(-1),
-                                  np.asarray(out[p.stats_sums], np.float64).reshape(-1), [1.0]])  # unit 1 (fast sums)
-            stats[name] = TensorStats.from_rows(row)
-        elif p.stats_output:
-            stats[name] = TensorStats.from_rows(out[p.stats_output])
-        if p.raw_output:
-            value = out[p.raw_output]
-            if p.raw_scalar:  # an If branch's scalar, carried as [1] (graph.expose)
-                value = _as_scalar(value)
-            if p.stats_on_host or (host_stats and name not in stats):
-                stats[name] = host_statistics(value)
-                if not p.shape_output:
-                    shapes[name] = tuple(np.shape(value))
-            if not p.raw_for_stats:
-                arrays[name] = value
-        if p.ref.scope and shapes.get(name) == () and (p.ref.shape or (stats.get(name) is not None and stats[name].count == 0)):
-            del shapes[name]  # an If branch that did not run carries its shape out empty: no shape (a scalar's is () too)
-    return stats, shapes, arrays
-
-
-def _size(value) -> int:
-    """Elements of a numpy array or an OrtValue."""
-    return int(np.prod(value.shape(), dtype=np.int64)) if hasattr(value, "element_type") else int(np.size(value))
-
-
-def _as_scalar(value):
-    """An If branch's scalar from the [1] it is carried as (graph.expose; [iterations, 1] in a loop);
-    empty ([0]: its branch did not run) as it is."""
-    shape = tuple(value.shape()) if hasattr(value, "element_type") else np.shape(value)
-    if not shape or shape[-1] != 1:
-        return value
-    return np.asarray(value.numpy() if hasattr(value, "element_type") else value).reshape(shape[:-1])
-
-
-def _without_idle_branches(values: dict, model: onnx.ModelProto) -> dict:
-    """``values`` without the tensors of If branches that did not run: those come back empty
-    (``graph.expose``), which is no value of theirs."""
-    if not any(_size(v) == 0 for v in values.values()):
-        return values
-    branch = in_if_branch(model)
-    return {n: v for n, v in values.items() if not (n in branch and _size(v) == 0)}
-
-
-def host_statistics(value) -> TensorStats | None:
-    a = np.asarray(value)
-    return TensorStats.from_array(a) if has_statistics(a.dtype) else None
-
-
-def read_host_refs(refs: list[TensorRef], feeds: dict, model: onnx.ModelProto, st: dict, shp: dict, arrays: dict, *,
-                   stats: bool, shapes: bool, raw: bool | set[str]) -> None:
-    """Graph inputs and weights among ``refs``: values from ``feeds`` and the initializers of ``model``,
-    statistics and shapes on the host, added to ``st``, ``shp`` and (when ``raw`` names them) ``arrays``."""
-    for r in refs:
-        if r.kind == "node":
-            continue
-        v = feeds.get(r.name) if r.kind == "input" else constant_value(model, r.name)
-        if v is None:
-            continue
-        if stats:
-            st[r.name] = host_statistics(v)
-        if shapes:
-            shp[r.name] = tuple(np.shape(v))
-        if (r.name in raw) if isinstance(raw, set) else raw:
-            arrays[r.name] = widened(np.asarray(v))  # a bfloat16 input or weight as a node output's is read back
-
-
-def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
-    for t in model.graph.initializer:
-        if t.name == name:
-            return numpy_helper.to_array(t)
-    return None
-
-
 # A tensor of at most this many bytes (for the feeds' shapes) gets its statistics from its values on the
 # host, in float64, instead of from ~20 statistics nodes: each node costs onnxruntime ~30-50 us to create
 # and the rewrite ~30 us to emit, where numpy summarises 256 KiB of float32 in ~0.2 ms
 # (``TensorStats.from_array``'s float32 form). The values leave the run at its end, so their total is
-# bounded too, and the smallest go first (``planned_shapes``): memory grows with the largest tensors, not
+# bounded too, and the smallest go first (``planning.planned_shapes``): memory grows with the largest tensors, not
 # with how many are probed. Measured, interleaved, PP-OCRv4 rec ``layers --all`` (425 tensors): 64 KiB
 # each -> 159 on the host, 5,926 nodes, 0.87 s, 166 MB; 256 KiB -> 177, 5,578 nodes, 0.83 s, 168 MB;
 # 1 MiB -> 236, 4,457 nodes, 0.80 s, 189 MB (the total then bounds it).
@@ -207,38 +118,6 @@ SMALL_ON_HOST = (256 * 1024, 32 * 2**20)
 # pair of unknown size 4x larger. 32 MB, not 16: PP-OCRv4 rec's 57 such pairs (0-50 KiB each) then fit,
 # and diff --all went 2.64 -> 2.40 s for 232 -> 241 MB (interleaved).
 SMALL_PAIRS_ON_HOST = (64 * 1024, 32 * 2**20)
-
-
-def planned_shapes(model: onnx.ModelProto, refs: list[TensorRef], input_shapes: dict, each: int,
-                   total: int, shapes: tuple | None = None) -> tuple[dict[str, tuple], set[str]]:
-    """For these input shapes: the concrete shapes of ``refs`` that agree in rank with the model's own
-    (so that a statistics row planned on them fits the run), and the refs small enough to be summarised
-    on the host (see SMALL_ON_HOST). The shapes that only folding the model's shape computations tells
-    (``graph.shape_values``: a transformer export's position ids) count for the host's share alone: a tensor
-    summarised on the host takes any shape it has at run time, a row planned on a shape does not.
-    ``shapes``: ``shapes_with_folded``'s answer, when the caller has it."""
-    inferred, folded = shapes or shapes_with_folded(model, input_shapes, fold=True)
-    types = value_types(model)
-    host, used, fitting, sizes = set(), 0, {}, []
-    for r in refs:
-        s, t = inferred.get(r.name, folded.get(r.name)), types.get(r.name)
-        if s is None or t is None or r.qualified:  # a name sibling bodies share: whose shape is it?
-            continue
-        own = static_shape(t)
-        if (r.name in inferred and own is not None and len(own) == len(s)
-                and all(not isinstance(a, int) or a == b for a, b in zip(own, s))):
-            fitting[r.name] = s
-        n = shape_bytes(t, s)
-        if n is None:  # an element type numpy lacks: summarised in the graph
-            continue
-        if n <= each:
-            sizes.append((n, r.name))
-    for n, name in sorted(sizes):  # the smallest first: the most tensors (and their nodes) the total allows
-        if used + n > total:
-            break
-        host.add(name)
-        used += n
-    return fitting, host
 
 
 class GraphRunner(Runner):
@@ -279,46 +158,17 @@ class GraphRunner(Runner):
         self._key_shapes.setdefault(key, {k: tuple(v) for k, v in shapes.items()})
 
     def _plan(self, model: onnx.ModelProto, refs: list[TensorRef], key, input_shapes: dict | None = None, **kw) -> ProbePlan:
+        """``planning.make_plan``'s plan, kept under ``key`` (the last ``max_plans`` keys) for the next call."""
         if key is not None and key in self._plans:
             self._plans.move_to_end(key)
             return self._plans[key]
-        warnings: list[str] = []
-        lean = self.takes_weights and bool(large_initializers(model) or large_constants(model)) and not stubs(model)
-        disk = plan_cache.key(model, refs, kw, input_shapes) if plan_cache.enabled(self.config.cache) else None
-        hit = plan_cache.load(disk, model, restore=not lean) if disk else None
-        if hit is not None:
-            rewritten, probes, warnings = hit
-        else:
-            small = kw.pop("small", None)
-            shapes = shapes_with_folded(model, input_shapes, fold=True) if input_shapes else None
-            src = skeleton(model, constants=True) if lean else model  # what the probed copy is made from
-            src, refs = self._unstale(src, refs, shapes[0] if shapes else {}, warnings)
-            known, host = (planned_shapes(src, refs, input_shapes or {}, *small, shapes=shapes)
-                           if small and kw.get("stats", True) else ({}, set()))
-            rewritten, probes = expose(src, refs, warnings=warnings, host=host, known=known, **kw)
-            if disk:
-                plan_cache.store(disk, rewritten, probes, warnings)
-        plan = ProbePlan(rewritten, probes, self.label, warnings, base=model, weights_from=model if lean else None,
-                         weights=stub_weights(rewritten, model) if lean else None)
+        plan = make_plan(model, refs, input_shapes, label=self.label, takes_weights=self.takes_weights,
+                         cache=self.config.cache, **kw)
         if key is not None:
             self._plans[key] = plan
             while len(self._plans) > self.max_plans:
                 self._plans.popitem(last=False)
         return plan
-
-    @staticmethod
-    def _unstale(model: onnx.ModelProto, refs: list[TensorRef], concrete: dict,
-                 warnings: list[str]) -> tuple[onnx.ModelProto, list[TensorRef]]:
-        """``model`` and ``refs`` without the declared shapes that the run's input shapes contradict
-        (``graph.stale_shapes``; a note says so), else as they are. ``model`` is copied (a skeleton, for
-        a runner that takes its weights apart: never a second copy of big weights)."""
-        stale = stale_shapes(model, concrete)
-        if not stale:
-            return model, refs
-        warnings.append(stale_note(stale))
-        model = without_shapes(model, stale)
-        types = value_types(model)
-        return model, [replace(r, shape=static_shape(types.get(r.name))) if r.name in stale else r for r in refs]
 
     def _execute_plan(self, plan: ProbePlan, feeds: dict, outputs: list[str], **kw) -> tuple[dict, float]:
         """``execute`` on a plan's model, with its weights apart when the plan is a skeleton."""
@@ -396,7 +246,7 @@ class GraphRunner(Runner):
                     self._unlaying = False
             raise err from e
         st, shp, arrays = read_probes(plan.probes, out)
-        arrays = _without_idle_branches(arrays, base)
+        arrays = without_idle_branches(arrays, base)
         if stats and rerun:
             # rows laid out for dims the run's tensor does not have: a declared shape that the fed values
             # contradicted (a Range to a fed limit: Σ|x| of 2M elements summed in float32 as if of 6, abs_mean
@@ -495,6 +345,5 @@ class GraphRunner(Runner):
             raw = list(dict.fromkeys(p.raw_output for p in plan.probes if p.raw_output))
             out, _ = self._execute_plan(plan, feeds, [], device_outputs=raw, keep_on_device=keep_on_device, key=key)
             _, _, arrays = read_probes(plan.probes, out)
-            found.update(_without_idle_branches(arrays, self.model))
+            found.update(without_idle_branches(arrays, self.model))
         return found
-

@@ -26,7 +26,8 @@ import onnx
 from onnxprobe.graph.memo import ModelMemo, feed_key
 from onnxprobe.graph.shapes import concrete_sizes
 from onnxprobe.runtime.budget import default_budget, plan_chunks
-from onnxprobe.runtime.runners.base import GraphRunner, read_host_refs
+from onnxprobe.runtime.runners.base import GraphRunner
+from onnxprobe.runtime.runners.readback import read_host_refs
 from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunInfo, TensorRef
 
 

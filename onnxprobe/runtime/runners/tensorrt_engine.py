@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from onnxprobe.errors import ExecutionError
-from onnxprobe.runtime.runners.base import host_statistics
+from onnxprobe.runtime.runners.readback import host_statistics
 
 
 def modules():

@@ -1,0 +1,101 @@
+"""Reading a run back: a probed copy's outputs (``graph.expose``'s statistics rows, runtime shapes and raw
+values) turned into statistics, shapes and values per probed tensor, and the values of graph inputs and
+weights, which are never run: they come from the feeds and the initializers and are summarised on the host.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnxprobe.graph.walk import in_if_branch
+from onnxprobe.stats.tensor_stats import TensorStats, has_statistics, widened
+from onnxprobe.types import Probe, TensorRef
+
+
+def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tuple[dict, dict, dict]:
+    """A run's outputs, read back per probed tensor: (statistics, runtime shapes, raw values).
+    Statistics come from the in-graph rows, or from the raw values for probes marked stats_on_host (and
+    for every raw probe with ``host_stats``)."""
+    stats, shapes, arrays = {}, {}, {}
+    for p in probes:
+        name = p.ref.key
+        if p.shape_output and p.shape_output in out:
+            shapes[name] = tuple(int(d) for d in out[p.shape_output])
+        if p.stats_output and p.stats_block:  # per-block summaries (the shape's size, checked by the graph's Reshape)
+            stats[name] = TensorStats.from_blocks(out[p.stats_output], p.stats_block)
+        elif p.stats_output and p.stats_sums:  # the row's two computed pieces: count from the shape, no NaN/Inf
+            row = np.concatenate([[float(np.prod(shapes[name], dtype=np.float64)), 0.0, 0.0],
+                                  np.asarray(out[p.stats_output], np.float64).reshape(-1),
+                                  np.asarray(out[p.stats_sums], np.float64).reshape(-1), [1.0]])  # unit 1 (fast sums)
+            stats[name] = TensorStats.from_rows(row)
+        elif p.stats_output:
+            stats[name] = TensorStats.from_rows(out[p.stats_output])
+        if p.raw_output:
+            value = out[p.raw_output]
+            if p.raw_scalar:  # an If branch's scalar, carried as [1] (graph.expose)
+                value = _as_scalar(value)
+            if p.stats_on_host or (host_stats and name not in stats):
+                stats[name] = host_statistics(value)
+                if not p.shape_output:
+                    shapes[name] = tuple(np.shape(value))
+            if not p.raw_for_stats:
+                arrays[name] = value
+        if p.ref.scope and shapes.get(name) == () and (p.ref.shape or (stats.get(name) is not None and stats[name].count == 0)):
+            del shapes[name]  # an If branch that did not run carries its shape out empty: no shape (a scalar's is () too)
+    return stats, shapes, arrays
+
+
+def _size(value) -> int:
+    """Elements of a numpy array or an OrtValue."""
+    return int(np.prod(value.shape(), dtype=np.int64)) if hasattr(value, "element_type") else int(np.size(value))
+
+
+def _as_scalar(value):
+    """An If branch's scalar from the [1] it is carried as (graph.expose; [iterations, 1] in a loop);
+    empty ([0]: its branch did not run) as it is."""
+    shape = tuple(value.shape()) if hasattr(value, "element_type") else np.shape(value)
+    if not shape or shape[-1] != 1:
+        return value
+    return np.asarray(value.numpy() if hasattr(value, "element_type") else value).reshape(shape[:-1])
+
+
+def without_idle_branches(values: dict, model: onnx.ModelProto) -> dict:
+    """``values`` without the tensors of If branches that did not run: those come back empty
+    (``graph.expose``), which is no value of theirs."""
+    if not any(_size(v) == 0 for v in values.values()):
+        return values
+    branch = in_if_branch(model)
+    return {n: v for n, v in values.items() if not (n in branch and _size(v) == 0)}
+
+
+def host_statistics(value) -> TensorStats | None:
+    """A value's statistics, computed on the host from its values; None for a dtype that has none."""
+    a = np.asarray(value)
+    return TensorStats.from_array(a) if has_statistics(a.dtype) else None
+
+
+def read_host_refs(refs: list[TensorRef], feeds: dict, model: onnx.ModelProto, st: dict, shp: dict, arrays: dict, *,
+                   stats: bool, shapes: bool, raw: bool | set[str]) -> None:
+    """Graph inputs and weights among ``refs``: values from ``feeds`` and the initializers of ``model``,
+    statistics and shapes on the host, added to ``st``, ``shp`` and (when ``raw`` names them) ``arrays``."""
+    for r in refs:
+        if r.kind == "node":
+            continue
+        v = feeds.get(r.name) if r.kind == "input" else constant_value(model, r.name)
+        if v is None:
+            continue
+        if stats:
+            st[r.name] = host_statistics(v)
+        if shapes:
+            shp[r.name] = tuple(np.shape(v))
+        if (r.name in raw) if isinstance(raw, set) else raw:
+            arrays[r.name] = widened(np.asarray(v))  # a bfloat16 input or weight as a node output's is read back
+
+
+def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
+    for t in model.graph.initializer:
+        if t.name == name:
+            return numpy_helper.to_array(t)
+    return None
