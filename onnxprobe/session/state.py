@@ -2,8 +2,9 @@
 
 One ``Target`` per loaded model (label ``a``, and ``b`` for a second model) holds the model, its
 ``GraphIndex``, its probe set (tensor names, in topological order), its cached ``Results`` and a cursor
-(a node index, for goto/step/back). The ``State`` holds the targets and what they share: the input
-specification (seed, integer range, shapes, files or values per input), the device and the
+(a node index, for goto/step/back): ``session.targets``. The ``State`` holds the targets and what they
+share: the input specification (seed, integer range, shapes, files or values per input; each model's
+feed from it and changes to it are ``session.feeding``'s part of the State), the device and the
 optimisation level.
 
 Results are cached per *run key* = (digest of the input values, device, opt-level). Asking for
@@ -19,85 +20,26 @@ Ctrl-C raises KeyboardInterrupt out of any method, and nothing half-computed is 
 from __future__ import annotations
 
 import contextlib
-import os
-from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Callable, ContextManager
 
 import numpy as np
 
 from onnxprobe import api
-from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError
+from onnxprobe.errors import ExecutionError, UsageError
+from onnxprobe.session.feeding import Feeding
 from onnxprobe.session.inputs import SessionInputs
-from onnxprobe.text import as_typed, clean, quote
-from onnxprobe.types import RunInfo, TensorRef
+from onnxprobe.session.targets import Results, RunReport, Target
+from onnxprobe.types import TensorRef
 
-RAW_CACHE_BYTES = 512 * 2**20  # raw tensors kept for show/save, per model
 WALK_BEHIND, WALK_AHEAD = 8, 32  # goto/step/back compute the statistics of this window of nodes at once
-
-
-@dataclass
-class Results:
-    """What runs computed for one run key."""
-
-    key: tuple | None = None
-    stats: dict[str, api.TensorStats | None] = field(default_factory=dict)  # None: no statistics for this dtype
-    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    outputs: dict[str, np.ndarray] = field(default_factory=dict)
-    raw: OrderedDict = field(default_factory=OrderedDict)  # name -> array, least recently used first
-    not_run: set[str] = field(default_factory=set)  # tensors of bodies that did not run: no value
-    info: RunInfo | None = None
-    notes: list[str] = field(default_factory=list)
-    runs: int = 0
-
-    def reset(self, key: tuple) -> None:
-        self.__init__(key=key)
-
-    def keep_raw(self, name: str, value: np.ndarray, limit: int = RAW_CACHE_BYTES) -> None:
-        self.raw[name] = value
-        self.raw.move_to_end(name)
-        while len(self.raw) > 1 and sum(v.nbytes for v in self.raw.values()) > limit:
-            self.raw.popitem(last=False)
-
-
-@dataclass
-class RunReport:
-    """What a request for results did."""
-
-    computed: list[str]  # tensors computed now
-    cached: int  # tensors already known
-    reason: str  # why anything ran: "first run", "inputs changed", "3 new tensors"...
-    info: RunInfo | None = None
-
-    @property
-    def ran(self) -> bool:
-        return bool(self.computed)
-
-
-@dataclass
-class Target:
-    label: str
-    model: api.Model
-    index: api.GraphIndex
-    probes: list[str] = field(default_factory=list)
-    results: Results = field(default_factory=Results)
-    prober: api.Prober | None = None  # runs on the session's device, keeps its last sessions
-    cursor: int | None = None
-    feed_cache: tuple | None = None  # (spec key, feed, digest, Feeds)
-    last_key: tuple | None = None
-    forward: api.Model | None = None  # the model as loaded, once `grad` replaced it with its backward graph
-    grad_shapes: dict | None = None  # the input shapes the backward graph was made for
-
-    @property
-    def name(self) -> str:
-        return os.path.basename(self.model.source)
 
 
 def _null_busy(message: str) -> ContextManager:
     return contextlib.nullcontext()
 
 
-class State:
+class State(Feeding):
     def __init__(self, models: list[api.Model], *, inputs: api.InputSpec | None = None, device: str = "auto",
                  opt_level: str = "off", selection: api.Selection | None = None, cache: bool = True) -> None:
         if not models:
@@ -150,126 +92,7 @@ class State:
     def config(self) -> api.RunConfig:
         return api.RunConfig(device=self.resolved_device, opt_level=self.opt_level, cache=self.cache)
 
-    # -- inputs --------------------------------------------------------------------------------------
-    def specs(self, t: Target):
-        return api.model_inputs(t.model.proto)
-
-    def specs_of(self, model: api.Model):
-        return api.model_inputs(model.proto)
-
-    def input_names(self) -> set[str]:
-        """The inputs of every model of the session, as loaded or with its backward graph (its loss's labels)."""
-        return {s.name for t in self.targets.values() for m in (t.model, t.forward) if m is not None for s in self.specs_of(m)}
-
-    def input_name(self, typed: str) -> str:
-        """The input ``typed`` names, typed as listings print it (``text.as_typed``); refused when no model
-        of the session takes it."""
-        name = as_typed(typed, self.input_names())
-        if name not in self.input_names():
-            raise self._unknown_input(name)
-        return name
-
-    def _unknown_input(self, name: str, where: str = "") -> UsageError:
-        expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
-        return UsageError(f"unknown input name {quote(name)}{where}; the model's inputs are: {expected}")
-
-    def _check_inputs(self, flags: bool = False) -> None:
-        """Every input the session's inputs name is one of a model's; ``flags``: they are the command line's,
-        whose flag the error names as `layers` names it ('(--input)', '(--shape)')."""
-        known = self.input_names()
-        given = [(n, " (--input)") for n in self.inputs.files] + [(n, " (--shape)") for n in self.inputs.shapes] + [
-            (n, f" (from {clean(self.inputs.spec.arrays_from)})") for n in self.inputs.arrays]
-        for name, where in given:
-            if name not in known:
-                raise self._unknown_input(name, where if flags else "")
-
-    def feed(self, t: Target) -> tuple[dict[str, np.ndarray], str, api.Feeds]:
-        """(feed, digest, Feeds) for a target, recomputed only when the input specification changed.
-        A second model takes the first model's values for inputs of the same name, dtype and shape."""
-        key = self.inputs.key()
-        if t.label != "a":
-            key = key + (self.feed(self.a)[1],)
-        if t.feed_cache is not None and t.feed_cache[0] == key:
-            return t.feed_cache[1], t.feed_cache[2], t.feed_cache[3]
-        names = {s.name for s in self.specs(t)}
-        spec = self.inputs
-        arrays = {k: v for k, v in spec.arrays.items() if k in names}
-        files = {k: v for k, v in spec.files.items() if k in names and k not in arrays}
-        shapes = {k: v for k, v in spec.shapes.items() if k in names}
-        if t.label != "a":
-            a_feed = self.feed(self.a)[0]
-            for s in self.specs(t):
-                if s.name in a_feed and s.name not in arrays:
-                    try:
-                        arrays[s.name] = api.check_value(s, a_feed[s.name], "from model a")
-                        files.pop(s.name, None)
-                    except UsageError:
-                        pass
-        fs = api.feeds(t.model, api.InputSpec(seed=spec.seed, int_range=spec.int_range, shapes=shapes, files=files,
-                                              arrays=arrays, arrays_from=spec.arrays_from(arrays)))
-        digest = api.feed_digest(fs.values)
-        t.feed_cache = (key, fs.values, digest, fs)
-        return fs.values, digest, fs
-
-    def set_input(self, name: str, how: str, shape: tuple[int, ...] | None = None) -> list[str]:
-        """``how``: 'random' (optionally with a new ``shape``; without one, the model's own shape again), a
-        .npy/.pb file, or a value, which replaces an earlier random shape (it held the value to that shape).
-        Returns notes (``_try_inputs``)."""
-        name = self.input_name(name)
-        arrays = {k: v for k, v in self.inputs.arrays.items() if k != name}
-        files = {k: v for k, v in self.inputs.files.items() if k != name}
-        shapes = {k: v for k, v in self.inputs.shapes.items() if k != name}
-        if how == "random":
-            if shape is not None:
-                shapes[name] = shape
-        else:
-            files[name] = how
-        return self._try_inputs(self.inputs.changed(arrays=arrays, files=files, shapes=shapes))
-
-    def set_seed(self, seed: int) -> list[str]:
-        return self._try_inputs(self.inputs.changed(seed=seed))
-
-    def set_all_inputs(self, arrays: dict[str, np.ndarray], origin: str) -> list[str]:
-        new_arrays = {**self.inputs.arrays, **arrays}
-        files = {k: v for k, v in self.inputs.files.items() if k not in arrays}
-        origins = {**self.inputs.origins, **{k: origin for k in arrays}}
-        shapes = {k: v for k, v in self.inputs.shapes.items() if k not in arrays}  # the arrays are their shapes
-        return self._try_inputs(self.inputs.changed(arrays=new_arrays, files=files, origins=origins, shapes=shapes))
-
-    def _try_inputs(self, new: SessionInputs) -> list[str]:
-        """Adopt ``new`` only if every model can be fed from it (a bad file or shape leaves things as they
-        were). A backward graph (``grad``) is made for the input shapes it was attached at: inputs of other
-        shapes that the model as loaded takes drop it (the notes returned say so: run ``grad`` again)."""
-        old = self.inputs
-        saved = {lbl: (t.feed_cache, t.model) for lbl, t in self.targets.items()}
-        self.inputs = new
-        stale = []
-        try:
-            self._check_inputs()
-            for t in self.targets.values():
-                t.feed_cache = None
-                try:
-                    fed = self.feed(t)[0]
-                    # inputs the backward graph takes but of other shapes than it was made for (a 0-size batch
-                    # fixes no dimension that the next feed check could catch): stale too
-                    if t.forward is not None and t.grad_shapes and any(
-                            tuple(np.shape(fed[k])) != v for k, v in t.grad_shapes.items() if k in fed):
-                        raise UsageError("the backward graph was made for other input shapes")
-                except OnnxProbeError:
-                    if t.forward is None:
-                        raise
-                    t.model, t.feed_cache = t.forward, None  # can the model as loaded take them?
-                    self.feed(t)
-                    stale.append(t)
-        except BaseException:
-            self.inputs = old
-            for lbl, t in self.targets.items():
-                t.feed_cache, t.model = saved[lbl]
-            raise
-        for t in stale:
-            self.replace_model(t, t.forward)
-        return [f"{'model ' + t.label + ': ' if len(self.targets) > 1 else ''}the backward graph was made for the old "
-                "input shapes and is dropped; run `grad` again for these" for t in stale]
+    # -- models --------------------------------------------------------------------------------------
     def replace_model(self, t: Target, model: api.Model, *, forward: api.Model | None = None) -> int:
         """Work on ``model`` (e.g. the same model with its backward graph; ``forward``: the model it came
         from) from now on; caches are dropped, probes that still exist are kept. Returns the number of

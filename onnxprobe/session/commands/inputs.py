@@ -12,7 +12,7 @@ from onnxprobe.report.table import Column, Table
 from onnxprobe.session import render
 from onnxprobe.session.inputs import session_notes
 from onnxprobe.session.parse import describe_selection, parse_selection
-from onnxprobe.session.state import Target
+from onnxprobe.session.targets import Target
 from onnxprobe.session.commands.table import Env, bad, command, display_ref, no_more, parse_int, tag, target_of
 from onnxprobe.text import quote
 

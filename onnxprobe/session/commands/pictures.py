@@ -8,7 +8,7 @@ from onnxprobe.report.format import plural
 from onnxprobe.report.html import html_report, require_plotly, worst_rows
 from onnxprobe.report.io import write_text
 from onnxprobe.session.commands.table import Env, layers_view
-from onnxprobe.session.state import Target
+from onnxprobe.session.targets import Target
 
 
 def _inputs(env: Env, t: Target) -> list[str]:

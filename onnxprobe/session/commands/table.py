@@ -16,7 +16,8 @@ from onnxprobe.report.format import safe
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import render
 from onnxprobe.session.parse import SELECTION_OPTIONS, pop_all, pop_option, split
-from onnxprobe.session.state import State, Target
+from onnxprobe.session.state import State
+from onnxprobe.session.targets import Target
 from onnxprobe.text import as_typed, clean, quote
 
 

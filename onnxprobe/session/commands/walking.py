@@ -8,7 +8,7 @@ from rich.text import Text
 from onnxprobe import api
 from onnxprobe.report.format import plural, safe
 from onnxprobe.session.parse import pop_option
-from onnxprobe.session.state import Target
+from onnxprobe.session.targets import Target
 from onnxprobe.session.commands.table import Env, bad, command, no_more, node_index, node_view, parse_int, tag, target_of
 
 

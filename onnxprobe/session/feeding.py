@@ -1,0 +1,144 @@
+"""The debugger's inputs as its models take them, with no I/O beyond reading the files the user names
+(through the API): which inputs the session's models have, each model's feed from the session's input
+specification (``session.inputs``; made again only when that changed, a second model taking the first
+model's values where they fit), and changes to the specification, adopted only when every model can be
+fed from it. ``Feeding`` is that part of ``state.State``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxprobe import api
+from onnxprobe.errors import OnnxProbeError, UsageError
+from onnxprobe.session.inputs import SessionInputs
+from onnxprobe.session.targets import Target
+from onnxprobe.text import as_typed, clean, quote
+
+
+class Feeding:
+    """The inputs' part of ``State`` (its base class): it works on the State's ``targets``, ``a``,
+    ``inputs`` and ``replace_model``."""
+
+    targets: dict[str, Target]
+    inputs: SessionInputs
+
+    def specs(self, t: Target):
+        return api.model_inputs(t.model.proto)
+
+    def specs_of(self, model: api.Model):
+        return api.model_inputs(model.proto)
+
+    def input_names(self) -> set[str]:
+        """The inputs of every model of the session, as loaded or with its backward graph (its loss's labels)."""
+        return {s.name for t in self.targets.values() for m in (t.model, t.forward) if m is not None for s in self.specs_of(m)}
+
+    def input_name(self, typed: str) -> str:
+        """The input ``typed`` names, typed as listings print it (``text.as_typed``); refused when no model
+        of the session takes it."""
+        name = as_typed(typed, self.input_names())
+        if name not in self.input_names():
+            raise self._unknown_input(name)
+        return name
+
+    def _unknown_input(self, name: str, where: str = "") -> UsageError:
+        expected = ", ".join(s.describe() for s in self.specs(self.a)) or "none"
+        return UsageError(f"unknown input name {quote(name)}{where}; the model's inputs are: {expected}")
+
+    def _check_inputs(self, flags: bool = False) -> None:
+        """Every input the session's inputs name is one of a model's; ``flags``: they are the command line's,
+        whose flag the error names as `layers` names it ('(--input)', '(--shape)')."""
+        known = self.input_names()
+        given = [(n, " (--input)") for n in self.inputs.files] + [(n, " (--shape)") for n in self.inputs.shapes] + [
+            (n, f" (from {clean(self.inputs.spec.arrays_from)})") for n in self.inputs.arrays]
+        for name, where in given:
+            if name not in known:
+                raise self._unknown_input(name, where if flags else "")
+
+    def feed(self, t: Target) -> tuple[dict[str, np.ndarray], str, api.Feeds]:
+        """(feed, digest, Feeds) for a target, recomputed only when the input specification changed.
+        A second model takes the first model's values for inputs of the same name, dtype and shape."""
+        key = self.inputs.key()
+        if t.label != "a":
+            key = key + (self.feed(self.a)[1],)
+        if t.feed_cache is not None and t.feed_cache[0] == key:
+            return t.feed_cache[1], t.feed_cache[2], t.feed_cache[3]
+        names = {s.name for s in self.specs(t)}
+        spec = self.inputs
+        arrays = {k: v for k, v in spec.arrays.items() if k in names}
+        files = {k: v for k, v in spec.files.items() if k in names and k not in arrays}
+        shapes = {k: v for k, v in spec.shapes.items() if k in names}
+        if t.label != "a":
+            a_feed = self.feed(self.a)[0]
+            for s in self.specs(t):
+                if s.name in a_feed and s.name not in arrays:
+                    try:
+                        arrays[s.name] = api.check_value(s, a_feed[s.name], "from model a")
+                        files.pop(s.name, None)
+                    except UsageError:
+                        pass
+        fs = api.feeds(t.model, api.InputSpec(seed=spec.seed, int_range=spec.int_range, shapes=shapes, files=files,
+                                              arrays=arrays, arrays_from=spec.arrays_from(arrays)))
+        digest = api.feed_digest(fs.values)
+        t.feed_cache = (key, fs.values, digest, fs)
+        return fs.values, digest, fs
+
+    def set_input(self, name: str, how: str, shape: tuple[int, ...] | None = None) -> list[str]:
+        """``how``: 'random' (optionally with a new ``shape``; without one, the model's own shape again), a
+        .npy/.pb file, or a value, which replaces an earlier random shape (it held the value to that shape).
+        Returns notes (``_try_inputs``)."""
+        name = self.input_name(name)
+        arrays = {k: v for k, v in self.inputs.arrays.items() if k != name}
+        files = {k: v for k, v in self.inputs.files.items() if k != name}
+        shapes = {k: v for k, v in self.inputs.shapes.items() if k != name}
+        if how == "random":
+            if shape is not None:
+                shapes[name] = shape
+        else:
+            files[name] = how
+        return self._try_inputs(self.inputs.changed(arrays=arrays, files=files, shapes=shapes))
+
+    def set_seed(self, seed: int) -> list[str]:
+        return self._try_inputs(self.inputs.changed(seed=seed))
+
+    def set_all_inputs(self, arrays: dict[str, np.ndarray], origin: str) -> list[str]:
+        new_arrays = {**self.inputs.arrays, **arrays}
+        files = {k: v for k, v in self.inputs.files.items() if k not in arrays}
+        origins = {**self.inputs.origins, **{k: origin for k in arrays}}
+        shapes = {k: v for k, v in self.inputs.shapes.items() if k not in arrays}  # the arrays are their shapes
+        return self._try_inputs(self.inputs.changed(arrays=new_arrays, files=files, origins=origins, shapes=shapes))
+
+    def _try_inputs(self, new: SessionInputs) -> list[str]:
+        """Adopt ``new`` only if every model can be fed from it (a bad file or shape leaves things as they
+        were). A backward graph (``grad``) is made for the input shapes it was attached at: inputs of other
+        shapes that the model as loaded takes drop it (the notes returned say so: run ``grad`` again)."""
+        old = self.inputs
+        saved = {lbl: (t.feed_cache, t.model) for lbl, t in self.targets.items()}
+        self.inputs = new
+        stale = []
+        try:
+            self._check_inputs()
+            for t in self.targets.values():
+                t.feed_cache = None
+                try:
+                    fed = self.feed(t)[0]
+                    # inputs the backward graph takes but of other shapes than it was made for (a 0-size batch
+                    # fixes no dimension that the next feed check could catch): stale too
+                    if t.forward is not None and t.grad_shapes and any(
+                            tuple(np.shape(fed[k])) != v for k, v in t.grad_shapes.items() if k in fed):
+                        raise UsageError("the backward graph was made for other input shapes")
+                except OnnxProbeError:
+                    if t.forward is None:
+                        raise
+                    t.model, t.feed_cache = t.forward, None  # can the model as loaded take them?
+                    self.feed(t)
+                    stale.append(t)
+        except BaseException:
+            self.inputs = old
+            for lbl, t in self.targets.items():
+                t.feed_cache, t.model = saved[lbl]
+            raise
+        for t in stale:
+            self.replace_model(t, t.forward)
+        return [f"{'model ' + t.label + ': ' if len(self.targets) > 1 else ''}the backward graph was made for the old "
+                "input shapes and is dropped; run `grad` again for these" for t in stale]
