@@ -12,8 +12,6 @@ kept, not that of what overwrote it.
 from __future__ import annotations
 
 import re
-from contextlib import contextmanager
-
 import numpy as np
 
 from onnxprobe.compare.sides import GRADIENT_STOPPED
@@ -21,6 +19,7 @@ from onnxprobe.errors import ExecutionError, UsageError, first_line
 from onnxprobe.match.engine import Matching, Unmatched
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.userfunc import user_code
+from onnxprobe.torch.cuts import Cuts, watch
 from onnxprobe.torch.load import eval_mode, require_torch
 from onnxprobe.torch.runner import from_numpy, parse_probe, permuted, tensors_of, to_numpy
 
@@ -85,6 +84,7 @@ class TorchGradRunner(Runner):
         self.modules = set(modules)
         self.loss_value: float | None = None
         self.no_grad: set[str] = set()  # parameters autograd left without a gradient (read detached), by every name
+        self.not_compared: dict[str, str] = {}  # parameters whose torch gradient is not the ONNX graph's function -> why
         self._last: tuple[int, dict] | None = None
 
     def describe(self) -> str:
@@ -115,6 +115,37 @@ class TorchGradRunner(Runner):
         return out
 
     def backward(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        params = list(self.module.named_parameters(remove_duplicate=False))
+        flags = {id(p): p.requires_grad for _, p in params}
+        grads = {id(p): p.grad for _, p in params}  # the user's accumulated gradients, given back after
+        owner = {id(p): name for name, p in reversed(params)}  # a tied tensor: its first name
+        state = {**{id(b): n for n, b in reversed(list(self.module.named_buffers(remove_duplicate=False)))}, **owner}
+        self.not_compared = {}
+        try:
+            for _, p in params:
+                p.requires_grad_(True)
+                p.grad = None
+            cuts = Cuts()
+            with watch(owner, state, cuts):
+                got, loss = self._pass(feeds, params)
+            self.no_grad = {name for name, p in params if p.grad is None}
+            if cuts.detached - self.no_grad or cuts.cut:
+                got.update(self._through_cuts(feeds, params, owner, state, cuts))
+        except UsageError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's forward may raise anything
+            raise ExecutionError(f"the torch module's forward or backward raised {type(e).__name__}: "
+                                 f"{first_line(e)[:300]}") from None
+        finally:
+            for _, p in params:  # the module as it was, whatever its forward raised
+                p.grad = grads[id(p)]
+                p.requires_grad_(flags[id(p)])
+        self.loss_value = float(loss.detach())
+        return got
+
+    def _pass(self, feeds: dict[str, np.ndarray], params: list) -> tuple[dict[str, np.ndarray], object]:
+        """One forward and backward pass: the gradients of the parameters (tied ones under each name), of the
+        float inputs and of the outputs of the modules asked for; and the loss."""
         torch = require_torch()
         args = []
         for n in self.input_names:
@@ -145,45 +176,25 @@ class TorchGradRunner(Runner):
                 kept[path] = ts[0]
             return None
 
-        params = list(self.module.named_parameters(remove_duplicate=False))
-        flags = {id(p): p.requires_grad for _, p in params}
-        grads = {id(p): p.grad for _, p in params}  # the user's accumulated gradients, given back after
+        for _, p in params:
+            p.grad = None
         hooks = [m.register_forward_hook(post) for m in paths]
         try:
-            for _, p in params:
-                p.requires_grad_(True)
-                p.grad = None
-            owner = {id(p): name for name, p in reversed(params)}  # a tied tensor: its first name
-            detached: set[str] = set()
-            with _detaches(owner, detached):
-                loss = self._loss(call)
-                loss.backward()
-            got: dict[str, np.ndarray] = {}
-            self.no_grad = {name for name, p in params if p.grad is None}
-            for name, p in params:  # tied parameters: the same gradient under each name
-                got[PARAM + name] = to_numpy(p.grad) if p.grad is not None else np.zeros(tuple(p.shape), to_numpy(p).dtype)
-            both = detached - self.no_grad  # read detached and not: torch's gradient is of the undetached reads only
-            if both:
-                got.update(self._through_detaches(params, call, owner, both))
-        except UsageError:
-            raise
-        except Exception as e:  # noqa: BLE001 - the user's forward may raise anything
-            raise ExecutionError(f"the torch module's forward or backward raised {type(e).__name__}: "
-                                 f"{first_line(e)[:300]}") from None
+            loss = self._loss(call)
+            loss.backward()
         finally:
             for h in hooks:
                 h.remove()
-            for _, p in params:  # the module as it was, whatever its forward raised
-                p.grad = grads[id(p)]
-                p.requires_grad_(flags[id(p)])
-        self.loss_value = float(loss.detach())
+        got: dict[str, np.ndarray] = {}
+        for name, p in params:  # tied parameters: the same gradient under each name
+            got[PARAM + name] = to_numpy(p.grad) if p.grad is not None else np.zeros(tuple(p.shape), to_numpy(p).dtype)
         for k, t in enumerate(args):
             if t.grad is not None:
                 got[f"{INPUT}{k}"] = to_numpy(t.grad)
         for path, t in kept.items():
             if t.grad is not None:
                 got[MODULE + path] = to_numpy(t.grad)
-        return got
+        return got, loss
 
     def _loss(self, call: list):
         torch = require_torch()
@@ -194,51 +205,52 @@ class TorchGradRunner(Runner):
                                  f"{self.output_index}")
             return torch_loss(out[self.output_index], self.loss, self.extra, self.class_axis, self.probabilities)
 
-    def _through_detaches(self, params: list, call: list, owner: dict[int, str], both: set[str]) -> dict[str, np.ndarray]:
-        """The gradients of parameters forward() reads both detached and not, through every read: the ONNX
-        graph has no stop-gradient, so the gradient of the initializer that holds such a parameter is the
-        sum over all its readers, the detached ones too, and torch's own gradient (of the undetached reads
-        only) is another function of the data (it failed the export of a correct model). A second backward
-        pass, with those ``.detach()`` calls kept in the graph, gives the gradient the ONNX graph computes;
-        the other gradients stay the first pass's (the loss is the same; the extra paths reach only these
-        parameters)."""
+    def _through_cuts(self, feeds: dict[str, np.ndarray], params: list, owner: dict[int, str], state: dict[int, str],
+                      cuts: Cuts) -> dict[str, np.ndarray]:
+        """torch's gradients through every read, as the ONNX graph (no stop-gradient) computes them, where
+        forward() cuts a gradient's path: a parameter read both detached (``.detach()``) and not, or a value that
+        carries a gradient computed on with gradient off (``torch.no_grad()``, ``torch.set_grad_enabled(False)``:
+        a parameter read there and elsewhere, an input, a layer's output). torch's own gradient is then of the
+        uncut reads only, another function of the data (it failed the export of a correct model at -12.8 dB). A
+        second pass with those cuts undone (``cuts.watch``) gives them all; what forward() wrote in place into
+        the module's state with gradient off is put back first (the pass writes it again). Parameters read in
+        ``torch.inference_mode()`` and with gradient, whose inference-mode reads no pass differentiates, are not
+        compared (``not_compared``); nor, where the second pass raises, those it was for."""
+        both = cuts.detached - self.no_grad
+        mixed = sorted((both | cuts.no_grad) - self.no_grad)
         torch = require_torch()
-        for _, p in params:
-            p.grad = None
-        plain = [t.detach() if isinstance(t, torch.Tensor) else t for t in call]  # the inputs keep their gradients
-        with _detaches(owner, set(), through=both):
-            self._loss(plain).backward()
-        names = sorted(both)
-        self.note(f"torch: forward() reads {', '.join(names[:3])}{' …' if len(names) > 3 else ''} both detached "
-                  "(.detach()) and not; the ONNX graph has no stop-gradient, so torch's gradient of it is taken through "
-                  "every read, the detached ones included, as the ONNX graph computes it")
-        tied = {id(p) for n, p in params if n in both}
-        return {PARAM + n: to_numpy(p.grad) for n, p in params if id(p) in tied and p.grad is not None}
-
-
-@contextmanager
-def _detaches(owner: dict[int, str], seen: set[str], through: set[str] = frozenset()):
-    """``torch.Tensor.detach`` watched while forward() runs: the parameters it is called on (or on a view
-    of one, ``w[:, :3].detach()``) are added to ``seen``; those in ``through`` stay in the graph (a view
-    instead of a detached copy: the same values)."""
-    torch = require_torch()
-    real = torch.Tensor.detach
-
-    def detach(self, *args, **kwargs):
-        base = getattr(self, "_base", None)
-        name = owner.get(id(self)) or (owner.get(id(base)) if base is not None else None)
-        if name is not None:
-            seen.add(name)
-            if name in through:
-                return self.view_as(self)
-        return real(self, *args, **kwargs)
-
-    torch.Tensor.detach = detach
-    try:
-        yield
-    finally:
-        torch.Tensor.detach = real
-
+        with torch.no_grad():
+            for t, value in cuts.before.values():
+                t.copy_(value)
+        again = Cuts()
+        try:
+            with watch(owner, state, again, through=both, grad_on=cuts.cut):
+                got, _ = self._pass(feeds, params)
+        except UsageError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's forward may raise anything
+            why = (f"forward() reads it with gradient off (torch.no_grad(), .detach()) and on, and torch's pass with "
+                   f"gradient left on there raised {type(e).__name__}: {first_line(e)[:120]}; not compared")
+            self.not_compared.update({n: why for n in mixed if n not in self.not_compared})
+            self.note("torch: forward() cuts gradient paths (torch.no_grad(), .detach()) that the ONNX graph does not; "
+                      f"a pass through them raised {type(e).__name__}, so torch's gradients upstream of those cuts "
+                      "(inputs, layers) may be of another function than the ONNX graph's")
+            return {}
+        for n in sorted(again.inference - self.no_grad):  # inference mode entered otherwise (torch._C._InferenceMode)
+            self.not_compared[n] = ("forward() reads it both in inference mode and with gradient: torch's gradient leaves "
+                                    "out the inference-mode reads, which the ONNX graph (no stop-gradient) includes, and "
+                                    "torch's pass through them stayed in inference mode; not compared")
+        names = ", ".join(mixed[:3]) + (" …" if len(mixed) > 3 else "")
+        if both:
+            self.note(f"torch: forward() reads {', '.join(sorted(both)[:3])}{' …' if len(both) > 3 else ''} both detached "
+                      "(.detach()) and not; the ONNX graph has no stop-gradient, so torch's gradient of it is taken through "
+                      "every read, the detached ones included, as the ONNX graph computes it")
+        if cuts.cut:
+            self.note("torch: forward() computes with gradient off (torch.no_grad(), torch.inference_mode()...) on "
+                      f"values that carry one{f' (it reads {names} there and elsewhere)' if names else ''}; the ONNX graph "
+                      "has no stop-gradient, so torch's gradients are taken with gradient left on there, as the ONNX graph "
+                      "computes them")
+        return {k: v for k, v in got.items() if not (k.startswith(PARAM) and k[len(PARAM):] in self.no_grad)}
 
 
 def without_torch_gradient(matching: Matching, runner: TorchGradRunner, feeds: dict[str, np.ndarray],
@@ -259,3 +271,9 @@ def without_torch_gradient(matching: Matching, runner: TorchGradRunner, feeds: d
                 matching.unmatched_a.append(Unmatched(pair.a, (
                     f"torch autograd gives {', '.join(dead)} no gradient: forward() reads it detached (.detach(), "
                     "torch.no_grad()), which the ONNX graph does not say; not compared"), GRADIENT_STOPPED))
+                continue
+            odd = [p for p in read_param_probe(pair.b.probe)[0] if p in runner.not_compared]
+            if odd:  # torch's gradient is another function of the data than the ONNX graph's (torch.cuts)
+                matching.pairs.remove(pair)
+                matching.unmatched_a.append(Unmatched(pair.a, f"torch's gradient of {odd[0]}: {runner.not_compared[odd[0]]}",
+                                                      GRADIENT_STOPPED))

@@ -1,0 +1,125 @@
+"""Where forward() stops torch's gradient, which an ONNX graph (no stop-gradient) cannot say: ``.detach()`` on
+a parameter (or a view of one), and values read with gradient off (``torch.no_grad()``,
+``torch.set_grad_enabled(False)``, ``torch.inference_mode()``, as a context or a decorator).
+
+``watch`` sees every torch call forward() makes (a ``TorchFunctionMode``) and fills a ``Cuts``. Given
+``through`` (parameters whose ``.detach()`` is to be kept in the graph: a view instead of a detached copy,
+the same values) and ``grad_on`` (gradient left on where forward() turns it off: ``torch._C._set_grad_enabled``
+is what every one of those calls), the same pass differentiates through those cuts, the function the ONNX
+graph computes. A write in place into the module's state made with gradient off (an update of a parameter
+or a buffer) still runs with gradient off then: with it on, a parameter's would raise and a buffer's would
+keep the graph.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from onnxprobe.torch.load import require_torch
+
+
+@dataclass
+class Cuts:
+    detached: set[str] = field(default_factory=set)  # parameters .detach() was called on (or a view of one)
+    no_grad: set[str] = field(default_factory=set)  # parameters read with gradient off
+    inference: set[str] = field(default_factory=set)  # parameters read in torch.inference_mode()
+    writes: set[str] = field(default_factory=set)  # module state (parameters, buffers) written in place with gradient off
+    before: dict[str, tuple] = field(default_factory=dict)  # what was written: name -> (the tensor, its value before)
+    cut: bool = False  # a value that carries a gradient was computed on with gradient off: its path stops there
+
+
+def _tensors(value, torch) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v, torch)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v, torch)]
+    return []
+
+
+def _name(names: dict[int, str], t) -> str | None:
+    """The name of ``t`` in ``names`` (id -> name), or of the tensor it is a view of."""
+    base = t._base
+    return names.get(id(t)) or (names.get(id(base)) if base is not None else None)
+
+
+def _written(func, args, kwargs, state: dict[int, str], torch) -> set[str]:
+    """The module state that a call writes in place (``p.add_(1)``, ``p += 1``, ``p[0] = 3``, ``out=p``)."""
+    name = getattr(func, "__name__", "")
+    targets = []
+    if args and ((name.endswith("_") and not name.startswith("_")) or name == "__setitem__"):
+        targets.append(args[0])
+    targets += _tensors(kwargs.get("out"), torch)
+    return {n for t in targets if isinstance(t, torch.Tensor) and (n := _name(state, t))}
+
+
+@contextmanager
+def watch(owner: dict[int, str], state: dict[int, str], cuts: Cuts, through: set[str] = frozenset(),
+          grad_on: bool = False):
+    """``owner``: id of a parameter -> its name; ``state``: the same for parameters and buffers."""
+    torch = require_torch()
+    from torch.overrides import TorchFunctionMode
+
+    set_grad, detach = torch._C._set_grad_enabled, torch.Tensor.detach
+
+    class Watch(TorchFunctionMode):
+        off = False  # grad_on: forward() asked for gradient off (it stays on)
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is set_grad and grad_on:
+                self.off = not bool(args[0] if args else kwargs.get("mode", True))
+                return None
+            if func is detach and args and isinstance(args[0], torch.Tensor):
+                name = _name(owner, args[0])
+                if name is not None:
+                    cuts.detached.add(name)
+                    if name in through:
+                        return args[0].view_as(args[0])
+            inference = torch.is_inference_mode_enabled()
+            off = (self.off if grad_on else not torch.is_grad_enabled()) or inference
+            tensors = _tensors(args, torch) + _tensors(kwargs, torch) if off else []
+            if not tensors:
+                return func(*args, **kwargs)
+            if grad_on and func in to_numpy and isinstance(args[0], torch.Tensor):  # what forward() meant: no gradient
+                return func(args[0].detach(), *args[1:], **kwargs)
+            written = _written(func, args, kwargs, state, torch)
+            cuts.writes |= written
+            for t in _tensors([args[0] if args else None, kwargs.get("out")], torch) if written and not grad_on else ():
+                whole = t if id(t) in state else t._base
+                if whole is not None and id(whole) in state and state[id(whole)] not in cuts.before:
+                    cuts.before[state[id(whole)]] = (whole, whole.detach().clone())
+            if written and grad_on:
+                with torch.no_grad():
+                    return func(*args, **kwargs)
+            read = {n for t in tensors if (n := _name(owner, t))}
+            if inference:
+                cuts.inference |= read
+            carried = any(t.requires_grad for t in tensors)
+            out = func(*args, **kwargs)
+            if not grad_on:
+                cuts.no_grad |= read - written
+                cuts.cut = cuts.cut or (carried and any(t.is_floating_point() or t.is_complex() for t in _tensors(out, torch)))
+            return out
+
+    to_numpy = (torch.Tensor.numpy, torch.Tensor.__array__)
+    modes = torch.autograd.grad_mode.inference_mode
+    enter, leave = modes.__enter__, modes.__exit__
+    if grad_on:  # torch.inference_mode() as torch.no_grad(): gradient off, which Watch keeps on
+        def _enter(self):
+            self.prev = torch.is_grad_enabled()
+            if self.mode:
+                torch._C._set_grad_enabled(False)
+
+        def _exit(self, *exc):
+            if self.mode:
+                torch._C._set_grad_enabled(self.prev)
+
+        modes.__enter__, modes.__exit__ = _enter, _exit
+    try:
+        with Watch():
+            yield
+    finally:
+        modes.__enter__, modes.__exit__ = enter, leave
