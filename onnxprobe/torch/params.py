@@ -241,12 +241,15 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
             holders.setdefault(p, []).append(link.init)
     for p, inits_of in holders.items():  # tied weights (an embedding reused transposed by the LM head)
         if len(inits_of) > 1:
+            stored = {out.links[i].transposed for i in inits_of}
+            what = ("stored by the exporter both as it is and transposed (a copy a MatMul reads)" if stored == {True, False}
+                    else "a tied weight")
             for i in inits_of:
                 out.links.pop(i, None)
                 out.refused[i] = (f"holds the parameter {p}, which {len(inits_of)} initializers hold ({', '.join(inits_of)}): "
                                   "torch's gradient of it is the sum of theirs, not comparable one by one")
-            out.unused[p] = (f"held by {len(inits_of)} initializers ({', '.join(inits_of)}), a tied weight: its "
-                             "gradient is the sum of theirs")
+            out.unused[p] = (f"held by {len(inits_of)} initializers ({', '.join(inits_of)}), {what}: its "
+                             "gradient is the sum of theirs, not comparable one by one")
     for link in out.links.values():
         claimed.update(link.params)
     if not folds:  # no BatchNorm to fold: a weight no parameter explains, of a free parameter's shape, is
