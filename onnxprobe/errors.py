@@ -105,6 +105,19 @@ def debug_enabled() -> bool:
     return os.environ.get("ONNXPROBE_DEBUG", "") not in ("", "0")
 
 
+_own_process = [False]
+
+
+def own_the_process() -> None:
+    """The command line's process is onnxprobe's own: settings that hold for the whole process (onnxruntime's
+    default logger) may be changed. Through the API they are the user's, and left as they are."""
+    _own_process[0] = True
+
+
+def owns_the_process() -> bool:
+    return _own_process[0]
+
+
 _SGR = re.compile(r"\x1b\[[0-9;]*m")  # terminal colours other libraries put in their messages (torch.export's)
 
 

@@ -207,8 +207,10 @@ def app_for(argv: list[str]) -> typer.Typer:
 
 def run() -> None:
     """The console entry point (``onnxprobe``, ``python -m onnxprobe``): the app, then ``finish``."""
+    from onnxprobe.errors import own_the_process
     from onnxprobe.memory import park_when_done
 
+    own_the_process()  # process-wide settings (onnxruntime's default logger) are onnxprobe's to set here
     park_when_done()  # the process ends with finish's os._exit: no session need be freed before (memory.py)
     _exit_on_termination()
     try:

@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.errors import (DeviceUnavailable, ExecutionError, SessionError, UsageError, debug_enabled, first_line,
-                              setting_error)
+                              owns_the_process, setting_error)
 from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.memory import return_freed_memory, trim, unpark
@@ -43,8 +43,10 @@ def ort_module():
 def _quiet_default_logger(ort) -> None:
     """Kernels log through onnxruntime's default logger, not their session's (RoiAlign's max mode warns as
     it is built): that line came beside onnxprobe's own output and one-line errors. Sessions log nothing
-    below fatal (``log_severity_level = 4``); neither does the default logger, unless ONNXPROBE_DEBUG=1."""
-    if not debug_enabled():
+    below fatal (``log_severity_level = 4``); neither does the default logger in the command line's own
+    process, unless ONNXPROBE_DEBUG=1. Through the API the logger is the user's process's: left alone (a
+    notebook's own sessions would lose every warning)."""
+    if owns_the_process() and not debug_enabled():
         ort.set_default_logger_severity(4)
 
 
