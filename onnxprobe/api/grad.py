@@ -14,6 +14,7 @@ from onnx import TensorProto
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
 from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_result, as_selection, check_switches, checked_feed
 from onnxprobe.autodiff.check import DELTA, TOLERANCE, CheckItem, check_gradients, perturbable, to_float64
+from onnxprobe.autodiff.constant_loss import INSTEAD, unjudged  # noqa: F401 (INSTEAD: the CLI says it)
 from onnxprobe.autodiff.engine import attach_backward, shaped_types
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line
@@ -38,6 +39,7 @@ class GradRow:
     value_norm: float | None  # |tensor| (weights, inputs, activations)
     check: dict | None = None  # finite-difference check: error, tolerance, ok
     shape: tuple | None = None  # the gradient's shape in the run (where the graph's own has symbolic dims)
+    unjudged: str | None = None  # why the check did not judge it: the loss is constant in it (rounding noise)
 
     @property
     def name(self) -> str:
@@ -81,6 +83,14 @@ class GradResult:
     def failed_checks(self) -> list[str]:
         """The gradients the finite-difference check failed (by tensor name)."""
         return [r.name for r in self.rows if r.check is not None and r.check["ok"] is False]
+
+    @property
+    def constant_loss(self) -> str | None:
+        """Why the check's verdict rests on nothing (``GradPlan.constant_despite``): the loss is constant, and no
+        gradient it depends on all the same was judged; None otherwise, or without a check."""
+        if self.check_mode is None:
+            return None
+        return self.plan.constant_despite(r.name for r in self.rows if r.check is not None and r.check["ok"] is not None)
 
     @property
     def unresolved_checks(self) -> list[str]:
@@ -236,6 +246,9 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
 
     items, empty = [], []
     for row in result.rows:
+        if gp.constant_in(row.name):  # rounding noise, which finite differences (flat) read as FAIL: not judged
+            row.unjudged = unjudged([gp.constant_loss])
+            continue
         if row.name not in tensors:
             continue
         g = (grads64 or {}).get(row.name, result.arrays[row.name]).astype(np.float64)

@@ -12,7 +12,7 @@ import onnx
 from onnxprobe.api.body_ranks import learn_body_ranks
 from onnxprobe.api.inputs import as_inputs, as_model, as_names, as_selection, expect
 from onnxprobe.autodiff.blocked import through_nondifferentiable
-from onnxprobe.autodiff.constant_loss import constant_sum, softmax_behind
+from onnxprobe.autodiff.constant_loss import INSTEAD, constant_sum, softmax_behind
 from onnxprobe.autodiff.engine import attach_backward
 from onnxprobe.autodiff.hoist import hoist_constants
 from onnxprobe.autodiff.loss import KINDS, attach_loss
@@ -140,11 +140,21 @@ class GradPlan:
     warnings: list[str] = field(default_factory=list)
     constant_loss: str | None = None  # why the loss cannot depend on any tensor (a Softmax's sum), if it cannot
     live: tuple[str, ...] = ()  # of a constant loss, the targets it depends on all the same (a LayerNorm's scale)
-    after: tuple[str, ...] = ()  # ... and, with ``live``, its bias and output (ConstantSum.after): real gradients too
+    after: tuple[str, ...] = ()  # ... and its output, what follows it, a normalization's bias (ConstantSum.after): real too
 
     @property
     def grads(self) -> dict[str, str]:
         return self.backward.grads
+
+    def constant_in(self, name: str) -> bool:
+        """Whether the loss is constant in forward tensor ``name`` (its gradient is rounding noise: shown, not
+        judged by grad --check or diff --grad)."""
+        return bool(self.constant_loss) and name not in self.live + self.after
+
+    def constant_despite(self, judged) -> str | None:
+        """``constant_loss`` (a verdict that rests on nothing), unless a gradient the loss depends on all the
+        same (``live``: a LayerNormalization's scale) is among ``judged`` (forward tensor names)."""
+        return self.constant_loss if self.constant_loss and not set(judged) & set(self.live) else None
 
     def __repr__(self) -> str:
         return (f"GradPlan({os.path.basename(str(self.source))}: {self.loss.kind} loss of {self.loss.output!r}, "
@@ -412,7 +422,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
                         "rows) is real")
     elif what is not None:
         warnings.append(f"output {output!r} is {what}: its {spec.loss} is constant, so every gradient is "
-                        "~0 (noise); use --loss cross-entropy --labels, --loss mse --target or --output-grad")
+                        f"~0 (noise); {INSTEAD}")
     if feed is not None and _has_if(model.proto):
         _declared_inputs(model.proto, fwd, bw.model)
     if relax and loss.input:
@@ -420,7 +430,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
             for d in vi.type.tensor_type.shape.dim:
                 d.Clear()
     extra = {loss.input: given} if loss.input else {}
-    after = tuple(t.ref.name for t in tg if t.ref.name in bw.grads and t.ref.name in found.after) if live else ()
+    after = tuple(t.ref.name for t in tg if t.ref.name in bw.grads and t.ref.name in found.after) if found else ()
     return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings, constant,
                     live, after)
 

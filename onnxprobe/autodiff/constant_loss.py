@@ -14,6 +14,9 @@ refuses to judge (zeros agreeing with zeros earn no verdict).
 
 The bias must be a weight (or absent): one that the data feeds makes the sum the data's.
 The output may be reached through ops that move or retype values without changing their sum.
+
+``grad --check`` and ``diff --grad`` show the gradients such a loss is constant in but judge none
+(``unjudged``), and a verdict resting on nothing else is an error (``INSTEAD`` says what to use).
 """
 
 from __future__ import annotations
@@ -36,6 +39,13 @@ SUM_PRESERVING = {"Reshape", "Flatten", "Identity", "Cast", "Squeeze", "Unsqueez
 # absent, as a bias the data feeds, a graph input or a tensor computed from one, makes the sum the data's)
 NORMALIZATIONS = {"LayerNormalization": (1, 2), "SkipLayerNormalization": (2, 3), "InstanceNormalization": (None, 2)}
 ONNX_DOMAINS = ("", "ai.onnx", "com.microsoft")
+# what to use instead of a constant loss, in grad's note and the verdicts of grad --check and diff --grad
+INSTEAD = "use --loss cross-entropy --labels, --loss mse --target or --output-grad"
+
+
+def unjudged(whys: list[str]) -> str:
+    """Why a gradient is shown but not judged: the loss is constant in it (``whys``: the losses' reasons)."""
+    return "rounding noise: the loss is constant in this tensor (" + "; ".join(whys) + ")"
 
 
 def producer_behind(model: onnx.ModelProto, output: str) -> tuple[onnx.NodeProto, str, str] | None:
@@ -73,8 +83,9 @@ class ConstantSum(NamedTuple):
 
     what: str
     scale: tuple[str, ...] = ()
-    # with ``scale``: its bias (and the Identity outputs that carry it), its output and the tensors from there to
-    # the loss output, in which the sum is not constant either: dL/dβ is a count of rows, dL/dy 1 (real gradients)
+    # the output of the Softmax or normalization and the tensors from there to the loss output, and a
+    # normalization's bias (and the Identity outputs that carry it), in which the sum is not constant either:
+    # dL/dy is 1, dL/dβ a count of rows (real gradients)
     after: tuple[str, ...] = ()
 
 
@@ -85,24 +96,25 @@ def constant_sum(model: onnx.ModelProto, output: str) -> ConstantSum | None:
         return None
     node, reached, via = found
     through = f" (through {via})" if via else ""
+    chain = _chain(model, output, reached)
     if canonical(node.op_type) == "Softmax":
-        return ConstantSum(f"a Softmax{through}")
+        return ConstantSum(f"a Softmax{through}", (), chain)
     if node.op_type == "MeanVarianceNormalization" and node.domain in ONNX_DOMAINS:
-        return ConstantSum(f"a MeanVarianceNormalization{through}, which sums to 0")
+        return ConstantSum(f"a MeanVarianceNormalization{through}, which sums to 0", (), chain)
     # (a LayerNormalization's mean and inverse standard deviation, its outputs 1 and 2, sum to no constant)
     if node.op_type not in NORMALIZATIONS or node.domain not in ONNX_DOMAINS or reached != node.output[0]:
         return None
     k, b = NORMALIZATIONS[node.op_type]
     if len(node.input) > b and node.input[b] and _value(model, node.input[b]) is None:
         return None
+    bias = _carried(model, node.input[b])[0] if len(node.input) > b and node.input[b] else ()
     if k is None:
-        return ConstantSum(f"an InstanceNormalization{through}, which sums to its bias's values")
+        return ConstantSum(f"an InstanceNormalization{through}, which sums to its bias's values", (), bias + chain)
     scale = _value(model, node.input[k]) if len(node.input) > k and node.input[k] else None
     if scale is None or scale.size == 0 or not np.isfinite(scale).all() or not (scale == scale.flat[0]).all():
         return None
-    bias = _carried(model, node.input[b])[0] if len(node.input) > b and node.input[b] else ()
     return ConstantSum(f"a {node.op_type} whose scale is {float(scale.flat[0]):.4g} everywhere{through}",
-                       _carried(model, node.input[k])[0], bias + _chain(model, output, reached))
+                       _carried(model, node.input[k])[0], bias + chain)
 
 
 def _chain(model: onnx.ModelProto, output: str, reached: str) -> tuple[str, ...]:

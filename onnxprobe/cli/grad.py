@@ -87,6 +87,7 @@ def grad(
         onnxprobe grad model.onnx --inputs-dir calib/ --reduce mean
     """
     from onnxprobe import api
+    from onnxprobe.api.grad import INSTEAD
     from onnxprobe.errors import UsageError
     from onnxprobe.report.grad import CHECK, COLUMNS, export_renderables, grad_dict, grad_renderables
     from onnxprobe.report.progress import Progress
@@ -152,6 +153,12 @@ def grad(
     failed = result.failed_checks
     if failed:
         error(f"{len(failed)} gradient(s) failed the finite-difference check: {', '.join(failed[:5])}{' …' if len(failed) > 5 else ''}")
+        raise typer.Exit(1)
+    constant = result.constant_loss
+    if constant:  # every gradient judged is one the loss depends on trivially (dL/dy = 1): no pass
+        noise = sum(1 for r in result.rows if r.unjudged)
+        error(f"--check judged nothing meaningful: {constant}, so its gradients are ~0 (rounding noise: {noise} "
+              f"shown, not judged); {INSTEAD}")
         raise typer.Exit(1)
     if check and not result.checked:  # a check that compared nothing is no pass
         loose = result.unresolved_checks

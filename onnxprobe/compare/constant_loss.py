@@ -5,6 +5,7 @@ The plans are ``api.grad_plan.GradPlan``s (``constant_loss``, ``live``, ``after`
 
 from __future__ import annotations
 
+from onnxprobe.autodiff.constant_loss import unjudged
 from onnxprobe.types import forward_name
 
 
@@ -19,7 +20,7 @@ def _constant_losses(plans: list, results: list) -> dict[str, str]:
     """Role -> why its loss is constant (``GradPlan.constant_loss``), unless a pair compares a gradient that
     loss depends on all the same (``GradPlan.live``: a LayerNormalization's scale), which earns a verdict."""
     compared = {forward_name(n) for r in results for n in (r.pair.a.name, r.pair.b.name)}
-    return {r: p.constant_loss for r, p in zip("AB", plans) if p.constant_loss and not compared & set(p.live)}
+    return {r: p.constant_loss for r, p in zip("AB", plans) if p.constant_despite(compared)}
 
 
 def _mark_noise(plans: list, res) -> None:
@@ -33,8 +34,7 @@ def _mark_noise(plans: list, res) -> None:
         return
     for r in res.results:
         names = (r.pair.a.name, r.pair.b.name)
-        if any((forward_name(names[k]) or names[k]) not in p.live + p.after for k, p in noisy):
+        if any(p.constant_in(forward_name(names[k]) or names[k]) for k, p in noisy):
             r.passed = None
-            r.unjudged = "rounding noise: the loss is constant in this tensor (" + "; ".join(
-                f"{'AB'[k]}: {p.constant_loss}" for k, p in noisy) + ")"
+            r.unjudged = unjudged([f"{'AB'[k]}: {p.constant_loss}" for k, p in noisy])
     res.outputs_failed = [r for r in res.outputs_failed if r.passed is False]

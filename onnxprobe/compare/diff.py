@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from onnxprobe.autodiff.constant_loss import INSTEAD
 from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, default_tolerance, float_note, half, measured_label, one_model
 from onnxprobe.compare.fused import fusable
 from onnxprobe.compare.introduced import exact_inputs, quantized_b_note
@@ -127,8 +128,7 @@ class DiffResult:
         if constant:  # every gradient is ~0 (rounding noise): zeros agreeing with zeros earn no pass
             said = "; ".join(f"{r}: {why}" for r, why in sorted(constant.items()))
             return "error", (f"nothing was compared meaningfully: the loss does not depend on the weights ({said}), "
-                             "so every gradient is ~0; use --loss cross-entropy --labels, --loss mse --target or "
-                             "--output-grad")
+                             f"so every gradient is ~0; {INSTEAD}")
         if not self.compared:
             # of the selection, as the report's footer counts them
             ua = sum(1 for u in self.matching.unmatched_a if self.selected_a is None or u.obs.name in self.selected_a)

@@ -39,6 +39,8 @@ def grad_dict(result) -> dict:
                 d["norm"] = d["ratio"] = "nan" if r.stats.nan else "inf"
         if r.check is not None:
             d["check"] = {k: (_num(v) if isinstance(v, float) else v) for k, v in r.check.items()}
+        if r.unjudged:  # the loss is constant in it: rounding noise, shown but not judged
+            d["unjudged"] = r.unjudged
         rows.append(d)
     info, gp = result.info, result.plan
     return {
@@ -49,6 +51,8 @@ def grad_dict(result) -> dict:
         "timing": {"session_s": round(info.session_seconds, 6), "forward_backward_s": round(info.run_seconds, 6)},
         "graph": {"forward_nodes": gp.backward.n_forward, "backward_nodes": gp.backward.n_backward},
         "check": result.check_mode,
+        # with --check: why its verdict rests on nothing (the loss is constant), else null
+        **({"constant_loss": result.constant_loss} if result.check_mode is not None else {}),
         "notes": list(dict.fromkeys(list(result.notes) + list(gp.warnings))),
         "gradients": rows,
         **({"samples": result.samples, "reduce": result.reduce,
@@ -89,13 +93,16 @@ def grad_table(result) -> tuple[Table, Text]:
     checked = d["check"] is not None
     # CSV and JSON rows carry the check's error as a number: its verdict beside it (``check_ok``), so that rows
     # alone tell which gradients failed (the table's cell says "2.4e-11 ok")
-    t = Table(COLUMNS + ([CHECK] if checked else []), data=("check_ok",) if checked else ())
-    bad = failed = ok = 0
+    # and why a row was not judged (``unjudged``: the loss is constant in it), as diff's rows say
+    t = Table(COLUMNS + ([CHECK] if checked else []), data=("check_ok", "unjudged") if checked else ())
+    bad = failed = ok = noise = 0
     for r in d["gradients"]:
         cells, values = _cells(r)
+        noise += bool(r.get("unjudged"))
         if checked:
             c = r.get("check")
-            cells.append("-" if c is None else "cannot check" if c["ok"] is None else f"{num(c['error'], 2)} {'ok' if c['ok'] else 'FAIL'}")
+            cells.append("noise" if r.get("unjudged") else "-" if c is None else "cannot check" if c["ok"] is None else
+                         f"{num(c['error'], 2)} {'ok' if c['ok'] else 'FAIL'}")
             values.append(None if c is None else c["error"])
         nonfinite = bool(r.get("nan") or r.get("inf"))
         bad += nonfinite
@@ -103,7 +110,7 @@ def grad_table(result) -> tuple[Table, Text]:
         failed += fail
         ok += bool(checked and r.get("check") is not None and r["check"]["ok"])
         t.add_row(cells, values, "bold red" if nonfinite or fail else None,
-                  [None if r.get("check") is None else r["check"]["ok"]] if checked else None)
+                  [None if r.get("check") is None else r["check"]["ok"], r.get("unjudged")] if checked else None)
     n = len(t)
     footer = Text()
     footer.append(f"{n} gradient{'s' if n != 1 else ''}")
@@ -111,9 +118,10 @@ def grad_table(result) -> tuple[Table, Text]:
     footer.append(f"{bad} with NaN/Inf", style="bold red" if bad else "green")
     if checked:
         footer.append(" · ")
-        unchecked = n - ok - failed  # empty gradients: nothing to compare
-        footer.append(f"check ({d['check']}): {ok} ok, {failed} failed" + (f", {unchecked} not checked" if unchecked else ""),
-                      style="bold red" if failed or not ok else "green")
+        unchecked = n - ok - failed - noise  # empty gradients: nothing to compare
+        footer.append(f"check ({d['check']}): {ok} ok, {failed} failed" + (f", {unchecked} not checked" if unchecked else "")
+                      + (f", {noise} noise (not judged)" if noise else ""),
+                      style="bold red" if failed or not ok or d.get("constant_loss") else "green")
     loss = d["loss"]
     of = " of the probabilities" if loss.get("of") == "probabilities" else ""
     footer.append(f" · loss {loss['kind']}({safe(loss['output'])}){of} = {num_or_word(loss['value'])}")  # a model's name

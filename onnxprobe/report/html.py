@@ -169,7 +169,9 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
                ("device", d["device"], None), ("opt level", d["opt_level"] or "-", None),
                ("loss", f"{loss['kind']}({loss['output']}) = {num_or_word(loss['value'])}", None),  # as the terminal's footer
                ("verdict", f"{len(d['gradients'])} gradients, {bad} with NaN/Inf"
-                + (f"; check ({d['check']}): {failed} failed" if d.get("check") else ""), "fail" if bad or failed else "pass"),
+                + (f"; check ({d['check']}): {failed} failed" if d.get("check") else "")
+                + ("; the loss is constant: nothing judged meaningfully" if d.get("constant_loss") else ""),
+                "fail" if bad or failed or d.get("constant_loss") else "pass"),
                # forward: the model's nodes the gradients need, plus the loss's own and its seed (dL/dL = 1), which
                # is why it can exceed the model's count
                ("graph", f"{d['graph']['forward_nodes']} forward nodes (the model's the gradients need, with the loss's and "
