@@ -148,3 +148,22 @@ def test_a_loss_that_is_not_constant_judges_everything(tmp_path):
     res = api.grad(path, api.Selection(names=["W", "big"]), CPU, inputs={"x": X}, check=True,
                    spec=api.GradSpec(loss="mse", target=np.zeros((1, 4 * N * N), np.float32)))
     assert res.constant_loss is None and all(r.unjudged is None for r in res.rows)
+
+
+def test_the_constant_loss_is_said_first(tmp_path):
+    """Softmax -> QuantizeLinear -> DequantizeLinear (a QDQ model's output): the constant loss is the outcome,
+    said first whatever the chain's gradients earned (the straight-through one of the Softmax's output against
+    finite differences of a staircase)."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["z"]), helper.make_node("Softmax", ["z"], ["s"], axis=-1),
+             helper.make_node("QuantizeLinear", ["s", "sc", "zp"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "sc", "zp"], ["y"])]
+    inits = [numpy_helper.from_array(WL, "W"), numpy_helper.from_array(np.array(1 / 255, np.float32), "sc"),
+             numpy_helper.from_array(np.array(0, np.uint8), "zp")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    path = tmp_path / "qdq.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    r = CliRunner().invoke(app, ["grad", str(path), "--check", "--all", "--device", "cpu"])
+    assert r.exit_code == 1, r.output
+    last = [line for line in r.output.splitlines() if "error:" in line]
+    assert len(last) == 1 and "--check judged nothing meaningful" in last[0] and "Softmax" in last[0], r.output

@@ -151,14 +151,15 @@ def grad(
     if save_grads is not None:
         api.save_npz(result.arrays, save_grads)
     failed = result.failed_checks
-    if failed:
-        error(f"{len(failed)} gradient(s) failed the finite-difference check: {', '.join(failed[:5])}{' …' if len(failed) > 5 else ''}")
-        raise typer.Exit(1)
+    failing = f"{len(failed)} gradient(s) failed the finite-difference check: {', '.join(failed[:5])}{' …' if len(failed) > 5 else ''}"
     constant = result.constant_loss
-    if constant:  # every gradient judged is one the loss depends on trivially (dL/dy = 1): no pass
+    if constant:  # said first, as diff --grad does: the gradients judged are ones the loss depends on trivially (dL/dy = 1)
         noise = sum(1 for r in result.rows if r.unjudged)
         error(f"--check judged nothing meaningful: {constant}, so its gradients are ~0 (rounding noise: {noise} "
-              f"shown, not judged); {INSTEAD}")
+              f"shown, not judged); {INSTEAD}" + (f" (and {failing})" if failed else ""))
+        raise typer.Exit(1)
+    if failed:
+        error(failing)
         raise typer.Exit(1)
     if check and not result.checked:  # a check that compared nothing is no pass
         loose = result.unresolved_checks
