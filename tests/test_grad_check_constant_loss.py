@@ -167,3 +167,13 @@ def test_the_constant_loss_is_said_first(tmp_path):
     assert r.exit_code == 1, r.output
     last = [line for line in r.output.splitlines() if "error:" in line]
     assert len(last) == 1 and "--check judged nothing meaningful" in last[0] and "Softmax" in last[0], r.output
+
+
+def test_api_grad_check_alone_says_the_loss_is_constant(tmp_path):
+    """api.grad_check on api.grad's result (the API's two steps) earns the same outcome as grad(check=True)."""
+    path = _norm_model(tmp_path / "mvn.onnx", "MeanVarianceNormalization")
+    res = api.grad(path, api.Selection(all=True), CPU, inputs={"x": XL}, save=True)
+    assert res.constant_loss is None  # nothing was checked: no verdict to void
+    api.grad_check(path, res.plan, {"x": XL}, res)
+    assert res.constant_loss and "MeanVarianceNormalization" in res.constant_loss
+    assert res.check_mode is not None and {r.name for r in res.rows if r.unjudged} == {"W", "h", "x"}

@@ -187,14 +187,16 @@ def grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: 
                device: str = "cpu", seed: int = 0, values: dict[str, np.ndarray] | None = None, progress=None) -> str:
     """Check each gradient in ``result`` against central finite differences of the loss (see
     ``autodiff.check.check_gradients``): float64 where onnxruntime has double kernels for every op of the
-    forward graph, float32 otherwise. Fills ``row.check`` and returns the precision used;
+    forward graph, float32 otherwise. Fills ``row.check`` (``row.unjudged`` where the loss is constant in the
+    tensor) and ``result.check_mode``, and returns the precision used;
     ``progress(done, total)`` is called per gradient checked."""
     model = as_model(model)
     as_result(gp, GradPlan, "the GradPlan of api.grad_plan", "gp")
     as_result(result, GradResult, "the result of api.grad")
     feed = checked_feed(model.proto, feed)
     with np.errstate(all="ignore"):  # inf / NaN in a degenerate model's losses make failed rows, not warnings
-        return _grad_check(model, gp, feed, result, device=device, seed=seed, values=values, progress=progress)
+        result.check_mode = _grad_check(model, gp, feed, result, device=device, seed=seed, values=values, progress=progress)
+    return result.check_mode
 
 
 def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: GradResult, *,
