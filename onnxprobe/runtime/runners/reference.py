@@ -35,8 +35,34 @@ class ReferenceRunner(GraphRunner):
                 warnings.simplefilter("ignore", RuntimeWarning)
                 res = ReferenceEvaluator(model, new_ops=corrected_ops(model)).run(names, _narrowed(model, feeds))
         except Exception as e:  # noqa: BLE001 - the evaluator raises whatever an op implementation raises
-            raise ExecutionError(f"onnx.reference could not run the model: {type(e).__name__}: {first_line(e)[:300]}") from e
+            raise ExecutionError(f"onnx.reference could not run {_culprit(model, e)}: {type(e).__name__}: "
+                                 f"{first_line(e)[:300]}") from e
         return {n: _widened(np.asarray(v)) for n, v in zip(names, res)}, time.perf_counter() - t0
+
+
+def _culprit(model: onnx.ModelProto, e: BaseException) -> str:
+    """The node whose implementation raised ``e``, as "node 'NAME' (OP_TYPE, opset N)", or "the model".
+
+    onnx.reference's messages name neither the node nor (as an op runs) its op type. The innermost frame of
+    the traceback that holds a node tells: an op's own frames (``self``, an OpRun, for an error as it runs,
+    in a subgraph too) or the evaluator's as it looks an implementation up (``node``, a NodeProto)."""
+    node = None
+    tb = e.__traceback__
+    while tb is not None:
+        for v in (tb.tb_frame.f_locals.get("self"), tb.tb_frame.f_locals.get("node")):
+            v = getattr(v, "onnx_node", v)
+            if isinstance(v, onnx.NodeProto):
+                node = v
+                break
+        tb = tb.tb_next
+    if node is None:
+        return "the model"
+    opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
+    domain = node.domain or "ai.onnx"
+    op = node.op_type if domain == "ai.onnx" else f"{domain}.{node.op_type}"
+    version = opsets.get(domain)
+    where = f", opset {version}" if version is not None else ""
+    return f"node {node.name or '(unnamed)'!r} ({op}{where})"
 
 
 def _widened(a: np.ndarray) -> np.ndarray:
