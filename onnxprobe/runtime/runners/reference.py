@@ -16,6 +16,7 @@ from onnx.reference.ops.op_batch_normalization import BatchNormalization_9, _bat
 from onnxprobe.errors import ExecutionError, first_line
 from onnxprobe.graph.builder import default_opset
 from onnxprobe.runtime.runners.base import GraphRunner
+from onnxprobe.runtime.runners.reference_ops import version_corrections
 
 
 class ReferenceRunner(GraphRunner):
@@ -96,9 +97,13 @@ def corrected_ops(model: onnx.ModelProto) -> list[type[OpRun]]:
     Softmax, LogSoftmax and Hardmax before opset 13: onnx.reference (1.23 at least) runs them along one
     axis with opset 13's default (-1), where the specification of opsets 1-12 coerces the input to 2-D at
     ``axis`` (default 1: [N, C x H x W]) and normalises each row whole; a zoo model's [1, 1000, 1, 1]
-    Softmax came out all ones and ``diff --vs-reference`` blamed onnxruntime's (right) 0.001s."""
+    Softmax came out all ones and ``diff --vs-reference`` blamed onnxruntime's (right) 0.001s.
+
+    And the ops of runners.reference_ops (DequantizeLinear before opset 19, RoiAlign before 16, MaxPool,
+    ConvTranspose, LRN, LpNormalization, Pad, ...): each one's docstring says what onnx.reference gets wrong."""
     opset = default_opset(model)
-    return ([BatchNormalization] if 7 <= opset <= 13 else []) + (list(COERCED_2D) if opset < 13 else [])
+    return (([BatchNormalization] if 7 <= opset <= 13 else []) + (list(COERCED_2D) if opset < 13 else [])
+            + version_corrections(opset))
 
 
 class BatchNormalization(OpRun):
