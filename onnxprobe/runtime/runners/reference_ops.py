@@ -7,11 +7,105 @@ decided against the op's documentation with a float64 numpy oracle (tests/test_r
 
 from __future__ import annotations
 
+import numpy as np
+
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops.op_one_hot import OneHot as _OneHot
 
 from onnxprobe.runtime.runners.reference_pool import ConvTranspose, MaxPool
 
 
-def version_corrections(opset: int) -> list[type[OpRun]]:  # noqa: ARG001
+class LRN(OpRun):
+    """LRN: onnx.reference's loop runs over the batch instead of the channels (a wrong sum of squares for every
+    channel past the batch size) and takes 4-D inputs only. The specification: the sum of squares over channels
+    [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)], y = x / (bias + alpha / size * square_sum) ^ beta."""
+
+    op_domain = ""
+
+    def _run(self, x, alpha=None, beta=None, bias=None, size=None, **_):
+        alpha, beta, bias = (1e-4 if alpha is None else alpha), (0.75 if beta is None else beta), (1.0 if bias is None else bias)
+        f = x.astype(np.float64)
+        sq = np.zeros_like(f)
+        lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+        for c in range(x.shape[1]):
+            sq[:, c] = (f[:, max(0, c - lo):c + hi + 1] ** 2).sum(axis=1)
+        return ((f / (bias + alpha / size * sq) ** beta).astype(x.dtype),)
+
+
+
+class LpNormalization(OpRun):
+    """LpNormalization: onnx.reference sums x ** p, not |x| ** p (its p=1 norm is sum(x), which can be 0 or
+    negative). The specification: x / ||x||_p along ``axis`` (0 where the norm is 0, as onnxruntime)."""
+
+    op_domain = ""
+
+    def _run(self, x, axis=None, p=None, **_):
+        axis, p = (-1 if axis is None else axis), (2 if p is None else p)
+        f = x.astype(np.float64)
+        norm = (np.abs(f) ** p).sum(axis=axis, keepdims=True) ** (1.0 / p)
+        with np.errstate(all="ignore"):
+            return (np.where(norm == 0, 0.0, f / norm).astype(x.dtype),)
+
+
+
+class Mean(OpRun):
+    """Mean-8 and later: onnx.reference adds into a copy of the first input, which fails when the inputs
+    broadcast to a larger shape than the first's (multidirectional broadcasting is the specification's)."""
+
+    op_domain = ""
+
+    def _run(self, *args):
+        return ((sum(a.astype(np.float64) for a in args) / len(args)).astype(args[0].dtype),)
+
+
+
+class OneHot(_OneHot):
+    """OneHot: ``depth`` is a "scalar or rank 1 tensor containing exactly one element" (cast to int64); onnx.reference
+    fails on the rank-1 one."""
+
+    op_domain = ""
+
+    def _run(self, indices, depth, values, axis=None, **_):
+        return super()._run(indices, np.asarray(depth).reshape(()).astype(np.int64), values, axis=-1 if axis is None else axis)
+
+
+
+class GlobalLpPool(OpRun):
+    """GlobalLpPool, which onnx.reference has no implementation of: (sum |x| ^ p) ^ (1 / p) over the spatial
+    axes, kept as 1s (p default 2)."""
+
+    op_domain = ""
+
+    def _run(self, x, p=None, **_):
+        p = 2 if p is None else p
+        ax = tuple(range(2, x.ndim))
+        return (((np.abs(x.astype(np.float64)) ** p).sum(axis=ax, keepdims=True) ** (1.0 / p)).astype(x.dtype),)
+
+
+
+class Pad(OpRun):
+    """Pad: a negative pad removes elements ("the number of padding elements to add or remove (if negative)");
+    onnx.reference fails on one ("index can't contain negative values"). The pads as an attribute (Pad-2) or an
+    input (11), with ``axes`` (18) and the modes constant, reflect, edge and wrap (19)."""
+
+    op_domain = ""
+
+    def _run(self, data, pads=None, constant_value=None, axes=None, mode=None, value=None, **_):
+        pads = np.asarray(pads, np.int64).reshape(-1)
+        axes = list(range(data.ndim)) if axes is None else [int(a) % data.ndim for a in np.asarray(axes).reshape(-1)]
+        begin, end = [0] * data.ndim, [0] * data.ndim
+        for i, a in enumerate(axes):
+            begin[a], end[a] = int(pads[i]), int(pads[i + len(axes)])
+        x = data[tuple(slice(max(0, -b), n - max(0, -e)) for b, e, n in zip(begin, end, data.shape))]
+        widths = [(max(0, b), max(0, e)) for b, e in zip(begin, end)]
+        mode = mode or "constant"
+        if mode == "constant":
+            fill = value if constant_value is None else np.asarray(constant_value).reshape(-1)[0] if np.size(constant_value) else None
+            fill = ("" if data.dtype.kind in "OSU" else 0) if fill is None else fill
+            return (np.pad(x, widths, mode="constant", constant_values=fill).astype(data.dtype),)
+        return (np.pad(x, widths, mode=mode).astype(data.dtype),)
+
+
+def version_corrections(opset: int) -> list[type[OpRun]]:
     """The corrections above that apply to a model of this ai.onnx opset."""
-    return [MaxPool, ConvTranspose]
+    return [LRN, LpNormalization, Mean, OneHot, GlobalLpPool, Pad, MaxPool, ConvTranspose]
