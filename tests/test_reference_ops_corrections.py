@@ -4,6 +4,9 @@ specification (torch's functional ops where they compute the same thing, explici
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -34,6 +37,69 @@ def _run(op, opset, inputs, consts=None, nout=1, **attrs):
 
 def _t(a):
     return torch.tensor(np.asarray(a, np.float64))
+
+
+@pytest.mark.parametrize("opset", [10, 13, 18])
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_dequantize_linear_before_19(opset, per_axis):
+    if per_axis and opset < 13:
+        pytest.skip("per-axis is DequantizeLinear-13's")
+    x = RNG.integers(0, 256, (2, 3, 4)).astype(np.uint8)
+    scale = np.array([0.5, 0.02, 3.0], np.float32) if per_axis else np.array(0.07, np.float32)
+    zp = np.array([3, 128, 0], np.uint8) if per_axis else np.array(128, np.uint8)
+    (got,) = _run("DequantizeLinear", opset, {"x": x}, {"s": scale, "z": zp})
+    want = np.empty(x.shape)
+    for idx in np.ndindex(*x.shape):
+        c = idx[1] if per_axis else ()
+        want[idx] = (float(x[idx]) - float(zp[c])) * float(scale[c])
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def _roi_align_ohp(X, roi, oh, ow, ss, sr):
+    """RoiAlign-10 (opset 16's output_half_pixel): roi * spatial_scale, at least 1 x 1, sampled on a
+    sampling_ratio (or ceil(roi / output)) grid per bin, bilinear, averaged."""
+    x1, y1, x2, y2 = (float(v) * ss for v in roi)
+    rh, rw = max(y2 - y1, 1.0), max(x2 - x1, 1.0)
+    gh, gw = sr or math.ceil(rh / oh), sr or math.ceil(rw / ow)
+    H, W = X.shape
+    out = np.zeros((oh, ow))
+    for i, j in itertools.product(range(oh), range(ow)):
+        acc = 0.0
+        for a, b in itertools.product(range(gh), range(gw)):
+            y = y1 + i * rh / oh + (a + 0.5) * rh / oh / gh
+            x = x1 + j * rw / ow + (b + 0.5) * rw / ow / gw
+            if y < -1 or y > H or x < -1 or x > W:
+                continue
+            y, x = min(max(y, 0.0), H - 1), min(max(x, 0.0), W - 1)
+            y0, x0 = int(y), int(x)
+            y1_, x1_ = min(y0 + 1, H - 1), min(x0 + 1, W - 1)
+            ly, lx = y - y0, x - x0
+            acc += ((1 - ly) * (1 - lx) * X[y0, x0] + (1 - ly) * lx * X[y0, x1_] + ly * (1 - lx) * X[y1_, x0]
+                    + ly * lx * X[y1_, x1_])
+        out[i, j] = acc / (gh * gw)
+    return out
+
+
+@pytest.mark.parametrize("opset", [10, 11, 13, 15])
+def test_roi_align_10_samples_without_the_half_pixel_shift(opset):
+    X = _r(1, 2, 8, 8)
+    rois = np.array([[0.5, 1.2, 6.1, 5.3], [2, 2, 2.4, 2.2]], np.float32)
+    (got,) = _run("RoiAlign", opset, {"x": X, "r": rois, "b": np.zeros(2, np.int64)}, output_height=3,
+                  output_width=2, spatial_scale=0.9, sampling_ratio=2)
+    for k in range(2):
+        for c in range(2):
+            want = _roi_align_ohp(X[0, c].astype(np.float64), rois[k], 3, 2, 0.9, 2)
+            np.testing.assert_allclose(got[k, c], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode,torch_mode", [("bilinear", "bilinear"), ("bicubic", "bicubic"), ("nearest", "nearest")])
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflection"])
+def test_grid_sample_16_modes_by_their_opset_16_names(mode, torch_mode, padding_mode):
+    X, grid = _r(1, 2, 4, 5), np.clip(_r(1, 3, 3, 2), -1.1, 1.1)
+    (got,) = _run("GridSample", 16, {"x": X, "g": grid}, mode=mode, padding_mode=padding_mode, align_corners=0)
+    want = F.grid_sample(_t(X), _t(grid), mode=torch_mode, padding_mode=padding_mode, align_corners=False).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("shape", [(3, 7, 2, 3), (2, 6, 5)])
@@ -79,6 +145,17 @@ def test_global_lp_pool(p):
     np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
+@pytest.mark.parametrize("axis", [0, 1])
+def test_scatter_9(axis):
+    data, upd = _r(3, 4), _r(2, 2)
+    idx = np.array([[1, 0], [2, 3]], np.int64) if axis else np.array([[1, 0], [2, 1]], np.int64)
+    (got,) = _run("Scatter", 9, {"x": data, "i": idx, "u": upd}, axis=axis)
+    want = data.copy()
+    for a, b in np.ndindex(2, 2):
+        want[(idx[a, b], b) if axis == 0 else (a, idx[a, b])] = upd[a, b]
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("opset", [7, 11, 18])
 @pytest.mark.parametrize("pads", [[0, -1, 2, 1, 0, 0, -1, 2], [1, 1, 1, 1, 1, 1, 1, 1], [0, 2, -1, 0, -1, 0, 1, -2]])
 def test_pad_removes_where_negative(opset, pads):
@@ -100,3 +177,37 @@ def test_pad_modes_unchanged(mode):
     (got,) = _run("Pad", 13, {"x": x}, {"p": np.array([0, 0, 2, 1, 0, 0, 1, 3], np.int64)}, mode=mode)
     want = F.pad(_t(x), [1, 3, 2, 1], mode="reflect" if mode == "reflect" else "replicate").numpy()
     np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+def _resize_asymmetric(x, scales, mode):
+    """Upsample-7/9, Resize-10: out = floor(in * scale); x_in = x_out / scale; nearest floor(x_in) (the
+    specification's example), linear between floor(x_in) and the next, clamped."""
+    out_shape = [int(math.floor(n * s)) for n, s in zip(x.shape, scales)]
+    y = np.zeros(out_shape)
+    for o in np.ndindex(*out_shape):
+        pos = [i / s for i, s in zip(o, scales)]
+        if mode == "nearest":
+            y[o] = x[tuple(min(int(math.floor(p)), n - 1) for p, n in zip(pos, x.shape))]
+            continue
+        for corner in itertools.product((0, 1), repeat=x.ndim):
+            w, at = 1.0, []
+            for p, c, n in zip(pos, corner, x.shape):
+                f = min(int(math.floor(p)), n - 1)
+                frac = p - f
+                w *= frac if c else 1 - frac
+                at.append(min(f + c, n - 1))
+            y[o] += w * x[tuple(at)]
+    return y
+
+
+@pytest.mark.parametrize("op,opset", [("Upsample", 7), ("Upsample", 9), ("Resize", 10)])
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("scales", [[1, 1, 2, 3], [1, 1, 1.7, 2.5], [1, 2, 0.5, 1]])
+def test_upsample_and_resize_10_are_asymmetric(op, opset, mode, scales):
+    x = _r(1, 2, 3, 4)
+    s = np.array(scales, np.float32)
+    if opset == 7:
+        (got,) = _run(op, opset, {"x": x}, mode=mode, scales=[float(v) for v in s])
+    else:
+        (got,) = _run(op, opset, {"x": x}, {"s": s}, mode=mode)
+    np.testing.assert_allclose(got, _resize_asymmetric(x.astype(np.float64), [float(v) for v in s], mode), rtol=1e-5, atol=1e-6)

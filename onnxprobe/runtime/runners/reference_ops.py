@@ -10,9 +10,52 @@ from __future__ import annotations
 import numpy as np
 
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops.op_grid_sample import GridSample as _GridSample
 from onnx.reference.ops.op_one_hot import OneHot as _OneHot
+from onnx.reference.ops.op_roi_align import RoiAlign as _RoiAlign
+from onnx.reference.ops.op_scatter_elements import scatter_elements
 
 from onnxprobe.runtime.runners.reference_pool import ConvTranspose, MaxPool
+
+
+class DequantizeLinear(OpRun):
+    """DequantizeLinear-10/13 (opsets 10-18), which onnx.reference has no implementation of (it has 19 and
+    later): y = (x - x_zero_point) * x_scale, per tensor or (13) per slice along ``axis`` (default 1)."""
+
+    op_domain = ""
+
+    def _run(self, x, x_scale, x_zero_point=None, axis=None, **_):  # onnx.reference passes the latest schema's defaults too
+        axis = 1 if axis is None else axis
+        scale = np.asarray(x_scale, np.float64)
+        zp = np.zeros((), np.float64) if x_zero_point is None else np.asarray(x_zero_point, np.float64)
+        if scale.ndim == 1 and x.ndim > 0:
+            shape = [1] * x.ndim
+            shape[axis] = -1
+            scale, zp = scale.reshape(shape), zp.reshape(shape) if zp.ndim == 1 else zp
+        return (((x.astype(np.float64) - zp) * scale).astype(x_scale.dtype),)
+
+
+class RoiAlign(_RoiAlign):
+    """RoiAlign-10 (opsets 10-15): onnx.reference runs it with opset 16's default coordinate_transformation_mode
+    (half_pixel, a -0.5 pixel shift), where RoiAlign-10 has no such attribute and samples as opset 16's
+    "output_half_pixel" does."""
+
+    op_domain = ""
+
+    def _run(self, X, rois, batch_indices, coordinate_transformation_mode=None, **kw):  # noqa: ARG002
+        return super()._run(X, rois, batch_indices, coordinate_transformation_mode="output_half_pixel", **kw)
+
+
+class GridSample(_GridSample):
+    """GridSample-16 (opsets 16-19): its modes are "bilinear", "nearest" and "bicubic", which opset 20 renamed
+    "linear" and "cubic"; onnx.reference knows the new names only (bicubic: "only supports nearest, linear, and
+    cubic")."""
+
+    op_domain = ""
+
+    def _run(self, X, grid, mode=None, padding_mode=None, align_corners=None, **_):
+        mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode or "bilinear", mode)
+        return super()._run(X, grid, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
 
 
 class LRN(OpRun):
@@ -32,7 +75,6 @@ class LRN(OpRun):
         return ((f / (bias + alpha / size * sq) ** beta).astype(x.dtype),)
 
 
-
 class LpNormalization(OpRun):
     """LpNormalization: onnx.reference sums x ** p, not |x| ** p (its p=1 norm is sum(x), which can be 0 or
     negative). The specification: x / ||x||_p along ``axis`` (0 where the norm is 0, as onnxruntime)."""
@@ -47,7 +89,6 @@ class LpNormalization(OpRun):
             return (np.where(norm == 0, 0.0, f / norm).astype(x.dtype),)
 
 
-
 class Mean(OpRun):
     """Mean-8 and later: onnx.reference adds into a copy of the first input, which fails when the inputs
     broadcast to a larger shape than the first's (multidirectional broadcasting is the specification's)."""
@@ -58,7 +99,6 @@ class Mean(OpRun):
         return ((sum(a.astype(np.float64) for a in args) / len(args)).astype(args[0].dtype),)
 
 
-
 class OneHot(_OneHot):
     """OneHot: ``depth`` is a "scalar or rank 1 tensor containing exactly one element" (cast to int64); onnx.reference
     fails on the rank-1 one."""
@@ -67,7 +107,6 @@ class OneHot(_OneHot):
 
     def _run(self, indices, depth, values, axis=None, **_):
         return super()._run(indices, np.asarray(depth).reshape(()).astype(np.int64), values, axis=-1 if axis is None else axis)
-
 
 
 class GlobalLpPool(OpRun):
@@ -81,6 +120,15 @@ class GlobalLpPool(OpRun):
         ax = tuple(range(2, x.ndim))
         return (((np.abs(x.astype(np.float64)) ** p).sum(axis=ax, keepdims=True) ** (1.0 / p)).astype(x.dtype),)
 
+
+class Scatter(OpRun):
+    """Scatter-9 (opsets 9-10; deprecated for ScatterElements, which it equals), which onnx.reference has no
+    implementation of."""
+
+    op_domain = ""
+
+    def _run(self, data, indices, updates, axis=None, **_):
+        return (scatter_elements(data, indices, updates, axis=0 if axis is None else axis),)
 
 
 class Pad(OpRun):
@@ -106,6 +154,43 @@ class Pad(OpRun):
         return (np.pad(x, widths, mode=mode).astype(data.dtype),)
 
 
+class Upsample(OpRun):
+    """Upsample-7/9 (opsets 7-9) and Resize-10 (as ``Resize``), which onnx.reference cannot run (Upsample: integer
+    nearest scales only; Resize-10: "output_size is None and scale_factors is None"). Their specification has
+    no coordinate_transformation_mode: asymmetric, x_in = x_out / scale; "nearest" takes floor(x_in) (the
+    Upsample example: scales 3 repeat each value 3 times), "linear" interpolates x[floor(x_in)] and the next
+    (clamped at the edge); output_dimension = floor(input_dimension * scale)."""
+
+    op_domain = ""
+
+    def _run(self, x, scales=None, mode=None, **_):  # onnx.reference passes the latest Resize's defaults too
+        scales = self.scales if scales is None else scales  # Upsample-7: an attribute
+        out = x.astype(np.float64) if mode == "linear" else x
+        for ax, s in enumerate(float(v) for v in np.asarray(scales).reshape(-1)):
+            if s == 1.0:
+                continue
+            n = x.shape[ax]
+            pos = np.arange(int(np.floor(n * s)), dtype=np.float64) / s
+            i0 = np.minimum(np.floor(pos).astype(np.int64), n - 1)
+            if mode != "linear":
+                out = np.take(out, i0, axis=ax)
+                continue
+            w = (pos - i0).reshape([-1] + [1] * (x.ndim - 1 - ax))
+            out = np.take(out, i0, axis=ax) * (1 - w) + np.take(out, np.minimum(i0 + 1, n - 1), axis=ax) * w
+        return (out.astype(x.dtype),)
+
+
+class Resize(Upsample):
+    """Resize-10 (opset 10): as Upsample-9 (``Upsample``); its second input is ``scales``."""
+
+
 def version_corrections(opset: int) -> list[type[OpRun]]:
     """The corrections above that apply to a model of this ai.onnx opset."""
-    return [LRN, LpNormalization, Mean, OneHot, GlobalLpPool, Pad, MaxPool, ConvTranspose]
+    ops = [LRN, LpNormalization, Mean, OneHot, GlobalLpPool, Pad, MaxPool, ConvTranspose]
+    ops += [DequantizeLinear] if opset < 19 else []
+    ops += [RoiAlign] if opset < 16 else []
+    ops += [GridSample] if 16 <= opset < 20 else []
+    ops += [Scatter] if 9 <= opset < 11 else []
+    ops += [Upsample] if opset < 10 else []
+    ops += [Resize] if opset == 10 else []
+    return ops
