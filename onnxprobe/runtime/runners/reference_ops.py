@@ -185,9 +185,46 @@ class Resize(Upsample):
     """Resize-10 (opset 10): as Upsample-9 (``Upsample``); its second input is ``scales``."""
 
 
+class Unique(OpRun):
+    """Unique: onnx.reference returns Y sorted with sorted=0 when Y is the only output, and with sorted=0 and an
+    axis or a multi-dimensional input fails or takes the slices along axis 0. The specification: the unique
+    elements (or slices along ``axis``) in order of first occurrence (sorted=0) or ascending; indices of first
+    occurrences, inverse_indices and counts."""
+
+    op_domain = ""
+
+    def _run(self, x, axis=None, sorted=None, **_):  # noqa: A002 - the attribute's name
+        flat = x.reshape(-1) if axis is None else np.moveaxis(x, axis, 0)
+        y, first, inverse, counts = np.unique(flat, return_index=True, return_inverse=True, return_counts=True,
+                                              **({} if axis is None else {"axis": 0}))  # not for strings
+        inverse = inverse.reshape(-1)
+        if sorted == 0:
+            order = np.argsort(first, kind="stable")
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size)
+            y, first, inverse, counts = y[order], first[order], rank[inverse], counts[order]
+        y = y if axis is None else np.moveaxis(y, 0, axis)
+        outs = (y, first.astype(np.int64), inverse.astype(np.int64), counts.astype(np.int64))
+        return outs[:len(self.onnx_node.output)]
+
+
+class GatherElements(OpRun):
+    """GatherElements: the output has the shape of ``indices``, which may be smaller than the data in the axes
+    other than ``axis``; onnx.reference refuses that ("all dimensions of index and self should be the same
+    size"). Negative indices count from the end."""
+
+    op_domain = ""
+
+    def _run(self, data, indices, axis=None, **_):
+        axis = (axis or 0) % data.ndim
+        at = list(np.indices(indices.shape, sparse=True))
+        at[axis] = np.where(indices < 0, indices + data.shape[axis], indices)
+        return (data[tuple(at)],)
+
+
 def version_corrections(opset: int) -> list[type[OpRun]]:
     """The corrections above that apply to a model of this ai.onnx opset."""
-    ops = [LRN, LpNormalization, Mean, OneHot, GlobalLpPool, Pad, MaxPool, ConvTranspose, LSTM, GRU, RNN]
+    ops = [LRN, LpNormalization, Mean, OneHot, GlobalLpPool, Pad, MaxPool, ConvTranspose, LSTM, GRU, RNN, Unique, GatherElements]
     ops += [DequantizeLinear] if opset < 19 else []
     ops += [RoiAlign] if opset < 16 else []
     ops += [GridSample] if 16 <= opset < 20 else []
