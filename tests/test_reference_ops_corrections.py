@@ -211,3 +211,22 @@ def test_upsample_and_resize_10_are_asymmetric(op, opset, mode, scales):
     else:
         (got,) = _run(op, opset, {"x": x}, {"s": s}, mode=mode)
     np.testing.assert_allclose(got, _resize_asymmetric(x.astype(np.float64), [float(v) for v in s], mode), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"])
+@pytest.mark.parametrize("scales,sizes", [([1, 1, 2, 1.5], None), ([1, 1, 0.5, 0.7], None), (None, [1, 2, 3, 5])])
+def test_resize_11_tf_half_pixel_for_nn(nearest_mode, scales, sizes):
+    x = _r(1, 2, 4, 6)
+    consts = {"roi": np.array([], np.float32), "s": np.array(scales or [], np.float32)}
+    if sizes is not None:
+        consts["z"] = np.array(sizes, np.int64)
+    (got,) = _run("Resize", 11, {"x": x}, consts, mode="nearest", coordinate_transformation_mode="tf_half_pixel_for_nn",
+                  nearest_mode=nearest_mode)
+    out = sizes or [int(math.floor(n * s)) for n, s in zip(x.shape, scales)]
+    sc = [float(v) for v in np.array(scales, np.float32)] if scales else [o / n for o, n in zip(out, x.shape)]
+    rnd = {"round_prefer_floor": lambda v: math.ceil(v - 0.5), "round_prefer_ceil": lambda v: math.floor(v + 0.5),
+           "floor": math.floor, "ceil": math.ceil}[nearest_mode]
+    want = np.empty(out, np.float32)
+    for o in np.ndindex(*out):
+        want[o] = x[tuple(min(max(rnd((i + 0.5) / s), 0), n - 1) for i, s, n in zip(o, sc, x.shape))]
+    np.testing.assert_array_equal(got, want)

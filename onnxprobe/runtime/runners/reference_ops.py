@@ -12,6 +12,7 @@ import numpy as np
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_grid_sample import GridSample as _GridSample
 from onnx.reference.ops.op_one_hot import OneHot as _OneHot
+from onnx.reference.ops.op_resize import Resize as _Resize
 from onnx.reference.ops.op_roi_align import RoiAlign as _RoiAlign
 from onnx.reference.ops.op_scatter_elements import scatter_elements
 
@@ -222,6 +223,35 @@ class GatherElements(OpRun):
         return (data[tuple(at)],)
 
 
+class Resize11(_Resize):
+    """Resize-11 (opsets 11-12) with coordinate_transformation_mode "tf_half_pixel_for_nn" (removed in opset 13),
+    which onnx.reference does not know, in its "nearest" mode (what the name says it is for; other modes stay
+    onnx.reference's error): x_original = (x_resized + 0.5) / scale, rounded by nearest_mode (default
+    round_prefer_floor) and clamped to the input; the scale is the scales input's, or output / input size
+    with ``sizes``."""
+
+    op_domain = ""
+
+    def _run(self, X, roi=None, scales=None, sizes=None, **kw):
+        if kw.get("coordinate_transformation_mode") != "tf_half_pixel_for_nn" or (kw.get("mode") or "nearest") != "nearest":
+            return super()._run(X, roi, scales, sizes, **kw)
+        if sizes is not None and np.size(sizes):
+            out = [int(v) for v in sizes]
+            scales = [o / n for o, n in zip(out, X.shape)]
+        else:
+            scales = [float(v) for v in scales]
+            out = [int(np.floor(n * s)) for n, s in zip(X.shape, scales)]
+        rnd = {"round_prefer_ceil": lambda v: np.floor(v + 0.5), "floor": np.floor, "ceil": np.ceil}.get(
+            kw.get("nearest_mode") or "round_prefer_floor", lambda v: np.ceil(v - 0.5))
+        y = X
+        for ax, (o, s, n) in enumerate(zip(out, scales, X.shape)):
+            y = np.take(y, np.clip(rnd((np.arange(o) + 0.5) / s).astype(np.int64), 0, n - 1), axis=ax)
+        return (y,)
+
+
+Resize11.__name__ = "Resize"  # onnx.reference finds a correction by its class name
+
+
 def version_corrections(opset: int) -> list[type[OpRun]]:
     """The corrections above that apply to a model of this ai.onnx opset."""
     ops = [LRN, LpNormalization, Mean, OneHot, GlobalLpPool, Pad, MaxPool, ConvTranspose, LSTM, GRU, RNN, Unique, GatherElements]
@@ -230,5 +260,5 @@ def version_corrections(opset: int) -> list[type[OpRun]]:
     ops += [GridSample] if 16 <= opset < 20 else []
     ops += [Scatter] if 9 <= opset < 11 else []
     ops += [Upsample] if opset < 10 else []
-    ops += [Resize] if opset == 10 else []
+    ops += [Resize] if opset == 10 else [Resize11] if opset in (11, 12) else []
     return ops
