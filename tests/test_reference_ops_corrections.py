@@ -182,17 +182,17 @@ def test_pad_modes_unchanged(mode):
 def _resize_asymmetric(x, scales, mode):
     """Upsample-7/9, Resize-10: out = floor(in * scale); x_in = x_out / scale; nearest floor(x_in) (the
     specification's example), linear between floor(x_in) and the next, clamped."""
-    out_shape = [int(math.floor(n * s)) for n, s in zip(x.shape, scales)]
+    out_shape = [math.floor(n * s) for n, s in zip(x.shape, scales)]
     y = np.zeros(out_shape)
     for o in np.ndindex(*out_shape):
         pos = [i / s for i, s in zip(o, scales)]
         if mode == "nearest":
-            y[o] = x[tuple(min(int(math.floor(p)), n - 1) for p, n in zip(pos, x.shape))]
+            y[o] = x[tuple(min(math.floor(p), n - 1) for p, n in zip(pos, x.shape))]
             continue
         for corner in itertools.product((0, 1), repeat=x.ndim):
             w, at = 1.0, []
             for p, c, n in zip(pos, corner, x.shape):
-                f = min(int(math.floor(p)), n - 1)
+                f = min(math.floor(p), n - 1)
                 frac = p - f
                 w *= frac if c else 1 - frac
                 at.append(min(f + c, n - 1))
@@ -222,7 +222,7 @@ def test_resize_11_tf_half_pixel_for_nn(nearest_mode, scales, sizes):
         consts["z"] = np.array(sizes, np.int64)
     (got,) = _run("Resize", 11, {"x": x}, consts, mode="nearest", coordinate_transformation_mode="tf_half_pixel_for_nn",
                   nearest_mode=nearest_mode)
-    out = sizes or [int(math.floor(n * s)) for n, s in zip(x.shape, scales)]
+    out = sizes or [math.floor(n * s) for n, s in zip(x.shape, scales)]
     sc = [float(v) for v in np.array(scales, np.float32)] if scales else [o / n for o, n in zip(out, x.shape)]
     rnd = {"round_prefer_floor": lambda v: math.ceil(v - 0.5), "round_prefer_ceil": lambda v: math.floor(v + 0.5),
            "floor": math.floor, "ceil": math.ceil}[nearest_mode]

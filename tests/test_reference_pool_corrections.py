@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from conftest import make_model
 from onnxprobe.runtime.runners.reference import ReferenceRunner
