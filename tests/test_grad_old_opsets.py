@@ -86,3 +86,41 @@ def test_maxpool_at_opset_10_whose_equal_takes_no_floats(tmp_path, opset):
             k = np.argmax(x[0, 0, i:i + 2, j:j + 2])
             want[i + k // 2, j + k % 2] = 1
     np.testing.assert_array_equal(np.load(tmp_path / "g.npz")["x"], want.reshape(1, 1, 4, 4))
+
+
+def _pool_unsqueeze_opset9(tmp_path):
+    """MaxPool's gradient needs opset 11 (Equal of floats): grad converts this opset-9 model, and the
+    converter writes each Unsqueeze's axes as a Constant node before it, so the copy's nodes are numbered
+    otherwise than the model's (unsq is node 1 here, node 2 in the copy)."""
+    w = np.arange(4, dtype=np.float32).reshape(1, 1, 1, 2, 2) / 10
+    m = make_model([helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], strides=[2, 2], name="pool"),
+                    helper.make_node("Unsqueeze", ["p"], ["u"], axes=[0], name="unsq"),
+                    helper.make_node("Mul", ["u", "w"], ["y"], name="mul")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, 2, 2])],
+                   [numpy_helper.from_array(w, "w")], opset=9, ir=4)
+    onnx.save(m, tmp_path / "m9.onnx")
+    return tmp_path / "m9.onnx"
+
+
+def test_rows_of_a_converted_copy_keep_the_models_node_indices(tmp_path):
+    """The rows' node index is the model's (as `inspect --nodes` and `layers` number it), not the converted
+    copy's: unsq and mul read 2 and 3 where the model has them at 1 and 2."""
+    import json
+
+    r = runner.invoke(app, ["grad", str(_pool_unsqueeze_opset9(tmp_path)), "--all", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    assert "converted to opset 17" in r.stderr
+    rows = {g["tensor"]: (g["index"], g["node"]) for g in json.loads(r.stdout)["gradients"]}
+    assert rows == {"x": (0, "pool"), "p": (0, "pool"), "u": (1, "unsq"), "w": (2, "mul"), "y": (2, "mul")}, rows
+
+
+def test_range_of_a_converted_copy_is_the_models_node_range(tmp_path):
+    """--all --range 0:1 is the model's nodes 0 and 1 (pool and unsq, and x, which pool reads: its gradient
+    needs the conversion); on the copy it was pool and the Constant the converter wrote, and u was left out."""
+    import json
+
+    r = runner.invoke(app, ["grad", str(_pool_unsqueeze_opset9(tmp_path)), "--all", "--range", "0:1", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    assert "converted to opset 17" in r.stderr
+    assert {g["tensor"] for g in json.loads(r.stdout)["gradients"]} == {"x", "p", "u"}, r.stdout

@@ -262,16 +262,19 @@ def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection |
     model, spec, selection = as_model(model), as_spec(spec), as_selection(selection)
     if unsupported not in ("raise", "skip"):
         raise UsageError(f"unsupported: expected 'raise' or 'skip', got {unsupported!r}")
+    first: dict = {}
     try:
         return _grad_plan(model, spec, selection, feed=feed, names=names, unsupported=unsupported,
-                          probe_inputs=probe_inputs, cache=cache)
+                          probe_inputs=probe_inputs, cache=cache, resolved=first)
     except OpsetTooOld as e:
         old = default_opset(model.proto)
         if old >= GRAD_OPSET or e.needed > GRAD_OPSET:
             raise
         upgraded, needed = _upgraded(model, old, e), e.needed
+    # the targets stay those the model's own graph gave (its node numbers for --range and the rows, none of
+    # the tensors the converter adds): the copy numbers its nodes otherwise (a Constant before each Unsqueeze)
     gp = _grad_plan(upgraded, spec, selection, feed=feed, names=names, unsupported=unsupported,
-                    probe_inputs=probe_inputs, cache=cache)
+                    probe_inputs=probe_inputs, cache=cache, fixed=first.get("targets"))
     gp.warnings.insert(0, f"model opset {old}: the gradients need opset {needed} ops, so they are computed on a "
                           f"copy converted to opset {GRAD_OPSET} (onnx.version_converter), which --export writes")
     return gp
@@ -342,7 +345,10 @@ def _drop_value_info(g: onnx.GraphProto) -> None:
 
 def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None, *,
                feed: dict[str, np.ndarray] | None, names: list[str] | None, unsupported: str,
-               probe_inputs=None, cache: bool = True) -> GradPlan:
+               probe_inputs=None, cache: bool = True, resolved: dict | None = None,
+               fixed: list | None = None) -> GradPlan:
+    """``resolved`` receives the targets once they are known; ``fixed``: targets resolved on the model
+    before its conversion to a newer opset, kept as they are (those the copy has)."""
     spec = spec or GradSpec()
     warnings = list(model.warnings)
     output = _tensor_output(model.proto, _pick_output(model.proto, spec.output), spec.output is not None)
@@ -364,7 +370,14 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     if feed is not None:
         _refuse_empty(base, output, feed, model.proto, cache)
     base = hoist_constants(base)
-    tg = named_targets(base, names) if names is not None else targets(base, selection, tuple(spec.wrt))
+    if fixed is not None:
+        present = {i.name for i in base.graph.input} | {i.name for i in base.graph.initializer} | {
+            o for n in base.graph.node for o in n.output}
+        tg = [t for t in fixed if t.ref.name in present]
+    else:
+        tg = named_targets(base, names) if names is not None else targets(base, selection, tuple(spec.wrt))
+    if resolved is not None:
+        resolved["targets"] = tg
     fwd = onnx.ModelProto()
     fwd.CopyFrom(base)
     # the extra input (labels, target, output gradient) is checked against the output's shape for this feed,
