@@ -124,3 +124,30 @@ def test_range_of_a_converted_copy_is_the_models_node_range(tmp_path):
     assert r.exit_code == 0, r.output
     assert "converted to opset 17" in r.stderr
     assert {g["tensor"] for g in json.loads(r.stdout)["gradients"]} == {"x", "p", "u"}, r.stdout
+
+
+@pytest.mark.parametrize("opset", [9, 10])
+def test_gemm_before_opset_11_whose_c_is_required(tmp_path, opset):
+    """Gemm takes C from opset 11 on only as optional: the backward graph's Gemms (dA, dB) have no C, and
+    onnxruntime refused them at opset 7-10 ("has input size 2 not in range [min=3, max=3]"). The builder asks
+    for the opset whose schema takes the inputs it gives, and grad converts the model.
+    Oracle: y = x w + c, dL/dw = x^T dy, dL/dx = dy w^T, dL/dc = sum of dy over rows (numpy float64)."""
+    w = RNG.standard_normal((3, 4)).astype(np.float32)
+    c = RNG.standard_normal(4).astype(np.float32)
+    m = make_model([helper.make_node("Gemm", ["x", "w", "c"], ["y"], name="fc")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                   [numpy_helper.from_array(w, "w"), numpy_helper.from_array(c, "c")], opset=opset, ir=4)
+    onnx.save(m, tmp_path / "m.onnx")
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    dy = RNG.standard_normal((2, 4)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "dy.npy", dy)
+    r = runner.invoke(app, ["grad", str(tmp_path / "m.onnx"), "--input", f"x={tmp_path / 'x.npy'}", "--all",
+                            "--output-grad", str(tmp_path / "dy.npy"), "--save-grads", str(tmp_path / "g.npz")])
+    assert r.exit_code == 0, r.output
+    got = np.load(tmp_path / "g.npz")
+    x64, dy64 = x.astype(np.float64), dy.astype(np.float64)
+    np.testing.assert_allclose(got["w"], x64.T @ dy64, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got["x"], dy64 @ w.T.astype(np.float64), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got["c"], dy64.sum(0), rtol=1e-6, atol=1e-6)

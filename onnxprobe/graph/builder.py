@@ -122,17 +122,19 @@ RUNTIME_MIN_OPSET = 7
 
 
 @functools.lru_cache(maxsize=None)
-def opset_needed(op_type: str, opset: int) -> int | None:
+def opset_needed(op_type: str, opset: int, n_inputs: int | None = None) -> int | None:
     """The opset an ONNX-domain op needs when ``opset`` is too old for it (Expand: 8; anything: onnxruntime's
     7; an op whose first input takes floats only from a later version, as Equal from 11: what the backward
-    graph feeds it), else None."""
+    graph feeds it; one whose version takes fewer or more inputs than the ``n_inputs`` given, as Gemm's C,
+    required before 11), else None."""
     try:
         schema = onnx.defs.get_schema(op_type, opset, "")
         if opset < RUNTIME_MIN_OPSET:
             return RUNTIME_MIN_OPSET
-        if not _takes_floats(schema):
+        fits = lambda s: _takes_floats(s) and (n_inputs is None or s.min_input <= n_inputs <= s.max_input)  # noqa: E731
+        if not fits(schema):
             later = sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history()
-                           if s.name == op_type and not s.domain and s.since_version > opset and _takes_floats(s))
+                           if s.name == op_type and not s.domain and s.since_version > opset and fits(s))
             return later[0] if later else None
         return None
     except onnx.defs.SchemaError:
@@ -173,13 +175,13 @@ class GraphBuilder:
            domain: str = "", **attrs):
         """Emit one node; returns its output name (or the list of names when ``n_out > 1``). ``out``: the
         exact output name (already fresh); ``base``: a readable stem for a fresh one."""
-        if self.strict and domain in ("", "ai.onnx"):
-            needed = opset_needed(op_type, self.opset)
-            if needed is not None and needed > self.opset:
-                raise OpsetTooOld(f"{op_type} needs opset {needed} or later (model opset {self.opset})", needed)
         ins = ["" if i is None else i for i in inputs]
         while ins and ins[-1] == "":
             ins.pop()
+        if self.strict and domain in ("", "ai.onnx"):
+            needed = opset_needed(op_type, self.opset, len(ins))
+            if needed is not None and needed > self.opset:
+                raise OpsetTooOld(f"{op_type} needs opset {needed} or later (model opset {self.opset})", needed)
         stem = base or f"{self.scope}/{op_type.lower()}"
         outs = [out or self.fresh(stem)] if n_out == 1 else [self.fresh(f"{stem}_{k}") for k in range(n_out)]
         attrs = {k: v for k, v in attrs.items() if v is not None}
