@@ -38,7 +38,9 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
                 value = _as_scalar(value)
             if p.stats_on_host or (host_stats and name not in stats):
                 stats[name] = host_statistics(value)
-                if not p.shape_output:
+                # a Loop/Scan body's values are stacked over its iterations (and a Scan-8's over its batch too):
+                # not the tensor's shape, which stays the body's own, as where the graph summarises it
+                if not p.shape_output and not any(sc.endswith("/body") for sc in p.ref.scope):
                     shapes[name] = tuple(np.shape(value))
             if not p.raw_for_stats:
                 arrays[name] = value
