@@ -151,3 +151,29 @@ def test_gemm_before_opset_11_whose_c_is_required(tmp_path, opset):
     np.testing.assert_allclose(got["w"], x64.T @ dy64, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got["x"], dy64 @ w.T.astype(np.float64), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got["c"], dy64.sum(0), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("opset", [7, 8])
+def test_a_tensor_the_converter_renames_keeps_its_name(tmp_path, opset):
+    """onnx.version_converter writes an opset-7/8 Upsample as a Resize whose output it renames ('u' became
+    '_v_7', the Mul after it reading that): --all had no gradient of 'u', a tensor of the model, and the
+    exported backward model named a tensor the model does not have. The copy's tensors keep the model's
+    names. Oracle: y = u * w, u = nearest 2x upsampling of x: dL/du = w, dL/dx = w summed over 2x2 blocks."""
+    w = RNG.standard_normal((1, 1, 4, 6)).astype(np.float32)
+    m = make_model([helper.make_node("Upsample", ["x"], ["u"], mode="nearest", scales=[1.0, 1.0, 2.0, 2.0], name="up"),
+                    helper.make_node("Mul", ["u", "w"], ["y"], name="mul")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 6])], [numpy_helper.from_array(w, "w")],
+                   opset=opset, ir=4)
+    onnx.save(m, tmp_path / "m.onnx")
+    r = runner.invoke(app, ["grad", str(tmp_path / "m.onnx"), "--all", "--save-grads", str(tmp_path / "g.npz"),
+                            "--export", str(tmp_path / "bw.onnx")])
+    assert r.exit_code == 0, r.output
+    assert "converted to opset 17" in r.stderr
+    got = np.load(tmp_path / "g.npz")
+    assert sorted(got.files) == ["u", "w", "x", "y"], got.files
+    np.testing.assert_allclose(got["u"], w, rtol=1e-6)
+    np.testing.assert_allclose(got["x"], w.astype(np.float64).reshape(1, 1, 2, 2, 3, 2).sum(axis=(3, 5)), rtol=1e-6, atol=1e-6)
+    bw = onnx.load(tmp_path / "bw.onnx")
+    assert "u_grad" in {o.name for o in bw.graph.output}
+    assert [list(n.input) for n in bw.graph.node if n.name == "mul"] == [["u", "w"]]

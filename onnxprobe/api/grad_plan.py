@@ -19,6 +19,7 @@ from onnxprobe.autodiff.loss import KINDS, attach_loss
 from onnxprobe.autodiff.select import named_targets, targets
 from onnxprobe.errors import ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UsageError, first_line, setting_error
 from onnxprobe.graph.builder import all_names, default_opset
+from onnxprobe.graph.converted_names import restore_names
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.shapes import annotate, concrete_shapes, infer_shapes, static_shape, value_types, with_input_shapes
@@ -318,6 +319,7 @@ def _upgraded(model: Model, old: int, cause: OpsetTooOld) -> Model:
         raise ModelError(f"{first_line(cause)}; converting the model from opset {old} to {GRAD_OPSET} failed: "
                          f"{first_line(e)[:200]}") from e
     _same_input_ranks(model.proto, proto, f"{first_line(cause)}; converting the model from opset {old} to {GRAD_OPSET}")
+    restore_names(model.proto, proto)  # an adapted node's outputs, renamed by the converter ('u' -> '_v_7')
     warnings = list(model.warnings)
     annotate(proto, warnings)
     return Model(proto, model.source, warnings)
