@@ -99,3 +99,46 @@ def test_sorted_topk_is_compared_in_order(tmp_path):
                    config=CPU, inputs=_inputs(), user_map={"values": "values"})
     assert res.verdict()[0] == "fail", res.verdict()
     assert not any("sorted=0" in n for n in res.notes)
+
+
+def _topk_in_bodies(path, sorted_: int, loop: bool = True) -> str:
+    """The TopK inside control flow: an If whose branches each return TopK(x) (the If's outputs v and i,
+    then r = Relu(v)), and a Loop whose scan output stacks each iteration's TopK values (vs: [3, 2, K])."""
+    def topk(outs, name):
+        return helper.make_node("TopK", ["x", "k"], outs, axis=1, sorted=sorted_, name=name)
+
+    def branch(p):
+        return helper.make_graph([topk([f"{p}v", f"{p}i"], f"topk_{p}")], p, [],
+                                 [V(f"{p}v", F, None), V(f"{p}i", TensorProto.INT64, None)])
+
+    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]), topk(["bv", "bi"], "topk_body")], "body",
+                             [V("it", TensorProto.INT64, []), V("c_in", TensorProto.BOOL, [])],
+                             [V("c_out", TensorProto.BOOL, []), V("bv", F, [2, K])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="sum"),
+             helper.make_node("Greater", ["s", "zero"], ["c"], name="gt"),
+             helper.make_node("If", ["c"], ["v", "i"], then_branch=branch("t"), else_branch=branch("e"), name="if"),
+             helper.make_node("Relu", ["v"], ["r"], name="relu")]
+    nodes += [helper.make_node("Loop", ["n", "true"], ["vs"], body=body, name="loop")] if loop else []
+    inits = [numpy_helper.from_array(np.array([K], np.int64), "k"), numpy_helper.from_array(np.array(0, np.float32), "zero"),
+             numpy_helper.from_array(np.array(3, np.int64), "n"), numpy_helper.from_array(np.array(True), "true")]
+    outs = [V("r", F, [2, K]), V("i", TensorProto.INT64, [2, K])] + ([V("vs", F, [3, 2, K])] if loop else [])
+    onnx.save(make_model(nodes, [V("x", F, [2, N])], outs, inits), path)
+    return str(path)
+
+
+def test_unsorted_topk_inside_if_branches_and_loop_bodies(tmp_path):
+    """A sorted=0 TopK in an If branch (its tensors there, the If's outputs and what follows) or in a Loop body
+    (the scan output stacking its values: the TopK's axis one further along) leaves the same order open; they
+    were compared position by position, and a correct model failed (the If's values 25 dB, outputs FAIL)."""
+    res = api.diff(_topk_in_bodies(tmp_path / "u.onnx", 0), _topk_in_bodies(tmp_path / "s.onnx", 1), config=CPU,
+                   inputs=_inputs(), selection=api.Selection(all=True))
+    by = {r.pair.a.name: r for r in res.results}
+    ran = "tv" if by["tv"].metrics is not None else "ev"  # the branch x's sum chose
+    names = (ran, ran[0] + "i", "v", "i", "r", "vs")
+    assert all(by[n].passed and by[n].metrics.exact for n in names), \
+        {n: (r.passed, r.metrics and r.metrics.max_abs) for n, r in by.items()}
+    assert res.verdict()[0] == "pass", res.verdict()
+    # onnx.reference concatenates a Loop's scan outputs ([6, K], not [3, 2, K]): the If alone there
+    res = api.diff(_topk_in_bodies(tmp_path / "r.onnx", 0, loop=False), vs_reference=True, config=CPU, inputs=_inputs(),
+                   selection=api.Selection(all=True))
+    assert res.verdict()[0] == "pass", (res.verdict(), [(r.pair.a.name, r.passed) for r in res.results])

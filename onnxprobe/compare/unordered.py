@@ -6,8 +6,9 @@ may order them differently and both be right, so comparing them position by posi
 Along that axis such a pair is compared as the multiset it is: both sides sorted first (the values by value,
 the indices as a set of positions). What an elementwise op computes from them keeps that freedom (a Cast of
 the indices, a Relu of the values, a product of the two, which move together, or with a one-element
-constant), and is compared the same way; anything else (a Gather of the first element, a Reshape) is a
-function of the order and is compared as it is.
+constant), and so does what an If, Loop or Scan returns of them (a TopK in a body): these are compared the
+same way; anything else (a Gather of the first element, a Reshape) is a function of the order and is
+compared as it is.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import numpy as np
 import onnx
 
 from onnxprobe.graph.constants import constants
+from onnxprobe.graph.select import shared_names
+from onnxprobe.graph.walk import subgraphs, walk
 from onnxprobe.types import element_count, forward_name
 
 # one output, the value at each position computed from the inputs' values at that position
@@ -30,26 +33,70 @@ SCALAR_INPUTS = {"Clip": {1, 2}, "CastLike": {1}}  # inputs that are scalars (or
 
 
 def unordered_axes(model: onnx.ModelProto) -> dict[str, tuple[int, str]]:
-    """Main-graph tensor -> (axis, the TopK node whose order it carries) for each tensor whose order along
-    that axis is unspecified: a ``sorted=0`` TopK's outputs and what elementwise ops compute from them alone
-    (with constants of one element)."""
-    g = model.graph
+    """Tensor (by ``TensorRef.key``: its name, or 'if1/then_branch/o' where sibling bodies share it) ->
+    (axis, the TopK node whose order it carries) for each tensor whose order along that axis is unspecified:
+    a ``sorted=0`` TopK's outputs, what elementwise ops compute from them alone (with constants of one
+    element), and what control flow returns of them, in the main graph or in bodies: an If's output where a
+    branch returns one, a Loop's or Scan's where its body does."""
+    sites = walk(model)
+    found: dict[tuple, tuple[int, str]] = {}  # (scope, tensor) -> (axis, TopK)
     # one element, of rank 0 or 1: broadcasting one never adds an axis in front of the TopK's
-    consts = {k for k, t in constants(g).items() if element_count(t.dims) == 1 and len(t.dims) <= 1}
-    out: dict[str, tuple[int, str]] = {}
-    for n in g.node:
-        if n.op_type == "TopK" and n.domain in ("", "ai.onnx"):
-            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+    consts = {(s.scope, k) for s in sites for k, t in constants(s.graph).items()
+              if element_count(t.dims) == 1 and len(t.dims) <= 1}
+
+    def where(keys, scope: tuple, name: str):
+        """The key of ``name`` in ``keys`` as a node in ``scope`` reads it (its body's, an enclosing one's)."""
+        return next(((scope[:n], name) for n in range(len(scope), -1, -1) if (scope[:n], name) in keys), None)
+
+    for s in sites:
+        n = s.node
+        if n.domain not in ("", "ai.onnx") or not n.output:
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute if a.type != onnx.AttributeProto.GRAPH}
+        if n.op_type == "TopK":
             if attrs.get("sorted", 1) == 0:
                 for o in n.output[:2]:
                     if o:
-                        out[o] = (int(attrs.get("axis", -1)), n.name or n.output[0])
-        elif n.op_type in ELEMENTWISE and n.domain in ("", "ai.onnx") and n.output and n.output[0]:
+                        found[s.scope, o] = (int(attrs.get("axis", -1)), n.name or n.output[0])
+        elif n.op_type in ELEMENTWISE and n.output[0]:
             skip = SCALAR_INPUTS.get(n.op_type, set())
-            data = [i for k, i in enumerate(n.input) if i and k not in skip and i not in consts]
-            origins = {out.get(i) for i in data}
+            data = [i for k, i in enumerate(n.input) if i and k not in skip and where(consts, s.scope, i) is None]
+            origins = {found.get(where(found, s.scope, i)) for i in data}
             if data and len(origins) == 1 and None not in origins:  # one permutation, carried along
-                out[n.output[0]] = origins.pop()
+                found[s.scope, n.output[0]] = origins.pop()
+        elif n.op_type in ("If", "Loop", "Scan"):
+            hits: dict[str, list] = {}
+            for attr, body in subgraphs(n):
+                inner = s.scope + (f"{s.name}/{attr}",)
+                for o, hit in _returned(n, attrs, body, lambda t: found.get(where(found, inner, t))).items():
+                    hits.setdefault(o, []).append(hit)
+            for o, hs in hits.items():
+                if len({axis for axis, _ in hs}) == 1:  # two branches' along two axes: compared as it is
+                    found[s.scope, o] = hs[0]
+    shared = shared_names(sites)
+    return {("/".join(scope + (t,)) if scope and t in shared else t): v for (scope, t), v in found.items()}
+
+
+def _returned(node: onnx.NodeProto, attrs: dict, body: onnx.GraphProto, unordered) -> dict[str, tuple[int, str]]:
+    """The outputs of control-flow ``node`` that return a tensor of ``body`` that ``unordered(name)`` says is
+    unordered (axis, TopK): an If's k-th output is the branch's k-th, a Loop's its body's after the
+    condition, a Scan's its body's; a scan output stacks the iterations' values along a new axis 0, the
+    TopK's axis one further along (a Scan's ``scan_output_axes`` other than 0: left out, compared as it is)."""
+    lead = 1 if node.op_type == "Loop" else 0
+    state = {"If": len(node.output), "Loop": len(node.input) - 2,
+             "Scan": len(node.input) - int(attrs.get("num_scan_inputs", 0))}[node.op_type]
+    stacked = list(attrs.get("scan_output_axes", []))
+    out = {}
+    for k, o in enumerate(node.output):
+        hit = unordered(body.output[k + lead].name) if o and k + lead < len(body.output) else None
+        if hit is None:
+            continue
+        axis, topk = hit
+        if k >= state:  # a scan output
+            if (stacked[k - state] if k - state < len(stacked) else 0) != 0:
+                continue
+            axis = axis + 1 if axis >= 0 else axis
+        out[o] = (axis, topk)
     return out
 
 
