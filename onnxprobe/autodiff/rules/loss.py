@@ -3,7 +3,8 @@ log-probabilities x of shape (N, C, d1, ...), labels t of shape (N, d1, ...), op
 shape (C,)). The labels are indices: no gradient flows to them.
 
 Both are written with the one-hot mask oh[n, c, d] = (t[n, d] == c) of the labels that count (a label
-equal to ``ignore_index`` matches no class): with ohw = oh w[c], the per-element loss is
+equal to ``ignore_index`` matches no class; a negative one, outside the spec's [0, C), counts from the end,
+t + C, as onnxruntime reads it): with ohw = oh w[c], the per-element loss is
 l[n, d] = -sum_c ohw x, and the mean divides sum(l) by W = sum(ohw), the summed weights of the labels
 that count (their number without weights), as the spec and onnxruntime do. W = 0 (every label ignored)
 gives a NaN loss and NaN gradients."""
@@ -24,26 +25,29 @@ def _reduction(g) -> str:
     return r
 
 
-def _classes(g, x: str, r: int) -> str:
-    """0 .. C-1 as int64 of shape (1, C, 1, ..., 1), to compare the labels with."""
+def _classes(g, x: str, r: int) -> tuple[str, str]:
+    """0 .. C-1 as int64 of shape (1, C, 1, ..., 1), to compare the labels with, and C (a scalar)."""
     s = g.sshape(x)
     shape = [1, -1] + [1] * (r - 2)
     if s is not None and isinstance(s[1], int):
-        return g.const(np.arange(s[1], dtype=np.int64).reshape(shape))
+        return g.const(np.arange(s[1], dtype=np.int64).reshape(shape)), g.const(np.array(s[1], np.int64))
     c = g.Gather(g.shape(x), g.const(np.array(1, np.int64)), axis=0)
     rng = g.Range(g.const(np.array(0, np.int64)), c, g.const(np.array(1, np.int64)))
-    return g.Reshape(rng, g.ints(shape))
+    return g.Reshape(rng, g.ints(shape)), c
 
 
 def _one_hot(g, x: str, t: str):
     """(oh as a boolean, ohw = oh w[c] in the gradient's dtype, the loss's per-element factor dl) for
     x (N, C, ...) and labels t (N, ...); dl broadcasts against x (a scalar for sum and mean)."""
     r = g.rank(g.x[0])  # x, or SoftmaxCrossEntropyLoss's log_prob: the scores' shape
-    t64 = g.Cast(t, to=TensorProto.INT64)
+    t64 = g.unsqueeze(g.Cast(t, to=TensorProto.INT64), [1])
+    classes, count = _classes(g, g.x[0], r)
+    # a negative label counts from the end (-1: class C - 1), as onnxruntime's Gathers read the scores and
+    # the weights at it
+    ohb = g.Or(g.Equal(t64, classes), g.Equal(t64, g.Sub(classes, count)))
     ignore = g.attr("ignore_index")
-    if ignore is not None:  # an ignored label matches no class (-1 is none)
-        t64 = g.Where(g.Equal(t64, g.const(np.array(ignore, np.int64))), g.const(np.array(-1, np.int64)), t64)
-    ohb = g.Equal(g.unsqueeze(t64, [1]), _classes(g, g.x[0], r))
+    if ignore is not None:  # an ignored label matches no class
+        ohb = g.And(ohb, g.Not(g.Equal(t64, g.const(np.array(ignore, np.int64)))))
     ohw = g.mask(ohb)
     if g.has(2):
         ohw = g.Mul(ohw, g.Reshape(g.x[2], g.ints([1, -1] + [1] * (r - 2))))
