@@ -160,7 +160,8 @@ def grid_sample(g):
         else:
             xv = g.Reshape(g.Gather(_rows(g, x, n), idx, axis=0), g.Concat(g.ints([-1, k]), chans, axis=0))
             t = _cast(g, g.reduce_sum(g.Mul(xv, dyt), [2], keepdims=0), ct)  # (N P, K): sum_c dy x[q]
-            t = g.Reshape(t, g.Concat(g.shape(gr, 0, 2), g.ints([k]), axis=0))  # (N, P, K)
+            # (N, P, K); allowzero: a run-time P of 0 (no sample points) is a 0, not "copy the dimension"
+            t = g.Reshape(t, g.Concat(g.shape(gr, 0, 2), g.ints([k]), axis=0), allowzero=1)
             parts = []
             for a in range(n - 1, -1, -1):
                 corners, slope, inside = axes[a]
