@@ -172,6 +172,8 @@ def det(g):
     if s is None or not isinstance(s[-1], int):
         raise g.fail("the matrix size is unknown (give the input's shape with --shape NAME=DIMS)")
     r, m = len(s), s[-1]
+    if m == 0:  # det of a 0x0 matrix is 1, a constant: dX is as empty as X
+        return [g.Mul(x, g.scalar(0.0))]
     dyk = g.unsqueeze(g.dy, [r - 2, r - 1])
     if m == 1:
         return [dyk]
