@@ -54,6 +54,12 @@ class NodeGrad:
     def fail(self, why: str) -> ModelError:
         return ModelError(f"cannot differentiate {self.node.op_type} node {self.name!r}: {why}")
 
+    def unknown_size(self, what: str) -> ModelError:
+        """The error for a rule that needs a size the model leaves dynamic (``what`` says which): --shape
+        fixes it for a run, but --export keeps the model's dynamic dimensions, so there it cannot."""
+        return self.fail(f"{what} (fix it with --shape NAME=DIMS; --export keeps the model's dynamic dimensions: "
+                         "declare that size in the model to export it)")
+
     def needs_opset(self, needed: int, what: str) -> OpsetTooOld:
         """The error for a gradient that needs op versions of opset ``needed`` (grad_plan then converts
         the model and tries again)."""

@@ -170,7 +170,7 @@ def det(g):
     x = g.x[0]
     s = g.sshape(x)
     if s is None or not isinstance(s[-1], int):
-        raise g.fail("the matrix size is unknown (give the input's shape with --shape NAME=DIMS)")
+        raise g.unknown_size("the matrix size is unknown")
     r, m = len(s), s[-1]
     if m == 0:  # det of a 0x0 matrix is 1, a constant: dX is as empty as X
         return [g.Mul(x, g.scalar(0.0))]

@@ -71,7 +71,7 @@ def attention(g):
     v = _heads(g, v_in, g.attr("kv_num_heads"))
     qs, ks = _dims4(g, q_in, g.attr("q_num_heads")), _dims4(g, k_in, g.attr("kv_num_heads"))
     if qs is None or ks is None:
-        raise g.fail("needs static head counts and head size (give the input shapes with --shape)")
+        raise g.unknown_size("needs static head counts and head size")
     groups = qs[1] // ks[1]
     scale = g.attr("scale") or 1.0 / math.sqrt(qs[3])
     kr, vr = _repeat_kv(g, k, groups), _repeat_kv(g, v, groups)

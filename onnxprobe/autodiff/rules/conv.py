@@ -59,7 +59,7 @@ def auto_pads(g, x: str, k, s, d, transposed: bool = False):
     xs = g.sshape(x)
     sp = None if xs is None else xs[2:]
     if sp is None or not all(isinstance(v, int) for v in sp):
-        raise g.fail(f"auto_pad={auto} needs the spatial shape of {x!r}; fix the input size with --shape")
+        raise g.unknown_size(f"auto_pad={auto} needs the spatial shape of {x!r}")
     pb, pe = [], []
     for i in range(n):
         if transposed:
@@ -344,7 +344,7 @@ def _convtranspose_pads(g, x: str, geo: Geometry) -> Geometry:
         return geo
     xs = g.static_dims(x)
     if xs is None:
-        raise g.fail("output_shape / auto_pad need the input's static shape; fix it with --shape")
+        raise g.unknown_size("output_shape / auto_pad need the input's static shape")
     target = list(out_shape)[-geo.n:] if out_shape else [v * s for v, s in zip(xs[2:], geo.s)]
     pb, pe = [], []
     for i in range(geo.n):

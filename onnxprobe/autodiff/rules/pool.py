@@ -23,7 +23,7 @@ def _pool_geometry(g, x: str) -> Geometry:
     if xs is not None and ys is not None:
         pe = [max(pe[i], (ys[2 + i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - xs[2 + i] - pb[i]) for i in range(n)]
     elif g.attr("ceil_mode", 0):
-        raise g.fail("ceil_mode=1 needs static input and output shapes; fix them with --shape")
+        raise g.unknown_size("ceil_mode=1 needs static input and output shapes")
     return Geometry(n, k, s, d, pb, pe, 1)
 
 
