@@ -41,7 +41,8 @@ def unordered_axes(model: onnx.ModelProto) -> dict[str, tuple[int, str]]:
     sites = walk(model)
     found: dict[tuple, tuple[int, str]] = {}  # (scope, tensor) -> (axis, TopK)
     # one element, of rank 0 or 1: broadcasting one never adds an axis in front of the TopK's
-    consts = {(s.scope, k) for s in sites for k, t in constants(s.graph).items()
+    graphs = {s.scope: s.graph for s in sites}  # each graph once (constants() reads all its nodes)
+    consts = {(scope, k) for scope, gr in graphs.items() for k, t in constants(gr).items()
               if element_count(t.dims) == 1 and len(t.dims) <= 1}
 
     def where(keys, scope: tuple, name: str):
