@@ -13,6 +13,7 @@ from onnx import TensorProto
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
 from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_result, as_selection, check_switches, checked_feed
+from onnxprobe.autodiff import straight_through
 from onnxprobe.autodiff.check import DELTA, TOLERANCE, CheckItem, check_gradients, perturbable, to_float64
 from onnxprobe.autodiff.constant_loss import INSTEAD, unjudged  # noqa: F401 (INSTEAD: the CLI says it)
 from onnxprobe.autodiff.engine import attach_backward, shaped_types
@@ -253,6 +254,10 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
             continue
         if row.name not in tensors:
             continue
+        if row.name in gp.rounded:  # a staircase's finite differences (0 or a jump) against the estimator's slope
+            op, node = gp.rounded[row.name]
+            row.check = {"ok": None, "error": None, "unresolved": straight_through.reason(node, op), "straight_through": node}
+            continue
         g = (grads64 or {}).get(row.name, result.arrays[row.name]).astype(np.float64)
         if not g.size:  # no element to move: nothing to compare, so no verdict (it read "ok")
             empty.append(row.name)
@@ -279,6 +284,11 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
                             f"{' ...' if len(flat) > 3 else ''}), at any step: their true gradient is 0 (or below the "
                             "loss's rounding); a nonzero one is rounding left by a cancellation (a Softmax of identical "
                             "logits: the output does not depend on them) or a wrong rule")
+    rounded = [r.name for r in result.rows if r.check is not None and r.check.get("straight_through")]
+    if rounded:
+        result.notes.append(f"not checked: {len(rounded)} gradient(s) taken through a straight-through estimator (at "
+                            f"{straight_through.places(gp.rounded[n] for n in rounded)}): finite differences of rounded values "
+                            f"cannot check them ({', '.join(rounded[:3])}{' ...' if len(rounded) > 3 else ''})")
     loose = [n for n, c in checked.items() if c["ok"] is None]
     if loose:
         result.notes.append(f"cannot check {len(loose)} gradient(s), not resolvable by finite differences: "

@@ -3,6 +3,7 @@ loss and backward graph attached) and ``export_backward`` (that model, written f
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 
@@ -17,6 +18,7 @@ from onnxprobe.autodiff.engine import attach_backward
 from onnxprobe.autodiff.hoist import hoist_constants
 from onnxprobe.autodiff.loss import KINDS, attach_loss
 from onnxprobe.autodiff.select import named_targets, targets
+from onnxprobe.autodiff.straight_through import behind_rounding
 from onnxprobe.errors import ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UsageError, first_line, setting_error
 from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.converted_names import restore_names
@@ -156,6 +158,12 @@ class GradPlan:
         """``constant_loss`` (a verdict that rests on nothing), unless a gradient the loss depends on all the
         same (``live``: a LayerNormalization's scale) is among ``judged`` (forward tensor names)."""
         return self.constant_loss if self.constant_loss and not set(judged) & set(self.live) else None
+
+    @functools.cached_property
+    def rounded(self) -> dict[str, tuple[str, str]]:
+        """Forward tensor -> (op, node) of a straight-through rounding (QuantizeLinear) on its way to the loss:
+        finite differences of the rounded model cannot check its gradient (``autodiff.straight_through``)."""
+        return behind_rounding(list(self.forward.graph.node), self.loss.loss)
 
     def __repr__(self) -> str:
         return (f"GradPlan({os.path.basename(str(self.source))}: {self.loss.kind} loss of {self.loss.output!r}, "

@@ -93,7 +93,8 @@ def grad_table(result) -> tuple[Table, Text]:
     checked = d["check"] is not None
     # CSV and JSON rows carry the check's error as a number: its verdict beside it (``check_ok``), so that rows
     # alone tell which gradients failed (the table's cell says "2.4e-11 ok")
-    # and why a row was not judged (``unjudged``: the loss is constant in it), as diff's rows say
+    # and why a row was not judged (``unjudged``: the loss is constant in it, or the check's reason for
+    # 'cannot check'), as diff's rows say
     t = Table(COLUMNS + ([CHECK] if checked else []), data=("check_ok", "unjudged") if checked else ())
     bad = failed = ok = noise = 0
     for r in d["gradients"]:
@@ -109,8 +110,10 @@ def grad_table(result) -> tuple[Table, Text]:
         fail = checked and r.get("check") is not None and r["check"]["ok"] is False
         failed += fail
         ok += bool(checked and r.get("check") is not None and r["check"]["ok"])
+        # why no verdict: the loss is constant in it, or finite differences cannot check it (``unresolved``)
+        why = r.get("unjudged") or (r.get("check") or {}).get("unresolved")
         t.add_row(cells, values, "bold red" if nonfinite or fail else None,
-                  [None if r.get("check") is None else r["check"]["ok"], r.get("unjudged")] if checked else None)
+                  [None if r.get("check") is None else r["check"]["ok"], why] if checked else None)
     n = len(t)
     footer = Text()
     footer.append(f"{n} gradient{'s' if n != 1 else ''}")
