@@ -164,14 +164,19 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
     else:
         bad = sum(1 for g in d["gradients"] if g.get("nan") or g.get("inf"))
         failed = sum(1 for g in d["gradients"] if g.get("check") and g["check"]["ok"] is False)
+        ok = sum(1 for g in d["gradients"] if g.get("check") and g["check"]["ok"])
+        unchecked = len(d["gradients"]) - ok - failed - sum(1 for g in d["gradients"] if g.get("unjudged") and not g.get("check"))
+        nothing = bool(d.get("check")) and not ok and not failed  # a check that compared nothing is no pass (exit 1)
         loss = d["loss"]
         out = [("model", d["model"], None), ("runtime", ", ".join(d.get("providers") or []) or "-", None),
                ("device", d["device"], None), ("opt level", d["opt_level"] or "-", None),
                ("loss", f"{loss['kind']}({loss['output']}) = {num_or_word(loss['value'])}", None),  # as the terminal's footer
                ("verdict", f"{len(d['gradients'])} gradients, {bad} with NaN/Inf"
-                + (f"; check ({d['check']}): {failed} failed" if d.get("check") else "")
-                + ("; the loss is constant: nothing judged meaningfully" if d.get("constant_loss") else ""),
-                "fail" if bad or failed or d.get("constant_loss") else "pass"),
+                + (f"; check ({d['check']}): {ok} ok, {failed} failed" + (f", {unchecked} not checked" if unchecked else "")
+                   if d.get("check") else "")
+                + ("; the loss is constant: nothing judged meaningfully" if d.get("constant_loss") else
+                   "; --check checked nothing" if nothing else ""),
+                "fail" if bad or failed or d.get("constant_loss") or nothing else "pass"),
                # forward: the model's nodes the gradients need, plus the loss's own and its seed (dL/dL = 1), which
                # is why it can exceed the model's count
                ("graph", f"{d['graph']['forward_nodes']} forward nodes (the model's the gradients need, with the loss's and "
