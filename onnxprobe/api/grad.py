@@ -95,7 +95,8 @@ class GradResult:
 
     @property
     def unresolved_checks(self) -> list[str]:
-        """The gradients finite differences cannot resolve (no verdict: ``check["unresolved"]`` says why)."""
+        """The gradients finite differences cannot resolve, or cannot check at all (taken through a straight-through
+        rounding: ``check["straight_through"]`` names it): no verdict, ``check["unresolved"]`` says why."""
         return [r.name for r in self.rows if r.check is not None and r.check["ok"] is None]
 
     def __repr__(self) -> str:
