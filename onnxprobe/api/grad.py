@@ -99,6 +99,18 @@ class GradResult:
         rounding: ``check["straight_through"]`` names it): no verdict, ``check["unresolved"]`` says why."""
         return [r.name for r in self.rows if r.check is not None and r.check["ok"] is None]
 
+    @property
+    def unchecked_why(self) -> str:
+        """Why the check compared nothing (with ``checked`` empty): the gradients taken through a straight-through
+        rounding, named by where, and those finite differences could not resolve; "" when no row says."""
+        rounded = [r.name for r in self.rows if r.check is not None and r.check.get("straight_through")]
+        loose = [n for n in self.unresolved_checks if n not in rounded]
+        why = [(f"{len(rounded)} taken through a straight-through estimator (at "
+                f"{straight_through.places(self.plan.rounded[n] for n in rounded)}): finite differences of rounded "
+                "values cannot check them")] if rounded else []
+        why += [f"not resolvable: {', '.join(loose[:3])}{' …' if len(loose) > 3 else ''}"] if loose else []
+        return "; ".join(why)
+
     def __repr__(self) -> str:
         checked = [r.check for r in self.rows if r.check is not None]
         check = (f", checked in {self.check_mode}: {sum(1 for c in checked if c.get('ok'))} of {len(checked)} ok"

@@ -21,11 +21,11 @@ from onnxprobe.autodiff.select import named_targets, targets
 from onnxprobe.autodiff.straight_through import behind_rounding
 from onnxprobe.errors import ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UsageError, first_line, setting_error
 from onnxprobe.graph.builder import all_names, default_opset
-from onnxprobe.graph.converted_names import restore_names
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection, select
-from onnxprobe.graph.shapes import annotate, concrete_shapes, infer_shapes, static_shape, value_types, with_input_shapes
-from onnxprobe.graph.walk import all_graphs, walk
+from onnxprobe.graph.shapes import concrete_shapes, infer_shapes, static_shape, value_types, with_input_shapes
+from onnxprobe.graph.upgrade import upgraded_copy
+from onnxprobe.graph.walk import walk
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_array
 from onnxprobe.runtime.runners.ort import OrtRunner
@@ -279,7 +279,7 @@ def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection |
         old = default_opset(model.proto)
         if old >= GRAD_OPSET or e.needed > GRAD_OPSET:
             raise
-        upgraded, needed = _upgraded(model, old, e), e.needed
+        upgraded, needed = upgraded_copy(model, GRAD_OPSET, f"{first_line(e)}; converting the model from opset {old} to {GRAD_OPSET}"), e.needed
     # the targets stay those the model's own graph gave (its node numbers for --range and the rows, none of
     # the tensors the converter adds): the copy numbers its nodes otherwise (a Constant before each Unsqueeze)
     gp = _grad_plan(upgraded, spec, selection, feed=feed, names=names, unsupported=unsupported,
@@ -310,47 +310,6 @@ def _refuse_empty(base: onnx.ModelProto, output: str, feed: dict[str, np.ndarray
         raise EmptyBatch(f"output {output!r} is empty (shape {'x'.join('?' if d is None else str(d) for d in dims)})"
                          f"{' for the empty input ' + ', '.join(empty) if empty else ''}: an empty batch has no loss "
                          "to differentiate; give at least one sample")
-
-
-def _upgraded(model: Model, old: int, cause: OpsetTooOld) -> Model:
-    from onnx import version_converter
-
-    # converted without the value_info annotated at load: types inferred at the old opset are not the
-    # new one's (an opset-9 Dropout's mask is float, typed so at load; from opset 12 it is bool), and the
-    # converter keeps them, which onnxruntime then refuses in the exported model
-    src = onnx.ModelProto()
-    src.CopyFrom(model.proto)
-    _drop_value_info(src.graph)
-    try:
-        proto = version_converter.convert_version(src, GRAD_OPSET)
-    except Exception as e:  # noqa: BLE001 - the converter raises many kinds
-        raise ModelError(f"{first_line(cause)}; converting the model from opset {old} to {GRAD_OPSET} failed: "
-                         f"{first_line(e)[:200]}") from e
-    _same_input_ranks(model.proto, proto, f"{first_line(cause)}; converting the model from opset {old} to {GRAD_OPSET}")
-    restore_names(model.proto, proto)  # an adapted node's outputs, renamed by the converter ('u' -> '_v_7')
-    warnings = list(model.warnings)
-    annotate(proto, warnings)
-    return Model(proto, model.source, warnings)
-
-
-def _same_input_ranks(source: onnx.ModelProto, converted: onnx.ModelProto, what: str) -> None:
-    """The converted copy must take the inputs the model takes: onnx.version_converter's Scan 8 -> 9 drops
-    the batch axis (an input [1, 2] becomes [2]), and onnxruntime then refused the copy with a shape error."""
-    def ranks(m: onnx.ModelProto) -> dict[str, int]:
-        return {i.name: len(i.type.tensor_type.shape.dim) for i in m.graph.input
-                if i.type.HasField("tensor_type") and i.type.tensor_type.HasField("shape")}
-
-    before, after = ranks(source), ranks(converted)
-    changed = [n for n in before if n in after and before[n] != after[n]]
-    if changed:
-        n = changed[0]
-        raise ModelError(f"{what} changes the rank of input {n!r} ({before[n]} -> {after[n]}: onnx.version_converter "
-                         "drops an axis), so the copy is not the same model: its gradients are not computed")
-
-
-def _drop_value_info(g: onnx.GraphProto) -> None:
-    for body in all_graphs(g):
-        del body.value_info[:]
 
 
 def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None, *,

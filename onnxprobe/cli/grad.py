@@ -88,7 +88,6 @@ def grad(
     """
     from onnxprobe import api
     from onnxprobe.api.grad import INSTEAD
-    from onnxprobe.autodiff.straight_through import places
     from onnxprobe.errors import UsageError
     from onnxprobe.report.grad import CHECK, COLUMNS, export_renderables, grad_dict, grad_renderables
     from onnxprobe.report.progress import Progress
@@ -163,12 +162,7 @@ def grad(
         error(failing)
         raise typer.Exit(1)
     if check and not result.checked:  # a check that compared nothing is no pass
-        rounded = [r.name for r in result.rows if r.check is not None and r.check.get("straight_through")]
-        loose = [n for n in result.unresolved_checks if n not in rounded]
-        at = places(result.plan.rounded[n] for n in rounded)
-        why = [(f"{len(rounded)} taken through a straight-through estimator (at {at}): finite differences of rounded values "
-                "cannot check them")] if rounded else []
-        why += [f"not resolvable: {', '.join(loose[:3])}{' …' if len(loose) > 3 else ''}"] if loose else []
+        why = result.unchecked_why
         error("--check checked nothing: no selected gradient could be compared with finite differences"
-              + (f" ({'; '.join(why)}; see the notes)" if why else "" if result.rows else " (no gradient was computed: see the notes)"))
+              + (f" ({why}; see the notes)" if why else "" if result.rows else " (no gradient was computed: see the notes)"))
         raise typer.Exit(1)
