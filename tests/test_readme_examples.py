@@ -61,29 +61,33 @@ def _words(rest: str) -> list[str]:
     return words
 
 
-def shell_invocations(text: str) -> list[tuple[str, list[str], str]]:
-    """(command, its words, the line) for each `onnxprobe CMD ...` of the shell blocks, and of inline code
-    that starts with `onnxprobe CMD` for a command CMD (elsewhere `onnxprobe o max` is a Netron metric's
-    name, not a command line)."""
+def shell_invocations(text: str) -> list[tuple[str, list[str], str, bool]]:
+    """(command, its words, the line, whether it is a whole command line) for each `onnxprobe CMD ...` of
+    the shell blocks and of inline code, and for each inline `CMD --flag` of a command CMD, which names a
+    flag (`layers --save`, `diff --grad`) without its value (elsewhere `onnxprobe o max` is a Netron
+    metric's name, not a command line)."""
     lines = []
     for lang, body in _blocks(text):
         if lang in SHELL_LANGS:
             lines += body.replace("\\\n", " ").splitlines()
     commands = set(command_options())
-    prose = _FENCE.sub("", text)
-    lines += [s for s in re.findall(r"`([^`\n]+)`", prose) if s.split()[:1] == ["onnxprobe"]
-              and s.split()[1:2] and s.split()[1] in commands]
     found = []
     for line in lines:
         for m in _INVOCATION.finditer(line):
-            found.append((m.group(1), _words(m.group(2)), line.strip()))
+            found.append((m.group(1), _words(m.group(2)), line.strip(), True))
+    for span in re.findall(r"`([^`\n]+)`", _FENCE.sub("", text)):
+        words = span.split()
+        if words[:1] == ["onnxprobe"] and words[1:2] and words[1] in commands:
+            found.append((words[1], _words(span.split(None, 2)[2] if len(words) > 2 else ""), span, True))
+        elif words[:1] and words[0] in commands and words[1:2] and words[1].startswith("--"):  # `diff --grad`
+            found.append((words[0], _words(span.split(None, 1)[1]), span, False))
     return found
 
 
 def flag_problems(text: str) -> list[str]:
     options = command_options()
     problems = []
-    for cmd, words, line in shell_invocations(text):
+    for cmd, words, line, whole in shell_invocations(text):
         if cmd not in options:
             if not cmd.startswith("-"):
                 problems.append(f"`onnxprobe {cmd}`: no such command ({line})")
@@ -105,7 +109,7 @@ def flag_problems(text: str) -> list[str]:
             if flag not in known:
                 problems.append(f"onnxprobe {cmd} has no option {flag} ({line})")
             elif known[flag] and not eq:
-                if i >= len(words):
+                if whole and i >= len(words):
                     problems.append(f"onnxprobe {cmd} {flag} takes a value, none given ({line})")
                 i += 1
     return problems
@@ -153,6 +157,7 @@ def test_readme_python_names_exist():
     ("```bash\nonnxprobe layrs model.onnx\n```\n", "no such command"),
     ("Run `onnxprobe grad model.onnx --chek` to check.\n", "--chek"),
     ("Then `onnxprobe layers` (with `--save`): `onnxprobe debug m.onnx --seed 1 --device cpu --json x`.\n", "--json"),
+    ("As `layers --save` writes it, `grad --save acts.npz` (`show T --bins 3`: the debugger's).\n", "--save"),
     ("```bash\nonnxprobe layers model.onnx --json\n```\n", "takes a value"),
 ])
 def test_a_wrong_flag_is_found(example, expected):
