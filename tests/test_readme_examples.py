@@ -75,7 +75,8 @@ def shell_invocations(text: str) -> list[tuple[str, list[str], str, bool]]:
     for line in lines:
         for m in _INVOCATION.finditer(line):
             found.append((m.group(1), _words(m.group(2)), line.strip(), True))
-    for span in re.findall(r"`([^`\n]+)`", _FENCE.sub("", text)):
+    comments = [line.split(" # ", 1)[1] for line in lines if " # " in line]  # `layers --save` in a comment
+    for span in re.findall(r"`([^`\n]+)`", "\n".join([_FENCE.sub("", text), *comments])):
         words = span.split()
         if words[:1] == ["onnxprobe"] and words[1:2] and words[1] in commands:
             found.append((words[1], _words(span.split(None, 2)[2] if len(words) > 2 else ""), span, True))
@@ -158,6 +159,7 @@ def test_readme_python_names_exist():
     ("Run `onnxprobe grad model.onnx --chek` to check.\n", "--chek"),
     ("Then `onnxprobe layers` (with `--save`): `onnxprobe debug m.onnx --seed 1 --device cpu --json x`.\n", "--json"),
     ("As `layers --save` writes it, `grad --save acts.npz` (`show T --bins 3`: the debugger's).\n", "--save"),
+    ("```bash\nonnxprobe diff m.onnx --vs-npz a.npz  # as `layers --saev` wrote it\n```\n", "--saev"),
     ("```bash\nonnxprobe layers model.onnx --json\n```\n", "takes a value"),
 ])
 def test_a_wrong_flag_is_found(example, expected):
