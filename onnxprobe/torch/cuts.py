@@ -8,13 +8,22 @@ the same values) and ``grad_on`` (gradient left on where forward() turns it off:
 is what every one of those calls), the same pass differentiates through those cuts, the function the ONNX
 graph computes. A write in place into the module's state made with gradient off (an update of a parameter
 or a buffer) still runs with gradient off then: with it on, a parameter's would raise and a buffer's would
-keep the graph.
+keep the graph. ``values`` keeps in the graph every ``.detach()`` of a value that carries a gradient and is
+not a parameter (an input, a layer's output), which ``Cuts.values`` says forward() makes.
+
+A value that carries a gradient turned into a Python number or a numpy array (``float()``, ``.item()``,
+``.tolist()``, ``.numpy()``: always of a detached tensor, whatever ``values`` keeps) is a constant to torch
+autograd; an exporter may keep its computation in the ONNX graph (the dynamo exporter does) and differentiate
+through it. ``Cuts.numbers`` names those calls and ``upstream`` says what lies upstream of them; ``perturb``
+nudges the numbers, so that a second forward says whether forward() computes on with them at all.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from onnxprobe.torch.load import require_torch
 
@@ -27,6 +36,43 @@ class Cuts:
     writes: set[str] = field(default_factory=set)  # module state (parameters, buffers) written in place with gradient off
     before: dict[str, tuple] = field(default_factory=dict)  # what was written: name -> (the tensor, its value before)
     cut: bool = False  # a value that carries a gradient was computed on with gradient off: its path stops there
+    values: bool = False  # .detach() of a value that carries a gradient, not a parameter (an input, a layer's output)
+    numbers: set[str] = field(default_factory=set)  # calls that turned a value carrying a gradient into numbers
+    nodes: set = field(default_factory=set)  # the autograd nodes upstream of those values
+    leaves: dict[int, object] = field(default_factory=dict)  # the leaf tensors upstream of them, by id
+
+
+def upstream(cuts: Cuts, t) -> bool:
+    """Whether ``t`` (a parameter, an input, a layer's output) lies upstream of a value turned into numbers."""
+    return id(t) in cuts.leaves if t.grad_fn is None else t.grad_fn in cuts.nodes
+
+
+def _reach(t, cuts: Cuts) -> None:
+    if t.grad_fn is None:
+        cuts.leaves[id(t)] = t
+    stack = [t.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in cuts.nodes:
+            continue
+        cuts.nodes.add(node)
+        var = getattr(node, "variable", None)  # AccumulateGrad: a leaf
+        if var is not None:
+            cuts.leaves[id(var)] = var
+        stack.extend(n for n, _ in node.next_functions)
+
+
+def _nudged(value):
+    """Numbers a little off ``value`` (a float, a complex, a list of them, a numpy array)."""
+    if isinstance(value, float):
+        return value + (abs(value) + 1.0) * 2.0 ** -8
+    if isinstance(value, complex):
+        return complex(_nudged(value.real), value.imag)
+    if isinstance(value, list):
+        return [_nudged(v) for v in value]
+    if isinstance(value, np.ndarray) and value.dtype.kind in "fc":
+        return value + (np.abs(value) + 1) * value.real.dtype.type(2.0 ** -8)
+    return value
 
 
 def _tensors(value, torch) -> list:
@@ -57,7 +103,7 @@ def _written(func, args, kwargs, state: dict[int, str], torch) -> set[str]:
 
 @contextmanager
 def watch(owner: dict[int, str], state: dict[int, str], cuts: Cuts, through: set[str] = frozenset(),
-          grad_on: bool = False):
+          grad_on: bool = False, values: bool = False, perturb: bool = False):
     """``owner``: id of a parameter -> its name; ``state``: the same for parameters and buffers."""
     torch = require_torch()
     from torch.overrides import TorchFunctionMode
@@ -72,19 +118,27 @@ def watch(owner: dict[int, str], state: dict[int, str], cuts: Cuts, through: set
             if func is set_grad and grad_on:
                 self.off = not bool(args[0] if args else kwargs.get("mode", True))
                 return None
-            if func is detach and args and isinstance(args[0], torch.Tensor):
-                name = _name(owner, args[0])
+            first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            if func in numbers and first is not None and first.requires_grad and (first.is_floating_point() or first.is_complex()):
+                cuts.numbers.add(numbers[func])
+                _reach(first, cuts)
+                out = func(first.detach(), *args[1:], **kwargs)  # .numpy() of a tensor with gradient would raise
+                return _nudged(out) if perturb else out
+            if func is detach and first is not None:
+                name = _name(owner, first)
                 if name is not None:
                     cuts.detached.add(name)
                     if name in through:
-                        return args[0].view_as(args[0])
+                        return first.view_as(first)
+                elif first.requires_grad:
+                    cuts.values = True
+                    if values:
+                        return first.view_as(first)
             inference = torch.is_inference_mode_enabled()
             off = (self.off if grad_on else not torch.is_grad_enabled()) or inference
             tensors = _tensors(args, torch) + _tensors(kwargs, torch) if off else []
             if not tensors:
                 return func(*args, **kwargs)
-            if grad_on and func in to_numpy and isinstance(args[0], torch.Tensor):  # what forward() meant: no gradient
-                return func(args[0].detach(), *args[1:], **kwargs)
             written = _written(func, args, kwargs, state, torch)
             cuts.writes |= written
             for t in _tensors([args[0] if args else None, kwargs.get("out")], torch) if written and not grad_on else ():
@@ -104,7 +158,8 @@ def watch(owner: dict[int, str], state: dict[int, str], cuts: Cuts, through: set
                 cuts.cut = cuts.cut or (carried and any(t.is_floating_point() or t.is_complex() for t in _tensors(out, torch)))
             return out
 
-    to_numpy = (torch.Tensor.numpy, torch.Tensor.__array__)
+    numbers = {torch.Tensor.item: ".item()", torch.Tensor.__float__: "float()", torch.Tensor.__complex__: "complex()",
+               torch.Tensor.tolist: ".tolist()", torch.Tensor.numpy: ".numpy()", torch.Tensor.__array__: "numpy.asarray()"}
     modes = torch.autograd.grad_mode.inference_mode
     enter, leave = modes.__enter__, modes.__exit__
     if grad_on:  # torch.inference_mode() as torch.no_grad(): gradient off, which Watch keeps on

@@ -19,7 +19,7 @@ from onnxprobe.errors import ExecutionError, UsageError, first_line
 from onnxprobe.match.engine import Matching, Unmatched
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.userfunc import user_code
-from onnxprobe.torch.cuts import Cuts, watch
+from onnxprobe.torch.cuts import Cuts, upstream, watch
 from onnxprobe.torch.load import eval_mode, require_torch
 from onnxprobe.torch.runner import from_numpy, parse_probe, permuted, tensors_of, to_numpy
 
@@ -85,6 +85,7 @@ class TorchGradRunner(Runner):
         self.loss_value: float | None = None
         self.no_grad: set[str] = set()  # parameters autograd left without a gradient (read detached), by every name
         self.not_compared: dict[str, str] = {}  # parameters whose torch gradient is not the ONNX graph's function -> why
+        self.not_compared_values: dict[str, str] = {}  # the same for inputs and layers' outputs: probe -> why
         self._last: tuple[int, dict] | None = None
 
     def describe(self) -> str:
@@ -120,7 +121,7 @@ class TorchGradRunner(Runner):
         grads = {id(p): p.grad for _, p in params}  # the user's accumulated gradients, given back after
         owner = {id(p): name for name, p in reversed(params)}  # a tied tensor: its first name
         state = {**{id(b): n for n, b in reversed(list(self.module.named_buffers(remove_duplicate=False)))}, **owner}
-        self.not_compared = {}
+        self.not_compared, self.not_compared_values, self._numbers = {}, {}, []
         try:
             for _, p in params:
                 p.requires_grad_(True)
@@ -129,8 +130,10 @@ class TorchGradRunner(Runner):
             with watch(owner, state, cuts):
                 got, loss = self._pass(feeds, params)
             self.no_grad = {name for name, p in params if p.grad is None}
-            if cuts.detached - self.no_grad or cuts.cut:
-                got.update(self._through_cuts(feeds, params, owner, state, cuts))
+            numbers = self._upstream_of_numbers(feeds, params, owner, state, cuts, cuts)
+            if cuts.detached - self.no_grad or cuts.cut or cuts.values:
+                got.update(self._through_cuts(feeds, params, owner, state, cuts, numbers))
+            self._not_compared(numbers)
         except UsageError:
             raise
         except Exception as e:  # noqa: BLE001 - the user's forward may raise anything
@@ -143,9 +146,10 @@ class TorchGradRunner(Runner):
         self.loss_value = float(loss.detach())
         return got
 
-    def _pass(self, feeds: dict[str, np.ndarray], params: list) -> tuple[dict[str, np.ndarray], object]:
+    def _pass(self, feeds: dict[str, np.ndarray], params: list, backward: bool = True) -> tuple[dict[str, np.ndarray], object]:
         """One forward and backward pass: the gradients of the parameters (tied ones under each name), of the
-        float inputs and of the outputs of the modules asked for; and the loss."""
+        float inputs and of the outputs of the modules asked for; and the loss. ``self._probes``: those
+        tensors by probe; ``self._output``: the output the loss is of (all a forward pass gives)."""
         torch = require_torch()
         args = []
         for n in self.input_names:
@@ -181,6 +185,10 @@ class TorchGradRunner(Runner):
         hooks = [m.register_forward_hook(post) for m in paths]
         try:
             loss = self._loss(call)
+            self._probes = {**{PARAM + n: p for n, p in params}, **{f"{INPUT}{k}": t for k, t in enumerate(args)},
+                            **{MODULE + path: t for path, t in kept.items()}}
+            if not backward:
+                return {}, loss
             loss.backward()
         finally:
             for h in hooks:
@@ -203,10 +211,12 @@ class TorchGradRunner(Runner):
             if self.output_index >= len(out):
                 raise UsageError(f"--vs-torch: the module returns {len(out)} tensor(s); the loss is of output "
                                  f"{self.output_index}")
+            with torch._C.DisableTorchFunction():  # unseen by cuts.watch
+                self._output = out[self.output_index].detach().clone()
             return torch_loss(out[self.output_index], self.loss, self.extra, self.class_axis, self.probabilities)
 
     def _through_cuts(self, feeds: dict[str, np.ndarray], params: list, owner: dict[int, str], state: dict[int, str],
-                      cuts: Cuts) -> dict[str, np.ndarray]:
+                      cuts: Cuts, numbers: set[str]) -> dict[str, np.ndarray]:
         """torch's gradients through every read, as the ONNX graph (no stop-gradient) computes them, where
         forward() cuts a gradient's path: a parameter read both detached (``.detach()``) and not, or a value that
         carries a gradient computed on with gradient off (``torch.no_grad()``, ``torch.set_grad_enabled(False)``:
@@ -215,17 +225,23 @@ class TorchGradRunner(Runner):
         second pass with those cuts undone (``cuts.watch``) gives them all; what forward() wrote in place into
         the module's state with gradient off is put back first (the pass writes it again). Parameters read in
         ``torch.inference_mode()`` and with gradient, whose inference-mode reads no pass differentiates, are not
-        compared (``not_compared``); nor, where the second pass raises, those it was for."""
+        compared (``not_compared``); nor, where the second pass raises, those it was for. ``.detach()`` of a
+        value that is not a parameter (an input, a layer's output) is kept in the graph too: a parameter with a
+        gradient only through such cuts gets it (one read only detached or with gradient off still has none).
+        What lies upstream of numbers that pass computes is added to ``numbers``."""
         both = cuts.detached - self.no_grad
         mixed = sorted((both | cuts.no_grad) - self.no_grad)
         torch = require_torch()
         with torch.no_grad():
             for t, value in cuts.before.values():
                 t.copy_(value)
-        again = Cuts()
+        again, how = Cuts(), {"through": both, "grad_on": cuts.cut, "values": cuts.values}
         try:
-            with watch(owner, state, again, through=both, grad_on=cuts.cut):
+            with watch(owner, state, again, **how):
                 got, _ = self._pass(feeds, params)
+            direct = cuts.detached | cuts.no_grad | cuts.inference  # read cut, not only through a cut value
+            self.no_grad = {name for name, p in params if p.grad is None or owner[id(p)] in direct and name in self.no_grad}
+            numbers |= self._upstream_of_numbers(feeds, params, owner, state, cuts, again, **how)
         except UsageError:
             raise
         except Exception as e:  # noqa: BLE001 - the user's forward may raise anything
@@ -245,12 +261,59 @@ class TorchGradRunner(Runner):
             self.note(f"torch: forward() reads {', '.join(sorted(both)[:3])}{' …' if len(both) > 3 else ''} both detached "
                       "(.detach()) and not; the ONNX graph has no stop-gradient, so torch's gradient of it is taken through "
                       "every read, the detached ones included, as the ONNX graph computes it")
+        if cuts.values:
+            self.note("torch: forward() detaches values that carry a gradient (.detach() of an input or a layer's output); "
+                      "the ONNX graph has no stop-gradient, so torch's gradients are taken through those .detach() calls, "
+                      "as the ONNX graph computes them")
         if cuts.cut:
             self.note("torch: forward() computes with gradient off (torch.no_grad(), torch.inference_mode()...) on "
                       f"values that carry one{f' (it reads {names} there and elsewhere)' if names else ''}; the ONNX graph "
                       "has no stop-gradient, so torch's gradients are taken with gradient left on there, as the ONNX graph "
                       "computes them")
         return {k: v for k, v in got.items() if not (k.startswith(PARAM) and k[len(PARAM):] in self.no_grad)}
+
+    def _upstream_of_numbers(self, feeds: dict[str, np.ndarray], params: list, owner: dict[int, str],
+                             state: dict[int, str], first: Cuts, cuts: Cuts, **how) -> set[str]:
+        """The probes upstream of what the pass that filled ``cuts`` (run with ``how``) turned into Python
+        numbers or numpy arrays, if forward() computes on with them: a forward pass with those numbers nudged
+        gives another output. ``first``: the first pass's cuts, whose writes into the module's state are put back."""
+        if not cuts.numbers:
+            return set()
+        torch = require_torch()
+        reached = {n for n, t in self._probes.items() if upstream(cuts, t)}
+        plain = self._output
+        try:
+            with watch(owner, state, Cuts(), perturb=True, **how):
+                self._pass(feeds, params, backward=False)
+            used = plain.shape != self._output.shape or not torch.equal(plain, self._output)
+        except UsageError:
+            raise
+        except Exception:  # noqa: BLE001 - the user's forward may raise anything: nudged numbers may be used
+            used = True
+        finally:
+            with torch.no_grad():
+                for t, value in first.before.values():
+                    t.copy_(value)
+        if used:
+            self._numbers = sorted(set(self._numbers) | cuts.numbers)
+        return reached if used else set()
+
+    def _not_compared(self, numbers: set[str]) -> None:
+        """What lies upstream of numbers forward() computes on (``_upstream_of_numbers``) is not compared."""
+        if not numbers:
+            return
+        why = (f"forward() turns a value computed from it into a Python number or a numpy array "
+               f"({', '.join(self._numbers)}) and computes on with it: a constant to torch autograd, while the ONNX "
+               "graph may keep its computation (the dynamo exporter does) and differentiate through it; not compared")
+        for probe in sorted(numbers):
+            if probe.startswith(PARAM):
+                self.not_compared.setdefault(probe[len(PARAM):], why)
+            else:
+                self.not_compared_values.setdefault(probe, why)
+        names = sorted(f"input[{p[len(INPUT):]}]" if p.startswith(INPUT) else p.split(":", 1)[1] for p in numbers)
+        self.note(f"torch: forward() turns values that carry a gradient into Python numbers or numpy arrays "
+                  f"({', '.join(self._numbers)}); torch's gradients upstream of them ({', '.join(names[:3])}"
+                  f"{' …' if len(names) > 3 else ''}) are not compared")
 
 
 def without_torch_gradient(matching: Matching, runner: TorchGradRunner, feeds: dict[str, np.ndarray],
@@ -277,3 +340,9 @@ def without_torch_gradient(matching: Matching, runner: TorchGradRunner, feeds: d
                 matching.pairs.remove(pair)
                 matching.unmatched_a.append(Unmatched(pair.a, f"torch's gradient of {odd[0]}: {runner.not_compared[odd[0]]}",
                                                       GRADIENT_STOPPED))
+        elif pair.b.probe.startswith((INPUT, MODULE)):  # upstream of numbers forward() computes on
+            probe = MODULE + parse_probe(pair.b.probe[len(MODULE):])[0] if pair.b.probe.startswith(MODULE) else pair.b.probe
+            if probe in runner.not_compared_values:
+                matching.pairs.remove(pair)
+                matching.unmatched_a.append(Unmatched(pair.a, f"torch's gradient of {pair.b.name}: "
+                                                      f"{runner.not_compared_values[probe]}", GRADIENT_STOPPED))
