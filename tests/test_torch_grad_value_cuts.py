@@ -43,6 +43,12 @@ class OnLayer(torch.nn.Module):
         return self.fc2(h.detach() if self.cut else h) * h[:, :2]
 
 
+class OnlyThroughTheCut(OnLayer):  # fc1's parameters have no torch gradient but through the .detach()
+    def forward(self, x):
+        h = torch.tanh(self.fc1(x))
+        return self.fc2(h.detach() if self.cut else h)
+
+
 def _export(m, x, path, dynamo):
     if dynamo:
         pytest.importorskip("onnxscript")
@@ -59,7 +65,7 @@ def _grads(m, x) -> dict:
     return out
 
 
-@pytest.mark.parametrize("cls", [OnInput, OnLayer])
+@pytest.mark.parametrize("cls", [OnInput, OnLayer, OnlyThroughTheCut])
 @pytest.mark.parametrize("dynamo", [False, True])
 def test_a_detached_value_is_differentiated_through_as_the_onnx_graph_does(tmp_path, dynamo, cls):
     torch.manual_seed(0)

@@ -194,14 +194,15 @@ class TorchGradRunner(Runner):
             for h in hooks:
                 h.remove()
         got: dict[str, np.ndarray] = {}
-        for name, p in params:  # tied parameters: the same gradient under each name
-            got[PARAM + name] = to_numpy(p.grad) if p.grad is not None else np.zeros(tuple(p.shape), to_numpy(p).dtype)
-        for k, t in enumerate(args):
-            if t.grad is not None:
-                got[f"{INPUT}{k}"] = to_numpy(t.grad)
-        for path, t in kept.items():
-            if t.grad is not None:
-                got[MODULE + path] = to_numpy(t.grad)
+        with torch._C.DisableTorchFunction():  # onnxprobe's own .detach() calls: not forward()'s (cuts.watch)
+            for name, p in params:  # tied parameters: the same gradient under each name
+                got[PARAM + name] = to_numpy(p.grad) if p.grad is not None else np.zeros(tuple(p.shape), to_numpy(p).dtype)
+            for k, t in enumerate(args):
+                if t.grad is not None:
+                    got[f"{INPUT}{k}"] = to_numpy(t.grad)
+            for path, t in kept.items():
+                if t.grad is not None:
+                    got[MODULE + path] = to_numpy(t.grad)
         return got, loss
 
     def _loss(self, call: list):
