@@ -304,6 +304,22 @@ def test_devices_are_openvinos_own():
     assert res.b.runner.device == "CPU"
 
 
+def test_a_device_kind_this_machine_lacks_is_unavailable_not_a_usage_error():
+    """OpenVINO's NPU absent here is the machine's lack, as --device cuda without a CUDA provider is (exit 1,
+    DeviceUnavailable); a name OpenVINO has no kind of stays a usage error (exit 2, above)."""
+    import openvino as ov
+
+    if "NPU" in ov.Core().available_devices:
+        pytest.skip("this machine has an NPU")
+    from onnxprobe.errors import DeviceUnavailable
+
+    with pytest.raises(DeviceUnavailable, match="no such device here"):
+        api.layers(sample_path("mlp"), config=api.RunConfig(device="NPU"), runtime="openvino")
+    r = invoke("diff", sample_path("mlp"), "--vs-runtime", "openvino", "--vs-device", "NPU")
+    assert r.exit_code == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--vs-device NPU: OpenVINO has no such device here" in r.stderr, r.stderr
+
+
 def test_a_tensor_openvino_merged_answers_to_each_of_its_names(tmp_path):
     """x @ w and x @ Identity(w) are one computation to OpenVINO: after compiling, one output carries both
     names. Each name still finds its value, through OpenVINO's own alias information."""

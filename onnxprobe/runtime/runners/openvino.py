@@ -26,7 +26,8 @@ from itertools import count
 import numpy as np
 import onnx
 
-from onnxprobe.errors import RUNTIME_OPTIONS, ExecutionError, MissingExtra, SessionError, UsageError, setting_error
+from onnxprobe.errors import (RUNTIME_OPTIONS, DeviceUnavailable, ExecutionError, MissingExtra, SessionError, UsageError,
+                              setting_error)
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.shapes import with_input_shapes
 from onnxprobe.runtime.feeds import model_inputs
@@ -38,6 +39,9 @@ from onnxprobe.types import RunConfig, Settings
 LOW_PRECISIONS = ("f16", "bf16")
 INT_PRECISIONS = ("u8", "i8", "u4", "i4")
 VIRTUAL_DEVICES = {"AUTO", "HETERO", "MULTI", "BATCH"}  # they choose among the devices listed after their colon
+# OpenVINO's device kinds: one of them absent here is a device unavailable (exit 1, as --device cuda without a
+# CUDA provider is); a name outside them is a usage error (exit 2)
+HARDWARE_DEVICES = {"CPU", "GPU", "NPU"}
 _keys = count()
 
 
@@ -184,7 +188,8 @@ class OpenVinoRunner(HostStatsRunner):
         absent = [d for d in ([base] if base not in VIRTUAL_DEVICES else [d for d in listed if d]) if d not in have | VIRTUAL_DEVICES]
         if absent:
             which = f"{', '.join(absent)}; " if base in VIRTUAL_DEVICES else ""
-            raise setting_error(UsageError, self.settings.device, f"{self.device}: OpenVINO has no such device here "
+            kind = DeviceUnavailable if all(d in HARDWARE_DEVICES for d in absent) else UsageError
+            raise setting_error(kind, self.settings.device, f"{self.device}: OpenVINO has no such device here "
                                 f"({which}it sees: {', '.join(reply['devices'])})")
         if reply.get("option_error"):
             given = ", ".join(f"{k}={v}" for k, v in self.options.items())
