@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Union
 
 import numpy as np
 
@@ -18,6 +18,11 @@ from onnxprobe.text import clip, controls
 # the gradient of forward tensor t is the tensor t + GRAD_SUFFIX
 BACKWARD_TAG = "onnxprobe.grad/"
 GRAD_SUFFIX = "_grad"
+
+
+# where a dataset's samples come from (``inputs_from``): a FILE.py:FUNC, a function that returns or yields feed
+# dicts {input name: array}, or such an iterable itself (a list, a generator)
+FeedsFrom = Union[str, os.PathLike, Callable[[], Iterable[Mapping[str, np.ndarray]]], Iterable[Mapping[str, np.ndarray]]]
 
 
 def grad_name(tensor: str) -> str:

@@ -30,7 +30,7 @@ from onnxprobe.stats.moments import Moments
 from onnxprobe.stats.pooled import merged_shape
 from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.text import clip, controls
-from onnxprobe.types import InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
+from onnxprobe.types import FeedsFrom, InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
 LayersResult = ProbeResult  # what ``layers`` and ``run`` return: statistics per probed tensor
 
@@ -341,7 +341,7 @@ class LayersWorker(BatchWorker):
 
 def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | None = None,
                    selection: Selection | None = None, config: RunConfig | None = None, *, max_memory: int | None = None,
-                   progress=None, inputs_from: str | None = None, ray: RayOptions | None = None,
+                   progress=None, inputs_from: FeedsFrom | None = None, ray: RayOptions | None = None,
                    runtime: str = "ort", runtime_options: dict[str, str] | None = None) -> DatasetResult:
     """``layers --inputs-dir`` (or ``--inputs-from FILE.py:FUNC``): one pass per batch; moments from the
     in-graph statistics, histograms and percentiles from the tensors themselves, fetched within

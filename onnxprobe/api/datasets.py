@@ -24,7 +24,7 @@ from onnxprobe.runtime.dataset import Batch, dataset_batches, generator_samples,
 from onnxprobe.runtime.feeds import Feeds, ModelInput, feed_digest, make_feeds, model_inputs
 from onnxprobe.runtime.ray_pool import Executor, RayOptions, ray_map
 from onnxprobe.text import clean, clip
-from onnxprobe.types import InputSpec
+from onnxprobe.types import FeedsFrom, InputSpec
 
 
 @dataclass
@@ -41,7 +41,7 @@ class Source:
         return len(self.batches) if self.batches is not None else 0  # 0: not known in advance
 
 
-def source(model: Model, inputs=None, inputs_from: str | None = None) -> Source:
+def source(model: Model, inputs=None, inputs_from: FeedsFrom | None = None) -> Source:
     """The Source of ``inputs`` (a folder of .npz batches or one stacked .npz) or ``inputs_from``
     (``FILE.py:FUNC``; from Python also a function returning feed dicts, or an iterable of them); exactly
     one of them."""

@@ -20,7 +20,7 @@ from onnxprobe.graph.skeleton import model_digest
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.ray_pool import RayOptions
 from onnxprobe.stats.metrics import Tolerance
-from onnxprobe.types import RunConfig
+from onnxprobe.types import FeedsFrom, RunConfig
 
 
 @dataclass
@@ -89,7 +89,7 @@ def diff_dataset(
     b: Model | str | os.PathLike | None = None,
     inputs: str | os.PathLike | None = None,
     *,
-    inputs_from: str | None = None,
+    inputs_from: FeedsFrom | None = None,
     vs_device: str | None = None,
     vs_opt_level: str | None = None,
     vs_reference: bool = False,

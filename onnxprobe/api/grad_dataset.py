@@ -29,7 +29,7 @@ from onnxprobe.runtime.ray_pool import RayOptions
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.moments import Moments, exact_sum
 from onnxprobe.stats.tensor_stats import TensorStats
-from onnxprobe.types import RunConfig, RunInfo
+from onnxprobe.types import FeedsFrom, RunConfig, RunInfo
 
 REDUCE = ("sum", "mean")
 
@@ -112,7 +112,7 @@ class GradWorker(BatchWorker):
 
 def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | None = None, selection: Selection | None = None,
                  config: RunConfig | None = None, spec: GradSpec | None = None, *, reduce: str = "sum",
-                 progress=None, ray: RayOptions | None = None, inputs_from=None) -> GradResult:
+                 progress=None, ray: RayOptions | None = None, inputs_from: FeedsFrom | None = None) -> GradResult:
     """The gradients of the dataset's loss (``reduce``: the sum or the mean of the samples' losses) and
     their statistics (see the module's doc). ``inputs``: a folder of .npz batches or one stacked .npz;
     ``inputs_from``: ``FILE.py:FUNC`` or, from Python, feed dicts in memory (as ``layers_dataset``).
