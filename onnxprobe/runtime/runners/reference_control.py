@@ -1,0 +1,70 @@
+"""Loop and Scan as their specification says, for the reference runner (``corrected_ops``).
+
+onnx.reference (1.23 at least) joins a Loop's scan outputs with ``np.vstack`` where the specification
+stacks them (``user_defined_vals[i] = user_defined_val``: one new leading axis of the iteration count):
+a per-iteration value of shape [2, 40] came out [6, 40] after 3 iterations instead of [3, 2, 40], a scalar
+one [3, 1] instead of [3], and ``diff --vs-reference`` could compare no Loop with scan outputs ("shapes
+differ at run time"); a Loop that runs no iteration failed on its scan outputs ("need at least one array to
+concatenate").
+
+The body runs in onnx.reference's own evaluator of it, which ``new_ops`` (these corrections among them)
+reaches: the ops inside the body, a nested Loop too, are the corrected ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from onnx.reference.op_run import OpRun
+
+
+def _graph(node: onnx.NodeProto, name: str) -> onnx.GraphProto:
+    return next(a.g for a in node.attribute if a.name == name)
+
+
+def _empty_scan(value_info: onnx.ValueInfoProto) -> np.ndarray:
+    """A scan output of no iteration: [0] + the body output's declared shape (an unknown dimension 0, an
+    unknown rank: [0]), of its declared type, as onnxruntime returns it."""
+    t = value_info.type.tensor_type
+    dims = [d.dim_value if d.HasField("dim_value") else 0 for d in t.shape.dim] if t.HasField("shape") else []
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type) if t.elem_type else np.float32
+    return np.zeros([0, *dims], dtype=dtype)
+
+
+def _stacked(values: list, value_info: onnx.ValueInfoProto, axis: int = 0) -> np.ndarray:
+    """The per-iteration values of a scan output stacked along a new ``axis`` (none: ``_empty_scan``)."""
+    if not values:
+        return np.moveaxis(_empty_scan(value_info), 0, axis) if axis else _empty_scan(value_info)
+    return np.stack([np.asarray(v) for v in values], axis=axis)
+
+
+class Loop(OpRun):
+    """Loop: the body runs while the iteration count is below M (when given) and the condition holds; its
+    scan outputs are stacked along a new leading axis (``[iterations] + the body value's shape``)."""
+
+    op_domain = ""
+
+    def need_context(self) -> bool:
+        return True  # the body may read any value of the enclosing graphs
+
+    def _run(self, M, cond, *v_initial, context=None, body=None, attributes=None, bindings=None):  # noqa: ARG002
+        graph = _graph(self.onnx_node, "body")
+        names = [i.name for i in graph.input]
+        outs = [o.name for o in graph.output]
+        n_carried = len(names) - 2
+        trips = None if M is None else int(np.asarray(M).reshape(-1)[0])
+        keep_going = cond is not None and bool(np.asarray(cond).reshape(-1)[0])
+        carried = list(v_initial)
+        scans = [[] for _ in outs[1 + n_carried:]]
+        it = 0
+        while keep_going and (trips is None or it < trips):
+            feeds = dict(context or {})  # the body's own inputs shadow the enclosing graphs' names
+            feeds.update(zip(names, [np.array(it, np.int64), np.array(keep_going), *carried]))
+            res = self._run_body(feeds, attributes=attributes, bindings=bindings)
+            keep_going = bool(np.asarray(res[0]).reshape(-1)[0])
+            carried = list(res[1:1 + n_carried])
+            for acc, value in zip(scans, res[1 + n_carried:]):
+                acc.append(value)
+            it += 1
+        stacked = [_stacked(acc, graph.output[1 + n_carried + k]) for k, acc in enumerate(scans)]
+        return tuple(carried + stacked)[:len(self.onnx_node.output)]

@@ -1,0 +1,120 @@
+"""Loop (and Scan) through the reference runner (runners.reference_control): onnx.reference 1.23 joins a
+Loop's scan outputs with np.vstack instead of stacking them ([3, 2, 3] came out [6, 3], a scalar's [3] as
+[3, 1]) and fails on a Loop of no iteration with scan outputs, so ``diff --vs-reference`` compared no such
+Loop. Checked against a numpy float64 oracle of the specification and against onnxruntime, with the Loop
+in the main graph, in an If branch and inside another Loop's body."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe.cli.main import app
+from onnxprobe.runtime.runners.reference import ReferenceRunner
+
+V = helper.make_tensor_value_info
+F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+cli = CliRunner()
+
+
+def _body(shape, name="body", cond_out=None):
+    """v <- v + x * i; scan output s = v * v (after the update); the condition passed through (or
+    ``cond_out``: a node computing 'cn' from i)."""
+    nodes = [helper.make_node("Cast", ["i"], [f"{name}_fi"], to=F), helper.make_node("Mul", ["x", f"{name}_fi"], [f"{name}_xi"]),
+             helper.make_node("Add", ["v", f"{name}_xi"], ["vn"]), helper.make_node("Mul", ["vn", "vn"], ["s"])]
+    nodes += cond_out or [helper.make_node("Identity", ["c"], ["cn"])]
+    return helper.make_graph(nodes, name, [V("i", I64, []), V("c", B, []), V("v", F, shape)],
+                             [V("cn", B, []), V("vn", F, shape), V("s", F, shape)])
+
+
+def _loop_model(shape, cond: str = "cond", body=None, opset=17) -> onnx.ModelProto:
+    node = helper.make_node("Loop", ["M", cond, "v0"], ["vf", "ss"], body=body or _body(shape), name="loop")
+    inits = [numpy_helper.from_array(np.array(True), "cond")] if cond else []
+    return make_model([node], [V("x", F, shape), V("v0", F, shape), V("M", I64, [])],
+                      [V("vf", F, shape), V("ss", F, [None, *shape])], inits, opset=opset)
+
+
+def _oracle(x, v0, trips):
+    """The specification in float64: the carried value after ``trips`` iterations and the stacked scan output."""
+    v, ss = v0.astype(np.float64), []
+    for i in range(trips):
+        v = v + x.astype(np.float64) * i
+        ss.append(v * v)
+    return v, np.stack(ss) if ss else np.zeros((0, *x.shape))
+
+
+def _both(m, feeds, names):
+    ref, _ = ReferenceRunner(m).execute(m, feeds, names)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return ref, dict(zip(names, sess.run(names, feeds)))
+
+
+@pytest.mark.parametrize("shape", [[], [3], [2, 3], [2, 1, 2]])
+@pytest.mark.parametrize("trips", [0, 1, 3])
+def test_loop_scan_outputs_are_stacked(shape, trips):
+    rng = np.random.default_rng(len(shape) + trips)
+    x = np.asarray(rng.standard_normal(shape) * 100 + 1e4, np.float32)
+    v0 = np.asarray(rng.standard_normal(shape), np.float32)
+    feeds = {"x": x, "v0": v0, "M": np.array(trips, np.int64)}
+    ref, rt = _both(_loop_model(shape), feeds, ["vf", "ss"])
+    vf, ss = _oracle(x, v0, trips)
+    assert ref["ss"].shape == (trips, *shape) == rt["ss"].shape, (ref["ss"].shape, rt["ss"].shape)
+    assert ref["ss"].dtype == np.float32 and ref["vf"].shape == tuple(shape)
+    np.testing.assert_allclose(ref["ss"], ss, rtol=1e-6)
+    np.testing.assert_allclose(ref["vf"], vf, rtol=1e-6)
+    np.testing.assert_allclose(rt["ss"], ss, rtol=1e-6)
+
+
+def test_loop_in_an_if_branch_and_a_loop_in_a_loop():
+    """An If whose then branch is the Loop; an outer Loop whose body runs the inner Loop (trip count 2) and
+    scans its stacked output: [outer trips, 2, 2, 3]. The bodies' ops are the corrected ones too."""
+    shape = [2, 3]
+    inner = helper.make_node("Loop", ["two", "cond", "v"], ["vn", "inner_ss"], body=_body(shape, "inner"), name="inner_loop")
+    outer_body = helper.make_graph(
+        [inner, helper.make_node("Identity", ["c"], ["cn"])], "outer",
+        [V("i", I64, []), V("c", B, []), V("v", F, shape)], [V("cn", B, []), V("vn", F, shape), V("inner_ss", F, [2, *shape])])
+    nested = helper.make_node("Loop", ["M", "cond", "v0"], ["nf", "nss"], body=outer_body, name="outer_loop")
+    then = helper.make_graph([helper.make_node("Loop", ["M", "cond", "v0"], ["tf", "tss"], body=_body(shape, "then_body"), name="then_loop")],
+                             "then", [], [V("tf", F, shape), V("tss", F, [None, *shape])])
+    other = helper.make_graph([helper.make_node("Identity", ["v0"], ["ef"]), helper.make_node("Unsqueeze", ["v0", "zero"], ["ess"])],
+                              "else", [], [V("ef", F, shape), V("ess", F, [None, *shape])])
+    branch = helper.make_node("If", ["p"], ["bf", "bss"], then_branch=then, else_branch=other, name="if")
+    inits = [numpy_helper.from_array(np.array(True), "cond"), numpy_helper.from_array(np.array(2, np.int64), "two"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero")]
+    m = make_model([nested, branch], [V("x", F, shape), V("v0", F, shape), V("M", I64, []), V("p", B, [])],
+                   [V("nf", F, shape), V("nss", F, [None, 2, *shape]), V("bf", F, shape), V("bss", F, [None, *shape])], inits)
+    rng = np.random.default_rng(3)
+    x, v0 = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+    feeds = {"x": x, "v0": v0, "M": np.array(3, np.int64), "p": np.array(True)}
+    ref, rt = _both(m, feeds, ["nf", "nss", "bf", "bss"])
+    v, want = v0.astype(np.float64), []
+    for _ in range(3):
+        v, ss = _oracle(x, v, 2)  # the inner loop's counter restarts at 0 each outer iteration
+        want.append(ss)
+    assert ref["nss"].shape == (3, 2, 2, 3) == rt["nss"].shape
+    np.testing.assert_allclose(ref["nss"], np.stack(want), rtol=1e-6)
+    np.testing.assert_allclose(ref["nf"], v, rtol=1e-6)
+    bf, bss = _oracle(x, v0, 3)
+    np.testing.assert_allclose(ref["bss"], bss, rtol=1e-6)
+    np.testing.assert_allclose(ref["bf"], bf, rtol=1e-6)
+    for k in ref:
+        np.testing.assert_allclose(ref[k], rt[k], rtol=1e-5)
+
+
+def test_diff_vs_reference_compares_a_loops_scan_output(tmp_path):
+    path = tmp_path / "loop.onnx"
+    onnx.save(_loop_model([2, 3]), path)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "in.npz", x=rng.standard_normal((2, 3)).astype(np.float32),
+             v0=rng.standard_normal((2, 3)).astype(np.float32), M=np.array(3, np.int64))
+    r = cli.invoke(app, ["diff", str(path), "--vs-reference", "--inputs", str(tmp_path / "in.npz"), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    import json
+
+    rows = {row["tensor"]: row for row in json.loads(r.stdout)}
+    assert rows["ss"]["pass"] is True and rows["ss"]["problem"] is None and rows["ss"]["shape"] == [3, 2, 3], rows["ss"]
