@@ -72,9 +72,10 @@ def test_loop_scan_outputs_are_stacked(shape, trips):
 
 def test_loop_in_an_if_branch_and_a_loop_in_a_loop():
     """An If whose then branch is the Loop; an outer Loop whose body runs the inner Loop (trip count 2) and
-    scans its stacked output: [outer trips, 2, 2, 3]. The bodies' ops are the corrected ones too."""
+    scans its stacked output: [outer trips, 2, 2, 3] (the inner Loop has no condition input: a trip count of 2).
+    The bodies' ops are the corrected ones too."""
     shape = [2, 3]
-    inner = helper.make_node("Loop", ["two", "cond", "v"], ["vn", "inner_ss"], body=_body(shape, "inner"), name="inner_loop")
+    inner = helper.make_node("Loop", ["two", "", "v"], ["vn", "inner_ss"], body=_body(shape, "inner"), name="inner_loop")
     outer_body = helper.make_graph(
         [inner, helper.make_node("Identity", ["c"], ["cn"])], "outer",
         [V("i", I64, []), V("c", B, []), V("v", F, shape)], [V("cn", B, []), V("vn", F, shape), V("inner_ss", F, [2, *shape])])
@@ -118,3 +119,37 @@ def test_diff_vs_reference_compares_a_loops_scan_output(tmp_path):
 
     rows = {row["tensor"]: row for row in json.loads(r.stdout)}
     assert rows["ss"]["pass"] is True and rows["ss"]["problem"] is None and rows["ss"]["shape"] == [3, 2, 3], rows["ss"]
+
+
+def _counted(m_input: str, cond_input: str, limit: int) -> onnx.ModelProto:
+    """A Loop whose body's condition is i < ``limit``; scan outputs: the condition the body read (as float)
+    and the iteration number; carried: v + 1."""
+    body = helper.make_graph(
+        [helper.make_node("Less", ["i", "lim"], ["cn"]), helper.make_node("Cast", ["c"], ["seen"], to=F),
+         helper.make_node("Add", ["v", "one"], ["vn"]), helper.make_node("Identity", ["i"], ["it"])], "body",
+        [V("i", I64, []), V("c", B, []), V("v", F, [])], [V("cn", B, []), V("vn", F, []), V("seen", F, []), V("it", I64, [])])
+    node = helper.make_node("Loop", [m_input, cond_input, "v0"], ["vf", "seen_all", "its"], body=body, name="loop")
+    inits = [numpy_helper.from_array(np.array(limit, np.int64), "lim"), numpy_helper.from_array(np.array(1, np.float32), "one"),
+             numpy_helper.from_array(np.array(True), "cond"), numpy_helper.from_array(np.array(0, np.float32), "v0"),
+             numpy_helper.from_array(np.array(4, np.int64), "M")]
+    return make_model([node], [], [V("vf", F, []), V("seen_all", F, [None]), V("its", I64, [None])], inits)
+
+
+def test_a_loop_without_a_condition_input_runs_its_trip_count():
+    """(M, ""): the specification's for loop; the body's condition is ignored (onnx.reference ran nothing,
+    onnxruntime stops at the first false one). The body reads true first, then its own last condition."""
+    ref, _ = ReferenceRunner(m := _counted("M", "", 1)).execute(m, {}, ["vf", "seen_all", "its"])
+    assert ref["vf"] == 4 and ref["its"].tolist() == [0, 1, 2, 3], ref
+    assert ref["seen_all"].tolist() == [1, 1, 0, 0], ref  # i < 1 is true after iteration 0 only
+    # a condition that never turns false: the same as onnxruntime's
+    ref, rt = _both(m := _counted("M", "", 10), {}, ["vf", "seen_all", "its"])
+    assert ref["vf"] == 4 == rt["vf"] and ref["its"].tolist() == rt["its"].tolist() == [0, 1, 2, 3]
+    assert ref["seen_all"].tolist() == rt["seen_all"].tolist() == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("m_input", ["", "M"])
+def test_a_loop_with_a_condition_stops_when_the_body_says_so(m_input):
+    """("", cond): a while loop, i < 2 false after iteration 2 (3 iterations); (M, cond) the same, below M."""
+    ref, rt = _both(m := _counted(m_input, "cond", 2), {}, ["vf", "seen_all", "its"])
+    assert ref["vf"] == 3 == rt["vf"] and ref["its"].tolist() == rt["its"].tolist() == [0, 1, 2]
+    assert ref["seen_all"].tolist() == rt["seen_all"].tolist() == [1, 1, 1]
