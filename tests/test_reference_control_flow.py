@@ -153,3 +153,62 @@ def test_a_loop_with_a_condition_stops_when_the_body_says_so(m_input):
     ref, rt = _both(m := _counted(m_input, "cond", 2), {}, ["vf", "seen_all", "its"])
     assert ref["vf"] == 3 == rt["vf"] and ref["its"].tolist() == rt["its"].tolist() == [0, 1, 2]
     assert ref["seen_all"].tolist() == rt["seen_all"].tolist() == [1, 1, 1]
+
+
+def _scan_body(elem_shape, state_shape, n_scans=2):
+    """st <- st + sum of the scan elements (each reduced to the state's shape by its first row, x[0]) ...
+    simpler: the scan elements have the state's shape; st <- st * 0.5 + x1 - x2; outputs st and x1 * st."""
+    nodes = [helper.make_node("Mul", ["st", "half"], ["sh"]), helper.make_node("Add", ["sh", "x1"], ["sa"]),
+             helper.make_node("Sub", ["sa", "x2"], ["stn"]), helper.make_node("Mul", ["x1", "stn"], ["y"])]
+    return helper.make_graph(nodes, "body", [V("st", F, state_shape), V("x1", F, elem_shape), V("x2", F, elem_shape)],
+                             [V("stn", F, state_shape), V("y", F, elem_shape)],
+                             [numpy_helper.from_array(np.array(0.5, np.float32), "half")])
+
+
+def _scan_oracle(st, xs1, xs2):
+    """The body over the sequences of elements, in float64: (final state, [y per iteration])."""
+    st, ys = st.astype(np.float64), []
+    for a, b in zip(xs1, xs2):
+        st = st * 0.5 + a.astype(np.float64) - b.astype(np.float64)
+        ys.append(a.astype(np.float64) * st)
+    return st, ys
+
+
+@pytest.mark.parametrize("in_axes,in_dirs,out_axis,out_dir", [
+    ([0, 0], [0, 0], 0, 0), ([1, -1], [0, 1], 1, 0), ([0, 2], [1, 0], -1, 1), ([-3, 1], [1, 1], 2, 1)])
+def test_scan_axes_and_directions(in_axes, in_dirs, out_axis, out_dir):
+    """Scan-16 (negative axes allowed): onnx.reference refused every axis but 0 and every reverse direction."""
+    rng = np.random.default_rng(7)
+    elem, length = [2, 3], 4
+    scans = []
+    for ax in in_axes:
+        full = list(elem)
+        full.insert(ax % 3, length)
+        scans.append((rng.standard_normal(full) * 10).astype(np.float32))
+    node = helper.make_node("Scan", ["s0", "a", "b"], ["sf", "ys"], body=_scan_body(elem, elem), num_scan_inputs=2,
+                            scan_input_axes=in_axes, scan_input_directions=in_dirs, scan_output_axes=[out_axis],
+                            scan_output_directions=[out_dir], name="scan")
+    m = make_model([node], [V("s0", F, elem), V("a", F, scans[0].shape), V("b", F, scans[1].shape)],
+                   [V("sf", F, elem), V("ys", F, None)], opset=16)
+    s0 = rng.standard_normal(elem).astype(np.float32)
+    feeds = {"s0": s0, "a": scans[0], "b": scans[1]}
+    ref, rt = _both(m, feeds, ["sf", "ys"])
+    seqs = [[np.take(s, t, axis=ax % 3) for t in (range(length - 1, -1, -1) if d else range(length))]
+            for s, ax, d in zip(scans, in_axes, in_dirs)]
+    sf, ys = _scan_oracle(s0, *seqs)
+    want = np.stack(ys[::-1] if out_dir else ys, axis=out_axis % 3)
+    assert ref["ys"].shape == want.shape == rt["ys"].shape, (ref["ys"].shape, rt["ys"].shape)
+    np.testing.assert_allclose(ref["ys"], want, rtol=1e-5)
+    np.testing.assert_allclose(ref["sf"], sf, rtol=1e-5)
+    np.testing.assert_allclose(rt["ys"], want, rtol=1e-5)
+
+
+def test_scan_of_no_element_keeps_its_state():
+    """A sequence of length 0: the state is the initial one, the scan output [0] + the element's shape
+    (onnx.reference refused it; onnxruntime 1.32 fails on it too)."""
+    node = helper.make_node("Scan", ["s0", "a", "b"], ["sf", "ys"], body=_scan_body([3], [3]), num_scan_inputs=2, name="scan")
+    m = make_model([node], [V("s0", F, [3]), V("a", F, [None, 3]), V("b", F, [None, 3])], [V("sf", F, [3]), V("ys", F, [None, 3])])
+    s0 = np.arange(3, dtype=np.float32)
+    ref, _ = ReferenceRunner(m).execute(m, {"s0": s0, "a": np.zeros((0, 3), np.float32), "b": np.zeros((0, 3), np.float32)}, ["sf", "ys"])
+    assert ref["ys"].shape == (0, 3) and ref["ys"].dtype == np.float32
+    np.testing.assert_array_equal(ref["sf"], s0)

@@ -5,7 +5,8 @@ stacks them (``user_defined_vals[i] = user_defined_val``: one new leading axis o
 a per-iteration value of shape [2, 40] came out [6, 40] after 3 iterations instead of [3, 2, 40], a scalar
 one [3, 1] instead of [3], and ``diff --vs-reference`` could compare no Loop with scan outputs ("shapes
 differ at run time"); a Loop that runs no iteration failed on its scan outputs ("need at least one array to
-concatenate").
+concatenate"). Its Scan refuses any scan axis but 0 and any reverse direction, and a scan of no element
+with scan outputs.
 
 The body runs in onnx.reference's own evaluator of it, which ``new_ops`` (these corrections among them)
 reaches: the ops inside the body, a nested Loop too, are the corrected ones."""
@@ -75,3 +76,58 @@ class Loop(OpRun):
             it += 1
         stacked = [_stacked(acc, graph.output[1 + n_carried + k]) for k, acc in enumerate(scans)]
         return tuple(carried + stacked)[:len(self.onnx_node.output)]
+
+
+def _flags(values, n: int, default: int = 0) -> list[int]:
+    values = list(values or [])
+    return [int(values[i]) if i < len(values) else default for i in range(n)]
+
+
+class Scan(OpRun):
+    """Scan-9 and later: each scan input read along its ``scan_input_axes`` entry (negative: from the back),
+    forward or in reverse (``scan_input_directions``); each scan output stacked along a new
+    ``scan_output_axes`` axis, appended or prepended (``scan_output_directions``). onnx.reference refuses
+    any axis but 0 and any reverse direction ("Scan is not implemented for other ... than 0") and a scan of
+    no element with scan outputs; those of no element here are the body output's declared shape with the
+    scan axis 0 (onnxruntime 1.32 fails on them)."""
+
+    op_domain = ""
+
+    def need_context(self) -> bool:
+        return True
+
+    def _iterate(self, states, scans, in_axes, in_dirs, out_axes, out_dirs, context, attributes, bindings):
+        """(final states, scan outputs) of one scan over ``scans`` from ``states``."""
+        graph = _graph(self.onnx_node, "body")
+        names = [i.name for i in graph.input]
+        n = len(states)
+        axes = [a % s.ndim if s.ndim else a for a, s in zip(in_axes, scans)]
+        lengths = {s.shape[a] for a, s in zip(axes, scans)}
+        if len(lengths) != 1:
+            raise ValueError(f"the scan inputs' sequence lengths differ: {sorted(lengths)}")
+        (length,) = lengths
+        states, outs = list(states), [[] for _ in graph.output[n:]]
+        for t in range(length):
+            elems = [np.take(s, length - 1 - t if d else t, axis=a) for s, a, d in zip(scans, axes, in_dirs)]
+            feeds = dict(context or {})  # the body's own inputs shadow the enclosing graphs' names
+            feeds.update(zip(names, states + elems))
+            res = self._run_body(feeds, attributes=attributes, bindings=bindings)
+            states = list(res[:n])
+            for acc, value in zip(outs, res[n:]):
+                acc.append(value)
+        stacked = []
+        for k, acc in enumerate(outs):
+            vi = graph.output[n + k]
+            rank = (np.ndim(acc[0]) if acc else len(vi.type.tensor_type.shape.dim)) + 1
+            stacked.append(_stacked(acc[::-1] if out_dirs[k] else acc, vi, out_axes[k] % rank))
+        return states, stacked
+
+    def _run(self, *args, context=None, num_scan_inputs=None, scan_input_axes=None, scan_input_directions=None,
+             scan_output_axes=None, scan_output_directions=None, attributes=None, bindings=None, **_):
+        m = num_scan_inputs
+        n = len(args) - m
+        k = len(_graph(self.onnx_node, "body").output) - n
+        states, outs = self._iterate(
+            list(args[:n]), [np.asarray(a) for a in args[n:]], _flags(scan_input_axes, m), _flags(scan_input_directions, m),
+            _flags(scan_output_axes, k), _flags(scan_output_directions, k), context, attributes, bindings)
+        return tuple(states + outs)[:len(self.onnx_node.output)]
