@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from conftest import make_model
 from onnxprobe.cli.main import app
+from onnxprobe.errors import ExecutionError
 from onnxprobe.runtime.runners.reference import ReferenceRunner
 
 V = helper.make_tensor_value_info
@@ -155,14 +156,13 @@ def test_a_loop_with_a_condition_stops_when_the_body_says_so(m_input):
     assert ref["seen_all"].tolist() == rt["seen_all"].tolist() == [1, 1, 1]
 
 
-def _scan_body(elem_shape, state_shape, n_scans=2):
-    """st <- st + sum of the scan elements (each reduced to the state's shape by its first row, x[0]) ...
-    simpler: the scan elements have the state's shape; st <- st * 0.5 + x1 - x2; outputs st and x1 * st."""
-    nodes = [helper.make_node("Mul", ["st", "half"], ["sh"]), helper.make_node("Add", ["sh", "x1"], ["sa"]),
+def _scan_body(elem_shape, state_shape):
+    """Scan elements of the state's shape: st <- st * 0.5 + x1 - x2; scan output y = x1 * st."""
+    nodes = [helper.make_node("Constant", [], ["half"], value=numpy_helper.from_array(np.array(0.5, np.float32))),
+             helper.make_node("Mul", ["st", "half"], ["sh"]), helper.make_node("Add", ["sh", "x1"], ["sa"]),
              helper.make_node("Sub", ["sa", "x2"], ["stn"]), helper.make_node("Mul", ["x1", "stn"], ["y"])]
     return helper.make_graph(nodes, "body", [V("st", F, state_shape), V("x1", F, elem_shape), V("x2", F, elem_shape)],
-                             [V("stn", F, state_shape), V("y", F, elem_shape)],
-                             [numpy_helper.from_array(np.array(0.5, np.float32), "half")])
+                             [V("stn", F, state_shape), V("y", F, elem_shape)])
 
 
 def _scan_oracle(st, xs1, xs2):
@@ -212,3 +212,52 @@ def test_scan_of_no_element_keeps_its_state():
     ref, _ = ReferenceRunner(m).execute(m, {"s0": s0, "a": np.zeros((0, 3), np.float32), "b": np.zeros((0, 3), np.float32)}, ["sf", "ys"])
     assert ref["ys"].shape == (0, 3) and ref["ys"].dtype == np.float32
     np.testing.assert_array_equal(ref["sf"], s0)
+
+
+@pytest.mark.parametrize("directions", [[0, 0], [0, 1], [1, 1]])
+@pytest.mark.parametrize("lens", [None, [3, 1, 2, 2]])
+def test_scan8_batches_and_sequence_lengths(directions, lens):
+    """Scan-8 (opset 8): axis 0 the batch (states too), axis 1 the sequence, sequence_lens per batch entry,
+    reverse directions within each entry's own length, scan outputs padded with zeros (onnxruntime's). onnx.reference
+    ran it as Scan-9 and failed ('x and y have different dtype')."""
+    rng = np.random.default_rng(11)
+    nb, longest, elem = 4, 3, [2]
+    a = rng.standard_normal((nb, longest, *elem)).astype(np.float32)
+    b = rng.standard_normal((nb, longest, *elem)).astype(np.float32)
+    s0 = rng.standard_normal((nb, *elem)).astype(np.float32)
+    node = helper.make_node("Scan", ["L" if lens else "", "s0", "a", "b"], ["sf", "ys"], body=_scan_body(elem, elem),
+                            num_scan_inputs=2, directions=directions, name="scan")
+    m = make_model([node], [V("s0", F, [nb, *elem]), V("a", F, a.shape), V("b", F, b.shape)] + ([V("L", I64, [nb])] if lens else []),
+                   [V("sf", F, [nb, *elem]), V("ys", F, [nb, longest, *elem])], opset=8, ir=3)
+    feeds = {"s0": s0, "a": a, "b": b} | ({"L": np.array(lens, np.int64)} if lens else {})
+    ref, rt = _both(m, feeds, ["sf", "ys"])
+    want_sf, want_ys = [], np.zeros((nb, longest, *elem))
+    for n in range(nb):
+        k = longest if lens is None else lens[n]
+        seqs = [[x[n, t] for t in (range(k - 1, -1, -1) if d else range(k))] for x, d in zip((a, b), directions)]
+        sf, ys = _scan_oracle(s0[n], *seqs)
+        want_sf.append(sf)
+        want_ys[n, :k] = np.stack(ys) if ys else 0
+    assert ref["ys"].shape == want_ys.shape == rt["ys"].shape and ref["sf"].shape == (nb, *elem)
+    np.testing.assert_allclose(ref["ys"], want_ys, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ref["sf"], np.stack(want_sf), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(rt["ys"], want_ys, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(rt["sf"], np.stack(want_sf), rtol=1e-5, atol=1e-6)
+
+
+def test_diff_vs_reference_runs_a_scan8_model(tmp_path):
+    node = helper.make_node("Scan", ["", "s0", "a", "b"], ["sf", "ys"], body=_scan_body([2], [2]), num_scan_inputs=2, name="scan")
+    m = make_model([node], [V("s0", F, [1, 2]), V("a", F, [1, 3, 2]), V("b", F, [1, 3, 2])],
+                   [V("sf", F, [1, 2]), V("ys", F, [1, 3, 2])], opset=8, ir=3)
+    onnx.save(m, tmp_path / "scan8.onnx")
+    r = cli.invoke(app, ["diff", str(tmp_path / "scan8.onnx"), "--vs-reference"])
+    assert r.exit_code == 0 and "2 pairs · 0 failing" in r.stdout, r.output
+
+
+def test_scan8_sequence_lengths_beyond_the_sequence_are_an_error():
+    node = helper.make_node("Scan", ["L", "s0", "a", "b"], ["sf", "ys"], body=_scan_body([2], [2]), num_scan_inputs=2, name="scan")
+    m = make_model([node], [V("L", I64, [1]), V("s0", F, [1, 2]), V("a", F, [1, 3, 2]), V("b", F, [1, 3, 2])],
+                   [V("sf", F, [1, 2]), V("ys", F, [1, 3, 2])], opset=8, ir=3)
+    z = np.zeros((1, 3, 2), np.float32)
+    with pytest.raises(ExecutionError, match="sequence_lens"):
+        ReferenceRunner(m).execute(m, {"L": np.array([4], np.int64), "s0": z[:, 0], "a": z, "b": z}, ["ys"])

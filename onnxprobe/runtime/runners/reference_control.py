@@ -6,7 +6,7 @@ a per-iteration value of shape [2, 40] came out [6, 40] after 3 iterations inste
 one [3, 1] instead of [3], and ``diff --vs-reference`` could compare no Loop with scan outputs ("shapes
 differ at run time"); a Loop that runs no iteration failed on its scan outputs ("need at least one array to
 concatenate"). Its Scan refuses any scan axis but 0 and any reverse direction, and a scan of no element
-with scan outputs.
+with scan outputs, and runs Scan-8 (a batch axis, an optional sequence_lens first input) as Scan-9.
 
 The body runs in onnx.reference's own evaluator of it, which ``new_ops`` (these corrections among them)
 reaches: the ops inside the body, a nested Loop too, are the corrected ones."""
@@ -131,3 +131,48 @@ class Scan(OpRun):
             list(args[:n]), [np.asarray(a) for a in args[n:]], _flags(scan_input_axes, m), _flags(scan_input_directions, m),
             _flags(scan_output_axes, k), _flags(scan_output_directions, k), context, attributes, bindings)
         return tuple(states + outs)[:len(self.onnx_node.output)]
+
+
+def _padded(v: np.ndarray, longest: int, like: np.ndarray) -> np.ndarray:
+    """One batch entry's scan output ``v`` padded with zeros to ``longest`` elements (none: ``like``'s shape)."""
+    if not v.shape[0]:
+        return np.zeros((longest, *like.shape[1:]), like.dtype)
+    return np.concatenate([v, np.zeros((longest - v.shape[0], *v.shape[1:]), v.dtype)])
+
+
+class Scan8(Scan):
+    """Scan-8 (opset 8), which onnx.reference runs as Scan-9 (its first input, ``sequence_lens``, taken for a
+    state): axis 0 of every state and scan input is the batch, axis 1 of a scan input the sequence. Batch
+    entry b scans the first sequence_lens[b] elements (all when absent), forward or in reverse
+    (``directions``); its scan outputs are padded to the longest sequence with zeros (the specification
+    leaves those values undefined; onnxruntime's are 0)."""
+
+    def _run(self, sequence_lens, *args, context=None, num_scan_inputs=None, directions=None, attributes=None,
+             bindings=None, **_):
+        m = num_scan_inputs
+        n = len(args) - m
+        graph = _graph(self.onnx_node, "body")
+        k = len(graph.output) - n
+        inits, scans = [np.asarray(a) for a in args[:n]], [np.asarray(a) for a in args[n:]]
+        batch, longest = scans[0].shape[0], scans[0].shape[1]
+        lens = [longest] * batch if sequence_lens is None else [int(v) for v in np.asarray(sequence_lens).reshape(-1)]
+        if len(lens) != batch or any(not 0 <= v <= longest for v in lens):
+            raise ValueError(f"sequence_lens {lens} do not fit a batch of {batch} sequences of at most {longest}")
+        finals, outs = [[] for _ in range(n)], [[] for _ in range(k)]
+        for b in range(batch):
+            states, stacked = self._iterate([s[b] for s in inits], [s[b, :lens[b]] for s in scans], [0] * m,
+                                            _flags(directions, m), [0] * k, [0] * k, context, attributes, bindings)
+            for acc, v in zip(finals, states):
+                acc.append(v)
+            for acc, v in zip(outs, stacked):
+                acc.append(v)
+        padded = []
+        for acc, vi in zip(outs, graph.output[n:]):
+            like = next((v for v in acc if v.shape[0]), _empty_scan(vi))  # an entry of no element: another's shape
+            padded.append(np.stack([_padded(v, longest, like) for v in acc]) if acc
+                          else np.zeros((0, longest, *like.shape[1:]), like.dtype))
+        finals = [np.stack(f) if f else s for f, s in zip(finals, inits)]
+        return tuple(finals + padded)[:len(self.onnx_node.output)]
+
+
+Scan8.__name__ = "Scan"  # onnx.reference finds a correction by its class name

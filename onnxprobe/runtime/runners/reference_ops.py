@@ -16,7 +16,7 @@ from onnx.reference.ops.op_resize import Resize as _Resize
 from onnx.reference.ops.op_roi_align import RoiAlign as _RoiAlign
 from onnx.reference.ops.op_scatter_elements import scatter_elements
 
-from onnxprobe.runtime.runners.reference_control import Loop, Scan
+from onnxprobe.runtime.runners.reference_control import Loop, Scan, Scan8
 from onnxprobe.runtime.runners.reference_pool import ConvTranspose, MaxPool
 from onnxprobe.runtime.runners.reference_rnn import GRU, LSTM, RNN
 
@@ -257,7 +257,7 @@ def version_corrections(opset: int) -> list[type[OpRun]]:
     """The corrections above that apply to a model of this ai.onnx opset."""
     ops = [LRN, LpNormalization, Mean, OneHot, GlobalLpPool, Pad, MaxPool, ConvTranspose, LSTM, GRU, RNN, Unique, GatherElements,
            Loop]
-    ops += [Scan] if opset >= 9 else []
+    ops += [Scan8] if opset < 9 else [Scan]
     ops += [DequantizeLinear] if opset < 19 else []
     ops += [RoiAlign] if opset < 16 else []
     ops += [GridSample] if 16 <= opset < 20 else []
