@@ -11,7 +11,7 @@ from onnx import numpy_helper
 
 from onnxprobe.graph.walk import in_if_branch
 from onnxprobe.stats.tensor_stats import TensorStats, has_statistics, widened
-from onnxprobe.types import Probe, TensorRef
+from onnxprobe.types import Probe, TensorRef, element_count
 
 
 def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tuple[dict, dict, dict]:
@@ -26,7 +26,7 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
         if p.stats_output and p.stats_block:  # per-block summaries (the shape's size, checked by the graph's Reshape)
             stats[name] = TensorStats.from_blocks(out[p.stats_output], p.stats_block)
         elif p.stats_output and p.stats_sums:  # the row's two computed pieces: count from the shape, no NaN/Inf
-            row = np.concatenate([[float(np.prod(shapes[name], dtype=np.float64)), 0.0, 0.0],
+            row = np.concatenate([[float(element_count(shapes[name])), 0.0, 0.0],
                                   np.asarray(out[p.stats_output], np.float64).reshape(-1),
                                   np.asarray(out[p.stats_sums], np.float64).reshape(-1), [1.0]])  # unit 1 (fast sums)
             stats[name] = TensorStats.from_rows(row)
@@ -51,7 +51,7 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
 
 def _size(value) -> int:
     """Elements of a numpy array or an OrtValue."""
-    return int(np.prod(value.shape(), dtype=np.int64)) if hasattr(value, "element_type") else int(np.size(value))
+    return element_count(value.shape()) if hasattr(value, "element_type") else int(np.size(value))
 
 
 def _as_scalar(value):

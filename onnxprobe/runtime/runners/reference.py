@@ -17,6 +17,7 @@ from onnxprobe.errors import ExecutionError, first_line
 from onnxprobe.graph.builder import default_opset
 from onnxprobe.runtime.runners.base import GraphRunner
 from onnxprobe.runtime.runners.reference_ops import version_corrections
+from onnxprobe.types import element_count
 
 
 class ReferenceRunner(GraphRunner):
@@ -121,7 +122,7 @@ def _rows(x: np.ndarray, node) -> np.ndarray:
     """``x`` as the 2-D [prod(dims before axis), prod(dims from axis)] of opsets 1-12 (axis default 1)."""
     axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
     axis = axis + x.ndim if axis < 0 else axis
-    return x.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1)
+    return x.reshape(element_count(x.shape[:axis]), -1)
 
 
 def _softmax(f: np.ndarray) -> np.ndarray:

@@ -14,6 +14,8 @@ import numpy as np
 
 from onnx.reference.op_run import OpRun
 
+from onnxprobe.types import element_count
+
 
 def _pool_geometry(sp, kernel, strides, dilations, pads, auto_pad, ceil_mode):
     """(output sizes, pads at the beginning) of a pooling window, as the MaxPool specification computes them."""
@@ -57,7 +59,7 @@ class MaxPool(OpRun):
         idx = np.zeros(y.shape, dtype=np.int64)
         seen = np.zeros(y.shape, dtype=bool)
         place = np.cumprod((1,) + tuple(sp[:-1])) if storage_order else np.cumprod((1,) + tuple(sp[::-1][:-1]))[::-1]
-        base = (np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[:2] + (1,) * len(sp)) * int(np.prod(sp)))
+        base = (np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[:2] + (1,) * len(sp)) * element_count(sp))
         for k in np.ndindex(*kernel_shape):
             coords = [np.arange(o) * s - b + kk * d for o, s, b, kk, d in zip(out, strides, begin, k, dilations)]
             inside = [(c >= 0) & (c < n) for c, n in zip(coords, sp)]
