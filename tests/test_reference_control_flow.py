@@ -261,3 +261,14 @@ def test_scan8_sequence_lengths_beyond_the_sequence_are_an_error():
     z = np.zeros((1, 3, 2), np.float32)
     with pytest.raises(ExecutionError, match="sequence_lens"):
         ReferenceRunner(m).execute(m, {"L": np.array([4], np.int64), "s0": z[:, 0], "a": z, "b": z}, ["ys"])
+
+
+@pytest.mark.parametrize("attr,value", [("scan_input_axes", [2, 0]), ("scan_input_axes", [0, -3]), ("scan_output_axes", [2])])
+def test_scan_axes_out_of_range_are_an_error(attr, value):
+    """An axis outside [-r, r - 1] is refused, not wrapped round to another axis."""
+    node = helper.make_node("Scan", ["s0", "a", "b"], ["sf", "ys"], body=_scan_body([3], [3]), num_scan_inputs=2, name="scan",
+                            **{attr: value})
+    m = make_model([node], [V("s0", F, [3]), V("a", F, [3, 3]), V("b", F, [3, 3])], [V("sf", F, [3]), V("ys", F, None)], opset=16)
+    z = np.zeros((3, 3), np.float32)
+    with pytest.raises(ExecutionError, match="out of range"):
+        ReferenceRunner(m).execute(m, {"s0": z[0], "a": z, "b": z}, ["ys"])

@@ -83,6 +83,13 @@ def _flags(values, n: int, default: int = 0) -> list[int]:
     return [int(values[i]) if i < len(values) else default for i in range(n)]
 
 
+def _axis(axis: int, rank: int, what: str) -> int:
+    """``axis`` of a tensor of ``rank`` counted from 0 (negative: from the back); out of [-rank, rank - 1]: an error."""
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis {axis} of {what} is out of range for rank {rank}")
+    return axis % rank
+
+
 class Scan(OpRun):
     """Scan-9 and later: each scan input read along its ``scan_input_axes`` entry (negative: from the back),
     forward or in reverse (``scan_input_directions``); each scan output stacked along a new
@@ -101,7 +108,7 @@ class Scan(OpRun):
         graph = _graph(self.onnx_node, "body")
         names = [i.name for i in graph.input]
         n = len(states)
-        axes = [a % s.ndim if s.ndim else a for a, s in zip(in_axes, scans)]
+        axes = [_axis(a, s.ndim, f"scan input {j}") for j, (a, s) in enumerate(zip(in_axes, scans))]
         lengths = {s.shape[a] for a, s in zip(axes, scans)}
         if len(lengths) != 1:
             raise ValueError(f"the scan inputs' sequence lengths differ: {sorted(lengths)}")
@@ -119,7 +126,7 @@ class Scan(OpRun):
         for k, acc in enumerate(outs):
             vi = graph.output[n + k]
             rank = (np.ndim(acc[0]) if acc else len(vi.type.tensor_type.shape.dim)) + 1
-            stacked.append(_stacked(acc[::-1] if out_dirs[k] else acc, vi, out_axes[k] % rank))
+            stacked.append(_stacked(acc[::-1] if out_dirs[k] else acc, vi, _axis(out_axes[k], rank, f"scan output {k}")))
         return states, stacked
 
     def _run(self, *args, context=None, num_scan_inputs=None, scan_input_axes=None, scan_input_directions=None,
