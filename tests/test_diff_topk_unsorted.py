@@ -138,7 +138,36 @@ def test_unsorted_topk_inside_if_branches_and_loop_bodies(tmp_path):
     assert all(by[n].passed and by[n].metrics.exact for n in names), \
         {n: (r.passed, r.metrics and r.metrics.max_abs) for n, r in by.items()}
     assert res.verdict()[0] == "pass", res.verdict()
-    # onnx.reference concatenates a Loop's scan outputs ([6, K], not [3, 2, K]): the If alone there
-    res = api.diff(_topk_in_bodies(tmp_path / "r.onnx", 0, loop=False), vs_reference=True, config=CPU, inputs=_inputs(),
+    # against onnx.reference, whose Loop now stacks its scan outputs ([3, 2, K]; its own joined them: [6, K])
+    res = api.diff(_topk_in_bodies(tmp_path / "r.onnx", 0), vs_reference=True, config=CPU, inputs=_inputs(),
                    selection=api.Selection(all=True))
     assert res.verdict()[0] == "pass", (res.verdict(), [(r.pair.a.name, r.passed) for r in res.results])
+    assert {r.pair.a.name: r.passed for r in res.results}["vs"] is True
+
+
+def _topk_in_scan(path, sorted_: int) -> str:
+    """A Scan over 3 copies of x ([3, 2, N]) whose body returns TopK(x, K, axis=1) values, stacked along scan
+    output axes 1 (ws0: [2, 3, K], the TopK's axis now 2), -1 (ws1: [2, K, 3], still 1) and 2 (ws2: [2, K, 3])."""
+    body = helper.make_graph([helper.make_node("TopK", ["xe", "k"], ["bv", "bi"], axis=1, sorted=sorted_, name="topk_scan"),
+                              helper.make_node("Identity", ["bv"], ["b1"]), helper.make_node("Identity", ["bv"], ["b2"])],
+                             "scan_body", [V("xe", F, [2, N])], [V("bv", F, [2, K]), V("b1", F, [2, K]), V("b2", F, [2, K])])
+    nodes = [helper.make_node("Concat", ["x", "x", "x"], ["x3"], axis=0, name="cat"),
+             helper.make_node("Reshape", ["x3", "shape"], ["xs"], name="stack"),
+             helper.make_node("Scan", ["xs"], ["ws0", "ws1", "ws2"], body=body, num_scan_inputs=1,
+                              scan_output_axes=[1, -1, 2], name="scan")]
+    inits = [numpy_helper.from_array(np.array([K], np.int64), "k"), numpy_helper.from_array(np.array([3, 2, N], np.int64), "shape")]
+    outs = [V("ws0", F, [2, 3, K]), V("ws1", F, [2, K, 3]), V("ws2", F, [2, K, 3])]
+    onnx.save(make_model(nodes, [V("x", F, [2, N])], outs, inits), path)
+    return str(path)
+
+
+def test_unsorted_topk_in_a_scan_with_scan_output_axes(tmp_path):
+    """A Scan's scan output stacked along another axis than 0 moves the TopK's axis only where the new axis
+    comes first; such outputs were compared position by position, and a correct model failed (against a
+    sorted=1 copy, or against onnx.reference, which now runs such a Scan)."""
+    res = api.diff(_topk_in_scan(tmp_path / "u.onnx", 0), _topk_in_scan(tmp_path / "s.onnx", 1), config=CPU, inputs=_inputs())
+    by = {r.pair.a.name: r for r in res.results}
+    assert all(by[n].passed and by[n].metrics.exact for n in ("ws0", "ws1", "ws2")), \
+        {n: (r.passed, r.metrics and r.metrics.max_abs) for n, r in by.items()}
+    res = api.diff(tmp_path / "u.onnx", vs_reference=True, config=CPU, inputs=_inputs())
+    assert res.verdict()[0] == "pass", (res.verdict(), [(r.pair.a.name, r.passed, r.problem) for r in res.results])

@@ -81,8 +81,8 @@ def unordered_axes(model: onnx.ModelProto) -> dict[str, tuple[int, str]]:
 def _returned(node: onnx.NodeProto, attrs: dict, body: onnx.GraphProto, unordered) -> dict[str, tuple[int, str]]:
     """The outputs of control-flow ``node`` that return a tensor of ``body`` that ``unordered(name)`` says is
     unordered (axis, TopK): an If's k-th output is the branch's k-th, a Loop's its body's after the
-    condition, a Scan's its body's; a scan output stacks the iterations' values along a new axis 0, the
-    TopK's axis one further along (a Scan's ``scan_output_axes`` other than 0: left out, compared as it is)."""
+    condition, a Scan's its body's; a scan output stacks the iterations' values along a new axis (0, or a
+    Scan's ``scan_output_axes`` entry), which moves the TopK's axis one further along where it comes first."""
     lead = 1 if node.op_type == "Loop" else 0
     state = {"If": len(node.output), "Loop": len(node.input) - 2,
              "Scan": len(node.input) - int(attrs.get("num_scan_inputs", 0))}[node.op_type]
@@ -94,11 +94,24 @@ def _returned(node: onnx.NodeProto, attrs: dict, body: onnx.GraphProto, unordere
             continue
         axis, topk = hit
         if k >= state:  # a scan output
-            if (stacked[k - state] if k - state < len(stacked) else 0) != 0:
+            axis = _stacked_axis(axis, stacked[k - state] if k - state < len(stacked) else 0)
+            if axis is None:
                 continue
-            axis = axis + 1 if axis >= 0 else axis
         out[o] = (axis, topk)
     return out
+
+
+def _stacked_axis(axis: int, new: int) -> int | None:
+    """The TopK's ``axis`` of a body value once the iterations are stacked along a ``new`` axis (a Loop's
+    0, a Scan's ``scan_output_axes`` entry): one further along where the new axis comes first, the same
+    where it comes after; both counted from the front or both from the back, or the new axis first or last
+    (None otherwise, where one is counted from the front and the other from the back: the rank, which would
+    tell, is not known here)."""
+    if axis >= 0 and new >= 0:
+        return axis if axis < new else axis + 1
+    if axis < 0 and new < 0:
+        return axis if axis > new else axis - 1
+    return axis if new in (0, -1) else None  # a new first axis keeps the count from the back, a new last the front's
 
 
 def unordered_pairs(a_model: onnx.ModelProto, b_model: onnx.ModelProto, report) -> tuple[dict[int, int], list[str]]:
