@@ -151,7 +151,7 @@ def test_a_loop_without_a_condition_input_runs_its_trip_count():
 @pytest.mark.parametrize("m_input", ["", "M"])
 def test_a_loop_with_a_condition_stops_when_the_body_says_so(m_input):
     """("", cond): a while loop, i < 2 false after iteration 2 (3 iterations); (M, cond) the same, below M."""
-    ref, rt = _both(m := _counted(m_input, "cond", 2), {}, ["vf", "seen_all", "its"])
+    ref, rt = _both(_counted(m_input, "cond", 2), {}, ["vf", "seen_all", "its"])
     assert ref["vf"] == 3 == rt["vf"] and ref["its"].tolist() == rt["its"].tolist() == [0, 1, 2]
     assert ref["seen_all"].tolist() == rt["seen_all"].tolist() == [1, 1, 1]
 

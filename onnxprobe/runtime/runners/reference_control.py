@@ -54,7 +54,7 @@ class Loop(OpRun):
     def need_context(self) -> bool:
         return True  # the body may read any value of the enclosing graphs
 
-    def _run(self, M, cond, *v_initial, context=None, body=None, attributes=None, bindings=None):  # noqa: ARG002
+    def _run(self, M, cond, *v_initial, context=None, body=None, attributes=None, bindings=None):
         graph = _graph(self.onnx_node, "body")
         names = [i.name for i in graph.input]
         outs = [o.name for o in graph.output]
