@@ -59,6 +59,26 @@ def make_model(nodes, inputs, outputs, initializers=(), opset=17, ir=8) -> onnx.
     return m
 
 
+def reference_node(op, inputs, nout=1, opset=13, consts=None, **attrs):
+    """One ``op`` node at ``opset`` through onnxprobe's reference runner: its outputs. ``inputs``: name -> array
+    (None: an optional input left out); ``consts``: name -> array, given as initializers after the inputs (a name
+    "": an optional input left out)."""
+    from onnx import numpy_helper
+
+    from onnxprobe.runtime.runners.reference import ReferenceRunner
+
+    consts = consts or {}
+    outs = [f"y{i}" for i in range(nout)]
+    names = [n if a is not None else "" for n, a in inputs.items()] + list(consts)
+    node = helper.make_node(op, names, outs, name="n", **attrs)
+    vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in inputs.items()
+          if a is not None]
+    m = make_model([node], vi, [helper.make_empty_tensor_value_info(o) for o in outs],
+                   [numpy_helper.from_array(a, n) for n, a in consts.items() if n], opset=opset, ir=7)
+    res, _ = ReferenceRunner(m).execute(m, {n: a for n, a in inputs.items() if a is not None}, outs)
+    return [res[o] for o in outs]
+
+
 def matmul_relu(path, w: np.ndarray, mid: str = "c", tail: bool = False) -> str:
     """A [2, 4] model x @ w -> ``mid`` -> Relu (-> h -> Neg -> y with ``tail``, else -> y), saved at ``path``."""
     out = "h" if tail else "y"

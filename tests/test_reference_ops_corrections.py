@@ -11,10 +11,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from onnx import helper, numpy_helper
 
-from conftest import make_model
-from onnxprobe.runtime.runners.reference import ReferenceRunner
+from conftest import reference_node
 
 RNG = np.random.default_rng(7)
 
@@ -24,15 +22,7 @@ def _r(*shape):
 
 
 def _run(op, opset, inputs, consts=None, nout=1, **attrs):
-    """One ``op`` node at ``opset`` through the reference runner: its outputs."""
-    consts = consts or {}
-    names = list(inputs) + list(consts)
-    node = helper.make_node(op, [n if n else "" for n in names], [f"y{i}" for i in range(nout)], name="n", **attrs)
-    vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in inputs.items()]
-    outs = [helper.make_empty_tensor_value_info(f"y{i}") for i in range(nout)]
-    m = make_model([node], vi, outs, [numpy_helper.from_array(a, n) for n, a in consts.items() if n], opset=opset, ir=7)
-    res, _ = ReferenceRunner(m).execute(m, dict(inputs), [f"y{i}" for i in range(nout)])
-    return [res[f"y{i}"] for i in range(nout)]
+    return reference_node(op, inputs, nout, opset, consts, **attrs)
 
 
 def _t(a):

@@ -12,20 +12,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from onnx import helper
 
-from conftest import make_model
-from onnxprobe.runtime.runners.reference import ReferenceRunner
+from conftest import reference_node
 
 RNG = np.random.default_rng(11)
 
 
-def _run(op, inputs, nout=1, opset=13, **attrs):
-    node = helper.make_node(op, list(inputs), [f"y{i}" for i in range(nout)], name="n", **attrs)
-    vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in inputs.items()]
-    m = make_model([node], vi, [helper.make_empty_tensor_value_info(f"y{i}") for i in range(nout)], opset=opset, ir=7)
-    res, _ = ReferenceRunner(m).execute(m, dict(inputs), [f"y{i}" for i in range(nout)])
-    return [res[f"y{i}"] for i in range(nout)]
+_run = reference_node  # (op, inputs, nout=1, opset=13, **attrs)
 
 
 def _max_pool_oracle(x, k, s, d, pads, auto_pad, ceil_mode, storage_order):

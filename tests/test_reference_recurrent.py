@@ -7,24 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
 
 import recurrent_oracle
-from conftest import make_model
-from onnxprobe.runtime.runners.reference import ReferenceRunner
+from conftest import reference_node
 
 T, NB, I, H = 4, 3, 5, 6
 
 
 def _run(op, inputs, nout, opset=14, **attrs):
-    names = list(inputs)
-    node = helper.make_node(op, [n if inputs[n] is not None else "" for n in names], [f"y{i}" for i in range(nout)], name="n",
-                            hidden_size=H, **attrs)
-    vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in inputs.items() if a is not None]
-    m = make_model([node], vi, [helper.make_empty_tensor_value_info(f"y{i}") for i in range(nout)], opset=opset, ir=7)
-    feeds = {n: a for n, a in inputs.items() if a is not None}
-    res, _ = ReferenceRunner(m).execute(m, feeds, [f"y{i}" for i in range(nout)])
-    return [res[f"y{i}"] for i in range(nout)]
+    return reference_node(op, inputs, nout, opset, hidden_size=H, **attrs)
 
 
 def _weights(op, D, rng):
