@@ -22,6 +22,7 @@ from onnxprobe.autodiff.straight_through import behind_rounding
 from onnxprobe.errors import ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UsageError, first_line, setting_error
 from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.model import Model
+from onnxprobe.graph.own_numbering import numbered_as
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.shapes import concrete_shapes, infer_shapes, static_shape, value_types, with_input_shapes
 from onnxprobe.graph.upgrade import upgraded_copy
@@ -144,6 +145,7 @@ class GradPlan:
     constant_loss: str | None = None  # why the loss cannot depend on any tensor (a Softmax's sum), if it cannot
     live: tuple[str, ...] = ()  # of a constant loss, the targets it depends on all the same (a LayerNorm's scale)
     after: tuple[str, ...] = ()  # ... and its output, what follows it, a normalization's bias (ConstantSum.after): real too
+    added: frozenset[str] = frozenset()  # the names of the nodes the loss and the backward pass wrote
 
     @property
     def grads(self) -> dict[str, str]:
@@ -158,6 +160,13 @@ class GradPlan:
         """``constant_loss`` (a verdict that rests on nothing), unless a gradient the loss depends on all the
         same (``live``: a LayerNormalization's scale) is among ``judged`` (forward tensor names)."""
         return self.constant_loss if self.constant_loss and not set(judged) & set(self.live) else None
+
+    def numbered_as(self, model: Model, backward: Model | None = None) -> onnx.ModelProto | None:
+        """``backward`` (default ``backward.model``; a Model of it annotated with shapes) as ``model`` (the model
+        the plan was made of) numbers its nodes, for showing (the debugger): None when it already is, else
+        ``graph.own_numbering``'s view (a converted copy's nodes hidden or marked, the model's at their numbers)."""
+        bw = as_model(backward).proto if backward is not None else self.backward.model
+        return numbered_as(as_model(model).proto, bw, set(self.added))
 
     @functools.cached_property
     def rounded(self) -> dict[str, tuple[str, str]]:
@@ -366,6 +375,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     if loss.probabilities:
         warnings.append(f"output {output!r} is a Softmax{via}: cross-entropy is taken of its probabilities, -log p[label] "
                         "(the model's negative log likelihood), not of a softmax of them")
+    added = frozenset(n.name for n in fwd.graph.node[len(base.graph.node):])  # the loss's nodes
     fwd = infer_shapes(fwd, warnings)
     bw = attach_backward(fwd, loss.seeds, [t.ref.name for t in tg], outputs=[loss.loss], unsupported=unsupported)
     warnings.extend(bw.warnings)
@@ -414,7 +424,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     extra = {loss.input: given} if loss.input else {}
     after = tuple(t.ref.name for t in tg if t.ref.name in bw.grads and t.ref.name in found.after) if found else ()
     return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings, constant,
-                    live, after)
+                    live, after, added | frozenset(bw.backward_names))
 
 
 def _output_shape(model: onnx.ModelProto, output: str, feed: dict[str, np.ndarray], cache: bool = True) -> tuple[int, ...] | None:

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import onnx
 
-from onnxprobe.graph.walk import all_graphs
+from onnxprobe.graph.walk import all_graphs, node_display_name, walk
+
+# the name of a node a converted copy has and the model has not (a Constant the converter wrote for an
+# Unsqueeze's axes): what listings and the backward nodes written for it (``onnxprobe.grad/<node>/...``) show
+CONVERTED_TAG = "onnxprobe.converted/"
 
 
 def restore_names(source: onnx.ModelProto, converted: onnx.ModelProto) -> dict[str, str]:
@@ -43,7 +47,29 @@ def restore_names(source: onnx.ModelProto, converted: onnx.ModelProto) -> dict[s
             renames[new] = old
     if renames:
         _rename(dst, renames)
+    _name_nodes(source, converted)
     return renames
+
+
+def counterpart(n: onnx.NodeProto, c: onnx.NodeProto) -> bool:
+    """Whether ``c`` (of a copy of the model) is ``n`` (of the model), perhaps adapted: the same op writing the
+    same outputs (an omitted optional one may be given, more may follow)."""
+    if (c.op_type, c.domain or "ai.onnx") != (n.op_type, n.domain or "ai.onnx") or len(c.output) < len(n.output):
+        return False
+    return all(a == b or not a for a, b in zip(n.output, c.output))
+
+
+def _name_nodes(source: onnx.ModelProto, converted: onnx.ModelProto) -> None:
+    """Name the copy's unnamed main-graph nodes as the model shows them: a node of the model by its display
+    name there (``Mul_2``, not ``Mul_3`` after a Constant the converter wrote before it), a node of the copy
+    alone ``onnxprobe.converted/<its display name>``. Unnamed nodes are named by their number, which the copy
+    changes; the backward nodes and tensors are named after them."""
+    shown = {o: (n, s.index) for s in walk(source) if not s.chain for n in [s.node] for o in n.output[:1] if o}
+    for k, c in enumerate(converted.graph.node):
+        if c.name:
+            continue
+        n, i = shown.get(c.output[0] if c.output else "", (None, 0))
+        c.name = node_display_name(n, i) if n is not None and counterpart(n, c) else CONVERTED_TAG + node_display_name(c, k)
 
 
 def _rename(g: onnx.GraphProto, renames: dict[str, str]) -> None:

@@ -93,11 +93,12 @@ class State(Feeding):
         return api.RunConfig(device=self.resolved_device, opt_level=self.opt_level, cache=self.cache)
 
     # -- models --------------------------------------------------------------------------------------
-    def replace_model(self, t: Target, model: api.Model, *, forward: api.Model | None = None) -> int:
+    def replace_model(self, t: Target, model: api.Model, *, forward: api.Model | None = None,
+                      runs: api.Model | None = None) -> int:
         """Work on ``model`` (e.g. the same model with its backward graph; ``forward``: the model it came
-        from) from now on; caches are dropped, probes that still exist are kept. Returns the number of
-        backward tensors."""
-        t.forward = forward
+        from; ``runs``: the model that computes ``model``'s tensors, where ``model`` only shows it) from now
+        on; caches are dropped, probes that still exist are kept. Returns the number of backward tensors."""
+        t.forward, t.runs = forward, runs
         t.grad_shapes = None  # set by `grad` for the feed it attached the backward graph at
         t.model = model
         t.index = api.index(model)
@@ -155,7 +156,7 @@ class State(Feeding):
         label = f" {t.label}" if len(self.targets) > 1 else ""
         with self.busy(f"running{label} ({what or f'{len(missing)} tensors'})…"):
             try:
-                res = self.prober(t).run(feed, missing)
+                res = self._probe(t, feed, missing)
             except ExecutionError as e:
                 if fs.defaulted:
                     raise ExecutionError(f"{e} (dynamic dimensions were set to 1: give real sizes with "
@@ -190,7 +191,7 @@ class State(Feeding):
         missing = [n for n in names if n not in t.results.raw and n not in t.results.not_run]
         if missing:
             with self.busy(f"fetching {', '.join(missing[:3])}{'…' if len(missing) > 3 else ''}"):
-                res = self.prober(t).run(feed, [], raw=missing, stats=False)
+                res = self._probe(t, feed, [], raw=missing, stats=False)
             for n in missing:
                 if n in res.arrays:
                     t.results.keep_raw(n, res.arrays[n])
@@ -213,11 +214,29 @@ class State(Feeding):
         return out
 
     def prober(self, t: Target) -> api.Prober:
-        """The target's Prober for the session's device and opt level (a new one when they changed)."""
+        """The target's Prober (of the model that runs, ``t.runs or t.model``) for the session's device and opt
+        level (a new one when they changed)."""
         cfg = self.config()
         if t.prober is None or t.prober.config != cfg:
-            t.prober = api.Prober(t.model, cfg)
+            t.prober = api.Prober(t.runs or t.model, cfg)
         return t.prober
+
+    def _probe(self, t: Target, feed, names, *, raw=(), stats: bool = True):
+        """``Prober.run`` of the tensors ``names`` and ``raw`` by the model that runs; where that is a converted
+        copy (``t.runs``), a tensor of the model that the copy lacks (pruned, renamed) by the model as loaded."""
+        if t.runs is None or t.forward is None:
+            return self.prober(t).run(feed, names, raw=raw, stats=stats)
+        have = api.index(t.runs).refs
+        res = self.prober(t).run(feed, [n for n in names if n in have], raw=[n for n in raw if n in have], stats=stats)
+        own, own_raw = [n for n in names if n not in have], [n for n in raw if n not in have]
+        if own or own_raw:
+            inputs = {s.name for s in self.specs_of(t.forward)}
+            more = api.Prober(t.forward, self.config()).run({k: v for k, v in feed.items() if k in inputs}, own,
+                                                            raw=own_raw, stats=stats)
+            res.stats.update(more.stats)
+            res.shapes.update(more.shapes)
+            res.arrays.update(more.arrays)
+        return res
 
     def run(self, t: Target) -> RunReport:
         """Statistics of the probes and the model's outputs, computing only what changed."""

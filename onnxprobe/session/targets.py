@@ -69,6 +69,9 @@ class Target:
     last_key: tuple | None = None
     forward: api.Model | None = None  # the model as loaded, once `grad` replaced it with its backward graph
     grad_shapes: dict | None = None  # the input shapes the backward graph was made for
+    # the backward model that runs, where ``model`` is only its view in the model's own numbering (a copy
+    # converted to a newer opset: GradPlan.numbered_as); None when ``model`` runs itself
+    runs: api.Model | None = None
 
     @property
     def name(self) -> str:

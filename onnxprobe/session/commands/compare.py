@@ -32,7 +32,7 @@ def _diff_result(env: Env, selection: api.Selection, *, introduced: bool = True,
     st = env.state
     a, b = st.target("a"), st.target("b")
     feed = st.feed(a)[0]
-    models = (a.model, b.model)
+    models = (a.runs or a.model, b.runs or b.model)
     if (a.forward is None) != (b.forward is None):  # a loss and gradients against none: the models as loaded
         models = (a.forward or a.model, b.forward or b.model)
         feed = {s.name: feed[s.name] for s in st.specs_of(models[0]) if s.name in feed}
@@ -161,7 +161,11 @@ def cmd_grad(env: Env, args: list[str]):
     with st.busy("attaching the loss and the backward graph…"):
         gp = api.grad_plan(forward, spec, sel, feed=feed, cache=st.cache)
     model = api.Model.of(gp.backward.model, forward.source, list(gp.warnings))
-    st.replace_model(t, model, forward=forward)
+    shown = gp.numbered_as(forward, model)  # a converted copy's nodes are numbered otherwise: the model's numbers shown
+    runs = None
+    if shown is not None:
+        model, runs = api.Model(shown, forward.source, list(gp.warnings)), model
+    st.replace_model(t, model, forward=forward, runs=runs)
     t.grad_shapes = {k: tuple(np.shape(v)) for k, v in feed.items()}
     if gp.extra_feed:
         what = "target" if target else "labels" if labels else "output gradient"
