@@ -104,3 +104,19 @@ def test_a_node_the_backward_model_prunes_keeps_its_number_and_its_tensor(tmp_pa
     assert "Relu_1  Relu" in out[3], out[3]
     assert "from node Neg_0 (Neg)" in out[4] and f"min {(-x).min():.5g}" in out[4], out[4]
     assert f"max {np.maximum(x, 0).astype(np.float64).sum(0).max():.5g}" in out[5].replace("\n", " "), out[5]
+
+
+def test_diff_of_two_converted_backward_models_numbers_rows_as_the_session(tmp_path):
+    """`diff` of two models with backward graphs runs the converted copies; its rows took the copy's numbers
+    (u at 2, m at 3) where `nodes` and `node` say 1 and 2."""
+    import json
+
+    model, _ = _opset9(tmp_path)
+    r = runner.invoke(app, ["debug", str(model), str(model), "--input", f"x={tmp_path / 'x.npy'}", "--device", "cpu",
+                            "--script", "-"], env=ENV, input="grad --all\ngrad --all --model b\ndiff --all --json -\n")
+    assert r.exit_code == 0, r.output
+    text = r.stdout[r.stdout.index("{"):]
+    rows = {d["a"]: (d["index"], d["node_a"], d["node_b"]) for d in json.loads(text)["pairs"]}
+    assert rows["u"] == (1, "Unsqueeze_1", "Unsqueeze_1") and rows["m"] == (2, "Mul_2", "Mul_2"), rows
+    assert rows["y"][0] == 3 and rows["x_grad"][0] > 3, rows
+    assert [v[0] for v in rows.values()] == sorted(v[0] for v in rows.values()), rows

@@ -44,8 +44,31 @@ def _diff_result(env: Env, selection: api.Selection, *, introduced: bool = True,
     with st.busy("comparing a with b…"):
         res = api.interruptibly(api.diff, *models, selection=selection, config=st.config(),
                                 inputs=api.InputSpec(arrays=dict(feed)), introduced=introduced)
+    if models[0] is a.runs or models[1] is b.runs:
+        _renumber(res, a if models[0] is a.runs else None, b if models[1] is b.runs else None)
     st.extras[slot] = (key, res)
     return res
+
+
+def _renumber(res: api.DiffResult, a, b) -> None:
+    """The rows of a diff of the backward models that run (``Target.runs``: a copy converted to a newer opset)
+    numbered and named as the session shows each model (``Target.index``), not as the copy numbers them."""
+    from dataclasses import replace
+
+    def own(t, obs):
+        r = t.index.refs.get(obs.key if obs.key in t.index.refs else obs.name) if t is not None else None
+        if r is None or r.index < 0:
+            return obs
+        op = {"op_type": r.op_type, "effective_op": r.op_type} if r.op_type and obs.effective_op == obs.op_type else {}
+        return replace(obs, index=r.index, node=r.node or obs.node, **op)
+
+    m = res.matching
+    for p in m.pairs:
+        p.a, p.b = own(a, p.a), own(b, p.b)
+    for t, items in ((a, m.unmatched_a), (b, m.unmatched_b)):
+        for u in items:
+            u.obs = own(t, u.obs)
+    res.results.sort(key=lambda r: r.pair.a.index)
 
 
 def _matching_result(env: Env) -> api.DiffResult:
