@@ -39,6 +39,8 @@ def unordered_axes(model: onnx.ModelProto) -> dict[str, tuple[int, str]]:
     element), and what control flow returns of them, in the main graph or in bodies: an If's output where a
     branch returns one, a Loop's or Scan's where its body does."""
     sites = walk(model)
+    if not any(s.node.op_type == "TopK" for s in sites):  # nothing unordered (the usual case: no further walk)
+        return {}
     found: dict[tuple, tuple[int, str]] = {}  # (scope, tensor) -> (axis, TopK)
     # one element, of rank 0 or 1: broadcasting one never adds an axis in front of the TopK's
     graphs = {s.scope: s.graph for s in sites}  # each graph once (constants() reads all its nodes)
