@@ -27,6 +27,7 @@ from onnxprobe.match.engine import (
     DIFFERENT_FUNCTION, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES, Matching, Pair, Unmatched,
 )
 from onnxprobe.compare.sides import GRADIENT_STOPPED
+from onnxprobe.compare.uncompared import by_cause, nothing_compared, uncompared
 from onnxprobe.compare.unmatched import explain_unmatched, no_numbers, saved_non_numbers
 from onnxprobe.match.observe import Observable
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
@@ -129,16 +130,8 @@ class DiffResult:
             said = "; ".join(f"{r}: {why}" for r, why in sorted(constant.items()))
             return "error", (f"nothing was compared meaningfully: the loss does not depend on the weights ({said}), "
                              f"so every gradient is ~0; {INSTEAD}")
-        if not self.compared:
-            # of the selection, as the report's footer counts them
-            ua = sum(1 for u in self.matching.unmatched_a if self.selected_a is None or u.obs.name in self.selected_a)
-            ub = sum(1 for u in self.matching.unmatched_b if u.obs.name in self.selected_b)
-            empty = [r for r in self.results if r.problem]
-            if empty:
-                return "error", (f"nothing was compared: none of the {len(empty)} pair(s) could be measured "
-                                 f"({empty[0].pair.b.name!r}: {empty[0].problem})")
-            return "error", (f"nothing was compared: no tensor of A could be paired with one of B "
-                             f"({ua} unmatched in A, {ub} in B; --json lists them with reasons)")
+        if not self.compared:  # why, by cause, of the selection (as the report's footer counts it)
+            return "error", nothing_compared(uncompared(self))
         in_a = {id(u) for u in self.matching.unmatched_a}  # both models' outputs may have one name: say whose
         # an output both sides have, left unpaired (other shapes), is one output: said once, A's reason
         both = {u.obs.name for u in self.unpaired_outputs if id(u) in in_a} & {
@@ -182,7 +175,8 @@ class DiffResult:
                     "weight: see the notes)")
                    if not self.grad.get("weights") else
                    "no weight gradient is among the gradients selected (--wrt)" if self.grad.get("wrt") else
-                   "no weight gradient of A could be paired with one of B (the unmatched ones say why)")
+                   "no weight gradient of A could be paired with one of B ("
+                   + (by_cause(uncompared(self, outputs=True)) or "the unmatched ones say why") + ")")
             return "error", (f"nothing to compare: {why}, and the verdict is about weight gradients "
                              f"({others} other gradient(s) shown, not judged)")
         la, lb = self.grad.get("loss_a"), self.grad.get("loss_b")

@@ -55,6 +55,7 @@ class Unmatched:
     obs: Observable
     reason: str
     cause: str = NO_COUNTERPART
+    kind: str = ""  # the cause in a few words where the cause alone says too little (compare.uncompared), or ""
 
 
 @dataclass

@@ -1,0 +1,93 @@
+"""What a diff left uncompared, grouped by cause: tensors left unmatched (with ``match.engine``'s cause, or
+the few words ``Unmatched.kind`` gives where that cause says too little) and pairs that could not be measured.
+When nothing was compared the verdict says these causes, counted, one example each: "no tensor of A could be
+paired with one of B" was said of pairs made and then left uncompared for a reason (a gradient upstream of a
+Python number), and of tensors refused for their shape, which only --json told."""
+
+from __future__ import annotations
+
+from onnxprobe.compare.sides import GRADIENT_STOPPED
+from onnxprobe.match.engine import (
+    COPY, DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, NO_NUMBERS, NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES,
+)
+
+# a cause in words, as the verdict groups by it (``Unmatched.kind`` says more where one cause has several origins)
+CAUSE_WORDS = {
+    OTHER_SHAPE: "the candidate has another shape",
+    DIFFERENT_FUNCTION: "the candidate is another function of the data",
+    NOT_OBSERVABLE: "not observable on the other side",
+    FOLDED: "folded into another tensor on the other side",
+    COPY: "the values of another tensor of its model",
+    NO_GRADIENT: "no gradient on the other side",
+    OTHER_VALUES: "a weight holding other values than the torch parameter of its name",
+    GRADIENT_STOPPED: "the gradient stops at an op without a gradient rule",
+    NO_NUMBERS: "no numbers to measure",
+    NO_COUNTERPART: "no counterpart",
+}
+GENERIC = (NO_COUNTERPART,)  # a cause that tells nothing more than "unmatched": listed after the others
+
+
+def unmatched_order(items: list) -> list:
+    """``items`` (Unmatched, or their JSON dicts) with those of a specific cause first, each group in its order."""
+    return sorted(items, key=lambda u: (u["cause"] if isinstance(u, dict) else u.cause) in GENERIC)
+
+
+def _unmeasured(r) -> tuple[str, str]:
+    """A pair that was not measured: (cause, words), from what the PairResult holds (not its problem's words)."""
+    if r.runtime_shapes is not None:
+        return "runtime-shapes", "the shapes differ at run time"
+    if r.metrics is not None:
+        return "nothing-finite", "nothing finite to measure (an empty tensor, or NaN/Inf alike on both sides)"
+    if r.pair.a.scope or r.pair.b.scope:
+        return "not-run", "its If branch did not run"
+    return "not-produced", "the value was not produced"
+
+
+def uncompared(res, shown: int = 3, outputs: bool = False) -> list[dict]:
+    """The causes of what ``res`` (a DiffResult) left uncompared, in its selection (``outputs``: of its model
+    outputs, weight gradients, alone): one dict per cause
+    ({cause, why, pairs, in_a, in_b, examples}; a pair's, the first one's problem as ``detail``), those of a specific cause first, then by count."""
+    groups: dict[tuple[str, str], dict] = {}
+
+    def add(cause: str, why: str, where: str, name: str, detail: str | None = None) -> None:
+        g = groups.setdefault((cause, why), {"cause": cause, "why": why, "pairs": 0, "in_a": 0, "in_b": 0, "examples": [],
+                                             **({"detail": detail} if detail else {})})
+        g[where] += 1
+        if len(g["examples"]) < shown and name not in g["examples"]:
+            g["examples"].append(name)
+
+    for r in res.results:
+        measured = r.metrics is not None and (not r.metrics.empty or r.metrics.nonfinite_mismatch)
+        if not measured and r.unjudged is None and (not outputs or r.pair.a.is_output or r.pair.b.is_output):
+            add(*_unmeasured(r), "pairs", r.pair.b.name, r.problem)
+    for where, items, selected in (("in_a", res.matching.unmatched_a, res.selected_a),
+                                   ("in_b", res.matching.unmatched_b, res.selected_b)):
+        for u in items:
+            if (selected is None or u.obs.name in selected) and (not outputs or u.obs.is_output):
+                add(u.cause, u.kind or CAUSE_WORDS.get(u.cause, u.cause), where, u.obs.name)
+    return sorted(groups.values(), key=lambda g: (g["cause"] in GENERIC, -(g["pairs"] + max(g["in_a"], g["in_b"]))))
+
+
+def counted(g: dict) -> str:
+    """How many a cause group holds: "2 pairs", "4 in A", "1 in A, 1 in B"."""
+    if g["pairs"]:
+        return f"{g['pairs']} pair{'s' if g['pairs'] != 1 else ''}"
+    return ", ".join(f"{g[k]} in {k[-1].upper()}" for k in ("in_a", "in_b") if g[k])
+
+
+def nothing_compared(groups: list[dict], limit: int = 4) -> str:
+    """The verdict's line when nothing was compared: how many were left unmatched (as the report's footer
+    counts them) and not measured, then the causes, counted, with an example each."""
+    ua, ub, pairs = (sum(g[k] for g in groups) for k in ("in_a", "in_b", "pairs"))
+    if not groups or all(g["cause"] in GENERIC for g in groups):
+        return (f"nothing was compared: no tensor of A could be paired with one of B ({ua} unmatched in A, {ub} in B, "
+                f"none with a counterpart; --json lists them)")
+    measured = f"{pairs} pair{'s' if pairs != 1 else ''} not measured; " if pairs else ""
+    return f"nothing was compared ({measured}{ua} unmatched in A, {ub} in B): by cause, {by_cause(groups, limit)} (--json: uncompared)"
+
+
+def by_cause(groups: list[dict], limit: int = 4) -> str:
+    """Cause groups in words: "why (count, e.g. 'name'); ..."."""
+    said = [f"{g['why']} ({counted(g)}, e.g. {g['examples'][0]!r}{': ' + g['detail'] if g.get('detail') else ''})"
+            for g in groups[:limit]]
+    return "; ".join(said) + (f"; and {len(groups) - limit} more cause(s)" if len(groups) > limit else "")
