@@ -24,7 +24,7 @@ from onnxprobe.torch.load import eval_mode, require_torch
 from onnxprobe.torch.runner import from_numpy, parse_probe, permuted, tensors_of, to_numpy
 
 # why torch gives a gradient the ONNX graph computes otherwise, in a few words (``Unmatched.kind``)
-DETACHED = "torch autograd gives it no gradient: forward() reads it detached (.detach(), torch.no_grad())"
+DETACHED = "torch autograd gives it no gradient: forward() reads it detached (.detach(), .data, torch.no_grad())"
 NUMBER = "upstream of a Python number (or numpy array) forward() takes from a differentiable value"
 
 PARAM, INPUT, MODULE = "param:", "input:", "module:"
@@ -338,7 +338,7 @@ def without_torch_gradient(matching: Matching, runner: TorchGradRunner, feeds: d
                 matching.pairs.remove(pair)
                 matching.unmatched_a.append(Unmatched(pair.a, (
                     f"torch autograd gives {', '.join(dead)} no gradient: forward() reads it detached (.detach(), "
-                    "torch.no_grad()), which the ONNX graph does not say; not compared"), GRADIENT_STOPPED, DETACHED))
+                    ".data, torch.no_grad()), which the ONNX graph does not say; not compared"), GRADIENT_STOPPED, DETACHED))
                 continue
             odd = [p for p in read_param_probe(pair.b.probe)[0] if p in runner.not_compared]
             if odd:  # torch's gradient is another function of the data than the ONNX graph's (torch.cuts)
