@@ -146,3 +146,21 @@ def test_saved_activations_are_b_and_an_output_is_counted_once():
     assert why.count(repr(outputs[0])) == 1
     missing = {u.obs.name: u for u in res.matching.unmatched_a}["conv1_out"]
     assert missing.cause == "not-observable" and missing.reason == "not in the .npz"
+
+
+def _gather(idx: int, out: str) -> onnx.ModelProto:
+    return make_model([helper.make_node("Shape", ["x"], ["s"], name="sh"),
+                       helper.make_node("Gather", ["s", "i"], [out], name=f"g_{out}")],
+                      [X], [helper.make_tensor_value_info(out, TensorProto.INT64, [])],
+                      [numpy_helper.from_array(np.array(idx, np.int64), "i")])
+
+
+def test_an_integer_candidate_of_another_function_is_said_of_the_right_tensor(tmp_path):
+    """Gather(Shape(x), 0) as y against Gather(Shape(x), 1) as z: A's y read "structural candidate z in B
+    reads 0 as operand 2 where z reads 1", the operand's subject turned into the candidate."""
+    onnx.save(_gather(0, "y"), tmp_path / "a.onnx")
+    onnx.save(_gather(1, "z"), tmp_path / "b.onnx")
+    res = api.diff(tmp_path / "a.onnx", tmp_path / "b.onnx", config=CPU)
+    (ua,), (ub,) = res.matching.unmatched_a, res.matching.unmatched_b
+    assert ua.obs.name == "y" and "z in B: it reads 0 as operand 2 where z reads 1" in ua.reason, ua.reason
+    assert ub.obs.name == "z" and "y in A: it reads 1 as operand 2 where y reads 0" in ub.reason, ub.reason

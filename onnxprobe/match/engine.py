@@ -401,8 +401,9 @@ def _undo_contradicted(pairs, made, used_a, used_b, a_to_b, b_to_a, other_reads,
         if isinstance(why[0], Unknown) or isinstance(why[1], Unknown):  # not shown to be one function, nor other
             why_a[i], why_b[j] = f"structural candidate {p.b.name} in B: {why[0]}", f"structural candidate {p.a.name} in A: {why[1]}"
             continue
-        why_a[i] = f"structural candidate {p.b.name} in B {why[0]} (another function of the data)"
-        why_b[j] = f"structural candidate {p.a.name} in A {why[1]} (another function of the data)"
+        # each why says what this tensor does (its subject), not the candidate
+        why_a[i] = f"structural candidate {p.b.name} in B: it {why[0]} (another function of the data)"
+        why_b[j] = f"structural candidate {p.a.name} in A: it {why[1]} (another function of the data)"
         other_a.add(i)
         other_b.add(j)
     return bool(bad)

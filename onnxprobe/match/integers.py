@@ -132,7 +132,7 @@ class IntegerCheck:
             # other functions where what they are computed from is paired with other tensors, or their values
             # (dimensions, constants) differ
             out = self._operands(0, a.sources, b.sources, b.name, 8, memo)
-            out = out and f"{canonical(a.effective_op)} {a.name} is computed from other tensors than {b.name}"
+            out = out and f"is computed ({canonical(a.effective_op)}) from other tensors than {b.name}"
         else:
             out = static_difference(a, b)
             for k, (x, y) in enumerate(zip(a.slots, b.slots), start=1):
