@@ -27,7 +27,7 @@ from onnxprobe.match.engine import (
     DIFFERENT_FUNCTION, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES, Matching, Pair, Unmatched,
 )
 from onnxprobe.compare.sides import GRADIENT_STOPPED
-from onnxprobe.compare.uncompared import by_cause, nothing_compared, uncompared
+from onnxprobe.compare.uncompared import by_cause, nothing_compared, uncompared, unmatched_order
 from onnxprobe.compare.unmatched import explain_unmatched, no_numbers, saved_non_numbers
 from onnxprobe.match.observe import Observable
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
@@ -93,6 +93,15 @@ class DiffResult:
         label = lambda s: os.path.basename(str(s.label))  # noqa: E731
         return (f"DiffResult({label(self.a)} vs {label(self.b)}: {len(self.results)} pairs, {self.compared} compared, "
                 f"{verdict}: {why})")
+
+    @property
+    def uncompared(self) -> list[dict]:
+        """What was left uncompared, by cause (``compare.uncompared``: counts and examples)."""
+        return uncompared(self)
+
+    def unmatched_in(self, side: str) -> list:
+        """Side "a" or "b"'s unmatched tensors, those of a specific cause first ("no counterpart" last)."""
+        return unmatched_order(self.matching.unmatched_a if side == "a" else self.matching.unmatched_b)
 
     @property
     def compared(self) -> int:

@@ -7,7 +7,6 @@ import math
 from rich.text import Text
 
 from onnxprobe import __version__
-from onnxprobe.compare.uncompared import uncompared, unmatched_order
 from onnxprobe.report.cells import cells, ljust
 from onnxprobe.report.console import phrased
 from onnxprobe.report.format import finite as finite_number, json_word, num, num_or_word, op, safe, shape, shorten
@@ -60,9 +59,9 @@ def diff_dict(res, order=None) -> dict:
         "pairs": pairs,
         # those of a specific cause first ("no counterpart" last): the footer shows the first few
         "unmatched_a": [unmatched(u, res.selected_a is None or u.obs.name in res.selected_a)
-                        for u in unmatched_order(res.matching.unmatched_a)],
-        "unmatched_b": [unmatched(u, u.obs.name in res.selected_b) for u in unmatched_order(res.matching.unmatched_b)],
-        "uncompared": uncompared(res),  # what was left uncompared, by cause (counts and examples)
+                        for u in res.unmatched_in("a")],
+        "unmatched_b": [unmatched(u, u.obs.name in res.selected_b) for u in res.unmatched_in("b")],
+        "uncompared": res.uncompared,  # what was left uncompared, by cause (counts and examples)
         "first_failure": res.first_failure.pair.a.name if res.first_failure else None,
         "first_failure_module": (res.first_failure.pair.b.module or res.first_failure.pair.a.module)
                                 if res.first_failure else None,
