@@ -152,3 +152,23 @@ def test_conv_transpose_1d_3d_output_padding(shape, kernel, strides):
     (y,) = _run("ConvTranspose", {"x": x, "w": w}, strides=strides, output_padding=opad)
     np.testing.assert_allclose(y, _conv_t_oracle(x, w, None, 1, strides, [1] * len(kernel), opad, [0] * 2 * len(kernel)),
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs,want_len", [(dict(auto_pad="SAME_UPPER", strides=[3]), 9),
+                                            (dict(auto_pad="SAME_LOWER", strides=[4]), 12),
+                                            (dict(output_shape=[8], strides=[3]), 8)])
+def test_conv_transpose_output_larger_than_its_extent(attrs, want_len):
+    # a 1-wide kernel at stride s covers s * (in - 1) + 1 positions; SAME asks for in * s (and output_shape may ask
+    # for more): the spec's pads are negative, the output extends past the computed positions with the bias alone
+    x = np.array([[[1.0, 2.0, 3.0]]], np.float32)
+    w = np.ones((1, 1, 1), np.float32)
+    b = np.array([100.0], np.float32)
+    (y,) = _run("ConvTranspose", {"x": x, "w": w, "b": b}, **attrs)
+    s = attrs["strides"][0]
+    full = np.full(s * 2 + 1, 100.0)
+    full[::s] += [1.0, 2.0, 3.0]
+    total = len(full) - want_len  # negative
+    first = total // 2 if attrs.get("auto_pad") == "SAME_UPPER" else total - total // 2
+    want = np.concatenate([np.full(-first, 100.0), full, np.full(first - total, 100.0)])
+    assert y.shape == (1, 1, want_len)
+    np.testing.assert_array_equal(y[0, 0], want)

@@ -81,8 +81,8 @@ class MaxPool(OpRun):
 class ConvTranspose(OpRun):
     """The transposed convolution of each group: every input element scatters x * W[c_in, c_out] into the
     output at stride * i + dilation * k, then pads are cropped off both ends (or the pads that give
-    ``output_shape``, SAME_UPPER putting the odd one at the end, otherwise at the beginning); output_padding
-    extends the end."""
+    ``output_shape``, SAME_UPPER putting the odd one at the end, otherwise at the beginning; a negative one adds
+    zeros); output_padding extends the end."""
 
     op_domain = ""
 
@@ -109,7 +109,10 @@ class ConvTranspose(OpRun):
             part = np.einsum("ngi...,gio->ngo...", xg, wg[(slice(None),) * 3 + k])
             at = tuple(slice(kk * d, kk * d + s * (i - 1) + 1, s) for kk, d, s, i in zip(k, dilations, strides, sp))
             y[(slice(None), slice(None)) + at] += part.reshape((X.shape[0], group * cout_g) + tuple(sp))
-        y = y[(slice(None), slice(None)) + tuple(slice(b, f - e) for b, e, f in zip(pads[:n], pads[n:], full))]
+        # a negative pad (SAME or output_shape asking for more than the kernels cover) extends the output with
+        # zeros: cropping by it would wrap around (y[-1:] is the last element)
+        y = np.pad(y, [(0, 0), (0, 0)] + [(max(0, -b), max(0, -e)) for b, e in zip(pads[:n], pads[n:])])
+        y = y[(slice(None), slice(None)) + tuple(slice(max(0, b), m - max(0, e)) for b, e, m in zip(pads[:n], pads[n:], y.shape[2:]))]
         if B is not None:
             y = y + B.astype(np.float64).reshape((1, -1) + (1,) * n)
         return (y.astype(X.dtype),)
