@@ -161,6 +161,17 @@ def test_pad_removes_where_negative(opset, pads):
     np.testing.assert_array_equal(got, want.astype(np.float32))
 
 
+@pytest.mark.parametrize("begin,end", [(1, -3), (-3, 1), (-3, 3), (4, -3), (0, -2), (-1, -1)])
+def test_pad_removing_more_than_the_axis_holds(begin, end):
+    # out[j] = x[j - begin] where that is inside x, the constant elsewhere: n + begin + end elements, the crop
+    # of one end eating into the padding of the other when it passes the axis's end
+    x = np.array([[1.0, 2.0]], np.float32)
+    (got,) = _run("Pad", 13, {"x": x}, {"p": np.array([0, begin, 0, end], np.int64), "c": np.array(9.0, np.float32)})
+    want = [x[0, j - begin] if 0 <= j - begin < 2 else 9.0 for j in range(max(0, 2 + begin + end))]
+    assert got.shape == (1, len(want))
+    np.testing.assert_array_equal(got[0], np.array(want, np.float32))
+
+
 @pytest.mark.parametrize("mode", ["reflect", "edge"])
 def test_pad_modes_unchanged(mode):
     x = _r(1, 2, 4, 5)

@@ -147,8 +147,11 @@ class Pad(OpRun):
         begin, end = [0] * data.ndim, [0] * data.ndim
         for i, a in enumerate(axes):
             begin[a], end[a] = int(pads[i]), int(pads[i + len(axes)])
-        x = data[tuple(slice(max(0, -b), n - max(0, -e)) for b, e, n in zip(begin, end, data.shape))]
-        widths = [(max(0, b), max(0, e)) for b, e in zip(begin, end)]
+        # out[j] = data[j - begin]: n + begin + end elements; crops that pass each other keep nothing of the
+        # data, and what is left of the other end's padding is all there is (a slice past n would wrap)
+        x = data[tuple(slice(min(n, max(0, -b)), max(0, n - max(0, -e))) for b, e, n in zip(begin, end, data.shape))]
+        widths = [(max(0, b), max(0, e)) if k else (max(0, n + b + e), 0)
+                  for b, e, n, k in zip(begin, end, data.shape, x.shape)]
         mode = mode or "constant"
         if mode == "constant":
             fill = value if constant_value is None else np.asarray(constant_value).reshape(-1)[0] if np.size(constant_value) else None
