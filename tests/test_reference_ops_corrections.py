@@ -161,6 +161,14 @@ def test_pad_removes_where_negative(opset, pads):
     np.testing.assert_array_equal(got, want.astype(np.float32))
 
 
+def test_pad_1_reads_its_paddings_attribute():
+    # Pad-1 names its pads "paddings" (onnx.reference runs it; the correction must not break it)
+    x = _r(2, 3)
+    (got,) = _run("Pad", 1, {"x": x}, paddings=[1, 0, -1, 2], value=5.0)
+    want = np.pad(x[:1], [(1, 0), (0, 2)], constant_values=5.0)  # axis 0: one added, one removed
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("begin,end", [(1, -3), (-3, 1), (-3, 3), (4, -3), (0, -2), (-1, -1)])
 def test_pad_removing_more_than_the_axis_holds(begin, end):
     # out[j] = x[j - begin] where that is inside x, the constant elsewhere: n + begin + end elements, the crop

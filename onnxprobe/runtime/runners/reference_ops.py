@@ -137,12 +137,12 @@ class Scatter(OpRun):
 class Pad(OpRun):
     """Pad: a negative pad removes elements ("the number of padding elements to add or remove (if negative)");
     onnx.reference fails on one ("index can't contain negative values"). The pads as an attribute (Pad-2) or an
-    input (11), with ``axes`` (18) and the modes constant, reflect, edge and wrap (19)."""
+    input (11), with ``axes`` (18) and the modes constant, reflect, edge and wrap (19); Pad-1 calls them ``paddings``."""
 
     op_domain = ""
 
-    def _run(self, data, pads=None, constant_value=None, axes=None, mode=None, value=None, **_):
-        pads = np.asarray(pads, np.int64).reshape(-1)
+    def _run(self, data, pads=None, constant_value=None, axes=None, mode=None, value=None, paddings=None, **_):
+        pads = np.asarray(paddings if pads is None else pads, np.int64).reshape(-1)
         axes = list(range(data.ndim)) if axes is None else [int(a) % data.ndim for a in np.asarray(axes).reshape(-1)]
         begin, end = [0] * data.ndim, [0] * data.ndim
         for i, a in enumerate(axes):
