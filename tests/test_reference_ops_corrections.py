@@ -46,6 +46,15 @@ def test_dequantize_linear_before_19(opset, per_axis):
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("opset", [10, 13])
+def test_dequantize_linear_one_element_scale_of_a_vector(opset):
+    # an int32 bias [C] with scale and zero point of shape [1] (as exporters write them): per tensor, as onnxruntime
+    # takes a one-element vector; axis 1 (the default) is not an axis of a 1-D input
+    x = np.array([-7, 0, 12, 300], np.int32)
+    (got,) = _run("DequantizeLinear", opset, {"x": x}, {"s": np.array([0.25], np.float32), "z": np.array([2], np.int32)})
+    np.testing.assert_array_equal(got, ((x.astype(np.float64) - 2) * 0.25).astype(np.float32))
+
+
 def _roi_align_ohp(X, roi, oh, ow, ss, sr):
     """RoiAlign-10 (opset 16's output_half_pixel): roi * spatial_scale, at least 1 x 1, sampled on a
     sampling_ratio (or ceil(roi / output)) grid per bin, bilinear, averaged."""

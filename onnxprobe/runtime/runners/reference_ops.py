@@ -23,7 +23,8 @@ from onnxprobe.runtime.runners.reference_rnn import GRU, LSTM, RNN
 
 class DequantizeLinear(OpRun):
     """DequantizeLinear-10/13 (opsets 10-18), which onnx.reference has no implementation of (it has 19 and
-    later): y = (x - x_zero_point) * x_scale, per tensor or (13) per slice along ``axis`` (default 1)."""
+    later): y = (x - x_zero_point) * x_scale, per tensor (a scalar or one-element scale) or (13) per slice along
+    ``axis`` (default 1)."""
 
     op_domain = ""
 
@@ -31,7 +32,9 @@ class DequantizeLinear(OpRun):
         axis = 1 if axis is None else axis
         scale = np.asarray(x_scale, np.float64)
         zp = np.zeros((), np.float64) if x_zero_point is None else np.asarray(x_zero_point, np.float64)
-        if scale.ndim == 1 and x.ndim > 0:
+        if scale.size == 1:  # a one-element vector is per tensor too (as onnxruntime), whatever x's rank
+            scale, zp = scale.reshape(()), zp.reshape(())
+        elif scale.ndim == 1 and x.ndim > 0:
             shape = [1] * x.ndim
             shape[axis] = -1
             scale, zp = scale.reshape(shape), zp.reshape(shape) if zp.ndim == 1 else zp
