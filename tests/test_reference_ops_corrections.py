@@ -197,6 +197,22 @@ def test_pad_modes_unchanged(mode):
     np.testing.assert_array_equal(got, want.astype(np.float32))
 
 
+def test_resize_10_nearest_downsampling_is_the_specification_example():
+    # Resize-10's own example (onnx's test_resize_downsample_nearest at opset 10, what onnxruntime gives): scales
+    # 0.6 of [[1, 2, 3, 4], [5, 6, 7, 8]] are [[1, 3]]: x_in = x_out / scale, ceil when downsampling (floor: [[1, 2]])
+    x = np.array([[[[1, 2, 3, 4], [5, 6, 7, 8]]]], np.float32)
+    (got,) = _run("Resize", 10, {"x": x}, {"s": np.array([1, 1, 0.6, 0.6], np.float32)}, mode="nearest")
+    np.testing.assert_array_equal(got, np.array([[[[1, 3]]]], np.float32))
+
+
+@pytest.mark.parametrize("scale,at,want", [(2.7, 27, 10), (0.7, 7, 10)])
+def test_resize_10_nearest_index_in_the_scales_float32(scale, at, want):
+    # out 27 of scale 2.7 is in 10 (float32 27 / 2.7f, as onnxruntime), not 9 (27 / 2.70000005 in float64)
+    x = np.arange(40, dtype=np.float32).reshape(1, 1, 40)
+    (got,) = _run("Resize", 10, {"x": x}, {"s": np.array([1, 1, scale], np.float32)}, mode="nearest")
+    assert got[0, 0, at] == want
+
+
 def _resize_asymmetric(x, scales, mode):
     """Upsample-7/9, Resize-10: out = floor(in * scale); x_in = x_out / scale; nearest floor(x_in) (the
     specification's example), linear between floor(x_in) and the next, clamped."""

@@ -167,7 +167,8 @@ class Upsample(OpRun):
     """Upsample-7/9 (opsets 7-9) and Resize-10 (as ``Resize``), which onnx.reference cannot run (Upsample: integer
     nearest scales only; Resize-10: "output_size is None and scale_factors is None"). Their specification has
     no coordinate_transformation_mode: asymmetric, x_in = x_out / scale; "nearest" takes floor(x_in) (the
-    Upsample example: scales 3 repeat each value 3 times), "linear" interpolates x[floor(x_in)] and the next
+    Upsample example: scales 3 repeat each value 3 times), or ceil(x_in) where scale < 1 (Resize-10's example:
+    scales 0.6 of [[1, 2, 3, 4], [5, 6, 7, 8]] give [[1, 3]]; onnxruntime's too), "linear" interpolates x[floor(x_in)] and the next
     (clamped at the edge); output_dimension = floor(input_dimension * scale)."""
 
     op_domain = ""
@@ -181,8 +182,9 @@ class Upsample(OpRun):
             n = x.shape[ax]
             pos = np.arange(int(np.floor(n * s)), dtype=np.float64) / s
             i0 = np.minimum(np.floor(pos).astype(np.int64), n - 1)
-            if mode != "linear":
-                out = np.take(out, i0, axis=ax)
+            if mode != "linear":  # x_in in float32, as the scales are: 27 / 2.7 is 10 (not 9.9999998), 7 / 0.7 is 10
+                p32 = np.arange(len(pos), dtype=np.float32) / np.float32(s)
+                out = np.take(out, np.minimum((np.ceil(p32) if s < 1 else np.floor(p32)).astype(np.int64), n - 1), axis=ax)
                 continue
             w = (pos - i0).reshape([-1] + [1] * (x.ndim - 1 - ax))
             out = np.take(out, i0, axis=ax) * (1 - w) + np.take(out, np.minimum(i0 + 1, n - 1), axis=ax) * w
