@@ -107,6 +107,12 @@ DIFF = [
     ("unmatched_a", lambda d: d.update(unmatched_a="x")),
     ("fp32_sensitivity", lambda d: d.update(fp32_sensitivity=None)),
     ("fp32_sensitivity", _drop("fp32_sensitivity")),
+    ("uncompared", _drop("uncompared")),  # what the merge counts its unmatched tensors from
+    ("uncompared", lambda d: d.update(uncompared="x")),
+    ("in_a", lambda d: d.update(uncompared=[{"cause": "shape", "why": "w", "pairs": 0, "in_a": "1", "in_b": 1,
+                                             "examples": ["y"]}])),
+    ("examples", lambda d: d.update(uncompared=[{"cause": "shape", "why": "w", "pairs": 0, "in_a": 1, "in_b": 1,
+                                                 "examples": [1]}])),
     ("notes", lambda d: d.update(notes=None)),
     ("max_abs", lambda d: d["pairs"][0]["sums"].update(max_abs=-1)),
     ("max_rel", lambda d: d["pairs"][0]["sums"].update(max_rel=-1)),

@@ -32,40 +32,68 @@ def unmatched_order(items: list) -> list:
     return sorted(items, key=lambda u: (u["cause"] if isinstance(u, dict) else u.cause) in GENERIC)
 
 
-def _unmeasured(r) -> tuple[str, str]:
-    """A pair that was not measured: (cause, words), from what the PairResult holds (not its problem's words)."""
-    if r.runtime_shapes is not None:
+def unmeasured_cause(runtime_shapes: bool, measured: bool, scoped: bool) -> tuple[str, str]:
+    """A pair that was not measured: (cause, words), from what it holds (not its problem's words): shapes that
+    differed at run time, metrics with nothing in them, a value inside an If branch, or none."""
+    if runtime_shapes:
         return "runtime-shapes", "the shapes differ at run time"
-    if r.metrics is not None:
+    if measured:
         return "nothing-finite", "nothing finite to measure (an empty tensor, or NaN/Inf alike on both sides)"
-    if r.pair.a.scope or r.pair.b.scope:
+    if scoped:
         return "not-run", "its If branch did not run"
     return "not-produced", "the value was not produced"
 
 
+class Causes:
+    """Cause groups being counted, one per (cause, words): {cause, why, pairs, in_a, in_b, examples} (a
+    pair's, the first one's problem as ``detail``); ``groups()``: those of a specific cause first, then by count."""
+
+    def __init__(self, shown: int = 3):
+        self.shown, self.by = shown, {}
+
+    def add(self, cause: str, why: str, where: str, names: list[str], count: int = 1, detail: str | None = None) -> None:
+        g = self.by.setdefault((cause, why), {"cause": cause, "why": why, "pairs": 0, "in_a": 0, "in_b": 0, "examples": [],
+                                              **({"detail": detail} if detail else {})})
+        g[where] += count
+        for name in names:
+            if len(g["examples"]) < self.shown and name not in g["examples"]:
+                g["examples"].append(name)
+
+    def groups(self) -> list[dict]:
+        return sorted(self.by.values(), key=lambda g: (g["cause"] in GENERIC, -(g["pairs"] + max(g["in_a"], g["in_b"]))))
+
+
 def uncompared(res, shown: int = 3, outputs: bool = False) -> list[dict]:
     """The causes of what ``res`` (a DiffResult) left uncompared, in its selection (``outputs``: of its model
-    outputs, weight gradients, alone): one dict per cause
-    ({cause, why, pairs, in_a, in_b, examples}; a pair's, the first one's problem as ``detail``), those of a specific cause first, then by count."""
-    groups: dict[tuple[str, str], dict] = {}
-
-    def add(cause: str, why: str, where: str, name: str, detail: str | None = None) -> None:
-        g = groups.setdefault((cause, why), {"cause": cause, "why": why, "pairs": 0, "in_a": 0, "in_b": 0, "examples": [],
-                                             **({"detail": detail} if detail else {})})
-        g[where] += 1
-        if len(g["examples"]) < shown and name not in g["examples"]:
-            g["examples"].append(name)
-
+    outputs, weight gradients, alone): ``Causes.groups()``."""
+    causes = Causes(shown)
     for r in res.results:
         measured = r.metrics is not None and (not r.metrics.empty or r.metrics.nonfinite_mismatch)
         if not measured and r.unjudged is None and (not outputs or r.pair.a.is_output or r.pair.b.is_output):
-            add(*_unmeasured(r), "pairs", r.pair.b.name, r.problem)
+            cause = unmeasured_cause(r.runtime_shapes is not None, r.metrics is not None, bool(r.pair.a.scope or r.pair.b.scope))
+            causes.add(*cause, "pairs", [r.pair.b.name], detail=r.problem)
     for where, items, selected in (("in_a", res.matching.unmatched_a, res.selected_a),
                                    ("in_b", res.matching.unmatched_b, res.selected_b)):
         for u in items:
             if (selected is None or u.obs.name in selected) and (not outputs or u.obs.is_output):
-                add(u.cause, u.kind or CAUSE_WORDS.get(u.cause, u.cause), where, u.obs.name)
-    return sorted(groups.values(), key=lambda g: (g["cause"] in GENERIC, -(g["pairs"] + max(g["in_a"], g["in_b"]))))
+                causes.add(u.cause, u.kind or CAUSE_WORDS.get(u.cause, u.cause), where, [u.obs.name])
+    return causes.groups()
+
+
+def merged_uncompared(shard: list[dict], unmeasured: list[dict], shown: int = 3) -> list[dict]:
+    """The causes of what a merge of dataset diff reports left uncompared: the unmatched tensors as a shard
+    grouped them (``shard``: its ``uncompared``; the matching is the same in every shard), and the merged
+    pairs measured in no shard (``unmeasured``: their JSON dicts), each counted once however many shards
+    did not measure it."""
+    causes = Causes(shown)
+    for g in shard:
+        for where in ("in_a", "in_b"):
+            if g[where]:
+                causes.add(g["cause"], g["why"], where, g["examples"], g[where])
+    for p in unmeasured:
+        cause = unmeasured_cause(bool(p.get("runtime_shapes")), p.get("exact") is not None, bool(p.get("scope")))
+        causes.add(*cause, "pairs", [p["b"]], detail=p.get("problem"))
+    return causes.groups()
 
 
 def counted(g: dict) -> str:

@@ -15,6 +15,7 @@ import json
 import math
 from pathlib import Path
 
+from onnxprobe.compare.uncompared import merged_uncompared, nothing_compared
 from onnxprobe.errors import UsageError
 from onnxprobe.stats.merge import check_identity, common_fields, refuse_shards_given_twice, sample_overlap
 from onnxprobe.stats.metrics import Tolerance, mapped_not_compared, nothing_measured
@@ -112,7 +113,7 @@ def merge_diff_reports(reports: list[dict]) -> dict:
              for k in sorted(keys, key=rank.__getitem__)]
     result = common_fields(reports, ("pairs", "_path", "notes", "samples", "sample_labels", "verdict", "verdict_reason",
                                      "compared", "first_failure", "first_failure_module", "outputs_passed", "in_graph",
-                                     "sample_digests"))
+                                     "sample_digests", "uncompared"))
     result["sides"] = first.get("sides")  # agreed on (``_how_run``): the first shard's model path
     result.update(_verdict(shards, pairs, first["criterion"]))
     result["samples"] = len(labels)
@@ -187,8 +188,10 @@ def _verdict(shards: list[dict], pairs: list[dict], criterion: str) -> dict:
     mapped = [(p["a"], p["b"], p["problem"] or "value not produced") for p in pairs
               if p.get("strategy") == "map" and p["passed"] is None]
     err = next((r for r in shards if r["verdict"] == "error"), None) if first.get("grad") else None
+    # what the merge left uncompared, by cause: the matching's (every shard's), and the pairs measured in no shard
+    causes = merged_uncompared(first.get("uncompared", []), [p for p in pairs if not _compared(p) and not p.get("unjudged")])
     if not any(_compared(p) for p in pairs):
-        verdict, why = "error", "nothing was compared in any shard"
+        verdict, why = "error", nothing_compared(causes)
     elif unpaired or uncompared:
         names = [(u["name"], u["reason"]) for u in unpaired] + [(p["b"], p["problem"] or "value not produced") for p in uncompared]
         shown = ", ".join(f"{n!r} ({why})" for n, why in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
@@ -201,7 +204,7 @@ def _verdict(shards: list[dict], pairs: list[dict], criterion: str) -> dict:
         n = sum(1 for p in pairs if p["passed"] is False and p["is_output"])
         verdict, why = ("fail", f"{n} of the outputs fail the criterion ({criterion})") if n else (
             "pass", f"outputs pass ({criterion})")
-    return {"verdict": verdict, "verdict_reason": why, "compared": sum(1 for p in pairs if _compared(p)),
+    return {"verdict": verdict, "verdict_reason": why, "compared": sum(1 for p in pairs if _compared(p)), "uncompared": causes,
             "first_failure": failed["a"] if failed else None, "first_failure_module": failed.get("module") if failed else None,
             "outputs_passed": verdict == "pass"}
 

@@ -38,11 +38,15 @@ TIMING = {"run_s": (("number",), REQUIRED), "session_s": (("number",), REQUIRED)
 # a dataset diff report (``report.diff``); the pairs' own fields are checked by ``stats.merge_diff``
 DIFF_TOP = {"a": (("text",), REQUIRED), "b": (("text",), REQUIRED), "unmatched_a": (("list",), REQUIRED),
             "unmatched_b": (("list",), REQUIRED), "fp32_sensitivity": (("list",), REQUIRED), "notes": (("texts",), OPTIONAL),
-            "grad": (("object",), LOOSE), "executor": (("object",), LOOSE)}
+            "grad": (("object",), LOOSE), "executor": (("object",), LOOSE), "uncompared": (("list",), REQUIRED)}
 DIFF_PAIR = {"op_type": (("text",), REQUIRED), "strategy": (("text",), LOOSE), "scope": (("text",), LOOSE),
              "module": (("text",), LOOSE), "tolerance": (("object",), REQUIRED)}
 UNMATCHED = {"name": (("text",), REQUIRED), "reason": (("text",), REQUIRED), "is_output": (("flag",), REQUIRED),
              "cause": (("text",), NULLABLE), "selected": (("flag",), OPTIONAL)}
+# a cause group of what was left uncompared (``compare.uncompared``): the merge counts the unmatched ones again
+CAUSE_GROUP = {"cause": (("text",), REQUIRED), "why": (("text",), REQUIRED), "pairs": (("count",), REQUIRED),
+               "in_a": (("count",), REQUIRED), "in_b": (("count",), REQUIRED), "examples": (("texts",), REQUIRED),
+               "detail": (("text",), OPTIONAL)}
 SENSITIVITY = {"layer": (("text",), REQUIRED), "op_type": (("text",), REQUIRED), "output": (("text",), REQUIRED),
                "introduced_sqnr_db": (("number",), NULLABLE), "output_sqnr_db": (("number",), NULLABLE),
                "output_sqnr_db_fp32_layer": (("number",), NULLABLE), "gain_db": (("number",), REQUIRED)}
@@ -81,7 +85,8 @@ def check_diff_fields(d: dict, label: str) -> None:
             if not isinstance(u, dict):
                 raise UsageError(f"{label}: {k}[{i}] is not an object: a damaged report")
             check_fields(u, UNMATCHED, f"{label}: {k}[{i}]")
-    for i, x in enumerate(d["fp32_sensitivity"]):
-        if not isinstance(x, dict):
-            raise UsageError(f"{label}: fp32_sensitivity[{i}] is not an object: a damaged report")
-        check_fields(x, SENSITIVITY, f"{label}: fp32_sensitivity[{i}]")
+    for k, spec in (("fp32_sensitivity", SENSITIVITY), ("uncompared", CAUSE_GROUP)):
+        for i, x in enumerate(d[k]):
+            if not isinstance(x, dict):
+                raise UsageError(f"{label}: {k}[{i}] is not an object: a damaged report")
+            check_fields(x, spec, f"{label}: {k}[{i}]")
