@@ -106,3 +106,29 @@ def test_a_dataset_whose_samples_compare_in_part_pools_those_that_do(tmp_path):
     d = json.loads(_shard(tmp_path, "d", (a, b), folder, 0).read_text())
     assert d["verdict"] == "pass" and d["compared"] == 1 and d["uncompared"] == []
     assert d["pairs"][0]["sqnr_per_sample"]["not_compared"] == 1, d["pairs"][0]["sqnr_per_sample"]
+
+
+def _two_outputs(path, other_shape: bool, extra: bool = False):
+    """y1 = Relu(x), y2 = Sigmoid(x) (of x transposed: another shape), and y3 = Neg(x) in A alone."""
+    nodes = [helper.make_node("Relu", ["x"], ["y1"], name="relu")]
+    nodes += ([helper.make_node("Transpose", ["x"], ["t"], name="tr"), helper.make_node("Sigmoid", ["t"], ["y2"], name="sig")]
+              if other_shape else [helper.make_node("Sigmoid", ["x"], ["y2"], name="sig")])
+    nodes += [helper.make_node("Neg", ["x"], ["y3"], name="neg")] if extra else []
+    out = [("y1", [1, 4]), ("y2", [4, 1] if other_shape else [1, 4])] + ([("y3", [1, 4])] if extra else [])
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in out])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return path
+
+
+def test_outputs_left_unpaired_are_said_as_one_diff_says_them(tmp_path):
+    """An output of both models left unpaired (another shape) is one output, said once; one in A alone is A's:
+    the merge said "2 of the outputs could not be compared: 'y2' (...), 'y2' (...)" where every shard said 1."""
+    a, b = _two_outputs(tmp_path / "a.onnx", False, extra=True), _two_outputs(tmp_path / "b.onnx", True)
+    shards = [_shard(tmp_path, f"d{k}", (a, b), _folder(tmp_path / f"s{k}", (2 * k, 2 * k + 1)), 1) for k in range(2)]
+    one = json.loads(shards[0].read_text())["verdict_reason"]
+    assert one.startswith("2 of the outputs could not be compared: 'y2' (") and "A's 'y3'" in one, one
+    merged, line = _merge(*shards)
+    assert merged["verdict_reason"] == one and one in line, (merged["verdict_reason"], one)

@@ -27,7 +27,7 @@ from onnxprobe.match.engine import (
     DIFFERENT_FUNCTION, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES, Matching, Pair, Unmatched,
 )
 from onnxprobe.compare.sides import GRADIENT_STOPPED
-from onnxprobe.compare.uncompared import by_cause, nothing_compared, uncompared, unmatched_order
+from onnxprobe.compare.uncompared import by_cause, nothing_compared, outputs_not_compared, uncompared, unmatched_order
 from onnxprobe.compare.unmatched import explain_unmatched, no_numbers, saved_non_numbers
 from onnxprobe.match.observe import Observable
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
@@ -142,16 +142,11 @@ class DiffResult:
         if not self.compared:  # why, by cause, of the selection (as the report's footer counts it)
             return "error", nothing_compared(uncompared(self))
         in_a = {id(u) for u in self.matching.unmatched_a}  # both models' outputs may have one name: say whose
-        # an output both sides have, left unpaired (other shapes), is one output: said once, A's reason
-        both = {u.obs.name for u in self.unpaired_outputs if id(u) in in_a} & {
-            u.obs.name for u in self.unpaired_outputs if id(u) not in in_a}
-        missing = [(repr(u.obs.name) if u.obs.name in both else f"{'A' if id(u) in in_a else 'B'}'s {u.obs.name!r}", u.reason)
-                   for u in self.unpaired_outputs if id(u) in in_a or u.obs.name not in both]
-        missing += [(repr(r.pair.b.name), r.problem or "value not produced") for r in self.uncompared_outputs]
+        missing = outputs_not_compared([(u.obs.name, u.reason) for u in self.unpaired_outputs if id(u) in in_a],
+                                       [(u.obs.name, u.reason) for u in self.unpaired_outputs if id(u) not in in_a],
+                                       [(r.pair.b.name, r.problem or "value not produced") for r in self.uncompared_outputs], what)
         if missing:
-            names = ", ".join(f"{n} ({why})" for n, why in missing[:3])
-            more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
-            return "error", f"{len(missing)} of the {what} could not be compared: {names}{more}"
+            return "error", missing
         mapped = [(r.pair.a.name, r.pair.b.name, r.problem or "value not produced") for r in self.uncompared_mapped]
         if mapped:
             return "error", mapped_not_compared(mapped)

@@ -119,3 +119,19 @@ def by_cause(groups: list[dict], limit: int = 4) -> str:
     said = [f"{g['why']} ({counted(g)}, e.g. {g['examples'][0]!r}{': ' + g['detail'] if g.get('detail') else ''})"
             for g in groups[:limit]]
     return "; ".join(said) + (f"; and {len(groups) - limit} more cause(s)" if len(groups) > limit else "")
+
+
+def outputs_not_compared(unpaired_a: list[tuple[str, str]], unpaired_b: list[tuple[str, str]],
+                         unmeasured: list[tuple[str, str]], what: str = "outputs") -> str | None:
+    """The verdict's line when some model outputs (weight gradients: ``what``) could not be compared: A's and
+    B's left unpaired ((name, reason)), an output both sides have said once with A's reason, another named by
+    its side, then those paired but not measured ((name, why)); None when there are none."""
+    both = {n for n, _ in unpaired_a} & {n for n, _ in unpaired_b}
+    missing = [(repr(n) if n in both else f"A's {n!r}", why) for n, why in unpaired_a]
+    missing += [(f"B's {n!r}", why) for n, why in unpaired_b if n not in both]
+    missing += [(repr(n), why) for n, why in unmeasured]
+    if not missing:
+        return None
+    names = ", ".join(f"{n} ({why})" for n, why in missing[:3])
+    more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+    return f"{len(missing)} of the {what} could not be compared: {names}{more}"

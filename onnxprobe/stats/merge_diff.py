@@ -15,7 +15,7 @@ import json
 import math
 from pathlib import Path
 
-from onnxprobe.compare.uncompared import merged_uncompared, nothing_compared
+from onnxprobe.compare.uncompared import merged_uncompared, nothing_compared, outputs_not_compared
 from onnxprobe.errors import UsageError
 from onnxprobe.stats.merge import check_identity, common_fields, refuse_shards_given_twice, sample_overlap
 from onnxprobe.stats.metrics import Tolerance, mapped_not_compared, nothing_measured
@@ -182,9 +182,11 @@ def _verdict(shards: list[dict], pairs: list[dict], criterion: str) -> dict:
     An output that had nothing finite in one shard but values in another is judged on those values."""
     failed = next((p for p in pairs if p["passed"] is False), None)
     first = shards[0]
-    unpaired = [u for u in first.get("unmatched_a", []) + first.get("unmatched_b", [])
-                if u.get("is_output") and u.get("cause") in UNPAIRED]
-    uncompared = [p for p in pairs if p["is_output"] and p["passed"] is None]
+    unpaired_a, unpaired_b = ([(u["name"], u["reason"]) for u in first.get(k, []) if u.get("is_output") and u.get("cause") in UNPAIRED]
+                              for k in ("unmatched_a", "unmatched_b"))
+    uncompared = [(p["b"], p["problem"] or "value not produced") for p in pairs
+                  if p["is_output"] and p["passed"] is None and not p.get("unjudged")]
+    missing = outputs_not_compared(unpaired_a, unpaired_b, uncompared, "weight gradients" if first.get("grad") else "outputs")
     mapped = [(p["a"], p["b"], p["problem"] or "value not produced") for p in pairs
               if p.get("strategy") == "map" and p["passed"] is None]
     err = next((r for r in shards if r["verdict"] == "error"), None) if first.get("grad") else None
@@ -192,10 +194,8 @@ def _verdict(shards: list[dict], pairs: list[dict], criterion: str) -> dict:
     causes = merged_uncompared(first.get("uncompared", []), [p for p in pairs if not _compared(p) and not p.get("unjudged")])
     if not any(_compared(p) for p in pairs):
         verdict, why = "error", nothing_compared(causes)
-    elif unpaired or uncompared:
-        names = [(u["name"], u["reason"]) for u in unpaired] + [(p["b"], p["problem"] or "value not produced") for p in uncompared]
-        shown = ", ".join(f"{n!r} ({why})" for n, why in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        verdict, why = "error", f"{len(names)} of the outputs could not be compared: {shown}"
+    elif missing:
+        verdict, why = "error", missing
     elif mapped:
         verdict, why = "error", mapped_not_compared(mapped)
     elif err is not None:
