@@ -113,6 +113,8 @@ DIFF = [
                                              "examples": ["y"]}])),
     ("examples", lambda d: d.update(uncompared=[{"cause": "shape", "why": "w", "pairs": 0, "in_a": 1, "in_b": 1,
                                                  "examples": [1]}])),
+    ("examples", lambda d: d.update(uncompared=[{"cause": "shape", "why": "w", "pairs": 0, "in_a": 1, "in_b": 1,
+                                                 "examples": []}])),  # a group said with its first example (QA)
     ("notes", lambda d: d.update(notes=None)),
     ("max_abs", lambda d: d["pairs"][0]["sums"].update(max_abs=-1)),
     ("max_rel", lambda d: d["pairs"][0]["sums"].update(max_rel=-1)),

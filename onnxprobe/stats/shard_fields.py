@@ -90,3 +90,5 @@ def check_diff_fields(d: dict, label: str) -> None:
             if not isinstance(x, dict):
                 raise UsageError(f"{label}: {k}[{i}] is not an object: a damaged report")
             check_fields(x, spec, f"{label}: {k}[{i}]")
+            if k == "uncompared" and not x["examples"]:  # a cause is said with its first example
+                raise UsageError(f"{label}: {k}[{i}]: 'examples' is empty: a damaged report")
