@@ -424,7 +424,7 @@ def merge_stats(reports: list) -> dict:
     histograms add) or those of ``diff --inputs-dir`` (every pair's sums pooled, the metrics and the
     verdict recomputed). Reports of different models, selections or kinds are refused."""
     from onnxprobe.stats.merge import check_report, merge_reports, read_json_report, shard_name
-    from onnxprobe.stats.merge_diff import check_diff_report, is_diff_report, merge_diff_reports
+    from onnxprobe.compare.merge_diff import check_diff_report, is_diff_report, merge_diff_reports
     from onnxprobe.stats.shard_fields import check_diff_fields, check_layers_fields
 
     if isinstance(reports, (str, os.PathLike, dict, DatasetResult, _diff_result())):  # one report, not its characters

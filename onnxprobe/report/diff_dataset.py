@@ -8,10 +8,11 @@ from rich.text import Text
 
 from onnxprobe.report.diff import diff_dict, diff_renderables
 from onnxprobe.report.format import num, safe
-from onnxprobe.stats.merge_diff import DIFF_DATASET_SCHEMA
 from onnxprobe.stats.pooled import dataset_fields
 
 EMPTY = {"worst_sample": None, "max_rel_sample": None, "sqnr_per_sample": None, "sums": None, "introduced_sums": None}
+
+DIFF_DATASET_SCHEMA = 1  # the format of a dataset diff report, as compare.merge_diff merges it
 
 
 def diff_dataset_dict(res, order=None) -> dict:

@@ -1,7 +1,7 @@
 """The fields of a shard report that merge-stats and its tables read, checked up front: a damaged shard (a
 key missing, a null, a value of another type) is one line naming the shard and the key, where each reader
 that first met it failed its own way ("internal error: KeyError: 'device'"). The moments, histograms and
-sums a merge computes from have their own checks (``stats.merge.check_report``, ``stats.merge_diff``)."""
+sums a merge computes from have their own checks (``stats.merge.check_report``, ``compare.merge_diff``)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ LAYERS_TENSOR = {"index": (("count",), REQUIRED), "node": (("text",), REQUIRED),
                  "kernel_ms": (("number",), LOOSE)}
 TIMING = {"run_s": (("number",), REQUIRED), "session_s": (("number",), REQUIRED)}
 
-# a dataset diff report (``report.diff``); the pairs' own fields are checked by ``stats.merge_diff``
+# a dataset diff report (``report.diff``); the pairs' own fields are checked by ``compare.merge_diff``
 DIFF_TOP = {"a": (("text",), REQUIRED), "b": (("text",), REQUIRED), "unmatched_a": (("list",), REQUIRED),
             "unmatched_b": (("list",), REQUIRED), "fp32_sensitivity": (("list",), REQUIRED), "notes": (("texts",), OPTIONAL),
             "grad": (("object",), LOOSE), "executor": (("object",), LOOSE), "uncompared": (("list",), REQUIRED)}

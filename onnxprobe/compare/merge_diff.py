@@ -17,11 +17,12 @@ from pathlib import Path
 
 from onnxprobe.compare.uncompared import merged_uncompared, nothing_compared, outputs_not_compared
 from onnxprobe.errors import UsageError
+from onnxprobe.report.diff import UNPAIRED
+from onnxprobe.report.diff_dataset import DIFF_DATASET_SCHEMA
 from onnxprobe.stats.merge import check_identity, common_fields, refuse_shards_given_twice, sample_overlap
 from onnxprobe.stats.metrics import Tolerance, mapped_not_compared, nothing_measured
 from onnxprobe.stats.pooled import PairSums, dataset_fields, pool
 
-DIFF_DATASET_SCHEMA = 1
 IDENTITY = ("schema_version", "dataset_schema", "onnxprobe_version", "model_id", "selection", "sides", "criterion",
             "measured")
 HINT = "write one with `onnxprobe diff A B --inputs-dir DIR --json FILE`"
@@ -168,11 +169,6 @@ def _merged_pair(key, parts: list[tuple[dict, int, str]], labels: list[str]) -> 
                shape=None if sums.shape is None else list(sums.shape))
     out.update(dataset_fields(sums, intro, labels))
     return out
-
-
-# the causes of an unmatched output that make a diff's verdict an error (compare.diff.UNPAIRED, as the
-# JSON report writes them: match.engine's NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, compare.sides's GRADIENT_STOPPED)
-UNPAIRED = ("no-counterpart", "not-observable", "shape", "gradient-stopped")
 
 
 def _verdict(shards: list[dict], pairs: list[dict], criterion: str) -> dict:
