@@ -150,4 +150,92 @@ class SkipLayerNormalization(_MS):
         return tuple(outs[:len(self.onnx_node.output)])
 
 
-ORACLE_OPS = [GroupNormalization, GridSample, LpNormalization, MeanVarianceNormalization, Upsample, Gelu, BiasGelu, FastGelu, QuickGelu, FusedMatMul, SkipLayerNormalization]
+class GlobalLpPool(OpRun):
+    """(sum over the spatial axes of |x|^p)^(1/p) per (n, c) (onnx.reference has no GlobalLpPool)."""
+    op_domain = ""
+
+    def _run(self, x, p=2):
+        ax = tuple(range(2, x.ndim))
+        return (((np.abs(x) ** p).sum(axis=ax, keepdims=True) ** (1.0 / p)).astype(x.dtype),)
+
+
+def _rms(x, scale, axis, eps):
+    ax = tuple(range(axis % x.ndim, x.ndim))
+    inv = 1 / np.sqrt((x * x).mean(axis=ax, keepdims=True) + eps)
+    return x * inv * scale, inv
+
+
+class SimplifiedLayerNormalization(OpRun):
+    """onnxruntime's RMS norm: x / sqrt(mean(x^2) + eps) * scale over the axes from `axis` on, and r."""
+    op_domain = ""
+
+    def _run(self, x, scale, axis=-1, epsilon=1e-5, stash_type=1):
+        y, inv = _rms(x, scale, axis, epsilon)
+        return tuple([y.astype(x.dtype), inv][:len(self.onnx_node.output)])
+
+
+class SkipSimplifiedLayerNormalization(_MS):
+    def _run(self, x, skip, gamma, bias=None, epsilon=1e-12):
+        s = x + skip + (0 if bias is None else bias)
+        y, inv = _rms(s, gamma, -1, epsilon)
+        return tuple([y.astype(x.dtype), inv, inv, s.astype(x.dtype)][:len(self.onnx_node.output)])
+
+
+_ACT = {"Relu": lambda s, p: np.maximum(s, 0), "Tanh": lambda s, p: np.tanh(s),
+        "Sigmoid": lambda s, p: 1 / (1 + np.exp(-s)), "LeakyRelu": lambda s, p: np.where(s > 0, s, p[0] * s),
+        "Clip": lambda s, p: np.clip(s, p[0], p[1]), "HardSigmoid": lambda s, p: np.clip(p[0] * s + p[1], 0, 1),
+        "Elu": lambda s, p: np.where(s > 0, s, p[0] * (np.exp(np.minimum(s, 0)) - 1)),
+        "Softsign": lambda s, p: s / (1 + np.abs(s)), "Softplus": lambda s, p: np.log1p(np.exp(s))}
+
+
+def _act(s, name, params):
+    name = name.decode() if isinstance(name, bytes) else name
+    return _ACT[name](s, list(params)) if name else s
+
+
+class FusedConv(_MS):
+    """act(Conv(X, W, B) + Z), the activation's parameters in activation_params."""
+
+    def _run(self, x, w, b=None, z=None, activation=None, activation_params=None, auto_pad="NOTSET", dilations=None,
+             group=1, kernel_shape=None, pads=None, strides=None):
+        from onnx.reference.ops.op_conv import _conv_implementation
+
+        s = _conv_implementation(x, w, b, auto_pad, dilations, group, kernel_shape or list(w.shape[2:]), pads, strides)
+        return (_act(s + (0 if z is None else z), activation, activation_params or [0.01]).astype(x.dtype),)
+
+
+class FusedGemm(_MS):
+    """act(alpha A' B' + beta C), the activation's parameters activation_alpha, activation_beta."""
+
+    def _run(self, a, b, c=None, activation=None, activation_alpha=None, activation_beta=None, activation_gamma=None,
+             alpha=1.0, beta=1.0, transA=0, transB=0):
+        s = alpha * (a.T if transA else a) @ (b.T if transB else b) + (0 if c is None else beta * c)
+        params = [v for v in (activation_alpha, activation_beta) if v is not None]
+        return (_act(s, activation, params).astype(a.dtype),)
+
+
+class QuantizeLinear(_MS):
+    """com.microsoft's QuantizeLinear: saturate(round(x / s) + zp) (per tensor or along `axis`)."""
+
+    def _run(self, x, s, zp=None, axis=1, **_):
+        sh = [1] * x.ndim
+        if np.ndim(s) == 1 and s.size > 1:
+            sh[axis] = -1
+        z = np.zeros((), np.uint8) if zp is None else zp
+        info = np.iinfo(z.dtype)
+        q = np.rint(x / s.reshape(sh if np.ndim(s) else [])) + z.astype(np.float64).reshape(sh if np.ndim(z) else [])
+        return (np.clip(q, info.min, info.max).astype(z.dtype),)
+
+
+class DequantizeLinear(_MS):
+    def _run(self, q, s, zp=None, axis=1, **_):
+        sh = [1] * q.ndim
+        if np.ndim(s) == 1 and s.size > 1:
+            sh[axis] = -1
+        z = 0 if zp is None else zp.astype(np.float64).reshape(sh if np.ndim(zp) else [])
+        return ((q.astype(np.float64) - z) * s.reshape(sh if np.ndim(s) else [])).astype(s.dtype),
+
+
+ORACLE_OPS = [GlobalLpPool, SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, FusedConv, FusedGemm,
+              QuantizeLinear, DequantizeLinear,
+              GroupNormalization, GridSample, LpNormalization, MeanVarianceNormalization, Upsample, Gelu, BiasGelu, FastGelu, QuickGelu, FusedMatMul, SkipLayerNormalization]

@@ -99,6 +99,7 @@ class Case:
     small: dict = field(default_factory=dict)  # size thresholds of autodiff.rules.conv set for this case
     ort: bool = True  # False: onnxruntime has no kernel for the forward node (LSTM layout=1): onnx.reference runs it
     ref64: bool = False  # onnxruntime runs it in float32 only: also check the backward graph in float64 (onnx.reference)
+    checker: bool = True  # False: an onnxruntime op in the default domain (SimplifiedLayerNormalization) onnx.checker does not know
 
 
 def node(op, ins, outs=("y",), **attrs):
@@ -527,6 +528,66 @@ CASES += [
     Case("QuickGelu", "com.microsoft:QuickGelu", [ms("QuickGelu", ["x"], alpha=1.5)], {"x": (3, 4)}, gen={"x": normal},
          force32=True),
     Case("Gelu-com.microsoft", "com.microsoft:Gelu", [ms("Gelu", ["x"])], {"x": (3, 4)}, gen={"x": normal}, force32=True),
+    Case("SkipSimplifiedLayerNormalization", "com.microsoft:SkipSimplifiedLayerNormalization",
+         [ms("SkipSimplifiedLayerNormalization", ["x", "skip", "gamma", "bias"], ["y", "", "isd", "sum"], epsilon=1e-5)],
+         {"x": (2, 3, 8), "skip": (2, 3, 8), "gamma": (8,), "bias": (8,)}, outputs=("y", "isd", "sum"), force32=True),
+    Case("SkipSimplifiedLayerNormalization-no-bias", "com.microsoft:SkipSimplifiedLayerNormalization",
+         [ms("SkipSimplifiedLayerNormalization", ["x", "skip", "gamma"])], {"x": (2, 3, 8), "skip": (2, 3, 8), "gamma": (8,)},
+         force32=True),
+    Case("FusedConv-Sigmoid-Z", "com.microsoft:FusedConv",
+         [ms("FusedConv", ["x", "w", "b", "z"], activation="Sigmoid", pads=[1, 1, 1, 1], strides=[2, 1])],
+         {"x": (1, 2, 5, 4), "w": (3, 2, 3, 3), "b": (3,), "z": (1, 3, 3, 4)}, gen={"x": normal}, force32=True),
+    Case("FusedConv-LeakyRelu-group", "com.microsoft:FusedConv",
+         [ms("FusedConv", ["x", "w"], activation="LeakyRelu", activation_params=[0.2], group=2)],
+         {"x": (2, 4, 4, 4), "w": (4, 2, 2, 2)}, gen={"x": normal}, force32=True),
+    Case("FusedConv-Tanh", "com.microsoft:FusedConv", [ms("FusedConv", ["x", "w", "b"], activation="Tanh")],
+         {"x": (1, 2, 4, 4), "w": (2, 2, 3, 3), "b": (2,)}, gen={"x": normal}, force32=True),
+    Case("FusedConv-Clip", "com.microsoft:FusedConv",
+         [ms("FusedConv", ["x", "w"], activation="Clip", activation_params=[-0.3, 0.4])],
+         {"x": (1, 1, 4, 4), "w": (2, 1, 1, 1)}, consts={"w": f64(0.5, 1.5).reshape(2, 1, 1, 1)},
+         gen={"x": avoiding([-0.6, 0.8, -0.2, 0.267], -1.0, 1.0, gap=0.03)}, wrt=("x",), force32=True),
+    Case("FusedGemm-Tanh", "com.microsoft:FusedGemm",
+         [ms("FusedGemm", ["a", "b", "c"], activation="Tanh", alpha=0.5, transB=1)],
+         {"a": (3, 4), "b": (5, 4), "c": (5,)}, force32=True),
+    Case("FusedGemm-LeakyRelu", "com.microsoft:FusedGemm",
+         [ms("FusedGemm", ["a", "b", "c"], activation="LeakyRelu", activation_alpha=0.1, beta=0.5)],
+         {"a": (3, 4), "b": (4, 5), "c": (3, 5)}, force32=True),
+    Case("FusedGemm-HardSigmoid", "com.microsoft:FusedGemm",
+         [ms("FusedGemm", ["a", "b"], activation="HardSigmoid", activation_alpha=0.3, activation_beta=0.4)],
+         {"a": (3, 4), "b": (4, 5)}, force32=True),
+    Case("FusedGemm-Elu", "com.microsoft:FusedGemm", [ms("FusedGemm", ["a", "b"], activation="Elu", activation_alpha=0.7)],
+         {"a": (3, 4), "b": (4, 5)}, force32=True),
+    Case("FusedGemm-Softplus", "com.microsoft:FusedGemm", [ms("FusedGemm", ["a", "b"], activation="Softplus")],
+         {"a": (3, 4), "b": (4, 5)}, force32=True),
+    Case("FusedGemm-Softsign", "com.microsoft:FusedGemm", [ms("FusedGemm", ["a", "b"], activation="Softsign")],
+         {"a": (3, 4), "b": (4, 5)}, force32=True),
+    Case("QuantizeLinear-DequantizeLinear-com.microsoft", "com.microsoft:QuantizeLinear",
+         [ms("QuantizeLinear", ["x", "s", "zp"], ["q"]), ms("DequantizeLinear", ["q", "s", "zp"], ["y"])],
+         {"x": (4, 5)}, consts={"s": f64(0.02), "zp": np.array(-20, np.int8)}, opset=19, ste=True, force32=True,
+         gen={"x": lambda rng, s: quant_grid(rng, s, 0.02, -160, 160)}),
+    Case("DequantizeLinear-com.microsoft-per-axis-uint8", "com.microsoft:DequantizeLinear",
+         [ms("QuantizeLinear", ["x", "s", "zp"], ["q"], axis=1), ms("DequantizeLinear", ["q", "s", "zp"], ["y"], axis=1)],
+         {"x": (2, 3, 4)}, consts={"s": f64(0.05, 0.01, 0.02), "zp": np.array([128, 20, 250], np.uint8)},
+         opset=19, ste=True, force32=True,
+         gen={"x": lambda rng, s: quant_grid(rng, s, np.array([0.05, 0.01, 0.02]).reshape(1, 3, 1), -140, 140)}),
+    # onnxruntime's RMS norm in the default domain, pooling, unpooling and Compress ---------------------------
+    Case("SimplifiedLayerNormalization", "SimplifiedLayerNormalization",
+         [node("SimplifiedLayerNormalization", ["x", "s"], ["y", "isd"], epsilon=1e-3)], {"x": (2, 3, 8), "s": (8,)},
+         outputs=("y", "isd"), force32=True, checker=False),
+    one("SimplifiedLayerNormalization", {"x": (2, 4, 5), "s": (4, 5)}, attrs=dict(axis=1), force32=True, checker=False,
+        id="SimplifiedLayerNormalization-axis1"),
+    one("GlobalLpPool", {"x": (2, 3, 4, 5)}, gen={"x": away()}),
+    one("GlobalLpPool", {"x": (2, 3, 6)}, attrs=dict(p=3), gen={"x": away()}, id="GlobalLpPool-p3"),
+    one("GlobalLpPool", {"x": (1, 2, 3, 3)}, attrs=dict(p=1), gen={"x": away()}, id="GlobalLpPool-p1"),
+    one("MaxUnpool", {"x": (1, 2, 2, 2)}, consts={"i": np.array([[[[0, 3], [9, 14]], [[17, 18], [24, 31]]]], np.int64)},
+        attrs=dict(kernel_shape=[2, 2], strides=[2, 2]), force32=True),
+    # overlapping windows repeat an index: onnxruntime keeps the last write, the earlier ones get no gradient
+    one("MaxUnpool", {"x": (1, 1, 4)}, consts={"i": np.array([[[1, 1, 2, 4]]], np.int64),
+                                                "shape": i64(1, 1, 6)},
+        attrs=dict(kernel_shape=[2], strides=[1]), force32=True, id="MaxUnpool-repeated-index-output-shape"),
+    one("Compress", {"x": (3, 5)}, consts={"c": np.array([1, 0, 1, 1], bool)}, attrs=dict(axis=1)),
+    one("Compress", {"x": (2, 3)}, consts={"c": np.array([0, 1, 1, 0, 1], bool)}, id="Compress-flat"),
+    one("Compress", {"x": (3, 2, 2)}, consts={"c": np.array([0, 0, 0], bool)}, attrs=dict(axis=-3), id="Compress-nothing-kept"),
 ]
 
 
@@ -675,8 +736,13 @@ CASES += [
 ]
 
 
+# rules checked by a test of their own, not a case of this table: Scatter exists in opsets 9 and 10 only, whose
+# gradient needs the model converted to opset 11 or later first (api.grad_plan does it; attach_backward does not)
+COVERED_ELSEWHERE = {"Scatter": "tests/test_grad_scatter_opset10.py"}
+
+
 def test_every_rule_has_a_case():
-    covered = {c.op for c in CASES}
+    covered = {c.op for c in CASES} | set(COVERED_ELSEWHERE)
     missing = sorted(set(registry.load()) - covered)
     assert not missing, f"registered rules without a gradient test case: {missing}"
 
@@ -960,7 +1026,8 @@ def reference_backward(case: Case, vals: dict, cot: dict):
     fwd = build(case, DOUBLE)
     model, seeds = with_cotangents(fwd, case, DOUBLE)
     bw = attach_backward(model, seeds, wrt_of(case), outputs=list(case.outputs))
-    onnx.checker.check_model(bw.model, full_check=True)
+    if case.checker:
+        onnx.checker.check_model(bw.model, full_check=True)
     feeds = {k: v for k, v in vals.items() if k in case.inputs}
     feeds.update({f"d_{o}": cot[o] for o in case.outputs})
     names = list(bw.grads.values())
@@ -976,7 +1043,8 @@ def run_backward(case: Case, vals: dict, cot: dict):
         fwd = build(case, elem)
         model, seeds = with_cotangents(fwd, case, elem)
         bw = attach_backward(model, seeds, wrt_of(case), outputs=list(case.outputs))
-        onnx.checker.check_model(bw.model, full_check=True)
+        if case.checker:
+            onnx.checker.check_model(bw.model, full_check=True)
         np_t = np.float64 if elem == DOUBLE else np.float32
         try:
             sess = ort.InferenceSession(bw.model.SerializeToString(), providers=["CPUExecutionProvider"])

@@ -234,7 +234,8 @@ def _expand(x, shape):
 MORE_OPS = {"Einsum", "TopK", "ScatterND", "ScatterElements", "DepthToSpace", "SpaceToDepth", "ReverseSequence",
             "GroupNormalization", "RMSNormalization", "Attention", "FusedMatMul", "SkipLayerNormalization", "BiasGelu",
             "FastGelu", "QuickGelu", "Swish", "LpNormalization", "MeanVarianceNormalization", "NegativeLogLikelihoodLoss",
-            "SoftmaxCrossEntropyLoss", "Det", "GridSample", "Col2Im"}
+            "SoftmaxCrossEntropyLoss", "Det", "GridSample", "Col2Im", "GlobalLpPool",
+            "SimplifiedLayerNormalization", "Compress", "MaxUnpool"}
 
 
 def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op

@@ -139,4 +139,25 @@ def eval_more(node, ins, a: dict, opset: int) -> list:  # noqa: C901 - one branc
         full = F.fold(x, [s + p[i] + p[n + i] for i, s in enumerate(size)], k, dilation=a.get("dilations", 1),
                       stride=a.get("strides", 1))
         return [full[(slice(None), slice(None)) + tuple(slice(p[i], p[i] + s) for i, s in enumerate(size))]]
+    if op == "GlobalLpPool":
+        p = a.get("p", 2)
+        return [(x.abs() ** p).sum(dim=tuple(range(2, x.dim())), keepdim=True) ** (1.0 / p)]
+    if op == "SimplifiedLayerNormalization":
+        dims = list(range(a.get("axis", -1) % x.dim(), x.dim()))
+        inv = torch.rsqrt((x * x).mean(dim=dims, keepdim=True) + a.get("epsilon", 1e-5))
+        return [x * inv * ins[1], inv]
+    if op == "Compress":  # the kept positions of the (truncated) condition, by index_select
+        keep = torch.nonzero(ins[1].reshape(-1)).reshape(-1)
+        if a.get("axis") is None:
+            return [x.reshape(-1).index_select(0, keep)]
+        return [x.index_select(a["axis"] % x.dim(), keep)]
+    if op == "MaxUnpool":  # written in order, the last write to a position kept (torch's index_put)
+        size = [int(v) for v in ins[2].tolist()] if len(ins) > 2 and ins[2] is not None else None
+        if size is None:
+            k, s = a["kernel_shape"], a.get("strides", [1] * len(a["kernel_shape"]))
+            size = list(x.shape[:2]) + [(d - 1) * st + kk for d, st, kk in zip(x.shape[2:], s, k)]
+        out = x.new_zeros(math.prod(size))
+        for i, v in zip(ins[1].reshape(-1).tolist(), x.reshape(-1)):
+            out = out.index_put((torch.tensor([i]),), v.reshape(1))
+        return [out.reshape(size)]
     raise ValueError(op)

@@ -60,19 +60,22 @@ def _nd(category: str, reason: str, *ops: str) -> None:
         CATEGORY[op] = category
 
 
-_nd("shape", "returns a shape or a size", "Shape", "Size")
-_nd("boolean", "returns booleans", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or",
+_nd("shape", "returns a shape or a size", "Shape", "Size", "SequenceLength")
+_nd("boolean", "returns booleans", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "OptionalHasElement",
     "Xor", "IsNaN", "IsInf")
-_nd("index", "returns indices", "ArgMax", "ArgMin", "NonZero", "NonMaxSuppression", "Unique")
+_nd("index", "returns indices", "ArgMax", "ArgMin", "NonZero", "NonMaxSuppression", "Unique", "com.microsoft:Unique",
+    "com.microsoft:BifurcationDetector")
 _nd("piecewise", "piecewise constant: zero gradient almost everywhere", "Sign", "Floor", "Ceil", "Round", "Hardmax")
-_nd("integer", "integer or bit arithmetic", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot")
+_nd("integer", "integer or bit arithmetic", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot",
+    "BitCast", "com.microsoft:MurmurHash3")
 _nd("builder", "builds a tensor from shapes or indices alone", "ConstantOfShape", "EyeLike", "Range", "OneHot",
-    "BlackmanWindow", "HannWindow", "HammingWindow", "MelWeightMatrix")
+    "BlackmanWindow", "HannWindow", "HammingWindow", "MelWeightMatrix", "com.microsoft:Range")
 _nd("random", "random sampling", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
     "Multinomial", "Bernoulli")
 _nd("quantization", "quantization rounds to integers (QuantizeLinear has a straight-through rule)",
     "DynamicQuantizeLinear")
-_nd("string", "string ops", "StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch", "TfIdfVectorizer")
+_nd("string", "string ops", "StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch", "TfIdfVectorizer",
+    "com.microsoft:Tokenizer")
 
 
 def key(op: str, domain: str = "") -> str:

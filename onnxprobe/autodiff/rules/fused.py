@@ -1,5 +1,5 @@
 """The com.microsoft ops that onnxruntime's transformer optimizer writes (FusedMatMul, SkipLayerNormalization,
-BiasGelu, FastGelu, QuickGelu, Gelu), so that `grad` works on optimized transformer exports: each is the
+SkipSimplifiedLayerNormalization, BiasGelu, FastGelu, QuickGelu, Gelu), so that `grad` works on optimized transformer exports: each is the
 composition of standard ops its name says, and so is its gradient."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from onnxprobe.autodiff.registry import rule
 from onnxprobe.autodiff.rules.activation import swish_slope
 from onnxprobe.autodiff.rules.elementwise import gelu_slope
-from onnxprobe.autodiff.rules.norm import norm_input_grad, stats, stats_grad
+from onnxprobe.autodiff.rules.norm import norm_input_grad, rms_grads, stats, stats_grad
 
 MS = "com.microsoft"
 
@@ -91,3 +91,81 @@ def skip_layer_norm(g):
     dgamma = g.Mul(g.dy, xhat) if g.dy and g.wants(2) else None
     dbeta = g.dy if g.dy and g.wants(3) else None
     return [ds, ds, dgamma, dbeta, ds if g.wants(4) else None]
+
+
+@rule("SkipSimplifiedLayerNormalization", inputs=(0, 1, 2, 3), broadcast=(1, 2, 3), domain=MS)
+def skip_simplified_layer_norm(g):
+    """s = input + skip (+ bias), y = s r gamma, r = 1 / sqrt(mean(s^2) + eps) over the last axis (the RMS
+    norm of LLM exports)  ->  ds = r (gs - shat mean(gs shat)) with gs = dy gamma, shat = s r, plus
+    -dr r^2 shat / N from the optional output r (slot 2) and the gradient of the optional output s (slot 3);
+    d input = d skip = d bias = ds,  d gamma = dy shat (summed to their shapes)"""
+    s = g.Add(g.x[0], g.x[1])
+    if g.has(3):
+        s = g.Add(s, g.x[3])
+    want_s = g.wants(0) or g.wants(1) or g.wants(3)
+    ds, dgamma = rms_grads(g, s, g.attr("epsilon", 1e-12), 2, scale_slot=2, want_x=want_s)
+    extra = g.dys[3] if len(g.dys) > 3 else None
+    if extra and want_s:
+        ds = extra if ds is None else g.Add(ds, extra)
+    return [ds, ds, dgamma, ds if g.wants(3) else None]
+
+
+def _activation_slope(g, act: str, params: list[float]) -> str:
+    """d act(s) / ds of a fused activation, from its output y alone (each is monotonic there)."""
+    y = g.y[0]
+    p = (lambda k, d: float(params[k]) if len(params) > k else d)  # noqa: E731
+    gt = (lambda t, v: g.Greater(t, g.scalar(v)))  # noqa: E731
+    lt = (lambda t, v: g.Less(t, g.scalar(v)))  # noqa: E731
+    if act == "Relu":
+        return g.mask(gt(y, 0.0))
+    if act == "LeakyRelu" and p(0, 0.01) >= 0:  # 1 where y > 0, alpha elsewhere
+        return g.Add(g.scalar(p(0, 0.01)), g.Mul(g.scalar(1.0 - p(0, 0.01)), g.mask(gt(y, 0.0))))
+    if act == "Tanh":
+        return g.Sub(g.scalar(1.0), g.Mul(y, y))
+    if act == "Sigmoid":
+        return g.Mul(y, g.Sub(g.scalar(1.0), y))
+    if act == "Clip" and len(params) >= 2:
+        return g.mask(g.And(gt(y, p(0, 0.0)), lt(y, p(1, 0.0))))
+    if act == "HardSigmoid":
+        return g.Mul(g.scalar(p(0, 0.2)), g.mask(g.And(gt(y, 0.0), lt(y, 1.0))))
+    if act == "Elu" and p(0, 1.0) > 0:  # 1 where y > 0, y + alpha elsewhere
+        neg = g.mask(g.Not(gt(y, 0.0)))
+        return g.Add(g.Sub(g.scalar(1.0), neg), g.Mul(neg, g.Add(y, g.scalar(p(0, 1.0)))))
+    if act == "Softsign":
+        d = g.Sub(g.scalar(1.0), g.Abs(y))
+        return g.Mul(d, d)
+    if act == "Softplus":
+        return g.Sub(g.scalar(1.0), g.Exp(g.Neg(y)))
+    raise g.fail(f"activation {act!r} with parameters {params} is not supported")
+
+
+def _fused_dy(g, params: list[float]) -> None:
+    """Replace dy by the gradient before the fused activation, dy act'(s)."""
+    act = g.attr("activation")
+    act = act.decode() if isinstance(act, bytes) else act
+    if act and g.dy:
+        g.dy = g.Mul(g.dy, _activation_slope(g, act, [float(v) for v in params]))
+        g.dys = [g.dy]
+
+
+@rule("FusedConv", inputs=(0, 1, 2, 3), domain=MS)
+def fused_conv(g):
+    """y = act(Conv(X, W, B) + Z) (onnxruntime's fusion of a Conv, an optional Add and an activation:
+    Relu, LeakyRelu, Tanh, Sigmoid, Clip, HardSigmoid)  ->  ds = dy act'(s), act' read from y;
+    dX, dW, dB as Conv's with ds,  dZ = ds"""
+    from onnxprobe.autodiff.rules.conv import conv
+
+    _fused_dy(g, list(g.attr("activation_params") or []))
+    return conv(g) + [g.dy if g.wants(3) else None]
+
+
+@rule("FusedGemm", inputs=(0, 1, 2), broadcast=(2,), domain=MS)
+def fused_gemm(g):
+    """y = act(alpha A' B' + beta C) (onnxruntime's fusion of a Gemm and an activation: Relu, LeakyRelu,
+    Tanh, Sigmoid, HardSigmoid, Elu, Softsign, Softplus; activation_alpha / activation_beta their
+    parameters)  ->  ds = dy act'(s), act' read from y; dA, dB, dC as Gemm's with ds"""
+    from onnxprobe.autodiff.rules.matmul import gemm
+
+    params = [g.attr("activation_alpha"), g.attr("activation_beta")]
+    _fused_dy(g, [v for v in params[:next((k for k, v in enumerate(params) if v is None), 2)]])
+    return gemm(g)

@@ -87,7 +87,7 @@ def stats_grad(g, dx: str | None, x: str, xhat: str, inv: str, axes, outs) -> st
     """dx plus the gradients of the statistics outputs ``outs`` (slots 1 and 2 of the node: mean and
     r = 1 / sqrt(var + eps), kept over ``axes``): d mean / dx = 1 / N,  d r / dx = -r^3 (x - mean) / N =
     -r^2 xhat / N. They are in the stash type (float32 for a float16 x): cast to the gradient's."""
-    d = {k: g.dys[k] for k in outs if k < len(g.dys) and g.dys[k]}
+    d = {k: g.dys[k] for k in outs if 0 <= k < len(g.dys) and g.dys[k]}
     if not d:
         return dx
     for k, t in d.items():
@@ -187,18 +187,37 @@ def group_norm(g):
 def rms_norm(g):
     """y = xhat scale, xhat = x r, r = 1 / sqrt(mean(x^2) + eps) over the axes from `axis` on  ->
     dx = r (gs - xhat mean(gs xhat)) with gs = dy scale,  dscale = dy xhat (summed back to its shape)"""
-    x, scale = g.x[0], g.x[1]
-    rk = g.rank(x)
+    return rms_grads(g, g.x[0], g.attr("epsilon", 1e-5), None)
+
+
+@rule("SimplifiedLayerNormalization", inputs=(0, 1), broadcast=(1,))
+def simplified_layer_norm(g):
+    """onnxruntime's RMS norm (its optimizer's fusion of x / sqrt(mean(x^2) + eps) * scale): y = xhat scale,
+    xhat = x r, r = 1 / sqrt(mean(x^2) + eps) over the axes from `axis` on  ->  dx = r (gs - xhat mean(gs xhat))
+    with gs = dy scale, plus -dr r^2 xhat / N from the optional output r (d r / dx = -r^3 x / N),
+    dscale = dy xhat (summed back to its shape)"""
+    return rms_grads(g, g.x[0], g.attr("epsilon", 1e-5), 1)
+
+
+def rms_grads(g, x: str, eps: float, inv_slot: int | None, scale_slot: int = 1, want_x: bool | None = None):
+    """[dx, dscale] of y = x r scale, r = 1 / sqrt(mean(x^2) + eps) over the axes from `axis` on; the
+    gradient of output ``inv_slot`` (r, in the stash type) is added to dx when it has one. ``want_x``:
+    whether dx is needed (default: whether input 0 wants a gradient)."""
+    want_x = g.wants(0) if want_x is None else want_x
+    scale = g.x[scale_slot]
+    rk = g.rank(g.x[0])  # x's shape (SkipSimplifiedLayerNormalization's x is input + skip)
     a = g.attr("axis", -1)
     axes = list(range(a + rk if a < 0 else a, rk))
     ms = g.reduce("ReduceMean", g.Mul(x, x), axes, keepdims=1)
-    inv = g.Reciprocal(g.Sqrt(g.Add(ms, g.scalar(g.attr("epsilon", 1e-5)))))
+    inv = g.Reciprocal(g.Sqrt(g.Add(ms, g.scalar(eps))))
     xhat = g.Mul(x, inv)
     dx = None
-    if g.wants(0):
+    if want_x and g.dy:
         gs = g.Mul(g.dy, scale)
         dx = g.Mul(inv, g.Sub(gs, g.Mul(xhat, g.reduce("ReduceMean", g.Mul(gs, xhat), axes, keepdims=1))))
-    return [dx, g.Mul(g.dy, xhat) if g.wants(1) else None]
+    if inv_slot is not None and want_x:  # no mean output: slot -1 is never one
+        dx = stats_grad(g, dx, x, xhat, inv, axes, (-1, inv_slot))
+    return [dx, g.Mul(g.dy, xhat) if g.dy and g.wants(scale_slot) else None]
 
 
 @rule("MeanVarianceNormalization")

@@ -5,6 +5,7 @@ scales dy by the window's norm before the scatter and by the input's own factor 
 from __future__ import annotations
 
 import numpy as np
+from onnx import numpy_helper
 
 from onnxprobe.autodiff.registry import rule
 from onnxprobe.autodiff.rules.conv import Geometry, auto_pads, crop
@@ -154,3 +155,38 @@ def lp_pool(g):
         f = x if p == 2 else g.Mul(g.Sign(x), g.Pow(g.Abs(x), g.scalar(float(p - 1))))
     ones_k = np.ones([1, 1] + geo.k)
     return [g.Mul(_scatter_windows(g, g.unsqueeze(z, [2]), ones_k, x, geo), f)]
+
+
+@rule("GlobalLpPool")
+def global_lp_pool(g):
+    """y[n, c] = (sum over the spatial axes of |x[n, c]|^P)^(1/P)  ->  dx = dy sign(x) |x|^(P-1) / y^(P-1)
+    (P = 1: dy sign(x); P = 2: dy x / y); a channel of zeros (y = 0) passes no gradient"""
+    x, y = g.x[0], g.y[0]
+    p = float(g.attr("p", 2))
+    if p < 1:
+        raise g.fail(f"p={p:g} is not a norm (GlobalLpPool needs p >= 1)")
+    if p == 1:
+        return [g.Mul(g.dy, g.Sign(x))]
+    yp = y if p == 2 else g.Pow(y, g.scalar(p - 1))
+    z = g.Where(g.Equal(y, g.scalar(0.0)), g.scalar(0.0), g.Div(g.dy, yp))
+    f = x if p == 2 else g.Mul(g.Sign(x), g.Pow(g.Abs(x), g.scalar(p - 1)))
+    return [g.Mul(z, f)]
+
+
+@rule("MaxUnpool")
+def max_unpool(g):
+    """y = zeros (output_shape or the default unpooled shape), y.flat[I[i]] = X[i] (I: MaxPool's indices
+    into the flattened output, written in order)  ->  dX[i] = dy.flat[I[i]] where X[i] is the last write
+    to I[i], else 0 (overlapping windows repeat indices: onnxruntime keeps the last write)"""
+    if g.opset < 11:
+        raise g.needs_opset(11, "MaxUnpool (a ScatterElements)")
+    x, idx = g.x[0], g.x[1]
+    at = g.flat(idx)
+    dx = g.Gather(g.flat(g.dy), at, axis=0)
+    # which write wins each output position: scatter each write's own position, read it back
+    n = g.Size(x)
+    ids = g.Range(g.const(np.array(0, np.int64)), n, g.const(np.array(1, np.int64)))
+    blank = g.ConstantOfShape(g.Reshape(g.Size(g.y[0]), g.ints([1])),
+                              value=numpy_helper.from_array(np.full([1], -1, np.int64)))
+    won = g.Gather(g.b.op("ScatterElements", blank, at, ids, axis=0), at, axis=0)
+    return [g.Reshape(g.Mul(dx, g.mask(g.Equal(won, ids))), g.Shape(x))]

@@ -68,3 +68,9 @@ def quantize_linear(g):
     inside = g.And(g.GreaterOrEqual(v, g.scalar(float(lo))), g.LessOrEqual(v, g.scalar(float(hi)))) if g.opset >= 12 \
         else g.Not(g.Or(g.Less(v, g.scalar(float(lo))), g.Greater(v, g.scalar(float(hi)))))
     return [g.Mul(g.Div(g.dy, s), g.mask(inside))]
+
+
+# com.microsoft's QuantizeLinear / DequantizeLinear (int16 / uint16 / 4-bit QDQ models of onnxruntime's
+# quantization tool): the same maths as the standard ops
+rule("DequantizeLinear", domain="com.microsoft")(dequantize_linear)
+rule("QuantizeLinear", straight_through=True, domain="com.microsoft")(quantize_linear)

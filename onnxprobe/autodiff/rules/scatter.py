@@ -107,3 +107,36 @@ def scatter_elements(g):
 def reverse_sequence(g):
     """y = each sequence reversed within its length  ->  dx = dy reversed the same way (its own inverse)"""
     return [g.ReverseSequence(g.dy, g.x[1], batch_axis=g.attr("batch_axis", 1), time_axis=g.attr("time_axis", 0))]
+
+
+@rule("Scatter", inputs=(0, 2))
+def scatter(g):
+    """Scatter (opsets 9 and 10) is ScatterElements without a reduction (renamed in opset 11): its gradient
+    is ScatterElements' (the model is converted to opset 11 or later first, where the gradient's
+    ScatterElements exists)"""
+    if g.opset < 11:
+        raise g.needs_opset(11, "Scatter (a ScatterElements)")
+    return scatter_elements(g)
+
+
+@rule("Compress")
+def compress(g):
+    """y = the slices of x along `axis` (no axis: the elements of x flattened) where condition is true; a
+    condition shorter than the axis drops the rest  ->  dx[i] = dy[k(i)] where condition[i], k(i) = the
+    number of true values before i, else 0: a Gather of dy followed by one zero slice, at k(i) or at
+    the zero slice"""
+    if g.opset < 11:
+        raise g.needs_opset(11, "Compress (a CumSum)")
+    x, axis = g.x[0], g.attr("axis")
+    flat = axis is None
+    ax = 0 if flat else (axis + g.rank(x) if axis < 0 else axis)
+    length = g.Reshape(g.Size(x), g.ints([1])) if flat else g.shape(x, ax, ax + 1)
+    c = g.Slice(g.Cast(g.x[1], to=TensorProto.INT64), g.ints([0]), length)
+    c = g.Pad(c, g.Concat(g.ints([0]), g.Sub(length, g.Shape(c)), axis=0))
+    kept = g.reduce_sum(c, [0], keepdims=0)
+    at = g.Where(g.Cast(c, to=TensorProto.BOOL), g.Sub(g.b.op("CumSum", c, g.const(np.array(0, np.int64))),
+                                                      g.const(np.array(1, np.int64))), kept)
+    one = g.Concat(g.shape(g.dy, 0, ax), g.ints([1]), g.shape(g.dy, ax + 1), axis=0)
+    padded = g.Concat(g.dy, g.ConstantOfShape(one, value=numpy_helper.from_array(np.zeros([1], g.dtype))), axis=ax)
+    dx = g.Gather(padded, at, axis=ax)
+    return [g.Reshape(dx, g.Shape(x)) if flat else dx]
