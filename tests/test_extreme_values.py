@@ -198,6 +198,11 @@ def test_int64_past_2_53_layers_and_diff(tmp_path, n):
     head = lines[0].split(",")
     row = dict(zip(head, lines[-1].split(",")))
     assert float(row["std"]) == pytest.approx(std, rel=1e-9)
+    # the mean of |x| (one sign: the mean; a plain float64 sum in onnxruntime read 4.5e-7 low at 2^60)
+    r = runner.invoke(app, ["layers", str(b), "--inputs", str(tmp_path / "in.npz"), "--json", "-", "--no-cache"])
+    assert r.exit_code == 0, r.output
+    (out,) = [t for t in json.loads(r.stdout)["tensors"] if t["name"] == "y"]
+    assert out["abs_mean"] == pytest.approx(float(mu), rel=1e-15)
     r = runner.invoke(app, ["diff", str(a), str(b), "--all", "--inputs", str(tmp_path / "in.npz"), "--format", "json",
                             "--columns", "tensor,max_abs,sqnr_db,introduced_sqnr_db", "--no-cache"])
     assert r.exit_code == 0, r.output

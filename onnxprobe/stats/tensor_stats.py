@@ -318,7 +318,14 @@ class TensorStats:
 
     @property
     def abs_mean(self) -> float:
-        return self.unit * (self.sumabs / self.finite) if self.finite else math.nan
+        """Mean |x| over the finite values; of values of one sign, |mean|, from the shifted sums: Σ|x| is a
+        plain sum, which onnxruntime's float64 ReduceSum rounds to 4.5e-7 of int64 values near 2^60."""
+        if not self.finite:
+            return math.nan
+        m = self.mean  # NaN where its sums overflowed (values near float64's limit): Σ|x| is in units
+        if (self.min >= 0 or self.max <= 0) and math.isfinite(m):
+            return abs(m)
+        return self.unit * (self.sumabs / self.finite)
 
     def __repr__(self) -> str:  # a notebook's view: the statistics, not the shifted sums they are kept as
         if not self.count:
