@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.segment import Segment
 from rich.text import Text
 
+from onnxprobe.report.wrap import phrase_wrap
 from onnxprobe.text import clean
 
 _CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
@@ -43,6 +44,17 @@ class SafeConsole(Console):
         kwargs.setdefault("highlight", False)
         kwargs.setdefault("emoji", False)
         super().__init__(*args, **kwargs)
+
+    def print(self, *objects, **kwargs) -> None:
+        """As Rich prints, but a ``Text`` (a report's header, footer, notes) is broken into lines of the width
+        between its phrases, then its words outside parentheses... (``report.wrap.phrase_wrap``), never after
+        the last word that fits, mid-phrase ('(use --opt-level⏎extended ...)'), nor with a trailing space;
+        unless soft wrapping, where the terminal folds the line."""
+        soft = kwargs.get("soft_wrap")
+        if not (self.soft_wrap if soft is None else soft):
+            width = kwargs.get("width") or self.width
+            objects = tuple(phrase_wrap(o, width) if isinstance(o, Text) and not o.no_wrap else o for o in objects)
+        super().print(*objects, **kwargs)
 
     def print_lines(self, lines: Iterable[tuple[str, str | None]]) -> None:
         """Lines laid out already, (text, style) each (``report.table.Table.lines``). Without colour (a
@@ -128,22 +140,9 @@ def console(**kwargs) -> Console:
     return SafeConsole(**kwargs)
 
 
-def phrased(text: Text, width: int, sep: str = " · ") -> Text:
-    """``text`` (a footer: phrases joined by ``sep``) with its lines broken between phrases where they would
+def phrased(text: Text, width: int) -> Text:
+    """``text`` (a footer: phrases joined by ' · ') with its lines broken between phrases where they would
     pass ``width``, so that no phrase is cut in two ("run 891 µs (session⏎4.86 ms)"); a phrase longer than
-    the line is left to the terminal. Styles are kept."""
-    out = Text()
-    for k, line in enumerate(text.split("\n", allow_blank=True)):
-        if k:
-            out.append("\n")
-        used = 0
-        for j, part in enumerate(line.split(sep, allow_blank=True)):
-            if j and used + len(sep) + part.cell_len > width:
-                out.append("\n")
-                used = 0
-            elif j:
-                out.append(sep)
-                used += len(sep)
-            out.append_text(part)
-            used += part.cell_len
-    return out
+    the line is broken between its words (``report.wrap.phrase_wrap``, as every ``Text`` a SafeConsole
+    prints). Styles are kept."""
+    return phrase_wrap(text, width)

@@ -11,7 +11,7 @@ from onnxprobe.report.cells import cells, ljust
 from onnxprobe.report.console import phrased
 from onnxprobe.report.format import finite as finite_number, json_word, num, num_or_word, op, safe, shape, shorten
 from onnxprobe.report.table import Column, Table
-from onnxprobe.text import wrap_paths
+from onnxprobe.report.wrap import phrase_wrap
 
 SPARK = "▁▂▃▄▅▆▇█"
 MIN_SPAN_DB = 3.0  # SQNRs closer than this draw as equal in the sparkline: rounding noise, not a trend
@@ -226,9 +226,9 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     d = res if isinstance(res, dict) else diff_dict(res, order)
     first_row = first_failing_row(d)
     t = diff_table(d, asked)
-    # paths folded after a '/' where they meet the width, never cut inside a file name
-    out += [Text(wrap_paths(f"A: {safe(d['a'])}", width)), Text(wrap_paths(f"B: {safe(d['b'])}  (reference)", width)),
-            Text(f"measured: {d['measured']} · criterion: {d['criterion']}")]
+    # broken between phrases at the width (paths after a '/', never inside a file name), as every Text line
+    out += [phrase_wrap(Text(f"A: {safe(d['a'])}"), width), phrase_wrap(Text(f"B: {safe(d['b'])}  (reference)"), width),
+            phrase_wrap(Text(f"measured: {d['measured']} · criterion: {d['criterion']}"), width)]
     if d.get("grad"):
         g = d["grad"]
         out.append(Text(f"loss {g['loss']}: A {num_or_word(g['loss_a'], 6)}, B {num_or_word(g['loss_b'], 6)}",
