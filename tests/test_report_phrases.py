@@ -104,3 +104,13 @@ def test_styles_survive_the_breaks():
     out = phrase_wrap(t, 40)
     assert all(cells(ln) <= 40 for ln in out.plain.split("\n"))
     assert any(out.plain[s.start:s.end] == "2 failing" and s.style == "bold red" for s in out.spans)
+
+
+def test_inspect_header_lines_break_between_phrases():
+    """inspect's header lines (Text marked no_wrap, which Rich's print ignores) were broken by Rich at the
+    last space that fit, with a trailing space: 'producer onnxprobe-samples · graph⏎'transformer_block'',
+    'GELU via ⏎Erf.'."""
+    out = run(["inspect", sample_path("transformer_block")], {"COLUMNS": "60"})
+    lines = out.splitlines()
+    assert all(cells(ln) <= 60 for ln in lines) and not [ln for ln in lines if ln.endswith(" ")], lines[:8]
+    assert any(ln.startswith("IR 8 · opset") for ln in lines) and "graph 'transformer_block'" in out, lines[:8]

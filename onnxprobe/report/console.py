@@ -49,11 +49,12 @@ class SafeConsole(Console):
         """As Rich prints, but a ``Text`` (a report's header, footer, notes) is broken into lines of the width
         between its phrases, then its words outside parentheses... (``report.wrap.phrase_wrap``), never after
         the last word that fits, mid-phrase ('(use --opt-level⏎extended ...)'), nor with a trailing space;
-        unless soft wrapping, where the terminal folds the line."""
+        unless soft wrapping, where the terminal folds the line. A Text marked ``no_wrap`` too: Rich's print
+        lets its own no_wrap option (False) win over the Text's, and word-wrapped those lines all the same."""
         soft = kwargs.get("soft_wrap")
         if not (self.soft_wrap if soft is None else soft):
             width = kwargs.get("width") or self.width
-            objects = tuple(phrase_wrap(o, width) if isinstance(o, Text) and not o.no_wrap else o for o in objects)
+            objects = tuple(phrase_wrap(o, width) if isinstance(o, Text) else o for o in objects)
         super().print(*objects, **kwargs)
 
     def print_lines(self, lines: Iterable[tuple[str, str | None]]) -> None:

@@ -89,7 +89,8 @@ def _dims(t) -> str:
 
 
 def _line(text: str, style: str | None = None, message: bool = False) -> Text:
-    """One line, cut with an ellipsis rather than wrapped; ``text`` is raw (names as the model holds them,
+    """One line (broken between its phrases where it is wider than the terminal, as every Text the console
+    prints: ``report.console.SafeConsole.print``); ``text`` is raw (names as the model holds them,
     escaped here, once), or with ``message`` a message whose names are escaped already."""
     return Text(controls(text) if message else safe(text), style=style or "", no_wrap=True, overflow="ellipsis")
 
