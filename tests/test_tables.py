@@ -631,6 +631,25 @@ def test_integer_extremes_read_as_the_integers_they_are(dtype, values, tmp_path)
     assert row[5] == {"int16": "i16", "int32": "i32", "uint32": "u32", "uint8": "u8"}[dtype], row
 
 
+def test_float16_extremes_read_as_the_numbers_they_are(tmp_path):
+    """A float16 tensor at its limit read max 6.55e+04 (65500 to the eye: a saturation check could not see
+    65504), and 60000 read 6e+04: four significant digits put in an exponent what five plain digits say
+    whole, in fewer cells. Below 100000 a number reads as its plain digits. Oracle: numpy's float16 max."""
+    x = np.array([[65504, 60000, -1.5, 0]], np.float16)
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="n")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, 4])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "h.onnx")
+    np.save(tmp_path / "x.npy", x)
+    out = run(["layers", tmp_path / "h.onnx", "--all", "--input", f"x={tmp_path / 'x.npy'}", "--columns", "tensor,min,max,mean"])
+    row = next(ln.split() for ln in out.splitlines() if ln.split()[:1] == ["y"])
+    assert row[2] == str(int(np.maximum(x, 0).max())) and "e+" not in " ".join(row), row
+    assert float(row[3]) == pytest.approx(float(np.maximum(x, 0).astype(np.float64).mean()), rel=1e-4), row
+    from onnxprobe.report.format import num
+
+    assert num(12345.6) == "12346" and num(99999.4, 3) == "99999" and num(123456.0) == "1.235e+05" and num(0.5) == "0.5"
+
+
 @pytest.mark.parametrize("value, want", [("0", 120), ("5", 20), ("80", 80), ("abc", 120), ("", 120)])
 def test_columns_of_no_width_fall_back(value, want, monkeypatch):
     """COLUMNS=0 (a pipe some shells set) gave a 20-column table; 0 means no width: the default."""

@@ -36,14 +36,17 @@ def num_or_word(v, digits: int = 4) -> str:
 
 
 def num(v: float | None, digits: int = 4) -> str:
-    """Significant digits, compact: 0.0001641, 1.234e+05, nan, inf."""
+    """Significant digits, compact: 0.0001641, 1.234e+05, nan, inf. A number below 100000 that ``digits``
+    would put in an exponent reads as its plain digits, rounded to an integer: 65504, not 6.55e+04 (a
+    float16 at its limit read as 65500), 60000, not 6e+04; as few cells, or fewer, and no digit less."""
     if v is None:
         return "-"
     if isinstance(v, float) and not math.isfinite(v):
         return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
     if v == 0:
         return "0"
-    return f"{v:.{digits}g}"
+    text = f"{v:.{digits}g}"
+    return f"{v:.0f}" if "e+" in text and abs(v) < 99999.5 else text
 
 
 def no_values(shape) -> str:
