@@ -152,23 +152,6 @@ def matches(name: str, pattern: str) -> bool:
     return name == pattern or fnmatch.fnmatchcase(name, pattern)
 
 
-def wrap_paths(text: str, width: int) -> str:
-    """``text`` broken into lines of at most ``width`` at its spaces, and inside a path after a '/' where
-    the path does not fit the rest of a line (so a line reads 'A: /work/models/' then 'model.onnx (cpu)',
-    not 'A:' alone, nor a file name cut in two); a part longer than a line is left to the terminal."""
-    lines, line = [], ""
-    for word in text.split(" "):
-        parts = re.split(r"(?<=/)", word) if "/" in word else [word]
-        for k, part in enumerate(parts):
-            sep = " " if line and not k else ""
-            if line and len(line) + len(sep) + len(part) > width:
-                lines.append(line)
-                line, sep = "", ""
-            line += sep + part
-    lines.append(line)
-    return "\n".join(lines)
-
-
 def one_glob_each(flag: str, pattern: str, names) -> str | None:
     """The hint for a ``flag`` that takes one glob (``--name``, ``--wrt``: a name may hold a comma) given a
     comma-separated list (``conv1,relu*``) that matches nothing as a whole: when each of its parts matches
