@@ -68,6 +68,9 @@ def check_diff_report(d, label: str) -> None:
             raise UsageError(f"{where} ({p['a']!r}): 'index' or 'is_output' missing")
         if p.get("problem") is not None and not isinstance(p["problem"], str):
             raise UsageError(f"{where} ({p['a']!r}): 'problem' is not a string")
+        if p.get("sums") is None and p.get("passed") is not None:  # judged on values it does not carry
+            raise UsageError(f"{where} ({p['a']!r}): judged ('passed' {json.dumps(p['passed'])}) but its 'sums' are missing: "
+                             f"a damaged report")
         what = "tolerance"
         try:
             Tolerance.from_dict(p.get("tolerance"))

@@ -32,6 +32,7 @@ from onnxprobe.stats.moments import exact_sum, value_of
 from onnxprobe.stats.tensor_stats import dot, unit_for
 
 SUMS = ("sum_abs", "dd", "aa", "bb", "ab")
+MAX_ELEMENTS = int(np.iinfo(np.intp).max)  # the most elements an array (and so a tensor's shape) can have
 # what light sums hold for the fields they do not take (module doc): the merge identities
 LIGHT_FIELDS = {"b_absmax": 0.0, "excess": -math.inf, "max_rel": 0.0, "max_rel_sample": 0}
 
@@ -235,8 +236,12 @@ class PairSums:
                 raise ValueError(f"'{k}' is negative, a maximum of absolute values")
         if ints["count"] and math.isfinite(max_abs) and max_abs > 0 and not (sums["sum_abs"] and sums["dd"]):
             raise ValueError(f"max |a-b| is {max_abs:g} but 'sum_abs' or 'dd' is zero")
+        worst_shape = _ints(d.get("worst_shape"), "worst_shape")
+        for k, dims in (("worst_shape", worst_shape), ("shape", shape or [])):
+            if math.prod(x or 1 for x in dims) > MAX_ELEMENTS:  # no array has as many: a damaged report
+                raise ValueError(f"'{k}' has more elements than any tensor can hold")
         return cls(ints["samples"], ints["count"], ints["mismatch"], _dec(d.get("max_abs"), "max_abs"), tuple(worst),
-                   tuple(_ints(d.get("worst_shape"), "worst_shape")), _dec(d.get("b_absmax"), "b_absmax"),
+                   tuple(worst_shape), _dec(d.get("b_absmax"), "b_absmax"),
                    _dec(d.get("excess"), "excess"), _dec(d.get("max_rel"), "max_rel"), ints["max_rel_sample"],
                    **sums, shape=None if shape is None else tuple(shape), per_sample=dict(sorted(per_sample.items())),
                    light=light, positions=_int(d, "positions") if d.get("positions") is not None else None,
