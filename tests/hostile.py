@@ -449,13 +449,14 @@ def _diff_report(**over) -> bytes:
     sums = {"samples": 1, "count": 6, "mismatch": 0, "max_abs": 0.5, "worst": [0, 1], "worst_shape": [2, 3],
             "b_absmax": 1.0, "excess": 0.5, "max_rel": 0.5, "max_rel_sample": 0, "sum_abs": [1.0], "dd": [0.5],
             "aa": [2.0], "bb": [2.5], "ab": [2.0], "shape": [2, 3], "per_sample": [[0, 7.0]]}
-    pair = {"index": 0, "a": "y", "b": "y", "op_type": "Relu", "strategy": "name", "is_output": True, "problem": None, "passed": True,
+    pair = {"index": 0, "a": "y", "b": "y", "op_type": "Relu", "strategy": "name", "shape": [2, 3], "is_output": True, "problem": None, "passed": True,
             "tolerance": {"metric": "sqnr", "atol": 1e-4, "rtol": 1e-3, "min_sqnr": 10.0, "min_cosine": 0.999},
             "sums": {**sums, **over.pop("sums", {})}, "introduced_sums": None}
+    pair.update(over.pop("pair", {}))
     if over.pop("unsums", False):
         pair["sums"] = None
-    if over.pop("unstrategy", False):
-        del pair["strategy"]
+    for k in over.pop("drop", ()):
+        del pair[k]
     d = {"schema_version": 2, "dataset_schema": 1, "onnxprobe_version": "x", "model_id": "m+m", "selection": "s",
          "criterion": "c", "measured": "float", "sides": [], "verdict": "pass", "verdict_reason": "ok", "samples": 1,
          "sample_labels": ["b0.npz"], "pairs": [pair], "a": "a.onnx", "b": "b.onnx", "unmatched_a": [], "unmatched_b": [],
@@ -529,8 +530,14 @@ def _dataset_cases() -> list[Case]:
                                                         _write(d, "r1.json", _diff_report(sample_labels=["b1.npz"], unsums=True))],
              (2,), "'sums'"),
         # a pair without the field its table row names the matching by: one line, not "internal error: KeyError"
-        Case("merge_diff_pair_without_strategy", lambda d: ["merge-stats", _write(d, "r.json", _diff_report(unstrategy=True))],
+        Case("merge_diff_pair_without_strategy", lambda d: ["merge-stats", _write(d, "r.json", _diff_report(drop=["strategy"]))],
              (2,), "'strategy'"),
+        # shapes that differed at run time, damaged: named, not a pair "not compared: r1.json:None"
+        Case("merge_diff_runtime_shapes_damaged", lambda d: ["merge-stats", _write(d, "r0.json", _diff_report()), _write(
+            d, "r1.json", _diff_report(sample_labels=["b1.npz"], pair={"runtime_shapes": "x"}))], (2,), "'runtime_shapes'"),
+        # a pair not measured (its value never produced) and without the 'shape' its table row shows
+        Case("merge_diff_pair_without_shape", lambda d: ["merge-stats", _write(d, "r.json", _diff_report(
+            pair={"passed": None, "problem": "value not produced"}, unsums=True, drop=["shape"]))], (2,), "'shape'"),
         Case("merge_diff_and_layers", lambda d: ["merge-stats", _write(d, "r.json", _diff_report()), _write(d, "l.json", json.dumps(
             {"schema_version": 3, "onnxprobe_version": "x", "model_id": "m", "selection": "s", "batches": 1, "tensors": []}).encode())],
             (2,), "different commands"),

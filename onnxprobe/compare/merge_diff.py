@@ -71,6 +71,11 @@ def check_diff_report(d, label: str) -> None:
         if p.get("sums") is None and p.get("passed") is not None:  # judged on values it does not carry
             raise UsageError(f"{where} ({p['a']!r}): judged ('passed' {json.dumps(p['passed'])}) but its 'sums' are missing: "
                              f"a damaged report")
+        rs = p.get("runtime_shapes")  # A's and B's shapes where they differed at run time, and the problem said
+        if rs is not None and not (isinstance(rs, list) and len(rs) == 2 and all(_dims(x) for x in rs)
+                                   and isinstance(p.get("problem"), str)):
+            raise UsageError(f"{where} ({p['a']!r}): 'runtime_shapes' is not A's and B's shapes beside the 'problem' "
+                             f"they caused: a damaged report")
         what = "tolerance"
         try:
             Tolerance.from_dict(p.get("tolerance"))
@@ -81,6 +86,10 @@ def check_diff_report(d, label: str) -> None:
                         raise ValueError(f"a sample index is beyond the report's {n} samples")
         except ValueError as e:
             raise UsageError(f"{where} ({p['a']!r}): malformed '{what}' ({e})") from None
+
+
+def _dims(x) -> bool:
+    return isinstance(x, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in x)
 
 
 def _key(p: dict) -> tuple[str, str]:

@@ -39,7 +39,8 @@ TIMING = {"run_s": (("number",), REQUIRED), "session_s": (("number",), REQUIRED)
 DIFF_TOP = {"a": (("text",), REQUIRED), "b": (("text",), REQUIRED), "unmatched_a": (("list",), REQUIRED),
             "unmatched_b": (("list",), REQUIRED), "fp32_sensitivity": (("list",), REQUIRED), "notes": (("texts",), OPTIONAL),
             "grad": (("object",), LOOSE), "executor": (("object",), LOOSE), "uncompared": (("list",), REQUIRED)}
-DIFF_PAIR = {"op_type": (("text",), REQUIRED), "strategy": (("text",), REQUIRED), "scope": (("text",), LOOSE),
+DIFF_PAIR = {"op_type": (("text",), REQUIRED), "strategy": (("text",), REQUIRED), "shape": (("dims",), NULLABLE),
+             "scope": (("text",), LOOSE),
              "module": (("text",), LOOSE), "tolerance": (("object",), REQUIRED)}
 UNMATCHED = {"name": (("text",), REQUIRED), "reason": (("text",), REQUIRED), "is_output": (("flag",), REQUIRED),
              "cause": (("text",), NULLABLE), "selected": (("flag",), OPTIONAL)}
