@@ -39,6 +39,12 @@ class Case:
     verdict: bool = False  # exit 1 may be a comparison that failed (no error line), not bad input
 
 
+def _pb_dims(folder: Path, dims: list[int], values: int = 0) -> str:
+    """A float .pb tensor 'x' declaring ``dims`` (negative ones too) and holding ``values`` ones."""
+    t = TensorProto(name="x", data_type=TensorProto.FLOAT, dims=dims, float_data=[1.0] * values)
+    return _write(folder, "x.pb", t.SerializeToString())
+
+
 def _model(nodes, inputs, outputs, inits=(), opset=17, ir=8, **kw) -> onnx.ModelProto:
     g = helper.make_graph(nodes, kw.pop("graph_name", "g"), inputs, outputs, initializer=list(inits))
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="hostile")
@@ -317,6 +323,11 @@ def _cases() -> list[Case]:
         Case("unknown_input", lambda d: ["layers", sample("mlp"), "--input", "nope=1"], (2,), "unknown input name"),
         Case("input_twice", lambda d: ["layers", sample("mlp"), "--input", "x=1", "--input", "x=2"], (2,), "given twice"),
         Case("wrong_dtype_file", lambda d: ["layers", sample("mlp"), "--input", f"x={_npy(d, 'x', (4, 16), np.int32)}"], (2,), "dtype"),
+        # a .pb tensor with a negative dimension: numpy's reshape read -1 as "infer" and -4 as an empty batch
+        Case("pb_negative_dim", lambda d: ["layers", sample("dynamic_batch"), "--input", f"x={_pb_dims(d, [-4, 3, 8, 8])}"],
+             (2,), "negative"),
+        Case("pb_minus_one_dim", lambda d: ["layers", sample("dynamic_batch"), "--input",
+                                            f"x={_pb_dims(d, [-1, 3, 8, 8], 384)}"], (2,), "negative"),
         Case("wrong_rank_file", lambda d: ["layers", sample("mlp"), "--input", f"x={_npy(d, 'x', (16,))}"], (2,), "rank"),
         Case("range_reversed", lambda d: ["layers", sample("cnn"), "--range", "5:2"], (2,), "reversed"),
         Case("range_past_end", lambda d: ["layers", sample("cnn"), "--range", "0:9999"], (2,), "outside the model"),

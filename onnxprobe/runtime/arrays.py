@@ -18,7 +18,7 @@ from onnx import numpy_helper
 
 from onnxprobe.errors import UsageError, first_line
 from onnxprobe.fileio import checked_path, input_file, protect
-from onnxprobe.text import clean, human_bytes, quote
+from onnxprobe.text import clean, clip, human_bytes, quote
 
 
 def available_memory() -> int:
@@ -97,6 +97,8 @@ def _pb_array(p: Path, t: onnx.TensorProto | None = None) -> np.ndarray:
     except KeyError:
         why = "UNDEFINED" if t.data_type == 0 else f"not one onnx {onnx.__version__} knows"
         raise UsageError(f"{clean(p)}: unknown TensorProto data_type {t.data_type} ({why})") from None
+    if any(d < 0 for d in t.dims):  # numpy's reshape would read -1 as "infer from the data", -4 as an empty axis
+        raise UsageError(f"{clean(p)}: dims {clip(str(list(t.dims)), 80)} hold a negative dimension: not a tensor (a damaged file)")
     return numpy_helper.to_array(t)
 
 
