@@ -45,6 +45,13 @@ def _pb_dims(folder: Path, dims: list[int], values: int = 0) -> str:
     return _write(folder, "x.pb", t.SerializeToString())
 
 
+def _weight_without_data(dims: list[int]) -> onnx.ModelProto:
+    """y = x @ w, the weight w declaring ``dims`` (float) and holding no data at all."""
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=dims)
+    return _model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [_vi("x", shape=(2, dims[0]))],
+                  [_vi("y", shape=(2, dims[1]))], [w])
+
+
 def _model(nodes, inputs, outputs, inits=(), opset=17, ir=8, **kw) -> onnx.ModelProto:
     g = helper.make_graph(nodes, kw.pop("graph_name", "g"), inputs, outputs, initializer=list(inits))
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="hostile")
@@ -273,6 +280,11 @@ def _cases() -> list[Case]:
              (0,), outputs=("a.npz",)),
         Case("grad_escape_names", lambda d: ["grad", FINE_MODELS["escape_names"](d)], (0,)),  # the loss output's name in the footer
         Case("grad_newline_names", lambda d: ["grad", FINE_MODELS["newline_names"](d)], (0,)),
+        # a weight whose dims ask for more than its data holds, past the size where sessions are built from a
+        # skeleton (the weights handed over apart): named, as a smaller one is (onnxruntime's "Deserialize tensor")
+        Case("weight_declares_huge_holds_nothing", lambda d: ["layers", _save(d, _weight_without_data([3, 99999999999]))],
+             (1,), "'w'"),
+        Case("weight_16mb_holds_nothing", lambda d: ["layers", _save(d, _weight_without_data([2048, 2048]))], (1,), "'w'"),
         Case("sparse_3gb_zeros", lambda d: ["layers", _sparse_file(d)], subprocess=True, max_peak_mb=600),
         Case("shape_impossible", lambda d: ["layers", sample("dynamic_batch"), "--shape", "x=100000000000x3x8x8"], (2,), "more than"),
         Case("npz_declares_2gb", lambda d: ["layers", sample("mlp"), "--inputs", _zip_npy(d, "x", _npy_header_only((2**29,)))],

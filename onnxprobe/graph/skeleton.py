@@ -17,7 +17,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from onnxprobe.errors import ModelError
 from onnxprobe.graph.extents import dims_nbytes
+from onnxprobe.text import clip, quote
 from onnxprobe.types import element_count
 
 STUB_LOCATION = "onnxprobe-stub"
@@ -129,10 +131,35 @@ def stub_weights(model: onnx.ModelProto, base: onnx.ModelProto) -> dict[str, Ten
 
 
 def raw_bytes(t: TensorProto) -> np.ndarray:
-    """A tensor's data as ONNX lays it out in raw_data (packed int4 included), as a read-only uint8 array."""
+    """A tensor's data as ONNX lays it out in raw_data (packed int4 included), as a read-only uint8 array; a
+    ModelError naming the tensor where the data does not fit its dims and type (``check_data``)."""
+    check_data(t)
     if not t.HasField("raw_data"):  # typed fields (float_data...): convert once
-        t = onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(t), t.name)
+        try:
+            t = onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(t), t.name)
+        except ValueError:  # onnx's reshape to the dims: another number of values
+            _misfit(t, "data of another size")
     return np.frombuffer(t.raw_data, np.uint8)
+
+
+def check_data(t: TensorProto) -> None:
+    """A ModelError when an inline tensor holds another amount of data than its dims and type need (none at
+    all, a truncated raw_data): handed over apart from the graph (``skeleton``), it failed in numpy ("cannot
+    reshape array of size 0") or in onnxruntime's words about external data the model does not have. Typed
+    fields (float_data...) are told by onnx's own conversion (complex and packed 4-bit values count their way)."""
+    if t.HasField("raw_data"):
+        if len(t.raw_data) != dims_nbytes(t):
+            _misfit(t, f"{len(t.raw_data)} bytes")
+    elif dims_nbytes(t) and not any(len(getattr(t, f)) for f in _TYPED):
+        _misfit(t, "no data")
+
+
+def _misfit(t: TensorProto, held: str) -> None:
+    raise ModelError(f"tensor {quote(t.name)} of the model holds {held}, its dims {clip(str(list(t.dims)), 80)} and "
+                     f"type need {dims_nbytes(t)} bytes (the file is damaged, or was written wrongly)")
+
+
+_TYPED = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
 
 
 def point_stubs_at(model: onnx.ModelProto, files: dict[str, tuple[str, int]]) -> None:

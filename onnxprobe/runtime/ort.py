@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from onnxprobe.errors import (DeviceUnavailable, ExecutionError, SessionError, UsageError, debug_enabled, first_line,
-                              owns_the_process, setting_error)
+from onnxprobe.errors import (DeviceUnavailable, ExecutionError, ModelError, SessionError, UsageError, debug_enabled,
+                              first_line, owns_the_process, setting_error)
 from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.memory import return_freed_memory, trim, unpark
@@ -186,6 +186,8 @@ def create_session(model: onnx.ModelProto, *, device: str = "cpu", opt_level: st
         try:
             sess = _make(ort, model, so, providers_for(device, tf32), weights or {})
             break
+        except ModelError:  # said in our own words already (a weight whose data does not fit its dims)
+            raise
         except Exception as e:  # noqa: BLE001
             msg = str(e)
             m = IR_VERSION_RE.search(msg)
@@ -212,7 +214,7 @@ SKELETON_BYTES = 8 * 2**20  # above this much weight, sessions are built from a 
 
 
 def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[str, onnx.TensorProto]):
-    from onnxprobe.graph.skeleton import large_initializers, skeleton, stubs as stubs_of, weight_bytes
+    from onnxprobe.graph.skeleton import check_data, large_initializers, skeleton, stubs as stubs_of, weight_bytes
 
     stubs = list(stubs_of(model))
     if stubs or weight_bytes(model) >= SKELETON_BYTES:
@@ -226,6 +228,8 @@ def _make(ort, model: onnx.ModelProto, so, providers: list[str], weights: dict[s
         if hasattr(so, "add_external_initializers_from_files_in_memory"):
             keep = _weights_in_place(so, sk, big, providers)
         else:  # an onnxruntime without in-memory external data: OrtValues, which it copies
+            for _, t in big:
+                check_data(t)
             keep = [onnx.numpy_helper.to_array(t) for _, t in big]
             so.add_external_initializers([n for n, _ in big], [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in keep])
         sess = ort.InferenceSession(sk.SerializeToString(), sess_options=so, providers=providers)
