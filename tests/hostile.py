@@ -501,6 +501,9 @@ def _dataset_cases() -> list[Case]:
              (2,), "f() raised KeyError"),
         Case("inputs_from_not_iterable", lambda d: ["layers", mlp, f, _pipe(d, "def f():\n    return 3\n")], (2,), "returned int"),
         Case("inputs_from_yields_nothing", lambda d: ["layers", mlp, f, _pipe(d, "def f():\n    return []\n")], (2,), "yielded nothing"),
+        # a dict keyed by something else than input names: said so, not "item 0 is a dict, not a dict"
+        Case("inputs_from_key_not_a_name", lambda d: ["layers", mlp, f, _pipe(d, "def f():\n    yield {1: np.zeros((4, 16))}\n")],
+             (2,), "key 1 (int)"),
         Case("inputs_from_yields_a_list", lambda d: ["layers", mlp, f, _pipe(d, "def f():\n    yield [1]\n")], (2,), "not a dict"),
         Case("inputs_from_unknown_input", lambda d: ["layers", mlp, f, _pipe(d, "def f():\n    yield {'ghost': np.zeros(3)}\n")],
              (2,), "unknown input"),

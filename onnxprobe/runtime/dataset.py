@@ -21,7 +21,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.runtime.arrays import read_npz
 from onnxprobe.runtime.feeds import ModelInput
 from onnxprobe.runtime.userfunc import call_function, load_function, raised, user_code
-from onnxprobe.text import clean, quote
+from onnxprobe.text import clean, clip, quote
 
 Samples = Iterator[tuple[str, dict[str, np.ndarray]]]
 
@@ -155,8 +155,16 @@ def generator_samples(spec) -> Samples:
 
 
 def _feed_dict(item, where: str, k: int) -> dict[str, np.ndarray]:
-    if not isinstance(item, dict) or not all(isinstance(n, str) for n in item):
+    if not isinstance(item, dict):
         raise UsageError(f"{where}: item {k} is a {type(item).__name__}, not a dict {{input name: array}}")
+    key = next((n for n in item if not isinstance(n, str)), None)
+    if key is not None:
+        try:
+            shown = f"{clip(clean(repr(key)), 60)} "
+        except Exception:  # noqa: BLE001 - the user's object, its repr too
+            shown = ""
+        raise UsageError(f"{where}: item {k} has the key {shown}({type(key).__name__}), not an input name: yield "
+                         f"dicts {{input name: array}}")
     out = {}
     for name, v in item.items():
         try:
