@@ -198,3 +198,14 @@ def test_an_inputs_file_with_no_arrays_is_an_error_not_silent_random_data(tmp_pa
         from onnxprobe import api
 
         api.input_spec(inputs=tmp_path / "none.npz")
+
+
+def test_an_npz_given_to_input_without_a_name_points_at_inputs():
+    """`--input data.npz` (no NAME=): the line says what --input expects and that a .npz goes to --inputs."""
+    from onnxprobe.runtime.feeds import parse_input_files
+
+    with pytest.raises(UsageError, match=r"expected NAME=FILE.*--inputs FILE\.npz"):
+        parse_input_files(["batch.NPZ"])
+    with pytest.raises(UsageError) as e:
+        parse_input_files(["batch.npy"])
+    assert "--inputs" not in str(e.value)

@@ -168,7 +168,9 @@ def parse_input_files(items: list[str] | None) -> dict[str, str]:
     for item in flag_items(items, "--input", "x=x.npy"):
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
-            raise UsageError(f"--input {quote(item)}: expected NAME=FILE (.npy or .pb) or NAME=VALUE (a number or JSON list)")
+            several = " (a .npz holds several inputs: --inputs FILE.npz)" if item.lower().endswith(".npz") and not sep else ""
+            raise UsageError(f"--input {quote(item)}: expected NAME=FILE (.npy or .pb) or NAME=VALUE (a number or JSON list)"
+                             f"{several}")
         if out.get(name, path) != path:  # as --shape: the last one silently won
             raise UsageError(f"--input {clean(name)}: given twice ({quote(out[name])} and {quote(path)}); give one")
         out[name] = path
