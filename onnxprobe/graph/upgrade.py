@@ -24,15 +24,33 @@ def upgraded_copy(model: Model, opset: int, what: str) -> Model:
     src.CopyFrom(model.proto)
     for body in all_graphs(src.graph):
         del body.value_info[:]
+    added = _initializers_as_inputs(src)
     try:
         proto = version_converter.convert_version(src, opset)
     except Exception as e:  # noqa: BLE001 - the converter raises many kinds
         raise ModelError(f"{what} failed: {first_line(e)[:200]}") from e
+    kept = [i for i in proto.graph.input if i.name not in added]
+    del proto.graph.input[:]
+    proto.graph.input.extend(kept)
     _same_input_ranks(model.proto, proto, what)
     restore_names(model.proto, proto)  # an adapted node's outputs, renamed by the converter ('u' -> '_v_7')
     warnings = list(model.warnings)
     annotate(proto, warnings)
     return Model(proto, model.source, warnings)
+
+
+def _initializers_as_inputs(proto: onnx.ModelProto) -> set[str]:
+    """List the main graph's initializers that are not graph inputs as inputs too (returns their names, to be
+    taken out again after the conversion): onnx.version_converter reads an IR-3 model's initializers only
+    through its inputs, and onnxruntime saves an optimized opset-9 model (IR 3) with initializers that are
+    not ('Input conv1_w_0 is undefined!')."""
+    have = {i.name for i in proto.graph.input}
+    added = set()
+    for t in proto.graph.initializer:
+        if t.name not in have and t.name not in added:
+            proto.graph.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+            added.add(t.name)
+    return added
 
 
 def _same_input_ranks(source: onnx.ModelProto, converted: onnx.ModelProto, what: str) -> None:
