@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import fold_bn1, sample_path
@@ -197,3 +198,31 @@ def test_a_dequantized_single_value_is_no_weight_as_a_float_one_is_not(tmp_path)
     res = api.diff_grad(qdq, plain, config=CPU, inputs=api.InputSpec(arrays={"x": rng.standard_normal((1, 3, 6, 6)).astype(np.float32)}))
     assert not [u.obs.name for u in res.matching.unmatched_a + res.matching.unmatched_b if u.obs.is_output]
     assert res.verdict()[0] != "error", res.verdict()
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_batchnorm_folded_into_an_onnxruntime_fusedconv_is_said_and_is_no_error(tmp_path, bias):
+    """onnxruntime's extended optimizations fold bn1 into conv1 and fuse relu1 in: a FusedConv whose bias
+    input holds the folded bias ('ConvBnFusion_BN_B_bn1.bias'; a new weight where conv1 had no bias). The
+    layer tables knew Conv, not FusedConv, so that new bias was 'no counterpart' and the verdict an error (QA: PP-OCRv4 det against its
+    ORT-optimized copy). It is 'folded' as a Conv's is; conv2 (a FusedConv with relu2) and fc are judged,
+    and their gradients agree with the plain model's (oracle: torch-free numpy, fc's gradient of the sum
+    loss is the pooled features, the same on both sides)."""
+    import onnxruntime as ort
+
+    _, plain = _folded_cnn(tmp_path, bias=bias)
+    fused = tmp_path / "fused.onnx"
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = str(fused)
+    ort.InferenceSession(str(plain), so, providers=["CPUExecutionProvider"])
+    convs = [n for n in onnx.load(fused).graph.node if n.op_type == "FusedConv"]
+    assert len(convs) == 2 and any(i.startswith("ConvBnFusion") for n in convs for i in n.input), convs
+    for a, b in ((plain, fused), (fused, plain)):
+        res = api.diff_grad(a, b, config=CPU)
+        un = [u for u in res.matching.unmatched_a + res.matching.unmatched_b if u.obs.is_output]
+        assert un and all(u.cause == "folded" for u in un), [(u.obs.name, u.cause, u.reason) for u in un]
+        assert res.verdict()[0] == "pass", res.verdict()
+        judged = {r.pair.a.name: r for r in res.results}
+        assert {"conv2.weight_grad", "conv2.bias_grad", "fc.weight_grad"} <= set(judged)
+        assert all(judged[k].passed for k in ("conv2.weight_grad", "fc.weight_grad"))

@@ -44,6 +44,16 @@ def folded_weights(a: onnx.ModelProto, b: onnx.ModelProto):
 FOLDABLE = ("Conv", "ConvTranspose", "Gemm", "MatMul")  # the layers exporters fold a BatchNormalization into
 
 
+FUSED_LAYERS = ("FusedConv", "FusedGemm", "FusedMatMul")  # onnxruntime's, with their layer's inputs in its slots
+
+
+def _foldable(op: str) -> bool:
+    """A layer of FOLDABLE, or onnxruntime's fusion of one (an optimized copy folds a BatchNormalization into
+    the Conv and fuses the activation after it in the same pass: a FusedConv holds the folded weights). Not
+    QLinearConv and the like: their inputs 1.. are scales and zero points, not weights."""
+    return op in FOLDABLE or op in FUSED_LAYERS
+
+
 def _readers_past_qdq(model: onnx.ModelProto):
     """A function: tensor -> [(the tensor a node reads, that node)] for the nodes reading it, directly or
     through a QuantizeLinear -> DequantizeLinear pair (a QDQ model quantizes a layer's output before the
@@ -93,7 +103,7 @@ def _bias_adds(model: onnx.ModelProto) -> dict[str, str]:
             continue
         for t, w in (n.input, n.input[::-1]):
             p = producer(t)
-            if w in weights_here and p is not None and p.op_type in FOLDABLE:
+            if w in weights_here and p is not None and _foldable(p.op_type):
                 out.setdefault(w, n.name or f"Add_{k}")
     return out
 
@@ -105,7 +115,7 @@ def _bn_after_layers(model: onnx.ModelProto) -> tuple[dict[str, str], dict[str, 
     layer, own = {}, {}
     for k, n in enumerate(model.graph.node):
         p = producer(n.input[0]) if n.op_type == "BatchNormalization" and n.input else None
-        if p is not None and p.op_type in FOLDABLE:
+        if p is not None and _foldable(p.op_type):
             name = n.name or f"BatchNormalization_{k}"
             for w in p.input[1:]:
                 layer.setdefault(w, name)
@@ -150,7 +160,7 @@ def explain_folded(matching, a: onnx.ModelProto, b: onnx.ModelProto) -> None:
             u.cause = FOLDED
     for u in uy:
         w = forward_name(u.obs.name) or ""
-        if (u.cause == NO_COUNTERPART and u.obs.effective_op.endswith(" weight") and u.obs.op_type in FOLDABLE
+        if (u.cause == NO_COUNTERPART and u.obs.effective_op.endswith(" weight") and _foldable(u.obs.op_type)
                 and w not in y_layer and u.obs.shape in shapes):
             u.reason = (f"a weight of a layer no BatchNormalization follows in {folds}, where {keeps} has one after "
                         f"the layer ({max(na, nb)} BatchNormalization(s) after a layer in {keeps}, {min(na, nb)} in "
@@ -195,7 +205,7 @@ def _explain_bias_adds(matching, a: onnx.ModelProto, b: onnx.ModelProto) -> None
 
 def _layer_biases(model: onnx.ModelProto) -> set[str]:
     """The bias inputs (the third) of the model's Conv, ConvTranspose and Gemm nodes."""
-    return {n.input[2] for n in model.graph.node if n.op_type in FOLDABLE and len(n.input) > 2 and n.input[2]}
+    return {n.input[2] for n in model.graph.node if _foldable(n.op_type) and len(n.input) > 2 and n.input[2]}
 
 
 def _size(shape) -> int | None:
