@@ -226,3 +226,57 @@ def test_a_batchnorm_folded_into_an_onnxruntime_fusedconv_is_said_and_is_no_erro
         judged = {r.pair.a.name: r for r in res.results}
         assert {"conv2.weight_grad", "conv2.bias_grad", "fc.weight_grad"} <= set(judged)
         assert all(judged[k].passed for k in ("conv2.weight_grad", "fc.weight_grad"))
+
+
+def _transposed_weight_model(path, tied: bool) -> str:
+    """y = Tanh(x @ Transpose(W) + c), x = Gather(W, ids) when ``tied`` (GPT-2's lm_head reads the embedding
+    table), else the input x: the Transpose of a weight that onnxruntime's constant folding turns into an
+    initializer named after its output ('val_191' in the dynamo GPT-2)."""
+    rng = np.random.default_rng(3)
+    nodes = [helper.make_node("Transpose", ["W"], ["Wt"], perm=[1, 0]), helper.make_node("MatMul", ["x", "Wt"], ["m"]),
+             helper.make_node("Add", ["m", "c"], ["s"]), helper.make_node("Tanh", ["s"], ["y"])]
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])]
+    if tied:
+        nodes.insert(0, helper.make_node("Gather", ["W", "ids"], ["x"]))
+        ins = [helper.make_tensor_value_info("ids", TensorProto.INT64, [3])]
+    g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])],
+                          [numpy_helper.from_array(rng.standard_normal((5, 4)).astype(np.float32), "W"),
+                           numpy_helper.from_array(rng.standard_normal(5).astype(np.float32), "c")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_a_weight_onnxruntime_folded_from_a_transpose_is_said_and_is_no_error(tmp_path, tied):
+    """onnxruntime's constant folding turns Transpose(W) into an initializer 'Wt' (GPT-2 dynamo's lm_head:
+    'val_191'): B's Wt_grad and, untied, A's W_grad were 'no counterpart', and diff --grad of a model
+    against its ORT-optimized copy ended in an error. Wt is a tensor A computes from its weights: both say
+    so (cause 'folded'), the rest is judged. Oracle: c's gradient, (1 - y^2) summed over rows, in numpy."""
+    import onnxruntime as ort
+
+    plain = _transposed_weight_model(tmp_path / "plain.onnx", tied)
+    opt = str(tmp_path / "opt.onnx")
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = opt
+    ort.InferenceSession(plain, so, providers=["CPUExecutionProvider"])
+    assert "Wt" in {t.name for t in onnx.load(opt).graph.initializer}
+    feed = {"ids": np.array([0, 3, 4], np.int64)} if tied else {"x": np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)}
+    for a, b, keeps in ((plain, opt, "A"), (opt, plain, "B")):
+        res = api.diff_grad(a, b, config=CPU, inputs=api.InputSpec(arrays=feed))
+        un = {u.obs.name: u for u in res.matching.unmatched_a + res.matching.unmatched_b if u.obs.is_output}
+        assert un["Wt_grad"].cause == "folded", (un["Wt_grad"].cause, un["Wt_grad"].reason)
+        assert f"{keeps} computes" in un["Wt_grad"].reason and "Transpose" in un["Wt_grad"].reason
+        if not tied:
+            assert un["W_grad"].cause == "folded", (un["W_grad"].cause, un["W_grad"].reason)
+        assert res.verdict()[0] == "pass", res.verdict()
+        row = next(r for r in res.results if r.pair.a.name == "c_grad")
+        m = onnx.load(plain)
+        w = numpy_helper.to_array(next(t for t in m.graph.initializer if t.name == "W")).astype(np.float64)
+        c = numpy_helper.to_array(next(t for t in m.graph.initializer if t.name == "c")).astype(np.float64)
+        x = w[feed["ids"]] if tied else feed["x"].astype(np.float64)
+        want = (1 - np.tanh(x @ w.T + c) ** 2).sum(0)
+        assert row.passed and row.metrics.count == 5
+        for side in (a, b):
+            got = api.grad(side, inputs=api.InputSpec(arrays=feed), config=CPU, save=True).arrays["c"]
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -132,6 +132,7 @@ def explain_folded(matching, a: onnx.ModelProto, b: onnx.ModelProto) -> None:
     BatchNormalization follows that have the shape of one of those (the folded weight and bias). Their
     cause becomes FOLDED, which the verdict does not count as unpaired."""
     _explain_bias_adds(matching, a, b)  # first: a layer's bias of the shape of a BatchNormalization's parameters
+    _explain_constant_folds(matching, a, b)
     (la, oa), (lb, ob) = _bn_after_layers(a), _bn_after_layers(b)
     na, nb = len(set(oa.values())), len(set(ob.values()))
     if na == nb:
@@ -167,6 +168,68 @@ def explain_folded(matching, a: onnx.ModelProto, b: onnx.ModelProto) -> None:
                         f"{folds}): it holds the BatchNormalization folded in, another function of the data than "
                         f"{keeps}'s weights, and so is its gradient")
             u.cause = FOLDED
+
+
+def _constant_sources(model: onnx.ModelProto):
+    """A function: tensor -> (the node computing it, the weights it is computed from: initializers and
+    Constant outputs) when ``model`` computes it from those alone (a Transpose of a weight, a Reshape of
+    one...); else None."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    inits = {t.name for t in model.graph.initializer}
+    body = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+    def of(tensor: str) -> tuple | None:
+        if tensor not in producer or producer[tensor].op_type == "Constant":
+            return None
+        sources, seen, todo = [], set(), [tensor]
+        while todo:
+            t = todo.pop()
+            if t in seen or not t:
+                continue
+            seen.add(t)
+            n = producer.get(t)
+            if t in inits or (n is not None and n.op_type == "Constant"):
+                sources.append(t)
+            elif n is not None and not any(a.type in body for a in n.attribute):
+                todo.extend(n.input)
+            else:  # a graph input, or a node with a body: not a constant of the model
+                return None
+        return producer[tensor], sorted(sources)
+
+    return of
+
+
+def _explain_constant_folds(matching, a: onnx.ModelProto, b: onnx.ModelProto) -> None:
+    """Weight gradients left without a counterpart because one model holds as an initializer a tensor the
+    other computes from its weights (onnxruntime's constant folding turns Transpose(W) into an initializer
+    named after the Transpose's output: GPT-2 dynamo's 'val_191', its tied lm_head transposed): that weight,
+    and the weights the other model computes it from, have no counterpart of their name, and their
+    gradients are other functions (a part of the sum over a weight's readers, or its transpose). Their
+    cause becomes FOLDED, with the reason, which the verdict does not count as unpaired."""
+    for holder, computer, uh, uc, model_c in (("A", "B", matching.unmatched_a, matching.unmatched_b, b),
+                                              ("B", "A", matching.unmatched_b, matching.unmatched_a, a)):
+        folded: dict[str, str] = {}  # a weight of the computing model -> the holder's folded tensor
+        sources_of = _constant_sources(model_c)
+        for u in uh:
+            w = forward_name(u.obs.name) or ""
+            if u.cause != NO_COUNTERPART or not u.obs.effective_op.endswith(" weight"):
+                continue
+            found = sources_of(w)
+            if found is None or not found[1]:
+                continue
+            node, sources = found
+            u.reason = (f"a weight of {holder} that {computer} computes from its weights ({node.op_type} {node.name or w!r} "
+                        f"of {', '.join(sources)}): a constant folding (onnxruntime's) made it an initializer, so its "
+                        "gradient is a part of theirs, another function of the data: not judged")
+            u.cause = FOLDED
+            for s in sources:
+                folded.setdefault(s, w)
+        for u in uc:
+            w = forward_name(u.obs.name) or ""
+            if u.cause == NO_COUNTERPART and u.obs.effective_op.endswith(" weight") and w in folded:
+                u.reason = (f"a weight {holder} holds only folded into the initializer {folded[w]!r}, which {computer} "
+                            "computes from it (constant folding): no weight of the same function in both, so it is not judged")
+                u.cause = FOLDED
 
 
 def _explain_bias_adds(matching, a: onnx.ModelProto, b: onnx.ModelProto) -> None:
