@@ -77,3 +77,26 @@ def through_nondifferentiable(nodes: list[onnx.NodeProto], tensors: list[str], o
                         seen.add(o)
                         frontier.append((o, step))
     return out
+
+
+def partial_tensors(nodes: list[onnx.NodeProto], stopped: list[tuple[onnx.NodeProto, str]], rg: set[str],
+                    got: set[str]) -> dict[str, str]:
+    """Of the tensors in ``got`` (they have a gradient): those with a way to the loss through one of the
+    ``stopped`` ops (node, its display: an op without a rule that ``unsupported="skip"`` passed over), whose
+    gradient therefore sums only the other ways, a part of the real one: tensor -> the first such op
+    ('Attention Attention_1': BERT's layers reach the loss through the skip connection too)."""
+    producer = {o: n for n in nodes for o in n.output if o}
+    out: dict[str, str] = {}
+    for node, display in stopped:
+        todo = [i for i in node.input if i and i in rg]
+        seen = set(todo)
+        while todo:
+            t = todo.pop()
+            if t in got:
+                out.setdefault(t, display)
+            p = producer.get(t)
+            for i in (p.input if p is not None else ()):
+                if i and i in rg and i not in seen:
+                    seen.add(i)
+                    todo.append(i)
+    return out

@@ -26,7 +26,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.autodiff import registry
-from onnxprobe.autodiff.blocked import blocked_tensors
+from onnxprobe.autodiff.blocked import blocked_tensors, partial_tensors
 from onnxprobe.autodiff.context import NodeGrad
 from onnxprobe.autodiff.nested import rename
 from onnxprobe.errors import ModelError, NoGradientRule, UnknownShape, UsageError
@@ -92,6 +92,9 @@ class Backward:
     # of ``unused``: those the loss depends on only through integer values (a Cast to int64 feeding Gather's
     # indices), which carry no gradient by nature: tensor -> "Cast 'node'" (the op whose integer output it is)
     integer: dict[str, str] = field(default_factory=dict)
+    # of ``grads``: those with a way to the loss through an op in ``stopped``, whose gradient is a part of the
+    # real one (autodiff.blocked.partial_tensors): tensor -> "Attention 'node'"
+    partial: dict[str, str] = field(default_factory=dict)
 
 
 class Engine:
@@ -261,6 +264,11 @@ def attach_backward(
     grads_out = _own_tensors(eng, grads_out, acc.seed_values)
     bw = _assemble(out, eng, grads_out, unused, all_grads, stopped, list(outputs or []), list(keep), prune)
     bw.blocked, bw.integer = blocked, integer
+    if stopped:
+        index = {id(n): k for k, n in enumerate(nodes)}
+        cut = [(n, f"{n.op_type} {node_display_name(n, index[id(n)])}") for n in active
+               if registry.status(n.op_type, n.domain) != "rule"]
+        bw.partial = partial_tensors(nodes, cut, rg, set(grads_out))
     return bw
 
 

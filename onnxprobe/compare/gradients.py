@@ -45,7 +45,10 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
     ``candidates``), computed by ``runner`` over the backward model in one run with the loss. Its hidden
     entries say which weights got no gradient (so the other model's gradient of them is explained);
     ``role`` ("A" or "B") is how those reasons name this side."""
-    grads = plan.grads
+    # a gradient that sums only some of its ways to the loss (another passes an op without a rule) is a part
+    # of the real one: not compared, as one that gets none is not
+    partial = getattr(plan.backward, "partial", {})
+    grads = {t: g for t, g in plan.grads.items() if t not in partial}
     seen: set[str] = set()
     slot = _slots(model.proto)
     ordered = []
@@ -58,7 +61,7 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
     # the weights of one node in the order it reads them (W before B), not by name: structural alignment
     # pairs by order, and names sort apart ('onnx::Conv_16' < 'onnx::Conv_17' but '0.bias' < '0.weight')
     observables = [o for _, o in sorted(ordered, key=lambda x: x[0])]
-    no_gradient = {o.key: t for t, o in candidates if o.is_output and t not in grads and o.key not in seen}
+    no_gradient = {o.key: t for t, o in candidates if o.is_output and t not in plan.grads and o.key not in seen}
     hidden = {grad_name(k): f"no gradient for {t} in {role}" for k, t in no_gradient.items()}
     stopped = stopped_at(model.proto, list(no_gradient.values()))
     causes = {}
@@ -66,6 +69,11 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
         if stopped.get(t):  # the loss reads it, but an op without a rule stops its gradient: not compared
             hidden[grad_name(k)] += f": the gradient stops at {', '.join(stopped[t][:3])}"
             causes[grad_name(k)] = GRADIENT_STOPPED
+    for t, o in candidates:
+        if t in partial and grad_name(o.key) not in hidden:
+            hidden[grad_name(o.key)] = (f"only a part of the gradient of {t} in {role}: one of its ways to the loss "
+                                        f"passes {partial[t]}, which has no gradient rule")
+            causes[grad_name(o.key)] = GRADIENT_STOPPED
     for i in model.proto.graph.initializer:
         if i.data_type not in FLOAT_TYPES:
             hidden.setdefault(grad_name(stem(i.name)), f"an integer (quantized) weight in {role}: it has no gradient")
