@@ -97,15 +97,31 @@ def _bias_adds(model: onnx.ModelProto) -> dict[str, str]:
     producer = _producer_past_qdq(model)
     weights_here = set(weights(model)) | {n.output[0] for n in model.graph.node
                                            if n.op_type == "DequantizeLinear" and n.output}
+    made = {o: n for n in model.graph.node for o in n.output if o}
+
+    def weight_of(t: str) -> str | None:
+        """The weight ``t`` is, or a reshaped copy of (Paddle: Add(conv, Reshape(offset, [1, C, 1, 1])))."""
+        for _ in range(8):
+            if t in weights_here:
+                return t
+            n = made.get(t)
+            if n is None or n.op_type not in RESHAPES or not n.input:
+                return None
+            t = n.input[0]
+        return None
+
     out = {}
     for k, n in enumerate(model.graph.node):
         if n.op_type != "Add" or len(n.input) != 2:
             continue
-        for t, w in (n.input, n.input[::-1]):
-            p = producer(t)
-            if w in weights_here and p is not None and _foldable(p.op_type):
+        for t, b in (n.input, n.input[::-1]):
+            p, w = producer(t), weight_of(b)
+            if w is not None and p is not None and _foldable(p.op_type):
                 out.setdefault(w, n.name or f"Add_{k}")
     return out
+
+
+RESHAPES = ("Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity")  # a weight's values, in another shape
 
 
 def _bn_after_layers(model: onnx.ModelProto) -> tuple[dict[str, str], dict[str, str]]:
