@@ -19,7 +19,8 @@ from onnxprobe.autodiff.hoist import hoist_constants
 from onnxprobe.autodiff.loss import KINDS, attach_loss
 from onnxprobe.autodiff.select import named_targets, targets
 from onnxprobe.autodiff.straight_through import behind_rounding
-from onnxprobe.errors import ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UsageError, first_line, setting_error
+from onnxprobe.errors import (ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UnknownShape, UsageError, first_line,
+                              setting_error)
 from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.own_numbering import numbered_as
@@ -206,7 +207,7 @@ def _tensor_output(model: onnx.ModelProto, name: str, given: bool) -> str:
 
 
 def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warnings: list[str], *,
-                    ranks_only: bool = False, cache: bool = True) -> onnx.ModelProto:
+                    ranks_only: bool = False, cache: bool = True, failed: list | None = None) -> onnx.ModelProto:
     """Fill in the types of main-graph tensors that shape inference left unknown (e.g. a Reshape whose
     shape is computed) from one forward run, and those of every tensor inside If branches (nested Ifs
     that test shapes, as silero-vad's, leave inference with wrong ranks there): the branch the feed takes
@@ -233,6 +234,8 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
                                                              outputs=False)
     except ExecutionError as e:
         warnings.append(f"could not run the model to learn the shapes inference missed ({e})")
+        if failed is not None:  # said instead of the unknown shape a rule may then stop at
+            failed.append(e)
         return model
     got = res.arrays
     differ = {o: res.shapes[o] for o in shaped if o in res.shapes and tuple(res.shapes[o]) != tuple(inferred[o])}
@@ -330,10 +333,12 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     spec = spec or GradSpec()
     warnings = list(model.warnings)
     output = _tensor_output(model.proto, _pick_output(model.proto, spec.output), spec.output is not None)
+    run_failed: list[ExecutionError] = []  # the run that was to tell the shapes inference missed, if it failed
     if feed is not None:
         base = infer_shapes(with_input_shapes(model.proto, {k: np.shape(v) for k, v in feed.items()}), warnings)
         inferred = static_shape(value_types(base).get(output))
-        base = learn_body_ranks(_runtime_shapes(base, feed, warnings, cache=cache), feed, warnings, cache=cache)
+        base = learn_body_ranks(_runtime_shapes(base, feed, warnings, cache=cache, failed=run_failed), feed, warnings,
+                                cache=cache)
         # onnxruntime's own shape inference says what ONNX's does, its kernels another: an extra input
         # (output gradient, target) of the run's shape then makes the loss's Mul refuse to load
         relax = inferred is not None and inferred != static_shape(value_types(base).get(output))
@@ -341,7 +346,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
         base, relax = model.proto, False
         try:
             probe_feed = _feeds.make_feeds(model.proto, probe_inputs).values
-            base = _runtime_shapes(base, probe_feed, warnings, ranks_only=True, cache=cache)
+            base = _runtime_shapes(base, probe_feed, warnings, ranks_only=True, cache=cache, failed=run_failed)
             base = learn_body_ranks(base, probe_feed, warnings, cache=cache)
         except OnnxProbeError:
             pass
@@ -377,7 +382,13 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
                         "(the model's negative log likelihood), not of a softmax of them")
     added = frozenset(n.name for n in fwd.graph.node[len(base.graph.node):])  # the loss's nodes
     fwd = infer_shapes(fwd, warnings)
-    bw = attach_backward(fwd, loss.seeds, [t.ref.name for t in tg], outputs=[loss.loss], unsupported=unsupported)
+    try:
+        bw = attach_backward(fwd, loss.seeds, [t.ref.name for t in tg], outputs=[loss.loss], unsupported=unsupported)
+    except UnknownShape as e:
+        if run_failed:  # the shape is unknown because the model does not run: that is the problem to say
+            raise ExecutionError(f"the model does not run, so the shapes its backward graph needs are unknown: "
+                                 f"{first_line(run_failed[0])}") from e
+        raise
     warnings.extend(bw.warnings)
     if bw.stopped:
         warnings.append(f"no gradient rule for {len(bw.stopped)} op(s) on the way, the gradient stops there: "
