@@ -80,6 +80,13 @@ def quote(s: object) -> str:
     return f"{q}{text}{q}"
 
 
+def some(names, shown: int = 3, form=repr) -> str:
+    """The first ``shown`` of ``names``, each in ``form``, and how many more: "'a', 'b', 'c' and 4 more"."""
+    names = list(names)
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(form(n) for n in names[:shown]) + more
+
+
 def clip(s: str, width: int = 120) -> str:
     """Keep both ends of a long value: ``'abcdef…uvwxyz (10000 chars)'``."""
     if len(s) <= width:

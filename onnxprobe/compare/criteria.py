@@ -14,7 +14,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.graph.constants import constants
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.stats.metrics import Tolerance
-from onnxprobe.text import clean
+from onnxprobe.text import clean, quote, some
 
 QUANTIZED_MIN_SQNR = 10.0
 # two runtimes on one float32 model (README, "Runtimes"): measured OpenVINO 2026.4 CPU against onnxruntime
@@ -91,7 +91,8 @@ def check_same_inputs(a: onnx.ModelProto, b: onnx.ModelProto) -> dict[str, tuple
     sa = {s.name: s for s in model_inputs(a)}
     sb = {s.name: s for s in model_inputs(b)}
     if set(sa) != set(sb):
-        raise UsageError(f"the models take different inputs: A {sorted(sa)}, B {sorted(sb)}; both run on the same feeds")
+        only = [f"only {k} takes {some(sorted(x - y), form=quote)}" for k, x, y in (("A", set(sa), set(sb)), ("B", set(sb), set(sa))) if x - y]
+        raise UsageError(f"the models take different inputs: {'; '.join(only)}; both run on the same feeds")
     floats = {}
     for n in sa:
         if sa[n].elem_type != sb[n].elem_type and sa[n].elem_type in FLOATS and sb[n].elem_type in FLOATS:

@@ -32,6 +32,7 @@ import onnx
 from onnxprobe.errors import NothingToCut, UsageError
 from onnxprobe.graph.builder import single_opsets
 from onnxprobe.graph.walk import constant_tensors, implicit_inputs, walk
+from onnxprobe.text import some
 
 METADATA_KEY = "onnxprobe.extracted"
 
@@ -219,7 +220,7 @@ def _leak_message(model: onnx.ModelProto, cut_set: set[str], outs: list[str], no
             leaks += [t for t in node_inputs(n) if t in around and t not in downstream and t not in const and t not in leaks]
     leaks += [o for o in outs if o in around and o not in downstream and o not in leaks]
     leaks = leaks or reached
-    shown = ", ".join(repr(t) for t in leaks[:5]) + (f" and {len(leaks) - 5} more" if len(leaks) > 5 else "")
+    shown = some(leaks, 5)
     one = len(leaks) == 1
     if set(leaks) <= set(reached):
         what = f"graph input{'' if one else 's'} {shown}"

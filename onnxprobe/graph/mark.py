@@ -27,6 +27,7 @@ from onnxprobe.graph.stats_nodes import MIN_OPSET
 from onnxprobe.graph.summary import all_types, known
 from onnxprobe.graph.walk import in_if_branch, walk
 from onnxprobe.stats.tensor_stats import ROW
+from onnxprobe.text import some
 from onnxprobe.types import TensorRef
 
 METADATA_KEY = "onnxprobe.exposed"
@@ -67,7 +68,7 @@ def mark(model: onnx.ModelProto, refs: list[TensorRef], *, stats: bool = False,
     # a Loop/Scan stacks a body tensor's values per iteration: a runtime refuses it where they change shape
     unsure = [m.ref.name for m in raw if unsure_stack(m.ref)]
     if unsure:
-        warnings.append(f"{', '.join(repr(n) for n in unsure[:3])}{f' and {len(unsure) - 3} more' if len(unsure) > 3 else ''}: "
+        warnings.append(f"{some(unsure)}: "
                         "values of a Loop or Scan body, stacked one per iteration; a runtime refuses the run where their "
                         "shape changes between iterations (or they lie in an If branch there): --stats marks what works always")
     _loosen_if_outputs(model, out, raw)

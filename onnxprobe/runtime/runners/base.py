@@ -34,6 +34,7 @@ from onnxprobe.graph.summary import non_tensor_outputs
 from onnxprobe.runtime.budget import check_run_fits
 from onnxprobe.runtime.runners.planning import make_plan
 from onnxprobe.runtime.runners.readback import constant_value, read_host_refs, read_probes, without_idle_branches
+from onnxprobe.text import some
 from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
 
@@ -301,7 +302,7 @@ class GraphRunner(Runner):
             return ExecutionError(f"{e} (the model itself runs on these inputs: what fails is the graph onnxprobe built "
                                   "from it, on this runtime and these types)")
         if stacked:
-            names = ", ".join(repr(n) for n in stacked[:3]) + (f" and {len(stacked) - 3} more" if len(stacked) > 3 else "")
+            names = some(stacked)
             return ExecutionError(f"{e} (the model itself runs on these inputs: what fails is stacking the values of {names}, "
                                   "tensors of a Loop or Scan body, one per iteration, which cannot be done where their shape "
                                   "changes between iterations or they lie in an If branch there; their statistics can be "
