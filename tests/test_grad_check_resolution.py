@@ -135,13 +135,12 @@ def test_a_tensor_of_zeros_still_gets_a_step():
     assert res["ok"] is True, res
 
 
-def test_a_slope_far_below_the_others_is_not_failed_on_float32_rounding():
+def test_a_slope_under_the_rounding_of_cancelling_terms_is_not_failed_on_float32_rounding():
     """float32: a loss summed over terms that cancel rounds far above eps |L|, so a bias whose true slope is
-    ~1e-7 measured 'fd -1e-7 against 1.6e-7' and FAILed (silero-vad). Far below the largest slope of the
-    check, it is 'cannot check' with the reason; the big one is still checked and passes, and a wrong big one
-    still fails."""
-    from onnxprobe.autodiff.check import CheckItem, check_gradients
-
+    ~1e-7 measured 'fd -1e-7 against 1.6e-7' and FAILed (silero-vad). The floor the forward pass gives
+    (``rounding``: eps x sum |dL/dx * x| over the terms x, dL/dx = 1, computed here from the terms themselves)
+    makes it 'cannot check' with the reason, naming the terms; the big one is still checked and passes, a wrong big
+    one still fails, and the tiny one's verdict is the same checked alone (it once depended on the selection)."""
     big_w = np.linspace(0.5, 1.5, 8)
     terms = np.float32(1e2) * np.array([1, -1] * 32, np.float32)  # cancel: |L| 0, its rounding not
 
@@ -154,11 +153,74 @@ def test_a_slope_far_below_the_others_is_not_failed_on_float32_rounding():
             x[1] += np.float32(1e-7 * d.sum())
         return float(np.sum(x, dtype=np.float32))
 
+    floor = float(np.finfo(np.float32).eps) * float(np.sum(np.abs(terms), dtype=np.float64))
+    rounding = {"big": (floor, "x"), "tiny": (floor, "x")}
+    tiny = CheckItem("tiny", np.full(4, 3e-7), np.ones(4), 1.0)
     for wrong, want in ((1.0, True), (1.5, False)):
-        items = [CheckItem("big", big_w * wrong, np.ones(8), 1.0), CheckItem("tiny", np.full(4, 3e-7), np.ones(4), 1.0)]
-        out = check_gradients(items, loss, "float32")
+        out = check_gradients([CheckItem("big", big_w * wrong, np.ones(8), 1.0), tiny], loss, "float32", rounding=rounding)
         assert out["big"]["ok"] is want, out["big"]
         assert out["tiny"]["ok"] is None and out["tiny"].get("unresolved"), out["tiny"]
+        assert out["tiny"]["rounded_by"] == "x" and "'x'" in out["tiny"]["unresolved"], out["tiny"]
+    alone = check_gradients([tiny], loss, "float32", rounding=rounding)["tiny"]
+    assert alone["ok"] is None and alone["rounded_by"] == "x", alone
+
+
+def _cancelling_model(path) -> str:
+    """y = Conv1x1(x * w + b * 1e-7) summed, x = +-100 alternating (the terms cancel: L ~ 0, its rounding
+    eps x 6400), w = 1: dL/dw = x, dL/db = 1e-7 (silero-vad's bias gradients under sum(y * dy)). The 1x1 Conv has
+    no double kernel: the check runs in float32."""
+    inits = [numpy_helper.from_array(np.ones((1, 64), np.float32), "w"),
+             numpy_helper.from_array(RNG.uniform(0.5, 1.5, (1, 64)).astype(np.float32), "b"),
+             numpy_helper.from_array(np.array(1e-7, np.float32), "s"),
+             numpy_helper.from_array(np.ones((1, 1, 1, 1), np.float32), "K"),
+             numpy_helper.from_array(np.array([1, 1, 1, 64], np.int64), "shape")]
+    nodes = [helper.make_node("Mul", ["x", "w"], ["xw"]), helper.make_node("Mul", ["b", "s"], ["bs"]),
+             helper.make_node("Add", ["xw", "bs"], ["z"]), helper.make_node("Reshape", ["z", "shape"], ["r"]),
+             helper.make_node("Conv", ["r", "K"], ["y"])]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, 64])], inits)
+    onnx.save(m, path)
+    return str(path)
+
+
+X100 = np.float32(100) * np.array([[1, -1] * 32], np.float32)
+
+
+@pytest.mark.parametrize("wrt", [("w", "b"), ("b",)])
+def test_tiny_bias_gradients_under_cancelling_terms_are_cannot_check_on_a_model(tmp_path, wrt):
+    """The model above through api.grad --check: b's true gradient (1e-7, the oracle) is 'cannot check', the
+    rounding of the terms named; w's (x) passes; the same whichever tensors are selected."""
+    from onnxprobe import api
+
+    path = _cancelling_model(tmp_path / "m.onnx")
+    res = api.grad(path, None, api.RunConfig(device="cpu"), api.GradSpec(wrt=wrt), inputs={"x": X100}, check=True, save=True)
+    assert res.check_mode == "float32"
+    rows = {r.name: r for r in res.rows}
+    np.testing.assert_allclose(res.arrays["b"], np.full((1, 64), 1e-7), rtol=1e-6)
+    c = rows["b"].check
+    assert c["ok"] is None and c["rounded_by"] in ("z", "r", "y") and c["unresolved"], c
+    if "w" in wrt:
+        np.testing.assert_allclose(res.arrays["w"], X100, rtol=1e-6)
+        assert rows["w"].check["ok"] is True, rows["w"].check
+    assert not res.failed_checks
+
+
+def test_a_wrong_rule_under_cancelling_terms_still_fails(tmp_path, monkeypatch):
+    """The floor does not swallow a real error: the Mul rule's gradients 10% too large FAIL w (whose slope,
+    x = +-100, is far above the terms' rounding)."""
+    import dataclasses
+
+    from onnxprobe import api
+    from onnxprobe.autodiff import registry
+
+    rule = registry.RULES["Mul"]
+    monkeypatch.setitem(registry.RULES, "Mul", dataclasses.replace(
+        rule, fn=lambda g: [g.Mul(d, g.scalar(1.1)) if d else d for d in rule.fn(g)]))
+    path = _cancelling_model(tmp_path / "m.onnx")
+    res = api.grad(path, None, api.RunConfig(device="cpu"), api.GradSpec(wrt=("w", "b")), inputs={"x": X100}, check=True)
+    rows = {r.name: r for r in res.rows}
+    assert rows["w"].check["ok"] is False, rows["w"].check
+    assert rows["b"].check["ok"] is None, rows["b"].check
 
 
 @pytest.mark.parametrize("wrong", [1.0, 1.5])

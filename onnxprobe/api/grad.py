@@ -17,6 +17,7 @@ from onnxprobe.autodiff import straight_through
 from onnxprobe.autodiff.check import DELTA, TOLERANCE, CheckItem, check_gradients, perturbable, to_float64
 from onnxprobe.autodiff.constant_loss import INSTEAD, unjudged  # noqa: F401 (INSTEAD: the CLI says it)
 from onnxprobe.autodiff.engine import attach_backward, shaped_types
+from onnxprobe.autodiff.rounding import activations, downstream_max, rounding_model
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line
 from onnxprobe.graph.model import Model
@@ -283,7 +284,8 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         else:
             rms = (row.value_norm / np.sqrt(max(g.size, 1))) if row.value_norm else 1.0
         items.append(CheckItem(row.name, g, val, rms))
-    checked = check_gradients(items, loss, mode, seed=seed, progress=progress)
+    rounding = _loss_rounding(gp, base, device, mode, [it.name for it in items]) if items else None
+    checked = check_gradients(items, loss, mode, seed=seed, progress=progress, rounding=rounding)
     _shown_nonfinite(checked, result, grads64)
     if empty:
         result.notes.append(f"not checked: {len(empty)} empty gradient(s), no element to compare "
@@ -326,6 +328,22 @@ def _shown_nonfinite(checked: dict[str, dict], result: GradResult, grads64: dict
     if bad:
         result.notes.append(f"{len(bad)} gradient(s) fail --check as shown: NaN or Inf in the model's precision where the "
                             f"float64 gradient is finite (overflow): {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}")
+
+
+def _loss_rounding(gp: GradPlan, feed: dict[str, np.ndarray], device: str, mode: str, names: list[str]) -> dict:
+    """The loss's rounding read from the forward pass, in the check's precision (``autodiff.rounding``): for each of
+    ``names``, (eps x sum |dL/dA * A|, A) for the float activation A downstream of it where that is largest
+    (rounding A alone moves the loss that much, to first order): the same for a row whatever the selection. One
+    extra run, whose outputs are one scalar per activation. Empty where it cannot be computed."""
+    fwd = infer_shapes(to_float64(gp.forward) if mode.startswith("float64") else gp.forward)
+    try:
+        model, sums = rounding_model(fwd, gp.loss.seeds, activations(fwd))
+        out, _ = OrtRunner(model, RunConfig(device=device)).execute(model, feed, list(sums.values()))
+    except (ExecutionError, ModelError, UsageError):
+        return {}
+    eps = float(np.finfo(np.float64 if mode.startswith("float64") else np.float32).eps)
+    each = {t: eps * float(np.asarray(out[s], np.float64).reshape(-1)[0]) for t, s in sums.items() if s in out}
+    return downstream_max(fwd, {t: v for t, v in each.items() if np.isfinite(v)}, names)
 
 
 def _grads_float64(gp: GradPlan, feed64: dict[str, np.ndarray], device: str) -> dict[str, np.ndarray] | None:

@@ -194,7 +194,8 @@ class CheckItem:
 
 
 def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], float], precision: str, *,
-                    seed: int = 0, progress: Callable[[int, int], None] | None = None) -> dict[str, dict]:
+                    seed: int = 0, progress: Callable[[int, int], None] | None = None,
+                    rounding: dict[str, tuple[float, str]] | None = None) -> dict[str, dict]:
     """Compare each gradient g with central finite differences of ``loss(name, delta)`` (the loss with
     ``delta`` added to tensor ``name``) along random directions: one weighted by the gradient (v = g u
     |t| / rms(t), u uniform in [0.5, 1.5]) and, in float64, Gaussian ones over every entry and over the
@@ -211,7 +212,10 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
     agreement kept. A gradient that disagrees only at steps where the difference quotient is not settled
     (halving the step changes it beyond the tolerance: the loss is not linear over the step) gets no verdict:
     ``ok`` None and ``unresolved``, the reason; ``flat``: a failing gradient along which the loss did not
-    change at all, at any step. ``progress(done, total)`` is called after each gradient."""
+    change at all, at any step. ``rounding``: name -> (R, A), the loss's rounding read from the forward pass
+    (``autodiff.rounding``: rounding activation A, downstream of the tensor, moves the loss by ~R), a floor under
+    the measured one (a perturbation absorbed by a huge A leaves the loss as it is); an unresolved row names A
+    (``rounded_by``). ``progress(done, total)`` is called after each gradient."""
     dt = np.float64 if precision.startswith("float64") else np.float32
     eps = np.finfo(dt).eps
     tol = TOLERANCE[precision]
@@ -222,6 +226,8 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
         progress(0, len(items))
     for it in items:
         g = it.grad
+        R, by = (rounding or {}).get(it.name, (0.0, None))
+        R = R if np.isfinite(R) else 0.0
         # relative to the tensor (weights ~1e-36 get steps ~1e-39, not 1e-4); a tensor of zeros has no scale:
         # a step as for values ~0.1
         scale = it.rms if np.isfinite(it.rms) and it.rms > 0 else 0.1
@@ -243,15 +249,16 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
         if dt == np.float32:  # one direction, one step chosen by its resolution (check32)
             v = directions[0] / max(float(np.sqrt(np.mean(directions[0] ** 2))), 1e-300)
             val = None if it.value is None or np.shape(it.value) != g.shape else np.asarray(it.value, np.float64)
-            out[it.name] = {**check_direction(it.name, g, v, h0, loss, L0, tol, val), "tolerance": tol,
+            out[it.name] = {**check_direction(it.name, g, v, h0, loss, L0, tol, val, R), "tolerance": tol,
                             "precision": precision}
+            _rounded_by(out[it.name], R, by, L0, eps)
             if progress is not None:
                 progress(len(out), len(items))
             continue
         worst, detail, settled, flat, swamped = 0.0, None, False, False, None
         for v in directions:
             v = v / max(float(np.sqrt(np.mean(v * v))), 1e-300)
-            best = _best_step(it.name, g, v, h0, loss, L0, dt, eps, tol, scale)
+            best = _best_step(it.name, g, v, h0, loss, L0, dt, eps, tol, scale, R)
             if not best[7]:  # this direction says nothing (float64's extra Gaussian ones may not move a big loss)
                 swamped = swamped or best[1:]
                 continue
@@ -274,26 +281,19 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
             out[it.name]["unresolved"] = (f"halving the step changes the finite difference by more than {tol:g} of it at "
                                           f"every step tried ({_steps(h0)}): the loss is not linear over them; e.g. a Softmax of huge "
                                           "logits: a step function at every step tried")
+        _rounded_by(out[it.name], R, by, L0, eps)
         if progress is not None:
             progress(len(out), len(items))
-    if dt == np.float32:
-        _below_resolution(out)
     return out
 
 
-def _below_resolution(out: dict[str, dict]) -> None:
-    """float32: a FAIL whose slopes (the difference and <g, v>, per unit step along a direction of RMS 1) are
-    10^4 times below the largest any checked tensor shows is no verdict: the loss's rounding is one for all of
-    them, and a loss summed over terms that cancel (sum(y * dy), |L| 3e-4 on silero-vad) rounds far above its
-    eps |L| floor (silero's bias gradients of 1e-7 failed at fd -1e-7 against 1.6e-7)."""
-    slope = lambda r: max(abs(r["fd"]), abs(r["grad_dot"]))  # noqa: E731
-    sizes = [slope(r) for r in out.values() if np.isfinite(r["fd"]) and np.isfinite(r["grad_dot"])]
-    top = max(sizes, default=0.0)
-    for r in out.values():
-        if r["ok"] is False and np.isfinite(r["fd"]) and np.isfinite(r["grad_dot"]) and slope(r) < 1e-4 * top:
-            r["ok"], r["error"] = None, None
-            r["unresolved"] = (f"its slope ({slope(r):.3g}) is 10^4 times below the largest of this check ({top:.3g}): "
-                               "under float32's rounding of the loss; e.g. a gradient that is 0 in exact arithmetic")
+def _rounded_by(r: dict, R: float, by: str | None, L0: float, eps: float) -> None:
+    """A row left unchecked where the forward's rounding (R, of tensor ``by``) is above the loss's own eps |L|
+    says so: the intermediate whose rounding swamps the loss's change (``rounded_by``)."""
+    if r["ok"] is None and by is not None and R > eps * abs(L0) and not r.get("rounded_by"):
+        r["rounded_by"] = by
+        r["unresolved"] += (f"; the rounding of {by!r} alone moves the loss by ~{R:.3g} (eps x sum |dL/d{by} * {by}|): "
+                            "a perturbation is absorbed there")
 
 
 def _steps(h0: float) -> str:
@@ -301,7 +301,7 @@ def _steps(h0: float) -> str:
 
 
 def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: float, dt, eps: float, tol: float,
-               scale: float):
+               scale: float, R: float = 0.0):
     """(error, fd, <g, v>, step, kink, settled, flat, resolved) for the step size that agrees best. Kinks
     favour small steps, float32 rounding large ones: several are tried. A step where neither the difference
     nor <g, v> rises above the loss's rounding (floor = 50 eps max|L| / h, L at 0 and +-h) says nothing, never
@@ -326,7 +326,8 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
             fd = (4 * d2 - d1) / 3
         # relative to the losses themselves (an absolute clamp of 1e-30 swamped every step of a loss of 1e-40
         # whose slope it resolves), plus the spacing of the subnormals, the rounding of a loss that is one
-        floor = 50 * (eps * max(abs(L0), abs(lp), abs(lm)) + np.finfo(dt).smallest_subnormal) / h
+        # and the forward's rounding R (a perturbation absorbed by a huge intermediate leaves the loss unchanged)
+        floor = (50 * (eps * max(abs(L0), abs(lp), abs(lm)) + np.finfo(dt).smallest_subnormal) + 10 * R) / h
         big = max(abs(fd), abs(an))
         if not big > floor:  # (NaN included) the loss's rounding swamps the difference at this step
             if best is None:

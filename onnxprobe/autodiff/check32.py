@@ -42,19 +42,22 @@ SIDE_SD = float(np.sqrt(4 ** 2 + 3 ** 2 + 1))  # sd of a one-sided extrapolated 
 
 
 def check_direction(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss: Callable[[str, np.ndarray], float],
-                    L0: float, tol: float, value: np.ndarray | None) -> dict:
+                    L0: float, tol: float, value: np.ndarray | None, rounding: float = 0.0) -> dict:
     """The check of ``g`` along ``v`` (RMS 1): {error, fd, grad_dot, step, kink, ok} (+ ``flat`` for a loss that
-    did not move at all, ``unresolved`` with the reason where ``ok`` is None)."""
+    did not move at all, ``unresolved`` with the reason where ``ok`` is None). ``rounding``: the loss's rounding read
+    from the forward pass (``autodiff.rounding``), a floor under the measured one."""
     an = float(np.sum(g * v))
     # (one-sided, L(2 e v) - 2 L(e v) + L(0): 0 for a kink at the point, which a symmetric one measured as noise)
     probes = [loss(name, 2 * e * h0 * v) - 2 * loss(name, e * h0 * v) + L0 for e in PROBES]
     probe_var = sum(p * p for p in probes if np.isfinite(p)) / (6 * len(PROBES))  # each is 3 roundings
+    # (the probes read 0 where a huge intermediate absorbs them: x W + 1e14 leaves the loss as it is)
+    measured, probe_var = probe_var, max(probe_var, (rounding / 2) ** 2)
     t_round = 3 * EPS * float(np.sum(np.abs(g * value))) if value is not None and value.shape == g.shape else 0.0
     rows: list[dict] = []
     resolved = (lambda r: r["linear"] and r["est"] <= RESOLVES * tol * r["big"])  # noqa: E731
     pair, todo = None, list(STEPS)
     while todo and pair is None:
-        r = _row(name, v, todo.pop(0) * h0, loss, L0, an, tol, probe_var, t_round)
+        r = _row(name, v, todo.pop(0) * h0, loss, L0, an, tol, probe_var, t_round, measured)
         if r is not None:
             rows.append(r)
             pair = _agreeing(r, rows[:-1], tol)
@@ -69,7 +72,7 @@ def check_direction(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss: Ca
                "ok": bool(r["err"] <= tol)}
         if out["ok"]:
             return out
-        rows += [x for x in (_row(name, v, k * h0, loss, L0, an, tol, probe_var, t_round) for k in todo) if x]
+        rows += [x for x in (_row(name, v, k * h0, loss, L0, an, tol, probe_var, t_round, measured) for k in todo) if x]
         kink = _kink(rows, an, tol)  # a FAIL looks further: a kink at the point?
         if kink is None and r["flat"]:
             out["flat"] = True
@@ -106,7 +109,7 @@ def check_direction(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss: Ca
     return out
 
 
-def _row(name, v, h, loss, L0, an, tol, probe_var, t_round) -> dict | None:
+def _row(name, v, h, loss, L0, an, tol, probe_var, t_round, measured) -> dict | None:
     """The finite differences at step h and their estimated error (None where the loss is not finite)."""
     lp, lm, hp, hm = (loss(name, s * h * v) for s in (1, -1, 0.5, -0.5))
     if not all(np.isfinite(x) for x in (lp, lm, hp, hm, L0)):
@@ -129,7 +132,7 @@ def _row(name, v, h, loss, L0, an, tol, probe_var, t_round) -> dict | None:
     # Softmax of logits ~1e12 is a step function over every step tried, its quotients tiny and halving with h);
     # and a slope of 0 within the noise is measured only where that noise is rounding (within 100 eps of the
     # loss); beyond, the loss jumps at every scale (that Softmax: by ~1 at steps of 1e7)
-    jumps = bool(probe_var > (100 * EPS * max(abs(L0), abs(lp), abs(lm))) ** 2)
+    jumps = bool(measured > (100 * EPS * max(abs(L0), abs(lp), abs(lm))) ** 2)
     linear = rich[2] <= tol / 2 * abs(fd) + rich[1] and not (jumps and abs(fd) <= noise + trunc)
     return {"h": h, "fd": fd, "err": abs(fd - an) / big if big > 0 else 0.0, "est": noise + trunc, "linear": linear,
             "jumps": jumps, "noise": noise, "trunc": trunc, "big": big, "dp": (4 * hp - 3 * L0 - lp) / h,
