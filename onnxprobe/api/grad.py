@@ -231,7 +231,7 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         runner = OrtRunner(to_float64(pm), config)
         runner.session(runner.model, key="check")
         # some kernels are registered for double and refuse it at run time (LSTM, GRU): one run tells
-        f64 = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in base.items()}
+        f64 = {k: (v.astype(np.float64) if v.dtype in (np.float32, np.float16) else v) for k, v in base.items()}
         f64.update({DELTA + n: np.zeros(s, np.float64) for n, (_, s) in tensors.items()})
         runner.execute(runner.model, f64, [gp.loss.loss], key="check")
         mode = "float64"
@@ -247,7 +247,7 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
                              "half precision cannot check gradients (the gradients themselves are computed; check a "
                              "float32 version of the model)")
     if mode == "float64":
-        base = {k: (v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in base.items()}
+        base = {k: (v.astype(np.float64) if v.dtype in (np.float32, np.float16) else v) for k, v in base.items()}
         grads64 = _grads_float64(gp, base, device)
         if grads64 is None:
             mode = "float64 (float32 gradients)"

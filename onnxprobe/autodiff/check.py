@@ -7,7 +7,7 @@ its only output: L(t + h v) is one run with delta = h v.
 ``check_gradients(items, loss, precision)`` is the check itself, a pure function over a callable loss
 (``api.grad_check`` runs the perturbable model for it).
 
-``to_float64(model)`` turns every float32 tensor of the graph and of its If / Loop / Scan bodies (nested
+``to_float64(model)`` turns every float32 and float16 tensor of the graph and of its If / Loop / Scan bodies (nested
 ones too) into float64 (initializers, Constant values, Cast targets, inputs, outputs, a body's value_info), leaving alone the few slots that must stay float32 (Resize
 scales). onnxruntime has no double kernel for many ops (Conv, pooling, Erf...); the caller falls back to
 float32 when the session cannot be built.
@@ -28,6 +28,7 @@ from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.walk import all_graphs, toposort
 
 DELTA = "onnxprobe.delta:"
+PROMOTED = (TensorProto.FLOAT, TensorProto.FLOAT16)  # the float types the float64 copy computes in double
 FLOAT32_SLOTS = {("Resize", 2), ("Resize", 1), ("Upsample", 1)}  # (Resize opset 10: scales is input 1)
 
 
@@ -80,16 +81,18 @@ def to_float64(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _graph_to_float64(g: onnx.GraphProto, keep32: set[str]) -> None:
-    """One graph's float32 initializers, Constants, Cast targets, inputs, outputs and value_info (a body's
-    are its own: its inputs and outputs must match the types its Loop / Scan / If passes)."""
+    """One graph's float32 and float16 initializers, Constants, Cast targets, inputs, outputs and value_info (a
+    body's are its own: its inputs and outputs must match the types its Loop / Scan / If passes). float16 is
+    promoted as float32 is: finite differences in half precision drown in its rounding, in float64 they check
+    the rules."""
     for init in g.initializer:
-        if init.data_type == TensorProto.FLOAT and init.name not in keep32:
+        if init.data_type in PROMOTED and init.name not in keep32:
             a = numpy_helper.to_array(init).astype(np.float64)
             init.CopyFrom(numpy_helper.from_array(a, init.name))
     for n in g.node:
         if n.op_type == "Constant" and n.output and n.output[0] not in keep32:
             for a in n.attribute:
-                if a.name == "value" and a.t.data_type == TensorProto.FLOAT:
+                if a.name == "value" and a.t.data_type in PROMOTED:
                     a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64), a.t.name))
                 elif a.name == "value_float":
                     v = a.f
@@ -102,15 +105,15 @@ def _graph_to_float64(g: onnx.GraphProto, keep32: set[str]) -> None:
                     n.attribute.append(helper.make_attribute("value", numpy_helper.from_array(np.array(v, np.float64))))
                     break
         for a in n.attribute:
-            if n.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT and n.output[0] not in keep32:
+            if n.op_type == "Cast" and a.name == "to" and a.i in PROMOTED and n.output[0] not in keep32:
                 a.i = TensorProto.DOUBLE
-            if n.op_type in ("ConstantOfShape",) and a.name == "value" and a.t.data_type == TensorProto.FLOAT:
+            if n.op_type in ("ConstantOfShape",) and a.name == "value" and a.t.data_type in PROMOTED:
                 a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64)))
             if n.op_type in ("EyeLike", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike") \
-                    and a.name == "dtype" and a.i == TensorProto.FLOAT:
+                    and a.name == "dtype" and a.i in PROMOTED:
                 a.i = TensorProto.DOUBLE
     for vi in list(g.input) + list(g.output) + list(g.value_info):
-        if vi.type.tensor_type.elem_type == TensorProto.FLOAT and vi.name not in keep32:
+        if vi.type.tensor_type.elem_type in PROMOTED and vi.name not in keep32:
             vi.type.tensor_type.elem_type = TensorProto.DOUBLE
 
 
