@@ -138,7 +138,7 @@ def test_a_tensor_of_zeros_still_gets_a_step():
 def test_a_slope_under_the_rounding_of_cancelling_terms_is_not_failed_on_float32_rounding():
     """float32: a loss summed over terms that cancel rounds far above eps |L|, so a bias whose true slope is
     ~1e-7 measured 'fd -1e-7 against 1.6e-7' and FAILed (silero-vad). The floor the forward pass gives
-    (``rounding``: eps x sum |dL/dx * x| over the terms x, dL/dx = 1, computed here from the terms themselves)
+    (``rounding``: eps x sqrt(sum (dL/dx * x)^2) over the terms x, dL/dx = 1, computed here from the terms themselves)
     makes it 'cannot check' with the reason, naming the terms; the big one is still checked and passes, a wrong big
     one still fails, and the tiny one's verdict is the same checked alone (it once depended on the selection)."""
     big_w = np.linspace(0.5, 1.5, 8)
@@ -153,7 +153,7 @@ def test_a_slope_under_the_rounding_of_cancelling_terms_is_not_failed_on_float32
             x[1] += np.float32(1e-7 * d.sum())
         return float(np.sum(x, dtype=np.float32))
 
-    floor = float(np.finfo(np.float32).eps) * float(np.sum(np.abs(terms), dtype=np.float64))
+    floor = float(np.finfo(np.float32).eps) * float(np.sqrt(np.sum(np.square(terms, dtype=np.float64))))
     rounding = {"big": (floor, "x"), "tiny": (floor, "x")}
     tiny = CheckItem("tiny", np.full(4, 3e-7), np.ones(4), 1.0)
     for wrong, want in ((1.0, True), (1.5, False)):

@@ -332,7 +332,7 @@ def _shown_nonfinite(checked: dict[str, dict], result: GradResult, grads64: dict
 
 def _loss_rounding(gp: GradPlan, feed: dict[str, np.ndarray], device: str, mode: str, names: list[str]) -> dict:
     """The loss's rounding read from the forward pass, in the check's precision (``autodiff.rounding``): for each of
-    ``names``, (eps x sum |dL/dA * A|, A) for the float activation A downstream of it where that is largest
+    ``names``, (eps x sqrt(sum (dL/dA * A)^2), A) for the float activation A downstream of it where that is largest
     (rounding A alone moves the loss that much, to first order): the same for a row whatever the selection. One
     extra run, whose outputs are one scalar per activation. Empty where it cannot be computed."""
     fwd = infer_shapes(to_float64(gp.forward) if mode.startswith("float64") else gp.forward)
@@ -342,7 +342,7 @@ def _loss_rounding(gp: GradPlan, feed: dict[str, np.ndarray], device: str, mode:
     except (ExecutionError, ModelError, UsageError):
         return {}
     eps = float(np.finfo(np.float64 if mode.startswith("float64") else np.float32).eps)
-    each = {t: eps * float(np.asarray(out[s], np.float64).reshape(-1)[0]) for t, s in sums.items() if s in out}
+    each = {t: eps * float(np.sqrt(np.asarray(out[s], np.float64).reshape(-1)[0])) for t, s in sums.items() if s in out}
     return downstream_max(fwd, {t: v for t, v in each.items() if np.isfinite(v)}, names)
 
 

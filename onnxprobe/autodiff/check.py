@@ -295,7 +295,7 @@ def _rounded_by(r: dict, R: float, by: str | None, L0: float, eps: float) -> Non
     says so: the intermediate whose rounding swamps the loss's change (``rounded_by``)."""
     if r["ok"] is None and by is not None and R > eps * abs(L0) and not r.get("rounded_by"):
         r["rounded_by"] = by
-        r["unresolved"] += (f"; the rounding of {by!r} alone moves the loss by ~{R:.3g} (eps x sum |dL/d{by} * {by}|): "
+        r["unresolved"] += (f"; the rounding of {by!r} alone moves the loss by ~{R:.3g} (eps x sqrt(sum (dL/d{by} * {by})^2)): "
                             "a perturbation is absorbed there")
 
 
