@@ -285,6 +285,10 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
             rms = (row.value_norm / np.sqrt(max(g.size, 1))) if row.value_norm else 1.0
         items.append(CheckItem(row.name, g, val, rms))
     rounding = _loss_rounding(gp, base, device, mode, [it.name for it in items]) if items else None
+    if isinstance(rounding, str):
+        result.notes.append(f"the forward pass's rounding could not be read ({rounding}): a perturbation that a huge "
+                            "intermediate absorbs may read FAIL")
+        rounding = None
     checked = check_gradients(items, loss, mode, seed=seed, progress=progress, rounding=rounding)
     _shown_nonfinite(checked, result, grads64)
     if empty:
@@ -330,17 +334,17 @@ def _shown_nonfinite(checked: dict[str, dict], result: GradResult, grads64: dict
                             f"float64 gradient is finite (overflow): {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}")
 
 
-def _loss_rounding(gp: GradPlan, feed: dict[str, np.ndarray], device: str, mode: str, names: list[str]) -> dict:
+def _loss_rounding(gp: GradPlan, feed: dict[str, np.ndarray], device: str, mode: str, names: list[str]) -> dict | str:
     """The loss's rounding read from the forward pass, in the check's precision (``autodiff.rounding``): for each of
     ``names``, (eps x sqrt(sum (dL/dA * A)^2), A) for the float activation A downstream of it where that is largest
     (rounding A alone moves the loss that much, to first order): the same for a row whatever the selection. One
-    extra run, whose outputs are one scalar per activation. Empty where it cannot be computed."""
+    extra run, whose outputs are one scalar per activation. Where it cannot be computed, why (one line)."""
     fwd = infer_shapes(to_float64(gp.forward) if mode.startswith("float64") else gp.forward)
     try:
         model, sums = rounding_model(fwd, gp.loss.seeds, activations(fwd))
         out, _ = OrtRunner(model, RunConfig(device=device)).execute(model, feed, list(sums.values()))
-    except (ExecutionError, ModelError, UsageError):
-        return {}
+    except (ExecutionError, ModelError, UsageError) as e:
+        return first_line(e)
     eps = float(np.finfo(np.float64 if mode.startswith("float64") else np.float32).eps)
     each = {t: eps * float(np.sqrt(np.asarray(out[s], np.float64).reshape(-1)[0])) for t, s in sums.items() if s in out}
     return downstream_max(fwd, {t: v for t, v in each.items() if np.isfinite(v)}, names)
