@@ -21,19 +21,29 @@ B = RNG.standard_normal(2).astype(np.float32)
 W2 = RNG.standard_normal((8, 3)).astype(np.float32)
 
 
-def _model(path, fused: bool) -> None:
-    inits = [numpy_helper.from_array(a, n) for a, n in ((W, "conv.weight"), (B, "conv.bias"), (W2, "fc.weight"))]
-    if fused:  # zero offsets: the same convolution
-        inits.append(numpy_helper.from_array(np.zeros((1, 18, 2, 2), np.float32), "offset"))
-    conv = (H.make_node("DeformConv", ["x", "conv.weight", "offset", "conv.bias"], ["c"], name="conv") if fused else
-            H.make_node("Conv", ["x", "conv.weight", "conv.bias"], ["c"], name="conv"))
-    nodes = [conv, H.make_node("Relu", ["c"], ["r"], name="relu")] + [
-        H.make_node("Flatten", ["r"], ["f"], name="flat"), H.make_node("MatMul", ["f", "fc.weight"], ["y"], name="fc")]
+def _conv(x: str, stopped: bool) -> tuple[onnx.NodeProto, list]:
+    """conv.weight's convolution of ``x`` into 'c': a Conv, or (``stopped``) the DeformConv it equals (zero
+    offsets), which has no gradient rule; with the extra initializer the DeformConv reads."""
+    if not stopped:
+        return H.make_node("Conv", [x, "conv.weight", "conv.bias"], ["c"], name="conv"), []
+    return (H.make_node("DeformConv", [x, "conv.weight", "offset", "conv.bias"], ["c"], name="conv"),
+            [numpy_helper.from_array(np.zeros((1, 18, 2, 2), np.float32), "offset")])
+
+
+def _save(path, nodes: list, inits: list) -> None:
     g = H.make_graph(nodes, "g", [H.make_tensor_value_info("x", T.FLOAT, [1, 1, 4, 4])],
                      [H.make_tensor_value_info("y", T.FLOAT, [1, 3])], inits)
     m = H.make_model(g, opset_imports=[H.make_opsetid("", 19)])
     m.ir_version = 9
     onnx.save(m, str(path))
+
+
+def _model(path, fused: bool) -> None:
+    conv, extra = _conv("x", fused)
+    inits = [numpy_helper.from_array(a, n) for a, n in ((W, "conv.weight"), (B, "conv.bias"), (W2, "fc.weight"))]
+    nodes = [conv, H.make_node("Relu", ["c"], ["r"], name="relu")] + [
+        H.make_node("Flatten", ["r"], ["f"], name="flat"), H.make_node("MatMul", ["f", "fc.weight"], ["y"], name="fc")]
+    _save(path, nodes, inits + extra)
 
 
 def test_a_weight_whose_gradient_one_side_cannot_compute_is_not_compared(tmp_path):
@@ -105,18 +115,11 @@ def _residual(path, stopped: bool) -> None:
     inits = [numpy_helper.from_array(a, n) for a, n in (
         (W, "conv.weight"), (B, "conv.bias"), (W2, "fc.weight"), (rng.standard_normal((1, 1, 4, 4)).astype(np.float32), "w1"),
         (rng.standard_normal((16, 8)).astype(np.float32), "skip"))]
-    if stopped:
-        inits.append(numpy_helper.from_array(np.zeros((1, 18, 2, 2), np.float32), "offset"))
-    conv = (H.make_node("DeformConv", ["h", "conv.weight", "offset", "conv.bias"], ["c"], name="conv") if stopped else
-            H.make_node("Conv", ["h", "conv.weight", "conv.bias"], ["c"], name="conv"))
+    conv, extra = _conv("h", stopped)
     nodes = [H.make_node("Mul", ["x", "w1"], ["h"], name="scale"), conv, H.make_node("Flatten", ["c"], ["f1"], name="flat1"),
              H.make_node("Flatten", ["h"], ["hf"], name="flat2"), H.make_node("MatMul", ["hf", "skip"], ["f2"], name="skipmm"),
              H.make_node("Add", ["f1", "f2"], ["s"], name="add"), H.make_node("MatMul", ["s", "fc.weight"], ["y"], name="fc")]
-    g = H.make_graph(nodes, "g", [H.make_tensor_value_info("x", T.FLOAT, [1, 1, 4, 4])],
-                     [H.make_tensor_value_info("y", T.FLOAT, [1, 3])], inits)
-    m = H.make_model(g, opset_imports=[H.make_opsetid("", 19)])
-    m.ir_version = 9
-    onnx.save(m, str(path))
+    _save(path, nodes, inits + extra)
 
 
 def test_a_gradient_one_side_computes_only_in_part_is_not_compared(tmp_path):
