@@ -291,3 +291,18 @@ def test_a_missing_file_exits_as_readme_says(args, code):
     p = subprocess.run([sys.executable, "-m", "onnxprobe", *argv], capture_output=True, text=True)
     assert p.returncode == code, (p.returncode, p.stderr)
     assert p.stderr.startswith("onnxprobe: error: ") and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_onnxruntime_source_locations_are_dropped_wherever_they_stand():
+    """An invalid Upsample's message began 'Exception during initialization: /onnxruntime_src/.../upsamplebase.h:314
+    onnxruntime::UpsampleBase::UpsampleBase(const KernelInfoType&) [with ...] [ONNXRuntimeError] : 1 : FAIL :
+    upsamplebase.h:544 ScalesValidation': only a location at the very start was dropped."""
+    from onnxprobe.runtime.ort import explain_ort_error
+
+    msg = ("Exception during initialization: /onnxruntime_src/onnxruntime/core/providers/cpu/tensor/upsamplebase.h:314 "
+           "onnxruntime::UpsampleBase::UpsampleBase(const KernelInfoType&) [with KernelInfoType = onnxruntime::OpKernelInfo] "
+           "[ONNXRuntimeError] : 1 : FAIL : upsamplebase.h:544 ScalesValidation Scale value should be greater than or equal to 1.")
+    assert explain_ort_error(msg) == ("onnxruntime: Exception during initialization: Scale value should be greater than or "
+                                      "equal to 1.")
+    plain = "[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Got invalid dimensions for input: x for the following indices"
+    assert explain_ort_error(plain) == "onnxruntime: Got invalid dimensions for input: x for the following indices"

@@ -287,6 +287,19 @@ _NO_OP = re.compile(r"No Op registered for (\S+) with domain_version of (-?\d+)"
 ORT_OLDEST_OPSET = 7  # "ONNX Runtime only *guarantees* support for models stamped with opset version 7 or above"
 
 
+# where onnxruntime's C++ said it, wherever in the message: '/onnxruntime_src/.../upsamplebase.h:314
+# onnxruntime::UpsampleBase::UpsampleBase(const KernelInfoType&) [with KernelInfoType = ...] ', its status code
+# '[ONNXRuntimeError] : 1 : FAIL : ', and the enforcing file, line and function 'upsamplebase.h:544 ScalesValidation '
+_SOURCE = re.compile(r"/\S+:\d+ (?:[\w:~<>,*&\s]+\([^()]*(?:\([^()]*\)[^()]*)*\)\s*(?:const)?\s*(?:\[with [^\]]*\]\s*)?)?")
+_STATUS = re.compile(r"\[ONNXRuntimeError\] : \d+ : \w+ : ")
+_ENFORCED_AT = re.compile(r"(?<![\w/])[\w-]+\.(?:h|hpp|cc|cpp|cu):\d+ \w+ ")
+
+
+def _without_source_locations(text: str) -> str:
+    """onnxruntime's message without the C++ source locations, signatures and status codes it carries."""
+    return _ENFORCED_AT.sub("", _STATUS.sub("", _SOURCE.sub("", text))).strip()
+
+
 def explain_ort_error(msg: str, device: str = "cpu") -> str:
     """One line that names the problem and what to do, from an onnxruntime error message."""
     m = _NO_KERNEL.search(msg)
@@ -313,9 +326,7 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
                 f"load the custom-op library that defines it, or remove the node")
     lines = [ln.strip() for ln in msg.strip().splitlines() if ln.strip()]
     first = lines[0] if lines else "unknown error"
-    first = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", first)
-    # drop the C++ source location and function signature that some messages start with
-    first = re.sub(r"^/\S+:\d+ (?:[\w:~<>,*&\s]+\([^()]*(?:\([^()]*\)[^()]*)*\)\s*(?:const)?\s*)?", "", first)
+    first = _without_source_locations(first)
     whole = " ".join([first] + lines[1:])  # the whole message, on one line: its second half often says which index
     node = re.search(r"Name:'(onnxprobe[./][^']*)'", whole)
     if node:  # a node onnxprobe added (the loss, the backward graph, a statistic): not the model's own
