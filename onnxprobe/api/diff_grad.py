@@ -13,7 +13,7 @@ import onnx
 from onnxprobe.api.diff import checked_arguments
 from onnxprobe.api.inputs import as_max_memory, as_model, check_map
 from onnxprobe.compare.constant_loss import judge_constant_loss
-from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs
+from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, gradient_tolerance
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.errors import UsageError
@@ -106,7 +106,10 @@ def diff_grad(
         return name if forward_name(name) else grad_name(name)
 
     gmap = {as_grad(k): as_grad(v) for k, v in (user_map or {}).items()} or None
-    per = {as_grad(k): v for k, v in (per_tensor or {}).items()}
+    # the gradients' default (atol relative to each one's scale); what flags leave out of a rule comes from it
+    default = gradient_tolerance(side_a, side_b)
+    per = {as_grad(k): v.over(default) for k, v in (per_tensor or {}).items()}
+    tolerance = tolerance.over(default) if tolerance else default
     res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per, gmap, introduced=False,
                 max_memory=max_memory, progress=progress, reject=both(folded_weights(a_model.proto, b_model.proto),
                                                       shared_weights(a_model.proto, b_model.proto)))

@@ -5,6 +5,8 @@ quantization, or plain floats)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import onnx
 from onnx import TensorProto
 
@@ -62,6 +64,21 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
                          why=f"the default for one float model on two runtimes ({a.runner.kind}, {b.runner.kind}); "
                              "--metric/--min-sqnr change it")
     return Tolerance(why="the default for float models; --metric, --atol, --rtol change it")
+
+
+def gradient_tolerance(a: Side, b: Side) -> Tolerance:
+    """``diff --grad``'s default: ``default_tolerance``'s, where that is allclose, with its atol a fraction of
+    each gradient's own max|b|, |a-b| <= 1e-4 max|b| + 1e-3 |b|. Gradients span many orders of magnitude
+    (a saturated Sigmoid's are ~1e-9): an absolute 1e-4 cannot fail on values all far below it, and passed
+    PP-OCRv4 det's weight gradients against its onnxruntime-optimised copy at cosine 0.55. Relative to the
+    tensor's largest value, float32 rounding (~1e-6 of it) still passes and a disagreement fails, at any
+    scale. SQNR defaults (quantized models, half precision) are scale-free already: as they are."""
+    t = default_tolerance(a, b)
+    if t.metric != "allclose":
+        return t
+    return replace(t, atol_relative=True, why="the default for gradients: atol relative to each gradient's largest "
+                                              "|b|, as gradients span many orders of magnitude; --metric, --atol, "
+                                              "--rtol change it")
 
 
 def one_model(a: Side, b: Side) -> bool:

@@ -183,6 +183,9 @@ class Tolerance:
     min_cosine: float = 0.999
     why: str = ""  # why this criterion, when it is a default chosen for what is compared
     abs_floor: float | None = None  # sqnr only: a pair whose max|a-b| is at most this passes too (near-silent tensors)
+    # atol is a fraction of each pair's max|b| (its own scale): diff --grad's default, as gradients span many
+    # orders of magnitude (an absolute 1e-4 passed every pair of gradients of 1e-9, cosine 0.92 included)
+    atol_relative: bool = False
     given: tuple[str, ...] = field(default=(), compare=False)  # the thresholds flags named (from_flags); see over()
 
     def __post_init__(self) -> None:
@@ -262,7 +265,9 @@ class Tolerance:
         if not self.given or self.metric != default.metric:
             return self
         named = ", ".join(f"--{k.replace('_', '-')}" for k in self.given)
-        return replace(default, **{k: getattr(self, k) for k in self.given}, given=(),
+        # a given --atol is absolute, as the flag says, whatever the default's atol is a fraction of
+        relative = default.atol_relative and "atol" not in self.given
+        return replace(default, **{k: getattr(self, k) for k in self.given}, given=(), atol_relative=relative,
                        why=f"{named} given; the rest {default.why.split(';')[0]}" if default.why else "")
 
     def to_dict(self) -> dict:
@@ -270,6 +275,8 @@ class Tolerance:
              "min_cosine": self.min_cosine}
         if self.abs_floor is not None:
             d["abs_floor"] = self.abs_floor
+        if self.atol_relative:
+            d["atol_relative"] = True  # atol times each pair's max|b|
         return d
 
     @classmethod
@@ -283,8 +290,12 @@ class Tolerance:
         floor = d.get("abs_floor")
         if floor is not None and not (isinstance(floor, (int, float)) and not isinstance(floor, bool) and math.isfinite(floor)):
             raise ValueError("the criterion's abs_floor is not a finite number")
+        relative = d.get("atol_relative", False)
+        if not isinstance(relative, bool):
+            raise ValueError("the criterion's atol_relative is not true or false")
         try:
-            return cls(d["metric"], *(float(v) for v in vals), abs_floor=None if floor is None else float(floor))
+            return cls(d["metric"], *(float(v) for v in vals), abs_floor=None if floor is None else float(floor),
+                       atol_relative=relative)
         except UsageError as e:  # a negative threshold: malformed, as this method's callers expect it said
             raise ValueError(str(e)) from None
 
@@ -297,10 +308,15 @@ class Tolerance:
         if not max_abs > 0:
             return False
         if self.metric == "allclose" and self.rtol:
-            return abs(excess - self.atol) <= FLOAT32_ROUNDING * (max_abs + self.rtol * b_absmax)
+            return abs(excess - self.atol_of(b_absmax)) <= FLOAT32_ROUNDING * (max_abs + self.rtol * b_absmax)
         if self.metric == "max_rel":
             return abs(max_rel - self.rtol) <= FLOAT32_ROUNDING * self.rtol
         return False
+
+    def atol_of(self, b_absmax: float) -> float:
+        """The atol that judges a pair whose reference's largest |value| is ``b_absmax``: ``atol`` itself, or
+        that fraction of ``b_absmax`` (``atol_relative``)."""
+        return self.atol * b_absmax if self.atol_relative else self.atol
 
     @property
     def measured_rtol(self) -> float:
@@ -318,9 +334,9 @@ class Tolerance:
         if m.exact:
             return True
         if self.metric == "allclose":
-            return m.allclose_excess <= self.atol
+            return m.allclose_excess <= self.atol_of(m.b_absmax)
         if self.metric in ("max_abs", "mean_abs", "rmse"):
-            return getattr(m, self.metric) <= self.atol + self.rtol * m.b_absmax
+            return getattr(m, self.metric) <= self.atol_of(m.b_absmax) + self.rtol * m.b_absmax
         if self.metric == "max_rel":
             return m.max_rel <= self.rtol
         if self.metric == "cosine":
@@ -336,11 +352,12 @@ class Tolerance:
     @property
     def rule(self) -> str:
         rel = f" + {self.rtol:g}*max|b|" if self.rtol else ""  # the absolute metrics' rtol term, where it is one
+        atol = f"{self.atol:g}*max|b|" if self.atol_relative else f"{self.atol:g}"  # max|b|: the tensor's own
         return {
-            "allclose": f"|a-b| <= {self.atol:g} + {self.rtol:g}*|b|",
-            "max_abs": f"max|a-b| <= {self.atol:g}{rel}",
-            "mean_abs": f"mean|a-b| <= {self.atol:g}{rel}",
-            "rmse": f"rmse <= {self.atol:g}{rel}",
+            "allclose": f"|a-b| <= {atol} + {self.rtol:g}*|b|",
+            "max_abs": f"max|a-b| <= {atol}{rel}",
+            "mean_abs": f"mean|a-b| <= {atol}{rel}",
+            "rmse": f"rmse <= {atol}{rel}",
             "max_rel": f"max rel <= {self.rtol:g}",
             "cosine": f"cosine >= {self.min_cosine:g}",
             "sqnr": f"SQNR >= {self.min_sqnr:g} dB" + (f" or max|a-b| <= {self.abs_floor:g}" if self.abs_floor is not None else ""),
