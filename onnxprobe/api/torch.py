@@ -48,12 +48,16 @@ from onnxprobe.types import InputSpec, RunConfig, element_count, forward_name, g
 EXPORT_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-4, why="the default for an export against its module; "
                                                         "--metric, --atol, --rtol change it")
 HALF_TOLERANCE = Tolerance(atol=1e-2, rtol=1e-2, why="the default for a float16 export against its module")
-# gradients sum over the batch and the positions: their float32 rounding grows with those sizes
-GRAD_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-3, why="the default for gradients against torch autograd; "
-                                                      "--metric, --atol, --rtol change it")
+# gradients sum over the batch and the positions: their float32 rounding grows with those sizes; their
+# atol is relative to each one's scale (at least 1e-2 of the largest weight gradient's), as diff --grad's
+GRAD_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-3, atol_relative=True,
+                           why="the default for gradients against torch autograd: atol relative to each gradient's "
+                               "largest |b|, at least 1e-2 of the largest weight gradient's; --metric, --atol, --rtol change it")
 # float16 gradients: a float16 weight's gradient rounds at 1e-3 of itself, summed over the batch
-HALF_GRAD_TOLERANCE = Tolerance(atol=1e-2, rtol=1e-2, why="the default for the gradients of a float16 export against "
-                                                           "torch autograd; --metric, --atol, --rtol change it")
+HALF_GRAD_TOLERANCE = Tolerance(atol=1e-2, rtol=1e-2, atol_relative=True,
+                                why="the default for the gradients of a float16 export against torch autograd: atol "
+                                    "relative to each gradient's largest |b|, at least 1e-2 of the largest weight "
+                                    "gradient's; --metric, --atol, --rtol change it")
 
 
 def torch_module(module) -> tuple[object, tuple | None]:

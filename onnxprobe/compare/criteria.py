@@ -68,7 +68,8 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
 
 def gradient_tolerance(a: Side, b: Side) -> Tolerance:
     """``diff --grad``'s default: ``default_tolerance``'s, where that is allclose, with its atol a fraction of
-    each gradient's own max|b|, |a-b| <= 1e-4 max|b| + 1e-3 |b|. Gradients span many orders of magnitude
+    each gradient's own max|b| (at least 1e-2 of the run's largest: ``Tolerance.at_scale``),
+    |a-b| <= 1e-4 max(max|b|, F) + 1e-3 |b|. Gradients span many orders of magnitude
     (a saturated Sigmoid's are ~1e-9): an absolute 1e-4 cannot fail on values all far below it, and passed
     PP-OCRv4 det's weight gradients against its onnxruntime-optimised copy at cosine 0.55. Relative to the
     tensor's largest value, float32 rounding (~1e-6 of it) still passes and a disagreement fails, at any
@@ -77,8 +78,8 @@ def gradient_tolerance(a: Side, b: Side) -> Tolerance:
     if t.metric != "allclose":
         return t
     return replace(t, atol_relative=True, why="the default for gradients: atol relative to each gradient's largest "
-                                              "|b|, as gradients span many orders of magnitude; --metric, --atol, "
-                                              "--rtol change it")
+                                              "|b|, at least 1e-2 of the largest weight gradient's, as gradients span "
+                                              "many orders of magnitude; --metric, --atol, --rtol change it")
 
 
 def one_model(a: Side, b: Side) -> bool:

@@ -339,8 +339,9 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
     names the samples, and problems say in which one they showed)."""
     a, b = plan.a, plan.b
     results: list[PairResult] = []
+    scaled = _at_scale(plan, measured)
     for k, p in enumerate(plan.report):
-        tol = plan.tolerance_of(p)
+        tol = scaled(plan.tolerance_of(p))
         m = measured.get(k) or Measured()
         if m.problem is not None:  # two tensors of other shapes: different functions of the data, not compared
             s, sa, sb = m.problem
@@ -367,10 +368,27 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
     outputs_failed = [r for r in results if r.passed is False and (r.pair.a.is_output or r.pair.b.is_output)]
     explain_unmatched(plan.matching, a, b)
     return DiffResult(a, b, results, plan.matching, plan.selected_b, first, outputs_failed, measured_label(a, b),
-                      list(dict.fromkeys(notes)), criterion=criterion_words(plan.tolerance, plan.per_tensor),
-                      per_tensor=dict(plan.per_tensor or {}), selected_a=plan.selected_a,
+                      list(dict.fromkeys(notes)), criterion=criterion_words(scaled(plan.tolerance), {n: scaled(t) for n, t in (plan.per_tensor or {}).items()}),
+                      per_tensor={n: scaled(t) for n, t in (plan.per_tensor or {}).items()}, selected_a=plan.selected_a,
                       profile=dict(plan.profile_summary) or None, in_graph=sum(1 for m in measured.values() if m.in_graph),
                       samples=len(labels) if labels is not None else None, labels=list(labels or []))
+
+
+def _at_scale(plan: DiffPlan, measured: dict[int, Measured]):
+    """Tolerance -> the same judged at the run's scale (``Tolerance.at_scale``: a relative atol, diff --grad's
+    default, never of less than 1e-2 of the largest max|b| of the outputs it judges, the weight gradients
+    that decide the verdict; of every pair where it judges no output), one scale per rule. (Not the
+    activation gradients': a sum loss's dL/dy is 1 whatever the weights' gradients are.)"""
+    scales: dict = {}
+    for k, p in enumerate(plan.report):
+        m = measured.get(k)
+        t = plan.tolerance_of(p)
+        if t.atol_relative and m is not None and m.problem is None and m.sums is not None and m.sums.samples:
+            got = m.sums.metrics(plan.rtol_of(p))
+            if not got.empty:
+                scales.setdefault(t, []).append((p.a.is_output or p.b.is_output, got.b_absmax))
+    judged = {t: [v for out, v in each if out] or [v for _, v in each] for t, each in scales.items()}
+    return lambda t: t.at_scale(judged.get(t, ()))
 
 
 def criterion_words(tolerance: Tolerance, per_tensor: dict[str, Tolerance] | None, shown: int = 4) -> str:

@@ -45,6 +45,7 @@ def rel_limits(dtype) -> tuple[float, float]:
 
 
 FLOAT32_ROUNDING = 2.0 ** -20  # a few float32 roundings (2^-24 each), with room: Tolerance.near_float32_threshold
+SCALE_FLOOR = 1e-2  # Tolerance.at_scale: a relative atol is never taken of less than this fraction of the run's scale
 METRICS = ("allclose", "max_abs", "mean_abs", "rmse", "max_rel", "cosine", "sqnr")
 
 
@@ -186,6 +187,10 @@ class Tolerance:
     # atol is a fraction of each pair's max|b| (its own scale): diff --grad's default, as gradients span many
     # orders of magnitude (an absolute 1e-4 passed every pair of gradients of 1e-9, cosine 0.92 included)
     atol_relative: bool = False
+    # with atol_relative: the least scale atol is a fraction of (``at_scale``): 1e-2 of the largest max|b| of the
+    # pairs judged together, so that a gradient 0 in exact arithmetic (a key bias under Softmax: float32 noise of
+    # 3e-8 against 1.2 for its weight) is judged at the run's scale, not at its own noise's
+    atol_floor: float = 0.0
     given: tuple[str, ...] = field(default=(), compare=False)  # the thresholds flags named (from_flags); see over()
 
     def __post_init__(self) -> None:
@@ -276,7 +281,8 @@ class Tolerance:
         if self.abs_floor is not None:
             d["abs_floor"] = self.abs_floor
         if self.atol_relative:
-            d["atol_relative"] = True  # atol times each pair's max|b|
+            d["atol_relative"] = True  # atol times each pair's max|b| (at least atol_floor)
+            d["atol_floor"] = self.atol_floor
         return d
 
     @classmethod
@@ -290,12 +296,14 @@ class Tolerance:
         floor = d.get("abs_floor")
         if floor is not None and not (isinstance(floor, (int, float)) and not isinstance(floor, bool) and math.isfinite(floor)):
             raise ValueError("the criterion's abs_floor is not a finite number")
-        relative = d.get("atol_relative", False)
+        relative, low = d.get("atol_relative", False), d.get("atol_floor", 0.0)
         if not isinstance(relative, bool):
             raise ValueError("the criterion's atol_relative is not true or false")
+        if not (isinstance(low, (int, float)) and not isinstance(low, bool) and math.isfinite(low) and low >= 0):
+            raise ValueError("the criterion's atol_floor is not a finite number >= 0")
         try:
             return cls(d["metric"], *(float(v) for v in vals), abs_floor=None if floor is None else float(floor),
-                       atol_relative=relative)
+                       atol_relative=relative, atol_floor=float(low))
         except UsageError as e:  # a negative threshold: malformed, as this method's callers expect it said
             raise ValueError(str(e)) from None
 
@@ -315,8 +323,16 @@ class Tolerance:
 
     def atol_of(self, b_absmax: float) -> float:
         """The atol that judges a pair whose reference's largest |value| is ``b_absmax``: ``atol`` itself, or
-        that fraction of ``b_absmax`` (``atol_relative``)."""
-        return self.atol * b_absmax if self.atol_relative else self.atol
+        that fraction of ``b_absmax`` (``atol_relative``), or of ``atol_floor`` where that is larger."""
+        return self.atol * max(b_absmax, self.atol_floor) if self.atol_relative else self.atol
+
+    def at_scale(self, b_absmaxes) -> "Tolerance":
+        """This rule for pairs judged together whose references' largest |values| are ``b_absmaxes``: with
+        ``atol_relative``, its floor 1e-2 of the largest of them (a run's gradients: float32 rounding of the
+        largest is ~1e-7 of it, and a gradient that is 0 in exact arithmetic rounds to noise of that size,
+        which its own max|b| would judge at cosine 0.25); else itself."""
+        finite = [v for v in b_absmaxes if math.isfinite(v)]
+        return replace(self, atol_floor=SCALE_FLOOR * max(finite)) if self.atol_relative and finite else self
 
     @property
     def measured_rtol(self) -> float:
@@ -352,7 +368,8 @@ class Tolerance:
     @property
     def rule(self) -> str:
         rel = f" + {self.rtol:g}*max|b|" if self.rtol else ""  # the absolute metrics' rtol term, where it is one
-        atol = f"{self.atol:g}*max|b|" if self.atol_relative else f"{self.atol:g}"  # max|b|: the tensor's own
+        low = f"max(max|b|, {self.atol_floor:.3g})" if self.atol_floor else "max|b|"  # max|b|: the tensor's own
+        atol = f"{self.atol:g}*{low}" if self.atol_relative else f"{self.atol:g}"
         return {
             "allclose": f"|a-b| <= {atol} + {self.rtol:g}*|b|",
             "max_abs": f"max|a-b| <= {atol}{rel}",
