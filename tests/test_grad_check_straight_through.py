@@ -95,8 +95,9 @@ def test_gradients_before_the_rounding_are_not_checked(tmp_path, per_axis):
     for name in ("W", "x", "z"):
         c = rows[name].check
         assert c is not None and c["ok"] is None and c["unresolved"] == REASON and c["straight_through"] == "quant", (name, c)
-    assert rows["y"].check["ok"] is True  # after the rounding: dL/dy = dy, checked
-    assert res.checked == 1 and set(res.unresolved_checks) == {"W", "x", "z"}
+    assert rows["y"].check["ok"] is True  # after the rounding: dL/dy = dy, compared
+    # ... but it is the loss's own input (its gradient is the loss's formula): no verdict on the model rests on it
+    assert res.checked == 0 and res.loss_input_only == "y" and set(res.unresolved_checks) == {"W", "x", "z"}
 
 
 def test_the_float_tail_is_checked_and_a_wrong_rule_there_still_fails(tmp_path, monkeypatch):

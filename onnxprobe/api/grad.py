@@ -79,7 +79,16 @@ class GradResult:
     def checked(self) -> int:
         """Gradients compared with finite differences (``check=True``); 0 when the check compared nothing,
         which is no pass. A gradient finite differences cannot resolve (``unresolved_checks``) is not."""
-        return sum(1 for r in self.rows if r.check is not None and r.check["ok"] is not None)
+        return sum(1 for r in self.rows if r.check is not None and r.check["ok"] is not None
+                   and r.name != self.plan.loss.output)
+
+    @property
+    def loss_input_only(self) -> str | None:
+        """The loss's own input (``loss.output``) when its gradient is the only one the check judged: dL/dy is the
+        loss's formula (1 for a sum), so finite differences agree with it whatever the model's backward pass does:
+        ``checked`` leaves it out, and a check of it alone judged nothing of the model. None otherwise."""
+        judged = [r.name for r in self.rows if r.check is not None and r.check["ok"] is not None]
+        return self.plan.loss.output if judged and not self.checked else None
 
     @property
     def failed_checks(self) -> list[str]:

@@ -163,6 +163,10 @@ def grad(
         raise typer.Exit(1)
     if check and not result.checked:  # a check that compared nothing is no pass
         why = result.unchecked_why
+        own = result.loss_input_only
+        own = (f"only the loss's own input {own!r} was compared, and its gradient is the loss's formula, not the "
+               "model's backward pass") if own else ""  # agreeing with it says nothing of the model
         error("--check checked nothing: no selected gradient could be compared with finite differences"
-              + (f" ({why}; see the notes)" if why else "" if result.rows else " (no gradient was computed: see the notes)"))
+              + (f" ({'; '.join(w for w in (own, why) if w)}{'; see the notes' if why else ''})" if why or own else
+                 "" if result.rows else " (no gradient was computed: see the notes)"))
         raise typer.Exit(1)

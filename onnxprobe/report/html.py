@@ -166,7 +166,10 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
         failed = sum(1 for g in d["gradients"] if g.get("check") and g["check"]["ok"] is False)
         ok = sum(1 for g in d["gradients"] if g.get("check") and g["check"]["ok"])
         unchecked = len(d["gradients"]) - ok - failed - sum(1 for g in d["gradients"] if g.get("unjudged") and not g.get("check"))
-        nothing = bool(d.get("check")) and not ok and not failed  # a check that compared nothing is no pass (exit 1)
+        # a check that compared nothing is no pass (exit 1), nor one of the loss's own input alone (its formula)
+        judged = sum(1 for g in d["gradients"] if g.get("check") and g["check"]["ok"] is not None
+                     and g["tensor"] != d["loss"]["output"])
+        nothing = bool(d.get("check")) and not judged
         loss = d["loss"]
         out = [("model", d["model"], None), ("runtime", ", ".join(d.get("providers") or []) or "-", None),
                ("device", d["device"], None), ("opt level", d["opt_level"] or "-", None),
