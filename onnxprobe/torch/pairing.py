@@ -202,8 +202,15 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
         branch = {p: (f"the ONNX graph holds module {_names(traced)}'s nodes but torch ran {_names(nodeless)}: the export "
                       "traced another branch of forward()'s control flow (or other inputs)") for p in traced + nodeless}
     for p in nodeless:
-        note(p, branch.get(p, NO_SCOPES if kind is None else "no ONNX node carries its scope: fused away or removed "
-                              "by the exporter"), NOT_OBSERVABLE)
+        reader = _unscoped_reader(model.proto, p, modules[p]) if kind is not None else None
+        if p in branch or reader is None:
+            note(p, branch.get(p, NO_SCOPES if kind is None else "no ONNX node carries its scope: fused away or removed "
+                                  "by the exporter"), NOT_OBSERVABLE)
+            continue
+        node, weight = reader  # its nodes are there, without its scope: which tensor is its output is not known
+        why = "; the dynamo exporter writes what forward() computes inside torch.no_grad() so" if kind == "dynamo" else ""
+        note(p, f"its nodes are in the graph without its scope (node {node.name or node.op_type!r} reads its parameter "
+                f"{weight}{why}): which tensor is its output is not known, not compared", NOT_OBSERVABLE)
     for p in idle:
         # a module with a scope, or a leaf (a layer, not a container) whose forward never ran: listed, not left
         # out (a Linear whose weight the parent uses directly, F.linear(h, self.side.weight))
@@ -238,6 +245,14 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
     b_obs = [p.b for p in pairs] + [u.obs for u in unmatched]
     side = Side(runner.label, model, runner, Observation(b_obs))
     return TorchPairing(side, sorted(pairs, key=lambda p: p.a.index), unmatched, kind, branch)
+
+
+def _unscoped_reader(proto, path: str, module):
+    """The first node of the main graph that reads one of ``module``'s parameters by its name (``a.weight``),
+    and that name: the module's computation is in the graph though no node carries its scope."""
+    names = {f"{path}.{n}" for n, _ in module.named_parameters()}
+    inits = {t.name for t in proto.graph.initializer}
+    return next(((n, i) for n in proto.graph.node for i in n.input if i in names and i in inits), None)
 
 
 def _leaf(m) -> bool:
