@@ -606,7 +606,7 @@ def test_bfloat16_tensors_cross_between_torch_and_numpy():
 def test_a_flag_naming_one_threshold_keeps_the_defaults_other(exports):
     """--atol alone against a torch export keeps the export default's rtol (1e-4): the generic 1e-3 took
     its place. A full criterion from the API stays as given; another metric stays itself."""
-    from onnxprobe.api.torch import EXPORT_TOLERANCE
+    from onnxprobe.compare.criteria import EXPORT_TOLERANCE
 
     t = api.Tolerance.from_flags(atol=1.0).over(EXPORT_TOLERANCE)
     assert (t.metric, t.atol, t.rtol) == ("allclose", 1.0, EXPORT_TOLERANCE.rtol) and "--atol given" in t.why
@@ -631,7 +631,7 @@ def test_a_float16_export_gets_float16_gradient_defaults(tmp_path):
     float16 rounding; its forward diff had the float16 one already."""
     from onnx import TensorProto, helper
 
-    from onnxprobe.api.torch import GRAD_TOLERANCE, HALF_GRAD_TOLERANCE, HALF_TOLERANCE, _default_tolerance
+    from onnxprobe.compare.criteria import GRAD_TOLERANCE, HALF_GRAD_TOLERANCE, HALF_TOLERANCE, export_tolerance
 
     for elem, want, want_grad in ((TensorProto.FLOAT16, HALF_TOLERANCE, HALF_GRAD_TOLERANCE),
                                   (TensorProto.FLOAT, None, GRAD_TOLERANCE)):
@@ -640,9 +640,9 @@ def test_a_float16_export_gets_float16_gradient_defaults(tmp_path):
         p = tmp_path / f"m{elem}.onnx"
         onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
         m = api.load(p)
-        assert _default_tolerance(m, grads=True) is want_grad
+        assert export_tolerance(m, grads=True) is want_grad
         if want is not None:
-            assert _default_tolerance(m) is want
+            assert export_tolerance(m) is want
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -20,9 +20,10 @@ import onnx
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
 from onnxprobe.api.inputs import as_max_memory, check_switches
+from onnxprobe.compare.criteria import HALF_TOLERANCE, export_tolerance
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
-from onnxprobe.compare.gradients import candidates, forward_note, grad_side, half_outputs, loss_value, losses_differ
+from onnxprobe.compare.gradients import candidates, forward_note, grad_side, loss_value, losses_differ
 from onnxprobe.compare.sides import GRADIENT_STOPPED, Side, model_side
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.graph.model import Model, as_model
@@ -42,23 +43,6 @@ from onnxprobe.torch.params import map_parameters, param_owners
 from onnxprobe.torch.runner import OUTPUT, TorchRunner, to_numpy
 from onnxprobe.text import matches
 from onnxprobe.types import InputSpec, RunConfig, element_count, forward_name, grad_name
-
-# float32 kernels of two runtimes differ by up to ~2.5e-6 on a 2-layer GPT-2 (measured); a wrong pairing
-# or a broken layer is >= 0.5 off: allclose with these leaves a 4x margin, and an atol is needed near zero
-EXPORT_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-4, why="the default for an export against its module; "
-                                                        "--metric, --atol, --rtol change it")
-HALF_TOLERANCE = Tolerance(atol=1e-2, rtol=1e-2, why="the default for a float16 export against its module")
-# gradients sum over the batch and the positions: their float32 rounding grows with those sizes; their
-# atol is relative to each one's scale (at least 1e-2 of the largest weight gradient's), as diff --grad's
-GRAD_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-3, atol_relative=True,
-                           why="the default for gradients against torch autograd: atol relative to each gradient's "
-                               "largest |b|, at least 1e-2 of the largest weight gradient's; --metric, --atol, --rtol change it")
-# float16 gradients: a float16 weight's gradient rounds at 1e-3 of itself, summed over the batch
-HALF_GRAD_TOLERANCE = Tolerance(atol=1e-2, rtol=1e-2, atol_relative=True,
-                                why="the default for the gradients of a float16 export against torch autograd: atol "
-                                    "relative to each gradient's largest |b|, at least 1e-2 of the largest weight "
-                                    "gradient's; --metric, --atol, --rtol change it")
-
 
 def torch_module(module) -> tuple[object, tuple | None]:
     """(nn.Module, example args or None) from an nn.Module, a ``(module, args)`` tuple, or ``FILE.py:FUNC``."""
@@ -139,13 +123,6 @@ def _per_tensor(per_tensor: dict | None, default: Tolerance) -> dict | None:
     """The per-tensor criteria, each with what its flags left out from ``default`` (``--atol NAME:V`` keeps the
     export's rtol 1e-4, not the generic 1e-3)."""
     return {n: _tolerance(t, default) for n, t in per_tensor.items()} if per_tensor else per_tensor
-
-
-def _default_tolerance(model: Model, grads: bool = False) -> Tolerance:
-    """The export's default criterion (``grads``: of its gradients): looser for a float16 export."""
-    if half_outputs(model.proto):
-        return HALF_GRAD_TOLERANCE if grads else HALF_TOLERANCE
-    return GRAD_TOLERANCE if grads else EXPORT_TOLERANCE
 
 
 def _keep(model: Model, selection: Selection | None):
@@ -244,7 +221,7 @@ def diff_torch(
     try:
         tp = _torch_pairing(a_model, side_a, mod, fs, max_memory, template)
         matcher = _filtered(tp.matcher({p for p, _ in mod.named_modules()}), _keep(a_model, selection), "module")
-        default = _default_tolerance(a_model)
+        default = export_tolerance(a_model)
         res = _diff(side_a, tp.side, fs.values, Selection(all=True), _tolerance(tolerance, default),
                     _per_tensor(per_tensor, default), user_map, introduced=introduced, max_memory=max_memory, progress=progress, pair=matcher)
     except ExecutionError as e:
@@ -336,7 +313,7 @@ def diff_grad_torch(
     side_b = Side("torch", a_model, runner, Observation([p.b for p in matching.pairs] + [u.obs for u in matching.unmatched_b]))
     matcher = _filtered(lambda *_: matching, _keep(a_model, selection), "module or parameter")
     try:
-        default = _default_tolerance(a_model, grads=True)
+        default = export_tolerance(a_model, grads=True)
         res = _diff(side_a, side_b, fs.values, Selection(all=True), _tolerance(tolerance, default), _per_tensor(per_tensor, default), None,
                     introduced=False, max_memory=max_memory, progress=progress, pair=matcher)
     except ExecutionError as e:
@@ -348,7 +325,7 @@ def diff_grad_torch(
                 "vs_torch": True}
     from onnxprobe.compare.constant_loss import judge_constant_loss  # the same rule as two models': a Softmax's sum
     judge_constant_loss([plan], res)
-    half = _default_tolerance(a_model) is HALF_TOLERANCE
+    half = export_tolerance(a_model) is HALF_TOLERANCE
     res.grad["forward_differs"] = losses_differ(res.grad, half)  # the verdict fails (compare.diff)
     gradient_origin(res)
     res.notes[:0] = (fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter, exporter_guess(a_model.proto))

@@ -10,6 +10,7 @@ from dataclasses import replace
 import onnx
 from onnx import TensorProto
 
+from onnxprobe.compare.gradients import half_outputs
 from onnxprobe.compare.measure import FLOATS
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
@@ -176,3 +177,28 @@ def _measured(a: Side) -> str:
     if integer_ops:
         return "deployed: the integer operators as written"
     return "float"
+
+
+# float32 kernels of two runtimes differ by up to ~2.5e-6 on a 2-layer GPT-2 (measured); a wrong pairing
+# or a broken layer is >= 0.5 off: allclose with these leaves a 4x margin, and an atol is needed near zero
+EXPORT_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-4, why="the default for an export against its module; "
+                                                        "--metric, --atol, --rtol change it")
+HALF_TOLERANCE = Tolerance(atol=1e-2, rtol=1e-2, why="the default for a float16 export against its module")
+# gradients sum over the batch and the positions: their float32 rounding grows with those sizes; their
+# atol is relative to each one's scale (at least 1e-2 of the largest weight gradient's), as diff --grad's
+GRAD_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-3, atol_relative=True,
+                           why="the default for gradients against torch autograd: atol relative to each gradient's "
+                               "largest |b|, at least 1e-2 of the largest weight gradient's; --metric, --atol, --rtol change it")
+# float16 gradients: a float16 weight's gradient rounds at 1e-3 of itself, summed over the batch
+HALF_GRAD_TOLERANCE = Tolerance(atol=1e-2, rtol=1e-2, atol_relative=True,
+                                why="the default for the gradients of a float16 export against torch autograd: atol "
+                                    "relative to each gradient's largest |b|, at least 1e-2 of the largest weight "
+                                    "gradient's; --metric, --atol, --rtol change it")
+
+
+def export_tolerance(model, grads: bool = False) -> Tolerance:
+    """The default criterion of an export against its torch module (``grads``: of its gradients): looser for
+    a float16 export (``model``: a Model)."""
+    if half_outputs(model.proto):
+        return HALF_GRAD_TOLERANCE if grads else HALF_TOLERANCE
+    return GRAD_TOLERANCE if grads else EXPORT_TOLERANCE
