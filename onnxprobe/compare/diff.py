@@ -189,6 +189,12 @@ class DiffResult:
             return "error", f"the loss is {la} in A and {lb} in B: the gradients of a non-finite loss are not judged"
         if bad:
             return "fail", f"the loss is not finite in {bad[0]} only (A {la}, B {lb})"
+        judged = [r.metrics for r in self.results if (r.pair.a.is_output or r.pair.b.is_output) and r.passed is not None
+                  and r.metrics is not None and not r.metrics.empty]
+        if judged and all(m.exact and m.b_absmax == 0 for m in judged):  # zeros agreeing with zeros earn no pass
+            return "error", (f"nothing was compared meaningfully: every weight gradient is 0 in both models at this input "
+                             f"(the loss is {la:.6g} in A, {lb:.6g} in B: a saturated or dead output?); give real inputs "
+                             "(--input, --inputs) or another loss")
         if self.grad.get("forward_differs") and self.grad.get("vs_torch"):  # two ONNX models may differ (int8, fp32)
             return "fail", (f"the losses differ (A {la:.6g}, B {lb:.6g}): the forward passes disagree, so the model is "
                             "not an export of the module as it is now (`diff --vs-torch` shows where)")
