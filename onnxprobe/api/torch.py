@@ -230,7 +230,24 @@ def diff_torch(
     res.measured = f"a PyTorch export ({_exporter_words(tp.exporter, guess)}) against its module, in float"
     res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter, guess)
     res.feed = fs.values  # what the result measured (histograms run these inputs again)
+    # a weight named as a parameter with other values fails the export whatever the activations say (a float16
+    # export's default criterion passed a 1% change of one layer's weight: QA)
+    res.other_values = sorted(_param_map(a_model, mod).contradicts)
     return res
+
+
+def _param_map(model: Model, mod):
+    """``torch.params.map_parameters`` of ``model``'s float initializers and ``mod``'s parameters."""
+    known = {p for p, _ in mod.named_modules()}
+    params = {n: to_numpy(p) for n, p in mod.named_parameters()}
+    buffers = {n: to_numpy(b) for n, b in mod.named_buffers() if b.is_floating_point()}
+    return map_parameters(model.proto, params, _float_initializers(model), initializer_users(model.proto, known), buffers,
+                          _batchnorm_folds(mod), param_owners(mod), known)
+
+
+def _float_initializers(model: Model) -> list[str]:
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
+    return [i.name for i in model.proto.graph.initializer if i.data_type in floats]
 
 
 def _exporter_words(kind: str | None, guess: str | None) -> str:
@@ -367,9 +384,9 @@ def _keep_wrt(side_a: Side, matching: Matching, wrt: tuple[str, ...]) -> None:
 def _scalar_parameters(model: Model, params: dict[str, np.ndarray], known: set[str],
                        buffers: dict[str, np.ndarray], owners: dict[str, set[str]] | None = None) -> set[str]:
     """The one-element float initializers that hold a torch parameter (``map_parameters``' links)."""
-    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
-    inits = [i.name for i in model.proto.graph.initializer if i.data_type in floats]
-    single = {i.name for i in model.proto.graph.initializer if i.data_type in floats and element_count(i.dims) == 1}
+    inits = _float_initializers(model)
+    by_name = {i.name: i for i in model.proto.graph.initializer}
+    single = {n for n in inits if element_count(by_name[n].dims) == 1}
     if not single or not any(v.size == 1 for v in params.values()):
         return set()
     pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers, owners=owners, modules=known)
@@ -402,9 +419,8 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
     why A has no gradient for it though the loss reads it (an op without a gradient rule on the way)."""
     inputs = [i.name for i in _feeds.model_inputs(model.proto)]
     weights = {o.name: forward_name(o.key) or forward_name(o.name) for o in obs_a if o.effective_op.endswith(" weight")}
-    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
-    inits = [i.name for i in model.proto.graph.initializer if i.data_type in floats]
-    pm = map_parameters(model.proto, params, inits, initializer_users(model.proto, known), buffers, folds, owners, known)
+    pm = map_parameters(model.proto, params, _float_initializers(model), initializer_users(model.proto, known), buffers,
+                        folds, owners, known)
     with_grad = {forward_name(o.name) for o in obs_a if o.name in weights} | set(weights.values())
     pairs, un_a = [], []
     for o in obs_a:

@@ -31,7 +31,7 @@ from onnxprobe.compare.uncompared import by_cause, nothing_compared, outputs_not
 from onnxprobe.compare.unmatched import explain_unmatched, no_numbers, saved_non_numbers
 from onnxprobe.match.observe import Observable
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
-from onnxprobe.text import as_typed, matches, quote
+from onnxprobe.text import as_typed, matches, quote, some
 from onnxprobe.types import forward_name
 
 # an output left unpaired so fails the verdict: nothing stood for it (a weight gradient: or one side could not compute it)
@@ -87,6 +87,8 @@ class DiffResult:
     selection: str = ""  # a dataset's selection, in words
     feed: dict = field(default_factory=dict)  # the inputs of a one-input diff (histograms use them again)
     selected_a: set[str] | None = None  # A's observables the selection picks (None: every one); unmatched others are not listed
+    # against a torch module: A's weights named as one of its parameters that hold other values (torch.params)
+    other_values: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
         verdict, why = self.verdict()
@@ -154,6 +156,8 @@ class DiffResult:
             wrong = self._grad_verdict()
             if wrong is not None:
                 return wrong
+        elif self.other_values:
+            return "fail", _other_values_said(self.other_values)
         if self.outputs_failed:
             return "fail", f"{len(self.outputs_failed)} of the {what} fail the criterion ({self.criterion})"
         return "pass", f"{what} pass ({self.criterion})"
@@ -164,12 +168,9 @@ class DiffResult:
         not finite). Against a torch module, a weight named as a parameter but holding other values, or
         losses that differ (``forward_differs``), fail: the model is not that module's export, whatever
         the gradients of the weights that still agree say."""
-        other = [u.obs.name for u in self.matching.unmatched_a if u.cause == OTHER_VALUES]
+        other = [forward_name(u.obs.name) or u.obs.name for u in self.matching.unmatched_a if u.cause == OTHER_VALUES]
         if other:
-            more = f" and {len(other) - 3} more" if len(other) > 3 else ""
-            return "fail", (f"{len(other)} weight(s) hold other values than the torch parameter of the same name "
-                            f"({', '.join(repr(forward_name(n) or n) for n in other[:3])}{more}): the model is not an "
-                            "export of the module as it is now")
+            return "fail", _other_values_said(other)
         if not any(r.pair.a.is_output or r.pair.b.is_output for r in self.results):
             others = len(self.results)
             why = ("the model has no weights" if not self.grad.get("weights") and not self.grad.get("held_weights") else
@@ -199,6 +200,11 @@ class DiffResult:
             return "fail", (f"the losses differ (A {la:.6g}, B {lb:.6g}): the forward passes disagree, so the model is "
                             "not an export of the module as it is now (`diff --vs-torch` shows where)")
         return None
+
+
+def _other_values_said(names: list[str]) -> str:
+    return (f"{len(names)} weight(s) hold other values than the torch parameter of the same name ({some(names)}): "
+            "the model is not an export of the module as it is now")
 
 
 def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tuple[list[Pair], set[str], set[str]]:

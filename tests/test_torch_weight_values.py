@@ -1,0 +1,53 @@
+"""`diff --vs-torch` (forward) of an export one of whose weights, named as the module's parameter, holds other
+values: the verdict fails and names it, whatever the activations' criterion says. A float16 export's default
+criterion (1e-2 + 1e-2 |b|) passed a 1% change of one layer's weight (QA); in float32 the activations fail
+anyway, and the weight is named too. Oracle: the module's own parameter, compared with what the file holds."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+torch = pytest.importorskip("torch")
+
+from onnxprobe import api  # noqa: E402
+
+
+def _export(tmp_path, half: bool, scale: float):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+    x = torch.rand(3, 8)
+    if half:
+        m, x = m.half(), x.half()
+    path = tmp_path / "m.onnx"
+    torch.onnx.export(m, (x,), str(path), dynamo=False, opset_version=17, input_names=["x"])
+    model = onnx.load(str(path))
+    names = [i.name for i in model.graph.initializer]
+    assert "2.weight" in names, names  # the legacy exporter keeps the parameter's name
+    for i in model.graph.initializer:
+        if i.name == "2.weight" and scale != 1.0:
+            v = numpy_helper.to_array(i)
+            i.CopyFrom(numpy_helper.from_array((v.astype(np.float32) * scale).astype(v.dtype), i.name))
+    onnx.save(model, str(path))
+    return path, m, x
+
+
+@pytest.mark.parametrize("half", [False, True])
+def test_a_weight_with_other_values_than_its_parameter_fails(tmp_path, half):
+    path, m, x = _export(tmp_path, half, 1.01)
+    want = (m[2].weight.detach().float().numpy() * 1.01)
+    got = numpy_helper.to_array(next(i for i in onnx.load(str(path)).graph.initializer if i.name == "2.weight"))
+    assert np.allclose(got.astype(np.float32), want, rtol=2e-3)  # the file holds the changed values
+    res = api.diff_torch(path, m, example_args=(x,))
+    verdict, why = res.verdict()
+    assert verdict == "fail" and "'2.weight'" in why and "other values than the torch parameter" in why, why
+    assert res.other_values == ["2.weight"]
+
+
+@pytest.mark.parametrize("half", [False, True])
+def test_a_faithful_export_passes(tmp_path, half):
+    path, m, x = _export(tmp_path, half, 1.0)
+    res = api.diff_torch(path, m, example_args=(x,))
+    assert res.other_values == [] and res.verdict()[0] == "pass", res.verdict()
