@@ -51,7 +51,9 @@ def test_gradients_agree_with_torch_autograd(tiny, func, stem):
     res = api.diff_grad_torch(path, f"{FILE}:{func}")
     assert res.verdict()[0] == "pass", res.verdict()
     weights = [r for r in res.results if r.pair.strategy == "torch-param"]
-    assert len(weights) >= 10 and all(r.passed for r in weights)
+    # a sum of a LayerNormalization of scale 1 is constant before it: those gradients are noise, not judged
+    assert len(weights) >= 10 and all(r.passed or (r.passed is None and r.unjudged) for r in weights)
+    assert any(r.passed for r in weights)
     weight_grads = [o for o in res.a.observation.observables if o.effective_op.endswith(" weight")]
     explained = {u.obs.name for u in res.matching.unmatched_a if u.reason}
     assert all(o.name in explained or any(r.pair.a.name == o.name for r in weights) for o in weight_grads)

@@ -33,6 +33,7 @@ class Cuts:
     detached: set[str] = field(default_factory=set)  # parameters .detach() was called on (or a view of one)
     no_grad: set[str] = field(default_factory=set)  # parameters read with gradient off
     inference: set[str] = field(default_factory=set)  # parameters read in torch.inference_mode()
+    data: set[str] = field(default_factory=set)  # parameters read through .data (a cut no second pass undoes)
     writes: set[str] = field(default_factory=set)  # module state (parameters, buffers) written in place with gradient off
     before: dict[str, tuple] = field(default_factory=dict)  # what was written: name -> (the tensor, its value before)
     cut: bool = False  # a value that carries a gradient was computed on with gradient off: its path stops there
@@ -109,6 +110,7 @@ def watch(owner: dict[int, str], state: dict[int, str], cuts: Cuts, through: set
     from torch.overrides import TorchFunctionMode
 
     set_grad, detach = torch._C._set_grad_enabled, torch.Tensor.detach
+    data_get = torch.Tensor.data.__get__  # (a method-wrapper, made anew at each access: compared with ==)
 
     class Watch(TorchFunctionMode):
         off = False  # grad_on: forward() asked for gradient off (it stays on)
@@ -124,6 +126,8 @@ def watch(owner: dict[int, str], state: dict[int, str], cuts: Cuts, through: set
                 _reach(first, cuts)
                 out = func(first.detach(), *args[1:], **kwargs)  # .numpy() of a tensor with gradient would raise
                 return _nudged(out) if perturb else out
+            if first is not None and func == data_get and (name := _name(owner, first)) is not None:
+                cuts.data.add(name)
             if func is detach and first is not None:
                 name = _name(owner, first)
                 if name is not None:

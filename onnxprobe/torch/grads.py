@@ -87,7 +87,7 @@ class TorchGradRunner(Runner):
         self.loss, self.extra, self.class_axis, self.probabilities = loss, extra, class_axis, probabilities
         self.modules = set(modules)
         self.loss_value: float | None = None
-        self.no_grad: set[str] = set()  # parameters autograd left without a gradient (read detached), by every name
+        self.no_grad: set[str] = set()  # parameters read detached that autograd left without a gradient, by every name
         self.not_compared: dict[str, str] = {}  # parameters whose torch gradient is not the ONNX graph's function -> why
         self.not_compared_values: dict[str, str] = {}  # the same for inputs and layers' outputs: probe -> why
         self._last: tuple[int, dict] | None = None
@@ -133,7 +133,11 @@ class TorchGradRunner(Runner):
             cuts = Cuts()
             with watch(owner, state, cuts):
                 got, loss = self._pass(feeds, params)
-            self.no_grad = {name for name, p in params if p.grad is None}
+            # no gradient, and read cut: a parameter forward() does not read, or whose reads the loss does not
+            # depend on (BERT's pooler under a loss of last_hidden_state), has none either: 0, its true gradient
+            # (it was said to be 'read detached' and the weight holding it with others went uncompared)
+            cut = cuts.detached | cuts.no_grad | cuts.inference | cuts.data
+            self.no_grad = {name for name, p in params if p.grad is None and owner[id(p)] in cut}
             numbers = self._upstream_of_numbers(feeds, params, owner, state, cuts, cuts)
             if cuts.detached - self.no_grad or cuts.cut or cuts.values:
                 got.update(self._through_cuts(feeds, params, owner, state, cuts, numbers))
@@ -244,8 +248,8 @@ class TorchGradRunner(Runner):
         try:
             with watch(owner, state, again, **how):
                 got, _ = self._pass(feeds, params)
-            direct = cuts.detached | cuts.no_grad | cuts.inference  # read cut, not only through a cut value
-            self.no_grad = {name for name, p in params if p.grad is None or owner[id(p)] in direct and name in self.no_grad}
+            direct = cuts.detached | cuts.no_grad | cuts.inference | cuts.data  # read cut, not only through a cut value
+            self.no_grad = {name for name, p in params if owner[id(p)] in direct and (p.grad is None or name in self.no_grad)}
             numbers |= self._upstream_of_numbers(feeds, params, owner, state, cuts, again, **how)
         except UsageError:
             raise
