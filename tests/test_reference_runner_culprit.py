@@ -50,3 +50,22 @@ def test_vs_reference_error_names_node_op_and_opset(build, op, opset, tmp_path):
     assert "Traceback" not in r.output and "internal error" not in r.output
     assert "the_culprit" in lines[0] and op in lines[0] and f"opset {opset}" in lines[0], lines[0]
     assert "first" not in lines[0].replace("the_culprit", ""), lines[0]
+
+
+def test_vs_reference_op_it_lacks_names_the_listed_node_without_an_input_hint(tmp_path):
+    """An unnamed com.microsoft node (a QOperator model's QLinearMul) that onnx.reference has no implementation
+    of: the error named it '(unnamed)' where every listing says 'Gelu_1', and blamed the dynamic dimensions
+    set to 1, which have nothing to do with an op the evaluator does not know (it fails to load the model)."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="first"),
+             helper.make_node("Gelu", ["r"], ["y"], domain="com.microsoft")]
+    m = make_model(nodes, [V("x", TensorProto.FLOAT, ["batch", 4])], [V("y", TensorProto.FLOAT, None)])
+    m.opset_import.extend([helper.make_opsetid("com.microsoft", 1)])
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p)
+    listed = CliRunner().invoke(app, ["inspect", str(p), "--nodes"])
+    assert "Gelu_1" in listed.output, listed.output
+    r = CliRunner().invoke(app, ["diff", str(p), "--vs-reference"])
+    assert r.exit_code == 1, r.output
+    line = [ln for ln in r.output.strip().splitlines() if ln.startswith("onnxprobe: error:")][0]
+    assert "'Gelu_1'" in line and "com.microsoft.Gelu" in line, line
+    assert "unnamed" not in line and "--shape" not in line, line

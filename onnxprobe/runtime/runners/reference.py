@@ -13,8 +13,9 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_batch_normalization import BatchNormalization_9, _batchnorm_test_mode
 
-from onnxprobe.errors import ExecutionError, first_line
+from onnxprobe.errors import ExecutionError, SessionError, first_line
 from onnxprobe.graph.builder import default_opset
+from onnxprobe.graph.walk import walk
 from onnxprobe.runtime.runners.base import GraphRunner
 from onnxprobe.runtime.runners.reference_ops import version_corrections
 from onnxprobe.types import element_count
@@ -35,7 +36,15 @@ class ReferenceRunner(GraphRunner):
             # warning on stderr
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                res = ReferenceEvaluator(model, new_ops=corrected_ops(model)).run(names, _narrowed(model, feeds))
+                evaluator = ReferenceEvaluator(model, new_ops=corrected_ops(model))
+        except Exception as e:  # noqa: BLE001 - an op it has no implementation of: it cannot load the model,
+            # whatever the inputs (a SessionError: no hint about guessed dimensions or random integers follows)
+            raise SessionError(f"onnx.reference could not load the model at {_culprit(model, e)}: {type(e).__name__}: "
+                               f"{first_line(e)[:300]}") from e
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                res = evaluator.run(names, _narrowed(model, feeds))
         except Exception as e:  # noqa: BLE001 - the evaluator raises whatever an op implementation raises
             raise ExecutionError(f"onnx.reference could not run {_culprit(model, e)}: {type(e).__name__}: "
                                  f"{first_line(e)[:300]}") from e
@@ -64,7 +73,18 @@ def _culprit(model: onnx.ModelProto, e: BaseException) -> str:
     op = node.op_type if domain == "ai.onnx" else f"{domain}.{node.op_type}"
     version = opsets.get(domain)
     where = f", opset {version}" if version is not None else ""
-    return f"node {node.name or '(unnamed)'!r} ({op}{where})"
+    return f"node {_listed_name(model, node)!r} ({op}{where})"
+
+
+def _listed_name(model: onnx.ModelProto, node: onnx.NodeProto) -> str:
+    """``node`` as listings show it: its name, or an unnamed one's ``OpType_index`` (qualified by its bodies
+    inside one), found by the outputs it writes; '(unnamed)' where none matches."""
+    if node.name:
+        return node.name
+    for site in walk(model):
+        if site.node.op_type == node.op_type and list(site.node.output) == list(node.output):
+            return site.path
+    return "(unnamed)"
 
 
 def _widened(a: np.ndarray) -> np.ndarray:
