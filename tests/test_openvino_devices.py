@@ -50,19 +50,20 @@ def test_openvino_against_itself_run_the_same_way_says_so():
 
 
 @pytest.mark.parametrize("form", ["AUTO:{}", "HETERO:{},CPU", "MULTI:CPU,{}", "AUTO:{}(1)"])
-def test_a_device_a_virtual_device_names_but_openvino_lacks_is_a_usage_error(form):
-    """AUTO:GPU without a GPU failed at compile time, on OpenVINO's words about a library it could not load
-    (exit code 1); each device a virtual one lists is checked as --device itself is."""
+def test_a_device_a_virtual_device_names_but_openvino_lacks_is_said_before_anything_runs(form):
+    """AUTO:GPU without a GPU failed at compile time, on OpenVINO's words about a library it could not load;
+    each device a virtual one lists is checked as --device itself is: DeviceUnavailable, as --device cuda
+    without CUDA (exit code 1: the machine lacks it, the flag is well formed)."""
     import openvino as ov
 
-    from onnxprobe.errors import UsageError
+    from onnxprobe.errors import DeviceUnavailable
 
     have = {d.split(".")[0] for d in ov.Core().available_devices}
     absent = next((d for d in ("GPU", "NPU") if d not in have), None)
     if absent is None:
         pytest.skip("OpenVINO sees a GPU and an NPU here")
     device = form.format(absent)
-    with pytest.raises(UsageError, match=f"{absent}.*OpenVINO has no such device here"):
+    with pytest.raises(DeviceUnavailable, match=f"{absent}.*OpenVINO has no such device here"):
         api.layers(sample_path("cnn"), runtime="openvino", config=api.RunConfig(device=device))
 
 
