@@ -19,6 +19,7 @@ from onnxprobe.autodiff.constant_loss import INSTEAD, unjudged  # noqa: F401 (IN
 from onnxprobe.autodiff.engine import attach_backward, shaped_types
 from onnxprobe.autodiff.rounding import activations, downstream_max, rounding_model
 from onnxprobe.autodiff.select import weight_value
+from onnxprobe.compare.gradients import gradient_stops
 from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
@@ -27,7 +28,7 @@ from onnxprobe.match.bodies import body_note, body_tensors
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.tensor_stats import TensorStats
-from onnxprobe.types import InputSpec, RunConfig, RunInfo, TensorRef
+from onnxprobe.types import InputSpec, RunConfig, RunInfo, TensorRef, element_count
 
 
 @dataclass
@@ -196,6 +197,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
         if ref.name in result.arrays:
             saved[name] = result.arrays[ref.name]
     notes = list(fs.notes) + [n for n in result.notes if n not in fs.notes] + body_left_out(model, selection, rows)
+    notes += _weights_stopped(model, gp, rows, selection, spec)
     res = GradResult(gp, rows, loss, result.info, notes, saved if (save or check) else {})
     if check and not np.isfinite(loss):  # every difference of a NaN or Inf loss is one: nothing can be checked
         res.notes.append(f"the loss is {loss} on these inputs: finite differences cannot check the gradients (give "
@@ -341,6 +343,20 @@ def _shown_nonfinite(checked: dict[str, dict], result: GradResult, grads64: dict
     if bad:
         result.notes.append(f"{len(bad)} gradient(s) fail --check as shown: NaN or Inf in the model's precision where the "
                             f"float64 gradient is finite (overflow): {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}")
+
+
+def _weights_stopped(model: Model, gp: GradPlan, rows: list, selection: Selection | None, spec: GradSpec) -> list[str]:
+    """A note where no weight gets a gradient though the model has weights and the default selection asked for
+    them: the backward pass stops before every one (a QOperator model's integer ops: QLinearConv, QLinearSoftmax...),
+    said with the ops where it stops; it showed the output's gradient alone, saying nothing."""
+    selection = selection or Selection()
+    if spec.wrt or selection.names or selection.ops or selection.all or any(r.target.kind == "weight" for r in rows):
+        return []
+    if not any(i.data_type for i in model.proto.graph.initializer if element_count(i.dims) > 1):
+        return []
+    stops = gradient_stops(gp.forward)
+    return [f"no weight gets a gradient: the backward pass stops before every one, at {stops} (integer or "
+            "quantized ops pass no gradient; a QDQ model gets quantization-aware gradients)"] if stops else []
 
 
 def _loss_rounding(gp: GradPlan, feed: dict[str, np.ndarray], device: str, mode: str, names: list[str]) -> dict | str:

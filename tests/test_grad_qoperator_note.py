@@ -1,0 +1,48 @@
+"""grad on a QOperator model (integer layers: QLinearMatMul...) showed the output's gradient alone and said
+nothing about the weights: the backward pass stops at the integer ops before every one. A note names them;
+a model whose weights get gradients, or a selection the user made, gets none."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxprobe import api
+
+CPU = api.RunConfig(device="cpu", cache=False)
+
+
+def _qoperator(path) -> str:
+    w = np.random.default_rng(0).integers(-50, 50, (4, 3)).astype(np.int8)
+    inits = [numpy_helper.from_array(w, "w_q"), numpy_helper.from_array(np.float32(0.02), "s"),
+             numpy_helper.from_array(np.int8(0), "z"), numpy_helper.from_array(np.float32(0.01), "ws")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q"),
+             helper.make_node("QLinearMatMul", ["xq", "s", "z", "w_q", "ws", "z", "s", "z"], ["yq"], name="qmm"),
+             helper.make_node("DequantizeLinear", ["yq", "s", "z"], ["y"], name="dq")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_a_qoperator_model_says_where_the_gradient_stops(tmp_path):
+    path = _qoperator(tmp_path / "q.onnx")
+    res = api.grad(path, None, CPU, inputs={"x": np.random.default_rng(1).random((2, 4)).astype(np.float32)})
+    assert not any(r.target.kind == "weight" for r in res.rows)
+    said = [n for n in res.notes if n.startswith("no weight gets a gradient")]
+    assert said and "QLinearMatMul x1" in said[0], res.notes
+    chosen = api.grad(path, api.Selection(names=("y",)), CPU, inputs={"x": np.ones((2, 4), np.float32)})
+    assert not any(n.startswith("no weight gets a gradient") for n in chosen.notes), chosen.notes
+
+
+def test_a_float_model_gets_no_such_note(tmp_path):
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                          [numpy_helper.from_array(np.ones((4, 3), np.float32), "w")])
+    path = tmp_path / "f.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    res = api.grad(str(path), None, CPU, inputs={"x": np.ones((2, 4), np.float32)})
+    assert any(r.target.kind == "weight" for r in res.rows)
+    assert not any(n.startswith("no weight gets a gradient") for n in res.notes), res.notes
