@@ -240,11 +240,11 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
     base = {**feed, **gp.extra_feed}
     try:
         runner = OrtRunner(to_float64(pm), config)
-        runner.session(runner.model, key="check")
+        runner.session(runner.model, key="check", arena=True)  # (as execute would make it: scalar outputs only)
         # some kernels are registered for double and refuse it at run time (LSTM, GRU): one run tells
         f64 = {k: (v.astype(np.float64) if v.dtype in (np.float32, np.float16) else v) for k, v in base.items()}
-        f64.update({DELTA + n: np.zeros(s, np.float64) for n, (_, s) in tensors.items()})
-        runner.execute(runner.model, f64, [gp.loss.loss], key="check")
+        f64.update(_zero_deltas(tensors, np.float64))
+        runner.execute(runner.model, f64, [gp.loss.loss], key="check", shrink=False)
         mode = "float64"
     except ExecutionError as e:
         why = first_line(e)
@@ -263,13 +263,15 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         if grads64 is None:
             mode = "float64 (float32 gradients)"
     dt = np.float64 if mode.startswith("float64") else np.float32
-    zeros = {DELTA + n: np.zeros(s, dt) for n, (_, s) in tensors.items()}
+    zeros = _zero_deltas(tensors, dt)
 
     def loss(name: str, delta: np.ndarray) -> float:
+        # one session, its arena kept from run to run (hundreds of runs); the other tensors' deltas are broadcast
+        # zeros (t + 0 is t, bit for bit, as with a whole tensor of zeros, which each run read for every tensor)
         f = dict(base)
         f.update(zeros)
-        f[DELTA + name] = delta.astype(dt)
-        out, _ = runner.execute(runner.model, f, [gp.loss.loss], key="check")
+        f[DELTA + name] = np.asarray(delta, dt)
+        out, _ = runner.execute(runner.model, f, [gp.loss.loss], key="check", shrink=False)
         return float(np.asarray(out[gp.loss.loss], np.float64).reshape(-1)[0])
 
     items, empty = [], []
@@ -324,6 +326,12 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         result.notes.append(f"cannot check {len(loose)} gradient(s), not resolvable by finite differences: "
                             f"{', '.join(loose[:3])}{' ...' if len(loose) > 3 else ''} ({checked[loose[0]]['unresolved']})")
     return mode
+
+
+def _zero_deltas(tensors: dict[str, tuple[int, list]], dt) -> dict[str, np.ndarray]:
+    """The delta of each checked tensor left where it is: a zero of its rank, all dims 1 (``perturbable``'s delta
+    inputs have unknown dims; the Add broadcasts it), not a copy of the tensor in zeros."""
+    return {DELTA + n: np.zeros([1] * len(s), dt) for n, (_, s) in tensors.items()}
 
 
 def _shown_nonfinite(checked: dict[str, dict], result: GradResult, grads64: dict[str, np.ndarray] | None) -> None:

@@ -336,14 +336,17 @@ def explain_ort_error(msg: str, device: str = "cpu") -> str:
 
 
 def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_outputs: list[str] = (),
-              keep_on_device: bool = False, interruptible: bool = False, cast_floats: bool = False) -> tuple[dict, float]:
+              keep_on_device: bool = False, interruptible: bool = False, cast_floats: bool = False,
+              shrink: bool = True) -> tuple[dict, float]:
     """Run with IOBinding. ``host_outputs`` are returned as numpy arrays; ``device_outputs`` are bound on
     the device and returned as numpy arrays, or, with ``keep_on_device``, as the OrtValues themselves
     (nothing crosses to the host). ``feeds`` may hold OrtValues already on the device. With
     ``interruptible``, a Ctrl-C stops the run between two nodes (runtime.interrupt) and raises
     KeyboardInterrupt. ``cast_floats``: a float feed of another float type than its input takes is cast
     to it (diff of a float16 model and its float32 original), else left to onnxruntime to refuse.
-    Returns (outputs, seconds)."""
+    ``shrink``: a session with the arena gives its blocks back at the end of the run; False for one of many runs
+    in a row (grad --check's hundreds of loss evaluations: each paid for mapping every activation afresh, 2-3x
+    the run itself). Returns (outputs, seconds)."""
     ort = ort_module()
     sess = session.sess
     dev = "cuda" if session.device == "cuda" else "cpu"
@@ -374,7 +377,7 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
         binding.bind_output(name, dev)
     options = ort.RunOptions()
     options.log_severity_level = 4
-    if session.arena:  # the arena's blocks go back at the end of the run: none left under a later session's peak
+    if session.arena and shrink:  # the arena's blocks go back at the end of the run: none left under a later session's peak
         options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
     t0 = time.perf_counter()
     try:

@@ -123,14 +123,16 @@ class OrtRunner(GraphRunner):
         return s
 
     def execute(self, model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device_outputs: list[str] = (),
-                keep_on_device: bool = False, key=None, weights: dict | None = None) -> tuple[dict, float]:
+                keep_on_device: bool = False, key=None, weights: dict | None = None,
+                shrink: bool = True) -> tuple[dict, float]:
         """``weights``: the tensors of ``model``'s stubs, by name (``diff``'s merged graph of two models).
         A run with no ``device_outputs`` (no raw tensors asked for: statistics, pair sums, small values)
-        takes onnxruntime's memory arena."""
+        takes onnxruntime's memory arena, given back at the end of the run unless ``shrink`` is False (one of
+        many runs of a session kept under ``key``: ``runtime.ort.run_bound``)."""
         session = self.session(model, key, weights, arena=not device_outputs)
         try:
             return run_bound(session, feeds, list(outputs), list(device_outputs), keep_on_device=keep_on_device,
-                             interruptible=self.interruptible, cast_floats=self.cast_float_feeds)
+                             interruptible=self.interruptible, cast_floats=self.cast_float_feeds, shrink=shrink)
         finally:
             if key is None:  # not kept for another run: parked, or freed on return (memory.done_with)
                 done_with(session)
