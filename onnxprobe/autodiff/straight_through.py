@@ -10,6 +10,7 @@ import onnx
 
 from onnxprobe.autodiff import registry
 from onnxprobe.graph.walk import implicit_inputs, subgraphs
+from onnxprobe.text import some
 
 
 def reason(node: str, op: str = "QuantizeLinear") -> str:
@@ -19,8 +20,7 @@ def reason(node: str, op: str = "QuantizeLinear") -> str:
 
 def places(found) -> str:
     """The straight-through nodes ``found`` ((op, name) pairs, repeats allowed) as text: "QuantizeLinear 'q1', ..."."""
-    each = sorted(set(found), key=lambda f: f[1])
-    return ", ".join(f"{op} {name!r}" for op, name in each[:3]) + (f" and {len(each) - 3} more" if len(each) > 3 else "")
+    return some(sorted(set(found), key=lambda f: f[1]), form=lambda f: f"{f[0]} {f[1]!r}")
 
 
 Label = tuple[str, str]  # (op, node name) of a straight-through node

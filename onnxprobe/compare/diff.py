@@ -351,7 +351,10 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
     names the samples, and problems say in which one they showed)."""
     a, b = plan.a, plan.b
     results: list[PairResult] = []
-    scaled = _at_scale(plan, measured)
+    # each measured pair's metrics, once: a rule relative to the run's scale reads them all before judging any
+    metrics = {k: m.sums.metrics(plan.rtol_of(plan.report[k])) for k, m in measured.items()
+               if k < len(plan.report) and m.problem is None and m.sums is not None and m.sums.samples}
+    scaled = _at_scale(plan, metrics)
     for k, p in enumerate(plan.report):
         tol = scaled(plan.tolerance_of(p))
         m = measured.get(k) or Measured()
@@ -365,7 +368,7 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
             why = f"not run: its If branch ({branch}) did not run" if branch else "value not produced"
             results.append(PairResult(p, None, None, None, None, tol, why))
         else:
-            got = m.sums.metrics(plan.rtol_of(p))
+            got = metrics[k]
             intro = m.introduced
             # nothing finite measured: not a pass (no value to compare), or a fail (NaN/Inf on one side only)
             why = nothing_measured(m.sums.shape, got) if got.empty else None
@@ -386,19 +389,17 @@ def finish(plan: DiffPlan, measured: dict[int, Measured], labels: list[str] | No
                       samples=len(labels) if labels is not None else None, labels=list(labels or []))
 
 
-def _at_scale(plan: DiffPlan, measured: dict[int, Measured]):
+def _at_scale(plan: DiffPlan, metrics: dict[int, PairMetrics]):
     """Tolerance -> the same judged at the run's scale (``Tolerance.at_scale``: a relative atol, diff --grad's
     default, never of less than 1e-2 of the largest max|b| of the outputs it judges, the weight gradients
     that decide the verdict; of every pair where it judges no output), one scale per rule. (Not the
     activation gradients': a sum loss's dL/dy is 1 whatever the weights' gradients are.)"""
     scales: dict = {}
-    for k, p in enumerate(plan.report):
-        m = measured.get(k)
+    for k, got in metrics.items():
+        p = plan.report[k]
         t = plan.tolerance_of(p)
-        if t.atol_relative and m is not None and m.problem is None and m.sums is not None and m.sums.samples:
-            got = m.sums.metrics(plan.rtol_of(p))
-            if not got.empty:
-                scales.setdefault(t, []).append((p.a.is_output or p.b.is_output, got.b_absmax))
+        if t.atol_relative and not got.empty:
+            scales.setdefault(t, []).append((p.a.is_output or p.b.is_output, got.b_absmax))
     judged = {t: [v for out, v in each if out] or [v for _, v in each] for t, each in scales.items()}
     return lambda t: t.at_scale(judged.get(t, ()))
 

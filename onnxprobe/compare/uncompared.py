@@ -10,6 +10,7 @@ from onnxprobe.compare.sides import GRADIENT_STOPPED
 from onnxprobe.match.engine import (
     COPY, DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, NO_NUMBERS, NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES,
 )
+from onnxprobe.text import some
 
 # a cause in words, as the verdict groups by it (``Unmatched.kind`` says more where one cause has several origins)
 CAUSE_WORDS = {
@@ -132,6 +133,4 @@ def outputs_not_compared(unpaired_a: list[tuple[str, str]], unpaired_b: list[tup
     missing += [(repr(n), why) for n, why in unmeasured]
     if not missing:
         return None
-    names = ", ".join(f"{n} ({why})" for n, why in missing[:3])
-    more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
-    return f"{len(missing)} of the {what} could not be compared: {names}{more}"
+    return f"{len(missing)} of the {what} could not be compared: {some(missing, form=lambda m: f'{m[0]} ({m[1]})')}"

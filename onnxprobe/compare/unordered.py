@@ -19,6 +19,7 @@ import onnx
 from onnxprobe.graph.constants import constants
 from onnxprobe.graph.select import shared_names
 from onnxprobe.graph.walk import subgraphs, walk
+from onnxprobe.text import some
 from onnxprobe.types import element_count, forward_name
 
 # one output, the value at each position computed from the inputs' values at that position
@@ -132,7 +133,7 @@ def unordered_pairs(a_model: onnx.ModelProto, b_model: onnx.ModelProto, report) 
                 break
     if not found:
         return found, []
-    which = ", ".join(f"{n!r}" for n in list(nodes)[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+    which = some(nodes)
     return found, [f"TopK {which} (sorted=0) returns its K values in an unspecified order: {len(found)} pair(s) of its "
                    "outputs and of what elementwise ops compute from them are compared sorted along that axis "
                    "(values by value, indices as sets), not position by position"]
