@@ -44,7 +44,9 @@ def test_diff_header_and_verdict_break_between_phrases_on_a_pipe(width):
     else:  # too long for a line: broken after its ';' or a ','
         assert "(the default for float models;" in head[head.index("criterion: |a-b| <= 0.0001 + 0.001*|b|") + 1], head
     assert re.search(r"^(measured: float · )?criterion: \|a-b\| <= 0\.0001 \+ 0\.001\*\|b\|", joined, re.M), head
-    assert re.search(r"^A: .*\(cpu, opt-level off\)$", joined, re.M), head  # '(cpu, opt-level⏎off)' at 80
+    # '(cpu, opt-level⏎off)' at 80 was the fault: the parenthesis whole, after the path or (a long checkout's
+    # path leaves no room) on the next line
+    assert len(re.findall(r"^(A: .*|B: .*)?\(cpu, opt-level off\)", joined, re.M)) == 2, head
     # every column of the table kept
     header = next(ln for ln in lines if ln.lstrip().startswith("#"))
     table_head = " ".join(lines[lines.index(header):lines.index(header) + 3])
@@ -52,6 +54,19 @@ def test_diff_header_and_verdict_break_between_phrases_on_a_pipe(width):
         assert col in table_head, (col, table_head)
     foot = next(ln for ln in lines if "pairs · " in ln or ln.startswith("outputs "))
     assert foot  # the verdict said
+
+
+def test_a_long_path_puts_the_run_settings_on_a_line_of_their_own(tmp_path):
+    """CI's checkout path is longer than a developer's: at 60 columns 'A: PATH (cpu, opt-level off)' no longer
+    fits, and the settings go whole to the next line, not broken inside the parenthesis."""
+    deep = tmp_path / ("d" * 30) / "sample_models"
+    deep.mkdir(parents=True)
+    model = deep / "cnn.onnx"
+    model.write_bytes(sample_path("cnn").read_bytes())
+    lines = run(["diff", model, model], {"COLUMNS": "60"}).splitlines()
+    assert all(cells(ln) <= 60 for ln in lines), lines[:6]
+    settings = [ln for ln in lines if "cpu" in ln or "opt-level" in ln]
+    assert settings == ["(cpu, opt-level off)", "(cpu, opt-level off)  (reference)"], lines[:8]
 
 
 def test_phrase_lines_keep_units_flags_and_operators_together():
