@@ -48,3 +48,24 @@ def test_a_parameter_whose_values_another_parameters_initializer_holds_names_it(
     # and a parameter whose values no initializer holds still says so
     pm = map_parameters(_model({"ln.bias": zeros}), {"ln.bias": zeros, "fc.bias": np.full(4, 2, np.float32)}, ["ln.bias"])
     assert pm.unused["fc.bias"].startswith("no initializer holds its values")
+
+
+def test_copies_of_one_tied_parameter_are_its_ties_and_copies_of_equal_values_are_not():
+    """Two initializers of equal values (``emb.weight`` and an exporter's copy for the tied head): when one
+    tied parameter alone has those values, both hold it (``ties``: their gradients sum to torch's); where
+    another parameter or a buffer has them too, or the parameter is not tied, which one each stands for is
+    unknown, as before."""
+    w = np.arange(4, dtype=np.float32)
+    inits = {"emb.weight": w, "head_copy": w}
+    tied = {"emb.weight": {"emb", "head"}}
+    pm = map_parameters(_model(inits), {"emb.weight": w}, list(inits), owners=tied)
+    assert [link.init for link in pm.ties["emb.weight"]] == ["emb.weight", "head_copy"], pm.ties
+    assert all(not link.transposed for link in pm.ties["emb.weight"])
+    assert not pm.links and "held by 2 initializers" in pm.unused["emb.weight"], (pm.links, pm.unused)
+    for kw in ({"owners": {"emb.weight": {"emb"}}},  # not tied
+               {"owners": tied, "buffers": {"emb.running": w}}):  # a buffer of those values
+        pm = map_parameters(_model(inits), {"emb.weight": w}, list(inits), **kw)
+        assert not pm.ties and pm.refused["head_copy"].startswith("2 initializers hold these values"), (kw, pm.refused)
+    pm = map_parameters(_model(inits), {"emb.weight": w, "other.weight": w}, list(inits),
+                        owners={**tied, "other.weight": {"other"}})  # another parameter of those values
+    assert not pm.ties and pm.refused["head_copy"].startswith("2 initializers hold these values"), pm.refused

@@ -39,7 +39,8 @@ from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe, without_torch_gradient
 from onnxprobe.torch.load import load_module, require_torch
 from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
-from onnxprobe.torch.params import map_parameters, param_owners
+from onnxprobe.torch.params import ParamMap, map_parameters, param_owners
+from onnxprobe.torch.tied import Tie, add_tie_sums, name_ties, pair_ties
 from onnxprobe.torch.runner import OUTPUT, TorchRunner, to_numpy
 from onnxprobe.text import matches
 from onnxprobe.types import InputSpec, RunConfig, element_count, forward_name, grad_name
@@ -284,7 +285,7 @@ def diff_grad_torch(
     """Compare the gradients of ONNX model A (onnxprobe's backward graph) with torch autograd's on the
     module it was exported from: the same loss (``spec``) on the same inputs. Weight gradients pair an
     initializer with the parameters whose values it holds (as they are, transposed, or merged: the sum of
-    their gradients; ``torch.params``), input gradients by position, activation gradients through the
+    their gradients; ``torch.params``; one parameter several initializers hold: the sum of theirs, ``torch.tied``), input gradients by position, activation gradients through the
     module pairing of ``diff_torch``. Initializers the exporter derived (folded BatchNormalization,
     reordered RNN gates) have no parameter and are listed with the reason."""
     spec, max_memory = spec or GradSpec(), as_max_memory(max_memory)
@@ -305,7 +306,10 @@ def diff_grad_torch(
     cands = candidates(a_model.proto, observe(a_model.proto), extra=scalars)
     # names= chooses the tensors (the spec's wrt filters the pairs below)
     plan = grad_plan(a_model, spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
-    side_a = grad_side(a_model.source, a_model, plan, OrtRunner(plan.backward.model, config, a_model.source), cands, "A")
+    pm = _param_map(a_model, mod)  # a parameter several initializers hold: the sum of their gradients (torch.tied)
+    ties, summed = add_tie_sums(plan, pm.ties, {p: v.shape for p, v in params.items()}, cands)
+    side_a = grad_side(a_model.source, a_model, plan, OrtRunner(plan.backward.model, config, a_model.source), cands + summed, "A")
+    name_ties(side_a, ties)
     outputs = [o.name for o in a_model.proto.graph.output]
     modules = {p.a.name: p.b for p in tp.pairs if p.b.module}
     runner = TorchGradRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], outputs.index(plan.loss.output),
@@ -315,8 +319,7 @@ def diff_grad_torch(
     # weights the loss reads whose gradient an op without a rule stops (compare.gradients.grad_side)
     stopped = {forward_name(k): side_a.observation.hidden[k] for k, c in side_a.hidden_causes.items()
                if c == GRADIENT_STOPPED and k in side_a.observation.hidden}
-    matching = _grad_matching(a_model, side_a.observation.observables, params, modules,
-                              known, buffers, _batchnorm_folds(mod), stopped, owners)
+    matching = _grad_matching(a_model, side_a.observation.observables, params, modules, pm, stopped, ties)
     try:  # torch's backward pass: a parameter autograd gives no gradient (read detached) is not compared
         without_torch_gradient(matching, runner, fs.values, tp.branch)
     except ExecutionError as e:
@@ -408,22 +411,19 @@ def _batchnorm_folds(mod) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.ndarray],
-                   modules: dict[str, Observable], known: set[str], buffers: dict[str, np.ndarray] | None = None,
-                   folds: list[tuple[np.ndarray, np.ndarray]] = (), stopped: dict[str, str] | None = None,
-                   owners: dict[str, set[str]] | None = None) -> Matching:
-    """A's gradient observables paired with torch's: weights through ``map_parameters`` (B is named by the
-    parameter: ``fc.weight``; parameters merged into one initializer ``ln1.weight+ln2.weight``), inputs
+def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.ndarray], modules: dict[str, Observable],
+                   pm: ParamMap, stopped: dict[str, str] | None = None, ties: list[Tie] = ()) -> Matching:
+    """A's gradient observables paired with torch's: weights through ``pm`` (``map_parameters``; B is named by
+    the parameter: ``fc.weight``; parameters merged into one initializer ``ln1.weight+ln2.weight``; ``ties``:
+    a parameter several initializers hold, by the sum of their gradients), inputs
     by position (``input[0]``), activations through the module pairing (``modules``: ONNX tensor -> the
     module's observable of the forward pairing; B is named by the module path). ``stopped``: initializer ->
     why A has no gradient for it though the loss reads it (an op without a gradient rule on the way)."""
     inputs = [i.name for i in _feeds.model_inputs(model.proto)]
     weights = {o.name: forward_name(o.key) or forward_name(o.name) for o in obs_a if o.effective_op.endswith(" weight")}
-    pm = map_parameters(model.proto, params, _float_initializers(model), initializer_users(model.proto, known), buffers,
-                        folds, owners, known)
     with_grad = {forward_name(o.name) for o in obs_a if o.name in weights} | set(weights.values())
-    pairs, un_a = [], []
-    for o in obs_a:
+    pairs, un_a, done, tied = pair_ties(obs_a, list(ties), lambda o, p: _grad_obs(o, p, param_probe([p]), "parameter"))
+    for o in (o for o in obs_a if o.name not in done):
         t = forward_name(o.name) or o.name
         if o.name in weights:
             w = weights[o.name]
@@ -449,7 +449,7 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
                               f"gradient of the output of module {b.module}"))
         else:
             un_a.append(Unmatched(o, "not a parameter, an input or a module output of the torch model", NO_COUNTERPART))
-    unused = {p: (why, OTHER_VALUES if p in pm.contradicts else FOLDED) for p, why in pm.unused.items()}
+    unused = {p: (why, OTHER_VALUES if p in pm.contradicts else FOLDED) for p, why in pm.unused.items() if p not in tied}
     for i, link in pm.links.items():
         if i not in with_grad:
             for p in link.params:

@@ -14,6 +14,10 @@ Exporters rename, transpose, fold and merge parameters (measured with torch 2.13
   running mean) is merged with it the same way (legacy: ``bn.running_var = Identity(bn.weight)``): the
   initializer's gradient then also flows where the buffer is read, which torch's gradient leaves out.
 
+- one parameter read in two places (a tied embedding and LM head, or a Linear both a Gemm and a MatMul
+  read) may be stored as two initializers, as it is and transposed, or copied: each holds it alone, and
+  the sum of their gradients is torch's gradient of it (``ParamMap.ties``; summed by ``torch.tied``).
+
 So an initializer links to the parameters whose values it holds exactly (as they are, transposed, or with
 unit axes added: PReLU's and GroupNorm's [C, 1, 1]),
 and one with a parameter's name but other values is refused with the reason: a BatchNorm folded into it
@@ -46,6 +50,10 @@ class ParamMap:
     refused: dict[str, str] = field(default_factory=dict)  # initializer -> why it holds no parameter
     unused: dict[str, str] = field(default_factory=dict)  # torch parameter -> why no initializer holds it
     contradicts: set[str] = field(default_factory=set)  # initializers with a parameter's name and other values
+    # a parameter several initializers hold, each it alone (a tied weight stored twice, as it is and transposed,
+    # or copied): their links, whose gradients, each brought back to the parameter's layout, sum to torch's.
+    # Those initializers are refused one by one and the parameter is unused until a caller compares the sum
+    ties: dict[str, list[ParamLink]] = field(default_factory=dict)
 
 
 def _digest(a: np.ndarray) -> tuple:
@@ -84,6 +92,15 @@ def _other_values(i: str, v: np.ndarray, p: np.ndarray, folds: list) -> tuple[st
         return (f"holds the torch parameter {i!r} rounded to {v.dtype} (the module's is {p.dtype}): the gradients of "
                 "another precision are not compared"), False
     return head + "and no BatchNorm of the module folds into it: " + NOT_AN_EXPORT, True
+
+
+def _copies_of_one(equal: list[str], alike: list[str], owners: dict[str, set[str]] | None, d: tuple,
+                   buffers: dict[str, np.ndarray] | None) -> bool:
+    """Whether initializers of equal values are copies of one tied parameter (``equal``: the parameters they
+    may hold; ``alike``: every parameter of those values): it alone has them, several modules hold it
+    (``owners``), and no buffer has them (a fresh BatchNorm's running variance is its weight's ones)."""
+    return (len(equal) == 1 and alike == equal and len((owners or {}).get(equal[0]) or ()) > 1
+            and not any(_digest(b) == d for b in (buffers or {}).values()))
 
 
 def param_owners(mod) -> dict[str, set[str]]:
@@ -205,6 +222,8 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                                          f"the same values as {len(equal)} parameters, merged by the exporter")
             elif i in equal:
                 out.links[i] = ParamLink(i, [i], how="the same name and values")
+            elif _copies_of_one(equal, by_value.get(d, []), owners, d, buffers):
+                out.links[i] = ParamLink(i, list(equal), how=f"the same values, one of {len(rivals)} copies")
             else:
                 out.refused[i] = f"{len(rivals)} initializers hold these values: which parameter each stands for is unknown"
             continue
@@ -241,6 +260,8 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
             holders.setdefault(p, []).append(link.init)
     for p, inits_of in holders.items():  # tied weights (an embedding reused transposed by the LM head)
         if len(inits_of) > 1:
+            if all(out.links[i].params == [p] for i in inits_of):  # each holds it alone: their gradients sum to its
+                out.ties[p] = [out.links[i] for i in inits_of]
             stored = {out.links[i].transposed for i in inits_of}
             what = ("stored by the exporter both as it is and transposed (a copy a MatMul reads)" if stored == {True, False}
                     else "a tied weight")

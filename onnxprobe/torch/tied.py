@@ -1,0 +1,112 @@
+"""``diff --grad --vs-torch``: one torch parameter held by several initializers, each it alone (``ParamMap.ties``):
+a tied weight (GPT-2's ``lm_head.weight`` is ``transformer.wte.weight``) that the exporter stores as it is
+for the embedding's Gather and transposed for the head's MatMul, or as two copies; or one parameter a
+MatMul reads transposed and a Gemm as it is. torch's gradient of it is the sum over all its reads; the
+ONNX graph splits that sum among the initializers. The backward graph gets one more tensor, the Sum of
+their gradients, each brought back to the parameter's layout (a Transpose, a Reshape dropping unit
+axes), and that sum is compared with torch's gradient, as parameters merged into one initializer are
+compared with the sum of theirs. Its name says what was summed: ``head.weight_grad+val_2_grad^T``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+from onnxprobe.compare.sides import Side
+from onnxprobe.match.engine import FOLDED, Pair, Unmatched
+from onnxprobe.match.observe import Observable
+from onnxprobe.torch.params import ParamLink
+from onnxprobe.types import grad_name
+
+
+@dataclass
+class Tie:
+    param: str  # the torch parameter
+    links: list[ParamLink]  # the initializers that hold it
+    tensor: str  # the sum of their gradients in the backward graph, in the parameter's layout
+    name: str  # as reported: the gradients summed, '^T' where transposed back
+
+    def how(self) -> str:
+        parts = [f"{link.init} ({'transposed back' if link.transposed else 'reshaped back' if link.shape else 'as it is'})"
+                 for link in self.links]
+        return (f"gradient of the parameter {self.param}, which {len(self.links)} initializers hold (a tied weight, or "
+                f"the exporter's copies): torch's gradient is the sum over its reads, compared with the sum of "
+                f"theirs, {', '.join(parts[:-1])} and {parts[-1]}")
+
+
+def add_tie_sums(plan, ties: dict[str, list[ParamLink]], shapes: dict[str, tuple],
+                 cands: list[tuple[str, Observable]]) -> tuple[list[Tie], list[tuple[str, Observable]]]:
+    """Adds to ``plan``'s backward graph, for each parameter of ``ties`` (``shapes``: its shape), the sum of
+    its initializers' gradients, and to ``plan.grads`` that sum under its own name; returns the ties and
+    the candidates (``compare.gradients.candidates``' form) that ``grad_side`` makes their observables of.
+    A parameter one of whose initializers has no gradient of its own in the plan (none, or a part only:
+    an op without a gradient rule on one of its ways) is left out: its sum would be another function."""
+    bw = plan.backward.model
+    partial = getattr(plan.backward, "partial", {})
+    first: dict[str, Observable] = {}
+    for t, o in cands:
+        first.setdefault(t, o)
+    taken = {t for n in bw.graph.node for t in list(n.input) + list(n.output)} | {i.name for i in bw.graph.initializer}
+    taken |= {n.name for n in bw.graph.node}
+
+    def fresh(base: str) -> str:
+        name, k = base, 1
+        while name in taken:
+            name, k = f"{base}_{k}", k + 1
+        taken.add(name)
+        return name
+
+    def node(op: str, inputs: list[str], base: str, **attrs) -> str:
+        out = fresh(base)
+        bw.graph.node.append(helper.make_node(op, inputs, [out], name=fresh(f"onnxprobe_tie_{op}"), **attrs))
+        return out
+
+    out, extra = [], []
+    for p, links in ties.items():
+        if any(link.init not in plan.grads or link.init in partial or link.init not in first for link in links):
+            continue
+        parts = []
+        for link in links:
+            g = plan.grads[link.init]
+            if link.transposed:
+                g = node("Transpose", [g], f"{g}_T")
+            elif link.shape is not None:
+                dims = numpy_helper.from_array(np.asarray(shapes[p], np.int64), fresh(f"{g}_shape"))
+                shape = node("Constant", [], dims.name, value=dims)
+                g = node("Reshape", [g, shape], f"{g}_as_param")
+            parts.append(g)
+        tensor = node("Sum", parts, f"{p}_grad_tied_sum")
+        plan.grads[tensor] = tensor  # its own key: grad_side reads each candidate's gradient there
+        extra.append((tensor, replace(first[links[0].init], key=tensor, name=tensor, shape=tuple(shapes[p]))))
+        out.append(Tie(p, list(links), tensor, "+".join(grad_name(link.init) + ("^T" if link.transposed else "")
+                                                         for link in links)))
+    return out, extra
+
+
+def name_ties(side: Side, ties: list[Tie]) -> None:
+    """The sums' observables of ``side`` (``grad_side``'s, named after their tensor) named as reported."""
+    by_probe = {t.tensor: t for t in ties}
+    obs = side.observation.observables
+    obs[:] = [replace(o, key=by_probe[o.probe].name, name=by_probe[o.probe].name) if o.probe in by_probe else o
+              for o in obs]
+
+
+def pair_ties(obs_a: list[Observable], ties: list[Tie], b_obs) -> tuple[list[Pair], list[Unmatched], set[str], set[str]]:
+    """The sums paired with torch's gradient of their parameter (``b_obs(a, parameter)``: B's observable),
+    the initializers' own gradients unmatched (compared in the sum); and the observables and parameters done."""
+    by_probe = {t.tensor: t for t in ties}
+    summed = {grad_name(link.init): t for t in ties for link in t.links}
+    pairs, un_a, done = [], [], set()
+    for o in obs_a:
+        if o.probe in by_probe:
+            t = by_probe[o.probe]
+            pairs.append(Pair(o, b_obs(o, t.param), "torch-param", t.how()))
+            done.add(o.name)
+        elif o.name in summed:
+            t = summed[o.name]
+            un_a.append(Unmatched(o, f"holds the parameter {t.param}, which {len(t.links)} initializers hold: compared "
+                                     f"as a part of their sum, {t.name}", FOLDED))
+            done.add(o.name)
+    return pairs, un_a, done, {by_probe[o.probe].param for o in obs_a if o.probe in by_probe}
