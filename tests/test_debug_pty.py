@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 import time
 
@@ -95,12 +96,15 @@ def loop_model(n: int = 128) -> onnx.ModelProto:
     return m
 
 
-def spawn(tmp_path, *models):
+def spawn(tmp_path, *models, sigint=signal.SIG_DFL):
+    """``sigint``: the child's SIGINT disposition as it starts (SIG_IGN: as a shell without job control
+    starts a command put in the background, and a test runner started so passes on)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ONNXPROBE_", "NO_COLOR", "COLUMNS", "LINES"))}
     env.update({"ONNXPROBE_HISTORY": str(tmp_path / "history"), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm",
-                "PYTHONPATH": str(ROOT)})
+                "PYTHONPATH": str(ROOT), "ONNXPROBE_CACHE_DIR": str(tmp_path / "cache")})
     child = pexpect.spawn(sys.executable, ["-m", "onnxprobe", "debug", *map(str, models), "--device", "cpu"],
-                          env=env, cwd=str(tmp_path), dimensions=(50, 160), encoding="utf-8", timeout=TIMEOUT)
+                          env=env, cwd=str(tmp_path), dimensions=(50, 160), encoding="utf-8", timeout=TIMEOUT,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
     term = Term(child)
     term.expect(PROMPT)
     return term
@@ -134,10 +138,13 @@ def test_tab_completes_commands_and_tensor_names(tmp_path):
     quit_(c)
 
 
-def test_ctrl_c_cancels_a_long_run_and_the_session_goes_on(tmp_path):
+@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["sigint-default", "sigint-ignored"])
+def test_ctrl_c_cancels_a_long_run_and_the_session_goes_on(tmp_path, sigint):
+    """Also when the session starts with SIGINT ignored (`pytest &` in a script passed that on: Ctrl-C
+    did nothing and the run went on)."""
     path = tmp_path / "long.onnx"
     onnx.save(loop_model(), path)
-    c = spawn(tmp_path, path)
+    c = spawn(tmp_path, path, sigint=sigint)
     c.sendline("input trips 1000000000")
     c.expect(r"input trips ← 1000000000")
     c.expect(PROMPT)

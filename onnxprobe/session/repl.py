@@ -17,6 +17,7 @@ import os
 import re
 import shlex
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Iterable
@@ -354,6 +355,17 @@ def _kept(file_history, path: Path, err: Console):
     return Kept(str(path))
 
 
+def _ctrl_c_interrupts() -> None:
+    """Ctrl-C cancels a run, as ``help`` says, also when the session was started with SIGINT ignored: a shell
+    without job control starts what it puts in the background (`cmd &`, a test runner's child) so, and Python
+    then leaves it ignored. The session reads a terminal: the user at it means Ctrl-C (prompt_toolkit reads
+    it at the prompt as a key either way)."""
+    import signal
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def repl(state: State, *, out: Console | None = None, err: Console | None = None) -> None:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
@@ -373,6 +385,7 @@ def repl(state: State, *, out: Console | None = None, err: Console | None = None
 
     state.busy = busy
     env = C.Env(state, out.width)
+    _ctrl_c_interrupts()
     show(out, banner(state))
     while True:
         try:
