@@ -280,6 +280,16 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
             shape = init_value[i].shape
             twins = [q for q, v in params.items() if q not in claimed and q not in out.unused
                      and (v.shape == shape or (v.ndim == 2 and v.T.shape == shape))]
+            # a tied parameter (several modules hold it) one initializer holds: another of its shape (or its
+            # transpose's) with other values is the copy a second module reads, changed
+            tied = [q for q, v in params.items() if q in claimed and len((owners or {}).get(q) or ()) > 1
+                    and (v.shape == shape or (v.ndim == 2 and v.T.shape == shape))]
+            if not twins and len(tied) == 1:
+                q = tied[0]
+                out.refused[i] = (f"has the shape of the torch parameter {q}, which {len(owners[q])} modules share (a tied "
+                                  "weight), but other values: the exporter's copy of it, changed; the model is not an "
+                                  "export of the module as it is now (compare the weights, or re-export)")
+                continue
             if len(twins) == 1:
                 q = twins[0]
                 out.refused[i] = (f"has the shape of the torch parameter {q} but other values, and the module has no "
