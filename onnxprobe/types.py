@@ -273,3 +273,19 @@ class ProbeResult:
         """(TensorRef, TensorStats | None) per probed tensor, in the plan's (topological) order."""
         for p in self.plan.probes:
             yield p.ref, self.stats.get(p.ref.key)
+
+
+# why a tensor stayed unmatched in a diff, as a fact (the reason says it in words); the JSON report's "cause"
+NO_COUNTERPART = "no-counterpart"  # nothing in the other model stands for the same value
+OTHER_SHAPE = "shape"  # a candidate had another shape
+FOLDED = "folded"  # fused into a neighbour in the other model, and compared there
+NOT_OBSERVABLE = "not-observable"  # the runner cannot return it (fused away, not saved)
+NO_GRADIENT = "no-gradient"  # diff --grad: the other model has no gradient for it
+DIFFERENT_FUNCTION = "different-function"  # a candidate computes another function of the data
+OTHER_VALUES = "other-values"  # diff --grad --vs-torch: a weight named as a parameter holds other values (no fold explains them)
+NO_NUMBERS = "no-numbers"  # a sequence, an optional, a map or strings: nothing to measure (no verdict hangs on it)
+COPY = "copy"  # holds the values of a tensor of its own model that is compared (an Identity, a Reshape)
+GRADIENT_STOPPED = "gradient-stopped"  # diff --grad: an op without a gradient rule stops this weight's gradient
+# an output left unpaired so fails a diff's verdict: nothing stood for it (a weight gradient: or one side could not
+# compute it); compare.diff judges by it, report.diff and compare.merge_diff read it in the JSON
+UNPAIRED = (NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, GRADIENT_STOPPED)

@@ -23,19 +23,14 @@ from onnxprobe.errors import UsageError
 from onnxprobe.graph.select import Selection, check_criteria, select, selects_op
 from onnxprobe.match.bodies import body_note, body_tensors
 from onnxprobe.match.concrete import match_for_inputs
-from onnxprobe.match.engine import (
-    DIFFERENT_FUNCTION, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES, Matching, Pair, Unmatched,
-)
-from onnxprobe.compare.sides import GRADIENT_STOPPED
+from onnxprobe.match.engine import DIFFERENT_FUNCTION, OTHER_VALUES, Matching, Pair, Unmatched
 from onnxprobe.compare.uncompared import by_cause, nothing_compared, outputs_not_compared, uncompared, unmatched_order
 from onnxprobe.compare.unmatched import explain_unmatched, no_numbers, saved_non_numbers
 from onnxprobe.match.observe import Observable
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared, nothing_measured
 from onnxprobe.text import as_typed, matches, quote, some
-from onnxprobe.types import forward_name
+from onnxprobe.types import UNPAIRED, forward_name
 
-# an output left unpaired so fails the verdict: nothing stood for it (a weight gradient: or one side could not compute it)
-UNPAIRED = (NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, GRADIENT_STOPPED)
 
 
 @dataclass

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from onnxprobe.compare.uncompared import merged_uncompared, nothing_compared, outputs_not_compared
 from onnxprobe.errors import UsageError
-from onnxprobe.report.diff import UNPAIRED
+from onnxprobe.types import UNPAIRED
 from onnxprobe.report.diff_dataset import DIFF_DATASET_SCHEMA
 from onnxprobe.stats.merge import check_identity, common_fields, refuse_shards_given_twice, sample_overlap
 from onnxprobe.stats.metrics import Tolerance, mapped_not_compared, nothing_measured

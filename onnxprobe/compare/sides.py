@@ -15,12 +15,9 @@ from onnxprobe.graph.walk import walk
 from onnxprobe.match.dequantize import add_dequantize
 from onnxprobe.match.engine import NOT_OBSERVABLE
 from onnxprobe.match.observe import Observable, Observation, observe
-
-# diff --grad: a weight both models hold whose gradient one side could not compute (an op without a rule
-# stops it): not compared, so the verdict says so (NO_GRADIENT, a weight the loss does not reach, is not)
-GRADIENT_STOPPED = "gradient-stopped"
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.runners.npz import NpzRunner, numeric
+from onnxprobe.types import GRADIENT_STOPPED  # noqa: F401 - diff --grad's cause (onnxprobe.types), imported from here too
 
 
 @dataclass

@@ -28,6 +28,9 @@ from onnxprobe.match.observe import Observable, scoped_hint, stem
 from onnxprobe.match.ops import canonical, compatible
 from onnxprobe.match.refused import contradicts, named_other, refuse
 from onnxprobe.match.weights import near_weights
+# matching's causes live in onnxprobe.types (report/ reads them in the JSON too); imported from here as well
+from onnxprobe.types import (COPY, DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, NO_NUMBERS,  # noqa: F401
+                             NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES)
 
 
 @dataclass
@@ -36,18 +39,6 @@ class Pair:
     b: Observable
     strategy: str
     reason: str
-
-
-# why a tensor stayed unmatched, as a fact (the reason says it in words)
-NO_COUNTERPART = "no-counterpart"  # nothing in the other model stands for the same value
-OTHER_SHAPE = "shape"  # a candidate had another shape
-FOLDED = "folded"  # fused into a neighbour in the other model, and compared there
-NOT_OBSERVABLE = "not-observable"  # the runner cannot return it (fused away, not saved)
-NO_GRADIENT = "no-gradient"  # diff --grad: the other model has no gradient for it
-DIFFERENT_FUNCTION = "different-function"  # a candidate computes another function of the data
-OTHER_VALUES = "other-values"  # diff --grad --vs-torch: a weight named as a parameter holds other values (no fold explains them)
-NO_NUMBERS = "no-numbers"  # a sequence, an optional, a map or strings: nothing to measure (no verdict hangs on it)
-COPY = "copy"  # holds the values of a tensor of its own model that is compared (an Identity, a Reshape)
 
 
 @dataclass

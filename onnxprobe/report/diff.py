@@ -12,13 +12,11 @@ from onnxprobe.report.console import phrased
 from onnxprobe.report.format import finite as finite_number, json_word, num, num_or_word, op, safe, shape, shorten
 from onnxprobe.report.table import Column, Table
 from onnxprobe.report.wrap import phrase_wrap
+from onnxprobe.types import UNPAIRED
 
 SPARK = "▁▂▃▄▅▆▇█"
 MIN_SPAN_DB = 3.0  # SQNRs closer than this draw as equal in the sparkline: rounding noise, not a trend
 
-# the causes of an unmatched output that make a diff's verdict an error (compare.diff.UNPAIRED, as the
-# JSON report writes them: match.engine's NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, compare.sides's GRADIENT_STOPPED)
-UNPAIRED = ("no-counterpart", "not-observable", "shape", "gradient-stopped")
 
 
 def diff_dict(res, order=None) -> dict:
