@@ -109,3 +109,24 @@ def test_tensor_stats_read_as_statistics():
     text = repr(TensorStats.from_array(x))
     assert f"mean={x.astype(np.float64).mean():.6g}" in text and "std=" in text and "s1" not in text, text
     assert "no finite value" in repr(TensorStats.from_array(np.array([np.nan])))
+
+
+def test_pairs_and_gradient_rows_are_one_line():
+    """A notebook's `d.results[0]` or `d.first_failure` printed every field of both Observables, their
+    weights' digests and sample values among them: 4 KB a pair (140 KB for `d.results` of a small CNN)."""
+    res = api.diff(CNN, CNN, selection=api.Selection(all=True))
+    r = res.results[0]
+    text = short(r)
+    assert text.startswith("PairResult(") and r.pair.a.name in text and r.pair.strategy in text and "pass" in text, text
+    assert short(r.pair).startswith("Pair(") and short(r.pair.a).startswith("Observable(")
+    assert r.pair.a.name in short(r.pair.a) and r.pair.a.op_type in short(r.pair.a)
+    assert "weight_samples" not in text and len(repr(res.results)) < 300 * len(res.results)
+    for u in res.matching.unmatched_a + res.matching.unmatched_b:
+        short(u.obs)
+    # not compared: the reason, not metrics
+    import dataclasses
+
+    assert "no metrics" in short(dataclasses.replace(r, metrics=None, passed=None, problem="shapes differ"))
+    g = api.grad(MLP, check=True)
+    row = short(g.rows[0])
+    assert row.startswith("GradRow(") and g.rows[0].name in row and g.rows[0].target.kind in row and "norm=" in row, row

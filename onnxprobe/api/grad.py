@@ -28,6 +28,7 @@ from onnxprobe.match.bodies import body_note, body_tensors
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.text import clip, quote
 from onnxprobe.types import InputSpec, RunConfig, RunInfo, TensorRef, element_count
 
 
@@ -43,6 +44,12 @@ class GradRow:
     check: dict | None = None  # finite-difference check: error, tolerance, ok
     shape: tuple | None = None  # the gradient's shape in the run (where the graph's own has symbolic dims)
     unjudged: str | None = None  # why the check did not judge it: the loss is constant in it (rounding noise)
+
+    def __repr__(self) -> str:  # a notebook's view of `result.rows[i]`: the tensor and its gradient's numbers
+        g = (lambda v: "None" if v is None else f"{v:.6g}")  # noqa: E731
+        check = "" if self.check is None else f", check {'ok' if self.check.get('ok') else 'FAILED'}"
+        return (f"GradRow({quote(clip(self.name, 80))} {self.target.kind}, norm={g(self.norm)}, ratio={g(self.ratio)}, "
+                f"nan={None if self.stats is None else self.stats.nan}{check})")
 
     @property
     def name(self) -> str:

@@ -53,6 +53,15 @@ class PairResult:
     # loss constant in that tensor, compared beside one it depends on: compare.constant_loss)
     unjudged: str | None = None
 
+    def __repr__(self) -> str:  # a notebook's view of `d.results[i]`, `d.first_failure`: the pair and its numbers
+        m = self.metrics
+        if m is None:
+            got = f"no metrics ({self.problem})" if self.problem else "no metrics"
+        else:
+            got = f"sqnr {m.sqnr_db:.3g} dB, cosine {m.cosine:.6g}, max_abs {m.max_abs:.3g}"
+        verdict = {True: "pass", False: "FAIL", None: "not judged"}[self.passed]
+        return f"PairResult({self.pair!r}, shape={self.shape}: {got}, {verdict})"
+
 
 @dataclass
 class DiffResult:

@@ -28,6 +28,7 @@ from onnxprobe.match.observe import Observable, scoped_hint, stem
 from onnxprobe.match.ops import canonical, compatible
 from onnxprobe.match.refused import contradicts, named_other, refuse
 from onnxprobe.match.weights import near_weights
+from onnxprobe.text import clip, quote
 # matching's causes live in onnxprobe.types (report/ reads them in the JSON too); imported from here as well
 from onnxprobe.types import (COPY, DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, NO_NUMBERS,  # noqa: F401
                              NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES)
@@ -39,6 +40,9 @@ class Pair:
     b: Observable
     strategy: str
     reason: str
+
+    def __repr__(self) -> str:
+        return f"Pair({quote(clip(self.a.name, 80))} <-> {quote(clip(self.b.name, 80))}, strategy={self.strategy!r})"
 
 
 @dataclass

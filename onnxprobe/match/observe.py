@@ -33,6 +33,7 @@ from onnxprobe.match.folds import with_tails
 from onnxprobe.match.integers import attributes, int_constants, slots_of, symbolic
 from onnxprobe.match.ops import VALUE_PRESERVING, canonical
 from onnxprobe.match.weights import Weight, code_sizes, float_constants
+from onnxprobe.text import clip, quote
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
 QUANT_TYPES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16,
@@ -95,6 +96,10 @@ class Observable:
     attrs: tuple = ()
     values: tuple | None = None  # its values, where shape ops compute them (``match.integers.symbolic``)
     elem_type: int = 0  # its onnx element type (0: not known): booleans are no function of what integers are
+
+    def __repr__(self) -> str:  # a notebook's view: what the tensor is, not the evidence matching weighs (4 KB of it)
+        where = f", in {quote(clip(self.scope, 60))}" if self.scope else ""
+        return f"Observable({quote(clip(self.name, 80))}, {self.op_type}, shape={self.shape}, {self.kind}{where})"
 
 
 @dataclass(frozen=True)
