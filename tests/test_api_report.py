@@ -65,3 +65,35 @@ def test_anything_else_is_refused_in_one_line():
     with pytest.raises(UsageError, match="report") as e:
         api.report({"a": 1})
     assert "\n" not in str(e.value)
+
+
+def test_sorted_diff_and_profiled_layers_reports_are_the_command_lines(tmp_path):
+    """`diff --sort introduced --json` and `layers --profile --json` wrote reports api.report could not:
+    it took no order and no profile, so a notebook got the pairs in model order and no kernel times."""
+    cnn = str(sample_path("cnn"))
+    out = tmp_path / "d.json"
+    r = CliRunner().invoke(app, ["diff", cnn, "--vs-reference", "--all", "--sort", "accumulated", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    cli = json.loads(out.read_text())
+    res = api.diff(cnn, vs_reference=True, selection=api.Selection(all=True))
+    mine = api.report(res, sort="accumulated")
+    assert [p["a"] for p in mine["pairs"]] == [p["a"] for p in cli["pairs"]]
+    assert [p["a"] for p in mine["pairs"]] == [r.pair.a.name for r in api.sort_results(res.results, "accumulated")]
+    assert [p["a"] for p in api.report(res)["pairs"]] == [r.pair.a.name for r in res.results]  # topo, the default
+
+    m = api.load(cnn)
+    lay = api.layers(m)
+    prof = api.profile_layers(m, lay, lay.feed)
+    d = api.report(lay, profile=prof)
+    assert dumps(d) == d and set(d["profile"]) >= {"plain_ms", "probed_ms", "probe_overhead_ms", "runs"}
+    assert all("kernel_ms" in t for t in d["tensors"])
+    r = CliRunner().invoke(app, ["layers", cnn, "--profile", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    cli = json.loads(out.read_text())
+    assert set(cli["profile"]) == set(d["profile"]) and set(cli["tensors"][0]) == set(d["tensors"][0])
+
+    for bad in (lambda: api.report(lay, sort="introduced"), lambda: api.report(res, sort="depth"),
+                lambda: api.report(res, profile=prof), lambda: api.report(lay, profile={"a": 1})):
+        with pytest.raises(UsageError) as e:
+            bad()
+        assert "\n" not in str(e.value)

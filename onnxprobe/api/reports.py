@@ -15,18 +15,33 @@ def _is(result, module: str, name: str) -> bool:
     return cls is not None and isinstance(result, cls)
 
 
-def report(result) -> dict:
+def report(result, *, sort: str = "topo", profile=None) -> dict:
     """The JSON report of a result, as the command line's ``--json`` writes it: of ``layers``
     (``ProbeResult``), ``layers_dataset`` (``DatasetResult``: the report ``merge_stats`` merges), ``diff``
     and ``diff_dataset`` (``DiffResult``), ``grad`` (``GradResult``), ``inspect``, ``mark`` and ``extract``.
-    Plain Python values only (numbers that are not finite as the reports write them)."""
+    Plain Python values only (numbers that are not finite as the reports write them).
+    ``sort``: a diff's pairs in model order (``topo``) or worst first (``accumulated``, ``introduced``), as
+    ``diff --sort``; ``profile``: ``api.profile_layers(...)`` of a ``layers`` result, as ``layers --profile``."""
     from onnxprobe.report.io import json_default
 
-    d = _dict(result)
+    d = _dict(result, sort, profile)
     return json.loads(json.dumps(d, allow_nan=False, default=json_default))
 
 
-def _dict(result) -> dict:
+def _dict(result, sort: str = "topo", profile=None) -> dict:
+    diff = _is(result, "onnxprobe.compare.diff", "DiffResult")
+    if sort != "topo" and not diff:
+        raise UsageError(f"report sort={sort!r}: sort orders the pairs of a diff's result, not of a {type(result).__name__}")
+    if profile is not None:
+        if not _is(profile, "onnxprobe.api.profile", "LayersProfile"):
+            raise UsageError(f"report profile: expected the result of api.profile_layers, got {type(profile).__name__}")
+        if _is(result, "onnxprobe.api.core", "DatasetResult") or not _is(result, "onnxprobe.types", "ProbeResult"):
+            raise UsageError(f"report profile: the profile of a layers result (a ProbeResult), not of a {type(result).__name__}"
+                             " (api.diff(..., profile=True) keeps a diff's own)")
+        from onnxprobe.report.layers import layers_dict
+        from onnxprobe.report.profile import with_profile
+
+        return with_profile(layers_dict(result), profile)
     if _is(result, "onnxprobe.api.core", "DatasetResult"):
         from onnxprobe.report.layers import dataset_dict
 
@@ -35,14 +50,17 @@ def _dict(result) -> dict:
         from onnxprobe.report.layers import layers_dict
 
         return layers_dict(result)
-    if _is(result, "onnxprobe.compare.diff", "DiffResult"):
+    if diff:
+        from onnxprobe.compare.diff import sort_results
+
+        order = sort_results(result.results, sort) if sort != "topo" else None
         if result.samples is not None:
             from onnxprobe.report.diff_dataset import diff_dataset_dict
 
-            return diff_dataset_dict(result)
+            return diff_dataset_dict(result, order)
         from onnxprobe.report.diff import diff_dict
 
-        d = diff_dict(result)
+        d = diff_dict(result, order)
         if result.profile:
             from onnxprobe.report.profile import with_diff_profile
 
