@@ -80,3 +80,82 @@ def _dict(result, sort: str = "topo", profile=None) -> dict:
         return mark_dict(result) if _is(result, "onnxprobe.api.surgery", "MarkResult") else extract_dict(result)
     raise UsageError(f"report: expected the result of an api function (ProbeResult, DatasetResult, DiffResult, GradResult, "
                      f"InspectResult, MarkResult, ExtractResult), got {type(result).__name__}")
+
+
+def _kind(result) -> str:
+    """'layers', 'diff' or 'grad': the results the HTML report and the overlays draw."""
+    if _is(result, "onnxprobe.api.core", "DatasetResult") or _is(result, "onnxprobe.types", "ProbeResult"):
+        return "layers"
+    if _is(result, "onnxprobe.compare.diff", "DiffResult"):
+        return "diff"
+    if _is(result, "onnxprobe.api.grad", "GradResult"):
+        return "grad"
+    raise UsageError(f"expected the result of api.layers, api.layers_dataset, api.diff, api.diff_dataset or api.grad, "
+                     f"got {type(result).__name__}")
+
+
+def html(result, path=None, *, histograms: dict | None = None, inputs: list[str] | None = None, sort: str = "topo",
+         profile=None) -> str:
+    """The self-contained HTML report of a ``layers``, ``diff`` or ``grad`` result, as ``--html`` writes it:
+    the table (sortable, filterable), the facts and charts; ``histograms``: those of the worst rows
+    (``api.layers_histograms``, ``diff_histograms``, ``grad_histograms``), drawn where given; ``inputs``:
+    the inputs in words (``api.describe_inputs``); ``sort`` and ``profile`` as for ``report``. Returns the
+    page; ``path``: also written there (atomically). Needs plotly (the ``html`` extra: MissingExtra)."""
+    from onnxprobe.report import io as report_io
+    from onnxprobe.report.html import html_report, require_plotly
+
+    kind = _kind(result)
+    require_plotly()
+    data = _dict(result, sort, profile)
+    if kind == "layers":
+        from onnxprobe.report.layers import layers_table
+
+        table = layers_table(data)[0]
+    elif kind == "diff":
+        from onnxprobe.report.diff import diff_table
+
+        table = diff_table(data)
+    else:
+        from onnxprobe.report.grad import grad_table
+
+        table = grad_table(data)[0]
+    page = html_report(kind, data, table, histograms, inputs)
+    if path is not None:
+        report_io.write_text(page, path)
+    return page
+
+
+def _model_of(result, kind: str, model):
+    """The ModelProto a result's report is about: ``model`` (a Model, path or ModelProto) when given, else the
+    result's own (layers: the probed model's original; diff: model A); a grad result holds its model with
+    the loss added, so it takes ``model``."""
+    from onnxprobe.api.inputs import proto_of
+
+    if model is not None:
+        return proto_of(model)
+    if kind == "layers":
+        return result.plan.base if result.plan.base is not None else result.plan.model
+    if kind == "diff":
+        return result.a.model.proto
+    raise UsageError("model: the overlay of a grad result needs the model it is about (api.overlay(result, model))")
+
+
+def overlay(result, model=None, *, sort: str = "topo") -> dict:
+    """Model Explorer node data of a ``layers``, ``diff`` or ``grad`` result (``--overlay``): each node coloured
+    by its row's worst number. ``model``: the model the result is about (default: the result's own; a grad
+    result needs it). json.dumps writes it; Model Explorer's "node data" reads the file."""
+    from onnxprobe.report import overlay as pictures
+
+    kind = _kind(result)
+    proto = _model_of(result, kind, model)
+    make = {"layers": pictures.layers_overlay, "diff": pictures.diff_overlay, "grad": pictures.grad_overlay}[kind]
+    return make(proto, _dict(result, sort))
+
+
+def netron(result, model=None, *, sort: str = "topo") -> dict:
+    """A Netron attachment of a ``layers``, ``diff`` or ``grad`` result (``--netron``): each tensor's numbers,
+    under the names Netron shows. ``model`` as for ``overlay``."""
+    from onnxprobe.report import overlay as pictures
+
+    kind = _kind(result)
+    return pictures.netron_attachment(kind, _dict(result, sort), _model_of(result, kind, model))

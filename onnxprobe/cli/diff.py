@@ -187,7 +187,7 @@ def diff(
                                    config=api.RunConfig(device=device, opt_level=opt_level or "off", cache=not no_cache),
                                    tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                                    progress=progress.update, fuse=not separate_runs, ray=ray_options)
-        _report_dataset(res, sort, json_, view, res.a.model.proto, overlay, netron)
+        _report_dataset(res, sort, json_, view, overlay, netron)
         return
     with Progress(f"comparing {model.name}") as progress:
         if grad:
@@ -214,26 +214,25 @@ def diff(
 
         data = with_diff_profile(data, res)
         extra = (lambda width: diff_profile_renderables(data, width))
-    write_pictures("diff", data, res.a.model.proto, overlay=overlay, netron=netron)
+    write_pictures(res, overlay=overlay, netron=netron, sort=sort)
     if html is not None:
-        from onnxprobe.report.diff import diff_table
         from onnxprobe.report.html import worst_rows
 
         with Progress("histograms of the worst rows for the HTML report"):
             hists = api.diff_histograms(res, worst_rows("diff", data), spec_in, max_memory=max_mem)
-        write_html(html, "diff", data, diff_table(data), histograms=hists, inputs=api.describe_inputs(res.a.model, spec_in))
+        write_html(html, res, histograms=hists, inputs=api.describe_inputs(res.a.model, spec_in), sort=sort)
     emit(data, json_, lambda width: diff_renderables(data, width, asked=view.columns) + extra(width), view)
     exit_for(*res.verdict())
 
 
-def _report_dataset(res, sort: str, json_: Path | None, view, model_proto, overlay, netron) -> None:
+def _report_dataset(res, sort: str, json_: Path | None, view, overlay, netron) -> None:
     """A dataset diff's notes, report (table or JSON, overlays), and the exit code of its verdict."""
     from onnxprobe import api
     from onnxprobe.report.diff_dataset import diff_dataset_dict, diff_dataset_renderables
 
     notes(res.notes)
     data = diff_dataset_dict(res, api.sort_results(res.results, sort))
-    write_pictures("diff", data, model_proto, overlay=overlay, netron=netron)
+    write_pictures(res, overlay=overlay, netron=netron, sort=sort)
     emit(data, json_, lambda width: diff_dataset_renderables(data, width, asked=view.columns), view)
     exit_for(*res.verdict())
 

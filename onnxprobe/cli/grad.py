@@ -138,15 +138,14 @@ def grad(
               "the notes say why)")
         raise typer.Exit(1)
     data = grad_dict(result)
-    write_pictures("grad", data, loaded.proto, overlay=overlay, netron=netron)
+    write_pictures(result, overlay=overlay, netron=netron, model=loaded.proto)
     if html is not None:
-        from onnxprobe.report.grad import grad_table
         from onnxprobe.report.html import worst_rows
 
         # a dataset's result holds the summed weight gradients only: their histograms
         hists = api.grad_histograms(result, [n for n in worst_rows("grad", data) if n in result.arrays])
         shown = [f"dataset {inputs_dir or inputs_from}"] if dataset else api.describe_inputs(loaded, spec_in)
-        write_html(html, "grad", data, grad_table(data)[0], histograms=hists, inputs=shown)
+        write_html(html, result, histograms=hists, inputs=shown)
     emit(data, json_, lambda width: grad_renderables(data, width), view)
     if save_grads is not None:
         api.save_npz(result.arrays, save_grads)

@@ -122,14 +122,14 @@ def layers(
                 m = api.load(model)
                 prof = api.profile_layers(m, res, api.feeds(m, spec).values, config)
             data = with_profile(data, prof)
-    write_pictures("layers", data, res.plan.base, overlay=overlay, netron=netron)
+    write_pictures(res, overlay=overlay, netron=netron)
     if html is not None:
         from onnxprobe.report.html import worst_rows
 
         with Progress("histograms of the worst rows for the HTML report"):
             hists = api.layers_histograms(res, worst_rows("layers", data), spec, config=config, max_memory=budget)
         shown = [f"dataset {inputs_dir or inputs_from}"] if dataset else api.describe_inputs(res.plan.base, spec)
-        write_html(html, "layers", data, report.layers_table(data)[0], histograms=hists, inputs=shown)
+        write_html(html, res, histograms=hists, inputs=shown, profile=prof if profile and not dataset else None)
     if profile and not dataset:
         emit(data, json_, lambda width: layers_renderables(data, width) + profile_renderables(data, width), view)
     else:

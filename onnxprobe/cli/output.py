@@ -54,14 +54,13 @@ def _distinct(named: list[tuple[str, Path | None]]) -> None:
             seen[key] = what
 
 
-def write_html(path: Path | None, kind: str, data: dict, table, *, histograms: dict | None = None,
-               inputs: list[str] | None = None) -> None:
-    """--html: the self-contained HTML report of a ``layers``, ``diff`` or ``grad`` dict."""
-    if path is None:
-        return
-    from onnxprobe.report.html import html_report
+def write_html(path: Path | None, result, *, histograms: dict | None = None, inputs: list[str] | None = None,
+               sort: str = "topo", profile=None) -> None:
+    """--html: the self-contained HTML report of a ``layers``, ``diff`` or ``grad`` result (``api.html``)."""
+    if path is not None:
+        from onnxprobe import api
 
-    report_io.write_text(html_report(kind, data, table, histograms, inputs), path)
+        api.html(result, path, histograms=histograms, inputs=inputs, sort=sort, profile=profile)
 
 
 def require_html(path: Path | None) -> None:
@@ -72,18 +71,18 @@ def require_html(path: Path | None) -> None:
         require_plotly()
 
 
-def write_pictures(kind: str, data: dict, model, *, overlay: Path | None = None, netron: Path | None = None) -> None:
-    """--overlay (Model Explorer node data, on ``model``: the ModelProto the report is about) and
-    --netron (a Netron attachment) of a ``layers``, ``diff`` or ``grad`` report dict."""
+def write_pictures(result, *, overlay: Path | None = None, netron: Path | None = None, model=None, sort: str = "topo") -> None:
+    """--overlay (Model Explorer node data, ``api.overlay``) and --netron (a Netron attachment, ``api.netron``)
+    of a ``layers``, ``diff`` or ``grad`` result; ``model``: the ModelProto the report is about (a grad
+    result's; the others hold theirs)."""
     if overlay is None and netron is None:
         return
-    from onnxprobe.report import overlay as pictures
+    from onnxprobe import api
 
     if overlay is not None:
-        make = {"layers": pictures.layers_overlay, "diff": pictures.diff_overlay, "grad": pictures.grad_overlay}[kind]
-        report_io.write_json(make(model, data), overlay)
+        report_io.write_json(api.overlay(result, model, sort=sort), overlay)
     if netron is not None:
-        report_io.write_json(pictures.netron_attachment(kind, data, model), netron)
+        report_io.write_json(api.netron(result, model, sort=sort), netron)
 
 
 def reader_gone() -> None:

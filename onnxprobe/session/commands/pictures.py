@@ -24,13 +24,13 @@ def save_html(env: Env, t: Target, path: str, *, diff: bool = True) -> str:
     cached = st.extras.get("diff") if diff and "b" in st.targets else None
     feed = dict(st.feed(st.target("a"))[0])
     if cached is not None and cached[0][:2] == (st.run_key(st.target("a")), st.run_key(st.target("b"))):
-        from onnxprobe.report.diff import diff_dict, diff_table
+        from onnxprobe.report.diff import diff_dict
 
         res = cached[1]
         data = diff_dict(res)
         with st.busy("histograms of the worst pairs…"):
             hists = api.diff_histograms(res, worst_rows("diff", data), api.InputSpec(arrays=feed))
-        write_text(html_report("diff", data, diff_table(data), hists, _inputs(env, st.target("a"))), path)
+        api.html(res, path, histograms=hists, inputs=_inputs(env, st.target("a")))
         return f"wrote the report of the last diff ({cached[0][2].describe()}: {plural(len(data['pairs']), 'pair')}) to {path}"
     from onnxprobe.report.layers import layers_table
 

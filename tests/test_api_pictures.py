@@ -1,0 +1,85 @@
+"""api.html, api.overlay and api.netron: the --html page, the Model Explorer overlay and the Netron attachment
+of a result, from Python; the command line writes what they return (one path: a notebook gets the files the
+command writes). Checked against the command's own files, and on the node ids Model Explorer's ONNX adapter
+gives (tests/test_overlay.py's oracle)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import onnx
+import pytest
+from typer.testing import CliRunner
+
+from conftest import sample_path
+from onnxprobe import api
+from onnxprobe.cli.main import app
+from test_overlay import adapter_ids
+
+runner = CliRunner()
+
+
+def _cli(args):
+    r = runner.invoke(app, [str(a) for a in args], env={"NO_COLOR": "1"})
+    assert r.exit_code in (0, 1), r.output
+    return r
+
+
+def _drop_times(page: str) -> str:
+    """The page without what differs between two runs (seconds, dates)."""
+    return re.sub(r"\d+(\.\d+)? ?(ms|s)\b", "T", page)
+
+
+@pytest.mark.parametrize("kind", ["layers", "diff", "grad"])
+def test_overlay_and_netron_are_the_commands_files(tmp_path, kind):
+    model = sample_path("cnn")
+    if kind == "layers":
+        res, args = api.layers(model, api.Selection(all=True)), ["layers", model, "--all"]
+    elif kind == "diff":
+        res, args = api.diff(model, model, selection=api.Selection(all=True)), ["diff", model, model, "--all"]
+    else:
+        res, args = api.grad(model), ["grad", model]
+    ov, nt = tmp_path / "ov.json", tmp_path / "nt.json"
+    _cli(args + ["--overlay", ov, "--netron", nt])
+    kw = {"model": model} if kind == "grad" else {}
+    got_ov = json.loads(json.dumps(api.overlay(res, **kw)))
+    got_nt = json.loads(json.dumps(api.netron(res, **kw)))
+    assert got_ov == json.loads(ov.read_text()) and got_nt == json.loads(nt.read_text())
+    # every node id it colours is one Model Explorer's adapter gives the model
+    ids = adapter_ids(model)
+    coloured = [(g, n) for g, d in got_ov.items() for n in (d.get("results") or {})]
+    assert coloured and all(n in ids.get(g, ()) for g, n in coloured), coloured[:5]
+
+
+def test_html_is_the_commands_page_and_written_where_asked(tmp_path):
+    pytest.importorskip("plotly", reason="the HTML report needs plotly (the test extra has it)")
+    model = sample_path("cnn")
+    res = api.diff(model, model, selection=api.Selection(all=True))
+    page = api.html(res)
+    assert page.lstrip().lower().startswith("<!doctype html") and "conv" in page.lower()
+    out = tmp_path / "r.html"
+    assert api.html(res, out) == out.read_text(encoding="utf-8")
+    cli = tmp_path / "cli.html"
+    _cli(["diff", model, model, "--all", "--html", cli])
+    # the command adds the histograms of the worst rows and the inputs in words: without them, the same table
+    hist_free = api.html(res, histograms={}, inputs=None)
+    assert _drop_times(hist_free).count("<tr") == _drop_times(cli.read_text(encoding="utf-8")).count("<tr")
+
+
+def test_wrong_results_and_models_are_one_usage_error(tmp_path):
+    model = sample_path("cnn")
+    res = api.grad(model)
+    with pytest.raises(api.UsageError, match="needs the model"):
+        api.overlay(res)
+    for bad in (None, {"pairs": []}, np.zeros(3), api.inspect(model)):
+        for f in (api.html, api.overlay, api.netron):
+            with pytest.raises(api.UsageError, match="expected the result of api.layers"):
+                f(bad)
+    with pytest.raises(api.ModelError, match="no such file"):
+        api.overlay(api.layers(model), model=tmp_path / "missing.onnx")
+    proto = onnx.load(str(model))
+    before = proto.SerializeToString()
+    api.overlay(api.layers(model), model=proto)
+    assert proto.SerializeToString() == before
