@@ -83,3 +83,40 @@ def test_wrong_results_and_models_are_one_usage_error(tmp_path):
     before = proto.SerializeToString()
     api.overlay(api.layers(model), model=proto)
     assert proto.SerializeToString() == before
+
+
+@pytest.mark.parametrize("kind", ["layers", "diff", "grad", "inspect"])
+@pytest.mark.parametrize("width", [60, 80])
+def test_text_is_what_the_command_prints(kind, width):
+    """api.text: the report a command prints, for a notebook's print(); the command's stdout on a pipe at
+    that width is the oracle (same table, header and footer lines)."""
+    model = sample_path("cnn")
+    res, args = {"layers": lambda: (api.layers(model, api.Selection(all=True)), ["layers", model, "--all"]),
+                 "diff": lambda: (api.diff(model, model), ["diff", model, model]),
+                 "grad": lambda: (api.grad(model), ["grad", model]),
+                 "inspect": lambda: (api.inspect(model), ["inspect", model])}[kind]()
+    r = runner.invoke(app, [str(a) for a in args], env={"NO_COLOR": "1", "COLUMNS": str(width)})
+    assert r.exit_code == 0, r.output
+    mine = api.text(res, width=width)
+    strip = lambda t: [ln for ln in re.sub(r"\d+(\.\d+)? ?(µs|ms|s)\b", "T", t).splitlines() if ln.strip()]  # noqa: E731
+    assert strip(mine) == strip(r.stdout)
+    assert all(len(ln) <= width for ln in mine.splitlines())
+
+
+def test_text_formats_and_bad_arguments():
+    model = sample_path("cnn")
+    res = api.layers(model, api.Selection(all=True))
+    csv = api.text(res, format="csv", columns=["tensor", "mean"])
+    rows = [ln.split(",") for ln in csv.strip().splitlines()]
+    assert rows[0] == ["tensor", "mean"] and len(rows) == 1 + len(list(res.rows()))
+    ref = dict(res.rows())
+    means = {r.name: s.mean for r, s in ref.items()} if hasattr(next(iter(ref)), "name") else {}
+    assert means and all(name in means for name, _ in rows[1:]), (rows, means)
+    for name, mean in rows[1:]:
+        if name in means:
+            assert float(mean) == pytest.approx(means[name], rel=1e-3, abs=1e-6)
+    for bad in ({"width": 5}, {"width": "80"}, {"format": "html"}, {"columns": ["no-such-column"]}):
+        with pytest.raises(api.UsageError):
+            api.text(res, **bad)
+    with pytest.raises(api.UsageError, match="expected the result of api.layers"):
+        api.text({"tensors": []})

@@ -25,7 +25,8 @@ Workflows, one module each:
 - ``grad_plan`` / ``grad``: ``GradSpec``, ``grad_spec``, ``grad_plan``, ``export_backward``, ``grad``,
   ``grad_check``;
 - ``surgery``: ``inspect``, ``mark``, ``extract``;
-- ``reports``: ``report``, what ``--json`` writes of any of these results, as a plain dict; ``html`` (the
+- ``reports``: ``report``, what ``--json`` writes of any of these results, as a plain dict; ``text``, what the
+  command prints (a table at any width, csv, markdown); ``html`` (the
   ``--html`` page), ``overlay`` (``--overlay``: Model Explorer's node data) and ``netron`` (``--netron``);
 - ``pictures``: what the HTML report and the overlays need: histograms of a few tensors
   (``layers_histograms``, ``diff_histograms``, ``grad_histograms``), ``describe_inputs``,
@@ -68,7 +69,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         ExplorerIds, describe_inputs, diff_histograms, explorer_ids, grad_histograms, histogram_of, layers_histograms,
     )
     from onnxprobe.api.profile import LayersProfile, RowTime, check_profile, profile_layers
-    from onnxprobe.api.reports import html, netron, overlay, report
+    from onnxprobe.api.reports import html, netron, overlay, report, text
     from onnxprobe.api.torch import diff_grad_torch, diff_torch, torch_module
     from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult, SurgeryResult, extract, inspect, mark
     from onnxprobe.compare.diff import SORTS, DiffResult, PairResult, sort_results
@@ -113,7 +114,7 @@ _WHERE = {
         "grad_histograms histogram_of layers_histograms"
     ),
     "onnxprobe.api.profile": "LayersProfile RowTime check_profile profile_layers",
-    "onnxprobe.api.reports": "html netron overlay report",
+    "onnxprobe.api.reports": "html netron overlay report text",
     "onnxprobe.api.torch": "diff_grad_torch diff_torch torch_module",
     "onnxprobe.api.surgery": (
         "ExtractResult InspectResult MarkResult SurgeryResult extract inspect "

@@ -159,3 +159,58 @@ def netron(result, model=None, *, sort: str = "topo") -> dict:
 
     kind = _kind(result)
     return pictures.netron_attachment(kind, _dict(result, sort), _model_of(result, kind, model))
+
+
+def text(result, *, width: int = 100, format: str = "table", columns=None, wide: bool = False, sort: str = "topo",
+         profile=None) -> str:
+    """The report a command prints for ``result``, as a string (print it in a notebook): the table and its
+    header and footer lines at ``width`` columns, every column kept (``wide``: none folded); ``format``
+    csv, markdown or json: the main table's rows alone (``--format``); ``columns``: those of the main table
+    (``--columns``); ``sort`` and ``profile`` as for ``report``. No colour."""
+    import io
+
+    from onnxprobe.report.console import SafeConsole
+    from onnxprobe.report.render import print_items
+    from onnxprobe.report.table import FORMATS, present
+
+    if not isinstance(width, int) or isinstance(width, bool) or width < 20:
+        raise UsageError(f"width: expected a number of columns (an int, 20 or more), got {width!r}")
+    if format not in FORMATS:
+        raise UsageError(f"format: {format!r}; choose {', '.join(FORMATS)}")
+    asked = tuple(columns or ())
+    items = _renderables(result, width, asked, sort, profile)
+    out = io.StringIO()
+    print_items(SafeConsole(file=out, width=width, soft_wrap=False, color_system=None, force_terminal=False),
+                present(items, wide=wide, columns=list(asked), fmt=format))
+    return out.getvalue()
+
+
+def _renderables(result, width: int, asked: tuple[str, ...], sort: str, profile) -> list:
+    """What the command prints of ``result`` (report/'s renderables of its report dict)."""
+    if _is(result, "onnxprobe.api.surgery", "InspectResult"):
+        from onnxprobe.report.inspect import inspect_renderables
+
+        return inspect_renderables(result, width)
+    if _is(result, "onnxprobe.api.surgery", "MarkResult") or _is(result, "onnxprobe.api.surgery", "ExtractResult"):
+        from onnxprobe.report.surgery import extract_renderables, mark_renderables
+
+        return (mark_renderables if _is(result, "onnxprobe.api.surgery", "MarkResult") else extract_renderables)(result, width)
+    kind = _kind(result)
+    data = _dict(result, sort, profile)
+    if kind == "layers":
+        from onnxprobe.report.layers import layers_renderables
+        from onnxprobe.report.profile import profile_renderables
+
+        return layers_renderables(data, width) + (profile_renderables(data, width) if profile is not None else [])
+    if kind == "grad":
+        from onnxprobe.report.grad import grad_renderables
+
+        return grad_renderables(data, width)
+    if result.samples is not None:
+        from onnxprobe.report.diff_dataset import diff_dataset_renderables
+
+        return diff_dataset_renderables(data, width, asked=asked)
+    from onnxprobe.report.diff import diff_renderables
+    from onnxprobe.report.profile import diff_profile_renderables
+
+    return diff_renderables(data, width, asked=asked) + (diff_profile_renderables(data, width) if result.profile else [])

@@ -12,6 +12,7 @@ from typing import Callable, Iterable
 
 from onnxprobe.report import io as report_io
 from onnxprobe.report.console import stdout_console, to_devnull
+from onnxprobe.report.render import print_items
 from onnxprobe.report.table import Table, present
 from onnxprobe.text import one_line
 
@@ -118,15 +119,7 @@ def _show(renderables: Iterable, view=None) -> None:
     items = list(renderables)
     if view is not None:
         items = present(items, wide=view.wide, columns=list(view.columns), fmt=view.format)
-    console = stdout_console(wide)
-    for r in items:
-        if isinstance(r, str):  # csv, markdown, json: written as they are
-            sys.stdout.write(r)
-            sys.stdout.flush()
-        elif isinstance(r, Table):
-            console.print_lines(r.lines(console.width))
-        else:
-            console.print(r)
+    print_items(stdout_console(wide), items)
 
 
 def show_written(renderables: list, view) -> None:
