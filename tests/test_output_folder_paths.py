@@ -53,3 +53,17 @@ def test_api_save_to_ending_in_a_slash_is_refused(tmp_path):
     with pytest.raises(api.UsageError, match="folder"):
         api.save_npz({"a": __import__("numpy").zeros(2)}, str(tmp_path / "acts.npz") + "/")
     assert os.listdir(tmp_path) == []
+
+
+FILE_ONLY = [(argv, argv[argv.index("{o}") - 1]) for argv in COMMANDS if "--json" not in argv]
+
+
+@pytest.mark.parametrize("argv,flag", FILE_ONLY, ids=[f"{a[0]} {f}" for a, f in FILE_ONLY])
+def test_stdout_for_a_file_output_is_refused_naming_the_flag(tmp_path, monkeypatch, argv, flag):
+    """'-' (stdout) where only a file will do: one line naming the flag as given, as every other bad value
+    is (mark's and extract's -o said 'the model is written to a file', naming no flag, QA)."""
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, [a.format(m=sample_path("mlp"), o="-") for a in argv])
+    assert r.exit_code == 2, r.output
+    assert len(r.stderr.strip().splitlines()) == 1 and flag in r.stderr and "not '-'" in r.stderr, r.stderr
+    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)

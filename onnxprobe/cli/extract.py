@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from onnxprobe.cli.errors import handle_errors
-from onnxprobe.cli.output import notes, show_written, stdout_width
+from onnxprobe.cli.output import OUTPUT_FLAG, check_outputs, notes, show_written, stdout_width
 from onnxprobe.cli.options import (
     ColumnsOpt, InputOpt, IntRangeOpt, ModelArg, OutOpt, SeedOpt, ShapeOpt, TableFormatOpt, WideOpt, inputs_of, view_of,
 )
@@ -68,6 +68,7 @@ def extract(
     from onnxprobe.report.surgery import extract_renderables
 
     view = view_of(wide, columns, fmt, IO_COLUMNS)  # before anything is written
+    check_outputs(model, files={OUTPUT_FLAG: output})
 
     spec = inputs_of(seed, int_range, shape, input_)  # no --inputs FILE.npz here: the cut's tensors are what it reads from
     try:

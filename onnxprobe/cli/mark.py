@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from onnxprobe.cli.errors import handle_errors
-from onnxprobe.cli.output import notes, show_written, stdout_width
+from onnxprobe.cli.output import OUTPUT_FLAG, check_outputs, notes, show_written, stdout_width
 from onnxprobe.cli.options import (
     AllOpt, ConstOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, OpOpt, OutOpt, RangeOpt, SeedOpt,
     ShapeOpt, inputs_of, selection_of, ColumnsOpt, TableFormatOpt, WideOpt, view_of,
@@ -55,6 +55,7 @@ def mark(
     from onnxprobe.report.surgery import MARK_COLUMNS, MARK_TENSOR, mark_renderables
 
     view = view_of(wide, columns, fmt, MARK_COLUMNS + [MARK_TENSOR])
+    check_outputs(model, files={OUTPUT_FLAG: output})
     selection = selection_of(op, name, all_, range_, include_constants)
     spec = inputs_of(seed, int_range, shape, input_, inputs)
     with Progress(f"marking {model.name}"):

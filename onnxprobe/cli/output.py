@@ -32,7 +32,8 @@ def check_outputs(model: Path, *paths: Path | None, files: dict[str, Path | None
     _distinct([("--json", p) for p in paths] + list((files or {}).items()))
 
 
-MODEL_OUTPUTS = ("--export",)  # flags that write a model, whose big weights may go to OUT.data beside it
+OUTPUT_FLAG = "-o/--output"  # mark's and extract's model to write, named as click names it
+MODEL_OUTPUTS = ("--export", OUTPUT_FLAG)  # flags that write a model, whose big weights may go to OUT.data beside it
 
 
 def _distinct(named: list[tuple[str, Path | None]]) -> None:
