@@ -156,7 +156,7 @@ def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
     """The reference arrays of ``vs_npz``: a dict of tensor name -> array (each checked here, by name), or
     an ``.npz`` file or an ONNX test data set folder (read once: ``diff`` passes them on)."""
     if not isinstance(vs_npz, Mapping):
-        arrays = read_arrays(vs_npz, "output")
+        arrays = read_arrays(vs_npz, "output", "--vs-npz")
         folder = Path(vs_npz)
         if folder.is_dir() and any(folder.glob("input_*.pb")):
             # the inputs the folder's outputs were computed from: A runs on them (``saved_inputs``), as on

@@ -340,7 +340,7 @@ def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape
     shape, input_ = ([v] if isinstance(v, str) else v for v in (shape, input_))
     if arrays is not None and not isinstance(arrays, Mapping):
         raise UsageError(f"arrays: expected a dict of arrays by input name, got {what_came(arrays)}")
-    given = dict(read_arrays(inputs)) if inputs is not None else {}
+    given = dict(read_arrays(inputs, flag="--inputs")) if inputs is not None else {}
     if inputs is not None and not given:  # every input would be seeded random data, without a word
         raise UsageError(f"--inputs {clean(str(inputs))}: holds no arrays; give a file with the model's inputs by "
                          "name, or leave --inputs out for seeded random inputs")

@@ -102,12 +102,13 @@ def _pb_array(p: Path, t: onnx.TensorProto | None = None) -> np.ndarray:
     return numpy_helper.to_array(t)
 
 
-def read_arrays(path: str | Path, kind: str = "input") -> dict[str, np.ndarray]:
+def read_arrays(path: str | Path, kind: str = "input", flag: str = "") -> dict[str, np.ndarray]:
     """Named arrays from an ``.npz`` (``read_npz``) or from an ONNX test data set folder (the
     ``test_data_set_N`` of onnx's node tests and of model zoo archives): its ``{kind}_0.pb``,
-    ``{kind}_1.pb``... TensorProtos, keyed by the names they carry (``kind``: "input" or "output")."""
+    ``{kind}_1.pb``... TensorProtos, keyed by the names they carry (``kind``: "input" or "output");
+    ``flag``: the one that named it, said first where it is no file."""
     p = Path(checked_path(path, ".npz file or test data set folder"))
-    return read_test_data_set(p, kind) if p.is_dir() else read_npz(p)
+    return read_test_data_set(p, kind) if p.is_dir() else read_npz(p, flag)
 
 
 class Position(str):
@@ -164,13 +165,13 @@ def read_test_data_set(folder: Path, kind: str) -> dict[str, np.ndarray]:
     return out
 
 
-def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+def read_npz(path: str | Path, flag: str = "") -> dict[str, np.ndarray]:
     """Every array of an ``.npz``, keyed as stored (onnxprobe's own archives map safe entry names back to
-    tensor names: see ``runtime.npz``)."""
+    tensor names: see ``runtime.npz``); ``flag``: the one that named it, said first where it is no file."""
     from onnxprobe.runtime.npz import NAMES_ENTRY, true_names
 
     try:
-        p = input_file(path, ".npz file")
+        p = input_file(path, ".npz file", flag)
     except UsageError as e:  # its message names the file
         e.about = str(path)
         raise

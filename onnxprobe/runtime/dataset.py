@@ -49,7 +49,10 @@ def dataset_batches(path: str | Path, specs: list[ModelInput]) -> list[Batch]:
     if p.suffix == ".npz" and p.is_file():
         n = _stacked_samples(p, read_npz(p), specs)
         return [Batch(i, f"sample {i}", str(p), i) for i in range(n)]
-    raise UsageError(f"--inputs-dir {clean(p)}: expected a folder of .npz files or one .npz with a leading sample axis")
+    what = "a folder of .npz files or one .npz with a leading sample axis"
+    if not p.exists() and not p.is_symlink():  # a mistyped folder: not "expected a folder" of what is one
+        raise UsageError(f"--inputs-dir {clean(p)}: no such folder or file ({what} expected)")
+    raise UsageError(f"--inputs-dir {clean(p)}: expected {what}")
 
 
 def _is_batch(f: Path) -> bool:

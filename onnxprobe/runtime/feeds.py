@@ -388,7 +388,7 @@ def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np
             except UsageError as e:
                 raise UsageError(f"--input {clean(name)}={clean(path)}: {e}") from None
         else:
-            given[name] = (read_array(path), path)
+            given[name] = (read_array(path, "--input"), path)
     return given
 
 
