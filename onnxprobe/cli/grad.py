@@ -10,7 +10,7 @@ from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     CheckOpt, ConstOpt, OrtDeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsFromOpt, InputsOpt, IntRangeOpt,
     JsonOpt, LabelsOpt, LossOpt, ModelArg, NameOpt, NoCacheOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, RayAddressOpt, RayOpt,
-    RayWorkersOpt, RuntimeOptionOpt, SaveGradsOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, ray_of, selection_of,
+    RayWorkersOpt, OrtRuntimeOptionOpt, SaveGradsOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, ray_of, selection_of,
     ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, dataset_flag, inputs_in_dataset, view_of,
 )
 from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, show_err, write_html, write_pictures
@@ -53,7 +53,7 @@ def grad(
     device: OrtDeviceOpt = "auto",
     opt_level: OptLevelOpt = "all",
     no_cache: NoCacheOpt = False,
-    runtime_option: RuntimeOptionOpt = None,
+    runtime_option: OrtRuntimeOptionOpt = None,
     json_: JsonOpt = None,
     save_grads: SaveGradsOpt = None,
     export: ExportOpt = None,
