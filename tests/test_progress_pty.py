@@ -122,3 +122,18 @@ def test_a_file_name_is_shown_as_it_is(tmp_path, name):
         shown = name.replace("\x07", "\\x07")
         assert shown in screen, screen[-1000:]
         assert "\x07" not in screen and "\x1b[7m" not in screen
+
+
+def test_a_label_that_fits_whole_is_not_cut_for_the_time():
+    """At 80 columns `grad --check` showed 'checking the g…ents of transformer_block.onnx 25/25 gradients
+    checked 0:00:01': the time so far was laid out first and the label cut mid-word for it."""
+    from onnxprobe.report.progress import bar_layout
+
+    label = "checking the gradients of transformer_block.onnx"
+    text, bar, time, eta = bar_layout(label, "gradients checked", 25, 80)
+    assert text == label and not time and not bar
+    text, bar, time, eta = bar_layout("checking transformer_block.onnx", "gradients checked", 25, 80)
+    assert text == "checking transformer_block.onnx" and time and eta
+    # too long even alone: the time first, then the label shortened to the rest, as before
+    text, bar, time, eta = bar_layout("checking " + "x" * 100 + ".onnx", "gradients checked", 25, 80)
+    assert time and "…" in text and text.endswith(".onnx")

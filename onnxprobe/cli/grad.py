@@ -126,7 +126,7 @@ def grad(
         with Progress(f"forward and backward on {model.name}") as progress:
             def checking(done: int, total: int) -> None:
                 if done == 0:
-                    progress.phase(f"checking the gradients of {model.name}", "gradients checked")
+                    progress.phase(f"checking {model.name}", "gradients checked")
                 progress.update(done, total)
 
             result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None or html is not None,

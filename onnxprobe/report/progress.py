@@ -70,16 +70,20 @@ def __getattr__(name: str):
 def bar_layout(label: str, unit: str, total: int, width: int) -> tuple[str, int, bool, bool]:
     """(label as shown, bar width, time shown, time left shown) for a bar line within ``width`` cells
     (``label`` as given, ``unit`` as shown: a label is escaped here, once, as ``shorten`` escapes it):
-    the spinner, count and unit always; then the time so far; then the label, whole or shortened to all
-    that is left (at least LABEL_MIN cells, else none); then the time left; then the bar (BAR_MIN to BAR
-    cells, else none: it says what the count says). Rich puts one space between columns."""
+    the spinner, count and unit always; then the label where it fits whole; then the time so far; then the
+    label shortened to all that is left (at least LABEL_MIN cells, else none) where it did not fit whole;
+    then the time left; then the bar (BAR_MIN to BAR cells, else none: it says what the count says). Rich
+    puts one space between columns. (The time went before the label: at 80 columns `grad --check`'s label
+    read 'checking the g…ents of model.onnx' beside a time of 0:00:01.)"""
     room = width - 1  # a line that fills the last cell wraps on some terminals
     room -= 1 + 1 + (2 * len(str(total)) + 1) + 1 + cells(unit)  # spinner, count, unit
+    shown = clean(label)
+    whole = cells(shown) + 1 <= room
+    room -= cells(shown) + 1 if whole else 0
     time = room >= TIME + 1
     room -= (TIME + 1) if time else 0
-    shown = clean(label)
-    text = shown if cells(shown) + 1 <= room else (shorten(label, room - 1) if room - 1 >= LABEL_MIN else "")
-    room -= cells(text) + 1 if text else 0
+    text = shown if whole else (shorten(label, room - 1) if room - 1 >= LABEL_MIN else "")
+    room -= cells(text) + 1 if text and not whole else 0
     eta = room >= ETA + 1
     room -= (ETA + 1) if eta else 0
     bar = min(BAR, room - 1) if room - 1 >= BAR_MIN else 0
