@@ -23,3 +23,17 @@ def test_commands_without_runtime_describe_onnxruntime_settings_only():
                 assert "openvino" not in text and "tensorrt" not in text and "runtime:" not in text, (name, flag, text)
                 checked.append((name, flag))
     assert ("grad", "--runtime-option") in checked and ("debug", "--device") in checked, checked
+
+
+def test_grad_flag_values_are_judged_before_what_they_need():
+    """`grad --reduce foo` without a dataset said only that --reduce needs a dataset; `--loss mse` said 'needs
+    target (--target FILE.npy)', the API's field beside the flag."""
+    from typer.testing import CliRunner
+
+    from conftest import sample_path
+    from onnxprobe.cli.main import app
+
+    r = CliRunner().invoke(app, ["grad", str(sample_path("cnn")), "--reduce", "foo"])
+    assert r.exit_code == 2 and "--reduce 'foo': choose sum or mean" in r.stderr, r.stderr
+    r = CliRunner().invoke(app, ["grad", str(sample_path("cnn")), "--loss", "mse"])
+    assert r.exit_code == 2 and "--loss mse needs --target FILE.npy" in r.stderr and "needs target" not in r.stderr, r.stderr

@@ -178,7 +178,7 @@ def test_the_reference_device_is_named_as_the_flag_it_came_from(monkeypatch, arg
     (["layers", "MLP", "--runtime-option", "A=B"], "--runtime-option A: ort takes only tf32"),
     (["layers", "MLP", "--range", ""], "--range '': expected 'START:END'"),
     (["grad", "MLP", "--loss", "foo"], "--loss 'foo': choose one of"),
-    (["grad", "MLP", "--loss", "mse"], "--loss mse needs target (--target FILE.npy)"),
+    (["grad", "MLP", "--loss", "mse"], "--loss mse needs --target FILE.npy: the values it is computed against"),
     (["grad", "MLP", "--loss-output", "nope"], "--loss-output 'nope': not an output of the model"),
     (["grad", "MLP", "--loss", "mse", "--output-grad", "DY"], "--output-grad gives dL/dy directly: it replaces --loss"),
 ])

@@ -29,5 +29,5 @@ def test_a_runtime_without_options_says_what_sets_it():
     """reference was told its settings are --device and --opt-level, which it does not take."""
     r = runner.invoke(app, ["layers", str(sample_path("mlp")), "--runtime", "reference", "--runtime-option", "x=1"])
     assert r.exit_code == 2 and "--opt-level" not in r.stderr and "onnx.reference has no settings" in r.stderr, r.stderr
-    with pytest.raises(UsageError, match="--device, --opt-level"):
+    with pytest.raises(UsageError, match="--device and --opt-level"):
         api.layers(sample_path("mlp"), runtime="ort", runtime_options={"x": "1"})

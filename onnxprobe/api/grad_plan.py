@@ -73,7 +73,10 @@ class GradSpec:
         self.target, self.labels, self.output_grad = (_array(v, f) for v, f in ((self.target, "--target"), (self.labels, "--labels"),
                                                                                  (self.output_grad, "--output-grad")))
         if self.loss in EXTRA_FLAG and self.extra is None:
-            raise setting_error(UsageError, ("loss", "--loss"), f"{self.loss} needs {EXTRA_FIELD[self.loss]} ({EXTRA_FLAG[self.loss]} FILE.npy)")
+            field, flag = EXTRA_FIELD[self.loss], EXTRA_FLAG[self.loss]
+            e = UsageError(f"loss (--loss) {self.loss} needs {field} ({flag} FILE.npy): the values it is computed against")
+            e.cli_message = f"--loss {self.loss} needs {flag} FILE.npy: the values it is computed against"
+            raise e
         if self.output is not None and not isinstance(self.output, str):
             raise UsageError(f"GradSpec output: expected an output name, got {type(self.output).__name__}")
         self.wrt = tuple(as_names(self.wrt, "GradSpec wrt"))

@@ -107,6 +107,8 @@ def grad(
     dataset = dataset_flag(inputs_dir, inputs_from,
                            inputs_in_dataset(input_, inputs, shape, seed, int_range),
                            (check, "{flag} runs a dataset, and --check is of one input: drop --check"))
+    if reduce not in api.REDUCE:
+        raise UsageError(f"--reduce {reduce!r}: choose {' or '.join(api.REDUCE)}")
     if not dataset and reduce != "sum":
         raise UsageError("--reduce sets how a dataset's losses add up: give --inputs-dir or --inputs-from")
     loaded = api.load(model)

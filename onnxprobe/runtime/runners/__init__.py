@@ -20,7 +20,7 @@ TAKES_OPTIONS = ("openvino", "tensorrt")  # runtimes with settings of their own 
 # onnxruntime's: tf32=0|1, its CUDA provider's TF32 (RunConfig.tf32); its other settings are flags
 ORT_OPTIONS = ("tf32",)
 # what the others are set with instead
-SETTINGS = {"ort": "its settings are the RunConfig's device and opt_level: --device, --opt-level; and tf32=0|1 on CUDA",
+SETTINGS = {"ort": "tf32 for CUDA; its other settings are --device and --opt-level, a RunConfig's device and opt_level",
             "reference": "onnx.reference has no settings: it runs the graph as written, on the CPU"}
 
 
