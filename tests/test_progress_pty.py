@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -20,14 +21,23 @@ pexpect = pytest.importorskip("pexpect")
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
 ONNXPROBE = str(ROOT / ".venv" / "bin" / "onnxprobe") if (ROOT / ".venv" / "bin" / "onnxprobe").exists() else "onnxprobe"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\r")
+Q = shlex.quote  # a checkout or temporary folder may have spaces in its path: every path in a command is quoted
+
+
+def terminal_env(tmp_path) -> dict[str, str]:
+    """The environment of a command in the pseudo-terminal: a terminal that draws (TERM=xterm: CI may have
+    TERM=dumb or none, for which Rich draws nothing), no width or colour settings of the caller's, and the
+    plan cache in this test's folder (not ~/.cache/onnxprobe: ONNXPROBE_ settings are left out)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ONNXPROBE_", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES"))}
+    env.update(TERM="xterm", ONNXPROBE_CACHE_DIR=str(tmp_path / "cache"))
+    return env
 
 
 def in_terminal(command: str, tmp_path) -> tuple[str, str]:
     """(what the terminal showed, what went to the pipe) for ``command | cat > file``."""
     out = tmp_path / "stdout.txt"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ONNXPROBE_", "NO_COLOR", "COLUMNS"))}
-    child = pexpect.spawn("/bin/bash", ["-c", f"{command} | cat > {out}"], encoding="utf-8", timeout=300,
-                          dimensions=(40, 160), env=env)
+    child = pexpect.spawn("/bin/bash", ["-c", f"{command} | cat > {Q(str(out))}"], encoding="utf-8", timeout=300,
+                          dimensions=(40, 160), env=terminal_env(tmp_path))
     screen = child.read()
     child.close()
     assert child.exitstatus == 0, screen[-2000:]
@@ -35,14 +45,15 @@ def in_terminal(command: str, tmp_path) -> tuple[str, str]:
 
 
 def test_chunked_save_shows_runs(tmp_path):
-    screen, piped = in_terminal(f"{ONNXPROBE} layers {sample_path('cnn')} --all --save {tmp_path / 'x.npz'} --max-memory 1K", tmp_path)
+    screen, piped = in_terminal(f"{Q(ONNXPROBE)} layers {Q(str(sample_path('cnn')))} --all --save {Q(str(tmp_path / 'x.npz'))} "
+                                "--max-memory 1K", tmp_path)
     counts = [tuple(map(int, m)) for m in re.findall(r"(\d+)/(\d+) runs", screen)]
     assert counts and counts[-1][0] == counts[-1][1] > 1, screen[-1000:]
     assert "\x1b" not in piped and "min" in piped and "NaN" in piped
 
 
 def test_grad_check_shows_gradients_checked(tmp_path):
-    screen, piped = in_terminal(f"{ONNXPROBE} grad {sample_path('cnn')} --check", tmp_path)
+    screen, piped = in_terminal(f"{Q(ONNXPROBE)} grad {Q(str(sample_path('cnn')))} --check", tmp_path)
     counts = [tuple(map(int, m)) for m in re.findall(r"(\d+)/(\d+) gradients checked", screen)]
     assert counts and counts[-1][0] == counts[-1][1] == 13, screen[-1000:]
     assert "\x1b" not in piped and "check" in piped
@@ -53,7 +64,7 @@ def test_dataset_shows_batches(tmp_path):
     data.mkdir()
     for i in range(4):
         np.savez(data / f"b{i}.npz", image=np.random.default_rng(i).random((1, 3, 32, 32), dtype=np.float32))
-    screen, _ = in_terminal(f"{ONNXPROBE} layers {sample_path('cnn')} --inputs-dir {data}", tmp_path)
+    screen, _ = in_terminal(f"{Q(ONNXPROBE)} layers {Q(str(sample_path('cnn')))} --inputs-dir {Q(str(data))}", tmp_path)
     assert re.search(r"4/4 batches", screen), screen[-1000:]
 
 
@@ -73,11 +84,10 @@ def test_time_left_only_after_two_seconds():
     assert EtaColumn().render(later).plain == "left 0:01:15"
 
 
-def _raw_terminal(command: str, columns: int) -> str:
+def _raw_terminal(command: str, columns: int, tmp_path) -> str:
     """What a terminal ``columns`` wide got (escape sequences and all) for ``command > /dev/null``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ONNXPROBE_", "NO_COLOR", "COLUMNS"))}
     child = pexpect.spawn("/bin/bash", ["-c", f"{command} > /dev/null"], encoding="utf-8", timeout=300,
-                          dimensions=(40, columns), env=env)
+                          dimensions=(40, columns), env=terminal_env(tmp_path))
     screen = child.read()
     child.close()
     assert child.exitstatus == 0, screen[-2000:]
@@ -85,9 +95,9 @@ def _raw_terminal(command: str, columns: int) -> str:
 
 
 @pytest.mark.parametrize("columns", [50, 60, 80])
-def test_the_count_survives_a_narrow_terminal(columns):
+def test_the_count_survives_a_narrow_terminal(columns, tmp_path):
     """The label is shortened (then the bar left out) before the count would be cropped off the line."""
-    screen = _raw_terminal(f"{ONNXPROBE} grad {sample_path('cnn')} --check", columns)
+    screen = _raw_terminal(f"{Q(ONNXPROBE)} grad {Q(str(sample_path('cnn')))} --check", columns, tmp_path)
     counts = [tuple(map(int, m)) for m in re.findall(r"(\d+)/(\d+)(?:\x1b\[0m)? gradients checked", screen)]
     assert counts and counts[-1] == (13, 13), screen[-1000:]
     lines = [ANSI.sub("", ln) for ln in re.split(r"\r|\n", screen)]
@@ -112,13 +122,12 @@ def test_a_bar_line_fits_its_width(columns):
 def test_a_file_name_is_shown_as_it_is(tmp_path, name):
     """A model's file name in the progress label is text: '[reverse]' is no Rich markup (reverse video),
     '{task}' no format field, and a bell shows as the escape '\\x07'."""
-    import shlex
     import shutil
 
     path = tmp_path / name
     shutil.copy(sample_path("cnn"), path)
-    for command in (f"{ONNXPROBE} layers {shlex.quote(str(path))}", f"{ONNXPROBE} grad {shlex.quote(str(path))} --check"):
-        screen = _raw_terminal(command, 160)
+    for command in (f"{Q(ONNXPROBE)} layers {Q(str(path))}", f"{Q(ONNXPROBE)} grad {Q(str(path))} --check"):
+        screen = _raw_terminal(command, 160, tmp_path)
         shown = name.replace("\x07", "\\x07")
         assert shown in screen, screen[-1000:]
         assert "\x07" not in screen and "\x1b[7m" not in screen
