@@ -186,14 +186,41 @@ def transposing_model() -> onnx.ModelProto:
 
 # --- surgery commands (inspect / mark / extract) --------------------------------------------------------
 
+# settings of the caller's environment that change what onnxprobe prints: the width of its tables and lines
+# (a CI or shell may export COLUMNS=40 or 200), colour (FORCE_COLOR, set by many CI systems, coloured the text
+# the tests read), whether Rich takes the output for a terminal. The tests run without them; a test of one of
+# them sets it itself (CliRunner's env=, monkeypatch.setenv, a subprocess's env).
+CALLER_DISPLAY_SETTINGS = ("COLUMNS", "LINES", "JUPYTER_COLUMNS", "JUPYTER_LINES", "FORCE_COLOR", "NO_COLOR",
+                           "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+# onnxprobe's settings the test run itself reads: where the third-party models are, where to keep screenshots
+TEST_RUN_SETTINGS = ("ONNXPROBE_MODELS", "ONNXPROBE_SCREENSHOTS")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: writes and runs a model over 2 GB (about a minute); part of the default run")
-    # the probed-copy cache (runtime.plan_cache) writes into a folder of this run, never the user's ~/.cache
     import os
     import tempfile
 
-    if not os.environ.get("ONNXPROBE_CACHE_DIR"):
-        os.environ["ONNXPROBE_CACHE_DIR"] = tempfile.mkdtemp(prefix="onnxprobe-test-cache-")
+    for name in list(os.environ):
+        # the user's own onnxprobe settings (ONNXPROBE_DEBUG=1 printed tracebacks where the tests want one line;
+        # ONNXPROBE_NO_CACHE, ONNXPROBE_CACHE_SIZE, ONNXPROBE_HISTORY...) are not the tests' to inherit either
+        if name in CALLER_DISPLAY_SETTINGS or (name.startswith("ONNXPROBE_") and name not in TEST_RUN_SETTINGS):
+            del os.environ[name]
+    # the probed-copy cache (runtime.plan_cache) writes into a folder of this run, never the user's ~/.cache
+    # (nor a folder the user's ONNXPROBE_CACHE_DIR names: its entries would be read back by the tests); removed
+    # at the end of the run
+    global _CACHE_DIR
+    _CACHE_DIR = os.environ["ONNXPROBE_CACHE_DIR"] = tempfile.mkdtemp(prefix="onnxprobe-test-cache-")
+
+
+_CACHE_DIR = None
+
+
+def pytest_unconfigure(config):
+    import shutil
+
+    if _CACHE_DIR:
+        shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 
 BIG_N = 200_000_000  # float32 elements per initializer: 800 MB each, 2.4 GB in all
