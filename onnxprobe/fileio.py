@@ -21,6 +21,32 @@ def umask() -> int:
     return mask
 
 
+def home() -> Path | None:
+    """The user's home folder: $HOME when it is an absolute path; where HOME is unset or empty, the user's
+    entry in the password database (as ``os.path.expanduser`` reads it). None where neither gives an absolute
+    path (HOME relative, or unset in a container run as a uid of its own, ``env -i``, a service): what is
+    kept under ~ (the plan cache, the debugger's history) is then not kept, never written under a folder
+    named '~' in the current one, which is what ``os.path.expanduser('~')`` gives there."""
+    path = os.environ.get("HOME", "")
+    if not path:
+        import pwd
+
+        try:
+            path = pwd.getpwuid(os.getuid()).pw_dir
+        except (KeyError, OSError):
+            return None
+    return Path(path) if os.path.isabs(path) else None
+
+
+def expand_home(text: str) -> Path | None:
+    """``text`` (a path from a setting) with a leading '~' or '~/' put as the home folder ``home`` finds;
+    None where it has one and there is no home folder; '~user/...' as ``os.path.expanduser`` has it."""
+    if text == "~" or text.startswith("~/"):
+        base = home()
+        return None if base is None else base / text[2:]
+    return Path(os.path.expanduser(text))
+
+
 def temp_beside(target: Path, suffix: str = ".tmp") -> Path:
     folder = target.parent if str(target.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=folder)

@@ -292,3 +292,36 @@ def test_a_history_file_that_fails_to_take_a_line_leaves_the_session_going(tmp_p
         h.append_string(line)
     assert buf.getvalue().count("cannot be written (No space left on device)") == 1
     assert Full.writes == 1 and list(h.get_strings())[-3:] == ["info", "show x", "quit"]
+
+
+def test_without_a_home_folder_the_history_is_kept_in_memory(tmp_path, monkeypatch):
+    """HOME unset and no entry in the password database (a container run as a uid of its own): Path.home()
+    raised 'Could not determine home directory' and the debugger ended in an internal error before its first
+    prompt; '~/h' in $ONNXPROBE_HISTORY too. The history is kept in memory, with a note saying why."""
+    import io
+    import pwd
+
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+    from rich.console import Console
+
+    from onnxprobe.session.repl import _history, history_path
+
+    def no_entry(uid):
+        raise KeyError(uid)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    for setting in (None, "~/h"):
+        if setting is None:
+            monkeypatch.delenv("ONNXPROBE_HISTORY", raising=False)
+        else:
+            monkeypatch.setenv("ONNXPROBE_HISTORY", setting)
+        buf = io.StringIO()
+        h = _history(history_path(), FileHistory, InMemoryHistory, Console(file=buf, width=200))
+        assert isinstance(h, InMemoryHistory) and "no home folder" in buf.getvalue(), buf.getvalue()
+        assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # with one: the file there, '~' expanded
+    assert history_path() == tmp_path / "home" / "h"
+    monkeypatch.delenv("ONNXPROBE_HISTORY")
+    assert history_path() == tmp_path / "home" / ".onnxprobe_history"

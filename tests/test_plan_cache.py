@@ -447,3 +447,43 @@ def test_an_unreadable_mmap_threshold_is_one_clear_error(monkeypatch, text):
                                                  "PYTHONPATH": str(ROOT)})
     assert r.returncode == 2 and "ONNXPROBE_MMAP_THRESHOLD" in r.stderr and "internal" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def no_home(monkeypatch):
+    """The process as a user without a home folder: HOME unset and no entry in the password database (a
+    container run as a uid of its own, ``env -i``, a service)."""
+    import pwd
+
+    def no_entry(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+
+
+@pytest.mark.parametrize("home", [None, "", "rel/home"], ids=["unset", "empty", "relative"])
+def test_without_a_home_folder_the_cache_is_off_and_nothing_lands_in_the_current_folder(tmp_path, monkeypatch, rewrites, home):
+    """With no home folder os.path.expanduser('~') is '~' itself: the cache went to ./~/.cache/onnxprobe, a
+    folder named '~' in whatever folder the command ran in (HOME='' made it /.cache). It is off instead: it
+    only saves time. An ONNXPROBE_CACHE_DIR with a '~' that cannot be expanded is one clear error."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    no_home(monkeypatch)
+    if home is not None:
+        monkeypatch.setenv("HOME", home)
+    monkeypatch.delenv("ONNXPROBE_CACHE_DIR")
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    assert plan_cache.cache_dir() is None and not plan_cache.enabled()
+    _layers(sample_path("mlp")), _layers(sample_path("mlp"))
+    assert len(rewrites) == 2  # no cache: each run rewrites
+    assert [p.name for p in work.iterdir()] == []
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", "~/c")
+    r = CliRunner().invoke(app, ["layers", str(sample_path("mlp"))])
+    assert r.exit_code == 2 and "ONNXPROBE_CACHE_DIR '~/c'" in r.stderr and "home" in r.stderr, r.output
+    assert [p.name for p in work.iterdir()] == []

@@ -29,7 +29,7 @@ import onnx
 
 from onnxprobe import __version__
 from onnxprobe.errors import UsageError
-from onnxprobe.fileio import umask
+from onnxprobe.fileio import expand_home, home, umask
 from onnxprobe.graph.skeleton import skeleton, stubs, weights_of
 from onnxprobe.text import clip, quote
 from onnxprobe.types import Probe, TensorRef
@@ -43,15 +43,18 @@ except ImportError:  # another Python: hashlib's
     from hashlib import blake2b
 
 
-def cache_dir() -> Path:
+def cache_dir() -> Path | None:
     """$ONNXPROBE_CACHE_DIR (a leading ~ expanded, as a shell does only when unquoted: '~/c' made ./~/c), else
     $XDG_CACHE_HOME/onnxprobe where that is an absolute path (the XDG spec: a relative one is ignored),
-    else ~/.cache/onnxprobe."""
-    if os.environ.get("ONNXPROBE_CACHE_DIR"):
-        return Path(os.path.expanduser(os.environ["ONNXPROBE_CACHE_DIR"]))
+    else ~/.cache/onnxprobe; None where that is needed and there is no home folder (``fileio.home``): no cache."""
+    text = os.environ.get("ONNXPROBE_CACHE_DIR", "")
+    if text:  # '~/c' kept as it is where there is no home folder: enabled refuses it
+        return expand_home(text) or Path(text)
     xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "onnxprobe"
+    if os.path.isabs(xdg):
+        return Path(xdg) / "onnxprobe"
+    base = home()
+    return None if base is None else base / ".cache" / "onnxprobe"
 
 
 def _broken_link(d: Path) -> tuple[Path, str] | None:
@@ -79,8 +82,13 @@ def enabled(config_cache: bool = True) -> bool:
     if on:
         size_limit()
         d = cache_dir()
+        if d is None:  # no home folder to keep it in: off, as a cache that cannot be written
+            return False
         where = "ONNXPROBE_CACHE_DIR " if os.environ.get("ONNXPROBE_CACHE_DIR") else "the plan cache's folder "
         fix = "point it at a folder, or set ONNXPROBE_NO_CACHE=1"
+        if str(d).startswith("~"):  # '~/c' with no home folder to put for the '~': it made ./~/c
+            raise UsageError(f"{where}{quote(str(d))}: no home folder for its '~' (HOME unset or not an absolute path); "
+                             f"give an absolute path, or set ONNXPROBE_NO_CACHE=1")
         above = next((a for a in d.parents if a.exists()), None) if not d.exists() else None
         # either would never hold an entry: every run would rebuild, without a word
         broken = _broken_link(d)
@@ -219,6 +227,8 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
     ``restore`` False left as stubs, for a caller that gives onnxruntime the weights apart); None on a
     miss, a damaged entry or one whose weights are not all there."""
     d = cache_dir()
+    if d is None:
+        return None
     try:
         meta = json.loads((d / entry_name(k, "json")).read_text())
         data = (d / entry_name(k, "onnx")).read_bytes()
@@ -248,6 +258,8 @@ def store_entry(k: str, model: onnx.ModelProto, meta: dict) -> None:
     """Entry ``k``: ``model`` as a skeleton (its big weights stubbed, Constant nodes' too: ``structure``
     does not hash their values) and ``meta`` as JSON."""
     d, limit = cache_dir(), size_limit()
+    if d is None:
+        return
     try:
         d.mkdir(parents=True, exist_ok=True)
         data = skeleton(model, constants=True).SerializeToString()

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.text import Text
 
 from onnxprobe.errors import OnnxProbeError, UsageError, debug_enabled, first_line, internal_error_text, path_error_text
-from onnxprobe.fileio import input_file, protect, read_bounded, refuse_inputs
+from onnxprobe.fileio import expand_home, input_file, protect, read_bounded, refuse_inputs
 from onnxprobe.report.console import console, to_devnull
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import commands as C
@@ -38,8 +38,10 @@ HISTORY_ENV = "ONNXPROBE_HISTORY"
 MAX_SCRIPT_BYTES = 16 * 2**20
 
 
-def history_path() -> Path:
-    return Path(os.environ.get(HISTORY_ENV) or Path.home() / ".onnxprobe_history").expanduser()
+def history_path() -> Path | None:
+    """$ONNXPROBE_HISTORY (a leading ~ expanded), else ~/.onnxprobe_history; None where that needs a home
+    folder and there is none (``fileio.home``): the history is then kept in memory."""
+    return expand_home(os.environ.get(HISTORY_ENV) or "~/.onnxprobe_history")
 
 
 def _error_text(e: BaseException) -> str:
@@ -309,12 +311,17 @@ def _prompt_text(state: State) -> str:
     return f"onnxprobe {shorten(state.a.name, 32)}{(' ' + label) if label else ''}{where}> "
 
 
-def _history(path: Path, file_history, memory_history, err: Console):
+def _history(path: Path | None, file_history, memory_history, err: Console):
     """The history file, where it can be one: an existing regular file, or a new one in an existing folder
     (no folders made), never a file this session reads (the model, its data, its inputs: appending
-    history lines would corrupt them). Else the history is kept in memory, and a note says why."""
+    history lines would corrupt them). Else (``path`` None too: no home folder) the history is kept in
+    memory, and a note says why."""
     from onnxprobe.errors import UsageError
 
+    if path is None:
+        err.print(Text(f"note: no history file: no home folder for its '~' (HOME unset or not an absolute path; {HISTORY_ENV} "
+                       "may name a file); history is kept for this session only", style="dim"))
+        return memory_history()
     try:
         refuse_inputs(path)
         if path.exists() and not path.is_file():
