@@ -157,3 +157,27 @@ def test_a_debug_script_cannot_save_over_itself(dataset, monkeypatch):
         r = runner.invoke(app, ["debug", "cnn.onnx", "--script", name])
         assert r.exit_code == 1 and f"{name}: is the running --script file; refusing to overwrite it" in r.output, r.output
         assert digest(dataset / name) == before
+
+
+def test_a_users_python_file_gets_no_bytecode_beside_it(tmp_path, monkeypatch):
+    """--inputs-from FILE.py:FUNC and --vs-torch FILE.py:FUNC import the user's file: Python wrote its bytecode
+    to FILE's folder (__pycache__/FILE.cpython-3XX.pyc), a file the user never asked for, in a folder onnxprobe
+    was given only to read. The hostile corpus's --inputs-from cases caught it only where bytecode is written
+    (CI), not under PYTHONDONTWRITEBYTECODE=1; this test writes it in any environment."""
+    import sys
+
+    pytest.importorskip("torch")
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    user, marks = tmp_path / "user", tmp_path / "marks"
+    user.mkdir(), marks.mkdir()
+    imported = f"open({str(marks)!r} + '/' + __name__, 'w').close()\n"  # proof that the file was imported
+    (user / "pipe.py").write_text("import numpy as np\n" + imported + "\ndef f():\n"
+                                  "    yield {'x': np.ones((4, 16), np.float32)}\n")
+    (user / "mod.py").write_text("import torch\n" + imported + "\ndef build():\n"
+                                 "    return torch.nn.Linear(16, 8), (torch.ones(4, 16),)\n")
+    for argv in (["layers", str(sample_path("mlp")), "--inputs-from", f"{user / 'pipe.py'}:f"],
+                 ["diff", str(sample_path("mlp")), "--vs-torch", f"{user / 'mod.py'}:build"]):
+        CliRunner().invoke(app, argv)  # the verdict is not the point: what is left in the folder is
+    assert len(list(marks.iterdir())) == 2
+    assert sorted(p.name for p in user.iterdir()) == ["mod.py", "pipe.py"]
+    assert not sys.dont_write_bytecode  # restored

@@ -40,6 +40,9 @@ def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
         raise UsageError(f"{flag} {clean(path)}: not a Python file (.py)")
     protect(p, "the Python file of " + flag)
     name = f"onnxprobe_user_{abs(hash(str(p.resolve())))}"
+    # the import writes no bytecode beside the file (__pycache__/FILE.cpython-3XX.pyc in the user's folder,
+    # which onnxprobe was given to read), nor beside what the file imports while it runs (helpers beside it)
+    write_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
         mod_spec = importlib.util.spec_from_file_location(name, p)
         code = importlib.util.module_from_spec(mod_spec)
@@ -48,6 +51,8 @@ def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
             mod_spec.loader.exec_module(code)
     except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's file may raise anything, sys.exit() too
         raise UsageError(f"{flag} {clean(path)}: importing it raised {raised(e)}") from None
+    finally:
+        sys.dont_write_bytecode = write_bytecode
     fn = getattr(code, func, None)
     if fn is None or not callable(fn):
         raise UsageError(f"{flag} {clean(spec)}: {clean(path)} has no function {quote(func)}")
