@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -118,7 +119,7 @@ def test_pipes_merge_in_stages(tmp_path):
         pytest.skip("needs bash process substitution")
     for k, idx in {"a": range(0, 2), "b": range(2, 3), "c": range(3, 5)}.items():
         _run("layers", sample_path("cnn"), "--inputs-dir", _folder(tmp_path / k, idx), "--json", tmp_path / f"{k}.json")
-    cmd = f"{sys.executable} -m onnxprobe merge-stats"
+    cmd = f"{shlex.quote(sys.executable)} -m onnxprobe merge-stats"  # a venv in a checkout whose path has spaces
     script = f"{cmd} <(cat a.json) <(cat b.json) --json p.json && {cmd} p.json <(cat c.json) --json all.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     r = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
@@ -246,7 +247,7 @@ def test_pipes_are_named_by_their_place_not_their_descriptor(tmp_path):
              "--json", tmp_path / f"{k}.json")
     _run("layers", sample_path("cnn"), "--inputs-dir", tmp_path / "d0", "--json", tmp_path / "l0.json")
     _run("layers", sample_path("cnn"), "--inputs-dir", tmp_path / "d1", "--json", tmp_path / "l1.json")
-    cmd = f"{sys.executable} -m onnxprobe merge-stats"
+    cmd = f"{shlex.quote(sys.executable)} -m onnxprobe merge-stats"  # a venv in a checkout whose path has spaces
     script = (f"{cmd} <(cat d0.json) <(cat d1.json) --json d.json && {cmd} l0.json <(cat l1.json) --json l.json")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     r = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
