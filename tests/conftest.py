@@ -206,21 +206,32 @@ def pytest_configure(config):
         # ONNXPROBE_NO_CACHE, ONNXPROBE_CACHE_SIZE, ONNXPROBE_HISTORY...) are not the tests' to inherit either
         if name in CALLER_DISPLAY_SETTINGS or (name.startswith("ONNXPROBE_") and name not in TEST_RUN_SETTINGS):
             del os.environ[name]
-    # the probed-copy cache (runtime.plan_cache) writes into a folder of this run, never the user's ~/.cache
-    # (nor a folder the user's ONNXPROBE_CACHE_DIR names: its entries would be read back by the tests); removed
-    # at the end of the run
-    global _CACHE_DIR
-    _CACHE_DIR = os.environ["ONNXPROBE_CACHE_DIR"] = tempfile.mkdtemp(prefix="onnxprobe-test-cache-")
+    # a folder of this run, removed at its end, for what would otherwise land in the user's home folder:
+    # the probed-copy cache (runtime.plan_cache; not a folder the user's ONNXPROBE_CACHE_DIR names either: its
+    # entries would be read back by the tests), and HOME itself, for what the libraries the tests call write
+    # there (onnxruntime's telemetry under ~/.cache/Microsoft when a test imports it before onnxprobe, Ray's
+    # ~/.ray, OpenVINO's ~/intel, Chromium's profile); the XDG folders go back to their defaults under it.
+    # Python's user site (pip install --user) stays where it was for the tests' subprocesses.
+    import site
+
+    global _RUN_DIR
+    _RUN_DIR = tempfile.mkdtemp(prefix="onnxprobe-test-run-")
+    os.environ.setdefault("PYTHONUSERBASE", site.getuserbase())
+    for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+        os.environ.pop(name, None)
+    for name, sub in (("ONNXPROBE_CACHE_DIR", "cache"), ("HOME", "home")):
+        os.environ[name] = os.path.join(_RUN_DIR, sub)
+        os.mkdir(os.environ[name])
 
 
-_CACHE_DIR = None
+_RUN_DIR = None
 
 
 def pytest_unconfigure(config):
     import shutil
 
-    if _CACHE_DIR:
-        shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+    if _RUN_DIR:
+        shutil.rmtree(_RUN_DIR, ignore_errors=True)
 
 
 BIG_N = 200_000_000  # float32 elements per initializer: 800 MB each, 2.4 GB in all
