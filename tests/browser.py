@@ -18,10 +18,18 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--disable-sync", "--no-first-run", "--virtual-time-budget=5000"]
 
 
+def _short_temp() -> str:
+    """Where Chromium's profile and temporaries go: the temporary folder where its path is short, else /tmp.
+    Chromium's SingletonSocket lives in its $TMPDIR, and a Unix socket's path holds at most 107 bytes: a long
+    $TMPDIR failed every browser test ('Socket path too long')."""
+    base = tempfile.gettempdir()
+    return base if len(base) <= 40 or not os.access("/tmp", os.W_OK) else "/tmp"
+
+
 def _run(args: list[str], timeout: int = 180) -> str:
-    with tempfile.TemporaryDirectory() as profile:
+    with tempfile.TemporaryDirectory(dir=_short_temp(), prefix="chromium-") as profile:
         r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True,
-                           timeout=timeout)
+                           timeout=timeout, env={**os.environ, "TMPDIR": profile})
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shlex
 import stat
 import struct
 import zipfile
@@ -392,7 +393,7 @@ def _cases() -> list[Case]:
         Case("debug_script_bad_lines", lambda d: ["debug", sample("mlp"), "--script",
                                                   str(_script(d, ["frob", "show nope", "save x /dev/full", f"node {ESC}"]))], (1,), None),
         Case("debug_save_readonly", lambda d: ["debug", sample("mlp"), "--script",
-                                               str(_script(d, [f"save y {_readonly(d)}/y.npy"]))], (1,), "cannot write", as_root=False),
+                                               str(_script(d, [f"save y {shlex.quote(str(_readonly(d)))}/y.npy"]))], (1,), "cannot write", as_root=False),
         Case("debug_save_dev_full", lambda d: ["debug", sample("mlp"), "--script", str(_script(d, ["save y /dev/full"]))], (1,), "No space left"),
         # paths that exist but are not files: a folder, a device (a read of a pipe or a terminal could wait for ever)
         Case("input_is_a_device", lambda d: ["layers", sample("mlp"), "--input", "x=/dev/null"], (2,), "/dev/null: is a device, not a regular file"),

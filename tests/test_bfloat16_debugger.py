@@ -6,6 +6,7 @@ Checked against numpy float64 of ml_dtypes' bfloat16 values."""
 from __future__ import annotations
 
 import math
+import shlex
 
 import ml_dtypes
 import numpy as np
@@ -43,10 +44,11 @@ def session(tmp_path, lines, code=0):
     return r
 
 
-def test_a_bfloat16_input_gets_statistics_and_where_blames_it(tmp_path):
+def test_a_bfloat16_input_gets_statistics_and_where_blames_it(tmp_path, monkeypatch):
     want = X.astype(np.float64)
     fin = want[np.isfinite(want)]
-    r = session(tmp_path, [f"input x {tmp_path / 'x.pb'}", "where nan", "show x"])
+    monkeypatch.chdir(tmp_path)  # the input by a short relative name: its echo on one line however long tmp_path is
+    r = session(tmp_path, ["input x x.pb", "where nan", "show x"])
     out = r.stdout
     assert "no statistics" not in out
     assert "first tensor where nan: x " in out and "a graph input" in out, out
@@ -59,7 +61,7 @@ def test_a_bfloat16_input_gets_statistics_and_where_blames_it(tmp_path):
 
 def test_save_to_pb_writes_bfloat16_and_both_saved_files_feed_the_input_again(tmp_path):
     pb, npy = tmp_path / "y.pb", tmp_path / "y.npy"
-    session(tmp_path, [f"input x {tmp_path / 'x.pb'}", f"save y {pb}", f"save y {npy}", f"input x {npy}", f"input x {pb}"])
+    session(tmp_path, [f"input x {tmp_path / 'x.pb'}", f"save y {shlex.quote(str(pb))}", f"save y {shlex.quote(str(npy))}", f"input x {npy}", f"input x {pb}"])
     t = onnx.load_tensor(str(pb))
     assert t.data_type == TensorProto.BFLOAT16
     np.testing.assert_array_equal(numpy_helper.to_array(t).astype(np.float64), X.astype(np.float64))

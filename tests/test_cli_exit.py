@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -117,7 +118,7 @@ def test_a_debug_script_whose_reader_left_goes_on_quietly(tmp_path):
     and the exit code was 1; the script goes on (its save still writes) and the exit code is its own."""
     script = tmp_path / "s.txt"
     saved = tmp_path / "img.npy"
-    script.write_text(f"info\nrun\nshow image\nsave image {saved}\n")
+    script.write_text(f"info\nrun\nshow image\nsave image {shlex.quote(str(saved))}\n")  # (TMPDIR may have spaces)
     p = subprocess.Popen([sys.executable, "-m", "onnxprobe", "debug", str(CNN), "--script", str(script)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     p.stdout.close()

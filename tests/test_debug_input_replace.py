@@ -5,6 +5,8 @@ a --shape flag they never gave."""
 
 from __future__ import annotations
 
+import shlex
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
@@ -41,7 +43,7 @@ def test_a_file_a_value_or_an_npz_replaces_an_earlier_random_shape(tmp_path):
     np.save(tmp_path / "v.npy", v)
     np.savez(tmp_path / "all.npz", x=np.ones(4, np.float32))
     r = session(tmp_path, ["input x random 5", "input x [1, 2]", "input x random 5", f"input x {tmp_path / 'v.npy'}",
-                           "input x random 5", f"inputs {tmp_path / 'all.npz'}", "inputs", "input x random 5", "input x random"])
+                           "input x random 5", f"inputs {shlex.quote(str(tmp_path / 'all.npz'))}", "inputs", "input x random 5", "input x random"])
     assert r.exit_code == 0, r.output
     assert echoes(r.stdout) == ["float32 [5]", "float32 [2]", "float32 [5]", "float32 [3]", "float32 [5]", "float32 [5]",
                                 "float32 [1]"], r.stdout  # random without DIMS: the model's 'n', set to 1 as at the start

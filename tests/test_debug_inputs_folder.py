@@ -5,6 +5,8 @@ position (ONNX's test runner's rule). `debug --inputs` refused such a folder ("u
 
 from __future__ import annotations
 
+import shlex
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -47,7 +49,7 @@ def test_session_inputs_command_takes_a_test_data_set_folder(tmp_path):
     for named in (True, False):
         (tmp_path / str(named)).mkdir()
         p, folder = data_set(tmp_path / str(named), named)
-        r = debug([str(p)], [f"inputs {folder}", "stats --format csv --columns tensor,min,max"])
+        r = debug([str(p)], [f"inputs {shlex.quote(str(folder))}", "stats --format csv --columns tensor,min,max"])
         assert r.exit_code == 0, r.output
         assert "y,0.0,3.0" in r.stdout, r.output
 
@@ -60,6 +62,6 @@ def test_inputs_say_the_file_or_folder_they_came_from(tmp_path):
     assert r.exit_code == 0 and "from --inputs test_data_set_0" in r.stdout and ".npz" not in r.stdout, r.output
     bad = tmp_path / "wrong_shape.npz"
     np.savez(bad, x=np.zeros((3, 3), np.float32))
-    r = debug([str(p)], [f"inputs {folder}", "inputs", f"inputs {bad}"])
+    r = debug([str(p)], [f"inputs {shlex.quote(str(folder))}", "inputs", f"inputs {shlex.quote(str(bad))}"])
     assert f"from {folder}" in r.stdout and ".npz" not in r.stdout.split("wrong_shape")[0], r.output
     assert f"input x (from {bad}): shape [3, 3]" in r.output and "the arrays given" not in r.output, r.output

@@ -5,6 +5,7 @@ that is both an index and another node's name is refused as ambiguous, as `--ran
 from __future__ import annotations
 
 import re
+import shlex
 
 import numpy as np
 import onnx
@@ -78,7 +79,7 @@ def test_show_and_save_refuse_a_node_name_several_nodes_bear(tmp_path):
     m = tmp_path / "dup.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(m))
     script = tmp_path / "s.txt"
-    script.write_text(f"input x [1, -2, 3]\nshow dup\nsave dup {tmp_path / 'd.npy'}\nshow #1\n")
+    script.write_text(f"input x [1, -2, 3]\nshow dup\nsave dup {shlex.quote(str(tmp_path / 'd.npy'))}\nshow #1\n")
     r = runner.invoke(app, ["debug", str(m), "--script", str(script)], env=ENV)
     assert r.exit_code == 1 and "Traceback" not in r.output, r.output
     errors = [line for line in r.stderr.splitlines() if "error:" in line]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 
 import onnx
 from onnx import TensorProto, helper
@@ -22,7 +23,7 @@ def test_one_of_a_thing_is_singular(tmp_path):
     m = tmp_path / "one.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(m))
     f = tmp_path / "s.txt"
-    f.write_text("\n".join(["probe clear", "probe add --name y", "probe list", "info", f"save all {tmp_path / 'a.npz'}",
+    f.write_text("\n".join(["probe clear", "probe add --name y", "probe list", "info", f"save all {shlex.quote(str(tmp_path / 'a.npz'))}",
                             "where absmax>1e30", "probe add --all", "probe list"]) + "\n")
     r = runner.invoke(app, ["debug", str(m), "--script", str(f)], env=ENV)
     assert r.exit_code == 0, r.output

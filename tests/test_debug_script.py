@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 
 import numpy as np
 import onnx
@@ -23,6 +24,12 @@ from onnxprobe.stats.conditions import parse_condition
 
 runner = CliRunner()
 ENV = {"COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def Q(path) -> str:
+    """``path`` as a script line writes it: quoted where it needs to be (a temporary folder with spaces in its
+    path: the debugger splits a line as a shell does)."""
+    return shlex.quote(str(path))
 
 
 def script(tmp_path, models, lines, *extra, env=None, code=None):
@@ -171,7 +178,7 @@ def test_seed_changes_the_random_inputs_and_the_results(tmp_path):
 
 def test_inputs_from_an_npz(tmp_path):
     np.savez(tmp_path / "all.npz", x=np.full((2, 4), 0.5, np.float32), n=np.array(2, np.int64), cond=np.array(False))
-    out = ok(tmp_path, [sample_path("control_flow")], [f"inputs {tmp_path / 'all.npz'}", "show cond", "show n"])
+    out = ok(tmp_path, [sample_path("control_flow")], [f"inputs {Q(tmp_path / 'all.npz')}", "show cond", "show n"])
     assert f"from {tmp_path / 'all.npz'}" in out
     assert re.search(r"values:\nFalse", out) and re.search(r"values:\n2\b", out)
 
@@ -295,8 +302,8 @@ def test_save_tensor_and_all(tmp_path):
     x = np.random.default_rng(2).random((4, 16), dtype=np.float32)
     np.save(tmp_path / "x.npy", x)
     out = ok(tmp_path, [sample_path("mlp")], [
-        f"input x {tmp_path / 'x.npy'}", f"save tanh2_out {tmp_path / 't.npy'}", f"save tanh2_out {tmp_path / 't.npz'}",
-        f"save tanh2_out {tmp_path / 't.pb'}", f"save all {tmp_path / 'all.npz'}"])
+        f"input x {tmp_path / 'x.npy'}", f"save tanh2_out {Q(tmp_path / 't.npy')}", f"save tanh2_out {Q(tmp_path / 't.npz')}",
+        f"save tanh2_out {Q(tmp_path / 't.pb')}", f"save all {Q(tmp_path / 'all.npz')}"])
     ref = reference(sample_path("mlp"), {"x": x})
     np.testing.assert_allclose(np.load(tmp_path / "t.npy"), ref["tanh2_out"], rtol=1e-5, atol=1e-6)
     with np.load(tmp_path / "t.npz") as z:
@@ -316,7 +323,7 @@ def test_save_never_overwrites_the_model(tmp_path):
     m = tmp_path / "mlp.onnx"
     m.write_bytes(sample_path("mlp").read_bytes())
     before = sha256(m)
-    r = script(tmp_path, [m], [f"save y {m}", f"save all {tmp_path / 'x.txt'}"], code=1)
+    r = script(tmp_path, [m], [f"save y {Q(m)}", f"save all {Q(tmp_path / 'x.txt')}"], code=1)
     errs = r.stderr.strip().splitlines()
     assert "refusing to overwrite" in errs[0] and "writes an .npz" in errs[1]
     assert sha256(m) == before
@@ -399,19 +406,20 @@ def test_second_model_info_stats_and_diff(tmp_path):
     assert "matched by name" in out
 
 
-def test_save_html_writes_the_last_diff_not_a_match(tmp_path):
+def test_save_html_writes_the_last_diff_not_a_match(tmp_path, monkeypatch):
     # QA: `match` ran a diff of its own (the default selection) in the slot of the last `diff`, so `save
     # html` after `diff --all` and `match` wrote the match's 4 pairs, not the 7 of the diff the user ran
     mlp = sample_path("mlp")
-    page = tmp_path / "r.html"
-    out = ok(tmp_path, [mlp, mlp], ["diff --all", "match fc1_out", f"save html {page}"])
+    monkeypatch.chdir(tmp_path)  # a short relative name: the message stays on one line however long tmp_path is
+    page = "r.html"
+    out = ok(tmp_path, [mlp, mlp], ["diff --all", "match fc1_out", f"save html {Q(page)}"])
     n = len(api.diff(mlp, mlp, selection=api.Selection(all=True), config=api.RunConfig(device="cpu")).results)
-    assert n > 4 and f"wrote the report of the last diff (--all: {n} pairs) to {page}" in out
-    assert "relu1_out" in page.read_text()  # a Relu: no default selection has it
+    assert n > 4 and f"wrote the report of the last diff (--all: {n} pairs) to {page}\n" in out, out
+    assert "relu1_out" in (tmp_path / page).read_text()  # a Relu: no default selection has it
     # a match alone is no diff: the report is the probes' statistics, and it says why
-    out = ok(tmp_path, [mlp, mlp], ["match fc1_out", f"save html {page}"])
+    out = ok(tmp_path, [mlp, mlp], ["match fc1_out", f"save html {Q(page)}"])
     assert "matched by name" in out and "no diff of the current models and inputs to report: run `diff` first" in out
-    out = ok(tmp_path, [mlp, mlp], ["match fc1_out", "diff", f"save html {page}"])
+    out = ok(tmp_path, [mlp, mlp], ["match fc1_out", "diff", f"save html {Q(page)}"])
     assert "wrote the report of the last diff (the default selection: 4 pairs)" in out
 
 
@@ -613,7 +621,7 @@ def test_piped_commands_run_as_a_script_and_echo(tmp_path):
 
 def test_a_path_the_system_refuses_is_one_line_naming_it(tmp_path):
     long = tmp_path / ("a" * 300 + ".npz")
-    r = script(tmp_path, [sample_path("cnn")], [f"save all {long}", "info"], code=1)
+    r = script(tmp_path, [sample_path("cnn")], [f"save all {Q(long)}", "info"], code=1)
     errs = r.stderr.strip().splitlines()
     assert len(errs) == 1 and "File name too long" in errs[0] and "internal error" not in errs[0], errs
     assert "graph" in r.stdout  # the script went on
@@ -672,7 +680,7 @@ def test_save_all_leaves_out_the_branch_that_did_not_run(tmp_path):
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "acts.npz"
     args = ("--input", f"x={tmp_path / 'x.npy'}", "--input", "n=3", "--input", "cond=true")
-    r = script(tmp_path, [sample_path("control_flow")], ["probe add --all", f"save all {out}"], *args, code=0)
+    r = script(tmp_path, [sample_path("control_flow")], ["probe add --all", f"save all {Q(out)}"], *args, code=0)
     assert "2 that did not run" in r.stdout, r.stdout
     saved = np.load(out)
     assert "then_out" in saved.files and "else_out" not in saved.files and "else_mul" not in saved.files

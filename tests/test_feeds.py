@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -191,7 +193,7 @@ def test_an_inputs_file_with_no_arrays_is_an_error_not_silent_random_data(tmp_pa
     np.savez(tmp_path / "none.npz")
     r = CliRunner().invoke(app, ["layers", str(sample_path("mlp")), "--inputs", str(tmp_path / "none.npz")])
     assert r.exit_code == 2 and "none.npz" in r.output and "no arrays" in r.output, r.output
-    (tmp_path / "s.txt").write_text(f"inputs {tmp_path / 'none.npz'}\n")
+    (tmp_path / "s.txt").write_text(f"inputs {shlex.quote(str(tmp_path / 'none.npz'))}\n")
     r = CliRunner().invoke(app, ["debug", str(sample_path("mlp")), "--script", str(tmp_path / "s.txt")])
     assert r.exit_code == 1 and "no arrays" in r.output, r.output
     with pytest.raises(UsageError, match="no arrays"):

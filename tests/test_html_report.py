@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 
 import numpy as np
 import onnx
@@ -131,7 +132,7 @@ def test_debugger_save_html(tmp_path):
     cnn = sample_path("cnn")
     script = tmp_path / "s.txt"
     layers_page, diff_page = tmp_path / "l.html", tmp_path / "d.html"
-    script.write_text(f"probe add --all\nrun\nsave html {layers_page}\ndiff --all\nsave html {diff_page}\n")
+    script.write_text(f"probe add --all\nrun\nsave html {shlex.quote(str(layers_page))}\ndiff --all\nsave html {shlex.quote(str(diff_page))}\n")
     r = runner.invoke(app, ["debug", str(cnn), str(cnn), "--script", str(script)], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     assert "wrote the report of" in r.output and "wrote the report of the last diff (--all: " in r.output

@@ -483,12 +483,15 @@ def test_a_records_head_fields_that_take_two_lines_indent_the_second():
     assert any(ln.strip().startswith("shape 1x16x112x112") for ln in lines)
 
 
-def test_diff_header_folds_model_paths_after_a_slash(tmp_path):
+def test_diff_header_folds_model_paths_after_a_slash(tmp_path, monkeypatch):
     """The A: and B: lines fold a long path after a '/' where it meets the width: the file name stays whole
-    ('A:' was left alone on a line, and the name cut in two at the last column)."""
+    ('A:' was left alone on a line, and the name cut in two at the last column). The path is relative to
+    tmp_path, so that it is the same 90 characters wherever the temporary folder is ($TMPDIR may be long,
+    or hold spaces, where the line would fold instead)."""
     import shutil
 
-    deep = tmp_path / ("folder_" * 6) / "more_folders"
+    monkeypatch.chdir(tmp_path)
+    deep = Path("folder_" * 6) / "more_folders"
     deep.mkdir(parents=True)
     model = deep / "a_rather_long_model_file_name.onnx"
     shutil.copy(sample_path("mlp"), model)
