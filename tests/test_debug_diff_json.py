@@ -5,6 +5,7 @@ refused --json as an unknown option, so the unmatched tensors past the first thr
 from __future__ import annotations
 
 import json
+import shlex
 
 import numpy as np
 import onnx
@@ -36,7 +37,7 @@ def test_debug_diff_json_is_the_command_lines_report(tmp_path):
     cli = runner.invoke(app, ["diff", a, b, "--all", "--json", str(tmp_path / "cli.json")], env=ENV)
     assert cli.exit_code in (0, 1) and "see --json" in cli.stdout, cli.output
     want = json.loads((tmp_path / "cli.json").read_text())
-    r = runner.invoke(app, ["debug", a, b, "--script", "-"], env=ENV, input=f"diff --all --json {tmp_path / 'dbg.json'}\n")
+    r = runner.invoke(app, ["debug", a, b, "--script", "-"], env=ENV, input=f"diff --all --json {shlex.quote(str(tmp_path / 'dbg.json'))}\n")
     assert r.exit_code == 0 and "see --json" in r.stdout, r.output
     got = json.loads((tmp_path / "dbg.json").read_text())
     for key in ("pairs", "unmatched_a", "unmatched_b", "verdict"):
@@ -53,7 +54,7 @@ def test_debug_diff_json_is_refused_as_on_the_command_line(tmp_path):
     before = sha256(a)
     for flags in (["--json", "-", "--format", "csv"], ["--json", "-", "--columns", "tensor"], ["--json", a]):
         cli = runner.invoke(app, ["diff", a, b, *flags], env=ENV)
-        r = runner.invoke(app, ["debug", a, b, "--script", "-"], env=ENV, input="diff " + " ".join(flags) + "\n")
+        r = runner.invoke(app, ["debug", a, b, "--script", "-"], env=ENV, input="diff " + shlex.join(map(str, flags)) + "\n")
         assert cli.exit_code == 2 and r.exit_code == 1, (cli.output, r.output)
         said = cli.output.strip().splitlines()[-1].removeprefix("onnxprobe: error: ")
         assert f"onnxprobe: error: line 1: {said}" in r.output, (said, r.output)

@@ -7,6 +7,7 @@ values are checked against numpy."""
 from __future__ import annotations
 
 import json
+import shlex
 
 import numpy as np
 import onnx
@@ -52,7 +53,7 @@ def test_debugger_selects_the_tensor_listed(tmp_path):
         for typed in (listed, f"'{listed}'", f'"{listed}"'):
             out = tmp_path / "v.npy"
             f = tmp_path / "s.txt"
-            f.write_text(f"show {typed}\nstats --name {typed}\nsave {typed} {out}\n")
+            f.write_text(f"show {typed}\nstats --name {typed}\nsave {typed} {shlex.quote(str(out))}\n")
             r = runner.invoke(app, ["debug", str(path), "--input", feed, "--script", str(f)], env=ENV)
             assert r.exit_code == 0 and "Traceback" not in r.output, r.output
             assert f"{listed}  from node" in r.stdout and f"max {want.max():.4g}" in r.stdout, (typed, r.stdout)

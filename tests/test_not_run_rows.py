@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import shlex
 
 import numpy as np
 import onnx
@@ -45,7 +46,7 @@ def test_a_branch_not_taken_counts_no_nan_or_inf(tmp_path):
     assert rows["sq"]["status"] == "not run" and rows["sq"]["nan"] == rows["sq"]["inf"] == ""
     assert rows["ng"]["status"] == "ran" and int(rows["ng"]["nan"]) == nans == 3
     f = tmp_path / "s.txt"
-    f.write_text(f"inputs {tmp_path / 'in.npz'}\nstats --all\n")
+    f.write_text(f"inputs {shlex.quote(str(tmp_path / 'in.npz'))}\nstats --all\n")
     r = runner.invoke(app, ["debug", str(m), "--script", str(f)], env=ENV)
     assert r.exit_code == 0, r.output
     sq = next(line for line in r.stdout.splitlines() if " Sqrt " in line).split()

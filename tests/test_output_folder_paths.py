@@ -5,6 +5,7 @@ and nothing is written. Path('out/') is Path('out'), so `--json out/`, `-o out/`
 from __future__ import annotations
 
 import os
+import shlex
 
 import pytest
 from typer.testing import CliRunner
@@ -43,7 +44,7 @@ def test_cli_output_ending_in_a_slash_is_refused(tmp_path, argv):
 def test_debugger_save_ending_in_a_slash_is_refused(tmp_path, line):
     out = str(tmp_path / "out.npz") + "/"
     script = tmp_path / "s.txt"
-    script.write_text(line.format(o=out) + "\n")
+    script.write_text(line.format(o=shlex.quote(out)) + "\n")
     r = runner.invoke(app, ["debug", str(sample_path("mlp")), "--script", str(script)])
     assert r.exit_code == 1 and "out.npz/" in r.stderr and "folder" in r.stderr, r.output
     assert sorted(os.listdir(tmp_path)) == ["s.txt"], os.listdir(tmp_path)

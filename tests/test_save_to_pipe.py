@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import shlex
 import subprocess
 import sys
 import zipfile
@@ -33,7 +34,7 @@ def test_save_to_a_pipe_writes_every_format_whole(tmp_path):
         target = str(tmp_path / f"out{fmt}")  # the pipe under a name with that suffix: a link to the stream
         os.symlink("/dev/stdout", target)
         script = tmp_path / "s.txt"
-        script.write_text(f"save r {target}\n")
+        script.write_text(f"save r {shlex.quote(target)}\n")
         p = subprocess.run([sys.executable, "-m", "onnxprobe", "debug", str(tmp_path / "m.onnx"), "--input",
                             f"x={tmp_path / 'x.npy'}", "--script", str(script)], capture_output=True, env=env, timeout=120)
         assert p.returncode == 0 and b"nothing written" not in p.stderr, p.stderr.decode()

@@ -6,6 +6,7 @@ own numbers (numpy float64 the oracle), the branch that did not run says so, `--
 from __future__ import annotations
 
 import json
+import shlex
 
 import numpy as np
 import onnx
@@ -160,8 +161,8 @@ def test_debugger_names_each_branch_tensor_by_its_scope(tmp_path):
     path = tmp_path / "two_if.onnx"
     two_ifs(path)
     keys = ["if1/else_branch/o", "if1/then_branch/o", "if2/else_branch/o", "if2/then_branch/o"]
-    lines = ["run", "show o", "goto o", "save o " + str(tmp_path / "o.npy"), "show if1/else_branch/o", "where max>2.5"]
-    lines += [f"save {k} {tmp_path / k.replace('/', '_')}.npy" for k in keys if "then" in k]
+    lines = ["run", "show o", "goto o", "save o " + shlex.quote(str(tmp_path / "o.npy")), "show if1/else_branch/o", "where max>2.5"]
+    lines += [f"save {k} {shlex.quote(str(tmp_path / k.replace('/', '_')) + '.npy')}" for k in keys if "then" in k]
     lines += ["goto if2/then_branch/o", "stats o"]
     f = tmp_path / "s.txt"
     f.write_text("\n".join(lines) + "\n")
@@ -273,7 +274,7 @@ def test_csv_and_json_rows_name_each_branch_tensor_by_its_key(tmp_path, cond):
         if ran:
             assert float(rows[k]["mean"]) == pytest.approx(OPS[op](x).mean())
     f = tmp_path / "s.txt"
-    f.write_text(f"inputs {tmp_path / 'in.npz'}\nstats --all --format json\n")
+    f.write_text(f"inputs {shlex.quote(str(tmp_path / 'in.npz'))}\nstats --all --format json\n")
     r = CliRunner().invoke(app, ["debug", str(path), "--script", str(f)], env=env)
     assert r.exit_code == 0, r.output
     out = r.stdout[r.stdout.index("["):]
