@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -165,8 +166,9 @@ def test_stats_rows_match_numpy(tmp_path):
         np.testing.assert_allclose(row[0], want, rtol=1e-4, atol=1e-4, err_msg=tensor)
 
 
-def test_default_selection_and_metadata(tmp_path):
-    out = tmp_path / "m.onnx"
+def test_default_selection_and_metadata(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a short relative name: 'wrote m.onnx' on one line however long tmp_path is
+    out = Path("m.onnx")
     r = mark(sample_path("cnn"), out)
     assert exposed(out) == {"kind": "raw", "outputs": {"conv1_out": "conv1_out", "conv2_out": "conv2_out"}}
     assert "2 outputs added" in r.stdout and "already a model output" in r.stdout and f"wrote {out}" in r.stdout
