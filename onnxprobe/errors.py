@@ -100,6 +100,26 @@ def setting_error(cls: type[OnnxProbeError], what: tuple[str, str], rest: str) -
     return e
 
 
+def error_about(cls: type[OnnxProbeError], what: str | tuple[str, ...], rest: str) -> OnnxProbeError:
+    """A ``cls`` error whose message starts with what it is about, then ``rest`` (its separator included: ": ...").
+    ``what``: a setting, (API parameter, flag) or (API parameter, flag, value): a ``setting_error``
+    ("ops (--op) Conv2: ...", the command line's "--op Conv2: ..."); or text as the user wrote it (a debugger's
+    command), said as it is. Checks shared by the API, the command line and the debugger take one."""
+    if isinstance(what, str):
+        return cls(f"{what}{rest}")
+    value = " ".join(what[2:])
+    return setting_error(cls, (what[0], what[1]), f"{value}{rest}" if value else rest.lstrip(" "))
+
+
+def settings_error(cls: type[OnnxProbeError], say) -> OnnxProbeError:
+    """A ``cls`` error that names settings anywhere in its text: ``say(name)`` writes the message, calling
+    ``name((API parameter, flag))`` for each setting it names; the message says "loss (--loss)", the command
+    line's "--loss" (``setting_error``'s form, for a message that does not start with the setting)."""
+    e = cls(say(lambda what: f"{what[0]} ({what[1]})"))
+    e.cli_message = say(lambda what: what[1])
+    return e
+
+
 def debug_enabled() -> bool:
     """ONNXPROBE_DEBUG=1: show tracebacks instead of one-line errors."""
     return os.environ.get("ONNXPROBE_DEBUG", "") not in ("", "0")

@@ -94,10 +94,11 @@ def not_a_folder(path) -> None:
         raise UsageError(f"{clean(s)}: ends in {s[-1]!r}, a folder; give a file name")
 
 
-def input_file(path, what: str, flag: str = "", pipe_ok: bool = False) -> Path:
+def input_file(path, what: str, flag: str | tuple[str, str] = "", pipe_ok: bool = False) -> Path:
     """``path`` as a Path when it is a regular file; else a UsageError naming it and saying why it is not
     (no such file, a folder, or a device, pipe or socket, which a read could wait on for ever), with
-    ``what`` the kind of file the flag wants ("input file", ".npz file"...), ``flag`` the flag to name first.
+    ``what`` the kind of file the flag wants ("input file", ".npz file"...), ``flag`` the flag to name first (or
+    the setting, (API parameter, flag): ``errors.error_about``).
     ``pipe_ok``: a pipe is taken too (a shell's ``<(...)``, /dev/fd/N, a FIFO), for files read once from
     front to back (``read_bounded``); never for one memory-mapped, sought in or read twice."""
     p = Path(checked_path(path, what))
@@ -109,7 +110,7 @@ def input_file(path, what: str, flag: str = "", pipe_ok: bool = False) -> Path:
                 return p
         except OSError:
             pass
-    from onnxprobe.errors import UsageError
+    from onnxprobe.errors import UsageError, error_about
     from onnxprobe.text import clean
 
     if not p.exists() and p.is_symlink():  # a link to nothing, or a loop of links: not "no such file"
@@ -117,7 +118,8 @@ def input_file(path, what: str, flag: str = "", pipe_ok: bool = False) -> Path:
     else:
         why = (f"no such {what}" if not p.exists() else f"is a folder ({what} expected)" if p.is_dir()
                else f"is {_special(p)}, not a regular file ({what} expected)")
-    raise UsageError(f"{flag + ' ' if flag else ''}{clean(str(p))}: {why}")
+    raise error_about(UsageError, (*flag, clean(str(p))) if isinstance(flag, tuple) else f"{flag + ' ' if flag else ''}{clean(str(p))}",
+                      f": {why}")
 
 
 def _special(p: Path) -> str:

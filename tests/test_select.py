@@ -305,6 +305,6 @@ def test_a_range_end_a_name_main_graph_nodes_share_lists_their_indices():
     model = make_model([helper.make_node("Relu", ["x"], ["a"], name="dup"), helper.make_node("Neg", ["a"], ["b"], name="dup"),
                         helper.make_node("Abs", ["b"], ["y"], name="last")],
                        [vi("x", TensorProto.FLOAT, [2])], [vi("y", TensorProto.FLOAT, [2])])
-    with pytest.raises(UsageError, match=r"--range dup:last: 2 nodes are named 'dup' \(#0, #1\): give one's index \(#N\)"):
+    with pytest.raises(UsageError, match=r"range \(--range\) dup:last: 2 nodes are named 'dup' \(#0, #1\): give one's index \(#N\)"):
         select(model, Selection(range="dup:last"))
     assert [r.name for r in select(model, Selection(range="#1:last"))] == ["b", "y"]

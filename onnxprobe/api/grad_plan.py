@@ -20,7 +20,7 @@ from onnxprobe.autodiff.loss import KINDS, attach_loss
 from onnxprobe.autodiff.select import named_targets, targets
 from onnxprobe.autodiff.straight_through import behind_rounding
 from onnxprobe.errors import (ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UnknownShape, UsageError, first_line,
-                              setting_error)
+                              setting_error, settings_error)
 from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.own_numbering import numbered_as
@@ -42,6 +42,7 @@ GRAD_OPT_LEVEL = "all"
 GRAD_OPSET = 17
 EXTRA_FIELD = {"mse": "target", "cross-entropy": "labels", "output-grad": "output_grad"}  # the loss's array
 EXTRA_FLAG = {k: "--" + v.replace("_", "-") for k, v in EXTRA_FIELD.items()}
+LOSS, OUTPUT_GRAD = ("loss", "--loss"), ("output_grad", "--output-grad")  # as the API and the command line name them
 
 
 @dataclass
@@ -70,8 +71,7 @@ class GradSpec:
         # or a file's dtype must be the output's
         self._from_list = frozenset(k for k in EXTRA_FIELD.values()
                                     if getattr(self, k) is not None and not isinstance(getattr(self, k), (np.ndarray, str, os.PathLike)))
-        self.target, self.labels, self.output_grad = (_array(v, f) for v, f in ((self.target, "--target"), (self.labels, "--labels"),
-                                                                                 (self.output_grad, "--output-grad")))
+        self.target, self.labels, self.output_grad = (_array(getattr(self, k), (k, EXTRA_FLAG[kind])) for kind, k in EXTRA_FIELD.items())
         if self.loss in EXTRA_FLAG and self.extra is None:
             field, flag = EXTRA_FIELD[self.loss], EXTRA_FLAG[self.loss]
             e = UsageError(f"loss (--loss) {self.loss} needs {field} ({flag} FILE.npy): the values it is computed against")
@@ -97,7 +97,9 @@ class GradSpec:
         return x
 
 
-def _array(value, flag: str) -> np.ndarray | None:
+def _array(value, flag: tuple[str, str]) -> np.ndarray | None:
+    """The array of a GradSpec's field: read where it is a path (``flag``: the field and its flag, said first
+    where it is no file)."""
     if value is None or isinstance(value, np.ndarray):
         return value
     return read_array(value, flag) if isinstance(value, (str, os.PathLike)) else np.asarray(value)
@@ -108,17 +110,13 @@ def _check_loss_flags(loss: str, target, labels, output_grad) -> str:
     together. Checked before any file is read."""
     if output_grad is not None:
         if loss not in ("sum", "output-grad"):
-            e = UsageError("output_grad (--output-grad) gives dL/dy directly: it replaces loss (--loss)")
-            e.cli_message = "--output-grad gives dL/dy directly: it replaces --loss"
-            raise e
+            raise settings_error(UsageError, lambda say: f"{say(OUTPUT_GRAD)} gives dL/dy directly: it replaces {say(LOSS)}")
         loss = "output-grad"
     if loss not in KINDS:
-        raise setting_error(UsageError, ("loss", "--loss"), f"{loss!r}: choose one of {', '.join(k for k in KINDS if k != 'output-grad')}")
+        raise setting_error(UsageError, LOSS, f"{loss!r}: choose one of {', '.join(k for k in KINDS if k != 'output-grad')}")
     for kind, value in (("mse", target), ("cross-entropy", labels)):
         if value is not None and loss != kind:
-            e = UsageError(f"{EXTRA_FIELD[kind]} ({EXTRA_FLAG[kind]}) goes with loss (--loss) {kind}")
-            e.cli_message = f"{EXTRA_FLAG[kind]} goes with --loss {kind}"
-            raise e
+            raise settings_error(UsageError, lambda say: f"{say((EXTRA_FIELD[kind], EXTRA_FLAG[kind]))} goes with {say(LOSS)} {kind}")
     return loss
 
 

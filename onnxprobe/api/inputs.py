@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, error_about, setting_error, settings_error
 from onnxprobe.fileio import input_file, protect, read_bounded
 from onnxprobe.graph.model import Model, as_model, check_loaded
 from onnxprobe.graph.model import load as _load
@@ -260,6 +260,8 @@ def read_inputs(path: str | os.PathLike, model) -> dict[str, np.ndarray]:
     return named_by_position(read_arrays(path, "input"), model)
 
 
+MAP = ("path", "--map")  # read_map's parameter and the flag it reads, as its messages name them (errors.setting_error)
+INPUTS = ("inputs", "--inputs")  # input_spec's
 MAX_MAP_BYTES = 256 * 2**20  # a map of even a million names is far smaller
 
 
@@ -268,21 +270,21 @@ def read_map(path: str | os.PathLike) -> dict[str, str]:
     import json
 
     if not isinstance(path, PATH):
-        raise UsageError(f"--map: expected the path of a JSON file, got {what_came(path)} (a dict of names goes in user_map=)")
-    path = input_file(path, "JSON file", "--map", pipe_ok=True)  # a missing file, a folder, '-': said so
+        raise setting_error(UsageError, MAP, f": expected the path of a JSON file, got {what_came(path)} (a dict of names goes in user_map=)")
+    path = input_file(path, "JSON file", MAP, pipe_ok=True)  # a missing file, a folder, '-': said so
     try:
         data = read_bounded(path, MAX_MAP_BYTES)
         if len(data) > MAX_MAP_BYTES:
-            raise UsageError(f"--map {clean(str(path))}: over {MAX_MAP_BYTES >> 20} MiB; not a map of tensor names")
+            raise setting_error(UsageError, MAP, f"{clean(str(path))}: over {MAX_MAP_BYTES >> 20} MiB; not a map of tensor names")
         user_map = json.loads(data, object_pairs_hook=_entries)
     except OSError as e:
-        raise UsageError(f"--map {clean(str(path))}: cannot read it ({e.strerror or e})") from None
+        raise setting_error(UsageError, MAP, f"{clean(str(path))}: cannot read it ({e.strerror or e})") from None
     except ValueError as e:
-        raise UsageError(f"--map {clean(str(path))}: not JSON ({one_line(str(e))})") from None
-    check_map(user_map, f"--map {path}")
+        raise setting_error(UsageError, MAP, f"{clean(str(path))}: not JSON ({one_line(str(e))})") from None
+    check_map(user_map, (*MAP, str(path)))
     if getattr(user_map, "twice", None):  # json.loads kept the last entry of a key and dropped the others, silently
         k, first, second = user_map.twice
-        raise UsageError(f"--map {clean(str(path))}: tensor {quote(k)} of A is given twice "
+        raise setting_error(UsageError, MAP, f"{clean(str(path))}: tensor {quote(k)} of A is given twice "
                          f"({quote(first)} and {quote(second)}); give one entry per tensor")
     protect(path, "the --map file")
     return dict(user_map)
@@ -303,14 +305,15 @@ def _entries(pairs: list) -> _Entries:
     return out
 
 
-def check_map(user_map, what: str = "user_map") -> None:
-    """A tensor map (``--map``, ``user_map=``) is a dict of names {tensor of A: tensor of B}, or None."""
+def check_map(user_map, what: str | tuple[str, ...] = "user_map") -> None:
+    """A tensor map (``--map``, ``user_map=``) is a dict of names {tensor of A: tensor of B}, or None; ``what``:
+    where it came from, said first (``errors.error_about``)."""
     if user_map is not None and not (isinstance(user_map, Mapping)
                                      and all(isinstance(k, str) and isinstance(v, str) for k, v in user_map.items())):
         bad = (next((f"{k!r}: {v!r}" for k, v in user_map.items() if not (isinstance(k, str) and isinstance(v, str))), None)
                if isinstance(user_map, Mapping) else None)
         got = f"an entry {clean(bad)[:80]} that is not two names" if bad else f"a {type(user_map).__name__}"
-        raise UsageError(f"{what}: expected a dict {{tensor of A: tensor of B}} of names, got {got}")
+        raise error_about(UsageError, what, f": expected a dict {{tensor of A: tensor of B}} of names, got {got}")
 
 
 def save_npz(arrays: Mapping[str, np.ndarray], path: str | os.PathLike) -> None:
@@ -328,7 +331,7 @@ def parse_int_range(spec: str) -> tuple[int, int]:
             raise ValueError
         return int(lo), int(hi)
     except ValueError:
-        raise UsageError(f"--int-range {spec!r}: expected LOW:HIGH, e.g. 0:100") from None
+        raise setting_error(UsageError, ("int_range", "--int-range"), f"{spec!r}: expected LOW:HIGH, e.g. 0:100") from None
 
 
 def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape: list[str] | None = None,
@@ -340,10 +343,10 @@ def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape
     shape, input_ = ([v] if isinstance(v, str) else v for v in (shape, input_))
     if arrays is not None and not isinstance(arrays, Mapping):
         raise UsageError(f"arrays: expected a dict of arrays by input name, got {what_came(arrays)}")
-    given = dict(read_arrays(inputs, flag="--inputs")) if inputs is not None else {}
+    given = dict(read_arrays(inputs, flag=INPUTS)) if inputs is not None else {}
     if inputs is not None and not given:  # every input would be seeded random data, without a word
-        raise UsageError(f"--inputs {clean(str(inputs))}: holds no arrays; give a file with the model's inputs by "
-                         "name, or leave --inputs out for seeded random inputs")
+        raise settings_error(UsageError, lambda say: f"{say(INPUTS)} {clean(str(inputs))}: holds no arrays; give a file with the model's "
+                             f"inputs by name, or leave {say(INPUTS)} out for seeded random inputs")
     given.update(arrays or {})
     rng = parse_int_range(int_range) if isinstance(int_range, str) else tuple(int_range)
     return InputSpec(seed=seed, int_range=rng, shapes=parse_shape_overrides(shape), files=parse_input_files(input_),

@@ -25,12 +25,15 @@ import onnx
 from onnx import TensorProto, helper
 
 from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, np_dtype
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.types import BACKWARD_TAG
 
 KINDS = ("sum", "mean", "mse", "cross-entropy", "output-grad")
 INPUT_FOR = {"mse": "target", "cross-entropy": "labels", "output-grad": "output_grad"}
+# the settings the loss takes, as the API (GradSpec's fields) and the command line (its flags) name them
+LOSS, TARGET, LABELS, OUTPUT_GRAD = (("loss", "--loss"), ("target", "--target"), ("labels", "--labels"),
+                                     ("output_grad", "--output-grad"))
 
 
 @dataclass
@@ -59,7 +62,7 @@ def class_axis(y_shape: tuple | None, labels_shape: tuple[int, ...]) -> int:
         return 1 if len(labels_shape) <= 1 else -1
     r = len(y_shape)
     if len(labels_shape) != r - 1:
-        raise UsageError(f"--labels: shape {list(labels_shape)} should be the output's shape without its class axis "
+        raise setting_error(UsageError, LABELS, f": shape {list(labels_shape)} should be the output's shape without its class axis "
                          f"(output shape {_fmt(y_shape)}), or the output's shape for class probabilities")
 
     def same(a, b):
@@ -69,7 +72,7 @@ def class_axis(y_shape: tuple | None, labels_shape: tuple[int, ...]) -> int:
         return r - 1
     if all(same(y_shape[:1] + y_shape[2:], labels_shape)):
         return 1
-    raise UsageError(f"--labels: shape {list(labels_shape)} does not match the output's shape {_fmt(y_shape)} "
+    raise setting_error(UsageError, LABELS, f": shape {list(labels_shape)} does not match the output's shape {_fmt(y_shape)} "
                      f"without its last axis or without axis 1")
 
 
@@ -84,7 +87,7 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
     output's shape for the run's inputs, which ``extra`` must fit (else its declared, maybe dynamic, one).
     ``probabilities``: the output is a Softmax's, cross-entropy takes its log (the module doc)."""
     if kind not in KINDS:
-        raise UsageError(f"--loss {kind!r}: choose one of {', '.join(KINDS)}")
+        raise setting_error(UsageError, LOSS, f"{kind!r}: choose one of {', '.join(KINDS)}")
     elem, yshape = _elem_of(model, output)
     if shape is not None:
         yshape = tuple(shape)
@@ -98,8 +101,8 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
     new_input = None
     if kind in INPUT_FOR:
         if extra is None:
-            flag = {"mse": "--target", "cross-entropy": "--labels", "output-grad": "--output-grad"}[kind]
-            raise UsageError(f"--loss {kind} needs {flag} FILE.npy")
+            flag = {"mse": TARGET, "cross-entropy": LABELS, "output-grad": OUTPUT_GRAD}[kind][1]
+            raise setting_error(UsageError, LOSS, f"{kind} needs {flag} FILE.npy")
         new_input = b.fresh(INPUT_FOR[kind])
     y = output
     axis = None
@@ -112,12 +115,12 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
     elif kind == "mean":
         loss = b.reduce("ReduceMean", wide(y), None, keepdims=0)
     elif kind == "mse":
-        _check_like(extra, yshape, dtype, "--target", output)
+        _check_like(extra, yshape, dtype, TARGET, output)
         d = b.Sub(wide(y), wide(new_input))
         loss = b.reduce("ReduceMean", b.Mul(d, d), None, keepdims=0)
         g.input.append(helper.make_tensor_value_info(new_input, elem, _dims(yshape, extra.shape)))
     elif kind == "output-grad":
-        _check_like(extra, yshape, dtype, "--output-grad", output)
+        _check_like(extra, yshape, dtype, OUTPUT_GRAD, output)
         loss = b.reduce("ReduceSum", b.Mul(wide(y), wide(new_input)), None, keepdims=0)
         g.input.append(helper.make_tensor_value_info(new_input, elem, _dims(yshape, extra.shape)))
     else:
@@ -140,14 +143,14 @@ def _dims(yshape, fallback):
     return list(yshape) if yshape is not None else list(fallback)
 
 
-def _check_finite(value: np.ndarray, flag: str) -> None:
+def _check_finite(value: np.ndarray, flag: tuple[str, str]) -> None:
     """NaN or Inf in a target, labels or an output gradient makes every gradient NaN: refused, not run."""
     bad = ~np.isfinite(value.astype(np.float64))
     if bad.any():
         nan = int(np.isnan(value.astype(np.float64)).sum())
         what = "NaN" if nan == bad.sum() else "Inf" if not nan else "NaN or Inf"
         at = [int(i) for i in np.argwhere(bad)[0]]
-        raise UsageError(f"{flag}: {int(bad.sum())} of its {value.size} values are {what} (the first at {at}); "
+        raise setting_error(UsageError, flag, f": {int(bad.sum())} of its {value.size} values are {what} (the first at {at}); "
                          "the loss and every gradient would be NaN")
 
 
@@ -160,10 +163,10 @@ def _probability_axis(p: np.ndarray) -> int:
     if (p64 < 0).any():
         at = [int(i) for i in np.argwhere(p64 < 0)[0]]
         n = int((p64 < 0).sum())
-        raise UsageError(f"--labels: {n} {'probabilities are' if n > 1 else 'probability is'} negative (the first, {p64[tuple(at)]:.6g}, "
+        raise setting_error(UsageError, LABELS, f": {n} {'probabilities are' if n > 1 else 'probability is'} negative (the first, {p64[tuple(at)]:.6g}, "
                          f"at {at}); float labels are class probabilities (or give integer class indices)")
     if p.ndim == 0:
-        raise UsageError("--labels: one float value; float labels are class probabilities, shaped like the output")
+        raise setting_error(UsageError, LABELS, ": one float value; float labels are class probabilities, shaped like the output")
     tol = 1e-2 if p.dtype.itemsize <= 2 else 1e-3
     axes = [p.ndim - 1] + ([1] if p.ndim > 2 else [])
     for axis in axes:
@@ -172,43 +175,43 @@ def _probability_axis(p: np.ndarray) -> int:
     sums = p64.sum(axis=axes[0])
     off = np.abs(sums - 1) > tol
     at = [int(i) for i in np.argwhere(off)[0]]
-    raise UsageError(f"--labels: the probabilities of {int(off.sum())} of the {sums.size} samples do not sum to 1 along the "
+    raise setting_error(UsageError, LABELS, f": the probabilities of {int(off.sum())} of the {sums.size} samples do not sum to 1 along the "
                      f"class axis {axes[0]}{' (nor along axis 1)' if len(axes) > 1 else ''} (the first, at {at}, sums to "
                      f"{sums[tuple(at)]:.6g}); float labels are class probabilities (or give integer class indices)")
 
 
-def _check_like(value: np.ndarray, yshape, dtype, flag: str, output: str) -> None:
+def _check_like(value: np.ndarray, yshape, dtype, flag: tuple[str, str], output: str) -> None:
     if value.dtype.kind == "f":
         _check_finite(value, flag)
     if value.dtype != dtype:
-        raise UsageError(f"{flag}: dtype {value.dtype}, the output {output!r} is {dtype}")
+        raise setting_error(UsageError, flag, f": dtype {value.dtype}, the output {output!r} is {dtype}")
     if yshape is not None:
         if len(yshape) != value.ndim or any(isinstance(a, int) and a != b for a, b in zip(yshape, value.shape)):
-            raise UsageError(f"{flag}: shape {list(value.shape)}, but output {output!r} has shape {_fmt(yshape)}")
+            raise setting_error(UsageError, flag, f": shape {list(value.shape)}, but output {output!r} has shape {_fmt(yshape)}")
 
 
 def _cross_entropy(b: GraphBuilder, g, y, yshape, elem, dtype, labels: np.ndarray, name: str, probabilities: bool = False):
     soft = labels.dtype.kind == "f"
     r = len(yshape) if yshape is not None else None
     if soft:
-        _check_like(labels, yshape, dtype, "--labels", y)
+        _check_like(labels, yshape, dtype, LABELS, y)
         axis = _probability_axis(labels)
         g.input.append(helper.make_tensor_value_info(name, elem, _dims(yshape, labels.shape)))
     else:
         if labels.dtype.kind not in "iu":
-            raise UsageError(f"--labels: dtype {labels.dtype}; give integer class indices or float probabilities")
+            raise setting_error(UsageError, LABELS, f": dtype {labels.dtype}; give integer class indices or float probabilities")
         axis = class_axis(yshape, labels.shape)
         r = r if r is not None else labels.ndim + 1
         if yshape is not None:
             rest = [d for i, d in enumerate(yshape) if i != axis]
             if any(isinstance(d, int) and d != got for d, got in zip(rest, labels.shape)):
-                raise UsageError(f"--labels: shape {list(labels.shape)}, but output {y!r} of shape {_fmt(yshape)} has "
+                raise setting_error(UsageError, LABELS, f": shape {list(labels.shape)}, but output {y!r} of shape {_fmt(yshape)} has "
                                  f"{_fmt(rest)} without its class axis {axis}")
         classes = yshape[axis] if yshape is not None else None
         if labels.size and (int(labels.min()) < 0 or (isinstance(classes, int) and int(labels.max()) >= classes)):
             bad = int(labels.min()) if int(labels.min()) < 0 else int(labels.max())
             of = f" of the {classes} classes (0..{classes - 1})" if isinstance(classes, int) else ""
-            raise UsageError(f"--labels: class index {bad} is not one{of} of output {y!r}; give class indices "
+            raise setting_error(UsageError, LABELS, f": class index {bad} is not one{of} of output {y!r}; give class indices "
                              "0..C-1 along the class axis, or class probabilities")
         lshape = [d for i, d in enumerate(yshape) if i != axis] if yshape is not None else list(labels.shape)
         g.input.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(labels.dtype), lshape))

@@ -17,7 +17,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.graph.builder import FLOAT_TYPES
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.graph.constants import constant_of, constants
 from onnxprobe.graph.select import Selection, check_criteria, node_positions, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
@@ -35,6 +35,7 @@ class Target:
 
 
 QUANT_OPS = ("QuantizeLinear", "DequantizeLinear")
+WRT = ("wrt", "--wrt")  # GradSpec's field and its flag, named by the messages about it
 
 
 def quantization_params(model: onnx.ModelProto) -> set[str]:
@@ -152,7 +153,7 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
             hits = [n for n in pool if matches(n, pat)] + [n for n in single if n == pat]  # by its exact name only
             if not hits:
                 listed = one_glob_each("--wrt", pat, pool + single)
-                raise UsageError(f"--wrt {pat!r}: no float weight, input or node output of the main graph matches it"
+                raise setting_error(UsageError, WRT, f"{pat!r}: no float weight, input or node output of the main graph matches it"
                                  + (f"; {listed}" if listed else ""))
             for n in hits:
                 # --all means every tensor: a graph input it names is kept (the flags select node outputs and
@@ -168,7 +169,7 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
                 else:
                     picked[n] = Target(ref(n, producer.get(n), "activation"), "activation")
         if not picked:
-            raise UsageError("--wrt: the selection flags leave none of the tensors it names")
+            raise setting_error(UsageError, WRT, ": the selection flags leave none of the tensors it names")
         chosen = picked
     return sorted(chosen.values(), key=lambda t: (t.ref.index, t.kind != "weight", t.ref.name))
 

@@ -19,7 +19,7 @@ from onnxprobe.compare.introduced import exact_inputs, quantized_b_note
 from onnxprobe.compare.measure import DiffPlan, Measured, measure
 from onnxprobe.compare.sides import Side
 from onnxprobe.compare.unordered import unordered_pairs
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, setting_error, settings_error
 from onnxprobe.graph.select import Selection, check_criteria, select, selects_op
 from onnxprobe.match.bodies import body_note, body_tensors
 from onnxprobe.match.concrete import match_for_inputs
@@ -31,6 +31,8 @@ from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, map
 from onnxprobe.text import as_typed, matches, quote, some
 from onnxprobe.types import UNPAIRED, forward_name
 
+# the criteria of named tensors, as the API (diff's parameter) and the command line (its flags) name them
+PER_TENSOR = ("per_tensor", "--atol/--rtol NAME:VALUE")
 
 
 @dataclass
@@ -262,11 +264,11 @@ def _check_named(per_tensor: dict | None, a: Side, b: Side) -> dict | None:
     for n in unknown:  # a bare name sibling If branches share: observed, but which one is meant is not said
         keys = sorted({o.name for o in obs if o.scope and o.name == f"{o.scope}/{n}"})
         if keys:
-            raise UsageError(f"a per-tensor tolerance (--atol/--rtol NAME:VALUE) names {quote(n)}, which is ambiguous: "
-                             f"If branches share that name; give one by its scope ({', '.join(keys)})")
+            raise settings_error(UsageError, lambda say: f"a per-tensor tolerance ({say(PER_TENSOR)}) names {quote(n)}, which is "
+                                 f"ambiguous: If branches share that name; give one by its scope ({', '.join(keys)})")
     if unknown:
-        raise UsageError(f"a per-tensor tolerance (--atol/--rtol NAME:VALUE) names {quote(unknown[0])}, which neither "
-                         f"model observes{f' (and {len(unknown) - 1} more)' if len(unknown) > 1 else ''}")
+        raise settings_error(UsageError, lambda say: f"a per-tensor tolerance ({say(PER_TENSOR)}) names {quote(unknown[0])}, "
+                             f"which neither model observes{f' (and {len(unknown) - 1} more)' if len(unknown) > 1 else ''}")
     return per_tensor
 
 
@@ -276,8 +278,8 @@ def _one_rule_per_pair(per_tensor: dict | None, matching) -> None:
     for p in matching.pairs if per_tensor else ():
         named = list(dict.fromkeys(n for n in (p.a.name, p.b.name, p.b.key) if n in per_tensor))
         if len(named) > 1:
-            raise UsageError(f"per-tensor tolerances (--atol/--rtol NAME:VALUE) name one pair twice: {quote(named[0])} "
-                             f"(A) and {quote(named[1])} (B) are compared together; give its rule under one name")
+            raise settings_error(UsageError, lambda say: f"per-tensor tolerances ({say(PER_TENSOR)}) name one pair twice: "
+                                 f"{quote(named[0])} (A) and {quote(named[1])} (B) are compared together; give its rule under one name")
 
 
 def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
@@ -476,4 +478,4 @@ def sort_results(results: list[PairResult], key: str) -> list[PairResult]:
         return sorted(results, key=lambda r: sq(r.metrics))
     if key == "introduced":
         return sorted(results, key=lambda r: sq(r.introduced))
-    raise UsageError(f"--sort {key!r}: choose {', '.join(SORTS)}")
+    raise setting_error(UsageError, ("sort", "--sort"), f"{key!r}: choose {', '.join(SORTS)}")

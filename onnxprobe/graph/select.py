@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from onnxprobe.errors import UsageError, setting_error
+from onnxprobe.errors import UsageError, error_about, setting_error
 from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, constant_tensors, first_readers, walk
@@ -46,6 +46,9 @@ DEFAULT_OPS = {
     "QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "QGemm", "FusedConv",
     "FusedGemm", "FusedMatMul", "MatMulIntegerToFloat", "DynamicQuantizeMatMul",
 } | ATTENTION_OPS
+# the settings of a Selection, as the API (its fields) and the command line (its flags) name them: the
+# messages of a criterion that matches nothing name both (``errors.setting_error``)
+OPS, NAMES, RANGE = ("ops", "--op"), ("names", "--name"), ("range", "--range")
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ class Selection:
         if self.range is not None and not isinstance(self.range, str):
             raise UsageError(f"Selection range={controls(repr(self.range))[:60]}: expected 'START:END', e.g. '10:40'")
         if self.range is not None and not self.range.strip():  # '' is no range: not the default, silently
-            raise setting_error(UsageError, ("range", "--range"), "'': expected 'START:END', e.g. '10:40'")
+            raise setting_error(UsageError, RANGE, "'': expected 'START:END', e.g. '10:40'")
         for what in ("all", "include_constants"):  # "no" would select everything by its truth
             object.__setattr__(self, what, check_bool(getattr(self, what), f"Selection {what}"))
 
@@ -99,7 +102,7 @@ def op_types(values: tuple[str, ...]) -> tuple[str, ...]:
     for item in values:
         for op in item.split(","):
             if not op.strip():
-                raise setting_error(UsageError, ("ops", "--op"), f"{quote(item)}: an empty op type; give op types "
+                raise setting_error(UsageError, OPS, f"{quote(item)}: an empty op type; give op types "
                                     "separated by commas or repeat the flag, e.g. Conv,Relu")
             if op.strip() not in out:
                 out.append(op.strip())
@@ -132,22 +135,28 @@ def shared_node_names(sites: list[NodeSite]) -> dict[str, list[tuple[str, int]]]
     return {n: nodes for n, nodes in bearers.items() if len(nodes) > 1}
 
 
-def ambiguous_node(name: str, nodes: list[tuple[str, int]], where: str = "") -> UsageError:
+def _about(where: str | tuple[str, ...], rest: str) -> UsageError:
+    """``rest`` after ``where`` (``errors.error_about``: a setting and its value, or nothing)."""
+    return error_about(UsageError, where, f": {rest}") if where else UsageError(rest)
+
+
+def ambiguous_node(name: str, nodes: list[tuple[str, int]], where: str | tuple[str, ...] = "") -> UsageError:
     """The one-line error for a bare node name that several nodes bear (``shared_node_names``): their paths,
-    or, where the paths are one name too (a model's duplicate names in its main graph), their indices."""
+    or, where the paths are one name too (a model's duplicate names in its main graph), their indices.
+    ``where``: the setting (and its value) the name was given in, said first."""
     more = ", ..." if len(nodes) > 4 else ""
     if len({p for p, _ in nodes}) == len(nodes):
-        return UsageError(f"{where}{len(nodes)} nodes are named {quote(name)} ({', '.join(quote(p) for p, _ in nodes[:4])}"
-                          f"{more}): name one by its path, or give its index (#N)")
-    return UsageError(f"{where}{len(nodes)} nodes are named {quote(name)} ({', '.join(f'#{i}' for _, i in nodes[:4])}"
-                      f"{more}): give one's index (#N)")
+        return _about(where, f"{len(nodes)} nodes are named {quote(name)} ({', '.join(quote(p) for p, _ in nodes[:4])}"
+                      f"{more}): name one by its path, or give its index (#N)")
+    return _about(where, f"{len(nodes)} nodes are named {quote(name)} ({', '.join(f'#{i}' for _, i in nodes[:4])}"
+                  f"{more}): give one's index (#N)")
 
 
-def index_or_name(text: str, index: int, named: int, where: str = "") -> UsageError:
+def index_or_name(text: str, index: int, named: int, where: str | tuple[str, ...] = "") -> UsageError:
     """The one-line error for a bare number that is both a node index and another node's name ('1' read
     as an index silently missed the node named '1'): ``#N`` is always the index."""
-    return UsageError(f"{where}{quote(text)} is both node index {index} and the name of node #{named}; "
-                      f"write #{index} for the index, or #{named} for the node named {quote(text)}")
+    return _about(where, f"{quote(text)} is both node index {index} and the name of node #{named}; "
+                  f"write #{index} for the index, or #{named} for the node named {quote(text)}")
 
 
 def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, int]:
@@ -157,7 +166,7 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
     ends name something; two such splits are ambiguous. A reversed range, or one past the end of the
     model, is a UsageError."""
     if ":" not in spec:
-        raise UsageError(f"--range {quote(unclean(spec))}: expected START:END (node indices or node names), e.g. 10:40")
+        raise setting_error(UsageError, RANGE, f"{quote(unclean(spec))}: expected START:END (node indices or node names), e.g. 10:40")
 
     def index_of(x: str) -> int | None:
         """The index ``x`` writes (``12``, ``#12``), or None."""
@@ -179,7 +188,7 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
     cuts = [i for i in colons if known(spec[:i]) and known(spec[i + 1:])]
     if len(cuts) > 1:
         options = " or ".join(f"{quote(typed(spec[:i]))} to {quote(typed(spec[i + 1:]))}" for i in cuts[:2])
-        raise UsageError(f"--range {shown}: ambiguous (node names hold ':'): {options}; use node indices")
+        raise setting_error(UsageError, RANGE, f"{shown}: ambiguous (node names hold ':'): {options}; use node indices")
     # no cut names both ends: the error below names the end that is not known, at a cut where the other is
     cut = (cuts or [i for i in colons if known(spec[:i]) or known(spec[i + 1:])] or colons)[0]
     a, b = spec[:cut], spec[cut + 1:]
@@ -189,24 +198,24 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
         if not x:
             return default
         if x in ambiguous and index_of(x) is None:
-            raise ambiguous_node(x, ambiguous[x], f"--range {shown}: ")
+            raise ambiguous_node(x, ambiguous[x], (*RANGE, shown))
         i = index_of(x)
         if i is not None:
             named = None if x.startswith("#") else node_index.get(x)  # '#N' is an index, even beside a node named '#N'
             if named is not None and named != i:  # '1' read as an index silently missed the node named '1'
-                raise index_or_name(x, i, named, f"--range {shown}: ")
+                raise index_or_name(x, i, named, (*RANGE, shown))
             if not 0 <= i <= last:
-                raise UsageError(f"--range {shown}: node index {i} is outside the model (its nodes are 0..{last})")
+                raise setting_error(UsageError, RANGE, f"{shown}: node index {i} is outside the model (its nodes are 0..{last})")
             return i
         if x in node_index:
             return node_index[x]
         close = difflib.get_close_matches(x, list(node_index), n=1)
         hint = f"; did you mean {quote(close[0])}?" if close else " (use an index or a node name from `onnxprobe inspect --nodes`)"
-        raise UsageError(f"--range: no node named {quote(unclean(x))}{hint}")
+        raise setting_error(UsageError, RANGE, f": no node named {quote(unclean(x))}{hint}")
 
     lo, hi = bound(a, 0), bound(b, last)
     if lo > hi:
-        raise UsageError(f"--range {shown}: reversed (node {lo} comes after node {hi}); give START:END with START first")
+        raise setting_error(UsageError, RANGE, f"{shown}: reversed (node {lo} comes after node {hi}); give START:END with START first")
     return lo, hi
 
 
@@ -253,7 +262,7 @@ def check_criteria(models: list[onnx.ModelProto], sel: Selection) -> None:
             lower = {t.lower(): t for t in ops_present}
             close = [lower[op.lower()]] if op.lower() in lower else difflib.get_close_matches(op, sorted(ops_present), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else " (`onnxprobe inspect MODEL` lists its op types)"
-            raise UsageError(f"--op {clean(op)}: no node of the model has this op type{hint}")
+            raise setting_error(UsageError, OPS, f"{clean(op)}: no node of the model has this op type{hint}")
     for glob in sel.names:
         names = {n for m, ss in zip(models, sites) for n in _all_names(m, ss)}
         if not any(matches(n, glob) for n in names):
@@ -261,7 +270,7 @@ def check_criteria(models: list[onnx.ModelProto], sel: Selection) -> None:
             listed = one_glob_each("--name", glob, names)
             hint = (f"; {listed}" if listed else f"; did you mean {quote(close[0])}?" if close else
                     " (names are case-sensitive; quote globs such as '*attn*')")
-            raise UsageError(f"--name {quote(glob)}: matches no node, tensor or input name of the model{hint}")
+            raise setting_error(UsageError, NAMES, f"{quote(glob)}: matches no node, tensor or input name of the model{hint}")
 
 
 def _all_names(model: onnx.ModelProto, sites: list[NodeSite]) -> set[str]:

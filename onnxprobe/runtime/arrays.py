@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxprobe.errors import UsageError, first_line
+from onnxprobe.errors import UsageError, error_about, first_line
 from onnxprobe.fileio import checked_path, input_file, protect
 from onnxprobe.text import clean, clip, human_bytes, quote
 
@@ -55,8 +55,9 @@ def _check_header(shape: tuple[int, ...], dtype: np.dtype, what: str) -> None:
     check_fits(int(np.prod(shape, dtype=object)) * dtype.itemsize, f"{what} ({dtype} {list(shape)})")
 
 
-def read_array(path: str | Path, flag: str = "") -> np.ndarray:
-    """A tensor from a ``.npy`` or ``.pb`` file; ``flag``: the one that named it, said first where it is no file."""
+def read_array(path: str | Path, flag: str | tuple[str, str] = "") -> np.ndarray:
+    """A tensor from a ``.npy`` or ``.pb`` file; ``flag``: the one that named it (or the setting, (API parameter,
+    flag)), said first where it is no file."""
     p = input_file(path, "input file", flag)
     protect(p, "an input file")
     try:
@@ -78,7 +79,8 @@ def read_array(path: str | Path, flag: str = "") -> np.ndarray:
         raise UsageError(f"{clean(p)}: cannot read as {p.suffix} tensor ({clean(first_line(e))})") from e
     # a model input may also come from an .npz of all inputs (--inputs); a --target or --labels file may not
     use = ".npy or .pb" if flag else ".npy, .pb or --inputs FILE.npz"
-    raise UsageError(f"{f'{flag} ' if flag else ''}{clean(p)}: unsupported file type {quote(p.suffix)} (use {use})")
+    rest = f": unsupported file type {quote(p.suffix)} (use {use})"
+    raise error_about(UsageError, (*flag, clean(p)), rest) if isinstance(flag, tuple) else UsageError(f"{f'{flag} ' if flag else ''}{clean(p)}{rest}")
 
 
 def _tensor_proto(p: Path) -> onnx.TensorProto:
@@ -102,7 +104,7 @@ def _pb_array(p: Path, t: onnx.TensorProto | None = None) -> np.ndarray:
     return numpy_helper.to_array(t)
 
 
-def read_arrays(path: str | Path, kind: str = "input", flag: str = "") -> dict[str, np.ndarray]:
+def read_arrays(path: str | Path, kind: str = "input", flag: str | tuple[str, str] = "") -> dict[str, np.ndarray]:
     """Named arrays from an ``.npz`` (``read_npz``) or from an ONNX test data set folder (the
     ``test_data_set_N`` of onnx's node tests and of model zoo archives): its ``{kind}_0.pb``,
     ``{kind}_1.pb``... TensorProtos, keyed by the names they carry (``kind``: "input" or "output");
@@ -165,7 +167,7 @@ def read_test_data_set(folder: Path, kind: str) -> dict[str, np.ndarray]:
     return out
 
 
-def read_npz(path: str | Path, flag: str = "") -> dict[str, np.ndarray]:
+def read_npz(path: str | Path, flag: str | tuple[str, str] = "") -> dict[str, np.ndarray]:
     """Every array of an ``.npz``, keyed as stored (onnxprobe's own archives map safe entry names back to
     tensor names: see ``runtime.npz``); ``flag``: the one that named it, said first where it is no file."""
     from onnxprobe.runtime.npz import NAMES_ENTRY, true_names

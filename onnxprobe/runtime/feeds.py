@@ -15,11 +15,17 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import onnx
 
-from onnxprobe.errors import DeviceUnavailable, ExecutionError, ModelError, SessionError, UsageError, setting_error
+from onnxprobe.errors import (DeviceUnavailable, ExecutionError, ModelError, SessionError, UsageError, error_about, setting_error,
+                              settings_error)
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.runtime.arrays import Position, by_position, check_fits, literal, literal_as, read_array
 from onnxprobe.text import clean, controls, quote
 from onnxprobe.types import InputSpec
+
+# the settings that give inputs, as the API and the command line name them (``errors.setting_error``): the
+# strings ``input_spec`` reads (its parameters), and the InputSpec those make (its fields)
+SHAPE, INPUT = ("shape", "--shape"), ("input_", "--input")
+SHAPES, FILES, ARRAYS = ("shapes", "--shape"), ("files", "--input"), ("arrays", "--inputs")
 
 SHAPE_HINT = "dynamic dimensions were set to 1: give real sizes with --shape NAME=DIMS"
 
@@ -123,56 +129,57 @@ def model_inputs(model: onnx.ModelProto) -> list[ModelInput]:
     return out
 
 
-def flag_items(items, flag: str, example: str) -> list[str]:
+def flag_items(items, flag: str | tuple[str, str], example: str) -> list[str]:
     """A repeatable flag's values as the API may give them: None, one string, or a list of strings (a bare
-    string was iterated character by character; a list of numbers failed deep inside)."""
+    string was iterated character by character; a list of numbers failed deep inside). ``flag``: the
+    setting, (API parameter, flag), or the flag alone."""
     if items is None:
         return []
     if isinstance(items, str):
         return [items]
     if isinstance(items, (list, tuple)) and all(isinstance(i, str) for i in items):
         return list(items)
-    raise UsageError(f"{flag}: expected strings such as {example!r}, got {controls(repr(items))[:80]}")
+    raise error_about(UsageError, flag, f": expected strings such as {example!r}, got {controls(repr(items))[:80]}")
 
 
 def parse_shape_overrides(items: list[str] | None) -> dict[str, tuple[int, ...]]:
     """--shape NAME=DIMS items (1x3x224x224; ',' separates too) -> {name: dims}, or a UsageError naming the
     item."""
     out: dict[str, tuple[int, ...]] = {}
-    for item in flag_items(items, "--shape", "image=1x3x224x224"):
+    for item in flag_items(items, SHAPE, "image=1x3x224x224"):
         name, sep, dims = item.rpartition("=")
         if not sep or not name:
-            raise UsageError(f"--shape {quote(item)}: expected NAME=DIMS, e.g. image=1x3x224x224")
-        shape = parse_dims(dims, f"--shape {quote(item)}")
+            raise setting_error(UsageError, SHAPE, f"{quote(item)}: expected NAME=DIMS, e.g. image=1x3x224x224")
+        shape = parse_dims(dims, (*SHAPE, quote(item)))
         if name in out and out[name] != shape:
-            raise UsageError(f"--shape {clean(name)}: given twice with different dimensions")
+            raise setting_error(UsageError, SHAPE, f"{clean(name)}: given twice with different dimensions")
         out[name] = shape
     return out
 
 
-def parse_dims(dims: str, what: str) -> tuple[int, ...]:
+def parse_dims(dims: str, what: str | tuple[str, ...]) -> tuple[int, ...]:
     """'1x3x224x224' (',' separates too; '' is a scalar) -> dims, or a UsageError that starts with ``what``:
-    the flag or the debugger's command the user wrote."""
+    the setting and its value (``errors.error_about``) or the debugger's command the user wrote."""
     try:
         shape = tuple(int(d) for d in dims.replace(",", "x").split("x")) if dims.strip() else ()
     except ValueError:
-        raise UsageError(f"{what}: dimensions must be integers separated by 'x' (or ','), e.g. 1x3x224x224") from None
+        raise error_about(UsageError, what, ": dimensions must be integers separated by 'x' (or ','), e.g. 1x3x224x224") from None
     if any(d < 0 for d in shape):
-        raise UsageError(f"{what}: dimensions must be non-negative")
+        raise error_about(UsageError, what, ": dimensions must be non-negative")
     return shape
 
 
 def parse_input_files(items: list[str] | None) -> dict[str, str]:
     """--input NAME=FILE items -> {name: file} (.npy, .pb, or a literal value: ``input_spec`` reads them)."""
     out: dict[str, str] = {}
-    for item in flag_items(items, "--input", "x=x.npy"):
+    for item in flag_items(items, INPUT, "x=x.npy"):
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             several = " (a .npz holds several inputs: --inputs FILE.npz)" if item.lower().endswith(".npz") and not sep else ""
-            raise UsageError(f"--input {quote(item)}: expected NAME=FILE (.npy or .pb) or NAME=VALUE (a number or JSON list)"
+            raise setting_error(UsageError, INPUT, f"{quote(item)}: expected NAME=FILE (.npy or .pb) or NAME=VALUE (a number or JSON list)"
                              f"{several}")
         if out.get(name, path) != path:  # as --shape: the last one silently won
-            raise UsageError(f"--input {clean(name)}: given twice ({quote(out[name])} and {quote(path)}); give one")
+            raise setting_error(UsageError, INPUT, f"{clean(name)}: given twice ({quote(out[name])} and {quote(path)}); give one")
         out[name] = path
     return out
 
@@ -287,21 +294,21 @@ class _Dims:
             self.values.setdefault(d, (got, spec.name, origin))
 
 
-def check_shape(spec: ModelInput, shape: tuple[int, ...], what: str) -> tuple[int, ...]:
+def check_shape(spec: ModelInput, shape: tuple[int, ...], what: str | tuple[str, ...]) -> tuple[int, ...]:
     """``shape`` if input ``spec`` can take it (its rank, its fixed dimensions), else a UsageError that starts
-    with ``what``: the flag or the debugger's command the user wrote."""
+    with ``what``: the setting and its value (``errors.error_about``) or the debugger's command the user wrote."""
     if spec.shape is not None and len(shape) != len(spec.shape):
-        raise UsageError(f"{what}: {len(shape)} dimension{'s' if len(shape) != 1 else ''} given, the model expects "
+        raise error_about(UsageError, what, f": {len(shape)} dimension{'s' if len(shape) != 1 else ''} given, the model expects "
                          f"{len(spec.shape)} ({spec.describe()})")
     for i, (want, got) in enumerate(zip(spec.shape or (), shape)):
         if isinstance(want, int) and want > 0 and want != got:
-            raise UsageError(f"{what}: dimension {i} is fixed to {want} in the model, got {got}")
+            raise error_about(UsageError, what, f": dimension {i} is fixed to {want} in the model, got {got}")
     return shape
 
 
 def _resolve_shape(spec: ModelInput, override: tuple[int, ...] | None, dims: _Dims, defaulted: dict[str, list[str]]) -> tuple[int, ...]:
     if override is not None:
-        return check_shape(spec, override, f"--shape {clean(spec.name)}")
+        return check_shape(spec, override, (*SHAPES, clean(spec.name)))
     if spec.shape is None:
         defaulted[spec.name] = ["rank"]
         return ()
@@ -369,9 +376,10 @@ def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np
         spec = replace(spec, arrays=by_position(spec.arrays, [s.name for s in specs], "input"))
     for name in spec.names():
         if name not in by_name:
-            where = (f" (from {clean(spec.arrays_from)})" if name in spec.arrays else " (--input)" if name in spec.files
-                     else " (--shape)")
-            raise UsageError(f"unknown input name {quote(name)}{where}; the model's inputs are: {expected}")
+            if name in spec.arrays:
+                raise UsageError(f"unknown input name {quote(name)} (from {clean(spec.arrays_from)}); the model's inputs are: {expected}")
+            raise settings_error(UsageError, lambda say: f"unknown input name {quote(name)} ({say(FILES if name in spec.files else SHAPES)}); "
+                                 f"the model's inputs are: {expected}")
     for name in spec.names():
         if name in spec.arrays or name in spec.files:  # before a literal is read in the input's type
             by_name[name].check_fed()
@@ -380,15 +388,15 @@ def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np
         given[name] = (np.asarray(value), f"from {spec.arrays_from}")
     for name, path in spec.files.items():
         if name in given:
-            raise UsageError(f"input {clean(name)}: given both by --inputs and by --input; give it once")
+            raise settings_error(UsageError, lambda say: f"input {clean(name)}: given both by {say(ARRAYS)} and by {say(FILES)}; give it once")
         value = literal(path)
         if value is not None:  # NAME=VALUE: a literal takes the model's dtype, where that keeps its value
             try:
                 given[name] = (literal_as(value, by_name[name].dtype), f"value {path}")
             except UsageError as e:
-                raise UsageError(f"--input {clean(name)}={clean(path)}: {e}") from None
+                raise setting_error(UsageError, FILES, f"{clean(name)}={clean(path)}: {e}") from None
         else:
-            given[name] = (read_array(path, "--input"), path)
+            given[name] = (read_array(path, FILES), path)
     return given
 
 
@@ -411,8 +419,8 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
             value, origin = given[s.name]
             feeds[s.name] = check_value(s, value, origin)
             if s.name in spec.shapes and tuple(spec.shapes[s.name]) != tuple(value.shape):
-                raise UsageError(f"input {clean(s.name)}: --shape {'x'.join(map(str, spec.shapes[s.name]))} disagrees with "
-                                 f"the value given ({clean(origin)}, shape {'x'.join(map(str, value.shape)) or 'scalar'})")
+                raise settings_error(UsageError, lambda say: f"input {clean(s.name)}: {say(SHAPES)} {'x'.join(map(str, spec.shapes[s.name]))} "
+                                     f"disagrees with the value given ({clean(origin)}, shape {'x'.join(map(str, value.shape)) or 'scalar'})")
             dims.fix(s, feeds[s.name].shape, origin)
     for s in specs:
         if s.name in spec.shapes and s.name not in feeds:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, setting_error, settings_error
 from onnxprobe.types import element_count
 
 REL_TINY = float(np.finfo(np.float32).smallest_subnormal)  # float32's max_rel divisor floor (the graph's, a device's)
@@ -165,6 +165,8 @@ def from_sums(*, max_abs: float, argmax: int, sum_abs: float, dd: float, aa: flo
 ABSOLUTE = ("max_abs", "mean_abs", "rmse")  # judged against atol (+ rtol max|b| when --rtol is given, or neither)
 THRESHOLDS = {"min_sqnr": "sqnr", "min_cosine": "cosine"}  # threshold flag -> the metric it sets
 DEFAULTS = {"atol": 1e-4, "rtol": 1e-3, "min_sqnr": 30.0, "min_cosine": 0.999}
+# Tolerance.from_flags's parameters and the flags they are given by, as its messages name them (errors.setting_error)
+FLAGS = {k: (k, "--" + k.replace("_", "-")) for k in ("metric", "atol", "rtol", "min_sqnr", "min_cosine")}
 USES = {"allclose": ("atol", "rtol"), "max_abs": ("atol", "rtol"), "mean_abs": ("atol", "rtol"), "rmse": ("atol", "rtol"),
         "max_rel": ("rtol",), "cosine": ("min_cosine",), "sqnr": ("min_sqnr",)}  # the thresholds each metric reads
 
@@ -221,31 +223,33 @@ class Tolerance:
         A threshold implies its metric (``--min-sqnr 25`` means ``--metric sqnr``); a threshold of
         another metric than ``--metric`` is refused."""
         if metric is not None and metric not in METRICS:
-            raise UsageError(f"--metric {metric!r}: choose one of {', '.join(METRICS)}")
+            raise setting_error(UsageError, FLAGS["metric"], f"{metric!r}: choose one of {', '.join(METRICS)}")
         given = {k: v for k, v in (("min_sqnr", min_sqnr), ("min_cosine", min_cosine)) if v is not None}
         implied = {THRESHOLDS[k] for k in given}
         if len(implied) > 1:
-            raise UsageError("--min-sqnr and --min-cosine set different criteria; give one (or --metric)")
+            raise settings_error(UsageError, lambda say: f"{say(FLAGS['min_sqnr'])} and {say(FLAGS['min_cosine'])} set different criteria; "
+                                 f"give one (or {say(FLAGS['metric'])})")
         if metric is None and implied:
             metric = implied.pop()
-        flag = {"min_sqnr": "--min-sqnr", "min_cosine": "--min-cosine"}
         for k in given:
             if THRESHOLDS[k] != metric:
-                raise UsageError(f"{flag[k]} is a threshold of --metric {THRESHOLDS[k]}, not of --metric {metric}")
+                raise settings_error(UsageError, lambda say: f"{say(FLAGS[k])} is a threshold of {say(FLAGS['metric'])} {THRESHOLDS[k]}, "
+                                     f"not of {say(FLAGS['metric'])} {metric}")
         if metric in ("sqnr", "cosine") and (atol is not None or rtol is not None):
-            raise UsageError(f"--atol / --rtol are thresholds of allclose, max_abs, mean_abs, rmse and max_rel, "
-                             f"not of --metric {metric}")
+            raise settings_error(UsageError, lambda say: f"{say(FLAGS['atol'])} / {say(FLAGS['rtol'])} are thresholds of allclose, "
+                                 f"max_abs, mean_abs, rmse and max_rel, not of {say(FLAGS['metric'])} {metric}")
         if metric == "max_rel" and atol is not None:
-            raise UsageError("--atol is not a threshold of --metric max_rel (give --rtol)")
+            raise settings_error(UsageError, lambda say: f"{say(FLAGS['atol'])} is not a threshold of {say(FLAGS['metric'])} max_rel "
+                                 f"(give {say(FLAGS['rtol'])})")
         if metric is None and atol is None and rtol is None:
             return None
-        for k, v in (("--atol", atol), ("--rtol", rtol), ("--min-cosine", min_cosine)):
+        for k, v in (("atol", atol), ("rtol", rtol), ("min_cosine", min_cosine)):
             if v is not None and (v < 0 or not math.isfinite(v)):
-                raise UsageError(f"{k} {v}: thresholds are finite and non-negative")
+                raise setting_error(UsageError, FLAGS[k], f"{v}: thresholds are finite and non-negative")
         if min_cosine is not None and min_cosine > 1:
-            raise UsageError(f"--min-cosine {min_cosine}: a cosine similarity is at most 1; give a threshold in [0, 1], e.g. 0.999")
+            raise setting_error(UsageError, FLAGS["min_cosine"], f"{min_cosine}: a cosine similarity is at most 1; give a threshold in [0, 1], e.g. 0.999")
         if min_sqnr is not None and not math.isfinite(min_sqnr):
-            raise UsageError(f"--min-sqnr {min_sqnr}: give a finite number of dB")
+            raise setting_error(UsageError, FLAGS["min_sqnr"], f"{min_sqnr}: give a finite number of dB")
         values = {"atol": atol, "rtol": rtol, "min_sqnr": min_sqnr, "min_cosine": min_cosine}
         given = tuple(k for k, v in values.items() if v is not None)
         metric_given = metric is not None

@@ -76,7 +76,7 @@ class TensorRtRunner(HostStatsRunner):
         self.mode = opts.get("mode")
         if self.mode is not None and self.mode not in MODES:
             raise setting_error(UsageError, RUNTIME_OPTIONS, f"mode={self.mode}: choose {' or '.join(MODES)}")
-        self.workspace = parse_size(opts.get("workspace", "1G"))
+        self.workspace = parse_size(opts.get("workspace", "1G"), (*RUNTIME_OPTIONS, "workspace"))
         tf32 = opts.get("tf32")
         if tf32 is not None and tf32 not in ("0", "1"):
             raise setting_error(UsageError, RUNTIME_OPTIONS, f"tf32={tf32}: give 0 or 1")
