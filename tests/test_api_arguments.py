@@ -217,7 +217,7 @@ def test_tolerance_checks_leave_the_flags_and_files_as_they_were():
         api.Tolerance.from_flags(atol=-1.0)
     with pytest.raises(ValueError):  # from_dict's callers expect ValueError for a malformed criterion
         api.Tolerance.from_dict({"metric": "allclose", "atol": -1, "rtol": 0, "min_sqnr": 1, "min_cosine": 0})
-    with pytest.raises(UsageError, match="--min-cosine 2.0: a cosine similarity is at most 1"):
+    with pytest.raises(UsageError, match=r"min_cosine \(--min-cosine\) 2.0: a cosine similarity is at most 1"):
         api.Tolerance.from_flags(min_cosine=2.0)
     assert api.Tolerance.from_flags(min_cosine=1.0).min_cosine == 1.0
     with pytest.raises(ValueError):

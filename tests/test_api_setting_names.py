@@ -55,11 +55,23 @@ CASES = {
              ("sort", "--sort", " 'bad': choose topo, introduced, accumulated")),
     "map file": (lambda m: api.read_map("/nonexistent/map.json"), ["diff", "SAME", "--map", "/nonexistent/map.json"],
                  ("path", "--map", " /nonexistent/map.json: no such JSON file")),
+    "cut input": (lambda m: api.extract(m, "unused.onnx", cut_inputs=["zzz"]), ["extract", "-o", "OUT", "--from", "zzz"],
+                  ("cut_inputs", "--from", ": no tensor named 'zzz' in the main graph")),
+    "cut at an output": (lambda m: api.extract(m, "unused.onnx", cut_inputs=["y"]), ["extract", "-o", "OUT", "--from", "y"],
+                         ("cut_inputs", "--from", " 'y': is the model output, so no node lies after it")),
+    "columns": (lambda m: api.text(api.layers(m), columns="tensor,zzz"), ["layers", "--columns", "tensor,zzz"],
+                ("columns", "--columns", ": no column 'zzz'")),
+    "format": (lambda m: api.text(api.layers(m), format="zzz"), ["layers", "--format", "zzz"],
+               ("format", "--format", " 'zzz': choose table, csv, markdown, json")),
+    "inputs dir": (lambda m: api.layers_dataset(m, "/nonexistent/batches"), ["layers", "--inputs-dir", "/nonexistent/batches"],
+                   ("inputs", "--inputs-dir", " /nonexistent/batches: no such folder or file")),
+    "grad wrt in diff": (lambda m: api.diff_grad(m, m, api.GradSpec(wrt=("zzz",))), ["diff", "SAME", "--grad", "--wrt", "zzz"],
+                         ("wrt", "--wrt", " 'zzz': no gradient of either model matches it")),
 }
 
 
-def _cli_line(model: str, args: list[str]) -> str:
-    args = [model if a == "SAME" else a for a in args]
+def _cli_line(model: str, args: list[str], out: str = "/nonexistent/out.onnx") -> str:
+    args = [model if a == "SAME" else out if a == "OUT" else a for a in args]
     r = runner.invoke(app, [args[0], model, *args[1:]])
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()
@@ -68,13 +80,14 @@ def _cli_line(model: str, args: list[str]) -> str:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_the_api_names_its_parameter_and_the_command_line_its_flag(model, case):
+def test_the_api_names_its_parameter_and_the_command_line_its_flag(model, case, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # extract's output path, never written (the cut is refused first)
     call, args, (param, flag, rest) = CASES[case]
     with pytest.raises(UsageError) as e:
         call(model)
     assert str(e.value).startswith(f"{param} ({flag}){rest}"), str(e.value)
     assert e.value.cli_message.startswith(f"{flag}{rest}"), e.value.cli_message
-    line = _cli_line(model, args)
+    line = _cli_line(model, args, str(tmp_path / "out.onnx"))
     assert f"error: {flag}{rest}" in line, line
     assert f"{param} (" not in line, line
 
@@ -122,3 +135,16 @@ def test_the_readers_of_typed_settings_name_their_parameter(call, said):
     assert str(e.value).startswith(said), str(e.value)
     flag, rest = said.split(" (", 1)[1].split(")", 1)
     assert e.value.cli_message.startswith(flag + rest), e.value.cli_message
+
+
+def test_a_user_map_naming_no_tensor_names_user_map(model):
+    with pytest.raises(UsageError) as e:
+        api.diff(model, model, user_map={"zzz": "y"})
+    assert str(e.value).startswith("user_map (--map): tensor 'zzz' is not an observable tensor of model A"), str(e.value)
+    assert e.value.cli_message.startswith("--map: tensor 'zzz' is not an observable tensor of model A")
+
+
+def test_text_takes_columns_as_the_flag_does(model):
+    """api.text(columns='tensor,max') is the keys --columns takes: it was read one key per character ("no column 't'")."""
+    out = api.text(api.layers(model), format="csv", columns="tensor,max")
+    assert out.splitlines()[0] == "tensor,max", out

@@ -180,7 +180,7 @@ def test_wrt_keeps_only_those_gradients(tmp_path):
     # a pattern that names nothing is refused, as grad refuses it (it was ignored beside one that matched)
     from onnxprobe.errors import UsageError
 
-    with pytest.raises(UsageError, match="--wrt 'bogus'"):
+    with pytest.raises(UsageError, match=r"wrt \(--wrt\) 'bogus'"):
         api.diff_grad(_perturbed(tmp_path), sample_path("mlp"), api.GradSpec(wrt=("fc1.*", "bogus")),
                       selection=api.Selection(all=True))
 

@@ -20,7 +20,7 @@ def test_grad_refuses_a_name_glob_that_matches_nothing():
     assert r.exit_code == 2 and len(err) == 1 and "--name 'extra': matches no" in err[0], r.output
     r = runner.invoke(app, ["debug", str(sample_path("cnn")), "--script", "-"], input="grad op:Conv extra\n")
     assert r.exit_code == 1 and "--name 'extra': matches no" in r.stderr and "backward graph attached" not in r.stdout, r.output
-    with pytest.raises(UsageError, match="--op Nope"):
+    with pytest.raises(UsageError, match=r"ops \(--op\) Nope"):
         api.grad_plan(str(sample_path("cnn")), api.GradSpec(), api.Selection(ops=("Nope",)))
     r = runner.invoke(app, ["grad", str(sample_path("cnn")), "--op", "Conv", "--name", "conv1*"])
     assert r.exit_code == 0, r.output  # a glob that matches still selects

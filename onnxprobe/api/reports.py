@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, setting_error
 
 
 def _is(result, module: str, name: str) -> bool:
@@ -171,13 +171,14 @@ def text(result, *, width: int = 100, format: str = "table", columns=None, wide:
 
     from onnxprobe.report.console import SafeConsole
     from onnxprobe.report.render import print_items
-    from onnxprobe.report.table import FORMATS, present
+    from onnxprobe.report.table import FORMAT, FORMATS, column_keys, present
 
     if not isinstance(width, int) or isinstance(width, bool) or width < 20:
         raise UsageError(f"width: expected a number of columns (an int, 20 or more), got {width!r}")
     if format not in FORMATS:
-        raise UsageError(f"format: {format!r}; choose {', '.join(FORMATS)}")
-    asked = tuple(columns or ())
+        raise setting_error(UsageError, FORMAT, f"{format!r}: choose {', '.join(FORMATS)}")
+    # a string is the keys as --columns takes them ('tensor,max'), not one key per character
+    asked = tuple(column_keys(columns) if isinstance(columns, str) else columns or ())
     items = _renderables(result, width, asked, sort, profile)
     out = io.StringIO()
     print_items(SafeConsole(file=out, width=width, soft_wrap=False, color_system=None, force_terminal=False),

@@ -20,12 +20,13 @@ import onnx
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
 from onnxprobe.api.inputs import as_max_memory, check_switches
+from onnxprobe.autodiff.select import WRT
 from onnxprobe.compare.criteria import HALF_TOLERANCE, export_tolerance
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.gradients import candidates, forward_note, grad_side, loss_value, losses_differ
 from onnxprobe.compare.sides import GRADIENT_STOPPED, Side, model_side
-from onnxprobe.errors import ExecutionError, UsageError
+from onnxprobe.errors import ExecutionError, UsageError, setting_error
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.match.engine import (DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, OTHER_VALUES, Matching, Pair,
@@ -374,14 +375,14 @@ def _keep_wrt(side_a: Side, matching: Matching, wrt: tuple[str, ...]) -> None:
              + [n for u in matching.unmatched_b for n in u.obs.name.split("+")])
     idle = next((pat for pat in wrt if not any(matches(n, pat) for n in every)), None)
     if idle is not None:  # as grad: a pattern that names nothing is a mistake, not a filter to ignore
-        raise UsageError(f"--wrt {idle!r}: no gradient matches it (by its ONNX name or its torch name)")
+        raise setting_error(UsageError, WRT, f"{idle!r}: no gradient matches it (by its ONNX name or its torch name)")
     matching.pairs[:] = [p for p in matching.pairs if wanted(ours(p.a) + p.b.name.split("+"))]
     matching.unmatched_a[:] = [u for u in matching.unmatched_a if wanted(ours(u.obs))]
     matching.unmatched_b[:] = [u for u in matching.unmatched_b if wanted(u.obs.name.split("+"))]
     kept = {p.a.name for p in matching.pairs} | {u.obs.name for u in matching.unmatched_a}
     side_a.observation = Observation([o for o in side_a.observation.observables if o.name in kept], [], side_a.observation.hidden)
     if not kept:
-        raise UsageError(f"--wrt {', '.join(wrt)}: no gradient of model A matches (by its ONNX name or its torch name)")
+        raise setting_error(UsageError, WRT, f"{', '.join(wrt)}: no gradient of model A matches (by its ONNX name or its torch name)")
 
 
 def _scalar_parameters(model: Model, params: dict[str, np.ndarray], known: set[str],

@@ -24,9 +24,9 @@ import numpy as np
 import onnx
 
 from onnxprobe.autodiff import registry
-from onnxprobe.autodiff.select import weights
+from onnxprobe.autodiff.select import WRT, weights
 from onnxprobe.compare.sides import GRADIENT_STOPPED, Side
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import first_readers, walk
@@ -318,11 +318,11 @@ def keep_wrt(sides: list[Side], wrt: tuple[str, ...]) -> None:
     every = [n for side in sides for o in side.observation.observables for n in names(o)]
     idle = next((pat for pat in wrt if not any(matches(n, pat) for n in every)), None)
     if idle is not None:  # as grad: a pattern that names nothing is a mistake, not a filter to ignore
-        raise UsageError(f"--wrt {idle!r}: no gradient of either model matches it (a weight, input or node output name)")
+        raise setting_error(UsageError, WRT, f"{idle!r}: no gradient of either model matches it (a weight, input or node output name)")
     for side in sides:
         side.observation = Observation([o for o in side.observation.observables if wanted(o)], [], side.observation.hidden)
     if not sides[0].observation.observables:
-        raise UsageError(f"--wrt {', '.join(wrt)}: no gradient of model A matches")
+        raise setting_error(UsageError, WRT, f"{', '.join(wrt)}: no gradient of model A matches")
 
 
 def nothing_selected(res, selection, models) -> None:

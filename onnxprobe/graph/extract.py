@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from onnxprobe.errors import NothingToCut, UsageError
+from onnxprobe.errors import NothingToCut, UsageError, setting_error, settings_error
 from onnxprobe.graph.builder import single_opsets
 from onnxprobe.graph.walk import constant_tensors, implicit_inputs, walk
 from onnxprobe.text import some
 
 METADATA_KEY = "onnxprobe.extracted"
+FROM, TO = ("cut_inputs", "--from"), ("cut_outputs", "--to")  # the cut, as api.extract and the command line name it
 
 
 def node_inputs(node: onnx.NodeProto) -> list[str]:
@@ -66,18 +67,18 @@ def _split(names: list[str] | None, known: set[str]) -> tuple[list[str], str | N
     return out, empty
 
 
-def _check_names(model: onnx.ModelProto, names: list[str], flag: str, main: set[str]) -> None:
+def _check_names(model: onnx.ModelProto, names: list[str], flag: tuple[str, str], main: set[str]) -> None:
     for n in names:
         if n in main:
             continue
         for s in walk(model):
             if s.chain and n in s.node.output:
-                raise UsageError(
-                    f"{flag}: tensor {n!r} lives inside {'/'.join(s.scope)}; extract cuts the main graph only "
+                raise setting_error(
+                    UsageError, flag, f": tensor {n!r} lives inside {'/'.join(s.scope)}; extract cuts the main graph only "
                     f"(cut at the {s.chain[0][0].op_type} node's inputs and outputs instead)")
         close = difflib.get_close_matches(n, sorted(main), n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else "; `onnxprobe inspect --nodes MODEL` lists the tensors"
-        raise UsageError(f"{flag}: no tensor named {n!r} in the main graph{hint}")
+        raise setting_error(UsageError, flag, f": no tensor named {n!r} in the main graph{hint}")
 
 
 def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | None) -> Cut:
@@ -92,12 +93,12 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
     if not ins and not outs:
         raise NothingToCut("give the tensors to cut at: cut_inputs and/or cut_outputs (a name, a list of names, or "
                            "names separated by commas); `onnxprobe inspect --nodes` lists them")
-    for flag, item in (("--from", empty_in), ("--to", empty_out)):
+    for flag, item in ((FROM, empty_in), (TO, empty_out)):
         # left out, `--from ',' --to y` silently cut at the model's inputs
         if item is not None:
-            raise UsageError(f"{flag} {item!r}: an empty tensor name; give names separated by commas")
-    _check_names(model, ins, "--from", main)
-    _check_names(model, outs, "--to", main)
+            raise setting_error(UsageError, flag, f"{item!r}: an empty tensor name; give names separated by commas")
+    _check_names(model, ins, FROM, main)
+    _check_names(model, outs, TO, main)
     default_inputs, default_outputs = not ins, not outs
     if default_inputs:
         ins = list(real_inputs)
@@ -132,11 +133,13 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
     if default_inputs:
         ins = [i for i in ins if i in seen]
     if not nodes and default_outputs:  # every model output is a --from: no --to was given, none to blame
-        raise UsageError(f"--from {', '.join(repr(o) for o in outs)}: {'is the model output' if len(outs) == 1 else 'are the model outputs'}, "
-                         "so no node lies after it: give a --from the outputs are computed from, or a --to")
+        raise settings_error(UsageError, lambda say: f"{say(FROM)} {', '.join(repr(o) for o in outs)}: "
+                             f"{'is the model output' if len(outs) == 1 else 'are the model outputs'}, so no node lies after it: "
+                             f"give a {say(FROM)} the outputs are computed from, or a {say(TO)}")
     if not nodes:  # every --to is a --from (or a graph input): a model of no node, which computes nothing
-        raise UsageError(f"--to {', '.join(repr(o) for o in outs)}: {'is' if len(outs) == 1 else 'are'} among the cut's inputs, "
-                         "so no node lies between them: give a --to computed from the --from tensors")
+        raise settings_error(UsageError, lambda say: f"{say(TO)} {', '.join(repr(o) for o in outs)}: "
+                             f"{'is' if len(outs) == 1 else 'are'} among the cut's inputs, so no node lies between them: "
+                             f"give a {say(TO)} computed from the {say(FROM)} tensors")
     unused = [i for i in ins if i not in seen]
     return Cut(ins, outs, sorted(nodes), list(used_inits), unused)
 

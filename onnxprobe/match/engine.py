@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, setting_error, settings_error
 from onnxprobe.match.align import align
 from onnxprobe.match.folds import folded_elsewhere, tail_folded
 from onnxprobe.match.integers import IntegerCheck, Unknown
@@ -32,6 +32,8 @@ from onnxprobe.text import clip, quote
 # matching's causes live in onnxprobe.types (report/ reads them in the JSON too); imported from here as well
 from onnxprobe.types import (COPY, DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, NO_NUMBERS,  # noqa: F401
                              NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES)
+
+MAP = ("user_map", "--map")  # the pairs a user gives, as the API and the command line name them
 
 
 @dataclass
@@ -179,19 +181,19 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
         jb = next((j for j, o in enumerate(obs_b) if b_name in (o.name, o.key, o.probe)), None)
         if ia is None or jb is None:
             missing = a_name if ia is None else b_name
-            raise UsageError(f"--map: tensor {missing!r} is not an observable tensor of model {'A' if ia is None else 'B'}"
+            raise setting_error(UsageError, MAP, f": tensor {missing!r} is not an observable tensor of model {'A' if ia is None else 'B'}"
                              + scoped_hint(obs_a if ia is None else obs_b, missing))
         # the user's pair is made as given or refused out loud: silently falling back to the other
         # strategies would report a comparison the user did not ask for as if it were theirs
         if ia in used_a or jb in used_b:
             twice = a_name if ia in used_a else b_name
-            raise UsageError(f"--map {a_name} -> {b_name}: {twice!r} is already in another --map entry")
+            raise settings_error(UsageError, lambda say: f"{say(MAP)} {a_name} -> {b_name}: {twice!r} is already in another {say(MAP)} entry")
         # a float tensor of a quantized model is compared as its quantized value (the observable whose key it
         # is: the Q -> DQ copy the next layers use, a uint8 tensor), as the other strategies compare it: said
         via = [f"{side}'s {n!r} compared as {o.name!r}, its quantized value" for side, n, o in
                (("A", a_name, obs_a[ia]), ("B", b_name, obs_b[jb])) if n not in (o.name, o.probe)]
         if not take(ia, jb, "map", "given in --map" + (f" ({'; '.join(via)})" if via else "")):
-            raise UsageError(f"--map {a_name} -> {b_name}: shapes {_shp(obs_a[ia].shape)} and {_shp(obs_b[jb].shape)} "
+            raise setting_error(UsageError, MAP, f"{a_name} -> {b_name}: shapes {_shp(obs_a[ia].shape)} and {_shp(obs_b[jb].shape)} "
                              "differ, so they cannot be compared")
     # 2. same key (name, or the float name a quantized value stands for)
     for i, a in enumerate(obs_a):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from rich.console import Console, ConsoleOptions, RenderResult
 
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.report import cells as cl
 from onnxprobe.report.console import Lines
 from onnxprobe.report.format import json_word
@@ -48,6 +48,7 @@ NAME_FLOOR = 12  # no name column is ever narrower (unless its names are shorter
 WRAP_MIN = 30  # a name column is not shortened below this in the one-line layout
 INDENT = 4  # of the second line of a two-line row
 FORMATS = ("table", "csv", "markdown", "json")
+FORMAT, COLUMNS = ("format", "--format"), ("columns", "--columns")  # as api.text and the command line name them
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class Table:
         for k in keys:
             i = index.get(k.strip().lower())
             if i is None:
-                raise UsageError(f"--columns: no column {k.strip()!r}; this table has {', '.join(self.keys())}")
+                raise setting_error(UsageError, COLUMNS, f": no column {k.strip()!r}; this table has {', '.join(self.keys())}")
             if i not in picked:
                 picked.append(i)
         kept = {self.columns[i].key for i in picked}
@@ -180,7 +181,7 @@ class Table:
             import json
 
             return json.dumps(self.records(), indent=1, allow_nan=False) + "\n"
-        raise UsageError(f"--format {fmt!r}: choose {', '.join(FORMATS)}")
+        raise setting_error(UsageError, FORMAT, f"{fmt!r}: choose {', '.join(FORMATS)}")
 
     # --- layout ------------------------------------------------------------------------------------------
 
@@ -443,7 +444,7 @@ def column_keys(columns: str | None) -> list[str]:
         return []
     keys = [k.strip() for k in columns.split(",")]
     if not all(keys):
-        raise UsageError(f"--columns {columns!r}: an empty column key; give keys separated by commas or repeat "
+        raise setting_error(UsageError, COLUMNS, f"{columns!r}: an empty column key; give keys separated by commas or repeat "
                          "the flag, e.g. index,tensor,min,max")
     return keys
 
@@ -467,17 +468,17 @@ def check_view(fmt: str, columns: list[str] | None, known: list[Column] | None =
     """Refuse a bad --format, or a --columns key none of ``known`` has, before any work is done
     (``absent``: keys this run's table will not have -> why, e.g. 'comes only with --check')."""
     if fmt not in FORMATS:
-        raise UsageError(f"--format {fmt!r}: choose {', '.join(FORMATS)}")
+        raise setting_error(UsageError, FORMAT, f"{fmt!r}: choose {', '.join(FORMATS)}")
     for k in columns or ():
         if k.strip().lower() in {a.lower() for a in absent or {}}:
             why = next(v for a, v in absent.items() if a.lower() == k.strip().lower())
-            raise UsageError(f"--columns: column {k.strip()!r} {why}")
+            raise setting_error(UsageError, COLUMNS, f": column {k.strip()!r} {why}")
     if columns and known is not None:
         names = {c.key.lower() for c in known} | {c.header.lower() for c in known if c.header}
         for k in columns:
             if k.strip().lower() not in names:
                 keys = ", ".join(dict.fromkeys(c.key for c in known))
-                raise UsageError(f"--columns: no column {k.strip()!r}; the columns are {keys}")
+                raise setting_error(UsageError, COLUMNS, f": no column {k.strip()!r}; the columns are {keys}")
 
 
 def present(items: list, *, wide: bool = False, columns: list[str] | None = None, fmt: str = "table") -> list:

@@ -17,13 +17,14 @@ from typing import Iterator
 
 import numpy as np
 
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.runtime.arrays import read_npz
 from onnxprobe.runtime.feeds import ModelInput
 from onnxprobe.runtime.userfunc import call_function, load_function, raised, user_code
 from onnxprobe.text import clean, clip, quote
 
 Samples = Iterator[tuple[str, dict[str, np.ndarray]]]
+INPUTS_DIR = ("inputs", "--inputs-dir")  # a dataset's folder or stacked .npz, as the API and the command line name it
 
 
 @dataclass(frozen=True)
@@ -44,15 +45,15 @@ def dataset_batches(path: str | Path, specs: list[ModelInput]) -> list[Batch]:
     if p.is_dir():
         files = [f for f in sorted(p.iterdir()) if _is_batch(f)]
         if not files:
-            raise UsageError(f"--inputs-dir {clean(p)}: no .npz files in this folder")
+            raise setting_error(UsageError, INPUTS_DIR, f"{clean(p)}: no .npz files in this folder")
         return [Batch(k, f.name, str(f)) for k, f in enumerate(files)]
     if p.suffix == ".npz" and p.is_file():
         n = _stacked_samples(p, read_npz(p), specs)
         return [Batch(i, f"sample {i}", str(p), i) for i in range(n)]
     what = "a folder of .npz files or one .npz with a leading sample axis"
     if not p.exists() and not p.is_symlink():  # a mistyped folder: not "expected a folder" of what is one
-        raise UsageError(f"--inputs-dir {clean(p)}: no such folder or file ({what} expected)")
-    raise UsageError(f"--inputs-dir {clean(p)}: expected {what}")
+        raise setting_error(UsageError, INPUTS_DIR, f"{clean(p)}: no such folder or file ({what} expected)")
+    raise setting_error(UsageError, INPUTS_DIR, f"{clean(p)}: expected {what}")
 
 
 def _is_batch(f: Path) -> bool:
@@ -80,13 +81,13 @@ def _stacked_samples(p: Path, arrays: dict[str, np.ndarray], specs: list[ModelIn
     n = None
     for name, a in arrays.items():
         if name not in by_name:
-            raise UsageError(f"--inputs-dir {clean(p)}: unknown input name {quote(name)}")
+            raise setting_error(UsageError, INPUTS_DIR, f"{clean(p)}: unknown input name {quote(name)}")
         k = a.shape[0] if a.ndim else 0
         if n is not None and k != n:
-            raise UsageError(f"--inputs-dir {clean(p)}: arrays disagree on the number of samples ({n} vs {k} for {clean(name)})")
+            raise setting_error(UsageError, INPUTS_DIR, f"{clean(p)}: arrays disagree on the number of samples ({n} vs {k} for {clean(name)})")
         n = k
     if not n:
-        raise UsageError(f"--inputs-dir {clean(p)}: no samples (arrays need a leading sample axis)")
+        raise setting_error(UsageError, INPUTS_DIR, f"{clean(p)}: no samples (arrays need a leading sample axis)")
     return n
 
 
