@@ -77,8 +77,10 @@ def read_array(path: str | Path, flag: str | tuple[str, str] = "") -> np.ndarray
         raise
     except Exception as e:  # noqa: BLE001 - numpy and protobuf raise many kinds
         raise UsageError(f"{clean(p)}: cannot read as {p.suffix} tensor ({clean(first_line(e))})") from e
-    # a model input may also come from an .npz of all inputs (--inputs); a --target or --labels file may not
-    use = ".npy or .pb" if flag else ".npy, .pb or --inputs FILE.npz"
+    # a model input (--input, or no flag said) may also come from an .npz of all inputs (--inputs); a --target
+    # or --labels file may not
+    named = flag[-1] if isinstance(flag, tuple) else flag
+    use = ".npy, .pb or --inputs FILE.npz" if named in ("", "--input") else ".npy or .pb"
     rest = f": unsupported file type {quote(p.suffix)} (use {use})"
     raise error_about(UsageError, (*flag, clean(p)), rest) if isinstance(flag, tuple) else UsageError(f"{f'{flag} ' if flag else ''}{clean(p)}{rest}")
 
