@@ -120,3 +120,19 @@ def test_text_formats_and_bad_arguments():
             api.text(res, **bad)
     with pytest.raises(api.UsageError, match="expected the result of api.layers"):
         api.text({"tensors": []})
+
+
+@pytest.mark.parametrize("width", [20, 40, 80])
+def test_text_wide_is_the_commands_wide(width):
+    """wide=True is --wide: every column kept and no row folded onto the next line, whatever the width
+    (the command's --wide output, the oracle, is the same at every $COLUMNS)."""
+    model = sample_path("cnn")
+    res = api.layers(model, api.Selection(all=True))
+    r = runner.invoke(app, ["layers", str(model), "--all", "--wide"], env={"NO_COLOR": "1", "COLUMNS": str(width)})
+    assert r.exit_code == 0, r.output
+    mine = api.text(res, width=width, wide=True)
+    no_times = lambda t: re.sub(r"\d+(\.\d+)? ?(µs|ms|s)\b", "T", t)  # noqa: E731
+    assert no_times(mine) == no_times(r.stdout)
+    names = [ref.name for ref, _ in res.rows()]
+    # a line per tensor, its name and its numbers on it: no row folded onto the next line
+    assert all(sum(f"  {n}  " in ln and ln.rstrip().endswith("0") for ln in mine.splitlines()) >= 1 for n in names)

@@ -164,12 +164,13 @@ def netron(result, model=None, *, sort: str = "topo") -> dict:
 def text(result, *, width: int = 100, format: str = "table", columns=None, wide: bool = False, sort: str = "topo",
          profile=None) -> str:
     """The report a command prints for ``result``, as a string (print it in a notebook): the table and its
-    header and footer lines at ``width`` columns, every column kept (``wide``: none folded); ``format``
+    header and footer lines at ``width`` columns, every column kept (``wide``: as ``--wide``, lines as long as
+    they need, ``width`` aside); ``format``
     csv, markdown or json: the main table's rows alone (``--format``); ``columns``: those of the main table
     (``--columns``); ``sort`` and ``profile`` as for ``report``. No colour."""
     import io
 
-    from onnxprobe.report.console import SafeConsole
+    from onnxprobe.report.console import WIDE, SafeConsole
     from onnxprobe.report.render import print_items
     from onnxprobe.report.table import FORMAT, FORMATS, column_keys, present
 
@@ -179,6 +180,8 @@ def text(result, *, width: int = 100, format: str = "table", columns=None, wide:
         raise setting_error(UsageError, FORMAT, f"{format!r}: choose {', '.join(FORMATS)}")
     # a string is the keys as --columns takes them ('tensor,max'), not one key per character
     asked = tuple(column_keys(columns) if isinstance(columns, str) else columns or ())
+    # wide, as --wide: laid out at WIDE columns, so that no row is folded onto the next line at ``width``
+    width = WIDE if wide else width
     items = _renderables(result, width, asked, sort, profile)
     out = io.StringIO()
     print_items(SafeConsole(file=out, width=width, soft_wrap=False, color_system=None, force_terminal=False),
