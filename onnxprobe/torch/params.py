@@ -51,7 +51,7 @@ class ParamMap:
     unused: dict[str, str] = field(default_factory=dict)  # torch parameter -> why no initializer holds it
     contradicts: set[str] = field(default_factory=set)  # initializers with a parameter's name and other values
     # a parameter several initializers hold, each it alone (a tied weight stored twice, as it is and transposed,
-    # or copied): their links, whose gradients, each brought back to the parameter's layout, sum to torch's.
+    # with unit axes added, or copied): their links, whose gradients, each brought back to the parameter's layout, sum to torch's.
     # Those initializers are refused one by one and the parameter is unused until a caller compares the sum
     ties: dict[str, list[ParamLink]] = field(default_factory=dict)
 
@@ -177,9 +177,6 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
             out.refused[i] = (f"holds the values of the torch parameter {cands[0]}, but only {readers} reads it, "
                               "not a module holding that parameter: a constant of the export, not the parameter")
             del init_value[i]
-    squeezed_class: dict[tuple, list[str]] = {}
-    for i, v in init_value.items():
-        squeezed_class.setdefault(_digest(np.squeeze(v)), []).append(i)
     same_class: dict[tuple, list[str]] = {}
     for i, v in init_value.items():
         same_class.setdefault(_digest(v), []).append(i)
@@ -233,7 +230,9 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
             continue
         sq = by_squeezed.get(_digest(np.squeeze(v)), []) if v.size else []
         sq = held_by_readers(i, sq)
-        if len(sq) == 1 and len(squeezed_class[_digest(np.squeeze(v))]) == 1:
+        # one parameter, and no other initializer of this shape and these values: those that hold it in other
+        # layouts (as it is, transposed) are other reads of it, a tie summed below, as a transposed copy is
+        if len(sq) == 1 and len(same_class[d]) == 1:
             out.links[i] = ParamLink(i, list(sq), shape=tuple(v.shape),
                                      how=f"the parameter with unit axes added ({'x'.join(map(str, v.shape))})")
             continue
