@@ -136,3 +136,20 @@ def test_text_wide_is_the_commands_wide(width):
     names = [ref.name for ref, _ in res.rows()]
     # a line per tensor, its name and its numbers on it: no row folded onto the next line
     assert all(sum(f"  {n}  " in ln and ln.rstrip().endswith("0") for ln in mine.splitlines()) >= 1 for n in names)
+
+
+def test_text_columns_as_the_flag_takes_them():
+    """columns as --columns takes them: a string of comma-separated keys, or a list (whose items may hold
+    several); a string was read as a list of its characters ("no column 't'"). Oracle: the command's
+    --columns tensor,mean output."""
+    model = sample_path("cnn")
+    res = api.layers(model, api.Selection(all=True))
+    r = runner.invoke(app, ["layers", str(model), "--all", "--columns", "tensor,mean", "--format", "csv"],
+                      env={"NO_COLOR": "1", "COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0] == "tensor,mean"
+    for cols in ("tensor,mean", "tensor, mean", ["tensor", "mean"], ["tensor,mean"], ("tensor", "mean")):
+        assert api.text(res, format="csv", columns=cols) == r.stdout, cols
+    for bad in ("tensor,,mean", [3], ["tensor", None]):
+        with pytest.raises(api.UsageError, match="columns"):
+            api.text(res, columns=bad)

@@ -165,21 +165,20 @@ def text(result, *, width: int = 100, format: str = "table", columns=None, wide:
          profile=None) -> str:
     """The report a command prints for ``result``, as a string (print it in a notebook): the table and its
     header and footer lines at ``width`` columns, every column kept (``wide``: as ``--wide``, lines as long as
-    they need, ``width`` aside); ``format``
-    csv, markdown or json: the main table's rows alone (``--format``); ``columns``: those of the main table
-    (``--columns``); ``sort`` and ``profile`` as for ``report``. No colour."""
+    they need, ``width`` aside); ``format`` csv, markdown or json: the main table's rows alone (``--format``);
+    ``columns``: those of the main table (``--columns``: a list of keys, or one string of keys separated by
+    commas); ``sort`` and ``profile`` as for ``report``. No colour."""
     import io
 
     from onnxprobe.report.console import WIDE, SafeConsole
     from onnxprobe.report.render import print_items
-    from onnxprobe.report.table import FORMAT, FORMATS, column_keys, present
+    from onnxprobe.report.table import FORMAT, FORMATS, present
 
     if not isinstance(width, int) or isinstance(width, bool) or width < 20:
         raise UsageError(f"width: expected a number of columns (an int, 20 or more), got {width!r}")
     if format not in FORMATS:
         raise setting_error(UsageError, FORMAT, f"{format!r}: choose {', '.join(FORMATS)}")
-    # a string is the keys as --columns takes them ('tensor,max'), not one key per character
-    asked = tuple(column_keys(columns) if isinstance(columns, str) else columns or ())
+    asked = _columns(columns)
     # wide, as --wide: laid out at WIDE columns, so that no row is folded onto the next line at ``width``
     width = WIDE if wide else width
     items = _renderables(result, width, asked, sort, profile)
@@ -187,6 +186,19 @@ def text(result, *, width: int = 100, format: str = "table", columns=None, wide:
     print_items(SafeConsole(file=out, width=width, soft_wrap=False, color_system=None, force_terminal=False),
                 present(items, wide=wide, columns=list(asked), fmt=format))
     return out.getvalue()
+
+
+def _columns(columns) -> tuple[str, ...]:
+    """``columns`` as ``--columns`` takes them: comma-separated keys in a string, or a list of such strings."""
+    from onnxprobe.report.table import column_keys
+
+    if not columns:
+        return ()
+    given = [columns] if isinstance(columns, str) else list(columns) if isinstance(columns, (list, tuple)) else None
+    if given is None or not all(isinstance(c, str) for c in given):
+        raise UsageError(f"columns: expected column keys (a list of strings, or one string of keys separated by commas), "
+                         f"got {columns!r}")
+    return tuple(column_keys(",".join(given)))
 
 
 def _renderables(result, width: int, asked: tuple[str, ...], sort: str, profile) -> list:
