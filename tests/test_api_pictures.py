@@ -153,3 +153,34 @@ def test_text_columns_as_the_flag_takes_them():
     for bad in ("tensor,,mean", [3], ["tensor", None]):
         with pytest.raises(api.UsageError, match="columns"):
             api.text(res, columns=bad)
+
+
+def _chain(names: list[str]) -> onnx.ModelProto:
+    from onnx import TensorProto, helper
+
+    nodes, prev = [], "x"
+    for i, n in enumerate(names):
+        nodes.append(helper.make_node("Relu" if i % 2 else "Neg", [prev], [n], name=f"node_{n}"))
+        prev = n
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [2, 3])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_overlay_on_another_model_colours_no_wrong_node():
+    """api.overlay(result, model) of a model the result is not about coloured that model's first nodes with the
+    result's numbers (a row's node index read in the other model): now one UsageError when the model holds
+    none of the result's tensors, and a node is coloured only where it makes the row's tensor (the same
+    tensors behind one more node, a graph tool's rewrite: each on its own producer, by name)."""
+    names = ["a", "b", "c", "d"]
+    res = api.layers(_chain(names), api.Selection(all=True))
+    other = _chain(["p", "q", "r", "s"])
+    with pytest.raises(api.UsageError, match="model"):
+        api.overlay(res, other)
+    with pytest.raises(api.UsageError, match="model"):
+        api.netron(res, other)
+    shifted = _chain(["pre", *names])  # every node of the result one index further on
+    got = api.overlay(res, shifted)["g"]["results"]
+    want = {f"node_{ref.name}": max(abs(t.min), abs(t.max)) for ref, t in res.rows()}
+    assert {k: v["value"] for k, v in got.items()} == pytest.approx(want)
+    assert api.overlay(res)["g"]["results"] == got  # as on its own model

@@ -140,16 +140,42 @@ def _model_of(result, kind: str, model):
     raise UsageError("model: the overlay of a grad result needs the model it is about (api.overlay(result, model))")
 
 
+def _about(proto, kind: str, d: dict, model) -> None:
+    """A ``model`` given for a result that holds none of its tensors is not the model it is about: a
+    UsageError, not node data of another model's nodes (or none) written without a word."""
+    from onnxprobe.graph.walk import all_graphs
+    from onnxprobe.text import clean
+    from onnxprobe.types import forward_name
+
+    if kind == "layers":
+        names = [t["name"] for t in d.get("tensors") or ()]
+    elif kind == "grad":
+        names = [g["tensor"] for g in d.get("gradients") or ()]
+    else:
+        names = [p["a"][len(p["scope"]) + 1:] if p.get("scope") and p["a"].startswith(p["scope"] + "/") else p["a"]
+                 for p in d.get("pairs") or ()]
+        names = [forward_name(n) or n for n in names] if d.get("grad") else names
+    held = {v for g in all_graphs(proto.graph) for v in [*(i.name for i in g.input), *(t.name for t in g.initializer),
+                                                         *(o for n in g.node for o in n.output)]}
+    if names and not held.intersection(names):
+        what = model if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__") else type(model).__name__
+        raise UsageError(f"model: {clean(str(what))} holds none of the result's tensors ({clean(names[0])}, ...): give the "
+                         "model the result is about")
+
+
 def overlay(result, model=None, *, sort: str = "topo") -> dict:
     """Model Explorer node data of a ``layers``, ``diff`` or ``grad`` result (``--overlay``): each node coloured
     by its row's worst number. ``model``: the model the result is about (default: the result's own; a grad
-    result needs it). json.dumps writes it; Model Explorer's "node data" reads the file."""
+    result needs it; one that holds none of the result's tensors is a UsageError). json.dumps writes it; Model Explorer's "node data" reads the file."""
     from onnxprobe.report import overlay as pictures
 
     kind = _kind(result)
     proto = _model_of(result, kind, model)
     make = {"layers": pictures.layers_overlay, "diff": pictures.diff_overlay, "grad": pictures.grad_overlay}[kind]
-    return make(proto, _dict(result, sort))
+    d = _dict(result, sort)
+    if model is not None:
+        _about(proto, kind, d, model)
+    return make(proto, d)
 
 
 def netron(result, model=None, *, sort: str = "topo") -> dict:
@@ -158,7 +184,10 @@ def netron(result, model=None, *, sort: str = "topo") -> dict:
     from onnxprobe.report import overlay as pictures
 
     kind = _kind(result)
-    return pictures.netron_attachment(kind, _dict(result, sort), _model_of(result, kind, model))
+    proto, d = _model_of(result, kind, model), _dict(result, sort)
+    if model is not None:
+        _about(proto, kind, d, model)
+    return pictures.netron_attachment(kind, d, proto)
 
 
 def text(result, *, width: int = 100, format: str = "table", columns=None, wide: bool = False, sort: str = "topo",

@@ -182,12 +182,14 @@ class ExplorerIds:
     """``graphs``: graph id -> node ids, in the adapter's order; ``nodes``: a node's index in
     ``graph.walk`` order (the ``#`` of every report) -> (graph id, node id), for the nodes Model Explorer
     shows; ``tensors``: a node output's name -> the (graph id, node id) of its producer; ``values``: a
-    graph input, initializer or output name -> (graph id, ``[value] ...`` id)."""
+    graph input, initializer or output name -> (graph id, ``[value] ...`` id); ``outputs``: a node's index ->
+    the names of its outputs (what a report's row read by its node index must be one of)."""
 
     graphs: dict[str, list[str]]
     nodes: dict[int, tuple[str, str]]
     tensors: dict[str, tuple[str, str]]
     values: dict[str, tuple[str, str]]
+    outputs: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 def explorer_ids(model: onnx.ModelProto) -> ExplorerIds:
@@ -213,6 +215,7 @@ def explorer_ids(model: onnx.ModelProto) -> ExplorerIds:
         for n in g.nodes:
             if n.proto is not None and id(n.proto) in index:
                 out.nodes.setdefault(index[id(n.proto)], (gid, n.name))
+                out.outputs.setdefault(index[id(n.proto)], tuple(o for o in n.proto.output if o))
                 for o in n.proto.output:
                     if o:
                         out.tensors.setdefault(o, (gid, n.name))

@@ -66,8 +66,11 @@ class _Results:
 
     def tensor(self, name: str, node: int | None = None) -> tuple[str, str] | None:
         """The node Model Explorer shows for a tensor: its producer (by its index ``node`` where given:
-        sibling bodies may each name a tensor 'o'), or the [value] node of a graph input or weight."""
-        at = self.ids.nodes.get(node) if node is not None else None
+        sibling bodies may each name a tensor 'o'), or the [value] node of a graph input or weight. The node at
+        ``node`` only where it makes that tensor (``name``, or a scoped key 'if1/then_branch/o' ending in its
+        name): in a model the row is not about, another node has that index."""
+        outs = self.ids.outputs.get(node, ()) if node is not None else ()
+        at = self.ids.nodes.get(node) if any(name == o or name.endswith("/" + o) for o in outs) else None
         return at or self.ids.tensors.get(name) or self.ids.values.get(name)
 
     def data(self, label: str, thresholds) -> dict:
