@@ -184,3 +184,22 @@ def test_overlay_on_another_model_colours_no_wrong_node():
     want = {f"node_{ref.name}": max(abs(t.min), abs(t.max)) for ref, t in res.rows()}
     assert {k: v["value"] for k, v in got.items()} == pytest.approx(want)
     assert api.overlay(res)["g"]["results"] == got  # as on its own model
+
+
+def test_html_of_a_dataset_diff_says_it_is_pooled(tmp_path):
+    """api.html of a diff_dataset result (the command refuses --html with --inputs-dir; the API draws it without
+    histograms): its facts said nothing of the dataset, so a page of metrics pooled over every sample read as
+    one input's. It names the batches, as a layers_dataset page does."""
+    pytest.importorskip("plotly", reason="the HTML report needs plotly (the test extra has it)")
+    model = sample_path("cnn")
+    x = onnx.load(str(model)).graph.input[0]
+    shape = [d.dim_value or 1 for d in x.type.tensor_type.shape.dim]
+    rng = np.random.default_rng(0)
+    for k in range(3):
+        np.savez(tmp_path / f"b{k}.npz", **{x.name: rng.standard_normal(shape).astype(np.float32)})
+    res = api.diff_dataset(model, model, tmp_path)
+    assert res.samples == 3
+    facts = dict(re.findall(r"<dt>([^<]*)</dt><dd[^>]*>([^<]*)</dd>", api.html(res)))
+    assert "3 batches" in facts.get("dataset", ""), facts
+    layers = dict(re.findall(r"<dt>([^<]*)</dt><dd[^>]*>([^<]*)</dd>", api.html(api.layers_dataset(model, tmp_path))))
+    assert "3 batches" in layers.get("dataset", ""), layers

@@ -147,6 +147,9 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
                          f"{sum(u.get('selected', True) for u in d['unmatched_b'])} in B", None)]  # of the selection, as the table's footer
         if d.get("first_failure"):
             out.append(("error starts at", d["first_failure"], "fail"))
+        if "samples" in d:  # diff_dataset: every metric pooled over the batches, as a layers dataset page says
+            out.append(("dataset", f"{d['samples']} batch{'' if d['samples'] == 1 else 'es'}, the metrics pooled over "
+                                   f"all; selection {d.get('selection', '')}", None))
         if d.get("grad"):
             g = d["grad"]
             # the terminal's digits (report.diff): six, a loss's digits are what tell A from B
