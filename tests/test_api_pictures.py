@@ -115,7 +115,7 @@ def test_text_formats_and_bad_arguments():
     for name, mean in rows[1:]:
         if name in means:
             assert float(mean) == pytest.approx(means[name], rel=1e-3, abs=1e-6)
-    for bad in ({"width": 5}, {"width": "80"}, {"format": "html"}, {"columns": ["no-such-column"]}):
+    for bad in ({"width": 5}, {"width": "80"}, {"format": "html"}, {"columns": ["no-such-column"]}, {"wide": "no"}):
         with pytest.raises(api.UsageError):
             api.text(res, **bad)
     with pytest.raises(api.UsageError, match="expected the result of api.layers"):

@@ -205,6 +205,8 @@ def text(result, *, width: int = 100, format: str = "table", columns=None, wide:
 
     if not isinstance(width, int) or isinstance(width, bool) or width < 20:
         raise UsageError(f"width: expected a number of columns (an int, 20 or more), got {width!r}")
+    if not isinstance(wide, bool):
+        raise UsageError(f"wide: expected True or False (--wide), got {wide!r}")
     if format not in FORMATS:
         raise setting_error(UsageError, FORMAT, f"{format!r}: choose {', '.join(FORMATS)}")
     asked = _columns(columns)
