@@ -187,9 +187,9 @@ def test_overlay_on_another_model_colours_no_wrong_node():
 
 
 def test_html_of_a_dataset_diff_says_it_is_pooled(tmp_path):
-    """api.html of a diff_dataset result (the command refuses --html with --inputs-dir; the API draws it without
-    histograms): its facts said nothing of the dataset, so a page of metrics pooled over every sample read as
-    one input's. It names the batches, as a layers_dataset page does."""
+    """api.html of a diff_dataset result (drawn without histograms, which are of one input's tensors; `diff
+    --inputs-dir --html` writes the same page): its facts said nothing of the dataset, so a page of metrics pooled
+    over every sample read as one input's. It names the batches, as a layers_dataset page does."""
     pytest.importorskip("plotly", reason="the HTML report needs plotly (the test extra has it)")
     model = sample_path("cnn")
     x = onnx.load(str(model)).graph.input[0]
@@ -203,3 +203,24 @@ def test_html_of_a_dataset_diff_says_it_is_pooled(tmp_path):
     assert "3 batches" in facts.get("dataset", ""), facts
     layers = dict(re.findall(r"<dt>([^<]*)</dt><dd[^>]*>([^<]*)</dd>", api.html(api.layers_dataset(model, tmp_path))))
     assert "3 batches" in layers.get("dataset", ""), layers
+
+
+def test_a_dataset_diff_writes_its_html_page(tmp_path):
+    """`diff A B --inputs-dir DIR --html PAGE` was refused ('--html draws the histograms of one input's
+    tensors'); it writes the page of the pooled metrics, as api.html draws it, naming the dataset."""
+    pytest.importorskip("plotly", reason="the HTML report needs plotly (the test extra has it)")
+    model = sample_path("cnn")
+    x = onnx.load(str(model)).graph.input[0]
+    shape = [d.dim_value or 1 for d in x.type.tensor_type.shape.dim]
+    rng = np.random.default_rng(1)
+    data = tmp_path / "data"
+    data.mkdir()
+    for k in range(2):
+        np.savez(data / f"b{k}.npz", **{x.name: rng.standard_normal(shape).astype(np.float32)})
+    page = tmp_path / "page.html"
+    r = runner.invoke(app, ["diff", str(model), str(model), "--inputs-dir", str(data), "--html", str(page)])
+    assert r.exit_code == 0, r.output
+    facts = dict(re.findall(r"<dt>([^<]*)</dt><dd[^>]*>([^<]*)</dd>", page.read_text(encoding="utf-8")))
+    assert "2 batches" in facts.get("dataset", ""), facts
+    mine = api.html(api.diff_dataset(model, model, data), inputs=[f"dataset {data.name}"])
+    assert _drop_times(mine).count("<tr") == _drop_times(page.read_text(encoding="utf-8")).count("<tr") > 1

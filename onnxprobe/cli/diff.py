@@ -175,8 +175,7 @@ def diff(
                                "--vs-device, --vs-opt-level, --vs-runtime or --vs-reference)")
                  for given, what in ((grad, "--grad"), (vs_npz, "--vs-npz"), (vs_torch, "--vs-torch"),
                                      (fp32_sensitivity, "--fp32-sensitivity"))]
-    no_html = (html is not None, "--html draws the histograms of one input's tensors: not with {flag} (--json keeps the pooled report)")
-    if dataset_flag(inputs_dir, inputs_from, *one_input, one_input_profile(profile), no_html,
+    if dataset_flag(inputs_dir, inputs_from, *one_input, one_input_profile(profile),
                     inputs_in_dataset(input_, inputs, shape, seed, int_range)):
         where = inputs_dir.name if inputs_dir is not None else inputs_from
         with Progress(f"comparing {model.name} over {where}", "batches") as progress:
@@ -187,7 +186,7 @@ def diff(
                                    config=api.RunConfig(device=device, opt_level=opt_level or "off", cache=not no_cache),
                                    tolerance=base, per_tensor=per, user_map=user_map, max_memory=max_mem,
                                    progress=progress.update, fuse=not separate_runs, ray=ray_options)
-        _report_dataset(res, sort, json_, view, overlay, netron)
+        _report_dataset(res, sort, json_, view, overlay, netron, html, f"dataset {where}")
         return
     with Progress(f"comparing {model.name}") as progress:
         if grad:
@@ -225,14 +224,16 @@ def diff(
     exit_for(*res.verdict())
 
 
-def _report_dataset(res, sort: str, json_: Path | None, view, overlay, netron) -> None:
-    """A dataset diff's notes, report (table or JSON, overlays), and the exit code of its verdict."""
+def _report_dataset(res, sort: str, json_: Path | None, view, overlay, netron, html, inputs: str) -> None:
+    """A dataset diff's notes, report (table or JSON, overlays, the HTML page of the pooled metrics: no
+    histograms, which are of one input's tensors), and the exit code of its verdict."""
     from onnxprobe import api
     from onnxprobe.report.diff_dataset import diff_dataset_dict, diff_dataset_renderables
 
     notes(res.notes)
     data = diff_dataset_dict(res, api.sort_results(res.results, sort))
     write_pictures(res, overlay=overlay, netron=netron, sort=sort)
+    write_html(html, res, inputs=[inputs], sort=sort)
     emit(data, json_, lambda width: diff_dataset_renderables(data, width, asked=view.columns), view)
     exit_for(*res.verdict())
 
