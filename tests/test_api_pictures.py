@@ -224,3 +224,22 @@ def test_a_dataset_diff_writes_its_html_page(tmp_path):
     assert "2 batches" in facts.get("dataset", ""), facts
     mine = api.html(api.diff_dataset(model, model, data), inputs=[f"dataset {data.name}"])
     assert _drop_times(mine).count("<tr") == _drop_times(page.read_text(encoding="utf-8")).count("<tr") > 1
+
+
+@pytest.mark.parametrize("kind", ["layers", "diff"])
+def test_text_of_merged_shards_is_what_merge_stats_prints(tmp_path, kind):
+    """api.merge_stats returns the merged report as a dict: api.text prints it as `merge-stats` does."""
+    model = sample_path("mlp")
+    data = tmp_path / "d"
+    data.mkdir()
+    rng = np.random.default_rng(2)
+    for k in range(2):
+        np.savez(data / f"b{k}.npz", x=rng.standard_normal((4, 16)).astype(np.float32))
+    shard = tmp_path / "s.json"
+    args = ["layers", model] if kind == "layers" else ["diff", model, model]
+    assert runner.invoke(app, [str(a) for a in args] + ["--inputs-dir", str(data), "--json", str(shard)]).exit_code == 0
+    r = runner.invoke(app, ["merge-stats", str(shard)], env={"NO_COLOR": "1", "COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    mine = api.text(api.merge_stats([shard]), width=80)
+    strip = lambda t: [ln for ln in t.splitlines() if ln.strip()]  # noqa: E731
+    assert strip(mine) == strip(r.stdout) and len(strip(mine)) > 3

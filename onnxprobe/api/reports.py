@@ -196,7 +196,8 @@ def text(result, *, width: int = 100, format: str = "table", columns=None, wide:
     header and footer lines at ``width`` columns, every column kept (``wide``: as ``--wide``, lines as long as
     they need, ``width`` aside); ``format`` csv, markdown or json: the main table's rows alone (``--format``);
     ``columns``: those of the main table (``--columns``: a list of keys, or one string of keys separated by
-    commas); ``sort`` and ``profile`` as for ``report``. No colour."""
+    commas); ``sort`` and ``profile`` as for ``report``. ``result``: of any api function that makes a report,
+    and the dict ``api.merge_stats`` returns. No colour."""
     import io
 
     from onnxprobe.report.console import WIDE, SafeConsole
@@ -233,7 +234,16 @@ def _columns(columns) -> tuple[str, ...]:
 
 
 def _renderables(result, width: int, asked: tuple[str, ...], sort: str, profile) -> list:
-    """What the command prints of ``result`` (report/'s renderables of its report dict)."""
+    """What the command prints of ``result`` (report/'s renderables of its report dict); a dict: what
+    ``api.merge_stats`` returns, as ``merge-stats`` prints it."""
+    if isinstance(result, dict) and "merged_from" in result:
+        if "pairs" in result:
+            from onnxprobe.report.diff_dataset import diff_dataset_renderables
+
+            return diff_dataset_renderables(result, width, asked=asked)
+        from onnxprobe.report.layers import layers_renderables
+
+        return layers_renderables(result, width)
     if _is(result, "onnxprobe.api.surgery", "InspectResult"):
         from onnxprobe.report.inspect import inspect_renderables
 
