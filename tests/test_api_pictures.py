@@ -73,6 +73,10 @@ def test_wrong_results_and_models_are_one_usage_error(tmp_path):
     res = api.grad(model)
     with pytest.raises(api.UsageError, match="needs the model"):
         api.overlay(res)
+    with pytest.raises(api.UsageError, match="inputs: the inputs in words"):
+        api.html(res, inputs=api.InputSpec())
+    with pytest.raises(api.UsageError, match="histograms: a dict"):
+        api.html(res, histograms=[1, 2])
     for bad in (None, {"pairs": []}, np.zeros(3), api.inspect(model)):
         for f in (api.html, api.overlay, api.netron):
             with pytest.raises(api.UsageError, match="expected the result of api.layers"):

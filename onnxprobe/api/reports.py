@@ -105,6 +105,12 @@ def html(result, path=None, *, histograms: dict | None = None, inputs: list[str]
     from onnxprobe.report.html import html_report, require_plotly
 
     kind = _kind(result)
+    if inputs is not None and (not isinstance(inputs, (list, tuple)) or not all(isinstance(i, str) for i in inputs)):
+        raise UsageError(f"inputs: the inputs in words, a list of strings (api.describe_inputs(model, spec) makes it), "
+                         f"got {type(inputs).__name__}")
+    if histograms is not None and not isinstance(histograms, dict):
+        raise UsageError(f"histograms: a dict of tensor name -> histogram (api.layers_histograms, diff_histograms, "
+                         f"grad_histograms make it), got {type(histograms).__name__}")
     require_plotly()
     data = _dict(result, sort, profile)
     if kind == "layers":
