@@ -85,3 +85,34 @@ def test_moments_of_real_values_pass_the_checks(x):
         st = m.stats()
         f = v.astype(np.float64)
         assert st.mean == pytest.approx(f.mean(), rel=1e-6, abs=1e-6 * np.abs(f).max())
+
+
+@pytest.mark.parametrize("change", [
+    lambda t, m: m.update(count=0, zeros=0),                # count 0, its sums and extremes kept
+    lambda t, m: m.update(nan=m["count"], zeros=0),         # every value NaN, yet sums of finite values
+    lambda t, m: m.update(count=0, zeros=0, min=None, max=None),  # no extremes either: only the sums say
+], ids=["count-0", "all-nan", "count-0-no-extremes"])
+def test_sums_or_extremes_of_no_finite_values_are_refused(tmp_path, change):
+    """A shard whose moments count no finite value but hold sums (or a min and max) of some: merged, its sums
+    moved the pooled mean, std and abs_mean (and its extremes min and max) while its count added nothing: a
+    silently wrong number. Without a histogram nothing else caught it."""
+    a, b = shards(tmp_path)
+
+    def drop_histogram_too(t, m):
+        change(t, m)
+        t["histogram"] = None
+
+    name = edit(b, drop_histogram_too)
+    r = runner.invoke(app, ["merge-stats", str(a), str(b)])
+    err = r.stderr.strip().splitlines()
+    assert r.exit_code == 2 and len(err) == 1 and "Traceback" not in r.output, r.output
+    assert b.name in err[0] and repr(name) in err[0] and "no finite value" in err[0], err[0]
+
+
+@pytest.mark.parametrize("x", [np.zeros(0), np.full(5, np.nan), np.r_[np.nan, np.inf, -np.inf]],
+                         ids=["empty", "all-nan", "nan-and-inf"])
+def test_moments_of_no_finite_values_pass_the_checks(x):
+    for dtype in (np.float16, np.float32, np.float64):
+        d = json.loads(json.dumps(Moments.from_stats(TensorStats.from_array(x.astype(dtype))).to_dict()))
+        m = Moments.from_dict(d)
+        assert (m.count, m.nan + m.inf) == (x.size, x.size)

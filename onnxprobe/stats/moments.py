@@ -215,6 +215,11 @@ class Moments:
             raise Impossible(f"{zeros} zeros, yet every value lies in [{lo:g}, {hi:g}]")
         sums = {k: partial_list(k) for k in ("sum", "sumsq", "sumabs")}
         known = {k: value_of(v) for k, v in sums.items() if all(map(math.isfinite, v))}  # not [nan] (overflowed)
+        if count - nan - inf == 0:  # no finite value: no extremes, every sum 0 (else they moved a merge's mean)
+            held = [k for k in ("sum", "sumsq", "sumabs") if known.get(k, 1)] + [k for k, v in (("min", d["min"]),
+                                                                                           ("max", d["max"])) if v is not None]
+            if held:
+                raise Impossible(f"no finite value (count {count}: {nan} NaN, {inf} Inf), yet a {'/'.join(held)} of some")
         nonzero = count - nan - inf > 0 and (lo or hi)  # finite values, not all zero: Σx², Σ|x| > 0 (see unit_for)
         for k in ("sumsq", "sumabs"):
             if k in known and (known[k] < 0 or nonzero and known[k] == 0):
