@@ -308,3 +308,34 @@ def test_shards_of_one_selection_given_in_another_order_merge(tmp_path, first, s
     r = runner.invoke(app, ["merge-stats", *map(str, shards), "--json", str(tmp_path / "m.json")])
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "m.json").read_text())["batches"] == 2
+
+
+def test_a_shard_of_empty_batches_beside_one_with_an_empty_batch_merges(tmp_path):
+    """A worker whose share of the dataset was an empty batch (0 samples) holds no value that could count
+    twice: its batch's digest (names, dtypes, shapes; no bytes) is any empty batch's, so it was refused as
+    'every sample ... is also in' a shard that also held an empty batch. It merges; the pooled statistics
+    are those of the other shard's values (numpy float64 over onnx.reference's tensors)."""
+    rng = np.random.default_rng(7)
+    full = [rng.standard_normal((n, 3, 8, 8)).astype(np.float32) for n in (2, 3)]
+    empty = np.zeros((0, 3, 8, 8), np.float32)
+    w0, w1 = tmp_path / "w0", tmp_path / "w1"
+    w0.mkdir(), w1.mkdir()
+    for i, x in enumerate(full + [empty]):
+        np.savez(w0 / f"b{i}.npz", x=x)
+    np.savez(w1 / "b9.npz", x=empty)
+    model = sample_path("dynamic_batch")
+    for w in (w0, w1):
+        _run("layers", model, "--inputs-dir", w, "--json", tmp_path / f"{w.name}.json")
+    _run("merge-stats", tmp_path / "w0.json", tmp_path / "w1.json", "--json", tmp_path / "m.json")
+    merged = json.loads((tmp_path / "m.json").read_text())
+    ev = ReferenceEvaluator(onnx.load(model))
+    got = [ev.run(None, {"x": x}, intermediate=True) for x in full]
+    assert merged["batches"] == 4
+    for t in merged["tensors"]:
+        v = np.concatenate([np.asarray(g[t["name"]], np.float64).ravel() for g in got])
+        assert t["count"] == v.size
+        assert t["mean"] == pytest.approx(v.mean(), rel=1e-5, abs=1e-6 * np.abs(v).max())
+        assert t["std"] == pytest.approx(v.std(), rel=1e-5)
+        assert (t["min"], t["max"]) == pytest.approx((v.min(), v.max()), rel=1e-6)
+    shutil.copy(tmp_path / "w1.json", tmp_path / "w1copy.json")  # the same empty shard twice: its batches would count twice
+    assert "same samples" in _refused(tmp_path / "w1.json", tmp_path / "w1copy.json")

@@ -157,13 +157,15 @@ def _digests(reports: list[dict]) -> list[list[str] | None]:
     return lists
 
 
-def refuse_shards_given_twice(reports: list[dict], stats: tuple[str, ...]) -> None:
+def refuse_shards_given_twice(reports: list[dict], stats: tuple[str, ...], valueless: list[bool] | None = None) -> None:
     """A UsageError when every sample of a shard is also in another one: the same shard given twice (the
     file, a copy, a rerun with another model path or executor) or beside a merged report that holds it,
     however deeply merged (a merged report carries all its samples' digests). Its samples would count
     twice. Decided on the samples' digests, never on file names: shards of one name from different
     folders, or pipes, are other shards. Reports that do not list their samples (older ones) are compared
-    on their statistics (``stats``: the fields that hold them), which only catches a shard given twice."""
+    on their statistics (``stats``: the fields that hold them), which only catches a shard given twice.
+    A shard with no value (``valueless``: of empty batches only, whose digests are any empty batch's) has
+    nothing to count twice: refused only beside one of exactly its samples (itself again, or a copy)."""
     lists = _digests(reports)
     held = [Counter(x) if x else None for x in lists]  # an empty list says nothing of the samples
     same = [json.dumps({k: r.get(k) for k in stats}, sort_keys=True, default=str) for r in reports]
@@ -173,6 +175,8 @@ def refuse_shards_given_twice(reports: list[dict], stats: tuple[str, ...]) -> No
                 continue
             if held[k] is not None and held[j] is not None:
                 if held[k] - held[j] or (held[k] == held[j] and j > k):  # the same samples: said of the later one
+                    continue
+                if valueless and valueless[k] and held[k] != held[j]:  # its empty batches beside another's
                     continue
                 what = (f"{r['_path']} holds the same samples as {o['_path']}" if held[k] == held[j] else
                         f"every sample of {r['_path']} is also in {o['_path']}") + " (the same input values)"
@@ -222,7 +226,8 @@ def common_fields(reports: list[dict], skip: tuple[str, ...]) -> dict:
 
 def merge_reports(reports: list[dict]) -> dict:
     check_identity(reports, IDENTITY)
-    refuse_shards_given_twice(reports, ("tensors", "batches"))
+    refuse_shards_given_twice(reports, ("tensors", "batches"),
+                              [not any((t.get("moments") or {}).get("count") for t in r["tensors"]) for r in reports])
     first = reports[0]
     names = [t["name"] for t in first["tensors"]]
     for r in reports[1:]:
