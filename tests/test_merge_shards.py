@@ -339,3 +339,27 @@ def test_a_shard_of_empty_batches_beside_one_with_an_empty_batch_merges(tmp_path
         assert (t["min"], t["max"]) == pytest.approx((v.min(), v.max()), rel=1e-6)
     shutil.copy(tmp_path / "w1.json", tmp_path / "w1copy.json")  # the same empty shard twice: its batches would count twice
     assert "same samples" in _refused(tmp_path / "w1.json", tmp_path / "w1copy.json")
+
+
+def test_a_diff_shard_of_empty_batches_beside_one_with_an_empty_batch_merges(tmp_path):
+    """As for layers: a `diff --inputs-dir` shard whose only sample is an empty batch compares no value; it
+    was refused beside a shard that also held an empty batch (their digests are the same)."""
+    from onnx import numpy_helper
+
+    m = onnx.load(sample_path("dynamic_batch"))
+    for t in m.graph.initializer:
+        a = numpy_helper.to_array(t)
+        if a.dtype == np.float32:
+            t.CopyFrom(numpy_helper.from_array(a * np.float32(1.001), t.name))
+    other = tmp_path / "b.onnx"
+    onnx.save(m, other)
+    w0, w1 = tmp_path / "w0", tmp_path / "w1"
+    w0.mkdir(), w1.mkdir()
+    np.savez(w0 / "b0.npz", x=np.random.default_rng(8).standard_normal((2, 3, 8, 8)).astype(np.float32))
+    for w in (w0, w1):
+        np.savez(w / "e.npz", x=np.zeros((0, 3, 8, 8), np.float32))
+        _run("diff", sample_path("dynamic_batch"), other, "--inputs-dir", w, "--json", tmp_path / f"{w.name}.json", code=(0, 1))
+    r = _run("merge-stats", tmp_path / "w0.json", tmp_path / "w1.json", "--json", tmp_path / "m.json", code=(0, 1))
+    assert "Traceback" not in r.output and "count twice" not in r.output, r.output
+    merged = json.loads((tmp_path / "m.json").read_text())
+    assert merged["samples"] == 3 and merged["pairs"][0]["count"] == json.loads((tmp_path / "w0.json").read_text())["pairs"][0]["count"]
