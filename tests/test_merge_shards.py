@@ -363,3 +363,30 @@ def test_a_diff_shard_of_empty_batches_beside_one_with_an_empty_batch_merges(tmp
     assert "Traceback" not in r.output and "count twice" not in r.output, r.output
     merged = json.loads((tmp_path / "m.json").read_text())
     assert merged["samples"] == 3 and merged["pairs"][0]["count"] == json.loads((tmp_path / "w0.json").read_text())["pairs"][0]["count"]
+
+
+@pytest.mark.parametrize("edit", [
+    lambda s: s.update(count=0),                                   # sums of no pair: mean |a-b| doubled
+    lambda s: s.update(count=10**30),                              # more pairs than positions: mean |a-b| ~0
+    lambda s: s.update(mismatch=10**6),                            # more NaN/Inf mismatches than positions
+    lambda s: s.update(sum_abs=[s["sum_abs"][0] * 1e9]),          # mean |a-b| above max |a-b|
+    lambda s: s.update(dd=[s["dd"][0] * 1e9]),                     # rmse above max |a-b|
+], ids=["count-0", "count-past-positions", "mismatch-past-positions", "mean-abs-past-max", "rmse-past-max"])
+def test_diff_sums_no_pairs_have_are_refused(tmp_path, edit):
+    """A diff shard's sums edited so that no element pairs have them (sums beside a count of 0, more pairs
+    or mismatches than element positions, Σ|a-b| above count·max|a-b|, Σ(a-b)² above count·max|a-b|²)
+    merged into a pooled mean |a-b|, rmse or NaN/Inf count that no data has, exit by verdict only."""
+    shards = []
+    for k, idx in enumerate((range(0, 2), range(2, 4))):
+        out = tmp_path / f"d{k}.json"
+        _run("diff", sample_path("cnn"), "--vs-reference", "--inputs-dir", _folder(tmp_path / f"s{k}", idx), "--json", out,
+             code=(0, 1))
+        shards.append(out)
+
+    def change(d):
+        p = max(d["pairs"], key=lambda p: (p["sums"] or {}).get("count", 0) and p["max_abs"])  # a pair that differs
+        edit(p["sums"])
+
+    _edit(shards[1], change)
+    err = _refused(*shards)
+    assert "d1.json" in err and "malformed 'sums'" in err, err

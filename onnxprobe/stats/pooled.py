@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 import numpy as np
 
@@ -236,6 +237,8 @@ class PairSums:
                 raise ValueError(f"'{k}' is negative, a maximum of absolute values")
         if ints["count"] and math.isfinite(max_abs) and max_abs > 0 and not (sums["sum_abs"] and sums["dd"]):
             raise ValueError(f"max |a-b| is {max_abs:g} but 'sum_abs' or 'dd' is zero")
+        positions = _int(d, "positions") if d.get("positions") is not None else None
+        _check_pairs_have(ints["count"], ints["mismatch"], positions, max_abs, sums, exp)
         worst_shape = _ints(d.get("worst_shape"), "worst_shape")
         for k, dims in (("worst_shape", worst_shape), ("shape", shape or [])):
             if math.prod(x or 1 for x in dims) > MAX_ELEMENTS:  # no array has as many: a damaged report
@@ -244,7 +247,7 @@ class PairSums:
                    tuple(worst_shape), _dec(d.get("b_absmax"), "b_absmax"),
                    _dec(d.get("excess"), "excess"), _dec(d.get("max_rel"), "max_rel"), ints["max_rel_sample"],
                    **sums, shape=None if shape is None else tuple(shape), per_sample=dict(sorted(per_sample.items())),
-                   light=light, positions=_int(d, "positions") if d.get("positions") is not None else None,
+                   light=light, positions=positions,
                    mismatch_sample=_int(d, "mismatch_sample") if d.get("mismatch_sample") is not None else None, exp=exp)
 
 
@@ -402,6 +405,26 @@ def _ldexp(v: float, e: int) -> float:
 def _enc(v: float) -> float | str:
     """A float for JSON: non-finite values as the strings 'inf', '-inf', 'nan'."""
     return v if math.isfinite(v) else str(v)
+
+
+def _check_pairs_have(count: int, mismatch: int, positions: int | None, max_abs: float, sums: dict, exp: int) -> None:
+    """ValueError where no element pairs have these sums, beyond rounding (1e-6): more pairs or NaN/Inf
+    mismatches than positions, sums of no pair, Σ|a-b| above count·max|a-b| or Σ(a-b)² above count·max|a-b|²
+    (a pooled mean |a-b| or rmse above the maximum)."""
+    if positions is not None and count + mismatch > positions:
+        raise ValueError(f"{count} finite pairs and {mismatch} NaN/Inf mismatches in {positions} element positions")
+    known = {k: value_of(v) for k, v in sums.items() if all(map(math.isfinite, v))}  # not [nan] (unknown)
+    if not count:
+        held = [k for k, v in known.items() if v]
+        if held or max_abs:
+            raise ValueError(f"no finite pair (count 0), yet {'/'.join(held) or 'max_abs'} of some")
+        return
+    if not math.isfinite(max_abs):
+        return
+    top = Fraction(max_abs) / Fraction(2) ** exp  # in the sums' unit
+    slack = 1 + Fraction(1, 10**6)
+    if known.get("sum_abs", 0) > count * top * slack or known.get("dd", 0) > count * top * top * slack:
+        raise ValueError(f"'sum_abs' or 'dd' is more than {count} differences of at most max |a-b| {max_abs:g} have")
 
 
 def _dec(v, what: str) -> float:
