@@ -13,8 +13,9 @@ from onnxprobe.cli.main import app
 
 def _model(path, extra: list[str]) -> str:
     ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ["x", *extra]]
+    # each extra input is an output too: read (an input nothing reads is no feed both run on, fed zeros)
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g", ins,
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ["y", *extra]])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
     return str(path)
 

@@ -13,7 +13,7 @@ import onnx
 from onnxprobe.api.diff import checked_arguments
 from onnxprobe.api.inputs import as_max_memory, as_model, check_map
 from onnxprobe.compare.constant_loss import judge_constant_loss
-from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, gradient_tolerance
+from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, gradient_tolerance, unread_note
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.errors import UsageError
@@ -128,7 +128,7 @@ def diff_grad(
     half = half_outputs(a_model.proto) or half_outputs(b_model.proto)
     res.grad["forward_differs"] = losses_differ(res.grad, half)  # no pair is where the error starts
     gradient_origin(res)
-    res.notes[:0] = [n for n in fs.notes + list(a_model.warnings) + list(b_model.warnings) + forward_note(res.grad, half)
+    res.notes[:0] = [n for n in unread_note(a_model.proto, b_model.proto) + fs.notes + list(a_model.warnings) + list(b_model.warnings) + forward_note(res.grad, half)
                      if n not in res.notes]
     return res
 

@@ -15,6 +15,7 @@ from onnxprobe.compare.measure import FLOATS
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.constants import constants
+from onnxprobe.graph.walk import unread_inputs
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import clean, quote, some
@@ -109,6 +110,9 @@ def check_same_inputs(a: onnx.ModelProto, b: onnx.ModelProto) -> dict[str, tuple
     (A's elem type, B's): each side takes the same values in its own type."""
     sa = {s.name: s for s in model_inputs(a)}
     sb = {s.name: s for s in model_inputs(b)}
+    ua, ub = unread_extras(a, b)  # inputs one model declares, no node of it reads and the other lacks: not taken
+    sa = {k: v for k, v in sa.items() if k not in ua}
+    sb = {k: v for k, v in sb.items() if k not in ub}
     if set(sa) != set(sb):
         only = [f"only {k} takes {some(sorted(x - y), form=quote)}" for k, x, y in (("A", set(sa), set(sb)), ("B", set(sb), set(sa))) if x - y]
         raise UsageError(f"the models take different inputs: {'; '.join(only)}; both run on the same feeds")
@@ -123,6 +127,20 @@ def check_same_inputs(a: onnx.ModelProto, b: onnx.ModelProto) -> dict[str, tuple
                 isinstance(p, int) and isinstance(q, int) and p > 0 and q > 0 and p != q for p, q in zip(x, y))):
             raise UsageError(f"input {n}: shape {list(x)} in A but {list(y)} in B; both run on the same feeds")
     return floats
+
+
+def unread_extras(a: onnx.ModelProto, b: onnx.ModelProto) -> tuple[list[str], list[str]]:
+    """(A's, B's) inputs that the one model declares, none of its nodes reads and the other model does not
+    declare (an onnxruntime-optimized copy of an IR-3 model adds ``..._SHAPE`` inputs): they are no feed both
+    run on; each side's runner feeds them zeros (``runtime.feeds.fed``)."""
+    na, nb = ({s.name for s in model_inputs(m)} for m in (a, b))
+    return [n for n in unread_inputs(a) if n not in nb], [n for n in unread_inputs(b) if n not in na]
+
+
+def unread_note(a: onnx.ModelProto, b: onnx.ModelProto) -> list[str]:
+    """The note on ``unread_extras``, once for each model that has them."""
+    return [f"{k} declares {len(u)} input{'s' if len(u) > 1 else ''} no node reads ({some(u, form=quote)}): fed zeros"
+            for k, u in zip("AB", unread_extras(a, b)) if u]
 
 
 def check_feed_shapes(shapes: dict[str, tuple], models: dict[str, onnx.ModelProto]) -> None:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from onnxprobe.autodiff.constant_loss import INSTEAD
-from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, default_tolerance, float_note, half, measured_label, one_model
+from onnxprobe.compare.criteria import (check_feed_shapes, check_same_inputs, default_tolerance, float_note, half, measured_label,
+                                        one_model, unread_extras, unread_note)
 from onnxprobe.compare.fused import fusable
 from onnxprobe.compare.introduced import exact_inputs, quantized_b_note
 from onnxprobe.compare.measure import DiffPlan, Measured, measure
@@ -318,6 +319,7 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     if profile and why_not:  # known before any run: refused as the flags that keep the one run off are (api.check_profile)
         raise UsageError(f"--profile times diff's one run of both models, which these models cannot take: {why_not}")
     notes = []
+    notes += unread_note(a.model.proto, b.model.proto) if a.runner.takes_feeds and b.runner.takes_feeds else []
     notes += float_note(floats) + quantized_b_note(report, introduced and (with_cones or b.runner.replays), one_model(a, b))
     inside = {**body_tensors(b.model.proto, selection, loops_only=True), **body_tensors(a.model.proto, selection, loops_only=True)}
     notes += [n for n in [body_note(inside, "compared by diff", loops_only=True)] if n]
@@ -349,6 +351,9 @@ def diff(a: Side, b: Side, feeds: dict[str, np.ndarray], selection: Selection, t
     onnxruntime's profiler too (each pair gets its producers' kernel times; needs the one-run diff)."""
     plan = prepare(a, b, selection, tolerance, per_tensor, user_map, introduced, max_memory, device_metrics, reject,
                    pair, fuse, profile, {k: tuple(np.shape(v)) for k, v in feeds.items()})
+    if a.runner.takes_feeds and b.runner.takes_feeds:  # no shared feed: each runner feeds them zeros (``feeds.fed``)
+        unread = {n for u in unread_extras(a.model.proto, b.model.proto) for n in u}
+        feeds = {k: v for k, v in feeds.items() if k not in unread}
     return finish(plan, measure(plan, feeds, progress=progress))
 
 

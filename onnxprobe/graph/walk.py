@@ -63,6 +63,18 @@ def all_graphs(g: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
             yield from all_graphs(sg)
 
 
+def unread_inputs(model: onnx.ModelProto) -> list[str]:
+    """The graph inputs (not initializers) that no node reads, in any graph of the model, and no graph
+    output is: an onnxruntime-optimized copy of an IR-3 model declares such ``..._SHAPE`` inputs, which
+    onnxruntime still requires fed (with a value nothing reads)."""
+    read: set[str] = set()
+    for g in all_graphs(model.graph):
+        read.update(x for n in g.node for x in n.input)
+        read.update(o.name for o in g.output)
+    inits = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in read and i.name not in inits]
+
+
 def implicit_inputs(node: onnx.NodeProto) -> list[str]:
     """Names a node's bodies read from enclosing graphs, in first-use order."""
     return outer_reads(*(sg for _, sg in subgraphs(node)))

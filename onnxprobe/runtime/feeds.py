@@ -18,6 +18,7 @@ import onnx
 from onnxprobe.errors import (DeviceUnavailable, ExecutionError, ModelError, SessionError, UsageError, error_about, setting_error,
                               settings_error)
 from onnxprobe.graph.shapes import static_shape
+from onnxprobe.graph.walk import unread_inputs
 from onnxprobe.runtime.arrays import Position, by_position, check_fits, literal, literal_as, read_array
 from onnxprobe.text import clean, controls, quote
 from onnxprobe.types import InputSpec
@@ -127,6 +128,26 @@ def model_inputs(model: onnx.ModelProto) -> list[ModelInput]:
             continue
         out.append(ModelInput(vi.name, vi.type.tensor_type.elem_type, static_shape(vi.type), vi.type.WhichOneof("value")))
     return out
+
+
+def unread_value(s: ModelInput) -> np.ndarray:
+    """The value an input no node reads is fed (``graph.walk.unread_inputs``): zeros of its declared type and
+    shape, a dynamic dimension as 1."""
+    shape = tuple(d if isinstance(d, int) and d >= 0 else 1 for d in (s.shape or ()))
+    return np.full(shape, "", dtype=object) if s.elem_type == onnx.TensorProto.STRING else np.zeros(shape, s.dtype)
+
+
+def fed(model: onnx.ModelProto, feeds: dict, takes: set[str] | None = None) -> dict:
+    """``feeds`` as ``model`` takes them (each runner's run): names it does not declare left out (onnxruntime
+    refuses them), and zeros for its inputs no node reads that are not fed (``unread_value``: onnxruntime
+    requires every one), so that a model with such inputs runs on another model's feeds. ``takes``: the
+    names the runtime's session takes, where it tells (onnxruntime drops some inputs nothing reads)."""
+    names = {i.name for i in model.graph.input} if takes is None else takes
+    lacking = [s for s in model_inputs(model) if s.name not in feeds and s.name in names]
+    if not lacking and names.issuperset(feeds):
+        return feeds
+    unread = set(unread_inputs(model)) if lacking else set()
+    return {**{k: v for k, v in feeds.items() if k in names}, **{s.name: unread_value(s) for s in lacking if s.name in unread}}
 
 
 def flag_items(items, flag: str | tuple[str, str], example: str) -> list[str]:

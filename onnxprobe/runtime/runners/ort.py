@@ -12,6 +12,7 @@ import onnx
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.graph.walk import implicit_inputs, subgraphs, walk
 from onnxprobe.memory import done_with
+from onnxprobe.runtime.feeds import fed
 from onnxprobe.runtime.interrupt import call_interruptibly
 from onnxprobe.runtime.ort import Session, create_session, providers_for, resolve_device, run_bound
 from onnxprobe.runtime.runners.base import GraphRunner
@@ -130,6 +131,9 @@ class OrtRunner(GraphRunner):
         takes onnxruntime's memory arena, given back at the end of the run unless ``shrink`` is False (one of
         many runs of a session kept under ``key``: ``runtime.ort.run_bound``)."""
         session = self.session(model, key, weights, arena=not device_outputs)
+        # names the session does not take left out, its inputs nothing reads zeros where not fed
+        feeds = fed(model, feeds, {i.name for i in session.sess.get_inputs()}
+                    | {i.name for i in session.sess.get_overridable_initializers()})
         try:
             return run_bound(session, feeds, list(outputs), list(device_outputs), keep_on_device=keep_on_device,
                              interruptible=self.interruptible, cast_floats=self.cast_float_feeds, shrink=shrink)

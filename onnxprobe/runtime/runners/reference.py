@@ -16,6 +16,7 @@ from onnx.reference.ops.op_batch_normalization import BatchNormalization_9, _bat
 from onnxprobe.errors import ExecutionError, SessionError, first_line
 from onnxprobe.graph.builder import default_opset
 from onnxprobe.graph.walk import walk
+from onnxprobe.runtime.feeds import fed
 from onnxprobe.runtime.runners.base import GraphRunner
 from onnxprobe.runtime.runners.reference_ops import version_corrections
 from onnxprobe.types import element_count
@@ -31,6 +32,7 @@ class ReferenceRunner(GraphRunner):
                 keep_on_device: bool = False, key=None) -> tuple[dict, float]:
         names = list(dict.fromkeys(list(outputs) + list(device_outputs)))
         t0 = time.perf_counter()
+        feeds = fed(model, feeds)  # its undeclared names left out, its unread inputs zeros
         try:
             # an op's NaN or Inf (a mean of nothing, a division by zero) is a value the diff reports, not a
             # warning on stderr
