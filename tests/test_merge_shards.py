@@ -207,15 +207,21 @@ def test_damaged_moments_batches_and_digests_are_refused(tmp_path, what, edit):
     assert what in _refused(a, b)
 
 
-def test_damaged_diff_shards_are_refused(tmp_path):
-    """The same for diff shards: a negative Σ(a-b)², a zero one beside a positive max |a-b|, digests
-    that are not one a sample."""
+def _diff_shards(tmp_path) -> list:
+    """Two genuine `diff --vs-reference --inputs-dir` shards of the cnn sample, of samples 0-1 and 2-3."""
     shards = []
     for k, idx in enumerate((range(0, 2), range(2, 4))):
         out = tmp_path / f"d{k}.json"
         _run("diff", sample_path("cnn"), "--vs-reference", "--inputs-dir", _folder(tmp_path / f"s{k}", idx), "--json", out,
              code=(0, 1))
         shards.append(out)
+    return shards
+
+
+def test_damaged_diff_shards_are_refused(tmp_path):
+    """The same for diff shards: a negative Σ(a-b)², a zero one beside a positive max |a-b|, digests
+    that are not one a sample."""
+    shards = _diff_shards(tmp_path)
     for edit, what in ((lambda d: d["pairs"][0]["sums"].update(dd=[-5.0]), "malformed 'sums'"),
                        (lambda d: d["pairs"][0]["sums"].update(dd=[], sum_abs=[], max_abs=0.5), "malformed 'sums'"),
                        (lambda d: d.update(sample_digests=["x"]), "damaged report")):
@@ -376,12 +382,7 @@ def test_diff_sums_no_pairs_have_are_refused(tmp_path, edit):
     """A diff shard's sums edited so that no element pairs have them (sums beside a count of 0, more pairs
     or mismatches than element positions, Σ|a-b| above count·max|a-b|, Σ(a-b)² above count·max|a-b|²)
     merged into a pooled mean |a-b|, rmse or NaN/Inf count that no data has, exit by verdict only."""
-    shards = []
-    for k, idx in enumerate((range(0, 2), range(2, 4))):
-        out = tmp_path / f"d{k}.json"
-        _run("diff", sample_path("cnn"), "--vs-reference", "--inputs-dir", _folder(tmp_path / f"s{k}", idx), "--json", out,
-             code=(0, 1))
-        shards.append(out)
+    shards = _diff_shards(tmp_path)
 
     def change(d):
         p = max(d["pairs"], key=lambda p: (p["sums"] or {}).get("count", 0) and p["max_abs"])  # a pair that differs
