@@ -30,7 +30,7 @@ from onnxprobe.errors import (RUNTIME_OPTIONS, DeviceUnavailable, ExecutionError
                               setting_error)
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.shapes import with_input_shapes
-from onnxprobe.runtime.feeds import model_inputs
+from onnxprobe.runtime.feeds import fed, model_inputs
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
 from onnxprobe.runtime.runners.observability import compiled_unobservable
 from onnxprobe.text import clean
@@ -153,7 +153,7 @@ class OpenVinoRunner(HostStatsRunner):
         self.settings = settings
         self.options = dict(options or {})
         self.worker = WorkerProcess()
-        self._loaded: dict = {}  # our key -> (worker generation, its names)
+        self._loaded: dict = {}  # our key -> (worker generation, its names, its inputs' names)
         self._read_error: str | None = None  # the model as it is cannot be read: inputs get the feeds' shapes
         self._checked = False
         self.precision: str | None = None  # as compiled (or as the device reports before any compile)
@@ -213,11 +213,11 @@ class OpenVinoRunner(HostStatsRunner):
         if is_large(model):  # > 2 GB: OpenVINO reads a file with its weights beside it (kept: it may map them)
             d = tempfile.TemporaryDirectory(prefix="onnxprobe-ov-")
             self._files.append(d)
-            names = self.worker.request(op="load", key=key, source=save_beside(model, d.name))["names"]
+            reply = self.worker.request(op="load", key=key, source=save_beside(model, d.name))
         else:
-            names = self.worker.request(op="load", key=key, source=model.SerializeToString())["names"]
-        self._loaded[key] = (self.worker.generation, names)
-        return names
+            reply = self.worker.request(op="load", key=key, source=model.SerializeToString())
+        self._loaded[key] = (self.worker.generation, reply["names"], set(reply["inputs"]))
+        return reply["names"]
 
     def _base(self, shapes: dict | None) -> tuple:
         """(key, model) of the runner's model as OpenVINO reads it: as it is, or, when OpenVINO cannot read
@@ -257,6 +257,7 @@ class OpenVinoRunner(HostStatsRunner):
     def collect(self, model: onnx.ModelProto, names: list[str], feeds: dict, *, stats: list[str], raw: list[str],
                 key=None) -> Collected:
         self.check_device()
+        feeds = fed(model, feeds)  # its undeclared names left out, its unread inputs zeros where not fed
         shapes = {k: tuple(np.shape(v)) for k, v in feeds.items()}
         temporary = None
         if model is self.model:
@@ -269,6 +270,8 @@ class OpenVinoRunner(HostStatsRunner):
             ov_key = ("derived", key) if key is not None else ("temporary", next(_keys))
             temporary = None if key is not None else ov_key
             self._load(ov_key, _static_inputs(model, shapes))
+        # OpenVINO drops the inputs no node reads: the names its model does not take left out (it refuses them)
+        feeds = fed(model, feeds, self._loaded[ov_key][2])
         try:
             reply = self.worker.request(op="run", key=ov_key, outputs=list(names), feeds=dict(feeds), device=self.device,
                                         config=self.options, stats=list(stats), raw=list(raw))

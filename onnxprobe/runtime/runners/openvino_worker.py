@@ -8,7 +8,8 @@ when the worker dies).
 
 Requests (dicts, key ``op``):
 
-- ``load``: read an ONNX model (``source``: bytes or a path) under ``key``; reply: its tensor names;
+- ``load``: read an ONNX model (``source``: bytes or a path) under ``key``; reply: its tensor names and the
+  names of its inputs (OpenVINO drops an input no node reads: it takes no feed for it);
 - ``run``: add ``outputs`` to model ``key`` (``Model.add_outputs`` by ONNX tensor name, before any
   reshape: reshaping first constant-folds some names away), reshape a dynamic model to the feed shapes
   (kept dynamic when that fails), compile for ``device`` with ``config``, infer once; reply: the
@@ -92,7 +93,8 @@ class Worker:
         self.models[key] = self.core.read_model(source)
         for k in [k for k in self.compiled if k[0] == key]:
             del self.compiled[k]
-        return {"names": tensor_names(self.models[key])}
+        m = self.models[key]
+        return {"names": tensor_names(m), "inputs": sorted({n for p in m.inputs for n in p.get_names()})}
 
     def drop(self, key) -> dict:
         self.models.pop(key, None)

@@ -26,6 +26,7 @@ from onnxprobe.errors import RUNTIME_OPTIONS, ExecutionError, MissingExtra, Usag
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.memo import ModelMemo
 from onnxprobe.runtime.budget import parse_size
+from onnxprobe.runtime.feeds import fed
 from onnxprobe.runtime.runners.host_stats import Collected, HostStatsRunner
 from onnxprobe.runtime.runners.observability import body_tensors, compiled_unobservable
 from onnxprobe.types import RunConfig, Settings
@@ -149,6 +150,7 @@ class TensorRtRunner(HostStatsRunner):
                 key=None) -> Collected:
         from onnxprobe.runtime.runners.tensorrt_engine import build, run
 
+        feeds = fed(model, feeds)  # its undeclared names left out, its unread inputs zeros where not fed
         shapes = {k: tuple(np.shape(v)) for k, v in feeds.items()}
         readable = self._readable(model)
         names = [n for n in names if n in readable]
