@@ -211,3 +211,12 @@ def test_an_npz_given_to_input_without_a_name_points_at_inputs():
     with pytest.raises(UsageError) as e:
         parse_input_files(["batch.npy"])
     assert "--inputs" not in str(e.value)
+
+
+def test_a_dataset_batch_need_not_hold_an_input_no_node_reads():
+    """'mask' is declared, no node reads it: a batch holding ids and x is complete; mask gets zeros, said once."""
+    notes = []
+    x, ids = np.ones((2, 3), np.float32), np.ones((2, 3), np.int64)
+    f = make_feeds(two_input_model(), arrays={"x": x, "ids": ids}, arrays_from="the dataset", arrays_complete=True, notes=notes)
+    assert f["mask"].dtype == np.bool_ and f["mask"].shape == (1, 4) and not f["mask"].any()
+    assert notes == ["1 input no node reads not in the dataset ('mask'): fed zeros"]

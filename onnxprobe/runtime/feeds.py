@@ -20,7 +20,7 @@ from onnxprobe.errors import (DeviceUnavailable, ExecutionError, ModelError, Ses
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.graph.walk import unread_inputs
 from onnxprobe.runtime.arrays import Position, by_position, check_fits, literal, literal_as, read_array
-from onnxprobe.text import clean, controls, quote
+from onnxprobe.text import clean, controls, quote, some
 from onnxprobe.types import InputSpec
 
 # the settings that give inputs, as the API and the command line name them (``errors.setting_error``): the
@@ -448,6 +448,10 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
             dims.fix(s, tuple(spec.shapes[s.name]), "--shape")
     defaulted: dict[str, list[str]] = {}
     lacking = [s.name for s in specs if s.name not in feeds]
+    unread = [s for s in specs if s.name in lacking and spec.arrays_complete and s.name in set(unread_inputs(model))]
+    if unread:  # a dataset need not hold what no node reads (as a diff's runners, ``fed``, feed it zeros)
+        feeds.update({s.name: unread_value(s) for s in unread})
+        lacking = [n for n in lacking if n not in feeds]
     # numpy.random only when something is drawn: its first use imports hashlib, which loads OpenSSL's libcrypto
     # (3.5 MB resident, runtime.plan_cache) for nothing when every input is given
     rng = np.random.default_rng(spec.seed) if lacking else None
@@ -457,7 +461,9 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
                          f"every input the model takes must be there")
     about = {n: [f"input {clean(n)}: not in {clean(spec.arrays_from)}, so seeded random data (--seed {spec.seed})"]
              for n in lacking if spec.arrays and n not in spec.files}
-    notes = [m for ms in about.values() for m in ms]
+    notes = [m for ms in about.values() for m in ms] + [
+        f"{len(unread)} input{'s' if len(unread) > 1 else ''} no node reads not in {clean(spec.arrays_from)} "
+        f"({some([s.name for s in unread], form=quote)}): fed zeros" for _ in unread[:1]]
     random_ints: list[str] = []
     for s in specs:
         if s.name in feeds:
