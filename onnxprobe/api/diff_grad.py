@@ -84,53 +84,54 @@ def diff_grad(
         raise UsageError(f"diff --grad: input {quote(n)} is of another float type in A than in B; the gradients of a "
                          "float16 model and its float32 original are compared by diff without --grad (layer outputs)")
     fs = _feeds.make_feeds(a_model.proto, inputs)
-    check_feed_shapes({k: np.shape(v) for k, v in fs.values.items()}, {"A": a_model.proto, "B": b_model.proto})
-    side_spec = replace(spec, wrt=())
-    sides, plans = [], []
-    for role, m in (("A", a_model), ("B", b_model)):
-        # weights inside If / Loop / Scan bodies are moved to the main graph, as grad_plan differentiates them
-        cands = candidates(hoist_constants(m.proto), observe(m.proto))
-        plan = grad_plan(m, side_spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
-        plans.append(plan)
-        sides.append(grad_side(m.source, m, plan, OrtRunner(plan.backward.model, config, m.source), cands, role))
-    side_a, side_b = sides
-    # weight gradients either side has before --wrt: the verdict, which judges them, says why it has none
-    weights = sum(o.is_output for side in sides for o in side.observation.observables)
-    # float weights the models hold at all: none with a gradient is then not "no weights" (a Det or another
-    # op without a gradient rule stops the backward pass before them)
-    held = sum(_float_weights(m.proto) for m in (a_model, b_model))
-    if spec.wrt:
-        keep_wrt(sides, spec.wrt)
+    with fs.explaining():  # a run on made-up inputs that fails says which inputs were made up
+        check_feed_shapes({k: np.shape(v) for k, v in fs.values.items()}, {"A": a_model.proto, "B": b_model.proto})
+        side_spec = replace(spec, wrt=())
+        sides, plans = [], []
+        for role, m in (("A", a_model), ("B", b_model)):
+            # weights inside If / Loop / Scan bodies are moved to the main graph, as grad_plan differentiates them
+            cands = candidates(hoist_constants(m.proto), observe(m.proto))
+            plan = grad_plan(m, side_spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
+            plans.append(plan)
+            sides.append(grad_side(m.source, m, plan, OrtRunner(plan.backward.model, config, m.source), cands, role))
+        side_a, side_b = sides
+        # weight gradients either side has before --wrt: the verdict, which judges them, says why it has none
+        weights = sum(o.is_output for side in sides for o in side.observation.observables)
+        # float weights the models hold at all: none with a gradient is then not "no weights" (a Det or another
+        # op without a gradient rule stops the backward pass before them)
+        held = sum(_float_weights(m.proto) for m in (a_model, b_model))
+        if spec.wrt:
+            keep_wrt(sides, spec.wrt)
 
-    def as_grad(name: str) -> str:
-        return name if forward_name(name) else grad_name(name)
+        def as_grad(name: str) -> str:
+            return name if forward_name(name) else grad_name(name)
 
-    gmap = {as_grad(k): as_grad(v) for k, v in (user_map or {}).items()} or None
-    # the gradients' default (atol relative to each one's scale); what flags leave out of a rule comes from it
-    default = gradient_tolerance(side_a, side_b)
-    per = {as_grad(k): v.over(default) for k, v in (per_tensor or {}).items()}
-    tolerance = tolerance.over(default) if tolerance else default
-    res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per, gmap, introduced=False,
-                max_memory=max_memory, progress=progress, reject=both(folded_weights(a_model.proto, b_model.proto),
-                                                      shared_weights(a_model.proto, b_model.proto)))
-    nothing_selected(res, selection or Selection(), (a_model.proto, b_model.proto))
-    explain_folded(res.matching, a_model.proto, b_model.proto)
-    for r in res.results:
-        r.pair.reason = grad_reason(r.pair)
-    quantized = any(o.kind != "float" for o in side_a.observation.observables + side_b.observation.observables)
-    res.measured = (f"gradients of the {spec.loss} loss" + (" (QuantizeLinear / DequantizeLinear: straight-through)"
-                                                            if quantized else ""))
-    res.grad = {"loss": spec.loss, "output_a": plans[0].loss.output, "output_b": plans[1].loss.output,
-                "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values), "weights": weights,
-                "held_weights": held, "wrt": bool(spec.wrt),
-                "stops": {r: st for r, m in zip("AB", (a_model, b_model)) if (st := gradient_stops(m.proto))}}
-    judge_constant_loss(plans, res)
-    half = half_outputs(a_model.proto) or half_outputs(b_model.proto)
-    res.grad["forward_differs"] = losses_differ(res.grad, half)  # no pair is where the error starts
-    gradient_origin(res)
-    res.notes[:0] = [n for n in unread_note(a_model.proto, b_model.proto) + fs.notes + list(a_model.warnings) + list(b_model.warnings) + forward_note(res.grad, half)
-                     if n not in res.notes]
-    return res
+        gmap = {as_grad(k): as_grad(v) for k, v in (user_map or {}).items()} or None
+        # the gradients' default (atol relative to each one's scale); what flags leave out of a rule comes from it
+        default = gradient_tolerance(side_a, side_b)
+        per = {as_grad(k): v.over(default) for k, v in (per_tensor or {}).items()}
+        tolerance = tolerance.over(default) if tolerance else default
+        res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per, gmap, introduced=False,
+                    max_memory=max_memory, progress=progress, reject=both(folded_weights(a_model.proto, b_model.proto),
+                                                          shared_weights(a_model.proto, b_model.proto)))
+        nothing_selected(res, selection or Selection(), (a_model.proto, b_model.proto))
+        explain_folded(res.matching, a_model.proto, b_model.proto)
+        for r in res.results:
+            r.pair.reason = grad_reason(r.pair)
+        quantized = any(o.kind != "float" for o in side_a.observation.observables + side_b.observation.observables)
+        res.measured = (f"gradients of the {spec.loss} loss" + (" (QuantizeLinear / DequantizeLinear: straight-through)"
+                                                                if quantized else ""))
+        res.grad = {"loss": spec.loss, "output_a": plans[0].loss.output, "output_b": plans[1].loss.output,
+                    "loss_a": loss_value(side_a, fs.values), "loss_b": loss_value(side_b, fs.values), "weights": weights,
+                    "held_weights": held, "wrt": bool(spec.wrt),
+                    "stops": {r: st for r, m in zip("AB", (a_model, b_model)) if (st := gradient_stops(m.proto))}}
+        judge_constant_loss(plans, res)
+        half = half_outputs(a_model.proto) or half_outputs(b_model.proto)
+        res.grad["forward_differs"] = losses_differ(res.grad, half)  # no pair is where the error starts
+        gradient_origin(res)
+        res.notes[:0] = [n for n in unread_note(a_model.proto, b_model.proto) + fs.notes + list(a_model.warnings) + list(b_model.warnings) + forward_note(res.grad, half)
+                         if n not in res.notes]
+        return res
 
 
 def one_tensor_once(names, what: str) -> None:

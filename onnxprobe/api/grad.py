@@ -179,7 +179,8 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
     model = as_model(model)
     fs = _feeds.make_feeds(model.proto, inputs)
     feed = fs.values
-    gp = grad_plan(model, spec, selection, feed=feed, cache=config.cache)
+    with fs.explaining():  # the run that learns the shapes the backward graph needs fails as the main run would
+        gp = grad_plan(model, spec, selection, feed=feed, cache=config.cache)
     refs, acts, scored = grad_probes(gp)
     raw = ({r.name for r in refs} | ({r.name for r in acts} if check else set())) if (save or check) else False
     runner = OrtRunner(scored, config, model.source, interruptible=True)

@@ -306,7 +306,8 @@ def diff_grad_torch(
     scalars = _scalar_parameters(a_model, params, known, buffers, owners)
     cands = candidates(a_model.proto, observe(a_model.proto), extra=scalars)
     # names= chooses the tensors (the spec's wrt filters the pairs below)
-    plan = grad_plan(a_model, spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
+    with fs.explaining():
+        plan = grad_plan(a_model, spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
     pm = _param_map(a_model, mod)  # a parameter several initializers hold: the sum of their gradients (torch.tied)
     ties, summed = add_tie_sums(plan, pm.ties, {p: v.shape for p, v in params.items()}, cands)
     side_a = grad_side(a_model.source, a_model, plan, OrtRunner(plan.backward.model, config, a_model.source), cands + summed, "A")

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -105,6 +106,16 @@ class Feeds:
         if isinstance(e, (DeviceUnavailable, SessionError)) or not self.hint():  # not about the inputs
             return e
         return ExecutionError(f"{e}{self.hint()}")
+
+    @contextmanager
+    def explaining(self):
+        """``explained`` for every run in the block: grad_plan's shape-learning run too, not just the main one."""
+        try:
+            yield
+        except ExecutionError as e:
+            if (told := self.explained(e)) is e:
+                raise
+            raise told from e
 
     def hint(self) -> str:
         """A suffix for errors a run raises when dimensions were guessed, or when integer or bool inputs
