@@ -10,7 +10,8 @@ from onnx import TensorProto, helper
 
 from conftest import make_model
 from onnxprobe.errors import UsageError
-from onnxprobe.runtime.feeds import make_feeds as _make, parse_shape_overrides
+from onnxprobe.runtime.feeds import make_feeds as _make
+from onnxprobe.runtime.input_flags import parse_shape_overrides
 from onnxprobe.types import InputSpec
 
 
@@ -204,7 +205,7 @@ def test_an_inputs_file_with_no_arrays_is_an_error_not_silent_random_data(tmp_pa
 
 def test_an_npz_given_to_input_without_a_name_points_at_inputs():
     """`--input data.npz` (no NAME=): the line says what --input expects and that a .npz goes to --inputs."""
-    from onnxprobe.runtime.feeds import parse_input_files
+    from onnxprobe.runtime.input_flags import parse_input_files
 
     with pytest.raises(UsageError, match=r"expected NAME=FILE.*--inputs FILE\.npz"):
         parse_input_files(["batch.NPZ"])

@@ -23,7 +23,8 @@ from onnxprobe.graph.model import load as _load
 from onnxprobe.runtime import npz as _npz
 from onnxprobe.runtime.arrays import by_position, read_array, read_arrays, read_npz
 from onnxprobe.runtime.budget import parse_size
-from onnxprobe.runtime.feeds import Feeds, ModelInput, check_shape, check_value, make_feeds, parse_dims, parse_input_files, parse_shape_overrides
+from onnxprobe.runtime.feeds import Feeds, ModelInput, check_shape, check_value, make_feeds
+from onnxprobe.runtime.input_flags import parse_dims, parse_input_files, parse_shape_overrides
 from onnxprobe.runtime.feeds import model_inputs as _model_inputs
 from onnxprobe.runtime.userfunc import split_spec
 from onnxprobe.text import clean, clip, controls, one_line, quote

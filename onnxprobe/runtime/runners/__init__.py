@@ -86,7 +86,7 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
 def parse_runtime_options(items: list[str] | None) -> dict[str, str]:
     """``--runtime-option KEY=VALUE`` (repeatable) -> {KEY: VALUE}; ``RUNTIME:KEY=VALUE`` addresses one
     runtime when both sides of a diff take options (``openvino:INFERENCE_PRECISION_HINT=f16``)."""
-    from onnxprobe.runtime.feeds import flag_items
+    from onnxprobe.runtime.input_flags import flag_items
 
     out: dict[str, str] = {}
     for item in flag_items(items, "--runtime-option", "INFERENCE_PRECISION_HINT=f16"):
