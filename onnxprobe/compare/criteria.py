@@ -15,7 +15,7 @@ from onnxprobe.compare.measure import FLOATS
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.constants import constants
-from onnxprobe.graph.walk import unread_inputs
+from onnxprobe.graph.walk import unread_extras
 from onnxprobe.runtime.feeds import model_inputs
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import clean, quote, some
@@ -127,14 +127,6 @@ def check_same_inputs(a: onnx.ModelProto, b: onnx.ModelProto) -> dict[str, tuple
                 isinstance(p, int) and isinstance(q, int) and p > 0 and q > 0 and p != q for p, q in zip(x, y))):
             raise UsageError(f"input {n}: shape {list(x)} in A but {list(y)} in B; both run on the same feeds")
     return floats
-
-
-def unread_extras(a: onnx.ModelProto, b: onnx.ModelProto) -> tuple[list[str], list[str]]:
-    """(A's, B's) inputs that the one model declares, none of its nodes reads and the other model does not
-    declare (an onnxruntime-optimized copy of an IR-3 model adds ``..._SHAPE`` inputs): they are no feed both
-    run on; each side's runner feeds them zeros (``runtime.feeds.fed``)."""
-    na, nb = ({s.name for s in model_inputs(m)} for m in (a, b))
-    return [n for n in unread_inputs(a) if n not in nb], [n for n in unread_inputs(b) if n not in na]
 
 
 def unread_note(a: onnx.ModelProto, b: onnx.ModelProto) -> list[str]:

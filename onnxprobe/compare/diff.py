@@ -14,7 +14,7 @@ import numpy as np
 
 from onnxprobe.autodiff.constant_loss import INSTEAD
 from onnxprobe.compare.criteria import (check_feed_shapes, check_same_inputs, default_tolerance, float_note, half, measured_label,
-                                        one_model, unread_extras, unread_note)
+                                        one_model, unread_note)
 from onnxprobe.compare.fused import fusable
 from onnxprobe.compare.introduced import exact_inputs, quantized_b_note
 from onnxprobe.compare.measure import DiffPlan, Measured, measure
@@ -22,6 +22,7 @@ from onnxprobe.compare.sides import Side
 from onnxprobe.compare.unordered import unordered_pairs
 from onnxprobe.errors import UsageError, setting_error, settings_error
 from onnxprobe.graph.select import Selection, check_criteria, select, selects_op
+from onnxprobe.graph.walk import unread_extras
 from onnxprobe.match.bodies import body_note, body_tensors
 from onnxprobe.match.concrete import match_for_inputs
 from onnxprobe.match.engine import DIFFERENT_FUNCTION, OTHER_VALUES, Matching, Pair, Unmatched

@@ -17,7 +17,7 @@ from __future__ import annotations
 import onnx
 
 from onnxprobe.graph.builder import opset_version
-from onnxprobe.graph.walk import subgraphs, unread_inputs
+from onnxprobe.graph.walk import subgraphs, unread_extras
 
 PREFIX_A, PREFIX = "onnxprobe.a/", "onnxprobe.b/"
 
@@ -92,8 +92,8 @@ def side_by_side(a: onnx.ModelProto, b: onnx.ModelProto, pairs: list[tuple[str, 
     b_in = {i.name for i in b.graph.input} - {t.name for t in b.graph.initializer}
     # an input one model declares, none of its nodes reads and the other lacks is no shared feed: the runner
     # feeds it zeros (an onnxruntime-optimized copy of an IR-3 model declares such ``..._SHAPE`` inputs)
-    ua, ub = ({n for n in unread_inputs(m) if n not in other} for m, other in ((a, b_in), (b, a_in)))
-    a_in, b_in = a_in - ua, b_in - ub
+    ua, ub = unread_extras(a, b)
+    a_in, b_in = a_in - set(ua), b_in - set(ub)
     if a_in != b_in:
         raise NotMergeable("the models take different inputs")
     ga, a_name = _prefixed(a, PREFIX_A)

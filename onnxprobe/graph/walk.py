@@ -75,6 +75,13 @@ def unread_inputs(model: onnx.ModelProto) -> list[str]:
     return [i.name for i in model.graph.input if i.name not in read and i.name not in inits]
 
 
+def unread_extras(a: onnx.ModelProto, b: onnx.ModelProto) -> tuple[list[str], list[str]]:
+    """(A's, B's) inputs that the one model declares, none of its nodes reads and the other model does not
+    declare (``unread_inputs``): no feed both run on (each side's runner feeds them zeros: ``runtime.feeds.fed``)."""
+    na, nb = ({i.name for i in m.graph.input} - {t.name for t in m.graph.initializer} for m in (a, b))
+    return [n for n in unread_inputs(a) if n not in nb], [n for n in unread_inputs(b) if n not in na]
+
+
 def implicit_inputs(node: onnx.NodeProto) -> list[str]:
     """Names a node's bodies read from enclosing graphs, in first-use order."""
     return outer_reads(*(sg for _, sg in subgraphs(node)))
