@@ -403,7 +403,8 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
             dims.fix(s, tuple(spec.shapes[s.name]), "--shape")
     defaulted: dict[str, list[str]] = {}
     lacking = [s.name for s in specs if s.name not in feeds]
-    unread = [s for s in specs if s.name in lacking and spec.arrays_complete and s.name in set(unread_inputs(model))]
+    read_by_none = set(unread_inputs(model)) if lacking and spec.arrays_complete else set()  # one walk of the graph
+    unread = [s for s in specs if s.name in lacking and s.name in read_by_none]
     if unread:  # a dataset need not hold what no node reads (as a diff's runners, ``fed``, feed it zeros)
         feeds.update({s.name: unread_value(s) for s in unread})
         lacking = [n for n in lacking if n not in feeds]
