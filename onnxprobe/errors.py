@@ -75,8 +75,8 @@ class DeviceUnavailable(ExecutionError):
 
 
 class NothingToCut(UsageError):
-    """``extract`` was given no tensor to cut at. Its message names the API's parameters; the command line
-    says the same with its flags (a type to catch, not a message to reword)."""
+    """``extract`` was given no tensor to cut at. Its message names the API's parameters; its ``cli_message``
+    the command line's flags (a type to catch, not a message to reword)."""
 
 
 class MissingExtra(UsageError):
@@ -111,13 +111,36 @@ def error_about(cls: type[OnnxProbeError], what: str | tuple[str, ...], rest: st
     return setting_error(cls, (what[0], what[1]), f"{value}{rest}" if value else rest.lstrip(" "))
 
 
+class Voice:
+    """How a message names what its reader gives: ``voice((API parameter, flag))`` a setting ("loss (--loss)"
+    to the API, "--loss" on the command line); ``voice.either(api, cli)`` advice said one way to a caller of
+    the API ("api.inspect(model).nodes lists them") and another on the command line ("`onnxprobe inspect
+    --nodes MODEL` lists them"); ``voice.cli``: which of the two it is."""
+
+    def __init__(self, cli: bool):
+        self.cli = cli
+
+    def __call__(self, what: tuple[str, str]) -> str:
+        return what[1] if self.cli else f"{what[0]} ({what[1]})"
+
+    def either(self, api: str, cli: str) -> str:
+        return cli if self.cli else api
+
+
 def settings_error(cls: type[OnnxProbeError], say) -> OnnxProbeError:
-    """A ``cls`` error that names settings anywhere in its text: ``say(name)`` writes the message, calling
-    ``name((API parameter, flag))`` for each setting it names; the message says "loss (--loss)", the command
-    line's "--loss" (``setting_error``'s form, for a message that does not start with the setting)."""
-    e = cls(say(lambda what: f"{what[0]} ({what[1]})"))
-    e.cli_message = say(lambda what: what[1])
+    """A ``cls`` error that names settings or gives advice anywhere in its text: ``say(voice)`` writes the
+    message, calling ``voice((API parameter, flag))`` for each setting it names and ``voice.either(api, cli)``
+    for advice (a ``Voice``); the message says "loss (--loss)", the command line's "--loss" (``setting_error``'s
+    form, for a message that does not start with the setting)."""
+    e = cls(say(Voice(cli=False)))
+    e.cli_message = say(Voice(cli=True))
     return e
+
+
+def hinted_setting_error(cls: type[OnnxProbeError], what: tuple[str, str], rest: str, hint) -> OnnxProbeError:
+    """``setting_error``'s message followed by ``hint(voice)`` (``Voice``): advice said in each reader's words."""
+    sep = "" if rest.startswith(":") else " "
+    return settings_error(cls, lambda say: f"{say(what)}{sep}{rest}{hint(say)}")
 
 
 def debug_enabled() -> bool:

@@ -159,14 +159,16 @@ def matches(name: str, pattern: str) -> bool:
     return name == pattern or fnmatch.fnmatchcase(name, pattern)
 
 
-def one_glob_each(flag: str, pattern: str, names) -> str | None:
-    """The hint for a ``flag`` that takes one glob (``--name``, ``--wrt``: a name may hold a comma) given a
-    comma-separated list (``conv1,relu*``) that matches nothing as a whole: when each of its parts matches
-    one of ``names``, the repeated flags to give instead; else None."""
+def one_glob_each(what: tuple[str, str], pattern: str, names, say) -> str | None:
+    """The hint for a setting ``what`` = (API parameter, flag) that takes one glob each (``--name``, ``--wrt``: a
+    name may hold a comma) given a comma-separated list (``conv1,relu*``) that matches nothing as a whole:
+    when each of its parts matches one of ``names``, the globs to give instead, in the words of ``say``
+    (``errors.Voice``: the API's tuple, the command line's repeated flags); else None."""
     import shlex
 
     parts = [p.strip() for p in pattern.split(",")]
     if len(parts) < 2 or not all(parts) or not all(any(matches(n, p) for n in names) for p in parts):
         return None
-    return (f"{flag} takes one glob (names may hold commas): repeat it, "
-            + " ".join(f"{flag} {shlex.quote(p)}" for p in parts))
+    return say.either(f"{what[0]} takes one glob each (names may hold commas): give {what[0]}={tuple(parts)!r}",
+                      f"{what[1]} takes one glob (names may hold commas): repeat it, "
+                      + " ".join(f"{what[1]} {shlex.quote(p)}" for p in parts))

@@ -20,7 +20,7 @@ from onnxprobe.compare.diff import DiffResult
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
 from onnxprobe.compare.sides import Side, model_side, npz_side, own_tensors
-from onnxprobe.errors import ExecutionError, UsageError, setting_error
+from onnxprobe.errors import ExecutionError, UsageError, setting_error, settings_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection, check_selects
 from onnxprobe.runtime import feeds as _feeds
@@ -68,20 +68,29 @@ def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str |
     check_runtime(runtime)
     if vs_reference:
         if vs_runtime not in (None, "reference"):
-            raise UsageError(f"--vs-reference is --vs-runtime reference: give one of them, not --vs-runtime {vs_runtime}")
+            raise settings_error(UsageError, lambda say: say.either(
+                f"vs_reference=True is vs_runtime='reference': give one of them, not vs_runtime={vs_runtime!r}",
+                f"--vs-reference is --vs-runtime reference: give one of them, not --vs-runtime {vs_runtime}"))
         vs_runtime = "reference"
     if vs_runtime is not None:
         check_runtime(vs_runtime, ("vs_runtime", "--vs-runtime"))
         if vs_runtime == "reference" and vs_device is not None:
-            raise UsageError("give exactly one reference: --vs-device or --vs-reference (onnx.reference has no devices)")
+            raise settings_error(UsageError, lambda say: "give exactly one reference: " + say.either(
+                "vs_device or vs_reference", "--vs-device or --vs-reference") + " (onnx.reference has no devices)")
     modes = [b is not None, vs_device is not None and vs_runtime is None, vs_opt_level is not None, vs_runtime is not None,
              vs_npz is not None, vs_torch is not None]
     if dataset and not any(modes):
-        raise UsageError("a dataset diff compares with one reference: a second model B, --vs-device, --vs-opt-level, "
-                         "--vs-runtime or --vs-reference (saved activations and --vs-torch are of one input)")
+        raise settings_error(UsageError, lambda say: say.either(
+            "a dataset diff compares with one reference: b (a second model), vs_device, vs_opt_level, vs_runtime or "
+            "vs_reference (saved activations and vs_torch are of one input)",
+            "a dataset diff compares with one reference: a second model B, --vs-device, --vs-opt-level, "
+            "--vs-runtime or --vs-reference (saved activations and --vs-torch are of one input)"))
     if sum(modes) != 1:
-        raise UsageError("give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-runtime "
-                         "(--vs-reference), --vs-npz or --vs-torch")
+        raise settings_error(UsageError, lambda say: say.either(
+            "give exactly one reference: b (a second model), vs_device, vs_opt_level, vs_runtime (vs_reference), "
+            "vs_npz or vs_torch",
+            "give exactly one reference: a second model B, --vs-device, --vs-opt-level, --vs-runtime "
+            "(--vs-reference), --vs-npz or --vs-torch"))
     if vs_opt_level is not None:  # named as given (the side's own --opt-level is checked as that)
         check_opt_level(vs_opt_level, ("vs_opt_level", "--vs-opt-level"))
         if runtime != "ort" and vs_opt_level != "off":  # B runs on A's runtime: make_runner would name --opt-level

@@ -17,7 +17,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.graph.builder import FLOAT_TYPES
-from onnxprobe.errors import UsageError, setting_error
+from onnxprobe.errors import UsageError, hinted_setting_error, setting_error
 from onnxprobe.graph.constants import constant_of, constants
 from onnxprobe.graph.select import Selection, check_criteria, node_positions, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
@@ -152,9 +152,9 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
         for pat in wrt:
             hits = [n for n in pool if matches(n, pat)] + [n for n in single if n == pat]  # by its exact name only
             if not hits:
-                listed = one_glob_each("--wrt", pat, pool + single)
-                raise setting_error(UsageError, WRT, f"{pat!r}: no float weight, input or node output of the main graph matches it"
-                                 + (f"; {listed}" if listed else ""))
+                names = pool + single
+                raise hinted_setting_error(UsageError, WRT, f"{pat!r}: no float weight, input or node output of the main graph matches it",
+                                           lambda say: f"; {listed}" if (listed := one_glob_each(WRT, pat, names, say)) else "")
             for n in hits:
                 # --all means every tensor: a graph input it names is kept (the flags select node outputs and
                 # weights, and --all read as an intersection dropped the inputs --wrt names)

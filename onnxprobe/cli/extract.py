@@ -58,7 +58,7 @@ def extract(
         onnxprobe extract model.onnx -o stem.onnx --to conv1_out --format csv
     """
     from onnxprobe import api
-    from onnxprobe.errors import NothingToCut, UsageError
+    from onnxprobe.errors import UsageError
     from onnxprobe.report.progress import Progress
 
     if old_inputs or old_outputs:
@@ -71,11 +71,7 @@ def extract(
     check_outputs(model, files={OUTPUT_FLAG: output})
 
     spec = inputs_of(seed, int_range, shape, input_)  # no --inputs FILE.npz here: the cut's tensors are what it reads from
-    try:
-        with Progress(f"extracting from {model.name}"):
-            result = api.extract(model, output, inputs, outputs, inputs=spec)
-    except NothingToCut:  # said with the flags, not the API's parameter names
-        raise UsageError("give the tensors to cut at: --from T1,T2 and/or --to T3; `onnxprobe inspect --nodes MODEL` "
-                         "lists them") from None
+    with Progress(f"extracting from {model.name}"):  # a refused cut is said with the flags (its cli_message)
+        result = api.extract(model, output, inputs, outputs, inputs=spec)
     notes(result.notes)
     show_written(extract_renderables(result, stdout_width()), view)

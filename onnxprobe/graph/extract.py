@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from onnxprobe.errors import NothingToCut, UsageError, setting_error, settings_error
+from onnxprobe.errors import NothingToCut, UsageError, hinted_setting_error, setting_error, settings_error
 from onnxprobe.graph.builder import single_opsets
 from onnxprobe.graph.walk import constant_tensors, implicit_inputs, walk
 from onnxprobe.text import some
@@ -77,8 +77,9 @@ def _check_names(model: onnx.ModelProto, names: list[str], flag: tuple[str, str]
                     UsageError, flag, f": tensor {n!r} lives inside {'/'.join(s.scope)}; extract cuts the main graph only "
                     f"(cut at the {s.chain[0][0].op_type} node's inputs and outputs instead)")
         close = difflib.get_close_matches(n, sorted(main), n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else "; `onnxprobe inspect --nodes MODEL` lists the tensors"
-        raise setting_error(UsageError, flag, f": no tensor named {n!r} in the main graph{hint}")
+        raise hinted_setting_error(UsageError, flag, f": no tensor named {n!r} in the main graph", lambda say: (
+            f"; did you mean {', '.join(repr(c) for c in close)}?" if close else
+            f"; {say.either('api.inspect(model).nodes', '`onnxprobe inspect --nodes MODEL`')} lists the tensors"))
 
 
 def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | None) -> Cut:
@@ -91,8 +92,10 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
     main = set(real_inputs) | inits | set(producer)
     (ins, empty_in), (outs, empty_out) = _split(inputs, main), _split(outputs, main)
     if not ins and not outs:
-        raise NothingToCut("give the tensors to cut at: cut_inputs and/or cut_outputs (a name, a list of names, or "
-                           "names separated by commas); `onnxprobe inspect --nodes` lists them")
+        raise settings_error(NothingToCut, lambda say: say.either(
+            "give the tensors to cut at: cut_inputs and/or cut_outputs (a name, a list of names, or names separated by "
+            "commas); api.inspect(model).nodes lists them",
+            "give the tensors to cut at: --from T1,T2 and/or --to T3; `onnxprobe inspect --nodes MODEL` lists them"))
     for flag, item in ((FROM, empty_in), (TO, empty_out)):
         # left out, `--from ',' --to y` silently cut at the model's inputs
         if item is not None:
