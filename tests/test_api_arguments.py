@@ -269,6 +269,8 @@ def test_input_spec_takes_one_flag_string():
 def test_every_function_that_takes_a_model_takes_a_path_a_model_and_a_proto(cnn, tmp_path):
     proto = onnx.load(CNN)
     for m in (CNN, cnn, proto):
+        # load too: `model = api.load(model)` in a notebook cell run twice was refused ("got Model ...")
+        assert api.load(m).proto.graph.node[0].op_type == "Conv"
         assert len(api.plan(m).probes) == 3
         assert api.feeds(m).values["image"].shape == (1, 3, 32, 32)
         assert api.runner(m) is not None
@@ -589,5 +591,5 @@ def test_load_takes_a_model_proto_as_every_other_function_does(tmp_path):
     m = api.load(proto)
     assert [n.name for n in m.proto.graph.node] == [n.name for n in proto.graph.node]
     assert proto.SerializeToString() == before  # copied, never annotated in place
-    with pytest.raises(UsageError, match="path of an .onnx file or an onnx.ModelProto"):
+    with pytest.raises(UsageError, match="path of an .onnx file, an onnx.ModelProto or an api.Model"):
         api.load(b"not a model")

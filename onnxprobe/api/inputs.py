@@ -154,13 +154,14 @@ def as_raw(raw) -> bool | set[str]:
     return set(as_names(raw, "raw"))
 
 
-def load(path: "str | os.PathLike | onnx.ModelProto") -> Model:
-    """Read a model and annotate it with inferred shapes (``graph.model.load``); ``path`` is a path, or an
-    onnx.ModelProto (copied and annotated, never changed), as every other API function takes a model."""
-    if isinstance(path, onnx.ModelProto):
+def load(path: "str | os.PathLike | onnx.ModelProto | Model") -> Model:
+    """Read a model and annotate it with inferred shapes (``graph.model.load``); ``path`` is a path, an
+    onnx.ModelProto (copied and annotated, never changed) or a Model already loaded (itself), as every other
+    API function takes a model."""
+    if isinstance(path, (onnx.ModelProto, Model)):
         return as_model(path, "load")
     if not isinstance(path, PATH):
-        raise UsageError(f"load: expected the path of an .onnx file or an onnx.ModelProto, got {what_came(path)}")
+        raise UsageError(f"load: expected the path of an .onnx file, an onnx.ModelProto or an api.Model, got {what_came(path)}")
     return _load(path)
 
 
