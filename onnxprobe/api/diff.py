@@ -97,7 +97,8 @@ def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str |
             raise setting_error(UsageError, ("vs_opt_level", "--vs-opt-level"), f"{vs_opt_level} sets onnxruntime's graph "
                                 f"optimisations: runtime {runtime} does not take one")
     if vs_torch is not None and runtime != "ort":  # its options are onnxruntime's (tf32), read by ort_config
-        raise UsageError("--vs-torch runs the export on onnxruntime: drop --runtime")
+        raise settings_error(UsageError, lambda say: say.either("vs_torch runs the export on onnxruntime: drop runtime",
+                                                                "--vs-torch runs the export on onnxruntime: drop --runtime"))
     if vs_torch is None:
         check_options_used([runtime] + ([vs_runtime or runtime] if vs_npz is None else []), runtime_options)
     return vs_runtime
@@ -264,9 +265,9 @@ def diff(
                                  vs_npz=vs_npz, vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime,
                                  runtime_options=runtime_options)
     if profile:  # before any run: what --profile cannot time (the sides' runtimes, no one run of both)
-        off = next((f for f, v in (("--vs-torch", vs_torch is not None), ("--vs-npz", vs_npz is not None),
-                                   ("--vs-device", vs_device), ("--vs-opt-level", vs_opt_level),
-                                   ("--separate-runs", not fuse)) if v), None)
+        off = next((f for f, v in ((("vs_torch", "--vs-torch"), vs_torch is not None), (("vs_npz", "--vs-npz"), vs_npz is not None),
+                                   (("vs_device", "--vs-device"), vs_device), (("vs_opt_level", "--vs-opt-level"), vs_opt_level),
+                                   (("fuse=False", "--separate-runs"), not fuse)) if v), None)
         check_profile(runtime, vs_runtime=vs_runtime, vs_reference=vs_reference, one_run_off=off)
     if vs_torch is not None:
         config = ort_config(config, runtime_options)  # tf32=0|1 on CUDA, as diff --grad --vs-torch takes it

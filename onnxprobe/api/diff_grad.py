@@ -16,7 +16,7 @@ from onnxprobe.compare.constant_loss import judge_constant_loss
 from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, gradient_tolerance, unread_note
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, settings_error
 from onnxprobe.graph.constants import constants
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
@@ -62,7 +62,9 @@ def diff_grad(
                                              shared_weights)
 
     if (b is None) == (vs_torch is None):
-        raise UsageError("diff --grad compares two models: give the reference model B or --vs-torch (one of them)")
+        raise settings_error(UsageError, lambda say: say.either(
+            "diff_grad compares two models: give b (the reference model) or vs_torch (one of them)",
+            "diff --grad compares two models: give the reference model B or --vs-torch (one of them)"))
     spec = as_spec(spec)
     check_map(user_map)
     selection, config, inputs, tolerance, per_tensor = checked_arguments(selection, config, inputs, tolerance, per_tensor)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, settings_error
 from onnxprobe.graph.model import Model
 from onnxprobe.runtime.profile import RUNS, Profile, profile
 from onnxprobe.types import ProbeResult, RunConfig
@@ -53,18 +53,24 @@ class LayersProfile:
 
 
 def check_profile(runtime: str = "ort", *, vs_runtime: str | None = None, vs_reference: bool = False,
-                  one_run_off: str | None = None) -> None:
+                  one_run_off: tuple[str, str] | None = None) -> None:
     """A UsageError, before anything runs, where ``--profile`` cannot time what was asked: it reads
     onnxruntime's profiler, so every runtime is onnxruntime (``runtime``, ``vs_runtime``: that of diff's
-    side B), and diff times its one run of both models (``one_run_off``: the flag that keeps it from running,
-    --separate-runs, --vs-device...). One wording for layers and diff."""
-    other = [(f, r) for f, r in (("--runtime", runtime), ("--vs-runtime", vs_runtime)) if r not in (None, "ort")]
+    side B), and diff times its one run of both models (``one_run_off``: what keeps it from running, as the
+    API and the command line say it: ("fuse=False", "--separate-runs"), ("vs_device", "--vs-device")...).
+    One wording for layers and diff, in the words of each (``settings_error``)."""
+    other = [(p, f, r) for p, f, r in (("runtime", "--runtime", runtime), ("vs_runtime", "--vs-runtime", vs_runtime))
+             if r not in (None, "ort")]
     if vs_reference:
-        raise UsageError("--profile times onnxruntime's kernels: not with --vs-reference")
+        raise settings_error(UsageError, lambda say: f"{say.either('profile', '--profile')} times onnxruntime's kernels: "
+                             f"not with {say.either('vs_reference', '--vs-reference')}")
     if other:
-        raise UsageError(f"--profile times onnxruntime's kernels: not with {other[0][0]} {other[0][1]}")
+        p, f, r = other[0]
+        raise settings_error(UsageError, lambda say: f"{say.either('profile', '--profile')} times onnxruntime's kernels: "
+                             f"not with {say.either(f'{p}={r!r}', f'{f} {r}')}")
     if one_run_off:
-        raise UsageError(f"--profile times diff's one run of both models: not with {one_run_off}")
+        raise settings_error(UsageError, lambda say: f"{say.either('profile', '--profile')} times diff's one run of both "
+                             f"models: not with {say.either(*one_run_off)}")
 
 
 def profile_layers(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], config: RunConfig | None = None,
