@@ -12,7 +12,7 @@ import onnx
 from onnx import TensorProto
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
-from onnxprobe.api.inputs import as_config, as_inputs, as_model, as_result, as_selection, check_switches, checked_feed
+from onnxprobe.api.inputs import as_config, as_inputs, as_max_memory, as_model, as_result, as_selection, check_switches, checked_feed
 from onnxprobe.autodiff import straight_through
 from onnxprobe.autodiff.check import DELTA, TOLERANCE, CheckItem, check_gradients, perturbable, to_float64
 from onnxprobe.autodiff.constant_loss import INSTEAD, unjudged  # noqa: F401 (INSTEAD: the CLI says it)
@@ -26,6 +26,7 @@ from onnxprobe.graph.select import Selection
 from onnxprobe.graph.shapes import infer_shapes
 from onnxprobe.match.bodies import body_note, body_tensors
 from onnxprobe.runtime import feeds as _feeds
+from onnxprobe.runtime.budget import probe_within
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.text import clip, quote
@@ -168,12 +169,15 @@ def grad_probes(gp: GradPlan) -> tuple[list[TensorRef], list[TensorRef], onnx.Mo
 
 def grad(model: Model | str | os.PathLike, selection: Selection | None = None, config: RunConfig | None = None,
          spec: GradSpec | None = None, inputs: InputSpec | None = None, *, save: bool = False,
-         check: bool = False, progress=None) -> GradResult:
+         check: bool = False, progress=None, max_memory: int | None = None) -> GradResult:
     """What ``onnxprobe grad`` does: attach a loss and its backward graph, run forward and backward in
     one session and return the statistics of every gradient (and, with ``check``, their finite-
     difference check; ``progress(done, total)`` is called per gradient checked). ``model``: a Model, a path
-    or a ModelProto; ``inputs``: an InputSpec or a dict of arrays by input name."""
+    or a ModelProto; ``inputs``: an InputSpec or a dict of arrays by input name. The raw gradients (``save``,
+    ``check``) come back at most ``max_memory`` bytes at once (default: a quarter of the available memory),
+    in more runs when needed, as ``layers`` saves its tensors."""
     check_switches("grad", save=save, check=check)
+    max_memory = as_max_memory(max_memory)
     spec, selection, inputs = as_spec(spec) or GradSpec(), as_selection(selection), as_inputs(inputs)
     config = as_config(config) or RunConfig(opt_level=GRAD_OPT_LEVEL)
     model = as_model(model)
@@ -186,7 +190,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
     runner = OrtRunner(scored, config, model.source, interruptible=True)
     runner.diagnose_with = model.proto
     try:
-        result = runner.probe(refs + acts, {**feed, **gp.extra_feed}, raw=raw)
+        result = probe_within(runner, refs + acts, {**feed, **gp.extra_feed}, raw or set(), max_memory)
     except ExecutionError as e:
         raise fs.explained(e) from e
     loss = float(np.asarray(result.outputs[gp.loss.loss]).reshape(-1)[0])

@@ -19,12 +19,13 @@ import numpy as np
 from onnxprobe.api.datasets import BatchWorker, first_arrays, first_label, model_path, relabel, run_batches, source
 from onnxprobe.api.grad import GradResult, GradRow, body_left_out, grad_probes
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, EmptyBatch, GradPlan, GradSpec, as_spec, grad_plan
-from onnxprobe.api.inputs import as_config, as_ray, as_selection
+from onnxprobe.api.inputs import as_config, as_max_memory, as_ray, as_selection
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.errors import OnnxProbeError, UsageError, setting_error
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection
 from onnxprobe.runtime import feeds as _feeds
+from onnxprobe.runtime.budget import probe_within
 from onnxprobe.runtime.ray_pool import RayOptions
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.moments import Moments, exact_sum
@@ -57,17 +58,19 @@ class GradWorkerFactory:
     config: RunConfig
     spec: GradSpec
     threads: int | None = None
+    max_memory: int | None = None
 
     def __call__(self) -> "GradWorker":
-        return GradWorker(as_model(self.model), self.selection, self.config, self.spec, self.threads)
+        return GradWorker(as_model(self.model), self.selection, self.config, self.spec, self.threads, self.max_memory)
 
 
 class GradWorker(BatchWorker):
     """One sample -> a GradPartial; one backward graph (and session) per distinct input shape."""
 
     def __init__(self, model: Model, selection: Selection | None, config: RunConfig, spec: GradSpec,
-                 threads: int | None = None):
+                 threads: int | None = None, max_memory: int | None = None):
         self.model, self.selection, self.config, self.spec, self.threads = model, selection, config, spec, threads
+        self.max_memory = max_memory  # the weight gradients of a batch come back at most this many bytes at once
         self.specs = _feeds.model_inputs(model.proto)
         self.plans: dict = {}
 
@@ -89,7 +92,7 @@ class GradWorker(BatchWorker):
         except EmptyBatch:  # adds 0 to a summed loss; a mean over its samples would read NaN: skipped (a note)
             return GradPartial(index, 0.0, {}, {}, {}, None, list(fs.notes), empty=True)
         weights = {ref.name for t, ref in zip(gp.targets, refs) if t.kind == "weight"}
-        res = runner.probe(refs + acts, {**fs.values, **gp.extra_feed}, raw=weights, key="grad")
+        res = probe_within(runner, refs + acts, {**fs.values, **gp.extra_feed}, weights, self.max_memory, key="grad")
         part = GradPartial(index, float(np.asarray(res.outputs[gp.loss.loss], np.float64).reshape(-1)[0]), {}, {}, {},
                            res.info, list(fs.notes))
         for t, ref in zip(gp.targets, refs):
@@ -112,11 +115,13 @@ class GradWorker(BatchWorker):
 
 def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | None = None, selection: Selection | None = None,
                  config: RunConfig | None = None, spec: GradSpec | None = None, *, reduce: str = "sum",
-                 progress=None, ray: RayOptions | None = None, inputs_from: FeedsFrom | None = None) -> GradResult:
+                 progress=None, ray: RayOptions | None = None, inputs_from: FeedsFrom | None = None,
+                 max_memory: int | None = None) -> GradResult:
     """The gradients of the dataset's loss (``reduce``: the sum or the mean of the samples' losses) and
     their statistics (see the module's doc). ``inputs``: a folder of .npz batches or one stacked .npz;
     ``inputs_from``: ``FILE.py:FUNC`` or, from Python, feed dicts in memory (as ``layers_dataset``).
-    ``result.arrays``: the weight gradients. ``ray``: the samples shared out to Ray actors."""
+    ``result.arrays``: the weight gradients. ``ray``: the samples shared out to Ray actors. ``max_memory``: the
+    most bytes of a batch's weight gradients brought back at once (``api.grad``'s)."""
     if reduce not in REDUCE:
         raise setting_error(UsageError, ("reduce", "--reduce"), f"{reduce!r}: choose sum or mean")
     spec, selection, config = as_spec(spec) or GradSpec(), as_selection(selection), as_config(config)
@@ -124,9 +129,9 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
         raise UsageError(f"a dataset: {'--target' if spec.loss == 'mse' else '--labels' if spec.loss == 'cross-entropy' else '--output-grad'} "
                          "holds one input's values, not a dataset's; dataset losses are sum or mean")
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
-    model, ray = as_model(model), as_ray(ray)
+    model, ray, max_memory = as_model(model), as_ray(ray), as_max_memory(max_memory)
     src = source(model, inputs, inputs_from)
-    here = GradWorker(model, selection, config, spec)
+    here = GradWorker(model, selection, config, spec, max_memory=max_memory)
     first = first_arrays(src, here.specs)  # the plan is made for its shapes
     if first is None:
         raise UsageError("the dataset has no samples")
@@ -138,7 +143,7 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
             gp = here.plan({k: np.zeros([d or 1 for d in np.shape(v)], v.dtype) for k, v in feed.items()})[0]
     except OnnxProbeError as e:
         raise relabel(e, first_label(src)) from e
-    factory = GradWorkerFactory(model_path(model), selection, config, spec, threads=1) if ray else (lambda: here)
+    factory = GradWorkerFactory(model_path(model), selection, config, spec, threads=1, max_memory=max_memory) if ray else (lambda: here)
     acc = {"loss": [], "weights": {}, "grads": {}, "values": {}, "notes": [], "info": None, "first": None, "count": 0,
            "shapes": {}, "empty": []}
 

@@ -9,7 +9,7 @@ import typer
 from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.options import (
     CheckOpt, ConstOpt, OrtDeviceOpt, ExportOpt, GradOutputOpt, InputOpt, InputsDirOpt, InputsFromOpt, InputsOpt, IntRangeOpt,
-    JsonOpt, LabelsOpt, LossOpt, ModelArg, NameOpt, NoCacheOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, RayAddressOpt, RayOpt,
+    JsonOpt, LabelsOpt, LossOpt, MaxMemoryOpt, ModelArg, NameOpt, NoCacheOpt, OpOpt, OptLevelOpt, OutputGradOpt, RangeOpt, RayAddressOpt, RayOpt,
     RayWorkersOpt, OrtRuntimeOptionOpt, SaveGradsOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, ray_of, selection_of,
     ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, dataset_flag, inputs_in_dataset, view_of,
 )
@@ -56,6 +56,7 @@ def grad(
     runtime_option: OrtRuntimeOptionOpt = None,
     json_: JsonOpt = None,
     save_grads: SaveGradsOpt = None,
+    max_memory: MaxMemoryOpt = None,
     export: ExportOpt = None,
     check: CheckOpt = False,
     wide: WideOpt = False,
@@ -102,6 +103,7 @@ def grad(
     check_outputs(model, json_, files={"--save-grads": save_grads, "--export": export, "--html": html, "--overlay": overlay,
                                        "--netron": netron})
     require_html(html)
+    budget = api.parse_size(max_memory) if max_memory is not None else None  # '' is refused, not the default
     # conflicting flags are refused before any work (--export writes its model first)
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
     dataset = dataset_flag(inputs_dir, inputs_from,
@@ -123,7 +125,7 @@ def grad(
         where = inputs_dir.name if inputs_dir is not None else inputs_from
         with Progress(f"forward and backward on {model.name} over {where}", "batches") as progress:
             result = api.grad_dataset(loaded, inputs_dir, selection, config, spec, reduce=reduce,
-                                      progress=progress.update, ray=ray_options, inputs_from=inputs_from)
+                                      progress=progress.update, ray=ray_options, inputs_from=inputs_from, max_memory=budget)
     else:
         with Progress(f"forward and backward on {model.name}") as progress:
             def checking(done: int, total: int) -> None:
@@ -132,7 +134,7 @@ def grad(
                 progress.update(done, total)
 
             result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None or html is not None,
-                              check=check, progress=checking)
+                              check=check, progress=checking, max_memory=budget)
     notes([n for n in dict.fromkeys(result.notes + result.plan.warnings) if n not in said])
     if not result.rows:  # asked for, and none got a gradient: the notes say why; no (empty) table, no success
         error("none of the tensors --wrt asks for gets a gradient (the notes say why)" if wrt else

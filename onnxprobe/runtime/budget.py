@@ -88,3 +88,36 @@ def check_run_fits(model: onnx.ModelProto, input_shapes: dict, fed: int) -> None
         raise UsageError(f"running the model on inputs of {human_bytes(fed)} needs about {human_bytes(2 * largest)} more (its "
                          f"largest tensor, {clean(name)} [{'x'.join(map(str, shape))}], is {human_bytes(largest)}), more than "
                          f"the {human_bytes(avail)} of memory available beside the inputs: give smaller input shapes")
+
+
+def _declared_bytes(ref) -> int | None:
+    """The bytes of a tensor of fully known declared shape (None: a dimension unknown until the run)."""
+    shape = ref.shape
+    if shape is None or not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape):
+        return None
+    return nbytes(tuple(int(d) for d in shape), ref.dtype)
+
+
+def probe_within(runner, refs: list, feeds: dict, raw: set[str], max_memory: int | None, **kw):
+    """``runner.probe`` of ``refs`` with the raw values of the tensors named in ``raw``, at most
+    ``max_memory`` bytes of them alive at once (default: ``default_budget``): one run when their declared
+    sizes fit in half the budget (onnxruntime's buffers and their numpy copies both exist for a moment),
+    else a run of the statistics and then the raw values in runs of at most half the budget each (sizes
+    from the first run's shapes; a tensor larger than that gets a run of its own)."""
+    budget = (max_memory or default_budget()) // 2
+    wanted = [r for r in refs if r.name in raw]
+    declared = [_declared_bytes(r) for r in wanted]
+    if not wanted or (None not in declared and sum(declared) <= budget):
+        return runner.probe(refs, feeds, raw=set(raw) if wanted else False, **kw)
+    res = runner.probe(refs, feeds, raw=False, **kw)
+    sizes = []
+    for r in wanted:
+        st = res.stats.get(r.name)
+        count = None if r.name in res.shapes else (st.count if st is not None else 0)
+        sizes.append((r.name, nbytes(res.shapes.get(r.name), r.dtype, count)))
+    by_name = {r.name: r for r in wanted}
+    for chunk in plan_chunks(sizes, budget):  # each run's values are taken into the result before the next
+        part = runner.probe([by_name[n] for n in chunk], feeds, stats=False, shapes=False, raw=True, outputs=False)
+        res.arrays.update(part.arrays)
+        del part
+    return res

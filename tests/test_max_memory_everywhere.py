@@ -1,0 +1,89 @@
+"""--max-memory means the same in every command that runs a model (layers, diff, grad, debug): the most
+memory raw tensors may take at once, more runs when needed. grad's raw gradients (--save-grads, --html,
+--check) and the debugger's fetched values (show, save) come back in runs of at most half the budget each,
+and agree with the oracle (numpy float64 of the closed form) whatever the budget."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from conftest import make_model
+from onnxprobe import api
+from onnxprobe.cli.main import app
+from onnxprobe.runtime.runners.ort import OrtRunner
+
+runner = CliRunner()
+X = np.arange(1, 9, dtype=np.float32).reshape(1, 8) / 8
+
+
+def _model(path):
+    """y = sum over three MatMuls x @ Wk (each W 8x64): dL/dWk = x^T @ ones(1, 64) for the sum loss."""
+    ws = [numpy_helper.from_array(np.full((8, 64), k + 1, np.float32) / 10, f"w{k}") for k in range(3)]
+    nodes = [helper.make_node("MatMul", ["x", f"w{k}"], [f"m{k}"], name=f"mm{k}") for k in range(3)]
+    nodes += [helper.make_node("Sum", ["m0", "m1", "m2"], ["y"], name="sum")]
+    m = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], ws)
+    p = path / "mm.onnx"
+    p.write_bytes(m.SerializeToString())
+    np.save(path / "x.npy", X)
+    return p
+
+
+def _raw_runs(monkeypatch) -> list[int]:
+    """The number of raw tensors each onnxruntime run brings back (0: a run of statistics alone)."""
+    runs: list[int] = []
+    probe = OrtRunner.probe
+
+    def counting(self, refs, feeds, *, raw=False, **kw):
+        runs.append(len(refs) if raw is True else len(raw or ()))
+        return probe(self, refs, feeds, raw=raw, **kw)
+
+    monkeypatch.setattr(OrtRunner, "probe", counting)
+    return runs
+
+
+def _oracle() -> np.ndarray:
+    return X.astype(np.float64).T @ np.ones((1, 64))
+
+
+@pytest.mark.parametrize("budget", [None, 2 * 8 * 64 * 4])  # the default, and room for one gradient per run
+def test_api_grad_fetches_raw_gradients_within_max_memory(tmp_path, monkeypatch, budget):
+    runs = _raw_runs(monkeypatch)
+    res = api.grad(_model(tmp_path), api.Selection(names=("w*",)), api.RunConfig(device="cpu"),
+                   inputs={"x": X}, save=True, max_memory=budget)
+    for k in range(3):
+        np.testing.assert_allclose(res.arrays[f"w{k}"], _oracle(), rtol=1e-6)
+    assert max(runs) == (3 if budget is None else 1), runs  # one run when it all fits; else one gradient a run
+
+
+def test_grad_cli_takes_max_memory(tmp_path, monkeypatch):
+    runs = _raw_runs(monkeypatch)
+    p = _model(tmp_path)
+    r = runner.invoke(app, ["grad", str(p), "--device", "cpu", "--input", f"x={tmp_path / 'x.npy'}", "--name", "w*",
+                            "--max-memory", "4K", "--save-grads", str(tmp_path / "g.npz")])
+    assert r.exit_code == 0, r.output
+    with np.load(tmp_path / "g.npz") as z:
+        for k in range(3):
+            np.testing.assert_allclose(z[f"w{k}"], _oracle(), rtol=1e-6)
+    assert max(runs) == 1, runs
+
+
+@pytest.mark.parametrize("command", ["grad"])
+def test_a_wrong_max_memory_is_one_line_naming_the_flag(tmp_path, command):
+    r = runner.invoke(app, [command, str(_model(tmp_path)), "--max-memory", "12Q"])
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines() == ["onnxprobe: error: --max-memory '12Q': expected a size such as 512M or 2G"]
+
+
+def test_grad_dataset_fetches_weight_gradients_within_max_memory(tmp_path, monkeypatch):
+    runs = _raw_runs(monkeypatch)
+    p = _model(tmp_path)
+    np.savez(tmp_path / "ds.npz", x=np.stack([X, 2 * X]))  # two samples: the summed loss's gradient is (x + 2x)^T ones
+    res = api.grad_dataset(p, tmp_path / "ds.npz", api.Selection(names=("w*",)), api.RunConfig(device="cpu"),
+                           max_memory=2 * 8 * 64 * 4)
+    for k in range(3):
+        np.testing.assert_allclose(res.arrays[f"w{k}"], 3 * _oracle(), rtol=1e-6)
+    assert max(runs) == 1, runs
