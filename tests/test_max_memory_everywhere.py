@@ -71,7 +71,7 @@ def test_grad_cli_takes_max_memory(tmp_path, monkeypatch):
     assert max(runs) == 1, runs
 
 
-@pytest.mark.parametrize("command", ["grad"])
+@pytest.mark.parametrize("command", ["grad", "debug"])
 def test_a_wrong_max_memory_is_one_line_naming_the_flag(tmp_path, command):
     r = runner.invoke(app, [command, str(_model(tmp_path)), "--max-memory", "12Q"])
     assert r.exit_code == 2
@@ -86,4 +86,20 @@ def test_grad_dataset_fetches_weight_gradients_within_max_memory(tmp_path, monke
                            max_memory=2 * 8 * 64 * 4)
     for k in range(3):
         np.testing.assert_allclose(res.arrays[f"w{k}"], 3 * _oracle(), rtol=1e-6)
+    assert max(runs) == 1, runs
+
+
+def test_debug_save_all_fetches_within_max_memory(tmp_path, monkeypatch):
+    """Three 256-byte tensors under a 512-byte budget: one a run, and `save all` keeps every one of them
+    (the values kept for show/save are at most the budget: those fetched first are no longer kept when the
+    file is written, and must not be lost)."""
+    runs = _raw_runs(monkeypatch)
+    p = _model(tmp_path)
+    (tmp_path / "s.txt").write_text(f"save all {tmp_path / 'acts.npz'}\n")
+    r = runner.invoke(app, ["debug", str(p), "--device", "cpu", "--input", f"x={tmp_path / 'x.npy'}", "--op", "MatMul",
+                            "--max-memory", "512", "--script", str(tmp_path / "s.txt")])
+    assert r.exit_code == 0, r.output
+    with np.load(tmp_path / "acts.npz") as z:
+        for k in range(3):  # x @ Wk: every element sum(x) (k + 1) / 10, in float64
+            np.testing.assert_allclose(z[f"m{k}"], np.full((1, 64), X.astype(np.float64).sum() * (k + 1) / 10), rtol=1e-6)
     assert max(runs) == 1, runs

@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.inputs import (
         Feeds, ModelInput, as_model, check_shape, check_value, input_spec, model_inputs, parse_dims, parse_input_files, parse_int_range,
         parse_shape_overrides, parse_size, protect_inputs, read_array, read_inputs, read_map, read_npz, save_npz,
-        named_by_position,
+        named_by_position, raw_batches,
     )
     from onnxprobe.api.pictures import (
         ExplorerIds, describe_inputs, diff_histograms, explorer_ids, grad_histograms, histogram_of, layers_histograms,
@@ -107,7 +107,7 @@ _WHERE = {
     "onnxprobe.api.inputs": (
         "Feeds ModelInput as_model check_shape check_value input_spec model_inputs parse_input_files "
         "parse_dims parse_int_range parse_shape_overrides parse_size protect_inputs read_array read_inputs read_map "
-        "read_npz save_npz named_by_position"
+        "read_npz save_npz named_by_position raw_batches"
     ),
     "onnxprobe.api.pictures": (
         "ExplorerIds describe_inputs diff_histograms explorer_ids "

@@ -354,3 +354,16 @@ def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape
     return InputSpec(seed=seed, int_range=rng, shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
                      arrays=given, arrays_from=f"--inputs {Path(inputs).name}" if inputs is not None else
                      "the arrays given" if arrays else "--inputs")
+
+
+def raw_batches(tensors: list[tuple[str, tuple | None, str | None]], max_memory: int | None = None) -> list[list[str]]:
+    """The names of ``tensors`` (name, shape, dtype) packed, in order, into runs whose raw values take at most
+    half of ``max_memory`` bytes each (default: a quarter of the available memory; onnxruntime's buffers and
+    their numpy copies both exist for a moment); a shape not known counts as nothing, a tensor larger than
+    that gets a run of its own."""
+    from onnxprobe.runtime.budget import default_budget, nbytes, plan_chunks
+
+    max_memory = as_max_memory(max_memory)
+    sizes = [(n, nbytes(tuple(s), d) if s is not None and all(isinstance(x, (int, np.integer)) for x in s) else 0)
+             for n, s, d in tensors]
+    return plan_chunks(sizes, (max_memory or default_budget()) // 2)

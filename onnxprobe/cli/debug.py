@@ -12,7 +12,7 @@ from onnxprobe.cli.errors import handle_errors
 from onnxprobe.cli.output import notes
 from onnxprobe.cli.options import (
     FILE,
-    AllOpt, ConstOpt, OrtDeviceOpt, InputOpt, InputsOpt, IntRangeOpt, ModelArg, NameOpt, NoCacheOpt, OpOpt, OptLevelOpt,
+    AllOpt, ConstOpt, OrtDeviceOpt, InputOpt, InputsOpt, IntRangeOpt, MaxMemoryOpt, ModelArg, NameOpt, NoCacheOpt, OpOpt, OptLevelOpt,
     RangeOpt, SeedOpt, ShapeOpt, inputs_of, selection_of,
 )
 
@@ -40,6 +40,7 @@ def debug(
     device: OrtDeviceOpt = "auto",
     opt_level: OptLevelOpt = "off",
     no_cache: NoCacheOpt = False,
+    max_memory: MaxMemoryOpt = None,
 ) -> None:
     """Debug a model interactively: the model stays loaded and its results cached between commands.
 
@@ -67,8 +68,10 @@ def debug(
 
     selection = selection_of(op, name, all_, range_, include_constants)
     spec = inputs_of(seed, int_range, shape, input_, inputs)
+    budget = api.parse_size(max_memory) if max_memory is not None else None  # '' is refused, not the default
     models = [api.load(model)] + ([api.load(other)] if other is not None else [])
-    state = State(models, inputs=spec, device=device, opt_level=opt_level, selection=selection, cache=not no_cache)
+    state = State(models, inputs=spec, device=device, opt_level=opt_level, selection=selection, cache=not no_cache,
+                  max_memory=budget)
     for t in state.targets.values():
         state.feed(t)  # a bad input or shape fails here, before the session starts
     if script is None and not sys.stdin.isatty():

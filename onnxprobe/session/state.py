@@ -29,7 +29,7 @@ from onnxprobe import api
 from onnxprobe.errors import ExecutionError, UsageError
 from onnxprobe.session.feeding import Feeding
 from onnxprobe.session.inputs import SessionInputs
-from onnxprobe.session.targets import Results, RunReport, Target
+from onnxprobe.session.targets import RAW_CACHE_BYTES, Results, RunReport, Target
 from onnxprobe.types import TensorRef
 
 WALK_BEHIND, WALK_AHEAD = 8, 32  # goto/step/back compute the statistics of this window of nodes at once
@@ -41,7 +41,8 @@ def _null_busy(message: str) -> ContextManager:
 
 class State(Feeding):
     def __init__(self, models: list[api.Model], *, inputs: api.InputSpec | None = None, device: str = "auto",
-                 opt_level: str = "off", selection: api.Selection | None = None, cache: bool = True) -> None:
+                 opt_level: str = "off", selection: api.Selection | None = None, cache: bool = True,
+                 max_memory: int | None = None) -> None:
         if not models:
             raise UsageError("no model to debug")
         if len(models) > 2:
@@ -58,6 +59,9 @@ class State(Feeding):
         if opt_level not in api.OPT_LEVELS:
             raise UsageError(f"--opt-level {opt_level!r}: choose one of {', '.join(api.OPT_LEVELS)}")
         self.opt_level = opt_level
+        # --max-memory: raw values are fetched in runs of at most half of it, and at most this much is kept
+        api.raw_batches([], max_memory)  # a bad budget is refused here, as the API refuses it
+        self.max_memory = max_memory
         self.cache = cache  # the plan cache (runtime.plan_cache): --no-cache turns it off for every run of the session
         self.busy: Callable[[str], ContextManager] = _null_busy
         self.current = "a"  # the target goto/step/back walk
@@ -188,19 +192,27 @@ class State(Feeding):
         key = self.run_key(t)
         if t.results.key != key:
             t.results.reset(key)
-        missing = [n for n in names if n not in t.results.raw and n not in t.results.not_run]
+        have = {n: t.results.raw[n] for n in names if n in t.results.raw}  # kept here: fetching may evict them
+        missing = [n for n in names if n not in have and n not in t.results.not_run]
+        limit = self.max_memory or RAW_CACHE_BYTES
         if missing:
+            refs = t.index.refs
+            runs = api.raw_batches([(n, t.results.shapes.get(n, refs[n].shape), refs[n].dtype) for n in missing],
+                                   self.max_memory)
             with self.busy(f"fetching {', '.join(missing[:3])}{'…' if len(missing) > 3 else ''}"):
-                res = self._probe(t, feed, [], raw=missing, stats=False)
-            for n in missing:
-                if n in res.arrays:
-                    t.results.keep_raw(n, res.arrays[n])
-                elif t.index.refs[n].scope:  # carried out of a body that did not run: no value of its own
-                    t.results.not_run.add(n)
-                else:
-                    raise UsageError(f"{n}: no value (a tensor whose type is unknown)")
-            for n, s in res.shapes.items():
-                t.results.shapes.setdefault(n, s)
+                for chunk in runs:
+                    res = self._probe(t, feed, [], raw=chunk, stats=False)
+                    for n in chunk:
+                        if n in res.arrays:
+                            have[n] = res.arrays[n]
+                            t.results.keep_raw(n, res.arrays[n], limit)
+                        elif refs[n].scope:  # carried out of a body that did not run: no value of its own
+                            t.results.not_run.add(n)
+                        else:
+                            raise UsageError(f"{n}: no value (a tensor whose type is unknown)")
+                    for n, s in res.shapes.items():
+                        t.results.shapes.setdefault(n, s)
+                    del res
         gone = [n for n in names if n in t.results.not_run]
         if gone and not skip_not_run:
             where = " / ".join(t.index.refs[gone[0]].scope)
@@ -209,8 +221,9 @@ class State(Feeding):
         out = {}
         for n in names:
             if n not in t.results.not_run:
-                t.results.raw.move_to_end(n)
-                out[n] = t.results.raw[n]
+                if n in t.results.raw:
+                    t.results.raw.move_to_end(n)
+                out[n] = have[n]
         return out
 
     def prober(self, t: Target) -> api.Prober:
