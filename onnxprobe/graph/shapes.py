@@ -38,6 +38,8 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
     single_opsets(model, warnings)
     return_freed_memory()  # inference's buffers are large and short-lived: let them go back when freed
     sk = skeleton(model, constants=True)
+    if sk.ir_version < 4:  # IR 3 lists every initializer as an input; inference ignores those it does not list
+        sk.ir_version = 4  # (scales and zero points a quantizer added): from IR 4 on, initializers are read as such
     sk.graph.value_info.extend(typed_outputs(sk.graph))  # com.microsoft's quantized ops: inference goes on past them
     err = ""
     for strict in (True, False):
@@ -80,7 +82,10 @@ def _type_dropout_masks(model: onnx.ModelProto) -> None:
 
 def _copy_value_info(src: onnx.GraphProto, dst: onnx.GraphProto, body: bool = False) -> None:
     del dst.value_info[:]
-    dst.value_info.extend(src.value_info)
+    # a tensor entry with a shape and no element type is one onnxruntime refuses to load ("Invalid tensor data
+    # type 0"): inference leaves such entries where it could not tell the type; they are left out
+    dst.value_info.extend(vi for vi in src.value_info
+                          if not (vi.type.WhichOneof("value") == "tensor_type" and not vi.type.tensor_type.elem_type))
     if body:  # a body's inputs declared without a type (a Loop's carried values) get the one inference gave them
         for si, di in zip(src.input, dst.input):
             if si.type.HasField("tensor_type") and si.type.tensor_type.elem_type and \
