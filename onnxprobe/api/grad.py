@@ -20,13 +20,15 @@ from onnxprobe.autodiff.engine import attach_backward, shaped_types
 from onnxprobe.autodiff.rounding import activations, downstream_max, rounding_model
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.compare.gradients import gradient_stops
+from onnxprobe.fileio import checked_path
 from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.shapes import infer_shapes
 from onnxprobe.match.bodies import body_note, body_tensors
 from onnxprobe.runtime import feeds as _feeds
-from onnxprobe.runtime.budget import probe_within
+from onnxprobe.runtime.budget import probe_within, raw_runs
+from onnxprobe.runtime.npz import NpzWriter
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.text import clip, quote
@@ -169,13 +171,16 @@ def grad_probes(gp: GradPlan) -> tuple[list[TensorRef], list[TensorRef], onnx.Mo
 
 def grad(model: Model | str | os.PathLike, selection: Selection | None = None, config: RunConfig | None = None,
          spec: GradSpec | None = None, inputs: InputSpec | None = None, *, save: bool = False,
-         check: bool = False, progress=None, max_memory: int | None = None) -> GradResult:
+         save_to: str | os.PathLike | None = None, check: bool = False, progress=None,
+         max_memory: int | None = None) -> GradResult:
     """What ``onnxprobe grad`` does: attach a loss and its backward graph, run forward and backward in
     one session and return the statistics of every gradient (and, with ``check``, their finite-
     difference check; ``progress(done, total)`` is called per gradient checked). ``model``: a Model, a path
     or a ModelProto; ``inputs``: an InputSpec or a dict of arrays by input name. The raw gradients (``save``,
     ``check``) come back at most ``max_memory`` bytes at once (default: a quarter of the available memory),
-    in more runs when needed, as ``layers`` saves its tensors."""
+    in more runs when needed, as ``layers`` saves its tensors. ``save_to=FILE.npz`` streams the gradients
+    to disk (keyed by the tensor each is the gradient of) as they come, none kept in ``result.arrays``
+    unless ``save`` or ``check`` holds them anyway, as ``layers(save_to=)`` does."""
     check_switches("grad", save=save, check=check)
     max_memory = as_max_memory(max_memory)
     spec, selection, inputs = as_spec(spec) or GradSpec(), as_selection(selection), as_inputs(inputs)
@@ -187,6 +192,8 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
         gp = grad_plan(model, spec, selection, feed=feed, cache=config.cache)
     refs, acts, scored = grad_probes(gp)
     raw = ({r.name for r in refs} | ({r.name for r in acts} if check else set())) if (save or check) else False
+    if save_to is not None:
+        checked_path(save_to, "save_to")
     runner = OrtRunner(scored, config, model.source, interruptible=True)
     runner.diagnose_with = model.proto
     try:
@@ -208,6 +215,18 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
         rows.append(GradRow(t, ref.name, result.stats.get(ref.name), vn, shape=result.shapes.get(ref.name)))
         if ref.name in result.arrays:
             saved[name] = result.arrays[ref.name]
+    if save_to is not None:  # the gradients by the tensor each is of, in the rows' order: held, or fetched as they go
+        named: dict[str, list[str]] = {}
+        for t, ref in zip(gp.targets, refs):
+            named.setdefault(ref.name, []).append(t.ref.name)
+        with NpzWriter(save_to) as out:
+            if save or check:
+                out.add_all(saved)
+            else:
+                once = list({r.name: r for r in refs}.values())
+                for part in raw_runs(runner, once, {**feed, **gp.extra_feed}, result, max_memory):
+                    out.add_all({n: v for g, v in part.items() for n in named[g]})
+                    del part
     notes = list(fs.notes) + [n for n in result.notes if n not in fs.notes] + body_left_out(model, selection, rows)
     notes += _weights_stopped(model, gp, rows, selection, spec)
     res = GradResult(gp, rows, loss, result.info, notes, saved if (save or check) else {})

@@ -318,11 +318,24 @@ def check_map(user_map, what: str | tuple[str, ...] = "user_map") -> None:
         raise error_about(UsageError, what, f": expected a dict {{tensor of A: tensor of B}} of names, got {got}")
 
 
-def save_npz(arrays: Mapping[str, np.ndarray], path: str | os.PathLike) -> None:
-    """Write ``arrays`` (tensor name -> array) to ``path`` (``runtime.npz.save_npz``: any names)."""
-    if not isinstance(arrays, Mapping) or not all(isinstance(k, str) for k in arrays):
-        raise UsageError(f"save_npz: expected a dict of arrays by tensor name, got {what_came(arrays)}")
-    return _npz.save_npz(arrays, path)
+def save_npz(arrays: Mapping[str, np.ndarray] | Iterable[Mapping[str, np.ndarray]], path: str | os.PathLike) -> None:
+    """Write ``arrays`` (tensor name -> array) to ``path`` (``runtime.npz.save_npz``: any names). ``arrays`` may
+    also be an iterable of such dicts (a generator of the runs of a fetch): each is written as it comes, so only
+    one of them need be alive at a time; the file appears when the last is written."""
+    def named(part) -> Mapping[str, np.ndarray]:
+        if not isinstance(part, Mapping) or not all(isinstance(k, str) for k in part):
+            raise UsageError(f"save_npz: expected a dict of arrays by tensor name, got {what_came(part)}")
+        return part
+
+    if isinstance(arrays, Mapping) or isinstance(arrays, (str, bytes)) or not isinstance(arrays, Iterable):
+        return _npz.save_npz(named(arrays), path)
+    if isinstance(arrays, (list, tuple)):  # all at hand: refused before the file is started
+        if not all(isinstance(p, Mapping) for p in arrays):
+            named(arrays)
+    with _npz.NpzWriter(path) as out:
+        for part in arrays:
+            out.add_all(named(part))
+            del part  # dropped before the next is made
 
 
 def parse_int_range(spec: str) -> tuple[int, int]:

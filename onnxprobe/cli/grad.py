@@ -133,7 +133,7 @@ def grad(
                     progress.phase(f"checking {model.name}", "gradients checked")
                 progress.update(done, total)
 
-            result = api.grad(loaded, selection, config, spec, spec_in, save=save_grads is not None or html is not None,
+            result = api.grad(loaded, selection, config, spec, spec_in, save=html is not None, save_to=save_grads,
                               check=check, progress=checking, max_memory=budget)
     notes([n for n in dict.fromkeys(result.notes + result.plan.warnings) if n not in said])
     if not result.rows:  # asked for, and none got a gradient: the notes say why; no (empty) table, no success
@@ -151,7 +151,7 @@ def grad(
         shown = [f"dataset {inputs_dir or inputs_from}"] if dataset else api.describe_inputs(loaded, spec_in)
         write_html(html, result, histograms=hists, inputs=shown)
     emit(data, json_, lambda width: grad_renderables(data, width), view)
-    if save_grads is not None:
+    if save_grads is not None and dataset:  # one input's gradients went to the file as they came (api.grad save_to)
         api.save_npz(result.arrays, save_grads)
     failed = result.failed_checks
     failing = f"{len(failed)} gradient(s) failed the finite-difference check: {', '.join(failed[:5])}{' …' if len(failed) > 5 else ''}"

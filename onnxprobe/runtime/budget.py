@@ -102,22 +102,35 @@ def probe_within(runner, refs: list, feeds: dict, raw: set[str], max_memory: int
     """``runner.probe`` of ``refs`` with the raw values of the tensors named in ``raw``, at most
     ``max_memory`` bytes of them alive at once (default: ``default_budget``): one run when their declared
     sizes fit in half the budget (onnxruntime's buffers and their numpy copies both exist for a moment),
-    else a run of the statistics and then the raw values in runs of at most half the budget each (sizes
-    from the first run's shapes; a tensor larger than that gets a run of its own)."""
+    else a run of the statistics and then the raw values in runs of at most half the budget each
+    (``raw_runs``)."""
     budget = (max_memory or default_budget()) // 2
     wanted = [r for r in refs if r.name in raw]
     declared = [_declared_bytes(r) for r in wanted]
     if not wanted or (None not in declared and sum(declared) <= budget):
         return runner.probe(refs, feeds, raw=set(raw) if wanted else False, **kw)
     res = runner.probe(refs, feeds, raw=False, **kw)
+    for part in raw_runs(runner, wanted, feeds, res, max_memory):  # each run's values taken in before the next
+        res.arrays.update(part)
+        del part
+    return res
+
+
+def raw_runs(runner, refs: list, feeds: dict, res, max_memory: int | None):
+    """The raw values of ``refs`` (tensors ``res`` has the statistics and shapes of, from a run of
+    ``runner``), a run's worth at a time: {tensor name: value} of runs of at most half of ``max_memory``
+    bytes each (default: ``default_budget``; a tensor larger than that gets a run of its own), in the order
+    of ``refs``. The caller drops each run's values before asking for the next (to write them to a file as
+    they come: ``runtime.npz.NpzWriter``), or two runs' tensors are alive at once."""
     sizes = []
-    for r in wanted:
+    for r in refs:
         st = res.stats.get(r.name)
         count = None if r.name in res.shapes else (st.count if st is not None else 0)
         sizes.append((r.name, nbytes(res.shapes.get(r.name), r.dtype, count)))
-    by_name = {r.name: r for r in wanted}
-    for chunk in plan_chunks(sizes, budget):  # each run's values are taken into the result before the next
+    by_name = {r.name: r for r in refs}
+    for chunk in plan_chunks(sizes, (max_memory or default_budget()) // 2):
         part = runner.probe([by_name[n] for n in chunk], feeds, stats=False, shapes=False, raw=True, outputs=False)
-        res.arrays.update(part.arrays)
+        values = part.arrays
         del part
-    return res
+        yield values
+        del values

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from typing import Callable, ContextManager
+from typing import Callable, ContextManager, Iterator
 
 import numpy as np
 
@@ -184,6 +184,16 @@ class State(Feeding):
         """Raw values of tensors (graph inputs and weights come from the host; node outputs from a run). A
         tensor inside a body that did not run on these inputs (an If branch not taken, a loop of no
         iteration) has no value: an error naming it, or (``skip_not_run``) left out of the result."""
+        out: dict[str, np.ndarray] = {}
+        for part in self.iter_values(t, names, skip_not_run):
+            out.update(part)
+        return out
+
+    def iter_values(self, t: Target, names, skip_not_run: bool = False) -> Iterator[dict[str, np.ndarray]]:
+        """``ensure_values`` a run's worth at a time, in the order of ``names``: each dict holds at most half of
+        --max-memory of values (those kept from before, and one run's; a larger tensor comes alone), and the
+        values kept for show/save are first cut to the other half, so a caller that drops each dict before
+        asking for the next (``api.save_npz`` of this generator) never has more than the budget alive."""
         names = [n for n in dict.fromkeys(names)]
         for n in names:
             if n not in t.index.refs:
@@ -192,39 +202,39 @@ class State(Feeding):
         key = self.run_key(t)
         if t.results.key != key:
             t.results.reset(key)
-        have = {n: t.results.raw[n] for n in names if n in t.results.raw}  # kept here: fetching may evict them
-        missing = [n for n in names if n not in have and n not in t.results.not_run]
         limit = self.max_memory or RAW_CACHE_BYTES
-        if missing:
-            refs = t.index.refs
-            runs = api.raw_batches([(n, t.results.shapes.get(n, refs[n].shape), refs[n].dtype) for n in missing],
-                                   self.max_memory)
-            with self.busy(f"fetching {', '.join(missing[:3])}{'…' if len(missing) > 3 else ''}"):
-                for chunk in runs:
-                    res = self._probe(t, feed, [], raw=chunk, stats=False)
-                    for n in chunk:
-                        if n in res.arrays:
-                            have[n] = res.arrays[n]
-                            t.results.keep_raw(n, res.arrays[n], limit)
-                        elif refs[n].scope:  # carried out of a body that did not run: no value of its own
-                            t.results.not_run.add(n)
-                        else:
-                            raise UsageError(f"{n}: no value (a tensor whose type is unknown)")
-                    for n, s in res.shapes.items():
-                        t.results.shapes.setdefault(n, s)
-                    del res
-        gone = [n for n in names if n in t.results.not_run]
-        if gone and not skip_not_run:
-            where = " / ".join(t.index.refs[gone[0]].scope)
-            raise UsageError(f"{gone[0]}: not run on these inputs (inside {where}: an If branch not taken, or a loop "
-                             "of no iteration)")
-        out = {}
-        for n in names:
-            if n not in t.results.not_run:
-                if n in t.results.raw:
-                    t.results.raw.move_to_end(n)
-                out[n] = have[n]
-        return out
+        refs, r = t.index.refs, t.results
+        runs = api.raw_batches([(n, r.shapes.get(n, refs[n].shape), refs[n].dtype) for n in names], self.max_memory)
+        for chunk in runs:
+            have = {n: r.raw[n] for n in chunk if n in r.raw}  # kept here: fetching may evict them
+            missing = [n for n in chunk if n not in have and n not in r.not_run]
+            if missing:
+                r.keep_within(limit // 2, keep=set(have))  # room for this run beside what stays kept
+                with self.busy(f"fetching {', '.join(missing[:3])}{'…' if len(missing) > 3 else ''}"):
+                    res = self._probe(t, feed, [], raw=missing, stats=False)
+                for n in missing:
+                    if n in res.arrays:
+                        have[n] = res.arrays[n]
+                        r.keep_raw(n, res.arrays[n], limit)
+                    elif refs[n].scope:  # carried out of a body that did not run: no value of its own
+                        r.not_run.add(n)
+                    else:
+                        raise UsageError(f"{n}: no value (a tensor whose type is unknown)")
+                for n, s in res.shapes.items():
+                    r.shapes.setdefault(n, s)
+                del res
+            gone = [n for n in chunk if n in r.not_run]
+            if gone and not skip_not_run:
+                where = " / ".join(refs[gone[0]].scope)
+                raise UsageError(f"{gone[0]}: not run on these inputs (inside {where}: an If branch not taken, or a loop "
+                                 "of no iteration)")
+            for n in chunk:
+                if n in r.raw:
+                    r.raw.move_to_end(n)
+            part = {n: have[n] for n in chunk if n not in r.not_run}
+            del have
+            yield part
+            del part
 
     def prober(self, t: Target) -> api.Prober:
         """The target's Prober (of the model that runs, ``t.runs or t.model``) for the session's device and opt

@@ -41,6 +41,14 @@ class Results:
         while len(self.raw) > 1 and sum(v.nbytes for v in self.raw.values()) > limit:
             self.raw.popitem(last=False)
 
+    def keep_within(self, limit: int, keep: set[str] = frozenset()) -> None:
+        """Drop the least recently used values kept, but those named in ``keep``, until they take at most ``limit``
+        bytes (room for a run beside them)."""
+        for name in [n for n in self.raw if n not in keep]:
+            if sum(v.nbytes for v in self.raw.values()) <= limit:
+                break
+            del self.raw[name]
+
 
 @dataclass
 class RunReport:

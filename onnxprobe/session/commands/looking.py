@@ -202,12 +202,19 @@ def cmd_save(env: Env, args: list[str]):
         if suffix != ".npz":
             raise bad("save", "save all writes an .npz file")
         names = list(t.probes) + [o for o in t.index.outputs if o in t.index.refs and o not in set(t.probes)]
-        arrays = env.state.ensure_values(t, names, skip_not_run=True)  # as layers --save: what ran
-        api.save_npz(arrays, path)
-        total = sum(a.nbytes for a in arrays.values())
-        left = len(names) - len(arrays)
+        saved = {"tensors": 0, "bytes": 0}
+
+        def runs():  # written as they come, as layers --save does: at most --max-memory of them alive at once
+            for part in env.state.iter_values(t, names, skip_not_run=True):  # as layers --save: what ran
+                saved["tensors"] += len(part)
+                saved["bytes"] += sum(a.nbytes for a in part.values())
+                yield part
+                del part
+
+        api.save_npz(runs(), path)
+        left = len(names) - saved["tensors"]
         idle = f"; {left} that did not run on these inputs (If branches not taken) left out" if left else ""
-        return f"saved {plural(len(arrays), 'tensor')} ({human_bytes(total)}) to {path}{idle}"
+        return f"saved {plural(saved['tensors'], 'tensor')} ({human_bytes(saved['bytes'])}) to {path}{idle}"
     name, _ = resolve_tensor(t, what)
     value = env.state.ensure_values(t, [name])[name]
     if suffix == ".npz":
