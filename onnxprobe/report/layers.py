@@ -37,24 +37,30 @@ def tensor_rows(rows, shapes: dict) -> list[dict]:
 
 def layers_dict(result) -> dict:
     """JSON-ready. Non-finite statistics are null."""
-    tensors = tensor_rows(result.rows(), result.shapes)
-    unobserved = getattr(result, "unobserved", None) or {}
+    return layers_report(result.rows(), result.shapes, result.info, result.plan.source,
+                         list(result.notes) + list(result.plan.warnings), getattr(result, "unobserved", None) or {})
+
+
+def layers_report(rows, shapes: dict, info, source: str, notes: list[str], unobserved: dict | None = None) -> dict:
+    """``layers_dict`` from its parts: (TensorRef, TensorStats | None) ``rows``, their ``shapes``, the RunInfo of
+    the run, the model's path and the notes (the debugger's `stats --json` has them from its cache)."""
+    tensors = tensor_rows(rows, shapes)
+    unobserved = unobserved or {}
     for t in tensors:
         if t["name"] in unobserved:
             t["not_observed"] = unobserved[t["name"]]  # the runtime cannot return it: why (fused, in a body...)
         t["status"] = values_status(t.get("count"), t["shape"], t.get("not_observed"))  # count 0 is not all-NaN
         if t["status"] == "not run":  # no values to count NaN or Inf among: null, as the table's '-' (not 0 0)
             t["nan"] = t["inf"] = None
-    info = result.info
     return {
         "schema_version": SCHEMA_VERSION, "onnxprobe_version": __version__,
-        "model": result.plan.source, "runtime": getattr(info, "runtime", "onnxruntime"), "device": info.device,
+        "model": source, "runtime": getattr(info, "runtime", "onnxruntime"), "device": info.device,
         "providers": info.providers,
         "opt_level": info.opt_level,
         "runtime_options": dict(getattr(info, "runtime_options", None) or {}),
         "precision": getattr(info, "precision", None),
         "timing": {"session_s": round(info.session_seconds, 6), "run_s": round(info.run_seconds, 6)},
-        "notes": list(result.notes) + list(result.plan.warnings),
+        "notes": list(notes),
         "tensors": tensors,
     }
 

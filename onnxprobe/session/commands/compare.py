@@ -6,7 +6,6 @@ nothing until inputs, device or models change. ``extras["diff"]`` is the last ``
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 from rich.text import Text
@@ -14,10 +13,8 @@ from rich.text import Text
 from onnxprobe import api
 from onnxprobe.errors import UsageError
 from onnxprobe.report.diff import COLUMNS, PROBLEM, diff_renderables
-from onnxprobe.report.io import json_default
-from onnxprobe.report.table import present
 from onnxprobe.report.format import safe, num, shape as fmt_shape
-from onnxprobe.session.commands.table import Env, command, pop_view, tag
+from onnxprobe.session.commands.table import Env, command, pop_json_view, tag, with_json
 from onnxprobe.session.parse import parse_selection, pop_all, pop_option
 
 
@@ -91,16 +88,10 @@ def cmd_diff(env: Env, args: list[str]):
     table) work as on the command line.
     Examples: `diff`, `diff --all --sort introduced`, `diff 'conv*' --format csv`, `diff --json diff.json`."""
     from onnxprobe.report.diff import diff_dict
-    from onnxprobe.report.io import check_writable, write_json
-    from onnxprobe.report.table import Verbatim, check_json_stdout
 
     _two(env, "diff")
     sort = pop_option(args, "--sort") or "topo"
-    json_path, fmt_given = pop_option(args, "--json"), "--format" in args
-    view = pop_view(args, COLUMNS + [PROBLEM])
-    check_json_stdout(json_path, view["fmt"], fmt_given, bool(view["columns"]), view["wide"])
-    for t in env.state.targets.values() if json_path not in (None, "-") else ():
-        check_writable(json_path, t.model.source)
+    json_path, view = pop_json_view(env, args, COLUMNS + [PROBLEM])
     res = _diff_result(env, parse_selection(args))
     order = api.sort_results(res.results, sort)
     notes = [Text(f"note: {n}", style="dim") for n in dict.fromkeys(res.notes)]
@@ -108,13 +99,7 @@ def cmd_diff(env: Env, args: list[str]):
     if one is not None and len({t.forward is None for t in env.state.targets.values()}) == 2:
         notes.append(Text(f"note: only model {one} has a backward graph: the models are compared as loaded (`grad --model "
                           f"{'b' if one == 'a' else 'a'}` to compare the gradients too)", style="dim"))
-    if json_path == "-":  # JSON alone, for jq: the notes are in it
-        return [Verbatim(json.dumps(diff_dict(res, order), indent=2, allow_nan=False, default=json_default))]
-    if json_path is not None:
-        write_json(diff_dict(res, order), json_path)
-        notes.append(Text(safe(f"wrote the whole report to {json_path}"), style="dim"))
-    out: list = diff_renderables(res, env.width, order)
-    return present(out + notes, **view)
+    return with_json(lambda: diff_dict(res, order), json_path, diff_renderables(res, env.width, order) + notes, view)
 
 
 @command("match", "match TENSOR", "which tensor of the other model matches TENSOR, by which strategy and why", "two models and gradients",

@@ -16,7 +16,7 @@ from onnxprobe.report.format import plural, safe, shape as fmt_shape
 from onnxprobe.session import render
 from onnxprobe.session.parse import format_slice, parse_selection, parse_slice, pop_option
 from onnxprobe.session.commands.table import (
-    Env, bad, command, layers_view, no_more, parse_int, pop_view, resolve_tensor, tag, target_of,
+    Env, bad, command, layers_rows, layers_view, no_more, parse_int, pop_json_view, resolve_tensor, tag, target_of, with_json,
 )
 from onnxprobe.text import clean, duration, human_bytes
 
@@ -65,18 +65,18 @@ def cmd_run(env: Env, args: list[str]):
     return out
 
 
-@command("stats", "stats [SELECTION] [--model a|b] [--wide] [--columns a,b] [--format table|csv|markdown|json]",
+@command("stats", "stats [SELECTION] [--model a|b] [--wide] [--columns a,b] [--format table|csv|markdown|json] [--json FILE|-]",
          "the `layers` table of the probes, or of a selection (computed if needed)",
          "running and looking", args=("selection",))
 def cmd_stats(env: Env, args: list[str]):
-    """Examples: `stats`, `stats op:Softmax`, `stats --all`, `stats 'conv*' --model b`,
-    `stats --columns index,tensor,max --format csv`. --wide, --columns and --format work as on the
-    command line."""
+    """--wide, --columns, --format (the table's rows: `--format json` for them as JSON) and --json (the whole
+    report, as `layers --json` writes it; `-`: instead of the table) work as on the command line.
+    Examples: `stats`, `stats op:Softmax`, `stats --all`, `stats 'conv*' --model b`,
+    `stats --columns index,tensor,max --format csv`, `stats --json stats.json`."""
     from onnxprobe.report.console import phrased
-    from onnxprobe.report.layers import COLUMNS, layers_table
-    from onnxprobe.report.table import present
+    from onnxprobe.report.layers import COLUMNS, layers_report, layers_table
 
-    view = pop_view(args, COLUMNS)
+    json_path, view = pop_json_view(env, args, COLUMNS)
     t = target_of(env, args)
     st = env.state
     if args:
@@ -90,7 +90,14 @@ def cmd_stats(env: Env, args: list[str]):
     table, footer = layers_table(layers_view(env, t, names))
     if len(st.targets) > 1:
         footer = Text.assemble(Text(safe(f"[{t.label}] {t.name} · ")), footer)
-    return present([table, phrased(footer, env.width)], **view)  # broken between phrases, as on the command line
+    r = t.results
+
+    def report() -> dict:  # as layers --json: the model, how it ran, the notes and every tensor
+        info = r.info or api.RunInfo(st.resolved_device, [], st.opt_level, 0.0, 0.0)
+        return layers_report(layers_rows(t, names), {n: r.shapes[n] for n in names if n in r.shapes}, info,
+                             t.model.source, list(dict.fromkeys(r.notes + list(t.model.warnings))))
+
+    return with_json(report, json_path, [table, phrased(footer, env.width)], view)  # broken between phrases, as on the command line
 
 
 @command("show", "show TENSOR [SLICE] [--bins N] [--log] [--full] [--model a|b]",

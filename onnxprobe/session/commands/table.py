@@ -125,6 +125,37 @@ def pop_view(args: list[str], columns: list | None = None) -> dict:
     return {"wide": wide, "columns": keys, "fmt": fmt}
 
 
+def pop_json_view(env: Env, args: list[str], columns: list | None = None) -> tuple[str | None, dict]:
+    """--json FILE|- and the view (``pop_view``) of a command whose report is also JSON, as on the command line:
+    the whole report to FILE, or to stdout instead of the table (`-`), refused beside what it would silence
+    (``check_json_stdout``) and over a loaded model (``check_writable``). Returns (the path or None, the view)."""
+    from onnxprobe.report.io import check_writable
+    from onnxprobe.report.table import check_json_stdout
+
+    json_path, fmt_given = pop_option(args, "--json"), "--format" in args
+    view = pop_view(args, columns)
+    check_json_stdout(json_path, view["fmt"], fmt_given, bool(view["columns"]), view["wide"])
+    for t in env.state.targets.values() if json_path not in (None, "-") else ():
+        check_writable(json_path, t.model.source)
+    return json_path, view
+
+
+def with_json(report: Callable[[], dict], json_path: str | None, out: list, view: dict) -> list:
+    """What a command of ``pop_json_view`` prints: for `--json -` the whole report (``report()``) alone, for jq (its
+    notes are in it); else the renderables ``out`` as ``view`` asks, after writing the report to --json's file."""
+    import json
+
+    from onnxprobe.report.io import json_default, write_json
+    from onnxprobe.report.table import present
+
+    if json_path == "-":
+        return [Verbatim(json.dumps(report(), indent=2, allow_nan=False, default=json_default))]
+    if json_path is not None:
+        write_json(report(), json_path)
+        out = out + [Text(safe(f"wrote the whole report to {json_path}"), style="dim")]
+    return present(out, **view)
+
+
 # -- helpers ---------------------------------------------------------------------------------------------
 
 
@@ -278,14 +309,18 @@ def display_ref(t: Target, name: str):
     return ref
 
 
+def layers_rows(t: Target, names: list[str]) -> list:
+    """(TensorRef as shown, TensorStats | None) of ``names`` from the cached results."""
+    return [(display_ref(t, n), t.results.stats.get(n)) for n in names]
+
+
 def layers_view(env: Env, t: Target, names: list[str]) -> dict:
     """The `layers` report of these tensors from the cached results (``report.layers.layers_table`` draws it)."""
     from onnxprobe.report.layers import tensor_rows
 
     r = t.results
     shapes = {n: r.shapes[n] for n in names if n in r.shapes}
-    rows = [(display_ref(t, n), r.stats.get(n)) for n in names]
-    return {"tensors": tensor_rows(rows, shapes), "device": r.info.device if r.info else env.state.resolved_device,
+    return {"tensors": tensor_rows(layers_rows(t, names), shapes), "device": r.info.device if r.info else env.state.resolved_device,
             "opt_level": env.state.opt_level, "timing": None}
 
 
