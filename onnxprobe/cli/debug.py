@@ -18,7 +18,7 @@ from onnxprobe.cli.options import (
 
 OtherArg = Annotated[Optional[Path], typer.Argument(help="A second model to compare with (diff, match; --model b).", show_default=False, click_type=FILE)]
 ScriptOpt = Annotated[Optional[Path], typer.Option("--script", help="Run the session's commands from FILE ('-' for stdin), one per line, and exit.", rich_help_panel="Session", click_type=FILE)]
-EchoOpt = Annotated[bool, typer.Option("--echo", help="In --script mode, print each command before its output.", rich_help_panel="Session")]
+EchoOpt = Annotated[bool, typer.Option("--echo", help="In --script mode (or with commands piped in), print each command before its output; refused at a terminal without --script.", rich_help_panel="Session")]
 
 
 @handle_errors
@@ -61,11 +61,15 @@ def debug(
         onnxprobe debug model_int8.onnx model_fp32.onnx
     """
     from onnxprobe import api
+    from onnxprobe.errors import UsageError
     from onnxprobe.report.console import stdout_console
     from onnxprobe.session import repl
     from onnxprobe.session.inputs import session_notes
     from onnxprobe.session.state import State
 
+    if echo and script is None and sys.stdin.isatty():  # refused before any work, as other conflicting flags are
+        raise UsageError("--echo prints each command of a script before its output, and an interactive session has "
+                         "no script: give --script FILE (or pipe the commands in), or drop --echo")
     selection = selection_of(op, name, all_, range_, include_constants)
     spec = inputs_of(seed, int_range, shape, input_, inputs)
     budget = api.parse_size(max_memory) if max_memory is not None else None  # '' is refused, not the default
