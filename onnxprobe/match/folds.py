@@ -44,23 +44,36 @@ def with_tails(obs: list, producer: dict, consumers: dict, const: set[str]) -> l
     return out
 
 
-def tail_folded(side: str, conv: str) -> str:
-    """The reason of a Conv left unpaired because ``side``'s Conv ``conv`` has its tail folded in."""
-    return (f"a Conv its BatchNormalization, bias Add or scale follows, where {side}'s {conv} has it folded in: "
-            "compared as the tail's output there")
+# ops that hand on their input's values as they are: a fusion passes through them (paddle2onnx writes an
+# Identity between a bias Add and its Relu, which onnxruntime's pre-processing removes before it fuses)
+COPIES = {"Identity", "Dropout"}
+
+
+def tail_folded(side: str, conv: str, after: tuple[str, str] | None = None) -> str:
+    """The reason of a Conv left unpaired because ``side``'s Conv ``conv`` has its tail folded in (and, where
+    ``after`` is given, (op, name) of the activation after the tail that it took in too)."""
+    if after is None:
+        return (f"a Conv its BatchNormalization, bias Add or scale follows, where {side}'s {conv} has it folded in: "
+                "compared as the tail's output there")
+    return (f"a Conv its BatchNormalization, bias Add or scale follows, where {side}'s {conv} has it folded in, with "
+            f"the {after[0]} {after[1]!r} after it: compared as that {after[0]}'s output there")
 
 
 def folded_elsewhere(obs: list, other: list, paired: dict[str, str], skip: set[int], side: str) -> dict[int, str]:
-    """Unpaired Conv outputs of ``obs`` (indices not in ``skip``) that ``other`` computes inside one of its
-    Convs, under another name (``paired``: name -> the other model's name), so that they are folded there,
-    not without counterpart: a Conv a tail follows, whose tail's output is paired with a Conv (onnxruntime's
-    Conv+BatchNormalization fusion names the fused Conv's output after the BatchNormalization's); and a Conv
-    output, or such a tail's, whose one observed reader is an activation paired with a FusedConv (its
-    Conv+Relu, Conv+HardSigmoid, Conv+BatchNormalization+Relu fusions at --opt-level extended). Index -> the
-    reason, naming ``side``'s Conv."""
+    """Unpaired tensors of ``obs`` (indices not in ``skip``) that ``other`` computes inside one of its Convs,
+    under another name (``paired``: name -> the other model's name), so that they are folded there, not
+    without counterpart: what ``obs`` computes in a Conv's chain (the Conv, its BatchNormalization, bias Add
+    or scale, copies, up to an activation) before the first tensor of the chain that is paired, where that
+    one is paired with a Conv of ``other``: onnxruntime's Conv+BatchNormalization fusion (the fused Conv
+    named after the tail), its FusedConv (Conv+Relu, Conv+HardSigmoid, Conv+BatchNormalization+Relu at
+    --opt-level extended), a quantized Conv that took in a bias Add and the Relu after it (pre-processing
+    folds the Add, the quantizer drops the Relu into its range and names the Conv's output after it: in the
+    QDQ form as in the QOperator one). Index -> the reason, naming ``side``'s Conv."""
     # a Conv of ``other`` that a tail of its own follows took nothing in (a --map onto a bare Conv output)
     folding = {o.name for o in other if canonical(o.effective_op) == "Conv" and not o.bn_next}
     fused = {o.name for o in other if o.op_type == "FusedConv"}
+    index = {id(o): k for k, o in enumerate(obs)}
+    by_name = {o.name: o for o in obs}
     tails: dict[str, list[str]] = {}
     readers: dict[str, list] = {}
     for o in obs:
@@ -70,22 +83,61 @@ def folded_elsewhere(obs: list, other: list, paired: dict[str, str], skip: set[i
             for s in o.sources:
                 tails.setdefault(s, []).append(o.name)
 
-    def activation_in(name: str) -> str | None:
-        """The other model's FusedConv that took in ``name``'s one reader, an activation; else None."""
-        rs = readers.get(name, [])
-        return paired[rs[0].name] if len(rs) == 1 and rs[0].op_type in FUSED_ACTIVATIONS and paired.get(rs[0].name) in fused else None
+    def reader(o):
+        """``o``'s one reader (one behind a copy of it, which names both as its sources, reads the copy)."""
+        rs = readers.get(o.name, [])
+        copies = {r.name for r in rs if r.op_type in COPIES}
+        rs = [r for r in rs if not copies.intersection(r.sources)]
+        return rs[0] if len(rs) == 1 else None
+
+    def chain(o) -> tuple[list, object] | None:
+        """What follows ``o`` in a Conv's chain up to its first paired tensor: (the unpaired ones, that
+        tensor); None where the chain ends first. Each step is the one reader: the Conv's tail (right after
+        it), a copy, or an activation, the last a fusion takes in."""
+        members, cur = [], o
+        for _ in range(16):
+            r = reader(cur)
+            if r is None or not ((r.conv_bn and canonical(cur.effective_op) == "Conv") or r.op_type in COPIES
+                                 or r.op_type in FUSED_ACTIVATIONS):
+                return None
+            if r.name in paired:
+                return members, r
+            if r.op_type in FUSED_ACTIVATIONS:
+                return None
+            members.append(r)
+            cur = r
+        return None
+
+    def reason(m, end, conv: str) -> str:
+        is_conv = canonical(m.effective_op) == "Conv"
+        if is_conv and m.bn_next:
+            return tail_folded(side, conv, None if end.conv_bn else (end.op_type, end.name))
+        what = "a Conv" if is_conv else "a Conv's BatchNormalization, bias Add or scale" if m.conv_bn else f"a copy ({m.op_type}) in a Conv's chain"
+        if conv in fused and end.op_type in FUSED_ACTIVATIONS:
+            return f"{what} whose activation {side}'s FusedConv {conv} takes in: compared as the activation's output there"
+        return (f"{what}, which {side}'s {conv} has folded in with the {end.op_type} {end.name!r} after it: "
+                f"compared as that {end.op_type}'s output there")
+
+    def end_conv(tail: str) -> str | None:
+        """The other model's Conv that computes the chain after the tail ``tail`` (its activation's partner)."""
+        found = chain(by_name[tail]) if tail in by_name else None
+        return paired[found[1].name] if found and not found[0] else None
 
     out = {}
-    for k, o in enumerate(obs):
-        if k in skip:
+    for o in obs:  # each chain from its Conv (or from a tail, where the Conv has other readers too)
+        if not (canonical(o.effective_op) == "Conv" or o.conv_bn) or o.name in paired:
             continue
-        if o.bn_next:
-            there = [paired.get(t) or activation_in(t) for t in tails.get(o.name, ())]
-            if there and all(n in folding for n in there):
-                out[k] = tail_folded(side, there[0])
-                continue
-        conv = activation_in(o.name) if canonical(o.effective_op) == "Conv" or o.conv_bn else None
-        if conv is not None:
-            what = "a Conv's BatchNormalization, bias Add or scale" if o.conv_bn else "a Conv"
-            out[k] = f"{what} whose activation {side}'s FusedConv {conv} takes in: compared as the activation's output there"
+        found = chain(o)
+        if found is None or paired[found[1].name] not in folding:
+            continue
+        members, end = found
+        for m in [o, *members]:
+            if index[id(m)] not in skip and index[id(m)] not in out:
+                out[index[id(m)]] = reason(m, end, paired[end.name])
+    for k, o in enumerate(obs):  # a Conv its tail and other nodes read, whose tails are all folded there
+        if k in skip or k in out or not o.bn_next:
+            continue
+        there = [paired.get(t) or end_conv(t) for t in tails.get(o.name, ())]
+        if there and all(n in folding for n in there):
+            out[k] = tail_folded(side, there[0])
     return out
