@@ -51,3 +51,45 @@ def test_a_faithful_export_passes(tmp_path, half):
     path, m, x = _export(tmp_path, half, 1.0)
     res = api.diff_torch(path, m, example_args=(x,))
     assert res.other_values == [] and res.verdict()[0] == "pass", res.verdict()
+
+
+EMBED = '''
+import torch
+
+def build():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Embedding(20, 8), torch.nn.Linear(8, 3)).eval()
+    return m, (torch.tensor([[2, 3, 5, 7]]),)
+'''
+
+
+@pytest.mark.parametrize("kind", ["legacy", "dynamo"])
+def test_the_cli_says_why_when_no_row_fails(tmp_path, kind):
+    """An embedding row the inputs never read, edited: every activation is exact, the weight holds other
+    values, the verdict fails (exit 1), and the report said "0 failing · outputs FAIL" and nothing else: the
+    reason was in the API's verdict only (QA). Oracle: the row's values in the file against the parameter's."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    if kind == "dynamo":
+        pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript")
+    src = tmp_path / "make.py"
+    src.write_text(EMBED)
+    scope: dict = {}
+    exec(EMBED, scope)
+    m, args = scope["build"]()
+    path = tmp_path / "m.onnx"
+    kwargs = {"opset_version": 17} if kind == "legacy" else {}
+    torch.onnx.export(m, args, str(path), dynamo=kind == "dynamo", input_names=["ids"], **kwargs)
+    model = onnx.load(str(path))
+    t = next(i for i in model.graph.initializer if i.name == "0.weight")
+    v = numpy_helper.to_array(t).copy()
+    v[1] *= 1.5  # row 1: not among the ids
+    t.CopyFrom(numpy_helper.from_array(v, t.name))
+    onnx.save(model, str(path))
+    assert not np.array_equal(v, m[0].weight.detach().numpy()) and 1 not in args[0]
+    r = CliRunner().invoke(app, ["diff", str(path), "--vs-torch", f"{src}:build"])
+    assert r.exit_code == 1, r.output
+    assert "0 failing" in r.output  # the rows agree: they cannot say why
+    assert "'0.weight'" in r.output and "other values" in r.output, r.output

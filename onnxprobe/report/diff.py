@@ -283,6 +283,10 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
         foot.append(f" · ▶ error starts at {safe(pair_label(d['pairs'][first_row]))} ({safe(d['pairs'][first_row]['op_type'])})", style="bold")
     foot.append(f" · {_verdict_words(d)}", style="green" if d["verdict"] == "pass" else "bold red")
     out.append(phrased(foot, width))  # broken between phrases, as layers' and grad's footers
+    if d["verdict"] == "fail" and not any(p["is_output"] and p["passed"] is False for p in d["pairs"]):
+        # a fail that no row shows (a weight with other values than its torch parameter, losses that differ):
+        # the footer's "0 failing · outputs FAIL" alone said nothing of why
+        out.append(phrased(Text(f"FAIL: {safe(d['verdict_reason'])}", style="bold red"), width))
     for side, items in (("A", shown_a), ("B", shown_b)):
         if items:
             shown = ", ".join(f"{safe(u['name'])} ({safe(u['reason'])})" for u in items[:3])
