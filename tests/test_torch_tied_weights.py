@@ -217,3 +217,27 @@ def test_a_tied_weight_stored_three_ways_one_with_a_unit_axis_is_summed_over_all
     res = api.diff_grad_torch(path, (m, args), spec=api.GradSpec(loss="sum"))
     got = {r.pair.b.name: r for r in res.results}
     assert got["emb.weight"].passed is False and res.verdict()[0] == "fail", got["emb.weight"].pair
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_a_changed_row_of_a_tied_weight_under_its_second_name_fails_the_forward_diff(source, tmp_path, dynamo):
+    """The dynamo exporter names the tied weight's initializer by its second name (`head.weight`, GPT-2's
+    `lm_head.weight`), which named_parameters() leaves out: an embedding row the inputs never read, changed
+    there, passed `diff --vs-torch` (exit 0), while the legacy export (`emb.weight`) failed naming it (QA).
+    Oracle: the file's values against the parameter's, and the inputs' ids."""
+    _, build = source
+    path = tmp_path / "tied.onnx"
+    m, args = _export(build, path, dynamo)
+    unread = next(k for k in range(11) if k not in args[0])
+    model = onnx.load(str(path))
+    t = next(i for i in model.graph.initializer if tuple(i.dims) == (11, 6))
+    assert t.name in {n for n, _ in m.named_parameters(remove_duplicate=False)}, t.name  # a parameter's name
+    v = numpy_helper.to_array(t).copy()
+    v[unread] += 0.5
+    t.CopyFrom(numpy_helper.from_array(v, t.name))
+    onnx.save(model, str(path))
+    assert not np.array_equal(v, m.emb.weight.detach().numpy())
+    res = api.diff_torch(path, (m, args))
+    assert res.other_values == [t.name], (t.name, res.other_values)
+    verdict, why = res.verdict()
+    assert verdict == "fail" and repr(t.name) in why, why

@@ -40,7 +40,7 @@ from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe, without_torch_gradient
 from onnxprobe.torch.load import load_module, require_torch
 from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
-from onnxprobe.torch.params import ParamMap, map_parameters, param_owners
+from onnxprobe.torch.params import ParamMap, map_parameters, param_aliases, param_owners
 from onnxprobe.torch.tied import Tie, add_tie_sums, name_ties, pair_ties
 from onnxprobe.torch.runner import OUTPUT, TorchRunner, to_numpy
 from onnxprobe.text import matches
@@ -244,7 +244,7 @@ def _param_map(model: Model, mod):
     params = {n: to_numpy(p) for n, p in mod.named_parameters()}
     buffers = {n: to_numpy(b) for n, b in mod.named_buffers() if b.is_floating_point()}
     return map_parameters(model.proto, params, _float_initializers(model), initializer_users(model.proto, known), buffers,
-                          _batchnorm_folds(mod), param_owners(mod), known)
+                          _batchnorm_folds(mod), param_owners(mod), known, param_aliases(mod))
 
 
 def _float_initializers(model: Model) -> list[str]:

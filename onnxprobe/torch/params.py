@@ -112,6 +112,13 @@ def param_owners(mod) -> dict[str, set[str]]:
     return out
 
 
+def param_aliases(mod) -> dict[str, str]:
+    """A tied parameter's other names -> its first name (``head.weight`` -> ``emb.weight``): the dynamo exporter
+    names its initializer by one of them (GPT-2's ``lm_head.weight``)."""
+    first = {id(p): n for n, p in mod.named_parameters()}
+    return {n: first[id(p)] for n, p in mod.named_parameters(remove_duplicate=False) if n != first[id(p)]}
+
+
 def _foreign(readers: set[str], owners: set[str]) -> bool:
     """Whether the modules that read an initializer (``readers``: their paths with every ancestor, as
     ``initializer_users`` gives them) are all apart from those holding a parameter (none of its modules, their
@@ -133,7 +140,8 @@ def _innermost(paths: set[str]) -> set[str]:
 def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits: list[str],
                    users: dict[str, set[str]] | None = None, buffers: dict[str, np.ndarray] | None = None,
                    folds: list[tuple[np.ndarray, np.ndarray]] = (),
-                   owners: dict[str, set[str]] | None = None, modules: set[str] | None = None) -> ParamMap:
+                   owners: dict[str, set[str]] | None = None, modules: set[str] | None = None,
+                   aliases: dict[str, str] | None = None) -> ParamMap:
     """``params``: torch parameter name -> value, one name per tensor (tied parameters under their first
     name); ``inits``: the model's float initializers; ``users``: initializer -> the module paths that
     read it (``match.modules.initializer_users``), which tell the equal-valued parameters an exporter
@@ -145,7 +153,8 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
     ``owners``: parameter -> the module paths holding it (``param_owners``; default: its name's): an
     initializer that only other modules read holds none of the parameters of its values (``_foreign``);
     ``modules``: the torch module's paths, the only readers that say so (None: any path does; a module
-    renamed since the export is no other module)."""
+    renamed since the export is no other module); ``aliases``: a tied parameter's other names -> its name in
+    ``params`` (``param_aliases``): an initializer of such a name is named as that parameter too."""
     wanted = set(inits)
     values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in wanted}
     for n in model.graph.node:  # weights held by Constant nodes
@@ -200,11 +209,12 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                 if len(t) == 1 and len(same_class[d]) == 1:
                     out.links[i] = ParamLink(i, list(t), transposed=True, how="the parameter transposed (a MatMul weight)")
                     continue
-        if i in params and i not in equal:
-            out.refused[i], contradicts = _other_values(i, v, params[i], list(folds))
+        named = i if i in params else (aliases or {}).get(i)  # the parameter its name names, under any of its names
+        if named is not None and named not in equal:
+            out.refused[i], contradicts = _other_values(i, v, params[named], list(folds))
             if contradicts:
                 out.contradicts.add(i)
-                out.unused[i] = f"the initializer of its name holds other values: {NOT_AN_EXPORT}"
+                out.unused[named] = f"the initializer of its name holds other values: {NOT_AN_EXPORT}"
             continue
         if equal and users and users.get(i) and len(equal) > 1:
             # read by its module, or by the module right above it: nn.MultiheadAttention applies its out_proj
