@@ -14,7 +14,7 @@ from onnxprobe.api.inputs import (
     as_config, as_inputs, as_max_memory, as_model, as_names, as_probe_result, as_raw, as_ray, as_selection, check_switches,
     checked_feed, load, proto_of,
 )
-from onnxprobe.errors import ExecutionError, UsageError
+from onnxprobe.errors import ExecutionError, UsageError, settings_error
 from onnxprobe.graph.expose import expose
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
@@ -413,7 +413,7 @@ def _report_of(r, k: int):
         return report(r)
     if isinstance(r, (ProbeResult, _diff_result())):
         raise UsageError(f"merge_stats: report {k} is the {type(r).__name__} of one input; merge the results of "
-                         "api.layers_dataset or api.diff_dataset (or their --json reports)")
+                         "api.layers_dataset or api.diff_dataset (or their reports, as files or api.report's dicts)")
     return r
 
 
@@ -439,15 +439,18 @@ def merge_stats(reports: list) -> dict:
         d["_path"] = shard_name(d["_path"], k + 1)
         # what it is, first: a JSON file that is no report is said to be one, not a shard given twice
         if isinstance(d.get("gradients"), list) and "tensors" not in d and "pairs" not in d:
-            raise UsageError(f"{d['_path']}: a grad report; merge-stats merges the dataset reports of layers and diff "
-                             "(a dataset's gradients come from one `grad --inputs-dir` run, summed or averaged there)")
+            raise settings_error(UsageError, lambda say: f"{d['_path']}: a grad report; " + say.either(
+                "merge_stats merges the dataset reports of layers and diff (a dataset's gradients come from one "
+                "api.grad_dataset run, summed or averaged there)", "merge-stats merges the dataset reports of layers and "
+                "diff (a dataset's gradients come from one `grad --inputs-dir` run, summed or averaged there)"))
         check_diff_report(d, d["_path"]) if is_diff_report(d) else check_report(d, d["_path"])
         ds.append(d)
     # a shard given twice (or beside a merge that holds it) is refused by each kind's merge, on the
     # samples' digests: after the kind and identity checks, which say more
     kinds = {is_diff_report(d) for d in ds}
     if len(kinds) > 1:
-        raise UsageError("merge-stats: these are reports of different commands (layers and diff); merge each kind apart")
+        raise settings_error(UsageError, lambda say: say.either("merge_stats", "merge-stats") + ": these are reports of "
+                             "different commands (layers and diff); merge each kind apart")
     for d in ds:  # what the merge and its table read beyond the statistics, once the kind is known
         check_diff_fields(d, d["_path"]) if is_diff_report(d) else check_layers_fields(d, d["_path"])
     return merge_diff_reports(ds) if kinds == {True} else merge_reports(ds)  # each checked as it was read

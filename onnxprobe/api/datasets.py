@@ -18,9 +18,10 @@ from typing import Callable, Iterator
 import numpy as np
 
 from onnxprobe.api.inputs import as_dataset
-from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError, first_line
+from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError, first_line, settings_error
 from onnxprobe.graph.model import Model
-from onnxprobe.runtime.dataset import Batch, dataset_batches, generator_samples, load_batch, skipped_note
+from onnxprobe.runtime.dataset import (INPUTS_DIR, INPUTS_FROM, Batch, dataset_batches, generator_samples, load_batch,
+                                       skipped_note)
 from onnxprobe.runtime.feeds import Feeds, ModelInput, feed_digest, make_feeds, model_inputs
 from onnxprobe.runtime.ray_pool import Executor, RayOptions, ray_map
 from onnxprobe.text import clean, clip
@@ -46,8 +47,8 @@ def source(model: Model, inputs=None, inputs_from: FeedsFrom | None = None) -> S
     (``FILE.py:FUNC``; from Python also a function returning feed dicts, or an iterable of them); exactly
     one of them."""
     if (inputs is None) == (inputs_from is None):
-        raise UsageError("a dataset comes from --inputs-dir or from --inputs-from (one of them; from Python: "
-                         "inputs= or inputs_from=)")
+        raise settings_error(UsageError, lambda say: f"a dataset comes from {say(INPUTS_DIR)} or from {say(INPUTS_FROM)} (one "
+                             f"of them{say.either('', '; from Python: inputs= or inputs_from=')})")
     as_dataset(inputs, inputs_from)
     if inputs_from is not None:
         return Source(samples=generator_samples(inputs_from))
@@ -191,7 +192,8 @@ def run_batches(factory: Callable[[], BatchWorker], src: Source, merge: Callable
         progress(0, src.total)  # the bar starts at 0/N
     if ray is not None:
         if src.batches is None:
-            raise UsageError("--ray shards the batches of --inputs-dir; --inputs-from runs in this process")
+            raise settings_error(UsageError, lambda say: f"{say(('ray', '--ray'))} shards the batches of {say(INPUTS_DIR)}; "
+                                 f"{say(INPUTS_FROM)} runs in this process")
         ray_map(factory, src.batches, ray, executor, lambda b, got: done(b.index, b.label, got))
     else:
         worker = factory()

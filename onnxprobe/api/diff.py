@@ -34,6 +34,8 @@ from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import clean, controls, quote
 from onnxprobe.types import InputSpec, RunConfig, Settings
 
+VS_NPZ, FP32_SENSITIVITY = ("vs_npz", "--vs-npz"), ("fp32_sensitivity", "--fp32-sensitivity")  # as the API and the command line name them
+
 
 def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", options: dict | None = None,
           threads: int | None = None, constants: bool = False, cuda_only: tuple = (), **kw) -> Side:
@@ -166,7 +168,7 @@ def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
     """The reference arrays of ``vs_npz``: a dict of tensor name -> array (each checked here, by name), or
     an ``.npz`` file or an ONNX test data set folder (read once: ``diff`` passes them on)."""
     if not isinstance(vs_npz, Mapping):
-        arrays = read_arrays(vs_npz, "output", "--vs-npz")
+        arrays = read_arrays(vs_npz, "output", VS_NPZ)
         folder = Path(vs_npz)
         if folder.is_dir() and any(folder.glob("input_*.pb")):
             # the inputs the folder's outputs were computed from: A runs on them (``saved_inputs``), as on
@@ -177,8 +179,9 @@ def activations(vs_npz, model: onnx.ModelProto | None = None) -> Activations:
                 inputs = by_position(inputs, [i.name for i in specs], "input")
                 unknown = next((k for k in inputs if k not in {i.name for i in specs}), None)
                 if unknown is not None:
-                    raise UsageError(f"unknown input name {quote(unknown)} (from --vs-npz {clean(folder)}); the model's "
-                                     f"inputs are: {', '.join(i.describe() for i in specs) or 'none'}")
+                    raise settings_error(UsageError, lambda say: f"unknown input name {quote(unknown)} (from {say(VS_NPZ)} "
+                                         f"{clean(folder)}); the model's inputs are: "
+                                         f"{', '.join(i.describe() for i in specs) or 'none'}")
             arrays = {**inputs, **arrays}
         if model is not None:  # unnamed .pb tensors: the model's inputs and outputs of their positions
             arrays = by_position(arrays, [i.name for i in _feeds.model_inputs(model)], "input")
@@ -257,7 +260,7 @@ def diff(
     if not isinstance(fp32_sensitivity, int) or isinstance(fp32_sensitivity, bool):
         raise UsageError(f"fp32_sensitivity: expected a number of layers (an int), got {type(fp32_sensitivity).__name__}")
     if fp32_sensitivity < 0:
-        raise setting_error(UsageError, ("fp32_sensitivity", "--fp32-sensitivity"),
+        raise setting_error(UsageError, FP32_SENSITIVITY,
                             f"{fp32_sensitivity}: the number of layers to rerun in fp32 (0: none)")
     selection, config, inputs, tolerance, per_tensor = checked_arguments(selection, config, inputs, tolerance, per_tensor)
     max_memory = as_max_memory(max_memory)
@@ -265,14 +268,15 @@ def diff(
                                  vs_npz=vs_npz, vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime,
                                  runtime_options=runtime_options)
     if profile:  # before any run: what --profile cannot time (the sides' runtimes, no one run of both)
-        off = next((f for f, v in ((("vs_torch", "--vs-torch"), vs_torch is not None), (("vs_npz", "--vs-npz"), vs_npz is not None),
+        off = next((f for f, v in ((("vs_torch", "--vs-torch"), vs_torch is not None), (VS_NPZ, vs_npz is not None),
                                    (("vs_device", "--vs-device"), vs_device), (("vs_opt_level", "--vs-opt-level"), vs_opt_level),
                                    (("fuse=False", "--separate-runs"), not fuse)) if v), None)
         check_profile(runtime, vs_runtime=vs_runtime, vs_reference=vs_reference, one_run_off=off)
     if vs_torch is not None:
         config = ort_config(config, runtime_options)  # tf32=0|1 on CUDA, as diff --grad --vs-torch takes it
         if fp32_sensitivity:
-            raise UsageError("--fp32-sensitivity reruns a QDQ model A against a float model B: not with --vs-torch")
+            raise settings_error(UsageError, lambda say: f"{say(FP32_SENSITIVITY)} reruns a QDQ model A against a float model B: "
+                                 f"not with {say.either('vs_torch', '--vs-torch')}")
         from onnxprobe.api.torch import diff_torch  # its grad planning and autodiff only for --vs-torch
 
         return diff_torch(a, vs_torch, selection=selection, config=config, inputs=inputs, tolerance=tolerance,

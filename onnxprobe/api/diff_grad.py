@@ -20,6 +20,7 @@ from onnxprobe.errors import UsageError, settings_error
 from onnxprobe.graph.constants import constants
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
+from onnxprobe.match.engine import MAP
 from onnxprobe.match.observe import observe
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.runners.ort import OrtRunner
@@ -72,7 +73,9 @@ def diff_grad(
     max_memory = as_max_memory(max_memory)
     if vs_torch is not None:
         if user_map:
-            raise UsageError("--map is not used by diff --grad --vs-torch: parameters pair by value, modules by scope")
+            raise settings_error(UsageError, lambda say: f"{say(MAP)} is not used by "
+                                 f"{say.either('diff_grad with vs_torch', 'diff --grad --vs-torch')}: parameters pair by "
+                                 "value, modules by scope")
         from onnxprobe.api.torch import diff_grad_torch
 
         return diff_grad_torch(a, vs_torch, spec, selection=selection, config=config, inputs=inputs,
@@ -83,8 +86,9 @@ def diff_grad(
     floats = check_same_inputs(a_model.proto, b_model.proto)
     if floats:
         n, _ = next(iter(floats.items()))
-        raise UsageError(f"diff --grad: input {quote(n)} is of another float type in A than in B; the gradients of a "
-                         "float16 model and its float32 original are compared by diff without --grad (layer outputs)")
+        raise settings_error(UsageError, lambda say: f"{say.either('diff_grad', 'diff --grad')}: input {quote(n)} is of "
+                             "another float type in A than in B; the gradients of a float16 model and its float32 original "
+                             f"are compared by {say.either('api.diff', 'diff without --grad')} (layer outputs)")
     fs = _feeds.make_feeds(a_model.proto, inputs)
     with fs.explaining():  # a run on made-up inputs that fails says which inputs were made up
         check_feed_shapes({k: np.shape(v) for k, v in fs.values.items()}, {"A": a_model.proto, "B": b_model.proto})

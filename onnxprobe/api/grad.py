@@ -21,7 +21,7 @@ from onnxprobe.autodiff.rounding import activations, downstream_max, rounding_mo
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.compare.gradients import gradient_stops
 from onnxprobe.fileio import checked_path
-from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line
+from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line, setting_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.shapes import infer_shapes
@@ -284,8 +284,8 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         runner = OrtRunner(pm, config)
         half = sorted(n for n, (e, _) in tensors.items() if e in (TensorProto.FLOAT16, TensorProto.BFLOAT16))
         if half:  # finite differences over a step of 1e-3 of the values drown in float16's own rounding
-            raise UsageError(f"--check: the model computes {half[0]!r}{f' (and {len(half) - 1} more)' if len(half) > 1 else ''} "
-                             "in float16 or bfloat16, and onnxruntime cannot run its float64 copy: finite differences in "
+            raise setting_error(UsageError, ("check", "--check"), f": the model computes {half[0]!r}"
+                                f"{f' (and {len(half) - 1} more)' if len(half) > 1 else ''} in float16 or bfloat16, and onnxruntime cannot run its float64 copy: finite differences in "
                              "half precision cannot check gradients (the gradients themselves are computed; check a "
                              "float32 version of the model)")
     if mode == "float64":

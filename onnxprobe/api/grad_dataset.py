@@ -18,10 +18,10 @@ import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, first_arrays, first_label, model_path, relabel, run_batches, source
 from onnxprobe.api.grad import GradResult, GradRow, body_left_out, grad_probes
-from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, EmptyBatch, GradPlan, GradSpec, as_spec, grad_plan
+from onnxprobe.api.grad_plan import EXTRA_FIELD, EXTRA_FLAG, GRAD_OPT_LEVEL, EmptyBatch, GradPlan, GradSpec, as_spec, grad_plan
 from onnxprobe.api.inputs import as_config, as_max_memory, as_ray, as_selection
 from onnxprobe.autodiff.select import weight_value
-from onnxprobe.errors import OnnxProbeError, UsageError, setting_error
+from onnxprobe.errors import OnnxProbeError, UsageError, setting_error, settings_error
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection
 from onnxprobe.runtime import feeds as _feeds
@@ -126,8 +126,9 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
         raise setting_error(UsageError, ("reduce", "--reduce"), f"{reduce!r}: choose sum or mean")
     spec, selection, config = as_spec(spec) or GradSpec(), as_selection(selection), as_config(config)
     if spec.extra is not None:
-        raise UsageError(f"a dataset: {'--target' if spec.loss == 'mse' else '--labels' if spec.loss == 'cross-entropy' else '--output-grad'} "
-                         "holds one input's values, not a dataset's; dataset losses are sum or mean")
+        kind = spec.loss if spec.loss in EXTRA_FIELD else "output-grad"
+        raise settings_error(UsageError, lambda say: f"a dataset: {say((EXTRA_FIELD[kind], EXTRA_FLAG[kind]))} holds one "
+                             "input's values, not a dataset's; dataset losses are sum or mean")
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
     model, ray, max_memory = as_model(model), as_ray(ray), as_max_memory(max_memory)
     src = source(model, inputs, inputs_from)

@@ -82,15 +82,18 @@ def _dict(result, sort: str = "topo", profile=None) -> dict:
                      f"InspectResult, MarkResult, ExtractResult), got {type(result).__name__}")
 
 
-def _kind(result) -> str:
-    """'layers', 'diff' or 'grad': the results the HTML report and the overlays draw."""
+def _kind(result, who: str, also: str = "") -> str:
+    """'layers', 'diff' or 'grad': the results the HTML report and the overlays draw; ``who``: the function
+    asked, which the message about another value starts with (as ``report``'s does); ``also``: the other
+    results it takes, said in that message."""
     if _is(result, "onnxprobe.api.core", "DatasetResult") or _is(result, "onnxprobe.types", "ProbeResult"):
         return "layers"
     if _is(result, "onnxprobe.compare.diff", "DiffResult"):
         return "diff"
     if _is(result, "onnxprobe.api.grad", "GradResult"):
         return "grad"
-    raise UsageError(f"expected the result of api.layers, api.layers_dataset, api.diff, api.diff_dataset or api.grad, "
+    raise UsageError(f"{who}: expected the result of api.layers, api.layers_dataset, api.diff, api.diff_dataset or "
+                     f"api.grad{also}, "
                      f"got {type(result).__name__}")
 
 
@@ -104,7 +107,7 @@ def html(result, path=None, *, histograms: dict | None = None, inputs: list[str]
     from onnxprobe.report import io as report_io
     from onnxprobe.report.html import html_report, require_plotly
 
-    kind = _kind(result)
+    kind = _kind(result, "html")
     if inputs is not None and (not isinstance(inputs, (list, tuple)) or not all(isinstance(i, str) for i in inputs)):
         raise UsageError(f"inputs: the inputs in words, a list of strings (api.describe_inputs(model, spec) makes it), "
                          f"got {type(inputs).__name__}")
@@ -175,7 +178,7 @@ def overlay(result, model=None, *, sort: str = "topo") -> dict:
     result needs it; one that holds none of the result's tensors is a UsageError). json.dumps writes it; Model Explorer's "node data" reads the file."""
     from onnxprobe.report import overlay as pictures
 
-    kind = _kind(result)
+    kind = _kind(result, "overlay")
     proto = _model_of(result, kind, model)
     make = {"layers": pictures.layers_overlay, "diff": pictures.diff_overlay, "grad": pictures.grad_overlay}[kind]
     d = _dict(result, sort)
@@ -189,7 +192,7 @@ def netron(result, model=None, *, sort: str = "topo") -> dict:
     under the names Netron shows. ``model`` as for ``overlay``."""
     from onnxprobe.report import overlay as pictures
 
-    kind = _kind(result)
+    kind = _kind(result, "netron")
     proto, d = _model_of(result, kind, model), _dict(result, sort)
     if model is not None:
         _about(proto, kind, d, model)
@@ -258,7 +261,7 @@ def _renderables(result, width: int, asked: tuple[str, ...], sort: str, profile)
         from onnxprobe.report.surgery import extract_renderables, mark_renderables
 
         return (mark_renderables if _is(result, "onnxprobe.api.surgery", "MarkResult") else extract_renderables)(result, width)
-    kind = _kind(result)
+    kind = _kind(result, "text", " (or of api.inspect, api.mark or api.extract, or what api.merge_stats returns)")
     data = _dict(result, sort, profile)
     if kind == "layers":
         from onnxprobe.report.layers import layers_renderables

@@ -20,6 +20,7 @@ import onnx
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
 from onnxprobe.api.inputs import as_max_memory, check_switches
+from onnxprobe.api.torch_args import prepare, torch_module
 from onnxprobe.autodiff.select import WRT
 from onnxprobe.compare.criteria import HALF_TOLERANCE, export_tolerance
 from onnxprobe.compare.diff import DiffResult, gradient_origin
@@ -38,83 +39,13 @@ from onnxprobe.runtime.runners import make_runner
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe, without_torch_gradient
-from onnxprobe.torch.load import load_module, require_torch
+from onnxprobe.torch.load import require_torch
 from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
 from onnxprobe.torch.params import ParamMap, map_parameters, param_aliases, param_owners
 from onnxprobe.torch.tied import Tie, add_tie_sums, name_ties, pair_ties
 from onnxprobe.torch.runner import OUTPUT, TorchRunner, to_numpy
 from onnxprobe.text import matches
 from onnxprobe.types import InputSpec, RunConfig, element_count, forward_name, grad_name
-
-def torch_module(module) -> tuple[object, tuple | None]:
-    """(nn.Module, example args or None) from an nn.Module, a ``(module, args)`` tuple, or ``FILE.py:FUNC``."""
-    torch = require_torch()
-    if isinstance(module, (str, os.PathLike)):
-        mod, args = load_module(str(module))
-        return _eager(mod, str(module)), args
-    if isinstance(module, tuple) and len(module) == 2 and isinstance(module[0], torch.nn.Module):
-        if isinstance(module[1], dict):
-            raise UsageError("--vs-torch: the example arguments are a dict (keyword arguments); give them as a tuple, "
-                             "in the order of the ONNX model's inputs")
-        args = module[1] if isinstance(module[1], (tuple, list)) else (module[1],)
-        return _eager(module[0]), tuple(args)
-    if isinstance(module, torch.nn.Module):
-        return _eager(module), None
-    raise UsageError(f"--vs-torch: expected an nn.Module or FILE.py:FUNC, got {type(module).__name__}")
-
-
-def _eager(module, where: str = "the module"):
-    """``module``, unless it is TorchScript (torch.jit.script / trace), whose submodules take no hooks."""
-    torch = require_torch()
-    if isinstance(module, torch.jit.ScriptModule):
-        raise UsageError(f"--vs-torch {where}: a TorchScript module (torch.jit.script or trace); onnxprobe reads each "
-                         "submodule's output through forward hooks, which TorchScript does not run: give the eager nn.Module")
-    return module
-
-
-def _inputs(model: Model, inputs: InputSpec | None, example_args: tuple | None) -> InputSpec | None:
-    """The example arguments as the inputs, in the ONNX inputs' order, when none are given otherwise."""
-    if example_args is None or (inputs is not None and inputs.names()):
-        return inputs
-    torch = require_torch()
-    names = [i.name for i in _feeds.model_inputs(model.proto)]
-    # torch tensors, or numpy arrays (a notebook's): the values of the ONNX inputs, which the module is run on too
-    meta = [str(i) for i, a in enumerate(example_args) if isinstance(a, torch.Tensor) and a.is_meta]
-    if meta:
-        raise UsageError(f"--vs-torch: the example argument{'s' if len(meta) > 1 else ''} {', '.join(meta)} "
-                         f"{'hold' if len(meta) > 1 else 'holds'} no data (meta tensors, device='meta'): give tensors with "
-                         "values, or the inputs with --input")
-    specs = _feeds.model_inputs(model.proto)
-    fed = _fed(model, example_args)
-    tensors = [to_numpy(example_args[k]) if isinstance(example_args[k], torch.Tensor)
-               else _number(example_args[k], specs[j]) if j < len(specs) and not isinstance(example_args[k], np.ndarray)
-               else example_args[k] for j, k in enumerate(fed)]
-    if len(tensors) != len(names):
-        raise UsageError(f"--vs-torch: the example arguments hold {len(tensors)} tensor(s), the ONNX model takes "
-                         f"{len(names)} input(s) ({', '.join(names)}); give the inputs with --input (inputs= from Python)")
-    arrays = dict(zip(names, tensors))
-    base = inputs or InputSpec()
-    return InputSpec(seed=base.seed, int_range=base.int_range, arrays=arrays, arrays_from="the example arguments")
-
-
-def _fed(model: Model, example_args: tuple) -> list[int]:
-    """The positions of the example arguments that are the ONNX model's inputs: its tensors (torch's or
-    numpy's); where the model takes more inputs than that and its Python numbers make up the count (the
-    legacy exporter makes ``forward(x, scale: float)``'s scale a 0-d input; dynamo bakes it in), those too."""
-    torch = require_torch()
-    count = len(_feeds.model_inputs(model.proto))
-    tensors = [k for k, a in enumerate(example_args) if isinstance(a, (torch.Tensor, np.ndarray))]
-    numbers = [k for k, a in enumerate(example_args) if isinstance(a, (torch.Tensor, np.ndarray, int, float, np.generic))]
-    return numbers if len(tensors) != count and len(numbers) == count else tensors
-
-
-def _number(value, spec) -> np.ndarray:
-    """A Python number as the 0-d array of its ONNX input's type (legacy: a float is a double input)."""
-    try:
-        return np.asarray(value, dtype=spec.dtype)
-    except Exception:  # noqa: BLE001 - an input of no numeric type: make_feeds says what is wrong with it
-        return np.asarray(value)
-
 
 def _tolerance(given: Tolerance | None, default: Tolerance) -> Tolerance:
     """The criterion: the ``default`` one, with what flags named of it (``Tolerance.over``)."""
@@ -153,26 +84,6 @@ def _filtered(matcher, keep, what: str):
         return Matching(pairs, m.unmatched_a, m.unmatched_b)
 
     return pair
-
-
-def _prepare(a, module, example_args, inputs, config):
-    """(model, module, feeds, config, template): ``template`` is the example arguments with each tensor's
-    place None, where some are not tensors (a float the exporter baked into the graph): torch's forward
-    gets those as given, and the feeds in the tensors' places (None when every argument is a tensor)."""
-    a_model = as_model(a)
-    mod, args = torch_module(module)
-    args = example_args if example_args is not None else args
-    empty = next((n for n, t in [*mod.named_parameters(), *mod.named_buffers()] if t.is_meta), None)
-    if empty is not None:  # torch's forward would stop on it (on another device than the inputs)
-        raise UsageError(f"--vs-torch: the module's {empty} holds no data (a meta tensor: built under torch.device('meta')); "
-                         "load its weights first (load_state_dict(..., assign=True))")
-    fs = _feeds.make_feeds(a_model.proto, _inputs(a_model, inputs, args))
-    require_torch()  # a MissingExtra before any work, where torch is not installed
-    template = None
-    fed = set(_fed(a_model, args)) if args is not None else set()
-    if args is not None and len(fed) < len(args):
-        template = [None if k in fed else x for k, x in enumerate(args)]
-    return a_model, mod, fs, config or RunConfig(), template
 
 
 def _torch_pairing(a_model: Model, side_a: Side, mod, fs, max_memory: int | None = None, template=None) -> TorchPairing:
@@ -218,7 +129,7 @@ def diff_torch(
     pair also says the error its module introduces on its own."""
     check_switches("diff_torch", introduced=introduced)
     max_memory = as_max_memory(max_memory)
-    a_model, mod, fs, config, template = _prepare(a, module, example_args, inputs, config)
+    a_model, mod, fs, config, template = prepare(a, module, example_args, inputs, config)
     side_a = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, config, a_model.source))
     try:
         tp = _torch_pairing(a_model, side_a, mod, fs, max_memory, template)
@@ -290,7 +201,7 @@ def diff_grad_torch(
     module pairing of ``diff_torch``. Initializers the exporter derived (folded BatchNormalization,
     reordered RNN gates) have no parameter and are listed with the reason."""
     spec, max_memory = spec or GradSpec(), as_max_memory(max_memory)
-    a_model, mod, fs, config, template = _prepare(a, module, example_args, inputs, config or RunConfig(opt_level=GRAD_OPT_LEVEL))
+    a_model, mod, fs, config, template = prepare(a, module, example_args, inputs, config or RunConfig(opt_level=GRAD_OPT_LEVEL))
     fwd_side = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu", cache=config.cache), a_model.source))
     try:
         tp = _torch_pairing(a_model, fwd_side, mod, fs, template=template)
@@ -470,7 +381,7 @@ def capture_torch(a: Model | str | os.PathLike, module, *, example_args: tuple |
     """torch's values keyed by the ONNX tensor names they stand for (``{onnx tensor: ndarray}``, the
     model outputs included), from one forward pass, and the model inputs it ran on (under their ONNX
     names): what ``diff --vs-npz`` reads, with the right keys, A then running on the same inputs."""
-    a_model, mod, fs, _, template = _prepare(a, module, example_args, inputs, None)
+    a_model, mod, fs, _, template = prepare(a, module, example_args, inputs, None)
     runner = TorchRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], "torch", template=template)
     side_a = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu"), a_model.source))
     tp = pair_with_module(a_model, side_a.observation, runner, fs.values, onnx_values=_values_of(side_a, fs.values))

@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 from onnxprobe.compare.uncompared import merged_uncompared, nothing_compared, outputs_not_compared
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, settings_error
 from onnxprobe.types import UNPAIRED
 from onnxprobe.report.diff_dataset import DIFF_DATASET_SCHEMA
 from onnxprobe.stats.merge import check_identity, common_fields, refuse_shards_given_twice, sample_overlap
@@ -25,7 +25,14 @@ from onnxprobe.stats.pooled import PairSums, dataset_fields, pool
 
 IDENTITY = ("schema_version", "dataset_schema", "onnxprobe_version", "model_id", "selection", "sides", "criterion",
             "measured")
-HINT = "write one with `onnxprobe diff A B --inputs-dir DIR --json FILE`"
+
+
+def hint(say) -> str:
+    """Where a dataset diff report comes from, in the words of whoever merges (``errors.Voice``)."""
+    return say.either("api.diff_dataset(a, b, inputs=DIR) makes one",
+                      "write one with `onnxprobe diff A B --inputs-dir DIR --json FILE`")
+
+
 # a pair's facts of the matching and its criterion, the same in every shard; every other field is measured
 # and computed again from the pooled sums (one copied from the first shard was that shard's alone: its
 # introduced error's count and NaN/Inf verdict, and counts that depended on the order of the files)
@@ -42,10 +49,10 @@ def is_diff_report(d) -> bool:
 def check_diff_report(d, label: str) -> None:
     """A UsageError naming the first thing that makes ``d`` not a mergeable dataset diff report."""
     if not isinstance(d, dict) or not isinstance(d.get("pairs"), list) or "samples" not in d:
-        raise UsageError(f"{label}: not a dataset diff report ({HINT})")
+        raise settings_error(UsageError, lambda say: f"{label}: not a dataset diff report ({hint(say)})")
     if d.get("dataset_schema") != DIFF_DATASET_SCHEMA:
-        raise UsageError(f"{label}: dataset diff schema {d.get('dataset_schema')!r}, this onnxprobe merges schema "
-                         f"{DIFF_DATASET_SCHEMA} ({HINT} with this version)")
+        raise settings_error(UsageError, lambda say: f"{label}: dataset diff schema {d.get('dataset_schema')!r}, this "
+                             f"onnxprobe merges schema {DIFF_DATASET_SCHEMA} ({hint(say)} with this version)")
     n = d["samples"]
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise UsageError(f"{label}: 'samples' is not a count")
@@ -57,7 +64,7 @@ def check_diff_report(d, label: str) -> None:
         raise UsageError(f"{label}: {len(digests)} sample digests for {n} samples: a damaged report")
     for k in ("onnxprobe_version", "model_id", "selection", "criterion", "measured"):
         if not isinstance(d.get(k), str):
-            raise UsageError(f"{label}: '{k}' missing or not a string ({HINT})")
+            raise settings_error(UsageError, lambda say: f"{label}: '{k}' missing or not a string ({hint(say)})")
     if d.get("verdict") not in ("pass", "fail", "error") or not isinstance(d.get("verdict_reason"), str):
         raise UsageError(f"{label}: 'verdict' is not pass, fail or error")
     for i, p in enumerate(d["pairs"]):

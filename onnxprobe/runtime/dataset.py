@@ -118,6 +118,7 @@ def dataset_samples(path: str | Path, specs: list[ModelInput]) -> tuple[int, Sam
 
 
 FLAG = "--inputs-from"
+INPUTS_FROM = ("inputs_from", FLAG)  # as the API and the command line name it (runtime.userfunc's messages)
 
 
 def generator_samples(spec) -> Samples:
@@ -126,8 +127,8 @@ def generator_samples(spec) -> Samples:
     such a function itself, or the iterable of feed dicts. A value that is not a dict of input name ->
     array, or an exception in the pipeline, is one line naming the item."""
     if isinstance(spec, (str, os.PathLike)):
-        fn, func = load_function(str(spec), FLAG, "a function that yields feed dicts {input name: array}")
-        where, produce = f"{FLAG} {clean(str(spec))}", (lambda: call_function(fn, func, str(spec), FLAG))
+        fn, func = load_function(str(spec), INPUTS_FROM, "a function that yields feed dicts {input name: array}")
+        where, produce = f"{FLAG} {clean(str(spec))}", (lambda: call_function(fn, func, str(spec), INPUTS_FROM))
     elif callable(spec):
         func = getattr(spec, "__name__", "the function")
         where, produce = f"inputs_from {clean(func)}", (lambda: call_function(spec, func, func, "inputs_from"))

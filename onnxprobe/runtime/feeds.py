@@ -72,9 +72,10 @@ class ModelInput:
     def check_fed(self) -> None:
         """A ModelError for an input of a type onnxprobe cannot feed onnxruntime (float8, int4...)."""
         if self.kind == "tensor_type" and self.elem_type in _NOT_FED:
-            raise ModelError(f"input {quote(self.name)}: element type {type_name(self.elem_type)}, which onnxruntime's "
-                             "Python API takes no array of: onnxprobe cannot feed it (cut the model after it with "
-                             "`onnxprobe extract --from`, or give the model a float input and a Cast)")
+            raise settings_error(ModelError, lambda say: f"input {quote(self.name)}: element type {type_name(self.elem_type)}, "
+                                 "which onnxruntime's Python API takes no array of: onnxprobe cannot feed it (cut the model "
+                                 f"after it with {say.either('api.extract(model, path, cut_inputs=[...])', '`onnxprobe extract --from`')}, "
+                                 "or give the model a float input and a Cast)")
 
     def describe(self) -> str:
         parts = [] if self.shape is None else [str(d) if d is not None else "?" for d in self.shape]
@@ -183,7 +184,8 @@ def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generat
         return rng.random(shape) < 0.5
     if dtype.kind == "c":
         return (rng.random(shape) + 1j * rng.random(shape)).astype(dtype)
-    raise UsageError(f"cannot make random data of dtype {dtype}; give this input with --input NAME=FILE")
+    raise settings_error(UsageError, lambda say: f"cannot make random data of dtype {dtype}; give this input with "
+                         + say.either("an InputSpec's files or arrays", "--input NAME=FILE"))
 
 
 def check_value(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:

@@ -10,7 +10,7 @@ import importlib.util
 import sys
 from typing import Callable
 
-from onnxprobe.errors import UsageError, first_line
+from onnxprobe.errors import UsageError, error_about, first_line
 from onnxprobe.fileio import input_file, protect
 from onnxprobe.text import clean, quote
 
@@ -29,16 +29,22 @@ def split_spec(spec) -> tuple[str, str] | None:
     return (path, func) if sep and path else None
 
 
-def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
+def _error(flag: str | tuple[str, str], value: str, rest: str) -> UsageError:
+    """A UsageError about ``value`` given to ``flag``: a flag as it is, or (API parameter, flag), which the
+    message names as each reader knows it (``errors.error_about``)."""
+    return error_about(UsageError, (*flag, value) if isinstance(flag, tuple) else f"{flag} {value}", rest)
+
+
+def load_function(spec: str, flag: str | tuple[str, str], expects: str) -> tuple[Callable, str]:
     """(the function, its name) of ``FILE.py:FUNC``. ``expects`` says what FUNC should be, for the
-    message when ``spec`` is not of that form."""
+    message when ``spec`` is not of that form. ``flag``: the flag, or (API parameter, flag)."""
     path, func = split_spec(spec) or ("", "")
     if not path or not func:
-        raise UsageError(f"{flag} {quote(spec)}: expected FILE.py:FUNC, {expects}")
+        raise _error(flag, quote(spec), f": expected FILE.py:FUNC, {expects}")
     p = input_file(path, "Python file", flag)
     if p.suffix != ".py":
-        raise UsageError(f"{flag} {clean(path)}: not a Python file (.py)")
-    protect(p, "the Python file of " + flag)
+        raise _error(flag, clean(path), ": not a Python file (.py)")
+    protect(p, "the Python file of " + (flag[1] if isinstance(flag, tuple) else flag))
     name = f"onnxprobe_user_{abs(hash(str(p.resolve())))}"
     # the import writes no bytecode beside the file (__pycache__/FILE.cpython-3XX.pyc in the user's folder,
     # which onnxprobe was given to read), nor beside what the file imports while it runs (helpers beside it)
@@ -50,22 +56,22 @@ def load_function(spec: str, flag: str, expects: str) -> tuple[Callable, str]:
         with user_code():
             mod_spec.loader.exec_module(code)
     except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's file may raise anything, sys.exit() too
-        raise UsageError(f"{flag} {clean(path)}: importing it raised {raised(e)}") from None
+        raise _error(flag, clean(path), f": importing it raised {raised(e)}") from None
     finally:
         sys.dont_write_bytecode = write_bytecode
     fn = getattr(code, func, None)
     if fn is None or not callable(fn):
-        raise UsageError(f"{flag} {clean(spec)}: {clean(path)} has no function {quote(func)}")
+        raise _error(flag, clean(spec), f": {clean(path)} has no function {quote(func)}")
     return fn, func
 
 
-def call_function(fn: Callable, func: str, spec: str, flag: str):
+def call_function(fn: Callable, func: str, spec: str, flag: str | tuple[str, str]):
     """``fn()``, anything it raises as one line."""
     try:
         with user_code():
             return fn()
     except (Exception, SystemExit) as e:  # noqa: BLE001 - a sys.exit() in it would end onnxprobe silently
-        raise UsageError(f"{flag} {clean(spec)}: {clean(func)}() raised {raised(e)}") from None
+        raise _error(flag, clean(spec), f": {clean(func)}() raised {raised(e)}") from None
 
 
 def raised(e: BaseException) -> str:

@@ -15,7 +15,7 @@ from collections import Counter
 from functools import reduce
 from pathlib import Path
 
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, settings_error
 from onnxprobe.fileio import input_file, protect, read_bounded
 from onnxprobe.stats.histogram import Histogram
 from onnxprobe.stats.moments import Impossible, Moments
@@ -45,7 +45,8 @@ def read_json_report(path: str | Path) -> dict:
     except (OSError, ValueError):
         raise UsageError(f"{p}: not a JSON report") from None
     if not isinstance(d, dict):
-        raise UsageError(f"{p}: not a dataset report (a JSON object written with --json)")
+        raise settings_error(UsageError, lambda say: f"{p}: not a dataset report (a JSON object "
+                             f"{say.either('api.report(result) returns', 'written with --json')})")
     d["_path"] = str(p)
     protect(p, "an input report")
     return d
@@ -62,14 +63,24 @@ def shard_name(path: str, position: int) -> str:
     return f"shard {position}" if _DESCRIPTOR.fullmatch(str(path)) else str(path)
 
 
+def hint(say) -> str:
+    """Where a layers dataset report comes from, in the words of whoever merges (``errors.Voice``)."""
+    return say.either("api.layers_dataset(model, inputs=DIR) makes one",
+                      "write one with `onnxprobe layers MODEL --inputs-dir DIR --json FILE`")
+
+
+def merge_stats_said(say) -> str:
+    """The merge, named as whoever merges calls it: ``merge_stats`` from the API, ``merge-stats`` on the command line."""
+    return say.either("merge_stats", "merge-stats")
+
+
 def check_report(d, label: str) -> None:
     """A UsageError naming the first thing that makes ``d`` not a mergeable dataset report."""
-    hint = "write one with `onnxprobe layers MODEL --inputs-dir DIR --json FILE`"
     if not isinstance(d, dict) or not isinstance(d.get("tensors"), list) or "batches" not in d:
-        raise UsageError(f"{label}: not a dataset report ({hint})")
+        raise settings_error(UsageError, lambda say: f"{label}: not a dataset report ({hint(say)})")
     if d.get("schema_version") != DATASET_SCHEMA:
-        raise UsageError(f"{label}: dataset report schema {d.get('schema_version')!r}, this onnxprobe merges schema "
-                         f"{DATASET_SCHEMA} ({hint} with this version)")
+        raise settings_error(UsageError, lambda say: f"{label}: dataset report schema {d.get('schema_version')!r}, this "
+                             f"onnxprobe merges schema {DATASET_SCHEMA} ({hint(say)} with this version)")
     if not isinstance(d["batches"], int) or isinstance(d["batches"], bool) or d["batches"] < 0:
         raise UsageError(f"{label}: 'batches' is not a count")
     digests = d.get("sample_digests")
@@ -77,13 +88,14 @@ def check_report(d, label: str) -> None:
         raise UsageError(f"{label}: {len(digests)} sample digests for {d['batches']} batches: a damaged report")
     for k in TEXT_FIELDS:
         if not isinstance(d.get(k), str):
-            raise UsageError(f"{label}: '{k}' missing or not a string ({hint})")
+            raise settings_error(UsageError, lambda say: f"{label}: '{k}' missing or not a string ({hint(say)})")
     for i, t in enumerate(d["tensors"]):
         where = f"{label}: tensors[{i}]"
         if not isinstance(t, dict) or not isinstance(t.get("name"), str):
             raise UsageError(f"{where}: not a tensor entry with a name")
         if not isinstance(t.get("op_type"), str) or not isinstance(t.get("dtype"), (str, type(None))):
-            raise UsageError(f"{where} ({t['name']!r}): no op_type or dtype (a partial tensor entry; {hint})")
+            raise settings_error(UsageError, lambda say: f"{where} ({t['name']!r}): no op_type or dtype (a partial tensor "
+                                 f"entry; {hint(say)})")
         if t.get("moments") is None:
             if t.get("count"):
                 raise UsageError(f"{where} ({t['name']!r}): no moments to merge")
@@ -135,7 +147,7 @@ WHAT = {"model_id": "a different model (or other weights)", "selection": "anothe
 def check_identity(reports: list[dict], keys: tuple[str, ...]) -> None:
     """A UsageError when two reports describe different things (``keys``: what must agree)."""
     if not reports:
-        raise UsageError("merge-stats: give at least one report")
+        raise settings_error(UsageError, lambda say: f"{merge_stats_said(say)}: give at least one report")
     first = reports[0]
     for k in keys:
         for r in reports[1:]:
@@ -184,8 +196,8 @@ def refuse_shards_given_twice(reports: list[dict], stats: tuple[str, ...], value
                 what = f"{r['_path']} holds the same statistics as {o['_path']}"
             else:
                 continue
-            raise UsageError(f"merge-stats: {what}: they would count twice; give each shard "
-                             "once (a merged report holds the samples of the shards it was merged from)")
+            raise settings_error(UsageError, lambda say: f"{merge_stats_said(say)}: {what}: they would count twice; give each "
+                                 "shard once (a merged report holds the samples of the shards it was merged from)")
 
 
 def sample_overlap(reports: list[dict]) -> tuple[list[str] | None, list[str]]:

@@ -15,12 +15,12 @@ import re
 import numpy as np
 
 from onnxprobe.compare.sides import GRADIENT_STOPPED
-from onnxprobe.errors import ExecutionError, UsageError, first_line
+from onnxprobe.errors import ExecutionError, UsageError, first_line, setting_error
 from onnxprobe.match.engine import Matching, Unmatched
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.userfunc import user_code
 from onnxprobe.torch.cuts import Cuts, upstream, watch
-from onnxprobe.torch.load import eval_mode, require_torch
+from onnxprobe.torch.load import VS_TORCH, eval_mode, require_torch
 from onnxprobe.torch.runner import from_numpy, parse_probe, permuted, tensors_of, to_numpy
 
 # why torch gives a gradient the ONNX graph computes otherwise, in a few words (``Unmatched.kind``)
@@ -70,7 +70,7 @@ def torch_loss(y, kind: str, extra: np.ndarray | None, class_axis: int | None, p
         else:
             target = torch.nn.functional.one_hot(e.long(), lsm.shape[-1]).to(lsm.dtype)
         return -(target * lsm).sum(-1).mean()
-    raise UsageError(f"--loss {kind!r}: no torch counterpart")
+    raise setting_error(UsageError, ("loss", "--loss"), f"{kind!r}: no torch counterpart")
 
 
 class TorchGradRunner(Runner):
@@ -162,7 +162,7 @@ class TorchGradRunner(Runner):
         args = []
         for n in self.input_names:
             if n not in feeds:
-                raise UsageError(f"--vs-torch: no value for input {n!r}")
+                raise setting_error(UsageError, VS_TORCH, f": no value for input {n!r}")
             t = from_numpy(feeds[n])
             if t.dtype.is_floating_point:
                 t.requires_grad_(True)
@@ -218,8 +218,8 @@ class TorchGradRunner(Runner):
         with eval_mode(self.module), torch.enable_grad(), user_code():
             out = tensors_of(self.module(*call))
             if self.output_index >= len(out):
-                raise UsageError(f"--vs-torch: the module returns {len(out)} tensor(s); the loss is of output "
-                                 f"{self.output_index}")
+                raise setting_error(UsageError, VS_TORCH, f": the module returns {len(out)} tensor(s); the loss is of "
+                                    f"output {self.output_index}")
             with torch._C.DisableTorchFunction():  # unseen by cuts.watch
                 self._output = out[self.output_index].detach().clone()
             return torch_loss(out[self.output_index], self.loss, self.extra, self.class_axis, self.probabilities)

@@ -6,34 +6,39 @@ from __future__ import annotations
 
 import contextlib
 
-from onnxprobe.errors import MissingExtra, UsageError
+from onnxprobe.errors import MissingExtra, UsageError, setting_error
 from onnxprobe.runtime.userfunc import call_function, load_function
 from onnxprobe.text import clean
 
 
-def require_torch(what: str = "--vs-torch"):
-    """The torch module, or a MissingExtra naming the extra to install."""
+VS_TORCH = ("vs_torch", "--vs-torch")  # the module to compare with, as the API and the command line name it
+
+
+def require_torch(what: tuple[str, str] = VS_TORCH):
+    """The torch module, or a MissingExtra naming the extra to install (``what``: (API parameter, flag))."""
     try:
         import torch
     except ImportError:
-        raise MissingExtra(what, "torch", "PyTorch") from None
+        e = MissingExtra(f"{what[0]} ({what[1]})", "torch", "PyTorch")
+        e.cli_message = MissingExtra(what[1], "torch", "PyTorch").args[0]
+        raise e from None
     return torch
 
 
 def load_module(spec: str) -> tuple[object, tuple | None]:
     """(module, example_args or None) from ``FILE.py:FUNC``. The module is put in eval mode, as exports are."""
     torch = require_torch()
-    fn, func = load_function(spec, "--vs-torch", "a function that returns an nn.Module or (module, example_args)")
-    got = call_function(fn, func, spec, "--vs-torch")
+    fn, func = load_function(spec, VS_TORCH, "a function that returns an nn.Module or (module, example_args)")
+    got = call_function(fn, func, spec, VS_TORCH)
     module, args = (got[0], got[1]) if isinstance(got, tuple) and len(got) == 2 else (got, None)
     if not isinstance(module, torch.nn.Module):
         what = (f"a tuple ({', '.join(type(x).__name__ for x in got)})" if isinstance(got, tuple)
                 else type(got).__name__)  # what it returned as a whole: (Tensor, Tensor) is no module and args
-        raise UsageError(f"--vs-torch {clean(spec)}: {clean(func)}() returned {what}, not an nn.Module "
-                         "(or a tuple (module, example_args))")
+        raise setting_error(UsageError, VS_TORCH, f"{clean(spec)}: {clean(func)}() returned {what}, not an nn.Module "
+                            "(or a tuple (module, example_args))")
     if isinstance(args, dict):  # keyword arguments: which ONNX input each is, onnxprobe cannot tell
-        raise UsageError(f"--vs-torch {clean(spec)}: {clean(func)}() returned its example arguments as a dict (keyword "
-                         "arguments); return them as a tuple, in the order of the ONNX model's inputs")
+        raise setting_error(UsageError, VS_TORCH, f"{clean(spec)}: {clean(func)}() returned its example arguments as a dict "
+                            "(keyword arguments); return them as a tuple, in the order of the ONNX model's inputs")
     if args is not None and not isinstance(args, (tuple, list)):
         args = (args,)
     return module, (tuple(args) if args is not None else None)

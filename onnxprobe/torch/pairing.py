@@ -28,15 +28,16 @@ from typing import Callable
 import numpy as np
 
 from onnxprobe.compare.sides import Side
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import concrete_sizes
-from onnxprobe.match.engine import (DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, Matching, Pair, Unmatched,
-                                    shapes_agree)
+from onnxprobe.match.engine import (DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, MAP, Matching, Pair,
+                                    Unmatched, shapes_agree)
 from onnxprobe.match.modules import exporter, module_scopes
 from onnxprobe.match.observe import Observable, Observation
 from onnxprobe.runtime.budget import default_budget
 from onnxprobe.torch.runner import OUTPUT, PERM, Forward, TorchRunner
+from onnxprobe.torch.load import VS_TORCH
 
 BATCHNORMS = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm")
 NO_SCOPES = ("the ONNX file carries no module scopes (the dynamo exporter keeps them at opset >= 18, onnx's version "
@@ -65,10 +66,10 @@ class TorchPairing:
             for ta, path in (user_map or {}).items():
                 a = by_name.get(ta)
                 if a is None:
-                    raise UsageError(f"--map: {ta!r} is not an observable tensor of the ONNX model")
+                    raise setting_error(UsageError, MAP, f": {ta!r} is not an observable tensor of the ONNX model")
                 b = b_by_name.get(path)
                 if b is None and path not in modules:
-                    raise UsageError(f"--map: {path!r} is not a module of the torch model (nor output[K])")
+                    raise setting_error(UsageError, MAP, f": {path!r} is not a module of the torch model (nor output[K])")
                 b = b or _observable(path, "module", None, a.index, a)
                 b = replace(b, key=a.key, index=a.index)
                 pairs = [p for p in pairs if p.a.name != ta and p.b.name != path]
@@ -218,8 +219,8 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
                               "self.side.weight) does): no output to compare"), NOT_OBSERVABLE)
     outputs = [o.name for o in model.proto.graph.output]
     if len(fw.outputs) != len(outputs):
-        raise UsageError(f"--vs-torch: the module returns {len(fw.outputs)} tensor(s), the ONNX model has {len(outputs)} "
-                         f"output(s) ({', '.join(outputs)}): not the model that was exported")
+        raise setting_error(UsageError, VS_TORCH, f": the module returns {len(fw.outputs)} tensor(s), the ONNX model "
+                            f"has {len(outputs)} output(s) ({', '.join(outputs)}): not the model that was exported")
     for k, (name, value) in enumerate(zip(outputs, fw.outputs)):
         a = obs_by_name.get(name)
         if a is None:  # a weight or an input returned as it is: no node computes it
@@ -227,8 +228,8 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
                                  "is, or computed from weights alone): not compared", NOT_OBSERVABLE)
             continue
         if a.shape is not None and not shapes_agree(a.shape, tuple(value.shape)):
-            raise UsageError(f"--vs-torch: output {k} of the module has shape {list(value.shape)}, ONNX output {name!r} "
-                             f"is {list(a.shape)}: not the model that was exported (or other inputs)")
+            raise setting_error(UsageError, VS_TORCH, f": output {k} of the module has shape {list(value.shape)}, ONNX "
+                                f"output {name!r} is {list(a.shape)}: not the model that was exported (or other inputs)")
         maker = next((p.b.name for p in pairs if p.a.name == name), None)
         pairs = [p for p in pairs if p.a.name != name]  # the model output pairs by position, whatever module made it
         if maker is not None and maker in fw.values and not (

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxprobe.errors import ExecutionError, UsageError, first_line
+from onnxprobe.errors import ExecutionError, UsageError, first_line, setting_error
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.userfunc import user_code
-from onnxprobe.torch.load import eval_mode, require_torch
+from onnxprobe.torch.load import VS_TORCH, eval_mode, require_torch
 
 OUTPUT = "output:"
 PERM = "@"
@@ -115,7 +115,7 @@ class TorchRunner(Runner):
     def args(self, feeds: dict[str, np.ndarray]) -> list:
         missing = [n for n in self.input_names if n not in feeds]
         if missing:
-            raise UsageError(f"--vs-torch: no value for input {missing[0]!r}")
+            raise setting_error(UsageError, VS_TORCH, f": no value for input {missing[0]!r}")
         # copies: torch.from_numpy shares memory, and an in-place op in the module (x.relu_()) would write into
         # the feeds, which the ONNX side reads too
         tensors = [from_numpy(feeds[n]) for n in self.input_names]

@@ -1,0 +1,112 @@
+"""The PyTorch module ``diff --vs-torch`` compares with, and the inputs both run on: ``torch_module`` reads
+an ``nn.Module``, a ``(module, example_args)`` tuple or ``FILE.py:FUNC``; ``prepare`` makes the feeds from
+the example arguments (in the ONNX inputs' order) where no inputs are given otherwise. Their messages name
+the module as each reader gave it: ``vs_torch (--vs-torch)`` from the API, ``--vs-torch`` on the command
+line (``errors.setting_error``)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from onnxprobe.errors import UsageError, setting_error, settings_error
+from onnxprobe.graph.model import Model, as_model
+from onnxprobe.runtime import feeds as _feeds
+from onnxprobe.torch.load import VS_TORCH, load_module, require_torch
+from onnxprobe.torch.runner import to_numpy
+from onnxprobe.types import InputSpec, RunConfig
+
+INPUT = ("inputs", "--input")  # the inputs given otherwise, as the API and the command line name them
+
+
+def torch_module(module) -> tuple[object, tuple | None]:
+    """(nn.Module, example args or None) from an nn.Module, a ``(module, args)`` tuple, or ``FILE.py:FUNC``."""
+    torch = require_torch()
+    if isinstance(module, (str, os.PathLike)):
+        mod, args = load_module(str(module))
+        return eager(mod, str(module)), args
+    if isinstance(module, tuple) and len(module) == 2 and isinstance(module[0], torch.nn.Module):
+        if isinstance(module[1], dict):
+            raise setting_error(UsageError, VS_TORCH, ": the example arguments are a dict (keyword arguments); give "
+                                "them as a tuple, in the order of the ONNX model's inputs")
+        args = module[1] if isinstance(module[1], (tuple, list)) else (module[1],)
+        return eager(module[0]), tuple(args)
+    if isinstance(module, torch.nn.Module):
+        return eager(module), None
+    raise setting_error(UsageError, VS_TORCH, f": expected an nn.Module or FILE.py:FUNC, got {type(module).__name__}")
+
+
+def eager(module, where: str = "the module"):
+    """``module``, unless it is TorchScript (torch.jit.script / trace), whose submodules take no hooks."""
+    torch = require_torch()
+    if isinstance(module, torch.jit.ScriptModule):
+        raise setting_error(UsageError, VS_TORCH, f"{where}: a TorchScript module (torch.jit.script or trace); onnxprobe reads "
+                            "each submodule's output through forward hooks, which TorchScript does not run: give the eager "
+                            "nn.Module")
+    return module
+
+
+def example_inputs(model: Model, inputs: InputSpec | None, example_args: tuple | None) -> InputSpec | None:
+    """The example arguments as the inputs, in the ONNX inputs' order, when none are given otherwise."""
+    if example_args is None or (inputs is not None and inputs.names()):
+        return inputs
+    torch = require_torch()
+    names = [i.name for i in _feeds.model_inputs(model.proto)]
+    # torch tensors, or numpy arrays (a notebook's): the values of the ONNX inputs, which the module is run on too
+    meta = [str(i) for i, a in enumerate(example_args) if isinstance(a, torch.Tensor) and a.is_meta]
+    if meta:
+        raise settings_error(UsageError, lambda say: f"{say(VS_TORCH)}: the example argument{'s' if len(meta) > 1 else ''} "
+                             f"{', '.join(meta)} {'hold' if len(meta) > 1 else 'holds'} no data (meta tensors, device='meta'): "
+                             f"give tensors with values, or the inputs with {say(INPUT)}")
+    specs = _feeds.model_inputs(model.proto)
+    fed = fed_positions(model, example_args)
+    tensors = [to_numpy(example_args[k]) if isinstance(example_args[k], torch.Tensor)
+               else _number(example_args[k], specs[j]) if j < len(specs) and not isinstance(example_args[k], np.ndarray)
+               else example_args[k] for j, k in enumerate(fed)]
+    if len(tensors) != len(names):
+        raise settings_error(UsageError, lambda say: f"{say(VS_TORCH)}: the example arguments hold {len(tensors)} tensor(s), "
+                             f"the ONNX model takes {len(names)} input(s) ({', '.join(names)}); give the inputs with "
+                             f"{say(INPUT)}{say.either('', ' (inputs= from Python)')}")
+    arrays = dict(zip(names, tensors))
+    base = inputs or InputSpec()
+    return InputSpec(seed=base.seed, int_range=base.int_range, arrays=arrays, arrays_from="the example arguments")
+
+
+def fed_positions(model: Model, example_args: tuple) -> list[int]:
+    """The positions of the example arguments that are the ONNX model's inputs: its tensors (torch's or
+    numpy's); where the model takes more inputs than that and its Python numbers make up the count (the
+    legacy exporter makes ``forward(x, scale: float)``'s scale a 0-d input; dynamo bakes it in), those too."""
+    torch = require_torch()
+    count = len(_feeds.model_inputs(model.proto))
+    tensors = [k for k, a in enumerate(example_args) if isinstance(a, (torch.Tensor, np.ndarray))]
+    numbers = [k for k, a in enumerate(example_args) if isinstance(a, (torch.Tensor, np.ndarray, int, float, np.generic))]
+    return numbers if len(tensors) != count and len(numbers) == count else tensors
+
+
+def _number(value, spec) -> np.ndarray:
+    """A Python number as the 0-d array of its ONNX input's type (legacy: a float is a double input)."""
+    try:
+        return np.asarray(value, dtype=spec.dtype)
+    except Exception:  # noqa: BLE001 - an input of no numeric type: make_feeds says what is wrong with it
+        return np.asarray(value)
+
+
+def prepare(a, module, example_args, inputs, config):
+    """(model, module, feeds, config, template): ``template`` is the example arguments with each tensor's
+    place None, where some are not tensors (a float the exporter baked into the graph): torch's forward
+    gets those as given, and the feeds in the tensors' places (None when every argument is a tensor)."""
+    a_model = as_model(a)
+    mod, args = torch_module(module)
+    args = example_args if example_args is not None else args
+    empty = next((n for n, t in [*mod.named_parameters(), *mod.named_buffers()] if t.is_meta), None)
+    if empty is not None:  # torch's forward would stop on it (on another device than the inputs)
+        raise setting_error(UsageError, VS_TORCH, f": the module's {empty} holds no data (a meta tensor: built under "
+                            "torch.device('meta')); load its weights first (load_state_dict(..., assign=True))")
+    fs = _feeds.make_feeds(a_model.proto, example_inputs(a_model, inputs, args))
+    require_torch()  # a MissingExtra before any work, where torch is not installed
+    template = None
+    fed = set(fed_positions(a_model, args)) if args is not None else set()
+    if args is not None and len(fed) < len(args):
+        template = [None if k in fed else x for k, x in enumerate(args)]
+    return a_model, mod, fs, config or RunConfig(), template
