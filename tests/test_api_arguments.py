@@ -197,7 +197,7 @@ def test_wrong_kind_of_argument_is_one_usage_error(call, match, tmp_path, monkey
     (lambda: api.layers(CNN, runtime_options={"A": "B"}), "runtime_options (--runtime-option) A: ort takes only tf32"),
     (lambda: api.layers(CNN, config=api.RunConfig(device="cuda"), runtime="openvino"), "device (--device) cuda: an onnxruntime"),
     (lambda: api.GradSpec(loss="foo"), "loss (--loss) 'foo': choose one of"),
-    (lambda: api.GradSpec(loss="mse"), "loss (--loss) mse needs target (--target FILE.npy)"),
+    (lambda: api.GradSpec(loss="mse"), "loss (--loss) mse needs target (--target): the values"),
     (lambda: api.GradSpec(labels=np.zeros(3)), "labels (--labels) goes with loss (--loss) cross-entropy"),
     (lambda: api.GradSpec(loss="mean", output_grad=np.zeros(3)), "output_grad (--output-grad) gives dL/dy directly"),
     (lambda: api.grad(MLP, spec=api.GradSpec(output="nope")), "output (--loss-output) 'nope': not an output"),

@@ -100,7 +100,7 @@ def files(tmp_path_factory) -> dict:
 
 def _command_line_words(message: str) -> list[str]:
     """The flags and commands a message names outside the API's "param (--flag)" form."""
-    rest = re.sub(r"\w+ \((--[\w-]+(/--[\w-]+)?( [A-Z:]+)?)\)", "", message)
+    rest = re.sub(r"\w+ \((--[\w-]+(/--[\w-]+)?( [A-Z:]+)?)\)", "", message).replace("ray start --head", "")  # Ray's own command
     return re.findall(r"(?<![\w-])--[a-z][\w-]*|`onnxprobe [^`]*`", rest)
 
 
@@ -183,6 +183,23 @@ CASES = {
                             "api.grad_dataset run",
                             "merge-stats merges the dataset reports of layers and diff (a dataset's gradients come from one "
                             "`grad --inputs-dir` run"),
+    "ray address malformed": (lambda f: api.layers_dataset(f["M"], f["DATA"], ray=api.RayOptions(address="bad")),
+                              ["layers", "M", "--inputs-dir", "DATA", "--ray", "--ray-address", "bad"],
+                              "address (--ray-address) 'bad': expected auto", "--ray-address 'bad': expected auto"),
+    "ray address unanswered": (lambda f: api.layers_dataset(f["M"], f["DATA"], ray=api.RayOptions(address="127.0.0.1:1")),
+                               ["layers", "M", "--inputs-dir", "DATA", "--ray", "--ray-address", "127.0.0.1:1"],
+                               "address (--ray-address) 127.0.0.1:1: nothing answers there", "--ray-address 127.0.0.1:1: nothing answers there"),
+    "runtime option malformed": (lambda f: api.parse_runtime_options(["x"]), ["layers", "M", "--runtime-option", "x"],
+                                 "runtime_options (--runtime-option) 'x': expected KEY=VALUE", "--runtime-option 'x': expected KEY=VALUE"),
+    "runtime option twice": (lambda f: api.parse_runtime_options(["a=1", "a=2"]),
+                             ["layers", "M", "--runtime-option", "a=1", "--runtime-option", "a=2"],
+                             "runtime_options (--runtime-option) a: given twice", "--runtime-option a: given twice"),
+    "profile, models apart": (lambda f: api.diff(f["HALF"], f["M"], profile=True), ["diff", "HALF", "M", "--profile"],
+                              "profile times diff's one run of both models, which these models cannot take",
+                              "--profile times diff's one run of both models, which these models cannot take"),
+    "loss without its target": (lambda f: api.GradSpec(loss="mse"), ["grad", "M", "--loss", "mse"],
+                                "loss (--loss) mse needs target (--target): the values",
+                                "--loss mse needs --target FILE.npy: the values"),
 }
 
 
@@ -220,3 +237,19 @@ def test_text_names_itself_as_report_does():
         api.text(None)
     with pytest.raises(api.UsageError, match=r"^html: expected the result of api\.layers"):
         api.html(None)
+
+
+@pytest.mark.parametrize("asked, said, cli_said", [(dict(columns=["x"]), "columns (--columns): this report has no table",
+                                                    "--columns: this report has no table"),
+                                                   (dict(fmt="csv"), "format (--format) csv: this report has no table",
+                                                    "--format csv: this report has no table")])
+def test_a_report_without_a_table_names_the_setting_as_the_api_does(asked, said, cli_said):
+    """api.text(result, columns=.../format=...) of a report with no table (``grad --export``'s lines) said
+    '--columns: this report has no table'."""
+    from rich.text import Text
+
+    from onnxprobe.report.table import present
+
+    with pytest.raises(api.UsageError) as e:
+        present([Text("wrote x.onnx")], **asked)
+    assert str(e.value) == said and e.value.cli_message == cli_said

@@ -74,9 +74,9 @@ class GradSpec:
         self.target, self.labels, self.output_grad = (_array(getattr(self, k), (k, EXTRA_FLAG[kind])) for kind, k in EXTRA_FIELD.items())
         if self.loss in EXTRA_FLAG and self.extra is None:
             field, flag = EXTRA_FIELD[self.loss], EXTRA_FLAG[self.loss]
-            e = UsageError(f"loss (--loss) {self.loss} needs {field} ({flag} FILE.npy): the values it is computed against")
-            e.cli_message = f"--loss {self.loss} needs {flag} FILE.npy: the values it is computed against"
-            raise e
+            raise settings_error(UsageError, lambda say: f"{say(('loss', '--loss'))} {self.loss} needs "
+                                 f"{say.either(say((field, flag)), f'{flag} FILE.npy')}: the values "
+                                 "it is computed against")
         if self.output is not None and not isinstance(self.output, str):
             raise UsageError(f"GradSpec output: expected an output name, got {type(self.output).__name__}")
         self.wrt = tuple(as_names(self.wrt, "GradSpec wrt"))

@@ -318,7 +318,8 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     halves = "a model computes in half precision" if a.runs_graphs and b.runs_graphs and (half(a) or half(b)) else None
     why_not = (fusable(a, b) or ("the models take inputs of different float types" if floats else None) or halves) if fuse else "--separate-runs"
     if profile and why_not:  # known before any run: refused as the flags that keep the one run off are (api.check_profile)
-        raise UsageError(f"--profile times diff's one run of both models, which these models cannot take: {why_not}")
+        raise settings_error(UsageError, lambda say: f"{say.either('profile', '--profile')} times diff's one run of both "
+                             f"models, which these models cannot take: {why_not}")
     notes = []
     notes += unread_note(a.model.proto, b.model.proto) if a.runner.takes_feeds and b.runner.takes_feeds else []
     notes += float_note(floats) + quantized_b_note(report, introduced and (with_cones or b.runner.replays), one_model(a, b))

@@ -19,7 +19,7 @@ from onnxprobe.compare.fused import FusedGraph, NotMergeable, build_cached, prof
 from onnxprobe.compare.introduced import build_cones, cone_inputs, run_cones
 from onnxprobe.compare.sides import Side
 from onnxprobe.compare.unordered import in_order
-from onnxprobe.errors import ExecutionError, UsageError, first_line
+from onnxprobe.errors import ExecutionError, UsageError, first_line, settings_error
 from onnxprobe.graph.memo import ModelMemo, feed_key
 from onnxprobe.graph.shapes import concrete_sizes
 from onnxprobe.match.engine import Matching, Pair
@@ -180,7 +180,9 @@ def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
                                           frozenset(plan.skip | set(plan.unordered)))
             except NotMergeable as e:  # measured in separate runs: said, as the JSON's in_graph 0 is not explained
                 if plan.profile:  # nothing has run yet: --profile has no one run to time (as --separate-runs)
-                    raise UsageError(f"--profile times diff's one run of both models: these run apart ({e})") from e
+                    apart = str(e)
+                    raise settings_error(UsageError, lambda say: f"{say.either('profile', '--profile')} times diff's one "
+                                         f"run of both models: these run apart ({apart})") from e
                 plan.fuse = False
                 why = f"the models run apart, not as one graph ({e}): the same numbers, more time"
                 if why not in plan.notes:

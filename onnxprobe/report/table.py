@@ -488,7 +488,8 @@ def present(items: list, *, wide: bool = False, columns: list[str] | None = None
     tables = [r for r in items if isinstance(r, Table)]
     main = next((t for t in tables if t.main), tables[0] if tables else None)
     if (columns or fmt != "table") and main is None:
-        raise UsageError(f"{'--columns' if columns else '--format ' + fmt}: this report has no table")
+        raise setting_error(UsageError, COLUMNS, ": this report has no table") if columns else \
+            setting_error(UsageError, FORMAT, f"{fmt}: this report has no table")
     if columns:
         main.choose(columns)
     for t in tables:

@@ -36,6 +36,9 @@ ATTEMPTS = 3  # sends of one batch (Ray's own retry included in the first)
 WAIT_EXIT_S = 10.0  # how long the processes of a local cluster get to exit after ray.shutdown()
 
 
+ADDRESS = ("address", "--ray-address")  # RayOptions(address=) as the command line names it (errors.setting_error)
+
+
 @dataclass(frozen=True)
 class RayOptions:
     """``address``: None for a local cluster started for the run, "auto", "host:port" or
@@ -52,7 +55,7 @@ class RayOptions:
             object.__setattr__(self, "workers", int(w))  # frozen
         if self.address is not None:
             if not isinstance(self.address, str):
-                raise setting_error(UsageError, ("address", "--ray-address"), f"{self.address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
+                raise setting_error(UsageError, ADDRESS, f"{self.address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
             check_address(self.address)
 
 
@@ -97,7 +100,7 @@ def check_address(address: str) -> tuple[str, int] | None:
     rest = address[len("ray://"):] if address.startswith("ray://") else address
     host, sep, port = rest.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"--ray-address {address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
+        raise setting_error(UsageError, ADDRESS, f"{address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
     return host.strip("[]"), int(port)
 
 
@@ -108,8 +111,8 @@ def _reachable(address: str) -> None:
     try:
         socket.create_connection(hp, timeout=3).close()
     except OSError as e:
-        raise ExecutionError(f"--ray-address {address}: nothing answers there ({e.strerror or type(e).__name__}); "
-                             "start the cluster (ray start --head) or give its address") from None
+        raise setting_error(ExecutionError, ADDRESS, f"{address}: nothing answers there ({e.strerror or type(e).__name__}); "
+                            "start the cluster (ray start --head) or give its address") from None
 
 
 def _descendants(pid: int) -> set[int]:

@@ -89,14 +89,14 @@ def parse_runtime_options(items: list[str] | None) -> dict[str, str]:
     from onnxprobe.runtime.input_flags import flag_items
 
     out: dict[str, str] = {}
-    for item in flag_items(items, "--runtime-option", "INFERENCE_PRECISION_HINT=f16"):
+    for item in flag_items(items, RUNTIME_OPTIONS, "INFERENCE_PRECISION_HINT=f16"):
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key or not value.strip():
-            raise UsageError(f"--runtime-option {item!r}: expected KEY=VALUE, e.g. INFERENCE_PRECISION_HINT=f16")
+            raise setting_error(UsageError, RUNTIME_OPTIONS, f"{item!r}: expected KEY=VALUE, e.g. INFERENCE_PRECISION_HINT=f16")
         if key in out and out[key] != value.strip():  # the last one silently won
-            raise UsageError(f"--runtime-option {key}: given twice with different values ({out[key]!r} and "
-                             f"{value.strip()!r}); give one")
+            raise setting_error(UsageError, RUNTIME_OPTIONS, f"{key}: given twice with different values ({out[key]!r} and "
+                                f"{value.strip()!r}); give one")
         out[key] = value.strip()
     return out
 
