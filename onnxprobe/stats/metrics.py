@@ -276,8 +276,12 @@ class Tolerance:
         named = ", ".join(f"--{k.replace('_', '-')}" for k in self.given)
         # a given --atol is absolute, as the flag says, whatever the default's atol is a fraction of
         relative = default.atol_relative and "atol" not in self.given
+        # the default's why says what it is for, then (after ':') how its atol scales: not said of a given atol
+        rest = default.why.split(";")[0]
+        rest = rest.split(":")[0] if default.atol_relative and not relative else rest
+        given = f"{named} given{', an absolute atol' if default.atol_relative and not relative else ''}"
         return replace(default, **{k: getattr(self, k) for k in self.given}, given=(), atol_relative=relative,
-                       why=f"{named} given; the rest {default.why.split(';')[0]}" if default.why else "")
+                       why=f"{given}; the rest {rest}" if default.why else "")
 
     def to_dict(self) -> dict:
         d = {"metric": self.metric, "atol": self.atol, "rtol": self.rtol, "min_sqnr": self.min_sqnr,
