@@ -50,10 +50,14 @@ class NoGradientRule(ModelError):
     def __init__(self, op: str, node: str, hint: str, needed: list[str], supported: list[str], where: str | None = None):
         self.op, self.node, self.hint, self.needed, self.supported, self.where = op, node, hint, needed, supported, where
         inside = f" (in {where})" if where else ""
-        super().__init__(
-            f"cannot differentiate op {op} at node {node!r} ({hint}){inside}; it lies between the loss and "
-            f"{', '.join(repr(x) for x in needed)}. Use --wrt to ask only for gradients that do not pass through it "
-            f"(onnxprobe has gradient rules for {len(supported)} ops: README, 'Gradient rules')")
+
+        def say(voice: Voice) -> str:
+            return (f"cannot differentiate op {op} at node {node!r} ({hint}){inside}; it lies between the loss and "
+                    f"{', '.join(repr(x) for x in needed)}. Use {voice(('wrt', '--wrt'))} to ask only for gradients that do "
+                    f"not pass through it (onnxprobe has gradient rules for {len(supported)} ops: README, 'Gradient rules')")
+
+        super().__init__(say(Voice(cli=False)))
+        self.cli_message = say(Voice(cli=True))
 
     def within(self, where: str) -> "NoGradientRule":
         """The same error, saying which body the node lies in."""
@@ -135,6 +139,29 @@ def settings_error(cls: type[OnnxProbeError], say) -> OnnxProbeError:
     e = cls(say(Voice(cli=False)))
     e.cli_message = say(Voice(cli=True))
     return e
+
+
+class Said(str):
+    """Text that is not an error (a note in a result's ``notes``) said in the API's words, carrying the command
+    line's (``cli``): made by ``said``, printed by the command line as ``cli_words`` gives it."""
+
+    cli = ""
+
+
+def said(say) -> str:
+    """``say(voice)`` (``Voice``, as for ``settings_error``) as text in the API's words whose ``cli_words`` are
+    the command line's: for notes that name settings or give advice."""
+    api, cli = say(Voice(cli=False)), say(Voice(cli=True))
+    if api == cli:
+        return api
+    out = Said(api)
+    out.cli = cli
+    return out
+
+
+def cli_words(text: str) -> str:
+    """``text`` as the command line says it (a ``said`` note's ``cli``; any other text as it is)."""
+    return getattr(text, "cli", "") or text
 
 
 def hinted_setting_error(cls: type[OnnxProbeError], what: tuple[str, str], rest: str, hint) -> OnnxProbeError:

@@ -60,6 +60,8 @@ GEN = '''
 import numpy as np
 def gen():
     yield {"x": np.zeros((2, 3), np.float32)}
+def notdicts():
+    yield 3
 '''
 
 
@@ -183,6 +185,9 @@ CASES = {
                             "api.grad_dataset run",
                             "merge-stats merges the dataset reports of layers and diff (a dataset's gradients come from one "
                             "`grad --inputs-dir` run"),
+    "inputs_from, an item not a dict": (lambda f: api.layers_dataset(f["M"], inputs_from=f"{f['GEN']}:notdicts"),
+                                        ["layers", "M", "--inputs-from", "GEN:notdicts"],
+                                        "inputs_from (--inputs-from) ", "--inputs-from "),
     "ray address malformed": (lambda f: api.layers_dataset(f["M"], f["DATA"], ray=api.RayOptions(address="bad")),
                               ["layers", "M", "--inputs-dir", "DATA", "--ray", "--ray-address", "bad"],
                               "address (--ray-address) 'bad': expected auto", "--ray-address 'bad': expected auto"),
@@ -253,3 +258,31 @@ def test_a_report_without_a_table_names_the_setting_as_the_api_does(asked, said,
     with pytest.raises(api.UsageError) as e:
         present([Text("wrote x.onnx")], **asked)
     assert str(e.value) == said and e.value.cli_message == cli_said
+
+
+def test_notes_and_hints_carry_both_wordings(capsys):
+    """Notes and hints that are text, not errors, named flags to a notebook: a run's error after guessed
+    dimensions ended '(give real sizes with --shape NAME=DIMS)', NoGradientRule said 'Use --wrt', diff_torch's
+    note on differing losses said '`diff --vs-torch` shows where...'. Said with errors.said / settings_error:
+    the API's words in the text, the command line's in cli_message / cli_words, which the CLI prints."""
+    from onnxprobe.cli.output import notes
+    from onnxprobe.compare.gradients import forward_note
+    from onnxprobe.errors import ExecutionError, NoGradientRule, cli_words
+    from onnxprobe.runtime.feeds import Feeds
+
+    e = Feeds(values={"x": np.zeros((1, 3), np.float32)}, defaulted={"x": ["N"]}, random_ints=["k"]).explained(ExecutionError("boom"))
+    assert str(e).startswith("boom (dynamic dimensions were set to 1: give real sizes with shapes (--shape) NAME=DIMS")
+    assert "files (--input) NAME=VALUE or arrays (--inputs)" in str(e) and _command_line_words(str(e)) == [], str(e)
+    assert e.cli_message == ("boom (dynamic dimensions were set to 1: give real sizes with --shape NAME=DIMS; integer or bool "
+                             "input k: seeded random data, which a model may not take: give real values with --input NAME=VALUE "
+                             "or --inputs)")
+    rule = NoGradientRule("Foo", "n", "no rule", ["w"], ["Add"]).within("Loop body")
+    assert "Use wrt (--wrt) to ask" in str(rule) and _command_line_words(str(rule)) == [], str(rule)
+    assert "Use --wrt to ask" in rule.cli_message and "(in Loop body)" in rule.cli_message
+    [note] = forward_note({"loss_a": 1.0, "loss_b": 2.0}, False, "torch", ("api.diff_torch", "`diff --vs-torch`"))
+    assert "api.diff_torch shows where" in note and _command_line_words(note) == [], note
+    assert "; `diff --vs-torch` shows where" in cli_words(note)
+    [note] = forward_note({"loss_a": 1.0, "loss_b": 2.0})
+    assert _command_line_words(note) == [] and "`diff A B` (without --grad) shows where" in cli_words(note)
+    notes([note])
+    assert "`diff A B` (without --grad) shows where" in capsys.readouterr().err

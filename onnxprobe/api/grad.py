@@ -21,7 +21,7 @@ from onnxprobe.autodiff.rounding import activations, downstream_max, rounding_mo
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.compare.gradients import gradient_stops
 from onnxprobe.fileio import checked_path
-from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line, setting_error
+from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line, said, setting_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.shapes import infer_shapes
@@ -279,8 +279,8 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
         mode = "float64"
     except ExecutionError as e:
         why = first_line(e)
-        result.notes.append(f"--check ran in float32 (tolerance {TOLERANCE['float32']:g}): onnxruntime cannot run the "
-                            f"model's float64 copy ({why[:200]})")
+        result.notes.append(said(lambda say: f"{say(('check', '--check'))} ran in float32 (tolerance "
+                                 f"{TOLERANCE['float32']:g}): onnxruntime cannot run the model's float64 copy ({why[:200]})"))
         runner = OrtRunner(pm, config)
         half = sorted(n for n, (e, _) in tensors.items() if e in (TensorProto.FLOAT16, TensorProto.BFLOAT16))
         if half:  # finite differences over a step of 1e-3 of the values drown in float16's own rounding

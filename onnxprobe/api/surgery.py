@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.inputs import as_inputs, as_names, as_selection, model_file
-from onnxprobe.errors import ModelError, OnnxProbeError, UsageError
+from onnxprobe.errors import ModelError, OnnxProbeError, UsageError, said
 from onnxprobe.graph import external
 from onnxprobe.graph.external import load_lazy, materialize, write_model
 from onnxprobe.graph.extract import cut, extract as extract_pass
@@ -139,7 +139,9 @@ def _observe_types(model: onnx.ModelProto, lazy, names: list[str], spec: InputSp
             raise
         except OnnxProbeError as e:
             failed = f"{e}{fs.hint()}"
-            notes.append(f"could not run the model to find the types shape inference left unknown{fs.hint()}: {e}")
+            err = e
+            notes.append(said(lambda say: f"could not run the model to find the types shape inference left unknown"
+                              f"{fs.hint(say)}: {(err.cli_message or err) if say.cli else err}"))
     types = {}
     for n, v in values.items():
         if n in skip_empty and np.size(v) == 0:

@@ -262,7 +262,7 @@ def diff_grad_torch(
     res.grad["forward_differs"] = losses_differ(res.grad, half)  # the verdict fails (compare.diff)
     gradient_origin(res)
     res.notes[:0] = (fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter, exporter_guess(a_model.proto))
-                     + forward_note(res.grad, half, "torch", "`diff --vs-torch`"))
+                     + forward_note(res.grad, half, "torch", ("api.diff_torch", "`diff --vs-torch`")))
     res.feed = fs.values  # what the result measured (histograms run these inputs again)
     return res
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterable
 
+from onnxprobe.errors import cli_words
 from onnxprobe.report import io as report_io
 from onnxprobe.report.console import stdout_console, to_devnull
 from onnxprobe.report.render import print_items
@@ -150,7 +151,7 @@ def notes(messages: Iterable[str]) -> None:
     for grep."""
     width = _terminal_width(sys.stderr)
     for m in dict.fromkeys(messages):
-        line = f"onnxprobe: note: {one_line(m)}"
+        line = f"onnxprobe: note: {one_line(cli_words(m))}"  # a note that names settings: as the flags say them
         if width and len(line) > width:
             import textwrap
 

@@ -26,7 +26,7 @@ import onnx
 from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.select import WRT, weights
 from onnxprobe.compare.sides import GRADIENT_STOPPED, Side
-from onnxprobe.errors import UsageError, setting_error
+from onnxprobe.errors import UsageError, said, setting_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import first_readers, walk
@@ -124,16 +124,17 @@ def losses_differ(grad: dict | None, half: bool = False) -> bool:
     return math.isfinite(la) and abs(la - lb) > rel * max(1.0, abs(lb))
 
 
-def forward_note(grad: dict, half: bool = False, b: str = "B", where: str = "`diff A B` (without --grad)") -> list[str]:
+def forward_note(grad: dict, half: bool = False, b: str = "B",
+                 where: tuple[str, str] = ("api.diff(a, b)", "`diff A B` (without --grad)")) -> list[str]:
     """A note when the two losses differ: the forward passes disagree, so the gradients need not agree
     anywhere, and no failing one is where the error starts (a changed weight upstream shows first in the
     gradients of the weights after it: ``gradient_origin`` marks none). ``b``: how B is called; ``where``:
-    what shows where the forward passes part."""
+    what shows where the forward passes part, as the API and the command line say it (``errors.said``)."""
     if not losses_differ(grad, half):
         return []
-    return [f"the losses differ (A {grad['loss_a']:.6g}, {b} {grad['loss_b']:.6g}): the forward passes disagree, so the "
-            f"gradients need not agree and their differences start in the forward pass, not at a backward step; "
-            f"{where} shows where the forward goes wrong"]
+    return [said(lambda say: f"the losses differ (A {grad['loss_a']:.6g}, {b} {grad['loss_b']:.6g}): the forward passes "
+                 f"disagree, so the gradients need not agree and their differences start in the forward pass, not at a "
+                 f"backward step; {say.either(*where)} shows where the forward goes wrong")]
 
 
 def candidates(model: onnx.ModelProto, obs: Observation, extra: frozenset[str] | set[str] = frozenset()) -> list[tuple[str, Observable]]:

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import numpy as np
 
-from onnxprobe.errors import UsageError, setting_error
+from onnxprobe.errors import UsageError, error_about, setting_error
 from onnxprobe.runtime.arrays import read_npz
 from onnxprobe.runtime.feeds import ModelInput
 from onnxprobe.runtime.userfunc import call_function, load_function, raised, user_code
@@ -128,7 +128,7 @@ def generator_samples(spec) -> Samples:
     array, or an exception in the pipeline, is one line naming the item."""
     if isinstance(spec, (str, os.PathLike)):
         fn, func = load_function(str(spec), INPUTS_FROM, "a function that yields feed dicts {input name: array}")
-        where, produce = f"{FLAG} {clean(str(spec))}", (lambda: call_function(fn, func, str(spec), INPUTS_FROM))
+        where, produce = (*INPUTS_FROM, clean(str(spec))), (lambda: call_function(fn, func, str(spec), INPUTS_FROM))
     elif callable(spec):
         func = getattr(spec, "__name__", "the function")
         where, produce = f"inputs_from {clean(func)}", (lambda: call_function(spec, func, func, "inputs_from"))
@@ -140,7 +140,7 @@ def generator_samples(spec) -> Samples:
         try:
             it = iter(got)
         except TypeError:
-            raise UsageError(f"{where}: {clean(func)}() returned {type(got).__name__}, not a generator "
+            raise error_about(UsageError, where, f": {clean(func)}() returned {type(got).__name__}, not a generator "
                              "or an iterable of feed dicts") from None
         k = 0
         while True:
@@ -150,31 +150,31 @@ def generator_samples(spec) -> Samples:
             except StopIteration:
                 break
             except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's pipeline may raise anything, exit too
-                raise UsageError(f"{where}: item {k}: the pipeline raised {raised(e)}") from None
+                raise error_about(UsageError, where, f": item {k}: the pipeline raised {raised(e)}") from None
             yield f"item {k}", _feed_dict(item, where, k)
             k += 1
         if k == 0:
-            raise UsageError(f"{where}: {f'{clean(func)}() yielded' if func else 'holds'} nothing")
+            raise error_about(UsageError, where, f": {f'{clean(func)}() yielded' if func else 'holds'} nothing")
 
     return items()
 
 
-def _feed_dict(item, where: str, k: int) -> dict[str, np.ndarray]:
+def _feed_dict(item, where: str | tuple[str, ...], k: int) -> dict[str, np.ndarray]:
     if not isinstance(item, dict):
-        raise UsageError(f"{where}: item {k} is a {type(item).__name__}, not a dict {{input name: array}}")
+        raise error_about(UsageError, where, f": item {k} is a {type(item).__name__}, not a dict {{input name: array}}")
     key = next((n for n in item if not isinstance(n, str)), None)
     if key is not None:
         try:
             shown = f"{clip(clean(repr(key)), 60)} "
         except Exception:  # noqa: BLE001 - the user's object, its repr too
             shown = ""
-        raise UsageError(f"{where}: item {k} has the key {shown}({type(key).__name__}), not an input name: yield "
+        raise error_about(UsageError, where, f": item {k} has the key {shown}({type(key).__name__}), not an input name: yield "
                          f"dicts {{input name: array}}")
     out = {}
     for name, v in item.items():
         try:
             a = np.asarray(v)
         except Exception as e:  # noqa: BLE001 - a value of any type
-            raise UsageError(f"{where}: item {k}, input {quote(name)}: not an array ({type(e).__name__})") from None
+            raise error_about(UsageError, where, f": item {k}, input {quote(name)}: not an array ({type(e).__name__})") from None
         out[name] = a  # dtype and shape are checked against the model's inputs (runtime.feeds.check_value)
     return out

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.errors import (DeviceUnavailable, ExecutionError, ModelError, SessionError, UsageError, error_about, setting_error,
-                              settings_error)
+                              settings_error, Voice)
 from onnxprobe.graph.shapes import static_shape
 from onnxprobe.graph.walk import unread_inputs
 from onnxprobe.runtime.arrays import Position, by_position, check_fits, literal, literal_as, read_array
@@ -28,7 +28,10 @@ from onnxprobe.types import InputSpec
 # strings ``input_spec`` reads (its parameters), and the InputSpec those make (its fields)
 SHAPES, FILES, ARRAYS = ("shapes", "--shape"), ("files", "--input"), ("arrays", "--inputs")
 
-SHAPE_HINT = "dynamic dimensions were set to 1: give real sizes with --shape NAME=DIMS"
+
+def shape_hint(say) -> str:
+    """The advice when dynamic dimensions were guessed, in ``say``'s words (``errors.Voice``)."""
+    return f"dynamic dimensions were set to 1: give real sizes with {say(SHAPES)} NAME=DIMS"
 
 
 # element types numpy holds only through ml_dtypes, which onnxruntime's Python API takes no array of (measured,
@@ -105,7 +108,7 @@ class Feeds:
         is about the device rather than the model and its inputs)."""
         if isinstance(e, (DeviceUnavailable, SessionError)) or not self.hint():  # not about the inputs
             return e
-        return ExecutionError(f"{e}{self.hint()}")
+        return settings_error(ExecutionError, lambda say: f"{(e.cli_message or e) if say.cli else e}{self.hint(say)}")
 
     @contextmanager
     def explaining(self):
@@ -117,17 +120,17 @@ class Feeds:
                 raise
             raise told from e
 
-    def hint(self) -> str:
+    def hint(self, say=Voice(cli=False)) -> str:
         """A suffix for errors a run raises when dimensions were guessed, or when integer or bool inputs
-        (counts, indices, conditions) were random: they may be the cause."""
+        (counts, indices, conditions) were random: they may be the cause. ``say``: whose words (``errors.Voice``)."""
         empty = [n for n, v in self.values.items() if 0 in np.shape(v)]
         if empty:  # legal in ONNX, but few models run on an empty tensor: the likelier cause, said first
             return f" (input {clean(empty[0])} has a dimension of 0, {list(np.shape(self.values[empty[0]]))}: an empty tensor)"
-        said = [SHAPE_HINT] if self.defaulted else []  # each guess that may be the cause (both: the ints were hidden)
+        said = [shape_hint(say)] if self.defaulted else []  # each guess that may be the cause (both: the ints were hidden)
         if self.random_ints:
             names = ", ".join(clean(n) for n in self.random_ints[:3]) + (", ..." if len(self.random_ints) > 3 else "")
             said.append(f"integer or bool input{'s' if len(self.random_ints) > 1 else ''} {names}: seeded random data, "
-                        f"which a model may not take: give real values with --input NAME=VALUE or --inputs")
+                        f"which a model may not take: give real values with {say(FILES)} NAME=VALUE or {say(ARRAYS)}")
         return f" ({'; '.join(said)})" if said else ""
 
 
