@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from onnxprobe.errors import cli_words
 from onnxprobe.fileio import write_file
 
 # numpy and onnx (through graph.io) are imported where they are used: the command line imports this module
@@ -19,8 +20,23 @@ def check_writable(path: str | os.PathLike, model: str | os.PathLike | None = No
     return check_output_path(path, source=model, source_is=model_is)
 
 
+def json_text(data: dict) -> str:
+    """A report as the command line writes it (``--json``, the debugger's too): notes that name settings
+    in the command line's words (``errors.cli_words``; the API's result keeps the API's)."""
+    return json.dumps(in_cli_words(data), indent=2, allow_nan=False, default=json_default)
+
+
+def in_cli_words(data):
+    """``data`` (dicts, lists, text) with every ``errors.said`` text as the command line says it."""
+    if isinstance(data, dict):
+        return {k: in_cli_words(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [in_cli_words(v) for v in data]
+    return cli_words(data) if isinstance(data, str) else data
+
+
 def write_json(data: dict, path: str | os.PathLike) -> None:
-    text = json.dumps(data, indent=2, allow_nan=False, default=json_default)
+    text = json_text(data)
     if str(path) == "-":
         sys.stdout.write(text + "\n")
         sys.stdout.flush()

@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 
 
+from onnxprobe.errors import cli_words
 from onnxprobe import api
 from onnxprobe.text import clean
 
@@ -75,7 +76,7 @@ def session_notes(fs: api.Feeds, name: str | None = None) -> list[str]:
     """Feed notes in the session's words (those about input ``name`` alone, when given): one line per input
     with guessed dimensions, and the command that fixes it, instead of the feeds' own (``Feeds.guessed``)."""
     guesses = set(fs.guessed.values())
-    out = [n for n in (fs.notes if name is None else fs.about.get(name, [])) if n not in guesses]
+    out = [cli_words(n) for n in (fs.notes if name is None else fs.about.get(name, [])) if n not in guesses]
     for n, labels in fs.defaulted.items():
         if name is not None and n != name:
             continue

@@ -25,7 +25,7 @@ from typing import Iterable
 from rich.console import Console
 from rich.text import Text
 
-from onnxprobe.errors import OnnxProbeError, UsageError, debug_enabled, first_line, internal_error_text, path_error_text
+from onnxprobe.errors import OnnxProbeError, UsageError, cli_words, debug_enabled, first_line, internal_error_text, path_error_text
 from onnxprobe.fileio import expand_home, input_file, protect, read_bounded, refuse_inputs
 from onnxprobe.report.console import console, to_devnull
 from onnxprobe.report.table import Verbatim
@@ -102,7 +102,7 @@ def banner(state: State) -> list:
         line.append(f" {t.model.source}: {len(idx.sites)} nodes, {len(idx.refs)} tensors")
         out.append(line)
         for n in session_notes(state.feed(t)[2]) + list(t.model.warnings):
-            out.append(Text(f"note: {n}", style="dim"))
+            out.append(Text(f"note: {cli_words(n)}", style="dim"))
     out.append(Text("help lists the commands · Tab completes · Ctrl-C cancels · Ctrl-D quits", style="dim"))
     return out
 

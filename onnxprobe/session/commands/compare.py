@@ -11,7 +11,7 @@ import numpy as np
 from rich.text import Text
 
 from onnxprobe import api
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, cli_words
 from onnxprobe.report.diff import COLUMNS, PROBLEM, diff_renderables
 from onnxprobe.report.format import safe, num, shape as fmt_shape
 from onnxprobe.session.commands.table import Env, command, pop_json_view, tag, with_json
@@ -94,7 +94,7 @@ def cmd_diff(env: Env, args: list[str]):
     json_path, view = pop_json_view(env, args, COLUMNS + [PROBLEM])
     res = _diff_result(env, parse_selection(args))
     order = api.sort_results(res.results, sort)
-    notes = [Text(f"note: {n}", style="dim") for n in dict.fromkeys(res.notes)]
+    notes = [Text(f"note: {cli_words(n)}", style="dim") for n in dict.fromkeys(res.notes)]
     one = next((t.label for t in env.state.targets.values() if t.forward is not None), None)
     if one is not None and len({t.forward is None for t in env.state.targets.values()}) == 2:
         notes.append(Text(f"note: only model {one} has a backward graph: the models are compared as loaded (`grad --model "

@@ -10,7 +10,7 @@ import numpy as np
 from rich.text import Text
 
 from onnxprobe import api
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, cli_words
 from onnxprobe.fileio import write_file
 from onnxprobe.report.format import plural, safe, shape as fmt_shape
 from onnxprobe.session import render
@@ -61,7 +61,7 @@ def cmd_run(env: Env, args: list[str]):
         if len(outs) > MAX_OUTPUT_LINES:
             out.append(Text(f"{label}… and {len(outs) - MAX_OUTPUT_LINES} more outputs (stats lists them)", style="dim"))
         for n in t.results.notes:
-            out.append(Text(f"note: {n}", style="dim"))
+            out.append(Text(f"note: {cli_words(n)}", style="dim"))
     return out
 
 

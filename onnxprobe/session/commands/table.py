@@ -143,13 +143,11 @@ def pop_json_view(env: Env, args: list[str], columns: list | None = None) -> tup
 def with_json(report: Callable[[], dict], json_path: str | None, out: list, view: dict) -> list:
     """What a command of ``pop_json_view`` prints: for `--json -` the whole report (``report()``) alone, for jq (its
     notes are in it); else the renderables ``out`` as ``view`` asks, after writing the report to --json's file."""
-    import json
-
-    from onnxprobe.report.io import json_default, write_json
+    from onnxprobe.report.io import json_text, write_json
     from onnxprobe.report.table import present
 
     if json_path == "-":
-        return [Verbatim(json.dumps(report(), indent=2, allow_nan=False, default=json_default))]
+        return [Verbatim(json_text(report()))]
     if json_path is not None:
         write_json(report(), json_path)
         out = out + [Text(safe(f"wrote the whole report to {json_path}"), style="dim")]
