@@ -11,6 +11,7 @@ from onnxprobe.graph.shapes import value_types
 from onnxprobe.match.bodies import body_tensors
 from onnxprobe.match.engine import COPY, FOLDED, NO_COUNTERPART, NO_NUMBERS, NOT_OBSERVABLE, Matching, Unmatched
 from onnxprobe.match.observe import VALUE_PRESERVING, Observable
+from onnxprobe.match.regions import inside_one_node
 from onnxprobe.runtime.runners.npz import NpzRunner
 
 # ops whose output holds its first input's values in their order (a Cast only to its input's own type): the
@@ -59,7 +60,7 @@ def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
                 else:
                     u.reason = f"in {where}, {why}" if u.obs.key in other.runner_hidden else f"not observable in {where}: {why}"
                 u.cause = other.hidden_causes.get(u.obs.key, other.hidden_cause)
-    _mapped_away(matching)
+    mapped = _mapped_away(matching)
     inside = body_tensors(a.model.proto, loops_only=True)
     for u in matching.unmatched_b:  # saved activations of A's body tensors (layers --all --save)
         if u.cause == NO_COUNTERPART and u.obs.name in inside:
@@ -71,8 +72,33 @@ def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
             continue
         _copies_and_constants(side, other, [u for u in items if u.cause == NO_COUNTERPART],
                               dict(pairs_of(p) for p in matching.pairs), "B" if side is a else "A")
-    if not b.runner.takes_feeds:
-        return
+    _inside_one_node(matching, a, b, mapped)
+    if b.runner.takes_feeds:
+        _folded_into_consumer(matching, a, b)
+
+
+def _inside_one_node(matching: Matching, a: Side, b: Side, mapped: set[int]) -> None:
+    """A tensor still without counterpart that lies strictly inside what the other model computes as one
+    node (HardSwish written as HardSigmoid and Mul, a LayerNormalization spelled out: ``match.regions``) is
+    folded into that node, compared at its output; after the copies and constants, which say more, and
+    before the consumer a B tensor's value may be folded into, which names no node of A (``mapped``: the ids
+    of the entries whose namesake --map paired with another tensor, which says so)."""
+    for side, other, items, pairs_of, there in ((a, b, matching.unmatched_a, lambda p: (p.a.name, p.b.name), "B"),
+                                                (b, a, matching.unmatched_b, lambda p: (p.b.name, p.a.name), "A")):
+        todo = {u.obs.name: u for u in items if u.cause == NO_COUNTERPART and id(u) not in mapped}
+        if not todo:
+            continue
+        obs = side.observation.observables
+        skip = {k for k, o in enumerate(obs) if o.name not in todo}
+        paired = dict(pairs_of(p) for p in matching.pairs)
+        writers = {t: nd.name for nd in other.model.proto.graph.node for t in nd.output if t and nd.name}
+        for k, reason in inside_one_node(obs, other.observation.observables, paired, skip, there, writers).items():
+            todo[obs[k].name].reason, todo[obs[k].name].cause = reason, FOLDED
+
+
+def _folded_into_consumer(matching: Matching, a: Side, b: Side) -> None:
+    """A B tensor whose one consumer's output is paired, where A has no tensor of its own for it: A
+    computes both in one tensor (Conv+BN folding, a Relu dropped by the quantizer), compared there."""
     consumers: dict[str, list] = {}
     for n in b.model.proto.graph.node:
         for i in n.input:
@@ -96,9 +122,10 @@ def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
                                  f"compared there (with A's {matched_b[out]!r})"), FOLDED
 
 
-def _mapped_away(matching: Matching) -> None:
+def _mapped_away(matching: Matching) -> set[int]:
     """A tensor left alone because its namesake on the other side was paired with another tensor by
-    --map says so (rather than 'no counterpart', or a folding that did not happen)."""
+    --map says so (rather than 'no counterpart', or a folding that did not happen); the ids of those."""
+    done: set[int] = set()
     by_key = {}
     for p in matching.pairs:
         if p.strategy == "map":
@@ -111,6 +138,8 @@ def _mapped_away(matching: Matching) -> None:
                 mine, theirs = (p.b, p.a) if other == "b" else (p.a, p.b)
                 where = "B" if other == "b" else "A"
                 u.reason = f"its namesake in {where}, {mine.name!r}, is paired with {theirs.name!r} by --map"
+                done.add(id(u))
+    return done
 
 
 def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired: dict[str, str], there: str) -> None:
