@@ -42,6 +42,7 @@ from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe, w
 from onnxprobe.torch.load import require_torch
 from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
 from onnxprobe.torch.params import ParamMap, map_parameters, param_aliases, param_owners
+from onnxprobe.torch.rnn import add_block_grads, attach_blocks, name_blocks, pair_blocks, rnn_blocks
 from onnxprobe.torch.tied import Tie, add_tie_sums, name_ties, pair_ties
 from onnxprobe.torch.runner import OUTPUT, TorchRunner, to_numpy
 from onnxprobe.text import matches
@@ -145,7 +146,8 @@ def diff_torch(
     res.feed = fs.values  # what the result measured (histograms run these inputs again)
     # a weight named as a parameter with other values fails the export whatever the activations say (a float16
     # export's default criterion passed a 1% change of one layer's weight: QA)
-    res.other_values = sorted(_param_map(a_model, mod).contradicts)
+    pm = _param_map(a_model, mod)  # an LSTM's or GRU's gate block with other values too (torch.rnn)
+    res.other_values = sorted(pm.contradicts | {b.name for b in pm.blocks if not b.holds})
     return res
 
 
@@ -154,8 +156,11 @@ def _param_map(model: Model, mod):
     known = {p for p, _ in mod.named_modules()}
     params = {n: to_numpy(p) for n, p in mod.named_parameters()}
     buffers = {n: to_numpy(b) for n, b in mod.named_buffers() if b.is_floating_point()}
-    return map_parameters(model.proto, params, _float_initializers(model), initializer_users(model.proto, known), buffers,
-                          _batchnorm_folds(mod), param_owners(mod), known, param_aliases(mod))
+    users = initializer_users(model.proto, known)
+    pm = map_parameters(model.proto, params, _float_initializers(model), users, buffers,
+                        _batchnorm_folds(mod), param_owners(mod), known, param_aliases(mod))
+    attach_blocks(pm, rnn_blocks(model.proto, mod, params, users))  # LSTM / GRU gates, reordered by the exporter
+    return pm
 
 
 def _float_initializers(model: Model) -> list[str]:
@@ -198,8 +203,9 @@ def diff_grad_torch(
     module it was exported from: the same loss (``spec``) on the same inputs. Weight gradients pair an
     initializer with the parameters whose values it holds (as they are, transposed, or merged: the sum of
     their gradients; ``torch.params``; one parameter several initializers hold: the sum of theirs, ``torch.tied``), input gradients by position, activation gradients through the
-    module pairing of ``diff_torch``. Initializers the exporter derived (folded BatchNormalization,
-    reordered RNN gates) have no parameter and are listed with the reason."""
+    module pairing of ``diff_torch``; an LSTM's or GRU's parameters by their gate blocks inside the node's W, R
+    and B (``torch.rnn``). Initializers the exporter derived otherwise (folded BatchNormalization) have no
+    parameter and are listed with the reason."""
     spec, max_memory = spec or GradSpec(), as_max_memory(max_memory)
     a_model, mod, fs, config, template = prepare(a, module, example_args, inputs, config or RunConfig(opt_level=GRAD_OPT_LEVEL))
     fwd_side = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu", cache=config.cache), a_model.source))
@@ -221,8 +227,11 @@ def diff_grad_torch(
         plan = grad_plan(a_model, spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
     pm = _param_map(a_model, mod)  # a parameter several initializers hold: the sum of their gradients (torch.tied)
     ties, summed = add_tie_sums(plan, pm.ties, {p: v.shape for p, v in params.items()}, cands)
-    side_a = grad_side(a_model.source, a_model, plan, OrtRunner(plan.backward.model, config, a_model.source), cands + summed, "A")
+    blocks, parts = add_block_grads(plan, pm.blocks, cands, {p: v.shape for p, v in params.items()})
+    side_a = grad_side(a_model.source, a_model, plan, OrtRunner(plan.backward.model, config, a_model.source),
+                       cands + summed + parts, "A")
     name_ties(side_a, ties)
+    name_blocks(side_a, blocks)
     outputs = [o.name for o in a_model.proto.graph.output]
     modules = {p.a.name: p.b for p in tp.pairs if p.b.module}
     runner = TorchGradRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], outputs.index(plan.loss.output),
@@ -232,7 +241,7 @@ def diff_grad_torch(
     # weights the loss reads whose gradient an op without a rule stops (compare.gradients.grad_side)
     stopped = {forward_name(k): side_a.observation.hidden[k] for k, c in side_a.hidden_causes.items()
                if c == GRADIENT_STOPPED and k in side_a.observation.hidden}
-    matching = _grad_matching(a_model, side_a.observation.observables, params, modules, pm, stopped, ties)
+    matching = _grad_matching(a_model, side_a.observation.observables, params, modules, pm, stopped, ties, blocks)
     try:  # torch's backward pass: a parameter autograd gives no gradient (read detached) is not compared
         without_torch_gradient(matching, runner, fs.values, tp.branch)
     except ExecutionError as e:
@@ -325,10 +334,12 @@ def _batchnorm_folds(mod) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.ndarray], modules: dict[str, Observable],
-                   pm: ParamMap, stopped: dict[str, str] | None = None, ties: list[Tie] = ()) -> Matching:
+                   pm: ParamMap, stopped: dict[str, str] | None = None, ties: list[Tie] = (),
+                   blocks: dict | None = None) -> Matching:
     """A's gradient observables paired with torch's: weights through ``pm`` (``map_parameters``; B is named by
     the parameter: ``fc.weight``; parameters merged into one initializer ``ln1.weight+ln2.weight``; ``ties``:
-    a parameter several initializers hold, by the sum of their gradients), inputs
+    a parameter several initializers hold, by the sum of their gradients; ``blocks``: tensor -> the
+    ``torch.rnn.Block`` whose gradient it is, an LSTM's or GRU's parameter inside its initializer), inputs
     by position (``input[0]``), activations through the module pairing (``modules``: ONNX tensor -> the
     module's observable of the forward pairing; B is named by the module path). ``stopped``: initializer ->
     why A has no gradient for it though the loss reads it (an op without a gradient rule on the way)."""
@@ -336,6 +347,9 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
     weights = {o.name: forward_name(o.key) or forward_name(o.name) for o in obs_a if o.effective_op.endswith(" weight")}
     with_grad = {forward_name(o.name) for o in obs_a if o.name in weights} | set(weights.values())
     pairs, un_a, done, tied = pair_ties(obs_a, list(ties), lambda o, p: _grad_obs(o, p, param_probe([p]), "parameter"))
+    more, un, names = pair_blocks([o for o in obs_a if o.name not in done], pm.blocks, blocks or {},
+                                  lambda o, p: _grad_obs(o, p, param_probe([p]), "parameter"))
+    pairs, un_a, done = pairs + more, un_a + un, done | names
     for o in (o for o in obs_a if o.name not in done):
         t = forward_name(o.name) or o.name
         if o.name in weights:
@@ -362,7 +376,13 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
                               f"gradient of the output of module {b.module}"))
         else:
             un_a.append(Unmatched(o, "not a parameter, an input or a module output of the torch model", NO_COUNTERPART))
-    unused = {p: (why, OTHER_VALUES if p in pm.contradicts else FOLDED) for p, why in pm.unused.items() if p not in tied}
+    odd = {b.param for b in pm.blocks if not b.holds}  # a gate block with other values (torch.rnn)
+    unused = {p: (why, OTHER_VALUES if p in pm.contradicts or p in odd else FOLDED) for p, why in pm.unused.items() if p not in tied}
+    graded = {b.param for b in (blocks or {}).values()}
+    for b in pm.blocks:  # a block whose initializer has no whole gradient in A
+        if b.holds and b.param not in graded:
+            unused[b.param] = ((f"held by {b.init}, {(stopped or {})[b.init]}", GRADIENT_STOPPED) if b.init in (stopped or {})
+                               else (f"held by {b.init}, which has no gradient in A (the loss does not depend on it)", NO_GRADIENT))
     for i, link in pm.links.items():
         if i not in with_grad:
             for p in link.params:

@@ -211,7 +211,9 @@ class DiffResult:
 
 
 def _other_values_said(names: list[str]) -> str:
-    return (f"{len(names)} weight(s) hold other values than the torch parameter of the same name ({some(names)}): "
+    """``names``: weights named as a torch parameter, or ``INIT[PARAM]``: the part of an initializer that
+    stands for a parameter (an LSTM's or GRU's gate blocks, ``torch.rnn``)."""
+    return (f"{len(names)} weight(s) hold other values than the torch parameter they stand for ({some(names)}): "
             "the model is not an export of the module as it is now")
 
 

@@ -9,7 +9,8 @@ Exporters rename, transpose, fold and merge parameters (measured with torch 2.13
   initializer's gradient is then the sum of theirs;
 - dynamo folds a BatchNormalization into the Conv's weight **under the Conv weight's own name**: same
   name, other values, another function of the data;
-- folded or gate-reordered tensors (legacy BN folding, LSTM/GRU weights) match no parameter;
+- folded or gate-reordered tensors (legacy BN folding, LSTM/GRU weights) match no parameter by value (the
+  LSTM/GRU ones are mapped block by block from the module's structure: ``torch.rnn``, ``ParamMap.blocks``);
 - a parameter equal in value to a buffer (a fresh BatchNorm's weight and running variance, its bias and
   running mean) is merged with it the same way (legacy: ``bn.running_var = Identity(bn.weight)``): the
   initializer's gradient then also flows where the buffer is read, which torch's gradient leaves out.
@@ -54,6 +55,8 @@ class ParamMap:
     # with unit axes added, or copied): their links, whose gradients, each brought back to the parameter's layout, sum to torch's.
     # Those initializers are refused one by one and the parameter is unused until a caller compares the sum
     ties: dict[str, list[ParamLink]] = field(default_factory=dict)
+    # parameters an initializer holds a part of, rearranged (an LSTM's or GRU's gates: ``torch.rnn.Block``s)
+    blocks: list = field(default_factory=list)
 
 
 def _digest(a: np.ndarray) -> tuple:
