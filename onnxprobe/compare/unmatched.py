@@ -110,16 +110,42 @@ def _folded_into_consumer(matching: Matching, a: Side, b: Side) -> None:
     # are different computations, each without a counterpart
     unmatched_a = {u.obs.name for u in matching.unmatched_a}
     fed_by_unmatched = {o for n in a.model.proto.graph.node if any(i in unmatched_a for i in n.input) for o in n.output}
+    obs_a = {o.name: o for o in a.observation.observables}
+    obs_b = {o.name: o for o in b.observation.observables}
+    paired_a = {p.a.name for p in matching.pairs}
     for u in matching.unmatched_b:
-        if u.cause != NO_COUNTERPART:
+        # a graph output A has no counterpart of is missing there, whatever it feeds (a model output left
+        # unpaired fails the verdict: called folded, an extra output of B passed a diff that never compared it)
+        if u.cause != NO_COUNTERPART or u.obs.is_output:
             continue
         cs = consumers.get(u.obs.name, [])
         # folded only when A has no tensor of its own for it (one it has was paired elsewhere, or not at all)
         if (len(cs) == 1 and cs[0].output and cs[0].output[0] in matched_b and u.obs.key not in keys_a
-                and matched_b[cs[0].output[0]] not in fed_by_unmatched):
+                and matched_b[cs[0].output[0]] not in fed_by_unmatched
+                # and A's tensor reads every graph input this one is computed from (HardSigmoid(x2) is no
+                # part of an A tensor that reads x alone)
+                and _graph_inputs(u.obs.name, obs_b, matched_b) <= _graph_inputs(matched_b[cs[0].output[0]], obs_a, paired_a)):
             out = cs[0].output[0]  # B's consumer, whose output is paired: A computes both in one tensor
             u.reason, u.cause = (f"no tensor of its own in A: folded into its consumer {cs[0].op_type} {out!r}, "
                                  f"compared there (with A's {matched_b[out]!r})"), FOLDED
+
+
+def _graph_inputs(name: str, obs: dict, paired: set[str] | dict) -> set[str]:
+    """The graph inputs (``input:NAME``) that ``name`` is computed from, walking back through the observed
+    tensors of its model that are not ``paired`` (a paired one stands for the same value on both sides)."""
+    out: set[str] = set()
+    seen: set[str] = set()
+    todo = list(obs[name].sources) if name in obs else []
+    while todo and len(seen) < 10000:
+        s = todo.pop()
+        if s in seen:
+            continue
+        seen.add(s)
+        if s.startswith("input:"):
+            out.add(s)
+        elif s in obs and s not in paired:
+            todo.extend(obs[s].sources)
+    return out
 
 
 def _mapped_away(matching: Matching) -> set[int]:
