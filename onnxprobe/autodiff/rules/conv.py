@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onnxprobe.autodiff.registry import rule
+from onnxprobe.text import clip
 
 
 # The per-offset dW formulation (K GEMMs, K windows) pays off over one im2col GEMM once the im2col tensor
@@ -47,11 +48,13 @@ class Geometry:
 
 
 def auto_pads(g, x: str, k, s, d, transposed: bool = False):
-    """Explicit (begin, end) pads for the node's auto_pad / pads attributes."""
+    """Explicit (begin, end) pads for the node's auto_pad / pads attributes (the window's attributes checked
+    first: ``check_window``)."""
     n = len(k)
     auto = g.attr("auto_pad", "NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     pads = g.attr("pads")
+    check_window(g, g.rank(x) - 2, k, s, d, pads if auto in ("NOTSET", "") else None)
     if auto in ("NOTSET", "") and pads:
         return list(pads[:n]), list(pads[n:])
     if auto in ("NOTSET", "", "VALID"):
@@ -73,6 +76,17 @@ def auto_pads(g, x: str, k, s, d, transposed: bool = False):
     return pb, pe
 
 
+def check_window(g, n: int, k, s, d, pads) -> None:
+    """A ModelError naming the node and the attribute when a window is impossible (a kernel, stride or
+    dilation under 1, one of another rank than the input's, pads negative or not 2 per spatial axis), as
+    onnxruntime refuses the model: the rules would otherwise build shapes of size 0 or divide by 0."""
+    for name, v in (("kernel_shape", k), ("strides", s), ("dilations", d)):
+        if len(v) != n or any(int(e) < 1 for e in v):
+            raise g.fail(f"its {name} {clip(str(list(v)), 60)} is not {n} sizes of at least 1 (onnxruntime refuses it too)")
+    if pads and (len(pads) != 2 * n or any(int(e) < 0 for e in pads)):
+        raise g.fail(f"its pads {clip(str(list(pads)), 60)} are not {2 * n} sizes of at least 0 (onnxruntime refuses them too)")
+
+
 def geometry(g, x: str, w: str, transposed: bool = False) -> Geometry:
     r = g.rank(x)
     n = r - 2
@@ -86,7 +100,10 @@ def geometry(g, x: str, w: str, transposed: bool = False) -> Geometry:
     s = list(g.attr("strides") or [1] * n)
     d = list(g.attr("dilations") or [1] * n)
     pb, pe = auto_pads(g, x, k, s, d, transposed)
-    return Geometry(n, k, s, d, pb, pe, int(g.attr("group", 1)))
+    group = int(g.attr("group", 1))
+    if group < 1:
+        raise g.fail(f"its group {group} is under 1 (onnxruntime refuses it too)")
+    return Geometry(n, k, s, d, pb, pe, group)
 
 
 def _perm01(r: int) -> list[int]:
