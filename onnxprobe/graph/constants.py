@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
+from onnxprobe.graph.tensor_data import tensor_values
 from onnxprobe.types import element_count
 
 _LISTS = {"value_float": (onnx.TensorProto.FLOAT, False), "value_floats": (onnx.TensorProto.FLOAT, True),
@@ -51,5 +52,5 @@ def constant_arrays(g: onnx.GraphProto, limit: int, found: dict[str, onnx.Tensor
     """The values of ``g``'s constants (``found``: ``constants(g)`` where the caller has them) of at most
     ``limit`` elements whose data the file holds."""
     found = constants(g) if found is None else found
-    return {k: numpy_helper.to_array(t) for k, t in found.items()
+    return {k: tensor_values(t) for k, t in found.items()
             if t.data_location != onnx.TensorProto.EXTERNAL and element_count(t.dims) <= limit}

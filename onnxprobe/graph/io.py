@@ -14,6 +14,7 @@ import onnx
 from onnxprobe.errors import ModelError, UsageError, first_line
 from onnxprobe.fileio import checked_path, not_a_folder, output_target, protect, refuse_inputs
 from onnxprobe.graph.extents import all_tensors, check_extents, is_external, location
+from onnxprobe.graph.tensor_data import check_tensor
 from onnxprobe.text import human_bytes, quote
 
 # protobuf cannot serialise a single message over 2 GiB; stay well below it.
@@ -143,6 +144,7 @@ def check_graph(model: onnx.ModelProto, name: str) -> None:
     for t in all_tensors(model):
         if any(d < 0 for d in t.dims):
             raise ModelError(f"{name}: tensor {quote(t.name)} has dimensions {list(t.dims)}: a negative size (a broken model)")
+        check_tensor(t, name, raw=False)  # a weight of fewer values than its dims, or of an unknown type
 
 
 def not_utf8(message) -> tuple[str, bytes] | None:

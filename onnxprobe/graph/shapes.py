@@ -137,7 +137,8 @@ def dtype_name(elem_type: int) -> str | None:
     try:
         return str(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     except Exception:  # noqa: BLE001
-        return onnx.TensorProto.DataType.Name(elem_type).lower()
+        names = onnx.TensorProto.DataType.DESCRIPTOR.values_by_number  # a type onnx does not know: its number
+        return names[elem_type].name.lower() if elem_type in names else f"type {elem_type} (unknown)"
 
 
 def static_shape(t: onnx.TypeProto | None) -> tuple | None:

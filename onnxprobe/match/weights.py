@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from onnxprobe.graph.constants import constants as graph_constants
+from onnxprobe.graph.extents import dims_nbytes
+from onnxprobe.graph.tensor_data import check_tensor, tensor_values
 from onnxprobe.match.ops import canonical
 from onnxprobe.types import element_count
 
@@ -53,7 +54,9 @@ def float_constants(model: onnx.ModelProto, constants: list | None = None) -> di
     def weight(t: onnx.TensorProto) -> Weight | None:
         if t.data_type not in _FLOATS or t.data_location == onnx.TensorProto.EXTERNAL:
             return None
-        raw = t.raw_data or numpy_helper.to_array(t).tobytes()
+        raw = t.raw_data or tensor_values(t).tobytes()
+        if len(raw) != dims_nbytes(t):  # raw_data of another length than its dims need: refused by name
+            check_tensor(t)
         h = hashlib.blake2b(f"{t.data_type}:{list(t.dims)}:{len(raw)}".encode(), digest_size=12)
         if len(raw) <= 3 * 65536:
             h.update(raw)
@@ -79,12 +82,12 @@ def _filled(model: onnx.ModelProto, consts: dict[str, onnx.TensorProto]) -> dict
     for n in model.graph.node:
         if n.op_type != "ConstantOfShape" or n.domain not in ("", "ai.onnx") or not n.input or n.input[0] not in consts:
             continue
-        dims = [int(d) for d in numpy_helper.to_array(consts[n.input[0]]).reshape(-1)]
+        dims = [int(d) for d in tensor_values(consts[n.input[0]]).reshape(-1)]
         value = next((a.t for a in n.attribute if a.name == "value" and a.type == onnx.AttributeProto.TENSOR), None)
         dtype = value.data_type if value is not None else onnx.TensorProto.FLOAT
         if dtype not in _DTYPES or any(d < 0 for d in dims):
             continue
-        v = float(numpy_helper.to_array(value).reshape(-1)[0]) if value is not None else 0.0
+        v = float(tensor_values(value).reshape(-1)[0]) if value is not None else 0.0
         size = element_count(dims)
         h = hashlib.blake2b(f"{dtype}:{dims}:fill:{np.array(v, _DTYPES[dtype]).tobytes().hex()}".encode(), digest_size=12)
         out[n.output[0]] = Weight(("s:" if size <= 1 else "") + h.hexdigest(), size, (v,) * min(size, SAMPLES) if size > 1 else ())

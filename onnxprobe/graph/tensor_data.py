@@ -1,0 +1,75 @@
+"""Whether a tensor the model holds is whole: of a data type onnx knows, and holding as many values as its
+dims call for (``data_problem``), and its values read so (``tensor_values``). A damaged weight (a typed
+field of 2 values for dims [2, 3], raw_data of 3 bytes for a float32 [2, 3]) was read by numpy deep inside
+matching or autodiff: 'internal error: cannot reshape array of size 2 into shape (2,3)'. The loader checks
+the typed fields, whose length protobuf knows without copying (``graph.io.check_graph``); raw_data, which
+Python copies on each access (1.3 s per GB), is checked where it is read anyway (``tensor_values``).
+External data is ``graph.extents``' job.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+
+from onnxprobe.errors import ModelError
+from onnxprobe.graph.extents import dims_nbytes, is_external
+from onnxprobe.text import quote
+from onnxprobe.types import element_count
+
+# the typed field of each data type, and how many of its entries one value takes (complex: 2)
+_FIELDS = {TensorProto.FLOAT: ("float_data", 1), TensorProto.COMPLEX64: ("float_data", 2),
+           TensorProto.DOUBLE: ("double_data", 1), TensorProto.COMPLEX128: ("double_data", 2),
+           TensorProto.INT64: ("int64_data", 1), TensorProto.UINT32: ("uint64_data", 1),
+           TensorProto.UINT64: ("uint64_data", 1), TensorProto.STRING: ("string_data", 1)}
+for _t in ("INT32", "INT16", "INT8", "UINT16", "UINT8", "BOOL", "FLOAT16", "BFLOAT16", "FLOAT8E4M3FN",
+           "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT8E8M0"):
+    if hasattr(TensorProto, _t):
+        _FIELDS[getattr(TensorProto, _t)] = ("int32_data", 1)
+_PACKED = {getattr(TensorProto, k) for k in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2", "FLOAT6E2M3", "FLOAT6E3M2")
+           if hasattr(TensorProto, k)}  # several values to an entry or a byte: only an empty one is told apart
+
+
+def known_type(data_type: int) -> bool:
+    return data_type in _FIELDS or data_type in _PACKED
+
+
+def data_problem(t: TensorProto, *, raw: bool = True) -> str | None:
+    """Why ``t`` is no whole tensor (None: it is, or its data lies in an external file): its data type, or
+    the values it holds against those its dims need. ``raw=False`` leaves raw_data's length unchecked."""
+    if not known_type(t.data_type):
+        why = "UNDEFINED" if t.data_type == 0 else f"which onnx {onnx.__version__} does not know"
+        return f"has data type {t.data_type} ({why})"
+    if is_external(t) or t.HasField("segment"):
+        return None
+    need = element_count(t.dims) or 0
+    if t.HasField("raw_data"):
+        if not raw or t.data_type in _PACKED and not need:
+            return None
+        if t.data_type == TensorProto.STRING:
+            return "is a string tensor stored as raw_data, which strings cannot be"
+        want, got = dims_nbytes(t), len(t.raw_data)
+        if t.data_type not in _PACKED and got != want or t.data_type in _PACKED and got == 0:
+            return f"holds {got} bytes, and its dims {list(t.dims)} need {want}"
+        return None
+    field, per = _FIELDS.get(t.data_type, ("int32_data", 0))
+    got = len(getattr(t, field))
+    if per == 0:  # packed: entries hold several values
+        return f"holds no values, and its dims {list(t.dims)} need {need}" if need and not got else None
+    if got != need * per:
+        return f"holds {got} entries in {field}, and its dims {list(t.dims)} need {need * per}"
+    return None
+
+
+def check_tensor(t: TensorProto, where: str = "", *, raw: bool = True) -> None:
+    """A ModelError naming ``t`` (and ``where``: the model file) when ``data_problem`` finds one."""
+    why = data_problem(t, raw=raw)
+    if why is not None:
+        raise ModelError(f"{where + ': ' if where else ''}tensor {quote(t.name)} {why}: a broken model")
+
+
+def tensor_values(t: TensorProto) -> np.ndarray:
+    """``numpy_helper.to_array(t)``, a damaged tensor refused by name first (``check_tensor``)."""
+    check_tensor(t)
+    return numpy_helper.to_array(t)
