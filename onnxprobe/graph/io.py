@@ -139,12 +139,35 @@ def check_graph(model: onnx.ModelProto, name: str) -> None:
     opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     if opsets and opsets[-1] < 1:  # the one onnxruntime reads (graph.builder.opset_version)
         raise ModelError(f"{name}: the model imports ai.onnx opset {opsets[-1]}, which does not exist (opsets start at 1)")
+    missing = missing_body(model.graph)
+    if missing is not None:  # expose, grad and the debugger read both branches of every If
+        raise ModelError(f"{name}: {missing} (onnxruntime refuses it too): a broken model")
     # a weight's dims are sizes: a negative one made inspect count -4 parameters and -16 B of external data,
     # and onnxruntime's error ("Out of bounds dimensions") named neither the tensor nor the file
     for t in all_tensors(model):
         if any(d < 0 for d in t.dims):
             raise ModelError(f"{name}: tensor {quote(t.name)} has dimensions {list(t.dims)}: a negative size (a broken model)")
         check_tensor(t, name, raw=False)  # a weight of fewer values than its dims, or of an unknown type
+
+
+_BODIES = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}
+
+
+def missing_body(g: onnx.GraphProto) -> str | None:
+    """The first If without one of its branches, or Loop or Scan without its body (ONNX domain), in ``g``
+    and the bodies inside it, said as ``node 'if' (If) has no else_branch``; None when every one has them."""
+    for n in g.node:
+        graphs = {a.name: a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH}
+        if n.domain in ("", "ai.onnx"):
+            lacking = [b for b in _BODIES.get(n.op_type, ()) if b not in graphs]
+            if lacking:
+                return f"node {quote(n.name or n.output[0] if n.output else n.name)} ({n.op_type}) has no {lacking[0]}"
+        for a in n.attribute:
+            for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                found = missing_body(sub)
+                if found is not None:
+                    return found
+    return None
 
 
 def not_utf8(message) -> tuple[str, bytes] | None:
