@@ -59,3 +59,87 @@ def test_a_subgradient_at_a_kink_still_passes(precision):
     w = RNG.uniform(0.5, 1.5, 6)
     res = _verdict(w, lambda name, d: float(2 * max(np.sum(d), 0) + np.sum(w + d)), np.full(6, 1.5), precision)
     assert res["ok"] is True and res["kink"], res
+
+
+# --- a loss curved over the float64 steps themselves: exp(k x (w - w0)) with k x ~ 1e6 .. 1e7 ---------------------
+# At the first step (1e-6 RMS) k h ~ 1: the one-sided differences lay far apart and a gradient 3% wrong sat between
+# them and passed as a kink; the verdict now rests on steps where the Richardson estimates settle (two steps a
+# tenfold apart agree), refined tenfold while the rounding allows, and a kink needs the same gap at two steps.
+
+def _steep(k):
+    w = np.linspace(0.5, 1.5, 8)
+    x = np.linspace(1.0, 2.0, 8)
+    calls = []
+
+    def loss(name, delta):
+        calls.append(1)
+        return float(np.sum(np.exp(k * x * ((w + delta) - w))))
+    return w, loss, k * x, calls  # the gradient at w, exactly: k x exp(0)
+
+
+@pytest.mark.parametrize("k", [1e6, 3e6])
+def test_a_loss_curved_over_the_first_steps_gets_a_verdict(k):
+    w, loss, g, calls = _steep(k)
+    right = _verdict(w, loss, g, "float64")
+    assert right["ok"] is True and not right["kink"], right
+    for f in (0.97, 1.03, 0.9):
+        res = _verdict(w, loss, f * g, "float64")
+        assert res["ok"] is False and not res["kink"], (f, res)
+    # bounded: at most 8 steps of 4 runs along each of the (here 2) directions, plus the loss at 0
+    assert len(calls) <= 4 * (2 * 8 * 4 + 1), len(calls)
+
+
+def test_a_loss_curved_below_every_resolvable_step_is_cannot_check():
+    """k x ~ 1e8: settling would take steps whose rounding (of t + h v) exceeds the tolerance: no verdict, and
+    the reason names the steps tried."""
+    w, loss, g, _ = _steep(1e8)
+    for f in (1.0, 1.03):
+        res = _verdict(w, loss, f * g, "float64")
+        assert res["ok"] is None and "not linear" in res["unresolved"], res
+
+
+def _steep_model(path, k):
+    """loss = sum(exp(w * kx + b)), kx = k x and b = -k x w (inputs): 1 per entry at the point, slope k x."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from conftest import make_model
+
+    w = 0.5 + 0.125 * np.arange(8)  # exact in float32, as w * kx and -w * kx are: 0 exactly at the point
+    kx = k * (1.0 + 0.125 * np.arange(8))
+    nodes = [helper.make_node("Mul", ["w", "kx"], ["z"]), helper.make_node("Add", ["z", "b"], ["a"]),
+             helper.make_node("Exp", ["a"], ["y"])]
+    m = make_model(nodes, [helper.make_tensor_value_info(n, TensorProto.FLOAT, [8]) for n in ("kx", "b")],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])],
+                   [numpy_helper.from_array(w.astype(np.float32), "w")])
+    import onnx
+    onnx.save(m, path)
+    w32 = w.astype(np.float32).astype(np.float64)
+    feed = {"kx": kx.astype(np.float32), "b": (-kx.astype(np.float32).astype(np.float64) * w32).astype(np.float32)}
+    a = w32 * feed["kx"].astype(np.float64) + feed["b"].astype(np.float64)
+    return feed, feed["kx"].astype(np.float64) * np.exp(a)  # the oracle, numpy float64
+
+
+@pytest.mark.parametrize("wrong", [None, 1.03])
+def test_a_steep_model_is_checked_in_float64(tmp_path, monkeypatch, wrong):
+    """Through api.grad: the right Exp rule passes w (its gradient the numpy oracle's), a rule 3% off FAILs it
+    (it passed as a kink)."""
+    import dataclasses
+
+    from onnxprobe import api
+    from onnxprobe.autodiff import registry
+
+    if wrong:
+        rule = registry.RULES["Exp"]
+        monkeypatch.setitem(registry.RULES, "Exp", dataclasses.replace(
+            rule, fn=lambda g: [g.Mul(d, g.scalar(wrong)) if d else d for d in rule.fn(g)]))
+    feed, oracle = _steep_model(tmp_path / "m.onnx", 2.0 ** 21)
+    res = api.grad(tmp_path / "m.onnx", None, api.RunConfig(device="cpu"), api.GradSpec(wrt=("w",)), inputs=feed,
+                   check=True, save=True)
+    assert res.check_mode == "float64"
+    c = {r.name: r for r in res.rows}["w"].check
+    if wrong is None:
+        np.testing.assert_allclose(res.arrays["w"], oracle, rtol=1e-5)
+        assert c["ok"] is True and not c["kink"], c
+    else:
+        np.testing.assert_allclose(res.arrays["w"], wrong * oracle, rtol=1e-5)
+        assert c["ok"] is False and not c["kink"], c

@@ -258,10 +258,11 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
             if progress is not None:
                 progress(len(out), len(items))
             continue
-        worst, detail, settled, flat, swamped = 0.0, None, False, False, None
+        worst, detail, settled, flat, swamped, hmin = 0.0, None, False, False, None, h0 / 1000
         for v in directions:
             v = v / max(float(np.sqrt(np.mean(v * v))), 1e-300)
             best = _best_step(it.name, g, v, h0, loss, L0, dt, eps, tol, scale, R)
+            hmin = min(hmin, best[8])
             if not best[7]:  # this direction says nothing (float64's extra Gaussian ones may not move a big loss)
                 swamped = swamped or best[1:]
                 continue
@@ -279,10 +280,10 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
         if ok is None and swamped is not None and worst == float("inf"):
             out[it.name]["error"] = None
             out[it.name]["unresolved"] = (f"the loss's rounding ({dt.__name__}, |L| = {abs(L0):.3g}) swamps its change at "
-                                          f"every step tried ({_steps(h0)}); e.g. a gradient that is 0 in exact arithmetic")
+                                          f"every step tried ({_steps(h0, hmin)}); e.g. a gradient that is 0 in exact arithmetic")
         elif ok is None:  # no step where the loss is linear enough: no verdict either way
             out[it.name]["unresolved"] = (f"halving the step changes the finite difference by more than {tol:g} of it at "
-                                          f"every step tried ({_steps(h0)}): the loss is not linear over them; e.g. a Softmax of huge "
+                                          f"every step tried ({_steps(h0, hmin)}): the loss is not linear over them; e.g. a Softmax of huge "
                                           "logits: a step function at every step tried")
         _rounded_by(out[it.name], R, by, L0, eps)
         if progress is not None:
@@ -299,34 +300,45 @@ def _rounded_by(r: dict, R: float, by: str | None, L0: float, eps: float) -> Non
                             "a perturbation is absorbed there")
 
 
-def _steps(h0: float) -> str:
-    return f"{h0 / 1000:.3g} to {h0 * 10:.3g}"
+def _steps(h0: float, hmin: float) -> str:
+    return f"{hmin:.3g} to {h0 * 10:.3g}"
+
+
+STEPS64 = (1.0, 0.1, 10.0, 0.01, 0.001)  # x h0 (1e-6 RMS), in the order tried
+REFINE64 = 3  # tenfold smaller steps after those, at most (a curved loss), while their rounding allows: bounded runs
 
 
 def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: float, dt, eps: float, tol: float,
                scale: float, R: float = 0.0):
-    """(error, fd, <g, v>, step, kink, settled, flat, resolved) for the step size that agrees best. Kinks
-    favour small steps, float32 rounding large ones: several are tried. A step where neither the difference
-    nor <g, v> rises above the loss's rounding (floor = 50 eps max|L| / h, L at 0 and +-h) says nothing, never
-    a pass (at a tiny step a float32 loss of 10 read 8.43 vs 7.83 as agreement); ``resolved``: some step rose above it.
-    ``flat``: the loss did not change at any step and the gradient fails. ``settled``: at some step where
-    the gradient disagrees, the difference quotient is settled (halving the step changes it by less than the
-    tolerance, or by noise only), so the disagreement is measured, not the loss's curvature: a Softmax of
-    logits ~1e12 is a step function over every step tried (its quotient doubles with each halving) and
-    earns no FAIL."""
+    """(error, fd, <g, v>, step, kink, settled, flat, resolved, smallest step) for the step size that agrees
+    best (float64). Kinks favour small steps, rounding large ones: several are tried (``STEPS64``), then, while
+    no step agrees or settles, tenfold smaller ones (``REFINE64`` at most): a loss curved over the steps (exp(k w)
+    with k h ~ 1) settles at a smaller one. The refinement stops where the next step's rounding (the loss's,
+    50 eps |L| / h, and that of t + h v, 10 eps |t| / h of the slope) would exceed a quarter of the tolerance.
+    A step where neither the difference nor <g, v> rises above the loss's rounding (floor = 50 eps max|L| / h,
+    L at 0 and +-h) says nothing, never a pass (at a tiny step a float32 loss of 10 read 8.43 vs 7.83 as
+    agreement); ``resolved``: some step rose above it. ``flat``: the loss did not change at any step and the
+    gradient fails. ``settled``: at some step where the gradient disagrees, the difference quotient is settled,
+    so the disagreement is measured, not the loss's curvature: halving the step changes the central difference
+    by less than the tolerance (or by noise only), or the Richardson extrapolations at two steps a tenfold apart
+    agree within half of it (curvature's share in them shrinks 10^4-fold: a curved loss settles there while its
+    central differences still move); a Softmax of logits ~1e12 is a step function over every step tried (its
+    quotient doubles with each halving) and earns no FAIL. A kink (one-sided differences apart, the gradient
+    between them) passes only where two steps show the same gap: a kink's is the same at every step, the gap
+    curvature leaves in the extrapolated one-sided differences shrinks as h^2 (exp(1e6 w), 3% wrong, passed
+    as a kink at the step 1e-6)."""
     an = float(np.sum(g * v))
     best, settled, flat, moved = None, False, True, False
-    for h in (h0, h0 / 10, h0 * 10, h0 / 100, h0 / 1000):
+    steps, rich, gaps = [h0 * k for k in STEPS64], {}, {}
+    i = 0
+    while i < len(steps):
+        h = steps[i]
+        i += 1
         lp, lm = loss(name, h * v), loss(name, -h * v)
         flat &= lp == lm == L0
         moved |= lp != lm
         d1, half = (lp - lm) / (2 * h), None
-        if dt == np.float64:
-            fd, d2 = d1, None
-        else:
-            half = (loss(name, 0.5 * h * v), loss(name, -0.5 * h * v))
-            d2 = (half[0] - half[1]) / h
-            fd = (4 * d2 - d1) / 3
+        fd, d2 = d1, None
         # relative to the losses themselves (an absolute clamp of 1e-30 swamped every step of a loss of 1e-40
         # whose slope it resolves), plus the spacing of the subnormals, the rounding of a loss that is one
         # and the forward's rounding R (a perturbation absorbed by a huge intermediate leaves the loss unchanged)
@@ -339,10 +351,11 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
         err = abs(fd - an) / big
         if not np.isfinite(err):
             err = float("inf")
-        if err > tol and half is None:
-            # float64: a disagreement at h is judged on the Richardson extrapolation of h and h / 2 (one more
-            # pair of runs, only here), whose truncation error is O(h^4): a strongly curved loss (exp(k w) at a
-            # step large next to 1 / k) no longer reads its curvature as a disagreement
+        kink = False
+        if err > tol:
+            # a disagreement at h is judged on the Richardson extrapolation of h and h / 2 (one more pair of runs,
+            # only here), whose truncation error is O(h^4): a strongly curved loss (exp(k w) at a step large next
+            # to 1 / k) no longer reads its curvature as a disagreement
             half = (loss(name, 0.5 * h * v), loss(name, -0.5 * h * v))
             d2 = (half[0] - half[1]) / h
             fd = (4 * d2 - d1) / 3
@@ -350,28 +363,38 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
             err = abs(fd - an) / big if big > floor else float("inf")
             if not np.isfinite(err):
                 err = float("inf")
-        kink = False
-        if err > tol:
+            noise = max(floor, 10 * eps * scale / h * big)
+            if np.isfinite(fd):
+                rich[h] = (fd, noise)
             # at a kink the one-sided derivatives differ, and a valid (sub)gradient lies between them. Curvature
             # separates them too (h L''), so they are Richardson-extrapolated from h and h / 2 (2 D(h / 2) - D(h)):
-            # curvature's gap cancels, a kink's stays (a wrong gradient between the one-sided differences of a
-            # curved loss passed as a kink)
+            # curvature's gap cancels to first order, a kink's stays (a wrong gradient between the one-sided
+            # differences of a curved loss passed as a kink); the gap must be wider than the rounding of the loss
+            # and of t + h v (eps |t| / h of the step, which the extrapolation amplifies), and the same at
+            # another step
             dp = 2 * (half[0] - L0) / (0.5 * h) - (lp - L0) / h
             dm = 2 * (L0 - half[1]) / (0.5 * h) - (L0 - lm) / h
             lo, hi = min(dp, dm), max(dp, dm)
-            # (and wider than the rounding of the loss and of t + h v, eps |t| / h of the step, which the
-            # extrapolation amplifies: at float32 steps of 1e-6 |t| it opened a gap of its own around a wrong gradient)
-            if hi - lo > max(tol * big, floor, 10 * eps * scale / h * big) and lo - tol * big <= an <= hi + tol * big:
-                err, kink = 0.0, True
+            if hi - lo > max(tol * big, noise) and lo - tol * big <= an <= hi + tol * big:
+                for lo2, hi2, n2 in gaps.values():
+                    if abs(lo - lo2) <= noise + n2 + tol / 4 * (hi - lo) and abs(hi - hi2) <= noise + n2 + tol / 4 * (hi - lo):
+                        err, kink = 0.0, True
+                gaps[h] = (lo, hi, noise)
         if err > tol and not settled:
-            settled = bool(abs(d1 - d2) <= tol * max(abs(d1), abs(d2)) + 2 * floor)
+            settled = bool(abs(d1 - d2) <= tol * max(abs(d1), abs(d2)) + 2 * floor) or any(
+                abs(fd - f2) <= tol / 2 * max(abs(fd), abs(f2)) + 2 * (rich[h][1] + n2)
+                for h2, (f2, n2) in rich.items() if h2 != h and max(h, h2) / min(h, h2) < 11)
         if best is None or err < best[0]:
             best = (err, float(fd), an, float(h), kink)
         if err <= tol:
             break
+        nxt = min(steps) / 10
+        if i == len(steps) and not settled and len(steps) < len(STEPS64) + REFINE64 and np.isfinite(big) and \
+                50 * eps * max(abs(L0), abs(lp), abs(lm)) / nxt + 10 * eps * scale / nxt * big <= tol / 4 * big:
+            steps.append(nxt)
     resolved = best[0] != float("inf") or settled
     if not resolved and an == 0 and not moved:
         # a gradient of exactly 0 along v and a loss that did not move at all: they agree exactly
         # (a gradient of zeros, whose direction is 0)
         best, resolved = (0.0, 0.0, an, float(h0), False), True
-    return best + (settled, flat and best[0] > tol, resolved)
+    return best + (settled, flat and best[0] > tol, resolved, min(steps))
