@@ -19,8 +19,8 @@ from onnxprobe.autodiff.hoist import hoist_constants
 from onnxprobe.autodiff.loss import KINDS, attach_loss
 from onnxprobe.autodiff.select import named_targets, targets
 from onnxprobe.autodiff.straight_through import behind_rounding
-from onnxprobe.errors import (ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UnknownShape, UsageError, first_line,
-                              setting_error, settings_error)
+from onnxprobe.errors import (ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, SessionError, UnknownShape, UsageError,
+                              first_line, setting_error, settings_error)
 from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.own_numbering import numbered_as
@@ -467,6 +467,19 @@ def _declared_inputs(source: onnx.ModelProto, *models: onnx.ModelProto) -> None:
                 vi.type.CopyFrom(declared[vi.name].type)
 
 
+def _loads_in_onnxruntime(exported: onnx.ModelProto, forward: onnx.ModelProto) -> None:
+    """A SessionError, before anything is written, where onnxruntime refuses to load the model to export
+    (the runner's session): ``forward``'s own where it is refused too (the model the backward graph was built
+    on, after any opset conversion: two nodes writing one tensor, a pool with strides 0), else one blaming
+    the backward graph. The export wrote the file, then the run failed on it after a summary of success."""
+    try:
+        OrtRunner(exported, RunConfig(device="cpu")).session(exported)
+    except SessionError as e:
+        OrtRunner(forward, RunConfig(device="cpu")).session(forward)  # the model's own refusal, where it is one
+        raise SessionError(f"onnxruntime refuses the backward graph onnxprobe built ({e}); nothing written. "
+                           "This is a bug in onnxprobe: please report it") from e
+
+
 def export_backward(model: Model, out: str | os.PathLike, spec: GradSpec | None = None,
                     selection: Selection | None = None, inputs=None) -> GradPlan:
     """Write the model with its backward graph: inputs = the model's inputs (+ target / labels / output
@@ -480,5 +493,6 @@ def export_backward(model: Model, out: str | os.PathLike, spec: GradSpec | None 
     m.producer_name = m.producer_name or "onnxprobe"
     doc = f"onnxprobe backward graph: loss {gp.loss.kind} of {gp.loss.output}"
     m.doc_string = (m.doc_string + "\n" + doc) if m.doc_string else doc
+    _loads_in_onnxruntime(m, gp.forward)
     save_model(m, out)
     return gp
