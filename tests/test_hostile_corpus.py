@@ -51,8 +51,15 @@ class _Timeout(Exception):
 
 def _run(case, argv: list[str]) -> tuple[int, str, str, int | None]:
     if case.subprocess:
+        cap = case.address_space_gb
+
+        def limit() -> None:  # in the child: what it and its own children (a runtime's worker) may map
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (cap * 2**30, cap * 2**30))
+
         r = subprocess.run([sys.executable, "-c", PEAK, *argv], capture_output=True, text=True, timeout=300,
-                           env={**os.environ, "COLUMNS": "120"})
+                           env={**os.environ, "COLUMNS": "120"}, preexec_fn=limit if cap else None)
         lines = [ln for ln in r.stderr.splitlines() if not ln.startswith("PEAK_KB")]
         peak = next(int(ln.split()[1]) for ln in r.stderr.splitlines() if ln.startswith("PEAK_KB")) // 1024
         return r.returncode, r.stdout, "\n".join(lines) + ("\n" if lines else ""), peak
