@@ -159,7 +159,7 @@ def _param_map(model: Model, mod):
     users = initializer_users(model.proto, known)
     pm = map_parameters(model.proto, params, _float_initializers(model), users, buffers,
                         _batchnorm_folds(mod), param_owners(mod), known, param_aliases(mod))
-    attach_blocks(pm, rnn_blocks(model.proto, mod, params, users))  # LSTM / GRU gates, reordered by the exporter
+    attach_blocks(pm, rnn_blocks(model.proto, mod, params, users))  # LSTM / GRU gates, reordered by the exporter; RNN
     return pm
 
 

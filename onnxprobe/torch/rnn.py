@@ -1,14 +1,17 @@
-"""The parameters of ``nn.LSTM`` / ``nn.GRU`` inside the ONNX LSTM / GRU nodes the exporters write.
+"""The parameters of ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` inside the ONNX LSTM / GRU / RNN nodes the exporters write.
 
 Both exporters (legacy at opset 17, dynamo at opsets 17 and 18; measured with torch 2.13, which keeps
-LSTM and GRU nodes and decomposes neither) write layer ``k`` of such a module as one node whose
+LSTM and GRU nodes and decomposes neither; an ``nn.RNN``, tanh or relu, is an RNN node of the legacy
+exporter only: dynamo unrolls it into MatMuls of the weights transposed, which ``torch.params`` links)
+write layer ``k`` of such a module as one node whose
 
 - ``W`` [dirs, G*H, I] is ``weight_ih_l{k}`` (direction 0) and ``weight_ih_l{k}_reverse`` (direction 1),
 - ``R`` [dirs, G*H, H] is ``weight_hh_l{k}`` and ``weight_hh_l{k}_reverse``,
 - ``B`` [dirs, 2*G*H] is ``bias_ih_l{k}`` (the first half) then ``bias_hh_l{k}`` (the second),
 
 each [G*H, ...] block with its G gate blocks of H rows reordered: ONNX gate block q holds torch's gate
-block ``ORDER[q]`` (LSTM: torch i, f, g, o -> ONNX i, o, f, c; GRU: torch r, z, n -> ONNX z, r, h).
+block ``ORDER[q]`` (LSTM: torch i, f, g, o -> ONNX i, o, f, c; GRU: torch r, z, n -> ONNX z, r, h; RNN: one
+block, as it is, the node's ``activations`` the module's ``nonlinearity``).
 
 So no initializer holds such a parameter as it is, and ``torch.params`` calls them derived. Here the
 correspondence comes from the module's structure (``mode``, ``num_layers``, ``bidirectional``,
@@ -31,17 +34,20 @@ from onnxprobe.match.engine import FOLDED, OTHER_VALUES, Pair, Unmatched
 from onnxprobe.match.observe import Observable
 from onnxprobe.types import grad_name
 
-ORDER = {"LSTM": [0, 3, 1, 2], "GRU": [1, 0, 2]}  # ONNX gate block q = torch gate block ORDER[q]
-GATES = {"LSTM": ("i", "f", "g", "o"), "GRU": ("r", "z", "n")}  # torch's names of its gate blocks
+# ONNX gate block q = torch gate block ORDER[q], by the module's ``mode``
+ORDER = {"LSTM": [0, 3, 1, 2], "GRU": [1, 0, 2], "RNN_TANH": [0], "RNN_RELU": [0]}
+GATES = {"LSTM": ("i", "f", "g", "o"), "GRU": ("r", "z", "n"), "RNN_TANH": ("h",), "RNN_RELU": ("h",)}  # torch's names
+OP = {"LSTM": "LSTM", "GRU": "GRU", "RNN_TANH": "RNN", "RNN_RELU": "RNN"}  # the ONNX op of each mode
+ACTIVATION = {"RNN_TANH": b"Tanh", "RNN_RELU": b"Relu"}  # an RNN node's activations (ONNX's default: Tanh)
 
 
 @dataclass
 class Block:
-    init: str  # the ONNX initializer (W, R or B of an LSTM / GRU node)
+    init: str  # the ONNX initializer (W, R or B of an LSTM / GRU / RNN node)
     param: str  # the torch parameter it holds a part of
     direction: int  # its index along the initializer's first axis
     rows: list[int]  # the rows of init[direction] (B: of its 2*G*H values) that are the parameter's, in torch's order
-    mode: str  # "LSTM" or "GRU"
+    mode: str  # the module's: "LSTM", "GRU", "RNN_TANH" or "RNN_RELU"
     holds: bool = True  # whether those values are the parameter's (False: the model contradicts the module)
     half: str = ""  # B's: "first" (bias_ih) or "second" (bias_hh)
 
@@ -51,6 +57,8 @@ class Block:
         return f"{self.init}[{self.param}]"
 
     def how(self) -> str:
+        if len(ORDER[self.mode]) == 1:  # nn.RNN: one block, as it is
+            return f"direction {self.direction} of {self.init}" + (f", its {self.half} half" if self.half else "")
         onnx_order = ",".join(GATES[self.mode][q] for q in ORDER[self.mode])
         half = f", its {self.half} half" if self.half else ""
         return (f"direction {self.direction} of {self.init}{half}, its {self.mode} gate blocks "
@@ -58,7 +66,7 @@ class Block:
 
 
 def rnn_modules(mod) -> list[tuple[str, object]]:
-    """The module's nn.LSTM / nn.GRU modules (``mode`` LSTM or GRU, no projection), by path."""
+    """The module's nn.LSTM / nn.GRU / nn.RNN modules (``mode`` in ``ORDER``, no projection), by path."""
     return [(p, m) for p, m in mod.named_modules() if getattr(m, "mode", None) in ORDER
             and isinstance(getattr(m, "num_layers", None), int) and not getattr(m, "proj_size", 0)]
 
@@ -80,7 +88,7 @@ def _attr(node, name: str, default):
 
 def rnn_blocks(model: onnx.ModelProto, mod, params: dict[str, np.ndarray],
                users: dict[str, set[str]] | None) -> list[Block]:
-    """Each parameter of the module's LSTMs and GRUs as a block of the initializer of the node that reads it
+    """Each parameter of the module's LSTMs, GRUs and RNNs as a block of the initializer of the node that reads it
     (module doc). A module whose nodes cannot be told apart (not one node per layer of the right op,
     hidden size, direction and weight shapes among those its scope reads) or stored in another dtype gets
     none: its initializers stay derived."""
@@ -92,8 +100,10 @@ def rnn_blocks(model: onnx.ModelProto, mod, params: dict[str, np.ndarray],
         direction = b"bidirectional" if dirs == 2 else b"forward"
         nodes, seen = [], set()
         for n in model.graph.node:
-            if n.op_type != mode or len(n.input) < 3 or _attr(n, "hidden_size", None) != h:
+            if n.op_type != OP[mode] or len(n.input) < 3 or _attr(n, "hidden_size", None) != h:
                 continue
+            if mode in ACTIVATION and any(a != ACTIVATION[mode] for a in _attr(n, "activations", [b"Tanh"] * dirs)):
+                continue  # an RNN node of the other nonlinearity: not this module's
             if _attr(n, "direction", b"forward") != direction or _attr(n, "layout", 0) != 0:
                 continue
             w, r = n.input[1], n.input[2]
@@ -227,7 +237,8 @@ def pair_blocks(obs_a: list[Observable], blocks: list[Block], done: dict[str, Bl
         elif o.name in of_init:
             parts = of_init[o.name]
             said = ", ".join(b.param for b in parts[:4]) + (" …" if len(parts) > 4 else "")
-            un_a.append(Unmatched(o, f"holds the torch parameters {said} with their gate blocks reordered: compared "
-                                     "block by block, each with its parameter", FOLDED))
+            how = "with their gate blocks reordered" if len(ORDER[parts[0].mode]) > 1 else "stacked over directions"
+            un_a.append(Unmatched(o, f"holds the torch parameters {said} {how}: compared block by block, each with "
+                                     "its parameter", FOLDED))
             names.add(o.name)
     return pairs, un_a, names

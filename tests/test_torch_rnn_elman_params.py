@@ -1,0 +1,131 @@
+"""diff --grad --vs-torch and diff --vs-torch on nn.RNN (tanh and relu): the legacy exporter writes each layer
+as one ONNX RNN node whose W [dirs, H, I], R [dirs, H, H] and B [dirs, 2H] hold weight_ih, weight_hh and
+[bias_ih, bias_hh] stacked over directions (_reverse second), one block, not reordered, the node's
+activations the module's nonlinearity. Those initializers were "derived" and every nn.RNN parameter went
+unjudged; each is now its own row, compared with its block of the initializer's gradient.
+
+Oracles: torch autograd (B's side), and the layout measured here with numpy against the module's own
+parameters: an ONNX gradient sliced by it equals torch's. An edited block fails the verdict naming the
+parameter it stands for, and only that one."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+torch = pytest.importorskip("torch")
+
+from onnxprobe import api  # noqa: E402
+from onnxprobe.autodiff.select import weight_value  # noqa: E402
+from onnxprobe.match.engine import OTHER_VALUES  # noqa: E402
+
+
+class Net(torch.nn.Module):
+    def __init__(self, layers: int, bidi: bool, nonlinearity: str):
+        super().__init__()
+        self.rnn = torch.nn.RNN(4, 3, num_layers=layers, batch_first=True, bidirectional=bidi, nonlinearity=nonlinearity)
+        self.head = torch.nn.Linear(3 * (2 if bidi else 1), 2)
+
+    def forward(self, x):
+        return self.head(self.rnn(x)[0].mean(1))  # every step: each direction's recurrent weights get a gradient
+
+
+def _export(tmp_path, layers, bidi, nonlinearity):
+    torch.manual_seed(0)
+    m = Net(layers, bidi, nonlinearity).eval()
+    x = torch.randn(2, 5, 4)
+    path = tmp_path / f"rnn_{layers}_{bidi}_{nonlinearity}.onnx"
+    torch.onnx.export(m, (x,), str(path), dynamo=False, opset_version=17, input_names=["x"])
+    return path, m, x
+
+
+def _rnn_params(m) -> list[str]:
+    return [n for n, _ in m.named_parameters() if n.startswith("rnn.")]
+
+
+def _blocks(model: onnx.ModelProto, m) -> dict[str, tuple[str, int, np.ndarray]]:
+    """torch parameter -> (initializer, direction, its values' positions), found by value in the RNN nodes'
+    W, R and B (B: each direction's two halves): what the exporter was measured to write."""
+    params = {n: p.detach().numpy() for n, p in m.named_parameters()}
+    out = {}
+    for node in model.graph.node:
+        if node.op_type != "RNN":
+            continue
+        for init in node.input[1:4]:
+            v = weight_value(model, init)
+            for d in range(v.shape[0]):
+                halves = 2 if v.ndim == 2 else 1
+                size = v.shape[1] // halves
+                for half in range(halves):
+                    rows = np.arange(half * size, (half + 1) * size)
+                    for n, p in params.items():
+                        if p.shape == v[d][rows].shape and np.array_equal(v[d][rows], p):
+                            out[n] = (init, d, rows)
+    return out
+
+
+@pytest.mark.parametrize("layers,bidi,nonlinearity", [(1, False, "tanh"), (2, True, "tanh"), (2, False, "relu"),
+                                                      (1, True, "relu")])
+def test_every_rnn_parameter_gradient_is_compared_with_torch_autograd(tmp_path, layers, bidi, nonlinearity):
+    path, m, x = _export(tmp_path, layers, bidi, nonlinearity)
+    model = onnx.load(str(path))
+    blocks = _blocks(model, m)
+    rnn = _rnn_params(m)
+    assert sorted(blocks) == sorted(rnn)  # the layout the exporter wrote, measured (the test's own oracle)
+    m.zero_grad()
+    m(x).sum().backward()
+    want = {n: p.grad.numpy().copy() for n, p in m.named_parameters()}
+    g = api.grad(path, None, api.RunConfig(device="cpu"), api.GradSpec(loss="sum"),
+                 inputs=api.InputSpec(arrays={"x": x.numpy()}), save=True)
+    for n, (init, d, rows) in blocks.items():
+        np.testing.assert_allclose(g.arrays[init][d][rows], want[n], rtol=1e-3,
+                                   atol=1e-5 * max(1.0, float(np.abs(want[n]).max())), err_msg=n)
+    res = api.diff_grad_torch(path, m, example_args=(x,))
+    assert res.verdict()[0] == "pass", res.verdict()
+    rows_of = {r.pair.b.name: r for r in res.results}
+    for n in rnn:  # each parameter its own row, judged, against torch's gradient of it
+        r = rows_of.get(n)
+        assert r is not None, (n, [u.reason for u in res.matching.unmatched_b if u.obs.name == n])
+        # its block (a one-direction W or R, [1, H, ...], is the parameter with a unit axis added: as it is)
+        assert r.passed is True and r.pair.a.name in (f"{blocks[n][0]}[{n}]_grad", f"{blocks[n][0]}_grad"), (n, r.pair.a.name)
+        assert r.metrics.b_absmax > 0 and r.metrics.max_abs <= 1e-3 * r.metrics.b_absmax, (n, r.metrics.max_abs)
+    assert not [u for u in res.matching.unmatched_b if u.obs.name in rnn]
+    assert api.diff_torch(path, m, example_args=(x,)).verdict()[0] == "pass"
+
+
+def test_a_module_of_the_other_nonlinearity_gets_no_blocks(tmp_path):
+    """A relu export compared with the tanh module: the RNN nodes are not the module's (their activations
+    say so), so no block claims them; the outputs differ and the verdict fails."""
+    path, _, x = _export(tmp_path, 1, True, "relu")  # two directions: W, R, B hold no parameter as it is
+    torch.manual_seed(0)
+    tanh = Net(1, True, "tanh").eval()
+    res = api.diff_grad_torch(path, tanh, example_args=(x,))
+    assert not [r for r in res.results if r.pair.b.name in _rnn_params(tanh)]
+    assert res.verdict()[0] == "fail"
+
+
+@pytest.mark.parametrize("param,nonlinearity", [("rnn.weight_hh_l1_reverse", "tanh"), ("rnn.bias_hh_l0", "relu"),
+                                                ("rnn.weight_ih_l0", "tanh")])
+def test_an_edited_block_fails_naming_its_parameter(tmp_path, param, nonlinearity):
+    path, m, x = _export(tmp_path, 2, True, nonlinearity)
+    model = onnx.load(str(path))
+    init, d, rows = _blocks(model, m)[param]
+    t = next(i for i in model.graph.initializer if i.name == init)
+    v = numpy_helper.to_array(t).copy()
+    v[d][rows[1]] *= 1.5
+    t.CopyFrom(numpy_helper.from_array(v, init))
+    edited = tmp_path / "edited.onnx"
+    onnx.save(model, str(edited))
+    res = api.diff_grad_torch(edited, m, example_args=(x,))
+    verdict, why = res.verdict()
+    assert verdict == "fail" and param in why, why
+    bad = [u for u in res.matching.unmatched_a if u.cause == OTHER_VALUES]
+    assert [u.obs.name for u in bad] == [f"{init}[{param}]_grad"], [u.obs.name for u in bad]
+    assert [u.obs.name for u in res.matching.unmatched_b if u.cause == OTHER_VALUES] == [param]
+    others = [n for n in _rnn_params(m) if n != param]
+    assert sorted(r.pair.b.name for r in res.results if r.pair.b.name in others) == sorted(others)
+    fwd = api.diff_torch(edited, m, example_args=(x,))
+    assert fwd.other_values == [f"{init}[{param}]"] and fwd.verdict()[0] == "fail", fwd.verdict()
+    assert param in fwd.verdict()[1]
