@@ -57,6 +57,9 @@ class ParamMap:
     ties: dict[str, list[ParamLink]] = field(default_factory=dict)
     # parameters an initializer holds a part of, rearranged (an LSTM's or GRU's gates: ``torch.rnn.Block``s)
     blocks: list = field(default_factory=list)
+    # initializers refused as derived (no parameter, buffer or contradiction explains them): another caller that
+    # knows what they are (``torch.rnn.mark_initial_states``: an RNN's zero initial state) may say it instead
+    derived: set[str] = field(default_factory=set)
 
 
 def _digest(a: np.ndarray) -> tuple:
@@ -301,6 +304,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                 out.refused[i] = (f"has the shape of the torch parameter {q}, which {len(owners[q])} modules share (a tied "
                                   "weight), but other values: the exporter's copy of it, changed; the model is not an "
                                   "export of the module as it is now (compare the weights, or re-export)")
+                derived.discard(i)
                 continue
             if len(twins) == 1:
                 q = twins[0]
@@ -308,6 +312,8 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                                   "BatchNorm an exporter folds into a weight: the model is not an export of the module as "
                                   "it is now (compare the weights, or re-export)")
                 out.unused[q] = f"{i} has its shape but other values: the model is not an export of the module as it is now"
+                derived.discard(i)
+    out.derived = derived & set(out.refused)
     for p, v in params.items():
         if p not in claimed and p not in out.unused:
             # initializers that hold its values, each standing for another parameter of those values or refused

@@ -154,6 +154,7 @@ def attach_blocks(pm, blocks: list[Block]) -> list[Block]:
     kept = [b for b in blocks if b.init not in pm.links and b.param not in claimed]
     for b in kept:
         pm.refused.pop(b.init, None)
+        pm.derived.discard(b.init)
         if b.holds:
             pm.unused.pop(b.param, None)
         else:
@@ -161,6 +162,80 @@ def attach_blocks(pm, blocks: list[Block]) -> list[Block]:
                                   "module as it is now (compare the weights, or re-export)")
     pm.blocks = kept
     return kept
+
+
+STATES = {"RNN": {5: "initial_h"}, "GRU": {5: "initial_h"}, "LSTM": {5: "initial_h", 6: "initial_c"}}  # not weights
+PASS = {"Expand", "Reshape", "Unsqueeze", "Squeeze", "Identity", "Cast", "Tile", "Transpose", "Slice", "Concat"}
+DATA = {"Concat": None}  # the inputs a PASS op carries values through (None: all; else the first only)
+
+
+def initial_states(model: onnx.ModelProto) -> dict[str, str]:
+    """The initializers and Constant outputs that are all zeros and read only, through ops that only carry
+    values (``PASS``: an Expand to the batch, a Reshape), as the initial state of RNN / GRU / LSTM nodes
+    (``STATES``; the legacy exporter's ``/gru/Constant_output_0`` through an Expand, dynamo's ``val_10``
+    directly): tensor -> what reads it (``initial_h of the GRU node /gru/GRU``). Such a tensor is the zero
+    state torch's module starts from when ``forward()`` is given none: a constant, not a parameter."""
+    values = _values(model)
+    nodes = list(model.graph.node)
+    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for n in nodes:
+        for k, t in enumerate(n.input):
+            if t:
+                readers.setdefault(t, []).append((n, k))
+    outputs = {o.name for o in model.graph.output}
+    memo: dict[str, list[str] | None] = {}
+
+    def ends(t: str, depth: int = 0) -> list[str] | None:
+        """What state inputs ``t`` reaches (every read of it leads to one), or None."""
+        if t in memo:
+            return memo[t]
+        memo[t] = None  # a cycle, or too deep: not a state
+        if t in outputs or not readers.get(t) or depth > 8:
+            return None
+        got = []
+        for n, k in readers[t]:
+            if n.op_type in STATES and k in STATES[n.op_type]:
+                got.append(f"{STATES[n.op_type][k]} of the {n.op_type} node {n.name or n.output[0]}")
+            elif n.op_type in PASS and (k == 0 or (n.op_type in DATA and DATA[n.op_type] is None)) and len(n.output) == 1:
+                more = ends(n.output[0], depth + 1)
+                if more is None:
+                    return None
+                got += more
+            else:
+                return None
+        memo[t] = got
+        return got
+
+    out = {}
+    for t, v in values.items():
+        if v.dtype.kind == "f" and v.size and not v.any():
+            got = ends(t)
+            if got:
+                out[t] = ", ".join(dict.fromkeys(got))
+    return out
+
+
+def mark_initial_states(pm, model: onnx.ModelProto, shapes: dict[str, tuple]) -> None:
+    """Says of ``initial_states`` in ``pm`` (a ``torch.params.ParamMap``) what they are: a constant of the export,
+    not a parameter, where nothing else was said of them (no parameter or buffer holds them: those
+    ``map_parameters`` reasons stay, a changed weight among them) and no parameter that no initializer holds
+    may be it (``shapes``: each parameter's; one that broadcasts to its shape, a learnable initial state
+    the exporter expanded to the batch, changed to zeros: it stays derived)."""
+    def fits(p: tuple, t: tuple) -> bool:
+        try:
+            return np.broadcast_shapes(p, t) == t
+        except ValueError:
+            return False
+
+    values = _values(model)
+    for t, where in initial_states(model).items():
+        if t in pm.links or any(b.init == t for b in pm.blocks) or (t in pm.refused and t not in pm.derived):
+            continue
+        if any(fits(tuple(shapes[p]), values[t].shape) for p in pm.unused if p in shapes):
+            continue
+        pm.refused[t] = (f"all zeros, read only as the {where}: a constant of the export (the zero initial state the "
+                         "module starts from when given none), not a parameter: nothing to compare")
+        pm.derived.discard(t)
 
 
 def add_block_grads(plan, blocks: list[Block], cands: list[tuple[str, Observable]], shapes: dict[str, tuple]
