@@ -392,3 +392,64 @@ def test_advice_never_names_the_to_itself_nor_a_to_never_given(tmp_path):
     b, s = np.array([0.5, 1.0, 2.0], np.float32), np.array([1.0, -2.0, 3.0], np.float32)
     got = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"b": b, "s": s})[0]
     np.testing.assert_allclose(got, s.astype(np.float64) * -b.astype(np.float64), rtol=1e-6)
+
+
+def _comma_model(tmp_path, with_parts: bool):
+    """x -> Relu -> 'a,b' -> Neg -> c, y = 'a,b' + c; with_parts: tensors 'a' and 'b' too (model outputs)."""
+    f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [3])  # noqa: E731
+    nodes = [helper.make_node("Relu", ["x"], ["a,b"], name="relu"), helper.make_node("Neg", ["a,b"], ["c"], name="neg"),
+             helper.make_node("Add", ["a,b", "c"], ["y"], name="add")]
+    outs = [f("y")]
+    if with_parts:
+        nodes += [helper.make_node("Sigmoid", ["x"], ["a"], name="sig"), helper.make_node("Tanh", ["x"], ["b"], name="tanh")]
+        outs += [f("a"), f("b")]
+    p = tmp_path / ("parts.onnx" if with_parts else "comma.onnx")
+    onnx.save(make_model(nodes, [f("x")], outs), p)
+    return p
+
+
+def test_a_comma_name_among_others_in_one_flag_is_read_as_the_model_names_it(tmp_path):
+    """--to 'a,b,c' where the model has tensors 'a,b' and 'c' (and no 'a' nor 'b') was split into a, b, c and
+    refused: "no tensor named 'a'", and --from 'a,b,c' asked to add 'a,b' to --from, the tensor the user gave.
+    The one reading whose parts are all tensor names is taken. Oracle: numpy on the boundary values."""
+    p = _comma_model(tmp_path, with_parts=False)
+    out = tmp_path / "cut.onnx"
+    r = invoke("extract", p, "-o", out, "--to", "a,b,c")
+    assert r.exit_code == 0, r.output
+    cut = onnx.load(out)
+    assert [o.name for o in cut.graph.output] == ["a,b", "c"]
+    x = np.array([-1.5, 0.0, 2.0], np.float32)
+    ab, c = _session(out).run(["a,b", "c"], {"x": x})
+    np.testing.assert_array_equal(ab, np.maximum(x, 0))
+    np.testing.assert_array_equal(c, -np.maximum(x, 0))
+    out2 = tmp_path / "cut2.onnx"
+    r = invoke("extract", p, "-o", out2, "--from", "a,b, c", "--to", "y")
+    assert r.exit_code == 0, r.output
+    assert [i.name for i in onnx.load(out2).graph.input] == ["a,b", "c"]
+    (y,) = _session(out2).run(None, {"a,b": x, "c": 2 * x})
+    np.testing.assert_array_equal(y, x + 2 * x)
+
+
+@pytest.mark.parametrize("api_call", [False, True])
+def test_a_flag_value_that_reads_two_ways_is_refused_naming_both(tmp_path, api_call):
+    """--to 'a,b,c' where the model has 'a,b', 'a', 'b' and 'c' means ['a,b', 'c'] or ['a', 'b', 'c']: the cut
+    took the second silently. It is refused with both readings and how to give one name a flag."""
+    from onnxprobe import api
+    from onnxprobe.errors import UsageError
+
+    p = _comma_model(tmp_path, with_parts=True)
+    out = tmp_path / "cut.onnx"
+    if api_call:
+        with pytest.raises(UsageError) as e:
+            api.extract(p, out, None, "a,b,c")
+        msg = str(e.value)
+    else:
+        r = invoke("extract", p, "-o", out, "--to", "a,b,c")
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+        msg = r.stderr
+    assert "'a,b', 'c'" in msg and "'a', 'b', 'c'" in msg, msg
+    assert not out.exists()
+    # a value that is itself a tensor name stays whole (README), and one name a flag is never split
+    r = invoke("extract", p, "-o", out, "--to", "a,b", "--to", "c")
+    assert r.exit_code == 0, r.output
+    assert [o.name for o in onnx.load(out).graph.output] == ["a,b", "c"]

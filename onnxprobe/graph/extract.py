@@ -51,20 +51,48 @@ class Cut:
     unused_inputs: list[str] = field(default_factory=list)
 
 
-def _split(names: list[str] | None, known: set[str]) -> tuple[list[str], str | None]:
+def _split(names: list[str] | None, known: set[str], flag: tuple[str, str]) -> tuple[list[str], str | None]:
     """The names of repeated, comma-separated flag values; a value that is itself a tensor name of the
-    model (``a,b`` is one) stays whole; spaces around a name go, unless they are part of a tensor name
-    (``' '`` can be one). Also the first value that holds an empty name (``','``, ``a,,b``), or None."""
+    model (``a,b`` is one) stays whole, and a value holding one among others (``a,b,c``) is read as the
+    model names its tensors: the one way to cut it into names of the model; one that reads two ways
+    (``a,b`` and ``a`` and ``b`` are all tensors) is refused, naming both. Spaces around a name go, unless
+    they are part of a tensor name (``' '`` can be one). Also the first value that holds an empty name
+    (``','``, ``a,,b``), or None."""
     out: list[str] = []
     empty = None
     for item in names or []:
-        for n in ([item] if item in known else item.split(",")):
+        ways = [] if item in known or "," not in item else _readings(item, known)
+        if len(ways) > 1:
+            shown = " or ".join("[" + ", ".join(repr(n) for n in w) + "]" for w in ways)
+            raise hinted_setting_error(UsageError, flag, f"{item!r} reads two ways as tensor names: {shown}", lambda say: (
+                "; " + say.either("give a list of names", f"give each name its own {flag[1]}")))
+        for n in ([item] if item in known else ways[0] if ways else item.split(",")):
             n = n if n in known else n.strip()
             if not n:
                 empty = item if empty is None else empty
             elif n not in out:
                 out.append(n)
     return out, empty
+
+
+def _readings(item: str, known: set[str], limit: int = 2) -> list[list[str]]:
+    """Up to ``limit`` ways to cut ``item`` at its commas into names of ``known`` (spaces around a part go,
+    unless the name holds them)."""
+    parts = item.split(",")
+    span = 1 + max((n.count(",") for n in known), default=0)  # the most parts one name joins
+
+    def name(i: int, j: int) -> str | None:
+        s = ",".join(parts[i:j])
+        return s if s in known else s.strip() if s.strip() in known else None
+
+    ways: list[list[list[str]]] = [[] for _ in parts] + [[[]]]  # ways[i]: readings of parts[i:]
+    for i in range(len(parts) - 1, -1, -1):
+        for j in range(i + 1, min(len(parts), i + span) + 1):
+            n = name(i, j)
+            for rest in ways[j] if n is not None else []:
+                if len(ways[i]) < limit:
+                    ways[i].append([n, *rest])
+    return ways[0]
 
 
 def _check_names(model: onnx.ModelProto, names: list[str], flag: tuple[str, str], main: set[str]) -> None:
@@ -90,7 +118,7 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
     real_inputs = [vi.name for vi in g.input if vi.name not in inits]
     producer = {o: i for i, n in enumerate(g.node) for o in n.output if o}
     main = set(real_inputs) | inits | set(producer)
-    (ins, empty_in), (outs, empty_out) = _split(inputs, main), _split(outputs, main)
+    (ins, empty_in), (outs, empty_out) = _split(inputs, main, FROM), _split(outputs, main, TO)
     if not ins and not outs:
         raise settings_error(NothingToCut, lambda say: say.either(
             "give the tensors to cut at: cut_inputs and/or cut_outputs (a name, a list of names, or names separated by "
