@@ -100,6 +100,40 @@ def test_weights_computed_from_constants_are_not_layers():
     assert [r.name for r in select(inferred, Selection(all=True, include_constants=True))] == ["c", "zeros", "w2", "w2t", "y"]
 
 
+
+def test_a_constant_of_shape_of_an_input_is_a_layer_not_a_weight(tmp_path):
+    """ConstantOfShape(Shape(x)) (attention masks of exported transformers) was taken for a weight, whatever
+    its input: `layers --all` and `mark --all` left it, and what is computed from it, out, though its value
+    changes with x. Only one whose shape is itself a constant is fixed at load. Oracle: onnxruntime on the
+    marked copy against numpy."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    f = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, ["n", 3])  # noqa: E731
+    m = make_model(
+        [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+         helper.make_node("ConstantOfShape", ["s"], ["z"], name="cos", value=helper.make_tensor("v", TensorProto.FLOAT, [1], [2.0])),
+         helper.make_node("Mul", ["z", "z"], ["zz"], name="sq"),
+         helper.make_node("ConstantOfShape", ["k"], ["w"], name="cos_w", value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.5])),
+         helper.make_node("Add", ["x", "zz"], ["xz"], name="add"),
+         helper.make_node("Mul", ["xz", "w"], ["y"], name="mul")],
+        [f("x")], [f("y")], [numpy_helper.from_array(np.array([3], np.int64), "k")])
+    inferred = onnx.shape_inference.infer_shapes(m)
+    assert [r.name for r in select(inferred, Selection(all=True))] == ["s", "z", "zz", "xz", "y"]
+    p, out = tmp_path / "cos.onnx", tmp_path / "marked.onnx"
+    onnx.save(m, p)
+    r = CliRunner().invoke(app, ["mark", str(p), "-o", str(out), "--all"])
+    assert r.exit_code == 0, r.output
+    import onnxruntime as ort
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"x": x})))
+    np.testing.assert_array_equal(got["z"], np.full((2, 3), 2.0, np.float32))
+    np.testing.assert_array_equal(got["zz"], np.full((2, 3), 4.0, np.float32))
+    np.testing.assert_array_equal(got["y"], (x + 4) * 0.5)
+
 def test_a_range_that_holds_only_weights_is_an_error_as_with_other_criteria():
     """--range alone takes every node output in the range but weights: a range of Constant nodes leaves
     nothing, which is an error (as --all --range is), not an empty report or a model with nothing added."""

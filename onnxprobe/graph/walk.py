@@ -12,7 +12,7 @@ from typing import Iterator
 
 import onnx
 
-CONSTANT_OPS = {"Constant", "ConstantOfShape"}
+CONSTANT_OPS = {"Constant"}  # no input: fixed (ConstantOfShape is as constant as its shape)
 NONDETERMINISTIC_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
 
@@ -161,8 +161,9 @@ def walk(model: onnx.ModelProto) -> list[NodeSite]:
 
 
 def constant_tensors(model: onnx.ModelProto, sites: list[NodeSite] | None = None) -> set[str]:
-    """Tensors fixed before any input arrives: initializers, Constant/ConstantOfShape outputs, and the
-    outputs of deterministic nodes whose inputs are all such tensors (weights computed at load time)."""
+    """Tensors fixed before any input arrives: initializers, Constant outputs, and the outputs of
+    deterministic nodes whose inputs are all such tensors (weights computed at load time: a
+    ConstantOfShape of a constant shape; one of ``Shape(x)`` changes with x)."""
     sites = sites if sites is not None else walk(model)
     const: set[str] = set()
     for g in all_graphs(model.graph):
