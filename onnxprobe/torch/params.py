@@ -43,6 +43,10 @@ class ParamLink:
     transposed: bool = False
     how: str = ""
     shape: tuple[int, ...] | None = None  # the initializer's shape, where it holds the parameter with unit axes added
+    # the initializer's axes the parameter is broadcast along (added in front, or a unit axis of its expanded),
+    # where it holds np.broadcast_to(parameter, its shape): its gradient summed over them is a part of the
+    # parameter's (dynamo folds an RNN's first step, 0 @ W_hh^T + b_hh, into b_hh broadcast over the batch)
+    broadcast: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -107,6 +111,27 @@ def _copies_of_one(equal: list[str], alike: list[str], owners: dict[str, set[str
     (``owners``), and no buffer has them (a fresh BatchNorm's running variance is its weight's ones)."""
     return (len(equal) == 1 and alike == equal and len((owners or {}).get(equal[0]) or ()) > 1
             and not any(_digest(b) == d for b in (buffers or {}).values()))
+
+
+def _broadcast_axes(p_shape: tuple, v_shape: tuple) -> tuple[int, ...]:
+    """The axes of ``v_shape`` that ``np.broadcast_to`` of a ``p_shape`` array adds or expands."""
+    lead = len(v_shape) - len(p_shape)
+    return tuple(range(lead)) + tuple(lead + k for k, n in enumerate(p_shape) if n == 1 and v_shape[lead + k] != 1)
+
+
+def _broadcast_of(v: np.ndarray, params: dict[str, np.ndarray]) -> list[str]:
+    """The parameters whose ``np.broadcast_to`` to ``v``'s shape is ``v`` exactly, more values than they hold;
+    a parameter of all-equal values (zeros, ones) is left out: any constant of those values would be its copy."""
+    out = []
+    for name, p in params.items():
+        if p.size >= v.size or p.ndim > v.ndim or p.dtype != v.dtype or p.size < 2:
+            continue
+        lead = v.ndim - p.ndim
+        if any(n not in (1, m) for n, m in zip(p.shape, v.shape[lead:])) or np.all(p == p.flat[0]):
+            continue
+        if np.array_equal(np.broadcast_to(p, v.shape), v):
+            out.append(name)
+    return out
 
 
 def param_owners(mod) -> dict[str, set[str]]:
@@ -252,6 +277,12 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
             out.links[i] = ParamLink(i, list(sq), shape=tuple(v.shape),
                                      how=f"the parameter with unit axes added ({'x'.join(map(str, v.shape))})")
             continue
+        bc = held_by_readers(i, _broadcast_of(v, params)) if v.size else []
+        if len(bc) == 1 and len(same_class[d]) == 1:
+            axes = _broadcast_axes(params[bc[0]].shape, v.shape)
+            out.links[i] = ParamLink(i, bc, broadcast=axes, how=f"the parameter broadcast to {'x'.join(map(str, v.shape))} "
+                                                               f"(its copies along axes {', '.join(map(str, axes))})")
+            continue
         held_by = [b for b, bv in (buffers or {}).items() if _digest(bv) == d]
         if held_by:  # a buffer (BatchNorm's running mean, a registered constant): torch has no gradient for it
             out.refused[i] = (f"holds the buffer {held_by[0] if i not in held_by else i}, not a parameter: torch autograd "
@@ -269,17 +300,25 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                                     "which torch's gradient of the parameter leaves out")
             for q in link.params:
                 out.unused[q] = f"its initializer {held[0]} also stands for the buffer {b} (merged by the exporter: equal values)"
+    for i, link in list(out.links.items()):  # a broadcast copy of a parameter whose own initializer holds other values
+        if link.broadcast is not None and link.params[0] in out.unused:
+            del out.links[i]
+            out.refused[i] = (f"holds the torch parameter {link.params[0]} broadcast along axes "
+                              f"{', '.join(map(str, link.broadcast))} (the exporter's copy of it), whose own initializer "
+                              "holds other values: not compared")
     holders: dict[str, list[str]] = {}
     for link in out.links.values():
         for p in link.params:
             holders.setdefault(p, []).append(link.init)
     for p, inits_of in holders.items():  # tied weights (an embedding reused transposed by the LM head)
-        if len(inits_of) > 1:
+        if len(inits_of) > 1 or out.links[inits_of[0]].broadcast is not None:
+            # a lone broadcast copy too: its gradient summed over the broadcast axes is the parameter's
             if all(out.links[i].params == [p] for i in inits_of):  # each holds it alone: their gradients sum to its
                 out.ties[p] = [out.links[i] for i in inits_of]
             stored = {out.links[i].transposed for i in inits_of}
             what = ("stored by the exporter both as it is and transposed (a copy a MatMul reads)" if stored == {True, False}
-                    else "a tied weight")
+                    else "copied by the exporter broadcast along added axes" if any(
+                        out.links[i].broadcast is not None for i in inits_of) else "a tied weight")
             for i in inits_of:
                 out.links.pop(i, None)
                 out.refused[i] = (f"holds the parameter {p}, which {len(inits_of)} initializers hold ({', '.join(inits_of)}): "

@@ -29,8 +29,11 @@ class Tie:
     name: str  # as reported: the gradients summed, '^T' where transposed back
 
     def how(self) -> str:
-        parts = [f"{link.init} ({'transposed back' if link.transposed else 'reshaped back' if link.shape else 'as it is'})"
+        parts = [f"{link.init} ({'transposed back' if link.transposed else 'reshaped back' if link.shape else _summed(link) if link.broadcast is not None else 'as it is'})"
                  for link in self.links]
+        if len(parts) == 1:
+            return (f"gradient of the parameter {self.param}, which the initializer {parts[0]} holds broadcast (the "
+                    "exporter's copy): torch's gradient is the sum over the copies")
         return (f"gradient of the parameter {self.param}, which {len(self.links)} initializers hold (a tied weight, or "
                 f"the exporter's copies): torch's gradient is the sum over its reads, compared with the sum of "
                 f"theirs, {', '.join(parts[:-1])} and {parts[-1]}")
@@ -72,6 +75,11 @@ def add_tie_sums(plan, ties: dict[str, list[ParamLink]], shapes: dict[str, tuple
             g = plan.grads[link.init]
             if link.transposed:
                 g = node("Transpose", [g], f"{g}_T")
+            elif link.broadcast is not None:  # summed over the axes it was broadcast along, then in the parameter's shape
+                g = _reduce_sum(node, fresh, _opset(bw), g, link.broadcast)
+                dims = numpy_helper.from_array(np.asarray(shapes[p], np.int64), fresh(f"{g}_shape"))
+                shape = node("Constant", [], dims.name, value=dims)
+                g = node("Reshape", [g, shape], f"{g}_as_param")
             elif link.shape is not None:
                 dims = numpy_helper.from_array(np.asarray(shapes[p], np.int64), fresh(f"{g}_shape"))
                 shape = node("Constant", [], dims.name, value=dims)
@@ -80,9 +88,25 @@ def add_tie_sums(plan, ties: dict[str, list[ParamLink]], shapes: dict[str, tuple
         tensor = node("Sum", parts, f"{p}_grad_tied_sum")
         plan.grads[tensor] = tensor  # its own key: grad_side reads each candidate's gradient there
         extra.append((tensor, replace(first[links[0].init], key=tensor, name=tensor, shape=tuple(shapes[p]))))
-        out.append(Tie(p, list(links), tensor, "+".join(grad_name(link.init) + ("^T" if link.transposed else "")
-                                                         for link in links)))
+        out.append(Tie(p, list(links), tensor, "+".join(grad_name(link.init) + ("^T" if link.transposed else "") + (
+            f"^sum({','.join(map(str, link.broadcast))})" if link.broadcast is not None else "") for link in links)))
     return out, extra
+
+
+def _summed(link: ParamLink) -> str:
+    return f"the exporter's copy broadcast along axes {', '.join(map(str, link.broadcast))}, summed over them"
+
+
+def _opset(model) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+
+
+def _reduce_sum(node, fresh, opset: int, g: str, axes: tuple[int, ...]) -> str:
+    """``g`` summed over ``axes``, kept (the Reshape after it drops them): ReduceSum's axes an input from opset 13."""
+    if opset < 13:
+        return node("ReduceSum", [g], f"{g}_sum", axes=list(axes), keepdims=1)
+    t = numpy_helper.from_array(np.asarray(axes, np.int64), fresh(f"{g}_axes"))
+    return node("ReduceSum", [g, node("Constant", [], t.name, value=t)], f"{g}_sum", keepdims=1)
 
 
 def name_ties(side: Side, ties: list[Tie]) -> None:
@@ -106,7 +130,10 @@ def pair_ties(obs_a: list[Observable], ties: list[Tie], b_obs) -> tuple[list[Pai
             done.add(o.name)
         elif o.name in summed:
             t = summed[o.name]
-            un_a.append(Unmatched(o, f"holds the parameter {t.param}, which {len(t.links)} initializers hold: compared "
-                                     f"as a part of their sum, {t.name}", FOLDED))
+            link = next(k for k in t.links if grad_name(k.init) == o.name)
+            copy = (f" broadcast along axes {', '.join(map(str, link.broadcast))} (the exporter's copy of it)"
+                    if link.broadcast is not None else "")
+            un_a.append(Unmatched(o, f"holds the parameter {t.param}{copy}, which {len(t.links)} initializer"
+                                     f"{'s hold' if len(t.links) > 1 else ' holds'}: compared as a part of their sum, {t.name}", FOLDED))
             done.add(o.name)
     return pairs, un_a, done, {by_probe[o.probe].param for o in obs_a if o.probe in by_probe}
