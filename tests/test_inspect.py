@@ -394,3 +394,89 @@ def test_names_with_a_newline_are_escaped_once_in_the_report(tmp_path):
     assert "\\\\" not in out, out  # no name here holds a backslash
     for shown in ("custom.Mystery\\nOp", "#0 n\\nm", "u\\nv", "i\\nf If.", "g\\nh"):
         assert shown in out, (shown, out)
+
+
+def _load_time_weights_model() -> onnx.ModelProto:
+    """Weights the runtime computes from constants at load: W = ConstantOfShape([4, 3]) -> Transpose -> Wt
+    (3x4), b = Reshape(Cast(fp16 Constant [4]), [1, 4]); a custom op of a constant (of unknown shape); the
+    transpose of a tied embedding emb (4x3), which a Gather reads too; a ConstantOfShape(Shape(x)), which
+    hangs on the input, is no weight."""
+    i64 = lambda name, v: helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(v, np.int64)))  # noqa: E731
+    nodes = [
+        i64("s", [4, 3]),
+        helper.make_node("ConstantOfShape", ["s"], ["W"], value=numpy_helper.from_array(np.array([0.5], np.float32))),
+        helper.make_node("Transpose", ["W"], ["Wt"]),
+        helper.make_node("Constant", [], ["c16"], value=numpy_helper.from_array(np.arange(4, dtype=np.float16))),
+        helper.make_node("Cast", ["c16"], ["b32"], to=TensorProto.FLOAT),
+        i64("rs", [1, 4]),
+        helper.make_node("Reshape", ["b32", "rs"], ["b2"]),
+        helper.make_node("Foo", ["c16"], ["fo"], domain="other"),
+        helper.make_node("MatMul", ["x", "Wt"], ["y"], name="mm"),
+        helper.make_node("Add", ["y", "b2"], ["z"], name="add_b2"),
+        helper.make_node("Add", ["z", "bias"], ["out"], name="add_bias"),
+        helper.make_node("Shape", ["x"], ["xs"]),
+        helper.make_node("ConstantOfShape", ["xs"], ["zx"]),
+        helper.make_node("Add", ["x", "zx"], ["out2"], name="add_zx"),
+        helper.make_node("Mul", ["x", "fo"], ["out3"], name="use_fo"),
+        helper.make_node("Gather", ["emb", "ids"], ["out4"], name="embed"),
+        helper.make_node("Transpose", ["emb"], ["embT"]),
+        helper.make_node("MatMul", ["x", "embT"], ["out5"], name="tied"),
+    ]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3]),
+                                       helper.make_tensor_value_info("ids", TensorProto.INT64, [2])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 4]),
+                           helper.make_tensor_value_info("out2", TensorProto.FLOAT, [1, 3]),
+                           helper.make_value_info("out3", onnx.TypeProto()),
+                           helper.make_tensor_value_info("out4", TensorProto.FLOAT, [2, 3]),
+                           helper.make_tensor_value_info("out5", TensorProto.FLOAT, [1, 4])],
+                          initializer=[numpy_helper.from_array(np.zeros(4, np.float32), "bias"),
+                                       numpy_helper.from_array(np.ones((4, 3), np.float32), "emb")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("other", 1)])
+
+
+def test_weights_computed_from_constants_at_load_are_counted_and_marked(tmp_path):
+    """light_vgg19 holds its 143M weights as ConstantOfShape of stored shapes: inspect said "217
+    parameters" (the shape vectors and a few biases) and --nodes showed its Conv weights as plain tensors.
+    Oracle: the model above, counted by hand."""
+    p = tmp_path / "lt.onnx"
+    onnx.save(_load_time_weights_model(), str(p))
+    d = inspect_json(p, tmp_path)
+    # stored, as before: 3 Constant nodes (s: 2 int64, c16: 4 float16, rs: 2 int64), initializers bias (4 float32)
+    # and emb (4x3 float32)
+    assert d["constants"] == {"count": 3, "bytes": 16 + 8 + 16, "elements": 8}
+    assert d["initializers"] == {"count": 2, "bytes": 16 + 48, "elements": 4 + 12}
+    assert d["parameters"] == 24
+    # computed at load and read by the rest of the graph: Wt (3x4 float32), b2 (1x4 float32), embT (3x4 float32),
+    # fo (shape unknown); W and b32 are only steps towards them, zx hangs on x
+    assert d["computed_weights"] == {"count": 4, "bytes": (12 + 4 + 12) * 4, "elements": 12 + 4 + 12, "unsized": 1}
+    # what the graph computes with: bias, emb, Wt, b2 (s, c16, rs only feed the load-time computation; embT is
+    # emb transposed, counted once)
+    assert d["parameters_at_load"] == 4 + 12 + 12 + 4
+    weights = {(n["name"], t["name"]) for n in d["nodes"] for t in n["inputs"] if t.get("weight")}
+    assert {("mm", "Wt"), ("add_b2", "b2"), ("add_bias", "bias"), ("use_fo", "fo"), ("tied", "embT")} <= weights
+    assert not any(t == "zx" or t == "xs" for _, t in weights)
+    r = invoke("inspect", p)
+    assert r.exit_code == 0, r.output
+    head = r.stdout[r.stdout.index("weights:"):r.stdout.index("\n\n")]  # broken between its phrases where too wide
+    line = " ".join(head.split())
+    assert "4 computed from constants at load (112 B; 1 of unknown size)" in line
+    assert "at least 32 parameters (24 stored)" in line
+    r = runner.invoke(app, ["inspect", str(p), "--nodes"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    mm = next(ln for ln in r.stdout.splitlines() if " mm " in ln)
+    assert "Wt (weight 3x4)" in mm
+    zx = next(ln for ln in r.stdout.splitlines() if " add_zx " in ln)
+    assert "zx (1x3)" in zx
+
+
+def test_a_model_without_load_time_weights_reads_as_before(tmp_path):
+    """Every stored weight read by the graph: parameters_at_load is parameters, and the line is unchanged."""
+    p = sample_path(SAMPLE_NAMES[0])
+    d = inspect_json(p, tmp_path)
+    m = onnx.load(str(p))
+    if any(n.op_type == "ConstantOfShape" for n in m.graph.node):
+        pytest.skip("sample computes weights")
+    assert d["computed_weights"] == {"count": 0, "bytes": 0, "elements": 0, "unsized": 0}
+    assert d["parameters_at_load"] == d["parameters"] == sum(int(np.prod(t.dims)) for t in m.graph.initializer) + d["constants"]["elements"]
+    r = invoke("inspect", p)
+    assert "computed from constants" not in r.stdout

@@ -8,6 +8,12 @@ model after ``graph.shapes.infer_shapes``); modifies neither and executes nothin
   dtypes and shapes (``'batch'`` for a symbolic dimension, ``None`` for an unknown one);
 - weights: initializers (count, bytes, elements) and the tensors held by Constant nodes, separately;
   ``parameters`` is the element count of both;
+- ``computed``: the weights the runtime computes from constants alone at load (``walk.constant_tensors``:
+  a ConstantOfShape of a constant shape, a Cast or Reshape of a Constant...) that the rest of the graph
+  reads, sized by shape inference (never computed; ``unsized`` counts those of unknown shape);
+  ``parameters_at_load`` the elements the graph computes with: those, and the stored weights other than
+  the ones only read to compute them (a shape vector, the float16 source of a Cast), a stored weight and
+  what is computed from it that the graph reads too (a tied embedding and its transpose) counted once;
 - ``used_domains``: the opset domains that nodes use (``opsets`` lists every import);
 - the op-type histogram over every node, subgraphs included (ops of other domains as ``domain.Op``);
 - nodes with an output whose type or rank shape inference could not find;
@@ -26,9 +32,9 @@ import onnx
 
 from onnxprobe.graph.constants import constants
 from onnxprobe.graph.external import ExternalFile, external_files
-from onnxprobe.graph.extents import tensor_nbytes
+from onnxprobe.graph.extents import dims_nbytes, tensor_nbytes
 from onnxprobe.graph.shapes import dtype_name, static_shape
-from onnxprobe.graph.walk import NodeSite, all_graphs, subgraphs, walk
+from onnxprobe.graph.walk import NodeSite, all_graphs, constant_tensors, subgraphs, walk
 from onnxprobe.types import element_count
 
 STANDARD_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.training", "ai.onnx.preview"}
@@ -47,6 +53,7 @@ class WeightInfo:
     count: int = 0
     bytes: int = 0
     elements: int = 0
+    unsized: int = 0  # tensors of unknown shape (computed ones), in count, not in bytes or elements
 
 
 @dataclass(frozen=True)
@@ -94,10 +101,19 @@ class ModelSummary:
     graph_name: str = ""
     doc: str = ""
     warnings: list[str] = field(default_factory=list)
+    computed: WeightInfo = field(default_factory=WeightInfo)  # weights computed from constants at load
+    feeding: int = 0  # elements of stored weights read only to compute those, and of computed copies of read ones
 
     @property
     def parameters(self) -> int:
+        """Elements of the stored weights (initializers and Constant nodes)."""
         return self.initializers.elements + self.constants.elements
+
+    @property
+    def parameters_at_load(self) -> int:
+        """Elements of the weights the graph computes with, those computed at load included (a lower
+        bound where ``computed.unsized``)."""
+        return self.parameters - self.feeding + self.computed.elements
 
 
 def op_label(node: onnx.NodeProto) -> str:
@@ -185,6 +201,50 @@ def _weights(model: onnx.ModelProto) -> tuple[WeightInfo, WeightInfo]:
     return init, const
 
 
+def _computed(model: onnx.ModelProto, sites: list[NodeSite], types: dict[str, onnx.TypeProto],
+              const: set[str]) -> tuple[WeightInfo, int]:
+    """(the weights computed from constants at load that the rest of the graph reads, the elements to leave
+    out of ``parameters_at_load``: stored weights read only to compute them, and computed copies of a stored
+    weight the graph reads itself, counted once). Sizes from the inferred types: nothing is computed."""
+    stored: dict[str, int] = {}
+    for g in all_graphs(model.graph):
+        stored.update((t.name, element_count(t.dims) or 0) for t in g.initializer)
+        stored.update((t.values.name, element_count(t.dims) or 0) for t in g.sparse_initializer)
+    for s in sites:
+        if s.node.op_type == "Constant" and s.node.domain in ("", "ai.onnx") and s.node.output and s.node.attribute:
+            stored[s.node.output[0]] = _constant_size(s.node.attribute[0])[1]
+    live: set[str] = {o.name for g in all_graphs(model.graph) for o in g.output}  # read past the load-time part
+    folded: set[str] = set()  # read by a node computed at load
+    at_load = []
+    for s in sites:
+        outs = [o for o in s.node.output if o]
+        if bool(outs) and all(o in const for o in outs):
+            at_load.append(s.node)
+            folded.update(i for i in s.node.input if i)
+        else:
+            live.update(i for i in s.node.input if i)
+    copied: set[str] = set()  # computed from a stored weight the graph reads too (a tied embedding's transpose)
+    for node in at_load:
+        if any(i in copied or (i in stored and i in live) for i in node.input if i):
+            copied.update(o for o in node.output if o)
+    computed = [n for n in dict.fromkeys(o for s in sites for o in s.node.output if o)
+                if n in const and n not in stored and n in live]
+    count = elements = nbytes = unsized = copies = 0
+    for n in computed:
+        t = types.get(n)
+        shape = static_shape(t)
+        n_el = None if shape is None else element_count(shape)
+        count += 1
+        if n_el is None or not t.tensor_type.elem_type:
+            unsized += 1
+            continue
+        elements += n_el
+        copies += n_el if n in copied else 0
+        nbytes += dims_nbytes(onnx.TensorProto(data_type=t.tensor_type.elem_type, dims=shape))
+    feeding = sum(e for n, e in stored.items() if n in folded and n not in live)
+    return WeightInfo(count, nbytes, elements, unsized), feeding + copies
+
+
 def _sparse_nbytes(t: onnx.SparseTensorProto) -> int:
     """Bytes a sparse tensor stores: its values and their indices."""
     return tensor_nbytes(t.values) + tensor_nbytes(t.indices)
@@ -230,9 +290,8 @@ def node_rows(model: onnx.ModelProto, inferred: onnx.ModelProto, sites: list[Nod
 
 
 def _weight_names(model: onnx.ModelProto, sites: list[NodeSite]) -> set[str]:
-    names = {t.name for g in all_graphs(model.graph) for t in g.initializer}
-    names.update(o for s in sites if s.node.op_type == "Constant" and s.node.domain in ("", "ai.onnx") for o in s.node.output)
-    return names
+    """Initializers, Constant outputs and what is computed from them alone at load (``constant_tensors``)."""
+    return constant_tensors(model, sites)
 
 
 def summarize(
@@ -249,6 +308,7 @@ def summarize(
     inputs = [type_info(vi.name, vi.type if known(vi.type) else types.get(vi.name)) for vi in g.input if vi.name not in init_names]
     outputs = [type_info(vi.name, vi.type if known(vi.type) else types.get(vi.name)) for vi in g.output]
     init, const = _weights(model)
+    computed, feeding = _computed(model, sites, types, constant_tensors(model, sites))
     hist = Counter(op_label(s.node) for s in sites)
     uninferred = [r for r in rows if any(o.kind == "unknown" or (o.kind == "tensor" and o.shape is None) for o in r.outputs)]
     site_of = {id(s.node): s for s in sites}
@@ -272,7 +332,7 @@ def summarize(
         opsets={(o.domain or "ai.onnx"): o.version for o in model.opset_import},
         producer=model.producer_name, producer_version=model.producer_version,
         metadata={p.key: p.value for p in model.metadata_props},
-        inputs=inputs, outputs=outputs, initializers=init, constants=const,
+        inputs=inputs, outputs=outputs, initializers=init, constants=const, computed=computed, feeding=feeding,
         nodes=len(sites), main_nodes=len(g.node),
         op_histogram=dict(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))),
         uninferred=uninferred, subgraphs=subs,

@@ -50,6 +50,9 @@ def inspect_dict(result) -> dict:
         "initializers": {"count": s.initializers.count, "bytes": s.initializers.bytes, "elements": s.initializers.elements},
         "constants": {"count": s.constants.count, "bytes": s.constants.bytes, "elements": s.constants.elements},
         "parameters": s.parameters,
+        "computed_weights": {"count": s.computed.count, "bytes": s.computed.bytes, "elements": s.computed.elements,
+                             "unsized": s.computed.unsized},
+        "parameters_at_load": s.parameters_at_load,
         "node_count": s.nodes, "main_graph_node_count": s.main_nodes,
         "op_histogram": dict(s.op_histogram),
         "uninferred_nodes": [_node(r) for r in s.uninferred],
@@ -185,7 +188,14 @@ def inspect_renderables(result, width: int = 120) -> list:
     weights = f"weights: {plural(s.initializers.count, 'initializer')} ({human_bytes(s.initializers.bytes)})"
     if s.constants.count:
         weights += f", {plural(s.constants.count, 'Constant node')} ({human_bytes(s.constants.bytes)})"
-    out.append(_line(f"{weights} · {human_count(s.parameters)} parameters"))
+    params = f"{human_count(s.parameters)} parameters"
+    if s.computed.count:  # weights the runtime computes from constants at load (ConstantOfShape, Cast...)
+        unsized = f"; {s.computed.unsized} of unknown size" if s.computed.unsized else ""
+        weights += f", {s.computed.count:,} computed from constants at load ({human_bytes(s.computed.bytes)}{unsized})"
+        params = f"{'at least ' if s.computed.unsized else ''}{human_count(s.parameters_at_load)} parameters"
+        if s.parameters_at_load != s.parameters:
+            params += f" ({human_count(s.parameters)} stored)"
+    out.append(_line(f"{weights} · {params}"))
     if s.doc:
         out.append(_line(s.doc.splitlines()[0], style="dim"))
 
