@@ -143,3 +143,23 @@ def test_a_steep_model_is_checked_in_float64(tmp_path, monkeypatch, wrong):
     else:
         np.testing.assert_allclose(res.arrays["w"], wrong * oracle, rtol=1e-5)
         assert c["ok"] is False and not c["kink"], c
+
+
+# --- below 1e-9 RMS in float64 the rounding of t + h v (eps |t| / h of the step) swamped the comparison with
+# h <g, v>; where the tensor's value is known exactly (a weight, an input) the finite differences are compared with
+# <g, fl(t + h v) - t>, the perturbation actually applied, computed on the host, and the steps go on down to 1e-12 ---
+
+@pytest.mark.parametrize("k", [1e8, 1e9, 1e10])
+def test_a_loss_curved_below_1e9_gets_a_verdict_where_the_applied_perturbation_is_known(k):
+    w, loss, g, calls = _steep(k)
+    rms = float(np.sqrt(np.mean(w * w)))
+    check = (lambda grad: check_gradients([CheckItem("w", grad, w, rms, exact=True)], loss, "float64")["w"])
+    right = check(g)
+    assert right["ok"] is True and not right["kink"], right
+    for f in (0.97, 1.03, 0.9):
+        res = check(f * g)
+        assert res["ok"] is False and not res["kink"], (f, res)
+    for f in (1 + 1e-4, 1 - 1e-5):  # 100 and 10 x the tolerance: a FAIL or no verdict, never a pass
+        assert check(f * g)["ok"] is not True, f
+    # bounded: at most 8 steps of 4 runs along each of the (here 2) directions, plus the loss at 0
+    assert len(calls) <= 6 * (2 * 8 * 4 + 1), len(calls)

@@ -327,7 +327,9 @@ def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result:
             rms = float(np.sqrt(np.mean(np.square(val, dtype=np.float64))))
         else:
             rms = (row.value_norm / np.sqrt(max(g.size, 1))) if row.value_norm else 1.0
-        items.append(CheckItem(row.name, g, val, rms))
+        # a weight's or an input's value is the tensor the check perturbs, bit for bit (float64: float32 promoted
+        # exactly); an activation's was read from another run
+        items.append(CheckItem(row.name, g, val, rms, exact=kind in ("weight", "input") and val is not None))
     rounding = _loss_rounding(gp, base, device, mode, [it.name for it in items]) if items else None
     if isinstance(rounding, str):
         result.notes.append(f"the forward pass's rounding could not be read ({rounding}): a perturbation that a huge "

@@ -194,6 +194,26 @@ class CheckItem:
     grad: np.ndarray
     value: np.ndarray | None
     rms: float
+    # ``value`` is, bit for bit, the tensor the loss perturbs in the check's precision (a weight or input, not an
+    # activation read from another run): the perturbation actually applied, fl(t + delta) - t, is then known
+    exact: bool = False
+
+
+def applied(loss: Callable[[str, np.ndarray], float], name: str, g: np.ndarray, value: np.ndarray, dt) -> Callable:
+    """``loss`` read at the perturbation it was asked for: L(fl(t + d) - t) - <g, (fl(t + d) - t) - d>, the
+    difference computed exactly on the host (t + d rounds to t's grid in ``dt``; at a step of 1e-9 of |t| in
+    float64, 1e-5 in float32, that rounding is a large share of the step). The finite differences are then compared
+    with <g, fl(t + h v) - t>, the change the gradient predicts for the perturbation applied, instead of h <g, v>:
+    for the right gradient the rounding of t + h v cancels; for one wrong by (g* - g) it leaves <g* - g, e> / h, a
+    share of the disagreement itself (the callers count it in their error estimates)."""
+    t = np.asarray(value, dt)
+    t64 = t.astype(np.float64)
+
+    def corrected(n: str, d: np.ndarray) -> float:
+        d = np.asarray(d, np.float64)
+        a = (t + d.astype(dt)).astype(np.float64) - t64
+        return loss(n, d) - float(np.sum(g * (a - d)))
+    return corrected
 
 
 def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], float], precision: str, *,
@@ -241,6 +261,8 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
             support = np.asarray(it.value) != 0
             # relative perturbations where the values are known: a variance stays positive, zeros stay put
             rel = np.abs(np.asarray(it.value, np.float64)) / max(it.rms, 1e-30)
+        known = it.exact and it.value is not None and np.shape(it.value) == g.shape
+        f = applied(loss, it.name, g, it.value, dt) if known else loss
         directions = [g * rng.uniform(0.5, 1.5, g.shape) * support * rel]
         if dt == np.float64:  # in float32 a Gaussian direction's signal drowns in rounding noise
             # over every entry, and over the entries whose gradient is 0 alone: a rule that drops a
@@ -252,7 +274,7 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
         if dt == np.float32:  # one direction, one step chosen by its resolution (check32)
             v = directions[0] / max(float(np.sqrt(np.mean(directions[0] ** 2))), 1e-300)
             val = None if it.value is None or np.shape(it.value) != g.shape else np.asarray(it.value, np.float64)
-            out[it.name] = {**check_direction(it.name, g, v, h0, loss, L0, tol, val, R), "tolerance": tol,
+            out[it.name] = {**check_direction(it.name, g, v, h0, f, L0, tol, val, R, known), "tolerance": tol,
                             "precision": precision}
             _rounded_by(out[it.name], R, by, L0, eps)
             if progress is not None:
@@ -261,7 +283,7 @@ def check_gradients(items: list[CheckItem], loss: Callable[[str, np.ndarray], fl
         worst, detail, settled, flat, swamped, hmin = 0.0, None, False, False, None, h0 / 1000
         for v in directions:
             v = v / max(float(np.sqrt(np.mean(v * v))), 1e-300)
-            best = _best_step(it.name, g, v, h0, loss, L0, dt, eps, tol, scale, R)
+            best = _best_step(it.name, g, v, h0, f, L0, dt, eps, tol, scale, R, known)
             hmin = min(hmin, best[8])
             if not best[7]:  # this direction says nothing (float64's extra Gaussian ones may not move a big loss)
                 swamped = swamped or best[1:]
@@ -309,7 +331,7 @@ REFINE64 = 3  # tenfold smaller steps after those, at most (a curved loss), whil
 
 
 def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: float, dt, eps: float, tol: float,
-               scale: float, R: float = 0.0):
+               scale: float, R: float = 0.0, known: bool = False):
     """(error, fd, <g, v>, step, kink, settled, flat, resolved, smallest step) for the step size that agrees
     best (float64). Kinks favour small steps, rounding large ones: several are tried (``STEPS64``), then, while
     no step agrees or settles, tenfold smaller ones (``REFINE64`` at most): a loss curved over the steps (exp(k w)
@@ -363,7 +385,9 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
             err = abs(fd - an) / big if big > floor else float("inf")
             if not np.isfinite(err):
                 err = float("inf")
-            noise = max(floor, 10 * eps * scale / h * big)
+            # t + h v's rounding: where the perturbation applied is known (``known``) the loss is corrected for it and
+            # only <g* - g, e> / h is left, at most that share (10 eps |t| / h of the slope) of the disagreement
+            noise = max(floor, 10 * eps * scale / h * (abs(fd - an) if known and np.isfinite(fd) else big))
             if np.isfinite(fd):
                 rich[h] = (fd, noise)
             # at a kink the one-sided derivatives differ, and a valid (sub)gradient lies between them. Curvature
@@ -390,7 +414,8 @@ def _best_step(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss, L0: flo
             break
         nxt = min(steps) / 10
         if i == len(steps) and not settled and len(steps) < len(STEPS64) + REFINE64 and np.isfinite(big) and \
-                50 * eps * max(abs(L0), abs(lp), abs(lm)) / nxt + 10 * eps * scale / nxt * big <= tol / 4 * big:
+                50 * eps * max(abs(L0), abs(lp), abs(lm)) / nxt <= tol / 4 * big and \
+                10 * eps * scale / nxt <= (0.25 if known else tol / 4):
             steps.append(nxt)
     resolved = best[0] != float("inf") or settled
     if not resolved and an == 0 and not moved:

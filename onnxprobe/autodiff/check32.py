@@ -42,10 +42,12 @@ SIDE_SD = float(np.sqrt(4 ** 2 + 3 ** 2 + 1))  # sd of a one-sided extrapolated 
 
 
 def check_direction(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss: Callable[[str, np.ndarray], float],
-                    L0: float, tol: float, value: np.ndarray | None, rounding: float = 0.0) -> dict:
+                    L0: float, tol: float, value: np.ndarray | None, rounding: float = 0.0, known: bool = False) -> dict:
     """The check of ``g`` along ``v`` (RMS 1): {error, fd, grad_dot, step, kink, ok} (+ ``flat`` for a loss that
     did not move at all, ``unresolved`` with the reason where ``ok`` is None). ``rounding``: the loss's rounding read
-    from the forward pass (``autodiff.rounding``), a floor under the measured one."""
+    from the forward pass (``autodiff.rounding``), a floor under the measured one. ``known``: ``loss`` is corrected for
+    the perturbation actually applied (``check.applied``): the rounding of t + h v is left only as a share of the
+    disagreement, counted so (a gradient wrong by E shows at least E (1 - share), the share <= est / tol)."""
     an = float(np.sum(g * v))
     # (one-sided, L(2 e v) - 2 L(e v) + L(0): 0 for a kink at the point, which a symmetric one measured as noise)
     probes = [loss(name, 2 * e * h0 * v) - 2 * loss(name, e * h0 * v) + L0 for e in PROBES]
@@ -57,7 +59,7 @@ def check_direction(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss: Ca
     resolved = (lambda r: r["linear"] and r["est"] <= RESOLVES * tol * r["big"])  # noqa: E731
     pair, todo = None, list(STEPS)
     while todo and pair is None:
-        r = _row(name, v, todo.pop(0) * h0, loss, L0, an, tol, probe_var, t_round, measured)
+        r = _row(name, v, todo.pop(0) * h0, loss, L0, an, tol, probe_var, t_round, measured, known)
         if r is not None:
             rows.append(r)
             pair = _agreeing(r, rows[:-1], tol)
@@ -72,7 +74,7 @@ def check_direction(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss: Ca
                "ok": bool(r["err"] <= tol)}
         if out["ok"]:
             return out
-        rows += [x for x in (_row(name, v, k * h0, loss, L0, an, tol, probe_var, t_round, measured) for k in todo) if x]
+        rows += [x for x in (_row(name, v, k * h0, loss, L0, an, tol, probe_var, t_round, measured, known) for k in todo) if x]
         kink = _kink(rows, an, tol)  # a FAIL looks further: a kink at the point?
         if kink is None and r["flat"]:
             out["flat"] = True
@@ -109,7 +111,7 @@ def check_direction(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss: Ca
     return out
 
 
-def _row(name, v, h, loss, L0, an, tol, probe_var, t_round, measured) -> dict | None:
+def _row(name, v, h, loss, L0, an, tol, probe_var, t_round, measured, known=False) -> dict | None:
     """The finite differences at step h and their estimated error (None where the loss is not finite)."""
     lp, lm, hp, hm = (loss(name, s * h * v) for s in (1, -1, 0.5, -0.5))
     if not all(np.isfinite(x) for x in (lp, lm, hp, hm, L0)):
@@ -124,8 +126,13 @@ def _row(name, v, h, loss, L0, an, tol, probe_var, t_round, measured) -> dict | 
     # the Richardson extrapolation (4 D(h/2) - D(h)) / 3 cancels curvature but multiplies the rounding by 5;
     # where the rounding dominates, the central difference D(h) itself is the better estimate (its truncation,
     # 4/3 |D(h) - D(h/2)| where smooth, is bounded by twice that with a kink crossed)
-    rich = ((4 * d2 - d1) / 3, (3 * R_SD * sd + t_round) / h, abs(d1 - d2) + kinks)
-    central = (d1, (3 * D1_SD * sd + t_round / 3) / h, 2 * abs(d1 - d2) + kinks)
+    def share(fd):  # known: what the correction leaves of t + h v's rounding, a share of the disagreement, while
+        # that rounding is at most 1/4 of the step's change (so a gradient wrong by E shows at least 3/4 E)
+        big = max(abs(fd), abs(an), 1e-300)
+        return min(1.0, abs(fd - an) / big) if known and t_round / h <= big / 4 else 1.0
+    r4 = (4 * d2 - d1) / 3
+    rich = (r4, (3 * R_SD * sd + t_round * share(r4)) / h, abs(d1 - d2) + kinks)
+    central = (d1, (3 * D1_SD * sd + t_round / 3 * share(d1)) / h, 2 * abs(d1 - d2) + kinks)
     fd, noise, trunc = min(rich, central, key=lambda c: c[1] + c[2])
     big = max(abs(fd), abs(an))
     # the step is one over which the loss is near-linear: |D(h) - D(h/2)| small next to the slope measured (a
