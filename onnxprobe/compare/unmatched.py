@@ -1,9 +1,12 @@
 """Why a tensor of a diff stayed unmatched, where more is known than the matcher's "no counterpart": the
 other side's runner cannot observe it, it holds the values of a tensor that is compared (an Identity, a
-Reshape, a Cast to its own type), the other model folded it into a constant, or the other model folded it
-into its consumer (Conv+BN folding, a Relu dropped by the quantizer) and compared it there."""
+Reshape, a Cast to its own type or a wider float type) or one that is compared holds its values, the other
+model folded it into a constant, or the other model folded it into its consumer (Conv+BN folding, a Relu
+dropped by the quantizer) and compared it there."""
 
 from __future__ import annotations
+
+from onnx import TensorProto
 
 from onnxprobe.compare.sides import Side
 from onnxprobe.graph.constants import constant_arrays
@@ -185,6 +188,10 @@ def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired
         return t.tensor_type.elem_type if t is not None and t.HasField("tensor_type") else 0
 
     small = constant_arrays(model.graph, 16)  # a neutral operand is one element
+    consumers: dict[str, list] = {}
+    for n in model.graph.node:
+        for i in dict.fromkeys(n.input):
+            consumers.setdefault(i, []).append(n)
     for u in todo:
         x, first = u.obs.name, None
         for _ in range(16):
@@ -196,18 +203,53 @@ def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired
                     break
                 continue
             if n is None or not n.input or n.op_type not in SAME_VALUES or (
-                    n.op_type == "Cast" and (not elem(x) or elem(n.input[0]) != elem(x))):
+                    n.op_type == "Cast" and not _exact_cast(elem(n.input[0]), elem(x))):
                 x = None
                 break
             first, x = first or n.op_type, n.input[0]
             if x in paired:
                 break
+        below = _held_below(u.obs.name, consumers, elem, paired) if x is None or x not in paired else None
         if x is not None and x in paired:
             u.reason = f"the values of {x!r} ({first}), which is compared (with {there}'s {paired[x]!r})"
+            u.cause = COPY
+        elif below is not None:
+            u.reason = f"its values are compared as {below[0]!r} (a {below[1]} that keeps them), with {there}'s {paired[below[0]]!r}"
             u.cause = COPY
         elif u.obs.name in consts:
             u.reason = f"a constant in {there} (folded into one of that name): computed from weights alone there"
             u.cause = FOLDED
+
+
+# float types whose every value the second type holds exactly (a Cast between them keeps the values)
+_WIDER = {TensorProto.FLOAT16: {TensorProto.FLOAT, TensorProto.DOUBLE}, TensorProto.BFLOAT16: {TensorProto.FLOAT, TensorProto.DOUBLE},
+          TensorProto.FLOAT: {TensorProto.DOUBLE}}
+
+
+def _exact_cast(src: int, dst: int) -> bool:
+    """A Cast from element type ``src`` to ``dst`` returns its input's values unchanged: to its own type, or
+    a float type widened (float16 -> float32, as a float16 model that keeps float32 outputs ends)."""
+    return bool(src) and (src == dst or dst in _WIDER.get(src, ()))
+
+
+def _held_below(name: str, consumers: dict, elem, paired: dict) -> tuple[str, str] | None:
+    """A compared tensor that holds ``name``'s values exactly, reached from it through value-keeping nodes
+    (an Identity, a Reshape, a widening Cast: ``graph_output_cast_0 -> Cast -> logits`` of a float16 model
+    converted with its float32 outputs kept), with the first such node's op; else None."""
+    todo, seen = [(name, None)], {name}
+    while todo and len(seen) < 64:
+        x, first = todo.pop(0)
+        for n in consumers.get(x, []):
+            if (n.op_type not in SAME_VALUES or not n.input or n.input[0] != x or not n.output or not n.output[0]
+                    or (n.op_type == "Cast" and not _exact_cast(elem(x), elem(n.output[0])))):
+                continue
+            y = n.output[0]
+            if y in paired:
+                return y, first or n.op_type
+            if y not in seen:
+                seen.add(y)
+                todo.append((y, first or n.op_type))
+    return None
 
 
 NEUTRAL = {"Mul": 1.0, "Div": 1.0, "Add": 0.0, "Sub": 0.0}  # x op c == x for every x where c is this everywhere
