@@ -92,12 +92,18 @@ def one_model(a: Side, b: Side) -> bool:
 def half(side: Side) -> str | None:
     """'float16' or 'bfloat16' when most of the model's float weights (initializers and Constant values)
     and inputs are of that type (a model converted to half precision; one that keeps float32 inputs and
-    outputs too, its weights in Constant nodes: QA), else None."""
+    outputs too, its weights in Constant nodes: QA), or else most of the float tensors its nodes compute (as
+    shape inference typed them: a converted model whose weights are built at load by ConstantOfShape, its
+    biases kept float32, computes in float16 all the same: QA), else None."""
     g = side.model.proto.graph
-    types = [t.data_type for t in constants(g).values()] + [i.type.tensor_type.elem_type for i in g.input]
-    counts = {t: types.count(t) for t in (TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)}
-    top = max(counts, key=counts.get)
-    return {TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16"}.get(top) if counts[top] else None
+    weights = [t.data_type for t in constants(g).values()] + [i.type.tensor_type.elem_type for i in g.input]
+    computed = [v.type.tensor_type.elem_type for v in list(g.value_info) + list(g.output)]
+    for types in (weights, computed):
+        counts = {t: types.count(t) for t in (TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)}
+        top = max(counts, key=counts.get)
+        if counts[top] and top in (TensorProto.FLOAT16, TensorProto.BFLOAT16):
+            return "float16" if top == TensorProto.FLOAT16 else "bfloat16"
+    return None
 
 
 def _precision(side: Side) -> str | None:
