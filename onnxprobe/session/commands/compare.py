@@ -150,7 +150,7 @@ def cmd_grad(env: Env, args: list[str]):
     """As `onnxprobe grad` does: the loss of --loss-output (default: the first output), gradients of the weights
     and of the selected activations (default: the probes of `layers`); --wrt GLOB names the tensors
     to differentiate directly (graph inputs too). The loss flags are checked as on the command line
-    (``api.grad_spec``). The gradients are named TENSOR_grad and join the probes. Run `grad` again after
+    (`onnxprobe grad`). The gradients are named TENSOR_grad and join the probes. Run `grad` again after
     changing the inputs' shapes.
     Examples: `grad`, `grad --loss mse --target y.npy`, `grad --wrt 'conv*'`, `grad --model b`."""
     st = env.state
