@@ -182,5 +182,5 @@ def cmd_grad(env: Env, args: list[str]):
     t.probes = sorted(set(t.probes) | set(grads) | {gp.loss.loss}, key=t.index.position.__getitem__)
     out = [Text(safe(f"{tag(env, t)}loss {gp.loss.kind} of {gp.loss.output} ({gp.loss.loss}); backward graph attached: "
                 f"{len(grads)} gradient{'s' if len(grads) != 1 else ''}, now probed (stats, show NAME_grad, where nan)"))]
-    out += [Text(f"note: {w}", style="dim") for w in dict.fromkeys(model.warnings)]
+    out += [Text(f"note: {cli_words(w)}", style="dim") for w in dict.fromkeys(model.warnings)]
     return out
