@@ -147,7 +147,9 @@ def diff_torch(
     # a weight named as a parameter with other values fails the export whatever the activations say (a float16
     # export's default criterion passed a 1% change of one layer's weight: QA)
     pm = _param_map(a_model, mod)  # an LSTM's or GRU's gate block with other values too (torch.rnn)
-    res.other_values = sorted(pm.contradicts | {b.name for b in pm.blocks if not b.holds})
+    # an exporter's copy of a parameter, changed, as COPY[PARAMETER]: the copy that stands for the parameter
+    res.other_values = sorted({f"{i}[{pm.copies[i]}]" if i in pm.copies else i for i in pm.contradicts}
+                              | {b.name for b in pm.blocks if not b.holds})
     return res
 
 
@@ -378,6 +380,7 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
         else:
             un_a.append(Unmatched(o, "not a parameter, an input or a module output of the torch model", NO_COUNTERPART))
     odd = {b.param for b in pm.blocks if not b.holds}  # a gate block with other values (torch.rnn)
+    odd |= set(pm.copies.values())  # a parameter only a changed copy holds (torch.params)
     unused = {p: (why, OTHER_VALUES if p in pm.contradicts or p in odd else FOLDED) for p, why in pm.unused.items() if p not in tied}
     graded = {b.param for b in (blocks or {}).values()}
     for b in pm.blocks:  # a block whose initializer has no whole gradient in A

@@ -212,7 +212,8 @@ class DiffResult:
 
 def _other_values_said(names: list[str]) -> str:
     """``names``: weights named as a torch parameter, or ``INIT[PARAM]``: the part of an initializer that
-    stands for a parameter (an LSTM's or GRU's gate blocks, ``torch.rnn``)."""
+    stands for a parameter (an LSTM's or GRU's gate blocks, ``torch.rnn``; an exporter's copy of it, changed:
+    ``torch.params``' ``ParamMap.copies``)."""
     return (f"{len(names)} weight(s) hold other values than the torch parameter they stand for ({some(names)}): "
             "the model is not an export of the module as it is now")
 

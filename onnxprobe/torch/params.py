@@ -64,6 +64,9 @@ class ParamMap:
     # initializers refused as derived (no parameter, buffer or contradiction explains them): another caller that
     # knows what they are (``torch.rnn.mark_initial_states``: an RNN's zero initial state) may say it instead
     derived: set[str] = field(default_factory=set)
+    # the exporter's copies of a parameter (transposed, with unit axes, broadcast, or a tied weight's second
+    # initializer) whose values were changed: copy -> the parameter; each copy is in ``contradicts`` too
+    copies: dict[str, str] = field(default_factory=dict)
 
 
 def _digest(a: np.ndarray) -> tuple:
@@ -131,6 +134,38 @@ def _broadcast_of(v: np.ndarray, params: dict[str, np.ndarray]) -> list[str]:
             continue
         if np.array_equal(np.broadcast_to(p, v.shape), v):
             out.append(name)
+    return out
+
+
+def _changed_copies(v: np.ndarray, params: dict[str, np.ndarray]) -> list[tuple[str, str, int]]:
+    """The parameters ``v`` holds, in some layout (as it is, transposed, with unit axes, broadcast), in all but a
+    few of their values (at least one, at most a tenth): (parameter, the layout said, how many values differ).
+    The values they agree on must not be all one value (zeros, ones): any constant would agree with a bias then.
+    A weight the exporter computes from a parameter (scaled, folded, reordered gates) differs in most values."""
+    out = []
+    for name, p in params.items():
+        if p.dtype != v.dtype or p.size < 2 or v.size < p.size:
+            continue
+        masks = []
+        if v.shape == p.shape:
+            masks.append(("", v != p))
+        if p.ndim == 2 and v.shape == p.T.shape:  # a square one both ways: the fewer values changed tell
+            masks.append(("transposed", v.T != p))
+        if v.shape != p.shape and v.size == p.size and np.squeeze(v).shape == np.squeeze(p).shape:
+            masks.append((f"with unit axes added ({'x'.join(map(str, v.shape))})", v.reshape(p.shape) != p))
+        lead = v.ndim - p.ndim
+        if v.size > p.size and lead >= 0 and all(n in (1, m) for n, m in zip(p.shape, v.shape[lead:])):
+            axes = _broadcast_axes(p.shape, v.shape)
+            off = (v != np.broadcast_to(p, v.shape)).any(axis=axes, keepdims=True).reshape(p.shape)
+            masks.append((f"broadcast to {'x'.join(map(str, v.shape))}", off))
+        best = None
+        for how, off in masks:
+            k = int(off.sum())
+            kept = p[~off]
+            if 1 <= k <= max(1, p.size // 10) and kept.size and kept.min() != kept.max() and (best is None or k < best[2]):
+                best = (name, how, k)
+        if best is not None:
+            out.append(best)
     return out
 
 
@@ -343,6 +378,8 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                 out.refused[i] = (f"has the shape of the torch parameter {q}, which {len(owners[q])} modules share (a tied "
                                   "weight), but other values: the exporter's copy of it, changed; the model is not an "
                                   "export of the module as it is now (compare the weights, or re-export)")
+                out.contradicts.add(i)
+                out.copies[i] = q
                 derived.discard(i)
                 continue
             if len(twins) == 1:
@@ -352,6 +389,17 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                                   "it is now (compare the weights, or re-export)")
                 out.unused[q] = f"{i} has its shape but other values: the model is not an export of the module as it is now"
                 derived.discard(i)
+    for i in sorted(derived & set(out.refused)):  # a copy of one parameter, changed in a few values
+        near = _changed_copies(init_value[i], params)
+        if len(near) == 1:
+            q, how, k = near[0]
+            out.refused[i] = (f"holds the torch parameter {q}{' ' + how if how else ''} but for {k} of its {params[q].size} "
+                              f"values: the exporter's copy of it, changed; {NOT_AN_EXPORT}")
+            out.contradicts.add(i)
+            out.copies[i] = q
+            derived.discard(i)
+            if q not in claimed and q not in out.unused:
+                out.unused[q] = f"its copy {i} holds {k} other values: {NOT_AN_EXPORT}"
     out.derived = derived & set(out.refused)
     for p, v in params.items():
         if p not in claimed and p not in out.unused:

@@ -155,6 +155,8 @@ def attach_blocks(pm, blocks: list[Block]) -> list[Block]:
     for b in kept:
         pm.refused.pop(b.init, None)
         pm.derived.discard(b.init)
+        if pm.copies.pop(b.init, None) is not None:  # taken for a changed copy (a few values): the blocks say it
+            pm.contradicts.discard(b.init)
         if b.holds:
             pm.unused.pop(b.param, None)
         else:

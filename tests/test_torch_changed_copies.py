@@ -1,0 +1,111 @@
+"""diff --vs-torch: an exporter's copy of a parameter (a weight read twice, stored as it is and transposed; a
+tied weight's second initializer) with values changed only where the example inputs do not read them passed
+the forward diff (exit 0), while the same change in the parameter's own initializer failed it as
+'other values' (QA). A copy identified as one parameter's (equal to it, in some layout, in all but a few
+values; or a tied parameter's only other initializer of its shape) is now an other-values contradiction
+naming the copy and the parameter, in diff_torch's ``other_values`` and in diff --grad's unmatched.
+Oracle: the file's values against the module's parameter (numpy), and the inputs' ids. A weight the
+exporter computes from a parameter (all its values differ) is not a changed copy: the diff still passes."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+torch = pytest.importorskip("torch")
+
+from onnxprobe import api  # noqa: E402
+from onnxprobe.match.engine import OTHER_VALUES  # noqa: E402
+
+IDS = [[0, 1, 2, 3, 4], [0, 1, 2, 3, 4]]  # rows 5..10 of the embedding are never read
+
+
+class ReadTwice(torch.nn.Module):
+    """w [d, v] read as it is by the head's MatMul, transposed by the embedding's Gather: both exporters store
+    the transpose as a second initializer (legacy 'onnx::Gather_*', dynamo 't')."""
+
+    def __init__(self, v=11, d=6, scale=1.0):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(d, v))
+        self.fc = torch.nn.Linear(d, d)
+        self.scale = scale
+
+    def forward(self, ids):
+        h = torch.nn.functional.embedding(ids, self.w.t() * self.scale if self.scale != 1.0 else self.w.t())
+        return torch.tanh(self.fc(h)) @ self.w
+
+
+class Tied(torch.nn.Module):
+    """GPT-2's tie: the head's weight is the embedding's, stored as it is and transposed."""
+
+    def __init__(self, v=11, d=6):
+        super().__init__()
+        self.emb = torch.nn.Embedding(v, d)
+        self.fc = torch.nn.Linear(d, d)
+        self.head = torch.nn.Linear(d, v, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.fc(self.emb(ids))))
+
+
+def _export(cls, path, dynamo: bool, **kw):
+    if dynamo:
+        pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript")
+    torch.manual_seed(0)
+    m, args = cls(**kw).eval(), (torch.tensor(IDS),)
+    torch.onnx.export(m, args, str(path), dynamo=dynamo, input_names=["ids"], **({} if dynamo else {"opset_version": 17}))
+    return m, args
+
+
+def _edit(path, shape, at, delta) -> str:
+    model = onnx.load(str(path))
+    t = next(i for i in model.graph.initializer if tuple(i.dims) == shape)
+    v = numpy_helper.to_array(t).copy()
+    v[at] += delta
+    t.CopyFrom(numpy_helper.from_array(v, t.name))
+    onnx.save(model, str(path))
+    return t.name
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_a_copy_changed_in_a_row_the_inputs_never_read_fails_naming_it_and_its_parameter(tmp_path, dynamo):
+    path = tmp_path / "twice.onnx"
+    m, args = _export(ReadTwice, path, dynamo)
+    assert api.diff_torch(path, (m, args), introduced=False).verdict()[0] == "pass"
+    w = m.w.detach().numpy()
+    copy = _edit(path, (11, 6), (9, 0), 0.5)  # row 9: no id reads it
+    held = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(path)).graph.initializer}
+    assert copy != "w" and np.array_equal(held["w"], w) and (held[copy] != w.T).sum() == 1  # the copy alone changed
+    res = api.diff_torch(path, (m, args), introduced=False)
+    assert res.other_values == [f"{copy}[w]"], res.other_values
+    verdict, why = res.verdict()
+    assert verdict == "fail" and copy in why and "w" in why, why
+    g = api.diff_grad_torch(path, (m, args), spec=api.GradSpec(loss="sum"))
+    bad = {u.obs.name: u.reason for u in g.matching.unmatched_a if u.cause == OTHER_VALUES}
+    assert list(bad) == [f"{copy}_grad"] and "w" in bad[f"{copy}_grad"], bad
+    verdict, why = g.verdict()
+    assert verdict == "fail" and copy in why, why
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_a_tied_weights_transposed_copy_changed_a_little_fails_under_a_loose_criterion(tmp_path, dynamo):
+    path = tmp_path / "tied.onnx"
+    m, args = _export(Tied, path, dynamo)
+    copy = _edit(path, (6, 11), (0, 9), 1e-4)
+    loose = api.Tolerance(rtol=1e-2, atol=1e-3)  # the outputs agree under it
+    res = api.diff_torch(path, (m, args), introduced=False, tolerance=loose)
+    assert not res.outputs_failed
+    assert res.other_values == [f"{copy}[emb.weight]"], res.other_values
+    assert res.verdict()[0] == "fail", res.verdict()
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_a_weight_computed_from_a_parameter_is_no_changed_copy(tmp_path, dynamo):
+    """w.t() * 3 folded into a constant by the exporter: every value differs from the parameter's, no copy."""
+    path = tmp_path / "scaled.onnx"
+    m, args = _export(ReadTwice, path, dynamo, scale=3.0)
+    res = api.diff_torch(path, (m, args), introduced=False)
+    assert res.other_values == [] and res.verdict()[0] == "pass", res.verdict()
