@@ -109,3 +109,38 @@ def test_a_weight_computed_from_a_parameter_is_no_changed_copy(tmp_path, dynamo)
     m, args = _export(ReadTwice, path, dynamo, scale=3.0)
     res = api.diff_torch(path, (m, args), introduced=False)
     assert res.other_values == [] and res.verdict()[0] == "pass", res.verdict()
+
+
+class ReadTwiceThrough(ReadTwice):
+    """The embedding reads a function of w the module computes itself (a few values masked or clamped),
+    which the exporter may fold into a constant: it differs from w in a few values, as an edited copy would."""
+
+    def __init__(self, how="mask"):
+        super().__init__()
+        self.how = how
+        with torch.no_grad():
+            self.w[0, 0], self.w[1, 1] = 5.0, -5.0  # past the clamp's bounds, the rest of N(0, 1) within them (seed 0)
+
+    def forward(self, ids):
+        if self.how == "mask":
+            keep = torch.ones_like(self.w)
+            keep[0, :2] = 0.0
+            table = (self.w * keep).t()
+        else:
+            table = self.w.clamp(-4.5, 4.5).t()
+        h = torch.nn.functional.embedding(ids, table)
+        return torch.tanh(self.fc(h)) @ self.w
+
+
+@pytest.mark.parametrize("how", ["mask", "clamp"])
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_a_masked_or_clamped_parameter_the_module_computes_is_no_changed_copy(tmp_path, dynamo, how):
+    """w * mask or w.clamp(lo, hi) folded into a constant differs from w in a few values only: it is the module's
+    own function of w (the differing values are zeros, or at the copy's bound where w is past it), no edit."""
+    path = tmp_path / f"{how}.onnx"
+    m, args = _export(ReadTwiceThrough, path, dynamo, how=how)
+    w = m.w.detach().numpy()
+    held = [numpy_helper.to_array(i) for i in onnx.load(str(path)).graph.initializer]
+    folded = [v for v in held if v.shape == (11, 6) and 1 <= (v != w.T).sum() <= 6]
+    res = api.diff_torch(path, (m, args), introduced=False)
+    assert res.other_values == [] and res.verdict()[0] == "pass", (res.other_values, res.verdict(), len(folded))

@@ -137,6 +137,18 @@ def _broadcast_of(v: np.ndarray, params: dict[str, np.ndarray]) -> list[str]:
     return out
 
 
+def _masked_or_clamped(c: np.ndarray, p: np.ndarray) -> bool:
+    """Whether ``c`` (in ``p``'s layout) is what a module computes from ``p`` itself and an exporter folds into a
+    constant, not an edit: the values that differ are all zeros (a mask, w * (1 - eye)) or all at c's own bound
+    where p is past it (w.clamp(lo, hi))."""
+    off = c != p
+    new, old = c[off], p[off]
+    if not new.size:
+        return False
+    lo, hi = c.min(), c.max()
+    return bool((new == 0).all() or (((new == lo) & (old < lo)) | ((new == hi) & (old > hi))).all())
+
+
 def _changed_copies(v: np.ndarray, params: dict[str, np.ndarray]) -> list[tuple[str, str, int]]:
     """The parameters ``v`` holds, in some layout (as it is, transposed, with unit axes, broadcast), in all but a
     few of their values (at least one, at most a tenth): (parameter, the layout said, how many values differ).
@@ -149,10 +161,16 @@ def _changed_copies(v: np.ndarray, params: dict[str, np.ndarray]) -> list[tuple[
         masks = []
         if v.shape == p.shape:
             masks.append(("", v != p))
+            if _masked_or_clamped(v, p):
+                continue
         if p.ndim == 2 and v.shape == p.T.shape:  # a square one both ways: the fewer values changed tell
             masks.append(("transposed", v.T != p))
+            if _masked_or_clamped(v.T, p):
+                continue
         if v.shape != p.shape and v.size == p.size and np.squeeze(v).shape == np.squeeze(p).shape:
             masks.append((f"with unit axes added ({'x'.join(map(str, v.shape))})", v.reshape(p.shape) != p))
+            if _masked_or_clamped(v.reshape(p.shape), p):
+                continue
         lead = v.ndim - p.ndim
         if v.size > p.size and lead >= 0 and all(n in (1, m) for n, m in zip(p.shape, v.shape[lead:])):
             axes = _broadcast_axes(p.shape, v.shape)
