@@ -7,6 +7,8 @@ fed from it. ``Feeding`` is that part of ``state.State``.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from onnxprobe import api
@@ -14,6 +16,12 @@ from onnxprobe.errors import OnnxProbeError, UsageError
 from onnxprobe.session.inputs import SessionInputs
 from onnxprobe.session.targets import Target
 from onnxprobe.text import as_typed, clean, quote
+
+
+def _named(d) -> bool:
+    """A dimension with a real name (``seq``), which one size holds across inputs (as the feeds take it:
+    exporters write "?" or "-1" for "unknown", which ties nothing)."""
+    return isinstance(d, str) and any(ch.isalnum() for ch in d) and not d.lstrip("-").isdigit()
 
 
 class Feeding:
@@ -96,7 +104,64 @@ class Feeding:
                 shapes[name] = shape
         else:
             files[name] = how
-        return self._try_inputs(self.inputs.changed(arrays=arrays, files=files, shapes=shapes))
+        new = self.inputs.changed(arrays=arrays, files=files, shapes=shapes)
+        notes = self._follow(name, new, shape) if how != "random" or shape is not None else []
+        return notes + self._try_inputs(new)
+
+    def _follow(self, name: str, new: SessionInputs, shape: tuple[int, ...] | None) -> list[str]:
+        """The other inputs of seeded random data that share a named dimension with input ``name`` follow
+        the size its new value (``shape``, else its file or value) gives it: their own shapes in ``new``
+        (``input X random DIMS``, --shape) changed to it, in place; notes name each one redrawn. An input the
+        user gave (a file, a value, ``inputs FILE.npz``) of another size is refused, saying how to change it."""
+        shared = []  # (target, the spec of name, the other inputs sharing a named dimension with it)
+        for t in self.targets.values():
+            specs = self.specs(t)
+            mine = next((s for s in specs if s.name == name and s.shape is not None), None)
+            dims = {d for d in (mine.shape if mine else ()) if _named(d)}
+            others = [s for s in specs if s.name != name and s.shape is not None and dims & set(s.shape)]
+            if others:
+                shared.append((t, mine, others))
+        if not shared:
+            return []
+        if shape is None:  # a file or a value: its shape, fed with the inputs sharing its dimensions left to follow it
+            t, mine, others = shared[0]
+            drop = {s.name for s in others}
+            probe = dataclasses.replace(new.spec, arrays_complete=False, **{
+                f: {k: v for k, v in getattr(new, f).items() if k not in drop} for f in ("shapes", "files", "arrays")})
+            try:
+                shape = tuple(np.shape(api.feeds(t.model, probe).values[name]))
+            except OnnxProbeError:
+                return []  # adopting ``new`` says what is wrong
+        notes = []
+        for t, mine, others in shared:
+            sizes = {d: n for d, n in zip(mine.shape, shape) if _named(d)}
+            try:
+                old = self.feed(t)[0]
+            except OnnxProbeError:
+                continue
+            for o in others:
+                if o.name not in old:
+                    continue
+                was = tuple(np.shape(old[o.name]))
+                moved = [(d, n) for d, n in zip(o.shape, was) if _named(d) and d in sizes and sizes[d] != n]
+                if not moved:
+                    continue
+                d, n = moved[0]
+                if o.name in new.files or o.name in new.arrays:
+                    raise UsageError(
+                        f"dimension {quote(d)} is {sizes[d]} for input {clean(name)} ({clean(new.source(name))}) but {n} "
+                        f"for input {clean(o.name)} ({clean(new.source(o.name))}), which was given: one named dimension has "
+                        f"one size; give input {clean(o.name)} at that size too (input {clean(o.name)} FILE|VALUE|random), "
+                        "or load every input with `inputs FILE.npz`")
+                now = tuple(sizes.get(d, n) if _named(d) else n for d, n in zip(o.shape, was))
+                if o.name in new.shapes:
+                    new.shapes[o.name] = tuple(sizes.get(d, n) if _named(d) else n
+                                               for d, n in zip(o.shape, new.shapes[o.name]))
+                    now = new.shapes[o.name]
+                which = ", ".join(quote(x) for x, _ in moved)
+                notes.append(f"input {clean(o.name)}: redrawn at {'x'.join(map(str, now))} (dimension{'s' if len(moved) > 1 else ''} "
+                             f"{which} of input {clean(name)})")
+        return list(dict.fromkeys(notes))
 
     def set_seed(self, seed: int) -> list[str]:
         return self._try_inputs(self.inputs.changed(seed=seed))
