@@ -30,6 +30,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from onnxprobe.graph.builder import GraphBuilder, all_names, opset_version
 from onnxprobe.match.engine import FOLDED, OTHER_VALUES, Pair, Unmatched
 from onnxprobe.match.observe import Observable
 from onnxprobe.types import grad_name
@@ -251,38 +252,19 @@ def add_block_grads(plan, blocks: list[Block], cands: list[tuple[str, Observable
     first: dict[str, Observable] = {}
     for t, o in cands:
         first.setdefault(t, o)
-    taken = {t for n in bw.graph.node for t in list(n.input) + list(n.output)} | {i.name for i in bw.graph.initializer}
-    taken |= {n.name for n in bw.graph.node}
-
-    def fresh(base: str) -> str:
-        name, k = base, 1
-        while name in taken:
-            name, k = f"{base}_{k}", k + 1
-        taken.add(name)
-        return name
-
-    def const(values, base: str) -> str:
-        out = fresh(base)
-        t = numpy_helper.from_array(np.asarray(values, np.int64), out)
-        bw.graph.node.append(helper.make_node("Constant", [], [out], name=fresh("onnxprobe_rnn_Constant"), value=t))
-        return out
-
-    def gather(x: str, index: str, base: str) -> str:
-        out = fresh(base)
-        bw.graph.node.append(helper.make_node("Gather", [x, index], [out], name=fresh("onnxprobe_rnn_Gather"), axis=0))
-        return out
+    b = GraphBuilder(all_names(bw), opset_version(bw, default=13), nodes=bw.graph.node, scope="onnxprobe_rnn")
 
     done: dict[str, Block] = {}
     extra = []
-    for b in blocks:
-        if b.init not in plan.grads or b.init in partial or b.init not in first:
+    for blk in blocks:
+        if blk.init not in plan.grads or blk.init in partial or blk.init not in first:
             continue
-        g = plan.grads[b.init]
-        part = gather(g, const(b.direction, f"{g}_dir{b.direction}"), f"{g}_dir{b.direction}_value")
-        tensor = gather(part, const(b.rows, f"{b.param}_rows"), f"{b.param}_grad_from_{b.init}")
+        g = plan.grads[blk.init]
+        part = b.node("Gather", [g, b.const(np.asarray(blk.direction, np.int64))], f"{g}_dir{blk.direction}_value", axis=0)
+        tensor = b.node("Gather", [part, b.ints(blk.rows)], f"{blk.param}_grad_from_{blk.init}", axis=0)
         plan.grads[tensor] = tensor  # its own key: grad_side reads each candidate's gradient there
-        done[tensor] = b
-        extra.append((tensor, replace(first[b.init], key=tensor, name=tensor, shape=tuple(shapes[b.param]))))
+        done[tensor] = blk
+        extra.append((tensor, replace(first[blk.init], key=tensor, name=tensor, shape=tuple(shapes[blk.param]))))
     return done, extra
 
 

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import numpy as np
-from onnx import helper, numpy_helper
-
 from onnxprobe.compare.sides import Side
+from onnxprobe.graph.builder import GraphBuilder, all_names, opset_version
 from onnxprobe.match.engine import FOLDED, Pair, Unmatched
 from onnxprobe.match.observe import Observable
 from onnxprobe.torch.params import ParamLink
@@ -51,20 +49,7 @@ def add_tie_sums(plan, ties: dict[str, list[ParamLink]], shapes: dict[str, tuple
     first: dict[str, Observable] = {}
     for t, o in cands:
         first.setdefault(t, o)
-    taken = {t for n in bw.graph.node for t in list(n.input) + list(n.output)} | {i.name for i in bw.graph.initializer}
-    taken |= {n.name for n in bw.graph.node}
-
-    def fresh(base: str) -> str:
-        name, k = base, 1
-        while name in taken:
-            name, k = f"{base}_{k}", k + 1
-        taken.add(name)
-        return name
-
-    def node(op: str, inputs: list[str], base: str, **attrs) -> str:
-        out = fresh(base)
-        bw.graph.node.append(helper.make_node(op, inputs, [out], name=fresh(f"onnxprobe_tie_{op}"), **attrs))
-        return out
+    b = GraphBuilder(all_names(bw), opset_version(bw, default=13), nodes=bw.graph.node, scope="onnxprobe_tie")
 
     out, extra = [], []
     for p, links in ties.items():
@@ -74,18 +59,13 @@ def add_tie_sums(plan, ties: dict[str, list[ParamLink]], shapes: dict[str, tuple
         for link in links:
             g = plan.grads[link.init]
             if link.transposed:
-                g = node("Transpose", [g], f"{g}_T")
+                g = b.node("Transpose", [g], f"{g}_T")
             elif link.broadcast is not None:  # summed over the axes it was broadcast along, then in the parameter's shape
-                g = _reduce_sum(node, fresh, _opset(bw), g, link.broadcast)
-                dims = numpy_helper.from_array(np.asarray(shapes[p], np.int64), fresh(f"{g}_shape"))
-                shape = node("Constant", [], dims.name, value=dims)
-                g = node("Reshape", [g, shape], f"{g}_as_param")
+                g = b.node("Reshape", [b.reduce_sum(g, list(link.broadcast)), b.ints(shapes[p])], f"{g}_as_param")
             elif link.shape is not None:
-                dims = numpy_helper.from_array(np.asarray(shapes[p], np.int64), fresh(f"{g}_shape"))
-                shape = node("Constant", [], dims.name, value=dims)
-                g = node("Reshape", [g, shape], f"{g}_as_param")
+                g = b.node("Reshape", [g, b.ints(shapes[p])], f"{g}_as_param")
             parts.append(g)
-        tensor = node("Sum", parts, f"{p}_grad_tied_sum")
+        tensor = b.node("Sum", parts, f"{p}_grad_tied_sum")
         plan.grads[tensor] = tensor  # its own key: grad_side reads each candidate's gradient there
         extra.append((tensor, replace(first[links[0].init], key=tensor, name=tensor, shape=tuple(shapes[p]))))
         out.append(Tie(p, list(links), tensor, "+".join(grad_name(link.init) + ("^T" if link.transposed else "") + (
@@ -95,18 +75,6 @@ def add_tie_sums(plan, ties: dict[str, list[ParamLink]], shapes: dict[str, tuple
 
 def _summed(link: ParamLink) -> str:
     return f"the exporter's copy broadcast along axes {', '.join(map(str, link.broadcast))}, summed over them"
-
-
-def _opset(model) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
-
-
-def _reduce_sum(node, fresh, opset: int, g: str, axes: tuple[int, ...]) -> str:
-    """``g`` summed over ``axes``, kept (the Reshape after it drops them): ReduceSum's axes an input from opset 13."""
-    if opset < 13:
-        return node("ReduceSum", [g], f"{g}_sum", axes=list(axes), keepdims=1)
-    t = numpy_helper.from_array(np.asarray(axes, np.int64), fresh(f"{g}_axes"))
-    return node("ReduceSum", [g, node("Constant", [], t.name, value=t)], f"{g}_sum", keepdims=1)
 
 
 def name_ties(side: Side, ties: list[Tie]) -> None:
