@@ -247,7 +247,7 @@ def run(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], sample: int = 
     criterion, whose threshold a float32 maximum too near to is left to the host (``Tolerance.near_float32_threshold``)."""
     out = Fused()
     if fg.model is not None:
-        got, _ = a.runner.execute(fg.model, feeds, fg.outputs, key=key, weights=fg.weights)
+        got, _ = a.any_runner.execute(fg.model, feeds, fg.outputs, key=key, weights=fg.weights)
         _read(got, report, sample, out, tolerance_of)
         _read_raw(got, fg.raw, report, sample, out, rtol_of or (lambda p: 0.0))
     return out
@@ -265,7 +265,7 @@ def runtime_shapes(a: Side, fg: FusedGraph, feeds: dict) -> dict[int, tuple[list
     model = onnx.ModelProto()
     model.CopyFrom(fg.model)
     _prune(model.graph, wanted)
-    got, _ = a.runner.execute(model, feeds, wanted, weights=fg.weights)
+    got, _ = a.any_runner.execute(model, feeds, wanted, weights=fg.weights)
     out = {}
     for o in shapes:
         if o.endswith("a"):

@@ -9,6 +9,7 @@ from typing import Callable
 
 import numpy as np
 
+from onnxprobe.errors import ExecutionError, ModelError
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import walk
@@ -16,6 +17,7 @@ from onnxprobe.match.dequantize import add_dequantize
 from onnxprobe.match.engine import NOT_OBSERVABLE
 from onnxprobe.match.observe import Observable, Observation, observe
 from onnxprobe.runtime.runners.base import Runner
+from onnxprobe.runtime.runners.named import NamedRunner, name_error
 from onnxprobe.runtime.runners.npz import NpzRunner, numeric
 from onnxprobe.types import GRADIENT_STOPPED  # noqa: F401 - diff --grad's cause (onnxprobe.types), imported from here too
 
@@ -39,6 +41,12 @@ class Side:
         return self.runner.describe()
 
     @property
+    def any_runner(self) -> Runner:
+        """The runner itself, its errors not named as this side's (``runners.named``): for a run of more than
+        this side's model (diff's one run of both models, on A's runner)."""
+        return getattr(self.runner, "unnamed", self.runner)
+
+    @property
     def runs_graphs(self) -> bool:
         return self.runner.runs_graphs
 
@@ -51,14 +59,23 @@ class Side:
         return self.runner.values([o.probe for o in observables], feeds, keep_on_device=keep_on_device, **kw)
 
 
-def model_side(label: str, model: Model, make_runner: Callable, constants: bool = False) -> Side:
+def model_side(label: str, model: Model, make_runner: Callable, constants: bool = False,
+               who: tuple[str, str] | None = None) -> Side:
     """A side that runs ``model``: its observables, and a runner (``make_runner(proto)``) over the model
     with the dequantizations those observables read (QOperator and quantized tensors) added. Tensors the
     runner cannot observe leave the observation, with the runner's reason. ``constants``: tensors computed
-    from weights alone are observed too (--include-constants)."""
+    from weights alone are observed too (--include-constants). ``who``: the side's name and file as the API
+    and the command line say them ("B (b.onnx)"), which each error of its runner starts with (``NamedRunner``)."""
     obs = observe(model.proto, constants)
     proto = add_dequantize(model.proto, obs.dequantize) if obs.dequantize else model.proto
-    runner = make_runner(proto)
+    try:
+        runner = make_runner(proto)
+    except (ExecutionError, ModelError) as e:  # a runtime that reads the model as the runner is made (OpenVINO)
+        if who is not None:
+            name_error(e, who)
+        raise
+    if who is not None:
+        runner = NamedRunner(runner, who)
     hidden = runner.unobservable([o.probe for o in obs.observables])
     by_runner = {o.name: hidden[o.probe] for o in obs.observables if o.probe in hidden}
     if hidden:

@@ -1,0 +1,92 @@
+"""QA: a diff where one side's runtime refuses the model (or fails while running it) said only
+"onnxruntime: ..." without saying whether A or B failed: every error of one side names the side and its file,
+on the command line and through the API (the exception keeps its class)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T, helper as h, numpy_helper
+
+from onnxprobe import api
+from onnxprobe.errors import ExecutionError, SessionError
+
+
+def _save(nodes, path, inits=()) -> str:
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2, 3])], initializer=list(inits))
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+    return str(path)
+
+
+def good(tmp_path) -> str:
+    return _save([h.make_node("Relu", ["x"], ["y"], name="r")], tmp_path / "good.onnx")
+
+
+def refused(tmp_path) -> str:
+    """Passes onnx.checker; onnxruntime refuses it: Relu of a float16 tensor declared float32 (a half-done
+    float16 conversion)."""
+    return _save([h.make_node("Cast", ["x"], ["xh"], to=T.FLOAT16, name="c"), h.make_node("Relu", ["xh"], ["y"], name="r")],
+                 tmp_path / "refused.onnx")
+
+
+def fails_running(tmp_path) -> str:
+    """Loads; fails while running: a Gather index past the end of the axis."""
+    idx = numpy_helper.from_array(np.array([0, 1, 5], np.int64), "idx")
+    return _save([h.make_node("Gather", ["x", "idx"], ["y"], axis=1, name="g")], tmp_path / "fails.onnx", [idx])
+
+
+FEEDS = api.InputSpec(arrays={"x": np.ones((2, 3), np.float32)})
+
+
+def cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "onnxprobe", "diff", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("bad", [refused, fails_running])
+def test_the_side_that_fails_is_named_with_its_file(tmp_path, bad):
+    a, b = good(tmp_path), bad(tmp_path)
+    for x, y, side in ((a, b, "B"), (b, a, "A")):
+        with pytest.raises(ExecutionError) as e:
+            api.diff(x, y, config=api.RunConfig(device="cpu"), inputs=FEEDS)
+        assert str(e.value).startswith(f"{side} ({b}): onnxruntime: "), str(e.value)
+        if bad is refused:
+            assert type(e.value) is SessionError  # its class kept
+        out = cli(x, y, "--device", "cpu")
+        assert out.returncode == 1 and "Traceback" not in out.stderr
+        assert out.stderr.startswith(f"onnxprobe: error: {side} ({b}): onnxruntime: "), out.stderr
+
+
+def test_a_separate_runs_diff_names_the_side_too(tmp_path):
+    a, b = good(tmp_path), fails_running(tmp_path)
+    with pytest.raises(ExecutionError, match=r"^B \(.*fails\.onnx\): onnxruntime: "):
+        api.diff(a, b, config=api.RunConfig(device="cpu"), inputs=FEEDS, fuse=False)
+
+
+def test_one_model_on_two_runtimes_names_the_runtime_side(tmp_path):
+    """--vs-reference: onnx.reference runs the half-converted model (B), onnxruntime refuses it (A)."""
+    m = refused(tmp_path)
+    with pytest.raises(SessionError) as e:
+        api.diff(m, vs_reference=True, config=api.RunConfig(device="cpu"), inputs=FEEDS)
+    assert str(e.value).startswith(f"A ({m}): onnxruntime: "), str(e.value)
+    out = cli(m, "--vs-reference", "--device", "cpu")
+    assert out.stderr.startswith(f"onnxprobe: error: A ({m}): onnxruntime: "), out.stderr
+
+
+def test_the_reference_side_that_fails_names_its_runtime(tmp_path):
+    """--vs-runtime reference where onnx.reference fails and onnxruntime does not: B, on the reference runtime."""
+    m = fails_running(tmp_path)
+    try:
+        api.diff(m, vs_runtime="reference", config=api.RunConfig(device="cpu"), inputs=FEEDS)
+    except ExecutionError as e:
+        assert str(e).startswith("A (") or str(e).startswith(f"B ({m}, vs_runtime='reference'): "), str(e)
+    out = cli(m, "--vs-runtime", "reference", "--device", "cpu")
+    assert out.returncode != 0
+    assert out.stderr.startswith((f"onnxprobe: error: A ({m}): ", f"onnxprobe: error: B ({m}, --vs-runtime reference): ")), out.stderr
