@@ -212,7 +212,13 @@ def applied(loss: Callable[[str, np.ndarray], float], name: str, g: np.ndarray, 
     def corrected(n: str, d: np.ndarray) -> float:
         d = np.asarray(d, np.float64)
         a = (t + d.astype(dt)).astype(np.float64) - t64
-        return loss(n, d) - float(np.sum(g * (a - d)))
+        off = a - d
+        # only where the step was rounded: an entry applied exactly adds nothing, even where g is not finite
+        # (an infinite d/dx of sqrt at 0 times 0 is NaN, which made every step of a gradient with one read as noise)
+        moved = off != 0
+        if not moved.any() or not np.isfinite(g[moved]).all():  # nothing rounded, or no finite change to predict
+            return loss(n, d)
+        return loss(n, d) - float(np.sum(g[moved] * off[moved]))
     return corrected
 
 
