@@ -163,3 +163,35 @@ def test_a_loss_curved_below_1e9_gets_a_verdict_where_the_applied_perturbation_i
         assert check(f * g)["ok"] is not True, f
     # bounded: at most 8 steps of 4 runs along each of the (here 2) directions, plus the loss at 0
     assert len(calls) <= 6 * (2 * 8 * 4 + 1), len(calls)
+
+
+# --- float32: a loss curved at the rounding probes' own steps (exp(k x (w - w0)), k = 1e4): the probes L(2 e v) -
+# 2 L(e v) + L(0) at e ~ 1e-5 RMS measured curvature (~1e-1) instead of rounding (~5e-7), every step read as noise and
+# the right gradient got 'cannot check' although steps ~1e-5 RMS resolve the slope. Oracle: k x exp(0), float64. ---
+
+def _steep32(k):
+    f = np.float32
+    w = 0.5 + 0.125 * np.arange(8)  # exact in float32
+    x = 1.0 + 0.125 * np.arange(8)
+    calls = []
+
+    def loss(name, delta):  # the perturbation as float32 applies it: fl(w + d) - w
+        calls.append(1)
+        a = (w.astype(f) + np.asarray(delta, np.float64).astype(f)) - w.astype(f)
+        return float(np.sum(np.exp(f(k) * x.astype(f) * a), dtype=f))
+    return w, loss, k * x * np.exp(0.0), calls
+
+
+@pytest.mark.parametrize("exact", [True, False])
+@pytest.mark.parametrize("k", [1e2, 1e3, 1e4])
+def test_a_float32_loss_curved_at_the_rounding_probes_gets_a_verdict(k, exact):
+    w, loss, g, calls = _steep32(k)
+    rms = float(np.sqrt(np.mean(w * w)))
+    check = (lambda grad: check_gradients([CheckItem("w", grad, w, rms, exact=exact)], loss, "float32")["w"])
+    right = check(g)
+    assert right["ok"] is True and not right["kink"], right
+    for f in (0.9, 1.1, 0.8, 1.25):  # (float32's tolerance is 5e-2: a gradient 3% wrong passes by design)
+        res = check(f * g)
+        assert res["ok"] is False and not res["kink"], (f, res)
+    # bounded: 6 probes, at most 12 steps of 4 runs, the loss at 0; 5 checks
+    assert len(calls) <= 5 * (6 + 12 * 4 + 1), len(calls)

@@ -10,14 +10,18 @@ estimate of its error:
 - rounding: measured, not assumed: L(2 e v) - 2 L(e v) + L(0) at three tiny steps e (~1e-5 of the values:
   the loss's change there is its rounding; one-sided, so that a kink at the point is not read as noise),
   never below half an ulp of the loss; 3 standard deviations of fd (3.8 sigma / h), plus the rounding of
-  t + h v (the delta is added in float32: eps |g t| / h);
+  t + h v (the delta is added in float32: eps |g t| / h). A loss curved at the probes' own steps (exp(k w),
+  k ~ 1e4: k e ~ 0.3) makes them read its curvature (~1e-1 for a rounding of ~5e-7), and every step noise; such
+  probes (of one sign, growing as e^2, matching the two smallest steps' second differences: ``_curvature``) give
+  way to the floors, the forward's rounding R and an ulp of the loss (smaller probes would leave t unchanged);
 - truncation: |D(h) - D(h/2)|, which bounds fd's where the loss is smooth over the step, plus half the 4th
   difference (a Relu kink crossed inside the step shifts D(h) and D(h/2) alike, by up to half its jump).
 
 A step resolves the slope where that error is below RESOLVES x tol of it. The verdict (pass within the
 tolerance, fail beyond it) is taken at a step up to h0 that resolves it to tol / 4, or at a resolving step
 that another step bears out (their differences agree within their errors), else at the smallest resolving
-step up to h0; else there is no verdict (``unresolved``, saying whether rounding or the loss's nonlinearity
+step up to h0; where none resolves it, REFINE's smaller steps are tried while their rounding allows (``_fine``);
+else there is no verdict (``unresolved``, saying whether rounding or the loss's nonlinearity
 stood in the way), unless the one-sided slopes show a kink at the point: a gap wider than tolerance and
 noise, the same at the two smallest steps that can see it, with the gradient between them (a subgradient:
 pass) or outside (fail). A failing verdict looks for that kink too.
@@ -33,6 +37,7 @@ EPS = float(np.finfo(np.float32).eps)
 TINY = float(np.finfo(np.float32).smallest_subnormal)
 STEPS = (1.0, 0.3, 10.0, 3.0, 0.1, 30.0, 100.0, 0.03, 1000.0, 0.01)  # x h0 (1e-3 RMS), in the order tried
 PROBES = (0.0113, -0.0113, 0.0171)  # x h0: the tiny one-sided steps that measure the loss's rounding
+REFINE = (0.003, 0.001)  # x h0: smaller steps where none of STEPS resolves the slope, while their rounding allows
 R_SD = float(np.sqrt(2 * (8 / 3) ** 2 + 2 * (1 / 6) ** 2))  # sd of (4 D(h/2) - D(h)) / 3, in units of sigma / h
 D1_SD = float(np.sqrt(0.5))  # sd of D(h) = (L(h v) - L(-h v)) / 2 h, sigma / h
 # a step resolves the slope where its estimated error is below 3/4 of the tolerance: a gradient passes within
@@ -49,23 +54,35 @@ def check_direction(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss: Ca
     the perturbation actually applied (``check.applied``): the rounding of t + h v is left only as a share of the
     disagreement, counted so (a gradient wrong by E shows at least E (1 - share), the share <= est / tol)."""
     an = float(np.sum(g * v))
+    at = _cached(loss, name, v)
     # (one-sided, L(2 e v) - 2 L(e v) + L(0): 0 for a kink at the point, which a symmetric one measured as noise)
-    probes = [loss(name, 2 * e * h0 * v) - 2 * loss(name, e * h0 * v) + L0 for e in PROBES]
+    probes = [at(2 * e * h0) - 2 * at(e * h0) + L0 for e in PROBES]
     probe_var = sum(p * p for p in probes if np.isfinite(p)) / (6 * len(PROBES))  # each is 3 roundings
+    # a loss curved at the probes' own steps (exp(k w), k e ~ 0.3): they measure its curvature, not its rounding (and
+    # smaller ones would leave t unchanged): the floors stand in for them, the forward's rounding and an ulp of L
+    floor_var = max((rounding / 2) ** 2, (EPS * abs(L0)) ** 2)
+    curved = _curvature(probes, at, h0, L0, floor_var)
+    if curved:
+        probe_var = 0.0
     # (the probes read 0 where a huge intermediate absorbs them: x W + 1e14 leaves the loss as it is)
-    measured, probe_var = probe_var, max(probe_var, (rounding / 2) ** 2)
+    measured, probe_var = probe_var, max(probe_var, (rounding / 2) ** 2, floor_var if curved else 0.0)
     t_round = 3 * EPS * float(np.sum(np.abs(g * value))) if value is not None and value.shape == g.shape else 0.0
     rows: list[dict] = []
     resolved = (lambda r: r["linear"] and r["est"] <= RESOLVES * tol * r["big"])  # noqa: E731
-    pair, todo = None, list(STEPS)
+    pair, todo, refine = None, list(STEPS), list(REFINE)
     while todo and pair is None:
-        r = _row(name, v, todo.pop(0) * h0, loss, L0, an, tol, probe_var, t_round, measured, known)
+        r = _row(at, todo.pop(0) * h0, L0, an, tol, probe_var, t_round, measured, known)
         if r is not None:
             rows.append(r)
             pair = _agreeing(r, rows[:-1], tol)
             # a small step alone, where it resolves the slope well (a larger one must be borne out by another)
             if pair is None and resolved(r) and r["h"] <= h0 and r["est"] <= tol / 4 * r["big"]:
                 pair = (r,)
+        if not todo and pair is None and refine:  # a loss curved over every step: smaller ones, while their
+            # rounding (the loss's, and t + h v's) allows
+            k = refine.pop(0)
+            if _fine(k * h0, an, tol, probe_var, t_round, known):
+                todo.append(k)
     if pair is None:  # a small step alone where it resolves the slope at all
         pair = tuple(x for x in rows if resolved(x) and x["h"] <= h0)[:1] or None
     if pair is not None:
@@ -74,7 +91,7 @@ def check_direction(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss: Ca
                "ok": bool(r["err"] <= tol)}
         if out["ok"]:
             return out
-        rows += [x for x in (_row(name, v, k * h0, loss, L0, an, tol, probe_var, t_round, measured, known) for k in todo) if x]
+        rows += [x for x in (_row(at, k * h0, L0, an, tol, probe_var, t_round, measured, known) for k in todo) if x]
         kink = _kink(rows, an, tol)  # a FAIL looks further: a kink at the point?
         if kink is None and r["flat"]:
             out["flat"] = True
@@ -88,7 +105,7 @@ def check_direction(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss: Ca
     if kink is not None:
         return {**out, **kink}
     out["ok"] = None
-    steps = f"{h0 * min(STEPS):.3g} to {h0 * max(STEPS):.3g}"
+    steps = f"{min(r['h'] for r in rows):.3g} to {h0 * max(STEPS):.3g}"
     if sum(map(resolved, rows)) > 1:
         good = sorted((x for x in rows if resolved(x)), key=lambda x: x["h"])
         out["unresolved"] = (f"the finite differences at the steps tried ({steps}) disagree beyond their estimated errors "
@@ -111,9 +128,49 @@ def check_direction(name: str, g: np.ndarray, v: np.ndarray, h0: float, loss: Ca
     return out
 
 
-def _row(name, v, h, loss, L0, an, tol, probe_var, t_round, measured, known=False) -> dict | None:
+def _cached(loss, name: str, v: np.ndarray) -> Callable[[float], float]:
+    """x -> L(x v), each x run once (the curvature test and the steps share their runs)."""
+    seen: dict[float, float] = {}
+
+    def at(x: float) -> float:
+        if x not in seen:
+            seen[x] = loss(name, x * v)
+        return seen[x]
+    return at
+
+
+def _curvature(probes: list[float], at, h0: float, L0: float, floor_var: float) -> bool:
+    """The rounding probes measure the loss's curvature: well above the floor, of one sign, the third what the
+    first two predict (c e^2 + d e^3 from the symmetric pair), and the steps' own second differences (the two
+    smallest steps, at h and h / 2: a span of 36 in h^2) what that curvature gives, c h^2; rounding cannot follow."""
+    if not all(np.isfinite(probes)) or not (all(p > 0 for p in probes) or all(p < 0 for p in probes)):
+        return False
+    e, noise = PROBES[0] * h0, 3 * np.sqrt(6 * floor_var)
+    c, d = (probes[0] + probes[1]) / 2 / e ** 2, (probes[0] - probes[1]) / 2 / e ** 3
+    if abs(c) * e * e <= 10 * noise:  # the probes read the rounding (or near it): nothing to replace
+        return False
+    e3 = PROBES[2] * h0
+    near = (lambda got, want: abs(got - want) <= abs(want) / 2 + noise)  # noqa: E731
+    if not near(probes[2], c * e3 ** 2 + d * e3 ** 3):
+        return False
+    for h in sorted(STEPS)[:2]:
+        h *= h0
+        if not (near(at(h) + at(-h) - 2 * L0, c * h * h) and near(at(0.5 * h) + at(-0.5 * h) - 2 * L0, c * h * h / 4)):
+            return False
+    return True
+
+
+def _fine(h: float, an: float, tol: float, probe_var: float, t_round: float, known: bool) -> bool:
+    """A refinement step h is worth its runs: the loss's rounding (the Richardson estimate's noise) under a quarter
+    of the tolerance of the slope, and t + h v's under a quarter of the step's change where the perturbation applied
+    is known (``check.applied``: a gradient wrong by E then shows >= 3/4 E), under a quarter of the tolerance if not."""
+    big = abs(an)
+    return 3 * R_SD * np.sqrt(probe_var) / h <= tol / 4 * big and t_round / h <= (0.25 if known else tol / 4) * big
+
+
+def _row(at, h, L0, an, tol, probe_var, t_round, measured, known=False) -> dict | None:
     """The finite differences at step h and their estimated error (None where the loss is not finite)."""
-    lp, lm, hp, hm = (loss(name, s * h * v) for s in (1, -1, 0.5, -0.5))
+    lp, lm, hp, hm = (at(s * h) for s in (1, -1, 0.5, -0.5))
     if not all(np.isfinite(x) for x in (lp, lm, hp, hm, L0)):
         return None
     d1, d2 = (lp - lm) / (2 * h), (hp - hm) / h
