@@ -90,3 +90,48 @@ def test_the_reference_side_that_fails_names_its_runtime(tmp_path):
     out = cli(m, "--vs-runtime", "reference", "--device", "cpu")
     assert out.returncode != 0
     assert out.stderr.startswith((f"onnxprobe: error: A ({m}): ", f"onnxprobe: error: B ({m}, --vs-runtime reference): ")), out.stderr
+
+
+@pytest.mark.parametrize("refused_side", ["A", "B"])
+def test_diff_grad_names_the_side_onnxruntime_refuses(tmp_path, refused_side):
+    """diff --grad builds each side's backward graph: onnxruntime refusing one of them named no side."""
+    ok, bad = good(tmp_path), refused(tmp_path)
+    a, b = (bad, ok) if refused_side == "A" else (ok, bad)
+    with pytest.raises(ExecutionError) as e:
+        api.diff_grad(a, b, config=api.RunConfig(device="cpu"), inputs=FEEDS)
+    assert str(e.value).startswith(f"{refused_side} ({bad}): onnxruntime: "), str(e.value)
+    out = cli(a, b, "--grad", "--device", "cpu")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.startswith(f"onnxprobe: error: {refused_side} ({bad}): onnxruntime: "), out.stderr
+
+
+def _relu_module(tmp_path) -> str:
+    f = tmp_path / "mod.py"
+    f.write_text("import torch\n\ndef build():\n    return torch.nn.Sequential(torch.nn.ReLU()), (torch.ones(2, 3),)\n")
+    return f"{f}:build"
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_vs_torch_names_the_onnx_side_onnxruntime_refuses(tmp_path, grad):
+    """diff --vs-torch (and --grad --vs-torch): the ONNX side is A, named with its file as in `diff A B`."""
+    pytest.importorskip("torch")
+    bad, mod = refused(tmp_path), _relu_module(tmp_path)
+    run = api.diff_grad if grad else api.diff
+    with pytest.raises(ExecutionError) as e:
+        run(bad, vs_torch=mod, config=api.RunConfig(device="cpu"))
+    assert str(e.value).startswith(f"A ({bad}): onnxruntime: "), str(e.value)
+    out = cli(bad, "--vs-torch", mod, "--device", "cpu", *(["--grad"] if grad else []))
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.startswith(f"onnxprobe: error: A ({bad}): onnxruntime: "), out.stderr
+
+
+def test_dataset_diff_names_the_side(tmp_path):
+    """diff --inputs-dir builds its sides with make_sides in each worker: the failing side is named there too."""
+    ok, bad = good(tmp_path), refused(tmp_path)
+    d = tmp_path / "ds"
+    d.mkdir()
+    for i in range(2):
+        np.savez(d / f"s{i}.npz", x=np.full((2, 3), i, np.float32))
+    with pytest.raises(ExecutionError) as e:
+        api.diff_dataset(ok, bad, d, config=api.RunConfig(device="cpu"))
+    assert f"B ({bad}): onnxruntime: " in str(e.value), str(e.value)

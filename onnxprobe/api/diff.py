@@ -19,7 +19,7 @@ from onnxprobe.api.profile import check_profile
 from onnxprobe.compare.diff import DiffResult
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
-from onnxprobe.compare.sides import Side, model_side, npz_side, own_tensors
+from onnxprobe.compare.sides import Side, model_side, npz_side, own_tensors, who_of
 from onnxprobe.errors import ExecutionError, UsageError, setting_error, settings_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection, check_selects
@@ -40,7 +40,7 @@ VS_NPZ, FP32_SENSITIVITY = ("vs_npz", "--vs-npz"), ("fp32_sensitivity", "--fp32-
 def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", options: dict | None = None,
           threads: int | None = None, constants: bool = False, cuda_only: tuple = (), who: tuple[str, str] | None = None,
           **kw) -> Side:
-    """``who``: the side's name for its errors (``_who``). ``cuda_only``: onnxruntime settings that go to its
+    """``who``: the side's name for its errors (``who_of``). ``cuda_only``: onnxruntime settings that go to its
     CUDA sides alone (``_cuda_only``): a side of
     another device takes neither the option nor ``RunConfig.tf32``."""
     if threads and runtime == "ort":
@@ -51,16 +51,6 @@ def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", opt
         config = replace(config, tf32=None)
     return model_side(label, model, lambda proto: make_runner(runtime, proto, config, label, options=mine, **kw), constants,
                       who)
-
-
-def _who(side: str, model: Model, setting: tuple[str, str, str] | None = None) -> tuple[str, str]:
-    """How an error of one side of a diff names it, to the API and on the command line: "B (b.onnx)"; B of
-    the same model by the setting that makes it the reference ("B (m.onnx, --vs-runtime reference)")."""
-    path = clean(str(model.source))
-    if setting is None:
-        return f"{side} ({path})", f"{side} ({path})"
-    api, flag, value = setting
-    return f"{side} ({path}, {api}={value!r})", f"{side} ({path}, {flag} {value})"
 
 
 def _cuda_only(sides: list[tuple[str, str]], options: dict | None, tf32: bool | None = None) -> tuple:
@@ -134,25 +124,25 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
     b_side = (vs_runtime or runtime, vs_device or ("auto" if vs_runtime else config.device))
     opts = dict(options=runtime_options, max_memory=max_memory, shapes=shapes, threads=threads, constants=constants,
                 cuda_only=_cuda_only([(runtime, config.device), b_side], runtime_options, config.tf32))
-    side_a = _side(label, a_model, config, runtime, who=_who("A", a_model), **opts)
+    side_a = _side(label, a_model, config, runtime, who=who_of("A", a_model), **opts)
     if b is not None:
         b_model = as_model(b, "b")
-        side_b = _side(b_model.source, b_model, config, runtime, who=_who("B", b_model), **opts)
+        side_b = _side(b_model.source, b_model, config, runtime, who=who_of("B", b_model), **opts)
     elif vs_runtime is not None:
         # --opt-level is A's onnxruntime setting, as --device is: B on another runtime takes none; errors about
         # B's runtime and device name the flags that set them
         b_config = replace(config, device=vs_device or "auto",
                            opt_level=config.opt_level if vs_runtime == runtime else "off")
         side_b = _side(label, a_model, b_config, vs_runtime, **opts,
-                       who=_who("B", a_model, ("vs_runtime", "--vs-runtime", vs_runtime)),
+                       who=who_of("B", a_model, ("vs_runtime", "--vs-runtime", vs_runtime)),
                        settings=Settings(("vs_runtime", "--vs-runtime"), ("vs_device", "--vs-device")))
     elif vs_device is not None:
         side_b = _side(label, a_model, replace(config, device=vs_device), runtime, **opts,
-                       who=_who("B", a_model, ("vs_device", "--vs-device", vs_device)),
+                       who=who_of("B", a_model, ("vs_device", "--vs-device", vs_device)),
                        settings=Settings(device=("vs_device", "--vs-device")))
     elif vs_opt_level is not None:
         side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), runtime, **opts,
-                       who=_who("B", a_model, ("vs_opt_level", "--vs-opt-level", vs_opt_level)))
+                       who=who_of("B", a_model, ("vs_opt_level", "--vs-opt-level", vs_opt_level)))
     else:
         # an ONNX test data set folder: its expected outputs (output_N.pb) are the reference
         saved = vs_npz if isinstance(vs_npz, Activations) else activations(vs_npz, a_model.proto)

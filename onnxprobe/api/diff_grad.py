@@ -16,6 +16,7 @@ from onnxprobe.compare.constant_loss import judge_constant_loss
 from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, gradient_tolerance, unread_note
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
+from onnxprobe.compare.sides import who_of
 from onnxprobe.errors import UsageError, settings_error
 from onnxprobe.graph.constants import constants
 from onnxprobe.graph.model import Model
@@ -99,7 +100,8 @@ def diff_grad(
             cands = candidates(hoist_constants(m.proto), observe(m.proto))
             plan = grad_plan(m, side_spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
             plans.append(plan)
-            sides.append(grad_side(m.source, m, plan, OrtRunner(plan.backward.model, config, m.source), cands, role))
+            sides.append(grad_side(m.source, m, plan, OrtRunner(plan.backward.model, config, m.source), cands, role,
+                                   who_of(role, m)))
         side_a, side_b = sides
         # weight gradients either side has before --wrt: the verdict, which judges them, says why it has none
         weights = sum(o.is_output for side in sides for o in side.observation.observables)

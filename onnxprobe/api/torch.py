@@ -26,7 +26,7 @@ from onnxprobe.compare.criteria import HALF_TOLERANCE, export_tolerance
 from onnxprobe.compare.diff import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.gradients import candidates, forward_note, grad_side, loss_value, losses_differ
-from onnxprobe.compare.sides import GRADIENT_STOPPED, Side, model_side
+from onnxprobe.compare.sides import GRADIENT_STOPPED, Side, model_side, who_of
 from onnxprobe.errors import ExecutionError, UsageError, setting_error
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection, select
@@ -131,7 +131,8 @@ def diff_torch(
     check_switches("diff_torch", introduced=introduced)
     max_memory = as_max_memory(max_memory)
     a_model, mod, fs, config, template = prepare(a, module, example_args, inputs, config)
-    side_a = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, config, a_model.source))
+    side_a = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, config, a_model.source),
+                        who=who_of("A", a_model))
     try:
         tp = _torch_pairing(a_model, side_a, mod, fs, max_memory, template)
         matcher = _filtered(tp.matcher({p for p, _ in mod.named_modules()}), _keep(a_model, selection), "module")
@@ -211,7 +212,8 @@ def diff_grad_torch(
     parameter and are listed with the reason."""
     spec, max_memory = spec or GradSpec(), as_max_memory(max_memory)
     a_model, mod, fs, config, template = prepare(a, module, example_args, inputs, config or RunConfig(opt_level=GRAD_OPT_LEVEL))
-    fwd_side = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu", cache=config.cache), a_model.source))
+    fwd_side = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu", cache=config.cache), a_model.source),
+                          who=who_of("A", a_model))
     try:
         tp = _torch_pairing(a_model, fwd_side, mod, fs, template=template)
     except ExecutionError as e:
@@ -232,7 +234,7 @@ def diff_grad_torch(
     ties, summed = add_tie_sums(plan, pm.ties, {p: v.shape for p, v in params.items()}, cands)
     blocks, parts = add_block_grads(plan, pm.blocks, cands, {p: v.shape for p, v in params.items()})
     side_a = grad_side(a_model.source, a_model, plan, OrtRunner(plan.backward.model, config, a_model.source),
-                       cands + summed + parts, "A")
+                       cands + summed + parts, "A", who_of("A", a_model))
     name_ties(side_a, ties)
     name_blocks(side_a, blocks)
     outputs = [o.name for o in a_model.proto.graph.output]
@@ -407,7 +409,8 @@ def capture_torch(a: Model | str | os.PathLike, module, *, example_args: tuple |
     names): what ``diff --vs-npz`` reads, with the right keys, A then running on the same inputs."""
     a_model, mod, fs, _, template = prepare(a, module, example_args, inputs, None)
     runner = TorchRunner(mod, [i.name for i in _feeds.model_inputs(a_model.proto)], "torch", template=template)
-    side_a = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu"), a_model.source))
+    side_a = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu"), a_model.source),
+                        who=who_of("A", a_model))
     tp = pair_with_module(a_model, side_a.observation, runner, fs.values, onnx_values=_values_of(side_a, fs.values))
     got = runner.values([p.b.probe for p in tp.pairs], fs.values)
     return {**{k: np.asarray(v) for k, v in fs.values.items()}, **{p.a.name: got[p.b.probe] for p in tp.pairs if p.b.probe in got}}

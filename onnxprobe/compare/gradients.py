@@ -34,17 +34,19 @@ from onnxprobe.match.engine import DIFFERENT_FUNCTION, NO_GRADIENT
 from onnxprobe.match.observe import FLOAT_TYPES, VALUE_PRESERVING, Observable, Observation, stem
 from onnxprobe.match.ops import canonical
 from onnxprobe.runtime.runners.base import Runner
+from onnxprobe.runtime.runners.named import NamedRunner
 from onnxprobe.runtime.runners.once import OnceRunner
 from onnxprobe.text import matches
 from onnxprobe.types import element_count, forward_name, grad_name
 
 
 def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[tuple[str, Observable]],
-              role: str = "A") -> Side:
+              role: str = "A", who: tuple[str, str] | None = None) -> Side:
     """The side whose values are ``plan``'s gradients (an ``api.GradPlan`` of ``model`` made for
     ``candidates``), computed by ``runner`` over the backward model in one run with the loss. Its hidden
     entries say which weights got no gradient (so the other model's gradient of them is explained);
-    ``role`` ("A" or "B") is how those reasons name this side."""
+    ``role`` ("A" or "B") is how those reasons name this side; ``who``: its name and file, which each error
+    of its runner starts with (``compare.sides.model_side``'s, ``NamedRunner``)."""
     # a gradient that sums only some of its ways to the loss (another passes an op without a rule) is a part
     # of the real one: not compared, as one that gets none is not
     partial = getattr(plan.backward, "partial", {})
@@ -84,7 +86,7 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
         notes.append(f"{label}: no gradient for {len(names)} weight(s) ({', '.join(names[:3])}"
                      f"{' …' if len(names) > 3 else ''})" + (f": the gradient stops at {stops}" if stops else ""))
     once = OnceRunner(runner, [plan.loss.loss] + [o.probe for o in observables], plan.extra_feed)
-    return Side(label, model, once, Observation(observables, [], hidden), notes, hidden_cause=NO_GRADIENT,
+    return Side(label, model, once if who is None else NamedRunner(once, who), Observation(observables, [], hidden), notes, hidden_cause=NO_GRADIENT,
                 hidden_causes=causes)
 
 

@@ -19,6 +19,7 @@ from onnxprobe.match.observe import Observable, Observation, observe
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.runners.named import NamedRunner, name_error
 from onnxprobe.runtime.runners.npz import NpzRunner, numeric
+from onnxprobe.text import clean
 from onnxprobe.types import GRADIENT_STOPPED  # noqa: F401 - diff --grad's cause (onnxprobe.types), imported from here too
 
 
@@ -81,6 +82,16 @@ def model_side(label: str, model: Model, make_runner: Callable, constants: bool 
     if hidden:
         obs = Observation([o for o in obs.observables if o.probe not in hidden], obs.dequantize, {**obs.hidden, **by_runner})
     return Side(label, model, runner, obs, runner_hidden=frozenset(by_runner))
+
+
+def who_of(side: str, model: Model, setting: tuple[str, str, str] | None = None) -> tuple[str, str]:
+    """How an error of one side of a diff names it, to the API and on the command line: "B (b.onnx)"; B of
+    the same model by the setting that makes it the reference ("B (m.onnx, --vs-runtime reference)")."""
+    path = clean(str(model.source))
+    if setting is None:
+        return f"{side} ({path})", f"{side} ({path})"
+    api, flag, value = setting
+    return f"{side} ({path}, {api}={value!r})", f"{side} ({path}, {flag} {value})"
 
 
 def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model) -> Side:
