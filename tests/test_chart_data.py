@@ -158,3 +158,37 @@ def test_histogram_axes_in_plotlys_range_are_drawn_as_they_are():
 
     fig = charts.histogram_figure("values", histogram_of(np.array([-3e38, 0.5, 3e38], np.float32))["values"])
     assert "tickvals" not in fig["layout"].get("xaxis", {}) and min(fig["data"][0]["x"]) < -2e38
+
+
+def _float64_pair(tmp_path, k_b: float) -> tuple[list[str], np.ndarray]:
+    """A = Neg(Relu(x) * 1), B = Neg(Relu(x) * k_b), in float64: Relu's pair is exact, the Mul's measured."""
+    D = TensorProto.DOUBLE
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Mul", ["r", "k"], ["m"], name="mul"),
+             helper.make_node("Neg", ["m"], ["y"], name="neg")]
+    paths = []
+    for side, k in (("a", 1.0), ("b", k_b)):
+        m = make_model(nodes, [helper.make_tensor_value_info("x", D, [8])], [helper.make_tensor_value_info("y", D, [8])],
+                       [numpy_helper.from_array(np.array(k, np.float64), "k")])
+        onnx.save(m, tmp_path / f"{side}.onnx")
+        paths.append(str(tmp_path / f"{side}.onnx"))
+    x = np.linspace(-1, 1, 8, dtype=np.float64)
+    np.save(tmp_path / "x.npy", x)
+    return paths, x
+
+
+def test_exact_pairs_are_drawn_above_every_measured_sqnr(tmp_path):
+    """float64 pairs measure above 140 dB: exact pairs drawn at a fixed 140 sat below a pair at 160 dB, so the
+    chart read exact agreement as the worse one. They are drawn above the highest measured SQNR."""
+    k_b = 1 + 1e-8
+    paths, x = _float64_pair(tmp_path, k_b)
+    d = _report(tmp_path, ["diff", *paths, "--all", "--input", f"x={tmp_path / 'x.npy'}"])
+    b = np.maximum(x, 0) * k_b  # the oracle: numpy float64
+    want = 10 * np.log10(np.sum(b ** 2) / np.sum((np.maximum(x, 0) - b) ** 2))
+    assert want > 150
+    traces = _traces(charts.diff_figure(d, {k: f"r{k}" for k in range(len(d["pairs"]))}))
+    acc = traces["SQNR dB (accumulated)"]
+    by_row = {c[1]: y for y, c in zip(acc["y"], acc["customdata"])}
+    exact = [by_row[f"r{k}"] for k, p in enumerate(d["pairs"]) if p["exact"]]
+    measured = [by_row[f"r{k}"] for k, p in enumerate(d["pairs"]) if not p["exact"]]
+    assert exact and measured and max(measured) == pytest.approx(want, abs=0.5)
+    assert min(exact) > max(measured)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 import math
 
-from onnxprobe.report.format import EXACT_DB, finite
+from onnxprobe.report.format import exact_db, finite
 from onnxprobe.text import clean
 
 
@@ -59,9 +59,10 @@ def _layout(go, fig, ytitle: str, log: bool = False) -> None:
 def diff_figure(d: dict, row_ids: dict[int, str]) -> dict:
     go = plotly_objects()
     rows = sorted(enumerate(d["pairs"]), key=lambda kp: kp[1]["index"])
+    top = exact_db(d["pairs"])  # above every measured pair: float64 ones measure more than 140 dB
 
     def db(v, exact):
-        return EXACT_DB if exact else finite(v)
+        return top if exact else finite(v)
 
     acc = [(p["index"], db(p["sqnr_db"], p["exact"]), p["a"], row_ids[k]) for k, p in rows]
     intro = [(p["index"], db(p["introduced_sqnr_db"], p["introduced_exact"]), p["a"], row_ids[k]) for k, p in rows]
@@ -77,7 +78,7 @@ def diff_figure(d: dict, row_ids: dict[int, str]) -> dict:
         p, _ = first
         fig.add_vline(x=p["index"], line={"color": "#d62728", "dash": "dot"},
                       annotation={"text": label(f"error starts: {p['a']}"[:80]), "font": {"color": "#d62728"}})
-    _layout(go, fig, "SQNR dB (exact at 140; -inf, NaN/Inf ✖ at the bottom)")
+    _layout(go, fig, f"SQNR dB (exact at {top:g}; -inf, NaN/Inf ✖ at the bottom)")
     return fig.to_plotly_json()
 
 

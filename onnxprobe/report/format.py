@@ -10,7 +10,7 @@ from onnxprobe.text import clean
 
 safe = clean  # text from a model, for a Text or a table cell
 # where an exact pair (infinite SQNR) is drawn or coloured, in every picture (JSON has no inf): float32
-# agrees to about 140 dB
+# agrees to about 140 dB; float64 pairs measure more (exact_db)
 EXACT_DB = 140.0
 
 
@@ -22,6 +22,15 @@ def plural(n: int, word: str) -> str:
 def finite(v) -> float | None:
     """``v`` as a float when it is a finite number (JSON values: None, bools and NaN/Inf are not)."""
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def exact_db(pairs) -> float:
+    """Where the pictures of a diff (the chart, Model Explorer's node data) put an exact pair: ``EXACT_DB``, or
+    above the highest SQNR a pair measures (accumulated or introduced) where one reaches it: float64 pairs
+    measure 160 dB and more, and an exact pair drawn at 140 below them read as the worse one."""
+    top = max((v for p in pairs for v in (finite(p.get("sqnr_db")), finite(p.get("introduced_sqnr_db"))) if v is not None),
+              default=None)
+    return EXACT_DB if top is None or top < EXACT_DB else float(math.floor(top / 10) * 10 + 20)
 
 
 def json_word(v):

@@ -32,7 +32,7 @@ import onnx
 
 from onnxprobe.graph.explorer_ids import ExplorerIds, explorer_ids
 from onnxprobe.graph.walk import all_graphs, walk
-from onnxprobe.report.format import EXACT_DB, finite
+from onnxprobe.report.format import EXACT_DB, exact_db, finite
 from onnxprobe.types import forward_name
 
 RED, DARK_RED, ORANGE, YELLOW, GREEN = "#e53935", "#7f0000", "#fb8c00", "#fdd835", "#43a047"
@@ -130,10 +130,11 @@ def diff_overlay(model: onnx.ModelProto, d: dict) -> dict:
     op_of = _quantized_op(model, ids)
     first = d.get("first_failure")
     grad = bool(d.get("grad"))
+    top = exact_db(d["pairs"])  # an exact node reads above every measured one (float64 pairs measure > 140 dB)
     for p in d["pairs"]:
         intro, acc = p.get("introduced_sqnr_db"), p.get("sqnr_db")
         if p.get("introduced_exact") or (p.get("introduced_exact") is None and p.get("exact")):
-            value = EXACT_DB
+            value = top
         else:
             value = finite(intro) if finite(intro) is not None else finite(acc)
         name = (forward_name(p["a"]) or p["a"]) if grad else p["a"]
@@ -146,7 +147,8 @@ def diff_overlay(model: onnx.ModelProto, d: dict) -> dict:
         res.put(at or res.tensor(p["a"]), value, colour)
         if not grad:
             res.put(op_of(p["a"]), value, colour)
-    what = "gradient SQNR dB" if grad else "introduced SQNR dB (dark red: where the error starts; -140: failed with no finite SQNR)"
+    what = (f"gradient SQNR dB (exact: {top:g})" if grad else
+            f"introduced SQNR dB (exact: {top:g}; dark red: where the error starts; -140: failed with no finite SQNR)")
     return res.data(f"onnxprobe diff: {what}", [{"value": v, "bgColor": c} for v, c in SQNR_STEPS])
 
 
