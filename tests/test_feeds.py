@@ -221,3 +221,21 @@ def test_a_dataset_batch_need_not_hold_an_input_no_node_reads():
     f = make_feeds(two_input_model(), arrays={"x": x, "ids": ids}, arrays_from="the dataset", arrays_complete=True, notes=notes)
     assert f["mask"].dtype == np.bool_ and f["mask"].shape == (1, 4) and not f["mask"].any()
     assert notes == ["1 input no node reads not in the dataset ('mask'): fed zeros"]
+
+
+def test_explained_keeps_the_errors_class_and_attributes():
+    """Feeds.explained appends its hint to the error itself: a subclass, ``side`` and ``cli_message`` kept."""
+    from onnxprobe.errors import ExecutionError
+    from onnxprobe.runtime.feeds import Feeds
+
+    class Mine(ExecutionError):
+        pass
+
+    e = Mine("B (b.onnx): onnxruntime: boom")
+    e.side, e.cli_message, e.about = "B (b.onnx)", "B (b.onnx): onnxruntime: boom!", "x.npz"
+    fs = Feeds({"x": np.ones((1, 2), np.float32)}, defaulted={"x": ["n"]})
+    told = fs.explained(e)
+    assert type(told) is Mine and told.side == "B (b.onnx)" and told.about == "x.npz"
+    assert str(told) == "B (b.onnx): onnxruntime: boom" + fs.hint()
+    assert told.cli_message.startswith("B (b.onnx): onnxruntime: boom! (") and "--shape" in told.cli_message
+    assert str(e) == "B (b.onnx): onnxruntime: boom"  # the original, the cause of the one raised, as it was

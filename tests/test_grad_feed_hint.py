@@ -60,3 +60,14 @@ def test_real_sizes_run(tmp_path):
     # d sum(1.5 / 2 * pad(x)) / dw: the column sums of the padded x, 9 rows of ones
     w = [r for r in res.rows if r.name == "w"][0]
     assert np.isclose(w.norm, np.linalg.norm([9.0, 9.0]))
+
+
+def test_the_hint_keeps_the_errors_side_and_class(tmp_path):
+    """diff --grad's hint about made-up inputs was added by building a new ExecutionError: its message kept
+    the side's name, its ``side`` (and any other attribute, and a subclass) were lost."""
+    m = _reflect_pad_model(tmp_path)
+    with pytest.raises(ExecutionError, match=HINT) as e:
+        api.diff_grad(m, m)
+    assert str(e.value).startswith(f"A ({m}): onnxruntime: ")
+    assert e.value.side == f"A ({m})"
+    assert e.value.cli_message.startswith(f"A ({m}): onnxruntime: ") and "--shape" in e.value.cli_message

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import copy
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -105,10 +106,14 @@ class Feeds:
 
     def explained(self, e: ExecutionError) -> ExecutionError:
         """``e``, a run's error, with ``hint`` after its message where there is one (not after an error that
-        is about the device rather than the model and its inputs)."""
+        is about the device rather than the model and its inputs): a copy of it, of its class, with its
+        attributes (the ``side`` a diff names, ``NamedRunner``), so that callers still catch and read it."""
         if isinstance(e, (DeviceUnavailable, SessionError)) or not self.hint():  # not about the inputs
             return e
-        return settings_error(ExecutionError, lambda say: f"{(e.cli_message or e) if say.cli else e}{self.hint(say)}")
+        told = copy.copy(e)  # (e stays as it was: the cause of the one raised)
+        told.args = (f"{e}{self.hint()}",) + tuple(e.args[1:])
+        told.cli_message = f"{e.cli_message or e}{self.hint(Voice(cli=True))}"
+        return told
 
     @contextmanager
     def explaining(self):
