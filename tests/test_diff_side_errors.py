@@ -135,3 +135,38 @@ def test_dataset_diff_names_the_side(tmp_path):
     with pytest.raises(ExecutionError) as e:
         api.diff_dataset(ok, bad, d, config=api.RunConfig(device="cpu"))
     assert f"B ({bad}): onnxruntime: " in str(e.value), str(e.value)
+
+
+def unknown_and_refused(tmp_path) -> str:
+    """onnxruntime refuses it (a float16 Relu declared float32) and shape inference leaves a rank unknown (a
+    Reshape to a computed shape): grad_plan's own run, which was to learn that rank, fails before any side's."""
+    nodes = [h.make_node("Shape", ["x"], ["s0"]), h.make_node("Compress", ["s0", "keep"], ["s"], axis=0),
+             h.make_node("Reshape", ["x", "s"], ["r"]), h.make_node("Mul", ["r", "w"], ["m"]),
+             h.make_node("Cast", ["m"], ["mh"], to=T.FLOAT16), h.make_node("Relu", ["mh"], ["y"])]
+    return _save(nodes, tmp_path / "unknown.onnx", [numpy_helper.from_array(np.array([True, True]), "keep"),
+                                                    numpy_helper.from_array(np.array([1, 2, 3], np.float32), "w")])
+
+
+@pytest.mark.parametrize("refused_side", ["A", "B"])
+def test_diff_grad_names_the_side_whose_grad_plan_cannot_run_it(tmp_path, refused_side):
+    """diff --grad: grad_plan runs each model itself (the shapes inference missed) outside the side's runner;
+    its error named no side ("the model does not run, so the shapes ... onnxruntime: ...")."""
+    ok, bad = good(tmp_path), unknown_and_refused(tmp_path)
+    a, b = (bad, ok) if refused_side == "A" else (ok, bad)
+    for inputs in (FEEDS, None):
+        with pytest.raises(ExecutionError) as e:
+            api.diff_grad(a, b, config=api.RunConfig(device="cpu"), inputs=inputs)
+        assert str(e.value).startswith(f"{refused_side} ({bad}): "), str(e.value)
+        assert "onnxruntime: " in str(e.value) and e.value.side == f"{refused_side} ({bad})"
+    out = cli(a, b, "--grad", "--device", "cpu")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.startswith(f"onnxprobe: error: {refused_side} ({bad}): "), out.stderr
+
+
+def test_grad_of_one_model_names_no_side(tmp_path):
+    """`grad MODEL` has no sides: its error stays as it was."""
+    bad = unknown_and_refused(tmp_path)
+    with pytest.raises(ExecutionError) as e:
+        api.grad(bad, config=api.RunConfig(device="cpu"), inputs=FEEDS)
+    assert str(e.value).startswith("the model does not run"), str(e.value)
+    assert getattr(e.value, "side", None) is None

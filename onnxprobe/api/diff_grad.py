@@ -24,6 +24,7 @@ from onnxprobe.graph.select import Selection
 from onnxprobe.match.engine import MAP
 from onnxprobe.match.observe import observe
 from onnxprobe.runtime import feeds as _feeds
+from onnxprobe.runtime.runners.named import naming
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import quote
@@ -98,10 +99,10 @@ def diff_grad(
         for role, m in (("A", a_model), ("B", b_model)):
             # weights inside If / Loop / Scan bodies are moved to the main graph, as grad_plan differentiates them
             cands = candidates(hoist_constants(m.proto), observe(m.proto))
-            plan = grad_plan(m, side_spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
+            with naming(who := who_of(role, m)):  # grad_plan's own runs of the model name the side too
+                plan = grad_plan(m, side_spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
             plans.append(plan)
-            sides.append(grad_side(m.source, m, plan, OrtRunner(plan.backward.model, config, m.source), cands, role,
-                                   who_of(role, m)))
+            sides.append(grad_side(m.source, m, plan, OrtRunner(plan.backward.model, config, m.source), cands, role, who))
         side_a, side_b = sides
         # weight gradients either side has before --wrt: the verdict, which judges them, says why it has none
         weights = sum(o.is_output for side in sides for o in side.observation.observables)

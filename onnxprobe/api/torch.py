@@ -36,6 +36,7 @@ from onnxprobe.match.modules import exporter_guess, initializer_users
 from onnxprobe.match.observe import Observable, Observation, observe
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.runners import make_runner
+from onnxprobe.runtime.runners.named import naming
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe, without_torch_gradient
@@ -228,7 +229,7 @@ def diff_grad_torch(
     scalars = _scalar_parameters(a_model, params, known, buffers, owners)
     cands = candidates(a_model.proto, observe(a_model.proto), extra=scalars)
     # names= chooses the tensors (the spec's wrt filters the pairs below)
-    with fs.explaining():
+    with fs.explaining(), naming(who_of("A", a_model)):  # grad_plan's own runs of the model name it as its runner does
         plan = grad_plan(a_model, spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
     pm = _param_map(a_model, mod)  # a parameter several initializers hold: the sum of their gradients (torch.tied)
     ties, summed = add_tie_sums(plan, pm.ties, {p: v.shape for p, v in params.items()}, cands)

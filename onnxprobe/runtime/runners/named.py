@@ -5,6 +5,7 @@ file ("B (b.onnx): onnxruntime: ..."), whichever method raised it: one wrapper, 
 from __future__ import annotations
 
 import functools
+from contextlib import contextmanager
 
 from onnxprobe.errors import ExecutionError, ModelError
 
@@ -18,6 +19,18 @@ def name_error(e: BaseException, who: tuple[str, str]) -> None:
     e.args = (f"{who[0]}: {e}",) + tuple(e.args[1:])
     e.cli_message = f"{who[1]}: {cli}"
     e.side = who[0]
+
+
+@contextmanager
+def naming(who: tuple[str, str] | None):
+    """``name_error`` for each error the block raises (where ``who`` is given): work on one side's model done
+    outside its runner (api.grad_plan's own runs of it, for diff --grad) is named as its runner's is."""
+    try:
+        yield
+    except (ExecutionError, ModelError) as e:
+        if who is not None:
+            name_error(e, who)
+        raise
 
 
 class NamedRunner:
