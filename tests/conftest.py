@@ -59,6 +59,18 @@ def make_model(nodes, inputs, outputs, initializers=(), opset=17, ir=8) -> onnx.
     return m
 
 
+def mm_relu_softmax(folder) -> str:
+    """A small saved model, MatMul (weight w) -> Relu -> Softmax, for tests of settings and messages: its path."""
+    vi = helper.make_tensor_value_info
+    w = helper.make_tensor("w", TensorProto.FLOAT, [3, 3], [0.1 * i for i in range(9)])
+    m = make_model([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Relu", ["h"], ["r"], name="relu"),
+                    helper.make_node("Softmax", ["r"], ["y"], name="sm", axis=-1)],
+                   [vi("x", TensorProto.FLOAT, [2, 3])], [vi("y", TensorProto.FLOAT, [2, 3])], [w])
+    path = Path(folder) / "m.onnx"
+    onnx.save(m, path)
+    return str(path)
+
+
 def reference_node(op, inputs, nout=1, opset=13, consts=None, **attrs):
     """One ``op`` node at ``opset`` through onnxprobe's reference runner: its outputs. ``inputs``: name -> array
     (None: an optional input left out); ``consts``: name -> array, given as initializers after the inputs (a name

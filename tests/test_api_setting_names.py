@@ -6,12 +6,10 @@ word as before (``errors.setting_error``: ``cli_message``). QA."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
-from conftest import make_model
+from conftest import mm_relu_softmax
 from onnxprobe import api
 from onnxprobe.cli.main import app
 from onnxprobe.errors import UsageError
@@ -21,14 +19,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> str:
-    vi = helper.make_tensor_value_info
-    w = helper.make_tensor("w", TensorProto.FLOAT, [3, 3], [0.1 * i for i in range(9)])
-    m = make_model([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Relu", ["h"], ["r"], name="relu"),
-                    helper.make_node("Softmax", ["r"], ["y"], name="sm", axis=-1)],
-                   [vi("x", TensorProto.FLOAT, [2, 3])], [vi("y", TensorProto.FLOAT, [2, 3])], [w])
-    path = tmp_path_factory.mktemp("names") / "m.onnx"
-    onnx.save(m, path)
-    return str(path)
+    return mm_relu_softmax(tmp_path_factory.mktemp("names"))
 
 
 # (the API call, the command line's arguments after the model, the message after "PARAM (FLAG)" / "FLAG")
