@@ -239,12 +239,19 @@ def test_real_models_ids_and_layers_overlay(tmp_path, rel):
     # constant: none), and only those
     valued = [t for t in probed if t.get("min") is not None or t.get("nan") or t.get("inf")]
     shown = {ids.tensors[t["name"]] for t in valued if t["name"] in ids.tensors}
+    shown |= {ids.twins[s] for s in shown if s in ids.twins}  # a flattened If's '<if>_phi' node, which holds its tensors
     assert n == len(shown) > 0
+    # the node the viewer shows each main-graph tensor on (the phi node for an If's output) has its value
+    keys = {(gid, k) for gid, g in json.loads(out.read_text()).items() for k in g["results"]}
+    at = _adapter_producers(path)
+    on = {(gid, at[gid][t["name"]]) for t in valued for gid in at if t["name"] in at[gid]}
+    assert on and on <= keys
     if "det" in rel:  # the unnamed nodes are keyed by the names the adapter gives them
         keys = [k for g in json.loads(out.read_text()).values() for k in g["results"]]
         assert sum(k == "node" or k.startswith("node_") for k in keys) >= 300
     else:  # silero: tensors inside the If branches land on their flattened nodes
         assert any("/then_branch/" in k or "/else_branch/" in k for g in json.loads(out.read_text()).values() for k in g["results"])
+        assert sum(k.endswith("_phi") for _, k in keys) == 7
 
 
 @real_models
@@ -446,3 +453,47 @@ def test_diff_overlay_puts_exact_nodes_above_every_measured_sqnr(tmp_path):
     exact = graph["results"]["relu"]["value"]
     assert exact > graph["results"]["mul"]["value"] and graph["results"]["neg"]["value"] == exact  # Neg adds no error
     assert f"exact: {exact:g}" in graph["name"]
+
+
+def _adapter_producers(path: Path) -> dict[str, dict[str, str]]:
+    """graph id -> {tensor name: node id of the node Model Explorer shows it on}, by the adapter's
+    ``__tensor_tag`` (an If's own outputs are renamed '<name>_if_'; its '<if>_phi' node carries the tensor)."""
+    main = pytest.importorskip("model_explorer_onnx.main", reason="model-explorer-onnx is not installed")
+    logging.getLogger().setLevel(logging.ERROR)
+    out: dict[str, dict[str, str]] = {}
+    for g in main.ONNXAdapter().convert(str(path), {})["graphs"]:
+        for n in g.nodes:
+            for a in (a for m in n.outputsMetadata for a in m.attrs if a.key == "__tensor_tag"):
+                out.setdefault(g.id, {})[a.value] = n.id
+    return out
+
+
+def test_an_if_and_its_phi_node_carry_the_same_value(tmp_path):
+    """The adapter flattens an If: its output tensors move to an '<if>_phi' node. layers, diff and grad all
+    colour the If and that phi node alike (clicking the phi, which holds the tensor, showed no value)."""
+    def branch(name, op, out):
+        return helper.make_graph([helper.make_node(op, ["r"], [out])], name, [], [_vi(out)])
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("If", ["cond"], ["if_out"], name="gate", then_branch=branch("t", "Neg", "t_out"),
+                              else_branch=branch("e", "Abs", "e_out")),
+             helper.make_node("Sigmoid", ["if_out"], ["y"], name="sig")]
+    m = make_model(nodes, [_vi("x"), _vi("cond", (), TensorProto.BOOL)], [_vi("y")])
+    path = tmp_path / "if.onnx"
+    onnx.save(m, str(path))
+    gid = m.graph.name
+    phi = _adapter_producers(path)[gid]["if_out"]  # the node the viewer shows the If's output on
+    assert phi != "gate" and phi in adapter_ids(path)[gid]
+    feed = {"x": np.array([-1.0, 0.5, 2.0, -3.0], np.float32), "cond": np.array(True)}
+    want = float(np.abs(ReferenceEvaluator(m).run(["if_out"], feed)[0]).max())
+    runs = {"layers": ["layers", str(path), "--all"], "diff": ["diff", str(path), str(path), "--all"],
+            "grad": ["grad", str(path), "--all"]}
+    for kind, args in runs.items():
+        out = tmp_path / f"{kind}.json"
+        r = runner.invoke(app, [*args, "--input", "x=[-1, 0.5, 2, -3]", "--input", "cond=1", "--overlay", str(out)])
+        assert r.exit_code == 0, (kind, r.output)
+        assert_keys_are_node_ids(out, path)
+        res = json.loads(out.read_text())[gid]["results"]
+        assert "gate" in res and res[phi] == res["gate"], (kind, res)
+        if kind == "layers":
+            assert res[phi]["value"] == pytest.approx(want, rel=1e-6)

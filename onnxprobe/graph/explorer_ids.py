@@ -43,6 +43,7 @@ class _Node:
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
     bodies: list = field(default_factory=list)  # (attribute, [graphs], single GRAPH attribute)
+    phi: "_Node | None" = None  # a flattened If's '<if>_phi' node, which carries the If's outputs
 
 
 @dataclass(eq=False)
@@ -173,7 +174,8 @@ def _embed_ifs(g: _Graph) -> None:
                     child.name = f"{n.name}/{attr}/{child.name}"
                     nodes.append(child)
             if branches:
-                nodes.append(_Node(None, f"{n.name}_phi", "(Phi)"))
+                n.phi = _Node(None, f"{n.name}_phi", "(Phi)")
+                nodes.append(n.phi)
     g.nodes = nodes
 
 
@@ -183,13 +185,16 @@ class ExplorerIds:
     ``graph.walk`` order (the ``#`` of every report) -> (graph id, node id), for the nodes Model Explorer
     shows; ``tensors``: a node output's name -> the (graph id, node id) of its producer; ``values``: a
     graph input, initializer or output name -> (graph id, ``[value] ...`` id); ``outputs``: a node's index ->
-    the names of its outputs (what a report's row read by its node index must be one of)."""
+    the names of its outputs (what a report's row read by its node index must be one of); ``twins``: a
+    flattened If's (graph id, node id) -> its ``<if>_phi`` node's, which the viewer shows the If's output
+    tensors on (the If's own outputs are renamed): what colours the If colours its phi node too."""
 
     graphs: dict[str, list[str]]
     nodes: dict[int, tuple[str, str]]
     tensors: dict[str, tuple[str, str]]
     values: dict[str, tuple[str, str]]
     outputs: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    twins: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
 
 def explorer_ids(model: onnx.ModelProto) -> ExplorerIds:
@@ -216,6 +221,8 @@ def explorer_ids(model: onnx.ModelProto) -> ExplorerIds:
             if n.proto is not None and id(n.proto) in index:
                 out.nodes.setdefault(index[id(n.proto)], (gid, n.name))
                 out.outputs.setdefault(index[id(n.proto)], tuple(o for o in n.proto.output if o))
+                if n.phi is not None:
+                    out.twins.setdefault((gid, n.name), (gid, n.phi.name))
                 for o in n.proto.output:
                     if o:
                         out.tensors.setdefault(o, (gid, n.name))

@@ -43,7 +43,7 @@ NO_FINITE = -1.0  # the value of a node with no finite magnitude or norm: below 
 
 class _Results:
     """Node data per graph: the worst value given for a node wins (the largest; with ``lowest``, as an SQNR,
-    the smallest), an explicit colour sticks."""
+    the smallest), an explicit colour sticks; an If's value goes on its phi node too (``ExplorerIds.twins``)."""
 
     def __init__(self, ids: ExplorerIds, lowest: bool = False):
         self.ids = ids
@@ -63,6 +63,8 @@ class _Results:
             entry["bgColor"] = colour
             entry["textColor"] = "#ffffff" if colour in (RED, DARK_RED) else "#000000"
         results[nid] = entry
+        # a flattened If's output tensors are on its '<if>_phi' node: the one a user clicks for the value
+        self.put(self.ids.twins.get(where), value, colour)
 
     def tensor(self, name: str, node: int | None = None) -> tuple[str, str] | None:
         """The node Model Explorer shows for a tensor: its producer (by its index ``node`` where given:
