@@ -369,3 +369,38 @@ def test_float64_values_near_its_limits_are_drawn_and_the_table_still_sorts_and_
     dom = dump_dom(wrapper, "--allow-file-access-from-files")
     out = json.loads(element(dom, "pre", "out").replace("&quot;", '"'))
     assert out == {"shown": "1", "cards": 3, "drawn": 3}, out
+
+
+def _shapes_model():
+    """Reshapes of x[6] to 2x3, 3x2, 6x1, 1x6; a scalar sum; a 12 Concat; an If whose branch not taken declares
+    u of shape p x q (unknown to onnxprobe: '?x?', and uu = -u after it)."""
+    vi = helper.make_tensor_value_info
+    inits = [numpy_helper.from_array(np.array(s, np.int64), f"s{k}") for k, s in enumerate(([2, 3], [3, 2], [6, 1], [1, 6]))]
+    inits.append(numpy_helper.from_array(np.array([0], np.int64), "ax"))
+    nodes = [helper.make_node("Reshape", ["x", f"s{k}"], [n], name=f"r_{n}") for k, n in enumerate(("a23", "b32", "c61", "d16"))]
+    nodes += [helper.make_node("ReduceSum", ["x"], ["sc"], keepdims=0, name="sum"),
+              helper.make_node("Concat", ["x", "x"], ["cat"], axis=0, name="cat")]
+    skipped = helper.make_graph([helper.make_node("Unsqueeze", ["x", "ax"], ["u"], name="unsq"),
+                                 helper.make_node("Neg", ["u"], ["uu"], name="neg_u")], "e", [],
+                                [vi("uu", TensorProto.FLOAT, None)], value_info=[vi("u", TensorProto.FLOAT, ["p", "q"])])
+    taken = helper.make_graph([helper.make_node("Neg", ["x"], ["t"], name="neg")], "t", [], [vi("t", TensorProto.FLOAT, None)])
+    nodes.append(helper.make_node("If", ["cond"], ["y"], name="gate", then_branch=taken, else_branch=skipped))
+    return make_model(nodes, [vi("x", TensorProto.FLOAT, [6]), vi("cond", TensorProto.BOOL, [])], [vi("y", TensorProto.FLOAT, None)], inits)
+
+
+def test_shapes_sort_by_their_numbers_and_unknown_ones_last(tmp_path):
+    """A shape sorts by its element count, then rank, then dims (numbers, not strings: '12' sorted before '2x3'),
+    one with an unknown dim last either way; its sort value is what the cell shows ('?x?', not 'NonexNone')."""
+    path, page = tmp_path / "shapes.onnx", tmp_path / "shapes.html"
+    onnx.save(_shapes_model(), str(path))
+    r = runner.invoke(app, ["layers", str(path), "--all", "--input", "cond=1", "--html", str(page)])
+    assert r.exit_code == 0, r.output
+    cells = re.findall(r'data-v="([^"]*)"[^>]*>([^<]*x[^<]*)<', page.read_text())
+    assert ("?x?", "?x?") in cells and all(v == shown for v, shown in cells), cells
+    known = {"sc": (), "t": (6,), "y": (6,), "d16": (1, 6), "a23": (2, 3), "b32": (3, 2), "c61": (6, 1), "cat": (12,)}
+    order = sorted(known, key=lambda n: (int(np.prod(known[n])), len(known[n]), known[n]))  # stable: t before y
+    asc, desc = _sorted_by(tmp_path, page, "shape", 3)
+    assert asc == [*order, "u", "uu"], asc
+    desc_known = sorted(order, key=lambda n: (int(np.prod(known[n])), len(known[n]), known[n]), reverse=True)
+    assert desc[-2:] == ["u", "uu"] and [n for n in desc if n in ("t", "y")] == ["t", "y"], desc
+    assert [n for n in desc[:-2] if n != "y"] == [n for n in desc_known if n != "y"], desc

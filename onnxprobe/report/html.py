@@ -20,7 +20,7 @@ import math
 
 from onnxprobe import __version__
 from onnxprobe.report import charts
-from onnxprobe.report.format import finite, num_or_word
+from onnxprobe.report.format import finite, num_or_word, shape
 from onnxprobe.report.io import json_default
 from onnxprobe.report.table import Table
 from onnxprobe.text import clean, duration
@@ -75,16 +75,24 @@ SCRIPT = r"""
   // a number column's data-v is a number, 'inf', '-inf' or 'nan' (sort_value): -inf sorts below every number
   // and inf above, either way; NaN, then no value, last whichever way
   const INF = {'inf': Infinity, '-inf': -Infinity};
+  // a shape's data-k is [element count, rank, ...dims] (shape_key), an unknown one null: known shapes by their
+  // numbers either way, then those with an unknown dim (as NaN: last whichever way), the shorter one first
+  const order = (x, y) => { for (let j = 0; j < Math.max(x.length, y.length); j++) {
+      if (j >= x.length) return -1; if (j >= y.length) return 1;
+      const u = x[j] ?? Infinity, w = y[j] ?? Infinity; if (u !== w) return u < w ? -1 : 1; } return 0; };
   document.querySelectorAll('#table th').forEach((th, i) => th.addEventListener('click', () => {
     asc = key === i ? !asc : true; key = i;
     const value = tr => { const td = tr.cells[i], v = td.dataset.v;
       if (v === '') return [2, null];
+      if (td.dataset.k) { const k = JSON.parse(td.dataset.k); return [k[0] === null ? 1 : 0, k]; }
       if (!td.classList.contains('num')) return [0, v];
       if (v === 'nan') return [1, null];
       const x = v in INF ? INF[v] : Number(v); return [0, isNaN(x) ? v : x]; };
     const rows = Array.from(tbody.rows).sort((a, b) => { const [p, x] = value(a), [q, y] = value(b);
-      if (p !== q) return p - q; if (p || x === y) return 0;
-      const c = typeof x === 'number' && typeof y === 'number' ? (x < y ? -1 : 1)
+      if (p !== q) return p - q; if (p === 2 || x === y) return 0;
+      const shapes = Array.isArray(x) && Array.isArray(y);
+      if (p) return shapes ? order(x, y) : 0;
+      const c = shapes ? order(x, y) : typeof x === 'number' && typeof y === 'number' ? (x < y ? -1 : 1)
         : typeof x === 'number' ? -1 : typeof y === 'number' ? 1 : String(x).localeCompare(String(y));
       return asc ? c : -c; });
     tbody.append(...rows); }));
@@ -204,7 +212,15 @@ def sort_value(raw, number: bool) -> str:
         return "inf"
     if number and raw == "NaN/Inf":  # a layer that brings in NaN/Inf where the other has a number: the worst
         return "-inf"
-    return "x".join(map(str, raw)) if isinstance(raw, (list, tuple)) else str(raw)
+    return shape(raw) if isinstance(raw, (list, tuple)) else str(raw)  # a shape as the cell shows it: '?x?'
+
+
+def shape_key(raw: list | tuple) -> str:
+    """A shape cell's ``data-k``, what the page sorts it by: JSON [element count, rank, *dims], null for a dim
+    that is not a number (unknown, symbolic) and for the count then: by its numbers, not as a string ('12'
+    before '2x3'), one with an unknown dim after every known one."""
+    dims = [d if isinstance(d, int) and not isinstance(d, bool) else None for d in raw]
+    return json.dumps([None if None in dims else math.prod(dims), len(dims), *dims], separators=(",", ":"))
 
 
 def _table_html(table: Table) -> tuple[str, dict[int, str]]:
@@ -223,8 +239,9 @@ def _table_html(table: Table) -> tuple[str, dict[int, str]]:
             full = raw if (c.name or c.key in ("op", "dtype")) and isinstance(raw, str) else shown  # names whole
             v = sort_value(raw, c.justify == "right")
             kind = "num" if c.justify == "right" else ("name" if c.name else "")
+            k = f' data-k="{html.escape(shape_key(raw))}"' if isinstance(raw, (list, tuple)) else ""
             # names with their controls escaped as on a terminal: a right-to-left override reorders no text
-            tds.append(f'<td class="{kind}" data-v="{html.escape(clean(v))}">{html.escape(clean(str(full)))}</td>')
+            tds.append(f'<td class="{kind}" data-v="{html.escape(clean(v))}"{k}>{html.escape(clean(str(full)))}</td>')
         lines.append(f'<tr id="r{k}" class="{cls}" data-text="{html.escape(clean(text))}">{"".join(tds)}</tr>')
     return f'<table id="table"><thead><tr>{head}</tr></thead>\n<tbody id="rows">\n' + "\n".join(lines) + "\n</tbody></table>", ids
 
