@@ -99,10 +99,23 @@ def _copy_value_info(src: onnx.GraphProto, dst: onnx.GraphProto, body: bool = Fa
                 dt.elem_type = st.elem_type
             if not dt.HasField("shape") and st.HasField("shape"):
                 dt.shape.CopyFrom(st.shape)
+        # a declared dim left unknown ([?, ?], a rank only) takes inference's, a declared one stays: an If
+        # branch's outputs are its graph outputs, and one that did not run shows no other shape than this
+        if so.type.HasField("tensor_type") and dt.HasField("shape") and st.HasField("shape") and \
+                len(dt.shape.dim) == len(st.shape.dim):
+            for dd, sd in zip(dt.shape.dim, st.shape.dim):
+                if not dd.HasField("dim_value") and not dd.HasField("dim_param") and (sd.HasField("dim_value") or (
+                        sd.HasField("dim_param") and not _made_up(sd.dim_param))):
+                    dd.CopyFrom(sd)
     for sn, dn in zip(src.node, dst.node):
         for sa, da in zip(sn.attribute, dn.attribute):
             if sa.type == onnx.AttributeProto.GRAPH:
                 _copy_value_info(sa.g, da.g, body=True)
+
+
+def _made_up(dim_param: str) -> bool:
+    """A dim name onnx's inference makes up for a dim it cannot tell ('unk__0'): it says nothing more."""
+    return dim_param.startswith("unk__") and dim_param[5:].isdigit()
 
 
 def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
