@@ -67,6 +67,7 @@ def test_annotate_fills_only_the_unknown_dims_of_declared_outputs(tmp_path):
     branches = {a.name: a.g for a in out.graph.node[0].attribute}
     assert static_shape(branches["else_branch"].output[0].type) == ("p", 6)  # inference's, as onnx gives it
     assert static_shape(branches["then_branch"].output[0].type) == ("p", 3)
-    # the If's: both branches have p rows (onnx's merge), and inference's made-up 'unk__N' is left as declared
-    assert static_shape(out.graph.output[0].type) == ("p", None)
+    # the main graph's outputs keep what the model declares (the If runs: its shape comes from the run), as a
+    # Loop's body does (a state that grows): only If branches take inference's dims
+    assert static_shape(out.graph.output[0].type) == (None, None)
     assert static_shape(m.graph.output[0].type) == (None, None)  # the model itself untouched

@@ -80,7 +80,7 @@ def _type_dropout_masks(model: onnx.ModelProto) -> None:
         mask.type.CopyFrom(data.type)
 
 
-def _copy_value_info(src: onnx.GraphProto, dst: onnx.GraphProto, body: bool = False) -> None:
+def _copy_value_info(src: onnx.GraphProto, dst: onnx.GraphProto, body: bool = False, branch: bool = False) -> None:
     del dst.value_info[:]
     # a tensor entry with a shape and no element type is one onnxruntime refuses to load ("Invalid tensor data
     # type 0"): inference leaves such entries where it could not tell the type; they are left out
@@ -99,9 +99,10 @@ def _copy_value_info(src: onnx.GraphProto, dst: onnx.GraphProto, body: bool = Fa
                 dt.elem_type = st.elem_type
             if not dt.HasField("shape") and st.HasField("shape"):
                 dt.shape.CopyFrom(st.shape)
-        # a declared dim left unknown ([?, ?], a rank only) takes inference's, a declared one stays: an If
-        # branch's outputs are its graph outputs, and one that did not run shows no other shape than this
-        if so.type.HasField("tensor_type") and dt.HasField("shape") and st.HasField("shape") and \
+        # an If branch's output declared with unknown dims ([?, ?], a rank only) takes inference's, a declared dim
+        # stays: a branch that did not run shows no other shape than this. Not the main graph's outputs nor a
+        # Loop's (a state that grows): there what the model declares stays as it is
+        if branch and so.type.HasField("tensor_type") and dt.HasField("shape") and st.HasField("shape") and \
                 len(dt.shape.dim) == len(st.shape.dim):
             for dd, sd in zip(dt.shape.dim, st.shape.dim):
                 if not dd.HasField("dim_value") and not dd.HasField("dim_param") and (sd.HasField("dim_value") or (
@@ -110,7 +111,7 @@ def _copy_value_info(src: onnx.GraphProto, dst: onnx.GraphProto, body: bool = Fa
     for sn, dn in zip(src.node, dst.node):
         for sa, da in zip(sn.attribute, dn.attribute):
             if sa.type == onnx.AttributeProto.GRAPH:
-                _copy_value_info(sa.g, da.g, body=True)
+                _copy_value_info(sa.g, da.g, body=True, branch=sn.op_type == "If")
 
 
 def _made_up(dim_param: str) -> bool:
