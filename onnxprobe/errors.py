@@ -98,10 +98,7 @@ def setting_error(cls: type[OnnxProbeError], what: tuple[str, str], rest: str) -
     """A ``cls`` error about one setting's value, ``what`` = (API parameter, command-line flag): the message
     names both ("vs_device (--vs-device) cuda: ..."), the command line's the flag alone ("--vs-device cuda: ..."),
     one check serving both."""
-    sep = "" if rest.startswith(":") else " "
-    e = cls(f"{what[0]} ({what[1]}){sep}{rest}")
-    e.cli_message = f"{what[1]}{sep}{rest}"
-    return e
+    return hinted_setting_error(cls, what, rest, lambda say: "")
 
 
 def error_about(cls: type[OnnxProbeError], what: str | tuple[str, ...], rest: str) -> OnnxProbeError:
