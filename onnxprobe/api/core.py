@@ -185,7 +185,7 @@ def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], n
     ``result``'s shapes and counts). Yields (run index, number of runs, {tensor: value}); the caller
     drops the values before asking for the next run, or two runs' tensors are alive at once. ``using``:
     the runner that made ``result`` (default: onnxruntime on ``config``)."""
-    from onnxprobe.runtime.budget import default_budget, nbytes, plan_chunks
+    from onnxprobe.runtime.budget import raw_plan
 
     model, max_memory = as_model(model), as_max_memory(max_memory)
     result, feed = as_probe_result(result), checked_feed(model.proto, feed)
@@ -194,16 +194,10 @@ def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], n
     unknown = [n for n in names if n not in by_name]
     if unknown:
         raise UsageError(f"names: {clip(controls(repr(unknown[0])), 60)} is not a tensor this result probed")
-    sizes = []
-    for n in names:
-        st = result.stats.get(n)
-        count = None if n in result.shapes else (st.count if st is not None else 0)
-        sizes.append((n, nbytes(result.shapes.get(n), by_name[n].dtype, count)))
-    # onnxruntime's output buffers and their numpy copies both exist for a moment: half the budget each
-    chunks = plan_chunks(sizes, (max_memory or default_budget()) // 2)
+    chunks = raw_plan([by_name[n] for n in names], result, max_memory)
     r = using or _runner_of(model, result, config)
     for k, chunk in enumerate(chunks):
-        res = r.probe([by_name[n] for n in chunk], feed, stats=False, shapes=False, raw=True, outputs=False)
+        res = r.probe(chunk, feed, stats=False, shapes=False, raw=True, outputs=False)
         yield k, len(chunks), res.arrays
         del res
 

@@ -116,20 +116,26 @@ def probe_within(runner, refs: list, feeds: dict, raw: set[str], max_memory: int
     return res
 
 
-def raw_runs(runner, refs: list, feeds: dict, res, max_memory: int | None):
-    """The raw values of ``refs`` (tensors ``res`` has the statistics and shapes of, from a run of
-    ``runner``), a run's worth at a time: {tensor name: value} of runs of at most half of ``max_memory``
-    bytes each (default: ``default_budget``; a tensor larger than that gets a run of its own), in the order
-    of ``refs``. The caller drops each run's values before asking for the next (to write them to a file as
-    they come: ``runtime.npz.NpzWriter``), or two runs' tensors are alive at once."""
+def raw_plan(refs: list, res, max_memory: int | None) -> list[list]:
+    """``refs`` (tensors ``res`` has the statistics and shapes of) packed, in order, into runs whose raw values
+    take at most half of ``max_memory`` bytes each (default: ``default_budget``; onnxruntime's output buffers
+    and their numpy copies both exist for a moment; a tensor larger than that gets a run of its own)."""
     sizes = []
     for r in refs:
-        st = res.stats.get(r.name)
-        count = None if r.name in res.shapes else (st.count if st is not None else 0)
-        sizes.append((r.name, nbytes(res.shapes.get(r.name), r.dtype, count)))
-    by_name = {r.name: r for r in refs}
-    for chunk in plan_chunks(sizes, (max_memory or default_budget()) // 2):
-        part = runner.probe([by_name[n] for n in chunk], feeds, stats=False, shapes=False, raw=True, outputs=False)
+        st = res.stats.get(r.key)
+        count = None if r.key in res.shapes else (st.count if st is not None else 0)
+        sizes.append((r.key, nbytes(res.shapes.get(r.key), r.dtype, count)))
+    by_key = {r.key: r for r in refs}
+    return [[by_key[k] for k in chunk] for chunk in plan_chunks(sizes, (max_memory or default_budget()) // 2)]
+
+
+def raw_runs(runner, refs: list, feeds: dict, res, max_memory: int | None):
+    """The raw values of ``refs`` (tensors ``res`` has the statistics and shapes of, from a run of
+    ``runner``), a run's worth at a time (``raw_plan``): {tensor: value}, in the order of ``refs``. The caller
+    drops each run's values before asking for the next (to write them to a file as they come:
+    ``runtime.npz.NpzWriter``), or two runs' tensors are alive at once."""
+    for chunk in raw_plan(refs, res, max_memory):
+        part = runner.probe(chunk, feeds, stats=False, shapes=False, raw=True, outputs=False)
         values = part.arrays
         del part
         yield values
