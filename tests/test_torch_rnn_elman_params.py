@@ -18,7 +18,7 @@ from onnx import numpy_helper
 torch = pytest.importorskip("torch")
 
 from onnxprobe import api  # noqa: E402
-from onnxprobe.autodiff.select import weight_value  # noqa: E402
+from rnn_layout import blocks  # noqa: E402
 from onnxprobe.match.engine import OTHER_VALUES  # noqa: E402
 
 
@@ -46,24 +46,7 @@ def _rnn_params(m) -> list[str]:
 
 
 def _blocks(model: onnx.ModelProto, m) -> dict[str, tuple[str, int, np.ndarray]]:
-    """torch parameter -> (initializer, direction, its values' positions), found by value in the RNN nodes'
-    W, R and B (B: each direction's two halves): what the exporter was measured to write."""
-    params = {n: p.detach().numpy() for n, p in m.named_parameters()}
-    out = {}
-    for node in model.graph.node:
-        if node.op_type != "RNN":
-            continue
-        for init in node.input[1:4]:
-            v = weight_value(model, init)
-            for d in range(v.shape[0]):
-                halves = 2 if v.ndim == 2 else 1
-                size = v.shape[1] // halves
-                for half in range(halves):
-                    rows = np.arange(half * size, (half + 1) * size)
-                    for n, p in params.items():
-                        if p.shape == v[d][rows].shape and np.array_equal(v[d][rows], p):
-                            out[n] = (init, d, rows)
-    return out
+    return blocks(model, m, ("RNN",))
 
 
 @pytest.mark.parametrize("layers,bidi,nonlinearity", [(1, False, "tanh"), (2, True, "tanh"), (2, False, "relu"),

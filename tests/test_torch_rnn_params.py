@@ -18,10 +18,9 @@ from onnx import numpy_helper
 torch = pytest.importorskip("torch")
 
 from onnxprobe import api  # noqa: E402
-from onnxprobe.autodiff.select import weight_value  # noqa: E402
+from rnn_layout import blocks  # noqa: E402
 from onnxprobe.match.engine import OTHER_VALUES  # noqa: E402
 
-ORDER = {"GRU": [1, 0, 2], "LSTM": [0, 3, 1, 2]}  # ONNX gate block q = torch gate block ORDER[q] (measured)
 
 
 class Net(torch.nn.Module):
@@ -54,26 +53,7 @@ def _rnn_params(m) -> list[str]:
 
 
 def _blocks(model: onnx.ModelProto, m) -> dict[str, tuple[str, int, np.ndarray]]:
-    """torch parameter -> (initializer, direction, rows in torch's order), found by value with the test's
-    ORDER: what the exporters were measured to write."""
-    params = {n: p.detach().numpy() for n, p in m.named_parameters()}
-    out = {}
-    for node in model.graph.node:
-        if node.op_type not in ORDER:
-            continue
-        g = len(ORDER[node.op_type])
-        for init in node.input[1:4]:
-            v = weight_value(model, init)
-            for d in range(v.shape[0]):
-                for half in range(2 if v.ndim == 2 else 1):
-                    flat = v[d] if v.ndim == 3 else v[d][half * v.shape[1] // 2:(half + 1) * v.shape[1] // 2]
-                    h = flat.shape[0] // g
-                    rows = np.concatenate([np.arange(ORDER[node.op_type].index(j) * h, ORDER[node.op_type].index(j) * h + h)
-                                           for j in range(g)]) + half * g * h
-                    for n, p in params.items():
-                        if p.shape == flat.shape and np.array_equal(v[d][rows], p):
-                            out[n] = (init, d, rows)
-    return out
+    return blocks(model, m, ("GRU", "LSTM"))
 
 
 CASES = [(1, True, False), (2, False, False), (2, True, False), (1, True, True), (2, True, True)]
