@@ -35,6 +35,12 @@ def forward_name(name: str) -> str | None:
     return name[: -len(GRAD_SUFFIX)] if name.endswith(GRAD_SUFFIX) and len(name) > len(GRAD_SUFFIX) else None
 
 
+def named_dim(d) -> bool:
+    """A dimension with a real name (``batch``, ``seq_len``), which one size holds across a model's inputs:
+    exporters write "?" or "-1" for "unknown", which ties nothing."""
+    return isinstance(d, str) and any(ch.isalnum() for ch in d) and not d.lstrip("-").isdigit()
+
+
 def element_count(dims) -> int | None:
     """Elements of a tensor of these dims (a shape tuple, or a TensorProto's ``dims``): an exact Python int
     (no int64 wrap-around, no float rounding), 1 for a scalar; None where a dim is not a whole number (a

@@ -23,7 +23,7 @@ from onnxprobe.graph.shapes import static_shape
 from onnxprobe.graph.walk import unread_inputs
 from onnxprobe.runtime.arrays import Position, by_position, check_fits, literal, literal_as, read_array
 from onnxprobe.text import clean, quote, some
-from onnxprobe.types import InputSpec
+from onnxprobe.types import InputSpec, named_dim
 
 # the settings that give inputs, as the API and the command line name them (``errors.setting_error``): the
 # strings ``input_spec`` reads (its parameters), and the InputSpec those make (its fields)
@@ -257,11 +257,6 @@ def as_strings(value: np.ndarray, what: str) -> np.ndarray:
     return out.reshape(value.shape)
 
 
-def _named(d) -> bool:
-    """A dimension with a real name (``batch``, ``seq_len``): exporters write "?" or "-1" for "unknown"."""
-    return isinstance(d, str) and any(ch.isalnum() for ch in d) and d.lstrip("-").isdigit() is False
-
-
 class _Dims:
     """Sizes of the model's named dimensions, as the given values and --shape fix them: one named
     dimension (``batch``) must have one size across all inputs."""
@@ -271,7 +266,7 @@ class _Dims:
 
     def fix(self, spec: ModelInput, shape: tuple[int, ...], origin: str) -> None:
         for d, got in zip(spec.shape or (), shape):
-            if not _named(d):
+            if not named_dim(d):
                 continue
             if d in self.values and self.values[d][0] != got and self.values[d][1] != spec.name:
                 size, other, how = self.values[d]
@@ -302,11 +297,11 @@ def _resolve_shape(spec: ModelInput, override: tuple[int, ...] | None, dims: _Di
     for i, d in enumerate(spec.shape):
         if isinstance(d, int) and d >= 0:  # 0 too: a dimension the model fixes at 0 (an empty input)
             out.append(d)
-        elif _named(d) and d in dims.values:
+        elif named_dim(d) and d in dims.values:
             out.append(dims.values[d][0])
         else:
-            defaulted.setdefault(spec.name, []).append(f"'{d}'" if _named(d) else str(i))  # "?" says nothing: its index
-            if _named(d):
+            defaulted.setdefault(spec.name, []).append(f"'{d}'" if named_dim(d) else str(i))  # "?" says nothing: its index
+            if named_dim(d):
                 dims.values[d] = (1, spec.name, "the default of 1")
             out.append(1)
     return tuple(out)

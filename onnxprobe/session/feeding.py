@@ -16,12 +16,7 @@ from onnxprobe.errors import OnnxProbeError, UsageError
 from onnxprobe.session.inputs import SessionInputs
 from onnxprobe.session.targets import Target
 from onnxprobe.text import as_typed, clean, quote
-
-
-def _named(d) -> bool:
-    """A dimension with a real name (``seq``), which one size holds across inputs (as the feeds take it:
-    exporters write "?" or "-1" for "unknown", which ties nothing)."""
-    return isinstance(d, str) and any(ch.isalnum() for ch in d) and not d.lstrip("-").isdigit()
+from onnxprobe.types import named_dim
 
 
 class Feeding:
@@ -117,7 +112,7 @@ class Feeding:
         for t in self.targets.values():
             specs = self.specs(t)
             mine = next((s for s in specs if s.name == name and s.shape is not None), None)
-            dims = {d for d in (mine.shape if mine else ()) if _named(d)}
+            dims = {d for d in (mine.shape if mine else ()) if named_dim(d)}
             others = [s for s in specs if s.name != name and s.shape is not None and dims & set(s.shape)]
             if others:
                 shared.append((t, mine, others))
@@ -134,7 +129,7 @@ class Feeding:
                 return []  # adopting ``new`` says what is wrong
         notes = []
         for t, mine, others in shared:
-            sizes = {d: n for d, n in zip(mine.shape, shape) if _named(d)}
+            sizes = {d: n for d, n in zip(mine.shape, shape) if named_dim(d)}
             try:
                 old = self.feed(t)[0]
             except OnnxProbeError:
@@ -143,7 +138,7 @@ class Feeding:
                 if o.name not in old:
                     continue
                 was = tuple(np.shape(old[o.name]))
-                moved = [(d, n) for d, n in zip(o.shape, was) if _named(d) and d in sizes and sizes[d] != n]
+                moved = [(d, n) for d, n in zip(o.shape, was) if named_dim(d) and d in sizes and sizes[d] != n]
                 if not moved:
                     continue
                 d, n = moved[0]
@@ -153,9 +148,9 @@ class Feeding:
                         f"for input {clean(o.name)} ({clean(new.source(o.name))}), which was given: one named dimension has "
                         f"one size; give input {clean(o.name)} at that size too (input {clean(o.name)} FILE|VALUE|random), "
                         "or load every input with `inputs FILE.npz`")
-                now = tuple(sizes.get(d, n) if _named(d) else n for d, n in zip(o.shape, was))
+                now = tuple(sizes.get(d, n) if named_dim(d) else n for d, n in zip(o.shape, was))
                 if o.name in new.shapes:
-                    new.shapes[o.name] = tuple(sizes.get(d, n) if _named(d) else n
+                    new.shapes[o.name] = tuple(sizes.get(d, n) if named_dim(d) else n
                                                for d, n in zip(o.shape, new.shapes[o.name]))
                     now = new.shapes[o.name]
                 which = ", ".join(quote(x) for x, _ in moved)
