@@ -506,3 +506,32 @@ def test_diff_profile_of_models_that_cannot_share_a_graph_is_refused(tmp_path):
     assert r.exit_code == 2, r.output
     assert "--profile times diff's one run of both models" in r.stderr and "different versions" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
+
+
+def test_a_fusion_named_after_its_node_with_a_pass_appended_is_that_nodes():
+    """With --opt-level all onnxruntime runs a swish (Sigmoid, Mul) as a QuickGelu named after the Mul with the
+    pass appended ('p2o.Mul.174/QuickGeluFusion/' on PP-OCRv4 rec), and in NCHWc it writes a blocked tensor
+    the next NCHWc Conv reads: the name was not recognised, so following the output forward gave its time to
+    the *next* swish (two QuickGelu kernels on one row) and said this swish was fused into a Conv. The oracle:
+    onnxruntime's optimised graph, where the kernel 'm1/QuickGeluFusion/' is the fusion of node m1."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c1"], name="conv1"), helper.make_node("Sigmoid", ["c1"], ["s1"], name="sig1"),
+             helper.make_node("Mul", ["c1", "s1"], ["a"], name="m1"), helper.make_node("Conv", ["a", "w2"], ["c2"], name="conv2"),
+             helper.make_node("Sigmoid", ["c2"], ["s2"], name="sig2"), helper.make_node("Mul", ["c2", "s2"], ["y"], name="m2")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    copy, back = named(helper.make_model(g))
+    ran = onnx.ModelProto()
+    ran.CopyFrom(copy)
+    del ran.graph.node[:]
+    ran.graph.node.extend([helper.make_node("ReorderInput", ["x"], ["t0"], name="reorder_in"),
+                           helper.make_node("Conv", ["t0", "w"], ["t1"], name="c1_nchwc"),
+                           helper.make_node("QuickGelu", ["t1"], ["t2"], name="m1/QuickGeluFusion/"),
+                           helper.make_node("Conv", ["t2", "w2"], ["t3"], name="c2_nchwc"),
+                           helper.make_node("QuickGelu", ["t3"], ["t4"], name="m2/QuickGeluFusion/"),
+                           helper.make_node("ReorderOutput", ["t4"], ["y"], name="reorder_out")])
+    events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100}, _ev("reorder_in", 1, 2, "ReorderInput"),
+              _ev("c1_nchwc", 5, 30), _ev("m1/QuickGeluFusion/", 36, 4, "QuickGelu"), _ev("c2_nchwc", 41, 20),
+              _ev("m2/QuickGeluFusion/", 62, 6, "QuickGelu"), _ev("reorder_out", 70, 2, "ReorderOutput")]
+    p = attribute(events, copy, back, ran)
+    assert p.node_ms == pytest.approx({"conv1": 0.03, "m1": 0.004, "conv2": 0.02, "m2": 0.006})
+    assert p.fused_into == {"sig1": "m1", "sig2": "m2"}

@@ -127,11 +127,20 @@ def _owner(name: str, nodes: set[str], producer: dict[str, str]) -> str | None:
     return None
 
 
+def _pass_of(name: str, nodes: set[str]) -> str | None:
+    """The model node a fusion pass named its node after: the node's name, then the pass's
+    ('m/QuickGeluFusion/', 'proj/MatMulAddFusion')."""
+    stem = name.rstrip("/")
+    head = stem.rsplit("/", 1)[0] if "/" in stem[1:] else None
+    return head if head in nodes else None
+
+
 def _ran_owners(graph: onnx.ModelProto | None, nodes: set[str],
                 producer: dict[str, str]) -> dict[str, tuple[str, bool]]:
     """For each node of the graph onnxruntime ran: the model node whose tensor it computes, following
-    its outputs forward to the first tensor of the model (inlined function bodies, layout reorders), and
-    whether the node writes that tensor itself (False: found only downstream of it)."""
+    its outputs forward to the first tensor of the model (inlined function bodies, layout reorders, not
+    through a node named after a model node or tensor: that is another node's kernel), and whether the node
+    writes that tensor itself (False: found only downstream of it)."""
     if graph is None:
         return {}
     ran = list(graph.graph.node)
@@ -151,18 +160,21 @@ def _ran_owners(graph: onnx.ModelProto | None, nodes: set[str],
             if hit is not None:
                 owners[n.name] = (hit, j == i)
                 break
-            frontier += [k for o in ran[j].output for k in readers.get(o, [])]
+            frontier += [k for o in ran[j].output for k in readers.get(o, [])
+                         if _owner(ran[k].name, nodes, producer) is None]
     return owners
 
 
 def _kernel_owner(name: str, ran: tuple[str, bool] | None, nodes: set[str], producer: dict[str, str]) -> str | None:
     """Whose kernel ``name`` is: the model tensor it writes itself (a Conv with its BatchNormalization fused
     in keeps the Conv's name but writes the BN's tensor), else its name, else the first model tensor
-    downstream of it. The name goes before what is downstream: an NCHWc Conv+Relu named 'relu2_out_nchwc'
-    writes a blocked tensor that the next NCHWc kernel (GlobalAveragePool) reads before any model tensor."""
+    downstream of it, else the node a fusion pass named it after (``_pass_of``). The name goes before what is
+    downstream: an NCHWc Conv+Relu named 'relu2_out_nchwc' writes a blocked tensor that the next NCHWc kernel
+    (GlobalAveragePool) reads before any model tensor. What is downstream goes before the pass's name: a
+    MatMul + Add run as Reshape, Gemm 'proj/MatMulAddFusion', Reshape computes the Add's tensor."""
     if ran is not None and ran[1]:
         return ran[0]
-    return _owner(name, nodes, producer) or (ran[0] if ran is not None else None)
+    return _owner(name, nodes, producer) or (ran[0] if ran is not None else None) or _pass_of(name, nodes)
 
 
 def attribute(events: list[dict], model: onnx.ModelProto, back: dict[str, str],
