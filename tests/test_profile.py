@@ -535,3 +535,28 @@ def test_a_fusion_named_after_its_node_with_a_pass_appended_is_that_nodes():
     p = attribute(events, copy, back, ran)
     assert p.node_ms == pytest.approx({"conv1": 0.03, "m1": 0.004, "conv2": 0.02, "m2": 0.006})
     assert p.fused_into == {"sig1": "m1", "sig2": "m2"}
+
+
+def test_an_activation_after_a_kernel_with_another_activation_fused_in_is_not_that_kernels():
+    """Conv, Relu, then a swish of the Relu's tensor (Sigmoid, Mul) at --opt-level all: onnxruntime runs the
+    Conv + Relu as one NCHWc Conv with activation 'Relu' and the Sigmoid + Mul as a QuickGelu. The Sigmoid,
+    read from a kernel with *an* activation fused in, was reported fused into that Conv + Relu kernel; that
+    kernel's activation is the Relu. The oracle: onnxruntime's optimised graph, whose QuickGelu replaced the
+    Sigmoid and the Mul, and whose Conv's 'activation' attribute names the Relu."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Sigmoid", ["r"], ["s"], name="sig"), helper.make_node("Mul", ["r", "s"], ["y"], name="mul")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    copy, back = named(helper.make_model(g))
+    ran = onnx.ModelProto()
+    ran.CopyFrom(copy)
+    del ran.graph.node[:]
+    ran.graph.node.extend([helper.make_node("ReorderInput", ["x"], ["t0"], name="reorder_in"),
+                           helper.make_node("Conv", ["t0", "w"], ["t1"], name="r_nchwc", activation="Relu"),
+                           helper.make_node("ReorderOutput", ["t1"], ["r"], name="reorder_out"),
+                           helper.make_node("QuickGelu", ["r"], ["y"], name="mul/QuickGeluFusion/")])
+    events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100}, _ev("reorder_in", 1, 2, "ReorderInput"),
+              _ev("r_nchwc", 5, 30), _ev("reorder_out", 40, 2, "ReorderOutput"), _ev("mul/QuickGeluFusion/", 45, 6, "QuickGelu")]
+    p = attribute(events, copy, back, ran)
+    assert p.node_ms == pytest.approx({"relu": 0.03, "mul": 0.006})
+    assert p.fused_into == {"conv": "relu", "sig": "mul"}

@@ -310,27 +310,33 @@ def _nested(kernels: list[dict]) -> tuple[dict[int, list[int]], dict[int, int]]:
     return outer, {k: around[0] for k, around in outer.items()}
 
 
-def _computed(graph: onnx.ModelProto | None, owner: dict[str, str]) -> tuple[set[str] | None, set[str]]:
+def _computed(graph: onnx.ModelProto | None, owner: dict[str, str]) -> tuple[set[str] | None, dict[str, set[str]]]:
     """What the graph onnxruntime ran tells of its kernels (``owner``: kernel name -> its model node): the
     tensors computed by a node of their own (one that a layout reorder writes back from another node's
     kernel, NCHWc -> NCHW for a reader outside the blocked layout, was computed by that kernel), and the model
-    nodes whose kernel has an activation fused in (its ``activation`` attribute: FusedConv, NCHWc Conv)."""
+    nodes whose kernel has an activation fused in, each with the op types its kernels fused (their
+    ``activation`` attribute: FusedConv, NCHWc Conv)."""
     if graph is None:
-        return None, set()
+        return None, {}
     writer = {o: n for n in graph.graph.node for o in n.output if o}
     present: set[str] = set()
     for n in graph.graph.node:
         src = writer.get(n.input[0]) if n.op_type in LAYOUT_OPS and n.input else None
         if src is None or src.name not in owner:
             present.update(o for o in n.output if o)
-    return present, {owner[n.name] for n in graph.graph.node
-                     if n.name in owner and any(a.name == "activation" for a in n.attribute)}
+    activated: dict[str, set[str]] = {}
+    for n in graph.graph.node:
+        for a in n.attribute:
+            if n.name in owner and a.name == "activation" and a.type == onnx.AttributeProto.STRING:
+                activated.setdefault(owner[n.name], set()).add(a.s.decode())
+    return present, activated
 
 
 def _fusions(model: onnx.ModelProto, back: dict[str, str], p: Profile, present: set[str] | None,
-             own: set[str] = frozenset(), activated: set[str] = frozenset()) -> None:
+             own: set[str] = frozenset(), activated: dict[str, set[str]] | None = None) -> None:
     """Model nodes with no kernel whose tensors the graph onnxruntime ran no longer has (``present``):
-    an activation into the kernel before it where that kernel has an activation fused in (``_computed``),
+    an activation into the kernel before it where that kernel has an activation of its op type fused in
+    (``_computed``; a Conv + Relu kernel did not run the Sigmoid that reads it),
     any other node into the kernel of the first node after them (in the graph's order, along their outputs'
     readers) that has one. A node whose tensor is still there ran as kernels of other names (a
     function body onnxruntime inlined that ``_name_unnamed`` could not tell apart): its time is in "other"."""
@@ -346,10 +352,10 @@ def _fusions(model: onnx.ModelProto, back: dict[str, str], p: Profile, present: 
             continue
         if present is not None and any(o in present for o in n.output if o):
             continue
-        # an activation read from a kernel that has one fused in (an NCHWc Conv named after its own tensor,
-        # writing a blocked one): folded into that kernel, not the next one
+        # an activation read from a kernel that has one of its type fused in (an NCHWc Conv named after its
+        # own tensor, writing a blocked one): folded into that kernel, not the next one
         before = producer.get(n.input[0]) if n.op_type in ACTIVATIONS and n.input else None
-        if before is not None and back.get(before.name, before.name) in activated:
+        if before is not None and n.op_type in (activated or {}).get(back.get(before.name, before.name), ()):
             p.fused_into[who] = back.get(before.name, before.name)
             continue
         seen, frontier = set(), [j for o in n.output for j in readers.get(o, [])]
