@@ -400,6 +400,8 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                 out.copies[i] = q
                 derived.discard(i)
                 continue
+            if len(twins) == 1 and len(_changed_copies(init_value[i], params)) == 1:
+                continue  # its only holder (a Linear's weight transposed) changed in a few values: a changed copy, below
             if len(twins) == 1:
                 q = twins[0]
                 out.refused[i] = (f"has the shape of the torch parameter {q} but other values, and the module has no "
