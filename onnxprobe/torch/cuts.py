@@ -41,6 +41,8 @@ class Cuts:
     numbers: set[str] = field(default_factory=set)  # calls that turned a value carrying a gradient into numbers
     nodes: set = field(default_factory=set)  # the autograd nodes upstream of those values
     leaves: dict[int, object] = field(default_factory=dict)  # the leaf tensors upstream of them, by id
+    # embedding weights whose backward-only options (padding_idx read, scale_grad_by_freq) were dropped -> what
+    embedding: dict[str, str] = field(default_factory=dict)
 
 
 def upstream(cuts: Cuts, t) -> bool:
@@ -102,6 +104,30 @@ def _written(func, args, kwargs, state: dict[int, str], torch) -> set[str]:
     return {n for t in targets if isinstance(t, torch.Tensor) and (n := _name(state, t))}
 
 
+_EMBEDDING = ("input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse")
+
+
+def _plain_embedding(args: tuple, kwargs: dict, owner: dict[int, str], cuts: Cuts, torch) -> tuple[tuple, dict]:
+    """``F.embedding``'s arguments without the options that change its backward alone: ``padding_idx`` (the
+    padding row gets no gradient), ``scale_grad_by_freq`` and ``sparse`` (a sparse gradient, of the same values,
+    that numpy cannot take); the forward, a lookup, is the same. An ONNX Gather
+    says neither, so torch's gradient is taken as the ONNX graph computes it. Where they would have changed a
+    parameter's gradient (the padding index is read; the option is on), ``cuts.embedding`` says so."""
+    given = dict(zip(_EMBEDDING, args), **kwargs)
+    ids, weight, pad = given.get("input"), given.get("weight"), given.get("padding_idx")
+    if not isinstance(weight, torch.Tensor) or not isinstance(ids, torch.Tensor) or (
+            pad is None and not given.get("scale_grad_by_freq") and not given.get("sparse")):
+        return args, kwargs
+    name = _name(owner, weight)
+    if name is not None and weight.requires_grad and torch.is_grad_enabled():
+        if pad is not None and bool((ids == (pad if pad >= 0 else weight.shape[0] + pad)).any()):
+            cuts.embedding[name] = f"padding_idx={pad}"
+        if given.get("scale_grad_by_freq"):
+            cuts.embedding[name] = "scale_grad_by_freq=True"
+    given.update(padding_idx=None, scale_grad_by_freq=False, sparse=False)  # sparse: the same values, dense (numpy)
+    return (), given
+
+
 @contextmanager
 def watch(owner: dict[int, str], state: dict[int, str], cuts: Cuts, through: set[str] = frozenset(),
           grad_on: bool = False, values: bool = False, perturb: bool = False):
@@ -120,6 +146,8 @@ def watch(owner: dict[int, str], state: dict[int, str], cuts: Cuts, through: set
             if func is set_grad and grad_on:
                 self.off = not bool(args[0] if args else kwargs.get("mode", True))
                 return None
+            if func is embedding:
+                args, kwargs = _plain_embedding(args, kwargs, owner, cuts, torch)
             first = args[0] if args and isinstance(args[0], torch.Tensor) else None
             if func in numbers and first is not None and first.requires_grad and (first.is_floating_point() or first.is_complex()):
                 cuts.numbers.add(numbers[func])
@@ -162,6 +190,7 @@ def watch(owner: dict[int, str], state: dict[int, str], cuts: Cuts, through: set
                 cuts.cut = cuts.cut or (carried and any(t.is_floating_point() or t.is_complex() for t in _tensors(out, torch)))
             return out
 
+    embedding = torch.nn.functional.embedding
     numbers = {torch.Tensor.item: ".item()", torch.Tensor.__float__: "float()", torch.Tensor.__complex__: "complex()",
                torch.Tensor.tolist: ".tolist()", torch.Tensor.numpy: ".numpy()", torch.Tensor.__array__: "numpy.asarray()"}
     modes = torch.autograd.grad_mode.inference_mode

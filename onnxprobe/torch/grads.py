@@ -142,6 +142,11 @@ class TorchGradRunner(Runner):
             if cuts.detached - self.no_grad or cuts.cut or cuts.values:
                 got.update(self._through_cuts(feeds, params, owner, state, cuts, numbers))
             self._not_compared(numbers)
+            if cuts.embedding:
+                said = ", ".join(f"{n} ({how})" for n, how in sorted(cuts.embedding.items()))
+                self.note(f"torch: an embedding's options change its backward alone ({said}: torch gives the padding "
+                          "row no gradient, or scales rows by their count); the ONNX graph's Gather does not, so torch's "
+                          "gradient is taken without them, as the ONNX graph computes it")
         except UsageError:
             raise
         except Exception as e:  # noqa: BLE001 - the user's forward may raise anything
