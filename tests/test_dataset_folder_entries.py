@@ -49,3 +49,27 @@ def test_a_folder_of_batches_only_has_no_such_note(tmp_path):
     np.savez(tmp_path / "b0.npz", x=np.zeros((1, 3, 8, 8), np.float32))
     r = runner.invoke(app, ["layers", str(sample_path("dynamic_batch")), "--inputs-dir", str(tmp_path), "--json", "-"])
     assert r.exit_code == 0 and not [n for n in json.loads(r.stdout)["notes"] if "skipped" in n], r.output
+
+
+@pytest.mark.parametrize("command", [["layers"], ["grad"], ["diff", "--vs-opt-level", "all"]])
+def test_a_batch_name_whose_link_leads_nowhere_fails_the_run_naming_it(tmp_path, command):
+    """``b1.npz`` a symbolic link to a file that is gone (a dataset assembled from links, one target since
+    deleted): a batch the user gave that cannot be read, so the run fails naming it, as a truncated .npz does;
+    it was skipped with a note that said a batch is a .npz file, which it is by name, and the statistics
+    were of the other batches only. A link to a real .npz is read as a batch."""
+    d = tmp_path / "ds"
+    d.mkdir()
+    x = np.random.default_rng(0).random((2, 3, 8, 8), np.float32)
+    np.savez(tmp_path / "real.npz", x=x)
+    (d / "b0.npz").symlink_to(tmp_path / "real.npz")
+    (d / "b1.npz").symlink_to(tmp_path / "gone.npz")
+    args = [command[0], str(sample_path("dynamic_batch")), *command[1:], "--inputs-dir", str(d)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "b1.npz" in lines[0] and "symbolic link" in lines[0] and "b0.npz" not in lines[0], r.stderr
+    assert "Traceback" not in r.output
+    (d / "b1.npz").unlink()
+    r = runner.invoke(app, [*args, "--json", "-"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["batches"] == 1 if command[0] == "layers" else True

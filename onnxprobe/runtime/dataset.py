@@ -57,9 +57,11 @@ def dataset_batches(path: str | Path, specs: list[ModelInput]) -> list[Batch]:
 
 
 def _is_batch(f: Path) -> bool:
-    """A batch file of a dataset folder: a .npz that is no dot-file (macOS writes ``._x.npz`` beside ``x.npz``
-    on other file systems: its resource fork, no arrays)."""
-    return f.suffix == ".npz" and not f.name.startswith(".") and f.is_file()
+    """A batch of a dataset folder: a .npz name that is no dot-file (macOS writes ``._x.npz`` beside ``x.npz``
+    on other file systems: its resource fork, no arrays) nor a folder. A name the user gave as a batch that
+    is no readable file (a symbolic link to nothing, a pipe) is one all the same: reading it fails the run,
+    naming it, rather than leaving its samples out."""
+    return f.suffix == ".npz" and not f.name.startswith(".") and not f.is_dir()
 
 
 def skipped_note(path: str | Path) -> list[str]:
