@@ -181,14 +181,24 @@ def read_npz(path: str | Path, flag: str | tuple[str, str] = "") -> dict[str, np
         raise
     try:
         with zipfile.ZipFile(p) as z:
-            total = 0
+            total, entries = 0, {}
             for info in z.infolist():
-                if not info.filename.endswith(".npy"):
+                if info.is_dir():  # a folder of the zip (``zip -r``): no entry np.load reads
                     continue
+                # np.load's key: an entry of another name is read as an array too where it is one, else as bytes
+                key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+                if key in entries:  # np.load would read one of the two
+                    raise UsageError(f"{clean(p)}: array {quote(key)} is stored twice ({quote(entries[key])} and "
+                                     f"{quote(info.filename)}): which one is meant is not known")
+                entries[key] = info.filename
+                with z.open(info) as f:
+                    if f.read(len(np.lib.format.MAGIC_PREFIX)) != np.lib.format.MAGIC_PREFIX:
+                        raise UsageError(f"{clean(p)}: entry {quote(info.filename)} is no .npy array (an .npz holds "
+                                         "arrays only)")
                 with z.open(info) as f:
                     shape, dtype = _npy_header(f)
                     header = f.tell()
-                what = f"{clean(p)}: array {quote(info.filename[:-4])}"
+                what = f"{clean(p)}: array {quote(key)}"
                 _check_header(shape, dtype, what)
                 declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
                 if declared > info.file_size - header:
@@ -197,7 +207,7 @@ def read_npz(path: str | Path, flag: str | tuple[str, str] = "") -> dict[str, np
                 total += declared
             check_fits(total, f"{clean(p)} (all its arrays)")
         with np.load(p, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files if k != NAMES_ENTRY}
+            arrays = {k: z[k] for k in z.files if k != NAMES_ENTRY and k in entries}
             names = true_names(z) if NAMES_ENTRY in z.files else None
     except UsageError as e:  # every message above names the file
         e.about = str(path)

@@ -1,0 +1,86 @@
+"""What an .npz holds beside well-named .npy arrays (``runtime.arrays.read_npz``, behind ``--inputs``,
+``--inputs-dir`` and ``--vs-npz``). numpy's ``np.load`` reads an entry without the ``.npy`` suffix as an
+array too when it starts with the .npy magic, and any other entry as raw bytes; and of two entries of one
+key it reads one. The header checks (objects, sizes before anything is allocated or decompressed, truncation)
+looked at ``*.npy`` entries only, so an entry ``x`` declaring 4 TiB reached numpy's allocation ('Unable to
+allocate 4.00 TiB'), and a zip with ``x.npy`` twice fed one of them without a word."""
+
+from __future__ import annotations
+
+import io
+import warnings
+import zipfile
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from conftest import sample_path
+from onnxprobe.cli.main import app
+from onnxprobe.errors import UsageError
+from onnxprobe.runtime.arrays import read_npz
+
+runner = CliRunner()
+
+
+def _npy(a: np.ndarray) -> bytes:
+    b = io.BytesIO()
+    np.save(b, a, allow_pickle=True)
+    return b.getvalue()
+
+
+def _header_only(shape: tuple[int, ...]) -> bytes:
+    b = io.BytesIO()
+    np.lib.format.write_array_header_1_0(b, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    return b.getvalue() + b"\0" * 64
+
+
+def _zip(path, entries: list[tuple[str, bytes]]) -> None:
+    with warnings.catch_warnings(), zipfile.ZipFile(path, "w") as z:
+        warnings.simplefilter("ignore")  # zipfile warns of a duplicate name: some tests want one
+        for name, data in entries:
+            z.writestr(name, data)
+
+
+def test_an_entry_without_the_npy_suffix_is_checked_like_one(tmp_path):
+    """numpy reads ``x`` as array 'x': its declared size is refused from the header, as ``x.npy``'s is."""
+    p = tmp_path / "a.npz"
+    _zip(p, [("x", _header_only((2**38, 4)))])
+    with pytest.raises(UsageError, match=r"array 'x' \(float32 \[274877906944, 4\]\) needs 4 TiB, more than"):
+        read_npz(p)
+    _zip(p, [("x", _npy(np.array([[1, 2]], dtype=object)))])
+    with pytest.raises(UsageError, match="array 'x': holds Python objects"):
+        read_npz(p)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    _zip(p, [("x", _npy(x))])
+    got = read_npz(p)
+    assert list(got) == ["x"] and np.array_equal(got["x"], x)
+
+
+@pytest.mark.parametrize("names", [("x.npy", "x.npy"), ("x", "x.npy")])
+def test_two_entries_of_one_array_are_refused(tmp_path, names):
+    """Which of the two np.load returns is the zip's business: neither is taken."""
+    p = tmp_path / "a.npz"
+    _zip(p, [(names[0], _npy(np.zeros(3, np.float32))), (names[1], _npy(np.ones(3, np.float32)))])
+    with pytest.raises(UsageError, match=r"a\.npz: array 'x' is stored twice"):
+        read_npz(p)
+
+
+def test_an_entry_that_is_no_array_is_refused_naming_it(tmp_path):
+    """np.load returned its bytes as if an array (read whole, whatever its size): a model input fed bytes."""
+    p = tmp_path / "a.npz"
+    _zip(p, [("x.npy", _npy(np.zeros(3, np.float32))), ("README.txt", b"hello")])
+    with pytest.raises(UsageError, match=r"a\.npz: entry 'README\.txt' is no \.npy array"):
+        read_npz(p)
+
+
+def test_a_dataset_batch_with_an_array_stored_twice_fails_naming_it(tmp_path):
+    d = tmp_path / "ds"
+    d.mkdir()
+    x = np.random.default_rng(0).random((2, 3, 8, 8), np.float32)
+    np.savez(d / "b0.npz", x=x)
+    _zip(d / "b1.npz", [("x.npy", _npy(x)), ("x.npy", _npy(x * 1e6))])
+    r = runner.invoke(app, ["layers", str(sample_path("dynamic_batch")), "--inputs-dir", str(d)])
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "b1.npz" in lines[0] and "'x' is stored twice" in lines[0], r.stderr
