@@ -184,3 +184,26 @@ def test_per_tensor_criteria_are_in_the_header_and_flags_say_why(tmp_path):
     r = invoke("diff", a, sample_path("cnn"), "--metric", "mean_abs", "--atol", "0.01", "--json", "-")
     # --atol alone is an absolute metric's threshold: no default rtol added (tests/test_metric_edges.py)
     assert json.loads(r.stdout)["criterion"] == "mean|a-b| <= 0.01 (given: --metric mean_abs --atol 0.01)"
+
+
+def test_a_failing_output_fails_the_verdict_even_where_another_could_not_be_compared(tmp_path):
+    """A compared output that disagrees is a finding: an output not compared beside it does not turn the
+    verdict into an error (which says "compare more", and hid the failure), it is added to the fail's line."""
+    m = make_model([helper.make_node("Relu", ["x"], ["y1"], name="relu"), helper.make_node("Neg", ["x"], ["y2"], name="neg")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y1", TensorProto.FLOAT, [2, 3]),
+                    helper.make_tensor_value_info("y2", TensorProto.FLOAT, [2, 3])])
+    onnx.save(m, tmp_path / "m.onnx")
+    x = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.savez(tmp_path / "acts.npz", y1=np.maximum(x, 0) + 1)  # y1 wrong by 1 everywhere, y2 absent
+    out = tmp_path / "d.json"
+    r = invoke("diff", tmp_path / "m.onnx", "--vs-npz", tmp_path / "acts.npz", "--input", f"x={tmp_path / 'x.npy'}", "--json", out)
+    d = json.loads(out.read_text())
+    assert r.exit_code == 1 and d["verdict"] == "fail", (d["verdict"], d["verdict_reason"])
+    assert "1 of the outputs fail the criterion" in d["verdict_reason"] and "could not be compared" in d["verdict_reason"]
+    assert "'y2'" in d["verdict_reason"]
+    np.savez(tmp_path / "acts.npz", y1=np.maximum(x, 0))  # y1 right: only the uncompared y2 is left, an error
+    r = invoke("diff", tmp_path / "m.onnx", "--vs-npz", tmp_path / "acts.npz", "--input", f"x={tmp_path / 'x.npy'}", "--json", out)
+    d = json.loads(out.read_text())
+    assert r.exit_code == 1 and d["verdict"] == "error" and "could not be compared" in d["verdict_reason"], d["verdict_reason"]

@@ -152,22 +152,25 @@ class DiffResult:
         if not self.compared:  # why, by cause, of the selection (as the report's footer counts it)
             return "error", nothing_compared(uncompared(self))
         in_a = {id(u) for u in self.matching.unmatched_a}  # both models' outputs may have one name: say whose
-        missing = outputs_not_compared([(u.obs.name, u.reason) for u in self.unpaired_outputs if id(u) in in_a],
-                                       [(u.obs.name, u.reason) for u in self.unpaired_outputs if id(u) not in in_a],
-                                       [(r.pair.b.name, r.problem or "value not produced") for r in self.uncompared_outputs], what)
-        if missing:
-            return "error", missing
+        incomplete = outputs_not_compared([(u.obs.name, u.reason) for u in self.unpaired_outputs if id(u) in in_a],
+                                          [(u.obs.name, u.reason) for u in self.unpaired_outputs if id(u) not in in_a],
+                                          [(r.pair.b.name, r.problem or "value not produced") for r in self.uncompared_outputs], what)
         mapped = [(r.pair.a.name, r.pair.b.name, r.problem or "value not produced") for r in self.uncompared_mapped]
         if mapped:
-            return "error", mapped_not_compared(mapped)
-        if self.grad is not None:
-            wrong = self._grad_verdict()
-            if wrong is not None:
-                return wrong
-        elif self.other_values:
-            return "fail", _other_values_said(self.other_values)
-        if self.outputs_failed:
-            return "fail", f"{len(self.outputs_failed)} of the {what} fail the criterion ({self.criterion})"
+            incomplete = "; ".join(filter(None, [incomplete, mapped_not_compared(mapped)]))
+        wrong = self._grad_verdict() if self.grad is not None else None
+        failed = (wrong[1] if wrong is not None and wrong[0] == "fail" else
+                  _other_values_said(self.other_values) if self.grad is None and self.other_values else
+                  f"{len(self.outputs_failed)} of the {what} fail the criterion ({self.criterion})"
+                  if wrong is None and self.outputs_failed else None)
+        # a failure found is a failure, whatever could not be compared beside it (which the line adds): an
+        # error ("compare more") would hide the edited weight or output that was compared and disagreed
+        if failed:
+            return "fail", f"{failed}; besides, {incomplete}" if incomplete else failed
+        if incomplete:
+            return "error", incomplete
+        if wrong is not None:
+            return wrong
         return "pass", f"{what} pass ({self.criterion})"
 
     def _grad_verdict(self) -> tuple[str, str] | None:
