@@ -106,7 +106,7 @@ def test_a_model_that_loads_still_exports_and_the_export_runs(tmp_path, opset):
 
 def test_a_backward_graph_onnxruntime_refuses_is_not_written_and_blamed_on_onnxprobe(tmp_path):
     """Where the model loads and the graph built from it does not, the error says so (not the model's fault)."""
-    from onnxprobe.api.grad_plan import _loads_in_onnxruntime
+    from onnxprobe.api.grad_export import _loads_in_onnxruntime
 
     good = onnx.load(_dense(tmp_path / "good.onnx", [helper.make_node("MatMul", ["x", "W"], ["y"])]))
     bad = onnx.load(BAD["duplicate-name"](tmp_path / "bad.onnx"))
@@ -116,3 +116,49 @@ def test_a_backward_graph_onnxruntime_refuses_is_not_written_and_blamed_on_onnxp
     assert "onnxprobe built" not in str(e.value)
     with pytest.raises(SessionError, match="backward graph onnxprobe built .*Duplicate definition"):
         _loads_in_onnxruntime(bad, good)
+
+
+# Models onnxruntime loads but cannot run: the failure comes from the run `grad` makes after the export.
+def _dense_with(path, nodes, name, values):
+    return _save(path, nodes, [1, 4], [numpy_helper.from_array(np.eye(4, dtype=np.float32), "W"),
+                                       numpy_helper.from_array(np.array(values, np.int64), name)])
+
+
+RUN_FAILS = {
+    # Reshape of a [1, 4] to [5]: "The input tensor cannot be reshaped to the requested shape"
+    "reshape-misfit": lambda p: _dense_with(p, [helper.make_node("MatMul", ["x", "W"], ["t"]),
+                                                helper.make_node("Reshape", ["t", "s"], ["y"])], "s", [5]),
+    # Gather of index 10 on an axis of 4: "indices element out of data bounds"
+    "gather-out-of-range": lambda p: _dense_with(p, [helper.make_node("MatMul", ["x", "W"], ["t"]),
+                                                     helper.make_node("Gather", ["t", "i"], ["y"], axis=1)], "i", [10]),
+}
+
+
+@pytest.mark.parametrize("kind", list(RUN_FAILS))
+@pytest.mark.parametrize("before", [False, True], ids=["new", "existing"])
+def test_a_model_whose_run_fails_exports_nothing(tmp_path, kind, before):
+    """The model loads, so the export's own check passes; the run that follows fails. The command failed, so
+    OUT is not written (an OUT already there stays as it was), nothing is left beside it, no "wrote" line."""
+    path = RUN_FAILS[kind](tmp_path / "m.onnx")
+    out = tmp_path / "bw.onnx"
+    if before:
+        out.write_bytes(b"kept")
+    r = _grad(path, "--device", "cpu", "--export", out)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith("onnxprobe: error:"), r.stderr
+    assert "wrote" not in r.stdout + r.stderr and "Traceback" not in r.stderr
+    assert (out.read_bytes() == b"kept") if before else not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["m.onnx"] + (["bw.onnx"] if before else []))
+
+
+def test_a_dataset_whose_run_fails_exports_nothing(tmp_path):
+    """The same with --inputs-dir: the export waits for the dataset's run."""
+    path = RUN_FAILS["reshape-misfit"](tmp_path / "m.onnx")
+    data = tmp_path / "data"
+    data.mkdir()
+    np.savez(data / "a.npz", x=np.ones((1, 4), np.float32))
+    out = tmp_path / "bw.onnx"
+    r = _grad(path, "--device", "cpu", "--export", out, "--inputs-dir", data)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "wrote" not in r.stdout + r.stderr
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["data", "m.onnx"]

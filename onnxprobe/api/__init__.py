@@ -22,8 +22,8 @@ Workflows, one module each:
   ``datasets`` runs the batches here or on Ray actors (``RayOptions``);
 - ``torch``: ``diff_torch``, ``diff_grad_torch`` (an export against its nn.Module, module by module),
   ``torch_module``;
-- ``grad_plan`` / ``grad``: ``GradSpec``, ``grad_spec``, ``grad_plan``, ``export_backward``, ``grad``,
-  ``grad_check``;
+- ``grad_plan`` / ``grad``: ``GradSpec``, ``grad_spec``, ``grad_plan``, ``export_backward`` (or ``export_plan``
+  then ``write_export``), ``grad``, ``grad_check``;
 - ``surgery``: ``inspect``, ``mark``, ``extract``;
 - ``reports``: ``report``, what ``--json`` writes of any of these results, as a plain dict; ``text``, what the
   command prints (a table at any width, csv, markdown); ``html`` (the
@@ -59,7 +59,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.grad_dataset import REDUCE, grad_dataset
     from onnxprobe.api.explore import Prober, index, interruptibly, model_info, where
     from onnxprobe.api.grad import GradResult, GradRow, grad, grad_check
-    from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, export_backward, grad_plan, grad_spec
+    from onnxprobe.api.grad_export import export_backward, export_plan, write_export
+    from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, grad_plan, grad_spec
     from onnxprobe.api.inputs import (
         Feeds, ModelInput, as_model, check_shape, check_value, input_spec, model_inputs, parse_dims, parse_input_files, parse_int_range,
         parse_shape_overrides, parse_size, protect_inputs, read_array, read_inputs, read_map, read_npz, save_npz,
@@ -103,7 +104,8 @@ _WHERE = {
     "onnxprobe.api.grad_dataset": "REDUCE grad_dataset",
     "onnxprobe.api.explore": "Prober index interruptibly model_info where",
     "onnxprobe.api.grad": "GradResult GradRow grad grad_check",
-    "onnxprobe.api.grad_plan": "GRAD_OPT_LEVEL GradPlan GradSpec export_backward grad_plan grad_spec",
+    "onnxprobe.api.grad_export": "export_backward export_plan write_export",
+    "onnxprobe.api.grad_plan": "GRAD_OPT_LEVEL GradPlan GradSpec grad_plan grad_spec",
     "onnxprobe.api.inputs": (
         "Feeds ModelInput as_model check_shape check_value input_spec model_inputs parse_input_files "
         "parse_dims parse_int_range parse_shape_overrides parse_size protect_inputs read_array read_inputs read_map "

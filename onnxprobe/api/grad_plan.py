@@ -1,5 +1,5 @@
 """The loss and the backward graph: ``GradSpec`` (what to differentiate), ``grad_plan`` (the model with its
-loss and backward graph attached) and ``export_backward`` (that model, written for any onnxruntime)."""
+loss and backward graph attached); ``api.grad_export`` writes that model for any onnxruntime."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.body_ranks import learn_body_ranks
-from onnxprobe.api.inputs import as_inputs, as_model, as_names, as_selection, expect
+from onnxprobe.api.inputs import as_model, as_names, as_selection, expect
 from onnxprobe.autodiff.blocked import through_nondifferentiable
 from onnxprobe.autodiff.constant_loss import INSTEAD, constant_sum, softmax_behind
 from onnxprobe.autodiff.engine import attach_backward
@@ -19,7 +19,7 @@ from onnxprobe.autodiff.hoist import hoist_constants
 from onnxprobe.autodiff.loss import KINDS, attach_loss
 from onnxprobe.autodiff.select import named_targets, targets
 from onnxprobe.autodiff.straight_through import behind_rounding
-from onnxprobe.errors import (ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, SessionError, UnknownShape, UsageError,
+from onnxprobe.errors import (ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UnknownShape, UsageError,
                               first_line, setting_error, settings_error)
 from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.model import Model
@@ -465,34 +465,3 @@ def _declared_inputs(source: onnx.ModelProto, *models: onnx.ModelProto) -> None:
         for vi in m.graph.input:
             if vi.name in declared:
                 vi.type.CopyFrom(declared[vi.name].type)
-
-
-def _loads_in_onnxruntime(exported: onnx.ModelProto, forward: onnx.ModelProto) -> None:
-    """A SessionError, before anything is written, where onnxruntime refuses to load the model to export
-    (the runner's session): ``forward``'s own where it is refused too (the model the backward graph was built
-    on, after any opset conversion: two nodes writing one tensor, a pool with strides 0), else one blaming
-    the backward graph. The export wrote the file, then the run failed on it after a summary of success."""
-    try:
-        OrtRunner(exported, RunConfig(device="cpu")).session(exported)
-    except SessionError as e:
-        OrtRunner(forward, RunConfig(device="cpu")).session(forward)  # the model's own refusal, where it is one
-        raise SessionError(f"onnxruntime refuses the backward graph onnxprobe built ({e}); nothing written. "
-                           "This is a bug in onnxprobe: please report it") from e
-
-
-def export_backward(model: Model, out: str | os.PathLike, spec: GradSpec | None = None,
-                    selection: Selection | None = None, inputs=None) -> GradPlan:
-    """Write the model with its backward graph: inputs = the model's inputs (+ target / labels / output
-    gradient), outputs = the loss and the gradients (``<tensor>_grad``); weights stay initializers, dynamic
-    dimensions dynamic. ``inputs`` (an InputSpec): the inputs of the run that tells the ranks inference
-    missed (inside silero-vad's If branches, which its default 1-sample input cannot run)."""
-    from onnxprobe.graph.external import save_model
-
-    gp = grad_plan(model, spec, selection, probe_inputs=as_inputs(inputs))
-    m = gp.backward.model
-    m.producer_name = m.producer_name or "onnxprobe"
-    doc = f"onnxprobe backward graph: loss {gp.loss.kind} of {gp.loss.output}"
-    m.doc_string = (m.doc_string + "\n" + doc) if m.doc_string else doc
-    _loads_in_onnxruntime(m, gp.forward)
-    save_model(m, out)
-    return gp

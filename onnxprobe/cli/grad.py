@@ -104,7 +104,7 @@ def grad(
                                        "--netron": netron})
     require_html(html)
     budget = api.parse_size(max_memory) if max_memory is not None else None  # '' is refused, not the default
-    # conflicting flags are refused before any work (--export writes its model first)
+    # conflicting flags are refused before any work (--export builds its model first)
     ray_options = ray_of(ray, ray_address, ray_workers, inputs_dir is not None)
     dataset = dataset_flag(inputs_dir, inputs_from,
                            inputs_in_dataset(input_, inputs, shape, seed, int_range),
@@ -115,12 +115,12 @@ def grad(
         raise UsageError("--reduce sets how a dataset's losses add up: give --inputs-dir or --inputs-from")
     loaded = api.load(model)
     said: list[str] = []  # notes the export gave: the run that follows finds the same, said once
+    exported = None  # built and checked before the run; written only once the run succeeded
     if export is not None:
         with Progress(f"attaching the backward graph to {model.name}"):
-            gp = api.export_backward(loaded, export, spec, selection, spec_in)
-        notes(gp.warnings)
-        said = list(gp.warnings)
-        show_err(export_renderables(gp, export))
+            exported = api.export_plan(loaded, spec, selection, spec_in)
+        notes(exported.warnings)
+        said = list(exported.warnings)
     if dataset:
         where = inputs_dir.name if inputs_dir is not None else inputs_from
         with Progress(f"forward and backward on {model.name} over {where}", "batches") as progress:
@@ -141,6 +141,9 @@ def grad(
               f"none of the selected tensors gets a gradient ({selection.describe()}; "
               "the notes say why)")
         raise typer.Exit(1)
+    if exported is not None:
+        api.write_export(exported, export)
+        show_err(export_renderables(exported, export))
     data = grad_dict(result)
     write_pictures(result, overlay=overlay, netron=netron, model=loaded.proto)
     if html is not None:
