@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Mapping
 
 from onnxprobe.text import clean, clip
 
@@ -114,18 +117,47 @@ def error_about(cls: type[OnnxProbeError], what: str | tuple[str, ...], rest: st
 
 class Voice:
     """How a message names what its reader gives: ``voice((API parameter, flag))`` a setting ("loss (--loss)"
-    to the API, "--loss" on the command line); ``voice.either(api, cli)`` advice said one way to a caller of
-    the API ("api.inspect(model).nodes lists them") and another on the command line ("`onnxprobe inspect
-    --nodes MODEL` lists them"); ``voice.cli``: which of the two it is."""
+    to the API, "--loss" on the command line); ``voice.given(setting, NAME, VALUE)`` a value given to one
+    input ("--input x=1e39"); ``voice.either(api, cli)`` advice said one way to a caller of the API
+    ("api.inspect(model).nodes lists them") and another on the command line ("`onnxprobe inspect --nodes MODEL`
+    lists them"); ``voice.cli``: which of the two it is. The command line's words for a flag are the words
+    ``speaking`` gives it where a reader set that setting otherwise (the debugger's ``seed N``)."""
 
     def __init__(self, cli: bool):
         self.cli = cli
+        self.words = _WORDS.get() if cli else {}
 
     def __call__(self, what: tuple[str, str]) -> str:
-        return what[1] if self.cli else f"{what[0]} ({what[1]})"
+        return self.flag(what[1]) if self.cli else f"{what[0]} ({what[1]})"
+
+    def flag(self, flag: str) -> str:
+        """``flag`` as this reader sets it (the flag itself but where ``speaking`` says otherwise)."""
+        return self.words.get(flag, (flag,))[0]
+
+    def given(self, what: tuple[str, str], name: str, value: str) -> str:
+        """Setting ``what`` given ``value`` for input ``name``: "--shape x=1x3", the debugger's "input x random 1x3"."""
+        form = self.words.get(what[1], (what[1], "{name}={value}"))[1] if self.cli else "{name}={value}"
+        return f"{self(what)} {form.format(name=name, value=value)}"
 
     def either(self, api: str, cli: str) -> str:
         return cli if self.cli else api
+
+
+# flag -> (how the reader sets that setting, how it gives an input's NAME and VALUE for it): ``speaking``'s
+_WORDS: ContextVar[Mapping[str, tuple[str, str]]] = ContextVar("onnxprobe_words", default={})
+
+
+@contextmanager
+def speaking(words: Mapping[str, tuple[str, str]]):
+    """Within the block, messages say the settings in ``words`` (flag -> (the reader's words for it, its form of
+    "{name}={value}")) as the reader sets them: the debugger's commands run in its words (``seed -1``, ``input x
+    1e39``, not ``--seed -1``, ``--input x=1e39``). The command line's words (``cli_message``, a ``said`` note's)
+    are made in them; the API's stay the API's."""
+    token = _WORDS.set(words)
+    try:
+        yield
+    finally:
+        _WORDS.reset(token)
 
 
 def settings_error(cls: type[OnnxProbeError], say) -> OnnxProbeError:

@@ -275,7 +275,7 @@ def test_notes_and_hints_carry_both_wordings(capsys):
     assert "files (--input) NAME=VALUE or arrays (--inputs)" in str(e) and _command_line_words(str(e)) == [], str(e)
     assert e.cli_message == ("boom (dynamic dimensions were set to 1: give real sizes with --shape NAME=DIMS; integer or bool "
                              "input k: seeded random data, which a model may not take: give real values with --input NAME=VALUE "
-                             "or --inputs)")
+                             "or --inputs FILE.npz)")
     rule = NoGradientRule("Foo", "n", "no rule", ["w"], ["Add"]).within("Loop body")
     assert "Use wrt (--wrt) to ask" in str(rule) and _command_line_words(str(rule)) == [], str(rule)
     assert "Use --wrt to ask" in rule.cli_message and "(in Loop body)" in rule.cli_message

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxprobe.errors import UsageError, error_about, first_line
+from onnxprobe.errors import UsageError, Voice, first_line, settings_error
 from onnxprobe.fileio import checked_path, input_file, protect
 from onnxprobe.text import clean, clip, human_bytes, quote
 
@@ -80,9 +80,12 @@ def read_array(path: str | Path, flag: str | tuple[str, str] = "") -> np.ndarray
     # a model input (--input, or no flag said) may also come from an .npz of all inputs (--inputs); a --target
     # or --labels file may not
     named = flag[-1] if isinstance(flag, tuple) else flag
-    use = ".npy, .pb or --inputs FILE.npz" if named in ("", "--input") else ".npy or .pb"
-    rest = f": unsupported file type {quote(p.suffix)} (use {use})"
-    raise error_about(UsageError, (*flag, clean(p)), rest) if isinstance(flag, tuple) else UsageError(f"{f'{flag} ' if flag else ''}{clean(p)}{rest}")
+
+    def say(voice: Voice) -> str:
+        use = f".npy, .pb or {voice.flag('--inputs')} FILE.npz" if named in ("", "--input") else ".npy or .pb"
+        what = f"{voice(flag)} " if isinstance(flag, tuple) else f"{flag} " if flag else ""
+        return f"{what}{clean(p)}: unsupported file type {quote(p.suffix)} (use {use})"
+    raise settings_error(UsageError, say)
 
 
 def _tensor_proto(p: Path) -> onnx.TensorProto:

@@ -32,7 +32,7 @@ SHAPES, FILES, ARRAYS = ("shapes", "--shape"), ("files", "--input"), ("arrays", 
 
 def shape_hint(say) -> str:
     """The advice when dynamic dimensions were guessed, in ``say``'s words (``errors.Voice``)."""
-    return f"dynamic dimensions were set to 1: give real sizes with {say(SHAPES)} NAME=DIMS"
+    return f"dynamic dimensions were set to 1: give real sizes with {say.given(SHAPES, 'NAME', 'DIMS')}"
 
 
 # element types numpy holds only through ml_dtypes, which onnxruntime's Python API takes no array of (measured,
@@ -135,7 +135,7 @@ class Feeds:
         if self.random_ints:
             names = ", ".join(clean(n) for n in self.random_ints[:3]) + (", ..." if len(self.random_ints) > 3 else "")
             said.append(f"integer or bool input{'s' if len(self.random_ints) > 1 else ''} {names}: seeded random data, "
-                        f"which a model may not take: give real values with {say(FILES)} NAME=VALUE or {say(ARRAYS)}")
+                        f"which a model may not take: give real values with {say.given(FILES, 'NAME', 'VALUE')} or {say(ARRAYS)} FILE.npz")
         return f" ({'; '.join(said)})" if said else ""
 
 
@@ -375,7 +375,8 @@ def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np
             try:
                 given[name] = (literal_as(value, by_name[name].dtype), f"value {path}")
             except UsageError as e:
-                raise setting_error(UsageError, FILES, f"{clean(name)}={clean(path)}: {e}") from None
+                why = str(e)
+                raise settings_error(UsageError, lambda say: f"{say.given(FILES, clean(name), clean(path))}: {why}") from None
         else:
             given[name] = (read_array(path, FILES), path)
     return given

@@ -11,7 +11,7 @@ from typing import Callable
 from rich.text import Text
 
 from onnxprobe import api
-from onnxprobe.errors import UsageError
+from onnxprobe.errors import UsageError, speaking
 from onnxprobe.report.format import safe
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import render
@@ -32,6 +32,12 @@ class Env:
 
 
 RENAMED_OPTIONS = {"grad": {"--output"}}  # old names the command answers with the new one
+
+# the settings the debugger's own commands set, named in messages as those are typed (``errors.speaking``):
+# flag -> (the command, its form of an input's NAME and VALUE). Given as flags when the debugger starts, they
+# are said as flags; the flags its commands take (grad --loss, stats --columns) are flags here too.
+WORDS = {"--seed": ("seed", "{value}"), "--device": ("device", "{value}"), "--inputs": ("inputs", "{value}"),
+         "--input": ("input", "{name} {value}"), "--shape": ("input", "{name} random {value}")}
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,8 @@ def execute(env: Env, line: str) -> list:
     unknown = next((w for w in words[1:] if w.startswith("--") and w.split("=", 1)[0] not in known), None)
     if unknown is not None:  # said here, not read as a tensor name, a condition or a file by the command
         raise bad(cmd.name, f"unknown option {unknown!r}")
-    out = cmd.fn(env, words[1:])
+    with speaking(WORDS):
+        out = cmd.fn(env, words[1:])
     if out is None:
         return []
     if isinstance(out, (list, tuple)):
