@@ -134,3 +134,57 @@ def test_undamaged_shards_merge(shards):
     assert merged["batches"] == 4
     merged = json.loads(_run("merge-stats", shards["d0"], shards["d1"], "--json", "-", code=(0, 1)).stdout)
     assert merged["samples"] == 4
+
+
+def _bare(d):
+    """The shard without histograms: nothing then checks a count against the values binned."""
+    for t in d["tensors"]:
+        t.pop("histogram", None)
+
+
+def _moments(key, value):
+    return lambda d: (_bare(d), d["tensors"][0]["moments"].update({key: value}))
+
+
+def _stat(key, value):
+    return lambda d: (_bare(d), d["tensors"][0].update({key: value}))
+
+
+# a tensor's statistics: its moments, which the merge pools, and the summary written from them (count, nan,
+# inf, min, max...), which the merge writes anew: each a value of its kind, the summary agreeing with its moments
+STATS = [
+    ("count", _moments("count", 10**49)),  # an integer 1e49: more values than 2 batches hold; the mean became 2e-48 (QA)
+    ("count", _moments("count", 10**300)),
+    ("count", _stat("count", 1e300)),
+    ("count", _stat("count", -1)),
+    ("count", _stat("count", 2.5)),
+    ("count", _stat("count", 999)),  # an integer, but not the moments' count
+    ("nan", _stat("nan", -4)),
+    ("nan", _stat("nan", 3)),  # the moments say 0
+    ("inf", _stat("inf", "0")),
+    ("min", _stat("min", 99.0)),  # above the maximum
+    ("max", _stat("max", [1])),
+    ("mean", _stat("mean", "x")),
+    ("std", _stat("std", -1.0)),
+    ("abs_mean", _stat("abs_mean", -0.5)),
+    ("zero_fraction", _stat("zero_fraction", 7)),
+    ("p99.99", _stat("p99.99", True)),
+    ("status", _stat("status", 5)),
+]
+
+
+@pytest.mark.parametrize("key, edit", STATS)
+def test_damaged_statistics_are_one_line_naming_the_shard_and_the_field(tmp_path, shards, key, edit):
+    good = _damaged(tmp_path, shards["l0"], _bare).rename(tmp_path / "good.json")
+    bad = _damaged(tmp_path, shards["l1"], edit)
+    err = _refused(good, bad)
+    assert str(bad) in err and f"'{key}'" in err and "fc1_out" in err, err
+
+
+def test_shards_without_histograms_still_merge(tmp_path, shards):
+    """The good twin of the above: the counts add (an oracle: the shards' own counts)."""
+    good = _damaged(tmp_path, shards["l0"], _bare).rename(tmp_path / "good.json")
+    other = _damaged(tmp_path, shards["l1"], _bare)
+    merged = json.loads(_run("merge-stats", good, other, "--json", "-").stdout)
+    a, b = (json.loads(p.read_text())["tensors"][0]["count"] for p in (good, other))
+    assert merged["tensors"][0]["count"] == a + b == 4 * 4 * 32

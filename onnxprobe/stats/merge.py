@@ -20,13 +20,16 @@ from onnxprobe.fileio import input_file, protect, read_bounded
 from onnxprobe.stats.histogram import Histogram
 from onnxprobe.stats.moments import Impossible, Moments
 from onnxprobe.stats.pooled import merged_shape
+from onnxprobe.stats.shard_fields import LAYERS_STATS, check_fields
 from onnxprobe.stats.status import values_status
-from onnxprobe.text import quote
+from onnxprobe.text import clip, quote
 
 DATASET_SCHEMA = 3
 MAX_REPORT_BYTES = 512 * 2**20
 IDENTITY = ("schema_version", "onnxprobe_version", "model_id", "selection", "runtime", "precision", "runtime_options")  # devices, opt levels: listed
 TEXT_FIELDS = ("onnxprobe_version", "model_id", "selection")
+# the most values of one tensor a batch can hold: numpy's and onnxruntime's sizes are int64
+MAX_BATCH_VALUES = 2**63 - 1
 
 
 def read_json_report(path: str | Path) -> dict:
@@ -96,6 +99,7 @@ def check_report(d, label: str) -> None:
         if not isinstance(t.get("op_type"), str) or not isinstance(t.get("dtype"), (str, type(None))):
             raise settings_error(UsageError, lambda say: f"{where} ({t['name']!r}): no op_type or dtype (a partial tensor "
                                  f"entry; {hint(say)})")
+        check_fields(t, LAYERS_STATS, f"{where} ({t['name']!r})")
         if t.get("moments") is None:
             if t.get("count"):
                 raise UsageError(f"{where} ({t['name']!r}): no moments to merge")
@@ -108,6 +112,10 @@ def check_report(d, label: str) -> None:
             raise UsageError(f"{where} ({t['name']!r}): malformed moments ({e})") from None
         if m.count and not d["batches"]:
             raise UsageError(f"{where} ({t['name']!r}): {m.count} values from 0 batches: a damaged report")
+        if m.count > d["batches"] * MAX_BATCH_VALUES:  # without a histogram, nothing else holds the count to the data
+            raise UsageError(f"{where} ({t['name']!r}): moments 'count' {clip(str(m.count), 24)}: more values than "
+                             f"{d['batches']} batches hold (at most 2^63 - 1 a batch): a damaged report")
+        _summary_agrees(t, m, f"{where} ({t['name']!r})")
         h = t.get("histogram")
         if h is not None:
             if not isinstance(h, dict) or not isinstance(h.get("codes"), list) or not isinstance(h.get("counts"), list):
@@ -126,6 +134,17 @@ def check_report(d, label: str) -> None:
             if hist.total and (hist.total != finite or hist.counts.get(0, 0) != m.zeros):
                 raise UsageError(f"{where} ({t['name']!r}): the histogram holds {hist.total} values ({hist.counts.get(0, 0)} "
                                  f"zeros), the moments {finite} finite ({m.zeros} zeros): a damaged report")
+
+
+def _summary_agrees(t: dict, m: Moments, where: str) -> None:
+    """A UsageError where a tensor's summary (``shard_fields.LAYERS_STATS``, each of its kind) says other counts
+    than its moments, which the merge pools and writes them anew from, or a minimum above its maximum."""
+    for k in ("count", "nan", "inf"):
+        if t.get(k) is not None and t[k] != getattr(m, k):
+            raise UsageError(f"{where}: '{k}' is {t[k]}, its moments hold {getattr(m, k)}: a damaged report")
+    lo, hi = t.get("min"), t.get("max")
+    if lo is not None and hi is not None and lo > hi and m.count - m.nan - m.inf > 0:
+        raise UsageError(f"{where}: 'min' {lo:g} is above 'max' {hi:g}: a damaged report")
 
 
 def _merged_shape(shapes: list) -> list | None:

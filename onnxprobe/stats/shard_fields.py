@@ -1,7 +1,8 @@
 """The fields of a shard report that merge-stats and its tables read, checked up front: a damaged shard (a
 key missing, a null, a value of another type) is one line naming the shard and the key, where each reader
 that first met it failed its own way ("internal error: KeyError: 'device'"). The moments, histograms and
-sums a merge computes from have their own checks (``stats.merge.check_report``, ``compare.merge_diff``)."""
+sums a merge computes from have their own checks (``stats.merge.check_report``, ``compare.merge_diff``), which
+check a tensor's summary statistics (``LAYERS_STATS``) with them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ _KINDS = {
     "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "flag": lambda v: isinstance(v, bool),
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "size": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
+    "fraction": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1,
     "list": lambda v: isinstance(v, list),
     "dims": lambda v: isinstance(v, list) and all(x is None or (isinstance(x, int) and not isinstance(x, bool) and x >= 0)
                                                   for x in v),
@@ -23,6 +26,7 @@ _KINDS = {
     "object": lambda v: isinstance(v, dict),
 }
 _SAID = {"text": "a string", "count": "a count", "flag": "true or false", "number": "a number", "list": "a list",
+         "size": "a number >= 0", "fraction": "a fraction (0 to 1)",
          "dims": "a list of dimensions (counts, null where shards differ)",
          "texts": "a list of strings", "object": "an object"}
 
@@ -33,6 +37,13 @@ LAYERS_TOP = {"device": (("text", "list"), REQUIRED), "opt_level": (("text", "li
 LAYERS_TENSOR = {"index": (("count",), REQUIRED), "node": (("text",), REQUIRED), "scope": (("text",), NULLABLE),
                  "is_output": (("flag",), REQUIRED), "shape": (("dims",), LOOSE), "not_observed": (("text",), LOOSE),
                  "kernel_ms": (("number",), LOOSE)}
+# a tensor's summary statistics (``TensorStats.to_dict``, the percentiles, the status), which the merge writes
+# anew from the moments and histograms (``stats.merge.check_report`` holds them to the moments); absent where
+# the tensor was not observed, null where there is no such value (no finite value, a branch not run)
+LAYERS_STATS = {"count": (("count",), LOOSE), "nan": (("count",), LOOSE), "inf": (("count",), LOOSE),
+                "min": (("number",), LOOSE), "max": (("number",), LOOSE), "mean": (("number",), LOOSE),
+                "std": (("size",), LOOSE), "abs_mean": (("size",), LOOSE), "zero_fraction": (("fraction",), LOOSE),
+                "p0.01": (("number",), LOOSE), "p99.99": (("number",), LOOSE), "status": (("text",), LOOSE)}
 TIMING = {"run_s": (("number",), REQUIRED), "session_s": (("number",), REQUIRED)}
 
 # a dataset diff report (``report.diff``); the pairs' own fields are checked by ``compare.merge_diff``
@@ -65,7 +76,8 @@ def check_fields(obj: dict, spec: dict, where: str) -> None:
             continue
         if not any(_KINDS[k](v) for k in kinds):
             said = " or ".join(_SAID[k] for k in kinds)
-            got = "null" if v is None else f"{clip(repr(v), 40)}" if isinstance(v, list) else type(v).__name__
+            shown = isinstance(v, list) or (isinstance(v, (int, float)) and not isinstance(v, bool))  # the value: -1, 1e+300
+            got = "null" if v is None else f"{clip(repr(v), 40)}" if shown else type(v).__name__
             raise UsageError(f"{where}: '{key}' is {got}, not {said}: a damaged report")
 
 
