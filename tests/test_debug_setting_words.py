@@ -76,3 +76,16 @@ def test_the_same_settings_given_as_flags_keep_the_flags_words(tmp_path):
 def test_the_flags_of_the_debuggers_commands_stay_flags(tmp_path):
     said = _one(tmp_path, "grad --loss nope")
     assert said.startswith("--loss 'nope'"), said
+
+
+def test_the_words_hold_in_the_worker_that_runs_a_model():
+    """The debugger's runs go through a worker thread (Ctrl-C stops them): a message made there is in the
+    words of the command that started it, as one made in the command's own thread."""
+    from onnxprobe.errors import Voice, speaking
+    from onnxprobe.runtime.interrupt import call_interruptibly
+    from onnxprobe.session.commands.table import WORDS
+
+    with speaking(WORDS):
+        said = call_interruptibly(lambda: Voice(cli=True)(("seed", "--seed")))
+    assert said == "seed"
+    assert call_interruptibly(lambda: Voice(cli=True)(("seed", "--seed"))) == "--seed"

@@ -16,6 +16,7 @@ Never prints.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from typing import Any, Callable
@@ -33,10 +34,11 @@ def call_interruptibly(fn: Callable[..., Any], *args, on_interrupt: Callable[[],
         return fn(*args, **kwargs)
     done = threading.Event()
     box: dict[str, Any] = {}
+    context = contextvars.copy_context()  # the caller's (errors.speaking: whose words its messages use)
 
     def work() -> None:
         try:
-            box["value"] = fn(*args, **kwargs)
+            box["value"] = context.run(fn, *args, **kwargs)
         except BaseException as e:  # noqa: BLE001 - handed to the caller
             box["error"] = e
         finally:
