@@ -4,6 +4,7 @@ chart drawn, the histograms drawn), a screenshot is taken, and the page fetches 
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shlex
@@ -404,3 +405,42 @@ def test_shapes_sort_by_their_numbers_and_unknown_ones_last(tmp_path):
     desc_known = sorted(order, key=lambda n: (int(np.prod(known[n])), len(known[n]), known[n]), reverse=True)
     assert desc[-2:] == ["u", "uu"] and [n for n in desc if n in ("t", "y")] == ["t", "y"], desc
     assert [n for n in desc[:-2] if n != "y"] == [n for n in desc_known if n != "y"], desc
+
+
+def _headers(page) -> list[str]:
+    """The keys of the page's table columns (each <th>'s title)."""
+    return re.findall(r'<th class="[^"]*" title="([^"]*)">', page.read_text(encoding="utf-8"))
+
+
+def test_every_column_the_terminal_shows_is_in_the_page_too(tmp_path):
+    """`diff --columns tensor,rmse,max_rel,problem --html` printed RMSE, max rel and problem in the terminal,
+    and the page, which keeps every column, had none of them: a column --columns adds (a metric no criterion
+    judges, a CSV/JSON-only field) is in the page as well, beside all of its own, and sorts like the others."""
+    paths = []
+    for name, k in (("a", 2.0), ("b", 1.0)):
+        m = make_model([helper.make_node("Mul", ["x", "k"], ["m"], name="mul"), helper.make_node("Log", ["m"], ["y"], name="log")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                       [numpy_helper.from_array(np.array(k, np.float32), "k")])
+        onnx.save(m, tmp_path / f"{name}.onnx")
+        paths.append(str(tmp_path / f"{name}.onnx"))
+    x = np.array([0.5, 1.0, 2.0, 3.0], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    page = tmp_path / "d.html"
+    asked = ["tensor", "rmse", "max_rel", "problem"]
+    r = runner.invoke(app, ["diff", *paths, "--all", "--input", f"x={tmp_path / 'x.npy'}", "--columns", ",".join(asked),
+                            "--html", str(page)])
+    assert r.exit_code == 1 and page.is_file(), r.output
+    heads = _headers(page)
+    assert set(asked) <= set(heads) and {"sqnr_db", "introduced_sqnr_db", "pass"} <= set(heads), heads
+    rows = re.findall(r"<tr id=.*?</tr>", element(dump_dom(page), "tbody", "rows"))
+    at = heads.index("rmse")
+    rmse = {html.unescape(re.findall(r"<td[^>]*>([^<]*)</td>", tr)[heads.index("tensor")]):
+            float(re.findall(r'data-v="([^"]*)"', tr)[at]) for tr in rows}
+    x64 = x.astype(np.float64)  # the oracle: A's m is 2x and B's x, A's y log(2x) and B's log(x)
+    assert rmse["m"] == pytest.approx(np.sqrt(np.mean(x64 ** 2)), rel=1e-6)
+    assert rmse["y"] == pytest.approx(np.log(2.0), rel=1e-5)
+    layers_page = tmp_path / "l.html"
+    r = runner.invoke(app, ["layers", paths[0], "--all", "--columns", "tensor,max,status", "--html", str(layers_page)])
+    assert r.exit_code == 0, r.output
+    heads = _headers(layers_page)
+    assert {"tensor", "max", "status", "min", "mean"} <= set(heads), heads

@@ -98,12 +98,14 @@ def _kind(result, who: str, also: str = "") -> str:
 
 
 def html(result, path=None, *, histograms: dict | None = None, inputs: list[str] | None = None, sort: str = "topo",
-         profile=None) -> str:
+         profile=None, columns=None) -> str:
     """The self-contained HTML report of a ``layers``, ``diff`` or ``grad`` result, as ``--html`` writes it:
     the table (sortable, filterable), the facts and charts; ``histograms``: those of the worst rows
     (``api.layers_histograms``, ``diff_histograms``, ``grad_histograms``), drawn where given; ``inputs``:
-    the inputs in words (``api.describe_inputs``); ``sort`` and ``profile`` as for ``report``. Returns the
-    page; ``path``: also written there (atomically). Needs plotly (the ``html`` extra: MissingExtra)."""
+    the inputs in words (``api.describe_inputs``); ``sort`` and ``profile`` as for ``report``; ``columns``: as
+    for ``text``, but the page keeps every column and adds those asked for that the table shows only when
+    asked (``rmse``, ``problem``, ``status``...). Returns the page; ``path``: also written there
+    (atomically). Needs plotly (the ``html`` extra: MissingExtra)."""
     from onnxprobe.report import io as report_io
     from onnxprobe.report.html import html_report, require_plotly
 
@@ -114,6 +116,7 @@ def html(result, path=None, *, histograms: dict | None = None, inputs: list[str]
     if histograms is not None and not isinstance(histograms, dict):
         raise UsageError(f"histograms: a dict of tensor name -> histogram (api.layers_histograms, diff_histograms, "
                          f"grad_histograms make it), got {type(histograms).__name__}")
+    asked = _columns(columns)
     require_plotly()
     data = _dict(result, sort, profile)
     if kind == "layers":
@@ -123,11 +126,12 @@ def html(result, path=None, *, histograms: dict | None = None, inputs: list[str]
     elif kind == "diff":
         from onnxprobe.report.diff import diff_table
 
-        table = diff_table(data)
+        table = diff_table(data, asked)
     else:
         from onnxprobe.report.grad import grad_table
 
         table = grad_table(data)[0]
+    table.choose(table.keys() + list(asked))  # every column, then those only --columns shows (a wrong key: UsageError)
     page = html_report(kind, data, table, histograms, inputs)
     if path is not None:
         report_io.write_text(page, path)

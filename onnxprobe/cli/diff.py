@@ -219,7 +219,7 @@ def diff(
 
         with Progress("histograms of the worst rows for the HTML report"):
             hists = api.diff_histograms(res, worst_rows("diff", data), spec_in, max_memory=max_mem)
-        write_html(html, res, histograms=hists, inputs=api.describe_inputs(res.a.model, spec_in), sort=sort)
+        write_html(html, res, histograms=hists, inputs=api.describe_inputs(res.a.model, spec_in), sort=sort, view=view)
     emit(data, json_, lambda width: diff_renderables(data, width, asked=view.columns) + extra(width), view)
     exit_for(*res.verdict())
 
@@ -233,7 +233,7 @@ def _report_dataset(res, sort: str, json_: Path | None, view, overlay, netron, h
     notes(res.notes)
     data = diff_dataset_dict(res, api.sort_results(res.results, sort))
     write_pictures(res, overlay=overlay, netron=netron, sort=sort)
-    write_html(html, res, inputs=[inputs], sort=sort)
+    write_html(html, res, inputs=[inputs], sort=sort, view=view)
     emit(data, json_, lambda width: diff_dataset_renderables(data, width, asked=view.columns), view)
     exit_for(*res.verdict())
 

@@ -152,7 +152,7 @@ def grad(
         # a dataset's result holds the summed weight gradients only: their histograms
         hists = api.grad_histograms(result, [n for n in worst_rows("grad", data) if n in result.arrays])
         shown = [f"dataset {inputs_dir or inputs_from}"] if dataset else api.describe_inputs(loaded, spec_in)
-        write_html(html, result, histograms=hists, inputs=shown)
+        write_html(html, result, histograms=hists, inputs=shown, view=view)
     emit(data, json_, lambda width: grad_renderables(data, width), view)
     if save_grads is not None and dataset:  # one input's gradients went to the file as they came (api.grad save_to)
         api.save_npz(result.arrays, save_grads)

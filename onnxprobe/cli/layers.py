@@ -129,7 +129,8 @@ def layers(
         with Progress("histograms of the worst rows for the HTML report"):
             hists = api.layers_histograms(res, worst_rows("layers", data), spec, config=config, max_memory=budget)
         shown = [f"dataset {inputs_dir or inputs_from}"] if dataset else api.describe_inputs(res.plan.base, spec)
-        write_html(html, res, histograms=hists, inputs=shown, profile=prof if profile and not dataset else None)
+        write_html(html, res, histograms=hists, inputs=shown, profile=prof if profile and not dataset else None,
+                   view=view)
     if profile and not dataset:
         emit(data, json_, lambda width: layers_renderables(data, width) + profile_renderables(data, width), view)
     else:

@@ -58,12 +58,14 @@ def _distinct(named: list[tuple[str, Path | None]]) -> None:
 
 
 def write_html(path: Path | None, result, *, histograms: dict | None = None, inputs: list[str] | None = None,
-               sort: str = "topo", profile=None) -> None:
-    """--html: the self-contained HTML report of a ``layers``, ``diff`` or ``grad`` result (``api.html``)."""
+               sort: str = "topo", profile=None, view=None) -> None:
+    """--html: the self-contained HTML report of a ``layers``, ``diff`` or ``grad`` result (``api.html``), with
+    every column the terminal's table shows (``view``: --columns may add some)."""
     if path is not None:
         from onnxprobe import api
 
-        api.html(result, path, histograms=histograms, inputs=inputs, sort=sort, profile=profile)
+        api.html(result, path, histograms=histograms, inputs=inputs, sort=sort, profile=profile,
+                 columns=list(view.columns) if view is not None else None)
 
 
 def require_html(path: Path | None) -> None:
