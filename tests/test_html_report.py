@@ -444,3 +444,32 @@ def test_every_column_the_terminal_shows_is_in_the_page_too(tmp_path):
     assert r.exit_code == 0, r.output
     heads = _headers(layers_page)
     assert {"tensor", "max", "status", "min", "mean"} <= set(heads), heads
+
+
+@pytest.mark.parametrize("case", ["layers", "diff", "grad"])
+def test_a_click_on_the_chart_marks_and_scrolls_to_its_row(tmp_path, qdq_cnn, case):
+    """Every <tr> had the id "r" (the row's number was overwritten by a shape's sort key in the loop that writes
+    the cells), so a click on a point of the chart found no row. Each point's click handler now marks the row
+    of its tensor: the row's '#' cell is the point's node index (x), and the rows' ids are all distinct."""
+    kind, argv = _cases(tmp_path, qdq_cnn)[case]
+    page = tmp_path / f"{case}.html"
+    r = runner.invoke(app, [str(a) for a in argv] + ["--html", str(page)])
+    assert r.exit_code in (0, 1) and page.is_file(), r.output
+    ids = re.findall(r'<tr id="([^"]*)"', page.read_text(encoding="utf-8"))
+    assert len(ids) == len(set(ids)) > 1, ids[:5]
+    wrapper = tmp_path / "wrap.html"
+    wrapper.write_text(f"""<!doctype html><html><body><pre id="out"></pre>
+<iframe id="f" src="{page.name}" width="1200" height="800"></iframe>
+<script>document.getElementById('f').onload = () => {{
+  const doc = document.getElementById('f').contentDocument, out = [];
+  const chart = doc.getElementById('depth-chart');
+  for (const trace of chart.data) (trace.customdata || []).forEach((c, j) => {{
+    chart.emit('plotly_click', {{points: [{{customdata: c}}]}});
+    const hl = Array.from(doc.querySelectorAll('tr.hl'));
+    out.push([trace.x[j], hl.map(tr => tr.cells[0].dataset.v)]); }});
+  document.getElementById('out').textContent = JSON.stringify(out);
+}};</script></body></html>""")
+    out = json.loads(html.unescape(element(dump_dom(wrapper, "--allow-file-access-from-files"), "pre", "out")))
+    assert len(out) >= 2
+    for x, marked in out:
+        assert marked == [str(x)], (x, marked)

@@ -239,9 +239,10 @@ def _table_html(table: Table) -> tuple[str, dict[int, str]]:
             full = raw if (c.name or c.key in ("op", "dtype")) and isinstance(raw, str) else shown  # names whole
             v = sort_value(raw, c.justify == "right")
             kind = "num" if c.justify == "right" else ("name" if c.name else "")
-            k = f' data-k="{html.escape(shape_key(raw))}"' if isinstance(raw, (list, tuple)) else ""
+            # not k, the row's number: <tr id="r{k}"> below took the last cell's key and every row was "r"
+            key = f' data-k="{html.escape(shape_key(raw))}"' if isinstance(raw, (list, tuple)) else ""
             # names with their controls escaped as on a terminal: a right-to-left override reorders no text
-            tds.append(f'<td class="{kind}" data-v="{html.escape(clean(v))}"{k}>{html.escape(clean(str(full)))}</td>')
+            tds.append(f'<td class="{kind}" data-v="{html.escape(clean(v))}"{key}>{html.escape(clean(str(full)))}</td>')
         lines.append(f'<tr id="r{k}" class="{cls}" data-text="{html.escape(clean(text))}">{"".join(tds)}</tr>')
     return f'<table id="table"><thead><tr>{head}</tr></thead>\n<tbody id="rows">\n' + "\n".join(lines) + "\n</tbody></table>", ids
 
