@@ -72,6 +72,24 @@ def controls(text: str) -> str:
     return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
 
 
+def pieces(s: object) -> list[tuple[str, bool]]:
+    """``s`` as runs of its own text and its control characters, each control as ``clean`` escapes it
+    (``\\n``, ``\\x1b``, ``\\u202e``) and flagged True: for a page that shows a name as it is, its backslashes
+    single, and marks each escape apart from the text, so that a newline reads apart from a backslash and an n
+    (which ``clean`` tells apart by doubling the backslash, the terminal having no other mark)."""
+    text = s if isinstance(s, str) else str(s)
+    out: list[tuple[str, bool]] = []
+    at = 0
+    for m in _UNSAFE.finditer(text):
+        if m.start() > at:
+            out.append((text[at:m.start()], False))
+        out.append((_escape(m), True))
+        at = m.end()
+    if at < len(text) or not out:
+        out.append((text[at:], False))
+    return out
+
+
 def quote(s: object) -> str:
     """``s`` cleaned and in quotes, for a name inside a message. ``repr(clean(s))`` escaped every
     backslash that ``clean`` wrote a second time (``'\\x1b[31m'``)."""

@@ -17,14 +17,15 @@ import html
 import math
 
 from onnxprobe.report.format import exact_db, finite
-from onnxprobe.text import clean
+from onnxprobe.text import pieces
 
 
 def label(name: str) -> str:
     """A name for plotly's text (hover labels, annotations, titles), which reads a subset of HTML (<a>, <b>,
-    <br>...): its controls escaped as on a terminal (``text.clean``), then '<', '>' and '&' as entities, so a
-    model's name never becomes a link or markup in the report."""
-    return html.escape(clean(name), quote=False)
+    <br>...): '<', '>' and '&' as entities, so a model's name never becomes a link or markup in the report; as
+    the table shows it (``report.html.shown``): its backslashes single, each control escaped as on a terminal
+    (``text.pieces``) and in italics, which tells a newline from a backslash and an n."""
+    return "".join(f"<i>{html.escape(t, quote=False)}</i>" if ctl else html.escape(t, quote=False) for t, ctl in pieces(name))
 
 
 HOVER = "%{customdata[0]}<br>#%{x}: %{y:.4g}<extra>%{fullData.name}</extra>"

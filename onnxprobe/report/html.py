@@ -10,6 +10,11 @@ self-contained file, built from the report's JSON dict, that opens offline and c
 The page loads nothing: plotly.js (MIT, from the plotly wheel: ``plotly.offline.get_plotlyjs``) is
 inlined, the data are JSON in ``<script type="application/json">`` blocks with ``<``, ``>`` and ``&``
 escaped so no name from a model can close a tag, and every text is HTML-escaped.
+
+Names show as they are (``shown``): not as the terminal writes them (``text.clean``, which doubles each
+backslash so that its escapes read back one way): a control character is escaped as there (``\\n``,
+``\\x1b``, ``\\u202e``: nothing moves a line or reorders text) in a mark of its own (``span.ctl``), which is
+what tells it from a backslash and an n; the filter matches the text as shown.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from onnxprobe.report import charts
 from onnxprobe.report.format import finite, num_or_word, shape
 from onnxprobe.report.io import json_default
 from onnxprobe.report.table import Table
-from onnxprobe.text import clean, duration
+from onnxprobe.text import controls, duration, pieces, unclean
 
 WORST = 10  # rows that get a histogram
 
@@ -44,6 +49,7 @@ th.num,td.num{text-align:right} td{padding:2px 6px;border-bottom:1px solid #eee;
 td.name{white-space:normal;overflow-wrap:anywhere;max-width:40em}
 tr.bad td{color:#c62828} tr.first td{background:#ffebee;font-weight:600} tr.hl td{background:#fff59d}
 #filter{width:28em;padding:3px;margin:4px 0}
+.ctl{background:#ede7f6;color:#6a1b9a;border-radius:2px;padding:0 1px}
 """
 
 SCRIPT = r"""
@@ -62,7 +68,9 @@ SCRIPT = r"""
   const box = document.getElementById('histograms');
   for (const h of hists) { const card = document.createElement('div');
     card.className = 'hist ' + (h.plots.length > 1 ? 'two' : 'one');
-    const title = document.createElement('div'); title.className = 'name'; title.textContent = h.name; card.append(title);
+    const title = document.createElement('div'); title.className = 'name'; card.append(title);
+    for (const [t, ctl] of h.name) { const s = document.createElement('span'); s.textContent = t;  // pieces()
+      if (ctl) s.className = 'ctl'; title.append(s); }
     box.append(card);
     for (const f of h.plots) { const div = document.createElement('div'); card.append(div);
       Plotly.newPlot(div, f.data, f.layout, {...offline, staticPlot: true}); } }
@@ -200,6 +208,12 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
     return out
 
 
+def shown(s: object) -> str:
+    """``s`` as the page shows it: HTML-escaped, its backslashes single, each control character escaped as on a
+    terminal inside ``<span class="ctl">`` (``text.pieces``)."""
+    return "".join(f'<span class="ctl">{html.escape(t)}</span>' if ctl else html.escape(t) for t, ctl in pieces(s))
+
+
 def sort_value(raw, number: bool) -> str:
     """A cell's ``data-v``, what the page sorts by: "" for no value; in a number column a non-finite float as
     "nan", "inf" or "-inf" and an exact pair's SQNR ("exact") as "inf", so that a pair at -inf dB, often
@@ -231,19 +245,21 @@ def _table_html(table: Table) -> tuple[str, dict[int, str]]:
     lines, ids = [], {}
     for k, r in enumerate(table.rows):
         ids[k] = f"r{k}"
-        text = " ".join(str(v) for c, v in zip(cols, r.values) if (c.name or c.key == "op") and v is not None).lower()
+        # what the filter matches: the names and ops as shown (a control as its escape, a backslash single)
+        text = controls(" ".join(str(v) for c, v in zip(cols, r.values) if (c.name or c.key == "op") and v is not None).lower())
         style = r.style or ""
         cls = "first" if "bold red" in style and table.columns and r.cells[0].startswith("▶") else ("bad" if "red" in style else "")
         tds = []
-        for c, shown, raw in zip(cols, r.cells, r.values):
-            full = raw if (c.name or c.key in ("op", "dtype")) and isinstance(raw, str) else shown  # names whole
+        for c, cell, raw in zip(cols, r.cells, r.values):
+            # names whole; another cell as the table has it, its text back from the terminal's escapes
+            full = raw if (c.name or c.key in ("op", "dtype")) and isinstance(raw, str) else unclean(cell)
             v = sort_value(raw, c.justify == "right")
             kind = "num" if c.justify == "right" else ("name" if c.name else "")
             # not k, the row's number: <tr id="r{k}"> below took the last cell's key and every row was "r"
             key = f' data-k="{html.escape(shape_key(raw))}"' if isinstance(raw, (list, tuple)) else ""
-            # names with their controls escaped as on a terminal: a right-to-left override reorders no text
-            tds.append(f'<td class="{kind}" data-v="{html.escape(clean(v))}"{key}>{html.escape(clean(str(full)))}</td>')
-        lines.append(f'<tr id="r{k}" class="{cls}" data-text="{html.escape(clean(text))}">{"".join(tds)}</tr>')
+            # names with their controls escaped and marked (``shown``): a right-to-left override reorders no text
+            tds.append(f'<td class="{kind}" data-v="{html.escape(controls(v))}"{key}>{shown(full)}</td>')
+        lines.append(f'<tr id="r{k}" class="{cls}" data-text="{html.escape(text)}">{"".join(tds)}</tr>')
     return f'<table id="table"><thead><tr>{head}</tr></thead>\n<tbody id="rows">\n' + "\n".join(lines) + "\n</tbody></table>", ids
 
 
@@ -272,9 +288,9 @@ def html_report(kind: str, d: dict, table: Table, histograms: dict | None = None
         plots = [charts.histogram_figure("gradient values" if kind == "grad" else "values", h["values"])]
         if h.get("error"):
             plots.append(charts.histogram_figure("error A − B", h["error"], "#d62728"))
-        hists.append({"name": clean(name), "plots": plots})
-    facts = "".join(f'<dt>{html.escape(k)}</dt><dd class="{c or ""}">{html.escape(clean(str(v)))}</dd>' for k, v, c in _facts(kind, d, inputs))
-    notes = "".join(f"<li>{html.escape(clean(str(n)))}</li>" for n in d.get("notes") or [])
+        hists.append({"name": pieces(name), "plots": plots})
+    facts = "".join(f'<dt>{html.escape(k)}</dt><dd class="{c or ""}">{shown(v)}</dd>' for k, v, c in _facts(kind, d, inputs))
+    notes = "".join(f"<li>{shown(n)}</li>" for n in d.get("notes") or [])
     title = {"diff": "diff", "layers": "layers", "grad": "gradients"}[kind]
     model = d.get("a") if kind == "diff" else d.get("model")
     n = len(table.rows)
@@ -284,7 +300,7 @@ def html_report(kind: str, d: dict, table: Table, histograms: dict | None = None
                       "a bar's count and the outer edges are within about 3 % of the values, not exact")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="generator" content="onnxprobe {html.escape(__version__)}">
-<title>onnxprobe {title}: {html.escape(clean(str(model)))}</title>
+<title>onnxprobe {title}: {html.escape(controls(str(model)))}</title>
 <style>{STYLE}</style>
 <script>{plotly_js}</script>
 </head><body>
