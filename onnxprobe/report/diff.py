@@ -212,8 +212,10 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
                   "kernel_ms_a": p.get("kernel_ms_a"), "kernel_ms_b": p.get("kernel_ms_b"),
                   **{k: p.get(k) for k in JUDGED_COLUMNS}}
         style = "red" if p["passed"] is False else ("green" if p["passed"] else None)
+        # the page sorts the verdicts as they read: FAIL, ok, noise, n/a (their raw False/True/None tied the last two)
+        rank = 0 if p["passed"] is False else 1 if p["passed"] else 2 if p.get("unjudged") else 3
         t.add_row([cells[c.key] for c in cols], [values[c.key] for c in cols], "bold red" if k == first_row else style,
-                  [p.get("problem"), p.get("unjudged")])
+                  [p.get("problem"), p.get("unjudged")], order={"pass": [rank]})
     return t
 
 

@@ -84,15 +84,16 @@ SCRIPT = r"""
   // and inf above, either way; NaN, then no value, last whichever way
   const INF = {'inf': Infinity, '-inf': -Infinity};
   // a shape's data-k is [element count, rank, ...dims] (shape_key), an unknown one null: known shapes by their
-  // numbers either way, then those with an unknown dim (as NaN: last whichever way), the shorter one first
+  // numbers either way, then those with an unknown dim (as NaN: last whichever way), the shorter one first;
+  // another cell's data-k, the order of what it shows (Row.order: a verdict's [rank]), sorts the same way
   const order = (x, y) => { for (let j = 0; j < Math.max(x.length, y.length); j++) {
       if (j >= x.length) return -1; if (j >= y.length) return 1;
       const u = x[j] ?? Infinity, w = y[j] ?? Infinity; if (u !== w) return u < w ? -1 : 1; } return 0; };
   document.querySelectorAll('#table th').forEach((th, i) => th.addEventListener('click', () => {
     asc = key === i ? !asc : true; key = i;
     const value = tr => { const td = tr.cells[i], v = td.dataset.v;
-      if (v === '') return [2, null];
       if (td.dataset.k) { const k = JSON.parse(td.dataset.k); return [k[0] === null ? 1 : 0, k]; }
+      if (v === '') return [2, null];
       if (!td.classList.contains('num')) return [0, v];
       if (v === 'nan') return [1, null];
       const x = v in INF ? INF[v] : Number(v); return [0, isNaN(x) ? v : x]; };
@@ -256,7 +257,8 @@ def _table_html(table: Table) -> tuple[str, dict[int, str]]:
             v = sort_value(raw, c.justify == "right")
             kind = "num" if c.justify == "right" else ("name" if c.name else "")
             # not k, the row's number: <tr id="r{k}"> below took the last cell's key and every row was "r"
-            key = f' data-k="{html.escape(shape_key(raw))}"' if isinstance(raw, (list, tuple)) else ""
+            key = (f' data-k="{html.escape(json.dumps(r.order[c.key]))}"' if c.key in (r.order or {}) else
+                   f' data-k="{html.escape(shape_key(raw))}"' if isinstance(raw, (list, tuple)) else "")
             # names with their controls escaped and marked (``shown``): a right-to-left override reorders no text
             tds.append(f'<td class="{kind}" data-v="{html.escape(controls(v))}"{key}>{shown(full)}</td>')
         lines.append(f'<tr id="r{k}" class="{cls}" data-text="{html.escape(text)}">{"".join(tds)}</tr>')

@@ -71,6 +71,7 @@ class Row:
     values: list  # raw (CSV, JSON): full names, numbers
     style: str | None = None
     data: list | None = None  # the values of ``Table.data``
+    order: dict | None = None  # column key -> the page's sort key of a cell whose raw value is not (a verdict's [rank])
 
 
 class Table:
@@ -86,10 +87,10 @@ class Table:
         # in words a reader of raw values would miss (a tensor's status: "not run" beside a count of 0)
         self.data = list(data)
 
-    def add_row(self, cells: list[str], values: list | None = None, style: str | None = None, data: list | None = None) -> None:
+    def add_row(self, cells: list[str], values: list | None = None, style: str | None = None, data: list | None = None, order: dict | None = None) -> None:
         if len(cells) != len(self.columns) or len(data or ()) != len(self.data):
             raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns, {len(data or ())} data for {len(self.data)}")
-        self.rows.append(Row([clean(c) for c in cells], list(values) if values is not None else list(cells), style, list(data or ())))
+        self.rows.append(Row([clean(c) for c in cells], list(values) if values is not None else list(cells), style, list(data or ()), dict(order or {})))
 
     def __len__(self) -> int:
         return len(self.rows)
