@@ -14,7 +14,7 @@ from onnxprobe.errors import UsageError, cli_words
 from onnxprobe.fileio import write_file
 from onnxprobe.report.format import plural, safe, shape as fmt_shape
 from onnxprobe.session import render
-from onnxprobe.session.parse import format_slice, parse_selection, parse_slice, pop_option
+from onnxprobe.session.parse import format_slice, parse_selection, parse_slice, pop_all, pop_option
 from onnxprobe.session.commands.table import (
     Env, bad, command, layers_rows, layers_view, no_more, parse_int, pop_json_view, resolve_tensor, tag, target_of, with_json,
 )
@@ -182,18 +182,22 @@ def _digits(part) -> int:
     return int(min(max(5, 5 + extra), top))
 
 
-@command("save", "save TENSOR|all|html FILE [--model a|b]",
+@command("save", "save TENSOR|all|html FILE [--model a|b] [--columns a,b]",
          "write a tensor (.npy, .npz or .pb), every probed tensor (all: .npz), or the HTML report (html)",
          "running and looking", args=("savewhat", "file"))
 def cmd_save(env: Env, args: list[str]):
     """`save all acts.npz` writes the probes and model outputs, keyed by tensor name (like `layers --save`).
     `save html report.html` writes the self-contained HTML report (as `--html` does): of the last `diff`
     when there are two models and one was run on the current inputs (a `match` does not replace it), else
-    of the probes' statistics (`stats`) of the model; its line says which.
-    Examples: `save conv1_out c.npy`, `save all acts.npz`, `save html report.html`."""
+    of the probes' statistics (`stats`) of the model; its line says which. Its --columns, as `--html` with
+    `--columns`: the page keeps every column and adds those asked for that the table shows only when asked.
+    Examples: `save conv1_out c.npy`, `save all acts.npz`, `save html report.html --columns tensor,rmse,problem`."""
     from onnxprobe.report import io as report_io
+    from onnxprobe.report.table import column_keys
 
     chosen = "--model" in args or "-m" in args
+    given = pop_all(args, "--columns")  # repeated or comma-separated, as on the command line
+    columns = column_keys(",".join(given)) if given else None
     t = target_of(env, args)
     if len(args) != 2:
         raise bad("save", "give what to save and a file")
@@ -204,7 +208,9 @@ def cmd_save(env: Env, args: list[str]):
     if what == "html" and (suffix in (".html", ".htm") or "html" not in t.index.refs):
         from onnxprobe.session.commands.pictures import save_html
 
-        return save_html(env, t, path, diff=not chosen)
+        return save_html(env, t, path, diff=not chosen, columns=columns)
+    if columns:
+        raise bad("save", "--columns is for the HTML report (save html FILE --columns a,b)")
     if what == "all":
         if suffix != ".npz":
             raise bad("save", "save all writes an .npz file")

@@ -16,9 +16,10 @@ def _inputs(env: Env, t: Target) -> list[str]:
     return [f"{n} {v.dtype} [{'x'.join(map(str, v.shape)) or 'scalar'}] {env.state.inputs.source(n)}" for n, v in feed.items()]
 
 
-def save_html(env: Env, t: Target, path: str, *, diff: bool = True) -> str:
+def save_html(env: Env, t: Target, path: str, *, diff: bool = True, columns: list[str] | None = None) -> str:
     """Write the report of the last ``diff`` (two models, ``diff`` run, ``diff``) or else of the probes
-    of ``t``; returns what was written, in words."""
+    of ``t``, with every column of its table and the ``columns`` asked for (``api.html``'s ``columns``, the
+    CLI's --columns beside --html); returns what was written, in words."""
     require_plotly()
     st = env.state
     cached = st.extras.get("diff") if diff and "b" in st.targets else None
@@ -30,7 +31,7 @@ def save_html(env: Env, t: Target, path: str, *, diff: bool = True) -> str:
         data = diff_dict(res)
         with st.busy("histograms of the worst pairs…"):
             hists = api.diff_histograms(res, worst_rows("diff", data), api.InputSpec(arrays=feed))
-        api.html(res, path, histograms=hists, inputs=_inputs(env, st.target("a")))
+        api.html(res, path, histograms=hists, inputs=_inputs(env, st.target("a")), columns=columns)
         return f"wrote the report of the last diff ({cached[0][2].describe()}: {plural(len(data['pairs']), 'pair')}) to {path}"
     from onnxprobe.report.layers import layers_table
 
@@ -44,6 +45,8 @@ def save_html(env: Env, t: Target, path: str, *, diff: bool = True) -> str:
     worst = worst_rows("layers", data)
     values = st.ensure_values(t, worst, skip_not_run=True) if worst else {}
     hists = {n: api.histogram_of(v) for n, v in values.items() if v.dtype.kind in "biuf"}
-    write_text(html_report("layers", data, layers_table(data)[0], hists, _inputs(env, t)), path)
+    table = layers_table(data)[0]
+    table.choose(table.keys() + list(columns or ()))  # as api.html: every column, then those asked (a wrong key: UsageError)
+    write_text(html_report("layers", data, table, hists, _inputs(env, t)), path)
     why = " (no diff of the current models and inputs to report: run `diff` first)" if diff and "b" in st.targets else ""
     return f"wrote the report of {plural(len(names), 'tensor')}{why} to {path}"
