@@ -76,8 +76,12 @@ class _Results:
         return at or self.ids.tensors.get(name) or self.ids.values.get(name)
 
     def data(self, label: str, thresholds) -> dict:
+        """Model Explorer's node data: each graph with a value; with none (nothing compared, no tensor run), the
+        main graph with no results, its legend and colours kept: ``{}`` loaded as an overlay of no graph at
+        all, with no name saying what it is of, nor why it is empty."""
         out = {}
-        for gid, results in self.graphs.items():
+        graphs = self.graphs or {next(iter(self.ids.graphs)): {}}
+        for gid, results in graphs.items():
             th = thresholds(sorted(r["value"] for r in results.values())) if callable(thresholds) else thresholds
             out[gid] = {"name": label, "results": results, "thresholds": th}
         return out
@@ -151,7 +155,9 @@ def diff_overlay(model: onnx.ModelProto, d: dict) -> dict:
             res.put(op_of(p["a"]), value, colour)
     what = (f"gradient SQNR dB (exact: {top:g})" if grad else
             f"introduced SQNR dB (exact: {top:g}; dark red: where the error starts; -140: failed with no finite SQNR)")
-    return res.data(f"onnxprobe diff: {what}", [{"value": v, "bgColor": c} for v, c in SQNR_STEPS])
+    # a diff that compared nothing says so in its legend, as its verdict and the Netron attachment do
+    said = f" — verdict {d['verdict']}: {d.get('verdict_reason')}" if d.get("verdict") == "error" else ""
+    return res.data(f"onnxprobe diff: {what}{said}", [{"value": v, "bgColor": c} for v, c in SQNR_STEPS])
 
 
 def _readers(model: onnx.ModelProto) -> dict[str, list[int]]:
