@@ -172,16 +172,18 @@ def read_test_data_set(folder: Path, kind: str) -> dict[str, np.ndarray]:
     return out
 
 
-def read_npz(path: str | Path, flag: str | tuple[str, str] = "") -> dict[str, np.ndarray]:
+def read_npz(path: str | Path, flag: str | tuple[str, str] = "", shown: str | None = None) -> dict[str, np.ndarray]:
     """Every array of an ``.npz``, keyed as stored (onnxprobe's own archives map safe entry names back to
-    tensor names: see ``runtime.npz``); ``flag``: the one that named it, said first where it is no file."""
+    tensor names: see ``runtime.npz``); ``flag``: the one that named it, said first where it is no file;
+    ``shown``: what the messages call the file, where not its path (a dataset's batch: its path in the folder)."""
     from onnxprobe.runtime.npz import NAMES_ENTRY, true_names
 
     try:
-        p = input_file(path, ".npz file", flag)
+        p = input_file(path, ".npz file", flag, shown=shown)
     except UsageError as e:  # its message names the file
         e.about = str(path)
         raise
+    name = clean(p if shown is None else shown)
     try:
         with zipfile.ZipFile(p) as z:
             total, entries = 0, {}
@@ -191,24 +193,24 @@ def read_npz(path: str | Path, flag: str | tuple[str, str] = "") -> dict[str, np
                 # np.load's key: an entry of another name is read as an array too where it is one, else as bytes
                 key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
                 if key in entries:  # np.load would read one of the two
-                    raise UsageError(f"{clean(p)}: array {quote(key)} is stored twice ({quote(entries[key])} and "
+                    raise UsageError(f"{name}: array {quote(key)} is stored twice ({quote(entries[key])} and "
                                      f"{quote(info.filename)}): which one is meant is not known")
                 entries[key] = info.filename
                 with z.open(info) as f:
                     if f.read(len(np.lib.format.MAGIC_PREFIX)) != np.lib.format.MAGIC_PREFIX:
-                        raise UsageError(f"{clean(p)}: entry {quote(info.filename)} is no .npy array (an .npz holds "
+                        raise UsageError(f"{name}: entry {quote(info.filename)} is no .npy array (an .npz holds "
                                          "arrays only)")
                 with z.open(info) as f:
                     shape, dtype = _npy_header(f)
                     header = f.tell()
-                what = f"{clean(p)}: array {quote(key)}"
+                what = f"{name}: array {quote(key)}"
                 _check_header(shape, dtype, what)
                 declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
                 if declared > info.file_size - header:
                     raise UsageError(f"{what} declares {human_bytes(declared)} ({dtype} {list(shape)}) but holds "
                                      f"{human_bytes(max(info.file_size - header, 0))}: truncated or not what it claims")
                 total += declared
-            check_fits(total, f"{clean(p)} (all its arrays)")
+            check_fits(total, f"{name} (all its arrays)")
         with np.load(p, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files if k != NAMES_ENTRY and k in entries}
             names = true_names(z) if NAMES_ENTRY in z.files else None
@@ -216,7 +218,7 @@ def read_npz(path: str | Path, flag: str | tuple[str, str] = "") -> dict[str, np
         e.about = str(path)
         raise
     except Exception as e:  # noqa: BLE001 - zipfile and numpy raise many kinds
-        err = UsageError(f"{clean(p)}: not a readable .npz file ({clean(first_line(e))})")
+        err = UsageError(f"{name}: not a readable .npz file ({clean(first_line(e))})")
         err.about = str(path)
         raise err from e
     protect(p, "an input file")

@@ -32,7 +32,7 @@ class Batch:
     """Where one batch is: a file of a dataset folder, or one row (``row``) of a stacked ``.npz``."""
 
     index: int
-    label: str  # the file name, or "sample ROW"
+    label: str  # the file's path in the dataset's folder (its name), or "sample ROW": every error names it so
     path: str
     row: int | None = None
 
@@ -79,11 +79,22 @@ def skipped_note(path: str | Path) -> list[str]:
 
 
 def _stacked_samples(p: Path, arrays: dict[str, np.ndarray], specs: list[ModelInput]) -> int:
+    """The number of samples of a stacked .npz; its arrays checked here, by the shapes in the file: a sample cut
+    from an array of another rank (``load_batch``) was refused with a shape the file does not hold."""
+    if not arrays:
+        raise setting_error(UsageError, INPUTS_DIR, f"{clean(p)}: holds no arrays (a stacked .npz has one per input, "
+                            f"samples along its first axis)")
     by_name = {s.name: s for s in specs}
     n = None
     for name, a in arrays.items():
         if name not in by_name:
             raise setting_error(UsageError, INPUTS_DIR, f"{clean(p)}: unknown input name {quote(name)}")
+        want = by_name[name].shape
+        if want is not None and a.ndim not in (len(want) + 1, len(want)):
+            dims = "x".join(str(d) if isinstance(d, int) else "?" if d is None else str(d) for d in want) or "scalar"
+            raise setting_error(UsageError, INPUTS_DIR, f"{clean(p)}: array {quote(name)} has shape {list(a.shape)}: "
+                                f"expected samples along a first axis, then the input's {dims} (rank {len(want) + 1}), "
+                                f"or the input's own rank {len(want)}, split along its first axis")
         k = a.shape[0] if a.ndim else 0
         if n is not None and k != n:
             raise setting_error(UsageError, INPUTS_DIR, f"{clean(p)}: arrays disagree on the number of samples ({n} vs {k} for {clean(name)})")
@@ -96,8 +107,8 @@ def _stacked_samples(p: Path, arrays: dict[str, np.ndarray], specs: list[ModelIn
 def load_batch(batch: Batch, specs: list[ModelInput], cache: dict | None = None) -> dict[str, np.ndarray]:
     """The arrays of ``batch``. ``cache``: a dict that keeps the last stacked .npz read (its rows are
     the next batches)."""
-    if batch.row is None:
-        return read_npz(batch.path)
+    if batch.row is None:  # its errors name it as every other error about the batch does: by its label
+        return read_npz(batch.path, shown=batch.label)
     if cache is not None and cache.get("path") == batch.path:
         arrays = cache["arrays"]
     else:
