@@ -148,6 +148,8 @@ class GradPlan:
     live: tuple[str, ...] = ()  # of a constant loss, the targets it depends on all the same (a LayerNorm's scale)
     after: tuple[str, ...] = ()  # ... and its output, what follows it, a normalization's bias (ConstantSum.after): real too
     added: frozenset[str] = frozenset()  # the names of the nodes the loss and the backward pass wrote
+    # the run on ``feed`` that learns the shapes (warned of), where it failed: the model does not run on that feed
+    run_failed: Exception | None = None
 
     @property
     def grads(self) -> dict[str, str]:
@@ -436,7 +438,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     extra = {loss.input: given} if loss.input else {}
     after = tuple(t.ref.name for t in tg if t.ref.name in bw.grads and t.ref.name in found.after) if found else ()
     return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings, constant,
-                    live, after, added | frozenset(bw.backward_names))
+                    live, after, added | frozenset(bw.backward_names), run_failed[0] if run_failed and feed is not None else None)
 
 
 def _output_shape(model: onnx.ModelProto, output: str, feed: dict[str, np.ndarray], cache: bool = True) -> tuple[int, ...] | None:

@@ -26,7 +26,7 @@ from typing import Callable, ContextManager, Iterator
 import numpy as np
 
 from onnxprobe import api
-from onnxprobe.errors import ExecutionError, UsageError
+from onnxprobe.errors import UsageError
 from onnxprobe.session.feeding import Feeding
 from onnxprobe.session.inputs import SessionInputs
 from onnxprobe.session.targets import RAW_CACHE_BYTES, Results, RunReport, Target
@@ -146,7 +146,7 @@ class State(Feeding):
         """Statistics (and runtime shapes) of ``names`` for the current inputs/device; computes only what
         the cache lacks."""
         names = [n for n in dict.fromkeys(names) if n in t.index.refs]
-        feed, _, fs = self.feed(t)
+        feed = self.feed(t)[0]
         key = self.run_key(t)
         reason = ""
         if t.results.key != key:
@@ -159,13 +159,7 @@ class State(Feeding):
             reason = f"{len(missing)} new tensor{'s' if len(missing) != 1 else ''}"
         label = f" {t.label}" if len(self.targets) > 1 else ""
         with self.busy(f"running{label} ({what or f'{len(missing)} tensors'})…"):
-            try:
-                res = self._probe(t, feed, missing)
-            except ExecutionError as e:
-                if fs.defaulted:
-                    raise ExecutionError(f"{e} (dynamic dimensions were set to 1: give real sizes with "
-                                         f"`input {sorted(fs.defaulted)[0]} random DIMS`)") from e
-                raise
+            res = self._probe(t, feed, missing)
         r = t.results
         r.stats.update(res.stats)
         for n in missing:
@@ -246,7 +240,13 @@ class State(Feeding):
 
     def _probe(self, t: Target, feed, names, *, raw=(), stats: bool = True):
         """``Prober.run`` of the tensors ``names`` and ``raw`` by the model that runs; where that is a converted
-        copy (``t.runs``), a tensor of the model that the copy lacks (pruned, renamed) by the model as loaded."""
+        copy (``t.runs``), a tensor of the model that the copy lacks (pruned, renamed) by the model as loaded.
+        A run that fails says what about the inputs may be why, as ``layers`` does (``Feeds.explained``: guessed
+        dimensions, random integers), in the words of the command that runs (``errors.speaking``)."""
+        with self.feed(t)[2].explaining():
+            return self._probe_runs(t, feed, names, raw=raw, stats=stats)
+
+    def _probe_runs(self, t: Target, feed, names, *, raw=(), stats: bool = True):
         if t.runs is None or t.forward is None:
             return self.prober(t).run(feed, names, raw=raw, stats=stats)
         have = api.index(t.runs).refs

@@ -164,10 +164,12 @@ def cmd_grad(env: Env, args: list[str]):
     sel = parse_selection(args) if args else None
     spec = api.grad_spec(output, loss, target, labels, og, wrt)
     forward = t.forward or t.model
-    feed = st.feed(t)[0]
+    feed, _, fs = st.feed(t)
     feed = {s.name: feed[s.name] for s in st.specs_of(forward) if s.name in feed}
-    with st.busy("attaching the loss and the backward graph…"):
+    with st.busy("attaching the loss and the backward graph…"), fs.explaining():
         gp = api.grad_plan(forward, spec, sel, feed=feed, cache=st.cache)
+    if gp.run_failed is not None:  # the model does not run on these inputs: nothing attached, said as `run` says it
+        raise fs.explained(gp.run_failed)
     model = api.Model.of(gp.backward.model, forward.source, list(gp.warnings))
     shown = gp.numbered_as(forward, model)  # a converted copy's nodes are numbered otherwise: the model's numbers shown
     runs = None
