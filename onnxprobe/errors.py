@@ -121,11 +121,14 @@ class Voice:
     input ("--input x=1e39"); ``voice.either(api, cli)`` advice said one way to a caller of the API
     ("api.inspect(model).nodes lists them") and another on the command line ("`onnxprobe inspect --nodes MODEL`
     lists them"); ``voice.cli``: which of the two it is. The command line's words for a flag are the words
-    ``speaking`` gives it where a reader set that setting otherwise (the debugger's ``seed N``)."""
+    ``speaking`` gives it where a reader set that setting otherwise (the debugger's ``seed N``), and so are
+    those of advice named by what it is for (``either(api, cli, about=LIST_NODES)``) where that reader has
+    commands of its own for it (the debugger's `nodes`, not `onnxprobe inspect --nodes`)."""
 
     def __init__(self, cli: bool):
         self.cli = cli
         self.words = _WORDS.get() if cli else {}
+        self.advice = _ADVICE.get() if cli else {}
 
     def __call__(self, what: tuple[str, str]) -> str:
         return self.flag(what[1]) if self.cli else f"{what[0]} ({what[1]})"
@@ -139,24 +142,38 @@ class Voice:
         form = self.words.get(what[1], (what[1], "{name}={value}"))[1] if self.cli else "{name}={value}"
         return f"{self(what)} {form.format(name=name, value=value)}"
 
-    def either(self, api: str, cli: str) -> str:
-        return cli if self.cli else api
+    def either(self, api: str, cli: str, about: str | None = None) -> str:
+        """``api`` or ``cli``; ``about``: what the advice is for (``LIST_NODES``...), by which a reader with
+        commands of its own for it says its own words (``speaking``'s ``advice``)."""
+        if not self.cli:
+            return api
+        return self.advice.get(about, cli) if about is not None else cli
 
+
+# advice that names a command-line command, by what it is for: a reader with commands of its own for that (the
+# debugger, ``speaking``) gives its own words for it, the whole advice, where the command line names its commands
+LIST_NODES = "list the nodes"  # `onnxprobe inspect --nodes MODEL`
+LIST_OPS = "list the op types"  # `onnxprobe inspect MODEL`
+GLOB_QUOTES = "names and globs"  # a name glob matched nothing: case-sensitive, and quoted in a shell
 
 # flag -> (how the reader sets that setting, how it gives an input's NAME and VALUE for it): ``speaking``'s
 _WORDS: ContextVar[Mapping[str, tuple[str, str]]] = ContextVar("onnxprobe_words", default={})
+# advice (LIST_NODES...) -> the reader's words for it: ``speaking``'s
+_ADVICE: ContextVar[Mapping[str, str]] = ContextVar("onnxprobe_advice", default={})
 
 
 @contextmanager
-def speaking(words: Mapping[str, tuple[str, str]]):
+def speaking(words: Mapping[str, tuple[str, str]], advice: Mapping[str, str] | None = None):
     """Within the block, messages say the settings in ``words`` (flag -> (the reader's words for it, its form of
     "{name}={value}")) as the reader sets them: the debugger's commands run in its words (``seed -1``, ``input x
-    1e39``, not ``--seed -1``, ``--input x=1e39``). The command line's words (``cli_message``, a ``said`` note's)
-    are made in them; the API's stay the API's."""
-    token = _WORDS.set(words)
+    1e39``, not ``--seed -1``, ``--input x=1e39``); and the advice in ``advice`` (what it is for, ``LIST_NODES``...
+    -> the reader's words) names the reader's own commands (`nodes`, not `onnxprobe inspect --nodes`). The
+    command line's words (``cli_message``, a ``said`` note's) are made in them; the API's stay the API's."""
+    token, told = _WORDS.set(words), _ADVICE.set(advice or {})
     try:
         yield
     finally:
+        _ADVICE.reset(told)
         _WORDS.reset(token)
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from onnxprobe.errors import NothingToCut, UsageError, hinted_setting_error, setting_error, settings_error
+from onnxprobe.errors import LIST_NODES, NothingToCut, UsageError, hinted_setting_error, setting_error, settings_error
 from onnxprobe.graph.builder import single_opsets
 from onnxprobe.graph.walk import constant_tensors, implicit_inputs, walk
 from onnxprobe.text import some
@@ -107,7 +107,7 @@ def _check_names(model: onnx.ModelProto, names: list[str], flag: tuple[str, str]
         close = difflib.get_close_matches(n, sorted(main), n=3, cutoff=0.6)
         raise hinted_setting_error(UsageError, flag, f": no tensor named {n!r} in the main graph", lambda say: (
             f"; did you mean {', '.join(repr(c) for c in close)}?" if close else
-            f"; {say.either('api.inspect(model).nodes', '`onnxprobe inspect --nodes MODEL`')} lists the tensors"))
+            f"; {say.either('api.inspect(model).nodes', '`onnxprobe inspect --nodes MODEL`', LIST_NODES)} lists the tensors"))
 
 
 def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | None) -> Cut:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from onnxprobe.errors import UsageError, error_about, hinted_setting_error, setting_error
+from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, UsageError, error_about, hinted_setting_error, setting_error
 from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
 from onnxprobe.graph.walk import NodeSite, constant_tensors, first_readers, walk
@@ -212,7 +212,7 @@ def parse_range(spec: str, node_index: dict[str, int], last: int) -> tuple[int, 
         close = difflib.get_close_matches(x, list(node_index), n=1)
         raise hinted_setting_error(UsageError, RANGE, f": no node named {quote(unclean(x))}", lambda say: (
             f"; did you mean {quote(close[0])}?" if close else
-            f" (use an index or a node name from {say.either('api.inspect(model).nodes', '`onnxprobe inspect --nodes`')})"))
+            f" (use an index or a node name from {say.either('api.inspect(model).nodes', '`onnxprobe inspect --nodes`', LIST_NODES)})"))
 
     lo, hi = bound(a, 0), bound(b, last)
     if lo > hi:
@@ -264,7 +264,7 @@ def check_criteria(models: list[onnx.ModelProto], sel: Selection) -> None:
             close = [lower[op.lower()]] if op.lower() in lower else difflib.get_close_matches(op, sorted(ops_present), n=1)
             raise hinted_setting_error(UsageError, OPS, f"{clean(op)}: no node of the model has this op type", lambda say: (
                 f"; did you mean {close[0]!r}?" if close else
-                f" ({say.either('api.inspect(model).summary.op_histogram', '`onnxprobe inspect MODEL`')} lists its op types)"))
+                f" ({say.either('api.inspect(model).summary.op_histogram', '`onnxprobe inspect MODEL`', LIST_OPS)} lists its op types)"))
     for glob in sel.names:
         names = {n for m, ss in zip(models, sites) for n in _all_names(m, ss)}
         if not any(matches(n, glob) for n in names):
@@ -273,7 +273,8 @@ def check_criteria(models: list[onnx.ModelProto], sel: Selection) -> None:
             def hint(say, glob=glob, names=names, close=close) -> str:
                 listed = one_glob_each(NAMES, glob, names, say)
                 return (f"; {listed}" if listed else f"; did you mean {quote(close[0])}?" if close else
-                        say.either(" (names are case-sensitive)", " (names are case-sensitive; quote globs such as '*attn*')"))
+                        say.either(" (names are case-sensitive)", " (names are case-sensitive; quote globs such as '*attn*')",
+                                   GLOB_QUOTES))
             raise hinted_setting_error(UsageError, NAMES, f"{quote(glob)}: matches no node, tensor or input name of the model", hint)
 
 

@@ -193,7 +193,7 @@ def random_array(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generat
     if dtype.kind == "c":
         return (rng.random(shape) + 1j * rng.random(shape)).astype(dtype)
     raise settings_error(UsageError, lambda say: f"cannot make random data of dtype {dtype}; give this input with "
-                         + say.either("an InputSpec's files or arrays", "--input NAME=FILE"))
+                         + say.either("an InputSpec's files or arrays", say.given(FILES, "NAME", "FILE")))
 
 
 def check_value(spec: ModelInput, value: np.ndarray, origin: str) -> np.ndarray:

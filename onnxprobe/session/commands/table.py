@@ -11,7 +11,7 @@ from typing import Callable
 from rich.text import Text
 
 from onnxprobe import api
-from onnxprobe.errors import UsageError, speaking
+from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, UsageError, speaking
 from onnxprobe.report.format import safe
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import render
@@ -38,6 +38,9 @@ RENAMED_OPTIONS = {"grad": {"--output"}}  # old names the command answers with t
 # are said as flags; the flags its commands take (grad --loss, stats --columns) are flags here too.
 WORDS = {"--seed": ("seed", "{value}"), "--device": ("device", "{value}"), "--inputs": ("inputs", "{value}"),
          "--input": ("input", "{name} {value}"), "--shape": ("input", "{name} random {value}")}
+# advice that names a command-line command where the debugger has its own for it, in its words (``errors.speaking``)
+ADVICE = {LIST_NODES: "`nodes`", LIST_OPS: "`nodes`",
+          GLOB_QUOTES: " (names are case-sensitive)"}  # its words are split as a shell's, never globbed: no quotes needed
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ def execute(env: Env, line: str) -> list:
     unknown = next((w for w in words[1:] if w.startswith("--") and w.split("=", 1)[0] not in known), None)
     if unknown is not None:  # said here, not read as a tensor name, a condition or a file by the command
         raise bad(cmd.name, f"unknown option {unknown!r}")
-    with speaking(WORDS):
+    with speaking(WORDS, ADVICE):
         out = cmd.fn(env, words[1:])
     if out is None:
         return []
