@@ -104,11 +104,14 @@ def setting_error(cls: type[OnnxProbeError], what: tuple[str, str], rest: str) -
     return hinted_setting_error(cls, what, rest, lambda say: "")
 
 
-def error_about(cls: type[OnnxProbeError], what: str | tuple[str, ...], rest: str) -> OnnxProbeError:
+def error_about(cls: type[OnnxProbeError], what, rest: str) -> OnnxProbeError:
     """A ``cls`` error whose message starts with what it is about, then ``rest`` (its separator included: ": ...").
     ``what``: a setting, (API parameter, flag) or (API parameter, flag, value): a ``setting_error``
-    ("ops (--op) Conv2: ...", the command line's "--op Conv2: ..."); or text as the user wrote it (a debugger's
-    command), said as it is. Checks shared by the API, the command line and the debugger take one."""
+    ("ops (--op) Conv2: ...", the command line's "--op Conv2: ..."); ``what(voice)``, said in each reader's
+    words (``Voice.given``: "--input x=a.npy"); or text as the user wrote it (a debugger's command), said as it
+    is. Checks shared by the API, the command line and the debugger take one."""
+    if callable(what):
+        return settings_error(cls, lambda say: f"{what(say)}{rest}")
     if isinstance(what, str):
         return cls(f"{what}{rest}")
     value = " ".join(what[2:])

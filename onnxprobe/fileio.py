@@ -94,11 +94,12 @@ def not_a_folder(path) -> None:
         raise UsageError(f"{clean(s)}: ends in {s[-1]!r}, a folder; give a file name")
 
 
-def input_file(path, what: str, flag: str | tuple[str, str] = "", pipe_ok: bool = False, shown: str | None = None) -> Path:
+def input_file(path, what: str, flag=None, pipe_ok: bool = False, shown: str | None = None) -> Path:
     """``path`` as a Path when it is a regular file; else a UsageError naming it and saying why it is not
     (no such file, a folder, or a device, pipe or socket, which a read could wait on for ever), with
     ``what`` the kind of file the flag wants ("input file", ".npz file"...), ``flag`` the flag to name first (or
-    the setting, (API parameter, flag): ``errors.error_about``).
+    the setting, (API parameter, flag): ``errors.error_about``; or ``flag(voice, path)``, the words that name
+    the file, ``path`` as shown: "--input x=a.npy").
     ``pipe_ok``: a pipe is taken too (a shell's ``<(...)``, /dev/fd/N, a FIFO), for files read once from
     front to back (``read_bounded``); never for one memory-mapped, sought in or read twice. ``shown``: what the
     message calls the file, where not its path (a dataset's batch: its path in the dataset's folder)."""
@@ -119,9 +120,10 @@ def input_file(path, what: str, flag: str | tuple[str, str] = "", pipe_ok: bool 
     else:
         why = (f"no such {what}" if not p.exists() else f"is a folder ({what} expected)" if p.is_dir()
                else f"is {_special(p)}, not a regular file ({what} expected)")
-    name = clean(str(p) if shown is None else shown)
-    raise error_about(UsageError, (*flag, name) if isinstance(flag, tuple) else f"{flag + ' ' if flag else ''}{name}",
-                      f": {why}")
+    shown = clean(str(p) if shown is None else shown)
+    about = ((lambda say: flag(say, shown)) if callable(flag) else (*flag, shown) if isinstance(flag, tuple)
+             else f"{flag + ' ' if flag else ''}{shown}")
+    raise error_about(UsageError, about, f": {why}")
 
 
 def _special(p: Path) -> str:

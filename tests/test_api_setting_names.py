@@ -37,7 +37,7 @@ CASES = {
     "shape fixed dim": (lambda m: api.layers(m, inputs=api.InputSpec(shapes={"x": (2, 4)})), ["layers", "--shape", "x=2x4"],
                         ("shapes", "--shape", " x: dimension 1 is fixed to 3 in the model, got 4")),
     "input file": (lambda m: api.layers(m, inputs=api.InputSpec(files={"x": "/nonexistent/x.npy"})),
-                   ["layers", "--input", "x=/nonexistent/x.npy"], ("files", "--input", " /nonexistent/x.npy: no such input file")),
+                   ["layers", "--input", "x=/nonexistent/x.npy"], ("files", "--input", " x=/nonexistent/x.npy: no such input file")),
     "wrt": (lambda m: api.grad(m, spec=api.GradSpec(wrt=("zzz",))), ["grad", "--wrt", "zzz"],
             ("wrt", "--wrt", " 'zzz': no float weight, input or node output of the main graph matches it")),
     "target file": (lambda m: api.grad(m, spec=api.GradSpec(loss="mse", target="/nonexistent/t.npy")),

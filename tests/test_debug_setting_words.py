@@ -40,7 +40,7 @@ def test_seed_is_refused_in_the_seed_commands_words(tmp_path):
 def test_an_input_file_that_is_not_there_is_named_by_the_input_command(tmp_path):
     missing = tmp_path / "missing.npy"
     said = _one(tmp_path, f"input x {missing}")
-    assert said.startswith(f"input {missing}: no such input file") and "--input" not in said, said
+    assert said.startswith(f"input x {missing}: no such input file") and "--input" not in said, said
 
 
 def test_an_input_value_out_of_range_is_said_as_typed(tmp_path):
@@ -52,7 +52,7 @@ def test_an_unsupported_input_file_points_at_the_inputs_command(tmp_path):
     f = tmp_path / "x.txt"
     f.write_text("1 2 3")
     said = _one(tmp_path, f"input x {f}")
-    assert said.startswith(f"input {f}: unsupported file type '.txt'") and "inputs FILE.npz" in said, said
+    assert said.startswith(f"input x {f}: unsupported file type '.txt'") and "inputs FILE.npz" in said, said
     assert "--" not in said, said
 
 
@@ -70,7 +70,7 @@ def test_the_same_settings_given_as_flags_keep_the_flags_words(tmp_path):
     assert r.exit_code == 2 and r.stderr.startswith("onnxprobe: error: --seed -1: "), r.output
     missing = tmp_path / "missing.npy"
     errors, r = _errors(tmp_path, ["info"], None, "--input", f"x={missing}")
-    assert r.exit_code == 2 and r.stderr.startswith(f"onnxprobe: error: --input {missing}: no such input file"), r.output
+    assert r.exit_code == 2 and r.stderr.startswith(f"onnxprobe: error: --input x={missing}: no such input file"), r.output
 
 
 def test_the_flags_of_the_debuggers_commands_stay_flags(tmp_path):

@@ -33,11 +33,17 @@ def available_memory() -> int:
     return 8 * 2**30
 
 
-def check_fits(nbytes: int, what: str) -> None:
-    """Refuse ``nbytes`` when it exceeds the memory available now."""
+def check_fits(nbytes: int, what) -> None:
+    """Refuse ``nbytes`` when it exceeds the memory available now; ``what``: what needs it (or ``what(voice)``)."""
     avail = available_memory()
     if nbytes > avail:
-        raise UsageError(f"{what} needs {human_bytes(nbytes)}, more than the {human_bytes(avail)} of memory available")
+        raise settings_error(UsageError, lambda say: f"{_said(what, say)} needs {human_bytes(nbytes)}, more than the "
+                             f"{human_bytes(avail)} of memory available")
+
+
+def _said(what, say: Voice) -> str:
+    """``what``: text, or words said by ``say`` (``what(say)``: an input file named as given, "--input x=a.npy")."""
+    return what(say) if callable(what) else what
 
 
 def _npy_header(f) -> tuple[tuple[int, ...], np.dtype]:
@@ -49,63 +55,78 @@ def _npy_header(f) -> tuple[tuple[int, ...], np.dtype]:
     return tuple(shape), np.dtype(dtype)
 
 
-def _check_header(shape: tuple[int, ...], dtype: np.dtype, what: str) -> None:
+def _check_header(shape: tuple[int, ...], dtype: np.dtype, what) -> None:
+    """``what``: the file, as text or as ``what(voice)`` (``_said``)."""
     if dtype.hasobject:
-        raise UsageError(f"{what}: holds Python objects (pickled data is never loaded)")
-    check_fits(int(np.prod(shape, dtype=object)) * dtype.itemsize, f"{what} ({dtype} {list(shape)})")
+        raise settings_error(UsageError, lambda say: f"{_said(what, say)}: holds Python objects (pickled data is never loaded)")
+    check_fits(int(np.prod(shape, dtype=object)) * dtype.itemsize, lambda say: f"{_said(what, say)} ({dtype} {list(shape)})")
 
 
-def read_array(path: str | Path, flag: str | tuple[str, str] = "") -> np.ndarray:
+def read_array(path: str | Path, flag: str | tuple[str, str] = "", name: str | None = None) -> np.ndarray:
     """A tensor from a ``.npy`` or ``.pb`` file; ``flag``: the one that named it (or the setting, (API parameter,
-    flag)), said first where it is no file."""
-    p = input_file(path, "input file", flag)
+    flag)), said first where it is no file. ``name``: the input it is given for, with a setting ``flag``: every
+    refusal then names the input and the file as the reader gave them ("--input x=a.npy", the debugger's
+    "input x a.npy", the API's "files (--input) x=a.npy")."""
+    def about(voice: Voice, shown: str) -> str:
+        return voice.given(flag, clean(name), shown) if isinstance(flag, tuple) else f"{flag} {shown}"
+
+    p = input_file(path, "input file", about if name is not None and flag else flag)
+
+    def what(voice: Voice) -> str:  # the file, as the refusals below name it
+        return about(voice, clean(p)) if name is not None and flag else clean(p)
     protect(p, "an input file")
     try:
         if p.suffix == ".npy":
             with open(p, "rb") as f:
                 shape, dtype = _npy_header(f)
                 header = f.tell()
-            _check_header(shape, dtype, clean(p))
+            _check_header(shape, dtype, what)
             declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
             if declared > p.stat().st_size - header:
-                raise UsageError(f"{clean(p)}: declares {human_bytes(declared)} ({dtype} {list(shape)}) but holds "
-                                 f"{human_bytes(max(p.stat().st_size - header, 0))}: truncated or not what it claims")
+                raise settings_error(UsageError, lambda say: f"{what(say)}: declares {human_bytes(declared)} ({dtype} {list(shape)}) "
+                                     f"but holds {human_bytes(max(p.stat().st_size - header, 0))}: truncated or not what it claims")
             return np.load(p, allow_pickle=False)
         if p.suffix == ".pb":
-            return _pb_array(p)
+            return _pb_array(p, what=what)
     except UsageError:
         raise
     except Exception as e:  # noqa: BLE001 - numpy and protobuf raise many kinds
-        raise UsageError(f"{clean(p)}: cannot read as {p.suffix} tensor ({clean(first_line(e))})") from e
+        why = clean(first_line(e))
+        raise settings_error(UsageError, lambda say: f"{what(say)}: cannot read as {p.suffix} tensor ({why})") from e
     # a model input (--input, or no flag said) may also come from an .npz of all inputs (--inputs); a --target
     # or --labels file may not
     named = flag[-1] if isinstance(flag, tuple) else flag
 
     def say(voice: Voice) -> str:
         use = f".npy, .pb or {voice.flag('--inputs')} FILE.npz" if named in ("", "--input") else ".npy or .pb"
-        what = f"{voice(flag)} " if isinstance(flag, tuple) else f"{flag} " if flag else ""
-        return f"{what}{clean(p)}: unsupported file type {quote(p.suffix)} (use {use})"
+        if name is not None and flag:
+            return f"{what(voice)}: unsupported file type {quote(p.suffix)} (use {use})"
+        given = f"{voice(flag)} " if isinstance(flag, tuple) else f"{flag} " if flag else ""
+        return f"{given}{clean(p)}: unsupported file type {quote(p.suffix)} (use {use})"
     raise settings_error(UsageError, say)
 
 
-def _tensor_proto(p: Path) -> onnx.TensorProto:
-    check_fits(2 * p.stat().st_size, f"{clean(p)}")
+def _tensor_proto(p: Path, what=None) -> onnx.TensorProto:
+    check_fits(2 * p.stat().st_size, what or clean(p))
     t = onnx.TensorProto()
     t.ParseFromString(p.read_bytes())
     return t
 
 
-def _pb_array(p: Path, t: onnx.TensorProto | None = None) -> np.ndarray:
+def _pb_array(p: Path, t: onnx.TensorProto | None = None, what=None) -> np.ndarray:
     """The array of the .pb tensor ``p`` (``t``: already parsed); a data_type onnx does not know is said as
-    such (numpy_helper raised a bare KeyError: 'cannot read as .pb tensor (999)')."""
-    t = _tensor_proto(p) if t is None else t
+    such (numpy_helper raised a bare KeyError: 'cannot read as .pb tensor (999)'). ``what``: the file as the
+    refusals name it (``_said``; default its path)."""
+    what = what or clean(p)
+    t = _tensor_proto(p, what) if t is None else t
     try:
         onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
     except KeyError:
         why = "UNDEFINED" if t.data_type == 0 else f"not one onnx {onnx.__version__} knows"
-        raise UsageError(f"{clean(p)}: unknown TensorProto data_type {t.data_type} ({why})") from None
+        raise settings_error(UsageError, lambda say: f"{_said(what, say)}: unknown TensorProto data_type {t.data_type} ({why})") from None
     if any(d < 0 for d in t.dims):  # numpy's reshape would read -1 as "infer from the data", -4 as an empty axis
-        raise UsageError(f"{clean(p)}: dims {clip(str(list(t.dims)), 80)} hold a negative dimension: not a tensor (a damaged file)")
+        raise settings_error(UsageError, lambda say: f"{_said(what, say)}: dims {clip(str(list(t.dims)), 80)} hold a negative "
+                             "dimension: not a tensor (a damaged file)")
     return numpy_helper.to_array(t)
 
 

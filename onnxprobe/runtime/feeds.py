@@ -378,7 +378,7 @@ def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np
                 why = str(e)
                 raise settings_error(UsageError, lambda say: f"{say.given(FILES, clean(name), clean(path))}: {why}") from None
         else:
-            given[name] = (read_array(path, FILES), path)
+            given[name] = (read_array(path, FILES, name), path)
     return given
 
 
