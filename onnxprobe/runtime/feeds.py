@@ -28,6 +28,9 @@ from onnxprobe.types import InputSpec, named_dim
 # the settings that give inputs, as the API and the command line name them (``errors.setting_error``): the
 # strings ``input_spec`` reads (its parameters), and the InputSpec those make (its fields)
 SHAPES, FILES, ARRAYS = ("shapes", "--shape"), ("files", "--input"), ("arrays", "--inputs")
+# the largest seed: default_rng would take any, but a seed given here is one np.random.seed / RandomState (and
+# the tools built on them) take too, so the same number can seed them
+MAX_SEED = 2**32 - 1
 
 
 def shape_hint(say) -> str:
@@ -388,6 +391,9 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
     spec = spec or InputSpec()
     if spec.seed < 0:
         raise setting_error(UsageError, ("seed", "--seed"), f"{spec.seed}: seeds are non-negative integers")
+    if spec.seed > MAX_SEED:
+        raise setting_error(UsageError, ("seed", "--seed"), f"{spec.seed}: seeds are integers from 0 to {MAX_SEED} "
+                            "(2**32 - 1, as numpy's np.random.seed takes them)")
     lo, hi = spec.int_range
     if lo >= hi:
         raise setting_error(UsageError, ("int_range", "--int-range"), f"{lo}:{hi}: LOW must be below HIGH")
