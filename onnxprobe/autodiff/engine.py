@@ -266,7 +266,7 @@ def attach_backward(
     bw.blocked, bw.integer = blocked, integer
     if stopped:
         index = {id(n): k for k, n in enumerate(nodes)}
-        cut = [(n, f"{n.op_type} {node_display_name(n, index[id(n)])}") for n in active
+        cut = [(n, f"{registry.key(n.op_type, n.domain)} {node_display_name(n, index[id(n)])}") for n in active
                if registry.status(n.op_type, n.domain) != "rule"]
         bw.partial = partial_tensors(nodes, cut, rg, set(grads_out))
     return bw
@@ -372,13 +372,14 @@ def _differentiate(eng: Engine, nodes: list[onnx.NodeProto], active: list[onnx.N
     for n in active:
         display = node_display_name(n, index[id(n)])
         st = registry.status(n.op_type, n.domain)
+        op = registry.key(n.op_type, n.domain)  # com.microsoft:Attention, not the ONNX Attention that has a rule
         if st != "rule" and unsupported == "skip":
-            stopped.append(f"{n.op_type} {display}")
+            stopped.append(f"{op} {display}")
             continue
         if st != "rule":
             needed = [i for i in list(n.input) + implicit_inputs(n) if i in rg][:3]
             hint = "it has no gradient" if st == "non-differentiable" else "no gradient rule for it"
-            raise NoGradientRule(n.op_type, display, hint, needed, registry.supported_ops())
+            raise NoGradientRule(op, display, hint, needed, registry.supported_ops())
         rule = registry.rule_of(n)
         dys = [acc.final(o) if (o and o in rg and o in reach) else None for o in n.output]
         if not any(dys):
