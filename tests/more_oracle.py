@@ -236,6 +236,60 @@ class DequantizeLinear(_MS):
         return ((q.astype(np.float64) - z) * s.reshape(sh if np.ndim(s) else [])).astype(s.dtype),
 
 
-ORACLE_OPS = [GlobalLpPool, SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, FusedConv, FusedGemm,
+def _rope(x, cos, sin, interleaved, rd):
+    """x: (B, S, N, H); cos, sin: (B, S, rd / 2). Rotates the pairs of x's first rd values per head."""
+    rd = rd or x.shape[-1]
+    rot, rest = x[..., :rd], x[..., rd:]
+    c, s = cos[:, :, None, :], sin[:, :, None, :]
+    if interleaved:
+        x1, x2 = rot[..., 0::2], rot[..., 1::2]
+        out = np.stack([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1).reshape(rot.shape)
+    else:
+        x1, x2 = rot[..., :rd // 2], rot[..., rd // 2:]
+        out = np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+    return np.concatenate([out, rest], axis=-1)
+
+
+class RotaryEmbedding(_MS):
+    """onnxruntime's RoPE: input (B, S, N H) with num_heads, or (B, N, S, H); position_ids (1,) an offset
+    (positions offset .. offset + S - 1) or (B, S)."""
+
+    def _run(self, x, pos, cos, sin, interleaved=0, num_heads=0, rotary_embedding_dim=0, scale=1.0,
+             is_packed_batching=0):
+        four = x.ndim == 4
+        b, s = x.shape[0], x.shape[2] if four else x.shape[1]
+        x4 = np.swapaxes(x, 1, 2) if four else x.reshape(b, s, num_heads, -1)
+        p = pos.reshape(1, 1) + np.arange(s)[None] if pos.size == 1 else pos
+        p = np.broadcast_to(p, (b, s))
+        y = _rope(x4, cos[p], sin[p], interleaved, rotary_embedding_dim)
+        return ((np.swapaxes(y, 1, 2) if four else y.reshape(x.shape)).astype(x.dtype),)
+
+
+class EmbedLayerNormalization(_MS):
+    def _run(self, ids, seg_ids, word, pos, seg, gamma, beta, mask=None, pos_ids=None, epsilon=1e-12,
+             mask_index_type=None):
+        p = np.arange(ids.shape[1])[None] if pos_ids is None else pos_ids
+        s = word[ids] + pos[np.broadcast_to(p, ids.shape)] + (0 if seg is None else seg[seg_ids])
+        m = s.mean(axis=-1, keepdims=True)
+        v = ((s - m) ** 2).mean(axis=-1, keepdims=True)
+        y = (s - m) / np.sqrt(v + epsilon) * gamma + beta
+        mi = np.full(ids.shape[0], ids.shape[1], np.int32)
+        return tuple([y.astype(word.dtype), mi, s.astype(word.dtype)][:len(self.onnx_node.output)])
+
+
+class AffineGrid(OpRun):
+    """grid[n, ..., i] = theta[n, i] . (x, y[, z], 1), in float64 (onnx.reference returns float32, too coarse
+    for a finite difference): coordinates (2 i + 1) / n - 1, or -1 + 2 i / (n - 1) with align_corners."""
+    op_domain = ""
+
+    def _run(self, theta, size, align_corners=0):
+        sp = [int(v) for v in size[2:]]
+        axes = [(-1 + 2 * np.arange(n) / max(n - 1, 1)) if align_corners else (2 * np.arange(n) + 1) / n - 1 for n in sp]
+        mesh = np.meshgrid(*axes, indexing="ij")  # D, H, W order
+        base = np.stack(list(mesh[::-1]) + [np.ones(sp)], axis=-1)  # (..., x, y[, z], 1)
+        return (np.einsum("nij,...j->n...i", theta, base).astype(theta.dtype),)
+
+
+ORACLE_OPS = [AffineGrid, RotaryEmbedding, EmbedLayerNormalization, GlobalLpPool, SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, FusedConv, FusedGemm,
               QuantizeLinear, DequantizeLinear,
               GroupNormalization, GridSample, LpNormalization, MeanVarianceNormalization, Upsample, Gelu, BiasGelu, FastGelu, QuickGelu, FusedMatMul, SkipLayerNormalization]

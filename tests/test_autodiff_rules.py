@@ -736,6 +736,53 @@ CASES += [
 ]
 
 
+# rotary embeddings (opset 23 and onnxruntime's), centre crop / pad, affine grids, BERT's fused embedding layer
+def _angles(*shape):
+    t = np.random.default_rng(5).uniform(-3.0, 3.0, shape)
+    return {"cos": np.cos(t), "sin": np.sin(t)}
+
+
+ids32 = lambda *rows: np.array(rows, np.int32)  # noqa: E731
+
+CASES += [
+    one("RotaryEmbedding", {"x": (2, 2, 3, 4)}, consts={**_angles(5, 2), "pos": i64([0, 4, 2], [3, 3, 1])},
+        ins=["x", "cos", "sin", "pos"], opset=23, force32=True, id="RotaryEmbedding-4d-position-ids"),
+    one("RotaryEmbedding", {"x": (2, 3, 12)}, consts=_angles(2, 3, 2), ins=["x", "cos", "sin"], opset=23,
+        attrs=dict(num_heads=2, rotary_embedding_dim=4, interleaved=1), force32=True,
+        id="RotaryEmbedding-3d-partial-interleaved"),
+    Case("RotaryEmbedding-com.microsoft-offset", "com.microsoft:RotaryEmbedding",
+         [ms("RotaryEmbedding", ["x", "pos", "cos", "sin"], num_heads=2)], {"x": (2, 3, 8)},
+         {"pos": i64(2), **_angles(6, 2)}, force32=True),
+    Case("RotaryEmbedding-com.microsoft-4d-interleaved-partial", "com.microsoft:RotaryEmbedding",
+         [ms("RotaryEmbedding", ["x", "pos", "cos", "sin"], interleaved=1, num_heads=2, rotary_embedding_dim=4)],
+         {"x": (2, 2, 3, 6)}, {"pos": i64([0, 1, 2], [4, 2, 2]), **_angles(5, 2)}, force32=True),
+    # the first axis padded 3 -> 6 and the second cropped 7 -> 4 (odd differences: the offsets round down)
+    one("CenterCropPad", {"x": (3, 7, 2)}, consts={"shape": i64(6, 4)}, attrs=dict(axes=[-3, 1]), opset=18,
+        id="CenterCropPad-pad-and-crop-negative-axis"),
+    one("CenterCropPad", {"x": (4, 5)}, consts={"shape": i64(3, 8)}, opset=18,
+        id="CenterCropPad-every-axis"),
+    one("AffineGrid", {"theta": (2, 2, 3)}, consts={"size": i64(2, 3, 4, 5)}, opset=20),
+    one("AffineGrid", {"theta": (2, 2, 3)}, consts={"size": i64(2, 1, 3, 2)}, attrs=dict(align_corners=1), opset=20,
+        id="AffineGrid-align-corners"),
+    one("AffineGrid", {"theta": (1, 3, 4)}, consts={"size": i64(1, 2, 2, 3, 4)}, opset=20, id="AffineGrid-3d"),
+    one("AffineGrid", {"theta": (0, 2, 3)}, consts={"size": i64(0, 1, 3, 2)}, opset=20, id="AffineGrid-empty-batch",
+        torch=False),  # torch.affine_grid refuses a size with a 0
+    one("CenterCropPad", {"x": (0, 3)}, consts={"shape": i64(2)}, attrs=dict(axes=[1]), opset=18,
+        id="CenterCropPad-empty", torch=False),  # an empty gradient: nothing for torch to compare
+    # repeated ids (rows that get two contributions) and a segment table; then position_ids (1, S), no segment
+    Case("EmbedLayerNormalization", "com.microsoft:EmbedLayerNormalization",
+         [ms("EmbedLayerNormalization", ["ids", "seg_ids", "word", "pos", "seg", "gamma", "beta"], ["y", "", "sum"],
+             epsilon=1e-5)],
+         {"word": (6, 8), "pos": (5, 8), "seg": (2, 8), "gamma": (8,), "beta": (8,)},
+         {"ids": ids32([1, 4, 1], [5, 0, 4]), "seg_ids": ids32([0, 0, 1], [0, 1, 1])}, opset=17,
+         outputs=("y", "sum"), force32=True),
+    Case("EmbedLayerNormalization-position-ids", "com.microsoft:EmbedLayerNormalization",
+         [ms("EmbedLayerNormalization", ["ids", "", "word", "pos", "", "gamma", "beta", "", "pids"], ["y", "mask_index"])],
+         {"word": (6, 8), "pos": (5, 8), "gamma": (8,), "beta": (8,)},
+         {"ids": ids32([1, 4, 1], [5, 0, 4]), "pids": ids32([4, 0, 4])}, opset=17, force32=True),
+]
+
+
 # rules checked by a test of their own, not a case of this table: Scatter exists in opsets 9 and 10 only, whose
 # gradient needs the model converted to opset 11 or later first (api.grad_plan does it; attach_backward does not)
 COVERED_ELSEWHERE = {"Scatter": "tests/test_grad_scatter_opset10.py"}

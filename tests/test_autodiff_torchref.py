@@ -235,7 +235,8 @@ MORE_OPS = {"Einsum", "TopK", "ScatterND", "ScatterElements", "DepthToSpace", "S
             "GroupNormalization", "RMSNormalization", "Attention", "FusedMatMul", "SkipLayerNormalization", "BiasGelu",
             "FastGelu", "QuickGelu", "Swish", "LpNormalization", "MeanVarianceNormalization", "NegativeLogLikelihoodLoss",
             "SoftmaxCrossEntropyLoss", "Det", "GridSample", "Col2Im", "GlobalLpPool",
-            "SimplifiedLayerNormalization", "Compress", "MaxUnpool"}
+            "SimplifiedLayerNormalization", "Compress", "MaxUnpool", "RotaryEmbedding", "AffineGrid", "CenterCropPad",
+            "EmbedLayerNormalization"}
 
 
 def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op

@@ -57,10 +57,65 @@ def _nll(x, t, w, a):
     return loss if red == "none" else loss.sum() if red == "sum" else loss.sum() / wt.sum()
 
 
+def _rope(x4, cos, sin, interleaved, rd):
+    """x4 (B, S, N, H); cos, sin (B, S, rd / 2): each pair of the first rd values of a head, as a complex
+    number, times cos + i sin (the pairs: neighbours when interleaved, else i and i + rd / 2)."""
+    rd = rd or x4.shape[-1]
+    rot, rest = x4[..., :rd], x4[..., rd:]
+    pairs = rot.reshape(*rot.shape[:-1], rd // 2, 2) if interleaved else torch.stack(rot.split(rd // 2, -1), -1)
+    z = torch.view_as_complex(pairs.contiguous()) * torch.complex(cos, sin)[:, :, None, :]
+    r = torch.view_as_real(z)
+    out = r.reshape(rot.shape) if interleaved else torch.cat([r[..., 0], r[..., 1]], -1)
+    return torch.cat([out, rest], -1)
+
+
+def _rotary(ins, a, ms: bool):
+    if ms:
+        x, pos, cos, sin = ins
+    else:
+        x, cos, sin = ins[:3]
+        pos = ins[3] if len(ins) > 3 else None
+    four = x.dim() == 4
+    b, s = x.shape[0], x.shape[2] if four else x.shape[1]
+    x4 = x.transpose(1, 2) if four else x.reshape(b, s, a["num_heads"], -1)
+    if pos is not None:
+        p = pos.reshape(1, 1) + torch.arange(s)[None] if pos.numel() == 1 and ms else pos
+        p = p.expand(b, s)
+        cos, sin = cos[p], sin[p]
+    y = _rope(x4, cos, sin, a.get("interleaved", 0), a.get("rotary_embedding_dim", 0))
+    return y.transpose(1, 2) if four else y.reshape(x.shape)
+
+
+def _center_crop_pad(x, shape, axes):
+    pads = [0] * (2 * x.dim())  # F.pad's order: last axis first, (left, right); negative pads crop
+    for ax, m in zip(axes, shape):
+        ax %= x.dim()
+        n = x.shape[ax]
+        left = (m - n) // 2 if m >= n else -((n - m) // 2)
+        k = 2 * (x.dim() - 1 - ax)
+        pads[k], pads[k + 1] = left, (m - n) - left
+    return F.pad(x, pads)
+
+
 def eval_more(node, ins, a: dict, opset: int) -> list:  # noqa: C901 - one branch per op
     op = node.op_type
     x = ins[0]
     w = ins[2] if len(ins) > 2 else None
+    if op == "RotaryEmbedding":
+        return [_rotary(ins, a, node.domain == "com.microsoft")]
+    if op == "AffineGrid":
+        return [F.affine_grid(x, [int(v) for v in ins[1].tolist()], align_corners=bool(a.get("align_corners", 0)))]
+    if op == "CenterCropPad":
+        shape = [int(v) for v in ins[1].tolist()]
+        return [_center_crop_pad(x, shape, a.get("axes", list(range(len(shape)))))]
+    if op == "EmbedLayerNormalization":  # ids, segment ids, word, position, segment tables, gamma, beta, mask, position ids
+        ids = ins[0].long()
+        pids = ins[8].long() if len(ins) > 8 and ins[8] is not None else torch.arange(ids.shape[1])[None]
+        s = F.embedding(ids, ins[2]) + F.embedding(pids.expand(ids.shape), ins[3])
+        if len(ins) > 4 and ins[4] is not None:
+            s = s + F.embedding(ins[1].long(), ins[4])
+        y = F.layer_norm(s, s.shape[-1:], ins[5], ins[6], a.get("epsilon", 1e-12))
+        return [y, torch.full(ids.shape[:1], ids.shape[1], dtype=torch.int32), s]
     if op == "NegativeLogLikelihoodLoss":
         return [_nll(x, ins[1], w, a)]
     if op == "SoftmaxCrossEntropyLoss":

@@ -105,3 +105,31 @@ def attention(g):
     if g.wants(3) and mask is not None and g.engine.is_float(mask):
         dm = g.sum_to(ds, mask, (qs[0], qs[1], qs[2], ks[2]))
     return [dq, dk, dv, dm]
+
+
+def _rotated_back(g, op: str, sin_slot: int, domain: str = "") -> str:
+    """The node itself applied to dy with the sine negated: each pair (x1, x2) is rotated by the orthogonal
+    matrix R = [[cos, -sin], [sin, cos]] (the part past rotary_embedding_dim by the identity), so dx = R^T dy
+    is the rotation by the opposite angle, with every attribute (interleaved, num_heads, the partial
+    rotation) kept as it is."""
+    ins = list(g.x)
+    ins[0] = g.dy
+    ins[sin_slot] = g.Neg(g.x[sin_slot])
+    attrs = {a.name: g.attr(a.name) for a in g.node.attribute}
+    return g.op(op, *ins, domain=domain, **attrs)
+
+
+@rule("RotaryEmbedding")
+def rotary_embedding(g):
+    """y = rope(x; cos, sin): each pair of x rotated by the angle of its position (opset 23)  ->
+    dx = rope(dy; cos, -sin), the inverse rotation (the caches get no gradient)"""
+    return [_rotated_back(g, "RotaryEmbedding", 2)]
+
+
+@rule("RotaryEmbedding", domain="com.microsoft")
+def ms_rotary_embedding(g):
+    """y = rope(x; cos, sin) (onnxruntime's RotaryEmbedding, inputs x, position_ids, cos, sin)  ->
+    dx = rope(dy; cos, -sin), the inverse rotation (the caches get no gradient)"""
+    if float(g.attr("scale", 1.0)) != 1.0:
+        raise g.fail("a scale other than 1 is not supported")
+    return [_rotated_back(g, "RotaryEmbedding", 3, "com.microsoft")]

@@ -1,8 +1,11 @@
 """The com.microsoft ops that onnxruntime's transformer optimizer writes (FusedMatMul, SkipLayerNormalization,
-SkipSimplifiedLayerNormalization, BiasGelu, FastGelu, QuickGelu, Gelu), so that `grad` works on optimized transformer exports: each is the
+SkipSimplifiedLayerNormalization, BiasGelu, FastGelu, QuickGelu, Gelu, EmbedLayerNormalization), so that `grad` works on optimized transformer exports: each is the
 composition of standard ops its name says, and so is its gradient."""
 
 from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, numpy_helper
 
 from onnxprobe.autodiff.registry import rule
 from onnxprobe.autodiff.rules.activation import swish_slope
@@ -169,3 +172,44 @@ def fused_gemm(g):
     params = [g.attr("activation_alpha"), g.attr("activation_beta")]
     _fused_dy(g, [v for v in params[:next((k for k, v in enumerate(params) if v is None), 2)]])
     return gemm(g)
+
+
+def _rows_grad(g, table: str, ids: str, ds: str) -> str:
+    """d table of y = table[ids]: zeros with ds added at the rows read (repeated ids add up)."""
+    ii = ids if g.engine.elem(ids) == TensorProto.INT64 else g.Cast(ids, to=TensorProto.INT64)
+    zeros = g.ConstantOfShape(g.Shape(table), value=numpy_helper.from_array(np.zeros([1], g.dtype)))
+    return g.ScatterND(zeros, g.unsqueeze(ii, [-1]), ds, reduction="add")
+
+
+@rule("EmbedLayerNormalization", inputs=(2, 3, 4, 5, 6), broadcast=(5, 6), domain=MS)
+def embed_layer_norm(g):
+    """s = word[input_ids] + position[position_ids, or 0 .. S-1] (+ segment[segment_ids]), y = xhat gamma + beta,
+    xhat = (s - mean) r over the last axis (BERT's embedding layer as onnxruntime's optimizer fuses it)  ->
+    ds = r (gs - mean(gs) - xhat mean(gs xhat)), gs = dy gamma, plus the gradient of the optional output s;
+    each table gets ds added at the rows it gave (repeated ids add up), d gamma = dy xhat, d beta = dy"""
+    if g.opset < 16:
+        raise g.needs_opset(16, "EmbedLayerNormalization's tables (a scatter-add)")
+    ids, word, pos, gamma = g.x[0], g.x[2], g.x[3], g.x[5]
+    shape2 = g.Shape(ids)
+    if g.has(8):
+        pids = g.Expand(g.x[8], shape2)
+    else:
+        seq = g.Range(g.const(np.array(0, np.int64)), g.squeeze(g.shape(ids, 1, 2), [0]), g.const(np.array(1, np.int64)))
+        pids = g.Expand(g.unsqueeze(seq, [0]), shape2)
+    s = g.Add(g.Gather(word, ids, axis=0), g.Gather(pos, pids, axis=0))
+    if g.has(4):
+        s = g.Add(s, g.Gather(g.x[4], g.x[1], axis=0))
+    xc, inv = stats(g, s, [-1], g.attr("epsilon", 1e-12))
+    xhat = g.Mul(xc, inv)
+    ds = norm_input_grad(g, g.Mul(g.dy, gamma), xhat, inv, [-1]) if g.dy else None
+    extra = g.dys[2] if len(g.dys) > 2 else None
+    if extra:
+        ds = extra if ds is None else g.Add(ds, extra)
+    out = [None] * 7
+    if ds is not None:
+        out[2] = _rows_grad(g, word, ids, ds) if g.wants(2) else None
+        out[3] = _rows_grad(g, pos, pids, ds) if g.wants(3) else None
+        out[4] = _rows_grad(g, g.x[4], g.x[1], ds) if g.wants(4) and g.has(4) else None
+    out[5] = g.Mul(g.dy, xhat) if g.dy and g.wants(5) else None
+    out[6] = g.dy if g.dy and g.wants(6) else None
+    return out

@@ -275,3 +275,22 @@ def roi_align(g):
     dyt = g.unsqueeze(g.Transpose(g.dy, perm=[0, 2, 3, 1]), [3, 4, 5, 6])  # (R, oh, ow, 1, 1, 1, 1, C)
     upd = g.Reshape(g.Mul(dyt, g.unsqueeze(_cast(g, w, g.elem), [7])), g.Concat(g.ints([-1]), chans, axis=0))
     return [_scatter_rows(g, x, 2, g.Reshape(idx, g.ints([-1])), upd)]
+
+
+@rule("AffineGrid")
+def affine_grid(g):
+    """grid[n, p, i] = sum_j theta[n, i, j] b[p, j], b = the (x, y[, z], 1) of each output position p
+    (opset 20, the grid torch's affine_grid makes)  ->  dtheta[n, i, j] = sum_p dgrid[n, p, i] b[p, j];
+    b is the node's own grid for one identity theta, with a column of ones"""
+    size = g.x[1]
+    k = g.rank(g.dy) - 2  # spatial axes: 2 or 3
+    eye = np.eye(k, k + 1, dtype=g.dtype)[None]
+    size1 = g.Concat(g.ints([1]), g.slice(size, [1], [k + 2], [0]), axis=0)
+    base = g.AffineGrid(g.const(eye), size1, align_corners=g.attr("align_corners", 0))  # (1, ..., k)
+    ones = g.ConstantOfShape(g.Concat(g.slice(size1, [0], [1], [0]), g.slice(size, [2], [k + 2], [0]), g.ints([1]),
+                                      axis=0), value=numpy_helper.from_array(np.ones([1], g.dtype)))
+    # P, the number of positions, given (not -1): with N = 0 a -1 could not be worked out
+    p = g.reduce("ReduceProd", g.slice(size, [2], [k + 2], [0]), None, keepdims=1)
+    b = g.Reshape(g.Concat(base, ones, axis=-1), g.Concat(g.ints([1]), p, g.ints([k + 1]), axis=0))  # (1, P, k + 1)
+    dy = g.Reshape(g.dy, g.Concat(g.slice(size, [0], [1], [0]), p, g.ints([k]), axis=0))  # (N, P, k)
+    return [g.MatMul(g.Transpose(dy, perm=[0, 2, 1]), b)]

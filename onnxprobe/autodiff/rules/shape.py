@@ -345,3 +345,14 @@ def resize(g):
             t = g.MatMul(g.Transpose(d, perm=perm), g.Transpose(wt, perm=[1, 0]))
             d = g.Transpose(t, perm=[int(i) for i in np.argsort(perm)])
     return [d]
+
+
+@rule("CenterCropPad")
+def center_crop_pad(g):
+    """y = x cropped or zero-padded about its centre to ``shape`` on ``axes`` (opset 18; on each axis
+    both take the window that starts (n - m) // 2 into the larger of n (x's size) and m (y's))  ->
+    dx = CenterCropPad(dy, x's sizes on those axes): a crop's adjoint is the pad with the same offsets,
+    and a pad's the crop"""
+    axes = g.attr("axes")
+    size = g.Shape(g.x[0]) if axes is None else g.Gather(g.Shape(g.x[0]), g.ints(list(axes)), axis=0)
+    return [g.CenterCropPad(g.dy, size, axes=None if axes is None else list(axes))]
