@@ -290,6 +290,29 @@ class AffineGrid(OpRun):
         return (np.einsum("nij,...j->n...i", theta, base).astype(theta.dtype),)
 
 
-ORACLE_OPS = [AffineGrid, RotaryEmbedding, EmbedLayerNormalization, GlobalLpPool, SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, FusedConv, FusedGemm,
+class Attention(_MS):
+    """onnxruntime's fused self-attention: X W + bias split into Q, K, V and heads; scores scale Q K^T plus
+    mask_filter_value where a key is masked (a 1-D mask_index: key lengths; 2-D / 3-D: 0-1 masks) and, when
+    unidirectional, after the query; softmax; the heads of P V merged."""
+
+    def _run(self, x, w, bias=None, mask=None, *_, num_heads=None, qkv_hidden_sizes=None, unidirectional=0,
+             mask_filter_value=-10000.0, scale=None, **__):
+        hq, hk, hv = qkv_hidden_sizes if qkv_hidden_sizes is not None else [w.shape[1] // 3] * 3
+        qkv = x @ w + (0 if bias is None else bias)
+        b, n, length = x.shape[0], num_heads, x.shape[1]
+        q, k, v = (t.reshape(b, length, n, -1).transpose(0, 2, 1, 3)
+                   for t in (qkv[..., :hq], qkv[..., hq:hq + hk], qkv[..., hq + hk:]))
+        sc = (scale or 1 / math.sqrt(hq // n)) * (q @ k.transpose(0, 1, 3, 2))
+        if mask is not None:
+            keep = (np.arange(length)[None] < mask[:, None]) if mask.ndim == 1 else mask > 0
+            sc = sc + np.where(keep[:, None, None] if keep.ndim == 2 else keep[:, None], 0.0, mask_filter_value)
+        if unidirectional:
+            sc = sc + np.where(np.tril(np.ones((length, length), bool)), 0.0, mask_filter_value)
+        e = np.exp(sc - sc.max(-1, keepdims=True))
+        y = (e / e.sum(-1, keepdims=True)) @ v
+        return (y.transpose(0, 2, 1, 3).reshape(b, length, -1).astype(x.dtype),)
+
+
+ORACLE_OPS = [Attention, AffineGrid, RotaryEmbedding, EmbedLayerNormalization, GlobalLpPool, SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, FusedConv, FusedGemm,
               QuantizeLinear, DequantizeLinear,
               GroupNormalization, GridSample, LpNormalization, MeanVarianceNormalization, Upsample, Gelu, BiasGelu, FastGelu, QuickGelu, FusedMatMul, SkipLayerNormalization]

@@ -783,6 +783,25 @@ CASES += [
 ]
 
 
+# onnxruntime's fused BERT self-attention: masks as its optimizer passes them (key lengths, 0-1 masks)
+def ms_attention(cid, extra=(), consts=None, hidden=(8, 8, 8), **attrs):
+    ins = {"x": (2, 3, 6), "w": (6, sum(hidden)), "bias": (sum(hidden),)}
+    names = ["x", "w", "bias"] + list(extra)
+    return Case(cid, "com.microsoft:Attention", [ms("Attention", names, num_heads=2, **attrs)], ins, consts or {},
+                gen={"x": normal, "w": normal}, force32=True)
+
+
+CASES += [
+    ms_attention("Attention-com.microsoft"),
+    ms_attention("Attention-com.microsoft-key-lengths", ["mask"], {"mask": ids32(3, 2)}),
+    ms_attention("Attention-com.microsoft-raw-mask-unidirectional-scale", ["mask"], {"mask": ids32([1, 1, 0], [1, 0, 1])},
+                 unidirectional=1, scale=0.4),
+    ms_attention("Attention-com.microsoft-qkv-sizes-3d-mask", ["mask"],
+                 {"mask": np.array([[[1, 0, 1], [1, 1, 0], [0, 1, 1]], [[1, 1, 1], [0, 1, 1], [1, 0, 0]]], np.int32)},
+                 hidden=(4, 4, 6), qkv_hidden_sizes=[4, 4, 6]),
+]
+
+
 # rules checked by a test of their own, not a case of this table: Scatter exists in opsets 9 and 10 only, whose
 # gradient needs the model converted to opset 11 or later first (api.grad_plan does it; attach_backward does not)
 COVERED_ELSEWHERE = {"Scatter": "tests/test_grad_scatter_opset10.py"}
@@ -797,6 +816,23 @@ def test_every_rule_has_a_case():
 def test_case_ids_are_unique():
     ids = [c.id for c in CASES]
     assert len(ids) == len(set(ids))
+
+
+MS_CASES = [c for c in CASES if any(n.domain == MS for n in c.nodes) and not c.ste]
+
+
+@pytest.mark.parametrize("case", MS_CASES, ids=[c.id for c in MS_CASES])
+def test_com_microsoft_oracles_match_onnxruntime(case):
+    """The float64 oracles of onnxruntime's contrib ops (more_oracle.py) compute what onnxruntime's kernels do:
+    the finite differences above differentiate the oracle, so an oracle that read the op otherwise (a mask
+    convention, a position offset) would check the gradient of another function."""
+    vals = values(case)
+    m32 = build(case, FLOAT)
+    got = ort.InferenceSession(m32.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        list(case.outputs), {k: v.astype(np.float32) for k, v in vals.items()})
+    want = ReferenceEvaluator(build(case, DOUBLE), new_ops=oracle_ops(case.opset)).run(list(case.outputs), vals)
+    for o, a, b in zip(case.outputs, got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4, err_msg=o)
 
 
 # -- float64 oracle overrides -------------------------------------------------------------------------

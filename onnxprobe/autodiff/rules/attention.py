@@ -133,3 +133,77 @@ def ms_rotary_embedding(g):
     if float(g.attr("scale", 1.0)) != 1.0:
         raise g.fail("a scale other than 1 is not supported")
     return [_rotated_back(g, "RotaryEmbedding", 3, "com.microsoft")]
+
+
+def _ms_mask(g, x: str) -> str | None:
+    """The additive mask of com.microsoft's Attention over [B, N, S, S]: mask_filter_value (-10000) at the keys
+    that a 1-D mask_index (key lengths, right padding) or a 2-D / 3-D 0-1 mask masks, and, when unidirectional,
+    at the keys after the query (added to the other, as onnxruntime adds them)."""
+    filt = g.scalar(float(g.attr("mask_filter_value", -10000.0)))
+    zero = g.scalar(0.0)
+    add = None
+    if g.has(3):
+        m = g.x[3]
+        r = g.rank(m)
+        if r == 1:
+            md, xd = g.static_dims(m), g.static_dims(g.x[0])
+            if md is None or xd is None or md[0] != xd[0]:
+                raise g.fail("a 1-D mask_index needs batch_size entries (key lengths): start positions are not supported")
+            i64 = lambda v: g.const(np.array(v, np.int64))  # noqa: E731
+            keys = g.Range(i64(0), g.squeeze(g.shape(x, 1, 2), [0]), i64(1))
+            keep = g.Less(g.unsqueeze(keys, [0]), g.unsqueeze(g.Cast(m, to=TensorProto.INT64), [1]))
+        elif r in (2, 3):
+            keep = g.Greater(g.Cast(m, to=g.elem), zero)
+        else:
+            raise g.fail("a 4-D mask is not supported")
+        add = g.Where(g.unsqueeze(keep, [1, 2] if r < 3 else [1]), zero, filt)
+    if g.attr("unidirectional", 0):
+        ones = g.ConstantOfShape(g.Concat(g.shape(x, 1, 2), g.shape(x, 1, 2), axis=0),
+                                 value=numpy_helper.from_array(np.ones([1], np.bool_)))
+        causal = g.Where(g.Trilu(ones, upper=0), zero, filt)
+        add = causal if add is None else g.Add(add, causal)
+    return add
+
+
+@rule("Attention", inputs=(0, 1, 2), broadcast=(2,), domain="com.microsoft")
+def ms_attention(g):
+    """onnxruntime's fused self-attention (BERT exports its transformer optimizer fuses): [Q K V] = X W + bias,
+    split into num_heads heads, S = scale Q K^T + M (M: mask_filter_value where the mask masks a key), P =
+    softmax(S), Y = P V with the heads merged  ->  as Attention's: dV = P^T dY, dS = P (dP - sum(dP P)),
+    dQ = scale dS K, dK = scale dS^T Q; then d[Q K V] gives dX = d[QKV] W^T, dW = X^T d[QKV], dbias = d[QKV]
+    summed over batch and sequence (scale: the attribute, or 1 / sqrt(head size)); past state, attention_bias,
+    the present output and 4-D masks are refused"""
+    if any(g.has(i) for i in (4, 5, 6)) or any(o for o in g.y[1:]):
+        raise g.fail("past state, attention_bias and the present output are not supported")
+    if g.attr("do_rotary", 0):
+        raise g.fail("do_rotary is not supported")
+    x, w = g.x[0], g.x[1]
+    heads = int(g.attr("num_heads"))
+    sizes = g.attr("qkv_hidden_sizes")
+    wd = g.static_dims(w)
+    if not sizes and wd is None:
+        raise g.unknown_size("needs the weights' size")
+    sizes = [int(v) for v in sizes] if sizes else [wd[1] // 3] * 3
+    scale = float(g.attr("scale", 0.0)) or 1.0 / math.sqrt(sizes[0] // heads)
+    qkv = g.MatMul(x, w)
+    if g.has(2):
+        qkv = g.Add(qkv, g.x[2])
+    q, k, v = g.split(qkv, 2, sizes, 3)
+    bs = g.shape(x, 0, 2)  # [B, S]: the split parts have no static shape; X has
+    split_heads = lambda t: g.Transpose(g.Reshape(t, g.Concat(bs, g.ints([heads, -1]), axis=0)), perm=[0, 2, 1, 3])  # noqa: E731
+    merge = lambda t: g.Reshape(g.Transpose(t, perm=[0, 2, 1, 3]), g.Concat(bs, g.ints([-1]), axis=0))  # noqa: E731
+    qh, kh, vh = (split_heads(t) for t in (q, k, v))
+    s = g.Mul(g.MatMul(qh, g.Transpose(kh, perm=[0, 1, 3, 2])), g.scalar(scale))
+    add = _ms_mask(g, x)
+    p = g.Softmax(s if add is None else g.Add(s, add), axis=-1)
+    dy = split_heads(g.dy)
+    dvh = g.MatMul(g.Transpose(p, perm=[0, 1, 3, 2]), dy)
+    dp = g.MatMul(dy, g.Transpose(vh, perm=[0, 1, 3, 2]))
+    ds = g.Mul(g.Mul(p, g.Sub(dp, g.reduce_sum(g.Mul(dp, p), [3], keepdims=1))), g.scalar(scale))
+    dqkv = g.Concat(merge(g.MatMul(ds, kh)), merge(g.MatMul(g.Transpose(ds, perm=[0, 1, 3, 2]), qh)), merge(dvh), axis=2)
+    dx = g.MatMul(dqkv, g.Transpose(w, perm=[1, 0])) if g.wants(0) else None
+    dw = None
+    if g.wants(1):
+        rows = lambda t, h: g.Reshape(t, g.Concat(g.ints([-1]), h, axis=0))  # noqa: E731 - [B S, H]
+        dw = g.MatMul(g.Transpose(rows(x, g.shape(w, 0, 1)), perm=[1, 0]), rows(dqkv, g.ints([sum(sizes)])))
+    return [dx, dw, dqkv if g.wants(2) else None]
