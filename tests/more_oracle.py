@@ -313,6 +313,30 @@ class Attention(_MS):
         return (y.transpose(0, 2, 1, 3).reshape(b, length, -1).astype(x.dtype),)
 
 
-ORACLE_OPS = [Attention, AffineGrid, RotaryEmbedding, EmbedLayerNormalization, GlobalLpPool, SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, FusedConv, FusedGemm,
+class MultiHeadAttention(_MS):
+    """onnxruntime's MultiHeadAttention with [B, S, D] query and [B, L, D] key / value: the heads of
+    softmax(scale Q K^T + mask + attention_bias) V, the mask as Attention's (key lengths or 0-1)."""
+
+    def _run(self, q, k, v, bias=None, kpm=None, attn_bias=None, *_, num_heads=None, mask_filter_value=-10000.0,
+             scale=None, unidirectional=0, **__):
+        if bias is not None:
+            d, dk = q.shape[-1], k.shape[-1]
+            q, k, v = q + bias[:d], k + bias[d:d + dk], v + bias[d + dk:]
+        b, sq, sk, n = q.shape[0], q.shape[1], k.shape[1], num_heads
+        qh, kh, vh = (t.reshape(b, t.shape[1], n, -1).transpose(0, 2, 1, 3) for t in (q, k, v))
+        sc = (scale or 1 / math.sqrt(q.shape[-1] // n)) * (qh @ kh.transpose(0, 1, 3, 2))
+        if kpm is not None:
+            keep = (np.arange(sk)[None] < kpm[:, None]) if kpm.ndim == 1 else kpm > 0
+            sc = sc + np.where(keep[:, None, None] if keep.ndim == 2 else keep[:, None], 0.0, mask_filter_value)
+        if unidirectional:
+            sc = sc + np.where(np.tril(np.ones((sq, sk), bool)), 0.0, mask_filter_value)
+        if attn_bias is not None:
+            sc = sc + attn_bias
+        e = np.exp(sc - sc.max(-1, keepdims=True))
+        y = (e / e.sum(-1, keepdims=True)) @ vh
+        return (y.transpose(0, 2, 1, 3).reshape(b, sq, -1).astype(q.dtype),)
+
+
+ORACLE_OPS = [MultiHeadAttention, Attention, AffineGrid, RotaryEmbedding, EmbedLayerNormalization, GlobalLpPool, SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, FusedConv, FusedGemm,
               QuantizeLinear, DequantizeLinear,
               GroupNormalization, GridSample, LpNormalization, MeanVarianceNormalization, Upsample, Gelu, BiasGelu, FastGelu, QuickGelu, FusedMatMul, SkipLayerNormalization]

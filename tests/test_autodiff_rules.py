@@ -802,6 +802,22 @@ CASES += [
 ]
 
 
+def mha(cid, ins, extra=(), consts=None, **attrs):
+    names = ["q", "k", "v"] + list(extra)
+    return Case(cid, "com.microsoft:MultiHeadAttention", [ms("MultiHeadAttention", names, num_heads=2, **attrs)], ins,
+                consts or {}, gen={k: normal for k in ("q", "k", "v")}, force32=True)
+
+
+CASES += [
+    mha("MultiHeadAttention-cross-bias", {"q": (2, 3, 8), "k": (2, 4, 8), "v": (2, 4, 6), "bias": (22,)}, ["bias"]),
+    # a 0-1 key padding mask and an attention bias broadcast over the batch, which gets its gradient summed
+    mha("MultiHeadAttention-padding-mask-attention-bias", {"q": (2, 3, 8), "k": (2, 4, 8), "v": (2, 4, 8), "ab": (1, 2, 3, 4)},
+        ["", "mask", "ab"], {"mask": ids32([1, 1, 0, 1], [1, 1, 1, 0])}),
+    mha("MultiHeadAttention-key-lengths-unidirectional-scale", {"q": (2, 4, 8), "k": (2, 4, 8), "v": (2, 4, 4)},
+        ["", "mask"], {"mask": ids32(3, 4)}, unidirectional=1, scale=0.5),
+]
+
+
 # rules checked by a test of their own, not a case of this table: Scatter exists in opsets 9 and 10 only, whose
 # gradient needs the model converted to opset 11 or later first (api.grad_plan does it; attach_backward does not)
 COVERED_ELSEWHERE = {"Scatter": "tests/test_grad_scatter_opset10.py"}

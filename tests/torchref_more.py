@@ -97,24 +97,39 @@ def _center_crop_pad(x, shape, axes):
     return F.pad(x, pads)
 
 
+def _sdpa(q, k, v, a, mask, bias=None):
+    """softmax(scale Q K^T + M (+ bias)) V over [B, S, D] / [B, L, D] tensors with a.num_heads heads; M:
+    mask_filter_value where a 1-D (key lengths) or 2-D / 3-D 0-1 mask masks a key, and past the query when
+    unidirectional."""
+    n, b, sq, sk = a["num_heads"], q.shape[0], q.shape[1], k.shape[1]
+    q, k, v = (t.reshape(b, t.shape[1], n, -1).transpose(1, 2) for t in (q, k, v))
+    filt = a.get("mask_filter_value", -10000.0)
+    add = torch.zeros(b, 1, sq, sk, dtype=q.dtype)
+    if mask is not None:
+        keep = torch.arange(sk)[None] < mask[:, None] if mask.dim() == 1 else mask > 0
+        add = add + torch.where(keep.reshape(b, 1, -1, sk), 0.0, filt)
+    if a.get("unidirectional", 0):
+        add = add + torch.where(torch.ones(sq, sk, dtype=torch.bool).tril(), 0.0, filt)
+    if bias is not None:
+        add = add + bias
+    sc = (a.get("scale") or 1 / math.sqrt(q.shape[-1])) * q @ k.transpose(-1, -2) + add
+    return (torch.softmax(sc, -1) @ v).transpose(1, 2).reshape(b, sq, -1)
+
+
 def _ms_attention(ins, a):
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 and ins[2] is not None else 0
-    mask = ins[3] if len(ins) > 3 else None
-    n = a["num_heads"]
     sizes = a.get("qkv_hidden_sizes") or [w.shape[1] // 3] * 3
     q, k, v = (x @ w + bias).split(list(sizes), -1)
-    b, length = x.shape[:2]
-    q, k, v = (t.reshape(b, length, n, -1).transpose(1, 2) for t in (q, k, v))
-    filt = a.get("mask_filter_value", -10000.0)
-    add = torch.zeros(b, 1, length, length, dtype=x.dtype)
-    if mask is not None:
-        keep = torch.arange(length)[None] < mask[:, None] if mask.dim() == 1 else mask > 0
-        add = add + torch.where(keep.reshape(b, 1, -1, length), 0.0, filt)
-    if a.get("unidirectional", 0):
-        add = add + torch.where(torch.ones(length, length, dtype=torch.bool).tril(), 0.0, filt)
-    sc = (a.get("scale") or 1 / math.sqrt(q.shape[-1])) * q @ k.transpose(-1, -2) + add
-    return (torch.softmax(sc, -1) @ v).transpose(1, 2).reshape(b, length, -1)
+    return _sdpa(q, k, v, a, ins[3] if len(ins) > 3 else None)
+
+
+def _ms_multi_head_attention(ins, a):
+    q, k, v = ins[:3]
+    at = lambda i: ins[i] if len(ins) > i else None  # noqa: E731
+    if at(3) is not None:
+        q, k, v = (t + part for t, part in zip((q, k, v), at(3).split([q.shape[-1], k.shape[-1], v.shape[-1]])))
+    return _sdpa(q, k, v, a, at(4), at(5))
 
 
 def eval_more(node, ins, a: dict, opset: int) -> list:  # noqa: C901 - one branch per op
@@ -123,6 +138,8 @@ def eval_more(node, ins, a: dict, opset: int) -> list:  # noqa: C901 - one branc
     w = ins[2] if len(ins) > 2 else None
     if op == "Attention" and node.domain == "com.microsoft":
         return [_ms_attention(ins, a)]
+    if op == "MultiHeadAttention":
+        return [_ms_multi_head_attention(ins, a)]
     if op == "RotaryEmbedding":
         return [_rotary(ins, a, node.domain == "com.microsoft")]
     if op == "AffineGrid":

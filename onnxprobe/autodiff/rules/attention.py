@@ -135,22 +135,23 @@ def ms_rotary_embedding(g):
     return [_rotated_back(g, "RotaryEmbedding", 3, "com.microsoft")]
 
 
-def _ms_mask(g, x: str) -> str | None:
-    """The additive mask of com.microsoft's Attention over [B, N, S, S]: mask_filter_value (-10000) at the keys
-    that a 1-D mask_index (key lengths, right padding) or a 2-D / 3-D 0-1 mask masks, and, when unidirectional,
-    at the keys after the query (added to the other, as onnxruntime adds them)."""
+def _ms_mask(g, xq: str, xk: str, slot: int) -> str | None:
+    """The additive mask of com.microsoft's Attention / MultiHeadAttention over [B, N, S, L] (S: xq's sequence,
+    L: xk's): mask_filter_value (-10000) at the keys that a 1-D mask (key lengths, right padding) or a 2-D / 3-D
+    0-1 mask in input ``slot`` masks, and, when unidirectional, at the keys after the query (added to the
+    other, as onnxruntime adds them)."""
     filt = g.scalar(float(g.attr("mask_filter_value", -10000.0)))
     zero = g.scalar(0.0)
     add = None
-    if g.has(3):
-        m = g.x[3]
+    if g.has(slot):
+        m = g.x[slot]
         r = g.rank(m)
         if r == 1:
-            md, xd = g.static_dims(m), g.static_dims(g.x[0])
+            md, xd = g.static_dims(m), g.static_dims(xq)
             if md is None or xd is None or md[0] != xd[0]:
                 raise g.fail("a 1-D mask_index needs batch_size entries (key lengths): start positions are not supported")
             i64 = lambda v: g.const(np.array(v, np.int64))  # noqa: E731
-            keys = g.Range(i64(0), g.squeeze(g.shape(x, 1, 2), [0]), i64(1))
+            keys = g.Range(i64(0), g.squeeze(g.shape(xk, 1, 2), [0]), i64(1))
             keep = g.Less(g.unsqueeze(keys, [0]), g.unsqueeze(g.Cast(m, to=TensorProto.INT64), [1]))
         elif r in (2, 3):
             keep = g.Greater(g.Cast(m, to=g.elem), zero)
@@ -158,11 +159,33 @@ def _ms_mask(g, x: str) -> str | None:
             raise g.fail("a 4-D mask is not supported")
         add = g.Where(g.unsqueeze(keep, [1, 2] if r < 3 else [1]), zero, filt)
     if g.attr("unidirectional", 0):
-        ones = g.ConstantOfShape(g.Concat(g.shape(x, 1, 2), g.shape(x, 1, 2), axis=0),
+        ones = g.ConstantOfShape(g.Concat(g.shape(xq, 1, 2), g.shape(xk, 1, 2), axis=0),
                                  value=numpy_helper.from_array(np.ones([1], np.bool_)))
         causal = g.Where(g.Trilu(ones, upper=0), zero, filt)
         add = causal if add is None else g.Add(add, causal)
     return add
+
+
+def _sdpa_back(g, qkv: tuple, like: tuple, heads: int, scale: float, add: str | None):
+    """The gradients of Y = softmax(scale Q K^T + add) V w.r.t. Q, K, V given as [B, S, N H] (``like``: the
+    forward tensors with their [B, S] / [B, L] sizes), each back as [B, S, N H]; and dS, the gradient of the
+    scores (that of an additive bias)."""
+    def split_heads(t, src):
+        return g.Transpose(g.Reshape(t, g.Concat(g.shape(src, 0, 2), g.ints([heads, -1]), axis=0)), perm=[0, 2, 1, 3])
+
+    def merge(t, src):
+        return g.Reshape(g.Transpose(t, perm=[0, 2, 1, 3]), g.Concat(g.shape(src, 0, 2), g.ints([-1]), axis=0))
+
+    qh, kh, vh = (split_heads(t, src) for t, src in zip(qkv, like))
+    s = g.Mul(g.MatMul(qh, g.Transpose(kh, perm=[0, 1, 3, 2])), g.scalar(scale))
+    p = g.Softmax(s if add is None else g.Add(s, add), axis=-1)
+    dy = split_heads(g.dy, like[0])
+    dvh = g.MatMul(g.Transpose(p, perm=[0, 1, 3, 2]), dy)
+    dp = g.MatMul(dy, g.Transpose(vh, perm=[0, 1, 3, 2]))
+    ds = g.Mul(p, g.Sub(dp, g.reduce_sum(g.Mul(dp, p), [3], keepdims=1)))
+    dss = g.Mul(ds, g.scalar(scale))
+    return (merge(g.MatMul(dss, kh), like[0]), merge(g.MatMul(g.Transpose(dss, perm=[0, 1, 3, 2]), qh), like[1]),
+            merge(dvh, like[2])), ds
 
 
 @rule("Attention", inputs=(0, 1, 2), broadcast=(2,), domain="com.microsoft")
@@ -189,21 +212,40 @@ def ms_attention(g):
     if g.has(2):
         qkv = g.Add(qkv, g.x[2])
     q, k, v = g.split(qkv, 2, sizes, 3)
-    bs = g.shape(x, 0, 2)  # [B, S]: the split parts have no static shape; X has
-    split_heads = lambda t: g.Transpose(g.Reshape(t, g.Concat(bs, g.ints([heads, -1]), axis=0)), perm=[0, 2, 1, 3])  # noqa: E731
-    merge = lambda t: g.Reshape(g.Transpose(t, perm=[0, 2, 1, 3]), g.Concat(bs, g.ints([-1]), axis=0))  # noqa: E731
-    qh, kh, vh = (split_heads(t) for t in (q, k, v))
-    s = g.Mul(g.MatMul(qh, g.Transpose(kh, perm=[0, 1, 3, 2])), g.scalar(scale))
-    add = _ms_mask(g, x)
-    p = g.Softmax(s if add is None else g.Add(s, add), axis=-1)
-    dy = split_heads(g.dy)
-    dvh = g.MatMul(g.Transpose(p, perm=[0, 1, 3, 2]), dy)
-    dp = g.MatMul(dy, g.Transpose(vh, perm=[0, 1, 3, 2]))
-    ds = g.Mul(g.Mul(p, g.Sub(dp, g.reduce_sum(g.Mul(dp, p), [3], keepdims=1))), g.scalar(scale))
-    dqkv = g.Concat(merge(g.MatMul(ds, kh)), merge(g.MatMul(g.Transpose(ds, perm=[0, 1, 3, 2]), qh)), merge(dvh), axis=2)
+    (dq, dk, dv), _ = _sdpa_back(g, (q, k, v), (x, x, x), heads, scale, _ms_mask(g, x, x, 3))
+    dqkv = g.Concat(dq, dk, dv, axis=2)
     dx = g.MatMul(dqkv, g.Transpose(w, perm=[1, 0])) if g.wants(0) else None
     dw = None
     if g.wants(1):
         rows = lambda t, h: g.Reshape(t, g.Concat(g.ints([-1]), h, axis=0))  # noqa: E731 - [B S, H]
         dw = g.MatMul(g.Transpose(rows(x, g.shape(w, 0, 1)), perm=[1, 0]), rows(dqkv, g.ints([sum(sizes)])))
     return [dx, dw, dqkv if g.wants(2) else None]
+
+
+@rule("MultiHeadAttention", inputs=(0, 1, 2, 3, 5), domain="com.microsoft")
+def ms_multi_head_attention(g):
+    """onnxruntime's MultiHeadAttention with separate [B, S, D] query and [B, L, D] key / value (CLIP, T5,
+    Whisper, Stable Diffusion as its optimizer fuses them): Q, K, V = query, key, value (+ their parts of
+    bias), S = scale Q K^T + M + attention_bias, Y = softmax(S) V, heads merged  ->  dQ, dK, dV as
+    Attention's, d bias = their sums over batch and sequence, d attention_bias = dS summed to its shape;
+    packed or 4-D key / value, past state and the optional outputs are refused"""
+    if any(g.has(i) for i in (6, 7, 8, 9)) or any(o for o in g.y[1:]):
+        raise g.fail("past state and the present / qk outputs are not supported")
+    if not (g.has(1) and g.has(2)) or any(g.rank(g.x[i]) != 3 for i in (0, 1, 2)):
+        raise g.fail("packed query / key / value and 4-D key / value are not supported")
+    heads = int(g.attr("num_heads"))
+    dims = [g.static_dims(g.x[i]) for i in (0, 1, 2)]
+    if any(d is None for d in dims):
+        raise g.unknown_size("needs the sizes of query, key and value")
+    sizes = [d[2] for d in dims]
+    scale = float(g.attr("scale", 0.0)) or 1.0 / math.sqrt(sizes[0] // heads)
+    qkv = list(g.x[:3])
+    if g.has(3):
+        qkv = [g.Add(t, part) for t, part in zip(qkv, g.split(g.x[3], 0, sizes, 3))]
+    add = _ms_mask(g, g.x[0], g.x[1], 4)
+    if g.has(5):
+        add = g.x[5] if add is None else g.Add(add, g.x[5])
+    grads, ds = _sdpa_back(g, tuple(qkv), tuple(g.x[:3]), heads, scale, add)
+    dbias = g.Concat(*[g.reduce_sum(d, [0, 1], keepdims=0) for d in grads], axis=0) if g.wants(3) else None
+    dab = g.sum_to(ds, g.x[5], (dims[0][0], heads, dims[0][1], dims[1][1])) if g.wants(5) else None
+    return [grads[0], grads[1], grads[2], dbias, None, dab]
