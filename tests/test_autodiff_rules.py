@@ -818,6 +818,18 @@ CASES += [
 ]
 
 
+# KV-cache writes (opset 24): linear, circular (wrapping past the cache's end) and an empty update
+CASES += [
+    one("TensorScatter", {"past": (2, 5, 3), "upd": (2, 2, 3)}, consts={"w": i64(1, 3)}, ins=["past", "upd", "w"], opset=24),
+    one("TensorScatter", {"past": (2, 2, 4, 3), "upd": (2, 2, 3, 3)}, consts={"w": i64(2, 0)}, ins=["past", "upd", "w"],
+        attrs=dict(axis=2, mode="circular"), opset=24, id="TensorScatter-circular-axis2"),
+    one("TensorScatter", {"past": (2, 3, 4), "upd": (2, 3, 2)}, attrs=dict(axis=-1), opset=24,
+        id="TensorScatter-no-write-indices-last-axis"),
+    one("TensorScatter", {"past": (2, 4, 3), "upd": (2, 0, 3)}, consts={"w": i64(1, 2)}, ins=["past", "upd", "w"],
+        opset=24, torch=False, id="TensorScatter-empty-update"),
+]
+
+
 # rules checked by a test of their own, not a case of this table: Scatter exists in opsets 9 and 10 only, whose
 # gradient needs the model converted to opset 11 or later first (api.grad_plan does it; attach_backward does not)
 COVERED_ELSEWHERE = {"Scatter": "tests/test_grad_scatter_opset10.py"}
@@ -1080,7 +1092,7 @@ def build(case: Case, elem: int) -> onnx.ModelProto:
     domains = [helper.make_opsetid("", case.opset)] + (
         [helper.make_opsetid(MS, 1)] if any(n.domain == MS for n in case.nodes) else [])
     m = helper.make_model(g, opset_imports=domains)
-    m.ir_version = 8 if case.opset <= 17 else (9 if case.opset <= 20 else 10)
+    m.ir_version = 8 if case.opset <= 17 else (9 if case.opset <= 20 else (10 if case.opset <= 23 else 11))
     m = annotate_outputs(infer_shapes(m))
     for o in m.graph.output:
         if not o.type.tensor_type.elem_type:

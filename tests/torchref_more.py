@@ -140,6 +140,16 @@ def eval_more(node, ins, a: dict, opset: int) -> list:  # noqa: C901 - one branc
         return [_ms_attention(ins, a)]
     if op == "MultiHeadAttention":
         return [_ms_multi_head_attention(ins, a)]
+    if op == "TensorScatter":  # torch.scatter writes the update at each batch's positions along the axis
+        past, upd = x, ins[1]
+        ax = a.get("axis", -2) % past.dim()
+        w = ins[2] if len(ins) > 2 and ins[2] is not None else torch.zeros(past.shape[0], dtype=torch.int64)
+        pos = w.long()[:, None] + torch.arange(upd.shape[ax])[None]
+        if a.get("mode", "linear") == "circular":
+            pos = pos % past.shape[ax]
+        shape = [past.shape[0]] + [1] * (past.dim() - 1)
+        shape[ax] = upd.shape[ax]
+        return [torch.scatter(past, ax, pos.reshape(shape).expand(upd.shape), upd)]
     if op == "RotaryEmbedding":
         return [_rotary(ins, a, node.domain == "com.microsoft")]
     if op == "AffineGrid":

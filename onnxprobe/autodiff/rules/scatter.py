@@ -1,5 +1,5 @@
 """Indexed reads and writes: TopK (its values; the indices carry no gradient), GatherND, ScatterND,
-ScatterElements (w.r.t. the data and the updates), ReverseSequence. A gradient read at indices is a
+ScatterElements (w.r.t. the data and the updates), ReverseSequence, TensorScatter. A gradient read at indices is a
 gather, one written at indices a scatter (adding where indices repeat); a scatter without reduction keeps
 the last of repeated writes, as onnxruntime does."""
 
@@ -140,3 +140,28 @@ def compress(g):
     padded = g.Concat(g.dy, g.ConstantOfShape(one, value=numpy_helper.from_array(np.zeros([1], g.dtype))), axis=ax)
     dx = g.Gather(padded, at, axis=ax)
     return [g.Reshape(dx, g.Shape(x)) if flat else dx]
+
+
+@rule("TensorScatter", inputs=(0, 1))
+def tensor_scatter(g):
+    """y = past_cache with update written along ``axis`` at write_indices[b] + s (mod the cache length when
+    mode is circular) for each batch b (opset 24, KV-cache updates)  ->  d update = dy read at those
+    positions (GatherElements), d past_cache = dy with them set to 0 (the update overwrote them)"""
+    past, upd = g.x[0], g.x[1]
+    r = g.rank(past)
+    a = g.attr("axis", -2)
+    a = a + r if a < 0 else a
+    i64 = lambda v: g.const(np.array(v, np.int64))  # noqa: E731
+    seq = g.shape(upd, a, a + 1)
+    starts = g.unsqueeze(_i64(g, g.x[2]), [1]) if g.has(2) else g.ConstantOfShape(
+        g.Concat(g.shape(past, 0, 1), g.ints([1]), axis=0), value=numpy_helper.from_array(np.zeros([1], np.int64)))
+    pos = g.Add(starts, g.unsqueeze(g.Range(i64(0), g.squeeze(seq, [0]), i64(1)), [0]))  # [B, S]
+    mode = g.attr("mode", "linear")
+    if (mode.decode() if isinstance(mode, bytes) else mode) == "circular":
+        pos = g.Mod(pos, g.squeeze(g.shape(past, a, a + 1), [0]))
+    ones = lambda n: [g.ints([1] * n)] if n else []  # noqa: E731
+    pos = g.Reshape(pos, g.Concat(g.shape(past, 0, 1), *ones(a - 1), seq, *ones(r - a - 1), axis=0))
+    idx = g.Expand(pos, g.Shape(upd))
+    dpast = g.ScatterElements(g.dy, idx, _zeros(g, upd), axis=a) if g.wants(0) else None
+    dupd = g.GatherElements(g.dy, idx, axis=a) if g.wants(1) else None
+    return [dpast, dupd]
