@@ -830,6 +830,18 @@ CASES += [
 ]
 
 
+# DFT: complex and real signals, dft_length padding and cutting, onesided, inverse, the opset-17 attribute form
+n64 = lambda v: np.array(v, np.int64)  # noqa: E731 - a scalar input
+CASES += [
+    one("DFT", {"x": (2, 5, 2)}, opset=20, id="DFT-complex"),
+    one("DFT", {"x": (3, 6, 1)}, consts={"n": n64(8), "ax": n64(-2)}, ins=["x", "n", "ax"], attrs=dict(onesided=1),
+        opset=20, id="DFT-real-onesided-padded"),
+    one("DFT", {"x": (6, 3, 2)}, consts={"n": n64(4), "ax": n64(0)}, ins=["x", "n", "ax"], attrs=dict(inverse=1),
+        opset=20, id="DFT-inverse-cut-axis0"),
+    one("DFT", {"x": (2, 5, 1)}, attrs=dict(axis=1, onesided=1), opset=17, id="DFT-opset17-real-onesided-odd"),
+]
+
+
 # rules checked by a test of their own, not a case of this table: Scatter exists in opsets 9 and 10 only, whose
 # gradient needs the model converted to opset 11 or later first (api.grad_plan does it; attach_backward does not)
 COVERED_ELSEWHERE = {"Scatter": "tests/test_grad_scatter_opset10.py"}

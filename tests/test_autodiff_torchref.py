@@ -236,7 +236,7 @@ MORE_OPS = {"Einsum", "TopK", "ScatterND", "ScatterElements", "DepthToSpace", "S
             "FastGelu", "QuickGelu", "Swish", "LpNormalization", "MeanVarianceNormalization", "NegativeLogLikelihoodLoss",
             "SoftmaxCrossEntropyLoss", "Det", "GridSample", "Col2Im", "GlobalLpPool",
             "SimplifiedLayerNormalization", "Compress", "MaxUnpool", "RotaryEmbedding", "AffineGrid", "CenterCropPad",
-            "EmbedLayerNormalization", "MultiHeadAttention", "TensorScatter"}
+            "EmbedLayerNormalization", "MultiHeadAttention", "TensorScatter", "DFT"}
 
 
 def eval_node(node, ins, opset, env=None):  # noqa: C901 - one branch per op

@@ -235,14 +235,15 @@ def test_flags_that_do_not_go_together(tmp_path):
 
 
 def test_op_without_a_rule_names_the_op_and_the_node(tmp_path):
-    m = make_model([helper.make_node("DFT", ["x"], ["c"], name="unit_rows", axis=1),
+    rois = numpy_helper.from_array(np.array([[0, 0, 0, 3, 3]], np.float32), "rois")
+    m = make_model([helper.make_node("MaxRoiPool", ["x", "rois"], ["c"], name="unit_rows", pooled_shape=[2, 2]),
                     helper.make_node("Relu", ["c"], ["y"], name="relu")],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 1])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 2])])
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])], [rois])
     p = tmp_path / "m.onnx"
     onnx.save(m, p)
     msg = _one_line_error(invoke("grad", p, "--wrt", "x", "--device", "cpu"), 1)
-    assert "DFT" in msg and "unit_rows" in msg and "gradient rules for" in msg and "…" not in msg
+    assert "MaxRoiPool" in msg and "unit_rows" in msg and "gradient rules for" in msg and "…" not in msg
     # a gradient that does not pass through it is fine
     r = invoke("grad", p, "--wrt", "c", "--device", "cpu")
     assert r.exit_code == 0, r.output
@@ -250,16 +251,17 @@ def test_op_without_a_rule_names_the_op_and_the_node(tmp_path):
 
 def test_no_rule_needed_off_the_path():
     """Ops that no requested gradient passes through need no rule (pruning)."""
-    m = make_model([helper.make_node("DFT", ["x"], ["side"], name="side", axis=1),
+    m = make_model([helper.make_node("MaxRoiPool", ["x", "rois"], ["side"], name="side", pooled_shape=[2, 2]),
                     helper.make_node("Mul", ["x", "w"], ["y"], name="mul")],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4]),
-                    helper.make_tensor_value_info("side", TensorProto.FLOAT, [2, 3, 2])],
-                   [numpy_helper.from_array(np.ones((2, 3, 4), np.float32), "w")])
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4]),
+                    helper.make_tensor_value_info("side", TensorProto.FLOAT, [1, 1, 2, 2])],
+                   [numpy_helper.from_array(np.ones((1, 1, 4, 4), np.float32), "w"),
+                    numpy_helper.from_array(np.array([[0, 0, 0, 3, 3]], np.float32), "rois")])
     model = api.Model(m, m, "mem")
     gp = api.grad_plan(model, api.GradSpec(output="y", wrt=("x", "w")))
     ops = [n.op_type for n in gp.backward.model.graph.node]
-    assert "DFT" not in ops  # pruned: the loss does not need it
+    assert "MaxRoiPool" not in ops  # pruned: the loss does not need it
 
 
 def test_readme_python_example(tmp_path):

@@ -140,6 +140,18 @@ def eval_more(node, ins, a: dict, opset: int) -> list:  # noqa: C901 - one branc
         return [_ms_attention(ins, a)]
     if op == "MultiHeadAttention":
         return [_ms_multi_head_attention(ins, a)]
+    if op == "DFT":  # torch.fft on the complex signal, n zero-pads or cuts it; ifft divides by n
+        if opset >= 20:
+            ax = int(ins[2].reshape(-1)[0]) if len(ins) > 2 and ins[2] is not None else -2
+        else:
+            ax = a.get("axis", 1)
+        ax %= x.dim()
+        n = int(ins[1].reshape(-1)[0]) if len(ins) > 1 and ins[1] is not None else x.shape[ax]
+        xc = torch.complex(x[..., 0], x[..., 1] if x.shape[-1] == 2 else torch.zeros_like(x[..., 0]))
+        y = (torch.fft.ifft if a.get("inverse", 0) else torch.fft.fft)(xc, n=n, dim=ax)
+        if a.get("onesided", 0):
+            y = y.narrow(ax, 0, n // 2 + 1)
+        return [torch.view_as_real(y)]
     if op == "TensorScatter":  # torch.scatter writes the update at each batch's positions along the axis
         past, upd = x, ins[1]
         ax = a.get("axis", -2) % past.dim()

@@ -1,5 +1,5 @@
 """Tensor algebra and scans: Einsum (any equation), CumSum, CumProd, Trilu, Det, and the block rearrangements
-DepthToSpace / SpaceToDepth."""
+DepthToSpace / SpaceToDepth; DFT."""
 
 from __future__ import annotations
 
@@ -186,3 +186,50 @@ def det(g):
     minors = g.Transpose(minors, perm=list(range(r - 2)) + [r - 2, r, r - 1, r + 1])
     sign = (-1.0) ** np.add.outer(np.arange(m), np.arange(m))
     return [g.Mul(g.Mul(g.Det(minors), g.const(sign.astype(g.dtype))), dyk)]
+
+
+@rule("DFT")
+def dft(g):
+    """y = F x along ``axis``, F[k, j] = exp(-2 pi i j k / n) (inverse: exp(+2 pi i j k / n) / n), x zero-padded
+    or cut to n = dft_length, y cut to its first n / 2 + 1 bins when onesided  ->  dx = F^H dy: dy zero-padded
+    back to n bins (onesided), n IDFT(dy) (inverse: DFT(dy) / n), cut or padded back to x's length, its real
+    part for a real x (last axis 1). The inverse one-sided DFT is refused."""
+    x = g.x[0]
+    r = g.rank(x)
+    inverse = int(g.attr("inverse", 0))
+    if inverse and g.attr("onesided", 0):
+        raise g.fail("the inverse one-sided DFT is not supported")
+    if g.opset >= 20:
+        ax = g.ints_input(2)
+        if g.has(2) and ax is None:
+            raise g.fail("a computed axis is not supported")
+        ax = ax[0] if ax else -2
+    else:
+        ax = int(g.attr("axis", 1))
+    a = ax + r if ax < 0 else ax
+    xd = g.static_dims(x)
+    if xd is None:
+        raise g.unknown_size("needs the input's size")
+    length = xd[a]
+    n = g.ints_input(1)[0] if g.has(1) and g.ints_input(1) else length
+    if g.has(1) and g.ints_input(1) is None:
+        raise g.fail("a computed dft_length is not supported")
+    dy = g.dy
+    if g.attr("onesided", 0):
+        pads = [0] * (2 * r)
+        pads[r + a] = n - (n // 2 + 1)
+        dy = g.pad(dy, pads)
+    if g.opset >= 20:
+        back = g.DFT(dy, "", g.const(np.array(a, np.int64)), inverse=1 - inverse)
+    else:
+        back = g.DFT(dy, axis=a, inverse=1 - inverse)
+    dx = g.Mul(back, g.scalar(float(n) if not inverse else 1.0 / n))
+    if n > length:
+        dx = g.slice(dx, [0], [length], [a])
+    elif n < length:
+        pads = [0] * (2 * r)
+        pads[r + a] = length - n
+        dx = g.pad(dx, pads)
+    if xd[-1] == 1:
+        dx = g.slice(dx, [0], [1], [r - 1])
+    return [dx]
