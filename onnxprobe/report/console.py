@@ -43,6 +43,8 @@ class SafeConsole(Console):
         kwargs.setdefault("markup", False)
         kwargs.setdefault("highlight", False)
         kwargs.setdefault("emoji", False)
+        if os.environ.get("NO_COLOR", "") != "":  # no-color.org: set and not empty; Rich's own NO_COLOR drops
+            kwargs.setdefault("color_system", None)  # the colours and keeps bold and dim: plain text, as on a pipe
         super().__init__(*args, **kwargs)
 
     def print(self, *objects, **kwargs) -> None:
