@@ -6,11 +6,14 @@ import re
 import textwrap
 from typing import Iterable
 
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from onnxprobe.session.commands.table import ALIASES, COMMANDS, Env, GROUPS, Quit, bad, command, lookup, no_more
 
+
+HELP_TEXT_MIN = 30  # the narrowest description column of `help`'s list beside the usages
 
 # -- session ---------------------------------------------------------------------------------------------
 
@@ -52,15 +55,26 @@ def cmd_help(env: Env, args: list[str]):
         if c.aliases:
             out.append(f"\n\n  also: {', '.join(c.aliases)}", style="dim")
         return out
-    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), show_header=False)
     w = max(len(c.short_usage) for c in COMMANDS.values()) + 2
-    table.add_column(no_wrap=True, min_width=w, max_width=w)
-    table.add_column(ratio=1)
-    for g in GROUPS:
-        table.add_row(Text(g, style="bold underline"), "")
-        for c in COMMANDS.values():
-            if c.group == g:
-                table.add_row(Text("  " + c.short_usage, style="bold"), c.help)
+    if env.width - w - 2 < HELP_TEXT_MIN:  # too narrow for the descriptions beside the usages (Rich dropped their
+        # column, and cropped the longest usage): each description goes under its usage, indented
+        table = Table(box=None, pad_edge=False, padding=0, show_header=False)
+        table.add_column(overflow="fold")
+        for g in GROUPS:
+            table.add_row(Text(g, style="bold underline"))
+            for c in COMMANDS.values():
+                if c.group == g:
+                    table.add_row(Text("  " + c.short_usage, style="bold", overflow="fold"))
+                    table.add_row(Padding(c.help, (0, 0, 0, 6)))
+    else:
+        table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), show_header=False)
+        table.add_column(no_wrap=True, min_width=w, max_width=w)
+        table.add_column(ratio=1)
+        for g in GROUPS:
+            table.add_row(Text(g, style="bold underline"), "")
+            for c in COMMANDS.values():
+                if c.group == g:
+                    table.add_row(Text("  " + c.short_usage, style="bold"), c.help)
     foot = Text("help COMMAND for its options and details. Tab completes commands, node and tensor names; "
                 "Ctrl-C cancels a command; Ctrl-D quits.", style="dim")
     return [table, foot]
