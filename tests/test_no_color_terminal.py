@@ -48,3 +48,10 @@ def test_empty_no_color_is_unset(tmp_path):
 def test_no_color_error_line_is_plain(tmp_path):
     screen = on_terminal(["layers", str(tmp_path / "missing.onnx")], tmp_path, NO_COLOR="1")
     assert "onnxprobe: error:" in screen and not SGR.search(screen), repr(screen)
+
+
+def test_no_color_help_is_plain(tmp_path):
+    # Typer's help console is its own: Rich's NO_COLOR kept its bold options and dim boxes
+    assert SGR.search(on_terminal(["mark", "--help"], tmp_path))
+    plain = on_terminal(["mark", "--help"], tmp_path, NO_COLOR="1")
+    assert "--output" in plain and not SGR.search(plain), repr(plain[:500])

@@ -49,6 +49,10 @@ class _Group(TyperGroup):
             from click.exceptions import ClickException, NoArgsIsHelpError
 
         piped = _stdout_id()
+        if os.environ.get("NO_COLOR", "") != "":  # the help's own Rich console: plain text, as every table's
+            from typer import rich_utils  # (report.console.SafeConsole); Rich's NO_COLOR kept bold and dim
+
+            rich_utils.COLOR_SYSTEM = None
         try:
             rv = super().main(*args, standalone_mode=False, **kwargs)
         except SystemExit as e:
