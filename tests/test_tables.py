@@ -1002,3 +1002,26 @@ def test_the_record_layout_shows_a_tensor_name_whole(tmp_path):
     for n in nodes:
         assert f"tensor{n.output[0]}" in compact, out
     assert "…" not in out, out
+
+
+def test_a_name_column_is_never_narrower_than_whole_parts_tell_its_names_apart():
+    """BERT's dense MatMuls (attention/output, intermediate, output of each layer) at 60 columns read
+    '…r/layer.0/atten…e/MatMul', cut mid-part: the readable width took a middle cut that happened to end in
+    '/MatMul' for a path shortened by whole parts. Now each shortened name is its name's own parts and '…',
+    and they all differ."""
+    from onnxprobe.report.table import _readable_width
+
+    names = [f"/m/encoder/layer.{i}/{p}/MatMul" for i in range(2)
+             for p in ("attention/self/query", "attention/self/key", "attention/output/dense", "intermediate/dense", "output/dense")]
+    width = _readable_width(names, max(len(n) for n in names))
+    short = shorten_names(names, width)
+    assert len(set(short)) == len(names), short
+    for n, s in zip(names, short):
+        parts = iter(n.split("/"))
+        assert all(seg == "…" or seg in parts for seg in s.split("/")), (n, s)  # whole parts, in order
+    t = Table([Column("index", "#", justify="right"), Column("node", "node", name=True), Column("min", "min", justify="right")])
+    for k, n in enumerate(names):
+        t.add_row([str(k), n, "-0.5174"])
+    lines = [text for text, _ in t.lines(60)]
+    assert all(len(line) <= 60 for line in lines)
+    assert not any(re.search(r"[^/ ]…|…[^/ ]", line) for line in lines), lines

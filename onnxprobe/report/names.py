@@ -73,6 +73,13 @@ def shorten_path(name: str, width: int, must: frozenset[int] = frozenset()) -> s
     return short if cl.cells(short) <= width else middle(name, width)
 
 
+def whole_parts(parts: list[str], short: str) -> bool:
+    """``short`` is made of whole ``parts`` of its name, in order, and '…' for those left out: not a middle
+    cut that happens to end in the last part ('…r/layer.0/atten…e/MatMul' reads no part of three)."""
+    rest = iter(parts)
+    return all(seg == ELLIPSIS or seg in rest for seg in short.split("/"))
+
+
 def _common(lists: list[list[str]]) -> int:
     """How many leading items all the lists share."""
     n = 0

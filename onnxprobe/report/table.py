@@ -36,7 +36,7 @@ from onnxprobe.report import cells as cl
 from onnxprobe.report.console import Lines
 from onnxprobe.report.format import json_word
 from onnxprobe.report.format import shape as fmt_shape
-from onnxprobe.report.names import shorten_names
+from onnxprobe.report.names import shorten_names, whole_parts
 from onnxprobe.report.wrap import GAP  # GAP: spaces between columns
 from onnxprobe.report.wrap import flow as _flow
 from onnxprobe.report.wrap import fold as _fold
@@ -337,13 +337,13 @@ class Table:
 
 
 def _readable(names: list[str], short: list[str]) -> bool:
-    """Shortened names that still tell the rows apart, paths that kept their last part whole, and names
+    """Shortened names that still tell the rows apart, paths shortened by whole parts that kept their last, and names
     that are no path (``last_hidden_state``: a last part of their own) whole."""
     if len(set(short)) != len(set(names)):
         return False
     for n, sh in zip(names, short):  # cells, escaped already
         parts = n.split("/")
-        if sh != n and (len(parts) <= 2 or not sh.endswith("/" + parts[-1])):
+        if sh != n and (len(parts) <= 2 or not sh.endswith("/" + parts[-1]) or not whole_parts(parts, sh)):
             return False
     return True
 
