@@ -258,7 +258,7 @@ class Tolerance:
         # max|a-b| of 5 passed against |b| ~ 1e4); with --rtol too, both
         atol_only = metric in ABSOLUTE and atol is not None and rtol is None
         # the report says the criterion and why (README): these flags, and which thresholds are defaults
-        said = ([f"--metric {metric}"] if metric_given else []) + [f"--{k.replace('_', '-')} {values[k]:g}" for k in given]
+        said = ([f"--metric {metric}"] if metric_given else []) + [f"--{k.replace('_', '-')} {exact(values[k])}" for k in given]
         rest = [k for k in USES[metric] if k not in given and not (atol_only and k == "rtol")]
         why = f"given: {' '.join(said)}" + (f"; {', '.join(rest)} the default{'s' if len(rest) > 1 else ''}" if rest else "")
         return cls(metric, DEFAULTS["atol"] if atol is None else atol,
@@ -375,18 +375,28 @@ class Tolerance:
 
     @property
     def rule(self) -> str:
-        rel = f" + {self.rtol:g}*max|b|" if self.rtol else ""  # the absolute metrics' rtol term, where it is one
+        rel = f" + {exact(self.rtol)}*max|b|" if self.rtol else ""  # the absolute metrics' rtol term, where it is one
         low = f"max(max|b|, {self.atol_floor:.3g})" if self.atol_floor else "max|b|"  # max|b|: the tensor's own
-        atol = f"{self.atol:g}*{low}" if self.atol_relative else f"{self.atol:g}"
+        atol = f"{exact(self.atol)}*{low}" if self.atol_relative else f"{exact(self.atol)}"
         return {
-            "allclose": f"|a-b| <= {atol} + {self.rtol:g}*|b|",
+            "allclose": f"|a-b| <= {atol} + {exact(self.rtol)}*|b|",
             "max_abs": f"max|a-b| <= {atol}{rel}",
             "mean_abs": f"mean|a-b| <= {atol}{rel}",
             "rmse": f"rmse <= {atol}{rel}",
-            "max_rel": f"max rel <= {self.rtol:g}",
-            "cosine": f"cosine >= {self.min_cosine:g}",
-            "sqnr": f"SQNR >= {self.min_sqnr:g} dB" + (f" or max|a-b| <= {self.abs_floor:g}" if self.abs_floor is not None else ""),
+            "max_rel": f"max rel <= {exact(self.rtol)}",
+            "cosine": f"cosine >= {exact(self.min_cosine)}",
+            "sqnr": f"SQNR >= {exact(self.min_sqnr)} dB" + (f" or max|a-b| <= {exact(self.abs_floor)}" if self.abs_floor is not None else ""),
         }[self.metric]
+
+
+def exact(v: float) -> str:
+    """A threshold in the fewest significant digits that read back as the same number: ``0.3``, ``1e-05``, and
+    ``0.9999999`` (six digits, ``:g``, said 'cosine >= 1', a threshold only an exact match meets)."""
+    for digits in range(6, 18):
+        text = f"{v:.{digits}g}"
+        if float(text) == v:
+            return text
+    return repr(float(v))
 
 
 def nothing_measured(shape, m: PairMetrics) -> str:
