@@ -12,7 +12,7 @@ from rich.text import Text
 
 from onnxprobe import api
 from onnxprobe.errors import UsageError, cli_words
-from onnxprobe.report.diff import COLUMNS, PROBLEM, diff_renderables
+from onnxprobe.report.diff import COLUMNS, PROBLEM, cosine_cell, diff_renderables
 from onnxprobe.report.format import safe, num, shape as fmt_shape
 from onnxprobe.session.commands.table import Env, command, pop_json_view, tag, with_json
 from onnxprobe.session.parse import parse_selection, pop_all, pop_option
@@ -129,7 +129,7 @@ def cmd_match(env: Env, args: list[str]):
                                         + (" · FAIL" if r.passed is False else "")))
             elif r is not None and r.metrics is not None:
                 mt = r.metrics
-                out.append(f"\nshape [{fmt_shape(r.shape)}] · max|a-b| {num(mt.max_abs, 3)} · cosine {num(mt.cosine, 6)}"
+                out.append(f"\nshape [{fmt_shape(r.shape)}] · max|a-b| {num(mt.max_abs, 3)} · cosine {cosine_cell(mt.cosine)}"
                            f" · SQNR {'exact' if mt.exact else num(mt.sqnr_db, 3) + ' dB'} · " + ("pass" if r.passed else "FAIL"))
             return [out]
     for side, items in (("a", m.unmatched_a), ("b", m.unmatched_b)):
