@@ -77,3 +77,25 @@ def test_one_value_prints_as_its_type_holds_it(tmp_path):
         shown = [b.split("\n")[1].strip() for b in r.stdout.split("→ [scalar]:")[1:]]
         assert shown == [str(v) for v in x[0]], (np_type, shown)
         assert [np_type(s) for s in shown] == list(x[0])  # each reads back to the value
+
+
+def test_histogram_keeps_within_the_width(tmp_path):
+    """`show`'s histogram drew bars of a fixed share of the width whatever its labels took: float64 labels of
+    1e6 + 1e-10 (18 digits a side) at 80 columns wrapped each row, its count on a line of its own. Every row
+    is one line within the width (labels, bar, count), down to 40 columns; counts as numpy's."""
+    from rich.cells import cell_len
+
+    x = 1e6 + np.array([[6.4e-10, 2.7e-10, 4e-11, 1.6e-11], [8.1e-10, 9.1e-10, 5e-10, 3e-10]])
+    _identity(tmp_path / "m.onnx", TensorProto.DOUBLE)
+    np.save(tmp_path / "x.npy", x)
+    for width in (40, 60, 80, 120):
+        r = CliRunner().invoke(app, ["debug", str(tmp_path / "m.onnx"), "--input", f"x={tmp_path / 'x.npy'}", "--script", "-"],
+                               input="show y --bins 4\n", env={"COLUMNS": str(width), "NO_COLOR": "1"})
+        assert r.exit_code == 0, r.output
+        block = r.stdout.split("histogram:\n")[1].split("finite values")[0].splitlines()
+        assert all(cell_len(line) <= width for line in block), (width, block)
+        bars = [line for line in block if "│" in line]
+        assert len(bars) == 4 and sum(int(b.split()[-1]) for b in bars) == x.size, (width, block)
+        assert all(re.search(r"│[█▏▎▍▌▋▊▉ ]*\s\d+$", b) for b in bars), (width, block)  # bar and count on the row
+        if width >= 60:  # room for the label on the row too (narrower: on a line of its own above)
+            assert all(re.match(r"\s*[\d.]+ … [\d.]+ │", b) for b in bars), (width, block)

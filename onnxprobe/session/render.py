@@ -18,6 +18,7 @@ from onnxprobe.report.table import Column, Table
 from onnxprobe.api import TensorStats
 
 BLOCKS = " ▏▎▍▌▋▊▉█"
+BAR_MIN = 10  # the narrowest bar beside its label: narrower, the label goes above it
 
 
 def bar(fraction: float, width: int) -> str:
@@ -27,10 +28,12 @@ def bar(fraction: float, width: int) -> str:
     return "█" * full + (BLOCKS[part] if part else "")
 
 
-def histogram(values: np.ndarray, bins: int = 16, width: int = 40, log: bool = False) -> Text:
+def histogram(values: np.ndarray, bins: int = 16, width: int = 40, log: bool = False, room: int | None = None) -> Text:
     """Counts of the finite values in ``bins`` equal bins (integer tensors with a small range get one bin
     per integer), one row per bin: ``low … high  bar  count``. A bin that holds anything shows at least
-    a sliver; ``log`` scales the bars by log(1 + count), for skewed distributions."""
+    a sliver; ``log`` scales the bars by log(1 + count), for skewed distributions. ``room``: the line's
+    width; the bars take at most ``width`` cells of what the labels and counts leave (float64 labels of
+    1e6 + 1e-10 take 39), and where that is under BAR_MIN each label goes on a line of its own above its bar."""
     a = np.asarray(values)
     if a.dtype.kind == "b":
         a = a.astype(np.int8)
@@ -54,8 +57,12 @@ def histogram(values: np.ndarray, bins: int = 16, width: int = 40, log: bool = F
     peak = int(counts.max()) if counts.size else 0
     lw = max(len(s) for s in labels)
     cw = len(str(peak))
+    above = False
+    if room is not None:
+        above = room - lw - 3 - cw < BAR_MIN
+        width = max(min(width, room - 3 - cw - (0 if above else lw)), 1)
     for label, c in zip(labels, counts):
-        out.append(f"{label:>{lw}} │", style="dim")
+        out.append(f"{label}\n │" if above else f"{label:>{lw}} │", style="dim")
         frac = (math.log1p(c) / math.log1p(peak) if log else c / peak) if peak else 0.0
         b = bar(frac, width) or ("▏" if c else "")
         out.append(f"{b:<{width}}", style="cyan")

@@ -154,7 +154,7 @@ def cmd_show(env: Env, args: list[str]):
         out.append(Text(np.array2string(np.asarray(part), separator=" ") if np.ndim(part) else _one(np.asarray(part)[()])))
     if numeric and value.size:
         out.append(Text("histogram" + (" (whole tensor)" if index is not None else "") + ":", style="bold"))
-        out.append(render.histogram(value, bins=nbins, width=max(min(env.width - 40, 50), 10), log=log))
+        out.append(render.histogram(value, bins=nbins, width=50, log=log, room=env.width))
     return out
 
 
