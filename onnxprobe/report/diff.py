@@ -199,7 +199,7 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
         idx = f"▶{p['index']}" if k == first_row else str(p["index"])
         # inside an If branch (JSON has the scope), as layers marks body tensors
         cells = {"index": idx, "tensor": f"↳ {name}" if p.get("scope") else name, "op": op(p["op_type"]), "match": p["strategy"], "shape": shape(p["shape"]),
-                 "max_abs": num(p["max_abs"], 3), "cosine": cosine_cell(p["cosine"]), "sqnr_db": _db(p["sqnr_db"], p["exact"], p.get("count"), p["max_abs"]),
+                 "max_abs": num(p["max_abs"], 3), "cosine": cosine_cell(p["cosine"], p.get("metric") == "cosine"), "sqnr_db": _db(p["sqnr_db"], p["exact"], p.get("count"), p["max_abs"]),
                  "introduced_sqnr_db": "NaN/Inf" if p.get("introduced_nonfinite_mismatch") else _db(
                      p["introduced_sqnr_db"], p["introduced_exact"], p.get("introduced_count"), p.get("introduced_max_abs")),
                  "pass": ok,
@@ -325,14 +325,16 @@ def _db(v: float | None, exact: bool | None, count: int | None = None, max_abs: 
     return num(v, 3)
 
 
-def cosine_cell(v: float | None) -> str:
-    """Six places near 1, four below 0.99; a cosine below 1 never reads 1.000000 (a pair at 0.99999982 that
-    failed --min-cosine 0.9999999 did): it takes the places that tell it from 1."""
+def cosine_cell(v: float | None, judged: bool = False) -> str:
+    """Six places near 1, four below 0.99; a cosine below 1 takes up to nine places that tell it from 1
+    (0.9999998: a pair at 0.99999982 that failed --min-cosine 0.9999999 read '1.000000 ... FAIL'). Closer
+    to 1 than that it reads 1.000000, unless the pair is ``judged`` by its cosine, where it says how far
+    below 1 it is (1-4.4e-15): no cell then contradicts the criterion."""
     if v is None:
         return "-"
     if v <= 0.99:
         return f"{v:.4f}"
-    places = 6
-    while v < 1 and float(f"{v:.{places}f}") >= 1 and places < 17:
-        places += 1
-    return f"{v:.{places}f}"
+    for places in range(6, 10):
+        if v >= 1 or float(f"{v:.{places}f}") < 1:
+            return f"{v:.{places}f}"
+    return f"1-{1 - v:.2g}" if judged else f"{v:.6f}"

@@ -129,7 +129,7 @@ def cmd_match(env: Env, args: list[str]):
                                         + (" · FAIL" if r.passed is False else "")))
             elif r is not None and r.metrics is not None:
                 mt = r.metrics
-                out.append(f"\nshape [{fmt_shape(r.shape)}] · max|a-b| {num(mt.max_abs, 3)} · cosine {cosine_cell(mt.cosine)}"
+                out.append(f"\nshape [{fmt_shape(r.shape)}] · max|a-b| {num(mt.max_abs, 3)} · cosine {cosine_cell(mt.cosine, r.tolerance.metric == 'cosine')}"
                            f" · SQNR {'exact' if mt.exact else num(mt.sqnr_db, 3) + ' dB'} · " + ("pass" if r.passed else "FAIL"))
             return [out]
     for side, items in (("a", m.unmatched_a), ("b", m.unmatched_b)):
