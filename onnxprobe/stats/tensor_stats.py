@@ -313,8 +313,14 @@ class TensorStats:
 
     @property
     def norm(self) -> float:
-        """The L2 norm of the finite values."""
-        return self.unit * math.sqrt(self._sumsq_in_units())
+        """The L2 norm of the finite values; taken at their scale where Σ x² in units would underflow or
+        overflow (a constant 1e-300 or 1e160 kept about its shift in unit 1: n c² is 0 or inf, the norm is not)."""
+        n, c = self.finite, self.shift / self.unit
+        m = max(abs(c), math.sqrt(self.s2 / n) if n and self.s2 > 0 else 0.0)
+        if not (m > 0 and math.isfinite(m)) or 1e-100 < m < 1e100:
+            return self.unit * math.sqrt(self._sumsq_in_units())
+        q = self.s2 / m / m + 2 * (c / m) * (self.s1 / m) + n * (c / m) * (c / m)
+        return self.unit * m * math.sqrt(max(q, 0.0))
 
     @property
     def abs_mean(self) -> float:
