@@ -11,7 +11,7 @@ import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, Source, first_shapes, model_path, run_batches, source
 from onnxprobe.api.inputs import (
-    as_config, as_inputs, as_max_memory, as_model, as_names, as_probe_result, as_raw, as_ray, as_selection, check_switches,
+    Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_names, as_probe_result, as_raw, as_ray, as_selection, check_switches,
     checked_feed, load, proto_of,
 )
 from onnxprobe.errors import ExecutionError, UsageError, settings_error
@@ -149,7 +149,7 @@ def _runner_of(model: Model, result: ProbeResult, config: RunConfig | None) -> G
 
 def layers(model: Model | str | os.PathLike, selection: Selection | None = None, config: RunConfig | None = None,
            inputs: InputSpec | None = None, *, save: bool = False, save_to: str | os.PathLike | None = None,
-           max_memory: int | None = None, progress=None, runtime: str = "ort",
+           max_memory: int | None = None, progress: Progress | None = None, runtime: str = "ort",
            runtime_options: dict[str, str] | None = None) -> ProbeResult:
     """What ``onnxprobe layers`` does: the statistics of every selected tensor, computed in the graph.
 
@@ -162,7 +162,7 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
     """
     check_switches("layers", save=save)
     model, selection, config = as_model(model), as_selection(selection), as_config(config)
-    max_memory = as_max_memory(max_memory)
+    max_memory, progress = as_max_memory(max_memory), as_progress(progress)
     fs = feeds(model, inputs)
     try:
         r = _runner_for(model, config, runtime, runtime_options, max_memory, feed=fs.values)
@@ -203,14 +203,14 @@ def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], n
 
 
 def save_tensors(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], path: str | os.PathLike, *,
-                 max_memory: int | None = None, progress=None, using: GraphRunner | None = None) -> int:
+                 max_memory: int | None = None, progress: Progress | None = None, using: GraphRunner | None = None) -> int:
     """Stream the raw values of ``result``'s probed tensors to ``path`` (.npz, safe entry names with the
     true names stored alongside), within ``max_memory`` per run (``raw_chunks``). Tensors that did not
     run (an If branch not taken, a Loop of no iterations) are left out; a main-graph tensor that ran empty
     is kept (an empty array of its shape). Returns the number of runs."""
     from onnxprobe.runtime.npz import NpzWriter, graph_fingerprint
 
-    model, max_memory = as_model(model), as_max_memory(max_memory)
+    model, max_memory, progress = as_model(model), as_max_memory(max_memory), as_progress(progress)
     result, feed = as_probe_result(result), checked_feed(model.proto, feed)  # before the file is started
     scoped = {p.ref.key for p in result.plan.probes if p.ref.scope}  # inside a body: may not have run
     not_run = {n for n, st in result.stats.items() if st is not None and st.count == 0 and n in scoped}
@@ -335,14 +335,14 @@ class LayersWorker(BatchWorker):
 
 def layers_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | None = None,
                    selection: Selection | None = None, config: RunConfig | None = None, *, max_memory: int | None = None,
-                   progress=None, inputs_from: FeedsFrom | None = None, ray: RayOptions | None = None,
+                   progress: Progress | None = None, inputs_from: FeedsFrom | None = None, ray: RayOptions | None = None,
                    runtime: str = "ort", runtime_options: dict[str, str] | None = None) -> DatasetResult:
     """``layers --inputs-dir`` (or ``--inputs-from FILE.py:FUNC``): one pass per batch; moments from the
     in-graph statistics, histograms and percentiles from the tensors themselves, fetched within
     ``max_memory`` per run. ``ray``: the batches shared out to Ray actors (``api.datasets``); the
     statistics are the same, exactly. ``runtime`` / ``runtime_options``: as in ``layers``, for every batch."""
     model, selection, config = as_model(model), as_selection(selection), as_config(config)
-    max_memory, ray = as_max_memory(max_memory), as_ray(ray)
+    max_memory, ray, progress = as_max_memory(max_memory), as_ray(ray), as_progress(progress)
     src = source(model, inputs, inputs_from)
     path = model_path(model) if ray else None
     first = _checked_runner(model, config, runtime, runtime_options, max_memory, src)

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from onnxprobe.api.inputs import as_dataset
+from onnxprobe.api.inputs import Progress, as_dataset, as_progress
 from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError, first_line, settings_error
 from onnxprobe.graph.model import Model
 from onnxprobe.runtime.dataset import (INPUTS_DIR, INPUTS_FROM, Batch, dataset_batches, generator_samples, load_batch,
@@ -167,9 +167,10 @@ PIPELINE_GIVES_UP = 64  # a pipeline (it may never end) whose first samples all 
 
 
 def run_batches(factory: Callable[[], BatchWorker], src: Source, merge: Callable[[int, str, object], None], *,
-                ray: RayOptions | None = None, progress=None) -> Executor:
+                ray: RayOptions | None = None, progress: Progress | None = None) -> Executor:
     """``merge(index, label, partial)`` for every batch of ``src``, here or on Ray (``ray``); raises the
     batches' failures as one error after all of them ran."""
+    progress = as_progress(progress)
     executor = Executor()
     failures: list[tuple[int, str, OnnxProbeError]] = []
     count = [0]

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.inputs import (
-    as_config, as_inputs, as_max_memory, as_model, as_selection, check_map, check_switches, expect,
+    Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_selection, check_map, check_switches, expect,
 )
 from onnxprobe.api.profile import check_profile
 from onnxprobe.compare.diff import DiffResult
@@ -243,7 +243,7 @@ def diff(
     user_map: dict[str, str] | None = None,
     introduced: bool = True,
     max_memory: int | None = None,
-    progress=None,
+    progress: Progress | None = None,
     fp32_sensitivity: int = 0,
     fuse: bool = True,
     profile: bool = False,
@@ -269,7 +269,7 @@ def diff(
         raise setting_error(UsageError, FP32_SENSITIVITY,
                             f"{fp32_sensitivity}: the number of layers to rerun in fp32 (0: none)")
     selection, config, inputs, tolerance, per_tensor = checked_arguments(selection, config, inputs, tolerance, per_tensor)
-    max_memory = as_max_memory(max_memory)
+    max_memory, progress = as_max_memory(max_memory), as_progress(progress)
     vs_runtime = check_reference(b, vs_device=vs_device, vs_opt_level=vs_opt_level, vs_reference=vs_reference,
                                  vs_npz=vs_npz, vs_torch=vs_torch, runtime=runtime, vs_runtime=vs_runtime,
                                  runtime_options=runtime_options)

@@ -10,7 +10,7 @@ import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, first_shapes, model_path, run_batches, source
 from onnxprobe.api.diff import check_reference, checked_arguments, make_sides
-from onnxprobe.api.inputs import as_dataset, as_max_memory, as_ray, check_map, check_switches
+from onnxprobe.api.inputs import Progress, as_progress, as_dataset, as_max_memory, as_ray, check_map, check_switches
 from onnxprobe.compare.dataset import DiffPartial, Pool, measure_sample
 from onnxprobe.compare.diff import DiffResult, prepare
 from onnxprobe.compare.measure import DiffPlan
@@ -103,7 +103,7 @@ def diff_dataset(
     user_map: dict[str, str] | None = None,
     introduced: bool = True,
     max_memory: int | None = None,
-    progress=None,
+    progress: Progress | None = None,
     fuse: bool = True,
     ray: RayOptions | None = None,
 ) -> DiffResult:
@@ -120,7 +120,7 @@ def diff_dataset(
     check_map(user_map)
     check_switches("diff_dataset", vs_reference=vs_reference, introduced=introduced, fuse=fuse)
     selection, config, _, tolerance, per_tensor = checked_arguments(selection, config, None, tolerance, per_tensor)
-    config, max_memory = config or RunConfig(), as_max_memory(max_memory)
+    config, max_memory, progress = config or RunConfig(), as_max_memory(max_memory), as_progress(progress)
     ray = as_ray(ray)
     as_dataset(inputs, inputs_from)  # before the plan is made
     a_model = as_model(a)

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.diff import checked_arguments
-from onnxprobe.api.inputs import as_max_memory, as_model, check_map
+from onnxprobe.api.inputs import Progress, as_progress, as_max_memory, as_model, check_map
 from onnxprobe.compare.constant_loss import judge_constant_loss
 from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, gradient_tolerance, unread_note
 from onnxprobe.compare.diff import DiffResult, gradient_origin
@@ -47,7 +47,7 @@ def diff_grad(
     per_tensor: dict | None = None,
     user_map: dict[str, str] | None = None,
     max_memory: int | None = None,
-    progress=None,
+    progress: Progress | None = None,
 ) -> DiffResult:
     """Compare the gradients of model A with those of model B (``onnxprobe diff --grad``): both get the
     loss ``spec`` and the same inputs; their weight, input and activation gradients are paired by the
@@ -72,7 +72,7 @@ def diff_grad(
     check_map(user_map)
     selection, config, inputs, tolerance, per_tensor = checked_arguments(selection, config, inputs, tolerance, per_tensor)
     one_tensor_once(per_tensor, "per_tensor")
-    max_memory = as_max_memory(max_memory)
+    max_memory, progress = as_max_memory(max_memory), as_progress(progress)
     if vs_torch is not None:
         if user_map:
             raise settings_error(UsageError, lambda say: f"{say(MAP)} is not used by "

@@ -12,7 +12,7 @@ import onnx
 from onnx import TensorProto
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
-from onnxprobe.api.inputs import as_config, as_inputs, as_max_memory, as_model, as_result, as_selection, check_switches, checked_feed
+from onnxprobe.api.inputs import Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_result, as_selection, check_switches, checked_feed
 from onnxprobe.autodiff import straight_through
 from onnxprobe.autodiff.check import DELTA, TOLERANCE, CheckItem, check_gradients, perturbable, to_float64
 from onnxprobe.autodiff.constant_loss import INSTEAD, unjudged  # noqa: F401 (INSTEAD: the CLI says it)
@@ -171,7 +171,7 @@ def grad_probes(gp: GradPlan) -> tuple[list[TensorRef], list[TensorRef], onnx.Mo
 
 def grad(model: Model | str | os.PathLike, selection: Selection | None = None, config: RunConfig | None = None,
          spec: GradSpec | None = None, inputs: InputSpec | None = None, *, save: bool = False,
-         save_to: str | os.PathLike | None = None, check: bool = False, progress=None,
+         save_to: str | os.PathLike | None = None, check: bool = False, progress: Progress | None = None,
          max_memory: int | None = None) -> GradResult:
     """What ``onnxprobe grad`` does: attach a loss and its backward graph, run forward and backward in
     one session and return the statistics of every gradient (and, with ``check``, their finite-
@@ -182,7 +182,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
     to disk (keyed by the tensor each is the gradient of) as they come, none kept in ``result.arrays``
     unless ``save`` or ``check`` holds them anyway, as ``layers(save_to=)`` does."""
     check_switches("grad", save=save, check=check)
-    max_memory = as_max_memory(max_memory)
+    max_memory, progress = as_max_memory(max_memory), as_progress(progress)
     spec, selection, inputs = as_spec(spec) or GradSpec(), as_selection(selection), as_inputs(inputs)
     config = as_config(config) or RunConfig(opt_level=GRAD_OPT_LEVEL)
     model = as_model(model)
@@ -241,13 +241,13 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
 
 
 def grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: GradResult, *,
-               device: str = "cpu", seed: int = 0, values: dict[str, np.ndarray] | None = None, progress=None) -> str:
+               device: str = "cpu", seed: int = 0, values: dict[str, np.ndarray] | None = None, progress: Progress | None = None) -> str:
     """Check each gradient in ``result`` against central finite differences of the loss (see
     ``autodiff.check.check_gradients``): float64 where onnxruntime has double kernels for every op of the
     forward graph, float32 otherwise. Fills ``row.check`` (``row.unjudged`` where the loss is constant in the
     tensor) and ``result.check_mode``, and returns the precision used;
     ``progress(done, total)`` is called per gradient checked."""
-    model = as_model(model)
+    model, progress = as_model(model), as_progress(progress)
     as_result(gp, GradPlan, "the GradPlan of api.grad_plan", "gp")
     as_result(result, GradResult, "the result of api.grad")
     feed = checked_feed(model.proto, feed)
@@ -257,7 +257,7 @@ def grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: 
 
 
 def _grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: GradResult, *,
-                device: str, seed: int, values: dict[str, np.ndarray] | None, progress=None) -> str:
+                device: str, seed: int, values: dict[str, np.ndarray] | None, progress: Progress | None = None) -> str:
     types = shaped_types(gp.forward)
     tensors = {}
     for row in result.rows:

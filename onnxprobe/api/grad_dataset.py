@@ -19,7 +19,7 @@ import numpy as np
 from onnxprobe.api.datasets import BatchWorker, first_arrays, first_label, model_path, relabel, run_batches, source
 from onnxprobe.api.grad import GradResult, GradRow, body_left_out, grad_probes
 from onnxprobe.api.grad_plan import EXTRA_FIELD, EXTRA_FLAG, GRAD_OPT_LEVEL, EmptyBatch, GradPlan, GradSpec, as_spec, grad_plan
-from onnxprobe.api.inputs import as_config, as_max_memory, as_ray, as_selection
+from onnxprobe.api.inputs import Progress, as_progress, as_config, as_max_memory, as_ray, as_selection
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.errors import OnnxProbeError, UsageError, setting_error, settings_error
 from onnxprobe.graph.model import Model, as_model
@@ -115,7 +115,7 @@ class GradWorker(BatchWorker):
 
 def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | None = None, selection: Selection | None = None,
                  config: RunConfig | None = None, spec: GradSpec | None = None, *, reduce: str = "sum",
-                 progress=None, ray: RayOptions | None = None, inputs_from: FeedsFrom | None = None,
+                 progress: Progress | None = None, ray: RayOptions | None = None, inputs_from: FeedsFrom | None = None,
                  max_memory: int | None = None) -> GradResult:
     """The gradients of the dataset's loss (``reduce``: the sum or the mean of the samples' losses) and
     their statistics (see the module's doc). ``inputs``: a folder of .npz batches or one stacked .npz;
@@ -130,7 +130,7 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
         raise settings_error(UsageError, lambda say: f"a dataset: {say((EXTRA_FIELD[kind], EXTRA_FLAG[kind]))} holds one "
                              "input's values, not a dataset's; dataset losses are sum or mean")
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
-    model, ray, max_memory = as_model(model), as_ray(ray), as_max_memory(max_memory)
+    model, ray, max_memory, progress = as_model(model), as_ray(ray), as_max_memory(max_memory), as_progress(progress)
     src = source(model, inputs, inputs_from)
     here = GradWorker(model, selection, config, spec, max_memory=max_memory)
     first = first_arrays(src, here.specs)  # the plan is made for its shapes

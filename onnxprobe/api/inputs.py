@@ -10,7 +10,7 @@ hand; a wrong kind of value is one UsageError here, never an AttributeError from
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +33,11 @@ from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
 
 __all__ = ["check_shape", "input_spec", "read_inputs", "named_by_position", "parse_int_range", "parse_size", "parse_dims", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
-           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_raw",
+           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_progress", "Progress", "as_raw",
            "as_ray", "as_dataset", "protect_inputs", "as_result", "as_probe_result", "what_came"]
 
 PATH = (str, os.PathLike)
+Progress = Callable[[int, int], object]  # progress(done, total), called as the work goes on
 
 
 def what_came(value) -> str:
@@ -76,6 +77,14 @@ def check_switches(where: str, **switches) -> None:
     given "no", 0 or None would be read by its truth, not by what it says."""
     for name, value in switches.items():
         check_bool(value, f"{where} {name}")
+
+
+def as_progress(progress) -> Progress | None:
+    """``progress`` when it is None or a function (called ``progress(done, total)`` as the work goes on);
+    anything else would fail only once the first run is done, as "'int' object is not callable"."""
+    if progress is None or callable(progress):
+        return progress
+    raise UsageError(f"progress: expected a function progress(done, total) or None, got {what_came(progress)}")
 
 
 def as_max_memory(max_memory) -> int | None:

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
-from onnxprobe.api.inputs import as_max_memory, check_switches
+from onnxprobe.api.inputs import Progress, as_progress, as_max_memory, check_switches
 from onnxprobe.api.torch_args import prepare, torch_module
 from onnxprobe.autodiff.select import WRT
 from onnxprobe.compare.criteria import HALF_TOLERANCE, export_tolerance
@@ -119,7 +119,7 @@ def diff_torch(
     user_map: dict[str, str] | None = None,
     introduced: bool = True,
     max_memory: int | None = None,
-    progress=None,
+    progress: Progress | None = None,
 ) -> DiffResult:
     """Compare ONNX model A (onnxruntime) with the PyTorch module it was exported from (``module``: an
     nn.Module, ``(module, example_args)`` or ``"FILE.py:FUNC"``), module by module. The inputs are the
@@ -130,7 +130,7 @@ def diff_torch(
     once more with each paired module's output replaced by the ONNX value (teacher forcing), so that each
     pair also says the error its module introduces on its own."""
     check_switches("diff_torch", introduced=introduced)
-    max_memory = as_max_memory(max_memory)
+    max_memory, progress = as_max_memory(max_memory), as_progress(progress)
     a_model, mod, fs, config, template = prepare(a, module, example_args, inputs, config)
     side_a = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, config, a_model.source),
                         who=who_of("A", a_model))
@@ -202,7 +202,7 @@ def diff_grad_torch(
     tolerance: Tolerance | None = None,
     per_tensor: dict | None = None,
     max_memory: int | None = None,
-    progress=None,
+    progress: Progress | None = None,
 ) -> DiffResult:
     """Compare the gradients of ONNX model A (onnxprobe's backward graph) with torch autograd's on the
     module it was exported from: the same loss (``spec``) on the same inputs. Weight gradients pair an
@@ -211,7 +211,7 @@ def diff_grad_torch(
     module pairing of ``diff_torch``; an LSTM's or GRU's parameters by their gate blocks inside the node's W, R
     and B (``torch.rnn``). Initializers the exporter derived otherwise (folded BatchNormalization) have no
     parameter and are listed with the reason."""
-    spec, max_memory = spec or GradSpec(), as_max_memory(max_memory)
+    spec, max_memory, progress = spec or GradSpec(), as_max_memory(max_memory), as_progress(progress)
     a_model, mod, fs, config, template = prepare(a, module, example_args, inputs, config or RunConfig(opt_level=GRAD_OPT_LEVEL))
     fwd_side = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu", cache=config.cache), a_model.source),
                           who=who_of("A", a_model))

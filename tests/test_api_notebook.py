@@ -1,0 +1,38 @@
+"""What a notebook user meets first: a ``progress`` that is not a function is one UsageError naming it
+before anything runs (not "'int' object is not callable" from inside the run)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import sample_path
+from onnxprobe import api
+from onnxprobe.errors import UsageError
+
+CNN, MLP = str(sample_path("cnn")), str(sample_path("mlp"))
+
+
+def _called(log):
+    return lambda done, total: log.append((done, total))
+
+
+@pytest.mark.parametrize("call", [
+    lambda p, tmp: api.layers(CNN, save_to=tmp / "t.npz", progress=p),
+    lambda p, tmp: api.diff(CNN, CNN, progress=p),
+    lambda p, tmp: api.grad(MLP, check=True, progress=p),
+    lambda p, tmp: api.save_tensors(CNN, api.layers(CNN), api.feeds(CNN).values, tmp / "t.npz", progress=p),
+    lambda p, tmp: api.diff_grad(MLP, MLP, progress=p),
+    lambda p, tmp: api.layers_dataset(CNN, inputs_from=[api.feeds(CNN).values], progress=p),
+    lambda p, tmp: api.diff_dataset(CNN, CNN, inputs_from=[api.feeds(CNN).values], progress=p),
+    lambda p, tmp: api.grad_dataset(MLP, inputs_from=[api.feeds(MLP).values], progress=p),
+], ids=["layers", "diff", "grad", "save_tensors", "diff_grad", "layers_dataset", "diff_dataset", "grad_dataset"])
+def test_progress_that_is_not_a_function_is_one_usage_error(call, tmp_path):
+    with pytest.raises(UsageError, match=r"^progress: expected a function progress\(done, total\) or None, got int 5$"):
+        call(5, tmp_path)
+    assert not (tmp_path / "t.npz").exists()
+
+
+def test_progress_function_is_called_with_done_and_total(tmp_path):
+    log = []
+    api.layers(CNN, save_to=tmp_path / "t.npz", progress=_called(log))
+    assert log and log[-1][0] == log[-1][1]
