@@ -184,9 +184,20 @@ class InputSpec:
                 raise refuse(f"files[{name!r}]", value, "expected a .npy / .pb path or a literal value such as 16000 "
                              "(arrays go in arrays=)")
 
+    def __repr__(self) -> str:  # a notebook's view: the arrays' types and shapes, not their values
+        arrays = "{" + ", ".join(f"{k!r}: {array_text(v)}" for k, v in self.arrays.items()) + "}"
+        return (f"InputSpec(seed={self.seed}, int_range={self.int_range}, shapes={self.shapes}, files={self.files}, "
+                f"arrays={arrays}, arrays_from={self.arrays_from!r}, arrays_complete={self.arrays_complete})")
+
     def names(self) -> list[str]:
         """Every input name the spec mentions."""
         return list(dict.fromkeys(list(self.arrays) + list(self.files) + list(self.shapes)))
+
+
+def array_text(value) -> str:
+    """An array as a notebook's view shows it: its type and shape ("float32[1x3x224x224]"), not its values."""
+    dtype = getattr(value, "dtype", None)
+    return f"{dtype if dtype is not None else type(value).__name__}[{'x'.join(str(d) for d in np.shape(value))}]"
 
 
 def _is_int(v) -> bool:

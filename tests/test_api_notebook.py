@@ -1,8 +1,11 @@
 """What a notebook user meets first: a ``progress`` that is not a function is one UsageError naming it
-before anything runs (not "'int' object is not callable" from inside the run)."""
+before anything runs (not "'int' object is not callable" from inside the run), and the inputs a user
+passes or gets back (``api.feeds``, an ``InputSpec`` of arrays) show as one line of names, types and shapes,
+not as the arrays' values."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from conftest import sample_path
@@ -36,3 +39,16 @@ def test_progress_function_is_called_with_done_and_total(tmp_path):
     log = []
     api.layers(CNN, save_to=tmp_path / "t.npz", progress=_called(log))
     assert log and log[-1][0] == log[-1][1]
+
+
+def test_feeds_and_input_spec_of_arrays_show_names_types_and_shapes():
+    big = np.arange(3 * 224 * 224, dtype=np.float32).reshape(1, 3, 224, 224)
+    spec = api.InputSpec(seed=3, arrays={"image": big})
+    text = repr(spec)
+    assert "\n" not in text and len(text) < 300, text
+    assert "arrays={'image': float32[1x3x224x224]}" in text and "seed=3" in text
+    fs = api.feeds(CNN)
+    text = repr(fs)
+    assert "\n" not in text and len(text) < 300, text
+    assert text.startswith("Feeds(image float32[1x3x32x32]")
+    assert repr(api.InputSpec()) .startswith("InputSpec(seed=0, int_range=(0, 100), shapes={}, files={}, arrays={}")

@@ -23,7 +23,7 @@ from onnxprobe.graph.shapes import static_shape
 from onnxprobe.graph.walk import unread_inputs
 from onnxprobe.runtime.arrays import Position, by_position, check_fits, literal, literal_as, read_array
 from onnxprobe.text import clean, quote, some
-from onnxprobe.types import InputSpec, named_dim
+from onnxprobe.types import InputSpec, array_text, named_dim
 
 # the settings that give inputs, as the API and the command line name them (``errors.setting_error``): the
 # strings ``input_spec`` reads (its parameters), and the InputSpec those make (its fields)
@@ -96,6 +96,9 @@ class ModelInput:
         return f"{clean(self.name)} {dt} [{clean(dims)}]"
 
 
+SHOWN = 8  # inputs a Feeds' repr names; the rest are counted
+
+
 @dataclass
 class Feeds:
     """One feed dict and what was decided to make it."""
@@ -106,6 +109,12 @@ class Feeds:
     random_ints: list[str] = field(default_factory=list)  # integer and bool inputs made of seeded random data
     about: dict[str, list[str]] = field(default_factory=dict)  # input -> the notes about it (in ``notes`` too)
     guessed: dict[str, str] = field(default_factory=dict)  # input -> the note on its ``defaulted`` dimensions
+
+    def __repr__(self) -> str:  # a notebook's view of api.feeds(...): each input's type and shape, not its values
+        shown = [f"{clean(n)} {array_text(v)}" for n, v in list(self.values.items())[:SHOWN]]
+        more = [f"... {len(self.values) - SHOWN} more"] if len(self.values) > SHOWN else []
+        notes = f": {len(self.notes)} note{'s' if len(self.notes) != 1 else ''}" if self.notes else ""
+        return f"Feeds({', '.join(shown + more)}{notes})"
 
     def explained(self, e: ExecutionError) -> ExecutionError:
         """``e``, a run's error, with ``hint`` after its message where there is one (not after an error that
