@@ -52,3 +52,20 @@ def test_feeds_and_input_spec_of_arrays_show_names_types_and_shapes():
     assert "\n" not in text and len(text) < 300, text
     assert text.startswith("Feeds(image float32[1x3x32x32]")
     assert repr(api.InputSpec()) .startswith("InputSpec(seed=0, int_range=(0, 100), shapes={}, files={}, arrays={}")
+
+
+def test_every_model_parameter_is_annotated_with_what_it_takes():
+    """An editor's or help()'s signature says what a ``model`` may be: a path, a Model or a ModelProto (README:
+    "Models may be paths, api.Models or onnx.ModelProtos"), not nothing, and not Model alone."""
+    import inspect
+    import typing
+
+    bare = []
+    for name in api.__all__:
+        fn = getattr(api, name)
+        if not inspect.isfunction(fn) or "model" not in inspect.signature(fn).parameters:
+            continue
+        ann = typing.get_type_hints(fn).get("model")
+        if ann is None or not {str, api.Model}.issubset(set(typing.get_args(ann)) | {ann}):
+            bare.append(name)
+    assert bare == [], bare

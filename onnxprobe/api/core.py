@@ -11,7 +11,7 @@ import numpy as np
 
 from onnxprobe.api.datasets import BatchWorker, Source, first_shapes, model_path, run_batches, source
 from onnxprobe.api.inputs import (
-    Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_names, as_probe_result, as_raw, as_ray, as_selection, check_switches,
+    ModelLike, Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_names, as_probe_result, as_raw, as_ray, as_selection, check_switches,
     checked_feed, load, proto_of,
 )
 from onnxprobe.errors import ExecutionError, UsageError, settings_error
@@ -38,7 +38,7 @@ __all__ = ["Model", "load", "select", "plan", "feeds", "runner", "run", "layers"
            "DatasetResult", "layers_dataset", "LayersResult", "LayersWorker", "LayersWorkerFactory"]
 
 
-def select(model, selection: Selection | None = None, **kw) -> list[TensorRef]:
+def select(model: ModelLike, selection: Selection | None = None, **kw) -> list[TensorRef]:
     """The tensors ``selection`` picks in ``model`` (a Model, a path or a ModelProto), in topological
     order (``graph.select.select``, whose keywords ``kw`` are: ``strict``, ``sites``)."""
     unknown = sorted(set(kw) - {"strict", "sites"})
@@ -50,7 +50,7 @@ def select(model, selection: Selection | None = None, **kw) -> list[TensorRef]:
     return select_refs(proto_of(model), as_selection(selection) or Selection(), **kw)
 
 
-def plan(model: Model, selection: Selection | None = None, *, stats: bool = True, raw: bool | set[str] = False) -> ProbePlan:
+def plan(model: ModelLike, selection: Selection | None = None, *, stats: bool = True, raw: bool | set[str] = False) -> ProbePlan:
     """A rewritten copy of the model that exposes the selected tensors (their in-graph statistics, shapes
     and, with ``raw``, values) as outputs; ``model`` (a Model, a path or a ModelProto) is untouched.
     ``raw``: True (every selected tensor's values) or tensor names (one string is one name)."""
@@ -64,13 +64,13 @@ def plan(model: Model, selection: Selection | None = None, *, stats: bool = True
     return ProbePlan(rewritten, probes, model.source, warnings, base=model.proto)
 
 
-def feeds(model: Model, inputs: InputSpec | None = None) -> Feeds:
+def feeds(model: ModelLike, inputs: InputSpec | None = None) -> Feeds:
     """The feed dict ``inputs`` describes for ``model`` (``.values``), with the dimensions it had to guess
     (``.defaulted``) and notes for people (``.notes``). ``inputs``: an InputSpec or a dict of arrays."""
     return _feeds.make_feeds(proto_of(model), as_inputs(inputs))
 
 
-def runner(model: Model, config: RunConfig | None = None, *, runtime: str = "ort", **kw) -> GraphRunner:
+def runner(model: ModelLike, config: RunConfig | None = None, *, runtime: str = "ort", **kw) -> GraphRunner:
     """The runner of ``runtime`` (``ort`` | ``openvino`` | ``tensorrt`` | ``reference``) over ``model``, on
     ``config``'s device (the device within that runtime); ``options=`` the runtime's own settings."""
     model = as_model(model)
@@ -177,7 +177,7 @@ def layers(model: Model | str | os.PathLike, selection: Selection | None = None,
         raise fs.explained(e) from e
 
 
-def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], names: list[str], *,
+def raw_chunks(model: ModelLike, result: ProbeResult, feed: dict[str, np.ndarray], names: list[str], *,
                max_memory: int | None = None, config: RunConfig | None = None,
                using: GraphRunner | None = None) -> Iterator[tuple[int, int, dict[str, np.ndarray]]]:
     """The raw values of the probed tensors ``names`` of ``result``, a run's worth at a time: each run
@@ -202,7 +202,7 @@ def raw_chunks(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], n
         del res
 
 
-def save_tensors(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], path: str | os.PathLike, *,
+def save_tensors(model: ModelLike, result: ProbeResult, feed: dict[str, np.ndarray], path: str | os.PathLike, *,
                  max_memory: int | None = None, progress: Progress | None = None, using: GraphRunner | None = None) -> int:
     """Stream the raw values of ``result``'s probed tensors to ``path`` (.npz, safe entry names with the
     true names stored alongside), within ``max_memory`` per run (``raw_chunks``). Tensors that did not

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import onnx
 
-from onnxprobe.api.inputs import as_config, as_model, as_names, checked_feed
+from onnxprobe.api.inputs import ModelLike, as_config, as_model, as_names, checked_feed
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.extents import tensor_nbytes
 from onnxprobe.graph.index import GraphIndex
@@ -23,12 +23,12 @@ from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.types import ProbeResult, RunConfig, TensorRef, check_bool
 
 
-def index(model) -> GraphIndex:
+def index(model: ModelLike) -> GraphIndex:
     """The (cached, on a Model) GraphIndex of a Model, a path or a ModelProto: every tensor and node."""
     return graph_index(as_model(model))
 
 
-def model_info(model: Model) -> dict:
+def model_info(model: ModelLike) -> dict:
     """What ``debug``'s ``info`` prints: producer, IR, opsets, node and op counts, inputs, outputs, weights."""
     model = as_model(model)
     idx = index(model)

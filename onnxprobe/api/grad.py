@@ -12,7 +12,7 @@ import onnx
 from onnx import TensorProto
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec, grad_plan
-from onnxprobe.api.inputs import Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_result, as_selection, check_switches, checked_feed
+from onnxprobe.api.inputs import ModelLike, Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_result, as_selection, check_switches, checked_feed
 from onnxprobe.autodiff import straight_through
 from onnxprobe.autodiff.check import DELTA, TOLERANCE, CheckItem, check_gradients, perturbable, to_float64
 from onnxprobe.autodiff.constant_loss import INSTEAD, unjudged  # noqa: F401 (INSTEAD: the CLI says it)
@@ -240,7 +240,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
     return res
 
 
-def grad_check(model: Model, gp: GradPlan, feed: dict[str, np.ndarray], result: GradResult, *,
+def grad_check(model: ModelLike, gp: GradPlan, feed: dict[str, np.ndarray], result: GradResult, *,
                device: str = "cpu", seed: int = 0, values: dict[str, np.ndarray] | None = None, progress: Progress | None = None) -> str:
     """Check each gradient in ``result`` against central finite differences of the loss (see
     ``autodiff.check.check_gradients``): float64 where onnxruntime has double kernels for every op of the

@@ -10,9 +10,8 @@ import os
 import onnx
 
 from onnxprobe.api.grad_plan import GradPlan, GradSpec, grad_plan
-from onnxprobe.api.inputs import as_inputs
+from onnxprobe.api.inputs import ModelLike, as_inputs
 from onnxprobe.errors import SessionError
-from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.types import RunConfig
@@ -31,7 +30,7 @@ def _loads_in_onnxruntime(exported: onnx.ModelProto, forward: onnx.ModelProto) -
                            "This is a bug in onnxprobe: please report it") from e
 
 
-def export_plan(model: Model, spec: GradSpec | None = None, selection: Selection | None = None, inputs=None) -> GradPlan:
+def export_plan(model: ModelLike, spec: GradSpec | None = None, selection: Selection | None = None, inputs=None) -> GradPlan:
     """The plan whose ``backward.model`` ``export_backward`` writes, checked (onnxruntime loads it) and not
     written: ``grad --export`` builds it before its run and writes it (``write_export``) only once that run
     succeeded, so a model that loads and then fails to run leaves no OUT (an OUT already there stays as it was)."""
@@ -51,7 +50,7 @@ def write_export(gp: GradPlan, out: str | os.PathLike) -> None:
     save_model(gp.backward.model, out)
 
 
-def export_backward(model: Model, out: str | os.PathLike, spec: GradSpec | None = None,
+def export_backward(model: ModelLike, out: str | os.PathLike, spec: GradSpec | None = None,
                     selection: Selection | None = None, inputs=None) -> GradPlan:
     """Write the model with its backward graph: inputs = the model's inputs (+ target / labels / output
     gradient), outputs = the loss and the gradients (``<tensor>_grad``); weights stay initializers, dynamic

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.body_ranks import learn_body_ranks
-from onnxprobe.api.inputs import as_model, as_names, as_selection, expect
+from onnxprobe.api.inputs import ModelLike, as_model, as_names, as_selection, expect
 from onnxprobe.autodiff.blocked import through_nondifferentiable
 from onnxprobe.autodiff.constant_loss import INSTEAD, constant_sum, softmax_behind
 from onnxprobe.autodiff.engine import attach_backward
@@ -271,7 +271,7 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
     return m
 
 
-def grad_plan(model: Model, spec: GradSpec | None = None, selection: Selection | None = None, *,
+def grad_plan(model: ModelLike, spec: GradSpec | None = None, selection: Selection | None = None, *,
               feed: dict[str, np.ndarray] | None = None, names: list[str] | None = None,
               unsupported: str = "raise", probe_inputs=None, cache: bool = True) -> GradPlan:
     """Attach the loss and the backward graph. With ``feed``, shapes are re-inferred for those input

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
+from typing import Union
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +34,11 @@ from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
 
 __all__ = ["check_shape", "input_spec", "read_inputs", "named_by_position", "parse_int_range", "parse_size", "parse_dims", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
-           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_progress", "Progress", "as_raw",
+           "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_progress", "Progress", "ModelLike", "as_raw",
            "as_ray", "as_dataset", "protect_inputs", "as_result", "as_probe_result", "what_came"]
 
 PATH = (str, os.PathLike)
+ModelLike = Union[Model, str, os.PathLike, onnx.ModelProto]  # what every function that takes a model takes
 Progress = Callable[[int, int], object]  # progress(done, total), called as the work goes on
 
 
@@ -254,18 +256,18 @@ def checked_feed(model: onnx.ModelProto, feed) -> dict[str, np.ndarray]:
     return values
 
 
-def model_inputs(model) -> list[ModelInput]:
+def model_inputs(model: ModelLike) -> list[ModelInput]:
     """The inputs the model's user gives (initializers left out) of a Model, a path or a ModelProto."""
     return _model_inputs(proto_of(model))
 
 
-def named_by_position(arrays: Mapping[str, np.ndarray], model) -> dict[str, np.ndarray]:
+def named_by_position(arrays: Mapping[str, np.ndarray], model: ModelLike) -> dict[str, np.ndarray]:
     """``arrays`` with a test data set's tensors without a name (its ``input_N.pb``) named after the model's
     inputs of their positions, as the feeds of ``--inputs`` bind them (ONNX's test runner's rule)."""
     return by_position(arrays, [s.name for s in model_inputs(model)], "input")
 
 
-def read_inputs(path: str | os.PathLike, model) -> dict[str, np.ndarray]:
+def read_inputs(path: str | os.PathLike, model: ModelLike) -> dict[str, np.ndarray]:
     """The inputs ``--inputs`` reads: an ``.npz`` keyed by input name, or an ONNX test data set folder (its
     ``input_N.pb``, one without a name bound to the model's input of its position)."""
     return named_by_position(read_arrays(path, "input"), model)

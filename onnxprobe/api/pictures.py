@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxprobe.api.core import DatasetResult, raw_chunks
-from onnxprobe.api.inputs import as_config, as_inputs, as_max_memory, as_names, as_result, proto_of, what_came
+from onnxprobe.api.inputs import ModelLike, as_config, as_inputs, as_max_memory, as_names, as_result, proto_of, what_came
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.explorer_ids import ExplorerIds
 from onnxprobe.graph.explorer_ids import explorer_ids as graph_explorer_ids
@@ -117,7 +117,7 @@ def grad_histograms(result, names: list[str], *, bins: int = BINS) -> dict[str, 
     return {n: {"values": binned(result.arrays[n], bins)} for n in names}
 
 
-def describe_inputs(model, inputs: InputSpec | None = None) -> list[str]:
+def describe_inputs(model: ModelLike, inputs: InputSpec | None = None) -> list[str]:
     """One line per input of ``model`` (a Model, a path or a ModelProto), as a report header shows it:
     'x float32 [1x3x224x224] from x.npy', '... random (seed 0)'. The feeds are made again from the same
     spec (they are deterministic)."""
@@ -139,7 +139,7 @@ def describe_inputs(model, inputs: InputSpec | None = None) -> list[str]:
     return out
 
 
-def explorer_ids(model) -> ExplorerIds:
+def explorer_ids(model: ModelLike) -> ExplorerIds:
     """The node ids Model Explorer gives ``model`` (a Model, a path or a ModelProto)."""
     return graph_explorer_ids(proto_of(model))
 

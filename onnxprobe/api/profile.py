@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from onnxprobe.errors import UsageError, settings_error
-from onnxprobe.graph.model import Model
+from onnxprobe.api.inputs import ModelLike
 from onnxprobe.runtime.profile import RUNS, Profile, profile
 from onnxprobe.types import ProbeResult, RunConfig
 
@@ -73,7 +73,7 @@ def check_profile(runtime: str = "ort", *, vs_runtime: str | None = None, vs_ref
                              f"models: not with {say.either(*one_run_off)}")
 
 
-def profile_layers(model: Model, result: ProbeResult, feed: dict[str, np.ndarray], config: RunConfig | None = None,
+def profile_layers(model: ModelLike, result: ProbeResult, feed: dict[str, np.ndarray], config: RunConfig | None = None,
                    runs: int = RUNS) -> LayersProfile:
     """Profile ``model`` and the probed copy of ``result`` on ``feed`` (one untimed run and ``runs`` timed
     ones each, every kernel's time the minimum over them: ``runtime.profile``), with ``result``'s device and opt level unless ``config`` says otherwise."""

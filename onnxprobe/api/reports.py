@@ -6,6 +6,7 @@ import json
 import sys
 
 from onnxprobe.errors import UsageError, setting_error
+from onnxprobe.api.inputs import ModelLike
 
 
 def _is(result, module: str, name: str) -> bool:
@@ -176,7 +177,7 @@ def _about(proto, kind: str, d: dict, model) -> None:
                          "model the result is about")
 
 
-def overlay(result, model=None, *, sort: str = "topo") -> dict:
+def overlay(result, model: ModelLike | None = None, *, sort: str = "topo") -> dict:
     """Model Explorer node data of a ``layers``, ``diff`` or ``grad`` result (``--overlay``): each node coloured
     by its row's worst number. ``model``: the model the result is about (default: the result's own; a grad
     result needs it; one that holds none of the result's tensors is a UsageError). json.dumps writes it; Model Explorer's "node data" reads the file."""
@@ -191,7 +192,7 @@ def overlay(result, model=None, *, sort: str = "topo") -> dict:
     return make(proto, d)
 
 
-def netron(result, model=None, *, sort: str = "topo") -> dict:
+def netron(result, model: ModelLike | None = None, *, sort: str = "topo") -> dict:
     """A Netron attachment of a ``layers``, ``diff`` or ``grad`` result (``--netron``): each tensor's numbers,
     under the names Netron shows. ``model`` as for ``overlay``."""
     from onnxprobe.report import overlay as pictures
