@@ -34,7 +34,7 @@ def blocked_tensors(is_float: Callable[[str], bool], tensors: list[str], nodes: 
             for n, i in readers.get(x, []):
                 r = registry.rule_of(n)
                 if r is None or not r.differentiable(i):
-                    out[t] = f"{n.op_type} {n.name or n.output[0]!r} (input {i})"
+                    out[t] = f"{registry.key(n.op_type, n.domain)} {n.name or n.output[0]!r} (input {i})"
                     break
                 for o in n.output:
                     if not o or o in seen:
@@ -43,7 +43,7 @@ def blocked_tensors(is_float: Callable[[str], bool], tensors: list[str], nodes: 
                     if is_float(o) or r.straight_through:  # integer values carry no gradient on
                         frontier.append(o)
                     elif via is None and o in reach:
-                        via = f"{n.op_type} {n.name or o!r}"
+                        via = f"{registry.key(n.op_type, n.domain)} {n.name or o!r}"
         if t not in out and via is not None:
             integer[t] = via
     return out, integer
@@ -69,7 +69,7 @@ def through_nondifferentiable(nodes: list[onnx.NodeProto], tensors: list[str], o
                 op = registry.key(n.op_type, n.domain)
                 if registry.CATEGORY.get(op) == "shape":
                     continue
-                step = via or (f"{n.op_type} {n.name or n.output[0]!r}" if op in registry.NON_DIFFERENTIABLE else None)
+                step = via or (f"{op} {n.name or n.output[0]!r}" if op in registry.NON_DIFFERENTIABLE else None)
                 for o in n.output:
                     if o == output and step is not None:
                         out[t] = step
@@ -84,7 +84,7 @@ def partial_tensors(nodes: list[onnx.NodeProto], stopped: list[tuple[onnx.NodePr
     """Of the tensors in ``got`` (they have a gradient): those with a way to the loss through one of the
     ``stopped`` ops (node, its display: an op without a rule that ``unsupported="skip"`` passed over), whose
     gradient therefore sums only the other ways, a part of the real one: tensor -> the first such op
-    ('Attention Attention_1': BERT's layers reach the loss through the skip connection too)."""
+    ('com.microsoft:Attention Attention_1': BERT's layers reach the loss through the skip connection too)."""
     producer = {o: n for n in nodes for o in n.output if o}
     out: dict[str, str] = {}
     for node, display in stopped:

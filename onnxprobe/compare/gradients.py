@@ -212,13 +212,13 @@ def gradient_stops(model: onnx.ModelProto) -> str:
     from collections import Counter
 
     types = value_types(model)
-    c: Counter = Counter(n.op_type for n in model.graph.node if _stops(n, types))
+    c: Counter = Counter(registry.key(n.op_type, n.domain) for n in model.graph.node if _stops(n, types))
     return ", ".join(f"{op} x{k}" for op, k in c.most_common())
 
 
 def stopped_at(model: onnx.ModelProto, tensors: list[str]) -> dict[str, list[str]]:
-    """Tensor -> the ops ('FusedConv conv2') where the way from it forward first meets one that passes no
-    gradient back: why a weight the loss reads got none ([] where nothing stops it: the loss does not read it)."""
+    """Tensor -> the ops ('MatMulInteger mm2', 'com.microsoft:QAttention attn') where the way from it forward
+    first meets one that passes no gradient back: why a weight the loss reads got none ([] where nothing stops it: the loss does not read it)."""
     types = value_types(model)
     readers: dict[str, list[onnx.NodeProto]] = {}
     for n in model.graph.node:
@@ -230,7 +230,7 @@ def stopped_at(model: onnx.ModelProto, tensors: list[str]) -> dict[str, list[str
         while todo:
             for n in readers.get(todo.pop(0), []):
                 if _stops(n, types):
-                    found.append(f"{n.op_type} {n.name}".strip())
+                    found.append(f"{registry.key(n.op_type, n.domain)} {n.name}".strip())
                     continue
                 todo += [o for o in n.output if o and o not in seen]
                 seen.update(n.output)
@@ -254,8 +254,8 @@ PASS_ON = tuple(sorted(VALUE_PRESERVING - {"Expand"}))
 
 
 def _readers(model: onnx.ModelProto) -> dict[str, list[str]]:
-    """Tensor -> the op types of the nodes that read it, looking through ``PASS_ON`` ops (an Identity copy
-    of a weight is the weight), in the whole model (subgraph bodies read outer tensors by name)."""
+    """Tensor -> the ops of the nodes that read it (domain:op outside the default domain), looking through
+    ``PASS_ON`` ops (an Identity copy of a weight is the weight), in the whole model (subgraph bodies read outer tensors by name)."""
     direct: dict[str, list] = {}
     for s in walk(model):
         for i in {i for i in s.node.input if i}:
@@ -267,7 +267,7 @@ def _readers(model: onnx.ModelProto) -> dict[str, list[str]]:
             if n.op_type in PASS_ON and n.output and depth < 32:
                 out += through(n.output[0], depth + 1)
             else:
-                out.append(n.op_type)
+                out.append(registry.key(n.op_type, n.domain))
         return out
 
     return {t: through(t) for t in direct}
