@@ -87,6 +87,16 @@ def _value(v):
     return float(v) if isinstance(v, str) else v  # the table's raw values keep NaN / Inf as floats
 
 
+CHECK_RANK = {"FAIL": 0, "ok": 1, "noise": 2, "cannot check": 3, "-": 4}
+
+
+def _check_word(r: dict) -> str:
+    """The verdict a gradient row's check cell shows: noise (the loss is constant in it: not judged), - (not
+    checked), cannot check (finite differences cannot resolve it), ok or FAIL."""
+    c = r.get("check")
+    return "noise" if r.get("unjudged") else "-" if c is None else "cannot check" if c["ok"] is None else "ok" if c["ok"] else "FAIL"
+
+
 def grad_table(result) -> tuple[Table, Text]:
     """The gradients of a GradResult (or of its ``grad_dict``) as a table, and the footer."""
     d = result if isinstance(result, dict) else grad_dict(result)
@@ -100,11 +110,16 @@ def grad_table(result) -> tuple[Table, Text]:
     for r in d["gradients"]:
         cells, values = _cells(r)
         noise += bool(r.get("unjudged"))
+        order = None
         if checked:
             c = r.get("check")
-            cells.append("noise" if r.get("unjudged") else "-" if c is None else "cannot check" if c["ok"] is None else
-                         f"{num(c['error'], 2)} {'ok' if c['ok'] else 'FAIL'}")
+            word = _check_word(r)
+            cells.append(word if word in ("noise", "-", "cannot check") else f"{num(c['error'], 2)} {word}")
             values.append(None if c is None else c["error"])
+            # the page sorts the check as it reads: FAIL, ok, noise, cannot check, - (then by the error), not by the
+            # raw error, which tied the last three and put a FAIL of small error below the oks
+            err = c.get("error") if c else None
+            order = {"check": [CHECK_RANK[word], err if isinstance(err, (int, float)) and math.isfinite(err) else None]}
         nonfinite = bool(r.get("nan") or r.get("inf"))
         bad += nonfinite
         fail = checked and r.get("check") is not None and r["check"]["ok"] is False
@@ -113,7 +128,7 @@ def grad_table(result) -> tuple[Table, Text]:
         # why no verdict: the loss is constant in it, or finite differences cannot check it (``unresolved``)
         why = r.get("unjudged") or (r.get("check") or {}).get("unresolved")
         t.add_row(cells, values, "bold red" if nonfinite or fail else None,
-                  [None if r.get("check") is None else r["check"]["ok"], why] if checked else None)
+                  [None if r.get("check") is None else r["check"]["ok"], why] if checked else None, order=order)
     n = len(t)
     footer = Text()
     footer.append(f"{n} gradient{'s' if n != 1 else ''}")

@@ -85,7 +85,7 @@ SCRIPT = r"""
   const INF = {'inf': Infinity, '-inf': -Infinity};
   // a shape's data-k is [element count, rank, ...dims] (shape_key), an unknown one null: known shapes by their
   // numbers either way, then those with an unknown dim (as NaN: last whichever way), the shorter one first;
-  // another cell's data-k, the order of what it shows (Row.order: a verdict's [rank]), sorts the same way
+  // another cell's data-k, the order of what it shows (Row.order: a verdict's [rank], grad's check [rank, error]), sorts the same way
   const order = (x, y) => { for (let j = 0; j < Math.max(x.length, y.length); j++) {
       if (j >= x.length) return -1; if (j >= y.length) return 1;
       const u = x[j] ?? Infinity, w = y[j] ?? Infinity; if (u !== w) return u < w ? -1 : 1; } return 0; };
