@@ -36,6 +36,7 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
 
     warnings = warnings if warnings is not None else []
     single_opsets(model, warnings)
+    _unknown_negative_dims(model)
     return_freed_memory()  # inference's buffers are large and short-lived: let them go back when freed
     sk = skeleton(model, constants=True)
     if sk.ir_version < 4:  # IR 3 lists every initializer as an input; inference ignores those it does not list
@@ -57,6 +58,19 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
     _type_dropout_masks(model)
     trim()
     return model
+
+
+def _unknown_negative_dims(model: onnx.ModelProto) -> None:
+    """A declared dimension of -1 (Paddle's exporter writes its batch so) is one onnxruntime runs as a
+    dynamic one, and every table shows as '?': it becomes one with no value, in every graph's inputs,
+    outputs and value_info. Left as it was, onnx's inference carried the -1 on into the statistics nodes'
+    Concat, and the marked copy failed onnx's full check ("Negative dimension value on Concat axis")."""
+    for g in all_graphs(model.graph):
+        for vi in (*g.input, *g.output, *g.value_info):
+            if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.HasField("shape"):
+                for d in vi.type.tensor_type.shape.dim:
+                    if d.HasField("dim_value") and d.dim_value < 0:
+                        d.ClearField("dim_value")
 
 
 def _type_dropout_masks(model: onnx.ModelProto) -> None:
