@@ -453,3 +453,14 @@ def test_a_flag_value_that_reads_two_ways_is_refused_naming_both(tmp_path, api_c
     r = invoke("extract", p, "-o", out, "--to", "a,b", "--to", "c")
     assert r.exit_code == 0, r.output
     assert [o.name for o in onnx.load(out).graph.output] == ["a,b", "c"]
+
+
+@pytest.mark.parametrize("args", [["--to", "fc1.weight"], ["--from", "relu1_out", "--to", "fc2.weight"]])
+def test_a_to_that_is_a_weight_alone_is_said_to_be_a_weight(args, tmp_path):
+    """--to fc1.weight (no --from) said "is among the cut's inputs ... give a --to computed from the --from
+    tensors": no --from was given, and a weight is no input of the cut; it is stored, no node computes it."""
+    out = tmp_path / "cut.onnx"
+    r = invoke("extract", sample_path("mlp"), "-o", out, *args)
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert f"{args[-1]!r}: is a weight" in r.stderr and "among the cut's inputs" not in r.stderr, r.stderr
+    assert ("--from" in r.stderr) == ("--from" in args) and not out.exists()

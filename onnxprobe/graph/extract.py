@@ -167,10 +167,15 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
         raise settings_error(UsageError, lambda say: f"{say(FROM)} {', '.join(repr(o) for o in outs)}: "
                              f"{'is the model output' if len(outs) == 1 else 'are the model outputs'}, so no node lies after it: "
                              f"give a {say(FROM)} the outputs are computed from, or a {say(TO)}")
-    if not nodes:  # every --to is a --from (or a graph input): a model of no node, which computes nothing
-        raise settings_error(UsageError, lambda say: f"{say(TO)} {', '.join(repr(o) for o in outs)}: "
-                             f"{'is' if len(outs) == 1 else 'are'} among the cut's inputs, so no node lies between them: "
-                             f"give a {say(TO)} computed from the {say(FROM)} tensors")
+    if not nodes:  # every --to is a --from, a graph input or a weight: a model of no node, which computes nothing
+        stored = [o for o in outs if o in inits and o not in cut_set]  # no input of the cut: no node computes it
+        named = stored or outs
+        what = ("is a weight (stored in the model, no node computes it)" if len(stored) == 1 else
+                "are weights (stored in the model, no node computes them)" if stored else
+                "is among the cut's inputs, so no node lies between them" if len(outs) == 1 else
+                "are among the cut's inputs, so no node lies between them")
+        raise settings_error(UsageError, lambda say: f"{say(TO)} {', '.join(repr(o) for o in named)}: {what}: give a "
+                             + (f"{say(TO)} a node computes" if default_inputs else f"{say(TO)} computed from the {say(FROM)} tensors"))
     unused = [i for i in ins if i not in seen]
     return Cut(ins, outs, sorted(nodes), list(used_inits), unused)
 
