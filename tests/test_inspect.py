@@ -3,7 +3,9 @@ report read as a user would, and one clear line for bad input."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import zipfile
 from collections import Counter
 
 import numpy as np
@@ -194,6 +196,12 @@ def test_input_is_not_modified(tmp_path):
 @pytest.mark.parametrize("make, code, needle", [
     (lambda p: None, 1, "no such file"),
     (lambda p: p.write_bytes(b"not a model at all"), 1, "not a readable ONNX model"),
+    # a .onnx that is another format said "byte 2 is not a field of an ONNX ModelProto": true, but it named
+    # nothing the user could act on (a zipped model or a PyTorch checkpoint is unzipped or exported first)
+    (lambda p: _zip_of_model(p), 1, "not a readable ONNX model (a zip archive"),
+    (lambda p: p.write_bytes(gzip.compress(sample_path("mlp").read_bytes())), 1, "not a readable ONNX model (a gzip file"),
+    (lambda p: np.save(open(p, "wb"), np.zeros(3)), 1, "not a readable ONNX model (a numpy .npy array"),
+    (lambda p: p.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(64)), 1, "not a readable ONNX model (an HDF5 file"),
 ])
 def test_bad_model_is_one_line(tmp_path, make, code, needle):
     p = tmp_path / "bad.onnx"
@@ -201,6 +209,11 @@ def test_bad_model_is_one_line(tmp_path, make, code, needle):
     r = invoke("inspect", p)
     assert r.exit_code == code
     assert r.stderr.count("\n") == 1 and needle in r.stderr and "Traceback" not in r.stderr
+
+
+def _zip_of_model(p):
+    with zipfile.ZipFile(p, "w") as z:
+        z.write(sample_path("mlp"), "model.onnx")
 
 
 def test_json_into_missing_folder_is_a_usage_error(tmp_path):

@@ -91,11 +91,33 @@ def _varint(f) -> int | None:
     return None
 
 
+# files of other formats a model is often mistaken for: their first bytes, what they are and what to do
+_OTHER_FORMATS = (
+    (b"PK\x03\x04", "a zip archive: a zipped model, a PyTorch checkpoint or a Keras file; unzip it, or export the model to ONNX"),
+    (b"\x1f\x8b", "a gzip file: decompress it first"),
+    (b"\x93NUMPY", "a numpy .npy array, not a model"),
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file (a Keras .h5 model?): export the model to ONNX"),
+)
+
+
 def check_wire_format(p: Path, size: int) -> None:
     """Walk the file's top-level protobuf fields without reading their contents (seeking over each
     length-delimited field), so that a file which is not a ModelProto, or is cut short, is refused
     before it is read into memory: a 3 GB file of zeros fails at its first byte. Fields of other
-    wire types than ModelProto's, and a graph that is missing, are refused too."""
+    wire types than ModelProto's, and a graph that is missing, are refused too; a file that is not
+    protobuf at all but one of ``_OTHER_FORMATS`` (by its first bytes) is named as what it is."""
+    try:
+        _walk_fields(p, size)
+    except ModelError:
+        with open(p, "rb") as f:
+            head = f.read(8)
+        known = next((what for magic, what in _OTHER_FORMATS if head.startswith(magic)), None)
+        if known is None:
+            raise
+        raise ModelError(f"{p}: not a readable ONNX model ({known})") from None
+
+
+def _walk_fields(p: Path, size: int) -> None:
     seen_graph = False
     with open(p, "rb") as f:
         while f.tell() < size:
