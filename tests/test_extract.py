@@ -464,3 +464,24 @@ def test_a_to_that_is_a_weight_alone_is_said_to_be_a_weight(args, tmp_path):
     assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
     assert f"{args[-1]!r}: is a weight" in r.stderr and "among the cut's inputs" not in r.stderr, r.stderr
     assert ("--from" in r.stderr) == ("--from" in args) and not out.exists()
+
+
+def test_a_marked_models_metadata_lists_only_the_outputs_the_cut_keeps(tmp_path):
+    """Extracting from a marked model copied its onnxprobe.exposed whole: it listed outputs ('relu1_out',
+    'tanh2_out'...) the extracted model does not have, and a later mark merged them on (kind 'mixed')."""
+    marked, cut, again = tmp_path / "m.onnx", tmp_path / "cut.onnx", tmp_path / "again.onnx"
+    r = invoke("mark", sample_path("mlp"), "-o", marked, "--all")
+    assert r.exit_code == 0, r.output
+    extract(marked, cut, "--to", "fc2_out")
+    m = onnx.load(str(cut))
+    meta = {p.key: json.loads(p.value) for p in m.metadata_props}
+    assert [o.name for o in m.graph.output] == ["fc2_out"]
+    assert meta["onnxprobe.exposed"] == {"kind": "raw", "outputs": {"fc2_out": "fc2_out"}}
+    r = invoke("mark", cut, "-o", again, "--all", "--stats")
+    assert r.exit_code == 0, r.output
+    m = onnx.load(str(again))
+    meta = json.loads({p.key: p.value for p in m.metadata_props}["onnxprobe.exposed"])
+    assert set(meta["outputs"]) <= {o.name for o in m.graph.output} and meta["outputs"]["fc2_out"] == "fc2_out"
+    plain = tmp_path / "plain.onnx"  # (cut.onnx was read above: this process writes it no more)
+    extract(marked, plain, "--to", "y")  # the model's own output only: nothing marked is left
+    assert "onnxprobe.exposed" not in {p.key for p in onnx.load(str(plain)).metadata_props}

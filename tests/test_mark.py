@@ -513,3 +513,16 @@ def test_a_failed_type_run_says_its_own_cause(tmp_path, case):
         assert r.exit_code == 1 and len(r.stderr.strip().splitlines()[-1:]) == 1, r.output
         last = r.stderr.strip().splitlines()[-1]
         assert last.startswith("onnxprobe: error:") and cause in last and "--input" not in last, r.output
+
+
+def test_an_earlier_marks_entries_for_outputs_the_model_lacks_are_not_merged_on(tmp_path):
+    """A model whose onnxprobe.exposed names an output it does not have (an older tool cut it away) kept that
+    entry in the marked copy, and the copy's kind read 'mixed' for a stats mark over a dead raw entry."""
+    m = onnx.load(str(sample_path("mlp")))
+    m.metadata_props.add(key="onnxprobe.exposed", value=json.dumps({"kind": "raw", "outputs": {"gone": "relu1_out"}}))
+    src, out = tmp_path / "src.onnx", tmp_path / "out.onnx"
+    onnx.save(m, str(src))
+    mark(src, out, "--all", "--stats")
+    meta = exposed(out)
+    names = {o.name for o in onnx.load(str(out)).graph.output}
+    assert "gone" not in meta["outputs"] and set(meta["outputs"]) <= names and meta["kind"] == "stats", meta

@@ -31,6 +31,7 @@ import onnx
 
 from onnxprobe.errors import LIST_NODES, NothingToCut, UsageError, hinted_setting_error, setting_error, settings_error
 from onnxprobe.graph.builder import single_opsets
+from onnxprobe.graph.mark import prune_record
 from onnxprobe.graph.walk import constant_tensors, implicit_inputs, walk
 from onnxprobe.text import some
 
@@ -306,6 +307,7 @@ def extract(model: onnx.ModelProto, c: Cut, types: dict[str, onnx.TypeProto]) ->
     out.functions.extend(model.functions)
     out.metadata_props.extend(p for p in model.metadata_props if p.key != METADATA_KEY)
     out.metadata_props.add(key=METADATA_KEY, value=json.dumps({"inputs": c.inputs, "outputs": c.outputs}))
+    prune_record(out)  # a marked model's list of added outputs, for those the cut keeps
     return out
 
 

@@ -126,11 +126,12 @@ def without_outputs(model: onnx.ModelProto, names: set[str]) -> onnx.ModelProto:
     return out
 
 
-def record(model: onnx.ModelProto, marked: list[Marked]) -> onnx.ModelProto:
-    """A copy whose metadata lists the added outputs (merged with an earlier mark's)."""
-    out = _copy(model)
+def _entry(model: onnx.ModelProto) -> tuple[onnx.StringStringEntryProto | None, dict]:
+    """The metadata entry an earlier mark wrote (the last, as onnx reads a key given twice) and its data:
+    ``outputs`` kept only for the graph outputs the model still has (a model extracted from a marked one,
+    or whose metadata names outputs it lacks), ``kind`` dropped when none is left."""
     entry = None
-    for p in out.metadata_props:
+    for p in model.metadata_props:
         if p.key == METADATA_KEY:
             entry = p
     data: dict = {}
@@ -139,6 +140,32 @@ def record(model: onnx.ModelProto, marked: list[Marked]) -> onnx.ModelProto:
             data = json.loads(entry.value)
         except ValueError:
             data = {}
+    if not isinstance(data, dict) or not isinstance(data.get("outputs"), dict):
+        return entry, {}
+    present = {o.name for o in model.graph.output}
+    data["outputs"] = {k: v for k, v in data["outputs"].items() if k in present}
+    return entry, data if data["outputs"] else {}
+
+
+def prune_record(model: onnx.ModelProto) -> None:
+    """In place: the earlier mark's metadata lists only the outputs ``model`` has (``extract``'s cut keeps
+    some), and goes when none is left."""
+    entry, data = _entry(model)
+    if entry is None:
+        return
+    if data:
+        entry.value = json.dumps(data)
+    else:
+        keep = [p for p in model.metadata_props if p.key != METADATA_KEY]
+        del model.metadata_props[:]
+        model.metadata_props.extend(keep)
+
+
+def record(model: onnx.ModelProto, marked: list[Marked]) -> onnx.ModelProto:
+    """A copy whose metadata lists the added outputs (merged with an earlier mark's, for the outputs the
+    model still has)."""
+    out = _copy(model)
+    entry, data = _entry(out)
     added = [m for m in marked if m.added]
     kinds = {m.kind for m in added} | ({data["kind"]} if data.get("kind") else set())
     outputs = dict(data.get("outputs") or {})
