@@ -526,3 +526,15 @@ def test_an_earlier_marks_entries_for_outputs_the_model_lacks_are_not_merged_on(
     meta = exposed(out)
     names = {o.name for o in onnx.load(str(out)).graph.output}
     assert "gone" not in meta["outputs"] and set(meta["outputs"]) <= names and meta["kind"] == "stats", meta
+
+
+@pytest.mark.parametrize("command", [["mark", "--all"], ["extract", "--to", "y"]])
+def test_a_folder_where_out_data_goes_is_named_as_such(tmp_path, command):
+    """OUT.data an existing folder said 'marked.onnx: cannot write it (Is a directory)': OUT is no folder,
+    and nothing said which path was one."""
+    out = tmp_path / "marked.onnx"
+    (tmp_path / "marked.onnx.data").mkdir()
+    r = invoke(command[0], sample_path("external_data"), "-o", out, *command[1:])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert "marked.onnx.data" in r.stderr and "is a folder" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["marked.onnx.data"]  # nothing written, no temporary left

@@ -179,6 +179,9 @@ def write_model(
             if data_path.resolve() in sources:
                 raise UsageError(f"{o}: its data file {data_path} is the input model's external data; choose another output name")
             refuse_inputs(data_path)
+            if data_path.exists() and not data_path.is_file():  # said before any weight is copied; it was
+                # "OUT: cannot write it (Is a directory)" after all of them were
+                raise UsageError(f"{o}: its data file {data_path} is a folder (or a device or pipe); choose another output name")
             tmp_data = tmp(".data.tmp")
             _write_data(tensors, base_dir, tmp_data)
             if not any(is_external(t) for t in tensors):  # every tensor small enough to stay inline: no data file
