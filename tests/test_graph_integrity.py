@@ -94,3 +94,31 @@ def test_names_in_problems_are_escaped_once():
     lines = graph_problems(helper.make_model(g))
     assert any("'a\\nb'" in line for line in lines), lines
     assert not any("\\\\n" in line for line in lines), lines
+
+
+Z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4])
+
+
+@pytest.mark.parametrize("nodes, to, line", [
+    # a node of the cut reads a name nothing gives: the extracted model read it from nowhere, exit 0
+    ([helper.make_node("Relu", ["x"], ["h"], name="ok"), helper.make_node("Add", ["h", "ghost"], ["y"], name="add"),
+      helper.make_node("Sigmoid", ["h"], ["z"], name="fine")], "y",
+     "node #1 'add' reads 'ghost', which no node, graph input or initializer gives"),
+    # the cut holds a cycle (its walk back from y never reaches an input): written as it was, exit 0
+    (BROKEN["cycle"][0] + [helper.make_node("Sigmoid", ["x"], ["z"], name="fine")], "y", "nodes #0 'n1', #1 'n2' form a cycle"),
+])
+def test_extract_refuses_a_cut_onnxruntime_would_not_load_and_keeps_a_sound_one(tmp_path, nodes, to, line):
+    """extract wrote a cut holding a dangling read or a cycle with a note ('written although onnx.checker
+    rejects it') and exit 0: a model no runtime loads. The cut's own problems are refused as inspect names
+    them (the model's node numbers); a sound cut of the same broken model is still written."""
+    m, path = _save(tmp_path, "broken", nodes, (Y, Z))
+    out = tmp_path / "ex.onnx"
+    r = runner.invoke(app, ["extract", str(path), "-o", str(out), "--to", to])
+    assert r.exit_code == 1 and not out.exists(), r.output
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and line in r.stderr, r.stderr
+    r = runner.invoke(app, ["extract", str(path), "-o", str(tmp_path / "z.onnx"), "--to", "z"])
+    assert r.exit_code == 0, r.output
+    x = np.linspace(-1, 1, 4, dtype=np.float32).reshape(1, 4)
+    (z,) = ort.InferenceSession(str(tmp_path / "z.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    want = 1 / (1 + np.exp(-(np.maximum(x, 0) if nodes[0].op_type == "Relu" else x)))
+    np.testing.assert_allclose(z, want, rtol=1e-6)

@@ -14,7 +14,7 @@ from onnxprobe.errors import ModelError, OnnxProbeError, UsageError, said
 from onnxprobe.graph import external
 from onnxprobe.graph.external import load_lazy, materialize, write_model
 from onnxprobe.graph.extract import cut, extract as extract_pass
-from onnxprobe.graph.integrity import duplicate_producers, graph_problems, outputs_listed_twice
+from onnxprobe.graph.integrity import cut_problems, duplicate_producers, graph_problems, outputs_listed_twice
 from onnxprobe.graph.io import check_output_path
 from onnxprobe.graph.walk import in_if_branch
 from onnxprobe.graph.mark import mark as mark_pass, record, untyped, with_output_types, without_outputs
@@ -313,6 +313,10 @@ def extract(
         raise ModelError(f"{path}: {twice[0]}{f' (and {len(twice) - 1} more)' if len(twice) > 1 else ''}; a tensor has "
                          "one producer: a broken model")
     c = cut(lazy.proto, cut_inputs, cut_outputs)
+    broken = cut_problems(lazy.proto, c.nodes, set(c.inputs) | set(c.initializers))
+    if broken:  # a dangling read or a cycle inside the cut: no runtime would load what it wrote
+        raise ModelError(f"{path}: the cut holds what onnxruntime will not load: {broken[0]}"
+                         f"{f' (and {len(broken) - 1} more)' if len(broken) > 1 else ''}: a broken model")
     types = all_types(inferred)
     boundary = list(dict.fromkeys(c.inputs + c.outputs))
     need = [n for n in boundary if not known(types.get(n))]

@@ -1,7 +1,8 @@
 """What makes a main graph one onnxruntime refuses to load, found without running it: a tensor two nodes
 write (or a node and an input or initializer), a node input nothing gives, a graph output nothing gives,
 nodes that form a cycle (and, apart, a graph output listed twice, which it loads). ``inspect`` lists them; ``extract`` refuses a cut of a graph
-whose tensors have two producers (which one it kept was chance). Bodies of If/Loop/Scan read their outer
+whose tensors have two producers (which one it kept was chance), and a cut that reads a name nothing gives
+or holds a cycle (``cut_problems``). Bodies of If/Loop/Scan read their outer
 graphs' names, so only the main graph's own edges are checked."""
 
 from __future__ import annotations
@@ -20,11 +21,15 @@ def _label(n: onnx.NodeProto, i: int) -> str:
 
 def producers(g: onnx.GraphProto) -> dict[str, list[str]]:
     """Tensor name -> the nodes that write it (labels), in graph order."""
+    return _producers(list(g.node), None)
+
+
+def _producers(nodes: list[onnx.NodeProto], numbering: list[int] | None) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for i, n in enumerate(g.node):
+    for i, n in enumerate(nodes):
         for o in n.output:
             if o:
-                out.setdefault(o, []).append(_label(n, i))
+                out.setdefault(o, []).append(_label(n, numbering[i] if numbering else i))
     return out
 
 
@@ -43,19 +48,30 @@ def duplicate_producers(g: onnx.GraphProto) -> list[str]:
 def graph_problems(model: onnx.ModelProto) -> list[str]:
     """Every reason, one line each, the main graph is not one onnxruntime loads (see the module docstring)."""
     g = model.graph
-    made = producers(g)
-    known = set(made) | {i.name for i in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
-    out = duplicate_producers(g)
+    sources = {i.name for i in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
+    return duplicate_producers(g) + _problems(list(g.node), sources, [o.name for o in g.output], None)
+
+
+def cut_problems(model: onnx.ModelProto, nodes: list[int], sources: set[str]) -> list[str]:
+    """``graph_problems`` of a cut before it is written: its nodes (indices into the main graph, and said by
+    them) reading ``sources`` (the cut's inputs and weights) and one another's outputs only."""
+    return _problems([model.graph.node[i] for i in nodes], sources, [], nodes)
+
+
+def _problems(nodes: list[onnx.NodeProto], sources: set[str], outputs: list[str], numbering: list[int] | None) -> list[str]:
+    made = _producers(nodes, numbering)
+    known = set(made) | sources
+    out = []
     dangling: dict[str, str] = {}
-    for i, n in enumerate(g.node):
+    for i, n in enumerate(nodes):
         for x in n.input:
             if x and x not in known:
-                dangling.setdefault(x, _label(n, i))
+                dangling.setdefault(x, _label(n, numbering[i] if numbering else i))
     out += [f"node {who} reads {quote(x)}, which no node, graph input or initializer gives" for x, who in dangling.items()]
-    for name in dict.fromkeys(o.name for o in g.output):
+    for name in dict.fromkeys(outputs):
         if name and name not in known:
             out.append(f"graph output {quote(name)} is given by no node, graph input or initializer")
-    cycle = _cycle(g, known - set(made))
+    cycle = _cycle(nodes, known - set(made), numbering)
     if cycle:
         out.append(f"nodes {', '.join(cycle[:4])}{' ...' if len(cycle) > 4 else ''} form a cycle: each needs another's output")
     return out
@@ -67,18 +83,18 @@ def outputs_listed_twice(g: onnx.GraphProto) -> list[str]:
     return [f"graph output {quote(name)} is listed {k} times" for name, k in Counter(o.name for o in g.output).items() if k > 1]
 
 
-def _cycle(g: onnx.GraphProto, given: set[str]) -> list[str]:
+def _cycle(nodes: list[onnx.NodeProto], given: set[str], numbering: list[int] | None) -> list[str]:
     """The nodes on a cycle: those Kahn's algorithm (``graph.walk.kahn``) never frees (a node input made by
     no node counts as given: a dangling name is said apart), less those that only wait on a cycle without
     being on one."""
-    made = {o for n in g.node for o in n.output if o}
-    _, stuck = kahn(list(g.node), lambda x: x in given or x not in made)
-    needs = {i: {x for x in g.node[i].input if x and x in made and x not in given} for i in stuck}
+    made = {o for n in nodes for o in n.output if o}
+    _, stuck = kahn(nodes, lambda x: x in given or x not in made)
+    needs = {i: {x for x in nodes[i].input if x and x in made and x not in given} for i in stuck}
     left = set(stuck)
     while True:  # drop the nodes no other left node reads: behind a cycle, not on it
         read = {x for i in left for x in needs[i]}
-        tail = {i for i in left if not any(o in read for o in g.node[i].output)}
+        tail = {i for i in left if not any(o in read for o in nodes[i].output)}
         if not tail:
             break
         left -= tail
-    return [_label(g.node[i], i) for i in sorted(left)]
+    return [_label(nodes[i], numbering[i] if numbering else i) for i in sorted(left)]
