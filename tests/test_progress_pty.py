@@ -143,6 +143,40 @@ def test_a_label_that_fits_whole_is_not_cut_for_the_time():
     assert text == label and not time and not bar
     text, bar, time, eta = bar_layout("checking transformer_block.onnx", "gradients checked", 25, 80)
     assert text == "checking transformer_block.onnx" and time and eta
-    # too long even alone: the time first, then the label shortened to the rest, as before
+    # too long even alone: the label shortened to all the room, the time left out (it goes before the label)
     text, bar, time, eta = bar_layout("checking " + "x" * 100 + ".onnx", "gradients checked", 25, 80)
-    assert time and "…" in text and text.endswith(".onnx")
+    assert not time and "…" in text and text.endswith(".onnx") and len(text) == 80 - 1 - 25 - 1  # spinner, count, unit: 25
+
+
+@pytest.mark.parametrize("columns", [50, 60])
+def test_the_time_is_shown_only_beside_the_whole_label(columns, tmp_path):
+    """The label says what is running, the count how far: at 50 columns `grad --check` on
+    transformer_block.onnx read 'chec…block.onnx 10/13 gradients checked 0:00:00' while at 60 it read the
+    label whole and no time. The time (and the bar) go before the label is cut, at every width."""
+    import shutil
+
+    path = tmp_path / "transformer_block.onnx"
+    shutil.copy(sample_path("cnn"), path)
+    screen = _raw_terminal(f"{Q(ONNXPROBE)} grad {Q(str(path))} --check", columns, tmp_path)
+    lines = {ANSI.sub("", ln) for ln in re.split(r"\r|\n", screen) if "gradients checked" in ANSI.sub("", ln)}
+    assert lines, screen[-1000:]
+    for line in lines:
+        assert "…" not in line or not re.search(r"\d:\d\d:\d\d", line), line
+
+
+@pytest.mark.parametrize("label", ["checking cnn.onnx", "checking transformer_block.onnx",
+                                   "forward and backward on transformer_block.onnx", "checking " + "x" * 100 + ".onnx"])
+def test_a_wider_terminal_never_shows_less(label):
+    """Narrowing the terminal leaves out the bar, then the time left, then the time so far, then shortens the
+    label, then leaves it out: a wider terminal shows at least what a narrower one does."""
+    from onnxprobe.report.progress import bar_layout
+
+    before = None
+    for width in range(20, 201):
+        text, bar, time, eta = bar_layout(label, "gradients checked", 25, width)
+        assert not (time and text != label), (width, text, time)
+        assert not (eta and not time) and not (bar and not eta), (width, bar, time, eta)
+        if before is not None:
+            assert len(text) >= len(before[0]) and bar >= before[1] and time >= before[2] and eta >= before[3], \
+                (width, before, (text, bar, time, eta))
+        before = text, bar, time, eta

@@ -4,8 +4,9 @@ and, once the work has taken more than ``ETA_AFTER`` seconds, the time left. Not
 is not a terminal, so logs and pipes get no control sequences.
 
 The label holds the model's file name: it is shown as text (never read as Rich markup, nor as a format
-string), its control characters escaped, and on a narrow terminal it is shortened, then the bar narrowed or
-left out, so that the count stays on the line (Rich cropped the line's end: the count went first)."""
+string), its control characters escaped. On a narrow terminal the bar, then the time left, then the time so
+far are left out, and only then is the label shortened, so that the count stays on the line (Rich cropped
+the line's end: the count went first)."""
 
 from __future__ import annotations
 
@@ -69,25 +70,25 @@ def __getattr__(name: str):
 
 def bar_layout(label: str, unit: str, total: int, width: int) -> tuple[str, int, bool, bool]:
     """(label as shown, bar width, time shown, time left shown) for a bar line within ``width`` cells
-    (``label`` as given, ``unit`` as shown: a label is escaped here, once, as ``shorten`` escapes it):
-    the spinner, count and unit always; then the label where it fits whole; then the time so far; then the
-    label shortened to all that is left (at least LABEL_MIN cells, else none) where it did not fit whole;
-    then the time left; then the bar (BAR_MIN to BAR cells, else none: it says what the count says). Rich
-    puts one space between columns. (The time went before the label: at 80 columns `grad --check`'s label
-    read 'checking the g…ents of model.onnx' beside a time of 0:00:01.)"""
+    (``label`` as given, ``unit`` as shown: a label is escaped here, once, as ``shorten`` escapes it).
+    The spinner, count and unit always; the label says what is running and the count how far, so as the
+    width narrows the bar (BAR to BAR_MIN cells, else none) goes first, then the time left, then the time
+    so far, and only then is the label shortened (to all that is left, at least LABEL_MIN cells, else none).
+    Rich puts one space between columns. (At 80 columns `grad --check`'s label read 'checking the g…ents of
+    model.onnx' beside a time of 0:00:01; and where the label did not fit whole, the time was kept before it,
+    so at 50 columns a terminal showed a cut label and a time that at 60 it left out.)"""
     room = width - 1  # a line that fills the last cell wraps on some terminals
     room -= 1 + 1 + (2 * len(str(total)) + 1) + 1 + cells(unit)  # spinner, count, unit
     shown = clean(label)
-    whole = cells(shown) + 1 <= room
-    room -= cells(shown) + 1 if whole else 0
+    if cells(shown) + 1 > room:  # no room for anything but the label, shortened
+        return (shorten(label, room - 1) if room - 1 >= LABEL_MIN else ""), 0, False, False
+    room -= cells(shown) + 1
     time = room >= TIME + 1
     room -= (TIME + 1) if time else 0
-    text = shown if whole else (shorten(label, room - 1) if room - 1 >= LABEL_MIN else "")
-    room -= cells(text) + 1 if text and not whole else 0
-    eta = room >= ETA + 1
+    eta = time and room >= ETA + 1
     room -= (ETA + 1) if eta else 0
-    bar = min(BAR, room - 1) if room - 1 >= BAR_MIN else 0
-    return text, bar, time, eta
+    bar = min(BAR, room - 1) if eta and room - 1 >= BAR_MIN else 0
+    return shown, bar, time, eta
 
 
 class Progress:
