@@ -268,7 +268,7 @@ def test_show_prints_statistics_values_and_histogram(tmp_path, nan_path):
     assert "logx  from node log (Log) · float32 [4]" in out
     assert "NaN 1 · Inf 1" in out
     values = numbers(out.split("values:\n")[1].split("\n")[0])
-    np.testing.assert_allclose(values, expected, rtol=1e-5)
+    np.testing.assert_allclose(values, expected, rtol=5e-4)  # four significant digits, as the statistics
     assert "2 finite values; 2 NaN/Inf not drawn" in out
 
 
@@ -280,7 +280,7 @@ def test_show_slice_and_histogram_counts(tmp_path):
     part = ref[0, 1, 2:4, ::8]
     assert "values[0, 1, 2:4, ::8] → [2x4]:" in out
     block = out.split("→ [2x4]:\n")[1].split("histogram")[0]
-    np.testing.assert_allclose(numbers(block), part.ravel(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(numbers(block), part.ravel(), rtol=5e-4, atol=1e-5)  # four significant digits
     hist = out.split("histogram (whole tensor):\n")[1].splitlines()
     counts = [int(ln.rsplit(None, 1)[1]) for ln in hist if "│" in ln]
     expected, _ = np.histogram(ref.astype(np.float64), bins=8, range=(float(ref.min()), float(ref.max())))

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from onnxprobe.cli.main import app
 
 
-def _identity(path, dtype) -> None:
+def _identity(path, dtype, shape=(2, 4)) -> None:
     g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="n")], "g",
-                          [helper.make_tensor_value_info("x", dtype, [2, 4])], [helper.make_tensor_value_info("y", dtype, [2, 4])])
+                          [helper.make_tensor_value_info("x", dtype, list(shape))], [helper.make_tensor_value_info("y", dtype, list(shape))])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
 
 
@@ -99,3 +99,53 @@ def test_histogram_keeps_within_the_width(tmp_path):
         assert all(re.search(r"│[█▏▎▍▌▋▊▉ ]*\s\d+$", b) for b in bars), (width, block)  # bar and count on the row
         if width >= 60:  # room for the label on the row too (narrower: on a line of its own above)
             assert all(re.match(r"\s*[\d.]+ … [\d.]+ │", b) for b in bars), (width, block)
+
+
+def _values_block(tmp_path, x: np.ndarray, dtype, command: str = "show y", columns: int = 100) -> str:
+    _identity(tmp_path / "m.onnx", dtype, x.shape)
+    np.save(tmp_path / "x.npy", x)
+    r = CliRunner().invoke(app, ["debug", str(tmp_path / "m.onnx"), "--input", f"x={tmp_path / 'x.npy'}", "--script", "-"],
+                           input=command + "\n", env={"COLUMNS": str(columns), "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    return r.stdout.split(":\n", 1)[1].split("histogram")[0] if "values:" in r.stdout else r.stdout
+
+
+def test_show_prints_numbers_as_the_tables_do(tmp_path):
+    """`show` printed numpy's form: one large value put every value in scientific notation (-2.08842e-01,
+    3.50000e+00), small ones read 1.e-07 and 0.e+00, and fixed notation padded values on the right
+    ('1000000.    '). Each value now reads as in the statistics and tables (-0.2088, 3.5, 1e+06, 0),
+    columns right-aligned, no line ending in a space; every value reads back to itself within its digits."""
+    x = np.array([[-0.208842, 1e6, 3.5, 0.001], [1, 2, 3, 4]], np.float32)
+    block = _values_block(tmp_path, x, TensorProto.FLOAT).split("values:\n")[-1]
+    assert "e-01" not in block and "e+00" not in block and "-0.2088" in block and "3.5" in block, block
+    assert not any(line.endswith(" ") for line in block.splitlines()), repr(block)
+    x = np.array([[1e-7, 2e-3, 1e-9, 0], [1, 2, 3, -4e-8]], np.float32)
+    block = _values_block(tmp_path, x, TensorProto.FLOAT).split("values:\n")[-1]
+    assert "1.e" not in block and "0.e" not in block and "1e-07" in block and "-4e-08" in block, block
+    x = np.array([[1e6, 0.5, 1e6, 0.25], [7, 8, 9, 1e6]], np.float64)
+    block = _values_block(tmp_path, x, TensorProto.DOUBLE).split("values:\n")[-1]
+    assert not any(line.endswith(" ") for line in block.splitlines()), repr(block)
+    assert "1000000." not in block and "1e+06" in block, block
+    rows = [line for line in block.splitlines() if line.strip()]
+    assert len({len(r.rstrip("]")) for r in rows}) == 1, rows  # right-aligned columns: rows of one width
+    # a float16 value reads as its type's shortest decimal at most (0.1, not 0.09998), its largest in full
+    x = np.array([[0.1, 0.2, 65504, -0.1001], [1, 2, 3, 4]], np.float16)
+    block = _values_block(tmp_path, x, TensorProto.FLOAT16).split("values:\n")[-1]
+    assert re.findall(r"[-\d.e+]+", block)[:4] == ["0.1", "0.2", "65504", "-0.1001"], block
+
+
+def test_show_tells_every_value_from_its_neighbours(tmp_path):
+    """Digits by the range alone (min 0.001, max 1e6) printed 1e+06 for both 1e6 and 1e6 + 0.5: two values that
+    differ never read the same, and each reads back within its digits (float64 as the oracle)."""
+    x = np.array([[1e6, 1e6 + 0.5, 0.001, 2.0], [1e6, 3.0, 4.0, 5.0]], np.float32)
+    got = _shown(tmp_path, x, TensorProto.FLOAT)
+    assert np.array_equal(got.astype(np.float32), x.reshape(-1)), got
+
+
+def test_show_of_a_large_tensor_keeps_numpys_summary(tmp_path):
+    """Past 64 values the middle is left out with '...' as numpy does; the shown values' columns align."""
+    x = (np.arange(200, dtype=np.float32).reshape(10, 20) - 100) / 7
+    block = _values_block(tmp_path, x, TensorProto.FLOAT, columns=80).split("values:\n")[-1]
+    assert "..." in block and "-14.29" in block and "14" in block, block
+    assert not any(line.endswith(" ") for line in block.splitlines()), repr(block)
+    assert all(len(line) <= 80 for line in block.splitlines()), block

@@ -3,7 +3,8 @@
 - ``histogram(values)``: a bar chart of the finite values drawn with Unicode eighth blocks;
 - ``tensor_table(rows, width)``: tensors with shapes, statistics and where they come from / go to;
 - ``kv_table(pairs)``: a two-column key/value grid;
-- ``stats_line(stats)``: one line of statistics.
+- ``stats_line(stats)``: one line of statistics;
+- ``values(array, width, threshold)``: an array's values as numpy lays them out, each number as the tables write it.
 """
 
 from __future__ import annotations
@@ -115,6 +116,55 @@ def _float_bins(x: np.ndarray, bins: int, most: int) -> tuple[list[str], np.ndar
 
     counts, _ = np.histogram(x, bins=edges)
     return [f"{edge(float(edges[i]))} … {edge(float(edges[i + 1]))}" for i in range(len(edges) - 1)], counts
+
+
+def values(a: np.ndarray, width: int, threshold: int, edge: int = 3) -> str:
+    """``a`` laid out as numpy prints it (nested brackets, lines within ``width``, past ``threshold`` values
+    the middle of each long axis left out with '...'), each float as ``num`` writes it in the statistics and
+    tables (-0.2088, 1e+06, 0), right-aligned in one width: numpy put every value in scientific form
+    (-2.08842e-01) once one needed it, and its fixed form padded on the right ('1000000.    ')."""
+    a = np.asarray(a)
+    with np.printoptions(threshold=threshold, edgeitems=edge, linewidth=width):
+        if a.dtype.kind != "f":
+            return np.array2string(a, separator=" ")
+        shown = _shown_part(a, threshold, edge)
+        digits = _value_digits(shown)
+        cell = max((len(_number(v, digits)) for v in shown.flat), default=1)
+        return np.array2string(a, separator=" ", formatter={"float_kind": lambda v: _number(v, digits).rjust(cell)})
+
+
+def _number(v: np.floating, digits: int) -> str:
+    """``num`` of ``v`` at ``digits``, or at the fewer that its type's shortest decimal needs: a float16 0.1
+    (0.0999755859375) reads 0.1 as numpy prints it, not 0.09998."""
+    if not np.isfinite(v):
+        return num(float(v))
+    shortest = str(v).lstrip("-").split("e")[0].replace(".", "").strip("0")  # '65500.0': 655; '0.1': 1
+    return num(float(v), min(digits, max(1, len(shortest))))
+
+
+def _shown_part(a: np.ndarray, threshold: int, edge: int) -> np.ndarray:
+    """The values of ``a`` that numpy shows: all, or past ``threshold`` the first and last ``edge`` of each longer axis."""
+    if a.size <= threshold:
+        return a
+    for axis, n in enumerate(a.shape):
+        if n > 2 * edge:
+            a = np.take(a, list(range(edge)) + list(range(n - edge, n)), axis=axis)
+    return a
+
+
+def _value_digits(shown: np.ndarray) -> int:
+    """The significant digits for ``shown``: ``spread_digits`` of their range (values offset from zero get
+    the digits that tell them apart), then more while two different values would read the same (1e6 and
+    1e6 + 0.5 both read 1e+06 beside 0.001), up to the digits that read back to every value of the type
+    (float16 5, float32 9, float64 17)."""
+    top = 1 + math.ceil((np.finfo(shown.dtype).nmant + 1) * math.log10(2))
+    f = np.unique(shown[np.isfinite(shown)])
+    if not f.size:
+        return 4
+    digits = spread_digits(float(f[0]), float(f[-1]), most=top)
+    while digits < top and len({float(_number(v, digits)) for v in f}) < len(f):  # as read back, not as text
+        digits += 1
+    return digits
 
 
 def _shortest(v: float) -> str:

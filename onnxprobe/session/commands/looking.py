@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -150,8 +149,8 @@ def cmd_show(env: Env, args: list[str]):
     label = "values" + (f"{format_slice(index)} → [{fmt_shape(np.shape(part))}]" if index is not None else "")
     out.append(Text(label + ":", style="bold"))
     threshold = sys.maxsize if full else (256 if index is not None else 64)
-    with np.printoptions(threshold=threshold, edgeitems=3, linewidth=max(env.width - 2, 40), precision=_digits(part)):
-        out.append(Text(np.array2string(np.asarray(part), separator=" ") if np.ndim(part) else _one(np.asarray(part)[()])))
+    shown = render.values(part, max(env.width - 2, 40), threshold) if np.ndim(part) else _one(np.asarray(part)[()])
+    out.append(Text(shown))
     if numeric and value.size:
         out.append(Text("histogram" + (" (whole tensor)" if index is not None else "") + ":", style="bold"))
         out.append(render.histogram(value, bins=nbins, width=50, log=log, room=env.width))
@@ -162,24 +161,6 @@ def _one(v) -> str:
     """One element as numpy prints its type's value, the shortest text that reads back to it (float32 0.1
     is '0.1', not Python's float64 '0.10000000149011612'); a string or bytes value as its repr."""
     return str(v) if isinstance(v, np.generic) and v.dtype.kind in "biufc" else repr(v.item() if isinstance(v, np.generic) else v)
-
-
-def _digits(part) -> int:
-    """numpy's print precision for ``part``: 5, and as many more as its finite values' magnitude exceeds their
-    spread (as the statistics' digits: README), up to what tells its type's values apart; at 5, float32
-    values of 1e7 + N(0, 1) each printed as 1.e+07."""
-    a = np.asarray(part)
-    if a.dtype.kind != "f" or not a.size:
-        return 5
-    f = a[np.isfinite(a)]
-    if not f.size:
-        return 5
-    top = np.finfo(a.dtype).precision + 2  # float16 5, float32 8, float64 17: shortest round-trip digits
-    lo, hi = float(f.min()), float(f.max())
-    am = max(abs(lo), abs(hi))
-    spread = hi - lo  # past float64's range (-1.7e308 to 1.7e308): inf, which needs no more digits
-    extra = math.ceil(math.log10(am / spread)) if hi > lo and math.isfinite(spread) else 0
-    return int(min(max(5, 5 + extra), top))
 
 
 @command("save", "save TENSOR|all|html FILE [--model a|b] [--columns a,b]",
