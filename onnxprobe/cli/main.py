@@ -153,6 +153,25 @@ class _Command(TyperCommand):
         _single_values(self.params, args)
         return super().parse_args(ctx, args)
 
+    def get_params(self, ctx) -> list:
+        """The command's options, and the app's ``--version``/``-V`` (hidden: the app's help lists it): a user
+        who types it after a command (``onnxprobe layers --version``) wants the version, not click's guess at
+        a command option ('No such option: --version (Possible options: --json, --netron)')."""
+        return [*super().get_params(ctx), *_app_version(ctx)]
+
+
+def _app_version(ctx) -> list:
+    """The app's own ``--version`` option (as Typer made it of ``main``'s parameter, whatever its click),
+    for a command: its value not passed to the command's function, and left out of the command's help."""
+    import copy
+
+    group = ctx.parent.command if ctx.parent is not None else None
+    found = [p for p in getattr(group, "params", []) if p.name == "version"]
+    options = [copy.copy(p) for p in found]
+    for o in options:
+        o.expose_value, o.hidden = False, True
+    return options
+
 
 def _single_values(params, args: list[str]) -> None:
     from onnxprobe.errors import UsageError

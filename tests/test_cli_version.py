@@ -1,0 +1,46 @@
+"""`--version` is an option of onnxprobe itself, and a user who types it after a command wants the same
+answer: `onnxprobe layers --version` said 'No such option: --version (Possible options: --json, --netron)',
+click's guess at a command option. After any command it prints the version, as before one, and exits 0."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from onnxprobe.cli.main import COMMANDS, app, app_for
+
+NAMES = [entry[0] for entry in COMMANDS]
+
+
+def _top() -> str:
+    r = CliRunner().invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.stdout.startswith("onnxprobe "), r.output
+    return r.stdout
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+@pytest.mark.parametrize("name", NAMES)
+def test_version_after_every_command(name, flag):
+    want = _top()
+    for one in (app, app_for([name, flag])):  # the whole app, and the app of that command alone that `run` builds
+        r = CliRunner().invoke(one, [name, flag])
+        assert r.exit_code == 0 and r.stdout == want and not r.stderr, (name, flag, r.output)
+
+
+def test_version_after_a_command_and_its_arguments_does_nothing_else(tmp_path):
+    """As --help: the version, at once, whatever else the line holds (no model read, no output written)."""
+    out = tmp_path / "out.onnx"
+    r = subprocess.run([sys.executable, "-m", "onnxprobe", "mark", str(tmp_path / "missing.onnx"), "-o", str(out),
+                        "--all", "--version"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout == _top() and r.stderr == "", (r.stdout, r.stderr)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_version_is_not_in_a_commands_help(name):
+    """It stays the app's option: each command's help lists its own."""
+    r = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert r.exit_code == 0 and "--version" not in r.stdout, r.stdout
