@@ -162,7 +162,7 @@ def test_input_from_value_file_and_random(tmp_path, nan_path):
 
 def test_input_random_with_a_new_shape_fills_a_dynamic_dimension(tmp_path):
     r = script(tmp_path, [sample_path("dynamic_batch")], ["input x random 3x3x8x8", "run", "show y"], code=0)
-    assert "input x: unknown dimension 'batch' set to 1 (input x random DIMS" in r.stderr  # at start
+    assert "input x: dimension 'batch' unknown, set to 1 (use input x random DIMS" in r.stderr  # at start
     out = r.stdout
     assert "float32 [3x3x8x8]" in out
     assert "output y [3x2]" in out and "float32 [3x2]" in out

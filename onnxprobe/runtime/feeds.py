@@ -116,6 +116,11 @@ class Feeds:
         notes = f": {len(self.notes)} note{'s' if len(self.notes) != 1 else ''}" if self.notes else ""
         return f"Feeds({', '.join(shown + more)}{notes})"
 
+    def guess_note(self, name: str, fix: str) -> str:
+        """The note on input ``name``'s ``defaulted`` dimensions, as ``guessed`` says it, with ``fix`` (what
+        gives real sizes, in the reader's words: the debugger's `input NAME random DIMS`) for --shape's."""
+        return guess_note(name, self.defaulted[name], fix)
+
     def explained(self, e: ExecutionError) -> ExecutionError:
         """``e``, a run's error, with ``hint`` after its message where there is one (not after an error that
         is about the device rather than the model and its inputs): a copy of it, of its class, with its
@@ -335,15 +340,16 @@ def feed_digest(arrays: dict[str, np.ndarray]) -> str:
 
 def _notes(defaulted: dict[str, list[str]]) -> dict[str, str]:
     """Each input of ``defaulted`` -> the note saying which of its dimensions were set to 1."""
-    out = {}
-    for name, labels in defaulted.items():
-        if labels == ["rank"]:
-            out[name] = f"input {clean(name)}: rank unknown, using a scalar (use --shape {clean(name)}=...)"
-            continue
-        said = ", ".join(clean(x) for x in labels[:-1]) + " and " + clean(labels[-1]) if len(labels) > 1 else clean(labels[0])
-        out[name] = (f"input {clean(name)}: dimension{'s' if len(labels) > 1 else ''} {said} unknown, set to 1 "
-                     f"(use --shape {clean(name)}=...)")
-    return out
+    return {name: guess_note(name, labels, f"--shape {clean(name)}=...") for name, labels in defaulted.items()}
+
+
+def guess_note(name: str, labels: list[str], fix: str) -> str:
+    """The one wording of the note on input ``name`` whose dimensions ``labels`` were set to 1 (``["rank"]``:
+    its rank unknown, fed as a scalar), for every reader; ``fix``: what gives real sizes, in that reader's words."""
+    if labels == ["rank"]:
+        return f"input {clean(name)}: rank unknown, using a scalar (use {fix})"
+    said = ", ".join(clean(x) for x in labels[:-1]) + " and " + clean(labels[-1]) if len(labels) > 1 else clean(labels[0])
+    return f"input {clean(name)}: dimension{'s' if len(labels) > 1 else ''} {said} unknown, set to 1 (use {fix})"
 
 
 def named_files(spec: InputSpec, names: list[str]) -> InputSpec:

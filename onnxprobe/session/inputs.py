@@ -77,14 +77,7 @@ def session_notes(fs: api.Feeds, name: str | None = None) -> list[str]:
     with guessed dimensions, and the command that fixes it, instead of the feeds' own (``Feeds.guessed``)."""
     guesses = set(fs.guessed.values())
     out = [cli_words(n) for n in (fs.notes if name is None else fs.about.get(name, [])) if n not in guesses]
-    for n, labels in fs.defaulted.items():
-        if name is not None and n != name:
-            continue
-        shown = clean(n)
-        if labels == ["rank"]:
-            out.append(f"input {shown}: rank unknown, using a scalar (input {shown} random DIMS)")
-            continue
-        which = ", ".join(clean(x) for x in labels)
-        out.append(f"input {shown}: unknown dimension{'s' if len(labels) > 1 else ''} {which} set to 1 "
-                   f"(input {shown} random DIMS, or start with --shape {shown}=DIMS)")
+    for n in fs.defaulted:
+        if name is None or n == name:  # the feeds' wording, with the session's commands for the fix
+            out.append(fs.guess_note(n, f"input {clean(n)} random DIMS, or start with --shape {clean(n)}=DIMS"))
     return out
