@@ -89,3 +89,21 @@ def test_a_dataset_measured_on_other_workers_says_what_their_runners_ran(qdq, tm
         np.savez(tmp_path / f"b{k}.npz", image=np.random.default_rng(k).random((1, 3, 32, 32), dtype=np.float32))
     res = api.diff_dataset(qdq, inputs=tmp_path, vs_runtime="openvino")
     assert "B deployed: OpenVINO's integer kernels" in res.measured, res.measured
+
+
+def test_introduced_error_cones_run_on_b_do_not_reset_what_b_ran(qdq, tmp_path):
+    """With --all B's float nodes get A's values (the introduced-error cones), run by B's OpenVINO runner:
+    those small float models have no integer kernel, and the header said B was "simulated" after them."""
+    import onnx
+    from onnx import helper
+
+    m = onnx.load(str(qdq))  # a float layer beside the quantized ones: its cone has no integer kernel
+    m.graph.node.append(helper.make_node("Tanh", [m.graph.input[0].name], ["side"], name="float_side"))
+    m.graph.output.append(helper.make_tensor_value_info("side", onnx.TensorProto.FLOAT, None))
+    path = tmp_path / "tail.onnx"
+    onnx.save(m, str(path))
+    assert openvino_int_layers(path) > 0
+    res = api.diff(path, vs_runtime="openvino", selection=api.Selection(all=True))
+    assert any(r.introduced is not None for r in res.results)  # a cone did run on B
+    assert "B deployed: OpenVINO's integer kernels" in res.measured, res.measured
+    assert res.b.runner.integer_kernels(), res.b.runner.layer_precisions

@@ -279,15 +279,16 @@ class OpenVinoRunner(HostStatsRunner):
             if temporary is not None and self.worker.proc is not None:
                 self.worker.request(op="drop", key=temporary)
                 self._loaded.pop(temporary, None)
-        self._after_run(reply)
+        self._after_run(reply, own=model is self.model)
         return Collected(reply["stats"], reply["shapes"], reply["values"], reply["seconds"], reply["compile_seconds"])
 
     def integer_kernels(self) -> dict[str, int]:
         return {p: n for p, n in self.layer_precisions.items() if p in INT_PRECISIONS}
 
-    def _after_run(self, reply: dict) -> None:
+    def _after_run(self, reply: dict, own: bool = True) -> None:
         self.precision = reply.get("precision") or self.precision
-        self.layer_precisions = reply.get("layer_precisions") or {}
+        if own:  # what the model ran as; a derived model (an introduced-error cone, a float layer alone) is not it
+            self.layer_precisions = reply.get("layer_precisions") or {}
         asked = self.options.get("INFERENCE_PRECISION_HINT")
         if asked and self.precision and asked.lower() != self.precision.lower():
             self.note(f"INFERENCE_PRECISION_HINT={asked} was asked for, but OpenVINO {self.device} compiled the model "
