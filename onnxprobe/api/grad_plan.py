@@ -22,6 +22,7 @@ from onnxprobe.autodiff.straight_through import behind_rounding
 from onnxprobe.errors import (ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UnknownShape, UsageError,
                               first_line, setting_error, settings_error)
 from onnxprobe.graph.builder import all_names, default_opset
+from onnxprobe.graph.integrity import refuse_broken
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.own_numbering import numbered_as
 from onnxprobe.graph.select import Selection, select
@@ -284,6 +285,7 @@ def grad_plan(model: ModelLike, spec: GradSpec | None = None, selection: Selecti
     (``RunConfig.cache``: False for --no-cache). When a gradient needs a newer opset than the model's, the
     plan is made on a copy converted to GRAD_OPSET. ``model``: a Model, a path or a ModelProto."""
     model, spec, selection = as_model(model), as_spec(spec), as_selection(selection)
+    refuse_broken(model.proto, model.source)  # the backward graph leaves out what onnxruntime refuses in it
     if unsupported not in ("raise", "skip"):
         raise UsageError(f"unsupported: expected 'raise' or 'skip', got {unsupported!r}")
     first: dict = {}

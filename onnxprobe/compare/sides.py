@@ -10,6 +10,7 @@ from typing import Callable
 import numpy as np
 
 from onnxprobe.errors import ExecutionError, ModelError
+from onnxprobe.graph.integrity import refuse_broken
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import walk
@@ -70,6 +71,7 @@ def model_side(label: str, model: Model, make_runner: Callable, constants: bool 
     obs = observe(model.proto, constants)
     proto = add_dequantize(model.proto, obs.dequantize) if obs.dequantize else model.proto
     try:
+        refuse_broken(model.proto, None if who is not None else model.source)
         runner = make_runner(proto)
     except (ExecutionError, ModelError) as e:  # a runtime that reads the model as the runner is made (OpenVINO)
         if who is not None:

@@ -11,6 +11,7 @@ from collections import Counter
 
 import onnx
 
+from onnxprobe.errors import SessionError
 from onnxprobe.graph.walk import kahn
 from onnxprobe.text import quote
 
@@ -75,6 +76,18 @@ def _problems(nodes: list[onnx.NodeProto], sources: set[str], outputs: list[str]
     if cycle:
         out.append(f"nodes {', '.join(cycle[:4])}{' ...' if len(cycle) > 4 else ''} form a cycle: each needs another's output")
     return out
+
+
+def refuse_broken(model: onnx.ModelProto, name: str | None) -> None:
+    """A SessionError naming the first of ``graph_problems``, for a workflow about to run the model: those
+    that run a graph of their own built from it (diff's one run of both models, grad's forward and backward
+    graph) left out what onnxruntime refuses in the model as it is (a graph output no node gives) and
+    judged a model that does not load (QA fuzzing). ``name``: the file the message starts with (None: a
+    caller that names the model itself)."""
+    problems = graph_problems(model)
+    if problems:
+        more = f" (and {len(problems) - 1} more: `onnxprobe inspect` lists them)" if len(problems) > 1 else ""
+        raise SessionError(f"{name + ': ' if name else ''}{problems[0]}{more}: onnxruntime refuses such a graph")
 
 
 def outputs_listed_twice(g: onnx.GraphProto) -> list[str]:

@@ -177,13 +177,20 @@ _BODIES = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("bo
 
 def missing_body(g: onnx.GraphProto) -> str | None:
     """The first If without one of its branches, or Loop or Scan without its body (ONNX domain), in ``g``
-    and the bodies inside it, said as ``node 'if' (If) has no else_branch``; None when every one has them."""
+    and the bodies inside it, said as ``node 'if' (If) has no else_branch``; or the first such node with
+    an output left unnamed (''): each returns every value its body gives, none is optional, and
+    onnxruntime refuses the model (a Loop's unnamed loop-carried output, it dies of SIGSEGV running it).
+    None when every one is whole."""
     for n in g.node:
         graphs = {a.name: a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH}
         if n.domain in ("", "ai.onnx"):
+            label = quote(n.name or next((o for o in n.output if o), ""))
             lacking = [b for b in _BODIES.get(n.op_type, ()) if b not in graphs]
             if lacking:
-                return f"node {quote(n.name or n.output[0] if n.output else n.name)} ({n.op_type}) has no {lacking[0]}"
+                return f"node {label} ({n.op_type}) has no {lacking[0]}"
+            unnamed = [k for k, o in enumerate(n.output) if not o] if n.op_type in _BODIES else []
+            if unnamed:
+                return f"node {label} ({n.op_type}) leaves its output {unnamed[0]} unnamed (''): none of its outputs is optional"
         for a in n.attribute:
             for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
                 found = missing_body(sub)
