@@ -68,10 +68,15 @@ def model_side(label: str, model: Model, make_runner: Callable, constants: bool 
     runner cannot observe leave the observation, with the runner's reason. ``constants``: tensors computed
     from weights alone are observed too (--include-constants). ``who``: the side's name and file as the API
     and the command line say them ("B (b.onnx)"), which each error of its runner starts with (``NamedRunner``)."""
+    try:  # before the observation, which reads nodes' inputs by position
+        refuse_broken(model.proto, None if who is not None else model.source)
+    except ExecutionError as e:
+        if who is not None:
+            name_error(e, who)
+        raise
     obs = observe(model.proto, constants)
     proto = add_dequantize(model.proto, obs.dequantize) if obs.dequantize else model.proto
     try:
-        refuse_broken(model.proto, None if who is not None else model.source)
         runner = make_runner(proto)
     except (ExecutionError, ModelError) as e:  # a runtime that reads the model as the runner is made (OpenVINO)
         if who is not None:
