@@ -213,6 +213,13 @@ def cli_words(text: str) -> str:
     return getattr(text, "cli", "") or text
 
 
+def in_words(text: str, say: Voice) -> str:
+    """``text`` as ``say``'s reader says it: a ``said`` text's command-line words (``cli_words``) to the command
+    line, its API words to the API; any other text as it is. For a said text made of said parts
+    (``said(lambda say: f"... {in_words(part, say)}")``): an f-string of a said text keeps only its API words."""
+    return cli_words(text) if say.cli else str(text)
+
+
 def hinted_setting_error(cls: type[OnnxProbeError], what: tuple[str, str], rest: str, hint) -> OnnxProbeError:
     """``setting_error``'s message followed by ``hint(voice)`` (``Voice``): advice said in each reader's words."""
     sep = "" if rest.startswith(":") else " "

@@ -20,7 +20,7 @@ from onnxprobe.autodiff.loss import KINDS, attach_loss
 from onnxprobe.autodiff.select import named_targets, targets
 from onnxprobe.autodiff.straight_through import behind_rounding
 from onnxprobe.errors import (ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UnknownShape, UsageError,
-                              first_line, setting_error, settings_error)
+                              first_line, in_words, said, setting_error, settings_error)
 from onnxprobe.graph.builder import all_names, default_opset
 from onnxprobe.graph.integrity import refuse_broken
 from onnxprobe.graph.model import Model
@@ -429,8 +429,8 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
                         f"gradients are ~0 (noise), not in its scale: the gradient of {shown} (the normalized values summed over the "
                         "rows) is real")
     elif what is not None:
-        warnings.append(f"output {output!r} is {what}: its {spec.loss} is constant, so every gradient is "
-                        f"~0 (noise); {INSTEAD}")
+        warnings.append(said(lambda say: f"output {output!r} is {what}: its {spec.loss} is constant, so every gradient "
+                             f"is ~0 (noise); {in_words(INSTEAD, say)}"))
     if feed is not None and _has_if(model.proto):
         _declared_inputs(model.proto, fwd, bw.model)
     if relax and loss.input:

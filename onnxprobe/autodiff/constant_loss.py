@@ -27,6 +27,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.autodiff.select import weight_value
+from onnxprobe.errors import said
 from onnxprobe.graph.ops import canonical
 
 # ops that move or retype values without changing their sum; QuantizeLinear / DequantizeLinear round it (a
@@ -40,7 +41,8 @@ SUM_PRESERVING = {"Reshape", "Flatten", "Identity", "Cast", "Squeeze", "Unsqueez
 NORMALIZATIONS = {"LayerNormalization": (1, 2), "SkipLayerNormalization": (2, 3), "InstanceNormalization": (None, 2)}
 ONNX_DOMAINS = ("", "ai.onnx", "com.microsoft")
 # what to use instead of a constant loss, in grad's note and the verdicts of grad --check and diff --grad
-INSTEAD = "use --loss cross-entropy --labels, --loss mse --target or --output-grad"
+INSTEAD = said(lambda say: say.either("use a GradSpec with loss='cross-entropy' and labels, loss='mse' and target, or output_grad",
+                                      "use --loss cross-entropy --labels, --loss mse --target or --output-grad"))
 
 
 def unjudged(whys: list[str]) -> str:

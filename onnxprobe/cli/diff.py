@@ -124,6 +124,7 @@ def diff(
     from onnxprobe.api.diff_grad import one_tensor_once
     from onnxprobe.errors import UsageError
     from onnxprobe.report.diff import COLUMNS, JUDGED_COLUMNS, PROBLEM, PROFILE_COLUMNS, diff_dict, diff_renderables
+    from onnxprobe.report.io import in_cli_words
     from onnxprobe.report.progress import Progress
 
     absent = {} if profile else {c.key: "comes only with --profile" for c in PROFILE_COLUMNS}
@@ -206,7 +207,7 @@ def diff(
                            **({"profile": True} if profile else {}))
     notes(res.notes)
     order = api.sort_results(res.results, sort)
-    data = diff_dict(res, order)
+    data = in_cli_words(diff_dict(res, order))  # the criterion and verdict in the command line's words (errors.said)
     extra = (lambda width: [])
     if res.profile:
         from onnxprobe.report.profile import diff_profile_renderables, with_diff_profile
@@ -229,9 +230,10 @@ def _report_dataset(res, sort: str, json_: Path | None, view, overlay, netron, h
     histograms, which are of one input's tensors), and the exit code of its verdict."""
     from onnxprobe import api
     from onnxprobe.report.diff_dataset import diff_dataset_dict, diff_dataset_renderables
+    from onnxprobe.report.io import in_cli_words
 
     notes(res.notes)
-    data = diff_dataset_dict(res, api.sort_results(res.results, sort))
+    data = in_cli_words(diff_dataset_dict(res, api.sort_results(res.results, sort)))
     write_pictures(res, overlay=overlay, netron=netron, sort=sort)
     write_html(html, res, inputs=[inputs], sort=sort, view=view)
     emit(data, json_, lambda width: diff_dataset_renderables(data, width, asked=view.columns), view)

@@ -89,7 +89,7 @@ def grad(
     """
     from onnxprobe import api
     from onnxprobe.api.grad import INSTEAD
-    from onnxprobe.errors import UsageError
+    from onnxprobe.errors import UsageError, cli_words
     from onnxprobe.report.grad import CHECK, COLUMNS, export_renderables, grad_dict, grad_renderables
     from onnxprobe.report.progress import Progress
 
@@ -162,7 +162,7 @@ def grad(
     if constant:  # said first, as diff --grad does: the gradients judged are ones the loss depends on trivially (dL/dy = 1)
         noise = sum(1 for r in result.rows if r.unjudged)
         error(f"--check judged nothing meaningful: {constant}, so its gradients are ~0 (rounding noise: {noise} "
-              f"shown, not judged); {INSTEAD}" + (f" (and {failing})" if failed else ""))
+              f"shown, not judged); {cli_words(INSTEAD)}" + (f" (and {failing})" if failed else ""))
         raise typer.Exit(1)
     if failed:
         error(failing)

@@ -63,9 +63,11 @@ def write_html(path: Path | None, result, *, histograms: dict | None = None, inp
     every column the terminal's table shows (``view``: --columns may add some)."""
     if path is not None:
         from onnxprobe import api
+        from onnxprobe.api.reports import command_line_words
 
-        api.html(result, path, histograms=histograms, inputs=inputs, sort=sort, profile=profile,
-                 columns=list(view.columns) if view is not None else None)
+        with command_line_words():
+            api.html(result, path, histograms=histograms, inputs=inputs, sort=sort, profile=profile,
+                     columns=list(view.columns) if view is not None else None)
 
 
 def require_html(path: Path | None) -> None:
@@ -83,11 +85,13 @@ def write_pictures(result, *, overlay: Path | None = None, netron: Path | None =
     if overlay is None and netron is None:
         return
     from onnxprobe import api
+    from onnxprobe.api.reports import command_line_words
 
-    if overlay is not None:
-        report_io.write_json(api.overlay(result, model, sort=sort), overlay)
-    if netron is not None:
-        report_io.write_json(api.netron(result, model, sort=sort), netron)
+    with command_line_words():
+        if overlay is not None:
+            report_io.write_json(api.overlay(result, model, sort=sort), overlay)
+        if netron is not None:
+            report_io.write_json(api.netron(result, model, sort=sort), netron)
 
 
 def reader_gone() -> None:
@@ -173,7 +177,8 @@ def _terminal_width(stream) -> int | None:
 
 
 def error(message: str) -> None:
-    print(f"onnxprobe: error: {one_line(message)}", file=sys.stderr)
+    """One line on stderr, in the command line's words (``errors.cli_words``: a verdict's reason said in two)."""
+    print(f"onnxprobe: error: {one_line(cli_words(message))}", file=sys.stderr)
 
 
 def exit_for(verdict: str, why: str) -> None:

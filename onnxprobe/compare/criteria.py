@@ -38,16 +38,16 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
     and reorders sums moves near-zero elements by more than allclose allows, at 100+ dB of SQNR);
     anything else by allclose."""
     if a.own_snapshot or b.own_snapshot:  # the model's own tensors saved: one computation, exact
-        return Tolerance(why="the default for a model against its own saved tensors; --metric, --atol, --rtol change it")
+        return Tolerance(why="the default for a model against its own saved tensors", default=True)
     qa, qb = a.observation.quantized, b.observation.quantized
     if qa != qb or (qa and qb and not one_model(a, b)):  # one model on two runtimes or devices: below
         what = ("two quantized models" if qa and qb else "a quantized model against a float one" if qa else
                 "a float model against a quantized one")
-        return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR, why=f"the default for {what}; --metric/--min-sqnr change it")
+        return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR, why=f"the default for {what}", default=True)
     if qa and a.runner.kind == b.runner.kind and (a.runner.config.opt_level != b.runner.config.opt_level or a.runner.device != b.runner.device):
         return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
                          why="the default for a quantized model run two ways (fused int8 kernels against the QDQ graph as "
-                             "written, or two devices); --metric/--min-sqnr change it")
+                             "written, or two devices)", default=True)
     low = [p for p in (_precision(a), _precision(b)) if p in ("f16", "bf16", "tf32")]
     halves = (half(a), half(b))
     # a half model against a float one; or one half model run two ways (runtimes, devices or levels that keep
@@ -58,16 +58,16 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
         # the floor as across runtimes: near-zero elements round no less in half than in float32 (a sigmoid
         # near -18, all below 1e-7, differs by 4e-8 on OpenVINO in f32 and in bf16 alike, at about -2 dB)
         return Tolerance(metric="sqnr", min_sqnr=REDUCED_PRECISION_MIN_SQNR, abs_floor=CROSS_RUNTIME_ABS_FLOOR,
-                         why=f"the default when {who} computes in {low[0]}; --metric/--min-sqnr change it")
+                         why=f"the default when {who} computes in {low[0]}", default=True)
     if a.runner.kind != b.runner.kind and a.runner.takes_feeds and b.runner.takes_feeds:
         if a.observation.quantized:
             return Tolerance(metric="sqnr", min_sqnr=QUANTIZED_MIN_SQNR,
                              why=f"the default for a quantized model on two runtimes ({a.runner.kind}, {b.runner.kind}): "
-                                 "one may run int8 kernels where the other simulates them; --metric/--min-sqnr change it")
+                                 "one may run int8 kernels where the other simulates them", default=True)
         return Tolerance(metric="sqnr", min_sqnr=CROSS_RUNTIME_MIN_SQNR, abs_floor=CROSS_RUNTIME_ABS_FLOOR,
-                         why=f"the default for one float model on two runtimes ({a.runner.kind}, {b.runner.kind}); "
-                             "--metric/--min-sqnr change it")
-    return Tolerance(why="the default for float models; --metric, --atol, --rtol change it")
+                         why=f"the default for one float model on two runtimes ({a.runner.kind}, {b.runner.kind})",
+                         default=True)
+    return Tolerance(why="the default for float models", default=True)
 
 
 def gradient_tolerance(a: Side, b: Side) -> Tolerance:
@@ -81,9 +81,9 @@ def gradient_tolerance(a: Side, b: Side) -> Tolerance:
     t = default_tolerance(a, b)
     if t.metric != "allclose":
         return t
-    return replace(t, atol_relative=True, why="the default for gradients: atol relative to each gradient's largest "
+    return replace(t, atol_relative=True, why="the default for gradients", scale="atol relative to each gradient's largest "
                                               "|b|, at least 1e-2 of the largest weight gradient's, as gradients span "
-                                              "many orders of magnitude; --metric, --atol, --rtol change it")
+                                              "many orders of magnitude", default=True)
 
 
 def one_model(a: Side, b: Side) -> bool:
@@ -199,24 +199,24 @@ def _measured(a: Side) -> str:
 
 # float32 kernels of two runtimes differ by up to ~2.5e-6 on a 2-layer GPT-2 (measured); a wrong pairing
 # or a broken layer is >= 0.5 off: allclose with these leaves a 4x margin, and an atol is needed near zero
-EXPORT_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-4, why="the default for an export against its module; "
-                                                        "--metric, --atol, --rtol change it")
+EXPORT_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-4, why="the default for an export against its module",
+                              default=True)
 # float16: each tensor rounds at ~1e-3 of its own scale; a faithful export of a 2-layer GPT-2 or BERT is within
 # 7e-4 of each tensor's max|b| beyond its rtol. An atol of 1e-2 in absolute terms judged nothing of a tensor of
 # small values (a softmax over 300 classes passed a logit scale 1.5x off): it is relative to each tensor's scale
 HALF_TOLERANCE = Tolerance(atol=1e-2, rtol=1e-2, atol_relative=True,
-                           why="the default for a float16 export against its module: atol relative to each tensor's "
-                               "largest |b|, at least 1e-2 of the largest output's; --metric, --atol, --rtol change it")
+                           why="the default for a float16 export against its module", scale="atol relative to each tensor's "
+                               "largest |b|, at least 1e-2 of the largest output's", default=True)
 # gradients sum over the batch and the positions: their float32 rounding grows with those sizes; their
 # atol is relative to each one's scale (at least 1e-2 of the largest weight gradient's), as diff --grad's
 GRAD_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-3, atol_relative=True,
-                           why="the default for gradients against torch autograd: atol relative to each gradient's "
-                               "largest |b|, at least 1e-2 of the largest weight gradient's; --metric, --atol, --rtol change it")
+                           why="the default for gradients against torch autograd", scale="atol relative to each gradient's "
+                               "largest |b|, at least 1e-2 of the largest weight gradient's", default=True)
 # float16 gradients: a float16 weight's gradient rounds at 1e-3 of itself, summed over the batch
 HALF_GRAD_TOLERANCE = Tolerance(atol=1e-2, rtol=1e-2, atol_relative=True,
-                                why="the default for the gradients of a float16 export against torch autograd: atol "
+                                why="the default for the gradients of a float16 export against torch autograd", scale="atol "
                                     "relative to each gradient's largest |b|, at least 1e-2 of the largest weight "
-                                    "gradient's; --metric, --atol, --rtol change it")
+                                    "gradient's", default=True)
 
 
 def export_tolerance(model, grads: bool = False) -> Tolerance:

@@ -20,7 +20,7 @@ from onnxprobe.compare.introduced import exact_inputs, quantized_b_note
 from onnxprobe.compare.measure import DiffPlan, Measured, measure
 from onnxprobe.compare.sides import Side
 from onnxprobe.compare.unordered import unordered_pairs
-from onnxprobe.errors import UsageError, setting_error, settings_error
+from onnxprobe.errors import UsageError, in_words, said, setting_error, settings_error
 from onnxprobe.graph.select import Selection, check_criteria, select, selects_op
 from onnxprobe.graph.walk import unread_extras
 from onnxprobe.match.bodies import body_note, body_tensors
@@ -146,9 +146,9 @@ class DiffResult:
         what = "weight gradients" if self.grad else "outputs"
         constant = (self.grad or {}).get("constant_loss")
         if constant:  # every gradient is ~0 (rounding noise): zeros agreeing with zeros earn no pass
-            said = "; ".join(f"{r}: {why}" for r, why in sorted(constant.items()))
-            return "error", (f"nothing was compared meaningfully: the loss does not depend on the weights ({said}), "
-                             f"so every gradient is ~0; {INSTEAD}")
+            losses = "; ".join(f"{r}: {why}" for r, why in sorted(constant.items()))
+            return "error", said(lambda say: f"nothing was compared meaningfully: the loss does not depend on the weights ({losses}), "
+                                 f"so every gradient is ~0; {in_words(INSTEAD, say)}")
         if not self.compared:  # why, by cause, of the selection (as the report's footer counts it)
             return "error", nothing_compared(uncompared(self))
         in_a = {id(u) for u in self.matching.unmatched_a}  # both models' outputs may have one name: say whose
@@ -161,17 +161,17 @@ class DiffResult:
         wrong = self._grad_verdict() if self.grad is not None else None
         failed = (wrong[1] if wrong is not None and wrong[0] == "fail" else
                   _other_values_said(self.other_values) if self.grad is None and self.other_values else
-                  f"{len(self.outputs_failed)} of the {what} fail the criterion ({self.criterion})"
+                  said(lambda say: f"{len(self.outputs_failed)} of the {what} fail the criterion ({in_words(self.criterion, say)})")
                   if wrong is None and self.outputs_failed else None)
         # a failure found is a failure, whatever could not be compared beside it (which the line adds): an
         # error ("compare more") would hide the edited weight or output that was compared and disagreed
         if failed:
-            return "fail", f"{failed}; besides, {incomplete}" if incomplete else failed
+            return "fail", said(lambda say: f"{in_words(failed, say)}; besides, {incomplete}") if incomplete else failed
         if incomplete:
             return "error", incomplete
         if wrong is not None:
             return wrong
-        return "pass", f"{what} pass ({self.criterion})"
+        return "pass", said(lambda say: f"{what} pass ({in_words(self.criterion, say)})")
 
     def _grad_verdict(self) -> tuple[str, str] | None:
         """diff --grad judges weight gradients of a finite loss: none to judge, or a NaN/Inf loss, earns
@@ -190,11 +190,12 @@ class DiffResult:
                     if self.grad.get("stops") else "no weight receives a gradient (the backward pass stops before every "
                     "weight: see the notes)")
                    if not self.grad.get("weights") else
-                   "no weight gradient is among the gradients selected (--wrt)" if self.grad.get("wrt") else
+                   said(lambda say: f"no weight gradient is among the gradients selected ({say(('wrt', '--wrt'))})")
+                   if self.grad.get("wrt") else
                    "no weight gradient of A could be paired with one of B ("
                    + (by_cause(uncompared(self, outputs=True)) or "the unmatched ones say why") + ")")
-            return "error", (f"nothing to compare: {why}, and the verdict is about weight gradients "
-                             f"({others} other gradient(s) shown, not judged)")
+            return "error", said(lambda say: f"nothing to compare: {in_words(why, say)}, and the verdict is about weight "
+                                 f"gradients ({others} other gradient(s) shown, not judged)")
         la, lb = self.grad.get("loss_a"), self.grad.get("loss_b")
         bad = [s for s, v in (("A", la), ("B", lb)) if not (isinstance(v, float) and math.isfinite(v))]
         if len(bad) == 2:
@@ -204,12 +205,13 @@ class DiffResult:
         judged = [r.metrics for r in self.results if (r.pair.a.is_output or r.pair.b.is_output) and r.passed is not None
                   and r.metrics is not None and not r.metrics.empty]
         if judged and all(m.exact and m.b_absmax == 0 for m in judged):  # zeros agreeing with zeros earn no pass
-            return "error", (f"nothing was compared meaningfully: every weight gradient is 0 in both models at this input "
-                             f"(the loss is {la:.6g} in A, {lb:.6g} in B: a saturated or dead output?); give real inputs "
-                             "(--input, --inputs) or another loss")
+            return "error", said(lambda say: "nothing was compared meaningfully: every weight gradient is 0 in both models at "
+                                 f"this input (the loss is {la:.6g} in A, {lb:.6g} in B: a saturated or dead output?); give real "
+                                 f"inputs ({say.either('an InputSpec of files or arrays', '--input, --inputs')}) or another loss")
         if self.grad.get("forward_differs") and self.grad.get("vs_torch"):  # two ONNX models may differ (int8, fp32)
-            return "fail", (f"the losses differ (A {la:.6g}, B {lb:.6g}): the forward passes disagree, so the model is "
-                            "not an export of the module as it is now (`diff --vs-torch` shows where)")
+            return "fail", said(lambda say: f"the losses differ (A {la:.6g}, B {lb:.6g}): the forward passes disagree, so the "
+                                f"model is not an export of the module as it is now ({say.either('api.diff_torch', '`diff --vs-torch`')} "
+                                "shows where)")
         return None
 
 
@@ -331,10 +333,10 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     notes += float_note(floats) + quantized_b_note(report, introduced and (with_cones or b.runner.replays), one_model(a, b))
     inside = {**body_tensors(b.model.proto, selection, loops_only=True), **body_tensors(a.model.proto, selection, loops_only=True)}
     notes += [n for n in [body_note(inside, "compared by diff", loops_only=True)] if n]
-    unordered, said = unordered_pairs(a.model.proto, b.model.proto, report)
+    unordered, told = unordered_pairs(a.model.proto, b.model.proto, report)
     return DiffPlan(a, b, tolerance, per_tensor, matching, report, sel_b, by_b, with_cones,
                     introduced and not with_cones and b.runner.replays, why_not is None, max_memory, device_metrics,
-                    notes + said, profile=profile and why_not is None, selected_a=sel_a, floats=floats,
+                    notes + told, profile=profile and why_not is None, selected_a=sel_a, floats=floats,
                     unordered=unordered)
 
 
@@ -429,8 +431,8 @@ def criterion_words(tolerance: Tolerance, per_tensor: dict[str, Tolerance] | Non
     if not per_tensor:
         return tolerance.describe()
     each = [f"{quote(n)} {t.rule}" for n, t in sorted(per_tensor.items())]
-    more = f"; and {len(each) - shown} more (--json: per_tensor)" if len(each) > shown else ""
-    return f"{tolerance.describe()}; per tensor: {'; '.join(each[:shown])}{more}"
+    more = lambda say: f"; and {len(each) - shown} more ({say.either('the result', '--json')}: per_tensor)" if len(each) > shown else ""  # noqa: E731
+    return said(lambda say: f"{in_words(tolerance.describe(), say)}; per tensor: {'; '.join(each[:shown])}{more(say)}")
 
 
 def gradient_origin(res: "DiffResult") -> None:

@@ -30,8 +30,10 @@ def in_cli_words(data):
     """``data`` (dicts, lists, text) with every ``errors.said`` text as the command line says it."""
     if isinstance(data, dict):
         return {k: in_cli_words(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
+    if isinstance(data, list):
         return [in_cli_words(v) for v in data]
+    if type(data) is tuple:  # as it was (a report's dict is drawn from as well as written)
+        return tuple(in_cli_words(v) for v in data)
     return cli_words(data) if isinstance(data, str) else data
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from onnxprobe.errors import UsageError, setting_error, settings_error
+from onnxprobe.errors import UsageError, in_words, said, setting_error, settings_error
 from onnxprobe.types import element_count
 
 REL_TINY = float(np.finfo(np.float32).smallest_subnormal)  # float32's max_rel divisor floor (the graph's, a device's)
@@ -184,7 +184,8 @@ class Tolerance:
     rtol: float | None = None
     min_sqnr: float = 30.0
     min_cosine: float = 0.999
-    why: str = ""  # why this criterion, when it is a default chosen for what is compared
+    # why this criterion: what a default is the default for ("the default for float models"), or the flags given
+    why: str = ""
     abs_floor: float | None = None  # sqnr only: a pair whose max|a-b| is at most this passes too (near-silent tensors)
     # atol is a fraction of each pair's max|b| (its own scale): diff --grad's default, as gradients span many
     # orders of magnitude (an absolute 1e-4 passed every pair of gradients of 1e-9, cosine 0.92 included)
@@ -194,6 +195,10 @@ class Tolerance:
     # 3e-8 against 1.2 for its weight) is judged at the run's scale, not at its own noise's
     atol_floor: float = 0.0
     given: tuple[str, ...] = field(default=(), compare=False)  # the thresholds flags named (from_flags); see over()
+    scale: str = ""  # a default's relative atol: how it scales, said after ``why`` ("atol relative to each ...")
+    # a default chosen for what is compared: ``describe`` says too which settings change it, in each reader's
+    # words (``errors.said``: the API's ``tolerance=Tolerance(...)``, the command line's ``--metric, --atol``)
+    default: bool = False
 
     def __post_init__(self) -> None:
         # checked when made: an unknown metric or a negative threshold would otherwise surface at the first
@@ -276,12 +281,11 @@ class Tolerance:
         named = ", ".join(f"--{k.replace('_', '-')}" for k in self.given)
         # a given --atol is absolute, as the flag says, whatever the default's atol is a fraction of
         relative = default.atol_relative and "atol" not in self.given
-        # the default's why says what it is for, then (after ':') how its atol scales: not said of a given atol
-        rest = default.why.split(";")[0]
-        rest = rest.split(":")[0] if default.atol_relative and not relative else rest
+        # what the default is for, then how its atol scales: not said of a given atol
+        rest = default.why + (f": {default.scale}" if default.scale and relative else "")
         given = f"{named} given{', an absolute atol' if default.atol_relative and not relative else ''}"
         return replace(default, **{k: getattr(self, k) for k in self.given}, given=(), atol_relative=relative,
-                       why=f"{given}; the rest {rest}" if default.why else "")
+                       why=f"{given}; the rest {rest}" if default.why else "", scale="", default=False)
 
     def to_dict(self) -> dict:
         d = {"metric": self.metric, "atol": self.atol, "rtol": self.rtol, "min_sqnr": self.min_sqnr,
@@ -370,8 +374,20 @@ class Tolerance:
         raise ValueError(self.metric)
 
     def describe(self) -> str:
-        """The rule, and why it is this one (a default for what is compared, the flags given)."""
-        return f"{self.rule} ({self.why})" if self.why else self.rule
+        """The rule, and why it is this one (a default for what is compared, and which settings change it;
+        the flags given): said in the API's words, carrying the command line's (``errors.said``)."""
+        return said(lambda say: f"{self.rule} ({self.reason(say)})") if self.why else self.rule
+
+    def reason(self, say) -> str:
+        """Why this rule, in ``say``'s words (``errors.Voice``): what a default is for, how its atol scales, and
+        which settings change it."""
+        why = in_words(self.why, say) + (f": {self.scale}" if self.scale else "")
+        if not self.default:
+            return why
+        keys = USES[self.metric]
+        flags = (f"--metric/{FLAGS[keys[0]][1]}" if len(keys) == 1 else ", ".join(["--metric"] + [FLAGS[k][1] for k in keys]))
+        return f"{why}; " + say.either(f"tolerance=Tolerance(metric=..., {', '.join(f'{k}=...' for k in keys)}) changes it",
+                                       f"{flags} change it")
 
     @property
     def rule(self) -> str:

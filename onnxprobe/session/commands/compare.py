@@ -88,6 +88,7 @@ def cmd_diff(env: Env, args: list[str]):
     table) work as on the command line.
     Examples: `diff`, `diff --all --sort introduced`, `diff 'conv*' --format csv`, `diff --json diff.json`."""
     from onnxprobe.report.diff import diff_dict
+    from onnxprobe.report.io import in_cli_words
 
     _two(env, "diff")
     sort = pop_option(args, "--sort") or "topo"
@@ -99,7 +100,9 @@ def cmd_diff(env: Env, args: list[str]):
     if one is not None and len({t.forward is None for t in env.state.targets.values()}) == 2:
         notes.append(Text(f"note: only model {one} has a backward graph: the models are compared as loaded (`grad --model "
                           f"{'b' if one == 'a' else 'a'}` to compare the gradients too)", style="dim"))
-    return with_json(lambda: diff_dict(res, order), json_path, diff_renderables(res, env.width, order) + notes, view)
+    # its criterion and verdict in the command line's words (errors.said), as its --json's
+    return with_json(lambda: diff_dict(res, order), json_path, diff_renderables(in_cli_words(diff_dict(res, order)), env.width)
+                     + notes, view)
 
 
 @command("match", "match TENSOR", "which tensor of the other model matches TENSOR, by which strategy and why", "two models and gradients",

@@ -4,6 +4,7 @@ the probes' statistics), with the histograms of the worst rows from the session'
 from __future__ import annotations
 
 from onnxprobe import api
+from onnxprobe.api.reports import command_line_words
 from onnxprobe.report.format import plural
 from onnxprobe.report.html import html_report, require_plotly, worst_rows
 from onnxprobe.report.io import write_text
@@ -31,7 +32,8 @@ def save_html(env: Env, t: Target, path: str, *, diff: bool = True, columns: lis
         data = diff_dict(res)
         with st.busy("histograms of the worst pairs…"):
             hists = api.diff_histograms(res, worst_rows("diff", data), api.InputSpec(arrays=feed))
-        api.html(res, path, histograms=hists, inputs=_inputs(env, st.target("a")), columns=columns)
+        with command_line_words():  # its criterion and verdict as the debugger's table says them
+            api.html(res, path, histograms=hists, inputs=_inputs(env, st.target("a")), columns=columns)
         return f"wrote the report of the last diff ({cached[0][2].describe()}: {plural(len(data['pairs']), 'pair')}) to {path}"
     from onnxprobe.report.layers import layers_table
 
