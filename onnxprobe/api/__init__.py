@@ -64,7 +64,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.inputs import (
         Feeds, ModelInput, as_model, check_shape, check_value, input_spec, model_inputs, parse_dims, parse_input_files, parse_int_range,
         parse_shape_overrides, parse_size, protect_inputs, read_array, read_inputs, read_map, read_npz, save_npz,
-        named_by_position, raw_batches,
+        named_by_position, raw_batches, feed_digest, has_statistics,
     )
     from onnxprobe.api.pictures import (
         ExplorerIds, describe_inputs, diff_histograms, explorer_ids, grad_histograms, histogram_of, layers_histograms,
@@ -79,14 +79,13 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     )
     from onnxprobe.graph.index import GraphIndex, NodeInfo, TensorInfo, attribute_text
     from onnxprobe.graph.select import Selection
-    from onnxprobe.runtime.feeds import feed_digest
     from onnxprobe.runtime.ort import DEVICES, OPT_LEVELS, resolve_device
     from onnxprobe.runtime.ray_pool import Executor, RayOptions
     from onnxprobe.runtime.runners import RUNTIMES, ort_config, own_options, parse_runtime_options
     from onnxprobe.stats.conditions import EXAMPLES as CONDITION_EXAMPLES
     from onnxprobe.stats.conditions import Condition, parse_condition
     from onnxprobe.stats.metrics import METRICS, IntroducedError, PairMetrics, Tolerance
-    from onnxprobe.stats.tensor_stats import TensorStats, has_statistics
+    from onnxprobe.stats.tensor_stats import TensorStats
     from onnxprobe.types import BACKWARD_TAG, GRAD_SUFFIX, InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
 
@@ -109,7 +108,7 @@ _WHERE = {
     "onnxprobe.api.inputs": (
         "Feeds ModelInput as_model check_shape check_value input_spec model_inputs parse_input_files "
         "parse_dims parse_int_range parse_shape_overrides parse_size protect_inputs read_array read_inputs read_map "
-        "read_npz save_npz named_by_position raw_batches"
+        "read_npz save_npz named_by_position raw_batches feed_digest has_statistics"
     ),
     "onnxprobe.api.pictures": (
         "ExplorerIds describe_inputs diff_histograms explorer_ids "
@@ -126,13 +125,12 @@ _WHERE = {
     "onnxprobe.errors": "DeviceUnavailable ExecutionError MissingExtra ModelError NoGradientRule OnnxProbeError UsageError",
     "onnxprobe.graph.index": "GraphIndex NodeInfo TensorInfo attribute_text",
     "onnxprobe.graph.select": "Selection",
-    "onnxprobe.runtime.feeds": "feed_digest",
     "onnxprobe.runtime.ort": "DEVICES OPT_LEVELS resolve_device",
     "onnxprobe.runtime.ray_pool": "Executor RayOptions",
     "onnxprobe.runtime.runners": "RUNTIMES ort_config own_options parse_runtime_options",
     "onnxprobe.stats.conditions": "CONDITION_EXAMPLES=EXAMPLES Condition parse_condition",
     "onnxprobe.stats.metrics": "METRICS IntroducedError PairMetrics Tolerance",
-    "onnxprobe.stats.tensor_stats": "TensorStats has_statistics",
+    "onnxprobe.stats.tensor_stats": "TensorStats",
     "onnxprobe.types": (
         "BACKWARD_TAG GRAD_SUFFIX InputSpec ProbePlan ProbeResult RunConfig RunInfo "
         "TensorRef"

@@ -24,7 +24,10 @@ from onnxprobe.graph.model import load as _load
 from onnxprobe.runtime import npz as _npz
 from onnxprobe.runtime.arrays import by_position, read_array, read_arrays, read_npz
 from onnxprobe.runtime.budget import parse_size
-from onnxprobe.runtime.feeds import Feeds, ModelInput, check_shape, check_value, make_feeds
+from onnxprobe.runtime.feeds import Feeds, ModelInput, check_value, make_feeds
+from onnxprobe.runtime.feeds import check_shape as _check_shape
+from onnxprobe.runtime.feeds import feed_digest as _feed_digest
+from onnxprobe.stats.tensor_stats import has_statistics as _has_statistics
 from onnxprobe.runtime.input_flags import parse_dims, parse_input_files, parse_shape_overrides
 from onnxprobe.runtime.feeds import model_inputs as _model_inputs
 from onnxprobe.runtime.userfunc import split_spec
@@ -32,7 +35,7 @@ from onnxprobe.text import clean, clip, controls, one_line, quote
 from onnxprobe.graph.select import Selection
 from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
 
-__all__ = ["check_shape", "input_spec", "read_inputs", "named_by_position", "parse_int_range", "parse_size", "parse_dims", "parse_shape_overrides", "parse_input_files", "read_array",
+__all__ = ["check_shape", "feed_digest", "has_statistics", "input_spec", "read_inputs", "named_by_position", "parse_int_range", "parse_size", "parse_dims", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
            "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_progress", "Progress", "ModelLike", "as_raw",
            "as_ray", "as_dataset", "protect_inputs", "as_result", "as_probe_result", "what_came"]
@@ -380,6 +383,37 @@ def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape
                      "the arrays given" if arrays else "--inputs")
 
 
+def check_shape(spec: ModelInput, shape: tuple[int, ...], what: str | tuple[str, ...]) -> tuple[int, ...]:
+    """``shape`` (a tuple of ints) if input ``spec`` (one of ``model_inputs(model)``) can take it, else a
+    UsageError that starts with ``what`` (a setting as (API parameter, flag[, value]), or text)."""
+    as_result(spec, ModelInput, "an input of the model (api.model_inputs(model) lists them)", "spec")
+    if not isinstance(shape, (tuple, list)) or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
+        raise UsageError(f"shape: expected a tuple of ints, got {what_came(shape)}")
+    if not isinstance(what, str) and not (isinstance(what, tuple) and len(what) >= 2 and all(isinstance(w, str) for w in what)):
+        raise UsageError(f"what: expected what the shape is about, text or (API parameter, flag[, value]), got {what_came(what)}")
+    return _check_shape(spec, tuple(int(d) for d in shape), what)
+
+
+def feed_digest(arrays: Mapping[str, np.ndarray]) -> str:
+    """16 hex digits that name a set of inputs by their values (names, dtypes, shapes, bytes), as a dataset's
+    reports list their samples (``runtime.feeds.feed_digest``); ``arrays``: input name -> array."""
+    if not isinstance(arrays, Mapping) or not all(isinstance(k, str) and isinstance(v, np.ndarray) for k, v in arrays.items()):
+        raise UsageError(f"arrays: expected a dict of input name -> numpy array, got {what_came(arrays)}")
+    return _feed_digest(arrays)
+
+
+def has_statistics(dtype: np.dtype) -> bool:
+    """Whether values of ``dtype`` (a numpy dtype, or what ``np.dtype`` takes: 'float32') get statistics:
+    numbers, booleans and bfloat16, not strings."""
+    try:
+        made = np.dtype(dtype) if dtype is not None and not isinstance(dtype, (bool, int, float)) else None
+    except TypeError:
+        made = None
+    if made is None:
+        raise UsageError(f"dtype: expected a numpy dtype (an array's .dtype, or 'float32'), got {what_came(dtype)}")
+    return _has_statistics(made)
+
+
 def raw_batches(tensors: list[tuple[str, tuple | None, str | None]], max_memory: int | None = None) -> list[list[str]]:
     """The names of ``tensors`` (name, shape, dtype) packed, in order, into runs whose raw values take at most
     half of ``max_memory`` bytes each (default: a quarter of the available memory; onnxruntime's buffers and
@@ -388,6 +422,9 @@ def raw_batches(tensors: list[tuple[str, tuple | None, str | None]], max_memory:
     from onnxprobe.runtime.budget import default_budget, nbytes, plan_chunks
 
     max_memory = as_max_memory(max_memory)
+    if not isinstance(tensors, (list, tuple)) or not all(
+            isinstance(t, (list, tuple)) and len(t) == 3 and isinstance(t[0], str) for t in tensors):
+        raise UsageError(f"tensors: expected a list of (name, shape or None, dtype or None), got {what_came(tensors)}")
     sizes = [(n, nbytes(tuple(s), d) if s is not None and all(isinstance(x, (int, np.integer)) for x in s) else 0)
              for n, s, d in tensors]
     return plan_chunks(sizes, (max_memory or default_budget()) // 2)

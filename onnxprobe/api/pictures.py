@@ -146,7 +146,7 @@ def explorer_ids(model: ModelLike) -> ExplorerIds:
 
 def histogram_of(values: np.ndarray, bins: int = BINS) -> dict:
     """{"values": ``stats.histogram.binned`` counts} of one array, as the report histograms take them."""
-    a = np.asarray(values) if isinstance(values, (np.ndarray, list, tuple, float, int, np.generic)) else None
+    a = np.asarray(values) if isinstance(values, (np.ndarray, list, tuple)) else None  # a bare number is no array
     if a is None or a.dtype.kind not in "biuf":
-        raise UsageError(f"values: expected an array of numbers, got {what_came(values)}")
+        raise UsageError(f"values: expected an array of numbers (a numpy array, list or tuple), got {what_came(values)}")
     return {"values": binned(a, _bins(bins))}

@@ -71,6 +71,19 @@ class Executor:
     messages: list[str] = field(default_factory=list)  # what Ray printed (worker died, task retried)
     digests: dict[int, str] = field(default_factory=dict)  # batch index -> its inputs' digest (api.datasets)
 
+    def __post_init__(self) -> None:
+        # checked when made (api.Executor): a wrong value would otherwise surface in a report, or never
+        if self.engine not in ("local", "ray"):
+            raise UsageError(f"Executor engine: expected 'local' or 'ray', got {type(self.engine).__name__} {self.engine!r}")
+        if not isinstance(self.workers, numbers.Integral) or isinstance(self.workers, bool) or self.workers < 1:
+            raise UsageError(f"Executor workers: expected a positive int, got {type(self.workers).__name__} {self.workers!r}")
+        for k in ("startup_seconds", "run_seconds"):
+            v = getattr(self, k)
+            if not isinstance(v, numbers.Real) or isinstance(v, bool) or not v >= 0:
+                raise UsageError(f"Executor {k}: expected a number of seconds >= 0, got {type(v).__name__} {v!r}")
+        if not isinstance(self.messages, list) or not isinstance(self.digests, dict):
+            raise UsageError("Executor messages, digests: expected a list and a dict")
+
     def sample_digests(self) -> list[str]:
         """The digests of the batches' inputs in batch order (the reports' ``sample_digests``)."""
         return [self.digests[k] for k in sorted(self.digests)]
