@@ -80,7 +80,10 @@ def checked_path(path, what: str = "output path") -> str | os.PathLike:
     if isinstance(path, (str, os.PathLike)):
         return path
 
-    raise UsageError(f"{what}: expected a file path, got {type(path).__name__} {str(path)[:40]!r}")
+    from onnxprobe.text import clip, controls
+
+    # what came, as Python writes it (a number as a number, not quoted as if it were a name: ``got int 5``)
+    raise UsageError(f"{what}: expected a file path, got {type(path).__name__} {clip(controls(repr(path)), 40)}")
 
 
 def not_a_folder(path) -> None:

@@ -45,3 +45,13 @@ def test_right_values_still_work(model):
     assert sum(api.histogram_of([1.0, 2.0, 3.0])["values"]["counts"]) == 3
     e = api.Executor("ray", 2)
     assert e.to_dict() == {"engine": "ray", "workers": 2}
+
+
+def test_a_path_that_is_not_one_is_shown_as_python_writes_it(tmp_path):
+    """api.html(d, 5) and api.merge_stats([5]) said "expected a file path, got int '5'": quoted as if a name."""
+    with pytest.raises(api.UsageError, match=r"expected a file path, got int 5$"):
+        api.merge_stats([5])
+    with pytest.raises(api.UsageError, match=r"output path: expected a file path, got NoneType None$"):
+        api.save_npz({"a": np.zeros(2)}, None)
+    with pytest.raises(api.UsageError, match=r"expected a file path, got bytes b'r\.npz'$"):
+        api.save_npz({"a": np.zeros(2)}, b"r.npz")
