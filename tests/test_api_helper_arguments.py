@@ -55,3 +55,10 @@ def test_a_path_that_is_not_one_is_shown_as_python_writes_it(tmp_path):
         api.save_npz({"a": np.zeros(2)}, None)
     with pytest.raises(api.UsageError, match=r"expected a file path, got bytes b'r\.npz'$"):
         api.save_npz({"a": np.zeros(2)}, b"r.npz")
+
+
+def test_feed_digest_takes_the_numpy_scalars_a_zero_d_input_is_read_as():
+    """The debugger digests its feeds through api.feed_digest: a 0-d input read from an .npz (np.bool_,
+    np.int64) was refused as no array, so `inputs all.npz` failed on any model with a scalar input."""
+    assert api.feed_digest({"c": np.bool_(False)}) != api.feed_digest({"c": np.bool_(True)})
+    assert api.feed_digest({"n": np.int64(2)}) == api.feed_digest({"n": np.int64(2)})

@@ -397,7 +397,8 @@ def check_shape(spec: ModelInput, shape: tuple[int, ...], what: str | tuple[str,
 def feed_digest(arrays: Mapping[str, np.ndarray]) -> str:
     """16 hex digits that name a set of inputs by their values (names, dtypes, shapes, bytes), as a dataset's
     reports list their samples (``runtime.feeds.feed_digest``); ``arrays``: input name -> array."""
-    if not isinstance(arrays, Mapping) or not all(isinstance(k, str) and isinstance(v, np.ndarray) for k, v in arrays.items()):
+    # a numpy scalar too: a 0-d input read from a file comes as one (np.bool_, np.int64)
+    if not isinstance(arrays, Mapping) or not all(isinstance(k, str) and isinstance(v, (np.ndarray, np.generic)) for k, v in arrays.items()):
         raise UsageError(f"arrays: expected a dict of input name -> numpy array, got {what_came(arrays)}")
     return _feed_digest(arrays)
 
