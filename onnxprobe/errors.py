@@ -220,6 +220,27 @@ def in_words(text: str, say: Voice) -> str:
     return cli_words(text) if say.cli else str(text)
 
 
+_CLI_READS: ContextVar[bool] = ContextVar("onnxprobe_report_words", default=False)
+
+
+@contextmanager
+def command_line_words():
+    """Within the block, reports (tables, HTML pages, overlays: ``api.reports``, ``report``) are read by the command
+    line or the debugger: what they say in two wordings (``said``: a criterion's advice, a verdict's, a note's, a
+    footer's "see --json") is said in the command line's words; outside it, in the API's."""
+    token = _CLI_READS.set(True)
+    try:
+        yield
+    finally:
+        _CLI_READS.reset(token)
+
+
+def report_voice() -> Voice:
+    """The ``Voice`` of whoever reads the report being made: the command line's within ``command_line_words``,
+    else the API's (``api.text``, ``api.html`` called from a notebook)."""
+    return Voice(cli=_CLI_READS.get())
+
+
 def hinted_setting_error(cls: type[OnnxProbeError], what: tuple[str, str], rest: str, hint) -> OnnxProbeError:
     """``setting_error``'s message followed by ``hint(voice)`` (``Voice``): advice said in each reader's words."""
     sep = "" if rest.startswith(":") else " "

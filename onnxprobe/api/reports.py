@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from contextlib import contextmanager
-from contextvars import ContextVar
 
-from onnxprobe.errors import UsageError, setting_error
+from onnxprobe.errors import UsageError, command_line_words, report_voice, setting_error  # noqa: F401 (command_line_words: the CLI's)
 from onnxprobe.api.inputs import ModelLike
 
 
@@ -31,24 +29,9 @@ def report(result, *, sort: str = "topo", profile=None) -> dict:
     return json.loads(json.dumps(d, allow_nan=False, default=json_default))
 
 
-_CLI_WORDS: ContextVar[bool] = ContextVar("onnxprobe_report_words", default=False)
-
-
-@contextmanager
-def command_line_words():
-    """Within the block, the reports made here (``html``, ``overlay``, ``netron``, ``text``) say what results
-    say in two wordings (``errors.said``: a criterion's advice, a verdict's, a note's) in the command line's
-    words: the command line's and the debugger's files, as their tables and --json; the API's, the API's."""
-    token = _CLI_WORDS.set(True)
-    try:
-        yield
-    finally:
-        _CLI_WORDS.reset(token)
-
-
 def _dict(result, sort: str = "topo", profile=None) -> dict:
     d = _made(result, sort, profile)
-    if _CLI_WORDS.get():
+    if report_voice().cli:
         from onnxprobe.report.io import in_cli_words
 
         return in_cli_words(d)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterable
 
-from onnxprobe.errors import cli_words
+from onnxprobe.errors import cli_words, command_line_words
 from onnxprobe.report import io as report_io
 from onnxprobe.report.console import stdout_console, to_devnull
 from onnxprobe.report.render import print_items
@@ -148,7 +148,8 @@ def emit(data: dict, json_path: Path | None, render: Callable[[int], list], view
         with writing_stdout():
             report_io.write_json(data, json_path)
     if json_path is None or str(json_path) != "-":
-        show(render(stdout_console(bool(view and view.wide)).width), view)
+        with command_line_words():  # the table's words that name settings: the flags (errors.report_voice)
+            show(render(stdout_console(bool(view and view.wide)).width), view)
 
 
 def notes(messages: Iterable[str]) -> None:

@@ -157,7 +157,8 @@ class DiffResult:
                                           [(r.pair.b.name, r.problem or "value not produced") for r in self.uncompared_outputs], what)
         mapped = [(r.pair.a.name, r.pair.b.name, r.problem or "value not produced") for r in self.uncompared_mapped]
         if mapped:
-            incomplete = "; ".join(filter(None, [incomplete, mapped_not_compared(mapped)]))
+            parts = [t for t in (incomplete, mapped_not_compared(mapped)) if t]
+            incomplete = said(lambda say: "; ".join(in_words(t, say) for t in parts))
         wrong = self._grad_verdict() if self.grad is not None else None
         failed = (wrong[1] if wrong is not None and wrong[0] == "fail" else
                   _other_values_said(self.other_values) if self.grad is None and self.other_values else
@@ -166,7 +167,7 @@ class DiffResult:
         # a failure found is a failure, whatever could not be compared beside it (which the line adds): an
         # error ("compare more") would hide the edited weight or output that was compared and disagreed
         if failed:
-            return "fail", said(lambda say: f"{in_words(failed, say)}; besides, {incomplete}") if incomplete else failed
+            return "fail", said(lambda say: f"{in_words(failed, say)}; besides, {in_words(incomplete, say)}") if incomplete else failed
         if incomplete:
             return "error", incomplete
         if wrong is not None:

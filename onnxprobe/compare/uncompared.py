@@ -7,6 +7,7 @@ Python number), and of tensors refused for their shape, which only --json told."
 from __future__ import annotations
 
 from onnxprobe.compare.sides import GRADIENT_STOPPED
+from onnxprobe.errors import in_words, said
 from onnxprobe.match.engine import (
     COPY, DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, NO_NUMBERS, NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES,
 )
@@ -109,10 +110,12 @@ def nothing_compared(groups: list[dict], limit: int = 4) -> str:
     counts them) and not measured, then the causes, counted, with an example each."""
     ua, ub, pairs = (sum(g[k] for g in groups) for k in ("in_a", "in_b", "pairs"))
     if not groups or all(g["cause"] in GENERIC for g in groups):
-        return (f"nothing was compared: no tensor of A could be paired with one of B ({ua} unmatched in A, {ub} in B, "
-                f"none with a counterpart; --json lists them)")
+        return said(lambda say: f"nothing was compared: no tensor of A could be paired with one of B ({ua} unmatched in A, {ub} "
+                    f"in B, none with a counterpart; {say.either('the result: unmatched_in(side)', '--json')} lists them)")
     measured = f"{pairs} pair{'s' if pairs != 1 else ''} not measured; " if pairs else ""
-    return f"nothing was compared ({measured}{ua} unmatched in A, {ub} in B): by cause, {by_cause(groups, limit)} (--json: uncompared)"
+    causes = by_cause(groups, limit)
+    return said(lambda say: f"nothing was compared ({measured}{ua} unmatched in A, {ub} in B): by cause, {causes} "
+                f"({say.either('the result', '--json')}: uncompared)")
 
 
 def by_cause(groups: list[dict], limit: int = 4) -> str:
@@ -133,4 +136,6 @@ def outputs_not_compared(unpaired_a: list[tuple[str, str]], unpaired_b: list[tup
     missing += [(repr(n), why) for n, why in unmeasured]
     if not missing:
         return None
-    return f"{len(missing)} of the {what} could not be compared: {some(missing, form=lambda m: f'{m[0]} ({m[1]})')}"
+    # a reason may name a setting (errors.said: "paired ... by --map"): said in each reader's words
+    return said(lambda say: f"{len(missing)} of the {what} could not be compared: "
+                f"{some(missing, form=lambda m: f'{m[0]} ({in_words(m[1], say)})')}")

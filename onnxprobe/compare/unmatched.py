@@ -9,10 +9,11 @@ from __future__ import annotations
 from onnx import TensorProto
 
 from onnxprobe.compare.sides import Side
+from onnxprobe.errors import said
 from onnxprobe.graph.constants import constant_arrays
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.match.bodies import body_tensors
-from onnxprobe.match.engine import COPY, FOLDED, NO_COUNTERPART, NO_NUMBERS, NOT_OBSERVABLE, Matching, Unmatched
+from onnxprobe.match.engine import COPY, FOLDED, MAP, NO_COUNTERPART, NO_NUMBERS, NOT_OBSERVABLE, Matching, Unmatched
 from onnxprobe.match.observe import VALUE_PRESERVING, Observable
 from onnxprobe.match.regions import inside_one_node
 from onnxprobe.runtime.runners.npz import NpzRunner
@@ -166,7 +167,7 @@ def _mapped_away(matching: Matching) -> set[int]:
             if p is not None and u.cause == NO_COUNTERPART:
                 mine, theirs = (p.b, p.a) if other == "b" else (p.a, p.b)
                 where = "B" if other == "b" else "A"
-                u.reason = f"its namesake in {where}, {mine.name!r}, is paired with {theirs.name!r} by --map"
+                u.reason = said(lambda say: f"its namesake in {where}, {mine.name!r}, is paired with {theirs.name!r} by {say(MAP)}")
                 done.add(id(u))
     return done
 

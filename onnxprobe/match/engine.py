@@ -30,10 +30,8 @@ from onnxprobe.match.refused import contradicts, named_other, refuse
 from onnxprobe.match.weights import near_weights
 from onnxprobe.text import clip, quote
 # matching's causes live in onnxprobe.types (report/ reads them in the JSON too); imported from here as well
-from onnxprobe.types import (COPY, DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, NO_NUMBERS,  # noqa: F401
+from onnxprobe.types import (COPY, DIFFERENT_FUNCTION, FOLDED, MAP, NO_COUNTERPART, NO_GRADIENT, NO_NUMBERS,  # noqa: F401
                              NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES)
-
-MAP = ("user_map", "--map")  # the pairs a user gives, as the API and the command line name them
 
 
 @dataclass

@@ -7,14 +7,17 @@ import math
 from rich.text import Text
 
 from onnxprobe import __version__
+from onnxprobe.errors import report_voice
 from onnxprobe.report.cells import cells, ljust
 from onnxprobe.report.console import phrased
 from onnxprobe.report.format import finite as finite_number, json_word, num, num_or_word, op, safe, shape, shorten
 from onnxprobe.report.table import Column, Table
 from onnxprobe.report.wrap import phrase_wrap
-from onnxprobe.types import UNPAIRED
+from onnxprobe.types import MAP, UNPAIRED
 
 SPARK = "▁▂▃▄▅▆▇█"
+# where the table's rows cut short are all listed, in the reader's words (``errors.report_voice``)
+SEE_ALL = lambda say: say.either("api.report(result)", "--json")  # noqa: E731
 MIN_SPAN_DB = 3.0  # SQNRs closer than this draw as equal in the sparkline: rounding noise, not a trend
 
 
@@ -90,11 +93,12 @@ def _verdict_words(d: dict) -> str:
     missing = (sum(1 for u in d["unmatched_a"] + d["unmatched_b"] if u["is_output"] and u["cause"] in UNPAIRED)
                + sum(1 for p in d["pairs"] if p["is_output"] and p["passed"] is None and not p.get("unjudged")))
     mapped = sum(1 for p in d["pairs"] if p.get("strategy") == "map" and p["passed"] is None and not p["is_output"])
-    said = ([f"{missing} not compared"] if missing else []) + ([f"{mapped} pair(s) given in --map not compared"] if mapped else [])
-    if not judged or not said:  # nothing judged, or an error about the whole run (a constant or non-finite loss)
+    say = report_voice()  # the reader's words for --map: user_map through the API
+    told = ([f"{missing} not compared"] if missing else []) + ([f"{mapped} pair(s) given in {say(MAP)} not compared"] if mapped else [])
+    if not judged or not told:  # nothing judged, or an error about the whole run (a constant or non-finite loss)
         return f"{verdict_of} not compared"
     word = "FAIL" if any(p["passed"] is False for p in judged) else "pass"
-    return f"{verdict_of} {word}, but {' and '.join(said)}"
+    return f"{verdict_of} {word}, but {' and '.join(told)}"
 
 
 def why_lines(d: dict, limit: int = 5) -> list[tuple[str, str]]:
@@ -114,7 +118,7 @@ def why_lines(d: dict, limit: int = 5) -> list[tuple[str, str]]:
             continue
         out.append((f"{safe(p['b'])}: {safe(why)}", "yellow" if p["passed"] else "red"))
     if len(out) > limit:
-        out = out[:limit] + [(f"and {len(out) - limit} more (see --json)", "red")]
+        out = out[:limit] + [(f"and {len(out) - limit} more (see {SEE_ALL(report_voice())})", "red")]
     return out
 
 
@@ -292,7 +296,7 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     for side, items in (("A", shown_a), ("B", shown_b)):
         if items:
             shown = ", ".join(f"{safe(u['name'])} ({safe(u['reason'])})" for u in items[:3])
-            more = f" and {len(items) - 3} more (see --json)" if len(items) > 3 else ""
+            more = f" and {len(items) - 3} more (see {SEE_ALL(report_voice())})" if len(items) > 3 else ""
             out.append(Text(f"unmatched in {side}: {shown}{more}", style="dim"))
     if d["fp32_sensitivity"]:
         s0 = d["fp32_sensitivity"][0]

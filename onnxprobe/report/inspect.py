@@ -7,6 +7,7 @@ import math
 from rich.text import Text
 
 from onnxprobe import __version__
+from onnxprobe.errors import report_voice
 from onnxprobe.report.format import shape as fmt_shape
 from onnxprobe.report.format import cut_middle, graph_dims, plural, safe, shorten
 from onnxprobe.report.table import Column, Table
@@ -216,7 +217,7 @@ def inspect_renderables(result, width: int = 120) -> list:
             bad = [o.name for o in r.outputs if o.kind == "unknown" or (o.kind == "tensor" and o.shape is None)]
             head = f"  #{r.index} {cut_middle(r.name, max(20, width * 2 // 5))} ({r.op_type}) → "
             lines.append(_line(head + cut_middle(", ".join(bad), max(16, width - len(head)))))
-        out.append(_listed(lines, len(s.uninferred), "--nodes or --json lists them all"))
+        out.append(_listed(lines, len(s.uninferred), report_voice().either("the result's summary.uninferred lists them all", "--nodes or --json lists them all")))
     else:
         out.append(Text("\nshapes: every node output has an inferred type and rank", style="dim"))
 
@@ -227,7 +228,7 @@ def inspect_renderables(result, width: int = 120) -> list:
             indent = "  " * (len(g.scope) + 1)
             nested = f" ({g.total_nodes} with nested bodies)" if g.total_nodes != g.nodes else ""
             lines.append(_line(f"{indent}#{g.index} {cut_middle(g.node, max(20, width // 2))} {g.op_type}.{g.attribute}: {plural(g.nodes, 'node')}{nested}"))
-        out.append(_listed(lines, len(s.subgraphs), "--json lists them all"))
+        out.append(_listed(lines, len(s.subgraphs), report_voice().either("the result's summary.subgraphs lists them all", "--json lists them all")))
 
     if s.external:
         out.append(_section("external data"))

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from onnxprobe.errors import UsageError, in_words, said, setting_error, settings_error
-from onnxprobe.types import element_count
+from onnxprobe.types import MAP, element_count
 
 REL_TINY = float(np.finfo(np.float32).smallest_subnormal)  # float32's max_rel divisor floor (the graph's, a device's)
 
@@ -430,4 +430,4 @@ def mapped_not_compared(mapped: list[tuple[str, str, str]]) -> str:
     user asked for each, so no pass is earned by the other pairs (``compare.diff``, ``compare.merge_diff``)."""
     names = ", ".join(f"{a!r} -> {b!r} ({why})" for a, b, why in mapped[:3])
     more = f" and {len(mapped) - 3} more" if len(mapped) > 3 else ""
-    return f"{len(mapped)} of the pairs given in --map could not be compared: {names}{more}"
+    return said(lambda say: f"{len(mapped)} of the pairs given in {say(MAP)} could not be compared: {names}{more}")

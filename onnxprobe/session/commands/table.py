@@ -11,7 +11,7 @@ from typing import Callable
 from rich.text import Text
 
 from onnxprobe import api
-from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, UsageError, speaking
+from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, UsageError, command_line_words, speaking
 from onnxprobe.report.format import safe
 from onnxprobe.report.table import Verbatim
 from onnxprobe.session import render
@@ -109,7 +109,7 @@ def execute(env: Env, line: str) -> list:
     unknown = next((w for w in words[1:] if w.startswith("--") and w.split("=", 1)[0] not in known), None)
     if unknown is not None:  # said here, not read as a tensor name, a condition or a file by the command
         raise bad(cmd.name, f"unknown option {unknown!r}")
-    with speaking(WORDS, ADVICE):
+    with speaking(WORDS, ADVICE), command_line_words():  # its tables' words, as its messages': the command line's
         out = cmd.fn(env, words[1:])
     if out is None:
         return []
