@@ -38,7 +38,7 @@ __all__ = ["Model", "load", "select", "plan", "feeds", "runner", "run", "layers"
            "DatasetResult", "layers_dataset", "LayersResult", "LayersWorker", "LayersWorkerFactory"]
 
 
-def select(model: ModelLike, selection: Selection | None = None, **kw) -> list[TensorRef]:
+def select(model: ModelLike, selection: Selection | None = None, **kw: object) -> list[TensorRef]:
     """The tensors ``selection`` picks in ``model`` (a Model, a path or a ModelProto), in topological
     order (``graph.select.select``, whose keywords ``kw`` are: ``strict``, ``sites``)."""
     unknown = sorted(set(kw) - {"strict", "sites"})
@@ -70,7 +70,7 @@ def feeds(model: ModelLike, inputs: InputSpec | None = None) -> Feeds:
     return _feeds.make_feeds(proto_of(model), as_inputs(inputs))
 
 
-def runner(model: ModelLike, config: RunConfig | None = None, *, runtime: str = "ort", **kw) -> GraphRunner:
+def runner(model: ModelLike, config: RunConfig | None = None, *, runtime: str = "ort", **kw: object) -> GraphRunner:
     """The runner of ``runtime`` (``ort`` | ``openvino`` | ``tensorrt`` | ``reference``) over ``model``, on
     ``config``'s device (the device within that runtime); ``options=`` the runtime's own settings."""
     model = as_model(model)

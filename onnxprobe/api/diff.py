@@ -15,6 +15,7 @@ import onnx
 from onnxprobe.api.inputs import (
     Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_selection, check_map, check_switches, expect,
 )
+from onnxprobe.api.inputs import TorchLike
 from onnxprobe.api.profile import check_profile
 from onnxprobe.compare.diff import DiffResult
 from onnxprobe.compare.diff import diff as _diff
@@ -231,7 +232,7 @@ def diff(
     vs_opt_level: str | None = None,
     vs_reference: bool = False,
     vs_npz: str | os.PathLike | dict | None = None,
-    vs_torch=None,
+    vs_torch: TorchLike | None = None,
     runtime: str = "ort",
     vs_runtime: str | None = None,
     runtime_options: dict[str, str] | None = None,

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.diff import checked_arguments
-from onnxprobe.api.inputs import Progress, as_progress, as_max_memory, as_model, check_map
+from onnxprobe.api.inputs import Progress, TorchLike, as_progress, as_max_memory, as_model, check_map
 from onnxprobe.compare.constant_loss import judge_constant_loss
 from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, gradient_tolerance, unread_note
 from onnxprobe.compare.diff import DiffResult, gradient_origin
@@ -39,7 +39,7 @@ def diff_grad(
     b: Model | str | os.PathLike | None = None,
     spec: GradSpec | None = None,
     *,
-    vs_torch=None,
+    vs_torch: TorchLike | None = None,
     selection: Selection | None = None,
     config: RunConfig | None = None,
     inputs: InputSpec | None = None,

@@ -5,6 +5,8 @@ one model on demand and keeps the probed copies (and their sessions) of its last
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import numpy as np
 import onnx
@@ -21,6 +23,8 @@ from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.conditions import Condition, parse_condition
 from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.types import ProbeResult, RunConfig, TensorRef, check_bool
+
+T = TypeVar("T")
 
 
 def index(model: ModelLike) -> GraphIndex:
@@ -92,7 +96,7 @@ class Prober:
         return res
 
 
-def where(rows, condition) -> tuple[TensorRef, TensorStats] | None:
+def where(rows: ProbeResult | Iterable[tuple[TensorRef, TensorStats | None]], condition: Condition | str) -> tuple[TensorRef, TensorStats] | None:
     """The first (ref, stats) in ``rows`` (topological order; or a result, whose ``rows()`` are taken)
     whose statistics satisfy ``condition`` (a string such as ``nan``, ``inf``, ``absmax>1e4``,
     ``std<1e-6``, or a parsed Condition)."""
@@ -113,7 +117,7 @@ def where(rows, condition) -> tuple[TensorRef, TensorStats] | None:
 
 
 
-def interruptibly(fn, *args, **kwargs):
+def interruptibly(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)`` such that Ctrl-C interrupts the wait at once (the debugger's long calls:
     ``diff``, ``grad_plan``), raising KeyboardInterrupt; nothing half-done is kept."""
     if not callable(fn):

@@ -14,7 +14,7 @@ from onnxprobe.api.inputs import ModelLike, as_inputs
 from onnxprobe.errors import SessionError
 from onnxprobe.graph.select import Selection
 from onnxprobe.runtime.runners.ort import OrtRunner
-from onnxprobe.types import RunConfig
+from onnxprobe.types import InputSpec, RunConfig
 
 
 def _loads_in_onnxruntime(exported: onnx.ModelProto, forward: onnx.ModelProto) -> None:
@@ -30,7 +30,7 @@ def _loads_in_onnxruntime(exported: onnx.ModelProto, forward: onnx.ModelProto) -
                            "This is a bug in onnxprobe: please report it") from e
 
 
-def export_plan(model: ModelLike, spec: GradSpec | None = None, selection: Selection | None = None, inputs=None) -> GradPlan:
+def export_plan(model: ModelLike, spec: GradSpec | None = None, selection: Selection | None = None, inputs: InputSpec | None = None) -> GradPlan:
     """The plan whose ``backward.model`` ``export_backward`` writes, checked (onnxruntime loads it) and not
     written: ``grad --export`` builds it before its run and writes it (``write_export``) only once that run
     succeeded, so a model that loads and then fails to run leaves no OUT (an OUT already there stays as it was)."""
@@ -51,7 +51,7 @@ def write_export(gp: GradPlan, out: str | os.PathLike) -> None:
 
 
 def export_backward(model: ModelLike, out: str | os.PathLike, spec: GradSpec | None = None,
-                    selection: Selection | None = None, inputs=None) -> GradPlan:
+                    selection: Selection | None = None, inputs: InputSpec | None = None) -> GradPlan:
     """Write the model with its backward graph: inputs = the model's inputs (+ target / labels / output
     gradient), outputs = the loss and the gradients (``<tensor>_grad``); weights stay initializers, dynamic
     dimensions dynamic. ``inputs`` (an InputSpec): the inputs of the run that tells the ranks inference

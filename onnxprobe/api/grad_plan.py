@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
+from typing import Union
 
 import numpy as np
 import onnx
@@ -32,7 +33,10 @@ from onnxprobe.graph.walk import walk
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_array
 from onnxprobe.runtime.runners.ort import OrtRunner
-from onnxprobe.types import RunConfig
+from onnxprobe.types import InputSpec, RunConfig
+
+# a GradSpec's target, labels or output gradient: an array, or the path of a .npy / .pb file
+ArrayLike = Union[np.ndarray, str, os.PathLike]
 
 # forward + backward run with every onnxruntime graph optimisation unless the caller says otherwise: the
 # gradients are the same, and layout (NCHWc) and fusions make the Conv-heavy backward graphs several times faster
@@ -121,8 +125,8 @@ def _check_loss_flags(loss: str, target, labels, output_grad) -> str:
     return loss
 
 
-def grad_spec(output: str | None = None, loss: str = "sum", target=None, labels=None, output_grad=None,
-              wrt=()) -> GradSpec:
+def grad_spec(output: str | None = None, loss: str = "sum", target: ArrayLike | None = None, labels: ArrayLike | None = None,
+              output_grad: ArrayLike | None = None, wrt: tuple[str, ...] | list[str] = ()) -> GradSpec:
     """A GradSpec from what a command line gives: ``target`` / ``labels`` / ``output_grad`` as arrays or
     as paths of ``.npy`` / ``.pb`` files."""
     _check_loss_flags(loss, target, labels, output_grad)
@@ -274,7 +278,7 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
 
 def grad_plan(model: ModelLike, spec: GradSpec | None = None, selection: Selection | None = None, *,
               feed: dict[str, np.ndarray] | None = None, names: list[str] | None = None,
-              unsupported: str = "raise", probe_inputs=None, cache: bool = True) -> GradPlan:
+              unsupported: str = "raise", probe_inputs: InputSpec | None = None, cache: bool = True) -> GradPlan:
     """Attach the loss and the backward graph. With ``feed``, shapes are re-inferred for those input
     shapes first (static shapes make a smaller backward graph); without it the backward graph keeps the
     model's dynamic dimensions (what ``--export`` writes). ``names``: exact tensors to differentiate,

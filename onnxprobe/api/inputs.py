@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import Union
+from typing import Any, Union
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,9 @@ __all__ = ["check_shape", "feed_digest", "has_statistics", "input_spec", "read_i
 PATH = (str, os.PathLike)
 ModelLike = Union[Model, str, os.PathLike, onnx.ModelProto]  # what every function that takes a model takes
 Progress = Callable[[int, int], object]  # progress(done, total), called as the work goes on
+# what vs_torch and the torch functions take: a torch.nn.Module (Any: torch, an optional extra, is imported only
+# inside onnxprobe.torch's functions), a (module, example args) tuple or "FILE.py:FUNC"
+TorchLike = Union[Any, tuple, str, os.PathLike]
 
 
 def what_came(value) -> str:
@@ -133,7 +136,8 @@ def as_dataset(inputs, inputs_from):
     protect_inputs(inputs_dir=inputs, inputs_from=inputs_from)
 
 
-def protect_inputs(*files, inputs_dir=None, inputs_from=None, py_specs=(), what: str = "an input file") -> None:
+def protect_inputs(*files: object, inputs_dir: str | os.PathLike | None = None, inputs_from: object = None,
+                   py_specs: Iterable[str] = (), what: str = "an input file") -> None:
     """Every file a run will read, recorded as an input (``fileio.protect``) before it is read and before
     any output is written or checked: ``files`` (models, .npz), a dataset's batches (``inputs_dir``: the
     .npz files of the folder, or the one .npz) and the FILE.py of ``inputs_from`` and of ``py_specs``

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from typing import TYPE_CHECKING, Union
 
 from onnxprobe.errors import UsageError, command_line_words, report_voice, setting_error  # noqa: F401 (command_line_words: the CLI's)
 from onnxprobe.api.inputs import ModelLike
+
+if TYPE_CHECKING:  # annotations only: a report imports only the workflow of its result
+    from onnxprobe.api.grad import GradResult
+    from onnxprobe.api.profile import LayersProfile
+    from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult
+    from onnxprobe.compare.diff import DiffResult
+    from onnxprobe.types import ProbeResult
+
+    # what the reports take: the result of an api function (or api.layers_dataset's DatasetResult: api.core, which
+    # imports this module, is not imported back)
+    Result = Union[ProbeResult, DiffResult, GradResult, InspectResult, MarkResult, ExtractResult]
 
 
 def _is(result, module: str, name: str) -> bool:
@@ -16,7 +29,7 @@ def _is(result, module: str, name: str) -> bool:
     return cls is not None and isinstance(result, cls)
 
 
-def report(result, *, sort: str = "topo", profile=None) -> dict:
+def report(result: Result, *, sort: str = "topo", profile: LayersProfile | None = None) -> dict:
     """The JSON report of a result, as the command line's ``--json`` writes it: of ``layers``
     (``ProbeResult``), ``layers_dataset`` (``DatasetResult``: the report ``merge_stats`` merges), ``diff``
     and ``diff_dataset`` (``DiffResult``), ``grad`` (``GradResult``), ``inspect``, ``mark`` and ``extract``.
@@ -107,8 +120,8 @@ def _kind(result, who: str, also: str = "") -> str:
                      f"got {type(result).__name__}")
 
 
-def html(result, path=None, *, histograms: dict | None = None, inputs: list[str] | None = None, sort: str = "topo",
-         profile=None, columns=None) -> str:
+def html(result: Result, path: str | os.PathLike | None = None, *, histograms: dict | None = None, inputs: list[str] | None = None,
+         sort: str = "topo", profile: LayersProfile | None = None, columns: list[str] | str | None = None) -> str:
     """The self-contained HTML report of a ``layers``, ``diff`` or ``grad`` result, as ``--html`` writes it:
     the table (sortable, filterable), the facts and charts; ``histograms``: those of the worst rows
     (``api.layers_histograms``, ``diff_histograms``, ``grad_histograms``), drawn where given; ``inputs``:
@@ -186,7 +199,7 @@ def _about(proto, kind: str, d: dict, model) -> None:
                          "model the result is about")
 
 
-def overlay(result, model: ModelLike | None = None, *, sort: str = "topo") -> dict:
+def overlay(result: Result, model: ModelLike | None = None, *, sort: str = "topo") -> dict:
     """Model Explorer node data of a ``layers``, ``diff`` or ``grad`` result (``--overlay``): each node coloured
     by its row's worst number. ``model``: the model the result is about (default: the result's own; a grad
     result needs it; one that holds none of the result's tensors is a UsageError). json.dumps writes it; Model Explorer's "node data" reads the file."""
@@ -201,7 +214,7 @@ def overlay(result, model: ModelLike | None = None, *, sort: str = "topo") -> di
     return make(proto, d)
 
 
-def netron(result, model: ModelLike | None = None, *, sort: str = "topo") -> dict:
+def netron(result: Result, model: ModelLike | None = None, *, sort: str = "topo") -> dict:
     """A Netron attachment of a ``layers``, ``diff`` or ``grad`` result (``--netron``): each tensor's numbers,
     under the names Netron shows. ``model`` as for ``overlay``."""
     from onnxprobe.report import overlay as pictures
@@ -213,8 +226,8 @@ def netron(result, model: ModelLike | None = None, *, sort: str = "topo") -> dic
     return pictures.netron_attachment(kind, d, proto)
 
 
-def text(result, *, width: int = 100, format: str = "table", columns=None, wide: bool = False, sort: str = "topo",
-         profile=None) -> str:
+def text(result: Result | dict, *, width: int = 100, format: str = "table", columns: list[str] | str | None = None, wide: bool = False,
+         sort: str = "topo", profile: LayersProfile | None = None) -> str:
     """The report a command prints for ``result``, as a string (print it in a notebook): the table and its
     header and footer lines at ``width`` columns, every column kept (``wide``: as ``--wide``, lines as long as
     they need, ``width`` aside); ``format`` csv, markdown or json: the main table's rows alone (``--format``);

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 
 from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradSpec, grad_plan
-from onnxprobe.api.inputs import Progress, as_progress, as_max_memory, check_switches
+from onnxprobe.api.inputs import Progress, TorchLike, as_progress, as_max_memory, check_switches
 from onnxprobe.api.torch_args import prepare, torch_module
 from onnxprobe.autodiff.select import WRT
 from onnxprobe.compare.criteria import HALF_TOLERANCE, export_tolerance
@@ -108,7 +108,7 @@ def _values_of(side: Side, feeds: dict):
 
 def diff_torch(
     a: Model | str | os.PathLike,
-    module,
+    module: TorchLike,
     *,
     example_args: tuple | None = None,
     selection: Selection | None = None,
@@ -192,7 +192,7 @@ def _exporter_note(kind: str | None, guess: str | None = None) -> list[str]:
 
 def diff_grad_torch(
     a: Model | str | os.PathLike,
-    module,
+    module: TorchLike,
     spec: GradSpec | None = None,
     *,
     example_args: tuple | None = None,

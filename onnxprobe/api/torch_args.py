@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 
+from onnxprobe.api.inputs import TorchLike
 from onnxprobe.errors import UsageError, setting_error, settings_error
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.runtime import feeds as _feeds
@@ -20,7 +21,7 @@ from onnxprobe.types import InputSpec, RunConfig
 INPUT = ("inputs", "--input")  # the inputs given otherwise, as the API and the command line name them
 
 
-def torch_module(module) -> tuple[object, tuple | None]:
+def torch_module(module: TorchLike) -> tuple[object, tuple | None]:
     """(nn.Module, example args or None) from an nn.Module, a ``(module, args)`` tuple, or ``FILE.py:FUNC``."""
     torch = require_torch()
     if isinstance(module, (str, os.PathLike)):
