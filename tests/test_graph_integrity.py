@@ -122,3 +122,19 @@ def test_extract_refuses_a_cut_onnxruntime_would_not_load_and_keeps_a_sound_one(
     (z,) = ort.InferenceSession(str(tmp_path / "z.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     want = 1 / (1 + np.exp(-(np.maximum(x, 0) if nodes[0].op_type == "Relu" else x)))
     np.testing.assert_allclose(z, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_mark_refuses_a_model_onnxruntime_would_not_load(tmp_path, name):
+    """mark wrote a copy of a model whose tensor two nodes write with a note ('written although onnx.checker
+    rejects it') and exit 0, where extract refuses the model: the copy keeps the whole graph, so every reason
+    the model does not load is one error line, exit 1, and no file (the same check as extract's)."""
+    nodes, line = BROKEN[name]
+    nodes = nodes + [helper.make_node("Relu", ["x"], ["h2"], name="fine"), helper.make_node("Sigmoid", ["h2"], ["z"], name="s")]
+    m, path = _save(tmp_path, name, nodes, (Y, Z))
+    with pytest.raises(Exception):  # the oracle: onnxruntime refuses the model as written
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    out = tmp_path / "marked.onnx"
+    r = runner.invoke(app, ["mark", str(path), "-o", str(out), "--all"])
+    assert r.exit_code == 1 and not out.exists(), r.output
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and line in r.stderr, r.stderr

@@ -14,7 +14,8 @@ from onnxprobe.errors import ModelError, OnnxProbeError, UsageError, said
 from onnxprobe.graph import external
 from onnxprobe.graph.external import load_lazy, materialize, write_model
 from onnxprobe.graph.extract import cut, extract as extract_pass
-from onnxprobe.graph.integrity import cut_problems, duplicate_producers, graph_problems, outputs_listed_twice
+from onnxprobe.graph.integrity import (cut_problems, duplicate_producers, graph_problems, outputs_listed_twice,
+                                       refuse_to_write)
 from onnxprobe.graph.io import check_output_path
 from onnxprobe.graph.walk import in_if_branch
 from onnxprobe.graph.mark import mark as mark_pass, record, untyped, with_output_types, without_outputs
@@ -218,6 +219,9 @@ def mark(
     stats = check_bool(stats, "mark stats")
     check_output_path(out, source=path)
     lazy = load_lazy(path)
+    # the copy keeps the whole graph: what onnxruntime refuses in it (two nodes writing one tensor) is refused
+    # here, as extract refuses it, where a copy no runtime loads was written with a note and exit 0
+    refuse_to_write(graph_problems(lazy.proto), str(path))
     fs = _check_inputs(lazy.proto, inputs)
     notes: list[str] = []
     inferred = infer_shapes(lazy.proto, notes)
@@ -308,15 +312,12 @@ def extract(
     fs = _check_inputs(lazy.proto, inputs)
     notes: list[str] = []
     inferred = infer_shapes(lazy.proto, notes)
-    twice = duplicate_producers(lazy.proto.graph)
-    if twice:  # which producer the cut kept was chance: onnxruntime and onnx's checker refuse the model
-        raise ModelError(f"{path}: {twice[0]}{f' (and {len(twice) - 1} more)' if len(twice) > 1 else ''}; a tensor has "
-                         "one producer: a broken model")
+    # which producer the cut kept was chance: onnxruntime and onnx's checker refuse the model
+    refuse_to_write(duplicate_producers(lazy.proto.graph), str(path))
     c = cut(lazy.proto, cut_inputs, cut_outputs)
-    broken = cut_problems(lazy.proto, c.nodes, set(c.inputs) | set(c.initializers))
-    if broken:  # a dangling read or a cycle inside the cut: no runtime would load what it wrote
-        raise ModelError(f"{path}: the cut holds what onnxruntime will not load: {broken[0]}"
-                         f"{f' (and {len(broken) - 1} more)' if len(broken) > 1 else ''}: a broken model")
+    # a dangling read or a cycle inside the cut: no runtime would load what it wrote
+    refuse_to_write(cut_problems(lazy.proto, c.nodes, set(c.inputs) | set(c.initializers)), str(path),
+                    "the cut holds what onnxruntime will not load: ")
     types = all_types(inferred)
     boundary = list(dict.fromkeys(c.inputs + c.outputs))
     need = [n for n in boundary if not known(types.get(n))]

@@ -2,7 +2,8 @@
 write (or a node and an input or initializer), a node input nothing gives, a graph output nothing gives,
 nodes that form a cycle (and, apart, a graph output listed twice, which it loads). ``inspect`` lists them; ``extract`` refuses a cut of a graph
 whose tensors have two producers (which one it kept was chance), and a cut that reads a name nothing gives
-or holds a cycle (``cut_problems``). Bodies of If/Loop/Scan read their outer
+or holds a cycle (``cut_problems``); ``mark``, whose copy keeps the whole graph, refuses every one of them
+(``refuse_to_write``: neither writes a model no runtime loads). Bodies of If/Loop/Scan read their outer
 graphs' names, so only the main graph's own edges are checked."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections import Counter
 
 import onnx
 
-from onnxprobe.errors import SessionError
+from onnxprobe.errors import ModelError, SessionError
 from onnxprobe.graph.walk import kahn
 from onnxprobe.text import quote
 
@@ -106,6 +107,17 @@ def refuse_broken(model: onnx.ModelProto, name: str | None) -> None:
     if problems:
         more = f" (and {len(problems) - 1} more: `onnxprobe inspect` lists them)" if len(problems) > 1 else ""
         raise SessionError(f"{name + ': ' if name else ''}{problems[0]}{more}: onnxruntime refuses such a graph")
+
+
+def refuse_to_write(problems: list[str], name: str, what: str = "") -> None:
+    """A ModelError naming the first of ``problems`` (``graph_problems``, ``duplicate_producers``,
+    ``cut_problems``), for a surgery about to write a model that keeps them (``mark``'s copy, ``extract``'s
+    cut): one line, exit 1, and no file, where it wrote one no runtime loads with exit 0. ``name``: the
+    file the message starts with; ``what``: what holds the problems, said before the first ("the cut holds
+    what onnxruntime will not load: ")."""
+    if problems:
+        more = f" (and {len(problems) - 1} more: `onnxprobe inspect` lists them)" if len(problems) > 1 else ""
+        raise ModelError(f"{name}: {what}{problems[0]}{more}: onnxruntime refuses such a graph, a broken model")
 
 
 def outputs_listed_twice(g: onnx.GraphProto) -> list[str]:
