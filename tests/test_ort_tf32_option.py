@@ -30,7 +30,7 @@ def test_a_cpu_side_refuses_it_and_other_keys_are_refused():
     import onnx
 
     m = onnx.load(str(sample_path("mlp")))
-    with pytest.raises(UsageError, match="tf32 sets onnxruntime's CUDA provider: this side runs on cpu"):
+    with pytest.raises(UsageError, match="tf32 sets onnxruntime's CUDA provider, and this run is not on CUDA: it runs on the CPU"):
         make_runner("ort", m, api.RunConfig(device="cpu"), options={"tf32": "0"})
     with pytest.raises(UsageError, match="ort takes only tf32"):
         make_runner("ort", m, api.RunConfig(device="cpu"), options={"INFERENCE_PRECISION_HINT": "f16"})
@@ -108,7 +108,7 @@ def test_diff_vs_torch_takes_it_as_diff_grad_vs_torch_does(monkeypatch):
     import onnxprobe.runtime.ort as ort
 
     d = importlib.import_module("onnxprobe.api.diff")
-    with pytest.raises(UsageError, match="tf32 sets onnxruntime's CUDA provider: this side runs on cpu"):
+    with pytest.raises(UsageError, match="tf32 sets onnxruntime's CUDA provider, and this run is not on CUDA: it runs on the CPU"):
         d.diff(sample_path("mlp"), vs_torch="module.py:build", runtime_options={"tf32": "0"},
                config=api.RunConfig(device="cpu"))
     with pytest.raises(UsageError, match="ort takes only tf32"):
@@ -149,3 +149,26 @@ def test_a_run_config_tf32_follows_the_same_rule_as_the_option(monkeypatch):
     # with no side on CUDA, the setting stays, and the runner notes it as ignored on the cpu
     side = d._side("m", api.load(sample_path("mlp")), api.RunConfig(device="cpu", tf32=False), "ort", cuda_only=())
     assert side.runner.config.tf32 is False
+
+
+def test_the_refusal_says_where_each_run_is_and_what_makes_tf32_apply():
+    """The refusal read 'this side runs on cpu (--device cuda)' in every command: in a run of no sides
+    (layers), and in `diff --vs-device cpu`, where it read as if the user had given --device cuda. It now
+    says where the run is, by which setting, and what makes tf32 apply; a diff names each side's device."""
+    mlp = str(sample_path("mlp"))
+    r = runner.invoke(app, ["layers", mlp, "--device", "cpu", "--runtime-option", "tf32=0"])
+    line = r.stderr.strip()
+    assert r.exit_code == 2 and "this side" not in line and "(--device cuda)" not in line, line
+    assert "runs on the CPU (--device cpu)" in line and "tf32 applies with --device cuda" in line, line
+    r = runner.invoke(app, ["diff", mlp, "--device", "cpu", "--vs-device", "cpu", "--runtime-option", "tf32=0"])
+    line = r.stderr.strip()
+    assert r.exit_code == 2 and "(--device cuda)" not in line, line
+    assert "no side of this diff runs onnxruntime on CUDA" in line, line
+    assert "A runs on the CPU (--device cpu), B runs on the CPU (--vs-device cpu)" in line, line
+    assert "--device cuda (side A) or --vs-device cuda (side B)" in line, line
+    r = runner.invoke(app, ["diff", mlp, "--vs-reference", "--device", "cpu", "--runtime-option", "ort:tf32=0"])
+    line = r.stderr.strip()
+    assert r.exit_code == 2 and "A runs on the CPU (--device cpu), B runs reference" in line, line
+    assert "tf32 applies with --device cuda (side A)" in line and "--vs-device" not in line, line
+    with pytest.raises(UsageError, match=r"runs on the CPU \(device \(--device\) cpu\): tf32 applies with RunConfig\(device='cuda'\)"):
+        api.layers(sample_path("mlp"), config=api.RunConfig(device="cpu"), runtime_options={"tf32": "0"})

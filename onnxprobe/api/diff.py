@@ -21,7 +21,7 @@ from onnxprobe.compare.diff import DiffResult
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
 from onnxprobe.compare.sides import Side, model_side, npz_side, own_tensors, who_of
-from onnxprobe.errors import ExecutionError, UsageError, setting_error, settings_error
+from onnxprobe.errors import RUNTIME_OPTIONS, ExecutionError, UsageError, setting_error, settings_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection, check_selects
 from onnxprobe.runtime import feeds as _feeds
@@ -30,7 +30,7 @@ from onnxprobe.runtime.npz import graph_fingerprint, npz_source
 from onnxprobe.report.format import num as fmt_num
 from onnxprobe.runtime.ort import check_opt_level, resolve_device
 from onnxprobe.runtime.runners import (check_device, check_options_used, check_runtime, make_runner, options_for,
-                                       ort_config)
+                                       on_cuda, ort_config, where)
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import clean, controls, quote
 from onnxprobe.types import InputSpec, RunConfig, Settings
@@ -63,6 +63,24 @@ def _cuda_only(sides: list[tuple[str, str]], options: dict | None, tf32: bool | 
     if wanted and any(r == "ort" and resolve_device(d) == "cuda" for r, d in sides):
         return ("tf32",)
     return ()
+
+
+def _refuse_tf32_nowhere(runtime: str, device: str, b_side: tuple[str, str], options: dict | None) -> None:
+    """tf32 given to a diff whose B side has a device of its own (--vs-device, --vs-runtime) and where no
+    onnxruntime side runs on CUDA: refused naming where each side runs and the flag that puts one on CUDA
+    (side A's runner refused it as "this side runs on cpu (--device cuda)", which read as the user's flag)."""
+    if "tf32" not in options_for("ort", options) or _cuda_only([(runtime, device), b_side], options):
+        return
+    sides = [("A", runtime, device, ("device", "--device")), ("B", *b_side, ("vs_device", "--vs-device"))]
+    ort_sides = [s for s in sides if s[1] == "ort"]
+
+    def say_it(say) -> str:
+        runs = ", ".join(f"{label} {where(say, setting, dev)}" if rt == "ort" else f"{label} runs {rt}"
+                         for label, rt, dev, setting in sides)
+        how = " or ".join(f"{on_cuda(say, setting)} (side {label})" for label, _, _, setting in ort_sides)
+        return (f"{say(RUNTIME_OPTIONS)} tf32 sets onnxruntime's CUDA provider, and no side of this diff runs onnxruntime "
+                f"on CUDA: {runs}; tf32 applies with {how}")
+    raise settings_error(UsageError, say_it)
 
 
 def check_reference(b=None, *, vs_device: str | None = None, vs_opt_level: str | None = None, vs_reference: bool = False,
@@ -123,6 +141,8 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
     if vs_device is not None and vs_runtime != "reference":
         check_device(vs_runtime or runtime, vs_device, ("vs_device", "--vs-device"))
     b_side = (vs_runtime or runtime, vs_device or ("auto" if vs_runtime else config.device))
+    if b is None and (vs_runtime is not None or vs_device is not None):
+        _refuse_tf32_nowhere(runtime, config.device, b_side, runtime_options)
     opts = dict(options=runtime_options, max_memory=max_memory, shapes=shapes, threads=threads, constants=constants,
                 cuda_only=_cuda_only([(runtime, config.device), b_side], runtime_options, config.tf32))
     side_a = _side(label, a_model, config, runtime, who=who_of("A", a_model), **opts)

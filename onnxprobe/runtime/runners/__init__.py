@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from onnxprobe.errors import RUNTIME_OPTIONS, UsageError, setting_error
+from onnxprobe.errors import RUNTIME_OPTIONS, UsageError, setting_error, settings_error
 from onnxprobe.types import Settings
 
 if TYPE_CHECKING:  # onnx costs a second to import: the OpenVINO worker, a package module, never needs it
@@ -62,7 +62,7 @@ def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None =
         raise setting_error(UsageError, settings.device, "cuda: onnx.reference runs on the CPU (runtime reference)")
     options = own_options(runtime, options)
     if runtime == "ort" and options:
-        config = ort_config(config, options)
+        config = ort_config(config, options, settings.device)
         options = None
     if options and runtime not in TAKES_OPTIONS:
         raise setting_error(UsageError, RUNTIME_OPTIONS, f": {runtime} takes none ({SETTINGS[runtime]})")
@@ -101,10 +101,11 @@ def parse_runtime_options(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def ort_config(config: RunConfig | None, options: dict[str, str] | None) -> RunConfig:
+def ort_config(config: RunConfig | None, options: dict[str, str] | None,
+               device_setting: tuple[str, str] = ("device", "--device")) -> RunConfig:
     """``config`` with onnxruntime's own options (``ORT_OPTIONS``: tf32=0|1, its CUDA provider's) set: any
     other key, another value, or tf32 where the device is not CUDA is a UsageError (``grad``, ``layers``,
-    each side of a ``diff``)."""
+    each side of a ``diff``); ``device_setting``: the setting that chose the device, named in the refusal."""
     from dataclasses import replace
 
     from onnxprobe.runtime.ort import resolve_device
@@ -119,11 +120,25 @@ def ort_config(config: RunConfig | None, options: dict[str, str] | None) -> RunC
             raise setting_error(UsageError, RUNTIME_OPTIONS, f"tf32={v}: give 0 or 1")
     if not options:
         return config
-    device = resolve_device(config.device)
-    if device != "cuda":
-        raise setting_error(UsageError, RUNTIME_OPTIONS, f"tf32 sets onnxruntime's CUDA provider: this side runs on "
-                            f"{device} (--device cuda)")
+    device = resolve_device(config.device, device_setting)
+    if device != "cuda":  # it read "this side runs on cpu (--device cuda)": as if that were the user's flag
+        raise settings_error(UsageError, lambda say: (
+            f"{say(RUNTIME_OPTIONS)} tf32 sets onnxruntime's CUDA provider, and this run is not on CUDA: it "
+            f"{where(say, device_setting, config.device)}: tf32 applies with {on_cuda(say, device_setting)}"))
     return replace(config, tf32=options["tf32"] == "1")
+
+
+def where(say, device_setting: tuple[str, str], device: str) -> str:
+    """Where an onnxruntime run is, by the setting that put it there: "runs on the CPU (--device cpu)"; the
+    automatic choice says why ("--device auto: no usable CUDA here")."""
+    why = ": no usable CUDA here" if device == "auto" else ""
+    return f"runs on the CPU ({say(device_setting)} {device}{why})"
+
+
+def on_cuda(say, device_setting: tuple[str, str]) -> str:
+    """The setting that puts a run on CUDA, in the reader's words ("--device cuda", "RunConfig(device='cuda')")."""
+    api = "RunConfig(device='cuda')" if device_setting[0] == "device" else f"{device_setting[0]}='cuda'"
+    return say.either(api, f"{say(device_setting)} cuda")
 
 
 def own_options(runtime: str, options: dict[str, str] | None) -> dict[str, str] | None:
