@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Mapping
 
-from onnxprobe.text import clean, clip
+from onnxprobe.text import MAX_LINE, clean, clip
 
 
 class OnnxProbeError(Exception):
@@ -20,6 +20,7 @@ class OnnxProbeError(Exception):
     about: str | None = None  # the input file the message names, where it names one (api.datasets.relabel)
     batch: str | None = None  # the dataset batch the message names (api.datasets.relabel)
     reason: str | None = None  # with ``batch``: the message without the batch's name, where it did not name it itself
+    line_limit: int = MAX_LINE  # the length past which the command line clips its one line
 
 
 class UsageError(OnnxProbeError):
@@ -84,6 +85,18 @@ class DeviceUnavailable(ExecutionError):
 class NothingToCut(UsageError):
     """``extract`` was given no tensor to cut at. Its message names the API's parameters; its ``cli_message``
     the command line's flags (a type to catch, not a message to reword)."""
+
+
+class CutLeaks(UsageError):
+    """``extract``'s inputs do not cut the outputs off from the rest of the graph: ``tensors`` reach them around
+    the cut, and ``cut_inputs`` is the whole list that cuts (the given inputs and those). Its line gives that
+    list whole, ready to paste (clipped only past ``line_limit``)."""
+
+    line_limit = 20_000
+
+    def __init__(self, message: str, tensors: list[str], cut_inputs: list[str]):
+        super().__init__(message)
+        self.tensors, self.cut_inputs = tensors, cut_inputs
 
 
 class MissingExtra(UsageError):

@@ -485,3 +485,51 @@ def test_a_marked_models_metadata_lists_only_the_outputs_the_cut_keeps(tmp_path)
     plain = tmp_path / "plain.onnx"  # (cut.onnx was read above: this process writes it no more)
     extract(marked, plain, "--to", "y")  # the model's own output only: nothing marked is left
     assert "onnxprobe.exposed" not in {p.key for p in onnx.load(str(plain)).metadata_props}
+
+
+def _many_leaks(tmp_path, k=9):
+    """t = Sigmoid(x) and y = sum_i (t + Relu_i(x)): --from t leaves k tensors r_i reaching y around it."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Sigmoid", ["x"], ["t"], name="sig")]
+    for i in range(k):
+        nodes += [helper.make_node("Relu", ["x"], [f"/block.{i}/relu_output_{i}"], name=f"relu{i}"),
+                  helper.make_node("Add", ["t", f"/block.{i}/relu_output_{i}"], [f"s{i}"], name=f"add{i}")]
+    nodes.append(helper.make_node("Sum", [f"s{i}" for i in range(k)], ["y"], name="sum"))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    p = tmp_path / "leaks.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    return p, ["t"] + [f"/block.{i}/relu_output_{i}" for i in range(k)]
+
+
+def test_the_advice_to_add_tensors_to_from_lists_them_all_ready_to_paste(tmp_path):
+    """The advice named 5 tensors 'and 4 more': on a transformer the user retried several times. The error
+    now gives the whole --from value, which cuts in one go (the oracle: onnxruntime runs the cut, and it
+    computes y as numpy does from the values it is given); the API's error holds the list."""
+    import shlex
+
+    import numpy as np
+    import onnxruntime as ort
+    from typer.testing import CliRunner
+
+    from onnxprobe import api
+    from onnxprobe.cli.main import app
+    from onnxprobe.errors import CutLeaks
+
+    path, want = _many_leaks(tmp_path)
+    with pytest.raises(CutLeaks) as e:
+        api.extract(path, tmp_path / "no.onnx", "t")
+    assert e.value.cut_inputs == want and e.value.tensors == want[1:]
+    r = CliRunner().invoke(app, ["extract", str(path), "-o", str(tmp_path / "no.onnx"), "--from", "t"])
+    line = r.stderr.strip()
+    assert r.exit_code == 2 and "more" not in line.split("; add them")[-1], line
+    args = shlex.split(line.split("add them to --from: ", 1)[1])  # the value, as a shell reads it
+    assert args[0] == "--from" and [n.strip() for n in args[1].split(",")] == want, args
+    out = tmp_path / "cut.onnx"
+    r = CliRunner().invoke(app, ["extract", str(path), "-o", str(out), *args])
+    assert r.exit_code == 0, r.output
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal((2, 3)).astype(np.float32) for n in want}
+    (y,) = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(["y"], feeds)
+    np.testing.assert_allclose(y, sum(feeds["t"].astype(np.float64) + feeds[n] for n in want[1:]), rtol=1e-5)

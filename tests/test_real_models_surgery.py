@@ -272,3 +272,20 @@ def test_extracted_tail_reproduces_the_original(rel, tmp_path):
     got = _run(out, {name: ref[name] for name in sub_inputs})
     for name in outs:
         np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-6, equal_nan=True, err_msg=name)
+
+
+@pytest.mark.parametrize("rel", ["transformers/gpt2_tiny_random_legacy_op17.onnx", "transformers/bert_tiny_random_dynamo_op18.onnx"])
+def test_the_from_advice_cuts_a_transformer_in_one_go(rel, tmp_path):
+    """extract's advice named 5 tensors 'and 2 more' (a mask's Where, Flatten...): a transformer took several
+    tries. The --from it gives now is whole: pasted, the cut is written and onnxruntime runs it."""
+    import shlex
+
+    path = _present(rel)
+    m = onnx.load(str(path))
+    start = next(n.output[0] for n in m.graph.node if n.op_type == "Add")  # the embeddings' sum: the mask leaks
+    r = invoke("extract", path, "-o", tmp_path / "no.onnx", "--from", start)
+    assert r.exit_code == 2 and "add them to --from: " in r.stderr, r.output
+    args = shlex.split(r.stderr.strip().split("add them to --from: ", 1)[1])
+    r = invoke("extract", path, "-o", tmp_path / "cut.onnx", *args)
+    assert r.exit_code == 0, r.output
+    _session(tmp_path / "cut.onnx")

@@ -29,7 +29,7 @@ def handle_errors(fn: Callable) -> Callable:
         except OnnxProbeError as e:
             if debug_enabled():
                 raise
-            error(e.cli_message or str(e))  # a setting named by its flag alone
+            error(e.cli_message or str(e), e.line_limit)  # a setting named by its flag alone
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt:
             error("interrupted")

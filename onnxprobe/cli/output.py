@@ -15,7 +15,7 @@ from onnxprobe.report import io as report_io
 from onnxprobe.report.console import stdout_console, to_devnull
 from onnxprobe.report.render import print_items
 from onnxprobe.report.table import Table, present
-from onnxprobe.text import one_line
+from onnxprobe.text import MAX_LINE, one_line
 
 
 def check_outputs(model: Path, *paths: Path | None, files: dict[str, Path | None] | None = None,
@@ -177,9 +177,10 @@ def _terminal_width(stream) -> int | None:
         return None
 
 
-def error(message: str) -> None:
-    """One line on stderr, in the command line's words (``errors.cli_words``: a verdict's reason said in two)."""
-    print(f"onnxprobe: error: {one_line(cli_words(message))}", file=sys.stderr)
+def error(message: str, limit: int = MAX_LINE) -> None:
+    """One line on stderr, in the command line's words (``errors.cli_words``: a verdict's reason said in two),
+    clipped past ``limit`` characters (an error's ``line_limit``: a list to paste is longer)."""
+    print(f"onnxprobe: error: {one_line(cli_words(message), limit)}", file=sys.stderr)
 
 
 def exit_for(verdict: str, why: str) -> None:

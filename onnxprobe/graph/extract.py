@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from onnxprobe.errors import LIST_NODES, NothingToCut, UsageError, hinted_setting_error, setting_error, settings_error
+from onnxprobe.errors import LIST_NODES, CutLeaks, NothingToCut, UsageError, hinted_setting_error, setting_error, settings_error
 from onnxprobe.graph.builder import single_opsets
 from onnxprobe.graph.mark import prune_record
 from onnxprobe.graph.walk import constant_tensors, implicit_inputs, walk
@@ -160,8 +160,10 @@ def cut(model: onnx.ModelProto, inputs: list[str] | None, outputs: list[str] | N
         elif t in real_inputs:
             reached.setdefault(t)
     if reached:
-        raise UsageError(_upstream_message(g, ins, outs, default_outputs) or _unreached_message(model, ins, outs, default_outputs)
-                         or _leak_message(model, cut_set, outs, nodes, list(reached)))
+        wrong = _upstream_message(g, ins, outs, default_outputs) or _unreached_message(model, ins, outs, default_outputs)
+        if wrong:
+            raise UsageError(wrong)
+        raise _leak_error(model, ins, cut_set, outs, nodes, list(reached))
     if default_inputs:
         ins = [i for i in ins if i in seen]
     if not nodes and default_outputs:  # every model output is a --from: no --to was given, none to blame
@@ -248,7 +250,8 @@ def _unreached_message(model: onnx.ModelProto, ins: list[str], outs: list[str], 
     return None
 
 
-def _leak_message(model: onnx.ModelProto, cut_set: set[str], outs: list[str], nodes: set[int], reached: list[str]) -> str:
+def _leak_error(model: onnx.ModelProto, ins: list[str], cut_set: set[str], outs: list[str], nodes: set[int],
+                reached: list[str]) -> CutLeaks:
     g = model.graph
     const = constant_tensors(model)
     downstream = _closure(g, cut_set, set())  # depends on the cut
@@ -269,8 +272,28 @@ def _leak_message(model: onnx.ModelProto, cut_set: set[str], outs: list[str], no
         what = f"{'tensor' if one else 'tensors'} {shown}"
         origin = (f" (computed from graph input{'' if len(reached) == 1 else 's'} " + ", ".join(repr(t) for t in reached[:3])
                   + (" ..." if len(reached) > 3 else "") + ")")
-    return (f"--from does not cut the outputs off from the rest of the graph: {what} {'reaches' if one else 'reach'} "
-            f"the outputs around them{origin}; add {'it' if one else 'them'} to --from")
+    whole = list(dict.fromkeys(ins + leaks))
+    # the whole list, where it named 5 'and 4 more' and a transformer's cut took several tries
+    return settings_error(lambda msg: CutLeaks(msg, leaks, whole), lambda say: (
+        f"{say(FROM)} does not cut the outputs off from the rest of the graph: {what} {'reaches' if one else 'reach'} "
+        f"the outputs around them{origin}; add {'it' if one else 'them'} to " + say.either(
+            f"cut_inputs: {whole!r} (this error's cut_inputs)", f"--from: {_from_value(whole)}")))
+
+
+PASTE_LIMIT = 16_000  # a --from value past this many characters is not one to paste: its count is said instead
+
+
+def _from_value(names: list[str]) -> str:
+    """``names`` as --from, quoted for a shell: one value, comma-separated (a space after each comma, so
+    that the one line keeps each name whole), or one --from per name where a name holds a comma or spaces
+    around it (which a list would split or strip)."""
+    if any("," in n or n != n.strip() for n in names):
+        text = " ".join(f"--from {shlex.quote(n)}" for n in names)
+    else:
+        text = f"--from {shlex.quote(', '.join(names))}"
+    if len(text) > PASTE_LIMIT:
+        return f"{len(names)} tensors, too many for one line (api.extract's error lists them in its cut_inputs)"
+    return text
 
 
 def extract(model: onnx.ModelProto, c: Cut, types: dict[str, onnx.TypeProto]) -> onnx.ModelProto:
