@@ -533,3 +533,28 @@ def test_the_advice_to_add_tensors_to_from_lists_them_all_ready_to_paste(tmp_pat
     feeds = {n: rng.standard_normal((2, 3)).astype(np.float32) for n in want}
     (y,) = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(["y"], feeds)
     np.testing.assert_allclose(y, sum(feeds["t"].astype(np.float64) + feeds[n] for n in want[1:]), rtol=1e-5)
+
+
+def test_a_custom_op_before_the_cut_does_not_stop_typing_its_outputs(tmp_path):
+    """--to u, computed by an op shape inference does not know (com.microsoft Gelu), was typed by running the
+    whole model, which failed on a custom op before the cut (my.custom Foo, which no runtime here has): 'cannot
+    find the type of u'. The cut alone, fed at its typed inputs, types it. Oracle: onnxruntime runs the written
+    cut, and it computes Gelu as float64 numpy and math.erf do."""
+    import math
+
+    g = helper.make_graph(
+        [helper.make_node("Foo", ["x"], ["a"], name="foo", domain="my.custom"), helper.make_node("Relu", ["a"], ["t"], name="r"),
+         helper.make_node("Gelu", ["t"], ["u"], name="gelu", domain="com.microsoft"), helper.make_node("Neg", ["u"], ["y"], name="n")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        value_info=[helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3])])  # t is typed, u is not
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("my.custom", 1),
+                                            helper.make_opsetid("com.microsoft", 1)])
+    path, out = tmp_path / "custom.onnx", tmp_path / "cut.onnx"
+    onnx.save(m, str(path))
+    r = invoke("extract", path, "-o", out, "--from", "t", "--to", "u")
+    assert r.exit_code == 0, r.output
+    t = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    (u,) = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(["u"], {"t": t})
+    want = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in t.astype(np.float64).ravel()]).reshape(2, 3)
+    np.testing.assert_allclose(u, want, rtol=1e-5, atol=1e-6)

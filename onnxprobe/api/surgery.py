@@ -291,6 +291,23 @@ def _unfused(model: onnx.ModelProto, added: list[str]) -> list[str]:
             "as onnxruntime runs it optimised)"]
 
 
+def _cut_types(lazy, c, types: dict[str, onnx.TypeProto], need: list[str], notes: list[str]) -> dict[str, onnx.TypeProto]:
+    """Types of ``need`` (outputs of cut ``c``, whose inputs ``types`` gives) seen in one run of the cut alone
+    on seeded random values of its inputs (its note added to ``notes``); {} where that run fails or leaves one
+    untyped (the model's own run is tried then, and says why where it fails too)."""
+    sub = extract_pass(lazy.proto, c, {**types, **{n: onnx.TypeProto() for n in need}})
+    try:
+        fs = _feeds.make_feeds(sub, None)
+    except OnnxProbeError:
+        return {}
+    tried: list[str] = []
+    found, failed = _observe_types(sub, lazy, need, None, tried, fs=fs)
+    if failed or len(found) < len(need):
+        return {}
+    notes += [f"{t} (of the cut alone, fed at its inputs)" for t in tried]
+    return found
+
+
 def extract(
     path: str | os.PathLike,
     out: str | os.PathLike,
@@ -321,7 +338,12 @@ def extract(
     types = all_types(inferred)
     boundary = list(dict.fromkeys(c.inputs + c.outputs))
     need = [n for n in boundary if not known(types.get(n))]
-    if need:
+    found: dict[str, onnx.TypeProto] = {}
+    if need and not set(need) & set(c.inputs):
+        # the cut's inputs are typed: the cut alone, on seeded random values of them, types its outputs, so that
+        # an op outside it (a custom op the run cannot load) does not matter; else the model's run, as before
+        found = _cut_types(lazy, c, types, need, notes)
+    if need and len(found) < len(need):
         refs = [r for r in select(inferred, Selection(all=True, include_constants=True), strict=False) if r.name in need]
         probe_model, _ = mark_pass(inferred, refs)
         found, run_failed = _observe_types(probe_model, lazy, need, inputs, notes, fs=fs)
@@ -332,7 +354,7 @@ def extract(
                    "with --input/--shape)")
             raise ModelError(f"cannot find the type of {', '.join(repr(n) for n in left[:5])}: shape inference does not "
                              f"know it and {why}")
-        types.update(found)
+    types.update(found)
     del inferred
     sub = extract_pass(lazy.proto, c, types)
     if c.unused_inputs:
