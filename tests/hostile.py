@@ -204,6 +204,39 @@ def _link_loop(d: Path) -> str:
     return str(d / "m.onnx")
 
 
+def _attrs_model(*attrs: onnx.AttributeProto, op: str = "LeakyRelu", **kw) -> onnx.ModelProto:
+    """x -> one ``op`` node given ``attrs`` as they are (twice, of a wrong type, unknown to the op...) -> y."""
+    n = helper.make_node(op, ["x"], ["y"], name="n", **kw)
+    n.attribute.extend(attrs)
+    return _model([n], [_vi("x")], [_vi("y")])
+
+
+def _scan_sum(num_scan_inputs: onnx.AttributeProto) -> onnx.ModelProto:
+    """A Scan summing the rows of x (3, 2) into a running total, its num_scan_inputs given as ``num_scan_inputs``."""
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "x_i"], ["s_out"], name="add"),
+                              helper.make_node("Identity", ["s_out"], ["y_i"], name="id")], "body",
+                             [_vi("s_in", shape=(2,)), _vi("x_i", shape=(2,))], [_vi("s_out", shape=(2,)), _vi("y_i", shape=(2,))])
+    scan = helper.make_node("Scan", ["s0", "x"], ["s", "ys"], name="scan", body=body)
+    scan.attribute.append(num_scan_inputs)
+    return _model([scan], [_vi("s0", shape=(2,)), _vi("x", shape=(3, 2))], [_vi("s", shape=(2,)), _vi("ys", shape=(3, 2))])
+
+
+def _conv_weight_rank_1() -> onnx.ModelProto:
+    """A Conv with a kernel_shape whose weight is 1-D: grad's rules read W's dims 0 and 1 (an IndexError)."""
+    w = numpy_helper.from_array(np.ones(2, np.float32), "w")
+    return _model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[1, 1])],
+                  [_vi("x", shape=(1, 2, 4, 4))], [_vi("y", shape=(1, 2, 4, 4))], [w])
+
+
+def _relu_pair(elem: int, where: str) -> onnx.ModelProto:
+    """x -> Relu -> t -> Relu -> y, with t (value_info) or y (graph output) declared of element type ``elem``."""
+    m = _model([helper.make_node("Relu", ["x"], ["t"], name="r1"), helper.make_node("Relu", ["t"], ["y"], name="r2")],
+               [_vi("x")], [_vi("y", elem if where == "output" else TensorProto.FLOAT)])
+    if where == "value_info":
+        m.graph.value_info.append(_vi("t", elem))
+    return m
+
+
 BROKEN_FILES: dict[str, Callable[[Path], str]] = {
     "missing": lambda d: str(d / "nope.onnx"),
     "link_loop": _link_loop,
@@ -236,6 +269,19 @@ BROKEN_GRAPHS: dict[str, Callable[[Path], str]] = {
     # a DequantizeLinear given no input: diff's matching read its input 0, an internal IndexError (fuzzing, QA)
     "too_few_inputs": lambda d: _save(d, _model([helper.make_node("DequantizeLinear", [], ["q"], name="dq"),
                                                  helper.make_node("Add", ["x", "q"], ["y"], name="add")], [_vi("x")], [_vi("y")])),
+    # QA fuzzing: attributes onnxruntime refuses, which grad's rules read (an internal error) or an opset
+    # conversion quietly mended (grad passed a model that does not load): refused when the model is read
+    "attr_twice": lambda d: _save(d, _attrs_model(helper.make_attribute("alpha", 0.2), alpha=0.1)),
+    "attr_wrong_type": lambda d: _save(d, _attrs_model(onnx.AttributeProto(name="axis", type=onnx.AttributeProto.FLOATS), op="Softmax")),
+    "attr_of_no_type": lambda d: _save(d, _attrs_model(onnx.AttributeProto(name="alpha"))),
+    "attr_unknown_to_op": lambda d: _save(d, _attrs_model(helper.make_attribute("zz", 3), op="Relu")),
+    "attr_required_missing": lambda d: _save(d, _attrs_model(op="Cast")),
+    "cast_to_unknown_type": lambda d: _save(d, _attrs_model(op="Cast", to=40)),
+    "scan_num_inputs_empty_floats": lambda d: _save(d, _scan_sum(onnx.AttributeProto(name="num_scan_inputs", type=onnx.AttributeProto.FLOATS))),
+    "output_elem_type_40": lambda d: _save(d, _relu_pair(40, "output")),
+    "value_info_elem_type_40": lambda d: _save(d, _relu_pair(40, "value_info")),
+    "input_elem_type_negative": lambda d: _save(d, _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x", -3)], [_vi("y")])),
+    "conv_weight_rank_1": lambda d: _save(d, _conv_weight_rank_1()),
     "external_missing_file": lambda d: (os.remove(_external(d) and d / "w.bin"), str(d / "m.onnx"))[1],
     "external_length_nan": lambda d: _external(d, length="many"),
     "external_offset_negative": lambda d: _external(d, offset="-8"),
@@ -296,6 +342,13 @@ def _cases() -> list[Case]:
                             (0, 1) if other else (0,), outputs=("out.onnx",), verdict=other))
     out += _runtime_cases()
     out += [
+        # refused when read, by the commands that do not run the model too (inspect and mark once took it, and
+        # grad passed inception_v1 so: its copy converted to opset 17 kept one of the two, QA fuzzing)
+        Case("attr_twice_inspect", lambda d: ["inspect", BROKEN_GRAPHS["attr_twice"](d)], (1,), "'alpha' twice"),
+        Case("attr_twice_mark", lambda d: ["mark", BROKEN_GRAPHS["attr_twice"](d), "--all", "-o", str(d / "o.onnx")], (1,), "'alpha' twice"),
+        Case("attr_twice_extract", lambda d: ["extract", BROKEN_GRAPHS["attr_twice"](d), "--to", "y", "-o", str(d / "o.onnx")], (1,),
+             "'alpha' twice"),
+        Case("value_info_elem_type_40_inspect", lambda d: ["inspect", BROKEN_GRAPHS["value_info_elem_type_40"](d)], (1,), "element type 40"),
         Case("save_traversal_names", lambda d: ["layers", FINE_MODELS["traversal_tensor_name"](d), "--all", "--save", str(d / "a.npz")],
              (0,), outputs=("a.npz",)),
         Case("grad_escape_names", lambda d: ["grad", FINE_MODELS["escape_names"](d)], (0,)),  # the loss output's name in the footer

@@ -13,6 +13,7 @@ import onnx
 
 from onnxprobe.errors import ModelError, UsageError, first_line
 from onnxprobe.fileio import checked_path, not_a_folder, output_target, protect, refuse_inputs
+from onnxprobe.graph.node_check import model_problem
 from onnxprobe.graph.extents import all_tensors, check_extents, is_external, location
 from onnxprobe.graph.tensor_data import check_tensor
 from onnxprobe.text import human_bytes, quote
@@ -161,6 +162,9 @@ def check_graph(model: onnx.ModelProto, name: str) -> None:
     opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     if opsets and opsets[-1] < 1:  # the one onnxruntime reads (graph.builder.opset_version)
         raise ModelError(f"{name}: the model imports ai.onnx opset {opsets[-1]}, which does not exist (opsets start at 1)")
+    problem = model_problem(model)
+    if problem is not None:  # grad's rules read attributes onnxruntime refuses; a conversion dropped a duplicate
+        raise ModelError(f"{name}: {problem} (onnxruntime refuses it too): a broken model")
     missing = missing_body(model.graph)
     if missing is not None:  # expose, grad and the debugger read both branches of every If
         raise ModelError(f"{name}: {missing} (onnxruntime refuses it too): a broken model")

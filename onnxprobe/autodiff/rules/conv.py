@@ -88,7 +88,14 @@ def check_window(g, n: int, k, s, d, pads) -> None:
 
 
 def geometry(g, x: str, w: str, transposed: bool = False) -> Geometry:
+    """The window of a Conv or ConvTranspose node of input ``x`` and weight ``w``; a ModelError when the
+    two are not of one rank of at least 3 (onnxruntime refuses such a node, and the rules read W's
+    dimensions 0, 1 and 2 on: a weight rewired to a 1-D tensor failed with an IndexError, QA fuzzing)."""
     r = g.rank(x)
+    ws = g.sshape(w)
+    if r < 3 or (ws is not None and len(ws) != r):
+        raise g.fail(f"its input {x!r} is of rank {r} and its weight {w!r} of rank {'?' if ws is None else len(ws)}: "
+                     "both must be of one rank, at least 3 (onnxruntime fails on it too)")
     n = r - 2
     k = g.attr("kernel_shape")
     if not k:

@@ -1,0 +1,104 @@
+"""What onnxruntime refuses in a node's attributes or a value's declared type, found when a model is read
+(``graph.io.check_graph``), so that every command refuses it alike with one line: an attribute given
+twice, one of a type its op's schema does not take (or of no type), a required one missing, one its op
+does not have, and an element type ONNX does not define on a graph input, output or value_info entry or
+in a Cast's ``to``. Without this, what only reads the attributes (grad's rules, a conversion to another
+opset that keeps one of two duplicates) judged a model onnxruntime does not load, or failed on it with an
+internal error (a Scan's ``num_scan_inputs`` given as a list of floats, a value typed as element type 40:
+QA fuzzing). The schema is the op's at the model's ai.onnx opset (the one onnxruntime reads); an op
+unknown there, or of another domain, is left to onnxruntime (its attributes are checked for duplicates
+only)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import onnx
+from onnx import AttributeProto, TensorProto
+
+from onnxprobe.text import quote
+
+_ELEM_TYPES = set(TensorProto.DataType.values())
+# attributes that hold an element type (ai.onnx): Cast's to, RandomNormal's dtype...
+_TYPE_ATTRS = ("to", "dtype", "output_dtype")
+
+
+def _graphs(g: onnx.GraphProto, where: str) -> Iterator[tuple[onnx.GraphProto, str]]:
+    yield g, where
+    for n in g.node:
+        for a in n.attribute:
+            subs = [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs) if a.type == AttributeProto.GRAPHS else []
+            for sub in subs:
+                yield from _graphs(sub, f"the {a.name} of node {quote(n.name or n.op_type)}")
+
+
+def _label(n: onnx.NodeProto) -> str:
+    return f"node {quote(n.name)} ({n.op_type})" if n.name else f"a {n.op_type} node"
+
+
+def _elem_types(t: onnx.TypeProto) -> Iterator[int]:
+    kind = t.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        yield getattr(t, kind).elem_type
+    elif kind == "sequence_type":
+        yield from _elem_types(t.sequence_type.elem_type)
+    elif kind == "optional_type":
+        yield from _elem_types(t.optional_type.elem_type)
+    elif kind == "map_type":
+        yield t.map_type.key_type
+        yield from _elem_types(t.map_type.value_type)
+
+
+def _schema(n: onnx.NodeProto, version: int | None):
+    if version is None or n.domain not in ("", "ai.onnx"):
+        return None
+    try:
+        return onnx.defs.get_schema(n.op_type, version, "")
+    except Exception:  # noqa: BLE001 - an op unknown at that opset: onnxruntime's own error says so
+        return None
+
+
+def node_problem(n: onnx.NodeProto, version: int | None) -> str | None:
+    """Why onnxruntime refuses ``n``'s attributes (None: it does not, as far as its schema tells)."""
+    seen: set[str] = set()
+    for a in n.attribute:
+        if a.name in seen:
+            return f"{_label(n)} gives its attribute {quote(a.name)} twice"
+        seen.add(a.name)
+    schema = _schema(n, version)
+    if schema is None:
+        return None
+    for a in n.attribute:
+        if a.ref_attr_name:  # a function body's reference to its caller's attribute
+            continue
+        spec = schema.attributes.get(a.name)
+        if spec is None:
+            return f"{_label(n)} has an attribute {quote(a.name)}, which {n.op_type} does not take"
+        want = int(spec.type.value)
+        if a.type != want:
+            got = AttributeProto.AttributeType.Name(a.type) if a.type in AttributeProto.AttributeType.values() else str(a.type)
+            return (f"{_label(n)} gives its attribute {quote(a.name)} as {got}, and {n.op_type} takes "
+                    f"{AttributeProto.AttributeType.Name(want)}")
+        if a.name in _TYPE_ATTRS and a.type == AttributeProto.INT and a.i not in _ELEM_TYPES:
+            return f"{_label(n)} gives {a.name}={a.i}, an element type ONNX does not define"
+    for name, spec in schema.attributes.items():
+        if spec.required and name not in seen:
+            return f"{_label(n)} lacks its required attribute {quote(name)}"
+    return None
+
+
+def model_problem(model: onnx.ModelProto) -> str | None:
+    """The first of the problems the module docstring lists, in the main graph or any body, said in one
+    line (without the file's name); None when there is none."""
+    opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    version = opsets[-1] if opsets else None
+    for g, where in _graphs(model.graph, "the graph"):
+        for v in list(g.input) + list(g.output) + list(g.value_info):
+            bad = next((e for e in _elem_types(v.type) if e not in _ELEM_TYPES), None)
+            if bad is not None:
+                return f"{quote(v.name)} in {where} is declared of element type {bad}, which ONNX does not define"
+        for n in g.node:
+            found = node_problem(n, version)
+            if found is not None:
+                return found + ("" if where == "the graph" else f" (in {where})")
+    return None
