@@ -237,6 +237,18 @@ def _relu_pair(elem: int, where: str) -> onnx.ModelProto:
     return m
 
 
+def _declared_seq(name: str | None) -> onnx.ModelProto:
+    """x + w -> t -> Relu -> y (w an initializer also listed as an input, as IR 3 lists them), with ``name``
+    (t or w; None: neither) declared a sequence of tensors in the value_info or the inputs."""
+    seq = helper.make_tensor_sequence_value_info(name or "w", TensorProto.FLOAT, [2, 3])
+    inputs = [_vi("x")] + ([seq] if name == "w" else [_vi("w")])
+    m = _model([helper.make_node("Add", ["x", "w"], ["t"], name="add"), helper.make_node("Relu", ["t"], ["y"], name="relu")],
+               inputs, [_vi("y")], [numpy_helper.from_array(np.ones((2, 3), np.float32), "w")], ir=3 if name == "w" else 8)
+    if name == "t":
+        m.graph.value_info.append(seq)
+    return m
+
+
 BROKEN_FILES: dict[str, Callable[[Path], str]] = {
     "missing": lambda d: str(d / "nope.onnx"),
     "link_loop": _link_loop,
@@ -282,6 +294,9 @@ BROKEN_GRAPHS: dict[str, Callable[[Path], str]] = {
     "value_info_elem_type_40": lambda d: _save(d, _relu_pair(40, "value_info")),
     "input_elem_type_negative": lambda d: _save(d, _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [_vi("x", -3)], [_vi("y")])),
     "conv_weight_rank_1": lambda d: _save(d, _conv_weight_rank_1()),
+    # a value declared a sequence that is a tensor: onnxruntime refuses it ("Type mismatch"), diff passed it (QA fuzzing)
+    "value_info_kind_seq": lambda d: _save(d, _declared_seq("t")),
+    "weight_input_kind_seq": lambda d: _save(d, _declared_seq("w")),
     "external_missing_file": lambda d: (os.remove(_external(d) and d / "w.bin"), str(d / "m.onnx"))[1],
     "external_length_nan": lambda d: _external(d, length="many"),
     "external_offset_negative": lambda d: _external(d, offset="-8"),
@@ -349,6 +364,11 @@ def _cases() -> list[Case]:
         Case("attr_twice_extract", lambda d: ["extract", BROKEN_GRAPHS["attr_twice"](d), "--to", "y", "-o", str(d / "o.onnx")], (1,),
              "'alpha' twice"),
         Case("value_info_elem_type_40_inspect", lambda d: ["inspect", BROKEN_GRAPHS["value_info_elem_type_40"](d)], (1,), "element type 40"),
+        # against the same model soundly typed: diff ran one graph of its own and passed it (resnet50, QA fuzzing)
+        Case("weight_input_kind_seq_vs_clean", lambda d: ["diff", BROKEN_GRAPHS["weight_input_kind_seq"](d),
+                                                          _save(d, _declared_seq(None), "clean.onnx")], (1,), "declared a seq"),
+        Case("value_info_kind_seq_vs_clean", lambda d: ["diff", BROKEN_GRAPHS["value_info_kind_seq"](d),
+                                                        _save(d, _declared_seq(None), "clean.onnx")], (1,), "declared a seq"),
         Case("save_traversal_names", lambda d: ["layers", FINE_MODELS["traversal_tensor_name"](d), "--all", "--save", str(d / "a.npz")],
              (0,), outputs=("a.npz",)),
         Case("grad_escape_names", lambda d: ["grad", FINE_MODELS["escape_names"](d)], (0,)),  # the loss output's name in the footer

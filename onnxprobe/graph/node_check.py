@@ -1,8 +1,8 @@
 """What onnxruntime refuses in a node's attributes or a value's declared type, found when a model is read
 (``graph.io.check_graph``), so that every command refuses it alike with one line: an attribute given
 twice, one of a type its op's schema does not take (or of no type), a required one missing, one its op
-does not have, and an element type ONNX does not define on a graph input, output or value_info entry or
-in a Cast's ``to``. Without this, what only reads the attributes (grad's rules, a conversion to another
+does not have, an element type ONNX does not define on a graph input, output or value_info entry or
+in a Cast's ``to``, and a value declared a kind (a sequence) its node never writes (a tensor). Without this, what only reads the attributes (grad's rules, a conversion to another
 opset that keeps one of two duplicates) judged a model onnxruntime does not load, or failed on it with an
 internal error (a Scan's ``num_scan_inputs`` given as a list of floats, a value typed as element type 40:
 QA fuzzing). The schema is the op's at the model's ai.onnx opset (the one onnxruntime reads); an op
@@ -87,6 +87,43 @@ def node_problem(n: onnx.NodeProto, version: int | None) -> str | None:
     return None
 
 
+_KINDS = {"tensor_type": "tensor", "sequence_type": "seq", "map_type": "map", "optional_type": "optional",
+          "sparse_tensor_type": "sparse_tensor"}
+
+
+def _output_kinds(schema, k: int) -> set[str] | None:
+    """The kinds of value (tensor, seq, map, optional...) output ``k`` of an op may be, by its schema."""
+    outs = list(schema.outputs)
+    if not outs:
+        return None
+    o = outs[k] if k < len(outs) else outs[-1] if outs[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic else None
+    if o is None:
+        return None
+    allowed = next((list(c.allowed_type_strs) for c in schema.type_constraints if c.type_param_str == o.type_str), [o.type_str])
+    return {t.split("(", 1)[0] for t in allowed}
+
+
+def declared_kind_problem(g: onnx.GraphProto, version: int | None) -> str | None:
+    """A graph input, value_info entry or graph output declared a kind of value (a sequence, say) that the
+    ai.onnx node writing it never gives (a tensor), or that its initializer is not: onnxruntime refuses the model ("Type mismatch"), and diff, which runs
+    a graph of its own without the model's value_info, passed one (QA fuzzing)."""
+    made = {o: (n, k) for n in g.node for k, o in enumerate(n.output) if o}
+    weights = {t.name: "tensor" for t in g.initializer} | {t.values.name: "sparse_tensor" for t in g.sparse_initializer}
+    for v in list(g.input) + list(g.value_info) + list(g.output):
+        kind = _KINDS.get(v.type.WhichOneof("value"))
+        if kind is not None and v.name in weights and kind != weights[v.name]:
+            return f"{quote(v.name)} is declared a {kind} value, and it is an initializer: a {weights[v.name]}"
+        if kind is None or v.name not in made:
+            continue
+        n, k = made[v.name]
+        schema = _schema(n, version)
+        kinds = _output_kinds(schema, k) if schema is not None else None
+        if kinds and kind not in kinds:
+            return (f"{quote(v.name)} is declared a {kind} value, and {_label(n)} writes it as "
+                    f"{' or '.join(sorted(kinds))}")
+    return None
+
+
 def model_problem(model: onnx.ModelProto) -> str | None:
     """The first of the problems the module docstring lists, in the main graph or any body, said in one
     line (without the file's name); None when there is none."""
@@ -97,8 +134,7 @@ def model_problem(model: onnx.ModelProto) -> str | None:
             bad = next((e for e in _elem_types(v.type) if e not in _ELEM_TYPES), None)
             if bad is not None:
                 return f"{quote(v.name)} in {where} is declared of element type {bad}, which ONNX does not define"
-        for n in g.node:
-            found = node_problem(n, version)
+        for found in (*(node_problem(n, version) for n in g.node), declared_kind_problem(g, version)):
             if found is not None:
                 return found + ("" if where == "the graph" else f" (in {where})")
     return None
