@@ -237,11 +237,13 @@ def _relu_pair(elem: int, where: str) -> onnx.ModelProto:
     return m
 
 
-def _declared_seq(name: str | None) -> onnx.ModelProto:
+def _declared_seq(name: str | None, w_elem: int = TensorProto.FLOAT, kind: str = "seq") -> onnx.ModelProto:
     """x + w -> t -> Relu -> y (w an initializer also listed as an input, as IR 3 lists them), with ``name``
     (t or w; None: neither) declared a sequence of tensors in the value_info or the inputs."""
     seq = helper.make_tensor_sequence_value_info(name or "w", TensorProto.FLOAT, [2, 3])
-    inputs = [_vi("x")] + ([seq] if name == "w" else [_vi("w")])
+    if kind == "optional":
+        seq = helper.make_value_info(name, helper.make_optional_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [2, 3])))
+    inputs = [_vi("x")] + ([seq] if name == "w" else [_vi("w", w_elem)])
     m = _model([helper.make_node("Add", ["x", "w"], ["t"], name="add"), helper.make_node("Relu", ["t"], ["y"], name="relu")],
                inputs, [_vi("y")], [numpy_helper.from_array(np.ones((2, 3), np.float32), "w")], ir=3 if name == "w" else 8)
     if name == "t":
@@ -297,6 +299,9 @@ BROKEN_GRAPHS: dict[str, Callable[[Path], str]] = {
     # a value declared a sequence that is a tensor: onnxruntime refuses it ("Type mismatch"), diff passed it (QA fuzzing)
     "value_info_kind_seq": lambda d: _save(d, _declared_seq("t")),
     "weight_input_kind_seq": lambda d: _save(d, _declared_seq("w")),
+    "weight_input_declared_bool": lambda d: _save(d, _declared_seq(None, w_elem=TensorProto.BOOL)),
+    "value_info_kind_optional": lambda d: _save(d, _declared_seq("t", kind="optional")),
+    "concat_axis_string": lambda d: _save(d, _attrs_model(helper.make_attribute("axis", "zz"), op="Concat")),
     "external_missing_file": lambda d: (os.remove(_external(d) and d / "w.bin"), str(d / "m.onnx"))[1],
     "external_length_nan": lambda d: _external(d, length="many"),
     "external_offset_negative": lambda d: _external(d, offset="-8"),
@@ -367,6 +372,8 @@ def _cases() -> list[Case]:
         # against the same model soundly typed: diff ran one graph of its own and passed it (resnet50, QA fuzzing)
         Case("weight_input_kind_seq_vs_clean", lambda d: ["diff", BROKEN_GRAPHS["weight_input_kind_seq"](d),
                                                           _save(d, _declared_seq(None), "clean.onnx")], (1,), "declared a seq"),
+        Case("weight_input_declared_bool_vs_clean", lambda d: ["diff", BROKEN_GRAPHS["weight_input_declared_bool"](d),
+                                                               _save(d, _declared_seq(None), "clean.onnx")], (1,), "BOOL"),
         Case("value_info_kind_seq_vs_clean", lambda d: ["diff", BROKEN_GRAPHS["value_info_kind_seq"](d),
                                                         _save(d, _declared_seq(None), "clean.onnx")], (1,), "declared a seq"),
         Case("save_traversal_names", lambda d: ["layers", FINE_MODELS["traversal_tensor_name"](d), "--all", "--save", str(d / "a.npz")],

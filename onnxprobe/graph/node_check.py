@@ -91,6 +91,14 @@ _KINDS = {"tensor_type": "tensor", "sequence_type": "seq", "map_type": "map", "o
           "sparse_tensor_type": "sparse_tensor"}
 
 
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+def _elem_name(e: int) -> str:
+    return TensorProto.DataType.Name(e) if e in _ELEM_TYPES else str(e)
+
+
 def _output_kinds(schema, k: int) -> set[str] | None:
     """The kinds of value (tensor, seq, map, optional...) output ``k`` of an op may be, by its schema."""
     outs = list(schema.outputs)
@@ -108,18 +116,23 @@ def declared_kind_problem(g: onnx.GraphProto, version: int | None) -> str | None
     ai.onnx node writing it never gives (a tensor), or that its initializer is not: onnxruntime refuses the model ("Type mismatch"), and diff, which runs
     a graph of its own without the model's value_info, passed one (QA fuzzing)."""
     made = {o: (n, k) for n in g.node for k, o in enumerate(n.output) if o}
+    elem_of = {t.name: t.data_type for t in g.initializer}
     weights = {t.name: "tensor" for t in g.initializer} | {t.values.name: "sparse_tensor" for t in g.sparse_initializer}
     for v in list(g.input) + list(g.value_info) + list(g.output):
         kind = _KINDS.get(v.type.WhichOneof("value"))
         if kind is not None and v.name in weights and kind != weights[v.name]:
-            return f"{quote(v.name)} is declared a {kind} value, and it is an initializer: a {weights[v.name]}"
+            return f"{quote(v.name)} is declared {_a(kind)} value, and it is an initializer: a {weights[v.name]}"
+        elem = v.type.tensor_type.elem_type if kind == "tensor" else 0
+        if elem and v.name in elem_of and elem != elem_of[v.name]:
+            return (f"{quote(v.name)} is declared of element type {_elem_name(elem)}, and its initializer is of "
+                    f"{_elem_name(elem_of[v.name])}")
         if kind is None or v.name not in made:
             continue
         n, k = made[v.name]
         schema = _schema(n, version)
         kinds = _output_kinds(schema, k) if schema is not None else None
         if kinds and kind not in kinds:
-            return (f"{quote(v.name)} is declared a {kind} value, and {_label(n)} writes it as "
+            return (f"{quote(v.name)} is declared {_a(kind)} value, and {_label(n)} writes it as "
                     f"{' or '.join(sorted(kinds))}")
     return None
 
