@@ -155,6 +155,24 @@ def _unnamed_loop_output() -> onnx.ModelProto:
     return m
 
 
+def _loop_body_short() -> onnx.ModelProto:
+    """test_loop11 with its body's loop-carried input y_in dropped: the body takes 2 values for the Loop's 3."""
+    m = loop11_model()
+    del m.graph.node[0].attribute[0].g.input[2]
+    return m
+
+
+def _declared_off(elem: int, what: str) -> onnx.ModelProto:
+    """x -> Relu -> t -> Relu -> y plus a Constant c (y + c -> z): ``what`` ('t', 'c' or 'w', an initializer
+    also a graph output) declared of element type ``elem`` in the value_info."""
+    nodes = [helper.make_node("Relu", ["x"], ["t"], name="r1"), helper.make_node("Relu", ["t"], ["y"], name="r2"),
+             helper.make_node("Constant", [], ["c"], name="c", value=numpy_helper.from_array(np.ones((2, 3), np.float32))),
+             helper.make_node("Add", ["y", "c"], ["z"], name="add")]
+    m = _model(nodes, [_vi("x")], [_vi("z"), _vi("w")], [numpy_helper.from_array(np.ones((2, 3), np.float32), "w")])
+    m.graph.value_info.append(_vi(what, elem))
+    return m
+
+
 def _classifier(folder: Path, labels) -> list[str]:
     m = _model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [_vi("x", shape=(2, 3))], [_vi("y", shape=(2, 4))],
                [numpy_helper.from_array(np.ones((3, 4), np.float32), "w")])
@@ -301,6 +319,13 @@ BROKEN_GRAPHS: dict[str, Callable[[Path], str]] = {
     "weight_input_kind_seq": lambda d: _save(d, _declared_seq("w")),
     "weight_input_declared_bool": lambda d: _save(d, _declared_seq(None, w_elem=TensorProto.BOOL)),
     "value_info_kind_optional": lambda d: _save(d, _declared_seq("t", kind="optional")),
+    # QA fuzzing: declarations onnxruntime refuses ("Invalid tensor data type 0", "does not match expected
+    # type"), which layers and grad ran anyway: their graphs of their own dropped the model's value_info
+    "value_info_elem_undefined": lambda d: _save(d, _declared_off(TensorProto.UNDEFINED, "t")),
+    "output_elem_undefined": lambda d: _save(d, _relu_pair(TensorProto.UNDEFINED, "output")),
+    "value_info_elem_not_computed": lambda d: _save(d, _declared_off(TensorProto.INT64, "t")),
+    # a Loop body taking fewer values than its node gives: grad's Loop rule failed on it (IndexError)
+    "loop_body_short": lambda d: _save(d, _loop_body_short()),
     "concat_axis_string": lambda d: _save(d, _attrs_model(helper.make_attribute("axis", "zz"), op="Concat")),
     "external_missing_file": lambda d: (os.remove(_external(d) and d / "w.bin"), str(d / "m.onnx"))[1],
     "external_length_nan": lambda d: _external(d, length="many"),
@@ -326,6 +351,10 @@ FINE_MODELS: dict[str, Callable[[Path], str]] = {
     "bidi_names": lambda d: _save(d, _relu(("x", "y\u202egnp.exe"), node_name="\u202erelu")),
     "escape_doc_metadata": lambda d: _save(d, _with_metadata(_relu())),
     "escape_file_name": lambda d: _save(d, _relu(), name=f"m{ESC}.onnx"),
+    # onnxruntime does not read the declared type of a weight or a Constant's output (measured): fine
+    "constant_declared_int64": lambda d: _save(d, _declared_off(TensorProto.INT64, "c")),
+    "weight_declared_undefined": lambda d: _save(d, _declared_off(TensorProto.UNDEFINED, "w")),
+    "weight_declared_int64": lambda d: _save(d, _declared_off(TensorProto.INT64, "w")),  # was refused
     "traversal_tensor_name": lambda d: _save(d, _relu(("x", "../../../tmp/onnxprobe_escape"))),
 }
 

@@ -195,6 +195,12 @@ def missing_body(g: onnx.GraphProto) -> str | None:
             unnamed = [k for k, o in enumerate(n.output) if not o] if n.op_type in _BODIES else []
             if unnamed:
                 return f"node {label} ({n.op_type}) leaves its output {unnamed[0]} unnamed (''): none of its outputs is optional"
+            # a body takes one value per input of its node (a Scan of opset 8, one less: its sequence_lens);
+            # with fewer, grad's Loop and Scan rules read past its inputs (an internal IndexError, QA fuzzing)
+            body = graphs.get("body") if n.op_type in ("Loop", "Scan") else None
+            if body is not None and not len(n.input) - (n.op_type == "Scan") <= len(body.input) <= len(n.input):
+                return (f"node {label} ({n.op_type}) has {len(n.input)} inputs and its body takes {len(body.input)}: "
+                        "one per input of the node")
         for a in n.attribute:
             for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
                 found = missing_body(sub)

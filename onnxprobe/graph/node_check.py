@@ -2,7 +2,9 @@
 (``graph.io.check_graph``), so that every command refuses it alike with one line: an attribute given
 twice, one of a type its op's schema does not take (or of no type), a required one missing, one its op
 does not have, an element type ONNX does not define on a graph input, output or value_info entry or
-in a Cast's ``to``, and a value declared a kind (a sequence) its node never writes (a tensor). Without this, what only reads the attributes (grad's rules, a conversion to another
+in a Cast's ``to``, a value declared a kind (a sequence) its node never writes (a tensor), and, in the
+main graph, a value declared a tensor of element type UNDEFINED or of another element type than its
+node computes (``declared_type_problem``). Without this, what only reads the attributes (grad's rules, a conversion to another
 opset that keeps one of two duplicates) judged a model onnxruntime does not load, or failed on it with an
 internal error (a Scan's ``num_scan_inputs`` given as a list of floats, a value typed as element type 40:
 QA fuzzing). The schema is the op's at the model's ai.onnx opset (the one onnxruntime reads); an op
@@ -111,6 +113,16 @@ def _output_kinds(schema, k: int) -> set[str] | None:
     return {t.split("(", 1)[0] for t in allowed}
 
 
+def _declarations(g: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
+    """``g``'s value_info entries and outputs less those naming a weight (an initializer) or a Constant's
+    output, whose declared type onnxruntime does not read (measured: a weight or a Constant's output
+    declared INT64, UNDEFINED or a sequence in the value_info or the outputs loads and runs; declared so
+    among the graph inputs, it is refused)."""
+    fixed = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
+    fixed |= {o for n in g.node if n.op_type == "Constant" and n.domain in ("", "ai.onnx") for o in n.output}
+    return [v for v in list(g.value_info) + list(g.output) if v.name not in fixed]
+
+
 def declared_kind_problem(g: onnx.GraphProto, version: int | None) -> str | None:
     """A graph input, value_info entry or graph output declared a kind of value (a sequence, say) that the
     ai.onnx node writing it never gives (a tensor), or that its initializer is not: onnxruntime refuses the model ("Type mismatch"), and diff, which runs
@@ -118,7 +130,7 @@ def declared_kind_problem(g: onnx.GraphProto, version: int | None) -> str | None
     made = {o: (n, k) for n in g.node for k, o in enumerate(n.output) if o}
     elem_of = {t.name: t.data_type for t in g.initializer}
     weights = {t.name: "tensor" for t in g.initializer} | {t.values.name: "sparse_tensor" for t in g.sparse_initializer}
-    for v in list(g.input) + list(g.value_info) + list(g.output):
+    for v in list(g.input) + _declarations(g):
         kind = _KINDS.get(v.type.WhichOneof("value"))
         if kind is not None and v.name in weights and kind != weights[v.name]:
             return f"{quote(v.name)} is declared {_a(kind)} value, and it is an initializer: a {weights[v.name]}"
@@ -137,6 +149,72 @@ def declared_kind_problem(g: onnx.GraphProto, version: int | None) -> str | None
     return None
 
 
+_TYPE_STRS = {f"tensor({k.lower()})": v for k, v in TensorProto.DataType.items() if v}
+
+
+def _computed_types(n: onnx.NodeProto, schema, elem: dict[str, int]) -> dict[str, int]:
+    """The element type of each output of ``n`` its schema fixes from the element types of its inputs
+    (``elem``): an output of type parameter T has the type of the inputs T binds, or T's one allowed type.
+    Outputs typed otherwise (Cast's ``to``, If's and Loop's heterogeneous values) are left out."""
+    allowed = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
+    hetero = onnx.defs.OpSchema.FormalParameterOption.Variadic
+
+    def formal(params, i):
+        if i < len(params):
+            return params[i]
+        return params[-1] if params and params[-1].option == hetero else None
+
+    bound: dict[str, int] = {}
+    for i, x in enumerate(n.input):
+        f = formal(list(schema.inputs), i)
+        if f is None or not x or x not in elem or (f.option == hetero and not f.is_homogeneous):
+            continue
+        if all(t.startswith("tensor(") for t in allowed.get(f.type_str, [f.type_str])):
+            bound.setdefault(f.type_str, elem[x])
+    out = {}
+    for i, o in enumerate(n.output):
+        f = formal(list(schema.outputs), i)
+        if f is None or not o or (f.option == hetero and not f.is_homogeneous):
+            continue
+        one = allowed.get(f.type_str, [f.type_str])
+        t = bound.get(f.type_str) if all(s.startswith("tensor(") for s in one) else None
+        t = t or (_TYPE_STRS.get(one[0]) if len(one) == 1 else None)
+        if t:
+            out[o] = t
+    return out
+
+
+def declared_type_problem(g: onnx.GraphProto, version: int | None) -> str | None:
+    """A main-graph input, output or value_info entry declared a tensor of element type UNDEFINED (0)
+    ("Invalid tensor data type 0"), or a node's output declared of an element type other than the one its
+    op's schema gives it from its inputs' ("Type (tensor(int64)) of output arg ... does not match expected
+    type (tensor(float))"): onnxruntime refuses both, and what runs a graph of its own built from the
+    model (layers' outputs added, grad's forward graph) dropped the declaration and ran it (QA fuzzing).
+    Only the main graph: onnxruntime takes both in an If's or a Loop's body (measured)."""
+    declared: dict[str, int] = {}
+    for v in list(g.input) + _declarations(g):
+        if v.type.WhichOneof("value") != "tensor_type":
+            continue
+        if not v.type.tensor_type.elem_type:
+            return f"{quote(v.name)} is declared a tensor of element type UNDEFINED (0)"
+        declared.setdefault(v.name, v.type.tensor_type.elem_type)
+    elem = {v.name: declared[v.name] for v in g.input if v.name in declared}
+    elem.update((t.name, t.data_type) for t in g.initializer if t.name not in elem)
+    for n in g.node:
+        schema = _schema(n, version)
+        computed = _computed_types(n, schema, elem) if schema is not None else {}
+        for o in n.output:
+            if not o:
+                continue
+            want, got = computed.get(o), declared.get(o)
+            if want and got and want != got:
+                return (f"{quote(o)} is declared of element type {_elem_name(got)}, and {_label(n)} computes "
+                        f"{_elem_name(want)}")
+            if want or got:
+                elem[o] = want or got
+    return None
+
+
 def model_problem(model: onnx.ModelProto) -> str | None:
     """The first of the problems the module docstring lists, in the main graph or any body, said in one
     line (without the file's name); None when there is none."""
@@ -147,7 +225,9 @@ def model_problem(model: onnx.ModelProto) -> str | None:
             bad = next((e for e in _elem_types(v.type) if e not in _ELEM_TYPES), None)
             if bad is not None:
                 return f"{quote(v.name)} in {where} is declared of element type {bad}, which ONNX does not define"
-        for found in (*(node_problem(n, version) for n in g.node), declared_kind_problem(g, version)):
+        # declarations in a body: onnxruntime checks some only (a Loop body's Add, not its Identity), so none
+        kinds = declared_kind_problem(g, version) if where == "the graph" else None
+        for found in (*(node_problem(n, version) for n in g.node), kinds):
             if found is not None:
                 return found + ("" if where == "the graph" else f" (in {where})")
-    return None
+    return declared_type_problem(model.graph, version)
