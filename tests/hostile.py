@@ -80,6 +80,15 @@ def _save(folder: Path, model: onnx.ModelProto, name: str = "m.onnx") -> str:
     return str(p)
 
 
+
+def _branch_model(inner: onnx.NodeProto) -> onnx.ModelProto:
+    """y = If(c) then inner's t else x (x: [3, 3] float32): ``inner`` reads the outer x and weight w (ones)."""
+    then = helper.make_graph([inner], "then", [], [_vi("t", shape=(3, 3))])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], name="id")], "else", [], [_vi("e", shape=(3, 3))])
+    return _model([helper.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)],
+                  [_vi("x", shape=(3, 3)), _vi("c", TensorProto.BOOL, ())], [_vi("y", shape=(3, 3))],
+                  [numpy_helper.from_array(np.ones((3, 3), np.float32), "w")])
+
 def _write(folder: Path, name: str, data: bytes) -> str:
     p = folder / name
     p.write_bytes(data)
@@ -301,6 +310,10 @@ BROKEN_GRAPHS: dict[str, Callable[[Path], str]] = {
     # a DequantizeLinear given no input: diff's matching read its input 0, an internal IndexError (fuzzing, QA)
     "too_few_inputs": lambda d: _save(d, _model([helper.make_node("DequantizeLinear", [], ["q"], name="dq"),
                                                  helper.make_node("Add", ["x", "q"], ["y"], name="add")], [_vi("x")], [_vi("y")])),
+    # a MatMul given three inputs inside an If branch: grad's rule failed on it, an internal ValueError (fuzzing, QA);
+    # and a node of more outputs than its op gives
+    "too_many_inputs_in_branch": lambda d: _save(d, _branch_model(helper.make_node("MatMul", ["x", "w", "w"], ["t"], name="mm3"))),
+    "too_many_outputs": lambda d: _save(d, _model([helper.make_node("Relu", ["x"], ["y", "extra"], name="r")], [_vi("x")], [_vi("y")])),
     # QA fuzzing: attributes onnxruntime refuses, which grad's rules read (an internal error) or an opset
     # conversion quietly mended (grad passed a model that does not load): refused when the model is read
     "attr_twice": lambda d: _save(d, _attrs_model(helper.make_attribute("alpha", 0.2), alpha=0.1)),

@@ -70,6 +70,14 @@ def node_problem(n: onnx.NodeProto, version: int | None) -> str | None:
     schema = _schema(n, version)
     if schema is None:
         return None
+    # onnxruntime: "has input size 3 not in range [min=2, max=2]"; too few failed what reads a node's inputs by
+    # position (diff's matching of a DequantizeLinear: an IndexError), too many a rule (a MatMul of three
+    # inputs in an If branch: grad's internal ValueError; QA fuzzing)
+    if not schema.min_input <= len(n.input) <= schema.max_input:
+        at = f"at least {schema.min_input}" if len(n.input) < schema.min_input else f"at most {schema.max_input}"
+        return f"{_label(n)} has {len(n.input)} input(s), and {n.op_type} takes {at}"
+    if len(n.output) > schema.max_output:
+        return f"{_label(n)} has {len(n.output)} output(s), and {n.op_type} gives at most {schema.max_output}"
     for a in n.attribute:
         if a.ref_attr_name:  # a function body's reference to its caller's attribute
             continue
