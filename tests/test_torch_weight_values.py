@@ -93,3 +93,41 @@ def test_the_cli_says_why_when_no_row_fails(tmp_path, kind):
     assert r.exit_code == 1, r.output
     assert "0 failing" in r.output  # the rows agree: they cannot say why
     assert "'0.weight'" in r.output and "other values" in r.output, r.output
+
+
+LINEAR = '''
+import torch
+
+def build():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+    return m, (torch.rand(3, 8),)
+'''
+
+
+def test_the_cli_names_the_weight_when_an_output_fails_too(tmp_path):
+    """A weight that keeps its parameter's name, x1.01 (QA: GPT-2's c_attn.weight): the verdict fails naming
+    the weight, but the text report printed that reason only when no output row failed, so the user read
+    "outputs FAIL" and the first failing layer, never the parameter the API names. Oracle: the file's weight
+    against the module's parameter."""
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    src = tmp_path / "make.py"
+    src.write_text(LINEAR)
+    scope: dict = {}
+    exec(LINEAR, scope)
+    m, args = scope["build"]()
+    path = tmp_path / "m.onnx"
+    torch.onnx.export(m, args, str(path), dynamo=False, opset_version=17, input_names=["x"])
+    model = onnx.load(str(path))
+    t = next(i for i in model.graph.initializer if i.name == "2.weight")
+    v = numpy_helper.to_array(t) * 1.01
+    t.CopyFrom(numpy_helper.from_array(v.astype(np.float32), t.name))
+    onnx.save(model, str(path))
+    assert not np.allclose(v, m[2].weight.detach().numpy(), rtol=1e-3, atol=0)
+    r = CliRunner().invoke(app, ["diff", str(path), "--vs-torch", f"{src}:build"])
+    assert r.exit_code == 1, r.output
+    assert "outputs FAIL" in r.output  # an output row fails: the rows show where
+    assert "'2.weight'" in r.output and "other values" in r.output, r.output

@@ -70,6 +70,10 @@ def diff_dict(res, order=None) -> dict:
         "first_failure_module": (res.first_failure.pair.b.module or res.first_failure.pair.a.module)
                                 if res.first_failure else None,
         "outputs_passed": verdict == "pass",
+        # against a torch module: A's weights that hold other values than the parameter they stand for (each
+        # fails the verdict whatever the rows say); diff --grad's are its unmatched of cause other-values
+        "other_values": list(getattr(res, "other_values", None) or [])
+                        + [u.obs.name for u in res.matching.unmatched_a if u.cause == "other-values"],
         "notes": res.notes,
         "fp32_sensitivity": [x.to_dict() for x in res.sensitivity],
         **({"grad": {k: json_word(v) for k, v in res.grad.items()}} if getattr(res, "grad", None) else {}),
@@ -289,9 +293,12 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
         foot.append(f" · ▶ error starts at {safe(pair_label(d['pairs'][first_row]))} ({safe(d['pairs'][first_row]['op_type'])})", style="bold")
     foot.append(f" · {_verdict_words(d)}", style="green" if d["verdict"] == "pass" else "bold red")
     out.append(phrased(foot, width))  # broken between phrases, as layers' and grad's footers
-    if d["verdict"] == "fail" and not any(p["is_output"] and p["passed"] is False for p in d["pairs"]):
+    g = d.get("grad") or {}
+    beyond_rows = d.get("other_values") or (g.get("forward_differs") and g.get("vs_torch"))
+    if d["verdict"] == "fail" and (beyond_rows or not any(p["is_output"] and p["passed"] is False for p in d["pairs"])):
         # a fail that no row shows (a weight with other values than its torch parameter, losses that differ):
-        # the footer's "0 failing · outputs FAIL" alone said nothing of why
+        # the footer's "0 failing · outputs FAIL" alone said nothing of why; nor, where an output fails too,
+        # did the rows name the weight (QA: GPT-2's c_attn.weight x1.01 read only "outputs FAIL")
         out.append(phrased(Text(f"FAIL: {safe(d['verdict_reason'])}", style="bold red"), width))
     for side, items in (("A", shown_a), ("B", shown_b)):
         if items:
