@@ -131,3 +131,26 @@ def test_the_cli_names_the_weight_when_an_output_fails_too(tmp_path):
     assert r.exit_code == 1, r.output
     assert "outputs FAIL" in r.output  # an output row fails: the rows show where
     assert "'2.weight'" in r.output and "other values" in r.output, r.output
+
+
+def test_a_changed_transposed_copy_of_a_linear_fails_naming_its_parameter(tmp_path):
+    """QA: BERT's layer.1 query weight x1.01 in a legacy export, where it is 'onnx::MatMul_337' (transposed,
+    every value changed): the report said "has the shape of ... but other values: the model is not an export
+    of the module as it is now", yet the verdict passed (the outputs moved by 3e-4 relative). A module
+    without BatchNorm whose only free parameter of that shape is read there: that parameter, changed.
+    Oracle: the file's initializer against the parameter transposed."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8)).eval()
+    x = torch.rand(2, 3, 8)  # 3-D: the legacy exporter writes MatMul with the weight transposed
+    path = tmp_path / "m.onnx"
+    torch.onnx.export(m, (x,), str(path), dynamo=False, opset_version=17, input_names=["x"])
+    model = onnx.load(str(path))
+    w2 = m[2].weight.detach().numpy()
+    t = next(i for i in model.graph.initializer if np.array_equal(numpy_helper.to_array(i), w2.T))
+    assert t.name not in ("0.weight", "2.weight"), t.name
+    t.CopyFrom(numpy_helper.from_array((numpy_helper.to_array(t) * 1.01).astype(np.float32), t.name))
+    onnx.save(model, str(path))
+    res = api.diff_torch(path, m, example_args=(x,))
+    assert res.other_values == [f"{t.name}[2.weight]"], res.other_values
+    verdict, why = res.verdict()
+    assert verdict == "fail" and "2.weight" in why, why
