@@ -33,6 +33,15 @@ def _ev(name: str, ts: int, dur: int, op: str = "Conv") -> dict:
     return {"cat": "Node", "name": f"{name}_kernel_time", "ts": ts, "dur": dur, "args": {"op_name": op}}
 
 
+
+def _ran_as(copy: onnx.ModelProto, nodes: list) -> onnx.ModelProto:
+    """The graph onnxruntime ran for ``copy`` (its optimised model): ``copy`` with ``nodes`` for its nodes."""
+    ran = onnx.ModelProto()
+    ran.CopyFrom(copy)
+    del ran.graph.node[:]
+    ran.graph.node.extend(nodes)
+    return ran
+
 def test_attribution_of_hand_made_events():
     copy, back = named(_model())
     assert back == {"conv": "conv", "bn": "bn", "Relu#2": "y", "onnxprobe/Abs/y": "onnxprobe/Abs/y"}
@@ -337,12 +346,9 @@ def test_kernels_onnxruntime_inserts_around_a_fusion_do_not_hide_the_fusions_pro
     the probed run (MatMul and Add, 2): 'fusions broken' read 0 on sample transformer_block (11 nodes lost
     their kernel to fusions). The counts are of model nodes with a kernel of their own."""
     copy, back = named(_matmul_add())
-    ran = onnx.ModelProto()
-    ran.CopyFrom(copy)
-    del ran.graph.node[:]
-    ran.graph.node.extend([helper.make_node("Reshape", ["x", "s1"], ["gemm_in"], name="gemm_input_reshape"),
-                           helper.make_node("Gemm", ["gemm_in", "w", "b"], ["gemm_out"], name="proj/MatMulAddFusion"),
-                           helper.make_node("Reshape", ["gemm_out", "s2"], ["y"], name="gemm_output_reshape")])
+    ran = _ran_as(copy, [helper.make_node("Reshape", ["x", "s1"], ["gemm_in"], name="gemm_input_reshape"),
+                        helper.make_node("Gemm", ["gemm_in", "w", "b"], ["gemm_out"], name="proj/MatMulAddFusion"),
+                        helper.make_node("Reshape", ["gemm_out", "s2"], ["y"], name="gemm_output_reshape")])
     plain = attribute([{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100}, _ev("gemm_input_reshape", 1, 5, "Reshape"),
                        _ev("proj/MatMulAddFusion", 10, 50, "Gemm"), _ev("gemm_output_reshape", 70, 5, "Reshape")], copy, back, ran)
     probed = attribute([{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100}, _ev("proj", 1, 40, "MatMul"),
@@ -361,13 +367,10 @@ def test_an_activation_fused_into_the_nchwc_conv_before_it_is_that_convs():
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     copy, back = named(helper.make_model(g))
-    ran = onnx.ModelProto()
-    ran.CopyFrom(copy)
-    del ran.graph.node[:]
-    ran.graph.node.extend([helper.make_node("ReorderInput", ["x"], ["t0"], name="reorder_in"),
-                           helper.make_node("Conv", ["t0", "w"], ["t1"], name="c_nchwc", activation="HardSigmoid"),
-                           helper.make_node("Conv", ["t1", "w2"], ["t2"], name="y_nchwc"),
-                           helper.make_node("ReorderOutput", ["t2"], ["y"], name="reorder_out")])
+    ran = _ran_as(copy, [helper.make_node("ReorderInput", ["x"], ["t0"], name="reorder_in"),
+                        helper.make_node("Conv", ["t0", "w"], ["t1"], name="c_nchwc", activation="HardSigmoid"),
+                        helper.make_node("Conv", ["t1", "w2"], ["t2"], name="y_nchwc"),
+                        helper.make_node("ReorderOutput", ["t2"], ["y"], name="reorder_out")])
     events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100}, _ev("reorder_in", 1, 2, "ReorderInput"),
               _ev("c_nchwc", 5, 30), _ev("y_nchwc", 40, 20), _ev("reorder_out", 70, 2, "ReorderOutput")]
     p = attribute(events, copy, back, ran)
@@ -384,13 +387,10 @@ def test_an_activation_whose_tensor_only_a_layout_reorder_writes_is_fused_into_t
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     copy, back = named(helper.make_model(g))
-    ran = onnx.ModelProto()
-    ran.CopyFrom(copy)
-    del ran.graph.node[:]
-    ran.graph.node.extend([helper.make_node("ReorderInput", ["x"], ["t0"], name="reorder_in"),
-                           helper.make_node("Conv", ["t0", "w"], ["t1"], name="c_nchwc", activation="Relu"),
-                           helper.make_node("ReorderOutput", ["t1"], ["a"], name="reorder_out"),
-                           helper.make_node("Flatten", ["a"], ["y"], name="flat")])
+    ran = _ran_as(copy, [helper.make_node("ReorderInput", ["x"], ["t0"], name="reorder_in"),
+                        helper.make_node("Conv", ["t0", "w"], ["t1"], name="c_nchwc", activation="Relu"),
+                        helper.make_node("ReorderOutput", ["t1"], ["a"], name="reorder_out"),
+                        helper.make_node("Flatten", ["a"], ["y"], name="flat")])
     events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100}, _ev("reorder_in", 1, 2, "ReorderInput"),
               _ev("c_nchwc", 5, 30), _ev("reorder_out", 40, 2, "ReorderOutput"), _ev("flat", 50, 1, "Flatten")]
     p = attribute(events, copy, back, ran)
@@ -466,12 +466,9 @@ def test_a_function_onnxruntime_inlines_is_timed_as_its_node():
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     copy, back = named(helper.make_model(g))
-    ran = onnx.ModelProto()
-    ran.CopyFrom(copy)
-    del ran.graph.node[:]
-    ran.graph.node.extend([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("HardSigmoid", ["c"], ["s1"]),
-                           helper.make_node("Mul", ["c", "s1"], ["h"]), helper.make_node("Conv", ["h", "w"], ["c2"], name="conv2"),
-                           helper.make_node("HardSigmoid", ["c2"], ["s2"]), helper.make_node("Mul", ["c2", "s2"], ["y"])])
+    ran = _ran_as(copy, [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("HardSigmoid", ["c"], ["s1"]),
+                        helper.make_node("Mul", ["c", "s1"], ["h"]), helper.make_node("Conv", ["h", "w"], ["c2"], name="conv2"),
+                        helper.make_node("HardSigmoid", ["c2"], ["s2"]), helper.make_node("Mul", ["c2", "s2"], ["y"])])
     events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 1000}, _ev("conv", 1, 100),
               _ev("HardSigmoid_7", 110, 10, "HardSigmoid"), _ev("Mul_8", 130, 20, "Mul"), _ev("conv2", 200, 100),
               _ev("HardSigmoid_9", 310, 30, "HardSigmoid"), _ev("Mul_10", 350, 40, "Mul")]
@@ -520,15 +517,12 @@ def test_a_fusion_named_after_its_node_with_a_pass_appended_is_that_nodes():
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     copy, back = named(helper.make_model(g))
-    ran = onnx.ModelProto()
-    ran.CopyFrom(copy)
-    del ran.graph.node[:]
-    ran.graph.node.extend([helper.make_node("ReorderInput", ["x"], ["t0"], name="reorder_in"),
-                           helper.make_node("Conv", ["t0", "w"], ["t1"], name="c1_nchwc"),
-                           helper.make_node("QuickGelu", ["t1"], ["t2"], name="m1/QuickGeluFusion/"),
-                           helper.make_node("Conv", ["t2", "w2"], ["t3"], name="c2_nchwc"),
-                           helper.make_node("QuickGelu", ["t3"], ["t4"], name="m2/QuickGeluFusion/"),
-                           helper.make_node("ReorderOutput", ["t4"], ["y"], name="reorder_out")])
+    ran = _ran_as(copy, [helper.make_node("ReorderInput", ["x"], ["t0"], name="reorder_in"),
+                        helper.make_node("Conv", ["t0", "w"], ["t1"], name="c1_nchwc"),
+                        helper.make_node("QuickGelu", ["t1"], ["t2"], name="m1/QuickGeluFusion/"),
+                        helper.make_node("Conv", ["t2", "w2"], ["t3"], name="c2_nchwc"),
+                        helper.make_node("QuickGelu", ["t3"], ["t4"], name="m2/QuickGeluFusion/"),
+                        helper.make_node("ReorderOutput", ["t4"], ["y"], name="reorder_out")])
     events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100}, _ev("reorder_in", 1, 2, "ReorderInput"),
               _ev("c1_nchwc", 5, 30), _ev("m1/QuickGeluFusion/", 36, 4, "QuickGelu"), _ev("c2_nchwc", 41, 20),
               _ev("m2/QuickGeluFusion/", 62, 6, "QuickGelu"), _ev("reorder_out", 70, 2, "ReorderOutput")]
@@ -548,13 +542,10 @@ def test_an_activation_after_a_kernel_with_another_activation_fused_in_is_not_th
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     copy, back = named(helper.make_model(g))
-    ran = onnx.ModelProto()
-    ran.CopyFrom(copy)
-    del ran.graph.node[:]
-    ran.graph.node.extend([helper.make_node("ReorderInput", ["x"], ["t0"], name="reorder_in"),
-                           helper.make_node("Conv", ["t0", "w"], ["t1"], name="r_nchwc", activation="Relu"),
-                           helper.make_node("ReorderOutput", ["t1"], ["r"], name="reorder_out"),
-                           helper.make_node("QuickGelu", ["r"], ["y"], name="mul/QuickGeluFusion/")])
+    ran = _ran_as(copy, [helper.make_node("ReorderInput", ["x"], ["t0"], name="reorder_in"),
+                        helper.make_node("Conv", ["t0", "w"], ["t1"], name="r_nchwc", activation="Relu"),
+                        helper.make_node("ReorderOutput", ["t1"], ["r"], name="reorder_out"),
+                        helper.make_node("QuickGelu", ["r"], ["y"], name="mul/QuickGeluFusion/")])
     events = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100}, _ev("reorder_in", 1, 2, "ReorderInput"),
               _ev("r_nchwc", 5, 30), _ev("reorder_out", 40, 2, "ReorderOutput"), _ev("mul/QuickGeluFusion/", 45, 6, "QuickGelu")]
     p = attribute(events, copy, back, ran)
