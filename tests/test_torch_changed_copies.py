@@ -183,3 +183,18 @@ def test_a_parameters_only_initializer_transposed_and_changed_in_one_value_fails
     bad = {u.obs.name: u.reason for u in g.matching.unmatched_a if u.cause == OTHER_VALUES}
     assert list(bad) == [f"{copy}_grad"] and "fc.weight" in bad[f"{copy}_grad"], bad
     assert g.verdict()[0] == "fail", g.verdict()
+
+
+def test_grad_names_a_changed_copy_as_the_forward_diff_does(tmp_path):
+    """QA: diff --grad --vs-torch's verdict named a changed copy bare ('onnx::Gather_12'), where the forward
+    diff says COPY[PARAM]: both now name it the same way, in the verdict and in other_values."""
+    path = tmp_path / "twice.onnx"
+    m, args = _export(ReadTwice, path, False)
+    copy = _edit(path, (11, 6), (9, 0), 0.5)
+    said = f"{copy}[w]"
+    res = api.diff_torch(path, (m, args), introduced=False)
+    assert res.other_values == [said] and said in res.verdict()[1], res.verdict()
+    g = api.diff_grad_torch(path, (m, args), spec=api.GradSpec(loss="sum"))
+    assert g.other_values == [said], g.other_values
+    verdict, why = g.verdict()
+    assert verdict == "fail" and said in why, why

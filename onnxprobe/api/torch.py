@@ -150,7 +150,7 @@ def diff_torch(
     # export's default criterion passed a 1% change of one layer's weight: QA)
     pm = _param_map(a_model, mod)  # an LSTM's or GRU's gate block with other values too (torch.rnn)
     # an exporter's copy of a parameter, changed, as COPY[PARAMETER]: the copy that stands for the parameter
-    res.other_values = sorted({f"{i}[{pm.copies[i]}]" if i in pm.copies else i for i in pm.contradicts}
+    res.other_values = sorted({pm.said(i) for i in pm.contradicts}
                               | {b.name for b in pm.blocks if not b.holds})
     return res
 
@@ -276,6 +276,9 @@ def diff_grad_torch(
     half = export_tolerance(a_model) is HALF_TOLERANCE
     res.grad["forward_differs"] = losses_differ(res.grad, half)  # the verdict fails (compare.diff)
     gradient_origin(res)
+    # its weights with other values (unmatched, cause other-values) named as diff_torch names them
+    res.other_values = sorted(pm.said(forward_name(u.obs.name) or u.obs.name) for u in res.matching.unmatched_a
+                              if u.cause == OTHER_VALUES)
     res.notes[:0] = (fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter, exporter_guess(a_model.proto))
                      + forward_note(res.grad, half, "torch", ("api.diff_torch", "`diff --vs-torch`")))
     res.feed = fs.values  # what the result measured (histograms run these inputs again)

@@ -180,7 +180,8 @@ class DiffResult:
         not finite). Against a torch module, a weight named as a parameter but holding other values, or
         losses that differ (``forward_differs``), fail: the model is not that module's export, whatever
         the gradients of the weights that still agree say."""
-        other = [forward_name(u.obs.name) or u.obs.name for u in self.matching.unmatched_a if u.cause == OTHER_VALUES]
+        other = self.other_values or [forward_name(u.obs.name) or u.obs.name for u in self.matching.unmatched_a
+                                      if u.cause == OTHER_VALUES]  # against torch: as diff_torch names them
         if other:
             return "fail", _other_values_said(other)
         if not any(r.pair.a.is_output or r.pair.b.is_output for r in self.results):

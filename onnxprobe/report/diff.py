@@ -71,9 +71,10 @@ def diff_dict(res, order=None) -> dict:
                                 if res.first_failure else None,
         "outputs_passed": verdict == "pass",
         # against a torch module: A's weights that hold other values than the parameter they stand for (each
-        # fails the verdict whatever the rows say); diff --grad's are its unmatched of cause other-values
+        # fails the verdict whatever the rows say); diff --grad --vs-torch names them as diff_torch does
+        # (COPY[PARAM]: ``ParamMap.said``); two models' diff --grad: its unmatched of cause other-values
         "other_values": list(getattr(res, "other_values", None) or [])
-                        + [u.obs.name for u in res.matching.unmatched_a if u.cause == "other-values"],
+                        or [u.obs.name for u in res.matching.unmatched_a if u.cause == "other-values"],
         "notes": res.notes,
         "fp32_sensitivity": [x.to_dict() for x in res.sensitivity],
         **({"grad": {k: json_word(v) for k, v in res.grad.items()}} if getattr(res, "grad", None) else {}),

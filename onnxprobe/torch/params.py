@@ -68,6 +68,11 @@ class ParamMap:
     # initializer) whose values were changed: copy -> the parameter; each copy is in ``contradicts`` too
     copies: dict[str, str] = field(default_factory=dict)
 
+    def said(self, init: str) -> str:
+        """How a weight with other values is named, in the forward diff and in --grad alike: a changed copy
+        as ``COPY[PARAMETER]`` (the parameter it stands for), any other initializer by its name."""
+        return f"{init}[{self.copies[init]}]" if init in self.copies else init
+
 
 def _digest(a: np.ndarray) -> tuple:
     a = np.ascontiguousarray(a)
