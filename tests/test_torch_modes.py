@@ -41,3 +41,29 @@ def test_each_submodule_keeps_its_own_training_flag(tmp_path, call):
                 sub.training = was[name]
         getattr(opt, call)(m, (x,), path)
     assert _modes(m) == before
+
+
+def _exported(tmp_path, m, x):
+    path = tmp_path / "m.onnx"
+    with torch.no_grad():
+        was = _modes(m)
+        m.eval()
+        torch.onnx.export(m, (x,), str(path), dynamo=False, opset_version=17, input_names=["x"])
+        for name, sub in m.named_modules():
+            sub.training = was[name]
+    return path
+
+
+@pytest.mark.parametrize("call", ["diff", "diff_grad"])
+def test_a_module_in_training_mode_is_said_to_run_in_eval_mode(tmp_path, call):
+    """QA: a module left in train() ran in eval mode under an "eval mode" header, and nothing said the mode
+    was switched: a note says it, naming the submodules eval mode changes (the Dropout; not the frozen
+    BatchNorm, already in eval mode). A module in eval mode gets no such note."""
+    m, x = _model()
+    path = _exported(tmp_path, m, x)
+    res = getattr(opt, call)(m, (x,), path)
+    said = [n for n in res.notes if "training mode" in n]
+    assert len(said) == 1 and "'3'" in said[0] and "Dropout" in said[0] and "'1'" not in said[0], res.notes
+    m.eval()
+    res = getattr(opt, call)(m, (x,), path)
+    assert not [n for n in res.notes if "training mode" in n], res.notes

@@ -40,7 +40,7 @@ from onnxprobe.runtime.runners.named import naming
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe, without_torch_gradient
-from onnxprobe.torch.load import require_torch
+from onnxprobe.torch.load import require_torch, training_note
 from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
 from onnxprobe.torch.params import ParamMap, map_parameters, param_aliases, param_owners
 from onnxprobe.torch.rnn import add_block_grads, attach_blocks, mark_initial_states, name_blocks, pair_blocks, rnn_blocks
@@ -144,7 +144,7 @@ def diff_torch(
         raise fs.explained(e) from e
     guess = exporter_guess(a_model.proto)
     res.measured = f"a PyTorch export ({_exporter_words(tp.exporter, guess)}) against its module, in float"
-    res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter, guess)
+    res.notes[:0] = fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter, guess) + training_note(mod)
     res.feed = fs.values  # what the result measured (histograms run these inputs again)
     # a weight named as a parameter with other values fails the export whatever the activations say (a float16
     # export's default criterion passed a 1% change of one layer's weight: QA)
@@ -279,7 +279,7 @@ def diff_grad_torch(
     # its weights with other values (unmatched, cause other-values) named as diff_torch names them
     res.other_values = sorted(pm.said(forward_name(u.obs.name) or u.obs.name) for u in res.matching.unmatched_a
                               if u.cause == OTHER_VALUES)
-    res.notes[:0] = (fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter, exporter_guess(a_model.proto))
+    res.notes[:0] = (fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter, exporter_guess(a_model.proto)) + training_note(mod)
                      + forward_note(res.grad, half, "torch", ("api.diff_torch", "`diff --vs-torch`")))
     res.feed = fs.values  # what the result measured (histograms run these inputs again)
     return res

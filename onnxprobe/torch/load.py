@@ -8,7 +8,7 @@ import contextlib
 
 from onnxprobe.errors import MissingExtra, UsageError, setting_error
 from onnxprobe.runtime.userfunc import call_function, load_function
-from onnxprobe.text import clean
+from onnxprobe.text import clean, some
 
 
 VS_TORCH = ("vs_torch", "--vs-torch")  # the module to compare with, as the API and the command line name it
@@ -55,3 +55,23 @@ def eval_mode(module):
     finally:
         for m, training in modes:
             m.training = training
+
+
+def training_note(module) -> list[str]:
+    """A note where ``module`` (or a submodule) is in training mode: it is run in eval mode, as exports are
+    (``eval_mode``), which the header's "eval mode" says but not that the mode was switched. Names the
+    submodules in training mode that eval mode changes (dropout: the identity; batch norms: the running
+    statistics); a submodule of the user's own may read ``self.training`` too, which no one can list."""
+    torch = require_torch()
+    training = [(p, m) for p, m in module.named_modules() if m.training]
+    if not training:
+        return []
+    kinds = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm,
+             torch.nn.modules.instancenorm._InstanceNorm)
+    changed = [f"{p or '(the module)'!r} ({type(m).__name__})" for p, m in training
+               if isinstance(m, kinds) and (not isinstance(m, torch.nn.modules.instancenorm._InstanceNorm)
+                                            or m.track_running_stats)]
+    which = (f": eval mode changes {some(changed, form=str)} (dropout is the identity, batch norms use their running "
+             "statistics)" if changed else "")
+    return [f"the module was in training mode (train()); it was run in eval mode, as it is exported, and each "
+            f"submodule given its own mode back{which}"]
