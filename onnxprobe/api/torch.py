@@ -40,7 +40,7 @@ from onnxprobe.runtime.runners.named import naming
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe, without_torch_gradient
-from onnxprobe.torch.load import require_torch, training_note
+from onnxprobe.torch.load import positional, require_torch, training_note
 from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
 from onnxprobe.torch.params import ParamMap, map_parameters, param_aliases, param_owners
 from onnxprobe.torch.rnn import add_block_grads, attach_blocks, mark_initial_states, name_blocks, pair_blocks, rnn_blocks
@@ -432,7 +432,7 @@ def export_and_diff(module, example_args: tuple, *, dynamo: bool = True, path: s
 
     check_switches("export_and_diff", dynamo=dynamo)
     mod, _ = torch_module(module)
-    args = tuple(example_args) if isinstance(example_args, (tuple, list)) else (example_args,)
+    args = positional(example_args if isinstance(example_args, (tuple, list, dict)) else (example_args,))  # before the export
     if path is not None:
         written = export(mod, args, Path(path), dynamo=dynamo, opset=opset)
         return diff_torch(written, mod, example_args=args, **kwargs)

@@ -14,7 +14,7 @@ from onnxprobe.api.inputs import TorchLike
 from onnxprobe.errors import UsageError, setting_error, settings_error
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.runtime import feeds as _feeds
-from onnxprobe.torch.load import VS_TORCH, load_module, require_torch
+from onnxprobe.torch.load import VS_TORCH, load_module, positional, require_torch
 from onnxprobe.torch.runner import to_numpy
 from onnxprobe.types import InputSpec, RunConfig
 
@@ -28,11 +28,8 @@ def torch_module(module: TorchLike) -> tuple[object, tuple | None]:
         mod, args = load_module(str(module))
         return eager(mod, str(module)), args
     if isinstance(module, tuple) and len(module) == 2 and isinstance(module[0], torch.nn.Module):
-        if isinstance(module[1], dict):
-            raise setting_error(UsageError, VS_TORCH, ": the example arguments are a dict (keyword arguments); give "
-                                "them as a tuple, in the order of the ONNX model's inputs")
-        args = module[1] if isinstance(module[1], (tuple, list)) else (module[1],)
-        return eager(module[0]), tuple(args)
+        args = module[1] if isinstance(module[1], (tuple, list, dict)) else (module[1],)
+        return eager(module[0]), positional(args)
     if isinstance(module, torch.nn.Module):
         return eager(module), None
     raise setting_error(UsageError, VS_TORCH, f": expected an nn.Module or FILE.py:FUNC, got {type(module).__name__}")
@@ -99,7 +96,7 @@ def prepare(a, module, example_args, inputs, config):
     gets those as given, and the feeds in the tensors' places (None when every argument is a tensor)."""
     a_model = as_model(a)
     mod, args = torch_module(module)
-    args = example_args if example_args is not None else args
+    args = positional(example_args) if example_args is not None else args
     empty = next((n for n, t in [*mod.named_parameters(), *mod.named_buffers()] if t.is_meta), None)
     if empty is not None:  # torch's forward would stop on it (on another device than the inputs)
         raise setting_error(UsageError, VS_TORCH, f": the module's {empty} holds no data (a meta tensor: built under "

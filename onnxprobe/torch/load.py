@@ -30,18 +30,34 @@ def load_module(spec: str) -> tuple[object, tuple | None]:
     torch = require_torch()
     fn, func = load_function(spec, VS_TORCH, "a function that returns an nn.Module or (module, example_args)")
     got = call_function(fn, func, spec, VS_TORCH)
+    if isinstance(got, tuple) and len(got) == 3 and isinstance(got[0], torch.nn.Module) and isinstance(got[2], dict):
+        raise setting_error(UsageError, VS_TORCH, f"{clean(spec)}: {clean(func)}() returned (module, args, kwargs): "
+                            f"{KEYWORDS}")
     module, args = (got[0], got[1]) if isinstance(got, tuple) and len(got) == 2 else (got, None)
     if not isinstance(module, torch.nn.Module):
         what = (f"a tuple ({', '.join(type(x).__name__ for x in got)})" if isinstance(got, tuple)
                 else type(got).__name__)  # what it returned as a whole: (Tensor, Tensor) is no module and args
         raise setting_error(UsageError, VS_TORCH, f"{clean(spec)}: {clean(func)}() returned {what}, not an nn.Module "
                             "(or a tuple (module, example_args))")
-    if isinstance(args, dict):  # keyword arguments: which ONNX input each is, onnxprobe cannot tell
-        raise setting_error(UsageError, VS_TORCH, f"{clean(spec)}: {clean(func)}() returned its example arguments as a dict "
-                            "(keyword arguments); return them as a tuple, in the order of the ONNX model's inputs")
-    if args is not None and not isinstance(args, (tuple, list)):
+    if args is not None and not isinstance(args, (tuple, list, dict)):
         args = (args,)
-    return module, (tuple(args) if args is not None else None)
+    return module, (positional(args, f"{clean(spec)}: {clean(func)}() returned ") if args is not None else None)
+
+
+# what the example arguments may be, said where they hold keyword arguments
+KEYWORDS = ("keyword arguments are not taken; return (module, (x, y, ...)): the example arguments as a tuple, "
+            "in the order of the ONNX model's inputs")
+
+
+def positional(args, where: str = "") -> tuple:
+    """``args`` (the example arguments) as a tuple, or a UsageError where they are or hold a dict: keyword
+    arguments (torch.onnx.export's trailing dict of named inputs), which onnxprobe does not feed. ``where``:
+    what gave them, as the message starts ("m.py: build() returned ")."""
+    if isinstance(args, dict) or any(isinstance(a, dict) for a in args):
+        what = (("its example arguments as a dict" if isinstance(args, dict) else "example arguments holding a dict")
+                if where else "the example arguments are a dict" if isinstance(args, dict) else "the example arguments hold a dict")
+        raise setting_error(UsageError, VS_TORCH, f"{': ' if not where else ''}{where}{what}: {KEYWORDS}")
+    return tuple(args)
 
 
 @contextlib.contextmanager
