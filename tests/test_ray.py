@@ -151,3 +151,13 @@ def test_an_address_where_nothing_answers(tmp_path):
     ds = _folder(tmp_path / "ds", 1)
     r = _run("layers", sample_path("cnn"), "--inputs-dir", ds, "--ray-address", "127.0.0.1:1", code=(1,))
     assert "nothing answers" in r.stderr
+
+
+def test_auto_where_the_found_cluster_is_gone(tmp_path, monkeypatch):
+    """`--ray-address auto` is checked as a given address is: Ray resolves `auto` (RAY_ADDRESS here, else the
+    last cluster's file or a running GCS it finds) and, where nothing answers there, retried for minutes."""
+    ds = _folder(tmp_path / "ds", 1)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    r = _run("layers", sample_path("cnn"), "--inputs-dir", ds, "--ray-address", "auto", code=(1,))
+    assert "--ray-address auto (" in r.stderr and ":1): nothing answers" in r.stderr  # the address auto stood for
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

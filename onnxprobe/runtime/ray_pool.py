@@ -117,14 +117,32 @@ def check_address(address: str) -> tuple[str, int] | None:
     return host.strip("[]"), int(port)
 
 
-def _reachable(address: str) -> None:
+def _resolved(address: str) -> str:
+    """The HOST:PORT that Ray's `auto` stands for (RAY_ADDRESS, the last cluster's file, a running GCS), so that it
+    is checked as a given address is: Ray retries an unreachable one for minutes."""
+    if address != "auto":
+        return address
+    from ray._private.services import canonicalize_bootstrap_address  # Ray's own reading of `auto`
+
+    try:
+        found = canonicalize_bootstrap_address(address)
+    except (ConnectionError, RuntimeError, ValueError):
+        found = None
+    if found is None:
+        raise setting_error(ExecutionError, ADDRESS, "auto: no running Ray cluster found on this machine (nor in "
+                            "RAY_ADDRESS); start one (ray start --head) or give its address")
+    return found
+
+
+def _reachable(address: str, given: str | None = None) -> None:
     hp = check_address(address)
     if hp is None:
         return
     try:
         socket.create_connection(hp, timeout=3).close()
     except OSError as e:
-        raise setting_error(ExecutionError, ADDRESS, f"{address}: nothing answers there ({e.strerror or type(e).__name__}); "
+        said = address if given in (None, address) else f"{given} ({address})"
+        raise setting_error(ExecutionError, ADDRESS, f"{said}: nothing answers there ({e.strerror or type(e).__name__}); "
                             "start the cluster (ray start --head) or give its address") from None
 
 
@@ -264,8 +282,9 @@ def _init(ray, options: RayOptions, temp: str | None) -> int:
             n = options.workers or os.cpu_count() or 1
             ray.init(address="local", num_cpus=n, include_dashboard=False, _temp_dir=temp, **quiet)
             return n
-        _reachable(options.address)
-        ray.init(address=options.address, **quiet)
+        address = _resolved(options.address)
+        _reachable(address, options.address)
+        ray.init(address=address, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise ExecutionError(f"Ray did not start: {first_line(e)[:300]}") from None
     if options.workers:
