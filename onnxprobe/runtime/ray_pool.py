@@ -122,8 +122,10 @@ def _resolved(address: str) -> str:
     is checked as a given address is: Ray retries an unreachable one for minutes."""
     if address != "auto":
         return address
-    from ray._private.services import canonicalize_bootstrap_address  # Ray's own reading of `auto`
-
+    try:  # Ray's own reading of `auto`: a private function, so a Ray without it leaves `auto` to Ray, unchecked
+        from ray._private.services import canonicalize_bootstrap_address
+    except (ImportError, AttributeError):
+        return address
     try:
         found = canonicalize_bootstrap_address(address)
     except (ConnectionError, RuntimeError, ValueError):
