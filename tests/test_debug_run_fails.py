@@ -97,6 +97,6 @@ def test_guessed_dimensions_are_said_in_the_debuggers_words(tmp_path):
     assert r.exit_code == 1, r.output
     for n in (1, 2):
         said = _error(r, n)
-        assert "dynamic dimensions were set to 1: give real sizes with input NAME random DIMS" in said, said
+        assert "dynamic dimensions were set to 1: give real sizes with input x random DIMS" in said, said
         assert "--shape" not in said, said
     assert "line 3" not in r.stderr and "line 4" not in r.stderr, r.stderr

@@ -33,9 +33,10 @@ SHAPES, FILES, ARRAYS = ("shapes", "--shape"), ("files", "--input"), ("arrays", 
 MAX_SEED = 2**32 - 1
 
 
-def shape_hint(say) -> str:
-    """The advice when dynamic dimensions were guessed, in ``say``'s words (``errors.Voice``)."""
-    return f"dynamic dimensions were set to 1: give real sizes with {say.given(SHAPES, 'NAME', 'DIMS')}"
+def shape_hint(say, name: str = "NAME") -> str:
+    """The advice when dynamic dimensions were guessed, in ``say``'s words (``errors.Voice``); ``name``: the
+    input whose dimensions were guessed, where it is one."""
+    return f"dynamic dimensions were set to 1: give real sizes with {say.given(SHAPES, clean(name), 'DIMS')}"
 
 
 # element types numpy holds only through ml_dtypes, which onnxruntime's Python API takes no array of (measured,
@@ -148,7 +149,8 @@ class Feeds:
         empty = [n for n, v in self.values.items() if 0 in np.shape(v)]
         if empty:  # legal in ONNX, but few models run on an empty tensor: the likelier cause, said first
             return f" (input {clean(empty[0])} has a dimension of 0, {list(np.shape(self.values[empty[0]]))}: an empty tensor)"
-        said = [shape_hint(say)] if self.defaulted else []  # each guess that may be the cause (both: the ints were hidden)
+        # each guess that may be the cause (both: the ints were hidden); the input by its name where one was guessed
+        said = [shape_hint(say, *self.defaulted) if len(self.defaulted) == 1 else shape_hint(say)] if self.defaulted else []
         if self.random_ints:
             names = ", ".join(clean(n) for n in self.random_ints[:3]) + (", ..." if len(self.random_ints) > 3 else "")
             said.append(f"integer or bool input{'s' if len(self.random_ints) > 1 else ''} {names}: seeded random data, "
