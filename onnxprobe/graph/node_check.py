@@ -232,7 +232,8 @@ def declared_type_problem(g: onnx.GraphProto, version: int | None) -> str | None
         if v.type.WhichOneof("value") != "tensor_type":
             continue
         if not v.type.tensor_type.elem_type:
-            return f"{quote(v.name)} is declared a tensor of element type UNDEFINED (0)"
+            what = f"input {quote(v.name)}:" if any(i.name == v.name for i in g.input) else f"{quote(v.name)} is declared"
+            return f"{what} a tensor of element type UNDEFINED (0)"  # an input said as runtime.feeds says it
         declared.setdefault(v.name, v.type.tensor_type.elem_type)
     elem = {v.name: declared[v.name] for v in g.input if v.name in declared}
     elem.update((t.name, t.data_type) for t in g.initializer if t.name not in elem)
