@@ -5,35 +5,16 @@ debugger. A key no table has is one line, and no file is written."""
 
 from __future__ import annotations
 
-import re
 import shlex
 
-import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
-from conftest import make_model
 from onnxprobe.cli.main import app
+from test_html_report import log_of_scaled_models, page_headers
 
 pytest.importorskip("plotly", reason="the HTML report needs the html extra (plotly)")
 runner = CliRunner()
-
-
-def _headers(page) -> list[str]:
-    return re.findall(r'<th class="[^"]*" title="([^"]*)">', page.read_text(encoding="utf-8"))
-
-
-def _models(tmp_path) -> list[str]:
-    paths = []
-    for name, k in (("a", 2.0), ("b", 1.0)):
-        m = make_model([helper.make_node("Mul", ["x", "k"], ["m"], name="mul"), helper.make_node("Log", ["m"], ["y"], name="log")],
-                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-                       [numpy_helper.from_array(np.array(k, np.float32), "k")])
-        onnx.save(m, tmp_path / f"{name}.onnx")
-        paths.append(str(tmp_path / f"{name}.onnx"))
-    return paths
 
 
 def _debug(tmp_path, models, lines):
@@ -43,21 +24,21 @@ def _debug(tmp_path, models, lines):
 
 
 def test_save_html_takes_columns(tmp_path):
-    a, b = _models(tmp_path)
+    a, b = log_of_scaled_models(tmp_path)
     d, d2, lay = tmp_path / "d.html", tmp_path / "d2.html", tmp_path / "l.html"
     r = _debug(tmp_path, [a, b], ["diff --all", f"save html {shlex.quote(str(d))} --columns tensor,rmse,problem",
                                   f"save html {shlex.quote(str(d2))} --columns rmse --columns max_rel"])
     assert r.exit_code == 0, r.output
-    heads = _headers(d)
+    heads = page_headers(d)
     assert {"rmse", "problem", "tensor", "sqnr_db", "pass"} <= set(heads), heads  # every column, and those asked
-    assert {"rmse", "max_rel"} <= set(_headers(d2)), _headers(d2)
+    assert {"rmse", "max_rel"} <= set(page_headers(d2)), page_headers(d2)
     r = _debug(tmp_path, [a], ["probe add --all", "run", f"save html {shlex.quote(str(lay))} --columns tensor,max,status"])
     assert r.exit_code == 0, r.output
-    assert {"status", "tensor", "max", "min", "mean"} <= set(_headers(lay)), _headers(lay)
+    assert {"status", "tensor", "max", "min", "mean"} <= set(page_headers(lay)), page_headers(lay)
 
 
 def test_save_html_refuses_an_unknown_column_and_writes_nothing(tmp_path):
-    a, b = _models(tmp_path)
+    a, b = log_of_scaled_models(tmp_path)
     page = tmp_path / "d.html"
     r = _debug(tmp_path, [a, b], ["diff --all", f"save html {shlex.quote(str(page))} --columns nope"])
     err = [ln for ln in r.output.splitlines() if "onnxprobe: error" in ln]

@@ -407,15 +407,13 @@ def test_shapes_sort_by_their_numbers_and_unknown_ones_last(tmp_path):
     assert [n for n in desc[:-2] if n != "y"] == [n for n in desc_known if n != "y"], desc
 
 
-def _headers(page) -> list[str]:
+def page_headers(page) -> list[str]:
     """The keys of the page's table columns (each <th>'s title)."""
     return re.findall(r'<th class="[^"]*" title="([^"]*)">', page.read_text(encoding="utf-8"))
 
 
-def test_every_column_the_terminal_shows_is_in_the_page_too(tmp_path):
-    """`diff --columns tensor,rmse,max_rel,problem --html` printed RMSE, max rel and problem in the terminal,
-    and the page, which keeps every column, had none of them: a column --columns adds (a metric no criterion
-    judges, a CSV/JSON-only field) is in the page as well, beside all of its own, and sorts like the others."""
+def log_of_scaled_models(tmp_path) -> list[str]:
+    """Two models y = log(k x), A with k = 2 and B with k = 1 (a.onnx, b.onnx): every pair differs by log 2."""
     paths = []
     for name, k in (("a", 2.0), ("b", 1.0)):
         m = make_model([helper.make_node("Mul", ["x", "k"], ["m"], name="mul"), helper.make_node("Log", ["m"], ["y"], name="log")],
@@ -423,6 +421,14 @@ def test_every_column_the_terminal_shows_is_in_the_page_too(tmp_path):
                        [numpy_helper.from_array(np.array(k, np.float32), "k")])
         onnx.save(m, tmp_path / f"{name}.onnx")
         paths.append(str(tmp_path / f"{name}.onnx"))
+    return paths
+
+
+def test_every_column_the_terminal_shows_is_in_the_page_too(tmp_path):
+    """`diff --columns tensor,rmse,max_rel,problem --html` printed RMSE, max rel and problem in the terminal,
+    and the page, which keeps every column, had none of them: a column --columns adds (a metric no criterion
+    judges, a CSV/JSON-only field) is in the page as well, beside all of its own, and sorts like the others."""
+    paths = log_of_scaled_models(tmp_path)
     x = np.array([0.5, 1.0, 2.0, 3.0], np.float32)
     np.save(tmp_path / "x.npy", x)
     page = tmp_path / "d.html"
@@ -430,7 +436,7 @@ def test_every_column_the_terminal_shows_is_in_the_page_too(tmp_path):
     r = runner.invoke(app, ["diff", *paths, "--all", "--input", f"x={tmp_path / 'x.npy'}", "--columns", ",".join(asked),
                             "--html", str(page)])
     assert r.exit_code == 1 and page.is_file(), r.output
-    heads = _headers(page)
+    heads = page_headers(page)
     assert set(asked) <= set(heads) and {"sqnr_db", "introduced_sqnr_db", "pass"} <= set(heads), heads
     rows = re.findall(r"<tr id=.*?</tr>", element(dump_dom(page), "tbody", "rows"))
     at = heads.index("rmse")
@@ -442,7 +448,7 @@ def test_every_column_the_terminal_shows_is_in_the_page_too(tmp_path):
     layers_page = tmp_path / "l.html"
     r = runner.invoke(app, ["layers", paths[0], "--all", "--columns", "tensor,max,status", "--html", str(layers_page)])
     assert r.exit_code == 0, r.output
-    heads = _headers(layers_page)
+    heads = page_headers(layers_page)
     assert {"tensor", "max", "status", "min", "mean"} <= set(heads), heads
 
 

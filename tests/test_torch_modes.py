@@ -32,14 +32,7 @@ def test_each_submodule_keeps_its_own_training_flag(tmp_path, call):
     if call == "export_and_diff":
         opt.export_and_diff(m, (x,), dynamo=False, introduced=False)
     else:
-        path = tmp_path / "m.onnx"
-        with torch.no_grad():
-            was = _modes(m)
-            m.eval()
-            torch.onnx.export(m, (x,), str(path), dynamo=False, opset_version=17, input_names=["x"])
-            for name, sub in m.named_modules():
-                sub.training = was[name]
-        getattr(opt, call)(m, (x,), path)
+        getattr(opt, call)(m, (x,), _exported(tmp_path, m, x))
     assert _modes(m) == before
 
 
