@@ -181,7 +181,25 @@ def test_unnamed_unknown_dimensions_are_said_by_index_in_one_note():
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     notes: list[str] = []
     assert make_feeds(m, notes)["x"].shape == (1, 3, 1, 1)
-    assert notes == ["input x: dimensions 0, 2 and 3 unknown, set to 1 (use --shape x=...)"], notes
+    assert notes == ["input x: axes 0, 2 and 3 unknown, set to 1 (use --shape x=...)"], notes
+
+
+def test_an_unnamed_dimension_among_named_ones_is_said_as_an_axis():
+    """PP-OCRv4 rec's input is ['p2o.DynamicDimension.0', 3, '?', 'p2o.DynamicDimension.1']: the note read
+    "dimensions 'p2o.DynamicDimension.0', 2 and 'p2o.DynamicDimension.1'", its '2' a bare index in a list of
+    names. An unnamed dimension is said by its axis."""
+    m = make_model([helper.make_node("Relu", ["x"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "?", "w"])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    notes: list[str] = []
+    make_feeds(m, notes)
+    assert notes == ["input x: dimensions 'n', axis 2 and 'w' unknown, set to 1 (use --shape x=...)"], notes
+    m = make_model([helper.make_node("Relu", ["x"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, "?"])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    notes = []
+    make_feeds(m, notes)
+    assert notes == ["input x: axis 1 unknown, set to 1 (use --shape x=...)"], notes
 
 
 def test_an_inputs_file_with_no_arrays_is_an_error_not_silent_random_data(tmp_path):

@@ -319,7 +319,7 @@ def _resolve_shape(spec: ModelInput, override: tuple[int, ...] | None, dims: _Di
         elif named_dim(d) and d in dims.values:
             out.append(dims.values[d][0])
         else:
-            defaulted.setdefault(spec.name, []).append(f"'{d}'" if named_dim(d) else str(i))  # "?" says nothing: its index
+            defaulted.setdefault(spec.name, []).append(f"'{d}'" if named_dim(d) else f"axis {i}")  # "?" says nothing: its axis
             if named_dim(d):
                 dims.values[d] = (1, spec.name, "the default of 1")
             out.append(1)
@@ -346,12 +346,15 @@ def _notes(defaulted: dict[str, list[str]]) -> dict[str, str]:
 
 
 def guess_note(name: str, labels: list[str], fix: str) -> str:
-    """The one wording of the note on input ``name`` whose dimensions ``labels`` were set to 1 (``["rank"]``:
-    its rank unknown, fed as a scalar), for every reader; ``fix``: what gives real sizes, in that reader's words."""
+    """The one wording of the note on input ``name`` whose dimensions ``labels`` were set to 1 (a name
+    quoted, "'batch'", or an unnamed one's axis, "axis 2"; ``["rank"]``: its rank unknown, fed as a scalar), for every reader; ``fix``: what gives real sizes, in that reader's words."""
     if labels == ["rank"]:
         return f"input {clean(name)}: rank unknown, using a scalar (use {fix})"
-    said = ", ".join(clean(x) for x in labels[:-1]) + " and " + clean(labels[-1]) if len(labels) > 1 else clean(labels[0])
-    return f"input {clean(name)}: dimension{'s' if len(labels) > 1 else ''} {said} unknown, set to 1 (use {fix})"
+    axes = all(x.startswith("axis ") for x in labels)  # only unnamed ones: "axes 0, 2 and 3"
+    words = [clean(x[5:] if axes and len(labels) > 1 else x) for x in labels]
+    said = ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0]
+    what = ("axes " if len(labels) > 1 else "") if axes else f"dimension{'s' if len(labels) > 1 else ''} "
+    return f"input {clean(name)}: {what}{said} unknown, set to 1 (use {fix})"
 
 
 def named_files(spec: InputSpec, names: list[str]) -> InputSpec:
