@@ -24,12 +24,12 @@ Y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
 
 BROKEN = {
     "dupout": ([helper.make_node("Relu", ["x"], ["y"], name="a"), helper.make_node("Sigmoid", ["x"], ["y"], name="b")],
-               "tensor 'y' is written by 2 nodes (#0 'a', #1 'b')"),
+               "tensor 'y' is written by 2 nodes: node #0 'a' (Relu), node #1 'b' (Sigmoid)"),
     "dangling": ([helper.make_node("Add", ["x", "ghost"], ["y"], name="add")],
-                 "node #0 'add' reads 'ghost', which no node, graph input or initializer gives"),
+                 "node #0 'add' (Add) reads 'ghost', which no node, graph input or initializer gives"),
     "cycle": ([helper.make_node("Add", ["x", "b"], ["a"], name="n1"), helper.make_node("Relu", ["a"], ["b"], name="n2"),
                helper.make_node("Identity", ["a"], ["y"], name="n3")],
-              "nodes #0 'n1', #1 'n2' form a cycle"),
+              "node #0 'n1' (Add), node #1 'n2' (Relu) form a cycle"),
 }
 
 
@@ -66,7 +66,7 @@ def test_extract_refuses_a_tensor_with_two_producers(tmp_path):
     _, path = _save(tmp_path, "dupout", BROKEN["dupout"][0])
     r = runner.invoke(app, ["extract", str(path), "-o", str(tmp_path / "ex.onnx"), "--to", "y"])
     assert r.exit_code == 1 and not (tmp_path / "ex.onnx").exists(), r.output
-    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "tensor 'y' is written by 2 nodes (#0 'a', #1 'b')" in r.stderr
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "tensor 'y' is written by 2 nodes: node #0 'a' (Relu), node #1 'b' (Sigmoid)" in r.stderr
 
 
 @pytest.mark.parametrize("external", [False, True])
@@ -103,9 +103,9 @@ Z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4])
     # a node of the cut reads a name nothing gives: the extracted model read it from nowhere, exit 0
     ([helper.make_node("Relu", ["x"], ["h"], name="ok"), helper.make_node("Add", ["h", "ghost"], ["y"], name="add"),
       helper.make_node("Sigmoid", ["h"], ["z"], name="fine")], "y",
-     "node #1 'add' reads 'ghost', which no node, graph input or initializer gives"),
+     "node #1 'add' (Add) reads 'ghost', which no node, graph input or initializer gives"),
     # the cut holds a cycle (its walk back from y never reaches an input): written as it was, exit 0
-    (BROKEN["cycle"][0] + [helper.make_node("Sigmoid", ["x"], ["z"], name="fine")], "y", "nodes #0 'n1', #1 'n2' form a cycle"),
+    (BROKEN["cycle"][0] + [helper.make_node("Sigmoid", ["x"], ["z"], name="fine")], "y", "node #0 'n1' (Add), node #1 'n2' (Relu) form a cycle"),
 ])
 def test_extract_refuses_a_cut_onnxruntime_would_not_load_and_keeps_a_sound_one(tmp_path, nodes, to, line):
     """extract wrote a cut holding a dangling read or a cycle with a note ('written although onnx.checker
@@ -138,3 +138,20 @@ def test_mark_refuses_a_model_onnxruntime_would_not_load(tmp_path, name):
     r = runner.invoke(app, ["mark", str(path), "-o", str(out), "--all"])
     assert r.exit_code == 1 and not out.exists(), r.output
     assert r.stderr.strip().splitlines() == [r.stderr.strip()] and line in r.stderr, r.stderr
+
+
+def test_the_load_check_and_the_graph_check_say_a_node_one_way():
+    """graph.integrity said a node "#0 'a'" (unnamed: "#0 (Relu)") and graph.node_check "node 'a' (Relu)"
+    (unnamed: "a Relu node"): one model's two refusals named one node two ways. Both say it as
+    ``walk.node_label`` does, an unnamed node by the name listings give it ('Relu_1')."""
+    from onnxprobe.graph.integrity import graph_problems
+    from onnxprobe.graph.node_check import model_problem
+
+    for name, said in (("a", "node #1 'a' (Relu)"), ("", "node #1 'Relu_1' (Relu)")):
+        dup = make_model([helper.make_node("Sigmoid", ["x"], ["y"], name="s"), helper.make_node("Relu", ["x"], ["y"], name=name)],
+                         [X], [Y])
+        twice = helper.make_node("Relu", ["x"], ["z"], name=name)
+        twice.attribute.extend([helper.make_attribute("alpha", 1.0)] * 2)
+        attr = make_model([helper.make_node("Sigmoid", ["x"], ["y"], name="s"), twice], [X], [Y])
+        assert said in graph_problems(dup)[0], graph_problems(dup)
+        assert model_problem(attr).startswith(said + " gives its attribute 'alpha' twice"), model_problem(attr)

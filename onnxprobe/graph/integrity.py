@@ -13,12 +13,8 @@ from collections import Counter
 import onnx
 
 from onnxprobe.errors import ModelError, SessionError
-from onnxprobe.graph.walk import kahn
+from onnxprobe.graph.walk import kahn, node_label
 from onnxprobe.text import quote
-
-
-def _label(n: onnx.NodeProto, i: int) -> str:
-    return f"#{i} {quote(n.name)}" if n.name else f"#{i} ({n.op_type})"
 
 
 def producers(g: onnx.GraphProto) -> dict[str, list[str]]:
@@ -31,7 +27,7 @@ def _producers(nodes: list[onnx.NodeProto], numbering: list[int] | None) -> dict
     for i, n in enumerate(nodes):
         for o in n.output:
             if o:
-                out.setdefault(o, []).append(_label(n, numbering[i] if numbering else i))
+                out.setdefault(o, []).append(node_label(n, numbering[i] if numbering else i))
     return out
 
 
@@ -41,9 +37,9 @@ def duplicate_producers(g: onnx.GraphProto) -> list[str]:
     out = []
     for name, who in producers(g).items():
         if len(who) > 1:
-            out.append(f"tensor {quote(name)} is written by {len(who)} nodes ({', '.join(who[:4])})")
+            out.append(f"tensor {quote(name)} is written by {len(who)} nodes: {', '.join(who[:4])}{' ...' if len(who) > 4 else ''}")
         elif name in sources:
-            out.append(f"tensor {quote(name)} is written by node {who[0]} and is also a graph input or initializer")
+            out.append(f"tensor {quote(name)} is written by {who[0]} and is also a graph input or initializer")
     return out
 
 
@@ -68,14 +64,14 @@ def _problems(nodes: list[onnx.NodeProto], sources: set[str], outputs: list[str]
     for i, n in enumerate(nodes):
         for x in n.input:
             if x and x not in known:
-                dangling.setdefault(x, _label(n, numbering[i] if numbering else i))
-    out += [f"node {who} reads {quote(x)}, which no node, graph input or initializer gives" for x, who in dangling.items()]
+                dangling.setdefault(x, node_label(n, numbering[i] if numbering else i))
+    out += [f"{who} reads {quote(x)}, which no node, graph input or initializer gives" for x, who in dangling.items()]
     for name in dict.fromkeys(outputs):
         if name and name not in known:
             out.append(f"graph output {quote(name)} is given by no node, graph input or initializer")
     cycle = _cycle(nodes, known - set(made), numbering)
     if cycle:
-        out.append(f"nodes {', '.join(cycle[:4])}{' ...' if len(cycle) > 4 else ''} form a cycle: each needs another's output")
+        out.append(f"{', '.join(cycle[:4])}{' ...' if len(cycle) > 4 else ''} form a cycle: each needs another's output")
     return out
 
 
@@ -122,4 +118,4 @@ def _cycle(nodes: list[onnx.NodeProto], given: set[str], numbering: list[int] | 
         if not tail:
             break
         left -= tail
-    return [_label(nodes[i], numbering[i] if numbering else i) for i in sorted(left)]
+    return [node_label(nodes[i], numbering[i] if numbering else i) for i in sorted(left)]

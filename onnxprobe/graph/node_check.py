@@ -19,6 +19,7 @@ from typing import Iterator, NamedTuple
 import onnx
 from onnx import AttributeProto, TensorProto
 
+from onnxprobe.graph.walk import node_label
 from onnxprobe.text import quote
 
 _ELEM_TYPES = set(TensorProto.DataType.values())
@@ -28,15 +29,11 @@ _TYPE_ATTRS = ("to", "dtype", "output_dtype")
 
 def _graphs(g: onnx.GraphProto, where: str) -> Iterator[tuple[onnx.GraphProto, str]]:
     yield g, where
-    for n in g.node:
+    for i, n in enumerate(g.node):
         for a in n.attribute:
             subs = [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs) if a.type == AttributeProto.GRAPHS else []
             for sub in subs:
-                yield from _graphs(sub, f"the {a.name} of node {quote(n.name or n.op_type)}")
-
-
-def _label(n: onnx.NodeProto) -> str:
-    return f"node {quote(n.name)} ({n.op_type})" if n.name else f"a {n.op_type} node"
+                yield from _graphs(sub, f"the {a.name} of {node_label(n, i)}")
 
 
 def _elem_types(t: onnx.TypeProto) -> Iterator[int]:
@@ -91,12 +88,14 @@ def _schema(n: onnx.NodeProto, version: int | None) -> _Spec | None:
     return _spec(n.op_type, version)
 
 
-def node_problem(n: onnx.NodeProto, version: int | None) -> str | None:
-    """Why onnxruntime refuses ``n``'s attributes (None: it does not, as far as its schema tells)."""
+def node_problem(n: onnx.NodeProto, version: int | None, index: int) -> str | None:
+    """Why onnxruntime refuses ``n``'s attributes (None: it does not, as far as its schema tells); ``index``:
+    its number in its graph, which the message says it by."""
+    label = node_label(n, index)
     seen: set[str] = set()
     for a in n.attribute:
         if a.name in seen:
-            return f"{_label(n)} gives its attribute {quote(a.name)} twice"
+            return f"{label} gives its attribute {quote(a.name)} twice"
         seen.add(a.name)
     schema = _schema(n, version)
     if schema is None:
@@ -106,25 +105,25 @@ def node_problem(n: onnx.NodeProto, version: int | None) -> str | None:
     # inputs in an If branch: grad's internal ValueError; QA fuzzing)
     if not schema.min_input <= len(n.input) <= schema.max_input:
         at = f"at least {schema.min_input}" if len(n.input) < schema.min_input else f"at most {schema.max_input}"
-        return f"{_label(n)} has {len(n.input)} input(s), and {n.op_type} takes {at}"
+        return f"{label} has {len(n.input)} input(s), and {n.op_type} takes {at}"
     if len(n.output) > schema.max_output:
-        return f"{_label(n)} has {len(n.output)} output(s), and {n.op_type} gives at most {schema.max_output}"
+        return f"{label} has {len(n.output)} output(s), and {n.op_type} gives at most {schema.max_output}"
     for a in n.attribute:
         if a.ref_attr_name:  # a function body's reference to its caller's attribute
             continue
         spec = schema.attributes.get(a.name)
         if spec is None:
-            return f"{_label(n)} has an attribute {quote(a.name)}, which {n.op_type} does not take"
+            return f"{label} has an attribute {quote(a.name)}, which {n.op_type} does not take"
         want = int(spec.type.value)
         if a.type != want:
             got = AttributeProto.AttributeType.Name(a.type) if a.type in AttributeProto.AttributeType.values() else str(a.type)
-            return (f"{_label(n)} gives its attribute {quote(a.name)} as {got}, and {n.op_type} takes "
+            return (f"{label} gives its attribute {quote(a.name)} as {got}, and {n.op_type} takes "
                     f"{AttributeProto.AttributeType.Name(want)}")
         if a.name in _TYPE_ATTRS and a.type == AttributeProto.INT and a.i not in _ELEM_TYPES:
-            return f"{_label(n)} gives {a.name}={a.i}, an element type ONNX does not define"
+            return f"{label} gives {a.name}={a.i}, an element type ONNX does not define"
     for name, spec in schema.attributes.items():
         if spec.required and name not in seen:
-            return f"{_label(n)} lacks its required attribute {quote(name)}"
+            return f"{label} lacks its required attribute {quote(name)}"
     return None
 
 
@@ -166,7 +165,7 @@ def declared_kind_problem(g: onnx.GraphProto, version: int | None) -> str | None
     """A graph input, value_info entry or graph output declared a kind of value (a sequence, say) that the
     ai.onnx node writing it never gives (a tensor), or that its initializer is not: onnxruntime refuses the model ("Type mismatch"), and diff, which runs
     a graph of its own without the model's value_info, passed one (QA fuzzing)."""
-    made = {o: (n, k) for n in g.node for k, o in enumerate(n.output) if o}
+    made = {o: (i, k) for i, n in enumerate(g.node) for k, o in enumerate(n.output) if o}
     elem_of = {t.name: t.data_type for t in g.initializer}
     weights = {t.name: "tensor" for t in g.initializer} | {t.values.name: "sparse_tensor" for t in g.sparse_initializer}
     for v in list(g.input) + _declarations(g):
@@ -179,11 +178,12 @@ def declared_kind_problem(g: onnx.GraphProto, version: int | None) -> str | None
                     f"{_elem_name(elem_of[v.name])}")
         if kind is None or v.name not in made:
             continue
-        n, k = made[v.name]
+        i, k = made[v.name]
+        n = g.node[i]
         schema = _schema(n, version)
         kinds = _output_kinds(schema, k) if schema is not None else None
         if kinds and kind not in kinds:
-            return (f"{quote(v.name)} is declared {_a(kind)} value, and {_label(n)} writes it as "
+            return (f"{quote(v.name)} is declared {_a(kind)} value, and {node_label(n, i)} writes it as "
                     f"{' or '.join(sorted(kinds))}")
     return None
 
@@ -237,7 +237,7 @@ def declared_type_problem(g: onnx.GraphProto, version: int | None) -> str | None
         declared.setdefault(v.name, v.type.tensor_type.elem_type)
     elem = {v.name: declared[v.name] for v in g.input if v.name in declared}
     elem.update((t.name, t.data_type) for t in g.initializer if t.name not in elem)
-    for n in g.node:
+    for i, n in enumerate(g.node):
         schema = _schema(n, version)
         computed = _computed_types(n, schema, elem) if schema is not None else {}
         for o in n.output:
@@ -245,7 +245,7 @@ def declared_type_problem(g: onnx.GraphProto, version: int | None) -> str | None
                 continue
             want, got = computed.get(o), declared.get(o)
             if want and got and want != got:
-                return (f"{quote(o)} is declared of element type {_elem_name(got)}, and {_label(n)} computes "
+                return (f"{quote(o)} is declared of element type {_elem_name(got)}, and {node_label(n, i)} computes "
                         f"{_elem_name(want)}")
             if want or got:
                 elem[o] = want or got
@@ -264,7 +264,7 @@ def model_problem(model: onnx.ModelProto) -> str | None:
                 return f"{quote(v.name)} in {where} is declared of element type {bad}, which ONNX does not define"
         # declarations in a body: onnxruntime checks some only (a Loop body's Add, not its Identity), so none
         kinds = declared_kind_problem(g, version) if where == "the graph" else None
-        for found in (*(node_problem(n, version) for n in g.node), kinds):
+        for found in (*(node_problem(n, version, i) for i, n in enumerate(g.node)), kinds):
             if found is not None:
                 return found + ("" if where == "the graph" else f" (in {where})")
     return declared_type_problem(model.graph, version)

@@ -12,6 +12,8 @@ from typing import Iterator
 
 import onnx
 
+from onnxprobe.text import quote
+
 CONSTANT_OPS = {"Constant"}  # no input: fixed (ConstantOfShape is as constant as its shape)
 NONDETERMINISTIC_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
@@ -43,6 +45,12 @@ def node_display_name(node: onnx.NodeProto, index: int | None = None) -> str:
     if node.name:
         return node.name
     return f"{node.op_type}_{index}" if index is not None else node.op_type
+
+
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    """The one way a message says a node: its number in its graph, its name as listings show it (an unnamed
+    node's ``node_display_name``, which every command takes) and its op: "node #3 'conv1' (Conv)"."""
+    return f"node #{index} {quote(node_display_name(node, index))} ({node.op_type})"
 
 
 def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
