@@ -530,7 +530,8 @@ def test_the_narrowest_readable_width_is_searched_from_a_bound_that_skips_nothin
     import random
 
     from onnxprobe.report.names import shorten_names
-    from onnxprobe.report.table import _readable, _readable_width
+    from onnxprobe.report.widths import readable as _readable
+    from onnxprobe.report.widths import readable_width as _readable_width
 
     rng = random.Random(0)
     parts = ["m", "encoder", "layer.0", "layer.1", "attention", "self", "query", "MatMul", "Add_output_0", "x", "名前"]
@@ -1009,7 +1010,7 @@ def test_a_name_column_is_never_narrower_than_whole_parts_tell_its_names_apart()
     '…r/layer.0/atten…e/MatMul', cut mid-part: the readable width took a middle cut that happened to end in
     '/MatMul' for a path shortened by whole parts. Now each shortened name is its name's own parts and '…',
     and they all differ."""
-    from onnxprobe.report.table import _readable_width
+    from onnxprobe.report.widths import readable_width as _readable_width
 
     names = [f"/m/encoder/layer.{i}/{p}/MatMul" for i in range(2)
              for p in ("attention/self/query", "attention/self/key", "attention/output/dense", "intermediate/dense", "output/dense")]

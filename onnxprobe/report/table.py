@@ -33,10 +33,11 @@ from rich.console import Console, ConsoleOptions, RenderResult
 
 from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.report import cells as cl
+from onnxprobe.report import widths as wd
 from onnxprobe.report.console import Lines
 from onnxprobe.report.format import json_word
 from onnxprobe.report.format import shape as fmt_shape
-from onnxprobe.report.names import shorten_names, whole_parts
+from onnxprobe.report.names import shorten_names
 from onnxprobe.report.wrap import GAP  # GAP: spaces between columns
 from onnxprobe.report.wrap import flow as _flow
 from onnxprobe.report.wrap import fold as _fold
@@ -210,25 +211,25 @@ class Table:
             return []
         full = self._full() if self.wide else [r.cells for r in self.rows]
         heads = [c.header for c in cols]
-        need = _need(heads, full)
+        need = wd.need_of(heads, full)
         if cols[-1].wrap and not self.wide:  # the folding column takes what the others leave, at least WRAP_MIN
-            need[-1] = min(need[-1], max(WRAP_MIN, width - _span(need[:-1]) - GAP))
-        if self.wide or _span(need) <= width:
+            need[-1] = min(need[-1], max(WRAP_MIN, width - wd.span(need[:-1]) - GAP))
+        if self.wide or wd.span(need) <= width:
             if not self.wide:  # 1. every cell whole, where the width takes it: cells shortened beside
                 # another column (a tensor name without its node's prefix) shown whole too
                 whole = self._whole_beside(full)
-                if whole is not full and _span(need_whole := _need(heads, whole)) <= width:
+                if whole is not full and wd.span(need_whole := wd.need_of(heads, whole)) <= width:
                     return self._one_line(whole, need_whole)
             return self._one_line(full, need)
         names = [i for i, c in enumerate(cols) if c.name]
-        readable = {i: max(_readable_width([r[i] for r in full], need[i]), min(need[i], NAME_FLOOR)) for i in names}
+        readable = {i: max(wd.readable_width([r[i] for r in full], need[i]), min(need[i], NAME_FLOOR)) for i in names}
         fixed = [i for i in range(len(cols)) if i not in names]
         floors = {i: max(readable[i], min(need[i], NAME_MIN)) for i in names}
         # names that, shortened to their floor, take fewer cells (a long part dropped: 'model/…/tail') need
         # only those: the floor padded out would push a table that fits onto more lines
         at_floor = self._used(self._shortened(full, [floors.get(i, n) for i, n in enumerate(need)], names), need, names)
         floors = {i: min(floors[i], at_floor[i]) for i in names}
-        widths = _share(need, names, width - _span([need[i] for i in fixed]) - GAP * len(names), floors)
+        widths = wd.share(need, names, width - wd.span([need[i] for i in fixed]) - GAP * len(names), floors)
         if widths is not None:
             rows = self._shortened(full, widths, names)
             return self._one_line(rows, self._used(rows, widths, names))
@@ -236,15 +237,15 @@ class Table:
         rest = [i for i in range(len(cols)) if i not in first]
         movable = [i for i in reversed(first) if i not in names and i != 0]  # to the lines below, when names need room
         while all(INDENT + need[i] <= width for i in rest):
-            w1 = _share(need, names, width - _span([need[i] for i in first if i not in names]) - GAP * len(names), readable)
+            w1 = wd.share(need, names, width - wd.span([need[i] for i in first if i not in names]) - GAP * len(names), readable)
             if w1 is not None and rest:
-                groups = [first] + _groups(rest, need, width - INDENT)
+                groups = [first] + wd.line_groups(rest, need, width - INDENT)
                 # a first line that takes every name whole, beside columns too ('conv1_out' beside node
                 # 'conv1', not '…_out': QA, the sample CNN at 80 columns with room to spare)
                 whole = self._whole_beside(full)
                 if whole is not full:  # the names' columns as wide as their whole cells, the others as they were
-                    need_whole = [w if i in names else n for i, (w, n) in enumerate(zip(_need(heads, whole), need))]
-                    if _span([need_whole[i] for i in first]) <= width:
+                    need_whole = [w if i in names else n for i, (w, n) in enumerate(zip(wd.need_of(heads, whole), need))]
+                    if wd.span([need_whole[i] for i in first]) <= width:
                         return self._stacked(whole, need_whole, groups, width)
                 rows = self._shortened(full, w1, names)
                 return self._stacked(rows, self._used(rows, w1, names), groups, width)
@@ -282,7 +283,7 @@ class Table:
 
     def _one_line(self, rows: list[list[str]], widths: list[int]) -> list[tuple[str, str | None]]:
         idx = list(range(len(self.columns)))
-        out = self._head([(self._fmt([c.header for c in self.columns], widths, idx), "bold")], _span(widths))
+        out = self._head([(self._fmt([c.header for c in self.columns], widths, idx), "bold")], wd.span(widths))
         for cells, r in zip(rows, self.rows):
             out += self._folded(cells, widths, idx, "", widths[-1], r.style)
         return out
@@ -295,7 +296,7 @@ class Table:
         if not (self.columns[last].wrap and not self.wide and idx[-1] == last and cl.cells(cells[last]) > room):
             return [(pad + self._fmt(cells, widths, idx), style)]
         chunks = _wrap(cells[last], room)
-        lead = len(pad) + (_span([widths[i] for i in idx[:-1]]) + GAP if len(idx) > 1 else 0)
+        lead = len(pad) + (wd.span([widths[i] for i in idx[:-1]]) + GAP if len(idx) > 1 else 0)
         return [(pad + self._fmt(cells[:last] + [chunks[0]], widths, idx), style)] + [(" " * lead + c, style) for c in chunks[1:]]
 
     def _head(self, lines: list[tuple[str, str | None]], span: int) -> list[tuple[str, str | None]]:
@@ -306,9 +307,9 @@ class Table:
         folding last column takes the rest of its line's ``width`` and goes on below itself."""
         heads = [c.header for c in self.columns]
         pad = [""] + [" " * INDENT] * (len(groups) - 1)
-        span = max(len(p) + _span([widths[i] for i in g]) for p, g in zip(pad, groups))
+        span = max(len(p) + wd.span([widths[i] for i in g]) for p, g in zip(pad, groups))
         out = self._head([(p + self._fmt(heads, widths, g), "bold") for p, g in zip(pad, groups)], span)
-        rooms = [max(widths[-1], width - len(p) - (_span([widths[i] for i in g[:-1]]) + GAP if len(g) > 1 else 0))
+        rooms = [max(widths[-1], width - len(p) - (wd.span([widths[i] for i in g[:-1]]) + GAP if len(g) > 1 else 0))
                  for p, g in zip(pad, groups)]
         for cells, r in zip(rows, self.rows):
             for p, g, room in zip(pad, groups, rooms):
@@ -334,80 +335,6 @@ class Table:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield Lines(self.lines(options.max_width))
-
-
-def _readable(names: list[str], short: list[str]) -> bool:
-    """Shortened names that still tell the rows apart, paths shortened by whole parts that kept their last, and names
-    that are no path (``last_hidden_state``: a last part of their own) whole."""
-    if len(set(short)) != len(set(names)):
-        return False
-    for n, sh in zip(names, short):  # cells, escaped already
-        parts = n.split("/")
-        if sh != n and (len(parts) <= 2 or not sh.endswith("/" + parts[-1]) or not whole_parts(parts, sh)):
-            return False
-    return True
-
-
-def _readable_width(names: list[str], need: int) -> int:
-    """The narrowest width at which a name column stays ``_readable`` (its need when none is)."""
-    lo, hi = 1, need
-    if not names or _readable(names, shorten_names(names, 1)):
-        return min(need, 1)
-    # no narrower width can be readable: a name shown whole needs its length, a path shortened needs its
-    # last part after "…/", and a name that is no path cannot be shortened (fewer shortenings to try)
-    lo = min(hi, max(cl.cells(c) if len(p) <= 2 else min(cl.cells(c), cl.cells(p[-1]) + 2)
-                     for c, p in ((c, c.split("/")) for c in names)))
-    while lo < hi:  # readable once wide enough: the narrowest such width
-        mid = (lo + hi) // 2
-        if _readable(names, shorten_names(names, mid)):
-            hi = mid
-        else:
-            lo = mid + 1
-    return hi
-
-
-def _groups(columns: list[int], need: list[int], width: int) -> list[list[int]]:
-    """The columns in order, cut into lines of at most ``width``."""
-    groups: list[list[int]] = [[]]
-    for i in columns:
-        if groups[-1] and _span([need[j] for j in groups[-1] + [i]]) > width:
-            groups.append([])
-        groups[-1].append(i)
-    return groups
-
-
-def _need(heads: list[str], rows: list[list[str]]) -> list[int]:
-    """The cells each column needs to show its header and every one of its cells whole."""
-    return [max([cl.cells(h)] + [cl.cells(row[i]) for row in rows]) for i, h in enumerate(heads)]
-
-
-def _span(widths: list[int]) -> int:
-    return sum(widths) + GAP * max(len(widths) - 1, 0)
-
-
-def _share(need: list[int], names: list[int], room: int, floors: dict[int, int]) -> list[int] | None:
-    """Widths where the name columns share ``room``, each at least its floor, or None."""
-    widths = list(need)
-    if not names:
-        return None
-    mins = {i: min(need[i], floors[i]) for i in names}
-    if room < sum(mins.values()):
-        return None
-    for i in names:
-        widths[i] = mins[i]
-    left = room - sum(mins.values())
-    while left > 0:  # grow the ones still short of their need, evenly
-        short = [i for i in names if widths[i] < need[i]]
-        if not short:
-            break
-        step = max(left // len(short), 1)
-        for i in short:
-            add = min(step, need[i] - widths[i], left)
-            widths[i] += add
-            left -= add
-            if left <= 0:
-                break
-    return widths
 
 
 def _scalar(v):
