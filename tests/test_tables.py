@@ -1026,3 +1026,26 @@ def test_a_name_column_is_never_narrower_than_whole_parts_tell_its_names_apart()
     lines = [text for text, _ in t.lines(60)]
     assert all(len(line) <= 60 for line in lines)
     assert not any(re.search(r"[^/ ]…|…[^/ ]", line) for line in lines), lines
+
+
+def test_two_name_columns_that_cannot_share_a_line_each_take_one_and_the_table_stays():
+    """`mark silero_vad.onnx --all` at 80 columns printed blocks (layout 4): its node names are readable
+    from 55 cells, its outputs from 64 (then- and else-branch copies of one decoder differ in their first
+    part only), and the stacked layout wanted both names on its first line. Each name column now takes
+    a line of its own there, and the table keeps its header and every column at 80."""
+    from onnxprobe.report.surgery import MARK_COLUMNS
+
+    t = Table(MARK_COLUMNS)  # #, node, op, output, dtype, shape
+    for k, (branch, part) in enumerate([(b, p) for b in ("then", "else") for p in ("decoder/rnn/If", "decoder/rnn/If_1")]):
+        stem = f"If_0_{branch}_branch__Inline_0__/{part}"
+        t.add_row([str(k), f"If_0/{branch}_branch/{stem}_long_node_name/Op", "Unsqueeze", f"{stem}_output_0.if_out.1",
+                   "float32", "?x?x?"])
+    lines = [ln for ln, _ in t.lines(80)]
+    assert all(len(ln) <= 80 for ln in lines), lines
+    assert any(set(ln) == {"─"} for ln in lines), lines  # a table's header rule: no blocks
+    heads = " ".join(ln for ln in lines[:next(k for k, ln in enumerate(lines) if set(ln) == {"─"})])
+    assert all(c.header in heads.split() for c in MARK_COLUMNS), heads
+    rows = [ln for ln in lines if re.match(r"\s*\d+ ", ln)]
+    assert [ln.split()[0] for ln in rows] == ["0", "1", "2", "3"], lines  # one first line per row
+    for r in t.rows:  # each name readable: its last part whole
+        assert any(ln.strip().endswith(r.values[3].split("/")[-1]) for ln in lines), lines

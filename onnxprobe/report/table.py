@@ -10,7 +10,8 @@ At a given width the layout is the first of these that fits:
    which the names of the column stay readable: all different, paths with their last part whole;
 3. stacked: the index, names and other ``head`` columns on a first line, the other columns indented on
    as many lines below as the width needs (names on the same terms; head columns move down while the
-   names need the room);
+   names need the room); where the names cannot share the first line, each name column after the first
+   takes an indented line of its own;
 4. one record per row: the head line, each name whole (folded at its ``/``), then ``header value``
    pairs wrapped to the width.
 
@@ -233,30 +234,54 @@ class Table:
         if widths is not None:
             rows = self._shortened(full, widths, names)
             return self._one_line(rows, self._used(rows, widths, names))
+        for alone in ([], names[1:]):  # 3. stacked: every name on the first line, else each after the first on its own
+            stacked = self._stack(full, need, names, readable, alone, width)
+            if stacked is not None:
+                return stacked
         first = [i for i, c in enumerate(cols) if c.head or c.name]
-        rest = [i for i in range(len(cols)) if i not in first]
+        # 4. names whole: a tensor's too, not '…_output_0' beside its node's
+        return self._records(self._whole_beside(full), first, [i for i in range(len(cols)) if i not in first], names, width)
+
+    def _stack(self, full, need, names, readable, alone, width) -> list[tuple[str, str | None]] | None:
+        """Layout 3 (module doc), or None where it does not fit: the head columns and the names on a first
+        line, less the name columns ``alone``, which take an indented line each below it (two long names that
+        cannot share a line: silero-vad's mark at 80 columns), then the other columns; head columns move down
+        while the names on the first line need the room. A name alone on its line is not shortened beside
+        another column."""
+        cols, heads = self.columns, [c.header for c in self.columns]
+        if alone:  # a line of its own has the room for what a name leaves out beside another ('…_out')
+            whole = self._whole_beside(full)
+            full = [[w[i] if i in alone else f[i] for i in range(len(f))] for f, w in zip(full, whole)]
+            need = wd.need_of(heads, full)
+            readable = {**readable, **{i: max(wd.readable_width([r[i] for r in full], need[i]), min(need[i], NAME_FLOOR))
+                                       for i in alone}}
+        first = [i for i, c in enumerate(cols) if (c.head or c.name) and i not in alone]
+        rest = [i for i in range(len(cols)) if i not in first and i not in alone]
         movable = [i for i in reversed(first) if i not in names and i != 0]  # to the lines below, when names need room
+        on_first = [i for i in names if i not in alone]
+        below = {i: min(need[i], width - INDENT) for i in alone}  # a name alone on its line takes what it needs of it
+        if any(below[i] < readable[i] for i in alone):
+            return None
         while all(INDENT + need[i] <= width for i in rest):
-            w1 = wd.share(need, names, width - wd.span([need[i] for i in first if i not in names]) - GAP * len(names), readable)
-            if w1 is not None and rest:
-                groups = [first] + wd.line_groups(rest, need, width - INDENT)
+            w1 = wd.share(need, on_first, width - wd.span([need[i] for i in first if i not in names]) - GAP * len(on_first), readable)
+            if w1 is not None and (rest or alone):
+                w1 = [below.get(i, w) for i, w in enumerate(w1)]
+                groups = [first] + [[i] for i in alone] + (wd.line_groups(rest, need, width - INDENT) if rest else [])
                 # a first line that takes every name whole, beside columns too ('conv1_out' beside node
                 # 'conv1', not '…_out': QA, the sample CNN at 80 columns with room to spare)
                 whole = self._whole_beside(full)
                 if whole is not full:  # the names' columns as wide as their whole cells, the others as they were
                     need_whole = [w if i in names else n for i, (w, n) in enumerate(zip(wd.need_of(heads, whole), need))]
-                    if wd.span([need_whole[i] for i in first]) <= width:
+                    if wd.span([need_whole[i] for i in first]) <= width and all(INDENT + need_whole[i] <= width for i in alone):
                         return self._stacked(whole, need_whole, groups, width)
                 rows = self._shortened(full, w1, names)
                 return self._stacked(rows, self._used(rows, w1, names), groups, width)
             if not movable:
-                break
+                return None
             i = movable.pop(0)
             first.remove(i)
             rest = sorted(rest + [i])
-        first = [i for i, c in enumerate(cols) if c.head or c.name]
-        # 4. names whole: a tensor's too, not '…_output_0' beside its node's
-        return self._records(self._whole_beside(full), first, [i for i in range(len(cols)) if i not in first], names, width)
+        return None
 
     def _shortened(self, full: list[list[str]], widths: list[int], names: list[int]) -> list[list[str]]:
         rows = [list(r) for r in full]
