@@ -304,6 +304,6 @@ NO_NUMBERS = "no-numbers"  # a sequence, an optional, a map or strings: nothing 
 COPY = "copy"  # holds the values of a tensor of its own model that is compared (an Identity, a Reshape)
 GRADIENT_STOPPED = "gradient-stopped"  # diff --grad: an op without a gradient rule stops this weight's gradient
 # an output left unpaired so fails a diff's verdict: nothing stood for it (a weight gradient: or one side could not
-# compute it); compare.diff judges by it, report.diff and compare.merge_diff read it in the JSON
+# compute it); compare.result judges by it, report.diff and compare.merge_diff read it in the JSON
 UNPAIRED = (NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, GRADIENT_STOPPED)
 MAP = ("user_map", "--map")  # the pairs a user gives, as the API and the command line name them (the messages about them)

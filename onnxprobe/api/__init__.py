@@ -73,7 +73,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.reports import html, netron, overlay, report, text
     from onnxprobe.api.torch import diff_grad_torch, diff_torch, torch_module
     from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult, SurgeryResult, extract, inspect, mark
-    from onnxprobe.compare.diff import SORTS, DiffResult, PairResult, sort_results
+    from onnxprobe.compare.result import SORTS, DiffResult, PairResult, sort_results
     from onnxprobe.errors import (
         DeviceUnavailable, ExecutionError, MissingExtra, ModelError, NoGradientRule, OnnxProbeError, UsageError,
     )
@@ -121,7 +121,7 @@ _WHERE = {
         "ExtractResult InspectResult MarkResult SurgeryResult extract inspect "
         "mark"
     ),
-    "onnxprobe.compare.diff": "SORTS DiffResult PairResult sort_results",
+    "onnxprobe.compare.result": "SORTS DiffResult PairResult sort_results",
     "onnxprobe.errors": "DeviceUnavailable ExecutionError MissingExtra ModelError NoGradientRule OnnxProbeError UsageError",
     "onnxprobe.graph.index": "GraphIndex NodeInfo TensorInfo attribute_text",
     "onnxprobe.graph.select": "Selection",

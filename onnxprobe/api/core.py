@@ -393,8 +393,8 @@ def _add_histograms(hists: dict, values: dict[str, np.ndarray]) -> None:
 
 
 def _diff_result() -> type:
-    """DiffResult, where compare.diff is loaded: a result of it exists only then (merge-stats does not import it)."""
-    return getattr(sys.modules.get("onnxprobe.compare.diff"), "DiffResult", type(None))
+    """DiffResult, where compare.result is loaded: a result of it exists only then (merge-stats does not import it)."""
+    return getattr(sys.modules.get("onnxprobe.compare.result"), "DiffResult", type(None))
 
 
 def _report_of(r, k: int):

@@ -17,7 +17,7 @@ from onnxprobe.api.inputs import (
 )
 from onnxprobe.api.inputs import TorchLike
 from onnxprobe.api.profile import check_profile
-from onnxprobe.compare.diff import DiffResult
+from onnxprobe.compare.result import DiffResult
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
 from onnxprobe.compare.sides import Side, model_side, npz_side, own_tensors, who_of

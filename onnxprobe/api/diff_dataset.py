@@ -12,7 +12,8 @@ from onnxprobe.api.datasets import BatchWorker, first_shapes, model_path, run_ba
 from onnxprobe.api.diff import check_reference, checked_arguments, make_sides
 from onnxprobe.api.inputs import Progress, as_progress, as_dataset, as_max_memory, as_ray, check_map, check_switches
 from onnxprobe.compare.dataset import DiffPartial, Pool, measure_sample
-from onnxprobe.compare.diff import DiffResult, prepare
+from onnxprobe.compare.diff import prepare
+from onnxprobe.compare.result import DiffResult
 from onnxprobe.compare.measure import DiffPlan
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection, check_selects

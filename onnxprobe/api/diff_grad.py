@@ -14,7 +14,7 @@ from onnxprobe.api.diff import checked_arguments
 from onnxprobe.api.inputs import Progress, TorchLike, as_progress, as_max_memory, as_model, check_map
 from onnxprobe.compare.constant_loss import judge_constant_loss
 from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, gradient_tolerance, unread_note
-from onnxprobe.compare.diff import DiffResult, gradient_origin
+from onnxprobe.compare.result import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sides import who_of
 from onnxprobe.errors import UsageError, settings_error

@@ -21,7 +21,7 @@ from onnxprobe.types import InputSpec, ProbeResult, RunConfig
 
 if TYPE_CHECKING:  # annotations only: a layers picture imports neither diff nor grad
     from onnxprobe.api.grad import GradResult
-    from onnxprobe.compare.diff import DiffResult
+    from onnxprobe.compare.result import DiffResult
 
 BINS = 40
 
@@ -79,7 +79,7 @@ def diff_histograms(res: DiffResult, names: list[str], inputs: InputSpec | None 
                     bins: int = BINS) -> dict[str, dict]:
     """Tensor of A -> {"values": binned A, "error": binned A - B} for these pairs of a DiffResult, both
     sides rerun on the same inputs (the result's own, or ``inputs``), at most ``max_memory`` bytes of tensors per run."""
-    from onnxprobe.compare.diff import DiffResult
+    from onnxprobe.compare.result import DiffResult
 
     names = as_names(names, "names")
     wanted = set(names)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # annotations only: a report imports only the workflow of its
     from onnxprobe.api.grad import GradResult
     from onnxprobe.api.profile import LayersProfile
     from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult
-    from onnxprobe.compare.diff import DiffResult
+    from onnxprobe.compare.result import DiffResult
     from onnxprobe.types import ProbeResult
 
     # what the reports take: the result of an api function (or api.layers_dataset's DatasetResult: api.core, which
@@ -52,7 +52,7 @@ def _dict(result, sort: str = "topo", profile=None) -> dict:
 
 
 def _made(result, sort: str = "topo", profile=None) -> dict:
-    diff = _is(result, "onnxprobe.compare.diff", "DiffResult")
+    diff = _is(result, "onnxprobe.compare.result", "DiffResult")
     if sort != "topo" and not diff:
         raise UsageError(f"report sort={sort!r}: sort orders the pairs of a diff's result, not of a {type(result).__name__}")
     if profile is not None:
@@ -74,7 +74,7 @@ def _made(result, sort: str = "topo", profile=None) -> dict:
 
         return layers_dict(result)
     if diff:
-        from onnxprobe.compare.diff import sort_results
+        from onnxprobe.compare.result import sort_results
 
         order = sort_results(result.results, sort) if sort != "topo" else None
         if result.samples is not None:
@@ -111,7 +111,7 @@ def _kind(result, who: str, also: str = "") -> str:
     results it takes, said in that message."""
     if _is(result, "onnxprobe.api.core", "DatasetResult") or _is(result, "onnxprobe.types", "ProbeResult"):
         return "layers"
-    if _is(result, "onnxprobe.compare.diff", "DiffResult"):
+    if _is(result, "onnxprobe.compare.result", "DiffResult"):
         return "diff"
     if _is(result, "onnxprobe.api.grad", "GradResult"):
         return "grad"

@@ -23,7 +23,7 @@ from onnxprobe.api.inputs import Progress, TorchLike, as_progress, as_max_memory
 from onnxprobe.api.torch_args import prepare, torch_module
 from onnxprobe.autodiff.select import WRT
 from onnxprobe.compare.criteria import HALF_TOLERANCE, export_tolerance
-from onnxprobe.compare.diff import DiffResult, gradient_origin
+from onnxprobe.compare.result import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.gradients import candidates, forward_note, grad_side, loss_value, losses_differ
 from onnxprobe.compare.sides import GRADIENT_STOPPED, Side, model_side, who_of
@@ -274,7 +274,7 @@ def diff_grad_torch(
     from onnxprobe.compare.constant_loss import judge_constant_loss  # the same rule as two models': a Softmax's sum
     judge_constant_loss([plan], res)
     half = export_tolerance(a_model) is HALF_TOLERANCE
-    res.grad["forward_differs"] = losses_differ(res.grad, half)  # the verdict fails (compare.diff)
+    res.grad["forward_differs"] = losses_differ(res.grad, half)  # the verdict fails (compare.result)
     gradient_origin(res)
     # its weights with other values (unmatched, cause other-values) named as diff_torch names them
     res.other_values = sorted(pm.said(forward_name(u.obs.name) or u.obs.name) for u in res.matching.unmatched_a

@@ -1,7 +1,7 @@
 """diff --grad (of two models, or of a model and torch autograd) where a side's loss is constant (the sum of a
 Softmax, of a LayerNormalization of one scale value: ``autodiff.constant_loss``): what the verdict may rest on.
 The plans are ``api.grad_plan.GradPlan``s (``constant_loss``, ``live``, ``after``); the results are a
-``compare.diff.DiffResult`` whose ``grad`` dict is being filled."""
+``compare.result.DiffResult`` whose ``grad`` dict is being filled."""
 
 from __future__ import annotations
 

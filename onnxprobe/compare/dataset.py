@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from onnxprobe.compare.criteria import measured_label
-from onnxprobe.compare.diff import DiffResult, finish
+from onnxprobe.compare.diff import finish
+from onnxprobe.compare.result import DiffResult
 from onnxprobe.compare.measure import DiffPlan, Measured, measure
 from onnxprobe.errors import ExecutionError
 

@@ -427,7 +427,7 @@ def nothing_measured(shape, m: PairMetrics) -> str:
 
 def mapped_not_compared(mapped: list[tuple[str, str, str]]) -> str:
     """The verdict's line for pairs given in --map (A's tensor, B's, why) that were not compared: the
-    user asked for each, so no pass is earned by the other pairs (``compare.diff``, ``compare.merge_diff``)."""
+    user asked for each, so no pass is earned by the other pairs (``compare.result``, ``compare.merge_diff``)."""
     names = ", ".join(f"{a!r} -> {b!r} ({why})" for a, b, why in mapped[:3])
     more = f" and {len(mapped) - 3} more" if len(mapped) > 3 else ""
     return said(lambda say: f"{len(mapped)} of the pairs given in {say(MAP)} could not be compared: {names}{more}")
