@@ -2,9 +2,10 @@
 (``graph.io.check_graph``), so that every command refuses it alike with one line: an attribute given
 twice, one of a type its op's schema does not take (or of no type), a required one missing, one its op
 does not have, an element type ONNX does not define on a graph input, output or value_info entry or
-in a Cast's ``to``, a value declared a kind (a sequence) its node never writes (a tensor), and, in the
-main graph, a value declared a tensor of element type UNDEFINED or of another element type than its
-node computes (``declared_type_problem``). Without this, what only reads the attributes (grad's rules, a conversion to another
+in a Cast's ``to``, a value declared a kind (a sequence) its node never writes (a tensor), a main-graph value
+declared a tensor of element type UNDEFINED, and a value of the main graph or of a body declared of
+another element type than onnxruntime computes for it (``declared_type_problem``: by the schema, an
+attribute, a body or a model-local function's body). Without this, what only reads the attributes (grad's rules, a conversion to another
 opset that keeps one of two duplicates) judged a model onnxruntime does not load, or failed on it with an
 internal error (a Scan's ``num_scan_inputs`` given as a list of floats, a value typed as element type 40:
 QA fuzzing). The schema is the op's at the model's ai.onnx opset (the one onnxruntime reads); an op
@@ -152,13 +153,14 @@ def _output_kinds(schema: _Spec, k: int) -> set[str] | None:
 
 
 def _declarations(g: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
-    """``g``'s value_info entries and outputs less those naming a weight (an initializer) or a Constant's
+    """``g``'s outputs and value_info entries (in that order: onnxruntime reads no value_info entry of a
+    graph output, measured) less those naming a weight (an initializer) or a Constant's
     output, whose declared type onnxruntime does not read (measured: a weight or a Constant's output
     declared INT64, UNDEFINED or a sequence in the value_info or the outputs loads and runs; declared so
     among the graph inputs, it is refused)."""
     fixed = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
     fixed |= {o for n in g.node if n.op_type == "Constant" and n.domain in ("", "ai.onnx") for o in n.output}
-    return [v for v in list(g.value_info) + list(g.output) if v.name not in fixed]
+    return [v for v in list(g.output) + list(g.value_info) if v.name not in fixed]
 
 
 def declared_kind_problem(g: onnx.GraphProto, version: int | None) -> str | None:
@@ -220,36 +222,149 @@ def _computed_types(n: onnx.NodeProto, schema: _Spec, elem: dict[str, int]) -> d
     return out
 
 
-def declared_type_problem(g: onnx.GraphProto, version: int | None) -> str | None:
-    """A main-graph input, output or value_info entry declared a tensor of element type UNDEFINED (0)
-    ("Invalid tensor data type 0"), or a node's output declared of an element type other than the one its
-    op's schema gives it from its inputs' ("Type (tensor(int64)) of output arg ... does not match expected
-    type (tensor(float))"): onnxruntime refuses both, and what runs a graph of its own built from the
-    model (layers' outputs added, grad's forward graph) dropped the declaration and ran it (QA fuzzing).
-    Only the main graph: onnxruntime takes both in an If's or a Loop's body (measured)."""
-    declared: dict[str, int] = {}
-    for v in list(g.input) + _declarations(g):
-        if v.type.WhichOneof("value") != "tensor_type":
-            continue
-        if not v.type.tensor_type.elem_type:
-            what = f"input {quote(v.name)}:" if any(i.name == v.name for i in g.input) else f"{quote(v.name)} is declared"
-            return f"{what} a tensor of element type UNDEFINED (0)"  # an input said as runtime.feeds says it
-        declared.setdefault(v.name, v.type.tensor_type.elem_type)
-    elem = {v.name: declared[v.name] for v in g.input if v.name in declared}
-    elem.update((t.name, t.data_type) for t in g.initializer if t.name not in elem)
-    for i, n in enumerate(g.node):
-        schema = _schema(n, version)
+@functools.lru_cache(maxsize=None)
+def _op_schema(op_type: str, version: int):
+    return onnx.defs.get_schema(op_type, version, "")
+
+
+def _inferred_types(n: onnx.NodeProto, version: int, elem: dict[str, int]) -> dict[str, int]:
+    """The element types onnx's own inference function of ``n``'s op gives its outputs from its inputs'
+    (``elem``; none unknown) and its attributes (Cast's ``to``, ConstantOfShape's ``value``, RandomNormal's
+    or EyeLike's ``dtype``...): the function onnxruntime runs when it loads the model. Empty where it
+    cannot tell (an attribute a function body takes from its caller, an input of unknown type)."""
+    if any(x and x not in elem for x in n.input):
+        return {}
+    ins = tuple(elem[x] if x else 0 for x in n.input)
+    # one inference per kind of node: types depend on the op, its attributes and its inputs' types only
+    # (densenet-121 light: 836 ConstantOfShape nodes took 0.24 s inferred one by one)
+    types = _infer(n.op_type, version, ins, tuple(a.SerializeToString() for a in n.attribute), len(n.output))
+    return {o: t for o, t in zip(n.output, types) if o and t}
+
+
+def _constant_type(n: onnx.NodeProto) -> int:
+    """The element type of a Constant's output: its tensor's, or that of its value_float(s), value_int(s)..."""
+    for a in n.attribute:
+        if a.name == "value" and a.type == AttributeProto.TENSOR:
+            return a.t.data_type
+        if a.name == "sparse_value" and a.type == AttributeProto.SPARSE_TENSOR:
+            return a.sparse_tensor.values.data_type
+        kind = {"value_float": TensorProto.FLOAT, "value_floats": TensorProto.FLOAT, "value_int": TensorProto.INT64,
+                "value_ints": TensorProto.INT64, "value_string": TensorProto.STRING, "value_strings": TensorProto.STRING}
+        if a.name in kind:
+            return kind[a.name]
+    return 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _infer(op_type: str, version: int, ins: tuple[int, ...], attributes: tuple[bytes, ...], outputs: int) -> tuple[int, ...]:
+    node = onnx.NodeProto(op_type=op_type, input=[f"i{k}" if t else "" for k, t in enumerate(ins)],
+                          output=[f"o{k}" for k in range(outputs)], attribute=[AttributeProto.FromString(a) for a in attributes])
+    types = {f"i{k}": onnx.helper.make_tensor_type_proto(t, None) for k, t in enumerate(ins) if t}
+    try:
+        out = onnx.shape_inference.infer_node_outputs(_op_schema(op_type, version), node, types,
+                                                      opset_imports=[onnx.helper.make_opsetid("", version)])
+    except Exception:  # noqa: BLE001 - what inference refuses, onnxruntime says in its own words
+        return (0,) * outputs
+    got = {o: t.tensor_type.elem_type for o, t in out.items() if t.WhichOneof("value") == "tensor_type"}
+    return tuple(got.get(f"o{k}", 0) for k in range(outputs))
+
+
+class _Scope(NamedTuple):
+    version: int | None
+    functions: dict  # (domain, name) -> a model-local FunctionProto
+    check: bool  # hold declarations against computed types (not in a function body, whose onnxruntime ignores)
+    depth: int = 0
+
+
+def _body_types(n: onnx.NodeProto, label: str, scope: _Scope, elem: dict[str, int]) -> tuple[dict[str, int], str | None]:
+    """The element types of an If's, a Loop's or a Scan's outputs, its bodies' (each walked with the outer
+    values ``elem`` in scope: a problem inside one is said with where it is), or of a call of a model-local
+    function, its body's (walked from the types of the call's inputs; its declarations are not read)."""
+    if n.domain not in ("", "ai.onnx"):
+        fn = scope.functions.get((n.domain, n.op_type))
+        if fn is None or scope.depth > 8:
+            return {}, None
+        own = [o.version for o in fn.opset_import if o.domain in ("", "ai.onnx")]
+        inner = {f: elem[x] for f, x in zip(fn.input, n.input) if x in elem}
+        _walk(list(fn.node), _Scope(own[-1] if own else scope.version, scope.functions, False, scope.depth + 1), inner, {}, "")
+        return {o: inner[f] for o, f in zip(n.output, fn.output) if o and f in inner}, None
+    graphs = {a.name: a.g for a in n.attribute if a.type == AttributeProto.GRAPH}
+    keys = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}.get(n.op_type, ())
+    outs: list[list[int | None]] = []
+    for key in keys:
+        if key not in graphs:
+            return {}, None
+        g, types = graphs[key], dict(elem)
+        problem = _graph_walk(g, scope._replace(depth=scope.depth + 1), types, f"the {key} of {label}")
+        if problem is not None:
+            return {}, problem
+        skip = 1 if n.op_type == "Loop" else 0  # a Loop's body gives its condition first
+        outs.append([types.get(o.name) for o in g.output[skip:]])
+    computed = {}
+    for k, o in enumerate(n.output):
+        said = {t[k] for t in outs if k < len(t) and t[k]}
+        if o and len(said) == 1:  # branches that disagree: onnxruntime says so in its own words
+            computed[o] = said.pop()
+    return computed, None
+
+
+def _walk(nodes: list[onnx.NodeProto], scope: _Scope, elem: dict[str, int], declared: dict[str, int], where: str) -> str | None:
+    """Give ``elem`` the element type of each output of ``nodes``, in order, as onnxruntime computes it; the
+    first output ``declared`` of another type, said in one line (``where``: the body it is in)."""
+    for i, n in enumerate(nodes):
+        schema = _schema(n, scope.version)
         computed = _computed_types(n, schema, elem) if schema is not None else {}
+        if n.op_type in ("If", "Loop", "Scan") or n.domain not in ("", "ai.onnx"):
+            more, problem = _body_types(n, node_label(n, i), scope, elem)
+            if problem is not None:
+                return problem
+            computed.update(more)
+        elif n.op_type == "Constant" and n.output:  # its attribute's type (many, each of other values: not inferred)
+            computed = {n.output[0]: _constant_type(n)}
+        elif schema is not None and any(o and o not in computed for o in n.output):
+            computed = {**_inferred_types(n, scope.version, elem), **computed}
         for o in n.output:
             if not o:
                 continue
             want, got = computed.get(o), declared.get(o)
             if want and got and want != got:
                 return (f"{quote(o)} is declared of element type {_elem_name(got)}, and {node_label(n, i)} computes "
-                        f"{_elem_name(want)}")
+                        f"{_elem_name(want)}{f' (in {where})' if where else ''}")
             if want or got:
                 elem[o] = want or got
     return None
+
+
+def _graph_walk(g: onnx.GraphProto, scope: _Scope, elem: dict[str, int], where: str) -> str | None:
+    """``_walk`` over a graph or a body, from its inputs' declared types and its initializers' (``elem``
+    holds the outer values a body reads); its outputs and value_info entries are what ``declared`` holds."""
+    declared: dict[str, int] = {}
+    for v in list(g.input) + _declarations(g):
+        if v.type.WhichOneof("value") != "tensor_type":
+            continue
+        if not v.type.tensor_type.elem_type:
+            if where:  # in a body: left to onnxruntime
+                continue
+            what = f"input {quote(v.name)}:" if any(i.name == v.name for i in g.input) else f"{quote(v.name)} is declared"
+            return f"{what} a tensor of element type UNDEFINED (0)"  # an input said as runtime.feeds says it
+        declared.setdefault(v.name, v.type.tensor_type.elem_type)
+    typed = {v.name: declared[v.name] for v in g.input if v.name in declared}
+    elem.update(typed)
+    elem.update((t.name, t.data_type) for t in g.initializer if t.name not in typed)
+    return _walk(list(g.node), scope, elem, declared if scope.check else {}, where)
+
+
+def declared_type_problem(g: onnx.GraphProto, version: int | None, functions: dict | None = None) -> str | None:
+    """A main-graph input, output or value_info entry declared a tensor of element type UNDEFINED (0)
+    ("Invalid tensor data type 0"), or a value declared of an element type other than the one onnxruntime
+    computes for it ("Type (tensor(int64)) of output arg ... does not match expected type (tensor(float))"):
+    from its inputs' types by its op's schema, from an attribute (Cast's ``to``: onnx's inference), from
+    its bodies (an If's, a Loop's, a Scan's outputs, and the values inside them, whose declarations are
+    held to the same terms) or from a model-local function's body (``functions``: (domain, name) ->
+    FunctionProto; whose own value_info onnxruntime does not read, measured). onnxruntime refuses each,
+    and what runs a graph of its own built from the model (layers' outputs added, grad's forward graph)
+    dropped the declaration and ran it (QA fuzzing)."""
+    return _graph_walk(g, _Scope(version, functions or {}, True), {}, "")
 
 
 def model_problem(model: onnx.ModelProto) -> str | None:
@@ -267,4 +382,4 @@ def model_problem(model: onnx.ModelProto) -> str | None:
         for found in (*(node_problem(n, version, i) for i, n in enumerate(g.node)), kinds):
             if found is not None:
                 return found + ("" if where == "the graph" else f" (in {where})")
-    return declared_type_problem(model.graph, version)
+    return declared_type_problem(model.graph, version, {(f.domain, f.name): f for f in model.functions})
