@@ -87,7 +87,8 @@ def model_side(label: str, model: Model, make_runner: Callable, constants: bool 
     hidden = runner.unobservable([o.probe for o in obs.observables])
     by_runner = {o.name: hidden[o.probe] for o in obs.observables if o.probe in hidden}
     if hidden:
-        obs = Observation([o for o in obs.observables if o.probe not in hidden], obs.dequantize, {**obs.hidden, **by_runner})
+        obs = Observation([o for o in obs.observables if o.probe not in hidden], obs.dequantize, {**obs.hidden, **by_runner},
+                          weights_quantized=obs.weights_quantized)
     return Side(label, model, runner, obs, runner_hidden=frozenset(by_runner))
 
 

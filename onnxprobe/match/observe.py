@@ -118,6 +118,9 @@ class Observation:
     hidden: dict[str, str] = field(default_factory=dict)  # tensor -> why it is not compared directly
     # values that hold no numbers (sequences, optionals, maps, strings): never compared, listed by a diff
     no_numbers: list[Observable] = field(default_factory=list)
+    # integer weights dequantized by the graph (DequantizeLinear of a constant): a weight-only quantized model
+    # has them and only float tensors, and is a quantized model all the same (``compare.criteria``)
+    weights_quantized: bool = False
 
     @property
     def quantized(self) -> bool:
@@ -359,7 +362,9 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
     obs = with_tails(obs, producer, consumers, const)
     obs += branch_observables(every, types, const, every_type, hidden, bare, obs, producer, inputs, ints, Observable)
     obs.sort(key=lambda o: o.index)
-    return Observation(obs, deq, hidden, bare)
+    weights_quantized = any(s_.node.op_type == "DequantizeLinear" and s_.node.output and s_.node.output[0] in const
+                            for s_ in sites)
+    return Observation(obs, deq, hidden, bare, weights_quantized)
 
 
 def scoped_hint(obs: list[Observable], name: str) -> str:
