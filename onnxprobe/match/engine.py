@@ -201,10 +201,13 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
         if j is None or j in used_b:
             continue
         b = obs_b[j]
-        strategy = "name" if a.kind == "float" else a.kind
+        # the quantized side's kind, whichever model it is (a float A against its quantized B: B's)
+        q, where = (a, "") if a.kind != "float" or b.kind == "float" else (b, " in B")
+        strategy = "name" if q.kind == "float" else q.kind
         ops = "" if a.effective_op == b.effective_op else f"; {a.effective_op} in A stands for {b.effective_op} in B"
-        reason = {"name": "same tensor name", "qdq": f"DequantizeLinear(QuantizeLinear({a.key}))",
-                  "qoperator": f"{a.op_type} output dequantized with its own scale", "dynamic": "float result after the integer layer's rescale"}[strategy]
+        reason = {"name": "same tensor name", "qdq": f"DequantizeLinear(QuantizeLinear({a.key})){where}",
+                  "qoperator": f"{q.op_type} output{where} dequantized with its own scale",
+                  "dynamic": f"float result{where} after the integer layer's rescale"}[strategy]
         # a quantized value whose range starts at 0 holds Relu(x) when the float model applies a Relu to x:
         # it is compared with the Relu's output, never with x (a different function of the data)
         if a.floor_zero and b.kind == "float" and b.relu in b_by_name:
