@@ -57,3 +57,46 @@ def test_a_weights_only_quantized_model_is_judged_as_a_quantized_one(tmp_path):
     assert "quantized model against a float one" in r.criterion
     assert r.verdict()[0] == "pass"
     assert r.measured != "float" and "weight" in r.measured
+
+
+def _nbits(tmp_path) -> tuple[str, str, np.ndarray, np.ndarray]:
+    """x(1x32) @ W(32x16) -> h -> Relu -> y, in float (B) and with h from onnxruntime's MatMulNBits (A: W in
+    4 bits, blocks of 16 along K, what its weight-only quantizer writes): W and its dequantized copy."""
+    rng = np.random.default_rng(4)
+    k, n, block = 32, 16, 16
+    w = rng.normal(0, 0.5, (k, n)).astype(np.float32)
+    wt = w.T.reshape(n, k // block, block)  # MatMulNBits keeps W transposed, [N, blocks, block]
+    scale = (np.abs(wt).max(-1) / 7).astype(np.float32)
+    q = np.clip(np.round(wt / scale[..., None]), -8, 7).astype(np.int64) + 8  # zero point 8 (the default)
+    packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)  # element 2i in the low nibble
+    dq = ((q - 8) * scale[..., None].astype(np.float64)).reshape(n, k).T
+    vi = helper.make_tensor_value_info
+    io = ([vi("x", TensorProto.FLOAT, [1, k])], [vi("y", TensorProto.FLOAT, [1, n])])
+    relu = helper.make_node("Relu", ["h"], ["y"], name="relu")
+    b = make_model([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), relu], *io, [numpy_helper.from_array(w, "w")])
+    a = make_model([helper.make_node("MatMulNBits", ["x", "w_q", "w_s"], ["h"], name="mm", domain="com.microsoft",
+                                     K=k, N=n, bits=4, block_size=block), relu], *io,
+                   [numpy_helper.from_array(packed, "w_q"), numpy_helper.from_array(scale.reshape(-1), "w_s")])
+    a.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    pa, pb = tmp_path / "a_nbits.onnx", tmp_path / "b.onnx"
+    pa.write_bytes(a.SerializeToString())
+    pb.write_bytes(b.SerializeToString())
+    return str(pa), str(pb), w.astype(np.float64), dq
+
+
+def test_matmulnbits_pairs_with_the_matmul_it_quantizes_and_is_judged_as_quantized(tmp_path):
+    """Its 4-bit weight is packed two to a byte, with a scale per block: counted by those arrays' sizes (256
+    and 32 elements), the MatMulNBits output was refused as "another layer" than the MatMul of the 512-element
+    W it computes (BERT-tiny from onnxruntime's MatMulNBitsQuantizer: all 12 refused, the rest failing
+    the float default)."""
+    a, b, w, dq = _nbits(tmp_path)
+    r = api.diff(a, b)
+    feed = np.asarray(r.feed["x"], np.float64)
+    ha, hb = feed @ dq, feed @ w
+    want = 10 * np.log10((hb ** 2).sum() / ((ha - hb) ** 2).sum())
+    assert 10 < want < 40
+    h = next((p for p in r.results if p.pair.a.name == "h"), None)
+    assert h is not None, [(u.obs.name, u.reason) for u in r.matching.unmatched_a]
+    assert h.pair.b.name == "h" and abs(h.metrics.sqnr_db - want) < 0.05
+    assert "quantized model against a float one" in r.criterion
+    assert r.verdict()[0] == "pass"

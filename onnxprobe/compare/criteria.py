@@ -197,7 +197,7 @@ def _measured(a: Side) -> str:
     if integer_ops:
         return "deployed: the integer operators as written"
     if a.observation.weights_quantized:
-        return "simulated: quantized weights only, dequantized to float (float activations)"
+        return "weight-only quantization: integer weights, float activations"
     return "float"
 
 

@@ -32,7 +32,7 @@ from onnxprobe.match.branches import branch_observables
 from onnxprobe.match.folds import with_tails
 from onnxprobe.match.integers import attributes, int_constants, slots_of, symbolic
 from onnxprobe.match.ops import VALUE_PRESERVING, canonical
-from onnxprobe.match.weights import Weight, code_sizes, float_constants
+from onnxprobe.match.weights import Weight, code_sizes, float_constants, packed_weight
 from onnxprobe.text import clip, quote
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
@@ -362,8 +362,8 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
     obs = with_tails(obs, producer, consumers, const)
     obs += branch_observables(every, types, const, every_type, hidden, bare, obs, producer, inputs, ints, Observable)
     obs.sort(key=lambda o: o.index)
-    weights_quantized = any(s_.node.op_type == "DequantizeLinear" and s_.node.output and s_.node.output[0] in const
-                            for s_ in sites)
+    weights_quantized = any((s_.node.op_type == "DequantizeLinear" and s_.node.output and s_.node.output[0] in const)
+                            or packed_weight(s_.node) for s_ in sites)
     return Observation(obs, deq, hidden, bare, weights_quantized)
 
 
@@ -417,13 +417,17 @@ def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs
 
     def weights(n) -> tuple[tuple[str, ...], tuple[int, ...], tuple]:
         out = set()
-        for i in n.input:
+        packed = packed_weight(n)  # a weight stored with its quantization: counted as the weight it holds
+        for k, i in enumerate(n.input):
+            if packed and k in packed[0]:
+                continue
             if i in const:
                 out |= roots(i)
             elif i in producer and producer[i].node.input and all(x in const for x in producer[i].node.input if x):
                 out |= set().union(*(roots(x) for x in producer[i].node.input if x))
         found = [digests[w] for w in out if w in digests]
         codes = {codes_of[w] for w in out if w in codes_of and codes_of[w] > 1}  # quantized weights: their sizes too
+        codes |= {packed[1]} if packed else set()
         return (tuple(sorted({w.digest for w in found})), tuple(sorted({w.size for w in found if w.size > 1} | codes)),
                 tuple(sorted({(w.size, w.sample) for w in found if w.size > 1})))
 

@@ -153,3 +153,23 @@ def near_weights(obs_a, obs_b, used_a: set[int], used_b: set[int], take, alike) 
         for i, js in cands.items():
             if len(js) == 1 and len(back[js[0]]) == 1:
                 take(i, js[0], f"reads weights near B's with {k[0]} (by value)")
+
+
+# weight-only quantized ops that read one weight packed with its quantization (onnxruntime's contrib ops):
+# op -> (the inputs that are its parts: codes, scales, zero points, group index; the attributes whose
+# product is the weight's number of elements). MatMulNBits keeps an N x K weight in bits/8 bytes a value,
+# in blocks with a scale each: counted by those arrays, a 4-bit 128x128 weight read as one of 8,192 and one
+# of 512 elements, another layer than the float MatMul of 16,384 it computes
+PACKED_WEIGHTS = {"MatMulNBits": ((1, 2, 3, 4), ("K", "N"))}
+
+
+def packed_weight(node: onnx.NodeProto) -> tuple[tuple[int, ...], int] | None:
+    """For a node of a ``PACKED_WEIGHTS`` op: the positions of its packed weight's inputs and the number
+    of elements of the weight they hold (None: another op, or its size attributes missing)."""
+    spec = PACKED_WEIGHTS.get(node.op_type) if node.domain == "com.microsoft" else None
+    if spec is None:
+        return None
+    attrs = {a.name: a.i for a in node.attribute}
+    if not all(attrs.get(k, 0) > 0 for k in spec[1]):
+        return None
+    return spec[0], int(np.prod([attrs[k] for k in spec[1]], dtype=object))
