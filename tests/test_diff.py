@@ -1130,3 +1130,29 @@ def test_vs_npz_entries_that_pair_with_nothing_are_counted_and_named(tmp_path):
     assert {u["name"] for u in d["unmatched_b"] if u["selected"]} == {"stray", "other_out"}
     r = runner.invoke(app, ["diff", str(sample_path("mlp")), "--vs-npz", str(tmp_path / "vs.npz"), "--op", "Gemm"])
     assert "0 in B" in r.output and "stray" not in r.output, r.output
+
+
+@pytest.mark.parametrize("elem", [TensorProto.UINT8, TensorProto.INT8], ids=["uint8", "int8"])
+def test_an_integer_tensor_moved_from_an_input_is_compared(tmp_path, elem):
+    """A uint8/int8 tensor that an input's bytes make through moves alone (an image Transposed to NCHW) is
+    compared as its integers, as one a Cast makes is: it was hidden on both sides as 'no known scale' (an
+    input was taken for quantized codes), so two models whose uint8 outputs differ read "outputs pass",
+    with nothing unmatched. Oracle: onnxruntime's plain outputs, compared in numpy."""
+    dt = helper.tensor_dtype_to_np_dtype(elem)
+    x = np.random.default_rng(0).integers(np.iinfo(dt).min, np.iinfo(dt).max, (1, 4, 4), endpoint=True).astype(dt)
+    paths = {}
+    for key, perm in (("a", [0, 1, 2]), ("b", [0, 2, 1])):
+        g = helper.make_graph([helper.make_node("Transpose", ["x"], ["y"], perm=perm, name="tr"),
+                               helper.make_node("Cast", ["x"], ["z"], to=TensorProto.FLOAT, name="cast")], "g",
+                              [helper.make_tensor_value_info("x", elem, [1, 4, 4])],
+                              [helper.make_tensor_value_info("y", elem, [1, 4, 4]),
+                               helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, 4])])
+        paths[key] = tmp_path / f"{key}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), paths[key])
+    ya, yb = (ort.InferenceSession(str(paths[k]), providers=["CPUExecutionProvider"]).run(["y"], {"x": x})[0] for k in "ab")
+    res = api.diff(paths["a"], paths["b"], config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
+    (row,) = [r for r in res.results if r.pair.a.name == "y"]
+    assert row.metrics.max_abs == np.abs(ya.astype(np.float64) - yb).max() > 0 and not row.passed
+    assert res.verdict()[0] == "fail"
+    same = api.diff(paths["b"], paths["b"], config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
+    assert sorted(r.pair.a.name for r in same.results) == ["y", "z"] and all(r.metrics.exact for r in same.results)

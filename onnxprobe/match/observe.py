@@ -49,6 +49,7 @@ SCALE_PRESERVING = {"MaxPool", "Reshape", "Transpose", "Flatten", "Squeeze", "Un
                     "Resize", "Identity", "DepthToSpace", "SpaceToDepth", "Pad", "Expand", "Tile", "GlobalMaxPool"}
 INTEGER_LAYERS = {"ConvInteger", "MatMulInteger"}
 RESCALE_OPS = {"Cast", "Mul", "Add"}
+GRAPH_INPUT = "(graph input)"  # origin() of a graph input's values: no op type has parentheses
 QUANT_SUFFIXES = ("_QuantizeLinear_Output", "_DequantizeLinear_Output", "_output_quantized", "_quantized", "quant_scaled_output")
 DEQ_PREFIX = "onnxprobe.deq:"
 
@@ -208,11 +209,14 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                 layer_op = "Add"
     dq_scales = {s_.node.output[i] for s_ in sites if s_.node.op_type == "DynamicQuantizeLinear" for i in (1, 2) if len(s_.node.output) > i}
 
+    fed = {i.name for i in model.graph.input} - {i.name for i in model.graph.initializer}
+
     def origin(t: str, depth: int = 0) -> str | None:
-        """Op type of the first producer that is not a scale-preserving move."""
+        """Op type of the first producer that is not a scale-preserving move (``GRAPH_INPUT`` for a graph
+        input's values, None for a weight or a tensor of unknown origin)."""
         s_ = producer.get(t)
         if s_ is None:
-            return None
+            return GRAPH_INPUT if t in fed else None
         if s_.node.op_type in SCALE_PRESERVING and s_.node.input and depth < 16:
             return origin(s_.node.input[0], depth + 1)
         return s_.node.op_type
@@ -375,8 +379,11 @@ def scoped_hint(obs: list[Observable], name: str) -> str:
 
 def quantized_origin(op: str | None) -> bool:
     """True when an int8/uint8 tensor made by ``op`` (through moves) holds quantized codes: a quantizer, a
-    QLinear*/Q* op (contrib ones too: QAttention, QGemm...) or an op of unknown kind (None: an input)."""
-    return op is None or "Quant" in op or op.startswith("Q") or op in QLINEAR_OUT_PARAMS
+    QLinear*/Q* op (contrib ones too: QAttention, QGemm...) or an op of unknown kind (None: a weight's codes).
+    A graph input's values moved (``GRAPH_INPUT``: an image's bytes transposed to NCHW) are data both sides
+    take alike: compared as they are, as a Cast's bytes are (where a DequantizeLinear reads them, they are
+    compared through it before this is asked)."""
+    return op != GRAPH_INPUT and (op is None or "Quant" in op or op.startswith("Q") or op in QLINEAR_OUT_PARAMS)
 
 
 def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs: set[str],
