@@ -56,3 +56,24 @@ def test_a_damaged_entry_that_still_parses_is_a_miss(cache, monkeypatch, damage)
     assert _stats(_layers(sample_path("mlp"))) == want
     assert calls  # rebuilt, not read from the damaged entry
     assert _stats(_layers(sample_path("mlp"))) == want  # and the entry written again serves
+
+
+def _names(res) -> set[str]:
+    return {r.name for r, s in res.rows() if s is not None}
+
+
+def test_an_entry_swapped_for_another_keys_whole_entry_is_a_miss(cache):
+    """Both files of one entry replaced by another entry's (a copy between cache folders, a sync that
+    renamed them): each file agrees with the other, but they are another key's, another selection's
+    probed copy. `layers --op MatMul` showed the Relu rows of `--op Relu`."""
+    def layers(op):
+        return api.layers(sample_path("mlp"), api.Selection(ops=(op,)), api.RunConfig(device="cpu", cache=True))
+
+    want = _names(api.layers(sample_path("mlp"), api.Selection(ops=("MatMul",)), api.RunConfig(device="cpu", cache=False)))
+    layers("MatMul")
+    (a,) = {f.name.split(".")[0] for f in cache.iterdir()}
+    layers("Relu")
+    (b,) = {f.name.split(".")[0] for f in cache.iterdir()} - {a}
+    for ext in ("onnx", "json"):
+        (cache / f"{a}.probed.{ext}").write_bytes((cache / f"{b}.probed.{ext}").read_bytes())
+    assert _names(layers("MatMul")) == want

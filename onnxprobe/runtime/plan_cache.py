@@ -154,8 +154,8 @@ def structure(model: onnx.ModelProto) -> str:
 # over |d| and a trailing 0, graph.pair_nodes; 33: the branches of an unnamed If are scoped by its listed name,
 # graph.walk; 34: the .json holds the digest of both files, ``_digest``; 35: an entry's files are KEY.probed.onnx
 # and KEY.probed.json, ``ENTRY``; 36: a Constant's value_float(s) is a weight to grad, graph.constants.constant_of;
-# 37: a boolean tensor is no structural pair of an integer one, match.integers)
-FORMAT = 37
+# 37: a boolean tensor is no structural pair of an integer one, match.integers; 38: the digest holds the key too)
+FORMAT = 38
 
 
 def key_of(parts: dict) -> str:
@@ -234,7 +234,7 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
         data = (d / entry_name(k, "onnx")).read_bytes()
         # a file cut short (a crash before its data reached the disk) or edited may still parse, as
         # another graph (a ModelProto cut after its graph has no opsets): only the bytes store wrote serve
-        if not isinstance(meta, dict) or meta.pop("digest", None) != _digest(data, meta):
+        if not isinstance(meta, dict) or meta.pop("digest", None) != _digest(k, data, meta):
             return None
         model = onnx.load_model_from_string(data)
     except Exception:  # noqa: BLE001 - a missing or damaged entry is a miss
@@ -266,7 +266,7 @@ def store_entry(k: str, model: onnx.ModelProto, meta: dict) -> None:
         if len(data) <= limit // 4:
             _write(d, entry_name(k, "onnx"), data)
             meta = json.loads(json.dumps(meta, default=list))  # as load reads it back, for the digest
-            _write(d, entry_name(k, "json"), json.dumps({**meta, "digest": _digest(data, meta)}).encode())
+            _write(d, entry_name(k, "json"), json.dumps({**meta, "digest": _digest(k, data, meta)}).encode())
     except (OSError, ValueError):
         pass
     try:  # after a failed write too: on a full disk, where every write fails, what failed ones left still goes
@@ -290,9 +290,11 @@ def _write(d: Path, name: str, data: bytes) -> None:
         raise
 
 
-def _digest(data: bytes, meta: dict) -> str:
-    """The hash of an entry's two files' contents: its .onnx bytes and its metadata (canonical JSON)."""
-    return blake2b(data + json.dumps(meta, sort_keys=True).encode(), digest_size=16).hexdigest()
+def _digest(k: str, data: bytes, meta: dict) -> str:
+    """The hash of an entry's key and its two files' contents: its .onnx bytes and its metadata (canonical
+    JSON). The key binds the files to their name: both files of another entry copied over this one's agree
+    with each other, and served another selection's (or model's) probed copy."""
+    return blake2b(k.encode() + b"\0" + data + json.dumps(meta, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
 # an entry's files, KEY (key_of's 16-byte digest in hex).probed.onnx and KEY.probed.json. Not KEY.onnx: a user's file named by a digest of
