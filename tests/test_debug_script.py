@@ -329,6 +329,14 @@ def test_save_never_overwrites_the_model(tmp_path):
     assert sha256(m) == before
 
 
+def test_save_to_stdout_is_refused_as_a_file_output_not_as_a_model(tmp_path):
+    """`save y -` (and `save html -`): a tensor or a page, not a model, was refused as one: "the model is
+    written to a file: give a file name, not '-'" (QA)."""
+    r = script(tmp_path, [sample_path("mlp")], ["save y -", "save html -"], code=1)
+    errs = r.stderr.strip().splitlines()
+    assert len(errs) == 2 and all("not '-'" in e and "model" not in e for e in errs), errs
+
+
 # -- where, goto, step, back -------------------------------------------------------------------------------
 
 

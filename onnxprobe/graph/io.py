@@ -270,8 +270,8 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
     which ``source_is``; checked before it is read, when ``fileio.protect`` does not know it yet)."""
     o = Path(checked_path(out))
     not_a_folder(out)
-    if str(out) == "-":  # stdout, for --json; a model is a file of its own
-        raise UsageError("the model is written to a file: give a file name, not '-'")
+    if str(out) == "-":  # stdout, for --json (handled before this); a model, a tensor, a page are files of their own
+        raise UsageError("'-' is standard output, and this writes a file of its own: give a file name, not '-'")
     if not o.parent.exists() if str(o.parent) else False:
         raise UsageError(f"{o}: folder {o.parent} does not exist")
     if o.is_dir():
