@@ -22,8 +22,33 @@ from onnxprobe.types import element_count
 
 
 def all_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
-    """Every TensorProto of the model: initializers and tensor attributes, in subgraphs too."""
-    return _get_all_tensors(model)
+    """Every TensorProto of the model: initializers and tensor attributes, in subgraphs too, and the values
+    and indices of its sparse tensors (sparse initializers, sparse attributes), which onnx's own walk leaves
+    out: their external data was neither checked nor loaded, and onnxruntime, given the model as bytes,
+    read it relative to the working directory."""
+    yield from _get_all_tensors(model)
+    yield from sparse_tensors(model)
+
+
+def sparse_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
+    """The values and indices of every sparse tensor of the model, in subgraphs and functions too."""
+    yield from _sparse_in(model.graph)
+    for f in model.functions:
+        yield from _sparse_in(f)
+
+
+def _sparse_in(g) -> Iterator[TensorProto]:
+    """The values and indices of the sparse tensors of ``g`` (a graph or a function) and its bodies."""
+    for s in getattr(g, "sparse_initializer", ()):
+        yield s.values
+        yield s.indices
+    for n in g.node:
+        for a in n.attribute:
+            for s in ([a.sparse_tensor] if a.HasField("sparse_tensor") else []) + list(a.sparse_tensors):
+                yield s.values
+                yield s.indices
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _sparse_in(sub)
 
 
 def is_external(t: TensorProto) -> bool:

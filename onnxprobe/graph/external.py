@@ -31,7 +31,8 @@ from onnx.external_data_helper import load_external_data_for_tensor
 
 from onnxprobe.errors import ModelError, UsageError, first_line
 from onnxprobe.fileio import refuse_inputs, temp_beside
-from onnxprobe.graph.extents import ExtentProblem, all_tensors, extent_problems, is_external, location, source, tensor_nbytes
+from onnxprobe.graph.extents import (ExtentProblem, all_tensors, extent_problems, is_external, location, source, sparse_tensors,
+                                     tensor_nbytes)
 from onnxprobe.graph.io import PROTO_LIMIT, check_output_path, load_model, model_size
 
 SMALL_TENSOR = 1 << 20  # external tensors up to this size are read by load_lazy
@@ -183,7 +184,8 @@ def write_model(
                 # "OUT: cannot write it (Is a directory)" after all of them were
                 raise UsageError(f"{o}: its data file {data_path} is a folder (or a device or pipe); choose another output name")
             tmp_data = tmp(".data.tmp")
-            _write_data(tensors, base_dir, tmp_data)
+            _inline_sparse(m, base_dir)
+            _write_data(tensors, base_dir, tmp_data, keep={id(t) for t in sparse_tensors(m)})
             if not any(is_external(t) for t in tensors):  # every tensor small enough to stay inline: no data file
                 external, data_path = False, None
             else:
@@ -228,10 +230,28 @@ def _save_header(m: onnx.ModelProto, path: Path) -> None:
     path.write_bytes(m.SerializeToString())
 
 
-def _write_data(tensors: list[TensorProto], base_dir, dest: Path) -> None:
+def _inline_sparse(m: onnx.ModelProto, base_dir) -> None:
+    """A sparse tensor's values and indices read into the model: onnx.checker refuses a sparse tensor whose
+    data lies outside it ("Cannot parse data from external tensors"), so they stay in the .onnx file."""
+    for t in sparse_tensors(m):
+        if is_external(t):
+            source(t, base_dir)  # validates the location
+            try:
+                load_external_data_for_tensor(t, str(base_dir))
+            except Exception as e:  # noqa: BLE001
+                raise ModelError(f"cannot read the external data of tensor {t.name!r}: {first_line(e)}") from e
+            t.data_location = TensorProto.DEFAULT
+            del t.external_data[:]
+
+
+def _write_data(tensors: list[TensorProto], base_dir, dest: Path, keep: set[int] = frozenset()) -> None:
+    """The external and big tensors' bytes into ``dest``; those in ``keep`` (by id: sparse tensors' parts)
+    stay in the model."""
     done: dict[tuple, tuple[int, int]] = {}  # (source file, offset, length) -> (new offset, length)
     with open(dest, "wb") as f:
         for t in tensors:
+            if id(t) in keep:
+                continue
             if is_external(t):
                 src, off, length = source(t, base_dir)
                 if not src.is_file():

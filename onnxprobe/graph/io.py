@@ -54,7 +54,7 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
     if load_external_data and _has_external_data(model):
         check_extents(model, p.parent, p)
         try:
-            onnx.external_data_helper.load_external_data_for_model(model, str(p.parent))
+            _load_external(model, p.parent)
         except FileNotFoundError as e:
             raise ModelError(
                 f"{p}: external data file missing: {e.filename or e} (keep it beside the model)"
@@ -238,10 +238,19 @@ def _first_bytes(message) -> tuple[list[str], bytes] | None:
 
 
 def _has_external_data(model: onnx.ModelProto) -> bool:
-    return any(
-        t.data_location == onnx.TensorProto.EXTERNAL
-        for t in onnx.external_data_helper._get_all_tensors(model)
-    )
+    return any(is_external(t) for t in all_tensors(model))
+
+
+def _load_external(model: onnx.ModelProto, base_dir: Path) -> None:
+    """onnx's ``load_external_data_for_model`` over ``all_tensors``: sparse tensors' values too (onnx's walk
+    skips them), each then marked as held in the model, as onnx marks the others."""
+    from onnx.external_data_helper import load_external_data_for_tensor
+
+    for t in all_tensors(model):
+        if is_external(t):
+            load_external_data_for_tensor(t, str(base_dir))
+            t.data_location = onnx.TensorProto.DEFAULT
+            del t.external_data[:]
 
 
 def model_size(model: onnx.ModelProto) -> int:
