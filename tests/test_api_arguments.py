@@ -527,6 +527,33 @@ def test_a_model_proto_without_its_external_weights_is_refused_in_one_line(tmp_p
     assert api.layers(onnx.load(str(p))).stats
 
 
+def test_a_model_proto_whose_constant_or_body_weights_stayed_external_is_refused(tmp_path, monkeypatch):
+    """The same for weights outside the main graph's initializers (a Constant node's value, an If branch's
+    initializer): only those were checked, and onnxruntime, handed the proto as bytes, read the others
+    relative to the working directory, silently taking a file of the same name there for the weights (QA)."""
+    def external(name):
+        t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=[4], data_location=TensorProto.EXTERNAL)
+        for k, v in (("location", "w.bin"), ("offset", "0"), ("length", "16")):
+            e = t.external_data.add()
+            e.key, e.value = k, v
+        return t
+
+    vi = helper.make_tensor_value_info
+    io_ = ([vi("x", TensorProto.FLOAT, [4])], [vi("y", TensorProto.FLOAT, [4])])
+    const = helper.make_graph([helper.make_node("Constant", [], ["w"], name="c", value=external("cv")),
+                               helper.make_node("Add", ["x", "w"], ["y"], name="a")], "g", *io_)
+    branch = helper.make_graph([helper.make_node("Add", ["x", "w"], ["yb"], name="ab")], "b", [],
+                               [vi("yb", TensorProto.FLOAT, [4])], [external("w")])
+    body = helper.make_graph([helper.make_node("If", ["cond"], ["y"], name="if", then_branch=branch, else_branch=branch)], "g",
+                             [*io_[0], vi("cond", TensorProto.BOOL, [])], io_[1])
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "w.bin").write_bytes(np.full(4, 100, np.float32).tobytes())  # not the model's: where the call runs
+    for g in (const, body):
+        lazy = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        with pytest.raises(UsageError, match="weights were not loaded"):
+            api.layers(lazy)
+
+
 def test_an_inputs_description_spaces_symbolic_dims_out():
     from conftest import sample_path
 

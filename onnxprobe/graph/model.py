@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import onnx
 
 from onnxprobe.errors import UsageError
+from onnxprobe.graph.extents import all_tensors
 from onnxprobe.graph.io import check_graph, load_model
 from onnxprobe.graph.shapes import annotate
 from onnxprobe.text import clip, controls, quote
@@ -60,11 +61,13 @@ def check_loaded(proto: onnx.ModelProto, what: str = "model") -> None:
     (``onnx.load(..., load_external_data=False)``): where that file is, the proto does not say."""
     from onnxprobe.graph.skeleton import is_stub  # onnxprobe's own stubbed weights, filled from the model later
 
-    lacking = next((t.name for t in proto.graph.initializer
+    # every tensor (Constant values, bodies' initializers, sparse tensors): onnxruntime, handed the proto as
+    # bytes, read an external one relative to the working directory
+    lacking = next((t.name for t in all_tensors(proto)
                     if t.data_location == onnx.TensorProto.EXTERNAL and not t.raw_data and not is_stub(t)), None)
     check_graph(proto, "<in-memory model>")
     if lacking is not None:
-        raise UsageError(f"{what}: an onnx.ModelProto whose weights were not loaded (initializer {quote(lacking)} is in "
+        raise UsageError(f"{what}: an onnx.ModelProto whose weights were not loaded (tensor {quote(lacking)} is in "
                          "an external data file): load it with onnx.load(path) (load_external_data=True), or give the path")
 
 
