@@ -167,8 +167,15 @@ def output_target(path: str | os.PathLike) -> Path:
         return target
     try:
         st = target.stat()  # through the link: /proc/self/fd/N leads to pipes and terminals realpath cannot name
-    except OSError:
-        return Path(os.path.realpath(target))  # a link to a file not there yet: created there, as '>' would
+    except OSError:  # a link to a file not there yet: created there, as '>' would, where its folder is
+        real = Path(os.path.realpath(target))
+        if not real.parent.is_dir():  # said as the plain path into a missing folder is, not "No such file"
+            from onnxprobe.errors import UsageError
+            from onnxprobe.text import clean
+
+            raise UsageError(f"{clean(str(path))}: is a symbolic link to {clean(os.readlink(target))}, whose folder "
+                             f"{clean(str(real.parent))} does not exist")
+        return real
     if not stat.S_ISREG(st.st_mode):
         return target  # a device or a pipe: written in place (``atomic_output``)
     for fd, name in ((1, "standard output"), (2, "standard error")):

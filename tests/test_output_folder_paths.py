@@ -68,3 +68,17 @@ def test_stdout_for_a_file_output_is_refused_naming_the_flag(tmp_path, monkeypat
     assert r.exit_code == 2, r.output
     assert len(r.stderr.strip().splitlines()) == 1 and flag in r.stderr and "not '-'" in r.stderr, r.stderr
     assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(a[0:1] + a[2:3] + a[3:4]) for a in COMMANDS])
+def test_a_link_into_a_missing_folder_is_said_as_such(tmp_path, argv):
+    """An output that is a symbolic link to a file in a folder that does not exist: said as a link and its
+    folder, as a plain path into a missing folder is ('folder X does not exist'); it was the system's "No such
+    file or directory", naming the link's target (mark, extract, --export) or the link (the reports) (QA)."""
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "gone" / "x")
+    r = runner.invoke(app, [a.format(m=sample_path("mlp"), o=link) for a in argv])
+    assert r.exit_code == 2, r.output
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1 and str(link) in err and "symbolic link" in err and "does not exist" in err, err
+    assert sorted(os.listdir(tmp_path)) == ["out"], os.listdir(tmp_path)
