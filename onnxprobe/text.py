@@ -18,7 +18,8 @@ import re
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")  # U+2028/9: line breaks
 # and the backslash, which ``clean`` doubles so that its escapes read back one way: a name 'a\\nb' (a backslash
 # and n) and a name holding a newline printed alike, 'a\nb'
-_UNSAFE_NAME = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+# lone surrogates too: a file name of bytes that are not UTF-8, which no UTF-8 stream can write
+_UNSAFE_NAME = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
 _ESCAPE = re.compile(r"\\(?:\\|n|t|r|x[0-9a-f]{2}|u[0-9a-f]{4})")
 _LONG_WORD = re.compile(r"\S{121,}")
 MAX_LINE = 1000

@@ -163,6 +163,11 @@ def write_model(
         external = has_ext or model_size(m) >= PROTO_LIMIT
     elif has_ext and not external:
         raise ValueError("a model with tensors still on disk is written with external=True")
+    if (external or check is not None) and not _utf8(o.absolute()):
+        from onnxprobe.text import clean
+
+        raise UsageError(f"{clean(str(o))}: its path is not UTF-8 text (a name in another encoding); a model's data file is "
+                         "named, and onnx.checker reads the model, by UTF-8 paths: choose another name")
     tmp_paths: list[Path] = []
 
     def tmp(suffix: str) -> Path:
@@ -207,6 +212,16 @@ def write_model(
         for p in tmp_paths:
             if p.exists():
                 p.unlink()
+
+
+def _utf8(p: Path) -> bool:
+    """Whether ``p`` is UTF-8 text (a file name of other bytes comes as lone surrogates, which onnx's C++
+    checker and a TensorProto's location refuse)."""
+    try:
+        str(p).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _write_in_place(model: onnx.ModelProto, o: Path, external: bool | None) -> Written:

@@ -25,7 +25,7 @@ from rich.text import Text
 from onnxprobe.report.wrap import phrase_wrap
 from onnxprobe.text import clean
 
-_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
 
 
 def to_devnull(stream) -> None:

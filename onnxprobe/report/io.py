@@ -47,8 +47,9 @@ def write_json(data: dict, path: str | os.PathLike) -> None:
 
 
 def write_text(text: str, path: str | os.PathLike) -> None:
-    """A text file (an HTML report), atomically."""
-    write_file(path, lambda f: f.write(text.encode("utf-8")))
+    """A text file (an HTML report), atomically, in UTF-8: a file name of other bytes in it (lone surrogates,
+    '\\udcff') is written escaped, as the terminal shows it."""
+    write_file(path, lambda f: f.write(text.encode("utf-8", "backslashreplace")))
 
 
 def json_default(o):
