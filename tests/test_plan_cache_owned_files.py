@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+
+import pytest
 
 from conftest import sample_path
 from onnxprobe import api
@@ -55,6 +58,33 @@ def test_an_entry_that_is_a_link_is_replaced_not_written_through(tmp_path, monke
     run()  # a miss (the links lead to no entry): the entry is written again
     assert all((outside / name).read_text() == "not yours" for name in entry)
     assert all((cache / name).is_file() and not (cache / name).is_symlink() for name in entry)
+
+
+def test_an_entry_that_is_a_device_or_a_pipe_is_a_miss_not_a_hang(tmp_path, monkeypatch):
+    """An entry's name planted as a link to /dev/zero (read for ever, into memory) or as a FIFO (a read that
+    waits for a writer that never comes): only a regular file is read, so the run is a miss, as with any
+    damaged entry, and gives the numbers of --no-cache."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ONNXPROBE_CACHE_DIR", str(cache))
+    monkeypatch.delenv("ONNXPROBE_NO_CACHE", raising=False)
+    run = lambda c=True: api.layers(sample_path("mlp"), api.Selection(all=True), api.RunConfig(device="cpu", cache=c))  # noqa: E731
+    want = {r.name: (s.min, s.max) for r, s in run(False).rows() if s is not None}
+    run()
+    onnx_file, json_file = (next(cache.glob(f"*.probed.{ext}")) for ext in ("onnx", "json"))
+    onnx_file.unlink()
+    onnx_file.symlink_to("/dev/zero")
+    json_file.unlink()
+    os.mkfifo(json_file)
+    got = {}
+    worker = threading.Thread(target=lambda: got.update({r.name: (s.min, s.max) for r, s in run().rows() if s is not None}),
+                              daemon=True)
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():  # release the reader, so that the test process can end
+        with open(json_file, "w"):
+            pass
+        pytest.fail("the run hung reading a FIFO planted as an entry")
+    assert got == want
 
 
 def test_a_full_disk_still_cleans_up_what_failed_writes_left(tmp_path, monkeypatch):

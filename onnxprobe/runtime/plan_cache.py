@@ -230,8 +230,8 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
     if d is None:
         return None
     try:
-        meta = json.loads((d / entry_name(k, "json")).read_text())
-        data = (d / entry_name(k, "onnx")).read_bytes()
+        meta = json.loads(_read(d / entry_name(k, "json")))
+        data = _read(d / entry_name(k, "onnx"))
         # a file cut short (a crash before its data reached the disk) or edited may still parse, as
         # another graph (a ModelProto cut after its graph has no opsets): only the bytes store wrote serve
         if not isinstance(meta, dict) or meta.pop("digest", None) != _digest(k, data, meta):
@@ -252,6 +252,18 @@ def load_entry(k: str, weights: dict[str, onnx.TensorProto], restore: bool = Tru
     except OSError:
         pass
     return model, meta
+
+
+def _read(path: Path) -> bytes:
+    """An entry file's bytes: a regular file's only, never through a link (``_write`` writes neither a link nor
+    anything else), and of at most the cache's size. A name planted as a link to /dev/zero read for ever, a
+    FIFO waited for a writer; anything else is an OSError, a miss."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > size_limit():
+            raise OSError(errno.EINVAL, "not an entry file")
+        return f.read()
 
 
 def store_entry(k: str, model: onnx.ModelProto, meta: dict) -> None:
