@@ -88,3 +88,64 @@ def test_conv_transpose_same_lower_with_output_padding_uses_the_run_shape(tmp_pa
         e[i] = 1
         want[i] = float(np.sum(dy32 * run(e))) - base
     np.testing.assert_allclose(np.load(tmp_path / "g.npz")["x"], want, rtol=1e-5, atol=1e-5)
+
+
+def _pool(op: str, x: np.ndarray) -> np.ndarray:
+    wins = _windows(x.shape[-1], 4)
+    f = np.max if op == "MaxPool" else np.mean
+    return np.array([[f(x[0, 0, r0:r1, c0:c1]) for c0, c1 in wins] for r0, r1 in wins]).reshape(1, 1, 4, 4)
+
+
+def _pool_sin_model(op: str) -> onnx.ModelProto:
+    """pool (ceil_mode, pads: onnxruntime 4x4, inference 5x5) -> Flatten -> Sin -> ReduceSum, as torch's
+    legacy exporter writes ``F.avg_pool2d(x, 2, 2, 1, ceil_mode=True).flatten(1).sin().sum(1)``: the shapes
+    after the pool are inferred from inference's 5x5 by onnxruntime too (16 vs 25 elements), which a
+    backward graph built on the run's shapes must still load and run against."""
+    return make_model([helper.make_node(op, ["x"], ["p"], kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1],
+                                        ceil_mode=1),
+                       helper.make_node("Flatten", ["p"], ["f"], axis=1),
+                       helper.make_node("Sin", ["f"], ["s"]),
+                       helper.make_node("ReduceSum", ["s", "ax"], ["y"], keepdims=0)],
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 7, 7])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                      [onnx.numpy_helper.from_array(np.array([1], np.int64), "ax")])
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_pool_with_ceil_mode_followed_by_other_ops(tmp_path, op):
+    """grad (the run) and export_backward (no run: the exported model in a fresh onnxruntime session) give
+    dL/dx of L = sum(sin(pool(x))): the pool's backward of cos(pool(x)), windows by hand in float64."""
+    import onnxruntime as ort
+
+    from onnxprobe import api
+
+    onnx.save(_pool_sin_model(op), tmp_path / "m.onnx")
+    x = RNG.permutation(49).reshape(1, 1, 7, 7).astype(np.float32) / 10  # distinct values: no max ties
+    x64 = x.astype(np.float64)
+    want = _oracle(op, x64, np.cos(_pool(op, x64)))
+    res = api.grad(tmp_path / "m.onnx", api.Selection(all=True), inputs={"x": x}, save=True)
+    np.testing.assert_allclose(res.arrays["x"], want, rtol=1e-5, atol=1e-5)
+    api.export_backward(tmp_path / "m.onnx", tmp_path / "bw.onnx", selection=api.Selection(all=True))
+    sess = ort.InferenceSession(str(tmp_path / "bw.onnx"), providers=["CPUExecutionProvider"])
+    got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"x": x})))
+    np.testing.assert_allclose(got["x_grad"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_pool_with_ceil_mode_exported_with_a_dynamic_batch(tmp_path):
+    """The export keeps the batch dynamic (declared N) and pins only the sizes inference knows and gets
+    wrong: the exported model runs a batch of 3 (the shapes were learned on a batch of 1)."""
+    import onnxruntime as ort
+
+    from onnxprobe import api
+
+    m = _pool_sin_model("MaxPool")
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    onnx.save(m, tmp_path / "m.onnx")
+    api.export_backward(tmp_path / "m.onnx", tmp_path / "bw.onnx", selection=api.Selection(all=True))
+    sess = ort.InferenceSession(str(tmp_path / "bw.onnx"), providers=["CPUExecutionProvider"])
+    assert sess.get_inputs()[0].shape[0] == "N"
+    x = RNG.permutation(3 * 49).reshape(3, 1, 7, 7).astype(np.float32) / 10
+    got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"x": x})))["x_grad"]
+    for i in range(3):
+        xi = x[i:i + 1].astype(np.float64)
+        np.testing.assert_allclose(got[i:i + 1], _oracle("MaxPool", xi, np.cos(_pool("MaxPool", xi))), rtol=1e-5, atol=1e-5)

@@ -18,6 +18,7 @@ from onnxprobe.autodiff.constant_loss import INSTEAD, constant_sum, softmax_behi
 from onnxprobe.autodiff.engine import attach_backward
 from onnxprobe.autodiff.hoist import hoist_constants
 from onnxprobe.autodiff.loss import KINDS, attach_loss
+from onnxprobe.autodiff.pin import pin_shapes
 from onnxprobe.autodiff.select import named_targets, targets
 from onnxprobe.autodiff.straight_through import behind_rounding
 from onnxprobe.errors import (ExecutionError, ModelError, OnnxProbeError, OpsetTooOld, UnknownShape, UsageError,
@@ -215,11 +216,14 @@ def _tensor_output(model: onnx.ModelProto, name: str, given: bool) -> str:
 
 
 def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warnings: list[str], *,
-                    ranks_only: bool = False, cache: bool = True, failed: list | None = None) -> onnx.ModelProto:
+                    ranks_only: bool = False, cache: bool = True, failed: list | None = None,
+                    contested: dict | None = None) -> onnx.ModelProto:
     """Fill in the types of main-graph tensors that shape inference left unknown (e.g. a Reshape whose
     shape is computed) from one forward run, and those of every tensor inside If branches (nested Ifs
     that test shapes, as silero-vad's, leave inference with wrong ranks there): the branch the feed takes
-    gets its real shapes."""
+    gets its real shapes. ``contested`` receives, per main-graph tensor whose inferred size the run
+    contradicts, the pin ``autodiff.pin.pin_shapes`` takes (with ``ranks_only``, of the sizes inference
+    knows: those the model's declared dimensions fix)."""
     types = value_types(model)
     inferred = {o: static_shape(types.get(o)) for n in model.graph.node for o in n.output if o}
     missing = {o for o, s in inferred.items() if s is None}
@@ -230,7 +234,7 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
     # each, no values): where onnxruntime computes another than inference says (MaxPool / AveragePool with
     # ceil_mode and pads on odd sizes: inference 5x5, onnxruntime and torch 4x4), the backward graph must
     # use the run's, else its Reshapes and scatters fail and --output-grad of the real shape is refused
-    shaped = set() if ranks_only else {o for o, s in inferred.items() if s is not None}
+    shaped = {o for o, s in inferred.items() if s is not None and (not ranks_only or any(isinstance(d, int) for d in s))}
     if not missing and not shaped:
         return model
     wanted = set(missing)
@@ -241,12 +245,18 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
         res = OrtRunner(model, RunConfig(cache=cache)).probe(refs, feed, stats=False, shapes=bool(shaped), raw=missing,
                                                              outputs=False)
     except ExecutionError as e:
+        if ranks_only and not wanted:  # only the sizes inference knows were to be compared: the run says why it fails
+            return model
         warnings.append(f"could not run the model to learn the shapes inference missed ({e})")
         if failed is not None:  # said instead of the unknown shape a rule may then stop at
             failed.append(e)
         return model
     got = res.arrays
-    differ = {o: res.shapes[o] for o in shaped if o in res.shapes and tuple(res.shapes[o]) != tuple(inferred[o])}
+    differ = {o: _run_dims(inferred[o], res.shapes[o], ranks_only) for o in shaped if o in res.shapes
+              and len(res.shapes[o]) == len(inferred[o]) and any(isinstance(d, int) and d != r for d, r in zip(inferred[o], res.shapes[o]))}
+    if contested is not None:
+        contested.update({o: [r if isinstance(d, int) and d != r else 0 for d, r in zip(inferred[o], res.shapes[o])]
+                          for o in differ})
     m = onnx.ModelProto()
     m.CopyFrom(model)
     # a tensor of a branch the feed does not take comes back empty: keep only the taken branches' (each
@@ -274,6 +284,12 @@ def _runtime_shapes(model: onnx.ModelProto, feed: dict[str, np.ndarray], warning
         else:
             home.get(name, m.graph).value_info.append(vi)
     return m
+
+
+def _run_dims(inferred: tuple, run: tuple, ranks_only: bool) -> list:
+    """The shape to declare: the run's, or (``ranks_only``: the model's dynamic dimensions stay dynamic)
+    inference's with the sizes it knows taken from the run."""
+    return list(run) if not ranks_only else [r if isinstance(d, int) else d for d, r in zip(inferred, run)]
 
 
 def grad_plan(model: ModelLike, spec: GradSpec | None = None, selection: Selection | None = None, *,
@@ -343,11 +359,12 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     warnings = list(model.warnings)
     output = _tensor_output(model.proto, _pick_output(model.proto, spec.output), spec.output is not None)
     run_failed: list[ExecutionError] = []  # the run that was to tell the shapes inference missed, if it failed
+    contested: dict[str, list[int]] = {}  # tensors whose inferred size the run contradicts: pinned (autodiff.pin)
     if feed is not None:
         base = infer_shapes(with_input_shapes(model.proto, {k: np.shape(v) for k, v in feed.items()}), warnings)
         inferred = static_shape(value_types(base).get(output))
-        base = learn_body_ranks(_runtime_shapes(base, feed, warnings, cache=cache, failed=run_failed), feed, warnings,
-                                cache=cache)
+        base = learn_body_ranks(_runtime_shapes(base, feed, warnings, cache=cache, failed=run_failed, contested=contested),
+                                feed, warnings, cache=cache)
         # onnxruntime's own shape inference says what ONNX's does, its kernels another: an extra input
         # (output gradient, target) of the run's shape then makes the loss's Mul refuse to load
         relax = inferred is not None and inferred != static_shape(value_types(base).get(output))
@@ -355,7 +372,8 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
         base, relax = model.proto, False
         try:
             probe_feed = _feeds.make_feeds(model.proto, probe_inputs).values
-            base = _runtime_shapes(base, probe_feed, warnings, ranks_only=True, cache=cache, failed=run_failed)
+            base = _runtime_shapes(base, probe_feed, warnings, ranks_only=True, cache=cache, failed=run_failed,
+                                   contested=contested)
             base = learn_body_ranks(base, probe_feed, warnings, cache=cache)
         except OnnxProbeError:
             pass
@@ -390,6 +408,7 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
         warnings.append(f"output {output!r} is a Softmax{via}: cross-entropy is taken of its probabilities, -log p[label] "
                         "(the model's negative log likelihood), not of a softmax of them")
     added = frozenset(n.name for n in fwd.graph.node[len(base.graph.node):])  # the loss's nodes
+    added |= frozenset(pin_shapes(fwd, contested))
     fwd = infer_shapes(fwd, warnings)
     try:
         bw = attach_backward(fwd, loss.seeds, [t.ref.name for t in tg], outputs=[loss.loss], unsupported=unsupported)
