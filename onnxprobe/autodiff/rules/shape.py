@@ -267,6 +267,67 @@ def _resize_inputs(g):
     return sc, sz
 
 
+def _shape_ints(g, t: str, depth: int = 0) -> list | None:
+    """The values of a 1-D integer tensor computed from shapes and constants (Shape, Slice / Gather of it at
+    constant indices, Concat, Unsqueeze, Squeeze, Cast, Identity): ints, and (tensor, axis) for a dimension
+    of a tensor; None for anything else."""
+    v = g.value(t)
+    if v is not None:
+        return [int(a) for a in np.asarray(v).reshape(-1)]
+    n = next((n for n in g.engine.graph.node if t in n.output), None) if depth < 12 else None
+    if n is None or n.domain not in ("", "ai.onnx"):
+        return None
+    if n.op_type == "Shape":
+        r = g.sshape(n.input[0])
+        dims = None if r is None else [(n.input[0], a) for a in range(len(r))]
+        span = {a.name: a.i for a in n.attribute if a.name in ("start", "end")}
+        return None if dims is None else dims[span.get("start"):span.get("end")]
+    if n.op_type in ("Cast", "Identity", "Unsqueeze", "Squeeze"):
+        return _shape_ints(g, n.input[0], depth + 1)
+    if n.op_type == "Concat":
+        parts = [_shape_ints(g, i, depth + 1) for i in n.input]
+        return None if any(p is None for p in parts) else [d for p in parts for d in p]
+    base = _shape_ints(g, n.input[0], depth + 1) if n.input else None
+    idx = [g.value(i) if i else None for i in n.input[1:]]
+    if base is None or any(i is None for i in idx[:1]):
+        return None
+    if n.op_type == "Gather" and not any(a.name == "axis" and a.i != 0 for a in n.attribute):
+        return [base[int(i)] for i in np.asarray(idx[0]).reshape(-1)]
+    if n.op_type == "Slice" and len(idx) >= 2 and idx[1] is not None and all(i is None or np.asarray(i).size == 1 for i in idx):
+        if len(idx) > 2 and idx[2] is not None and int(np.asarray(idx[2]).reshape(-1)[0]) != 0:
+            return None
+        step = int(np.asarray(idx[3]).reshape(-1)[0]) if len(idx) > 3 and idx[3] is not None else 1
+        start, end = (int(np.asarray(i).reshape(-1)[0]) for i in idx[:2])
+        return base[start:end:step]
+    return None
+
+
+def _sizes_from_output(g, axes: list[int]) -> np.ndarray | None:
+    """Sizes computed in the graph (torch's legacy export of ``F.interpolate(x, size=...)``: the batch and
+    channels sliced from Shape(x), then the constant sizes): each a constant, a dimension of x itself (not
+    resized: -1, whatever its size), or else the output's size along that axis where shape inference or
+    the run tells it. None where one is unknown."""
+    x = g.x[0]
+    xs, ys = g.sshape(x), g.sshape(g.y[0])
+    sym = _shape_ints(g, g.x[3])
+    if sym is not None and len(sym) != len(axes):
+        sym = None
+    out = []
+    for j, a in enumerate(axes):
+        d = sym[j] if sym is not None else None
+        if isinstance(d, tuple) and d == (x, a):
+            out.append(-1)
+        elif isinstance(d, tuple) and g.sshape(d[0]) is not None and isinstance(g.sshape(d[0])[d[1]], int):
+            out.append(g.sshape(d[0])[d[1]])
+        elif isinstance(d, int):
+            out.append(d)
+        elif ys is not None and xs is not None and len(ys) == len(xs) and isinstance(ys[a], int):
+            out.append(ys[a])
+        else:
+            return None
+    return np.array(out, np.int64)
+
+
 @rule("Resize", "Upsample")
 def resize(g):
     """y = resize(x): separable along each resized axis a, y = M_a x there, with M_a (out_a x in_a) the
@@ -289,6 +350,8 @@ def resize(g):
     node_axes = [a + r if a < 0 else a for a in node_axes] if node_axes else list(range(r))
     scales, sizes = _resize_inputs(g)
     xs = g.sshape(x)
+    if scales is None and sizes is None and g.opset >= 11 and g.node.op_type == "Resize" and g.has(3):
+        sizes = _sizes_from_output(g, node_axes)
     resized = []
     for j, a in enumerate(node_axes):
         if scales is not None:
@@ -296,7 +359,7 @@ def resize(g):
                 resized.append((a, float(scales.reshape(-1)[j]), None))
         elif sizes is not None:
             n = int(sizes.reshape(-1)[j])
-            if not (xs is not None and xs[a] == n):
+            if not (n == -1 or xs is not None and xs[a] == n):
                 resized.append((a, None, n))
         else:
             raise g.fail("Resize with runtime scales/sizes is not supported")
