@@ -20,11 +20,13 @@ def _pool_geometry(g, x: str) -> Geometry:
     pb, pe = auto_pads(g, x, k, s, d)
     # windows that start inside the input but run past the padded end (ceil_mode=1, or an input smaller than
     # the kernel, where onnxruntime still makes one window): pad the end further
-    xs, ys = g.static_dims(x), g.static_dims(g.y[0])
+    # only the spatial sizes matter: a dynamic batch (an export's) leaves them known
+    xs, ys = (s if s is not None and len(s) == r and all(isinstance(v, int) for v in s[2:]) else None
+              for s in (g.sshape(x), g.sshape(g.y[0])))
     if xs is not None and ys is not None:
         pe = [max(pe[i], (ys[2 + i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - xs[2 + i] - pb[i]) for i in range(n)]
     elif g.attr("ceil_mode", 0):
-        raise g.unknown_size("ceil_mode=1 needs static input and output shapes")
+        raise g.unknown_size("ceil_mode=1 needs static spatial input and output sizes")
     return Geometry(n, k, s, d, pb, pe, 1)
 
 
