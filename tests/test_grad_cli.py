@@ -506,20 +506,33 @@ def test_the_export_of_a_model_with_an_if_names_its_gradients_plainly(tmp_path):
     np.testing.assert_allclose(got["Wa_grad"], x.astype(np.float64).T @ dy_dt1, rtol=1e-4, atol=1e-6)
 
 
-def test_a_clip_bound_asked_for_is_said_to_have_no_rule_not_no_dependence(tmp_path):
-    """--wrt lo of Clip(x, lo, hi): the note said "the loss does not depend on" lo, which it does (PACT's
-    learnable bounds), and the run exited 0 with 0 gradients. The note names the op whose rule gives that
-    input no gradient; nothing asked for getting a gradient is an error."""
+def _pad_by(value: str) -> onnx.ModelProto:
+    """Pad(x, [1, 1], value): the constant value gets no gradient, by design (no rule for input 2)."""
+    return make_model([helper.make_node("Constant", [], ["pads"], value=numpy_helper.from_array(np.array([1, 1], np.int64))),
+                       helper.make_node("Pad", ["x", "pads", value], ["y"], name="pad")],
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6])],
+                      [numpy_helper.from_array(np.array(0.5, np.float32), "v")] if value == "v" else [])
+
+
+def test_an_input_without_a_rule_asked_for_is_said_to_have_no_rule_not_no_dependence(tmp_path):
+    """--wrt lo of Clip(x, lo, hi) said "the loss does not depend on" lo, which it does, and exited 0 with 0
+    gradients. The note names the op whose rule gives that input no gradient (Pad's constant value, now that
+    Clip's bounds get torch.clamp's gradient: tests/test_grad_clip_bounds.py); nothing asked for getting a
+    gradient is an error."""
+    onnx.save(_pad_by("v"), tmp_path / "pad.onnx")
+    r = invoke("grad", tmp_path / "pad.onnx", "--wrt", "v")
+    assert r.exit_code == 1 and "does not depend" not in r.stderr, r.output
+    assert "Pad 'pad' (input 2)" in r.stderr and "none of the tensors --wrt asks for gets a gradient" in r.stderr
+    r = invoke("grad", tmp_path / "pad.onnx", "--wrt", "v", "--wrt", "x")
+    assert r.exit_code == 0 and "Pad 'pad' (input 2)" in r.stderr, r.output
     m = make_model([helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
                    [numpy_helper.from_array(np.array(-0.5, np.float32), "lo"), numpy_helper.from_array(np.array(0.5, np.float32), "hi")])
     onnx.save(m, tmp_path / "clip.onnx")
     r = invoke("grad", tmp_path / "clip.onnx", "--wrt", "lo")
-    assert r.exit_code == 1 and "does not depend" not in r.stderr, r.output
-    assert "Clip 'clip' (input 1)" in r.stderr and "none of the tensors --wrt asks for gets a gradient" in r.stderr
-    r = invoke("grad", tmp_path / "clip.onnx", "--wrt", "lo", "--wrt", "x")
-    assert r.exit_code == 0 and "Clip 'clip' (input 1)" in r.stderr, r.output
+    assert r.exit_code == 0 and "no gradient rule" not in r.stderr, r.output
 
 
 def test_gradients_through_a_scatter_add_in_a_float16_model(tmp_path):
@@ -598,14 +611,16 @@ def test_a_note_is_said_once_with_export(tmp_path):
     assert r.exit_code == 0 and r.stderr.count("does not depend on") == 1, r.stderr
 
 
-def test_a_tensor_upstream_of_a_clip_bound_is_said_to_stop_there(tmp_path):
-    """lo = lo_in * lo_in, then Clip(x, lo, hi): --wrt lo_in read "the loss does not depend on" lo_in."""
-    m = make_model([helper.make_node("Mul", ["lo_in", "lo_in"], ["lo"]), helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("lo_in", TensorProto.FLOAT, [])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [numpy_helper.from_array(np.array(0.8, np.float32), "hi")])
+def test_a_tensor_upstream_of_an_input_without_a_rule_is_said_to_stop_there(tmp_path):
+    """v = v_in * v_in, then Pad(x, pads, v): --wrt v_in read "the loss does not depend on" v_in (a Clip
+    bound's, until Clip's bounds got their gradient)."""
+    m = _pad_by("v")
+    m.graph.node.insert(0, helper.make_node("Mul", ["v_in", "v_in"], ["v"]))
+    m.graph.input.append(helper.make_tensor_value_info("v_in", TensorProto.FLOAT, []))
+    del m.graph.initializer[:]
     onnx.save(m, tmp_path / "c.onnx")
-    r = invoke("grad", tmp_path / "c.onnx", "--input", "lo_in=0.5", "--wrt", "lo_in")
-    assert r.exit_code == 1 and "does not depend" not in r.stderr and "lo_in: at Clip 'clip' (input 1)" in r.stderr, r.output
+    r = invoke("grad", tmp_path / "c.onnx", "--input", "v_in=0.5", "--wrt", "v_in")
+    assert r.exit_code == 1 and "does not depend" not in r.stderr and "v_in: at Pad 'pad' (input 2)" in r.stderr, r.output
 
 
 def test_an_empty_batch_is_refused_up_front():

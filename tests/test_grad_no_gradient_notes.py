@@ -60,7 +60,8 @@ def test_all_names_every_input_the_loss_does_not_depend_on(tmp_path):
 
 def test_an_input_reaching_the_loss_through_integers_only_is_said_to(tmp_path):
     """s -> Cast(int64) -> Gather's indices: the note blamed 'no gradient rule' at Gather input 1; s has no
-    gradient by nature (integer values carry none). A Clip bound keeps its 'no gradient rule' note."""
+    gradient by nature (integer values carry none). Pad's constant value keeps its 'no gradient rule' note
+    (a Clip bound did, until Clip's bounds got their gradient: tests/test_grad_clip_bounds.py)."""
     m = _save(tmp_path, "int", [helper.make_node("Cast", ["s"], ["si"], to=TensorProto.INT64, name="to_int"),
                                 helper.make_node("MatMul", ["x", "W"], ["h"]),
                                 helper.make_node("Gather", ["h", "si"], ["y"], axis=1, name="g")],
@@ -72,10 +73,12 @@ def test_an_input_reaching_the_loss_through_integers_only_is_said_to(tmp_path):
     assert "reach the loss only through integer values" in r.stderr and "s (through Cast 'to_int')" in r.stderr, r.stderr
     r = invoke("grad", m, "--wrt", "s", "--input", f"s={tmp_path / 's.npy'}", "--device", "cpu")
     assert r.exit_code == 1 and "reach the loss only through integer values" in r.stderr, r.output
-    clip = _save(tmp_path, "clip", [helper.make_node("Clip", ["x", "lo"], ["y"], name="clip")],
-                 [V("x", TensorProto.FLOAT, [2, 4]), V("lo", TensorProto.FLOAT, [])], [V("y", TensorProto.FLOAT, [2, 4])])
-    r = invoke("grad", clip, "--all", "--device", "cpu")
-    assert r.exit_code == 0 and "Clip 'clip' (input 1)" in r.stderr and "integer" not in r.stderr, r.output
+    pad = _save(tmp_path, "pad", [helper.make_node("Constant", [], ["pads"], name="pads",
+                                                   value=numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64))),
+                                  helper.make_node("Pad", ["x", "pads", "v"], ["y"], name="pad")],
+                [V("x", TensorProto.FLOAT, [2, 4]), V("v", TensorProto.FLOAT, [])], [V("y", TensorProto.FLOAT, [2, 6])])
+    r = invoke("grad", pad, "--all", "--device", "cpu")
+    assert r.exit_code == 0 and "Pad 'pad' (input 2)" in r.stderr and "integer" not in r.stderr, r.output
 
 
 def test_a_tensor_read_through_argmax_or_floor_is_not_said_to_be_unread(tmp_path):

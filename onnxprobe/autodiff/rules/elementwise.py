@@ -245,9 +245,11 @@ def softplus(g):
     return [g.Mul(g.dy, g.Sigmoid(g.x[0]))]
 
 
-@rule("Clip")
+@rule("Clip", inputs=(0, 1, 2), broadcast=(1, 2))
 def clip(g):
-    """y = min(max(x, lo), hi)  ->  dx = dy where lo <= x <= hi, else 0 (the bounds get no gradient)"""
+    """y = min(max(x, lo), hi)  ->  dx = dy where lo <= x <= hi, else 0; the bounds (opset 11 inputs),
+    as torch.clamp's tensor bounds: dlo = sum of dy where x < lo < hi, dhi = sum of dy where x > hi or
+    hi < lo (where lo > hi, y is hi everywhere)"""
     x = g.x[0]
     if g.opset >= 11:
         lo = g.x[1] if g.has(1) else None
@@ -258,9 +260,16 @@ def clip(g):
     mask = None
     for m in ([_ge(g, x, lo)] if lo else []) + ([_le(g, x, hi)] if hi else []):
         mask = m if mask is None else g.And(mask, m)
-    if mask is None:
-        return [g.dy]
-    return [g.Mul(g.dy, g.mask(mask))]
+    grads = [g.Mul(g.dy, g.mask(mask)) if mask is not None else g.dy]
+    if g.opset >= 11:
+        below = g.Less(x, lo) if lo and g.wants(1) else None
+        above = g.Greater(x, hi) if hi and g.wants(2) else None
+        if below is not None and hi:
+            below = g.And(below, g.Less(lo, hi))
+        if above is not None and lo:
+            above = g.Or(above, g.Less(hi, lo))
+        grads += [None if c is None else g.Mul(g.dy, g.mask(c)) for c in (below, above)]
+    return grads
 
 
 def _minmax(g):
