@@ -29,13 +29,14 @@ from onnxprobe.runtime.arrays import by_position, read_arrays
 from onnxprobe.runtime.npz import graph_fingerprint, npz_source
 from onnxprobe.report.format import num as fmt_num
 from onnxprobe.runtime.ort import check_opt_level, resolve_device
-from onnxprobe.runtime.runners import (check_device, check_options_used, check_runtime, make_runner, options_for,
+from onnxprobe.runtime.runners import (check_options_used, check_runtime, check_usable, make_runner, options_for,
                                        on_cuda, ort_config, where)
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import clean, controls, quote
 from onnxprobe.types import InputSpec, RunConfig, Settings
 
 VS_NPZ, FP32_SENSITIVITY = ("vs_npz", "--vs-npz"), ("fp32_sensitivity", "--fp32-sensitivity")  # as the API and the command line name them
+VS_SETTINGS = Settings(("vs_runtime", "--vs-runtime"), ("vs_device", "--vs-device"))  # what sets the reference side's runner
 
 
 def _side(label: str, model: Model, config: RunConfig, runtime: str = "ort", options: dict | None = None,
@@ -138,8 +139,12 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
     config = config or RunConfig()
     a_model = as_model(a)
     label = a_model.source
-    if vs_device is not None and vs_runtime != "reference":
-        check_device(vs_runtime or runtime, vs_device, ("vs_device", "--vs-device"))
+    # each side's runtime and device, before either side is read (observing a big model takes seconds)
+    check_usable(runtime, config.device)
+    if vs_runtime is not None:
+        check_usable(vs_runtime, vs_device if vs_runtime != "reference" else None, VS_SETTINGS)
+    elif vs_device is not None:
+        check_usable(runtime, vs_device, Settings(device=VS_SETTINGS.device))
     b_side = (vs_runtime or runtime, vs_device or ("auto" if vs_runtime else config.device))
     if b is None and (vs_runtime is not None or vs_device is not None):
         _refuse_tf32_nowhere(runtime, config.device, b_side, runtime_options)
@@ -156,11 +161,11 @@ def make_sides(a: Model | str | os.PathLike, b: Model | str | os.PathLike | None
                            opt_level=config.opt_level if vs_runtime == runtime else "off")
         side_b = _side(label, a_model, b_config, vs_runtime, **opts,
                        who=who_of("B", a_model, ("vs_runtime", "--vs-runtime", vs_runtime)),
-                       settings=Settings(("vs_runtime", "--vs-runtime"), ("vs_device", "--vs-device")))
+                       settings=VS_SETTINGS)
     elif vs_device is not None:
         side_b = _side(label, a_model, replace(config, device=vs_device), runtime, **opts,
                        who=who_of("B", a_model, ("vs_device", "--vs-device", vs_device)),
-                       settings=Settings(device=("vs_device", "--vs-device")))
+                       settings=Settings(device=VS_SETTINGS.device))
     elif vs_opt_level is not None:
         side_b = _side(label, a_model, replace(config, opt_level=vs_opt_level), runtime, **opts,
                        who=who_of("B", a_model, ("vs_opt_level", "--vs-opt-level", vs_opt_level)))

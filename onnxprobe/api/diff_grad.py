@@ -25,6 +25,7 @@ from onnxprobe.match.engine import MAP
 from onnxprobe.match.observe import observe
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.runners.named import naming
+from onnxprobe.runtime.runners import check_usable
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import quote
@@ -85,6 +86,7 @@ def diff_grad(
     spec = spec or GradSpec()
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
     a_model, b_model = as_model(a), as_model(b, "b")
+    check_usable("ort", config.device)  # CUDA not usable here: said before the backward graphs are built
     floats = check_same_inputs(a_model.proto, b_model.proto)
     if floats:
         n, _ = next(iter(floats.items()))

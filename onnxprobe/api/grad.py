@@ -29,6 +29,7 @@ from onnxprobe.match.bodies import body_note, body_tensors
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.budget import probe_within, raw_runs
 from onnxprobe.runtime.npz import NpzWriter
+from onnxprobe.runtime.runners import check_usable
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.tensor_stats import TensorStats
 from onnxprobe.text import clip, quote
@@ -186,6 +187,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
     spec, selection, inputs = as_spec(spec) or GradSpec(), as_selection(selection), as_inputs(inputs)
     config = as_config(config) or RunConfig(opt_level=GRAD_OPT_LEVEL)
     model = as_model(model)
+    check_usable("ort", config.device)  # CUDA not usable here: said before the backward graph is built
     fs = _feeds.make_feeds(model.proto, inputs)
     feed = fs.values
     with fs.explaining():  # the run that learns the shapes the backward graph needs fails as the main run would

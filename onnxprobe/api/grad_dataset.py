@@ -27,6 +27,7 @@ from onnxprobe.graph.select import Selection
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.budget import probe_within
 from onnxprobe.runtime.ray_pool import RayOptions
+from onnxprobe.runtime.runners import check_usable
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.moments import Moments, exact_sum
 from onnxprobe.stats.tensor_stats import TensorStats
@@ -131,6 +132,7 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
                              "input's values, not a dataset's; dataset losses are sum or mean")
     config = config or RunConfig(opt_level=GRAD_OPT_LEVEL)
     model, ray, max_memory, progress = as_model(model), as_ray(ray), as_max_memory(max_memory), as_progress(progress)
+    check_usable("ort", config.device)  # CUDA not usable here: said before the backward graph is built
     src = source(model, inputs, inputs_from)
     here = GradWorker(model, selection, config, spec, max_memory=max_memory)
     first = first_arrays(src, here.specs)  # the plan is made for its shapes

@@ -14,6 +14,7 @@ from onnxprobe.api.inputs import TorchLike
 from onnxprobe.errors import UsageError, setting_error, settings_error
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.runtime import feeds as _feeds
+from onnxprobe.runtime.runners import check_usable
 from onnxprobe.torch.load import VS_TORCH, load_module, positional, require_torch
 from onnxprobe.torch.runner import to_numpy
 from onnxprobe.types import InputSpec, RunConfig
@@ -95,6 +96,8 @@ def prepare(a, module, example_args, inputs, config):
     place None, where some are not tensors (a float the exporter baked into the graph): torch's forward
     gets those as given, and the feeds in the tensors' places (None when every argument is a tensor)."""
     a_model = as_model(a)
+    # onnxruntime's device (A's runs, the export's): CUDA not usable here is said before the module is built
+    check_usable("ort", (config or RunConfig()).device)
     mod, args = torch_module(module)
     args = positional(example_args) if example_args is not None else args
     empty = next((n for n, t in [*mod.named_parameters(), *mod.named_buffers()] if t.is_meta), None)

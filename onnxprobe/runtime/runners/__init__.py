@@ -46,6 +46,25 @@ def check_device(runtime: str, device: str, what: tuple[str, str]) -> None:
     resolve_device(device, what)
 
 
+def check_usable(runtime: str, device: str | None = None, settings: Settings = Settings()) -> None:
+    """Raise, before any work, what making the runner for ``runtime`` on ``device`` would raise for want of
+    the runtime or device here: its extra not installed (MissingExtra, checked without importing it), a
+    device it has no such name for, CUDA without a usable provider. ``settings``: the flags that chose the
+    runtime and the device, which the errors name. A diff checks both sides' before it reads them; TensorRT
+    is imported and its CUDA device set (``tensorrt.usable``), as a broken install or a missing GPU shows then."""
+    if runtime == "openvino":
+        from onnxprobe.runtime.runners.openvino import require_openvino
+
+        require_openvino(settings.runtime[1])
+    elif runtime == "tensorrt":  # imported, and the GPU set: a TensorRT or GPU that does not work is said here too
+        from onnxprobe.runtime.runners.tensorrt import usable
+
+        usable(device, settings)
+        return
+    if device is not None:
+        check_device(runtime, device, settings.device)
+
+
 def make_runner(runtime: str, model: onnx.ModelProto, config: RunConfig | None = None, label: str = "", *,
                 options: dict[str, str] | None = None, max_memory: int | None = None, shapes: dict | None = None,
                 settings: Settings = Settings(), **kw):

@@ -22,7 +22,8 @@ from collections import OrderedDict
 import numpy as np
 import onnx
 
-from onnxprobe.errors import RUNTIME_OPTIONS, ExecutionError, MissingExtra, UsageError, setting_error
+from onnxprobe.errors import (RUNTIME_OPTIONS, DeviceUnavailable, ExecutionError, MissingExtra, UsageError, first_line,
+                              setting_error)
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.graph.memo import ModelMemo
 from onnxprobe.runtime.budget import parse_size
@@ -46,6 +47,30 @@ def require_tensorrt(flag: str = "--runtime") -> None:
             found = False
         if not found:
             raise MissingExtra(f"{flag} tensorrt", "tensorrt", "tensorrt and cuda-python" if module == "cuda" else module)
+
+
+def usable(device: str | None, settings: Settings = Settings()):
+    """(tensorrt, Cuda on the device): TensorRT imported and the CUDA device set, or one line saying why not
+    (``check_usable`` calls it before any work, the runner as it is made): TensorRT not installed
+    (MissingExtra), installed but its libraries do not load (ExecutionError), no GPU, driver or such device
+    (DeviceUnavailable). ``settings``: the flags that chose the runtime and the device."""
+    from onnxprobe.runtime.runners.tensorrt_engine import Cuda, modules
+
+    require_tensorrt(settings.runtime[1])
+    gpu = resolve_device(device, settings.device)
+    try:  # installed, yet its libraries do not load (CUDA libraries of another version, a partial install)
+        trt, cudart = modules()
+    except (ImportError, OSError) as e:
+        raise setting_error(ExecutionError, settings.runtime, f"tensorrt: TensorRT is installed but cannot be imported "
+                            f"({type(e).__name__}: {first_line(e)}); reinstall it: pip install 'onnxprobe[tensorrt]' "
+                            "(its CUDA libraries must suit the GPU's driver)") from None
+    try:
+        return trt, Cuda(cudart, gpu)
+    except ExecutionError as e:  # no GPU, no driver, no such device
+        given = device not in (None, "auto")
+        raise setting_error(DeviceUnavailable, settings.device if given else settings.runtime,
+                            f"{device if given else 'tensorrt'}: TensorRT cannot use CUDA device {gpu} here: "
+                            f"{str(e).removeprefix('CUDA: ')} (TensorRT needs an NVIDIA GPU and its driver)") from None
 
 
 def resolve_device(device: str, what: tuple[str, str] = ("device", "--device")) -> int:
@@ -82,11 +107,10 @@ class TensorRtRunner(HostStatsRunner):
         if tf32 is not None and tf32 not in ("0", "1"):
             raise setting_error(UsageError, RUNTIME_OPTIONS, f"tf32={tf32}: give 0 or 1")
         self.tf32 = None if tf32 is None else tf32 == "1"
-        from onnxprobe.runtime.runners.tensorrt_engine import Cuda, Logger, modules
+        from onnxprobe.runtime.runners.tensorrt_engine import Logger
 
-        self.trt, cudart = modules()
+        self.trt, self.cuda = usable(self.config.device, settings)
         self.logger = Logger(self.trt)
-        self.cuda = Cuda(cudart, self.gpu)
         self._engines: OrderedDict = OrderedDict()
         self._names: dict = {}  # id(model) -> (model, readable names)
         # model -> (what the parser reads, its temporary folder or None)
