@@ -28,6 +28,7 @@ sys.path.insert(0, str(HERE))
 from models import perturbed  # noqa: E402
 
 from onnxprobe import api  # noqa: E402
+from onnxprobe.runtime.ort import cuda_usable  # noqa: E402
 
 MODELS = {  # path under ONNXPROBE_MODELS -> input shapes
     "pip/rapidocr-onnxruntime-1.4.4/ch_PP-OCRv4_det_infer.onnx": {"x": (1, 3, 480, 480)},
@@ -56,13 +57,20 @@ def config(device: str) -> api.RunConfig:
 
 
 def main() -> int:
+    """0: every model agrees in structure; 1: one does not; 2: nothing was compared (CUDA not usable here, or
+    none of the models under ONNXPROBE_MODELS), said in one line."""
+    if not cuda_usable():
+        print("cuda_agree: onnxruntime has no usable CUDA provider here (onnxruntime-gpu with its CUDA libraries): "
+              "nothing compared")
+        return 2
     root = Path(os.environ.get("ONNXPROBE_MODELS", ""))
-    bad = 0
+    bad = compared = 0
     for relpath, shapes in MODELS.items():
         path = root / relpath
         if not path.is_file():
             print(f"{relpath}: not found under ONNXPROBE_MODELS, skipped")
             continue
+        compared += 1
         x = api.InputSpec(arrays=feeds(shapes))
         t0 = time.perf_counter()
         got = {d: api.layers(str(path), api.Selection(all=True), config(d), inputs=x) for d in ("cpu", "cuda")}
@@ -103,6 +111,10 @@ def main() -> int:
               f"(median {float(np.median(db)) if db else 0:.3f}; worst: {worst_pairs or '-'}); verdicts {diffs['cpu'].verdict()[0]} / "
               f"{diffs['cuda'].verdict()[0]}; {time.perf_counter() - t0:.1f} s")
         bad += bool(only or one_sided)
+    if not compared:
+        print(f"cuda_agree: none of the {len(MODELS)} models is under ONNXPROBE_MODELS={str(root)!r} "
+              "(fetch_models.sh's folder): nothing compared")
+        return 2
     return 1 if bad else 0
 
 
