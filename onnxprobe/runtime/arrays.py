@@ -358,3 +358,33 @@ def widened_bfloat16(bits: np.ndarray) -> np.ndarray:
     """bfloat16 values given as their 16 bits (uint16), as float32: exactly the same numbers (a bfloat16 is
     a float32's upper half). A new array: the bits may live in a runtime's buffer that goes away."""
     return (np.asarray(bits).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+# onnxruntime's element types that numpy holds only through ml_dtypes and its Python API reads back as no
+# numpy array ("No corresponding Numpy type"): ml_dtypes' type, and how many bits each element takes in the
+# buffer (the sub-byte ones packed, the first element in the lowest bits)
+NARROW_ORT_TYPES = {"tensor(float8e4m3fn)": ("float8_e4m3fn", 8), "tensor(float8e4m3fnuz)": ("float8_e4m3fnuz", 8),
+                    "tensor(float8e5m2)": ("float8_e5m2", 8), "tensor(float8e5m2fnuz)": ("float8_e5m2fnuz", 8),
+                    "tensor(float8e8m0)": ("float8_e8m0fnu", 8), "tensor(float4e2m1)": ("float4_e2m1fn", 4),
+                    "tensor(int4)": ("int4", 4), "tensor(uint4)": ("uint4", 4), "tensor(int2)": ("int2", 2),
+                    "tensor(uint2)": ("uint2", 2)}
+
+
+def widened_narrow(raw: np.ndarray, ort_type: str, count: int) -> np.ndarray:
+    """``count`` elements of a float8 / 4-bit / 2-bit tensor given as the bytes of its buffer (uint8), as
+    float32: exactly the same numbers (every such value is a float32), as the probes read them (a Cast to
+    float32 in the graph). A new flat array."""
+    import ml_dtypes
+
+    name, bits = NARROW_ORT_TYPES[ort_type]
+    raw = np.asarray(raw, np.uint8)
+    if bits < 8:  # unpacked, the first element in the lowest bits of its byte
+        per = 8 // bits
+        shifts = (np.arange(per, dtype=np.uint8) * bits)[None, :]
+        raw = ((raw[:, None] >> shifts) & ((1 << bits) - 1)).reshape(-1)[:count].astype(np.uint8)
+        if name in ("int4", "int2"):  # two's complement in ``bits`` bits
+            half = 1 << (bits - 1)
+            return ((raw.astype(np.int16) ^ half) - half).astype(np.float32)
+        if name in ("uint4", "uint2"):
+            return raw.astype(np.float32)
+    return raw[:count].view(getattr(ml_dtypes, name)).astype(np.float32)

@@ -431,18 +431,26 @@ def _run_plain(session: Session, feeds: dict, host_outputs: list[str], device_ou
 def host_array(value) -> np.ndarray:
     """An OrtValue as a numpy array. onnxruntime's ``numpy()`` refuses bfloat16 (numpy has no such type):
     a bfloat16 tensor in host memory comes back widened to float32, exactly (its 16 bits are float32's
-    upper half), read from the tensor's own buffer."""
-    if value.data_type() != "tensor(bfloat16)":
+    upper half), read from the tensor's own buffer; so does a float8, 4-bit or 2-bit one (``arrays.NARROW_ORT_TYPES``),
+    exactly too: the values its probes read through a Cast to float32."""
+    from onnxprobe.runtime.arrays import NARROW_ORT_TYPES
+
+    kind = value.data_type()
+    if kind != "tensor(bfloat16)" and kind not in NARROW_ORT_TYPES:
         return value.numpy()
     if value.device_name().lower() != "cpu":
-        raise ExecutionError(f"a bfloat16 tensor on {value.device_name()} cannot be read back to numpy")
+        raise ExecutionError(f"a {kind[7:-1]} tensor on {value.device_name()} cannot be read back to numpy")
     shape = tuple(value.shape())
     n = element_count(shape)
     if n == 0:
         return np.zeros(shape, np.float32)
     import ctypes
 
-    from onnxprobe.runtime.arrays import widened_bfloat16
+    from onnxprobe.runtime.arrays import widened_bfloat16, widened_narrow
 
+    if kind != "tensor(bfloat16)":
+        nbytes = -(-n * NARROW_ORT_TYPES[kind][1] // 8)
+        raw = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(value.data_ptr()))
+        return widened_narrow(raw, kind, n).reshape(shape)  # a copy, as below
     bits = np.ctypeslib.as_array((ctypes.c_uint16 * n).from_address(value.data_ptr()))
     return widened_bfloat16(bits).reshape(shape)  # a copy: the buffer goes with the OrtValue
