@@ -131,7 +131,7 @@ def expose(
             parent, attr = chain[level]
             body = _graph_attr(parent, attr)
             enclosing = out.graph if level == 0 else _graph_attr(*chain[level - 1])
-            if parent.op_type not in ("If", "Loop", "Scan"):
+            if parent.op_type not in CARRIERS:
                 raise ModelError(f"cannot expose {name!r}: it lives in a subgraph of a {parent.op_type} node")
             _pad_outputs(parent, body)
             if cur in ends_of(body):
@@ -189,6 +189,11 @@ def expose(
         kind = not_a_tensor(every_type.get(ref.name), site.node.op_type)
         if kind:  # no statistics node takes one, and --save, diff and the tables hold tensors
             warnings.append(f"{ref.name}: {kind}, not a tensor; not probed (onnxprobe probes tensors only)")
+            continue
+        sealed = next((p for p, _ in site.chain if p.op_type not in CARRIERS), None)
+        if sealed is not None:  # a SequenceMap's body: its outputs are sequences, no tensor carries a value out
+            warnings.append(f"{ref.name}: inside the body of {sealed.op_type} node {sealed.name or sealed.output[0]!r}, "
+                            "whose values no output carries out; not probed")
             continue
         t = own_type(site.graph, ref.name) if ref.qualified else types.get(ref.name)
         elem = t.tensor_type.elem_type if t is not None else None  # None: unknown, Cast at run time
@@ -273,6 +278,8 @@ def _output_of(g: onnx.GraphProto, b: StatsBuilder, t: str, want: str, names: se
 
 # element types with no numpy dtype (without ml_dtypes) and few onnxruntime kernels (no Shape for int4 at
 # opset 21, no Reduce* for float8): probed through a Cast to float32
+# the nodes whose bodies' tensors ``lift`` carries out to the main graph
+CARRIERS = ("If", "Loop", "Scan")
 NARROW_TYPES = {getattr(TensorProto, k) for k in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
                                                    "FLOAT8E8M0", "INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
                 if hasattr(TensorProto, k)}
