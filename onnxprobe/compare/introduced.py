@@ -78,17 +78,18 @@ def build_cones(model: onnx.ModelProto, targets: list[str], known: set[str]) -> 
     g = model.graph
     producer = {o: n for n in g.node for o in n.output if o}
     inits = {i.name: i for i in g.initializer}
+    sparse = {i.values.name: i for i in g.sparse_initializer}  # weights too: the cone carries them as they are
     types = {vi.name: vi.type for vi in list(g.value_info) + list(g.input) + list(g.output)}
     nodes, inputs, outputs, used_inits = [], [], [], {}
     index: dict[str, tuple[str, list[str]]] = {}
     order = {id(n): i for i, n in enumerate(g.node)}
-    names = set(inits)
+    names = set(inits) | set(sparse)
     for k, t in enumerate(targets):
         got = cone(g, t, known, producer, names, order)
         if got is None:
             continue
         members, boundary, used = got
-        used_inits.update({u: inits[u] for u in used})
+        used_inits.update({u: inits.get(u) or sparse[u] for u in used})
         prefix = f"cone{k}/"
         inner = {o for n in members for o in n.output if o}
         rename = {x: prefix + x for x in inner | set(boundary)}
@@ -102,7 +103,9 @@ def build_cones(model: onnx.ModelProto, targets: list[str], known: set[str]) -> 
         index[t] = (prefix + t, [(prefix + b, b) for b in boundary])
     if not index:
         return None, {}
-    graph = helper.make_graph(nodes, "onnxprobe_cones", inputs, outputs, initializer=list(used_inits.values()))
+    dense = [t for t in used_inits.values() if isinstance(t, onnx.TensorProto)]
+    graph = helper.make_graph(nodes, "onnxprobe_cones", inputs, outputs, initializer=dense,
+                              sparse_initializer=[t for t in used_inits.values() if not isinstance(t, onnx.TensorProto)])
     m = helper.make_model(graph, opset_imports=list(model.opset_import))
     m.ir_version = model.ir_version
     return m, index

@@ -41,6 +41,7 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
     sk = skeleton(model, constants=True)
     if sk.ir_version < 4:  # IR 3 lists every initializer as an input; inference ignores those it does not list
         sk.ir_version = 4  # (scales and zero points a quantizer added): from IR 4 on, initializers are read as such
+    _densified(sk.graph)
     sk.graph.value_info.extend(typed_outputs(sk.graph))  # com.microsoft's quantized ops: inference goes on past them
     err = ""
     for strict in (True, False):
@@ -58,6 +59,18 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
     _type_dropout_masks(model)
     trim()
     return model
+
+
+def _densified(g: onnx.GraphProto) -> None:
+    """A skeleton's sparse initializers as dense stubs of their dims and type (as onnxruntime loads them):
+    onnx's inference types a sparse initializer sparse_tensor and types nothing that reads it (a MatMul
+    by a sparse weight had no shape, its output no type: what B's nodes fed A's values read, the rank
+    ``grad`` needs)."""
+    from onnxprobe.graph.skeleton import stub
+
+    for t in g.sparse_initializer:
+        g.initializer.append(stub(onnx.TensorProto(name=t.values.name, data_type=t.values.data_type, dims=t.dims)))
+    del g.sparse_initializer[:]
 
 
 def _unknown_negative_dims(model: onnx.ModelProto) -> None:
@@ -143,6 +156,8 @@ def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
         for init in g.initializer:
             t = onnx.helper.make_tensor_type_proto(init.data_type, list(init.dims))
             types.setdefault(init.name, t)
+        for sp in g.sparse_initializer:  # a dense tensor to every runtime, of these dims
+            types.setdefault(sp.values.name, onnx.helper.make_tensor_type_proto(sp.values.data_type, list(sp.dims)))
     return types
 
 
