@@ -118,3 +118,31 @@ def test_contrib_float_op_in_a_loop_body_reading_a_carried_value(dt):
     types = value_types(Model.of(m, "loop").proto)
     assert {k: dtype_name(types[k].tensor_type.elem_type) if k in types else None for k in ("v", "v2", "sc")} == \
         dict.fromkeys(("v", "v2", "sc"), oracle)
+
+
+def test_an_mse_loss_of_a_contrib_output_knows_its_shape(tmp_path):
+    """`grad --loss mse` of a model whose output a com.microsoft op writes (QuickGelu, Gelu, FusedMatMul...)
+    stopped on "cannot sum the gradient back to the shape of 'onnxprobe.loss/sub': its rank is unknown" (QA):
+    onnx's inference knows not the op, and a graph output's declared type was no source for what reads it.
+    Oracle: dL/dy = 2 (y - t) / N, y = x sigmoid(1.702 x) in float64."""
+    import onnx
+    from onnx import TensorProto, helper
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    g = helper.make_graph([helper.make_node("QuickGelu", ["x"], ["y"], domain="com.microsoft", name="qg")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]),
+              str(tmp_path / "m.onnx"))
+    x = np.linspace(-2, 2, 8, dtype=np.float32).reshape(2, 4)
+    t = np.full((2, 4), 0.3, np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "t.npy", t)
+    r = CliRunner().invoke(app, ["grad", str(tmp_path / "m.onnx"), "--loss", "mse", "--target", str(tmp_path / "t.npy"),
+                                 "--input", f"x={tmp_path / 'x.npy'}", "--save-grads", str(tmp_path / "g.npz")])
+    assert r.exit_code == 0, r.output
+    x64 = x.astype(np.float64)
+    y = x64 / (1 + np.exp(-1.702 * x64))
+    np.testing.assert_allclose(np.load(tmp_path / "g.npz")["y"], 2 * (y - t) / y.size, rtol=1e-5, atol=1e-7)

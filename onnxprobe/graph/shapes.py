@@ -42,6 +42,7 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
     if sk.ir_version < 4:  # IR 3 lists every initializer as an input; inference ignores those it does not list
         sk.ir_version = 4  # (scales and zero points a quantizer added): from IR 4 on, initializers are read as such
     _densified(sk.graph)
+    _read_outputs_known(sk.graph)
     sk.graph.value_info.extend(typed_outputs(sk.graph))  # com.microsoft's quantized ops: inference goes on past them
     err = ""
     for strict in (True, False):
@@ -59,6 +60,29 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
     _type_dropout_masks(model)
     trim()
     return model
+
+
+def _read_outputs_known(g: onnx.GraphProto) -> None:
+    """A skeleton's graph outputs that its nodes also read, their shape where the declaration or a
+    value_info entry has one, on both: onnx's inference reads such a tensor's type off its output
+    declaration alone, never as what a reader starts from where an op it knows not writes it, so the shape
+    a run put in value_info (``with_input_shapes`` clears the outputs') was lost past com.microsoft's
+    QuickGelu (the loss ``grad`` appends behind the output: "its rank is unknown"). The declaration wins
+    where both have one, as in onnxruntime."""
+    read = {i for n in g.node for i in n.input}
+    shaped = lambda t: t.HasField("tensor_type") and t.tensor_type.elem_type and t.tensor_type.HasField("shape")  # noqa: E731
+    infos = {vi.name: vi for vi in g.value_info}
+    for o in g.output:
+        if o.name not in read:
+            continue
+        vi = infos.get(o.name)
+        if shaped(o.type):
+            if vi is None:
+                g.value_info.append(o)
+            elif not shaped(vi.type):
+                vi.type.CopyFrom(o.type)
+        elif vi is not None and shaped(vi.type):
+            o.type.CopyFrom(vi.type)
 
 
 def _densified(g: onnx.GraphProto) -> None:
