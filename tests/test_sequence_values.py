@@ -203,3 +203,18 @@ def test_a_sequence_map_body_is_skipped_with_a_note(tmp_path):
     r = CliRunner().invoke(app, ["mark", str(path), "-o", str(out), "--name", "sq_e"])
     assert r.exit_code == 1 and not out.exists() and "Traceback" not in r.output
     assert len(r.stderr.strip().splitlines()) == 1 and "SequenceMap" in r.stderr, r.stderr
+
+
+def test_mark_of_outputs_and_a_sequence_output_says_it_adds_nothing(tmp_path):
+    """`mark --all` of a model whose every tensor is an output already, one of them a sequence (a ZipMap's,
+    a SequenceConstruct's), said "none of the 1 selected tensor(s) that are not model outputs could be
+    marked" (exit 1), of that very output (QA): a sequence output adds nothing as a tensor output does."""
+    nodes = [H.make_node("Relu", ["x"], ["y"], name="relu"), H.make_node("SequenceConstruct", ["y"], ["sq"], name="sc")]
+    g = H.make_graph(nodes, "s", [H.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                     [H.make_tensor_value_info("y", T.FLOAT, [2, 3]), H.make_tensor_sequence_value_info("sq", T.FLOAT, [2, 3])])
+    path, out = tmp_path / "s.onnx", tmp_path / "m.onnx"
+    onnx.save(H.make_model(g, opset_imports=[H.make_opsetid("", 18)]), path)
+    plain = CliRunner().invoke(app, ["mark", str(path), "-o", str(out), "--name", "y"])
+    r = CliRunner().invoke(app, ["mark", str(path), "-o", str(out), "--all"])
+    assert r.exit_code == plain.exit_code == 2 and not out.exists(), (r.output, plain.output)
+    assert "adds no output" in r.stderr and "not model outputs" not in r.stderr, r.stderr

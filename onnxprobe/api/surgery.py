@@ -244,11 +244,14 @@ def mark(
             marked = [m for m in marked if m.output not in set(failed)]
             notes.append(f"{len(failed)} tensor(s) left out: neither shape inference nor the run (an If branch that did "
                          "not run, or a failed run) tells their type: " + ", ".join(failed[:5]) + (" ..." if len(failed) > 5 else ""))
-    if refs and not any(m.added for m in marked) and len(marked) < len(refs):
+    # a model output already (a sequence output too, which mark_pass leaves out unmarked) adds nothing
+    outputs = {o.name for o in lazy.proto.graph.output} | {m.output for m in marked if not m.added}
+    pending = [r for r in refs if r.name not in outputs]
+    if pending and not any(m.added for m in marked):
         # asked for, and none of what is not an output already could be added: no file that reads as marked
         why = (f"shape inference does not type them and the run to find their types failed: {run_failed}"
                if run_failed else notes[-1] if notes else "")
-        raise ModelError(f"none of the {len(refs) - len(marked)} selected tensor(s) that are not model outputs could be "
+        raise ModelError(f"none of the {len(pending)} selected tensor(s) that are not model outputs could be "
                          "marked as an output" + (f": {why}" if why else ""))
     if not any(m.added for m in marked):
         # only inputs, weights and model outputs already: a file that adds none of them read as marked, exit 0
