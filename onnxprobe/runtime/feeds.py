@@ -168,6 +168,11 @@ def model_inputs(model: onnx.ModelProto) -> list[ModelInput]:
     return out
 
 
+def weight_inputs(model: onnx.ModelProto) -> frozenset[str]:
+    """The initializers ``model`` lists as graph inputs too (overridable in onnxruntime; weights here)."""
+    return frozenset(vi.name for vi in model.graph.input) & frozenset(i.name for i in model.graph.initializer)
+
+
 def unread_value(s: ModelInput) -> np.ndarray:
     """The value an input no node reads is fed (``graph.walk.unread_inputs``): zeros of its declared type and
     shape, a dynamic dimension as 1."""
@@ -372,13 +377,18 @@ def named_files(spec: InputSpec, names: list[str]) -> InputSpec:
     return spec if files == spec.files else replace(spec, files=files)
 
 
-def given_values(specs: list[ModelInput], spec: InputSpec) -> dict[str, tuple[np.ndarray, str]]:
-    """The values ``spec`` gives (arrays, files, literals), read and cast, keyed by input name."""
+def given_values(specs: list[ModelInput], spec: InputSpec, weights: frozenset[str] = frozenset()) -> dict[str, tuple[np.ndarray, str]]:
+    """The values ``spec`` gives (arrays, files, literals), read and cast, keyed by input name. ``weights``:
+    initializers the model also lists as graph inputs (``model_inputs`` leaves them out), named so where given."""
     by_name = {s.name: s for s in specs}
     expected = ", ".join(s.describe() for s in specs) or "none"
     if any(isinstance(k, Position) for k in spec.arrays):  # a test data set's unnamed input_N.pb
         spec = replace(spec, arrays=by_position(spec.arrays, [s.name for s in specs], "input"))
     for name in spec.names():
+        if name not in by_name and name in weights:
+            raise settings_error(UsageError, lambda say: f"{quote(name)} is a weight, not an input ({say(FILES if name in spec.files else SHAPES if name in spec.shapes else ARRAYS)}): "
+                                 "the model lists this initializer as a graph input too, and onnxprobe runs it with the value "
+                                 f"stored in the model; the model's inputs are: {expected}")
         if name not in by_name:
             if name in spec.arrays:
                 raise UsageError(f"unknown input name {quote(name)} (from {clean(spec.arrays_from)}); the model's inputs are: {expected}")
@@ -419,7 +429,7 @@ def make_feeds(model: onnx.ModelProto, spec: InputSpec | None = None, *, strings
         raise setting_error(UsageError, ("int_range", "--int-range"), f"{lo}:{hi}: LOW must be below HIGH")
     specs = model_inputs(model)
     spec = named_files(spec, [s.name for s in specs])
-    given = given_values(specs, spec)
+    given = given_values(specs, spec, weight_inputs(model))
     dims = _Dims()
     feeds: dict[str, np.ndarray] = {}
     for s in specs:  # given values first, so their sizes name the symbolic dims
