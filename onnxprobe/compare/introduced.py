@@ -106,8 +106,8 @@ def build_cones(model: onnx.ModelProto, targets: list[str], known: set[str]) -> 
     dense = [t for t in used_inits.values() if isinstance(t, onnx.TensorProto)]
     graph = helper.make_graph(nodes, "onnxprobe_cones", inputs, outputs, initializer=dense,
                               sparse_initializer=[t for t in used_inits.values() if not isinstance(t, onnx.TensorProto)])
-    m = helper.make_model(graph, opset_imports=list(model.opset_import))
-    m.ir_version = model.ir_version
+    m = helper.make_model(graph, opset_imports=list(model.opset_import), functions=list(model.functions))
+    m.ir_version = model.ir_version  # the model's own functions: a cone may call one
     return m, index
 
 
