@@ -48,3 +48,18 @@ def test_diff_measures_the_error_a_function_call_introduces(tmp_path):
     # B's call fed A's x, the same input: it introduces all of its error; B's Sub fed A's y1 introduces none
     assert abs(pairs["y1"]["introduced_max_abs"] - err) < 1e-6, pairs["y1"]
     assert pairs["y"]["introduced_max_abs"] == 0, pairs["y"]
+
+
+def test_grad_through_a_function_call(tmp_path):
+    """`grad --all` stopped on "cannot differentiate op local:Outer (no gradient rule for it)": a call of a
+    model-local function is differentiated through its body. dL/dx of sum(LeakyRelu(2 x, a) - x) is
+    2 slope - 1, slope 1 where x > 0, a elsewhere."""
+    func_model(tmp_path / "m.onnx", 0.3)
+    x = np.array([[-1, -0.5, 0.25], [1, -2, 0.5]], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = CliRunner().invoke(app, ["grad", str(tmp_path / "m.onnx"), "--all", "--input", f"x={tmp_path / 'x.npy'}",
+                                 "--save-grads", str(tmp_path / "g.npz"), "--check"])
+    assert r.exit_code == 0, r.output
+    g = np.load(tmp_path / "g.npz")
+    np.testing.assert_allclose(g["x"], 2 * np.where(x > 0, 1.0, 0.3) - 1, rtol=1e-6)
+    np.testing.assert_allclose(g["y1"], np.ones((2, 3)), rtol=1e-6)

@@ -239,6 +239,15 @@ def attach_backward(
     registry.load()
     out = onnx.ModelProto()
     out.CopyFrom(model)
+    if out.functions:  # a call of a model-local function is differentiated through its body, inlined
+        from onnx.inliner import inline_local_functions
+
+        from onnxprobe.graph.shapes import annotate
+
+        try:
+            out = annotate(inline_local_functions(out))
+        except Exception:  # noqa: BLE001 - not inlined (a function of another opset): a call is an op without a rule
+            pass
     eng = Engine(out, names, unsupported)
     for t in list(seeds) + list(wrt):
         if t not in eng.names:
