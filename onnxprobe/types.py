@@ -301,6 +301,9 @@ NO_GRADIENT = "no-gradient"  # diff --grad: the other model has no gradient for 
 DIFFERENT_FUNCTION = "different-function"  # a candidate computes another function of the data
 OTHER_VALUES = "other-values"  # diff --grad --vs-torch: a weight named as a parameter holds other values (no fold explains them)
 NO_NUMBERS = "no-numbers"  # a sequence, an optional, a map or strings: nothing to measure (no verdict hangs on it)
+# integer codes of no known scale (a weight's int8 moved by a Transpose): compared on neither side (no verdict hangs
+# on it: a model output of such codes is compared as it is, ``match.observe``)
+NO_SCALE = "no-scale"
 COPY = "copy"  # holds the values of a tensor of its own model that is compared (an Identity, a Reshape)
 GRADIENT_STOPPED = "gradient-stopped"  # diff --grad: an op without a gradient rule stops this weight's gradient
 # an output left unpaired so fails a diff's verdict: nothing stood for it (a weight gradient: or one side could not

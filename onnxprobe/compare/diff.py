@@ -17,7 +17,7 @@ from onnxprobe.compare.introduced import exact_inputs, quantized_b_note
 from onnxprobe.compare.measure import DiffPlan, Measured, measure
 from onnxprobe.compare.result import DiffResult, PairResult
 from onnxprobe.compare.sides import Side
-from onnxprobe.compare.unmatched import explain_unmatched, no_numbers, saved_non_numbers
+from onnxprobe.compare.unmatched import explain_unmatched, no_numbers, saved_non_numbers, unscaled
 from onnxprobe.compare.unordered import unordered_pairs
 from onnxprobe.errors import UsageError, in_words, said, settings_error
 from onnxprobe.graph.select import Selection, check_criteria, select, selects_op
@@ -52,18 +52,18 @@ def selected_pairs(a: Side, b: Side, matching: Matching, sel: Selection) -> tupl
 
     if sel.all and not (sel.ops or sel.names or sel.range):  # everything, graph inputs and their gradients too
         every_b = {o.name for o in b.observation.observables} | {u.obs.name for u in matching.unmatched_b}  # saved strings too
-        return list(matching.pairs), every_b, {o.name for o in a.observation.observables + a.observation.no_numbers}
+        return list(matching.pairs), every_b, {o.name for o in a.observation.observables + a.observation.no_numbers + a.observation.unscaled}
     # a quantized value stands for its float layer's output: a dequantized QLinearConv or the rescaled float
     # result of a ConvInteger is a Conv output, though DequantizeLinear or Add writes it
     layer = (lambda o: o.kind != "float" and selects_op(sel, o.effective_op))
     pairs = [p for p in matching.pairs if p.a.is_output or p.b.is_output or p.strategy == "map"
              or any(n in in_a for n in names(p.a)) or layer(p.a)
              or (not sel.range and (any(n in in_b for n in names(p.b)) or layer(p.b)))]
-    picked_a = {o.name for o in a.observation.observables + a.observation.no_numbers
+    picked_a = {o.name for o in a.observation.observables + a.observation.no_numbers + a.observation.unscaled
                 if o.is_output or any(n in in_a for n in names(o)) or layer(o)}
     # B's observables by the same test as A's (a quantized Conv that B alone has, written by a
     # DequantizeLinear, was left out of the unmatched ones the selection lists and counts)
-    picked_b = {o.name for o in b.observation.observables + b.observation.no_numbers
+    picked_b = {o.name for o in b.observation.observables + b.observation.no_numbers + b.observation.unscaled
                 if o.is_output or any(n in in_b for n in names(o)) or layer(o)}
     # saved values of a name the model does not hold (no node: ``npz_side``) were saved to be compared, and no
     # selection on the model can speak of them: listed and counted (they were left out, silently), unless
@@ -125,6 +125,10 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     matching.unmatched_b += saved_non_numbers(a, b)  # saved strings are never paired: listed, with why
     matching.unmatched_a += no_numbers(a)  # sequences, optionals, strings: the same
     matching.unmatched_b += no_numbers(b)
+    # codes of no known scale, compared on neither side: listed, as every tensor of the selection is somewhere
+    more_a, more_b = unscaled(a, matching.unmatched_b), unscaled(b, matching.unmatched_a)
+    matching.unmatched_a += more_a
+    matching.unmatched_b += more_b
     per_tensor = _check_named(per_tensor, a, b)
     _one_rule_per_pair(per_tensor, matching)
     if reject is not None:

@@ -12,6 +12,7 @@ from onnxprobe.match.engine import (
     COPY, DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, NO_NUMBERS, NOT_OBSERVABLE, OTHER_SHAPE, OTHER_VALUES,
 )
 from onnxprobe.text import some
+from onnxprobe.types import NO_SCALE
 
 # a cause in words, as the verdict groups by it (``Unmatched.kind`` says more where one cause has several origins)
 CAUSE_WORDS = {
@@ -24,14 +25,21 @@ CAUSE_WORDS = {
     OTHER_VALUES: "a weight holding other values than the torch parameter of its name",
     GRADIENT_STOPPED: "the gradient stops at an op without a gradient rule",
     NO_NUMBERS: "no numbers to measure",
+    NO_SCALE: "integer codes of no known scale, compared on neither side",
     NO_COUNTERPART: "no counterpart",
 }
 GENERIC = (NO_COUNTERPART,)  # a cause that tells nothing more than "unmatched": listed after the others
+# causes listed after even those: tensors that no model compares (a weight's codes moved, with no scale to read
+# them by), which the footer's first examples would otherwise be filled with (a quantized model has many)
+LAST = (NO_SCALE,)
 
 
 def unmatched_order(items: list) -> list:
-    """``items`` (Unmatched, or their JSON dicts) with those of a specific cause first, each group in its order."""
-    return sorted(items, key=lambda u: (u["cause"] if isinstance(u, dict) else u.cause) in GENERIC)
+    """``items`` (Unmatched, or their JSON dicts) with those of a specific cause first, each group in its order
+    (those of the ``LAST`` causes after the "no counterpart" ones)."""
+    def cause(u) -> str:
+        return u["cause"] if isinstance(u, dict) else u.cause
+    return sorted(items, key=lambda u: (cause(u) in LAST, cause(u) in GENERIC))
 
 
 def unmeasured_cause(runtime_shapes: bool, measured: bool, scoped: bool) -> tuple[str, str]:
@@ -62,7 +70,7 @@ class Causes:
                 g["examples"].append(name)
 
     def groups(self) -> list[dict]:
-        return sorted(self.by.values(), key=lambda g: (g["cause"] in GENERIC, -(g["pairs"] + max(g["in_a"], g["in_b"]))))
+        return sorted(self.by.values(), key=lambda g: (g["cause"] in LAST, g["cause"] in GENERIC, -(g["pairs"] + max(g["in_a"], g["in_b"]))))
 
 
 def uncompared(res, shown: int = 3, outputs: bool = False) -> list[dict]:

@@ -10,6 +10,7 @@ from onnx import TensorProto
 
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import said
+from onnxprobe.types import NO_SCALE
 from onnxprobe.graph.constants import constant_arrays
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.match.bodies import body_tensors
@@ -43,6 +44,18 @@ def no_numbers(side: Side) -> list[Unmatched]:
     listed nowhere); their cause, NO_NUMBERS, makes no verdict an error (one is about what was compared)."""
     obs = side.observation
     return [Unmatched(o, obs.hidden.get(o.name, "no numbers: no difference to measure"), NO_NUMBERS) for o in obs.no_numbers]
+
+
+def unscaled(side: Side, other_unmatched: list[Unmatched]) -> list[Unmatched]:
+    """The side's integer codes of no known scale (``Observation.unscaled``: a weight's int8 moved by a Transpose,
+    Reshape or Gather), compared on neither side: unmatched with why (they vanished from the diff without a
+    word), save where the other side's unmatched tensor of that name already says that this side does not
+    observe it. Their cause, NO_SCALE, makes no verdict an error: a model output is never one (``match.observe``
+    compares an output's codes as they are)."""
+    said_there = {u.obs.name for u in other_unmatched}
+    obs = side.observation
+    return [Unmatched(o, obs.hidden.get(o.name, "codes of no known scale: compared on neither side"), NO_SCALE)
+            for o in obs.unscaled if o.name not in said_there]
 
 
 def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:

@@ -122,6 +122,9 @@ class Observation:
     # integer weights dequantized by the graph (DequantizeLinear of a constant): a weight-only quantized model
     # has them and only float tensors, and is a quantized model all the same (``compare.criteria``)
     weights_quantized: bool = False
+    # int8/uint8 tensors taken for quantized codes of no known scale (a weight's codes moved by a Transpose,
+    # Reshape or Gather): nothing dequantizes them, so they are compared on neither side; a diff lists them
+    unscaled: list[Observable] = field(default_factory=list)
 
     @property
     def quantized(self) -> bool:
@@ -276,6 +279,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
     deq: list[Dequantize] = []
     hidden: dict[str, str] = {}
     bare: list[Observable] = []
+    unscaled: list[Observable] = []
     every_type = all_types(model)
     for s in sites:
         n = s.node
@@ -285,8 +289,8 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
             et = elem(t)
             shape = static_shape(types.get(t))
 
-            def add(key: str, probe: str, kind: str, name: str | None = None, floor: bool = False) -> None:
-                obs.append(Observable(key=key, name=name or t, probe=probe, node=s.name, node_named=bool(n.name), op_type=n.op_type,
+            def add(key: str, probe: str, kind: str, name: str | None = None, floor: bool = False, to: list | None = None) -> None:
+                (obs if to is None else to).append(Observable(key=key, name=name or t, probe=probe, node=s.name, node_named=bool(n.name), op_type=n.op_type,
                                       effective_op=float_op(t), index=s.index, shape=shape, kind=kind,
                                       is_output=t in outputs or (name or t) in outputs, floor_zero=floor,
                                       relu=relu_of(t) if kind == "float" else None, elem_type=et))
@@ -336,8 +340,15 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                 if q is None and not quantized_origin(origin(t)):  # an int8/uint8 value of its own (a Cast, an
                     add(t, t, "float")  # image's bytes): compared as it is, as int32 and bool are
                     continue
+                if q is None and t in outputs:  # what the model gives: its codes, compared as they are
+                    add(t, t, "float")
+                    continue
+                if q is None and origin(t) == "DynamicQuantizeLinear":
+                    hidden[t] = "the codes of a dynamic quantization (a scale computed at run time): compared as the float tensor it quantizes"
+                    continue
                 if q is None:
-                    hidden[t] = "integer tensor with no known scale"
+                    hidden[t] = f"{onnx.helper.tensor_dtype_to_np_dtype(et).name if et else 'integer'} codes of no known scale (nothing dequantizes them): compared on neither side"
+                    add(t, t, "float", to=unscaled)
                     continue
                 out = DEQ_PREFIX + t
                 deq.append(Dequantize(t, q[0], q[1], q[2], out))
@@ -368,7 +379,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
     obs.sort(key=lambda o: o.index)
     weights_quantized = any((s_.node.op_type == "DequantizeLinear" and s_.node.output and s_.node.output[0] in const)
                             or packed_weight(s_.node) for s_ in sites)
-    return Observation(obs, deq, hidden, bare, weights_quantized)
+    return Observation(obs, deq, hidden, bare, weights_quantized, unscaled)
 
 
 def scoped_hint(obs: list[Observable], name: str) -> str:
