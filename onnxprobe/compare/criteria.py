@@ -54,7 +54,7 @@ def default_tolerance(a: Side, b: Side) -> Tolerance:
     halves = (half(a), half(b))
     # a half model against a float one; or one half model run two ways (runtimes, devices or levels that keep
     # float32 between nodes against ones that round every tensor to half: fp16 rounding alone is ~60 dB)
-    low += [h for h in halves if h] if halves[0] != halves[1] or one_model(a, b) else []
+    low += [h for h in halves if h] if halves[0] != halves[1] or run_two_ways(a, b) else []
     if low and not a.observation.quantized:  # also one runtime on two devices (OpenVINO's GPU computes in f16)
         who = "a model" if low[0] in ("float16", "bfloat16") else "a runtime"
         # the floor as across runtimes: near-zero elements round no less in half than in float32 (a sigmoid
@@ -86,6 +86,16 @@ def gradient_tolerance(a: Side, b: Side) -> Tolerance:
     return replace(t, atol_relative=True, why="the default for gradients", scale="atol relative to each gradient's largest "
                                               "|b|, at least 1e-2 of the largest weight gradient's, as gradients span "
                                               "many orders of magnitude", default=True)
+
+
+def run_two_ways(a: Side, b: Side) -> bool:
+    """One model run two ways: on two runtimes, devices or opt levels, or against values saved elsewhere. The
+    same file given twice and run alike is one computation, judged as two float models are (a copy of it at
+    another path was; the same file got the half rule of a model run two ways)."""
+    def how(s: Side) -> tuple:
+        r = s.runner
+        return r.kind, getattr(r, "device", None), getattr(getattr(r, "config", None), "opt_level", None), _precision(s)
+    return one_model(a, b) and how(a) != how(b)
 
 
 def one_model(a: Side, b: Side) -> bool:
