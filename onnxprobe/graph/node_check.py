@@ -3,9 +3,10 @@
 twice, one of a type its op's schema does not take (or of no type), a required one missing, one its op
 does not have, an element type ONNX does not define on a graph input, output or value_info entry or
 in a Cast's ``to``, a value declared a kind (a sequence) its node never writes (a tensor), a main-graph value
-declared a tensor of element type UNDEFINED, and a value of the main graph or of a body declared of
-another element type than onnxruntime computes for it (``declared_type_problem``: by the schema, an
-attribute, a body or a model-local function's body). Without this, what only reads the attributes (grad's rules, a conversion to another
+declared a tensor of element type UNDEFINED (a body's input or output too), and a value of the main graph or of
+a body declared of another element type than onnxruntime computes for it (``declared_type_problem``: by the
+schema, an attribute, a body or a model-local function's body), a Loop's or Scan's body input declared of
+another type than the node feeds it, and If branches that give one output different element types. Without this, what only reads the attributes (grad's rules, a conversion to another
 opset that keeps one of two duplicates) judged a model onnxruntime does not load, or failed on it with an
 internal error (a Scan's ``num_scan_inputs`` given as a list of floats, a value typed as element type 40:
 QA fuzzing). The schema is the op's at the model's ai.onnx opset (the one onnxruntime reads); an op
@@ -294,6 +295,9 @@ def _body_types(n: onnx.NodeProto, label: str, scope: _Scope, elem: dict[str, in
     for key in keys:
         if key not in graphs:
             return {}, None
+        fed = _fed_problem(n, graphs[key], label, scope.version, elem)
+        if fed is not None:
+            return {}, fed
         g, types = graphs[key], dict(elem)
         problem = _graph_walk(g, scope._replace(depth=scope.depth + 1), types, f"the {key} of {label}")
         if problem is not None:
@@ -303,9 +307,32 @@ def _body_types(n: onnx.NodeProto, label: str, scope: _Scope, elem: dict[str, in
     computed = {}
     for k, o in enumerate(n.output):
         said = {t[k] for t in outs if k < len(t) and t[k]}
-        if o and len(said) == 1:  # branches that disagree: onnxruntime says so in its own words
+        if o and len(said) > 1:  # If's branches that disagree ("Mismatched tensor element type")
+            return {}, (f"the then_branch and else_branch of {label} give its output {quote(o)} as "
+                        f"{' and '.join(_elem_name(t[k]) for t in outs)}: the branches of an If give one element type")
+        if o and len(said) == 1:
             computed[o] = said.pop()
     return computed, None
+
+
+def _fed_problem(n: onnx.NodeProto, body: onnx.GraphProto, label: str, version: int | None, elem: dict[str, int]) -> str | None:
+    """A Loop's or a Scan's body input declared of another element type than the node feeds it: a Loop's
+    iteration number INT64, its condition BOOL, then its carried values; a Scan's (opset 9 on, without
+    sequence_lens) states, then the elements of its scanned inputs. onnxruntime refuses it ("Tensor element
+    type mismatch"), and what read the body's declarations went on with the wrong type."""
+    if n.op_type == "Loop":
+        feeds = [(None, TensorProto.INT64), (None, TensorProto.BOOL)] + [(x, elem.get(x, 0)) for x in n.input[2:]]
+    elif n.op_type == "Scan" and (version or 0) >= 9:
+        feeds = [(x, elem.get(x, 0)) for x in n.input]
+    else:
+        return None
+    for v, (x, want) in zip(body.input, feeds):
+        got = v.type.tensor_type.elem_type if v.type.WhichOneof("value") == "tensor_type" else 0
+        if got and want and got != want:
+            by = f" ({quote(x)})" if x else ""
+            return (f"{quote(v.name)} is declared of element type {_elem_name(got)} in the body of {label}, and the "
+                    f"{n.op_type} feeds it {_elem_name(want)}{by}")
+    return None
 
 
 def _walk(nodes: list[onnx.NodeProto], scope: _Scope, elem: dict[str, int], declared: dict[str, int], where: str) -> str | None:
@@ -339,14 +366,18 @@ def _graph_walk(g: onnx.GraphProto, scope: _Scope, elem: dict[str, int], where: 
     """``_walk`` over a graph or a body, from its inputs' declared types and its initializers' (``elem``
     holds the outer values a body reads); its outputs and value_info entries are what ``declared`` holds."""
     declared: dict[str, int] = {}
-    for v in list(g.input) + _declarations(g):
+    kept = {v.name for v in _declarations(g)}
+    # a body's inputs and outputs of element type UNDEFINED onnxruntime refuses, as the main graph's ("Invalid
+    # tensor data type 0"); not its value_info entries, which it does not read (measured)
+    ends = list(g.input) + [v for v in g.output if v.name in kept] if where else []
+    for v in ends + list(g.input) + _declarations(g):
         if v.type.WhichOneof("value") != "tensor_type":
             continue
         if not v.type.tensor_type.elem_type:
-            if where:  # in a body: left to onnxruntime
+            if where and not any(e is v for e in ends):
                 continue
             what = f"input {quote(v.name)}:" if any(i.name == v.name for i in g.input) else f"{quote(v.name)} is declared"
-            return f"{what} a tensor of element type UNDEFINED (0)"  # an input said as runtime.feeds says it
+            return f"{what} a tensor of element type UNDEFINED (0){f' (in {where})' if where else ''}"  # an input as runtime.feeds says it
         declared.setdefault(v.name, v.type.tensor_type.elem_type)
     typed = {v.name: declared[v.name] for v in g.input if v.name in declared}
     elem.update(typed)
