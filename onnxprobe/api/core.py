@@ -325,8 +325,11 @@ class LayersWorker(BatchWorker):
             # the float32 values onnxruntime's CPU provider computed it in (runners.ort.check_statistics): its
             # moments from the same values as its histogram, or the report contradicts itself (and merge-stats
             # refuses it as damaged)
+            # and an int64 / uint64 tensor's in-graph extremes are rounded to float64 (2^63 - 1 reads
+            # 9.223372036854775e+18) where the host path, and so merge-stats of such batches, keeps the exact
+            # ints: its moments from its values too, exact whichever way the batch was summarised
             moments.update({n: Moments.from_stats(TensorStats.from_array(v)) for n, v in values.items()
-                            if v.dtype == np.float16})
+                            if v.dtype == np.float16 or (v.dtype.kind in "iu" and v.dtype.itemsize == 8)})
             del values  # before the next run (see raw_chunks)
         # the runtime's notes (float16 rounding, OpenVINO's bf16...) and what it cannot return, as in layers
         return LayersPartial(index, moments, hists, dict(res.shapes), res.plan.probes, res.plan.warnings, res.info,
