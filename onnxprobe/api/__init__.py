@@ -16,7 +16,7 @@ Workflows, one module each:
   ``merge_stats`` (statistics of probed tensors, of one input or a dataset);
 - ``diff``: ``diff`` (against another model, device, opt level, onnx.reference, saved activations or the
   PyTorch module) and ``diff_grad`` (the gradients of two models, or of a model and torch autograd);
-  ``sort_results``, ``Tolerance``;
+  ``sort_results``, ``Tolerance``, ``tolerances_from_flags`` (the criterion flags, parsed);
 - ``diff_dataset`` / ``grad_dataset``: ``diff`` and ``grad`` over a dataset (``--inputs-dir``,
   ``--inputs-from``), the metrics pooled over every sample, the gradients of the dataset's loss;
   ``datasets`` runs the batches here or on Ray actors (``RayOptions``);
@@ -84,7 +84,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.runtime.runners import RUNTIMES, ort_config, own_options, parse_runtime_options
     from onnxprobe.stats.conditions import EXAMPLES as CONDITION_EXAMPLES
     from onnxprobe.stats.conditions import Condition, parse_condition
-    from onnxprobe.stats.metrics import METRICS, IntroducedError, PairMetrics, Tolerance
+    from onnxprobe.stats.metrics import METRICS, IntroducedError, PairMetrics, Tolerance, tolerances_from_flags
     from onnxprobe.stats.tensor_stats import TensorStats
     from onnxprobe.types import BACKWARD_TAG, GRAD_SUFFIX, InputSpec, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
@@ -129,7 +129,7 @@ _WHERE = {
     "onnxprobe.runtime.ray_pool": "Executor RayOptions",
     "onnxprobe.runtime.runners": "RUNTIMES ort_config own_options parse_runtime_options",
     "onnxprobe.stats.conditions": "CONDITION_EXAMPLES=EXAMPLES Condition parse_condition",
-    "onnxprobe.stats.metrics": "METRICS IntroducedError PairMetrics Tolerance",
+    "onnxprobe.stats.metrics": "METRICS IntroducedError PairMetrics Tolerance tolerances_from_flags",
     "onnxprobe.stats.tensor_stats": "TensorStats",
     "onnxprobe.types": (
         "BACKWARD_TAG GRAD_SUFFIX InputSpec ProbePlan ProbeResult RunConfig RunInfo "

@@ -135,17 +135,10 @@ def diff(
         raise UsageError(f"--sort {sort!r}: choose {', '.join(api.SORTS)}")
     if grad and sort == "introduced":
         raise UsageError("--sort introduced: gradients have no introduced error (--grad); sort by topo or accumulated")
-    glob_atol, per_atol = _tolerances(atol, "--atol")
-    glob_rtol, per_rtol = _tolerances(rtol, "--rtol")
-    base = api.Tolerance.from_flags(metric, atol=glob_atol, rtol=glob_rtol, min_sqnr=min_sqnr, min_cosine=min_cosine)
-    per = {}
+    base, per, (per_atol, per_rtol) = api.tolerances_from_flags(metric, atol, rtol, min_sqnr, min_cosine)
     if grad:  # one tensor by its forward and its gradient name: the later would silently win
         for flag, given in (("--atol", per_atol), ("--rtol", per_rtol), ("--atol/--rtol", set(per_atol) | set(per_rtol))):
             one_tensor_once(sorted(given), flag)
-    for n in set(per_atol) | set(per_rtol):
-        t = api.Tolerance.from_flags(metric or (base.metric if base else None), atol=per_atol.get(n, glob_atol),
-                                     rtol=per_rtol.get(n, glob_rtol), min_sqnr=min_sqnr, min_cosine=min_cosine)
-        per[n] = t
     user_map = None
     if map_ is not None:
         user_map = api.read_map(map_)
@@ -239,25 +232,3 @@ def _report_dataset(res, sort: str, json_: Path | None, view, overlay, netron, h
     emit(data, json_, lambda width: diff_dataset_renderables(data, width, asked=view.columns), view)
     exit_for(*res.verdict())
 
-
-def _tolerances(items: list[str] | None, flag: str) -> tuple[float | None, dict[str, float]]:
-    from onnxprobe.errors import UsageError
-
-    glob, per = None, {}
-    for item in items or []:
-        name, sep, value = item.rpartition(":")
-        try:
-            v = float(value)
-        except ValueError:
-            raise UsageError(f"{flag} {item!r}: expected a number or NAME:NUMBER") from None
-        if not v >= 0 or v == float("inf"):  # NaN or Inf would pass anything: no comparison at all
-            raise UsageError(f"{flag} {item!r}: tolerances are finite and non-negative")
-        if sep and not name:
-            raise UsageError(f"{flag} {item!r}: no tensor name before ':' (give NAME:NUMBER, or the number alone)")
-        if (name if sep else None) in per or (not sep and glob is not None):  # repeatable for other tensors only
-            raise UsageError(f"{flag} {item!r}: {'this tensor' if sep else 'the overall tolerance'} is given twice")
-        if sep:
-            per[name] = v
-        else:
-            glob = v
-    return glob, per

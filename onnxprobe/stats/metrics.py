@@ -431,3 +431,47 @@ def mapped_not_compared(mapped: list[tuple[str, str, str]]) -> str:
     names = ", ".join(f"{a!r} -> {b!r} ({why})" for a, b, why in mapped[:3])
     more = f" and {len(mapped) - 3} more" if len(mapped) > 3 else ""
     return said(lambda say: f"{len(mapped)} of the pairs given in {say(MAP)} could not be compared: {names}{more}")
+
+
+def _items(items: list[str] | None, flag: str) -> tuple[float | None, dict[str, float]]:
+    """``--atol``/``--rtol`` values: a number (the overall one, once) or NAME:NUMBER (one tensor's)."""
+    glob, per = None, {}
+    for item in items or []:
+        name, sep, value = item.rpartition(":")
+        try:
+            v = float(value)
+        except ValueError:
+            raise UsageError(f"{flag} {item!r}: expected a number or NAME:NUMBER") from None
+        if not v >= 0 or v == float("inf"):  # NaN or Inf would pass anything: no comparison at all
+            raise UsageError(f"{flag} {item!r}: tolerances are finite and non-negative")
+        if sep and not name:
+            raise UsageError(f"{flag} {item!r}: no tensor name before ':' (give NAME:NUMBER, or the number alone)")
+        if (name if sep else None) in per or (not sep and glob is not None):  # repeatable for other tensors only
+            raise UsageError(f"{flag} {item!r}: {'this tensor' if sep else 'the overall tolerance'} is given twice")
+        if sep:
+            per[name] = v
+        else:
+            glob = v
+    return glob, per
+
+
+def tolerances_from_flags(metric: str | None = None, atol: list[str] | None = None, rtol: list[str] | None = None,
+                          min_sqnr: float | str | None = None, min_cosine: float | str | None = None
+                          ) -> tuple[Tolerance | None, dict[str, Tolerance], tuple[dict, dict]]:
+    """The criterion of ``diff``'s flags, as the command line and the debugger's ``diff`` take them: the overall
+    ``Tolerance`` (None: the comparison's default), the per-tensor ones of ``--atol``/``--rtol NAME:VALUE``, and
+    those names as given ({name: value} of each flag). ``min_sqnr``/``min_cosine`` may be the flag's text."""
+    def number(v, k):
+        try:
+            return None if v is None else float(v)
+        except ValueError:
+            raise setting_error(UsageError, FLAGS[k], f"{v!r}: expected a number") from None
+
+    min_sqnr, min_cosine = number(min_sqnr, "min_sqnr"), number(min_cosine, "min_cosine")
+    glob_atol, per_atol = _items(atol, "--atol")
+    glob_rtol, per_rtol = _items(rtol, "--rtol")
+    base = Tolerance.from_flags(metric, atol=glob_atol, rtol=glob_rtol, min_sqnr=min_sqnr, min_cosine=min_cosine)
+    per = {n: Tolerance.from_flags(metric or (base.metric if base else None), atol=per_atol.get(n, glob_atol),
+                                   rtol=per_rtol.get(n, glob_rtol), min_sqnr=min_sqnr, min_cosine=min_cosine)
+           for n in set(per_atol) | set(per_rtol)}
+    return base, per, (per_atol, per_rtol)

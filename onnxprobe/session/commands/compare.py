@@ -12,7 +12,7 @@ from rich.text import Text
 
 from onnxprobe import api
 from onnxprobe.errors import UsageError, cli_words
-from onnxprobe.report.diff import COLUMNS, PROBLEM, cosine_cell, diff_renderables
+from onnxprobe.report.diff import COLUMNS, JUDGED_COLUMNS, PROBLEM, cosine_cell, diff_renderables
 from onnxprobe.report.format import safe, num, shape as fmt_shape
 from onnxprobe.session.commands.table import Env, command, pop_json_view, tag, with_json
 from onnxprobe.session.parse import parse_selection, pop_all, pop_option
@@ -23,9 +23,11 @@ def _two(env: Env, what: str) -> None:
         raise UsageError(f"{what} needs a second model: start with `onnxprobe debug MODEL OTHER`")
 
 
-def _diff_result(env: Env, selection: api.Selection, *, introduced: bool = True, slot: str = "diff") -> api.DiffResult:
+def _diff_result(env: Env, selection: api.Selection, *, introduced: bool = True, slot: str = "diff",
+                 criteria: tuple = (None, None)) -> api.DiffResult:
     """``api.diff`` of the two models on the session's inputs, cached in ``extras[slot]`` (a ``diff`` of
-    what a ``match`` already compared takes its result)."""
+    what a ``match`` already compared takes its result); ``criteria``: (tolerance, per_tensor) as the
+    criterion flags give them (``api.tolerances_from_flags``), (None, None) for the comparison's default."""
     st = env.state
     a, b = st.target("a"), st.target("b")
     feed = st.feed(a)[0]
@@ -33,14 +35,15 @@ def _diff_result(env: Env, selection: api.Selection, *, introduced: bool = True,
     if (a.forward is None) != (b.forward is None):  # a loss and gradients against none: the models as loaded
         models = (a.forward or a.model, b.forward or b.model)
         feed = {s.name: feed[s.name] for s in st.specs_of(models[0]) if s.name in feed}
-    key = (st.run_key(a), st.run_key(b), selection, introduced)
+    key = (st.run_key(a), st.run_key(b), selection, introduced, criteria)
     for cached in (st.extras.get(slot), st.extras.get("match")):
         if cached is not None and cached[0] == key:
             st.extras[slot] = cached
             return cached[1]
     with st.busy("comparing a with b…"):
         res = api.interruptibly(api.diff, *models, selection=selection, config=st.config(),
-                                inputs=api.InputSpec(arrays=dict(feed)), introduced=introduced)
+                                inputs=api.InputSpec(arrays=dict(feed)), introduced=introduced,
+                                tolerance=criteria[0], per_tensor=criteria[1] or None)
     if models[0] is a.runs or models[1] is b.runs:
         _renumber(res, a if models[0] is a.runs else None, b if models[1] is b.runs else None)
     st.extras[slot] = (key, res)
@@ -79,21 +82,25 @@ def _matching_result(env: Env) -> api.DiffResult:
     return _diff_result(env, api.Selection(), slot="match")
 
 
-@command("diff", "diff [SELECTION] [--sort topo|introduced|accumulated] [--wide] [--columns a,b] [--format table|csv|markdown|json] "
-         "[--json FILE|-]", "compare the two models tensor by tensor, as `onnxprobe diff` does", "two models and gradients", args=("selection",))
+@command("diff", "diff [SELECTION] [--metric M] [--atol X|NAME:X] [--rtol X|NAME:X] [--min-sqnr DB] [--min-cosine C] "
+         "[--sort topo|introduced|accumulated] [--wide] [--columns a,b] [--format table|csv|markdown|json] [--json FILE|-]", "compare the two models tensor by tensor, as `onnxprobe diff` does", "two models and gradients", args=("selection",))
 def cmd_diff(env: Env, args: list[str]):
     """Needs `onnxprobe debug MODEL OTHER`: model a is compared with model b (the reference) on the
-    session's inputs and device. The result is cached until inputs or device change. --wide, --columns,
-    --format and --json (the whole report, every unmatched tensor with its reason; `-`: instead of the
-    table) work as on the command line.
-    Examples: `diff`, `diff --all --sort introduced`, `diff 'conv*' --format csv`, `diff --json diff.json`."""
+    session's inputs and device. The result is cached until inputs, device or criterion change. The
+    criterion flags (--metric, --atol, --rtol with NAME:X for one tensor, --min-sqnr, --min-cosine), --wide,
+    --columns, --format and --json (the whole report, every unmatched tensor with its reason; `-`: instead of
+    the table) work as on the command line.
+    Examples: `diff`, `diff --all --sort introduced`, `diff --metric cosine`, `diff --atol 1e-3 --atol logits:0.05`,
+    `diff 'conv*' --format csv`, `diff --json diff.json`."""
     from onnxprobe.report.diff import diff_dict
     from onnxprobe.report.io import in_cli_words
 
     _two(env, "diff")
     sort = pop_option(args, "--sort") or "topo"
-    json_path, view = pop_json_view(env, args, COLUMNS + [PROBLEM])
-    res = _diff_result(env, parse_selection(args))
+    metric, min_sqnr, min_cosine = (pop_option(args, f) for f in ("--metric", "--min-sqnr", "--min-cosine"))
+    base, per, _ = api.tolerances_from_flags(metric, pop_all(args, "--atol"), pop_all(args, "--rtol"), min_sqnr, min_cosine)
+    json_path, view = pop_json_view(env, args, COLUMNS + list(JUDGED_COLUMNS.values()) + [PROBLEM])  # as diff's
+    res = _diff_result(env, parse_selection(args), criteria=(base, per))
     order = api.sort_results(res.results, sort)
     notes = [Text(f"note: {cli_words(n)}", style="dim") for n in dict.fromkeys(res.notes)]
     one = next((t.label for t in env.state.targets.values() if t.forward is not None), None)
