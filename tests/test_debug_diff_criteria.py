@@ -92,3 +92,30 @@ def test_debug_diff_shows_the_judged_metric_column_as_diff_does(pair):
     assert rows == {line.split(",")[0]: line.split(",")[1:] for line in cli.stdout.splitlines() if line.startswith(("s,", "y,"))}
     for name, shift in (("s", SHIFT["s"]), ("y", SHIFT["s"] + SHIFT["y"])):  # every element differs by the shift
         assert abs(float(rows[name][0]) - shift) < 1e-6 and rows[name][1] == ("true" if shift <= 0.011 else "false"), rows
+
+
+def test_match_of_a_mistyped_name_suggests_the_compared_tensor(pair):
+    """`show fetch_nam` said "did you mean 'fetch_name_0'?"; `match fetch_nam` only "is not a compared tensor"."""
+    a, b = pair
+    r = runner.invoke(app, ["debug", a, b, "--script", "-"], env=ENV, input="match yy\nmatch zzzz\nmatch y\n")
+    assert r.exit_code == 1, r.output
+    assert "line 1: match: 'yy' is not a compared tensor of either model; did you mean 'y'?" in r.output, r.output
+    assert "line 2: match: 'zzzz' is not a compared tensor of either model (diff --all lists them)" in r.output, r.output
+    assert "line 3" not in r.output and "matched by name" in r.stdout
+
+
+def test_a_suggested_name_is_spelled_as_listed_so_that_it_can_be_typed(tmp_path):
+    """A tensor named a\\b\\cd is listed (and typed) as a\\\\b\\\\cd; `show`/`goto` of a near miss suggested it with
+    its backslashes doubled twice ('a\\\\\\\\b...'), a spelling that names no tensor."""
+    vi = helper.make_tensor_value_info
+    name = "a\\b\\cd"
+    nodes = [helper.make_node("Relu", ["x"], [name], name="r"), helper.make_node("Neg", [name], ["y"], name="n")]
+    path = str(tmp_path / "m.onnx")
+    onnx.save(make_model(nodes, [vi("x", TensorProto.FLOAT, [2])], [vi("y", TensorProto.FLOAT, [2])]), path)
+    listed = "a\\\\b\\\\cd"  # as `nodes` lists it
+    r = runner.invoke(app, ["debug", path, "--script", "-"], env=ENV, input=f"nodes\nshow {listed[:-1]}\ngoto {listed[:-1]}\n")
+    assert listed in r.stdout, r.stdout
+    said = [line for line in r.output.splitlines() if "did you mean" in line]
+    assert len(said) == 2 and all(line.endswith(f"did you mean '{listed}'?") for line in said), said
+    r = runner.invoke(app, ["debug", path, "--script", "-"], env=ENV, input=f"show {listed}\n")  # what was suggested works
+    assert r.exit_code == 0 and "from node r (Relu)" in r.stdout, r.output

@@ -14,8 +14,9 @@ from onnxprobe import api
 from onnxprobe.errors import UsageError, cli_words
 from onnxprobe.report.diff import COLUMNS, JUDGED_COLUMNS, PROBLEM, cosine_cell, diff_renderables
 from onnxprobe.report.format import safe, num, shape as fmt_shape
-from onnxprobe.session.commands.table import Env, command, pop_json_view, tag, with_json
+from onnxprobe.session.commands.table import Env, close_name, command, pop_json_view, tag, with_json
 from onnxprobe.session.parse import parse_selection, pop_all, pop_option
+from onnxprobe.text import quote
 
 
 def _two(env: Env, what: str) -> None:
@@ -149,7 +150,11 @@ def cmd_match(env: Env, args: list[str]):
     for t in env.state.targets.values():  # a name sibling bodies share: compared by each body's key
         if t.index.ambiguous(name):
             raise UsageError(f"match: {t.index.ambiguous(name)}")
-    raise UsageError(f"match: {name!r} is not a compared tensor of either model (diff --all lists them)")
+    # a mistyped name: the closest compared one, as `show` and `goto` suggest theirs
+    names = [n for p in m.pairs for n in (p.a.name, p.b.name)] + [u.obs.name for us in (m.unmatched_a, m.unmatched_b) for u in us]
+    close = close_name(name, names)
+    hint = f"; did you mean {close}?" if close else " (diff --all lists them)"
+    raise UsageError(f"match: {quote(name)} is not a compared tensor of either model{hint}")
 
 
 @command("grad", "grad [SELECTION] [--loss sum|mean|mse|cross-entropy] [--loss-output NAME] [--target F|--labels F|--output-grad F] [--wrt GLOB] "

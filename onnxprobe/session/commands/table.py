@@ -189,6 +189,15 @@ def fresh(env: Env, t: Target) -> bool:
     return t.results.key == env.state.run_key(t)
 
 
+def close_name(typed: str, names) -> str | None:
+    """The name of ``names`` closest to ``typed`` (as typed: a listing's spelling), in quotes and spelled as the
+    listings print it, so that it can be typed back; None when none is close. (``quote`` cleans the name:
+    a match among cleaned names was cleaned twice, its backslashes doubled twice.)"""
+    spelled = {clean(n): n for n in names}
+    close = difflib.get_close_matches(typed, spelled, n=1, cutoff=0.6)
+    return quote(spelled[close[0]]) if close else None
+
+
 def resolve_tensor(t: Target, text: str) -> tuple[str, str | None]:
     """A tensor name; a node name or #index stands for the node's first output. Returns (name, note)."""
     idx = t.index
@@ -214,8 +223,8 @@ def resolve_tensor(t: Target, text: str) -> tuple[str, str | None]:
         if port:
             raise UsageError(f"{quote(text)} ({port}) is a body's own input, read by node {reader.name}: it has no values "
                              f"of its own to take (`node {reader.name}` lists it; take what the body computes from it)")
-    close = difflib.get_close_matches(clean(text), [clean(k) for k in idx.refs], n=1, cutoff=0.6)
-    hint = f"; did you mean {quote(close[0])}?" if close else " (Tab completes names)"  # as typed: in quotes, escaped
+    close = close_name(text, idx.refs)
+    hint = f"; did you mean {close}?" if close else " (Tab completes names)"
     raise UsageError(f"no tensor named {quote(text)}{hint}")
 
 
@@ -357,6 +366,6 @@ def node_index(t: Target, key: str) -> int:
             raise
         if t.index.ambiguous(key):
             raise t.index.ambiguous(key) from None
-        close = difflib.get_close_matches(clean(key), [clean(k) for k in [*t.index.by_name, *t.index.refs]], n=1, cutoff=0.6)
-        hint = f"; did you mean {quote(close[0])}?" if close else " (Tab completes names; `nodes` lists them)"
+        close = close_name(key, [*t.index.by_name, *t.index.refs])
+        hint = f"; did you mean {close}?" if close else " (Tab completes names; `nodes` lists them)"
         raise UsageError(f"no node or tensor named {quote(key)}{hint}") from None
