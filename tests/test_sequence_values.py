@@ -218,3 +218,18 @@ def test_mark_of_outputs_and_a_sequence_output_says_it_adds_nothing(tmp_path):
     r = CliRunner().invoke(app, ["mark", str(path), "-o", str(out), "--all"])
     assert r.exit_code == plain.exit_code == 2 and not out.exists(), (r.output, plain.output)
     assert "adds no output" in r.stderr and "not model outputs" not in r.stderr, r.stderr
+
+
+def test_diff_all_note_of_a_sequence_map_body_does_not_send_to_layers(tmp_path):
+    """`diff --all` of a model with a SequenceMap said its body tensors were not compared and that "`layers
+    --all` shows the body tensors' statistics" (QA), but layers skips a SequenceMap's body: the note says
+    what is true, and layers is checked to skip them indeed."""
+    path = tmp_path / "smap.onnx"
+    sequence_map_model(path)
+    r = CliRunner().invoke(app, ["diff", str(path), str(path), "--all", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    note = next(n for n in json.loads(r.stdout)["notes"] if "sq_e" in n)
+    layers = CliRunner().invoke(app, ["layers", str(path), "--all", "--json", "-"])
+    assert "sq_e" not in {t["name"] for t in json.loads(layers.stdout)["tensors"]}
+    assert "layers --all" not in note and "SequenceMap" in note, note
+    assert "no output" in note and "not compared by diff" in note, note

@@ -25,7 +25,7 @@ from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line,
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.shapes import infer_shapes
-from onnxprobe.match.bodies import body_note, body_tensors
+from onnxprobe.match.bodies import body_note, body_tensors, sealed_tensors
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.budget import probe_within, raw_runs
 from onnxprobe.runtime.npz import NpzWriter
@@ -153,7 +153,8 @@ def body_left_out(model: Model, selection: Selection | None, rows: list[GradRow]
     differentiates the main graph), or none."""
     inside = body_tensors(model.proto, selection or Selection())
     shown = {r.target.ref.name for r in rows}
-    note = body_note({t: w for t, w in inside.items() if t not in shown}, "given a gradient row by grad")
+    note = body_note({t: w for t, w in inside.items() if t not in shown}, "given a gradient row by grad",
+                     sealed=sealed_tensors(model.proto))
     return [note] if note else []
 
 

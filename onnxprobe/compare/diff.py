@@ -22,7 +22,7 @@ from onnxprobe.compare.unordered import unordered_pairs
 from onnxprobe.errors import UsageError, in_words, said, settings_error
 from onnxprobe.graph.select import Selection, check_criteria, select, selects_op
 from onnxprobe.graph.walk import unread_extras
-from onnxprobe.match.bodies import body_note, body_tensors
+from onnxprobe.match.bodies import body_note, body_tensors, sealed_tensors
 from onnxprobe.match.concrete import match_for_inputs
 from onnxprobe.match.engine import DIFFERENT_FUNCTION, Matching, Pair, Unmatched
 from onnxprobe.match.observe import Observable
@@ -147,7 +147,8 @@ def prepare(a: Side, b: Side, selection: Selection, tolerance: Tolerance | None,
     notes += unread_note(a.model.proto, b.model.proto) if a.runner.takes_feeds and b.runner.takes_feeds else []
     notes += float_note(floats) + quantized_b_note(report, introduced and (with_cones or b.runner.replays), one_model(a, b))
     inside = {**body_tensors(b.model.proto, selection, loops_only=True), **body_tensors(a.model.proto, selection, loops_only=True)}
-    notes += [n for n in [body_note(inside, "compared by diff", loops_only=True)] if n]
+    sealed = {**sealed_tensors(b.model.proto), **sealed_tensors(a.model.proto)}
+    notes += [n for n in [body_note(inside, "compared by diff", loops_only=True, sealed=sealed)] if n]
     unordered, told = unordered_pairs(a.model.proto, b.model.proto, report)
     return DiffPlan(a, b, tolerance, per_tensor, matching, report, sel_b, by_b, with_cones,
                     introduced and not with_cones and b.runner.replays, why_not is None, max_memory, device_metrics,
