@@ -233,3 +233,45 @@ def test_diff_all_note_of_a_sequence_map_body_does_not_send_to_layers(tmp_path):
     assert "sq_e" not in {t["name"] for t in json.loads(layers.stdout)["tensors"]}
     assert "layers --all" not in note and "SequenceMap" in note, note
     assert "no output" in note and "not compared by diff" in note, note
+
+
+def nested_types_model(path) -> None:
+    """Outputs of nested non-tensor types: a ZipMap's sequence of maps int64 -> float, an optional sequence;
+    an input that is a sequence of sequences."""
+    seqmap = H.make_sequence_type_proto(H.make_map_type_proto(T.INT64, H.make_tensor_type_proto(T.FLOAT, None)))
+    optseq = H.make_optional_type_proto(H.make_sequence_type_proto(H.make_tensor_type_proto(T.FLOAT, [2, 3])))
+    seqseq = H.make_sequence_type_proto(H.make_sequence_type_proto(H.make_tensor_type_proto(T.FLOAT, [2])))
+    nodes = [H.make_node("Relu", ["x"], ["p"], name="relu"),
+             H.make_node("ZipMap", ["p"], ["zm"], domain="ai.onnx.ml", classlabels_int64s=[0, 1, 2], name="zipmap"),
+             H.make_node("SequenceConstruct", ["x"], ["s"], name="sc"), H.make_node("Optional", ["s"], ["o"], name="opt")]
+    g = H.make_graph(nodes, "z", [H.make_tensor_value_info("x", T.FLOAT, [2, 3]), H.make_value_info("ss", seqseq)],
+                     [H.make_tensor_value_info("p", T.FLOAT, [2, 3]), H.make_value_info("zm", seqmap),
+                      H.make_value_info("o", optseq)])
+    m = H.make_model(g, opset_imports=[H.make_opsetid("", 18), H.make_opsetid("ai.onnx.ml", 3)])
+    onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, path)
+
+
+def test_nested_types_are_summarised_whole(tmp_path):
+    """`inspect` and `extract` showed a ZipMap's output (a sequence of maps int64 -> float) as "int64
+    sequence<?>" (QA): the map's key type read as the dtype, the map lost; an optional sequence read as
+    optional<2x3>. Each type is now written whole, in the table and in JSON."""
+    path, out = tmp_path / "n.onnx", tmp_path / "x.onnx"
+    nested_types_model(path)
+    want = {"zm": "sequence<map<int64, float32>>", "o": "optional<sequence<float32>>", "ss": "sequence<sequence<float32>>"}
+    r = CliRunner().invoke(app, ["inspect", str(path)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    for name, text in want.items():
+        line = next(ln for ln in r.stdout.splitlines() if f" {name} " in ln)
+        assert text in line and "int64    sequence" not in line, line
+    d = json.loads(CliRunner().invoke(app, ["inspect", str(path), "--json", "-"]).stdout)
+    got = {t["name"]: t for t in d["inputs"] + d["outputs"]}
+    assert {n: got[n]["type"] for n in want} == want
+    assert got["o"]["shape"] == [2, 3] and got["ss"]["shape"] == [2] and got["zm"]["shape"] is None
+    assert got["p"]["dtype"] == "float32" and "type" not in got["p"]
+    r = CliRunner().invoke(app, ["extract", str(path), "-o", str(out), "--from", "x", "--to", "o,zm", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = {t["name"]: t for t in json.loads(r.stdout)}
+    assert rows["zm"]["dtype"] == want["zm"] and rows["o"]["dtype"] == want["o"] and rows["o"]["shape"] == [2, 3]
+    d = api.report(api.extract(str(path), str(out), "x", "o,zm"))
+    assert {t["name"]: t.get("type") for t in d["outputs"]} == {"o": want["o"], "zm": want["zm"]}

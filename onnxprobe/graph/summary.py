@@ -45,7 +45,8 @@ class TypeInfo:
     name: str
     dtype: str | None  # numpy-style name, None when unknown
     shape: tuple | None  # ints, symbolic names or None; None when the rank is unknown
-    kind: str = "tensor"  # tensor | sequence | map | optional | unknown
+    kind: str = "tensor"  # tensor | sparse | sequence | map | optional | unknown
+    type: str | None = None  # the whole type: dtype for a tensor, sequence<map<int64, float32>>...; None: unknown
 
 
 @dataclass(frozen=True)
@@ -121,21 +122,25 @@ def op_label(node: onnx.NodeProto) -> str:
 
 
 def type_info(name: str, t: onnx.TypeProto | None) -> TypeInfo:
+    """``dtype`` and ``shape``: those of the tensors the value holds, however nested (a map's: its values');
+    ``type``: the whole type, nesting kept (``sequence<map<int64, float32>>``, ``optional<sequence<float32>>``)."""
     if t is None:
         return TypeInfo(name, None, None, "unknown")
     which = t.WhichOneof("value")
     if which == "tensor_type" or which == "sparse_tensor_type":
         tt = getattr(t, which)
-        return TypeInfo(name, dtype_name(tt.elem_type), static_shape(t) if which == "tensor_type" else None,
-                          "tensor" if which == "tensor_type" else "sparse")
-    if which == "sequence_type":
-        inner = type_info(name, t.sequence_type.elem_type)
-        return TypeInfo(name, inner.dtype, inner.shape, "sequence")
-    if which == "optional_type":
-        inner = type_info(name, t.optional_type.elem_type)
-        return TypeInfo(name, inner.dtype, inner.shape, "optional")
+        dtype = dtype_name(tt.elem_type)
+        if which == "tensor_type":
+            return TypeInfo(name, dtype, static_shape(t), "tensor", dtype)
+        return TypeInfo(name, dtype, None, "sparse", f"sparse_tensor<{dtype or '?'}>")
+    if which in ("sequence_type", "optional_type"):
+        kind = which.split("_")[0]
+        inner = type_info(name, getattr(t, which).elem_type)
+        return TypeInfo(name, inner.dtype, inner.shape, kind, f"{kind}<{inner.type or '?'}>")
     if which == "map_type":
-        return TypeInfo(name, dtype_name(t.map_type.key_type), None, "map")
+        value = type_info(name, t.map_type.value_type)
+        key = dtype_name(t.map_type.key_type) or "?"
+        return TypeInfo(name, value.dtype, value.shape, "map", f"map<{key}, {value.type or '?'}>")
     return TypeInfo(name, None, None, "unknown")
 
 

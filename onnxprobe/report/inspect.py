@@ -23,10 +23,18 @@ def _shape(s):
     return graph_dims(s)
 
 
-def _tensor(t, weights=frozenset()) -> dict:
+def type_dict(t) -> dict:
+    """A graph input's or output's JSON: name, dtype and shape (of the tensors it holds, however nested); for
+    a value that is no tensor, its ``kind`` and its whole ``type`` (``sequence<map<int64, float32>>``)."""
     d = {"name": t.name, "dtype": t.dtype, "shape": _shape(t.shape)}
     if t.kind != "tensor":
         d["kind"] = t.kind
+        d["type"] = t.type
+    return d
+
+
+def _tensor(t, weights=frozenset()) -> dict:
+    d = type_dict(t)
     if t.name in weights:
         d["weight"] = True
     return d
@@ -86,10 +94,8 @@ def dims(s) -> str:
 
 
 def _dims(t) -> str:
-    if t.kind == "unknown":
-        return "?"
-    s = dims(t.shape)
-    return s if t.kind == "tensor" else f"{t.kind}<{s}>"
+    """The shape of the tensors a value holds (its type cell says how they are nested)."""
+    return "?" if t.kind == "unknown" else dims(t.shape)
 
 
 def _line(text: str, style: str | None = None, message: bool = False) -> Text:
@@ -116,10 +122,10 @@ def io_table(inputs, outputs, width: int = 120) -> Table:
     t = Table(IO_COLUMNS, header=False, main=False)
     for label, items in (("input", inputs), ("output", outputs)):
         for k, v in enumerate(items):
-            # raw: the dims as a list, as every other command's rows give a shape (None for an unknown one;
-            # a sequence's or map's element shape is in the cell)
-            raw = graph_dims(v.shape) if v.kind == "tensor" and v.shape is not None else (None if v.kind == "unknown" else _dims(v))
-            t.add_row([label if k == 0 else "", v.name, v.dtype or "?", _dims(v)], [label, v.name, v.dtype, raw])
+            # raw: the dims as a list, as every other command's rows give a shape (None for an unknown one);
+            # the dtype cell holds a sequence's or map's whole type, its tensors' shape the shape cell
+            raw = graph_dims(v.shape) if v.shape is not None else None
+            t.add_row([label if k == 0 else "", v.name, v.type or "?", _dims(v)], [label, v.name, v.type, raw])
         if not items:
             t.add_row([label, "none", "", ""], [label, None, None, None])
     return t

@@ -6,7 +6,7 @@ from rich.text import Text
 
 from onnxprobe.report.format import graph_dims, safe
 from onnxprobe.report.table import Column, Table
-from onnxprobe.report.inspect import dims, io_table, plural
+from onnxprobe.report.inspect import dims, io_table, plural, type_dict
 from onnxprobe.text import human_bytes
 
 
@@ -48,9 +48,8 @@ def mark_table(result) -> Table:
     for m in (m for m in result.marked if m.added):
         ti = result.types[m.output]
         node = "/".join(m.ref.scope + (m.ref.node,))
-        shp = dims(ti.shape) if ti.kind == "tensor" else ti.kind
-        t.add_row([str(m.ref.index), node, m.ref.op_type, m.output, ti.dtype or "?", shp],
-                  [m.ref.index, node, m.ref.op_type, m.output, ti.dtype, graph_dims(ti.shape) if ti.shape is not None else shp],
+        t.add_row([str(m.ref.index), node, m.ref.op_type, m.output, ti.type or "?", dims(ti.shape)],
+                  [m.ref.index, node, m.ref.op_type, m.output, ti.type, graph_dims(ti.shape)],
                   data=[m.ref.key])
     return t
 
@@ -87,8 +86,8 @@ def extract_dict(result) -> dict:
     return {
         "model": result.source, "written": result.path, "data": result.data_path, "bytes": result.bytes,
         "ir_version": result.ir_version, "nodes": result.nodes,
-        "inputs": [{"name": t.name, "dtype": t.dtype, "shape": graph_dims(t.shape)} for t in result.inputs],
-        "outputs": [{"name": t.name, "dtype": t.dtype, "shape": graph_dims(t.shape)} for t in result.outputs],
+        "inputs": [type_dict(t) for t in result.inputs],
+        "outputs": [type_dict(t) for t in result.outputs],
         "notes": list(result.notes),
     }
 
