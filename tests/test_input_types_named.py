@@ -48,3 +48,30 @@ def test_an_input_without_a_type_is_a_model_problem(tmp_path, typed, words):
     _cast_model(tmp_path / "m.onnx", TensorProto.UNDEFINED, 17, typed)
     r = runner.invoke(app, ["layers", str(tmp_path / "m.onnx")])
     assert r.exit_code == 1 and words in r.stderr and "sequence" not in r.stderr, r.output
+
+
+@pytest.mark.parametrize("kind", ["sequence", "optional"])
+def test_a_sequence_or_optional_input_is_a_model_problem_as_float8_is(tmp_path, kind):
+    """A sequence or optional graph input was refused as a usage error (exit 2) and a float8 one as a model
+    problem (exit 1) (QA): neither is anything a flag can change (onnxprobe feeds tensors only), so both are
+    the model's problem, exit 1, as the README's exit codes say, and ``api.ModelError`` in Python."""
+    from onnxprobe import api
+
+    elem = helper.make_tensor_type_proto(TensorProto.FLOAT, [2])
+    t = helper.make_sequence_type_proto(elem) if kind == "sequence" else helper.make_optional_type_proto(elem)
+    op = "SequenceLength" if kind == "sequence" else "OptionalHasElement"
+    g = helper.make_graph([helper.make_node(op, ["q"], ["n"], name="n")], "g", [helper.make_value_info("q", t)],
+                          [helper.make_value_info("n", helper.make_tensor_type_proto(
+                              TensorProto.INT64 if kind == "sequence" else TensorProto.BOOL, []))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    _cast_model(tmp_path / "f8.onnx", TensorProto.FLOAT8E4M3FN, 19)
+    codes = {}
+    for name in ("m", "f8"):
+        r = runner.invoke(app, ["layers", str(tmp_path / f"{name}.onnx")])
+        assert len(r.stderr.strip().splitlines()) == 1 and "input 'q'" in r.stderr or name == "f8", r.output
+        codes[name] = r.exit_code
+    assert codes == {"m": 1, "f8": 1}, codes
+    with pytest.raises(api.ModelError, match=f"not a tensor \\(an? {kind}"):
+        api.layers(str(tmp_path / "m.onnx"))

@@ -65,16 +65,18 @@ class ModelInput:
     def dtype(self) -> np.dtype:
         if self.kind is None:
             raise ModelError(f"input {quote(self.name)}: declares no type (onnx's checker requires one): a broken model")
-        if self.kind != "tensor_type":
-            raise UsageError(f"input {quote(self.name)}: not a tensor ({_KINDS.get(self.kind, self.kind)}: onnxprobe "
-                             "feeds tensors only)")
+        if self.kind != "tensor_type":  # the model's, as a float8 input is (``check_fed``): no flag changes it
+            kind = _KINDS.get(self.kind, self.kind)
+            raise settings_error(ModelError, lambda say: f"input {quote(self.name)}: not a tensor ({kind}: onnxprobe "
+                                 "feeds tensors only; cut the model after it with "
+                                 f"{say.either('api.extract(model, path, cut_inputs=[...])', '`onnxprobe extract --from`')})")
         if self.elem_type == onnx.TensorProto.UNDEFINED:
             raise ModelError(f"input {quote(self.name)}: a tensor of element type UNDEFINED (0): the model does not say "
                              "what it holds")
         try:
             return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(self.elem_type))
         except Exception:  # noqa: BLE001 - a number onnx does not know, float8 without ml_dtypes...
-            raise UsageError(f"input {quote(self.name)}: element type {self.elem_type} ({type_name(self.elem_type)}) "
+            raise ModelError(f"input {quote(self.name)}: element type {self.elem_type} ({type_name(self.elem_type)}) "
                              "has no numpy type; onnxprobe cannot make or check data for it") from None
 
     def check_fed(self) -> None:
@@ -92,7 +94,7 @@ class ModelInput:
         dims = "?" if self.shape is None else sep.join(parts) or "scalar"
         try:
             dt = "string" if self.elem_type == onnx.TensorProto.STRING else str(self.dtype)
-        except UsageError:
+        except (UsageError, ModelError):
             dt = "?"
         return f"{clean(self.name)} {dt} [{clean(dims)}]"
 
