@@ -69,3 +69,37 @@ def test_diff_compares_narrow_tensors(case, extra):
     pairs = {p["a"]: p for p in json.loads(r.stdout)["pairs"]}
     for n in want:
         assert pairs[n]["passed"] is True and pairs[n]["max_abs"] == 0, (n, pairs[n])
+
+
+def test_separate_runs_computes_introduced_error_of_nodes_reading_narrow_tensors(case):
+    """`diff --separate-runs` fed A's float8 / int4 values to B's nodes as ml_dtypes arrays, which
+    onnxruntime's Python API takes none of: the intro dB of the Cast reading one was "not computed ...
+    Numpy_type 260 can't be converted to MLDataType" (QA). They are fed as OrtValues of their ONNX type."""
+    d, want = case
+    r = runner.invoke(app, ["diff", str(d / "m.onnx"), str(d / "m.onnx"), "--all", "--input", f"x={d / 'x.npy'}",
+                            "--json", "-", "--separate-runs"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert not [n for n in out["notes"] if "not computed" in n], out["notes"]
+    pairs = {p["a"]: p for p in out["pairs"]}
+    for n in ("i4f", "f8f", "y"):
+        assert pairs[n]["introduced_exact"] is True and pairs[n]["introduced_count"] == 6, (n, pairs[n])
+
+
+@pytest.mark.parametrize("elem", [TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2, TensorProto.INT4, TensorProto.UINT4])
+def test_a_narrow_array_is_fed_as_its_onnx_type(elem):
+    """The runtime feeds an ml_dtypes float8 / 4-bit array (5 elements: an odd count, half a byte left over)
+    as a tensor of its ONNX type; oracle: onnx.reference's Cast of the same values to float32."""
+    import ml_dtypes  # noqa: F401 - the numpy types of the narrow ONNX types
+
+    from onnxprobe.runtime.ort import create_session, run_bound
+
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT, name="c")], "g",
+                          [helper.make_tensor_value_info("x", elem, [5])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    x = np.array([0, 1, 3, 2, 7] if elem == TensorProto.UINT4 else [-1, 3, 0.5 if elem != TensorProto.INT4 else 0, -4, 7],
+                 np.float32).astype(helper.tensor_dtype_to_np_dtype(elem))
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    got, _ = run_bound(create_session(m), {"x": x}, ["y"])
+    assert got["y"].dtype == np.float32 and np.array_equal(got["y"], want), (got["y"], want)

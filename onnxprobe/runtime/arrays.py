@@ -388,3 +388,28 @@ def widened_narrow(raw: np.ndarray, ort_type: str, count: int) -> np.ndarray:
         if name in ("uint4", "uint2"):
             return raw.astype(np.float32)
     return raw[:count].view(getattr(ml_dtypes, name)).astype(np.float32)
+
+
+def narrow_buffer(value: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """An ml_dtypes float8 / 4-bit / 2-bit array as onnxruntime's buffer of it and the ONNX element type, for
+    ``OrtValue.ortvalue_from_numpy_with_onnx_type`` (its Python API takes no array of these types: "Numpy_type
+    260 can't be converted to MLDataType"); None for any other array. The buffer is a uint8 array of the
+    value's shape (that call takes the shape from it) whose first bytes hold the elements as
+    ``widened_narrow`` reads them back: one byte each, or packed, the first element in the lowest bits."""
+    found = next(((t, bits) for t, (name, bits) in NARROW_ORT_TYPES.items() if value.dtype.name == name), None)
+    if found is None or value.dtype.itemsize != 1:
+        return None
+    ort_type, bits = found
+    elem = getattr(onnx.TensorProto, ort_type[7:-1].upper(), None)
+    if elem is None:
+        return None
+    raw = np.ascontiguousarray(value).view(np.uint8)
+    if bits == 8:
+        return raw, elem
+    per = 8 // bits
+    flat = raw.reshape(-1) & ((1 << bits) - 1)
+    flat = np.concatenate([flat, np.zeros(-flat.size % per, np.uint8)]).reshape(-1, per)
+    packed = np.bitwise_or.reduce(flat << (np.arange(per, dtype=np.uint8) * bits)[None, :], axis=1).astype(np.uint8)
+    buf = np.zeros(value.shape, np.uint8)
+    buf.reshape(-1)[:packed.size] = packed
+    return buf, elem

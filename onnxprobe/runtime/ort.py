@@ -25,6 +25,7 @@ from onnxprobe.errors import (DeviceUnavailable, ExecutionError, ModelError, Ses
 from onnxprobe.graph.builder import opset_version
 from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.memory import return_freed_memory, trim, unpark
+from onnxprobe.runtime.arrays import narrow_buffer
 from onnxprobe.runtime.interrupt import call_interruptibly
 from onnxprobe.types import element_count
 
@@ -353,6 +354,7 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
     if any(isinstance(v, np.ndarray) and v.dtype == object for v in feeds.values()):
         return _run_plain(session, feeds, host_outputs, device_outputs, keep_on_device, interruptible, dev)
     binding = sess.io_binding()
+    kept = []
     for name, value in feeds.items():
         if isinstance(value, ort.OrtValue):
             binding.bind_ortvalue_input(name, value)
@@ -366,6 +368,11 @@ def run_bound(session: Session, feeds: dict, host_outputs: list[str], device_out
         if value.dtype.name == "bfloat16":  # ml_dtypes' type, which onnxruntime does not know: its bits, typed
             binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(value.view(np.uint16),
                                                                                              onnx.TensorProto.BFLOAT16))
+            continue
+        narrow = narrow_buffer(value)  # float8, int4...: ml_dtypes' types too, fed as their (packed) bits, typed
+        if narrow is not None:
+            kept.append(narrow[0])  # the OrtValue may read the buffer in place: alive until the run is over
+            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(*narrow))
             continue
         if dev == "cpu":
             binding.bind_cpu_input(name, value)
