@@ -98,6 +98,7 @@ class Probe:
     stats_block: int = 0  # > 0: stats_output holds per-block summaries of this many elements each
     # (graph.stats_nodes.block_parts, read by TensorStats.from_blocks)
     shape_output: str | None = None  # int64 [rank] runtime shape (main-graph tensors only)
+    exact_extremes: str | None = None  # an int64 / uint64 tensor's [min, max] in its type (main graph; the row's are float64)
     raw_output: str | None = None  # the tensor itself (or, inside Loop/Scan, stacked per iteration)
     stats_on_host: bool = False  # statistics (and shape) from raw_output with numpy (small tensors, opsets without IsNaN)
     raw_for_stats: bool = False  # raw_output is there for stats_on_host only: its values were not asked for

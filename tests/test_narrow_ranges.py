@@ -292,3 +292,71 @@ def test_a_constant_64_bit_row_reads_its_value(tmp_path, elem, value, shown):
     assert r.exit_code == 0, r.output
     stats = next(line for line in r.stdout.splitlines() if line.startswith("count "))
     assert f"min {shown} · max {shown} · mean {shown}" in stats, stats
+
+
+@pytest.mark.parametrize("elem", [TensorProto.INT64, TensorProto.UINT64])
+def test_integer_extremes_are_exact_in_the_graph_and_over_a_dataset(tmp_path, elem):
+    """`layers` gave the extremes of int64 and uint64 tensors summarised on the host as the exact integers,
+    but those of tensors summarised in the graph (past 256 KiB) as float64 (2^60 + 1 read
+    1152921504606846976, -1.153e+18 in the table), and so did `--inputs-dir` (QA). Every path now gives the
+    exact integers, in JSON and in the table; oracle: numpy's own min and max, as Python ints."""
+    n = 40000  # 320 KB: summarised in the graph
+    path = identity(tmp_path, elem, n)
+    rng = np.random.default_rng(3)
+    if elem == TensorProto.INT64:
+        x = rng.integers(-5, 5, n).astype(np.int64)
+        x[[7, 900, 30000]] = [2 ** 60 + 1, -(2 ** 60) - 5, 2 ** 60 + 3]
+    else:
+        x = rng.integers(0, 9, n).astype(np.uint64)
+        x[[7, 30000]] = [2 ** 64 - 3, 2 ** 63 + 1]
+    np.save(tmp_path / "x.npy", x)
+    (tmp_path / "ds").mkdir()
+    batches = [x, x - np.array(2, x.dtype)] if elem == TensorProto.INT64 else [x, x // np.array(2, x.dtype)]
+    for k, b in enumerate(batches):
+        np.savez(tmp_path / "ds" / f"s{k}.npz", x=b)
+    both = np.concatenate(batches)
+    for args, values in (([f"x={tmp_path / 'x.npy'}"], x), ([], both)):
+        extra = ["--input", *args] if args else ["--inputs-dir", str(tmp_path / "ds")]
+        r = runner.invoke(app, ["layers", str(path), "--all", *extra, "--json", "-", "--no-cache"])
+        assert r.exit_code == 0, r.output
+        t = {t["name"]: t for t in json.loads(r.stdout)["tensors"]}["y"]
+        assert (t["min"], t["max"]) == (int(values.min()), int(values.max())), (args, t["min"], t["max"])
+        assert isinstance(t["min"], int) and isinstance(t["max"], int)
+        assert t["mean"] == pytest.approx(sum(int(v) for v in values) / values.size, rel=1e-9)
+        table = runner.invoke(app, ["layers", str(path), "--all", *extra, "--no-cache"], env={"COLUMNS": "250"}).stdout
+        line = next(ln for ln in table.splitlines() if " y " in ln)
+        assert str(int(values.min())) in line and str(int(values.max())) in line, line
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_integer_extremes_of_body_tensors_are_exact(tmp_path, cond):
+    """Tensors inside a Loop body (one value per iteration) and an If branch are summarised in the graph:
+    their int64 extremes are exact too, over every iteration; a branch that did not run has none. Oracle:
+    the values numpy computes (x + i for i < n; 2x or x - 2), as Python ints."""
+    from onnx import numpy_helper
+
+    body = helper.make_graph(
+        [helper.make_node("Add", ["x", "i"], ["v"], name="addi"), helper.make_node("Identity", ["c"], ["c_out"], name="cp")],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []), helper.make_tensor_value_info("v", TensorProto.INT64, [3])])
+    then = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["t"], name="tm")], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.INT64, [3])])
+    other = helper.make_graph([helper.make_node("Sub", ["x", "two"], ["e"], name="es")], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.INT64, [3])])
+    g = helper.make_graph([helper.make_node("Loop", ["n", ""], ["vs"], body=body, name="loop"),
+                           helper.make_node("If", ["cond"], ["b"], then_branch=then, else_branch=other, name="br")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.INT64, [3]), helper.make_tensor_value_info("n", TensorProto.INT64, []),
+                           helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("vs", TensorProto.INT64, [None, 3]), helper.make_tensor_value_info("b", TensorProto.INT64, [3])],
+                          [numpy_helper.from_array(np.array(2, np.int64), "two")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "l.onnx")
+    x = [2 ** 60 + 1, -(2 ** 60) - 5, 7]
+    np.save(tmp_path / "x.npy", np.array(x, np.int64))
+    r = runner.invoke(app, ["layers", str(tmp_path / "l.onnx"), "--all", "--input", f"x={tmp_path / 'x.npy'}", "--input", "n=3",
+                            "--input", f"cond={str(cond).lower()}", "--json", "-", "--no-cache"])
+    assert r.exit_code == 0, r.output
+    rows = {t["name"]: t for t in json.loads(r.stdout)["tensors"]}
+    want = {"v": [v + i for v in x for i in range(3)], "t" if cond else "e": [2 * v if cond else v - 2 for v in x]}
+    for name, values in want.items():
+        assert (rows[name]["min"], rows[name]["max"]) == (min(values), max(values)), (name, rows[name])
+    assert rows["e" if cond else "t"]["count"] == 0  # the branch that did not run

@@ -32,6 +32,7 @@ __all__ = ["expose", "unsure_stack", "needs_masking", "default_opset", "STATS_PR
 STATS_PREFIX = "onnxprobe.stats:"
 SHAPE_PREFIX = "onnxprobe.shape:"
 RAW_PREFIX = "onnxprobe.raw:"
+EXTREMES_PREFIX = "onnxprobe.extremes:"  # an int64 / uint64 tensor's exact [min, max]
 
 
 def _graph_attr(node: onnx.NodeProto, attr: str) -> onnx.GraphProto:
@@ -68,6 +69,7 @@ def expose(
     host: set[str] | frozenset = frozenset(),
     known: dict[str, tuple] | None = None,
     count_from_shape: bool = False,
+    extremes: bool = True,
 ) -> tuple[onnx.ModelProto, list[Probe]]:
     """``nonfinite``: how float tensors holding NaN/Inf get correct statistics: "in-graph" (an If node per
     tensor, self-contained), "deferred" (the caller reruns those that ``needs_masking`` says) or
@@ -80,7 +82,9 @@ def expose(
     gets only what ``StatsBuilder.stats_parts`` computes, and the reader assembles its statistics
     (``runners.readback.read_probes``): per-block summaries (``Probe.stats_block``: a float tensor whose size
     ``known`` or its own static shape gives; the plan then fits only feeds of that size), else the row's
-    two computed pieces (``Probe.stats_sums``), the count from that shape."""
+    two computed pieces (``Probe.stats_sums``), the count from that shape. ``extremes``: a main-graph int64
+    or uint64 tensor summarised in the graph gets its exact [min, max] as an output of its own too
+    (``Probe.exact_extremes``: its row's are float64); ``mark`` writes rows only."""
     known = known or {}
     warnings = warnings if warnings is not None else []
     opset = default_opset(model)
@@ -233,6 +237,16 @@ def expose(
             names.add(final)
             add_top_output(final, row_type)
             probe.stats_output = final
+        ext = builder(g).exact_extremes(src, elem) if extremes and probe.stats_output and _stacks(site.chain) else None
+        if ext:  # the row's extremes are float64: 2^60 + 1 read 2^60
+            t2 = helper.make_tensor_type_proto(elem, [2])
+            if site.chain:  # stacked per iteration ([..., 2]), empty where an If branch did not run, as raw values are
+                t2 = _loosen(t2) if any(n.op_type == "If" for n, _ in site.chain) else t2
+                probe.exact_extremes = lift(ext, site.chain, t2, "raw")
+                add_top_output(probe.exact_extremes, _with_leading_dims(t2, _loop_depth(site.chain)))
+            else:
+                probe.exact_extremes = _output_of(g, builder(g), ext, EXTREMES_PREFIX + ref.name, names)
+                add_top_output(probe.exact_extremes, t2)
         if shapes and not site.chain:
             shp = builder(g).node("Shape", [src], SHAPE_PREFIX + ref.name)
             add_top_output(shp, helper.make_tensor_type_proto(TensorProto.INT64, [None]))
@@ -314,6 +328,13 @@ def _loosen(t: onnx.TypeProto) -> onnx.TypeProto:
     if not t.tensor_type.HasField("shape"):
         return t
     return helper.make_tensor_type_proto(t.tensor_type.elem_type, [None] * len(t.tensor_type.shape.dim))
+
+
+def _stacks(chain: tuple) -> bool:
+    """Whether a value of one shape in this body always stacks: not inside an If branch within a Loop or
+    Scan body (that branch's value is empty in the iterations that take the other one)."""
+    kinds = [n.op_type for n, _ in chain]
+    return not any(k == "If" and any(o in ("Loop", "Scan") for o in kinds[:j]) for j, k in enumerate(kinds))
 
 
 def _loop_depth(chain: tuple) -> int:

@@ -54,7 +54,7 @@ def mark(model: onnx.ModelProto, refs: list[TensorRef], *, stats: bool = False,
         raise OpsetTooOld(f"--stats needs opset {MIN_OPSET} or later (IsNaN, Where; the model's is {default_opset(model)}): "
                           "mark the raw tensors (without --stats), or convert the model to a newer opset first", MIN_OPSET)
     before = {o.name for o in model.graph.output}
-    out, probes = expose(model, refs, stats=stats, shapes=False, raw=not stats, warnings=warnings)
+    out, probes = expose(model, refs, stats=stats, shapes=False, raw=not stats, warnings=warnings, extremes=False)
     marked = []
     for p in probes:
         name = p.stats_output or p.raw_output

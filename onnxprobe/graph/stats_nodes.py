@@ -69,6 +69,7 @@ class StatsBuilder(GraphBuilder):
         super().__init__(names, opset, nodes=graph.node)
         self.graph = graph
         self.original = len(graph.node)  # nodes before this pass: interleave() places the rest among them
+        self._int_extremes: dict[str, tuple[str, str]] = {}  # int64 tensor -> its int64 [1] min and max (``exact_extremes``)
 
     def interleave(self) -> None:
         interleave(self.graph, self.original)
@@ -229,6 +230,7 @@ class StatsBuilder(GraphBuilder):
         else:
             lo_i = self.red("ReduceMin", flat, f"{b}.imin", keepdims=1)
             hi_i = self.red("ReduceMax", flat, f"{b}.imax", keepdims=1)
+            self._int_extremes[x] = (lo_i, hi_i)
             lo = self.node("Cast", [lo_i], f"{b}.imin.f64", to=TensorProto.DOUBLE)
             hi = self.node("Cast", [hi_i], f"{b}.imax.f64", to=TensorProto.DOUBLE)
         top = float(np.nextafter(2.0 ** 63 if to == TensorProto.INT64 else 2.0 ** 64, 0))  # the largest float64 in the type
@@ -245,6 +247,29 @@ class StatsBuilder(GraphBuilder):
         wide = self.node("Greater", [self.node("Sub", [hi, lo], f"{b}.irange"), self.f64(2.0 ** 61)], f"{b}.iwide")
         d = self.node("Where", [wide, self.node("Sub", [f, c], f"{b}.id_wide"), d_int], f"{b}.d_exact")
         return lo, hi, c, d
+
+    def exact_extremes(self, x: str, elem_type: int | None) -> str | None:
+        """[min, max] of an int64 or uint64 tensor ``x`` in its own type, exactly, beside its row (whose
+        extremes are float64: 2^60 + 1 reads 2^60 there); None for any other type. An int64 row's own
+        reductions where the row made them; uint64, which onnxruntime has no ReduceMin/Max of, moved by -2^63
+        into int64 (a wrap that keeps the order), reduced there and moved back. Empty: the type's limits,
+        which a reader ignores (no value)."""
+        if elem_type not in WIDE_INTS:
+            return None
+        b = x
+        if elem_type == TensorProto.INT64:
+            if x not in self._int_extremes:
+                flat = self.node("Reshape", [x, self.const(np.array([-1], np.int64))], f"{b}.iflat")
+                self._int_extremes[x] = (self.red("ReduceMin", flat, f"{b}.imin", keepdims=1),
+                                         self.red("ReduceMax", flat, f"{b}.imax", keepdims=1))
+            return self.node("Concat", list(self._int_extremes[x]), f"{b}.extremes", axis=0)
+        half = self.const(np.array([2 ** 63], np.uint64))
+        flat = self.node("Reshape", [x, self.const(np.array([-1], np.int64))], f"{b}.uflat")
+        moved = self.node("Cast", [self.node("Sub", [flat, half], f"{b}.umoved")], f"{b}.umoved.i64", to=TensorProto.INT64)
+        both = self.node("Concat", [self.red("ReduceMin", moved, f"{b}.umin", keepdims=1),
+                                    self.red("ReduceMax", moved, f"{b}.umax", keepdims=1)], f"{b}.uextremes", axis=0)
+        return self.node("Add", [self.node("Cast", [both], f"{b}.uextremes.u64", to=TensorProto.UINT64), half],
+                         f"{b}.extremes")
 
     def _fast_parts(self, f: str, b: str, axes: list[int], row: int | None, elem: int,
                     centered: tuple[str, str, str, str] | None = None) -> tuple[str, str]:

@@ -154,8 +154,9 @@ def structure(model: onnx.ModelProto) -> str:
 # over |d| and a trailing 0, graph.pair_nodes; 33: the branches of an unnamed If are scoped by its listed name,
 # graph.walk; 34: the .json holds the digest of both files, ``_digest``; 35: an entry's files are KEY.probed.onnx
 # and KEY.probed.json, ``ENTRY``; 36: a Constant's value_float(s) is a weight to grad, graph.constants.constant_of;
-# 37: a boolean tensor is no structural pair of an integer one, match.integers; 38: the digest holds the key too)
-FORMAT = 38
+# 37: a boolean tensor is no structural pair of an integer one, match.integers; 38: the digest holds the key too;
+# 39: int64 / uint64 tensors summarised in the graph carry their exact extremes, Probe.exact_extremes)
+FORMAT = 39
 
 
 def key_of(parts: dict) -> str:
@@ -209,7 +210,7 @@ def _fits(p: Probe, outputs: set[str]) -> bool:
     field of its type, each output it names one of the graph's (an edited or damaged entry is a miss, not
     a KeyError at the run)."""
     r = p.ref
-    names = (p.stats_output, p.stats_sums, p.shape_output, p.raw_output)
+    names = (p.stats_output, p.stats_sums, p.shape_output, p.raw_output, p.exact_extremes)
     return (all(v is None or (isinstance(v, str) and v in outputs) for v in names)
             and isinstance(p.stats_block, int) and not isinstance(p.stats_block, bool) and p.stats_block >= 0
             and all(isinstance(v, bool) for v in (p.stats_on_host, p.raw_for_stats, p.raw_scalar, r.is_output))

@@ -135,6 +135,15 @@ class TensorStats:
         return TensorStats(self.count, self.nan, self.inf, self.zeros, self.min, self.max, self.shift, self.s1, self.s2,
                            self.sumabs, self.unit, True)
 
+    def with_extremes(self, lo: int, hi: int) -> "TensorStats":
+        """These statistics of an int64 or uint64 tensor with its exact extremes (Python ints, as
+        ``_from_int64`` gives them) for the row's float64 ones; as they are where no value is finite (an
+        empty tensor's reductions give the type's limits)."""
+        if not self.finite:
+            return self
+        return TensorStats(self.count, self.nan, self.inf, self.zeros, lo, hi, self.shift, self.s1, self.s2,
+                           self.sumabs, self.unit, lo != hi and float(lo) == float(hi))
+
     @classmethod
     def from_rows(cls, rows: np.ndarray) -> "TensorStats":
         """Merge several rows (e.g. one per loop iteration)."""

@@ -214,7 +214,7 @@ class GraphRunner(Runner):
         plan already made with masks). ``host_refs``: graph inputs and weights, whose statistics come from
         ``feeds`` and the initializers."""
         base = plan.base if plan.base is not None else self.model
-        probe_outputs = {n for p in plan.probes for n in (p.stats_output, p.stats_sums, p.shape_output) if n}
+        probe_outputs = {n for p in plan.probes for n in (p.stats_output, p.stats_sums, p.shape_output, p.exact_extremes) if n}
         probe_outputs |= {p.raw_output for p in plan.probes if p.raw_for_stats}  # small: to the host with the rows
         lifted_raw = {p.raw_output for p in plan.probes if p.raw_output and p.ref.scope}
         model_outputs = {o.name for o in base.graph.output}  # a small one summarised on the host is still returned

@@ -32,6 +32,11 @@ def read_probes(probes: list[Probe], out: dict, host_stats: bool = False) -> tup
             stats[name] = TensorStats.from_rows(row)
         elif p.stats_output:
             stats[name] = TensorStats.from_rows(out[p.stats_output])
+        if p.exact_extremes and p.exact_extremes in out and stats.get(name) is not None:
+            # [min, max], or one per iteration of the Loop/Scan bodies it was carried out of (none: no run)
+            pairs = np.asarray(out[p.exact_extremes]).reshape(-1, 2)
+            if pairs.size:
+                stats[name] = stats[name].with_extremes(min(int(v) for v in pairs[:, 0]), max(int(v) for v in pairs[:, 1]))
         if p.raw_output:
             value = out[p.raw_output]
             if p.raw_scalar:  # an If branch's scalar, carried as [1] (graph.expose)
