@@ -184,3 +184,30 @@ def test_two_unnamed_tensors_of_one_position_are_refused(kind, tmp_path):
     for args in runs:
         r = runner.invoke(app, args)
         assert r.exit_code == 2 and want in r.output and "Traceback" not in r.output, r.output
+
+
+@pytest.mark.parametrize("agree", [True, False])
+@pytest.mark.parametrize("to", ["BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E5M2"])
+def test_expected_outputs_of_a_narrow_float_type_are_compared_as_numbers(to, agree, tmp_path):
+    """onnx's node tests hold bfloat16 and float8 expected outputs (test_cast_FLOAT_to_BFLOAT16): read as
+    ml_dtypes' types, a void dtype to numpy, they were left out as "saved as bfloat16 values, not numbers"
+    and the diff compared nothing (QA). They are numbers, widened to float32 exactly, as every bfloat16
+    tensor onnxprobe reads back is. Oracle: ml_dtypes' own rounding of the input."""
+    import ml_dtypes
+
+    dtype = {"BFLOAT16": ml_dtypes.bfloat16, "FLOAT8E4M3FN": ml_dtypes.float8_e4m3fn, "FLOAT8E5M2": ml_dtypes.float8_e5m2}[to]
+    m = make_model([helper.make_node("Cast", ["x"], ["y"], name="cast", to=getattr(TensorProto, to))],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", getattr(TensorProto, to), [2, 3])], opset=21, ir=10)
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    y = X.astype(dtype)
+    if not agree:
+        y = (X * 4).astype(dtype)
+    ds = _data_set(tmp_path / "test_data_set_0", {"x": X}, {"y": y})
+    res = api.diff(str(tmp_path / "m.onnx"), vs_npz=ds, inputs=api.input_spec(inputs=ds), config=api.RunConfig(device="cpu"))
+    (r,) = [r for r in res.results if r.pair.a.name == "y"]
+    want = np.abs(X.astype(dtype).astype(np.float64) - y.astype(np.float64)).max()
+    assert r.metrics is not None and r.metrics.max_abs == pytest.approx(want)
+    assert res.verdict()[0] == ("pass" if agree else "fail")
+    out = runner.invoke(app, ["diff", str(tmp_path / "m.onnx"), "--vs-npz", ds, "--inputs", ds])
+    assert out.exit_code == (0 if agree else 1) and "not numbers" not in out.output, out.output

@@ -9,8 +9,23 @@ from onnxprobe.runtime.runners.base import Runner
 
 
 def numeric(a) -> bool:
-    """Whether saved values can be compared: numbers (strings or objects have no difference to measure)."""
-    return np.asarray(a).dtype.kind in "biuf"
+    """Whether saved values can be compared: numbers (strings or objects have no difference to measure),
+    those of ml_dtypes' narrow types too (``narrow``)."""
+    a = np.asarray(a)
+    return a.dtype.kind in "biuf" or narrow(a.dtype)
+
+
+def narrow(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is one of ml_dtypes' (bfloat16, float8, float4, int4: what onnx reads those
+    TensorProtos as, from an ONNX test data set's output_N.pb): numbers, though numpy sees most as void."""
+    return dtype.type.__module__.split(".")[0] == "ml_dtypes"
+
+
+def as_numbers(a) -> np.ndarray:
+    """Saved values as numpy computes with them: those of ml_dtypes' narrow types as float32, exactly (the
+    same numbers, as onnxprobe reads every bfloat16 tensor back); others as they are."""
+    a = np.asarray(a)
+    return a.astype(np.float32) if narrow(a.dtype) else a
 
 
 class NpzRunner(Runner):
@@ -19,7 +34,7 @@ class NpzRunner(Runner):
 
     def __init__(self, arrays: dict[str, np.ndarray], label: str = ""):
         super().__init__(None, None, label)
-        self.arrays = arrays
+        self.arrays = {k: as_numbers(v) for k, v in arrays.items()}
 
     def describe(self) -> str:
         return f"{self.label} (saved activations)"
