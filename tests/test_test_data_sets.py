@@ -211,3 +211,26 @@ def test_expected_outputs_of_a_narrow_float_type_are_compared_as_numbers(to, agr
     assert res.verdict()[0] == ("pass" if agree else "fail")
     out = runner.invoke(app, ["diff", str(tmp_path / "m.onnx"), "--vs-npz", ds, "--inputs", ds])
     assert out.exit_code == (0 if agree else 1) and "not numbers" not in out.output, out.output
+
+
+def test_a_test_data_set_of_a_model_without_inputs_holds_outputs_only(tmp_path):
+    """onnx's node test test_constant: a model without inputs, its test_data_set_0 holding output_0.pb alone.
+    `--inputs DIR` refused it as "a folder without input_0.pb...: not an ONNX test data set" (QA); it is one,
+    of no inputs. A model that takes inputs is still refused such a folder, naming the input (no random data
+    in their place). Oracle: the Constant's own value."""
+    value = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+    m = make_model([helper.make_node("Constant", [], ["c"], name="const", value=numpy_helper.from_array(value)),
+                    helper.make_node("Relu", ["c"], ["y"], name="relu")], [],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    for agree in (True, False):
+        ds = _data_set(tmp_path / f"test_data_set_{int(agree)}", {}, {"y": np.maximum(value, 0) + (0 if agree else 1)})
+        r = runner.invoke(app, ["diff", str(tmp_path / "m.onnx"), "--vs-npz", ds, "--inputs", ds])
+        assert r.exit_code == (0 if agree else 1) and "not an ONNX test data set" not in r.output, r.output
+        res = api.diff(str(tmp_path / "m.onnx"), vs_npz=ds, inputs=api.input_spec(inputs=ds), config=api.RunConfig(device="cpu"))
+        (y,) = [p for p in res.results if p.pair.a.name == "y"]
+        assert y.metrics.max_abs == (0 if agree else 1)
+    r = runner.invoke(app, ["layers", str(tmp_path / "m.onnx"), "--all", "--inputs", ds, "--json", "-"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["layers", _model(tmp_path / "x.onnx"), "--inputs", ds])
+    assert r.exit_code == 2 and "input x: not in --inputs test_data_set_0" in r.output and "Traceback" not in r.output, r.output

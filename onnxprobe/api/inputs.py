@@ -377,14 +377,16 @@ def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape
     if arrays is not None and not isinstance(arrays, Mapping):
         raise UsageError(f"arrays: expected a dict of arrays by input name, got {what_came(arrays)}")
     given = dict(read_arrays(inputs, flag=INPUTS)) if inputs is not None else {}
-    if inputs is not None and not given:  # every input would be seeded random data, without a word
+    # a test data set without input_N.pb is a model's without inputs: one that takes some is refused them (feeds)
+    complete = inputs is not None and not given and Path(inputs).is_dir()
+    if inputs is not None and not given and not complete:  # every input would be seeded random data, without a word
         raise settings_error(UsageError, lambda say: f"{say(INPUTS)} {clean(str(inputs))}: holds no arrays; give a file with the model's "
                              f"inputs by name, or leave {say(INPUTS)} out for seeded random inputs")
     given.update(arrays or {})
     rng = parse_int_range(int_range) if isinstance(int_range, str) else tuple(int_range)
     return InputSpec(seed=seed, int_range=rng, shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
                      arrays=given, arrays_from=f"--inputs {Path(inputs).name}" if inputs is not None else
-                     "the arrays given" if arrays else "--inputs")
+                     "the arrays given" if arrays else "--inputs", arrays_complete=complete)
 
 
 def check_shape(spec: ModelInput, shape: tuple[int, ...], what: str | tuple[str, ...]) -> tuple[int, ...]:

@@ -169,6 +169,8 @@ def read_test_data_set(folder: Path, kind: str) -> dict[str, np.ndarray]:
     """The ``{kind}_N.pb`` tensors of an ONNX test data set folder, by their names (see ``read_arrays``)."""
     files = sorted((f for f in folder.glob(f"{kind}_*.pb") if f.stem[len(kind) + 1:].isdigit()),
                    key=lambda f: (int(f.stem[len(kind) + 1:]), f.name))  # input_0.pb, then input_00.pb
+    if not files and kind == "input" and any(f.stem[7:].isdigit() for f in folder.glob("output_*.pb")):
+        return {}  # the data set of a model without inputs (onnx's test_constant): its expected outputs alone
     if not files:
         raise UsageError(f"{clean(folder)}: a folder without {kind}_0.pb, {kind}_1.pb...: not an ONNX test data set "
                          f"(a folder of .npz batches is --inputs-dir's)")
