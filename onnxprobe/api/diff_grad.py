@@ -20,6 +20,7 @@ from onnxprobe.compare.sides import who_of
 from onnxprobe.errors import UsageError, settings_error
 from onnxprobe.graph.constants import constants
 from onnxprobe.graph.model import Model
+from onnxprobe.graph.rnn_states import initial_states
 from onnxprobe.graph.select import Selection
 from onnxprobe.match.engine import MAP
 from onnxprobe.match.observe import observe
@@ -100,7 +101,11 @@ def diff_grad(
         sides, plans = [], []
         for role, m in (("A", a_model), ("B", b_model)):
             # weights inside If / Loop / Scan bodies are moved to the main graph, as grad_plan differentiates them
-            cands = candidates(hoist_constants(m.proto), observe(m.proto))
+            hoisted = hoist_constants(m.proto)
+            # an RNN's zero initial state (legacy: a Constant expanded to the batch; dynamo: an initializer) is a
+            # constant of the export that no parameter holds: as a weight it stayed unpaired, and two exports whose
+            # weight gradients all agreed were an error (--vs-torch asks the module instead: api.torch)
+            cands = candidates(hoisted, observe(m.proto), no_weights=initial_states(hoisted))
             with naming(who := who_of(role, m)):  # grad_plan's own runs of the model name the side too
                 plan = grad_plan(m, side_spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
             plans.append(plan)

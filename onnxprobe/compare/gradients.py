@@ -139,12 +139,14 @@ def forward_note(grad: dict, half: bool = False, b: str = "B",
                  f"backward step; {say.either(*where)} shows where the forward goes wrong")]
 
 
-def candidates(model: onnx.ModelProto, obs: Observation, extra: frozenset[str] | set[str] = frozenset()) -> list[tuple[str, Observable]]:
+def candidates(model: onnx.ModelProto, obs: Observation, extra: frozenset[str] | set[str] = frozenset(),
+               no_weights: frozenset[str] | set[str] | dict = frozenset()) -> list[tuple[str, Observable]]:
     """(tensor to differentiate, the forward observable it stands for): weights (float initializers and
     Constants, and DequantizeLinear outputs of constants, keyed by the float weight), float graph inputs,
     and the activations ``observe`` lists (through the model's own tensor: the DequantizeLinear output of
     a QDQ pair, the rescaled result of a dynamic-quantization chain). ``extra``: one-element initializers
-    that are weights all the same (they hold a torch parameter: ``--vs-torch``)."""
+    that are weights all the same (they hold a torch parameter: ``--vs-torch``); ``no_weights``: constants
+    that are not (an RNN's zero initial state: ``graph.rnn_states``)."""
     types = value_types(model)
     sites = [s for s in walk(model) if not s.chain]
     # a body reads weights of the main graph too (those hoist_constants moved out of it)
@@ -168,7 +170,7 @@ def candidates(model: onnx.ModelProto, obs: Observation, extra: frozenset[str] |
 
     out: list[tuple[str, Observable]] = []
     held = weights(model)
-    for w in list(held) + sorted(set(extra) - set(held)):  # scales and zero points of quantization are left out there
+    for w in [w for w in held if w not in no_weights] + sorted(set(extra) - set(held)):  # quantization params are left out there
         o = weight_obs(w, w, "float")
         if o is not None:
             out.append((w, o))

@@ -31,6 +31,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnxprobe.graph.builder import GraphBuilder, all_names, opset_version
+from onnxprobe.graph.rnn_states import initial_states
 from onnxprobe.match.engine import FOLDED, OTHER_VALUES, Pair, Unmatched
 from onnxprobe.match.observe import Observable
 from onnxprobe.types import grad_name
@@ -165,57 +166,6 @@ def attach_blocks(pm, blocks: list[Block]) -> list[Block]:
                                   "module as it is now (compare the weights, or re-export)")
     pm.blocks = kept
     return kept
-
-
-STATES = {"RNN": {5: "initial_h"}, "GRU": {5: "initial_h"}, "LSTM": {5: "initial_h", 6: "initial_c"}}  # not weights
-PASS = {"Expand", "Reshape", "Unsqueeze", "Squeeze", "Identity", "Cast", "Tile", "Transpose", "Slice", "Concat"}
-DATA = {"Concat": None}  # the inputs a PASS op carries values through (None: all; else the first only)
-
-
-def initial_states(model: onnx.ModelProto) -> dict[str, str]:
-    """The initializers and Constant outputs that are all zeros and read only, through ops that only carry
-    values (``PASS``: an Expand to the batch, a Reshape), as the initial state of RNN / GRU / LSTM nodes
-    (``STATES``; the legacy exporter's ``/gru/Constant_output_0`` through an Expand, dynamo's ``val_10``
-    directly): tensor -> what reads it (``initial_h of the GRU node /gru/GRU``). Such a tensor is the zero
-    state torch's module starts from when ``forward()`` is given none: a constant, not a parameter."""
-    values = _values(model)
-    nodes = list(model.graph.node)
-    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
-    for n in nodes:
-        for k, t in enumerate(n.input):
-            if t:
-                readers.setdefault(t, []).append((n, k))
-    outputs = {o.name for o in model.graph.output}
-    memo: dict[str, list[str] | None] = {}
-
-    def ends(t: str, depth: int = 0) -> list[str] | None:
-        """What state inputs ``t`` reaches (every read of it leads to one), or None."""
-        if t in memo:
-            return memo[t]
-        memo[t] = None  # a cycle, or too deep: not a state
-        if t in outputs or not readers.get(t) or depth > 8:
-            return None
-        got = []
-        for n, k in readers[t]:
-            if n.op_type in STATES and k in STATES[n.op_type]:
-                got.append(f"{STATES[n.op_type][k]} of the {n.op_type} node {n.name or n.output[0]}")
-            elif n.op_type in PASS and (k == 0 or (n.op_type in DATA and DATA[n.op_type] is None)) and len(n.output) == 1:
-                more = ends(n.output[0], depth + 1)
-                if more is None:
-                    return None
-                got += more
-            else:
-                return None
-        memo[t] = got
-        return got
-
-    out = {}
-    for t, v in values.items():
-        if v.dtype.kind == "f" and v.size and not v.any():
-            got = ends(t)
-            if got:
-                out[t] = ", ".join(dict.fromkeys(got))
-    return out
 
 
 def mark_initial_states(pm, model: onnx.ModelProto, shapes: dict[str, tuple]) -> None:

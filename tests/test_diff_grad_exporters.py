@@ -1,0 +1,82 @@
+"""diff --grad of one torch module exported twice, by the legacy exporter (dynamo=False) and by dynamo: an
+LSTM's / GRU's zero initial state is a Constant expanded to the batch in one and an initializer in the other.
+It is a constant of the export (the zero state torch starts from when given none), not a weight: the two
+exports' weight gradients agreed and the verdict was still an error ('2 of the weight gradients could not
+be compared': the two zero states, unpaired). The two exports are the same function (torch's), so their
+weight gradients must agree; a weight changed in one export must fail."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+from typer.testing import CliRunner
+
+from onnxprobe.cli.main import app
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript")
+
+
+def _export(tmp_path, kind: str):
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = getattr(nn, kind)(4, 6, batch_first=True)
+            self.fc = nn.Linear(6, 3)
+
+        def forward(self, x):
+            return self.fc(self.rnn(x)[0])
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    x = torch.randn(2, 5, 4)
+    legacy, dynamo = tmp_path / "legacy.onnx", tmp_path / "dynamo.onnx"
+    torch.onnx.export(net, (x,), str(legacy), dynamo=False, input_names=["x"], output_names=["y"])
+    torch.onnx.export(net, (x,), str(dynamo), dynamo=True, input_names=["x"], output_names=["y"], external_data=False)
+    np.save(tmp_path / "x.npy", x.numpy())
+    return legacy, dynamo
+
+
+def _diff(tmp_path, a, b, *extra):
+    js = tmp_path / "d.json"
+    r = CliRunner().invoke(app, ["diff", "--grad", str(a), str(b), "--input", f"x={tmp_path / 'x.npy'}",
+                                 "--json", str(js), *extra])
+    return r, json.loads(js.read_text())
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_the_two_exports_of_an_rnn_pass_without_the_zero_state_as_a_weight(tmp_path, kind):
+    legacy, dynamo = _export(tmp_path, kind)
+    r, got = _diff(tmp_path, legacy, dynamo)
+    assert r.exit_code == 0 and got["verdict"] == "pass", r.output
+    weights = {p["a"]: p for p in got["pairs"] if p["is_output"]}
+    # W, R, B of the RNN node and the Linear's two, each compared and agreeing
+    assert len(weights) == 5, sorted(weights)
+    m = onnx.load(str(legacy))
+    node = next(n for n in m.graph.node if n.op_type == kind)
+    for t in node.input[1:4]:
+        assert weights[f"{t}_grad"]["passed"] is True
+    # the zero initial states are no weight of either side: nothing unmatched is a weight gradient
+    for u in got["unmatched_a"] + got["unmatched_b"]:
+        assert not u["is_output"], u
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_a_weight_changed_in_one_export_fails(tmp_path, kind):
+    legacy, dynamo = _export(tmp_path, kind)
+    m = onnx.load(str(dynamo))
+    node = next(n for n in m.graph.node if n.op_type == kind)
+    init = next(i for i in m.graph.initializer if i.name == node.input[2])  # R
+    r_ = numpy_helper.to_array(init).copy()
+    r_[0, 0, 0] += 0.5
+    init.CopyFrom(numpy_helper.from_array(r_, init.name))
+    changed = tmp_path / "changed.onnx"
+    onnx.save(m, str(changed))
+    r, got = _diff(tmp_path, legacy, changed)
+    assert r.exit_code == 1 and got["verdict"] == "fail", r.output
