@@ -49,3 +49,49 @@ def test_clip_bounds_get_the_gradient_of_finite_differences(tmp_path, lo, hi):
         assert name in res.arrays, (name, res.notes)
         assert np.shape(res.arrays[name]) == ()
         np.testing.assert_allclose(float(res.arrays[name]), want, rtol=1e-5, atol=1e-5)
+
+
+def _clip_model(path, lo: float, hi: float, names=("lo", "hi")) -> None:
+    inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in zip(names, (lo, hi))]
+    m = make_model([helper.make_node("Clip", ["x", *names], ["y"], name="clip")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5])], inits)
+    onnx.save(m, path)
+
+
+@pytest.mark.parametrize("pattern", ["lo", "l*", "[l]o"])
+def test_a_glob_names_a_scalar_bound_as_its_exact_name_does(tmp_path, pattern):
+    """`--wrt NAME` reached a scalar initializer (torch's legacy export names a learnable clamp's bounds
+    'onnx::Clip_9'), but `--wrt 'onnx::Clip_*'` matched nothing: a pattern is the names it matches."""
+    from onnxprobe import api
+
+    x = np.array([[-1.0, -0.5, 0.0, 0.7, 1.2]] * 3, np.float32)
+    _clip_model(tmp_path / "m.onnx", -0.3, 0.5)
+    res = api.grad(tmp_path / "m.onnx", spec=api.GradSpec(wrt=(pattern,)), inputs={"x": x}, save=True)
+    assert "lo" in res.arrays and "hi" not in res.arrays, (sorted(res.arrays), res.notes)
+    assert float(res.arrays["lo"]) == pytest.approx(float(np.sum(x < -0.3)))  # sum of dy = 1 where x < lo
+
+
+@pytest.mark.parametrize("pattern", ["lo", "l*"])
+def test_diff_grad_compares_a_scalar_bound_named_by_wrt(tmp_path, pattern):
+    """diff --grad takes grad's --wrt: a scalar bound it names is compared (it was refused, 'no gradient of
+    either model matches it', by name or glob), and one changed in B fails."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    x = np.array([[-1.0, -0.5, 0.0, 0.7, 1.2]] * 3, np.float32)
+    np.save(tmp_path / "x.npy", x)
+    _clip_model(tmp_path / "a.onnx", -0.3, 0.5)
+    for b, lo, code in (("same.onnx", -0.3, 0), ("moved.onnx", -0.6, 1)):
+        _clip_model(tmp_path / b, lo, 0.5)
+        js = tmp_path / f"{b}.json"
+        r = CliRunner().invoke(app, ["diff", "--grad", str(tmp_path / "a.onnx"), str(tmp_path / b), "--input",
+                                     f"x={tmp_path / 'x.npy'}", "--wrt", pattern, "--json", str(js)])
+        assert r.exit_code == code, r.output
+        got = json.loads(js.read_text())
+        pairs = {p["a"]: p for p in got["pairs"]}
+        assert list(pairs) == ["lo_grad"] and pairs["lo_grad"]["is_output"], r.output
+        assert pairs["lo_grad"]["passed"] is (code == 0)

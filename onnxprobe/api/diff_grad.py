@@ -64,7 +64,7 @@ def diff_grad(
     from onnxprobe.compare.grad_folding import explain_folded, folded_weights
     from onnxprobe.compare.gradients import (both, candidates, forward_note, grad_reason, grad_side, gradient_stops,
                                              half_outputs, keep_wrt, loss_value, losses_differ, nothing_selected,
-                                             shared_weights)
+                                             shared_weights, wrt_scalars)
 
     if (b is None) == (vs_torch is None):
         raise settings_error(UsageError, lambda say: say.either(
@@ -105,7 +105,9 @@ def diff_grad(
             # an RNN's zero initial state (legacy: a Constant expanded to the batch; dynamo: an initializer) is a
             # constant of the export that no parameter holds: as a weight it stayed unpaired, and two exports whose
             # weight gradients all agreed were an error (--vs-torch asks the module instead: api.torch)
-            cands = candidates(hoisted, observe(m.proto), no_weights=initial_states(hoisted))
+            # and a scalar (a clamp's bound) --wrt names is a weight, as grad takes it (it was refused: no gradient matched)
+            cands = candidates(hoisted, observe(m.proto), extra=wrt_scalars(hoisted, spec.wrt),
+                               no_weights=initial_states(hoisted))
             with naming(who := who_of(role, m)):  # grad_plan's own runs of the model name the side too
                 plan = grad_plan(m, side_spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
             plans.append(plan)

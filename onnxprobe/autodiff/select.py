@@ -146,11 +146,13 @@ def targets(model: onnx.ModelProto, selection: Selection | None = None, wrt: tup
     if wrt:
         pool = list(w) + [i for i in inputs if _is_float(types, i)] + [
             o for s in main for o in s.node.output if o and _is_float(types, o)]
-        single = [n for n in weights(model, smallest=1) if n not in w and n in consumers]  # a learnable scalar
-        w = {**w, **{n: None for n in single if n in wrt}}
+        # a learnable scalar (a clamp's bound): named by --wrt only, by its name or a pattern that matches it (a
+        # glob such as 'onnx::Clip_*' matched none of them, and the exact name did)
+        single = [n for n in weights(model, smallest=1) if n not in w and n in consumers]
+        w = {**w, **{n: None for n in single if any(matches(n, pat) for pat in wrt)}}
         picked: dict[str, Target] = {}
         for pat in wrt:
-            hits = [n for n in pool if matches(n, pat)] + [n for n in single if n == pat]  # by its exact name only
+            hits = [n for n in pool if matches(n, pat)] + [n for n in single if matches(n, pat)]
             if not hits:
                 names = pool + single
                 raise hinted_setting_error(UsageError, WRT, f"{pat!r}: no float weight, input or node output of the main graph matches it",

@@ -197,6 +197,15 @@ def candidates(model: onnx.ModelProto, obs: Observation, extra: frozenset[str] |
     return out
 
 
+def wrt_scalars(model: onnx.ModelProto, wrt: tuple[str, ...]) -> set[str]:
+    """The one-element float constants of ``model`` that ``wrt`` (names or globs) names: constants of the formula
+    otherwise, weights when asked for (a learnable clamp's bound, as ``grad --wrt`` takes it: autodiff.select)."""
+    if not wrt:
+        return set()
+    many = weights(model)
+    return {n for n in weights(model, smallest=1) if n not in many and any(matches(n, pat) for pat in wrt)}
+
+
 def _stops(n: onnx.NodeProto, types) -> bool:
     """``n`` reads a float tensor and passes no gradient back (quantization, integer layers, no rule)."""
     st = registry.status(n.op_type, n.domain)
