@@ -80,3 +80,20 @@ def test_a_weight_changed_in_one_export_fails(tmp_path, kind):
     onnx.save(m, str(changed))
     r, got = _diff(tmp_path, legacy, changed)
     assert r.exit_code == 1 and got["verdict"] == "fail", r.output
+
+
+@pytest.mark.parametrize("side", ["A", "B"])
+def test_wrt_in_one_exports_names_pairs_with_the_other_exports_tensors(tmp_path, side):
+    """The exporters name the LSTM's weights apart (legacy 'onnx::LSTM_117', dynamo 'val_41'): --wrt with one
+    side's names kept the other side's weights out before pairing, and 'nothing was compared'. The pairs
+    are made first, then --wrt keeps those either of whose tensors it names."""
+    legacy, dynamo = _export(tmp_path, "LSTM")
+    named = onnx.load(str(legacy if side == "A" else dynamo))
+    node = next(n for n in named.graph.node if n.op_type == "LSTM")
+    r, got = _diff(tmp_path, legacy, dynamo, *[f for t in node.input[1:4] for f in ("--wrt", t)])
+    assert r.exit_code == 0 and got["verdict"] == "pass", r.output
+    pairs = got["pairs"]
+    assert len(pairs) == 3 and all(p["is_output"] and p["passed"] for p in pairs), r.output
+    mine = {p["a" if side == "A" else "b"] for p in pairs}
+    assert mine == {f"{t}_grad" for t in node.input[1:4]}
+    assert not got["unmatched_a"] and not got["unmatched_b"], r.output

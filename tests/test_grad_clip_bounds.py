@@ -85,8 +85,10 @@ def test_diff_grad_compares_a_scalar_bound_named_by_wrt(tmp_path, pattern):
     x = np.array([[-1.0, -0.5, 0.0, 0.7, 1.2]] * 3, np.float32)
     np.save(tmp_path / "x.npy", x)
     _clip_model(tmp_path / "a.onnx", -0.3, 0.5)
-    for b, lo, code in (("same.onnx", -0.3, 0), ("moved.onnx", -0.6, 1)):
-        _clip_model(tmp_path / b, lo, 0.5)
+    # B as dynamo names the bounds ('linear_min'), A as legacy ('onnx::Clip_9'): --wrt names A's, pairs with B's
+    for b, lo, code, names in (("same.onnx", -0.3, 0, ("lo", "hi")), ("moved.onnx", -0.6, 1, ("lo", "hi")),
+                               ("renamed.onnx", -0.3, 0, ("b_min", "b_max"))):
+        _clip_model(tmp_path / b, lo, 0.5, names)
         js = tmp_path / f"{b}.json"
         r = CliRunner().invoke(app, ["diff", "--grad", str(tmp_path / "a.onnx"), str(tmp_path / b), "--input",
                                      f"x={tmp_path / 'x.npy'}", "--wrt", pattern, "--json", str(js)])
@@ -94,4 +96,4 @@ def test_diff_grad_compares_a_scalar_bound_named_by_wrt(tmp_path, pattern):
         got = json.loads(js.read_text())
         pairs = {p["a"]: p for p in got["pairs"]}
         assert list(pairs) == ["lo_grad"] and pairs["lo_grad"]["is_output"], r.output
-        assert pairs["lo_grad"]["passed"] is (code == 0)
+        assert pairs["lo_grad"]["b"] == f"{names[0]}_grad" and pairs["lo_grad"]["passed"] is (code == 0)

@@ -63,8 +63,8 @@ def diff_grad(
     from onnxprobe.autodiff.hoist import hoist_constants
     from onnxprobe.compare.grad_folding import explain_folded, folded_weights
     from onnxprobe.compare.gradients import (both, candidates, forward_note, grad_reason, grad_side, gradient_stops,
-                                             half_outputs, keep_wrt, loss_value, losses_differ, nothing_selected,
-                                             shared_weights, wrt_scalars)
+                                             half_outputs, loss_value, losses_differ, nothing_selected,
+                                             shared_weights, wrt_pairing, wrt_scalars)
 
     if (b is None) == (vs_torch is None):
         raise settings_error(UsageError, lambda say: say.either(
@@ -99,14 +99,14 @@ def diff_grad(
         check_feed_shapes({k: np.shape(v) for k, v in fs.values.items()}, {"A": a_model.proto, "B": b_model.proto})
         side_spec = replace(spec, wrt=())
         sides, plans = [], []
-        for role, m in (("A", a_model), ("B", b_model)):
-            # weights inside If / Loop / Scan bodies are moved to the main graph, as grad_plan differentiates them
-            hoisted = hoist_constants(m.proto)
+        # weights inside If / Loop / Scan bodies are moved to the main graph, as grad_plan differentiates them
+        hoists = [hoist_constants(m.proto) for m in (a_model, b_model)]
+        for role, m, hoisted, extra in zip("AB", (a_model, b_model), hoists, wrt_scalars(hoists, spec.wrt)):
             # an RNN's zero initial state (legacy: a Constant expanded to the batch; dynamo: an initializer) is a
             # constant of the export that no parameter holds: as a weight it stayed unpaired, and two exports whose
-            # weight gradients all agreed were an error (--vs-torch asks the module instead: api.torch)
-            # and a scalar (a clamp's bound) --wrt names is a weight, as grad takes it (it was refused: no gradient matched)
-            cands = candidates(hoisted, observe(m.proto), extra=wrt_scalars(hoisted, spec.wrt),
+            # weight gradients all agreed were an error (--vs-torch asks the module instead: api.torch). A scalar (a
+            # clamp's bound) that --wrt names is a weight, as grad takes it (it was refused: no gradient matched it)
+            cands = candidates(hoisted, observe(m.proto), extra=extra,
                                no_weights=initial_states(hoisted))
             with naming(who := who_of(role, m)):  # grad_plan's own runs of the model name the side too
                 plan = grad_plan(m, side_spec, feed=fs.values, names=[t for t, _ in cands], unsupported="skip", cache=config.cache)
@@ -118,8 +118,8 @@ def diff_grad(
         # float weights the models hold at all: none with a gradient is then not "no weights" (a Det or another
         # op without a gradient rule stops the backward pass before them)
         held = sum(_float_weights(m.proto) for m in (a_model, b_model))
-        if spec.wrt:
-            keep_wrt(sides, spec.wrt)
+        # --wrt keeps the pairs it names on either side, made as without it (the exporters name a weight apart)
+        pair = wrt_pairing(sides, spec.wrt, {k: tuple(np.shape(v)) for k, v in fs.values.items()}) if spec.wrt else None
 
         def as_grad(name: str) -> str:
             return name if forward_name(name) else grad_name(name)
@@ -130,7 +130,7 @@ def diff_grad(
         per = {as_grad(k): v.over(default) for k, v in (per_tensor or {}).items()}
         tolerance = tolerance.over(default) if tolerance else default
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per, gmap, introduced=False,
-                    max_memory=max_memory, progress=progress, reject=both(folded_weights(a_model.proto, b_model.proto),
+                    max_memory=max_memory, progress=progress, pair=pair, reject=both(folded_weights(a_model.proto, b_model.proto),
                                                           shared_weights(a_model.proto, b_model.proto)))
         nothing_selected(res, selection or Selection(), (a_model.proto, b_model.proto))
         explain_folded(res.matching, a_model.proto, b_model.proto)

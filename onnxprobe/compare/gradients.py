@@ -197,13 +197,20 @@ def candidates(model: onnx.ModelProto, obs: Observation, extra: frozenset[str] |
     return out
 
 
-def wrt_scalars(model: onnx.ModelProto, wrt: tuple[str, ...]) -> set[str]:
-    """The one-element float constants of ``model`` that ``wrt`` (names or globs) names: constants of the formula
-    otherwise, weights when asked for (a learnable clamp's bound, as ``grad --wrt`` takes it: autodiff.select)."""
-    if not wrt:
-        return set()
+def scalars(model: onnx.ModelProto) -> set[str]:
+    """The one-element float constants of ``model``: constants of the formula, unless ``--wrt`` names one (a
+    learnable clamp's bound, as ``grad --wrt`` takes it: autodiff.select)."""
     many = weights(model)
-    return {n for n in weights(model, smallest=1) if n not in many and any(matches(n, pat) for pat in wrt)}
+    return {n for n in weights(model, smallest=1) if n not in many}
+
+
+def wrt_scalars(models: list[onnx.ModelProto], wrt: tuple[str, ...]) -> list[set[str]]:
+    """Each model's scalars to take as weights for ``wrt`` (names or globs): where it names one in either
+    model, every scalar of both, so that the one named pairs with the other model's, named otherwise
+    (legacy's 'onnx::Clip_9' is dynamo's 'linear_min'; ``wrt_pairing`` then keeps the pairs it names)."""
+    found = [scalars(m) if wrt else set() for m in models]
+    named = any(matches(n, pat) for f in found for n in f for pat in wrt)
+    return found if named else [set() for _ in models]
 
 
 def _stops(n: onnx.NodeProto, types) -> bool:
@@ -320,9 +327,15 @@ def both(*filters):
     return reject
 
 
-def keep_wrt(sides: list[Side], wrt: tuple[str, ...]) -> None:
-    """Keep the gradients of the forward tensors that ``wrt`` (names or globs) names, on each side; the
-    first side is model A, of which at least one must match."""
+def wrt_pairing(sides: list[Side], wrt: tuple[str, ...], input_shapes: dict | None = None):
+    """``diff``'s ``pair`` for ``wrt`` (names or globs of forward tensors): the two sides' gradients are paired
+    as they are without it, then the pairs either of whose tensors ``wrt`` names are kept, and the unmatched
+    gradients it names. The exporters name one weight apart (legacy 'onnx::LSTM_117', dynamo 'val_41'): a
+    filter before pairing kept the other side's counterparts out, and nothing was compared. A pattern that
+    names no gradient of either side is refused, as grad refuses it (a mistake, not a filter to ignore)."""
+    from onnxprobe.match.concrete import match_for_inputs
+    from onnxprobe.match.engine import Matching
+
     def names(o) -> list[str]:
         return [f for f in (forward_name(o.name), forward_name(o.key)) if f]
 
@@ -331,12 +344,19 @@ def keep_wrt(sides: list[Side], wrt: tuple[str, ...]) -> None:
 
     every = [n for side in sides for o in side.observation.observables for n in names(o)]
     idle = next((pat for pat in wrt if not any(matches(n, pat) for n in every)), None)
-    if idle is not None:  # as grad: a pattern that names nothing is a mistake, not a filter to ignore
+    if idle is not None:
         raise setting_error(UsageError, WRT, f"{idle!r}: no gradient of either model matches it (a weight, input or node output name)")
-    for side in sides:
-        side.observation = Observation([o for o in side.observation.observables if wanted(o)], [], side.observation.hidden)
-    if not sides[0].observation.observables:
-        raise setting_error(UsageError, WRT, f"{', '.join(wrt)}: no gradient of model A matches")
+    a, b = sides
+
+    def pair(obs_a, obs_b, user_map) -> Matching:
+        m = match_for_inputs(a.model.proto, b.model.proto, obs_a, obs_b, user_map, input_shapes)
+        kept = Matching([p for p in m.pairs if wanted(p.a) or wanted(p.b)], [u for u in m.unmatched_a if wanted(u.obs)],
+                        [u for u in m.unmatched_b if wanted(u.obs)])
+        if not kept.pairs and not kept.unmatched_a:
+            raise setting_error(UsageError, WRT, f"{', '.join(wrt)}: no gradient of model A matches, nor one paired with B's it names")
+        return kept
+
+    return pair
 
 
 def nothing_selected(res, selection, models) -> None:
