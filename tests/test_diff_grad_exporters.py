@@ -97,3 +97,35 @@ def test_wrt_in_one_exports_names_pairs_with_the_other_exports_tensors(tmp_path,
     mine = {p["a" if side == "A" else "b"] for p in pairs}
     assert mine == {f"{t}_grad" for t in node.input[1:4]}
     assert not got["unmatched_a"] and not got["unmatched_b"], r.output
+
+
+def test_a_conv_with_its_batchnorm_folded_pairs_its_gradient_with_the_batchnorms_output(tmp_path):
+    """Legacy export folds a BatchNormalization into its Conv; dynamo without its optimizer keeps it. diff pairs the
+    folded Conv's output with the BatchNormalization's (match.folds), but diff --grad lost what tells them apart
+    and paired the gradients of the folded Conv and of B's bare Conv: two FAILs (cosine 0.96) and a ▶ on two
+    exports of one module. The gradient of the folded Conv's output is that of the BatchNormalization's."""
+    from torch import nn
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 2, 1), nn.BatchNorm2d(2))
+    for bn in (net[1], net[4]):
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 1.5)
+        bn.weight.data.uniform_(0.5, 1.5)
+    net.eval()
+    x = torch.randn(2, 3, 5, 5)
+    legacy, dynamo = tmp_path / "legacy.onnx", tmp_path / "dynamo.onnx"
+    torch.onnx.export(net, (x,), str(legacy), dynamo=False, input_names=["x"], output_names=["y"])
+    torch.onnx.export(net, (x,), str(dynamo), dynamo=True, optimize=False, external_data=False, input_names=["x"])
+    assert sum(n.op_type == "BatchNormalization" for n in onnx.load(str(dynamo)).graph.node) == 2
+    np.save(tmp_path / "x.npy", x.numpy())
+    np.save(tmp_path / "dy.npy", np.random.default_rng(0).standard_normal((2, 2, 5, 5)).astype(np.float32))
+    r, got = _diff(tmp_path, legacy, dynamo, "--output-grad", str(tmp_path / "dy.npy"), "--all")
+    # every weight is folded in A (none is the same function in both): no weight verdict, as diff --grad says
+    assert got["verdict"] == "error" and "folded" in got["verdict_reason"], r.output
+    convs = [p for p in got["pairs"] if p["op_type"] == "Conv"]
+    assert convs and all(p["passed"] for p in got["pairs"]), r.output
+    assert all(p["op_type_b"] == "BatchNormalization" for p in convs), [(p["a"], p["b"], p["op_type_b"]) for p in convs]
+    assert got["first_failure"] is None
+    bare = {u["name"] for u in got["unmatched_b"] if u["op_type"] == "Conv"}
+    assert len(bare) == 2, got["unmatched_b"]  # B's Convs before their BatchNormalization pair with nothing of A
