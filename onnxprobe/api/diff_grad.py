@@ -64,7 +64,7 @@ def diff_grad(
     from onnxprobe.compare.grad_folding import explain_folded, folded_weights
     from onnxprobe.compare.gradients import (both, candidates, forward_note, grad_reason, grad_side, gradient_stops,
                                              half_outputs, loss_value, losses_differ, nothing_selected,
-                                             shared_weights, wrt_pairing, wrt_scalars)
+                                             shared_weights, transposed_weights, wrt_pairing, wrt_scalars)
 
     if (b is None) == (vs_torch is None):
         raise settings_error(UsageError, lambda say: say.either(
@@ -131,7 +131,8 @@ def diff_grad(
         tolerance = tolerance.over(default) if tolerance else default
         res = _diff(side_a, side_b, fs.values, selection or Selection(), tolerance, per, gmap, introduced=False,
                     max_memory=max_memory, progress=progress, pair=pair, reject=both(folded_weights(a_model.proto, b_model.proto),
-                                                          shared_weights(a_model.proto, b_model.proto)))
+                                                          shared_weights(a_model.proto, b_model.proto),
+                                                          transposed_weights(a_model.proto, b_model.proto)))
         nothing_selected(res, selection or Selection(), (a_model.proto, b_model.proto))
         explain_folded(res.matching, a_model.proto, b_model.proto)
         for r in res.results:

@@ -27,6 +27,7 @@ from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.select import WRT, weights
 from onnxprobe.compare.sides import GRADIENT_STOPPED, Side
 from onnxprobe.errors import UsageError, said, setting_error
+from onnxprobe.graph.constants import constants
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import first_readers, walk
@@ -319,6 +320,64 @@ def shared_weights(a: onnx.ModelProto, b: onnx.ModelProto):
         return (f"the two weights are read by different nodes ({len(oa)} in A: {said(oa)}; {len(ob)} in B: "
                 f"{said(ob)}): a weight's gradient sums over its readers, so these are different functions of "
                 "the data, and so are their gradients", DIFFERENT_FUNCTION)
+
+    return reject
+
+
+def _orientations(model: onnx.ModelProto) -> dict[str, tuple[int, str]]:
+    """2-D weight -> (1 where the layers reading it read it transposed, else 0; the first reader, as said): a
+    Gemm's transA / transB for its input 0 / 1, MatMul as it is, each Transpose on the way turning it over
+    (through Identity and Cast). A weight read both ways, or through another op, is left out."""
+    held = constants(model.graph)
+    direct: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for s in walk(model):
+        for k, i in enumerate(s.node.input):
+            if i:
+                direct.setdefault(i, []).append((s.node, k))
+
+    def ways(t: str, flip: int, depth: int = 0) -> list[tuple[int, str]] | None:
+        got = []
+        for n, k in direct.get(t, []):
+            if n.op_type in ("Identity", "Cast") and depth < 16:
+                more = ways(n.output[0], flip, depth + 1)
+            elif n.op_type == "Transpose" and depth < 16:
+                perm = next((list(a.ints) for a in n.attribute if a.name == "perm"), [1, 0])
+                more = ways(n.output[0], 1 - flip, depth + 1) if perm == [1, 0] else None
+            elif n.op_type == "Gemm" and k < 2:
+                trans = next((a.i for a in n.attribute if a.name == ("transA", "transB")[k]), 0)
+                more = [(flip ^ int(bool(trans)), f"Gemm {n.name or n.output[0]!r}" + (f" (trans{'AB'[k]}=1)" if trans else ""))]
+            elif n.op_type == "MatMul":
+                more = [(flip, f"MatMul {n.name or n.output[0]!r}")]
+            else:
+                more = None
+            if more is None:
+                return None
+            got += more
+        return got
+
+    out = {}
+    for w, t in held.items():
+        if len(t.dims) == 2 and (got := ways(w, 0)) and len({g[0] for g in got}) == 1:
+            out[w] = got[0]
+    return out
+
+
+def transposed_weights(a: onnx.ModelProto, b: onnx.ModelProto):
+    """A pair filter for weight gradients: a layer's weight that one model reads transposed (Gemm transB=1:
+    torch's legacy export of nn.Linear) and the other holds transposed (dynamo's torch.addmm(b, x, W.t()): its
+    Gemm reads W^T, an initializer) is the other's transpose, and so is its gradient: a square one has one
+    shape in both, and compared element by element it FAILed on two exports of one module."""
+    oa, ob = _orientations(a), _orientations(b)
+
+    def reject(pair):
+        if not (pair.a.effective_op.endswith(" weight") and pair.b.effective_op.endswith(" weight")):
+            return None
+        ra, rb = oa.get(forward_name(pair.a.name) or ""), ob.get(forward_name(pair.b.name) or "")
+        if ra is None or rb is None or ra[0] == rb[0]:
+            return None
+        how = ("as it is", "transposed")
+        return (f"the two weights are each other's transpose (A's {ra[1]} reads it {how[ra[0]]}, B's {rb[1]} "
+                f"{how[rb[0]]}): so are their gradients, which are not compared element by element", DIFFERENT_FUNCTION)
 
     return reject
 
