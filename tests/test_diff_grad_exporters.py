@@ -129,3 +129,44 @@ def test_a_conv_with_its_batchnorm_folded_pairs_its_gradient_with_the_batchnorms
     assert got["first_failure"] is None
     bare = {u["name"] for u in got["unmatched_b"] if u["op_type"] == "Conv"}
     assert len(bare) == 2, got["unmatched_b"]  # B's Convs before their BatchNormalization pair with nothing of A
+
+
+def test_weights_the_exporters_name_apart_pair_by_what_their_layers_read(tmp_path):
+    """An embedding tied to the output layer (legacy names it 'emb.weight', dynamo 'head.weight') and a Linear
+    weight both hold transposed ('onnx::MatMul_27', 'val_0'): the gradient side dropped what each node reads
+    (match.observe's sources), and the structural matching, left with op and shape alone, paired neither
+    ('no counterpart') once a layer between (an addmm) shifted the alignment: two exports of one module were an
+    error. With it they pair and agree."""
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.fc, self.fc2 = nn.Embedding(20, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+            self.head = nn.Linear(8, 20, bias=False)
+            self.head.weight = self.emb.weight
+            nn.init.zeros_(self.fc.bias)  # as a fresh GPT-2's: legacy reads one zero tensor for both biases
+            nn.init.zeros_(self.fc2.bias)
+
+        def forward(self, ids):
+            h = torch.tanh(self.fc(self.emb(ids)))
+            # GPT-2's Conv1D: dynamo holds W.t() as its Gemm's weight, legacy reads W with transB=1
+            h = torch.addmm(self.fc2.bias, h.reshape(-1, 8), self.fc2.weight.t()).reshape(h.shape)
+            return self.head(h)
+
+    torch.manual_seed(0)
+    net, ids = Net().eval(), torch.randint(0, 20, (2, 5))
+    legacy, dynamo = tmp_path / "legacy.onnx", tmp_path / "dynamo.onnx"
+    torch.onnx.export(net, (ids,), str(legacy), dynamo=False, input_names=["ids"], output_names=["y"])
+    torch.onnx.export(net, (ids,), str(dynamo), dynamo=True, external_data=False, input_names=["ids"], output_names=["y"])
+    np.save(tmp_path / "ids.npy", ids.numpy())
+    js = tmp_path / "d.json"
+    r = CliRunner().invoke(app, ["diff", "--grad", str(legacy), str(dynamo), "--input", f"ids={tmp_path / 'ids.npy'}",
+                                 "--json", str(js)])
+    assert js.exists(), r.output
+    got = json.loads(js.read_text())
+    assert r.exit_code == 0 and got["verdict"] == "pass", r.output
+    pairs = {p["a"]: p["b"] for p in got["pairs"] if p["is_output"]}
+    gather = next(n for n in onnx.load(str(dynamo)).graph.node if n.op_type == "Gather")
+    assert pairs.get("emb.weight_grad") == f"{gather.input[0]}_grad", pairs
+    assert not [u for u in got["unmatched_a"] + got["unmatched_b"] if u["is_output"] and u["cause"] == "no-counterpart"]

@@ -61,7 +61,9 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
             ordered.append(((o.index, not o.is_output, slot.get(t, 0), o.name), Observable(
                 key=grad_name(o.key), name=grad_name(o.name), probe=grads[t], node=o.node, op_type=o.op_type,
                 effective_op=o.effective_op, index=o.index, shape=o.shape, kind=o.kind, is_output=o.is_output,
-                bn_next=o.bn_next, conv_bn=o.conv_bn)))
+                # what its node reads, by the gradients' names: the structural matching pairs by it as diff does
+                bn_next=o.bn_next, conv_bn=o.conv_bn, data=o.data,
+                sources=tuple(x if x.startswith("input:") else grad_name(x) for x in o.sources))))
     # the weights of one node in the order it reads them (W before B), not by name: structural alignment
     # pairs by order, and names sort apart ('onnx::Conv_16' < 'onnx::Conv_17' but '0.bias' < '0.weight')
     observables = [o for _, o in sorted(ordered, key=lambda x: x[0])]
@@ -195,10 +197,11 @@ def candidates(model: onnx.ModelProto, obs: Observation, extra: frozenset[str] |
         t = o.name if o.name in produced else (o.probe if o.probe in produced else None)
         if t is not None and is_float(t):
             # a Conv with its BatchNormalization folded in is the tail's function, whose gradient its own is; one
-            # the tail follows is not (match.folds): without the marks the two Convs' gradients paired, a false FAIL
+            # the tail follows is not (match.folds): without the marks the two Convs' gradients paired, a false FAIL;
+            # without what each node reads, the structural matching paired by op and shape alone
             out.append((t, Observable(key=o.key, name=o.name, probe=t, node=o.node, op_type=o.op_type,
                                       effective_op=o.effective_op, index=o.index, shape=o.shape, kind=o.kind,
-                                      bn_next=o.bn_next, conv_bn=o.conv_bn)))
+                                      bn_next=o.bn_next, conv_bn=o.conv_bn, sources=o.sources, data=o.data)))
     return out
 
 
