@@ -9,6 +9,8 @@ from __future__ import annotations
 import onnx
 
 from onnxprobe.autodiff.select import weights
+from onnxprobe.graph.constants import constants
+from onnxprobe.graph.tensor_data import tensor_values
 from onnxprobe.match.engine import FOLDED, NO_COUNTERPART
 from onnxprobe.types import element_count, forward_name
 
@@ -149,6 +151,7 @@ def explain_folded(matching, a: onnx.ModelProto, b: onnx.ModelProto) -> None:
     cause becomes FOLDED, which the verdict does not count as unpaired."""
     _explain_bias_adds(matching, a, b)  # first: a layer's bias of the shape of a BatchNormalization's parameters
     _explain_constant_folds(matching, a, b)
+    _explain_zero_biases(matching, a, b)
     (la, oa), (lb, ob) = _bn_after_layers(a), _bn_after_layers(b)
     na, nb = len(set(oa.values())), len(set(ob.values()))
     if na == nb:
@@ -226,16 +229,19 @@ def _explain_constant_folds(matching, a: onnx.ModelProto, b: onnx.ModelProto) ->
                                               ("B", "A", matching.unmatched_b, matching.unmatched_a, a)):
         folded: dict[str, str] = {}  # a weight of the computing model -> the holder's folded tensor
         sources_of = _constant_sources(model_c)
+        held_by = _reader_counterparts(matching, a, b, holder)
         for u in uh:
             w = forward_name(u.obs.name) or ""
             if u.cause != NO_COUNTERPART or not u.obs.effective_op.endswith(" weight"):
                 continue
-            found = sources_of(w)
+            # of its name (onnxruntime's folding names it after the Transpose's output), or what the paired
+            # layer reads in its place (legacy's 'onnx::MatMul_591' where dynamo's lm_head reads Transpose(wte))
+            found = sources_of(w) or next((f for t in held_by(w) if (f := sources_of(t))), None)
             if found is None or not found[1]:
                 continue
             node, sources = found
-            u.reason = (f"a weight of {holder} that {computer} computes from its weights ({node.op_type} {node.name or w!r} "
-                        f"of {', '.join(sources)}): a constant folding (onnxruntime's) made it an initializer, so its "
+            u.reason = (f"a weight of {holder} that {computer} computes from its weights ({node.op_type} {node.name or node.output[0]!r} "
+                        f"of {', '.join(sources)}): a constant folding (the exporter's or onnxruntime's) made it an initializer, so its "
                         "gradient is a part of theirs, another function of the data: not judged")
             u.cause = FOLDED
             for s in sources:
@@ -245,6 +251,69 @@ def _explain_constant_folds(matching, a: onnx.ModelProto, b: onnx.ModelProto) ->
             if u.cause == NO_COUNTERPART and u.obs.effective_op.endswith(" weight") and w in folded:
                 u.reason = (f"a weight {holder} holds only folded into the initializer {folded[w]!r}, which {computer} "
                             "computes from it (constant folding): no weight of the same function in both, so it is not judged")
+                u.cause = FOLDED
+
+
+def _reader_counterparts(matching, a: onnx.ModelProto, b: onnx.ModelProto, holder: str):
+    """A function: a weight of ``holder``'s model -> the tensors the other model's layers read in its place:
+    for each node reading it (through Identity), the node the matching pairs its output's gradient with
+    (``grad_name`` of the outputs), that node's input in the same slot."""
+    mine, other = (a, b) if holder == "A" else (b, a)
+    partner = {}
+    for p in matching.pairs:
+        x, y = (p.a, p.b) if holder == "A" else (p.b, p.a)
+        fx, fy = forward_name(x.name), forward_name(y.name)
+        if fx and fy:
+            partner[fx] = fy
+    producer = {o: n for n in other.graph.node for o in n.output if o}
+    readers: dict[str, list] = {}
+    for n in mine.graph.node:
+        for k, t in enumerate(n.input):
+            if t:
+                readers.setdefault(t, []).append((n, k))
+
+    def of(w: str, depth: int = 0) -> list[str]:
+        out = []
+        for n, k in readers.get(w, []):
+            if n.op_type == "Identity" and depth < 8:
+                out += of(n.output[0], depth + 1)
+            elif n.output and (m := producer.get(partner.get(n.output[0], ""))) is not None and m.op_type == n.op_type \
+                    and k < len(m.input) and m.input[k]:
+                out.append(m.input[k])
+        return out
+
+    return of
+
+
+def _explain_zero_biases(matching, a: onnx.ModelProto, b: onnx.ModelProto) -> None:
+    """A weight gradient without a counterpart whose weight is all zeros and read only as a layer's bias (a Gemm's
+    or Conv's third input, an Add's operand; through Identity): adding zeros changes nothing, and the other
+    model's exporter may have dropped it (dynamo's optimizer removes a fresh GPT-2's zero Conv1D biases, legacy
+    keeps them): no weight of the other holds it, which is no disagreement. Its cause becomes FOLDED."""
+    for side, model, us in (("A", a, matching.unmatched_a), ("B", b, matching.unmatched_b)):
+        held = constants(model.graph)
+        readers: dict[str, list] = {}
+        for n in model.graph.node:
+            for k, t in enumerate(n.input):
+                if t:
+                    readers.setdefault(t, []).append((n, k))
+
+        def as_bias(t: str, depth: int = 0) -> bool:
+            rs = readers.get(t, [])
+            return bool(rs) and all(as_bias(n.output[0], depth + 1) if n.op_type == "Identity" and depth < 8 else
+                                    (n.op_type in ("Gemm", "Conv", "ConvTranspose") and k == 2) or n.op_type == "Add"
+                                    for n, k in rs)
+
+        for u in us:
+            w = forward_name(u.obs.name) or ""
+            t = held.get(w)
+            if u.cause != NO_COUNTERPART or not u.obs.effective_op.endswith(" weight") or t is None \
+                    or t.data_location == onnx.TensorProto.EXTERNAL or not as_bias(w):
+                continue
+            v = tensor_values(t)
+            if v.dtype.kind == "f" and v.size and not v.any():
+                u.reason = (f"all zeros, read only as a layer's bias in {side}: adding zeros changes nothing, and the other "
+                            "model holds no such bias (its exporter dropped it): nothing to compare, not judged")
                 u.cause = FOLDED
 
 
