@@ -87,6 +87,9 @@ def files(tmp_path_factory) -> dict:
     (d / "map.json").write_text(json.dumps({"qq": "fc"}))
     (d / "data").mkdir()
     np.savez(d / "data" / "b0.npz", x=np.zeros((2, 3), np.float32))
+    (d / "data2").mkdir()  # two batches failing for different reasons: each said with its own
+    np.savez(d / "data2" / "b0.npz", x=np.zeros((2, 3), np.float32))
+    (d / "data2" / "b1.npz").write_bytes(b"not an npz")
     np.save(d / "target.npy", np.zeros((2, 3), np.float32))
     (d / "npz").mkdir()
     zzz = numpy_helper.from_array(np.zeros((2, 3), np.float32), "zzz")
@@ -95,7 +98,7 @@ def files(tmp_path_factory) -> dict:
     for name, text in {"list": [1], "nothing": {"a": 1}, "pairs": {"pairs": []}, "grads": {"gradients": []}}.items():
         (d / f"{name}.json").write_text(json.dumps(text))
     return {k: str(d / v) for k, v in {"M": "m.onnx", "HALF": "half.onnx", "F8": "f8.onnx", "MODS": "mods.py", "GEN": "gen.py",
-                                       "MAP": "map.json", "DATA": "data", "TARGET": "target.npy", "NPZ": "npz",
+                                       "MAP": "map.json", "DATA": "data", "DATA2": "data2", "TARGET": "target.npy", "NPZ": "npz",
                                        "LIST": "list.json", "NOTHING": "nothing.json", "PAIRS": "pairs.json",
                                        "GRADS": "grads.json"}.items()}
 
@@ -170,6 +173,17 @@ CASES = {
     "float8 input": (lambda f: api.layers(f["F8"]), ["layers", "F8"],
                      "cut the model after it with api.extract(model, path, cut_inputs=[...])",
                      "cut the model after it with `onnxprobe extract --from`"),
+    "float8 input, dataset": (lambda f: api.layers_dataset(f["F8"], f["DATA"]), ["layers", "F8", "--inputs-dir", "DATA"],
+                              "cut the model after it with api.extract(model, path, cut_inputs=[...])",
+                              "cut the model after it with `onnxprobe extract --from`"),
+    "float8 input, dataset, two reasons": (lambda f: api.layers_dataset(f["F8"], f["DATA2"]),
+                                           ["layers", "F8", "--inputs-dir", "DATA2"],
+                                           "cut the model after it with api.extract(model, path, cut_inputs=[...])",
+                                           "cut the model after it with `onnxprobe extract --from`"),
+    "float8 input, dataset, on its first batch": (lambda f: api.grad_dataset(f["F8"], f["DATA"], spec=api.GradSpec(loss="sum")),
+                                                  ["grad", "F8", "--inputs-dir", "DATA", "--loss", "sum"],
+                                                  "cut the model after it with api.extract(model, path, cut_inputs=[...])",
+                                                  "cut the model after it with `onnxprobe extract --from`"),
     "merge nothing": (lambda f: api.merge_stats([]), None, "merge_stats: give at least one report", "merge-stats: give at least one report"),
     "merge a list": (lambda f: api.merge_stats([f["LIST"]]), ["merge-stats", "LIST"],
                      "not a dataset report (a JSON object api.report(result) returns)",

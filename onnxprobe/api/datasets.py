@@ -18,7 +18,8 @@ from typing import Callable, Iterator
 import numpy as np
 
 from onnxprobe.api.inputs import Progress, as_dataset, as_progress
-from onnxprobe.errors import ExecutionError, OnnxProbeError, UsageError, first_line, settings_error
+from onnxprobe.errors import (ExecutionError, OnnxProbeError, UsageError, Voice, first_line, in_words, said,
+                              settings_error)
 from onnxprobe.graph.model import Model
 from onnxprobe.runtime.dataset import (INPUTS_DIR, INPUTS_FROM, Batch, dataset_batches, generator_samples, load_batch,
                                        skipped_note)
@@ -137,16 +138,23 @@ class Done:
 def relabel(e: OnnxProbeError, label: str) -> OnnxProbeError:
     """The same kind of error (usage: exit 2, else 1), its message saying which batch, once: an error about
     the batch's own file ('dir/b.npz: not a readable .npz file', ``OnnxProbeError.about``) names it already."""
-    err = (UsageError if isinstance(e, UsageError) else ExecutionError)(labelled(e, label))
+    err = settings_error(UsageError if isinstance(e, UsageError) else ExecutionError, lambda say: labelled(e, label, say))
     err.batch = label
-    err.reason = None if _names(e, label) else first_line(e)
+    err.reason = None if _names(e, label) else said(lambda say: _line(e, say))
     return err
 
 
-def labelled(e: OnnxProbeError, label: str) -> str:
-    """``e``'s first line, naming batch ``label`` once (from what the error says it names, not its words)."""
-    text = first_line(e)
+def labelled(e: OnnxProbeError, label: str, say: Voice | None = None) -> str:
+    """``e``'s first line, naming batch ``label`` once (from what the error says it names, not its words); in
+    ``say``'s words (the command line's: ``e.cli_message``), the API's where none is given."""
+    text = _line(e, say)
     return text if _names(e, label) else f"{clean(label)}: {text}"  # a file name may hold a newline: escaped, on the one line
+
+
+def _line(e: OnnxProbeError, say: Voice | None = None) -> str:
+    """``e``'s first line as ``say``'s reader says it: the command line's words (``cli_message``) kept where the
+    error is said again inside another one (a batch's, the batches' failures)."""
+    return first_line(Exception(e.cli_message)) if say is not None and say.cli and e.cli_message else first_line(e)
 
 
 def _names(e: OnnxProbeError, label: str) -> bool:
@@ -224,16 +232,16 @@ def _failed(failures: list[tuple[int, str, OnnxProbeError]], total: int, stopped
     cls = UsageError if isinstance(failures[0][2], UsageError) else ExecutionError
     head = (f"the pipeline's first {total} samples failed (it was read no further)" if stopped else
             f"{len(failures)} of {total} batches failed")
-    texts = {e.reason if e.batch == label else None if _names(e, label) else first_line(e) for _, label, e in failures}
+    texts = {e.reason if e.batch == label else None if _names(e, label) else said(lambda say, e=e: _line(e, say))
+             for _, label, e in failures}
     if len(failures) > 1 and len(texts) == 1 and None not in texts:
         # one reason for all (a stacked .npz that lacks an input fails every sample alike): said once
         labels = [clean(lb) for _, lb, _ in failures]
-        return cls(f"{head}, no result, each for the same reason: {clip(texts.pop(), 240)} "
-                   f"({', '.join(labels[:3])}{' …' if len(labels) > 3 else ''})")
+        reason = texts.pop()
+        return settings_error(cls, lambda say: f"{head}, no result, each for the same reason: {clip(in_words(reason, say), 240)} "
+                              f"({', '.join(labels[:3])}{' …' if len(labels) > 3 else ''})")
     shown = len(failures) if len(failures) <= FAILURES_SHOWN + 1 else FAILURES_SHOWN  # never "and 1 more"
-    reasons = []
-    for _, label, e in failures[:shown]:
-        reasons.append(clip(labelled(e, label), 240))
     more = f"; and {len(failures) - shown} more ({', '.join(clean(lb) for _, lb, _ in failures[shown:shown + 3])}" \
            f"{' …' if len(failures) > shown + 3 else ''})" if len(failures) > shown else ""
-    return cls(f"{head}, no result: {'; '.join(reasons)}{more}")
+    return settings_error(cls, lambda say: f"{head}, no result: "
+                          f"{'; '.join(clip(labelled(e, label, say), 240) for _, label, e in failures[:shown])}{more}")
