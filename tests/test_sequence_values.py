@@ -275,3 +275,29 @@ def test_nested_types_are_summarised_whole(tmp_path):
     assert rows["zm"]["dtype"] == want["zm"] and rows["o"]["dtype"] == want["o"] and rows["o"]["shape"] == [2, 3]
     d = api.report(api.extract(str(path), str(out), "x", "o,zm"))
     assert {t["name"]: t.get("type") for t in d["outputs"]} == {"o": want["o"], "zm": want["zm"]}
+
+
+def _depth(text: str) -> int:
+    """How deep the text's brackets nest."""
+    deepest = level = 0
+    for ch in text:
+        level += {"(": 1, ")": -1}.get(ch, 0)
+        deepest = max(deepest, level)
+    return deepest
+
+
+def test_sequence_map_note_nests_no_brackets_and_readme_says_it_alike(tmp_path):
+    """The SequenceMap-body note ended '(no command probes ...: no output of the node carries their values out
+    (its outputs are sequences))' (QA): brackets in brackets. It now says why without nesting, and the README's
+    table says the same words."""
+    from pathlib import Path
+
+    path = tmp_path / "smap.onnx"
+    sequence_map_model(path)
+    r = CliRunner().invoke(app, ["diff", str(path), str(path), "--all", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    note = next(n for n in json.loads(r.stdout)["notes"] if "sq_e" in n)
+    assert _depth(note) == 1, note
+    why = note[note.index("no output of the node"):].rstrip(")")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert why in readme, why

@@ -58,6 +58,6 @@ def body_note(inside: dict[str, str], what: str, loops_only: bool = False,
         why = "`layers --all` shows the body tensors' statistics"
     else:
         why = (f"no command probes the {n_sealed} inside {where} bodies: no output of the node carries "
-               "their values out (its outputs are sequences)" + ("; `layers --all` shows the other body tensors' statistics"
+               "their values out, as its outputs are sequences" + ("; `layers --all` shows the other body tensors' statistics"
                                                     if n_sealed < len(inside) else ""))
     return f"{len(inside)} selected tensor(s) inside {bodies} bodies are not {what}: {names}{more}; only {kept} are ({why})"
