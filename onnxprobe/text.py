@@ -99,6 +99,13 @@ def quote(s: object) -> str:
     return f"{q}{text}{q}"
 
 
+def as_word(s: object) -> str:
+    """A value the user gave, in a message as typed ("--device tpu: ..."): cleaned, and in quotes (``quote``)
+    only where it would not read as one word (empty, spaces, quotes, backslashes, control characters)."""
+    text = s if isinstance(s, str) else str(s)
+    return text if text and text.isprintable() and not any(c in text for c in " '\"\\") else quote(text)
+
+
 def some(names, shown: int = 3, form=repr) -> str:
     """The first ``shown`` of ``names``, each in ``form``, and how many more: "'a', 'b', 'c' and 4 more"."""
     names = list(names)
@@ -106,13 +113,23 @@ def some(names, shown: int = 3, form=repr) -> str:
     return ", ".join(form(n) for n in names[:shown]) + more
 
 
-def clip(s: str, width: int = 120) -> str:
-    """Keep both ends of a long value: ``'abcdef…uvwxyz (10000 chars)'``."""
+def clip(s: str, width: int = 120, count: int | None = None) -> str:
+    """Keep both ends of a long value: ``'abcdef…uvwxyz (10000 chars)'``; ``count``: the length said, where
+    ``s`` holds more than the value (the quotes around a name)."""
     if len(s) <= width:
         return s
     keep = max(width - 20, 8)
     head, tail = keep * 2 // 3, keep - keep * 2 // 3
-    return f"{s[:head]}…{s[-tail:]} ({len(s)} chars)"
+    return f"{s[:head]}…{s[-tail:]} ({len(s) if count is None else count} chars)"
+
+
+_QUOTED = re.compile(r"(['\"])(.*)\1([^\w\s]*)", re.S)  # a word that is a quoted name ('x' or "x", then ":" or ")"...)
+
+
+def _clip_word(word: str) -> str:
+    """A long word of a message shortened, counting the characters of the name it holds, not its quotes."""
+    m = _QUOTED.fullmatch(word)
+    return clip(word, count=len(m.group(2)) if m else None)
 
 
 def one_line(message: str, limit: int = MAX_LINE) -> str:
@@ -120,7 +137,7 @@ def one_line(message: str, limit: int = MAX_LINE) -> str:
     tensor name) shortened, and the whole line at most ``limit`` characters."""
     text = controls(message)
     if len(text) > limit // 2:
-        text = _LONG_WORD.sub(lambda m: clip(m.group(0)), text)
+        text = _LONG_WORD.sub(lambda m: _clip_word(m.group(0)), text)
     return clip(text, limit) if len(text) > limit else text
 
 

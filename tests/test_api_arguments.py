@@ -192,7 +192,7 @@ def test_wrong_kind_of_argument_is_one_usage_error(call, match, tmp_path, monkey
 @pytest.mark.parametrize("call, needle", [
     (lambda: api.layers(CNN, inputs=api.InputSpec(seed=-1)), "seed (--seed) -1: seeds are non-negative"),
     (lambda: api.layers(CNN, inputs=api.InputSpec(int_range=(5, 5))), "int_range (--int-range) 5:5: LOW must be below"),
-    (lambda: api.layers(CNN, config=api.RunConfig(device="gpu")), "device (--device) 'gpu': choose one of"),
+    (lambda: api.layers(CNN, config=api.RunConfig(device="gpu")), "device (--device) gpu: choose one of"),
     (lambda: api.layers(CNN, config=api.RunConfig(opt_level="max")), "opt_level (--opt-level) 'max': choose one of"),
     (lambda: api.layers(CNN, runtime_options={"A": "B"}), "runtime_options (--runtime-option) A: ort takes only tf32"),
     (lambda: api.layers(CNN, config=api.RunConfig(device="cuda"), runtime="openvino"), "device (--device) cuda: an onnxruntime"),

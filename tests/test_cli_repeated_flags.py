@@ -64,7 +64,7 @@ def test_errors_name_the_flag_given(tmp_path):
     assert _refused(["layers", MLP, "--runtime", "reference", "--device", "cuda"], "onnx.reference").startswith(
         "onnxprobe: error: --device cuda:")
     _refused(["layers", MLP, "--runtime", "reference", "--opt-level", "all"], "--opt-level all sets onnxruntime's")
-    _refused(["debug", MLP, "--device", "tpu"], "--device 'tpu': choose one of")
+    _refused(["debug", MLP, "--device", "tpu"], "--device tpu: choose one of")  # as typed, as '--device cuda: ...'
     (tmp_path / "ds").mkdir()
     np.savez(tmp_path / "ds" / "b0.npz", x=np.zeros((4, 16), np.float32))
     line = _refused(["layers", MLP, "--inputs-dir", tmp_path / "ds", "--seed", "3"], "takes all inputs")

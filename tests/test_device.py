@@ -144,7 +144,7 @@ def test_a_run_failing_on_an_empty_input_says_so(tmp_path):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["diff", "--vs-device", "bogus"], "--vs-device 'bogus': choose one of"),
+    (["diff", "--vs-device", "bogus"], "--vs-device bogus: choose one of"),
     (["diff", "--vs-device", "cuda"], "--vs-device cuda: onnxruntime has no usable CUDA provider"),
     (["diff", "--vs-opt-level", "bogus"], "--vs-opt-level 'bogus': choose one of"),
     (["layers", "--opt-level", "bogus"], "--opt-level 'bogus': choose one of"),

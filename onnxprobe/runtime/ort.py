@@ -27,6 +27,7 @@ from onnxprobe.graph.io import is_large, save_beside
 from onnxprobe.memory import return_freed_memory, trim, unpark
 from onnxprobe.runtime.arrays import narrow_buffer
 from onnxprobe.runtime.interrupt import call_interruptibly
+from onnxprobe.text import as_word
 from onnxprobe.types import element_count
 
 OPT_LEVELS = ("off", "basic", "extended", "layout", "all")
@@ -96,7 +97,8 @@ def resolve_device(device: str, what: tuple[str, str] = ("device", "--device")) 
     """The device a session runs on ("cpu" or "cuda"); ``what`` (API parameter, flag) names the setting in
     messages."""
     if device not in DEVICES:
-        raise setting_error(UsageError, what, f"{device!r}: choose one of {', '.join(DEVICES)}")
+        # the value as typed, as a known one is said ("--device cuda: ..."): one form
+        raise setting_error(UsageError, what, f"{as_word(device)}: choose one of {', '.join(DEVICES)}")
     if device == "auto":
         return "cuda" if cuda_usable() else "cpu"
     if device == "cuda" and not cuda_usable():

@@ -112,7 +112,7 @@ def banner(state: State) -> list:
 
 def run_script(state: State, lines: Iterable[str], out: Console, *, echo: bool = False) -> int:
     """Run lines one by one; returns the number of lines that failed. KeyboardInterrupt propagates."""
-    env = C.Env(state, out.width)
+    env = C.Env(state, out.width, prompt=False)
     failed = 0
     for n, line in enumerate(lines, 1):
         text = line.strip()

@@ -30,6 +30,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.session.feeding import Feeding
 from onnxprobe.session.inputs import SessionInputs
 from onnxprobe.session.targets import RAW_CACHE_BYTES, Results, RunReport, Target
+from onnxprobe.text import quote
 from onnxprobe.types import TensorRef
 
 WALK_BEHIND, WALK_AHEAD = 8, 32  # goto/step/back compute the statistics of this window of nodes at once
@@ -55,7 +56,7 @@ class State(Feeding):
         if spec.arrays:  # a test data set's input_N.pb without a name: model a's input of its position
             spec = replace(spec, arrays=api.named_by_position(spec.arrays, models[0]))
         self.inputs = SessionInputs(spec)
-        self.set_device(device, "--device")
+        self.set_device(device)
         if opt_level not in api.OPT_LEVELS:
             raise UsageError(f"--opt-level {opt_level!r}: choose one of {', '.join(api.OPT_LEVELS)}")
         self.opt_level = opt_level
@@ -85,11 +86,10 @@ class State(Feeding):
         return self.targets["a"]
 
     # -- device --------------------------------------------------------------------------------------
-    def set_device(self, device: str, what: str = "device") -> str:
-        """``what``: the flag or command that set it (--device at the start, the `device` command later)."""
-        if device not in api.DEVICES:
-            raise UsageError(f"{what} {device!r}: choose one of {', '.join(api.DEVICES)}")
-        self.resolved_device = api.resolve_device(device)  # raises when CUDA is asked for but unusable
+    def set_device(self, device: str) -> str:
+        """The API's one check (an unknown device, CUDA not usable): its error names the flag --device at the
+        start, and the `device` command later (``errors.speaking``, in which the commands run)."""
+        self.resolved_device = api.resolve_device(device)
         self.device = device
         return self.resolved_device
 
@@ -191,7 +191,7 @@ class State(Feeding):
         names = [n for n in dict.fromkeys(names)]
         for n in names:
             if n not in t.index.refs:
-                raise UsageError(f"no tensor named {n!r}")
+                raise UsageError(f"no tensor named {quote(n)}")
         feed = self.feed(t)[0]
         key = self.run_key(t)
         if t.results.key != key:

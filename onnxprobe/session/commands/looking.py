@@ -15,7 +15,8 @@ from onnxprobe.report.format import plural, safe, shape as fmt_shape
 from onnxprobe.session import render
 from onnxprobe.session.parse import format_slice, parse_selection, parse_slice, pop_all, pop_option
 from onnxprobe.session.commands.table import (
-    Env, bad, command, layers_rows, layers_view, no_more, parse_int, pop_json_view, resolve_tensor, tag, target_of, with_json,
+    Env, bad, command, completing, layers_rows, layers_view, no_more, parse_int, pop_json_view, resolve_tensor, tag, target_of,
+    with_json,
 )
 from onnxprobe.text import clean, duration, human_bytes
 
@@ -117,7 +118,7 @@ def cmd_show(env: Env, args: list[str]):
         raise bad("show", "--bins must be between 1 and 200")
     if not args:
         if t.cursor is None:
-            raise bad("show", "which tensor? (Tab completes names)")
+            raise bad("show", completing("which tensor? (Tab completes names)", "which tensor? give its name, or goto a node"))
         outs = [o for o in t.index.sites[t.cursor].node.output if o]
         if not outs:
             raise bad("show", "the node at the cursor has no output")

@@ -12,7 +12,8 @@ from onnxprobe.report.inspect import NODE_COLUMNS
 from onnxprobe.report.table import Table
 from onnxprobe.session import render
 from onnxprobe.session.parse import pop_all, pop_option
-from onnxprobe.session.commands.table import Env, bad, command, fresh, no_more, node_index, node_view, tag, target_of
+from onnxprobe.session.commands.table import (Env, bad, command, completing, fresh, no_more, node_index, node_view, tag,
+                                             target_of)
 from onnxprobe.text import human_bytes
 
 
@@ -112,5 +113,5 @@ def cmd_node(env: Env, args: list[str]):
     elif t.cursor is not None:
         i = t.cursor
     else:
-        raise bad("node", "which node? give a name (Tab completes) or move the cursor with goto")
+        raise bad("node", f"which node? give a name{completing(' (Tab completes)', '')} or move the cursor with goto")
     return node_view(env, t, i)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Callable
 
@@ -18,7 +19,7 @@ from onnxprobe.session import render
 from onnxprobe.session.parse import SELECTION_OPTIONS, pop_all, pop_option, split
 from onnxprobe.session.state import State
 from onnxprobe.session.targets import Target
-from onnxprobe.text import as_typed, clean, quote
+from onnxprobe.text import as_typed, clean, quote, unclean
 
 
 class Quit(Exception):
@@ -29,6 +30,7 @@ class Quit(Exception):
 class Env:
     state: State
     width: int = 120
+    prompt: bool = True  # read at the interactive prompt, where Tab completes names; False: a script's lines
 
 
 RENAMED_OPTIONS = {"grad": {"--output"}}  # old names the command answers with the new one
@@ -41,6 +43,16 @@ WORDS = {"--seed": ("seed", "{value}"), "--device": ("device", "{value}"), "--in
 # advice that names a command-line command where the debugger has its own for it, in its words (``errors.speaking``)
 ADVICE = {LIST_NODES: "`nodes`", LIST_OPS: "`nodes`",
           GLOB_QUOTES: " (names are case-sensitive)"}  # its words are split as a shell's, never globbed: no quotes needed
+
+
+# whether the command runs at the prompt (``Env.prompt``), whose Tab completes names: ``completing``'s
+_AT_PROMPT: ContextVar[bool] = ContextVar("onnxprobe_at_prompt", default=True)
+
+
+def completing(at_prompt: str, in_script: str) -> str:
+    """Advice about names: ``at_prompt`` where the command runs at the prompt (Tab completes names there),
+    ``in_script`` in a script's line, which has no Tab (the commands that list the names, or nothing)."""
+    return at_prompt if _AT_PROMPT.get() else in_script
 
 
 @dataclass(frozen=True)
@@ -109,8 +121,12 @@ def execute(env: Env, line: str) -> list:
     unknown = next((w for w in words[1:] if w.startswith("--") and w.split("=", 1)[0] not in known), None)
     if unknown is not None:  # said here, not read as a tensor name, a condition or a file by the command
         raise bad(cmd.name, f"unknown option {unknown!r}")
-    with speaking(WORDS, ADVICE), command_line_words():  # its tables' words, as its messages': the command line's
-        out = cmd.fn(env, words[1:])
+    prompt = _AT_PROMPT.set(env.prompt)
+    try:
+        with speaking(WORDS, ADVICE), command_line_words():  # its tables' words, as its messages': the command line's
+            out = cmd.fn(env, words[1:])
+    finally:
+        _AT_PROMPT.reset(prompt)
     if out is None:
         return []
     if isinstance(out, (list, tuple)):
@@ -224,8 +240,9 @@ def resolve_tensor(t: Target, text: str) -> tuple[str, str | None]:
             raise UsageError(f"{quote(text)} ({port}) is a body's own input, read by node {reader.name}: it has no values "
                              f"of its own to take (`node {reader.name}` lists it; take what the body computes from it)")
     close = close_name(text, idx.refs)
-    hint = f"; did you mean {close}?" if close else " (Tab completes names)"
-    raise UsageError(f"no tensor named {quote(text)}{hint}")
+    hint = f"; did you mean {close}?" if close else completing(" (Tab completes names)", " (`nodes` lists the nodes, "
+                                                               "`node NAME` a node's tensors)")
+    raise UsageError(f"no tensor named {quote(unclean(text))}{hint}")  # as typed: its escapes read once
 
 
 def _link(t: Target, ti, role: str) -> str:
@@ -367,5 +384,6 @@ def node_index(t: Target, key: str) -> int:
         if t.index.ambiguous(key):
             raise t.index.ambiguous(key) from None
         close = close_name(key, [*t.index.by_name, *t.index.refs])
-        hint = f"; did you mean {close}?" if close else " (Tab completes names; `nodes` lists them)"
-        raise UsageError(f"no node or tensor named {quote(key)}{hint}") from None
+        hint = f"; did you mean {close}?" if close else completing(" (Tab completes names; `nodes` lists them)",
+                                                                   " (`nodes` lists them)")
+        raise UsageError(f"no node or tensor named {quote(unclean(key))}{hint}") from None

@@ -9,7 +9,8 @@ from onnxprobe import api
 from onnxprobe.report.format import plural, safe
 from onnxprobe.session.parse import pop_option
 from onnxprobe.session.targets import Target
-from onnxprobe.session.commands.table import Env, bad, command, no_more, node_index, node_view, parse_int, tag, target_of
+from onnxprobe.session.commands.table import (Env, bad, command, completing, no_more, node_index, node_view, parse_int,
+                                             tag, target_of)
 
 
 # -- finding and walking ---------------------------------------------------------------------------------
@@ -81,7 +82,7 @@ def cmd_goto(env: Env, args: list[str]):
     Examples: `goto conv1`, `goto #12`, `goto relu1_out`."""
     t = target_of(env, args, env.state.current)
     if len(args) != 1:
-        raise bad("goto", "give one node name or #index (Tab completes names)")
+        raise bad("goto", f"give one node name or #index {completing('(Tab completes names)', '(`nodes` lists them)')}")
     return _walk(env, t, env.state.goto(t, node_index(t, args[0])))
 
 
