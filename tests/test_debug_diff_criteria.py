@@ -119,3 +119,16 @@ def test_a_suggested_name_is_spelled_as_listed_so_that_it_can_be_typed(tmp_path)
     assert len(said) == 2 and all(line.endswith(f"did you mean '{listed}'?") for line in said), said
     r = runner.invoke(app, ["debug", path, "--script", "-"], env=ENV, input=f"show {listed}\n")  # what was suggested works
     assert r.exit_code == 0 and "from node r (Relu)" in r.stdout, r.output
+
+
+def test_debug_diff_columns_ask_for_a_metric_it_is_not_judged_by_as_diff_does(pair):
+    """`diff --columns tensor,rmse` shows RMSE under any metric on the command line (README: "`--columns` can ask for
+    `mean_abs`, `rmse` and `max_rel` under any metric"); the debugger's `diff` refused it: "no column 'rmse'". QA."""
+    a, b = pair
+    flags = ["--all", "--format", "csv", "--columns", "tensor,rmse,mean_abs,pass"]
+    cli = runner.invoke(app, ["diff", a, b, *flags], env=ENV)
+    r = runner.invoke(app, ["debug", a, b, "--script", "-"], env=ENV, input="diff " + " ".join(flags) + "\n")
+    assert cli.exit_code == 1 and r.exit_code == 0, (cli.output, r.output)
+    rows = {line.split(",")[0]: line.split(",")[1:] for line in r.stdout.splitlines() if line.startswith(("s,", "y,"))}
+    for name, shift in (("s", SHIFT["s"]), ("y", SHIFT["s"] + SHIFT["y"])):  # every element differs by the shift
+        assert abs(float(rows[name][0]) - shift) < 1e-6 and abs(float(rows[name][1]) - shift) < 1e-6, rows

@@ -109,8 +109,9 @@ def cmd_diff(env: Env, args: list[str]):
         notes.append(Text(f"note: only model {one} has a backward graph: the models are compared as loaded (`grad --model "
                           f"{'b' if one == 'a' else 'a'}` to compare the gradients too)", style="dim"))
     # its criterion and verdict in the command line's words (errors.said), as its --json's
-    return with_json(lambda: diff_dict(res, order), json_path, diff_renderables(in_cli_words(diff_dict(res, order)), env.width)
-                     + notes, view)
+    # --columns may ask for a metric no pair is judged by (rmse...), as on the command line
+    shown = diff_renderables(in_cli_words(diff_dict(res, order)), env.width, asked=tuple(view["columns"] or ()))
+    return with_json(lambda: diff_dict(res, order), json_path, shown + notes, view)
 
 
 @command("match", "match TENSOR", "which tensor of the other model matches TENSOR, by which strategy and why", "two models and gradients",
