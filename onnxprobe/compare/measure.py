@@ -61,6 +61,7 @@ class DiffPlan:
     # pairs (positions in ``report``) whose order along an axis is unspecified (a sorted=0 TopK's outputs):
     # measured on the host, both sides sorted along it (``compare.unordered``)
     unordered: dict[int, int] = field(default_factory=dict)
+    ran_alone: bool = False  # with no pair to measure: each side's model ran once on its own (``measure``)
 
     def tolerance_of(self, p: Pair) -> Tolerance:
         per = self.per_tensor or {}
@@ -119,6 +120,9 @@ def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, pr
     sessions (the one-run diff's, the chunks' and the cones') for the next call under it (a dataset's
     samples)."""
     out: dict[int, Measured] = {}
+    if not plan.report:
+        _run_alone(plan, feeds)
+        return out
     done_in_one = 0
     feeds = same_values(feeds, plan.floats) if plan.floats else feeds
     # an empty feed makes empty tensors, over which the merged graph's ArgMax / ReduceMax rows cannot run:
@@ -163,6 +167,19 @@ def measure(plan: DiffPlan, feeds: dict[str, np.ndarray], *, sample: int = 0, pr
         if progress is not None:
             progress(n + 1 + done_in_one, len(chunks) + done_in_one)
     return out
+
+
+def _run_alone(plan: DiffPlan, feeds: dict) -> None:
+    """A plan with no pair to measure (the models' outputs hold no numbers: strings; saved values of no tensor
+    A observes) still runs each side's model once, as it is, on ``feeds`` (once per plan): a side its runtime
+    cannot load or run is then the diff's error, named with its side and file (``NamedRunner``), not a "nothing
+    was compared" that hides it (QA: onnx's strnormalizer node tests, a locale onnxruntime refuses)."""
+    if plan.ran_alone:
+        return
+    for side in (plan.a, plan.b):
+        if side.runs_graphs and side.runner.takes_feeds:
+            side.runner.probe([], feeds, stats=False, shapes=False)
+    plan.ran_alone = True
 
 
 def _fused(plan: DiffPlan, feeds: dict, sample: int, key):
