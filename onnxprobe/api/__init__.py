@@ -32,7 +32,7 @@ Workflows, one module each:
   (``layers_histograms``, ``diff_histograms``, ``grad_histograms``), ``describe_inputs``,
   ``explorer_ids`` (Model Explorer's node ids);
 - ``explore``: what the debugger needs: ``index`` (GraphIndex), ``model_info``, ``where``, ``Prober``;
-- ``inputs``: ``input_spec`` and the parsers of the input flags; ``as_model``, what every function that takes
+- ``inputs``: ``input_spec`` and the parsers of the input flags (``given_inputs``: what ``--inputs`` reads); ``as_model``, what every function that takes
   a model accepts (a Model, a path or an onnx.ModelProto).
 
 Every function that runs a model takes an ``InputSpec`` (seed, integer range, shapes, files or values,
@@ -64,6 +64,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from onnxprobe.api.inputs import (
         Feeds, ModelInput, as_model, check_shape, check_value, input_spec, model_inputs, parse_dims, parse_input_files, parse_int_range,
         parse_shape_overrides, parse_size, protect_inputs, read_array, read_inputs, read_map, read_npz, save_npz,
+        GivenInputs, given_inputs,
         named_by_position, raw_batches, feed_digest, has_statistics,
     )
     from onnxprobe.api.pictures import (
@@ -108,7 +109,7 @@ _WHERE = {
     "onnxprobe.api.inputs": (
         "Feeds ModelInput as_model check_shape check_value input_spec model_inputs parse_input_files "
         "parse_dims parse_int_range parse_shape_overrides parse_size protect_inputs read_array read_inputs read_map "
-        "read_npz save_npz named_by_position raw_batches feed_digest has_statistics"
+        "read_npz save_npz named_by_position raw_batches feed_digest has_statistics GivenInputs given_inputs"
     ),
     "onnxprobe.api.pictures": (
         "ExplorerIds describe_inputs diff_histograms explorer_ids "

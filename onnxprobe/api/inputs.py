@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +35,7 @@ from onnxprobe.text import clean, clip, controls, one_line, quote
 from onnxprobe.graph.select import Selection
 from onnxprobe.types import InputSpec, ProbeResult, RunConfig, check_bool
 
-__all__ = ["check_shape", "feed_digest", "has_statistics", "input_spec", "read_inputs", "named_by_position", "parse_int_range", "parse_size", "parse_dims", "parse_shape_overrides", "parse_input_files", "read_array",
+__all__ = ["check_shape", "feed_digest", "has_statistics", "input_spec", "GivenInputs", "given_inputs", "read_inputs", "named_by_position", "parse_int_range", "parse_size", "parse_dims", "parse_shape_overrides", "parse_input_files", "read_array",
            "read_npz", "read_map", "save_npz", "Feeds", "ModelInput", "model_inputs", "check_value", "load", "as_model", "proto_of",
            "model_file", "as_inputs", "checked_feed", "as_names", "expect", "as_selection", "as_config", "as_max_memory", "as_progress", "Progress", "ModelLike", "as_raw",
            "as_ray", "as_dataset", "protect_inputs", "as_result", "as_probe_result", "what_came"]
@@ -274,10 +274,31 @@ def named_by_position(arrays: Mapping[str, np.ndarray], model: ModelLike) -> dic
     return by_position(arrays, [s.name for s in model_inputs(model)], "input")
 
 
+class GivenInputs(NamedTuple):
+    """What ``--inputs`` (and the debugger's ``inputs``) read (``given_inputs``): the arrays by input name, and
+    whether they are every input the model takes (``InputSpec.arrays_complete``): an ONNX test data set without
+    input_N.pb is the data set of a model without inputs (onnx's test_constant), whose inputs are none, not
+    seeded random data."""
+    arrays: dict[str, np.ndarray]
+    complete: bool
+
+
+def given_inputs(path: str | os.PathLike, model: ModelLike | None = None) -> GivenInputs:
+    """The one reader of ``--inputs PATH`` (``input_spec``) and of the debugger's ``inputs PATH``: an ``.npz``
+    keyed by input name, or an ONNX test data set folder (its ``input_N.pb``; with ``model``, one without a name
+    bound to the model's input of its position). A file of no arrays is refused (every input would be seeded
+    random data, without a word); a folder of expected outputs alone reads as no inputs, complete."""
+    given = dict(read_arrays(path, "input", flag=INPUTS))
+    complete = not given and Path(path).is_dir()
+    if not given and not complete:
+        raise settings_error(UsageError, lambda say: f"{say(INPUTS)} {clean(str(path))}: holds no arrays; give a file with the "
+                             "model's inputs by name (without one, the inputs are seeded random data)")
+    return GivenInputs(named_by_position(given, model) if model is not None else given, complete)
+
+
 def read_inputs(path: str | os.PathLike, model: ModelLike) -> dict[str, np.ndarray]:
-    """The inputs ``--inputs`` reads: an ``.npz`` keyed by input name, or an ONNX test data set folder (its
-    ``input_N.pb``, one without a name bound to the model's input of its position)."""
-    return named_by_position(read_arrays(path, "input"), model)
+    """The arrays ``--inputs`` reads (``given_inputs``), each named after the model's input it feeds."""
+    return given_inputs(path, model).arrays
 
 
 MAP = ("path", "--map")  # read_map's parameter and the flag it reads, as its messages name them (errors.setting_error)
@@ -376,12 +397,8 @@ def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape
     shape, input_ = ([v] if isinstance(v, str) else v for v in (shape, input_))
     if arrays is not None and not isinstance(arrays, Mapping):
         raise UsageError(f"arrays: expected a dict of arrays by input name, got {what_came(arrays)}")
-    given = dict(read_arrays(inputs, flag=INPUTS)) if inputs is not None else {}
     # a test data set without input_N.pb is a model's without inputs: one that takes some is refused them (feeds)
-    complete = inputs is not None and not given and Path(inputs).is_dir()
-    if inputs is not None and not given and not complete:  # every input would be seeded random data, without a word
-        raise settings_error(UsageError, lambda say: f"{say(INPUTS)} {clean(str(inputs))}: holds no arrays; give a file with the model's "
-                             f"inputs by name, or leave {say(INPUTS)} out for seeded random inputs")
+    given, complete = given_inputs(inputs) if inputs is not None else ({}, False)
     given.update(arrays or {})
     rng = parse_int_range(int_range) if isinstance(int_range, str) else tuple(int_range)
     return InputSpec(seed=seed, int_range=rng, shapes=parse_shape_overrides(shape), files=parse_input_files(input_),

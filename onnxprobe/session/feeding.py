@@ -81,7 +81,8 @@ class Feeding:
                     except UsageError:
                         pass
         fs = api.feeds(t.model, api.InputSpec(seed=spec.seed, int_range=spec.int_range, shapes=shapes, files=files,
-                                              arrays=arrays, arrays_from=spec.arrays_from(arrays)))
+                                              arrays=arrays, arrays_from=spec.arrays_from(arrays),
+                                              arrays_complete=spec.spec.arrays_complete))
         digest = api.feed_digest(fs.values)
         t.feed_cache = (key, fs.values, digest, fs)
         return fs.values, digest, fs
@@ -161,12 +162,20 @@ class Feeding:
     def set_seed(self, seed: int) -> list[str]:
         return self._try_inputs(self.inputs.changed(seed=seed))
 
-    def set_all_inputs(self, arrays: dict[str, np.ndarray], origin: str) -> list[str]:
+    def set_all_inputs(self, arrays: dict[str, np.ndarray], origin: str, complete: bool = False) -> list[str]:
+        """The arrays of a file (``api.given_inputs``), each from ``origin`` ("from FILE"), in place of what the
+        session had for those inputs. ``complete``: they are every input the models take (``InputSpec.arrays_complete``:
+        a test data set of a model without inputs): they replace all the session had, and a model that takes an
+        input they lack is refused, naming it, as --inputs refuses it (never seeded random data in its place)."""
+        if complete:
+            return self._try_inputs(self.inputs.changed(arrays=dict(arrays), files={}, shapes={}, origins={k: origin for k in arrays},
+                                                        arrays_complete=True, arrays_from=origin.removeprefix("from ")))
         new_arrays = {**self.inputs.arrays, **arrays}
         files = {k: v for k, v in self.inputs.files.items() if k not in arrays}
         origins = {**self.inputs.origins, **{k: origin for k in arrays}}
         shapes = {k: v for k, v in self.inputs.shapes.items() if k not in arrays}  # the arrays are their shapes
-        return self._try_inputs(self.inputs.changed(arrays=new_arrays, files=files, origins=origins, shapes=shapes))
+        return self._try_inputs(self.inputs.changed(arrays=new_arrays, files=files, origins=origins, shapes=shapes,
+                                                    arrays_complete=False))
 
     def _try_inputs(self, new: SessionInputs) -> list[str]:
         """Adopt ``new`` only if every model can be fed from it (a bad file or shape leaves things as they

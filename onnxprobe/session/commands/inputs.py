@@ -43,18 +43,17 @@ def _inputs_table(env: Env, t: Target) -> list:
 def cmd_inputs(env: Env, args: list[str]):
     """`inputs batch.npz` sets every input found in the file (keyed by input name); `inputs test_data_set_0`
     those of an ONNX test data set folder, as --inputs reads it (its input_N.pb; one without a name is the
-    model's input of its position).
+    model's input of its position; a folder of output_N.pb alone is the data set of a model without inputs).
     Examples: `inputs`, `inputs batch.npz`, `inputs batch.npz --model b`, `inputs test_data_set_0`."""
     t = target_of(env, args)
     if len(args) > 1:
         raise bad("inputs", "give at most one .npz file or test data set folder")
     out: list = []
     if args:
-        arrays = api.read_inputs(args[0], t.model)
-        if not arrays:  # nothing would change: most likely the wrong file
-            raise bad("inputs", f"{args[0]} holds no arrays; give an .npz with the model's inputs by name")
-        notes = env.state.set_all_inputs(arrays, origin=f"from {args[0]}")
-        out.append(safe(f"inputs from {args[0]}: {', '.join(arrays)}"))
+        # read as --inputs reads it: a file of no arrays refused, a test data set of outputs alone is no inputs
+        given = api.given_inputs(args[0], t.model)
+        notes = env.state.set_all_inputs(given.arrays, origin=f"from {args[0]}", complete=given.complete)
+        out.append(safe(f"inputs from {args[0]}: {', '.join(given.arrays) or 'none (a test data set of a model without inputs)'}"))
         out += [Text(safe(f"note: {n}"), style="dim") for n in notes]
     return out + _inputs_table(env, t)
 
