@@ -308,3 +308,42 @@ def test_onnxruntime_source_locations_are_dropped_wherever_they_stand():
                                       "equal to 1.")
     plain = "[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Got invalid dimensions for input: x for the following indices"
     assert explain_ort_error(plain) == "onnxruntime: Got invalid dimensions for input: x for the following indices"
+
+
+def closed(args: list[str], fd: int) -> subprocess.CompletedProcess:
+    """The command with its stdin (fd 0), stdout (1) or stderr (2) closed, as the shell's ``<&-`` / ``>&-`` /
+    ``2>&-`` do."""
+    return subprocess.run(["sh", "-c", f'exec "$@" {fd}>&-', "sh", sys.executable, "-m", "onnxprobe", *args],
+                          capture_output=fd != 1, stderr=subprocess.PIPE if fd == 1 else None, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args", [["--version"], ["inspect", str(CNN)], ["layers", str(CNN), "--json", "-"],
+                                  ["diff", "--help"]])
+def test_a_closed_stdout_is_one_clear_error(args):
+    """`onnxprobe ... >&-`: Python has no sys.stdout then; it read "internal error: AttributeError: 'NoneType'
+    object has no attribute 'isatty'" and a traceback (QA). It is the error of any stdout that takes nothing."""
+    r = closed(args, 1)
+    assert r.returncode == 1 and r.stderr.strip() == "onnxprobe: error: cannot write to standard output (Bad file descriptor)", r.stderr
+
+
+def test_a_closed_stdout_is_never_a_file_the_command_writes(tmp_path):
+    """With fd 1 closed, the first file opened would get it: nothing meant for stdout may land in an output."""
+    out = tmp_path / "r.json"
+    r = closed(["layers", str(CNN), "--all", "--json", str(out)], 1)
+    assert r.returncode == 1, r.stderr
+    assert not out.exists() or json.loads(out.read_text())["tensors"]
+
+
+@pytest.mark.parametrize("args, code", [(["inspect", str(CNN)], 0), (["inspect", "/nope/m.onnx"], 1), (["--version"], 0)])
+def test_a_closed_stderr_changes_nothing_but_the_messages(args, code):
+    """`onnxprobe ... 2>&-`: the messages go nowhere; the output and the exit code are the command's own
+    (it ended with exit code 1 on flushing a stderr Python does not have)."""
+    r = closed(args, 2)
+    assert r.returncode == code and (code or r.stdout.strip()), (r.returncode, r.stdout)
+
+
+def test_a_closed_stdin_reads_as_an_empty_one():
+    """`onnxprobe debug m.onnx <&-`: "internal error: AttributeError: 'NoneType' object has no attribute
+    'isatty'" (QA); it ends as with </dev/null, at once and with exit code 0."""
+    r = closed(["debug", str(CNN)], 0)
+    assert r.returncode == 0 and "error" not in r.stderr, r.stderr

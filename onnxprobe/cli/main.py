@@ -233,6 +233,7 @@ def run() -> None:
     from onnxprobe.errors import own_the_process
     from onnxprobe.memory import park_when_done
 
+    _standard_streams()
     own_the_process()  # process-wide settings (onnxruntime's default logger) are onnxprobe's to set here
     park_when_done()  # the process ends with finish's os._exit: no session need be freed before (memory.py)
     _exit_on_termination()
@@ -241,6 +242,26 @@ def run() -> None:
     except SystemExit as e:
         finish(e.code)
     finish(0)
+
+
+def _standard_streams() -> None:
+    """A standard stream the shell closed (``<&-``, ``>&-``, ``2>&-``) is Python's ``None``, which every read,
+    write, flush and ``isatty`` failed on with an internal error and a traceback. Its descriptor gets /dev/null,
+    so that no file the command opens takes it: stdin reads as empty (``</dev/null``); stdout is read-only, so
+    that what is written there fails as on any stdout that takes nothing ('cannot write to standard output
+    (Bad file descriptor)', exit code 1); stderr writable, so that the messages go nowhere and the exit code
+    is the command's own, as with ``2>/dev/null``."""
+    for fd, name, mode in ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_RDONLY), (2, "stderr", os.O_WRONLY)):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(fd)
+        except OSError:
+            got = os.open(os.devnull, mode)
+            if got != fd:
+                os.dup2(got, fd)
+                os.close(got)
+        setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", errors="backslashreplace", closefd=False))
 
 
 def _exit_on_termination() -> None:
