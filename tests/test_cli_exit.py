@@ -347,3 +347,39 @@ def test_a_closed_stdin_reads_as_an_empty_one():
     'isatty'" (QA); it ends as with </dev/null, at once and with exit code 0."""
     r = closed(["debug", str(CNN)], 0)
     assert r.returncode == 0 and "error" not in r.stderr, r.stderr
+
+
+# a Ctrl-C that lands while Python imports typer: the import raises KeyboardInterrupt (deterministically here)
+CTRL_C_IN_IMPORT = ("import sys\n"
+                    "class CtrlC:\n"
+                    "    def find_spec(self, name, path=None, target=None):\n"
+                    "        if name == 'typer':\n            raise KeyboardInterrupt\n"
+                    "sys.meta_path.insert(0, CtrlC())\n")
+
+
+@pytest.mark.parametrize("entry", ["console", "module"])
+def test_ctrl_c_while_the_command_line_loads_is_one_line(tmp_path, entry):
+    """Ctrl-C in the first few tenths of a second (`timeout -s INT 0.3 onnxprobe inspect m.onnx` on a busy
+    machine) printed a KeyboardInterrupt traceback through the imports: the console entry point imported the
+    whole command line before it could catch anything. It is one line and exit code 130, as later."""
+    if entry == "console":  # what the installed `onnxprobe` script does with pyproject's entry point
+        import tomllib
+
+        target = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["onnxprobe"]
+        module, func = target.split(":")
+        start = f"from {module} import {func}\nsys.exit({func}())\n"
+    else:
+        start = "import runpy\nrunpy.run_module('onnxprobe', run_name='__main__')\n"
+    code = f"{CTRL_C_IN_IMPORT}sys.argv = ['onnxprobe', 'inspect', {str(CNN)!r}]\n{start}"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 130 and r.stderr == "onnxprobe: error: interrupted\n", (r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("where", ["onnxprobe.cli.main.app_for", "onnxprobe.cli.main._single_values"])
+def test_ctrl_c_before_the_command_starts_is_one_line(tmp_path, where):
+    """Ctrl-C while the app is built (app_for) printed a traceback; while click parses the command's options
+    (_single_values) Typer ended with 130 and no word. Both are the line every interrupted command prints."""
+    module, name = where.rsplit(".", 1)
+    body = f"import {module} as M\ndef ctrl_c(*a, **k):\n    raise KeyboardInterrupt\nM.{name} = ctrl_c\n"
+    r = script(tmp_path, body, "inspect", str(CNN))
+    assert r.returncode == 130 and r.stderr == "onnxprobe: error: interrupted\n", (r.returncode, r.stderr)

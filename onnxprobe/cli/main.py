@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect as inspect_module
 import os
 import sys
@@ -86,6 +87,25 @@ class _Group(TyperGroup):
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)
+
+    def make_context(self, *args, **kwargs):
+        with _interrupted_in_one_line():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx):
+        with _interrupted_in_one_line():
+            return super().invoke(ctx)
+
+
+@contextlib.contextmanager
+def _interrupted_in_one_line():
+    """A Ctrl-C while click parses the command line (outside the command's own handler, cli.errors), which
+    Typer ended with exit code 130 and no word: the line of every interrupted command."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        error("interrupted")
+        raise typer.Exit(130) from None
 
 
 APP_SETTINGS = dict(
@@ -234,13 +254,16 @@ def run() -> None:
     from onnxprobe.memory import park_when_done
 
     _standard_streams()
-    own_the_process()  # process-wide settings (onnxruntime's default logger) are onnxprobe's to set here
-    park_when_done()  # the process ends with finish's os._exit: no session need be freed before (memory.py)
-    _exit_on_termination()
     try:
+        own_the_process()  # process-wide settings (onnxruntime's default logger) are onnxprobe's to set here
+        park_when_done()  # the process ends with finish's os._exit: no session need be freed before (memory.py)
+        _exit_on_termination()
         app_for(sys.argv[1:])()
     except SystemExit as e:
         finish(e.code)
+    except KeyboardInterrupt:  # before a command's own handler (cli.errors) takes it: while the app is built
+        error("interrupted")
+        finish(130)
     finish(0)
 
 
