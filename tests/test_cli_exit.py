@@ -383,3 +383,23 @@ def test_ctrl_c_before_the_command_starts_is_one_line(tmp_path, where):
     body = f"import {module} as M\ndef ctrl_c(*a, **k):\n    raise KeyboardInterrupt\nM.{name} = ctrl_c\n"
     r = script(tmp_path, body, "inspect", str(CNN))
     assert r.returncode == 130 and r.stderr == "onnxprobe: error: interrupted\n", (r.returncode, r.stderr)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+@pytest.mark.parametrize("stdout", ["full", "closed"])
+def test_a_debug_script_whose_stdout_takes_nothing_is_one_clear_error(tmp_path, stdout):
+    """`onnxprobe debug m.onnx --script s.txt > /dev/full` printed "line N: internal error: OSError: [Errno 28]"
+    for every line (QA): no line can show anything, so the script ends with the error of any such stdout."""
+    s = tmp_path / "s.txt"
+    s.write_text("info\nrun\nstats\n")
+    args = ["debug", str(CNN), "--script", str(s)]
+    if stdout == "closed":
+        r = closed(args, 1)
+        why = "Bad file descriptor"
+    else:
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([sys.executable, "-m", "onnxprobe", *args], stdout=full, stderr=subprocess.PIPE,
+                               text=True, timeout=300)
+        why = "No space left on device"
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    assert r.returncode == 1 and errors == [f"onnxprobe: error: cannot write to standard output ({why})"], r.stderr

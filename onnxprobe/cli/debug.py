@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from onnxprobe.cli.errors import handle_errors
-from onnxprobe.cli.output import notes
+from onnxprobe.cli.output import notes, writing_stdout
 from onnxprobe.cli.options import (
     FILE,
     AllOpt, ConstOpt, OrtDeviceOpt, InputOpt, InputsOpt, IntRangeOpt, MaxMemoryOpt, ModelArg, NameOpt, NoCacheOpt, OpOpt, OptLevelOpt,
@@ -88,6 +88,7 @@ def debug(
         return
     lines = repl.read_script(script)
     notes([n for t in state.targets.values() for n in session_notes(state.feed(t)[2]) + list(t.model.warnings)])
-    failed = repl.run_script(state, lines, stdout_console(), echo=echo)
+    with writing_stdout():  # a stdout that takes nothing: one error, exit code 1
+        failed = repl.run_script(state, lines, stdout_console(), echo=echo)
     if failed:
         raise typer.Exit(1)

@@ -111,7 +111,8 @@ def banner(state: State) -> list:
 
 
 def run_script(state: State, lines: Iterable[str], out: Console, *, echo: bool = False) -> int:
-    """Run lines one by one; returns the number of lines that failed. KeyboardInterrupt propagates."""
+    """Run lines one by one; returns the number of lines that failed. KeyboardInterrupt propagates, and so does
+    the OSError of a stdout that takes nothing (not a pipe whose reader left)."""
     env = C.Env(state, out.width, prompt=False)
     failed = 0
     for n, line in enumerate(lines, 1):
@@ -122,19 +123,25 @@ def run_script(state: State, lines: Iterable[str], out: Console, *, echo: bool =
             out.print(Text(f"> {text}", style="bold"), soft_wrap=False)
         env.width = out.width
         try:
-            show(out, C.execute(env, text))
+            items = C.execute(env, text)
         except C.Quit:
             break
         except KeyboardInterrupt:
             raise
-        except BrokenPipeError:  # the reader of stdout has gone (| head): the rest goes nowhere, the script goes on
-            to_devnull(sys.stdout)  # (its files are still written), with no error about output nobody reads
+        except BrokenPipeError:
+            to_devnull(sys.stdout)
+            continue
         except Exception as e:  # noqa: BLE001 - every failure is one line, the script goes on
             if debug_enabled():
                 traceback.print_exc()
             failed += 1
             sys.stdout.flush()
             print(f"onnxprobe: error: line {n}: {_error_text(e)}", file=sys.stderr, flush=True)
+            continue
+        try:  # a stdout that takes nothing (a full disk, closed) is no failure of the line: it ends the script,
+            show(out, items)  # raised to the caller, as on any command (it read 'line N: internal error' each line)
+        except BrokenPipeError:  # the reader of stdout has gone (| head): the rest goes nowhere, the script goes on
+            to_devnull(sys.stdout)  # (its files are still written), with no error about output nobody reads
     return failed
 
 
