@@ -12,6 +12,7 @@ import onnx
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.graph.walk import implicit_inputs, subgraphs, walk
 from onnxprobe.memory import done_with
+from onnxprobe.errors import owns_the_process
 from onnxprobe.runtime.feeds import fed
 from onnxprobe.runtime.interrupt import call_interruptibly
 from onnxprobe.runtime.ort import Session, create_session, providers_for, resolve_device, run_bound
@@ -20,19 +21,21 @@ from onnxprobe.types import RunConfig
 
 
 class OrtRunner(GraphRunner):
-    """``interruptible``: Ctrl-C stops a session build or a run within one node (the debugger);
-    ``threads``: onnxruntime's intra-op threads (default: its own choice)."""
+    """``interruptible``: Ctrl-C stops a session build or a run within one node (the debugger); by default, in
+    the command line's process (``errors.owns_the_process``), where every command must stop at Ctrl-C (a diff's
+    run went on to its end, which a Loop may never reach), and not through the API, where the caller's threads
+    and signal handling are theirs; ``threads``: onnxruntime's intra-op threads (default: its own choice)."""
 
     kind = "onnxruntime"
     takes_weights = True
 
     def __init__(self, model: onnx.ModelProto, config: RunConfig | None = None, label: str = "", *,
-                 interruptible: bool = False, threads: int | None = None):
+                 interruptible: bool | None = None, threads: int | None = None):
         super().__init__(model, config, label)
         self.device = resolve_device(self.config.device)
         if self.config.tf32 is not None and self.device != "cuda":  # an API caller's RunConfig (the flag refuses it)
             self.note(f"tf32 sets onnxruntime's CUDA provider: ignored on the {self.device}")
-        self.interruptible = interruptible
+        self.interruptible = owns_the_process() if interruptible is None else interruptible
         self.threads = threads
         self._sessions: OrderedDict = OrderedDict()
         self._outputs_checked = False  # check_outputs ran its plain run already
