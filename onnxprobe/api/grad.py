@@ -15,13 +15,13 @@ from onnxprobe.api.grad_plan import GRAD_OPT_LEVEL, GradPlan, GradSpec, as_spec,
 from onnxprobe.api.inputs import ModelLike, Progress, as_progress, as_config, as_inputs, as_max_memory, as_model, as_result, as_selection, check_switches, checked_feed
 from onnxprobe.autodiff import straight_through
 from onnxprobe.autodiff.check import DELTA, TOLERANCE, CheckItem, check_gradients, perturbable, to_float64
-from onnxprobe.autodiff.constant_loss import INSTEAD, unjudged  # noqa: F401 (INSTEAD: the CLI says it)
+from onnxprobe.autodiff.constant_loss import INSTEAD, unjudged  # noqa: F401 (unjudged: re-exported)
 from onnxprobe.autodiff.engine import attach_backward, shaped_types
 from onnxprobe.autodiff.rounding import activations, downstream_max, rounding_model
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.compare.gradients import gradient_stops
 from onnxprobe.fileio import checked_path
-from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line, said, setting_error
+from onnxprobe.errors import ExecutionError, ModelError, UsageError, first_line, in_words, said, setting_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection
 from onnxprobe.graph.shapes import infer_shapes
@@ -86,6 +86,7 @@ class GradResult:
     samples: int | None = None  # a dataset's number of samples (api.grad_dataset); None: one input
     reduce: str | None = None  # a dataset's loss: "sum" or "mean" of the samples' losses
     executor: object = None  # a dataset's runtime.ray_pool.Executor
+    check_asked: bool = False  # a check was asked for (``check_mode`` stays None where none could run)
 
     @property
     def checked(self) -> int:
@@ -132,6 +133,33 @@ class GradResult:
                 "values cannot check them")] if rounded else []
         why += [f"not resolvable: {', '.join(loose[:3])}{' …' if len(loose) > 3 else ''}"] if loose else []
         return "; ".join(why)
+
+    def verdict(self) -> tuple[str, str] | None:
+        """The check's outcome, as ``DiffResult.verdict`` gives diff's: ("pass" | "fail" | "error", one line),
+        None where no check was asked for. error: the loss is constant (its gradients are noise), or the check
+        compared nothing (no gradient finite differences can check, a NaN loss); fail: a gradient failed it."""
+        if not self.check_asked:
+            return None
+        failed = self.failed_checks
+        failing = (f"{len(failed)} gradient(s) failed the finite-difference check: {', '.join(failed[:5])}"
+                   f"{' …' if len(failed) > 5 else ''}")
+        constant = self.constant_loss
+        if constant:  # said first, as diff --grad does: what was judged depends on the loss trivially (dL/dy = 1)
+            noise = sum(1 for r in self.rows if r.unjudged)
+            return "error", said(lambda say: f"{say(('check', '--check'))} judged nothing meaningful: {constant}, so its "
+                                 f"gradients are ~0 (rounding noise: {noise} shown, not judged); {in_words(INSTEAD, say)}"
+                                 + (f" (and {failing})" if failed else ""))
+        if failed:
+            return "fail", failing
+        if not self.checked:  # a check that compared nothing is no pass
+            why, own = self.unchecked_why, self.loss_input_only
+            own = (f"only the loss's own input {own!r} was compared, and its gradient is the loss's formula, not the "
+                   "model's backward pass") if own else ""  # agreeing with it says nothing of the model
+            return "error", said(lambda say: f"{say(('check', '--check'))} checked nothing: no selected gradient could be "
+                                 "compared with finite differences" + (
+                                     f" ({'; '.join(w for w in (own, why) if w)}{'; see the notes' if why else ''})" if why or own
+                                     else "" if self.rows else " (no gradient was computed: see the notes)"))
+        return "pass", f"{self.checked} gradient(s) agree with finite differences ({self.check_mode})"
 
     def __repr__(self) -> str:
         checked = [r.check for r in self.rows if r.check is not None]
@@ -232,7 +260,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
                     del part
     notes = list(fs.notes) + [n for n in result.notes if n not in fs.notes] + body_left_out(model, selection, rows)
     notes += _weights_stopped(model, gp, rows, selection, spec)
-    res = GradResult(gp, rows, loss, result.info, notes, saved if (save or check) else {})
+    res = GradResult(gp, rows, loss, result.info, notes, saved if (save or check) else {}, check_asked=check)
     if check and not np.isfinite(loss):  # every difference of a NaN or Inf loss is one: nothing can be checked
         res.notes.append(f"the loss is {loss} on these inputs: finite differences cannot check the gradients (give "
                          "inputs with a finite loss)")
@@ -254,6 +282,7 @@ def grad_check(model: ModelLike, gp: GradPlan, feed: dict[str, np.ndarray], resu
     as_result(gp, GradPlan, "the GradPlan of api.grad_plan", "gp")
     as_result(result, GradResult, "the result of api.grad")
     feed = checked_feed(model.proto, feed)
+    result.check_asked = True
     with np.errstate(all="ignore"):  # inf / NaN in a degenerate model's losses make failed rows, not warnings
         result.check_mode = _grad_check(model, gp, feed, result, device=device, seed=seed, values=values, progress=progress)
     return result.check_mode

@@ -88,7 +88,6 @@ def grad(
         onnxprobe grad model.onnx --inputs-dir calib/ --reduce mean
     """
     from onnxprobe import api
-    from onnxprobe.api.grad import INSTEAD
     from onnxprobe.errors import UsageError, cli_words
     from onnxprobe.report.grad import CHECK, COLUMNS, export_renderables, grad_dict, grad_renderables
     from onnxprobe.report.progress import Progress
@@ -156,23 +155,7 @@ def grad(
     emit(data, json_, lambda width: grad_renderables(data, width), view)
     if save_grads is not None and dataset:  # one input's gradients went to the file as they came (api.grad save_to)
         api.save_npz(result.arrays, save_grads)
-    failed = result.failed_checks
-    failing = f"{len(failed)} gradient(s) failed the finite-difference check: {', '.join(failed[:5])}{' …' if len(failed) > 5 else ''}"
-    constant = result.constant_loss
-    if constant:  # said first, as diff --grad does: the gradients judged are ones the loss depends on trivially (dL/dy = 1)
-        noise = sum(1 for r in result.rows if r.unjudged)
-        error(f"--check judged nothing meaningful: {constant}, so its gradients are ~0 (rounding noise: {noise} "
-              f"shown, not judged); {cli_words(INSTEAD)}" + (f" (and {failing})" if failed else ""))
-        raise typer.Exit(1)
-    if failed:
-        error(failing)
-        raise typer.Exit(1)
-    if check and not result.checked:  # a check that compared nothing is no pass
-        why = result.unchecked_why
-        own = result.loss_input_only
-        own = (f"only the loss's own input {own!r} was compared, and its gradient is the loss's formula, not the "
-               "model's backward pass") if own else ""  # agreeing with it says nothing of the model
-        error("--check checked nothing: no selected gradient could be compared with finite differences"
-              + (f" ({'; '.join(w for w in (own, why) if w)}{'; see the notes' if why else ''})" if why or own else
-                 "" if result.rows else " (no gradient was computed: see the notes)"))
+    verdict = result.verdict()  # the check's: its reason is the error line, as in --json
+    if verdict is not None and verdict[0] != "pass":
+        error(cli_words(verdict[1]))
         raise typer.Exit(1)

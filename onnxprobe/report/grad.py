@@ -43,6 +43,8 @@ def grad_dict(result) -> dict:
             d["unjudged"] = r.unjudged
         rows.append(d)
     info, gp = result.info, result.plan
+    # with a check: its outcome, as diff's JSON says its own (the command's error line is the reason)
+    verdict = result.verdict() if hasattr(result, "verdict") else None
     return {
         "schema_version": SCHEMA_VERSION, "onnxprobe_version": __version__, "model": gp.source,
         "loss": {"kind": gp.loss.kind, "output": gp.loss.output, "value": json_word(result.loss),
@@ -53,6 +55,7 @@ def grad_dict(result) -> dict:
         "check": result.check_mode,
         # with --check: why its verdict rests on nothing (the loss is constant), else null
         **({"constant_loss": result.constant_loss} if result.check_mode is not None else {}),
+        **({"verdict": verdict[0], "verdict_reason": verdict[1]} if verdict is not None else {}),
         "notes": list(dict.fromkeys(list(result.notes) + list(gp.warnings))),
         "gradients": rows,
         **({"samples": result.samples, "reduce": result.reduce,
