@@ -301,3 +301,21 @@ def test_sequence_map_note_nests_no_brackets_and_readme_says_it_alike(tmp_path):
     why = note[note.index("no output of the node"):].rstrip(")")
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert why in readme, why
+
+
+def test_node_listing_says_the_nested_types_too(tmp_path):
+    """`inspect --nodes` lists each node's inputs and outputs with their shapes; since the type moved to the
+    inputs-and-outputs table's dtype cell, a sequence or optional there read as a tensor: the ZipMap's output
+    'zm (?)', the Optional's 'o (2x3)', SequenceConstruct's 's (2x3)' (it read 'optional<2x3>' before). QA.
+    Oracle: the types the model declares (onnx's own TypeProtos, written out here)."""
+    path = tmp_path / "n.onnx"
+    nested_types_model(path)
+    want = {"zipmap": "zm (sequence<map<int64, float32>>", "opt": "o (optional<sequence<float32>> 2x3)",
+            "sc": "s (sequence<float32> 2x3)", "relu": "x (2x3) → p (2x3)"}
+    r = CliRunner().invoke(app, ["inspect", str(path), "--nodes", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = {row["node"]: row["io"] for row in json.loads(r.stdout)}
+    for node, text in want.items():
+        assert text in rows[node], (node, rows[node])
+    r = CliRunner().invoke(app, ["inspect", str(path), "--nodes"], env={"COLUMNS": "200"})
+    assert "o (optional<sequence<float32>> 2x3)" in r.stdout, r.stdout

@@ -268,7 +268,10 @@ def _tensors_text(ts, weights=frozenset()) -> str:
         if not x.name:
             parts.append("-")
         else:
-            parts.append(f"{x.name} ({'weight ' if x.name in weights else ''}{_dims(x)})")
+            # a value that is no tensor says its whole type before the shape of the tensors it holds, as the
+            # inputs-and-outputs table's dtype cell does: 's (sequence<float32> 2x3)', not a tensor's 's (2x3)'
+            kind = f"{x.type or '?'} " if x.kind not in ("tensor", "unknown") else ""
+            parts.append(f"{x.name} ({'weight ' if x.name in weights else ''}{kind}{_dims(x)})")
     return ", ".join(parts)
 
 
