@@ -170,3 +170,68 @@ def test_weights_the_exporters_name_apart_pair_by_what_their_layers_read(tmp_pat
     gather = next(n for n in onnx.load(str(dynamo)).graph.node if n.op_type == "Gather")
     assert pairs.get("emb.weight_grad") == f"{gather.input[0]}_grad", pairs
     assert not [u for u in got["unmatched_a"] + got["unmatched_b"] if u["is_output"] and u["cause"] == "no-counterpart"]
+
+
+def _conv_bn_relu(tmp_path):
+    """Conv+BatchNorm+ReLU twice, exported by legacy (its BatchNormalizations folded into the Convs) and by dynamo
+    without its optimizer (kept); (legacy, dynamo, module, x)."""
+    from torch import nn
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                        nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+    for bn in (net[1], net[4]):
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 1.5)
+        bn.weight.data.uniform_(0.5, 1.5)
+        bn.bias.data.uniform_(-0.5, 0.5)
+    net.eval()
+    x = torch.randn(1, 3, 8, 8)
+    legacy, dynamo = tmp_path / "legacy.onnx", tmp_path / "dynamo.onnx"
+    torch.onnx.export(net, (x,), str(legacy), dynamo=False, input_names=["x"], output_names=["y"])
+    torch.onnx.export(net, (x,), str(dynamo), dynamo=True, optimize=False, external_data=False, input_names=["x"],
+                      output_names=["y"])
+    assert not any(n.op_type == "BatchNormalization" for n in onnx.load(str(legacy)).graph.node)
+    assert sum(n.op_type == "BatchNormalization" for n in onnx.load(str(dynamo)).graph.node) == 2
+    return legacy, dynamo, net, x
+
+
+def test_the_first_folded_convs_gradient_pairs_with_its_batchnorms_and_the_bare_conv_is_folded(tmp_path):
+    """The gradient of the graph input (an observable of diff --grad only) sorted after that of its first reader's
+    output: a name anchor between the first folded Conv of A and B's BatchNormalization after it. The folded
+    Conv's gradient was 'no counterpart in B' and B's bare Conv's too, where diff pairs the Conv with the
+    BatchNormalization's output and calls the bare Conv folded. The gradients pair as the forward tensors do, and
+    the pair holds the gradient torch autograd computes for the BatchNormalization's output."""
+    from onnxprobe import api
+    from onnxprobe.types import InputSpec
+
+    legacy, dynamo, net, x = _conv_bn_relu(tmp_path)
+    convs = [n.output[0] for n in onnx.load(str(legacy)).graph.node if n.op_type == "Conv"]
+    feed = {"x": x.numpy()}
+    res = api.diff_grad(legacy, dynamo, inputs=InputSpec(arrays=feed))
+    by_a = {r.pair.a.name: r for r in res.results}
+    for c in convs:
+        assert c + "_grad" in by_a, [u.obs.name for u in res.matching.unmatched_a]
+        assert by_a[c + "_grad"].pair.b.op_type == "BatchNormalization" and by_a[c + "_grad"].passed
+    bare = [u for u in res.matching.unmatched_b if u.obs.effective_op == "Conv"]
+    assert len(bare) == 2 and all(u.cause == "folded" for u in bare), [(u.obs.name, u.reason) for u in bare]
+    assert not [u.obs.name for u in res.matching.unmatched_a + res.matching.unmatched_b if u.cause == "no-counterpart"]
+    # the oracle: torch autograd's gradient of each BatchNormalization's output for the sum loss
+    got = {}
+
+    def keep(k):
+        def hook(module, args, out):
+            out.retain_grad()
+            got[k] = out
+        return hook
+
+    hooks = [net[k].register_forward_hook(keep(k)) for k in (1, 4)]
+    net(x.requires_grad_()).sum().backward()
+    for h in hooks:
+        h.remove()
+    for c, k in zip(convs, (1, 4)):
+        p = by_a[c + "_grad"].pair
+        ga = res.a.runner.values([p.a.probe], feed)[p.a.probe]
+        gb = res.b.runner.values([p.b.probe], feed)[p.b.probe]
+        np.testing.assert_allclose(ga, got[k].grad.numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(gb, got[k].grad.numpy(), rtol=1e-4, atol=1e-5)

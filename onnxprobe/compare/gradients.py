@@ -58,7 +58,10 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
     for t, o in candidates:
         if t in grads and o.key not in seen:
             seen.add(o.key)
-            ordered.append(((o.index, not o.is_output, slot.get(t, 0), o.name), Observable(
+            # what a node reads (its weights, a graph input) before what it writes, as in the forward graph: an input's
+            # gradient sorted after its first reader's output was an anchor between a folded Conv and its tail
+            reads = o.is_output or o.op_type == "input"
+            ordered.append(((o.index, not reads, slot.get(t, 0), o.name), Observable(
                 key=grad_name(o.key), name=grad_name(o.name), probe=grads[t], node=o.node, op_type=o.op_type,
                 effective_op=o.effective_op, index=o.index, shape=o.shape, kind=o.kind, is_output=o.is_output,
                 # what its node reads, by the gradients' names: the structural matching pairs by it as diff does
