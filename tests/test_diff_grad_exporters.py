@@ -235,3 +235,47 @@ def test_the_first_folded_convs_gradient_pairs_with_its_batchnorms_and_the_bare_
         gb = res.b.runner.values([p.b.probe], feed)[p.b.probe]
         np.testing.assert_allclose(ga, got[k].grad.numpy(), rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(gb, got[k].grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_one_initializer_for_several_equal_parameters_is_said_so(tmp_path):
+    """Legacy export merges equal parameters into one initializer: a fresh nn.TransformerEncoderLayer's
+    out_proj.bias, norm1.bias and norm2.bias (zeros) are one, which the other two names copy (Identity), and
+    norm2.weight copies norm1.weight (ones). dynamo keeps each. diff --grad called the parameters B holds and
+    A copies 'a constant folding (the exporter's or onnxruntime's)'; it says what happened: one initializer
+    of A stands for those equal parameters of B, and its gradient is their sum (torch autograd's)."""
+    import sys
+    from pathlib import Path
+
+    from onnxprobe import api
+    from onnxprobe.types import InputSpec
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import torch_models as tm
+
+    m, args = tm.build("encoder")
+    legacy, dynamo = tmp_path / "legacy.onnx", tmp_path / "dynamo.onnx"
+    torch.onnx.export(m, args, str(legacy), dynamo=False, input_names=["x"], output_names=["y"])
+    torch.onnx.export(m, args, str(dynamo), dynamo=True, optimize=False, external_data=False, input_names=["x"],
+                      output_names=["y"])
+    feed = {"x": args[0].numpy()}
+    merged = ["layer.self_attn.out_proj.bias", "layer.norm1.bias", "layer.norm2.bias"]
+    for a, b, other in ((legacy, dynamo, "B"), (dynamo, legacy, "A")):
+        res = api.diff_grad(a, b, inputs=InputSpec(arrays=feed))
+        assert res.verdict()[0] == "pass", res.verdict()
+        held = res.matching.unmatched_b if other == "B" else res.matching.unmatched_a
+        why = {u.obs.name: u for u in held}
+        for p in merged[1:]:
+            u = why[p + "_grad"]
+            assert u.cause == "folded" and "constant folding" not in u.reason, u.reason
+            assert "'layer.self_attn.out_proj.bias'" in u.reason and all(q in u.reason for q in merged), u.reason
+        u = why["layer.norm2.weight_grad"]
+        assert "'layer.norm1.weight'" in u.reason and "constant folding" not in u.reason, u.reason
+    # the oracle: the merged initializer's gradient (A = legacy) is the sum of the three parameters' in torch
+    res = api.diff_grad(legacy, dynamo, inputs=InputSpec(arrays=feed))
+    o = next(u.obs for u in res.matching.unmatched_a if u.obs.name == "layer.self_attn.out_proj.bias_grad")
+    got = res.a.runner.values([o.probe], feed)[o.probe]
+    m.zero_grad()
+    m(*args).sum().backward()
+    params = dict(m.named_parameters())
+    want = sum(params[p].grad.numpy() for p in merged)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

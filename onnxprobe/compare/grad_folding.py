@@ -11,7 +11,7 @@ import onnx
 from onnxprobe.autodiff.select import weights
 from onnxprobe.graph.constants import constants
 from onnxprobe.graph.tensor_data import tensor_values
-from onnxprobe.match.engine import FOLDED, NO_COUNTERPART
+from onnxprobe.match.engine import DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART
 from onnxprobe.types import element_count, forward_name
 
 
@@ -230,9 +230,20 @@ def _explain_constant_folds(matching, a: onnx.ModelProto, b: onnx.ModelProto) ->
         folded: dict[str, str] = {}  # a weight of the computing model -> the holder's folded tensor
         sources_of = _constant_sources(model_c)
         held_by = _reader_counterparts(matching, a, b, holder)
+        copy_of, model_h = _copies(model_c), (a if holder == "A" else b)
+        merged: dict[str, str] = {}  # an initializer of the computing model -> the holder's parameters it stands for
         for u in uh:
             w = forward_name(u.obs.name) or ""
             if u.cause != NO_COUNTERPART or not u.obs.effective_op.endswith(" weight"):
+                continue
+            if w in copy_of:  # no folding: the exporter kept one initializer for equal parameters (legacy's dedup)
+                src = copy_of[w]
+                equal = _equal(model_h, w, src, copy_of)
+                merged[src] = group = _stands_for(src, copy_of, model_h) + (", of equal values" if equal else "")
+                u.reason = (f"{computer} has no initializer of its own for it: its {w!r} is a copy (Identity) of the "
+                            f"initializer {src!r}, one tensor for {holder}'s {group}; that tensor's gradient is "
+                            "the sum of theirs, and this one alone has no counterpart: not judged")
+                u.cause = FOLDED
                 continue
             # of its name (onnxruntime's folding names it after the Transpose's output), or what the paired
             # layer reads in its place (legacy's 'onnx::MatMul_591' where dynamo's lm_head reads Transpose(wte))
@@ -246,12 +257,55 @@ def _explain_constant_folds(matching, a: onnx.ModelProto, b: onnx.ModelProto) ->
             u.cause = FOLDED
             for s in sources:
                 folded.setdefault(s, w)
+        for u in uh:  # the holder's namesake of the one initializer: refused as read by fewer nodes, said why
+            w = forward_name(u.obs.name) or ""
+            if u.cause == DIFFERENT_FUNCTION and u.obs.effective_op.endswith(" weight") and w in merged:
+                u.reason = (f"{computer}'s initializer of its name is one tensor for {holder}'s {merged[w]} (the others "
+                            f"copy it through Identity): its gradient is the sum of theirs, another function of the data "
+                            "than this one's: not judged")
         for u in uc:
             w = forward_name(u.obs.name) or ""
-            if u.cause == NO_COUNTERPART and u.obs.effective_op.endswith(" weight") and w in folded:
+            if u.cause in (NO_COUNTERPART, DIFFERENT_FUNCTION) and u.obs.effective_op.endswith(" weight") and w in merged:
+                # read by more nodes than its namesake: the pair was refused (a different function), now said why
+                u.reason = (f"one initializer of {computer} for {holder}'s {merged[w]} (the others copy it through "
+                            f"Identity): its gradient is the sum of theirs, another function of the data than {holder}'s "
+                            f"{w!r} alone: not judged")
+                u.cause = FOLDED if u.cause == NO_COUNTERPART else u.cause
+            elif u.cause == NO_COUNTERPART and u.obs.effective_op.endswith(" weight") and w in folded:
                 u.reason = (f"a weight {holder} holds only folded into the initializer {folded[w]!r}, which {computer} "
                             "computes from it (constant folding): no weight of the same function in both, so it is not judged")
                 u.cause = FOLDED
+
+
+def _copies(model: onnx.ModelProto) -> dict[str, str]:
+    """Tensor -> the initializer it copies through Identity nodes alone (legacy torch.onnx.export keeps one
+    initializer for parameters of equal values and names the others' Identity copies of it after them)."""
+    inits = {t.name for t in model.graph.initializer}
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    out = {}
+    for t, n in producer.items():
+        x, depth = t, 0
+        while n is not None and n.op_type == "Identity" and n.input and depth < 16:
+            x, n, depth = n.input[0], producer.get(n.input[0]), depth + 1
+        if depth and x in inits and n is None:
+            out[t] = x
+    return out
+
+
+def _stands_for(src: str, copy_of: dict[str, str], holder: onnx.ModelProto) -> str:
+    """The holder's parameters that the other model's initializer ``src`` stands for (itself and its copies),
+    as said."""
+    held = weights(holder)
+    names = [t for t in [src, *sorted(t for t, s in copy_of.items() if s == src)] if t in held]
+    return ", ".join(repr(t) for t in names)
+
+
+def _equal(model: onnx.ModelProto, w: str, src: str, copy_of: dict[str, str]) -> bool:
+    """``model`` holds ``w`` and the other parameters ``src`` stands for with the same values."""
+    held = constants(model.graph)
+    group = [t for t in [src, *(t for t, s in copy_of.items() if s == src)] if t in held]
+    vals = [tensor_values(held[t]) for t in group]
+    return w in group and len(vals) > 1 and all(v.shape == vals[0].shape and (v == vals[0]).all() for v in vals)
 
 
 def _reader_counterparts(matching, a: onnx.ModelProto, b: onnx.ModelProto, holder: str):
