@@ -11,6 +11,7 @@ what is shown is what the file holds and nothing more.
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 
 # C0 and C1 controls, DEL, and the bidirectional / zero-width format characters that change how the
@@ -208,3 +209,23 @@ def one_glob_each(what: tuple[str, str], pattern: str, names, say) -> str | None
     return say.either(f"{what[0]} takes one glob each (names may hold commas): give {what[0]}={tuple(parts)!r}",
                       f"{what[1]} takes one glob (names may hold commas): repeat it, "
                       + " ".join(f"{what[1]} {shlex.quote(p)}" for p in parts))
+
+
+# JSON has no NaN or Infinity (jq refuses them): every report says a non-finite number as one of these words
+NONFINITE_JSON = ("nan", "inf", "-inf")
+
+
+def json_word(v):
+    """A float for JSON, where a non-finite value must be said, not dropped (a loss, a gradient norm, an SQNR
+    of -inf, a max_rel of inf): the string "nan", "inf" or "-inf"; any other value as it is."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else "inf" if v > 0 else "-inf"
+    return v
+
+
+def json_float(v) -> float | None:
+    """A number of a JSON report back as a float: a number, or a word of ``json_word`` ("inf" is math.inf);
+    None for null (not measured) and anything else."""
+    if isinstance(v, str):
+        return float(v) if v in NONFINITE_JSON else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

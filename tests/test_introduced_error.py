@@ -330,6 +330,18 @@ def test_an_introduced_sqnr_of_minus_inf_reads_minus_inf(tmp_path):
     (y0,) = [ln for ln in table.splitlines() if ln.startswith("y0 ")]
     assert y0.split()[2:4] == ["-inf", "-inf"]
     assert "every pair exact" not in table and "2 at -inf dB" in table
-    full = json.loads(run(app, [*args[:-3], "--json", "-"]).stdout)
+    # --json says -inf as max_rel says inf: the string, never null (not measured) nor a bare -Infinity (jq)
+    text = run(app, [*args[:-3], "--json", "-"]).stdout
+    full = json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in --json"))
     (p,) = [p for p in full["pairs"] if p["a"] == "y0"]
-    assert p["introduced_sqnr_db"] is None and p["introduced_count"] == 9 and p["introduced_max_abs"] > 0
+    assert p["sqnr_db"] == "-inf" and p["max_rel"] == "inf"
+    assert p["introduced_sqnr_db"] == "-inf" and p["introduced_count"] == 9 and p["introduced_max_abs"] > 0
+    # every reader of that JSON takes the word: the table made again from it, Netron's values, the HTML page
+    from onnxprobe.report.diff import diff_table
+    from onnxprobe.report.overlay import _netron_value
+    again = diff_table(full)
+    keys = [c.key for c in again.columns]
+    (row,) = [r for r in again.rows if r.values[keys.index("tensor")] == "y0"]
+    for k in ("sqnr_db", "introduced_sqnr_db"):
+        assert row.cells[keys.index(k)] == "-inf" and row.values[keys.index(k)] == -math.inf, k
+    assert _netron_value(p, "sqnr_db") == "-inf" and _netron_value(p, "introduced_sqnr_db") == "-inf"

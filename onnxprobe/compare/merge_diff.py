@@ -20,7 +20,7 @@ from onnxprobe.errors import UsageError, settings_error
 from onnxprobe.types import UNPAIRED
 from onnxprobe.report.diff_dataset import DIFF_DATASET_SCHEMA
 from onnxprobe.stats.merge import check_identity, common_fields, refuse_shards_given_twice, sample_overlap
-from onnxprobe.stats.metrics import Tolerance, mapped_not_compared, nothing_measured
+from onnxprobe.stats.metrics import Tolerance, json_sqnr, mapped_not_compared, nothing_measured
 from onnxprobe.stats.pooled import PairSums, dataset_fields, pool
 
 IDENTITY = ("schema_version", "dataset_schema", "onnxprobe_version", "model_id", "selection", "sides", "criterion",
@@ -184,7 +184,7 @@ def _merged_pair(key, parts: list[tuple[dict, int, str]], labels: list[str]) -> 
     # words of one diff
     passed = tol.judge(m)
     problem = nothing_measured(sums.shape, m) if m.empty else None
-    out.update(introduced_sqnr_db=_f(i.sqnr_db) if i else None, introduced_max_abs=_f(i.max_abs) if i else None,
+    out.update(introduced_sqnr_db=json_sqnr(i.sqnr_db, i.count, i.exact) if i else None, introduced_max_abs=_f(i.max_abs) if i else None,
                introduced_exact=i.exact if i else None, introduced_count=i.count if i else None,
                introduced_nonfinite_mismatch=i.nonfinite_mismatch if i else None, passed=passed, problem=problem,
                shape=None if sums.shape is None else list(sums.shape))

@@ -10,9 +10,10 @@ from onnxprobe import __version__
 from onnxprobe.errors import report_voice
 from onnxprobe.report.cells import cells, ljust
 from onnxprobe.report.console import phrased
-from onnxprobe.report.format import finite as finite_number, json_word, num, num_or_word, op, safe, shape, shorten
+from onnxprobe.report.format import finite as finite_number, json_float, json_word, num, num_or_word, op, safe, shape, shorten
 from onnxprobe.report.table import Column, Table
 from onnxprobe.report.wrap import phrase_wrap
+from onnxprobe.stats.metrics import json_sqnr
 from onnxprobe.types import MAP, UNPAIRED
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -36,7 +37,7 @@ def diff_dict(res, order=None) -> dict:
              "runtime_shapes": [list(x) for x in r.runtime_shapes] if r.runtime_shapes is not None else None}
         d.update(m.to_dict() if m else dict.fromkeys(["max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "exact", "worst_index",
                                                   "nonfinite_mismatch", "count", "nonfinite_same"]))
-        d["introduced_sqnr_db"] = _f(i.sqnr_db) if i else None
+        d["introduced_sqnr_db"] = json_sqnr(i.sqnr_db, i.count, i.exact) if i else None
         d["introduced_max_abs"] = _f(i.max_abs) if i else None
         d["introduced_exact"] = i.exact if i else None
         d["introduced_count"] = i.count if i else None  # tells a null SQNR's -inf (or +inf) from not measured
@@ -247,10 +248,10 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     # the table's order under --sort topo, whatever --sort (pairs of one node, a weight's gradients beside its
     # activation's, in the table's order); by name among those of one node where a dict has no "topo"
     topo = sorted(d["pairs"], key=lambda p: (p["index"], p["topo"] if p.get("topo") is not None else -1, p["a"], p["b"]))
-    measured = [p["sqnr_db"] for p in topo if not p["exact"] and p["sqnr_db"] is not None and math.isfinite(p["sqnr_db"])]
+    measured = [v for p in topo if not p["exact"] and (v := finite_number(p["sqnr_db"])) is not None]
     top = max(measured + [140.0])  # float32 agrees to ~140 dB; float64 and torch pairs measure more
     # exact pairs draw as full blocks; a pair with NaN/Inf on one side only as a blank, as one at -inf dB
-    sq = [top if p["exact"] else -math.inf if p.get("nonfinite_mismatch") else p["sqnr_db"] for p in topo]
+    sq = [top if p["exact"] else -math.inf if p.get("nonfinite_mismatch") else _infinite_db(p) for p in topo]
     lead = "SQNR along depth: "
     line = sparkline(sq, cap=top, room=max(10, width - len(lead)))
     per = math.ceil(len(sq) / len(line)) if line else 1
@@ -322,19 +323,20 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
 
 
 def _infinite_db(p: dict, of: str = ""):
-    """A pair's SQNR (``of`` "introduced_": its introduced error's) for CSV and JSON rows: JSON's null of an
-    infinite one made inf or -inf again, as the table says it (``_db``)."""
-    if p[f"{of}sqnr_db"] is None and p.get(f"{of}count"):
+    """A pair's SQNR (``of`` "introduced_": its introduced error's) as a float, for CSV and JSON rows and the
+    sparkline: JSON's "inf", "-inf" or "nan" (``stats.metrics.json_sqnr``) a float again, as the table says it
+    (``_db``); None where not measured. The null of a report written before that, beside a count, was -inf (B all
+    zeros where A is not) or +inf (no error over the finite pairs, a NaN/Inf mismatch elsewhere)."""
+    v = p[f"{of}sqnr_db"]
+    if v is None and p.get(f"{of}count") and not p.get(f"{of}exact"):
         return -math.inf if p[f"{of}max_abs"] else math.inf
-    return p[f"{of}sqnr_db"]
+    return json_float(v)
 
 
-def _db(v: float | None, exact: bool | None, count: int | None = None, max_abs: float | None = None) -> str:
+def _db(v, exact: bool | None, count: int | None = None, max_abs: float | None = None) -> str:
     if exact:
         return "exact"
-    if v is None and count:  # JSON's None for an infinite SQNR: +inf, no error over the finite pairs (a NaN/Inf
-        return "-inf" if max_abs else "inf"  # mismatch elsewhere), or -inf: B all zeros where A is not
-    return num(v, 3)
+    return num(_infinite_db({"sqnr_db": v, "count": count, "max_abs": max_abs}), 3)
 
 
 def cosine_cell(v: float | None, judged: bool = False) -> str:

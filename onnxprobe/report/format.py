@@ -6,7 +6,7 @@ import math
 
 from onnxprobe.report.cells import cells, head, tail
 from onnxprobe.stats.status import values_status
-from onnxprobe.text import clean
+from onnxprobe.text import clean, json_float, json_word  # noqa: F401 (json_word: of the reports)
 
 safe = clean  # text from a model, for a Text or a table cell
 # where an exact pair (infinite SQNR) is drawn or coloured, in every picture (JSON has no inf): float32
@@ -31,12 +31,6 @@ def exact_db(pairs) -> float:
     top = max((v for p in pairs for v in (finite(p.get("sqnr_db")), finite(p.get("introduced_sqnr_db"))) if v is not None),
               default=None)
     return EXACT_DB if top is None or top < EXACT_DB else float(math.floor(top / 10) * 10 + 20)
-
-
-def json_word(v):
-    """A float for JSON, which has no NaN or Inf, where a non-finite value must be said, not dropped
-    (a loss, a gradient norm): the string "nan", "inf" or "-inf" (the dataset sums' convention)."""
-    return str(v) if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def num_or_word(v, digits: int = 4) -> str:

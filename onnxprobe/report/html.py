@@ -28,7 +28,7 @@ from onnxprobe.report import charts
 from onnxprobe.report.format import finite, num_or_word, shape
 from onnxprobe.report.io import json_default
 from onnxprobe.report.table import Table
-from onnxprobe.text import controls, duration, pieces, unclean
+from onnxprobe.text import controls, duration, json_float, pieces, unclean
 
 WORST = 10  # rows that get a histogram
 
@@ -142,7 +142,11 @@ def worst_rows(kind: str, d: dict, n: int = WORST) -> list[str]:
     if kind == "diff":
         rows = [p for p in d["pairs"] if p.get("sqnr_db") is not None or p.get("max_abs") is not None]
         rows = [p for p in rows if not p.get("exact")]
-        key = lambda p: (p["passed"] is not False, f(p.get("introduced_sqnr_db"), f(p.get("sqnr_db"), math.inf)))  # noqa: E731
+        def db(v, default):  # an SQNR of -inf (B all zeros where A is not, "-inf" in JSON) is the lowest
+            x = json_float(v)
+            return default if x is None or math.isnan(x) else x
+
+        key = lambda p: (p["passed"] is not False, db(p.get("introduced_sqnr_db"), db(p.get("sqnr_db"), math.inf)))  # noqa: E731
         return [p["a"] for p in sorted(rows, key=key)[:n]]
     rows = d["gradients"]
     key = lambda g: (not (g.get("nan") or g.get("inf") or (g.get("check") and g["check"]["ok"] is False)),  # noqa: E731

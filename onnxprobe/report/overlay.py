@@ -207,8 +207,9 @@ NETRON_METRICS = {
 
 def _netron_value(r: dict, key: str):
     """A row's metric for Netron: a finite number, or the word CSV and JSON rows say where it is not finite:
-    "exact" or "-inf" / "inf" for an SQNR JSON holds as null beside ``exact`` or a count (an exact pair, the
-    pair where B is all zeros: often where the error starts), "nan" / "inf" of a norm; None: no value."""
+    "exact" for an SQNR JSON holds as null beside ``exact``, the "-inf" of one where B is all zeros (often where
+    the error starts; a null beside a count in a report written before JSON said it), "nan" / "inf" of a norm;
+    None: no value."""
     v = r.get(key)
     if isinstance(v, bool):
         return None

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from onnxprobe.errors import UsageError, in_words, said, setting_error, settings_error
+from onnxprobe.text import json_word
 from onnxprobe.types import MAP, element_count
 
 REL_TINY = float(np.finfo(np.float32).smallest_subnormal)  # float32's max_rel divisor floor (the graph's, a device's)
@@ -76,10 +77,10 @@ class PairMetrics:
         def f(v: float) -> float | None:
             return float(v) if math.isfinite(v) and self.count else None
 
-        # max_rel is inf where b is 0 and a is not (the module doc): said, as a pair fails on it
-        rel = "inf" if self.count and self.max_rel == math.inf else f(self.max_rel)
+        # max_rel is inf where b is 0 and a is not (the module doc), the SQNR -inf: said, as a pair fails on them
+        rel = json_word(self.max_rel) if self.count and self.max_rel == math.inf else f(self.max_rel)
         return {"max_abs": f(self.max_abs), "mean_abs": f(self.mean_abs), "max_rel": rel, "rmse": f(self.rmse),
-                "cosine": f(self.cosine), "sqnr_db": f(self.sqnr_db), "exact": self.exact,
+                "cosine": f(self.cosine), "sqnr_db": json_sqnr(self.sqnr_db, self.count, self.exact), "exact": self.exact,
                 "worst_index": list(self.worst) if self.count else None, "nonfinite_mismatch": self.nonfinite_mismatch,
                 "count": self.count, "nonfinite_same": self.nonfinite_same}
 
@@ -116,6 +117,14 @@ class IntroducedError:
     @property
     def exact(self) -> bool:
         return self.count > 0 and self.max_abs == 0 and self.nonfinite_mismatch == 0
+
+
+def json_sqnr(v: float, count: int, exact: bool) -> float | str | None:
+    """An SQNR for JSON: null where nothing was measured (no finite pair) and beside ``"exact": true`` (which
+    says its +inf); otherwise a number, or ``text.json_word``'s "-inf" (B all zeros where A is not), "inf"
+    (no error over the finite pairs, a NaN/Inf mismatch elsewhere) or "nan" (sums past float64's range), as
+    max_rel says its inf: never null, which would read as not measured."""
+    return None if not count or exact else json_word(float(v))
 
 
 def sqnr_from_norms(signal: float, noise: float) -> float:
