@@ -319,3 +319,20 @@ def test_node_listing_says_the_nested_types_too(tmp_path):
         assert text in rows[node], (node, rows[node])
     r = CliRunner().invoke(app, ["inspect", str(path), "--nodes"], env={"COLUMNS": "200"})
     assert "o (optional<sequence<float32>> 2x3)" in r.stdout, r.stdout
+
+
+def test_debug_node_view_says_the_whole_type_of_a_sequence_or_optional_output(tmp_path):
+    """The debugger's `node` view read '? ?' for the shape and type of a sequence or an optional output (its
+    TensorRef has no tensor dtype): it says the whole type, as inspect does (oracle: the types declared by
+    the ops themselves, SequenceConstruct of float32 [2,3] and Optional of a float32 tensor)."""
+    from onnxprobe import api
+    from onnxprobe.session import commands as C
+    from onnxprobe.session.state import State
+
+    seq_model(tmp_path / "s.onnx")
+    env = C.Env(State([api.load(tmp_path / "s.onnx")], device="cpu"), 120)
+    for node, name, want in (("sc", "sq", "sequence<float32>"), ("opt", "op", "optional<float32>")):
+        head, table, *_ = C.execute(env, f"node {node}")
+        keys = [c.key for c in table.columns]
+        (row,) = [r for r in table.rows if r.values[keys.index("tensor")] == name]
+        assert row.cells[keys.index("dtype")] == want, row.cells

@@ -172,6 +172,15 @@ class GraphIndex:
             raise self.ambiguous(name) or UsageError(f"no tensor named {name!r}")
         return TensorInfo(self.refs[name], self.kinds[name], tuple(s.name for s in self.consumers.get(name, ())))
 
+    def type_text(self, name: str) -> str | None:
+        """The whole type of a value that is no tensor (``sequence<float32>``, ``optional<...>``: the type
+        summary of ``graph.summary``, as inspect shows it); None for a tensor or an unknown type."""
+        from onnxprobe.graph.summary import all_types, type_info
+
+        tp = all_types(self.model.inferred).get(name)
+        ti = type_info(name, tp)
+        return ti.type if ti.kind not in ("tensor", "unknown") else None
+
     def node_info(self, key: str | int) -> NodeInfo:
         s = self.node(key)
         n = s.node

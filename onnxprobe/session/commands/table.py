@@ -280,7 +280,8 @@ def _row(env: Env, t: Target, role: str, ti, direction: str) -> dict:
     return {
         "role": role, "name": name,
         "shape": shp if shp is not None else ref.shape, "known": shp is not None,
-        "dtype": ref.dtype,
+        # a sequence or an optional holds no dtype of its own: its whole type, as inspect says it
+        "dtype": ref.dtype or t.index.type_text(name),
         "stats": (t.results.stats.get(name) or _fed_stats(env, t, name)) if current else None,
         "link": _link(t, ti, direction),
     }
