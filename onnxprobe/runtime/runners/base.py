@@ -147,6 +147,12 @@ class GraphRunner(Runner):
         when ``keep_on_device`` (else numpy too). ``key``: the caller's name for ``model``, under which a
         runner may keep its compiled form for the next call."""
 
+    def load(self, model: onnx.ModelProto, *, key=None, weights: dict | None = None) -> None:
+        """Compile ``model`` as ``execute`` would, running nothing (a run that asks for no tensor: a model
+        whose outputs are all sequences, maps or optionals): a runtime that refuses the model raises its
+        error (``SessionError``) here too. ``key`` and ``weights`` as for ``execute``. Nothing by default,
+        for a runtime with no separate load step."""
+
     def providers(self) -> list[str]:
         return [self.kind]
 
@@ -224,10 +230,15 @@ class GraphRunner(Runner):
         raw_names = list(dict.fromkeys(p.raw_output for p in plan.probes if p.raw_output and not p.raw_for_stats))
         host = list(dict.fromkeys([o.name for o in plan.model.graph.output if o.name in probe_outputs] + (own if outputs else [])))
         device = [r for r in raw_names if r not in host]
-        # nothing of the graph asked for (only graph inputs or weights probed, the model's outputs not wanted):
-        # no run, which onnxruntime refuses anyway ("at least one output should be requested")
+        # nothing of the graph asked for (only graph inputs or weights probed, the model's outputs not wanted or
+        # none a tensor): no run, which onnxruntime refuses anyway ("at least one output should be requested"),
+        # but the model is still loaded, so that a runtime that refuses it says so
         try:
-            out, seconds = self._execute_plan(plan, feeds, host, device_outputs=device, key=key) if host or device else ({}, 0.0)
+            if host or device:
+                out, seconds = self._execute_plan(plan, feeds, host, device_outputs=device, key=key)
+            else:
+                self.load(plan.model, key=key, weights=plan.weights)
+                out, seconds = {}, 0.0
         except ExecutionError as e:
             # values of Loop/Scan body tensors are stacked per iteration: onnxruntime refuses a stack whose
             # shapes change (a tensor that grows, or lies in an If branch inside the loop)

@@ -126,6 +126,11 @@ class OrtRunner(GraphRunner):
         self._last = (s.providers, s.seconds)
         return s
 
+    def load(self, model: onnx.ModelProto, *, key=None, weights: dict | None = None) -> None:
+        session = self.session(model, key, weights)
+        if key is None:
+            done_with(session)
+
     def execute(self, model: onnx.ModelProto, feeds: dict, outputs: list[str], *, device_outputs: list[str] = (),
                 keep_on_device: bool = False, key=None, weights: dict | None = None,
                 shrink: bool = True) -> tuple[dict, float]:
