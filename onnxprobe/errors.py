@@ -107,6 +107,13 @@ class MissingExtra(UsageError):
         self.extra = extra
 
 
+def plain_class(e: OnnxProbeError) -> type[OnnxProbeError]:
+    """The class of ``e`` to raise the same error again under another message (a dataset's batch named in it):
+    ``e``'s own, or, for a class built from arguments of its own (``NoGradientRule``, ``CutLeaks``), its nearest
+    base built from a message alone, so that the kind of error (and its exit code) is kept."""
+    return next(c for c in type(e).__mro__ if issubclass(c, OnnxProbeError) and "__init__" not in c.__dict__)
+
+
 RUNTIME_OPTIONS = ("runtime_options", "--runtime-option")  # a setting as the API and the command line name it
 
 

@@ -102,3 +102,53 @@ def test_a_pipeline_whose_samples_all_fail_is_stopped(tmp_path):
     line = got["r"].stderr.strip()
     assert got["r"].exit_code == 2 and len(line.splitlines()) == 1, got["r"].output
     assert f"first {PIPELINE_GIVES_UP} samples failed" in line and line.count("float64") == 1, line
+
+
+def _float8_model(tmp_path) -> str:
+    """A float8 input, which onnxruntime's Python API takes no array of: a problem of the model, not of a batch."""
+    import onnx
+    from onnx import TensorProto as T, helper
+
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=T.FLOAT)], "g",
+                          [helper.make_tensor_value_info("x", T.FLOAT8E4M3FN, [2])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    m.ir_version = 9
+    onnx.save(m, tmp_path / "f8.onnx")
+    return str(tmp_path / "f8.onnx")
+
+
+def test_a_batch_error_keeps_its_class_and_one_batch_is_a_batch(tmp_path):
+    """QA: a float8 input (a ModelError in plain layers) failed the one batch of a dataset as an ExecutionError
+    ('relabel' kept only usage vs other), and the line read '1 of 1 batches failed'."""
+    import pytest
+
+    from onnxprobe import api
+    from onnxprobe.errors import ModelError
+
+    model = _float8_model(tmp_path)
+    with pytest.raises(ModelError):  # the class the model's problem has outside a dataset
+        api.layers(model)
+    data = tmp_path / "data"
+    data.mkdir()
+    np.savez(data / "b0.npz", x=np.zeros(2, np.float32))
+    with pytest.raises(ModelError) as e:
+        api.layers_dataset(model, data)
+    assert "1 of 1 batch failed" in str(e.value), str(e.value)
+    r = runner.invoke(app, ["layers", model, "--inputs-dir", str(data)])
+    assert r.exit_code == 1 and "1 of 1 batch failed" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.output
+    np.savez(data / "b1.npz", x=np.zeros(2, np.float32))
+    with pytest.raises(ModelError) as e:
+        api.layers_dataset(model, data)
+    assert "2 of 2 batches failed" in str(e.value), str(e.value)
+
+
+def test_relabel_keeps_the_class(tmp_path):
+    from onnxprobe.api.datasets import relabel
+    from onnxprobe.errors import (DeviceUnavailable, ExecutionError, ModelError, NoGradientRule, SessionError,
+                                  UsageError)
+
+    for e in (ModelError("m"), SessionError("s"), DeviceUnavailable("d"), UsageError("u"), ExecutionError("x")):
+        assert type(relabel(e, "b.npz")) is type(e)
+    rule = relabel(NoGradientRule("Foo", "n", "h", ["y"], ["Relu"]), "b.npz")  # a class of its own arguments:
+    assert type(rule) is ModelError and str(rule).startswith("b.npz: cannot differentiate")  # its nearest plain base

@@ -18,8 +18,8 @@ from typing import Callable, Iterator
 import numpy as np
 
 from onnxprobe.api.inputs import Progress, as_dataset, as_progress
-from onnxprobe.errors import (ExecutionError, OnnxProbeError, UsageError, Voice, first_line, in_words, said,
-                              settings_error)
+from onnxprobe.errors import (ExecutionError, OnnxProbeError, UsageError, Voice, first_line, in_words, plain_class,
+                              said, settings_error)
 from onnxprobe.graph.model import Model
 from onnxprobe.runtime.dataset import (INPUTS_DIR, INPUTS_FROM, Batch, dataset_batches, generator_samples, load_batch,
                                        skipped_note)
@@ -136,9 +136,10 @@ class Done:
 
 
 def relabel(e: OnnxProbeError, label: str) -> OnnxProbeError:
-    """The same kind of error (usage: exit 2, else 1), its message saying which batch, once: an error about
-    the batch's own file ('dir/b.npz: not a readable .npz file', ``OnnxProbeError.about``) names it already."""
-    err = settings_error(UsageError if isinstance(e, UsageError) else ExecutionError, lambda say: labelled(e, label, say))
+    """The same kind of error (its class, ``errors.plain_class``: a model's problem stays a ModelError), its
+    message saying which batch, once: an error about the batch's own file ('dir/b.npz: not a readable .npz
+    file', ``OnnxProbeError.about``) names it already."""
+    err = settings_error(plain_class(e), lambda say: labelled(e, label, say))
     err.batch = label
     err.reason = None if _names(e, label) else said(lambda say: _line(e, say))
     return err
@@ -229,9 +230,9 @@ def _failed(failures: list[tuple[int, str, OnnxProbeError]], total: int, stopped
     reasons: a wrong shape in one, an unknown input name in another), the rest counted. ``stopped``: a
     pipeline's first samples all failed, and it was not read further."""
     failures.sort(key=lambda f: f[0])
-    cls = UsageError if isinstance(failures[0][2], UsageError) else ExecutionError
+    cls = plain_class(failures[0][2])
     head = (f"the pipeline's first {total} samples failed (it was read no further)" if stopped else
-            f"{len(failures)} of {total} batches failed")
+            f"{len(failures)} of {total} batch{'es' if total != 1 else ''} failed")
     texts = {e.reason if e.batch == label else None if _names(e, label) else said(lambda say, e=e: _line(e, say))
              for _, label, e in failures}
     if len(failures) > 1 and len(texts) == 1 and None not in texts:
