@@ -20,6 +20,7 @@ import onnx
 from onnxprobe.errors import (DeviceUnavailable, ExecutionError, ModelError, SessionError, UsageError, error_about, setting_error,
                               settings_error, Voice)
 from onnxprobe.graph.shapes import static_shape
+from onnxprobe.graph.summary import TypeInfo, type_info
 from onnxprobe.graph.walk import unread_inputs
 from onnxprobe.runtime.arrays import Position, by_position, check_fits, literal, literal_as, read_array
 from onnxprobe.text import clean, quote, some
@@ -60,6 +61,7 @@ class ModelInput:
     elem_type: int
     shape: tuple | None  # ints, symbolic names or None; None: unknown rank
     kind: str | None = "tensor_type"  # which TypeProto it declares; None: no type at all
+    info: TypeInfo | None = None  # the whole type as inspect says it (sequence<float32>, its tensors' shape)
 
     @property
     def dtype(self) -> np.dtype:
@@ -88,14 +90,16 @@ class ModelInput:
                                  "or give the model a float input and a Cast)")
 
     def describe(self) -> str:
-        parts = [] if self.shape is None else [str(d) if d is not None else "?" for d in self.shape]
-        # symbolic dims spaced out, as inspect shows them: "batch x 3 x 8 x 8", not "batchx3x8x8"
-        sep = " x " if self.shape and any(isinstance(d, str) for d in self.shape) else "x"
-        dims = "?" if self.shape is None else sep.join(parts) or "scalar"
+        """"x float32 [n x 3]"; a value that is not a tensor as inspect says it: "s sequence<float32> [2]"."""
+        dt, shape = (self.info.type, self.info.shape) if self.kind != "tensor_type" and self.info and self.info.type else (None, self.shape)
         try:
-            dt = "string" if self.elem_type == onnx.TensorProto.STRING else str(self.dtype)
+            dt = dt or ("string" if self.elem_type == onnx.TensorProto.STRING else str(self.dtype))
         except (UsageError, ModelError):
             dt = "?"
+        parts = [] if shape is None else [str(d) if d is not None else "?" for d in shape]
+        # symbolic dims spaced out, as inspect shows them: "batch x 3 x 8 x 8", not "batchx3x8x8"
+        sep = " x " if shape and any(isinstance(d, str) for d in shape) else "x"
+        dims = "?" if shape is None else sep.join(parts) or "scalar"
         return f"{clean(self.name)} {dt} [{clean(dims)}]"
 
 
@@ -166,7 +170,8 @@ def model_inputs(model: onnx.ModelProto) -> list[ModelInput]:
     for vi in model.graph.input:
         if vi.name in inits:
             continue
-        out.append(ModelInput(vi.name, vi.type.tensor_type.elem_type, static_shape(vi.type), vi.type.WhichOneof("value")))
+        out.append(ModelInput(vi.name, vi.type.tensor_type.elem_type, static_shape(vi.type), vi.type.WhichOneof("value"),
+                              type_info(vi.name, vi.type)))
     return out
 
 
