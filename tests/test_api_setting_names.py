@@ -43,7 +43,7 @@ CASES = {
     "target file": (lambda m: api.grad(m, spec=api.GradSpec(loss="mse", target="/nonexistent/t.npy")),
                     ["grad", "--loss", "mse", "--target", "/nonexistent/t.npy"], ("target", "--target", " /nonexistent/t.npy: no such input file")),
     "sort": (lambda m: api.text(api.diff(m, m), sort="bad"), ["diff", "SAME", "--sort", "bad"],
-             ("sort", "--sort", " 'bad': choose topo, introduced, accumulated")),
+             ("sort", "--sort", " bad: choose topo, introduced, accumulated")),
     "map file": (lambda m: api.read_map("/nonexistent/map.json"), ["diff", "SAME", "--map", "/nonexistent/map.json"],
                  ("path", "--map", " /nonexistent/map.json: no such JSON file")),
     "cut input": (lambda m: api.extract(m, "unused.onnx", cut_inputs=["zzz"]), ["extract", "-o", "OUT", "--from", "zzz"],
@@ -53,7 +53,7 @@ CASES = {
     "columns": (lambda m: api.text(api.layers(m), columns="tensor,zzz"), ["layers", "--columns", "tensor,zzz"],
                 ("columns", "--columns", ": no column 'zzz'")),
     "format": (lambda m: api.text(api.layers(m), format="zzz"), ["layers", "--format", "zzz"],
-               ("format", "--format", " 'zzz': choose table, csv, markdown, json")),
+               ("format", "--format", " zzz: choose table, csv, markdown, json")),
     "inputs dir": (lambda m: api.layers_dataset(m, "/nonexistent/batches"), ["layers", "--inputs-dir", "/nonexistent/batches"],
                    ("inputs", "--inputs-dir", " /nonexistent/batches: no such folder or file")),
     "grad wrt in diff": (lambda m: api.diff_grad(m, m, api.GradSpec(wrt=("zzz",))), ["diff", "SAME", "--grad", "--wrt", "zzz"],
@@ -118,7 +118,7 @@ def test_labels_checked_against_the_output_name_the_field(model):
     (lambda: api.input_spec(input_=["x"]), "input_ (--input) 'x': expected NAME=FILE"),
     (lambda: api.parse_size("3x"), "max_memory (--max-memory) '3x': expected a size such as 512M or 2G"),
     (lambda: api.Tolerance.from_flags(atol=-1.0), "atol (--atol) -1.0: thresholds are finite and non-negative"),
-    (lambda: api.Tolerance.from_flags(metric="nope"), "metric (--metric) 'nope': choose one of"),
+    (lambda: api.Tolerance.from_flags(metric="nope"), "metric (--metric) nope: choose one of"),
 ])
 def test_the_readers_of_typed_settings_name_their_parameter(call, said):
     with pytest.raises(UsageError) as e:

@@ -62,3 +62,21 @@ def test_device_names_its_value_as_typed(tmp_path):
     assert line.endswith("device tpu: choose one of auto, cpu, cuda"), line
     r = runner.invoke(app, ["layers", str(sample_path("mlp")), "--device", "tpu"])
     assert r.exit_code == 2 and r.stderr.strip().endswith("--device tpu: choose one of auto, cpu, cuda"), r.output
+
+
+def test_every_choice_names_its_value_as_typed(tmp_path):
+    """QA: `--device tpu: choose one of ...` but `--runtime 'tpu'`, `--opt-level 'bogus'`, `--metric`, `--loss`, the
+    debugger's `--model` quoted the value: one form (text.as_word) everywhere."""
+    [info] = _errors(tmp_path, ["info --model z"])
+    assert "--model z: choose a" in info, info
+    with pytest.raises(OnnxProbeError) as e:
+        State([api.load(str(sample_path("mlp")))], opt_level="bogus")
+    assert str(e.value).startswith("--opt-level bogus: choose one of"), e.value
+    mlp = str(sample_path("mlp"))
+    for args, said in ((["layers", mlp, "--runtime", "tpu"], "--runtime tpu: choose one of"),
+                       (["layers", mlp, "--opt-level", "bogus"], "--opt-level bogus: choose one of"),
+                       (["diff", mlp, "--vs-reference", "--metric", "nope"], "--metric nope: choose one of"),
+                       (["grad", mlp, "--loss", "foo"], "--loss foo: choose one of"),
+                       (["layers", mlp, "--opt-level", "two words"], "--opt-level 'two words': choose one of")):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and said in r.stderr, (args, r.output)

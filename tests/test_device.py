@@ -146,8 +146,8 @@ def test_a_run_failing_on_an_empty_input_says_so(tmp_path):
 @pytest.mark.parametrize("args, words", [
     (["diff", "--vs-device", "bogus"], "--vs-device bogus: choose one of"),
     (["diff", "--vs-device", "cuda"], "--vs-device cuda: onnxruntime has no usable CUDA provider"),
-    (["diff", "--vs-opt-level", "bogus"], "--vs-opt-level 'bogus': choose one of"),
-    (["layers", "--opt-level", "bogus"], "--opt-level 'bogus': choose one of"),
+    (["diff", "--vs-opt-level", "bogus"], "--vs-opt-level bogus: choose one of"),
+    (["layers", "--opt-level", "bogus"], "--opt-level bogus: choose one of"),
     (["layers", "--device", "cuda"], "--device cuda: onnxruntime has no usable CUDA provider"),
 ])
 def test_the_reference_device_is_named_as_the_flag_it_came_from(monkeypatch, args, words):
@@ -177,7 +177,7 @@ def test_the_reference_device_is_named_as_the_flag_it_came_from(monkeypatch, arg
     (["layers", "MLP", "--int-range", "5:5"], "--int-range 5:5: LOW must be below HIGH"),
     (["layers", "MLP", "--runtime-option", "A=B"], "--runtime-option A: ort takes only tf32"),
     (["layers", "MLP", "--range", ""], "--range '': expected 'START:END'"),
-    (["grad", "MLP", "--loss", "foo"], "--loss 'foo': choose one of"),
+    (["grad", "MLP", "--loss", "foo"], "--loss foo: choose one of"),
     (["grad", "MLP", "--loss", "mse"], "--loss mse needs --target FILE.npy: the values it is computed against"),
     (["grad", "MLP", "--loss-output", "nope"], "--loss-output 'nope': not an output of the model"),
     (["grad", "MLP", "--loss", "mse", "--output-grad", "DY"], "--output-grad gives dL/dy directly: it replaces --loss"),

@@ -31,6 +31,7 @@ from onnxprobe.runtime.runners import check_usable
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.moments import Moments, exact_sum
 from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.text import as_word
 from onnxprobe.types import FeedsFrom, RunConfig, RunInfo
 
 REDUCE = ("sum", "mean")
@@ -124,7 +125,7 @@ def grad_dataset(model: Model | str | os.PathLike, inputs: str | os.PathLike | N
     ``result.arrays``: the weight gradients. ``ray``: the samples shared out to Ray actors. ``max_memory``: the
     most bytes of a batch's weight gradients brought back at once (``api.grad``'s)."""
     if reduce not in REDUCE:
-        raise setting_error(UsageError, ("reduce", "--reduce"), f"{reduce!r}: choose sum or mean")
+        raise setting_error(UsageError, ("reduce", "--reduce"), f"{as_word(reduce)}: choose sum or mean")
     spec, selection, config = as_spec(spec) or GradSpec(), as_selection(selection), as_config(config)
     if spec.extra is not None:
         kind = spec.loss if spec.loss in EXTRA_FIELD else "output-grad"

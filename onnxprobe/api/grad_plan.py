@@ -34,6 +34,7 @@ from onnxprobe.graph.walk import walk
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.arrays import read_array
 from onnxprobe.runtime.runners.ort import OrtRunner
+from onnxprobe.text import as_word
 from onnxprobe.types import InputSpec, RunConfig
 
 # a GradSpec's target, labels or output gradient: an array, or the path of a .npy / .pb file
@@ -119,7 +120,7 @@ def _check_loss_flags(loss: str, target, labels, output_grad) -> str:
             raise settings_error(UsageError, lambda say: f"{say(OUTPUT_GRAD)} gives dL/dy directly: it replaces {say(LOSS)}")
         loss = "output-grad"
     if loss not in KINDS:
-        raise setting_error(UsageError, LOSS, f"{loss!r}: choose one of {', '.join(k for k in KINDS if k != 'output-grad')}")
+        raise setting_error(UsageError, LOSS, f"{as_word(loss)}: choose one of {', '.join(k for k in KINDS if k != 'output-grad')}")
     for kind, value in (("mse", target), ("cross-entropy", labels)):
         if value is not None and loss != kind:
             raise settings_error(UsageError, lambda say: f"{say((EXTRA_FIELD[kind], EXTRA_FLAG[kind]))} goes with {say(LOSS)} {kind}")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Union
 
 from onnxprobe.errors import UsageError, command_line_words, report_voice, setting_error  # noqa: F401 (command_line_words: the CLI's)
 from onnxprobe.api.inputs import ModelLike
+from onnxprobe.text import as_word
 
 if TYPE_CHECKING:  # annotations only: a report imports only the workflow of its result
     from onnxprobe.api.grad import GradResult
@@ -245,7 +246,7 @@ def text(result: Result | dict, *, width: int = 100, format: str = "table", colu
     if not isinstance(wide, bool):
         raise UsageError(f"wide: expected True or False (--wide), got {wide!r}")
     if format not in FORMATS:
-        raise setting_error(UsageError, FORMAT, f"{format!r}: choose {', '.join(FORMATS)}")
+        raise setting_error(UsageError, FORMAT, f"{as_word(format)}: choose {', '.join(FORMATS)}")
     asked = _columns(columns)
     # wide, as --wide: laid out at WIDE columns, so that no row is folded onto the next line at ``width``
     width = WIDE if wide else width

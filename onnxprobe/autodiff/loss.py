@@ -27,6 +27,7 @@ from onnx import TensorProto, helper
 from onnxprobe.graph.builder import FLOAT_TYPES, GraphBuilder, np_dtype
 from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.graph.shapes import static_shape
+from onnxprobe.text import as_word
 from onnxprobe.types import BACKWARD_TAG
 
 KINDS = ("sum", "mean", "mse", "cross-entropy", "output-grad")
@@ -87,7 +88,7 @@ def attach_loss(model: onnx.ModelProto, output: str, kind: str, *, extra: np.nda
     output's shape for the run's inputs, which ``extra`` must fit (else its declared, maybe dynamic, one).
     ``probabilities``: the output is a Softmax's, cross-entropy takes its log (the module doc)."""
     if kind not in KINDS:
-        raise setting_error(UsageError, LOSS, f"{kind!r}: choose one of {', '.join(KINDS)}")
+        raise setting_error(UsageError, LOSS, f"{as_word(kind)}: choose one of {', '.join(KINDS)}")
     elem, yshape = _elem_of(model, output)
     if shape is not None:
         yshape = tuple(shape)

@@ -126,13 +126,14 @@ def diff(
     from onnxprobe.report.diff import COLUMNS, JUDGED_COLUMNS, PROBLEM, PROFILE_COLUMNS, diff_dict, diff_renderables
     from onnxprobe.report.io import in_cli_words
     from onnxprobe.report.progress import Progress
+    from onnxprobe.text import as_word
 
     absent = {} if profile else {c.key: "comes only with --profile" for c in PROFILE_COLUMNS}
     if grad:  # gradients have no introduced error
         absent["introduced_sqnr_db"] = "is not one of gradients (--grad has no introduced error)"
     view = view_of(wide, columns, fmt, COLUMNS + list(JUDGED_COLUMNS.values()) + PROFILE_COLUMNS + [PROBLEM], json_, absent)
     if sort not in api.SORTS:
-        raise UsageError(f"--sort {sort!r}: choose {', '.join(api.SORTS)}")
+        raise UsageError(f"--sort {as_word(sort)}: choose {', '.join(api.SORTS)}")
     if grad and sort == "introduced":
         raise UsageError("--sort introduced: gradients have no introduced error (--grad); sort by topo or accumulated")
     base, per, (per_atol, per_rtol) = api.tolerances_from_flags(metric, atol, rtol, min_sqnr, min_cosine)

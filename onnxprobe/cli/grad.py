@@ -90,6 +90,7 @@ def grad(
     from onnxprobe import api
     from onnxprobe.errors import UsageError, cli_words
     from onnxprobe.report.grad import CHECK, COLUMNS, export_renderables, grad_dict, grad_renderables
+    from onnxprobe.text import as_word
     from onnxprobe.report.progress import Progress
 
     view = view_of(wide, columns, fmt, COLUMNS + [CHECK], json_, {} if check else {CHECK.key: "comes only with --check"})
@@ -109,7 +110,7 @@ def grad(
                            inputs_in_dataset(input_, inputs, shape, seed, int_range),
                            (check, "{flag} runs a dataset, and --check is of one input: drop --check"))
     if reduce not in api.REDUCE:
-        raise UsageError(f"--reduce {reduce!r}: choose {' or '.join(api.REDUCE)}")
+        raise UsageError(f"--reduce {as_word(reduce)}: choose {' or '.join(api.REDUCE)}")
     if not dataset and reduce != "sum":
         raise UsageError("--reduce sets how a dataset's losses add up: give --inputs-dir or --inputs-from")
     loaded = api.load(model)

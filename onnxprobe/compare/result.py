@@ -16,7 +16,7 @@ from onnxprobe.compare.uncompared import by_cause, nothing_compared, outputs_not
 from onnxprobe.errors import UsageError, in_words, said, setting_error
 from onnxprobe.match.engine import OTHER_VALUES, Matching, Pair, Unmatched
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared
-from onnxprobe.text import some
+from onnxprobe.text import as_word, some
 from onnxprobe.types import UNPAIRED, forward_name
 
 
@@ -234,4 +234,4 @@ def sort_results(results: list[PairResult], key: str) -> list[PairResult]:
         return sorted(results, key=lambda r: sq(r.metrics))
     if key == "introduced":
         return sorted(results, key=lambda r: sq(r.introduced))
-    raise setting_error(UsageError, ("sort", "--sort"), f"{key!r}: choose {', '.join(SORTS)}")
+    raise setting_error(UsageError, ("sort", "--sort"), f"{as_word(key)}: choose {', '.join(SORTS)}")

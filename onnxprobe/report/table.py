@@ -43,7 +43,7 @@ from onnxprobe.report.wrap import GAP  # GAP: spaces between columns
 from onnxprobe.report.wrap import flow as _flow
 from onnxprobe.report.wrap import fold as _fold
 from onnxprobe.report.wrap import wrap as _wrap
-from onnxprobe.text import clean
+from onnxprobe.text import as_word, clean
 
 NAME_MIN = 20
 NAME_FLOOR = 12  # no name column is ever narrower (unless its names are shorter)
@@ -184,7 +184,7 @@ class Table:
             import json
 
             return json.dumps(self.records(), indent=1, allow_nan=False) + "\n"
-        raise setting_error(UsageError, FORMAT, f"{fmt!r}: choose {', '.join(FORMATS)}")
+        raise setting_error(UsageError, FORMAT, f"{as_word(fmt)}: choose {', '.join(FORMATS)}")
 
     # --- layout ------------------------------------------------------------------------------------------
 
@@ -421,7 +421,7 @@ def check_view(fmt: str, columns: list[str] | None, known: list[Column] | None =
     """Refuse a bad --format, or a --columns key none of ``known`` has, before any work is done
     (``absent``: keys this run's table will not have -> why, e.g. 'comes only with --check')."""
     if fmt not in FORMATS:
-        raise setting_error(UsageError, FORMAT, f"{fmt!r}: choose {', '.join(FORMATS)}")
+        raise setting_error(UsageError, FORMAT, f"{as_word(fmt)}: choose {', '.join(FORMATS)}")
     for k in columns or ():
         if k.strip().lower() in {a.lower() for a in absent or {}}:
             why = next(v for a, v in absent.items() if a.lower() == k.strip().lower())

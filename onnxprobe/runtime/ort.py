@@ -56,7 +56,7 @@ def check_opt_level(name: str, what: tuple[str, str] = ("opt_level", "--opt-leve
     """``name`` when it is one of OPT_LEVELS, else a UsageError that names ``what`` (API parameter, flag: each
     option that takes a level, A's own or a reference's, is named as given)."""
     if name not in OPT_LEVELS:
-        raise setting_error(UsageError, what, f"{name!r}: choose one of {', '.join(OPT_LEVELS)}")
+        raise setting_error(UsageError, what, f"{as_word(name)}: choose one of {', '.join(OPT_LEVELS)}")
     return name
 
 

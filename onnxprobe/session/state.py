@@ -30,7 +30,7 @@ from onnxprobe.errors import UsageError
 from onnxprobe.session.feeding import Feeding
 from onnxprobe.session.inputs import SessionInputs
 from onnxprobe.session.targets import RAW_CACHE_BYTES, Results, RunReport, Target
-from onnxprobe.text import quote
+from onnxprobe.text import as_word, quote
 from onnxprobe.types import TensorRef
 
 WALK_BEHIND, WALK_AHEAD = 8, 32  # goto/step/back compute the statistics of this window of nodes at once
@@ -58,7 +58,7 @@ class State(Feeding):
         self.inputs = SessionInputs(spec)
         self.set_device(device)
         if opt_level not in api.OPT_LEVELS:
-            raise UsageError(f"--opt-level {opt_level!r}: choose one of {', '.join(api.OPT_LEVELS)}")
+            raise UsageError(f"--opt-level {as_word(opt_level)}: choose one of {', '.join(api.OPT_LEVELS)}")
         self.opt_level = opt_level
         # --max-memory: raw values are fetched in runs of at most half of it, and at most this much is kept
         api.raw_batches([], max_memory)  # a bad budget is refused here, as the API refuses it
@@ -78,7 +78,7 @@ class State(Feeding):
         if label not in self.targets:
             if label == "b":
                 raise UsageError("no second model: start with `onnxprobe debug MODEL OTHER`")
-            raise UsageError(f"--model {label!r}: choose {' or '.join(self.targets)}")
+            raise UsageError(f"--model {as_word(label)}: choose {' or '.join(self.targets)}")
         return self.targets[label]
 
     @property

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from onnxprobe.errors import UsageError
 from onnxprobe.stats.tensor_stats import TensorStats
+from onnxprobe.text import as_word
 
 KEYWORDS = ("nan", "inf", "nonfinite")
 STATS = ("absmax", "min", "max", "mean", "std", "abs_mean", "zero_fraction", "nan", "inf", "count")
@@ -75,5 +76,5 @@ def parse_condition(text: str) -> Condition:
     stat, op, value = m.group(1), m.group(2), m.group(3)
     stat = {"absmean": "abs_mean", "zeros": "zero_fraction"}.get(stat, stat)
     if stat not in STATS:
-        raise UsageError(f"condition {text.strip()!r}: unknown statistic {stat!r}; choose one of {', '.join(STATS)}")
+        raise UsageError(f"condition {text.strip()!r}: unknown statistic {as_word(stat)}; choose one of {', '.join(STATS)}")
     return Condition(text.strip(), stat, "==" if op == "=" else op, float(value))

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from onnxprobe.errors import UsageError, in_words, said, setting_error, settings_error
-from onnxprobe.text import json_word
+from onnxprobe.text import as_word, json_word
 from onnxprobe.types import MAP, element_count
 
 REL_TINY = float(np.finfo(np.float32).smallest_subnormal)  # float32's max_rel divisor floor (the graph's, a device's)
@@ -213,7 +213,7 @@ class Tolerance:
         # checked when made: an unknown metric or a negative threshold would otherwise surface at the first
         # pair measured (a KeyError there), or pass everything silently
         if self.metric not in METRICS:
-            raise UsageError(f"Tolerance metric {self.metric!r}: choose one of {', '.join(METRICS)}")
+            raise UsageError(f"Tolerance metric {as_word(self.metric)}: choose one of {', '.join(METRICS)}")
         if self.rtol is None:
             object.__setattr__(self, "rtol", 0.0 if self.metric in ABSOLUTE and self.atol is not None else DEFAULTS["rtol"])
         if self.atol is None:
@@ -237,7 +237,7 @@ class Tolerance:
         A threshold implies its metric (``--min-sqnr 25`` means ``--metric sqnr``); a threshold of
         another metric than ``--metric`` is refused."""
         if metric is not None and metric not in METRICS:
-            raise setting_error(UsageError, FLAGS["metric"], f"{metric!r}: choose one of {', '.join(METRICS)}")
+            raise setting_error(UsageError, FLAGS["metric"], f"{as_word(metric)}: choose one of {', '.join(METRICS)}")
         given = {k: v for k, v in (("min_sqnr", min_sqnr), ("min_cosine", min_cosine)) if v is not None}
         implied = {THRESHOLDS[k] for k in given}
         if len(implied) > 1:

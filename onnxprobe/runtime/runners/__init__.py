@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from onnxprobe.errors import RUNTIME_OPTIONS, UsageError, setting_error, settings_error
+from onnxprobe.text import as_word
 from onnxprobe.types import Settings
 
 if TYPE_CHECKING:  # onnx costs a second to import: the OpenVINO worker, a package module, never needs it
@@ -27,7 +28,7 @@ SETTINGS = {"ort": "tf32 for CUDA; its other settings are --device and --opt-lev
 def check_runtime(runtime: str, what: tuple[str, str] = ("runtime", "--runtime")) -> str:
     """``runtime`` if it is one of RUNTIMES; ``what``: the setting (API parameter, flag) the error names."""
     if runtime not in RUNTIMES:
-        raise setting_error(UsageError, what, f"{runtime!r}: choose one of {', '.join(RUNTIMES)}")
+        raise setting_error(UsageError, what, f"{as_word(runtime)}: choose one of {', '.join(RUNTIMES)}")
     return runtime
 
 
