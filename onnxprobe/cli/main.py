@@ -179,6 +179,17 @@ class _Command(TyperCommand):
         a command option ('No such option: --version (Possible options: --json, --netron)')."""
         return [*super().get_params(ctx), *_app_version(ctx)]
 
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        """The usage line's arguments as README writes them: MODEL, [REFERENCE] (optional), FILES... (several);
+        Typer writes a required one as its lower-case name in braces ('{files}...')."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for p in self.get_params(ctx):
+            if p.param_type_name == "argument":
+                name = (p.metavar or p.name or "").upper()
+                name = name if p.required else f"[{name}]"
+                pieces.append(f"{name}..." if p.nargs != 1 else name)
+        return pieces
+
 
 def _app_version(ctx) -> list:
     """The app's own ``--version`` option (as Typer made it of ``main``'s parameter, whatever its click),
