@@ -13,7 +13,7 @@ from onnxprobe.cli.options import (
     RayWorkersOpt, OrtRuntimeOptionOpt, SaveGradsOpt, SeedOpt, ShapeOpt, TargetOpt, WrtOpt, grad_spec_of, inputs_of, ray_of, selection_of,
     ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt, OverlayOpt, WideOpt, dataset_flag, inputs_in_dataset, view_of,
 )
-from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, show_err, write_html, write_pictures
+from onnxprobe.cli.output import check_outputs, emit, error, notes, require_html, write_html, write_pictures, wrote
 
 ReduceOpt = Annotated[str, typer.Option("--reduce", help="With --inputs-dir or --inputs-from: the dataset's loss is the sum or the mean of the samples' losses.", rich_help_panel="Loss")]
 
@@ -89,7 +89,7 @@ def grad(
     """
     from onnxprobe import api
     from onnxprobe.errors import UsageError, cli_words
-    from onnxprobe.report.grad import CHECK, COLUMNS, export_renderables, grad_dict, grad_renderables
+    from onnxprobe.report.grad import CHECK, COLUMNS, export_summary, grad_dict, grad_renderables
     from onnxprobe.text import as_word
     from onnxprobe.report.progress import Progress
 
@@ -143,7 +143,7 @@ def grad(
         raise typer.Exit(1)
     if exported is not None:
         api.write_export(exported, export)
-        show_err(export_renderables(exported, export))
+        wrote(export, export_summary(exported))
     data = grad_dict(result)
     write_pictures(result, overlay=overlay, netron=netron, model=loaded.proto)
     if html is not None:
@@ -156,6 +156,7 @@ def grad(
     emit(data, json_, lambda width: grad_renderables(data, width), view)
     if save_grads is not None and dataset:  # one input's gradients went to the file as they came (api.grad save_to)
         api.save_npz(result.arrays, save_grads)
+    wrote(save_grads, "the gradients")
     verdict = result.verdict()  # the check's: its reason is the error line, as in --json
     if verdict is not None and verdict[0] != "pass":
         error(cli_words(verdict[1]))

@@ -9,7 +9,7 @@ from onnxprobe.cli.options import (
     RuntimeOptionOpt, SaveOpt, SeedOpt, ShapeOpt, inputs_of, ray_of, selection_of, ColumnsOpt, FormatOpt, HtmlOpt, NetronOpt,
     OverlayOpt, WideOpt, dataset_flag, inputs_in_dataset, one_input_profile, one_input_save, view_of,
 )
-from onnxprobe.cli.output import check_outputs, emit, notes, require_html, write_html, write_pictures
+from onnxprobe.cli.output import check_outputs, emit, notes, require_html, write_html, write_pictures, wrote
 
 
 @handle_errors
@@ -114,6 +114,7 @@ def layers(
         with Progress(f"probing {model.name}") as progress:
             res = api.layers(model, selection, config, spec, save_to=save, max_memory=budget, progress=progress.update, **rt)
         notes(res.notes + res.plan.warnings)
+        wrote(save, "the probed tensors")
         data = layers_dict(res)
         if profile:
             from onnxprobe.report.profile import profile_renderables, with_profile

@@ -15,7 +15,7 @@ from onnxprobe.report import io as report_io
 from onnxprobe.report.console import stdout_console, to_devnull
 from onnxprobe.report.render import print_items
 from onnxprobe.report.table import Table, present
-from onnxprobe.text import MAX_LINE, one_line
+from onnxprobe.text import MAX_LINE, clean, one_line
 
 
 def check_outputs(model: Path, *paths: Path | None, files: dict[str, Path | None] | None = None,
@@ -68,6 +68,7 @@ def write_html(path: Path | None, result, *, histograms: dict | None = None, inp
         with command_line_words():
             api.html(result, path, histograms=histograms, inputs=inputs, sort=sort, profile=profile,
                      columns=list(view.columns) if view is not None else None)
+        wrote(path, "the HTML report")
 
 
 def require_html(path: Path | None) -> None:
@@ -90,8 +91,18 @@ def write_pictures(result, *, overlay: Path | None = None, netron: Path | None =
     with command_line_words():
         if overlay is not None:
             report_io.write_json(api.overlay(result, model, sort=sort), overlay)
+            wrote(overlay, "node data for Model Explorer")
         if netron is not None:
             report_io.write_json(api.netron(result, model, sort=sort), netron)
+            wrote(netron, "a Netron attachment")
+
+
+def wrote(path: Path | str | None, what: str) -> None:
+    """The one line that says a file a command wrote beside its report (--json FILE, --save, --save-grads,
+    --export, --html, --overlay, --netron): a note on stderr, "wrote FILE: what", as mark and extract say
+    theirs beside a row format (``show_written``). Not for ``-`` (stdout itself)."""
+    if path is not None and str(path) != "-":
+        notes([f"wrote {clean(str(path))}: {what}"])
 
 
 def reader_gone() -> None:
@@ -147,6 +158,7 @@ def emit(data: dict, json_path: Path | None, render: Callable[[int], list], view
     if json_path is not None:
         with writing_stdout():
             report_io.write_json(data, json_path)
+        wrote(json_path, "the report as JSON")
     if json_path is None or str(json_path) != "-":
         with command_line_words():  # the table's words that name settings: the flags (errors.report_voice)
             show(render(stdout_console(bool(view and view.wide)).width), view)

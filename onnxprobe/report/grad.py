@@ -12,7 +12,7 @@ from onnxprobe import __version__
 from onnxprobe.report.console import phrased
 from onnxprobe.report.format import json_shape, json_word, num, num_or_word, op, safe, shape
 from onnxprobe.report.table import Column, Table
-from onnxprobe.text import duration
+from onnxprobe.text import clean, duration
 
 SCHEMA_VERSION = 1
 KIND = {"weight": "w", "activation": "a", "input": "i"}
@@ -159,12 +159,11 @@ def grad_renderables(result, width: int = 120) -> list:
     return [table, phrased(footer, width)]
 
 
-def export_renderables(gp, path) -> list:
-    """What ``grad --export`` wrote, in three lines."""
+def export_summary(gp) -> str:
+    """What ``grad --export`` wrote, in one line (after "wrote OUT: ", as every written file is said)."""
     bw = gp.backward
-    inputs = [i.name for i in bw.model.graph.input if i.name not in {x.name for x in bw.model.graph.initializer}]
-    outs = [o.name for o in bw.model.graph.output]
-    return [Text(safe(f"wrote {path}: loss {gp.loss.kind}({gp.loss.output}) and {len(bw.grads)} gradients, "
-                      f"{bw.n_forward} forward + {bw.n_backward} backward nodes")),
-            Text(safe(f"inputs: {', '.join(inputs)}")),
-            Text(safe(f"outputs: {', '.join(outs[:8])}{' …' if len(outs) > 8 else ''}"))]
+    inputs = [clean(i.name) for i in bw.model.graph.input if i.name not in {x.name for x in bw.model.graph.initializer}]
+    outs = [clean(o.name) for o in bw.model.graph.output]
+    return (f"loss {gp.loss.kind}({clean(gp.loss.output)}) and {len(bw.grads)} gradients, {bw.n_forward} forward + "
+            f"{bw.n_backward} backward nodes; inputs: {', '.join(inputs)}; outputs: {', '.join(outs[:8])}"
+            f"{' …' if len(outs) > 8 else ''}")
