@@ -306,7 +306,7 @@ def test_sorting_places_infinities_by_value_and_nan_last(tmp_path):
     page, js = tmp_path / "s.html", tmp_path / "s.json"
     r = runner.invoke(app, ["diff", str(a), str(b), "--all", "--html", str(page), "--json", str(js)])
     assert page.is_file(), r.output
-    finite = [p["b"] for p in sorted(json.loads(js.read_text())["pairs"], key=lambda p: p["sqnr_db"] or 0)
+    finite = [p["b"] for p in sorted(json.loads(js.read_text())["pairs"], key=lambda p: float(p["sqnr_db"] or 0))
               if p["sqnr_db"] is not None and p["b"] not in ("t1", "t2")]  # s, y, t3: the order of their numbers
     asc, desc = _sorted_by(tmp_path, page, "SQNR dB", 1)
     assert asc == ["t1", *finite, "t2"] and desc == ["t2", *reversed(finite), "t1"], (asc, desc)
