@@ -59,6 +59,17 @@ def make_model(nodes, inputs, outputs, initializers=(), opset=17, ir=8) -> onnx.
     return m
 
 
+def ort_loads(m: onnx.ModelProto) -> bool:
+    """The oracle of the load checks: whether onnxruntime's CPU provider builds a session of ``m``."""
+    import onnxruntime as ort
+
+    try:
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception:  # noqa: BLE001 - any refusal
+        return False
+    return True
+
+
 def mm_relu_softmax(folder) -> str:
     """A small saved model, MatMul (weight w) -> Relu -> Softmax, for tests of settings and messages: its path."""
     vi = helper.make_tensor_value_info

@@ -758,12 +758,20 @@ def test_a_reference_at_the_same_opt_level_says_so():
     assert not any("is A's own opt-level" in n for n in other.notes)
 
 
+def _output_y_fails(paths: dict, x: np.ndarray):
+    """The diff of models a and b of ``paths`` on ``x``: their output y is compared and fails, by the max
+    |a-b| of onnxruntime's plain outputs (the oracle, in numpy float64)."""
+    ya, yb = (ort.InferenceSession(str(paths[k]), providers=["CPUExecutionProvider"]).run(["y"], {"x": x})[0] for k in "ab")
+    res = api.diff(paths["a"], paths["b"], config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
+    (row,) = [r for r in res.results if r.pair.a.name == "y"]
+    assert row.metrics.max_abs == np.abs(ya.astype(np.float64) - yb).max() > 0 and not row.passed
+    return res
+
+
 def test_an_integer_output_of_its_own_is_compared(tmp_path):
     """A uint8 output made by a Cast (no quantizer behind it, so no scale) is compared as its integers, as
     int32 and bool are: it was left out of both sides, with no unmatched entry, and "outputs pass" held
     for outputs that differ. Oracle: onnxruntime's plain outputs, compared in numpy."""
-    import onnxruntime as ort
-
     x = np.random.default_rng(0).random((2, 8), dtype=np.float32)
     paths = {}
     for key, k in (("a", 300.0), ("b", 100.0)):
@@ -774,10 +782,7 @@ def test_an_integer_output_of_its_own_is_compared(tmp_path):
                               [numpy_helper.from_array(np.array(k, np.float32), "k")])
         paths[key] = tmp_path / f"{key}.onnx"
         onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), paths[key])
-    ya, yb = (ort.InferenceSession(str(paths[k]), providers=["CPUExecutionProvider"]).run(["y"], {"x": x})[0] for k in "ab")
-    res = api.diff(paths["a"], paths["b"], config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
-    (row,) = [r for r in res.results if r.pair.a.name == "y"]
-    assert row.metrics.max_abs == np.abs(ya.astype(np.float64) - yb).max() > 0 and not row.passed
+    _output_y_fails(paths, x)
     same = api.diff(paths["b"], paths["b"], config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
     assert [r.pair.a.name for r in same.results] == ["y"] and same.results[0].metrics.exact
 
@@ -1149,10 +1154,7 @@ def test_an_integer_tensor_moved_from_an_input_is_compared(tmp_path, elem):
                                helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, 4])])
         paths[key] = tmp_path / f"{key}.onnx"
         onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), paths[key])
-    ya, yb = (ort.InferenceSession(str(paths[k]), providers=["CPUExecutionProvider"]).run(["y"], {"x": x})[0] for k in "ab")
-    res = api.diff(paths["a"], paths["b"], config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
-    (row,) = [r for r in res.results if r.pair.a.name == "y"]
-    assert row.metrics.max_abs == np.abs(ya.astype(np.float64) - yb).max() > 0 and not row.passed
+    res = _output_y_fails(paths, x)
     assert res.verdict()[0] == "fail"
     same = api.diff(paths["b"], paths["b"], config=api.RunConfig(device="cpu"), inputs=api.InputSpec(arrays={"x": x}))
     assert sorted(r.pair.a.name for r in same.results) == ["y", "z"] and all(r.metrics.exact for r in same.results)

@@ -9,11 +9,10 @@ value_info entry inside a body, which it does not read, among them). QA."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
+from conftest import ort_loads
 from onnxprobe.graph.node_check import model_problem
 
 F, I64, B = T.FLOAT, T.INT64, T.BOOL
@@ -71,19 +70,12 @@ TAKEN = {
 }
 
 
-def _loads(m: onnx.ModelProto) -> bool:
-    try:
-        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    except Exception:  # noqa: BLE001 - any refusal
-        return False
-    return True
-
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_a_body_declaration_onnxruntime_refuses_is_refused_at_load(name):
     build, node, value = REFUSED[name]
     m = build()
-    assert not _loads(m), "the oracle: onnxruntime refuses it"
+    assert not ort_loads(m), "the oracle: onnxruntime refuses it"
     line = model_problem(m)
     assert line is not None and "\n" not in line and node in line and value in line, line
 
@@ -91,5 +83,5 @@ def test_a_body_declaration_onnxruntime_refuses_is_refused_at_load(name):
 @pytest.mark.parametrize("name", sorted(TAKEN))
 def test_a_body_onnxruntime_loads_is_taken(name):
     m = TAKEN[name]()
-    assert _loads(m), "the oracle: onnxruntime loads it"
+    assert ort_loads(m), "the oracle: onnxruntime loads it"
     assert model_problem(m) is None, model_problem(m)

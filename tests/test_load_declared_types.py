@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import SAMPLES
+from conftest import SAMPLES, ort_loads
 from onnxprobe.graph.node_check import model_problem
 
 F, I64, I32, F64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32, TensorProto.DOUBLE, TensorProto.BOOL
@@ -127,18 +126,11 @@ TAKEN = {
 }
 
 
-def _loads(m: onnx.ModelProto) -> bool:
-    try:
-        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    except Exception:  # noqa: BLE001 - any refusal
-        return False
-    return True
-
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_a_declared_type_onnxruntime_refuses_is_refused_at_load(name):
     m = REFUSED[name]()
-    assert not _loads(m), "the oracle: onnxruntime refuses it"
+    assert not ort_loads(m), "the oracle: onnxruntime refuses it"
     line = model_problem(m)
     assert line is not None and "\n" not in line and "declared of element type" in line, line
 
@@ -146,7 +138,7 @@ def test_a_declared_type_onnxruntime_refuses_is_refused_at_load(name):
 @pytest.mark.parametrize("name", sorted(TAKEN))
 def test_a_model_onnxruntime_loads_is_taken(name):
     m = TAKEN[name]()
-    assert _loads(m), "the oracle: onnxruntime loads it"
+    assert ort_loads(m), "the oracle: onnxruntime loads it"
     assert model_problem(m) is None, model_problem(m)
 
 

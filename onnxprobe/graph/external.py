@@ -108,12 +108,17 @@ def materialize(model: onnx.ModelProto, base_dir: str | os.PathLike) -> onnx.Mod
     out.CopyFrom(model)
     for t in all_tensors(out):
         if is_external(t):
-            source(t, base_dir)  # validates the location
-            try:
-                load_external_data_for_tensor(t, str(base_dir))
-            except Exception as e:  # noqa: BLE001
-                raise ModelError(f"cannot read the external data of tensor {t.name!r}: {first_line(e)}") from e
+            _read_in(t, base_dir)
     return out
+
+
+def _read_in(t, base_dir) -> None:
+    """An external tensor's data read into it from ``base_dir`` (its location validated first)."""
+    source(t, base_dir)
+    try:
+        load_external_data_for_tensor(t, str(base_dir))
+    except Exception as e:  # noqa: BLE001
+        raise ModelError(f"cannot read the external data of tensor {t.name!r}: {first_line(e)}") from e
 
 
 def check_model_file(path: str | os.PathLike) -> str | None:
@@ -250,11 +255,7 @@ def _inline_sparse(m: onnx.ModelProto, base_dir) -> None:
     data lies outside it ("Cannot parse data from external tensors"), so they stay in the .onnx file."""
     for t in sparse_tensors(m):
         if is_external(t):
-            source(t, base_dir)  # validates the location
-            try:
-                load_external_data_for_tensor(t, str(base_dir))
-            except Exception as e:  # noqa: BLE001
-                raise ModelError(f"cannot read the external data of tensor {t.name!r}: {first_line(e)}") from e
+            _read_in(t, base_dir)
             t.data_location = TensorProto.DEFAULT
             del t.external_data[:]
 
