@@ -169,8 +169,10 @@ def declared_kind_problem(g: onnx.GraphProto, version: int | None) -> str | None
     ai.onnx node writing it never gives (a tensor), or that its initializer is not: onnxruntime refuses the model ("Type mismatch"), and diff, which runs
     a graph of its own without the model's value_info, passed one (QA fuzzing)."""
     made = {o: (i, k) for i, n in enumerate(g.node) for k, o in enumerate(n.output) if o}
-    elem_of = {t.name: t.data_type for t in g.initializer}
-    weights = {t.name: "tensor" for t in g.initializer} | {t.values.name: "sparse_tensor" for t in g.sparse_initializer}
+    # onnxruntime loads a sparse initializer as a dense tensor of its values' element type (measured: declared
+    # a tensor of it among the graph inputs it runs; declared a sparse_tensor there it is refused)
+    elem_of = {t.name: t.data_type for t in g.initializer} | {t.values.name: t.values.data_type for t in g.sparse_initializer}
+    weights = dict.fromkeys(elem_of, "tensor")
     for v in list(g.input) + _declarations(g):
         kind = _KINDS.get(v.type.WhichOneof("value"))
         if kind is not None and v.name in weights and kind != weights[v.name]:
