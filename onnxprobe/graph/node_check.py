@@ -6,7 +6,8 @@ in a Cast's ``to``, a value declared a kind (a sequence) its node never writes (
 declared a tensor of element type UNDEFINED (a body's input or output too), and a value of the main graph or of
 a body declared of another element type than onnxruntime computes for it (``declared_type_problem``: by the
 schema, an attribute, a body or a model-local function's body), a Loop's or Scan's body input declared of
-another type than the node feeds it, and If branches that give one output different element types. Without this, what only reads the attributes (grad's rules, a conversion to another
+another type than the node feeds it, If branches that give one output different element types, and a
+graph input naming a weight (dense or sparse) declared of another shape than the weight's. Without this, what only reads the attributes (grad's rules, a conversion to another
 opset that keeps one of two duplicates) judged a model onnxruntime does not load, or failed on it with an
 internal error (a Scan's ``num_scan_inputs`` given as a list of floats, a value typed as element type 40:
 QA fuzzing). The schema is the op's at the model's ai.onnx opset (the one onnxruntime reads); an op
@@ -164,6 +165,20 @@ def _declarations(g: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
     return [v for v in list(g.output) + list(g.value_info) if v.name not in fixed]
 
 
+def _weight_shape_problem(v: onnx.ValueInfoProto, dims: list[int] | None) -> str | None:
+    """A graph input naming a weight, declared of another rank or size than the weight's: onnxruntime refuses
+    it ("Shape of initializer W does not match"; measured: a dimension given as a name or left out matches
+    any size; the same declaration in the value_info it does not read)."""
+    if dims is None or v.type.WhichOneof("value") != "tensor_type" or not v.type.tensor_type.HasField("shape"):
+        return None
+    declared = [d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim]
+    if len(declared) == len(dims) and all(d is None or d == k for d, k in zip(declared, dims)):
+        return None
+    said = "x".join("?" if d is None else str(d) for d in declared) or "a scalar"
+    return (f"graph input {quote(v.name)} is declared of shape {said}, and its initializer is of shape "
+            f"{'x'.join(map(str, dims)) or 'a scalar'}")
+
+
 def declared_kind_problem(g: onnx.GraphProto, version: int | None) -> str | None:
     """A graph input, value_info entry or graph output declared a kind of value (a sequence, say) that the
     ai.onnx node writing it never gives (a tensor), or that its initializer is not: onnxruntime refuses the model ("Type mismatch"), and diff, which runs
@@ -173,6 +188,11 @@ def declared_kind_problem(g: onnx.GraphProto, version: int | None) -> str | None
     # a tensor of it among the graph inputs it runs; declared a sparse_tensor there it is refused)
     elem_of = {t.name: t.data_type for t in g.initializer} | {t.values.name: t.values.data_type for t in g.sparse_initializer}
     weights = dict.fromkeys(elem_of, "tensor")
+    dims_of = {t.name: list(t.dims) for t in g.initializer} | {t.values.name: list(t.dims) for t in g.sparse_initializer}
+    for v in g.input:
+        found = _weight_shape_problem(v, dims_of.get(v.name))
+        if found is not None:
+            return found
     for v in list(g.input) + _declarations(g):
         kind = _KINDS.get(v.type.WhichOneof("value"))
         if kind is not None and v.name in weights and kind != weights[v.name]:
