@@ -1,6 +1,7 @@
 """Declared element types onnxruntime checks at load and the load check (``graph.node_check``) did not: an
 output whose type an attribute sets (Cast's ``to``, ConstantOfShape's ``value``, RandomNormal's or EyeLike's
-``dtype``...), the outputs of If / Loop / Scan (their bodies' types), values inside their bodies, and a
+``dtype``...), the outputs of If / Loop / Scan (their bodies' types), values inside their bodies (an outer
+value a body reads, declared otherwise in the body's value_info, too), and a
 model-local function's outputs (its body's types). A model declaring Cast(to=FLOAT)'s output INT64 loaded,
 and what runs a graph of its own built from it (layers' outputs added, grad) dropped the declaration and
 ran it. The oracle: onnxruntime refuses each model refused here and loads each one taken."""
@@ -106,6 +107,9 @@ REFUSED = {
     "loop_final": lambda: _loop(final=I64),
     "loop_scanned": lambda: _loop(scanned=I64),
     "loop_body_value_info": lambda: _loop(body_vi=[_vi("t", I64)]),
+    # a body's value_info entry of an outer value the body reads ("Tensor element type mismatch. 1 != 7")
+    "if_body_value_info_of_an_outer_value": lambda: _if([helper.make_node("Relu", ["x"], ["yt"])], F, then_vi=[_vi("x", I64)]),
+    "loop_body_value_info_of_an_outer_value": lambda: _loop(body_vi=[_vi("x", I64)]),
     "scan_final": lambda: _scan(final=I64),
     "scan_scanned_of_a_cast": lambda: _scan(scanned=I64),
     "function_output": lambda: _function(out=I64),
@@ -121,6 +125,9 @@ TAKEN = {
     # onnxruntime reads neither of these (measured): a function body's value_info, and a value_info entry of
     # a graph output declared otherwise among the outputs
     "function_body_value_info": lambda: _function(body_vi=I64),
+    # nor a body's value_info entry of an outer value the body does not read, or of a body input
+    "if_body_value_info_of_an_outer_value_not_read": lambda: _if([helper.make_node("Relu", ["x"], ["yt"])], F, then_vi=[_vi("c", F)]),
+    "loop_body_value_info_of_a_body_input": lambda: _loop(body_vi=[_vi("s_in", I64)]),
     "value_info_beside_its_output": lambda: _model([helper.make_node("Cast", ["x"], ["y"], to=F)], [_vi("x", I64, [2])], [_vi("y", F)],
                                                    [_vi("y", I64)]),
 }

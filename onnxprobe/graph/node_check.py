@@ -5,7 +5,8 @@ does not have, an element type ONNX does not define on a graph input, output or 
 in a Cast's ``to``, a value declared a kind (a sequence) its node never writes (a tensor), a main-graph value
 declared a tensor of element type UNDEFINED (a body's input or output too), and a value of the main graph or of
 a body declared of another element type than onnxruntime computes for it (``declared_type_problem``: by the
-schema, an attribute, a body or a model-local function's body), a Loop's or Scan's body input declared of
+schema, an attribute, a body or a model-local function's body; an outer value a body reads, declared
+otherwise in the body's value_info), a Loop's or Scan's body input declared of
 another type than the node feeds it, If branches that give one output different element types, and a
 graph input naming a weight (dense or sparse) declared of another shape than the weight's. Without this, what only reads the attributes (grad's rules, a conversion to another
 opset that keeps one of two duplicates) judged a model onnxruntime does not load, or failed on it with an
@@ -384,6 +385,21 @@ def _walk(nodes: list[onnx.NodeProto], scope: _Scope, elem: dict[str, int], decl
     return None
 
 
+def _outer_declared_problem(g: onnx.GraphProto, outer: dict[str, int], where: str) -> str | None:
+    """A body's value_info entry naming an outer value a node of the body reads, declared of another element
+    type than the value is outside: onnxruntime refuses it ("Tensor element type mismatch. 1 != 7"; measured:
+    an entry of an outer value the body does not read, or of a body input, it does not read)."""
+    own = {v.name for v in g.input} | {t.name for t in g.initializer} | {o for n in g.node for o in n.output}
+    read = {x for n in g.node for x in n.input}
+    for v in g.value_info:
+        got = v.type.tensor_type.elem_type if v.type.WhichOneof("value") == "tensor_type" else 0
+        want = outer.get(v.name)
+        if got and want and got != want and v.name in read and v.name not in own:
+            return (f"{quote(v.name)} is declared of element type {_elem_name(got)} in {where}, and it is "
+                    f"{_elem_name(want)} outside it")
+    return None
+
+
 def _graph_walk(g: onnx.GraphProto, scope: _Scope, elem: dict[str, int], where: str) -> str | None:
     """``_walk`` over a graph or a body, from its inputs' declared types and its initializers' (``elem``
     holds the outer values a body reads); its outputs and value_info entries are what ``declared`` holds."""
@@ -401,6 +417,10 @@ def _graph_walk(g: onnx.GraphProto, scope: _Scope, elem: dict[str, int], where: 
             what = f"input {quote(v.name)}:" if any(i.name == v.name for i in g.input) else f"{quote(v.name)} is declared"
             return f"{what} a tensor of element type UNDEFINED (0){f' (in {where})' if where else ''}"  # an input as runtime.feeds says it
         declared.setdefault(v.name, v.type.tensor_type.elem_type)
+    if where and scope.check:
+        found = _outer_declared_problem(g, elem, where)
+        if found is not None:
+            return found
     typed = {v.name: declared[v.name] for v in g.input if v.name in declared}
     elem.update(typed)
     elem.update((t.name, t.data_type) for t in g.initializer if t.name not in typed)
