@@ -1,6 +1,7 @@
 """What makes a main graph one onnxruntime refuses to load, found without running it: a tensor two nodes
 write (or a node and an input or initializer), a node input nothing gives, a graph output nothing gives,
-nodes that form a cycle (and, apart, a graph output listed twice, which it loads). ``inspect`` lists them; ``extract`` refuses a cut of a graph
+nodes that form a cycle, an initializer a model of IR version < 4 does not list among the graph inputs where
+onnxruntime needs it (and, apart, a graph output listed twice, which it loads). ``inspect`` lists them; ``extract`` refuses a cut of a graph
 whose tensors have two producers (which one it kept was chance), and a cut that reads a name nothing gives
 or holds a cycle (``cut_problems``); ``mark``, whose copy keeps the whole graph, refuses every one of them
 (``refuse_to_write``: neither writes a model no runtime loads). Bodies of If/Loop/Scan read their outer
@@ -13,7 +14,7 @@ from collections import Counter
 import onnx
 
 from onnxprobe.errors import ModelError, SessionError
-from onnxprobe.graph.walk import kahn, node_label
+from onnxprobe.graph.walk import all_graphs, kahn, node_label
 from onnxprobe.text import quote
 
 
@@ -47,7 +48,25 @@ def graph_problems(model: onnx.ModelProto) -> list[str]:
     """Every reason, one line each, the main graph is not one onnxruntime loads (see the module docstring)."""
     g = model.graph
     sources = {i.name for i in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
-    return duplicate_producers(g) + _problems(list(g.node), sources, [o.name for o in g.output], None)
+    return (duplicate_producers(g) + _problems(list(g.node), sources, [o.name for o in g.output], None)
+            + unlisted_initializers(model))
+
+
+def unlisted_initializers(model: onnx.ModelProto) -> list[str]:
+    """A model of IR version < 4 must list each initializer among its graph's inputs: onnxruntime takes an
+    unlisted one of the main graph that a main-graph node reads, and refuses one only a body reads, or none
+    ("Graph ctor should have created NodeArg for initializer"), and a body's initializer its body does not
+    list ("in initializer but not in graph input"; measured)."""
+    if model.ir_version >= 4:
+        return []
+    out = []
+    for g in all_graphs(model.graph):
+        listed = {i.name for i in g.input}
+        if g is model.graph:
+            listed |= {x for n in g.node for x in n.input}
+        out += [f"initializer {quote(t.name)} is not a graph input, which a model of IR version {model.ir_version} "
+                f"must list it as" for t in g.initializer if t.name not in listed]
+    return out
 
 
 def cut_problems(model: onnx.ModelProto, nodes: list[int], sources: set[str]) -> list[str]:
