@@ -8,7 +8,8 @@ a body declared of another element type than onnxruntime computes for it (``decl
 schema, an attribute, a body or a model-local function's body; an outer value a body reads, declared
 otherwise in the body's value_info), a Loop's or Scan's body input declared of
 another type than the node feeds it, If branches that give one output different element types, and a
-graph input naming a weight (dense or sparse) declared of another shape than the weight's. Without this, what only reads the attributes (grad's rules, a conversion to another
+graph input naming a weight (dense or sparse) declared of another shape than the weight's, and a model-local
+function whose body holds a node of a domain the function imports no opset for. Without this, what only reads the attributes (grad's rules, a conversion to another
 opset that keeps one of two duplicates) judged a model onnxruntime does not load, or failed on it with an
 internal error (a Scan's ``num_scan_inputs`` given as a list of floats, a value typed as element type 40:
 QA fuzzing). The schema is the op's at the model's ai.onnx opset (the one onnxruntime reads); an op
@@ -455,4 +456,20 @@ def model_problem(model: onnx.ModelProto) -> str | None:
         for found in (*(node_problem(n, version, i) for i, n in enumerate(g.node)), kinds):
             if found is not None:
                 return found + ("" if where == "the graph" else f" (in {where})")
+    for f in model.functions:
+        found = _function_domain_problem(f)
+        if found is not None:
+            return found
     return declared_type_problem(model.graph, version, {(f.domain, f.name): f for f in model.functions})
+
+
+def _function_domain_problem(f: onnx.FunctionProto) -> str | None:
+    """A node of a model-local function's body of a domain the function's own opset_import does not name, as
+    written ("ai.onnx" is not ""): onnxruntime refuses the model ("No opset registered for domain  in
+    function F"; measured), whatever the model imports."""
+    imported = {o.domain for o in f.opset_import}
+    for i, n in enumerate(f.node):
+        if n.domain not in imported:
+            return (f"model-local function {quote(f.domain + '.' + f.name)}: {node_label(n, i)} is of domain "
+                    f"{quote(n.domain)}, for which the function imports no opset")
+    return None
