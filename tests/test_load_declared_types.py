@@ -2,7 +2,7 @@
 output whose type an attribute sets (Cast's ``to``, ConstantOfShape's ``value``, RandomNormal's or EyeLike's
 ``dtype``...), the outputs of If / Loop / Scan (their bodies' types), values inside their bodies (an outer
 value a body reads, declared otherwise in the body's value_info, too), and a
-model-local function's outputs (its body's types). A model declaring Cast(to=FLOAT)'s output INT64 loaded,
+model-local function's outputs (its body's types, a Cast's ``to`` the caller's attribute too). A model declaring Cast(to=FLOAT)'s output INT64 loaded,
 and what runs a graph of its own built from it (layers' outputs added, grad) dropped the declaration and
 ran it. The oracle: onnxruntime refuses each model refused here and loads each one taken."""
 
@@ -88,6 +88,19 @@ def _function(out=F, body_vi=None):
                   functions=[fn], ir=10)
 
 
+def _function_ref(out, given=None, default=None):
+    """F(a) = Cast(a, to=@t) called on a float x with t=``given`` (or none, the function's default
+    ``default``); its output y declared ``out``."""
+    cast = helper.make_node("Cast", ["a"], ["b"])
+    cast.attribute.append(onnx.AttributeProto(name="to", ref_attr_name="t", type=onnx.AttributeProto.INT))
+    fn = helper.make_function("local", "F", ["a"], ["b"], [cast], [helper.make_opsetid("", 17)],
+                              attributes=[] if default is not None else ["t"])
+    if default is not None:
+        fn.attribute_proto.append(helper.make_attribute("t", default))
+    call = helper.make_node("F", ["x"], ["y"], name="f", domain="local", **({"t": given} if given is not None else {}))
+    return _model([call], [_vi("x", F, [2])], [_vi("y", out)], functions=[fn], ir=10)
+
+
 def _cast_then():
     return [helper.make_node("Cast", ["x"], ["yt"], to=F)]
 
@@ -113,6 +126,9 @@ REFUSED = {
     "scan_final": lambda: _scan(final=I64),
     "scan_scanned_of_a_cast": lambda: _scan(scanned=I64),
     "function_output": lambda: _function(out=I64),
+    "function_cast_to_a_caller_attribute": lambda: _function_ref(F, given=I64),
+    "function_cast_to_its_default_attribute": lambda: _function_ref(F, default=I64),
+    "function_cast_to_a_caller_attribute_over_its_default": lambda: _function_ref(I64, given=F64, default=I64),
 }
 
 TAKEN = {
@@ -122,6 +138,9 @@ TAKEN = {
     "loop": lambda: _loop(),
     "scan": lambda: _scan(),
     "function": lambda: _function(),
+    "function_cast_to_a_caller_attribute": lambda: _function_ref(I64, given=I64),
+    "function_cast_to_its_default_attribute": lambda: _function_ref(I64, default=I64),
+    "function_cast_to_a_caller_attribute_over_its_default": lambda: _function_ref(F64, given=F64, default=I64),
     # onnxruntime reads neither of these (measured): a function body's value_info, and a value_info entry of
     # a graph output declared otherwise among the outputs
     "function_body_value_info": lambda: _function(body_vi=I64),

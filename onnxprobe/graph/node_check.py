@@ -18,6 +18,7 @@ only)."""
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Iterator, NamedTuple
 
@@ -311,7 +312,7 @@ def _body_types(n: onnx.NodeProto, label: str, scope: _Scope, elem: dict[str, in
             return {}, None
         own = [o.version for o in fn.opset_import if o.domain in ("", "ai.onnx")]
         inner = {f: elem[x] for f, x in zip(fn.input, n.input) if x in elem}
-        _walk(list(fn.node), _Scope(own[-1] if own else scope.version, scope.functions, False, scope.depth + 1), inner, {}, "")
+        _walk(_bound(fn, n), _Scope(own[-1] if own else scope.version, scope.functions, False, scope.depth + 1), inner, {}, "")
         return {o: inner[f] for o, f in zip(n.output, fn.output) if o and f in inner}, None
     graphs = {a.name: a.g for a in n.attribute if a.type == AttributeProto.GRAPH}
     keys = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}.get(n.op_type, ())
@@ -337,6 +338,25 @@ def _body_types(n: onnx.NodeProto, label: str, scope: _Scope, elem: dict[str, in
         if o and len(said) == 1:
             computed[o] = said.pop()
     return computed, None
+
+
+def _bound(fn: onnx.FunctionProto, call: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """``fn``'s body with each reference to an attribute of the caller (``ref_attr_name``) given the value the
+    call gives, or else the function's default (``attribute_proto``), as onnxruntime types it: a Cast(to=@t)
+    called with t=INT64 computes INT64. A reference to neither stays (nothing is inferred from it)."""
+    given = {a.name: a for a in fn.attribute_proto} | {a.name: a for a in call.attribute}
+    if not any(a.ref_attr_name in given for x in fn.node for a in x.attribute if a.ref_attr_name):
+        return list(fn.node)
+    nodes = []
+    for x in fn.node:
+        x = copy.deepcopy(x)
+        for a in x.attribute:
+            if a.ref_attr_name and a.ref_attr_name in given:
+                name = a.name
+                a.CopyFrom(given[a.ref_attr_name])
+                a.name = name
+        nodes.append(x)
+    return nodes
 
 
 def _fed_problem(n: onnx.NodeProto, body: onnx.GraphProto, label: str, version: int | None, elem: dict[str, int]) -> str | None:
