@@ -94,10 +94,14 @@ def _schema(n: onnx.NodeProto, version: int | None) -> _Spec | None:
     return _spec(n.op_type, version)
 
 
-def node_problem(n: onnx.NodeProto, version: int | None, index: int) -> str | None:
+def node_problem(n: onnx.NodeProto, version: int | None, index: int, main: bool = False) -> str | None:
     """Why onnxruntime refuses ``n``'s attributes (None: it does not, as far as its schema tells); ``index``:
-    its number in its graph, which the message says it by."""
+    its number in its graph, which the message says it by. A Constant of the main graph (``main``)
+    onnxruntime makes a weight of when it loads the model, from its first attribute, whatever the opset
+    (measured: value_ints at opset 9, or value and value_int both, load and run), and refuses one without."""
     label = node_label(n, index)
+    if main and n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+        return None if n.attribute else f"{label} has no attribute: a Constant gives its value by one"
     seen: set[str] = set()
     for a in n.attribute:
         if a.name in seen:
@@ -473,7 +477,7 @@ def model_problem(model: onnx.ModelProto) -> str | None:
                 return f"{quote(v.name)} in {where} is declared of element type {bad}, which ONNX does not define"
         # declarations in a body: onnxruntime checks some only (a Loop body's Add, not its Identity), so none
         kinds = declared_kind_problem(g, version) if where == "the graph" else None
-        for found in (*(node_problem(n, version, i) for i, n in enumerate(g.node)), kinds):
+        for found in (*(node_problem(n, version, i, where == "the graph") for i, n in enumerate(g.node)), kinds):
             if found is not None:
                 return found + ("" if where == "the graph" else f" (in {where})")
     for f in model.functions:
