@@ -11,7 +11,7 @@ from onnxprobe.errors import report_voice
 from onnxprobe.report.format import shape as fmt_shape
 from onnxprobe.report.format import cut_middle, graph_dims, plural, safe, shorten
 from onnxprobe.report.table import Column, Table
-from onnxprobe.text import controls, human_bytes, human_count
+from onnxprobe.text import clip, controls, human_bytes, human_count
 
 SCHEMA_VERSION = 1
 MAX_LISTED = 12  # uninferred nodes / subgraphs shown before "... and N more"
@@ -204,7 +204,8 @@ def inspect_renderables(result, width: int = 120) -> list:
             params += f" ({human_count(s.parameters)} stored)"
     out.append(_line(f"{weights} · {params}"))
     if s.doc:
-        out.append(_line(s.doc.splitlines()[0], style="dim"))
+        # clipped: a one-line doc string of megabytes (a hostile model) was wrapped whole, for minutes
+        out.append(_line(clip(s.doc.splitlines()[0], 400), style="dim"))
 
     if result.problems:  # first: onnxruntime refuses the model as written
         out.append(_section("problems", f"{plural(len(result.problems), 'problem')}: onnxruntime will not load the graph"))
