@@ -59,15 +59,23 @@ def make_model(nodes, inputs, outputs, initializers=(), opset=17, ir=8) -> onnx.
     return m
 
 
-def ort_loads(m: onnx.ModelProto) -> bool:
-    """The oracle of the load checks: whether onnxruntime's CPU provider builds a session of ``m``."""
+def ort_session(m: onnx.ModelProto | str | Path):
+    """onnxruntime's CPU session of ``m`` (a model or its path), its log quiet; None where it refuses the model:
+    the oracle of the load checks."""
     import onnxruntime as ort
 
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
     try:
-        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(m.SerializeToString() if isinstance(m, onnx.ModelProto) else str(m), so,
+                                    providers=["CPUExecutionProvider"])
     except Exception:  # noqa: BLE001 - any refusal
-        return False
-    return True
+        return None
+
+
+def ort_loads(m: onnx.ModelProto | str | Path) -> bool:
+    """Whether onnxruntime's CPU provider builds a session of ``m``."""
+    return ort_session(m) is not None
 
 
 def mm_relu_softmax(folder) -> str:

@@ -8,12 +8,12 @@ run says it. The oracle: onnxruntime refuses the one model and loads the other."
 from __future__ import annotations
 
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
 from typer.testing import CliRunner
 
+from conftest import ort_loads
 from onnxprobe.cli.main import app
 
 
@@ -26,20 +26,11 @@ def _model(path, declared: int) -> str:
     return str(path)
 
 
-def _loads(path: str) -> bool:
-    so = ort.SessionOptions()
-    so.log_severity_level = 4
-    try:
-        ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    except Exception:  # noqa: BLE001 - any refusal
-        return False
-    return True
-
 
 @pytest.mark.parametrize("declared,refused", [(T.FLOAT, True), (T.INT64, False)])
 def test_layers_loads_a_model_it_has_nothing_to_read_from(tmp_path, declared, refused):
     path = _model(tmp_path / "m.onnx", declared)
-    assert _loads(path) is not refused, "the oracle: onnxruntime refuses the one and loads the other"
+    assert ort_loads(path) is not refused, "the oracle: onnxruntime refuses the one and loads the other"
     r = CliRunner().invoke(app, ["layers", path, "--all"])
     if refused:
         assert r.exit_code == 1, r.output

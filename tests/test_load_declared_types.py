@@ -152,7 +152,6 @@ TAKEN = {
 }
 
 
-
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_a_declared_type_onnxruntime_refuses_is_refused_at_load(name):
     m = REFUSED[name]()

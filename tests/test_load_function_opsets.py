@@ -7,10 +7,10 @@ without opset_import). The oracle: onnxruntime refuses each model refused here a
 from __future__ import annotations
 
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import helper as h
 
+from conftest import ort_loads
 from onnxprobe.graph.node_check import model_problem
 
 vi = h.make_tensor_value_info
@@ -40,20 +40,11 @@ TAKEN = {
 }
 
 
-def _loads(m: onnx.ModelProto) -> bool:
-    so = ort.SessionOptions()
-    so.log_severity_level = 4
-    try:
-        ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    except Exception:  # noqa: BLE001 - any refusal
-        return False
-    return True
-
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_a_function_node_of_a_domain_it_does_not_import_is_refused(name):
     m = REFUSED[name]()
-    assert not _loads(m), "the oracle: onnxruntime refuses it"
+    assert not ort_loads(m), "the oracle: onnxruntime refuses it"
     line = model_problem(m)
     assert line is not None and "\n" not in line and "'local.F'" in line, line
 
@@ -61,5 +52,5 @@ def test_a_function_node_of_a_domain_it_does_not_import_is_refused(name):
 @pytest.mark.parametrize("name", sorted(TAKEN))
 def test_a_function_importing_its_domains_is_taken(name):
     m = TAKEN[name]()
-    assert _loads(m), "the oracle: onnxruntime loads it"
+    assert ort_loads(m), "the oracle: onnxruntime loads it"
     assert model_problem(m) is None, model_problem(m)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import helper as h
 from onnx import numpy_helper
 
+from conftest import ort_loads
 from onnxprobe.graph.integrity import graph_problems
 
 vi = h.make_tensor_value_info
@@ -38,15 +38,6 @@ def _model(ir: int, listed: bool, read_by: str) -> onnx.ModelProto:
     return h.make_model(g, opset_imports=[h.make_opsetid("", 11)], ir_version=ir)
 
 
-def _loads(m: onnx.ModelProto) -> bool:
-    so = ort.SessionOptions()
-    so.log_severity_level = 4
-    try:
-        ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    except Exception:  # noqa: BLE001 - any refusal
-        return False
-    return True
-
 
 BROKEN = [(ir, False, by) for ir in (1, 3) for by in ("branch", "none", "body")]
 SOUND = [(3, False, "node"), (3, True, "branch"), (3, True, "none"), (3, True, "node")] + [(4, False, by) for by in ("branch", "none", "body")]
@@ -55,7 +46,7 @@ SOUND = [(3, False, "node"), (3, True, "branch"), (3, True, "none"), (3, True, "
 @pytest.mark.parametrize("ir,listed,read_by", BROKEN)
 def test_an_unlisted_initializer_onnxruntime_refuses_is_a_graph_problem(ir, listed, read_by):
     m = _model(ir, listed, read_by)
-    assert not _loads(m), "the oracle: onnxruntime refuses it"
+    assert not ort_loads(m), "the oracle: onnxruntime refuses it"
     problems = graph_problems(m)
     assert len(problems) == 1 and "'W'" in problems[0] and "\n" not in problems[0], problems
 
@@ -63,5 +54,5 @@ def test_an_unlisted_initializer_onnxruntime_refuses_is_a_graph_problem(ir, list
 @pytest.mark.parametrize("ir,listed,read_by", SOUND)
 def test_an_initializer_onnxruntime_takes_is_no_problem(ir, listed, read_by):
     m = _model(ir, listed, read_by)
-    assert _loads(m), "the oracle: onnxruntime loads it"
+    assert ort_loads(m), "the oracle: onnxruntime loads it"
     assert graph_problems(m) == [], graph_problems(m)

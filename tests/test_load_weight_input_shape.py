@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
 
+from conftest import ort_loads
 from onnxprobe.graph.node_check import model_problem
 
 W = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -37,21 +37,12 @@ REFUSED = {"transposed": [3, 2], "more_dims": [2, 3, 1], "flat": [6], "named_of_
            "scalar": [], "one_dim_differs": [1, 3], "named_and_differs": ["n", 4]}
 
 
-def _loads(m: onnx.ModelProto) -> bool:
-    so = ort.SessionOptions()
-    so.log_severity_level = 4
-    try:
-        ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    except Exception:  # noqa: BLE001 - any refusal
-        return False
-    return True
-
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_a_weight_input_of_another_shape_is_refused(name, kind):
     m = _model(REFUSED[name], **KINDS[kind])
-    assert not _loads(m), "the oracle: onnxruntime refuses it"
+    assert not ort_loads(m), "the oracle: onnxruntime refuses it"
     line = model_problem(m)
     assert line is not None and "\n" not in line and "'W'" in line and "2x3" in line, line
 
@@ -60,12 +51,12 @@ def test_a_weight_input_of_another_shape_is_refused(name, kind):
 @pytest.mark.parametrize("name", sorted(TAKEN))
 def test_a_weight_input_of_its_shape_is_taken(name, kind):
     m = _model(TAKEN[name], **KINDS[kind])
-    assert _loads(m), "the oracle: onnxruntime loads it"
+    assert ort_loads(m), "the oracle: onnxruntime loads it"
     assert model_problem(m) is None, model_problem(m)
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_a_value_info_entry_of_a_weight_is_not_read(name):
     m = _model(REFUSED[name], where="vi")
-    assert _loads(m), "the oracle: onnxruntime loads it"
+    assert ort_loads(m), "the oracle: onnxruntime loads it"
     assert model_problem(m) is None, model_problem(m)
