@@ -63,7 +63,6 @@ def write_html(path: Path | None, result, *, histograms: dict | None = None, inp
     every column the terminal's table shows (``view``: --columns may add some)."""
     if path is not None:
         from onnxprobe import api
-        from onnxprobe.api.reports import command_line_words
 
         with command_line_words():
             api.html(result, path, histograms=histograms, inputs=inputs, sort=sort, profile=profile,
@@ -86,7 +85,6 @@ def write_pictures(result, *, overlay: Path | None = None, netron: Path | None =
     if overlay is None and netron is None:
         return
     from onnxprobe import api
-    from onnxprobe.api.reports import command_line_words
 
     with command_line_words():
         if overlay is not None:
