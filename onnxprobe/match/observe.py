@@ -337,18 +337,15 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                     hidden[t] = "quantized; compared through its DequantizeLinear output"
                     continue
                 q = qparams(t)
-                if q is None and not quantized_origin(origin(t)):  # an int8/uint8 value of its own (a Cast, an
-                    add(t, t, "float")  # image's bytes): compared as it is, as int32 and bool are
-                    continue
-                if q is None and t in outputs:  # what the model gives: its codes, compared as they are
-                    add(t, t, "float")
-                    continue
-                if q is None and origin(t) == "DynamicQuantizeLinear":
-                    hidden[t] = "the codes of a dynamic quantization (a scale computed at run time): compared as the float tensor it quantizes"
-                    continue
                 if q is None:
-                    hidden[t] = f"{onnx.helper.tensor_dtype_to_np_dtype(et).name if et else 'integer'} codes of no known scale (nothing dequantizes them): compared on neither side"
-                    add(t, t, "float", to=unscaled)
+                    made = origin(t)
+                    if not quantized_origin(made) or t in outputs:  # an int8/uint8 value of its own (a Cast, an
+                        add(t, t, "float")  # image's bytes), or what the model gives: compared as it is, as int32 is
+                    elif made == "DynamicQuantizeLinear":
+                        hidden[t] = "the codes of a dynamic quantization (a scale computed at run time): compared as the float tensor it quantizes"
+                    else:
+                        hidden[t] = f"{onnx.helper.tensor_dtype_to_np_dtype(et).name if et else 'integer'} codes of no known scale (nothing dequantizes them): compared on neither side"
+                        add(t, t, "float", to=unscaled)
                     continue
                 out = DEQ_PREFIX + t
                 deq.append(Dequantize(t, q[0], q[1], q[2], out))
