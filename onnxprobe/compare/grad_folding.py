@@ -11,6 +11,7 @@ import onnx
 from onnxprobe.autodiff.select import weights
 from onnxprobe.graph.constants import constants
 from onnxprobe.graph.tensor_data import tensor_values
+from onnxprobe.graph.walk import slot_readers
 from onnxprobe.match.engine import DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART
 from onnxprobe.types import element_count, forward_name
 
@@ -320,15 +321,11 @@ def _reader_counterparts(matching, a: onnx.ModelProto, b: onnx.ModelProto, holde
         if fx and fy:
             partner[fx] = fy
     producer = {o: n for n in other.graph.node for o in n.output if o}
-    readers: dict[str, list] = {}
-    for n in mine.graph.node:
-        for k, t in enumerate(n.input):
-            if t:
-                readers.setdefault(t, []).append((n, k))
+    reading = slot_readers(mine.graph.node)
 
     def of(w: str, depth: int = 0) -> list[str]:
         out = []
-        for n, k in readers.get(w, []):
+        for n, k in reading.get(w, []):
             if n.op_type == "Identity" and depth < 8:
                 out += of(n.output[0], depth + 1)
             elif n.output and (m := producer.get(partner.get(n.output[0], ""))) is not None and m.op_type == n.op_type \
@@ -346,14 +343,10 @@ def _explain_zero_biases(matching, a: onnx.ModelProto, b: onnx.ModelProto) -> No
     keeps them): no weight of the other holds it, which is no disagreement. Its cause becomes FOLDED."""
     for side, model, us in (("A", a, matching.unmatched_a), ("B", b, matching.unmatched_b)):
         held = constants(model.graph)
-        readers: dict[str, list] = {}
-        for n in model.graph.node:
-            for k, t in enumerate(n.input):
-                if t:
-                    readers.setdefault(t, []).append((n, k))
+        reading = slot_readers(model.graph.node)
 
         def as_bias(t: str, depth: int = 0) -> bool:
-            rs = readers.get(t, [])
+            rs = reading.get(t, [])
             return bool(rs) and all(as_bias(n.output[0], depth + 1) if n.op_type == "Identity" and depth < 8 else
                                     (n.op_type in ("Gemm", "Conv", "ConvTranspose") and k == 2) or n.op_type == "Add"
                                     for n, k in rs)

@@ -30,7 +30,7 @@ from onnxprobe.errors import UsageError, said, setting_error
 from onnxprobe.graph.constants import constants
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
-from onnxprobe.graph.walk import first_readers, walk
+from onnxprobe.graph.walk import first_readers, slot_readers, walk
 from onnxprobe.match.engine import DIFFERENT_FUNCTION, NO_GRADIENT
 from onnxprobe.match.observe import FLOAT_TYPES, VALUE_PRESERVING, Observable, Observation, stem
 from onnxprobe.match.ops import canonical
@@ -335,11 +335,7 @@ def _orientations(model: onnx.ModelProto) -> dict[str, tuple[int, str]]:
     Gemm's transA / transB for its input 0 / 1, MatMul as it is, each Transpose on the way turning it over
     (through Identity and Cast). A weight read both ways, or through another op, is left out."""
     held = constants(model.graph)
-    direct: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
-    for s in walk(model):
-        for k, i in enumerate(s.node.input):
-            if i:
-                direct.setdefault(i, []).append((s.node, k))
+    direct = slot_readers(s.node for s in walk(model))
 
     def ways(t: str, flip: int, depth: int = 0) -> list[tuple[int, str]] | None:
         got = []

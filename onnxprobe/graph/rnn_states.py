@@ -13,6 +13,7 @@ import onnx
 
 from onnxprobe.graph.constants import constants
 from onnxprobe.graph.tensor_data import tensor_values
+from onnxprobe.graph.walk import slot_readers
 
 STATES = {"RNN": {5: "initial_h"}, "GRU": {5: "initial_h"}, "LSTM": {5: "initial_h", 6: "initial_c"}}  # not weights
 PASS = {"Expand", "Reshape", "Unsqueeze", "Squeeze", "Identity", "Cast", "Tile", "Transpose", "Slice", "Concat"}
@@ -30,11 +31,7 @@ def initial_states(model: onnx.ModelProto) -> dict[str, str]:
     nodes = list(model.graph.node)
     if not any(n.op_type in STATES for n in nodes):
         return {}
-    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
-    for n in nodes:
-        for k, t in enumerate(n.input):
-            if t:
-                readers.setdefault(t, []).append((n, k))
+    reading = slot_readers(nodes)
     outputs = {o.name for o in model.graph.output}
     memo: dict[str, list[str] | None] = {}
 
@@ -43,10 +40,10 @@ def initial_states(model: onnx.ModelProto) -> dict[str, str]:
         if t in memo:
             return memo[t]
         memo[t] = None  # a cycle, or too deep: not a state
-        if t in outputs or not readers.get(t) or depth > 8:
+        if t in outputs or not reading.get(t) or depth > 8:
             return None
         got = []
-        for n, k in readers[t]:
+        for n, k in reading[t]:
             if n.op_type in STATES and k in STATES[n.op_type]:
                 got.append(f"{STATES[n.op_type][k]} of the {n.op_type} node {n.name or n.output[0]}")
             elif n.op_type in PASS and (k == 0 or (n.op_type in DATA and DATA[n.op_type] is None)) and len(n.output) == 1:

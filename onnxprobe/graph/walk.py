@@ -105,6 +105,16 @@ def first_readers(sites, *, implicit: bool = False) -> dict[str, NodeSite]:
     return out
 
 
+def slot_readers(nodes) -> dict[str, list[tuple[onnx.NodeProto, int]]]:
+    """{tensor: every (node, input slot) of ``nodes`` that reads it}, in their order; empty (optional) slots left out."""
+    out: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for n in nodes:
+        for k, t in enumerate(n.input):
+            if t:
+                out.setdefault(t, []).append((n, k))
+    return out
+
+
 def in_if_branch(model: onnx.ModelProto) -> set[str]:
     """Tensors computed inside an If branch (at any depth): lifted out, they are empty when it did not run.
     Each by its name and by its name qualified by its scope (``TensorRef.key`` of a name sibling bodies share)."""
