@@ -10,8 +10,8 @@ from typing import NamedTuple
 import onnx
 from onnx import AttributeProto
 
-from onnxprobe.graph.body_checks import fed_problem, outer_declared_problem
-from onnxprobe.graph.op_schema import computed_types, constant_type, elem_name, inferred_types, op_spec
+from onnxprobe.graph.body_checks import body_feeds, carried_problem, fed_problem, outer_declared_problem
+from onnxprobe.graph.op_schema import ValueType, computed_types, constant_type, elem_name, inferred_types, op_spec, value_type
 from onnxprobe.graph.walk import node_label
 from onnxprobe.text import quote
 
@@ -34,7 +34,7 @@ class _Scope(NamedTuple):
     depth: int = 0
 
 
-def _body_types(n: onnx.NodeProto, label: str, scope: _Scope, elem: dict[str, int]) -> tuple[dict[str, int], str | None]:
+def _body_types(n: onnx.NodeProto, label: str, scope: _Scope, elem: dict[str, ValueType]) -> tuple[dict[str, ValueType], str | None]:
     """The element types of an If's, a Loop's or a Scan's outputs, its bodies' (each walked with the outer
     values ``elem`` in scope: a problem inside one is said with where it is), or of a call of a model-local
     function, its body's (walked from the types of the call's inputs; its declarations are not read)."""
@@ -48,15 +48,20 @@ def _body_types(n: onnx.NodeProto, label: str, scope: _Scope, elem: dict[str, in
         return {o: inner[f] for o, f in zip(n.output, fn.output) if o and f in inner}, None
     graphs = {a.name: a.g for a in n.attribute if a.type == AttributeProto.GRAPH}
     keys = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}.get(n.op_type, ())
-    outs: list[list[int | None]] = []
+    outs: list[list[ValueType | None]] = []
     for key in keys:
         if key not in graphs:
             return {}, None
-        fed = fed_problem(n, graphs[key], label, scope.version, elem)
+        g, feeds = graphs[key], body_feeds(n, scope.version, elem)
+        fed = fed_problem(n, g, label, feeds)
         if fed is not None:
             return {}, fed
-        g, types = graphs[key], dict(elem)
+        # a Loop's body input left untyped has the type the Loop feeds it, as onnxruntime infers it (a declared one
+        # overrides it in _graph_walk); a Scan's body onnxruntime types loosely (a state that changes type loads)
+        seeds = zip(g.input, feeds) if n.op_type == "Loop" else ()
+        types = {**elem, **{v.name: t for v, (_, t) in seeds if t}}
         problem = _graph_walk(g, scope._replace(depth=scope.depth + 1), types, f"the {key} of {label}")
+        problem = problem or carried_problem(n, g, label, feeds, types)
         if problem is not None:
             return {}, problem
         skip = 1 if n.op_type == "Loop" else 0  # a Loop's body gives its condition first
@@ -64,7 +69,7 @@ def _body_types(n: onnx.NodeProto, label: str, scope: _Scope, elem: dict[str, in
     computed = {}
     for k, o in enumerate(n.output):
         said = {t[k] for t in outs if k < len(t) and t[k]}
-        if o and len(said) > 1:  # If's branches that disagree ("Mismatched tensor element type")
+        if o and len(said) > 1:  # If's branches that disagree, tensors or sequences ("Mismatched tensor element type")
             return {}, (f"the then_branch and else_branch of {label} give its output {quote(o)} as "
                         f"{' and '.join(elem_name(t[k]) for t in outs)}: the branches of an If give one element type")
         if o and len(said) == 1:
@@ -91,7 +96,7 @@ def bound_body(fn: onnx.FunctionProto, call: onnx.NodeProto) -> list[onnx.NodePr
     return nodes
 
 
-def _walk(nodes: list[onnx.NodeProto], scope: _Scope, elem: dict[str, int], declared: dict[str, int], where: str) -> str | None:
+def _walk(nodes: list[onnx.NodeProto], scope: _Scope, elem: dict[str, ValueType], declared: dict[str, ValueType], where: str) -> str | None:
     """Give ``elem`` the element type of each output of ``nodes``, in order, as onnxruntime computes it; the
     first output ``declared`` of another type, said in one line (``where``: the body it is in)."""
     for i, n in enumerate(nodes):
@@ -118,15 +123,17 @@ def _walk(nodes: list[onnx.NodeProto], scope: _Scope, elem: dict[str, int], decl
     return None
 
 
-def _graph_walk(g: onnx.GraphProto, scope: _Scope, elem: dict[str, int], where: str) -> str | None:
+def _graph_walk(g: onnx.GraphProto, scope: _Scope, elem: dict[str, ValueType], where: str) -> str | None:
     """``_walk`` over a graph or a body, from its inputs' declared types and its initializers' (``elem``
     holds the outer values a body reads); its outputs and value_info entries are what ``declared`` holds."""
-    declared: dict[str, int] = {}
+    declared: dict[str, ValueType] = {}
     kept = {v.name for v in declarations(g)}
     # a body's inputs and outputs of element type UNDEFINED onnxruntime refuses, as the main graph's ("Invalid
     # tensor data type 0"); not its value_info entries, which it does not read (measured)
     ends = list(g.input) + [v for v in g.output if v.name in kept] if where else []
     for v in ends + list(g.input) + declarations(g):
+        if v.type.WhichOneof("value") == "sequence_type" and value_type(v.type):  # a sequence of tensors of one type
+            declared.setdefault(v.name, value_type(v.type))
         if v.type.WhichOneof("value") != "tensor_type":
             continue
         if not v.type.tensor_type.elem_type:

@@ -7,7 +7,8 @@ declared a tensor of element type UNDEFINED (a body's input or output too), and 
 a body declared of another element type than onnxruntime computes for it (``declared_type_problem``: by the
 schema, an attribute, a body or a model-local function's body; an outer value a body reads, declared
 otherwise in the body's value_info), a Loop's or Scan's body input declared of
-another type than the node feeds it, If branches that give one output different element types, and a
+another type than the node feeds it, a Loop's carried value its body gives back of another element type than
+the Loop feeds it, If branches that give one output different element types (of tensors or of sequences), and a
 graph input naming a weight (dense or sparse) declared of another shape than the weight's, and a model-local
 function whose body holds a node of a domain the function imports no opset for. Without this, what only reads the attributes (grad's rules, a conversion to another
 opset that keeps one of two duplicates) judged a model onnxruntime does not load, or failed on it with an

@@ -53,7 +53,33 @@ def op_spec(n: onnx.NodeProto, version: int | None) -> OpSpec | None:
     return _spec(n.op_type, version)
 
 
-def elem_name(e: int) -> str:
+# What the load checks know of a value's type: a tensor's element type (an int; 0: unknown), or a sequence of
+# tensors of one element type, ("seq", element type): an If's branches that give sequence<float> and
+# sequence<int64> disagree as two tensors of other element types do.
+ValueType = int | tuple[str, int]
+
+
+def value_type(t: onnx.TypeProto) -> ValueType:
+    """``t`` as the checks know it (0: neither a tensor nor a sequence of tensors of a known element type)."""
+    kind = t.WhichOneof("value")
+    if kind == "tensor_type":
+        return t.tensor_type.elem_type
+    if kind == "sequence_type" and t.sequence_type.elem_type.WhichOneof("value") == "tensor_type":
+        e = t.sequence_type.elem_type.tensor_type.elem_type
+        return ("seq", e) if e else 0
+    return 0
+
+
+def _type_proto(t: ValueType) -> onnx.TypeProto:
+    if isinstance(t, tuple):
+        return onnx.helper.make_sequence_type_proto(onnx.helper.make_tensor_type_proto(t[1], None))
+    return onnx.helper.make_tensor_type_proto(t, None)
+
+
+def elem_name(e: ValueType) -> str:
+    """An element type's name (FLOAT), or a sequence's (sequence of FLOAT)."""
+    if isinstance(e, tuple):
+        return f"sequence of {elem_name(e[1])}"
     return TensorProto.DataType.Name(e) if e in ELEM_TYPES else str(e)
 
 
@@ -72,7 +98,7 @@ def output_kinds(schema: OpSpec, k: int) -> set[str] | None:
 TYPE_STRS = {f"tensor({k.lower()})": v for k, v in TensorProto.DataType.items() if v}
 
 
-def computed_types(n: onnx.NodeProto, schema: OpSpec, elem: dict[str, int]) -> dict[str, int]:
+def computed_types(n: onnx.NodeProto, schema: OpSpec, elem: dict[str, ValueType]) -> dict[str, ValueType]:
     """The element type of each output of ``n`` its schema fixes from the element types of its inputs
     (``elem``): an output of type parameter T has the type of the inputs T binds, or T's one allowed type.
     Outputs typed otherwise (Cast's ``to``, If's and Loop's heterogeneous values) are left out."""
@@ -86,7 +112,7 @@ def computed_types(n: onnx.NodeProto, schema: OpSpec, elem: dict[str, int]) -> d
         f = formal(schema.inputs, i)
         if f is None or not x or x not in elem or (f.variadic and not f.homogeneous):
             continue
-        if schema.tensors(f.type_str):
+        if schema.tensors(f.type_str) and isinstance(elem[x], int):
             bound.setdefault(f.type_str, elem[x])
     out = {}
     for i, o in enumerate(n.output):
@@ -106,7 +132,7 @@ def _op_schema(op_type: str, version: int):
     return onnx.defs.get_schema(op_type, version, "")
 
 
-def inferred_types(n: onnx.NodeProto, version: int, elem: dict[str, int]) -> dict[str, int]:
+def inferred_types(n: onnx.NodeProto, version: int, elem: dict[str, ValueType]) -> dict[str, ValueType]:
     """The element types onnx's own inference function of ``n``'s op gives its outputs from its inputs'
     (``elem``; none unknown) and its attributes (Cast's ``to``, ConstantOfShape's ``value``, RandomNormal's
     or EyeLike's ``dtype``...): the function onnxruntime runs when it loads the model. Empty where it
@@ -135,14 +161,14 @@ def constant_type(n: onnx.NodeProto) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def _infer(op_type: str, version: int, ins: tuple[int, ...], attributes: tuple[bytes, ...], outputs: int) -> tuple[int, ...]:
+def _infer(op_type: str, version: int, ins: tuple[ValueType, ...], attributes: tuple[bytes, ...], outputs: int) -> tuple[ValueType, ...]:
     node = onnx.NodeProto(op_type=op_type, input=[f"i{k}" if t else "" for k, t in enumerate(ins)],
                           output=[f"o{k}" for k in range(outputs)], attribute=[AttributeProto.FromString(a) for a in attributes])
-    types = {f"i{k}": onnx.helper.make_tensor_type_proto(t, None) for k, t in enumerate(ins) if t}
+    types = {f"i{k}": _type_proto(t) for k, t in enumerate(ins) if t}
     try:
         out = onnx.shape_inference.infer_node_outputs(_op_schema(op_type, version), node, types,
                                                       opset_imports=[onnx.helper.make_opsetid("", version)])
     except Exception:  # noqa: BLE001 - what inference refuses, onnxruntime says in its own words
         return (0,) * outputs
-    got = {o: t.tensor_type.elem_type for o, t in out.items() if t.WhichOneof("value") == "tensor_type"}
+    got = {o: value_type(t) for o, t in out.items()}
     return tuple(got.get(f"o{k}", 0) for k in range(outputs))
