@@ -16,7 +16,7 @@ from onnxprobe.graph.external import load_lazy, materialize, write_model
 from onnxprobe.graph.extract import cut, extract as extract_pass
 from onnxprobe.graph.integrity import (cut_problems, duplicate_producers, graph_problems, outputs_listed_twice,
                                        refuse_to_write)
-from onnxprobe.graph.io import check_output_path
+from onnxprobe.graph.io import check_output_path, ir_notes
 from onnxprobe.graph.walk import in_if_branch
 from onnxprobe.graph.mark import mark as mark_pass, record, untyped, with_output_types, without_outputs
 from onnxprobe.graph.select import Selection, select
@@ -58,7 +58,7 @@ def inspect(path: str | os.PathLike) -> InspectResult:
     a model file, or a Model loaded from one."""
     path = model_file(path)
     lazy = load_lazy(path, require_data=False)
-    warnings: list[str] = [f"external data file missing: {f.path}" for f in lazy.external if not f.exists]
+    warnings: list[str] = ir_notes(lazy.proto) + [f"external data file missing: {f.path}" for f in lazy.external if not f.exists]
     warnings += lazy.problems  # a data file too short for its tensors, a length entry that disagrees
     inferred = infer_shapes(lazy.proto, warnings)
     warnings += outputs_listed_twice(lazy.proto.graph)

@@ -47,8 +47,13 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
         raise ModelError(
             f"{p}: not a readable ONNX model (protobuf decoding failed: truncated or not ONNX)"
         ) from e
-    if not (model.ir_version > 0 and model.HasField("graph")):
-        raise ModelError(f"{p}: not an ONNX model (no graph or IR version in the file)")
+    if not model.HasField("graph"):
+        raise ModelError(f"{p}: not an ONNX model (no graph in the file)")
+    # an ir_version left out onnxruntime refuses ("Missing model IR version"); one given as 0 (or below) it loads,
+    # read as an IR version below 4 (measured): so does onnxprobe, with ir_notes' note
+    if not model.HasField("ir_version"):
+        raise ModelError(f"{p}: the model gives no IR version (its ir_version field is missing; onnxruntime "
+                         "refuses it too): a broken model")
     check_graph(model, str(p))
     _protect(p, model)  # before the external data is loaded: that clears the tensors' locations
     if load_external_data and _has_external_data(model):
@@ -62,6 +67,17 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
         except Exception as e:
             raise ModelError(f"{p}: cannot load its external data: {first_line(e)}") from e
     return model
+
+
+def ir_notes(model: onnx.ModelProto) -> list[str]:
+    """What loading assumes of the model's IR version: none where ONNX defines it (1 on); for 0 or below,
+    which ONNX does not define (onnx.checker refuses it) and onnxruntime loads, how onnxruntime reads it
+    (measured: as an IR version below 4, its weights constants that no feed overrides, each one listed among
+    the graph's inputs or read by a main-graph node, ``graph.integrity.unlisted_initializers``)."""
+    if not model.HasField("ir_version") or model.ir_version > 0:
+        return []
+    return [f"IR version {model.ir_version}, which ONNX does not define (its IR versions start at 1; onnx.checker "
+            "refuses it): read as onnxruntime reads it, as an IR version below 4 (weights are constants no feed overrides)"]
 
 
 def _protect(p: Path, model: onnx.ModelProto) -> None:

@@ -14,7 +14,7 @@ import onnx
 
 from onnxprobe.errors import UsageError
 from onnxprobe.graph.extents import all_tensors
-from onnxprobe.graph.io import check_graph, load_model
+from onnxprobe.graph.io import check_graph, ir_notes, load_model
 from onnxprobe.graph.shapes import annotate
 from onnxprobe.text import clip, controls, quote
 
@@ -43,7 +43,7 @@ class Model:
         """A Model of an in-memory ModelProto (a copy, annotated with inferred shapes)."""
         out = onnx.ModelProto()
         out.CopyFrom(proto)
-        w = list(warnings or [])
+        w = list(warnings or []) + ir_notes(out)
         annotate(out, w)
         return cls(out, source, w)
 
@@ -51,7 +51,7 @@ class Model:
 def load(path: str | os.PathLike) -> Model:
     """Read a model and annotate it with inferred shapes (see the module docstring)."""
     proto = load_model(path)
-    warnings: list[str] = []
+    warnings = ir_notes(proto)
     annotate(proto, warnings)
     return Model(proto, str(path), warnings)
 
