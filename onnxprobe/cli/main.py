@@ -67,6 +67,9 @@ class _Group(TyperGroup):
             sys.exit(e.exit_code)
         except ClickException as e:
             ctx = getattr(e, "ctx", None)
+            param = getattr(e, "param", None)  # BadParameter, MissingParameter: an argument named as the usage line does
+            if getattr(param, "param_type_name", None) == "argument" and getattr(e, "param_hint", None) is None:
+                e.param_hint = f"'{argument_word(param)}'"
             where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
             error(f"{e.format_message()}{where}")
             sys.exit(e.exit_code)
@@ -185,10 +188,15 @@ class _Command(TyperCommand):
         pieces = [self.options_metavar] if self.options_metavar else []
         for p in self.get_params(ctx):
             if p.param_type_name == "argument":
-                name = (p.metavar or p.name or "").upper()
-                name = name if p.required else f"[{name}]"
-                pieces.append(f"{name}..." if p.nargs != 1 else name)
+                pieces.append(argument_word(p) if p.required else f"[{argument_word(p, bare=True)}]{'...' * (p.nargs != 1)}")
         return pieces
+
+
+def argument_word(p, bare: bool = False) -> str:
+    """A command's argument as its usage line and its errors name it: MODEL, FILES... (several; ``bare``:
+    without the dots). Typer's own errors said 'files', its lower-case name, under a usage line of FILES..."""
+    name = (p.metavar or p.name or "").upper()
+    return name if bare or p.nargs == 1 else f"{name}..."
 
 
 def _app_version(ctx) -> list:
