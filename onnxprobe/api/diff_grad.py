@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import TYPE_CHECKING
-
 import numpy as np
 import onnx
 
+from onnxprobe.api import hints  # annotations only (hints.GradSpec: typing.get_type_hints imports it when asked)
 from onnxprobe.api.diff import checked_arguments
 from onnxprobe.api.inputs import Progress, TorchLike, as_progress, as_max_memory, as_model, check_map
 from onnxprobe.compare.constant_loss import judge_constant_loss
@@ -32,14 +31,11 @@ from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.text import quote
 from onnxprobe.types import InputSpec, RunConfig, element_count, forward_name, grad_name
 
-if TYPE_CHECKING:  # an annotation only: api.grad_plan imports the autodiff engine, which a plain diff does not
-    from onnxprobe.api.grad_plan import GradSpec
-
 
 def diff_grad(
     a: Model | str | os.PathLike,
     b: Model | str | os.PathLike | None = None,
-    spec: GradSpec | None = None,
+    spec: hints.GradSpec | None = None,
     *,
     vs_torch: TorchLike | None = None,
     selection: Selection | None = None,

@@ -4,10 +4,9 @@ ids Model Explorer gives a model (``explorer_ids``, for ``--overlay``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from onnxprobe.api import hints  # annotations only (hints.DiffResult: typing.get_type_hints imports it when asked)
 from onnxprobe.api.core import DatasetResult, raw_chunks
 from onnxprobe.api.inputs import ModelLike, as_config, as_inputs, as_max_memory, as_names, as_result, proto_of, what_came
 from onnxprobe.errors import UsageError
@@ -18,10 +17,6 @@ from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.budget import default_budget, plan_chunks
 from onnxprobe.stats.histogram import binned, difference, histogram_bins
 from onnxprobe.types import InputSpec, ProbeResult, RunConfig
-
-if TYPE_CHECKING:  # annotations only: a layers picture imports neither diff nor grad
-    from onnxprobe.api.grad import GradResult
-    from onnxprobe.compare.result import DiffResult
 
 BINS = 40
 
@@ -75,7 +70,7 @@ def layers_histograms(result: ProbeResult | DatasetResult, names: list[str], inp
     return out
 
 
-def diff_histograms(res: DiffResult, names: list[str], inputs: InputSpec | None = None, *, max_memory: int | None = None,
+def diff_histograms(res: hints.DiffResult, names: list[str], inputs: InputSpec | None = None, *, max_memory: int | None = None,
                     bins: int = BINS) -> dict[str, dict]:
     """Tensor of A -> {"values": binned A, "error": binned A - B} for these pairs of a DiffResult, both
     sides rerun on the same inputs (the result's own, or ``inputs``), at most ``max_memory`` bytes of tensors per run."""
@@ -108,7 +103,7 @@ def diff_histograms(res: DiffResult, names: list[str], inputs: InputSpec | None 
     return out
 
 
-def grad_histograms(result: GradResult, names: list[str], *, bins: int = BINS) -> dict[str, dict]:
+def grad_histograms(result: hints.GradResult, names: list[str], *, bins: int = BINS) -> dict[str, dict]:
     """Forward tensor -> {"values": ``binned`` counts of its gradient}, from a GradResult run with ``save=True``;
     a name may be the forward tensor's (``conv1.weight``) or its gradient's (``conv1.weight_grad``)."""
     from onnxprobe.api.grad import GradResult

@@ -5,22 +5,17 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Union
+from typing import Union
 
+from onnxprobe.api import hints  # annotations only (hints.DiffResult): a report imports only the workflow of its result
 from onnxprobe.errors import UsageError, command_line_words, report_voice, setting_error  # noqa: F401 (command_line_words: the CLI's)
 from onnxprobe.api.inputs import ModelLike
 from onnxprobe.text import as_word
 
-if TYPE_CHECKING:  # annotations only: a report imports only the workflow of its result
-    from onnxprobe.api.grad import GradResult
-    from onnxprobe.api.profile import LayersProfile
-    from onnxprobe.api.surgery import ExtractResult, InspectResult, MarkResult
-    from onnxprobe.compare.result import DiffResult
-    from onnxprobe.types import ProbeResult
-
-    # what the reports take: the result of an api function (or api.layers_dataset's DatasetResult: api.core, which
-    # imports this module, is not imported back)
-    Result = Union[ProbeResult, DiffResult, GradResult, InspectResult, MarkResult, ExtractResult]
+# what the reports take: the result of an api function (or api.layers_dataset's DatasetResult: api.core, which
+# imports this module, is not imported back). Named as ``hints.X``, which imports X's module only when
+# typing.get_type_hints asks (an IDE, a docs generator): a class imported under TYPE_CHECKING alone was a NameError
+Result = Union["hints.ProbeResult", "hints.DiffResult", "hints.GradResult", "hints.InspectResult", "hints.MarkResult", "hints.ExtractResult"]
 
 
 def _is(result, module: str, name: str) -> bool:
@@ -30,7 +25,7 @@ def _is(result, module: str, name: str) -> bool:
     return cls is not None and isinstance(result, cls)
 
 
-def report(result: Result, *, sort: str = "topo", profile: LayersProfile | None = None) -> dict:
+def report(result: Result, *, sort: str = "topo", profile: hints.LayersProfile | None = None) -> dict:
     """The JSON report of a result, as the command line's ``--json`` writes it: of ``layers``
     (``ProbeResult``), ``layers_dataset`` (``DatasetResult``: the report ``merge_stats`` merges), ``diff``
     and ``diff_dataset`` (``DiffResult``), ``grad`` (``GradResult``), ``inspect``, ``mark`` and ``extract``.
@@ -122,7 +117,7 @@ def _kind(result, who: str, also: str = "") -> str:
 
 
 def html(result: Result, path: str | os.PathLike | None = None, *, histograms: dict | None = None, inputs: list[str] | None = None,
-         sort: str = "topo", profile: LayersProfile | None = None, columns: list[str] | str | None = None) -> str:
+         sort: str = "topo", profile: hints.LayersProfile | None = None, columns: list[str] | str | None = None) -> str:
     """The self-contained HTML report of a ``layers``, ``diff`` or ``grad`` result, as ``--html`` writes it:
     the table (sortable, filterable), the facts and charts; ``histograms``: those of the worst rows
     (``api.layers_histograms``, ``diff_histograms``, ``grad_histograms``), drawn where given; ``inputs``:
@@ -228,7 +223,7 @@ def netron(result: Result, model: ModelLike | None = None, *, sort: str = "topo"
 
 
 def text(result: Result | dict, *, width: int = 100, format: str = "table", columns: list[str] | str | None = None, wide: bool = False,
-         sort: str = "topo", profile: LayersProfile | None = None) -> str:
+         sort: str = "topo", profile: hints.LayersProfile | None = None) -> str:
     """The report a command prints for ``result``, as a string (print it in a notebook): the table and its
     header and footer lines at ``width`` columns, every column kept (``wide``: as ``--wide``, lines as long as
     they need, ``width`` aside); ``format`` csv, markdown or json: the main table's rows alone (``--format``);

@@ -9,12 +9,10 @@ from typing import TYPE_CHECKING
 
 from onnxprobe.errors import RUNTIME_OPTIONS, UsageError, setting_error, settings_error
 from onnxprobe.text import as_word
-from onnxprobe.types import Settings
+from onnxprobe.types import RunConfig, Settings  # RunConfig: annotations that typing.get_type_hints resolves (api.ort_config)
 
 if TYPE_CHECKING:  # onnx costs a second to import: the OpenVINO worker, a package module, never needs it
     import onnx
-
-    from onnxprobe.types import RunConfig
 
 RUNTIMES = ("ort", "openvino", "tensorrt", "reference")
 TAKES_OPTIONS = ("openvino", "tensorrt")  # runtimes with settings of their own (--runtime-option)
