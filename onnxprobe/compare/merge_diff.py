@@ -12,7 +12,6 @@ are named with the field.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from onnxprobe.compare.uncompared import merged_uncompared, nothing_compared, outputs_not_compared
@@ -22,6 +21,7 @@ from onnxprobe.report.diff_dataset import DIFF_DATASET_SCHEMA
 from onnxprobe.stats.merge import check_identity, common_fields, refuse_shards_given_twice, sample_overlap
 from onnxprobe.stats.metrics import Tolerance, json_sqnr, mapped_not_compared, nothing_measured
 from onnxprobe.stats.pooled import PairSums, dataset_fields, pool
+from onnxprobe.text import json_word
 
 IDENTITY = ("schema_version", "dataset_schema", "onnxprobe_version", "model_id", "selection", "sides", "criterion",
             "measured")
@@ -184,7 +184,7 @@ def _merged_pair(key, parts: list[tuple[dict, int, str]], labels: list[str]) -> 
     # words of one diff
     passed = tol.judge(m)
     problem = nothing_measured(sums.shape, m) if m.empty else None
-    out.update(introduced_sqnr_db=json_sqnr(i.sqnr_db, i.count, i.exact) if i else None, introduced_max_abs=_f(i.max_abs) if i else None,
+    out.update(introduced_sqnr_db=json_sqnr(i.sqnr_db, i.count, i.exact) if i else None, introduced_max_abs=json_word(float(i.max_abs)) if i else None,
                introduced_exact=i.exact if i else None, introduced_count=i.count if i else None,
                introduced_nonfinite_mismatch=i.nonfinite_mismatch if i else None, passed=passed, problem=problem,
                shape=None if sums.shape is None else list(sums.shape))
@@ -230,6 +230,3 @@ def _compared(p: dict) -> bool:
     """Measured: finite pairs, or NaN/Inf on one side (reports before "count" existed: measured)."""
     return p["exact"] is not None and bool(p.get("count", 1) or p.get("nonfinite_mismatch"))
 
-
-def _f(v: float) -> float | None:
-    return float(v) if math.isfinite(v) else None

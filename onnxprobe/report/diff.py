@@ -38,7 +38,7 @@ def diff_dict(res, order=None) -> dict:
         d.update(m.to_dict() if m else dict.fromkeys(["max_abs", "mean_abs", "max_rel", "rmse", "cosine", "sqnr_db", "exact", "worst_index",
                                                   "nonfinite_mismatch", "count", "nonfinite_same"]))
         d["introduced_sqnr_db"] = json_sqnr(i.sqnr_db, i.count, i.exact) if i else None
-        d["introduced_max_abs"] = _f(i.max_abs) if i else None
+        d["introduced_max_abs"] = json_word(float(i.max_abs)) if i else None
         d["introduced_exact"] = i.exact if i else None
         d["introduced_count"] = i.count if i else None  # tells a null SQNR's -inf (or +inf) from not measured
         d["introduced_nonfinite_mismatch"] = i.nonfinite_mismatch if i else None  # NaN/Inf on one side only
@@ -128,9 +128,6 @@ def why_lines(d: dict, limit: int = 5) -> list[tuple[str, str]]:
     return out
 
 
-def _f(v: float) -> float | None:
-    return float(v) if math.isfinite(v) else None
-
 
 def sparkline(values: list[float | None], cap: float = 140.0, room: int | None = None) -> str:
     """One block per value; values at or above ``cap`` dB (float32 agrees to ~140 dB; the caller draws exact
@@ -209,14 +206,14 @@ def diff_table(d: dict, asked: tuple[str, ...] = ()) -> Table:
         idx = f"▶{p['index']}" if k == first_row else str(p["index"])
         # inside an If branch (JSON has the scope), as layers marks body tensors
         cells = {"index": idx, "tensor": f"↳ {name}" if p.get("scope") else name, "op": op(p["op_type"]), "match": p["strategy"], "shape": shape(p["shape"]),
-                 "max_abs": num(p["max_abs"], 3), "cosine": cosine_cell(p["cosine"], p.get("metric") == "cosine"), "sqnr_db": _db(p["sqnr_db"], p["exact"], p.get("count"), p["max_abs"]),
+                 "max_abs": num(json_float(p["max_abs"]), 3), "cosine": cosine_cell(json_float(p["cosine"]), p.get("metric") == "cosine"), "sqnr_db": _db(p["sqnr_db"], p["exact"], p.get("count"), p["max_abs"]),
                  "introduced_sqnr_db": "NaN/Inf" if p.get("introduced_nonfinite_mismatch") else _db(
                      p["introduced_sqnr_db"], p["introduced_exact"], p.get("introduced_count"), p.get("introduced_max_abs")),
                  "pass": ok,
                  **{k: num(p[k]) if p.get(k) is not None else "-" for k in ("kernel_ms_a", "kernel_ms_b")},
                  **{k: num_or_word(p[k], 3) if p.get(k) is not None else "-" for k in JUDGED_COLUMNS}}
         values = {"index": p["index"], "tensor": name, "op": p["op_type"], "match": p["strategy"], "shape": p["shape"],
-                  "max_abs": p["max_abs"], "cosine": p["cosine"], "sqnr_db": "exact" if p["exact"] else _infinite_db(p),
+                  "max_abs": json_float(p["max_abs"]), "cosine": json_float(p["cosine"]), "sqnr_db": "exact" if p["exact"] else _infinite_db(p),
                   "introduced_sqnr_db": "NaN/Inf" if p.get("introduced_nonfinite_mismatch") else "exact" if p["introduced_exact"]
                   else _infinite_db(p, "introduced_"), "pass": p["passed"],
                   "kernel_ms_a": p.get("kernel_ms_a"), "kernel_ms_b": p.get("kernel_ms_b"),
@@ -346,6 +343,8 @@ def cosine_cell(v: float | None, judged: bool = False) -> str:
     below 1 it is (1-4.4e-15): no cell then contradicts the criterion."""
     if v is None:
         return "-"
+    if math.isnan(v):  # sums past float64's range
+        return "nan"
     if v <= 0.99:
         return f"{v:.4f}"
     for places in range(6, 10):

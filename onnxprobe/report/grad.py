@@ -10,7 +10,7 @@ from rich.text import Text
 
 from onnxprobe import __version__
 from onnxprobe.report.console import phrased
-from onnxprobe.report.format import json_shape, json_word, num, num_or_word, op, safe, shape
+from onnxprobe.report.format import json_float, json_shape, json_word, num, num_or_word, op, safe, shape
 from onnxprobe.report.table import Column, Table
 from onnxprobe.text import clean, duration
 
@@ -19,7 +19,9 @@ KIND = {"weight": "w", "activation": "a", "input": "i"}
 
 
 def _num(v):
-    return v if v is not None and math.isfinite(v) else None
+    """A norm, a ratio, a check's error for JSON: null where there is none, a non-finite one said ("inf", "nan":
+    ``json_word``, as the loss's value), not null."""
+    return None if v is None else json_word(float(v))
 
 
 def grad_dict(result) -> dict:
@@ -117,8 +119,8 @@ def grad_table(result) -> tuple[Table, Text]:
         if checked:
             c = r.get("check")
             word = _check_word(r)
-            cells.append(word if word in ("noise", "-", "cannot check") else f"{num(c['error'], 2)} {word}")
-            values.append(None if c is None else c["error"])
+            cells.append(word if word in ("noise", "-", "cannot check") else f"{num(json_float(c['error']), 2)} {word}")
+            values.append(None if c is None else json_float(c["error"]))
             # the page sorts the check as it reads: FAIL, ok, noise, cannot check, - (then by the error), not by the
             # raw error, which tied the last three and put a FAIL of small error below the oks
             err = c.get("error") if c else None

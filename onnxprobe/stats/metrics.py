@@ -74,12 +74,12 @@ class PairMetrics:
     nonfinite_same: int | None = None  # positions NaN/Inf on both sides alike (left out); None: not known
 
     def to_dict(self) -> dict:
-        def f(v: float) -> float | None:
-            return float(v) if math.isfinite(v) and self.count else None
+        def f(v: float) -> float | str | None:
+            """null: nothing measured; a value past float64's range (a - b overflowing), or max_rel's inf where b is
+            0 and a is not (the module doc), said as ``text.json_word`` says it ("inf", "nan"), as the SQNR's -inf."""
+            return json_word(float(v)) if self.count else None
 
-        # max_rel is inf where b is 0 and a is not (the module doc), the SQNR -inf: said, as a pair fails on them
-        rel = json_word(self.max_rel) if self.count and self.max_rel == math.inf else f(self.max_rel)
-        return {"max_abs": f(self.max_abs), "mean_abs": f(self.mean_abs), "max_rel": rel, "rmse": f(self.rmse),
+        return {"max_abs": f(self.max_abs), "mean_abs": f(self.mean_abs), "max_rel": f(self.max_rel), "rmse": f(self.rmse),
                 "cosine": f(self.cosine), "sqnr_db": json_sqnr(self.sqnr_db, self.count, self.exact), "exact": self.exact,
                 "worst_index": list(self.worst) if self.count else None, "nonfinite_mismatch": self.nonfinite_mismatch,
                 "count": self.count, "nonfinite_same": self.nonfinite_same}

@@ -31,6 +31,7 @@ import numpy as np
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, from_sums, rel_limits, sqnr_from_norms
 from onnxprobe.stats.moments import exact_sum, value_of
 from onnxprobe.stats.tensor_stats import dot, unit_for
+from onnxprobe.text import NONFINITE_JSON, json_float, json_word
 
 SUMS = ("sum_abs", "dd", "aa", "bb", "ab")
 MAX_ELEMENTS = int(np.iinfo(np.intp).max)  # the most elements an array (and so a tensor's shape) can have
@@ -403,8 +404,8 @@ def _ldexp(v: float, e: int) -> float:
 
 
 def _enc(v: float) -> float | str:
-    """A float for JSON: non-finite values as the strings 'inf', '-inf', 'nan'."""
-    return v if math.isfinite(v) else str(v)
+    """A float for JSON: non-finite values as the strings 'inf', '-inf', 'nan' (``text.json_word``, every report's)."""
+    return json_word(v)
 
 
 def _check_pairs_have(count: int, mismatch: int, positions: int | None, max_abs: float, sums: dict, exp: int) -> None:
@@ -428,8 +429,8 @@ def _check_pairs_have(count: int, mismatch: int, positions: int | None, max_abs:
 
 
 def _dec(v, what: str) -> float:
-    if isinstance(v, str) and v in ("inf", "-inf", "nan"):
-        return float(v)
+    if isinstance(v, str) and v in NONFINITE_JSON:
+        return json_float(v)
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         if not math.isfinite(v):  # written as the strings above: a bare NaN or Infinity is not onnxprobe's
             raise ValueError(f"'{what}' is a bare NaN or Infinity (onnxprobe writes 'nan', 'inf')")
