@@ -72,3 +72,19 @@ def test_cross_entropy_of_a_quantized_softmax_is_minus_log_p(tmp_path):
     want = float(np.mean(-np.log(p[np.arange(2), labels])))
     assert abs(res.loss - want) <= 1e-5 * max(1.0, abs(want)), (res.loss, want)
     assert any("is a Softmax" in w and "-log p" in w for w in res.plan.warnings)
+
+
+def test_the_command_line_note_names_the_flags_not_the_api(tmp_path):
+    # `onnxprobe diff --grad` prefixes each model's note with its path: that note must still give the advice in
+    # the command line's words (--loss cross-entropy --labels), not the API's (a GradSpec), as `grad` does
+    from typer.testing import CliRunner
+
+    from onnxprobe.cli.main import app
+
+    a, b = _model(tmp_path / "qdq.onnx", True), _model(tmp_path / "f.onnx", False)
+    np.save(tmp_path / "x.npy", X)
+    r = CliRunner().invoke(app, ["diff", "--grad", str(a), str(b), "--input", f"x={tmp_path / 'x.npy'}"])
+    notes = [ln for ln in r.output.splitlines() if ln.startswith("onnxprobe: note:") and "is a Softmax" in ln]
+    assert len(notes) == 2, r.output
+    for line in notes:
+        assert "--loss cross-entropy" in line and "GradSpec" not in line, line

@@ -26,7 +26,7 @@ import onnx
 from onnxprobe.autodiff import registry
 from onnxprobe.autodiff.select import WRT, weights
 from onnxprobe.compare.sides import GRADIENT_STOPPED, Side
-from onnxprobe.errors import UsageError, said, setting_error
+from onnxprobe.errors import UsageError, in_words, said, setting_error
 from onnxprobe.graph.constants import constants
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
@@ -86,7 +86,8 @@ def grad_side(label: str, model: Model, plan, runner: Runner, candidates: list[t
     for i in model.proto.graph.initializer:
         if i.data_type not in FLOAT_TYPES:
             hidden.setdefault(grad_name(stem(i.name)), f"an integer (quantized) weight in {role}: it has no gradient")
-    notes = [f"{label}: {w}" for w in plan.warnings if w not in model.warnings]
+    # a note that gives advice (errors.said: a GradSpec to the API, --loss on the command line) keeps both wordings
+    notes = [said(lambda say, w=w: f"{label}: {in_words(w, say)}") for w in plan.warnings if w not in model.warnings]
     if no_gradient:
         stops = gradient_stops(model.proto)
         names = list(no_gradient.values())
