@@ -114,6 +114,8 @@ def test_body_kernels_count_once_and_onnxprobes_nodes_in_bodies_are_probes():
     assert p.node_ms == pytest.approx({"branch": 0.25, "loop": 0.3, "relu": 0.04})
     assert p.probe_ms == pytest.approx(0.25) and p.other_ms == 0 and p.kernels == 3
     assert p.model_ms + p.probe_ms + p.other_ms <= p.total_ms
+    # the run's time in no kernel: 1 ms less the kernels 10-310, 400-900 and 910-950 (the bodies' inside them)
+    assert p.between_ms == pytest.approx(1.0 - 0.3 - 0.5 - 0.04)
 
 
 def test_profile_parts_of_a_model_with_bodies_fit_the_run():
@@ -122,12 +124,18 @@ def test_profile_parts_of_a_model_with_bodies_fit_the_run():
     # onnxprobe's nodes in the bodies are probes, their kernels (and the bodies' own) counted once
     assert s["probe_overhead_ms"] > 0 and s["layout_and_other_ms"] == 0
     assert s["model_kernels_ms"] + s["probe_overhead_ms"] + s["layout_and_other_ms"] <= s["probed_ms"] + 1e-3
+    # with the time between kernels, the parts account for the whole run: each the fastest of the runs, so
+    # together no more than the fastest run
+    assert s["between_kernels_ms"] >= 0 and s["plain_between_kernels_ms"] >= 0
+    parts = s["model_kernels_ms"] + s["probe_overhead_ms"] + s["layout_and_other_ms"] + s["between_kernels_ms"]
+    assert parts <= s["probed_ms"] + 1e-3
     r = runner.invoke(app, ["diff", str(sample_path("control_flow")), str(sample_path("control_flow")), "--all",
                             "--profile", "--json", "-"])
     assert r.exit_code == 0, r.output
     s = json.loads(r.stdout)["profile"]
     assert s["layout_and_other_ms"] == 0
     assert s["a_kernels_ms"] + s["b_kernels_ms"] + s["metrics_and_introduced_ms"] + s["layout_and_other_ms"] <= s["run_ms"] + 1e-3
+    assert 0 <= s["between_kernels_ms"] <= s["run_ms"] - s["a_kernels_ms"] - s["b_kernels_ms"] + 1e-3
 
 
 def _layers_json(*args) -> dict:
@@ -260,9 +268,14 @@ def test_the_profile_summary_reads_durations_in_the_unit_that_fits():
          "kernels_plain": 3, "kernels_probed": 5, "fusions_broken": 0}
     line = profile_renderables({"profile": s, "tensors": []})[0].plain
     assert "plain run 378 µs, probed run 12.3 ms (model kernels 200 µs, probes 1.5 s, layout and other 0 µs)" in line, line
+    s |= {"between_kernels_ms": 2.1, "plain_between_kernels_ms": 0.05}
+    line = profile_renderables({"profile": s, "tensors": []})[0].plain
+    assert "layout and other 0 µs, between kernels 2.1 ms against 50 µs plain)" in line, line
     d = {"run_ms": 2.5, "a_kernels_ms": 1.0, "b_kernels_ms": 0.5, "metrics_and_introduced_ms": 0.75, "layout_and_other_ms": 0.25}
     line = diff_profile_renderables({"profile": d, "pairs": []})[0].plain
     assert "one run of both models 2.5 ms (A's kernels 1 ms, B's 500 µs" in line, line
+    line = diff_profile_renderables({"profile": d | {"between_kernels_ms": 0.001}, "pairs": []})[0].plain
+    assert "layout and other 250 µs, between kernels 1 µs)" in line, line
 
 
 def test_a_models_own_nodes_named_like_probes_are_the_models(tmp_path):

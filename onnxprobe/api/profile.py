@@ -48,7 +48,8 @@ class LayersProfile:
         p, q = self.plain, self.probed
         return {"plain_ms": round(p.total_ms, 4), "probed_ms": round(q.total_ms, 4),
                 "model_kernels_ms": round(q.model_ms, 4), "probe_overhead_ms": round(q.probe_ms, 4),
-                "layout_and_other_ms": round(q.other_ms, 4), "kernels_plain": p.kernels, "kernels_probed": q.kernels,
+                "layout_and_other_ms": round(q.other_ms, 4), "between_kernels_ms": round(q.between_ms, 4),
+                "plain_between_kernels_ms": round(p.between_ms, 4), "kernels_plain": p.kernels, "kernels_probed": q.kernels,
                 "fusions_broken": max(0, q.kernels - p.kernels), "runs": min(p.runs, q.runs)}
 
 

@@ -336,7 +336,8 @@ def profile(a: Side, fg: FusedGraph, feeds: dict, report: list[Pair], out: Fused
     a_ms = sum(v for n, v in p.node_ms.items() if n.startswith("onnxprobe.a/"))
     b_ms = sum(v for n, v in p.node_ms.items() if n.startswith("onnxprobe.b/"))
     out.profile_summary = {"run_ms": round(p.total_ms, 4), "a_kernels_ms": round(a_ms, 4), "b_kernels_ms": round(b_ms, 4),
-                           "metrics_and_introduced_ms": round(p.probe_ms, 4), "layout_and_other_ms": round(p.other_ms, 4), "runs": p.runs}
+                           "metrics_and_introduced_ms": round(p.probe_ms, 4), "layout_and_other_ms": round(p.other_ms, 4),
+                           "between_kernels_ms": round(p.between_ms, 4), "runs": p.runs}
 
 
 def _named(g: onnx.GraphProto, t: str, name: str) -> str:

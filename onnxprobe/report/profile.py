@@ -36,13 +36,23 @@ def with_profile(data: dict, prof, rows_key: str = "tensors", name_key: str = "n
     return data
 
 
+def _between(s: dict, plain: str | None = None) -> str:
+    """', between kernels T' (', T plain' too where the plain run's is known): the run's time in no kernel, which
+    every node adds to; nothing for a summary written before it was measured (a saved JSON)."""
+    if s.get("between_kernels_ms") is None:
+        return ""
+    of_plain = f" against {_ms(s[plain])} plain" if plain and s.get(plain) is not None else ""
+    return f", between kernels {_ms(s['between_kernels_ms'])}{of_plain}"
+
+
 def profile_renderables(data: dict, width: int = 120, rows_key: str = "tensors", top: int = 10) -> list:
     s = data.get("profile")
     if not s:
         return []
     line = Text(f"profile{_of_runs(s)}: plain run {_ms(s['plain_ms'])}, probed run {_ms(s['probed_ms'])} "
                 f"(model kernels {_ms(s['model_kernels_ms'])}, probes {_ms(s['probe_overhead_ms'])}, "
-                f"layout and other {_ms(s['layout_and_other_ms'])}); kernels {s['kernels_plain']} plain, "
+                f"layout and other {_ms(s['layout_and_other_ms'])}{_between(s, 'plain_between_kernels_ms')}); "
+                f"kernels {s['kernels_plain']} plain, "
                 f"{s['kernels_probed']} probed: {s['fusions_broken']} fusion(s) broken by probing")
     rows = [r for r in data.get(rows_key, []) if r.get("kernel_ms") is not None]
     rows.sort(key=lambda r: -r["kernel_ms"])
@@ -73,7 +83,7 @@ def diff_profile_renderables(data: dict, width: int = 120, top: int = 10) -> lis
         return []
     line = Text(f"profile{_of_runs(s)}: one run of both models {_ms(s['run_ms'])} (A's kernels {_ms(s['a_kernels_ms'])}, "
                 f"B's {_ms(s['b_kernels_ms'])}, metrics and introduced error {_ms(s['metrics_and_introduced_ms'])}, "
-                f"layout and other {_ms(s['layout_and_other_ms'])})")
+                f"layout and other {_ms(s['layout_and_other_ms'])}{_between(s)})")
     rows = [p for p in data.get("pairs", []) if p.get("kernel_ms_a") is not None]
     rows.sort(key=lambda p: -(p["kernel_ms_a"] or 0))
     title = Text(f"slowest {min(top, len(rows))} layers of A")
