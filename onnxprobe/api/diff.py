@@ -331,7 +331,9 @@ def diff(
                     introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile)
     except ExecutionError as e:
         raise fs.explained(e) from e
-    res.notes[:0] = saved_notes + fs.notes + list(a_model.warnings)
+    # what reading B as onnxruntime runs it changed (a domain imported twice, a weight listed twice), as diff --grad says
+    b_notes = list(side_b.model.warnings) if side_b.model is not a_model else []
+    res.notes[:0] = list(dict.fromkeys(saved_notes + fs.notes + list(a_model.warnings) + b_notes))
     if vs_opt_level is not None:
         res.notes += _unprobed_outputs(side_a, side_b, res, fs.values)
     res.feed = fs.values

@@ -60,6 +60,7 @@ def inspect(path: str | os.PathLike) -> InspectResult:
     lazy = load_lazy(path, require_data=False)
     warnings: list[str] = ir_notes(lazy.proto) + [f"external data file missing: {f.path}" for f in lazy.external if not f.exists]
     warnings += lazy.problems  # a data file too short for its tensors, a length entry that disagrees
+    warnings += lazy.notes  # initializers of one name: the copy onnxruntime runs with kept
     inferred = infer_shapes(lazy.proto, warnings)
     warnings += outputs_listed_twice(lazy.proto.graph)
     rows = node_rows(lazy.proto, inferred)
@@ -223,7 +224,7 @@ def mark(
     # here, as extract refuses it, where a copy no runtime loads was written with a note and exit 0
     refuse_to_write(graph_problems(lazy.proto), str(path))
     fs = _check_inputs(lazy.proto, inputs)
-    notes: list[str] = []
+    notes: list[str] = list(lazy.notes)
     inferred = infer_shapes(lazy.proto, notes)
     chosen = select(inferred, selection or Selection())
     refs = [r for r in chosen if r.kind == "node"]
@@ -330,7 +331,7 @@ def extract(
     check_output_path(out, source=path)
     lazy = load_lazy(path)
     fs = _check_inputs(lazy.proto, inputs)
-    notes: list[str] = []
+    notes: list[str] = list(lazy.notes)
     inferred = infer_shapes(lazy.proto, notes)
     # which producer the cut kept was chance: onnxruntime and onnx's checker refuse the model
     refuse_to_write(duplicate_producers(lazy.proto.graph), str(path))

@@ -11,6 +11,7 @@ set) becomes its doc_string. ``g.Mul(a, b)`` is ``g.op("Mul", a, b)``, so rules 
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from typing import Sequence
 
 import numpy as np
@@ -74,6 +75,35 @@ def single_opsets(model: onnx.ModelProto, warnings: list[str]) -> None:
     for d, v in twice.items():
         warnings.append(f"the model imports {d or 'ai.onnx'} {len(v)} times ({', '.join(map(str, v))}): read as "
                         f"onnxruntime runs it, with the last ({v[-1]})")
+
+
+def single_initializers(model: onnx.ModelProto, warnings: list[str]) -> None:
+    """Keep, of initializers that share a name within one graph (bodies too), the copy onnxruntime runs with,
+    in place, with one warning for the model: the last one listed, a sparse initializer over a dense one
+    ("the model will use the latest encountered initializer"; measured: a MatMul weight listed twice, and
+    dense then sparse). onnx's checker refuses such a model; onnxruntime loads it. Every pass then reads
+    one copy: ``grad`` divided by the first copy's norm, ``diff`` paired weights by name, ``extract`` wrote
+    both."""
+    names: list[str] = []
+    for g in all_graphs(model.graph):
+        sparse = [t.values.name for t in g.sparse_initializer]
+        dense = [t.name for t in g.initializer]
+        seen = Counter(dense + sparse)
+        if max(seen.values(), default=1) < 2:
+            continue
+        names += [n for n, k in seen.items() if k > 1]
+        last_sparse = {n: i for i, n in enumerate(sparse)}
+        for i in reversed(range(len(sparse))):
+            if last_sparse[sparse[i]] != i:
+                del g.sparse_initializer[i]
+        last = {n: i for i, n in enumerate(dense)}
+        for i in reversed(range(len(dense))):
+            if last[dense[i]] != i or dense[i] in last_sparse:
+                del g.initializer[i]
+    if names:
+        shown = ", ".join(repr(n) for n in list(dict.fromkeys(names))[:5]) + (" ..." if len(set(names)) > 5 else "")
+        warnings.append(f"the model holds initializers of one name more than once ({shown}): read as onnxruntime runs "
+                        "it, with the last of each (onnx's checker refuses such a model)")
 
 
 def default_opset(model: onnx.ModelProto) -> int:

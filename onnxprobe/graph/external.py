@@ -31,6 +31,7 @@ from onnx.external_data_helper import load_external_data_for_tensor
 
 from onnxprobe.errors import ModelError, UsageError, first_line
 from onnxprobe.fileio import refuse_inputs, temp_beside
+from onnxprobe.graph.builder import single_initializers
 from onnxprobe.graph.extents import (ExtentProblem, all_tensors, extent_problems, is_external, location, source, sparse_tensors,
                                      tensor_nbytes)
 from onnxprobe.graph.io import PROTO_LIMIT, check_output_path, load_model, model_size
@@ -47,12 +48,15 @@ class LazyModel:
     base_dir: Path  # where their locations are relative to
     external: list["ExternalFile"]  # the external data files, as the file on disk describes them
     problems: list[str] = field(default_factory=list)  # files that do not hold their tensors (truncated...)
+    notes: list[str] = field(default_factory=list)  # what reading it as onnxruntime runs it changed (single_initializers)
 
 
 def load_lazy(path: str | os.PathLike, *, require_data: bool = True) -> LazyModel:
     """The model with big external tensors left on disk (see the module docstring). A missing external
     data file is a ModelError, unless ``require_data`` is False (its tensors then stay unread)."""
     model = load_model(path, load_external_data=False)
+    notes: list[str] = []
+    single_initializers(model, notes)  # one copy of each weight, as onnxruntime runs it, for every pass and the copy written
     base = Path(path).parent
     for t in all_tensors(model):  # every location checked (absolute, '..', a link out) before any is listed:
         if is_external(t):        # a missing one is no reason to describe /dev/zero as "missing"
@@ -74,7 +78,7 @@ def load_lazy(path: str | os.PathLike, *, require_data: bool = True) -> LazyMode
                 load_external_data_for_tensor(t, str(base))
             except Exception as e:  # noqa: BLE001
                 raise ModelError(f"{path}: cannot read the external data of tensor {t.name!r}: {first_line(e)}") from e
-    return LazyModel(model, base, files, [p.message for p in problems])
+    return LazyModel(model, base, files, [p.message for p in problems], notes)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import onnx
 from onnx import shape_inference
 
 from onnxprobe.errors import first_line
-from onnxprobe.graph.builder import opset_version, single_opsets
+from onnxprobe.graph.builder import opset_version, single_initializers, single_opsets
 from onnxprobe.graph.contrib_types import schema_types, typed_outputs
 from onnxprobe.graph.walk import all_graphs
 from onnxprobe.memory import return_freed_memory, trim
@@ -31,11 +31,13 @@ def annotate(model: onnx.ModelProto, warnings: list[str] | None = None) -> onnx.
     """Fill ``model``'s value_info (main graph and subgraphs) in place, by onnx shape inference with data
     propagation run on a weightless skeleton (so weight bytes are never serialised). Degrades: strict,
     then non-strict, then no annotation with a warning. A domain imported twice is first collapsed to the
-    import onnxruntime runs with (``graph.builder.single_opsets``). Returns ``model``."""
+    import onnxruntime runs with (``graph.builder.single_opsets``), and initializers that share a name to the
+    copy it runs with (``single_initializers``). Returns ``model``."""
     from onnxprobe.graph.skeleton import skeleton
 
     warnings = warnings if warnings is not None else []
     single_opsets(model, warnings)
+    single_initializers(model, warnings)
     _unknown_negative_dims(model)
     return_freed_memory()  # inference's buffers are large and short-lived: let them go back when freed
     sk = skeleton(model, constants=True)
