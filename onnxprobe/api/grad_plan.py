@@ -203,13 +203,12 @@ def _pick_output(model: onnx.ModelProto, name: str | None) -> str:
 
 def _tensor_output(model: onnx.ModelProto, name: str, given: bool) -> str:
     """``name``, when it is a tensor: a sequence, optional or map output has no loss to differentiate."""
-    from onnxprobe.graph.summary import non_tensor_outputs, not_a_tensor
+    from onnxprobe.graph.summary import non_tensor_outputs
 
     skip = non_tensor_outputs(model)
     if name not in skip:
         return name
-    o = next(o for o in model.graph.output if o.name == name)
-    kind = not_a_tensor(o.type if o.HasField("type") else None, "") or "not a tensor"
+    kind = skip[name]
     others = [o.name for o in model.graph.output if o.name not in skip]
     hint = f"pick a tensor output: {', '.join(others)}" if others else "the model has no tensor output"
     raise setting_error(UsageError, ("output", "--loss-output"),

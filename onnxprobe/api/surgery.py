@@ -21,7 +21,7 @@ from onnxprobe.graph.walk import in_if_branch
 from onnxprobe.graph.mark import mark as mark_pass, record, untyped, with_output_types, without_outputs
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.graph.shapes import infer_shapes
-from onnxprobe.graph.summary import all_types, known, node_rows, summarize, type_info
+from onnxprobe.graph.summary import all_types, known, node_rows, sparse_declared_dense, summarize, type_info
 from onnxprobe.runtime import compat
 from onnxprobe.runtime import feeds as _feeds
 from onnxprobe.runtime.runners.ort import OrtRunner
@@ -62,7 +62,7 @@ def inspect(path: str | os.PathLike) -> InspectResult:
     warnings += lazy.problems  # a data file too short for its tensors, a length entry that disagrees
     warnings += lazy.notes  # initializers of one name: the copy onnxruntime runs with kept
     inferred = infer_shapes(lazy.proto, warnings)
-    warnings += outputs_listed_twice(lazy.proto.graph)
+    warnings += outputs_listed_twice(lazy.proto.graph) + sparse_declared_dense(lazy.proto)
     rows = node_rows(lazy.proto, inferred)
     summary = summarize(lazy.proto, inferred, base_dir=lazy.base_dir, external=lazy.external, rows=rows)
     return InspectResult(str(path), Path(path).stat().st_size, summary, rows, warnings, graph_problems(lazy.proto))

@@ -17,7 +17,7 @@ from onnxprobe.errors import UsageError, in_words, said, setting_error
 from onnxprobe.match.engine import OTHER_VALUES, Matching, Pair, Unmatched
 from onnxprobe.stats.metrics import IntroducedError, PairMetrics, Tolerance, mapped_not_compared
 from onnxprobe.text import as_word, some
-from onnxprobe.types import UNPAIRED, forward_name
+from onnxprobe.types import NO_NUMBERS, UNPAIRED, forward_name
 
 
 @dataclass
@@ -142,6 +142,12 @@ class DiffResult:
         if mapped:
             parts = [t for t in (incomplete, mapped_not_compared(mapped)) if t]
             incomplete = said(lambda say: "; ".join(in_words(t, say) for t in parts))
+        if incomplete is None and self.grad is None and not any(r.pair.a.is_output or r.pair.b.is_output for r in self.results):
+            # every model output holds no numbers (a sparse initializer given as one, a sequence): the pairs
+            # compared are inner tensors, which earn no "outputs pass"
+            blank = [(u.obs.name, u.reason) for u in self.matching.unmatched_a if u.obs.is_output and u.cause == NO_NUMBERS]
+            if blank:
+                incomplete = f"none of the outputs holds numbers to compare: {some(blank, form=lambda m: f'{m[0]!r} ({m[1]})')}"
         wrong = self._grad_verdict() if self.grad is not None else None
         failed = (wrong[1] if wrong is not None and wrong[0] == "fail" else
                   _other_values_said(self.other_values) if self.grad is None and self.other_values else

@@ -23,8 +23,8 @@ from onnxprobe.graph.shapes import own_type, value_types
 from onnxprobe.graph.stats_nodes import (
     IDENTITY_ROW, MIN_OPSET, ROW_WIDTH, UNSUPPORTED_STATS_DTYPES, StatsBuilder, needs_masking,
 )
-from onnxprobe.graph.summary import all_types, not_a_tensor
-from onnxprobe.graph.walk import walk
+from onnxprobe.graph.summary import all_types, not_a_tensor, sparse_values
+from onnxprobe.graph.walk import all_graphs, walk
 from onnxprobe.types import Probe, TensorRef
 
 __all__ = ["expose", "unsure_stack", "needs_masking", "default_opset", "STATS_PREFIX", "SHAPE_PREFIX", "RAW_PREFIX"]
@@ -100,6 +100,8 @@ def expose(
     by_name = {o: s for s in sites for o in s.node.output if o}
     types = value_types(out)
     every_type = all_types(out)
+    # a Constant's sparse_value: nodes read it dense, but as an output onnxruntime returns a SparseTensor
+    sparse = {t for g in all_graphs(out.graph) for t in sparse_values(g)}
     names = all_names(out)
     builders: dict[int, StatsBuilder] = {}
 
@@ -190,7 +192,7 @@ def expose(
         if site is None:
             warnings.append(f"{ref.name}: no node produces it; not probed")
             continue
-        kind = not_a_tensor(every_type.get(ref.name), site.node.op_type)
+        kind = "a sparse tensor" if ref.name in sparse else not_a_tensor(every_type.get(ref.name), site.node.op_type)
         if kind:  # no statistics node takes one, and --save, diff and the tables hold tensors
             warnings.append(f"{ref.name}: {kind}, not a tensor; not probed (onnxprobe probes tensors only)")
             continue

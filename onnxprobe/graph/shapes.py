@@ -179,11 +179,14 @@ def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
         for vi in list(g.input) + list(g.output) + list(g.value_info):
             if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
                 types.setdefault(vi.name, vi.type)
+        # a weight's own dims, over a declaration that lost its shape (a graph output that is a weight, whose
+        # shape grad's copy with input shapes cleared: "the rank of 'W' is unknown")
         for init in g.initializer:
-            t = onnx.helper.make_tensor_type_proto(init.data_type, list(init.dims))
-            types.setdefault(init.name, t)
+            if static_shape(types.get(init.name)) is None:
+                types[init.name] = onnx.helper.make_tensor_type_proto(init.data_type, list(init.dims))
         for sp in g.sparse_initializer:  # a dense tensor to every runtime, of these dims
-            types.setdefault(sp.values.name, onnx.helper.make_tensor_type_proto(sp.values.data_type, list(sp.dims)))
+            if static_shape(types.get(sp.values.name)) is None:
+                types[sp.values.name] = onnx.helper.make_tensor_type_proto(sp.values.data_type, list(sp.dims))
     return types
 
 

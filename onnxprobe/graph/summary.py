@@ -172,11 +172,39 @@ def not_a_tensor(t: onnx.TypeProto | None, op_type: str) -> str | None:
     return {"sequence_type": "a sequence", "optional_type": "an optional", "map_type": "a map"}.get(which, "a sparse tensor")
 
 
-def non_tensor_outputs(model: onnx.ModelProto) -> set[str]:
-    """The main graph's outputs that are sequences, optionals or maps (by their declared type, or by their
-    producer's op where no type is declared): onnxruntime returns them, but they are no tensors."""
+def sparse_values(g: onnx.GraphProto) -> set[str]:
+    """``g``'s values that are sparse tensors whatever their declared type: its sparse initializers and the
+    outputs of its Constant nodes holding a ``sparse_value``. Nodes reading one read it dense, but as a graph
+    output onnxruntime returns a SparseTensor (measured, onnxruntime 1.32: declared a tensor too), which no
+    numpy array is made of ("Only OrtValues that are Tensors are convertible")."""
+    out = {t.values.name for t in g.sparse_initializer}
+    out.update(n.output[0] for n in g.node if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output
+               and any(a.name == "sparse_value" for a in n.attribute))
+    return out
+
+
+def sparse_declared_dense(model: onnx.ModelProto) -> list[str]:
+    """One line per main-graph output that is a sparse value (``sparse_values``) declared a tensor (onnx's
+    checker refuses it, "type case mismatch"): what onnxruntime returns for it, which ``inspect`` says."""
+    sparse = sparse_values(model.graph)
+    return [f"output {o.name!r} is declared a tensor but holds a sparse tensor (a sparse initializer or a Constant's "
+            "sparse_value): onnxruntime returns it as one, which no command reads back, compares or takes a loss of"
+            for o in model.graph.output if o.name in sparse and o.type.WhichOneof("value") != "sparse_tensor_type"]
+
+
+def non_tensor_outputs(model: onnx.ModelProto) -> dict[str, str]:
+    """The main graph's outputs that are no tensors, and what each is ('a sequence', 'a sparse tensor'...):
+    sequences, optionals, maps and sparse tensors by their declared type, or by their producer's op where no
+    type is declared, and the sparse values (``sparse_values``) whatever their declared type. onnxruntime
+    returns them, but as no tensors: nothing reads them back, compares them or takes a loss of them."""
     ops = {o: n.op_type for n in model.graph.node for o in n.output if o}
-    return {o.name for o in model.graph.output if not_a_tensor(o.type if o.HasField("type") else None, ops.get(o.name, ""))}
+    sparse = sparse_values(model.graph)
+    out = {}
+    for o in model.graph.output:
+        what = "a sparse tensor" if o.name in sparse else not_a_tensor(o.type if o.HasField("type") else None, ops.get(o.name, ""))
+        if what:
+            out[o.name] = what
+    return out
 
 
 def _empty_tensor_type(t: onnx.TypeProto) -> bool:

@@ -26,7 +26,7 @@ import onnx
 
 from onnxprobe.graph.constants import constants as graph_constants
 from onnxprobe.graph.shapes import static_shape, value_types
-from onnxprobe.graph.summary import all_types, not_a_tensor
+from onnxprobe.graph.summary import all_types, non_tensor_outputs, not_a_tensor
 from onnxprobe.graph.walk import constant_tensors, walk
 from onnxprobe.match.branches import branch_observables
 from onnxprobe.match.folds import with_tails
@@ -281,6 +281,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
     bare: list[Observable] = []
     unscaled: list[Observable] = []
     every_type = all_types(model)
+    no_tensor = non_tensor_outputs(model)  # a sparse value among them whatever its declared type
     for s in sites:
         n = s.node
         for t in n.output:
@@ -295,7 +296,8 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                                       is_output=t in outputs or (name or t) in outputs, floor_zero=floor,
                                       relu=relu_of(t) if kind == "float" else None, elem_type=et))
 
-            what = "a string tensor" if et == onnx.TensorProto.STRING else not_a_tensor(every_type.get(t), n.op_type)
+            what = ("a string tensor" if et == onnx.TensorProto.STRING else no_tensor.get(t)
+                    or not_a_tensor(every_type.get(t), n.op_type))
             if what:  # listed by a diff, never compared
                 hidden[t] = f"{what}{'' if et == onnx.TensorProto.STRING else ', not a tensor'}: no difference to measure"
                 bare.append(Observable(key=t, name=t, probe=t, node=s.name, node_named=bool(n.name), op_type=n.op_type,
@@ -367,6 +369,12 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                             floor=floor_zero(zp, n.input[0]))
                         continue
             add(t, t, "float")
+    made = {o for s in sites for o in s.node.output}
+    for t, what in no_tensor.items():  # a sparse initializer given as an output: onnxruntime returns it, no tensor
+        if t not in made and t not in hidden:
+            hidden[t] = f"{what}, not a tensor: no difference to measure"
+            bare.append(Observable(key=t, name=t, probe=t, node="", node_named=False, op_type="", effective_op="",
+                                   index=0, shape=None, kind="float", is_output=True))
     found = graph_constants(model.graph)
     inputs, ints = {i.name for i in model.graph.input} - set(values), int_constants(found)
     obs = _with_sources(obs, producer, const, inputs, {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0},
