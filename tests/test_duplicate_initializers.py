@@ -142,3 +142,26 @@ def test_the_debugger_shows_the_copy_that_runs(tmp_path):
     r = runner.invoke(app, ["debug", p], input="show W\nquit\n")
     assert r.exit_code == 0, r.output
     assert "max 40" in r.output and "min -20" in r.output, r.output
+
+
+def test_a_body_holding_an_initializer_twice_is_refused_as_onnxruntime_refuses_it(tmp_path):
+    """In an If branch onnxruntime refuses two initializers of one name ("initializer name is not unique"):
+    no command runs a collapsed copy of it that onnxruntime would not have run."""
+    def body(out, vals):
+        return H.make_graph([H.make_node("Add", ["x", "B"], [out])], out + "_body", [], [H.make_tensor_value_info(out, T.FLOAT, [1, 2])],
+                            [numpy_helper.from_array(np.array(v, np.float32), "B") for v in vals])
+    node = H.make_node("If", ["c"], ["y"], name="if", then_branch=body("t", [[[1, 1]], [[10, 10]]]), else_branch=body("e", [[[2, 2]]]))
+    g = H.make_graph([node], "g", [H.make_tensor_value_info("x", T.FLOAT, [1, 2]), H.make_tensor_value_info("c", T.BOOL, [])],
+                     [H.make_tensor_value_info("y", T.FLOAT, [1, 2])])
+    m = H.make_model(g, opset_imports=[H.make_opsetid("", 17)])
+    m.ir_version = 8
+    p = str(tmp_path / "m.onnx")
+    onnx.save(m, p)
+    with pytest.raises(Exception, match="not unique"):
+        ort.InferenceSession(p, providers=["CPUExecutionProvider"])
+    r = runner.invoke(app, ["layers", p, "--input", "c=true"])
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1 and "not unique" in r.stderr, r.output
+    r = runner.invoke(app, ["inspect", p, "--json", "-"])
+    assert any("'B'" in x and "onnxruntime refuses" in x for x in json.loads(r.stdout)["problems"]), r.stdout
+    r = runner.invoke(app, ["mark", p, "-o", str(tmp_path / "o.onnx"), "--all"])
+    assert r.exit_code == 1 and "initializers named 'B'" in r.stderr and not (tmp_path / "o.onnx").exists(), r.output

@@ -78,32 +78,30 @@ def single_opsets(model: onnx.ModelProto, warnings: list[str]) -> None:
 
 
 def single_initializers(model: onnx.ModelProto, warnings: list[str]) -> None:
-    """Keep, of initializers that share a name within one graph (bodies too), the copy onnxruntime runs with,
-    in place, with one warning for the model: the last one listed, a sparse initializer over a dense one
-    ("the model will use the latest encountered initializer"; measured: a MatMul weight listed twice, and
-    dense then sparse). onnx's checker refuses such a model; onnxruntime loads it. Every pass then reads
-    one copy: ``grad`` divided by the first copy's norm, ``diff`` paired weights by name, ``extract`` wrote
-    both."""
-    names: list[str] = []
-    for g in all_graphs(model.graph):
-        sparse = [t.values.name for t in g.sparse_initializer]
-        dense = [t.name for t in g.initializer]
-        seen = Counter(dense + sparse)
-        if max(seen.values(), default=1) < 2:
-            continue
-        names += [n for n, k in seen.items() if k > 1]
-        last_sparse = {n: i for i, n in enumerate(sparse)}
-        for i in reversed(range(len(sparse))):
-            if last_sparse[sparse[i]] != i:
-                del g.sparse_initializer[i]
-        last = {n: i for i, n in enumerate(dense)}
-        for i in reversed(range(len(dense))):
-            if last[dense[i]] != i or dense[i] in last_sparse:
-                del g.initializer[i]
-    if names:
-        shown = ", ".join(repr(n) for n in list(dict.fromkeys(names))[:5]) + (" ..." if len(set(names)) > 5 else "")
-        warnings.append(f"the model holds initializers of one name more than once ({shown}): read as onnxruntime runs "
-                        "it, with the last of each (onnx's checker refuses such a model)")
+    """Keep, of the main graph's initializers that share a name, the copy onnxruntime runs with, in place,
+    with one warning: the last one listed, a sparse initializer over a dense one ("the model will use the
+    latest encountered initializer"; measured: a MatMul weight listed twice, and dense then sparse). onnx's
+    checker refuses such a model; onnxruntime loads it. Every pass then reads one copy: ``grad`` divided by
+    the first copy's norm, ``extract`` wrote both. A body's (If / Loop / Scan) are left as they are:
+    onnxruntime refuses those ("initializer name is not unique"; ``graph.integrity`` says so)."""
+    g = model.graph
+    sparse = [t.values.name for t in g.sparse_initializer]
+    dense = [t.name for t in g.initializer]
+    seen = Counter(dense + sparse)
+    names = [n for n, k in seen.items() if k > 1]
+    if not names:
+        return
+    last_sparse = {n: i for i, n in enumerate(sparse)}
+    for i in reversed(range(len(sparse))):
+        if last_sparse[sparse[i]] != i:
+            del g.sparse_initializer[i]
+    last = {n: i for i, n in enumerate(dense)}
+    for i in reversed(range(len(dense))):
+        if last[dense[i]] != i or dense[i] in last_sparse:
+            del g.initializer[i]
+    shown = ", ".join(repr(n) for n in names[:5]) + (" ..." if len(names) > 5 else "")
+    warnings.append(f"the model holds initializers of one name more than once ({shown}): read as onnxruntime runs "
+                    "it, with the last of each (onnx's checker refuses such a model)")
 
 
 def default_opset(model: onnx.ModelProto) -> int:

@@ -49,7 +49,21 @@ def graph_problems(model: onnx.ModelProto) -> list[str]:
     g = model.graph
     sources = {i.name for i in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
     return (duplicate_producers(g) + _problems(list(g.node), sources, [o.name for o in g.output], None)
-            + unlisted_initializers(model))
+            + unlisted_initializers(model) + body_initializers_twice(model))
+
+
+def body_initializers_twice(model: onnx.ModelProto) -> list[str]:
+    """An If / Loop / Scan body holding two initializers of one name: onnxruntime refuses the model ("B
+    initializer name is not unique"; measured, onnxruntime 1.32), where it runs a main graph's with the last
+    copy (``graph.builder.single_initializers``)."""
+    out = []
+    for g in all_graphs(model.graph):
+        if g is model.graph:
+            continue
+        seen = Counter([t.name for t in g.initializer] + [t.values.name for t in g.sparse_initializer])
+        out += [f"body {quote(g.name)} holds {k} initializers named {quote(n)}, which onnxruntime refuses (the main "
+                "graph's it runs with the last)" for n, k in seen.items() if k > 1]
+    return out
 
 
 def unlisted_initializers(model: onnx.ModelProto) -> list[str]:
