@@ -165,3 +165,19 @@ def test_a_body_holding_an_initializer_twice_is_refused_as_onnxruntime_refuses_i
     assert any("'B'" in x and "onnxruntime refuses" in x for x in json.loads(r.stdout)["problems"]), r.stdout
     r = runner.invoke(app, ["mark", p, "-o", str(tmp_path / "o.onnx"), "--all"])
     assert r.exit_code == 1 and "initializers named 'B'" in r.stderr and not (tmp_path / "o.onnx").exists(), r.output
+
+
+def test_two_sparse_initializers_of_one_name_are_refused_as_onnxruntime_refuses_them(tmp_path):
+    """Two sparse copies onnxruntime refuses ("Duplicate sparse_tensor_initializer"): no command keeps one
+    of them and runs a model onnxruntime would not have run."""
+    def sp(v):
+        return H.make_sparse_tensor(numpy_helper.from_array(np.array([v, v], np.float32), "W"),
+                                    numpy_helper.from_array(np.array([0, 4], np.int64), "W_idx"), [2, 3])
+    p = dup_model(tmp_path / "m.onnx", inits=(), sparse=[sp(3.0), sp(7.0)])
+    with pytest.raises(Exception, match="Duplicate sparse_tensor_initializer"):
+        ort.InferenceSession(p, providers=["CPUExecutionProvider"])
+    for argv in (["layers", p], ["grad", p], ["diff", p, p]):
+        r = runner.invoke(app, argv)
+        assert r.exit_code == 1 and r.stderr.count("\n") == 1 and "'W'" in r.stderr, (argv, r.output)
+    r = runner.invoke(app, ["inspect", p, "--json", "-"])
+    assert any("2 sparse initializers named 'W'" in x for x in json.loads(r.stdout)["problems"]), r.stdout

@@ -82,22 +82,19 @@ def single_initializers(model: onnx.ModelProto, warnings: list[str]) -> None:
     with one warning: the last one listed, a sparse initializer over a dense one ("the model will use the
     latest encountered initializer"; measured: a MatMul weight listed twice, and dense then sparse). onnx's
     checker refuses such a model; onnxruntime loads it. Every pass then reads one copy: ``grad`` divided by
-    the first copy's norm, ``extract`` wrote both. A body's (If / Loop / Scan) are left as they are:
-    onnxruntime refuses those ("initializer name is not unique"; ``graph.integrity`` says so)."""
+    the first copy's norm, ``extract`` wrote both. Two sparse ones of a name, and a body's (If / Loop /
+    Scan) duplicates, are left as they are: onnxruntime refuses those ("Duplicate sparse_tensor_initializer",
+    "initializer name is not unique"; ``graph.integrity`` says so)."""
     g = model.graph
-    sparse = [t.values.name for t in g.sparse_initializer]
+    sparse = {t.values.name for t in g.sparse_initializer}
     dense = [t.name for t in g.initializer]
-    seen = Counter(dense + sparse)
+    seen = Counter(dense + list(sparse))
     names = [n for n, k in seen.items() if k > 1]
     if not names:
         return
-    last_sparse = {n: i for i, n in enumerate(sparse)}
-    for i in reversed(range(len(sparse))):
-        if last_sparse[sparse[i]] != i:
-            del g.sparse_initializer[i]
     last = {n: i for i, n in enumerate(dense)}
     for i in reversed(range(len(dense))):
-        if last[dense[i]] != i or dense[i] in last_sparse:
+        if last[dense[i]] != i or dense[i] in sparse:
             del g.initializer[i]
     shown = ", ".join(repr(n) for n in names[:5]) + (" ..." if len(names) > 5 else "")
     warnings.append(f"the model holds initializers of one name more than once ({shown}): read as onnxruntime runs "

@@ -53,16 +53,20 @@ def graph_problems(model: onnx.ModelProto) -> list[str]:
 
 
 def body_initializers_twice(model: onnx.ModelProto) -> list[str]:
-    """An If / Loop / Scan body holding two initializers of one name: onnxruntime refuses the model ("B
-    initializer name is not unique"; measured, onnxruntime 1.32), where it runs a main graph's with the last
-    copy (``graph.builder.single_initializers``)."""
+    """Initializers of one name that onnxruntime refuses (measured, onnxruntime 1.32): two in an If / Loop /
+    Scan body ("B initializer name is not unique"), or two sparse ones in any graph ("Duplicate
+    sparse_tensor_initializer"); the main graph's others it runs with the last copy
+    (``graph.builder.single_initializers``)."""
     out = []
     for g in all_graphs(model.graph):
+        sparse = Counter(t.values.name for t in g.sparse_initializer)
+        out += [f"graph {quote(g.name)} holds {k} sparse initializers named {quote(n)}, which onnxruntime refuses"
+                for n, k in sparse.items() if k > 1]
         if g is model.graph:
             continue
-        seen = Counter([t.name for t in g.initializer] + [t.values.name for t in g.sparse_initializer])
+        seen = Counter([t.name for t in g.initializer] + list(sparse))
         out += [f"body {quote(g.name)} holds {k} initializers named {quote(n)}, which onnxruntime refuses (the main "
-                "graph's it runs with the last)" for n, k in seen.items() if k > 1]
+                "graph's it runs with the last)" for n, k in seen.items() if k > 1 and sparse[n] < 2]
     return out
 
 
