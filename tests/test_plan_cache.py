@@ -98,6 +98,37 @@ def test_changes_miss(cache, rewrites, tmp_path, monkeypatch):
     monkeypatch.setattr(plan_cache, "FORMAT", plan_cache.FORMAT + 1)
     _layers(sample_path("cnn"))  # another entry format, same version
     assert len(rewrites) == 7
+    monkeypatch.setattr(plan_cache, "code_fingerprint", lambda: "edited")
+    _layers(sample_path("cnn"))  # the same version and format, with a module edited
+    assert len(rewrites) == 8
+    _layers(sample_path("cnn"))
+    assert len(rewrites) == 8
+
+
+def test_the_code_fingerprint_follows_every_module_edit(tmp_path):
+    """A development checkout edits modules without a new version or FORMAT: each edit (size or time) is
+    another fingerprint, so a plan an older build wrote is never read (a QA session's stale plans hid its fix)."""
+    import os
+
+    pkg = tmp_path / "pkg"
+    (pkg / "graph" / "__pycache__").mkdir(parents=True)
+    (pkg / "graph" / "stats_nodes.py").write_text("A = 1\n")
+    (pkg / "api.py").write_text("")
+    seen = [plan_cache.code_fingerprint(str(pkg))]
+    assert plan_cache.code_fingerprint(str(pkg)) == seen[0]  # once per process
+    plan_cache._CODE.clear()
+    assert plan_cache.code_fingerprint(str(pkg)) == seen[0]  # the same files: the same fingerprint
+    (pkg / "graph" / "__pycache__" / "x.py").write_text("compiled")  # not a module of the package
+    plan_cache._CODE.clear()
+    assert plan_cache.code_fingerprint(str(pkg)) == seen[0]
+    for edit in (lambda: (pkg / "graph" / "stats_nodes.py").write_text("A = 22\n"),  # another size
+                 lambda: os.utime(pkg / "graph" / "stats_nodes.py", ns=(1, 10**18)),  # the same size, another time
+                 lambda: (pkg / "graph" / "new.py").write_text("")):  # a module added
+        edit()
+        plan_cache._CODE.clear()
+        seen.append(plan_cache.code_fingerprint(str(pkg)))
+        assert seen[-1] not in seen[:-1]
+    plan_cache._CODE.clear()
 
 
 def test_bounded_damaged_and_off(cache, rewrites, monkeypatch):

@@ -1,7 +1,7 @@
 """A disk cache of probed copies: the second ``layers`` (or ``diff``, debugger run...) of the same model
 with the same selection skips the rewrite (``graph.expose``).
 
-An entry is keyed by onnxprobe's version, the model's skeleton (graph, small constants, names, types and
+An entry is keyed by onnxprobe's version and code (``code_fingerprint``), the model's skeleton (graph, small constants, names, types and
 the shapes it carries; not the big weights' values, which a probed copy does not depend on), the probed
 tensors, how they are probed and the input shapes. It holds the probed copy as a skeleton (its big
 weights stubbed: they are the model's own, put back from the model on load, so an entry costs the
@@ -160,9 +160,35 @@ FORMAT = 39
 
 
 def key_of(parts: dict) -> str:
-    """An entry's key: the hash of ``parts`` (JSON), onnxprobe's version and the entries' FORMAT."""
-    return blake2b(json.dumps({"version": __version__, "format": FORMAT, **parts}, sort_keys=True,
-                              default=str).encode(), digest_size=16).hexdigest()
+    """An entry's key: the hash of ``parts`` (JSON), onnxprobe's version, the entries' FORMAT and the code
+    that made it (``code_fingerprint``)."""
+    return blake2b(json.dumps({"version": __version__, "format": FORMAT, "code": code_fingerprint(), **parts},
+                              sort_keys=True, default=str).encode(), digest_size=16).hexdigest()
+
+
+_CODE: dict[str, str] = {}
+
+
+def code_fingerprint(root: str | None = None) -> str:
+    """The name, size and modification time of every module of onnxprobe (under ``root``, default the
+    package's folder), hashed: an edited module of a development checkout, or a reinstall of another build of
+    the same version, is another key, where FORMAT alone relied on each change that alters a plan bumping it
+    (a QA session read stale plans that hid its own fix). About 2 ms per process, once."""
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if root not in _CODE:
+        h = blake2b(digest_size=16)
+        for folder, subs, files in os.walk(root):
+            subs[:] = sorted(d for d in subs if d != "__pycache__")
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    path = os.path.join(folder, f)
+                    try:
+                        st = os.stat(path)
+                    except OSError:
+                        continue
+                    h.update(f"{os.path.relpath(path, root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+        _CODE[root] = h.hexdigest()
+    return _CODE[root]
 
 
 def _ref(d: dict) -> TensorRef:
