@@ -1,7 +1,8 @@
 """What makes a main graph one onnxruntime refuses to load, found without running it: a tensor two nodes
 write (or a node and an input or initializer), a node input nothing gives, a graph output nothing gives,
-nodes that form a cycle, an initializer a model of IR version < 4 does not list among the graph inputs where
-onnxruntime needs it (and, apart, a graph output listed twice, which it loads). ``inspect`` lists them; ``extract`` refuses a cut of a graph
+nodes that form a cycle (and, apart, a graph output listed twice, which it loads). An initializer a model of IR
+version < 4 does not list among the graph inputs where onnxruntime needs it (``unlisted_initializers``) is
+refused when the model is read (``graph.io.check_graph``), by every command alike. ``inspect`` lists them; ``extract`` refuses a cut of a graph
 whose tensors have two producers (which one it kept was chance), and a cut that reads a name nothing gives
 or holds a cycle (``cut_problems``); ``mark``, whose copy keeps the whole graph, refuses every one of them
 (``refuse_to_write``: neither writes a model no runtime loads). Bodies of If/Loop/Scan read their outer
@@ -49,7 +50,7 @@ def graph_problems(model: onnx.ModelProto) -> list[str]:
     g = model.graph
     sources = {i.name for i in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
     return (duplicate_producers(g) + _problems(list(g.node), sources, [o.name for o in g.output], None)
-            + unlisted_initializers(model) + body_initializers_twice(model))
+            + body_initializers_twice(model))
 
 
 def body_initializers_twice(model: onnx.ModelProto) -> list[str]:

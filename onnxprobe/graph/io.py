@@ -13,6 +13,7 @@ import onnx
 
 from onnxprobe.errors import ModelError, UsageError, first_line
 from onnxprobe.fileio import checked_path, not_a_folder, output_target, protect, refuse_inputs
+from onnxprobe.graph.integrity import unlisted_initializers
 from onnxprobe.graph.node_check import model_problem
 from onnxprobe.graph.extents import all_tensors, check_extents, is_external, location
 from onnxprobe.graph.tensor_data import check_tensor
@@ -184,6 +185,11 @@ def check_graph(model: onnx.ModelProto, name: str) -> None:
     missing = missing_body(model.graph)
     if missing is not None:  # expose, grad and the debugger read both branches of every If
         raise ModelError(f"{name}: {missing} (onnxruntime refuses it too): a broken model")
+    # IR < 4: a weight only a body reads must be a graph input; layers met onnxruntime's raw error on it
+    unlisted = unlisted_initializers(model)
+    if unlisted:
+        more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
+        raise ModelError(f"{name}: {unlisted[0]}{more} (onnxruntime refuses it too): a broken model")
     # a weight's dims are sizes: a negative one made inspect count -4 parameters and -16 B of external data,
     # and onnxruntime's error ("Out of bounds dimensions") named neither the tensor nor the file
     for t in all_tensors(model):
