@@ -48,13 +48,6 @@ def load_model(path: str | os.PathLike, *, load_external_data: bool = True) -> o
         raise ModelError(
             f"{p}: not a readable ONNX model (protobuf decoding failed: truncated or not ONNX)"
         ) from e
-    if not model.HasField("graph"):
-        raise ModelError(f"{p}: not an ONNX model (no graph in the file)")
-    # an ir_version left out onnxruntime refuses ("Missing model IR version"); one given as 0 (or below) it loads,
-    # read as an IR version below 4 (measured): so does onnxprobe, with ir_notes' note
-    if not model.HasField("ir_version"):
-        raise ModelError(f"{p}: the model gives no IR version (its ir_version field is missing; onnxruntime "
-                         "refuses it too): a broken model")
     check_graph(model, str(p))
     _protect(p, model)  # before the external data is loaded: that clears the tensors' locations
     if load_external_data and _has_external_data(model):
@@ -165,11 +158,19 @@ def _walk_fields(p: Path, size: int) -> None:
 
 
 def check_graph(model: onnx.ModelProto, name: str) -> None:
-    """A ModelError for a graph of no node and no output (``name``: the file, or '<in-memory model>'): a
-    model, as onnx.save writes helper.make_graph([], ...), but nothing to probe. It was called 'not an ONNX
-    model' from a file, and from Python (onnx.ModelProto()) gave an empty result without a word."""
+    """Every check of a model as read, one ModelError naming the first problem (``name``: the file, or
+    '<in-memory model>'): a file (``load_model``) and an in-memory ModelProto (``model.check_loaded``) take
+    this one function, so that both are refused alike (an in-memory model of no ir_version field was run,
+    and a file of it refused). A graph of no node and no output (a missing graph too) is a model, as
+    onnx.save writes helper.make_graph([], ...), but nothing to probe: it was called 'not an ONNX model'
+    from a file, and from Python (onnx.ModelProto()) gave an empty result without a word."""
     if not model.graph.node and not model.graph.output:
         raise ModelError(f"{name}: the model has no nodes and no outputs (nothing to probe)")
+    # an ir_version left out onnxruntime refuses ("Missing model IR version"); one given as 0 (or below) it loads,
+    # read as an IR version below 4 (measured): so does onnxprobe, with ir_notes' note
+    if not model.HasField("ir_version"):
+        raise ModelError(f"{name}: the model gives no IR version (its ir_version field is missing; onnxruntime "
+                         "refuses it too): a broken model")
     field = not_utf8(model)
     if field is not None:  # protobuf hands such a string over as bytes: every command failed on it somewhere
         raise ModelError(f"{name}: {field[0]} is not UTF-8 text ({field[1]!r}), as every ONNX string must be: a broken model")

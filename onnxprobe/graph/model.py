@@ -57,8 +57,10 @@ def load(path: str | os.PathLike) -> Model:
 
 
 def check_loaded(proto: onnx.ModelProto, what: str = "model") -> None:
-    """A UsageError for an in-memory model whose weights stayed in their external file
-    (``onnx.load(..., load_external_data=False)``): where that file is, the proto does not say."""
+    """The checks a file gets when it is read (``graph.io.check_graph``: the same function, so that a proto
+    is refused as its file is, one ModelError), and a UsageError for an in-memory model whose weights stayed
+    in their external file (``onnx.load(..., load_external_data=False)``): where that file is, the proto does
+    not say."""
     from onnxprobe.graph.skeleton import is_stub  # onnxprobe's own stubbed weights, filled from the model later
 
     # every tensor (Constant values, bodies' initializers, sparse tensors): onnxruntime, handed the proto as
