@@ -234,7 +234,10 @@ class PairSums:
             raise ValueError("'exp' is not an integer")
         max_abs = _dec(d.get("max_abs"), "max_abs")
         for k in ("max_abs", "b_absmax", "max_rel"):  # maxima of absolute values (a light one's identities: 0)
-            if _dec(d.get(k), k) < 0:
+            v = _dec(d.get(k), k)
+            if math.isnan(v):  # never written (NaN/Inf are counted apart); merged, it spread or vanished by file name
+                raise ValueError(f"'{k}' is nan, and a maximum of absolute values is a number or inf")
+            if v < 0:
                 raise ValueError(f"'{k}' is negative, a maximum of absolute values")
         if ints["count"] and math.isfinite(max_abs) and max_abs > 0 and not (sums["sum_abs"] and sums["dd"]):
             raise ValueError(f"max |a-b| is {max_abs:g} but 'sum_abs' or 'dd' is zero")
