@@ -18,6 +18,7 @@ import onnx
 
 from onnxprobe.compare.introduced import build_cones
 from onnxprobe.stats.metrics import sqnr_db
+from onnxprobe.text import json_word
 
 PREFIX = "onnxprobe.fp32/"
 
@@ -36,9 +37,10 @@ class Sensitivity:
         return self.output_sqnr_db_fp32 - self.output_sqnr_db
 
     def to_dict(self) -> dict:
-        return {"layer": self.layer, "op_type": self.op_type, "introduced_sqnr_db": self.introduced_sqnr_db,
-                "output": self.output, "output_sqnr_db": self.output_sqnr_db,
-                "output_sqnr_db_fp32_layer": self.output_sqnr_db_fp32, "gain_db": self.gain_db}
+        # an SQNR or gain that is not finite (the layer in fp32 makes the output exact: +inf) as json_word says it
+        return {"layer": self.layer, "op_type": self.op_type, "introduced_sqnr_db": json_word(self.introduced_sqnr_db),
+                "output": self.output, "output_sqnr_db": json_word(self.output_sqnr_db),
+                "output_sqnr_db_fp32_layer": json_word(self.output_sqnr_db_fp32), "gain_db": json_word(self.gain_db)}
 
 
 def keep_in_fp32(a: onnx.ModelProto, b: onnx.ModelProto, key: str, b_to_a: dict[str, str]) -> onnx.ModelProto | None:

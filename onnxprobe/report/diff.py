@@ -304,18 +304,28 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
             shown = ", ".join(f"{safe(u['name'])} ({safe(u['reason'])})" for u in items[:3])
             more = f" and {len(items) - 3} more (see {SEE_ALL(report_voice())})" if len(items) > 3 else ""
             out.append(Text(f"unmatched in {side}: {shown}{more}", style="dim"))
-    if d["fp32_sensitivity"]:
-        s0 = d["fp32_sensitivity"][0]
-        n = len(d["fp32_sensitivity"])
-        out.append(Text(f"keeping one layer in fp32 (the {n} inner QDQ layer{'s' if n != 1 else ''} with the lowest intro "
-                        f"SQNR; model outputs have nothing after them to gain): output {s0['output']} SQNR "
-                        f"{num(s0['output_sqnr_db'], 3)} dB as quantized", style="bold"))
-        lw = min(48, max(cells(safe(x["layer"])) for x in d["fp32_sensitivity"]))  # as wide as the names, in cells
-        ow = max(len(op(x["op_type"], 10)) for x in d["fp32_sensitivity"])
-        for x in sorted(d["fp32_sensitivity"], key=lambda x: -x["gain_db"]):
-            out.append(Text(f"  {ljust(shorten(x['layer'], lw), lw)}  {op(x['op_type'], 10):{ow}}  intro {num(x['introduced_sqnr_db'], 3):>5} dB"
-                               f"  →  output {num(x['output_sqnr_db_fp32_layer'], 3):>5} dB ({x['gain_db']:+.2f})",
-                               style="green" if x["gain_db"] > 0.5 else None))
+    out += sensitivity_lines(d["fp32_sensitivity"], width)
+    return out
+
+
+def sensitivity_lines(rows: list[dict], width: int) -> list:
+    """The --fp32-sensitivity lines of a report's rows (``Sensitivity.to_dict``), the largest gain first: its
+    SQNRs and gain numbers, or text.json_word's words where not finite (a layer that makes the output exact
+    in fp32: "inf")."""
+    if not rows:
+        return []
+    gain = (lambda x: json_float(x["gain_db"]))
+    n = len(rows)
+    out = [Text(f"keeping one layer in fp32 (the {n} inner QDQ layer{'s' if n != 1 else ''} with the lowest intro "
+                f"SQNR; model outputs have nothing after them to gain): output {rows[0]['output']} SQNR "
+                f"{num(json_float(rows[0]['output_sqnr_db']), 3)} dB as quantized", style="bold")]
+    lw = min(48, max(cells(safe(x["layer"])) for x in rows))  # as wide as the names, in cells
+    ow = max(len(op(x["op_type"], 10)) for x in rows)
+    for x in sorted(rows, key=lambda x: -gain(x) if gain(x) == gain(x) else math.inf):  # a NaN gain last
+        out.append(Text(f"  {ljust(shorten(x['layer'], lw), lw)}  {op(x['op_type'], 10):{ow}}  intro "
+                        f"{num(json_float(x['introduced_sqnr_db']), 3):>5} dB  →  output "
+                        f"{num(json_float(x['output_sqnr_db_fp32_layer']), 3):>5} dB ({gain(x):+.2f})",
+                        style="green" if gain(x) > 0.5 else None))
     return out
 
 

@@ -7,7 +7,7 @@ check a tensor's summary statistics (``LAYERS_STATS``) with them."""
 from __future__ import annotations
 
 from onnxprobe.errors import UsageError
-from onnxprobe.text import clip
+from onnxprobe.text import NONFINITE_JSON, clip
 
 # how a key may be given: present and not null; present, maybe null; maybe absent, not null; maybe either
 REQUIRED, NULLABLE, OPTIONAL, LOOSE = "required", "nullable", "optional", "loose"
@@ -17,6 +17,7 @@ _KINDS = {
     "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "flag": lambda v: isinstance(v, bool),
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "measure": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) or v in NONFINITE_JSON,  # text.json_word's too
     "size": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
     "fraction": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1,
     "list": lambda v: isinstance(v, list),
@@ -26,6 +27,7 @@ _KINDS = {
     "object": lambda v: isinstance(v, dict),
 }
 _SAID = {"text": "a string", "count": "a count", "flag": "true or false", "number": "a number", "list": "a list",
+         "measure": 'a number (or "inf", "-inf", "nan")',
          "size": "a number >= 0", "fraction": "a fraction (0 to 1)",
          "dims": "a list of dimensions (counts, null where shards differ)",
          "texts": "a list of strings", "object": "an object"}
@@ -60,8 +62,8 @@ CAUSE_GROUP = {"cause": (("text",), REQUIRED), "why": (("text",), REQUIRED), "pa
                "in_a": (("count",), REQUIRED), "in_b": (("count",), REQUIRED), "examples": (("texts",), REQUIRED),
                "detail": (("text",), OPTIONAL)}
 SENSITIVITY = {"layer": (("text",), REQUIRED), "op_type": (("text",), REQUIRED), "output": (("text",), REQUIRED),
-               "introduced_sqnr_db": (("number",), NULLABLE), "output_sqnr_db": (("number",), NULLABLE),
-               "output_sqnr_db_fp32_layer": (("number",), NULLABLE), "gain_db": (("number",), REQUIRED)}
+               "introduced_sqnr_db": (("measure",), NULLABLE), "output_sqnr_db": (("measure",), NULLABLE),
+               "output_sqnr_db_fp32_layer": (("measure",), NULLABLE), "gain_db": (("measure",), REQUIRED)}
 
 
 def check_fields(obj: dict, spec: dict, where: str) -> None:
