@@ -223,6 +223,23 @@ def json_word(v):
     return v
 
 
+def json_words(data):
+    """``data`` (dicts, lists, tuples; numpy floats and float arrays as lists) with every float that is not
+    finite as ``json_word`` says it: what each report's own fields did not already say (a null they chose is
+    None, and stays). The writers' last step, so that a field that missed it is a word in the report, not an
+    'Out of range float values are not JSON compliant' internal error (diff --fp32-sensitivity's +inf gain)."""
+    if isinstance(data, dict):
+        return {k: json_words(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return type(data)(json_words(v) for v in data) if type(data) in (list, tuple) else [json_words(v) for v in data]
+    if isinstance(data, float):
+        return json_word(data)
+    kind = getattr(getattr(data, "dtype", None), "kind", None)
+    if kind == "f" and hasattr(data, "tolist"):  # a numpy float or float array: Python floats, then words
+        return json_words(data.tolist())
+    return data
+
+
 def json_float(v) -> float | None:
     """A number of a JSON report back as a float: a number, or a word of ``json_word`` ("inf" is math.inf);
     None for null (not measured) and anything else."""

@@ -81,3 +81,24 @@ def test_pooled_sums_write_their_words_through_the_one_helper():
     assert back.max_abs == math.inf
     with pytest.raises(ValueError):
         PairSums.from_dict({**d, "max_abs": "Infinity"})
+
+
+def test_every_json_writer_says_a_stray_non_finite_float_as_a_word():
+    """A field whose own writer missed a non-finite value (as diff --fp32-sensitivity's gain did) is a word in the
+    report, never an 'Out of range float values' internal error: the CLI's JSON, the API's report dict, the HTML
+    page's data and --format json all end in text.json_words; None (a chosen null) stays null."""
+    import numpy as np
+
+    from onnxprobe.report.io import json_text
+    from onnxprobe.report.table import Column, Table
+    from onnxprobe.text import json_words
+
+    data = {"a": float("inf"), "b": [np.float32("nan"), 1.5], "c": np.array([1.0, -np.inf]), "d": None,
+            "e": (np.float64("-inf"), 2), "f": np.int64(3), "g": "inf"}
+    want = {"a": "inf", "b": ["nan", 1.5], "c": [1.0, "-inf"], "d": None, "e": ["-inf", 2], "f": 3, "g": "inf"}
+    strict = (lambda t: json.loads(t, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c))))
+    assert strict(json_text(data)) == want
+    assert json_words(data)["e"] == ("-inf", 2)  # a tuple stays one until it is written
+    t = Table([Column("x", "x", "x", 8)])
+    t.add_row(["inf"], [float("inf")])
+    assert strict(t.text("json")) == [{"x": "inf"}]

@@ -33,9 +33,10 @@ def report(result: Result, *, sort: str = "topo", profile: hints.LayersProfile |
     ``sort``: a diff's pairs in model order (``topo``) or worst first (``accumulated``, ``introduced``), as
     ``diff --sort``; ``profile``: ``api.profile_layers(...)`` of a ``layers`` result, as ``layers --profile``."""
     from onnxprobe.report.io import json_default
+    from onnxprobe.text import json_words
 
     d = _dict(result, sort, profile)
-    return json.loads(json.dumps(d, allow_nan=False, default=json_default))
+    return json.loads(json.dumps(json_words(d), allow_nan=False, default=json_default))
 
 
 def _dict(result, sort: str = "topo", profile=None) -> dict:

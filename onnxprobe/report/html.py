@@ -28,7 +28,7 @@ from onnxprobe.report import charts
 from onnxprobe.report.format import finite, num_or_word, shape
 from onnxprobe.report.io import json_default
 from onnxprobe.report.table import Table
-from onnxprobe.text import controls, duration, json_float, pieces, unclean
+from onnxprobe.text import controls, duration, json_float, json_words, pieces, unclean
 
 WORST = 10  # rows that get a histogram
 
@@ -111,7 +111,7 @@ SCRIPT = r"""
 
 def _json(data) -> str:
     """JSON safe inside a <script> element: no '<', '>' or '&' survives as such."""
-    text = json.dumps(data, allow_nan=False, default=json_default, separators=(",", ":"))
+    text = json.dumps(json_words(data), allow_nan=False, default=json_default, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from onnxprobe.errors import cli_words
 from onnxprobe.fileio import write_file
+from onnxprobe.text import json_words
 
 # numpy and onnx (through graph.io) are imported where they are used: the command line imports this module
 # at start, and `--help` should not pay for them
@@ -23,7 +24,7 @@ def check_writable(path: str | os.PathLike, model: str | os.PathLike | None = No
 def json_text(data: dict) -> str:
     """A report as the command line writes it (``--json``, the debugger's too): notes that name settings
     in the command line's words (``errors.cli_words``; the API's result keeps the API's)."""
-    return json.dumps(in_cli_words(data), indent=2, allow_nan=False, default=json_default)
+    return json.dumps(json_words(in_cli_words(data)), indent=2, allow_nan=False, default=json_default)
 
 
 def in_cli_words(data):

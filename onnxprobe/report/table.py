@@ -183,7 +183,9 @@ class Table:
         if fmt == "json":
             import json
 
-            return json.dumps(self.records(), indent=1, allow_nan=False) + "\n"
+            from onnxprobe.text import json_words
+
+            return json.dumps(json_words(self.records()), indent=1, allow_nan=False) + "\n"
         raise setting_error(UsageError, FORMAT, f"{as_word(fmt)}: choose {', '.join(FORMATS)}")
 
     # --- layout ------------------------------------------------------------------------------------------
