@@ -89,6 +89,7 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
     a_by_name: dict[str, int] = {}
     for i, o in enumerate(obs_a):
         a_by_name.setdefault(o.name, i)
+    a_keys = {o.key for o in obs_a}
 
     def take(i: int, j: int, strategy: str, reason: str) -> bool:
         a, b = obs_a[i], obs_b[j]
@@ -208,21 +209,25 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
         reason = {"name": "same tensor name", "qdq": f"DequantizeLinear(QuantizeLinear({a.key})){where}",
                   "qoperator": f"{q.op_type} output{where} dequantized with its own scale",
                   "dynamic": f"float result{where} after the integer layer's rescale"}[strategy]
-        # a quantized value whose range starts at 0 holds Relu(x) when the float model applies a Relu to x:
-        # it is compared with the Relu's output, never with x (a different function of the data)
-        if a.floor_zero and b.kind == "float" and b.relu in b_by_name:
+        # a quantized value whose range starts at 0 holds Relu(x) when the float model applies a Relu to x
+        # (or a Clip from 0: a Relu6, a HardSwish's clip): it is compared with that node's output, never
+        # with x (a different function of the data); not where the quantized model holds that node's output
+        # itself (it kept the node: a range that starts at 0 by itself, a Sigmoid's)
+        if a.floor_zero and b.kind == "float" and b.relu in b_by_name and b.relu not in a_keys:
             r = b_by_name[b.relu]
-            why_b[j] = f"its Relu {b.relu!r} is folded into A's quantization range: compared there (with A's {a.name!r})"
+            op = obs_b[r].op_type
+            why_b[j] = f"its {op} {b.relu!r} is folded into A's quantization range: compared there (with A's {a.name!r})"
             folded_b.add(j)
             if r not in used_b:
-                take(i, r, strategy, reason + "; B's Relu is folded into A's quantization range (no value below 0)")
+                take(i, r, strategy, reason + f"; B's {op} is folded into A's quantization range (no value below 0)")
             continue
-        if b.floor_zero and a.kind == "float" and a.relu in a_by_name:
+        if b.floor_zero and a.kind == "float" and a.relu in a_by_name and a.relu not in b_by_key:
             r = a_by_name[a.relu]
-            why_a[i] = f"its Relu {a.relu!r} is folded into B's quantization range: compared there (with B's {b.name!r})"
+            op = obs_a[r].op_type
+            why_a[i] = f"its {op} {a.relu!r} is folded into B's quantization range: compared there (with B's {b.name!r})"
             folded_a.add(i)
             if r not in used_a:
-                take(r, j, "name" if b.kind == "float" else b.kind, reason + "; A's Relu is folded into B's quantization range (no value below 0)")
+                take(r, j, "name" if b.kind == "float" else b.kind, reason + f"; A's {op} is folded into B's quantization range (no value below 0)")
             continue
         take(i, j, strategy, reason + ops)
     # 3. quantizer suffixes

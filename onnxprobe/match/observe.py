@@ -71,7 +71,7 @@ class Observable:
     # a quantized value whose integer range starts at 0 (zero point at the type's lowest value): it holds
     # Relu(x), not x, whatever its name says (a quantizer folds a Relu into the range: ``match.engine``)
     floor_zero: bool = False
-    relu: str | None = None  # a float tensor's only consumer is a Relu: that Relu's output
+    relu: str | None = None  # a float tensor's only consumer is a Relu (or a Clip from 0): its output
     # what its node reads, as the nearest observed tensors upstream (and through value-preserving moves
     # the ones before them) and graph inputs ("input:NAME"): a structural pair must read paired tensors
     sources: tuple[str, ...] = ()
@@ -251,14 +251,30 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
         lowest = {"uint8": 0, "uint16": 0, "int8": -128, "int16": -32768}.get(z.dtype.name)
         return lowest is not None and z.size > 0 and bool((z == lowest).all())
 
+    def floors_at_zero(n: onnx.NodeProto, t: str) -> bool:
+        """``n`` is a Relu of ``t``, or a Clip of ``t`` whose min is 0 (a Relu6, a HardSwish's clip): what a
+        quantization range starting at 0 holds in its place, as a quantizer drops it (any max: the range's
+        top is calibrated on the clipped values)."""
+        if n.op_type == "Relu":
+            return True
+        if n.op_type != "Clip" or n.input[0] != t:
+            return False
+        if len(n.input) > 1 and n.input[1]:  # opset 11+: min is an input
+            v = values.get(n.input[1])
+            return v is not None and onnx.numpy_helper.to_array(v).size == 1 and float(onnx.numpy_helper.to_array(v).reshape(())) == 0
+        return any(a.name == "min" and a.f == 0 for a in n.attribute)  # opset 6..10: an attribute
+
     def relu_of(t: str) -> str | None:
-        """The output of the Relu that is ``t``'s only consumer (through Identity nodes)."""
+        """The output of the Relu (or Clip from 0) that is ``t``'s only consumer (through Identity nodes)."""
         for _ in range(16):
             cs = consumers.get(t, [])
-            if len(cs) != 1 or t in outputs or cs[0].node.op_type not in ("Relu", "Identity") or not cs[0].node.output:
+            if len(cs) != 1 or t in outputs or not cs[0].node.output:
                 return None
-            t = cs[0].node.output[0]
-            if cs[0].node.op_type == "Relu":
+            n = cs[0].node
+            if n.op_type != "Identity" and not floors_at_zero(n, t):
+                return None
+            t = n.output[0]
+            if n.op_type != "Identity":
                 return t
         return None
 
