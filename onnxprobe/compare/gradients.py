@@ -32,8 +32,8 @@ from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.graph.walk import first_readers, slot_readers, walk
 from onnxprobe.match.engine import DIFFERENT_FUNCTION, NO_GRADIENT
-from onnxprobe.match.observe import FLOAT_TYPES, VALUE_PRESERVING, Observable, Observation, stem
-from onnxprobe.match.ops import canonical
+from onnxprobe.match.observe import FLOAT_TYPES, Observable, Observation, stem
+from onnxprobe.match.ops import VALUE_PRESERVING, canonical
 from onnxprobe.runtime.runners.base import Runner
 from onnxprobe.runtime.runners.named import NamedRunner
 from onnxprobe.runtime.runners.once import OnceRunner

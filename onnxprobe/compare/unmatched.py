@@ -15,7 +15,8 @@ from onnxprobe.graph.constants import constant_arrays
 from onnxprobe.graph.shapes import value_types
 from onnxprobe.match.bodies import body_tensors
 from onnxprobe.match.engine import COPY, FOLDED, MAP, NO_COUNTERPART, NO_NUMBERS, NOT_OBSERVABLE, Matching, Unmatched
-from onnxprobe.match.observe import VALUE_PRESERVING, Observable
+from onnxprobe.match.observe import Observable
+from onnxprobe.match.ops import VALUE_PRESERVING
 from onnxprobe.match.regions import inside_one_node
 from onnxprobe.runtime.runners.npz import NpzRunner
 

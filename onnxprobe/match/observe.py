@@ -20,7 +20,7 @@ probes then read the quantized tensor, which keeps onnxruntime's int8 fusions po
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import onnx
 
@@ -30,9 +30,10 @@ from onnxprobe.graph.summary import all_types, non_tensor_outputs, not_a_tensor
 from onnxprobe.graph.walk import constant_tensors, walk
 from onnxprobe.match.branches import branch_observables
 from onnxprobe.match.folds import with_tails
-from onnxprobe.match.integers import attributes, int_constants, slots_of, symbolic
-from onnxprobe.match.ops import VALUE_PRESERVING, canonical
-from onnxprobe.match.weights import Weight, code_sizes, float_constants, packed_weight
+from onnxprobe.match.integers import int_constants
+from onnxprobe.match.ops import canonical
+from onnxprobe.match.sources import with_sources
+from onnxprobe.match.weights import code_sizes, float_constants, packed_weight
 from onnxprobe.text import clip, quote
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
@@ -393,7 +394,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                                    index=0, shape=None, kind="float", is_output=True))
     found = graph_constants(model.graph)
     inputs, ints = {i.name for i in model.graph.input} - set(values), int_constants(found)
-    obs = _with_sources(obs, producer, const, inputs, {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0},
+    obs = with_sources(obs, producer, const, inputs, {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0},
                         float_constants(model, found.items()), code_sizes(model, found.items()), ints, lambda t: static_shape(types.get(t)))
     obs = with_tails(obs, producer, consumers, const)
     obs += branch_observables(every, types, const, every_type, hidden, bare, obs, producer, inputs, ints, Observable)
@@ -416,86 +417,6 @@ def quantized_origin(op: str | None) -> bool:
     take alike: compared as they are, as a Cast's bytes are (where a DequantizeLinear reads them, they are
     compared through it before this is asked)."""
     return op != GRAPH_INPUT and (op is None or "Quant" in op or op.startswith("Q") or op in QLINEAR_OUT_PARAMS)
-
-
-def _with_sources(obs: list[Observable], producer: dict, const: set[str], inputs: set[str],
-                  floats: set[str], digests: dict[str, Weight] | None = None,
-                  codes_of: dict[str, int] | None = None, ints: dict[str, str] | None = None,
-                  shape_of=lambda t: None) -> list[Observable]:
-    """The main graph's observables with their ``sources``: for each input of the node that writes it,
-    the nearest observed tensors upstream (walking back through tensors nobody observes) and graph
-    inputs; and ``data``: whether it holds floating-point values, or values of a type not known here
-    (shape computations and indices, which two exporters write differently, are no evidence of what a
-    node computes: ``match.engine``)."""
-    observed = {o.name for o in obs}
-    memo: dict[str, frozenset] = {}
-
-    def upstream(t: str, depth: int = 0) -> frozenset:
-        if t in memo:
-            return memo[t]
-        if t in inputs:
-            out = frozenset({f"input:{t}"})
-        elif t in const or t not in producer or depth > 200:
-            out = frozenset()
-        else:
-            n = producer[t].node
-            behind = frozenset().union(*(upstream(i, depth + 1) for i in n.input if i)) if n.input else frozenset()
-            out = (frozenset({t}) | (behind if n.op_type in VALUE_PRESERVING else frozenset())) if t in observed else behind
-        memo[t] = out
-        return out
-
-    digests = digests or {}
-
-    codes_of = codes_of or {}
-
-    def roots(t: str, depth: int = 0) -> set[str]:
-        """The initializers (and Constants) a constant tensor is computed from: Unsqueeze(b), DQ(W, s, z)."""
-        if t in digests or depth > 8 or t not in producer:
-            return {t}
-        return set().union(*(roots(x, depth + 1) for x in producer[t].node.input if x)) if producer[t].node.input else {t}
-
-    def weights(n) -> tuple[tuple[str, ...], tuple[int, ...], tuple]:
-        out = set()
-        packed = packed_weight(n)  # a weight stored with its quantization: counted as the weight it holds
-        for k, i in enumerate(n.input):
-            if packed and k in packed[0]:
-                continue
-            if i in const:
-                out |= roots(i)
-            elif i in producer and producer[i].node.input and all(x in const for x in producer[i].node.input if x):
-                out |= set().union(*(roots(x) for x in producer[i].node.input if x))
-        found = [digests[w] for w in out if w in digests]
-        codes = {codes_of[w] for w in out if w in codes_of and codes_of[w] > 1}  # quantized weights: their sizes too
-        codes |= {packed[1]} if packed else set()
-        return (tuple(sorted({w.digest for w in found})), tuple(sorted({w.size for w in found if w.size > 1} | codes)),
-                tuple(sorted({(w.size, w.sample) for w in found if w.size > 1})))
-
-    def layer_of(o: Observable, n):
-        """The node whose weights a value has: a QDQ value's layer writes the tensor it quantizes (its key),
-        a QOperator value's the quantized tensor its DequantizeLinear reads; else the value's own node."""
-        if o.kind == "qdq" and o.key in producer:
-            return producer[o.key].node
-        if o.kind == "qoperator" and n.op_type == "DequantizeLinear" and n.input and n.input[0] in producer:
-            return producer[n.input[0]].node
-        return n
-
-    def name_of(t: str) -> str | None:  # the tensor whose shape a Shape node reads, as ``sources`` names it
-        return f"input:{t}" if t in inputs else t if t in observed else None
-
-    values_of = symbolic(producer, ints or {}, shape_of, name_of, inputs)
-    done = []
-    for o in obs:
-        if o.name in producer:
-            n = producer[o.name].node
-            src = frozenset().union(*(upstream(i) for i in n.input if i)) if n.input else frozenset()
-            digest, sizes, samples = weights(layer_of(o, n))
-            o = replace(o, sources=tuple(sorted(src)), data=o.name in floats, weights=digest, weight_sizes=sizes,
-                        weight_samples=samples)
-            if not o.data and o.kind == "float":  # an integer tensor: its node's operands (``match.integers``)
-                o = replace(o, slots=slots_of(n, const, ints or {}, upstream) or (("",),), attrs=attributes(n),
-                            values=values_of(o.name))
-        done.append(o)
-    return done
 
 
 def _axis(node: onnx.NodeProto) -> int | None:
