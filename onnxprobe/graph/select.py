@@ -322,6 +322,8 @@ def select(model: onnx.ModelProto, sel: Selection | None = None, *, sites: list[
                 refs.append(_ref(t, site, types, outputs, "node", shared=shared))
     if sel.names and not sel.ops:
         refs += _named_values(model, sel, sites, types, outputs, lo, hi)
+    elif sel.is_default or sel.all:  # a weight given as a model output, which no node writes: an output all the same
+        refs += _named_values(model, sel, sites, types, outputs, lo, hi, every=True)
     refs.sort(key=lambda r: (r.index, r.kind == "node"))
     if strict and (not sel.is_default or sel.range) and not refs:  # asked for, and nothing: not an empty report
         raise _matches_nothing(sel, "this model")
@@ -383,18 +385,19 @@ def refs_by_key(model: onnx.ModelProto, names: list[str]) -> list[TensorRef]:
             if n in scoped else TensorRef(name=n, node="", op_type="", index=-1) for n in names]
 
 
-def _named_values(model, sel: Selection, sites, types, outputs, lo: int, hi: int) -> list[TensorRef]:
-    """Graph inputs (and, with include_constants, main-graph initializers) whose name matches a glob,
-    placed at their first consumer (as the debugger's graph index orders them)."""
+def _named_values(model, sel: Selection, sites, types, outputs, lo: int, hi: int, every: bool = False) -> list[TensorRef]:
+    """Graph inputs (and main-graph initializers given as model outputs, all of them with include_constants)
+    whose name matches a glob, placed at their first consumer (as the debugger's graph index orders them).
+    ``every``: the initializers given as outputs alone, whatever their name (the default selection's and --all's)."""
     first_use = first_readers(sites)
     inits = {i.name for i in model.graph.initializer}
     out = []
-    candidates = [(i.name, "input") for i in model.graph.input if i.name not in inits]
-    if sel.include_constants:
-        candidates += [(i.name, "initializer") for i in model.graph.initializer]
+    candidates = [] if every else [(i.name, "input") for i in model.graph.input if i.name not in inits]
+    candidates += [(n, "initializer") for n in dict.fromkeys(i.name for i in model.graph.initializer)
+                   if (sel.include_constants and not every) or n in outputs]
     for name, kind in candidates:
         site = first_use.get(name)
         index = site.index if site is not None else 0
-        if lo <= index <= hi and _name_matches(sel.names, name):
+        if lo <= index <= hi and (every or _name_matches(sel.names, name)):
             out.append(_ref(name, site, types, outputs, kind, index))
     return out

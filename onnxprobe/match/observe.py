@@ -33,7 +33,7 @@ from onnxprobe.match.folds import with_tails
 from onnxprobe.match.integers import int_constants
 from onnxprobe.match.ops import canonical
 from onnxprobe.match.sources import with_sources
-from onnxprobe.match.weights import code_sizes, float_constants, packed_weight
+from onnxprobe.match.weights import code_sizes, float_constants, packed_weight, weight_outputs
 from onnxprobe.text import clip, quote
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
@@ -392,6 +392,8 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
             hidden[t] = f"{what}, not a tensor: no difference to measure"
             bare.append(Observable(key=t, name=t, probe=t, node="", node_named=False, op_type="", effective_op="",
                                    index=0, shape=None, kind="float", is_output=True))
+    # before the nodes' (a stable sort): a weight comes before its first reader, which reads it
+    obs[:0] = weight_outputs(model, made | set(hidden), hidden, bare, sites, Observable, FLOAT_TYPES)
     found = graph_constants(model.graph)
     inputs, ints = {i.name for i in model.graph.input} - set(values), int_constants(found)
     obs = with_sources(obs, producer, const, inputs, {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0},

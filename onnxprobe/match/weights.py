@@ -12,7 +12,7 @@ Inception v2 otherwise had 30 of 308 pairs crossed between branches of one shape
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx
@@ -173,3 +173,31 @@ def packed_weight(node: onnx.NodeProto) -> tuple[tuple[int, ...], int] | None:
     if not all(attrs.get(k, 0) > 0 for k in spec[1]):
         return None
     return spec[0], int(np.prod([attrs[k] for k in spec[1]], dtype=object))
+
+
+def weight_outputs(model: onnx.ModelProto, done: set[str], hidden: dict[str, str], bare: list, sites, make,
+                   float_types: set[int]) -> list:
+    """The main graph's outputs that are (dense) initializers: no node writes them, and they are outputs
+    as any other (onnxruntime returns them), compared as a Constant's output given as an output is; a string
+    one is listed (``bare``) with why it is not. Placed at their first reader (at 0 where none reads them).
+    ``make``: ``match.observe.Observable``; ``float_types``: the element types whose values are data."""
+    inits = {i.name: i for i in model.graph.initializer}  # the last copy of a name, which onnxruntime runs
+    first = {}
+    for s in sites:
+        for i in s.node.input:
+            first.setdefault(i, s.index)
+    out = []
+    for o in model.graph.output:
+        w = inits.get(o.name)
+        if w is None or o.name in done:
+            continue
+        done.add(o.name)
+        mine = make(key=o.name, name=o.name, probe=o.name, node="", op_type="", effective_op="",
+                    index=first.get(o.name, 0), shape=tuple(w.dims), kind="float", is_output=True,
+                    data=w.data_type in float_types, elem_type=w.data_type)
+        if w.data_type == onnx.TensorProto.STRING:
+            hidden[o.name] = "a string tensor: no difference to measure"
+            bare.append(replace(mine, shape=None))
+        else:
+            out.append(mine)
+    return out
