@@ -1,7 +1,8 @@
 """A graph output that is a dense weight itself: an initializer listed as a graph output (QA). ``diff`` never
 compared it, so two models whose output weight differs read "outputs pass"; ``layers`` left it out of the
 model's outputs it probes by default (a Constant's output given as an output was in both). Each now treats it
-as the output it is. Oracle: the weights themselves, numpy float64, onnxruntime's outputs."""
+as the output it is. Oracle: the weights themselves, numpy float64, onnxruntime's outputs.
+A diff's load notes (a weight held twice) say which model they are about: "A: ", "B: " or "A and B: "."""
 
 from __future__ import annotations
 
@@ -95,3 +96,26 @@ def test_layers_probes_it_as_an_output(tmp_path, kind):
     want = ort.InferenceSession(p, providers=["CPUExecutionProvider"]).run(["W"], {"x": X})[0].astype(np.float64)
     assert rows["W"]["max"] == want.max() and rows["W"]["mean"] == pytest.approx(want.mean())
     assert set(rows) == {"y", "W"}
+
+
+def test_diff_names_the_side_of_each_load_note(tmp_path):
+    """A's, B's or both models' load notes ("holds initializers of one name more than once") say which."""
+    plain, dup = model(tmp_path / "a.onnx", W), model(tmp_path / "d.onnx", W, dup=True)
+    for a, b, side in ((dup, plain, "A"), (plain, dup, "B"), (dup, dup, "A and B")):
+        notes = [n for n in api.diff(a, b, inputs={"x": X}).notes if "more than once" in n]
+        assert len(notes) == 1 and notes[0].startswith(f"{side}: "), (side, notes)
+    plain, dup = model(tmp_path / "a.onnx", W, reads=True), model(tmp_path / "d.onnx", W, dup=True, reads=True)
+    r = runner.invoke(app, ["diff", plain, dup, "--grad"])
+    assert r.exit_code == 0, r.output
+    assert sum("more than once" in line for line in r.stderr.splitlines()) == 1, r.stderr
+    assert "note: B: " in r.stderr, r.stderr
+
+
+def test_dataset_diff_compares_it_and_names_the_side_of_each_load_note(tmp_path):
+    for i in range(2):
+        np.savez(tmp_path / f"s{i}.npz", x=(X * (i + 1)).astype(np.float32))
+    a, b = model(tmp_path / "a.onnx", W, dup=True), model(tmp_path / "b.onnx", other_w())
+    res = api.diff_dataset(a, b, str(tmp_path))
+    got = {r.pair.a.name: r for r in res.results}
+    assert got["W"].passed is False and got["y"].passed is True
+    assert [n for n in res.notes if "more than once" in n][0].startswith("A: "), res.notes

@@ -20,7 +20,7 @@ from onnxprobe.api.profile import check_profile
 from onnxprobe.compare.result import DiffResult
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.sensitivity import fp32_sensitivity as _sensitivity
-from onnxprobe.compare.sides import Side, model_side, npz_side, own_tensors, who_of
+from onnxprobe.compare.sides import Side, load_notes, model_side, npz_side, own_tensors, who_of
 from onnxprobe.errors import RUNTIME_OPTIONS, ExecutionError, UsageError, setting_error, settings_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import Selection, check_selects
@@ -331,9 +331,8 @@ def diff(
                     introduced, max_memory=max_memory, progress=progress, fuse=fuse, profile=profile)
     except ExecutionError as e:
         raise fs.explained(e) from e
-    # what reading B as onnxruntime runs it changed (a domain imported twice, a weight listed twice), as diff --grad says
-    b_notes = list(side_b.model.warnings) if side_b.model is not a_model else []
-    res.notes[:0] = list(dict.fromkeys(saved_notes + fs.notes + list(a_model.warnings) + b_notes))
+    # what reading A and B as onnxruntime runs them changed (a domain imported twice, a weight listed twice), by side
+    res.notes[:0] = list(dict.fromkeys(saved_notes + fs.notes + load_notes(a_model, side_b.model if b is not None else None)))
     if vs_opt_level is not None:
         res.notes += _unprobed_outputs(side_a, side_b, res, fs.values)
     res.feed = fs.values

@@ -14,6 +14,7 @@ from onnxprobe.api.inputs import Progress, as_progress, as_dataset, as_max_memor
 from onnxprobe.compare.dataset import DiffPartial, Pool, measure_sample
 from onnxprobe.compare.diff import prepare
 from onnxprobe.compare.result import DiffResult
+from onnxprobe.compare.sides import load_notes
 from onnxprobe.compare.measure import DiffPlan
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection, check_selects
@@ -143,7 +144,7 @@ def diff_dataset(
     executor = run_batches(factory, src, lambda i, label, part: pool.add(part), ray=ray, progress=progress)
     res = pool.result()
     res.executor = executor
-    res.notes[:0] = src.notes + list(a_model.warnings)
+    res.notes[:0] = src.notes + load_notes(a_model, res.b.model if b is not None else None)  # B's too, by side
     res.notes += executor.notes()
     res.model_id = "+".join(model_digest(s.model.proto) for s in (res.a, res.b))
     res.selection = (selection or Selection()).describe(canonical=True)

@@ -15,7 +15,7 @@ from onnxprobe.compare.constant_loss import judge_constant_loss
 from onnxprobe.compare.criteria import check_feed_shapes, check_same_inputs, gradient_tolerance, unread_note
 from onnxprobe.compare.result import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
-from onnxprobe.compare.sides import who_of
+from onnxprobe.compare.sides import load_notes, who_of
 from onnxprobe.errors import UsageError, settings_error
 from onnxprobe.graph.constants import constants
 from onnxprobe.graph.model import Model
@@ -144,7 +144,7 @@ def diff_grad(
         half = half_outputs(a_model.proto) or half_outputs(b_model.proto)
         res.grad["forward_differs"] = losses_differ(res.grad, half)  # no pair is where the error starts
         gradient_origin(res)
-        res.notes[:0] = [n for n in unread_note(a_model.proto, b_model.proto) + fs.notes + list(a_model.warnings) + list(b_model.warnings) + forward_note(res.grad, half)
+        res.notes[:0] = [n for n in unread_note(a_model.proto, b_model.proto) + fs.notes + load_notes(a_model, b_model) + forward_note(res.grad, half)
                          if n not in res.notes]
         return res
 

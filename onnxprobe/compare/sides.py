@@ -102,6 +102,19 @@ def who_of(side: str, model: Model, setting: tuple[str, str, str] | None = None)
     return f"{side} ({path}, {api}={value!r})", f"{side} ({path}, {flag} {value})"
 
 
+def load_notes(a: Model, b: Model | None) -> list[str]:
+    """What reading each model of a diff changed (``Model.warnings``: a weight listed twice, a domain imported
+    twice), each note once, starting with the side it is about ("A: ", "B: ", "A and B: "), as the diff's
+    other notes name a side; one model (B is A run otherwise, or saved activations): its notes as they are."""
+    if b is None or b is a:
+        return list(a.warnings)
+    notes = []
+    for w in dict.fromkeys(list(a.warnings) + list(b.warnings)):
+        side = "A and B" if w in a.warnings and w in b.warnings else "A" if w in a.warnings else "B"
+        notes.append(f"{side}: {w}")
+    return notes
+
+
 def npz_side(label: str, arrays: dict[str, np.ndarray], like: Model) -> Side:
     """Saved activations as side B: one observable per array of numbers, described by the tensor of the same name
     in ``like`` (model A) where there is one, so that matching and reports know its op."""
