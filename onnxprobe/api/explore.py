@@ -43,6 +43,7 @@ def model_info(model: ModelLike) -> dict:
         if s.node.op_type == "Constant":
             weights += [a.t for a in s.node.attribute if a.name == "value" and a.type == onnx.AttributeProto.TENSOR]
     init_bytes = sum(tensor_nbytes(t) for t in weights)
+    init_bytes += sum(tensor_nbytes(sp.values) + tensor_nbytes(sp.indices) for sp in idx.sparse.values())  # as stored
     outs = []
     for o in p.graph.output:
         r = idx.refs.get(o.name)
@@ -54,7 +55,7 @@ def model_info(model: ModelLike) -> dict:
         "nodes": len(idx.sites), "nodes_in_subgraphs": sum(1 for s in idx.sites if s.chain),
         "ops": dict(ops.most_common()),
         "inputs": [{"name": s.name, "dtype": str(s.dtype), "shape": s.shape} for s in model_inputs(p)],
-        "outputs": outs, "initializers": len(weights), "initializer_bytes": init_bytes,
+        "outputs": outs, "initializers": len(weights) + len(idx.sparse), "initializer_bytes": init_bytes,
         "warnings": list(model.warnings),
     }
 
@@ -86,8 +87,11 @@ class Prober:
         feed = checked_feed(self.model.proto, feed)
         wanted = sorted(set(names) | raw, key=idx.position.__getitem__)
         refs = [idx.refs[n] for n in wanted]
+        # a sparse weight's values are the index's, densified on the host: onnxruntime returns no array of it
+        host = {n for n in raw if n in idx.sparse}
         key = (tuple(wanted), tuple(sorted(raw)), stats)
-        res = self.runner.probe(refs, feed, stats=stats, raw=raw, key=key, outputs=True)
+        res = self.runner.probe(refs, feed, stats=stats, raw=raw - host, key=key, outputs=True)
+        res.arrays.update({n: idx.value(n) for n in sorted(host)})
         if not stats:  # raw values were asked for: keep statistics out of the result
             res.stats = {}
         res.plan.probes = [p for p in res.plan.probes if p.ref.key in set(names)] if names else []

@@ -12,6 +12,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.errors import UsageError
+from onnxprobe.graph.densify import dense_array
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.select import ambiguous_node, index_or_name, shared_names, shared_node_names
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
@@ -75,10 +76,14 @@ class GraphIndex:
         types = value_types(model.inferred)
         self.shared = shared_names(self.sites)
         self.initializers: dict[str, onnx.TensorProto] = {}
+        # sparse initializers: weights as the dense ones, their values densified where asked (``value``)
+        self.sparse: dict[str, onnx.SparseTensorProto] = {}
         for g in all_graphs(model.inferred.graph):
             for t in g.initializer:
                 self.initializers.setdefault(t.name, t)
-        self.inputs = [i.name for i in model.inferred.graph.input if i.name not in self.initializers]
+            for sp in g.sparse_initializer:
+                self.sparse.setdefault(sp.values.name, sp)
+        self.inputs = [i.name for i in model.inferred.graph.input if i.name not in self.initializers and i.name not in self.sparse]
         self.outputs = [o.name for o in model.inferred.graph.output]
         outputs = set(self.outputs)
 
@@ -103,8 +108,12 @@ class GraphIndex:
             order.append(name)
         for s in self.sites:
             for i in s.node.input:
-                if i and i not in self.refs and i in self.initializers:
-                    self.refs[i], self.kinds[i] = ref(i, index=s.index, kind="initializer"), "initializer"
+                if i and i not in self.refs and (i in self.initializers or i in self.sparse):
+                    r = ref(i, index=s.index, kind="initializer")
+                    if i in self.sparse and r.shape is None:  # its own dims where no declared type gives them
+                        sp = self.sparse[i]
+                        r = dataclasses.replace(r, shape=tuple(int(d) for d in sp.dims), dtype=r.dtype or dtype_name(sp.values.data_type))
+                    self.refs[i], self.kinds[i] = r, "initializer"
                     order.append(i)
             for o in s.node.output:
                 r = ref(o, s) if o else None
@@ -234,7 +243,10 @@ class GraphIndex:
         return [s for s in self.sites if matches(s.name, pattern) or s.scope and matches(s.path, pattern)]
 
     def value(self, name: str, feed: dict[str, np.ndarray] | None = None) -> np.ndarray | None:
-        """A graph input's value (from ``feed``) or an initializer's; None for node outputs."""
+        """A graph input's value (from ``feed``) or an initializer's (a sparse one's dense values); None for
+        node outputs."""
+        if name in self.sparse:
+            return dense_array(self.sparse[name])
         if name in self.initializers:
             return numpy_helper.to_array(self.initializers[name])
         if feed is not None and name in feed:

@@ -138,6 +138,8 @@ def cmd_show(env: Env, args: list[str]):
     head = Text(tag(env, t))
     head.append(safe(name), style="bold")
     origin = {"input": "graph input", "initializer": "weight"}.get(kind, f"from node {ref.node} ({ref.op_type})")
+    if kind == "initializer" and name in t.index.sparse:  # shown dense, zeros where it stores no value
+        origin = f"sparse weight ({int(np.prod(t.index.sparse[name].values.dims))} of {value.size} values stored, shown dense)"
     dtype = "string" if value.dtype == object and ref.dtype == "string" else value.dtype  # onnxruntime's str objects
     if value.dtype.kind == "f" and ref.dtype and str(ref.dtype) != str(value.dtype):  # bfloat16, float8: numpy has none
         dtype = f"{ref.dtype} (read back as {value.dtype})"
