@@ -289,8 +289,8 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     shown_a, shown_b = ([u for u in d[k] if u.get("selected", True)] for k in ("unmatched_a", "unmatched_b"))
     foot.append(f" · unmatched: {len(shown_a)} in A, {len(shown_b)} in B")  # of the selection (JSON: all, marked)
     if first_row is not None:
-        op = d["pairs"][first_row]["op_type"]  # none for a weight given as an output
-        foot.append(f" · ▶ error starts at {safe(pair_label(d['pairs'][first_row]))}" + (f" ({safe(op)})" if op else ""), style="bold")
+        first_op = d["pairs"][first_row]["op_type"]  # none for a weight given as an output
+        foot.append(f" · ▶ error starts at {safe(pair_label(d['pairs'][first_row]))}" + (f" ({safe(first_op)})" if first_op else ""), style="bold")
     foot.append(f" · {_verdict_words(d)}", style="green" if d["verdict"] == "pass" else "bold red")
     out.append(phrased(foot, width))  # broken between phrases, as layers' and grad's footers
     g = d.get("grad") or {}
