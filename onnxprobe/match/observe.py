@@ -11,6 +11,8 @@ for in the float model:
   the Relu output, the raw Conv output is not;
 - QOperator (QLinearConv, QLinearMatMul, QLinearAdd, QGemm...): the integer output is dequantized with the
   node's own scale and zero point (kind ``qoperator``), keyed by the float name the quantizer derived it from;
+  codes no such node writes (a Gather of a quantized embedding table) with the scale and zero point that the
+  QLinear* nodes reading them take in their input slots;
 - dynamic quantization (DynamicQuantizeLinear, ConvInteger/MatMulInteger, Cast, Mul, Add): the float result
   after the rescale (kind ``dynamic``); the integer and partial tensors are hidden.
 
@@ -46,6 +48,15 @@ QLINEAR_OUT_PARAMS = {
     "QLinearLeakyRelu": (3, 4), "QLinearSoftmax": (3, 4), "QLinearConcat": (0, 1), "QLinearReduceMean": (3, 4),
     "QLinearConvTranspose": (6, 7), "QLinearWhere": (7, 8),
 }
+# (data, scale, zero-point) input slots of each QOperator op's quantized inputs (onnx's QLinearConv and QLinearMatMul,
+# onnxruntime's contrib ops): a consumer reads its input's codes with these, the scale they were quantized with
+QLINEAR_IN_PARAMS = {
+    "QLinearConv": ((0, 1, 2),), "QLinearConvTranspose": ((0, 1, 2),), "QLinearMatMul": ((0, 1, 2), (3, 4, 5)),
+    "QLinearAdd": ((0, 1, 2), (3, 4, 5)), "QLinearMul": ((0, 1, 2), (3, 4, 5)), "QGemm": ((0, 1, 2), (3, 4, 5)),
+    "QLinearGlobalAveragePool": ((0, 1, 2),), "QLinearAveragePool": ((0, 1, 2),), "QLinearSigmoid": ((0, 1, 2),),
+    "QLinearLeakyRelu": ((0, 1, 2),), "QLinearSoftmax": ((0, 1, 2),), "QLinearReduceMean": ((0, 1, 2),),
+    "QLinearWhere": ((1, 2, 3), (4, 5, 6)), "QAttention": ((0, 3, 6), (1, 4, 7)),
+}  # QLinearConcat: Y's scale and zero point, then (X, scale, zero point) per input (``_in_slots``)
 SCALE_PRESERVING = {"MaxPool", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Split", "Gather",
                     "Resize", "Identity", "DepthToSpace", "SpaceToDepth", "Pad", "Expand", "Tile", "GlobalMaxPool"}
 INTEGER_LAYERS = {"ConvInteger", "MatMulInteger"}
@@ -172,6 +183,28 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
         if n.op_type in SCALE_PRESERVING and n.input:
             return qparams(n.input[0], depth + 1)
         return None
+
+    def read_with(t: str) -> tuple[str, str | None, None] | None:
+        """The (scale, zero point) the QLinear* consumers of ``t`` read its codes with, in their input slots
+        (through scale-preserving moves): what dequantizes codes no producer gives a scale to (a Gather of
+        a quantized embedding table that a QLinearAdd reads); None where none does, or two differ."""
+        def reads(t: str, depth: int) -> set:
+            found = set()
+            for c in consumers.get(t, []) if depth <= 16 else []:
+                n = c.node
+                if n.op_type in SCALE_PRESERVING and n.input and n.input[0] == t and n.output and n.output[0]:
+                    found |= reads(n.output[0], depth + 1)
+                for d, si, zi in _in_slots(n):
+                    if n.input[d] == t and si < len(n.input) and n.input[si]:
+                        zp = n.input[zi] if zi < len(n.input) and n.input[zi] else None
+                        found.add((param(n.input[si]), param(zp) if zp else None, n.input[si], zp))
+            return found
+
+        found = reads(t, 0)
+        if len({f[:2] for f in found}) != 1:
+            return None
+        _, _, scale, zp = min(found, key=lambda f: (f[2], f[3] or ""))
+        return scale, zp, None
 
     def float_op(t: str, depth: int = 0) -> str:
         """The float op a (possibly quantized) tensor is the output of."""
@@ -355,7 +388,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                 if any(c.node.op_type == "DequantizeLinear" for c in consumers.get(t, [])):
                     hidden[t] = "quantized; compared through its DequantizeLinear output"
                     continue
-                q = qparams(t)
+                q = qparams(t) or read_with(t)
                 if q is None:
                     made = origin(t)
                     if not quantized_origin(made) or t in outputs:  # an int8/uint8 value of its own (a Cast, an
@@ -419,6 +452,13 @@ def quantized_origin(op: str | None) -> bool:
     take alike: compared as they are, as a Cast's bytes are (where a DequantizeLinear reads them, they are
     compared through it before this is asked)."""
     return op != GRAPH_INPUT and (op is None or "Quant" in op or op.startswith("Q") or op in QLINEAR_OUT_PARAMS)
+
+
+def _in_slots(node: onnx.NodeProto) -> tuple[tuple[int, int, int], ...]:
+    """(data, scale, zero point) input slots of ``node``'s quantized inputs (``QLINEAR_IN_PARAMS``), those it has."""
+    if node.op_type == "QLinearConcat":
+        return tuple((k, k + 1, k + 2) for k in range(2, len(node.input) - 1, 3))
+    return tuple(sl for sl in QLINEAR_IN_PARAMS.get(node.op_type, ()) if sl[0] < len(node.input))
 
 
 def _axis(node: onnx.NodeProto) -> int | None:
