@@ -383,7 +383,7 @@ def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
                     deq.append(Dequantize(t, scale, zp, axis, out))
                     obs.append(Observable(key=x, name=dqs[0] if dqs else t, probe=out, node=s.name, node_named=bool(n.name), op_type=n.op_type,
                                           effective_op=float_op(x), index=s.index, shape=static_shape(types.get(x)),
-                                          kind="qdq", is_output=t in outputs))
+                                          kind="qdq", is_output=t in outputs, floor_zero=floor_zero(zp, t)))
                     continue
                 if any(c.node.op_type == "DequantizeLinear" for c in consumers.get(t, [])):
                     hidden[t] = "quantized; compared through its DequantizeLinear output"

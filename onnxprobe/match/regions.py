@@ -10,7 +10,7 @@ missing: they are folded into that node, compared at its output (cause ``folded`
 
 from __future__ import annotations
 
-from onnxprobe.match.ops import VALUE_PRESERVING
+from onnxprobe.match.ops import VALUE_PRESERVING, canonical
 
 LIMIT = 1000  # tensors in one region at most (a walk that does not end at the node's inputs stops here)
 
@@ -22,9 +22,10 @@ def inside_one_node(obs: list, other: list, paired: dict[str, str], skip: set[in
     node's inputs (``paired``: name in ``obs`` -> name in ``other``; graph inputs, ``input:NAME``, are
     their own partners): every tensor the region's output is computed from back to those inputs, when none
     of them is paired, each reads only those inputs and the region's own tensors, none is a graph output
-    and none is read outside the region. Index -> the reason, naming ``side``'s node (``writers``: tensor of
-    ``other`` -> the name of the node that writes it, for a quantized value the float node its key names,
-    not the QuantizeLinear after it)."""
+    and none is read outside the region. Index -> the reason, naming ``side``'s node (``writers``: name of an
+    observable of ``other`` -> the node that computes it, for a quantized value its float or QLinear* node,
+    not the QuantizeLinear or DequantizeLinear around it). A region that is one tensor before a Relu (or Clip
+    from 0) that the other model dropped into its quantization range (``range_folded``) says that instead."""
     by_name = {o.name: o for o in obs}
     index = {o.name: k for k, o in enumerate(obs)}
     other_by_name = {o.name: o for o in other}
@@ -81,10 +82,24 @@ def inside_one_node(obs: list, other: list, paired: dict[str, str], skip: set[in
         if any(by_name[t].is_output or not readers.get(t, set()) <= inside | {end.name} for t in inside):
             continue  # seen outside the region: not only a part of that node's computation
         op = node.effective_op or node.op_type
-        name = (writers or {}).get(node.key) or node.node
-        for t in sorted(inside, key=lambda t: by_name[t].index):
+        name = (writers or {}).get(node.name) or node.node
+        why = (f"computed inside {side}'s {op} {name!r}, one node there (its output {node.name!r} "
+               f"is paired with {end.name!r}): compared as that node's output there")
+        (first, *more) = sorted(inside, key=lambda t: by_name[t].index)
+        if not more and range_folded(by_name[first], end, node):
+            why = (f"its {end.op_type} {end.name!r} is folded into {side}'s quantization range: compared there "
+                   f"(with {side}'s {node.name!r}, the output of its {op} {name!r})")
+        for t in (first, *more):
             k = index[t]
             if k not in skip and k not in out:
-                out[k] = (f"computed inside {side}'s {op} {name!r}, one node there (its output {node.name!r} "
-                          f"is paired with {end.name!r}): compared as that node's output there")
+                out[k] = why
     return out
+
+
+def range_folded(t, end, node) -> bool:
+    """The region is ``t`` alone before a Relu (or Clip from 0) ``end`` that reads only it, and the other
+    model's ``node`` (paired with ``end``) is a quantized value whose range starts at 0, written by ``t``'s op,
+    not ``end``'s: the quantizer dropped the activation into that range (the value holds Relu(t)), so ``t`` is
+    the node's own output before the activation, not a tensor inside a node."""
+    return (t.relu == end.name and node.kind != "float" and node.floor_zero
+            and canonical(node.effective_op) == canonical(t.effective_op) != canonical(end.effective_op))
