@@ -62,11 +62,32 @@ def temp_beside(target: Path, suffix: str = ".tmp") -> Path:
 # of each command passing "the source" to each of its writers: a writer that forgot was how B and the
 # .data files got overwritten.
 _INPUTS: dict[str, str] = {}
+# and by what the file is, (device, inode): a hard link to an input has its own real path but is the same
+# file (written over, the name stops being the model's: the write renames a new file over it)
+_INPUT_FILES: dict[tuple[int, int], str] = {}
+
+
+def _identity(path) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``, through links; None where there is none."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):  # no such file, or a name the system refuses (a NUL in it)
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+
+
+def same_file(a, b) -> bool:
+    """Whether paths ``a`` and ``b`` name one regular file (one real path, or hard links to one file)."""
+    ia = _identity(a)
+    return ia is not None and ia == _identity(b)
 
 
 def protect(path: str | os.PathLike, what: str) -> None:
     """Record ``path`` (a file this process read; ``what`` says what it is) as never to be written."""
     _INPUTS[os.path.realpath(path)] = what
+    ident = _identity(path)
+    if ident is not None:
+        _INPUT_FILES[ident] = what
 
 
 def checked_path(path, what: str = "output path") -> str | os.PathLike:
@@ -149,6 +170,9 @@ def read_bounded(p: Path, limit: int) -> bytes:
 def refuse_inputs(path: str | os.PathLike) -> None:
     """A UsageError when ``path`` is a file ``protect`` recorded (or no path at all)."""
     what = _INPUTS.get(os.path.realpath(checked_path(path)))
+    if what is None:
+        ident = _identity(path)
+        what = _INPUT_FILES.get(ident) if ident is not None else None
     if what is not None:
         from onnxprobe.errors import UsageError
 

@@ -181,3 +181,26 @@ def test_a_users_python_file_gets_no_bytecode_beside_it(tmp_path, monkeypatch):
     assert len(list(marks.iterdir())) == 2
     assert sorted(p.name for p in user.iterdir()) == ["mod.py", "pipe.py"]
     assert not sys.dont_write_bytecode  # restored
+
+
+@pytest.mark.parametrize("argv", [
+    ["layers", "mlp.onnx", "--json", "twin.onnx"],
+    ["layers", "mlp.onnx", "--save", "twin.onnx"],
+    ["inspect", "mlp.onnx", "--json", "twin.onnx"],
+    ["grad", "mlp.onnx", "--export", "twin.onnx"],
+    ["mark", "mlp.onnx", "-o", "twin.onnx"],
+    ["diff", "cnn.onnx", "cnn_b.onnx", "--json", "twin.onnx"],
+], ids=["layers-json", "layers-save", "inspect-json", "grad-export", "mark-o", "diff-model-b"])
+def test_a_hard_link_to_an_input_is_that_input(copies, monkeypatch, argv):
+    """Another name of the model's file (a hard link: its own real path, the same file) is the model: written
+    over, it stops being the model's other name (the write renames a new file over it), so it is refused like
+    the model's own path, before any work."""
+    import os
+
+    monkeypatch.chdir(copies)
+    source = argv[2] if argv[0] == "diff" else argv[1]
+    os.link(copies / source, copies / argv[-1])
+    before = (copies / argv[-1]).stat().st_ino
+    r = runner.invoke(app, argv)
+    assert r.exit_code == 2 and "refusing to overwrite" in r.output, r.output
+    assert (copies / argv[-1]).stat().st_ino == before == (copies / source).stat().st_ino  # still one file

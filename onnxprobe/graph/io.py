@@ -12,7 +12,7 @@ from pathlib import Path
 import onnx
 
 from onnxprobe.errors import ModelError, UsageError, first_line
-from onnxprobe.fileio import checked_path, not_a_folder, output_target, protect, refuse_inputs
+from onnxprobe.fileio import checked_path, not_a_folder, output_target, protect, refuse_inputs, same_file
 from onnxprobe.graph.integrity import unlisted_initializers
 from onnxprobe.graph.node_check import model_problem
 from onnxprobe.graph.extents import all_tensors, check_extents, is_external, location
@@ -309,6 +309,7 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
     if o.is_dir():
         raise UsageError(f"{o}: is a folder; give a file name")
     refuse_inputs(o)  # what the process read, by what it is
-    if source is not None and o.exists() and Path(source).exists() and o.resolve() == Path(source).resolve():
+    if source is not None and o.exists() and Path(source).exists() and (o.resolve() == Path(source).resolve()
+                                                                       or same_file(o, source)):
         raise UsageError(f"{o}: is {source_is}; refusing to overwrite it, choose another output path")
     return output_target(o)  # a link is written through, never replaced; one to a redirected stdout is refused
