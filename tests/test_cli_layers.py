@@ -144,6 +144,10 @@ def _bad(tmp_path):
         (["layers", cnn, "--int-range", "9"], 2, "LOW:HIGH"),
         (["layers", cnn, "--op", "LSTM"], 2, "no node of the model has this op type"),
         (["layers", cnn, "--save", tmp_path / "nodir" / "a.npz"], 2, "does not exist"),
+        # a file where the output's folder should be: refused before the run as a missing folder is, not by the
+        # write after it (ENOTDIR: "cannot write it (Not a directory)")
+        (["layers", cnn, "--save", wrong_shape / "a.npz"], 2, "is a file, not a folder"),
+        (["layers", cnn, "--json", wrong_shape / "sub" / "r.json"], 2, "is a file, not a folder"),
         (["layers", unknown], 1, "unknown op FooBar at node 'mystery'"),
     ]
 

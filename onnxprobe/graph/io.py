@@ -304,7 +304,11 @@ def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | Non
     not_a_folder(out)
     if str(out) == "-":  # stdout, for --json (handled before this); a model, a tensor, a page are files of their own
         raise UsageError("'-' is standard output, and this writes a file of its own: give a file name, not '-'")
-    if not o.parent.exists() if str(o.parent) else False:
+    if not o.parent.is_dir() if str(o.parent) else False:
+        # the nearest of its folders that is there: a file where a folder should be fails the write too, after the work
+        there = next((p for p in o.parents if p.exists()), None)
+        if there is not None and not there.is_dir():
+            raise UsageError(f"{o}: {there} is a file, not a folder")
         raise UsageError(f"{o}: folder {o.parent} does not exist")
     if o.is_dir():
         raise UsageError(f"{o}: is a folder; give a file name")
