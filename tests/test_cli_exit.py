@@ -403,3 +403,19 @@ def test_a_debug_script_whose_stdout_takes_nothing_is_one_clear_error(tmp_path, 
         why = "No space left on device"
     errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert r.returncode == 1 and errors == [f"onnxprobe: error: cannot write to standard output ({why})"], r.stderr
+
+
+@pytest.mark.parametrize("args", [["layers", str(CNN)], ["inspect", str(REPO / "sample_models" / "transformer_block.onnx"), "--nodes"],
+                                  ["diff", str(CNN), "--vs-reference"], ["layers", str(CNN), "--shape", "image=0x3"]],
+                         ids=["layers", "inspect", "diff", "refused"])
+def test_a_terminal_that_takes_ascii_alone_gets_the_output_not_an_internal_error(args):
+    """Standard streams in ASCII (PYTHONIOENCODING=ascii, a C locale where Python does not coerce it to
+    UTF-8): the table's '·', '×', '─' and a model's non-ASCII names are written escaped, not an internal
+    UnicodeEncodeError with nothing shown."""
+    r = onnxprobe(*args, env={"PYTHONIOENCODING": "ascii"})
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    if args[-1] == "image=0x3":
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    else:
+        assert r.returncode in (0, 1) and r.stdout.strip(), r.stderr  # diff: 1 is a verdict, not an error
+        assert r.returncode == 0 or "FAIL" in r.stdout

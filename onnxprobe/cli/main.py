@@ -292,7 +292,8 @@ def _standard_streams() -> None:
     so that no file the command opens takes it: stdin reads as empty (``</dev/null``); stdout is read-only, so
     that what is written there fails as on any stdout that takes nothing ('cannot write to standard output
     (Bad file descriptor)', exit code 1); stderr writable, so that the messages go nowhere and the exit code
-    is the command's own, as with ``2>/dev/null``."""
+    is the command's own, as with ``2>/dev/null``. A stream in an encoding short of Unicode writes what it
+    cannot encode escaped."""
     for fd, name, mode in ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_RDONLY), (2, "stderr", os.O_WRONLY)):
         if getattr(sys, name) is not None:
             continue
@@ -304,6 +305,12 @@ def _standard_streams() -> None:
                 os.dup2(got, fd)
                 os.close(got)
         setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", errors="backslashreplace", closefd=False))
+    for stream in (sys.stdout, sys.stderr):
+        # one that cannot write all of Unicode (PYTHONIOENCODING=ascii, a C locale Python did not coerce to UTF-8):
+        # what it cannot take ('·', '─', a model's names) is written escaped, not an internal UnicodeEncodeError
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if not encoding.startswith("utf") and getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _exit_on_termination() -> None:
