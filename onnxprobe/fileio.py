@@ -7,6 +7,7 @@ Reading: ``input_file`` says in one line why a path given as an input file is no
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -191,7 +192,13 @@ def output_target(path: str | os.PathLike) -> Path:
         return target
     try:
         st = target.stat()  # through the link: /proc/self/fd/N leads to pipes and terminals realpath cannot name
-    except OSError:  # a link to a file not there yet: created there, as '>' would, where its folder is
+    except OSError as e:  # a link to a file not there yet: created there, as '>' would, where its folder is
+        if e.errno == errno.ELOOP:  # no file at its end to write through: the write would replace the link
+            from onnxprobe.errors import UsageError
+            from onnxprobe.text import clean
+
+            raise UsageError(f"{clean(str(path))}: is a loop of symbolic links, which leads to no file; give another "
+                             "output path") from None
         real = Path(os.path.realpath(target))
         if not real.parent.is_dir():  # said as the plain path into a missing folder is, not "No such file"
             from onnxprobe.errors import UsageError

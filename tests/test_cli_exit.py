@@ -419,3 +419,15 @@ def test_a_terminal_that_takes_ascii_alone_gets_the_output_not_an_internal_error
     else:
         assert r.returncode in (0, 1) and r.stdout.strip(), r.stderr  # diff: 1 is a verdict, not an error
         assert r.returncode == 0 or "FAIL" in r.stdout
+
+
+@pytest.mark.parametrize("flag", ["--json", "--save", "--html"])
+def test_an_output_that_is_a_loop_of_links_is_refused_before_the_run(tmp_path, flag):
+    """A loop of symbolic links leads to no file to write through (``fileio.output_target``): it was replaced by
+    a regular file after the run, the links of the loop gone; it is refused as the inputs' loop is, before the run."""
+    os.symlink(tmp_path / "b.json", tmp_path / "a.json")
+    os.symlink(tmp_path / "a.json", tmp_path / "b.json")
+    r = onnxprobe("layers", str(REPO / "sample_models" / "dynamic_batch.onnx"), flag, str(tmp_path / "a.json"))
+    assert r.returncode == 2 and "loop of symbolic links" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr  # no note of the run before it: refused first
+    assert os.path.islink(tmp_path / "a.json") and os.path.islink(tmp_path / "b.json")
