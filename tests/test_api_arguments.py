@@ -156,6 +156,8 @@ def test_prober_takes_one_name(cnn, feed):
     (lambda: api.InputSpec(seed="a"), "seed"),
     (lambda: api.InputSpec(seed=True), "seed"),
     (lambda: api.InputSpec(int_range=(0, 1, 2)), "int_range"),
+    (lambda: api.input_spec(int_range=5), "InputSpec int_range=5: expected"),  # not a TypeError of tuple()
+    (lambda: api.input_spec(int_range=None), "InputSpec int_range=None: expected"),
     (lambda: api.InputSpec(shapes={"x": (-1, 3, 8, 8)}), "non-negative"),
     (lambda: api.InputSpec(shapes={"x": "2x3x8x8"}), "tuple of integers"),
     (lambda: api.InputSpec(shapes=[1, 2]), "dict keyed by input name"),

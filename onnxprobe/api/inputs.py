@@ -400,7 +400,7 @@ def input_spec(seed: int = 0, int_range: str | tuple[int, int] = (0, 100), shape
     # a test data set without input_N.pb is a model's without inputs: one that takes some is refused them (feeds)
     given, complete = given_inputs(inputs) if inputs is not None else ({}, False)
     given.update(arrays or {})
-    rng = parse_int_range(int_range) if isinstance(int_range, str) else tuple(int_range)
+    rng = parse_int_range(int_range) if isinstance(int_range, str) else int_range  # InputSpec checks the others
     return InputSpec(seed=seed, int_range=rng, shapes=parse_shape_overrides(shape), files=parse_input_files(input_),
                      arrays=given, arrays_from=f"--inputs {Path(inputs).name}" if inputs is not None else
                      "the arrays given" if arrays else "--inputs", arrays_complete=complete)
