@@ -78,7 +78,7 @@ def test_the_bare_conv_output_before_a_tail_the_other_model_folded_is_said_folde
             res = _run(str(tmp_path / f"{a}.onnx"), str(tmp_path / f"{b}.onnx"))
             lost = {u.obs.name: u for u in (res.matching.unmatched_b if a == "f" else res.matching.unmatched_a)}
             assert lost["t1"].cause == "folded", (tail, a, lost["t1"].reason)
-            assert "conv_out has it folded in" in lost["t1"].reason
+            assert "Conv 'conv' has it folded in" in lost["t1"].reason, lost["t1"].reason  # the node, not its tensor
 
 
 def test_onnxruntimes_conv_bn_fusion_is_folded_not_missing(tmp_path):
@@ -96,7 +96,8 @@ def test_onnxruntimes_conv_bn_fusion_is_folded_not_missing(tmp_path):
     res = _run(str(tmp_path / "k.onnx"), str(tmp_path / "o.onnx"))
     assert {r.pair.a.name: r.pair.b.name for r in res.results} == {"t2": "t2", "y": "y"}
     (u,) = res.matching.unmatched_a
-    assert (u.obs.name, u.cause) == ("t1", "folded") and "B's t2 has it folded in" in u.reason
+    conv = fused.graph.node[0].name or "Conv_0"  # the fused Conv node, not its tensor t2
+    assert (u.obs.name, u.cause) == ("t1", "folded") and f"B's Conv {conv!r} has it folded in" in u.reason, u.reason
 
 
 
@@ -130,8 +131,10 @@ def test_onnxruntimes_fused_conv_activations_are_folded_not_missing(tmp_path):
     lost = {u.obs.name: u for u in res.matching.unmatched_a}
     assert set(lost) == {"t1", "t2", "t4", "t6"} and all(u.cause == "folded" for u in lost.values()), {
         k: u.reason for k, u in lost.items()}
-    assert "FusedConv t5 takes in" in lost["t4"].reason and "FusedConv y takes in" in lost["t6"].reason
-    assert "FusedConv t3 takes in" in lost["t2"].reason and "B's t3 has it folded in" in lost["t1"].reason
+    # each names B's FusedConv node (by its name, or its op and index), not the tensor it writes
+    c3, c5, cy = (n.name or f"FusedConv_{k}" for k, n in enumerate(fused.graph.node))
+    assert f"FusedConv {c5!r} takes in" in lost["t4"].reason and f"FusedConv {cy!r} takes in" in lost["t6"].reason
+    assert f"FusedConv {c3!r} takes in" in lost["t2"].reason and f"B's Conv {c3!r} has it folded in" in lost["t1"].reason, lost["t1"].reason
 
 
 def test_a_conv_its_tail_and_another_node_read_is_no_folded_conv(tmp_path):

@@ -85,10 +85,11 @@ def test_what_the_float_model_computes_inside_a_fused_conv_chain_is_folded(tmp_p
         assert set(lost) == set(inside), {k: u.reason for k, u in lost.items()}
         for name in inside:
             assert lost[name].cause == "folded", (a, name, lost[name].reason)
-        # named after what it was folded into: the quantized Conv's tensor
+        # named after what it was folded into: the quantized Conv node
         a_conv = next(x for x, y in got if y == "t3")
-        assert a_conv.startswith(fused) and a_conv in lost["t1"].reason, lost["t1"].reason
-        assert a_conv in lost["t2"].reason, lost["t2"].reason
+        assert a_conv.startswith(fused) and f"Conv {convs[0].name!r}" in lost["t1"].reason, lost["t1"].reason
+        # (the Add before the Relu: folded into the Conv's chain, or its Relu into the Conv's quantization range)
+        assert f"Conv {convs[0].name!r}" in lost["t2"].reason or a_conv in lost["t2"].reason, lost["t2"].reason
         # nothing of the quantized model is left unmatched either
         assert not (res.matching.unmatched_a if a == "q" else res.matching.unmatched_b)
 
@@ -101,3 +102,24 @@ def test_a_chain_the_quantized_model_keeps_is_paired_not_folded(tmp_path):
     res = _diff(tmp_path / "q.onnx", f)
     assert {r.pair.b.name for r in res.results} == {"t1", "t2", "t2i", "t3", "y"}
     assert not res.matching.unmatched_a and not res.matching.unmatched_b
+
+
+@pytest.mark.parametrize("fmt", ["qdq", "qoperator"])
+def test_a_chain_folded_into_a_quantized_conv_names_that_conv_node(tmp_path, fmt):
+    """The reason named the quantized Conv's tensor where it says a node ("a Conv, which A's
+    relu_0.tmp_0_DequantizeLinear_Output has folded in with the Relu ...", PP-OCRv4 QDQ): it names the Conv
+    node now, by its name. Oracle: the node the quantizer wrote for the chain."""
+    f, q = _quantized(tmp_path, False, fmt)
+    (conv, _) = [n for n in q.graph.node if n.op_type in ("Conv", "QLinearConv")]
+    assert conv.name  # the case: a node with a name of its own, other than its output tensor's
+    onnx.save(q, str(tmp_path / "q.onnx"))
+    res = _diff(tmp_path / "q.onnx", f)
+    lost = {u.obs.name: u for u in res.matching.unmatched_b}
+    a_conv = next(r.pair.a.name for r in res.results if r.pair.b.name == "t3")
+    assert a_conv != conv.name
+    for name in ("t1", "t2"):
+        why = lost[name].reason
+        assert lost[name].cause == "folded", why
+        # where a node of A is said (the Conv that took the chain in), it is the node, never the tensor
+        assert f"A's {a_conv} has" not in why and f"which A's {a_conv}" not in why, why
+    assert f"A's Conv {conv.name!r} has it folded in" in lost["t1"].reason, lost["t1"].reason

@@ -109,26 +109,8 @@ def _inside_one_node(matching: Matching, a: Side, b: Side, mapped: set[int]) -> 
         obs = side.observation.observables
         skip = {k for k, o in enumerate(obs) if o.name not in todo}
         paired = dict(pairs_of(p) for p in matching.pairs)
-        writers = _writers(other)
-        for k, reason in inside_one_node(obs, other.observation.observables, paired, skip, there, writers).items():
+        for k, reason in inside_one_node(obs, other.observation.observables, paired, skip, there).items():
             todo[obs[k].name].reason, todo[obs[k].name].cause = reason, FOLDED
-
-
-def _writers(side: Side) -> dict[str, str]:
-    """Observable name -> the name of the node that computes its value: a QDQ value's float node (before its
-    QuantizeLinear), a dequantized QOperator value's QLinear* node (before its DequantizeLinear), not the
-    Q/DQ node that writes the tensor."""
-    producer = {t: nd for nd in side.model.proto.graph.node for t in nd.output if t}
-    out = {}
-    for o in side.observation.observables:
-        nd = producer.get(o.name)
-        for _ in range(8):
-            if nd is None or nd.op_type not in ("QuantizeLinear", "DequantizeLinear") or not nd.input or nd.input[0] not in producer:
-                break
-            nd = producer[nd.input[0]]
-        if nd is not None and nd.name:
-            out[o.name] = nd.name
-    return out
 
 
 def _folded_into_consumer(matching: Matching, a: Side, b: Side) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from onnxprobe.errors import UsageError, setting_error, settings_error
 from onnxprobe.match.align import align
-from onnxprobe.match.folds import folded_elsewhere, tail_folded
+from onnxprobe.match.folds import folded_elsewhere, node_words, tail_folded
 from onnxprobe.match.integers import IntegerCheck, Unknown
 from onnxprobe.match.observe import Observable, scoped_hint, stem
 from onnxprobe.match.ops import canonical, compatible
@@ -98,7 +98,7 @@ def match(obs_a: list[Observable], obs_b: list[Observable], user_map: dict[str, 
             # one name, two functions: a Conv with its BatchNormalization (or bias, scale) folded in against one the
             # tail follows; the folded one pairs with the tail's output (``match.folds``), by alignment
             k, why, folded, other = (j, why_b, folded_b, a) if b.bn_next else (i, why_a, folded_a, b)
-            why[k] = tail_folded("A" if b.bn_next else "B", other.name)
+            why[k] = tail_folded("A" if b.bn_next else "B", node_words(other))
             folded.add(k)
             return False
         if not shapes_agree(a.shape, b.shape):

@@ -49,9 +49,15 @@ def with_tails(obs: list, producer: dict, consumers: dict, const: set[str]) -> l
 COPIES = {"Identity", "Dropout"}
 
 
+def node_words(o) -> str:
+    """The node of observable ``o`` as a reason says it: its op and its listed name, that of the node that
+    computes the value (a quantized Conv's Conv or QLinearConv), never the tensor's name."""
+    return f"{o.effective_op or o.op_type} {(o.writer or o.node)!r}"
+
+
 def tail_folded(side: str, conv: str, after: tuple[str, str] | None = None) -> str:
-    """The reason of a Conv left unpaired because ``side``'s Conv ``conv`` has its tail folded in (and, where
-    ``after`` is given, (op, name) of the activation after the tail that it took in too)."""
+    """The reason of a Conv left unpaired because ``side``'s Conv ``conv`` (``node_words``) has its tail folded
+    in (and, where ``after`` is given, (op, name) of the activation after the tail that it took in too)."""
     if after is None:
         return (f"a Conv its BatchNormalization, bias Add or scale follows, where {side}'s {conv} has it folded in: "
                 "compared as the tail's output there")
@@ -72,6 +78,7 @@ def folded_elsewhere(obs: list, other: list, paired: dict[str, str], skip: set[i
     # a Conv of ``other`` that a tail of its own follows took nothing in (a --map onto a bare Conv output)
     folding = {o.name for o in other if canonical(o.effective_op) == "Conv" and not o.bn_next}
     fused = {o.name for o in other if o.op_type == "FusedConv"}
+    other_by_name = {o.name: o for o in other}
     index = {id(o): k for k, o in enumerate(obs)}
     by_name = {o.name: o for o in obs}
     tails: dict[str, list[str]] = {}
@@ -110,12 +117,14 @@ def folded_elsewhere(obs: list, other: list, paired: dict[str, str], skip: set[i
 
     def reason(m, end, conv: str) -> str:
         is_conv = canonical(m.effective_op) == "Conv"
+        node = other_by_name[conv]
         if is_conv and m.bn_next:
-            return tail_folded(side, conv, None if end.conv_bn else (end.op_type, end.name))
+            return tail_folded(side, node_words(node), None if end.conv_bn else (end.op_type, end.name))
         what = "a Conv" if is_conv else "a Conv's BatchNormalization, bias Add or scale" if m.conv_bn else f"a copy ({m.op_type}) in a Conv's chain"
         if conv in fused and end.op_type in FUSED_ACTIVATIONS:
-            return f"{what} whose activation {side}'s FusedConv {conv} takes in: compared as the activation's output there"
-        return (f"{what}, which {side}'s {conv} has folded in with the {end.op_type} {end.name!r} after it: "
+            return (f"{what} whose activation {side}'s FusedConv {(node.writer or node.node)!r} takes in: compared as the "
+                    "activation's output there")
+        return (f"{what}, which {side}'s {node_words(node)} has folded in with the {end.op_type} {end.name!r} after it: "
                 f"compared as that {end.op_type}'s output there")
 
     def end_conv(tail: str) -> str | None:
@@ -139,5 +148,5 @@ def folded_elsewhere(obs: list, other: list, paired: dict[str, str], skip: set[i
             continue
         there = [paired.get(t) or end_conv(t) for t in tails.get(o.name, ())]
         if there and all(n in folding for n in there):
-            out[k] = tail_folded(side, there[0])
+            out[k] = tail_folded(side, node_words(other_by_name[there[0]]))
     return out

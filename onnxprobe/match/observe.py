@@ -109,6 +109,9 @@ class Observable:
     attrs: tuple = ()
     values: tuple | None = None  # its values, where shape ops compute them (``match.integers.symbolic``)
     elem_type: int = 0  # its onnx element type (0: not known): booleans are no function of what integers are
+    # the node that computes its value, as listings name it: a QDQ value's float node, a dequantized QOperator
+    # value's QLinear* node, not the QuantizeLinear or DequantizeLinear around it (``match.sources``)
+    writer: str = ""
 
     def __repr__(self) -> str:  # a notebook's view: what the tensor is, not the evidence matching weighs (4 KB of it)
         where = f", in {quote(clip(self.scope, 60))}" if self.scope else ""

@@ -15,17 +15,16 @@ from onnxprobe.match.ops import VALUE_PRESERVING, canonical
 LIMIT = 1000  # tensors in one region at most (a walk that does not end at the node's inputs stops here)
 
 
-def inside_one_node(obs: list, other: list, paired: dict[str, str], skip: set[int], side: str,
-                    writers: dict[str, str] | None = None) -> dict[int, str]:
+def inside_one_node(obs: list, other: list, paired: dict[str, str], skip: set[int], side: str) -> dict[int, str]:
     """Unpaired tensors of ``obs`` (indices not in ``skip``) that lie strictly inside a region of ``obs``
     whose output is paired with the output of one node of ``other`` and whose inputs are paired with that
     node's inputs (``paired``: name in ``obs`` -> name in ``other``; graph inputs, ``input:NAME``, are
     their own partners): every tensor the region's output is computed from back to those inputs, when none
     of them is paired, each reads only those inputs and the region's own tensors, none is a graph output
-    and none is read outside the region. Index -> the reason, naming ``side``'s node (``writers``: name of an
-    observable of ``other`` -> the node that computes it, for a quantized value its float or QLinear* node,
-    not the QuantizeLinear or DequantizeLinear around it). A region that is one tensor before a Relu (or Clip
-    from 0) that the other model dropped into its quantization range (``range_folded``) says that instead."""
+    and none is read outside the region. Index -> the reason, naming ``side``'s node (``Observable.writer``:
+    for a quantized value its float or QLinear* node, not the QuantizeLinear or DequantizeLinear around it).
+    A region that is one tensor before a Relu (or Clip from 0) that the other model dropped into its
+    quantization range (``range_folded``) says that instead."""
     by_name = {o.name: o for o in obs}
     index = {o.name: k for k, o in enumerate(obs)}
     other_by_name = {o.name: o for o in other}
@@ -82,7 +81,7 @@ def inside_one_node(obs: list, other: list, paired: dict[str, str], skip: set[in
         if any(by_name[t].is_output or not readers.get(t, set()) <= inside | {end.name} for t in inside):
             continue  # seen outside the region: not only a part of that node's computation
         op = node.effective_op or node.op_type
-        name = (writers or {}).get(node.name) or node.node
+        name = node.writer or node.node
         why = (f"computed inside {side}'s {op} {name!r}, one node there (its output {node.name!r} "
                f"is paired with {end.name!r}): compared as that node's output there")
         (first, *more) = sorted(inside, key=lambda t: by_name[t].index)
