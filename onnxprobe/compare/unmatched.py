@@ -109,8 +109,40 @@ def _inside_one_node(matching: Matching, a: Side, b: Side, mapped: set[int]) -> 
         obs = side.observation.observables
         skip = {k for k, o in enumerate(obs) if o.name not in todo}
         paired = dict(pairs_of(p) for p in matching.pairs)
-        for k, reason in inside_one_node(obs, other.observation.observables, paired, skip, there).items():
+        for k, reason in inside_one_node(obs, other.observation.observables, paired, skip, there, _opaque(other)).items():
             todo[obs[k].name].reason, todo[obs[k].name].cause = reason, FOLDED
+
+
+def _opaque(side: Side) -> set[str]:
+    """The observables whose node (for a quantized value, the float or QLinear* node behind its Q/DQ) reads,
+    walking back through the tensors the side does not observe (Q/DQ, moves, a rescale's partial results),
+    one that the side computes and compares nowhere: codes of no known scale, a value that is no tensor.
+    Their ``sources`` walk past that node, so a region ending at them is not one node of this side."""
+    obs = side.observation
+    producer = {t: nd for nd in side.model.proto.graph.node for t in nd.output if t}
+    seen = {o.name for o in obs.observables} | {o.key for o in obs.observables if o.kind == "qdq"}
+    lost = {o.name for o in obs.unscaled + obs.no_numbers}
+    if not lost:
+        return set()
+    out = set()
+    for o in obs.observables:
+        nd = producer.get(o.name)
+        for _ in range(8):  # to the node that computes the value, through the Q/DQ around it
+            if nd is None or nd.op_type not in ("QuantizeLinear", "DequantizeLinear") or not nd.input or nd.input[0] not in producer:
+                break
+            nd = producer[nd.input[0]]
+        todo, walked = list(nd.input) if nd is not None else [], set()
+        while todo and len(walked) < 256:
+            t = todo.pop()
+            if t in walked or not t:
+                continue
+            walked.add(t)
+            if t in lost:
+                out.add(o.name)
+                break
+            if t not in seen and t in producer:
+                todo.extend(producer[t].input)
+    return out
 
 
 def _folded_into_consumer(matching: Matching, a: Side, b: Side) -> None:
@@ -130,6 +162,7 @@ def _folded_into_consumer(matching: Matching, a: Side, b: Side) -> None:
     obs_a = {o.name: o for o in a.observation.observables}
     obs_b = {o.name: o for o in b.observation.observables}
     paired_a = {p.a.name for p in matching.pairs}
+    opaque_a = _opaque(a)  # A's tensors whose node reads one A computes and compares nowhere: A's own, not compared
     for u in matching.unmatched_b:
         # a graph output A has no counterpart of is missing there, whatever it feeds (a model output left
         # unpaired fails the verdict: called folded, an extra output of B passed a diff that never compared it)
@@ -138,7 +171,7 @@ def _folded_into_consumer(matching: Matching, a: Side, b: Side) -> None:
         cs = consumers.get(u.obs.name, [])
         # folded only when A has no tensor of its own for it (one it has was paired elsewhere, or not at all)
         if (len(cs) == 1 and cs[0].output and cs[0].output[0] in matched_b and u.obs.key not in keys_a
-                and matched_b[cs[0].output[0]] not in fed_by_unmatched
+                and matched_b[cs[0].output[0]] not in fed_by_unmatched and matched_b[cs[0].output[0]] not in opaque_a
                 # and A's tensor reads every graph input this one is computed from (HardSigmoid(x2) is no
                 # part of an A tensor that reads x alone)
                 and _graph_inputs(u.obs.name, obs_b, matched_b) <= _graph_inputs(matched_b[cs[0].output[0]], obs_a, paired_a)):

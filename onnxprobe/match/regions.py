@@ -15,7 +15,8 @@ from onnxprobe.match.ops import VALUE_PRESERVING, canonical
 LIMIT = 1000  # tensors in one region at most (a walk that does not end at the node's inputs stops here)
 
 
-def inside_one_node(obs: list, other: list, paired: dict[str, str], skip: set[int], side: str) -> dict[int, str]:
+def inside_one_node(obs: list, other: list, paired: dict[str, str], skip: set[int], side: str,
+                    opaque: set[str] = frozenset()) -> dict[int, str]:
     """Unpaired tensors of ``obs`` (indices not in ``skip``) that lie strictly inside a region of ``obs``
     whose output is paired with the output of one node of ``other`` and whose inputs are paired with that
     node's inputs (``paired``: name in ``obs`` -> name in ``other``; graph inputs, ``input:NAME``, are
@@ -24,7 +25,10 @@ def inside_one_node(obs: list, other: list, paired: dict[str, str], skip: set[in
     and none is read outside the region. Index -> the reason, naming ``side``'s node (``Observable.writer``:
     for a quantized value its float or QLinear* node, not the QuantizeLinear or DequantizeLinear around it).
     A region that is one tensor before a Relu (or Clip from 0) that the other model dropped into its
-    quantization range (``range_folded``) says that instead."""
+    quantization range (``range_folded``) says that instead. ``opaque``: names of ``other``'s observables
+    whose node reads, through tensors ``other`` does not observe, one that ``other`` computes by a node of
+    its own and compares nowhere (codes of no known scale): ``sources`` walk past it, yet the region is not
+    one node there, so theirs give no reason."""
     by_name = {o.name: o for o in obs}
     index = {o.name: k for k, o in enumerate(obs)}
     other_by_name = {o.name: o for o in other}
@@ -70,7 +74,7 @@ def inside_one_node(obs: list, other: list, paired: dict[str, str], skip: set[in
     out: dict[int, str] = {}
     for end in obs:
         node = other_by_name.get(paired.get(end.name, ""))
-        if node is None or not node.sources or not end.sources:
+        if node is None or not node.sources or not end.sources or node.name in opaque:
             continue
         ins = {s if s.startswith("input:") else back.get(s, "") for s in node.sources}
         if "" in ins:  # the node reads a tensor paired with nothing here
