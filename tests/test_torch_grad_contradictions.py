@@ -71,6 +71,23 @@ def test_a_changed_weight_with_a_batchnorm_folded_into_it_fails_and_clean_folds_
     assert verdict == "fail" and "features.0.conv.weight" in why, (verdict, why)
 
 
+@pytest.mark.parametrize("kind", ["legacy", "dynamo"])
+def test_a_conv_weight_a_batchnorm_folded_into_is_folded_in_both_exports(exports, kind):
+    """The same fold, the same cause: legacy writes cnn's Conv weight with its BatchNorm folded in under a name
+    of its own (onnx::Conv_*), dynamo under the Conv weight's name; both are what the exporter derived (cause
+    'folded', as the README says), not 'different-function' for one exporter and 'folded' for the other."""
+    res = api.diff_grad_torch(exports("cnn", kind), f"{FILE}:cnn")
+    assert res.verdict()[0] == "pass", res.verdict()
+    module, _ = tm.build("cnn")
+    conv, bn = module.features[0].conv, module.features[0].bn
+    scale = (bn.weight / torch.sqrt(bn.running_var + bn.eps)).detach().double().numpy()
+    want = conv.weight.detach().double().numpy() * scale[:, None, None, None]  # the oracle of the fold (float64)
+    inits = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(exports("cnn", kind))).graph.initializer}
+    (held,) = [n for n, v in inits.items() if v.shape == want.shape and np.allclose(v, want, rtol=1e-5, atol=1e-7)]
+    (u,) = [u for u in res.matching.unmatched_a if u.obs.name == held + "_grad"]
+    assert u.cause == "folded", (held, u.cause, u.reason)
+
+
 def test_losses_that_differ_never_pass(exports):
     """tanhmlp's export against the module whose forward adds 0.001 after fc3: every weight and every
     gradient agree (the constant changes no gradient), but the losses differ: the forward passes disagree,

@@ -370,7 +370,8 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
             elif link is None:
                 why = pm.refused.get(t) or pm.refused.get(w) or "no torch parameter holds its values"
                 contradicts = t in pm.contradicts or w in pm.contradicts
-                un_a.append(Unmatched(o, why, OTHER_VALUES if contradicts else DIFFERENT_FUNCTION if w in params else FOLDED))
+                folded = t in pm.folds or w in pm.folds or w not in params  # a BatchNorm folded in, or derived
+                un_a.append(Unmatched(o, why, OTHER_VALUES if contradicts else FOLDED if folded else DIFFERENT_FUNCTION))
             else:
                 pairs.append(Pair(o, _grad_obs(o, "+".join(link.params), param_probe(link.params, link.transposed, link.shape), "parameter"),
                                   "torch-param", f"gradient of the parameter{'s' if len(link.params) > 1 else ''} "

@@ -67,6 +67,9 @@ class ParamMap:
     # the exporter's copies of a parameter (transposed, with unit axes, broadcast, or a tied weight's second
     # initializer) whose values were changed: copy -> the parameter; each copy is in ``contradicts`` too
     copies: dict[str, str] = field(default_factory=dict)
+    # initializers with a parameter's name whose values one of the module's BatchNorms folded in explains:
+    # derived by the exporter (cause folded), as a fold under a name of its own is
+    folds: set[str] = field(default_factory=set)
 
     def said(self, init: str) -> str:
         """How a weight with other values is named, in the forward diff and in --grad alike: a changed copy
@@ -301,6 +304,8 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         named = i if i in params else (aliases or {}).get(i)  # the parameter its name names, under any of its names
         if named is not None and named not in equal:
             out.refused[i], contradicts = _other_values(i, v, params[named], list(folds))
+            if batchnorm_fold(v, params[named], list(folds)):
+                out.folds.add(i)
             if contradicts:
                 out.contradicts.add(i)
                 out.unused[named] = f"the initializer of its name holds other values: {NOT_AN_EXPORT}"
