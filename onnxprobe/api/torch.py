@@ -256,6 +256,9 @@ def diff_grad_torch(
         owner = next((m for m in sorted(tp.branch, key=len, reverse=True) if u.obs.name.startswith(m + ".")), None)
         if owner is not None:
             u.reason = tp.branch[owner]
+    for u in matching.unmatched_a:  # the gradient of a repeated call's output: said whose (torch.pairing)
+        if u.cause == NO_COUNTERPART and forward_name(u.obs.name) in tp.repeated:
+            u.reason = f"the gradient of {tp.repeated[forward_name(u.obs.name)]}"
     if spec.wrt:
         _keep_wrt(side_a, matching, spec.wrt)
     side_b = Side("torch", a_model, runner, Observation([p.b for p in matching.pairs] + [u.obs for u in matching.unmatched_b]))

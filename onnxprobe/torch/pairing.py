@@ -53,6 +53,9 @@ class TorchPairing:
     exporter: str | None
     # module path -> why it is unmatched, where the export traced another branch of forward() than torch ran
     branch: dict[str, str] = field(default_factory=dict)
+    # ONNX tensor -> why it pairs with nothing though a module returns it: the output of one of the calls of a
+    # module forward() calls several times (a ResNet block's one ReLU), whose calls are not kept apart
+    repeated: dict[str, str] = field(default_factory=dict)
 
     def matcher(self, modules: set[str]):
         """The pairing as the diff's ``pair`` hook: A's observables -> a Matching. A user map
@@ -76,7 +79,8 @@ class TorchPairing:
                 unmatched_b = [u for u in unmatched_b if u.obs.name != path]
                 pairs.append(Pair(a, b, "map", "given by --map"))
             taken = {p.a.name for p in pairs}
-            unmatched_a = [Unmatched(o, "not the output of any module of the torch model (an intermediate tensor)")
+            unmatched_a = [Unmatched(o, self.repeated.get(o.name)
+                                     or "not the output of any module of the torch model (an intermediate tensor)")
                            for o in obs_a if o.name not in taken]
             return Matching(sorted(pairs, key=lambda p: p.a.index), unmatched_a, unmatched_b)
 
@@ -245,7 +249,10 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
                           "torch-output", f"the model's output {k}, what forward() returns{made}"))
     b_obs = [p.b for p in pairs] + [u.obs for u in unmatched]
     side = Side(runner.label, model, runner, Observation(b_obs))
-    return TorchPairing(side, sorted(pairs, key=lambda p: p.a.index), unmatched, kind, branch)
+    repeated = {t: (f"an output of {p}, which forward() calls {fw.calls[p]} times in one forward pass: each call is "
+                    "another tensor, so none is compared with the module")
+                for p, ts in leaving.items() if fw.calls.get(p, 0) > 1 for t in ts}
+    return TorchPairing(side, sorted(pairs, key=lambda p: p.a.index), unmatched, kind, branch, repeated)
 
 
 def _unscoped_reader(proto, path: str, module):
