@@ -69,3 +69,19 @@ def test_copies_of_one_tied_parameter_are_its_ties_and_copies_of_equal_values_ar
     pm = map_parameters(_model(inits), {"emb.weight": w, "other.weight": w}, list(inits),
                         owners={**tied, "other.weight": {"other"}})  # another parameter of those values
     assert not pm.ties and pm.refused["head_copy"].startswith("2 initializers hold these values"), pm.refused
+
+
+def test_a_parameter_merged_into_an_initializer_another_parameters_tie_claims_is_said_not_a_crash():
+    """wav2vec2's feature extractor (dynamo): a fresh GroupNorm weight (ones) stored with a unit axis added
+    (``val_28`` [C, 1]) and a fresh LayerNorm weight of the same values, whose initializer the GroupNorm's
+    parameter is merged into too. The GroupNorm's weight is then held by two initializers; taking them out
+    as a tie took out the one the LayerNorm's parameter stood in as well, and the next parameter looked it
+    up: KeyError, a traceback for `diff --vs-torch`. Now the LayerNorm's parameter is unused with a reason."""
+    ones = np.ones(4, np.float32)
+    inits = {"ln.weight": ones, "val_28": ones.reshape(4, 1)}
+    params = {"gn.weight": ones, "ln.weight": ones}
+    pm = map_parameters(_model(inits), params, list(inits), users={"val_28": {"", "gn"}})
+    assert not pm.links, pm.links
+    assert set(pm.refused) == {"ln.weight", "val_28"}, pm.refused
+    for p in params:  # each parameter says why it is not compared, naming the initializers
+        assert p in pm.unused and "ln.weight" in pm.unused[p], pm.unused

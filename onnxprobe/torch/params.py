@@ -373,7 +373,13 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
     for link in out.links.values():
         for p in link.params:
             holders.setdefault(p, []).append(link.init)
-    for p, inits_of in holders.items():  # tied weights (an embedding reused transposed by the LM head)
+    for p, held in holders.items():  # tied weights (an embedding reused transposed by the LM head)
+        inits_of = [i for i in held if i in out.links]
+        if not inits_of:  # its initializers also held a tied parameter, whose sum took them (equal values merged)
+            out.unused[p] = (f"its initializer{'s' if len(held) > 1 else ''} {', '.join(held)} also "
+                             f"{'hold' if len(held) > 1 else 'holds'} another parameter that several initializers "
+                             "hold: not comparable one by one")
+            continue
         if len(inits_of) > 1 or out.links[inits_of[0]].broadcast is not None:
             # a lone broadcast copy too: its gradient summed over the broadcast axes is the parameter's
             if all(out.links[i].params == [p] for i in inits_of):  # each holds it alone: their gradients sum to its
