@@ -42,7 +42,7 @@ from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe, without_torch_gradient
 from onnxprobe.torch.load import positional, require_torch, training_note
 from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
-from onnxprobe.torch.params import ParamMap, map_parameters, param_aliases, param_owners
+from onnxprobe.torch.params import ParamMap, computed_weights, map_parameters, param_aliases, param_owners
 from onnxprobe.torch.rnn import add_block_grads, attach_blocks, mark_initial_states, name_blocks, pair_blocks, rnn_blocks
 from onnxprobe.torch.tied import Tie, add_tie_sums, name_ties, pair_ties
 from onnxprobe.torch.runner import OUTPUT, TorchRunner, to_numpy
@@ -162,7 +162,7 @@ def _param_map(model: Model, mod):
     buffers = {n: to_numpy(b) for n, b in mod.named_buffers() if b.is_floating_point()}
     users = initializer_users(model.proto, known)
     pm = map_parameters(model.proto, params, _float_initializers(model), users, buffers,
-                        _batchnorm_folds(mod), param_owners(mod), known, param_aliases(mod))
+                        _batchnorm_folds(mod), param_owners(mod), known, param_aliases(mod), computed_weights(mod))
     attach_blocks(pm, rnn_blocks(model.proto, mod, params, users))  # LSTM / GRU gates, reordered by the exporter; RNN
     mark_initial_states(pm, model.proto, {p: v.shape for p, v in params.items()})  # an RNN's zero initial state: a constant, not a parameter
     return pm

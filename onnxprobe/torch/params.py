@@ -35,6 +35,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from onnxprobe.torch.runner import to_numpy
+
 
 @dataclass
 class ParamLink:
@@ -195,6 +197,27 @@ def _changed_copies(v: np.ndarray, params: dict[str, np.ndarray]) -> list[tuple[
     return out
 
 
+def _rounded(v: np.ndarray, c: np.ndarray) -> bool:
+    """``v`` is ``c`` up to float rounding (a few units in the last place of ``v``'s dtype)."""
+    if v.shape != c.shape or not v.size or v.dtype.kind != "f":
+        return False
+    tol = 8 * float(np.finfo(v.dtype).eps)
+    return bool(np.allclose(v.astype(np.float64), c.astype(np.float64), rtol=tol, atol=tol * float(np.abs(c).max())))
+
+
+def computed_weights(mod) -> dict[str, tuple[np.ndarray, list[str]]]:
+    """``torch.nn.utils.parametrize``'s tensors (``conv.weight`` of weight_norm: ``g * v / ||v||``), each the
+    value torch computes now and the parameters it comes from (``conv.parametrizations.weight.original0``…)."""
+    out: dict[str, tuple[np.ndarray, list[str]]] = {}
+    for path, m in mod.named_modules():
+        for name, plist in (getattr(m, "parametrizations", None) or {}).items():
+            prefix = f"{path}.parametrizations.{name}" if path else f"parametrizations.{name}"
+            srcs = [f"{prefix}.{n}" for n, _ in plist.named_parameters()]
+            value = getattr(m, name)
+            out[f"{path}.{name}" if path else name] = (to_numpy(value), srcs)
+    return out
+
+
 def param_owners(mod) -> dict[str, set[str]]:
     """torch parameter (its first name) -> the module paths that hold it (more than one: tied weights)."""
     first = {id(p): n for n, p in mod.named_parameters()}
@@ -233,7 +256,8 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                    users: dict[str, set[str]] | None = None, buffers: dict[str, np.ndarray] | None = None,
                    folds: list[tuple[np.ndarray, np.ndarray]] = (),
                    owners: dict[str, set[str]] | None = None, modules: set[str] | None = None,
-                   aliases: dict[str, str] | None = None) -> ParamMap:
+                   aliases: dict[str, str] | None = None,
+                   computed: dict[str, tuple[np.ndarray, list[str]]] | None = None) -> ParamMap:
     """``params``: torch parameter name -> value, one name per tensor (tied parameters under their first
     name); ``inits``: the model's float initializers; ``users``: initializer -> the module paths that
     read it (``match.modules.initializer_users``), which tell the equal-valued parameters an exporter
@@ -246,7 +270,10 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
     initializer that only other modules read holds none of the parameters of its values (``_foreign``);
     ``modules``: the torch module's paths, the only readers that say so (None: any path does; a module
     renamed since the export is no other module); ``aliases``: a tied parameter's other names -> its name in
-    ``params`` (``param_aliases``): an initializer of such a name is named as that parameter too."""
+    ``params`` (``param_aliases``): an initializer of such a name is named as that parameter too;
+    ``computed``: the tensors torch computes from parameters (``computed_weights``: a parametrization's
+    weight, weight_norm's ``g * v / ||v||``) -> those parameters: an initializer holding one, up to float
+    rounding (the exporter folded it), is derived from them, not one of them with other values."""
     wanted = set(inits)
     values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in wanted}
     for n in model.graph.node:  # weights held by Constant nodes
@@ -396,6 +423,18 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
                              "gradient is the sum of theirs, not comparable one by one")
     for link in out.links.values():
         claimed.update(link.params)
+    explained: set[str] = set()  # a weight torch computes from parameters, folded by the exporter
+    for i in sorted(derived & set(out.refused)):
+        got = next((c for c, (cv, _) in (computed or {}).items() if _rounded(init_value[i], cv)), None)
+        if got is not None:
+            srcs = computed[got][1]
+            out.refused[i] = (f"holds {got}, which torch computes from {', '.join(srcs)} (a parametrization, as "
+                              "weight_norm's): derived from several parameters, not compared")
+            for q in srcs:
+                if q not in claimed:
+                    out.unused.setdefault(q, f"the exporter folded it into {i} ({got}, which torch computes from it)")
+            explained.add(i)
+    derived -= explained
     if not folds:  # no BatchNorm to fold: a weight no parameter explains, of a free parameter's shape, is
         # that parameter with other values (the model is not an export of the module as it is now), not
         # something the exporter derived (reordered LSTM gates change the shape: [1, 4h, in])
@@ -440,7 +479,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
             derived.discard(i)
             if q not in claimed and q not in out.unused:
                 out.unused[q] = f"its copy {i} holds {k} other values: {NOT_AN_EXPORT}"
-    out.derived = derived & set(out.refused)
+    out.derived = (derived | explained) & set(out.refused)
     for p, v in params.items():
         if p not in claimed and p not in out.unused:
             # initializers that hold its values, each standing for another parameter of those values or refused
