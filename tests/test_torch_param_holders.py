@@ -85,3 +85,20 @@ def test_a_parameter_merged_into_an_initializer_another_parameters_tie_claims_is
     assert set(pm.refused) == {"ln.weight", "val_28"}, pm.refused
     for p in params:  # each parameter says why it is not compared, naming the initializers
         assert p in pm.unused and "ln.weight" in pm.unused[p], pm.unused
+
+
+def test_equal_valued_parameters_merged_into_one_initializer_are_those_its_readers_hold():
+    """Whisper's encoder (dynamo): the optimizer merged 8 all-zero Linear biases into one initializer and dropped
+    the Convs' zero biases. The merged link claimed the Convs' biases too (``m.conv`` has the parent ``m``,
+    an enclosing scope of every reader), so torch's side summed 10 gradients against the ONNX sum of 8: a
+    false FAIL. The parent rule (nn.MultiheadAttention reads out_proj.bias in its own scope) is for a
+    parameter whose module's parent is the innermost scope that reads it, not any enclosing one."""
+    z = np.zeros(4, np.float32)
+    params = {"m.conv.bias": z, "m.blk.a.bias": z, "m.blk.b.bias": z, "m.attn.out_proj.bias": z}
+    users = {"m.blk.a.bias": {"", "m", "m.blk", "m.blk.a", "m.blk.b"}}
+    pm = map_parameters(_model({"m.blk.a.bias": z}), params, ["m.blk.a.bias"], users=users)
+    assert sorted(pm.links["m.blk.a.bias"].params) == ["m.blk.a.bias", "m.blk.b.bias"], pm.links
+    # read in the attention module's own scope: its out_proj's bias (a child of that scope) still counts
+    users = {"m.blk.a.bias": {"", "m", "m.attn", "m.blk", "m.blk.a"}}
+    pm = map_parameters(_model({"m.blk.a.bias": z}), params, ["m.blk.a.bias"], users=users)
+    assert sorted(pm.links["m.blk.a.bias"].params) == ["m.attn.out_proj.bias", "m.blk.a.bias"], pm.links

@@ -340,8 +340,10 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
         if equal and users and users.get(i) and len(equal) > 1:
             # read by its module, or by the module right above it: nn.MultiheadAttention applies its out_proj
             # in its own scope (F.multi_head_attention_forward), so out_proj.bias is read in self_attn's
+            # (the innermost reading scope only: every enclosing one, ``m``, is a parent of other modules too)
+            inner = _innermost(users[i])
             mine = [p for p in equal if p.rpartition(".")[0] in users[i]
-                    or (p.rpartition(".")[0].rpartition(".")[0] or None) in users[i]]
+                    or (p.rpartition(".")[0].rpartition(".")[0] or None) in inner]
             equal = mine or equal
         if equal:
             rivals = same_class[d]
