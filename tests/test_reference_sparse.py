@@ -74,3 +74,55 @@ def test_a_model_of_no_sparse_weight_is_given_back_as_it_is(tmp_path):
     del m.graph.sparse_initializer[:]
     m.graph.initializer.append(numpy_helper.from_array(DENSE.astype(np.float32), "S"))
     assert dense_weights(m) is m
+
+
+def _function_model() -> onnx.ModelProto:
+    """y = F(x): a model-local function F whose body reads a Constant's sparse_value, and an If in it whose
+    then-branch does too (y = x S + x S)."""
+    then = H.make_graph([H.make_node("Constant", [], ["S2"], sparse_value=_sparse("S2")), H.make_node("MatMul", ["a", "S2"], ["m"])],
+                        "then", [], [H.make_tensor_value_info("m", T.FLOAT, [1, 3])])
+    other = H.make_graph([H.make_node("Identity", ["a"], ["m"])], "else", [], [H.make_tensor_value_info("m", T.FLOAT, [1, 3])])
+    body = [H.make_node("Constant", [], ["S"], sparse_value=_sparse("S")), H.make_node("MatMul", ["a", "S"], ["p"]),
+            H.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.array(True))),
+            H.make_node("If", ["c"], ["q"], then_branch=then, else_branch=other), H.make_node("Add", ["p", "q"], ["b"])]
+    fn = H.make_function("local", "F", ["a"], ["b"], body, opset_imports=[H.make_opsetid("", 17)])
+    g = H.make_graph([H.make_node("F", ["x"], ["y"], domain="local", name="f")], "g", [H.make_tensor_value_info("x", T.FLOAT, [1, 3])],
+                     [H.make_tensor_value_info("y", T.FLOAT, [1, 3])])
+    m = H.make_model(g, opset_imports=[H.make_opsetid("", 17), H.make_opsetid("local", 1)], functions=[fn])
+    m.ir_version = 8
+    return m
+
+
+def test_sparse_weights_inside_a_model_local_function_are_densified():
+    """QA: dense_weights walked the main graph and its bodies only, so onnx.reference failed on a sparse
+    Constant inside a function ('Issues with types ... OpFunction')."""
+    m = _function_model()
+    dense = dense_weights(m)
+    assert dense is not m
+    got = ReferenceEvaluator(dense).run(None, {"x": X})[0]
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": X})[0]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, 2 * (X.astype(np.float64) @ DENSE), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_a_sparse_weight_of_a_numpy_foreign_type_keeps_its_type(dtype):
+    """A sparse bfloat16 / float8 initializer becomes a dense one of that same type (ml_dtypes), and the model
+    computes as onnxruntime computes the sparse one: y = x Cast(S, float)."""
+    import ml_dtypes
+
+    dt = getattr(ml_dtypes, dtype)
+    s = H.make_sparse_tensor(numpy_helper.from_array(np.array([5, 6, -1], dt), "S"),
+                             numpy_helper.from_array(np.array([0, 4, 5], np.int64), "S_idx"), [3, 3])
+    g = H.make_graph([H.make_node("Cast", ["S"], ["Sf"], to=T.FLOAT), H.make_node("MatMul", ["x", "Sf"], ["y"])], "g",
+                     [H.make_tensor_value_info("x", T.FLOAT, [1, 3])], [H.make_tensor_value_info("y", T.FLOAT, [1, 3])],
+                     sparse_initializer=[s])
+    m = H.make_model(g, opset_imports=[H.make_opsetid("", 21)])
+    m.ir_version = 10
+    dense = dense_weights(m)
+    (w,) = dense.graph.initializer
+    assert w.name == "S" and w.data_type == s.values.data_type and list(w.dims) == [3, 3]
+    np.testing.assert_array_equal(numpy_helper.to_array(w).astype(np.float64), DENSE)
+    got = ReferenceEvaluator(dense).run(None, {"x": X})[0]
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": X})[0]
+    np.testing.assert_array_equal(got, want)
