@@ -2,7 +2,9 @@
 
 Contract: ``expose(model, refs, ...)`` returns a *new* model and one ``Probe`` per ref; the input model is
 never touched, and the nodes of the original graph are left as they are (the pass only appends nodes and
-outputs), so the model's own outputs are bitwise unchanged when optimisations are off.
+outputs), so the model's own outputs are bitwise unchanged when optimisations are off. A Constant's
+``sparse_value`` is probed through a dense copy of it (a Constant node added, densified on the host): nodes
+read it dense, and as an output onnxruntime would return a SparseTensor, which no statistics node takes.
 
 Statistics are computed in the graph, next to the tensor, so only a [1, 11] float64 row per tensor leaves
 the device (layout: ``onnxprobe.stats.tensor_stats.ROW``). Tensors inside If / Loop / Scan bodies are
@@ -19,6 +21,7 @@ from onnx import TensorProto, helper
 
 from onnxprobe.errors import ModelError
 from onnxprobe.graph.builder import all_names, default_opset, rename_output
+from onnxprobe.graph.densify import dense_array
 from onnxprobe.graph.shapes import own_type, value_types
 from onnxprobe.graph.stats_nodes import (
     IDENTITY_ROW, MIN_OPSET, ROW_WIDTH, UNSUPPORTED_STATS_DTYPES, StatsBuilder, needs_masking,
@@ -192,7 +195,9 @@ def expose(
         if site is None:
             warnings.append(f"{ref.name}: no node produces it; not probed")
             continue
-        kind = "a sparse tensor" if ref.name in sparse else not_a_tensor(every_type.get(ref.name), site.node.op_type)
+        stored = _sparse_value(site.node) if ref.name in sparse else None
+        kind = None if stored is not None else "a sparse tensor" if ref.name in sparse else not_a_tensor(
+            every_type.get(ref.name), site.node.op_type)
         if kind:  # no statistics node takes one, and --save, diff and the tables hold tensors
             warnings.append(f"{ref.name}: {kind}, not a tensor; not probed (onnxprobe probes tensors only)")
             continue
@@ -206,6 +211,10 @@ def expose(
         probe = Probe(ref=ref, stats_on_host=host_stats)
         g = site.graph
         src = ref.name  # what the probes read: the tensor, or its float32 copy for the narrow types
+        if stored is not None:  # a Constant's sparse_value, which nodes read dense: probed as a dense copy of it,
+            dense = dense_array(stored)  # densified here (as graph output onnxruntime returns a SparseTensor)
+            src, elem = builder(g).const(dense), stored.values.data_type
+            t = helper.make_tensor_type_proto(elem, list(dense.shape))
         if elem in NARROW_TYPES:
             src = builder(g).node("Cast", [ref.name], f"{ref.name}.as_f32", to=TensorProto.FLOAT)
             t = _retyped(t, TensorProto.FLOAT)
@@ -281,6 +290,13 @@ def expose(
     for b in builders.values():
         b.interleave()
     return out, probes
+
+
+def _sparse_value(node: onnx.NodeProto) -> onnx.SparseTensorProto | None:
+    """A Constant node's ``sparse_value`` (None for any other node)."""
+    if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+        return next((a.sparse_tensor for a in node.attribute if a.name == "sparse_value"), None)
+    return None
 
 
 def _output_of(g: onnx.GraphProto, b: StatsBuilder, t: str, want: str, names: set[str]) -> str:

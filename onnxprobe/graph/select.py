@@ -279,7 +279,7 @@ def check_criteria(models: list[onnx.ModelProto], sel: Selection) -> None:
 
 
 def _all_names(model: onnx.ModelProto, sites: list[NodeSite]) -> set[str]:
-    names = {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
+    names = {i.name for i in model.graph.input} | set(_weights(model))
     for s in sites:
         names.update((s.name, s.path))
         names.update(o for o in s.node.output if o)
@@ -385,16 +385,20 @@ def refs_by_key(model: onnx.ModelProto, names: list[str]) -> list[TensorRef]:
             if n in scoped else TensorRef(name=n, node="", op_type="", index=-1) for n in names]
 
 
+def _weights(model: onnx.ModelProto) -> list[str]:
+    """The main graph's initializers, sparse ones included (nodes read those dense: weights as any other)."""
+    return list(dict.fromkeys([i.name for i in model.graph.initializer] + [s.values.name for s in model.graph.sparse_initializer]))
+
+
 def _named_values(model, sel: Selection, sites, types, outputs, lo: int, hi: int, every: bool = False) -> list[TensorRef]:
     """Graph inputs (and main-graph initializers given as model outputs, all of them with include_constants)
     whose name matches a glob, placed at their first consumer (as the debugger's graph index orders them).
     ``every``: the initializers given as outputs alone, whatever their name (the default selection's and --all's)."""
     first_use = first_readers(sites)
-    inits = {i.name for i in model.graph.initializer}
+    inits = _weights(model)
     out = []
     candidates = [] if every else [(i.name, "input") for i in model.graph.input if i.name not in inits]
-    candidates += [(n, "initializer") for n in dict.fromkeys(i.name for i in model.graph.initializer)
-                   if (sel.include_constants and not every) or n in outputs]
+    candidates += [(n, "initializer") for n in inits if (sel.include_constants and not every) or n in outputs]
     for name, kind in candidates:
         site = first_use.get(name)
         index = site.index if site is not None else 0

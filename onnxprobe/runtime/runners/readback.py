@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from onnxprobe.graph.densify import dense_array
 from onnxprobe.graph.walk import in_if_branch
 from onnxprobe.stats.tensor_stats import TensorStats, has_statistics, widened
 from onnxprobe.types import Probe, TensorRef, element_count
@@ -102,7 +103,11 @@ def read_host_refs(refs: list[TensorRef], feeds: dict, model: onnx.ModelProto, s
 
 
 def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
+    """A main-graph initializer's values (a sparse one's densified on the host, as nodes read it)."""
     for t in model.graph.initializer:
         if t.name == name:
             return numpy_helper.to_array(t)
+    for s in model.graph.sparse_initializer:
+        if s.values.name == name:
+            return dense_array(s)
     return None
