@@ -14,7 +14,7 @@ import onnx
 from onnxprobe.api.body_ranks import learn_body_ranks
 from onnxprobe.api.inputs import ModelLike, as_model, as_names, as_selection, expect
 from onnxprobe.autodiff.blocked import through_nondifferentiable
-from onnxprobe.autodiff.constant_loss import INSTEAD, constant_sum, softmax_behind
+from onnxprobe.autodiff.constant_loss import INSTEAD, constant_output, constant_sum, softmax_behind
 from onnxprobe.autodiff.engine import attach_backward
 from onnxprobe.autodiff.hoist import hoist_constants
 from onnxprobe.autodiff.loss import KINDS, attach_loss
@@ -157,6 +157,7 @@ class GradPlan:
     added: frozenset[str] = frozenset()  # the names of the nodes the loss and the backward pass wrote
     # the run on ``feed`` that learns the shapes (warned of), where it failed: the model does not run on that feed
     run_failed: Exception | None = None
+    constant_output: str | None = None  # why the loss is a constant of the model (autodiff.constant_output)
 
     @property
     def grads(self) -> dict[str, str]:
@@ -463,7 +464,8 @@ def _grad_plan(model: Model, spec: GradSpec | None, selection: Selection | None,
     extra = {loss.input: given} if loss.input else {}
     after = tuple(t.ref.name for t in tg if t.ref.name in bw.grads and t.ref.name in found.after) if found else ()
     return GradPlan(bw, loss, [t for t in tg if t.ref.name in bw.grads], fwd, extra, model.source, warnings, constant,
-                    live, after, added | frozenset(bw.backward_names), run_failed[0] if run_failed and feed is not None else None)
+                    live, after, added | frozenset(bw.backward_names), run_failed[0] if run_failed and feed is not None else None,
+                    constant_output(model.proto, output))
 
 
 def _output_shape(model: onnx.ModelProto, output: str, feed: dict[str, np.ndarray], cache: bool = True) -> tuple[int, ...] | None:

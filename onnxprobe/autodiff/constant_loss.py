@@ -29,6 +29,7 @@ import onnx
 from onnxprobe.autodiff.select import weight_value
 from onnxprobe.errors import said
 from onnxprobe.graph.ops import canonical
+from onnxprobe.graph.walk import implicit_inputs, needed_nodes
 
 # ops that move or retype values without changing their sum; QuantizeLinear / DequantizeLinear round it (a
 # QDQ model's output) and pass the gradient straight through, so for the backward pass the loss is the one
@@ -43,6 +44,21 @@ ONNX_DOMAINS = ("", "ai.onnx", "com.microsoft")
 # what to use instead of a constant loss, in grad's note and the verdicts of grad --check and diff --grad
 INSTEAD = said(lambda say: say.either("use a GradSpec with loss='cross-entropy' and labels, loss='mse' and target, or output_grad",
                                       "use --loss cross-entropy --labels, --loss mse --target or --output-grad"))
+
+
+def constant_output(model: onnx.ModelProto, output: str) -> str | None:
+    """Why ``output`` is a constant of the model, whatever its inputs (None when it reads an input or a weight):
+    a weight given as an output, which no node computes, or a value computed from Constant nodes alone.
+    Any loss of it is a constant, and no tensor the loss reaches through a weight or an input gets a gradient."""
+    g = model.graph
+    weights = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
+    if output in weights and not any(output in n.output for n in g.node):
+        return f"output {output!r} is a weight no node computes (it depends on no input)"
+    sources = {i.name for i in g.input} | weights
+    nodes = needed_nodes(g.node, [output])
+    if not nodes or any(i in sources for n in nodes for i in [*n.input, *implicit_inputs(n)]):
+        return None
+    return f"output {output!r} depends on no input and no weight (Constant nodes alone compute it)"
 
 
 def unjudged(whys: list[str]) -> str:

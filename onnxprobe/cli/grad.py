@@ -137,9 +137,10 @@ def grad(
                               check=check, progress=checking, max_memory=budget)
     notes([n for n in dict.fromkeys(result.notes + result.plan.warnings) if n not in said])
     if not result.rows:  # asked for, and none got a gradient: the notes say why; no (empty) table, no success
-        error("none of the tensors --wrt asks for gets a gradient (the notes say why)" if wrt else
-              f"none of the selected tensors gets a gradient ({selection.describe()}; "
-              "the notes say why)")
+        constant = result.plan.constant_output  # a loss no input or weight changes: that is why
+        error(f"the loss is a constant: {constant}, so no {'tensor --wrt asks for' if wrt else 'selected tensor'} gets a gradient"
+              if constant else "none of the tensors --wrt asks for gets a gradient (the notes say why)" if wrt else
+              f"none of the selected tensors gets a gradient ({selection.describe()}; the notes say why)")
         raise typer.Exit(1)
     if exported is not None:
         api.write_export(exported, export)
