@@ -270,7 +270,10 @@ def _introduced_from_exact_inputs(results: list[PairResult], a: Side, b: Side, m
     float pair (``DiffPlan.by_b``), where the measured cones stop: the cone is walked to the same boundary,
     whatever the selection reports (walked to the reported pairs only, a MaxPool shown alone reached back to
     the graph input, which A holds exactly, and its 26.7 dB intro read 'exact' (QA))."""
-    with_intro = [r for r in results if r.introduced is not None and r.metrics is not None and r.pair.b.kind == "float"]
+    g = b.model.proto.graph  # a weight given as an output: no node, no cone measured, its difference its own
+    weights = {t.name for t in g.initializer} - {o for n in g.node for o in n.output}
+    with_intro = [r for r in results if (r.introduced is not None or r.pair.b.name in weights) and r.metrics is not None
+                  and r.pair.b.kind == "float"]
     if not with_intro or not b.runner.takes_feeds:
         return
     exact = {r.pair.b.name for r in results if r.metrics is not None and r.metrics.exact}
