@@ -42,7 +42,8 @@ from onnxprobe.stats.metrics import Tolerance
 from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe, without_torch_gradient
 from onnxprobe.torch.load import positional, require_torch, training_note
 from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
-from onnxprobe.torch.params import ParamMap, computed_weights, map_parameters, param_aliases, param_owners
+from onnxprobe.torch.module_params import computed_weights, param_aliases, param_owners
+from onnxprobe.torch.params import ParamMap, map_parameters
 from onnxprobe.torch.rnn import add_block_grads, attach_blocks, mark_initial_states, name_blocks, pair_blocks, rnn_blocks
 from onnxprobe.torch.tied import Tie, add_tie_sums, name_ties, pair_ties
 from onnxprobe.torch.runner import OUTPUT, TorchRunner, to_numpy

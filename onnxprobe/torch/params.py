@@ -35,7 +35,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnxprobe.torch.runner import to_numpy
+from onnxprobe.torch.module_params import foreign_readers, innermost
 
 
 @dataclass
@@ -205,53 +205,6 @@ def _rounded(v: np.ndarray, c: np.ndarray) -> bool:
     return bool(np.allclose(v.astype(np.float64), c.astype(np.float64), rtol=tol, atol=tol * float(np.abs(c).max())))
 
 
-def computed_weights(mod) -> dict[str, tuple[np.ndarray, list[str]]]:
-    """``torch.nn.utils.parametrize``'s tensors (``conv.weight`` of weight_norm: ``g * v / ||v||``), each the
-    value torch computes now and the parameters it comes from (``conv.parametrizations.weight.original0``…)."""
-    out: dict[str, tuple[np.ndarray, list[str]]] = {}
-    for path, m in mod.named_modules():
-        for name, plist in (getattr(m, "parametrizations", None) or {}).items():
-            prefix = f"{path}.parametrizations.{name}" if path else f"parametrizations.{name}"
-            srcs = [f"{prefix}.{n}" for n, _ in plist.named_parameters()]
-            value = getattr(m, name)
-            out[f"{path}.{name}" if path else name] = (to_numpy(value), srcs)
-    return out
-
-
-def param_owners(mod) -> dict[str, set[str]]:
-    """torch parameter (its first name) -> the module paths that hold it (more than one: tied weights)."""
-    first = {id(p): n for n, p in mod.named_parameters()}
-    out: dict[str, set[str]] = {}
-    for n, p in mod.named_parameters(remove_duplicate=False):
-        out.setdefault(first[id(p)], set()).add(n.rpartition(".")[0])
-    return out
-
-
-def param_aliases(mod) -> dict[str, str]:
-    """A tied parameter's other names -> its first name (``head.weight`` -> ``emb.weight``): the dynamo exporter
-    names its initializer by one of them (GPT-2's ``lm_head.weight``)."""
-    first = {id(p): n for n, p in mod.named_parameters()}
-    return {n: first[id(p)] for n, p in mod.named_parameters(remove_duplicate=False) if n != first[id(p)]}
-
-
-def _foreign(readers: set[str], owners: set[str]) -> bool:
-    """Whether the modules that read an initializer (``readers``: their paths with every ancestor, as
-    ``initializer_users`` gives them) are all apart from those holding a parameter (none of its modules, their
-    ancestors or descendants): a constant the exporter made for another module (LayerNorm(elementwise_affine=
-    False)'s ones), however equal its values. Unknown readers (no scopes in the file) are never apart."""
-    inner = _innermost(readers)
-    return bool(inner) and not any(_related(r, o) for r in inner for o in owners)
-
-
-def _related(a: str, b: str) -> bool:
-    """Module paths one of which is the other or inside it ('' is the root, around everything)."""
-    return not a or not b or a == b or a.startswith(b + ".") or b.startswith(a + ".")
-
-
-def _innermost(paths: set[str]) -> set[str]:
-    return {r for r in paths if not any(len(q) > len(r) and _related(r, q) for q in paths)}
-
-
 def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits: list[str],
                    users: dict[str, set[str]] | None = None, buffers: dict[str, np.ndarray] | None = None,
                    folds: list[tuple[np.ndarray, np.ndarray]] = (),
@@ -296,12 +249,12 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
 
     def held_by_readers(i: str, names: list[str]) -> list[str]:  # those of ``names`` not held apart from i's readers
         readers = {r for r in (users or {}).get(i) or () if modules is None or r in modules}
-        return names if i in params else [q for q in names if not _foreign(readers, (owners or {}).get(q) or {q.rpartition(".")[0]})]
+        return names if i in params else [q for q in names if not foreign_readers(readers, (owners or {}).get(q) or {q.rpartition(".")[0]})]
     for i, v in list(init_value.items()):
         d, dq = _digest(v), _digest(np.squeeze(v))
         cands = list(dict.fromkeys(by_value.get(d, []) + by_transpose.get(d, []) + (by_squeezed.get(dq, []) if v.size else [])))
         if cands and i not in params and not held_by_readers(i, cands):
-            readers = ", ".join(sorted(_innermost({r for r in users[i] if modules is None or r in modules})))
+            readers = ", ".join(sorted(innermost({r for r in users[i] if modules is None or r in modules})))
             out.refused[i] = (f"holds the values of the torch parameter {cands[0]}, but only {readers} reads it, "
                               "not a module holding that parameter: a constant of the export, not the parameter")
             del init_value[i]
@@ -341,7 +294,7 @@ def map_parameters(model: onnx.ModelProto, params: dict[str, np.ndarray], inits:
             # read by its module, or by the module right above it: nn.MultiheadAttention applies its out_proj
             # in its own scope (F.multi_head_attention_forward), so out_proj.bias is read in self_attn's
             # (the innermost reading scope only: every enclosing one, ``m``, is a parent of other modules too)
-            inner = _innermost(users[i])
+            inner = innermost(users[i])
             mine = [p for p in equal if p.rpartition(".")[0] in users[i]
                     or (p.rpartition(".")[0].rpartition(".")[0] or None) in inner]
             equal = mine or equal
