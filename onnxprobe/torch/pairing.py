@@ -11,6 +11,8 @@ it. The exporters fuse:
   unmatched ("folded");
 - dynamo's optimizer fuses the same pair into the BatchNormalization's node (FuseBatchNormIntoConv): the
   Conv has no node, and is unmatched ("fused");
+- a module whose nodes no model input reaches (a rotary embedding's cos / sin of positions that static shapes let
+  the exporter fold into constants) computes a constant of the graph, not a layer: unmatched, saying so;
 - modules that leave no node (Dropout and Identity in eval mode; a module whose parent uses its weights
   directly, so its forward never runs) are unmatched with that reason, never silently absent;
 - a module called more than once, and one whose output's shape differs from its tensor (an LSTM output
@@ -31,6 +33,7 @@ from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import concrete_sizes
+from onnxprobe.graph.walk import constant_tensors
 from onnxprobe.match.engine import (DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, MAP, Matching, Pair,
                                     Unmatched, shapes_agree)
 from onnxprobe.match.modules import exporter, module_scopes
@@ -137,6 +140,13 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
         if classes.get(bn) in BATCHNORMS and bn not in scopes and p in candidates and owner.get(candidates[p]) == p:
             folded_into[p] = bn
 
+    const: list[set[str]] = []
+
+    def fixed() -> set[str]:  # the graph's tensors no model input reaches (walked once, where asked)
+        if not const:
+            const.append(constant_tensors(model.proto))
+        return const[0]
+
     def note(path: str, reason: str, cause: str) -> None:
         unmatched.append(Unmatched(_observable(path, classes.get(path, "?"), fw.shapes.get(path), 1 << 30), reason, cause))
 
@@ -169,7 +179,13 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
             continue  # the BatchNormalization that took its layer's tensor: paired above
         if t is None:
             s = scopes.get(p)
-            if s is not None and s.outputs:
+            if s is not None and s.outputs and all(o in fixed() for o in s.outputs):
+                # static shapes: the exporter folded what feeds it (positions, arange) into constants, so its
+                # nodes compute a constant of the graph, a weight, not a layer output (Llama's rotary_emb)
+                note(p, f"computed from constants alone: no model input reaches it (the exporter folded what feeds "
+                        f"it into constants), so its ONNX tensors ({s.output!r}) are constants, not layer outputs: "
+                        "not compared", NOT_OBSERVABLE)
+            elif s is not None and s.outputs:
                 note(p, f"its scope's tensors are not observable here ({s.output!r})", NOT_OBSERVABLE)
             elif cls in ELIDED:
                 note(p, f"no ONNX node: the exporter elides {cls} in eval mode (it is the identity)", NOT_OBSERVABLE)
