@@ -39,7 +39,7 @@ from onnxprobe.runtime.runners import make_runner
 from onnxprobe.runtime.runners.named import naming
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
-from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe, without_torch_gradient
+from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe, say_frozen, without_torch_gradient
 from onnxprobe.torch.load import positional, require_torch, training_note
 from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
 from onnxprobe.torch.module_params import computed_weights, param_aliases, param_owners
@@ -47,7 +47,7 @@ from onnxprobe.torch.params import ParamMap, map_parameters
 from onnxprobe.torch.rnn import add_block_grads, attach_blocks, mark_initial_states, name_blocks, pair_blocks, rnn_blocks
 from onnxprobe.torch.tied import Tie, add_tie_sums, name_ties, pair_ties
 from onnxprobe.torch.runner import OUTPUT, TorchRunner, to_numpy
-from onnxprobe.text import matches
+from onnxprobe.text import matches, some
 from onnxprobe.types import InputSpec, RunConfig, element_count, forward_name, grad_name
 
 def _tolerance(given: Tolerance | None, default: Tolerance) -> Tolerance:
@@ -262,6 +262,7 @@ def diff_grad_torch(
             u.reason = f"the gradient of {tp.repeated[forward_name(u.obs.name)]}"
     if spec.wrt:
         _keep_wrt(side_a, matching, spec.wrt)
+    frozen = say_frozen(matching, mod)
     side_b = Side("torch", a_model, runner, Observation([p.b for p in matching.pairs] + [u.obs for u in matching.unmatched_b]))
     matcher = _filtered(lambda *_: matching, _keep(a_model, selection), "module or parameter")
     try:
@@ -274,7 +275,7 @@ def diff_grad_torch(
     res.grad = {"loss": spec.loss, "output_a": plan.loss.output, "output_b": f"output[{outputs.index(plan.loss.output)}]",
                 "loss_a": loss_value(side_a, fs.values), "loss_b": runner.loss_value, "wrt": bool(spec.wrt),
                 "weights": sum(1 for o in side_a.observation.observables if o.effective_op.endswith(" weight")),
-                "vs_torch": True}
+                "vs_torch": True, **({"frozen": frozen} if frozen else {})}
     from onnxprobe.compare.constant_loss import judge_constant_loss  # the same rule as two models': a Softmax's sum
     judge_constant_loss([plan], res)
     half = export_tolerance(a_model) is HALF_TOLERANCE
@@ -284,7 +285,10 @@ def diff_grad_torch(
     res.other_values = sorted(pm.said(forward_name(u.obs.name) or u.obs.name) for u in res.matching.unmatched_a
                               if u.cause == OTHER_VALUES)
     res.notes[:0] = (fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter, exporter_guess(a_model.proto)) + training_note(mod)
-                     + forward_note(res.grad, half, "torch", ("api.diff_torch", "`diff --vs-torch`")))
+                     + forward_note(res.grad, half, "torch", ("api.diff_torch", "`diff --vs-torch`"))
+                     + ([f"torch: {len(frozen)} parameter(s) compared have requires_grad=False (frozen: {some(frozen)}): "
+                         "their gradients are the ones autograd gives with the flag set, which the ONNX graph's backward "
+                         "computes for every weight; a training loop would leave them as they are"] if frozen else []))
     res.feed = fs.values  # what the result measured (histograms run these inputs again)
     return res
 

@@ -360,3 +360,20 @@ def without_torch_gradient(matching: Matching, runner: TorchGradRunner, feeds: d
                 matching.pairs.remove(pair)
                 matching.unmatched_a.append(Unmatched(pair.a, f"torch's gradient of {pair.b.name}: "
                                                       f"{runner.not_compared_values[probe]}", GRADIENT_STOPPED, NUMBER))
+
+
+def say_frozen(matching: Matching, module) -> list[str]:
+    """The parameters of ``module`` with ``requires_grad=False`` (frozen: Whisper's sinusoidal positions) whose
+    gradient is compared, sorted; each such pair's reason says so. The ONNX graph has no such flag: its backward
+    graph differentiates every weight, and ``TorchGradRunner.backward`` sets the flag for its pass, so both sides
+    give the gradient autograd computes for a trainable parameter; a training loop would not update it."""
+    frozen = {n for n, p in module.named_parameters(remove_duplicate=False) if not p.requires_grad}
+    said: set[str] = set()
+    for pair in matching.pairs if frozen else ():
+        if pair.b.probe.startswith(PARAM):
+            mine = [p for p in read_param_probe(pair.b.probe)[0] if p in frozen]
+            if mine:
+                said.update(mine)
+                pair.reason += (f" ({', '.join(mine)} frozen in torch, requires_grad=False: compared with the gradient "
+                                "autograd gives it with the flag set, which the ONNX graph's backward computes too)")
+    return sorted(said)
