@@ -1,7 +1,7 @@
 """Why a tensor of a diff stayed unmatched, where more is known than the matcher's "no counterpart": the
 other side's runner cannot observe it, it holds the values of a tensor that is compared (an Identity, a
-Reshape, a Cast to its own type or a wider float type) or one that is compared holds its values, the other
-model folded it into a constant, or the other model folded it into its consumer (Conv+BN folding, a Relu
+Reshape, a Cast to its own type or a wider float type, an Expand or Tile to its input's own shape) or one
+that is compared holds its values, the other model folded it into a constant, or the other model folded it into its consumer (Conv+BN folding, a Relu
 dropped by the quantizer) and compared it there."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from onnxprobe.compare.sides import Side
 from onnxprobe.errors import said
 from onnxprobe.types import NO_SCALE
 from onnxprobe.graph.constants import constant_arrays
-from onnxprobe.graph.shapes import value_types
+from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.match.bodies import body_tensors
 from onnxprobe.match.engine import COPY, FOLDED, MAP, NO_COUNTERPART, NO_NUMBERS, NOT_OBSERVABLE, Matching, Unmatched
 from onnxprobe.match.observe import Observable
@@ -230,10 +230,6 @@ def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired
     consts = {t.name for t in other.model.proto.graph.initializer} | {
         o for n in other.model.proto.graph.node if n.op_type == "Constant" for o in n.output}
 
-    def elem(name: str) -> int:
-        t = types.get(name)
-        return t.tensor_type.elem_type if t is not None and t.HasField("tensor_type") else 0
-
     small = constant_arrays(model.graph, 16)  # a neutral operand is one element
     consumers: dict[str, list] = {}
     for n in model.graph.node:
@@ -249,14 +245,13 @@ def _copies_and_constants(side: Side, other: Side, todo: list[Unmatched], paired
                 if x in paired:
                     break
                 continue
-            if n is None or not n.input or n.op_type not in SAME_VALUES or (
-                    n.op_type == "Cast" and not _exact_cast(elem(n.input[0]), elem(x))):
+            if n is None or not _keeps_values(n, types):
                 x = None
                 break
             first, x = first or n.op_type, n.input[0]
             if x in paired:
                 break
-        below = _held_below(u.obs.name, consumers, elem, paired) if x is None or x not in paired else None
+        below = _held_below(u.obs.name, consumers, types, paired) if x is None or x not in paired else None
         if x is not None and x in paired:
             u.reason = f"the values of {x!r} ({first}), which is compared (with {there}'s {paired[x]!r})"
             u.cause = COPY
@@ -279,7 +274,30 @@ def _exact_cast(src: int, dst: int) -> bool:
     return bool(src) and (src == dst or dst in _WIDER.get(src, ()))
 
 
-def _held_below(name: str, consumers: dict, elem, paired: dict) -> tuple[str, str] | None:
+def _keeps_values(n, types: dict) -> bool:
+    """Node ``n``'s first output holds its first input's values in their order: an op of ``SAME_VALUES`` (a Cast
+    only where ``_exact_cast``), or an Expand or Tile to the input's own shape (a no-op broadcast: ``h.expand(b,
+    t, d)`` of a [b, t, d] tensor, ``h.repeat(1, 1)``), told by the shapes inference gives both, every dim known
+    (a number, or one symbol on both sides)."""
+    if not n.input or not n.output or not n.output[0]:
+        return False
+    x, y = n.input[0], n.output[0]
+    if n.op_type == "Cast":
+        return _exact_cast(_elem(types, x), _elem(types, y))
+    if n.op_type in SAME_VALUES:
+        return True
+    if n.op_type not in ("Expand", "Tile") or n.domain not in ("", "ai.onnx"):
+        return False
+    sx, sy = static_shape(types.get(x)), static_shape(types.get(y))
+    return sx is not None and sx == sy and None not in sx and _elem(types, x) == _elem(types, y)
+
+
+def _elem(types: dict, name: str) -> int:
+    t = types.get(name)
+    return t.tensor_type.elem_type if t is not None and t.HasField("tensor_type") else 0
+
+
+def _held_below(name: str, consumers: dict, types: dict, paired: dict) -> tuple[str, str] | None:
     """A compared tensor that holds ``name``'s values exactly, reached from it through value-keeping nodes
     (an Identity, a Reshape, a widening Cast: ``graph_output_cast_0 -> Cast -> logits`` of a float16 model
     converted with its float32 outputs kept), with the first such node's op; else None."""
@@ -287,8 +305,7 @@ def _held_below(name: str, consumers: dict, elem, paired: dict) -> tuple[str, st
     while todo and len(seen) < 64:
         x, first = todo.pop(0)
         for n in consumers.get(x, []):
-            if (n.op_type not in SAME_VALUES or not n.input or n.input[0] != x or not n.output or not n.output[0]
-                    or (n.op_type == "Cast" and not _exact_cast(elem(x), elem(n.output[0])))):
+            if not n.input or n.input[0] != x or not _keeps_values(n, types):
                 continue
             y = n.output[0]
             if y in paired:
