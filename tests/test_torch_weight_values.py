@@ -5,6 +5,8 @@ anyway, and the weight is named too. Oracle: the module's own parameter, compare
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import pytest
@@ -51,6 +53,10 @@ def test_a_faithful_export_passes(tmp_path, half):
     path, m, x = _export(tmp_path, half, 1.0)
     res = api.diff_torch(path, m, example_args=(x,))
     assert res.other_values == [] and res.verdict()[0] == "pass", res.verdict()
+    from onnxprobe.report.diff import diff_dict
+
+    d = diff_dict(res)
+    assert d["weights_passed"] is True and d["output_rows_passed"] is True and d["outputs_passed"] is True
 
 
 EMBED = '''
@@ -93,6 +99,14 @@ def test_the_cli_says_why_when_no_row_fails(tmp_path, kind):
     assert r.exit_code == 1, r.output
     assert "0 failing" in r.output  # the rows agree: they cannot say why
     assert "'0.weight'" in r.output and "other values" in r.output, r.output
+    # the footer says what failed: every output row passed, a weight did not (it read "outputs FAIL", QA)
+    foot = " ".join(r.output.split())
+    assert "outputs pass · weights FAIL" in foot and "outputs FAIL" not in foot, r.output
+    r = CliRunner().invoke(app, ["diff", str(path), "--vs-torch", f"{src}:build", "--json", "-"])
+    assert r.exit_code == 1, r.output
+    d = json.loads(r.stdout)
+    assert d["verdict"] == "fail" and d["outputs_passed"] is False  # the verdict's key keeps its meaning
+    assert d["output_rows_passed"] is True and d["weights_passed"] is False and d["other_values"] == ["0.weight"]
 
 
 LINEAR = '''
@@ -129,7 +143,7 @@ def test_the_cli_names_the_weight_when_an_output_fails_too(tmp_path):
     assert not np.allclose(v, m[2].weight.detach().numpy(), rtol=1e-3, atol=0)
     r = CliRunner().invoke(app, ["diff", str(path), "--vs-torch", f"{src}:build"])
     assert r.exit_code == 1, r.output
-    assert "outputs FAIL" in r.output  # an output row fails: the rows show where
+    assert "outputs FAIL · weights FAIL" in " ".join(r.output.split())  # an output row fails: the rows show where
     assert "'2.weight'" in r.output and "other values" in r.output, r.output
 
 

@@ -153,6 +153,7 @@ def diff_torch(
     # an exporter's copy of a parameter, changed, as COPY[PARAMETER]: the copy that stands for the parameter
     res.other_values = sorted({pm.said(i) for i in pm.contradicts}
                               | {b.name for b in pm.blocks if not b.holds})
+    res.weights_checked = True
     return res
 
 
@@ -284,6 +285,7 @@ def diff_grad_torch(
     # its weights with other values (unmatched, cause other-values) named as diff_torch names them
     res.other_values = sorted(pm.said(forward_name(u.obs.name) or u.obs.name) for u in res.matching.unmatched_a
                               if u.cause == OTHER_VALUES)
+    res.weights_checked = True
     res.notes[:0] = (fs.notes + list(a_model.warnings) + _exporter_note(tp.exporter, exporter_guess(a_model.proto)) + training_note(mod)
                      + forward_note(res.grad, half, "torch", ("api.diff_torch", "`diff --vs-torch`"))
                      + ([f"torch: {len(frozen)} parameter(s) compared have requires_grad=False (frozen: {some(frozen)}): "

@@ -135,6 +135,7 @@ def merge_diff_reports(reports: list[dict]) -> dict:
              for k in sorted(keys, key=rank.__getitem__)]
     result = common_fields(reports, ("pairs", "_path", "notes", "samples", "sample_labels", "verdict", "verdict_reason",
                                      "compared", "first_failure", "first_failure_module", "outputs_passed", "in_graph",
+                                     "output_rows_passed",
                                      "sample_digests", "uncompared"))
     result["sides"] = first.get("sides")  # agreed on (``_how_run``): the first shard's model path
     result.update(_verdict(shards, pairs, first["criterion"]))
@@ -198,6 +199,7 @@ def _verdict(shards: list[dict], pairs: list[dict], criterion: str) -> dict:
     shard) or when an output has nothing finite in any shard; a shard's other errors (diff --grad's) stay.
     An output that had nothing finite in one shard but values in another is judged on those values."""
     failed = next((p for p in pairs if p["passed"] is False), None)
+    judged = [p["passed"] for p in pairs if p["is_output"] and p["passed"] is not None]
     first = shards[0]
     unpaired_a, unpaired_b = ([(u["name"], u["reason"]) for u in first.get(k, []) if u.get("is_output") and u.get("cause") in UNPAIRED]
                               for k in ("unmatched_a", "unmatched_b"))
@@ -223,7 +225,8 @@ def _verdict(shards: list[dict], pairs: list[dict], criterion: str) -> dict:
             "pass", f"outputs pass ({criterion})")
     return {"verdict": verdict, "verdict_reason": why, "compared": sum(1 for p in pairs if _compared(p)), "uncompared": causes,
             "first_failure": failed["a"] if failed else None, "first_failure_module": failed.get("module") if failed else None,
-            "outputs_passed": verdict == "pass"}
+            "outputs_passed": verdict == "pass",
+            "output_rows_passed": all(judged) if judged else None}
 
 
 def _compared(p: dict) -> bool:

@@ -80,6 +80,7 @@ class DiffResult:
     selected_a: set[str] | None = None  # A's observables the selection picks (None: every one); unmatched others are not listed
     # against a torch module: A's weights named as one of its parameters that hold other values (torch.params)
     other_values: list[str] = field(default_factory=list)
+    weights_checked: bool = False  # against a torch module: every weight named as a parameter was checked (other_values)
 
     def __repr__(self) -> str:
         verdict, why = self.verdict()

@@ -46,6 +46,9 @@ def diff_dict(res, order=None) -> dict:
         d["topo"] = topo.get(id(r))  # its row under --sort topo: pairs of one node (a weight's gradients) keep that order
         pairs.append(d)
     verdict, why = res.verdict()
+    other_values = (list(getattr(res, "other_values", None) or [])
+                    or [u.obs.name for u in res.matching.unmatched_a if u.cause == "other-values"])
+    judged = [p["passed"] for p in pairs if p["is_output"] and p["passed"] is not None]
 
     def unmatched(u, selected: bool) -> dict:
         return {"name": u.obs.name, "op_type": u.obs.effective_op, "reason": u.reason, "cause": u.cause,
@@ -70,12 +73,15 @@ def diff_dict(res, order=None) -> dict:
         "first_failure": res.first_failure.pair.a.name if res.first_failure else None,
         "first_failure_module": (res.first_failure.pair.b.module or res.first_failure.pair.a.module)
                                 if res.first_failure else None,
-        "outputs_passed": verdict == "pass",
+        "outputs_passed": verdict == "pass",  # the verdict's (a weight with other values fails it too)
+        # what the verdict is made of: every judged output row (weight gradient) passed (None: none judged), and
+        # the weights checked against the torch parameters they stand for hold their values (None: not checked)
+        "output_rows_passed": all(judged) if judged else None,
+        "weights_passed": False if other_values else True if getattr(res, "weights_checked", False) else None,
         # against a torch module: A's weights that hold other values than the parameter they stand for (each
         # fails the verdict whatever the rows say); diff --grad --vs-torch names them as diff_torch does
         # (COPY[PARAM]: ``ParamMap.said``); two models' diff --grad: its unmatched of cause other-values
-        "other_values": list(getattr(res, "other_values", None) or [])
-                        or [u.obs.name for u in res.matching.unmatched_a if u.cause == "other-values"],
+        "other_values": other_values,
         "notes": res.notes,
         "fp32_sensitivity": [x.to_dict() for x in res.sensitivity],
         **({"grad": {k: json_word(v) for k, v in res.grad.items()}} if getattr(res, "grad", None) else {}),
@@ -88,11 +94,20 @@ def _facts(side) -> dict | None:
 
 
 def _verdict_words(d: dict) -> str:
-    """The footer's verdict: "outputs pass", "outputs FAIL", "outputs not compared". An error verdict
+    """The footer's verdict: "outputs pass", "outputs FAIL", "outputs not compared"; a fail that is not the
+    rows' says what failed beside them: "outputs pass · weights FAIL" (a weight with other values than its
+    torch parameter), "weight gradients pass · losses FAIL" (--grad --vs-torch: the forward passes). An error verdict
     after some outputs (weight gradients) were compared says what they did and how many were not:
     "weight gradients pass, but 3 not compared" (a weight in one model only), "outputs pass, but 1
     pair(s) given in --map not compared"; "not compared" alone read as if nothing had been."""
     verdict_of = "weight gradients" if d.get("grad") else "outputs"
+    g = d.get("grad") or {}
+    beyond = ((["weights FAIL"] if d.get("other_values") else [])
+              + (["losses FAIL"] if g.get("forward_differs") and g.get("vs_torch") else []))
+    if d["verdict"] == "fail" and beyond:  # the rows' verdict, then what failed besides them (the FAIL: line says why)
+        rows = [p["passed"] for p in d["pairs"] if p["is_output"] and p["passed"] is not None]
+        word = "FAIL" if not all(rows) else "pass" if rows else "not compared"
+        return " · ".join([f"{verdict_of} {word}"] + beyond)
     if d["verdict"] != "error":
         return f"{verdict_of} {({'pass': 'pass', 'fail': 'FAIL'})[d['verdict']]}"
     judged = [p for p in d["pairs"] if p["is_output"] and p["passed"] is not None]
