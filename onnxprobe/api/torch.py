@@ -39,6 +39,7 @@ from onnxprobe.runtime.runners import make_runner
 from onnxprobe.runtime.runners.named import naming
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
+from onnxprobe.torch.bnfold import add_fold_grads, find_folds, fold_note, name_fold_grads, pair_fold_grads
 from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe, say_frozen, without_torch_gradient
 from onnxprobe.torch.load import positional, require_torch, training_note
 from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
@@ -236,9 +237,12 @@ def diff_grad_torch(
     pm = _param_map(a_model, mod)  # a parameter several initializers hold: the sum of their gradients (torch.tied)
     ties, summed = add_tie_sums(plan, pm.ties, {p: v.shape for p, v in params.items()}, cands)
     blocks, parts = add_block_grads(plan, pm.blocks, cands, {p: v.shape for p, v in params.items()})
+    # a BatchNorm folded into a Conv: its parameters' and the Conv's gradients by the chain rule (torch.bnfold)
+    unfolded, derived = add_fold_grads(plan, find_folds(a_model.proto, mod, params, pm), cands)
     side_a = grad_side(a_model.source, a_model, plan, OrtRunner(plan.backward.model, config, a_model.source),
-                       cands + summed + parts, "A", who_of("A", a_model))
+                       cands + summed + parts + derived, "A", who_of("A", a_model))
     name_ties(side_a, ties)
+    name_fold_grads(side_a, unfolded)
     name_blocks(side_a, blocks)
     outputs = [o.name for o in a_model.proto.graph.output]
     modules = {p.a.name: p.b for p in tp.pairs if p.b.module}
@@ -249,7 +253,7 @@ def diff_grad_torch(
     # weights the loss reads whose gradient an op without a rule stops (compare.gradients.grad_side)
     stopped = {forward_name(k): side_a.observation.hidden[k] for k, c in side_a.hidden_causes.items()
                if c == GRADIENT_STOPPED and k in side_a.observation.hidden}
-    matching = _grad_matching(a_model, side_a.observation.observables, params, modules, pm, stopped, ties, blocks)
+    matching = _grad_matching(a_model, side_a.observation.observables, params, modules, pm, stopped, ties, blocks, unfolded)
     try:  # torch's backward pass: a parameter autograd gives no gradient (read detached) is not compared
         without_torch_gradient(matching, runner, fs.values, tp.branch)
     except ExecutionError as e:
@@ -290,7 +294,8 @@ def diff_grad_torch(
                      + forward_note(res.grad, half, "torch", ("api.diff_torch", "`diff --vs-torch`"))
                      + ([f"torch: {len(frozen)} parameter(s) compared have requires_grad=False (frozen: {some(frozen)}): "
                          "their gradients are the ones autograd gives with the flag set, which the ONNX graph's backward "
-                         "computes for every weight; a training loop would leave them as they are"] if frozen else []))
+                         "computes for every weight; a training loop would leave them as they are"] if frozen else [])
+                     + fold_note([g for g in unfolded if any(p.b.probe == param_probe([g.param]) for p in res.matching.pairs)]))
     res.feed = fs.values  # what the result measured (histograms run these inputs again)
     return res
 
@@ -354,11 +359,12 @@ def _batchnorm_folds(mod) -> list[tuple[np.ndarray, np.ndarray]]:
 
 def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.ndarray], modules: dict[str, Observable],
                    pm: ParamMap, stopped: dict[str, str] | None = None, ties: list[Tie] = (),
-                   blocks: dict | None = None) -> Matching:
+                   blocks: dict | None = None, unfolded: list = ()) -> Matching:
     """A's gradient observables paired with torch's: weights through ``pm`` (``map_parameters``; B is named by
     the parameter: ``fc.weight``; parameters merged into one initializer ``ln1.weight+ln2.weight``; ``ties``:
     a parameter several initializers hold, by the sum of their gradients; ``blocks``: tensor -> the
-    ``torch.rnn.Block`` whose gradient it is, an LSTM's or GRU's parameter inside its initializer), inputs
+    ``torch.rnn.Block`` whose gradient it is, an LSTM's or GRU's parameter inside its initializer; ``unfolded``:
+    the parameters of a Conv and the BatchNorm folded into it, by the chain rule, ``torch.bnfold``), inputs
     by position (``input[0]``), activations through the module pairing (``modules``: ONNX tensor -> the
     module's observable of the forward pairing; B is named by the module path). ``stopped``: initializer ->
     why A has no gradient for it though the loss reads it (an op without a gradient rule on the way)."""
@@ -369,6 +375,9 @@ def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.n
     more, un, names = pair_blocks([o for o in obs_a if o.name not in done], pm.blocks, blocks or {},
                                   lambda o, p: _grad_obs(o, p, param_probe([p]), "parameter"))
     pairs, un_a, done = pairs + more, un_a + un, done | names
+    more, un, names, chained = pair_fold_grads([o for o in obs_a if o.name not in done], list(unfolded),
+                                               lambda o, p: _grad_obs(o, p, param_probe([p]), "parameter"))
+    pairs, un_a, done, tied = pairs + more, un_a + un, done | names, tied | chained
     for o in (o for o in obs_a if o.name not in done):
         t = forward_name(o.name) or o.name
         if o.name in weights:

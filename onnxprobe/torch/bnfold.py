@@ -1,0 +1,227 @@
+"""``diff --grad --vs-torch``: the gradients of the parameters of a Conv and the BatchNorm an exporter folded
+into it, by the chain rule. Both exporters fold each eval-mode BatchNorm into the Conv before it:
+``W' = W * s`` per output channel and ``b' = (b - mean) * s + beta``, with ``s = gamma / sqrt(var + eps)``.
+No initializer holds W, b, gamma or beta, but the ONNX gradients of W' and b' (onnxprobe's backward graph)
+give theirs: ``dL/dW = dL/dW' * s``, ``dL/db = dL/db' * s``, ``dL/dbeta = dL/db'`` (b' is read per channel)
+and ``dL/dgamma = sum over the channel of dL/dW' * W / sqrt(var + eps) + dL/db' * (b - mean) / sqrt(var + eps)``.
+Those are added to the backward graph and compared with torch autograd's gradients of the parameters.
+
+A fold is found by value: a Conv's weight that is a torch Conv weight times one BatchNorm's ``s`` per output
+channel, and its bias that BatchNorm's shift of the Conv's bias (0 without one). A weight that is such a fold
+in most of its values but not all (or a bias that is not that shift) is a folded copy changed: the model is
+not an export of the module as it is now (``ParamMap.contradicts``, named ``COPY[PARAMETER]``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnxprobe.graph.builder import GraphBuilder, all_names, opset_version
+from onnxprobe.match.engine import FOLDED, Pair, Unmatched
+from onnxprobe.match.observe import Observable
+from onnxprobe.torch.params import NOT_AN_EXPORT, ParamMap
+from onnxprobe.torch.pairing import BATCHNORMS
+from onnxprobe.torch.runner import to_numpy
+from onnxprobe.types import grad_name
+
+RTOL = 1e-4  # a float32 fold is off by ~1e-7 of the values (measured, dynamo); a 16-bit one is not unfolded
+
+
+@dataclass
+class Fold:
+    weight: str  # the folded weight W' (an initializer)
+    bias: str  # the folded bias b'
+    conv: str  # the torch Conv's weight W
+    conv_bias: str | None  # its bias b (None: the Conv has none)
+    bn: str  # the BatchNorm's module path
+    gamma: str | None  # its weight and bias (None: not affine)
+    beta: str | None
+    inv: np.ndarray  # 1 / sqrt(var + eps), float64
+    scale: np.ndarray  # s = gamma / sqrt(var + eps)
+    w: np.ndarray  # W, float64
+    centred: np.ndarray  # b - mean, float64
+
+    def params(self) -> list[str]:
+        return [p for p in (self.conv, self.conv_bias, self.gamma, self.beta) if p]
+
+
+@dataclass
+class FoldGrad:
+    fold: Fold
+    param: str  # the torch parameter
+    tensor: str  # its gradient in the backward graph
+    name: str  # as reported
+    how: str
+    sources: tuple[str, ...]  # the folded initializers it is computed from
+
+
+def _batchnorms(mod) -> list[tuple[str, object]]:
+    """(path, module) of the eval-mode BatchNorms with running statistics."""
+    return [(p, m) for p, m in mod.named_modules()
+            if type(m).__name__ in BATCHNORMS and getattr(m, "running_var", None) is not None]
+
+
+def _agree(v: np.ndarray, want: np.ndarray) -> np.ndarray:
+    return np.isclose(v.astype(np.float64), want, rtol=RTOL, atol=RTOL * float(np.abs(want).max(initial=0.0)))
+
+
+def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: ParamMap) -> list[Fold]:
+    """The Conv+BatchNorm folds of ``model`` (an export of ``mod``) whose weight and bias are folds of the
+    module's parameters; a fold changed in some of its values is marked in ``pm`` as a contradiction instead."""
+    bns = _batchnorms(mod)
+    if not bns:
+        return []
+    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    maybe = pm.derived | pm.folds  # initializers no parameter holds as it is
+    stats = []
+    for path, m in bns:
+        inv = 1.0 / np.sqrt(to_numpy(m.running_var.detach()).astype(np.float64) + m.eps)
+        gamma = to_numpy(m.weight.detach()).astype(np.float64) if m.weight is not None else np.ones_like(inv)
+        beta = to_numpy(m.bias.detach()).astype(np.float64) if m.bias is not None else np.zeros_like(inv)
+        stats.append((path, m, inv, gamma, beta, to_numpy(m.running_mean.detach()).astype(np.float64)))
+    found: list[Fold] = []
+    for n in model.graph.node:
+        if n.op_type != "Conv" or len(n.input) < 3 or n.input[1] not in maybe or n.input[2] not in values:
+            continue
+        v, vb = values[n.input[1]], values[n.input[2]]
+        if v.dtype.itemsize <= 2 or v.ndim < 3:
+            continue
+        best, ties = None, 0
+        for p, pv in params.items():
+            if pv.shape != v.shape or p in pm.links:
+                continue
+            for path, m, inv, gamma, beta, mean in stats:
+                if len(inv) != v.shape[0]:
+                    continue
+                want = pv.astype(np.float64) * (gamma * inv).reshape((-1,) + (1,) * (v.ndim - 1))
+                frac = float(_agree(v, want).mean())
+                if frac >= 0.5 and (best is None or frac > best[0]):
+                    best, ties = (frac, p, path, m, inv, gamma, beta, mean, want), 0
+                elif best is not None and frac == best[0]:
+                    ties += 1
+        if best is None or ties:
+            continue
+        frac, p, path, m, inv, gamma, beta, mean, want = best
+        cb = p.rpartition(".")[0] + ".bias" if p.endswith(".weight") else None
+        cb = cb if cb in params and params[cb].shape == (v.shape[0],) else None
+        b64 = params[cb].astype(np.float64) if cb else np.zeros_like(inv)
+        want_b = (b64 - mean) * gamma * inv + beta
+        if frac < 1.0:
+            _changed(pm, n.input[1], p, path, int((~_agree(v, want)).sum()), v.size, "weight * gamma / sqrt(var + eps)")
+            continue
+        if vb.shape != want_b.shape or not _agree(vb, want_b).all():
+            k = int((~_agree(vb, want_b)).sum()) if vb.shape == want_b.shape else vb.size
+            _changed(pm, n.input[2], cb or (f"{path}.bias" if m.bias is not None else p), path, k, vb.size,
+                     "(bias - mean) * gamma / sqrt(var + eps) + beta")
+            continue
+        found.append(Fold(n.input[1], n.input[2], p, cb, path, f"{path}.weight" if m.weight is not None else None,
+                          f"{path}.bias" if m.bias is not None else None, inv, gamma * inv,
+                          params[p].astype(np.float64), b64 - mean))
+    # each parameter folded once, and by one weight (a Conv called twice: torch's gradient is a sum)
+    count: dict[str, int] = {}
+    for f in found:
+        for p in f.params():
+            count[p] = count.get(p, 0) + 1
+    folds = [f for f in found if all(count[p] == 1 for p in f.params())]
+    return [f for f in folds if sum(g.weight == f.weight or g.bias == f.bias for g in folds) == 1]
+
+
+def _changed(pm: ParamMap, init: str, param: str, bn: str, k: int, size: int, how: str) -> None:
+    pm.refused[init] = (f"holds the torch parameter {param} with the BatchNorm {bn} folded in ({how}) but for {k} of "
+                        f"its {size} values: the exporter's fold of it, changed; {NOT_AN_EXPORT}")
+    pm.contradicts.add(init)
+    pm.copies[init] = param
+    pm.derived.discard(init)
+    pm.folds.discard(init)
+    pm.unused[param] = f"its folded copy {init} holds {k} other values: {NOT_AN_EXPORT}"
+
+
+def add_fold_grads(plan, folds: list[Fold], cands: list[tuple[str, Observable]]) -> tuple[list[FoldGrad], list]:
+    """Adds to ``plan``'s backward graph, for each fold whose weight and bias have whole gradients in it, the
+    gradients of its torch parameters by the chain rule, and to ``plan.grads`` each under its own name; returns
+    them and the candidates (``compare.gradients.candidates``' form) that ``grad_side`` makes observables of."""
+    bw = plan.backward.model
+    partial = getattr(plan.backward, "partial", {})
+    first: dict[str, Observable] = {}
+    for t, o in cands:
+        first.setdefault(t, o)
+    dtypes = {t.name: onnx.helper.tensor_dtype_to_np_dtype(t.data_type) for t in bw.graph.initializer}
+    b = GraphBuilder(all_names(bw), opset_version(bw, default=13), nodes=bw.graph.node, scope="onnxprobe_unfold")
+    out, extra = [], []
+    for f in folds:
+        if any(t not in plan.grads or t in partial or t not in first for t in (f.weight, f.bias)):
+            continue
+        gw, gb = plan.grads[f.weight], plan.grads[f.bias]
+        dt = dtypes.get(f.weight, np.dtype(np.float32))
+        per_out = (-1,) + (1,) * (f.w.ndim - 1)
+        said_w, said_b = grad_name(f.weight), grad_name(f.bias)
+        got = [(f.conv, b.node("Mul", [gw, b.const(f.scale.reshape(per_out).astype(dt))], f"{f.conv}_grad_unfolded"),
+                f"{said_w}*s", f"{said_w} times s = gamma / sqrt(var + eps) of {f.bn}, per output channel", (f.weight,))]
+        if f.conv_bias:
+            got.append((f.conv_bias, b.node("Mul", [gb, b.const(f.scale.astype(dt))], f"{f.conv_bias}_grad_unfolded"),
+                        f"{said_b}*s", f"{said_b} times s = gamma / sqrt(var + eps) of {f.bn}", (f.bias,)))
+        if f.beta:
+            got.append((f.beta, b.node("Identity", [gb], f"{f.beta}_grad_unfolded"), said_b, f"{said_b} itself", (f.bias,)))
+        if f.gamma:
+            axes = list(range(1, f.w.ndim))
+            part_w = b.reduce_sum(b.node("Mul", [gw, b.const((f.w * f.inv.reshape(per_out)).astype(dt))], "unfold_w"),
+                                  axes, keepdims=0)
+            part_b = b.node("Mul", [gb, b.const((f.centred * f.inv).astype(dt))], "unfold_b")
+            got.append((f.gamma, b.node("Add", [part_w, part_b], f"{f.gamma}_grad_unfolded"), f"{said_w}*W+{said_b}*(b-mean)",
+                        f"the sum over each channel of {said_w} times W / sqrt(var + eps) and {said_b} times "
+                        f"(b - mean) / sqrt(var + eps), of {f.conv} and {f.bn}", (f.weight, f.bias)))
+        for param, tensor, short, how, sources in got:
+            plan.grads[tensor] = tensor  # its own key: grad_side reads each candidate's gradient there
+            shape = tuple(f.w.shape) if param == f.conv else (len(f.inv),)
+            extra.append((tensor, replace(first[f.weight], key=tensor, name=tensor, shape=shape)))
+            out.append(FoldGrad(f, param, tensor, f"{short}[{param}]", how, sources))
+    return out, extra
+
+
+def name_fold_grads(side, grads: list[FoldGrad]) -> None:
+    """The unfolded gradients' observables of ``side`` (named after their tensor) named as reported."""
+    by_probe = {g.tensor: g for g in grads}
+    obs = side.observation.observables
+    obs[:] = [replace(o, key=by_probe[o.probe].name, name=by_probe[o.probe].name) if o.probe in by_probe else o
+              for o in obs]
+
+
+def pair_fold_grads(obs_a: list[Observable], grads: list[FoldGrad], b_obs) -> tuple[list[Pair], list[Unmatched], set[str], set[str]]:
+    """The unfolded gradients paired with torch's gradients of their parameters (``b_obs(a, parameter)``: B's
+    observable), the folded weights' and biases' own gradients unmatched (compared through them); and the
+    observables and the parameters done."""
+    by_probe = {g.tensor: g for g in grads}
+    of: dict[str, list[FoldGrad]] = {}
+    for g in grads:
+        for t in g.sources:
+            of.setdefault(grad_name(t), []).append(g)
+    pairs, un_a, done = [], [], set()
+    for o in obs_a:
+        if o.probe in by_probe:
+            g = by_probe[o.probe]
+            pairs.append(Pair(o, b_obs(o, g.param), "torch-param",
+                              f"gradient of the parameter {g.param}, which the exporter folded with the BatchNorm "
+                              f"{g.fold.bn} into {g.fold.weight} and {g.fold.bias}: by the chain rule, {g.how}"))
+            done.add(o.name)
+        elif o.name in of:
+            f = of[o.name][0].fold
+            what = "weight" if o.name == grad_name(f.weight) else "bias"
+            un_a.append(Unmatched(o, (
+                f"the {what} of a Conv that the exporter folded a BatchNormalization of the module ({f.bn}) into: another "
+                f"function of the data than any parameter's, not compared itself; the gradients of "
+                f"{', '.join(g.param for g in of[o.name])} are computed from it by the chain rule and compared"), FOLDED))
+            done.add(o.name)
+    return pairs, un_a, done, {by_probe[o.probe].param for o in obs_a if o.probe in by_probe}
+
+
+def fold_note(grads: list[FoldGrad]) -> list[str]:
+    if not grads:
+        return []
+    params = [g.param for g in grads]
+    bns = sorted({g.fold.bn for g in grads})
+    return [f"BatchNorm folds: the exporter folded {len(bns)} BatchNorm(s) into the Conv before each; the gradients of "
+            f"{len(params)} parameters ({', '.join(params[:6])}{' …' if len(params) > 6 else ''}) are computed from the "
+            "folded weights' and biases' gradients by the chain rule and compared with torch's"]

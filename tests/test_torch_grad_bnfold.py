@@ -1,0 +1,135 @@
+"""`diff --grad --vs-torch` of a Conv-BN-ReLU net: both exporters fold each eval-mode BatchNorm into the Conv
+before it, so no initializer holds the Conv's weight and bias or the BatchNorm's gamma and beta. Their
+gradients are computed from the folded weight's and bias's (onnxprobe's backward graph) by the chain rule
+and compared with torch autograd's; a folded weight or bias changed in one value fails, naming the parameter.
+
+Oracle: torch autograd on the module in float64 (random running statistics, eval mode), the same sum loss.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+from onnxprobe import api  # noqa: E402
+from onnxprobe.torch.export import export  # noqa: E402
+
+FOLDED = {"conv1.weight", "bn1.weight", "bn1.bias", "conv2.weight", "conv2.bias", "bn2.weight", "bn2.bias"}
+
+
+class ConvBNNet(nn.Module):
+    """Conv (no bias) - BN - ReLU, Conv (with a bias) - BN - ReLU, Linear."""
+
+    def __init__(self, batchnorm: bool = True):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(3, 4, 3, bias=False), nn.Conv2d(4, 5, 3)
+        self.bn1 = nn.BatchNorm2d(4) if batchnorm else nn.Identity()
+        self.bn2 = nn.BatchNorm2d(5) if batchnorm else nn.Identity()
+        self.fc = nn.Linear(5 * 4 * 4, 3)
+
+    def forward(self, x):
+        x = torch.relu(self.bn1(self.conv1(x)))
+        x = torch.relu(self.bn2(self.conv2(x)))
+        return self.fc(x.flatten(1))
+
+
+def _build(batchnorm: bool = True):
+    torch.manual_seed(0)
+    m = ConvBNNet(batchnorm)
+    with torch.no_grad():
+        for bn in (m.bn1, m.bn2):
+            if batchnorm:
+                bn.running_mean.uniform_(-0.5, 0.5)
+                bn.running_var.uniform_(0.5, 2.0)
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.uniform_(-0.5, 0.5)
+    return m.eval(), torch.randn(2, 3, 8, 8)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    d, cache = tmp_path_factory.mktemp("bnfold"), {}
+
+    def get(kind: str, batchnorm: bool = True):
+        if (kind, batchnorm) not in cache:
+            m, x = _build(batchnorm)
+            cache[kind, batchnorm] = export(m, (x,), d / f"{kind}_{batchnorm}.onnx", dynamo=kind == "dynamo")
+        return cache[kind, batchnorm]
+
+    return get
+
+
+def _torch64_grads(batchnorm: bool = True) -> dict[str, np.ndarray]:
+    """torch autograd in float64: d(sum of the output)/d each parameter, eval mode."""
+    m, x = _build(batchnorm)
+    m = m.double()
+    m.zero_grad()
+    m(x.double()).sum().backward()
+    return {n: p.grad.numpy() for n, p in m.named_parameters()}
+
+
+def _folded_inits(path) -> list[tuple[str, str]]:
+    """(weight, bias) initializers of each Conv, in order."""
+    model = onnx.load(str(path))
+    return [(n.input[1], n.input[2]) for n in model.graph.node if n.op_type == "Conv"]
+
+
+@pytest.mark.parametrize("kind", ["legacy", "dynamo"])
+def test_every_folded_parameter_is_compared_by_the_chain_rule(exported, kind):
+    m, x = _build()
+    res = api.diff_grad_torch(exported(kind), m, example_args=(x,))
+    assert res.verdict()[0] == "pass", res.verdict()
+    by_param = {r.pair.b.name: r for r in res.results if r.pair.b.op_type == "parameter"}
+    assert FOLDED | {"fc.weight", "fc.bias"} == set(by_param), sorted(by_param)
+    assert not [u.obs.name for u in res.matching.unmatched_b], [(u.obs.name, u.reason) for u in res.matching.unmatched_b]
+    want = _torch64_grads()
+    for p in FOLDED:
+        r, g = by_param[p], want[p]
+        scale = float(np.abs(g).max())
+        assert scale > 1e-3, p  # a gradient worth comparing
+        # B is torch's float32 gradient: its largest value is float64 autograd's
+        assert r.metrics.b_absmax == pytest.approx(scale, rel=1e-5), p
+        # A (the chain rule on the folded weights' ONNX gradients) agrees with it
+        assert r.metrics.max_abs <= 1e-5 * scale + 1e-7, (p, r.metrics.max_abs, scale)
+        assert r.passed, p
+    # the folded weights' own gradients: not compared themselves, with the reason
+    folded = {u.obs.name: u for u in res.matching.unmatched_a if u.cause == "folded"}
+    for w, b in _folded_inits(exported(kind)):
+        assert "chain rule" in folded[w + "_grad"].reason and "chain rule" in folded[b + "_grad"].reason
+    (note,) = [n for n in res.notes if n.startswith("BatchNorm folds")]
+    assert "7 parameters" in note and "conv1.weight" in note
+
+
+@pytest.mark.parametrize("kind", ["legacy", "dynamo"])
+@pytest.mark.parametrize("what,param", [("weight", "conv1.weight"), ("bias", "bn1.bias")])
+def test_a_folded_tensor_changed_in_one_value_fails_naming_the_parameter(exported, tmp_path, kind, what, param):
+    """conv1 has no bias of its own: its folded bias is bn1's shift, so a change of it names bn1.bias."""
+    path = exported(kind)
+    model = onnx.load(str(path))
+    name = _folded_inits(path)[0][0 if what == "weight" else 1]
+    (t,) = [t for t in model.graph.initializer if t.name == name]
+    v = numpy_helper.to_array(t).copy()
+    v.flat[1] += 0.25
+    t.CopyFrom(numpy_helper.from_array(v, name))
+    broken = tmp_path / "broken.onnx"
+    onnx.save(model, str(broken))
+    m, x = _build()
+    verdict, why = api.diff_grad_torch(broken, m, example_args=(x,)).verdict()
+    assert verdict == "fail" and param in why, (verdict, why)
+
+
+def test_a_net_without_batchnorm_is_unchanged(exported):
+    m, x = _build(batchnorm=False)
+    res = api.diff_grad_torch(exported("legacy", batchnorm=False), m, example_args=(x,))
+    assert res.verdict()[0] == "pass", res.verdict()
+    assert not [n for n in res.notes if n.startswith("BatchNorm folds")]
+    want = _torch64_grads(batchnorm=False)
+    by_param = {r.pair.b.name: r for r in res.results if r.pair.b.op_type == "parameter"}
+    assert set(by_param) == set(want)
+    for p, r in by_param.items():  # paired as the initializers they are, not through a fold
+        assert r.pair.a.name == p + "_grad" and r.metrics.max_abs <= 1e-5 * float(np.abs(want[p]).max()) + 1e-7, p
