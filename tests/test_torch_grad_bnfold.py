@@ -133,3 +133,16 @@ def test_a_net_without_batchnorm_is_unchanged(exported):
     assert set(by_param) == set(want)
     for p, r in by_param.items():  # paired as the initializers they are, not through a fold
         assert r.pair.a.name == p + "_grad" and r.metrics.max_abs <= 1e-5 * float(np.abs(want[p]).max()) + 1e-7, p
+
+
+def test_a_pruned_conv_weight_is_still_unfolded(tmp_path):
+    """conv1's weight mostly zeros (pruned): zeros agree with any BatchNorm's scale, so the fold is judged on the
+    other values alone; it is still found and compared."""
+    m, x = _build()
+    with torch.no_grad():
+        m.conv1.weight[torch.rand(m.conv1.weight.shape, generator=torch.Generator().manual_seed(1)) < 0.7] = 0
+    path = export(m, (x,), tmp_path / "pruned.onnx", dynamo=False)
+    res = api.diff_grad_torch(path, m, example_args=(x,))
+    assert res.verdict()[0] == "pass", res.verdict()
+    by_param = {r.pair.b.name: r for r in res.results if r.pair.b.op_type == "parameter"}
+    assert FOLDED <= set(by_param), sorted(by_param)

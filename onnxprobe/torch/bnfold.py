@@ -97,7 +97,8 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
                 if len(inv) != v.shape[0]:
                     continue
                 want = pv.astype(np.float64) * (gamma * inv).reshape((-1,) + (1,) * (v.ndim - 1))
-                frac = float(_agree(v, want).mean())
+                live = (want != 0) | (v != 0)  # zeros agree with any scale: they tell nothing
+                frac = float(_agree(v, want)[live].mean()) if live.any() else 0.0
                 if frac >= 0.5 and (best is None or frac > best[0]):
                     best, ties = (frac, p, path, m, inv, gamma, beta, mean, want), 0
                 elif best is not None and frac == best[0]:
