@@ -7,6 +7,7 @@ embed_positions). Oracle: the graph itself, walked here: no model input reaches 
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import pytest
 
@@ -60,3 +61,64 @@ def test_a_module_computed_from_constants_alone_says_so(tmp_path):
     assert "not observable here" not in why["rot"].reason, why["rot"].reason
     assert "constants" in why["rot"].reason and "no model input" in why["rot"].reason, why["rot"].reason
     assert res.verdict()[0] == "pass"
+
+
+class WithPositions(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pos = torch.nn.Embedding(10, 8)
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.lin(x) + self.pos(torch.arange(x.shape[1]))
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_a_module_folded_whole_into_an_initializer_says_so(tmp_path, dynamo):
+    """An Embedding of ``arange(n)`` with n static (Whisper's embed_positions, dynamo BART's): the exporter
+    folds its whole output into an initializer and leaves no node of it. It was 'fused away or removed by the
+    exporter'; its values are there, a constant of the export. Oracle: the initializer that equals the
+    Embedding's first n rows, found here with numpy."""
+    torch.manual_seed(0)
+    m, x = WithPositions().eval(), torch.randn(2, 5, 8)
+    path = tmp_path / "m.onnx"
+    kw = {"dynamo": True, "opset_version": 18} if dynamo else {"dynamo": False, "opset_version": 17}
+    torch.onnx.export(m, (x,), str(path), input_names=["x"], **kw)
+    model = onnx.load(str(path))
+    rows = m.pos.weight.detach().numpy()[:5]
+    held = [t.name for t in model.graph.initializer if list(t.dims) == [5, 8]
+            and np.array_equal(onnx.numpy_helper.to_array(t), rows)]
+    assert len(held) == 1 and not any(n.op_type == "Gather" for n in model.graph.node)
+    res = api.diff_torch(path, m, example_args=(x,))
+    why = {u.obs.name: u for u in res.matching.unmatched_b}
+    assert why["pos"].cause == NOT_OBSERVABLE
+    assert "fused away" not in why["pos"].reason, why["pos"].reason
+    assert "computed from constants alone" in why["pos"].reason and repr(held[0]) in why["pos"].reason, why["pos"].reason
+    assert res.verdict()[0] == "pass"
+
+
+def test_a_module_with_no_node_and_no_equal_constant_is_still_fused_away(tmp_path):
+    """The search by value does not name a constant that merely has the module's shape: a Linear's output
+    of [5, 8] next to an unrelated [5, 8] initializer stays as it was. Oracle: the values differ (checked)."""
+
+    class Gone(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pos = torch.nn.Embedding(10, 8)
+            self.lin = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.lin(x) + self.pos(torch.arange(x.shape[1])) * 2.0
+
+    torch.manual_seed(0)
+    m, x = Gone().eval(), torch.randn(2, 5, 8)
+    path = tmp_path / "m.onnx"
+    torch.onnx.export(m, (x,), str(path), dynamo=False, opset_version=17, input_names=["x"])
+    model = onnx.load(str(path))
+    rows = m.pos.weight.detach().numpy()[:5]
+    assert not any(list(t.dims) == [5, 8] and np.allclose(onnx.numpy_helper.to_array(t), rows)
+                   for t in model.graph.initializer)
+    res = api.diff_torch(path, m, example_args=(x,))
+    why = {u.obs.name: u for u in res.matching.unmatched_b}
+    if "pos" in why:
+        assert "initializer" not in why["pos"].reason, why["pos"].reason

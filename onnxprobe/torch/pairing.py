@@ -28,11 +28,13 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
+from onnx import TensorProto
 
 from onnxprobe.compare.sides import Side
 from onnxprobe.errors import UsageError, setting_error
 from onnxprobe.graph.model import Model
 from onnxprobe.graph.shapes import concrete_sizes
+from onnxprobe.graph.tensor_data import tensor_values
 from onnxprobe.graph.walk import constant_tensors
 from onnxprobe.match.engine import (DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NOT_OBSERVABLE, OTHER_SHAPE, MAP, Matching, Pair,
                                     Unmatched, shapes_agree)
@@ -42,6 +44,7 @@ from onnxprobe.runtime.budget import default_budget
 from onnxprobe.torch.runner import OUTPUT, PERM, Forward, TorchRunner
 from onnxprobe.torch.load import VS_TORCH
 
+FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
 BATCHNORMS = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm")
 NO_SCOPES = ("the ONNX file carries no module scopes (the dynamo exporter keeps them at opset >= 18, onnx's version "
              "converter drops them; legacy exports keep them in node names): only the model outputs are compared")
@@ -182,9 +185,8 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
             if s is not None and s.outputs and all(o in fixed() for o in s.outputs):
                 # static shapes: the exporter folded what feeds it (positions, arange) into constants, so its
                 # nodes compute a constant of the graph, a weight, not a layer output (Llama's rotary_emb)
-                note(p, f"computed from constants alone: no model input reaches it (the exporter folded what feeds "
-                        f"it into constants), so its ONNX tensors ({s.output!r}) are constants, not layer outputs: "
-                        "not compared", NOT_OBSERVABLE)
+                note(p, _from_constants(f"no model input reaches it (the exporter folded what feeds it into "
+                                        f"constants), so its ONNX tensors ({s.output!r}) are"), NOT_OBSERVABLE)
             elif s is not None and s.outputs:
                 note(p, f"its scope's tensors are not observable here ({s.output!r})", NOT_OBSERVABLE)
             elif cls in ELIDED:
@@ -222,8 +224,16 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
     if traced and nodeless:
         branch = {p: (f"the ONNX graph holds module {_names(traced)}'s nodes but torch ran {_names(nodeless)}: the export "
                       "traced another branch of forward()'s control flow (or other inputs)") for p in traced + nodeless}
+    readers = {p: _unscoped_reader(model.proto, p, modules[p]) if kind is not None else None for p in nodeless}
+    folded = _folded_outputs(model.proto, runner, feeds, fw, [p for p in nodeless if kind is not None
+                                                              and p not in branch and readers[p] is None])
     for p in nodeless:
-        reader = _unscoped_reader(model.proto, p, modules[p]) if kind is not None else None
+        reader = readers[p]
+        if p in folded:
+            note(p, _from_constants(f"the exporter folded its whole output into the {folded[p]} (equal "
+                                    "to torch's output, found by value) and left no node of it, so its values are"),
+                 NOT_OBSERVABLE)
+            continue
         if p in branch or reader is None:
             note(p, branch.get(p, NO_SCOPES if kind is None else "no ONNX node carries its scope: fused away or removed "
                                   "by the exporter"), NOT_OBSERVABLE)
@@ -269,6 +279,43 @@ def pair_with_module(model: Model, observation: Observation, runner: TorchRunner
                     "another tensor, so none is compared with the module")
                 for p, ts in leaving.items() if fw.calls.get(p, 0) > 1 for t in ts}
     return TorchPairing(side, sorted(pairs, key=lambda p: p.a.index), unmatched, kind, branch, repeated)
+
+
+def _from_constants(how: str) -> str:
+    """The reason of a module whose output the export holds as constants (``how`` ends in "are")."""
+    return f"computed from constants alone: {how} constants of the export, not layer outputs: not compared"
+
+
+def _folded_outputs(proto, runner: TorchRunner, feeds: dict[str, np.ndarray], fw: Forward, paths: list[str]
+                    ) -> dict[str, str]:
+    """module -> the main graph's initializer (or Constant) that holds its output ("initializer 'w'"), for those of
+    ``paths`` (modules that ran and left no node) whose torch output a constant of the graph equals: the exporter
+    folded a module of
+    constant inputs whole (an Embedding of ``arange(n)``, n static: Whisper's embed_positions). Found by value,
+    where a constant of the module's shape is: only then is the module run again, keeping those outputs."""
+    consts: dict[str, TensorProto] = {t.name: t for t in proto.graph.initializer}
+    inits = set(consts)
+    for n in proto.graph.node:
+        if n.op_type == "Constant" and n.output and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = n.attribute[0].t
+    by_shape: dict[tuple[int, ...], list[str]] = {}
+    for name, t in consts.items():
+        if t.data_type in FLOATS:
+            by_shape.setdefault(tuple(t.dims), []).append(name)
+    ask = {p: by_shape[tuple(fw.shapes[p])] for p in paths if tuple(fw.shapes.get(p, (-1,))) in by_shape}
+    if not ask:
+        return {}
+    got = runner.forward(feeds, set(ask)).values
+    out: dict[str, str] = {}
+    for p, names in ask.items():
+        if p not in got:
+            continue
+        b = np.asarray(got[p], np.float64)
+        t = next((t for t in names[:64] if _relative_error(np.asarray(tensor_values(consts[t]), np.float64), b) <= 1e-6),
+                 None)
+        if t is not None:
+            out[p] = f"{'initializer' if t in inits else 'Constant output'} {t!r}"
+    return out
 
 
 def _unscoped_reader(proto, path: str, module):
