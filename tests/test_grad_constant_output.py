@@ -59,3 +59,26 @@ def test_the_plan_says_why_the_loss_is_constant(tmp_path, output):
 def test_a_loss_that_reads_an_input_or_a_weight_is_no_constant(tmp_path):
     p = model(tmp_path / "m.onnx")
     assert api.grad(p, spec=api.grad_spec(output="y")).plan.constant_output is None
+
+
+def test_a_constant_loss_with_gradients_is_said_to_be_one(tmp_path):
+    """--loss-output rc --all: rc comes from a Constant alone, yet the Constant chain (c, rc) gets gradients,
+    which were shown with no word that the loss is a constant. One note says it, and the JSON field
+    constant_output holds the reason (null for a loss that reads an input). Oracle: the graph (rc = Relu(c), c a
+    Constant) and the loss's value, rc summed in numpy float64."""
+    import json
+
+    p = model(tmp_path / "m.onnx")
+    r = runner.invoke(app, ["grad", p, "--device", "cpu", "--loss-output", "rc", "--all", "--json", "-"], env=ENV)
+    assert r.exit_code == 0, r.output
+    said = [line for line in r.stderr.splitlines() if "the loss is a constant" in line]
+    assert len(said) == 1 and "'rc'" in said[0] and "note:" in said[0], r.stderr
+    d = json.loads(r.stdout)
+    assert {g["tensor"] for g in d["gradients"]} == {"c", "rc"}
+    assert d["loss"]["value"] == pytest.approx(np.maximum(B, 0).astype(np.float64).sum())
+    assert "depends on no input" in d["constant_output"] and "'rc'" in d["constant_output"]
+    assert any("the loss is a constant" in n for n in d["notes"])
+    r = runner.invoke(app, ["grad", p, "--device", "cpu", "--loss-output", "y", "--all", "--json", "-"], env=ENV)
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["constant_output"] is None and not any("the loss is a constant" in n for n in d["notes"])

@@ -176,6 +176,13 @@ def _norm(a) -> float:
     return float(np.sqrt(np.sum(a * a)))
 
 
+def constant_output_note(gp: GradPlan, rows: list) -> list[str]:
+    """The note that the loss is a constant of the model (``GradPlan.constant_output``), where tensors still got a
+    gradient (the Constant chain computing it): without rows the command's error says it instead."""
+    return [f"the loss is a constant: {gp.constant_output}; the gradients shown are of the tensors computing it from "
+            "constants, and no input or weight changes it"] if gp.constant_output and rows else []
+
+
 def body_left_out(model: Model, selection: Selection | None, rows: list[GradRow]) -> list[str]:
     """The note naming the selected tensors inside If/Loop/Scan bodies, which get no gradient row (grad
     differentiates the main graph), or none."""
@@ -259,7 +266,7 @@ def grad(model: Model | str | os.PathLike, selection: Selection | None = None, c
                     out.add_all({n: v for g, v in part.items() for n in named[g]})
                     del part
     notes = list(fs.notes) + [n for n in result.notes if n not in fs.notes] + body_left_out(model, selection, rows)
-    notes += _weights_stopped(model, gp, rows, selection, spec)
+    notes += _weights_stopped(model, gp, rows, selection, spec) + constant_output_note(gp, rows)
     res = GradResult(gp, rows, loss, result.info, notes, saved if (save or check) else {}, check_asked=check)
     if check and not np.isfinite(loss):  # every difference of a NaN or Inf loss is one: nothing can be checked
         res.notes.append(f"the loss is {loss} on these inputs: finite differences cannot check the gradients (give "

@@ -55,6 +55,8 @@ def grad_dict(result) -> dict:
         "timing": {"session_s": round(info.session_seconds, 6), "forward_backward_s": round(info.run_seconds, 6)},
         "graph": {"forward_nodes": gp.backward.n_forward, "backward_nodes": gp.backward.n_backward},
         "check": result.check_mode,
+        # why the loss is a constant of the model (no input or weight reaches it: GradPlan.constant_output), else null
+        "constant_output": gp.constant_output,
         # with --check: why its verdict rests on nothing (the loss is constant), else null
         **({"constant_loss": result.constant_loss} if result.check_mode is not None else {}),
         **({"verdict": verdict[0], "verdict_reason": verdict[1]} if verdict is not None else {}),
