@@ -20,8 +20,8 @@ def _float_constant(n: onnx.NodeProto) -> onnx.TensorProto | None:
 
 
 def hoist_constants(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy with the float Constants (two values or more) of every body moved to the main graph's
-    initializers; ``model`` itself when there are none."""
+    """A copy with the float Constants and dense initializers (two values or more) of every body moved to the main
+    graph's initializers; ``model`` itself when there are none."""
     main = model.graph
     taken = {i.name for i in main.initializer} | {i.name for i in main.input} | {o for n in main.node for o in n.output}
     found: list[tuple[onnx.GraphProto, onnx.NodeProto]] = []
@@ -33,10 +33,15 @@ def hoist_constants(model: onnx.ModelProto) -> onnx.ModelProto:
                     if _float_constant(m) is not None and m.output[0] not in taken:
                         found.append((sg, m))
                         taken.add(m.output[0])
+                for t in sg.initializer:  # a body's own (dense) initializer: a weight as a Constant is
+                    if t.data_type in FLOAT_TYPES and element_count(t.dims) >= 2 and t.name not in taken:
+                        inits.append(t.name)
+                        taken.add(t.name)
                 visit(sg)
 
+    inits: list[str] = []
     visit(main)
-    if not found:
+    if not found and not inits:
         return model
     out = onnx.ModelProto()
     out.CopyFrom(model)
@@ -68,6 +73,11 @@ def hoist_constants(model: onnx.ModelProto) -> onnx.ModelProto:
                 if changed:
                     del sg.node[:]
                     sg.node.extend(keep)
+                if any(t.name in inits for t in sg.initializer):
+                    kept = [t for t in sg.initializer if t.name not in inits]
+                    moved.extend(t for t in sg.initializer if t.name in inits)
+                    del sg.initializer[:]
+                    sg.initializer.extend(kept)
                 strip(sg)
 
     strip(out.graph)

@@ -21,7 +21,7 @@ from onnxprobe.errors import UsageError, hinted_setting_error, setting_error
 from onnxprobe.graph.constants import constant_of, constants
 from onnxprobe.graph.select import Selection, check_criteria, node_positions, parse_range, select
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
-from onnxprobe.graph.walk import first_readers, implicit_inputs, subgraphs, walk
+from onnxprobe.graph.walk import all_graphs, first_readers, implicit_inputs, subgraphs, walk
 from onnxprobe.text import matches, one_glob_each
 from onnxprobe.types import TensorRef, element_count
 
@@ -61,9 +61,10 @@ def weights(model: onnx.ModelProto, smallest: int = 2) -> dict[str, np.ndarray |
 def weight_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
     """The value of an initializer or Constant, in the main graph or in a body (autodiff.hoist moves a
     body's Constants to the main graph: they are weights of the model the user gave all the same)."""
-    for init in model.graph.initializer:
-        if init.name == name:
-            return numpy_helper.to_array(init)
+    for g in all_graphs(model.graph):  # a body's dense initializers are moved as its Constants are
+        for init in g.initializer:
+            if init.name == name:
+                return numpy_helper.to_array(init)
     main = list(model.graph.node)
     in_bodies = (s.node for s in walk(model) if s.chain) if any(True for n in main for _ in subgraphs(n)) else ()
     for n in itertools.chain(main, in_bodies):

@@ -31,7 +31,7 @@ import onnx
 from onnxprobe.errors import GLOB_QUOTES, LIST_NODES, LIST_OPS, UsageError, error_about, hinted_setting_error, setting_error
 from onnxprobe.graph.ops import canonical
 from onnxprobe.graph.shapes import dtype_name, static_shape, value_types
-from onnxprobe.graph.walk import NodeSite, constant_tensors, first_readers, walk
+from onnxprobe.graph.walk import NodeSite, all_graphs, constant_tensors, first_readers, walk
 from onnxprobe.text import as_typed, clean, controls, matches, one_glob_each, quote, unclean
 from onnxprobe.types import TensorRef, check_bool
 
@@ -386,12 +386,15 @@ def refs_by_key(model: onnx.ModelProto, names: list[str]) -> list[TensorRef]:
 
 
 def _weights(model: onnx.ModelProto) -> list[str]:
-    """The main graph's initializers, sparse ones included (nodes read those dense: weights as any other)."""
-    return list(dict.fromkeys([i.name for i in model.graph.initializer] + [s.values.name for s in model.graph.sparse_initializer]))
+    """The initializers of the main graph and of every If/Loop/Scan body, sparse ones included (nodes read those
+    dense: weights as any other; a body's Constant is selected with --include-constants, and so is its initializer)."""
+    return list(dict.fromkeys(n for g in all_graphs(model.graph) for n in
+                              [i.name for i in g.initializer] + [s.values.name for s in g.sparse_initializer]))
 
 
 def _named_values(model, sel: Selection, sites, types, outputs, lo: int, hi: int, every: bool = False) -> list[TensorRef]:
-    """Graph inputs (and main-graph initializers given as model outputs, all of them with include_constants)
+    """Graph inputs (and main-graph initializers given as model outputs; with include_constants, every weight, a
+    body's too)
     whose name matches a glob, placed at their first consumer (as the debugger's graph index orders them).
     ``every``: the initializers given as outputs alone, whatever their name (the default selection's and --all's)."""
     first_use = first_readers(sites)

@@ -33,7 +33,7 @@ from onnxprobe.graph.stale_shapes import misplanned, without_shapes
 from onnxprobe.graph.summary import non_tensor_outputs
 from onnxprobe.runtime.budget import check_run_fits
 from onnxprobe.runtime.runners.planning import make_plan
-from onnxprobe.runtime.runners.readback import constant_value, read_host_refs, read_probes, without_idle_branches
+from onnxprobe.runtime.runners.readback import body_weights, constant_value, read_host_refs, read_probes, without_idle_branches
 from onnxprobe.text import some
 from onnxprobe.types import Probe, ProbePlan, ProbeResult, RunConfig, RunInfo, TensorRef
 
@@ -331,6 +331,7 @@ class GraphRunner(Runner):
         to run)."""
         inits = {t.name for t in self.model.graph.initializer}
         inputs = {i.name for i in self.model.graph.input} - inits
+        inits |= body_weights(self.model)  # read on the host, as a main-graph weight is
         found: dict = {}
         rest = []
         for n in dict.fromkeys(names):

@@ -10,7 +10,7 @@ import onnx
 from onnx import numpy_helper
 
 from onnxprobe.graph.densify import dense_array
-from onnxprobe.graph.walk import in_if_branch
+from onnxprobe.graph.walk import all_graphs, in_if_branch
 from onnxprobe.stats.tensor_stats import TensorStats, has_statistics, widened
 from onnxprobe.types import Probe, TensorRef, element_count
 
@@ -103,11 +103,22 @@ def read_host_refs(refs: list[TensorRef], feeds: dict, model: onnx.ModelProto, s
 
 
 def constant_value(model: onnx.ModelProto, name: str) -> np.ndarray | None:
-    """A main-graph initializer's values (a sparse one's densified on the host, as nodes read it)."""
-    for t in model.graph.initializer:
-        if t.name == name:
-            return numpy_helper.to_array(t)
-    for s in model.graph.sparse_initializer:
-        if s.values.name == name:
-            return dense_array(s)
+    """An initializer's values, the main graph's first, then an If/Loop/Scan body's (a sparse one's densified on
+    the host, as nodes read it)."""
+    for g in all_graphs(model.graph):
+        for t in g.initializer:
+            if t.name == name:
+                return numpy_helper.to_array(t)
+        for s in g.sparse_initializer:
+            if s.values.name == name:
+                return dense_array(s)
     return None
+
+
+def body_weights(model: onnx.ModelProto) -> set[str]:
+    """The initializers of If/Loop/Scan bodies (sparse ones too) that are no name of the main graph's own weights:
+    no node of the probed copy produces them, so their values are read on the host (``constant_value``)."""
+    main = {t.name for t in model.graph.initializer} | {s.values.name for s in model.graph.sparse_initializer}
+    bodies = list(all_graphs(model.graph))[1:]
+    return {n for g in bodies for n in [*(t.name for t in g.initializer), *(s.values.name for s in g.sparse_initializer)]
+            if n not in main}
