@@ -146,3 +146,109 @@ def test_a_pruned_conv_weight_is_still_unfolded(tmp_path):
     assert res.verdict()[0] == "pass", res.verdict()
     by_param = {r.pair.b.name: r for r in res.results if r.pair.b.op_type == "parameter"}
     assert FOLDED <= set(by_param), sorted(by_param)
+
+
+# ConvTranspose and Linear: dynamo folds an eval-mode BatchNorm into the ConvTranspose before it (W' = W * s on
+# the weight's second axis, per output channel of each group) and into a Linear's Gemm (W' = W * s per row, per
+# output feature); legacy keeps the BatchNormalization (measured, torch 2.13). Neither folds into a MatMul.
+FOLDED_T = {f"{m}.{w}" for m in ("ct1", "ct2", "fc1", "fc2", "bn1", "bn2", "bn3", "bn4") for w in ("weight", "bias")} \
+    - {"ct2.bias", "fc2.bias"}
+
+
+class TransposeLinearBNNet(nn.Module):
+    """ConvTranspose (groups=2, a bias) - BN - ReLU, ConvTranspose (no bias) - BN - ReLU, Linear (a bias) - BN1d - ReLU,
+    Linear (no bias) - BN1d - ReLU, Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.ct1, self.ct2 = nn.ConvTranspose2d(4, 6, 3, groups=2), nn.ConvTranspose2d(6, 3, 2, bias=False)
+        self.bn1, self.bn2 = nn.BatchNorm2d(6), nn.BatchNorm2d(3)
+        self.fc1, self.fc2, self.head = nn.Linear(3 * 7 * 7, 8), nn.Linear(8, 6, bias=False), nn.Linear(6, 2)
+        self.bn3, self.bn4 = nn.BatchNorm1d(8), nn.BatchNorm1d(6)
+
+    def forward(self, x):
+        x = torch.relu(self.bn2(self.ct2(torch.relu(self.bn1(self.ct1(x))))))
+        x = torch.relu(self.bn3(self.fc1(x.flatten(1))))
+        return self.head(torch.relu(self.bn4(self.fc2(x))))
+
+
+def _build_t():
+    torch.manual_seed(0)
+    m = TransposeLinearBNNet()
+    with torch.no_grad():
+        for bn in (m.bn1, m.bn2, m.bn3, m.bn4):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-0.5, 0.5)
+    return m.eval(), torch.randn(3, 4, 4, 4)
+
+
+@pytest.fixture(scope="module")
+def exported_t(tmp_path_factory):
+    d, cache = tmp_path_factory.mktemp("bnfold_t"), {}
+
+    def get(kind: str):
+        if kind not in cache:
+            m, x = _build_t()
+            cache[kind] = export(m, (x,), d / f"{kind}.onnx", dynamo=kind == "dynamo")
+        return cache[kind]
+
+    return get
+
+
+def _fused(path) -> list[tuple[str, str]]:
+    """(weight, bias) initializers of each ConvTranspose and Gemm a BatchNorm was folded into (none left)."""
+    model = onnx.load(str(path))
+    if any(n.op_type == "BatchNormalization" for n in model.graph.node):
+        return []
+    return [(n.input[1], n.input[2]) for n in model.graph.node if n.op_type in ("ConvTranspose", "Gemm")][:4]
+
+
+@pytest.mark.parametrize("kind", ["legacy", "dynamo"])
+def test_convtranspose_and_linear_folds_are_compared_by_the_chain_rule(exported_t, kind):
+    m, x = _build_t()
+    path = exported_t(kind)
+    assert bool(_fused(path)) == (kind == "dynamo")  # what each exporter does (legacy keeps the BatchNorms)
+    res = api.diff_grad_torch(path, m, example_args=(x,))
+    assert res.verdict()[0] == "pass", res.verdict()
+    by_param = {r.pair.b.name: r for r in res.results if r.pair.b.op_type == "parameter"}
+    assert FOLDED_T | {"head.weight", "head.bias"} == set(by_param), sorted(by_param)
+    assert not [u.obs.name for u in res.matching.unmatched_b], [(u.obs.name, u.reason) for u in res.matching.unmatched_b]
+    m64 = m.double()
+    m64.zero_grad()
+    m64(x.double()).sum().backward()
+    want = {n: p.grad.numpy() for n, p in m64.named_parameters()}
+    for p in FOLDED_T:
+        r, g = by_param[p], want[p]
+        scale = float(np.abs(g).max())
+        assert scale > 1e-3, p
+        assert r.metrics.b_absmax == pytest.approx(scale, rel=1e-5), p
+        assert r.metrics.max_abs <= 1e-5 * scale + 1e-7, (p, r.metrics.max_abs, scale)
+        assert r.passed, p
+    notes = [n for n in res.notes if n.startswith("BatchNorm folds")]
+    if kind == "dynamo":
+        folded = {u.obs.name: u for u in res.matching.unmatched_a if u.cause == "folded"}
+        for w, b in _fused(path):
+            assert "chain rule" in folded[w + "_grad"].reason and "chain rule" in folded[b + "_grad"].reason
+        assert len(notes) == 1 and "14 parameters" in notes[0], notes
+    else:
+        assert not notes
+
+
+@pytest.mark.parametrize("which,what,param", [(0, 0, "ct1.weight"), (1, 1, "bn2.bias"), (2, 0, "fc1.weight"),
+                                              (3, 1, "bn4.bias")])
+def test_a_changed_convtranspose_or_gemm_fold_fails_naming_the_parameter(exported_t, tmp_path, which, what, param):
+    """ct2 and fc2 have no bias of their own: their folded bias is the BatchNorm's shift (named by its bias)."""
+    path = exported_t("dynamo")
+    model = onnx.load(str(path))
+    name = _fused(path)[which][what]
+    (t,) = [t for t in model.graph.initializer if t.name == name]
+    v = numpy_helper.to_array(t).copy()
+    v.flat[1] += 0.25
+    t.CopyFrom(numpy_helper.from_array(v, name))
+    broken = tmp_path / "broken.onnx"
+    onnx.save(model, str(broken))
+    m, x = _build_t()
+    verdict, why = api.diff_grad_torch(broken, m, example_args=(x,)).verdict()
+    assert verdict == "fail" and param in why, (verdict, why)

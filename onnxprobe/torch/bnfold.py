@@ -1,13 +1,16 @@
-"""``diff --grad --vs-torch``: the gradients of the parameters of a Conv and the BatchNorm an exporter folded
-into it, by the chain rule. Both exporters fold each eval-mode BatchNorm into the Conv before it:
-``W' = W * s`` per output channel and ``b' = (b - mean) * s + beta``, with ``s = gamma / sqrt(var + eps)``.
+"""``diff --grad --vs-torch``: the gradients of the parameters of a layer and the BatchNorm an exporter folded
+into it, by the chain rule. Both exporters fold each eval-mode BatchNorm into the Conv before it, and dynamo
+also into a ConvTranspose and a Linear's Gemm (legacy keeps the BatchNormalization there; neither folds into
+a MatMul; measured, torch 2.13): ``W' = W * s`` per output channel (a Conv's and a Gemm's first axis, a
+ConvTranspose's second, per group: ``params.channel_scales``) and ``b' = (b - mean) * s + beta``, with
+``s = gamma / sqrt(var + eps)``.
 No initializer holds W, b, gamma or beta, but the ONNX gradients of W' and b' (onnxprobe's backward graph)
 give theirs: ``dL/dW = dL/dW' * s``, ``dL/db = dL/db' * s``, ``dL/dbeta = dL/db'`` (b' is read per channel)
 and ``dL/dgamma = sum over the channel of dL/dW' * W / sqrt(var + eps) + dL/db' * (b - mean) / sqrt(var + eps)``.
 Those are added to the backward graph and compared with torch autograd's gradients of the parameters.
 
-A fold is found by value: a Conv's weight that is a torch Conv weight times one BatchNorm's ``s`` per output
-channel, and its bias that BatchNorm's shift of the Conv's bias (0 without one). A weight that is such a fold
+A fold is found by value: a layer's weight that is a torch weight of its shape times one BatchNorm's ``s`` per
+output channel, and its bias that BatchNorm's shift of the layer's bias (0 without one). A weight that is such a fold
 in most of its values but not all (or a bias that is not that shift) is a folded copy changed: the model is
 not an export of the module as it is now (``ParamMap.contradicts``, named ``COPY[PARAMETER]``)."""
 
@@ -22,7 +25,7 @@ from onnx import numpy_helper
 from onnxprobe.graph.builder import GraphBuilder, all_names, opset_version
 from onnxprobe.match.engine import FOLDED, Pair, Unmatched
 from onnxprobe.match.observe import Observable
-from onnxprobe.torch.params import NOT_AN_EXPORT, ParamMap
+from onnxprobe.torch.params import NOT_AN_EXPORT, ParamMap, channel_scales
 from onnxprobe.torch.pairing import BATCHNORMS
 from onnxprobe.torch.runner import to_numpy
 from onnxprobe.types import grad_name
@@ -43,6 +46,11 @@ class Fold:
     scale: np.ndarray  # s = gamma / sqrt(var + eps)
     w: np.ndarray  # W, float64
     centred: np.ndarray  # b - mean, float64
+    op: str = "Conv"  # the fused layer: Conv, ConvTranspose or Gemm
+
+    def per_weight(self, v: np.ndarray) -> np.ndarray:
+        """``v`` (one per output channel) laid out along W's output channels (``params.channel_scales``)."""
+        return channel_scales(self.w.shape, v, transposed=self.op == "ConvTranspose")[0]
 
     def params(self) -> list[str]:
         return [p for p in (self.conv, self.conv_bias, self.gamma, self.beta) if p]
@@ -69,7 +77,7 @@ def _agree(v: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 
 def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: ParamMap) -> list[Fold]:
-    """The Conv+BatchNorm folds of ``model`` (an export of ``mod``) whose weight and bias are folds of the
+    """The Conv / ConvTranspose / Gemm + BatchNorm folds of ``model`` (an export of ``mod``) whose weight and bias are folds of the
     module's parameters; a fold changed in some of its values is marked in ``pm`` as a contradiction instead."""
     bns = _batchnorms(mod)
     if not bns:
@@ -84,19 +92,20 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
         stats.append((path, m, inv, gamma, beta, to_numpy(m.running_mean.detach()).astype(np.float64)))
     found: list[Fold] = []
     for n in model.graph.node:
-        if n.op_type != "Conv" or len(n.input) < 3 or n.input[1] not in maybe or n.input[2] not in values:
+        if not _fusable(n) or n.input[1] not in maybe or n.input[2] not in values:
             continue
         v, vb = values[n.input[1]], values[n.input[2]]
-        if v.dtype.itemsize <= 2 or v.ndim < 3:
+        if v.dtype.itemsize <= 2 or v.ndim < (2 if n.op_type == "Gemm" else 3):
             continue
         best, ties = None, 0
         for p, pv in params.items():
             if pv.shape != v.shape or p in pm.links:
                 continue
             for path, m, inv, gamma, beta, mean in stats:
-                if len(inv) != v.shape[0]:
+                per = channel_scales(v.shape, gamma * inv, transposed=n.op_type == "ConvTranspose")
+                if not per:
                     continue
-                want = pv.astype(np.float64) * (gamma * inv).reshape((-1,) + (1,) * (v.ndim - 1))
+                want = pv.astype(np.float64) * per[0]
                 live = (want != 0) | (v != 0)  # zeros agree with any scale: they tell nothing
                 frac = float(_agree(v, want)[live].mean()) if live.any() else 0.0
                 if frac >= 0.5 and (best is None or frac > best[0]):
@@ -107,7 +116,7 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
             continue
         frac, p, path, m, inv, gamma, beta, mean, want = best
         cb = p.rpartition(".")[0] + ".bias" if p.endswith(".weight") else None
-        cb = cb if cb in params and params[cb].shape == (v.shape[0],) else None
+        cb = cb if cb in params and params[cb].shape == inv.shape else None
         b64 = params[cb].astype(np.float64) if cb else np.zeros_like(inv)
         want_b = (b64 - mean) * gamma * inv + beta
         if frac < 1.0:
@@ -120,7 +129,7 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
             continue
         found.append(Fold(n.input[1], n.input[2], p, cb, path, f"{path}.weight" if m.weight is not None else None,
                           f"{path}.bias" if m.bias is not None else None, inv, gamma * inv,
-                          params[p].astype(np.float64), b64 - mean))
+                          params[p].astype(np.float64), b64 - mean, n.op_type))
     # each parameter folded once, and by one weight (a Conv called twice: torch's gradient is a sum)
     count: dict[str, int] = {}
     for f in found:
@@ -128,6 +137,16 @@ def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: P
             count[p] = count.get(p, 0) + 1
     folds = [f for f in found if all(count[p] == 1 for p in f.params())]
     return [f for f in folds if sum(g.weight == f.weight or g.bias == f.bias for g in folds) == 1]
+
+
+def _fusable(n: onnx.NodeProto) -> bool:
+    """A Conv, ConvTranspose or Gemm (``Y = A @ B^T + C``: a Linear, weight [out, in]) with a weight and a bias."""
+    if n.op_type not in ("Conv", "ConvTranspose", "Gemm") or len(n.input) < 3:
+        return False
+    if n.op_type != "Gemm":
+        return True
+    at = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+    return at.get("transB", 0) == 1 and not at.get("transA", 0) and at.get("alpha", 1.0) == 1.0 and at.get("beta", 1.0) == 1.0
 
 
 def _changed(pm: ParamMap, init: str, param: str, bn: str, k: int, size: int, how: str) -> None:
@@ -157,9 +176,8 @@ def add_fold_grads(plan, folds: list[Fold], cands: list[tuple[str, Observable]])
             continue
         gw, gb = plan.grads[f.weight], plan.grads[f.bias]
         dt = dtypes.get(f.weight, np.dtype(np.float32))
-        per_out = (-1,) + (1,) * (f.w.ndim - 1)
         said_w, said_b = grad_name(f.weight), grad_name(f.bias)
-        got = [(f.conv, b.node("Mul", [gw, b.const(f.scale.reshape(per_out).astype(dt))], f"{f.conv}_grad_unfolded"),
+        got = [(f.conv, b.node("Mul", [gw, b.const(f.per_weight(f.scale).astype(dt))], f"{f.conv}_grad_unfolded"),
                 f"{said_w}*s", f"{said_w} times s = gamma / sqrt(var + eps) of {f.bn}, per output channel", (f.weight,))]
         if f.conv_bias:
             got.append((f.conv_bias, b.node("Mul", [gb, b.const(f.scale.astype(dt))], f"{f.conv_bias}_grad_unfolded"),
@@ -167,9 +185,7 @@ def add_fold_grads(plan, folds: list[Fold], cands: list[tuple[str, Observable]])
         if f.beta:
             got.append((f.beta, b.node("Identity", [gb], f"{f.beta}_grad_unfolded"), said_b, f"{said_b} itself", (f.bias,)))
         if f.gamma:
-            axes = list(range(1, f.w.ndim))
-            part_w = b.reduce_sum(b.node("Mul", [gw, b.const((f.w * f.inv.reshape(per_out)).astype(dt))], "unfold_w"),
-                                  axes, keepdims=0)
+            part_w = _per_channel(b, b.node("Mul", [gw, b.const((f.w * f.per_weight(f.inv)).astype(dt))], "unfold_w"), f)
             part_b = b.node("Mul", [gb, b.const((f.centred * f.inv).astype(dt))], "unfold_b")
             got.append((f.gamma, b.node("Add", [part_w, part_b], f"{f.gamma}_grad_unfolded"), f"{said_w}*W+{said_b}*(b-mean)",
                         f"the sum over each channel of {said_w} times W / sqrt(var + eps) and {said_b} times "
@@ -180,6 +196,18 @@ def add_fold_grads(plan, folds: list[Fold], cands: list[tuple[str, Observable]])
             extra.append((tensor, replace(first[f.weight], key=tensor, name=tensor, shape=shape)))
             out.append(FoldGrad(f, param, tensor, f"{short}[{param}]", how, sources))
     return out, extra
+
+
+def _per_channel(b: GraphBuilder, x: str, f: Fold) -> str:
+    """The sum of ``x`` (W's shape) over the values of each output channel: [out]. A Conv's or Gemm's is its first
+    axis; a ConvTranspose's [in, out/groups, k...] holds channel ``(i // (in/groups)) * (out/groups) + j`` at [i, j]."""
+    if f.op != "ConvTranspose":
+        return b.reduce_sum(x, list(range(1, f.w.ndim)), keepdims=0)
+    cin, per_group = f.w.shape[:2]
+    groups = len(f.inv) // per_group
+    x = b.reduce_sum(x, list(range(2, f.w.ndim)), keepdims=0) if f.w.ndim > 2 else x  # [in, out/groups]
+    x = b.node("Reshape", [x, b.ints([groups, cin // groups, per_group])], "unfold_groups")
+    return b.node("Reshape", [b.reduce_sum(x, [1], keepdims=0), b.ints([len(f.inv)])], "unfold_channels")
 
 
 def name_fold_grads(side, grads: list[FoldGrad]) -> None:
@@ -211,7 +239,7 @@ def pair_fold_grads(obs_a: list[Observable], grads: list[FoldGrad], b_obs) -> tu
             f = of[o.name][0].fold
             what = "weight" if o.name == grad_name(f.weight) else "bias"
             un_a.append(Unmatched(o, (
-                f"the {what} of a Conv that the exporter folded a BatchNormalization of the module ({f.bn}) into: another "
+                f"the {what} of a {f.op} that the exporter folded a BatchNormalization of the module ({f.bn}) into: another "
                 f"function of the data than any parameter's, not compared itself; the gradients of "
                 f"{', '.join(g.param for g in of[o.name])} are computed from it by the chain rule and compared"), FOLDED))
             done.add(o.name)
@@ -223,6 +251,6 @@ def fold_note(grads: list[FoldGrad]) -> list[str]:
         return []
     params = [g.param for g in grads]
     bns = sorted({g.fold.bn for g in grads})
-    return [f"BatchNorm folds: the exporter folded {len(bns)} BatchNorm(s) into the Conv before each; the gradients of "
+    return [f"BatchNorm folds: the exporter folded {len(bns)} BatchNorm(s) into the layer before each; the gradients of "
             f"{len(params)} parameters ({', '.join(params[:6])}{' …' if len(params) > 6 else ''}) are computed from the "
             "folded weights' and biases' gradients by the chain rule and compared with torch's"]

@@ -7,8 +7,9 @@ Exporters rename, transpose, fold and merge parameters (measured with torch 2.13
 - equal-valued parameters are merged into one initializer (a freshly initialised LayerNorm's ones and
   zeros): dynamo leaves no trace of the others, legacy keeps their names as Identity outputs. The
   initializer's gradient is then the sum of theirs;
-- dynamo folds a BatchNormalization into the Conv's weight **under the Conv weight's own name**: same
-  name, other values, another function of the data;
+- dynamo folds a BatchNormalization into the Conv's, ConvTranspose's or Linear's (Gemm) weight **under the
+  weight's own name**: same name, other values (scaled per output channel: ``channel_scales``), another
+  function of the data;
 - folded or gate-reordered tensors (legacy BN folding, LSTM/GRU weights) match no parameter by value (the
   LSTM/GRU ones are mapped block by block from the module's structure: ``torch.rnn``, ``ParamMap.blocks``);
 - a parameter equal in value to a buffer (a fresh BatchNorm's weight and running variance, its bias and
@@ -97,12 +98,28 @@ def batchnorm_fold(v: np.ndarray, p: np.ndarray, folds: list[tuple[np.ndarray, n
     v64, p64 = v.astype(np.float64), p.astype(np.float64)
     rtol = 1e-2 if min(v.dtype.itemsize, p.dtype.itemsize) <= 2 else 1e-4  # a 16-bit fold rounds at ~1e-3
     for scale, shift in folds:
-        if len(scale) != v.shape[0]:
-            continue
-        want = p64 * scale.reshape((-1,) + (1,) * (v.ndim - 1)) + (shift if v.ndim == 1 else 0)
-        if np.allclose(v64, want, rtol=rtol, atol=rtol * float(np.abs(want).max(initial=0.0))):
-            return True
+        for per in channel_scales(v.shape, scale):
+            want = p64 * per + (shift if v.ndim == 1 else 0)
+            if np.allclose(v64, want, rtol=rtol, atol=rtol * float(np.abs(want).max(initial=0.0))):
+                return True
     return False
+
+
+def channel_scales(shape: tuple, scale: np.ndarray, transposed: bool | None = None) -> list[np.ndarray]:
+    """``scale`` (one per output channel) laid out to multiply a weight of ``shape`` along its output channels:
+    its first axis (a Conv's [out, in/groups, k...], a Gemm's [out, in] with transB, a bias) and, for
+    ``transposed`` None or True, a ConvTranspose's [in, out/groups, k...], whose output channel of row i and
+    column j is ``(i // (in/groups)) * (out/groups) + j``; the groups are ``len(scale) / shape[1]``. None: both
+    layouts that fit (the values decide); False / True: that one only."""
+    shape, n, out = tuple(shape), len(scale), []
+    if transposed is not True and shape and shape[0] == n:
+        out.append(scale.reshape((-1,) + (1,) * (len(shape) - 1)))
+    if transposed is not False and len(shape) >= 3 and shape[1] and n % shape[1] == 0:
+        groups = n // shape[1]
+        if shape[0] % groups == 0:
+            rows = np.repeat(scale.reshape(groups, shape[1]), shape[0] // groups, axis=0)  # [in, out/groups]
+            out.append(rows.reshape(shape[:2] + (1,) * (len(shape) - 2)))
+    return out
 
 
 def _other_values(i: str, v: np.ndarray, p: np.ndarray, folds: list) -> tuple[str, bool]:
