@@ -6,6 +6,7 @@ anyway, and the weight is named too. Oracle: the module's own parameter, compare
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import onnx
@@ -141,8 +142,12 @@ def test_the_cli_names_the_weight_when_an_output_fails_too(tmp_path):
     t.CopyFrom(numpy_helper.from_array(v.astype(np.float32), t.name))
     onnx.save(model, str(path))
     assert not np.allclose(v, m[2].weight.detach().numpy(), rtol=1e-3, atol=0)
-    r = CliRunner().invoke(app, ["diff", str(path), "--vs-torch", f"{src}:build"])
+    page = tmp_path / "r.html"
+    r = CliRunner().invoke(app, ["diff", str(path), "--vs-torch", f"{src}:build", "--html", str(page)])
     assert r.exit_code == 1, r.output
+    # the page's verdict says so too (it read "FAIL: ..." alone, never that a weight failed beside the rows)
+    verdict = re.search(r"<dt>verdict</dt><dd[^>]*>(.*?)</dd>", page.read_text(encoding="utf-8")).group(1)
+    assert verdict.startswith("outputs FAIL · weights FAIL: ") and "2.weight" in verdict, verdict
     assert "outputs FAIL · weights FAIL" in " ".join(r.output.split())  # an output row fails: the rows show where
     assert "'2.weight'" in r.output and "other values" in r.output, r.output
 

@@ -93,7 +93,15 @@ def _facts(side) -> dict | None:
     return runner.facts() if runner is not None else None
 
 
-def _verdict_words(d: dict) -> str:
+def beyond_rows(d: dict) -> list[str]:
+    """What failed the verdict besides the rows: "weights FAIL" (a weight with other values than its torch
+    parameter), "losses FAIL" (--grad --vs-torch: the forward passes disagree)."""
+    g = d.get("grad") or {}
+    return ((["weights FAIL"] if d.get("other_values") else [])
+            + (["losses FAIL"] if g.get("forward_differs") and g.get("vs_torch") else []))
+
+
+def verdict_words(d: dict) -> str:
     """The footer's verdict: "outputs pass", "outputs FAIL", "outputs not compared"; a fail that is not the
     rows' says what failed beside them: "outputs pass · weights FAIL" (a weight with other values than its
     torch parameter), "weight gradients pass · losses FAIL" (--grad --vs-torch: the forward passes). An error verdict
@@ -101,9 +109,7 @@ def _verdict_words(d: dict) -> str:
     "weight gradients pass, but 3 not compared" (a weight in one model only), "outputs pass, but 1
     pair(s) given in --map not compared"; "not compared" alone read as if nothing had been."""
     verdict_of = "weight gradients" if d.get("grad") else "outputs"
-    g = d.get("grad") or {}
-    beyond = ((["weights FAIL"] if d.get("other_values") else [])
-              + (["losses FAIL"] if g.get("forward_differs") and g.get("vs_torch") else []))
+    beyond = beyond_rows(d)
     if d["verdict"] == "fail" and beyond:  # the rows' verdict, then what failed besides them (the FAIL: line says why)
         rows = [p["passed"] for p in d["pairs"] if p["is_output"] and p["passed"] is not None]
         word = "FAIL" if not all(rows) else "pass" if rows else "not compared"
@@ -306,11 +312,9 @@ def diff_renderables(res, width: int = 120, order=None, asked: tuple[str, ...] =
     if first_row is not None:
         first_op = d["pairs"][first_row]["op_type"]  # none for a weight given as an output
         foot.append(f" · ▶ error starts at {safe(pair_label(d['pairs'][first_row]))}" + (f" ({safe(first_op)})" if first_op else ""), style="bold")
-    foot.append(f" · {_verdict_words(d)}", style="green" if d["verdict"] == "pass" else "bold red")
+    foot.append(f" · {verdict_words(d)}", style="green" if d["verdict"] == "pass" else "bold red")
     out.append(phrased(foot, width))  # broken between phrases, as layers' and grad's footers
-    g = d.get("grad") or {}
-    beyond_rows = d.get("other_values") or (g.get("forward_differs") and g.get("vs_torch"))
-    if d["verdict"] == "fail" and (beyond_rows or not any(p["is_output"] and p["passed"] is False for p in d["pairs"])):
+    if d["verdict"] == "fail" and (beyond_rows(d) or not any(p["is_output"] and p["passed"] is False for p in d["pairs"])):
         # a fail that no row shows (a weight with other values than its torch parameter, losses that differ):
         # the footer's "0 failing · outputs FAIL" alone said nothing of why; nor, where an output fails too,
         # did the rows name the weight (QA: GPT-2's c_attn.weight x1.01 read only "outputs FAIL")

@@ -25,8 +25,10 @@ import math
 
 from onnxprobe import __version__
 from onnxprobe.report import charts
+from onnxprobe.report.diff import beyond_rows, sensitivity_lines, verdict_words
 from onnxprobe.report.format import finite, num_or_word, shape
 from onnxprobe.report.io import json_default
+from onnxprobe.report.profile import summary_words
 from onnxprobe.report.table import Table
 from onnxprobe.text import controls, duration, json_float, json_words, pieces, unclean
 
@@ -160,6 +162,8 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
     if kind == "diff":
         fails = sum(1 for p in d["pairs"] if p["passed"] is False)
         word = {"pass": "pass", "fail": "FAIL", "error": "not compared"}[d["verdict"]]
+        if d["verdict"] == "fail" and beyond_rows(d):  # what failed, as the text's footer: 'outputs pass · weights FAIL'
+            word = verdict_words(d)
         out = [("A", d["a"], None), ("B (reference)", d["b"], None), ("measured", d["measured"], None),
                ("criterion", d["criterion"], None), ("verdict", f"{word}: {d['verdict_reason']}", "pass" if d["verdict"] == "pass" else "fail"),
                ("pairs", f"{len(d['pairs'])} ({d['compared']} compared, {fails} failing"
@@ -210,6 +214,8 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
                          f"its seed) + {d['graph']['backward_nodes']} backward nodes", None)]
     if ins:
         out.insert(min(4, len(out)), ("inputs", ins, None))
+    if kind != "grad" and summary_words(d):  # --profile: where the run's time went, as the text report says it
+        out.append(("profile", summary_words(d), None))
     return out
 
 
@@ -297,6 +303,8 @@ def html_report(kind: str, d: dict, table: Table, histograms: dict | None = None
         hists.append({"name": pieces(name), "plots": plots})
     facts = "".join(f'<dt>{html.escape(k)}</dt><dd class="{c or ""}">{shown(v)}</dd>' for k, v, c in _facts(kind, d, inputs))
     notes = "".join(f"<li>{shown(n)}</li>" for n in d.get("notes") or [])
+    # diff --fp32-sensitivity: the lines the text report prints (a gain of "inf" where the output turns exact)
+    sensitivity = "".join(f"<li>{shown(t.plain)}</li>" for t in sensitivity_lines(d.get("fp32_sensitivity") or [], 0))
     title = {"diff": "diff", "layers": "layers", "grad": "gradients"}[kind]
     model = d.get("a") if kind == "diff" else d.get("model")
     n = len(table.rows)
@@ -319,6 +327,7 @@ def html_report(kind: str, d: dict, table: Table, histograms: dict | None = None
 <h2>all rows (<span id="shown">{n}</span> of {n})</h2>
 <input id="filter" placeholder="filter by name or op" aria-label="filter by name or op">
 {table_html}
+{f'<h2>keeping one layer in fp32</h2><ul id="sensitivity">{sensitivity}</ul>' if sensitivity else ""}
 {f"<h2>notes</h2><ul>{notes}</ul>" if notes else ""}
 <script type="application/json" id="figure">{_json(_clean_json(figure))}</script>
 <script type="application/json" id="hists">{_json(_clean_json(hists))}</script>

@@ -45,15 +45,28 @@ def _between(s: dict, plain: str | None = None) -> str:
     return f", between kernels {_ms(s['between_kernels_ms'])}{of_plain}"
 
 
+def summary_words(data: dict) -> str | None:
+    """The summary of a layers or diff dict's ``profile`` after the word "profile", as the text report and the
+    HTML page say it: where the run's time went, 'between kernels' among it; None where there is none."""
+    s = data.get("profile")
+    if not s:
+        return None
+    if "run_ms" in s:  # a diff's: its one run of both models
+        return (f"{_of_runs(s).strip()}: one run of both models {_ms(s['run_ms'])} (A's kernels {_ms(s['a_kernels_ms'])}, "
+                f"B's {_ms(s['b_kernels_ms'])}, metrics and introduced error {_ms(s['metrics_and_introduced_ms'])}, "
+                f"layout and other {_ms(s['layout_and_other_ms'])}{_between(s)})")
+    return (f"{_of_runs(s).strip()}: plain run {_ms(s['plain_ms'])}, probed run {_ms(s['probed_ms'])} "
+            f"(model kernels {_ms(s['model_kernels_ms'])}, probes {_ms(s['probe_overhead_ms'])}, "
+            f"layout and other {_ms(s['layout_and_other_ms'])}{_between(s, 'plain_between_kernels_ms')}); "
+            f"kernels {s['kernels_plain']} plain, "
+            f"{s['kernels_probed']} probed: {s['fusions_broken']} fusion(s) broken by probing")
+
+
 def profile_renderables(data: dict, width: int = 120, rows_key: str = "tensors", top: int = 10) -> list:
     s = data.get("profile")
     if not s:
         return []
-    line = Text(f"profile{_of_runs(s)}: plain run {_ms(s['plain_ms'])}, probed run {_ms(s['probed_ms'])} "
-                f"(model kernels {_ms(s['model_kernels_ms'])}, probes {_ms(s['probe_overhead_ms'])}, "
-                f"layout and other {_ms(s['layout_and_other_ms'])}{_between(s, 'plain_between_kernels_ms')}); "
-                f"kernels {s['kernels_plain']} plain, "
-                f"{s['kernels_probed']} probed: {s['fusions_broken']} fusion(s) broken by probing")
+    line = Text(f"profile {summary_words(data)}")
     rows = [r for r in data.get(rows_key, []) if r.get("kernel_ms") is not None]
     rows.sort(key=lambda r: -r["kernel_ms"])
     title = Text(f"slowest {min(top, len(rows))} nodes (kernel time of each probed tensor's producer)")
@@ -81,9 +94,7 @@ def diff_profile_renderables(data: dict, width: int = 120, top: int = 10) -> lis
     s = data.get("profile")
     if not s:
         return []
-    line = Text(f"profile{_of_runs(s)}: one run of both models {_ms(s['run_ms'])} (A's kernels {_ms(s['a_kernels_ms'])}, "
-                f"B's {_ms(s['b_kernels_ms'])}, metrics and introduced error {_ms(s['metrics_and_introduced_ms'])}, "
-                f"layout and other {_ms(s['layout_and_other_ms'])}{_between(s)})")
+    line = Text(f"profile {summary_words(data)}")
     rows = [p for p in data.get("pairs", []) if p.get("kernel_ms_a") is not None]
     rows.sort(key=lambda p: -(p["kernel_ms_a"] or 0))
     title = Text(f"slowest {min(top, len(rows))} layers of A")
