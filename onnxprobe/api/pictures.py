@@ -118,19 +118,25 @@ def grad_histograms(result: hints.GradResult, names: list[str], *, bins: int = B
     return {n: {"values": binned(result.arrays[n], bins)} for n in names}
 
 
-def describe_inputs(model: ModelLike, inputs: InputSpec | None = None) -> list[str]:
+def describe_inputs(model: ModelLike, inputs: InputSpec | None = None, *, feed: dict | None = None,
+                    source: str | None = None) -> list[str]:
     """One line per input of ``model`` (a Model, a path or a ModelProto), as a report header shows it:
     'x float32 [1x3x224x224] from x.npy', '... random (seed 0)'. The feeds are made again from the same
-    spec (they are deterministic)."""
+    spec (they are deterministic), or, given ``feed``, are those values (a result's own, ``res.feed``);
+    ``source``: where the inputs that no file or array of ``inputs`` gives came from, where not from the spec's
+    random draw ('the example arguments of build.py:build', diff --vs-torch's)."""
     spec = as_inputs(inputs) or InputSpec()
-    fs = _feeds.make_feeds(proto_of(model), spec)
-    spec = _feeds.named_files(spec, list(fs.values))
+    values = feed if feed else _feeds.make_feeds(proto_of(model), spec).values
+    spec = _feeds.named_files(spec, list(values))
     out = []
-    for name, v in fs.values.items():
+    for name, v in values.items():
+        v = np.asarray(v) if not hasattr(v, "dtype") else v
         if name in spec.files:
             origin = f"from {spec.files[name]}"
         elif name in spec.arrays:
             origin = "given"
+        elif source is not None:
+            origin = f"from {source}"
         elif v.dtype.kind in "iub":
             origin = f"random integers in [{spec.int_range[0]}, {spec.int_range[1]}) (seed {spec.seed})"
         else:

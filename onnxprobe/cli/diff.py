@@ -213,8 +213,12 @@ def diff(
         from onnxprobe.report.html import worst_rows
 
         with Progress("histograms of the worst rows for the HTML report"):
-            hists = api.diff_histograms(res, worst_rows("diff", data), spec_in, max_memory=max_mem)
-        write_html(html, res, histograms=hists, inputs=api.describe_inputs(res.a.model, spec_in), sort=sort, view=view)
+            # the tensors the result measured, on its own inputs (--vs-torch's are the module's example arguments,
+            # which no random draw of the spec gives: token ids past the vocabulary stopped the page)
+            hists = api.diff_histograms(res, worst_rows("diff", data), None, max_memory=max_mem)
+        source = f"the example arguments of {vs_torch}" if isinstance(vs_torch, str) else None
+        write_html(html, res, histograms=hists, sort=sort, view=view,
+                   inputs=api.describe_inputs(res.a.model, spec_in, feed=res.feed or None, source=source))
     emit(data, json_, lambda width: diff_renderables(data, width, asked=view.columns) + extra(width), view)
     exit_for(*res.verdict())
 
