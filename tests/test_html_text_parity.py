@@ -72,3 +72,23 @@ def test_the_page_says_the_fp32_sensitivity(tmp_path):
     assert len(want) == 3 and all("dB" in w for w in want)
     got = [_text(li) for li in re.findall(r"<li>(.*?)</li>", element(dump_dom(page), "ul", "sensitivity"), re.S)]
     assert got == want
+
+
+def test_the_page_says_an_error_verdict_as_the_footer_does(tmp_path):
+    """An error verdict after some outputs were compared: the footer says 'outputs pass, but 1 not compared', the
+    page said 'not compared: ...' as if nothing had been."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    vi = (lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]))
+    op = [helper.make_opsetid("", 17)]
+    a = helper.make_graph([helper.make_node("Relu", ["x"], ["y1"], name="r"), helper.make_node("Neg", ["x"], ["y2"], name="n")],
+                          "a", [vi("x")], [vi("y1"), vi("y2")])
+    b = helper.make_graph([helper.make_node("Relu", ["x"], ["y1"], name="r")], "b", [vi("x")], [vi("y1")])
+    onnx.save(helper.make_model(a, opset_imports=op), str(tmp_path / "a.onnx"))
+    onnx.save(helper.make_model(b, opset_imports=op), str(tmp_path / "b.onnx"))
+    page = tmp_path / "p.html"
+    r = runner.invoke(app, ["diff", str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--html", str(page)])
+    assert "outputs pass, but 1 not compared" in r.stdout, r.output
+    verdict = _fact(dump_dom(page), "verdict")
+    assert verdict.startswith("outputs pass, but 1 not compared: "), verdict

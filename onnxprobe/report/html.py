@@ -162,7 +162,8 @@ def _facts(kind: str, d: dict, inputs: list[str] | None) -> list[tuple[str, str,
     if kind == "diff":
         fails = sum(1 for p in d["pairs"] if p["passed"] is False)
         word = {"pass": "pass", "fail": "FAIL", "error": "not compared"}[d["verdict"]]
-        if d["verdict"] == "fail" and beyond_rows(d):  # what failed, as the text's footer: 'outputs pass · weights FAIL'
+        if (d["verdict"] == "fail" and beyond_rows(d)) or d["verdict"] == "error":
+            # what failed or was left, as the text's footer: 'outputs pass · weights FAIL', 'outputs pass, but 1 not compared'
             word = verdict_words(d)
         out = [("A", d["a"], None), ("B (reference)", d["b"], None), ("measured", d["measured"], None),
                ("criterion", d["criterion"], None), ("verdict", f"{word}: {d['verdict_reason']}", "pass" if d["verdict"] == "pass" else "fail"),
