@@ -84,7 +84,9 @@ def single_initializers(model: onnx.ModelProto, warnings: list[str]) -> None:
     checker refuses such a model; onnxruntime loads it. Every pass then reads one copy: ``grad`` divided by
     the first copy's norm, ``extract`` wrote both. Two sparse ones of a name, and a body's (If / Loop /
     Scan) duplicates, are left as they are: onnxruntime refuses those ("Duplicate sparse_tensor_initializer",
-    "initializer name is not unique"; ``graph.integrity`` says so)."""
+    "initializer name is not unique"; ``graph.integrity`` says so). A main-graph Constant node is one more
+    such copy (``_constants_over_weights``)."""
+    _constants_over_weights(model, warnings)
     g = model.graph
     sparse = {t.values.name for t in g.sparse_initializer}
     dense = [t.name for t in g.initializer]
@@ -99,6 +101,37 @@ def single_initializers(model: onnx.ModelProto, warnings: list[str]) -> None:
     shown = ", ".join(repr(n) for n in names[:5]) + (" ..." if len(names) > 5 else "")
     warnings.append(f"the model holds initializers of one name more than once ({shown}): read as onnxruntime runs "
                     "it, with the last of each (onnx's checker refuses such a model)")
+
+
+def _constants_over_weights(model: onnx.ModelProto, warnings: list[str]) -> None:
+    """onnxruntime makes each main-graph Constant node an initializer when it loads the model, after the
+    model's own, so that of a name a Constant writes and an initializer (dense or sparse), a graph input or
+    another Constant also gives, the last Constant's value runs and the name is no graph input ("Duplicate
+    initializer (dense, sparse or ConstantNode)"; measured, onnxruntime 1.32). Keep that Constant alone, in
+    place, with one warning: every pass then reads one source of the name (``inspect`` and ``extract`` refused
+    the model as one written twice)."""
+    g = model.graph
+    consts = [i for i, n in enumerate(g.node) if n.op_type == "Constant" and n.domain in ("", "ai.onnx")
+              and len(n.output) == 1 and n.output[0]]
+    written = Counter(g.node[i].output[0] for i in consts)
+    others = {i.name for i in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
+    names = {n for n, k in written.items() if k > 1 or n in others}
+    if not names:
+        return
+    last = {g.node[i].output[0]: i for i in consts}
+    for i in reversed(consts):
+        if g.node[i].output[0] in names and last[g.node[i].output[0]] != i:
+            del g.node[i]
+    for field in (g.initializer, g.input):
+        for i in reversed(range(len(field))):
+            if field[i].name in names:
+                del field[i]
+    for i in reversed(range(len(g.sparse_initializer))):
+        if g.sparse_initializer[i].values.name in names:
+            del g.sparse_initializer[i]
+    shown = ", ".join(repr(n) for n in sorted(names)[:5]) + (" ..." if len(names) > 5 else "")
+    warnings.append(f"a Constant node writes a name also given otherwise ({shown}): read as onnxruntime runs it, "
+                    "with the last Constant's value (onnx's checker refuses such a model)")
 
 
 def default_opset(model: onnx.ModelProto) -> int:
