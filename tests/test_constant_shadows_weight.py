@@ -93,3 +93,36 @@ def test_the_written_copy_runs_as_the_model_does(tmp_path, case, argv):
     assert r.exit_code == 0, r.output
     s = ort_session(out)
     np.testing.assert_allclose(s.run(["mm"], {"x": X})[0], X.astype(np.float64) @ (LATER if case == "two constants" else CONST), rtol=1e-6)
+
+
+def _odd(path, init=None, inp=None):
+    """W = Constant(CONST) read by an Identity, the name also an initializer of ``init`` (shape, dtype) or a
+    graph input declared ``inp`` (elem type, dims)."""
+    nodes = [H.make_node("Constant", [], ["W"], name="c", value=numpy_helper.from_array(CONST, "v")), H.make_node("Identity", ["W"], ["y"], name="id")]
+    inputs = [H.make_tensor_value_info("x", T.FLOAT, [2, 2])] + ([H.make_tensor_value_info("W", *inp)] if inp else [])
+    inits = [numpy_helper.from_array(np.zeros(init[0], init[1]), "W")] if init else []
+    g = H.make_graph(nodes, "g", inputs, [H.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    m = H.make_model(g, opset_imports=[H.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("kw", [dict(init=([5], np.float32)), dict(init=([2, 3], np.int64)), dict(inp=(T.FLOAT, [5])),
+                                dict(inp=(T.INT64, [2, 3]))])
+def test_a_constant_of_another_type_than_what_it_shadows_is_refused_as_onnxruntime_refuses_it(tmp_path, kw):
+    """onnxruntime refuses it ("Shape of initializer W does not match"): so does layers, in one line (the
+    Constant kept alone, it ran the model)."""
+    p = _odd(tmp_path / "m.onnx", **kw)
+    with pytest.raises(Exception):
+        ort_session(p)
+    r = runner.invoke(app, ["layers", p])
+    assert r.exit_code != 0 and len(r.stderr.strip().splitlines()) == 1, r.output
+
+
+@pytest.mark.parametrize("inp", [(T.FLOAT, ["n", 3]), (T.FLOAT, None)])
+def test_a_graph_input_of_no_contrary_shape_gives_way(tmp_path, inp):
+    p = _odd(tmp_path / "m.onnx", inp=inp)
+    assert [i.name for i in ort_session(p).get_inputs()] == ["x"]
+    res = api.layers(p, inputs={"x": X}, selection=api.Selection(all=True))
+    assert res.stats["y"].max == CONST.max() and res.stats["y"].min == CONST.min()

@@ -115,10 +115,10 @@ def _constants_over_weights(model: onnx.ModelProto, warnings: list[str]) -> None
               and len(n.output) == 1 and n.output[0]]
     written = Counter(g.node[i].output[0] for i in consts)
     others = {i.name for i in g.input} | {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
-    names = {n for n, k in written.items() if k > 1 or n in others}
+    last = {g.node[i].output[0]: i for i in consts}
+    names = {n for n, k in written.items() if (k > 1 or n in others) and _fits(g, n, [g.node[i] for i in consts])}
     if not names:
         return
-    last = {g.node[i].output[0]: i for i in consts}
     for i in reversed(consts):
         if g.node[i].output[0] in names and last[g.node[i].output[0]] != i:
             del g.node[i]
@@ -132,6 +132,48 @@ def _constants_over_weights(model: onnx.ModelProto, warnings: list[str]) -> None
     shown = ", ".join(repr(n) for n in sorted(names)[:5]) + (" ..." if len(names) > 5 else "")
     warnings.append(f"a Constant node writes a name also given otherwise ({shown}): read as onnxruntime runs it, "
                     "with the last Constant's value (onnx's checker refuses such a model)")
+
+
+def _const_type(n: onnx.NodeProto) -> tuple[int, list[int]] | None:
+    """A Constant node's element type and dims (None: an attribute of no tensor type known here)."""
+    a = n.attribute[0] if n.attribute else None
+    if a is None:
+        return None
+    if a.name == "value":
+        return a.t.data_type, list(a.t.dims)
+    if a.name == "sparse_value":
+        return a.sparse_tensor.values.data_type, list(a.sparse_tensor.dims)
+    kinds = {"value_float": (TensorProto.FLOAT, None), "value_int": (TensorProto.INT64, None), "value_string": (TensorProto.STRING, None),
+             "value_floats": (TensorProto.FLOAT, "floats"), "value_ints": (TensorProto.INT64, "ints"), "value_strings": (TensorProto.STRING, "strings")}
+    if a.name not in kinds:
+        return None
+    elem, field = kinds[a.name]
+    return elem, [] if field is None else [len(getattr(a, field))]
+
+
+def _fits(g: onnx.GraphProto, name: str, consts: list[onnx.NodeProto]) -> bool:
+    """Whether onnxruntime takes the Constants writing ``name`` over its other sources: each initializer of the
+    name, and each other Constant, of the last Constant's element type and dims, and a graph input of it
+    declared of that element type and of no shape or a shape that does not contradict them (measured: an
+    initializer of shape 5 under a Constant of 2x3 it refuses, "Shape of initializer W does not match")."""
+    types = [_const_type(n) for n in consts if n.output[0] == name]
+    if any(t is None or t != types[-1] for t in types):
+        return False
+    elem, dims = types[-1]
+    inits = [(t.data_type, list(t.dims)) for t in g.initializer if t.name == name]
+    inits += [(t.values.data_type, list(t.dims)) for t in g.sparse_initializer if t.values.name == name]
+    if any(t != (elem, dims) for t in inits):
+        return False
+    for i in g.input:
+        if i.name != name:
+            continue
+        tt = i.type.tensor_type
+        if not i.type.HasField("tensor_type") or tt.elem_type != elem:
+            return False
+        if tt.HasField("shape") and (len(tt.shape.dim) != len(dims) or any(
+                d.HasField("dim_value") and d.dim_value != k for d, k in zip(tt.shape.dim, dims))):
+            return False
+    return True
 
 
 def default_opset(model: onnx.ModelProto) -> int:
