@@ -27,6 +27,14 @@ def declarations(g: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
     return [v for v in list(g.output) + list(g.value_info) if v.name not in fixed]
 
 
+def first_inputs(g: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
+    """``g``'s inputs, of a name listed more than once the first alone: onnxruntime reads that declaration
+    and not the later (measured, onnxruntime 1.32: FLOAT then INT64 over a FLOAT weight loads and runs, the
+    other order is refused)."""
+    seen: set[str] = set()
+    return [v for v in g.input if not (v.name in seen or seen.add(v.name))]
+
+
 class _Scope(NamedTuple):
     version: int | None
     functions: dict  # (domain, name) -> a model-local FunctionProto
@@ -130,8 +138,8 @@ def _graph_walk(g: onnx.GraphProto, scope: _Scope, elem: dict[str, ValueType], w
     kept = {v.name for v in declarations(g)}
     # a body's inputs and outputs of element type UNDEFINED onnxruntime refuses, as the main graph's ("Invalid
     # tensor data type 0"); not its value_info entries, which it does not read (measured)
-    ends = list(g.input) + [v for v in g.output if v.name in kept] if where else []
-    for v in ends + list(g.input) + declarations(g):
+    ends = first_inputs(g) + [v for v in g.output if v.name in kept] if where else []
+    for v in ends + first_inputs(g) + declarations(g):
         if v.type.WhichOneof("value") == "sequence_type" and value_type(v.type):  # a sequence of tensors of one type
             declared.setdefault(v.name, value_type(v.type))
         if v.type.WhichOneof("value") != "tensor_type":

@@ -28,7 +28,7 @@ from typing import Iterator
 import onnx
 from onnx import AttributeProto
 
-from onnxprobe.graph.declared_types import declarations, declared_type_problem
+from onnxprobe.graph.declared_types import declarations, declared_type_problem, first_inputs
 from onnxprobe.graph.op_schema import ELEM_TYPES, elem_name, op_spec, output_kinds
 from onnxprobe.graph.walk import node_label
 from onnxprobe.text import quote
@@ -134,11 +134,11 @@ def declared_kind_problem(g: onnx.GraphProto, version: int | None) -> str | None
     elem_of = {t.name: t.data_type for t in g.initializer} | {t.values.name: t.values.data_type for t in g.sparse_initializer}
     weights = dict.fromkeys(elem_of, "tensor")
     dims_of = {t.name: list(t.dims) for t in g.initializer} | {t.values.name: list(t.dims) for t in g.sparse_initializer}
-    for v in g.input:
+    for v in first_inputs(g):
         found = _weight_shape_problem(v, dims_of.get(v.name))
         if found is not None:
             return found
-    for v in list(g.input) + declarations(g):
+    for v in first_inputs(g) + declarations(g):
         kind = _KINDS.get(v.type.WhichOneof("value"))
         if kind is not None and v.name in weights and kind != weights[v.name]:
             return f"{quote(v.name)} is declared {_a(kind)} value, and it is an initializer: a {weights[v.name]}"
