@@ -157,9 +157,13 @@ def _expand_in(g: onnx.GraphProto, types: dict, opset: int) -> None:
             nodes.append(helper.make_node(op, ins, [out], name=f"{p}/{out.rsplit('/', 1)[-1]}", **kw))
             return out
 
+        # one Constant of the axes for both means: two Constants writing one name left onnx's shape inference
+        # without the axes, so the expansion's tensors had no rank and the float64 backward graph could not sum
+        # a gradient back to them (grad --check on GPT-2's dynamo export fell back to float32 gradients)
+        ax = mk("Constant", [], f"{p}/axes", value=numpy_helper.from_array(np.array(axes, np.int64))) if opset >= 18 else None
+
         def mean(t, out):
-            if opset >= 18:
-                ax = mk("Constant", [], f"{p}/axes", value=numpy_helper.from_array(np.array(axes, np.int64)))
+            if ax is not None:
                 return mk("ReduceMean", [t, ax], out, keepdims=1)
             return mk("ReduceMean", [t], out, axes=axes, keepdims=1)
 
