@@ -38,16 +38,21 @@ class ConvBNNet(nn.Module):
         return self.fc(x.flatten(1))
 
 
+def _random_statistics(*bns) -> None:
+    """Running statistics and affine parameters no fresh BatchNorm has (a fold of ones and zeros proves little)."""
+    with torch.no_grad():
+        for bn in bns:
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-0.5, 0.5)
+
+
 def _build(batchnorm: bool = True):
     torch.manual_seed(0)
     m = ConvBNNet(batchnorm)
-    with torch.no_grad():
-        for bn in (m.bn1, m.bn2):
-            if batchnorm:
-                bn.running_mean.uniform_(-0.5, 0.5)
-                bn.running_var.uniform_(0.5, 2.0)
-                bn.weight.uniform_(0.5, 1.5)
-                bn.bias.uniform_(-0.5, 0.5)
+    if batchnorm:
+        _random_statistics(m.bn1, m.bn2)
     return m.eval(), torch.randn(2, 3, 8, 8)
 
 
@@ -175,12 +180,7 @@ class TransposeLinearBNNet(nn.Module):
 def _build_t():
     torch.manual_seed(0)
     m = TransposeLinearBNNet()
-    with torch.no_grad():
-        for bn in (m.bn1, m.bn2, m.bn3, m.bn4):
-            bn.running_mean.uniform_(-0.5, 0.5)
-            bn.running_var.uniform_(0.5, 2.0)
-            bn.weight.uniform_(0.5, 1.5)
-            bn.bias.uniform_(-0.5, 0.5)
+    _random_statistics(m.bn1, m.bn2, m.bn3, m.bn4)
     return m.eval(), torch.randn(3, 4, 4, 4)
 
 
