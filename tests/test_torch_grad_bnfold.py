@@ -110,19 +110,24 @@ def test_every_folded_parameter_is_compared_by_the_chain_rule(exported, kind):
     assert "7 parameters" in note and "conv1.weight" in note
 
 
+def _one_value_changed(path, name: str, folder):
+    """A copy of the export at ``path`` whose initializer ``name`` has one value moved by 0.25."""
+    model = onnx.load(str(path))
+    (t,) = [t for t in model.graph.initializer if t.name == name]
+    v = numpy_helper.to_array(t).copy()
+    v.flat[1] += 0.25
+    t.CopyFrom(numpy_helper.from_array(v, name))
+    broken = folder / "broken.onnx"
+    onnx.save(model, str(broken))
+    return broken
+
+
 @pytest.mark.parametrize("kind", ["legacy", "dynamo"])
 @pytest.mark.parametrize("what,param", [("weight", "conv1.weight"), ("bias", "bn1.bias")])
 def test_a_folded_tensor_changed_in_one_value_fails_naming_the_parameter(exported, tmp_path, kind, what, param):
     """conv1 has no bias of its own: its folded bias is bn1's shift, so a change of it names bn1.bias."""
     path = exported(kind)
-    model = onnx.load(str(path))
-    name = _folded_inits(path)[0][0 if what == "weight" else 1]
-    (t,) = [t for t in model.graph.initializer if t.name == name]
-    v = numpy_helper.to_array(t).copy()
-    v.flat[1] += 0.25
-    t.CopyFrom(numpy_helper.from_array(v, name))
-    broken = tmp_path / "broken.onnx"
-    onnx.save(model, str(broken))
+    broken = _one_value_changed(path, _folded_inits(path)[0][0 if what == "weight" else 1], tmp_path)
     m, x = _build()
     verdict, why = api.diff_grad_torch(broken, m, example_args=(x,)).verdict()
     assert verdict == "fail" and param in why, (verdict, why)
@@ -241,14 +246,7 @@ def test_convtranspose_and_linear_folds_are_compared_by_the_chain_rule(exported_
 def test_a_changed_convtranspose_or_gemm_fold_fails_naming_the_parameter(exported_t, tmp_path, which, what, param):
     """ct2 and fc2 have no bias of their own: their folded bias is the BatchNorm's shift (named by its bias)."""
     path = exported_t("dynamo")
-    model = onnx.load(str(path))
-    name = _fused(path)[which][what]
-    (t,) = [t for t in model.graph.initializer if t.name == name]
-    v = numpy_helper.to_array(t).copy()
-    v.flat[1] += 0.25
-    t.CopyFrom(numpy_helper.from_array(v, name))
-    broken = tmp_path / "broken.onnx"
-    onnx.save(model, str(broken))
+    broken = _one_value_changed(path, _fused(path)[which][what], tmp_path)
     m, x = _build_t()
     verdict, why = api.diff_grad_torch(broken, m, example_args=(x,)).verdict()
     assert verdict == "fail" and param in why, (verdict, why)
