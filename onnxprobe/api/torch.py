@@ -39,10 +39,11 @@ from onnxprobe.runtime.runners import make_runner
 from onnxprobe.runtime.runners.named import naming
 from onnxprobe.runtime.runners.ort import OrtRunner
 from onnxprobe.stats.metrics import Tolerance
-from onnxprobe.torch.bnfold import add_fold_grads, find_folds, fold_note, name_fold_grads, pair_fold_grads
+from onnxprobe.torch.bnfold import (add_fold_grads, batchnorm_statistics, find_folds, fold_note, name_fold_grads,
+                                    pair_fold_grads)
 from onnxprobe.torch.grads import INPUT, MODULE, TorchGradRunner, param_probe, say_frozen, without_torch_gradient
-from onnxprobe.torch.load import positional, require_torch, training_note
-from onnxprobe.torch.pairing import BATCHNORMS, TorchPairing, pair_with_module
+from onnxprobe.torch.load import positional, training_note
+from onnxprobe.torch.pairing import TorchPairing, pair_with_module
 from onnxprobe.torch.module_params import computed_weights, param_aliases, param_owners
 from onnxprobe.torch.params import ParamMap, map_parameters
 from onnxprobe.torch.rnn import add_block_grads, attach_blocks, mark_initial_states, name_blocks, pair_blocks, rnn_blocks
@@ -345,16 +346,7 @@ def _scalar_parameters(model: Model, params: dict[str, np.ndarray], known: set[s
 def _batchnorm_folds(mod) -> list[tuple[np.ndarray, np.ndarray]]:
     """The module's BatchNorms as an exporter folds them into the layer before (eval mode: running
     statistics), each its per-channel (scale, shift) in float64 (``torch.params.batchnorm_fold``)."""
-    torch = require_torch()
-    out = []
-    for m in mod.modules():
-        if type(m).__name__ in BATCHNORMS and getattr(m, "running_var", None) is not None:
-            with torch.no_grad():
-                scale = 1 / torch.sqrt(m.running_var.detach().double() + m.eps)
-                scale = scale * (m.weight.detach().double() if m.weight is not None else 1)
-                shift = -m.running_mean.detach().double() * scale + (m.bias.detach().double() if m.bias is not None else 0)
-            out.append((scale.cpu().numpy(), shift.cpu().numpy()))
-    return out
+    return [(b.scale, b.shift) for b in batchnorm_statistics(mod)]
 
 
 def _grad_matching(model: Model, obs_a: list[Observable], params: dict[str, np.ndarray], modules: dict[str, Observable],

@@ -66,10 +66,39 @@ class FoldGrad:
     sources: tuple[str, ...]  # the folded initializers it is computed from
 
 
-def _batchnorms(mod) -> list[tuple[str, object]]:
-    """(path, module) of the eval-mode BatchNorms with running statistics."""
-    return [(p, m) for p, m in mod.named_modules()
-            if type(m).__name__ in BATCHNORMS and getattr(m, "running_var", None) is not None]
+@dataclass
+class BatchNormStats:
+    """An eval-mode BatchNorm of the module as an exporter folds it: ``y = x * scale + shift`` per channel, with
+    ``scale = gamma * inv``, ``inv = 1 / sqrt(var + eps)`` and ``shift = beta - mean * scale``; float64."""
+
+    path: str
+    module: object
+    inv: np.ndarray
+    gamma: np.ndarray  # ones where the BatchNorm is not affine
+    beta: np.ndarray  # zeros where it is not
+    mean: np.ndarray
+
+    @property
+    def scale(self) -> np.ndarray:
+        return self.gamma * self.inv
+
+    @property
+    def shift(self) -> np.ndarray:
+        return self.beta - self.mean * self.scale
+
+
+def batchnorm_statistics(mod) -> list[BatchNormStats]:
+    """The module's eval-mode BatchNorms with running statistics (``find_folds``, and the (scale, shift) of
+    ``params.batchnorm_fold`` that tells a folded weight from other values)."""
+    out = []
+    for path, m in mod.named_modules():
+        if type(m).__name__ not in BATCHNORMS or getattr(m, "running_var", None) is None:
+            continue
+        inv = 1.0 / np.sqrt(to_numpy(m.running_var.detach()).astype(np.float64) + m.eps)
+        gamma = to_numpy(m.weight.detach()).astype(np.float64) if m.weight is not None else np.ones_like(inv)
+        beta = to_numpy(m.bias.detach()).astype(np.float64) if m.bias is not None else np.zeros_like(inv)
+        out.append(BatchNormStats(path, m, inv, gamma, beta, to_numpy(m.running_mean.detach()).astype(np.float64)))
+    return out
 
 
 def _agree(v: np.ndarray, want: np.ndarray) -> np.ndarray:
@@ -79,17 +108,11 @@ def _agree(v: np.ndarray, want: np.ndarray) -> np.ndarray:
 def find_folds(model: onnx.ModelProto, mod, params: dict[str, np.ndarray], pm: ParamMap) -> list[Fold]:
     """The Conv / ConvTranspose / Gemm + BatchNorm folds of ``model`` (an export of ``mod``) whose weight and bias are folds of the
     module's parameters; a fold changed in some of its values is marked in ``pm`` as a contradiction instead."""
-    bns = _batchnorms(mod)
-    if not bns:
+    stats = [(b.path, b.module, b.inv, b.gamma, b.beta, b.mean) for b in batchnorm_statistics(mod)]
+    if not stats:
         return []
     values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     maybe = pm.derived | pm.folds  # initializers no parameter holds as it is
-    stats = []
-    for path, m in bns:
-        inv = 1.0 / np.sqrt(to_numpy(m.running_var.detach()).astype(np.float64) + m.eps)
-        gamma = to_numpy(m.weight.detach()).astype(np.float64) if m.weight is not None else np.ones_like(inv)
-        beta = to_numpy(m.bias.detach()).astype(np.float64) if m.bias is not None else np.zeros_like(inv)
-        stats.append((path, m, inv, gamma, beta, to_numpy(m.running_mean.detach()).astype(np.float64)))
     found: list[Fold] = []
     for n in model.graph.node:
         if not _fusable(n) or n.input[1] not in maybe or n.input[2] not in values:
