@@ -16,7 +16,7 @@ from onnxprobe.graph.shapes import static_shape, value_types
 from onnxprobe.match.bodies import body_tensors
 from onnxprobe.match.engine import COPY, FOLDED, MAP, NO_COUNTERPART, NO_NUMBERS, NOT_OBSERVABLE, Matching, Unmatched
 from onnxprobe.match.observe import Observable
-from onnxprobe.match.ops import VALUE_PRESERVING
+from onnxprobe.match.ops import VALUE_PRESERVING, computing
 from onnxprobe.match.regions import inside_one_node
 from onnxprobe.runtime.runners.npz import NpzRunner
 
@@ -126,11 +126,7 @@ def _opaque(side: Side) -> set[str]:
         return set()
     out = set()
     for o in obs.observables:
-        nd = producer.get(o.name)
-        for _ in range(8):  # to the node that computes the value, through the Q/DQ around it
-            if nd is None or nd.op_type not in ("QuantizeLinear", "DequantizeLinear") or not nd.input or nd.input[0] not in producer:
-                break
-            nd = producer[nd.input[0]]
+        nd = computing(o.name, producer) if o.name in producer else None  # through the Q/DQ around the value
         todo, walked = list(nd.input) if nd is not None else [], set()
         while todo and len(walked) < 256:
             t = todo.pop()

@@ -39,3 +39,16 @@ def other_functions(a: str, b: str) -> bool:
 # ops whose output holds its input's values (moved, reshaped or cast): an observed tensor behind one
 # counts as read too (one exporter writes a Reshape or an Identity where another reads the tensor itself)
 VALUE_PRESERVING = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast", "Transpose", "Expand"}
+
+
+def computing(t: str, producer: dict, node_of=lambda site: site):
+    """The writer of ``t`` that computes its value: through the QuantizeLinear and DequantizeLinear around a
+    quantized value to its float (QDQ) or QLinear* (QOperator) node. ``producer``: tensor -> its writer (a
+    NodeProto, or a record ``node_of`` reads the node from), which the result is one of."""
+    site = producer[t]
+    for _ in range(8):
+        n = node_of(site)
+        if n.op_type not in ("QuantizeLinear", "DequantizeLinear") or not n.input or n.input[0] not in producer:
+            break
+        site = producer[n.input[0]]
+    return site

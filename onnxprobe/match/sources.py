@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from onnxprobe.match.integers import attributes, slots_of, symbolic
-from onnxprobe.match.ops import VALUE_PRESERVING
+from onnxprobe.match.ops import VALUE_PRESERVING, computing
 from onnxprobe.match.weights import Weight, packed_weight
 
 
@@ -72,17 +72,6 @@ def with_sources(obs: list, producer: dict, const: set[str], inputs: set[str],
             return producer[n.input[0]].node
         return n
 
-    def writer_of(t: str) -> str:
-        """The node that computes ``t``'s value, by its listed name: through the QuantizeLinear and
-        DequantizeLinear around a quantized value, to its float (QDQ) or QLinear* (QOperator) node."""
-        site = producer[t]
-        for _ in range(8):
-            n = site.node
-            if n.op_type not in ("QuantizeLinear", "DequantizeLinear") or not n.input or n.input[0] not in producer:
-                break
-            site = producer[n.input[0]]
-        return site.name
-
     def name_of(t: str) -> str | None:  # the tensor whose shape a Shape node reads, as ``sources`` names it
         return f"input:{t}" if t in inputs else t if t in observed else None
 
@@ -94,7 +83,7 @@ def with_sources(obs: list, producer: dict, const: set[str], inputs: set[str],
             src = frozenset().union(*(upstream(i) for i in n.input if i)) if n.input else frozenset()
             digest, sizes, samples = weights(layer_of(o, n))
             o = replace(o, sources=tuple(sorted(src)), data=o.name in floats, weights=digest, weight_sizes=sizes,
-                        weight_samples=samples, writer=writer_of(o.name))
+                        weight_samples=samples, writer=computing(o.name, producer, lambda site: site.node).name)
             if not o.data and o.kind == "float":  # an integer tensor: its node's operands (``match.integers``)
                 o = replace(o, slots=slots_of(n, const, ints or {}, upstream) or (("",),), attrs=attributes(n),
                             values=values_of(o.name))
