@@ -19,6 +19,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnxprobe.errors import OpsetTooOld
+from onnxprobe.graph.op_schema import constant_signature
 from onnxprobe.graph.walk import all_graphs
 
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
@@ -134,29 +135,12 @@ def _constants_over_weights(model: onnx.ModelProto, warnings: list[str]) -> None
                     "with the last Constant's value (onnx's checker refuses such a model)")
 
 
-def _const_type(n: onnx.NodeProto) -> tuple[int, list[int]] | None:
-    """A Constant node's element type and dims (None: an attribute of no tensor type known here)."""
-    a = n.attribute[0] if n.attribute else None
-    if a is None:
-        return None
-    if a.name == "value":
-        return a.t.data_type, list(a.t.dims)
-    if a.name == "sparse_value":
-        return a.sparse_tensor.values.data_type, list(a.sparse_tensor.dims)
-    kinds = {"value_float": (TensorProto.FLOAT, None), "value_int": (TensorProto.INT64, None), "value_string": (TensorProto.STRING, None),
-             "value_floats": (TensorProto.FLOAT, "floats"), "value_ints": (TensorProto.INT64, "ints"), "value_strings": (TensorProto.STRING, "strings")}
-    if a.name not in kinds:
-        return None
-    elem, field = kinds[a.name]
-    return elem, [] if field is None else [len(getattr(a, field))]
-
-
 def _fits(g: onnx.GraphProto, name: str, consts: list[onnx.NodeProto]) -> bool:
     """Whether onnxruntime takes the Constants writing ``name`` over its other sources: each initializer of the
     name, and each other Constant, of the last Constant's element type and dims, and a graph input of it
     declared of that element type and of no shape or a shape that does not contradict them (measured: an
     initializer of shape 5 under a Constant of 2x3 it refuses, "Shape of initializer W does not match")."""
-    types = [_const_type(n) for n in consts if n.output[0] == name]
+    types = [constant_signature(n) for n in consts if n.output[0] == name]
     if any(t is None or t != types[-1] for t in types):
         return False
     elem, dims = types[-1]

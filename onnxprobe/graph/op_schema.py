@@ -146,18 +146,29 @@ def inferred_types(n: onnx.NodeProto, version: int, elem: dict[str, ValueType]) 
     return {o: t for o, t in zip(n.output, types) if o and t}
 
 
-def constant_type(n: onnx.NodeProto) -> int:
-    """The element type of a Constant's output: its tensor's, or that of its value_float(s), value_int(s)..."""
+def constant_signature(n: onnx.NodeProto) -> tuple[int, list[int]] | None:
+    """The element type and dims of a Constant's output: its tensor's (dense or sparse), or those of its
+    value_float(s), value_int(s), value_string(s) (one value: no dims; a list: its length). None: no such attribute."""
     for a in n.attribute:
         if a.name == "value" and a.type == AttributeProto.TENSOR:
-            return a.t.data_type
+            return a.t.data_type, list(a.t.dims)
         if a.name == "sparse_value" and a.type == AttributeProto.SPARSE_TENSOR:
-            return a.sparse_tensor.values.data_type
-        kind = {"value_float": TensorProto.FLOAT, "value_floats": TensorProto.FLOAT, "value_int": TensorProto.INT64,
-                "value_ints": TensorProto.INT64, "value_string": TensorProto.STRING, "value_strings": TensorProto.STRING}
-        if a.name in kind:
-            return kind[a.name]
-    return 0
+            return a.sparse_tensor.values.data_type, list(a.sparse_tensor.dims)
+        if a.name in _LIST_FORMS:
+            elem, field = _LIST_FORMS[a.name]
+            return elem, [] if field is None else [len(getattr(a, field))]
+    return None
+
+
+_LIST_FORMS = {"value_float": (TensorProto.FLOAT, None), "value_floats": (TensorProto.FLOAT, "floats"),
+               "value_int": (TensorProto.INT64, None), "value_ints": (TensorProto.INT64, "ints"),
+               "value_string": (TensorProto.STRING, None), "value_strings": (TensorProto.STRING, "strings")}
+
+
+def constant_type(n: onnx.NodeProto) -> int:
+    """The element type of a Constant's output (``constant_signature``); 0 where it gives none."""
+    sig = constant_signature(n)
+    return sig[0] if sig is not None else 0
 
 
 @functools.lru_cache(maxsize=4096)
