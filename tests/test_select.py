@@ -97,7 +97,10 @@ def test_weights_computed_from_constants_are_not_layers():
     )
     inferred = onnx.shape_inference.infer_shapes(m)
     assert [r.name for r in select(inferred, Selection(all=True))] == ["y"]
-    assert [r.name for r in select(inferred, Selection(all=True, include_constants=True))] == ["c", "zeros", "w2", "w2t", "y"]
+    # with include_constants, --all takes the initializers too, each at its first reader (a weight, kind initializer)
+    got = select(inferred, Selection(all=True, include_constants=True))
+    assert [r.name for r in got] == ["c", "shape", "zeros", "w", "w2", "w2t", "y"]
+    assert {r.name for r in got if r.kind == "initializer"} == {"w", "shape"}
 
 
 

@@ -11,7 +11,7 @@ Rules, as people read the flags:
   (``Conv`` picks QLinearConv, ConvInteger, FusedConv: ``graph.ops.canonical``);
 - ``names``: node outputs whose node or tensor name matches a glob, and graph inputs (and, with
   ``include_constants``, weights) whose name matches;
-- ``all``: every node output, subgraphs included;
+- ``all``: every node output, subgraphs included (with ``include_constants``, every weight too);
 - ``range``: keeps only (alone: selects all) nodes whose index (as ``inspect --nodes`` and the ``layers``
   table number them) lies in ``[start, end]``; either end may be a node name;
 - weights (initializers, Constant/ConstantOfShape outputs and what is computed from them alone) are left
@@ -396,12 +396,15 @@ def _named_values(model, sel: Selection, sites, types, outputs, lo: int, hi: int
     """Graph inputs (and main-graph initializers given as model outputs; with include_constants, every weight, a
     body's too)
     whose name matches a glob, placed at their first consumer (as the debugger's graph index orders them).
-    ``every``: the initializers given as outputs alone, whatever their name (the default selection's and --all's)."""
+    ``every``: no glob, the default selection's and --all's: the initializers given as outputs, and with
+    include_constants and --all (or a bare --range) every weight, whatever its name."""
     first_use = first_readers(sites)
     inits = _weights(model)
     out = []
     candidates = [] if every else [(i.name, "input") for i in model.graph.input if i.name not in inits]
-    candidates += [(n, "initializer") for n in inits if (sel.include_constants and not every) or n in outputs]
+    # with include_constants, every weight is a tensor asked for: a glob's, --all's and a bare --range's
+    candidates += [(n, "initializer") for n in inits
+                   if (sel.include_constants and (not every or sel.all or sel.range)) or n in outputs]
     for name, kind in candidates:
         site = first_use.get(name)
         index = site.index if site is not None else 0
