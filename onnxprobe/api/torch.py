@@ -27,7 +27,7 @@ from onnxprobe.compare.result import DiffResult, gradient_origin
 from onnxprobe.compare.diff import diff as _diff
 from onnxprobe.compare.gradients import candidates, forward_note, grad_side, loss_value, losses_differ
 from onnxprobe.compare.sides import GRADIENT_STOPPED, Side, model_side, who_of
-from onnxprobe.errors import ExecutionError, UsageError, setting_error
+from onnxprobe.errors import ExecutionError, UsageError, setting_error, settings_error
 from onnxprobe.graph.model import Model, as_model
 from onnxprobe.graph.select import Selection, select
 from onnxprobe.match.engine import (DIFFERENT_FUNCTION, FOLDED, NO_COUNTERPART, NO_GRADIENT, OTHER_VALUES, Matching, Pair,
@@ -61,6 +61,16 @@ def _per_tensor(per_tensor: dict | None, default: Tolerance) -> dict | None:
     """The per-tensor criteria, each with what its flags left out from ``default`` (``--atol NAME:V`` keeps the
     export's rtol 1e-4, not the generic 1e-3)."""
     return {n: _tolerance(t, default) for n, t in per_tensor.items()} if per_tensor else per_tensor
+
+
+def _no_constants(selection: Selection | None, grad: bool) -> None:
+    """include_constants (--include-constants) means nothing against torch: its pairing matches module outputs and
+    parameters, never what is computed from weights alone; refused, not taken and ignored."""
+    if getattr(selection, "include_constants", False) is True:
+        raise settings_error(UsageError, lambda say: (
+            f"{say(('include_constants', '--include-constants'))} is not used by "
+            f"{say.either('diff_grad with vs_torch' if grad else 'diff with vs_torch', 'diff --grad --vs-torch' if grad else 'diff --vs-torch')}"
+            ": tensors pair with the module's outputs and parameters, and what is computed from weights alone has none"))
 
 
 def _keep(model: Model, selection: Selection | None):
@@ -134,6 +144,7 @@ def diff_torch(
     pair also says the error its module introduces on its own."""
     check_switches("diff_torch", introduced=introduced)
     max_memory, progress = as_max_memory(max_memory), as_progress(progress)
+    _no_constants(selection, grad=False)
     a_model, mod, fs, config, template = prepare(a, module, example_args, inputs, config)
     side_a = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, config, a_model.source),
                         who=who_of("A", a_model))
@@ -216,6 +227,7 @@ def diff_grad_torch(
     and B (``torch.rnn``). Initializers the exporter derived otherwise (folded BatchNormalization) have no
     parameter and are listed with the reason."""
     spec, max_memory, progress = spec or GradSpec(), as_max_memory(max_memory), as_progress(progress)
+    _no_constants(selection, grad=True)
     a_model, mod, fs, config, template = prepare(a, module, example_args, inputs, config or RunConfig(opt_level=GRAD_OPT_LEVEL))
     fwd_side = model_side(a_model.source, a_model, lambda proto: make_runner("ort", proto, RunConfig(device="cpu", cache=config.cache), a_model.source),
                           who=who_of("A", a_model))
