@@ -108,15 +108,18 @@ def checked_path(path, what: str = "output path") -> str | os.PathLike:
     raise UsageError(f"{what}: expected a file path, got {type(path).__name__} {clip(controls(repr(path)), 40)}")
 
 
-def not_a_folder(path) -> None:
+def not_a_folder(path, about: str | None = None) -> None:
     """A UsageError for an output path written with a trailing separator: it names a folder, which a
-    Path drops ('out/' is Path('out')), so the file would land where the user named a folder."""
+    Path drops ('out/' is Path('out')), so the file would land where the user named a folder. ``about``: what
+    the message starts with (the flag and its value, "--json out/"; '' for nothing: click's error names them);
+    the path itself by default."""
     s = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if isinstance(s, str) and s.endswith(tuple(c for c in (os.sep, os.altsep) if c)):
         from onnxprobe.errors import UsageError
         from onnxprobe.text import clean
 
-        raise UsageError(f"{clean(s)}: ends in {s[-1]!r}, a folder; give a file name")
+        head = clean(s) if about is None else about
+        raise UsageError(f"{head + ': ' if head else ''}ends in {s[-1]!r}, a folder; give a file name")
 
 
 def input_file(path, what: str, flag=None, pipe_ok: bool = False, shown: str | None = None) -> Path:
@@ -168,8 +171,9 @@ def read_bounded(p: Path, limit: int) -> bytes:
         return f.read(limit + 1)
 
 
-def refuse_inputs(path: str | os.PathLike) -> None:
-    """A UsageError when ``path`` is a file ``protect`` recorded (or no path at all)."""
+def refuse_inputs(path: str | os.PathLike, about: str | None = None) -> None:
+    """A UsageError when ``path`` is a file ``protect`` recorded (or no path at all). ``about``: what the message
+    starts with (the flag and the path, "--json data/b0.npz"); the path by default."""
     what = _INPUTS.get(os.path.realpath(checked_path(path)))
     if what is None:
         ident = _identity(path)
@@ -177,7 +181,7 @@ def refuse_inputs(path: str | os.PathLike) -> None:
     if what is not None:
         from onnxprobe.errors import UsageError
 
-        raise UsageError(f"{path}: is {what}; refusing to overwrite it, choose another output path")
+        raise UsageError(f"{about or path}: is {what}; refusing to overwrite it, choose another output path")
 
 
 def output_target(path: str | os.PathLike) -> Path:

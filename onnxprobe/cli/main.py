@@ -45,9 +45,9 @@ class _Group(TyperGroup):
         from onnxprobe.errors import OnnxProbeError, debug_enabled
 
         try:  # typer >= 0.16 vendors click; older ones use it
-            from typer._click.exceptions import ClickException, NoArgsIsHelpError
+            from typer._click.exceptions import BadParameter, ClickException, NoArgsIsHelpError
         except ImportError:  # pragma: no cover
-            from click.exceptions import ClickException, NoArgsIsHelpError
+            from click.exceptions import BadParameter, ClickException, NoArgsIsHelpError
 
         piped = _stdout_id()
         if os.environ.get("NO_COLOR", "") != "":  # the help's own Rich console: plain text, as every table's
@@ -71,7 +71,12 @@ class _Group(TyperGroup):
             if getattr(param, "param_type_name", None) == "argument" and getattr(e, "param_hint", None) is None:
                 e.param_hint = f"'{argument_word(param)}'"
             where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-            error(f"{e.format_message()}{where}")
+            if isinstance(e, BadParameter) and getattr(param, "param_type_name", None) == "option":
+                # a flag's bad value as onnxprobe's own checks say one: "--seed abc: ...", not click's
+                # "Invalid value for '--seed': ... (see --help)"
+                error(_bad_value(e, param, ctx))
+            else:
+                error(f"{e.format_message()}{where}")
             sys.exit(e.exit_code)
         except typer.Abort:
             error("aborted")
@@ -173,7 +178,7 @@ class _Command(TyperCommand):
     order failed on 'tpu'). The same value twice is taken."""
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
-        _single_values(self.params, args)
+        ctx.meta[_GIVEN] = _single_values(self.params, args)  # what a bad value's message names (_bad_value)
         return super().parse_args(ctx, args)
 
     def get_params(self, ctx) -> list:
@@ -212,13 +217,30 @@ def _app_version(ctx) -> list:
     return options
 
 
-def _single_values(params, args: list[str]) -> None:
+_GIVEN = "onnxprobe.given"  # ctx.meta: option name -> the values given for it, as typed
+
+
+def _bad_value(e, param, ctx) -> str:
+    """A click error about an option's value (a number that is not one, an empty path), in the one shape of
+    every bad flag value: the flag, the value as typed, what is wrong ("--seed abc: 'abc' is not a valid
+    int"). An option given several values, of which click does not say which failed, is named alone."""
+    from onnxprobe.text import as_word
+
+    flag = "/".join(sorted(param.opts, key=len))
+    values = (ctx.meta.get(_GIVEN, {}) if ctx is not None else {}).get(param.name, [])
+    given = f" {as_word(values[0])}" if len(set(values)) == 1 else ""
+    return f"{flag}{given}: {e.message.rstrip('.')}"
+
+
+def _single_values(params, args: list[str]) -> dict[str, list[str]]:
+    """Refuses a single-value option given twice with different values; returns each option's values as typed."""
     from onnxprobe.errors import UsageError
 
     takes = {o: p for p in params if getattr(p, "opts", None) and not getattr(p, "is_flag", True)
              and not getattr(p, "count", False) and getattr(p, "param_type_name", "") == "option"
              for o in p.opts + p.secondary_opts}
     seen: dict[str, tuple[str, str]] = {}
+    given: dict[str, list[str]] = {}
     i = 0
     while i < len(args):
         a = args[i]
@@ -237,12 +259,15 @@ def _single_values(params, args: list[str]) -> None:
             i += 1
             continue
         p = takes[flag]
+        if value is not None:
+            given.setdefault(p.name, []).append(value)
         if p.multiple or value is None:
             continue
         if p.name in seen and seen[p.name][1] != value:
             first, was = seen[p.name]
             raise UsageError(f"{first} given twice with different values ({was!r} and {value!r}); give it once")
         seen.setdefault(p.name, (flag, value))
+    return given
 
 
 def _register(into: typer.Typer, name: str, fn, short: str) -> None:

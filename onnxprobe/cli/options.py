@@ -36,8 +36,8 @@ class _OutPath(_FilePath):
         from onnxprobe.fileio import not_a_folder
 
         try:
-            not_a_folder(value)
-        except UsageError as e:  # said as click says a bad value: the flag named, exit 2
+            not_a_folder(value, about="")
+        except UsageError as e:  # said as click says a bad value (cli.main: "--json out/: ..."), exit 2
             self.fail(str(e), param, ctx)
         return super().convert(value, param, ctx)
 

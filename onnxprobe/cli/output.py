@@ -27,9 +27,9 @@ def check_outputs(model: Path, *paths: Path | None, files: dict[str, Path | None
     for flag, p in (files or {}).items():
         if p is not None and str(p) == "-":
             raise UsageError(f"{flag} writes a file of its own: give a file name, not '-'")
-    for p in [*paths, *(files or {}).values()]:
-        if p is not None and str(p) != "-":
-            report_io.check_writable(p, model, model_is)
+    for flag, p in [*(("--json", p) for p in paths), *(files or {}).items()]:
+        if p is not None and str(p) != "-":  # a bad one said as every bad flag value is: "--json PATH: why"
+            report_io.check_writable(p, model, model_is, flag=flag)
     _distinct([("--json", p) for p in paths] + list((files or {}).items()))
 
 

@@ -17,6 +17,7 @@ from onnxprobe.graph.integrity import unlisted_initializers
 from onnxprobe.graph.node_check import model_problem
 from onnxprobe.graph.extents import all_tensors, check_extents, is_external, location
 from onnxprobe.graph.tensor_data import check_tensor
+from onnxprobe.text import as_word
 from onnxprobe.text import human_bytes, quote
 
 # protobuf cannot serialise a single message over 2 GiB; stay well below it.
@@ -297,23 +298,26 @@ def save_beside(model: onnx.ModelProto, folder: str | os.PathLike) -> str:
 
 
 def check_output_path(out: str | os.PathLike, *, source: str | os.PathLike | None = None,
-                      source_is: str = "an input model") -> Path:
+                      source_is: str = "an input model", flag: str | None = None) -> Path:
     """Validate a path we are asked to write: its folder exists and it is not the user's model (``source``,
-    which ``source_is``; checked before it is read, when ``fileio.protect`` does not know it yet)."""
+    which ``source_is``; checked before it is read, when ``fileio.protect`` does not know it yet). ``flag``: the
+    option that gave it, which the message names first with the path, as every bad flag value is said
+    ("--json /x/r.json: folder /x does not exist"); else the message starts with the path."""
     o = Path(checked_path(out))
-    not_a_folder(out)
+    about = f"{flag} {as_word(os.fspath(out))}" if flag else None
+    not_a_folder(out, about)
     if str(out) == "-":  # stdout, for --json (handled before this); a model, a tensor, a page are files of their own
         raise UsageError("'-' is standard output, and this writes a file of its own: give a file name, not '-'")
     if not o.parent.is_dir() if str(o.parent) else False:
         # the nearest of its folders that is there: a file where a folder should be fails the write too, after the work
         there = next((p for p in o.parents if p.exists()), None)
         if there is not None and not there.is_dir():
-            raise UsageError(f"{o}: {there} is a file, not a folder")
-        raise UsageError(f"{o}: folder {o.parent} does not exist")
+            raise UsageError(f"{about or o}: {there} is a file, not a folder")
+        raise UsageError(f"{about or o}: folder {o.parent} does not exist")
     if o.is_dir():
-        raise UsageError(f"{o}: is a folder; give a file name")
-    refuse_inputs(o)  # what the process read, by what it is
+        raise UsageError(f"{about or o}: is a folder; give a file name")
+    refuse_inputs(o, about)  # what the process read, by what it is
     if source is not None and o.exists() and Path(source).exists() and (o.resolve() == Path(source).resolve()
                                                                        or same_file(o, source)):
-        raise UsageError(f"{o}: is {source_is}; refusing to overwrite it, choose another output path")
+        raise UsageError(f"{about or o}: is {source_is}; refusing to overwrite it, choose another output path")
     return output_target(o)  # a link is written through, never replaced; one to a redirected stdout is refused

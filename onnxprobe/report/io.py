@@ -15,10 +15,11 @@ from onnxprobe.text import json_words
 # at start, and `--help` should not pay for them
 
 
-def check_writable(path: str | os.PathLike, model: str | os.PathLike | None = None, model_is: str = "an input model") -> Path:
+def check_writable(path: str | os.PathLike, model: str | os.PathLike | None = None, model_is: str = "an input model",
+                   flag: str | None = None) -> Path:
     from onnxprobe.graph.io import check_output_path
 
-    return check_output_path(path, source=model, source_is=model_is)
+    return check_output_path(path, source=model, source_is=model_is, flag=flag)
 
 
 def json_text(data: dict) -> str:
