@@ -27,41 +27,17 @@ from dataclasses import dataclass, field
 import onnx
 
 from onnxprobe.graph.constants import constants as graph_constants
-from onnxprobe.graph.shapes import static_shape, value_types
-from onnxprobe.graph.summary import all_types, non_tensor_outputs, not_a_tensor
-from onnxprobe.graph.walk import constant_tensors, walk
+from onnxprobe.graph.shapes import static_shape
+from onnxprobe.graph.summary import not_a_tensor
+from onnxprobe.graph.walk import NodeSite
 from onnxprobe.match.branches import branch_observables
 from onnxprobe.match.folds import with_tails
+from onnxprobe.match.graph_index import FLOAT_TYPES, QLINEAR_OUT_PARAMS, GraphIndex, quant_axis, quantized_origin
 from onnxprobe.match.integers import int_constants
-from onnxprobe.match.ops import canonical
 from onnxprobe.match.sources import with_sources
 from onnxprobe.match.weights import code_sizes, float_constants, packed_weight, weight_outputs
 from onnxprobe.text import clip, quote
 
-FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
-QUANT_TYPES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16,
-               onnx.TensorProto.INT4, onnx.TensorProto.UINT4}
-# (scale input, zero-point input) of each QOperator op's output
-QLINEAR_OUT_PARAMS = {
-    "QLinearConv": (6, 7), "QLinearMatMul": (6, 7), "QLinearAdd": (6, 7), "QLinearMul": (6, 7),
-    "QGemm": (7, 8), "QLinearGlobalAveragePool": (3, 4), "QLinearAveragePool": (3, 4), "QLinearSigmoid": (3, 4),
-    "QLinearLeakyRelu": (3, 4), "QLinearSoftmax": (3, 4), "QLinearConcat": (0, 1), "QLinearReduceMean": (3, 4),
-    "QLinearConvTranspose": (6, 7), "QLinearWhere": (7, 8),
-}
-# (data, scale, zero-point) input slots of each QOperator op's quantized inputs (onnx's QLinearConv and QLinearMatMul,
-# onnxruntime's contrib ops): a consumer reads its input's codes with these, the scale they were quantized with
-QLINEAR_IN_PARAMS = {
-    "QLinearConv": ((0, 1, 2),), "QLinearConvTranspose": ((0, 1, 2),), "QLinearMatMul": ((0, 1, 2), (3, 4, 5)),
-    "QLinearAdd": ((0, 1, 2), (3, 4, 5)), "QLinearMul": ((0, 1, 2), (3, 4, 5)), "QGemm": ((0, 1, 2), (3, 4, 5)),
-    "QLinearGlobalAveragePool": ((0, 1, 2),), "QLinearAveragePool": ((0, 1, 2),), "QLinearSigmoid": ((0, 1, 2),),
-    "QLinearLeakyRelu": ((0, 1, 2),), "QLinearSoftmax": ((0, 1, 2),), "QLinearReduceMean": ((0, 1, 2),),
-    "QLinearWhere": ((1, 2, 3), (4, 5, 6)), "QAttention": ((0, 3, 6), (1, 4, 7)),
-}  # QLinearConcat: Y's scale and zero point, then (X, scale, zero point) per input (``_in_slots``)
-SCALE_PRESERVING = {"MaxPool", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Split", "Gather",
-                    "Resize", "Identity", "DepthToSpace", "SpaceToDepth", "Pad", "Expand", "Tile", "GlobalMaxPool"}
-INTEGER_LAYERS = {"ConvInteger", "MatMulInteger"}
-RESCALE_OPS = {"Cast", "Mul", "Add"}
-GRAPH_INPUT = "(graph input)"  # origin() of a graph input's values: no op type has parentheses
 QUANT_SUFFIXES = ("_QuantizeLinear_Output", "_DequantizeLinear_Output", "_output_quantized", "_quantized", "quant_scaled_output")
 DEQ_PREFIX = "onnxprobe.deq:"
 
@@ -153,319 +129,219 @@ def stem(name: str) -> str:
     return name
 
 
+@dataclass
+class _Found:
+    """What the steps of ``observe`` have found so far: the fields of the ``Observation`` they build."""
+    observables: list[Observable] = field(default_factory=list)
+    dequantize: list[Dequantize] = field(default_factory=list)
+    hidden: dict[str, str] = field(default_factory=dict)
+    no_numbers: list[Observable] = field(default_factory=list)
+    unscaled: list[Observable] = field(default_factory=list)
+    # float tensor -> (QuantizeLinear output, node) observed for it: a later quantization of the same values
+    # (one Q/DQ pair per consumer) is compared there
+    quantized_as: dict[str, list] = field(default_factory=dict)
+
+
 def observe(model: onnx.ModelProto, constants: bool = False) -> Observation:
     """The tensors of ``model`` a diff can compare (``Observation``); ``constants``: tensors computed from
     weights alone too (--include-constants), which are otherwise not layers."""
-    every = walk(model)  # one walk: the main graph's sites, the constants, the If branches' tensors
-    sites = [s for s in every if not s.chain]
-    types = value_types(model)
-    const = constant_tensors(model, every)
-    outputs = {o.name for o in model.graph.output}
-    producer = {o: s for s in sites for o in s.node.output if o}
-    consumers: dict[str, list] = {}
-    for s in sites:
-        for i in s.node.input:
-            consumers.setdefault(i, []).append(s)
+    graph = GraphIndex.of(model)
+    found = _Found()
+    for site in graph.sites:
+        for t in site.node.output:
+            if t and (t not in graph.const or t in graph.outputs or constants):
+                _observe_output(graph, found, site, t)
+    return _observation(graph, found)
 
-    def elem(t: str) -> int:
-        tp = types.get(t)
-        return tp.tensor_type.elem_type if tp is not None else 0
 
-    def qparams(t: str, depth: int = 0) -> tuple[str, str | None, int | None] | None:
-        s = producer.get(t)
-        if s is None or depth > 16:
-            return None
-        n = s.node
-        if n.op_type == "QuantizeLinear":
-            return n.input[1], (n.input[2] if len(n.input) > 2 and n.input[2] else None), _axis(n)
-        if n.op_type in QLINEAR_OUT_PARAMS:
-            si, zi = QLINEAR_OUT_PARAMS[n.op_type]
-            if len(n.input) > si and n.input[si]:
-                return n.input[si], (n.input[zi] if len(n.input) > zi and n.input[zi] else None), None
-            return None
-        if n.op_type in SCALE_PRESERVING and n.input:
-            return qparams(n.input[0], depth + 1)
-        return None
+def _observe_output(graph: GraphIndex, found: _Found, site: NodeSite, t: str) -> None:
+    """Output ``t`` of ``site`` into ``found``: the first step that claims it observes it (or says in
+    ``found.hidden`` why it is not compared directly); one no step claims is compared as the tensor it is."""
+    for step in (_no_numbers, _dynamic_scale, _rescale_chain, _quantized, _float_around_quantization):
+        if step(graph, found, site, t):
+            return
+    found.observables.append(_observable(graph, site, t, t, "float"))
 
-    def read_with(t: str) -> tuple[str, str | None, None] | None:
-        """The (scale, zero point) the QLinear* consumers of ``t`` read its codes with, in their input slots
-        (through scale-preserving moves): what dequantizes codes no producer gives a scale to (a Gather of
-        a quantized embedding table that a QLinearAdd reads); None where none does, or two differ."""
-        def reads(t: str, depth: int) -> set:
-            found = set()
-            for c in consumers.get(t, []) if depth <= 16 else []:
-                n = c.node
-                if n.op_type in SCALE_PRESERVING and n.input and n.input[0] == t and n.output and n.output[0]:
-                    found |= reads(n.output[0], depth + 1)
-                for d, si, zi in _in_slots(n):
-                    if n.input[d] == t and si < len(n.input) and n.input[si]:
-                        zp = n.input[zi] if zi < len(n.input) and n.input[zi] else None
-                        found.add((param(n.input[si]), param(zp) if zp else None, n.input[si], zp))
-            return found
 
-        found = reads(t, 0)
-        if len({f[:2] for f in found}) != 1:
-            return None
-        _, _, scale, zp = min(found, key=lambda f: (f[2], f[3] or ""))
-        return scale, zp, None
+def _observable(graph: GraphIndex, site: NodeSite, t: str, key: str, kind: str, probe: str | None = None,
+                floor: bool = False) -> Observable:
+    """The Observable of output ``t`` of ``site``, standing for the float tensor ``key``, read at ``probe``
+    (default: ``t`` itself); ``floor``: its quantized range starts at 0."""
+    n = site.node
+    return Observable(key=key, name=t, probe=probe or t, node=site.name, node_named=bool(n.name), op_type=n.op_type,
+                      effective_op=graph.float_op(t), index=site.index, shape=static_shape(graph.types.get(t)),
+                      kind=kind, is_output=t in graph.outputs, floor_zero=floor,
+                      relu=graph.relu_of(t) if kind == "float" else None, elem_type=graph.elem(t))
 
-    def float_op(t: str, depth: int = 0) -> str:
-        """The float op a (possibly quantized) tensor is the output of."""
-        s = producer.get(t)
-        if s is None:
-            return "input"
-        n = s.node
-        if depth < 16 and n.op_type in ("DequantizeLinear", "QuantizeLinear") and n.input:
-            src = producer.get(n.input[0])
-            if n.op_type == "DequantizeLinear" and src is not None:
-                return float_op(n.input[0], depth + 1)
-            if n.op_type == "QuantizeLinear":
-                return float_op(n.input[0], depth + 1)
-        if t in chain_op:
-            return chain_op[t]
-        return canonical(n.op_type)
 
-    # dynamic quantization: IntegerLayer -> Cast -> Mul(scale) [-> Add(bias)]. The integer output and its Cast
-    # are partial results; the first float tensor after them with a name of its own stands for the layer's
-    # output, a later one (a bias Add the float model had too) for its own op.
-    chain_root: dict[str, object] = {}
-    chain_op: dict[str, str] = {}
-    for s_ in sites:
-        if s_.node.op_type not in INTEGER_LAYERS:
-            continue
-        t = s_.node.output[0]
-        chain_root[t] = s_
-        layer_op = canonical(s_.node.op_type)
-        for op in ("Cast", "Mul", "Add"):
-            cs = consumers.get(t, [])
-            if len(cs) != 1 or cs[0].node.op_type != op:
-                break
-            if op == "Add" and not all(i == t or i in const for i in cs[0].node.input):
-                break
-            t = cs[0].node.output[0]
-            chain_root[t] = s_
-            if op != "Cast" and not t.endswith("quant_scaled_output"):
-                chain_op[t] = layer_op
-                layer_op = "Add"
-    dq_scales = {s_.node.output[i] for s_ in sites if s_.node.op_type == "DynamicQuantizeLinear" for i in (1, 2) if len(s_.node.output) > i}
+def _no_numbers(graph: GraphIndex, found: _Found, site: NodeSite, t: str) -> bool:
+    """Claims a string tensor or a value that is no tensor (a sequence, an optional, a map, a sparse value):
+    listed in ``no_numbers`` with why in ``hidden``, never compared."""
+    n, et = site.node, graph.elem(t)
+    what = ("a string tensor" if et == onnx.TensorProto.STRING else graph.non_tensors.get(t)
+            or not_a_tensor(graph.every_type.get(t), n.op_type))
+    if not what:
+        return False
+    found.hidden[t] = f"{what}{'' if et == onnx.TensorProto.STRING else ', not a tensor'}: no difference to measure"
+    found.no_numbers.append(Observable(key=t, name=t, probe=t, node=site.name, node_named=bool(n.name), op_type=n.op_type,
+                                       effective_op=n.op_type, index=site.index, shape=None, kind="float",
+                                       is_output=t in graph.outputs))
+    return True
 
-    fed = {i.name for i in model.graph.input} - {i.name for i in model.graph.initializer}
 
-    def origin(t: str, depth: int = 0) -> str | None:
-        """Op type of the first producer that is not a scale-preserving move (``GRAPH_INPUT`` for a graph
-        input's values, None for a weight or a tensor of unknown origin)."""
-        s_ = producer.get(t)
-        if s_ is None:
-            return GRAPH_INPUT if t in fed else None
-        if s_.node.op_type in SCALE_PRESERVING and s_.node.input and depth < 16:
-            return origin(s_.node.input[0], depth + 1)
-        return s_.node.op_type
+def _dynamic_scale(graph: GraphIndex, found: _Found, site: NodeSite, t: str) -> bool:
+    """Claims (hides) a DynamicQuantizeLinear's scale or zero point, and a Mul of such scales and weights."""
+    n = site.node
+    if t in graph.dq_scales or (n.op_type == "Mul" and any(i in graph.dq_scales for i in n.input)
+                                and all(i in graph.dq_scales or i in graph.const for i in n.input)):
+        found.hidden[t] = "a dynamic quantization scale"
+        return True
+    return False
 
-    def is_quant(t: str, depth: int = 0) -> bool:
-        et = elem(t)
-        if et:
-            return et in QUANT_TYPES
-        s_ = producer.get(t)
-        if s_ is None or depth > 16:
-            return False
-        op = s_.node.op_type
-        if op in QLINEAR_OUT_PARAMS or (op == "QuantizeLinear" and t == s_.node.output[0]):
-            return True
-        return op in SCALE_PRESERVING and bool(s_.node.input) and is_quant(s_.node.input[0], depth + 1)
 
-    values = {i.name: i for i in model.graph.initializer}
-    values.update({s_.node.output[0]: a.t for s_ in sites if s_.node.op_type == "Constant" and s_.node.output
-                   for a in s_.node.attribute if a.name == "value"})
+def _rescale_chain(graph: GraphIndex, found: _Found, site: NodeSite, t: str) -> bool:
+    """Claims a tensor of a dynamic quantization's IntegerLayer -> Cast -> Mul [-> Add] chain: the float
+    result that stands for a float op is observed (kind ``dynamic``), the partial results are hidden."""
+    if t not in graph.chain_root:
+        return False
+    if t not in graph.chain_op:
+        found.hidden[t] = f"partial result of {graph.chain_root[t].name}'s rescale"
+    else:
+        found.observables.append(_observable(graph, site, t, t, "dynamic"))
+    return True
 
-    def floor_zero(zp: str | None, quantized: str) -> bool:
-        """The range of ``quantized`` (its zero point ``zp``) starts at 0: every zero point is its integer
-        type's lowest value (a missing one is uint8's 0)."""
-        if zp is None:
-            return elem(quantized) in (0, onnx.TensorProto.UINT8)
-        if zp not in values:
-            return False
-        z = onnx.numpy_helper.to_array(values[zp])
-        lowest = {"uint8": 0, "uint16": 0, "int8": -128, "int16": -32768}.get(z.dtype.name)
-        return lowest is not None and z.size > 0 and bool((z == lowest).all())
 
-    def floors_at_zero(n: onnx.NodeProto, t: str) -> bool:
-        """``n`` is a Relu of ``t``, or a Clip of ``t`` whose min is 0 (a Relu6, a HardSwish's clip): what a
-        quantization range starting at 0 holds in its place, as a quantizer drops it (any max: the range's
-        top is calibrated on the clipped values)."""
-        if n.op_type == "Relu":
-            return True
-        if n.op_type != "Clip" or n.input[0] != t:
-            return False
-        if len(n.input) > 1 and n.input[1]:  # opset 11+: min is an input
-            v = values.get(n.input[1])
-            return v is not None and onnx.numpy_helper.to_array(v).size == 1 and float(onnx.numpy_helper.to_array(v).reshape(())) == 0
-        return any(a.name == "min" and a.f == 0 for a in n.attribute)  # opset 6..10: an attribute
+def _quantized(graph: GraphIndex, found: _Found, site: NodeSite, t: str) -> bool:
+    """Claims quantized codes (and every output of a DynamicQuantizeLinear): a QuantizeLinear's output
+    stands for its float input; codes a DequantizeLinear reads are compared through it; other codes are
+    dequantized with the scale their producer or readers give them, where one does."""
+    n = site.node
+    if not (graph.is_quant(t) or n.op_type == "DynamicQuantizeLinear"):
+        return False
+    if n.op_type == "QuantizeLinear":
+        _quantize_linear(graph, found, site, t)
+    elif any(c.node.op_type == "DequantizeLinear" for c in graph.consumers.get(t, [])):
+        found.hidden[t] = "quantized; compared through its DequantizeLinear output"
+    else:
+        _codes(graph, found, site, t)
+    return True
 
-    def relu_of(t: str) -> str | None:
-        """The output of the Relu (or Clip from 0) that is ``t``'s only consumer (through Identity nodes)."""
-        for _ in range(16):
-            cs = consumers.get(t, [])
-            if len(cs) != 1 or t in outputs or not cs[0].node.output:
-                return None
-            n = cs[0].node
-            if n.op_type != "Identity" and not floors_at_zero(n, t):
-                return None
-            t = n.output[0]
-            if n.op_type != "Identity":
-                return t
-        return None
 
-    quantized_as: dict[str, list] = {}  # float tensor -> (QuantizeLinear output, node) observed for it
+def _quantize_linear(graph: GraphIndex, found: _Found, site: NodeSite, t: str) -> None:
+    """QuantizeLinear output ``t``: its float input X compared through DQ(Q(X)) (kind ``qdq``, a dequantization
+    the graph pass adds), save for a model input's, a model output's DQ and a second quantization of X
+    with the same values (each hidden with why)."""
+    n = site.node
+    x = n.input[0]
+    if x not in graph.producer:
+        found.hidden[t] = f"quantized model input {x}"
+        return
+    dqs = [c.node.output[0] for c in graph.consumers.get(t, []) if c.node.op_type == "DequantizeLinear"]
+    if any(d in graph.outputs for d in dqs):  # the model's output is this DQ(Q(x)): observed as the output
+        found.hidden[t] = f"quantized; compared as the model output {dqs[0]} (its DequantizeLinear)"
+        return
+    scale, zp, axis = n.input[1], (n.input[2] if len(n.input) > 2 and n.input[2] else None), quant_axis(n)
+    twin = next((f for f, q in found.quantized_as.get(x, []) if graph.same_quantization(q, n)), None)
+    if twin is not None:  # DedicatedQDQPair: one Q/DQ pair per consumer, the same values
+        found.hidden[t] = f"the same quantization of {x} as {twin} (same scale and zero point): compared there"
+        return
+    found.quantized_as.setdefault(x, []).append((t, n))
+    out = DEQ_PREFIX + t
+    found.dequantize.append(Dequantize(t, scale, zp, axis, out))
+    found.observables.append(Observable(key=x, name=dqs[0] if dqs else t, probe=out, node=site.name, node_named=bool(n.name),
+                                        op_type=n.op_type, effective_op=graph.float_op(x), index=site.index,
+                                        shape=static_shape(graph.types.get(x)), kind="qdq", is_output=t in graph.outputs,
+                                        floor_zero=graph.floor_zero(zp, t)))
 
-    def param(name: str | None):
-        v = values.get(name) if name else None
-        return (name,) if v is None else (v.data_type, tuple(v.dims), onnx.numpy_helper.to_array(v).tobytes())
 
-    def same_quantization(m: onnx.NodeProto, n: onnx.NodeProto) -> bool:
-        """Two QuantizeLinear nodes of one tensor that give the same values: equal scales, zero points
-        (by value) and attributes (axis, saturate...)."""
-        return (m.domain == n.domain and len(m.input) == len(n.input)
-                and all(param(i) == param(j) for i, j in zip(m.input[1:], n.input[1:]))
-                and sorted(a.SerializeToString() for a in m.attribute) == sorted(a.SerializeToString() for a in n.attribute))
+def _codes(graph: GraphIndex, found: _Found, site: NodeSite, t: str) -> None:
+    """Codes no DequantizeLinear reads (a QLinear* output, a Gather of quantized codes): dequantized with the
+    scale their producer or their QLinear* readers give them (kind ``qoperator``, keyed by the float name
+    the quantizer derived ``t`` from); without one, ``_codes_of_no_scale``."""
+    q = graph.qparams(t) or graph.read_with(t)
+    if q is None:
+        _codes_of_no_scale(graph, found, site, t)
+        return
+    out = DEQ_PREFIX + t
+    found.dequantize.append(Dequantize(t, q[0], q[1], q[2], out))
+    found.observables.append(_observable(graph, site, t, stem(t), "qoperator", probe=out, floor=graph.floor_zero(q[1], t)))
 
-    obs: list[Observable] = []
-    deq: list[Dequantize] = []
-    hidden: dict[str, str] = {}
-    bare: list[Observable] = []
-    unscaled: list[Observable] = []
-    every_type = all_types(model)
-    no_tensor = non_tensor_outputs(model)  # a sparse value among them whatever its declared type
-    for s in sites:
-        n = s.node
-        for t in n.output:
-            if not t or (t in const and t not in outputs and not constants):
-                continue
-            et = elem(t)
-            shape = static_shape(types.get(t))
 
-            def add(key: str, probe: str, kind: str, name: str | None = None, floor: bool = False, to: list | None = None) -> None:
-                (obs if to is None else to).append(Observable(key=key, name=name or t, probe=probe, node=s.name, node_named=bool(n.name), op_type=n.op_type,
-                                      effective_op=float_op(t), index=s.index, shape=shape, kind=kind,
-                                      is_output=t in outputs or (name or t) in outputs, floor_zero=floor,
-                                      relu=relu_of(t) if kind == "float" else None, elem_type=et))
+def _codes_of_no_scale(graph: GraphIndex, found: _Found, site: NodeSite, t: str) -> None:
+    """Integer values no scale is known for: compared as they are where they are data of their own (a Cast's
+    bytes, an image's) or a model output; hidden where a dynamic quantization made them (the float tensor
+    is compared); else listed in ``unscaled`` (codes compared on neither side)."""
+    made, et = graph.origin(t), graph.elem(t)
+    if not quantized_origin(made) or t in graph.outputs:  # an int8/uint8 value of its own (a Cast, an image's
+        found.observables.append(_observable(graph, site, t, t, "float"))  # bytes), or what the model gives: as int32 is
+    elif made == "DynamicQuantizeLinear":
+        found.hidden[t] = "the codes of a dynamic quantization (a scale computed at run time): compared as the float tensor it quantizes"
+    else:
+        found.hidden[t] = f"{onnx.helper.tensor_dtype_to_np_dtype(et).name if et else 'integer'} codes of no known scale (nothing dequantizes them): compared on neither side"
+        found.unscaled.append(_observable(graph, site, t, t, "float"))
 
-            what = ("a string tensor" if et == onnx.TensorProto.STRING else no_tensor.get(t)
-                    or not_a_tensor(every_type.get(t), n.op_type))
-            if what:  # listed by a diff, never compared
-                hidden[t] = f"{what}{'' if et == onnx.TensorProto.STRING else ', not a tensor'}: no difference to measure"
-                bare.append(Observable(key=t, name=t, probe=t, node=s.name, node_named=bool(n.name), op_type=n.op_type,
-                                       effective_op=n.op_type, index=s.index, shape=None, kind="float", is_output=t in outputs))
-                continue
-            if t in dq_scales or (n.op_type == "Mul" and any(i in dq_scales for i in n.input)
-                                  and all(i in dq_scales or i in const for i in n.input)):
-                hidden[t] = "a dynamic quantization scale"
-                continue
-            if t in chain_root:
-                if t not in chain_op:
-                    hidden[t] = f"partial result of {chain_root[t].name}'s rescale"
-                    continue
-                add(t, t, "dynamic")
-                continue
-            if is_quant(t) or n.op_type == "DynamicQuantizeLinear":
-                if n.op_type == "QuantizeLinear":
-                    x = n.input[0]
-                    if x not in producer:
-                        hidden[t] = f"quantized model input {x}"
-                        continue
-                    dqs = [c.node.output[0] for c in consumers.get(t, []) if c.node.op_type == "DequantizeLinear"]
-                    if any(d in outputs for d in dqs):  # the model's output is this DQ(Q(x)): observed as the output
-                        hidden[t] = f"quantized; compared as the model output {dqs[0]} (its DequantizeLinear)"
-                        continue
-                    scale, zp, axis = n.input[1], (n.input[2] if len(n.input) > 2 and n.input[2] else None), _axis(n)
-                    twin = next((f for f, q in quantized_as.get(x, []) if same_quantization(q, n)), None)
-                    if twin is not None:  # DedicatedQDQPair: one Q/DQ pair per consumer, the same values
-                        hidden[t] = f"the same quantization of {x} as {twin} (same scale and zero point): compared there"
-                        continue
-                    quantized_as.setdefault(x, []).append((t, n))
-                    out = DEQ_PREFIX + t
-                    deq.append(Dequantize(t, scale, zp, axis, out))
-                    obs.append(Observable(key=x, name=dqs[0] if dqs else t, probe=out, node=s.name, node_named=bool(n.name), op_type=n.op_type,
-                                          effective_op=float_op(x), index=s.index, shape=static_shape(types.get(x)),
-                                          kind="qdq", is_output=t in outputs, floor_zero=floor_zero(zp, t)))
-                    continue
-                if any(c.node.op_type == "DequantizeLinear" for c in consumers.get(t, [])):
-                    hidden[t] = "quantized; compared through its DequantizeLinear output"
-                    continue
-                q = qparams(t) or read_with(t)
-                if q is None:
-                    made = origin(t)
-                    if not quantized_origin(made) or t in outputs:  # an int8/uint8 value of its own (a Cast, an
-                        add(t, t, "float")  # image's bytes), or what the model gives: compared as it is, as int32 is
-                    elif made == "DynamicQuantizeLinear":
-                        hidden[t] = "the codes of a dynamic quantization (a scale computed at run time): compared as the float tensor it quantizes"
-                    else:
-                        hidden[t] = f"{onnx.helper.tensor_dtype_to_np_dtype(et).name if et else 'integer'} codes of no known scale (nothing dequantizes them): compared on neither side"
-                        add(t, t, "float", to=unscaled)
-                    continue
-                out = DEQ_PREFIX + t
-                deq.append(Dequantize(t, q[0], q[1], q[2], out))
-                add(stem(t), out, "qoperator", floor=floor_zero(q[1], t))
-                continue
-            if et in FLOAT_TYPES or et == 0:
-                qs = [c for c in consumers.get(t, []) if c.node.op_type == "QuantizeLinear"]
-                if qs and t not in outputs:
-                    hidden[t] = f"compared after quantization, through {qs[0].node.output[0]}"
-                    continue
-                if n.op_type == "DequantizeLinear":
-                    src = producer.get(n.input[0])
-                    if src is not None and src.node.op_type == "QuantizeLinear" and t not in outputs:
-                        hidden[t] = f"the QDQ value of {src.node.input[0]}"
-                        continue
-                    if src is not None:  # DQ of a QLinear* output (QOperator), or of a moved QDQ value
-                        zp = n.input[2] if len(n.input) > 2 and n.input[2] else None
-                        add(t, t, "qoperator" if origin(n.input[0]) in QLINEAR_OUT_PARAMS else "qdq",
-                            floor=floor_zero(zp, n.input[0]))
-                        continue
-            add(t, t, "float")
-    made = {o for s in sites for o in s.node.output}
-    for t, what in no_tensor.items():  # a sparse initializer given as an output: onnxruntime returns it, no tensor
-        if t not in made and t not in hidden:
-            hidden[t] = f"{what}, not a tensor: no difference to measure"
-            bare.append(Observable(key=t, name=t, probe=t, node="", node_named=False, op_type="", effective_op="",
-                                   index=0, shape=None, kind="float", is_output=True))
-    # before the nodes' (a stable sort): a weight comes before its first reader, which reads it
-    obs[:0] = weight_outputs(model, made | set(hidden), hidden, bare, sites, Observable, FLOAT_TYPES)
-    found = graph_constants(model.graph)
-    inputs, ints = {i.name for i in model.graph.input} - set(values), int_constants(found)
-    obs = with_sources(obs, producer, const, inputs, {t for t in producer if elem(t) in FLOAT_TYPES or elem(t) == 0},
-                        float_constants(model, found.items()), code_sizes(model, found.items()), ints, lambda t: static_shape(types.get(t)))
-    obs = with_tails(obs, producer, consumers, const)
-    obs += branch_observables(every, types, const, every_type, hidden, bare, obs, producer, inputs, ints, Observable)
+
+def _float_around_quantization(graph: GraphIndex, found: _Found, site: NodeSite, t: str) -> bool:
+    """Claims a float tensor next to a quantization: one a QuantizeLinear reads (compared after it, hidden
+    here), a DequantizeLinear of a QuantizeLinear (the QDQ value, compared as its float input), and a
+    DequantizeLinear of other codes (observed, kind ``qoperator`` or ``qdq``); other floats are not claimed."""
+    n, et = site.node, graph.elem(t)
+    if not (et in FLOAT_TYPES or et == 0):
+        return False
+    qs = [c for c in graph.consumers.get(t, []) if c.node.op_type == "QuantizeLinear"]
+    if qs and t not in graph.outputs:
+        found.hidden[t] = f"compared after quantization, through {qs[0].node.output[0]}"
+        return True
+    src = graph.producer.get(n.input[0]) if n.op_type == "DequantizeLinear" else None
+    if src is None:
+        return False
+    if src.node.op_type == "QuantizeLinear" and t not in graph.outputs:
+        found.hidden[t] = f"the QDQ value of {src.node.input[0]}"
+        return True
+    # DQ of a QLinear* output (QOperator), or of a moved QDQ value
+    zp = n.input[2] if len(n.input) > 2 and n.input[2] else None
+    kind = "qoperator" if graph.origin(n.input[0]) in QLINEAR_OUT_PARAMS else "qdq"
+    found.observables.append(_observable(graph, site, t, t, kind, floor=graph.floor_zero(zp, n.input[0])))
+    return True
+
+
+def _observation(graph: GraphIndex, found: _Found) -> Observation:
+    """The Observation of the nodes' outputs in ``found``, with the sparse outputs (``_sparse_outputs``), the
+    outputs that are weights placed first (a stable sort: before their first reader), each observable's
+    evidence (``with_sources``, ``with_tails``) and the If branches' observables, in topological order."""
+    made = {o for s in graph.sites for o in s.node.output}
+    _sparse_outputs(graph, found, made)
+    obs = weight_outputs(graph.model, made | set(found.hidden), found.hidden, found.no_numbers, graph.sites,
+                         Observable, FLOAT_TYPES) + found.observables
+    consts = graph_constants(graph.model.graph)
+    inputs, ints = {i.name for i in graph.model.graph.input} - set(graph.values), int_constants(consts)
+    obs = with_sources(obs, graph.producer, graph.const, inputs, {t for t in graph.producer if graph.elem(t) in FLOAT_TYPES or graph.elem(t) == 0},
+                       float_constants(graph.model, consts.items()), code_sizes(graph.model, consts.items()), ints,
+                       lambda t: static_shape(graph.types.get(t)))
+    obs = with_tails(obs, graph.producer, graph.consumers, graph.const)
+    obs += branch_observables(graph.every, graph.types, graph.const, graph.every_type, found.hidden, found.no_numbers,
+                              obs, graph.producer, inputs, ints, Observable)
     obs.sort(key=lambda o: o.index)
-    weights_quantized = any((s_.node.op_type == "DequantizeLinear" and s_.node.output and s_.node.output[0] in const)
-                            or packed_weight(s_.node) for s_ in sites)
-    return Observation(obs, deq, hidden, bare, weights_quantized, unscaled)
+    return Observation(obs, found.dequantize, found.hidden, found.no_numbers, _weights_quantized(graph), found.unscaled)
+
+
+def _sparse_outputs(graph: GraphIndex, found: _Found, made: set[str]) -> None:
+    """A sparse initializer given as an output (onnxruntime returns it, no tensor), which no node in ``made``
+    writes: listed in ``no_numbers`` with why, never compared."""
+    for t, what in graph.non_tensors.items():
+        if t not in made and t not in found.hidden:
+            found.hidden[t] = f"{what}, not a tensor: no difference to measure"
+            found.no_numbers.append(Observable(key=t, name=t, probe=t, node="", node_named=False, op_type="", effective_op="",
+                                               index=0, shape=None, kind="float", is_output=True))
+
+
+def _weights_quantized(graph: GraphIndex) -> bool:
+    """The model dequantizes integer weights itself (a DequantizeLinear of constants, a packed weight)."""
+    return any((s.node.op_type == "DequantizeLinear" and s.node.output and s.node.output[0] in graph.const)
+               or packed_weight(s.node) for s in graph.sites)
 
 
 def scoped_hint(obs: list[Observable], name: str) -> str:
     """For a bare ``name`` that sibling If branches share, and so no observable's: the keys to give instead."""
     keys = list(dict.fromkeys(o.name for o in obs if o.scope and o.name == f"{o.scope}/{name}"))
     return f"; If branches share that name: give one by its scope ({', '.join(keys)})" if keys else ""
-
-
-def quantized_origin(op: str | None) -> bool:
-    """True when an int8/uint8 tensor made by ``op`` (through moves) holds quantized codes: a quantizer, a
-    QLinear*/Q* op (contrib ones too: QAttention, QGemm...) or an op of unknown kind (None: a weight's codes).
-    A graph input's values moved (``GRAPH_INPUT``: an image's bytes transposed to NCHW) are data both sides
-    take alike: compared as they are, as a Cast's bytes are (where a DequantizeLinear reads them, they are
-    compared through it before this is asked)."""
-    return op != GRAPH_INPUT and (op is None or "Quant" in op or op.startswith("Q") or op in QLINEAR_OUT_PARAMS)
-
-
-def _in_slots(node: onnx.NodeProto) -> tuple[tuple[int, int, int], ...]:
-    """(data, scale, zero point) input slots of ``node``'s quantized inputs (``QLINEAR_IN_PARAMS``), those it has."""
-    if node.op_type == "QLinearConcat":
-        return tuple((k, k + 1, k + 2) for k in range(2, len(node.input) - 1, 3))
-    return tuple(sl for sl in QLINEAR_IN_PARAMS.get(node.op_type, ()) if sl[0] < len(node.input))
-
-
-def _axis(node: onnx.NodeProto) -> int | None:
-    for a in node.attribute:
-        if a.name == "axis":
-            return a.i
-    return None
