@@ -6,6 +6,8 @@ dropped by the quantizer) and compared it there."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from onnx import TensorProto
 
 from onnxprobe.compare.sides import Side
@@ -90,17 +92,25 @@ def explain_unmatched(matching: Matching, a: Side, b: Side) -> None:
             continue
         _copies_and_constants(side, other, [u for u in items if u.cause == NO_COUNTERPART],
                               dict(pairs_of(p) for p in matching.pairs), "B" if side is a else "A")
-    _inside_one_node(matching, a, b, mapped)
+    opaque: dict[int, set[str]] = {}
+
+    def opaque_of(side: Side) -> set[str]:  # ``_opaque`` of a side once: both steps below ask it of A
+        if id(side) not in opaque:
+            opaque[id(side)] = _opaque(side)
+        return opaque[id(side)]
+
+    _inside_one_node(matching, a, b, mapped, opaque_of)
     if b.runner.takes_feeds:
-        _folded_into_consumer(matching, a, b)
+        _folded_into_consumer(matching, a, b, opaque_of)
 
 
-def _inside_one_node(matching: Matching, a: Side, b: Side, mapped: set[int]) -> None:
+def _inside_one_node(matching: Matching, a: Side, b: Side, mapped: set[int], opaque_of: Callable[[Side], set[str]]) -> None:
     """A tensor still without counterpart that lies strictly inside what the other model computes as one
     node (HardSwish written as HardSigmoid and Mul, a LayerNormalization spelled out: ``match.regions``) is
     folded into that node, compared at its output; after the copies and constants, which say more, and
     before the consumer a B tensor's value may be folded into, which names no node of A (``mapped``: the ids
-    of the entries whose namesake --map paired with another tensor, which says so)."""
+    of the entries whose namesake --map paired with another tensor, which says so). ``opaque_of(side)``:
+    ``_opaque(side)``, computed once per diff."""
     for side, other, items, pairs_of, there in ((a, b, matching.unmatched_a, lambda p: (p.a.name, p.b.name), "B"),
                                                 (b, a, matching.unmatched_b, lambda p: (p.b.name, p.a.name), "A")):
         todo = {u.obs.name: u for u in items if u.cause == NO_COUNTERPART and id(u) not in mapped}
@@ -109,7 +119,7 @@ def _inside_one_node(matching: Matching, a: Side, b: Side, mapped: set[int]) -> 
         obs = side.observation.observables
         skip = {k for k, o in enumerate(obs) if o.name not in todo}
         paired = dict(pairs_of(p) for p in matching.pairs)
-        for k, reason in inside_one_node(obs, other.observation.observables, paired, skip, there, _opaque(other)).items():
+        for k, reason in inside_one_node(obs, other.observation.observables, paired, skip, there, opaque_of(other)).items():
             todo[obs[k].name].reason, todo[obs[k].name].cause = reason, FOLDED
 
 
@@ -141,9 +151,10 @@ def _opaque(side: Side) -> set[str]:
     return out
 
 
-def _folded_into_consumer(matching: Matching, a: Side, b: Side) -> None:
+def _folded_into_consumer(matching: Matching, a: Side, b: Side, opaque_of: Callable[[Side], set[str]]) -> None:
     """A B tensor whose one consumer's output is paired, where A has no tensor of its own for it: A
-    computes both in one tensor (Conv+BN folding, a Relu dropped by the quantizer), compared there."""
+    computes both in one tensor (Conv+BN folding, a Relu dropped by the quantizer), compared there.
+    ``opaque_of(side)``: ``_opaque(side)``, computed once per diff."""
     consumers: dict[str, list] = {}
     for n in b.model.proto.graph.node:
         for i in n.input:
@@ -158,7 +169,7 @@ def _folded_into_consumer(matching: Matching, a: Side, b: Side) -> None:
     obs_a = {o.name: o for o in a.observation.observables}
     obs_b = {o.name: o for o in b.observation.observables}
     paired_a = {p.a.name for p in matching.pairs}
-    opaque_a = _opaque(a)  # A's tensors whose node reads one A computes and compares nowhere: A's own, not compared
+    opaque_a = opaque_of(a)  # A's tensors whose node reads one A computes and compares nowhere: A's own, not compared
     for u in matching.unmatched_b:
         # a graph output A has no counterpart of is missing there, whatever it feeds (a model output left
         # unpaired fails the verdict: called folded, an extra output of B passed a diff that never compared it)
