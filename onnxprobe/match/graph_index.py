@@ -38,7 +38,6 @@ QLINEAR_IN_PARAMS = {
 SCALE_PRESERVING = {"MaxPool", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Split", "Gather",
                     "Resize", "Identity", "DepthToSpace", "SpaceToDepth", "Pad", "Expand", "Tile", "GlobalMaxPool"}
 INTEGER_LAYERS = {"ConvInteger", "MatMulInteger"}
-RESCALE_OPS = {"Cast", "Mul", "Add"}
 GRAPH_INPUT = "(graph input)"  # origin() of a graph input's values: no op type has parentheses
 
 # (scale, zero point or None, axis or None) that dequantizes a tensor's codes
