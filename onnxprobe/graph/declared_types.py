@@ -11,7 +11,8 @@ import onnx
 from onnx import AttributeProto
 
 from onnxprobe.graph.body_checks import body_feeds, carried_problem, fed_problem, outer_declared_problem
-from onnxprobe.graph.op_schema import ValueType, computed_types, constant_type, elem_name, inferred_types, op_spec, value_type
+from onnxprobe.graph.op_schema import (ValueType, computed_types, constant_type, elem_name, inference_problem, inferred_types, op_spec,
+                                       value_type)
 from onnxprobe.graph.walk import node_label
 from onnxprobe.text import quote
 
@@ -119,6 +120,11 @@ def _walk(nodes: list[onnx.NodeProto], scope: _Scope, elem: dict[str, ValueType]
             computed = {n.output[0]: constant_type(n)}
         elif schema is not None and any(o and o not in computed for o in n.output):
             computed = {**inferred_types(n, scope.version, elem), **computed}
+        refused = inference_problem(n, scope.version, elem) if schema is not None and scope.check else None
+        if refused is not None:  # a weight stored DOUBLE beside a FLOAT input; a sequence of INT64 added to a FLOAT
+            read = ", ".join(f"{quote(x)} as {elem_name(elem[x])}" for x in n.input if x)
+            return (f"{node_label(n, i)} reads {read}, and onnx's type check of {n.op_type} refuses it: {refused}"
+                    f"{f' (in {where})' if where else ''}")
         for o in n.output:
             if not o:
                 continue

@@ -171,15 +171,37 @@ def constant_type(n: onnx.NodeProto) -> int:
     return sig[0] if sig is not None else 0
 
 
-@functools.lru_cache(maxsize=4096)
 def _infer(op_type: str, version: int, ins: tuple[ValueType, ...], attributes: tuple[bytes, ...], outputs: int) -> tuple[ValueType, ...]:
+    return _run_inference(op_type, version, ins, attributes, outputs)[0]
+
+
+def inference_problem(n: onnx.NodeProto, version: int, elem: dict[str, ValueType]) -> str | None:
+    """Why onnx's own check of ``n`` refuses the element types of its inputs (``elem``), the check onnxruntime makes
+    when it loads the model: the op's type constraints (an input of a type its type parameter does not allow,
+    two inputs bound to one parameter of different types) and its inference function (a SequenceInsert of an
+    INT64 tensor into a sequence of FLOAT). None where it takes them, or cannot tell: an input of unknown type,
+    a body (an If's, a Loop's: walked by ``graph.declared_types``), an attribute taken from a function's caller."""
+    if not n.input or any(x and x not in elem for x in n.input):
+        return None
+    if any(a.ref_attr_name or a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in n.attribute):
+        return None
+    ins = tuple(elem[x] if x else 0 for x in n.input)
+    return _run_inference(n.op_type, version, ins, tuple(a.SerializeToString() for a in n.attribute), len(n.output))[1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _run_inference(op_type: str, version: int, ins: tuple[ValueType, ...], attributes: tuple[bytes, ...],
+                   outputs: int) -> tuple[tuple[ValueType, ...], str | None]:
+    """The types onnx's inference gives the outputs (0: unknown), and its refusal's first line (None: none)."""
     node = onnx.NodeProto(op_type=op_type, input=[f"i{k}" if t else "" for k, t in enumerate(ins)],
                           output=[f"o{k}" for k in range(outputs)], attribute=[AttributeProto.FromString(a) for a in attributes])
     types = {f"i{k}": _type_proto(t) for k, t in enumerate(ins) if t}
     try:
         out = onnx.shape_inference.infer_node_outputs(_op_schema(op_type, version), node, types,
                                                       opset_imports=[onnx.helper.make_opsetid("", version)])
-    except Exception:  # noqa: BLE001 - what inference refuses, onnxruntime says in its own words
-        return (0,) * outputs
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
+        return (0,) * outputs, (str(e).strip().splitlines() or [type(e).__name__])[0]
+    except Exception:  # noqa: BLE001 - what inference fails on otherwise, onnxruntime says in its own words
+        return (0,) * outputs, None
     got = {o: value_type(t) for o, t in out.items()}
-    return tuple(got.get(f"o{k}", 0) for k in range(outputs))
+    return tuple(got.get(f"o{k}", 0) for k in range(outputs)), None
