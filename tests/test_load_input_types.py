@@ -117,3 +117,40 @@ def test_every_command_refuses_it_with_one_line(tmp_path):
         out = subprocess.run([sys.executable, "-m", "onnxprobe", *args], capture_output=True, text=True)
         errors = [ln for ln in out.stderr.splitlines() if ln.startswith("onnxprobe: error:")]
         assert out.returncode != 0 and "Traceback" not in out.stderr and len(errors) == 1, (args, out.stderr)
+
+
+def _if_cond(cond_type):
+    """If(c) of a condition of ``cond_type``: each branch gives x."""
+    branch = lambda name: h.make_graph([h.make_node("Identity", ["x"], [f"{name}_o"])], name, [], [_untyped(f"{name}_o")])
+    node = h.make_node("If", ["c"], ["y"], name="choose", then_branch=branch("then"), else_branch=branch("else"))
+    return _model([node], [vi("c", cond_type, []), vi("x", F, [2])], [_untyped("y")])
+
+
+def _partly_known(w):
+    """Mul(x, w) where x comes from a node of another domain (its type unknown here), w a weight stored as ``w``."""
+    weight = numpy_helper.from_array(np.ones(2, onnx.helper.tensor_dtype_to_np_dtype(w)), "w")
+    m = _model([h.make_node("Gelu", ["a"], ["x"], name="gelu", domain="com.microsoft"), h.make_node("Mul", ["x", "w"], ["y"], name="mul")],
+               [vi("a", F, [2])], [_untyped("y")], [weight])
+    m.opset_import.append(h.make_opsetid("com.microsoft", 1))
+    return m
+
+
+CONSTRAINED = {  # an input of a type its op's type constraint allows for none of its inputs
+    "if_condition_int64": (lambda: _if_cond(I64), ("'choose'", "'c'", "INT64")),
+    "if_condition_float": (lambda: _if_cond(F), ("'choose'", "'c'", "FLOAT")),
+    "mul_weight_bool": (lambda: _partly_known(B), ("'mul'", "'w'", "BOOL")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONSTRAINED))
+def test_an_input_of_a_type_its_constraint_does_not_allow_is_refused(name):
+    build, words = CONSTRAINED[name]
+    m = build()
+    assert not ort_loads(m), "the oracle: onnxruntime refuses it"
+    line = model_problem(m)
+    assert line is not None and "\n" not in line and all(w in line for w in words), line
+
+
+@pytest.mark.parametrize("build", [lambda: _if_cond(B), lambda: _partly_known(F)], ids=["if_bool", "mul_float"])
+def test_inputs_their_constraints_allow_load(build):
+    assert ort_loads(build()) and model_problem(build()) is None

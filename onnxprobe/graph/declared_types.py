@@ -11,8 +11,8 @@ import onnx
 from onnx import AttributeProto
 
 from onnxprobe.graph.body_checks import body_feeds, carried_problem, fed_problem, outer_declared_problem
-from onnxprobe.graph.op_schema import (ValueType, computed_types, constant_type, elem_name, inference_problem, inferred_types, op_spec,
-                                       value_type)
+from onnxprobe.graph.op_schema import (ValueType, computed_types, constant_type, constraint_problem, elem_name, inference_problem,
+                                       inferred_types, op_spec, value_type)
 from onnxprobe.graph.walk import node_label
 from onnxprobe.text import quote
 
@@ -110,6 +110,9 @@ def _walk(nodes: list[onnx.NodeProto], scope: _Scope, elem: dict[str, ValueType]
     first output ``declared`` of another type, said in one line (``where``: the body it is in)."""
     for i, n in enumerate(nodes):
         schema = op_spec(n, scope.version)
+        bad = constraint_problem(n, schema, elem) if schema is not None and scope.check else None
+        if bad is not None:  # an If's condition INT64; a weight BOOL beside an input of unknown type
+            return f"{node_label(n, i)} reads {quote(bad[0])} as {elem_name(elem[bad[0]])}, {bad[1]}{f' (in {where})' if where else ''}"
         computed = computed_types(n, schema, elem) if schema is not None else {}
         if n.op_type in ("If", "Loop", "Scan") or n.domain not in ("", "ai.onnx"):
             more, problem = _body_types(n, node_label(n, i), scope, elem)

@@ -127,6 +127,40 @@ def computed_types(n: onnx.NodeProto, schema: OpSpec, elem: dict[str, ValueType]
     return out
 
 
+_TYPE_NAMES = {v: k for k, v in TYPE_STRS.items()}
+
+
+def _type_str(t: ValueType) -> str | None:
+    """``t`` as a schema writes it: tensor(float), seq(tensor(int64)); None where unknown."""
+    if isinstance(t, tuple):
+        inner = _TYPE_NAMES.get(t[1])
+        return f"seq({inner})" if inner else None
+    return _TYPE_NAMES.get(t)
+
+
+def constraint_problem(n: onnx.NodeProto, schema: OpSpec, elem: dict[str, ValueType]) -> tuple[str, str] | None:
+    """An input of ``n`` whose element type (``elem``; those unknown are passed over) its op's schema allows none
+    of its type parameter's inputs, or that differs from an earlier input bound to the same parameter: (the
+    input, the rest of the line that says why). onnxruntime refuses both ("Type 'tensor(int64)' of input parameter ... is
+    invalid", "bound to different types") whatever the other inputs are: an If's condition, a weight beside an
+    input a node of another domain computes."""
+    bound: dict[str, ValueType] = {}
+    for i, x in enumerate(n.input):
+        f = schema.inputs[i] if i < len(schema.inputs) else schema.inputs[-1] if schema.inputs and schema.inputs[-1].variadic else None
+        if f is None or not x or x not in elem or _type_str(elem[x]) is None:
+            continue
+        allowed = schema.allowed.get(f.type_str, [f.type_str])
+        if _type_str(elem[x]) not in allowed:
+            what = f"its type parameter {f.type_str} allows" if f.type_str in schema.allowed else "it takes"
+            return x, (f"which {n.op_type} does not take there ({what} {', '.join(allowed[:6])}"
+                       f"{', ...' if len(allowed) > 6 else ''})")
+        if f.type_str in schema.allowed and not (f.variadic and not f.homogeneous):
+            if bound.setdefault(f.type_str, elem[x]) != elem[x]:
+                return x, (f"and an earlier input as {elem_name(bound[f.type_str])}: {n.op_type} takes one element "
+                           f"type for both (its type parameter {f.type_str})")
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def _op_schema(op_type: str, version: int):
     return onnx.defs.get_schema(op_type, version, "")
