@@ -154,3 +154,25 @@ def test_an_input_of_a_type_its_constraint_does_not_allow_is_refused(name):
 @pytest.mark.parametrize("build", [lambda: _if_cond(B), lambda: _partly_known(F)], ids=["if_bool", "mul_float"])
 def test_inputs_their_constraints_allow_load(build):
     assert ort_loads(build()) and model_problem(build()) is None
+
+
+def _scan8(state_type):
+    """An opset-8 Scan (its first input the optional sequence_lens, left out) of a state fed as ``state_type``,
+    its body's state input declared FLOAT."""
+    body = h.make_graph([h.make_node("Add", ["s_in", "x_in"], ["s_out"]), h.make_node("Identity", ["s_out"], ["y_out"])], "body",
+                        [vi("s_in", F, [2]), vi("x_in", F, [2])], [vi("s_out", F, [2]), vi("y_out", F, [2])])
+    node = h.make_node("Scan", ["", "s0", "xs"], ["s", "ys"], name="scan", body=body, num_scan_inputs=1)
+    m = _model([node], [vi("s0", state_type, [1, 2]), vi("xs", F, [1, 3, 2])], [_untyped("s"), _untyped("ys")])
+    m.opset_import[0].version = 8
+    return m
+
+
+def test_an_opset_8_scan_body_input_fed_another_type_is_refused():
+    """Before opset 9 a Scan's inputs start with sequence_lens: its body's inputs are the node's from the second
+    on, and one declared of another type than the node feeds it onnxruntime refuses ("Tensor element type
+    mismatch"), as at opset 9 on."""
+    m = _scan8(T.INT32)
+    assert not ort_loads(m), "the oracle: onnxruntime refuses it"
+    line = model_problem(m)
+    assert line is not None and "'s_in'" in line and "INT32" in line and "'scan'" in line, line
+    assert ort_loads(_scan8(F)) and model_problem(_scan8(F)) is None

@@ -15,12 +15,14 @@ from onnxprobe.text import quote
 
 def body_feeds(n: onnx.NodeProto, version: int | None, elem: dict[str, ValueType]) -> list[tuple[str | None, ValueType]]:
     """What a Loop or a Scan feeds its body's inputs, in order, each (the outer value or None, its type; 0:
-    unknown): a Loop's iteration number INT64, its condition BOOL, then its carried values; a Scan's (opset 9
-    on, without sequence_lens) states, then the elements of its scanned inputs. Empty for any other node."""
+    unknown): a Loop's iteration number INT64, its condition BOOL, then its carried values; a Scan's states, then the
+    elements of its scanned inputs (at opset 8, its inputs after sequence_lens). Empty for any other node."""
     if n.op_type == "Loop":
         return [(None, TensorProto.INT64), (None, TensorProto.BOOL)] + [(x, elem.get(x, 0)) for x in n.input[2:]]
     if n.op_type == "Scan" and (version or 0) >= 9:
         return [(x, elem.get(x, 0)) for x in n.input]
+    if n.op_type == "Scan" and version == 8:  # its first input the optional sequence_lens, which feeds no body input
+        return [(x, elem.get(x, 0)) for x in n.input[1:]]
     return []
 
 
