@@ -13,9 +13,9 @@ Two forms:
   summation, relative error about 1e-7; a suffix of more than 16384 elements sums in float64 from the
   start; Σ|x| over a suffix of more than 1024 elements, or of a length not known here, too: a float32
   sum of one value repeated drifts by 3e-5 over 16381 elements, of 1e4 + noise by 1e-4 over 1M); the
-  shifted moments Σ(x-c) and Σ(x-c)² are summed in float64 from the start (x - c is cast: the variance
-  takes their difference, which cancels on skewed tensors);
-- the **careful row**: NaN and Inf masked out, and x - c divided by the half-range before it is summed
+  shifted moments Σ(x-c) and Σ(x-c)² are summed in float64 from the start (x - c taken in float64, where
+  it is exact: the variance takes their difference, which cancels on skewed tensors);
+- the **careful row** (in float64): NaN and Inf masked out, and x - c divided by the half-range before it is summed
   and squared (so nothing overflows or underflows, from subnormals to 3.4e38), the sums scaled back in
   float64. A fast row that cannot be trusted (``stats.tensor_stats.needs_rerun``: a NaN or Inf inside, a
   half-range outside 1e-18..1e17) is recomputed in this form: in the same run through an If node
@@ -171,15 +171,17 @@ class StatsBuilder(GraphBuilder):
         return self.node("Cast", [r], f"{b}.{tag}.f64", to=TensorProto.DOUBLE)
 
     def _sums(self, terms: list[tuple[str, str, str]], b: str, axes: list[int], row: int | None = 0, double: bool = False,
-              exact: tuple[str, ...] = ()) -> str:
+              exact: tuple[str, ...] = (), ready: tuple[str, ...] = ()) -> str:
         """Two-level sums of several tensors of one shape: partial reductions over ``axes`` (keepdims, so
         they stack on axis 0; all in float64 when ``row``, their length, is past BLOCK_MAX; Σ|x| when it is
         past ABS_ROW_MAX or not known here, None), then one Cast and one float64 ReduceSum along the rows for
         all of them: shape [len(terms)]. ``double``: the terms are float64 already. ``exact``: the tags of
-        terms summed in float64 from the start (see _fast_parts)."""
+        terms summed in float64 from the start (see _fast_parts); ``ready``: the tags of those among them that
+        are float64 tensors already."""
         wide = row is not None and row > BLOCK_MAX
-        if wide:
-            terms = [(op, self.node("Cast", [t], f"{b}.{tag}.wide", to=TensorProto.DOUBLE), tag) for op, t, tag in terms]
+        if wide and not double:
+            terms = [(op, t if tag in ready else self.node("Cast", [t], f"{b}.{tag}.wide", to=TensorProto.DOUBLE), tag)
+                     for op, t, tag in terms]
         long_abs = (row is None or row > ABS_ROW_MAX) and any(tag == "sumabs" for _, _, tag in terms)
         exact = () if wide or double else (*exact, "sumabs") if long_abs else exact
         # |x| taken in float32 (exact) and then cast: one float64 copy, and no float64 ReduceL1 kernel needed
@@ -189,7 +191,7 @@ class StatsBuilder(GraphBuilder):
             cast: dict[str, str] = {}  # one float64 copy per tensor, however many terms read it
             for op, t, tag in terms:
                 if tag in exact and t not in cast:
-                    cast[t] = self.node("Cast", [t], f"{b}.{tag}.f64", to=TensorProto.DOUBLE)
+                    cast[t] = t if tag in ready else self.node("Cast", [t], f"{b}.{tag}.f64", to=TensorProto.DOUBLE)
             terms = [(op, cast[t] if tag in exact else t, tag) for op, t, tag in terms]
         # onnxruntime's float32 ReduceSumSquare and ReduceL1 over some axes are 3-6x slower than Mul / Abs and
         # a ReduceSum over the same axes (measured on CPU, a [1, 24, 200, 152] tensor): take that form. Not
@@ -285,7 +287,12 @@ class StatsBuilder(GraphBuilder):
             # non-finite, which needs_rerun catches (the careful row halves before it adds)
             half = self.f32(0.5) if elem == TensorProto.FLOAT else self.f64(0.5)
             c = self.node("Mul", [self.node("Add", [lo, hi], f"{b}.lohi"), half], f"{b}.shift")
-            d = self.node("Sub", [f, c], f"{b}.d")
+            if elem == TensorProto.FLOAT:  # x - c in float64, where it is exact: float32's rounds each term
+                # to an ulp of c, all the same way on a sparse map (1e-7s and one 1.0: the mean 7e-4 off)
+                c64 = self.node("Cast", [c], f"{b}.shift.f64", to=TensorProto.DOUBLE)
+                d = self.node("Sub", [self.node("Cast", [f], f"{b}.x.f64", to=TensorProto.DOUBLE), c64], f"{b}.d")
+            else:
+                d = self.node("Sub", [f, c], f"{b}.d")
         # the non-zero count: x != 0 as a bool, cast back and summed (4x faster than Σ|sign(x)|)
         nonzero = self.node("Cast", [self.node("Cast", [f], f"{b}.nonzero.b", to=TensorProto.BOOL)], f"{b}.nonzero.f",
                             to=elem)
@@ -294,7 +301,7 @@ class StatsBuilder(GraphBuilder):
         # 137², where float32 block sums left its std 1.7% off; QA against numpy float64 on PP-OCRv4 det)
         sums = self._sums([("ReduceSum", d, "s1"), ("ReduceSumSquare", d, "s2"), ("ReduceL1", f, "sumabs"),
                            ("ReduceSum", nonzero, "nonzero")], b, axes, row, double=elem == TensorProto.DOUBLE,
-                          exact=("s1", "s2"))
+                          exact=("s1", "s2"), ready=("s1", "s2"))
         return self.node("Concat", [lo, hi, c], f"{b}.mmc", axis=0), sums  # lo, hi and c keep their (all ones) dims
 
     def _fast_row(self, f: str, b: str, axes: list[int], size: str, row: int | None = 0, elem: int = TensorProto.FLOAT,
@@ -306,7 +313,11 @@ class StatsBuilder(GraphBuilder):
 
     def _careful_row(self, f: str, b: str, axes: list[int], size: str, elem: int, row: int | None = 0) -> str:
         """NaN / Inf masked out (counted), x - c divided by the half-range, sums scaled back in float64.
-        ``f`` is float32 (or, for the cast-to-double path, float64)."""
+        ``f`` is float32 (or, for the cast-to-double path, float64). A float32 ``f`` is taken in float64
+        (its x - c exact there; float32's, divided by the half-range, rounded each term of a sparse map of
+        1e-7s and one 1.0 the same way: the mean 2.6e-3 off; the careful row is the rare one)."""
+        if elem == TensorProto.FLOAT:
+            f, elem = self.node("Cast", [f], f"{b}.careful.f64", to=TensorProto.DOUBLE), TensorProto.DOUBLE
         dt = np.float64 if elem == TensorProto.DOUBLE else np.float32
         const = (lambda v: self.const(np.array(v, dt)))
         nan = self.node("IsNaN", [f], f"{b}.isnan")
