@@ -100,7 +100,7 @@ def check(st: TensorStats, want: dict, label: str, rel: float = 2e-6) -> None:
     elif want["std"] == 0:
         assert d["std"] == 0, (label, d["std"])
     else:
-        assert d["std"] is not None and d["std"] == pytest.approx(want["std"], rel=max(rel * 10, 2e-5)), (label, d["std"], want["std"])
+        assert d["std"] is not None and d["std"] == pytest.approx(want["std"], rel=max(rel * 10, 2e-5), abs=0), (label, d["std"], want["std"])
 
 
 def identity_model(x: np.ndarray) -> onnx.ModelProto:
