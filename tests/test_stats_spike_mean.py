@@ -44,9 +44,9 @@ def want(x: np.ndarray) -> tuple[float, float]:
 
 def check(st: TensorStats, x: np.ndarray, label) -> None:
     mean, std = want(x)
-    assert st.mean == pytest.approx(mean, rel=1e-6), label
-    assert st.abs_mean == pytest.approx(mean, rel=1e-6), label
-    assert st.std == pytest.approx(std, rel=1e-6), label
+    assert st.mean == pytest.approx(mean, rel=1e-6, abs=0), label
+    assert st.abs_mean == pytest.approx(mean, rel=1e-6, abs=0), label
+    assert st.std == pytest.approx(std, rel=1e-6, abs=0), label
 
 
 @pytest.mark.parametrize("n", [65537, 1024])  # a prime: the fast row; 1024: the block form (its rerun with a NaN)
@@ -73,3 +73,26 @@ def test_mark_stats_mean_of_a_sparse_spike(nan, tmp_path):
     s = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     (row,) = s.run([next(iter(meta["outputs"]))], {"x": x})
     check(TensorStats.from_row(row), x, nan)
+
+
+def test_block_form_std_where_float32_squares_are_subnormal(tmp_path, monkeypatch):
+    """A tensor of half-range 1e-18 (inside SAFE_HALF_RANGE: no rerun for its range) whose values mostly sit
+    2.5e-23 either side of 0: their squares about the block means, 6e-46, are below float32's smallest
+    subnormal and flush to 0 in the block sums; the std came out 1.6e-4 off numpy float64's."""
+    from onnxprobe.runtime.runners import base as base_runner
+
+    monkeypatch.setattr(base_runner, "SMALL_ON_HOST", (0, 0))
+    a = np.float32(2.5e-23)
+    x = np.tile(np.array([a, -a], np.float32), 1024 * 1024 // 2)
+    x[:2] = [1e-18, -1e-18]
+    x = x.reshape(1024, 1024)
+    p = tmp_path / "m.onnx"
+    onnx.save(model(x), p)
+    res = api.layers(p, api.Selection(names=("t",)), api.RunConfig(device="cpu", cache=False), api.InputSpec(arrays={"x": x}))
+    (probe,) = [q for q in res.plan.probes if q.ref.name == "t"]
+    assert probe.stats_block  # the block form
+    mean, std = want(x)
+    st = res.stats["t"]
+    assert st.std == pytest.approx(std, rel=1e-6, abs=0)
+    assert abs(st.mean - mean) <= 1e-6 * std
+    assert st.abs_mean == pytest.approx(np.abs(x.astype(np.float64)).mean(), rel=1e-6, abs=0)

@@ -40,6 +40,8 @@ SAFE_HALF_RANGE = (1e-18, 1e17)
 # magnitude (s1 = Σ(x-c)/u, s2 = Σ((x-c)/u)², sumabs = Σ|x|/u): squares of values past ~1.3e154 overflow
 # float64 (std and cosine of 1e160s read null, -inf dB) and those of values below ~1e-162 underflow
 UNIT_RANGE = (2.0 ** -400, 2.0 ** 400)
+# the most a float32 square loses below float32's normal range: half its smallest subnormal (from_blocks)
+FLOAT32_SQUARE_LOSS = 2.0 ** -150
 
 
 def dot(x: np.ndarray, y: np.ndarray) -> float:
@@ -164,7 +166,9 @@ class TensorStats:
         float64); blocks of both signs keep it. Within about 1e-7 of numpy float64 (a std 4.4e-7 off on
         2e4 + N(0, 1), whose squares lie on a coarse grid and sum in float32 rounding one way), and 3e-6 on spiky or sparse
         blocks (one large square swallows the rounding of the small ones in the float32 sums: README). A NaN or
-        Inf in the tensor shows as a non-finite sum, which ``needs_rerun`` catches."""
+        Inf in the tensor shows as a non-finite sum, which ``needs_rerun`` catches; so does a spread so small
+        that the squares float32 flushes to 0 or rounds to a subnormal (each up to ``FLOAT32_SQUARE_LOSS`` off)
+        may be 1e-7 of Σ(x-c)² (a half-range of 1e-18, values 2.5e-23 either side of 0: std 1.6e-4 off)."""
         lo, hi, m, r, q, a, z = np.asarray(parts, np.float64).reshape(len(BLOCK_PARTS), -1)
         n = m.size * block
         # a constant: sums of exactly 0 about it (its means finite: onnxruntime's ReduceMin/Max skip a NaN,
@@ -179,6 +183,8 @@ class TensorStats:
             s2 = float(q.sum() + 2 * dot(e, r) + block * dot(e, e))
             a = np.where((lo >= 0) | (hi <= 0), np.abs(block * m + r), a)
             zeros = z.sum()
+        if n * FLOAT32_SQUARE_LOSS > 1e-7 * s2:  # squares lost below float32's subnormals may matter: rerun
+            s2 = math.nan
         return cls(count=n, zeros=int(zeros) if math.isfinite(zeros) else 0, min=float(lo.min()),
                    max=float(hi.max()), shift=c, s1=s1, s2=max(s2, 0.0) if math.isfinite(s2) else s2,
                    sumabs=float(a.sum()))
