@@ -176,7 +176,7 @@ class Worker:
             if port is None:
                 out["missing"].append(n)
                 continue
-            v = _widened(res[port], port)
+            v = _widened(res[port], port, req.get_tensor(port).get_shape())
             out["shapes"][n] = tuple(int(d) for d in np.shape(v))
             out["int64"] += v.dtype == np.int64
             out["float64"] += v.dtype == np.float64
@@ -202,16 +202,32 @@ def _ov_input(v):
     return ov.Tensor(a.view(np.uint16), list(a.shape), ov.Type.bf16)
 
 
-def _widened(v, port) -> np.ndarray:
+# OpenVINO's element types that it hands back as their bits (uint8 bytes; the 4-bit ones packed two to a byte,
+# the first element in the lowest bits, in a flat array), as onnxruntime's element type of the same encoding
+NARROW_OV_TYPES = {"f8e4m3": "tensor(float8e4m3fn)", "f8e5m2": "tensor(float8e5m2)", "f8e8m0": "tensor(float8e8m0)",
+                   "f4e2m1": "tensor(float4e2m1)", "i4": "tensor(int4)", "u4": "tensor(uint4)"}
+
+
+def _widened(v, port, shape=None) -> np.ndarray:
     """An output as numpy. OpenVINO hands a bf16 tensor back typed float16 over its bf16 bits (1.5 reads
-    1.9375): those bits widened to float32, exactly."""
+    1.9375): those bits widened to float32, exactly. A float8, float4 or 4-bit integer tensor comes back as
+    its bits (``NARROW_OV_TYPES``): the numbers they encode, as float32 (exactly, as onnxruntime's are read),
+    in the tensor's ``shape`` (the output tensor's, which a packed buffer does not have)."""
     import openvino as ov
 
-    if port.get_element_type() != ov.Type.bf16:
-        return v
-    from onnxprobe.runtime.arrays import widened_bfloat16
+    t = port.get_element_type()
+    if t == ov.Type.bf16:
+        from onnxprobe.runtime.arrays import widened_bfloat16
 
-    return widened_bfloat16(v)
+        return widened_bfloat16(v)
+    narrow = NARROW_OV_TYPES.get(type_name(t))
+    if narrow is None:
+        return v
+    from onnxprobe.runtime.arrays import widened_narrow
+
+    dims = tuple(int(d) for d in (shape if shape is not None else port.get_shape()))
+    count = int(np.prod(dims, dtype=np.int64))
+    return widened_narrow(np.asarray(v).view(np.uint8).reshape(-1), narrow, count).reshape(dims)
 
 
 def precision_info(cm) -> dict:
