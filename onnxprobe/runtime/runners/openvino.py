@@ -216,7 +216,7 @@ class OpenVinoRunner(HostStatsRunner):
             reply = self.worker.request(op="load", key=key, source=save_beside(model, d.name))
         else:
             reply = self.worker.request(op="load", key=key, source=model.SerializeToString())
-        self._loaded[key] = (self.worker.generation, reply["names"], set(reply["inputs"]))
+        self._loaded[key] = (self.worker.generation, reply["names"], _input_sources(model, reply["inputs"]))
         return reply["names"]
 
     def _base(self, shapes: dict | None) -> tuple:
@@ -270,8 +270,11 @@ class OpenVinoRunner(HostStatsRunner):
             ov_key = ("derived", key) if key is not None else ("temporary", next(_keys))
             temporary = None if key is not None else ov_key
             self._load(ov_key, _static_inputs(model, shapes))
-        # OpenVINO drops the inputs no node reads: the names its model does not take left out (it refuses them)
-        feeds = fed(model, feeds, self._loaded[ov_key][2])
+        # OpenVINO drops the inputs no node reads: the names its model does not take left out (it refuses them);
+        # an input it renamed (read by a Dropout it removed) is fed under its new name
+        sources = self._loaded[ov_key][2]
+        feeds = fed(model, feeds, set(sources.values()))
+        feeds = {ov: feeds[src] for ov, src in sources.items() if src in feeds}
         try:
             reply = self.worker.request(op="run", key=ov_key, outputs=list(names), feeds=dict(feeds), device=self.device,
                                         config=self.options, stats=list(stats), raw=list(raw))
@@ -320,6 +323,27 @@ def _dead_ends(model: onnx.ModelProto) -> set[str]:
     g = model.graph
     read = {i for n in g.node for i in n.input} | {o.name for o in g.output}
     return {o for n in g.node if n.op_type != "Dropout" for o in n.output if o and o not in read}
+
+
+PASS_THROUGH = ("Dropout", "Identity")  # ops whose first output is their first input (Dropout in inference)
+
+
+def _input_sources(model: onnx.ModelProto, ov_inputs: list[str]) -> dict[str, str]:
+    """{OpenVINO's input name: the ONNX graph input it takes}. OpenVINO's frontend removes a Dropout and gives
+    its output name to the producer: a graph input read by one is renamed to the Dropout's output ('x' becomes
+    'y', the name 'x' gone), found here by walking back through such nodes. One name per ONNX input (a port
+    with several names takes one feed); the names that lead to no graph input are left out."""
+    graph_inputs = {i.name for i in model.graph.input}
+    producer = {o: n for n in model.graph.node for o in n.output[:1] if o and n.op_type in PASS_THROUGH and n.input}
+    out: dict[str, str] = {}
+    for name in sorted(ov_inputs, key=lambda n: n not in graph_inputs):  # an input's own name first
+        src, seen = name, set()
+        while src not in graph_inputs and src in producer and src not in seen:
+            seen.add(src)
+            src = producer[src].input[0]
+        if src in graph_inputs and src not in out.values():
+            out[name] = src
+    return out
 
 
 def _with_outputs(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:

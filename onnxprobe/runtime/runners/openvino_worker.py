@@ -160,6 +160,10 @@ class Worker:
         from onnxprobe.stats.tensor_stats import TensorStats
 
         cm, compile_s = self.compiled_model(key, outputs, {k: tuple(np.shape(v)) for k, v in feeds.items()}, device, config)
+        unfed = [p.get_any_name() for p in cm.inputs if not set(p.get_names()) & set(feeds)]
+        if unfed:  # OpenVINO would run on the request's uninitialised input buffer
+            raise RuntimeError(f"no value for OpenVINO's input {', '.join(repr(n) for n in unfed)}: it is none of the model's "
+                               "input names (OpenVINO renamed it)")
         req = cm.create_infer_request()
         t0 = time.perf_counter()
         res = req.infer({k: _ov_input(v) for k, v in feeds.items()})
